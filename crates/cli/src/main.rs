@@ -1,0 +1,3 @@
+//! The `skillforge` command-line interface.
+
+fn main() {}

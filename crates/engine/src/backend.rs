@@ -1,0 +1,133 @@
+//! The queue backend trait: a fenced job state machine that both the SQLite and Redis backends implement.
+//!
+//! Backends are deliberately dumb: they store jobs and apply transitions atomically, fenced on
+//! the lease's token. Every policy (attempt counting, backoff with jitter, what a stale lease
+//! becomes) is decided once in the engine (`policy`), so both backends behave identically.
+
+use std::time::Duration;
+
+use crate::error::EngineError;
+use crate::job::{
+    CancelReply, Enqueued, ExpiredLease, Finish, FinishReply, HeartbeatReply, Job, JobSpec,
+    JobState, LeaseView, LeasedJob, LockAcquire, WorkerIdentity,
+};
+
+/// Transition applied by the reaper to an expired lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReapAction {
+    /// Re-queue after this delay (idempotent stage with attempts left).
+    Requeue {
+        /// Backoff before the next attempt.
+        delay: Duration,
+    },
+    /// Park as `stale` with `recovery_available` (non-idempotent stage).
+    RecoveryAvailable,
+    /// Dead-letter (no attempts left).
+    Dead,
+    /// Mark `cancelled` (an operator asked to cancel before the worker died).
+    Cancelled,
+}
+
+/// A job queue with per-job leases, heartbeats and fencing tokens.
+///
+/// Every mutating call that names a `fencing_token` must be atomic and must do nothing (and
+/// say so) when the job's current token differs or the job is not `running`.
+#[async_trait::async_trait]
+pub trait QueueBackend: Send + Sync + 'static {
+    /// `"sqlite"` or `"redis"`.
+    fn name(&self) -> &'static str;
+
+    /// Stores a new job in state `queued`. When `spec.idempotency_key` was seen before,
+    /// returns the existing job id with `created: false` and stores nothing.
+    async fn enqueue(&self, spec: &JobSpec) -> Result<Enqueued, EngineError>;
+
+    /// Leases up to `max` due jobs from `queue` for `worker`, oldest first: state `running`,
+    /// attempts + 1, fencing token + 1, lease set, a new attempt record. When none is due,
+    /// waits up to `wait` for one (an enqueue wakes idle waiters at once) and returns empty
+    /// on expiry.
+    async fn lease(
+        &self,
+        queue: &str,
+        worker: &WorkerIdentity,
+        max: usize,
+        wait: Duration,
+    ) -> Result<Vec<LeasedJob>, EngineError>;
+
+    /// Renews the lease's heartbeat (fenced).
+    async fn heartbeat(&self, job_id: &str, fencing_token: u64)
+    -> Result<HeartbeatReply, EngineError>;
+
+    /// Applies a finished attempt (fenced): records outcome and attempt result, moves the job
+    /// to `finish.next` (a `queued` retry becomes due after `finish.retry_delay_ms`), clears the
+    /// lease, and, for a terminal state, makes the job visible to [`Self::pending_results`].
+    async fn finish(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+        finish: &Finish,
+    ) -> Result<FinishReply, EngineError>;
+
+    /// Hands a running job back (graceful shutdown, fenced): state `queued`, due now, the
+    /// attempt refunded (it was interrupted by the operator, not by the job), attempt result
+    /// `released`. Returns false when the lease was no longer ours.
+    async fn release(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError>;
+
+    /// Leases whose heartbeat is older than their job's `stale_after`, up to `limit`.
+    async fn expired_leases(&self, limit: usize) -> Result<Vec<ExpiredLease>, EngineError>;
+
+    /// Applies `action` to an expired lease, fenced on its token and re-checking, atomically,
+    /// that the heartbeat is still past `stale_after` (a heartbeat that arrived meanwhile wins).
+    /// Returns whether it was applied.
+    async fn reap(
+        &self,
+        lease: &ExpiredLease,
+        action: &ReapAction,
+    ) -> Result<bool, EngineError>;
+
+    /// Cancels a job: queued or stale ⇒ `cancelled` now; running ⇒ `cancel_requested`
+    /// (the worker sees it at its next heartbeat).
+    async fn cancel(&self, job_id: &str) -> Result<CancelReply, EngineError>;
+
+    /// Puts a `failed`, `dead`, `cancelled` or `stale` job back in the queue with a fresh
+    /// attempt budget (attempt history kept). Errors with [`EngineError::InvalidState`] otherwise.
+    async fn retry(&self, job_id: &str) -> Result<(), EngineError>;
+
+    /// One job, or `None` when the id is unknown.
+    async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError>;
+
+    /// Jobs, newest first, optionally filtered by state, at most `limit`.
+    async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>, EngineError>;
+
+    /// Jobs that reached a terminal state (or `stale`) and whose result the control plane has
+    /// not acknowledged yet, oldest first, at most `limit`.
+    async fn pending_results(&self, limit: usize) -> Result<Vec<Job>, EngineError>;
+
+    /// The control plane applied this job's result: stop listing it in `pending_results`.
+    async fn ack_result(&self, job_id: &str) -> Result<(), EngineError>;
+
+    /// Takes the named lock for `owner` when free or stale (a stale holder is replaced, with
+    /// a higher fencing token).
+    async fn acquire_lock(
+        &self,
+        name: &str,
+        owner: &WorkerIdentity,
+        heartbeat: Duration,
+        stale_after: Duration,
+    ) -> Result<LockAcquire, EngineError>;
+
+    /// Renews a named lock's heartbeat (fenced). False when it is no longer ours.
+    async fn renew_lock(&self, name: &str, fencing_token: u64) -> Result<bool, EngineError>;
+
+    /// Releases a named lock (fenced). False when it was no longer ours.
+    async fn release_lock(&self, name: &str, fencing_token: u64) -> Result<bool, EngineError>;
+
+    /// Frees named locks whose heartbeat is past their `stale_after`; returns their names.
+    async fn reap_locks(&self) -> Result<Vec<String>, EngineError>;
+
+    /// Every active job lease and named lock.
+    async fn leases(&self) -> Result<Vec<LeaseView>, EngineError>;
+
+    /// The backend's clock in ms since the Unix epoch (Redis: server `TIME`), so lease ages are
+    /// computed against the same clock that stamped them.
+    async fn now_ms(&self) -> Result<i64, EngineError>;
+}

@@ -1,0 +1,50 @@
+//! The engine's error type.
+
+/// Errors of the engine and its queue backends.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The queue backend could not be reached or answered with an error.
+    #[error("queue backend `{backend}`: {message}")]
+    Backend {
+        /// `sqlite` or `redis`.
+        backend: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+    /// No job with that id.
+    #[error("no job `{0}`")]
+    NotFound(String),
+    /// The job is in a state that does not allow the operation.
+    #[error("job `{job_id}` is {state}: {message}")]
+    InvalidState {
+        /// The job.
+        job_id: String,
+        /// Its current state.
+        state: crate::job::JobState,
+        /// What was refused.
+        message: String,
+    },
+    /// A queue URL or setting was not understood.
+    #[error("invalid queue configuration: {0}")]
+    Config(String),
+    /// A stored job could not be decoded.
+    #[error("corrupt job record `{job_id}`: {message}")]
+    Corrupt {
+        /// The job.
+        job_id: String,
+        /// What was wrong.
+        message: String,
+    },
+}
+
+impl EngineError {
+    /// Wraps a SQLite error.
+    pub fn sqlite(e: impl std::fmt::Display) -> Self {
+        EngineError::Backend { backend: "sqlite", message: e.to_string() }
+    }
+
+    /// Wraps a Redis error.
+    pub fn redis(e: impl std::fmt::Display) -> Self {
+        EngineError::Backend { backend: "redis", message: e.to_string() }
+    }
+}

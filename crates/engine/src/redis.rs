@@ -1,0 +1,1 @@
+//! The Redis queue backend (skillforge's own, on the `redis` crate).

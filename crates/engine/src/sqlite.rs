@@ -1,0 +1,1 @@
+//! The embedded SQLite queue backend (on sqlx).

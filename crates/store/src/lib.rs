@@ -1,0 +1,1 @@
+//! skillforge domain store: SQLite (sqlx) aggregates and the content-addressed blob store (DESIGN §6).

@@ -1,0 +1,1 @@
+//! skillforge workflow state machines (train, harvest, verify, ...), driven by the engine.

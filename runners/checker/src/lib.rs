@@ -1,0 +1,1 @@
+//! The checker runner: deterministic quality dimensions normalized to [0,1].

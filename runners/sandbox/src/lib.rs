@@ -1,0 +1,1 @@
+//! The sandbox runner: an independent `git clone --local` at a commit, then commands in it.
