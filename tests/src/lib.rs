@@ -1,1 +1,245 @@
-//! Shared harness of the end-to-end tests: the built binary, a real redis-server, temp homes.
+//! Shared harness of the end-to-end tests: the built binary, a real redis-server, temp homes, process helpers.
+//!
+//! Every test here drives the real `skillforge` binary (built by `cargo build -p skillforge`, which
+//! the README's test command runs first) against real SQLite files, a real `redis-server` started
+//! on a free loopback port, and real child processes.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// Path of the built `skillforge` binary (`target/<profile>/skillforge`, next to the test binary's dir).
+///
+/// # Panics
+/// When the binary has not been built: run `cargo build -p skillforge` first.
+pub fn bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("SKILLFORGE_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("current test executable");
+    // target/debug/deps/<test> → target/debug/skillforge
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let p = dir.join("skillforge");
+    assert!(p.exists(), "`{}` is missing: run `cargo build -p skillforge` before the end-to-end tests", p.display());
+    p
+}
+
+/// Polls `f` every 20 ms until it returns `Some`, or panics with `what` after `timeout`.
+pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound then released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").expect("bind loopback").local_addr().expect("local addr").port()
+}
+
+/// A real `redis-server` on a free loopback port in a temp dir, shut down on drop.
+pub struct RedisServer {
+    /// The port.
+    pub port: u16,
+    dir: TempDir,
+    aof: bool,
+}
+
+impl RedisServer {
+    /// Starts a server without persistence.
+    pub fn start() -> Self {
+        Self::start_with(false)
+    }
+
+    /// Starts a server; with `aof`, append-only with fsync on every write (survives restarts).
+    pub fn start_with(aof: bool) -> Self {
+        let server = Self { port: free_port(), dir: tempfile::tempdir().expect("redis temp dir"), aof };
+        server.launch();
+        server
+    }
+
+    fn launch(&self) {
+        let dir = self.dir.path();
+        let status = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string(), "--daemonize", "yes"])
+            .arg("--pidfile")
+            .arg(dir.join("redis.pid"))
+            .arg("--dir")
+            .arg(dir)
+            .arg("--logfile")
+            .arg(dir.join("redis.log"))
+            .args(["--save", ""])
+            .args(if self.aof {
+                ["--appendonly", "yes", "--appendfsync", "always"]
+            } else {
+                ["--appendonly", "no", "--appendfsync", "everysec"]
+            })
+            .status()
+            .expect("redis-server is installed (the README's test command installs it)");
+        assert!(status.success(), "redis-server failed to start");
+        wait_for(Duration::from_secs(10), "redis-server to accept connections", || {
+            self.cli(&["ping"]).filter(|o| o.trim() == "PONG")
+        });
+    }
+
+    /// Runs `redis-cli -p PORT ARGS...`; `None` when it fails.
+    pub fn cli(&self, args: &[&str]) -> Option<String> {
+        let out = Command::new("redis-cli").args(["-p", &self.port.to_string()]).args(args).output().ok()?;
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Shuts the server down (saving nothing beyond the AOF) and starts it again on the same port and dir.
+    pub fn restart(&self) {
+        let _ = self.cli(&["shutdown", "nosave"]);
+        wait_for(Duration::from_secs(10), "redis-server to stop", || self.cli(&["ping"]).is_none().then_some(()));
+        self.launch();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.cli(&["shutdown", "nosave"]);
+    }
+}
+
+/// A temporary `$SKILLFORGE_HOME` and the queue the commands use.
+pub struct Home {
+    dir: TempDir,
+    /// `--queue` value, `None` for the embedded default.
+    pub queue: Option<String>,
+}
+
+impl Home {
+    /// A fresh home on the embedded SQLite queue.
+    pub fn embedded() -> Self {
+        Self { dir: tempfile::tempdir().expect("home temp dir"), queue: None }
+    }
+
+    /// A fresh home on a Redis queue.
+    pub fn redis(url: &str) -> Self {
+        Self { dir: tempfile::tempdir().expect("home temp dir"), queue: Some(url.to_owned()) }
+    }
+
+    /// The home directory.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `skillforge --home HOME [--queue URL]` ready for more arguments.
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(bin());
+        c.arg("--home").arg(self.path());
+        if let Some(q) = &self.queue {
+            c.arg("--queue").arg(q);
+        }
+        c.env("SKILLFORGE_LOG", std::env::var("SKILLFORGE_LOG").unwrap_or_else(|_| "info".into()));
+        c
+    }
+
+    /// Runs `skillforge ARGS` to completion.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().expect("run skillforge")
+    }
+
+    /// Runs `skillforge --json ARGS`, asserts exit 0 and parses stdout.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let out = self.cmd().arg("--json").args(args).output().expect("run skillforge");
+        assert!(
+            out.status.success(),
+            "skillforge {args:?} failed: {}\nstderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("skillforge {args:?}: stdout is not JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout))
+        })
+    }
+
+    /// Submits `cmd` without waiting (extra flags before `--`); returns the job id.
+    pub fn submit(&self, flags: &[&str], cmd: &[&str]) -> String {
+        let mut args = vec!["jobs", "submit"];
+        args.extend_from_slice(flags);
+        args.push("--");
+        args.extend_from_slice(cmd);
+        self.json(&args)["id"].as_str().expect("job id").to_owned()
+    }
+
+    /// `jobs show --json ID`.
+    pub fn job(&self, id: &str) -> Value {
+        self.json(&["jobs", "show", id])
+    }
+
+    /// Polls `jobs show` until `pred` holds, or panics after `timeout`.
+    pub fn wait_job(&self, id: &str, timeout: Duration, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        wait_for(timeout, what, || Some(self.job(id)).filter(&pred))
+    }
+
+    /// Starts `skillforge worker --name NAME EXTRA...` in the background, its log in the home dir.
+    pub fn spawn_worker(&self, name: &str, extra: &[&str]) -> Child {
+        self.spawn(&["worker", "--name", name], extra, &format!("worker-{name}"))
+    }
+
+    /// Starts `skillforge serve` in the background.
+    pub fn spawn_serve(&self) -> Child {
+        self.spawn(&["serve"], &[], "serve")
+    }
+
+    fn spawn(&self, base: &[&str], extra: &[&str], log: &str) -> Child {
+        let n = std::fs::read_dir(self.path()).map(|d| d.count()).unwrap_or(0);
+        let log = std::fs::File::create(self.path().join(format!("{log}-{n}.log"))).expect("log file");
+        self.cmd()
+            .args(base)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn skillforge")
+    }
+
+    /// Everything background processes of this home logged, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        if let Ok(dir) = std::fs::read_dir(self.path()) {
+            let mut paths: Vec<_> = dir.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "log")).collect();
+            paths.sort();
+            for p in paths {
+                out.push_str(&format!("==> {} <==\n{}\n", p.display(), std::fs::read_to_string(&p).unwrap_or_default()));
+            }
+        }
+        out
+    }
+}
+
+/// Sends `signal` to a child process.
+pub fn signal(child: &Child, signal: nix::sys::signal::Signal) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal);
+}
+
+/// Waits for a child to exit, up to `timeout`; returns its status or panics.
+pub fn wait_exit(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
+    wait_for(timeout, "process to exit", || child.try_wait().ok().flatten())
+}
+
+/// A child process killed (SIGKILL) and reaped on drop, so no test leaves workers behind.
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

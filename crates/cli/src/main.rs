@@ -1,3 +1,92 @@
-//! The `skillforge` command-line interface.
+//! The `skillforge` command-line interface: commands grouped by noun, human and `--json` output.
 
-fn main() {}
+mod commands;
+mod config;
+mod context;
+mod exit;
+mod output;
+mod runners;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::context::Context;
+
+/// skillforge: improve LLM agent templates ("skills") with evidence, on durable jobs.
+#[derive(Debug, Parser)]
+#[command(name = "skillforge", version, about, propagate_version = true)]
+struct Cli {
+    /// Home directory (store, embedded queue, config). Default `$SKILLFORGE_HOME`, else `~/.skillforge`.
+    #[arg(long, global = true, value_name = "DIR")]
+    home: Option<PathBuf>,
+    /// Queue URL: `redis://HOST:PORT[/DB]` for a fleet; default the embedded SQLite queue (or `[queue] url`).
+    #[arg(long, global = true, value_name = "URL")]
+    queue: Option<String>,
+    /// Machine-readable JSON on stdout; everything else goes to stderr.
+    #[arg(long, global = true)]
+    json: bool,
+    /// More log output (repeat for more).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Less log output.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Submit, inspect, cancel and retry durable jobs.
+    #[command(subcommand)]
+    Jobs(commands::jobs::JobsCommand),
+    /// Run a worker: lease jobs and run them until SIGTERM/SIGINT.
+    Worker(commands::worker::WorkerArgs),
+    /// Run the control plane: reaper and result ingestion, until SIGTERM/SIGINT.
+    Serve(commands::serve::ServeArgs),
+    /// List every active job lease and named lock with owner, heartbeat age and status.
+    Locks,
+}
+
+fn init_tracing(verbose: u8, quiet: bool) {
+    let default = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, 2) => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SKILLFORGE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.verbose, cli.quiet);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: start async runtime: {e}");
+            return ExitCode::from(exit::ENVIRONMENT);
+        }
+    };
+    let result = runtime.block_on(async move {
+        let ctx = Context::new(cli.home, cli.queue, cli.json)?;
+        match cli.command {
+            Command::Jobs(cmd) => commands::jobs::run(&ctx, cmd).await,
+            Command::Worker(args) => commands::worker::run(&ctx, args).await,
+            Command::Serve(args) => commands::serve::run(&ctx, args).await,
+            Command::Locks => commands::locks::run(&ctx).await,
+        }
+    });
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {:#}", e.error);
+            ExitCode::from(e.code)
+        }
+    }
+}

@@ -1,16 +1,25 @@
 //! skillforge's job engine: durable jobs with per-job leases, heartbeats, fencing tokens and stale recovery.
 //!
 //! * [`job`]: the envelope, states, leases (DESIGN §4).
-//! * [`backend`]: the [`QueueBackend`] trait; [`sqlite`] (embedded default) and [`redis`] (fleets).
+//! * [`backend`]: the [`QueueBackend`] trait; [`sqlite`] (embedded default) and [`redis`] (fleets),
+//!   opened from a URL by [`open`].
 //! * [`policy`]: attempts, backoff with jitter, what a stale lease becomes — one place for both backends.
+//! * [`worker`]: the lease → run → heartbeat → fenced result loop; [`reaper`]: stale recovery;
+//!   [`ingest`]: exactly-once application of results to the domain store.
 
 pub mod backend;
 pub mod error;
+pub mod ingest;
 pub mod job;
+// pub mod open; (enabled once both backends land)
 pub mod policy;
+pub mod reaper;
 pub mod redis;
+pub mod registry;
 pub mod sqlite;
+pub mod worker;
 
 pub use backend::{QueueBackend, ReapAction};
 pub use error::EngineError;
 pub use job::*;
+pub use registry::RunnerRegistry;

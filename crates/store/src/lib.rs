@@ -1,1 +1,75 @@
 //! skillforge domain store: SQLite (sqlx) aggregates and the content-addressed blob store (DESIGN §6).
+//!
+//! The control plane is the only writer. Every domain write that follows a job result happens in
+//! one transaction together with [`applied::record_applied`], so a result is applied exactly once.
+
+pub mod applied;
+mod error;
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+
+pub use error::StoreError;
+
+/// File name of the domain database inside `$SKILLFORGE_HOME`.
+pub const DB_FILE: &str = "skillforge.db";
+
+/// The domain store: one SQLite file (WAL) plus, beside it, the blob directory.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: SqlitePool,
+    home: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating if missing) `<home>/skillforge.db` and applies pending migrations.
+    ///
+    /// # Errors
+    /// [`StoreError::Open`] when the file cannot be opened, [`StoreError::Migrate`] when a
+    /// migration fails (the database is left at the last good version).
+    pub async fn open(home: &Path) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(home).map_err(|e| StoreError::Open {
+            path: home.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        let path = home.join(DB_FILE);
+        let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
+            .map_err(|e| StoreError::Open { path: path.clone(), message: e.to_string() })?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await
+            .map_err(|e| StoreError::Open { path: path.clone(), message: e.to_string() })?;
+        sqlx::migrate!("./migrations")
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Migrate(e.to_string()))?;
+        Ok(Self { pool, home: home.to_path_buf() })
+    }
+
+    /// The connection pool, for repositories and transactions.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// The home directory this store lives in.
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    /// Starts a write transaction.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`] when the database is unavailable.
+    pub async fn begin(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+        self.pool.begin().await.map_err(StoreError::from)
+    }
+}

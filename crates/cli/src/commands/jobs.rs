@@ -1,0 +1,454 @@
+//! `skillforge jobs submit|list|show|cancel|retry`: durable ad-hoc jobs through the `process` runner.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+use skillforge_engine::ingest::{RecordOnly, ingest_once};
+use skillforge_engine::worker::{PRESENCE_LOCK_PREFIX, Worker, WorkerConfig};
+use skillforge_engine::{
+    CancelReply, EngineError, Job, JobSpec, JobState, LeaseKind, LeaseStatus, QueueBackend,
+};
+use skillforge_runner_process::ProcessPayload;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::Context;
+use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
+use crate::output::{age, print_json, rfc3339_ms};
+
+/// `skillforge jobs ...`.
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Run a command through the `process` runner as a durable job.
+    Submit(SubmitArgs),
+    /// List jobs, newest first.
+    List(ListArgs),
+    /// Show one job: attempts, lease, outcome, output tails.
+    Show {
+        /// Job id.
+        id: String,
+    },
+    /// Cancel a job (a running one is killed within one heartbeat).
+    Cancel {
+        /// Job id.
+        id: String,
+    },
+    /// Re-queue a failed, dead, cancelled or stale job with a fresh attempt budget.
+    Retry {
+        /// Job id.
+        id: String,
+    },
+}
+
+/// Arguments of `jobs submit`.
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    /// Wall-clock budget per attempt, seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 3600.0)]
+    timeout: f64,
+    /// Heartbeat period, seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 2.0)]
+    heartbeat: f64,
+    /// A lease with no heartbeat for this long is stale, seconds.
+    #[arg(long = "stale-after", value_name = "SECS", default_value_t = 15.0)]
+    stale_after: f64,
+    /// Attempts allowed, the first included.
+    #[arg(long, default_value_t = 3)]
+    attempts: u32,
+    /// A second submit with the same key returns the first job instead of a new one.
+    #[arg(long = "idempotency-key")]
+    idempotency_key: Option<String>,
+    /// Queue name.
+    #[arg(long = "queue-name", default_value = skillforge_engine::DEFAULT_QUEUE)]
+    queue_name: String,
+    /// The command is not safe to re-run after its worker died: park it as `stale` instead.
+    #[arg(long = "non-idempotent")]
+    non_idempotent: bool,
+    /// Environment for the command, `NAME=VALUE` (repeatable); how secrets reach it, never argv.
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// Wait for a terminal state; exit 0 when it passed, 1 otherwise.
+    #[arg(long)]
+    wait: bool,
+    /// With `--wait` on the embedded queue, do not start an in-process worker when none is live.
+    #[arg(long = "no-local-worker")]
+    no_local_worker: bool,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+/// Arguments of `jobs list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only jobs in this state (queued, running, succeeded, failed, dead, cancelled, stale).
+    #[arg(long)]
+    state: Option<String>,
+    /// At most this many.
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+}
+
+/// Dispatches a `jobs` subcommand.
+pub async fn run(ctx: &Context, cmd: JobsCommand) -> CliResult {
+    match cmd {
+        JobsCommand::Submit(args) => submit(ctx, args).await,
+        JobsCommand::List(args) => list(ctx, args).await,
+        JobsCommand::Show { id } => show(ctx, &id).await,
+        JobsCommand::Cancel { id } => cancel(ctx, &id).await,
+        JobsCommand::Retry { id } => retry(ctx, &id).await,
+    }
+}
+
+fn secs(name: &str, v: f64) -> Result<u64, CliError> {
+    if !(v.is_finite() && v > 0.0) {
+        return Err(CliError::usage(anyhow!("--{name} must be a positive number of seconds, got {v}")));
+    }
+    Ok((v * 1000.0).round() as u64)
+}
+
+async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
+    if args.attempts == 0 {
+        return Err(CliError::usage(anyhow!("--attempts must be at least 1")));
+    }
+    let mut env = BTreeMap::new();
+    for kv in &args.env {
+        let Some((k, v)) = kv.split_once('=') else {
+            return Err(CliError::usage(anyhow!("--env `{kv}` is not NAME=VALUE")));
+        };
+        env.insert(k.to_owned(), v.to_owned());
+    }
+    let mut payload = ProcessPayload::argv(args.command.clone());
+    payload.env = env;
+    payload.cwd = std::env::current_dir().ok();
+    let mut spec = JobSpec::new("process", serde_json::to_value(&payload).map_err(CliError::usage)?);
+    spec.queue = args.queue_name.clone();
+    spec.idempotency_key = args.idempotency_key.clone();
+    spec.max_attempts = args.attempts;
+    spec.timeout_ms = secs("timeout", args.timeout)?;
+    spec.heartbeat_ms = secs("heartbeat", args.heartbeat)?;
+    spec.stale_after_ms = secs("stale-after", args.stale_after)?;
+    spec.idempotent = !args.non_idempotent;
+    if spec.stale_after_ms <= spec.heartbeat_ms {
+        return Err(CliError::usage(anyhow!(
+            "--stale-after ({}s) must be longer than --heartbeat ({}s)",
+            args.stale_after,
+            args.heartbeat
+        )));
+    }
+
+    let backend = ctx.queue().await?;
+    let enqueued = backend.enqueue(&spec).await?;
+    if !args.wait {
+        if ctx.json {
+            print_json(&json!({"id": enqueued.job_id, "created": enqueued.created}));
+        } else {
+            println!("{}", enqueued.job_id);
+            if !enqueued.created {
+                eprintln!("(existing job for idempotency key `{}`)", args.idempotency_key.unwrap_or_default());
+            }
+        }
+        return Ok(OK);
+    }
+    if !ctx.json {
+        eprintln!("job {} queued", enqueued.job_id);
+    }
+
+    let local = if ctx.queue_url.is_embedded() && !args.no_local_worker && !has_live_worker(backend.as_ref()).await? {
+        Some(start_local_worker(ctx, backend.clone(), &args.queue_name))
+    } else {
+        None
+    };
+    let job = wait_terminal(backend.as_ref(), &enqueued.job_id, !ctx.json).await;
+    if let Some((stop, handle)) = local {
+        stop.cancel();
+        let _ = handle.await;
+    }
+    let job = job?;
+    if ctx.queue_url.is_embedded() {
+        // In embedded mode this process is the control plane: apply the result now.
+        let store = ctx.store().await?;
+        ingest_once(backend.as_ref(), &store, &RecordOnly).await?;
+    }
+    if ctx.json {
+        print_json(&job_json(&job, backend.now_ms().await?));
+    } else {
+        if let Some(o) = &job.outcome {
+            print!("{}", o.stdout_tail);
+            eprint!("{}", o.stderr_tail);
+        }
+        eprintln!("job {} {}{}", job.id, job.state, outcome_suffix(&job));
+    }
+    Ok(if job.state == JobState::Succeeded { OK } else { CHECK_FAILED })
+}
+
+/// Whether some worker holds an active presence lock on this queue backend.
+async fn has_live_worker(backend: &dyn QueueBackend) -> Result<bool, EngineError> {
+    let now = backend.now_ms().await?;
+    Ok(backend.leases().await?.iter().any(|l| {
+        l.kind == LeaseKind::Lock && l.name.starts_with(PRESENCE_LOCK_PREFIX) && l.status(now) != LeaseStatus::Stale
+    }))
+}
+
+fn start_local_worker(
+    ctx: &Context,
+    backend: Arc<dyn QueueBackend>,
+    queue: &str,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let mut config = WorkerConfig::new("local", ctx.scratch_root());
+    config.queues = vec![queue.to_owned()];
+    config.concurrency = ctx.config.worker.concurrency.unwrap_or(4);
+    config.grace = Duration::from_secs(2);
+    let stop = CancellationToken::new();
+    let worker = Worker::new(config, backend, crate::runners::all());
+    let s = stop.clone();
+    let handle = tokio::spawn(async move {
+        worker.run(s).await;
+    });
+    (stop, handle)
+}
+
+/// Polls until the job is terminal (or parked `stale`), showing a spinner on a terminal.
+async fn wait_terminal(backend: &dyn QueueBackend, id: &str, progress: bool) -> Result<Job, CliError> {
+    let bar = (progress && std::io::stderr().is_terminal()).then(|| {
+        let b = indicatif::ProgressBar::new_spinner();
+        b.enable_steady_tick(Duration::from_millis(120));
+        b
+    });
+    let mut delay = Duration::from_millis(5);
+    loop {
+        let job = backend.get(id).await?.ok_or_else(|| CliError::usage(anyhow!("no job `{id}`")))?;
+        if let Some(b) = &bar {
+            b.set_message(format!("job {} {} (attempt {}/{})", job.id, job.state, job.attempts, job.spec.max_attempts));
+        }
+        if job.state.is_terminal() || job.state == JobState::Stale {
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
+            return Ok(job);
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_millis(250));
+    }
+}
+
+fn outcome_suffix(job: &Job) -> String {
+    let mut s = String::new();
+    if let Some(o) = &job.outcome {
+        s.push_str(&format!(" ({}", o.exit.label()));
+        if let Some(c) = o.exit_code {
+            s.push_str(&format!(", exit {c}"));
+        }
+        s.push(')');
+    }
+    if let Some(e) = &job.error {
+        s.push_str(&format!(": {e}"));
+    }
+    if job.recovery_available {
+        s.push_str(" — recovery available (`skillforge jobs retry`)");
+    }
+    s
+}
+
+/// The JSON shape of one job (`jobs show --json`, `jobs submit --wait --json`).
+pub fn job_json(job: &Job, now_ms: i64) -> Value {
+    let lease = job.lease.as_ref().map(|l| {
+        json!({
+            "owner_worker": l.owner_worker,
+            "owner_host": l.owner_host,
+            "owner_pid": l.owner_pid,
+            "fencing_token": l.fencing_token,
+            "acquired_at": rfc3339_ms(l.acquired_at_ms),
+            "heartbeat_at": rfc3339_ms(l.heartbeat_at_ms),
+            "heartbeat_age_ms": now_ms - l.heartbeat_at_ms,
+        })
+    });
+    let history: Vec<Value> = job
+        .history
+        .iter()
+        .map(|a| {
+            json!({
+                "attempt": a.attempt,
+                "fencing_token": a.fencing_token,
+                "worker": a.worker,
+                "host": a.host,
+                "pid": a.pid,
+                "started_at": rfc3339_ms(a.started_at_ms),
+                "ended_at": a.ended_at_ms.map(rfc3339_ms),
+                "result": a.result,
+                "retry_delay_ms": a.retry_delay_ms,
+            })
+        })
+        .collect();
+    json!({
+        "id": job.id,
+        "state": job.state,
+        "queue": job.spec.queue,
+        "workflow": job.spec.workflow,
+        "stage": job.spec.stage,
+        "kind": job.spec.kind,
+        "attempts": job.attempts,
+        "max_attempts": job.spec.max_attempts,
+        "fencing_token": job.fencing_token,
+        "idempotency_key": job.spec.idempotency_key,
+        "idempotent": job.spec.idempotent,
+        "cancel_requested": job.cancel_requested,
+        "recovery_available": job.recovery_available,
+        "created_at": rfc3339_ms(job.created_at_ms),
+        "updated_at": rfc3339_ms(job.updated_at_ms),
+        "not_before": rfc3339_ms(job.not_before_ms),
+        "lease": lease,
+        "outcome": job.outcome,
+        "error": job.error,
+        "stdout_tail": job.outcome.as_ref().map(|o| o.stdout_tail.as_str()),
+        "stderr_tail": job.outcome.as_ref().map(|o| o.stderr_tail.as_str()),
+        "payload": job.spec.payload,
+        "history": history,
+    })
+}
+
+async fn list(ctx: &Context, args: ListArgs) -> CliResult {
+    let state = args
+        .state
+        .as_deref()
+        .map(str::parse::<JobState>)
+        .transpose()
+        .map_err(|e| CliError::usage(anyhow!(e)))?;
+    let backend = ctx.queue().await?;
+    let jobs = backend.list(state, args.limit).await?;
+    if ctx.json {
+        let now = backend.now_ms().await?;
+        print_json(&jobs.iter().map(|j| job_json(j, now)).collect::<Vec<_>>());
+        return Ok(OK);
+    }
+    if jobs.is_empty() {
+        println!("no jobs");
+        return Ok(OK);
+    }
+    println!("{:<36} {:<10} {:<8} {:>8} {:<24} WHAT", "ID", "STATE", "KIND", "ATTEMPTS", "CREATED");
+    for j in &jobs {
+        println!(
+            "{:<36} {:<10} {:<8} {:>8} {:<24} {}",
+            j.id,
+            j.state,
+            j.spec.kind,
+            format!("{}/{}", j.attempts, j.spec.max_attempts),
+            rfc3339_ms(j.created_at_ms),
+            describe(j)
+        );
+    }
+    Ok(OK)
+}
+
+fn describe(job: &Job) -> String {
+    let p = &job.spec.payload;
+    let what = if let Some(argv) = p.pointer("/command/argv").and_then(Value::as_array) {
+        argv.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" ")
+    } else if let Some(sh) = p.pointer("/command/shell").and_then(Value::as_str) {
+        sh.to_owned()
+    } else {
+        format!("{}/{}", job.spec.workflow, job.spec.stage)
+    };
+    if what.chars().count() > 60 { format!("{}…", what.chars().take(59).collect::<String>()) } else { what }
+}
+
+async fn show(ctx: &Context, id: &str) -> CliResult {
+    let backend = ctx.queue().await?;
+    let job = backend.get(id).await?.ok_or_else(|| CliError::usage(anyhow!("no job `{id}`")))?;
+    let now = backend.now_ms().await?;
+    let store = ctx.store().await?;
+    let applied = skillforge_store::applied::applied_for_job(store.pool(), id).await.map_err(CliError::env)?;
+    if ctx.json {
+        let mut value = job_json(&job, now);
+        value["applied"] = applied
+            .iter()
+            .map(|a| json!({"fencing_token": a.fencing_token, "state": a.state, "applied_at": a.applied_at}))
+            .collect();
+        print_json(&value);
+        return Ok(OK);
+    }
+    println!("job        {}", job.id);
+    println!("state      {}{}", job.state, outcome_suffix(&job));
+    println!("what       {} ({}/{}, runner {})", describe(&job), job.spec.workflow, job.spec.stage, job.spec.kind);
+    println!("queue      {}", job.spec.queue);
+    println!("attempts   {}/{}", job.attempts, job.spec.max_attempts);
+    println!("token      {}", job.fencing_token);
+    if let Some(k) = &job.spec.idempotency_key {
+        println!("idem key   {k}");
+    }
+    if let Some(l) = &job.lease {
+        println!(
+            "lease      {} on {} pid {}, heartbeat {} ago",
+            l.owner_worker,
+            l.owner_host,
+            l.owner_pid,
+            age(now - l.heartbeat_at_ms)
+        );
+    }
+    if !job.history.is_empty() {
+        println!("history");
+        for a in &job.history {
+            println!(
+                "  #{} token {} {}@{}:{} started {} → {}{}",
+                a.attempt,
+                a.fencing_token,
+                a.worker,
+                a.host,
+                a.pid,
+                rfc3339_ms(a.started_at_ms),
+                a.result.as_deref().unwrap_or("running"),
+                a.retry_delay_ms.map(|d| format!(" (retry in {})", age(d as i64))).unwrap_or_default()
+            );
+        }
+    }
+    for a in &applied {
+        println!("applied    result of token {} ({}) at {}", a.fencing_token, a.state, a.applied_at);
+    }
+    if let Some(o) = &job.outcome {
+        if !o.stdout_tail.is_empty() {
+            println!("stdout (tail)\n{}", o.stdout_tail.trim_end());
+        }
+        if !o.stderr_tail.is_empty() {
+            println!("stderr (tail)\n{}", o.stderr_tail.trim_end());
+        }
+    }
+    Ok(OK)
+}
+
+async fn cancel(ctx: &Context, id: &str) -> CliResult {
+    let backend = ctx.queue().await?;
+    let reply = backend.cancel(id).await.map_err(not_found_is_usage)?;
+    let (text, state) = match reply {
+        CancelReply::Cancelled => ("cancelled".to_owned(), "cancelled"),
+        CancelReply::Requested => ("cancel requested; the worker stops it at its next heartbeat".to_owned(), "cancel_requested"),
+        CancelReply::AlreadyTerminal(s) => (format!("already {s}; nothing to cancel"), s.as_str()),
+    };
+    if ctx.json {
+        print_json(&json!({"id": id, "result": state}));
+    } else {
+        println!("job {id}: {text}");
+    }
+    Ok(OK)
+}
+
+async fn retry(ctx: &Context, id: &str) -> CliResult {
+    let backend = ctx.queue().await?;
+    backend.retry(id).await.map_err(not_found_is_usage)?;
+    if ctx.json {
+        print_json(&json!({"id": id, "result": "queued"}));
+    } else {
+        println!("job {id}: queued again");
+    }
+    Ok(OK)
+}
+
+fn not_found_is_usage(e: EngineError) -> CliError {
+    match e {
+        EngineError::NotFound(_) | EngineError::InvalidState { .. } => CliError::usage(e),
+        other => CliError::env(other),
+    }
+}

@@ -1,0 +1,68 @@
+//! `skillforge worker`: lease and run jobs until SIGTERM/SIGINT.
+
+use std::time::Duration;
+
+use clap::Args;
+use skillforge_engine::worker::{Worker, WorkerConfig};
+
+use crate::commands::signals::shutdown_on_signal;
+use crate::context::Context;
+use crate::exit::{CliResult, OK};
+use crate::output::print_json;
+
+/// Arguments of `skillforge worker`.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Jobs run at once (default `[worker] concurrency`, else 4).
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// Worker name; a random suffix makes the identity unique per process (default `worker`).
+    #[arg(long)]
+    name: Option<String>,
+    /// Queue names to serve, comma-separated.
+    #[arg(long = "queues", value_delimiter = ',', default_value = "default")]
+    queues: Vec<String>,
+    /// Seconds running jobs may go on after SIGTERM before they are killed and handed back.
+    #[arg(long = "grace", value_name = "SECS")]
+    grace_secs: Option<u64>,
+}
+
+/// Runs the worker until a signal, then prints what it did.
+pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
+    let backend = ctx.queue().await?;
+    let mut config = WorkerConfig::new(
+        args.name.or_else(|| ctx.config.worker.name.clone()).unwrap_or_else(|| "worker".to_owned()),
+        ctx.scratch_root(),
+    );
+    config.queues = args.queues;
+    config.concurrency = args.concurrency.or(ctx.config.worker.concurrency).unwrap_or(4).max(1);
+    if let Some(g) = args.grace_secs.or(ctx.config.worker.grace_secs) {
+        config.grace = Duration::from_secs(g);
+    }
+    let worker = Worker::new(config, backend, crate::runners::all());
+    let identity = worker.identity().clone();
+    eprintln!("worker {} (host {}, pid {}) on {}", identity.worker_id, identity.host, identity.pid, queue_label(ctx));
+    let report = worker.run(shutdown_on_signal()).await;
+    if ctx.json {
+        print_json(&serde_json::json!({
+            "worker_id": identity.worker_id,
+            "finished": report.finished,
+            "fenced": report.fenced,
+            "released": report.released,
+        }));
+    } else {
+        eprintln!(
+            "worker {} stopped: {} finished, {} rejected by fencing, {} handed back",
+            identity.worker_id, report.finished, report.fenced, report.released
+        );
+    }
+    Ok(OK)
+}
+
+/// A human label of the queue backend in use.
+pub fn queue_label(ctx: &Context) -> String {
+    match &ctx.queue_url {
+        skillforge_engine::open::QueueUrl::Sqlite(p) => format!("embedded queue {}", p.display()),
+        skillforge_engine::open::QueueUrl::Redis(u) => format!("redis queue {u}"),
+    }
+}

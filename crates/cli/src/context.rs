@@ -1,0 +1,66 @@
+//! What every command needs: the home directory, configuration, queue URL and output mode.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use skillforge_engine::QueueBackend;
+use skillforge_engine::open::{QueueUrl, open_queue};
+use skillforge_store::Store;
+
+use crate::config::{Config, resolve_home};
+use crate::exit::CliError;
+
+/// Resolved global settings of one invocation.
+#[derive(Debug)]
+pub struct Context {
+    /// The home directory.
+    pub home: PathBuf,
+    /// `config.toml` of the home.
+    pub config: Config,
+    /// Which queue backend.
+    pub queue_url: QueueUrl,
+    /// `--json`.
+    pub json: bool,
+}
+
+impl Context {
+    /// Resolves home, config and queue URL (`--queue` over `[queue] url` over the embedded default).
+    ///
+    /// # Errors
+    /// Exit 2 for an invalid config file or queue URL.
+    pub fn new(home: Option<PathBuf>, queue: Option<String>, json: bool) -> Result<Self, CliError> {
+        let home = resolve_home(home);
+        let config = Config::load(&home).map_err(CliError::usage)?;
+        let url = queue.or_else(|| config.queue.url.clone());
+        let queue_url = QueueUrl::parse(url.as_deref(), &home).map_err(CliError::usage)?;
+        Ok(Self { home, config, queue_url, json })
+    }
+
+    /// Opens the queue backend.
+    ///
+    /// # Errors
+    /// Exit 3 when the queue cannot be opened or reached.
+    pub async fn queue(&self) -> Result<Arc<dyn QueueBackend>, CliError> {
+        std::fs::create_dir_all(&self.home)
+            .with_context(|| format!("create home `{}`", self.home.display()))
+            .map_err(CliError::env)?;
+        open_queue(&self.queue_url)
+            .await
+            .with_context(|| "open the job queue (is the Redis URL right and the server up?)")
+            .map_err(CliError::env)
+    }
+
+    /// Opens the domain store.
+    ///
+    /// # Errors
+    /// Exit 3 when the store cannot be opened.
+    pub async fn store(&self) -> Result<Store, CliError> {
+        Store::open(&self.home).await.context("open the store").map_err(CliError::env)
+    }
+
+    /// Directory under which workers create per-attempt scratch dirs.
+    pub fn scratch_root(&self) -> PathBuf {
+        self.home.join("scratch")
+    }
+}

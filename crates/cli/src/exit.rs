@@ -1,0 +1,40 @@
+//! Documented exit codes of the `skillforge` binary (DESIGN §8).
+
+/// Success.
+pub const OK: u8 = 0;
+/// The thing checked failed: a job that did not pass, a verifier, a gate.
+pub const CHECK_FAILED: u8 = 1;
+/// Usage error or invalid input.
+pub const USAGE: u8 = 2;
+/// Environment problem: missing tool, unreachable queue, unreadable home.
+pub const ENVIRONMENT: u8 = 3;
+
+/// An error that carries the exit code it should end the process with.
+#[derive(Debug)]
+pub struct CliError {
+    /// Process exit code.
+    pub code: u8,
+    /// The error, printed as `error: {err:#}`.
+    pub error: anyhow::Error,
+}
+
+impl CliError {
+    /// Invalid input (exit 2).
+    pub fn usage(error: impl Into<anyhow::Error>) -> Self {
+        Self { code: USAGE, error: error.into() }
+    }
+
+    /// Environment problem (exit 3).
+    pub fn env(error: impl Into<anyhow::Error>) -> Self {
+        Self { code: ENVIRONMENT, error: error.into() }
+    }
+}
+
+impl<E: Into<anyhow::Error>> From<E> for CliError {
+    fn from(error: E) -> Self {
+        Self { code: ENVIRONMENT, error: error.into() }
+    }
+}
+
+/// Result of a command: the exit code on success paths (0 or 1), a [`CliError`] otherwise.
+pub type CliResult = Result<u8, CliError>;

@@ -1,0 +1,108 @@
+//! Result ingestion: the control plane applies finished jobs' results to the domain store exactly once.
+
+use std::time::Duration;
+
+use skillforge_store::Store;
+use skillforge_store::applied::{AppliedResult, record_applied};
+use sqlx::SqliteConnection;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::backend::QueueBackend;
+use crate::error::EngineError;
+use crate::job::Job;
+
+/// Applies the domain effects of one finished job, inside the ingestion transaction.
+///
+/// Called at most once per (job, fencing token): the transaction also records the applied
+/// result, and a second delivery of the same result finds that record and skips the handler.
+#[async_trait::async_trait]
+pub trait ResultHandler: Send + Sync {
+    /// Writes the effects of `job` (terminal or `stale`) through `conn`.
+    ///
+    /// # Errors
+    /// A message; the transaction is rolled back and the result stays pending.
+    async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), String>;
+}
+
+/// A handler with no domain effects beyond the applied-result record (ad-hoc jobs).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RecordOnly;
+
+#[async_trait::async_trait]
+impl ResultHandler for RecordOnly {
+    async fn apply(&self, _conn: &mut SqliteConnection, _job: &Job) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Counts of one ingestion pass.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct IngestReport {
+    /// Results applied now.
+    pub applied: usize,
+    /// Results found already applied (a re-delivery), acknowledged without effect.
+    pub duplicates: usize,
+}
+
+/// Applies every pending result (up to 500): per job, one store transaction records the
+/// applied result and runs `handler`; then the queue is acknowledged. A crash between commit
+/// and acknowledgement re-delivers the result, which the record turns into a no-op.
+///
+/// # Errors
+/// Queue or store unavailable. A handler error leaves that result pending and is logged.
+pub async fn ingest_once(
+    backend: &dyn QueueBackend,
+    store: &Store,
+    handler: &dyn ResultHandler,
+) -> Result<IngestReport, EngineError> {
+    let mut report = IngestReport::default();
+    for job in backend.pending_results(500).await? {
+        let mut tx = store.begin().await.map_err(EngineError::sqlite)?;
+        let row = AppliedResult {
+            job_id: job.id.clone(),
+            fencing_token: job.fencing_token as i64,
+            workflow: job.spec.workflow.clone(),
+            stage: job.spec.stage.clone(),
+            state: job.state.as_str().to_owned(),
+            idempotency_key: job.spec.idempotency_key.clone(),
+            outcome_json: job.outcome.as_ref().and_then(|o| serde_json::to_string(o).ok()),
+            applied_at: chrono::Utc::now().to_rfc3339(),
+        };
+        let is_new = record_applied(&mut tx, &row).await.map_err(EngineError::sqlite)?;
+        if is_new {
+            if let Err(e) = handler.apply(&mut tx, &job).await {
+                warn!(job_id = %job.id, error = %e, "result handler failed; result left pending");
+                let _ = tx.rollback().await;
+                continue;
+            }
+            report.applied += 1;
+            info!(job_id = %job.id, state = %job.state, fencing_token = job.fencing_token, "result applied");
+        } else {
+            report.duplicates += 1;
+            debug!(job_id = %job.id, fencing_token = job.fencing_token, "result already applied; ignored");
+        }
+        tx.commit().await.map_err(EngineError::sqlite)?;
+        backend.ack_result(&job.id).await?;
+    }
+    Ok(report)
+}
+
+/// Runs [`ingest_once`] every `every` until `shutdown`; errors are logged and retried.
+pub async fn run_ingestion(
+    backend: &dyn QueueBackend,
+    store: &Store,
+    handler: &dyn ResultHandler,
+    every: Duration,
+    shutdown: CancellationToken,
+) {
+    loop {
+        if let Err(e) = ingest_once(backend, store, handler).await {
+            warn!(error = %e, "ingestion pass failed");
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! The worker loop: leases jobs, runs them through runners while heartbeating each lease, sends back fenced results.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use skillforge_runner::{RunContext, RunSpec};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::backend::QueueBackend;
+use crate::job::{FinishReply, HeartbeatReply, LeasedJob, LockAcquire, WorkerIdentity};
+use crate::policy::finish_for;
+use crate::reaper::{DEFAULT_REAP_EVERY, run_reaper};
+use crate::registry::RunnerRegistry;
+
+/// Default grace period on shutdown before running jobs are killed and handed back.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+/// Prefix of the named lock each worker holds while alive (its presence in `skillforge locks`).
+pub const PRESENCE_LOCK_PREFIX: &str = "worker:";
+/// Heartbeat period of the presence lock.
+pub const PRESENCE_HEARTBEAT: Duration = Duration::from_secs(2);
+/// Stale threshold of the presence lock.
+pub const PRESENCE_STALE_AFTER: Duration = Duration::from_secs(15);
+
+/// How a worker runs (a `Config` struct rather than boolean parameters).
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Operator-chosen name; the identity adds a random suffix.
+    pub name: String,
+    /// Queue names to lease from, in order of preference.
+    pub queues: Vec<String>,
+    /// Jobs run at once.
+    pub concurrency: usize,
+    /// On shutdown, how long running jobs may go on before they are killed and handed back.
+    pub grace: Duration,
+    /// Reaper period; `None` runs no reaper in this worker.
+    pub reap_every: Option<Duration>,
+    /// Parent of each attempt's scratch dir.
+    pub scratch_root: PathBuf,
+    /// Longest a single lease call waits for work; bounds how fast shutdown is noticed.
+    pub poll_wait: Duration,
+}
+
+impl WorkerConfig {
+    /// Defaults: queue `default`, concurrency 4, grace 10 s, reaper every 0.5 s.
+    pub fn new(name: impl Into<String>, scratch_root: PathBuf) -> Self {
+        Self {
+            name: name.into(),
+            queues: vec![crate::job::DEFAULT_QUEUE.to_owned()],
+            concurrency: 4,
+            grace: DEFAULT_GRACE,
+            reap_every: Some(DEFAULT_REAP_EVERY),
+            scratch_root,
+            poll_wait: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Counts a worker reports when it stops.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct WorkerReport {
+    /// Attempts whose result was applied.
+    pub finished: u64,
+    /// Attempts whose result was rejected by fencing (the lease had been superseded).
+    pub fenced: u64,
+    /// Attempts handed back on shutdown.
+    pub released: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    finished: AtomicU64,
+    fenced: AtomicU64,
+    released: AtomicU64,
+}
+
+/// A worker process's job loop.
+pub struct Worker {
+    identity: WorkerIdentity,
+    config: WorkerConfig,
+    backend: Arc<dyn QueueBackend>,
+    registry: RunnerRegistry,
+}
+
+impl Worker {
+    /// A worker with a fresh, process-unique identity (`name-<suffix>`).
+    pub fn new(config: WorkerConfig, backend: Arc<dyn QueueBackend>, registry: RunnerRegistry) -> Self {
+        Self { identity: WorkerIdentity::new(&config.name), config, backend, registry }
+    }
+
+    /// This worker's identity.
+    pub fn identity(&self) -> &WorkerIdentity {
+        &self.identity
+    }
+
+    /// Runs until `shutdown` fires, then stops leasing, waits up to `grace` for running jobs,
+    /// kills what still runs (runners kill their process groups on cancel) and hands those
+    /// leases back at once, so another worker may start them immediately.
+    pub async fn run(self, shutdown: CancellationToken) -> WorkerReport {
+        let worker_id = self.identity.worker_id.clone();
+        info!(worker = %worker_id, host = %self.identity.host, pid = self.identity.pid,
+              backend = self.backend.name(), concurrency = self.config.concurrency, "worker started");
+        let background = CancellationToken::new();
+        let presence = tokio::spawn(hold_presence(self.backend.clone(), self.identity.clone(), background.clone()));
+        let reaper = self.config.reap_every.map(|every| {
+            let backend = self.backend.clone();
+            let stop = background.clone();
+            tokio::spawn(async move { run_reaper(backend.as_ref(), every, stop).await })
+        });
+
+        let kill_all = CancellationToken::new();
+        let counters = Arc::new(Counters::default());
+        let slots = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
+        let mut tasks = JoinSet::new();
+        let mut next_queue = 0usize;
+        while !shutdown.is_cancelled() {
+            while tasks.try_join_next().is_some() {}
+            let free = slots.available_permits();
+            if free == 0 {
+                tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    permit = slots.clone().acquire_owned() => drop(permit),
+                }
+                continue;
+            }
+            let leased = self.lease_round(free, &mut next_queue).await;
+            for job in leased {
+                let Ok(permit) = slots.clone().try_acquire_owned() else {
+                    unreachable!("leased no more jobs than free slots")
+                };
+                let ctx = JobTask {
+                    backend: self.backend.clone(),
+                    registry: self.registry.clone(),
+                    scratch_root: self.config.scratch_root.clone(),
+                    kill_all: kill_all.clone(),
+                    counters: counters.clone(),
+                    worker_id: worker_id.clone(),
+                };
+                tasks.spawn(async move {
+                    ctx.run(job).await;
+                    drop(permit);
+                });
+            }
+        }
+
+        info!(worker = %worker_id, running = tasks.len(), grace_ms = self.config.grace.as_millis() as u64,
+              "worker stopping: no more leases");
+        let drained = tokio::time::timeout(self.config.grace, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            warn!(worker = %worker_id, running = tasks.len(), "grace period over: killing running jobs and handing their leases back");
+            kill_all.cancel();
+            while tasks.join_next().await.is_some() {}
+        }
+        background.cancel();
+        let _ = presence.await;
+        if let Some(r) = reaper {
+            let _ = r.await;
+        }
+        let report = WorkerReport {
+            finished: counters.finished.load(Ordering::Relaxed),
+            fenced: counters.fenced.load(Ordering::Relaxed),
+            released: counters.released.load(Ordering::Relaxed),
+        };
+        info!(worker = %worker_id, ?report, "worker stopped");
+        report
+    }
+
+    /// Leases up to `free` jobs, trying queues round-robin; only the last queue tried waits.
+    async fn lease_round(&self, free: usize, next_queue: &mut usize) -> Vec<LeasedJob> {
+        let n = self.config.queues.len();
+        for i in 0..n {
+            let queue = &self.config.queues[(*next_queue + i) % n];
+            let wait = if i + 1 == n { self.config.poll_wait } else { Duration::ZERO };
+            match self.backend.lease(queue, &self.identity, free, wait).await {
+                Ok(jobs) if !jobs.is_empty() => {
+                    *next_queue = (*next_queue + i + 1) % n;
+                    return jobs;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    warn!(queue = %queue, error = %e, "lease failed; retrying shortly");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+        Vec::new()
+    }
+}
+
+/// Holds the worker's presence lock (`worker:<id>`) until `stop` fires, then releases it.
+async fn hold_presence(backend: Arc<dyn QueueBackend>, identity: WorkerIdentity, stop: CancellationToken) {
+    let name = format!("{PRESENCE_LOCK_PREFIX}{}", identity.worker_id);
+    let mut token = None;
+    loop {
+        match token {
+            None => match backend.acquire_lock(&name, &identity, PRESENCE_HEARTBEAT, PRESENCE_STALE_AFTER).await {
+                Ok(LockAcquire::Acquired { fencing_token }) => token = Some(fencing_token),
+                Ok(LockAcquire::Held(_)) => warn!(lock = %name, "presence lock held by another process"),
+                Err(e) => debug!(error = %e, "presence lock not taken"),
+            },
+            Some(t) => match backend.renew_lock(&name, t).await {
+                Ok(true) => {}
+                Ok(false) => token = None,
+                Err(e) => debug!(error = %e, "presence lock not renewed"),
+            },
+        }
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep(PRESENCE_HEARTBEAT) => {}
+        }
+    }
+    if let Some(t) = token {
+        let _ = backend.release_lock(&name, t).await;
+    }
+}
+
+/// Everything one running job needs.
+struct JobTask {
+    backend: Arc<dyn QueueBackend>,
+    registry: RunnerRegistry,
+    scratch_root: PathBuf,
+    kill_all: CancellationToken,
+    counters: Arc<Counters>,
+    worker_id: String,
+}
+
+impl JobTask {
+    async fn run(self, leased: LeasedJob) {
+        let job = leased.job;
+        let token = leased.fencing_token;
+        let span = info_span!("job", job_id = %job.id, workflow = %job.spec.workflow,
+                              stage = %job.spec.stage, attempt = job.attempts, fencing_token = token);
+        async move {
+            info!(kind = %job.spec.kind, worker = %self.worker_id, "job started");
+            let cancel = self.kill_all.child_token();
+            let cancelled_by_operator = Arc::new(AtomicBool::new(false));
+            let lease_lost = Arc::new(AtomicBool::new(false));
+            let done = CancellationToken::new();
+            let heartbeat = tokio::spawn(heartbeat_loop(
+                self.backend.clone(),
+                job.id.clone(),
+                token,
+                Duration::from_millis(job.spec.heartbeat_ms.max(50)),
+                cancel.clone(),
+                cancelled_by_operator.clone(),
+                lease_lost.clone(),
+                done.clone(),
+            ));
+
+            let scratch_dir = self.scratch_root.join(format!("{}-{token}", job.id));
+            let result = match self.registry.get(&job.spec.kind) {
+                None => Err(format!(
+                    "worker `{}` has no runner `{}` (it has: {})",
+                    self.worker_id,
+                    job.spec.kind,
+                    self.registry.kinds().join(", ")
+                )),
+                Some(runner) => match std::fs::create_dir_all(&scratch_dir) {
+                    Err(e) => Err(format!("create scratch dir `{}`: {e}", scratch_dir.display())),
+                    Ok(()) => {
+                        let spec = RunSpec {
+                            job_id: job.id.clone(),
+                            payload: job.spec.payload.clone(),
+                            timeout: Duration::from_millis(job.spec.timeout_ms),
+                        };
+                        let ctx = RunContext {
+                            cancel: cancel.clone(),
+                            heartbeat: Arc::new(|_| {}),
+                            scratch_dir: scratch_dir.clone(),
+                        };
+                        runner.run(&spec, &ctx).await.map_err(|e| e.to_string())
+                    }
+                },
+            };
+            done.cancel();
+            let _ = heartbeat.await;
+            let _ = std::fs::remove_dir_all(&scratch_dir);
+
+            let operator_cancel = cancelled_by_operator.load(Ordering::SeqCst);
+            if self.kill_all.is_cancelled() && !operator_cancel && !lease_lost.load(Ordering::SeqCst) {
+                match self.backend.release(&job.id, token).await {
+                    Ok(true) => {
+                        self.counters.released.fetch_add(1, Ordering::Relaxed);
+                        info!("job handed back on shutdown");
+                    }
+                    Ok(false) => warn!("job not handed back: lease already superseded"),
+                    Err(e) => warn!(error = %e, "job not handed back; the reaper will recover it"),
+                }
+                return;
+            }
+            let finish = finish_for(job.attempts, job.spec.max_attempts, result, operator_cancel);
+            match self.backend.finish(&job.id, token, &finish).await {
+                Ok(FinishReply::Applied(state)) => {
+                    self.counters.finished.fetch_add(1, Ordering::Relaxed);
+                    info!(state = %state, result = %finish.attempt_result, retry_delay_ms = finish.retry_delay_ms, "job finished");
+                }
+                Ok(FinishReply::Fenced { current_token }) => {
+                    self.counters.fenced.fetch_add(1, Ordering::Relaxed);
+                    warn!(current_token, "result rejected by fencing: this lease was superseded");
+                }
+                Err(e) => warn!(error = %e, "result not delivered; the reaper will recover the job"),
+            }
+        }
+        .instrument(span)
+        .await;
+    }
+}
+
+/// Renews the lease every `every` until `done`; cancels the runner on operator cancel or lost lease.
+#[expect(clippy::too_many_arguments, reason = "one-shot task entry; the shared state is spelled out")]
+async fn heartbeat_loop(
+    backend: Arc<dyn QueueBackend>,
+    job_id: String,
+    token: u64,
+    every: Duration,
+    cancel: CancellationToken,
+    cancelled_by_operator: Arc<AtomicBool>,
+    lease_lost: Arc<AtomicBool>,
+    done: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = done.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        match backend.heartbeat(&job_id, token).await {
+            Ok(HeartbeatReply::Renewed) => {}
+            Ok(HeartbeatReply::CancelRequested) => {
+                if !cancelled_by_operator.swap(true, Ordering::SeqCst) {
+                    info!(job_id = %job_id, "cancel requested: stopping the runner");
+                }
+                cancel.cancel();
+            }
+            Ok(HeartbeatReply::LeaseLost) => {
+                warn!(job_id = %job_id, fencing_token = token, "lease lost (stale and reaped): stopping the runner");
+                lease_lost.store(true, Ordering::SeqCst);
+                cancel.cancel();
+                return;
+            }
+            Err(e) => warn!(job_id = %job_id, error = %e, "heartbeat failed; retrying"),
+        }
+    }
+}
