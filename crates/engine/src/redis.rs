@@ -1,1 +1,676 @@
-//! The Redis queue backend (skillforge's own, on the `redis` crate).
+//! The Redis queue backend (skillforge's own, on the `redis` crate), for fleets of workers.
+//!
+//! Every state transition is one Lua script (see `redis/*.lua`), run atomically by Redis and
+//! fenced on the job's fencing token where the [`QueueBackend`] contract says so. Every
+//! timestamp is taken from the server clock (`TIME`) inside the script, so all workers share
+//! one clock and [`RedisBackend::now_ms`] returns that clock.
+//!
+//! # Key layout (all under the prefix `{namespace}:`)
+//!
+//! | key | type | content |
+//! |-----|------|---------|
+//! | `job:{id}` | hash | spec (JSON), state, attempts, token, lease fields, outcome (JSON), … |
+//! | `job:{id}:history` | list | one JSON [`AttemptRecord`](crate::job::AttemptRecord) per attempt |
+//! | `ready:{queue}` | sorted set | due jobs, score = enqueue sequence (`INCR seq`): FIFO |
+//! | `delayed:{queue}` | sorted set | not yet due jobs, score = `not_before` (ms) |
+//! | `wake:{queue}` | list | wake tokens for idle `lease` waiters (`BLPOP`), capped at 16 |
+//! | `leases` | sorted set | running jobs, score = heartbeat deadline (`heartbeat_at + stale_after`) |
+//! | `idem` | hash | idempotency key → job id |
+//! | `results` | sorted set | terminal/stale jobs not yet acknowledged, score = sequence |
+//! | `jobs`, `state:{state}` | sorted sets | job index by creation time (all / per state) |
+//! | `lock:{name}`, `locks` | hash, sorted set | named locks; held locks by heartbeat deadline |
+//! | `seq` | string | the sequence counter |
+//! | `leasereq:{uuid}` | list | jobs leased by one lease request (10 min), so a retried request is idempotent |
+//!
+//! Every operation touches O(1) keys per job (O(log n) sorted-set updates), whatever the
+//! backlog: a lease promotes at most [`PROMOTE_LIMIT`] due delayed jobs and pops at most
+//! [`MAX_LEASE_BATCH`] ready ones. Keys are computed inside the scripts, so this backend needs
+//! a standalone Redis (or a single-shard deployment), not Redis Cluster.
+//!
+//! # Connections and failures
+//!
+//! Ordinary calls share one multiplexed [`ConnectionManager`] (which reconnects after a
+//! Redis restart) with a [`RESPONSE_TIMEOUT`] response timeout. A call that fails with a
+//! connection-level error (I/O, refused, dropped, timeout, `LOADING`) is retried for up to
+//! [`RETRY_BUDGET`]; the scripts are written so that a retry after a lost reply is harmless
+//! (enqueue is keyed by the client-made job id, a lease request by a client-made request id,
+//! finish/release/reap remember the token they closed). Blocking waits (`BLPOP` on the wake
+//! list) run on separate pooled connections, so a waiting worker never stalls other calls.
+
+mod decode;
+mod scripts;
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use ::redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use ::redis::{AsyncConnectionConfig, Client, ErrorKind, RedisError, ServerErrorKind};
+use tokio::time::Instant;
+
+use crate::backend::{QueueBackend, ReapAction};
+use crate::error::EngineError;
+use crate::job::{
+    CancelReply, Enqueued, ExpiredLease, Finish, FinishReply, HeartbeatReply, Job, JobSpec,
+    JobState, Lease, LeaseKind, LeaseView, LeasedJob, LockAcquire, WorkerIdentity, new_job_id,
+};
+use decode::RawJob;
+use scripts::Scripts;
+
+/// Response timeout of ordinary (non-blocking) calls. Generous on purpose: redis-rs's default
+/// (500 ms) can end long scripts or a busy server's replies silently.
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Timeout for establishing a connection.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a call keeps retrying connection-level failures (e.g. a Redis restart) before it
+/// returns [`EngineError::Backend`].
+pub const RETRY_BUDGET: Duration = Duration::from_secs(30);
+/// At most this many due delayed jobs are promoted to the ready set per lease call.
+pub const PROMOTE_LIMIT: usize = 1000;
+/// A single lease call takes at most this many jobs (larger `max` values are clamped).
+pub const MAX_LEASE_BATCH: usize = 1000;
+/// Extra response-timeout slack of a blocking `BLPOP` beyond its own block time.
+const BLOCK_SLACK: Duration = Duration::from_secs(5);
+/// Idle blocking connections kept for reuse.
+const BLOCKING_POOL: usize = 8;
+/// Batch size of `reap_locks` and the page size of internal scans.
+const SCAN_BATCH: usize = 1000;
+
+/// The Redis [`QueueBackend`].
+///
+/// Cheap to share behind an `Arc`; every method takes `&self`. Create it with
+/// [`RedisBackend::connect`].
+pub struct RedisBackend {
+    client: Client,
+    conn: ConnectionManager,
+    /// Key prefix, `{namespace}:`.
+    prefix: String,
+    scripts: Scripts,
+    /// Idle dedicated connections for blocking `BLPOP`s.
+    blocking: Mutex<Vec<MultiplexedConnection>>,
+}
+
+impl std::fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `redis://user:secret@host` → `redis://***@host`, for error messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// Whether a failed call may succeed if tried again on a (re)connected connection.
+fn transient(e: &RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || e.is_unrecoverable_error()
+        || matches!(
+            e.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::BusyLoading
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::MasterDown
+            )
+        )
+}
+
+/// Runs `$body` (an expression using the connection `$conn`, yielding a future of a
+/// `RedisResult`) with retries of transient failures for up to [`RETRY_BUDGET`]; maps the final
+/// error to [`EngineError::Backend`] prefixed with `$what`.
+macro_rules! with_retry {
+    ($self:expr, $what:expr, |$conn:ident| $body:expr) => {{
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(50);
+        loop {
+            let mut $conn = $self.conn.clone();
+            match $body.await {
+                Ok(v) => break Ok(v),
+                Err(e) if transient(&e) && started.elapsed() < RETRY_BUDGET => {
+                    tracing::debug!(error = %e, "redis {} failed, retrying", $what);
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                Err(e) => break Err(EngineError::redis(format!("{}: {e}", $what))),
+            }
+        }
+    }};
+}
+
+/// Stable lowercase wire name of a reap action.
+fn reap_action_name(action: &ReapAction) -> (&'static str, u64) {
+    match action {
+        ReapAction::Requeue { delay } => ("requeue", delay.as_millis() as u64),
+        ReapAction::RecoveryAvailable => ("recovery", 0),
+        ReapAction::Dead => ("dead", 0),
+        ReapAction::Cancelled => ("cancelled", 0),
+    }
+}
+
+fn parse_state(job_id: &str, raw: &str) -> Result<JobState, EngineError> {
+    raw.parse().map_err(|e: String| EngineError::Corrupt {
+        job_id: job_id.to_owned(),
+        message: e,
+    })
+}
+
+fn unexpected(what: &str, reply: &[String]) -> EngineError {
+    EngineError::redis(format!(
+        "unexpected reply from the {what} script: {reply:?}"
+    ))
+}
+
+impl RedisBackend {
+    /// Connects to `url` (`redis://HOST:PORT[/DB]`, optionally with `user:password@`) and uses
+    /// keys prefixed `{namespace}:`.
+    ///
+    /// Errors: [`EngineError::Config`] for an unparsable URL or an empty namespace;
+    /// [`EngineError::Backend`] when the server cannot be reached within the connection
+    /// manager's retries.
+    pub async fn connect(url: &str, namespace: &str) -> Result<Self, EngineError> {
+        if namespace.is_empty() {
+            return Err(EngineError::Config(
+                "redis namespace must not be empty".to_owned(),
+            ));
+        }
+        let client = Client::open(url)
+            .map_err(|e| EngineError::Config(format!("redis url `{}`: {e}", redact(url))))?;
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_max_delay(Duration::from_secs(2))
+            .set_number_of_retries(6);
+        let conn = client
+            .get_connection_manager_with_config(config)
+            .await
+            .map_err(|e| EngineError::redis(format!("connect to `{}`: {e}", redact(url))))?;
+        Ok(Self {
+            client,
+            conn,
+            prefix: format!("{namespace}:"),
+            scripts: Scripts::new(),
+            blocking: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The key prefix in use, `{namespace}:`.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// A dedicated connection for one blocking command (from the pool or new).
+    async fn blocking_conn(&self) -> Result<MultiplexedConnection, RedisError> {
+        let pooled = self.blocking.lock().map(|mut p| p.pop()).unwrap_or(None);
+        if let Some(c) = pooled {
+            return Ok(c);
+        }
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT));
+        self.client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+    }
+
+    fn return_blocking_conn(&self, c: MultiplexedConnection) {
+        if let Ok(mut pool) = self.blocking.lock()
+            && pool.len() < BLOCKING_POOL
+        {
+            pool.push(c);
+        }
+    }
+
+    /// Blocks up to `block` on the queue's wake list. Returns whether a wake token arrived;
+    /// connection failures are logged and reported as "no token" after a short pause, so the
+    /// caller simply tries to lease again.
+    async fn wait_for_wake(&self, queue: &str, block: Duration) -> bool {
+        let key = format!("{}wake:{queue}", self.prefix);
+        let mut conn = match self.blocking_conn().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(error = %e, "redis blocking connection for queue `{queue}` failed");
+                tokio::time::sleep(block.min(Duration::from_millis(200))).await;
+                return false;
+            }
+        };
+        conn.set_response_timeout(block + BLOCK_SLACK);
+        // BLPOP's timeout is in (fractional) seconds; 0 would block forever.
+        let secs = block.as_secs_f64().max(0.001);
+        let reply: Result<Option<(String, String)>, RedisError> = ::redis::cmd("BLPOP")
+            .arg(&key)
+            .arg(format!("{secs:.3}"))
+            .query_async(&mut conn)
+            .await;
+        match reply {
+            Ok(token) => {
+                conn.set_response_timeout(RESPONSE_TIMEOUT);
+                self.return_blocking_conn(conn);
+                token.is_some()
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "redis wait on queue `{queue}` failed");
+                tokio::time::sleep(block.min(Duration::from_millis(200))).await;
+                false
+            }
+        }
+    }
+
+    /// One run of the lease script: the leased jobs, the earliest delayed due time (ms, `None`
+    /// when no delayed job) and the server time.
+    async fn lease_once(
+        &self,
+        queue: &str,
+        worker: &WorkerIdentity,
+        max: usize,
+    ) -> Result<(Vec<LeasedJob>, Option<i64>, i64), EngineError> {
+        let request_id = uuid::Uuid::new_v4().to_string();
+        let mut inv = self.scripts.lease.prepare_invoke();
+        inv.arg(&self.prefix)
+            .arg(queue)
+            .arg(max.clamp(1, MAX_LEASE_BATCH))
+            .arg(&worker.worker_id)
+            .arg(&worker.host)
+            .arg(worker.pid)
+            .arg(&request_id)
+            .arg(PROMOTE_LIMIT);
+        let what = format!("lease from queue `{queue}`");
+        let (raw, next_due, now): (Vec<RawJob>, i64, i64) =
+            with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
+        let mut jobs = Vec::with_capacity(raw.len());
+        for r in raw {
+            if let Some(job) = decode::job(r)? {
+                jobs.push(LeasedJob {
+                    fencing_token: job.fencing_token,
+                    job,
+                });
+            }
+        }
+        Ok((jobs, (next_due >= 0).then_some(next_due), now))
+    }
+
+    /// Fetches jobs by id in one pipeline, skipping ids that no longer exist.
+    async fn fetch_jobs(&self, ids: &[String]) -> Result<Vec<Job>, EngineError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = ::redis::pipe();
+        for id in ids {
+            pipe.cmd("HGETALL").arg(format!("{}job:{id}", self.prefix));
+            pipe.cmd("LRANGE")
+                .arg(format!("{}job:{id}:history", self.prefix))
+                .arg(0)
+                .arg(-1);
+        }
+        let flat: Vec<::redis::Value> =
+            with_retry!(self, "read jobs", |c| pipe.query_async(&mut c))?;
+        let mut out = Vec::with_capacity(ids.len());
+        let mut it = flat.into_iter();
+        while let (Some(h), Some(hist)) = (it.next(), it.next()) {
+            let raw: RawJob = (
+                ::redis::from_redis_value(h)
+                    .map_err(|e| EngineError::redis(format!("job hash: {e}")))?,
+                ::redis::from_redis_value(hist)
+                    .map_err(|e| EngineError::redis(format!("job history: {e}")))?,
+            );
+            if let Some(job) = decode::job(raw)? {
+                out.push(job);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn zrange(&self, key: &str, rev: bool, limit: usize) -> Result<Vec<String>, EngineError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let stop = limit.min(isize::MAX as usize) as isize - 1;
+        let cmd_name = if rev { "ZREVRANGE" } else { "ZRANGE" };
+        let mut cmd = ::redis::cmd(cmd_name);
+        cmd.arg(key).arg(0).arg(stop);
+        let what = format!("read index `{key}`");
+        with_retry!(self, what, |c| cmd.query_async(&mut c))
+    }
+}
+
+#[async_trait::async_trait]
+impl QueueBackend for RedisBackend {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
+    async fn enqueue(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
+        let id = new_job_id();
+        let spec_json = serde_json::to_string(spec)
+            .map_err(|e| EngineError::redis(format!("encode job spec: {e}")))?;
+        let mut inv = self.scripts.enqueue.prepare_invoke();
+        inv.arg(&self.prefix)
+            .arg(&id)
+            .arg(&spec.queue)
+            .arg(spec_json)
+            .arg(spec.idempotency_key.as_deref().unwrap_or(""))
+            .arg(spec.max_attempts)
+            .arg(spec.heartbeat_ms)
+            .arg(spec.stale_after_ms)
+            .arg(u8::from(spec.idempotent))
+            .arg(
+                spec.not_before_ms
+                    .map(|t| t.to_string())
+                    .unwrap_or_default(),
+            );
+        let what = format!("enqueue on queue `{}`", spec.queue);
+        let (job_id, created): (String, u8) =
+            with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
+        Ok(Enqueued {
+            job_id,
+            created: created == 1,
+        })
+    }
+
+    async fn lease(
+        &self,
+        queue: &str,
+        worker: &WorkerIdentity,
+        max: usize,
+        wait: Duration,
+    ) -> Result<Vec<LeasedJob>, EngineError> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let deadline = Instant::now() + wait;
+        loop {
+            let (jobs, next_due, server_now) = self.lease_once(queue, worker, max).await?;
+            if !jobs.is_empty() {
+                return Ok(jobs);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(jobs);
+            }
+            let mut block = deadline - now;
+            if let Some(due) = next_due {
+                let until_due = Duration::from_millis(due.saturating_sub(server_now).max(0) as u64);
+                block = block.min(until_due);
+            }
+            if !block.is_zero() {
+                self.wait_for_wake(queue, block).await;
+            }
+        }
+    }
+
+    async fn heartbeat(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+    ) -> Result<HeartbeatReply, EngineError> {
+        let mut inv = self.scripts.heartbeat.prepare_invoke();
+        inv.arg(&self.prefix).arg(job_id).arg(fencing_token);
+        let what = format!("heartbeat of job `{job_id}`");
+        let reply: String = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
+        match reply.as_str() {
+            "renewed" => Ok(HeartbeatReply::Renewed),
+            "cancel" => Ok(HeartbeatReply::CancelRequested),
+            "lost" => Ok(HeartbeatReply::LeaseLost),
+            _ => Err(unexpected("heartbeat", &[reply])),
+        }
+    }
+
+    async fn finish(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+        finish: &Finish,
+    ) -> Result<FinishReply, EngineError> {
+        if matches!(finish.next, JobState::Running | JobState::Stale) {
+            return Err(EngineError::InvalidState {
+                job_id: job_id.to_owned(),
+                state: JobState::Running,
+                message: format!(
+                    "a finished attempt cannot move the job to `{}`",
+                    finish.next
+                ),
+            });
+        }
+        let outcome = match &finish.outcome {
+            Some(o) => serde_json::to_string(o).map_err(|e| {
+                EngineError::redis(format!("encode run outcome of job `{job_id}`: {e}"))
+            })?,
+            None => String::new(),
+        };
+        let mut inv = self.scripts.finish.prepare_invoke();
+        inv.arg(&self.prefix)
+            .arg(job_id)
+            .arg(fencing_token)
+            .arg(finish.next.as_str())
+            .arg(finish.retry_delay_ms)
+            .arg(&finish.attempt_result)
+            .arg(outcome)
+            .arg(u8::from(finish.error.is_some()))
+            .arg(finish.error.as_deref().unwrap_or(""));
+        let what = format!("finish of job `{job_id}`");
+        let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
+        match reply.as_slice() {
+            [tag, state] if tag == "applied" => {
+                Ok(FinishReply::Applied(parse_state(job_id, state)?))
+            }
+            [tag, token] if tag == "fenced" => Ok(FinishReply::Fenced {
+                current_token: token.parse().map_err(|_| unexpected("finish", &reply))?,
+            }),
+            [tag] if tag == "missing" => Err(EngineError::NotFound(job_id.to_owned())),
+            _ => Err(unexpected("finish", &reply)),
+        }
+    }
+
+    async fn release(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
+        let mut inv = self.scripts.release.prepare_invoke();
+        inv.arg(&self.prefix).arg(job_id).arg(fencing_token);
+        let what = format!("release of job `{job_id}`");
+        let applied: u8 = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
+        Ok(applied == 1)
+    }
+
+    async fn expired_leases(&self, limit: usize) -> Result<Vec<ExpiredLease>, EngineError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut inv = self.scripts.expired.prepare_invoke();
+        inv.arg(&self.prefix).arg(limit);
+        let rows: Vec<(String, u64, u32, u32, u8, u8)> =
+            with_retry!(self, "list expired leases", |c| inv.invoke_async(&mut c))?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(job_id, fencing_token, attempts, max_attempts, idempotent, cancel)| {
+                    ExpiredLease {
+                        job_id,
+                        fencing_token,
+                        attempts,
+                        max_attempts,
+                        idempotent: idempotent == 1,
+                        cancel_requested: cancel == 1,
+                    }
+                },
+            )
+            .collect())
+    }
+
+    async fn reap(&self, lease: &ExpiredLease, action: &ReapAction) -> Result<bool, EngineError> {
+        let (name, delay_ms) = reap_action_name(action);
+        let mut inv = self.scripts.reap.prepare_invoke();
+        inv.arg(&self.prefix)
+            .arg(&lease.job_id)
+            .arg(lease.fencing_token)
+            .arg(name)
+            .arg(delay_ms);
+        let what = format!("reap of job `{}`", lease.job_id);
+        let applied: u8 = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
+        Ok(applied == 1)
+    }
+
+    async fn cancel(&self, job_id: &str) -> Result<CancelReply, EngineError> {
+        let mut inv = self.scripts.cancel.prepare_invoke();
+        inv.arg(&self.prefix).arg(job_id);
+        let what = format!("cancel of job `{job_id}`");
+        let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
+        match reply.as_slice() {
+            [tag] if tag == "cancelled" => Ok(CancelReply::Cancelled),
+            [tag] if tag == "requested" => Ok(CancelReply::Requested),
+            [tag, state] if tag == "terminal" => {
+                Ok(CancelReply::AlreadyTerminal(parse_state(job_id, state)?))
+            }
+            [tag] if tag == "missing" => Err(EngineError::NotFound(job_id.to_owned())),
+            _ => Err(unexpected("cancel", &reply)),
+        }
+    }
+
+    async fn retry(&self, job_id: &str) -> Result<(), EngineError> {
+        let mut inv = self.scripts.retry.prepare_invoke();
+        inv.arg(&self.prefix).arg(job_id);
+        let what = format!("retry of job `{job_id}`");
+        let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
+        match reply.as_slice() {
+            [tag] if tag == "ok" => Ok(()),
+            [tag, state] if tag == "invalid" => Err(EngineError::InvalidState {
+                job_id: job_id.to_owned(),
+                state: parse_state(job_id, state)?,
+                message: "only failed, dead, cancelled or stale jobs can be retried".to_owned(),
+            }),
+            [tag] if tag == "missing" => Err(EngineError::NotFound(job_id.to_owned())),
+            _ => Err(unexpected("retry", &reply)),
+        }
+    }
+
+    async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError> {
+        Ok(self
+            .fetch_jobs(&[job_id.to_owned()])
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>, EngineError> {
+        let index = match state {
+            Some(s) => format!("{}state:{}", self.prefix, s.as_str()),
+            None => format!("{}jobs", self.prefix),
+        };
+        let ids = self.zrange(&index, true, limit).await?;
+        let jobs = self.fetch_jobs(&ids).await?;
+        // The index and the hashes are read separately: drop a job that changed state meanwhile.
+        Ok(jobs
+            .into_iter()
+            .filter(|j| state.is_none_or(|s| j.state == s))
+            .collect())
+    }
+
+    async fn pending_results(&self, limit: usize) -> Result<Vec<Job>, EngineError> {
+        let ids = self
+            .zrange(&format!("{}results", self.prefix), false, limit)
+            .await?;
+        self.fetch_jobs(&ids).await
+    }
+
+    async fn ack_result(&self, job_id: &str) -> Result<(), EngineError> {
+        let mut cmd = ::redis::cmd("ZREM");
+        cmd.arg(format!("{}results", self.prefix)).arg(job_id);
+        let what = format!("acknowledge result of job `{job_id}`");
+        let _: i64 = with_retry!(self, what, |c| cmd.query_async(&mut c))?;
+        Ok(())
+    }
+
+    async fn acquire_lock(
+        &self,
+        name: &str,
+        owner: &WorkerIdentity,
+        heartbeat: Duration,
+        stale_after: Duration,
+    ) -> Result<LockAcquire, EngineError> {
+        let mut inv = self.scripts.lock_acquire.prepare_invoke();
+        inv.arg(&self.prefix)
+            .arg(name)
+            .arg(&owner.worker_id)
+            .arg(&owner.host)
+            .arg(owner.pid)
+            .arg(heartbeat.as_millis() as u64)
+            .arg(stale_after.as_millis() as u64);
+        let what = format!("acquire lock `{name}`");
+        let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
+        let bad = || unexpected("lock acquire", &reply);
+        match reply.as_slice() {
+            [tag, token] if tag == "acquired" => Ok(LockAcquire::Acquired {
+                fencing_token: token.parse().map_err(|_| bad())?,
+            }),
+            [tag, worker, host, pid, token, acquired, heartbeat] if tag == "held" => {
+                Ok(LockAcquire::Held(Lease {
+                    owner_worker: worker.clone(),
+                    owner_host: host.clone(),
+                    owner_pid: pid.parse().map_err(|_| bad())?,
+                    fencing_token: token.parse().map_err(|_| bad())?,
+                    acquired_at_ms: acquired.parse().map_err(|_| bad())?,
+                    heartbeat_at_ms: heartbeat.parse().map_err(|_| bad())?,
+                }))
+            }
+            _ => Err(bad()),
+        }
+    }
+
+    async fn renew_lock(&self, name: &str, fencing_token: u64) -> Result<bool, EngineError> {
+        let mut inv = self.scripts.lock_renew.prepare_invoke();
+        inv.arg(&self.prefix).arg(name).arg(fencing_token);
+        let what = format!("renew lock `{name}`");
+        let renewed: u8 = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
+        Ok(renewed == 1)
+    }
+
+    async fn release_lock(&self, name: &str, fencing_token: u64) -> Result<bool, EngineError> {
+        let mut inv = self.scripts.lock_release.prepare_invoke();
+        inv.arg(&self.prefix).arg(name).arg(fencing_token);
+        let what = format!("release lock `{name}`");
+        let released: u8 = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
+        Ok(released == 1)
+    }
+
+    async fn reap_locks(&self) -> Result<Vec<String>, EngineError> {
+        let mut freed = Vec::new();
+        loop {
+            let mut inv = self.scripts.reap_locks.prepare_invoke();
+            inv.arg(&self.prefix).arg(SCAN_BATCH);
+            let batch: Vec<String> =
+                with_retry!(self, "reap stale locks", |c| inv.invoke_async(&mut c))?;
+            let done = batch.len() < SCAN_BATCH;
+            freed.extend(batch);
+            if done {
+                return Ok(freed);
+            }
+        }
+    }
+
+    async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
+        let mut inv = self.scripts.leases.prepare_invoke();
+        inv.arg(&self.prefix);
+        let (jobs, locks): (Vec<Vec<String>>, Vec<Vec<String>>) =
+            with_retry!(self, "list leases", |c| inv.invoke_async(&mut c))?;
+        let mut out = Vec::with_capacity(jobs.len() + locks.len());
+        for row in &jobs {
+            out.push(decode::lease_row(LeaseKind::Job, row)?);
+        }
+        for row in &locks {
+            out.push(decode::lease_row(LeaseKind::Lock, row)?);
+        }
+        Ok(out)
+    }
+
+    async fn now_ms(&self) -> Result<i64, EngineError> {
+        let cmd = ::redis::cmd("TIME");
+        let (secs, micros): (i64, i64) =
+            with_retry!(self, "read server time", |c| cmd.query_async(&mut c))?;
+        Ok(secs * 1000 + micros / 1000)
+    }
+}

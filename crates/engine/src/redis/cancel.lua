@@ -1,0 +1,18 @@
+-- ARGV: ns, job_id. Returns {'cancelled'} | {'requested'} | {'terminal', state} | {'missing'}.
+local id = ARGV[2]
+local jk = jkey(id)
+local f = redis.call('HMGET', jk, 'state', 'queue', 'created_at')
+if not f[1] then return { 'missing' } end
+local now = now_ms()
+if f[1] == 'queued' or f[1] == 'stale' then
+  redis.call('ZREM', NS .. 'ready:' .. f[2], id)
+  redis.call('ZREM', NS .. 'delayed:' .. f[2], id)
+  set_state(id, f[1], 'cancelled', f[3])
+  redis.call('HSET', jk, 'updated_at', s(now), 'recovery_available', '0')
+  to_results(id)
+  return { 'cancelled' }
+elseif f[1] == 'running' then
+  redis.call('HSET', jk, 'cancel_requested', '1', 'updated_at', s(now))
+  return { 'requested' }
+end
+return { 'terminal', f[1] }

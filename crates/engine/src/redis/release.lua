@@ -1,0 +1,18 @@
+-- ARGV: ns, job_id, token. Returns 1 when released, 0 when the lease was not ours.
+local id, token = ARGV[2], ARGV[3]
+local jk = jkey(id)
+local f = redis.call('HMGET', jk, 'state', 'token', 'queue', 'created_at', 'closed_token', 'closed_by', 'seq', 'attempts')
+if not f[1] then return 0 end
+if f[1] ~= 'running' or f[2] ~= token then
+  if f[1] == 'queued' and f[5] == token and f[6] == 'release' then return 1 end
+  return 0
+end
+local now = now_ms()
+end_attempt(id, token, now, 'released', nil)
+clear_lease(id)
+local attempts = math.max(0, tonumber(f[8]) - 1)
+redis.call('HSET', jk, 'attempts', s(attempts), 'updated_at', s(now), 'closed_token', token, 'closed_by', 'release')
+set_state(id, 'running', 'queued', f[4])
+-- Back at its original place in the FIFO: it was interrupted, not re-submitted.
+schedule(id, f[3], tonumber(f[7]), now, now)
+return 1

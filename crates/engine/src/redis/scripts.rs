@@ -1,0 +1,52 @@
+//! The Lua scripts of the Redis backend, one per state transition, each run atomically by Redis.
+//!
+//! Every script is `common.lua` (key helpers, server clock, state index upkeep) followed by its
+//! own body; `ARGV[1]` is always the key prefix `{namespace}:`.
+
+use ::redis::Script;
+
+const COMMON: &str = include_str!("common.lua");
+
+/// All scripts, compiled once per backend (their SHA1 is what `EVALSHA` sends; a server that
+/// lost its script cache, e.g. after a restart, gets the source again transparently).
+pub(super) struct Scripts {
+    pub(super) enqueue: Script,
+    pub(super) lease: Script,
+    pub(super) heartbeat: Script,
+    pub(super) finish: Script,
+    pub(super) release: Script,
+    pub(super) expired: Script,
+    pub(super) reap: Script,
+    pub(super) cancel: Script,
+    pub(super) retry: Script,
+    pub(super) lock_acquire: Script,
+    pub(super) lock_renew: Script,
+    pub(super) lock_release: Script,
+    pub(super) reap_locks: Script,
+    pub(super) leases: Script,
+}
+
+fn with_prelude(body: &str) -> Script {
+    Script::new(&format!("{COMMON}\n{body}"))
+}
+
+impl Scripts {
+    pub(super) fn new() -> Self {
+        Self {
+            enqueue: with_prelude(include_str!("enqueue.lua")),
+            lease: with_prelude(include_str!("lease.lua")),
+            heartbeat: with_prelude(include_str!("heartbeat.lua")),
+            finish: with_prelude(include_str!("finish.lua")),
+            release: with_prelude(include_str!("release.lua")),
+            expired: with_prelude(include_str!("expired.lua")),
+            reap: with_prelude(include_str!("reap.lua")),
+            cancel: with_prelude(include_str!("cancel.lua")),
+            retry: with_prelude(include_str!("retry.lua")),
+            lock_acquire: with_prelude(include_str!("lock_acquire.lua")),
+            lock_renew: with_prelude(include_str!("lock_renew.lua")),
+            lock_release: with_prelude(include_str!("lock_release.lua")),
+            reap_locks: with_prelude(include_str!("reap_locks.lua")),
+            leases: with_prelude(include_str!("leases.lua")),
+        }
+    }
+}

@@ -1,0 +1,1032 @@
+//! Tests of [`RedisBackend`] against a real `redis-server` that each test starts on a free
+//! loopback port in a temporary directory and shuts down when it ends.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use skillforge_engine::redis::RedisBackend;
+use skillforge_engine::{
+    CancelReply, EngineError, ExpiredLease, Finish, FinishReply, HeartbeatReply, JobSpec, JobState,
+    LeaseKind, LockAcquire, QueueBackend, ReapAction, WorkerIdentity,
+};
+use skillforge_runner::{ExitClass, RunOutcome};
+
+/// A `redis-server` owned by one test; shut down (and its files removed) on drop.
+struct RedisServer {
+    port: u16,
+    dir: tempfile::TempDir,
+    durable: bool,
+}
+
+impl RedisServer {
+    /// Starts a non-durable server (no RDB, no AOF).
+    fn start() -> Self {
+        Self::start_with(false)
+    }
+
+    /// Starts a server; `durable` turns on `--appendonly yes --appendfsync always`.
+    fn start_with(durable: bool) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let server = Self {
+            port,
+            dir: tempfile::tempdir().expect("temp dir"),
+            durable,
+        };
+        server.launch();
+        server
+    }
+
+    fn launch(&self) {
+        let dir = self.dir.path();
+        let mut cmd = Command::new("redis-server");
+        cmd.args([
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            &self.port.to_string(),
+            "--daemonize",
+            "yes",
+        ])
+        .arg("--pidfile")
+        .arg(dir.join("redis.pid"))
+        .arg("--dir")
+        .arg(dir)
+        .arg("--logfile")
+        .arg(dir.join("redis.log"))
+        .args(["--save", ""]);
+        if self.durable {
+            cmd.args(["--appendonly", "yes", "--appendfsync", "always"]);
+        } else {
+            cmd.args(["--appendonly", "no"]);
+        }
+        let status = cmd.status().expect("run redis-server");
+        assert!(status.success(), "redis-server failed to start: {status}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let out = Command::new("redis-cli")
+                .args(["-p", &self.port.to_string(), "ping"])
+                .output();
+            if out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "PONG") {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "redis-server on port {} did not come up: {}",
+                self.port,
+                log(dir)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("run redis-cli");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// SIGKILLs the server (a crash: nothing flushed beyond what fsync already wrote) and waits
+    /// until it is gone.
+    fn crash(&self) {
+        let pid = std::fs::read_to_string(self.dir.path().join("redis.pid")).expect("pid file");
+        let pid = pid.trim().to_owned();
+        let status = Command::new("kill")
+            .args(["-9", &pid])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while alive(&pid) {
+            assert!(Instant::now() < deadline, "redis-server {pid} did not die");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = std::fs::remove_file(self.dir.path().join("redis.pid"));
+    }
+}
+
+/// Whether the process runs (a zombie, already dead but not yet reaped by init, does not).
+fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        // `pid (comm) STATE ...`: the state follows the last `)`.
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
+}
+
+fn log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default()
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string(), "shutdown", "nosave"])
+            .output();
+        let stopped = out.is_ok_and(|o| o.status.success());
+        if !stopped && let Ok(pid) = std::fs::read_to_string(self.dir.path().join("redis.pid")) {
+            let _ = Command::new("kill").args(["-9", pid.trim()]).status();
+        }
+    }
+}
+
+async fn backend(server: &RedisServer) -> RedisBackend {
+    RedisBackend::connect(&server.url(), "sftest")
+        .await
+        .expect("connect")
+}
+
+fn spec(queue: &str) -> JobSpec {
+    let mut s = JobSpec::new("process", serde_json::json!({"cmd": ["true"]}));
+    s.queue = queue.to_owned();
+    s
+}
+
+fn worker(name: &str) -> WorkerIdentity {
+    WorkerIdentity::new(name)
+}
+
+fn outcome(exit: ExitClass) -> RunOutcome {
+    RunOutcome {
+        exit,
+        exit_code: Some(0),
+        duration_ms: 12,
+        stdout_tail: "ok\n".to_owned(),
+        stderr_tail: String::new(),
+        detail: serde_json::json!({"k": 1}),
+    }
+}
+
+fn finish(next: JobState, delay_ms: u64, label: &str) -> Finish {
+    Finish {
+        next,
+        retry_delay_ms: delay_ms,
+        attempt_result: label.to_owned(),
+        outcome: Some(outcome(if next == JobState::Succeeded {
+            ExitClass::Passed
+        } else {
+            ExitClass::Failed { code: 1 }
+        })),
+        error: None,
+    }
+}
+
+/// Polls `f` until it returns `Some`, failing the test after `within`.
+async fn poll<T, F, Fut>(what: &str, within: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until the job with this id shows up in `expired_leases`.
+async fn expired(b: &RedisBackend, job_id: &str) -> ExpiredLease {
+    poll("an expired lease", Duration::from_secs(10), || async {
+        b.expired_leases(100)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|l| l.job_id == job_id)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn enqueue_lease_finish_round_trip() {
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    assert_eq!(b.name(), "redis");
+    let w = worker("w");
+
+    let e = b.enqueue(&spec("default")).await.unwrap();
+    assert!(e.created);
+    let job = b.get(&e.job_id).await.unwrap().expect("stored");
+    assert_eq!(job.state, JobState::Queued);
+    assert_eq!((job.attempts, job.fencing_token), (0, 0));
+    assert!(job.lease.is_none() && job.history.is_empty());
+    assert_eq!(job.spec, spec("default"));
+    assert!(b.get("no-such-job").await.unwrap().is_none());
+
+    // Another queue does not see it.
+    assert!(
+        b.lease("other", &w, 10, Duration::ZERO)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let leased = b.lease("default", &w, 10, Duration::ZERO).await.unwrap();
+    assert_eq!(leased.len(), 1);
+    let l = &leased[0];
+    assert_eq!(l.job.id, e.job_id);
+    assert_eq!(l.job.state, JobState::Running);
+    assert_eq!(
+        (l.job.attempts, l.fencing_token, l.job.fencing_token),
+        (1, 1, 1)
+    );
+    let lease = l.job.lease.as_ref().expect("lease set");
+    assert_eq!(lease.owner_worker, w.worker_id);
+    assert_eq!(lease.owner_pid, w.pid);
+    let now = b.now_ms().await.unwrap();
+    assert!(
+        (now - lease.acquired_at_ms).abs() < 5_000,
+        "server clock stamps the lease"
+    );
+    assert_eq!(l.job.history.len(), 1);
+    assert_eq!(l.job.history[0].attempt, 1);
+    assert_eq!(l.job.history[0].fencing_token, 1);
+    assert_eq!(l.job.history[0].worker, w.worker_id);
+    assert!(l.job.history[0].ended_at_ms.is_none());
+
+    let views = b.leases().await.unwrap();
+    assert_eq!(views.len(), 1);
+    assert_eq!(
+        (views[0].kind, views[0].name.as_str()),
+        (LeaseKind::Job, e.job_id.as_str())
+    );
+    assert_eq!(views[0].stale_after_ms, 15_000);
+
+    assert_eq!(
+        b.heartbeat(&e.job_id, 1).await.unwrap(),
+        HeartbeatReply::Renewed
+    );
+    assert!(b.pending_results(10).await.unwrap().is_empty());
+
+    let f = finish(JobState::Succeeded, 0, "passed");
+    assert_eq!(
+        b.finish(&e.job_id, 1, &f).await.unwrap(),
+        FinishReply::Applied(JobState::Succeeded)
+    );
+    let done = b.get(&e.job_id).await.unwrap().unwrap();
+    assert_eq!(done.state, JobState::Succeeded);
+    assert!(done.lease.is_none());
+    assert_eq!(done.outcome, f.outcome);
+    assert_eq!(done.history[0].result.as_deref(), Some("passed"));
+    assert!(done.history[0].ended_at_ms.is_some());
+    assert!(b.leases().await.unwrap().is_empty());
+    // Heartbeat after the end: the lease is gone.
+    assert_eq!(
+        b.heartbeat(&e.job_id, 1).await.unwrap(),
+        HeartbeatReply::LeaseLost
+    );
+
+    let pending = b.pending_results(10).await.unwrap();
+    assert_eq!(
+        pending.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        [e.job_id.as_str()]
+    );
+    b.ack_result(&e.job_id).await.unwrap();
+    assert!(b.pending_results(10).await.unwrap().is_empty());
+
+    let second = b.enqueue(&spec("default")).await.unwrap();
+    let all = b.list(None, 10).await.unwrap();
+    assert_eq!(all.len(), 2);
+    let succeeded = b.list(Some(JobState::Succeeded), 10).await.unwrap();
+    assert_eq!(
+        succeeded.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        [e.job_id.as_str()]
+    );
+    let queued = b.list(Some(JobState::Queued), 10).await.unwrap();
+    assert_eq!(
+        queued.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        [second.job_id.as_str()]
+    );
+    assert_eq!(b.list(None, 1).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn leases_are_fifo_and_batched() {
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        ids.push(b.enqueue(&spec("q")).await.unwrap().job_id);
+    }
+    let first = b.lease("q", &worker("w"), 3, Duration::ZERO).await.unwrap();
+    let rest = b.lease("q", &worker("w"), 3, Duration::ZERO).await.unwrap();
+    let got: Vec<String> = first
+        .iter()
+        .chain(&rest)
+        .map(|l| l.job.id.clone())
+        .collect();
+    assert_eq!(first.len(), 3);
+    assert_eq!(got, ids);
+}
+
+#[tokio::test]
+async fn idempotency_key_returns_the_same_job() {
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let mut s = spec("default");
+    s.idempotency_key = Some("verify:pr-7:abc".to_owned());
+    let a = b.enqueue(&s).await.unwrap();
+    let again = b.enqueue(&s).await.unwrap();
+    assert!(a.created);
+    assert!(!again.created);
+    assert_eq!(a.job_id, again.job_id);
+    assert_eq!(b.list(None, 10).await.unwrap().len(), 1);
+    s.idempotency_key = Some("other".to_owned());
+    assert_ne!(b.enqueue(&s).await.unwrap().job_id, a.job_id);
+}
+
+#[tokio::test]
+async fn fencing_rejects_the_superseded_lease() {
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let mut s = spec("default");
+    s.stale_after_ms = 150;
+    let id = b.enqueue(&s).await.unwrap().job_id;
+    let old = b
+        .lease("default", &worker("old"), 1, Duration::ZERO)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(old.fencing_token, 1);
+
+    let exp = expired(&b, &id).await;
+    assert_eq!(
+        (exp.fencing_token, exp.attempts, exp.max_attempts),
+        (1, 1, 3)
+    );
+    assert!(exp.idempotent && !exp.cancel_requested);
+    assert!(
+        b.reap(
+            &exp,
+            &ReapAction::Requeue {
+                delay: Duration::ZERO
+            }
+        )
+        .await
+        .unwrap()
+    );
+
+    let new = b
+        .lease("default", &worker("new"), 1, Duration::ZERO)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(new.job.id, id);
+    assert_eq!((new.fencing_token, new.job.attempts), (2, 2));
+
+    let f = finish(JobState::Succeeded, 0, "passed");
+    assert_eq!(
+        b.finish(&id, 1, &f).await.unwrap(),
+        FinishReply::Fenced { current_token: 2 }
+    );
+    assert_eq!(
+        b.heartbeat(&id, 1).await.unwrap(),
+        HeartbeatReply::LeaseLost
+    );
+    assert!(!b.release(&id, 1).await.unwrap());
+    assert!(
+        !b.reap(&exp, &ReapAction::Dead).await.unwrap(),
+        "reap of the old token is fenced"
+    );
+    let job = b.get(&id).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Running);
+    assert_eq!(
+        job.lease.unwrap().owner_worker,
+        new.job.lease.unwrap().owner_worker
+    );
+    assert_eq!(job.history[0].result.as_deref(), Some("stale"));
+
+    assert_eq!(b.heartbeat(&id, 2).await.unwrap(), HeartbeatReply::Renewed);
+    assert_eq!(
+        b.finish(&id, 2, &f).await.unwrap(),
+        FinishReply::Applied(JobState::Succeeded)
+    );
+    assert_eq!(
+        b.finish(&id, 1, &f).await.unwrap(),
+        FinishReply::Fenced { current_token: 2 }
+    );
+}
+
+#[tokio::test]
+async fn delayed_retry_is_not_leased_before_due() {
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let w = worker("w");
+    let id = b.enqueue(&spec("default")).await.unwrap().job_id;
+    let l = b
+        .lease("default", &w, 1, Duration::ZERO)
+        .await
+        .unwrap()
+        .remove(0);
+    let delay_ms = 1_500;
+    let reply = b
+        .finish(
+            &id,
+            l.fencing_token,
+            &finish(JobState::Queued, delay_ms, "failed"),
+        )
+        .await;
+    assert_eq!(reply.unwrap(), FinishReply::Applied(JobState::Queued));
+    let job = b.get(&id).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Queued);
+    assert_eq!(job.history[0].retry_delay_ms, Some(delay_ms));
+    assert_eq!(job.history[0].result.as_deref(), Some("failed"));
+    let due_at = job.not_before_ms;
+    assert!(due_at >= job.history[0].ended_at_ms.unwrap() + delay_ms as i64);
+
+    assert!(
+        b.lease("default", &w, 1, Duration::ZERO)
+            .await
+            .unwrap()
+            .is_empty(),
+        "not due yet"
+    );
+    let again = poll(
+        "the retry to become due",
+        Duration::from_secs(10),
+        || async {
+            b.lease("default", &w, 1, Duration::from_millis(200))
+                .await
+                .unwrap()
+                .pop()
+        },
+    )
+    .await;
+    let leased_at = again.job.lease.as_ref().unwrap().acquired_at_ms;
+    assert!(
+        leased_at >= due_at,
+        "leased at {leased_at}, due at {due_at}"
+    );
+    assert_eq!((again.job.attempts, again.fencing_token), (2, 2));
+    assert_eq!(again.job.history.len(), 2);
+}
+
+#[tokio::test]
+async fn delayed_enqueue_wakes_a_waiter_when_due() {
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let mut s = spec("default");
+    let now = b.now_ms().await.unwrap();
+    s.not_before_ms = Some(now + 700);
+    let id = b.enqueue(&s).await.unwrap().job_id;
+    assert!(
+        b.lease("default", &worker("w"), 1, Duration::ZERO)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // One wait, long enough: the waiter must wake for the delayed job once it is due.
+    let got = b
+        .lease("default", &worker("w"), 1, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].job.id, id);
+    assert!(got[0].job.lease.as_ref().unwrap().acquired_at_ms >= now + 700);
+}
+
+#[tokio::test]
+async fn reap_applies_each_action() {
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let mut s = spec("reap");
+    s.stale_after_ms = 100;
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        ids.push(b.enqueue(&s).await.unwrap().job_id);
+    }
+    let leased = b
+        .lease("reap", &worker("w"), 5, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 5);
+    b.cancel(&ids[3]).await.unwrap();
+
+    let mut exp = Vec::new();
+    for id in &ids {
+        exp.push(expired(&b, id).await);
+    }
+    assert!(exp[3].cancel_requested);
+
+    // A heartbeat that arrives before the reap wins.
+    assert_eq!(
+        b.heartbeat(&ids[4], 1).await.unwrap(),
+        HeartbeatReply::Renewed
+    );
+    assert!(!b.reap(&exp[4], &ReapAction::Dead).await.unwrap());
+    assert_eq!(
+        b.get(&ids[4]).await.unwrap().unwrap().state,
+        JobState::Running
+    );
+
+    assert!(
+        b.reap(
+            &exp[0],
+            &ReapAction::Requeue {
+                delay: Duration::ZERO
+            }
+        )
+        .await
+        .unwrap()
+    );
+    assert!(
+        b.reap(&exp[1], &ReapAction::RecoveryAvailable)
+            .await
+            .unwrap()
+    );
+    assert!(b.reap(&exp[2], &ReapAction::Dead).await.unwrap());
+    assert!(b.reap(&exp[3], &ReapAction::Cancelled).await.unwrap());
+
+    let j0 = b.get(&ids[0]).await.unwrap().unwrap();
+    assert_eq!(
+        (j0.state, j0.attempts),
+        (JobState::Queued, 1),
+        "the stale attempt stays counted"
+    );
+    assert!(j0.lease.is_none());
+    assert_eq!(j0.history[0].result.as_deref(), Some("stale"));
+    let j1 = b.get(&ids[1]).await.unwrap().unwrap();
+    assert_eq!(j1.state, JobState::Stale);
+    assert!(j1.recovery_available);
+    assert_eq!(b.get(&ids[2]).await.unwrap().unwrap().state, JobState::Dead);
+    assert_eq!(
+        b.get(&ids[3]).await.unwrap().unwrap().state,
+        JobState::Cancelled
+    );
+
+    let pending: HashSet<String> = b
+        .pending_results(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(
+        pending,
+        HashSet::from([ids[1].clone(), ids[2].clone(), ids[3].clone()])
+    );
+    let views = b.leases().await.unwrap();
+    assert_eq!(
+        views.iter().map(|v| v.name.clone()).collect::<Vec<_>>(),
+        [ids[4].clone()]
+    );
+
+    let again = b
+        .lease("reap", &worker("w2"), 5, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].job.id, ids[0]);
+    assert_eq!((again[0].job.attempts, again[0].fencing_token), (2, 2));
+
+    // Requeue with a delay: not leasable before it is due.
+    let exp0 = expired(&b, &ids[0]).await;
+    assert!(
+        b.reap(
+            &exp0,
+            &ReapAction::Requeue {
+                delay: Duration::from_secs(60)
+            }
+        )
+        .await
+        .unwrap()
+    );
+    let j0 = b.get(&ids[0]).await.unwrap().unwrap();
+    assert_eq!(j0.history[1].retry_delay_ms, Some(60_000));
+    assert!(
+        b.lease("reap", &worker("w2"), 5, Duration::ZERO)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn cancel_queued_and_running() {
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let w = worker("w");
+    let queued = b.enqueue(&spec("c")).await.unwrap().job_id;
+    assert_eq!(b.cancel(&queued).await.unwrap(), CancelReply::Cancelled);
+    assert_eq!(
+        b.get(&queued).await.unwrap().unwrap().state,
+        JobState::Cancelled
+    );
+    assert!(
+        b.lease("c", &w, 10, Duration::ZERO)
+            .await
+            .unwrap()
+            .is_empty(),
+        "cancelled job leased"
+    );
+    assert_eq!(
+        b.cancel(&queued).await.unwrap(),
+        CancelReply::AlreadyTerminal(JobState::Cancelled)
+    );
+
+    let mut delayed = spec("c");
+    delayed.not_before_ms = Some(b.now_ms().await.unwrap() + 300);
+    let delayed = b.enqueue(&delayed).await.unwrap().job_id;
+    assert_eq!(b.cancel(&delayed).await.unwrap(), CancelReply::Cancelled);
+
+    let running = b.enqueue(&spec("c")).await.unwrap().job_id;
+    let l = b.lease("c", &w, 10, Duration::ZERO).await.unwrap();
+    assert_eq!(
+        l.iter().map(|l| l.job.id.as_str()).collect::<Vec<_>>(),
+        [running.as_str()]
+    );
+    assert_eq!(
+        b.heartbeat(&running, 1).await.unwrap(),
+        HeartbeatReply::Renewed
+    );
+    assert_eq!(b.cancel(&running).await.unwrap(), CancelReply::Requested);
+    assert!(b.get(&running).await.unwrap().unwrap().cancel_requested);
+    assert_eq!(
+        b.heartbeat(&running, 1).await.unwrap(),
+        HeartbeatReply::CancelRequested
+    );
+    let f = finish(JobState::Cancelled, 0, "cancelled");
+    assert_eq!(
+        b.finish(&running, 1, &f).await.unwrap(),
+        FinishReply::Applied(JobState::Cancelled)
+    );
+    assert_eq!(
+        b.cancel(&running).await.unwrap(),
+        CancelReply::AlreadyTerminal(JobState::Cancelled)
+    );
+
+    // The delayed one stays cancelled once its time has come.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        b.lease("c", &w, 10, Duration::ZERO)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(matches!(
+        b.cancel("nope").await,
+        Err(EngineError::NotFound(_))
+    ));
+}
+
+#[tokio::test]
+async fn retry_of_a_dead_job_resets_attempts_and_keeps_history() {
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let w = worker("w");
+    let mut s = spec("r");
+    s.max_attempts = 1;
+    let id = b.enqueue(&s).await.unwrap().job_id;
+    let l = b.lease("r", &w, 1, Duration::ZERO).await.unwrap().remove(0);
+    b.finish(&id, l.fencing_token, &finish(JobState::Dead, 0, "failed"))
+        .await
+        .unwrap();
+    assert_eq!(b.pending_results(10).await.unwrap().len(), 1);
+
+    b.retry(&id).await.unwrap();
+    let job = b.get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.state, job.attempts, job.history.len()),
+        (JobState::Queued, 0, 1)
+    );
+    assert!(b.pending_results(10).await.unwrap().is_empty());
+    match b.retry(&id).await {
+        Err(EngineError::InvalidState {
+            state: JobState::Queued,
+            ..
+        }) => {}
+        other => panic!("retry of a queued job: {other:?}"),
+    }
+    assert!(matches!(
+        b.retry("nope").await,
+        Err(EngineError::NotFound(_))
+    ));
+
+    let l = b.lease("r", &w, 1, Duration::ZERO).await.unwrap().remove(0);
+    assert_eq!(
+        (l.job.attempts, l.fencing_token, l.job.history.len()),
+        (1, 2, 2)
+    );
+    match b.retry(&id).await {
+        Err(EngineError::InvalidState {
+            state: JobState::Running,
+            ..
+        }) => {}
+        other => panic!("retry of a running job: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn release_refunds_the_attempt_and_is_due_now() {
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let w = worker("w");
+    let first = b.enqueue(&spec("rel")).await.unwrap().job_id;
+    let second = b.enqueue(&spec("rel")).await.unwrap().job_id;
+    let l = b
+        .lease("rel", &w, 1, Duration::ZERO)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(l.job.id, first);
+    assert!(b.release(&first, 1).await.unwrap());
+    let job = b.get(&first).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempts), (JobState::Queued, 0));
+    assert_eq!(job.history[0].result.as_deref(), Some("released"));
+    assert!(b.leases().await.unwrap().is_empty());
+    let again = b
+        .lease("rel", &w, 1, Duration::ZERO)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(again.job.id, first, "a released job keeps its place");
+    assert_eq!((again.job.attempts, again.fencing_token), (1, 2));
+    assert!(!b.release(&first, 1).await.unwrap());
+    let _ = second;
+}
+
+#[tokio::test]
+async fn named_locks() {
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let (a, other) = (worker("a"), worker("b"));
+    let name = "skillopt-train:s1:optimizer";
+    let hb = Duration::from_millis(50);
+    let stale = Duration::from_millis(200);
+
+    let t1 = match b.acquire_lock(name, &a, hb, stale).await.unwrap() {
+        LockAcquire::Acquired { fencing_token } => fencing_token,
+        held => panic!("free lock not acquired: {held:?}"),
+    };
+    match b.acquire_lock(name, &other, hb, stale).await.unwrap() {
+        LockAcquire::Held(lease) => {
+            assert_eq!(lease.owner_worker, a.worker_id);
+            assert_eq!(lease.fencing_token, t1);
+        }
+        got => panic!("held lock taken: {got:?}"),
+    }
+    assert!(b.renew_lock(name, t1).await.unwrap());
+    let views = b.leases().await.unwrap();
+    assert_eq!(views.len(), 1);
+    assert_eq!(
+        (views[0].kind, views[0].name.as_str()),
+        (LeaseKind::Lock, name)
+    );
+    assert_eq!((views[0].heartbeat_ms, views[0].stale_after_ms), (50, 200));
+
+    // Stale holder: replaced with a higher token.
+    let t2 = poll("the lock to go stale", Duration::from_secs(10), || async {
+        match b.acquire_lock(name, &other, hb, stale).await.unwrap() {
+            LockAcquire::Acquired { fencing_token } => Some(fencing_token),
+            LockAcquire::Held(_) => None,
+        }
+    })
+    .await;
+    assert!(t2 > t1);
+    assert!(!b.renew_lock(name, t1).await.unwrap());
+    assert!(!b.release_lock(name, t1).await.unwrap());
+    assert!(b.release_lock(name, t2).await.unwrap());
+    assert!(!b.release_lock(name, t2).await.unwrap());
+    assert!(b.leases().await.unwrap().is_empty());
+
+    // Tokens keep increasing after a release.
+    let t3 = match b.acquire_lock(name, &a, hb, stale).await.unwrap() {
+        LockAcquire::Acquired { fencing_token } => fencing_token,
+        held => panic!("released lock not acquired: {held:?}"),
+    };
+    assert!(t3 > t2);
+    let held_other = b
+        .acquire_lock("another", &a, hb, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(matches!(
+        held_other,
+        LockAcquire::Acquired { fencing_token: 1 }
+    ));
+
+    let freed = poll(
+        "reap_locks to free the stale lock",
+        Duration::from_secs(10),
+        || async {
+            let freed = b.reap_locks().await.unwrap();
+            (!freed.is_empty()).then_some(freed)
+        },
+    )
+    .await;
+    assert_eq!(freed, [name.to_owned()]);
+    assert!(!b.renew_lock(name, t3).await.unwrap());
+    let names: Vec<String> = b
+        .leases()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
+    assert_eq!(names, ["another".to_owned()]);
+}
+
+#[tokio::test]
+async fn idle_lease_wakes_on_enqueue_from_another_connection() {
+    let server = RedisServer::start();
+    let b = Arc::new(backend(&server).await);
+    let producer = backend(&server).await;
+    let wait = Duration::from_secs(5);
+
+    let waiter = {
+        let b = Arc::clone(&b);
+        tokio::spawn(async move {
+            let r = b.lease("wake", &worker("idle"), 1, wait).await;
+            (r, Instant::now())
+        })
+    };
+    // Enqueue only once the waiter is really blocked on Redis.
+    poll("the waiter to block", Duration::from_secs(10), || async {
+        let info = server.cli(&["info", "clients"]);
+        info.lines()
+            .any(|l| l.starts_with("blocked_clients:") && l.trim_end() != "blocked_clients:0")
+            .then_some(())
+    })
+    .await;
+    // The blocked waiter does not stall other calls on the same backend.
+    let now = tokio::time::timeout(Duration::from_secs(3), b.now_ms()).await;
+    assert!(
+        now.expect("a call on the same backend stalled behind BLPOP")
+            .is_ok()
+    );
+
+    let enqueued_at = Instant::now();
+    let id = producer.enqueue(&spec("wake")).await.unwrap().job_id;
+    let (leased, returned_at) = waiter.await.unwrap();
+    let leased = leased.unwrap();
+    assert_eq!(leased.len(), 1, "the waiter came back without the job");
+    assert_eq!(leased[0].job.id, id);
+    // Returned before its wait ran out (without a wake-up it would only retry at the end).
+    assert!(
+        returned_at.duration_since(enqueued_at) < wait - Duration::from_secs(1),
+        "woke only after {:?}",
+        returned_at.duration_since(enqueued_at)
+    );
+}
+
+#[tokio::test]
+async fn backlog_of_20000_drains() {
+    let server = RedisServer::start();
+    let b = Arc::new(backend(&server).await);
+    const N: usize = 20_000;
+    // Half due now (ready set), half scheduled (delayed set, the path that broke apalis-redis).
+    let due_at = b.now_ms().await.unwrap() + 500;
+    let mut tasks = Vec::new();
+    for chunk in 0..20 {
+        let b = Arc::clone(&b);
+        tasks.push(tokio::spawn(async move {
+            for i in 0..N / 20 {
+                let mut s = spec("bulk");
+                if (chunk * (N / 20) + i) % 2 == 1 {
+                    s.not_before_ms = Some(due_at);
+                }
+                b.enqueue(&s).await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // Wait until the scheduled half is due, so one lease sees all 10 000 of them due at once.
+    poll(
+        "the scheduled jobs to be due",
+        Duration::from_secs(10),
+        || async { (b.now_ms().await.unwrap() > due_at).then_some(()) },
+    )
+    .await;
+
+    let w = worker("bulk");
+    let mut seen = HashSet::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let batch = b.lease("bulk", &w, 500, Duration::ZERO).await.unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        for l in batch {
+            assert!(seen.insert(l.job.id), "job leased twice");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "draining took too long: {} leased",
+            seen.len()
+        );
+    }
+    assert_eq!(seen.len(), N);
+    assert_eq!(
+        b.list(Some(JobState::Running), N + 1).await.unwrap().len(),
+        N
+    );
+}
+
+#[tokio::test]
+async fn redis_restart_loses_nothing() {
+    let server = RedisServer::start_with(true);
+    let b = backend(&server).await;
+    let mut ids = HashSet::new();
+    for _ in 0..50 {
+        ids.insert(b.enqueue(&spec("durable")).await.unwrap().job_id);
+    }
+    let mut s = spec("durable");
+    s.idempotency_key = Some("once".to_owned());
+    let keyed = b.enqueue(&s).await.unwrap().job_id;
+    ids.insert(keyed.clone());
+
+    server.crash();
+    server.launch();
+
+    // The same backend object reconnects by itself.
+    let mut leased = HashSet::new();
+    for _ in 0..100 {
+        let batch = b
+            .lease("durable", &worker("w"), 10, Duration::ZERO)
+            .await
+            .unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        for l in batch {
+            assert_eq!(l.job.attempts, 1);
+            leased.insert(l.job.id);
+        }
+    }
+    assert_eq!(leased, ids);
+    let again = b.enqueue(&s).await.unwrap();
+    assert_eq!(
+        (again.job_id.as_str(), again.created),
+        (keyed.as_str(), false)
+    );
+    let fresh = b.enqueue(&spec("durable")).await.unwrap().job_id;
+    let l = b
+        .lease("durable", &worker("w"), 10, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(
+        l.iter().map(|l| l.job.id.clone()).collect::<Vec<_>>(),
+        [fresh]
+    );
+
+    // A crash while a waiter blocks: it survives and still gets the next job.
+    let b = Arc::new(b);
+    let waiter = {
+        let b = Arc::clone(&b);
+        tokio::spawn(async move {
+            b.lease("durable", &worker("w"), 1, Duration::from_secs(20))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.crash();
+    server.launch();
+    let late = b.enqueue(&spec("durable")).await.unwrap().job_id;
+    let got = waiter.await.unwrap().unwrap();
+    assert_eq!(
+        got.iter().map(|l| l.job.id.clone()).collect::<Vec<_>>(),
+        [late]
+    );
+}
+
+#[tokio::test]
+async fn connect_errors_name_the_problem() {
+    let err = RedisBackend::connect("not a url", "ns").await.unwrap_err();
+    assert!(matches!(err, EngineError::Config(_)), "{err}");
+    let server = RedisServer::start();
+    let err = RedisBackend::connect(&server.url(), "").await.unwrap_err();
+    assert!(err.to_string().contains("namespace"), "{err}");
+    // Two namespaces on one server do not see each other's jobs.
+    let a = RedisBackend::connect(&server.url(), "a").await.unwrap();
+    let other = RedisBackend::connect(&server.url(), "b").await.unwrap();
+    a.enqueue(&spec("default")).await.unwrap();
+    assert!(
+        other
+            .lease("default", &worker("w"), 1, Duration::ZERO)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        a.lease("default", &worker("w"), 1, Duration::ZERO)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
