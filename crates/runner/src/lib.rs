@@ -108,9 +108,9 @@ pub struct RunOutcome {
     pub exit_code: Option<i32>,
     /// Wall-clock duration in milliseconds.
     pub duration_ms: u64,
-    /// Tail of stdout (UTF-8, lossy), capped; ends with the truncation marker when cut.
+    /// Tail of stdout (UTF-8, lossy), capped; starts with a `[... truncated N bytes]` line when cut.
     pub stdout_tail: String,
-    /// Tail of stderr (UTF-8, lossy), capped; ends with the truncation marker when cut.
+    /// Tail of stderr (UTF-8, lossy), capped; starts with a `[... truncated N bytes]` line when cut.
     pub stderr_tail: String,
     /// Runner-specific structured result (e.g. a verifier's per-command results); `null` if none.
     #[serde(default)]
