@@ -353,7 +353,7 @@ async fn run_tool(
                 ))
             })?
         }
-        None if outcome.stdout_tail.ends_with(TRUNCATION_MARKER) => {
+        None if outcome.stdout_tail.starts_with(TRUNCATION_MARKER) => {
             return Err(failure(format!(
                 "tool `{name}` output exceeded {TOOL_MAX_OUTPUT_BYTES} bytes"
             )));
