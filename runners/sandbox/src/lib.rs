@@ -1,1 +1,35 @@
-//! The sandbox runner: an independent `git clone --local` at a commit, then commands in it.
+//! The sandbox runner: an independent `git clone --local` at a commit, then commands in it
+//! (DESIGN §5; seed: SkillOpt, "Deterministic hard-verifier tier").
+//!
+//! * [`SandboxPayload`]: repository, rev, command lines, budgets, network, env, confinement.
+//! * [`verify`]: one verification — resolve the rev, clone, run the commands fail-closed under
+//!   bwrap when it works, remove the sandbox — returning a [`Verification`].
+//! * [`VerifyReport`]: the verdict (`pass`/`fail`/`skipped`), `hard` (1.0/0.0/null) and
+//!   per-command results; the runner outcome's `detail` and `skillforge verify --json`.
+//! * [`SandboxRunner`]: the [`skillforge_runner::Runner`] of kind `sandbox`.
+//! * [`clean_leftovers`]: removes sandboxes a dead worker left behind.
+//!
+//! **Architecture Invariant:** nothing a command does through git reaches the live repository:
+//! the clone has its own git dir (config, refs, packed refs, gc, worktree registry), no
+//! alternates and no remote naming the live repository. Object files are hard links shared with
+//! the live repository, so a command that rewrites an object file *in place* (not something git
+//! does) would change it; under bwrap the live repository itself is read-only.
+
+mod clone;
+mod confine;
+mod error;
+mod payload;
+mod report;
+mod runner;
+mod sandbox_dir;
+mod verify;
+
+pub use confine::bwrap_probe;
+pub use error::SandboxError;
+pub use payload::{
+    ConfinementMode, DEFAULT_RUN_TIMEOUT, SANDBOX_ENV_ALLOWLIST, SandboxPayload, TAIL_BYTES,
+};
+pub use report::{CommandReport, CommandStatus, Confinement, Verdict, VerifyReport};
+pub use runner::SandboxRunner;
+pub use sandbox_dir::{CleanReport, MARKER_FILE, SANDBOX_DIR_PREFIX, clean_leftovers};
+pub use verify::{Verification, verify};

@@ -1,0 +1,36 @@
+//! The `sandbox` runner: parses a [`SandboxPayload`] from a job and runs [`verify`].
+
+use skillforge_runner::{RunContext, RunOutcome, RunSpec, Runner, RunnerError};
+
+use crate::payload::SandboxPayload;
+use crate::verify::verify;
+
+/// The `sandbox` runner (kind `"sandbox"`, DESIGN §5): a hard-verifier run of the job's
+/// [`SandboxPayload`] under `spec.timeout` (or the payload's shorter `timeout_secs`) and
+/// `ctx.cancel`; the outcome's `detail` is a [`crate::VerifyReport`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SandboxRunner;
+
+#[async_trait::async_trait]
+impl Runner for SandboxRunner {
+    fn kind(&self) -> &'static str {
+        "sandbox"
+    }
+
+    /// # Errors
+    /// [`RunnerError::InvalidPayload`] when `spec.payload` is not a [`SandboxPayload`];
+    /// [`RunnerError::Other`] naming the path and worker host when the repository is missing or
+    /// not a git repository, when the rev does not resolve or the sandbox cannot be provisioned;
+    /// otherwise as [`verify`]. A failing or skipped verification is `Ok`. On cancel, kills the
+    /// running command, removes the sandbox and returns `Ok` with `Killed`.
+    async fn run(&self, spec: &RunSpec, ctx: &RunContext) -> Result<RunOutcome, RunnerError> {
+        let payload = SandboxPayload::from_json(&spec.payload)?;
+        let budget = payload.run_budget(spec.timeout);
+        tracing::info!(
+            job_id = %spec.job_id, runner = "sandbox", repo = %payload.repo.display(),
+            rev = %payload.rev, n_commands = payload.commands.len(), "verification started"
+        );
+        let verification = verify(&payload, budget, ctx).await?;
+        Ok(verification.into_outcome())
+    }
+}

@@ -1,0 +1,281 @@
+//! One verification: resolve the rev, provision the sandbox, run the commands fail-closed,
+//! remove the sandbox, and summarize (seed: SkillOpt, "Deterministic hard-verifier tier").
+
+use std::path::Path;
+use std::time::Duration;
+
+use skillforge_runner::{ExitClass, RunContext, RunOutcome};
+use skillforge_runner_process::run_process;
+use tokio::time::Instant;
+
+use crate::clone::{ResolvedRev, clone_at, resolve_rev};
+use crate::confine::{bwrap_probe, command_payload};
+use crate::error::{SandboxError, worker_host};
+use crate::payload::{ConfinementMode, SandboxPayload};
+use crate::report::{CommandReport, CommandStatus, Confinement, Verdict, VerifyReport};
+use crate::sandbox_dir::SandboxDir;
+
+/// A finished verification: the report plus the exit class summarizing it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verification {
+    /// The full report.
+    pub report: VerifyReport,
+    /// Summary: `Passed` on pass; on fail the stopping command's class (`Failed{code}` — a
+    /// censored exit is `Failed{125}` —, `TimedOut` or `Killed{signal}`); on skip
+    /// `NotRunnable{reason}`, or `Killed{signal}` when the run was cancelled.
+    pub exit: ExitClass,
+}
+
+impl Verification {
+    /// The runner outcome: `exit`, the stopping (else last run) command's exit code and output
+    /// tails, the whole run's duration, and the report as `detail`.
+    pub fn into_outcome(self) -> RunOutcome {
+        let last = self.report.commands.iter().rev().find(|c| c.status != CommandStatus::NotRun);
+        RunOutcome {
+            exit: self.exit,
+            exit_code: last.and_then(|c| c.exit_code),
+            duration_ms: self.report.duration_ms,
+            stdout_tail: last.map(|c| c.stdout_tail.clone()).unwrap_or_default(),
+            stderr_tail: last.map(|c| c.stderr_tail.clone()).unwrap_or_default(),
+            detail: self.report.to_json(),
+        }
+    }
+}
+
+/// Verifies `payload.rev` of `payload.repo` by running `payload.commands` in a throwaway clone.
+///
+/// * The rev is resolved to a commit in the live repository first (recorded in the report).
+/// * An empty command list is `skipped` (S-39) without provisioning anything.
+/// * The sandbox is `<ctx.scratch_dir>/skillforge-sandbox-<uuid>/checkout`, an independent
+///   `git clone --local` at the commit with a detached HEAD (S-36).
+/// * Commands run in order as `sh -c LINE` with the checkout as working directory, confined by
+///   bwrap when available (see [`crate::bwrap_probe`]). The run stops at the first command that
+///   does not pass; later ones are reported `not_run`. Verdict: every command exited 0 ⇒
+///   `pass`; a command exited non-zero, timed out or died of a signal ⇒ `fail` (S-38,
+///   resolutions §1); a command could not run (126/127) ⇒ `skipped` with the reason (S-39).
+/// * `budget` bounds the whole run (clone included); each command gets what is left, capped by
+///   `payload.command_timeout_secs`. On expiry the command's process group (and, under bwrap,
+///   its PID namespace) is killed and the run fails (S-40).
+/// * On `ctx.cancel` the running command is killed (SIGTERM, grace, SIGKILL) and the run is
+///   `skipped` with reason `cancelled` and exit `Killed` — a cancelled run is no evidence.
+///   Cancellation during the clone takes effect once the clone returns.
+/// * The sandbox directory is removed in every case before returning (also when the future is
+///   dropped, best effort); `sandbox_removed` reports whether that worked.
+///
+/// # Errors
+/// [`SandboxError::RepoMissing`] / [`SandboxError::NotARepo`] naming the path and this worker's
+/// host; [`SandboxError::RevNotFound`]; [`SandboxError::BwrapUnavailable`] when
+/// `confinement: bwrap` is required but unusable; [`SandboxError::Provision`] when the clone or
+/// checkout fails; [`SandboxError::Io`] for the sandbox directory; [`SandboxError::Process`] when
+/// the process runner cannot start a command for reasons not the command's own.
+pub async fn verify(
+    payload: &SandboxPayload,
+    budget: Duration,
+    ctx: &RunContext,
+) -> Result<Verification, SandboxError> {
+    let started = Instant::now();
+    let deadline = started + budget;
+    let resolved = {
+        let (repo, rev) = (payload.repo.clone(), payload.rev.clone());
+        tokio::task::spawn_blocking(move || resolve_rev(&repo, &rev))
+            .await
+            .map_err(|e| SandboxError::InvalidPayload(format!("resolve rev task failed: {e}")))??
+    };
+    let confinement = choose_confinement(payload.confinement).await?;
+    let mut run = RunState::new(payload, &resolved, confinement);
+    if payload.commands.is_empty() {
+        run.skip("no commands to run".into(), not_runnable("no commands to run"));
+        return Ok(run.finish(started, true));
+    }
+    let dir = SandboxDir::create(&ctx.scratch_dir)?;
+    let guard = RemoveOnDrop(Some(dir));
+    let checkout = guard.checkout();
+    let cloned = {
+        let (repo, resolved, dest) = (payload.repo.clone(), resolved.clone(), checkout.clone());
+        tokio::task::spawn_blocking(move || clone_at(&repo, &resolved, &dest)).await
+    };
+    let cloned = cloned.map_err(|e| SandboxError::Provision {
+        path: checkout.clone(),
+        repo: payload.repo.clone(),
+        message: format!("clone task failed: {e}"),
+    });
+    if let Err(error) = cloned.and_then(|result| result) {
+        guard.finish();
+        return Err(error);
+    }
+    tracing::debug!(runner = "sandbox", commit = %resolved.commit, ?confinement, "sandbox provisioned");
+    let ran = run_commands(&mut run, &checkout, deadline, ctx).await;
+    let is_removed = guard.finish();
+    ran?;
+    Ok(run.finish(started, is_removed))
+}
+
+/// Runs the commands in order until one does not pass, recording each in `run`.
+async fn run_commands(
+    run: &mut RunState,
+    checkout: &Path,
+    deadline: Instant,
+    ctx: &RunContext,
+) -> Result<(), SandboxError> {
+    let payload = run.payload.clone();
+    let n_commands = payload.commands.len();
+    for (command_idx, line) in payload.commands.iter().enumerate() {
+        let number = command_idx + 1;
+        if ctx.cancel.is_cancelled() {
+            run.skip("cancelled".into(), ExitClass::Killed { signal: 15 });
+            return Ok(());
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            run.fail(format!("run budget spent before command {number} `{line}`"), ExitClass::TimedOut);
+            return Ok(());
+        }
+        let per_command = payload.command_timeout_secs.map(Duration::from_secs);
+        let timeout = per_command.map_or(remaining, |cap| cap.min(remaining));
+        (ctx.heartbeat)(Some(&format!("command {number}/{n_commands}: {line}")));
+        let process =
+            command_payload(run.report.confinement, checkout, payload.network, &payload.env, line);
+        let outcome = run_process(&process, timeout, &ctx.cancel)
+            .await
+            .map_err(|source| SandboxError::Process { command: line.clone(), source })?;
+        run.record(line, &outcome);
+        let what = format!("command {number} `{line}`");
+        match &outcome.exit {
+            ExitClass::Passed => continue,
+            ExitClass::NotRunnable { reason } => {
+                run.skip(format!("{what} could not run: {reason}"), outcome.exit.clone());
+            }
+            ExitClass::Killed { .. } if ctx.cancel.is_cancelled() => {
+                run.skip("cancelled".into(), outcome.exit.clone());
+            }
+            ExitClass::TimedOut => {
+                run.fail(format!("{what} timed out after {} ms", timeout.as_millis()), ExitClass::TimedOut);
+            }
+            ExitClass::Killed { signal } => {
+                run.fail(format!("{what} was killed by signal {signal}"), outcome.exit.clone());
+            }
+            ExitClass::Failed { code } => {
+                run.fail(format!("{what} exited with code {code}"), outcome.exit.clone());
+            }
+            ExitClass::Censored => {
+                run.fail(format!("{what} exited with code 125 (censored)"), ExitClass::Failed { code: 125 });
+            }
+        }
+        return Ok(());
+    }
+    Ok(())
+}
+
+/// Picks the confinement for this run.
+async fn choose_confinement(mode: ConfinementMode) -> Result<Confinement, SandboxError> {
+    match mode {
+        ConfinementMode::None => Ok(Confinement::None),
+        ConfinementMode::Auto => Ok(match bwrap_probe().await {
+            Ok(()) => Confinement::Bwrap,
+            Err(_) => Confinement::None,
+        }),
+        ConfinementMode::Bwrap => bwrap_probe()
+            .await
+            .map(|()| Confinement::Bwrap)
+            .map_err(|message| SandboxError::BwrapUnavailable { host: worker_host(), message }),
+    }
+}
+
+fn not_runnable(reason: &str) -> ExitClass {
+    ExitClass::NotRunnable { reason: reason.to_owned() }
+}
+
+/// The report under construction. The verdict starts as `pass` and only moves to `fail` or
+/// `skipped` (fail-closed: nothing turns a recorded failure back into a pass).
+struct RunState {
+    payload: SandboxPayload,
+    report: VerifyReport,
+    exit: ExitClass,
+}
+
+impl RunState {
+    fn new(payload: &SandboxPayload, resolved: &ResolvedRev, confinement: Confinement) -> Self {
+        Self {
+            payload: payload.clone(),
+            report: VerifyReport {
+                verdict: Verdict::Pass,
+                hard: None,
+                reason: None,
+                commands: Vec::new(),
+                repo: payload.repo.clone(),
+                rev: payload.rev.clone(),
+                commit: resolved.commit.clone(),
+                confinement,
+                network: payload.network,
+                sandbox_removed: false,
+                duration_ms: 0,
+            },
+            exit: ExitClass::Passed,
+        }
+    }
+
+    fn record(&mut self, line: &str, outcome: &RunOutcome) {
+        self.report.commands.push(CommandReport {
+            command: line.to_owned(),
+            status: CommandStatus::from_exit(&outcome.exit),
+            exit_code: outcome.exit_code,
+            duration_ms: outcome.duration_ms,
+            stdout_tail: outcome.stdout_tail.clone(),
+            stderr_tail: outcome.stderr_tail.clone(),
+        });
+    }
+
+    fn fail(&mut self, reason: String, exit: ExitClass) {
+        self.stop(Verdict::Fail, reason, exit);
+    }
+
+    fn skip(&mut self, reason: String, exit: ExitClass) {
+        self.stop(Verdict::Skipped, reason, exit);
+    }
+
+    fn stop(&mut self, verdict: Verdict, reason: String, exit: ExitClass) {
+        tracing::info!(runner = "sandbox", ?verdict, %reason, "verification stopped");
+        self.report.verdict = verdict;
+        self.report.reason = Some(reason);
+        self.exit = exit;
+    }
+
+    fn finish(mut self, started: Instant, is_removed: bool) -> Verification {
+        let n_recorded = self.report.commands.len();
+        for line in &self.payload.commands[n_recorded..] {
+            self.report.commands.push(CommandReport::not_run(line));
+        }
+        // A pass needs every command recorded as passed (fail-closed even against a bug above).
+        let is_all_passed = !self.report.commands.is_empty()
+            && self.report.commands.iter().all(|c| c.status == CommandStatus::Passed);
+        if self.report.verdict == Verdict::Pass && !is_all_passed {
+            self.fail("not every command passed".into(), ExitClass::Failed { code: -1 });
+        }
+        self.report.hard = self.report.verdict.hard();
+        self.report.sandbox_removed = is_removed;
+        self.report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        Verification { report: self.report, exit: self.exit }
+    }
+}
+
+/// Removes the sandbox when finished explicitly or, best effort, when dropped (a dropped run
+/// future: the process runner kills its processes first, as its future is dropped before this).
+struct RemoveOnDrop(Option<SandboxDir>);
+
+impl RemoveOnDrop {
+    fn checkout(&self) -> std::path::PathBuf {
+        self.0.as_ref().map(SandboxDir::checkout).unwrap_or_default()
+    }
+
+    fn finish(mut self) -> bool {
+        self.0.take().is_none_or(|dir| dir.remove())
+    }
+}
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            dir.remove();
+        }
+    }
+}
