@@ -122,7 +122,7 @@ pub fn build_evaluator_profile(evaluator_id: &str, model: &str, config: Option<V
 }
 
 /// An evaluator's score for a candidate (facts §1 `EvaluatorScore`). `hard`, `soft` are in
-/// [0,1] by convention (not enforced); see [`crate::project_signal`] for how they combine.
+/// `[0,1]` by convention (not enforced); see [`crate::project_signal`] for how they combine.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct EvaluatorScore {
     /// Profile id.

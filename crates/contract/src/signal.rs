@@ -16,7 +16,7 @@ pub const TRUNCATION_MARKER: &str = "… (truncated)";
 /// The projection result.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NormalizedSignal {
-    /// Score in [0,1]; 0 when `has_score` is false (never read it then).
+    /// Score in `[0,1]`; 0 when `has_score` is false (never read it then).
     pub score: f64,
     /// Whether any usable score field existed (S-09: never a fabricated 0.5).
     pub has_score: bool,
@@ -78,7 +78,7 @@ impl<'a> SignalInput<'a> {
 ///
 /// Score (S-07..S-09): `hard ≤ 0` → (0, true), overriding everything; else `soft`; else the mean
 /// of a non-empty `dimension_scores`; else `hard` when > 0 (a gate, never a multiplier); clamped to
-/// [0,1]; nothing usable → `has_score = false`. NaN inputs count as absent.
+/// `[0,1]`; nothing usable → `has_score = false`. NaN inputs count as absent.
 ///
 /// Feedback (S-10..S-12): non-empty sections joined by `"\n\n"` in the order
 /// `Optimizer hint:`, `Required improvements:`, `Useful traits:`, `Rejected traits:`, `Reasoning:`;
