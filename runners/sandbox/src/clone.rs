@@ -28,14 +28,21 @@ pub(crate) struct ResolvedRev {
 /// resolves `rev` to a commit.
 pub(crate) fn resolve_rev(repo: &Path, rev: &str) -> Result<ResolvedRev, SandboxError> {
     if !repo.exists() {
-        return Err(SandboxError::RepoMissing { path: repo.to_owned(), host: worker_host() });
-    }
-    let live = Repository::open_ext(repo, RepositoryOpenFlags::NO_SEARCH, std::iter::empty::<&str>())
-        .map_err(|e| SandboxError::NotARepo {
+        return Err(SandboxError::RepoMissing {
             path: repo.to_owned(),
             host: worker_host(),
-            message: e.message().to_owned(),
-        })?;
+        });
+    }
+    let live = Repository::open_ext(
+        repo,
+        RepositoryOpenFlags::NO_SEARCH,
+        std::iter::empty::<&str>(),
+    )
+    .map_err(|e| SandboxError::NotARepo {
+        path: repo.to_owned(),
+        host: worker_host(),
+        message: e.message().to_owned(),
+    })?;
     let commit = live
         .revparse_single(rev)
         .and_then(|object| object.peel_to_commit())
@@ -44,7 +51,10 @@ pub(crate) fn resolve_rev(repo: &Path, rev: &str) -> Result<ResolvedRev, Sandbox
             path: repo.to_owned(),
             message: e.message().to_owned(),
         })?;
-    Ok(ResolvedRev { clone_source: live.commondir().to_owned(), commit: commit.id().to_string() })
+    Ok(ResolvedRev {
+        clone_source: live.commondir().to_owned(),
+        commit: commit.id().to_string(),
+    })
 }
 
 /// Clones `resolved.clone_source` into `dest` (which must not exist) and checks out
@@ -80,7 +90,9 @@ pub(crate) fn clone_at(
     clone
         .checkout_tree(commit.as_object(), Some(&mut checkout))
         .map_err(|e| provision(format!("check out {oid}: {}", e.message())))?;
-    clone.set_head_detached(oid).map_err(|e| provision(format!("detach HEAD at {oid}: {}", e.message())))?;
+    clone
+        .set_head_detached(oid)
+        .map_err(|e| provision(format!("detach HEAD at {oid}: {}", e.message())))?;
     clone
         .remote_delete("origin")
         .map_err(|e| provision(format!("delete remote `origin`: {}", e.message())))?;

@@ -32,14 +32,31 @@ pub async fn bwrap_probe() -> Result<(), String> {
 async fn run_probe() -> Result<(), String> {
     let mut probe = tokio::process::Command::new(BWRAP);
     probe
-        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"])
-        .args(["--unshare-pid", "--unshare-net", "--die-with-parent", "true"])
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+        ])
+        .args([
+            "--unshare-pid",
+            "--unshare-net",
+            "--die-with-parent",
+            "true",
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     let result = match tokio::time::timeout(PROBE_TIMEOUT, probe.output()).await {
-        Err(_) => Err(format!("bwrap probe did not finish within {PROBE_TIMEOUT:?}")),
+        Err(_) => Err(format!(
+            "bwrap probe did not finish within {PROBE_TIMEOUT:?}"
+        )),
         Ok(Err(error)) if error.kind() == std::io::ErrorKind::NotFound => {
             Err("bwrap not found on PATH".to_owned())
         }
@@ -53,7 +70,9 @@ async fn run_probe() -> Result<(), String> {
     };
     match &result {
         Ok(()) => tracing::info!(runner = "sandbox", "bwrap works; commands run confined"),
-        Err(reason) => tracing::warn!(runner = "sandbox", %reason, "bwrap unusable; commands run unconfined"),
+        Err(reason) => {
+            tracing::warn!(runner = "sandbox", %reason, "bwrap unusable; commands run unconfined")
+        }
     }
     result
 }
@@ -77,11 +96,22 @@ pub(crate) fn command_payload(
         Confinement::None => ProcessPayload::shell(line),
         Confinement::Bwrap => {
             let dir = checkout.to_string_lossy().into_owned();
-            let mut argv: Vec<String> =
-                ["/bin/sh", "-c", "exec \"$@\"", "sh", BWRAP].map(String::from).to_vec();
+            let mut argv: Vec<String> = ["/bin/sh", "-c", "exec \"$@\"", "sh", BWRAP]
+                .map(String::from)
+                .to_vec();
             argv.extend(
-                ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-                    .map(String::from),
+                [
+                    "--ro-bind",
+                    "/",
+                    "/",
+                    "--dev",
+                    "/dev",
+                    "--proc",
+                    "/proc",
+                    "--tmpfs",
+                    "/tmp",
+                ]
+                .map(String::from),
             );
             argv.extend(["--bind".into(), dir.clone(), dir.clone()]);
             argv.extend(["--unshare-pid", "--die-with-parent"].map(String::from));
@@ -96,9 +126,17 @@ pub(crate) fn command_payload(
     payload.cwd = Some(checkout.to_owned());
     payload.env = env.clone();
     if confinement == Confinement::Bwrap {
-        payload.env.entry("TMPDIR".into()).or_insert_with(|| "/tmp".into());
+        payload
+            .env
+            .entry("TMPDIR".into())
+            .or_insert_with(|| "/tmp".into());
     }
-    payload.env_allowlist = Some(SANDBOX_ENV_ALLOWLIST.iter().map(|name| (*name).to_owned()).collect());
+    payload.env_allowlist = Some(
+        SANDBOX_ENV_ALLOWLIST
+            .iter()
+            .map(|name| (*name).to_owned())
+            .collect(),
+    );
     payload.max_output_bytes = Some(TAIL_BYTES);
     payload
 }
@@ -114,14 +152,18 @@ mod tests {
         let env = std::collections::BTreeMap::new();
         let line = "echo a,b && echo 'q' \"$HOME\"";
         let payload = command_payload(Confinement::Bwrap, Path::new("/s/c"), false, &env, line);
-        let Command::Argv(argv) = &payload.command else { panic!("expected argv") };
+        let Command::Argv(argv) = &payload.command else {
+            panic!("expected argv")
+        };
         assert_eq!(argv.last().map(String::as_str), Some(line));
         assert!(argv.contains(&"--unshare-net".to_owned()));
         assert!(payload.command.is_shell());
         assert_eq!(payload.env.get("TMPDIR").map(String::as_str), Some("/tmp"));
 
         let online = command_payload(Confinement::Bwrap, Path::new("/s/c"), true, &env, line);
-        let Command::Argv(argv) = &online.command else { panic!("expected argv") };
+        let Command::Argv(argv) = &online.command else {
+            panic!("expected argv")
+        };
         assert!(!argv.contains(&"--unshare-net".to_owned()));
 
         let bare = command_payload(Confinement::None, Path::new("/s/c"), false, &env, line);

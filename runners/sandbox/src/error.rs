@@ -80,9 +80,10 @@ pub enum SandboxError {
 impl From<SandboxError> for RunnerError {
     fn from(error: SandboxError) -> Self {
         match error {
-            SandboxError::InvalidPayload(message) => {
-                RunnerError::InvalidPayload { runner: "sandbox", message }
-            }
+            SandboxError::InvalidPayload(message) => RunnerError::InvalidPayload {
+                runner: "sandbox",
+                message,
+            },
             SandboxError::Io { context, source } => RunnerError::Io { context, source },
             other => RunnerError::Other(other.to_string()),
         }

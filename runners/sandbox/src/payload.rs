@@ -72,8 +72,21 @@ pub struct SandboxPayload {
 /// Worker variables a sandbox command inherits: the process runner's default allowlist plus
 /// toolchain homes, so self-provisioning commands find their caches.
 pub const SANDBOX_ENV_ALLOWLIST: &[&str] = &[
-    "PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "USER", "SHELL", "CARGO_HOME",
-    "RUSTUP_HOME", "RUSTUP_TOOLCHAIN", "GOPATH", "GOROOT", "GOMODCACHE", "GOCACHE",
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TERM",
+    "TMPDIR",
+    "USER",
+    "SHELL",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "GOPATH",
+    "GOROOT",
+    "GOMODCACHE",
+    "GOCACHE",
 ];
 
 fn default_rev() -> String {
@@ -125,7 +138,10 @@ mod tests {
     fn payload_parses_with_defaults() {
         let value = serde_json::json!({ "repo": "/r", "commands": ["echo a,b && true"] });
         let payload = SandboxPayload::from_json(&value).expect("parse payload");
-        assert_eq!(payload, SandboxPayload::new("/r", "HEAD", vec!["echo a,b && true".into()]));
+        assert_eq!(
+            payload,
+            SandboxPayload::new("/r", "HEAD", vec!["echo a,b && true".into()])
+        );
         assert!(!payload.network);
         assert_eq!(payload.confinement, ConfinementMode::Auto);
     }
@@ -136,7 +152,11 @@ mod tests {
             let mut payload = SandboxPayload::new("/r", "HEAD", Vec::new());
             payload.timeout_secs = timeout_secs;
             let budget = payload.run_budget(Duration::from_secs(spec_secs));
-            assert_eq!(budget, Duration::from_secs(expected_secs), "{timeout_secs:?} {spec_secs}");
+            assert_eq!(
+                budget,
+                Duration::from_secs(expected_secs),
+                "{timeout_secs:?} {spec_secs}"
+            );
         };
         check(None, 900, 900);
         check(Some(10), 900, 10);

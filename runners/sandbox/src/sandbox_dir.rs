@@ -97,7 +97,9 @@ fn remove_tree(path: &Path) -> io::Result<()> {
 }
 
 fn make_dirs_writable(path: &Path) {
-    let Ok(meta) = fs::symlink_metadata(path) else { return };
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return;
+    };
     if !meta.is_dir() {
         return;
     }
@@ -179,7 +181,9 @@ pub fn clean_leftovers(scratch_root: &Path) -> Result<CleanReport, SandboxError>
             clean_one(&path, &mut report);
             continue;
         }
-        let Ok(grandchildren) = fs::read_dir(&path) else { continue };
+        let Ok(grandchildren) = fs::read_dir(&path) else {
+            continue;
+        };
         for grandchild in grandchildren.flatten() {
             let path = grandchild.path();
             if grandchild.file_type().is_ok_and(|kind| kind.is_dir()) && is_sandbox_name(&path) {
@@ -191,7 +195,9 @@ pub fn clean_leftovers(scratch_root: &Path) -> Result<CleanReport, SandboxError>
 }
 
 fn is_sandbox_name(path: &Path) -> bool {
-    path.file_name().and_then(|name| name.to_str()).is_some_and(|name| name.starts_with(SANDBOX_DIR_PREFIX))
+    path.file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(|name| name.starts_with(SANDBOX_DIR_PREFIX))
 }
 
 fn clean_one(path: &Path, report: &mut CleanReport) {
@@ -239,9 +245,16 @@ mod tests {
         let dead_root = scratch.path().join(format!("{SANDBOX_DIR_PREFIX}dead"));
         fs::create_dir_all(dead_root.join(CHECKOUT_DIR)).expect("mkdir dead");
         // A pid that cannot be running: above the kernel's pid_max limit (2^22).
-        let marker = Marker { pid: 4_194_305, start_ticks: Some(1), host: worker_host() };
-        fs::write(dead_root.join(MARKER_FILE), serde_json::to_vec(&marker).expect("json"))
-            .expect("write marker");
+        let marker = Marker {
+            pid: 4_194_305,
+            start_ticks: Some(1),
+            host: worker_host(),
+        };
+        fs::write(
+            dead_root.join(MARKER_FILE),
+            serde_json::to_vec(&marker).expect("json"),
+        )
+        .expect("write marker");
         let unmarked = scratch.path().join(format!("{SANDBOX_DIR_PREFIX}unmarked"));
         fs::create_dir_all(&unmarked).expect("mkdir unmarked");
         let unrelated = scratch.path().join("not-a-sandbox");

@@ -30,7 +30,12 @@ impl Verification {
     /// The runner outcome: `exit`, the stopping (else last run) command's exit code and output
     /// tails, the whole run's duration, and the report as `detail`.
     pub fn into_outcome(self) -> RunOutcome {
-        let last = self.report.commands.iter().rev().find(|c| c.status != CommandStatus::NotRun);
+        let last = self
+            .report
+            .commands
+            .iter()
+            .rev()
+            .find(|c| c.status != CommandStatus::NotRun);
         RunOutcome {
             exit: self.exit,
             exit_code: last.and_then(|c| c.exit_code),
@@ -84,7 +89,10 @@ pub async fn verify(
     let confinement = choose_confinement(payload.confinement).await?;
     let mut run = RunState::new(payload, &resolved, confinement);
     if payload.commands.is_empty() {
-        run.skip("no commands to run".into(), not_runnable("no commands to run"));
+        run.skip(
+            "no commands to run".into(),
+            not_runnable("no commands to run"),
+        );
         return Ok(run.finish(started, true));
     }
     let dir = SandboxDir::create(&ctx.scratch_dir)?;
@@ -127,38 +135,64 @@ async fn run_commands(
         }
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
-            run.fail(format!("run budget spent before command {number} `{line}`"), ExitClass::TimedOut);
+            run.fail(
+                format!("run budget spent before command {number} `{line}`"),
+                ExitClass::TimedOut,
+            );
             return Ok(());
         }
         let per_command = payload.command_timeout_secs.map(Duration::from_secs);
         let timeout = per_command.map_or(remaining, |cap| cap.min(remaining));
         (ctx.heartbeat)(Some(&format!("command {number}/{n_commands}: {line}")));
-        let process =
-            command_payload(run.report.confinement, checkout, payload.network, &payload.env, line);
+        let process = command_payload(
+            run.report.confinement,
+            checkout,
+            payload.network,
+            &payload.env,
+            line,
+        );
         let outcome = run_process(&process, timeout, &ctx.cancel)
             .await
-            .map_err(|source| SandboxError::Process { command: line.clone(), source })?;
+            .map_err(|source| SandboxError::Process {
+                command: line.clone(),
+                source,
+            })?;
         run.record(line, &outcome);
         let what = format!("command {number} `{line}`");
         match &outcome.exit {
             ExitClass::Passed => continue,
             ExitClass::NotRunnable { reason } => {
-                run.skip(format!("{what} could not run: {reason}"), outcome.exit.clone());
+                run.skip(
+                    format!("{what} could not run: {reason}"),
+                    outcome.exit.clone(),
+                );
             }
             ExitClass::Killed { .. } if ctx.cancel.is_cancelled() => {
                 run.skip("cancelled".into(), outcome.exit.clone());
             }
             ExitClass::TimedOut => {
-                run.fail(format!("{what} timed out after {} ms", timeout.as_millis()), ExitClass::TimedOut);
+                run.fail(
+                    format!("{what} timed out after {} ms", timeout.as_millis()),
+                    ExitClass::TimedOut,
+                );
             }
             ExitClass::Killed { signal } => {
-                run.fail(format!("{what} was killed by signal {signal}"), outcome.exit.clone());
+                run.fail(
+                    format!("{what} was killed by signal {signal}"),
+                    outcome.exit.clone(),
+                );
             }
             ExitClass::Failed { code } => {
-                run.fail(format!("{what} exited with code {code}"), outcome.exit.clone());
+                run.fail(
+                    format!("{what} exited with code {code}"),
+                    outcome.exit.clone(),
+                );
             }
             ExitClass::Censored => {
-                run.fail(format!("{what} exited with code 125 (censored)"), ExitClass::Failed { code: 125 });
+                run.fail(
+                    format!("{what} exited with code 125 (censored)"),
+                    ExitClass::Failed { code: 125 },
+                );
             }
         }
         return Ok(());
@@ -174,15 +208,22 @@ async fn choose_confinement(mode: ConfinementMode) -> Result<Confinement, Sandbo
             Ok(()) => Confinement::Bwrap,
             Err(_) => Confinement::None,
         }),
-        ConfinementMode::Bwrap => bwrap_probe()
-            .await
-            .map(|()| Confinement::Bwrap)
-            .map_err(|message| SandboxError::BwrapUnavailable { host: worker_host(), message }),
+        ConfinementMode::Bwrap => {
+            bwrap_probe()
+                .await
+                .map(|()| Confinement::Bwrap)
+                .map_err(|message| SandboxError::BwrapUnavailable {
+                    host: worker_host(),
+                    message,
+                })
+        }
     }
 }
 
 fn not_runnable(reason: &str) -> ExitClass {
-    ExitClass::NotRunnable { reason: reason.to_owned() }
+    ExitClass::NotRunnable {
+        reason: reason.to_owned(),
+    }
 }
 
 /// The report under construction. The verdict starts as `pass` and only moves to `fail` or
@@ -247,14 +288,24 @@ impl RunState {
         }
         // A pass needs every command recorded as passed (fail-closed even against a bug above).
         let is_all_passed = !self.report.commands.is_empty()
-            && self.report.commands.iter().all(|c| c.status == CommandStatus::Passed);
+            && self
+                .report
+                .commands
+                .iter()
+                .all(|c| c.status == CommandStatus::Passed);
         if self.report.verdict == Verdict::Pass && !is_all_passed {
-            self.fail("not every command passed".into(), ExitClass::Failed { code: -1 });
+            self.fail(
+                "not every command passed".into(),
+                ExitClass::Failed { code: -1 },
+            );
         }
         self.report.hard = self.report.verdict.hard();
         self.report.sandbox_removed = is_removed;
         self.report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        Verification { report: self.report, exit: self.exit }
+        Verification {
+            report: self.report,
+            exit: self.exit,
+        }
     }
 }
 
@@ -264,7 +315,10 @@ struct RemoveOnDrop(Option<SandboxDir>);
 
 impl RemoveOnDrop {
     fn checkout(&self) -> std::path::PathBuf {
-        self.0.as_ref().map(SandboxDir::checkout).unwrap_or_default()
+        self.0
+            .as_ref()
+            .map(SandboxDir::checkout)
+            .unwrap_or_default()
     }
 
     fn finish(mut self) -> bool {
