@@ -58,8 +58,9 @@ impl Verification {
 ///   does not pass; later ones are reported `not_run`. Verdict: every command exited 0 ⇒
 ///   `pass`; a command exited non-zero, timed out or died of a signal ⇒ `fail` (S-38,
 ///   resolutions §1); a command could not run (126/127) ⇒ `skipped` with the reason (S-39).
-/// * `budget` bounds the whole run (clone included); each command gets what is left, capped by
-///   `payload.command_timeout_secs`. On expiry the command's process group (and, under bwrap,
+/// * `budget` bounds the whole run: the clone's time counts against it (the clone itself is
+///   not interrupted; a budget spent by then fails the run before its first command); each
+///   command gets what is left, capped by `payload.command_timeout_secs`. On expiry the command's process group (and, under bwrap,
 ///   its PID namespace) is killed and the run fails (S-40).
 /// * On `ctx.cancel` the running command is killed (SIGTERM, grace, SIGKILL) and the run is
 ///   `skipped` with reason `cancelled` and exit `Killed` — a cancelled run is no evidence.
