@@ -56,9 +56,10 @@ pub struct SandboxPayload {
     /// time left of the whole-run budget).
     #[serde(default)]
     pub command_timeout_secs: Option<u64>,
-    /// Whether commands may use the network. `false` (default) adds `--unshare-net` under
-    /// bwrap; without bwrap the network cannot be taken away and stays reachable.
-    #[serde(default)]
+    /// Whether commands may use the network. `true` by default, since verifiers may fetch
+    /// dependencies (issue 3; `skillforge verify --network none` turns it off). `false` adds
+    /// `--unshare-net` under bwrap; without bwrap the network cannot be taken away and stays reachable.
+    #[serde(default = "default_network")]
     pub network: bool,
     /// Variables set for every command (on top of the inherited allowlist, see
     /// [`SANDBOX_ENV_ALLOWLIST`]).
@@ -89,6 +90,10 @@ pub const SANDBOX_ENV_ALLOWLIST: &[&str] = &[
     "GOCACHE",
 ];
 
+fn default_network() -> bool {
+    true
+}
+
 fn default_rev() -> String {
     "HEAD".to_owned()
 }
@@ -102,7 +107,7 @@ impl SandboxPayload {
             commands,
             timeout_secs: None,
             command_timeout_secs: None,
-            network: false,
+            network: true,
             env: BTreeMap::new(),
             confinement: ConfinementMode::Auto,
         }
@@ -142,7 +147,7 @@ mod tests {
             payload,
             SandboxPayload::new("/r", "HEAD", vec!["echo a,b && true".into()])
         );
-        assert!(!payload.network);
+        assert!(payload.network, "network is on by default (issue 3)");
         assert_eq!(payload.confinement, ConfinementMode::Auto);
     }
 

@@ -119,7 +119,7 @@ async fn confinement_none_is_reported_and_unconfined() {
     assert_scratch_empty(scratch.path());
 }
 
-// Under bwrap the network is off by default and on when the payload allows it; a scratch dir
+// Under bwrap the network is off when the payload says so (`--network none`) and on by default; a scratch dir
 // under /tmp (hidden by the private /tmp) still gets its checkout bound in.
 #[tokio::test]
 async fn bwrap_network_flag_and_scratch_under_tmp() {
@@ -127,7 +127,7 @@ async fn bwrap_network_flag_and_scratch_under_tmp() {
     let (repo, _, _) = make_live_repo(root.path());
     let scratch = tempfile::tempdir().expect("tempdir under /tmp");
     let only_loopback = "test \"$(grep -c : /proc/net/dev)\" -eq 1";
-    let offline = with_mode(
+    let mut offline = with_mode(
         payload(
             &repo,
             "HEAD",
@@ -135,15 +135,16 @@ async fn bwrap_network_flag_and_scratch_under_tmp() {
         ),
         ConfinementMode::Bwrap,
     );
+    offline.network = false;
     let report_offline = report(&run(&offline, scratch.path()).await.expect("run offline"));
     assert_eq!(report_offline.verdict, Verdict::Pass, "{report_offline:#?}");
     assert!(!report_offline.network);
 
-    let mut online = with_mode(
+    let online = with_mode(
         payload(&repo, "HEAD", &[only_loopback]),
         ConfinementMode::Bwrap,
     );
-    online.network = true;
+    assert!(online.network, "network is on by default");
     let report_online = report(&run(&online, scratch.path()).await.expect("run online"));
     let host_has_more_than_loopback = std::fs::read_to_string("/proc/net/dev")
         .expect("read net dev")
