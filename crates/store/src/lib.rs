@@ -5,6 +5,8 @@
 
 pub mod applied;
 mod error;
+pub mod feedback;
+pub mod review;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
