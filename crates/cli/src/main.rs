@@ -1,4 +1,5 @@
 //! The `skillforge` command-line interface: commands grouped by noun, human and `--json` output.
+#![expect(unreachable_pub, reason = "a binary crate: `pub` marks what modules offer each other")]
 
 mod commands;
 mod config;
@@ -48,6 +49,10 @@ enum Command {
     Serve(commands::serve::ServeArgs),
     /// List every active job lease and named lock with owner, heartbeat age and status.
     Locks,
+    /// Run a hard verifier: commands in a sandboxed clone at a rev; exit 0 pass, 1 fail, 3 skipped.
+    Verify(commands::verify::VerifyArgs),
+    /// Score a commit range with the deterministic checkers (diff_size, duplication, lint, complexity).
+    Check(commands::check::CheckArgs),
 }
 
 fn init_tracing(verbose: u8, quiet: bool) {
@@ -80,6 +85,8 @@ fn main() -> ExitCode {
             Command::Worker(args) => commands::worker::run(&ctx, args).await,
             Command::Serve(args) => commands::serve::run(&ctx, args).await,
             Command::Locks => commands::locks::run(&ctx).await,
+            Command::Verify(args) => commands::verify::run(&ctx, args).await,
+            Command::Check(args) => commands::check::run(&ctx, args).await,
         }
     });
     match result {

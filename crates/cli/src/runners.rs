@@ -6,5 +6,8 @@ use skillforge_engine::RunnerRegistry;
 
 /// Every runner compiled into this binary. Adding a runner is one line here.
 pub fn all() -> RunnerRegistry {
-    RunnerRegistry::new().with(Arc::new(skillforge_runner_process::ProcessRunner))
+    RunnerRegistry::new()
+        .with(Arc::new(skillforge_runner_process::ProcessRunner))
+        .with(Arc::new(skillforge_runner_sandbox::SandboxRunner))
+        .with(Arc::new(skillforge_runner_checker::CheckerRunner))
 }

@@ -46,6 +46,15 @@ pub struct JobSpec {
     pub idempotent: bool,
     /// Earliest start, milliseconds since the Unix epoch; `None` = now.
     pub not_before_ms: Option<i64>,
+    /// Whether a run that completed without passing (non-zero exit, timeout, signal) is retried.
+    /// `false` for checks whose failing result is itself the answer (a verifier's fail verdict):
+    /// such a run ends `failed` at once. A dead worker's lease is recovered either way.
+    #[serde(default = "retry_failed_runs_default")]
+    pub retry_failed_runs: bool,
+}
+
+fn retry_failed_runs_default() -> bool {
+    true
 }
 
 impl JobSpec {
@@ -64,6 +73,7 @@ impl JobSpec {
             stale_after_ms: DEFAULT_STALE_AFTER.as_millis() as u64,
             idempotent: true,
             not_before_ms: None,
+            retry_failed_runs: true,
         }
     }
 }

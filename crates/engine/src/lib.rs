@@ -11,7 +11,7 @@ pub mod backend;
 pub mod error;
 pub mod ingest;
 pub mod job;
-// pub mod open; (enabled once both backends land)
+pub mod open;
 pub mod policy;
 pub mod reaper;
 pub mod redis;

@@ -46,12 +46,14 @@ pub fn is_retryable(exit: &ExitClass) -> bool {
 /// * passed ⇒ `succeeded`;
 /// * cancelled by the operator ⇒ `cancelled`;
 /// * not runnable, or the runner refused the job (`Err`) ⇒ `failed` (no retry);
+/// * any other non-passing run of a job with `retry_failed_runs = false` ⇒ `failed`;
 /// * otherwise, with attempts left ⇒ `queued` after [`backoff`]; without ⇒ `dead`.
 pub fn finish_for(
     attempts: u32,
     max_attempts: u32,
     result: Result<RunOutcome, String>,
     was_cancelled: bool,
+    retry_failed_runs: bool,
 ) -> Finish {
     match result {
         Err(error) => Finish {
@@ -67,7 +69,7 @@ pub fn finish_for(
                 (JobState::Succeeded, Duration::ZERO)
             } else if was_cancelled {
                 (JobState::Cancelled, Duration::ZERO)
-            } else if !is_retryable(&outcome.exit) {
+            } else if !retry_failed_runs || !is_retryable(&outcome.exit) {
                 (JobState::Failed, Duration::ZERO)
             } else if attempts < max_attempts {
                 (JobState::Queued, backoff(attempts))
@@ -141,12 +143,16 @@ mod tests {
             (1, 1, ExitClass::Killed { signal: 9 }, false, JobState::Dead),
         ];
         for (attempts, max, exit, cancelled, want) in cases {
-            let got = finish_for(attempts, max, Ok(outcome(exit.clone())), cancelled);
+            let got = finish_for(attempts, max, Ok(outcome(exit.clone())), cancelled, true);
             assert_eq!(got.next, want, "{exit:?} at {attempts}/{max}");
             assert_eq!(got.retry_delay_ms > 0, want == JobState::Queued);
         }
-        let err = finish_for(1, 3, Err("bad payload".into()), false);
+        let err = finish_for(1, 3, Err("bad payload".into()), false, true);
         assert_eq!(err.next, JobState::Failed);
+        let verdict = finish_for(1, 3, Ok(outcome(ExitClass::Failed { code: 1 })), false, false);
+        assert_eq!(verdict.next, JobState::Failed, "a check's failing answer is not retried");
+        let passed = finish_for(1, 3, Ok(outcome(ExitClass::Passed)), false, false);
+        assert_eq!(passed.next, JobState::Succeeded);
     }
 
     #[test]

@@ -295,7 +295,8 @@ impl JobTask {
                 }
                 return;
             }
-            let finish = finish_for(job.attempts, job.spec.max_attempts, result, operator_cancel);
+            let finish =
+                finish_for(job.attempts, job.spec.max_attempts, result, operator_cancel, job.spec.retry_failed_runs);
             match self.backend.finish(&job.id, token, &finish).await {
                 Ok(FinishReply::Applied(state)) => {
                     self.counters.finished.fetch_add(1, Ordering::Relaxed);

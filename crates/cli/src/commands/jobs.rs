@@ -1,21 +1,14 @@
 //! `skillforge jobs submit|list|show|cancel|retry`: durable ad-hoc jobs through the `process` runner.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
-use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
-use skillforge_engine::ingest::{RecordOnly, ingest_once};
-use skillforge_engine::worker::{PRESENCE_LOCK_PREFIX, Worker, WorkerConfig};
-use skillforge_engine::{
-    CancelReply, EngineError, Job, JobSpec, JobState, LeaseKind, LeaseStatus, QueueBackend,
-};
+use skillforge_engine::{CancelReply, EngineError, Job, JobSpec, JobState};
 use skillforge_runner_process::ProcessPayload;
-use tokio_util::sync::CancellationToken;
 
+use crate::commands::wait::await_job;
 use crate::context::Context;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
 use crate::output::{age, print_json, rfc3339_ms};
@@ -158,22 +151,7 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         eprintln!("job {} queued", enqueued.job_id);
     }
 
-    let local = if ctx.queue_url.is_embedded() && !args.no_local_worker && !has_live_worker(backend.as_ref()).await? {
-        Some(start_local_worker(ctx, backend.clone(), &args.queue_name))
-    } else {
-        None
-    };
-    let job = wait_terminal(backend.as_ref(), &enqueued.job_id, !ctx.json).await;
-    if let Some((stop, handle)) = local {
-        stop.cancel();
-        let _ = handle.await;
-    }
-    let job = job?;
-    if ctx.queue_url.is_embedded() {
-        // In embedded mode this process is the control plane: apply the result now.
-        let store = ctx.store().await?;
-        ingest_once(backend.as_ref(), &store, &RecordOnly).await?;
-    }
+    let job = await_job(ctx, &backend, &enqueued.job_id, &args.queue_name, !args.no_local_worker).await?;
     if ctx.json {
         print_json(&job_json(&job, backend.now_ms().await?));
     } else {
@@ -184,56 +162,6 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         eprintln!("job {} {}{}", job.id, job.state, outcome_suffix(&job));
     }
     Ok(if job.state == JobState::Succeeded { OK } else { CHECK_FAILED })
-}
-
-/// Whether some worker holds an active presence lock on this queue backend.
-async fn has_live_worker(backend: &dyn QueueBackend) -> Result<bool, EngineError> {
-    let now = backend.now_ms().await?;
-    Ok(backend.leases().await?.iter().any(|l| {
-        l.kind == LeaseKind::Lock && l.name.starts_with(PRESENCE_LOCK_PREFIX) && l.status(now) != LeaseStatus::Stale
-    }))
-}
-
-fn start_local_worker(
-    ctx: &Context,
-    backend: Arc<dyn QueueBackend>,
-    queue: &str,
-) -> (CancellationToken, tokio::task::JoinHandle<()>) {
-    let mut config = WorkerConfig::new("local", ctx.scratch_root());
-    config.queues = vec![queue.to_owned()];
-    config.concurrency = ctx.config.worker.concurrency.unwrap_or(4);
-    config.grace = Duration::from_secs(2);
-    let stop = CancellationToken::new();
-    let worker = Worker::new(config, backend, crate::runners::all());
-    let s = stop.clone();
-    let handle = tokio::spawn(async move {
-        worker.run(s).await;
-    });
-    (stop, handle)
-}
-
-/// Polls until the job is terminal (or parked `stale`), showing a spinner on a terminal.
-async fn wait_terminal(backend: &dyn QueueBackend, id: &str, progress: bool) -> Result<Job, CliError> {
-    let bar = (progress && std::io::stderr().is_terminal()).then(|| {
-        let b = indicatif::ProgressBar::new_spinner();
-        b.enable_steady_tick(Duration::from_millis(120));
-        b
-    });
-    let mut delay = Duration::from_millis(5);
-    loop {
-        let job = backend.get(id).await?.ok_or_else(|| CliError::usage(anyhow!("no job `{id}`")))?;
-        if let Some(b) = &bar {
-            b.set_message(format!("job {} {} (attempt {}/{})", job.id, job.state, job.attempts, job.spec.max_attempts));
-        }
-        if job.state.is_terminal() || job.state == JobState::Stale {
-            if let Some(b) = bar {
-                b.finish_and_clear();
-            }
-            return Ok(job);
-        }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_millis(250));
-    }
 }
 
 fn outcome_suffix(job: &Job) -> String {

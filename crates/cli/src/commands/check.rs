@@ -1,0 +1,82 @@
+//! `skillforge check`: deterministic checker dimensions of a commit range, as a durable job.
+
+use std::path::PathBuf;
+
+use anyhow::anyhow;
+use clap::Args;
+use serde_json::json;
+use skillforge_engine::JobSpec;
+use skillforge_runner_checker::{CheckReport, CheckerPayload, parse_checker_list};
+
+use crate::commands::wait::await_job;
+use crate::context::Context;
+use crate::exit::{CliError, CliResult, ENVIRONMENT, OK};
+use crate::output::print_json;
+
+/// Arguments of `skillforge check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Repository (a path the worker can see).
+    #[arg(long)]
+    repo: PathBuf,
+    /// Base revision.
+    #[arg(long)]
+    base: String,
+    /// Head revision.
+    #[arg(long)]
+    head: String,
+    /// Dimensions, comma-separated: diff_size, duplication, lint, complexity (default diff_size).
+    #[arg(long, default_value = "diff_size")]
+    checkers: String,
+    /// Budget for the whole check, seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    timeout: u64,
+    /// With the embedded queue, do not start an in-process worker when none is live.
+    #[arg(long = "no-local-worker")]
+    no_local_worker: bool,
+}
+
+/// Enqueues a checker job, waits, prints each dimension's score or skip reason and the mean.
+/// Exit 0 when the check ran (even with every dimension skipped: then the mean is absent), 3 when it could not run.
+pub async fn run(ctx: &Context, args: CheckArgs) -> CliResult {
+    let checkers = parse_checker_list(&args.checkers).map_err(CliError::usage)?;
+    let repo = std::path::absolute(&args.repo)
+        .map_err(|e| CliError::usage(anyhow!("repository path `{}`: {e}", args.repo.display())))?;
+    let payload = CheckerPayload::commits(repo, args.base.clone(), args.head.clone(), checkers);
+    let mut spec = JobSpec::new("checker", serde_json::to_value(&payload).map_err(CliError::usage)?);
+    spec.workflow = "check".to_owned();
+    spec.stage = "checkers".to_owned();
+    spec.timeout_ms = args.timeout.max(1) * 1000;
+    spec.retry_failed_runs = false;
+    let backend = ctx.queue().await?;
+    let enqueued = backend.enqueue(&spec).await?;
+    let job = await_job(ctx, &backend, &enqueued.job_id, &spec.queue, !args.no_local_worker).await?;
+    let Some(report) = job.outcome.as_ref().and_then(|o| serde_json::from_value::<CheckReport>(o.detail.clone()).ok()) else {
+        let why = job.error.clone().unwrap_or_else(|| format!("job ended {} without a report", job.state));
+        if ctx.json {
+            print_json(&json!({"job_id": job.id, "state": job.state, "mean": null, "error": why}));
+        } else {
+            eprintln!("check job {} could not run: {why}", job.id);
+        }
+        return Ok(ENVIRONMENT);
+    };
+    if ctx.json {
+        let mut value = serde_json::to_value(&report).map_err(CliError::env)?;
+        value["job_id"] = json!(job.id);
+        print_json(&value);
+        return Ok(OK);
+    }
+    println!("check {} {}..{}", args.repo.display(), args.base, args.head);
+    for d in &report.dimensions {
+        match (d.score, &d.skipped) {
+            (Some(s), _) => println!("  {:<12} {s:.3}", d.name),
+            (None, Some(reason)) => println!("  {:<12} skipped: {reason}", d.name),
+            (None, None) => println!("  {:<12} no score", d.name),
+        }
+    }
+    match report.mean {
+        Some(m) => println!("mean: {m:.3}"),
+        None => println!("mean: none (every dimension skipped; no score is fabricated)"),
+    }
+    Ok(OK)
+}
