@@ -4,9 +4,13 @@
 //! one transaction together with [`applied::record_applied`], so a result is applied exactly once.
 
 pub mod applied;
+pub mod artifacts;
+pub mod blobs;
+pub mod candidates;
 mod error;
 pub mod feedback;
 pub mod review;
+pub mod templates;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
