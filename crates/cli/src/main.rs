@@ -53,6 +53,14 @@ enum Command {
     Verify(commands::verify::VerifyArgs),
     /// Score a commit range with the deterministic checkers (diff_size, duplication, lint, complexity).
     Check(commands::check::CheckArgs),
+    /// Install agent templates and inspect their versions (`ID`, `ID@vN`, `ID@latest`).
+    #[command(subcommand)]
+    Template(commands::template::TemplateCommand),
+    /// Import an optimizer's candidate package as a pending template version (never promotes).
+    Import(commands::import::ImportArgs),
+    /// Review imported candidates: list, show (with diff), promote, reject.
+    #[command(subcommand)]
+    Candidate(commands::candidate::CandidateCommand),
 }
 
 fn init_tracing(verbose: u8, quiet: bool) {
@@ -87,6 +95,9 @@ fn main() -> ExitCode {
             Command::Locks => commands::locks::run(&ctx).await,
             Command::Verify(args) => commands::verify::run(&ctx, args).await,
             Command::Check(args) => commands::check::run(&ctx, args).await,
+            Command::Template(cmd) => commands::template::run(&ctx, cmd).await,
+            Command::Import(args) => commands::import::run(&ctx, args).await,
+            Command::Candidate(cmd) => commands::candidate::run(&ctx, cmd).await,
         }
     });
     match result {

@@ -1,10 +1,13 @@
 //! One module per command group.
 
+pub mod candidate;
 pub mod check;
+pub mod import;
 pub mod jobs;
 pub mod locks;
 pub mod serve;
 pub mod signals;
+pub mod template;
 pub mod verify;
 pub mod wait;
 pub mod worker;

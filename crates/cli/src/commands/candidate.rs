@@ -1,0 +1,208 @@
+//! `skillforge candidate list|show|promote|reject`: human review of imported candidates (seed
+//! "Candidate Package"; S-51, S-92, S-93).
+//!
+//! `show` prints the candidate's state, source, content hash, base version, optimizer score,
+//! preference summary, eval report and a unified diff of its content against the base version.
+//! It reads only the candidate's own rows (version, review record); it never reads review-run
+//! packets or their hidden `.assignments.json`, so it cannot expose an A/B mapping (S-92).
+//! `promote` makes the candidate current (the previous current becomes superseded) and `reject`
+//! records the reason, after which `@latest` never selects it (S-93); each is one transaction.
+
+use anyhow::anyhow;
+use clap::Subcommand;
+use serde_json::{Value, json};
+use similar::TextDiff;
+use skillforge_store::candidates::{
+    CandidateRow, DecisionOutcome, get_candidate, list_candidates, promote_candidate, reject_candidate,
+};
+use skillforge_store::templates::{get_template, get_version};
+
+use crate::commands::template::resolve_reference;
+use crate::context::Context;
+use crate::exit::{CliError, CliResult, OK};
+use crate::output::print_json;
+
+/// `skillforge candidate ...`.
+#[derive(Debug, Subcommand)]
+pub enum CandidateCommand {
+    /// List imported candidates of a template, newest first.
+    List {
+        /// Template id.
+        #[arg(long)]
+        template: String,
+    },
+    /// Show a candidate: state, source, hash, base, score, preference summary, eval report, diff.
+    Show {
+        /// Candidate version (`ID@vN`, or `ID@latest`).
+        id: String,
+    },
+    /// Make a pending candidate the template's current version.
+    Promote {
+        /// Candidate version `ID@vN`.
+        id: String,
+        /// Optional note recorded with the decision.
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Reject a pending candidate; `@latest` never selects it afterwards.
+    Reject {
+        /// Candidate version `ID@vN`.
+        id: String,
+        /// Why (recorded as the audit reason).
+        #[arg(long)]
+        reason: String,
+    },
+}
+
+/// Dispatches a `candidate` subcommand.
+pub async fn run(ctx: &Context, cmd: CandidateCommand) -> CliResult {
+    match cmd {
+        CandidateCommand::List { template } => list(ctx, &template).await,
+        CandidateCommand::Show { id } => show(ctx, &id).await,
+        CandidateCommand::Promote { id, reason } => promote(ctx, &id, &reason).await,
+        CandidateCommand::Reject { id, reason } => reject(ctx, &id, &reason).await,
+    }
+}
+
+fn raw_json(text: &str) -> Value {
+    if text.is_empty() { Value::Null } else { serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.into())) }
+}
+
+fn candidate_json(c: &CandidateRow) -> Value {
+    json!({
+        "version_id": c.version_id,
+        "template_id": c.template_id,
+        "version_number": c.version,
+        "state": c.version_state,
+        "review_state": c.review_state,
+        "source_repo": c.source_repo,
+        "source_ref": c.source_ref,
+        "source_path": c.source_path,
+        "content_hash": c.content_hash,
+        "base_version_id": c.base_version_id,
+        "diff_artifact_id": c.diff_artifact_id,
+        "score": c.score,
+        "preference_summary": c.preference_summary,
+        "decision_reason": c.decision_reason,
+        "created_at": c.created_at,
+        "decided_at": c.decided_at,
+    })
+}
+
+async fn list(ctx: &Context, template: &str) -> CliResult {
+    let store = ctx.store().await?;
+    if get_template(store.pool(), template).await?.is_none() {
+        return Err(CliError::usage(anyhow!(
+            "agent template `{template}` is not installed (see `skillforge template list`)"
+        )));
+    }
+    let candidates = list_candidates(store.pool(), template).await?;
+    if ctx.json {
+        print_json(&candidates.iter().map(candidate_json).collect::<Vec<_>>());
+        return Ok(OK);
+    }
+    if candidates.is_empty() {
+        eprintln!("no candidates for `{template}` (import one with `skillforge import --file candidate.json`)");
+    }
+    for c in &candidates {
+        let score = c.score.map_or_else(|| "-".to_owned(), |s| format!("{s:.3}"));
+        println!("{:<20} {:<10} score {:<6} base {:<16} {}", c.version_id, c.version_state, score, c.base_version_id, c.created_at);
+    }
+    Ok(OK)
+}
+
+async fn candidate_for(ctx: &Context, reference: &str) -> Result<(skillforge_store::Store, CandidateRow), CliError> {
+    let store = ctx.store().await?;
+    let version = resolve_reference(store.pool(), reference).await?;
+    let candidate = get_candidate(store.pool(), &version.id).await?.ok_or_else(|| {
+        CliError::usage(anyhow!(
+            "`{}` is not an imported candidate (see `skillforge candidate list --template {}`)",
+            version.id,
+            version.template_id
+        ))
+    })?;
+    Ok((store, candidate))
+}
+
+async fn show(ctx: &Context, reference: &str) -> CliResult {
+    let (store, candidate) = candidate_for(ctx, reference).await?;
+    let version = get_version(store.pool(), &candidate.version_id)
+        .await?
+        .ok_or_else(|| CliError::env(anyhow!("candidate `{}` has no version row", candidate.version_id)))?;
+    let base = get_version(store.pool(), &candidate.base_version_id).await?;
+    let base_content = base.as_ref().map_or("", |b| b.content.as_str());
+    let diff = TextDiff::from_lines(base_content, version.content.as_str())
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{}", candidate.base_version_id), &format!("b/{}", candidate.version_id))
+        .to_string();
+    if ctx.json {
+        let mut out = candidate_json(&candidate);
+        out["eval_report"] = raw_json(&candidate.eval_report_json);
+        out["summary_metadata"] = raw_json(&candidate.summary_metadata_json);
+        out["diff"] = Value::String(diff);
+        out["content"] = Value::String(version.content);
+        print_json(&out);
+        return Ok(OK);
+    }
+    println!("candidate   {} ({}, review {})", candidate.version_id, candidate.version_state, candidate.review_state);
+    println!("source      {} {} {}", candidate.source_repo, candidate.source_ref, candidate.source_path);
+    println!("hash        {}", candidate.content_hash);
+    println!("base        {}", candidate.base_version_id);
+    println!("score       {}", candidate.score.map_or_else(|| "-".to_owned(), |s| s.to_string()));
+    println!("preference  {}", candidate.preference_summary);
+    if !candidate.decision_reason.is_empty() {
+        println!("decision    {}", candidate.decision_reason);
+    }
+    println!("eval report {}", if candidate.eval_report_json.is_empty() { "-" } else { &candidate.eval_report_json });
+    println!();
+    print!("{diff}");
+    Ok(OK)
+}
+
+fn refused(id: &str, action: &str, outcome: DecisionOutcome) -> CliError {
+    match outcome {
+        DecisionOutcome::WrongState(state) => {
+            CliError::usage(anyhow!("{action} candidate `{id}`: it is {state}, only pending or canary candidates can be decided"))
+        }
+        _ => CliError::usage(anyhow!("{action} candidate `{id}`: not an imported candidate")),
+    }
+}
+
+async fn promote(ctx: &Context, reference: &str, reason: &str) -> CliResult {
+    let (store, candidate) = candidate_for(ctx, reference).await?;
+    let id = candidate.version_id;
+    match promote_candidate(&store, &id, reason).await? {
+        DecisionOutcome::Done { previous } => {
+            if ctx.json {
+                print_json(&json!({"version_id": id, "state": "current", "superseded": previous}));
+            } else {
+                match previous {
+                    Some(p) => println!("promoted {id} to current ({p} superseded)"),
+                    None => println!("promoted {id} to current"),
+                }
+            }
+            Ok(OK)
+        }
+        other => Err(refused(&id, "promote", other)),
+    }
+}
+
+async fn reject(ctx: &Context, reference: &str, reason: &str) -> CliResult {
+    if reason.trim().is_empty() {
+        return Err(CliError::usage(anyhow!("--reason must say why the candidate is rejected")));
+    }
+    let (store, candidate) = candidate_for(ctx, reference).await?;
+    let id = candidate.version_id;
+    match reject_candidate(&store, &id, reason.trim()).await? {
+        DecisionOutcome::Done { .. } => {
+            if ctx.json {
+                print_json(&json!({"version_id": id, "state": "rejected", "reason": reason.trim()}));
+            } else {
+                println!("rejected {id}: {}", reason.trim());
+            }
+            Ok(OK)
+        }
+        other => Err(refused(&id, "reject", other)),
+    }
+}

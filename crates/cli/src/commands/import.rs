@@ -1,0 +1,83 @@
+//! `skillforge import --file candidate.json [--artifact-dir DIR]`: import an external optimizer's
+//! candidate package as a `pending` template version (seed "Candidate Package"; facts §2;
+//! S-51, S-86..S-91).
+//!
+//! Every check of facts §2 runs (in [`skillforge_contract::validate_candidate_import`]) before
+//! anything is written; then blobs, `eval_artifacts` rows, the pending version and its review row
+//! are written in one transaction. A refused package writes nothing. Importing never promotes.
+//!
+//! Exit codes: 0 imported; 1 "optimizer produced no candidate" (S-88, S-89: the package is
+//! well-formed, the check that it carries a new candidate failed — nothing to review); 2 any
+//! other refusal (bad package, missing or mismatching artifact, unknown template or base);
+//! 3 the store or blob store could not be written.
+
+use std::path::PathBuf;
+
+use anyhow::anyhow;
+use clap::Args;
+use serde_json::json;
+use skillforge_contract::{CandidatePackage, ImportOptions, ImportState, validate_candidate_import};
+use skillforge_store::blobs::BlobStore;
+use skillforge_store::candidates::{import_verified, load_import_state};
+
+use crate::context::Context;
+use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
+use crate::output::print_json;
+
+/// Arguments of `import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The candidate package JSON (`kind: gitmoot-skillopt-candidate-package`).
+    #[arg(long, value_name = "FILE")]
+    file: PathBuf,
+    /// Directory the package's artifact paths are relative to; required when it lists artifacts.
+    #[arg(long = "artifact-dir", value_name = "DIR")]
+    artifact_dir: Option<PathBuf>,
+}
+
+/// Runs `import`: prints the new version id `<template>@vN` (a JSON object with `--json`).
+pub async fn run(ctx: &Context, args: ImportArgs) -> CliResult {
+    let file = args.file.display().to_string();
+    let bytes = std::fs::read(&args.file).map_err(|e| CliError::usage(anyhow!("read candidate package `{file}`: {e}")))?;
+    let package: CandidatePackage = serde_json::from_slice(&bytes)
+        .map_err(|e| CliError::usage(anyhow!("parse candidate package `{file}`: {e}")))?;
+
+    let store = ctx.store().await?;
+    let blobs = BlobStore::in_home(&ctx.home);
+    let state = {
+        let mut conn = store.pool().acquire().await?;
+        load_import_state(&mut conn, &ImportState::needed(&package)).await?
+    };
+    let options = ImportOptions { artifact_dir: args.artifact_dir.as_deref(), has_blob_store: true };
+    let verified = validate_candidate_import(&package, options, &state).map_err(|e| {
+        let error = anyhow!("import candidate package `{file}`: {e}");
+        if e.is_no_candidate() {
+            CliError { code: CHECK_FAILED, error }
+        } else {
+            CliError::usage(error)
+        }
+    })?;
+
+    let imported = import_verified(&store, &blobs, &verified, &file)
+        .await
+        .map_err(|e| CliError::env(anyhow!("store candidate from `{file}`: {e}")))?;
+    let version = &imported.version;
+    if ctx.json {
+        print_json(&json!({
+            "version_id": version.id,
+            "template_id": version.template_id,
+            "version_number": version.version,
+            "state": version.state,
+            "base_version_id": verified.base_version_id,
+            "content_hash": version.content_hash,
+            "artifacts": imported.artifacts.iter().map(|a| json!({"id": a.id, "hash": a.hash})).collect::<Vec<_>>(),
+        }));
+    } else {
+        println!("{}", version.id);
+        eprintln!(
+            "imported {} as pending (base {}); review with `skillforge candidate show {}`",
+            version.id, verified.base_version_id, version.id
+        );
+    }
+    Ok(OK)
+}
