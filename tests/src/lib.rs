@@ -243,3 +243,40 @@ impl Drop for Reaped {
         let _ = self.0.wait();
     }
 }
+
+/// Runs `git ARGS` in `dir` with a fixed identity; panics on failure; returns stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "skillforge tests")
+        .env("GIT_AUTHOR_EMAIL", "tests@skillforge.invalid")
+        .env("GIT_COMMITTER_NAME", "skillforge tests")
+        .env("GIT_COMMITTER_EMAIL", "tests@skillforge.invalid")
+        .output()
+        .expect("run git");
+    assert!(out.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A real git repository in a temp dir with two commits; returns (dir, base commit, head commit).
+///
+/// The base commit holds `README.md`; the head commit adds `src/lib.rs` (12 lines) and edits the README.
+pub fn two_commit_repo() -> (TempDir, String, String) {
+    let dir = tempfile::tempdir().expect("repo temp dir");
+    let p = dir.path();
+    git(p, &["init", "-q", "-b", "main"]);
+    std::fs::write(p.join("README.md"), "# demo\n\nfirst line\n").unwrap();
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "base"]);
+    let base = git(p, &["rev-parse", "HEAD"]);
+    std::fs::create_dir_all(p.join("src")).unwrap();
+    let body: String = (0..12).map(|i| format!("pub fn f{i}() -> u32 {{ {i} }}\n")).collect();
+    std::fs::write(p.join("src/lib.rs"), body).unwrap();
+    std::fs::write(p.join("README.md"), "# demo\n\nsecond line\n").unwrap();
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "head"]);
+    let head = git(p, &["rev-parse", "HEAD"]);
+    (dir, base, head)
+}

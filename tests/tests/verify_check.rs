@@ -1,0 +1,169 @@
+//! `skillforge verify` and `skillforge check` end to end: real git repos, the built binary, embedded queue and a Redis fleet.
+
+use serde_json::Value;
+use skillforge_tests::{Home, Reaped, RedisServer, git, two_commit_repo};
+
+fn verify(home: &Home, extra: &[&str], repo: &std::path::Path, commands: &[&str]) -> (Option<i32>, Value, String) {
+    let mut cmd = home.cmd();
+    cmd.args(["--json", "verify", "--repo"]).arg(repo).args(extra).arg("--").args(commands);
+    let out = cmd.output().expect("run verify");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let json = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("verify stdout is not JSON ({e}): {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+    (out.status.code(), json, stderr)
+}
+
+// S-36 (fresh clone, sh -c, cwd = sandbox), S-37 (one command per argument, never split on
+// commas or operators), S-38 (pass ⇒ hard 1.0): on the embedded default; the sandbox is removed.
+#[test]
+fn s36_s37_s38_verify_passes_on_the_embedded_default() {
+    let (repo, _, head) = two_commit_repo();
+    let home = Home::embedded();
+    let (code, report, stderr) = verify(&home, &["--rev", "HEAD"], repo.path(), &["test -f src/lib.rs", "echo a,b && true"]);
+    assert_eq!(code, Some(0), "{report:#}\n{stderr}");
+    assert_eq!(report["verdict"], "pass");
+    assert_eq!(report["hard"], 1.0);
+    assert_eq!(report["commit"], head.as_str());
+    assert_eq!(report["sandbox_removed"], true);
+    assert_eq!(report["commands"].as_array().unwrap().len(), 2);
+    assert_eq!(report["commands"][1]["command"], "echo a,b && true", "commas and operators stay one command");
+    let expected = if which("bwrap") { "bwrap" } else { "none" };
+    assert_eq!(report["confinement"], expected);
+    // The result is durable: `jobs show` has it later.
+    let job = home.job(report["job_id"].as_str().unwrap());
+    assert_eq!(job["outcome"]["detail"]["verdict"], "pass");
+}
+
+// S-38: fail-closed on one failing command among several; later commands do not run.
+#[test]
+fn s38_one_failing_command_fails_the_run() {
+    let (repo, _, _) = two_commit_repo();
+    let home = Home::embedded();
+    let (code, report, _) = verify(&home, &[], repo.path(), &["true", "exit 4", "true"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(report["verdict"], "fail");
+    assert_eq!(report["hard"], 0.0);
+    assert_eq!(report["commands"][1]["exit_code"], 4);
+    assert_eq!(report["commands"][2]["status"], "not_run");
+    assert_eq!(report["sandbox_removed"], true);
+    let job = home.job(report["job_id"].as_str().unwrap());
+    assert_eq!(job["attempts"], 1, "a fail verdict is an answer, not a retry");
+}
+
+// S-39: a command that cannot run skips the whole run: no verdict (no fabricated 0), exit 3.
+#[test]
+fn s39_exit_127_skips_the_run() {
+    let (repo, _, _) = two_commit_repo();
+    let home = Home::embedded();
+    let (code, report, _) = verify(&home, &[], repo.path(), &["true", "no-such-tool-anywhere --version"]);
+    assert_eq!(code, Some(3));
+    assert_eq!(report["verdict"], "skipped");
+    assert_eq!(report["hard"], Value::Null);
+    assert!(report["reason"].as_str().is_some_and(|r| !r.is_empty()));
+    assert_eq!(report["sandbox_removed"], true);
+}
+
+// S-40: a wedged suite is killed at the timeout and fails the run (the process-group reaping
+// itself is asserted in the sandbox and process runner tests).
+#[test]
+fn s40_verify_timeout_fails_the_run() {
+    let (repo, _, _) = two_commit_repo();
+    let home = Home::embedded();
+    let (code, report, _) = verify(&home, &["--timeout", "2"], repo.path(), &["sleep 300 & sleep 300"]);
+    assert_eq!(code, Some(1), "{report:#}");
+    assert_eq!(report["verdict"], "fail");
+    assert_eq!(report["commands"][0]["status"], "timed_out");
+}
+
+#[test]
+fn verify_with_an_idempotency_key_returns_the_recorded_result_without_running_again() {
+    let (repo, _, _) = two_commit_repo();
+    let counter = tempfile::tempdir().unwrap();
+    let count_file = counter.path().join("runs");
+    let home = Home::embedded();
+    let cmd = format!("echo run >> {}", count_file.display());
+    let flags = ["--idempotency-key", "ci-123", "--confinement", "none"];
+    let (code1, first, _) = verify(&home, &flags, repo.path(), &[&cmd]);
+    let (code2, second, stderr) = verify(&home, &flags, repo.path(), &[&cmd]);
+    assert_eq!((code1, code2), (Some(0), Some(0)), "{stderr}");
+    assert_eq!(first["job_id"], second["job_id"]);
+    assert_eq!(std::fs::read_to_string(&count_file).unwrap().lines().count(), 1, "ran once");
+}
+
+#[test]
+fn verify_of_a_path_the_worker_cannot_see_fails_clearly() {
+    let home = Home::embedded();
+    let missing = home.path().join("no-such-repo");
+    let (code, report, _) = verify(&home, &[], &missing, &["true"]);
+    assert_eq!(code, Some(3));
+    assert_eq!(report["verdict"], Value::Null);
+    let error = report["error"].as_str().unwrap();
+    assert!(error.contains("no-such-repo") && error.contains("does not exist"), "{error}");
+}
+
+#[test]
+fn verify_runs_on_a_redis_fleet_worker() {
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    let _worker = Reaped(home.spawn_worker("verifier", &[]));
+    let (repo, _, _) = two_commit_repo();
+    let (code, report, stderr) = verify(&home, &[], repo.path(), &["test -f README.md"]);
+    assert_eq!(code, Some(0), "{report:#}\n{stderr}\n{}", home.logs());
+    assert_eq!(report["verdict"], "pass");
+    let job = home.job(report["job_id"].as_str().unwrap());
+    assert!(job["history"][0]["worker"].as_str().unwrap().starts_with("verifier-"), "ran on the fleet worker");
+}
+
+// S-34: diff_size of a real commit range; the default checker list is diff_size.
+#[test]
+fn s34_check_scores_a_real_commit_range() {
+    let (repo, base, head) = two_commit_repo();
+    let home = Home::embedded();
+    let out = home
+        .cmd()
+        .args(["--json", "check", "--repo"])
+        .arg(repo.path())
+        .args(["--base", &base, "--head", &head])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let dims = report["dimensions"].as_array().unwrap();
+    assert_eq!(dims.len(), 1);
+    assert_eq!(dims[0]["name"], "diff_size");
+    assert_eq!(dims[0]["score"], 1.0, "14 changed lines is under the soft cap: {report:#}");
+    assert_eq!(report["mean"], 1.0);
+}
+
+// S-35: a missing tool skips only its dimension; all skipped ⇒ no mean.
+#[test]
+fn s35_check_with_only_unavailable_tools_has_no_mean() {
+    let (repo, base, head) = two_commit_repo();
+    // Only a Markdown change: no profiled language, so the tool dimension skips with its reason.
+    git(repo.path(), &["checkout", "-q", &base]);
+    std::fs::write(repo.path().join("NOTES.md"), "notes\n").unwrap();
+    git(repo.path(), &["add", "-A"]);
+    git(repo.path(), &["commit", "-q", "-m", "notes"]);
+    let notes = git(repo.path(), &["rev-parse", "HEAD"]);
+    let _ = head;
+    let home = Home::embedded();
+    let report = home.json(&["check", "--repo", repo.path().to_str().unwrap(), "--base", &base, "--head", &notes, "--checkers", "lint"]);
+    assert_eq!(report["dimensions"][0]["score"], Value::Null);
+    assert!(report["dimensions"][0]["skipped"].as_str().is_some());
+    assert_eq!(report["mean"], Value::Null, "never a fabricated score");
+}
+
+fn which(tool: &str) -> bool {
+    std::process::Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn verify_no_wait_prints_the_job_id() {
+    let (repo, _, _) = two_commit_repo();
+    let home = Home::embedded();
+    let out = home.cmd().args(["--json", "verify", "--no-wait", "--repo"]).arg(repo.path()).args(["--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = v["id"].as_str().unwrap();
+    assert_eq!(home.job(id)["state"], "queued");
+}
