@@ -9,6 +9,7 @@ mod bullmq;
 mod model;
 mod report;
 mod sf;
+mod timed;
 mod util;
 
 use std::collections::BTreeMap;
@@ -214,7 +215,7 @@ async fn all(a: AllArgs) -> Result<()> {
             eprintln!("throughput trial {}/{}", t + 1, params.trials);
             util::redis_flushall(&url).await?;
             let target = Target::Redis { url: url.clone(), namespace: format!("tp{t}") };
-            let v = note(&mut r.errors, "throughput skillforge redis", sf::throughput(&target, params.throughput_n, params.concurrency).await);
+            let v = note(&mut r.errors, "throughput skillforge redis", sf::throughput(&target, params.throughput_n, params.concurrency, false).await);
             eprintln!("  skillforge redis: {:?}", v.as_ref().map(|x| x.rate));
             push(&mut r.throughput, "skillforge_redis", v);
 
@@ -226,7 +227,7 @@ async fn all(a: AllArgs) -> Result<()> {
 
             let dir = tempfile::tempdir()?;
             let target = Target::Sqlite { path: sf::sqlite_file(dir.path(), "queue") };
-            let v = note(&mut r.errors, "throughput skillforge sqlite", sf::throughput(&target, params.throughput_n, params.concurrency).await);
+            let v = note(&mut r.errors, "throughput skillforge sqlite", sf::throughput(&target, params.throughput_n, params.concurrency, false).await);
             eprintln!("  skillforge sqlite: {:?}", v.as_ref().map(|x| x.rate));
             push(&mut r.throughput, "skillforge_sqlite", v);
             drop(dir);
@@ -236,6 +237,20 @@ async fn all(a: AllArgs) -> Result<()> {
             eprintln!("  apalis-sqlite: {:?}", v.as_ref().map(|x| x.rate));
             push(&mut r.throughput, "apalis_sqlite", v);
         }
+    }
+
+    if want("throughput") || want("profile") {
+        // One extra, unmeasured pass per skillforge backend with every backend call timed.
+        eprintln!("profile pass (backend calls timed; not part of the figures)");
+        util::redis_flushall(&url).await?;
+        let target = Target::Redis { url: url.clone(), namespace: "profile".into() };
+        let v = note(&mut r.errors, "profile skillforge redis", sf::throughput(&target, params.throughput_n, params.concurrency, true).await);
+        push(&mut r.throughput, "profile_skillforge_redis", v);
+        util::redis_flushall(&url).await?;
+        let dir = tempfile::tempdir()?;
+        let target = Target::Sqlite { path: sf::sqlite_file(dir.path(), "queue") };
+        let v = note(&mut r.errors, "profile skillforge sqlite", sf::throughput(&target, params.throughput_n, params.concurrency, true).await);
+        push(&mut r.throughput, "profile_skillforge_sqlite", v);
     }
 
     if want("latency") {

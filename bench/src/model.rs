@@ -22,6 +22,8 @@ pub struct ThroughputTrial {
     pub redis_calls_per_job: Option<BTreeMap<String, f64>>,
     /// Server-side microseconds per job, all commands.
     pub redis_usec_per_job: Option<f64>,
+    /// Profile pass only: the worker's backend calls (count, time, jobs per lease).
+    pub backend_calls: Option<BTreeMap<String, crate::timed::CallStats>>,
 }
 
 impl ThroughputTrial {

@@ -153,8 +153,8 @@ pub fn markdown(r: &Results) -> String {
 
     // Where the time goes.
     let _ = writeln!(o, "\n**Profile of the throughput drain** (medians over trials):\n");
-    let _ = writeln!(o, "| system | client CPU s | redis-server CPU s | Redis calls / job (top) | Redis µs / job |");
-    let _ = writeln!(o, "|---|---|---|---|---|");
+    let _ = writeln!(o, "| system | drain s | client CPU s | redis-server CPU s | EVALSHA / job | Redis commands / job (top) | Redis µs / job |");
+    let _ = writeln!(o, "|---|---|---|---|---|---|---|");
     for key in ["skillforge_redis", "bullmq", "skillforge_sqlite", "apalis_sqlite"] {
         let Some(trials) = r.throughput.get(key).filter(|t| !t.is_empty()) else { continue };
         let cpu: Vec<f64> = trials.iter().map(|t| t.client_cpu_s).collect();
@@ -171,13 +171,43 @@ pub fn markdown(r: &Results) -> String {
                 format!("{total:.1} total: {}", top.join(", "))
             })
             .unwrap_or_else(|| "—".into());
+        let el: Vec<f64> = trials.iter().map(|t| t.elapsed_s).collect();
+        let evalsha = trials[trials.len() / 2]
+            .redis_calls_per_job
+            .as_ref()
+            .and_then(|m| m.get("evalsha"))
+            .map(|x| format!("{x:.2}"))
+            .unwrap_or_else(|| "—".into());
         let _ = writeln!(
             o,
-            "| {key} | {:.2} | {} | {calls} | {} |",
+            "| {key} | {:.2} | {:.2} | {} | {evalsha} | {calls} | {} |",
+            crate::util::median(&el),
             crate::util::median(&cpu),
             if rcpu.is_empty() { "—".into() } else { format!("{:.2}", crate::util::median(&rcpu)) },
             if usec.is_empty() { "—".into() } else { format!("{:.0}", crate::util::median(&usec)) },
         );
+    }
+    for key in ["profile_skillforge_redis", "profile_skillforge_sqlite"] {
+        let Some(t) = r.throughput.get(key).and_then(|v| v.first()) else { continue };
+        let Some(calls) = &t.backend_calls else { continue };
+        let _ = writeln!(
+            o,
+            "\n**{key}** (one extra drain with every backend call of the worker timed: {:.0} jobs/s, {:.2} s):\n",
+            t.rate, t.elapsed_s
+        );
+        let _ = writeln!(o, "| call | calls | calls / job | mean ms | max ms | jobs per lease |");
+        let _ = writeln!(o, "|---|---|---|---|---|---|");
+        for (name, c) in calls {
+            let _ = writeln!(
+                o,
+                "| {name} | {} | {:.3} | {:.3} | {:.1} | {} |",
+                c.calls,
+                c.calls as f64 / t.n as f64,
+                c.mean_ms,
+                c.max_ms,
+                if c.items > 0 { format!("{:.1}", c.items as f64 / c.calls as f64) } else { "—".into() }
+            );
+        }
     }
     if !r.errors.is_empty() {
         let _ = writeln!(o, "\n**Errors in this run:**\n");

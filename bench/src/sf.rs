@@ -199,7 +199,7 @@ fn start_worker(backend: Arc<dyn QueueBackend>, runner: Arc<dyn Runner>, name: &
 }
 
 /// Figure 1 for skillforge: enqueue `n` no-op jobs in chunks of 1 000, then drain at `concurrency`.
-pub async fn throughput(target: &Target, n: u64, concurrency: usize) -> Result<ThroughputTrial> {
+pub async fn throughput(target: &Target, n: u64, concurrency: usize, profile: bool) -> Result<ThroughputTrial> {
     let sqlite = match target {
         Target::Sqlite { path } => Some(Arc::new(SqliteBackend::open(path).await?)),
         Target::Redis { .. } => None,
@@ -235,7 +235,13 @@ pub async fn throughput(target: &Target, n: u64, concurrency: usize) -> Result<T
     };
     let cpu0 = util::self_cpu_s();
     let probe = Probe::new(n);
-    let worker = start_worker(backend.clone(), Arc::new(NoopRunner(probe.clone())), "bench-tp", concurrency)?;
+    let recorder = Arc::new(crate::timed::Recorder::default());
+    let worker_backend: Arc<dyn QueueBackend> = if profile {
+        Arc::new(crate::timed::Timed { inner: backend.clone(), rec: recorder.clone() })
+    } else {
+        backend.clone()
+    };
+    let worker = start_worker(worker_backend, Arc::new(NoopRunner(probe.clone())), "bench-tp", concurrency)?;
     probe.wait_all(Duration::from_secs(300)).await?;
     // The last completion is persisted when the backend counts n successes.
     let persisted = util::wait_until(Duration::from_millis(1), Duration::from_secs(60), || async {
@@ -261,6 +267,7 @@ pub async fn throughput(target: &Target, n: u64, concurrency: usize) -> Result<T
         verified_completed: verified,
         client_cpu_s: cpu,
         redis_cpu_s: redis_after.as_ref().zip(redis_before.as_ref()).map(|(a, b)| a.cpu_s - b.cpu_s),
+        backend_calls: profile.then(|| recorder.snapshot()),
         ..Default::default()
     };
     Ok(match redis_after {

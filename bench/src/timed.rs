@@ -1,0 +1,126 @@
+//! A profiling wrapper around a [`QueueBackend`]: counts and times every call the worker makes,
+//! so a throughput figure can be broken down into backend round trips (used by the profile pass,
+//! never by the measured trials).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use skillforge_engine::job::{
+    CancelReply, Enqueued, ExpiredLease, Finish, FinishReply, HeartbeatReply, Job, JobSpec, JobState,
+    LeaseView, LeasedJob, LockAcquire, WorkerIdentity,
+};
+use skillforge_engine::{EngineError, QueueBackend, ReapAction};
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CallStats {
+    pub calls: u64,
+    pub total_ms: f64,
+    pub mean_ms: f64,
+    pub max_ms: f64,
+    /// Jobs returned (lease only).
+    pub items: u64,
+}
+
+#[derive(Default)]
+pub struct Recorder(Mutex<BTreeMap<&'static str, CallStats>>);
+
+impl Recorder {
+    fn add(&self, what: &'static str, d: Duration, items: u64) {
+        let ms = d.as_secs_f64() * 1e3;
+        let mut m = self.0.lock().expect("recorder lock");
+        let s = m.entry(what).or_default();
+        s.calls += 1;
+        s.total_ms += ms;
+        s.max_ms = s.max_ms.max(ms);
+        s.items += items;
+        s.mean_ms = s.total_ms / s.calls as f64;
+    }
+
+    pub fn snapshot(&self) -> BTreeMap<String, CallStats> {
+        self.0.lock().expect("recorder lock").iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect()
+    }
+}
+
+pub struct Timed {
+    pub inner: Arc<dyn QueueBackend>,
+    pub rec: Arc<Recorder>,
+}
+
+macro_rules! timed {
+    ($self:ident, $what:literal, $call:expr) => {{
+        let t = Instant::now();
+        let r = $call.await;
+        $self.rec.add($what, t.elapsed(), 0);
+        r
+    }};
+}
+
+#[async_trait::async_trait]
+impl QueueBackend for Timed {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    async fn enqueue(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
+        timed!(self, "enqueue", self.inner.enqueue(spec))
+    }
+    async fn lease(&self, queue: &str, worker: &WorkerIdentity, max: usize, wait: Duration) -> Result<Vec<LeasedJob>, EngineError> {
+        let t = Instant::now();
+        let r = self.inner.lease(queue, worker, max, wait).await;
+        let n = r.as_ref().map(|v| v.len() as u64).unwrap_or(0);
+        self.rec.add(if n > 0 { "lease" } else { "lease (empty)" }, t.elapsed(), n);
+        r
+    }
+    async fn heartbeat(&self, job_id: &str, fencing_token: u64) -> Result<HeartbeatReply, EngineError> {
+        timed!(self, "heartbeat", self.inner.heartbeat(job_id, fencing_token))
+    }
+    async fn finish(&self, job_id: &str, fencing_token: u64, finish: &Finish) -> Result<FinishReply, EngineError> {
+        timed!(self, "finish", self.inner.finish(job_id, fencing_token, finish))
+    }
+    async fn release(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
+        timed!(self, "release", self.inner.release(job_id, fencing_token))
+    }
+    async fn expired_leases(&self, limit: usize) -> Result<Vec<ExpiredLease>, EngineError> {
+        timed!(self, "expired_leases", self.inner.expired_leases(limit))
+    }
+    async fn reap(&self, lease: &ExpiredLease, action: &ReapAction) -> Result<bool, EngineError> {
+        timed!(self, "reap", self.inner.reap(lease, action))
+    }
+    async fn cancel(&self, job_id: &str) -> Result<CancelReply, EngineError> {
+        self.inner.cancel(job_id).await
+    }
+    async fn retry(&self, job_id: &str) -> Result<(), EngineError> {
+        self.inner.retry(job_id).await
+    }
+    async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError> {
+        self.inner.get(job_id).await
+    }
+    async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>, EngineError> {
+        self.inner.list(state, limit).await
+    }
+    async fn pending_results(&self, limit: usize) -> Result<Vec<Job>, EngineError> {
+        self.inner.pending_results(limit).await
+    }
+    async fn ack_result(&self, job_id: &str) -> Result<(), EngineError> {
+        self.inner.ack_result(job_id).await
+    }
+    async fn acquire_lock(&self, name: &str, owner: &WorkerIdentity, heartbeat: Duration, stale_after: Duration) -> Result<LockAcquire, EngineError> {
+        timed!(self, "acquire_lock", self.inner.acquire_lock(name, owner, heartbeat, stale_after))
+    }
+    async fn renew_lock(&self, name: &str, fencing_token: u64) -> Result<bool, EngineError> {
+        timed!(self, "renew_lock", self.inner.renew_lock(name, fencing_token))
+    }
+    async fn release_lock(&self, name: &str, fencing_token: u64) -> Result<bool, EngineError> {
+        timed!(self, "release_lock", self.inner.release_lock(name, fencing_token))
+    }
+    async fn reap_locks(&self) -> Result<Vec<String>, EngineError> {
+        timed!(self, "reap_locks", self.inner.reap_locks())
+    }
+    async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
+        self.inner.leases().await
+    }
+    async fn now_ms(&self) -> Result<i64, EngineError> {
+        self.inner.now_ms().await
+    }
+}
