@@ -167,3 +167,48 @@ fn verify_no_wait_prints_the_job_id() {
     let id = v["id"].as_str().unwrap();
     assert_eq!(home.job(id)["state"], "queued");
 }
+
+// A verifier whose worker is SIGKILLed mid-run is re-run elsewhere, and the dead worker's sandbox
+// clone is cleaned by the next worker that starts on this host.
+#[test]
+fn verify_survives_a_sigkilled_worker_and_its_sandbox_is_cleaned() {
+    let (repo, _, _) = two_commit_repo();
+    let home = Home::embedded();
+    let mut victim = Reaped(home.spawn_worker("victim", &[]));
+    let out = home
+        .cmd()
+        .args(["--json", "verify", "--no-wait", "--heartbeat", "0.3", "--stale-after", "1.5", "--repo"])
+        .arg(repo.path())
+        .args(["--", "sleep 2"])
+        .output()
+        .unwrap();
+    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_owned();
+    home.wait_job(&id, std::time::Duration::from_secs(60), "verify running", |j| j["state"] == "running");
+    let sandboxes = || -> usize {
+        walk(&home.path().join("scratch")).iter().filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("skillforge-sandbox-"))).count()
+    };
+    skillforge_tests::wait_for(std::time::Duration::from_secs(30), "the sandbox clone to exist", || (sandboxes() == 1).then_some(()));
+    victim.0.kill().unwrap();
+    let _ = victim.0.wait();
+    let _survivor = Reaped(home.spawn_worker("survivor", &[]));
+    let done = home.wait_job(&id, std::time::Duration::from_secs(60), "verify to finish elsewhere", |j| j["state"] == "succeeded");
+    assert_eq!(done["outcome"]["detail"]["verdict"], "pass");
+    assert_eq!(done["attempts"], 2);
+    assert_eq!(sandboxes(), 0, "the dead worker's sandbox was removed");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.push(p.clone());
+                if !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("skillforge-sandbox-")) {
+                    out.extend(walk(&p));
+                }
+            }
+        }
+    }
+    out
+}

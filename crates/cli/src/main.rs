@@ -61,6 +61,17 @@ enum Command {
     /// Review imported candidates: list, show (with diff), promote, reject.
     #[command(subcommand)]
     Candidate(commands::candidate::CandidateCommand),
+    /// Eval review runs: create, add items, status (advisory next mode).
+    #[command(subcommand)]
+    Review(commands::review::ReviewCommand),
+    /// Human feedback packets: blind Markdown export and import.
+    #[command(subcommand)]
+    Feedback(commands::feedback::FeedbackCommand),
+    /// Import a blinded paired-review packet (packet, secret map, picks).
+    #[command(subcommand)]
+    Pairwise(commands::pairwise::PairwiseCommand),
+    /// Export a review run as a training package for external optimizers.
+    Export(commands::export::ExportArgs),
 }
 
 fn init_tracing(verbose: u8, quiet: bool) {
@@ -98,6 +109,10 @@ fn main() -> ExitCode {
             Command::Template(cmd) => commands::template::run(&ctx, cmd).await,
             Command::Import(args) => commands::import::run(&ctx, args).await,
             Command::Candidate(cmd) => commands::candidate::run(&ctx, cmd).await,
+            Command::Review(cmd) => commands::review::run(&ctx, cmd).await,
+            Command::Feedback(cmd) => commands::feedback::run(&ctx, cmd).await,
+            Command::Pairwise(cmd) => commands::pairwise::run(&ctx, cmd).await,
+            Command::Export(args) => commands::export::run(&ctx, args).await,
         }
     });
     match result {

@@ -11,3 +11,19 @@ pub fn all() -> RunnerRegistry {
         .with(Arc::new(skillforge_runner_sandbox::SandboxRunner))
         .with(Arc::new(skillforge_runner_checker::CheckerRunner))
 }
+
+/// Removes what runners of dead workers on this host left under `scratch_root` (sandbox clones of
+/// a worker that was SIGKILLed mid-verification). Called when a worker starts.
+pub fn clean_leftovers(scratch_root: &std::path::Path) {
+    match skillforge_runner_sandbox::clean_leftovers(scratch_root) {
+        Ok(report) => {
+            for path in &report.removed {
+                tracing::info!(path = %path.display(), "removed a dead worker's sandbox");
+            }
+            for (path, error) in &report.failed {
+                tracing::warn!(path = %path.display(), error = %error, "could not remove a dead worker's sandbox");
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "could not look for leftover sandboxes"),
+    }
+}

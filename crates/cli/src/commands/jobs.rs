@@ -97,7 +97,8 @@ pub async fn run(ctx: &Context, cmd: JobsCommand) -> CliResult {
     }
 }
 
-fn secs(name: &str, v: f64) -> Result<u64, CliError> {
+/// Seconds from a flag to milliseconds; exit 2 unless positive and finite.
+pub fn secs(name: &str, v: f64) -> Result<u64, CliError> {
     if !(v.is_finite() && v > 0.0) {
         return Err(CliError::usage(anyhow!("--{name} must be a positive number of seconds, got {v}")));
     }

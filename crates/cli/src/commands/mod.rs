@@ -2,9 +2,13 @@
 
 pub mod candidate;
 pub mod check;
+pub mod export;
+pub mod feedback;
 pub mod import;
 pub mod jobs;
 pub mod locks;
+pub mod pairwise;
+pub mod review;
 pub mod serve;
 pub mod signals;
 pub mod template;

@@ -57,6 +57,12 @@ pub struct VerifyArgs {
     /// Confinement of the commands.
     #[arg(long, value_enum, default_value_t = ConfinementArg::Auto)]
     confinement: ConfinementArg,
+    /// Heartbeat period of the verification job's lease, seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 2.0)]
+    heartbeat: f64,
+    /// The lease is stale (worker presumed dead, job re-run elsewhere) after this long without a heartbeat, seconds.
+    #[arg(long = "stale-after", value_name = "SECS", default_value_t = 15.0)]
+    stale_after: f64,
     /// A second verify with the same key returns the recorded result without running again.
     #[arg(long = "idempotency-key")]
     idempotency_key: Option<String>,
@@ -93,6 +99,11 @@ pub async fn run(ctx: &Context, args: VerifyArgs) -> CliResult {
     // The clone may take a while beyond the commands' budget; a fail verdict is an answer, not a retry.
     spec.timeout_ms = (args.timeout + 60) * 1000;
     spec.retry_failed_runs = false;
+    spec.heartbeat_ms = crate::commands::jobs::secs("heartbeat", args.heartbeat)?;
+    spec.stale_after_ms = crate::commands::jobs::secs("stale-after", args.stale_after)?;
+    if spec.stale_after_ms <= spec.heartbeat_ms {
+        return Err(CliError::usage(anyhow!("--stale-after must be longer than --heartbeat")));
+    }
 
     let backend = ctx.queue().await?;
     let enqueued = backend.enqueue(&spec).await?;
