@@ -17,6 +17,12 @@ use sqlx::{SqliteConnection, SqlitePool};
 
 use crate::StoreError;
 
+/// `created_at` of an event written now: RFC 3339 UTC with seconds, as Go's `time.RFC3339`
+/// (facts §4: "created_at RFC3339 UTC now").
+pub fn event_created_at_now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 /// Whether an upsert created a row or rewrote an existing one in place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Upserted {

@@ -11,7 +11,9 @@ use skillforge_contract::{EvalItem, EvalReviewOption, EvalRun};
 use sqlx::{SqliteConnection, SqlitePool};
 
 use crate::StoreError;
+use crate::templates::now_rfc3339;
 
+pub mod package;
 pub mod status;
 
 /// The four workflow modes, in workflow order (seed "Ranked Exploration Export").
@@ -273,11 +275,6 @@ fn parse_json(text: &str) -> Option<Value> {
         return None;
     }
     serde_json::from_str(text).ok()
-}
-
-/// Now as RFC 3339 UTC with seconds (Go's `time.RFC3339`).
-pub fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 const RUN_COLUMNS: &str = "id, template_id, template_version_id, target_repo, state, metadata_json, created_at, \
