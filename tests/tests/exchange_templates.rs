@@ -207,7 +207,9 @@ fn template_add_refuses_invalid_frontmatter_and_show_refuses_unknown_references(
 #[test]
 fn s51_valid_import_is_pending_until_promoted() {
     let f = Fixture::new();
+    let before = f.snapshot();
     let imported = f.import_ok(&package_with_artifact(&f), &["--artifact-dir", &art_dir(&f)]);
+    assert_ne!(f.snapshot(), before, "the snapshot the refusal tests compare sees an import");
     assert_eq!(imported["version_id"], "planner@v2");
     assert_eq!(imported["state"], "pending");
     assert_eq!(imported["base_version_id"], "planner@v1");
