@@ -1,0 +1,185 @@
+//! Group commit for `finish`: concurrent finishes are applied together, in one `BEGIN IMMEDIATE`
+//! transaction and three statements whatever the batch size, by a task that owns the queue.
+//!
+//! Each finish keeps its own fencing: a row is updated only when its job is still `running`
+//! under the finish's token; the others are answered [`FinishReply::Fenced`] with the job's
+//! current token. A batch that fails as a whole answers every finish in it with the error.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use sqlx::{Row, SqlitePool};
+use tokio::sync::{mpsc, oneshot};
+
+use super::watch::Wake;
+use super::CLEAR_LEASE;
+use crate::error::EngineError;
+use crate::job::{FinishReply, JobState, now_ms};
+
+/// Most finishes applied in one transaction.
+const MAX_BATCH: usize = 512;
+
+/// One pending finish, already validated and encoded.
+pub(super) struct FinishRequest {
+    pub(super) job_id: String,
+    pub(super) fencing_token: i64,
+    pub(super) next: JobState,
+    pub(super) retry_delay_ms: i64,
+    pub(super) attempt_result: String,
+    /// `RunOutcome` as JSON text.
+    pub(super) outcome: Option<String>,
+    pub(super) error: Option<String>,
+    pub(super) reply: oneshot::Sender<Result<FinishReply, EngineError>>,
+}
+
+/// Starts the finisher task; it ends when the returned sender (and its clones) are dropped.
+pub(super) fn spawn(writer: SqlitePool, wake: Arc<Wake>) -> mpsc::UnboundedSender<FinishRequest> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<FinishRequest>();
+    tokio::spawn(async move {
+        while let Some(first) = rx.recv().await {
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(r) => batch.push(r),
+                    Err(_) => break,
+                }
+            }
+            // A job may appear twice (a duplicate finish); the copy goes in a later round so
+            // it sees the first one's effect (and is fenced).
+            while !batch.is_empty() {
+                let mut seen = HashSet::new();
+                let (round, rest): (Vec<_>, Vec<_>) =
+                    batch.into_iter().partition(|r| seen.insert(r.job_id.clone()));
+                batch = rest;
+                match apply(&writer, &round).await {
+                    Ok((replies, requeued)) => {
+                        if requeued {
+                            wake.wake_all();
+                        }
+                        for (req, reply) in round.into_iter().zip(replies) {
+                            let _ = req.reply.send(reply);
+                        }
+                    }
+                    Err(message) => {
+                        for req in round {
+                            let _ = req.reply.send(Err(EngineError::sqlite(format!(
+                                "finish job `{}`: {message}",
+                                req.job_id
+                            ))));
+                        }
+                    }
+                }
+            }
+        }
+    });
+    tx
+}
+
+type Replies = (Vec<Result<FinishReply, EngineError>>, bool);
+
+/// Applies one round (distinct job ids). Returns one reply per request, in order, and whether
+/// a job went back to `queued`; or the error text when the transaction failed.
+async fn apply(writer: &SqlitePool, round: &[FinishRequest]) -> Result<Replies, String> {
+    let now = now_ms();
+    let items: Vec<serde_json::Value> = round
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "id": r.job_id,
+                "token": r.fencing_token,
+                "next": r.next.as_str(),
+                "delay": r.retry_delay_ms,
+                "outcome": r.outcome,
+                "error": r.error,
+            })
+        })
+        .collect();
+    let items = serde_json::Value::Array(items).to_string();
+    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await.map_err(|e| format!("begin: {e}"))?;
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE jobs SET \
+         state = CASE WHEN f.next = 'queued' AND jobs.cancel_requested = 1 THEN 'cancelled' ELSE f.next END, \
+         not_before_ms = CASE WHEN f.next = 'queued' THEN ?2 + f.delay ELSE jobs.not_before_ms END, \
+         result_pending = CASE WHEN f.next = 'queued' AND jobs.cancel_requested = 0 THEN 0 ELSE 1 END, \
+         outcome = f.outcome, error = f.error, updated_at_ms = ?2, {CLEAR_LEASE} \
+         FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.token') AS token, \
+               json_extract(value, '$.next') AS next, json_extract(value, '$.delay') AS delay, \
+               json_extract(value, '$.outcome') AS outcome, json_extract(value, '$.error') AS error \
+               FROM json_each(?1)) AS f \
+         WHERE jobs.id = f.id AND jobs.fencing_token = f.token AND +jobs.state = 'running' \
+         RETURNING jobs.id, jobs.state"
+    )))
+    .bind(&items)
+    .bind(now)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(|e| format!("update jobs: {e}"))?;
+    let mut applied: HashMap<String, JobState> = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        let id: String = row.try_get(0).map_err(|e| format!("read updated id: {e}"))?;
+        let state: String = row.try_get(1).map_err(|e| format!("read updated state: {e}"))?;
+        let state: JobState = state.parse()?;
+        applied.insert(id, state);
+    }
+    let mut requeued = false;
+    if !applied.is_empty() {
+        let attempts: Vec<serde_json::Value> = round
+            .iter()
+            .filter_map(|r| {
+                let state = applied.get(&r.job_id)?;
+                requeued |= *state == JobState::Queued;
+                Some(serde_json::json!({
+                    "id": r.job_id,
+                    "token": r.fencing_token,
+                    "result": r.attempt_result,
+                    "delay": (*state == JobState::Queued).then_some(r.retry_delay_ms),
+                }))
+            })
+            .collect();
+        sqlx::query(
+            "UPDATE job_attempts SET ended_at_ms = ?2, result = f.result, retry_delay_ms = f.delay \
+             FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.token') AS token, \
+                   json_extract(value, '$.result') AS result, json_extract(value, '$.delay') AS delay \
+                   FROM json_each(?1)) AS f \
+             WHERE job_attempts.job_id = f.id AND job_attempts.fencing_token = f.token",
+        )
+        .bind(serde_json::Value::Array(attempts).to_string())
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| format!("record attempts: {e}"))?;
+    }
+    let mut current: HashMap<String, i64> = HashMap::new();
+    if applied.len() < round.len() {
+        let fenced: Vec<&str> = round
+            .iter()
+            .filter(|r| !applied.contains_key(&r.job_id))
+            .map(|r| r.job_id.as_str())
+            .collect();
+        let fenced = serde_json::to_string(&fenced).map_err(|e| format!("encode ids: {e}"))?;
+        let rows = sqlx::query(
+            "SELECT id, fencing_token FROM jobs WHERE id IN (SELECT value FROM json_each(?1))",
+        )
+        .bind(fenced)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(|e| format!("read current tokens: {e}"))?;
+        for row in &rows {
+            let id: String = row.try_get(0).map_err(|e| format!("read id: {e}"))?;
+            let token: i64 = row.try_get(1).map_err(|e| format!("read token: {e}"))?;
+            current.insert(id, token);
+        }
+    }
+    tx.commit().await.map_err(|e| format!("commit: {e}"))?;
+    let replies = round
+        .iter()
+        .map(|r| match applied.get(&r.job_id) {
+            Some(state) => Ok(FinishReply::Applied(*state)),
+            None => match current.get(&r.job_id) {
+                Some(token) => Ok(FinishReply::Fenced { current_token: *token as u64 }),
+                None => Err(EngineError::NotFound(r.job_id.clone())),
+            },
+        })
+        .collect();
+    Ok((replies, requeued))
+}

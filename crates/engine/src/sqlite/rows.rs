@@ -1,0 +1,156 @@
+//! Decoding of `jobs`, `job_attempts` and `locks` rows into the engine's types.
+
+use std::collections::HashMap;
+
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, SqliteConnection};
+
+use crate::error::EngineError;
+use crate::job::{AttemptRecord, Job, JobSpec, JobState, Lease};
+
+/// The `jobs` columns [`job_from_row`] reads, as a SQL select list.
+macro_rules! job_columns {
+    () => {
+        "id, spec, state, attempts, fencing_token, owner_worker, owner_host, owner_pid, \
+         acquired_at_ms, heartbeat_at_ms, not_before_ms, created_at_ms, updated_at_ms, \
+         cancel_requested, recovery_available, outcome, error, seq"
+    };
+}
+pub(super) use job_columns;
+
+fn corrupt(job_id: &str, what: impl std::fmt::Display) -> EngineError {
+    EngineError::Corrupt { job_id: job_id.to_owned(), message: what.to_string() }
+}
+
+fn col<'r, T>(row: &'r SqliteRow, job_id: &str, name: &str) -> Result<T, EngineError>
+where
+    T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
+{
+    row.try_get(name).map_err(|e| corrupt(job_id, format!("column `{name}`: {e}")))
+}
+
+/// A job row selected with [`job_columns`], without its history, and its `seq`.
+pub(super) fn job_from_row(row: &SqliteRow) -> Result<(Job, i64), EngineError> {
+    let id: String = row
+        .try_get("id")
+        .map_err(|e| corrupt("?", format!("column `id`: {e}")))?;
+    let spec_text: String = col(row, &id, "spec")?;
+    let spec: JobSpec =
+        serde_json::from_str(&spec_text).map_err(|e| corrupt(&id, format!("spec json: {e}")))?;
+    let state_text: String = col(row, &id, "state")?;
+    let state: JobState = state_text.parse().map_err(|e: String| corrupt(&id, e))?;
+    let owner_worker: Option<String> = col(row, &id, "owner_worker")?;
+    let lease = match owner_worker {
+        Some(owner_worker) => Some(Lease {
+            owner_worker,
+            owner_host: col::<Option<String>>(row, &id, "owner_host")?.unwrap_or_default(),
+            owner_pid: col::<Option<i64>>(row, &id, "owner_pid")?.unwrap_or(0) as u32,
+            fencing_token: col::<i64>(row, &id, "fencing_token")? as u64,
+            acquired_at_ms: col::<Option<i64>>(row, &id, "acquired_at_ms")?.unwrap_or(0),
+            heartbeat_at_ms: col::<Option<i64>>(row, &id, "heartbeat_at_ms")?.unwrap_or(0),
+        }),
+        None => None,
+    };
+    let outcome = match col::<Option<String>>(row, &id, "outcome")? {
+        Some(text) => Some(
+            serde_json::from_str(&text).map_err(|e| corrupt(&id, format!("outcome json: {e}")))?,
+        ),
+        None => None,
+    };
+    let job = Job {
+        spec,
+        state,
+        attempts: col::<i64>(row, &id, "attempts")? as u32,
+        fencing_token: col::<i64>(row, &id, "fencing_token")? as u64,
+        lease,
+        not_before_ms: col(row, &id, "not_before_ms")?,
+        created_at_ms: col(row, &id, "created_at_ms")?,
+        updated_at_ms: col(row, &id, "updated_at_ms")?,
+        cancel_requested: col::<i64>(row, &id, "cancel_requested")? != 0,
+        recovery_available: col::<i64>(row, &id, "recovery_available")? != 0,
+        outcome,
+        error: col(row, &id, "error")?,
+        history: Vec::new(),
+        id,
+    };
+    let seq: i64 = col(row, &job.id, "seq")?;
+    Ok((job, seq))
+}
+
+/// One `job_attempts` row.
+fn attempt_from_row(row: &SqliteRow, job_id: &str) -> Result<AttemptRecord, EngineError> {
+    Ok(AttemptRecord {
+        attempt: col::<i64>(row, job_id, "attempt")? as u32,
+        fencing_token: col::<i64>(row, job_id, "fencing_token")? as u64,
+        worker: col(row, job_id, "worker")?,
+        host: col(row, job_id, "host")?,
+        pid: col::<i64>(row, job_id, "pid")? as u32,
+        started_at_ms: col(row, job_id, "started_at_ms")?,
+        ended_at_ms: col(row, job_id, "ended_at_ms")?,
+        result: col(row, job_id, "result")?,
+        retry_delay_ms: col::<Option<i64>>(row, job_id, "retry_delay_ms")?.map(|d| d.max(0) as u64),
+    })
+}
+
+/// Fills `history` (oldest first) of every job in `jobs` with one query.
+pub(super) async fn attach_history(
+    conn: &mut SqliteConnection,
+    jobs: &mut [&mut Job],
+) -> Result<(), EngineError> {
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    let ids = serde_json::to_string(&jobs.iter().map(|j| j.id.as_str()).collect::<Vec<_>>())
+        .map_err(|e| EngineError::sqlite(format!("job history: encode ids: {e}")))?;
+    let rows = sqlx::query(
+        "SELECT job_id, attempt, fencing_token, worker, host, pid, started_at_ms, ended_at_ms, \
+         result, retry_delay_ms FROM job_attempts \
+         WHERE job_id IN (SELECT value FROM json_each(?1)) ORDER BY job_id, fencing_token",
+    )
+    .bind(ids)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(|e| EngineError::sqlite(format!("job history: {e}")))?;
+    let mut by_job: HashMap<String, Vec<AttemptRecord>> = HashMap::new();
+    for row in &rows {
+        let job_id: String = row
+            .try_get("job_id")
+            .map_err(|e| corrupt("?", format!("attempt column `job_id`: {e}")))?;
+        let record = attempt_from_row(row, &job_id)?;
+        by_job.entry(job_id).or_default().push(record);
+    }
+    for job in jobs.iter_mut() {
+        job.history = by_job.remove(&job.id).unwrap_or_default();
+    }
+    Ok(())
+}
+
+/// A lease from a `locks` or `jobs` row (`owner_*`, `fencing_token`, `*_at_ms` columns).
+pub(super) fn lock_lease_from_row(row: &SqliteRow, name: &str) -> Result<Lease, EngineError> {
+    let get_err = |c: &str, e: sqlx::Error| EngineError::sqlite(format!("lease `{name}` column `{c}`: {e}"));
+    Ok(Lease {
+        owner_worker: row
+            .try_get::<Option<String>, _>("owner_worker")
+            .map_err(|e| get_err("owner_worker", e))?
+            .unwrap_or_default(),
+        owner_host: row
+            .try_get::<Option<String>, _>("owner_host")
+            .map_err(|e| get_err("owner_host", e))?
+            .unwrap_or_default(),
+        owner_pid: row
+            .try_get::<Option<i64>, _>("owner_pid")
+            .map_err(|e| get_err("owner_pid", e))?
+            .unwrap_or(0) as u32,
+        fencing_token: row
+            .try_get::<i64, _>("fencing_token")
+            .map_err(|e| get_err("fencing_token", e))? as u64,
+        acquired_at_ms: row
+            .try_get::<Option<i64>, _>("acquired_at_ms")
+            .map_err(|e| get_err("acquired_at_ms", e))?
+            .unwrap_or(0),
+        heartbeat_at_ms: row
+            .try_get::<Option<i64>, _>("heartbeat_at_ms")
+            .map_err(|e| get_err("heartbeat_at_ms", e))?
+            .unwrap_or(0),
+    })
+}

@@ -1,0 +1,107 @@
+//! Wake-ups for idle `lease` calls: in-process through a [`Notify`], cross-process by polling
+//! `PRAGMA data_version` on a dedicated connection.
+//!
+//! `data_version` changes whenever another connection (of this or any other process) commits
+//! to the file, so a poll every [`POLL_EVERY`] detects another process's enqueue within a few
+//! milliseconds. The watcher only polls while some `lease` call is waiting.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{ConnectOptions, SqliteConnection};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// Poll period of `PRAGMA data_version` while a lease call waits.
+pub(super) const POLL_EVERY: Duration = Duration::from_millis(2);
+
+/// Shared between the backend, its waiters and the watcher task.
+#[derive(Debug, Default)]
+pub(super) struct Wake {
+    /// Signalled (to every current waiter) when jobs may have become due.
+    pub(super) changed: Notify,
+    /// How many `lease` calls are waiting.
+    waiters: AtomicUsize,
+    /// Tells the idle watcher that a waiter arrived.
+    waiter_arrived: Notify,
+}
+
+/// Counts one waiting `lease` call while alive.
+pub(super) struct WaiterGuard<'a>(&'a Wake);
+
+impl Drop for WaiterGuard<'_> {
+    fn drop(&mut self) {
+        self.0.waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Wake {
+    /// Registers a waiting `lease` call until the guard is dropped.
+    pub(super) fn waiting(&self) -> WaiterGuard<'_> {
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        self.waiter_arrived.notify_one();
+        WaiterGuard(self)
+    }
+
+    /// Wakes every waiting `lease` call of this process.
+    pub(super) fn wake_all(&self) {
+        self.changed.notify_waiters();
+    }
+}
+
+/// Spawns the `data_version` watcher; it stops when `stop` is cancelled.
+pub(super) fn spawn_watcher(options: SqliteConnectOptions, wake: Arc<Wake>, stop: CancellationToken) {
+    tokio::spawn(async move {
+        let mut conn: Option<SqliteConnection> = None;
+        let mut last: Option<i64> = None;
+        loop {
+            if wake.waiters.load(Ordering::SeqCst) == 0 {
+                // Commits made while nobody polled are unknown: the next poll re-baselines.
+                last = None;
+                tokio::select! {
+                    _ = wake.waiter_arrived.notified() => {}
+                    _ = stop.cancelled() => break,
+                }
+                continue;
+            }
+            if conn.is_none() {
+                match options.connect().await {
+                    Ok(c) => conn = Some(c),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "sqlite queue watcher: cannot open its connection");
+                        tokio::select! {
+                            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                            _ = stop.cancelled() => break,
+                        }
+                        continue;
+                    }
+                }
+            }
+            if let Some(c) = conn.as_mut() {
+                match sqlx::query_scalar::<_, i64>("PRAGMA data_version").fetch_one(&mut *c).await {
+                    Ok(v) => {
+                        // A fresh baseline also wakes: a commit may have landed between a
+                        // waiter's own check and this first read.
+                        if last != Some(v) {
+                            wake.wake_all();
+                            last = Some(v);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "sqlite queue watcher: data_version poll failed");
+                        conn = None;
+                        last = None;
+                        // A change may have been missed: let waiters re-check.
+                        wake.wake_all();
+                    }
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(POLL_EVERY) => {}
+                _ = stop.cancelled() => break,
+            }
+        }
+    });
+}
