@@ -669,6 +669,20 @@ async fn cancel_queued_and_running() {
         CancelReply::AlreadyTerminal(JobState::Cancelled)
     );
 
+    // A cancel request wins over a retry or a hand-back (same rule as the SQLite backend).
+    let raced = b.enqueue(&spec("c")).await.unwrap().job_id;
+    b.lease("c", &w, 10, Duration::ZERO).await.unwrap();
+    assert_eq!(b.cancel(&raced).await.unwrap(), CancelReply::Requested);
+    assert_eq!(
+        b.finish(&raced, 1, &finish(JobState::Queued, 10, "failed")).await.unwrap(),
+        FinishReply::Applied(JobState::Cancelled)
+    );
+    let handed = b.enqueue(&spec("c")).await.unwrap().job_id;
+    b.lease("c", &w, 10, Duration::ZERO).await.unwrap();
+    assert_eq!(b.cancel(&handed).await.unwrap(), CancelReply::Requested);
+    assert!(b.release(&handed, 1).await.unwrap());
+    assert_eq!(b.get(&handed).await.unwrap().unwrap().state, JobState::Cancelled);
+
     // The delayed one stays cancelled once its time has come.
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(

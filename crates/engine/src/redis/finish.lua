@@ -3,13 +3,15 @@
 -- Returns {'applied', state} | {'fenced', current_token} | {'missing'}.
 local id, token, next = ARGV[2], ARGV[3], ARGV[4]
 local jk = jkey(id)
-local f = redis.call('HMGET', jk, 'state', 'token', 'queue', 'created_at', 'closed_token', 'closed_by')
+local f = redis.call('HMGET', jk, 'state', 'token', 'queue', 'created_at', 'closed_token', 'closed_by', 'cancel_requested')
 if not f[1] then return { 'missing' } end
 if f[1] ~= 'running' or f[2] ~= token then
   -- A retried call whose first try was applied (response lost) reports the same success.
   if f[2] == token and f[5] == token and f[6] == 'finish' then return { 'applied', f[1] } end
   return { 'fenced', f[2] }
 end
+-- A cancel request wins over a retry (same rule as the SQLite backend).
+if next == 'queued' and f[7] == '1' then next = 'cancelled' end
 local now = now_ms()
 local delay = tonumber(ARGV[5])
 if next == 'queued' then
