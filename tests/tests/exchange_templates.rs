@@ -597,3 +597,43 @@ fn diff_artifact_id_may_name_a_stored_artifact() {
     p["summary"]["diff_artifact_id"] = json!("d1");
     assert_eq!(f.import_ok(&p, &[])["version_id"], "planner@v3");
 }
+
+// ---------------------------------------------------------------------------------------------
+// S-92: candidate show never exposes the hidden A/B mapping of an active blind review
+
+#[test]
+fn s92_candidate_show_hides_active_blind_assignments() {
+    let f = Fixture::new();
+    let baseline = f.write("baseline.md", b"baseline output\n");
+    let candidate = f.write("candidate.md", b"candidate output\n");
+    f.home.json(&["review", "create", "--template", "planner", "--repo", "owner/repo", "--run", "run-1"]);
+    f.home.json(&[
+        "review", "item", "add", "--run", "run-1", "--item", "item-001", "--title", "README task",
+        "--baseline", baseline.to_str().unwrap(), "--candidate", candidate.to_str().unwrap(),
+    ]);
+    let packet = f.work.path().join("packet");
+    let out = f.home.run(&["feedback", "markdown", "export", "--run", "run-1", "--output", packet.to_str().unwrap()]);
+    assert!(out.status.success(), "export: {}", String::from_utf8_lossy(&out.stderr));
+    let assignments: Value =
+        serde_json::from_slice(&std::fs::read(packet.join(".assignments.json")).expect("hidden assignments")).unwrap();
+    let mut hidden: Vec<String> = Vec::new();
+    for item in assignments["items"].as_array().expect("assignment items") {
+        for (key, value) in item.as_object().unwrap() {
+            if key != "item_id" {
+                hidden.push(value.as_str().unwrap().to_owned());
+            }
+        }
+    }
+    assert!(!hidden.is_empty(), "the packet hides a mapping");
+
+    f.import_ok(&package("Plan in steps.\n"), &[]);
+    let human = String::from_utf8_lossy(&f.home.run(&["candidate", "show", "planner@v2"]).stdout).into_owned();
+    let json = f.home.json(&["candidate", "show", "planner@v2"]).to_string();
+    let list = f.home.json(&["candidate", "list", "--template", "planner"]).to_string();
+    for output in [&human, &json, &list] {
+        assert!(!output.contains("assignments"), "{output}");
+        for value in &hidden {
+            assert!(!output.contains(value.as_str()), "candidate output reveals `{value}`:\n{output}");
+        }
+    }
+}

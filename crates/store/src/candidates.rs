@@ -15,7 +15,7 @@ use sqlx::{SqliteConnection, SqliteExecutor};
 use crate::artifacts::{ArtifactRow, StoreArtifactError, existing_artifact_ids, store_artifact};
 use crate::blobs::BlobStore;
 use crate::templates::{
-    NewVersion, PromoteOutcome, VersionRow, VersionState, current_version, get_template, get_version, now_rfc3339,
+    NewVersion, begin_write, PromoteOutcome, VersionRow, VersionState, current_version, get_template, get_version, now_rfc3339,
     promote_version, set_version_state,
 };
 use crate::{Store, StoreError};
@@ -152,7 +152,7 @@ pub async fn import_verified(
 ) -> Result<ImportedCandidate, StoreArtifactError> {
     let metadata_json = to_go_json_compact(&verified.metadata).unwrap_or_else(|_| "{}".to_owned());
     let source_path = if source_path.is_empty() { DEFAULT_SOURCE_PATH } else { source_path };
-    let mut tx = store.begin().await?;
+    let mut tx = begin_write(store).await?;
     let mut artifacts = Vec::with_capacity(verified.artifacts.len());
     for artifact in &verified.artifacts {
         artifacts.push(
@@ -221,7 +221,7 @@ pub enum DecisionOutcome {
 /// # Errors
 /// [`StoreError::Sql`].
 pub async fn promote_candidate(store: &Store, version_id: &str, reason: &str) -> Result<DecisionOutcome, StoreError> {
-    let mut tx = store.begin().await?;
+    let mut tx = begin_write(store).await?;
     if get_candidate(&mut *tx, version_id).await?.is_none() {
         return Ok(DecisionOutcome::NotFound);
     }
@@ -243,7 +243,7 @@ pub async fn promote_candidate(store: &Store, version_id: &str, reason: &str) ->
 /// # Errors
 /// [`StoreError::Sql`].
 pub async fn reject_candidate(store: &Store, version_id: &str, reason: &str) -> Result<DecisionOutcome, StoreError> {
-    let mut tx = store.begin().await?;
+    let mut tx = begin_write(store).await?;
     let Some(candidate) = get_candidate(&mut *tx, version_id).await? else {
         return Ok(DecisionOutcome::NotFound);
     };
@@ -322,6 +322,31 @@ mod tests {
         let mut conn = store.pool().acquire().await.unwrap();
         let state: ImportState = load_import_state(&mut conn, &ImportState::needed(pkg)).await.unwrap();
         validate_candidate_import(pkg, ImportOptions { artifact_dir: None, has_blob_store: true }, &state).unwrap()
+    }
+
+    #[tokio::test]
+    async fn concurrent_imports_get_distinct_version_numbers() {
+        let home = tempfile::tempdir().unwrap();
+        let store = Store::open(home.path()).await.unwrap();
+        let blobs = BlobStore::in_home(home.path());
+        install(&store).await;
+        let mut verified = Vec::new();
+        for n in 0..4 {
+            verified.push(verify(&store, &package(&BASE.replace("Plan the task.", &format!("Plan variant {n}.")))).await);
+        }
+        let tasks: Vec<_> = verified
+            .into_iter()
+            .map(|v| {
+                let (store, blobs) = (store.clone(), blobs.clone());
+                tokio::spawn(async move { import_verified(&store, &blobs, &v, "").await.map(|i| i.version.id) })
+            })
+            .collect();
+        let mut ids = Vec::new();
+        for task in tasks {
+            ids.push(task.await.unwrap().unwrap());
+        }
+        ids.sort();
+        assert_eq!(ids, ["planner@v2", "planner@v3", "planner@v4", "planner@v5"]);
     }
 
     #[tokio::test]

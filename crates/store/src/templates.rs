@@ -46,6 +46,16 @@ pub fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+/// Starts a write transaction with `BEGIN IMMEDIATE`, so the write lock is taken before the
+/// first read: version numbers (`max(version) + 1`) and state checks read inside it cannot be
+/// overtaken by a concurrent writer (which waits up to the store's busy timeout instead).
+///
+/// # Errors
+/// [`StoreError::Sql`] when the database is unavailable or stays locked.
+pub async fn begin_write(store: &crate::Store) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+    Ok(store.pool().begin_with("BEGIN IMMEDIATE").await?)
+}
+
 /// `<template>@v<number>`.
 pub fn version_id(template_id: &str, number: i64) -> String {
     format!("{template_id}@v{number}")

@@ -14,7 +14,7 @@ use clap::Subcommand;
 use serde_json::{Value, json};
 use skillforge_contract::{content_hash, hash_hex, parse_template, to_go_json_compact};
 use skillforge_store::templates::{
-    NewVersion, TemplateRow, VersionRef, VersionRow, VersionState, current_version, get_template, insert_version,
+    NewVersion, TemplateRow, begin_write, VersionRef, VersionRow, VersionState, current_version, get_template, insert_version,
     list_templates, list_versions, resolve,
 };
 
@@ -65,7 +65,7 @@ async fn add(ctx: &Context, file: &std::path::Path, repo: Option<&str>) -> CliRe
     let source_path = file.display().to_string();
 
     let store = ctx.store().await?;
-    let mut tx = store.begin().await?;
+    let mut tx = begin_write(&store).await?;
     if let Some(current) = current_version(&mut *tx, &metadata.id).await?
         && current.content_hash == hash
     {
