@@ -1,0 +1,44 @@
+//! The agent runner: runs agent CLIs (claude, codex, opencode) and skillforge's scripted agent
+//! from runtime profiles, and reads their transcripts.
+//!
+//! * [`profile`]: runtime profiles as data (`runners/agent/runtimes/*.toml`); [`all`] is the
+//!   registry, [`find`] looks one up.
+//! * [`build_invocation`]: payload + profile → one `skillforge-runner-process` run. The prompt
+//!   goes to stdin or a file, never argv; credentials only through env.
+//! * [`parse_transcript`]: final message and skills offered/loaded per transcript format,
+//!   `None` ("unknown") when the runtime does not record them.
+//! * [`AgentRunner`]: the [`skillforge_runner::Runner`] of kind `agent`; its
+//!   `RunOutcome::detail` is an [`AgentReport`].
+//! * [`scripted`]: the deterministic scripted agent ([`run_scripted`], [`scripted_main`]) used by
+//!   tests and the demo; shipped as the hidden `skillforge agent-scripted` subcommand and as
+//!   this crate's `skillforge-agent-scripted` binary.
+//!
+//! **API Boundary:** the runner depends on `skillforge-runner` and `skillforge-runner-process`
+//! only; it never handles processes itself.
+
+mod error;
+mod invocation;
+mod payload;
+pub mod profile;
+mod report;
+mod runner;
+pub mod scripted;
+mod transcript;
+
+pub use error::AgentError;
+pub use invocation::{
+    Invocation, PROMPT_FILE_NAME, SKILLFORGE_BIN_ENV, TRANSCRIPT_MAX_BYTES, build_invocation,
+    resolve_program,
+};
+pub use payload::AgentPayload;
+pub use profile::{
+    PromptDelivery, RUNTIME_SOURCES, RuntimeProfile, SKILLFORGE_BIN_PLACEHOLDER, TranscriptFormat,
+    TranscriptSpec, all, find,
+};
+pub use report::AgentReport;
+pub use runner::{AgentRunner, AgentRunnerConfig, TRANSCRIPT_TAIL_BYTES};
+pub use scripted::{
+    DEFAULT_N_OPTIONS, MAX_N_OPTIONS, SCRIPTED_DELAY_ENV, SCRIPTED_SUBCOMMAND, ScriptedPrompt,
+    ScriptedTask, parse_scripted_prompt, run_scripted, scripted_main, scripted_transcript,
+};
+pub use transcript::{TranscriptSummary, parse_transcript};

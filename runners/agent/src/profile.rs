@@ -1,0 +1,388 @@
+//! Runtime profiles: how to run one agent CLI, deliver its prompt, pass its credentials and read
+//! its transcript.
+//!
+//! Profiles are data, one TOML file per runtime under `runners/agent/runtimes/`, compiled in with
+//! `include_str!` and listed in [`RUNTIME_SOURCES`]; [`all`] is the registry. Shape of a file:
+//!
+//! ```toml
+//! name = "claude"                    # must equal the file stem
+//! family = "claude"                  # model family, for cross-family judge selection
+//! description = "Claude Code (`claude -p`), stream-json transcript"
+//! program = "claude"                 # name on PATH, absolute path, or "{skillforge_bin}"
+//! args = ["-p", "--output-format", "stream-json", "--verbose"]
+//! model_args = ["--model", "{model}"] # appended only when the payload names a model
+//! prompt = "stdin"                   # "stdin" | "file"; never argv
+//! credential_env = ["ANTHROPIC_API_KEY"] # inherited from the worker env when set; never argv
+//! pass_env = ["XDG_CONFIG_HOME"]     # other inherited names
+//! install_hint = "install Claude Code (...)"
+//! [transcript]
+//! format = "stream_json"             # stream_json | codex_jsonl | opencode_json | scripted_jsonl | plain
+//! skill_tool = "Skill"               # tool whose calls load a skill; absent: loads unknown
+//! skill_tool_arg = "skill"           # the tool argument naming the skill
+//! ```
+//!
+//! Placeholders in `args`: `{prompt_file}` (the file the prompt was written to; only with
+//! `prompt = "file"`, and then required), `{workdir}` (the agent's working directory),
+//! `{scratch_dir}` (the attempt's scratch directory); `{model}` only in `model_args`. There is no
+//! placeholder for the prompt text, so the prompt cannot reach argv.
+
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+
+use crate::AgentError;
+
+/// The shipped runtime profiles as `(file name, TOML text)`.
+pub const RUNTIME_SOURCES: &[(&str, &str)] = &[
+    ("claude.toml", include_str!("../runtimes/claude.toml")),
+    ("codex.toml", include_str!("../runtimes/codex.toml")),
+    ("opencode.toml", include_str!("../runtimes/opencode.toml")),
+    ("scripted.toml", include_str!("../runtimes/scripted.toml")),
+];
+
+/// The program placeholder that resolves to the running skillforge binary (see
+/// [`crate::AgentRunnerConfig::skillforge_bin`]).
+pub const SKILLFORGE_BIN_PLACEHOLDER: &str = "{skillforge_bin}";
+
+/// Placeholders allowed in `args`.
+const ARG_PLACEHOLDERS: &[&str] = &["{prompt_file}", "{workdir}", "{scratch_dir}"];
+
+/// How one agent CLI is run and read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeProfile {
+    /// Runtime name used in payloads, e.g. `claude`; equals the profile's file stem.
+    pub name: String,
+    /// Model family, e.g. `claude`, `codex`; two runtimes of one family judge each other as
+    /// same-family (seed: SkillOpt, "Cross-family LLM-judge").
+    pub family: String,
+    /// One line for help text.
+    pub description: String,
+    /// Program: a name looked up on the child's `PATH`, an absolute path, or
+    /// [`SKILLFORGE_BIN_PLACEHOLDER`].
+    pub program: String,
+    /// Arguments after the program, with placeholders (see module docs).
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Arguments appended when the payload names a model; must contain `{model}` if non-empty.
+    #[serde(default)]
+    pub model_args: Vec<String>,
+    /// How the prompt reaches the agent.
+    pub prompt: PromptDelivery,
+    /// Credential variable names inherited from the worker's environment (when set there), on
+    /// top of the process runner's default allowlist. Credentials travel only this way (or as
+    /// explicit payload env), never in argv.
+    #[serde(default)]
+    pub credential_env: Vec<String>,
+    /// Other variable names inherited from the worker's environment (config dirs, test knobs).
+    #[serde(default)]
+    pub pass_env: Vec<String>,
+    /// How to install the program; appended to the `not_runnable` reason when it is missing.
+    #[serde(default)]
+    pub install_hint: Option<String>,
+    /// How to read the transcript (stdout).
+    pub transcript: TranscriptSpec,
+}
+
+/// How the prompt reaches the agent. There is deliberately no argv variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptDelivery {
+    /// Written to the child's stdin, which is then closed.
+    Stdin,
+    /// Written to `prompt.md` in the attempt's scratch dir, passed as `{prompt_file}`.
+    File,
+}
+
+/// Where a runtime's transcript records the final message and skills.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TranscriptSpec {
+    /// The transcript's format, which fixes where the final message and the offered skills are.
+    pub format: TranscriptFormat,
+    /// The tool whose calls load a skill (`Skill` for Claude Code, `skill` for OpenCode);
+    /// `None` when the runtime records no skill calls, so loads are unknown.
+    #[serde(default)]
+    pub skill_tool: Option<String>,
+    /// The argument of `skill_tool` that names the skill; required with `skill_tool`.
+    #[serde(default)]
+    pub skill_tool_arg: Option<String>,
+}
+
+/// Transcript formats [`crate::parse_transcript`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TranscriptFormat {
+    /// Claude Code `--output-format stream-json`: `system`/`init`, `assistant`, `user`, `result`
+    /// lines.
+    StreamJson,
+    /// Codex `exec --json`: `thread.started`, `item.completed`, `turn.completed` lines (and the
+    /// older `{"msg": {...}}` lines).
+    CodexJsonl,
+    /// OpenCode `run --format json`: `step_start`, `text`, `tool_use`, `step_finish` lines.
+    OpencodeJson,
+    /// The scripted agent's lines: `start`, `skill_offered`, `skill_loaded`, `final`.
+    ScriptedJsonl,
+    /// Free text: the whole stdout is the final message; skills unknown.
+    Plain,
+}
+
+impl TranscriptFormat {
+    /// True when the format has tool calls, so a `skill_tool` makes sense.
+    pub fn has_tool_calls(self) -> bool {
+        matches!(
+            self,
+            TranscriptFormat::StreamJson | TranscriptFormat::OpencodeJson
+        )
+    }
+}
+
+impl RuntimeProfile {
+    /// Parses and validates one profile file's text; `file` names it in errors.
+    ///
+    /// # Errors
+    /// [`AgentError::Profile`] on invalid TOML, unknown fields, an empty name, family or
+    /// program, a name that is not the file stem, an unknown placeholder, `{model}` outside
+    /// `model_args` (or missing from non-empty `model_args`), `{prompt_file}` missing with file
+    /// delivery or present with stdin delivery, an invalid env name, or a `skill_tool` without
+    /// its argument or on a format without tool calls.
+    pub fn parse(file: &str, text: &str) -> Result<Self, AgentError> {
+        let err = |message: String| AgentError::Profile {
+            file: file.to_string(),
+            message,
+        };
+        let profile: RuntimeProfile = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+        for (field, value) in [
+            ("name", &profile.name),
+            ("family", &profile.family),
+            ("program", &profile.program),
+        ] {
+            if value.trim().is_empty() {
+                return Err(err(format!("`{field}` is empty")));
+            }
+        }
+        if file.strip_suffix(".toml") != Some(profile.name.as_str()) {
+            return Err(err(format!(
+                "`name` `{}` does not match the file name",
+                profile.name
+            )));
+        }
+        if profile.program.contains('{') && profile.program != SKILLFORGE_BIN_PLACEHOLDER {
+            return Err(err(format!(
+                "`program` `{}` may only be a name, a path or `{SKILLFORGE_BIN_PLACEHOLDER}`",
+                profile.program
+            )));
+        }
+        for arg in &profile.args {
+            check_placeholders(arg, ARG_PLACEHOLDERS).map_err(|m| err(format!("`args`: {m}")))?;
+        }
+        for arg in &profile.model_args {
+            check_placeholders(arg, &["{model}"]).map_err(|m| err(format!("`model_args`: {m}")))?;
+        }
+        if !profile.model_args.is_empty()
+            && !profile.model_args.iter().any(|a| a.contains("{model}"))
+        {
+            return Err(err("`model_args` does not use `{model}`".into()));
+        }
+        let has_prompt_file = profile.args.iter().any(|a| a.contains("{prompt_file}"));
+        match (profile.prompt, has_prompt_file) {
+            (PromptDelivery::File, false) => {
+                return Err(err(
+                    "`prompt = \"file\"` needs `{prompt_file}` in `args`".into()
+                ));
+            }
+            (PromptDelivery::Stdin, true) => {
+                return Err(err(
+                    "`{prompt_file}` is only available with `prompt = \"file\"`".into(),
+                ));
+            }
+            _ => {}
+        }
+        for name in profile.credential_env.iter().chain(&profile.pass_env) {
+            if name.is_empty() || name.contains('=') || name.contains('\0') {
+                return Err(err(format!("invalid environment variable name `{name}`")));
+            }
+        }
+        let spec = &profile.transcript;
+        match (&spec.skill_tool, &spec.skill_tool_arg) {
+            (Some(tool), None) => {
+                return Err(err(format!("`skill_tool` `{tool}` needs `skill_tool_arg`")));
+            }
+            (None, Some(_)) => return Err(err("`skill_tool_arg` without `skill_tool`".into())),
+            (Some(tool), Some(_)) if !spec.format.has_tool_calls() => {
+                return Err(err(format!(
+                    "`skill_tool` `{tool}` on a transcript format without tool calls"
+                )));
+            }
+            _ => {}
+        }
+        Ok(profile)
+    }
+}
+
+/// Checks that every `{...}` in `arg` is one of `allowed`.
+fn check_placeholders(arg: &str, allowed: &[&str]) -> Result<(), String> {
+    let mut rest = arg;
+    while let Some(start) = rest.find('{') {
+        let Some(len) = rest[start..].find('}') else {
+            return Err(format!("unclosed `{{` in `{arg}`"));
+        };
+        let placeholder = &rest[start..=start + len];
+        if !allowed.contains(&placeholder) {
+            return Err(format!("unknown placeholder `{placeholder}` in `{arg}`"));
+        }
+        rest = &rest[start + len + 1..];
+    }
+    Ok(())
+}
+
+/// Every shipped runtime profile, parsed once, in [`RUNTIME_SOURCES`] order: the registry.
+///
+/// # Panics
+/// When a shipped profile is invalid; the `shipped_profiles_parse` test keeps that from
+/// reaching a build.
+pub fn all() -> &'static [RuntimeProfile] {
+    static PROFILES: OnceLock<Vec<RuntimeProfile>> = OnceLock::new();
+    PROFILES.get_or_init(|| {
+        RUNTIME_SOURCES
+            .iter()
+            .map(|(file, text)| RuntimeProfile::parse(file, text).unwrap_or_else(|e| panic!("{e}")))
+            .collect()
+    })
+}
+
+/// The shipped profile named `name`.
+///
+/// # Errors
+/// [`AgentError::UnknownRuntime`] listing the known names.
+pub fn find(name: &str) -> Result<&'static RuntimeProfile, AgentError> {
+    all()
+        .iter()
+        .find(|p| p.name == name)
+        .ok_or_else(|| AgentError::UnknownRuntime {
+            name: name.to_string(),
+            known: all()
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_profiles_parse() {
+        for (file, text) in RUNTIME_SOURCES {
+            RuntimeProfile::parse(file, text).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let names: Vec<_> = all().iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["claude", "codex", "opencode", "scripted"]);
+    }
+
+    #[test]
+    fn families_and_formats_are_as_documented() {
+        let check = |name: &str, family: &str, prompt: PromptDelivery, format: TranscriptFormat| {
+            let profile = find(name).expect("shipped runtime");
+            assert_eq!(profile.family, family, "{name}");
+            assert_eq!(profile.prompt, prompt, "{name}");
+            assert_eq!(profile.transcript.format, format, "{name}");
+        };
+        check(
+            "claude",
+            "claude",
+            PromptDelivery::Stdin,
+            TranscriptFormat::StreamJson,
+        );
+        check(
+            "codex",
+            "codex",
+            PromptDelivery::Stdin,
+            TranscriptFormat::CodexJsonl,
+        );
+        check(
+            "opencode",
+            "opencode",
+            PromptDelivery::File,
+            TranscriptFormat::OpencodeJson,
+        );
+        check(
+            "scripted",
+            "scripted",
+            PromptDelivery::Stdin,
+            TranscriptFormat::ScriptedJsonl,
+        );
+        assert_eq!(
+            find("claude").unwrap().credential_env[0],
+            "ANTHROPIC_API_KEY"
+        );
+        assert!(
+            find("codex")
+                .unwrap()
+                .credential_env
+                .contains(&"OPENAI_API_KEY".to_string())
+        );
+        assert_eq!(
+            find("scripted").unwrap().program,
+            SKILLFORGE_BIN_PLACEHOLDER
+        );
+    }
+
+    #[test]
+    fn unknown_runtime_lists_the_known_ones() {
+        let error = find("gemini").expect_err("no such runtime");
+        assert_eq!(
+            error.to_string(),
+            "unknown agent runtime `gemini` (known: claude, codex, opencode, scripted)"
+        );
+    }
+
+    #[test]
+    fn invalid_profiles_are_rejected_with_the_reason() {
+        let base = |extra: &str, prompt: &str, args: &str| {
+            format!(
+                "name = \"x\"\nfamily = \"x\"\ndescription = \"d\"\nprogram = \"x\"\nargs = {args}\n\
+                 prompt = \"{prompt}\"\n{extra}\n[transcript]\nformat = \"plain\"\n"
+            )
+        };
+        let check = |text: String, expected: &str| {
+            let error = RuntimeProfile::parse("x.toml", &text).expect_err(expected);
+            assert!(
+                error.to_string().contains(expected),
+                "{error} !~ {expected}"
+            );
+        };
+        RuntimeProfile::parse("x.toml", &base("", "stdin", "[]")).expect("minimal profile");
+        check(
+            base("", "stdin", "[\"{prompt}\"]"),
+            "unknown placeholder `{prompt}`",
+        );
+        check(
+            base("", "stdin", "[\"{model}\"]"),
+            "unknown placeholder `{model}`",
+        );
+        check(base("", "file", "[]"), "needs `{prompt_file}`");
+        check(
+            base("", "stdin", "[\"{prompt_file}\"]"),
+            "only available with",
+        );
+        check(
+            base("model_args = [\"--model\"]", "stdin", "[]"),
+            "does not use `{model}`",
+        );
+        check(
+            base("credential_env = [\"A=B\"]", "stdin", "[]"),
+            "invalid environment",
+        );
+        check(base("bogus = 1", "stdin", "[]"), "unknown field");
+        check(base("", "argv", "[]"), "unknown variant");
+        let renamed = base("", "stdin", "[]");
+        let error = RuntimeProfile::parse("y.toml", &renamed).expect_err("name mismatch");
+        assert!(error.to_string().contains("does not match"), "{error}");
+        let tool_on_plain =
+            base("", "stdin", "[]") + "skill_tool = \"Skill\"\nskill_tool_arg = \"skill\"\n";
+        check(tool_on_plain, "without tool calls");
+    }
+}

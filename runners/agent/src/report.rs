@@ -1,0 +1,131 @@
+//! The agent runner's structured result, stored as `RunOutcome::detail`.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use skillforge_runner::ExitClass;
+
+/// What one agent run produced, as JSON in `RunOutcome::detail`.
+///
+/// `skills_offered` / `skills_loaded` are `None` when the runtime's transcript does not record
+/// them, serialized as the string `"unknown"` — never as an empty list, which would claim the
+/// agent was offered or loaded nothing (seed: skill-eval-loop, "a runner that records no skill
+/// call at all is never counted").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentReport {
+    /// Runtime profile name, e.g. `claude`.
+    pub runtime: String,
+    /// The runtime's model family, e.g. `claude`.
+    pub family: String,
+    /// The program that was run (resolved path or name).
+    pub program: String,
+    /// The agent's final message, when the transcript has one.
+    pub final_message: Option<String>,
+    /// Where the full transcript was written (payload `transcript_path`), if it was.
+    pub transcript_path: Option<PathBuf>,
+    /// The transcript's last [`crate::TRANSCRIPT_TAIL_BYTES`] bytes when it was not written to a
+    /// file (starts with a `[... truncated N bytes]` line when cut).
+    pub transcript_tail: Option<String>,
+    /// Transcript bytes lost to the capture cap ([`crate::TRANSCRIPT_MAX_BYTES`]); when non-zero,
+    /// early events (such as Claude's offered-skills line) may be missing.
+    pub transcript_truncated_bytes: u64,
+    /// The payload's `skills`: what the caller handed the agent.
+    pub skills_handed: Vec<String>,
+    /// Skills the transcript says the agent was offered, in order; `"unknown"` when not recorded.
+    #[serde(with = "known_or_unknown")]
+    pub skills_offered: Option<Vec<String>>,
+    /// Skills the transcript says the agent loaded, in first-load order, deduplicated;
+    /// `"unknown"` when not recorded.
+    #[serde(with = "known_or_unknown")]
+    pub skills_loaded: Option<Vec<String>>,
+    /// How the run ended.
+    pub exit: ExitClass,
+}
+
+/// Serializes `Option<Vec<String>>` as the list, or the string `"unknown"` for `None`.
+mod known_or_unknown {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    const UNKNOWN: &str = "unknown";
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Wire {
+        Known(Vec<String>),
+        Marker(String),
+    }
+
+    pub(super) fn serialize<S: Serializer>(
+        value: &Option<Vec<String>>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(names) => names.serialize(serializer),
+            None => serializer.serialize_str(UNKNOWN),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Vec<String>>, D::Error> {
+        match Wire::deserialize(deserializer)? {
+            Wire::Known(names) => Ok(Some(names)),
+            Wire::Marker(marker) if marker == UNKNOWN => Ok(None),
+            Wire::Marker(other) => Err(serde::de::Error::custom(format!(
+                "expected a list of skill names or \"unknown\", got \"{other}\""
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(offered: Option<Vec<String>>, loaded: Option<Vec<String>>) -> AgentReport {
+        AgentReport {
+            runtime: "codex".into(),
+            family: "codex".into(),
+            program: "codex".into(),
+            final_message: Some("done".into()),
+            transcript_path: None,
+            transcript_tail: Some(String::new()),
+            transcript_truncated_bytes: 0,
+            skills_handed: vec!["s".into()],
+            skills_offered: offered,
+            skills_loaded: loaded,
+            exit: ExitClass::Passed,
+        }
+    }
+
+    #[test]
+    fn unknown_skills_serialize_as_unknown_and_round_trip() {
+        let check = |offered: Option<Vec<String>>,
+                     loaded: Option<Vec<String>>,
+                     expected: serde_json::Value| {
+            let value = serde_json::to_value(report(offered.clone(), loaded.clone())).unwrap();
+            assert_eq!(value["skills_offered"], expected["offered"]);
+            assert_eq!(value["skills_loaded"], expected["loaded"]);
+            let back: AgentReport = serde_json::from_value(value).unwrap();
+            assert_eq!((back.skills_offered, back.skills_loaded), (offered, loaded));
+        };
+        check(
+            None,
+            None,
+            serde_json::json!({"offered": "unknown", "loaded": "unknown"}),
+        );
+        check(
+            Some(vec!["a".into()]),
+            Some(Vec::new()),
+            serde_json::json!({"offered": ["a"], "loaded": []}),
+        );
+    }
+
+    #[test]
+    fn other_markers_are_rejected() {
+        let mut value = serde_json::to_value(report(None, None)).unwrap();
+        value["skills_loaded"] = serde_json::json!("none");
+        let error = serde_json::from_value::<AgentReport>(value).expect_err("none is not a marker");
+        assert!(error.to_string().contains("\"unknown\""), "{error}");
+    }
+}

@@ -1,0 +1,272 @@
+//! The `agent` runner: parses an [`AgentPayload`], runs the runtime's program through the process
+//! runner and reports the transcript's final message and skills.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use skillforge_runner::{ExitClass, RunContext, RunOutcome, RunSpec, Runner, RunnerError};
+use skillforge_runner_process::{
+    DEFAULT_MAX_OUTPUT_BYTES, TRUNCATION_MARKER, run_process, truncation_marker,
+};
+
+use crate::AgentError;
+use crate::invocation::{SKILLFORGE_BIN_ENV, build_invocation, resolve_program};
+use crate::payload::AgentPayload;
+use crate::profile::{RuntimeProfile, find};
+use crate::report::AgentReport;
+use crate::transcript::parse_transcript;
+
+/// Bytes of transcript kept in the report's `transcript_tail` (and in `RunOutcome::stdout_tail`)
+/// when it is not written to a file: the process runner's default cap, 64 KiB.
+pub const TRANSCRIPT_TAIL_BYTES: usize = DEFAULT_MAX_OUTPUT_BYTES;
+
+/// Where the agent runner finds programs. The default suits the `skillforge` binary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentRunnerConfig {
+    /// What `{skillforge_bin}` (the `scripted` runtime's program) resolves to; when `None`, the
+    /// `SKILLFORGE_BIN` environment variable if set and non-empty, else the current executable.
+    /// A program given here must accept the `agent-scripted` argument (the `skillforge` binary
+    /// and the `skillforge-agent-scripted` binary of this crate both do).
+    pub skillforge_bin: Option<PathBuf>,
+    /// Program per runtime name, replacing the profile's (e.g. `claude` installed outside
+    /// `PATH`); profile arguments are kept.
+    pub program_overrides: BTreeMap<String, PathBuf>,
+}
+
+impl AgentRunnerConfig {
+    /// The path `{skillforge_bin}` resolves to (see [`AgentRunnerConfig::skillforge_bin`]).
+    ///
+    /// # Errors
+    /// The I/O error of `std::env::current_exe` when neither the field nor the variable is set
+    /// and the current executable cannot be determined.
+    pub fn resolve_skillforge_bin(&self) -> std::io::Result<PathBuf> {
+        if let Some(path) = &self.skillforge_bin {
+            return Ok(path.clone());
+        }
+        match std::env::var_os(SKILLFORGE_BIN_ENV) {
+            Some(path) if !path.is_empty() => Ok(PathBuf::from(path)),
+            _ => std::env::current_exe(),
+        }
+    }
+}
+
+/// The `agent` runner (kind `"agent"`, DESIGN §5).
+///
+/// One run: pick the runtime profile, resolve its program, write the prompt to
+/// `ctx.scratch_dir/prompt.md` if the profile reads a file, run the program with
+/// `skillforge_runner_process::run_process` (own process group, prompt on stdin or in the file,
+/// never in argv; credentials only through env) under the smaller of `spec.timeout` and the
+/// payload's `timeout_secs`, then parse stdout as the transcript. `RunOutcome::detail` is an
+/// [`AgentReport`]; `stdout_tail` is the transcript's last [`TRANSCRIPT_TAIL_BYTES`] bytes.
+///
+/// A missing program is `Ok` with [`ExitClass::NotRunnable`], its reason naming the runtime, the
+/// program and how to install it. On `ctx.cancel` the process group is killed and the run
+/// returns `Ok` with [`ExitClass::Killed`] (the report still carries whatever transcript was
+/// captured).
+#[derive(Debug, Clone, Default)]
+pub struct AgentRunner {
+    config: AgentRunnerConfig,
+}
+
+impl AgentRunner {
+    /// A runner using `config` to find programs.
+    pub fn new(config: AgentRunnerConfig) -> Self {
+        Self { config }
+    }
+
+    /// Runs one parsed payload (what [`Runner::run`] does after parsing `spec.payload`).
+    ///
+    /// # Errors
+    /// [`RunnerError::InvalidPayload`] for an unknown runtime or an inconsistent payload;
+    /// [`RunnerError::Io`] when the prompt file cannot be written; [`RunnerError::Other`] when
+    /// the skillforge binary cannot be located; otherwise as `run_process`.
+    pub async fn run_payload(
+        &self,
+        payload: &AgentPayload,
+        timeout: Duration,
+        ctx: &RunContext,
+    ) -> Result<RunOutcome, RunnerError> {
+        let profile = find(&payload.runtime).map_err(invalid_payload)?;
+        let program = resolve_program(
+            profile,
+            self.config
+                .program_overrides
+                .get(&profile.name)
+                .map(PathBuf::as_path),
+            || self.config.resolve_skillforge_bin(),
+        )
+        .map_err(|e| RunnerError::Other(e.to_string()))?;
+        let invocation = build_invocation(profile, payload, &ctx.scratch_dir, &program)
+            .map_err(invalid_payload)?;
+        if let Some(path) = &invocation.prompt_file {
+            std::fs::write(path, &payload.prompt).map_err(|source| RunnerError::Io {
+                context: format!("write prompt file `{}`", path.display()),
+                source,
+            })?;
+        }
+        let timeout = payload
+            .timeout_secs
+            .map_or(timeout, |secs| timeout.min(Duration::from_secs(secs)));
+        (ctx.heartbeat)(Some(&format!("agent `{}` running", profile.name)));
+        tracing::info!(runtime = %profile.name, program = %program, timeout_secs = timeout.as_secs(), "agent started");
+        let mut outcome = run_process(&invocation.process, timeout, &ctx.cancel).await?;
+        let transcript = std::mem::take(&mut outcome.stdout_tail);
+        let n_truncated = outcome.detail["stdout_truncated_bytes"]
+            .as_u64()
+            .unwrap_or(0);
+        let summary = parse_transcript(&profile.transcript, &transcript);
+        if let ExitClass::NotRunnable { reason } = &mut outcome.exit {
+            *reason = not_runnable_reason(profile, reason);
+        }
+        let (body, n_dropped) = strip_marker(&transcript, n_truncated);
+        let transcript_path = payload
+            .transcript_path
+            .as_deref()
+            .and_then(|path| save_transcript(path, &transcript));
+        outcome.stdout_tail = tail(body, n_dropped, TRANSCRIPT_TAIL_BYTES);
+        let report = AgentReport {
+            runtime: profile.name.clone(),
+            family: profile.family.clone(),
+            program,
+            final_message: summary.final_message,
+            transcript_tail: transcript_path
+                .is_none()
+                .then(|| outcome.stdout_tail.clone()),
+            transcript_path,
+            transcript_truncated_bytes: n_truncated,
+            skills_handed: payload.skills.clone(),
+            skills_offered: summary.skills_offered,
+            skills_loaded: summary.skills_loaded,
+            exit: outcome.exit.clone(),
+        };
+        tracing::info!(runtime = %report.runtime, exit = report.exit.label(), duration_ms = outcome.duration_ms, "agent finished");
+        outcome.detail = serde_json::to_value(&report)
+            .map_err(|e| RunnerError::Other(format!("serialize agent report: {e}")))?;
+        Ok(outcome)
+    }
+}
+
+#[async_trait::async_trait]
+impl Runner for AgentRunner {
+    fn kind(&self) -> &'static str {
+        "agent"
+    }
+
+    /// # Errors
+    /// [`RunnerError::InvalidPayload`] when `spec.payload` is not an [`AgentPayload`]; otherwise
+    /// as [`AgentRunner::run_payload`]. On cancel, kills the agent's process group and returns
+    /// `Ok` with `Killed`.
+    async fn run(&self, spec: &RunSpec, ctx: &RunContext) -> Result<RunOutcome, RunnerError> {
+        let payload: AgentPayload = serde_json::from_value(spec.payload.clone()).map_err(|e| {
+            RunnerError::InvalidPayload {
+                runner: "agent",
+                message: e.to_string(),
+            }
+        })?;
+        self.run_payload(&payload, spec.timeout, ctx).await
+    }
+}
+
+fn invalid_payload(error: AgentError) -> RunnerError {
+    RunnerError::InvalidPayload {
+        runner: "agent",
+        message: error.to_string(),
+    }
+}
+
+/// The process runner's reason, prefixed with the runtime and followed by the install hint.
+fn not_runnable_reason(profile: &RuntimeProfile, reason: &str) -> String {
+    match &profile.install_hint {
+        Some(hint) => format!("agent runtime `{}`: {reason}; {hint}", profile.name),
+        None => format!("agent runtime `{}`: {reason}", profile.name),
+    }
+}
+
+/// Writes the transcript to `path` (creating parents). A failure is logged, not fatal: the run
+/// already happened and the report falls back to the tail.
+fn save_transcript(path: &Path, transcript: &str) -> Option<PathBuf> {
+    let written = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(path, transcript));
+    match written {
+        Ok(()) => Some(path.to_path_buf()),
+        Err(error) => {
+            tracing::warn!(path = %path.display(), %error, "could not write agent transcript; keeping its tail");
+            None
+        }
+    }
+}
+
+/// Splits off the process runner's truncation marker line, if any: `(body, bytes dropped)`.
+fn strip_marker(transcript: &str, n_truncated: u64) -> (&str, u64) {
+    if n_truncated > 0
+        && transcript.starts_with(TRUNCATION_MARKER)
+        && let Some((_, body)) = transcript.split_once('\n')
+    {
+        return (body, n_truncated);
+    }
+    (transcript, 0)
+}
+
+/// The last `cap` bytes of `body` (cut on a character boundary), prefixed with a truncation
+/// marker counting `n_dropped` plus what this cut drops, when anything was dropped.
+fn tail(body: &str, n_dropped: u64, cap: usize) -> String {
+    let mut cut = body.len().saturating_sub(cap);
+    while !body.is_char_boundary(cut) {
+        cut += 1;
+    }
+    let n_dropped = n_dropped + cut as u64;
+    if n_dropped == 0 {
+        return body.to_string();
+    }
+    format!("{}{}", truncation_marker(n_dropped), &body[cut..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tails_keep_the_end_and_count_every_dropped_byte() {
+        let check = |body: &str, n_dropped: u64, cap: usize, expected: &str| {
+            assert_eq!(
+                tail(body, n_dropped, cap),
+                expected,
+                "{body:?} {n_dropped} {cap}"
+            );
+        };
+        check("abcdef", 0, 10, "abcdef");
+        check("abcdef", 0, 2, "[... truncated 4 bytes]\nef");
+        check("abcdef", 3, 10, "[... truncated 3 bytes]\nabcdef");
+        check("aé", 0, 1, "[... truncated 3 bytes]\n");
+        assert_eq!(strip_marker("[... truncated 5 bytes]\nxyz", 5), ("xyz", 5));
+        assert_eq!(strip_marker("[... truncated 5 bytes]\nxyz", 0).1, 0);
+    }
+
+    #[test]
+    fn not_runnable_reason_names_runtime_program_and_hint() {
+        let reason = not_runnable_reason(
+            find("claude").unwrap(),
+            "program `claude` or its interpreter not found",
+        );
+        assert_eq!(
+            reason,
+            "agent runtime `claude`: program `claude` or its interpreter not found; \
+             install Claude Code (npm install -g @anthropic-ai/claude-code)"
+        );
+    }
+
+    #[test]
+    fn explicit_skillforge_bin_wins() {
+        let config = AgentRunnerConfig {
+            skillforge_bin: Some("/opt/sf".into()),
+            ..AgentRunnerConfig::default()
+        };
+        assert_eq!(
+            config.resolve_skillforge_bin().unwrap(),
+            PathBuf::from("/opt/sf")
+        );
+    }
+}

@@ -1,0 +1,390 @@
+//! The scripted agent: a deterministic stand-in for an agent CLI, so tests and the demo need no
+//! model.
+//!
+//! It reads the whole prompt, recognises header lines anywhere in it (first occurrence wins):
+//!
+//! ```text
+//! task: generate_options     # generate_options | answer | judge; answer when absent
+//! options: 4                 # option count for generate_options, 1..=26, default 4
+//! skills: commit-message, code-review   # skills offered to the agent
+//! load: commit-message       # which offered skills it loads; all offered when absent, none when empty
+//! ```
+//!
+//! and treats every other non-empty line as input. Output is derived from the SHA-256 of the
+//! prompt only, so the same prompt gives the same bytes:
+//!
+//! * `generate_options`: `{"options":[{"label":"a","content":"..."}, ...]}`, each content a
+//!   different style quoting different input lines;
+//! * `judge`: `{"verdict":"a"|"b"|"tie","reasoning":"..."}`;
+//! * `answer`: one line of text quoting the first input line.
+//!
+//! [`scripted_transcript`] wraps that in the `scripted_jsonl` transcript the runner parses.
+//! [`scripted_main`] is the program: the crate's `skillforge-agent-scripted` binary, and the
+//! hidden `skillforge agent-scripted` subcommand of the CLI.
+
+mod program;
+
+use sha2::{Digest, Sha256};
+
+pub use program::{SCRIPTED_DELAY_ENV, SCRIPTED_SUBCOMMAND, scripted_main};
+
+use crate::AgentError;
+
+/// Default option count for `generate_options`.
+pub const DEFAULT_N_OPTIONS: usize = 4;
+/// Largest option count (labels `a`..=`z`).
+pub const MAX_N_OPTIONS: usize = 26;
+
+/// What the scripted agent is asked to do, from the prompt's `task:` line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScriptedTask {
+    /// Write `n_options` labelled review options (labels `a`, `b`, ...).
+    GenerateOptions {
+        /// How many options, 1..=26.
+        n_options: usize,
+    },
+    /// Answer the prompt with a short text.
+    Answer,
+    /// Pick the better of options `a` and `b`, or `tie`.
+    Judge,
+}
+
+/// A prompt as the scripted agent reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptedPrompt<'a> {
+    /// The task from the `task:` (and `options:`) lines.
+    pub task: ScriptedTask,
+    /// Skills from the `skills:` line, in order, deduplicated.
+    pub skills_offered: Vec<String>,
+    /// Offered skills it loads: those on the `load:` line (all offered when absent).
+    pub skills_loaded: Vec<String>,
+    /// Non-empty, non-header lines, trimmed.
+    pub input_lines: Vec<&'a str>,
+}
+
+/// Reads the header lines and input lines of `prompt` (see module docs).
+///
+/// # Errors
+/// [`AgentError::Scripted`] for an unknown `task:` value or an `options:` value that is not a
+/// number in 1..=26.
+pub fn parse_scripted_prompt(prompt: &str) -> Result<ScriptedPrompt<'_>, AgentError> {
+    let mut task = None;
+    let mut options = None;
+    let mut skills = None;
+    let mut load = None;
+    let mut input_lines = Vec::new();
+    for line in prompt.lines().map(str::trim) {
+        let header = line.split_once(':').and_then(|(key, value)| {
+            let slot = match key {
+                "task" => &mut task,
+                "options" => &mut options,
+                "skills" => &mut skills,
+                "load" => &mut load,
+                _ => return None,
+            };
+            Some((slot, value.trim()))
+        });
+        match header {
+            Some((slot, value)) => {
+                slot.get_or_insert(value);
+            }
+            None if !line.is_empty() => input_lines.push(line),
+            None => {}
+        }
+    }
+    let n_options = match options {
+        None => DEFAULT_N_OPTIONS,
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_N_OPTIONS).contains(n))
+            .ok_or_else(|| {
+                AgentError::Scripted(format!("`options: {text}` is not a number in 1..=26"))
+            })?,
+    };
+    let task = match task {
+        None | Some("answer") => ScriptedTask::Answer,
+        Some("generate_options") => ScriptedTask::GenerateOptions { n_options },
+        Some("judge") => ScriptedTask::Judge,
+        Some(other) => {
+            return Err(AgentError::Scripted(format!(
+                "unknown task `{other}` (expected generate_options, answer or judge)"
+            )));
+        }
+    };
+    let skills_offered = name_list(skills.unwrap_or_default());
+    let skills_loaded = match load {
+        None => skills_offered.clone(),
+        Some(names) => name_list(names)
+            .into_iter()
+            .filter(|name| skills_offered.contains(name))
+            .collect(),
+    };
+    Ok(ScriptedPrompt {
+        task,
+        skills_offered,
+        skills_loaded,
+        input_lines,
+    })
+}
+
+/// Comma-separated names, trimmed, empty ones dropped, deduplicated in order.
+fn name_list(text: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+    }
+    names
+}
+
+/// The scripted agent's final message for `prompt` under `task`: deterministic in the prompt's
+/// bytes (see module docs for the shapes). Pure; never fails.
+pub fn run_scripted(prompt: &str, task: ScriptedTask) -> String {
+    let digest: [u8; 32] = Sha256::digest(prompt.as_bytes()).into();
+    let tag = hex::encode(&digest[..4]);
+    let input_lines = parse_scripted_prompt(prompt)
+        .map(|p| p.input_lines)
+        .unwrap_or_else(|_| {
+            prompt
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect()
+        });
+    match task {
+        ScriptedTask::GenerateOptions { n_options } => {
+            generate_options(&digest, &input_lines, n_options.clamp(1, MAX_N_OPTIONS))
+        }
+        ScriptedTask::Judge => {
+            let verdict = ["a", "b", "tie"][usize::from(digest[1]) % 3];
+            let reasoning = format!(
+                "scripted judge {tag}: read {} input lines and picked `{verdict}` from the prompt \
+                 digest; it does not assess quality",
+                input_lines.len()
+            );
+            serde_json::json!({ "verdict": verdict, "reasoning": reasoning }).to_string()
+        }
+        ScriptedTask::Answer => match input_lines.first() {
+            Some(first) => format!(
+                "scripted answer {tag}: {} ({} input lines)",
+                excerpt(first),
+                input_lines.len()
+            ),
+            None => format!("scripted answer {tag}: the prompt is empty"),
+        },
+    }
+}
+
+/// Styles options are written in; option `i` takes style `(digest[0] + i) % len`, so options of
+/// one prompt differ by style as well as by the lines they quote.
+const STYLES: &[(&str, &str)] = &[
+    ("concise", "state the change in one short sentence"),
+    ("detailed", "explain what changed and why, step by step"),
+    ("bulleted", "list each change as its own bullet"),
+    ("imperative", "lead with the action, in the imperative mood"),
+    ("reader-first", "open with what a reader needs to know"),
+    ("cautious", "flag risks and what to check before merging"),
+];
+
+fn generate_options(digest: &[u8; 32], input_lines: &[&str], n_options: usize) -> String {
+    let base = usize::from(digest[0]);
+    let quote = |idx: usize| -> String {
+        if input_lines.is_empty() {
+            "the request".to_string()
+        } else {
+            format!("`{}`", excerpt(input_lines[idx % input_lines.len()]))
+        }
+    };
+    let options: Vec<serde_json::Value> = (0..n_options)
+        .map(|option_idx| {
+            let label = char::from(b'a' + u8::try_from(option_idx).unwrap_or(25)).to_string();
+            let (style, how) = STYLES[(base + option_idx) % STYLES.len()];
+            let content = format!(
+                "Option {label} ({style}): {how}, starting from {}; also cover {}.",
+                quote(base + option_idx),
+                quote(base + 2 * option_idx + 1),
+            );
+            serde_json::json!({ "label": label, "content": content })
+        })
+        .collect();
+    serde_json::json!({ "options": options }).to_string()
+}
+
+/// `line` cut to at most 80 characters (with `...` when cut).
+fn excerpt(line: &str) -> String {
+    const MAX_CHARS: usize = 80;
+    if line.chars().count() <= MAX_CHARS {
+        return line.to_string();
+    }
+    let cut: String = line.chars().take(MAX_CHARS - 3).collect();
+    format!("{cut}...")
+}
+
+/// The full `scripted_jsonl` transcript for `prompt`: a `start` line (task and prompt SHA-256),
+/// `skill_offered` and `skill_loaded` lines, and the `final` line holding [`run_scripted`]'s
+/// output; each line newline-terminated.
+///
+/// # Errors
+/// As [`parse_scripted_prompt`].
+pub fn scripted_transcript(prompt: &str) -> Result<String, AgentError> {
+    let parsed = parse_scripted_prompt(prompt)?;
+    let task_name = match parsed.task {
+        ScriptedTask::GenerateOptions { .. } => "generate_options",
+        ScriptedTask::Answer => "answer",
+        ScriptedTask::Judge => "judge",
+    };
+    let mut lines = vec![serde_json::json!({
+        "type": "start",
+        "task": task_name,
+        "prompt_sha256": hex::encode(Sha256::digest(prompt.as_bytes())),
+    })];
+    for name in &parsed.skills_offered {
+        lines.push(serde_json::json!({ "type": "skill_offered", "name": name }));
+    }
+    for name in &parsed.skills_loaded {
+        lines.push(serde_json::json!({ "type": "skill_loaded", "name": name }));
+    }
+    lines.push(serde_json::json!({ "type": "final", "text": run_scripted(prompt, parsed.task) }));
+    Ok(lines.iter().map(|line| format!("{line}\n")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROMPT: &str = "task: generate_options\noptions: 3\nskills: commit-message, review\n\
+                          load: review, unknown\n\nfix: handle empty diff\nrefactor: split parser\n";
+
+    #[test]
+    fn header_lines_are_read_and_input_lines_kept() {
+        let parsed = parse_scripted_prompt(PROMPT).expect("parse");
+        assert_eq!(parsed.task, ScriptedTask::GenerateOptions { n_options: 3 });
+        assert_eq!(parsed.skills_offered, ["commit-message", "review"]);
+        assert_eq!(parsed.skills_loaded, ["review"]);
+        assert_eq!(
+            parsed.input_lines,
+            ["fix: handle empty diff", "refactor: split parser"]
+        );
+    }
+
+    #[test]
+    fn tasks_and_errors() {
+        let check = |prompt: &str, expected: Result<ScriptedTask, &str>| {
+            let got = parse_scripted_prompt(prompt)
+                .map(|p| p.task)
+                .map_err(|e| e.to_string());
+            match expected {
+                Ok(task) => assert_eq!(got.expect(prompt), task),
+                Err(message) => assert!(got.expect_err(prompt).contains(message), "{prompt}"),
+            }
+        };
+        check("just a question", Ok(ScriptedTask::Answer));
+        check("task: judge\nOption A\nOption B", Ok(ScriptedTask::Judge));
+        check(
+            "task: generate_options",
+            Ok(ScriptedTask::GenerateOptions { n_options: 4 }),
+        );
+        check("task: dance", Err("unknown task `dance`"));
+        check(
+            "task: generate_options\noptions: 0",
+            Err("`options: 0` is not a number in 1..=26"),
+        );
+        check("task: generate_options\noptions: x", Err("`options: x`"));
+    }
+
+    #[test]
+    fn options_are_labelled_distinct_and_quote_the_input() {
+        let output = run_scripted(PROMPT, ScriptedTask::GenerateOptions { n_options: 3 });
+        let value: serde_json::Value = serde_json::from_str(&output).expect("options json");
+        let options = value["options"].as_array().expect("options array");
+        let labels: Vec<_> = options
+            .iter()
+            .map(|o| o["label"].as_str().unwrap())
+            .collect();
+        assert_eq!(labels, ["a", "b", "c"]);
+        let contents: Vec<_> = options
+            .iter()
+            .map(|o| o["content"].as_str().unwrap())
+            .collect();
+        for (idx, content) in contents.iter().enumerate() {
+            assert!(
+                content.contains("handle empty diff") || content.contains("split parser"),
+                "{content}"
+            );
+            assert!(
+                !contents[..idx].contains(content),
+                "duplicate option {content}"
+            );
+        }
+    }
+
+    #[test]
+    fn output_is_deterministic_and_depends_on_the_prompt() {
+        let task = ScriptedTask::GenerateOptions { n_options: 4 };
+        assert_eq!(run_scripted(PROMPT, task), run_scripted(PROMPT, task));
+        assert_ne!(
+            run_scripted(PROMPT, task),
+            run_scripted(&format!("{PROMPT}x\n"), task)
+        );
+        assert_eq!(
+            scripted_transcript(PROMPT).unwrap(),
+            scripted_transcript(PROMPT).unwrap()
+        );
+    }
+
+    #[test]
+    fn judge_gives_a_verdict_for_many_prompts() {
+        let mut seen = std::collections::BTreeSet::new();
+        for idx in 0..40 {
+            let output = run_scripted(&format!("task: judge\ncase {idx}"), ScriptedTask::Judge);
+            let value: serde_json::Value = serde_json::from_str(&output).expect("verdict json");
+            let verdict = value["verdict"].as_str().expect("verdict").to_string();
+            assert!(["a", "b", "tie"].contains(&verdict.as_str()), "{verdict}");
+            assert!(value["reasoning"].as_str().is_some_and(|r| !r.is_empty()));
+            seen.insert(verdict);
+        }
+        assert_eq!(
+            seen.len(),
+            3,
+            "every verdict occurs across prompts: {seen:?}"
+        );
+    }
+
+    #[test]
+    fn answer_quotes_the_first_input_line() {
+        let output = run_scripted("What does `open` do?\nmore", ScriptedTask::Answer);
+        assert!(output.starts_with("scripted answer "), "{output}");
+        assert!(
+            output.contains("What does `open` do? (2 input lines)"),
+            "{output}"
+        );
+    }
+
+    #[test]
+    fn transcript_records_offers_loads_and_final() {
+        let transcript = scripted_transcript(PROMPT).expect("transcript");
+        let types: Vec<String> = transcript
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["type"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "start",
+                "skill_offered",
+                "skill_offered",
+                "skill_loaded",
+                "final"
+            ]
+        );
+        let no_load = scripted_transcript("skills: a\nload:\nhi").unwrap();
+        assert!(!no_load.contains("skill_loaded"), "{no_load}");
+    }
+}

@@ -1,0 +1,34 @@
+//! The scripted agent's transcripts (see [`crate::scripted`]).
+//!
+//! Lines: `{"type":"start","task":...,"prompt_sha256":...}`, then one
+//! `{"type":"skill_offered","name":...}` per offered skill, one
+//! `{"type":"skill_loaded","name":...}` per loaded skill, and `{"type":"final","text":...}`.
+//! The scripted agent always records offers and loads, so both are known (possibly empty)
+//! once the `start` line is seen.
+
+use serde_json::Value;
+
+use super::{TranscriptSummary, json_objects, push_unique, str_field};
+
+pub(super) fn parse(text: &str) -> TranscriptSummary {
+    let mut has_start = false;
+    let mut offered = Vec::new();
+    let mut loaded = Vec::new();
+    let mut final_message = None;
+    for event in json_objects(text) {
+        let event = Value::Object(event);
+        let name = str_field(&event, "name");
+        match str_field(&event, "type") {
+            Some("start") => has_start = true,
+            Some("skill_offered") => name.into_iter().for_each(|n| push_unique(&mut offered, n)),
+            Some("skill_loaded") => name.into_iter().for_each(|n| push_unique(&mut loaded, n)),
+            Some("final") => final_message = str_field(&event, "text").map(str::to_string),
+            _ => {}
+        }
+    }
+    TranscriptSummary {
+        final_message,
+        skills_offered: has_start.then_some(offered),
+        skills_loaded: has_start.then_some(loaded),
+    }
+}
