@@ -72,6 +72,16 @@ enum Command {
     Pairwise(commands::pairwise::PairwiseCommand),
     /// Export a review run as a training package for external optimizers.
     Export(commands::export::ExportArgs),
+    /// Built-in optimizers with the external optimizer's command line (`distill`: deterministic, no model).
+    #[command(subcommand)]
+    Optimizer(commands::optimizer::OptimizerCommand),
+    /// The scripted agent runtime (deterministic, no model): prompt on stdin, answer on stdout.
+    #[command(name = "agent-scripted", hide = true)]
+    AgentScripted {
+        /// Passed to the scripted agent.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn init_tracing(verbose: u8, quiet: bool) {
@@ -89,6 +99,9 @@ fn init_tracing(verbose: u8, quiet: bool) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::AgentScripted { args } = cli.command {
+        return skillforge_runner_agent::scripted_main(args);
+    }
     init_tracing(cli.verbose, cli.quiet);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -113,6 +126,8 @@ fn main() -> ExitCode {
             Command::Feedback(cmd) => commands::feedback::run(&ctx, cmd).await,
             Command::Pairwise(cmd) => commands::pairwise::run(&ctx, cmd).await,
             Command::Export(args) => commands::export::run(&ctx, args).await,
+            Command::Optimizer(cmd) => commands::optimizer::run(&ctx, cmd).await,
+            Command::AgentScripted { .. } => unreachable!("handled before the runtime starts"),
         }
     });
     match result {

@@ -10,6 +10,7 @@ pub fn all() -> RunnerRegistry {
         .with(Arc::new(skillforge_runner_process::ProcessRunner))
         .with(Arc::new(skillforge_runner_sandbox::SandboxRunner))
         .with(Arc::new(skillforge_runner_checker::CheckerRunner))
+        .with(Arc::new(skillforge_runner_agent::AgentRunner::default()))
 }
 
 /// Removes what runners of dead workers on this host left under `scratch_root` (sandbox clones of
