@@ -1,1 +1,3 @@
 //! skillforge workflow state machines (train, harvest, verify, ...), driven by the engine.
+
+pub mod distill;

@@ -7,6 +7,7 @@ pub mod feedback;
 pub mod import;
 pub mod jobs;
 pub mod locks;
+pub mod optimizer;
 pub mod pairwise;
 pub mod review;
 pub mod serve;
