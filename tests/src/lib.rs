@@ -182,9 +182,33 @@ impl Home {
         self.json(&["jobs", "show", id])
     }
 
-    /// Polls `jobs show` until `pred` holds, or panics after `timeout`.
+    /// Polls `jobs show` until `pred` holds, or panics after `timeout` with the last job and every log.
     pub fn wait_job(&self, id: &str, timeout: Duration, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        wait_for(timeout, what, || Some(self.job(id)).filter(&pred))
+        let deadline = Instant::now() + timeout;
+        loop {
+            let job = self.job(id);
+            if pred(&job) {
+                return job;
+            }
+            if Instant::now() >= deadline {
+                panic!("timed out after {timeout:?} waiting for {what}; last seen:\n{job:#}\n{}", self.logs());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Like [`wait_for`], but the panic message carries this home's background logs.
+    pub fn wait<T>(&self, timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(v) = f() {
+                return v;
+            }
+            if Instant::now() >= deadline {
+                panic!("timed out after {timeout:?} waiting for {what}\n{}", self.logs());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Starts `skillforge worker --name NAME EXTRA...` in the background, its log in the home dir.

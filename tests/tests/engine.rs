@@ -44,6 +44,7 @@ conformance!(
     graceful_shutdown_hands_leases_back,
     long_job_under_full_cpu_load_keeps_its_lease,
     idempotency_key_returns_the_first_job,
+    jobs_sharing_a_lock_never_overlap,
 );
 
 const T: Duration = Duration::from_secs(60);
@@ -113,7 +114,7 @@ fn sigstop_past_stale_after_then_resumed_is_fenced(b: Backend) {
     let done = home.wait_job(&id, T, "replacement to finish the job", |j| state(j) == "succeeded");
     assert_eq!(done["fencing_token"], 2);
     signal(&stopped.0, Signal::SIGCONT);
-    wait_for(T, "the resumed worker to log its rejected result", || {
+    home.wait(T, "the resumed worker to log its rejected result", || {
         home.logs().contains("rejected by fencing").then_some(())
     });
     let after = home.job(&id);
@@ -251,5 +252,25 @@ fn redis_restart_mid_run_with_aof_loses_nothing() {
     redis.restart();
     for id in &ids {
         home.wait_job(id, T, "every job to succeed after the restart", |j| state(j) == "succeeded");
+    }
+}
+
+/// Jobs that share a named lock never overlap, and the lock shows in `skillforge locks` while held.
+fn jobs_sharing_a_lock_never_overlap(b: Backend) {
+    let home = b.home();
+    let dir = tempfile::tempdir().unwrap();
+    let guard = dir.path().join("inside");
+    let script = format!("mkdir {0} || exit 9; sleep 0.7; rmdir {0}", guard.display());
+    let ids: Vec<String> = (0..3)
+        .map(|_| home.submit(&["--lock", "shared-resource", "--heartbeat", "0.2", "--stale-after", "2"], &["sh", "-c", &script]))
+        .collect();
+    let _worker = Reaped(home.spawn_worker("w", &["--concurrency", "3"]));
+    let holder = wait_for(T, "the lock to be listed", || {
+        home.json(&["locks"]).as_array()?.iter().find(|l| l["name"] == "shared-resource").cloned()
+    });
+    assert!(holder["owner_worker"].as_str().unwrap().starts_with("w-"));
+    for id in &ids {
+        let done = home.wait_job(id, T, "every job to succeed", |j| state(j) == "succeeded");
+        assert_eq!(done["attempts"], 1, "no overlap, so no job saw another inside: {done:#}");
     }
 }

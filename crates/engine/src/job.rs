@@ -51,6 +51,13 @@ pub struct JobSpec {
     /// such a run ends `failed` at once. A dead worker's lease is recovered either way.
     #[serde(default = "retry_failed_runs_default")]
     pub retry_failed_runs: bool,
+    /// Named resource locks the running attempt holds (e.g. `skillopt-train:<session>` for one
+    /// optimizer per train session). The worker takes them before the runner starts (waiting,
+    /// with the lease heartbeating, while another holder has them), renews them with every
+    /// heartbeat and releases them when the attempt ends; a dead worker's locks go stale
+    /// after `stale_after` like its lease.
+    #[serde(default)]
+    pub locks: Vec<String>,
 }
 
 fn retry_failed_runs_default() -> bool {
@@ -74,6 +81,7 @@ impl JobSpec {
             idempotent: true,
             not_before_ms: None,
             retry_failed_runs: true,
+            locks: Vec::new(),
         }
     }
 }

@@ -138,7 +138,7 @@ impl Worker {
                     scratch_root: self.config.scratch_root.clone(),
                     kill_all: kill_all.clone(),
                     counters: counters.clone(),
-                    worker_id: worker_id.clone(),
+                    identity: self.identity.clone(),
                 };
                 tasks.spawn(async move {
                     ctx.run(job).await;
@@ -228,7 +228,7 @@ struct JobTask {
     scratch_root: PathBuf,
     kill_all: CancellationToken,
     counters: Arc<Counters>,
-    worker_id: String,
+    identity: WorkerIdentity,
 }
 
 impl JobTask {
@@ -238,27 +238,35 @@ impl JobTask {
         let span = info_span!("job", job_id = %job.id, workflow = %job.spec.workflow,
                               stage = %job.spec.stage, attempt = job.attempts, fencing_token = token);
         async move {
-            info!(kind = %job.spec.kind, worker = %self.worker_id, "job started");
+            info!(kind = %job.spec.kind, worker = %self.identity.worker_id, "job started");
             let cancel = self.kill_all.child_token();
             let cancelled_by_operator = Arc::new(AtomicBool::new(false));
             let lease_lost = Arc::new(AtomicBool::new(false));
             let done = CancellationToken::new();
+            let every = Duration::from_millis(job.spec.heartbeat_ms.max(50));
+            let held = Arc::new(tokio::sync::Mutex::new(Vec::<(String, u64)>::new()));
             let heartbeat = tokio::spawn(heartbeat_loop(
                 self.backend.clone(),
                 job.id.clone(),
                 token,
-                Duration::from_millis(job.spec.heartbeat_ms.max(50)),
+                every,
                 cancel.clone(),
                 cancelled_by_operator.clone(),
                 lease_lost.clone(),
                 done.clone(),
+                held.clone(),
             ));
+            if !job.spec.locks.is_empty() {
+                let locks = self.take_locks(&job, every, &cancel).await;
+                *held.lock().await = locks;
+            }
 
             let scratch_dir = self.scratch_root.join(format!("{}-{token}", job.id));
             let result = match self.registry.get(&job.spec.kind) {
+                _ if cancel.is_cancelled() => Err("cancelled before the runner started".to_owned()),
                 None => Err(format!(
                     "worker `{}` has no runner `{}` (it has: {})",
-                    self.worker_id,
+                    self.identity.worker_id,
                     job.spec.kind,
                     self.registry.kinds().join(", ")
                 )),
@@ -282,6 +290,11 @@ impl JobTask {
             done.cancel();
             let _ = heartbeat.await;
             let _ = std::fs::remove_dir_all(&scratch_dir);
+            for (name, lock_token) in held.lock().await.drain(..) {
+                if let Err(e) = self.backend.release_lock(&name, lock_token).await {
+                    warn!(lock = %name, error = %e, "lock not released; it goes stale after stale_after");
+                }
+            }
 
             let operator_cancel = cancelled_by_operator.load(Ordering::SeqCst);
             if self.kill_all.is_cancelled() && !operator_cancel && !lease_lost.load(Ordering::SeqCst) {
@@ -314,7 +327,43 @@ impl JobTask {
     }
 }
 
-/// Renews the lease every `every` until `done`; cancels the runner on operator cancel or lost lease.
+impl JobTask {
+    /// Takes every lock of `job.spec.locks`, all or none, retrying every `every` while another
+    /// holder has one (the lease keeps heartbeating meanwhile). Returns the held (name, token)
+    /// pairs; empty when `cancel` fired first.
+    async fn take_locks(&self, job: &crate::job::Job, every: Duration, cancel: &CancellationToken) -> Vec<(String, u64)> {
+        let stale_after = Duration::from_millis(job.spec.stale_after_ms);
+        loop {
+            let mut taken = Vec::new();
+            let mut blocked = None;
+            for name in &job.spec.locks {
+                match self.backend.acquire_lock(name, &self.identity, every, stale_after).await {
+                    Ok(LockAcquire::Acquired { fencing_token }) => taken.push((name.clone(), fencing_token)),
+                    Ok(LockAcquire::Held(by)) => {
+                        blocked = Some(format!("`{name}` held by {}@{}:{}", by.owner_worker, by.owner_host, by.owner_pid));
+                        break;
+                    }
+                    Err(e) => {
+                        blocked = Some(format!("`{name}`: {e}"));
+                        break;
+                    }
+                }
+            }
+            let Some(why) = blocked else { return taken };
+            for (name, t) in taken {
+                let _ = self.backend.release_lock(&name, t).await;
+            }
+            info!(lock = %why, "waiting for a lock");
+            tokio::select! {
+                () = cancel.cancelled() => return Vec::new(),
+                () = tokio::time::sleep(every) => {}
+            }
+        }
+    }
+}
+
+/// Renews the lease (and the held named locks) every `every` until `done`; cancels the runner
+/// on operator cancel, a lost lease or a lost lock.
 #[expect(clippy::too_many_arguments, reason = "one-shot task entry; the shared state is spelled out")]
 async fn heartbeat_loop(
     backend: Arc<dyn QueueBackend>,
@@ -325,11 +374,23 @@ async fn heartbeat_loop(
     cancelled_by_operator: Arc<AtomicBool>,
     lease_lost: Arc<AtomicBool>,
     done: CancellationToken,
+    held: Arc<tokio::sync::Mutex<Vec<(String, u64)>>>,
 ) {
     loop {
         tokio::select! {
             () = done.cancelled() => return,
             () = tokio::time::sleep(every) => {}
+        }
+        for (name, lock_token) in held.lock().await.iter() {
+            match backend.renew_lock(name, *lock_token).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    warn!(job_id = %job_id, lock = %name, "lock lost (stale and taken over): stopping the runner");
+                    lease_lost.store(true, Ordering::SeqCst);
+                    cancel.cancel();
+                }
+                Err(e) => warn!(job_id = %job_id, lock = %name, error = %e, "lock renewal failed; retrying"),
+            }
         }
         match backend.heartbeat(&job_id, token).await {
             Ok(HeartbeatReply::Renewed) => {}

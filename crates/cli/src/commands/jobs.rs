@@ -61,6 +61,9 @@ pub struct SubmitArgs {
     /// The command is not safe to re-run after its worker died: park it as `stale` instead.
     #[arg(long = "non-idempotent")]
     non_idempotent: bool,
+    /// A named resource lock the job holds while it runs (repeatable); jobs sharing a lock never overlap.
+    #[arg(long = "lock", value_name = "NAME")]
+    locks: Vec<String>,
     /// Environment for the command, `NAME=VALUE` (repeatable); how secrets reach it, never argv.
     #[arg(long = "env", value_name = "NAME=VALUE")]
     env: Vec<String>,
@@ -127,6 +130,7 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
     spec.heartbeat_ms = secs("heartbeat", args.heartbeat)?;
     spec.stale_after_ms = secs("stale-after", args.stale_after)?;
     spec.idempotent = !args.non_idempotent;
+    spec.locks = args.locks.clone();
     if spec.stale_after_ms <= spec.heartbeat_ms {
         return Err(CliError::usage(anyhow!(
             "--stale-after ({}s) must be longer than --heartbeat ({}s)",
