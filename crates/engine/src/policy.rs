@@ -91,14 +91,16 @@ pub fn finish_for(
     }
 }
 
-/// What the reaper does with an expired lease. The stale attempt counts as an attempt.
+/// What the reaper does with an expired lease. The stale attempt counts as an attempt, but the
+/// job is due again at once: its worker died, the job did not fail, so there is nothing to back
+/// off from (and recovery time is `stale_after` plus one reaper period, not plus a backoff).
 pub fn reap_action_for(lease: &ExpiredLease) -> ReapAction {
     if lease.cancel_requested {
         ReapAction::Cancelled
     } else if !lease.idempotent {
         ReapAction::RecoveryAvailable
     } else if lease.attempts < lease.max_attempts {
-        ReapAction::Requeue { delay: backoff(lease.attempts) }
+        ReapAction::Requeue { delay: Duration::ZERO }
     } else {
         ReapAction::Dead
     }
@@ -165,7 +167,7 @@ mod tests {
             idempotent: true,
             cancel_requested: false,
         };
-        assert!(matches!(reap_action_for(&lease), ReapAction::Requeue { .. }));
+        assert_eq!(reap_action_for(&lease), ReapAction::Requeue { delay: Duration::ZERO });
         lease.attempts = 3;
         assert_eq!(reap_action_for(&lease), ReapAction::Dead);
         lease.idempotent = false;

@@ -10,7 +10,7 @@ use crate::error::EngineError;
 use crate::policy::reap_action_for;
 
 /// How often a reaper looks for stale leases by default.
-pub const DEFAULT_REAP_EVERY: Duration = Duration::from_millis(500);
+pub const DEFAULT_REAP_EVERY: Duration = Duration::from_millis(250);
 
 /// One reaped lease, for logs and tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
