@@ -81,7 +81,7 @@ async fn run_probe() -> Result<(), String> {
 ///
 /// Unconfined: `sh -c LINE`. Under bwrap:
 /// `sh -c 'exec "$@"' sh bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp
-/// --bind CHECKOUT CHECKOUT --unshare-pid --die-with-parent [--unshare-net] --chdir CHECKOUT
+/// --ro-bind SANDBOX_ROOT SANDBOX_ROOT --bind CHECKOUT CHECKOUT --unshare-pid --die-with-parent [--unshare-net] --chdir CHECKOUT
 /// /bin/sh -c LINE` — the outer `sh` only `exec`s bwrap with its arguments passed positionally
 /// (no quoting), and keeps the process runner's shell classification (128+n ⇒ killed by n).
 /// `TMPDIR` is set to the private `/tmp` under bwrap unless `env` sets it.
@@ -113,6 +113,13 @@ pub(crate) fn command_payload(
                 ]
                 .map(String::from),
             );
+            // The sandbox root (the checkout's parent) read-only from the real filesystem, so
+            // `../x` fails even when the scratch dir lies under /tmp (where the private tmpfs
+            // would otherwise make the checkout's parent a writable, if private, directory).
+            if let Some(parent) = checkout.parent() {
+                let parent = parent.to_string_lossy().into_owned();
+                argv.extend(["--ro-bind".into(), parent.clone(), parent]);
+            }
             argv.extend(["--bind".into(), dir.clone(), dir.clone()]);
             argv.extend(["--unshare-pid", "--die-with-parent"].map(String::from));
             if !network {

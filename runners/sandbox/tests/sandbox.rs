@@ -68,12 +68,22 @@ async fn s36_git_mutations_under_bwrap_leave_live_repo_unchanged() {
     assert_scratch_empty(scratch.path());
 }
 
-// S-36: under bwrap, writes outside the checkout fail and leave nothing behind.
+// S-36: under bwrap, writes outside the checkout fail and leave nothing behind, wherever the
+// repository and scratch dir live (under the target dir, and under /tmp where the private tmpfs
+// of the sandbox would otherwise hide the real parent directories).
 #[tokio::test]
 async fn s36_escapes_fail_under_bwrap() {
-    let root = target_tempdir();
+    escapes_fail_under_bwrap(target_tempdir(), target_tempdir()).await;
+}
+
+#[tokio::test]
+async fn s36_escapes_fail_under_bwrap_with_everything_under_tmp() {
+    let under_tmp = || tempfile::Builder::new().prefix("sf-escape").tempdir_in("/tmp").expect("temp dir under /tmp");
+    escapes_fail_under_bwrap(under_tmp(), under_tmp()).await;
+}
+
+async fn escapes_fail_under_bwrap(root: tempfile::TempDir, scratch: tempfile::TempDir) {
     let (repo, _, _) = make_live_repo(root.path());
-    let scratch = target_tempdir();
     let before = snapshot(&repo);
     let live = repo.display().to_string();
     let attempts = [
