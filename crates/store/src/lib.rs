@@ -9,8 +9,10 @@ pub mod blobs;
 pub mod candidates;
 mod error;
 pub mod feedback;
+pub mod harvest;
 pub mod review;
 pub mod templates;
+pub mod train;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -22,6 +24,20 @@ pub use error::StoreError;
 
 /// File name of the domain database inside `$SKILLFORGE_HOME`.
 pub const DB_FILE: &str = "skillforge.db";
+/// Lock file serializing migrations between processes that open the same home.
+pub const MIGRATE_LOCK_FILE: &str = "skillforge.db.migrate-lock";
+
+/// Opens `path` and takes an exclusive `flock` on it (blocking); released when dropped.
+fn take_file_lock(path: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, StoreError> {
+    let open_err = |message: String| StoreError::Open { path: path.to_path_buf(), message };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|e| open_err(e.to_string()))?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| open_err(e.to_string()))
+}
 
 /// The domain store: one SQLite file (WAL) plus, beside it, the blob directory.
 #[derive(Debug, Clone)]
@@ -54,10 +70,16 @@ impl Store {
             .connect_with(options)
             .await
             .map_err(|e| StoreError::Open { path: path.clone(), message: e.to_string() })?;
-        sqlx::migrate!("./migrations")
-            .run(&pool)
+        // Several processes (CLI, serve, workers' control planes) may open a fresh home at the same
+        // moment; sqlx's migrator is not safe against that, so migrations run under an exclusive
+        // advisory lock on a file beside the database.
+        let lock_path = home.join(MIGRATE_LOCK_FILE);
+        let lock = tokio::task::spawn_blocking(move || take_file_lock(&lock_path))
             .await
-            .map_err(|e| StoreError::Migrate(e.to_string()))?;
+            .map_err(|e| StoreError::Migrate(e.to_string()))??;
+        let migrated = sqlx::migrate!("./migrations").run(&pool).await;
+        drop(lock);
+        migrated.map_err(|e| StoreError::Migrate(e.to_string()))?;
         Ok(Self { pool, home: home.to_path_buf() })
     }
 
@@ -77,5 +99,27 @@ impl Store {
     /// [`StoreError::Sql`] when the database is unavailable.
     pub async fn begin(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
         self.pool.begin().await.map_err(StoreError::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Many processes opening a fresh home at once all succeed (migrations are serialized).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_opens_of_a_fresh_home_all_migrate() {
+        for _ in 0..5 {
+            let home = tempfile::tempdir().unwrap();
+            let opens: Vec<_> = (0..8)
+                .map(|_| {
+                    let path = home.path().to_path_buf();
+                    tokio::spawn(async move { Store::open(&path).await })
+                })
+                .collect();
+            for open in opens {
+                open.await.unwrap().expect("every concurrent open succeeds");
+            }
+        }
     }
 }
