@@ -1,4 +1,5 @@
-//! `$SKILLFORGE_HOME/config.toml`: queue, worker and server settings; unknown keys are an error.
+//! `$SKILLFORGE_HOME/config.toml`: queue, worker, SkillOpt, merge-gate, events, feedback and server
+//! settings (DESIGN §9); unknown keys are an error.
 
 use std::path::{Path, PathBuf};
 
@@ -11,6 +12,7 @@ pub const CONFIG_FILE: &str = "config.toml";
 /// The whole configuration file (DESIGN §9). Every section is optional.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "parsed so the file is validated with the seed's key names; read by the workflows that own these keys")]
 pub struct Config {
     /// `[queue]`.
     #[serde(default)]
@@ -18,6 +20,148 @@ pub struct Config {
     /// `[worker]`.
     #[serde(default)]
     pub worker: WorkerSection,
+    /// `[skillopt]`: SkillOpt switches (seed key names; everything off/unset by default).
+    #[serde(default)]
+    pub skillopt: SkilloptSection,
+    /// `[merge_gate]`: the merge gate's empty-gate handling (seed key names).
+    #[serde(default)]
+    pub merge_gate: MergeGateSection,
+    /// `[events]`: the outbound event stream (off by default).
+    #[serde(default)]
+    pub events: EventsSection,
+    /// `[feedback]`: feedback defaults.
+    #[serde(default)]
+    pub feedback: FeedbackSection,
+    /// `[server]`: `skillforge serve --listen` settings.
+    #[serde(default)]
+    pub server: ServerSection,
+}
+
+/// `[skillopt]` (seed: SkillOpt, "Automatic trace-harvested feedback", its legs, "Promotion policy
+/// + notifications", "Champion-challenger A/B preferences"). Every key is optional; an unset key
+/// is distinct from a zero where the seed says so (`auto_promote_min_samples`,
+/// `auto_promote_min_score`, `auto_promote_canary_sample`, `auto_promote_min_confidence`).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "parsed so the file is validated with the seed's key names; read by the workflows that own these keys")]
+pub struct SkilloptSection {
+    /// Mode A harvester on (default false).
+    pub auto_trace_enabled: Option<bool>,
+    /// Corrective revert overwrites; unset = on whenever the harvester is on.
+    pub revert_detection_enabled: Option<bool>,
+    /// Cross-family review leg (default false; also needs `auto_trace_enabled`).
+    pub cross_family_review_enabled: Option<bool>,
+    /// Deterministic checker leg (default false; also needs `auto_trace_enabled`).
+    pub deterministic_checkers_enabled: Option<bool>,
+    /// Comma list of checker dimensions (default `diff_size`).
+    pub deterministic_checkers: Option<String>,
+    /// Hard-verifier leg (default false; also needs `auto_trace_enabled` and a command).
+    pub hard_verifiers_enabled: Option<bool>,
+    /// Verifier commands, one `sh -c` line each: a string (one command) or an array of strings.
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub hard_verifier_commands: Vec<String>,
+    /// Ours: agent runtimes that may review, in preference order (default: shipped model runtimes on PATH).
+    pub review_runtimes: Option<Vec<String>>,
+    /// Auto-promote pending candidates when every guardrail holds (default false = manual).
+    pub auto_promote: Option<bool>,
+    /// Auto-trace samples floor; unset = never promote (not 0).
+    pub auto_promote_min_samples: Option<u64>,
+    /// Candidate score floor; unset = never promote.
+    pub auto_promote_min_score: Option<f64>,
+    /// Require a real-external-CI auto-trace event (default false).
+    pub auto_promote_require_external_ci: Option<bool>,
+    /// Parsed but deferred: true forces notify-only.
+    pub auto_promote_require_measured_judge: Option<bool>,
+    /// Promote to a canary instead of directly (default false).
+    pub auto_promote_canary: Option<bool>,
+    /// Canary traffic fraction in (0,1]; unset disables the canary.
+    pub auto_promote_canary_sample: Option<f64>,
+    /// Mode B bandit confidence floor; unset = ignored.
+    pub auto_promote_min_confidence: Option<f64>,
+    /// Mode B low-traffic floor (default 30).
+    pub bandit_min_samples: Option<u64>,
+    /// Fraction of foreground asks to A/B (default 0.0 = never).
+    pub live_ab_sample_rate: Option<f64>,
+    /// Cross-family LLM judge on A/B picks (default false).
+    pub mode_b_judge_enabled: Option<bool>,
+    /// Jury size (default 1 = single judge).
+    pub mode_b_jury_size: Option<u32>,
+    /// Comma list of veto dimensions (default empty).
+    pub mode_b_jury_veto_dimensions: Option<String>,
+    /// Veto floor in [0,1] (default 0.0 = inert).
+    pub mode_b_jury_veto_floor: Option<f64>,
+    /// Jury disagreement threshold (default 0.0 = off).
+    pub mode_b_jury_disagreement_tau: Option<f64>,
+}
+
+impl SkilloptSection {
+    /// The harvester's switches (all off when unset).
+    pub fn harvest_config(&self) -> skillforge_workflows::harvest::HarvestConfig {
+        skillforge_workflows::harvest::HarvestConfig {
+            auto_trace_enabled: self.auto_trace_enabled.unwrap_or(false),
+            revert_detection_enabled: self.revert_detection_enabled,
+            cross_family_review_enabled: self.cross_family_review_enabled.unwrap_or(false),
+            deterministic_checkers_enabled: self.deterministic_checkers_enabled.unwrap_or(false),
+            deterministic_checkers: self.deterministic_checkers.clone(),
+            hard_verifiers_enabled: self.hard_verifiers_enabled.unwrap_or(false),
+            hard_verifier_commands: self.hard_verifier_commands.clone(),
+            review_runtimes: self.review_runtimes.clone(),
+        }
+    }
+}
+
+/// `[merge_gate]` (seed: "Merged through an empty gate").
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "parsed so the file is validated with the seed's key names; read by the workflows that own these keys")]
+pub struct MergeGateSection {
+    /// Grace window before an empty gate is stamped, seconds (default 600, resolutions §8).
+    pub min_ci_wait: Option<u64>,
+    /// Hard-block an empty gate instead of stamping it (default false).
+    pub require_external_ci: Option<bool>,
+}
+
+/// `[events]`: the outbound event stream; absent = off.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "parsed so the file is validated with the seed's key names; read by the workflows that own these keys")]
+pub struct EventsSection {
+    /// Stream on (default false).
+    pub enabled: Option<bool>,
+    /// Where events go (a URL or a file path).
+    pub url: Option<String>,
+}
+
+/// `[feedback]`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "parsed so the file is validated with the seed's key names; read by the workflows that own these keys")]
+pub struct FeedbackSection {
+    /// Default `owner/repo` for GitHub feedback packets.
+    pub repo: Option<String>,
+}
+
+/// `[server]`: `skillforge serve --listen`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    /// Default listen address, e.g. `127.0.0.1:8787`.
+    pub listen: Option<String>,
+    /// HMAC secret of `POST /events` (`SKILLFORGE_WEBHOOK_SECRET` wins when set).
+    pub webhook_secret: Option<String>,
+}
+
+fn one_or_many<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match OneOrMany::deserialize(deserializer)? {
+        OneOrMany::One(s) => vec![s],
+        OneOrMany::Many(v) => v,
+    })
 }
 
 /// `[queue]`: which backend.

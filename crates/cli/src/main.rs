@@ -75,6 +75,9 @@ enum Command {
     /// Built-in optimizers with the external optimizer's command line (`distill`: deterministic, no model).
     #[command(subcommand)]
     Optimizer(commands::optimizer::OptimizerCommand),
+    /// Automatic trace harvesting (Mode A): attributions, outcomes, leg events, status.
+    #[command(subcommand)]
+    Harvest(commands::harvest::HarvestCommand),
     /// The scripted agent runtime (deterministic, no model): prompt on stdin, answer on stdout.
     #[command(name = "agent-scripted", hide = true)]
     AgentScripted {
@@ -127,6 +130,7 @@ fn main() -> ExitCode {
             Command::Pairwise(cmd) => commands::pairwise::run(&ctx, cmd).await,
             Command::Export(args) => commands::export::run(&ctx, args).await,
             Command::Optimizer(cmd) => commands::optimizer::run(&ctx, cmd).await,
+            Command::Harvest(cmd) => commands::harvest::run(&ctx, cmd).await,
             Command::AgentScripted { .. } => unreachable!("handled before the runtime starts"),
         }
     });

@@ -1,3 +1,4 @@
 //! skillforge workflow state machines (train, harvest, verify, ...), driven by the engine.
 
 pub mod distill;
+pub mod harvest;

@@ -4,6 +4,7 @@ pub mod candidate;
 pub mod check;
 pub mod export;
 pub mod feedback;
+pub mod harvest;
 pub mod import;
 pub mod jobs;
 pub mod locks;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use skillforge_engine::ingest::{RecordOnly, ingest_once};
+use skillforge_engine::ingest::ingest_once;
 use skillforge_engine::worker::{PRESENCE_LOCK_PREFIX, Worker, WorkerConfig};
 use skillforge_engine::{EngineError, Job, JobState, LeaseKind, LeaseStatus, QueueBackend};
 use tokio_util::sync::CancellationToken;
@@ -41,7 +41,7 @@ pub async fn await_job(
     let job = job?;
     if ctx.queue_url.is_embedded() {
         let store = ctx.store().await?;
-        ingest_once(backend.as_ref(), &store, &RecordOnly).await?;
+        ingest_once(backend.as_ref(), &store, &crate::commands::serve::WorkflowHandlers).await?;
     }
     Ok(job)
 }

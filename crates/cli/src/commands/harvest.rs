@@ -1,0 +1,335 @@
+//! `skillforge harvest`: automatic trace harvesting, Mode A (seed: SkillOpt, "Automatic
+//! trace-harvested feedback (Mode A, off by default)" and its legs; S-13..S-33).
+//!
+//! * `attribute`: record which template version produced a PR's change (S-16).
+//! * `outcome`: report an outcome (a CI pipeline or script); writes the floor row, flips a
+//!   reverted PR's row, and enqueues the enabled legs; `--wait` waits for them and applies their
+//!   rows (the embedded queue's control plane is this process).
+//! * `events`: the harvester's job events (failures, fallbacks).
+//! * `status`: row counts of the feedback tables and the auto-trace runs.
+//!
+//! With `[skillopt] auto_trace_enabled` unset or false, `outcome` constructs no harvester and
+//! writes nothing (S-13).
+
+use std::path::PathBuf;
+
+use anyhow::{Context as _, anyhow};
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::json;
+use skillforge_store::harvest::{Attribution, list_events, upsert_attribution};
+use skillforge_store::templates::{VersionRef, list_versions, resolve};
+use skillforge_workflows::harvest::webhook::parse_outcome;
+use skillforge_workflows::harvest::{HarvestEvent, HarvestReport, available_reviewers, dispatch_legs, harvest};
+
+use crate::commands::wait::await_job;
+use crate::context::Context;
+use crate::exit::{CliError, CliResult, OK};
+use crate::output::print_json;
+
+/// `skillforge harvest …`.
+#[derive(Debug, Subcommand)]
+pub enum HarvestCommand {
+    /// Record the implement job behind a PR: template version and resolved commit (S-16).
+    Attribute(AttributeArgs),
+    /// Report a PR outcome: merged, blocked, changes_requested or reverted.
+    Outcome(OutcomeArgs),
+    /// List the harvester's job events (leg failures, same-family fallbacks, …).
+    Events(EventsArgs),
+    /// Row counts of eval_runs / eval_review_items / feedback_events and the auto-trace runs.
+    Status,
+}
+
+/// Arguments of `harvest attribute`.
+#[derive(Debug, Args)]
+pub struct AttributeArgs {
+    /// `owner/repo`.
+    #[arg(long)]
+    repo: String,
+    /// Pull-request number.
+    #[arg(long)]
+    pr: i64,
+    /// Template: `ID` (the version whose resolved commit is `--resolved-commit`) or `ID@vN`.
+    #[arg(long)]
+    template: String,
+    /// The implement job's template_resolved_commit.
+    #[arg(long = "resolved-commit")]
+    resolved_commit: String,
+    /// Job family; only `implement` is harvested.
+    #[arg(long, default_value = "implement")]
+    kind: String,
+    /// Agent runtime that implemented the change (claude, codex, …), for the cross-family reviewer.
+    #[arg(long)]
+    runtime: Option<String>,
+    /// A clone of the repository the workers can see (the legs run there); none = no legs.
+    #[arg(long)]
+    checkout: Option<PathBuf>,
+    /// Base revision of the change (default: the merged head's first parent).
+    #[arg(long)]
+    base: Option<String>,
+    /// Title of the change.
+    #[arg(long, default_value = "")]
+    title: String,
+    /// The implement job's instructions (the review leg's intended scope).
+    #[arg(long, default_value = "")]
+    instructions: String,
+}
+
+/// `--outcome` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum OutcomeArg {
+    /// Merged.
+    Merged,
+    /// Blocked at the merge gate.
+    Blocked,
+    /// A review requested changes.
+    ChangesRequested,
+    /// Reverted.
+    Reverted,
+}
+
+/// `--ci` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CiArg {
+    /// A passing external (non-`gitmoot/`) status or check at the merged head.
+    External,
+    /// No external CI at the merged head (an empty gate).
+    None,
+    /// Only the synthetic `gitmoot/ci` "no external CI" stamp (a confirmed empty gate).
+    Gitmoot,
+}
+
+/// Arguments of `harvest outcome`.
+#[derive(Debug, Args)]
+pub struct OutcomeArgs {
+    /// `owner/repo`.
+    #[arg(long)]
+    repo: String,
+    /// Pull-request number.
+    #[arg(long)]
+    pr: i64,
+    /// What happened.
+    #[arg(long, value_enum)]
+    outcome: OutcomeArg,
+    /// CI at the merged head (merged only); absent = what webhooks recorded for the head.
+    #[arg(long, value_enum)]
+    ci: Option<CiArg>,
+    /// Fix rounds so far (changes_requested; default 1).
+    #[arg(long)]
+    rounds: Option<u32>,
+    /// Merged head SHA (where the legs run).
+    #[arg(long)]
+    head: Option<String>,
+    /// Body of the merged PR; `Reverts #NN` / `Reverts owner/repo#NN` flips PR NN's row.
+    #[arg(long = "reverts-body")]
+    reverts_body: Option<String>,
+    /// Wait for the enqueued legs and apply their rows before returning.
+    #[arg(long)]
+    wait: bool,
+}
+
+/// Arguments of `harvest events`.
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// Only this repository's events (with `--pr`).
+    #[arg(long, requires = "pr")]
+    repo: Option<String>,
+    /// Only this PR's events (with `--repo`).
+    #[arg(long, requires = "repo")]
+    pr: Option<i64>,
+}
+
+/// Runs a `harvest` subcommand.
+pub async fn run(ctx: &Context, cmd: HarvestCommand) -> CliResult {
+    match cmd {
+        HarvestCommand::Attribute(args) => attribute(ctx, args).await,
+        HarvestCommand::Outcome(args) => outcome(ctx, args).await,
+        HarvestCommand::Events(args) => events(ctx, args).await,
+        HarvestCommand::Status => status(ctx).await,
+    }
+}
+
+fn check_pr(repo: &str, pr: i64) -> Result<(), CliError> {
+    if !repo.contains('/') || repo.starts_with('/') || repo.ends_with('/') {
+        return Err(CliError::usage(anyhow!("--repo `{repo}` must be owner/repo")));
+    }
+    if pr < 1 {
+        return Err(CliError::usage(anyhow!("--pr must be at least 1, got {pr}")));
+    }
+    Ok(())
+}
+
+async fn attribute(ctx: &Context, args: AttributeArgs) -> CliResult {
+    check_pr(&args.repo, args.pr)?;
+    let store = ctx.store().await?;
+    let reference = VersionRef::parse(&args.template)
+        .ok_or_else(|| CliError::usage(anyhow!("--template `{}` must be ID or ID@vN", args.template)))?;
+    let version = if args.template.contains('@') {
+        resolve(store.pool(), &reference).await?
+    } else {
+        let versions = list_versions(store.pool(), &reference.template_id).await?;
+        versions.into_iter().find(|v| v.resolved_commit == args.resolved_commit)
+    }
+    .ok_or_else(|| {
+        CliError::usage(anyhow!(
+            "attribute {}#{}: no version of template `{}` matches `{}` with resolved commit `{}`",
+            args.repo,
+            args.pr,
+            reference.template_id,
+            args.template,
+            args.resolved_commit
+        ))
+    })?;
+    let checkout = match &args.checkout {
+        Some(p) => std::path::absolute(p)
+            .map_err(|e| CliError::usage(anyhow!("checkout path `{}`: {e}", p.display())))?
+            .display()
+            .to_string(),
+        None => String::new(),
+    };
+    let attribution = Attribution {
+        repo: args.repo.clone(),
+        pr: args.pr,
+        template_id: version.template_id.clone(),
+        template_version_id: version.id.clone(),
+        resolved_commit: args.resolved_commit.clone(),
+        kind: args.kind.clone(),
+        implementer_runtime: args.runtime.clone().unwrap_or_default(),
+        checkout,
+        base: args.base.clone().unwrap_or_default(),
+        title: args.title.clone(),
+        instructions: args.instructions.clone(),
+        ..Attribution::default()
+    };
+    let mut tx = skillforge_store::templates::begin_write(&store).await?;
+    let created = upsert_attribution(&mut tx, &attribution).await?;
+    tx.commit().await.context("commit attribution")?;
+    if ctx.json {
+        print_json(&json!({
+            "repo": attribution.repo, "pr": attribution.pr, "template_id": attribution.template_id,
+            "template_version_id": attribution.template_version_id, "resolved_commit": attribution.resolved_commit,
+            "kind": attribution.kind, "created": created,
+        }));
+    } else {
+        println!("{}#{} attributed to {} ({})", attribution.repo, attribution.pr, attribution.template_version_id, attribution.kind);
+    }
+    Ok(OK)
+}
+
+async fn outcome(ctx: &Context, args: OutcomeArgs) -> CliResult {
+    check_pr(&args.repo, args.pr)?;
+    let name = match args.outcome {
+        OutcomeArg::Merged => "merged",
+        OutcomeArg::Blocked => "blocked",
+        OutcomeArg::ChangesRequested => "changes_requested",
+        OutcomeArg::Reverted => "reverted",
+    };
+    let ci = args.ci.map(|c| match c {
+        CiArg::External => "external",
+        CiArg::None => "none",
+        CiArg::Gitmoot => "gitmoot",
+    });
+    let outcome = parse_outcome(name, ci, args.rounds).map_err(|m| CliError::usage(anyhow!(m)))?;
+    let config = ctx.config.skillopt.harvest_config();
+    if !config.is_enabled() {
+        // S-13: no harvester is constructed; nothing is read or written.
+        if ctx.json {
+            print_json(&json!({"harvested": false, "reason": "auto_trace_disabled", "rows": [], "legs": []}));
+        } else {
+            eprintln!("auto-trace harvesting is off ([skillopt] auto_trace_enabled); nothing recorded");
+        }
+        return Ok(OK);
+    }
+    let event = HarvestEvent::Outcome {
+        repo: args.repo.clone(),
+        pr: args.pr,
+        outcome,
+        ci_shas: args.head.iter().cloned().collect(),
+        head: args.head.clone(),
+        body: args.reverts_body.clone(),
+    };
+    let store = ctx.store().await?;
+    let reviewers = available_reviewers(&config);
+    let report = harvest(&store, &config, &event, &reviewers)
+        .await
+        .map_err(|e| CliError::env(anyhow!(e).context("harvest outcome (recorded as auto_trace_harvest_failed)")))?;
+    let legs = if report.legs.is_empty() {
+        Vec::new()
+    } else {
+        let backend = ctx.queue().await?;
+        let legs = dispatch_legs(backend.as_ref(), &store, &report.legs).await.map_err(|e| CliError::env(anyhow!(e)))?;
+        if args.wait {
+            for (_, job_id) in &legs {
+                await_job(ctx, &backend, job_id, skillforge_engine::DEFAULT_QUEUE, true).await?;
+            }
+        }
+        legs
+    };
+    print_report(ctx, &report, &legs);
+    Ok(OK)
+}
+
+fn print_report(ctx: &Context, report: &HarvestReport, legs: &[(skillforge_workflows::harvest::legs::Leg, String)]) {
+    let legs_json: Vec<_> = legs.iter().map(|(leg, id)| json!({"leg": leg.name(), "job_id": id})).collect();
+    if ctx.json {
+        print_json(&json!({"harvested": !report.rows.is_empty(), "rows": report.rows, "skipped": report.skipped, "legs": legs_json}));
+        return;
+    }
+    for row in &report.rows {
+        let score = row.score.map(|s| format!("{s:.3}")).unwrap_or_else(|| "none".into());
+        let how = if row.inserted { "wrote" } else { "rewrote" };
+        println!("{how} {} {} ({}): choice {}, score {score}", row.run_id, row.item_id, row.reviewer, row.choice);
+    }
+    for why in &report.skipped {
+        eprintln!("skipped: {why}");
+    }
+    for (leg, id) in legs {
+        println!("leg {} enqueued as job {id}", leg.name());
+    }
+}
+
+async fn events(ctx: &Context, args: EventsArgs) -> CliResult {
+    let store = ctx.store().await?;
+    let filter = args.repo.as_deref().zip(args.pr);
+    let events = list_events(store.pool(), filter).await?;
+    if ctx.json {
+        let rows: Vec<_> = events
+            .iter()
+            .map(|e| json!({"job_id": e.job_id, "repo": e.repo, "pr": e.pr, "event": e.event, "detail": e.detail, "created_at": e.created_at}))
+            .collect();
+        print_json(&rows);
+    } else {
+        for e in &events {
+            println!("{} {}#{} {} {}", e.created_at, e.repo, e.pr, e.event, e.detail);
+        }
+    }
+    Ok(OK)
+}
+
+async fn status(ctx: &Context) -> CliResult {
+    let store = ctx.store().await?;
+    let count = |table: &'static str| {
+        let pool = store.pool().clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
+                .fetch_one(&pool)
+                .await
+        }
+    };
+    let runs: Vec<String> = sqlx::query_scalar("SELECT id FROM eval_runs WHERE id LIKE 'auto-trace:%' ORDER BY id")
+        .fetch_all(store.pool())
+        .await?;
+    let value = json!({
+        "eval_runs": count("eval_runs").await?,
+        "eval_review_items": count("eval_review_items").await?,
+        "feedback_events": count("feedback_events").await?,
+        "auto_trace_runs": runs,
+        "auto_trace_enabled": ctx.config.skillopt.harvest_config().is_enabled(),
+    });
+    if ctx.json {
+        print_json(&value);
+    } else {
+        println!("{value:#}");
+    }
+    Ok(OK)
+}

@@ -1,0 +1,284 @@
+//! The three harvest legs as durable jobs, and their reports → rows (seed: SkillOpt,
+//! "Deterministic hard-verifier tier", "Deterministic checker objective signal", "Cross-family
+//! review soft signal"; facts §5; S-26, S-27, S-30, S-33).
+//!
+//! Each leg is a job of workflow [`super::WORKFLOW`] on the fleet (runner `sandbox`, `checker` or
+//! `agent`), timeout-bounded, off the merge path. Its row is written by the control plane when the
+//! result is ingested ([`super::HarvestHandler`]); a leg that fails writes no row and records its
+//! `*_failed` job event.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use skillforge_contract::EvaluatorScore;
+use skillforge_engine::JobSpec;
+use skillforge_runner_agent::AgentPayload;
+use skillforge_runner_checker::{CheckReport, Checker, CheckerPayload};
+use skillforge_runner_sandbox::{SandboxPayload, Verdict, VerifyReport};
+
+use super::config::{CHECKERS_LEG_TIMEOUT, HARD_VERIFIER_LEG_TIMEOUT, REVIEW_LEG_TIMEOUT};
+use super::outcome::{RowPlan, project};
+use super::review::{Reviewer, parse_rubric};
+use super::{CHECKER_REVIEWER, REVIEW_REVIEWER, VERIFIER_REVIEWER, WORKFLOW};
+
+/// Score at or above which a leg row is choice `a` (facts §5; a mean of exactly 0.5 is `a`,
+/// resolutions §8).
+pub const CHOICE_THRESHOLD: f64 = 0.5;
+
+/// A harvest leg.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Leg {
+    /// Operator commands in a sandboxed clone at the merged head (runner `sandbox`).
+    HardVerifier,
+    /// Deterministic checker dimensions of the change (runner `checker`).
+    Checkers,
+    /// A read-only rubric review by another model family (runner `agent`).
+    Review,
+}
+
+impl Leg {
+    /// Every leg, in dispatch order.
+    pub const ALL: [Leg; 3] = [Leg::HardVerifier, Leg::Checkers, Leg::Review];
+
+    /// Stable name, also the job stage: `hard_verifier`, `checkers`, `review`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Leg::HardVerifier => "hard_verifier",
+            Leg::Checkers => "checkers",
+            Leg::Review => "review",
+        }
+    }
+
+    /// The leg named `name`.
+    pub fn from_name(name: &str) -> Option<Leg> {
+        Leg::ALL.into_iter().find(|l| l.name() == name)
+    }
+
+    /// The job event a failure of this leg records (S-33).
+    pub fn failed_event(self) -> &'static str {
+        match self {
+            Leg::HardVerifier => "hard_verifiers_failed",
+            Leg::Checkers => "deterministic_checkers_failed",
+            Leg::Review => "cross_family_review_failed",
+        }
+    }
+
+    /// The leg's wall-clock budget (facts §5).
+    pub fn timeout(self) -> Duration {
+        match self {
+            Leg::HardVerifier => HARD_VERIFIER_LEG_TIMEOUT,
+            Leg::Checkers => CHECKERS_LEG_TIMEOUT,
+            Leg::Review => REVIEW_LEG_TIMEOUT,
+        }
+    }
+
+    /// Item id of this leg's row: `hard#<repo>#<pr>`, `checker#…`, `review#…` (S-27).
+    pub fn item_id(self, repo: &str, pr: i64) -> String {
+        let prefix = match self {
+            Leg::HardVerifier => "hard",
+            Leg::Checkers => "checker",
+            Leg::Review => "review",
+        };
+        format!("{prefix}#{repo}#{pr}")
+    }
+}
+
+/// The idempotency key of a leg job: one job per (leg, PR, merged head[, reviewer]); the result
+/// handler finds the harvest context by it.
+pub fn dispatch_key(leg: Leg, run_id: &str, repo: &str, pr: i64, head: &str, reviewer: Option<&str>) -> String {
+    let by = reviewer.map(|r| format!(":{r}")).unwrap_or_default();
+    format!("harvest:{}:{run_id}:{repo}#{pr}@{head}{by}", leg.name())
+}
+
+fn leg_spec(leg: Leg, kind: &str, payload: serde_json::Value, key: String) -> JobSpec {
+    let mut spec = JobSpec::new(kind, payload);
+    spec.workflow = WORKFLOW.to_owned();
+    spec.stage = leg.name().to_owned();
+    spec.idempotency_key = Some(key);
+    // The run's own budget plus time to clone/clean up; a failing verdict is an answer, not a retry.
+    spec.timeout_ms = (leg.timeout().as_secs() + 60) * 1000;
+    spec.retry_failed_runs = false;
+    spec
+}
+
+/// The hard-verifier job: `commands` via `sh -c` in a `git clone --local` of `checkout` at `head`,
+/// budget [`HARD_VERIFIER_LEG_TIMEOUT`].
+pub fn hard_verifier_spec(checkout: PathBuf, head: &str, commands: Vec<String>, key: String) -> JobSpec {
+    let mut payload = SandboxPayload::new(checkout, head.to_owned(), commands);
+    payload.timeout_secs = Some(HARD_VERIFIER_LEG_TIMEOUT.as_secs());
+    leg_spec(Leg::HardVerifier, "sandbox", serde_json::to_value(&payload).unwrap_or_default(), key)
+}
+
+/// The checker job over `base..head` of `checkout`, budget [`CHECKERS_LEG_TIMEOUT`].
+pub fn checkers_spec(checkout: PathBuf, base: &str, head: &str, checkers: Vec<Checker>, key: String) -> JobSpec {
+    let payload = CheckerPayload::commits(checkout, base.to_owned(), head.to_owned(), checkers);
+    leg_spec(Leg::Checkers, "checker", serde_json::to_value(&payload).unwrap_or_default(), key)
+}
+
+/// The review job: `prompt` to runtime `runtime`, working in `workdir` (read-only by
+/// instruction), budget [`REVIEW_LEG_TIMEOUT`].
+pub fn review_spec(runtime: &str, prompt: String, workdir: Option<PathBuf>, key: String) -> JobSpec {
+    let mut payload = AgentPayload::new(runtime, prompt);
+    payload.workdir = workdir;
+    payload.timeout_secs = Some(REVIEW_LEG_TIMEOUT.as_secs());
+    leg_spec(Leg::Review, "agent", serde_json::to_value(&payload).unwrap_or_default(), key)
+}
+
+fn choice_for(score: f64) -> &'static str {
+    if score >= CHOICE_THRESHOLD { "a" } else { "b" }
+}
+
+/// The hard row (`hard#<repo>#<pr>`, `gitmoot-verifier`): pass → hard 1.0 / a, fail → hard 0.0 /
+/// b; a skipped verdict (not runnable, no commands) → `None`, no row (S-38, S-39). Item tags:
+/// `hard_verifier`, `hard_passed`, `hard_score`, `command_results`.
+pub fn hard_row(repo: &str, pr: i64, report: &VerifyReport) -> Option<RowPlan> {
+    let hard = report.verdict.hard()?;
+    let passed = report.verdict == Verdict::Pass;
+    let reason = report.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
+    let text = if passed {
+        format!("Hard verifier passed at {}: every command exited 0.", report.commit)
+    } else {
+        format!("Hard verifier failed at {}{reason}.", report.commit)
+    };
+    let signal = project(&EvaluatorScore { hard: Some(hard), ..EvaluatorScore::default() }, &text);
+    let command_results: Vec<serde_json::Value> = report
+        .commands
+        .iter()
+        .map(|c| json!({"command": c.command, "status": c.status, "exit_code": c.exit_code, "duration_ms": c.duration_ms}))
+        .collect();
+    Some(RowPlan {
+        item_id: Leg::HardVerifier.item_id(repo, pr),
+        title: format!("hard verifier {repo}#{pr}"),
+        item_metadata: json!({
+            "hard_verifier": true,
+            "hard_passed": passed,
+            "hard_score": signal.score,
+            "command_results": command_results,
+            "head": report.commit,
+        }),
+        reviewer: VERIFIER_REVIEWER,
+        choice: choice_for(signal.score),
+        signal,
+    })
+}
+
+/// The checker row (`checker#<repo>#<pr>`, `gitmoot-checker`): the scored dimensions as
+/// `dimension_scores`, fused by their mean; mean < 0.5 → b. Every dimension skipped → `None`
+/// (resolutions §9: a re-run replaces the row with the new dimension set). Item tags:
+/// `objective`, `checker_score`, `dimension_scores`.
+pub fn checker_row(repo: &str, pr: i64, report: &CheckReport) -> Option<RowPlan> {
+    let dimensions: BTreeMap<String, f64> =
+        report.dimensions.iter().filter_map(|d| d.score.map(|s| (d.name.clone(), s))).collect();
+    if dimensions.is_empty() {
+        return None;
+    }
+    let skipped: Vec<String> = report
+        .dimensions
+        .iter()
+        .filter_map(|d| d.skipped.as_ref().map(|why| format!("{} skipped: {why}", d.name)))
+        .collect();
+    let mut text = format!("Deterministic checkers over {} dimension(s).", dimensions.len());
+    if !skipped.is_empty() {
+        text.push(' ');
+        text.push_str(&skipped.join("; "));
+    }
+    let score = EvaluatorScore { dimension_scores: dimensions.clone(), ..EvaluatorScore::default() };
+    let signal = project(&score, &text);
+    Some(RowPlan {
+        item_id: Leg::Checkers.item_id(repo, pr),
+        title: format!("checkers {repo}#{pr}"),
+        item_metadata: json!({"objective": true, "checker_score": signal.score, "dimension_scores": dimensions}),
+        reviewer: CHECKER_REVIEWER,
+        choice: choice_for(signal.score),
+        signal,
+    })
+}
+
+/// The review row (`review#<repo>#<pr>`, `gitmoot-review`) from the reviewer's final message: the
+/// rubric as `dimension_scores`, fused by the mean; mean < 0.5 → b (S-30). No rubric → `None`.
+/// Item tags: `judge_derived`, `reviewer_runtime` (the family), `rubric_score`,
+/// `dimension_scores`, and `self_family = true` on the same-family fallback (S-29).
+pub fn review_row(repo: &str, pr: i64, reviewer: &Reviewer, message: &str) -> Option<RowPlan> {
+    let (dimensions, notes) = parse_rubric(message);
+    if dimensions.is_empty() {
+        return None;
+    }
+    let tag = if reviewer.self_family { "same-family (fallback)" } else { "cross-family" };
+    let mut text = format!("{tag} review by {} ({}).", reviewer.runtime, reviewer.family);
+    if !notes.trim().is_empty() {
+        text.push(' ');
+        text.push_str(notes.trim());
+    }
+    let score = EvaluatorScore { dimension_scores: dimensions.clone(), ..EvaluatorScore::default() };
+    let signal = project(&score, &text);
+    let mut metadata = json!({
+        "judge_derived": true,
+        "reviewer_runtime": reviewer.family,
+        "rubric_score": signal.score,
+        "dimension_scores": dimensions,
+    });
+    if reviewer.self_family {
+        metadata["self_family"] = json!(true);
+    }
+    Some(RowPlan {
+        item_id: Leg::Review.item_id(repo, pr),
+        title: format!("review {repo}#{pr}"),
+        item_metadata: metadata,
+        reviewer: REVIEW_REVIEWER,
+        choice: choice_for(signal.score),
+        signal,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use skillforge_runner_checker::DimensionResult;
+
+    use super::*;
+
+    fn reviewer(self_family: bool) -> Reviewer {
+        Reviewer { runtime: "claude".into(), family: "claude".into(), self_family }
+    }
+
+    #[test]
+    fn s30_review_mean_drives_the_choice() {
+        let low = review_row("a/b", 1, &reviewer(false), r#"{"coverage":0.2,"fidelity":0.4}"#).unwrap();
+        assert_eq!((low.choice, low.item_id.as_str(), low.reviewer), ("b", "review#a/b#1", "gitmoot-review"));
+        assert!((low.signal.score - 0.3).abs() < 1e-9);
+        let high = review_row("a/b", 1, &reviewer(false), r#"{"coverage":0.6,"fidelity":0.8}"#).unwrap();
+        assert_eq!(high.choice, "a");
+        let half = review_row("a/b", 1, &reviewer(false), r#"{"coverage":0.5}"#).unwrap();
+        assert_eq!(half.choice, "a", "a mean of exactly 0.5 is a (resolutions §8)");
+        assert!(review_row("a/b", 1, &reviewer(false), r#"{"verdict":"a"}"#).is_none());
+        assert!(high.item_metadata.get("self_family").is_none());
+        let fallback = review_row("a/b", 1, &reviewer(true), r#"{"coverage":0.6}"#).unwrap();
+        assert_eq!(fallback.item_metadata["self_family"], true);
+        assert_eq!(fallback.item_metadata["judge_derived"], true);
+    }
+
+    #[test]
+    fn checker_all_skipped_writes_no_row() {
+        let skipped = DimensionResult { name: "lint".into(), score: None, skipped: Some("no tool".into()), raw: json!(null) };
+        let report = CheckReport::from_dimensions(vec![skipped.clone()]);
+        assert!(checker_row("a/b", 1, &report).is_none());
+        let scored = DimensionResult { name: "diff_size".into(), score: Some(0.2), skipped: None, raw: json!(null) };
+        let row = checker_row("a/b", 1, &CheckReport::from_dimensions(vec![scored, skipped])).unwrap();
+        assert_eq!((row.choice, row.reviewer, row.item_id.as_str()), ("b", "gitmoot-checker", "checker#a/b#1"));
+        assert_eq!(row.item_metadata["dimension_scores"], json!({"diff_size": 0.2}));
+    }
+
+    #[test]
+    fn leg_names_round_trip_and_events_are_the_seeds() {
+        for leg in Leg::ALL {
+            assert_eq!(Leg::from_name(leg.name()), Some(leg));
+        }
+        assert_eq!(Leg::HardVerifier.failed_event(), "hard_verifiers_failed");
+        assert_eq!(Leg::Checkers.failed_event(), "deterministic_checkers_failed");
+        assert_eq!(Leg::Review.failed_event(), "cross_family_review_failed");
+        assert_eq!(Leg::HardVerifier.timeout(), Duration::from_secs(900));
+    }
+}

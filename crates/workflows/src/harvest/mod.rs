@@ -1,0 +1,55 @@
+//! Automatic trace harvesting, Mode A (seed: SkillOpt, "Automatic trace-harvested feedback (Mode A,
+//! off by default)", "Cross-family review soft signal", "Deterministic checker objective signal",
+//! "Deterministic hard-verifier tier"; facts §5; rules S-13..S-33).
+//!
+//! * [`config`]: the `[skillopt]` switches as one [`HarvestConfig`]; everything off by default.
+//! * [`outcome`]: an implement job's verifiable outcome → the floor row (pure).
+//! * [`revert`]: `Reverts owner/repo#NN` / `Reverts #NN`, same repository only (pure).
+//! * [`legs`]: the hard-verifier, checker and review legs as job specs, and their reports → rows (pure).
+//! * [`review`]: reviewer selection (cross-family, else a tagged same-family fallback) and the rubric.
+//! * [`webhook`]: GitHub webhook signatures and payloads → [`HarvestEvent`]s (pure).
+//! * [`apply`]: the control-plane writes: events → rows in one transaction, leg dispatch, and
+//!   [`HarvestHandler`], the engine `ResultHandler` that turns a finished leg job into its row.
+//!
+//! **Architecture Invariant:** the harvester writes only `eval_runs`, `eval_review_items` and
+//! `feedback_events` (plus its own bookkeeping tables), and only from the control plane; a leg
+//! job's worker never touches the store (S-14, DESIGN §3).
+
+pub mod apply;
+pub mod config;
+pub mod legs;
+pub mod outcome;
+pub mod review;
+pub mod revert;
+pub mod webhook;
+
+pub use apply::{HarvestError, HarvestHandler, HarvestReport, LegDispatch, apply_event, available_reviewers, dispatch_legs, harvest};
+pub use config::HarvestConfig;
+pub use outcome::{CiEvidence, HarvestEvent, Outcome, RowPlan};
+
+/// Source of every harvested feedback row (facts §5).
+pub const AUTO_TRACE_SOURCE: &str = "auto-trace";
+/// `eval_runs.metadata_json.feedback_source` of an auto-trace run.
+pub const AUTOMATIC_TRACE: &str = "automatic_trace";
+/// State of an auto-trace run (facts §5).
+pub const AUTO_TRACE_RUN_STATE: &str = "ready";
+/// Reviewer sentinel of the verifiable-floor row (item `<repo>#<pr>`).
+pub const FLOOR_REVIEWER: &str = "gitmoot-auto";
+/// Reviewer sentinel of the cross-family review row (item `review#<repo>#<pr>`).
+pub const REVIEW_REVIEWER: &str = "gitmoot-review";
+/// Reviewer sentinel of the deterministic checker row (item `checker#<repo>#<pr>`).
+pub const CHECKER_REVIEWER: &str = "gitmoot-checker";
+/// Reviewer sentinel of the hard-verifier row (item `hard#<repo>#<pr>`).
+pub const VERIFIER_REVIEWER: &str = "gitmoot-verifier";
+/// Workflow name of harvest leg jobs (what the dispatching result handler keys on).
+pub const WORKFLOW: &str = "harvest";
+
+/// `auto-trace:<template_version_id>` (S-15).
+pub fn run_id(template_version_id: &str) -> String {
+    format!("auto-trace:{template_version_id}")
+}
+
+/// The floor item id `<repo>#<pr>` (S-15).
+pub fn floor_item_id(repo: &str, pr: i64) -> String {
+    format!("{repo}#{pr}")
+}
