@@ -78,6 +78,9 @@ enum Command {
     /// Automatic trace harvesting (Mode A): attributions, outcomes, leg events, status.
     #[command(subcommand)]
     Harvest(commands::harvest::HarvestCommand),
+    /// Train mode: start a session, watch its status, continue through its gates, recover an optimizer result.
+    #[command(subcommand)]
+    Train(commands::train::TrainCommand),
     /// The scripted agent runtime (deterministic, no model): prompt on stdin, answer on stdout.
     #[command(name = "agent-scripted", hide = true)]
     AgentScripted {
@@ -131,6 +134,7 @@ fn main() -> ExitCode {
             Command::Export(args) => commands::export::run(&ctx, args).await,
             Command::Optimizer(cmd) => commands::optimizer::run(&ctx, cmd).await,
             Command::Harvest(cmd) => commands::harvest::run(&ctx, cmd).await,
+            Command::Train(cmd) => commands::train::run(&ctx, cmd).await,
             Command::AgentScripted { .. } => unreachable!("handled before the runtime starts"),
         }
     });

@@ -2,3 +2,5 @@
 
 pub mod distill;
 pub mod harvest;
+pub mod packet;
+pub mod train;

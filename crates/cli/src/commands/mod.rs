@@ -14,6 +14,7 @@ pub mod review;
 pub mod serve;
 pub mod signals;
 pub mod template;
+pub mod train;
 pub mod verify;
 pub mod wait;
 pub mod worker;

@@ -1,0 +1,396 @@
+//! `skillforge train start|status|continue|recover`: train mode (seed SkillOpt "Complete
+//! train-mode path", steps 1–10; facts §3). The steps live in [`skillforge_workflows::train`];
+//! this module parses arguments, waits for jobs (serving the embedded queue with an in-process
+//! worker when no worker is live), shows progress and maps errors to exit codes.
+//!
+//! Exit codes: 0 done (including "waiting for a human"); 1 a stage failed (generation, optimizer,
+//! candidate import; `recovery_available` is said when it is); 2 invalid input or a refused
+//! request (S-98, S-99, a decision at the wrong time); 3 blocked by the environment
+//! (`blocked_config`: a missing optimizer executable) or an unreachable queue/store.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use clap::{Args, Subcommand};
+use skillforge_engine::ingest::ingest_once;
+use skillforge_engine::worker::{PRESENCE_LOCK_PREFIX, Worker, WorkerConfig};
+use skillforge_engine::{EngineError, Job, JobState, LeaseKind, LeaseStatus, QueueBackend};
+use skillforge_store::Store;
+use skillforge_store::blobs::BlobStore;
+use skillforge_workflows::train::control::{
+    ContinueRequest, DEFAULT_RUNTIME, StartRequest, StepReport, continue_session, recover, start,
+};
+use skillforge_workflows::train::items::parse_items;
+use skillforge_workflows::train::status::session_status;
+use skillforge_workflows::train::{JobWaiter, Reporter, TrainEnv, TrainError, TrainResultHandler, TrainWorkflow};
+use tokio_util::sync::CancellationToken;
+
+use crate::context::Context;
+use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
+use crate::output::print_json;
+
+/// `skillforge train ...`.
+#[derive(Debug, Subcommand)]
+pub enum TrainCommand {
+    /// Start a train session: template, target repo, workspace repo, request and review items.
+    Start(StartArgs),
+    /// Show a session's status_phase, progress, locks, candidate and next action.
+    Status(StatusArgs),
+    /// Advance a session to its next human gate, apply a decision, or start the next iteration.
+    Continue(ContinueArgs),
+    /// Import a completed optimizer result (candidate or no-candidate) from an out-root.
+    Recover(RecoverArgs),
+}
+
+/// Arguments of `train start`.
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// Template: `ID` (current version), `ID@vN` or `ID@latest`.
+    #[arg(long)]
+    template: String,
+    /// Target repository (`owner/repo`) the template works on.
+    #[arg(long)]
+    repo: String,
+    /// Workspace repository for review work; without it the session stays at request_confirmed (S-98).
+    #[arg(long = "workspace-repo")]
+    workspace_repo: Option<String>,
+    /// What the operator wants improved.
+    #[arg(long)]
+    request: String,
+    /// YAML file with the review items (`items: [{id, title, input}]`).
+    #[arg(long = "items-file", value_name = "FILE")]
+    items_file: PathBuf,
+    /// Confirm the request without asking.
+    #[arg(long)]
+    yes: bool,
+    /// Session id (default: generated).
+    #[arg(long)]
+    session: Option<String>,
+    /// Agent runtime that generates options (`scripted`, `claude`, `codex`, `opencode`).
+    #[arg(long, default_value = DEFAULT_RUNTIME)]
+    runtime: String,
+    /// Model for the runtime.
+    #[arg(long)]
+    model: Option<String>,
+    /// Review mode: explore (default), refine, distill, validate.
+    #[arg(long)]
+    mode: Option<String>,
+    /// Options per item (default by mode: explore 5, else 2).
+    #[arg(long)]
+    options: Option<i64>,
+}
+
+/// Arguments of `train status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Session id.
+    #[arg(long)]
+    session: String,
+    /// Include the verbose block (jobs, active locks, items, metadata status). The global
+    /// `--verbose`/`-v` given to `train status` does the same (facts §3 `--json --verbose`).
+    #[arg(long)]
+    detail: bool,
+    /// Redraw every second until interrupted.
+    #[arg(long)]
+    watch: bool,
+}
+
+/// Arguments of `train continue`.
+#[derive(Debug, Args)]
+pub struct ContinueArgs {
+    /// Session id.
+    #[arg(long)]
+    session: String,
+    /// Optimizer backend (`distill` by default; see workflows/train.toml and <home>/train.toml).
+    #[arg(long)]
+    backend: Option<String>,
+    /// Promote this candidate version.
+    #[arg(long, conflicts_with = "reject")]
+    promote: Option<String>,
+    /// Reject this candidate version (needs --reason).
+    #[arg(long, requires = "reason")]
+    reject: Option<String>,
+    /// Why the candidate is rejected.
+    #[arg(long)]
+    reason: Option<String>,
+    /// Start the next iteration (only after the current one is resolved; S-99).
+    #[arg(long = "start-next")]
+    start_next: bool,
+    /// Enqueue this step's jobs and return without waiting; the next `continue` picks them up.
+    #[arg(long = "no-wait")]
+    no_wait: bool,
+}
+
+/// Arguments of `train recover`.
+#[derive(Debug, Args)]
+pub struct RecoverArgs {
+    /// Session id.
+    #[arg(long)]
+    session: String,
+    /// The optimizer's out-root (its `attempts/attempt-NNN/candidate.json`).
+    #[arg(long = "out-root", value_name = "DIR")]
+    out_root: PathBuf,
+}
+
+/// Dispatches a `train` subcommand.
+pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
+    let workflow = TrainWorkflow::for_home(&ctx.home).map_err(CliError::usage)?;
+    let store = ctx.store().await?;
+    let queue = ctx.queue().await?;
+    let waiter = CliWaiter { ctx, queue: queue.clone(), store: store.clone() };
+    let reporter = StderrReporter { quiet: false };
+    let skillforge_bin = std::env::var_os("SKILLFORGE_BIN")
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| PathBuf::from("skillforge"));
+    let env = TrainEnv {
+        store: &store,
+        queue: &queue,
+        home: &ctx.home,
+        workflow: &workflow,
+        skillforge_bin,
+        waiter: &waiter,
+        reporter: &reporter,
+    };
+    match cmd {
+        TrainCommand::Start(args) => run_start(ctx, &env, args).await,
+        TrainCommand::Status(args) => run_status(ctx, &env, args).await,
+        TrainCommand::Continue(args) => {
+            let req = ContinueRequest {
+                backend: args.backend,
+                promote: args.promote,
+                reject: args.reject.map(|v| (v, args.reason.clone().unwrap_or_default())),
+                start_next: args.start_next,
+                wait: !args.no_wait,
+            };
+            let result = continue_session(&env, &args.session, &req).await;
+            let _ = ingest_once(queue.as_ref(), &store, &TrainResultHandler { blobs: BlobStore::in_home(&ctx.home) }).await;
+            finish(ctx, result)
+        }
+        TrainCommand::Recover(args) => {
+            let out_root = std::path::absolute(&args.out_root).unwrap_or(args.out_root);
+            finish(ctx, recover(&env, &args.session, &out_root).await)
+        }
+    }
+}
+
+async fn run_start(ctx: &Context, env: &TrainEnv<'_>, args: StartArgs) -> CliResult {
+    let file = args.items_file.display().to_string();
+    let text = std::fs::read_to_string(&args.items_file).map_err(|e| CliError::usage(anyhow!("read items file `{file}`: {e}")))?;
+    let items = parse_items(&text, &file).map_err(|e| CliError::usage(anyhow!(e)))?;
+    if !args.yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(CliError::usage(anyhow!("confirm the request with --yes (stdin is not a terminal)")));
+        }
+        eprintln!("train {} on {} for: {}\n{} items. Start? [y/N] ", args.template, args.repo, args.request, items.len());
+        let mut answer = String::new();
+        let _ = std::io::stdin().read_line(&mut answer);
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            return Err(CliError::usage(anyhow!("not confirmed; nothing was written")));
+        }
+    }
+    let req = StartRequest {
+        session_id: args.session,
+        template: args.template,
+        repo: args.repo,
+        workspace_repo: args.workspace_repo.filter(|w| !w.trim().is_empty()),
+        request: args.request,
+        items,
+        runtime: args.runtime,
+        model: args.model,
+        mode: args.mode,
+        options: args.options,
+        task_kind: String::new(),
+    };
+    finish(ctx, start(env, &req).await)
+}
+
+/// Prints a step report (or the error) and returns the exit code.
+fn finish(ctx: &Context, result: Result<StepReport, TrainError>) -> CliResult {
+    match result {
+        Ok(report) => {
+            if ctx.json {
+                print_json(&report);
+            } else {
+                for step in &report.steps {
+                    eprintln!("• {step}");
+                }
+                println!("session {} · iteration {} · {}", report.session_id, report.iteration_id, report.state);
+                if let Some(v) = &report.candidate_version {
+                    println!("candidate: {v}");
+                }
+                println!("next: {}", report.next_action);
+            }
+            Ok(OK)
+        }
+        Err(e) => Err(train_error(e)),
+    }
+}
+
+fn train_error(e: TrainError) -> CliError {
+    match e {
+        TrainError::Invalid(_) | TrainError::Refused(_) => CliError::usage(anyhow!(e)),
+        TrainError::Failed(_) => CliError { code: CHECK_FAILED, error: anyhow!(e) },
+        TrainError::Blocked(_) | TrainError::Env(_) | TrainError::Store(_) | TrainError::Engine(_) => CliError::env(anyhow!(e)),
+    }
+}
+
+async fn run_status(ctx: &Context, env: &TrainEnv<'_>, mut args: StatusArgs) -> CliResult {
+    // `--verbose` is also the global log-level flag; on `train status` it asks for the verbose block.
+    args.detail |= std::env::args().any(|a| a == "--verbose" || (a.starts_with('-') && !a.starts_with("--") && a.contains('v')));
+    let verbose = args.detail;
+    if !args.watch {
+        let status = session_status(env, &args.session, verbose).await.map_err(train_error)?;
+        print_status(ctx, &status, verbose);
+        return Ok(OK);
+    }
+    let stop = crate::commands::signals::shutdown_on_signal();
+    let is_terminal = std::io::stdout().is_terminal();
+    let mut last = String::new();
+    while !stop.is_cancelled() {
+        let status = session_status(env, &args.session, verbose).await.map_err(train_error)?;
+        let phase = status["status_phase"].as_str().unwrap_or_default().to_owned();
+        if is_terminal {
+            print!("\x1b[2J\x1b[H");
+            print_status(ctx, &status, verbose);
+        } else if phase != last {
+            print_status(ctx, &status, verbose);
+        }
+        last = phase;
+        tokio::select! {
+            () = stop.cancelled() => {}
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+    Ok(OK)
+}
+
+fn print_status(ctx: &Context, status: &serde_json::Value, verbose: bool) {
+    if ctx.json {
+        print_json(status);
+        return;
+    }
+    let s = |k: &str| status[k].as_str().unwrap_or("-").to_owned();
+    println!("session {} · iteration {} · {}", s("session_id"), s("iteration_id"), s("template_version"));
+    println!("status_phase: {} (state {})", s("status_phase"), s("current_phase"));
+    let p = &status["progress"];
+    println!(
+        "progress: {} items, {} options, {} ranked events, {} pairwise preferences",
+        p["review_items"], p["generated_options"], p["ranked_feedback_events"], p["pairwise_preferences"]
+    );
+    if let Some(v) = status["candidate_version"].as_str() {
+        println!("candidate: {v}");
+    }
+    if let Some(r) = status["no_candidate_reason"].as_str() {
+        println!("no candidate: {r}");
+    }
+    if status["recovery_available"].as_bool() == Some(true) {
+        println!("recovery available");
+    }
+    if verbose {
+        for lock in status["verbose"]["active_locks"].as_array().into_iter().flatten() {
+            println!(
+                "lock {} [{}] owner {}@{} pid {} heartbeat {}ms ago",
+                lock["key"].as_str().unwrap_or_default(),
+                lock["status"].as_str().unwrap_or_default(),
+                lock["owner_worker"].as_str().unwrap_or_default(),
+                lock["owner_hostname"].as_str().unwrap_or_default(),
+                lock["owner_pid"],
+                lock["heartbeat_age_ms"]
+            );
+        }
+    }
+    println!("next: {}", s("next_action"));
+}
+
+struct StderrReporter {
+    quiet: bool,
+}
+
+impl Reporter for StderrReporter {
+    fn step(&self, line: &str) {
+        if !self.quiet {
+            eprintln!("{line}");
+        }
+    }
+}
+
+/// Waits for jobs: on the embedded queue, an in-process worker runs them while no other worker
+/// is live (re-checked every second, so a killed worker's jobs are picked up once its presence
+/// lock stops being active); a spinner on a terminal.
+struct CliWaiter<'a> {
+    ctx: &'a Context,
+    queue: Arc<dyn QueueBackend>,
+    store: Store,
+}
+
+async fn has_active_worker(queue: &dyn QueueBackend) -> Result<bool, EngineError> {
+    let now = queue.now_ms().await?;
+    Ok(queue.leases().await?.iter().any(|l| {
+        l.kind == LeaseKind::Lock && l.name.starts_with(PRESENCE_LOCK_PREFIX) && l.status(now) == LeaseStatus::Active
+    }))
+}
+
+#[async_trait::async_trait]
+impl JobWaiter for CliWaiter<'_> {
+    async fn wait_jobs(&self, ids: &[String], what: &str) -> Result<Vec<Job>, EngineError> {
+        let bar = (!self.ctx.json && std::io::stderr().is_terminal()).then(|| {
+            let b = indicatif::ProgressBar::new_spinner();
+            b.enable_steady_tick(Duration::from_millis(120));
+            b
+        });
+        let mut local: Option<(CancellationToken, tokio::task::JoinHandle<()>)> = None;
+        let mut last_check = std::time::Instant::now() - Duration::from_secs(10);
+        let result = loop {
+            let mut jobs = Vec::with_capacity(ids.len());
+            for id in ids {
+                match self.queue.get(id).await? {
+                    Some(job) => jobs.push(job),
+                    None => return Err(EngineError::NotFound(id.clone())),
+                }
+            }
+            let n_done = jobs.iter().filter(|j| j.state.is_terminal() || j.state == JobState::Stale).count();
+            if let Some(b) = &bar {
+                let running = jobs.iter().filter(|j| j.state == JobState::Running).count();
+                b.set_message(format!("{what}: {n_done}/{} done, {running} running", jobs.len()));
+            }
+            if n_done == jobs.len() {
+                break jobs;
+            }
+            if self.ctx.queue_url.is_embedded() && local.is_none() && last_check.elapsed() >= Duration::from_secs(1) {
+                last_check = std::time::Instant::now();
+                if !has_active_worker(self.queue.as_ref()).await? {
+                    local = Some(self.start_local_worker());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        if let Some((stop, handle)) = local {
+            stop.cancel();
+            let _ = handle.await;
+        }
+        let _ = &self.store;
+        Ok(result)
+    }
+}
+
+impl CliWaiter<'_> {
+    fn start_local_worker(&self) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+        let mut config = WorkerConfig::new("local", self.ctx.scratch_root());
+        config.concurrency = self.ctx.config.worker.concurrency.unwrap_or(4);
+        config.grace = Duration::from_secs(2);
+        crate::runners::clean_leftovers(&self.ctx.scratch_root());
+        let worker = Worker::new(config, self.queue.clone(), crate::runners::all());
+        let stop = CancellationToken::new();
+        let s = stop.clone();
+        (stop, tokio::spawn(async move {
+            worker.run(s).await;
+        }))
+    }
+}

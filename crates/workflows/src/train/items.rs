@@ -1,0 +1,91 @@
+//! The `--items-file` of `train start` (seed "Complete train-mode path" step 1): the review items
+//! every iteration of a session generates options for.
+//!
+//! ```yaml
+//! items:
+//!   - id: fix-login          # required; letters, digits, `.`, `_`, `-`
+//!     title: Describe the login fix
+//!     input: |               # what the agent works from (a diff, a task, a page brief)
+//!       ...
+//! ```
+//!
+//! A bare list of items is accepted too. Unknown keys are refused.
+
+use serde::{Deserialize, Serialize};
+
+/// One review item of a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ItemSpec {
+    /// Item id, unique in the file: ASCII letters, digits, `.`, `_`, `-`.
+    pub id: String,
+    /// Title shown to reviewers ('' ⇒ the id).
+    #[serde(default)]
+    pub title: String,
+    /// Input the agent writes its options from.
+    #[serde(default)]
+    pub input: String,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ItemsFile {
+    Wrapped(Wrapped),
+    Bare(Vec<ItemSpec>),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wrapped {
+    items: Vec<ItemSpec>,
+}
+
+/// Parses an items file (`file` names it in errors).
+///
+/// # Errors
+/// A message naming the file: bad YAML or keys, no items, an empty, duplicate or unsafe id.
+pub fn parse_items(text: &str, file: &str) -> Result<Vec<ItemSpec>, String> {
+    let parsed: ItemsFile = serde_norway::from_str(text).map_err(|e| {
+        format!("invalid items file `{file}`: {e} (expected `items:` with a list of {{id, title, input}}; no other keys)")
+    })?;
+    let items = match parsed {
+        ItemsFile::Wrapped(w) => w.items,
+        ItemsFile::Bare(items) => items,
+    };
+    if items.is_empty() {
+        return Err(format!("items file `{file}` has no items"));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for item in &items {
+        let id = item.id.as_str();
+        if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')) || id.starts_with('.') {
+            return Err(format!("items file `{file}`: item id {id:?} must be non-empty ASCII letters, digits, `.`, `_` or `-`"));
+        }
+        if !seen.insert(id) {
+            return Err(format!("items file `{file}`: item id `{id}` appears twice"));
+        }
+    }
+    Ok(items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_files_table() {
+        let ok = parse_items("items:\n  - id: a\n    title: A\n    input: x\n  - id: b\n", "f").unwrap();
+        assert_eq!(ok.len(), 2);
+        assert_eq!(ok[1].title, "");
+        assert_eq!(parse_items("- id: a\n", "f").unwrap()[0].id, "a");
+        for (text, want) in [
+            ("items: []\n", "no items"),
+            ("items:\n  - id: a\n  - id: a\n", "twice"),
+            ("items:\n  - id: a/b\n", "must be"),
+            ("items:\n  - id: a\n    prompt: x\n", "invalid items file"),
+        ] {
+            let err = parse_items(text, "f.yml").unwrap_err();
+            assert!(err.contains(want), "{text:?}: {err}");
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Train mode (seed SkillOpt "Complete train-mode path", steps 1–10; facts §3): sessions and
+//! iterations that generate options, publish a blind review packet, sync human feedback, export
+//! the training package, run an optimizer backend, import a pending candidate, publish candidate
+//! review context, and start the next iteration only after a human decision.
+//!
+//! * [`stages`]: the stage definitions of `workflows/train.toml` and optimizer backends;
+//! * [`state`]: the iteration state machine (pure); [`phase`]: `status_phase` derivation (pure);
+//! * [`items`], [`meta`]: the items file and what sessions/iterations record;
+//! * [`generation`]: option-generation jobs and the [`TrainResultHandler`];
+//! * [`optimizer`]: backend preflight, the optimizer job, attempt dirs and the import gate;
+//! * [`control`]: `start`, `continue`, `recover` — the control plane's steps;
+//! * [`status`]: the status JSON.
+//!
+//! **Architecture Invariant:** only the control plane (the `train` command's process) writes the
+//! domain store; jobs run on workers (`agent`, `process` runners) and their results are applied
+//! here, idempotently. A human decision (filled feedback, `--promote`, `--reject --reason`) is
+//! the only thing that moves an iteration past its gates.
+
+pub mod control;
+pub mod generation;
+pub mod items;
+pub mod meta;
+pub mod optimizer;
+pub mod phase;
+pub mod stages;
+pub mod state;
+pub mod status;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use skillforge_engine::{EngineError, Job, QueueBackend};
+use skillforge_store::{Store, StoreError};
+
+pub use generation::TrainResultHandler;
+pub use stages::TrainWorkflow;
+
+/// Why a train command could not do what was asked. The CLI maps these to exit codes:
+/// `Invalid`/`Refused` 2, `Failed` 1, `Blocked`/`Env`/`Store`/`Engine` 3.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// Bad input (unknown session, template, items file, version).
+    #[error("{0}")]
+    Invalid(String),
+    /// The state machine refuses the request (S-98, S-99, a decision at the wrong time).
+    #[error("{0}")]
+    Refused(String),
+    /// A stage ran and failed (generation, optimizer, candidate import).
+    #[error("{0}")]
+    Failed(String),
+    /// The environment blocks the stage (missing optimizer executable: `blocked_config`).
+    #[error("{0}")]
+    Blocked(String),
+    /// A file could not be read or written.
+    #[error("{0}")]
+    Env(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The queue failed.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+impl From<sqlx::Error> for TrainError {
+    fn from(e: sqlx::Error) -> Self {
+        TrainError::Store(StoreError::from(e))
+    }
+}
+
+/// Waits for jobs on behalf of the control plane (the CLI serves the embedded queue with an
+/// in-process worker while it waits and shows progress on a terminal).
+#[async_trait::async_trait]
+pub trait JobWaiter: Send + Sync {
+    /// Waits until every job in `ids` is terminal or parked `stale`; returns them in order.
+    ///
+    /// # Errors
+    /// The queue's, or an unknown job id.
+    async fn wait_jobs(&self, ids: &[String], what: &str) -> Result<Vec<Job>, EngineError>;
+}
+
+/// Where progress lines go (the CLI: stderr). Nothing below the CLI prints.
+pub trait Reporter: Send + Sync {
+    /// One human line about a step taken.
+    fn step(&self, line: &str);
+}
+
+/// What every train operation needs.
+pub struct TrainEnv<'a> {
+    /// The domain store (this process is the control plane).
+    pub store: &'a Store,
+    /// The job queue.
+    pub queue: &'a Arc<dyn QueueBackend>,
+    /// The home directory (`<home>/train/<session>/…`, `<home>/blobs`).
+    pub home: &'a Path,
+    /// Stage definitions and backends.
+    pub workflow: &'a TrainWorkflow,
+    /// The skillforge binary for `{skillforge_bin}` in backend commands.
+    pub skillforge_bin: PathBuf,
+    /// Waits for jobs.
+    pub waiter: &'a dyn JobWaiter,
+    /// Progress lines.
+    pub reporter: &'a dyn Reporter,
+}
+
+impl TrainEnv<'_> {
+    /// `<home>/train/<session>`.
+    pub fn session_dir(&self, session_id: &str) -> PathBuf {
+        self.home.join("train").join(session_id)
+    }
+
+    /// `<home>/train/<session>/<iteration>`.
+    pub fn iteration_dir(&self, session_id: &str, iteration_id: &str) -> PathBuf {
+        self.session_dir(session_id).join(iteration_id)
+    }
+}

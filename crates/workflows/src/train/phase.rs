@@ -1,0 +1,155 @@
+//! `status_phase` derivation (facts §3 "status_phase derivation order"): a pure function of the
+//! lock statuses the engine reports and the iteration's metadata.
+//!
+//! Order: (1) locks — optimizer active → `optimizer_running`, heartbeat expired →
+//! `optimizer_heartbeat_stale`, stale → `blocked_stale_lock`; then generation likewise
+//! (`generating_options`, `generating_options_heartbeat_stale`, `blocked_stale_lock`);
+//! (2) metadata — optimizer preflight → `preflight_running`; recovery available and optimizer
+//! failed → `recovery_available`; optimizer failed with configuration-like error text →
+//! `blocked_config`; optimizer or candidate import failed → `failed_unrecoverable`;
+//! (3) state `optimizer_completed_no_candidate` → itself; candidate states →
+//! `optimizer_completed_candidate`; (4) recovery available → `recovery_available`;
+//! (5) the current state.
+
+/// A lock's status as the engine reports it (`LeaseView::status`; facts §3 lock status).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LockState {
+    /// Heartbeat within its period.
+    Active,
+    /// Heartbeat late but not yet stale.
+    ActiveExpiredHeartbeat,
+    /// Past `stale_after`.
+    Stale,
+}
+
+/// Everything [`derive_status_phase`] looks at.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PhaseInput<'a> {
+    /// The optimizer lock (`skillopt-train:<sid>`) or the optimizer job's lease, if held.
+    pub optimizer_lock: Option<LockState>,
+    /// The worst status among the generation jobs' leases, if any is held.
+    pub generation_lock: Option<LockState>,
+    /// Metadata optimizer status: `preflight_running`, `running`, `succeeded`, `failed`, ….
+    pub optimizer_status: &'a str,
+    /// Metadata optimizer error text.
+    pub optimizer_error: &'a str,
+    /// Metadata candidate import status (`failed` counts).
+    pub candidate_import_status: &'a str,
+    /// Metadata generation status (`running` while jobs are queued or running).
+    pub generation_status: &'a str,
+    /// The iteration state (`current_phase`).
+    pub current_phase: &'a str,
+    /// Whether recovery is available (a stale optimizer job, or a failed one that left a
+    /// completed candidate package).
+    pub recovery_available: bool,
+}
+
+/// Words in an optimizer error that make it a configuration problem (facts §3).
+pub const CONFIG_ERROR_WORDS: [&str; 11] = [
+    "config",
+    "credential",
+    "api key",
+    "openai",
+    "azure",
+    "backend",
+    "gitmoot-skillopt",
+    "executable",
+    "not found",
+    "install",
+    "path",
+];
+
+/// Whether an optimizer error reads as a configuration problem (case-insensitive).
+pub fn is_config_error(error: &str) -> bool {
+    let lower = error.to_lowercase();
+    CONFIG_ERROR_WORDS.iter().any(|w| lower.contains(w))
+}
+
+/// The status_phase in the facts' priority order (see the module docs).
+pub fn derive_status_phase(input: &PhaseInput<'_>) -> String {
+    let lock_phase = |lock: Option<LockState>, active: &str, expired: &str| {
+        lock.map(|l| match l {
+            LockState::Active => active.to_owned(),
+            LockState::ActiveExpiredHeartbeat => expired.to_owned(),
+            LockState::Stale => "blocked_stale_lock".to_owned(),
+        })
+    };
+    if let Some(p) = lock_phase(input.optimizer_lock, "optimizer_running", "optimizer_heartbeat_stale") {
+        return p;
+    }
+    if let Some(p) = lock_phase(input.generation_lock, "generating_options", "generating_options_heartbeat_stale") {
+        return p;
+    }
+    let optimizer_failed = input.optimizer_status == "failed";
+    if matches!(input.optimizer_status, "preflight_running" | "preflight") {
+        return "preflight_running".into();
+    }
+    if input.recovery_available && optimizer_failed {
+        return "recovery_available".into();
+    }
+    if optimizer_failed && is_config_error(input.optimizer_error) {
+        return "blocked_config".into();
+    }
+    if optimizer_failed || input.candidate_import_status == "failed" {
+        return "failed_unrecoverable".into();
+    }
+    match input.current_phase {
+        "optimizer_completed_no_candidate" => return "optimizer_completed_no_candidate".into(),
+        "candidate_created" | "candidate_review_published" | "candidate_promoted" | "candidate_rejected" => {
+            return "optimizer_completed_candidate".into();
+        }
+        _ => {}
+    }
+    if input.recovery_available {
+        return "recovery_available".into();
+    }
+    if input.generation_status == "running" && input.current_phase == "items_ready" {
+        // Jobs queued (not yet leased) or re-queued after a stale lease: still generating, so
+        // polling does not look frozen at items_ready (seed step 2).
+        return "generating_options".into();
+    }
+    input.current_phase.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use LockState::*;
+
+    #[test]
+    fn derivation_order_table() {
+        let base = PhaseInput { current_phase: "training_package_created", ..Default::default() };
+        let check = |input: PhaseInput<'_>, want: &str| assert_eq!(derive_status_phase(&input), want, "{input:?}");
+        check(PhaseInput { optimizer_lock: Some(Active), ..base.clone() }, "optimizer_running");
+        check(PhaseInput { optimizer_lock: Some(ActiveExpiredHeartbeat), ..base.clone() }, "optimizer_heartbeat_stale");
+        check(PhaseInput { optimizer_lock: Some(Stale), ..base.clone() }, "blocked_stale_lock");
+        // The optimizer lock wins over generation and over metadata.
+        check(
+            PhaseInput { optimizer_lock: Some(Active), generation_lock: Some(Stale), optimizer_status: "failed", ..base.clone() },
+            "optimizer_running",
+        );
+        let items = PhaseInput { current_phase: "items_ready", ..Default::default() };
+        check(PhaseInput { generation_lock: Some(Active), ..items.clone() }, "generating_options");
+        check(PhaseInput { generation_lock: Some(ActiveExpiredHeartbeat), ..items.clone() }, "generating_options_heartbeat_stale");
+        check(PhaseInput { generation_lock: Some(Stale), ..items.clone() }, "blocked_stale_lock");
+        check(PhaseInput { generation_status: "running", ..items.clone() }, "generating_options");
+        check(items.clone(), "items_ready");
+        check(PhaseInput { optimizer_status: "preflight_running", recovery_available: true, ..base.clone() }, "preflight_running");
+        check(
+            PhaseInput { optimizer_status: "failed", optimizer_error: "executable not found", recovery_available: true, ..base.clone() },
+            "recovery_available",
+        );
+        check(
+            PhaseInput { optimizer_status: "failed", optimizer_error: "optimizer backend `x`: executable `y` not found", ..base.clone() },
+            "blocked_config",
+        );
+        check(PhaseInput { optimizer_status: "failed", optimizer_error: "exit 1", ..base.clone() }, "failed_unrecoverable");
+        check(PhaseInput { candidate_import_status: "failed", ..base.clone() }, "failed_unrecoverable");
+        check(PhaseInput { current_phase: "optimizer_completed_no_candidate", ..Default::default() }, "optimizer_completed_no_candidate");
+        for s in ["candidate_created", "candidate_review_published", "candidate_promoted", "candidate_rejected"] {
+            check(PhaseInput { current_phase: s, recovery_available: true, ..Default::default() }, "optimizer_completed_candidate");
+        }
+        check(PhaseInput { recovery_available: true, ..base.clone() }, "recovery_available");
+        check(base, "training_package_created");
+    }
+}
