@@ -1,0 +1,427 @@
+//! Automatic trace harvesting (Mode A) end to end through the built binary: outcome → row
+//! mapping, revert flips, webhook signatures, legs on a fleet with a SIGKILLed worker, missing
+//! toolchains, Mode A off, and the auto-trace export (seed: SkillOpt, "Automatic trace-harvested
+//! feedback (Mode A, off by default)", "Cross-family review soft signal", "Deterministic checker
+//! objective signal", "Deterministic hard-verifier tier"; rules S-13..S-33).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use skillforge_contract::validate_training_package_json;
+use skillforge_tests::{Home, Reaped, RedisServer, free_port, two_commit_repo};
+
+const TEMPLATE: &str = "---\nid: coder\nname: Coder\ndescription: Implements changes\nkind: agent-template\nversion: 1\n\
+capabilities: [implement]\nruntime_compatibility: [codex, claude]\ntags: [code]\ninputs: [task]\noutputs: [diff]\n---\n# Code\nDo it.\n";
+const RUN: &str = "auto-trace:coder@v1";
+const SECRET: &str = "webhook-s3cret";
+
+fn write(path: &Path, text: &str) -> PathBuf {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(path, text).unwrap();
+    path.to_path_buf()
+}
+
+fn config(home: &Home, text: &str) {
+    write(&home.path().join("config.toml"), text);
+}
+
+fn install(home: &Home) {
+    let file = write(&home.path().join("in/coder.md"), TEMPLATE);
+    let out = home.run(&["template", "add", file.to_str().unwrap(), "--repo", "acme/templates"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn attribute(home: &Home, pr: u32, extra: &[&str]) {
+    let pr = pr.to_string();
+    let mut args = vec!["harvest", "attribute", "--repo", "acme/app", "--pr", &pr, "--template", "coder@v1", "--resolved-commit", "c0ffee"];
+    args.extend_from_slice(extra);
+    home.json(&args);
+}
+
+fn outcome(home: &Home, pr: u32, extra: &[&str]) -> Value {
+    let pr = pr.to_string();
+    let mut args = vec!["harvest", "outcome", "--repo", "acme/app", "--pr", &pr];
+    args.extend_from_slice(extra);
+    home.json(&args)
+}
+
+fn status(home: &Home) -> Value {
+    home.json(&["harvest", "status"])
+}
+
+/// Exports `run`; returns (bytes, JSON).
+fn export(home: &Home, run: &str) -> (String, Value) {
+    let out = home.path().join(format!("out/{}.json", run.replace([':', '@'], "_")));
+    home.json(&["export", "--run", run, "--output", out.to_str().unwrap()]);
+    let text = std::fs::read_to_string(&out).unwrap();
+    (text.clone(), serde_json::from_str(&text).unwrap())
+}
+
+fn feedback<'a>(package: &'a Value, item: &str, reviewer: &str) -> Vec<&'a Value> {
+    package["feedback_events"].as_array().unwrap().iter().filter(|e| e["item_id"] == item && e["reviewer"] == reviewer).collect()
+}
+
+fn item<'a>(package: &'a Value, id: &str) -> &'a Value {
+    package["items"].as_array().unwrap().iter().find(|i| i["id"] == id).unwrap_or_else(|| panic!("no item {id} in {package:#}"))
+}
+
+fn on(extra: &str) -> String {
+    format!("[skillopt]\nauto_trace_enabled = true\n{extra}")
+}
+
+#[test]
+fn s15_s17_s18_s20_s21_outcome_mapping_and_in_place_upserts() {
+    let home = Home::embedded();
+    install(&home);
+    config(&home, &on(""));
+    for pr in 1..=6 {
+        attribute(&home, pr, &[]);
+    }
+    outcome(&home, 1, &["--outcome", "merged", "--ci", "external", "--head", "aaa"]);
+    outcome(&home, 2, &["--outcome", "merged", "--ci", "none"]);
+    outcome(&home, 3, &["--outcome", "merged", "--ci", "gitmoot"]);
+    outcome(&home, 4, &["--outcome", "blocked"]);
+    outcome(&home, 5, &["--outcome", "changes_requested", "--rounds", "1"]);
+    outcome(&home, 6, &["--outcome", "changes_requested", "--rounds", "3"]);
+    let before = status(&home);
+    // S-15: delivering the same outcome again changes no row count.
+    let again = outcome(&home, 1, &["--outcome", "merged", "--ci", "external", "--head", "aaa"]);
+    assert_eq!(again["rows"][0]["inserted"], false, "{again}");
+    assert_eq!(status(&home), before);
+    assert_eq!((before["eval_runs"].as_u64(), before["feedback_events"].as_u64()), (Some(1), Some(6)));
+
+    let (bytes, package) = export(&home, RUN);
+    assert_eq!(package["eval_run"]["mode"], "validate");
+    assert_eq!(package["feedback_context"]["feedback_source"], "automatic_trace");
+    let check = |pr: u32, choice: &str, score: Option<f64>| {
+        let id = format!("acme/app#{pr}");
+        let rows = feedback(&package, &id, "gitmoot-auto");
+        assert_eq!(rows.len(), 1, "{id}");
+        assert_eq!((rows[0]["choice"].as_str(), rows[0]["source"].as_str()), (Some(choice), Some("auto-trace")), "{id}");
+        assert_eq!(item(&package, &id)["metadata"]["score"].as_f64(), score, "{id}");
+    };
+    check(1, "a", Some(1.0));
+    check(2, "a", None);
+    check(3, "a", None);
+    check(4, "b", Some(0.0));
+    check(5, "b", Some(0.6));
+    let low = item(&package, "acme/app#6")["metadata"]["score"].as_f64().unwrap();
+    assert!(low < 0.6, "S-21: more fix rounds score lower ({low})");
+    assert_eq!(item(&package, "acme/app#2")["metadata"]["has_score"], false);
+    // S-18: an empty gate is never a fabricated 0.5; the confirmed one says so.
+    assert!(!bytes.contains("0.5"), "{bytes}");
+    assert!(feedback(&package, "acme/app#3", "gitmoot-auto")[0]["reasoning"].as_str().unwrap().contains("confirmed empty gate"));
+    assert!(!feedback(&package, "acme/app#2", "gitmoot-auto")[0]["reasoning"].as_str().unwrap().contains("confirmed"));
+    assert!(feedback(&package, "acme/app#1", "gitmoot-auto")[0]["reasoning"].as_str().unwrap().contains("passing external CI"));
+    validate_training_package_json(&bytes).expect("the auto-trace export is a valid training package");
+}
+
+#[test]
+fn s16_unattributed_and_non_implement_changes_are_not_harvested() {
+    let home = Home::embedded();
+    install(&home);
+    config(&home, &on(""));
+    attribute(&home, 2, &["--kind", "coordinator"]);
+    let unattributed = outcome(&home, 1, &["--outcome", "merged", "--ci", "external"]);
+    let coordinator = outcome(&home, 2, &["--outcome", "merged", "--ci", "external"]);
+    assert_eq!((unattributed["harvested"].as_bool(), coordinator["harvested"].as_bool()), (Some(false), Some(false)));
+    assert_eq!(status(&home)["feedback_events"], 0);
+}
+
+#[test]
+fn s22_s23_revert_flips_the_row_in_place_and_cross_repo_reverts_are_ignored() {
+    let home = Home::embedded();
+    install(&home);
+    config(&home, &on(""));
+    attribute(&home, 12, &[]);
+    outcome(&home, 12, &["--outcome", "merged", "--ci", "external"]);
+    let count = |home: &Home| status(home)["feedback_events"].as_u64().unwrap();
+    assert_eq!(count(&home), 1);
+    // S-23: another repository's PR #12, a malformed body and an unknown PR change nothing and never fail.
+    for body in ["Reverts other/repo#12", "Reverts #12x", "Reverts #999"] {
+        outcome(&home, 40, &["--outcome", "merged", "--reverts-body", body]);
+    }
+    let (_, package) = export(&home, RUN);
+    assert_eq!(feedback(&package, "acme/app#12", "gitmoot-auto")[0]["choice"], "a");
+    // S-22: the revert PR #13 flips #12's row to b in place; polling it again is idempotent.
+    for _ in 0..2 {
+        outcome(&home, 13, &["--outcome", "merged", "--reverts-body", "Reverts acme/app#12"]);
+        let (_, package) = export(&home, RUN);
+        let rows = feedback(&package, "acme/app#12", "gitmoot-auto");
+        assert_eq!((rows.len(), rows[0]["choice"].as_str()), (1, Some("b")));
+        assert_eq!(count(&home), 1, "row count unchanged");
+    }
+    // revert_detection_enabled = false keeps the harvester but not the overwrite.
+    config(&home, &on("revert_detection_enabled = false\n"));
+    attribute(&home, 20, &[]);
+    outcome(&home, 20, &["--outcome", "merged", "--ci", "external"]);
+    outcome(&home, 21, &["--outcome", "merged", "--reverts-body", "Reverts #20"]);
+    let (_, package) = export(&home, RUN);
+    assert_eq!(feedback(&package, "acme/app#20", "gitmoot-auto")[0]["choice"], "a");
+}
+
+/// A human A/B run with one imported feedback event; returns its export bytes.
+fn human_run(home: &Home) {
+    home.json(&["review", "create", "--template", "coder", "--repo", "acme/app", "--run", "human-1"]);
+    let baseline = write(&home.path().join("in/b.md"), "baseline\n");
+    let candidate = write(&home.path().join("in/c.md"), "candidate\n");
+    home.json(&["review", "item", "add", "--run", "human-1", "--item", "i1", "--baseline", baseline.to_str().unwrap(), "--candidate", candidate.to_str().unwrap()]);
+    let packet = home.path().join("packet");
+    home.json(&["feedback", "markdown", "export", "--run", "human-1", "--output", packet.to_str().unwrap(), "--force"]);
+    write(&packet.join("feedback.yml"), "run_id: human-1\nreviewer: carol\nitems:\n  - {item_id: i1, choice: a}\n");
+    home.json(&["feedback", "markdown", "import", "--packet", packet.to_str().unwrap()]);
+}
+
+#[test]
+fn s13_s25_mode_a_off_writes_nothing_and_human_exports_are_byte_identical() {
+    let home = Home::embedded();
+    install(&home);
+    human_run(&home);
+    let (human_before, package) = export(&home, "human-1");
+    assert_eq!(package["feedback_context"]["feedback_source"], "imported_human_review");
+    assert!(!human_before.contains("automatic_trace"));
+    // Every key off (no [skillopt] at all): nothing is constructed, nothing written, the revert body unread.
+    attribute(&home, 12, &["--checkout", home.path().to_str().unwrap()]);
+    let before = status(&home);
+    for args in [
+        &["--outcome", "merged", "--ci", "external", "--head", "aaa"][..],
+        &["--outcome", "blocked"][..],
+        &["--outcome", "merged", "--reverts-body", "Reverts #12"][..],
+    ] {
+        let report = outcome(&home, 12, args);
+        assert_eq!(report, json!({"harvested": false, "reason": "auto_trace_disabled", "rows": [], "legs": []}));
+    }
+    assert_eq!(status(&home), before);
+    assert_eq!(home.json(&["jobs", "list"]).as_array().map(Vec::len), Some(0), "no leg job enqueued");
+    // The legs' own switches without auto_trace_enabled do nothing either (S-26).
+    config(&home, "[skillopt]\nhard_verifiers_enabled = true\nhard_verifier_commands = [\"true\"]\ncross_family_review_enabled = true\n");
+    outcome(&home, 12, &["--outcome", "merged", "--ci", "external", "--head", "aaa"]);
+    assert_eq!(status(&home), before);
+    assert_eq!(export(&home, "human-1").0, human_before);
+    // With the harvester on and harvesting the same template version, the human export is unchanged.
+    config(&home, &on(""));
+    outcome(&home, 12, &["--outcome", "merged", "--ci", "external"]);
+    assert_eq!(status(&home)["feedback_events"], 2);
+    assert_eq!(export(&home, "human-1").0, human_before, "S-25: byte-identical human export");
+}
+
+#[test]
+fn s26_s39_missing_toolchain_writes_no_hard_row_and_a_failing_verifier_writes_zero() {
+    let (repo, _base, head) = two_commit_repo();
+    let home = Home::embedded();
+    install(&home);
+    attribute(&home, 1, &["--checkout", repo.path().to_str().unwrap()]);
+    attribute(&home, 2, &["--checkout", repo.path().to_str().unwrap()]);
+    config(&home, &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"no-such-toolchain-xyz --version\"]\n"));
+    let report = outcome(&home, 1, &["--outcome", "merged", "--ci", "none", "--head", &head, "--wait"]);
+    assert_eq!(report["legs"].as_array().unwrap().len(), 1, "{report}");
+    let (_, package) = export(&home, RUN);
+    assert!(feedback(&package, "hard#acme/app#1", "gitmoot-verifier").is_empty(), "not runnable ⇒ no hard row");
+    config(&home, &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/lib.rs\", \"exit 3\"]\n"));
+    outcome(&home, 2, &["--outcome", "merged", "--ci", "none", "--head", &head, "--wait"]);
+    let (bytes, package) = export(&home, RUN);
+    let rows = feedback(&package, "hard#acme/app#2", "gitmoot-verifier");
+    assert_eq!((rows.len(), rows[0]["choice"].as_str()), (1, Some("b")));
+    let tags = &item(&package, "hard#acme/app#2")["metadata"];
+    assert_eq!((tags["hard_verifier"].as_bool(), tags["hard_passed"].as_bool(), tags["hard_score"].as_f64()), (Some(true), Some(false), Some(0.0)));
+    assert_eq!(tags["command_results"].as_array().unwrap().len(), 2);
+    // The floor row of the empty gate is untouched by the hard row (S-27).
+    assert_eq!(feedback(&package, "acme/app#2", "gitmoot-auto")[0]["choice"], "a");
+    validate_training_package_json(&bytes).unwrap();
+}
+
+fn fake_claude(dir: &Path, rubric: &str) -> PathBuf {
+    let bin = dir.join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let result = json!({"type": "result", "subtype": "success", "result": rubric}).to_string();
+    let script = format!("#!/bin/sh\ncat >/dev/null\nprintf '%s\\n' '{}'\n", result.replace('\'', "'\\''"));
+    let path = write(&bin.join("claude"), &script);
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    bin
+}
+
+fn path_with(bin: &Path) -> String {
+    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default())
+}
+
+#[test]
+fn s27_s29_s30_checker_and_review_legs_write_their_own_rows() {
+    let (repo, base, head) = two_commit_repo();
+    let home = Home::embedded();
+    install(&home);
+    let bin = fake_claude(home.path(), r#"{"coverage":0.2,"containment":0.3,"fidelity":0.4,"notes":"misses the ask"}"#);
+    attribute(&home, 3, &["--checkout", repo.path().to_str().unwrap(), "--base", &base, "--runtime", "claude", "--instructions", "add f0..f11"]);
+    config(&home, &on("deterministic_checkers_enabled = true\ncross_family_review_enabled = true\nreview_runtimes = [\"claude\"]\n"));
+    let out = home.cmd().env("PATH", path_with(&bin)).arg("--json")
+        .args(["harvest", "outcome", "--repo", "acme/app", "--pr", "3", "--outcome", "merged", "--ci", "external", "--head", &head, "--wait"])
+        .output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (_, package) = export(&home, RUN);
+    let checker = feedback(&package, "checker#acme/app#3", "gitmoot-checker");
+    assert_eq!(checker.len(), 1, "{package:#}");
+    let tags = &item(&package, "checker#acme/app#3")["metadata"];
+    assert_eq!(tags["objective"], true);
+    assert!(tags["dimension_scores"]["diff_size"].is_number());
+    // S-29: the only reviewer shares the implementer's family: a tagged fallback row plus the event.
+    let review = feedback(&package, "review#acme/app#3", "gitmoot-review");
+    assert_eq!((review.len(), review[0]["choice"].as_str()), (1, Some("b")), "S-30: mean 0.3 ⇒ b");
+    let tags = &item(&package, "review#acme/app#3")["metadata"];
+    assert_eq!((tags["self_family"].as_bool(), tags["judge_derived"].as_bool(), tags["reviewer_runtime"].as_str()), (Some(true), Some(true), Some("claude")));
+    let events = home.json(&["harvest", "events", "--repo", "acme/app", "--pr", "3"]);
+    assert!(events.as_array().unwrap().iter().any(|e| e["event"] == "cross_family_review_samefamily_fallback"), "{events}");
+    assert_eq!(package["feedback_events"].as_array().unwrap().len(), 3, "floor, checker, review coexist");
+}
+
+/// `openssl dgst -sha256 -hmac SECRET` of `body` as `sha256=<hex>`.
+fn sign(body: &str) -> String {
+    let mut child = std::process::Command::new("openssl")
+        .args(["dgst", "-sha256", "-hmac", SECRET])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("openssl is installed");
+    child.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    format!("sha256={}", text.trim().rsplit(' ').next().unwrap())
+}
+
+/// A raw HTTP/1.1 POST /events; returns (status, body JSON).
+fn post(port: u16, event: &str, body: &str, signature: Option<&str>) -> (u16, Value) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let sig = signature.map(|s| format!("X-Hub-Signature-256: {s}\r\n")).unwrap_or_default();
+    let request = format!(
+        "POST /events HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-GitHub-Event: {event}\r\n{sig}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status: u16 = response.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or("");
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+fn spawn_serve(home: &Home, port: u16, secret: Option<&str>) -> std::process::Child {
+    let log = std::fs::File::create(home.path().join(format!("serve-{port}.log"))).unwrap();
+    let mut cmd = home.cmd();
+    cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}")]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
+    cmd.env_remove("SKILLFORGE_WEBHOOK_SECRET");
+    if let Some(s) = secret {
+        cmd.env("SKILLFORGE_WEBHOOK_SECRET", s);
+    }
+    cmd.spawn().unwrap()
+}
+
+fn wait_listening(home: &Home, port: u16) {
+    home.wait(Duration::from_secs(30), "serve to listen", || TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ()));
+}
+
+#[test]
+fn webhook_signature_good_bad_missing_and_no_secret_refuses_to_start() {
+    let home = Home::embedded();
+    install(&home);
+    config(&home, &on(""));
+    // No secret ⇒ `serve --listen` refuses to start.
+    let mut refused = spawn_serve(&home, free_port(), None);
+    let code = skillforge_tests::wait_exit(&mut refused, Duration::from_secs(30));
+    assert_eq!(code.code(), Some(2), "{}", home.logs());
+    attribute(&home, 5, &[]);
+    let port = free_port();
+    let _serve = Reaped(spawn_serve(&home, port, Some(SECRET)));
+    wait_listening(&home, port);
+    let body = json!({"repo": "acme/app", "pr": 5, "outcome": "blocked"}).to_string();
+    let before = status(&home);
+    let (code, reply) = post(port, "skillforge_outcome", &body, None);
+    assert_eq!(code, 401, "missing signature: {reply}");
+    let (code, reply) = post(port, "skillforge_outcome", &body, Some("sha256=00ff"));
+    assert_eq!(code, 401, "bad signature: {reply}");
+    let bad = "{\"repo\": 5}";
+    let (code, reply) = post(port, "skillforge_outcome", bad, Some(&sign(bad)));
+    assert_eq!(code, 400, "bad payload: {reply}");
+    assert!(reply["error"].as_str().unwrap().contains("repo"), "{reply}");
+    assert_eq!(status(&home), before, "refused events write nothing");
+    let (code, reply) = post(port, "skillforge_outcome", &body, Some(&sign(&body)));
+    assert_eq!(code, 200, "{reply}");
+    assert_eq!(reply["rows"][0]["choice"], "b");
+    assert_eq!(status(&home)["feedback_events"], 1);
+}
+
+#[test]
+fn s33_verifier_leg_rerun_after_sigkilled_worker_writes_exactly_one_row() {
+    let (repo, _base, head) = two_commit_repo();
+    let home = Home::embedded();
+    install(&home);
+    attribute(&home, 9, &["--checkout", repo.path().to_str().unwrap()]);
+    config(&home, &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"sleep 3 && test -f src/lib.rs\"]\n"));
+    let report = outcome(&home, 9, &["--outcome", "merged", "--ci", "none", "--head", &head]);
+    let job_id = report["legs"][0]["job_id"].as_str().unwrap().to_owned();
+    let mut first = Reaped(home.spawn_worker("w1", &[]));
+    home.wait_job(&job_id, Duration::from_secs(30), "the verifier leg to run", |j| j["state"] == "running");
+    first.0.kill().unwrap();
+    let _ = first.0.wait();
+    let _second = Reaped(home.spawn_worker("w2", &[]));
+    let _serve = Reaped(home.spawn_serve());
+    let job = home.wait_job(&job_id, Duration::from_secs(90), "the re-run verifier leg to finish", |j| j["state"] == "succeeded");
+    assert!(job["attempts"].as_u64().unwrap() >= 2, "{job:#}");
+    let package = home.wait(Duration::from_secs(30), "the hard row", || {
+        let (_, package) = export(&home, RUN);
+        (!feedback(&package, "hard#acme/app#9", "gitmoot-verifier").is_empty()).then_some(package)
+    });
+    let rows = feedback(&package, "hard#acme/app#9", "gitmoot-verifier");
+    assert_eq!((rows.len(), rows[0]["choice"].as_str()), (1, Some("a")));
+    assert_eq!(item(&package, "hard#acme/app#9")["metadata"]["hard_score"], 1.0);
+    assert_eq!(status(&home)["feedback_events"], 2, "floor + exactly one hard row");
+}
+
+#[test]
+fn ci_and_forge_report_to_a_running_serve_with_a_redis_fleet() {
+    let redis = RedisServer::start();
+    let (repo, base, head) = two_commit_repo();
+    let home = Home::redis(&redis.url());
+    install(&home);
+    let bin = fake_claude(home.path(), r#"{"coverage":0.9,"containment":0.8,"fidelity":0.9,"architecture":0.7,"readability":0.8,"abstraction":0.7}"#);
+    attribute(&home, 7, &["--checkout", repo.path().to_str().unwrap(), "--base", &base, "--runtime", "codex", "--title", "Add functions"]);
+    config(
+        &home,
+        &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/lib.rs\"]\n\
+             deterministic_checkers_enabled = true\ncross_family_review_enabled = true\nreview_runtimes = [\"codex\", \"claude\"]\n"),
+    );
+    let worker = home.cmd().env("PATH", path_with(&bin)).args(["worker", "--name", "fleet"])
+        .stdin(Stdio::null()).stdout(Stdio::null())
+        .stderr(std::fs::File::create(home.path().join("worker-fleet.log")).unwrap())
+        .spawn().unwrap();
+    let _worker = Reaped(worker);
+    let port = free_port();
+    let _serve = Reaped(spawn_serve(&home, port, Some(SECRET)));
+    wait_listening(&home, port);
+    // The forge reports CI at the head, then the merge.
+    let ci = json!({"sha": head, "state": "success", "context": "ci/build", "description": "", "repository": {"full_name": "acme/app"}}).to_string();
+    assert_eq!(post(port, "status", &ci, Some(&sign(&ci))).0, 200);
+    let merged = json!({"action": "closed", "number": 7, "repository": {"full_name": "acme/app"},
+        "pull_request": {"number": 7, "merged": true, "merge_commit_sha": head, "head": {"sha": head}, "body": "Adds f0..f11"}}).to_string();
+    let (code, reply) = post(port, "pull_request", &merged, Some(&sign(&merged)));
+    assert_eq!(code, 200, "{reply}");
+    assert_eq!(reply["legs"].as_array().unwrap().len(), 3, "{reply}");
+    let (bytes, package) = home.wait(Duration::from_secs(90), "the three leg rows", || {
+        let (bytes, package) = export(&home, RUN);
+        (package["feedback_events"].as_array().unwrap().len() == 4).then_some((bytes, package))
+    });
+    assert_eq!(feedback(&package, "acme/app#7", "gitmoot-auto")[0]["choice"], "a");
+    assert_eq!(item(&package, "acme/app#7")["metadata"]["score"], 1.0, "S-17: passing external CI");
+    assert_eq!(feedback(&package, "hard#acme/app#7", "gitmoot-verifier")[0]["choice"], "a");
+    assert_eq!(feedback(&package, "checker#acme/app#7", "gitmoot-checker").len(), 1);
+    let review = feedback(&package, "review#acme/app#7", "gitmoot-review");
+    assert_eq!(review[0]["choice"], "a");
+    let tags = &item(&package, "review#acme/app#7")["metadata"];
+    assert_eq!(tags["reviewer_runtime"], "claude", "S-28: never the implementer's family (codex)");
+    assert!(tags.get("self_family").is_none());
+    assert_eq!(package["feedback_context"]["feedback_source"], "automatic_trace");
+    validate_training_package_json(&bytes).expect("the auto-trace export is a valid training package");
+}
