@@ -67,7 +67,7 @@ pub struct RankingStability {
     /// rankings), `stable` (agreement ≥ [`STABLE_AGREEMENT`]), `mixed` (≥ [`MIXED_AGREEMENT`]) or
     /// `unstable`.
     pub level: String,
-    /// Agreement in [0,1]; absent without any ordered pair.
+    /// Agreement in `[0, 1]`; absent without any ordered pair.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agreement: Option<f64>,
     /// The fewest rankings any ranked item has.
