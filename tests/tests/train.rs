@@ -1,0 +1,357 @@
+//! Train mode end to end through the built binary (issue 5 items 1, 3, 6, 7; seed SkillOpt
+//! "Complete train-mode path" steps 1–10; facts §3 states, status phases, locks; rules S-98,
+//! S-99, S-100): a full iteration on the embedded queue and on a Redis fleet, SIGKILLed workers
+//! during option generation and during the optimizer, `train recover`, no-candidate results,
+//! a missing optimizer executable, and the optimizer's dry run.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use serde_json::Value;
+use skillforge_tests::{Home, Reaped, RedisServer, bin, signal};
+
+const TEMPLATE: &str = "---\nid: planner\nname: Planner\ndescription: Plans work\nkind: agent-template\nversion: 1\n\
+capabilities: [ask]\nruntime_compatibility: [codex, claude]\ntags: [planning]\ninputs: [task]\noutputs: [plan]\n---\n# Plan\nDo it.\n";
+
+const ITEMS: &str = "items:\n  - id: fix-login\n    title: Describe the login fix\n    input: |\n      -    check(password)\n      +    check_hashed(password)\n  - id: add-cache\n    title: Describe the cache\n    input: adds an LRU cache in front of the user lookup\n";
+
+const SESSION: &str = "s1";
+const N_OPTIONS: usize = 3;
+const WAIT: Duration = Duration::from_secs(60);
+
+fn write(path: &Path, text: &str) -> PathBuf {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(path, text).unwrap();
+    path.to_path_buf()
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// Runs `skillforge ARGS`, asserts exit `code`, returns (stdout, stderr).
+fn run_code(home: &Home, args: &[&str], code: i32) -> (String, String) {
+    let out = home.run(args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "skillforge {args:?}\nstdout:\n{stdout}\nstderr:\n{stderr}\n{}", home.logs());
+    (stdout, stderr)
+}
+
+fn status(home: &Home) -> Value {
+    home.json(&["train", "status", "--session", SESSION, "--detail"])
+}
+
+fn wait_phase(home: &Home, phase: &str) -> Value {
+    let mut last = Value::Null;
+    home.wait(WAIT, &format!("status_phase {phase}"), || {
+        last = status(home);
+        (last["status_phase"] == phase).then(|| last.clone())
+    })
+}
+
+/// Installs the template and starts session `s1` (3 options per item) with or without a workspace repo.
+fn start(home: &Home, workspace: bool) -> Value {
+    let template = write(&home.path().join("in/planner.md"), TEMPLATE);
+    run_code(home, &["template", "add", s(&template), "--repo", "owner/repo"], 0);
+    let items = write(&home.path().join("in/items.yml"), ITEMS);
+    let mut args = vec!["train", "start", "--template", "planner", "--repo", "owner/repo", "--request", "clearer commit messages"];
+    args.extend(["--items-file", s(&items), "--yes", "--session", SESSION, "--options", "3"]);
+    if workspace {
+        args.extend(["--workspace-repo", "owner/workspace"]);
+    }
+    home.json(&args)
+}
+
+/// The review packet directory of the current iteration.
+fn packet(home: &Home) -> PathBuf {
+    PathBuf::from(status(home)["review_packet"].as_str().expect("review packet published"))
+}
+
+/// A human fills feedback.yml: rankings plus trait notes and a required improvement (actionable),
+/// or rankings only (`actionable = false`).
+fn fill_feedback(home: &Home, actionable: bool) {
+    let dir = packet(home);
+    let run = status(home)["iteration_id"].as_str().unwrap().to_owned();
+    let extra = if actionable {
+        "    useful_traits:\n      B: [lists each change as a bullet]\n    rejected_traits:\n      C: [too terse]\n    required_improvements: [name the user-visible effect first]\n"
+    } else {
+        ""
+    };
+    let text = format!(
+        "run_id: {run}\nreviewer: alice\nitems:\n  - item_id: add-cache\n    ranking: \"b > a > c\"\n{extra}  - item_id: fix-login\n    ranking: \"a > c > b\"\n"
+    );
+    write(&dir.join("feedback.yml"), &text);
+}
+
+fn candidates(home: &Home) -> Vec<Value> {
+    home.json(&["candidate", "list", "--template", "planner"]).as_array().cloned().unwrap_or_default()
+}
+
+fn assert_options_once(st: &Value) {
+    assert_eq!(st["progress"]["generated_options"], 2 * N_OPTIONS, "{st:#}");
+    for item in st["verbose"]["items"].as_array().unwrap() {
+        let labels: Vec<&str> = item["option_labels"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+        assert_eq!(labels, ["a", "b", "c"], "{st:#}");
+    }
+}
+
+/// Writes `<home>/train.toml`: short heartbeats so stale leases show within seconds, plus backends.
+fn train_config(home: &Home, backends: &str) {
+    let text = format!(
+        "[stages.option_generation]\nheartbeat_secs = 1\nstale_after_secs = 3\n\n[stages.optimizer]\nheartbeat_secs = 1\nstale_after_secs = 3\n\n{backends}"
+    );
+    write(&home.path().join("train.toml"), &text);
+}
+
+/// A `skillforge worker` with extra environment, its log in the home dir.
+fn spawn_worker_env(home: &Home, name: &str, env: &[(&str, &str)]) -> Child {
+    let log = std::fs::File::create(home.path().join(format!("worker-{name}.log"))).unwrap();
+    let mut cmd = home.cmd();
+    cmd.args(["worker", "--name", name]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("spawn worker")
+}
+
+/// Runs one iteration from `items_ready` to a pending candidate; returns the candidate version.
+fn iterate_to_candidate(home: &Home) -> String {
+    let (out, _) = run_code(home, &["train", "continue", "--session", SESSION], 0);
+    assert!(out.contains("review_published"), "{out}");
+    let st = status(home);
+    assert_eq!(st["status_phase"], "review_published");
+    assert_options_once(&st);
+    // Continue before the human filled the packet: nothing moves (the gate is the human's).
+    let (out, _) = run_code(home, &["train", "continue", "--session", SESSION], 0);
+    assert!(out.contains("waiting for human feedback"), "{out}");
+    assert_eq!(status(home)["current_phase"], "review_published");
+
+    fill_feedback(home, true);
+    let (out, err) = run_code(home, &["train", "continue", "--session", SESSION], 0);
+    assert!(err.contains("optimizer preflight: backend distill"), "the preflight report comes first:\n{err}");
+    assert!(err.contains("--training-package") && err.contains("--artifact-root") && err.contains("attempt-001"), "{err}");
+    let st = status(home);
+    assert_eq!(st["current_phase"], "candidate_created", "{out}\n{st:#}");
+    assert_eq!(st["status_phase"], "optimizer_completed_candidate");
+    assert_eq!(st["counts"]["ranked_feedback_events"], 2);
+    st["candidate_version"].as_str().unwrap().to_owned()
+}
+
+/// The rest of an iteration: candidate review, S-99 refusal, promote, start-next.
+fn review_promote_next(home: &Home, version: &str) {
+    // S-99: no next iteration while the candidate is unresolved.
+    let (_, err) = run_code(home, &["train", "continue", "--session", SESSION, "--start-next"], 2);
+    assert!(err.contains("S-99"), "{err}");
+    run_code(home, &["train", "continue", "--session", SESSION], 0);
+    let st = status(home);
+    assert_eq!(st["current_phase"], "candidate_review_published");
+    let review = std::fs::read_to_string(Path::new(st["review_packet"].as_str().unwrap()).parent().unwrap().join("candidate-review.md")).unwrap();
+    assert!(review.contains(version) && review.contains("promotable | true"), "{review}");
+    // Continue without a decision stays at the gate.
+    run_code(home, &["train", "continue", "--session", SESSION], 0);
+    assert_eq!(status(home)["current_phase"], "candidate_review_published");
+    run_code(home, &["train", "continue", "--session", SESSION, "--promote", version], 0);
+    assert_eq!(status(home)["current_phase"], "candidate_promoted");
+    let shown = home.json(&["template", "show", "planner"]);
+    assert_eq!((shown["version_id"].as_str(), shown["version_state"].as_str()), (Some(version), Some("current")), "{shown:#}");
+    run_code(home, &["train", "continue", "--session", SESSION, "--start-next"], 0);
+    let st = status(home);
+    assert_eq!(st["current_phase"], "items_ready");
+    assert_eq!(st["template_version"], version, "the next iteration reviews the promoted version");
+    assert_eq!(st["iteration_id"], "s1-i002");
+}
+
+#[test]
+fn train_full_iteration_embedded_s99() {
+    let home = Home::embedded();
+    let started = start(&home, true);
+    assert_eq!(started["state"], "items_ready");
+    let version = iterate_to_candidate(&home);
+    assert_eq!(version, "planner@v2");
+    assert_eq!(candidates(&home).len(), 1);
+    review_promote_next(&home, &version);
+}
+
+#[test]
+fn train_full_iteration_on_a_redis_fleet_with_two_workers() {
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    let _w1 = Reaped(home.spawn_worker("w1", &[]));
+    let _w2 = Reaped(home.spawn_worker("w2", &[]));
+    start(&home, true);
+    let version = iterate_to_candidate(&home);
+    review_promote_next(&home, &version);
+    let logs = home.logs();
+    assert!(logs.contains("worker-w1") && logs.contains("worker-w2"), "{logs}");
+}
+
+#[test]
+fn s98_without_workspace_repo_the_session_stays_at_request_confirmed() {
+    let home = Home::embedded();
+    let started = start(&home, false);
+    assert_eq!(started["state"], "request_confirmed");
+    let (_, err) = run_code(&home, &["train", "continue", "--session", SESSION], 2);
+    assert!(err.contains("S-98") && err.contains("workspace"), "{err}");
+    let st = status(&home);
+    assert_eq!(st["current_phase"], "request_confirmed");
+    assert_eq!(st["status_phase"], "request_confirmed");
+    assert_eq!(st["progress"]["generated_options"], 0);
+    assert_eq!(st["verbose"]["jobs"]["total"], 0, "no generation job was enqueued");
+}
+
+#[test]
+fn s100_no_candidate_is_recorded_and_recover_does_not_duplicate() {
+    let home = Home::embedded();
+    start(&home, true);
+    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    fill_feedback(&home, false);
+    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    let st = status(&home);
+    assert_eq!(st["status_phase"], "optimizer_completed_no_candidate", "{st:#}");
+    assert!(st["no_candidate_reason"].as_str().is_some_and(|r| !r.is_empty()), "{st:#}");
+    assert!(candidates(&home).is_empty(), "no pending version");
+    let out_root = st["verbose"]["optimizer"]["out_root"].as_str().unwrap().to_owned();
+    let (out, err) = run_code(&home, &["train", "recover", "--session", SESSION, "--out-root", &out_root], 0);
+    assert!(err.contains("already recorded") && err.contains("no candidate"), "{out}\n{err}");
+    assert!(candidates(&home).is_empty(), "recover wrote no version");
+    assert_eq!(status(&home)["status_phase"], "optimizer_completed_no_candidate");
+    // S-99: a no-candidate iteration is resolved, so the next one may start.
+    run_code(&home, &["train", "continue", "--session", SESSION, "--start-next"], 0);
+    assert_eq!(status(&home)["iteration_id"], "s1-i002");
+}
+
+#[test]
+fn s100_the_optimizer_dry_run_is_imported_as_no_candidate() {
+    let home = Home::embedded();
+    start(&home, true);
+    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    fill_feedback(&home, true);
+    let (_, err) = run_code(&home, &["train", "continue", "--session", SESSION, "--backend", "distill-dry-run"], 0);
+    assert!(err.contains("--dry-run"), "{err}");
+    let st = status(&home);
+    assert_eq!(st["status_phase"], "optimizer_completed_no_candidate", "{st:#}");
+    assert!(st["no_candidate_reason"].as_str().unwrap().contains("unchanged"), "{st:#}");
+    assert!(candidates(&home).is_empty());
+}
+
+#[test]
+fn a_missing_optimizer_executable_is_blocked_config() {
+    let home = Home::embedded();
+    train_config(&home, "[backends.missing]\ncommand = [\"/nonexistent/gitmoot-skillopt\", \"optimize\"]\n");
+    start(&home, true);
+    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    fill_feedback(&home, true);
+    let (_, err) = run_code(&home, &["train", "continue", "--session", SESSION, "--backend", "missing"], 3);
+    assert!(err.contains("blocked_config") && err.contains("/nonexistent/gitmoot-skillopt"), "{err}");
+    let st = status(&home);
+    assert_eq!(st["status_phase"], "blocked_config", "{st:#}");
+    assert_eq!(st["blocked_step"], "optimizer");
+    // Fixing the backend (the default one) unblocks the same iteration.
+    run_code(&home, &["train", "continue", "--session", SESSION, "--backend", "distill"], 0);
+    assert_eq!(status(&home)["current_phase"], "candidate_created");
+    assert_eq!(candidates(&home).len(), 1);
+}
+
+#[test]
+fn train_recover_imports_what_a_failed_wrapper_left_without_duplicates() {
+    let home = Home::embedded();
+    let script = write(
+        &home.path().join("wrap.sh"),
+        &format!("#!/bin/sh\n\"{}\" optimizer distill \"$@\" || exit 3\necho 'wrapper: upload failed' >&2\nexit 1\n", bin().display()),
+    );
+    train_config(&home, &format!("[backends.wrap]\ncommand = [\"sh\", \"{}\"]\n", s(&script)));
+    start(&home, true);
+    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    fill_feedback(&home, true);
+    let (_, err) = run_code(&home, &["train", "continue", "--session", SESSION, "--backend", "wrap"], 1);
+    assert!(err.contains("recovery_available") && err.contains("train recover"), "{err}");
+    let st = status(&home);
+    assert_eq!(st["status_phase"], "recovery_available", "{st:#}");
+    assert_eq!(st["recovery_available"], true);
+    assert!(candidates(&home).is_empty(), "nothing imported before recover");
+    let out_root = st["verbose"]["optimizer"]["out_root"].as_str().unwrap().to_owned();
+    run_code(&home, &["train", "recover", "--session", SESSION, "--out-root", &out_root], 0);
+    let st = status(&home);
+    assert_eq!(st["current_phase"], "candidate_created", "{st:#}");
+    let version = st["candidate_version"].as_str().unwrap().to_owned();
+    let (_, err) = run_code(&home, &["train", "recover", "--session", SESSION, "--out-root", &out_root], 0);
+    assert!(err.contains("already recorded") && err.contains(&version), "{err}");
+    assert_eq!(candidates(&home).len(), 1, "a second recover imports nothing new");
+}
+
+#[test]
+fn sigkill_during_option_generation_goes_stale_and_recovers_without_duplicates() {
+    let home = Home::embedded();
+    train_config(&home, "");
+    start(&home, true);
+    let mut worker = Reaped(spawn_worker_env(&home, "slow", &[("SKILLFORGE_SCRIPTED_DELAY_MS", "20000")]));
+    run_code(&home, &["train", "continue", "--session", SESSION, "--no-wait"], 0);
+    let st = wait_phase(&home, "generating_options");
+    assert_eq!(st["current_phase"], "items_ready");
+    let locks = st["verbose"]["active_locks"].as_array().unwrap();
+    assert!(!locks.is_empty() && locks.iter().all(|l| l["owner_pid"] == worker.0.id()), "{st:#}");
+    signal(&worker.0, Signal::SIGKILL);
+    let _ = worker.0.wait();
+    wait_phase(&home, "generating_options_heartbeat_stale");
+    let st = wait_phase(&home, "blocked_stale_lock");
+    assert_eq!(st["blocked_step"], "option_generation");
+    // The next continue reaps the stale leases, re-runs the jobs and applies each result once.
+    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    let st = status(&home);
+    assert_eq!(st["current_phase"], "review_published", "{st:#}");
+    assert_options_once(&st);
+    assert_eq!(st["verbose"]["jobs"]["total"], 2, "the idempotency key kept one job per item: {st:#}");
+    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    assert_options_once(&status(&home));
+}
+
+#[test]
+fn sigkill_during_the_optimizer_goes_stale_then_recovery_available_and_recovers_once() {
+    let home = Home::embedded();
+    let mark = write(&home.path().join("slow.mark"), "");
+    let pidfile = home.path().join("slow.pid");
+    let script = write(
+        &home.path().join("slow.sh"),
+        &format!(
+            "#!/bin/sh\nif [ -e \"{mark}\" ]; then rm -f \"{mark}\"; echo $$ > \"{pid}\"; sleep 30; fi\nexec \"{bin}\" optimizer distill \"$@\"\n",
+            mark = s(&mark),
+            pid = s(&pidfile),
+            bin = bin().display()
+        ),
+    );
+    train_config(&home, &format!("[backends.slow]\ncommand = [\"sh\", \"{}\"]\n", s(&script)));
+    start(&home, true);
+    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    fill_feedback(&home, true);
+    let mut worker = Reaped(home.spawn_worker("w1", &[]));
+    run_code(&home, &["train", "continue", "--session", SESSION, "--backend", "slow", "--no-wait"], 0);
+    let st = wait_phase(&home, "optimizer_running");
+    let lock = st["verbose"]["active_locks"].as_array().unwrap().iter().find(|l| l["key"] == "skillopt-train:s1").cloned();
+    assert!(lock.is_some_and(|l| l["owner_pid"] == worker.0.id()), "{st:#}");
+    let pid: i32 = home.wait(WAIT, "the backend to start", || std::fs::read_to_string(&pidfile).ok()?.trim().parse().ok());
+    // The machine dies: the worker and the optimizer's process group.
+    signal(&worker.0, Signal::SIGKILL);
+    let _ = worker.0.wait();
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(-pid), Signal::SIGKILL);
+    wait_phase(&home, "optimizer_heartbeat_stale");
+    let st = wait_phase(&home, "blocked_stale_lock");
+    assert_eq!(st["blocked_step"], "optimizer");
+    // A control plane's reaper parks the non-idempotent job: recovery available.
+    let _serve = Reaped(home.spawn_serve());
+    let st = wait_phase(&home, "recovery_available");
+    assert_eq!(st["recovery_available"], true);
+    drop(_serve);
+    // The next continue starts a fresh attempt (the first left no candidate) and imports once.
+    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    let st = status(&home);
+    assert_eq!(st["current_phase"], "candidate_created", "{st:#}");
+    assert_eq!(st["verbose"]["optimizer"]["attempt"], 2);
+    assert_eq!(candidates(&home).len(), 1);
+    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    assert_eq!(candidates(&home).len(), 1, "no duplicate candidate version");
+}
