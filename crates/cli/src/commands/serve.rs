@@ -22,6 +22,9 @@ use skillforge_engine::ingest::{RecordOnly, ResultHandler, run_ingestion};
 use skillforge_engine::reaper::{DEFAULT_REAP_EVERY, run_reaper};
 use skillforge_engine::{Job, QueueBackend};
 use skillforge_store::Store;
+use skillforge_store::blobs::BlobStore;
+use skillforge_workflows::train::TrainResultHandler;
+use skillforge_workflows::train::generation::TRAIN_WORKFLOW;
 use skillforge_workflows::harvest::webhook::{EVENT_HEADER, SIGNATURE_HEADER, WebhookError, parse_event, verify_signature};
 use skillforge_workflows::harvest::{HarvestConfig, HarvestHandler, available_reviewers, dispatch_legs, harvest};
 use sqlx::SqliteConnection;
@@ -47,15 +50,26 @@ pub struct ServeArgs {
 }
 
 /// The control plane's result handler: dispatches a finished job to its workflow's handler by
-/// `job.spec.workflow` (`harvest` → [`HarvestHandler`]), falling back to [`RecordOnly`].
-#[derive(Debug, Default, Clone, Copy)]
-pub struct WorkflowHandlers;
+/// `job.spec.workflow` (`harvest` → [`HarvestHandler`], `train` → [`TrainResultHandler`]),
+/// falling back to [`RecordOnly`].
+#[derive(Debug, Clone)]
+pub struct WorkflowHandlers {
+    train: TrainResultHandler,
+}
+
+impl WorkflowHandlers {
+    /// The handlers of the home `home` (train results store blobs there).
+    pub fn new(home: &std::path::Path) -> Self {
+        Self { train: TrainResultHandler { blobs: BlobStore::in_home(home) } }
+    }
+}
 
 #[async_trait::async_trait]
 impl ResultHandler for WorkflowHandlers {
     async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), String> {
         match job.spec.workflow.as_str() {
             skillforge_workflows::harvest::WORKFLOW => HarvestHandler.apply(conn, job).await,
+            TRAIN_WORKFLOW => self.train.apply(conn, job).await,
             _ => RecordOnly.apply(conn, job).await,
         }
     }
@@ -82,11 +96,12 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         None => None,
     };
     eprintln!("control plane on {} with store {}", queue_label(ctx), ctx.home.display());
+    let handlers = WorkflowHandlers::new(&ctx.home);
     let reaper = run_reaper(backend.as_ref(), DEFAULT_REAP_EVERY, shutdown.clone());
     let ingestion = run_ingestion(
         backend.as_ref(),
         &store,
-        &WorkflowHandlers,
+        &handlers,
         Duration::from_millis(args.ingest_every_ms.max(10)),
         shutdown.clone(),
     );

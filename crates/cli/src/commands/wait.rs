@@ -41,7 +41,7 @@ pub async fn await_job(
     let job = job?;
     if ctx.queue_url.is_embedded() {
         let store = ctx.store().await?;
-        ingest_once(backend.as_ref(), &store, &crate::commands::serve::WorkflowHandlers).await?;
+        ingest_once(backend.as_ref(), &store, &crate::commands::serve::WorkflowHandlers::new(&ctx.home)).await?;
     }
     Ok(job)
 }
