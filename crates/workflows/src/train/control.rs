@@ -431,12 +431,12 @@ async fn generate_options(
         payload.timeout_secs = Some(stage.timeout_secs);
         let spec = generation_job(stage, &payload, generation_key(&session.id, &it.id, &item.id));
         let enqueued = env.queue.enqueue(&spec).await?;
-        if let Some(job) = env.queue.get(&enqueued.job_id).await? {
-            if matches!(job.state, JobState::Failed | JobState::Dead | JobState::Cancelled | JobState::Stale) {
-                // A generation that failed earlier is re-run by the next `continue` (fresh attempt
-                // budget, history kept); options it may have written are never duplicated.
-                env.queue.retry(&job.id).await?;
-            }
+        if let Some(job) = env.queue.get(&enqueued.job_id).await?
+            && matches!(job.state, JobState::Failed | JobState::Dead | JobState::Cancelled | JobState::Stale)
+        {
+            // A generation that failed earlier is re-run by the next `continue` (fresh attempt
+            // budget, history kept); options it may have written are never duplicated.
+            env.queue.retry(&job.id).await?;
         }
         n_created += usize::from(enqueued.created);
         job_ids.push(enqueued.job_id);
@@ -689,12 +689,11 @@ async fn run_optimizer(
         report.preflight = Some(pre);
         job_id = enqueued.job_id;
     }
-    if !req.wait {
-        if let Some(job) = env.queue.get(&job_id).await? {
-            if job.state != JobState::Succeeded {
-                return Ok(false);
-            }
-        }
+    if !req.wait
+        && let Some(job) = env.queue.get(&job_id).await?
+        && job.state != JobState::Succeeded
+    {
+        return Ok(false);
     }
     let job = env.waiter.wait_jobs(std::slice::from_ref(&job_id), "optimizer").await?.remove(0);
     match job.state {
@@ -930,15 +929,14 @@ pub async fn recover(env: &TrainEnv<'_>, session_id: &str, out_root: &Path) -> R
     let _ = skillforge_engine::reaper::reap_once(env.queue.as_ref()).await;
     let mut report = StepReport { session_id: session.id.clone(), iteration_id: it.id.clone(), ..Default::default() };
     let mut meta = IterationMeta::parse(&it.metadata_json);
-    if !meta.optimizer.job_id.is_empty() {
-        if let Some(job) = env.queue.get(&meta.optimizer.job_id).await? {
-            if matches!(job.state, JobState::Queued | JobState::Running) {
-                return Err(TrainError::Refused(format!(
-                    "optimizer job {} is still {}; wait for it or for its lease to go stale",
-                    job.id, job.state
-                )));
-            }
-        }
+    if !meta.optimizer.job_id.is_empty()
+        && let Some(job) = env.queue.get(&meta.optimizer.job_id).await?
+        && matches!(job.state, JobState::Queued | JobState::Running)
+    {
+        return Err(TrainError::Refused(format!(
+            "optimizer job {} is still {}; wait for it or for its lease to go stale",
+            job.id, job.state
+        )));
     }
     let (dir, file) = completed_attempt(out_root).ok_or_else(|| {
         TrainError::Invalid(format!("no completed candidate package under `{}` (looked for attempts/attempt-NNN/candidate.json)", out_root.display()))

@@ -67,7 +67,7 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
     let ours: Vec<&LeaseView> = leases
         .iter()
         .filter(|l| match l.kind {
-            LeaseKind::Lock => l.name == lock_key || l.name.starts_with(&format!("skillopt-train-")) && l.name.contains(&session.id),
+            LeaseKind::Lock => l.name == lock_key || l.name.starts_with("skillopt-train-") && l.name.contains(&session.id),
             LeaseKind::Job => job_ids.contains(&l.name.as_str()),
         })
         .collect();
@@ -87,8 +87,10 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
     let mut optimizer_status = meta.optimizer.status.clone();
     let mut optimizer_error = meta.optimizer.error.clone();
     let mut recovery_available = meta.optimizer.recovery_available;
-    if let Some(job) = &optimizer_job {
-        if matches!(optimizer_status.as_str(), "running" | "stale") {
+    if let Some(job) = &optimizer_job
+        && matches!(optimizer_status.as_str(), "running" | "stale")
+    {
+        {
             match job.state {
                 JobState::Stale => {
                     optimizer_status = "stale".into();
