@@ -67,6 +67,34 @@ pub trait QueueBackend: Send + Sync + 'static {
         finish: &Finish,
     ) -> Result<FinishReply, EngineError>;
 
+    /// Applies a finished attempt exactly like [`Self::finish`], then leases at most one due job
+    /// from `queue` for `worker` (like [`Self::lease`] with `max` 1, without waiting), so a worker
+    /// slot refills without a separate round trip. The lease part runs whatever the finish's
+    /// reply (a fenced finish still frees the worker's slot).
+    ///
+    /// The default calls `finish` then `lease`; a lease error after an applied finish is logged
+    /// and reported as "no next job" (the finish reply is never lost). Backends override it to do
+    /// both in one round trip / transaction; then an error means the finish's fate is unknown, as
+    /// with a failed `finish` (it is idempotent per token, and the reaper recovers the job).
+    async fn finish_and_lease(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+        finish: &Finish,
+        queue: &str,
+        worker: &WorkerIdentity,
+    ) -> Result<(FinishReply, Option<LeasedJob>), EngineError> {
+        let reply = self.finish(job_id, fencing_token, finish).await?;
+        let next = match self.lease(queue, worker, 1, Duration::ZERO).await {
+            Ok(jobs) => jobs.into_iter().next(),
+            Err(e) => {
+                tracing::debug!(queue = %queue, error = %e, "lease after finish failed");
+                None
+            }
+        };
+        Ok((reply, next))
+    }
+
     /// Hands a running job back (graceful shutdown, fenced): state `queued`, due now, the
     /// attempt refunded (it was interrupted by the operator, not by the job), attempt result
     /// `released`. Returns false when the lease was no longer ours.

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use skillforge_runner::{RunContext, RunSpec};
@@ -116,7 +116,8 @@ impl Worker {
         let counters = Arc::new(Counters::default());
         let slots = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
         let mut tasks = JoinSet::new();
-        let mut next_queue = 0usize;
+        let next_queue = Arc::new(AtomicUsize::new(0));
+        let queues: Arc<[String]> = self.config.queues.clone().into();
         while !shutdown.is_cancelled() {
             while tasks.try_join_next().is_some() {}
             let free = slots.available_permits();
@@ -127,7 +128,7 @@ impl Worker {
                 }
                 continue;
             }
-            let leased = self.lease_round(free, &mut next_queue).await;
+            let leased = self.lease_round(free, &next_queue).await;
             for job in leased {
                 let Ok(permit) = slots.clone().try_acquire_owned() else {
                     unreachable!("leased no more jobs than free slots")
@@ -137,8 +138,11 @@ impl Worker {
                     registry: self.registry.clone(),
                     scratch_root: self.config.scratch_root.clone(),
                     kill_all: kill_all.clone(),
+                    shutdown: shutdown.clone(),
                     counters: counters.clone(),
                     identity: self.identity.clone(),
+                    queues: queues.clone(),
+                    next_queue: next_queue.clone(),
                 };
                 tasks.spawn(async move {
                     ctx.run(job).await;
@@ -173,14 +177,15 @@ impl Worker {
     }
 
     /// Leases up to `free` jobs, trying queues round-robin; only the last queue tried waits.
-    async fn lease_round(&self, free: usize, next_queue: &mut usize) -> Vec<LeasedJob> {
+    async fn lease_round(&self, free: usize, next_queue: &AtomicUsize) -> Vec<LeasedJob> {
         let n = self.config.queues.len();
+        let first = next_queue.load(Ordering::Relaxed);
         for i in 0..n {
-            let queue = &self.config.queues[(*next_queue + i) % n];
+            let queue = &self.config.queues[(first + i) % n];
             let wait = if i + 1 == n { self.config.poll_wait } else { Duration::ZERO };
             match self.backend.lease(queue, &self.identity, free, wait).await {
                 Ok(jobs) if !jobs.is_empty() => {
-                    *next_queue = (*next_queue + i + 1) % n;
+                    next_queue.store((first + i + 1) % n, Ordering::Relaxed);
                     return jobs;
                 }
                 Ok(_) => {}
@@ -191,6 +196,20 @@ impl Worker {
             }
         }
         Vec::new()
+    }
+}
+
+/// Removes an attempt's scratch dir if its runner created one, off the async threads.
+async fn remove_scratch(dir: PathBuf) {
+    // One `lstat` of a path that usually does not exist: no blocking work worth a thread hop.
+    if std::fs::symlink_metadata(&dir).is_err() {
+        return;
+    }
+    let shown = dir.display().to_string();
+    match tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&dir)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => debug!(dir = %shown, error = %e, "scratch dir not removed"),
+        Err(e) => debug!(dir = %shown, error = %e, "scratch dir removal task failed"),
     }
 }
 
@@ -227,12 +246,50 @@ struct JobTask {
     registry: RunnerRegistry,
     scratch_root: PathBuf,
     kill_all: CancellationToken,
+    /// The worker's shutdown: once it fired, a finished slot leases nothing more.
+    shutdown: CancellationToken,
     counters: Arc<Counters>,
     identity: WorkerIdentity,
+    /// The worker's queues and its round-robin position, shared with the lease loop.
+    queues: Arc<[String]>,
+    next_queue: Arc<AtomicUsize>,
 }
 
 impl JobTask {
+    /// Runs `leased`, then, while the slot's finish brings back a next job, that one too
+    /// (finish-and-lease: a busy slot refills in the same round trip as its result).
     async fn run(self, leased: LeasedJob) {
+        let mut next = Some(leased);
+        while let Some(job) = next.take() {
+            if self.shutdown.is_cancelled() || self.kill_all.is_cancelled() {
+                // Leased while the worker began to stop: hand it straight back (attempt refunded).
+                match self.backend.release(&job.job.id, job.fencing_token).await {
+                    Ok(true) => {
+                        self.counters.released.fetch_add(1, Ordering::Relaxed);
+                        info!(job_id = %job.job.id, "job handed back on shutdown before it started");
+                    }
+                    Ok(false) => warn!(job_id = %job.job.id, "job not handed back: lease already superseded"),
+                    Err(e) => warn!(job_id = %job.job.id, error = %e, "job not handed back; the reaper will recover it"),
+                }
+                return;
+            }
+            next = self.run_one(job).await;
+        }
+    }
+
+    /// The queue a finishing slot leases its next job from (round-robin over the worker's queues).
+    fn refill_queue(&self) -> Option<&str> {
+        let n = self.queues.len();
+        if n == 0 {
+            return None;
+        }
+        let i = self.next_queue.fetch_add(1, Ordering::Relaxed) % n;
+        Some(self.queues[i].as_str())
+    }
+
+    /// Runs one leased job to its fenced result; returns the slot's next job when the finish
+    /// leased one.
+    async fn run_one(&self, leased: LeasedJob) -> Option<LeasedJob> {
         let job = leased.job;
         let token = leased.fencing_token;
         let span = info_span!("job", job_id = %job.id, workflow = %job.spec.workflow,
@@ -270,26 +327,25 @@ impl JobTask {
                     job.spec.kind,
                     self.registry.kinds().join(", ")
                 )),
-                Some(runner) => match std::fs::create_dir_all(&scratch_dir) {
-                    Err(e) => Err(format!("create scratch dir `{}`: {e}", scratch_dir.display())),
-                    Ok(()) => {
-                        let spec = RunSpec {
-                            job_id: job.id.clone(),
-                            payload: job.spec.payload.clone(),
-                            timeout: Duration::from_millis(job.spec.timeout_ms),
-                        };
-                        let ctx = RunContext {
-                            cancel: cancel.clone(),
-                            heartbeat: Arc::new(|_| {}),
-                            scratch_dir: scratch_dir.clone(),
-                        };
-                        runner.run(&spec, &ctx).await.map_err(|e| e.to_string())
-                    }
-                },
+                Some(runner) => {
+                    // The scratch dir is only a path: a runner that needs it creates it
+                    // (no file-system work on the async threads for the jobs that do not).
+                    let spec = RunSpec {
+                        job_id: job.id.clone(),
+                        payload: job.spec.payload.clone(),
+                        timeout: Duration::from_millis(job.spec.timeout_ms),
+                    };
+                    let ctx = RunContext {
+                        cancel: cancel.clone(),
+                        heartbeat: Arc::new(|_| {}),
+                        scratch_dir: scratch_dir.clone(),
+                    };
+                    runner.run(&spec, &ctx).await.map_err(|e| e.to_string())
+                }
             };
             done.cancel();
             let _ = heartbeat.await;
-            let _ = std::fs::remove_dir_all(&scratch_dir);
+            remove_scratch(scratch_dir).await;
             for (name, lock_token) in held.lock().await.drain(..) {
                 if let Err(e) = self.backend.release_lock(&name, lock_token).await {
                     warn!(lock = %name, error = %e, "lock not released; it goes stale after stale_after");
@@ -306,24 +362,37 @@ impl JobTask {
                     Ok(false) => warn!("job not handed back: lease already superseded"),
                     Err(e) => warn!(error = %e, "job not handed back; the reaper will recover it"),
                 }
-                return;
+                return None;
             }
             let finish =
                 finish_for(job.attempts, job.spec.max_attempts, result, operator_cancel, job.spec.retry_failed_runs);
-            match self.backend.finish(&job.id, token, &finish).await {
-                Ok(FinishReply::Applied(state)) => {
-                    self.counters.finished.fetch_add(1, Ordering::Relaxed);
-                    info!(state = %state, result = %finish.attempt_result, retry_delay_ms = finish.retry_delay_ms, "job finished");
+            let refill = if self.shutdown.is_cancelled() { None } else { self.refill_queue() };
+            let delivered = match refill {
+                Some(queue) => self.backend.finish_and_lease(&job.id, token, &finish, queue, &self.identity).await,
+                None => self.backend.finish(&job.id, token, &finish).await.map(|reply| (reply, None)),
+            };
+            match delivered {
+                Ok((reply, next)) => {
+                    match reply {
+                        FinishReply::Applied(state) => {
+                            self.counters.finished.fetch_add(1, Ordering::Relaxed);
+                            info!(state = %state, result = %finish.attempt_result, retry_delay_ms = finish.retry_delay_ms, "job finished");
+                        }
+                        FinishReply::Fenced { current_token } => {
+                            self.counters.fenced.fetch_add(1, Ordering::Relaxed);
+                            warn!(current_token, "result rejected by fencing: this lease was superseded");
+                        }
+                    }
+                    next
                 }
-                Ok(FinishReply::Fenced { current_token }) => {
-                    self.counters.fenced.fetch_add(1, Ordering::Relaxed);
-                    warn!(current_token, "result rejected by fencing: this lease was superseded");
+                Err(e) => {
+                    warn!(error = %e, "result not delivered; the reaper will recover the job");
+                    None
                 }
-                Err(e) => warn!(error = %e, "result not delivered; the reaper will recover the job"),
             }
         }
         .instrument(span)
-        .await;
+        .await
     }
 }
 

@@ -97,6 +97,14 @@ impl AgentRunner {
             || self.config.resolve_skillforge_bin(),
         )
         .map_err(|e| RunnerError::Other(e.to_string()))?;
+        // The engine passes the scratch dir as a path only; the prompt file (and, without a
+        // payload workdir, the agent's working directory) live in it.
+        tokio::fs::create_dir_all(&ctx.scratch_dir)
+            .await
+            .map_err(|source| RunnerError::Io {
+                context: format!("create scratch dir `{}`", ctx.scratch_dir.display()),
+                source,
+            })?;
         let invocation = build_invocation(profile, payload, &ctx.scratch_dir, &program)
             .map_err(invalid_payload)?;
         if let Some(path) = &invocation.prompt_file {

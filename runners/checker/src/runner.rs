@@ -223,6 +223,13 @@ impl Runner for CheckerRunner {
             serde_json::from_value(spec.payload.clone()).map_err(|e| invalid(e.to_string()))?;
         payload.validate().map_err(invalid)?;
         let started = Instant::now();
+        // The engine passes the scratch dir as a path only; tool reports are written into it.
+        tokio::fs::create_dir_all(&ctx.scratch_dir)
+            .await
+            .map_err(|source| RunnerError::Io {
+                context: format!("create scratch dir `{}`", ctx.scratch_dir.display()),
+                source,
+            })?;
         // `check` honours the token itself (tools are killed, later dimensions skip), so the
         // partial report survives a cancel.
         let report = check(&payload, &ctx.scratch_dir, spec.timeout, &ctx.cancel)
