@@ -78,6 +78,20 @@ impl QueueBackend for Timed {
     async fn finish(&self, job_id: &str, fencing_token: u64, finish: &Finish) -> Result<FinishReply, EngineError> {
         timed!(self, "finish", self.inner.finish(job_id, fencing_token, finish))
     }
+    async fn finish_and_lease(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+        finish: &Finish,
+        queue: &str,
+        worker: &WorkerIdentity,
+    ) -> Result<(FinishReply, Option<LeasedJob>), EngineError> {
+        let t = Instant::now();
+        let r = self.inner.finish_and_lease(job_id, fencing_token, finish, queue, worker).await;
+        let n = r.as_ref().map(|(_, next)| u64::from(next.is_some())).unwrap_or(0);
+        self.rec.add(if n > 0 { "finish_and_lease" } else { "finish_and_lease (none)" }, t.elapsed(), n);
+        r
+    }
     async fn release(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
         timed!(self, "release", self.inner.release(job_id, fencing_token))
     }

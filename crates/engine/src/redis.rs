@@ -37,6 +37,7 @@
 //! finish/release/reap remember the token they closed). Blocking waits (`BLPOP` on the wake
 //! list) run on separate pooled connections, so a waiting worker never stalls other calls.
 
+mod batch;
 mod decode;
 mod scripts;
 
@@ -87,6 +88,8 @@ pub struct RedisBackend {
     scripts: Scripts,
     /// Idle dedicated connections for blocking `BLPOP`s.
     blocking: Mutex<Vec<MultiplexedConnection>>,
+    /// Queue of the group-commit finish task (`redis/batch.rs`).
+    finisher: tokio::sync::mpsc::UnboundedSender<batch::Item>,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -193,12 +196,16 @@ impl RedisBackend {
             .get_connection_manager_with_config(config)
             .await
             .map_err(|e| EngineError::redis(format!("connect to `{}`: {e}", redact(url))))?;
+        let prefix = format!("{namespace}:");
+        let scripts = Scripts::new();
+        let finisher = batch::spawn(conn.clone(), prefix.clone(), scripts.finish_batch.clone());
         Ok(Self {
             client,
             conn,
-            prefix: format!("{namespace}:"),
-            scripts: Scripts::new(),
+            prefix,
+            scripts,
             blocking: Mutex::new(Vec::new()),
+            finisher,
         })
     }
 
@@ -287,7 +294,7 @@ impl RedisBackend {
             with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
         let mut jobs = Vec::with_capacity(raw.len());
         for r in raw {
-            if let Some(job) = decode::job(r)? {
+            if let Some(job) = decode::leased_job(r)? {
                 jobs.push(LeasedJob {
                     fencing_token: job.fencing_token,
                     job,
@@ -326,6 +333,47 @@ impl RedisBackend {
             }
         }
         Ok(out)
+    }
+
+    /// Validates and encodes a finish and hands it to the group-commit task.
+    async fn send_finish(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+        finish: &Finish,
+        lease: Option<(String, WorkerIdentity)>,
+    ) -> batch::Reply {
+        if matches!(finish.next, JobState::Running | JobState::Stale) {
+            return Err(EngineError::InvalidState {
+                job_id: job_id.to_owned(),
+                state: JobState::Running,
+                message: format!(
+                    "a finished attempt cannot move the job to `{}`",
+                    finish.next
+                ),
+            });
+        }
+        let outcome = match &finish.outcome {
+            Some(o) => serde_json::to_string(o).map_err(|e| {
+                EngineError::redis(format!("encode run outcome of job `{job_id}`: {e}"))
+            })?,
+            None => String::new(),
+        };
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let item = batch::Item {
+            job_id: job_id.to_owned(),
+            token: fencing_token,
+            next: finish.next.as_str(),
+            delay_ms: finish.retry_delay_ms,
+            result: finish.attempt_result.clone(),
+            outcome,
+            error: finish.error.clone(),
+            lease,
+            reply,
+        };
+        let stopped = || EngineError::redis(format!("finish of job `{job_id}`: the finish task stopped"));
+        self.finisher.send(item).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
     }
 
     async fn zrange(&self, key: &str, rev: bool, limit: usize) -> Result<Vec<String>, EngineError> {
@@ -429,44 +477,19 @@ impl QueueBackend for RedisBackend {
         fencing_token: u64,
         finish: &Finish,
     ) -> Result<FinishReply, EngineError> {
-        if matches!(finish.next, JobState::Running | JobState::Stale) {
-            return Err(EngineError::InvalidState {
-                job_id: job_id.to_owned(),
-                state: JobState::Running,
-                message: format!(
-                    "a finished attempt cannot move the job to `{}`",
-                    finish.next
-                ),
-            });
-        }
-        let outcome = match &finish.outcome {
-            Some(o) => serde_json::to_string(o).map_err(|e| {
-                EngineError::redis(format!("encode run outcome of job `{job_id}`: {e}"))
-            })?,
-            None => String::new(),
-        };
-        let mut inv = self.scripts.finish.prepare_invoke();
-        inv.arg(&self.prefix)
-            .arg(job_id)
-            .arg(fencing_token)
-            .arg(finish.next.as_str())
-            .arg(finish.retry_delay_ms)
-            .arg(&finish.attempt_result)
-            .arg(outcome)
-            .arg(u8::from(finish.error.is_some()))
-            .arg(finish.error.as_deref().unwrap_or(""));
-        let what = format!("finish of job `{job_id}`");
-        let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
-        match reply.as_slice() {
-            [tag, state] if tag == "applied" => {
-                Ok(FinishReply::Applied(parse_state(job_id, state)?))
-            }
-            [tag, token] if tag == "fenced" => Ok(FinishReply::Fenced {
-                current_token: token.parse().map_err(|_| unexpected("finish", &reply))?,
-            }),
-            [tag] if tag == "missing" => Err(EngineError::NotFound(job_id.to_owned())),
-            _ => Err(unexpected("finish", &reply)),
-        }
+        Ok(self.send_finish(job_id, fencing_token, finish, None).await?.0)
+    }
+
+    async fn finish_and_lease(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+        finish: &Finish,
+        queue: &str,
+        worker: &WorkerIdentity,
+    ) -> Result<(FinishReply, Option<LeasedJob>), EngineError> {
+        self.send_finish(job_id, fencing_token, finish, Some((queue.to_owned(), worker.clone())))
+            .await
     }
 
     async fn release(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {

@@ -241,6 +241,46 @@ impl SqliteBackend {
         Ok((answer.await.map_err(|_| stopped())??, None))
     }
 
+    /// Validates and encodes a finish and hands it to the group-commit task.
+    async fn send_finish(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+        finish: &Finish,
+        lease: Option<(String, WorkerIdentity)>,
+    ) -> finish::Reply {
+        let what = format!("finish job `{job_id}`");
+        if finish.next == JobState::Running {
+            return Err(EngineError::InvalidState {
+                job_id: job_id.to_owned(),
+                state: JobState::Running,
+                message: "a finish cannot move a job to running".to_owned(),
+            });
+        }
+        let outcome = match &finish.outcome {
+            Some(o) => Some(
+                serde_json::to_string(o)
+                    .map_err(|e| EngineError::sqlite(format!("{what}: encode outcome: {e}")))?,
+            ),
+            None => None,
+        };
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let request = finish::FinishRequest {
+            job_id: job_id.to_owned(),
+            fencing_token: to_i64(fencing_token),
+            next: finish.next,
+            retry_delay_ms: to_i64(finish.retry_delay_ms),
+            attempt_result: finish.attempt_result.clone(),
+            outcome,
+            error: finish.error.clone(),
+            lease,
+            reply,
+        };
+        let stopped = || EngineError::sqlite(format!("{what}: the finish task stopped"));
+        self.inner.finisher.send(request).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+
     /// Runs `query` (which selects [`job_columns`]) on the read pool and attaches each job's history.
     async fn read_jobs(
         &self,
@@ -398,35 +438,19 @@ impl QueueBackend for SqliteBackend {
         fencing_token: u64,
         finish: &Finish,
     ) -> Result<FinishReply, EngineError> {
-        let what = format!("finish job `{job_id}`");
-        if finish.next == JobState::Running {
-            return Err(EngineError::InvalidState {
-                job_id: job_id.to_owned(),
-                state: JobState::Running,
-                message: "a finish cannot move a job to running".to_owned(),
-            });
-        }
-        let outcome = match &finish.outcome {
-            Some(o) => Some(
-                serde_json::to_string(o)
-                    .map_err(|e| EngineError::sqlite(format!("{what}: encode outcome: {e}")))?,
-            ),
-            None => None,
-        };
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let request = finish::FinishRequest {
-            job_id: job_id.to_owned(),
-            fencing_token: to_i64(fencing_token),
-            next: finish.next,
-            retry_delay_ms: to_i64(finish.retry_delay_ms),
-            attempt_result: finish.attempt_result.clone(),
-            outcome,
-            error: finish.error.clone(),
-            reply,
-        };
-        let stopped = || EngineError::sqlite(format!("{what}: the finish task stopped"));
-        self.inner.finisher.send(request).map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
+        Ok(self.send_finish(job_id, fencing_token, finish, None).await?.0)
+    }
+
+    async fn finish_and_lease(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+        finish: &Finish,
+        queue: &str,
+        worker: &WorkerIdentity,
+    ) -> Result<(FinishReply, Option<LeasedJob>), EngineError> {
+        self.send_finish(job_id, fencing_token, finish, Some((queue.to_owned(), worker.clone())))
+            .await
     }
 
     async fn release(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {

@@ -84,6 +84,28 @@ pub(super) fn job(raw: RawJob) -> Result<Option<Job>, EngineError> {
     }))
 }
 
+/// Decodes a job from a lease reply (`leased_view` in `transitions.lua`): a first lease's
+/// history comes empty and is exactly its one open attempt record, rebuilt here from the lease.
+pub(super) fn leased_job(raw: RawJob) -> Result<Option<Job>, EngineError> {
+    let Some(mut job) = job(raw)? else { return Ok(None) };
+    if job.history.is_empty()
+        && let Some(lease) = &job.lease
+    {
+        job.history.push(AttemptRecord {
+            attempt: job.attempts,
+            fencing_token: job.fencing_token,
+            worker: lease.owner_worker.clone(),
+            host: lease.owner_host.clone(),
+            pid: lease.owner_pid,
+            started_at_ms: lease.acquired_at_ms,
+            ended_at_ms: None,
+            result: None,
+            retry_delay_ms: None,
+        });
+    }
+    Ok(Some(job))
+}
+
 /// Decodes a row of the `leases` script:
 /// `[name, worker, host, pid, token, acquired_at, heartbeat_at, heartbeat_ms, stale_after_ms]`.
 pub(super) fn lease_row(kind: LeaseKind, row: &[String]) -> Result<LeaseView, EngineError> {

@@ -1,5 +1,5 @@
 -- ARGV: ns, queue, max, worker_id, host, pid, request_id, promote_limit
--- Returns {{job_view...}, next_due_ms (-1 = none), now_ms}.
+-- Returns {{leased_view...}, next_due_ms (-1 = none), now_ms}.
 -- A retry with the same request_id returns the jobs that request already leased.
 local queue, max = ARGV[2], tonumber(ARGV[3])
 local worker, host, pid = ARGV[4], ARGV[5], ARGV[6]
@@ -16,46 +16,25 @@ if #prior > 0 then
   return { out, -1, now }
 end
 
-local ready = NS .. 'ready:' .. queue
-local delayed = NS .. 'delayed:' .. queue
-
--- Promote a bounded number of due delayed jobs, in due order.
-local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, tonumber(ARGV[8]))
-if #due > 0 then
-  local base = redis.call('INCRBY', NS .. 'seq', #due) - #due
-  for i, id in ipairs(due) do
-    redis.call('ZREM', delayed, id)
-    redis.call('ZADD', ready, base + i, id)
-  end
-end
+promote_due(queue, now, tonumber(ARGV[8]))
 
 local out = {}
-local popped = redis.call('ZPOPMIN', ready, max)
-for i = 1, #popped, 2 do
-  local id = popped[i]
-  local jk = jkey(id)
-  local f = redis.call('HMGET', jk, 'state', 'attempts', 'token', 'stale_after', 'created_at')
-  if f[1] == 'queued' then
-    local attempts = tonumber(f[2]) + 1
-    local token = tonumber(f[3]) + 1
-    redis.call('HSET', jk, 'attempts', s(attempts), 'token', s(token),
-      'owner_worker', worker, 'owner_host', host, 'owner_pid', pid,
-      'acquired_at', s(now), 'heartbeat_at', s(now), 'updated_at', s(now))
-    set_state(id, 'queued', 'running', f[5])
-    redis.call('ZADD', NS .. 'leases', s(now + tonumber(f[4])), id)
-    redis.call('RPUSH', hkey(id), cjson.encode({
-      attempt = attempts, fencing_token = token, worker = worker, host = host,
-      pid = tonumber(pid), started_at_ms = now }))
-    redis.call('RPUSH', reqkey, id, s(token))
-    out[#out + 1] = job_view(id)
+local record = {}
+for _, id in ipairs(pop_ready(queue, max)) do
+  local token = lease_one(id, worker, host, pid, now)
+  if token then
+    record[#record + 1] = id
+    record[#record + 1] = s(token)
+    out[#out + 1] = leased_view(id, token)
   end
 end
 if #out > 0 then
+  redis.call('RPUSH', reqkey, unpack(record))
   redis.call('PEXPIRE', reqkey, 600000)
   return { out, -1, now }
 end
 
 local next_due = -1
-local first = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
+local first = redis.call('ZRANGE', NS .. 'delayed:' .. queue, 0, 0, 'WITHSCORES')
 if #first > 0 then next_due = tonumber(first[2]) end
 return { out, next_due, now }

@@ -6,6 +6,8 @@
 use ::redis::Script;
 
 const COMMON: &str = include_str!("common.lua");
+/// `finish_one`, `lease_one` and friends: the finish and lease transitions as functions.
+const TRANSITIONS: &str = include_str!("transitions.lua");
 
 /// All scripts, compiled once per backend (their SHA1 is what `EVALSHA` sends; a server that
 /// lost its script cache, e.g. after a restart, gets the source again transparently).
@@ -13,7 +15,7 @@ pub(super) struct Scripts {
     pub(super) enqueue: Script,
     pub(super) lease: Script,
     pub(super) heartbeat: Script,
-    pub(super) finish: Script,
+    pub(super) finish_batch: Script,
     pub(super) release: Script,
     pub(super) expired: Script,
     pub(super) reap: Script,
@@ -30,13 +32,17 @@ fn with_prelude(body: &str) -> Script {
     Script::new(&format!("{COMMON}\n{body}"))
 }
 
+fn with_transitions(body: &str) -> Script {
+    Script::new(&format!("{COMMON}\n{TRANSITIONS}\n{body}"))
+}
+
 impl Scripts {
     pub(super) fn new() -> Self {
         Self {
             enqueue: with_prelude(include_str!("enqueue.lua")),
-            lease: with_prelude(include_str!("lease.lua")),
+            lease: with_transitions(include_str!("lease.lua")),
             heartbeat: with_prelude(include_str!("heartbeat.lua")),
-            finish: with_prelude(include_str!("finish.lua")),
+            finish_batch: with_transitions(include_str!("finish_batch.lua")),
             release: with_prelude(include_str!("release.lua")),
             expired: with_prelude(include_str!("expired.lua")),
             reap: with_prelude(include_str!("reap.lua")),

@@ -11,10 +11,14 @@ use std::sync::Arc;
 use sqlx::{Row, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
-use super::watch::Wake;
 use super::CLEAR_LEASE;
+use super::lease::lease_queue;
+use super::watch::Wake;
 use crate::error::EngineError;
-use crate::job::{FinishReply, JobState, now_ms};
+use crate::job::{FinishReply, JobState, LeasedJob, WorkerIdentity, now_ms};
+
+/// What a finish (and optional lease) call gets back.
+pub(super) type Reply = Result<(FinishReply, Option<LeasedJob>), EngineError>;
 
 /// Most finishes applied in one transaction.
 const MAX_BATCH: usize = 512;
@@ -29,7 +33,9 @@ pub(super) struct FinishRequest {
     /// `RunOutcome` as JSON text.
     pub(super) outcome: Option<String>,
     pub(super) error: Option<String>,
-    pub(super) reply: oneshot::Sender<Result<FinishReply, EngineError>>,
+    /// Lease one next job from this queue for this worker in the same transaction.
+    pub(super) lease: Option<(String, WorkerIdentity)>,
+    pub(super) reply: oneshot::Sender<Reply>,
 }
 
 /// Starts the finisher task; it ends when the returned sender (and its clones) are dropped.
@@ -42,6 +48,12 @@ pub(super) fn spawn(writer: SqlitePool, wake: Arc<Wake>) -> mpsc::UnboundedSende
                 match rx.try_recv() {
                     Ok(r) => batch.push(r),
                     Err(_) => break,
+                }
+            }
+            for r in &mut batch {
+                // A caller that gave up still gets its finish applied, but no job leased for it.
+                if r.reply.is_closed() {
+                    r.lease = None;
                 }
             }
             // A job may appear twice (a duplicate finish); the copy goes in a later round so
@@ -75,7 +87,7 @@ pub(super) fn spawn(writer: SqlitePool, wake: Arc<Wake>) -> mpsc::UnboundedSende
     tx
 }
 
-type Replies = (Vec<Result<FinishReply, EngineError>>, bool);
+type Replies = (Vec<Reply>, bool);
 
 /// Applies one round (distinct job ids). Returns one reply per request, in order, and whether
 /// a job went back to `queued`; or the error text when the transaction failed.
@@ -170,13 +182,29 @@ async fn apply(writer: &SqlitePool, round: &[FinishRequest]) -> Result<Replies, 
             current.insert(id, token);
         }
     }
+    // The finishing slots' next jobs, leased in the same transaction (grouped per queue).
+    let mut next: Vec<Option<LeasedJob>> = (0..round.len()).map(|_| None).collect();
+    let mut queues: Vec<&str> = round.iter().filter_map(|r| r.lease.as_ref().map(|(q, _)| q.as_str())).collect();
+    queues.sort_unstable();
+    queues.dedup();
+    for queue in queues {
+        let items: Vec<usize> =
+            (0..round.len()).filter(|&i| round[i].lease.as_ref().is_some_and(|(q, _)| q == queue)).collect();
+        let wants: Vec<(&WorkerIdentity, usize)> =
+            items.iter().filter_map(|&i| round[i].lease.as_ref().map(|(_, w)| (w, 1))).collect();
+        let leased = lease_queue(&mut tx, queue, &wants, now).await?;
+        for (i, jobs) in items.into_iter().zip(leased) {
+            next[i] = jobs.into_iter().next();
+        }
+    }
     tx.commit().await.map_err(|e| format!("commit: {e}"))?;
     let replies = round
         .iter()
-        .map(|r| match applied.get(&r.job_id) {
-            Some(state) => Ok(FinishReply::Applied(*state)),
+        .zip(next)
+        .map(|(r, next)| match applied.get(&r.job_id) {
+            Some(state) => Ok((FinishReply::Applied(*state), next)),
             None => match current.get(&r.job_id) {
-                Some(token) => Ok(FinishReply::Fenced { current_token: *token as u64 }),
+                Some(token) => Ok((FinishReply::Fenced { current_token: *token as u64 }, next)),
                 None => Err(EngineError::NotFound(r.job_id.clone())),
             },
         })

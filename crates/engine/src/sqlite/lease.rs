@@ -73,22 +73,27 @@ async fn apply(writer: &SqlitePool, batch: &[LeaseRequest]) -> Result<Vec<Vec<Le
     queues.dedup();
     for queue in queues {
         let requests: Vec<usize> = (0..batch.len()).filter(|&i| batch[i].queue == queue).collect();
-        lease_queue(&mut tx, queue, batch, &requests, now, &mut out).await?;
+        let wants: Vec<(&WorkerIdentity, usize)> =
+            requests.iter().map(|&i| (&batch[i].worker, batch[i].max)).collect();
+        let leased = lease_queue(&mut tx, queue, &wants, now).await?;
+        for (i, jobs) in requests.into_iter().zip(leased) {
+            out[i] = jobs;
+        }
     }
     tx.commit().await.map_err(|e| format!("commit: {e}"))?;
     Ok(out)
 }
 
-/// Leases for the requests (indices into `batch`) of one queue.
-async fn lease_queue(
+/// Leases from one queue for each (worker, max) of `wants`, in order, inside `tx`; one job
+/// list per want.
+pub(super) async fn lease_queue(
     tx: &mut Transaction<'static, Sqlite>,
     queue: &str,
-    batch: &[LeaseRequest],
-    requests: &[usize],
+    wants: &[(&WorkerIdentity, usize)],
     now: i64,
-    out: &mut [Vec<LeasedJob>],
-) -> Result<(), String> {
-    let total: usize = requests.iter().map(|&i| batch[i].max).fold(0, usize::saturating_add);
+) -> Result<Vec<Vec<LeasedJob>>, String> {
+    let mut out: Vec<Vec<LeasedJob>> = (0..wants.len()).map(|_| Vec::new()).collect();
+    let total: usize = wants.iter().map(|&(_, max)| max).fold(0, usize::saturating_add);
     let seqs: Vec<i64> = sqlx::query_scalar(
         "SELECT seq FROM jobs WHERE queue = ?1 AND state = 'queued' AND not_before_ms <= ?2 \
          ORDER BY not_before_ms, seq LIMIT ?3",
@@ -100,15 +105,14 @@ async fn lease_queue(
     .await
     .map_err(|e| format!("select due jobs: {e}"))?;
     if seqs.is_empty() {
-        return Ok(());
+        return Ok(out);
     }
     // Hand out in call order; remember which request each seq went to.
     let mut owner_of: HashMap<i64, usize> = HashMap::with_capacity(seqs.len());
     let mut assignments = Vec::with_capacity(seqs.len());
     let mut next = seqs.iter();
-    'requests: for &i in requests {
-        let w = &batch[i].worker;
-        for _ in 0..batch[i].max {
+    'requests: for (i, &(w, max)) in wants.iter().enumerate() {
+        for _ in 0..max {
             let Some(&seq) = next.next() else { break 'requests };
             owner_of.insert(seq, i);
             assignments.push(serde_json::json!({
@@ -175,5 +179,5 @@ async fn lease_queue(
             out[i].push(LeasedJob { fencing_token: job.fencing_token, job });
         }
     }
-    Ok(())
+    Ok(out)
 }

@@ -1,0 +1,155 @@
+//! Group commit for `finish` and `finish_and_lease` on Redis: concurrent calls are sent by one
+//! task as one `finish_batch.lua` call, so a busy worker pays one round trip and one script
+//! invocation for many finishes, and each finishing slot gets its next job in the same call.
+//!
+//! Each finish keeps its own fencing (the script applies them one by one, atomically as a
+//! whole). While one batch is in flight the next one accumulates. A retried batch (lost reply)
+//! re-applies its idempotent finishes and gets back the jobs its first try leased, keyed by
+//! the batch's request id.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use ::redis::Script;
+use ::redis::aio::ConnectionManager;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::{PROMOTE_LIMIT, RETRY_BUDGET, decode, parse_state, transient, unexpected};
+use crate::error::EngineError;
+use crate::job::{FinishReply, LeasedJob, WorkerIdentity};
+
+/// Most finishes sent in one script call.
+const MAX_BATCH: usize = 256;
+
+/// What a finish (and optional lease) call gets back.
+pub(super) type Reply = Result<(FinishReply, Option<LeasedJob>), EngineError>;
+
+/// One pending finish, already validated and encoded.
+pub(super) struct Item {
+    pub(super) job_id: String,
+    pub(super) token: u64,
+    pub(super) next: &'static str,
+    pub(super) delay_ms: u64,
+    pub(super) result: String,
+    /// `RunOutcome` JSON, empty for none.
+    pub(super) outcome: String,
+    pub(super) error: Option<String>,
+    /// Lease one next job from this queue for this worker after the finish.
+    pub(super) lease: Option<(String, WorkerIdentity)>,
+    pub(super) reply: oneshot::Sender<Reply>,
+}
+
+/// Starts the batching task; it ends when the returned sender (and its clones) are dropped.
+pub(super) fn spawn(conn: ConnectionManager, prefix: String, script: Script) -> mpsc::UnboundedSender<Item> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Item>();
+    tokio::spawn(async move {
+        while let Some(first) = rx.recv().await {
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(item) => batch.push(item),
+                    Err(_) => break,
+                }
+            }
+            for item in &mut batch {
+                // A caller that gave up still gets its finish applied, but no job leased for it.
+                if item.reply.is_closed() {
+                    item.lease = None;
+                }
+            }
+            match run(&conn, &prefix, &script, &batch).await {
+                Ok(replies) => {
+                    for (item, reply) in batch.into_iter().zip(replies) {
+                        let _ = item.reply.send(reply);
+                    }
+                }
+                Err(e) => {
+                    for item in batch {
+                        let _ = item.reply.send(Err(EngineError::redis(format!(
+                            "finish of job `{}`: {e}",
+                            item.job_id
+                        ))));
+                    }
+                }
+            }
+        }
+    });
+    tx
+}
+
+type RawLeased = (usize, HashMap<String, String>, Vec<String>);
+
+/// One script call for `batch` (retrying transient failures with the same request id); one
+/// reply per item, in order.
+async fn run(conn: &ConnectionManager, prefix: &str, script: &Script, batch: &[Item]) -> Result<Vec<Reply>, String> {
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let mut inv = script.prepare_invoke();
+    inv.arg(prefix).arg(&request_id).arg(PROMOTE_LIMIT).arg(batch.len());
+    for item in batch {
+        let (queue, worker) = match &item.lease {
+            Some((q, w)) => (q.as_str(), Some(w)),
+            None => ("", None),
+        };
+        inv.arg(&item.job_id)
+            .arg(item.token)
+            .arg(item.next)
+            .arg(item.delay_ms)
+            .arg(&item.result)
+            .arg(&item.outcome)
+            .arg(u8::from(item.error.is_some()))
+            .arg(item.error.as_deref().unwrap_or(""))
+            .arg(queue)
+            .arg(worker.map_or("", |w| w.worker_id.as_str()))
+            .arg(worker.map_or("", |w| w.host.as_str()))
+            .arg(worker.map_or(0, |w| w.pid));
+    }
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(50);
+    let (finishes, leased): (Vec<Vec<String>>, Vec<RawLeased>) = loop {
+        let mut c = conn.clone();
+        match inv.invoke_async(&mut c).await {
+            Ok(v) => break v,
+            Err(e) if transient(&e) && started.elapsed() < RETRY_BUDGET => {
+                tracing::debug!(error = %e, "redis finish batch failed, retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    if finishes.len() != batch.len() {
+        return Err(format!("finish batch: {} replies for {} finishes", finishes.len(), batch.len()));
+    }
+    let mut next: Vec<Option<LeasedJob>> = (0..batch.len()).map(|_| None).collect();
+    let mut lease_error = None;
+    for (i, h, history) in leased {
+        match decode::leased_job((h, history)) {
+            Ok(Some(job)) if i < next.len() => {
+                next[i] = Some(LeasedJob { fencing_token: job.fencing_token, job });
+            }
+            Ok(_) => {}
+            Err(e) => lease_error = Some(e.to_string()),
+        }
+    }
+    if let Some(e) = lease_error {
+        // A leased job that cannot be decoded stays leased to this worker; the reaper frees it.
+        tracing::warn!(error = %e, "a job leased after a finish could not be decoded");
+    }
+    Ok(batch
+        .iter()
+        .zip(finishes)
+        .zip(next)
+        .map(|((item, reply), next)| {
+            let finish = match reply.as_slice() {
+                [tag, state] if tag == "applied" => FinishReply::Applied(parse_state(&item.job_id, state)?),
+                [tag, token] if tag == "fenced" => FinishReply::Fenced {
+                    current_token: token.parse().map_err(|_| unexpected("finish", &reply))?,
+                },
+                [tag] if tag == "missing" => return Err(EngineError::NotFound(item.job_id.clone())),
+                _ => return Err(unexpected("finish", &reply)),
+            };
+            Ok((finish, next))
+        })
+        .collect())
+}
