@@ -66,6 +66,11 @@ pub async fn training_package(pool: &SqlitePool, run_id: &str) -> Result<Trainin
         run: run.id.clone(),
         version: run.template_version_id.clone(),
     })?;
+    // Events first, then items: items are never deleted and every event's item is written before
+    // (or with) the event, so each event read here finds its item below even while a harvester
+    // leg writes concurrently (reading items first could miss the item of a newer event).
+    let feedback = list_feedback_events(pool, run_id).await?;
+    let ranked = list_ranked_events(pool, run_id).await?;
     let items = list_items(pool, run_id).await?;
     let mut artifacts = Vec::new();
     for item in &items {
@@ -82,8 +87,6 @@ pub async fn training_package(pool: &SqlitePool, run_id: &str) -> Result<Trainin
             artifacts.push(artifact);
         }
     }
-    let feedback = list_feedback_events(pool, run_id).await?;
-    let ranked = list_ranked_events(pool, run_id).await?;
     Ok(assemble_package(&run, template, &items, artifacts, feedback, ranked))
 }
 
