@@ -40,6 +40,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the whole loop on a real git repository: train iteration to a pending candidate, then a harvest.
+    Demo(commands::demo::DemoArgs),
     /// Submit, inspect, cancel and retry durable jobs.
     #[command(subcommand)]
     Jobs(commands::jobs::JobsCommand),
@@ -119,6 +121,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         let ctx = Context::new(cli.home, cli.queue, cli.json)?;
         match cli.command {
+            Command::Demo(args) => commands::demo::run(&ctx, args).await,
             Command::Jobs(cmd) => commands::jobs::run(&ctx, cmd).await,
             Command::Worker(args) => commands::worker::run(&ctx, args).await,
             Command::Serve(args) => commands::serve::run(&ctx, args).await,

@@ -2,6 +2,7 @@
 
 pub mod candidate;
 pub mod check;
+pub mod demo;
 pub mod export;
 pub mod feedback;
 pub mod harvest;

@@ -18,6 +18,8 @@ use skillforge_store::templates::{
     list_templates, list_versions, resolve,
 };
 
+use skillforge_store::Store;
+
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
@@ -57,24 +59,45 @@ pub async fn run(ctx: &Context, cmd: TemplateCommand) -> CliResult {
 async fn add(ctx: &Context, file: &std::path::Path, repo: Option<&str>) -> CliResult {
     let content = std::fs::read_to_string(file)
         .map_err(|e| CliError::usage(anyhow!("read template `{}`: {e}", file.display())))?;
-    let parsed =
-        parse_template(&content).map_err(|e| CliError::usage(anyhow!("invalid template `{}`: {e}", file.display())))?;
-    let metadata = parsed.metadata;
-    let hash = content_hash(&content);
-    let metadata_json = to_go_json_compact(&metadata).map_err(CliError::usage)?;
-    let source_path = file.display().to_string();
-
     let store = ctx.store().await?;
-    let mut tx = begin_write(&store).await?;
+    let installed = install(&store, &content, &file.display().to_string(), repo).await?;
+    let version = &installed.version;
+    if ctx.json {
+        print_json(&json!({"template_id": version.template_id, "version_id": version.id, "created": installed.is_new}));
+    } else if installed.is_new {
+        println!("added {} (current)", version.id);
+    } else {
+        println!("{} unchanged: its current version {} has this content", version.template_id, version.id);
+    }
+    Ok(OK)
+}
+
+/// What [`install`] did: the version holding the content, and whether it was created now.
+#[derive(Debug, Clone)]
+pub struct Installed {
+    /// The current version with this content.
+    pub version: VersionRow,
+    /// False when the current version already had this content (nothing was written).
+    pub is_new: bool,
+}
+
+/// Installs template `content` (read from `source_path`, recorded with `repo`, default
+/// [`LOCAL_SOURCE_REPO`]) as its id's new current version; content identical to the current
+/// version creates nothing. `template add` and `skillforge demo` both install through here.
+///
+/// # Errors
+/// Exit 2 for an invalid template; exit 3 when the store fails.
+pub async fn install(store: &Store, content: &str, source_path: &str, repo: Option<&str>) -> Result<Installed, CliError> {
+    let parsed =
+        parse_template(content).map_err(|e| CliError::usage(anyhow!("invalid template `{source_path}`: {e}")))?;
+    let metadata = parsed.metadata;
+    let hash = content_hash(content);
+    let metadata_json = to_go_json_compact(&metadata).map_err(CliError::usage)?;
+    let mut tx = begin_write(store).await?;
     if let Some(current) = current_version(&mut *tx, &metadata.id).await?
         && current.content_hash == hash
     {
-        if ctx.json {
-            print_json(&json!({"template_id": metadata.id, "version_id": current.id, "created": false}));
-        } else {
-            println!("{} unchanged: its current version {} has this content", metadata.id, current.id);
-        }
-        return Ok(OK);
+        return Ok(Installed { version: current, is_new: false });
     }
     let version = insert_version(
         &mut tx,
@@ -84,22 +107,17 @@ async fn add(ctx: &Context, file: &std::path::Path, repo: Option<&str>) -> CliRe
             name: &metadata.name,
             description: &metadata.description,
             metadata_json: &metadata_json,
-            content: &content,
+            content,
             content_hash: &hash,
             source_repo: repo.unwrap_or(LOCAL_SOURCE_REPO),
             source_ref: "",
-            source_path: &source_path,
+            source_path,
             resolved_commit: hash_hex(&hash),
         },
     )
     .await?;
     tx.commit().await?;
-    if ctx.json {
-        print_json(&json!({"template_id": metadata.id, "version_id": version.id, "created": true}));
-    } else {
-        println!("added {} (current)", version.id);
-    }
-    Ok(OK)
+    Ok(Installed { version, is_new: true })
 }
 
 fn template_json(t: &TemplateRow, versions: &[VersionRow]) -> Value {

@@ -140,18 +140,14 @@ pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
     let workflow = TrainWorkflow::for_home(&ctx.home).map_err(CliError::usage)?;
     let store = ctx.store().await?;
     let queue = ctx.queue().await?;
-    let waiter = CliWaiter { ctx, queue: queue.clone(), store: store.clone() };
+    let waiter = CliWaiter::new(ctx, queue.clone(), store.clone());
     let reporter = StderrReporter { quiet: false };
-    let skillforge_bin = std::env::var_os("SKILLFORGE_BIN")
-        .map(PathBuf::from)
-        .or_else(|| std::env::current_exe().ok())
-        .unwrap_or_else(|| PathBuf::from("skillforge"));
     let env = TrainEnv {
         store: &store,
         queue: &queue,
         home: &ctx.home,
         workflow: &workflow,
-        skillforge_bin,
+        skillforge_bin: skillforge_bin(),
         waiter: &waiter,
         reporter: &reporter,
     };
@@ -175,6 +171,15 @@ pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
             finish(ctx, recover(&env, &args.session, &out_root).await)
         }
     }
+}
+
+/// The skillforge binary backend commands run as `{skillforge_bin}`: `$SKILLFORGE_BIN`, else
+/// this executable, else `skillforge` on PATH.
+pub fn skillforge_bin() -> PathBuf {
+    std::env::var_os("SKILLFORGE_BIN")
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| PathBuf::from("skillforge"))
 }
 
 async fn run_start(ctx: &Context, env: &TrainEnv<'_>, args: StartArgs) -> CliResult {
@@ -230,7 +235,8 @@ fn finish(ctx: &Context, result: Result<StepReport, TrainError>) -> CliResult {
     }
 }
 
-fn train_error(e: TrainError) -> CliError {
+/// Maps a train step's error to the command's exit code (see the module docs).
+pub fn train_error(e: TrainError) -> CliError {
     match e {
         TrainError::Invalid(_) | TrainError::Refused(_) => CliError::usage(anyhow!(e)),
         TrainError::Failed(_) => CliError { code: CHECK_FAILED, error: anyhow!(e) },
@@ -321,10 +327,17 @@ impl Reporter for StderrReporter {
 /// Waits for jobs: on the embedded queue, an in-process worker runs them while no other worker
 /// is live (re-checked every second, so a killed worker's jobs are picked up once its presence
 /// lock stops being active); a spinner on a terminal.
-struct CliWaiter<'a> {
+pub struct CliWaiter<'a> {
     ctx: &'a Context,
     queue: Arc<dyn QueueBackend>,
     store: Store,
+}
+
+impl<'a> CliWaiter<'a> {
+    /// A waiter for the jobs of `queue`, serving it in-process on the embedded queue.
+    pub fn new(ctx: &'a Context, queue: Arc<dyn QueueBackend>, store: Store) -> Self {
+        Self { ctx, queue, store }
+    }
 }
 
 async fn has_active_worker(queue: &dyn QueueBackend) -> Result<bool, EngineError> {
