@@ -1,0 +1,169 @@
+//! `skillforge demo` end to end through the built binary (issue 5 item 8, issue 6 item 6): on a
+//! real git repository with code changes and a merge, one run ends with a pending candidate, a
+//! readable summary and a valid auto-trace export holding hard-verifier and checker rows on the
+//! merge; a second run in the same home works and makes a second session; `--repo` on a
+//! directory that is not a repository is refused with exit 2 naming it.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use skillforge_contract::validate_training_package_json;
+use skillforge_tests::{Home, git};
+use tempfile::TempDir;
+
+const TEMPLATE_ID: &str = "change-summarizer";
+
+fn write(dir: &Path, file: &str, text: &str) {
+    let path = dir.join(file);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn commit(dir: &Path, message: &str) -> String {
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", message]);
+    git(dir, &["rev-parse", "HEAD"])
+}
+
+/// A repository with real code changes on `main`, a feature branch merged with `--no-ff`, and
+/// one more commit after the merge. Returns (dir, merge SHA, the last three non-merge SHAs, newest first).
+fn repo_with_a_merge() -> (TempDir, String, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    git(p, &["init", "-q", "-b", "main"]);
+    write(p, "Cargo.toml", "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n");
+    write(p, "src/lib.rs", "pub fn add(a: i64, b: i64) -> i64 {\n    a + b\n}\n");
+    commit(p, "calc: add the add function");
+    write(p, "src/lib.rs", "pub fn add(a: i64, b: i64) -> i64 {\n    a + b\n}\n\npub fn sub(a: i64, b: i64) -> i64 {\n    a - b\n}\n");
+    let c2 = commit(p, "calc: subtract");
+    git(p, &["checkout", "-q", "-b", "feature/parse"]);
+    write(p, "src/parse.rs", "pub fn parse_number(text: &str) -> Option<i64> {\n    text.trim().parse().ok()\n}\n");
+    write(p, "src/lib.rs", "pub mod parse;\n\npub fn add(a: i64, b: i64) -> i64 {\n    a + b\n}\n\npub fn sub(a: i64, b: i64) -> i64 {\n    a - b\n}\n");
+    let c3 = commit(p, "parse: read numbers from text");
+    git(p, &["checkout", "-q", "main"]);
+    git(
+        p,
+        &["-c", "user.name=skillforge tests", "-c", "user.email=tests@skillforge.invalid", "merge", "-q", "--no-ff", "-m", "Merge branch 'feature/parse'", "feature/parse"],
+    );
+    let merge = git(p, &["rev-parse", "HEAD"]);
+    write(p, "README.md", "# calc\n\nAdds, subtracts and parses numbers.\n");
+    let c4 = commit(p, "docs: README");
+    (dir, merge, vec![c4, c3, c2])
+}
+
+fn run(home: &Home, args: &[&str]) -> (i32, String, String) {
+    let out = home.run(args);
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// The value after `label` on a summary line `label   value`.
+fn summary_path(stdout: &str, label: &str) -> PathBuf {
+    let line = stdout.lines().find(|l| l.starts_with(label)).unwrap_or_else(|| panic!("no `{label}` line in:\n{stdout}"));
+    PathBuf::from(line[label.len()..].trim())
+}
+
+fn rows<'a>(package: &'a Value, reviewer: &str) -> Vec<&'a Value> {
+    package["feedback_events"].as_array().unwrap().iter().filter(|e| e["reviewer"] == reviewer).collect()
+}
+
+fn item<'a>(package: &'a Value, id: &str) -> &'a Value {
+    package["items"].as_array().unwrap().iter().find(|i| i["id"] == id).unwrap_or_else(|| panic!("no item {id} in {package:#}"))
+}
+
+fn candidates(home: &Home) -> Vec<Value> {
+    home.json(&["candidate", "list", "--template", TEMPLATE_ID]).as_array().cloned().unwrap()
+}
+
+#[test]
+fn demo_on_a_real_repository_ends_with_a_pending_candidate_and_an_auto_trace_export() {
+    let (repo, merge, non_merges) = repo_with_a_merge();
+    let repo_path = repo.path().to_str().unwrap();
+    let home = Home::embedded();
+    let (code, stdout, stderr) = run(&home, &["demo", "--repo", repo_path]);
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}\n{}", home.logs());
+
+    // A readable summary: every step, the candidate, where things are, what to run next.
+    for n in 1..=7 {
+        assert!(stdout.contains(&format!("[{n}/7]")), "step {n} missing:\n{stdout}");
+    }
+    assert!(stdout.contains("pending candidate: change-summarizer@v2"), "{stdout}");
+    assert!(stdout.contains("1 recent merges attributed"), "the history has a merge:\n{stdout}");
+    let home_dir = home.path().display().to_string();
+    assert!(stdout.contains(&format!("skillforge --home {home_dir} candidate promote change-summarizer@v2")), "{stdout}");
+    assert!(stdout.contains(&format!("skillforge --home {home_dir} train status --session demo-")), "{stdout}");
+
+    // The pending candidate.
+    let listed = candidates(&home);
+    assert_eq!(listed.len(), 1, "{listed:#?}");
+    assert_eq!((listed[0]["version_id"].as_str(), listed[0]["state"].as_str()), (Some("change-summarizer@v2"), Some("pending")));
+
+    // Review items are the last three non-merge commits with their real diffs.
+    let items_file = summary_path(&stdout, "items");
+    assert!(items_file.starts_with(home.path().join("demo")), "{}", items_file.display());
+    let items = std::fs::read_to_string(&items_file).unwrap();
+    for sha in &non_merges {
+        assert!(items.contains(&format!("c-{}", &sha[..12])), "{sha} missing from {items}");
+    }
+    assert!(items.contains("+pub fn parse_number(text: &str) -> Option<i64> {"), "the real diff: {items}");
+    let training: Value = serde_json::from_str(&std::fs::read_to_string(summary_path(&stdout, "training package")).unwrap()).unwrap();
+    assert_eq!(training["ranked_feedback_events"].as_array().unwrap().len(), 3, "{training:#}");
+
+    // The deterministic reviewer filled the blind packet.
+    let feedback = std::fs::read_to_string(summary_path(&stdout, "review packet").join("feedback.yml")).unwrap();
+    assert!(feedback.contains("reviewer: demo-reviewer") && feedback.contains("ranking:"), "{feedback}");
+    assert!(summary_path(&stdout, "candidate package").is_file());
+    let review = std::fs::read_to_string(summary_path(&stdout, "candidate review")).unwrap();
+    assert!(review.contains("change-summarizer@v2"), "{review}");
+
+    // The auto-trace export: a valid package with the merge's floor, hard-verifier and checker rows.
+    let export = summary_path(&stdout, "auto-trace export");
+    let bytes = std::fs::read_to_string(&export).unwrap();
+    validate_training_package_json(&bytes).expect("the auto-trace export is a valid training package");
+    let package: Value = serde_json::from_str(&bytes).unwrap();
+    assert_eq!(package["feedback_context"]["feedback_source"], "automatic_trace");
+    assert_eq!(package["eval_run"]["id"], "auto-trace:change-summarizer@v1");
+    let hard = rows(&package, "gitmoot-verifier");
+    let checker = rows(&package, "gitmoot-checker");
+    let floor = rows(&package, "gitmoot-auto");
+    assert_eq!((floor.len(), hard.len(), checker.len()), (1, 1, 1), "{package:#}");
+    let hard_item = item(&package, hard[0]["item_id"].as_str().unwrap());
+    assert_eq!(hard[0]["choice"], "a", "the cheap verifier passes on the merge: {hard_item:#}");
+    assert_eq!(hard_item["metadata"]["hard_passed"], true);
+    let checker_item = item(&package, checker[0]["item_id"].as_str().unwrap());
+    assert!(checker_item["metadata"]["dimension_scores"]["diff_size"].is_number(), "{checker_item:#}");
+    let text = bytes.to_string();
+    assert!(text.contains(&merge) || text.contains(&merge[..12]), "rows are about the merge {merge}: {text}");
+
+    // A second run in the same home: a second session, a second candidate, the harvest unchanged.
+    let second = home.json(&["demo", "--repo", repo_path]);
+    let first_session = summary_path(&stdout, "session").display().to_string();
+    let second_session = second["session_id"].as_str().unwrap();
+    assert!(!first_session.starts_with(second_session), "{first_session} vs {second_session}");
+    assert_eq!(second["state"], "candidate_review_published", "{second:#}");
+    assert_eq!(second["harvest"]["source"], "merges");
+    assert_eq!(second["harvest"]["changes"][0]["sha"], merge.as_str());
+    assert_eq!(
+        (second["harvest"]["floor_rows"].as_u64(), second["harvest"]["hard_verifier_rows"].as_u64(), second["harvest"]["checker_rows"].as_u64()),
+        (Some(1), Some(1), Some(1)),
+        "re-harvesting rewrites rows in place: {second:#}"
+    );
+    assert_eq!(candidates(&home).len(), 2);
+    let status = home.json(&["train", "status", "--session", second_session]);
+    assert_eq!(status["current_phase"], "candidate_review_published", "{status:#}");
+    let sessions = std::fs::read_dir(home.path().join("demo")).unwrap().count();
+    assert_eq!(sessions, 2, "each run writes under <home>/demo/<session>/");
+}
+
+#[test]
+fn demo_refuses_a_directory_that_is_not_a_git_repository() {
+    let home = Home::embedded();
+    let plain = tempfile::tempdir().unwrap();
+    let missing = plain.path().join("nowhere");
+    for path in [plain.path().to_path_buf(), missing] {
+        let shown = path.display().to_string();
+        let (code, stdout, stderr) = run(&home, &["demo", "--repo", &shown]);
+        assert_eq!(code, 2, "stdout:\n{stdout}\nstderr:\n{stderr}");
+        assert!(stderr.contains(&format!("`{shown}` is not a git repository")), "{stderr}");
+    }
+    assert!(!home.path().join("demo").exists(), "nothing was written for a refused repository");
+}
