@@ -377,6 +377,33 @@ pub async fn add_item(conn: &mut SqliteConnection, run_id: &str, item: &NewRevie
     Ok(true)
 }
 
+/// Replaces the metadata of item `item_id` of run `run_id` with `metadata_json` (compact JSON
+/// object or `''`) in the caller's transaction and touches the item's and run's `updated_at`.
+/// Returns false (and writes nothing) when there is no such item.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn set_item_metadata(
+    conn: &mut SqliteConnection,
+    run_id: &str,
+    item_id: &str,
+    metadata_json: &str,
+) -> Result<bool, StoreError> {
+    let now = now_rfc3339();
+    let done = sqlx::query("UPDATE eval_review_items SET metadata_json = ?, updated_at = ? WHERE run_id = ? AND item_id = ?")
+        .bind(metadata_json)
+        .bind(&now)
+        .bind(run_id)
+        .bind(item_id)
+        .execute(&mut *conn)
+        .await?;
+    if done.rows_affected() != 1 {
+        return Ok(false);
+    }
+    sqlx::query("UPDATE eval_runs SET updated_at = ? WHERE id = ?").bind(&now).bind(run_id).execute(&mut *conn).await?;
+    Ok(true)
+}
+
 /// Every item of a run with its options, items by `item_id`, options by label.
 ///
 /// # Errors

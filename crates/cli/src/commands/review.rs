@@ -1,4 +1,5 @@
-//! `skillforge review create | review item add | review status`: eval review runs, their items
+//! `skillforge review create | review item add | review status | review evaluate` (the last in
+//! [`crate::commands::evaluate`]): eval review runs, their items
 //! (saved baseline/candidate outputs or ranked options, stored as content-addressed artifacts) and
 //! the advisory status (seed "Human Feedback Trial Happy Path", "Ranked Exploration Workflow";
 //! S-83, S-84).
@@ -41,6 +42,8 @@ pub enum ReviewCommand {
         #[arg(long)]
         run: String,
     },
+    /// Evaluate every item's options/candidate with the run's evaluator profile (checks, render, judge).
+    Evaluate(crate::commands::evaluate::EvaluateArgs),
 }
 
 /// `skillforge review item ...`.
@@ -108,6 +111,7 @@ pub async fn run(ctx: &Context, cmd: ReviewCommand) -> CliResult {
         ReviewCommand::Create(args) => create(ctx, args).await,
         ReviewCommand::Item(ItemCommand::Add(args)) => item_add(ctx, args).await,
         ReviewCommand::Status { run } => status(ctx, &run).await,
+        ReviewCommand::Evaluate(args) => crate::commands::evaluate::run(ctx, args).await,
     }
 }
 
