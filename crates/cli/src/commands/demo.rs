@@ -305,13 +305,13 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
     for change in &harvested.changes {
         out.detail(&format!("  {}  {}  {}", change.item_id, &change.sha[..12.min(change.sha.len())], change.subject.chars().take(60).collect::<String>()));
     }
+    for why in &harvested.skipped {
+        out.detail(&format!("• skipped: {why}"));
+    }
+    let export = harvested.export.as_ref().map_or_else(|| "none (nothing harvested)".to_owned(), |p| p.display().to_string());
     out.detail(&format!(
-        "• auto-trace run {}: {} floor, {} hard-verifier, {} checker rows → {}",
-        harvested.run_id,
-        harvested.floor_rows,
-        harvested.hard_verifier_rows,
-        harvested.checker_rows,
-        harvested.export.display()
+        "• auto-trace run {}: {} floor, {} hard-verifier, {} checker rows → {export}",
+        harvested.run_id, harvested.floor_rows, harvested.hard_verifier_rows, harvested.checker_rows,
     ));
 
     // 7. What happened and where everything is.
@@ -367,7 +367,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
     println!("training package    {}", meta.export.path);
     println!("candidate package   {}", meta.optimizer.candidate_output);
     println!("candidate review    {}", meta.candidate_review.path);
-    println!("auto-trace export   {}", harvested.export.display());
+    println!("auto-trace export   {export}");
     println!("\nnext:");
     for command in &next {
         println!("  {command}");

@@ -91,8 +91,8 @@ pub struct HarvestSummary {
     pub hard_verifier_rows: usize,
     /// Checker rows.
     pub checker_rows: usize,
-    /// The exported training package of the auto-trace run.
-    pub export: PathBuf,
+    /// The exported training package of the auto-trace run (`None`: nothing to harvest).
+    pub export: Option<PathBuf>,
     /// Why parts wrote nothing.
     pub skipped: Vec<String>,
 }
@@ -144,7 +144,7 @@ pub async fn run(step: &HarvestStep<'_>) -> Result<HarvestSummary, CliError> {
         floor_rows: 0,
         hard_verifier_rows: 0,
         checker_rows: 0,
-        export: step.export.clone(),
+        export: None,
         skipped: Vec::new(),
     };
     let mut job_ids = Vec::new();
@@ -187,6 +187,7 @@ pub async fn run(step: &HarvestStep<'_>) -> Result<HarvestSummary, CliError> {
         ingest_once(step.queue.as_ref(), step.store, &WorkflowHandlers::new(step.home)).await.map_err(|e| CliError::env(anyhow!(e)))?;
     }
     if summary.changes.is_empty() {
+        summary.skipped.push("the history has no merge and no commit with a parent (a shallow clone?); nothing harvested".into());
         return Ok(summary);
     }
     let package = training_package(step.store.pool(), &summary.run_id)
@@ -205,6 +206,7 @@ pub async fn run(step: &HarvestStep<'_>) -> Result<HarvestSummary, CliError> {
     summary.floor_rows = count(FLOOR_REVIEWER);
     summary.hard_verifier_rows = count(VERIFIER_REVIEWER);
     summary.checker_rows = count(CHECKER_REVIEWER);
+    summary.export = Some(step.export.clone());
     Ok(summary)
 }
 
