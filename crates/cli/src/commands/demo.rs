@@ -171,6 +171,9 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
     std::fs::create_dir_all(&demo_dir).map_err(|e| CliError::env(anyhow!("create `{}`: {e}", demo_dir.display())))?;
     out.line(&format!("skillforge demo on {} (home {}, session {session})", repo.root.display(), ctx.home.display()));
 
+    if !ctx.queue_url.is_embedded() {
+        out.detail("a shared queue is configured: its jobs run on its workers, so keep a `skillforge worker` running");
+    }
     let store = ctx.store().await?;
     let queue = ctx.queue().await?;
     let workflow = TrainWorkflow::for_home(&ctx.home).map_err(CliError::usage)?;
