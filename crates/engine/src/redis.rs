@@ -10,14 +10,14 @@
 //! | key | type | content |
 //! |-----|------|---------|
 //! | `job:{id}` | hash | spec (JSON), state, attempts, token, lease fields, outcome (JSON), … |
-//! | `job:{id}:history` | list | one JSON [`AttemptRecord`](crate::job::AttemptRecord) per attempt |
+//! | `job:{id}:history` | list | one JSON [`AttemptRecord`](crate::job::AttemptRecord) per closed attempt (a running job's open attempt is its lease fields) |
 //! | `ready:{queue}` | sorted set | due jobs, score = enqueue sequence (`INCR seq`): FIFO |
 //! | `delayed:{queue}` | sorted set | not yet due jobs, score = `not_before` (ms) |
 //! | `wake:{queue}` | list | wake tokens for idle `lease` waiters (`BLPOP`), capped at 16 |
 //! | `leases` | sorted set | running jobs, score = heartbeat deadline (`heartbeat_at + stale_after`) |
 //! | `idem` | hash | idempotency key → job id |
 //! | `results` | sorted set | terminal/stale jobs not yet acknowledged, score = sequence |
-//! | `jobs`, `state:{state}` | sorted sets | job index by creation time (all / per state) |
+//! | `jobs`, `state:{state}` | sorted sets | job index by creation time (all / per state except `running`, which `leases` indexes) |
 //! | `lock:{name}`, `locks` | hash, sorted set | named locks; held locks by heartbeat deadline |
 //! | `seq` | string | the sequence counter |
 //! | `leasereq:{uuid}` | list | jobs leased by one lease request (10 min), so a retried request is idempotent |
@@ -294,7 +294,7 @@ impl RedisBackend {
             with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
         let mut jobs = Vec::with_capacity(raw.len());
         for r in raw {
-            if let Some(job) = decode::leased_job(r)? {
+            if let Some(job) = decode::job(r)? {
                 jobs.push(LeasedJob {
                     fencing_token: job.fencing_token,
                     job,
@@ -580,6 +580,20 @@ impl QueueBackend for RedisBackend {
     }
 
     async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>, EngineError> {
+        if state == Some(JobState::Running) {
+            // Running jobs are indexed by the `leases` set (by heartbeat deadline), not by a
+            // state set: newest first by creation time, like the other states.
+            let ids = self.zrange(&format!("{}leases", self.prefix), false, usize::MAX).await?;
+            let mut jobs: Vec<Job> = self
+                .fetch_jobs(&ids)
+                .await?
+                .into_iter()
+                .filter(|j| j.state == JobState::Running)
+                .collect();
+            jobs.sort_by(|a, b| (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id)));
+            jobs.truncate(limit);
+            return Ok(jobs);
+        }
         let index = match state {
             Some(s) => format!("{}state:{}", self.prefix, s.as_str()),
             None => format!("{}jobs", self.prefix),

@@ -3,16 +3,17 @@
 //! invocation for many finishes, and each finishing slot gets its next job in the same call.
 //!
 //! Each finish keeps its own fencing (the script applies them one by one, atomically as a
-//! whole). While one batch is in flight the next one accumulates. A retried batch (lost reply)
+//! whole). Up to [`MAX_IN_FLIGHT`] batches are in flight; meanwhile the next one accumulates. A retried batch (lost reply)
 //! re-applies its idempotent finishes and gets back the jobs its first try leased, keyed by
 //! the batch's request id.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ::redis::Script;
 use ::redis::aio::ConnectionManager;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::{PROMOTE_LIMIT, RETRY_BUDGET, decode, parse_state, transient, unexpected};
@@ -21,6 +22,9 @@ use crate::job::{FinishReply, LeasedJob, WorkerIdentity};
 
 /// Most finishes sent in one script call.
 const MAX_BATCH: usize = 256;
+/// Batches in flight at once (pipelined on the connection; Redis runs them in order), so the
+/// server runs one batch while the worker handles the previous batch's replies.
+const MAX_IN_FLIGHT: usize = 2;
 
 /// What a finish (and optional lease) call gets back.
 pub(super) type Reply = Result<(FinishReply, Option<LeasedJob>), EngineError>;
@@ -44,35 +48,37 @@ pub(super) struct Item {
 pub(super) fn spawn(conn: ConnectionManager, prefix: String, script: Script) -> mpsc::UnboundedSender<Item> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Item>();
     tokio::spawn(async move {
+        let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+        let prefix: Arc<str> = prefix.into();
         while let Some(first) = rx.recv().await {
-            let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(item) => batch.push(item),
-                    Err(_) => break,
-                }
-            }
+            // While the maximum of batches is in flight, the next one accumulates.
+            let Ok(permit) = in_flight.clone().acquire_owned().await else { break };
+            let mut batch = crate::backend::collect_batch(&mut rx, first, MAX_BATCH).await;
             for item in &mut batch {
                 // A caller that gave up still gets its finish applied, but no job leased for it.
                 if item.reply.is_closed() {
                     item.lease = None;
                 }
             }
-            match run(&conn, &prefix, &script, &batch).await {
-                Ok(replies) => {
-                    for (item, reply) in batch.into_iter().zip(replies) {
-                        let _ = item.reply.send(reply);
+            let (conn, prefix, script) = (conn.clone(), prefix.clone(), script.clone());
+            tokio::spawn(async move {
+                match run(&conn, &prefix, &script, &batch).await {
+                    Ok(replies) => {
+                        for (item, reply) in batch.into_iter().zip(replies) {
+                            let _ = item.reply.send(reply);
+                        }
+                    }
+                    Err(e) => {
+                        for item in batch {
+                            let _ = item.reply.send(Err(EngineError::redis(format!(
+                                "finish of job `{}`: {e}",
+                                item.job_id
+                            ))));
+                        }
                     }
                 }
-                Err(e) => {
-                    for item in batch {
-                        let _ = item.reply.send(Err(EngineError::redis(format!(
-                            "finish of job `{}`: {e}",
-                            item.job_id
-                        ))));
-                    }
-                }
-            }
+                drop(permit);
+            });
         }
     });
     tx
@@ -124,7 +130,7 @@ async fn run(conn: &ConnectionManager, prefix: &str, script: &Script, batch: &[I
     let mut next: Vec<Option<LeasedJob>> = (0..batch.len()).map(|_| None).collect();
     let mut lease_error = None;
     for (i, h, history) in leased {
-        match decode::leased_job((h, history)) {
+        match decode::job((h, history)) {
             Ok(Some(job)) if i < next.len() => {
                 next[i] = Some(LeasedJob { fencing_token: job.fencing_token, job });
             }

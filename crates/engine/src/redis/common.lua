@@ -22,10 +22,11 @@ local function next_seq()
 end
 
 -- Moves a job between the per-state index sets (scored by creation time) and stores the state.
+-- Running jobs have no state set: the `leases` set lists them (see `list` in redis.rs).
 local function set_state(id, old, new, created)
   if old ~= new then
-    if old then redis.call('ZREM', NS .. 'state:' .. old, id) end
-    redis.call('ZADD', NS .. 'state:' .. new, created, id)
+    if old and old ~= 'running' then redis.call('ZREM', NS .. 'state:' .. old, id) end
+    if new ~= 'running' then redis.call('ZADD', NS .. 'state:' .. new, created, id) end
   end
   redis.call('HSET', jkey(id), 'state', new)
 end
@@ -58,17 +59,22 @@ local function clear_lease(id)
   redis.call('ZREM', NS .. 'leases', id)
 end
 
--- Closes the current attempt record (the last one) when it ran under `token`.
-local function end_attempt(id, token, now, result, delay)
-  local h = hkey(id)
-  local raw = redis.call('LINDEX', h, -1)
-  if not raw then return end
-  local rec = cjson.decode(raw)
-  if s(tonumber(rec.fencing_token)) ~= token then return end
-  rec.ended_at_ms = now
-  rec.result = result
+-- Appends the closed record of the attempt that ran under `token` to the job's history. The
+-- history list holds closed attempts only; the open one is the lease itself (the client
+-- rebuilds its record from the lease fields), so leasing writes no record.
+local function push_attempt(id, token, attempts, worker, host, pid, started, now, result, delay)
+  local rec = { attempt = tonumber(attempts), fencing_token = tonumber(token), worker = worker,
+    host = host, pid = tonumber(pid), started_at_ms = tonumber(started), ended_at_ms = now,
+    result = result }
   if delay then rec.retry_delay_ms = delay end
-  redis.call('LSET', h, -1, cjson.encode(rec))
+  redis.call('RPUSH', hkey(id), cjson.encode(rec))
+end
+
+-- Closes the attempt running under `token` (call before clear_lease).
+local function end_attempt(id, token, now, result, delay)
+  local f = redis.call('HMGET', jkey(id), 'token', 'attempts', 'owner_worker', 'owner_host', 'owner_pid', 'acquired_at')
+  if f[1] ~= token or not f[3] then return end
+  push_attempt(id, token, f[2], f[3], f[4], f[5], f[6], now, result, delay)
 end
 
 -- {HGETALL of the job, its history list}.

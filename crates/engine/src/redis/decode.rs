@@ -6,7 +6,8 @@ use std::str::FromStr;
 use crate::error::EngineError;
 use crate::job::{AttemptRecord, Job, JobSpec, JobState, Lease, LeaseKind, LeaseView};
 
-/// A job as a script or pipeline returns it: the `HGETALL` of its hash and its history list.
+/// A job as a script or pipeline returns it: the `HGETALL` of its hash and its history list
+/// (closed attempts only).
 pub(super) type RawJob = (HashMap<String, String>, Vec<String>);
 
 fn corrupt(job_id: &str, message: impl Into<String>) -> EngineError {
@@ -59,17 +60,35 @@ pub(super) fn job(raw: RawJob) -> Result<Option<Job>, EngineError> {
         }
         None => None,
     };
-    let history = history
+    let mut history = history
         .iter()
         .map(|raw| {
             serde_json::from_str::<AttemptRecord>(raw)
                 .map_err(|e| corrupt(&id, format!("attempt record: {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let attempts = num(&h, &id, "attempts")?;
+    // The history list holds closed attempts; a running job's open attempt is its lease. (A job
+    // leased by an older build, which stored the open record in the list, already has it.)
+    if let Some(lease) = &lease
+        && !history.last().is_some_and(|r| r.fencing_token == lease.fencing_token)
+    {
+        history.push(AttemptRecord {
+            attempt: attempts,
+            fencing_token: lease.fencing_token,
+            worker: lease.owner_worker.clone(),
+            host: lease.owner_host.clone(),
+            pid: lease.owner_pid,
+            started_at_ms: lease.acquired_at_ms,
+            ended_at_ms: None,
+            result: None,
+            retry_delay_ms: None,
+        });
+    }
     Ok(Some(Job {
         spec,
         state,
-        attempts: num(&h, &id, "attempts")?,
+        attempts,
         fencing_token: num(&h, &id, "token")?,
         lease,
         not_before_ms: num(&h, &id, "not_before")?,
@@ -82,28 +101,6 @@ pub(super) fn job(raw: RawJob) -> Result<Option<Job>, EngineError> {
         history,
         id,
     }))
-}
-
-/// Decodes a job from a lease reply (`leased_view` in `transitions.lua`): a first lease's
-/// history comes empty and is exactly its one open attempt record, rebuilt here from the lease.
-pub(super) fn leased_job(raw: RawJob) -> Result<Option<Job>, EngineError> {
-    let Some(mut job) = job(raw)? else { return Ok(None) };
-    if job.history.is_empty()
-        && let Some(lease) = &job.lease
-    {
-        job.history.push(AttemptRecord {
-            attempt: job.attempts,
-            fencing_token: job.fencing_token,
-            worker: lease.owner_worker.clone(),
-            host: lease.owner_host.clone(),
-            pid: lease.owner_pid,
-            started_at_ms: lease.acquired_at_ms,
-            ended_at_ms: None,
-            result: None,
-            retry_delay_ms: None,
-        });
-    }
-    Ok(Some(job))
 }
 
 /// Decodes a row of the `leases` script:

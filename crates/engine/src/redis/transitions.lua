@@ -5,7 +5,8 @@
 -- {'fenced', current_token} | {'missing'}.
 local function finish_one(id, token, next, delay, result, outcome, has_error, err, now)
   local jk = jkey(id)
-  local f = redis.call('HMGET', jk, 'state', 'token', 'queue', 'created_at', 'closed_token', 'closed_by', 'cancel_requested')
+  local f = redis.call('HMGET', jk, 'state', 'token', 'queue', 'created_at', 'closed_token', 'closed_by',
+    'cancel_requested', 'attempts', 'owner_worker', 'owner_host', 'owner_pid', 'acquired_at')
   if not f[1] then return { 'missing' } end
   if f[1] ~= 'running' or f[2] ~= token then
     -- A retried call whose first try was applied (response lost) reports the same success.
@@ -14,11 +15,7 @@ local function finish_one(id, token, next, delay, result, outcome, has_error, er
   end
   -- A cancel request wins over a retry (same rule as the SQLite backend).
   if next == 'queued' and f[7] == '1' then next = 'cancelled' end
-  if next == 'queued' then
-    end_attempt(id, token, now, result, delay)
-  else
-    end_attempt(id, token, now, result, nil)
-  end
+  push_attempt(id, token, f[8], f[9], f[10], f[11], f[12], now, result, next == 'queued' and delay or nil)
   -- Lease fields, and outcome/error when this attempt has none, in one HDEL; the rest in one HSET.
   local del = { 'owner_worker', 'owner_host', 'owner_pid', 'acquired_at', 'heartbeat_at' }
   local set = { 'updated_at', s(now), 'closed_token', token, 'closed_by', 'finish', 'state', next }
@@ -35,7 +32,6 @@ local function finish_one(id, token, next, delay, result, outcome, has_error, er
   redis.call('HDEL', jk, unpack(del))
   redis.call('ZREM', NS .. 'leases', id)
   redis.call('HSET', jk, unpack(set))
-  redis.call('ZREM', NS .. 'state:running', id)
   redis.call('ZADD', NS .. 'state:' .. next, f[4], id)
   if next == 'queued' then
     schedule(id, f[3], next_seq(), now + delay, now)
@@ -67,8 +63,8 @@ local function pop_ready(queue, max)
   return ids
 end
 
--- Leases one popped job for the worker: running, attempts + 1, token + 1, lease set, attempt
--- record appended. Returns the new token, or nil when the job is no longer queued.
+-- Leases one popped job for the worker: running, attempts + 1, token + 1, lease set (which is
+-- also the open attempt record). Returns the new token, or nil when the job is no longer queued.
 local function lease_one(id, worker, host, pid, now)
   local jk = jkey(id)
   local f = redis.call('HMGET', jk, 'state', 'attempts', 'token', 'stale_after', 'created_at')
@@ -79,17 +75,12 @@ local function lease_one(id, worker, host, pid, now)
     'owner_worker', worker, 'owner_host', host, 'owner_pid', pid,
     'acquired_at', s(now), 'heartbeat_at', s(now), 'updated_at', s(now))
   redis.call('ZREM', NS .. 'state:queued', id)
-  redis.call('ZADD', NS .. 'state:running', f[5], id)
   redis.call('ZADD', NS .. 'leases', s(now + tonumber(f[4])), id)
-  redis.call('RPUSH', hkey(id), cjson.encode({
-    attempt = attempts, fencing_token = token, worker = worker, host = host,
-    pid = tonumber(pid), started_at_ms = now }))
   return token
 end
 
--- The lease reply of a job just leased under `token`: {HGETALL, history}. A first lease's
--- history is exactly the record just appended, which the client rebuilds from the lease
--- fields, so it is sent empty.
+-- The lease reply of a job just leased under `token`: {HGETALL, closed attempts}. A first
+-- lease has no closed attempt, so its (empty) history is not read.
 local function leased_view(id, token)
   if token == 1 then return { redis.call('HGETALL', jkey(id)), {} } end
   return job_view(id)

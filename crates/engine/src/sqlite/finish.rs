@@ -43,13 +43,7 @@ pub(super) fn spawn(writer: SqlitePool, wake: Arc<Wake>) -> mpsc::UnboundedSende
     let (tx, mut rx) = mpsc::unbounded_channel::<FinishRequest>();
     tokio::spawn(async move {
         while let Some(first) = rx.recv().await {
-            let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(r) => batch.push(r),
-                    Err(_) => break,
-                }
-            }
+            let mut batch = crate::backend::collect_batch(&mut rx, first, MAX_BATCH).await;
             for r in &mut batch {
                 // A caller that gave up still gets its finish applied, but no job leased for it.
                 if r.reply.is_closed() {
