@@ -110,15 +110,29 @@ impl SkilloptSection {
     }
 }
 
-/// `[merge_gate]` (seed: "Merged through an empty gate").
+/// `[merge_gate]` (seed: SkillOpt, "Automatic trace-harvested feedback (Mode A, off by default)"
+/// › Outcome → score, the merge side of an empty gate; S-19). Read by `skillforge harvest gate`.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[expect(dead_code, reason = "parsed so the file is validated with the seed's key names; read by the workflows that own these keys")]
 pub struct MergeGateSection {
-    /// Grace window before an empty gate is stamped, seconds (default 600, resolutions §8).
+    /// Grace window before an empty gate is stamped, in seconds (default 600 = 10 min,
+    /// resolutions §8): the least time between the first and a second zero-external observation
+    /// at the same head.
     pub min_ci_wait: Option<u64>,
     /// Hard-block an empty gate instead of stamping it (default false).
     pub require_external_ci: Option<bool>,
+}
+
+impl MergeGateSection {
+    /// The merge gate's keys with their defaults filled in (`min_ci_wait` 600 s,
+    /// `require_external_ci` false).
+    pub fn gate_config(&self) -> skillforge_workflows::harvest::gate::MergeGateConfig {
+        let defaults = skillforge_workflows::harvest::gate::MergeGateConfig::default();
+        skillforge_workflows::harvest::gate::MergeGateConfig {
+            min_ci_wait: self.min_ci_wait.map(std::time::Duration::from_secs).unwrap_or(defaults.min_ci_wait),
+            require_external_ci: self.require_external_ci.unwrap_or(defaults.require_external_ci),
+        }
+    }
 }
 
 /// `[events]`: the outbound event stream; absent = off.

@@ -1,5 +1,6 @@
 //! Automatic trace harvesting (Mode A): implement-job attributions, CI observations, review
 //! rounds, dispatched leg jobs, harvester job events (tables of migration `0005_harvest.sql`),
+//! merge-gate observations (`0006_merge_gate.sql`, S-19),
 //! and the in-place upserts of the auto-trace run and its items (seed "Automatic trace-harvested
 //! feedback (Mode A, off by default)"; facts §5; S-15, S-27).
 //!
@@ -435,5 +436,83 @@ pub async fn feedback_choice(
     .bind(reviewer)
     .bind(source)
     .fetch_optional(db)
+    .await?)
+}
+
+/// One observation of the merge gate at a PR head (migration `0006_merge_gate.sql`; S-19).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct GateObservation {
+    /// `owner/repo`.
+    pub repo: String,
+    /// PR number, ≥ 1.
+    pub pr: i64,
+    /// PR head SHA.
+    pub head: String,
+    /// RFC 3339 UTC with milliseconds (the observation's identity together with repo, pr, head).
+    pub observed_at: String,
+    /// Non-synthetic CI contexts seen at the head (any state), ≥ 0.
+    pub external_contexts: i64,
+    /// `.github/workflows/` awareness: `present`, `absent` or `unknown`.
+    pub workflows: String,
+    /// `external`, `stamp`, `wait` or `blocked`.
+    pub decision: String,
+}
+
+/// Records `o` once: a second record of the same `(repo, pr, head, observed_at)` changes nothing
+/// (the first decision stands). Returns true when the row was created.
+///
+/// # Errors
+/// [`StoreError::Sql`] (including a `CHECK` violation for an unknown decision or awareness).
+pub async fn record_gate_observation(conn: &mut SqliteConnection, o: &GateObservation) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "INSERT INTO merge_gate_observations (repo, pr, head, observed_at, external_contexts, workflows, decision)
+         VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+    )
+    .bind(&o.repo)
+    .bind(o.pr)
+    .bind(&o.head)
+    .bind(&o.observed_at)
+    .bind(o.external_contexts)
+    .bind(&o.workflows)
+    .bind(&o.decision)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// The earliest zero-external observation of `repo#pr` at `head` (RFC 3339 text, which orders
+/// chronologically because every row is UTC with the same precision), if any.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn first_zero_observation(
+    db: impl SqliteExecutor<'_>,
+    repo: &str,
+    pr: i64,
+    head: &str,
+) -> Result<Option<String>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT MIN(observed_at) FROM merge_gate_observations
+         WHERE repo = ? AND pr = ? AND head = ? AND external_contexts = 0",
+    )
+    .bind(repo)
+    .bind(pr)
+    .bind(head)
+    .fetch_one(db)
+    .await?)
+}
+
+/// Every gate observation of `repo#pr`, oldest first.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn gate_observations(db: impl SqliteExecutor<'_>, repo: &str, pr: i64) -> Result<Vec<GateObservation>, StoreError> {
+    Ok(sqlx::query_as::<_, GateObservation>(
+        "SELECT repo, pr, head, observed_at, external_contexts, workflows, decision FROM merge_gate_observations
+         WHERE repo = ? AND pr = ? ORDER BY observed_at",
+    )
+    .bind(repo)
+    .bind(pr)
+    .fetch_all(db)
     .await?)
 }

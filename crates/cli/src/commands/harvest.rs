@@ -5,6 +5,9 @@
 //! * `outcome`: report an outcome (a CI pipeline or script); writes the floor row, flips a
 //!   reverted PR's row, and enqueues the enabled legs; `--wait` waits for them and applies their
 //!   rows (the embedded queue's control plane is this process).
+//! * `gate`: the merge side of an empty gate for CI pipelines and forges: records one observation
+//!   at a PR head and answers `external | stamp | wait | blocked` (S-19; exit codes on
+//!   [`GATE_WAIT`]); a stamp feeds `outcome` as a confirmed empty gate (S-18).
 //! * `events`: the harvester's job events (failures, fallbacks).
 //! * `status`: row counts of the feedback tables and the auto-trace runs.
 //!
@@ -19,11 +22,13 @@ use serde_json::json;
 use skillforge_store::harvest::{Attribution, list_events, upsert_attribution};
 use skillforge_store::templates::{VersionRef, list_versions, resolve};
 use skillforge_workflows::harvest::webhook::parse_outcome;
+use skillforge_workflows::harvest::apply::HARVEST_FAILED_EVENT;
+use skillforge_workflows::harvest::gate::{GateDecision, GateQuery, Workflows, observe};
 use skillforge_workflows::harvest::{HarvestEvent, HarvestReport, available_reviewers, dispatch_legs, harvest};
 
 use crate::commands::wait::await_job;
 use crate::context::Context;
-use crate::exit::{CliError, CliResult, OK};
+use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
 use crate::output::print_json;
 
 /// `skillforge harvest …`.
@@ -33,6 +38,13 @@ pub enum HarvestCommand {
     Attribute(AttributeArgs),
     /// Report a PR outcome: merged, blocked, changes_requested or reverted.
     Outcome(OutcomeArgs),
+    /// Observe the merge gate of a PR head with no external CI: stamp, wait or blocked (S-19).
+    ///
+    /// Exit codes: 0 `stamp` (the `gitmoot/ci` "no external CI" stamp is recorded at the head) or
+    /// `external` (external CI exists: not an empty gate); 1 `blocked` (`[merge_gate]
+    /// require_external_ci = true`: refuse the merge); 4 `wait` (observe again at or after
+    /// `not_before`); 2 usage; 3 environment.
+    Gate(GateArgs),
     /// List the harvester's job events (leg failures, same-family fallbacks, …).
     Events(EventsArgs),
     /// Row counts of eval_runs / eval_review_items / feedback_events and the auto-trace runs.
@@ -126,6 +138,38 @@ pub struct OutcomeArgs {
     /// Wait for the enqueued legs and apply their rows before returning.
     #[arg(long)]
     wait: bool,
+    /// Exit 3 when the harvest could not be written (default: report it and exit 0, S-24).
+    #[arg(long)]
+    strict: bool,
+}
+
+/// Exit code of `harvest gate` when the answer is `wait` (not yet decided; observe again). 0, 1,
+/// 2 and 3 keep their DESIGN §8 meanings: 0 stamp/external, 1 blocked (the gate refuses the
+/// merge), 2 usage, 3 environment.
+pub const GATE_WAIT: u8 = 4;
+
+/// Arguments of `harvest gate`.
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    /// `owner/repo`.
+    #[arg(long)]
+    repo: String,
+    /// Pull-request number.
+    #[arg(long)]
+    pr: i64,
+    /// PR head SHA observed.
+    #[arg(long)]
+    head: String,
+    /// A checkout of the repository at the head, for `.github/workflows/` awareness; absent =
+    /// unknown, treated as workflows present (the full `min_ci_wait`).
+    #[arg(long = "repo-path")]
+    repo_path: Option<PathBuf>,
+    /// Non-`gitmoot/` CI contexts at the head (any state); absent = those recorded by webhooks.
+    #[arg(long = "external-contexts")]
+    external_contexts: Option<u64>,
+    /// Observation time, RFC 3339 (tests and replays); default now.
+    #[arg(long, hide = true)]
+    at: Option<String>,
 }
 
 /// Arguments of `harvest events`.
@@ -144,6 +188,7 @@ pub async fn run(ctx: &Context, cmd: HarvestCommand) -> CliResult {
     match cmd {
         HarvestCommand::Attribute(args) => attribute(ctx, args).await,
         HarvestCommand::Outcome(args) => outcome(ctx, args).await,
+        HarvestCommand::Gate(args) => gate(ctx, args).await,
         HarvestCommand::Events(args) => events(ctx, args).await,
         HarvestCommand::Status => status(ctx).await,
     }
@@ -250,9 +295,16 @@ async fn outcome(ctx: &Context, args: OutcomeArgs) -> CliResult {
     };
     let store = ctx.store().await?;
     let reviewers = available_reviewers(&config);
-    let report = harvest(&store, &config, &event, &reviewers)
-        .await
-        .map_err(|e| CliError::env(anyhow!(e).context("harvest outcome (recorded as auto_trace_harvest_failed)")))?;
+    // S-24 (seed: "Harvesting is best-effort: a harvest error never blocks or fails a job; it is
+    // swallowed and recorded as an auto_trace_harvest_failed job event"): this command is what a
+    // CI pipeline runs after a merge, so a harvest failure is reported (stderr, `--json`
+    // `failed`) and recorded, and the exit stays 0 so the pipeline's job does not fail. `--strict`
+    // (an operator who wants to alert on it) exits 3; so does a failure whose event could not be
+    // recorded either, since nothing would remember it.
+    let report = match harvest(&store, &config, &event, &reviewers).await {
+        Ok(report) => report,
+        Err(e) => return harvest_failed(ctx, &store, &args, e).await,
+    };
     let legs = if report.legs.is_empty() {
         Vec::new()
     } else {
@@ -267,6 +319,76 @@ async fn outcome(ctx: &Context, args: OutcomeArgs) -> CliResult {
     };
     print_report(ctx, &report, &legs);
     Ok(OK)
+}
+
+async fn harvest_failed(
+    ctx: &Context,
+    store: &skillforge_store::Store,
+    args: &OutcomeArgs,
+    error: skillforge_workflows::harvest::HarvestError,
+) -> CliResult {
+    let recorded = list_events(store.pool(), Some((&args.repo, args.pr)))
+        .await
+        .map(|events| events.iter().any(|e| e.event == HARVEST_FAILED_EVENT))
+        .unwrap_or(false);
+    if args.strict || !recorded {
+        let what = if recorded { "recorded as auto_trace_harvest_failed" } else { "and its failure event could not be recorded" };
+        return Err(CliError::env(anyhow!(error).context(format!("harvest outcome ({what})"))));
+    }
+    if ctx.json {
+        print_json(&json!({
+            "harvested": false, "failed": true, "event": HARVEST_FAILED_EVENT, "error": format!("{error:#}"),
+            "rows": [], "legs": [],
+        }));
+    } else {
+        eprintln!("warning: harvest of {}#{} failed (recorded as {HARVEST_FAILED_EVENT}): {error:#}", args.repo, args.pr);
+    }
+    Ok(OK)
+}
+
+async fn gate(ctx: &Context, args: GateArgs) -> CliResult {
+    check_pr(&args.repo, args.pr)?;
+    if args.head.trim().is_empty() {
+        return Err(CliError::usage(anyhow!("--head must name the PR head SHA")));
+    }
+    let now = match &args.at {
+        Some(t) => chrono::DateTime::parse_from_rfc3339(t)
+            .map_err(|e| CliError::usage(anyhow!("--at `{t}` is not RFC 3339: {e}")))?
+            .with_timezone(&chrono::Utc),
+        None => chrono::Utc::now(),
+    };
+    let workflows = match &args.repo_path {
+        Some(p) if !p.is_dir() => return Err(CliError::usage(anyhow!("--repo-path `{}` is not a directory", p.display()))),
+        Some(p) => Workflows::at(p),
+        None => Workflows::Unknown,
+    };
+    let store = ctx.store().await?;
+    let query = GateQuery {
+        repo: &args.repo,
+        pr: args.pr,
+        head: &args.head,
+        workflows,
+        external_contexts: args.external_contexts,
+        now,
+    };
+    let report = observe(&store, &ctx.config.merge_gate.gate_config(), &query)
+        .await
+        .map_err(|e| CliError::env(anyhow!(e).context("observe the merge gate")))?;
+    if ctx.json {
+        print_json(&report);
+    } else {
+        match &report.decision {
+            GateDecision::Stamp => println!("stamp: {}@{} has no external CI; stamped gitmoot/ci \"no external CI\"", report.repo, report.head),
+            GateDecision::External => println!("external: {} external CI context(s) at {}; not an empty gate", report.external_contexts, report.head),
+            GateDecision::Wait { not_before } => println!("wait: no external CI at {} yet; observe again at or after {not_before}", report.head),
+            GateDecision::Blocked => println!("blocked: no external CI at {} and [merge_gate] require_external_ci = true; merge refused", report.head),
+        }
+    }
+    Ok(match report.decision {
+        GateDecision::Stamp | GateDecision::External => OK,
+        GateDecision::Blocked => CHECK_FAILED,
+        GateDecision::Wait { .. } => GATE_WAIT,
+    })
 }
 
 fn print_report(ctx: &Context, report: &HarvestReport, legs: &[(skillforge_workflows::harvest::legs::Leg, String)]) {

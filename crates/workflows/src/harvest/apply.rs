@@ -23,6 +23,7 @@ use sqlx::SqliteConnection;
 use tracing::{info, warn};
 
 use super::config::HarvestConfig;
+use super::kind::JobKind;
 use super::legs::{Leg, checker_row, checkers_spec, dispatch_key, hard_row, hard_verifier_spec, review_row, review_spec};
 use super::outcome::{CiEvidence, HarvestEvent, Outcome, RowPlan, floor_row};
 use super::review::{Reviewer, pick_reviewer, review_prompt};
@@ -33,8 +34,8 @@ use super::{AUTO_TRACE_RUN_STATE, AUTO_TRACE_SOURCE, AUTOMATIC_TRACE, WORKFLOW, 
 pub const HARVEST_FAILED_EVENT: &str = "auto_trace_harvest_failed";
 /// Job event of the review leg's same-family fallback (S-29).
 pub const SAMEFAMILY_FALLBACK_EVENT: &str = "cross_family_review_samefamily_fallback";
-/// The only job family that is harvested (S-16).
-pub const IMPLEMENT_KIND: &str = "implement";
+/// The testable implement kind (S-16); see [`super::kind`] for every harvested kind.
+pub use super::kind::IMPLEMENT_KIND;
 
 /// Errors of the harvester's writes.
 #[derive(Debug, thiserror::Error)]
@@ -196,7 +197,7 @@ async fn attributed(
             report.skipped.push(format!("{repo}#{pr} has no template attribution; not harvested"));
             Ok(None)
         }
-        Some(a) if a.kind != IMPLEMENT_KIND => {
+        Some(a) if JobKind::parse(&a.kind).is_none() => {
             report.skipped.push(format!("{repo}#{pr} is a `{}` job, not an implement job; not harvested", a.kind));
             Ok(None)
         }
@@ -298,7 +299,13 @@ async fn plan_legs(
         Leg::Review => config.review_leg(),
     };
     let run = run_id(&a.template_version_id);
+    let kind = JobKind::parse(&a.kind).unwrap_or(JobKind::Testable);
     for leg in Leg::ALL.into_iter().filter(|l| enabled(*l)) {
+        if !kind.has_leg(leg) {
+            // S-41: a review-quality kind keeps only the soft cross-family signal.
+            report.skipped.push(format!("{} leg skipped: `{}` is a review-quality kind (S-41)", leg.name(), a.kind));
+            continue;
+        }
         let (Some(head), false) = (head, a.checkout.is_empty()) else {
             let why = "no merged head SHA or no checkout recorded for the change (harvest attribute --checkout)";
             record_event(conn, "", &a.repo, a.pr, leg.failed_event(), why).await?;

@@ -22,6 +22,7 @@ use skillforge_runner_sandbox::{SandboxPayload, Verdict, VerifyReport};
 use super::config::{CHECKERS_LEG_TIMEOUT, HARD_VERIFIER_LEG_TIMEOUT, REVIEW_LEG_TIMEOUT};
 use super::outcome::{RowPlan, project};
 use super::review::{Reviewer, parse_rubric};
+use super::tier::EvidenceTier;
 use super::{CHECKER_REVIEWER, REVIEW_REVIEWER, VERIFIER_REVIEWER, WORKFLOW};
 
 /// Score at or above which a leg row is choice `a` (facts §5; a mean of exactly 0.5 is `a`,
@@ -134,7 +135,7 @@ fn choice_for(score: f64) -> &'static str {
 
 /// The hard row (`hard#<repo>#<pr>`, `gitmoot-verifier`): pass → hard 1.0 / a, fail → hard 0.0 /
 /// b; a skipped verdict (not runnable, no commands) → `None`, no row (S-38, S-39). Item tags:
-/// `hard_verifier`, `hard_passed`, `hard_score`, `command_results`.
+/// `hard_verifier`, `hard_passed`, `hard_score`, `command_results`, tier `verifiable_floor` (S-31).
 pub fn hard_row(repo: &str, pr: i64, report: &VerifyReport) -> Option<RowPlan> {
     let hard = report.verdict.hard()?;
     let passed = report.verdict == Verdict::Pass;
@@ -150,16 +151,18 @@ pub fn hard_row(repo: &str, pr: i64, report: &VerifyReport) -> Option<RowPlan> {
         .iter()
         .map(|c| json!({"command": c.command, "status": c.status, "exit_code": c.exit_code, "duration_ms": c.duration_ms}))
         .collect();
+    let mut metadata = json!({
+        "hard_verifier": true,
+        "hard_passed": passed,
+        "hard_score": signal.score,
+        "command_results": command_results,
+        "head": report.commit,
+    });
+    EvidenceTier::VerifiableFloor.tag(&mut metadata);
     Some(RowPlan {
         item_id: Leg::HardVerifier.item_id(repo, pr),
         title: format!("hard verifier {repo}#{pr}"),
-        item_metadata: json!({
-            "hard_verifier": true,
-            "hard_passed": passed,
-            "hard_score": signal.score,
-            "command_results": command_results,
-            "head": report.commit,
-        }),
+        item_metadata: metadata,
         reviewer: VERIFIER_REVIEWER,
         choice: choice_for(signal.score),
         signal,
@@ -169,7 +172,7 @@ pub fn hard_row(repo: &str, pr: i64, report: &VerifyReport) -> Option<RowPlan> {
 /// The checker row (`checker#<repo>#<pr>`, `gitmoot-checker`): the scored dimensions as
 /// `dimension_scores`, fused by their mean; mean < 0.5 → b. Every dimension skipped → `None`
 /// (resolutions §9: a re-run replaces the row with the new dimension set). Item tags:
-/// `objective`, `checker_score`, `dimension_scores`.
+/// `objective`, `checker_score`, `dimension_scores`, tier `objective_checker` (S-31).
 pub fn checker_row(repo: &str, pr: i64, report: &CheckReport) -> Option<RowPlan> {
     let dimensions: BTreeMap<String, f64> =
         report.dimensions.iter().filter_map(|d| d.score.map(|s| (d.name.clone(), s))).collect();
@@ -188,10 +191,12 @@ pub fn checker_row(repo: &str, pr: i64, report: &CheckReport) -> Option<RowPlan>
     }
     let score = EvaluatorScore { dimension_scores: dimensions.clone(), ..EvaluatorScore::default() };
     let signal = project(&score, &text);
+    let mut metadata = json!({"objective": true, "checker_score": signal.score, "dimension_scores": dimensions});
+    EvidenceTier::ObjectiveChecker.tag(&mut metadata);
     Some(RowPlan {
         item_id: Leg::Checkers.item_id(repo, pr),
         title: format!("checkers {repo}#{pr}"),
-        item_metadata: json!({"objective": true, "checker_score": signal.score, "dimension_scores": dimensions}),
+        item_metadata: metadata,
         reviewer: CHECKER_REVIEWER,
         choice: choice_for(signal.score),
         signal,
@@ -201,7 +206,8 @@ pub fn checker_row(repo: &str, pr: i64, report: &CheckReport) -> Option<RowPlan>
 /// The review row (`review#<repo>#<pr>`, `gitmoot-review`) from the reviewer's final message: the
 /// rubric as `dimension_scores`, fused by the mean; mean < 0.5 → b (S-30). No rubric → `None`.
 /// Item tags: `judge_derived`, `reviewer_runtime` (the family), `rubric_score`,
-/// `dimension_scores`, and `self_family = true` on the same-family fallback (S-29).
+/// `dimension_scores`, and `self_family = true` on the same-family fallback (S-29); tier
+/// `cross_family_judge`, or `same_family_judge` on the fallback (S-31).
 pub fn review_row(repo: &str, pr: i64, reviewer: &Reviewer, message: &str) -> Option<RowPlan> {
     let (dimensions, notes) = parse_rubric(message);
     if dimensions.is_empty() {
@@ -223,6 +229,9 @@ pub fn review_row(repo: &str, pr: i64, reviewer: &Reviewer, message: &str) -> Op
     });
     if reviewer.self_family {
         metadata["self_family"] = json!(true);
+        EvidenceTier::SameFamilyJudge.tag(&mut metadata);
+    } else {
+        EvidenceTier::CrossFamilyJudge.tag(&mut metadata);
     }
     Some(RowPlan {
         item_id: Leg::Review.item_id(repo, pr),

@@ -7,6 +7,10 @@
 //! * [`revert`]: `Reverts owner/repo#NN` / `Reverts #NN`, same repository only (pure).
 //! * [`legs`]: the hard-verifier, checker and review legs as job specs, and their reports → rows (pure).
 //! * [`review`]: reviewer selection (cross-family, else a tagged same-family fallback) and the rubric.
+//! * [`gate`]: the merge side of the empty gate (grace window, `.github/workflows/` awareness,
+//!   `require_external_ci`) and its `gitmoot/ci` stamp (S-19).
+//! * [`kind`]: which attributed kinds are harvested and which legs each gets (S-16, S-41).
+//! * [`tier`]: the `evidence_tier` / `evidence_rank` item tags of every harvested row (S-31).
 //! * [`webhook`]: GitHub webhook signatures and payloads → [`HarvestEvent`]s (pure).
 //! * [`apply`]: the control-plane writes: events → rows in one transaction, leg dispatch, and
 //!   [`HarvestHandler`], the engine `ResultHandler` that turns a finished leg job into its row.
@@ -17,10 +21,13 @@
 
 pub mod apply;
 pub mod config;
+pub mod gate;
+pub mod kind;
 pub mod legs;
 pub mod outcome;
 pub mod review;
 pub mod revert;
+pub mod tier;
 pub mod webhook;
 
 pub use apply::{HarvestError, HarvestHandler, HarvestReport, LegDispatch, apply_event, available_reviewers, dispatch_legs, harvest};

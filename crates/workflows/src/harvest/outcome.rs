@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 use skillforge_contract::{EvaluatorScore, NormalizedSignal, SignalInput, project_signal};
 
+use super::tier::EvidenceTier;
 use super::{FLOOR_REVIEWER, floor_item_id};
 
 /// Context prefix of the synthetic merge-gate statuses (`gitmoot/ci`); such a status is never
@@ -215,6 +216,7 @@ pub fn floor_row(repo: &str, pr: i64, outcome: &Outcome, ci: Option<&CiEvidence>
     if let Some(h) = head {
         metadata["head"] = json!(h);
     }
+    EvidenceTier::VerifiableFloor.tag(&mut metadata);
     RowPlan {
         item_id: floor_item_id(repo, pr),
         title: format!("{repo}#{pr}"),

@@ -122,6 +122,65 @@ mod tests {
         assert!(parse_rubric("no json at all").0.is_empty());
     }
 
+    /// The rubric's wording: every dimension line of [`REVIEW_RUBRIC`] and its reply shape.
+    fn rubric_phrases() -> Vec<&'static str> {
+        let mut phrases: Vec<&str> = REVIEW_RUBRIC.lines().filter(|l| l.starts_with("- ")).collect();
+        phrases.extend(["Score each dimension from 0.0", "\"containment\":", "no creep beyond the ask", "not something adjacent"]);
+        phrases
+    }
+
+    #[test]
+    fn s32_no_implementer_or_train_prompt_carries_the_rubric() {
+        use crate::train::generation::generation_prompt;
+        use crate::train::items::ItemSpec;
+        // Every prompt skillforge builds for an implementing agent is a train option-generation
+        // prompt (the only agent job outside the review leg and the evaluator's judge); build it
+        // over empty and realistic inputs and look for the rubric's wording.
+        let items = [
+            ItemSpec { id: "i1".into(), title: String::new(), input: String::new() },
+            ItemSpec { id: "c-1a2b".into(), title: "Summarize the change".into(), input: "diff --git a/x b/x\n+fn f() {}".into() },
+        ];
+        let templates = ["", "---\nid: coder\n---\n# Code\nDo the ask; keep the change small.\n"];
+        for item in &items {
+            for template in templates {
+                for n in [1, 2, 4] {
+                    let prompt = generation_prompt("Implement the request", item, n, "coder@v1", template);
+                    for phrase in rubric_phrases() {
+                        assert!(!prompt.contains(phrase), "S-32: generation prompt carries rubric wording `{phrase}`:\n{prompt}");
+                    }
+                }
+            }
+        }
+        // The rubric does reach the reviewer, so the check above can fail.
+        let review = review_prompt("acme/app", 1, "h", "b", "t", "i");
+        assert!(rubric_phrases().iter().all(|p| review.contains(p)));
+    }
+
+    #[test]
+    fn s32_only_the_review_leg_builds_a_prompt_from_the_rubric() {
+        // Structural guard: outside this module, the rubric constant and the review prompt are
+        // referenced only by the harvester's own dispatch (apply.rs), never by train, the
+        // evaluator or the CLI's prompt builders.
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut offenders = Vec::new();
+        let mut stack = vec![root.join("workflows/src"), root.join("cli/src")];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                let allowed = path.ends_with("harvest/review.rs") || path.ends_with("harvest/apply.rs");
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                if !allowed && (text.contains("REVIEW_RUBRIC") || text.contains("review_prompt(")) {
+                    offenders.push(path.display().to_string());
+                }
+            }
+        }
+        assert!(offenders.is_empty(), "S-32: the rubric is used outside the review leg: {offenders:?}");
+    }
+
     #[test]
     fn review_prompt_carries_scope_and_rubric() {
         let prompt = review_prompt("acme/app", 1, "h", "b", "Add x", "do x");
