@@ -21,7 +21,8 @@ use skillforge_engine::{EngineError, Job, JobState, LeaseKind, LeaseStatus, Queu
 use skillforge_store::Store;
 use skillforge_store::blobs::BlobStore;
 use skillforge_workflows::train::control::{
-    ContinueRequest, DEFAULT_RUNTIME, StartRequest, StepReport, continue_session, recover, start,
+    ContinueRequest, DEFAULT_RUNTIME, EvaluatorChoice, StartRequest, StepReport, continue_session, recover,
+    start_with_evaluator,
 };
 use skillforge_workflows::train::items::parse_items;
 use skillforge_workflows::train::status::session_status;
@@ -81,6 +82,20 @@ pub struct StartArgs {
     /// Options per item (default by mode: explore 5, else 2).
     #[arg(long)]
     options: Option<i64>,
+    /// Evaluator profile (S-101) that scores the generated options — artifact checks, render
+    /// adapters, judge — before each export; stored in the session and review-run metadata
+    /// (`evaluator_id`; further profile config can be added to the run metadata).
+    #[arg(long, value_name = "ID")]
+    evaluator: Option<String>,
+    /// Agent runtime of the evaluator's judge, e.g. `scripted`, `claude` (run metadata
+    /// `judge_runtime`; none ⇒ the judge stage is skipped with a reason).
+    #[arg(long = "judge-runtime", value_name = "NAME", requires = "evaluator")]
+    judge_runtime: Option<String>,
+    /// The evaluator's profile config as a JSON object, merged into the review-run metadata:
+    /// `checks` (e.g. a required `artifact_contract` check with `config.required_sections`),
+    /// `check_config`, `judge_prompt_templates`, `judge_prompt_version`, `judge_model`.
+    #[arg(long = "evaluator-config-json", value_name = "JSON", requires = "evaluator")]
+    evaluator_config_json: Option<String>,
 }
 
 /// Arguments of `train status`.
@@ -210,7 +225,15 @@ async fn run_start(ctx: &Context, env: &TrainEnv<'_>, args: StartArgs) -> CliRes
         options: args.options,
         task_kind: String::new(),
     };
-    finish(ctx, start(env, &req).await)
+    let config = match args.evaluator_config_json.as_deref().map(serde_json::from_str::<serde_json::Value>) {
+        None => None,
+        Some(Ok(serde_json::Value::Object(map))) => Some(map),
+        Some(Ok(_)) => return Err(CliError::usage(anyhow!("--evaluator-config-json must be a JSON object"))),
+        Some(Err(e)) => return Err(CliError::usage(anyhow!("--evaluator-config-json: {e}"))),
+    };
+    let evaluator =
+        args.evaluator.map(|evaluator_id| EvaluatorChoice { evaluator_id, judge_runtime: args.judge_runtime, config });
+    finish(ctx, start_with_evaluator(env, &req, evaluator.as_ref()).await)
 }
 
 /// Prints a step report (or the error) and returns the exit code.
@@ -297,6 +320,16 @@ fn print_status(ctx: &Context, status: &serde_json::Value, verbose: bool) {
         println!("recovery available");
     }
     if verbose {
+        let evaluation = &status["verbose"]["evaluation"];
+        if let Some(evaluator) = evaluation["evaluator_id"].as_str() {
+            println!(
+                "evaluator {evaluator}: {} ({} scored, {} with a failure packet, judge runtime {})",
+                evaluation["status"].as_str().unwrap_or("-"),
+                evaluation["evaluated"],
+                evaluation["failures"],
+                evaluation["judge_runtime"].as_str().filter(|r| !r.is_empty()).unwrap_or("none")
+            );
+        }
         for lock in status["verbose"]["active_locks"].as_array().into_iter().flatten() {
             println!(
                 "lock {} [{}] owner {}@{} pid {} heartbeat {}ms ago",

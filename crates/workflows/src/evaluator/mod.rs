@@ -18,11 +18,14 @@
 //! The core ([`Evaluation`]) is synchronous and pure apart from reading the clock: the caller
 //! runs render adapters and the judge (an engine `agent` job) and hands their results back, so
 //! stage order and packets are table-testable ([`evaluate`] drives all stages through a
-//! [`StageEnv`] for synchronous callers and tests).
+//! [`StageEnv`] for synchronous callers and tests). [`evaluate_run`] evaluates a whole review
+//! run with engine jobs and stores the scores: the one entry point of `review evaluate` and of
+//! train mode's evaluator stage.
 
 pub mod checks;
 pub mod judge;
 pub mod profile;
+mod run;
 mod score;
 mod stages;
 
@@ -32,6 +35,7 @@ pub use judge::{
     judge_job, judge_runtime_problem, parse_judge_verdict,
 };
 pub use profile::{CheckClass, check_class, effective_profile, judge_runtime_of};
+pub use run::{EvalJobs, EvalRunError, RunEvaluation, evaluate_run};
 pub use stages::{
     Artifact, Evaluation, JudgeStep, RenderStep, STAGE_ARTIFACT_CHECKS, STAGE_JUDGE, STAGE_RENDER, StageEnv, evaluate,
 };

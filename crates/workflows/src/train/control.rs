@@ -1,5 +1,12 @@
 //! The control plane's train steps (seed "Complete train-mode path"): `start` (step 1),
-//! `continue` (steps 3, 6, 8, 9, 10 — one human gate at a time) and `recover` (step 7).
+//! `continue` (steps 3, 5, 6, 8, 9, 10 — one human gate at a time) and `recover` (step 7).
+//!
+//! Step 5 (evaluator profiles, S-101) runs where the seed puts it: after the human feedback is
+//! synced (step 4) and before the training package is exported for the optimizer (step 6), and
+//! only when the iteration's review run names an evaluator (`train start --evaluator`). It is
+//! [`crate::evaluator::evaluate_run`], the function `review evaluate` calls, with this control
+//! plane's queue and waiter; its judge jobs are keyed by prompt, so a repeated `continue` reuses
+//! finished ones, and scores replace (never add to) the items' `evaluator_scores`.
 //!
 //! Each step checks the transition with [`super::state::check_transition`] and writes it with a
 //! compare-and-set, so a step that already happened is not repeated and a racing control plane
@@ -34,6 +41,7 @@ use super::phase::is_config_error;
 use super::stages::DEFAULT_BACKEND;
 use super::state::{ABANDONED, NO_CANDIDATE, PROMOTED, REJECTED, Transition, check_start_next, check_transition, is_terminal};
 use super::{TrainEnv, TrainError, TrainResultHandler};
+use crate::evaluator::{EvalJobs, EvalRunError, effective_profile, evaluate_run, judge_runtime_of};
 
 /// Default agent runtime for option generation.
 pub const DEFAULT_RUNTIME: &str = "scripted";
@@ -74,6 +82,25 @@ pub struct StartRequest {
     /// Task kind (`custom` by default).
     pub task_kind: String,
 }
+
+/// The evaluator a session runs before each export (`train start --evaluator ID
+/// [--judge-runtime NAME]`), recorded in the session metadata and in every iteration's review-run
+/// metadata (`evaluator_id`, `judge_runtime`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EvaluatorChoice {
+    /// Evaluator profile id, e.g. `release_notes_v1`.
+    pub evaluator_id: String,
+    /// Agent runtime of the judge; `None` ⇒ the judge stage is skipped with a reason.
+    pub judge_runtime: Option<String>,
+    /// Profile config merged into the run metadata (see
+    /// [`crate::evaluator::effective_profile`]: `checks`, `check_config`, judge prompts); the
+    /// keys train mode sets itself (`train_session`, `train_iteration`, `evaluator_id`,
+    /// `judge_runtime`) are refused.
+    pub config: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Run-metadata keys train mode writes itself.
+const RESERVED_RUN_KEYS: &[&str] = &["train_session", "train_iteration", "evaluator_id", "judge_runtime"];
 
 /// What a train command did: the iteration afterwards, the steps taken, what to do next.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -172,6 +199,31 @@ async fn save_meta(env: &TrainEnv<'_>, it: &mut IterationRow, meta: &IterationMe
 /// # Errors
 /// [`TrainError::Invalid`] for an unknown template, a bad mode/option count, a taken session id.
 pub async fn start(env: &TrainEnv<'_>, req: &StartRequest) -> Result<StepReport, TrainError> {
+    start_with_evaluator(env, req, None).await
+}
+
+/// [`start`] with an evaluator (S-101): every iteration's review run names it, and `continue`
+/// evaluates the generated options with it before exporting the training package.
+///
+/// # Errors
+/// As [`start`]; [`TrainError::Invalid`] for an empty evaluator id or an unknown judge runtime.
+pub async fn start_with_evaluator(
+    env: &TrainEnv<'_>,
+    req: &StartRequest,
+    evaluator: Option<&EvaluatorChoice>,
+) -> Result<StepReport, TrainError> {
+    let evaluator_id = evaluator.map(|e| e.evaluator_id.trim().to_owned());
+    if evaluator_id.as_deref() == Some("") {
+        return Err(TrainError::Invalid("--evaluator needs a profile id".into()));
+    }
+    let judge_runtime = evaluator.and_then(|e| e.judge_runtime.as_deref()).map(str::trim).filter(|r| !r.is_empty()).map(str::to_owned);
+    if let Some(runtime) = &judge_runtime {
+        skillforge_runner_agent::find(runtime).map_err(|e| TrainError::Invalid(format!("--judge-runtime: {e}")))?;
+    }
+    let evaluator_config = evaluator.and_then(|e| e.config.clone()).filter(|c| !c.is_empty());
+    if let Some(key) = evaluator_config.as_ref().and_then(|c| c.keys().find(|k| RESERVED_RUN_KEYS.contains(&k.as_str()))) {
+        return Err(TrainError::Invalid(format!("evaluator config: `{key}` is set by train mode; use --evaluator / --judge-runtime")));
+    }
     let reference = VersionRef::parse(&req.template)
         .ok_or_else(|| TrainError::Invalid(format!("--template `{}`: expected ID, ID@vN or ID@latest", req.template)))?;
     let version = resolve(env.store.pool(), &reference).await?.ok_or_else(|| {
@@ -190,6 +242,9 @@ pub async fn start(env: &TrainEnv<'_>, req: &StartRequest) -> Result<StepReport,
         mode: settings.mode.clone(),
         exploration_level: settings.exploration_level.clone(),
         options_count: settings.options_count,
+        evaluator_id,
+        judge_runtime,
+        evaluator_config,
     };
     let workspace = req.workspace_repo.clone().unwrap_or_default();
     let it_id = iteration_id(&session_id, 1);
@@ -256,6 +311,16 @@ async fn prepare_items(env: &TrainEnv<'_>, session: &SessionRow, it: &mut Iterat
         let smeta = SessionMeta::parse(&session.metadata_json);
         let settings = RunSettings::normalize(Some(&it.mode), Some(&it.exploration_level), Some(smeta.options_count.max(2)))
             .map_err(|e| TrainError::Invalid(e.to_string()))?;
+        let mut run_metadata = serde_json::json!({"train_session": session.id, "train_iteration": it.id});
+        for (key, value) in smeta.evaluator_config.iter().flatten() {
+            run_metadata[key.as_str()] = value.clone();
+        }
+        if let Some(evaluator_id) = &smeta.evaluator_id {
+            run_metadata["evaluator_id"] = serde_json::json!(evaluator_id);
+        }
+        if let Some(runtime) = &smeta.judge_runtime {
+            run_metadata["judge_runtime"] = serde_json::json!(runtime);
+        }
         let mut tx = env.store.begin().await?;
         if get_run(env.store.pool(), &it.eval_run_id).await?.is_none() {
             create_run(
@@ -266,7 +331,7 @@ async fn prepare_items(env: &TrainEnv<'_>, session: &SessionRow, it: &mut Iterat
                     template_version_id: it.base_template_version_id.clone(),
                     target_repo: session.target_repo.clone(),
                     settings,
-                    metadata_json: serde_json::json!({"train_session": session.id, "train_iteration": it.id}).to_string(),
+                    metadata_json: run_metadata.to_string(),
                 },
             )
             .await?;
@@ -292,7 +357,7 @@ async fn prepare_items(env: &TrainEnv<'_>, session: &SessionRow, it: &mut Iterat
     Ok(())
 }
 
-/// `train continue` (seed steps 3, 6, 8, 9, 10): advances the current iteration until the next
+/// `train continue` (seed steps 3, 5, 6, 8, 9, 10): advances the current iteration until the next
 /// human gate (or a failure), or applies a decision, or starts the next iteration.
 ///
 /// # Errors
@@ -350,7 +415,14 @@ pub async fn continue_session(env: &TrainEnv<'_>, session_id: &str, req: &Contin
                     break;
                 }
             }
-            "feedback_synced" => export(env, &session, &mut it, &mut report).await?,
+            "feedback_synced" => {
+                if !evaluate_options(env, &mut it, req.wait, &mut report).await? {
+                    report.next_action =
+                        format!("the evaluator's jobs are running; run `skillforge train continue --session {}` again", session.id);
+                    break;
+                }
+                export(env, &session, &mut it, &mut report).await?;
+            }
             "training_package_created" => {
                 if !run_optimizer(env, &session, &mut it, req, &mut report).await? {
                     report.next_action =
@@ -556,6 +628,92 @@ async fn sync_feedback(env: &TrainEnv<'_>, _session: &SessionRow, it: &mut Itera
         done.counts.feedback_inserted + done.counts.feedback_updated
     ));
     Ok(true)
+}
+
+/// Evaluator jobs of train mode: enqueued on the session's queue and waited for with its waiter;
+/// without `wait`, a job that is not finished yet is [`EvalRunError::Pending`].
+struct TrainEvalJobs<'a, 'e> {
+    env: &'a TrainEnv<'e>,
+    wait: bool,
+}
+
+#[async_trait::async_trait]
+impl EvalJobs for TrainEvalJobs<'_, '_> {
+    async fn run_job(&self, spec: &skillforge_engine::JobSpec) -> Result<Job, EvalRunError> {
+        let enqueued = self.env.queue.enqueue(spec).await?;
+        if !self.wait {
+            return match self.env.queue.get(&enqueued.job_id).await? {
+                Some(job) if job.state.is_terminal() || job.state == JobState::Stale => Ok(job),
+                _ => Err(EvalRunError::Pending(enqueued.job_id)),
+            };
+        }
+        let mut jobs = self.env.waiter.wait_jobs(std::slice::from_ref(&enqueued.job_id), "evaluating options").await?;
+        Ok(jobs.remove(0))
+    }
+}
+
+/// Seed step 5, at feedback_synced before the export: when the review run names an evaluator,
+/// scores every option through [`evaluate_run`] (checks → render → judge, S-101) so the export
+/// carries the scores and failure packets. A run without an evaluator is left untouched (no
+/// metadata written). Done once per iteration (`evaluation.status` `succeeded`); a re-run after
+/// a failure or `--no-wait` reuses the judge jobs already enqueued (idempotency key by prompt)
+/// and replaces the scores. Returns false when a job is still running and `wait` is false.
+async fn evaluate_options(env: &TrainEnv<'_>, it: &mut IterationRow, wait: bool, report: &mut StepReport) -> Result<bool, TrainError> {
+    let run = get_run(env.store.pool(), &it.eval_run_id)
+        .await?
+        .ok_or_else(|| TrainError::Invalid(format!("review run `{}` is missing", it.eval_run_id)))?;
+    let Some(profile) = effective_profile(run.metadata().as_ref(), None) else { return Ok(true) };
+    let mut meta = IterationMeta::parse(&it.metadata_json);
+    if meta.evaluation.status == "succeeded" {
+        return Ok(true);
+    }
+    let runtime = judge_runtime_of(&profile);
+    meta.evaluation.status = "running".into();
+    meta.evaluation.profile_id = profile.profile_id.clone();
+    meta.evaluation.judge_runtime = runtime.clone().unwrap_or_default();
+    meta.evaluation.error.clear();
+    save_meta(env, it, &meta).await?;
+    let jobs = TrainEvalJobs { env, wait };
+    match evaluate_run(env.store, env.home, &run, &profile, runtime.as_deref(), &jobs).await {
+        Ok(done) => {
+            for id in &done.job_ids {
+                if !meta.evaluation.job_ids.contains(id) {
+                    meta.evaluation.job_ids.push(id.clone());
+                }
+            }
+            meta.evaluation.status = "succeeded".into();
+            meta.evaluation.evaluated = done.evaluations.len();
+            meta.evaluation.failures = done.n_failures;
+            save_meta(env, it, &meta).await?;
+            report.steps.push(format!(
+                "evaluator {}: {} option(s) scored (checks → render → judge, judge runtime {}), {} with a failure packet",
+                profile.profile_id,
+                done.evaluations.len(),
+                runtime.as_deref().unwrap_or("none"),
+                done.n_failures
+            ));
+            Ok(true)
+        }
+        Err(EvalRunError::Pending(job_id)) => {
+            if !meta.evaluation.job_ids.contains(&job_id) {
+                meta.evaluation.job_ids.push(job_id.clone());
+            }
+            save_meta(env, it, &meta).await?;
+            report.steps.push(format!("evaluator {}: job {job_id} enqueued", profile.profile_id));
+            Ok(false)
+        }
+        Err(e) => {
+            meta.evaluation.status = "failed".into();
+            meta.evaluation.error = e.to_string();
+            save_meta(env, it, &meta).await?;
+            Err(match e {
+                EvalRunError::Store(s) => TrainError::Store(s),
+                EvalRunError::Engine(q) => TrainError::Engine(q),
+                EvalRunError::Env(m) => TrainError::Env(format!("evaluator: {m}")),
+                other => TrainError::Failed(format!("evaluator: {other}")),
+            })
+        }
+    }
 }
 
 /// feedback_synced → training_package_created: `<iteration>/training.json`.

@@ -26,6 +26,18 @@ pub struct SessionMeta {
     /// Options per item.
     #[serde(default)]
     pub options_count: i64,
+    /// Evaluator profile id (`train start --evaluator`); also in each iteration's review-run
+    /// metadata as `evaluator_id`. Absent ⇒ no evaluator stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluator_id: Option<String>,
+    /// Judge runtime of the evaluator (`--judge-runtime`); run metadata `judge_runtime`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_runtime: Option<String>,
+    /// Further evaluator profile config (`--evaluator-config-json`: `checks`, `check_config`,
+    /// `judge_prompt_templates`, `judge_prompt_version`, `judge_model`), merged into each
+    /// iteration's review-run metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluator_config: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// Status of one control-plane or job stage. `status`: '' (not started), `running`,
@@ -93,6 +105,39 @@ pub struct OptimizerMeta {
     pub no_candidate_details: Option<serde_json::Value>,
 }
 
+/// The evaluator stage (S-101; seed step 5): run between feedback sync and the export when the
+/// iteration's review run names an evaluator. Never written for a run without one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvaluationMeta {
+    /// '' | `running` | `succeeded` | `failed`.
+    #[serde(default)]
+    pub status: String,
+    /// Profile evaluated with.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub profile_id: String,
+    /// Judge runtime ('' ⇒ the judge stage is skipped with a reason).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub judge_runtime: String,
+    /// Judge and render jobs (keyed by prompt, so a re-run finds the same ones).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub job_ids: Vec<String>,
+    /// Artifacts scored.
+    #[serde(default)]
+    pub evaluated: usize,
+    /// Scores with a failure packet.
+    #[serde(default)]
+    pub failures: usize,
+    /// Error text of the last failure.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+}
+
+impl EvaluationMeta {
+    fn is_unset(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
 /// Iteration metadata (facts §3 `metadata_status` keys).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct IterationMeta {
@@ -105,6 +150,9 @@ pub struct IterationMeta {
     /// Feedback sync.
     #[serde(default)]
     pub feedback_sync: StageMeta,
+    /// Evaluator stage (only for a run that names an evaluator).
+    #[serde(default, skip_serializing_if = "EvaluationMeta::is_unset")]
+    pub evaluation: EvaluationMeta,
     /// Training package export.
     #[serde(default)]
     pub export: StageMeta,

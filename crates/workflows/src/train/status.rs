@@ -7,7 +7,7 @@ use skillforge_store::feedback::{list_ranked_events, count_events};
 use skillforge_store::review::list_items;
 
 use super::control::{load, next_action_for};
-use super::meta::IterationMeta;
+use super::meta::{IterationMeta, SessionMeta};
 use super::optimizer::optimizer_lock_key;
 use super::phase::{LockState, PhaseInput, derive_status_phase};
 use super::state::{LINEAR_STATES, linear_index};
@@ -51,11 +51,16 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
     let now = env.queue.now_ms().await?;
     let leases = env.queue.leases().await?;
 
-    // Jobs of this iteration: generation jobs and the optimizer job.
+    // Jobs of this iteration: generation jobs, evaluator jobs and the optimizer job.
     let mut jobs: Vec<(&str, Job)> = Vec::new();
     for id in &meta.generation.job_ids {
         if let Some(job) = env.queue.get(id).await? {
             jobs.push(("option_generation", job));
+        }
+    }
+    for id in &meta.evaluation.job_ids {
+        if let Some(job) = env.queue.get(id).await? {
+            jobs.push(("evaluation", job));
         }
     }
     let optimizer_job = if meta.optimizer.job_id.is_empty() { None } else { env.queue.get(&meta.optimizer.job_id).await? };
@@ -210,6 +215,19 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
             })
             .collect();
         let count = |f: &dyn Fn(JobState) -> bool| jobs.iter().filter(|(_, j)| f(j.state)).count();
+        // The evaluator stage (S-101): `not_configured` when the session names no evaluator.
+        let smeta = SessionMeta::parse(&session.metadata_json);
+        let evaluation_status = match (&smeta.evaluator_id, meta.evaluation.status.as_str()) {
+            (None, "") => "not_configured".to_owned(),
+            (Some(_), "") => "pending".to_owned(),
+            (_, status) => status.to_owned(),
+        };
+        let mut evaluation = serde_json::to_value(&meta.evaluation).unwrap_or_default();
+        evaluation["status"] = json!(evaluation_status);
+        evaluation["evaluator_id"] = json!(smeta.evaluator_id);
+        if meta.evaluation.judge_runtime.is_empty() {
+            evaluation["judge_runtime"] = json!(smeta.judge_runtime);
+        }
         let mut optimizer = serde_json::to_value(&meta.optimizer).unwrap_or_default();
         optimizer["status"] = json!(optimizer_status);
         optimizer["recovery_available"] = json!(recovery_available);
@@ -230,6 +248,7 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
             },
             "optimizer": optimizer,
             "generation": meta.generation,
+            "evaluation": evaluation,
             "jobs": {
                 "total": jobs.len(),
                 "queued": count(&|s| s == JobState::Queued),
@@ -249,6 +268,7 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
                 "generation": meta.generation.status,
                 "review": meta.review.status,
                 "feedback_sync": meta.feedback_sync.status,
+                "evaluation": evaluation_status,
                 "optimizer": optimizer_status,
                 "candidate_import": meta.candidate_import.status,
                 "candidate_review": meta.candidate_review.status,
