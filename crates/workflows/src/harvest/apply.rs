@@ -156,10 +156,11 @@ pub async fn apply_event(
             }
         }
         HarvestEvent::Outcome { repo, pr, outcome, head, ci_shas, body } => {
-            if matches!(outcome, Outcome::Merged { .. }) && config.revert_detection() {
-                if let Some(original) = body.as_deref().and_then(|b| reverted_pr(b, repo)) {
-                    flip_reverted(conn, repo, original, *pr, &mut report).await?;
-                }
+            if matches!(outcome, Outcome::Merged { .. })
+                && config.revert_detection()
+                && let Some(original) = body.as_deref().and_then(|b| reverted_pr(b, repo))
+            {
+                flip_reverted(conn, repo, original, *pr, &mut report).await?;
             }
             let Some(attribution) = attributed(conn, repo, *pr, &mut report).await? else { return Ok(report) };
             let ci = match outcome {
@@ -497,10 +498,10 @@ pub async fn harvest(
                 HarvestEvent::Ci { repo, .. } => (repo.as_str(), 0),
             };
             warn!(repo, pr, error = %e, "harvest failed; recorded auto_trace_harvest_failed");
-            if let Ok(mut tx) = store.begin().await {
-                if record_event(&mut tx, "", repo, pr, HARVEST_FAILED_EVENT, &e.to_string()).await.is_ok() {
-                    let _ = tx.commit().await;
-                }
+            if let Ok(mut tx) = store.begin().await
+                && record_event(&mut tx, "", repo, pr, HARVEST_FAILED_EVENT, &e.to_string()).await.is_ok()
+            {
+                let _ = tx.commit().await;
             }
             Err(e)
         }
