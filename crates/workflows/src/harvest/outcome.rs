@@ -166,6 +166,8 @@ pub fn changes_requested_score(rounds: u32) -> f64 {
 /// | blocked | hard 0 | b |
 /// | changes requested, k rounds | soft 0.6 − 0.2·(k−1), floor 0 | b |
 /// | reverted | hard 0 | b |
+///
+/// The item is tagged `evidence_tier = verifiable_floor`, `evidence_rank = 2` (S-31, [`super::tier`]).
 pub fn floor_row(repo: &str, pr: i64, outcome: &Outcome, ci: Option<&CiEvidence>, head: Option<&str>) -> RowPlan {
     let at = head.map(|h| format!(" at {h}")).unwrap_or_default();
     let mut score = EvaluatorScore::default();
