@@ -7,7 +7,7 @@
 //!   rows (the embedded queue's control plane is this process).
 //! * `gate`: the merge side of an empty gate for CI pipelines and forges: records one observation
 //!   at a PR head and answers `external | stamp | wait | blocked` (S-19; exit codes on
-//!   [`GATE_WAIT`]); a stamp feeds `outcome` as a confirmed empty gate (S-18).
+//!   [`crate::exit::GATE_WAIT`]); a stamp feeds `outcome` as a confirmed empty gate (S-18).
 //! * `events`: the harvester's job events (failures, fallbacks).
 //! * `status`: row counts of the feedback tables and the auto-trace runs.
 //!
@@ -143,10 +143,6 @@ pub struct OutcomeArgs {
     strict: bool,
 }
 
-/// Exit code of `harvest gate` when the answer is `wait` (not yet decided; observe again). 0, 1,
-/// 2 and 3 keep their DESIGN §8 meanings: 0 stamp/external, 1 blocked (the gate refuses the
-/// merge), 2 usage, 3 environment.
-pub const GATE_WAIT: u8 = 4;
 
 /// Arguments of `harvest gate`.
 #[derive(Debug, Args)]
@@ -387,7 +383,7 @@ async fn gate(ctx: &Context, args: GateArgs) -> CliResult {
     Ok(match report.decision {
         GateDecision::Stamp | GateDecision::External => OK,
         GateDecision::Blocked => CHECK_FAILED,
-        GateDecision::Wait { .. } => GATE_WAIT,
+        GateDecision::Wait { .. } => crate::exit::GATE_WAIT,
     })
 }
 
