@@ -38,7 +38,7 @@ pub struct Config {
 }
 
 /// `[skillopt]` (seed: SkillOpt, "Automatic trace-harvested feedback", its legs, "Promotion policy
-/// + notifications", "Champion-challenger A/B preferences"). Every key is optional; an unset key
+/// and notifications", "Champion-challenger A/B preferences"). Every key is optional; an unset key
 /// is distinct from a zero where the seed says so (`auto_promote_min_samples`,
 /// `auto_promote_min_score`, `auto_promote_canary_sample`, `auto_promote_min_confidence`).
 #[derive(Debug, Default, Clone, Deserialize)]
