@@ -14,7 +14,8 @@
 //! possible at concurrency 50. A `lease` call dropped while its batch is being applied may
 //! leave its jobs leased to nobody; the reaper recovers them after `stale_after`. Idle [`QueueBackend::lease`] calls are woken by this backend's own
 //! enqueue/retry/release/requeue at once and by other processes' commits through a
-//! `PRAGMA data_version` poll every 2 ms (only while someone waits).
+//! `PRAGMA data_version` poll every 1–2 ms (only while someone waits). WAL checkpoints run in a
+//! background task, not inside transitions.
 //!
 //! One rule beyond the trait: a job whose cancellation was requested never goes back to
 //! `queued`. A finish, release or reap that would re-queue it makes it `cancelled` instead.
@@ -123,7 +124,12 @@ impl SqliteBackend {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true)
-            .statement_cache_capacity(256);
+            .statement_cache_capacity(256)
+            // No connection checkpoints on commit (that runs the checkpoint, with its fsyncs,
+            // inside whichever lease/finish/enqueue crosses the threshold): a background task
+            // of every open backend checkpoints instead (`watch::spawn_checkpointer`).
+            .pragma("wal_autocheckpoint", "0")
+            .pragma("journal_size_limit", "67108864");
         let open_err = |e: sqlx::Error| {
             EngineError::sqlite(format!("open queue database `{}`: {e}", path.display()))
         };
@@ -150,6 +156,7 @@ impl SqliteBackend {
             .map_err(open_err)?;
         let wake = Arc::new(Wake::default());
         let stop = CancellationToken::new();
+        watch::spawn_checkpointer(options.clone(), stop.clone());
         watch::spawn_watcher(options, wake.clone(), stop.clone());
         let finisher = finish::spawn(writer.clone(), wake.clone());
         let leaser = lease::spawn(writer.clone());

@@ -2,8 +2,9 @@
 //! `PRAGMA data_version` on a dedicated connection.
 //!
 //! `data_version` changes whenever another connection (of this or any other process) commits
-//! to the file, so a poll every [`POLL_EVERY`] detects another process's enqueue within a few
-//! milliseconds. The watcher only polls while some `lease` call is waiting.
+//! to the file, so a poll every [`POLL_EVERY`] (every [`POLL_EVERY_QUIET`] once nothing changed
+//! for a while) detects another process's enqueue within a few milliseconds. The watcher only
+//! polls while some `lease` call is waiting.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,8 +15,16 @@ use sqlx::{ConnectOptions, SqliteConnection};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-/// Poll period of `PRAGMA data_version` while a lease call waits.
-pub(super) const POLL_EVERY: Duration = Duration::from_millis(2);
+/// Poll period of `PRAGMA data_version` while a lease call waits and the file changed recently
+/// (within [`RECENT`]): a steady stream of jobs from another process is seen within ~1 ms.
+pub(super) const POLL_EVERY: Duration = Duration::from_millis(1);
+/// Poll period while nothing changed for [`RECENT`] (half the idle polling cost).
+pub(super) const POLL_EVERY_QUIET: Duration = Duration::from_millis(2);
+/// How long after the last seen change polling stays at [`POLL_EVERY`].
+const RECENT: Duration = Duration::from_secs(2);
+
+/// Period of the background WAL checkpoint.
+pub(super) const CHECKPOINT_EVERY: Duration = Duration::from_millis(200);
 
 /// Shared between the backend, its waiters and the watcher task.
 #[derive(Debug, Default)]
@@ -56,6 +65,7 @@ pub(super) fn spawn_watcher(options: SqliteConnectOptions, wake: Arc<Wake>, stop
     tokio::spawn(async move {
         let mut conn: Option<SqliteConnection> = None;
         let mut last: Option<i64> = None;
+        let mut changed_at = tokio::time::Instant::now();
         loop {
             if wake.waiters.load(Ordering::SeqCst) == 0 {
                 // Commits made while nobody polled are unknown: the next poll re-baselines.
@@ -87,6 +97,7 @@ pub(super) fn spawn_watcher(options: SqliteConnectOptions, wake: Arc<Wake>, stop
                         if last != Some(v) {
                             wake.wake_all();
                             last = Some(v);
+                            changed_at = tokio::time::Instant::now();
                         }
                     }
                     Err(e) => {
@@ -98,9 +109,42 @@ pub(super) fn spawn_watcher(options: SqliteConnectOptions, wake: Arc<Wake>, stop
                     }
                 }
             }
+            let every = if changed_at.elapsed() < RECENT { POLL_EVERY } else { POLL_EVERY_QUIET };
             tokio::select! {
-                _ = tokio::time::sleep(POLL_EVERY) => {}
+                _ = tokio::time::sleep(every) => {}
                 _ = stop.cancelled() => break,
+            }
+        }
+    });
+}
+
+/// Spawns the WAL checkpointer: `PRAGMA wal_checkpoint(PASSIVE)` every [`CHECKPOINT_EVERY`] on a
+/// dedicated connection, until `stop` is cancelled. Connections are opened with
+/// `wal_autocheckpoint = 0`, so the checkpoint (copying WAL pages back and its fsyncs) runs here
+/// instead of inside a lease, finish or enqueue transaction. A passive checkpoint waits for no
+/// reader or writer; several processes on one file each run one (they take turns).
+pub(super) fn spawn_checkpointer(options: SqliteConnectOptions, stop: CancellationToken) {
+    tokio::spawn(async move {
+        let mut conn: Option<SqliteConnection> = None;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(CHECKPOINT_EVERY) => {}
+                _ = stop.cancelled() => break,
+            }
+            if conn.is_none() {
+                match options.connect().await {
+                    Ok(c) => conn = Some(c),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "sqlite queue checkpointer: cannot open its connection");
+                        continue;
+                    }
+                }
+            }
+            if let Some(c) = conn.as_mut()
+                && let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&mut *c).await
+            {
+                tracing::debug!(error = %e, "sqlite queue checkpoint failed");
+                conn = None;
             }
         }
     });
