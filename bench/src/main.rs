@@ -73,6 +73,44 @@ enum Cmd {
     },
     /// Prints the CPU-speed probe as JSON.
     Probe,
+    /// Diagnostic: apalis-sqlite's throughput alone (one trial, fresh file), to check its
+    /// configuration against peers.md.
+    ApalisThroughput {
+        #[arg(long, default_value_t = 20_000)]
+        n: u64,
+        #[arg(long, default_value_t = 50)]
+        concurrency: usize,
+        /// Run apalis's `setup` only before the push (the first runs' configuration).
+        #[arg(long)]
+        setup_before_push_only: bool,
+    },
+    /// Diagnostic: skillforge's throughput alone (one trial; a fresh SQLite file, or a Redis
+    /// namespace that must be empty), e.g. under `perf record`.
+    SfThroughput {
+        #[arg(long, value_enum)]
+        backend: Backend,
+        #[arg(long)]
+        url: Option<String>,
+        #[arg(long)]
+        namespace: Option<String>,
+        #[arg(long, default_value_t = 20_000)]
+        n: u64,
+        #[arg(long, default_value_t = 50)]
+        concurrency: usize,
+    },
+    /// Diagnostic: skillforge's enqueue→start latency alone (one trial, as in `all`).
+    SfLatency {
+        #[arg(long, value_enum)]
+        backend: Backend,
+        #[arg(long)]
+        url: Option<String>,
+        #[arg(long)]
+        namespace: Option<String>,
+        #[arg(long, default_value_t = 2_000)]
+        n: u64,
+        #[arg(long, default_value_t = 200)]
+        rate: u64,
+    },
 }
 
 #[derive(clap::Args, Clone)]
@@ -233,7 +271,7 @@ async fn all(a: AllArgs) -> Result<()> {
             drop(dir);
 
             let dir = tempfile::tempdir()?;
-            let v = note(&mut r.errors, "throughput apalis-sqlite", apalis_peer::throughput(dir.path(), params.throughput_n, params.concurrency).await);
+            let v = note(&mut r.errors, "throughput apalis-sqlite", apalis_peer::throughput(dir.path(), params.throughput_n, params.concurrency, apalis_peer::Setup::AtWorkerStart).await);
             eprintln!("  apalis-sqlite: {:?}", v.as_ref().map(|x| x.rate));
             push(&mut r.throughput, "apalis_sqlite", v);
         }
@@ -339,6 +377,31 @@ async fn main() -> Result<()> {
         Cmd::ProduceApalis { path, n, rate } => apalis_peer::produce(&path, n, rate).await,
         Cmd::RecoveryWorker { backend, url, namespace, path, name } => {
             sf::recovery_worker(&Target::from_args(backend, url, namespace, path)?, &name).await
+        }
+        Cmd::ApalisThroughput { n, concurrency, setup_before_push_only } => {
+            let dir = tempfile::tempdir()?;
+            let setup = if setup_before_push_only {
+                apalis_peer::Setup::BeforePushOnly
+            } else {
+                apalis_peer::Setup::AtWorkerStart
+            };
+            let t = apalis_peer::throughput(dir.path(), n, concurrency, setup).await?;
+            println!("{}", serde_json::to_string(&t)?);
+            Ok(())
+        }
+        Cmd::SfThroughput { backend, url, namespace, n, concurrency } => {
+            let dir = tempfile::tempdir()?;
+            let target = Target::from_args(backend, url, namespace, Some(sf::sqlite_file(dir.path(), "queue")))?;
+            let t = sf::throughput(&target, n, concurrency, false).await?;
+            println!("{}", serde_json::to_string(&t)?);
+            Ok(())
+        }
+        Cmd::SfLatency { backend, url, namespace, n, rate } => {
+            let dir = tempfile::tempdir()?;
+            let target = Target::from_args(backend, url, namespace, Some(sf::sqlite_file(dir.path(), "queue")))?;
+            let t = sf::latency(&target, n, rate, 50).await?;
+            println!("{}", serde_json::to_string(&t)?);
+            Ok(())
         }
         Cmd::Probe => {
             println!("{}", serde_json::to_string_pretty(&util::cpu_probe())?);

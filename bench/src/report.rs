@@ -104,7 +104,7 @@ pub fn markdown(r: &Results) -> String {
     let ratio = s.as_ref().zip(b.as_ref()).map(|(s, b)| s.median / b.median);
     let _ = writeln!(
         o,
-        "| no-op throughput, SQLite (jobs/s) | {} | apalis-sqlite {} | {} | ≥ 2× | {} |",
+        "| no-op throughput, SQLite (jobs/s) | {} | apalis-sqlite (its setup at worker start) {} | {} | ≥ 2× | {} |",
         or_na(s.as_ref().map(|x| fmt_range(x, 0))),
         or_na(b.as_ref().map(|x| fmt_range(x, 0))),
         or_na(ratio.map(|x| format!("{x:.2}×"))),
