@@ -10,12 +10,14 @@ local n = tonumber(ARGV[4])
 local reqkey = NS .. 'leasereq:' .. ARGV[2]
 local now = now_ms()
 
+local sets = new_sets()
 local replies = {}
 for i = 0, n - 1 do
   local b = 5 + i * W
   replies[i + 1] = finish_one(ARGV[b], ARGV[b + 1], ARGV[b + 2], tonumber(ARGV[b + 3]), ARGV[b + 4],
-    ARGV[b + 5], ARGV[b + 6], ARGV[b + 7], now)
+    ARGV[b + 5], ARGV[b + 6], ARGV[b + 7], now, sets)
 end
+flush_sets(sets)
 
 local prior = redis.call('LRANGE', reqkey, 0, -1)
 local leased = {}
@@ -47,7 +49,7 @@ for _, q in ipairs(order) do
   local k = 1
   for _, id in ipairs(pop_ready(q, #items)) do
     local b = 5 + items[k] * W
-    local token = lease_one(id, ARGV[b + 9], ARGV[b + 10], ARGV[b + 11], now)
+    local token = lease_one(id, ARGV[b + 9], ARGV[b + 10], ARGV[b + 11], now, sets)
     if token then
       local v = leased_view(id, token)
       leased[#leased + 1] = { items[k], v[1], v[2] }
@@ -56,6 +58,7 @@ for _, q in ipairs(order) do
     end
   end
 end
+flush_sets(sets)
 if #record > 0 then
   redis.call('RPUSH', reqkey, unpack(record))
   redis.call('PEXPIRE', reqkey, 600000)

@@ -20,14 +20,16 @@ promote_due(queue, now, tonumber(ARGV[8]))
 
 local out = {}
 local record = {}
+local sets = new_sets()
 for _, id in ipairs(pop_ready(queue, max)) do
-  local token = lease_one(id, worker, host, pid, now)
+  local token = lease_one(id, worker, host, pid, now, sets)
   if token then
     record[#record + 1] = id
     record[#record + 1] = s(token)
     out[#out + 1] = leased_view(id, token)
   end
 end
+flush_sets(sets)
 if #out > 0 then
   redis.call('RPUSH', reqkey, unpack(record))
   redis.call('PEXPIRE', reqkey, 600000)

@@ -1,9 +1,35 @@
--- Finish and lease as functions, shared by finish.lua, lease.lua and finish_batch.lua
--- (prepended after common.lua by scripts.rs).
+-- Finish and lease as functions, shared by lease.lua and finish_batch.lua (prepended after
+-- common.lua by scripts.rs).
 
--- Applies one finished attempt, fenced on `token`. Returns {'applied', state} |
+-- Sorted-set writes of many jobs, deferred to one ZREM / ZADD per key (flush_sets): one
+-- redis.call for a whole batch instead of one per job. Results get their sequence numbers
+-- (pending_results order) at the flush, in the order they were deferred.
+local function new_sets() return { add = {}, rem = {}, results = {} } end
+local function defer_zadd(sets, key, score, member)
+  local a = sets.add[key]
+  if not a then a = {}; sets.add[key] = a end
+  a[#a + 1] = score; a[#a + 1] = member
+end
+local function defer_zrem(sets, key, member)
+  local r = sets.rem[key]
+  if not r then r = {}; sets.rem[key] = r end
+  r[#r + 1] = member
+end
+local function flush_sets(sets)
+  for key, members in pairs(sets.rem) do redis.call('ZREM', key, unpack(members)) end
+  local n = #sets.results
+  if n > 0 then
+    local base = redis.call('INCRBY', NS .. 'seq', n) - n
+    for i, id in ipairs(sets.results) do defer_zadd(sets, NS .. 'results', base + i, id) end
+  end
+  for key, pairs_ in pairs(sets.add) do redis.call('ZADD', key, unpack(pairs_)) end
+  sets.add, sets.rem, sets.results = {}, {}, {}
+end
+
+-- Applies one finished attempt, fenced on `token` (its sorted-set writes go to `sets`; flush
+-- them before anything reads those sets). Returns {'applied', state} |
 -- {'fenced', current_token} | {'missing'}.
-local function finish_one(id, token, next, delay, result, outcome, has_error, err, now)
+local function finish_one(id, token, next, delay, result, outcome, has_error, err, now, sets)
   local jk = jkey(id)
   local f = redis.call('HMGET', jk, 'state', 'token', 'queue', 'created_at', 'closed_token', 'closed_by',
     'cancel_requested', 'attempts', 'owner_worker', 'owner_host', 'owner_pid', 'acquired_at')
@@ -30,13 +56,13 @@ local function finish_one(id, token, next, delay, result, outcome, has_error, er
     del[#del + 1] = 'error'
   end
   redis.call('HDEL', jk, unpack(del))
-  redis.call('ZREM', NS .. 'leases', id)
   redis.call('HSET', jk, unpack(set))
-  redis.call('ZADD', NS .. 'state:' .. next, f[4], id)
+  defer_zrem(sets, NS .. 'leases', id)
+  defer_zadd(sets, NS .. 'state:' .. next, f[4], id)
   if next == 'queued' then
     schedule(id, f[3], next_seq(), now + delay, now)
   elseif TERMINAL[next] then
-    to_results(id)
+    sets.results[#sets.results + 1] = id
   end
   return { 'applied', next }
 end
@@ -65,7 +91,7 @@ end
 
 -- Leases one popped job for the worker: running, attempts + 1, token + 1, lease set (which is
 -- also the open attempt record). Returns the new token, or nil when the job is no longer queued.
-local function lease_one(id, worker, host, pid, now)
+local function lease_one(id, worker, host, pid, now, sets)
   local jk = jkey(id)
   local f = redis.call('HMGET', jk, 'state', 'attempts', 'token', 'stale_after', 'created_at')
   if f[1] ~= 'queued' then return nil end
@@ -74,8 +100,8 @@ local function lease_one(id, worker, host, pid, now)
   redis.call('HSET', jk, 'state', 'running', 'attempts', s(attempts), 'token', s(token),
     'owner_worker', worker, 'owner_host', host, 'owner_pid', pid,
     'acquired_at', s(now), 'heartbeat_at', s(now), 'updated_at', s(now))
-  redis.call('ZREM', NS .. 'state:queued', id)
-  redis.call('ZADD', NS .. 'leases', s(now + tonumber(f[4])), id)
+  defer_zrem(sets, NS .. 'state:queued', id)
+  defer_zadd(sets, NS .. 'leases', s(now + tonumber(f[4])), id)
   return token
 end
 
