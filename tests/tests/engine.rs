@@ -45,6 +45,7 @@ conformance!(
     long_job_under_full_cpu_load_keeps_its_lease,
     idempotency_key_returns_the_first_job,
     jobs_sharing_a_lock_never_overlap,
+    a_sigkilled_workers_job_process_dies_with_it,
 );
 
 const T: Duration = Duration::from_secs(60);
@@ -273,4 +274,46 @@ fn jobs_sharing_a_lock_never_overlap(b: Backend) {
         let done = home.wait_job(id, T, "every job to succeed", |j| state(j) == "succeeded");
         assert_eq!(done["attempts"], 1, "no overlap, so no job saw another inside: {done:#}");
     }
+}
+
+/// A SIGKILLed worker's job process does not run on beside the retry that recovers it.
+fn a_sigkilled_workers_job_process_dies_with_it(b: Backend) {
+    let home = b.home();
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let mut worker = Reaped(home.spawn_worker("victim", &[]));
+    let script = format!("echo $$ > {}; exec sleep 60", pid_file.display());
+    let id = home.submit(&["--stale-after", "600"], &["sh", "-c", &script]);
+    home.wait_job(&id, T, "job running", |j| state(j) == "running");
+    let pid: i32 = wait_for(T, "the job to write its pid", || {
+        std::fs::read_to_string(&pid_file).ok().and_then(|t| t.trim().parse().ok())
+    });
+    assert!(alive(pid), "the job process runs");
+    worker.0.kill().unwrap();
+    let _ = worker.0.wait();
+    wait_for(Duration::from_secs(10), "the job process to die with its worker", || (!alive(pid)).then_some(()));
+}
+
+/// Alive and not a zombie.
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// `jobs submit --wait` notices when the process that was running the queue dies mid-wait and
+/// serves the queue itself (embedded), instead of waiting on a presence lock until it goes stale.
+#[test]
+fn wait_takes_over_when_the_other_waiter_dies() {
+    let home = Home::embedded();
+    let mut first = Reaped(home.cmd().args(["jobs", "submit", "--wait", "--stale-after", "3", "--heartbeat", "0.5", "--", "sleep", "30"]).spawn().unwrap());
+    wait_for(T, "the first waiter's job to run", || {
+        home.json(&["jobs", "list", "--state", "running"]).as_array().is_some_and(|a| !a.is_empty()).then_some(())
+    });
+    first.0.kill().unwrap();
+    let _ = first.0.wait();
+    let out = home.run(&["jobs", "submit", "--wait", "--", "echo", "second"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "second\n");
 }

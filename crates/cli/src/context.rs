@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use skillforge_engine::QueueBackend;
+use skillforge_engine::{EngineError, QueueBackend};
 use skillforge_engine::open::{QueueUrl, open_queue};
 use skillforge_store::Store;
 
@@ -45,10 +45,13 @@ impl Context {
         std::fs::create_dir_all(&self.home)
             .with_context(|| format!("create home `{}`", self.home.display()))
             .map_err(CliError::env)?;
-        open_queue(&self.queue_url)
-            .await
-            .with_context(|| "open the job queue (is the Redis URL right and the server up?)")
-            .map_err(CliError::env)
+        open_queue(&self.queue_url).await.map_err(|e| match e {
+            // A URL that does not parse is the user's input (exit 2), not the environment.
+            EngineError::Config(_) => CliError::usage(anyhow::Error::new(e).context("open the job queue")),
+            other => CliError::env(
+                anyhow::Error::new(other).context("open the job queue (is the Redis URL right and the server up?)"),
+            ),
+        })
     }
 
     /// Opens the domain store.

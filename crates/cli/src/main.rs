@@ -102,10 +102,25 @@ fn init_tracing(verbose: u8, quiet: bool) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("SKILLFORGE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .init();
+}
+
+/// Restores the default SIGPIPE action, so `skillforge jobs list | head` ends quietly like other
+/// command-line tools instead of panicking on a closed stdout (Rust ignores SIGPIPE by default).
+fn restore_default_sigpipe() {
+    // SAFETY: called first thing in `main`, before any other thread exists; SIG_DFL installs no
+    // handler code, so nothing can run in signal context.
+    #[expect(unsafe_code, reason = "setting a signal disposition is unsafe in nix; see SAFETY")]
+    let _ = unsafe { nix::sys::signal::signal(nix::sys::signal::Signal::SIGPIPE, nix::sys::signal::SigHandler::SigDfl) };
 }
 
 fn main() -> ExitCode {
+    restore_default_sigpipe();
     let cli = Cli::parse();
     if let Command::AgentScripted { args } = cli.command {
         return skillforge_runner_agent::scripted_main(args);

@@ -31,7 +31,10 @@ impl QueueUrl {
         match url {
             None => Ok(QueueUrl::Sqlite(home.join(QUEUE_FILE))),
             Some(u) if u.starts_with("redis://") || u.starts_with("rediss://") => Ok(QueueUrl::Redis(u.to_owned())),
-            Some(u) if u.starts_with("sqlite://") => Ok(QueueUrl::Sqlite(u.trim_start_matches("sqlite://").into())),
+            Some(u) if u.starts_with("sqlite://") => match u.trim_start_matches("sqlite://") {
+                "" => Err(EngineError::Config(format!("queue url `{u}` names no file (sqlite://PATH)"))),
+                path => Ok(QueueUrl::Sqlite(path.into())),
+            },
             Some(u) => Err(EngineError::Config(format!(
                 "queue url `{u}` is neither redis://HOST:PORT[/DB] nor sqlite://PATH"
             ))),

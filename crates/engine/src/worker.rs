@@ -22,9 +22,9 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 /// Prefix of the named lock each worker holds while alive (its presence in `skillforge locks`).
 pub const PRESENCE_LOCK_PREFIX: &str = "worker:";
 /// Heartbeat period of the presence lock.
-pub const PRESENCE_HEARTBEAT: Duration = Duration::from_secs(2);
+pub const PRESENCE_HEARTBEAT: Duration = Duration::from_secs(1);
 /// Stale threshold of the presence lock.
-pub const PRESENCE_STALE_AFTER: Duration = Duration::from_secs(15);
+pub const PRESENCE_STALE_AFTER: Duration = Duration::from_secs(5);
 
 /// How a worker runs (a `Config` struct rather than boolean parameters).
 #[derive(Debug, Clone)]

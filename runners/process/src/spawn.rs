@@ -77,6 +77,18 @@ pub(crate) fn build_command(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    // SAFETY: the closure runs in the forked child between fork and exec and only makes the
+    // prctl(2) syscall, which is async-signal-safe; it allocates nothing and takes no lock.
+    #[expect(unsafe_code, reason = "pre_exec is unsafe; see SAFETY")]
+    unsafe {
+        command.pre_exec(|| {
+            // The direct child dies with its worker (a SIGKILLed worker must not leave its job
+            // running beside the retry that recovers it). Descendants that leave the process
+            // group are not covered; timeouts and cancels kill those through the group and the
+            // run-id sweep.
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(std::io::Error::from)
+        });
+    }
     Ok(command)
 }
 

@@ -2,7 +2,7 @@
 
 use std::io::IsTerminal;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use skillforge_engine::ingest::ingest_once;
@@ -15,9 +15,12 @@ use crate::exit::CliError;
 
 /// Waits until job `id` is terminal (or parked `stale`) and returns it.
 ///
-/// On the embedded queue, when no live worker holds a presence lock and `local_worker` is set,
-/// an in-process worker serves `queue` for the duration. On the embedded queue this process is
-/// the control plane, so the result is applied to the store before returning.
+/// On the embedded queue with `local_worker` set, an in-process worker serves `queue` whenever no
+/// other live worker holds a presence lock — checked at the start and again every second, so a
+/// worker (or an earlier waiting command) that died mid-wait does not leave this one waiting on a
+/// lock that has not gone stale yet. Otherwise, when no live worker is seen for a few seconds,
+/// a one-time note on stderr says how to start one. On the embedded queue this process is the
+/// control plane, so the result is applied to the store before returning.
 ///
 /// # Errors
 /// Queue or store unreachable (exit 3); unknown job (exit 2).
@@ -28,17 +31,57 @@ pub async fn await_job(
     queue: &str,
     local_worker: bool,
 ) -> Result<Job, CliError> {
-    let local = if ctx.queue_url.is_embedded() && local_worker && !has_live_worker(backend.as_ref()).await? {
-        Some(start_local_worker(ctx, backend.clone(), queue))
-    } else {
-        None
+    let can_run_locally = ctx.queue_url.is_embedded() && local_worker;
+    let mut local = None;
+    let bar = (!ctx.json && std::io::stderr().is_terminal()).then(|| {
+        let b = indicatif::ProgressBar::new_spinner();
+        b.enable_steady_tick(Duration::from_millis(120));
+        b
+    });
+    let started = Instant::now();
+    let mut next_worker_check = Instant::now();
+    let mut noted_no_worker = false;
+    let mut delay = Duration::from_millis(5);
+    let job = loop {
+        let job = backend.get(id).await?.ok_or_else(|| CliError::usage(anyhow!("no job `{id}`")))?;
+        if job.state.is_terminal() || job.state == JobState::Stale {
+            break job;
+        }
+        if let Some(b) = &bar {
+            b.set_message(format!("job {} {} (attempt {}/{})", job.id, job.state, job.attempts, job.spec.max_attempts));
+        }
+        if local.is_none() && Instant::now() >= next_worker_check {
+            next_worker_check = Instant::now() + Duration::from_secs(1);
+            if !has_live_worker(backend.as_ref()).await? {
+                if can_run_locally {
+                    local = Some(start_local_worker(ctx, backend.clone(), queue));
+                } else if !noted_no_worker && started.elapsed() >= Duration::from_secs(3) && job.state == JobState::Queued {
+                    noted_no_worker = true;
+                    let note = format!(
+                        "note: no live worker holds a presence lock on this queue; job {id} waits until one runs \
+                         (start one with `skillforge{} worker`)",
+                        match &ctx.queue_url {
+                            skillforge_engine::open::QueueUrl::Redis(u) => format!(" --queue {u}"),
+                            skillforge_engine::open::QueueUrl::Sqlite(_) => String::new(),
+                        }
+                    );
+                    match &bar {
+                        Some(b) => b.println(note),
+                        None => eprintln!("{note}"),
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_millis(250));
     };
-    let job = poll_terminal(backend.as_ref(), id, !ctx.json).await;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
     if let Some((stop, handle)) = local {
         stop.cancel();
         let _ = handle.await;
     }
-    let job = job?;
     if ctx.queue_url.is_embedded() {
         let store = ctx.store().await?;
         ingest_once(backend.as_ref(), &store, &crate::commands::serve::WorkflowHandlers::new(&ctx.home)).await?;
@@ -71,28 +114,4 @@ fn start_local_worker(
         worker.run(s).await;
     });
     (stop, handle)
-}
-
-/// Polls until the job is terminal (or parked `stale`), showing a spinner on a terminal.
-async fn poll_terminal(backend: &dyn QueueBackend, id: &str, progress: bool) -> Result<Job, CliError> {
-    let bar = (progress && std::io::stderr().is_terminal()).then(|| {
-        let b = indicatif::ProgressBar::new_spinner();
-        b.enable_steady_tick(Duration::from_millis(120));
-        b
-    });
-    let mut delay = Duration::from_millis(5);
-    loop {
-        let job = backend.get(id).await?.ok_or_else(|| CliError::usage(anyhow!("no job `{id}`")))?;
-        if let Some(b) = &bar {
-            b.set_message(format!("job {} {} (attempt {}/{})", job.id, job.state, job.attempts, job.spec.max_attempts));
-        }
-        if job.state.is_terminal() || job.state == JobState::Stale {
-            if let Some(b) = bar {
-                b.finish_and_clear();
-            }
-            return Ok(job);
-        }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_millis(250));
-    }
 }
