@@ -355,6 +355,20 @@ pub enum FeedbackPacketError {
         /// The label.
         label: String,
     },
+    /// A top-level key of `feedback.yml` that is not in facts §4.
+    #[error("feedback.yml: unknown key {key:?}; use run_id, reviewer, items")]
+    UnknownKey {
+        /// The key as written.
+        key: String,
+    },
+    /// An item key of `feedback.yml` that is not in facts §4.
+    #[error("feedback.yml item {index}: unknown key {key:?}; use {ITEM_KEYS_LISTED}")]
+    UnknownItemKey {
+        /// 1-based position of the item in `items`.
+        index: usize,
+        /// The key as written.
+        key: String,
+    },
     /// A value outside its vocabulary.
     #[error("{field} {value:?} is invalid; use one of {allowed}")]
     InvalidValue {
@@ -367,13 +381,63 @@ pub enum FeedbackPacketError {
     },
 }
 
-/// Parses `feedback.yml` leniently (scalars read as strings) and requires `run_id`. Never panics.
+/// Top-level keys of `feedback.yml` (facts §4).
+const TOP_KEYS: [&str; 3] = ["run_id", "reviewer", "items"];
+/// Item keys of `feedback.yml` (facts §4).
+const ITEM_KEYS: [&str; 11] = [
+    "item_id",
+    "choice",
+    "ranking",
+    "winner",
+    "useful_traits",
+    "rejected_traits",
+    "required_improvements",
+    "quality",
+    "continue_mode",
+    "promote",
+    "reasoning",
+];
+const ITEM_KEYS_LISTED: &str = "item_id, choice, ranking, winner, useful_traits, rejected_traits, \
+                                required_improvements, quality, continue_mode, promote, reasoning";
+
+/// Refuses keys outside facts §4, at the top level and in each item, so a misspelt key is not
+/// silently dropped. Shapes other than mappings are left to the typed parse.
+fn check_keys(value: &serde_norway::Value) -> Result<(), FeedbackPacketError> {
+    let key_text = |k: &serde_norway::Value| match k {
+        serde_norway::Value::String(s) => s.clone(),
+        other => serde_norway::to_string(other).unwrap_or_default().trim().to_owned(),
+    };
+    let Some(top) = value.as_mapping() else { return Ok(()) };
+    for key in top.keys() {
+        let key = key_text(key);
+        if !TOP_KEYS.contains(&key.as_str()) {
+            return Err(FeedbackPacketError::UnknownKey { key });
+        }
+    }
+    let Some(items) = top.get("items").and_then(serde_norway::Value::as_sequence) else { return Ok(()) };
+    for (idx, item) in items.iter().enumerate() {
+        let Some(item) = item.as_mapping() else { continue };
+        for key in item.keys() {
+            let key = key_text(key);
+            if !ITEM_KEYS.contains(&key.as_str()) {
+                return Err(FeedbackPacketError::UnknownItemKey { index: idx + 1, key });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Parses `feedback.yml` leniently (scalars read as strings), refuses keys outside facts §4 and
+/// requires `run_id`. Never panics.
 ///
 /// # Errors
-/// [`FeedbackPacketError::Yaml`] or [`FeedbackPacketError::MissingRunId`].
+/// [`FeedbackPacketError::Yaml`], [`FeedbackPacketError::UnknownKey`],
+/// [`FeedbackPacketError::UnknownItemKey`] or [`FeedbackPacketError::MissingRunId`].
 pub fn parse_feedback_yml(text: &str) -> Result<FeedbackFile, FeedbackPacketError> {
+    let value: serde_norway::Value = serde_norway::from_str(text).map_err(|e| FeedbackPacketError::Yaml(e.to_string()))?;
+    check_keys(&value)?;
     let mut file: FeedbackFile =
-        serde_norway::from_str(text).map_err(|e| FeedbackPacketError::Yaml(e.to_string()))?;
+        serde_norway::from_value(value).map_err(|e| FeedbackPacketError::Yaml(e.to_string()))?;
     file.run_id = file.run_id.trim().to_owned();
     if file.run_id.is_empty() {
         return Err(FeedbackPacketError::MissingRunId);
@@ -515,9 +579,21 @@ pub fn resolve_feedback(
     Ok(ResolvedFeedback { run_id: run_id.to_owned(), reviewer: reviewer.to_owned(), entries })
 }
 
+/// Validates and de-blinds one entry. `quality`, `continue_mode` and `promote` are checked against
+/// their vocabularies for every item (facts §4 lists them for every item); an A/B event has no
+/// place for them (facts §1 `FeedbackEvent`, §8 `feedback_events`), so for A/B items they are
+/// validated but not stored, and the A/B template does not offer them.
 fn resolve_entry(entry: &FeedbackEntry, assignment: &BlindAssignment) -> Result<ResolvedEntry, FeedbackPacketError> {
     let item_id = entry.item_id.trim().to_owned();
     let reasoning = entry.reasoning.trim().to_owned();
+    let quality = vocabulary("quality", &entry.quality, &["poor", "acceptable", "strong"], "poor, acceptable, strong")?;
+    let continue_mode = vocabulary(
+        "continue_mode",
+        &entry.continue_mode,
+        &["explore", "refine", "distill", "validate"],
+        "explore, refine, distill, validate",
+    )?;
+    let promote = normalize_promote(&entry.promote)?;
     let has_ranking = entry.ranking.as_ref().is_some_and(|r| r.parts().iter().any(|p| !p.trim().is_empty()));
     if assignment.options.is_empty() || (!has_ranking && entry.choice.trim().eq_ignore_ascii_case("skip")) {
         let displayed = Choice::parse(&entry.choice)?;
@@ -542,14 +618,9 @@ fn resolve_entry(entry: &FeedbackEntry, assignment: &BlindAssignment) -> Result<
             .map(|s| s.trim().to_owned())
             .filter(|s| !s.is_empty())
             .collect(),
-        quality: vocabulary("quality", &entry.quality, &["poor", "acceptable", "strong"], "poor, acceptable, strong")?,
-        continue_mode: vocabulary(
-            "continue_mode",
-            &entry.continue_mode,
-            &["explore", "refine", "distill", "validate"],
-            "explore, refine, distill, validate",
-        )?,
-        promote: normalize_promote(&entry.promote)?,
+        quality,
+        continue_mode,
+        promote,
         reasoning,
     }))
 }

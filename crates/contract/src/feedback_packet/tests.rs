@@ -182,6 +182,36 @@ fn lenient_scalars_in_feedback_yml() {
     assert_eq!(file.items[0].reasoning, "");
 }
 
+#[test]
+fn ab_items_check_quality_continue_mode_and_promote() {
+    let head = "run_id: run-1\nreviewer: alice\nitems:\n  - item_id: item-002\n    choice: b\n  - item_id: item-001\n    choice: a\n";
+    let table = [
+        ("    quality: great\n", Some("item item-001: quality \"great\" is invalid; use one of poor, acceptable, strong")),
+        ("    continue_mode: wander\n", Some("item item-001: continue_mode \"wander\" is invalid")),
+        ("    promote: maybe\n", Some("item item-001: promote \"maybe\" is invalid; use one of yes, no")),
+        ("    quality: Strong\n    continue_mode: refine\n    promote: y\n", None),
+    ];
+    for (tail, want) in table {
+        let result = parse_feedback_yml(&format!("{head}{tail}")).and_then(|f| resolve_feedback(&ab_assignments(), &f, None));
+        match want {
+            Some(want) => assert!(result.as_ref().is_err_and(|e| e.to_string().contains(want)), "{tail}: {result:?}"),
+            None => assert!(result.is_ok(), "{tail}: {result:?}"),
+        }
+    }
+}
+
+#[test]
+fn unknown_keys_are_refused_with_their_name() {
+    let ok = "run_id: run-1\nreviewer: alice\nitems:\n  - item_id: item-001\n    choice: a\n";
+    assert_eq!(
+        parse_feedback_yml(&format!("{ok}reviewr: bob\n")).unwrap_err().to_string(),
+        "feedback.yml: unknown key \"reviewr\"; use run_id, reviewer, items"
+    );
+    let err = parse_feedback_yml(&format!("{ok}    reasonning: typo\n")).unwrap_err().to_string();
+    assert!(err.starts_with("feedback.yml item 1: unknown key \"reasonning\"; use item_id, choice"), "{err}");
+    assert!(parse_feedback_yml(ok).is_ok());
+}
+
 fn choice_strategy() -> impl Strategy<Value = Choice> {
     prop::sample::select(Choice::ALL.to_vec())
 }
