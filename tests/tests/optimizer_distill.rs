@@ -318,7 +318,9 @@ fn empty_evidence_writes_a_no_candidate_package() {
     assert_eq!(candidate.summary.metadata.as_ref().unwrap()["no_candidate_reason"], "no_actionable_feedback");
     let err = validate(&run, &candidate, &package).expect_err("no candidate");
     assert!(err.is_no_candidate(), "{err}");
-    assert_eq!(err.to_string(), "optimizer produced no candidate: no_actionable_feedback");
+    let hint = candidate.eval_report.as_ref().unwrap()["no_candidate_hint"].as_str().expect("a hint").to_owned();
+    assert!(hint.contains("the package has no feedback events"), "{hint}");
+    assert_eq!(err.to_string(), format!("optimizer produced no candidate: no_actionable_feedback ({hint})"));
 }
 
 #[test]

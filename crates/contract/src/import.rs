@@ -281,10 +281,12 @@ pub enum ImportError {
     #[error("candidate artifact {0:?} already exists")]
     ArtifactExists(String),
     /// The no-candidate gate (S-88, S-89).
-    #[error("optimizer produced no candidate: {reason}")]
+    #[error("optimizer produced no candidate: {reason}{}", hint_suffix(hint))]
     NoCandidate {
         /// `no_candidate_reason`, or that the content is unchanged.
         reason: String,
+        /// The optimizer's `no_candidate_hint` (what to fill in to get a candidate), or empty.
+        hint: String,
     },
 }
 
@@ -293,6 +295,10 @@ impl ImportError {
     pub fn is_no_candidate(&self) -> bool {
         matches!(self, ImportError::NoCandidate { .. })
     }
+}
+
+fn hint_suffix(hint: &str) -> String {
+    if hint.is_empty() { String::new() } else { format!(" ({hint})") }
 }
 
 /// Reason text when the candidate content equals the base (S-89).
@@ -361,7 +367,7 @@ pub fn validate_candidate_import(
     }
 
     if let Some(reason) = no_candidate_reason(package, base) {
-        return Err(ImportError::NoCandidate { reason });
+        return Err(ImportError::NoCandidate { reason, hint: no_candidate_hint(package) });
     }
 
     Ok(VerifiedCandidate {
@@ -429,6 +435,17 @@ pub fn no_candidate_reason(package: &CandidatePackage, base: &BaseVersion) -> Op
         return Some(UNCHANGED_CONTENT_REASON.to_owned());
     }
     None
+}
+
+/// The optimizer's `no_candidate_hint` (a skillforge addition: which feedback fields to fill),
+/// read from `eval_report`, then `summary.metadata`; empty when neither carries one.
+pub fn no_candidate_hint(package: &CandidatePackage) -> String {
+    [package.eval_report.as_ref(), package.summary.metadata.as_ref()]
+        .into_iter()
+        .flatten()
+        .find_map(|v| v.get("no_candidate_hint").and_then(Value::as_str).map(str::trim).filter(|h| !h.is_empty()))
+        .unwrap_or("")
+        .to_owned()
 }
 
 /// Go's `filepath.IsLocal` on Unix: non-empty, not absolute, and `..` never climbs above the start.

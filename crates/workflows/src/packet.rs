@@ -19,9 +19,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use skillforge_contract::{
-    ASSIGNMENTS_FILE, AssignmentOption, Assignments, BlindAssignment, FEEDBACK_FILE, FeedbackEntry, FeedbackFile,
-    RankingText, ResolvedFeedback, blind_assignment, is_ranked_mode, parse_assignments, parse_feedback_yml,
-    render_feedback_yml, resolve_feedback,
+    ASSIGNMENTS_FILE, AssignmentOption, Assignments, BlindAssignment, FEEDBACK_FILE, ResolvedFeedback,
+    blind_assignment, is_ranked_mode, parse_assignments, parse_feedback_yml, resolve_feedback,
 };
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::feedback::{WriteCounts, event_created_at_now, write_resolved};
@@ -195,14 +194,18 @@ fn render_index(run: &EvalRunRow, items: &[ReviewItem], files: &[String], is_ran
         out.push_str(
             "Open each item file and compare its options. In `feedback.yml`, give each item a `ranking` of every \
              option from best to worst, such as `C > A = D > B` (`>`, `,` or `|` separate ranks; `=` joins equal \
-             options). Optionally add `useful_traits` and `rejected_traits` (lists keyed by option label), \
-             `required_improvements`, `quality` (poor, acceptable, strong), `continue_mode` (explore, refine, \
-             distill, validate), `promote` (yes, no) and `reasoning`. Set `choice: skip` to skip an item.\n",
+             options). A ranking says which option won, not what to change: the optimizer learns only from \
+             `useful_traits` and `rejected_traits` (lists keyed by option label, such as `C: [short summary first]`) \
+             and `required_improvements` (a list), so fill at least one of them for every item you rank. Optionally \
+             add `quality` (poor, acceptable, strong), `continue_mode` (explore, refine, distill, validate), \
+             `promote` (yes, no) and `reasoning`. Set `choice: skip` to skip an item.\n",
         );
     } else {
         out.push_str(
             "Open each item file and compare Option A with Option B. In `feedback.yml`, set each item's `choice` to \
-             exactly one of `a`, `b`, `tie`, `neither` or `skip`; `reasoning` is optional.\n",
+             exactly one of `a`, `b`, `tie`, `neither` or `skip`, and write in `reasoning` what made the better \
+             option better (or, for `neither`, what both lack). The choice alone says which option won, not what \
+             to change: the optimizer learns only from `reasoning`.\n",
         );
     }
     out.push_str(
@@ -218,25 +221,39 @@ fn render_index(run: &EvalRunRow, items: &[ReviewItem], files: &[String], is_ran
     out
 }
 
+/// The unfilled `feedback.yml`: every key a reviewer may set, empty, in facts §4 order. A/B items
+/// get `choice` and `reasoning` (the A/B event stores only those, facts §1 `FeedbackEvent`, so
+/// `quality`, `continue_mode` and `promote` are not offered there); ranked items get `choice`,
+/// `ranking`, the trait and improvement placeholders the optimizer learns from, `quality`,
+/// `continue_mode`, `promote` and `reasoning`.
 fn feedback_template(run: &EvalRunRow, assignments: &Assignments) -> Result<String, PacketError> {
-    let file = FeedbackFile {
-        run_id: run.id.clone(),
-        reviewer: String::new(),
-        items: assignments
-            .items
-            .iter()
-            .map(|a| FeedbackEntry {
-                item_id: a.item_id.clone(),
-                ranking: (!a.options.is_empty()).then(|| RankingText::One(String::new())),
-                ..Default::default()
-            })
-            .collect(),
+    let quote = |s: &str| {
+        serde_norway::to_string(s)
+            .map(|text| text.trim_end().to_owned())
+            .map_err(|e| PacketError::Invalid(format!("render feedback.yml: {e}")))
     };
-    let yaml = render_feedback_yml(&file).map_err(|e| PacketError::Invalid(format!("render feedback.yml: {e}")))?;
+    let mut yaml = format!("run_id: {}\nreviewer: ''\nitems:\n", quote(&run.id)?);
+    for assignment in &assignments.items {
+        yaml.push_str(&format!("- item_id: {}\n  choice: ''\n", quote(&assignment.item_id)?));
+        if assignment.options.is_empty() {
+            yaml.push_str("  reasoning: ''  # what the better option did; the optimizer learns from this\n");
+        } else {
+            yaml.push_str(
+                "  ranking: ''\n  \
+                 useful_traits: {}  # {LABEL: [trait to keep]}; the optimizer learns from this\n  \
+                 rejected_traits: {}  # {LABEL: [trait to avoid]}; the optimizer learns from this\n  \
+                 required_improvements: []  # [change every output needs]; the optimizer learns from this\n  \
+                 quality: ''\n  continue_mode: ''\n  promote: ''\n  reasoning: ''\n",
+            );
+        }
+    }
+    // The template must parse as it is written (and be refused only for its empty answers).
+    parse_feedback_yml(&yaml).map_err(|e| PacketError::Invalid(format!("render feedback.yml: {e}")))?;
     Ok(format!(
         "# skillforge feedback for review run {}: set reviewer, then answer every item (see index.md).\n\
-         # A/B items: choice is one of a, b, tie, neither, skip.\n\
-         # Ranked items: ranking such as \"C > A = D > B\"; choice: skip skips the item.\n{yaml}",
+         # A/B items: choice is one of a, b, tie, neither, skip; reasoning is what the optimizer learns from.\n\
+         # Ranked items: ranking such as \"C > A = D > B\"; choice: skip skips the item. The optimizer learns\n\
+         # from useful_traits, rejected_traits and required_improvements, not from the ranking alone.\n{yaml}",
         run.id
     ))
 }

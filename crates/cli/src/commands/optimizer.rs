@@ -136,11 +136,16 @@ fn run_distill(ctx: &Context, args: DistillArgs) -> CliResult {
         }
     })?;
     match &report.no_candidate_reason {
-        Some(reason) => eprintln!(
-            "wrote no-candidate package: {} (no_candidate_reason: {reason}; {} guidance line(s))",
-            report.candidate_output.display(),
-            report.guidance_lines
-        ),
+        Some(reason) => {
+            eprintln!(
+                "wrote no-candidate package: {} (no_candidate_reason: {reason}; {} guidance line(s))",
+                report.candidate_output.display(),
+                report.guidance_lines
+            );
+            if let Some(hint) = &report.no_candidate_hint {
+                eprintln!("{hint}");
+            }
+        }
         None => eprintln!(
             "wrote candidate package: {} ({} guidance line(s) for {} from {})",
             report.candidate_output.display(),
@@ -155,6 +160,7 @@ fn run_distill(ctx: &Context, args: DistillArgs) -> CliResult {
             "promotable": report.promotable,
             "guidance_lines": report.guidance_lines,
             "no_candidate_reason": report.no_candidate_reason,
+            "no_candidate_hint": report.no_candidate_hint,
         }));
     }
     Ok(OK)

@@ -315,6 +315,9 @@ fn print_status(ctx: &Context, status: &serde_json::Value, verbose: bool) {
     }
     if let Some(r) = status["no_candidate_reason"].as_str() {
         println!("no candidate: {r}");
+        if let Some(hint) = status["no_candidate_details"]["no_candidate_hint"].as_str() {
+            println!("  {hint}");
+        }
     }
     if status["recovery_available"].as_bool() == Some(true) {
         println!("recovery available");

@@ -235,7 +235,7 @@ fn s89_unchanged_content_is_no_candidate() {
     let mut f = fixture();
     f.package.candidate.content = base_version().content;
     let err = run(&f).unwrap_err();
-    assert_eq!(err, ImportError::NoCandidate { reason: UNCHANGED_CONTENT_REASON.into() });
+    assert_eq!(err, ImportError::NoCandidate { reason: UNCHANGED_CONTENT_REASON.into(), hint: String::new() });
 
     // A stored hash without the prefix or in capitals still matches.
     let mut f = fixture();

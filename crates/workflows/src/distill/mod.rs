@@ -17,12 +17,14 @@
 
 pub mod evidence;
 pub mod guidance;
+pub mod hint;
 pub mod run;
 pub mod section;
 pub mod tier;
 
 pub use evidence::{Evidence, EvidenceOrigin, GatheredEvidence, GuidanceKind, SourceCounts, gather_evidence};
 pub use guidance::{GuidanceLine, Support, rank_guidance};
+pub use hint::{LEARNED_FIELDS, no_actionable_hint};
 pub use run::{
     CANDIDATE_CONTENT_UNCHANGED, DEFAULT_MAX_GUIDANCE_LINES, DISTILL_DRIVER, DistillConfig, DistillError,
     DistillOutput, DistillPlan, DistillReport, EvidenceCounts, NO_ACTIONABLE_FEEDBACK, OPTIMIZER_NAME, distill,

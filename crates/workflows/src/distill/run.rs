@@ -17,6 +17,7 @@ use skillforge_contract::{
 
 use super::evidence::{SourceCounts, gather_evidence};
 use super::guidance::{GuidanceLine, Support, rank_guidance};
+use super::hint::no_actionable_hint;
 use super::section::{apply_section, render_section};
 use super::tier::EvidenceTier;
 
@@ -162,6 +163,9 @@ pub struct DistillPlan {
     pub counts: EvidenceCounts,
     /// [`NO_ACTIONABLE_FEEDBACK`] or [`CANDIDATE_CONTENT_UNCHANGED`]; `None` = a real candidate.
     pub no_candidate_reason: Option<&'static str>,
+    /// With [`NO_ACTIONABLE_FEEDBACK`]: which `feedback.yml` fields to fill and where
+    /// ([`no_actionable_hint`]); written as `no_candidate_hint` beside the reason.
+    pub no_candidate_hint: Option<String>,
 }
 
 /// Plans a run without writing: gathers and ranks evidence, renders the guidance section and
@@ -188,9 +192,10 @@ pub fn plan(package: &TrainingPackage, config: &DistillConfig) -> Result<Distill
         guidance: guidance.clone(),
         counts,
         no_candidate_reason: Some(reason),
+        no_candidate_hint: None,
     };
     if guidance.is_empty() {
-        return Ok(unchanged(NO_ACTIONABLE_FEEDBACK));
+        return Ok(DistillPlan { no_candidate_hint: Some(no_actionable_hint(package)), ..unchanged(NO_ACTIONABLE_FEEDBACK) });
     }
     if config.dry_run {
         return Ok(unchanged(CANDIDATE_CONTENT_UNCHANGED));
@@ -200,7 +205,14 @@ pub fn plan(package: &TrainingPackage, config: &DistillConfig) -> Result<Distill
     if revised == *base {
         return Ok(unchanged(CANDIDATE_CONTENT_UNCHANGED));
     }
-    Ok(DistillPlan { base_content: base.clone(), content: revised, guidance, counts, no_candidate_reason: None })
+    Ok(DistillPlan {
+        base_content: base.clone(),
+        content: revised,
+        guidance,
+        counts,
+        no_candidate_reason: None,
+        no_candidate_hint: None,
+    })
 }
 
 /// What a run wrote.
@@ -214,6 +226,8 @@ pub struct DistillReport {
     pub guidance_lines: usize,
     /// Set exactly when `promotable` is false.
     pub no_candidate_reason: Option<String>,
+    /// What to fill in to get a candidate (with [`NO_ACTIONABLE_FEEDBACK`] only).
+    pub no_candidate_hint: Option<String>,
     /// The package as written.
     pub package: CandidatePackage,
 }
@@ -276,6 +290,10 @@ pub fn distill(
         summary_metadata["no_candidate_reason"] = json!(reason);
         eval_report["no_candidate_reason"] = json!(reason);
     }
+    if let Some(hint) = &plan.no_candidate_hint {
+        summary_metadata["no_candidate_hint"] = json!(hint);
+        eval_report["no_candidate_hint"] = json!(hint);
+    }
     let report_text = pretty(&eval_report, "eval report")?;
 
     write_file(&out.out_root.join("initial_skill.md"), plan.base_content.as_bytes())?;
@@ -319,6 +337,7 @@ pub fn distill(
         promotable,
         guidance_lines: plan.guidance.len(),
         no_candidate_reason: plan.no_candidate_reason.map(str::to_owned),
+        no_candidate_hint: plan.no_candidate_hint,
         package: candidate,
     })
 }

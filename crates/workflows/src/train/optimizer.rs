@@ -225,7 +225,7 @@ pub async fn import_gate(store: &Store, blobs: &BlobStore, attempt_dir: &Path, c
         }
         Err(e) if e.is_no_candidate() => {
             let reason = match e {
-                skillforge_contract::ImportError::NoCandidate { reason } => reason,
+                skillforge_contract::ImportError::NoCandidate { reason, .. } => reason,
                 other => other.to_string(),
             };
             Ok(GateResult::NoCandidate { reason, details: package.eval_report.clone() })

@@ -7,6 +7,7 @@ use skillforge_store::feedback::{list_ranked_events, count_events};
 use skillforge_store::review::list_items;
 
 use super::control::{load, next_action_for};
+use crate::distill::{LEARNED_FIELDS, NO_ACTIONABLE_FEEDBACK};
 use super::meta::{IterationMeta, SessionMeta};
 use super::optimizer::optimizer_lock_key;
 use super::phase::{LockState, PhaseInput, derive_status_phase};
@@ -162,6 +163,11 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
         }
         "blocked_config" => format!("fix the optimizer backend, then skillforge train continue --session {} --backend NAME", session.id),
         "review_published" => format!("fill {}/feedback.yml, then skillforge train continue --session {}", meta.review.path, session.id),
+        "optimizer_completed_no_candidate" if meta.optimizer.no_candidate_reason == NO_ACTIONABLE_FEEDBACK => format!(
+            "the optimizer learns from {LEARNED_FIELDS}, and {}/feedback.yml filled none of them; start the next \
+             iteration with skillforge train continue --session {} --start-next and fill those fields in its packet",
+            meta.review.path, session.id
+        ),
         _ => next_action_for(&it.state, &session.id),
     };
     let no_candidate_reason = (!meta.optimizer.no_candidate_reason.is_empty()).then(|| meta.optimizer.no_candidate_reason.clone());

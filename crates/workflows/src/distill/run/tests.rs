@@ -158,7 +158,15 @@ fn no_candidate_packages_are_refused_by_import_with_their_reason() {
         let options = ImportOptions { artifact_dir: Some(&out.artifact_dir), has_blob_store: true };
         let err = validate_candidate_import(&report.package, options, &import_state(&package)).unwrap_err();
         assert!(err.is_no_candidate(), "{err}");
-        assert_eq!(err.to_string(), format!("optimizer produced no candidate: {reason}"));
+        match &report.no_candidate_hint {
+            Some(hint) => {
+                assert_eq!(reason, NO_ACTIONABLE_FEEDBACK);
+                assert_eq!(eval_report["no_candidate_hint"], hint.as_str());
+                assert_eq!(err.to_string(), format!("optimizer produced no candidate: {reason} ({hint})"));
+            }
+            None => assert_eq!(err.to_string(), format!("optimizer produced no candidate: {reason}")),
+        }
+        assert_eq!(report.no_candidate_hint.is_some(), reason == NO_ACTIONABLE_FEEDBACK);
         assert_ne!(err.to_string(), format!("optimizer produced no candidate: {UNCHANGED_CONTENT_REASON}"));
     }
 }
