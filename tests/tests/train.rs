@@ -205,6 +205,32 @@ fn s98_without_workspace_repo_the_session_stays_at_request_confirmed() {
 }
 
 #[test]
+fn start_refuses_bad_input_naming_the_flag_and_writes_nothing() {
+    let home = Home::embedded();
+    let template = write(&home.path().join("in/planner.md"), TEMPLATE);
+    run_code(&home, &["template", "add", s(&template), "--repo", "owner/repo"], 0);
+    let items = write(&home.path().join("in/items.yml"), ITEMS);
+    let base = ["train", "start", "--template", "planner", "--repo", "owner/repo", "--items-file", s(&items), "--yes", "--session", SESSION];
+    let table: [(&[&str], &str); 4] = [
+        (&["--request", "x", "--workspace-repo", "/nonexistent"], "--workspace-repo `/nonexistent`: no such directory"),
+        (&["--request", "x", "--workspace-repo", "./nope"], "--workspace-repo `./nope`: no such directory"),
+        (&["--request", "x", "--workspace-repo", "owner/workspace", "--runtime", "bogus"], "--runtime `bogus`: unknown agent runtime `bogus`"),
+        (&["--request", " ", "--workspace-repo", "owner/workspace"], "--request must not be empty"),
+    ];
+    for (extra, want) in table {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        let (_, err) = run_code(&home, &args, 2);
+        assert!(err.contains(want), "{extra:?}: {err}");
+        run_code(&home, &["train", "status", "--session", SESSION], 2);
+    }
+    // An existing local checkout is a workspace.
+    let mut args = base.to_vec();
+    args.extend(["--request", "x", "--workspace-repo", s(home.path())]);
+    assert_eq!(home.json(&args)["state"], "items_ready");
+}
+
+#[test]
 fn s100_no_candidate_is_recorded_and_recover_does_not_duplicate() {
     let home = Home::embedded();
     start(&home, true);
@@ -213,7 +239,13 @@ fn s100_no_candidate_is_recorded_and_recover_does_not_duplicate() {
     run_code(&home, &["train", "continue", "--session", SESSION], 0);
     let st = status(&home);
     assert_eq!(st["status_phase"], "optimizer_completed_no_candidate", "{st:#}");
-    assert!(st["no_candidate_reason"].as_str().is_some_and(|r| !r.is_empty()), "{st:#}");
+    assert_eq!(st["no_candidate_reason"], "no_actionable_feedback", "{st:#}");
+    // Rankings alone teach nothing: status names the fields to fill and the file.
+    let feedback_file = format!("{}/feedback.yml", packet(&home).display());
+    let hint = st["no_candidate_details"]["no_candidate_hint"].as_str().expect("a hint");
+    assert!(hint.contains("useful_traits, rejected_traits or required_improvements") && hint.contains(&feedback_file), "{hint}");
+    let next = st["next_action"].as_str().unwrap();
+    assert!(next.contains("useful_traits") && next.contains(&feedback_file) && next.contains("--start-next"), "{next}");
     assert!(candidates(&home).is_empty(), "no pending version");
     let out_root = st["verbose"]["optimizer"]["out_root"].as_str().unwrap().to_owned();
     let (out, err) = run_code(&home, &["train", "recover", "--session", SESSION, "--out-root", &out_root], 0);

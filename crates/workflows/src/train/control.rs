@@ -212,6 +212,7 @@ pub async fn start_with_evaluator(
     req: &StartRequest,
     evaluator: Option<&EvaluatorChoice>,
 ) -> Result<StepReport, TrainError> {
+    check_start_request(req)?;
     let evaluator_id = evaluator.map(|e| e.evaluator_id.trim().to_owned());
     if evaluator_id.as_deref() == Some("") {
         return Err(TrainError::Invalid("--evaluator needs a profile id".into()));
@@ -290,6 +291,41 @@ pub async fn start_with_evaluator(
     }
     report.state = it.state.clone();
     Ok(report)
+}
+
+/// Whether `workspace` is a remote `owner/repo` (facts §3: sessions record `workspace_repo`, a
+/// GitHub repository in the Go implementation): exactly one `/` between two non-empty names of
+/// ASCII letters, digits, `.`, `_`, `-`, neither starting with `.`. Anything else is a local path.
+fn is_remote_repo(workspace: &str) -> bool {
+    let mut parts = workspace.split('/');
+    let (Some(owner), Some(name), None) = (parts.next(), parts.next(), parts.next()) else { return false };
+    [owner, name].iter().all(|part| {
+        !part.is_empty()
+            && !part.starts_with('.')
+            && part.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    })
+}
+
+/// Checks a start request before anything is written: a non-empty `--request`, a known
+/// `--runtime` (empty = [`DEFAULT_RUNTIME`]), and a `--workspace-repo` that is a remote
+/// `owner/repo` or an existing local directory.
+///
+/// # Errors
+/// [`TrainError::Invalid`] naming the flag and its value.
+fn check_start_request(req: &StartRequest) -> Result<(), TrainError> {
+    if req.request.trim().is_empty() {
+        return Err(TrainError::Invalid("--request must not be empty: say what the template should learn".into()));
+    }
+    let runtime = if req.runtime.trim().is_empty() { DEFAULT_RUNTIME } else { req.runtime.trim() };
+    skillforge_runner_agent::find(runtime).map_err(|e| TrainError::Invalid(format!("--runtime `{runtime}`: {e}")))?;
+    if let Some(workspace) = req.workspace_repo.as_deref().map(str::trim).filter(|w| !w.is_empty()) {
+        if !is_remote_repo(workspace) && !Path::new(workspace).is_dir() {
+            return Err(TrainError::Invalid(format!(
+                "--workspace-repo `{workspace}`: no such directory; give an existing local checkout or a remote owner/repo"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// request_confirmed → workspace_ready → items_ready: the iteration's review run and items.
