@@ -590,6 +590,36 @@ fn artifact_id_already_in_store_is_refused() {
 }
 
 #[test]
+fn reimporting_the_same_package_reports_the_earlier_version() {
+    let f = Fixture::new();
+    let first = f.import_ok(&package_with_artifact(&f), &["--artifact-dir", &art_dir(&f)]);
+    assert_eq!((first["version_id"].as_str(), first["created"].as_bool()), (Some("planner@v2"), Some(true)));
+    let before = f.snapshot();
+    let again = f.import_ok(&package_with_artifact(&f), &["--artifact-dir", &art_dir(&f)]);
+    assert_eq!((again["version_id"].as_str(), again["created"].as_bool()), (Some("planner@v2"), Some(false)), "{again}");
+    let out = f.import(&package_with_artifact(&f), &["--artifact-dir", &art_dir(&f)]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "planner@v2");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already imported as planner@v2"));
+    assert_eq!(f.snapshot(), before, "a re-import writes nothing");
+    assert_eq!(f.home.json(&["template", "show", "planner@latest"])["version_id"], "planner@v2");
+
+    // Another package with the same artifact and content hash but new content is someone else's id.
+    let mut other = package("Plan the task in three steps.\n");
+    other["artifacts"] = package_with_artifact(&f)["artifacts"].clone();
+    f.assert_refused(&other, &["--artifact-dir", &art_dir(&f)], 2, "candidate artifact \"d1\" already exists and belongs to another candidate");
+}
+
+#[test]
+fn artifact_id_reused_for_other_content_names_both_hashes() {
+    let f = Fixture::new();
+    f.import_ok(&package_with_artifact(&f), &["--artifact-dir", &art_dir(&f)]);
+    let mut p = package_with_artifact(&f);
+    p["artifacts"] = json!([f.artifact("d1", "again.patch", b"again")]);
+    f.assert_refused(&p, &["--artifact-dir", &art_dir(&f)], 2, "already exists with hash sha256:");
+}
+
+#[test]
 fn diff_artifact_id_may_name_a_stored_artifact() {
     let f = Fixture::new();
     f.import_ok(&package_with_artifact(&f), &["--artifact-dir", &art_dir(&f)]);

@@ -12,7 +12,7 @@ use skillforge_contract::{
 };
 use sqlx::{SqliteConnection, SqliteExecutor};
 
-use crate::artifacts::{ArtifactRow, StoreArtifactError, existing_artifact_ids, store_artifact};
+use crate::artifacts::{ArtifactRow, StoreArtifactError, existing_artifact_ids, get_artifact, store_artifact};
 use crate::blobs::BlobStore;
 use crate::templates::{
     NewVersion, begin_write, PromoteOutcome, VersionRow, VersionState, current_version, get_template, get_version, now_rfc3339,
@@ -124,6 +124,70 @@ pub async fn load_import_state(conn: &mut SqliteConnection, needs: &ImportNeeds)
     };
     let existing_artifact_ids = existing_artifact_ids(conn, &needs.artifact_ids).await?;
     Ok(ImportState { template, pinned_base, existing_artifact_ids })
+}
+
+/// How a verified package whose artifact ids are already registered relates to the store
+/// ([`find_prior_import`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PriorImport {
+    /// None of the package's artifact ids is registered: import it as new.
+    NotImported,
+    /// The same package was imported before: a candidate of the template with the same content
+    /// hash and base, and every package artifact registered with the same hash.
+    Same {
+        /// `<template>@vN` of that import.
+        version_id: String,
+    },
+    /// An artifact id is registered with other content.
+    HashConflict {
+        /// The artifact id.
+        artifact_id: String,
+        /// `sha256:<hex>` registered.
+        stored_hash: String,
+        /// `sha256:<hex>` of the package's file.
+        package_hash: String,
+    },
+    /// Artifact ids are registered with the same content, but no imported candidate has this
+    /// content and base (another package reused them).
+    Taken {
+        /// The first registered artifact id.
+        artifact_id: String,
+    },
+}
+
+/// Compares a verified package with earlier imports, for idempotent re-import (a re-run of
+/// `skillforge import` on the same file). Only packages that list artifacts are matched: their
+/// ids are what would collide (facts §2 check 4).
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn find_prior_import(conn: &mut SqliteConnection, verified: &VerifiedCandidate) -> Result<PriorImport, StoreError> {
+    let mut first_registered = None;
+    let mut n_registered = 0;
+    for artifact in &verified.artifacts {
+        let Some(row) = get_artifact(&mut *conn, &artifact.id).await? else { continue };
+        if row.hash != artifact.hash {
+            return Ok(PriorImport::HashConflict {
+                artifact_id: artifact.id.clone(),
+                stored_hash: row.hash,
+                package_hash: artifact.hash.clone(),
+            });
+        }
+        n_registered += 1;
+        first_registered.get_or_insert_with(|| artifact.id.clone());
+    }
+    let Some(artifact_id) = first_registered else { return Ok(PriorImport::NotImported) };
+    if n_registered == verified.artifacts.len() {
+        let same = list_candidates(&mut *conn, &verified.template_id).await?.into_iter().find(|c| {
+            c.content_hash == verified.content_hash
+                && c.base_version_id == verified.base_version_id
+                && c.diff_artifact_id == verified.diff_artifact_id
+        });
+        if let Some(candidate) = same {
+            return Ok(PriorImport::Same { version_id: candidate.version_id });
+        }
+    }
+    Ok(PriorImport::Taken { artifact_id })
 }
 
 /// What [`import_verified`] wrote.

@@ -6,7 +6,11 @@
 //! anything is written; then blobs, `eval_artifacts` rows, the pending version and its review row
 //! are written in one transaction. A refused package writes nothing. Importing never promotes.
 //!
-//! Exit codes: 0 imported; 1 "optimizer produced no candidate" (S-88, S-89: the package is
+//! Re-importing the same package (same content hash and base, every artifact registered with the
+//! same hash) is a no-op that reports the earlier version (`created: false`); a package that reuses
+//! a registered artifact id for other content is refused (facts §2 check 4).
+//!
+//! Exit codes: 0 imported (or already imported); 1 "optimizer produced no candidate" (S-88, S-89: the package is
 //! well-formed, the check that it carries a new candidate failed — nothing to review); 2 any
 //! other refusal (bad package, missing or mismatching artifact, unknown template or base);
 //! 3 the store or blob store could not be written.
@@ -18,7 +22,7 @@ use clap::Args;
 use serde_json::json;
 use skillforge_contract::{CandidatePackage, ImportOptions, ImportState, validate_candidate_import};
 use skillforge_store::blobs::BlobStore;
-use skillforge_store::candidates::{import_verified, load_import_state};
+use skillforge_store::candidates::{PriorImport, find_prior_import, import_verified, load_import_state};
 
 use crate::context::Context;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
@@ -44,10 +48,14 @@ pub async fn run(ctx: &Context, args: ImportArgs) -> CliResult {
 
     let store = ctx.store().await?;
     let blobs = BlobStore::in_home(&ctx.home);
-    let state = {
+    let mut state = {
         let mut conn = store.pool().acquire().await?;
         load_import_state(&mut conn, &ImportState::needed(&package)).await?
     };
+    // Registered package artifact ids are judged after validation, against what is stored
+    // (idempotent re-import); a stored `summary.diff_artifact_id` outside the package stays known.
+    let package_ids: Vec<&str> = package.artifacts.iter().map(|a| a.id.trim()).collect();
+    state.existing_artifact_ids.retain(|id| !package_ids.contains(&id.as_str()));
     let options = ImportOptions { artifact_dir: args.artifact_dir.as_deref(), has_blob_store: true };
     let verified = validate_candidate_import(&package, options, &state).map_err(|e| {
         let error = anyhow!("import candidate package `{file}`: {e}");
@@ -57,6 +65,37 @@ pub async fn run(ctx: &Context, args: ImportArgs) -> CliResult {
             CliError::usage(error)
         }
     })?;
+    let prior = {
+        let mut conn = store.pool().acquire().await?;
+        find_prior_import(&mut conn, &verified).await?
+    };
+    match prior {
+        PriorImport::NotImported => {}
+        PriorImport::Same { version_id } => {
+            if ctx.json {
+                print_json(&json!({"created": false, "version_id": version_id, "template_id": verified.template_id}));
+            } else {
+                println!("{version_id}");
+                eprintln!("already imported as {version_id}; nothing was written");
+            }
+            return Ok(OK);
+        }
+        PriorImport::HashConflict { artifact_id, stored_hash, package_hash } => {
+            return Err(CliError::usage(anyhow!(
+                "import candidate package `{file}`: candidate artifact {artifact_id:?} already exists with hash \
+                 {stored_hash}, but the package's file hashes to {package_hash}; give the new artifact a new id"
+            )));
+        }
+        PriorImport::Taken { artifact_id } => {
+            return Err(CliError::usage(anyhow!(
+                "import candidate package `{file}`: candidate artifact {artifact_id:?} already exists and belongs to \
+                 another candidate (no imported candidate of `{}` has this content and base `{}`); give the \
+                 package's artifacts new ids",
+                verified.template_id,
+                verified.base_version_id
+            )));
+        }
+    }
 
     let imported = import_verified(&store, &blobs, &verified, &file)
         .await
@@ -64,6 +103,7 @@ pub async fn run(ctx: &Context, args: ImportArgs) -> CliResult {
     let version = &imported.version;
     if ctx.json {
         print_json(&json!({
+            "created": true,
             "version_id": version.id,
             "template_id": version.template_id,
             "version_number": version.version,
