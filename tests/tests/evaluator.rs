@@ -168,3 +168,22 @@ fn evaluate_refuses_a_run_that_names_no_evaluator() {
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("names no evaluator"));
 }
+
+#[test]
+fn the_readme_line_evaluates_an_ab_run_and_unknown_evaluators_are_refused() {
+    let home = setup(r#"{"note":"no evaluator"}"#);
+    let input = home.path().join("in");
+    ok(&home, &["review", "create", "--template", "notes", "--repo", "owner/repo", "--run", "trial-1"]);
+    ok(&home, &[
+        "review", "item", "add", "--run", "trial-1", "--item", "i1", "--baseline", p(&input.join("a.md")), "--candidate", p(&input.join("b.md")),
+    ]);
+    let out = home.run(&["review", "evaluate", "--run", "trial-1", "--evaluator", "generc", "--judge-runtime", "scripted"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--evaluator `generc` is not known") && stderr.contains("known: landing_page_v1, vue_landing_page_v1, generic"), "{stderr}");
+    // README: `sf review evaluate --run trial-1 --evaluator generic --judge-runtime scripted`
+    ok(&home, &["review", "evaluate", "--run", "trial-1", "--evaluator", "generic", "--judge-runtime", "scripted"]);
+    // The run's own evaluator id stays accepted.
+    let home = setup(METADATA);
+    ok(&home, &["review", "evaluate", "--run", "r1", "--evaluator", "release_notes_v1"]);
+}

@@ -151,8 +151,11 @@ struct Run {
 }
 
 impl Run {
+    /// A fresh home with its blob store directory (the `--artifact-root` every run passes).
     fn new() -> Self {
-        Self { home: Home::embedded(), work: tempfile::tempdir().expect("work dir") }
+        let run = Self { home: Home::embedded(), work: tempfile::tempdir().expect("work dir") };
+        std::fs::create_dir_all(run.home.path().join("blobs")).expect("blob store dir");
+        run
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -337,6 +340,18 @@ fn dry_run_keeps_the_content_and_reports_no_candidate() {
     let err = validate(&run, &candidate, &package).expect_err("no candidate");
     assert!(err.is_no_candidate(), "{err}");
     assert_eq!(err.to_string(), "optimizer produced no candidate: candidate_content_unchanged");
+}
+
+#[test]
+fn a_missing_artifact_root_exits_2_naming_it() {
+    let run = Run::new();
+    std::fs::remove_dir(run.home.path().join("blobs")).unwrap();
+    let out = run.distill(&run.write_package(&rich_package()), &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let want = format!("--artifact-root `{}`: no such directory", run.home.path().join("blobs").display());
+    assert!(stderr.contains(&want), "{stderr}");
+    assert!(!run.path("out").exists() && !run.path("candidate.json").exists());
 }
 
 #[test]

@@ -327,6 +327,11 @@ fn sigkill_during_option_generation_goes_stale_and_recovers_without_duplicates()
     assert_eq!(st["current_phase"], "items_ready");
     let locks = st["verbose"]["active_locks"].as_array().unwrap();
     assert!(!locks.is_empty() && locks.iter().all(|l| l["owner_pid"] == worker.0.id()), "{st:#}");
+    // README: `train status --json` shows the locks with owner and heartbeat age, without --detail.
+    let plain = home.json(&["train", "status", "--session", SESSION]);
+    let top = plain["active_locks"].as_array().expect("active_locks at the top level");
+    assert_eq!(top.len(), locks.len(), "{plain:#}");
+    assert!(top.iter().all(|l| l["owner_pid"] == worker.0.id() && l["heartbeat_age_ms"].is_i64()), "{plain:#}");
     signal(&worker.0, Signal::SIGKILL);
     let _ = worker.0.wait();
     wait_phase(&home, "generating_options_heartbeat_stale");

@@ -16,7 +16,9 @@ use clap::Args;
 use serde_json::{Value, json};
 use skillforge_contract::EvaluatorProfile;
 use skillforge_engine::{Job, JobSpec, QueueBackend};
-use skillforge_workflows::evaluator::{EvalJobs, EvalRunError, effective_profile, evaluate_run, judge_runtime_of};
+use skillforge_workflows::evaluator::{
+    EvalJobs, EvalRunError, effective_profile, evaluate_run, judge_runtime_of, known_evaluator_ids,
+};
 
 use crate::commands::review::load_run;
 use crate::commands::wait::await_job;
@@ -46,11 +48,22 @@ pub struct EvaluateArgs {
 /// failing artifact is a result, not an error).
 ///
 /// # Errors
-/// Exit 2 for an unknown run or a run that names no evaluator; exit 3 when the store, a blob or
+/// Exit 2 for an unknown run, an `--evaluator` outside [`known_evaluator_ids`] or a run that
+/// names no evaluator; exit 3 when the store, a blob or
 /// the queue is unreachable.
 pub async fn run(ctx: &Context, args: EvaluateArgs) -> CliResult {
     let store = ctx.store().await?;
     let run = load_run(&store, &args.run).await?;
+    if let Some(id) = args.evaluator.as_deref().map(str::trim) {
+        let known = known_evaluator_ids(run.metadata().as_ref());
+        if !known.iter().any(|k| k.eq_ignore_ascii_case(id)) {
+            return Err(CliError::usage(anyhow!(
+                "--evaluator `{id}` is not known for review run `{}`; known: {}",
+                run.id,
+                known.join(", ")
+            )));
+        }
+    }
     let profile = effective_profile(run.metadata().as_ref(), args.evaluator.as_deref()).ok_or_else(|| {
         CliError::usage(anyhow!(
             "review run `{}` names no evaluator; pass --evaluator ID or create the run with --metadata-json '{{\"evaluator_id\":\"...\"}}'",

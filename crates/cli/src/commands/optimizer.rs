@@ -121,6 +121,12 @@ pub async fn run(ctx: &Context, cmd: OptimizerCommand) -> CliResult {
 }
 
 fn run_distill(ctx: &Context, args: DistillArgs) -> CliResult {
+    if !args.artifact_root.is_dir() {
+        return Err(CliError::usage(anyhow!(
+            "--artifact-root `{}`: no such directory (the blob store, e.g. $SKILLFORGE_HOME/blobs)",
+            args.artifact_root.display()
+        )));
+    }
     let package = load_training_package(&args.training_package).map_err(|e| CliError::usage(anyhow!(e)))?;
     // The external optimizer treats an empty `--artifact-dir` as unset.
     let mut out = DistillOutput::new(&args.out_root, &args.candidate_output);

@@ -20,6 +20,23 @@ use serde_json::{Map, Value};
 use skillforge_contract::{EvaluatorCheckConfig, EvaluatorProfile, build_evaluator_profile};
 use skillforge_store::review::package::evaluator_config;
 
+/// Evaluator ids with a built-in meaning (facts §1 `BuildEvaluatorProfile`): the landing-page
+/// profile under both its names, and `generic` (no checks; the judge only).
+pub const BUILTIN_EVALUATOR_IDS: &[&str] = &["landing_page_v1", "vue_landing_page_v1", "generic"];
+
+/// The evaluator ids `review evaluate --evaluator` accepts for a run with `metadata`: the
+/// built-ins, then the id the run's own evaluator config names (any other id builds a bare
+/// generic profile, which is almost always a typo).
+pub fn known_evaluator_ids(metadata: Option<&Value>) -> Vec<String> {
+    let mut ids: Vec<String> = BUILTIN_EVALUATOR_IDS.iter().map(|id| (*id).to_owned()).collect();
+    if let Some(profile) = effective_profile(metadata, None) {
+        if !ids.iter().any(|id| id.eq_ignore_ascii_case(&profile.profile_id)) {
+            ids.push(profile.profile_id);
+        }
+    }
+    ids
+}
+
 /// Which stage a check belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CheckClass {

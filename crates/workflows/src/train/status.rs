@@ -198,28 +198,31 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
         "progress": progress,
         "review_packet": if meta.review.path.is_empty() { Value::Null } else { json!(meta.review.path) },
     });
-    if verbose {
-        let active_locks: Vec<Value> = ours
-            .iter()
-            .map(|l| {
-                let status = l.status(now);
-                json!({
-                    "name": if l.kind == LeaseKind::Lock { l.name.clone() } else { format!("job:{}", l.name) },
-                    "key": l.name,
-                    "status": status_word(status),
-                    "owner_job_id": if l.kind == LeaseKind::Job { json!(l.name) } else { json!(optimizer_job.as_ref().map(|j| j.id.clone())) },
-                    "owner_pid": l.lease.owner_pid,
-                    "owner_hostname": l.lease.owner_host,
-                    "owner_worker": l.lease.owner_worker,
-                    "command_hash": Value::Null,
-                    "acquired_at": rfc3339(l.lease.acquired_at_ms),
-                    "updated_at": rfc3339(l.lease.heartbeat_at_ms),
-                    "expires_at": rfc3339(l.lease.heartbeat_at_ms + i64::try_from(l.stale_after_ms).unwrap_or(0)),
-                    "elapsed": format!("{}ms", now - l.lease.acquired_at_ms),
-                    "heartbeat_age_ms": now - l.lease.heartbeat_at_ms,
-                })
+    // Locks and leases of this session, with owner and heartbeat age, at the top level too (the
+    // README's `train status --json`); facts §3 lists them in the verbose block, kept there.
+    let active_locks: Vec<Value> = ours
+        .iter()
+        .map(|l| {
+            let status = l.status(now);
+            json!({
+                "name": if l.kind == LeaseKind::Lock { l.name.clone() } else { format!("job:{}", l.name) },
+                "key": l.name,
+                "status": status_word(status),
+                "owner_job_id": if l.kind == LeaseKind::Job { json!(l.name) } else { json!(optimizer_job.as_ref().map(|j| j.id.clone())) },
+                "owner_pid": l.lease.owner_pid,
+                "owner_hostname": l.lease.owner_host,
+                "owner_worker": l.lease.owner_worker,
+                "command_hash": Value::Null,
+                "acquired_at": rfc3339(l.lease.acquired_at_ms),
+                "updated_at": rfc3339(l.lease.heartbeat_at_ms),
+                "expires_at": rfc3339(l.lease.heartbeat_at_ms + i64::try_from(l.stale_after_ms).unwrap_or(0)),
+                "elapsed": format!("{}ms", now - l.lease.acquired_at_ms),
+                "heartbeat_age_ms": now - l.lease.heartbeat_at_ms,
             })
-            .collect();
+        })
+        .collect();
+    out["active_locks"] = json!(active_locks);
+    if verbose {
         let count = |f: &dyn Fn(JobState) -> bool| jobs.iter().filter(|(_, j)| f(j.state)).count();
         // The evaluator stage (S-101): `not_configured` when the session names no evaluator.
         let smeta = SessionMeta::parse(&session.metadata_json);
