@@ -29,10 +29,10 @@ pub const BUILTIN_EVALUATOR_IDS: &[&str] = &["landing_page_v1", "vue_landing_pag
 /// generic profile, which is almost always a typo).
 pub fn known_evaluator_ids(metadata: Option<&Value>) -> Vec<String> {
     let mut ids: Vec<String> = BUILTIN_EVALUATOR_IDS.iter().map(|id| (*id).to_owned()).collect();
-    if let Some(profile) = effective_profile(metadata, None) {
-        if !ids.iter().any(|id| id.eq_ignore_ascii_case(&profile.profile_id)) {
-            ids.push(profile.profile_id);
-        }
+    if let Some(profile) = effective_profile(metadata, None)
+        && !ids.iter().any(|id| id.eq_ignore_ascii_case(&profile.profile_id))
+    {
+        ids.push(profile.profile_id);
     }
     ids
 }

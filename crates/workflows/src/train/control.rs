@@ -318,12 +318,13 @@ fn check_start_request(req: &StartRequest) -> Result<(), TrainError> {
     }
     let runtime = if req.runtime.trim().is_empty() { DEFAULT_RUNTIME } else { req.runtime.trim() };
     skillforge_runner_agent::find(runtime).map_err(|e| TrainError::Invalid(format!("--runtime `{runtime}`: {e}")))?;
-    if let Some(workspace) = req.workspace_repo.as_deref().map(str::trim).filter(|w| !w.is_empty()) {
-        if !is_remote_repo(workspace) && !Path::new(workspace).is_dir() {
-            return Err(TrainError::Invalid(format!(
-                "--workspace-repo `{workspace}`: no such directory; give an existing local checkout or a remote owner/repo"
-            )));
-        }
+    if let Some(workspace) = req.workspace_repo.as_deref().map(str::trim).filter(|w| !w.is_empty())
+        && !is_remote_repo(workspace)
+        && !Path::new(workspace).is_dir()
+    {
+        return Err(TrainError::Invalid(format!(
+            "--workspace-repo `{workspace}`: no such directory; give an existing local checkout or a remote owner/repo"
+        )));
     }
     Ok(())
 }
