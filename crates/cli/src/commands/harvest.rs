@@ -126,8 +126,8 @@ pub struct OutcomeArgs {
     /// CI at the merged head (merged only); absent = what webhooks recorded for the head.
     #[arg(long, value_enum)]
     ci: Option<CiArg>,
-    /// Fix rounds so far (changes_requested; default 1).
-    #[arg(long)]
+    /// Fix rounds so far (changes_requested; default 1, at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     rounds: Option<u32>,
     /// Merged head SHA (where the legs run).
     #[arg(long)]

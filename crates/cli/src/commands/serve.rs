@@ -88,11 +88,17 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     let store = ctx.store().await?;
     let shutdown = shutdown_on_signal();
     let listener = match &listen {
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|e| CliError::env(anyhow!("listen on `{addr}`: {e}")))?,
-        ),
+        Some(addr) => {
+            // A malformed address is the user's input (exit 2); a bind failure is the environment's.
+            let parsed: std::net::SocketAddr = addr
+                .parse()
+                .map_err(|e| CliError::usage(anyhow!("--listen `{addr}` is not HOST:PORT (e.g. 127.0.0.1:8787): {e}")))?;
+            Some(
+                tokio::net::TcpListener::bind(parsed)
+                    .await
+                    .map_err(|e| CliError::env(anyhow!("listen on `{addr}`: {e}")))?,
+            )
+        }
         None => None,
     };
     eprintln!("control plane on {} with store {}", queue_label(ctx), ctx.home.display());
