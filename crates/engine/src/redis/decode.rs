@@ -71,7 +71,7 @@ pub(super) fn job(raw: RawJob) -> Result<Option<Job>, EngineError> {
     // The history list holds closed attempts; a running job's open attempt is its lease. (A job
     // leased by an older build, which stored the open record in the list, already has it.)
     if let Some(lease) = &lease
-        && !history.last().is_some_and(|r| r.fencing_token == lease.fencing_token)
+        && history.last().is_none_or(|r| r.fencing_token != lease.fencing_token)
     {
         history.push(AttemptRecord {
             attempt: attempts,
