@@ -37,7 +37,8 @@ pub struct RunContext {
     /// Reports liveness/progress. The engine already heartbeats the lease on its own timer, so
     /// calling this is optional; it only adds progress text.
     pub heartbeat: HeartbeatFn,
-    /// A directory private to this attempt, created by the engine and removed after the run.
+    /// A directory private to this attempt: a path only. A runner that needs it creates it
+    /// (`create_dir_all`); the engine removes it after the run if it exists.
     pub scratch_dir: PathBuf,
 }
 
