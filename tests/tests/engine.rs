@@ -235,10 +235,17 @@ fn long_job_under_full_cpu_load_keeps_its_lease(b: Backend) {
 fn idempotency_key_returns_the_first_job(b: Backend) {
     let home = b.home();
     let a = home.json(&["jobs", "submit", "--idempotency-key", "k1", "--", "true"]);
-    let b2 = home.json(&["jobs", "submit", "--idempotency-key", "k1", "--", "false"]);
-    assert_eq!(a["id"], b2["id"]);
+    let again = home.json(&["jobs", "submit", "--idempotency-key", "k1", "--", "true"]);
+    assert_eq!(a["id"], again["id"]);
     assert_eq!(a["created"], true);
-    assert_eq!(b2["created"], false);
+    assert_eq!(again["created"], false);
+    // The same key for different work is refused, not answered with the other job.
+    let before = home.json(&["jobs", "list"]);
+    let other = home.run(&["jobs", "submit", "--idempotency-key", "k1", "--", "false"]);
+    assert_eq!(other.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&other.stderr);
+    assert!(stderr.contains("k1") && stderr.contains(a["id"].as_str().unwrap()), "{stderr}");
+    assert_eq!(home.json(&["jobs", "list"]), before, "nothing enqueued");
 }
 
 #[test]

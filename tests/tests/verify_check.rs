@@ -212,3 +212,15 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn verify_refuses_an_idempotency_key_reused_for_other_commands() {
+    let (repo, _, _) = two_commit_repo();
+    let home = Home::embedded();
+    let (code, first, _) = verify(&home, &["--idempotency-key", "ci-7"], repo.path(), &["true"]);
+    assert_eq!(code, Some(0));
+    let out = home.cmd().args(["verify", "--idempotency-key", "ci-7", "--repo"]).arg(repo.path()).args(["--", "false"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(first["job_id"].as_str().unwrap()), "names the job holding the key: {stderr}");
+}

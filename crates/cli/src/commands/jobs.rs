@@ -140,7 +140,7 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
     }
 
     let backend = ctx.queue().await?;
-    let enqueued = backend.enqueue(&spec).await?;
+    let enqueued = crate::commands::wait::enqueue_checked(backend.as_ref(), &spec).await?;
     if !args.wait {
         if ctx.json {
             print_json(&json!({"id": enqueued.job_id, "created": enqueued.created}));

@@ -106,7 +106,7 @@ pub async fn run(ctx: &Context, args: VerifyArgs) -> CliResult {
     }
 
     let backend = ctx.queue().await?;
-    let enqueued = backend.enqueue(&spec).await?;
+    let enqueued = crate::commands::wait::enqueue_checked(backend.as_ref(), &spec).await?;
     if args.no_wait {
         if ctx.json {
             print_json(&json!({"id": enqueued.job_id, "created": enqueued.created}));

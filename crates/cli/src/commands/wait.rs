@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 use skillforge_engine::ingest::ingest_once;
 use skillforge_engine::worker::{PRESENCE_LOCK_PREFIX, Worker, WorkerConfig};
-use skillforge_engine::{EngineError, Job, JobState, LeaseKind, LeaseStatus, QueueBackend};
+use skillforge_engine::{Enqueued, EngineError, Job, JobSpec, JobState, LeaseKind, LeaseStatus, QueueBackend};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Context;
@@ -114,4 +114,29 @@ fn start_local_worker(
         worker.run(s).await;
     });
     (stop, handle)
+}
+
+/// Enqueues `spec`; when its idempotency key names an existing job, checks that the existing job
+/// asked for the same thing (same runner and payload), so a key reused for different work is
+/// refused (exit 2) instead of silently returning the other job's result.
+///
+/// # Errors
+/// Exit 2 for a key reused with a different payload; exit 3 when the queue is unreachable.
+pub async fn enqueue_checked(backend: &dyn QueueBackend, spec: &JobSpec) -> Result<Enqueued, CliError> {
+    let enqueued = backend.enqueue(spec).await?;
+    if !enqueued.created {
+        let existing = backend
+            .get(&enqueued.job_id)
+            .await?
+            .ok_or_else(|| CliError::env(anyhow!("job `{}` vanished", enqueued.job_id)))?;
+        if existing.spec.kind != spec.kind || existing.spec.payload != spec.payload {
+            return Err(CliError::usage(anyhow!(
+                "idempotency key `{}` already belongs to job {} with a different {} (use another key, or the same command)",
+                spec.idempotency_key.as_deref().unwrap_or_default(),
+                existing.id,
+                if existing.spec.kind != spec.kind { "runner" } else { "command or payload" }
+            )));
+        }
+    }
+    Ok(enqueued)
 }
