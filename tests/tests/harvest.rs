@@ -167,6 +167,10 @@ fn s22_s23_revert_flips_the_row_in_place_and_cross_repo_reverts_are_ignored() {
         assert_eq!((rows.len(), rows[0]["choice"].as_str()), (1, Some("b")));
         assert_eq!(count(&home), 1, "row count unchanged");
     }
+    // S-22: a re-delivered merge of #12 after its revert does not flip the corrective negative back.
+    outcome(&home, 12, &["--outcome", "merged", "--ci", "external"]);
+    let (_, package) = export(&home, RUN);
+    assert_eq!(feedback(&package, "acme/app#12", "gitmoot-auto")[0]["choice"], "b", "the revert stands");
     // revert_detection_enabled = false keeps the harvester but not the overwrite.
     config(&home, &on("revert_detection_enabled = false\n"));
     attribute(&home, 20, &[]);

@@ -416,6 +416,23 @@ pub async fn upsert_item(
     Ok(existed == 0)
 }
 
+/// The `outcome` recorded in the metadata of item `item_id` of run `run_id` (e.g. `reverted`),
+/// if the item exists and records one.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn item_outcome(db: impl SqliteExecutor<'_>, run_id: &str, item_id: &str) -> Result<Option<String>, StoreError> {
+    Ok(sqlx::query_scalar::<_, Option<String>>(
+        "SELECT json_extract(metadata_json, '$.outcome') FROM eval_review_items
+          WHERE run_id = ? AND item_id = ? AND json_valid(metadata_json)",
+    )
+    .bind(run_id)
+    .bind(item_id)
+    .fetch_optional(db)
+    .await?
+    .flatten())
+}
+
 /// The choice of the feedback row `(run_id, item_id, reviewer, source, '')`, if it exists.
 ///
 /// # Errors

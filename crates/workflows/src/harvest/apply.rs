@@ -15,7 +15,7 @@ use skillforge_runner_checker::{CheckReport, parse_checker_list};
 use skillforge_runner_sandbox::VerifyReport;
 use skillforge_store::feedback::{Upserted, event_created_at_now, upsert_feedback_event};
 use skillforge_store::harvest::{
-    Attribution, AutoTraceRun, LegJob, ci_at, get_attribution, get_leg_job, record_ci, record_event, record_leg_job,
+    Attribution, AutoTraceRun, LegJob, ci_at, get_attribution, item_outcome, get_leg_job, record_ci, record_event, record_leg_job,
     record_review_round, set_leg_job_id, upsert_auto_trace_run, upsert_item,
 };
 use skillforge_store::{Store, StoreError};
@@ -177,6 +177,18 @@ pub async fn apply_event(
                 _ => None,
             };
             let row = floor_row(repo, *pr, outcome, ci.as_ref(), head.as_deref());
+            // A revert is the last word on a PR: a later (or re-delivered) merge, block or review
+            // event must not flip the corrective negative back (seed: "Reverted → corrective negative").
+            let run = run_id(&attribution.template_version_id);
+            if !matches!(outcome, Outcome::Reverted { .. })
+                && item_outcome(&mut *conn, &run, &row.item_id).await?.as_deref() == Some("reverted")
+            {
+                report.skipped.push(format!(
+                    "{repo}#{pr} was reverted; a later `{}` outcome does not undo the revert",
+                    outcome.name()
+                ));
+                return Ok(report);
+            }
             report.rows.push(write_row(conn, &attribution, &row).await?);
             if matches!(outcome, Outcome::Merged { .. }) {
                 plan_legs(conn, config, &attribution, head.as_deref(), reviewers, &mut report).await?;
