@@ -104,6 +104,31 @@ fn to_i64(v: u64) -> i64 {
 pub(super) const CLEAR_LEASE: &str = "owner_worker = NULL, owner_host = NULL, owner_pid = NULL, \
      acquired_at_ms = NULL, heartbeat_at_ms = NULL, stale_deadline_ms = NULL";
 
+/// Opens a pool, retrying while SQLite reports the file busy (for up to [`BUSY_TIMEOUT`]).
+/// Connecting runs `PRAGMA journal_mode = WAL`, which needs an exclusive lock that SQLite's
+/// busy handler does not wait for, so several processes opening the same (new) file at once
+/// can get `database is locked` at once instead of waiting.
+async fn connect_retrying_busy<F, Fut>(connect: F) -> Result<SqlitePool, sqlx::Error>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<SqlitePool, sqlx::Error>>,
+{
+    let started = std::time::Instant::now();
+    let mut pause = Duration::from_millis(5);
+    loop {
+        match connect().await {
+            Err(sqlx::Error::Database(e))
+                if e.code().is_some_and(|c| c == "5" || c.parse::<i32>().is_ok_and(|c| c & 0xff == 5))
+                    && started.elapsed() < BUSY_TIMEOUT =>
+            {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            other => return other,
+        }
+    }
+}
+
 impl SqliteBackend {
     /// Opens (creating the file and its parent directory when missing) the queue database at
     /// `path`: WAL journal, `synchronous = NORMAL`, [`BUSY_TIMEOUT`], foreign keys on, schema
@@ -133,27 +158,31 @@ impl SqliteBackend {
         let open_err = |e: sqlx::Error| {
             EngineError::sqlite(format!("open queue database `{}`: {e}", path.display()))
         };
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .min_connections(1)
-            .test_before_acquire(false)
-            .acquire_timeout(BUSY_TIMEOUT * 6)
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .connect_with(options.clone())
-            .await
-            .map_err(open_err)?;
+        let writer = connect_retrying_busy(|| {
+            SqlitePoolOptions::new()
+                .max_connections(1)
+                .min_connections(1)
+                .test_before_acquire(false)
+                .acquire_timeout(BUSY_TIMEOUT * 6)
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .connect_with(options.clone())
+        })
+        .await
+        .map_err(open_err)?;
         schema::migrate(&writer).await?;
-        let reader = SqlitePoolOptions::new()
-            .max_connections(READ_CONNECTIONS)
-            .min_connections(1)
-            .test_before_acquire(false)
-            .acquire_timeout(BUSY_TIMEOUT * 6)
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .connect_with(options.clone())
-            .await
-            .map_err(open_err)?;
+        let reader = connect_retrying_busy(|| {
+            SqlitePoolOptions::new()
+                .max_connections(READ_CONNECTIONS)
+                .min_connections(1)
+                .test_before_acquire(false)
+                .acquire_timeout(BUSY_TIMEOUT * 6)
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .connect_with(options.clone())
+        })
+        .await
+        .map_err(open_err)?;
         let wake = Arc::new(Wake::default());
         let stop = CancellationToken::new();
         watch::spawn_checkpointer(options.clone(), stop.clone());
