@@ -14,8 +14,11 @@ pub fn all() -> RunnerRegistry {
 }
 
 /// Removes what runners of dead workers on this host left under `scratch_root` (sandbox clones of
-/// a worker that was SIGKILLed mid-verification). Called when a worker starts.
+/// a worker that was SIGKILLed mid-verification), and starts this process's orphan sweeper,
+/// which kills job processes a dead worker left running on this host, now and every second
+/// (`skillforge_runner_process::sweep_orphans`). Called when a worker starts, on a tokio runtime.
 pub fn clean_leftovers(scratch_root: &std::path::Path) {
+    skillforge_runner_process::start_orphan_sweeper();
     match skillforge_runner_sandbox::clean_leftovers(scratch_root) {
         Ok(report) => {
             for path in &report.removed {

@@ -5,11 +5,14 @@
 //!   SIGTERM → grace → SIGKILL, then kill every leftover descendant (group kill plus a `/proc`
 //!   sweep for the run's [`RUN_ID_ENV`] marker).
 //! * [`classify`]: the one exit classification function (resolutions.md §1).
+//! * [`sweep_orphans`] / [`start_orphan_sweeper`]: kill what a dead worker's jobs left running
+//!   on this host (found by the [`OWNER_ENV`] marker).
 //! * [`ProcessRunner`]: the [`skillforge_runner::Runner`] of kind `process`.
 
 mod capture;
 mod censor;
 mod classify;
+mod orphans;
 mod payload;
 mod reap;
 mod run;
@@ -24,6 +27,7 @@ pub use classify::{
 pub use payload::{
     Command, DEFAULT_ENV_ALLOWLIST, DEFAULT_GRACE_MS, DEFAULT_MAX_OUTPUT_BYTES, ProcessPayload,
 };
+pub use orphans::{OWNER_ENV, SWEEP_EVERY, owner_marker, start_orphan_sweeper, sweep_orphans};
 pub use reap::RUN_ID_ENV;
 pub use run::run_process;
 pub use runner::ProcessRunner;

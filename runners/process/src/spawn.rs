@@ -7,6 +7,7 @@ use std::process::Stdio;
 use skillforge_runner::RunnerError;
 
 use crate::payload::{Command, ProcessPayload, SHELL_PATH};
+use crate::orphans::{OWNER_ENV, owner_marker};
 use crate::reap::RUN_ID_ENV;
 
 /// `ENOEXEC`: the file is executable but not in a format the kernel can run.
@@ -16,7 +17,8 @@ const ENOEXEC: i32 = 8;
 ///
 /// The child gets: its own process group (pgid = its pid); environment cleared, then the
 /// allowlisted names copied from the worker's environment (when set there), then
-/// `payload.env`, then the marker (which a same-named `payload.env` entry cannot override);
+/// `payload.env`, then the markers [`RUN_ID_ENV`] and [`OWNER_ENV`] (which same-named
+/// `payload.env` entries cannot override);
 /// stdin piped when `payload.stdin` is set, else `/dev/null`; stdout and stderr piped.
 ///
 /// # Errors
@@ -67,6 +69,7 @@ pub(crate) fn build_command(
     }
     command.envs(&payload.env);
     command.env(RUN_ID_ENV, run_id);
+    command.env(OWNER_ENV, owner_marker());
     command
         .stdin(if payload.stdin.is_some() {
             Stdio::piped()
@@ -83,9 +86,8 @@ pub(crate) fn build_command(
     unsafe {
         command.pre_exec(|| {
             // The direct child dies with its worker (a SIGKILLed worker must not leave its job
-            // running beside the retry that recovers it). Descendants that leave the process
-            // group are not covered; timeouts and cancels kill those through the group and the
-            // run-id sweep.
+            // running beside the retry that recovers it). Its descendants are not signalled by
+            // the kernel: the next orphan sweep on this host kills them (crate::orphans).
             nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(std::io::Error::from)
         });
     }
