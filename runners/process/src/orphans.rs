@@ -2,11 +2,13 @@
 //! worker itself died (SIGKILL, OOM kill, power-off of its container), found by their owner
 //! marker and killed, so a recovered job never runs beside its predecessor's leftovers.
 //!
-//! Every child the runner starts carries [`OWNER_ENV`]`=<pid>:<start time>` of the worker
-//! process that started it, and its descendants inherit it. The job's direct child already dies
+//! Every child the runner starts carries [`OWNER_ENV`]`=<pid>:<start time>:<pid namespace>` of the
+//! worker process that started it, and its descendants inherit it. The job's direct child already dies
 //! with its worker (`PR_SET_PDEATHSIG`); its descendants do not (they are reparented, not
 //! signalled). [`sweep_orphans`] kills every live marked process whose owner is gone: no process
-//! with that pid, or one with a different start time (the pid was reused). Each worker sweeps
+//! with that pid, or one with a different start time (the pid was reused). A marker from another
+//! PID namespace (a worker in a container seen from the host, or the reverse) is never judged:
+//! its pid means nothing here. Each worker sweeps
 //! when it starts and then every [`SWEEP_EVERY`] ([`start_orphan_sweeper`]), so leftovers of a
 //! dead worker die within about a second while another worker runs on the same host; with no
 //! worker left on that host they live until one starts there.
@@ -22,20 +24,37 @@ use std::time::Duration;
 use nix::sys::signal::{self, Signal};
 use nix::unistd::{self, Pid};
 
-/// Name of the owner marker set on every child: `SKILLFORGE_RUN_OWNER=<pid>:<start time>`, the
-/// pid of the worker process that started the run and that process's start time (clock ticks
-/// after boot, field 22 of `/proc/<pid>/stat`), so a reused pid is not taken for the owner.
+/// Name of the owner marker set on every child: `SKILLFORGE_RUN_OWNER=<pid>:<start time>:<pid
+/// namespace>`: the pid of the worker process that started the run, that process's start time
+/// (clock ticks after boot, field 22 of `/proc/<pid>/stat`), so a reused pid is not taken for the
+/// owner, and the inode number of its PID namespace (`/proc/self/ns/pid`), so only a process in
+/// the same namespace judges the pid.
 pub const OWNER_ENV: &str = "SKILLFORGE_RUN_OWNER";
 
 /// Pause between two sweeps of [`start_orphan_sweeper`].
 pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
-/// This process's owner marker value, `<pid>:<start time>` (see [`OWNER_ENV`]).
+/// This process's owner marker value, `<pid>:<start time>:<pid namespace>` (see [`OWNER_ENV`]).
 pub fn owner_marker() -> &'static str {
     static MARKER: OnceLock<String> = OnceLock::new();
     MARKER.get_or_init(|| {
         let pid = std::process::id();
-        format!("{pid}:{}", start_time(pid).unwrap_or(0))
+        format!("{pid}:{}:{}", start_time(pid).unwrap_or(0), pid_namespace())
+    })
+}
+
+/// The inode number of this process's PID namespace (`pid:[N]` of `/proc/self/ns/pid`), or 0
+/// when it cannot be read.
+fn pid_namespace() -> u64 {
+    static NS: OnceLock<u64> = OnceLock::new();
+    *NS.get_or_init(|| {
+        fs::read_link("/proc/self/ns/pid")
+            .ok()
+            .and_then(|link| {
+                let link = link.to_string_lossy().into_owned();
+                link.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
+            })
+            .unwrap_or(0)
     })
 }
 
@@ -65,11 +84,21 @@ fn owner_of(pid: u32) -> Option<String> {
         .map(|value| String::from_utf8_lossy(value).into_owned())
 }
 
-/// True while the process named by an owner marker value (`<pid>:<start time>`) runs. A value
-/// that does not parse counts as alive (never kill on a marker we do not understand).
+/// True while the process named by an owner marker value (`<pid>:<start time>:<pid namespace>`)
+/// runs. A value that does not parse, or names another PID namespace (or an unknown one), counts
+/// as alive: never kill on a marker this process cannot judge.
 fn owner_alive(marker: &str) -> bool {
-    let Some((pid, started)) = marker.split_once(':') else { return true };
-    let (Ok(pid), Ok(started)) = (pid.parse::<u32>(), started.parse::<u64>()) else { return true };
+    let mut parts = marker.split(':');
+    let (Some(pid), Some(started), Some(ns), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return true;
+    };
+    let (Ok(pid), Ok(started), Ok(ns)) = (pid.parse::<u32>(), started.parse::<u64>(), ns.parse::<u64>()) else {
+        return true;
+    };
+    if ns == 0 || ns != pid_namespace() {
+        return true;
+    }
     start_time(pid).is_some_and(|t| t == started) && !matches!(state(pid), Some('Z' | 'X' | 'x'))
 }
 
@@ -143,9 +172,13 @@ mod tests {
     fn a_reused_pid_or_a_missing_process_is_a_dead_owner() {
         let pid = std::process::id();
         let started = start_time(pid).unwrap();
-        assert!(!owner_alive(&format!("{pid}:{}", started + 1)), "same pid, other start time");
-        assert!(!owner_alive(&format!("{}:{started}", i32::MAX)), "no such pid");
+        let ns = pid_namespace();
+        assert_ne!(ns, 0, "/proc/self/ns/pid is readable");
+        assert!(!owner_alive(&format!("{pid}:{}:{ns}", started + 1)), "same pid, other start time");
+        assert!(!owner_alive(&format!("{}:{started}:{ns}", i32::MAX)), "no such pid");
+        assert!(owner_alive(&format!("{}:{started}:{}", i32::MAX, ns + 1)), "another namespace is never judged");
         assert!(owner_alive("garbage"), "an unparsable marker is never taken for dead");
+        assert!(owner_alive(&format!("{pid}:{started}")), "a marker without namespace is never judged");
     }
 
     #[test]
@@ -153,7 +186,7 @@ mod tests {
         // Two children marked like job processes: one with a dead owner, one with this process.
         let dead = std::process::Command::new("sleep")
             .arg("30")
-            .env(OWNER_ENV, format!("{}:1", i32::MAX))
+            .env(OWNER_ENV, format!("{}:1:{}", i32::MAX, pid_namespace()))
             .process_group(0)
             .spawn()
             .unwrap();
