@@ -24,10 +24,10 @@ pub use censor::{CENSOR_MARKERS, is_censor_line};
 pub use classify::{
     EXIT_CENSORED, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_TIMED_OUT, Ending, classify,
 };
+pub use orphans::{OWNER_ENV, SWEEP_EVERY, owner_marker, start_orphan_sweeper, sweep_orphans};
 pub use payload::{
     Command, DEFAULT_ENV_ALLOWLIST, DEFAULT_GRACE_MS, DEFAULT_MAX_OUTPUT_BYTES, ProcessPayload,
 };
-pub use orphans::{OWNER_ENV, SWEEP_EVERY, owner_marker, start_orphan_sweeper, sweep_orphans};
 pub use reap::RUN_ID_ENV;
 pub use run::run_process;
 pub use runner::ProcessRunner;

@@ -89,11 +89,16 @@ fn owner_of(pid: u32) -> Option<String> {
 /// as alive: never kill on a marker this process cannot judge.
 fn owner_alive(marker: &str) -> bool {
     let mut parts = marker.split(':');
-    let (Some(pid), Some(started), Some(ns), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    let (Some(pid), Some(started), Some(ns), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
     else {
         return true;
     };
-    let (Ok(pid), Ok(started), Ok(ns)) = (pid.parse::<u32>(), started.parse::<u64>(), ns.parse::<u64>()) else {
+    let (Ok(pid), Ok(started), Ok(ns)) = (
+        pid.parse::<u32>(),
+        started.parse::<u64>(),
+        ns.parse::<u64>(),
+    ) else {
         return true;
     };
     if ns == 0 || ns != pid_namespace() {
@@ -121,7 +126,9 @@ pub fn sweep_orphans() -> Vec<i32> {
         if owner_alive(&owner) || matches!(state(pid), None | Some('Z' | 'X' | 'x')) {
             continue;
         }
-        let Ok(raw) = i32::try_from(pid) else { continue };
+        let Ok(raw) = i32::try_from(pid) else {
+            continue;
+        };
         let target = Pid::from_raw(raw);
         if let Ok(group) = unistd::getpgid(Some(target))
             && group != own_group
@@ -130,7 +137,11 @@ pub fn sweep_orphans() -> Vec<i32> {
             let _ = signal::killpg(group, Signal::SIGKILL);
         }
         let _ = signal::kill(target, Signal::SIGKILL);
-        tracing::warn!(pid, owner, "killed a process left running by a dead worker's job");
+        tracing::warn!(
+            pid,
+            owner,
+            "killed a process left running by a dead worker's job"
+        );
         killed.push(raw);
     }
     killed
@@ -163,8 +174,14 @@ mod tests {
     #[test]
     fn the_calling_process_is_its_own_live_owner() {
         let marker = owner_marker();
-        assert!(marker.starts_with(&format!("{}:", std::process::id())), "{marker}");
-        assert!(!marker.ends_with(":0"), "start time read from /proc: {marker}");
+        assert!(
+            marker.starts_with(&format!("{}:", std::process::id())),
+            "{marker}"
+        );
+        assert!(
+            !marker.ends_with(":0"),
+            "start time read from /proc: {marker}"
+        );
         assert!(owner_alive(marker));
     }
 
@@ -174,11 +191,26 @@ mod tests {
         let started = start_time(pid).unwrap();
         let ns = pid_namespace();
         assert_ne!(ns, 0, "/proc/self/ns/pid is readable");
-        assert!(!owner_alive(&format!("{pid}:{}:{ns}", started + 1)), "same pid, other start time");
-        assert!(!owner_alive(&format!("{}:{started}:{ns}", i32::MAX)), "no such pid");
-        assert!(owner_alive(&format!("{}:{started}:{}", i32::MAX, ns + 1)), "another namespace is never judged");
-        assert!(owner_alive("garbage"), "an unparsable marker is never taken for dead");
-        assert!(owner_alive(&format!("{pid}:{started}")), "a marker without namespace is never judged");
+        assert!(
+            !owner_alive(&format!("{pid}:{}:{ns}", started + 1)),
+            "same pid, other start time"
+        );
+        assert!(
+            !owner_alive(&format!("{}:{started}:{ns}", i32::MAX)),
+            "no such pid"
+        );
+        assert!(
+            owner_alive(&format!("{}:{started}:{}", i32::MAX, ns + 1)),
+            "another namespace is never judged"
+        );
+        assert!(
+            owner_alive("garbage"),
+            "an unparsable marker is never taken for dead"
+        );
+        assert!(
+            owner_alive(&format!("{pid}:{started}")),
+            "a marker without namespace is never judged"
+        );
     }
 
     #[test]
@@ -212,8 +244,14 @@ mod tests {
         assert!(killed.contains(&dead_pid), "killed {killed:?}");
         assert!(!killed.contains(&live_pid), "killed {killed:?}");
         let status = dead.wait().unwrap();
-        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9));
-        assert!(live.try_wait().unwrap().is_none(), "the live owner's process still runs");
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9)
+        );
+        assert!(
+            live.try_wait().unwrap().is_none(),
+            "the live owner's process still runs"
+        );
         live.kill().unwrap();
         let _ = live.wait();
     }

@@ -6,8 +6,8 @@ use std::process::Stdio;
 
 use skillforge_runner::RunnerError;
 
-use crate::payload::{Command, ProcessPayload, SHELL_PATH};
 use crate::orphans::{OWNER_ENV, owner_marker};
+use crate::payload::{Command, ProcessPayload, SHELL_PATH};
 use crate::reap::RUN_ID_ENV;
 
 /// `ENOEXEC`: the file is executable but not in a format the kernel can run.
@@ -88,7 +88,8 @@ pub(crate) fn build_command(
             // The direct child dies with its worker (a SIGKILLed worker must not leave its job
             // running beside the retry that recovers it). Its descendants are not signalled by
             // the kernel: the next orphan sweep on this host kills them (crate::orphans).
-            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(std::io::Error::from)
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)
         });
     }
     Ok(command)
