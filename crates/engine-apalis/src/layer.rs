@@ -1,11 +1,14 @@
 //! The adapter's tower layer: runs each task's handler under its lease and sends the fenced finish.
 
+use std::any::Any;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::task::{Context, Poll};
 
 use apalis_core::error::{AbortError, BoxDynError};
 use apalis_core::layers::{Layer, Service};
 use apalis_core::task::Task;
+use futures::FutureExt;
 use futures::future::BoxFuture;
 use tracing::{Instrument, info_span};
 
@@ -20,6 +23,7 @@ use crate::lease::{Attempt, AttemptSlot, Verdict};
 ///   `heartbeat_ms` of the job's spec, independently of the handler's progress;
 /// * drops (aborts) the handler's future when an operator cancels the job or the lease is lost,
 ///   and when the spec's `timeout_ms` elapses;
+/// * catches a panic of the handler (counted as a failed attempt);
 /// * then sends the fenced finish through the engine policy: `Ok` ⇒ `succeeded`; `Err` ⇒ `queued`
 ///   with backoff, or `dead` after the last attempt; an apalis [`AbortError`] ⇒ `failed` without
 ///   retry; operator cancel ⇒ `cancelled`. A superseded lease's finish is rejected and logged.
@@ -84,7 +88,7 @@ async fn run_attempt<R, E: Into<BoxDynError>>(
             tokio::select! {
                 biased;
                 () = lease.cancelled() => None,
-                r = tokio::time::timeout(lease.timeout, handler) => Some(r),
+                r = tokio::time::timeout(lease.timeout, AssertUnwindSafe(handler).catch_unwind()) => Some(r),
             }
         };
         match ran {
@@ -99,11 +103,18 @@ async fn run_attempt<R, E: Into<BoxDynError>>(
                 let message = format!("job `{}` attempt {}: timed out after {:?}", lease.job_id, lease.attempt, lease.timeout);
                 Err(Box::new(AbortError::new(message)) as BoxDynError)
             }
-            Some(Ok(Ok(response))) => {
+            Some(Ok(Err(panic))) => {
+                // A panicking handler uses its attempt like a failure (not a hand-back), so a job
+                // that always panics ends `dead` instead of looping.
+                let message = format!("handler panicked: {}", panic_message(panic.as_ref()));
+                attempt.finish(Verdict::Failed(message.clone())).await;
+                Err(message.into())
+            }
+            Some(Ok(Ok(Ok(response)))) => {
                 attempt.finish(Verdict::Passed).await;
                 Ok(response)
             }
-            Some(Ok(Err(e))) => {
+            Some(Ok(Ok(Err(e)))) => {
                 let e: BoxDynError = e.into();
                 let verdict = if e.downcast_ref::<AbortError>().is_some() {
                     Verdict::Refused(e.to_string())
@@ -117,4 +128,15 @@ async fn run_attempt<R, E: Into<BoxDynError>>(
     }
     .instrument(span)
     .await
+}
+
+/// The text of a caught panic's payload.
+fn panic_message(panic: &(dyn Any + Send)) -> &str {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s
+    } else {
+        "non-text panic payload"
+    }
 }

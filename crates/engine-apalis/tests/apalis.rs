@@ -133,6 +133,7 @@ on_both_backends!(
     heartbeat_keeps_a_long_handler_leased,
     late_result_of_a_superseded_lease_is_fenced,
     cancel_aborts_the_running_handler,
+    panicking_handler_uses_its_attempt,
 );
 
 type Seen = Arc<Mutex<HashMap<String, u32>>>;
@@ -343,4 +344,30 @@ async fn cancel_aborts_the_running_handler(flavor: Flavor) {
     assert_eq!(cancelled.attempts, 1);
     assert_eq!(cancelled.history.last().and_then(|a| a.result.as_deref()), Some("cancelled"));
     assert_eq!(backend.report().finished, 1);
+}
+
+async fn panic_then_count(work: Work, calls: Data<Arc<AtomicU32>>) -> Result<(), BoxDynError> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    if work.n == 0 {
+        panic!("handler bug");
+    }
+    Ok(())
+}
+
+/// (6) A panicking handler uses its attempt (here the only one: the job is `dead`) instead of
+/// taking the worker down or being handed back forever; the worker goes on with the next job.
+async fn panicking_handler_uses_its_attempt(flavor: Flavor) {
+    let q = real_queue(flavor).await;
+    let backend =
+        SkillforgeBackend::<Work>::new(q.backend.clone(), SkillforgeOptions::new("apalis-panic").max_attempts(1));
+    let bad = backend.enqueue(&Work { n: 0 }).await.expect("enqueue").job_id;
+    let good = backend.enqueue(&Work { n: 1 }).await.expect("enqueue").job_id;
+    let calls = Arc::new(AtomicU32::new(0));
+    let worker = spawn_worker!("apalis-panic", backend.clone(), calls.clone(), panic_then_count);
+
+    let dead = wait_state(&*q.backend, &bad, JobState::Dead).await;
+    wait_state(&*q.backend, &good, JobState::Succeeded).await;
+    worker.stop().await;
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert!(dead.outcome.expect("outcome").stderr_tail.contains("handler bug"), "panic message kept");
 }
