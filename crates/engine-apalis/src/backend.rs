@@ -35,8 +35,10 @@ const LEASE_RETRY: Duration = Duration::from_millis(500);
 ///
 /// * **Tasks**: `Task<Args>` whose `args` is the job's JSON `payload` decoded as `Args`; the
 ///   task's data carries the [`JobLease`](crate::JobLease) (job id, fencing token, attempt,
-///   worker identity); its `TaskId` is the job id (a string id), its apalis attempt the
-///   engine's attempt number, `lock_by` the worker id.
+///   worker identity); its `TaskId` is `<job id>:<fencing token>` (a string id, unique per lease,
+///   as apalis's `task-context` feature requires even when a stale job is re-leased by the worker
+///   still running its first attempt), its apalis attempt the engine's attempt number, `lock_by`
+///   the worker id.
 /// * **Polling** leases up to `concurrency` jobs at a time for the worker identity
 ///   `<apalis worker name>-<8 hex digits>` (unique per process), waiting for work with the
 ///   queue's own wake-up (an enqueue ends the wait at once), never busy-polling. A leased job's
@@ -333,7 +335,7 @@ fn into_task<Args: DeserializeOwned>(attempt: Attempt) -> Option<Task<Args>> {
         }
     };
     let mut builder = TaskBuilder::new(args)
-        .task_id(TaskId::from_string(job.id.clone()))
+        .task_id(TaskId::from_string(format!("{}:{}", job.id, attempt.leased.fencing_token)))
         .attempt(job.attempts.saturating_sub(1) as usize)
         .max_attempts(job.spec.max_attempts as usize)
         .lock_by(Some(attempt.lease.worker.worker_id.clone()))

@@ -22,7 +22,7 @@ use tracing::{debug, info, warn};
 /// layer, not by the handler.
 #[derive(Debug, Clone)]
 pub struct JobLease {
-    /// The skillforge job id (UUID v7 text); also the apalis `TaskId` (as a string id).
+    /// The skillforge job id (UUID v7 text); the apalis `TaskId` is `<job_id>:<fencing_token>`.
     pub job_id: String,
     /// The lease's fencing token: the finish of this attempt is applied only while the job's
     /// current token is this one.

@@ -11,6 +11,7 @@ use apalis_core::backend::TaskSink;
 use apalis_core::error::{BoxDynError, WorkerError};
 use apalis_core::monitor::Monitor;
 use apalis_core::task::data::Data;
+use apalis_core::task::task_id::TaskId;
 use apalis_core::worker::builder::WorkerBuilder;
 use serde::{Deserialize, Serialize};
 use skillforge_engine::redis::RedisBackend;
@@ -138,7 +139,8 @@ on_both_backends!(
 
 type Seen = Arc<Mutex<HashMap<String, u32>>>;
 
-async fn record_run(_work: Work, lease: JobLease, seen: Data<Seen>) -> Result<(), BoxDynError> {
+async fn record_run(_work: Work, lease: JobLease, task_id: TaskId, seen: Data<Seen>) -> Result<(), BoxDynError> {
+    assert_eq!(task_id.to_string(), format!("{}:{}", lease.job_id, lease.fencing_token), "apalis task id");
     *seen.lock().expect("seen lock").entry(lease.job_id).or_default() += 1;
     tokio::time::sleep(Duration::from_millis(5)).await;
     Ok(())
