@@ -373,3 +373,23 @@ async fn panicking_handler_uses_its_attempt(flavor: Flavor) {
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     assert!(dead.outcome.expect("outcome").stderr_tail.contains("handler bug"), "panic message kept");
 }
+
+/// apalis's `TaskSink::push_task`: the task's idempotency key, `max_attempts` and `run_at` reach
+/// the job spec (a second push with the same key is the same job); the rest is the template's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pushed_task_context_shapes_the_job() {
+    use apalis_core::task::builder::TaskBuilder;
+    let q = real_queue(Flavor::Sqlite).await;
+    let mut backend = SkillforgeBackend::<Work>::new(q.backend.clone(), SkillforgeOptions::new("apalis-push"));
+    for _ in 0..2 {
+        let task = TaskBuilder::new(Work { n: 7 }).idempotency_key("push-once").max_attempts(7).run_after(Duration::from_secs(3_600));
+        backend.push_task(task.build()).await.expect("push task");
+    }
+    let jobs = q.backend.list(None, 10).await.expect("list");
+    assert_eq!(jobs.len(), 1, "one job per idempotency key: {jobs:?}");
+    let spec = &jobs[0].spec;
+    assert_eq!((spec.queue.as_str(), spec.max_attempts, spec.idempotency_key.as_deref()), ("apalis-push", 7, Some("push-once")));
+    assert_eq!(spec.payload, serde_json::json!({ "n": 7 }));
+    let not_before = spec.not_before_ms.expect("not_before set from run_at");
+    assert!(not_before > skillforge_engine::now_ms() + 3_500_000, "delayed by about an hour: {not_before}");
+}
