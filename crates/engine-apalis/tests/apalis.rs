@@ -135,6 +135,7 @@ on_both_backends!(
     late_result_of_a_superseded_lease_is_fenced,
     cancel_aborts_the_running_handler,
     panicking_handler_uses_its_attempt,
+    timeout_stops_the_handler_and_uses_the_attempt,
 );
 
 type Seen = Arc<Mutex<HashMap<String, u32>>>;
@@ -392,4 +393,20 @@ async fn pushed_task_context_shapes_the_job() {
     assert_eq!(spec.payload, serde_json::json!({ "n": 7 }));
     let not_before = spec.not_before_ms.expect("not_before set from run_at");
     assert!(not_before > skillforge_engine::now_ms() + 3_500_000, "delayed by about an hour: {not_before}");
+}
+
+/// (7) The spec's `timeout_ms` bounds the handler: its future is dropped and the attempt counts
+/// as timed out (here the only attempt: the job is `dead`).
+async fn timeout_stops_the_handler_and_uses_the_attempt(flavor: Flavor) {
+    let q = real_queue(flavor).await;
+    let options = SkillforgeOptions::new("apalis-timeout").timeout(Duration::from_millis(200)).max_attempts(1);
+    let backend = SkillforgeBackend::<Work>::new(q.backend.clone(), options);
+    let id = backend.enqueue(&Work { n: 1 }).await.expect("enqueue").job_id;
+    let probe = Probe::default();
+    let worker = spawn_worker!("apalis-timeout", backend.clone(), probe.clone(), run_until_aborted);
+
+    let dead = wait_state(&*q.backend, &id, JobState::Dead).await;
+    worker.stop().await;
+    assert!(probe.dropped.load(Ordering::SeqCst) && !probe.completed.load(Ordering::SeqCst), "handler stopped");
+    assert_eq!(dead.history.last().and_then(|a| a.result.as_deref()), Some("timed_out"), "{:?}", dead.history);
 }
