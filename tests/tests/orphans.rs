@@ -39,8 +39,9 @@ fn a_sigkilled_workers_grandchildren_are_killed_by_the_survivor() {
     assert!(alive(grandchild), "a live worker's job process is never swept");
     victim.0.kill().unwrap();
     let _ = victim.0.wait();
-    wait_for(Duration::from_secs(15), "the dead worker's grandchild to be killed by the survivor's sweep", || {
+    wait_for(Duration::from_secs(15), "the dead worker's grandchild to be killed by a sweep", || {
         (!alive(grandchild)).then_some(())
     });
-    assert!(home.logs().contains("killed a process left running by a dead worker's job"), "the sweep logs what it killed");
+    // Which worker's sweep killed it is not asserted: every job-running skillforge process on the
+    // host sweeps (parallel tests' workers too), and any of them may be first.
 }
