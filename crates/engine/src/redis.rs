@@ -290,17 +290,12 @@ impl RedisBackend {
             .arg(&request_id)
             .arg(PROMOTE_LIMIT);
         let what = format!("lease from queue `{queue}`");
-        let (raw, next_due, now): (Vec<RawJob>, i64, i64) =
+        let (rows, next_due, now): (Vec<Vec<Option<String>>>, i64, i64) =
             with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
-        let mut jobs = Vec::with_capacity(raw.len());
-        for r in raw {
-            if let Some(job) = decode::job(r)? {
-                jobs.push(LeasedJob {
-                    fencing_token: job.fencing_token,
-                    job,
-                });
-            }
-        }
+        let jobs = rows
+            .into_iter()
+            .map(|row| decode::leased(row).map(|(_, job)| job))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok((jobs, (next_due >= 0).then_some(next_due), now))
     }
 
