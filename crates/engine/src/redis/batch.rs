@@ -23,7 +23,7 @@ use crate::job::{FinishReply, LeasedJob, WorkerIdentity};
 const MAX_BATCH: usize = 256;
 /// Batches in flight at once (pipelined on the connection; Redis runs them in order), so the
 /// server runs one batch while the worker handles the previous batch's replies.
-const MAX_IN_FLIGHT: usize = 3;
+const MAX_IN_FLIGHT: usize = 2;
 
 /// What a finish (and optional lease) call gets back.
 pub(super) type Reply = Result<(FinishReply, Option<LeasedJob>), EngineError>;
