@@ -294,7 +294,7 @@ impl RedisBackend {
             with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
         let jobs = rows
             .into_iter()
-            .map(|row| decode::leased(row).map(|(_, job)| job))
+            .map(|row| decode::leased(row, worker, now).map(|(_, job)| job))
             .collect::<Result<Vec<_>, _>>()?;
         Ok((jobs, (next_due >= 0).then_some(next_due), now))
     }

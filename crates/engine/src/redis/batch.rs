@@ -134,7 +134,7 @@ async fn run(conn: &ConnectionManager, prefix: &str, script: &Script, batch: &[I
     }
     let started = Instant::now();
     let mut pause = Duration::from_millis(50);
-    let (finishes, leased): (Vec<String>, Vec<Vec<Option<String>>>) = loop {
+    let (finishes, leased, now): (Vec<String>, Vec<Vec<Option<String>>>, i64) = loop {
         let mut c = conn.clone();
         match inv.invoke_async(&mut c).await {
             Ok(v) => break v,
@@ -151,10 +151,26 @@ async fn run(conn: &ConnectionManager, prefix: &str, script: &Script, batch: &[I
     }
     let mut next: Vec<Option<LeasedJob>> = (0..batch.len()).map(|_| None).collect();
     let mut lease_error = None;
+    // A row's tag is the job id of the item it answers; rows come in item order per queue, so
+    // the search starts after the previous match.
+    let mut cursor = 0;
     for row in leased {
-        match decode::leased(row) {
-            Ok((i, job)) if i < next.len() => next[i] = Some(job),
-            Ok(_) => {}
+        let Some(tag) = row.first().cloned().flatten() else {
+            lease_error = Some("lease row without a tag".to_owned());
+            continue;
+        };
+        let n = batch.len();
+        let found = (0..n)
+            .map(|k| (cursor + k) % n)
+            .find(|&i| next[i].is_none() && batch[i].lease.is_some() && batch[i].job_id == tag);
+        let Some(i) = found else {
+            lease_error = Some(format!("lease row for `{tag}`, which asked for none"));
+            continue;
+        };
+        cursor = i + 1;
+        let owner = lessees[lessee_of[i] - 1].1;
+        match decode::leased(row, owner, now) {
+            Ok((_, job)) => next[i] = Some(job),
             Err(e) => lease_error = Some(e.to_string()),
         }
     }

@@ -4,7 +4,8 @@
 //! Both hash layouts are read (see "Key layout" in `redis.rs`): layout 1 (no `layout` field)
 //! keeps every closed attempt in the history list; layout 2 keeps a terminally finished
 //! attempt in the hash (`attempt_result` non-empty; its record is the lease fields, `attempts`,
-//! `token`, ended at `updated_at`) and writes `outcome` '' for "no outcome".
+//! `token`, ended at `updated_at`), writes `outcome` '' for "no outcome" and `error` as '' (none)
+//! or '=' + text.
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -12,7 +13,9 @@ use std::str::FromStr;
 use skillforge_runner::RunOutcome;
 
 use crate::error::EngineError;
-use crate::job::{AttemptRecord, Job, JobSpec, JobState, Lease, LeaseKind, LeaseView, LeasedJob};
+use crate::job::{
+    AttemptRecord, Job, JobSpec, JobState, Lease, LeaseKind, LeaseView, LeasedJob, WorkerIdentity,
+};
 
 /// A job as a script or pipeline returns it: the `HGETALL` of its hash and its history list
 /// (closed attempts only).
@@ -63,6 +66,11 @@ pub(super) fn job(raw: RawJob) -> Result<Option<Job>, EngineError> {
         _ => None,
     };
     let outcome = outcome(&id, h.get("outcome").map(String::as_str))?;
+    // Layout 2 stores `error` as '' (none) or '=' + text; layout 1 as the text, absent = none.
+    let error = match (h.get("layout").map(String::as_str), h.get("error")) {
+        (Some("2"), Some(e)) => e.strip_prefix('=').map(str::to_owned),
+        (_, e) => e.cloned(),
+    };
     let mut history = records(&id, &history)?;
     let attempts = num(&h, &id, "attempts")?;
     let token: u64 = num(&h, &id, "token")?;
@@ -97,7 +105,7 @@ pub(super) fn job(raw: RawJob) -> Result<Option<Job>, EngineError> {
         cancel_requested: flag(&h, "cancel_requested"),
         recovery_available: flag(&h, "recovery_available"),
         outcome,
-        error: h.get("error").cloned(),
+        error,
         history,
         id,
     }))
@@ -142,53 +150,62 @@ fn push_open(history: &mut Vec<AttemptRecord>, attempts: u32, lease: &Lease) {
 }
 
 /// Fixed fields of a lease row before its history records (LEASE ROW in `transitions.lua`).
-const ROW_FIXED: usize = 17;
+const ROW_FIXED: usize = 14;
 
 /// Decodes a lease row of the lease / finish-batch scripts into (tag, leased job). The row is
-/// flat: `[tag, id, spec, attempts, token, owner_worker, owner_host, owner_pid, acquired_at,
-/// heartbeat_at, updated_at, not_before, created_at, cancel_requested, recovery_available,
-/// outcome, error, history record…]` (nil = absent; times in ms since the Unix epoch). The tag
-/// is the caller's: the finish item's 0-based index in a finish batch, 0 in a lease.
+/// flat: `[tag, id, spec, attempts, token, not_before, created_at, cancel_requested,
+/// recovery_available, outcome, error, acquired_at, heartbeat_at, updated_at, history
+/// record…]` (nil = absent; times in ms since the Unix epoch; the last three nil = `now`, the
+/// script's clock). The tag is the caller's: the finished job's id in a finish batch, '' in a
+/// lease. `owner` is the worker the script leased the job for.
 ///
 /// Errors: [`EngineError::Corrupt`] when a field is missing or malformed.
-pub(super) fn leased(row: Vec<Option<String>>) -> Result<(usize, LeasedJob), EngineError> {
+pub(super) fn leased(
+    row: Vec<Option<String>>,
+    owner: &WorkerIdentity,
+    now: i64,
+) -> Result<(String, LeasedJob), EngineError> {
     let id = row.get(1).cloned().flatten().unwrap_or_default();
     if row.len() < ROW_FIXED {
         return Err(corrupt(&id, format!("lease row of {} fields", row.len())));
     }
     let mut it = row.into_iter();
-    let mut next = |name: &str| -> Result<Option<String>, EngineError> {
-        it.next().ok_or_else(|| corrupt(&id, format!("lease row without `{name}`")))
-    };
+    let mut next = || it.next().flatten();
     let need = |v: Option<String>, name: &str| v.ok_or_else(|| corrupt(&id, format!("missing field `{name}`")));
     fn parse<T: FromStr>(id: &str, v: Option<String>, name: &str) -> Result<T, EngineError> {
         let raw = v.ok_or_else(|| corrupt(id, format!("missing field `{name}`")))?;
         raw.parse()
             .map_err(|_| corrupt(id, format!("field `{name}` is not a number: `{raw}`")))
     }
-    let tag: usize = parse(&id, next("tag")?, "tag")?;
-    let _id = next("id")?;
-    let spec: JobSpec = serde_json::from_str(&need(next("spec")?, "spec")?)
+    let tag = next().unwrap_or_default();
+    let _id = next();
+    let spec: JobSpec = serde_json::from_str(&need(next(), "spec")?)
         .map_err(|e| corrupt(&id, format!("job spec: {e}")))?;
-    let attempts: u32 = parse(&id, next("attempts")?, "attempts")?;
-    let token: u64 = parse(&id, next("token")?, "token")?;
-    let lease = Lease {
-        owner_worker: need(next("owner_worker")?, "owner_worker")?,
-        owner_host: need(next("owner_host")?, "owner_host")?,
-        owner_pid: parse(&id, next("owner_pid")?, "owner_pid")?,
-        fencing_token: token,
-        acquired_at_ms: parse(&id, next("acquired_at")?, "acquired_at")?,
-        heartbeat_at_ms: parse(&id, next("heartbeat_at")?, "heartbeat_at")?,
+    let attempts: u32 = parse(&id, next(), "attempts")?;
+    let token: u64 = parse(&id, next(), "token")?;
+    let not_before_ms = parse(&id, next(), "not_before")?;
+    let created_at_ms = parse(&id, next(), "created_at")?;
+    let cancel_requested = next().is_some_and(|v| v == "1");
+    let recovery_available = next().is_some_and(|v| v == "1");
+    let outcome = outcome(&id, next().as_deref())?;
+    let error = next();
+    let mut time = |name: &str| match next() {
+        Some(v) => parse(&id, Some(v), name),
+        None => Ok(now),
     };
-    let updated_at_ms = parse(&id, next("updated_at")?, "updated_at")?;
-    let not_before_ms = parse(&id, next("not_before")?, "not_before")?;
-    let created_at_ms = parse(&id, next("created_at")?, "created_at")?;
-    let cancel_requested = next("cancel_requested")?.is_some_and(|v| v == "1");
-    let recovery_available = next("recovery_available")?.is_some_and(|v| v == "1");
-    let outcome = outcome(&id, next("outcome")?.as_deref())?;
-    let error = next("error")?;
+    let acquired_at_ms = time("acquired_at")?;
+    let heartbeat_at_ms = time("heartbeat_at")?;
+    let updated_at_ms = time("updated_at")?;
     let raw_history: Vec<String> = it.flatten().collect();
     let mut history = records(&id, &raw_history)?;
+    let lease = Lease {
+        owner_worker: owner.worker_id.clone(),
+        owner_host: owner.host.clone(),
+        owner_pid: owner.pid,
+        fencing_token: token,
+        acquired_at_ms,
+        heartbeat_at_ms,
+    };
     push_open(&mut history, attempts, &lease);
     let job = Job {
         id,

@@ -5,8 +5,8 @@
 --   job_id, token, next_state, retry_delay_ms, attempt_result, outcome_json ('' = none),
 --   error ('' = none, else '=' followed by the text), lessee (1-based index of the lessee that
 --   gets one next job after this finish, '0' = lease nothing).
--- Returns {{finish reply per item (see finish_one)}, {lease row...}}; a lease row's tag is the
--- 0-based index of the item it answers (see LEASE ROW in transitions.lua).
+-- Returns {{finish reply per item (see finish_one)}, {lease row...}, now_ms}; a lease row's tag
+-- is the job id of the item it answers (see LEASE ROW in transitions.lua).
 -- A retry with the same request_id re-applies the (idempotent) finishes and returns the jobs
 -- the first try leased instead of leasing again.
 local W = 8
@@ -27,14 +27,14 @@ end
 flush_sets(sets)
 
 local leased = {}
-if m == 0 then return { replies, leased } end
+if m == 0 then return { replies, leased, now } end
 local prior = redis.call('LRANGE', reqkey, 0, -1)
 if #prior > 0 then
   for i = 1, #prior, 3 do
     local row = current_row(prior[i], prior[i + 1], prior[i + 2])
     if row then leased[#leased + 1] = row end
   end
-  return { replies, leased }
+  return { replies, leased, now }
 end
 
 -- Items wanting a next job, grouped by queue in item order.
@@ -55,9 +55,9 @@ for _, q in ipairs(order) do
   local k = 1
   local popped = pop_ready(q, #items)
   for p = 1, #popped, 2 do
-    local i = items[k]
-    local lb = 2 + 4 * tonumber(ARGV[I + i * W + 7])
-    local tag = s(i)
+    local b = I + items[k] * W
+    local lb = 2 + 4 * tonumber(ARGV[b + 7])
+    local tag = ARGV[b]
     local row = lease_one(tag, popped[p], ARGV[lb + 1], ARGV[lb + 2], ARGV[lb + 3], now, snow, sets)
     if row then
       leased[#leased + 1] = row
@@ -71,4 +71,4 @@ if #record > 0 then
   redis.call('RPUSH', reqkey, unpack(record))
   redis.call('PEXPIRE', reqkey, 600000)
 end
-return { replies, leased }
+return { replies, leased, now }

@@ -1,5 +1,5 @@
 -- ARGV: ns, queue, max, worker_id, host, pid, request_id, promote_limit
--- Returns {{lease row...}, next_due_ms (-1 = none), now_ms}; every row's tag is '0' (see LEASE
+-- Returns {{lease row...}, next_due_ms (-1 = none), now_ms}; every row's tag is '' (see LEASE
 -- ROW in transitions.lua).
 -- A retry with the same request_id returns the jobs that request already leased.
 local queue, max = ARGV[2], tonumber(ARGV[3])
@@ -12,7 +12,7 @@ local prior = redis.call('LRANGE', reqkey, 0, -1)
 if #prior > 0 then
   local out = {}
   for i = 1, #prior, 2 do
-    local row = current_row('0', prior[i], prior[i + 1])
+    local row = current_row('', prior[i], prior[i + 1])
     if row then out[#out + 1] = row end
   end
   return { out, -1, now }
@@ -26,7 +26,7 @@ local sets = new_sets()
 local popped = pop_ready(queue, max)
 for p = 1, #popped, 2 do
   local id = popped[p]
-  local row = lease_one('0', id, worker, host, pid, now, snow, sets)
+  local row = lease_one('', id, worker, host, pid, now, snow, sets)
   if row then
     record[#record + 1] = id
     record[#record + 1] = row[5]
