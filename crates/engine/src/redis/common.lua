@@ -2,6 +2,11 @@
 -- ARGV[1] is the key prefix "{namespace}:"; all keys are derived from it inside the
 -- script, so this backend targets a standalone Redis (not Redis Cluster).
 -- Every timestamp is the server's clock (TIME), in ms since the Unix epoch.
+-- Job hashes come in two layouts (see "The job hash" in redis.rs): layout 2 (`layout` = '2',
+-- every job this build enqueues) keeps the last attempt's lease fields after it ends and a
+-- terminal attempt's closed record in the hash (`attempt_result`); layout 1 (no `layout`,
+-- written by older builds) pushes every closed attempt to the history list and deletes the
+-- lease fields. Scripts branch on `layout` where the two differ.
 local NS = ARGV[1]
 
 local function now_ms()
