@@ -1186,6 +1186,16 @@ async fn terminal_attempt_stays_in_the_hash_and_is_listed_once_superseded() {
     );
     assert_eq!(b.get(&id).await.unwrap().unwrap().history, done.history);
 
+    // Layout 2 marks no finish in the hash: a lease closed by a release under the current
+    // token must still fence a late finish of it (not report it applied).
+    let other = b.enqueue(&spec("h2")).await.unwrap().job_id;
+    let lo = b.lease("h2", &w, 1, Duration::ZERO).await.unwrap().remove(0);
+    assert!(b.release(&other, lo.fencing_token).await.unwrap());
+    assert_eq!(
+        b.finish(&other, lo.fencing_token, &done_finish).await.unwrap(),
+        FinishReply::Fenced { current_token: 1 }
+    );
+
     // `jobs retry` supersedes it: the record moves to the list, and the next lease shows all.
     b.retry(&id).await.unwrap();
     assert_eq!(server.cli(&["LLEN", &list]), "2");
