@@ -17,8 +17,9 @@ use crate::job::{
     AttemptRecord, Job, JobSpec, JobState, Lease, LeaseKind, LeaseView, LeasedJob, WorkerIdentity,
 };
 
-/// A job as a script or pipeline returns it: the `HGETALL` of its hash and its history list
-/// (closed attempts only).
+/// A job as `fetch_jobs`' pipeline returns it: the `HGETALL` of its hash and its history list
+/// (closed attempts; in layout 2 only the superseded ones, the last terminal one being in the
+/// hash).
 pub(super) type RawJob = (HashMap<String, String>, Vec<String>);
 
 fn corrupt(job_id: &str, message: impl Into<String>) -> EngineError {
