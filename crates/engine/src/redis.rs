@@ -9,8 +9,8 @@
 //!
 //! | key | type | content |
 //! |-----|------|---------|
-//! | `job:{id}` | hash | spec (JSON), state, attempts, token, lease fields, outcome (JSON), … |
-//! | `job:{id}:history` | list | one JSON [`AttemptRecord`](crate::job::AttemptRecord) per closed attempt (a running job's open attempt is its lease fields) |
+//! | `job:{id}` | hash | spec (JSON), state, attempts, token, lease fields, outcome (JSON), … (below) |
+//! | `job:{id}:history` | list | one JSON [`AttemptRecord`](crate::job::AttemptRecord) per *superseded* closed attempt (layout 2) or per closed attempt (layout 1); created only when needed |
 //! | `ready:{queue}` | sorted set | due jobs, score = enqueue sequence (`INCR seq`): FIFO |
 //! | `delayed:{queue}` | sorted set | not yet due jobs, score = `not_before` (ms) |
 //! | `wake:{queue}` | list | wake tokens for idle `lease` waiters (`BLPOP`), capped at 16 |
@@ -21,6 +21,41 @@
 //! | `lock:{name}`, `locks` | hash, sorted set | named locks; held locks by heartbeat deadline |
 //! | `seq` | string | the sequence counter |
 //! | `leasereq:{uuid}` | list | jobs leased by one lease request (10 min), so a retried request is idempotent |
+//!
+//! ## The job hash
+//!
+//! Fields (times in ms since the Unix epoch, numbers as decimal text): `id`, `queue`, `spec`
+//! (JSON [`JobSpec`]), `state`, `attempts`, `max_attempts`, `token` (fencing token of the
+//! current/last lease, 0 before the first), `seq` (FIFO position), `heartbeat_ms`,
+//! `stale_after` (ms), `idempotent` (0/1), `created_at`, `updated_at`, `not_before`,
+//! `idem_key` (when set), `cancel_requested` / `recovery_available` ('1' when set; absent or
+//! '0' = not set), `layout`; the lease fields `owner_worker`, `owner_host`, `owner_pid`,
+//! `acquired_at`, `heartbeat_at`; after a finish `closed_token` / `closed_by` (which call
+//! closed which token, so a retried call after a lost reply is recognized), `outcome` (JSON
+//! `RunOutcome`), `error`; and, layout 2 only, `attempt_result`.
+//!
+//! **Layout 2** (`layout` = `2`, written by `enqueue.lua` of this build): the happy path writes
+//! one key per job. The lease fields are those of the *last* attempt and stay after it ends
+//! (whether they describe a live lease is decided by `state` = `running`, never by their
+//! presence). A terminal finish keeps the attempt's closed record in the hash: `attempt_result`
+//! = its result label, the record being `attempts`, `token`, the lease fields and `updated_at`
+//! as its end (nothing writes a terminal job's hash again until `retry.lua`). The record is
+//! pushed to the history list only when the attempt is superseded: at a non-terminal finish
+//! (retry, with its `retry_delay_ms`), a reap or a release (as before), or when `retry.lua`
+//! requeues a terminal job (it moves the hash's record to the list and sets `attempt_result`
+//! to ''). The decoded history is the list plus that record (plus the open attempt of a
+//! running job, from its lease fields). `outcome` '' = none; `error` '' = none, else '=' +
+//! text.
+//!
+//! **Layout 1** (no `layout` field: jobs enqueued by an older build, e.g. still queued or
+//! running in an existing Redis during an upgrade) is still read and written the old way:
+//! every closed attempt is pushed to the list at once, a finish deletes the lease fields
+//! (`HDEL`), `outcome` / `error` are absent when none and `error` is plain text. Every script
+//! branches on `layout` where the two differ (`finish_one`, the lease row's `error`); a
+//! layout-1 job stays layout 1 for its whole life. The reverse does not hold: an *older* build
+//! does not know layout 2 (it would miss a terminal attempt kept in the hash, lose it when it
+//! retries such a job, read an `outcome` of '' as corrupt and show errors with their '='), so a
+//! rollback must not run against a namespace holding layout-2 jobs.
 //!
 //! Every operation touches O(1) keys per job (O(log n) sorted-set updates), whatever the
 //! backlog: a lease promotes at most [`PROMOTE_LIMIT`] due delayed jobs and pops at most
@@ -290,17 +325,12 @@ impl RedisBackend {
             .arg(&request_id)
             .arg(PROMOTE_LIMIT);
         let what = format!("lease from queue `{queue}`");
-        let (raw, next_due, now): (Vec<RawJob>, i64, i64) =
+        let (rows, next_due, now): (Vec<Vec<Option<String>>>, i64, i64) =
             with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
-        let mut jobs = Vec::with_capacity(raw.len());
-        for r in raw {
-            if let Some(job) = decode::job(r)? {
-                jobs.push(LeasedJob {
-                    fencing_token: job.fencing_token,
-                    job,
-                });
-            }
-        }
+        let jobs = rows
+            .into_iter()
+            .map(|row| decode::leased(row, worker, now).map(|(_, job)| job))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok((jobs, (next_due >= 0).then_some(next_due), now))
     }
 

@@ -7,7 +7,6 @@
 //! re-applies its idempotent finishes and gets back the jobs its first try leased, keyed by
 //! the batch's request id.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +23,7 @@ use crate::job::{FinishReply, LeasedJob, WorkerIdentity};
 const MAX_BATCH: usize = 256;
 /// Batches in flight at once (pipelined on the connection; Redis runs them in order), so the
 /// server runs one batch while the worker handles the previous batch's replies.
-const MAX_IN_FLIGHT: usize = 3;
+const MAX_IN_FLIGHT: usize = 2;
 
 /// What a finish (and optional lease) call gets back.
 pub(super) type Reply = Result<(FinishReply, Option<LeasedJob>), EngineError>;
@@ -84,35 +83,58 @@ pub(super) fn spawn(conn: ConnectionManager, prefix: String, script: Script) -> 
     tx
 }
 
-type RawLeased = (usize, HashMap<String, String>, Vec<String>);
-
 /// One script call for `batch` (retrying transient failures with the same request id); one
 /// reply per item, in order.
 async fn run(conn: &ConnectionManager, prefix: &str, script: &Script, batch: &[Item]) -> Result<Vec<Reply>, String> {
     let request_id = uuid::Uuid::new_v4().to_string();
-    let mut inv = script.prepare_invoke();
-    inv.arg(prefix).arg(&request_id).arg(PROMOTE_LIMIT).arg(batch.len());
+    // Distinct (queue, worker) pairs that want a next job, sent once; items refer to them by
+    // 1-based index (0 = lease nothing). A worker's slots all share one pair.
+    let mut lessees: Vec<(&str, &WorkerIdentity)> = Vec::new();
+    let mut lessee_of = Vec::with_capacity(batch.len());
     for item in batch {
-        let (queue, worker) = match &item.lease {
-            Some((q, w)) => (q.as_str(), Some(w)),
-            None => ("", None),
-        };
+        lessee_of.push(match &item.lease {
+            Some((q, w)) => match lessees.iter().position(|(lq, lw)| lq == q && *lw == w) {
+                Some(i) => i + 1,
+                None => {
+                    lessees.push((q.as_str(), w));
+                    lessees.len()
+                }
+            },
+            None => 0,
+        });
+    }
+    let mut inv = script.prepare_invoke();
+    inv.arg(prefix)
+        .arg(&request_id)
+        .arg(PROMOTE_LIMIT)
+        .arg(batch.len())
+        .arg(lessees.len());
+    for (queue, worker) in &lessees {
+        inv.arg(*queue)
+            .arg(&worker.worker_id)
+            .arg(&worker.host)
+            .arg(worker.pid);
+    }
+    let mut error = String::new();
+    for (item, lessee) in batch.iter().zip(&lessee_of) {
+        // '' = no error, else '=' + text.
+        error.clear();
+        if let Some(e) = &item.error {
+            error.push('=');
+            error.push_str(e);
+        }
         inv.arg(&item.job_id)
             .arg(item.token)
             .arg(item.next)
             .arg(item.delay_ms)
             .arg(&item.result)
             .arg(&item.outcome)
-            .arg(u8::from(item.error.is_some()))
-            .arg(item.error.as_deref().unwrap_or(""))
-            .arg(queue)
-            .arg(worker.map_or("", |w| w.worker_id.as_str()))
-            .arg(worker.map_or("", |w| w.host.as_str()))
-            .arg(worker.map_or(0, |w| w.pid));
+            .arg(error.as_str())
+            .arg(*lessee);
     }
     let started = Instant::now();
     let mut pause = Duration::from_millis(50);
-    let (finishes, leased): (Vec<Vec<String>>, Vec<RawLeased>) = loop {
+    let (finishes, leased, now): (Vec<String>, Vec<Vec<Option<String>>>, i64) = loop {
         let mut c = conn.clone();
         match inv.invoke_async(&mut c).await {
             Ok(v) => break v,
@@ -129,12 +151,26 @@ async fn run(conn: &ConnectionManager, prefix: &str, script: &Script, batch: &[I
     }
     let mut next: Vec<Option<LeasedJob>> = (0..batch.len()).map(|_| None).collect();
     let mut lease_error = None;
-    for (i, h, history) in leased {
-        match decode::job((h, history)) {
-            Ok(Some(job)) if i < next.len() => {
-                next[i] = Some(LeasedJob { fencing_token: job.fencing_token, job });
-            }
-            Ok(_) => {}
+    // A row's tag is the job id of the item it answers; rows come in item order per queue, so
+    // the search starts after the previous match.
+    let mut cursor = 0;
+    for row in leased {
+        let Some(tag) = row.first().cloned().flatten() else {
+            lease_error = Some("lease row without a tag".to_owned());
+            continue;
+        };
+        let n = batch.len();
+        let found = (0..n)
+            .map(|k| (cursor + k) % n)
+            .find(|&i| next[i].is_none() && batch[i].lease.is_some() && batch[i].job_id == tag);
+        let Some(i) = found else {
+            lease_error = Some(format!("lease row for `{tag}`, which asked for none"));
+            continue;
+        };
+        cursor = i + 1;
+        let owner = lessees[lessee_of[i] - 1].1;
+        match decode::leased(row, owner, now) {
+            Ok((_, job)) => next[i] = Some(job),
             Err(e) => lease_error = Some(e.to_string()),
         }
     }
@@ -146,16 +182,21 @@ async fn run(conn: &ConnectionManager, prefix: &str, script: &Script, batch: &[I
         .iter()
         .zip(finishes)
         .zip(next)
-        .map(|((item, reply), next)| {
-            let finish = match reply.as_slice() {
-                [tag, state] if tag == "applied" => FinishReply::Applied(parse_state(&item.job_id, state)?),
-                [tag, token] if tag == "fenced" => FinishReply::Fenced {
-                    current_token: token.parse().map_err(|_| unexpected("finish", &reply))?,
-                },
-                [tag] if tag == "missing" => return Err(EngineError::NotFound(item.job_id.clone())),
-                _ => return Err(unexpected("finish", &reply)),
-            };
-            Ok((finish, next))
-        })
+        .map(|((item, reply), next)| Ok((finish_reply(&item.job_id, &reply)?, next)))
         .collect())
+}
+
+/// A finish reply of `finish_batch.lua`: the new state when applied, `#<current token>` when
+/// fenced, '' when the job does not exist.
+fn finish_reply(job_id: &str, reply: &str) -> Result<FinishReply, EngineError> {
+    if reply.is_empty() {
+        return Err(EngineError::NotFound(job_id.to_owned()));
+    }
+    if let Some(token) = reply.strip_prefix('#') {
+        let current_token = token
+            .parse()
+            .map_err(|_| unexpected("finish", &[reply.to_owned()]))?;
+        return Ok(FinishReply::Fenced { current_token });
+    }
+    Ok(FinishReply::Applied(parse_state(job_id, reply)?))
 }

@@ -2,6 +2,11 @@
 -- ARGV[1] is the key prefix "{namespace}:"; all keys are derived from it inside the
 -- script, so this backend targets a standalone Redis (not Redis Cluster).
 -- Every timestamp is the server's clock (TIME), in ms since the Unix epoch.
+-- Job hashes come in two layouts (see "The job hash" in redis.rs): layout 2 (`layout` = '2',
+-- every job this build enqueues) keeps the last attempt's lease fields after it ends and a
+-- terminal attempt's closed record in the hash (`attempt_result`); layout 1 (no `layout`,
+-- written by older builds) pushes every closed attempt to the history list and deletes the
+-- lease fields. Scripts branch on `layout` where the two differ.
 local NS = ARGV[1]
 
 local function now_ms()
@@ -59,9 +64,11 @@ local function clear_lease(id)
   redis.call('ZREM', NS .. 'leases', id)
 end
 
--- Appends the closed record of the attempt that ran under `token` to the job's history. The
--- history list holds closed attempts only; the open one is the lease itself (the client
--- rebuilds its record from the lease fields), so leasing writes no record.
+-- Appends the closed record of the attempt that ran under `token` to the job's history list.
+-- Layout 2 (see `layout` in redis.rs) pushes a record only when its attempt is superseded: at a
+-- non-terminal end (retry, stale, release), or when a terminal job is retried (flush_closed);
+-- a terminally finished attempt stays in the job hash. Layout 1 (no `layout` field) pushes
+-- every closed attempt. A running job's open attempt is its lease fields in both layouts.
 local function push_attempt(id, token, attempts, worker, host, pid, started, now, result, delay)
   local rec = { attempt = tonumber(attempts), fencing_token = tonumber(token), worker = worker,
     host = host, pid = tonumber(pid), started_at_ms = tonumber(started), ended_at_ms = now,
@@ -70,16 +77,23 @@ local function push_attempt(id, token, attempts, worker, host, pid, started, now
   redis.call('RPUSH', hkey(id), cjson.encode(rec))
 end
 
--- Closes the attempt running under `token` (call before clear_lease).
+-- Closes the attempt running under `token` into the history list (call before clear_lease).
 local function end_attempt(id, token, now, result, delay)
   local f = redis.call('HMGET', jkey(id), 'token', 'attempts', 'owner_worker', 'owner_host', 'owner_pid', 'acquired_at')
   if f[1] ~= token or not f[3] then return end
   push_attempt(id, token, f[2], f[3], f[4], f[5], f[6], now, result, delay)
 end
 
--- {HGETALL of the job, its history list}.
-local function job_view(id)
-  return { redis.call('HGETALL', jkey(id)), redis.call('LRANGE', hkey(id), 0, -1) }
+-- Layout 2: moves the closed attempt the job hash holds (`attempt_result` non-empty: the last
+-- attempt ended terminally; its record is the lease fields + `attempts`, `token`, ended at
+-- `updated_at`) to the history list, before anything supersedes it. No-op otherwise.
+local function flush_closed(id)
+  local jk = jkey(id)
+  local f = redis.call('HMGET', jk, 'attempt_result', 'token', 'attempts', 'owner_worker', 'owner_host',
+    'owner_pid', 'acquired_at', 'updated_at')
+  if not f[1] or f[1] == '' then return end
+  if f[4] then push_attempt(id, f[2], f[3], f[4], f[5], f[6], f[7], tonumber(f[8]), f[1], nil) end
+  redis.call('HSET', jk, 'attempt_result', '')
 end
 
 local TERMINAL = { succeeded = true, failed = true, dead = true, cancelled = true, stale = true }

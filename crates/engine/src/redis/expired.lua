@@ -6,7 +6,7 @@ local out = {}
 for _, id in ipairs(ids) do
   local f = redis.call('HMGET', jkey(id), 'state', 'token', 'attempts', 'max_attempts', 'idempotent', 'cancel_requested')
   if f[1] == 'running' then
-    out[#out + 1] = { id, f[2], f[3], f[4], f[5], f[6] }
+    out[#out + 1] = { id, f[2], f[3], f[4], f[5], f[6] or '0' }
   else
     redis.call('ZREM', NS .. 'leases', id)
   end

@@ -7,6 +7,8 @@ local st = f[1]
 if st ~= 'failed' and st ~= 'dead' and st ~= 'cancelled' and st ~= 'stale' then
   return { 'invalid', st }
 end
+-- The attempt record a layout-2 hash holds is superseded now: move it to the history list.
+flush_closed(id)
 local now = now_ms()
 redis.call('HSET', jk, 'attempts', '0', 'cancel_requested', '0', 'recovery_available', '0', 'updated_at', s(now))
 redis.call('ZREM', NS .. 'results', id)
