@@ -100,9 +100,10 @@ fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-/// Lease columns reset when a job stops running.
-pub(super) const CLEAR_LEASE: &str = "owner_worker = NULL, owner_host = NULL, owner_pid = NULL, \
-     acquired_at_ms = NULL, heartbeat_at_ms = NULL, stale_deadline_ms = NULL";
+/// Lease columns reset when a job stops running. The owner columns stay: from schema v2 on they
+/// describe the latest attempt (see `migrations/0002_last_attempt_in_row.sql`), and a job holds
+/// a lease only while `running`.
+pub(super) const CLEAR_LEASE: &str = "stale_deadline_ms = NULL";
 
 /// Opens a pool, retrying while SQLite reports the file busy (for up to [`BUSY_TIMEOUT`]).
 /// Connecting runs `PRAGMA journal_mode = WAL`, which needs an exclusive lock that SQLite's
@@ -497,7 +498,8 @@ impl QueueBackend for SqliteBackend {
             "UPDATE jobs SET \
              state = CASE WHEN cancel_requested = 1 THEN 'cancelled' ELSE 'queued' END, \
              result_pending = cancel_requested, attempts = MAX(attempts - 1, 0), \
-             not_before_ms = ?3, updated_at_ms = ?3, {CLEAR_LEASE} \
+             not_before_ms = ?3, updated_at_ms = ?3, {CLEAR_LEASE}, \
+             attempt_ended_at_ms = ?3, attempt_result = 'released', attempt_retry_delay_ms = NULL \
              WHERE id = ?1 AND fencing_token = ?2 AND state = 'running' RETURNING state"
         )))
         .bind(job_id)
@@ -509,16 +511,6 @@ impl QueueBackend for SqliteBackend {
         let Some(state) = state else {
             return Ok(false);
         };
-        sqlx::query(
-            "UPDATE job_attempts SET ended_at_ms = ?3, result = 'released' \
-             WHERE job_id = ?1 AND fencing_token = ?2",
-        )
-        .bind(job_id)
-        .bind(to_i64(fencing_token))
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db(format!("{what}: record attempt")))?;
         tx.commit().await.map_err(db(format!("{what}: commit")))?;
         if state == "queued" {
             self.inner.wake.wake_all();
@@ -570,7 +562,9 @@ impl QueueBackend for SqliteBackend {
              state = CASE WHEN ?3 = 'queued' AND cancel_requested = 1 THEN 'cancelled' ELSE ?3 END, \
              not_before_ms = CASE WHEN ?3 = 'queued' THEN ?4 + ?5 ELSE not_before_ms END, \
              result_pending = CASE WHEN ?3 = 'queued' AND cancel_requested = 0 THEN 0 ELSE 1 END, \
-             recovery_available = ?6, updated_at_ms = ?4, {CLEAR_LEASE} \
+             recovery_available = ?6, updated_at_ms = ?4, {CLEAR_LEASE}, \
+             attempt_ended_at_ms = ?4, attempt_result = 'stale', \
+             attempt_retry_delay_ms = CASE WHEN ?3 = 'queued' AND cancel_requested = 0 THEN ?5 END \
              WHERE id = ?1 AND fencing_token = ?2 AND state = 'running' \
              AND stale_deadline_ms < ?4 RETURNING state"
         )))
@@ -586,17 +580,6 @@ impl QueueBackend for SqliteBackend {
         let Some(state) = state else {
             return Ok(false);
         };
-        sqlx::query(
-            "UPDATE job_attempts SET ended_at_ms = ?3, result = 'stale', retry_delay_ms = ?4 \
-             WHERE job_id = ?1 AND fencing_token = ?2",
-        )
-        .bind(job_id)
-        .bind(to_i64(lease.fencing_token))
-        .bind(now)
-        .bind(if state == "queued" { delay } else { None })
-        .execute(&mut *tx)
-        .await
-        .map_err(db(format!("{what}: record attempt")))?;
         tx.commit().await.map_err(db(format!("{what}: commit")))?;
         if state == "queued" {
             self.inner.wake.wake_all();

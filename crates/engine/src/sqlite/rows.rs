@@ -13,7 +13,8 @@ macro_rules! job_columns {
     () => {
         "id, spec, state, attempts, fencing_token, owner_worker, owner_host, owner_pid, \
          acquired_at_ms, heartbeat_at_ms, not_before_ms, created_at_ms, updated_at_ms, \
-         cancel_requested, recovery_available, outcome, error, seq"
+         cancel_requested, recovery_available, outcome, error, seq, attempt_no, \
+         attempt_ended_at_ms, attempt_result, attempt_retry_delay_ms"
     };
 }
 pub(super) use job_columns;
@@ -29,7 +30,9 @@ where
     row.try_get(name).map_err(|e| corrupt(job_id, format!("column `{name}`: {e}")))
 }
 
-/// A job row selected with [`job_columns`], without its history, and its `seq`.
+/// A job row selected with [`job_columns`], and its `seq`. Its `history` holds only the attempt
+/// kept in the row (schema v2: the latest one, when `attempt_no` is set);
+/// [`attach_history`] adds the earlier ones from `job_attempts`.
 pub(super) fn job_from_row(row: &SqliteRow) -> Result<(Job, i64), EngineError> {
     let id: String = row
         .try_get("id")
@@ -40,7 +43,8 @@ pub(super) fn job_from_row(row: &SqliteRow) -> Result<(Job, i64), EngineError> {
     let state_text: String = col(row, &id, "state")?;
     let state: JobState = state_text.parse().map_err(|e: String| corrupt(&id, e))?;
     let owner_worker: Option<String> = col(row, &id, "owner_worker")?;
-    let lease = match owner_worker {
+    // The owner columns describe the latest attempt (kept after it ended): a lease only while running.
+    let lease = match owner_worker.clone().filter(|_| state == JobState::Running) {
         Some(owner_worker) => Some(Lease {
             owner_worker,
             owner_host: col::<Option<String>>(row, &id, "owner_host")?.unwrap_or_default(),
@@ -57,7 +61,7 @@ pub(super) fn job_from_row(row: &SqliteRow) -> Result<(Job, i64), EngineError> {
         ),
         None => None,
     };
-    let job = Job {
+    let mut job = Job {
         spec,
         state,
         attempts: col::<i64>(row, &id, "attempts")? as u32,
@@ -73,6 +77,20 @@ pub(super) fn job_from_row(row: &SqliteRow) -> Result<(Job, i64), EngineError> {
         history: Vec::new(),
         id,
     };
+    if let (Some(attempt), Some(worker)) = (col::<Option<i64>>(row, &job.id, "attempt_no")?, owner_worker) {
+        let id = job.id.as_str();
+        job.history.push(AttemptRecord {
+            attempt: attempt.max(0) as u32,
+            fencing_token: job.fencing_token,
+            worker,
+            host: col::<Option<String>>(row, id, "owner_host")?.unwrap_or_default(),
+            pid: col::<Option<i64>>(row, id, "owner_pid")?.unwrap_or(0) as u32,
+            started_at_ms: col::<Option<i64>>(row, id, "acquired_at_ms")?.unwrap_or(0),
+            ended_at_ms: col(row, id, "attempt_ended_at_ms")?,
+            result: col(row, id, "attempt_result")?,
+            retry_delay_ms: col::<Option<i64>>(row, id, "attempt_retry_delay_ms")?.map(|d| d.max(0) as u64),
+        });
+    }
     let seq: i64 = col(row, &job.id, "seq")?;
     Ok((job, seq))
 }
@@ -92,7 +110,9 @@ fn attempt_from_row(row: &SqliteRow, job_id: &str) -> Result<AttemptRecord, Engi
     })
 }
 
-/// Fills `history` (oldest first) of every job in `jobs` with one query.
+/// Completes `history` (oldest first) of every job in `jobs` (as read by [`job_from_row`]) with
+/// its `job_attempts` rows, in one query. A row with the fencing token of the attempt kept in
+/// the job's row is an older copy of it (written by schema v1) and is skipped.
 pub(super) async fn attach_history(
     conn: &mut SqliteConnection,
     jobs: &mut [&mut Job],
@@ -120,7 +140,12 @@ pub(super) async fn attach_history(
         by_job.entry(job_id).or_default().push(record);
     }
     for job in jobs.iter_mut() {
-        job.history = by_job.remove(&job.id).unwrap_or_default();
+        let mut history = by_job.remove(&job.id).unwrap_or_default();
+        if let Some(in_row) = job.history.pop() {
+            history.retain(|a| a.fencing_token != in_row.fencing_token);
+            history.push(in_row);
+        }
+        job.history = history;
     }
     Ok(())
 }
