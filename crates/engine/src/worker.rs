@@ -199,10 +199,29 @@ impl Worker {
     }
 }
 
-/// Removes an attempt's scratch dir if its runner created one, off the async threads.
-async fn remove_scratch(dir: PathBuf) {
-    // One `lstat` of a path that usually does not exist: no blocking work worth a thread hop.
-    if std::fs::symlink_metadata(&dir).is_err() {
+/// Whether `root` (the parent of every scratch dir) certainly has no subdirectory, from one
+/// `stat` of it: a directory's link count is 2 plus its subdirectories on Linux file systems
+/// that count them (ext4, xfs, tmpfs); others (btrfs: 1) and errors answer "maybe".
+fn no_scratch_dirs(root: &std::path::Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(root).is_ok_and(|m| m.is_dir() && m.nlink() == 2)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = root;
+        false
+    }
+}
+
+/// Removes an attempt's scratch dir (a child of `root`) if its runner created one, off the
+/// async threads.
+async fn remove_scratch(root: &std::path::Path, dir: PathBuf) {
+    // Most runners create no scratch dir. A `stat` of the (cached) root usually proves that;
+    // else one `lstat` of the attempt's unique path, which the kernel cannot answer from its
+    // name cache. Neither is blocking work worth a thread hop.
+    if no_scratch_dirs(root) || std::fs::symlink_metadata(&dir).is_err() {
         return;
     }
     let shown = dir.display().to_string();
@@ -345,7 +364,7 @@ impl JobTask {
             };
             done.cancel();
             let _ = heartbeat.await;
-            remove_scratch(scratch_dir).await;
+            remove_scratch(&self.scratch_root, scratch_dir).await;
             for (name, lock_token) in held.lock().await.drain(..) {
                 if let Err(e) = self.backend.release_lock(&name, lock_token).await {
                     warn!(lock = %name, error = %e, "lock not released; it goes stale after stale_after");
@@ -477,5 +496,34 @@ async fn heartbeat_loop(
             }
             Err(e) => warn!(job_id = %job_id, error = %e, "heartbeat failed; retrying"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn scratch_dirs_are_found_and_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let mine = root.path().join("job-1");
+        // Nothing created: the root's own stat proves it (where link counts are kept).
+        if cfg!(target_os = "linux") && std::fs::metadata(root.path()).map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.nlink()
+        }).unwrap_or(0) == 2 {
+            assert!(no_scratch_dirs(root.path()));
+        }
+        std::fs::create_dir_all(mine.join("deep")).unwrap();
+        assert!(!no_scratch_dirs(root.path()), "a subdirectory is never missed");
+        remove_scratch(root.path(), mine.clone()).await;
+        assert!(!mine.exists());
+        assert!(!no_scratch_dirs(&root.path().join("missing")), "an unreadable root means maybe");
+        // Another attempt's dir does not stop this one's (absent) from being skipped correctly.
+        let other = root.path().join("job-2");
+        std::fs::create_dir(&other).unwrap();
+        remove_scratch(root.path(), mine.clone()).await;
+        assert!(other.exists());
     }
 }
