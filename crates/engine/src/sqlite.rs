@@ -17,6 +17,11 @@
 //! `PRAGMA data_version` poll every 1–2 ms (only while someone waits). WAL checkpoints run in a
 //! background task, not inside transitions.
 //!
+//! Every bound `LIMIT` is written `LIMIT ?n + 0`: the bundled SQLite (3.51, STAT4) re-prepares
+//! a statement whose `LIMIT` is a bare parameter at every execution (its plan may depend on the
+//! bound value), which cost the lease statement a full parse and plan per batch; an expression
+//! keeps the cached plan.
+//!
 //! One rule beyond the trait: a job whose cancellation was requested never goes back to
 //! `queued`. A finish, release or reap that would re-queue it makes it `cancelled` instead.
 
@@ -522,7 +527,7 @@ impl QueueBackend for SqliteBackend {
         let rows = sqlx::query(
             "SELECT id, fencing_token, attempts, max_attempts, idempotent, cancel_requested \
              FROM jobs WHERE state = 'running' AND stale_deadline_ms < ?1 \
-             ORDER BY stale_deadline_ms LIMIT ?2",
+             ORDER BY stale_deadline_ms LIMIT ?2 + 0",
         )
         .bind(now_ms())
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
@@ -666,11 +671,11 @@ impl QueueBackend for SqliteBackend {
             Some(state) => sqlx::query(concat!(
                 "SELECT ",
                 job_columns!(),
-                " FROM jobs WHERE state = ?1 ORDER BY seq DESC LIMIT ?2"
+                " FROM jobs WHERE state = ?1 ORDER BY seq DESC LIMIT ?2 + 0"
             ))
             .bind(state.as_str())
             .bind(limit),
-            None => sqlx::query(concat!("SELECT ", job_columns!(), " FROM jobs ORDER BY seq DESC LIMIT ?1"))
+            None => sqlx::query(concat!("SELECT ", job_columns!(), " FROM jobs ORDER BY seq DESC LIMIT ?1 + 0"))
                 .bind(limit),
         };
         self.read_jobs(query, "list jobs").await
@@ -681,7 +686,7 @@ impl QueueBackend for SqliteBackend {
             sqlx::query(concat!(
                 "SELECT ",
                 job_columns!(),
-                " FROM jobs WHERE result_pending = 1 ORDER BY updated_at_ms, seq LIMIT ?1"
+                " FROM jobs WHERE result_pending = 1 ORDER BY updated_at_ms, seq LIMIT ?1 + 0"
             ))
             .bind(i64::try_from(limit).unwrap_or(i64::MAX)),
             "list pending results",

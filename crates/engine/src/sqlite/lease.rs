@@ -127,6 +127,8 @@ async fn lease_for(
     if max == 0 {
         return Ok(Vec::new());
     }
+    // `LIMIT ?3 + 0`, not `LIMIT ?3`: a bare parameter makes SQLite re-prepare the statement at
+    // every execution (see the module docs of `sqlite`).
     // The superseded attempt of a re-leased job moves to `job_attempts` (trigger
     // `jobs_attempt_superseded`); the new one lives in the row.
     let rows = sqlx::query(concat!(
@@ -136,7 +138,7 @@ async fn lease_for(
          updated_at_ms = ?2, recovery_available = 0, attempt_ended_at_ms = NULL, \
          attempt_result = NULL, attempt_retry_delay_ms = NULL \
          WHERE seq IN (SELECT seq FROM jobs WHERE queue = ?1 AND state = 'queued' \
-                       AND not_before_ms <= ?2 ORDER BY not_before_ms, seq LIMIT ?3) \
+                       AND not_before_ms <= ?2 ORDER BY not_before_ms, seq LIMIT ?3 + 0) \
          RETURNING ",
         job_columns!()
     ))
