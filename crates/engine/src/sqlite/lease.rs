@@ -10,7 +10,7 @@
 use sqlx::{Sqlite, SqlitePool, Transaction};
 use tokio::sync::{mpsc, oneshot};
 
-use super::rows::{attach_history, job_columns, job_from_row};
+use super::rows::{attach_history, leased_job_columns, leased_job_from_row};
 use crate::error::EngineError;
 use crate::job::{Job, LeasedJob, WorkerIdentity, now_ms};
 
@@ -140,7 +140,7 @@ async fn lease_for(
          WHERE seq IN (SELECT seq FROM jobs WHERE queue = ?1 AND state = 'queued' \
                        AND not_before_ms <= ?2 ORDER BY not_before_ms, seq LIMIT ?3 + 0) \
          RETURNING ",
-        job_columns!()
+        leased_job_columns!()
     ))
     .bind(queue)
     .bind(now)
@@ -153,7 +153,7 @@ async fn lease_for(
     .map_err(|e| format!("lease due jobs: {e}"))?;
     let mut jobs: Vec<(Job, i64)> = Vec::with_capacity(rows.len());
     for row in &rows {
-        jobs.push(job_from_row(row).map_err(|e| e.to_string())?);
+        jobs.push(leased_job_from_row(row, worker, now).map_err(|e| e.to_string())?);
     }
     // A first lease's only attempt is the one in the row; others may have earlier ones.
     let mut with_history: Vec<&mut Job> =

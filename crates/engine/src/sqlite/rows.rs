@@ -6,7 +6,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 
 use crate::error::EngineError;
-use crate::job::{AttemptRecord, Job, JobSpec, JobState, Lease};
+use crate::job::{AttemptRecord, Job, JobSpec, JobState, Lease, WorkerIdentity};
 
 /// The `jobs` columns [`job_from_row`] reads, as a SQL select list.
 macro_rules! job_columns {
@@ -18,6 +18,16 @@ macro_rules! job_columns {
     };
 }
 pub(super) use job_columns;
+
+/// The `jobs` columns [`leased_job_from_row`] reads (by position), as a SQL select list: what
+/// a lease does not itself set.
+macro_rules! leased_job_columns {
+    () => {
+        "id, spec, attempts, fencing_token, not_before_ms, created_at_ms, cancel_requested, \
+         outcome, error, seq"
+    };
+}
+pub(super) use leased_job_columns;
 
 fn corrupt(job_id: &str, what: impl std::fmt::Display) -> EngineError {
     EngineError::Corrupt { job_id: job_id.to_owned(), message: what.to_string() }
@@ -92,6 +102,65 @@ pub(super) fn job_from_row(row: &SqliteRow) -> Result<(Job, i64), EngineError> {
         });
     }
     let seq: i64 = col(row, &job.id, "seq")?;
+    Ok((job, seq))
+}
+
+/// A job just leased by `worker` at `now`, from a row selected (or returned) with
+/// [`leased_job_columns`]: state `running`, its lease and its new attempt (the only entry of
+/// `history`; [`attach_history`] adds earlier ones). Fewer columns than [`job_from_row`]: the
+/// rest is what the lease wrote. Returns the job and its `seq`.
+pub(super) fn leased_job_from_row(
+    row: &SqliteRow,
+    worker: &WorkerIdentity,
+    now: i64,
+) -> Result<(Job, i64), EngineError> {
+    let id: String = row.try_get(0).map_err(|e| corrupt("?", format!("column `id`: {e}")))?;
+    let at = |i: usize, name: &str, e: sqlx::Error| corrupt(&id, format!("column `{name}` ({i}): {e}"));
+    let spec_text: &str = row.try_get(1).map_err(|e| at(1, "spec", e))?;
+    let spec: JobSpec =
+        serde_json::from_str(spec_text).map_err(|e| corrupt(&id, format!("spec json: {e}")))?;
+    let attempts = row.try_get::<i64, _>(2).map_err(|e| at(2, "attempts", e))?.max(0) as u32;
+    let fencing_token = row.try_get::<i64, _>(3).map_err(|e| at(3, "fencing_token", e))?.max(0) as u64;
+    let outcome = match row.try_get::<Option<&str>, _>(7).map_err(|e| at(7, "outcome", e))? {
+        Some(text) => Some(
+            serde_json::from_str(text).map_err(|e| corrupt(&id, format!("outcome json: {e}")))?,
+        ),
+        None => None,
+    };
+    let job = Job {
+        spec,
+        state: JobState::Running,
+        attempts,
+        fencing_token,
+        lease: Some(Lease {
+            owner_worker: worker.worker_id.clone(),
+            owner_host: worker.host.clone(),
+            owner_pid: worker.pid,
+            fencing_token,
+            acquired_at_ms: now,
+            heartbeat_at_ms: now,
+        }),
+        not_before_ms: row.try_get(4).map_err(|e| at(4, "not_before_ms", e))?,
+        created_at_ms: row.try_get(5).map_err(|e| at(5, "created_at_ms", e))?,
+        updated_at_ms: now,
+        cancel_requested: row.try_get::<i64, _>(6).map_err(|e| at(6, "cancel_requested", e))? != 0,
+        recovery_available: false,
+        outcome,
+        error: row.try_get(8).map_err(|e| at(8, "error", e))?,
+        history: vec![AttemptRecord {
+            attempt: attempts,
+            fencing_token,
+            worker: worker.worker_id.clone(),
+            host: worker.host.clone(),
+            pid: worker.pid,
+            started_at_ms: now,
+            ended_at_ms: None,
+            result: None,
+            retry_delay_ms: None,
+        }],
+        id,
+    };
+    let seq: i64 = row.try_get(9).map_err(|e| corrupt(&job.id, format!("column `seq`: {e}")))?;
     Ok((job, seq))
 }
 
