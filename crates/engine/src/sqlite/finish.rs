@@ -85,25 +85,39 @@ pub(super) fn spawn(writer: SqlitePool, wake: Arc<Wake>) -> mpsc::UnboundedSende
 
 type Replies = (Vec<Reply>, bool);
 
+/// One finish as an element of the JSON array the batch statement reads with `json_each`.
+#[derive(serde::Serialize)]
+struct FinishItem<'a> {
+    id: &'a str,
+    token: i64,
+    /// Requested next state.
+    next: &'a str,
+    /// Retry delay, ms.
+    delay: i64,
+    /// `RunOutcome` JSON text.
+    outcome: Option<&'a str>,
+    error: Option<&'a str>,
+    /// Attempt result label.
+    result: &'a str,
+}
+
 /// Applies one round (distinct job ids). Returns one reply per request, in order, and whether
 /// a job went back to `queued`; or the error text when the transaction failed.
 async fn apply(writer: &SqlitePool, round: &[FinishRequest]) -> Result<Replies, String> {
     let now = now_ms();
-    let items: Vec<serde_json::Value> = round
+    let items: Vec<FinishItem<'_>> = round
         .iter()
-        .map(|r| {
-            serde_json::json!({
-                "id": r.job_id,
-                "token": r.fencing_token,
-                "next": r.next.as_str(),
-                "delay": r.retry_delay_ms,
-                "outcome": r.outcome,
-                "error": r.error,
-                "result": r.attempt_result,
-            })
+        .map(|r| FinishItem {
+            id: &r.job_id,
+            token: r.fencing_token,
+            next: r.next.as_str(),
+            delay: r.retry_delay_ms,
+            outcome: r.outcome.as_deref(),
+            error: r.error.as_deref(),
+            result: &r.attempt_result,
         })
         .collect();
-    let items = serde_json::Value::Array(items).to_string();
+    let items = serde_json::to_string(&items).map_err(|e| format!("encode finishes: {e}"))?;
     let mut tx = writer.begin_with("BEGIN IMMEDIATE").await.map_err(|e| format!("begin: {e}"))?;
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "UPDATE jobs SET \
