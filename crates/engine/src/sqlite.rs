@@ -1,7 +1,12 @@
 //! The embedded SQLite queue backend (on sqlx): [`SqliteBackend`].
 //!
 //! One SQLite file in WAL mode holds the queue (`jobs`, `job_attempts`, `locks`; see
-//! `sqlite/migrations/`). Several processes (CLI, workers, `serve`) may open the same file at
+//! `sqlite/migrations/`; schema version 2). A job's latest attempt lives in its own row
+//! (`attempt_no`, the owner columns, `acquired_at_ms`, `attempt_ended_at_ms`, `attempt_result`,
+//! `attempt_retry_delay_ms`): a lease or finish writes only that row and its partial indexes,
+//! and an attempt moves to `job_attempts` only when a new lease supersedes it (a trigger). A
+//! job's history is its `job_attempts` rows plus the attempt in its row; a job holds a lease
+//! only while `running` (the owner columns then describe it). Several processes (CLI, workers, `serve`) may open the same file at
 //! once: every transition is one `BEGIN IMMEDIATE` transaction (or one single-statement write),
 //! fenced on the job's fencing token where the trait says so, so two workers can never lease
 //! the same job.
@@ -10,8 +15,9 @@
 //! queue on a cheap async semaphore instead of spinning in SQLite's busy handler; reads use a
 //! small separate pool. `lease` and `finish` are group-committed: concurrent calls are served
 //! by one task each, many per `BEGIN IMMEDIATE` transaction with a constant number of
-//! statements (`UPDATE … FROM json_each(…)`), which is what makes ≥ 10 000 no-op jobs/s
-//! possible at concurrency 50. A `lease` call dropped while its batch is being applied may
+//! statements (`UPDATE … FROM json_each(…)` for the finishes, one `UPDATE … WHERE seq IN
+//! (SELECT … LIMIT n) RETURNING …` per worker identity for the leases), which is what makes
+//! ≥ 10 000 no-op jobs/s possible at concurrency 50. A `lease` call dropped while its batch is being applied may
 //! leave its jobs leased to nobody; the reaper recovers them after `stale_after`. Idle [`QueueBackend::lease`] calls are woken by this backend's own
 //! enqueue/retry/release/requeue at once and by other processes' commits through a
 //! `PRAGMA data_version` poll every 1–2 ms (only while someone waits). WAL checkpoints run in a
