@@ -1,7 +1,12 @@
 //! The embedded SQLite queue backend (on sqlx): [`SqliteBackend`].
 //!
 //! One SQLite file in WAL mode holds the queue (`jobs`, `job_attempts`, `locks`; see
-//! `sqlite/migrations/`). Several processes (CLI, workers, `serve`) may open the same file at
+//! `sqlite/migrations/`; schema version 2). A job's latest attempt lives in its own row
+//! (`attempt_no`, the owner columns, `acquired_at_ms`, `attempt_ended_at_ms`, `attempt_result`,
+//! `attempt_retry_delay_ms`): a lease or finish writes only that row and its partial indexes,
+//! and an attempt moves to `job_attempts` only when a new lease supersedes it (a trigger). A
+//! job's history is its `job_attempts` rows plus the attempt in its row; a job holds a lease
+//! only while `running` (the owner columns then describe it). Several processes (CLI, workers, `serve`) may open the same file at
 //! once: every transition is one `BEGIN IMMEDIATE` transaction (or one single-statement write),
 //! fenced on the job's fencing token where the trait says so, so two workers can never lease
 //! the same job.
@@ -10,12 +15,18 @@
 //! queue on a cheap async semaphore instead of spinning in SQLite's busy handler; reads use a
 //! small separate pool. `lease` and `finish` are group-committed: concurrent calls are served
 //! by one task each, many per `BEGIN IMMEDIATE` transaction with a constant number of
-//! statements (`UPDATE … FROM json_each(…)`), which is what makes ≥ 10 000 no-op jobs/s
-//! possible at concurrency 50. A `lease` call dropped while its batch is being applied may
+//! statements (`UPDATE … FROM json_each(…)` for the finishes, one `UPDATE … WHERE seq IN
+//! (SELECT … LIMIT n) RETURNING …` per worker identity for the leases), which is what makes
+//! ≥ 10 000 no-op jobs/s possible at concurrency 50. A `lease` call dropped while its batch is being applied may
 //! leave its jobs leased to nobody; the reaper recovers them after `stale_after`. Idle [`QueueBackend::lease`] calls are woken by this backend's own
 //! enqueue/retry/release/requeue at once and by other processes' commits through a
 //! `PRAGMA data_version` poll every 1–2 ms (only while someone waits). WAL checkpoints run in a
 //! background task, not inside transitions.
+//!
+//! Every bound `LIMIT` is written `LIMIT ?n + 0`: the bundled SQLite (3.51, STAT4) re-prepares
+//! a statement whose `LIMIT` is a bare parameter at every execution (its plan may depend on the
+//! bound value), which cost the lease statement a full parse and plan per batch; an expression
+//! keeps the cached plan.
 //!
 //! One rule beyond the trait: a job whose cancellation was requested never goes back to
 //! `queued`. A finish, release or reap that would re-queue it makes it `cancelled` instead.
@@ -100,9 +111,10 @@ fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-/// Lease columns reset when a job stops running.
-pub(super) const CLEAR_LEASE: &str = "owner_worker = NULL, owner_host = NULL, owner_pid = NULL, \
-     acquired_at_ms = NULL, heartbeat_at_ms = NULL, stale_deadline_ms = NULL";
+/// Lease columns reset when a job stops running. The owner columns stay: from schema v2 on they
+/// describe the latest attempt (see `migrations/0002_last_attempt_in_row.sql`), and a job holds
+/// a lease only while `running`.
+pub(super) const CLEAR_LEASE: &str = "stale_deadline_ms = NULL";
 
 /// Opens a pool, retrying while SQLite reports the file busy (for up to [`BUSY_TIMEOUT`]).
 /// Connecting runs `PRAGMA journal_mode = WAL`, which needs an exclusive lock that SQLite's
@@ -497,7 +509,8 @@ impl QueueBackend for SqliteBackend {
             "UPDATE jobs SET \
              state = CASE WHEN cancel_requested = 1 THEN 'cancelled' ELSE 'queued' END, \
              result_pending = cancel_requested, attempts = MAX(attempts - 1, 0), \
-             not_before_ms = ?3, updated_at_ms = ?3, {CLEAR_LEASE} \
+             not_before_ms = ?3, updated_at_ms = ?3, {CLEAR_LEASE}, \
+             attempt_ended_at_ms = ?3, attempt_result = 'released', attempt_retry_delay_ms = NULL \
              WHERE id = ?1 AND fencing_token = ?2 AND state = 'running' RETURNING state"
         )))
         .bind(job_id)
@@ -509,16 +522,6 @@ impl QueueBackend for SqliteBackend {
         let Some(state) = state else {
             return Ok(false);
         };
-        sqlx::query(
-            "UPDATE job_attempts SET ended_at_ms = ?3, result = 'released' \
-             WHERE job_id = ?1 AND fencing_token = ?2",
-        )
-        .bind(job_id)
-        .bind(to_i64(fencing_token))
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db(format!("{what}: record attempt")))?;
         tx.commit().await.map_err(db(format!("{what}: commit")))?;
         if state == "queued" {
             self.inner.wake.wake_all();
@@ -530,7 +533,7 @@ impl QueueBackend for SqliteBackend {
         let rows = sqlx::query(
             "SELECT id, fencing_token, attempts, max_attempts, idempotent, cancel_requested \
              FROM jobs WHERE state = 'running' AND stale_deadline_ms < ?1 \
-             ORDER BY stale_deadline_ms LIMIT ?2",
+             ORDER BY stale_deadline_ms LIMIT ?2 + 0",
         )
         .bind(now_ms())
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
@@ -570,7 +573,9 @@ impl QueueBackend for SqliteBackend {
              state = CASE WHEN ?3 = 'queued' AND cancel_requested = 1 THEN 'cancelled' ELSE ?3 END, \
              not_before_ms = CASE WHEN ?3 = 'queued' THEN ?4 + ?5 ELSE not_before_ms END, \
              result_pending = CASE WHEN ?3 = 'queued' AND cancel_requested = 0 THEN 0 ELSE 1 END, \
-             recovery_available = ?6, updated_at_ms = ?4, {CLEAR_LEASE} \
+             recovery_available = ?6, updated_at_ms = ?4, {CLEAR_LEASE}, \
+             attempt_ended_at_ms = ?4, attempt_result = 'stale', \
+             attempt_retry_delay_ms = CASE WHEN ?3 = 'queued' AND cancel_requested = 0 THEN ?5 END \
              WHERE id = ?1 AND fencing_token = ?2 AND state = 'running' \
              AND stale_deadline_ms < ?4 RETURNING state"
         )))
@@ -586,17 +591,6 @@ impl QueueBackend for SqliteBackend {
         let Some(state) = state else {
             return Ok(false);
         };
-        sqlx::query(
-            "UPDATE job_attempts SET ended_at_ms = ?3, result = 'stale', retry_delay_ms = ?4 \
-             WHERE job_id = ?1 AND fencing_token = ?2",
-        )
-        .bind(job_id)
-        .bind(to_i64(lease.fencing_token))
-        .bind(now)
-        .bind(if state == "queued" { delay } else { None })
-        .execute(&mut *tx)
-        .await
-        .map_err(db(format!("{what}: record attempt")))?;
         tx.commit().await.map_err(db(format!("{what}: commit")))?;
         if state == "queued" {
             self.inner.wake.wake_all();
@@ -683,11 +677,11 @@ impl QueueBackend for SqliteBackend {
             Some(state) => sqlx::query(concat!(
                 "SELECT ",
                 job_columns!(),
-                " FROM jobs WHERE state = ?1 ORDER BY seq DESC LIMIT ?2"
+                " FROM jobs WHERE state = ?1 ORDER BY seq DESC LIMIT ?2 + 0"
             ))
             .bind(state.as_str())
             .bind(limit),
-            None => sqlx::query(concat!("SELECT ", job_columns!(), " FROM jobs ORDER BY seq DESC LIMIT ?1"))
+            None => sqlx::query(concat!("SELECT ", job_columns!(), " FROM jobs ORDER BY seq DESC LIMIT ?1 + 0"))
                 .bind(limit),
         };
         self.read_jobs(query, "list jobs").await
@@ -698,7 +692,7 @@ impl QueueBackend for SqliteBackend {
             sqlx::query(concat!(
                 "SELECT ",
                 job_columns!(),
-                " FROM jobs WHERE result_pending = 1 ORDER BY updated_at_ms, seq LIMIT ?1"
+                " FROM jobs WHERE result_pending = 1 ORDER BY updated_at_ms, seq LIMIT ?1 + 0"
             ))
             .bind(i64::try_from(limit).unwrap_or(i64::MAX)),
             "list pending results",

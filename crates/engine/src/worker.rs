@@ -118,6 +118,8 @@ impl Worker {
         let mut tasks = JoinSet::new();
         let next_queue = Arc::new(AtomicUsize::new(0));
         let queues: Arc<[String]> = self.config.queues.clone().into();
+        // Opened once: `fstat` of it answers "no scratch dir to remove" without a path lookup.
+        let scratch_root_dir = std::fs::File::open(&self.config.scratch_root).ok().map(Arc::new);
         while !shutdown.is_cancelled() {
             while tasks.try_join_next().is_some() {}
             let free = slots.available_permits();
@@ -137,6 +139,7 @@ impl Worker {
                     backend: self.backend.clone(),
                     registry: self.registry.clone(),
                     scratch_root: self.config.scratch_root.clone(),
+                    scratch_root_dir: scratch_root_dir.clone(),
                     kill_all: kill_all.clone(),
                     shutdown: shutdown.clone(),
                     counters: counters.clone(),
@@ -199,10 +202,34 @@ impl Worker {
     }
 }
 
-/// Removes an attempt's scratch dir if its runner created one, off the async threads.
-async fn remove_scratch(dir: PathBuf) {
-    // One `lstat` of a path that usually does not exist: no blocking work worth a thread hop.
-    if std::fs::symlink_metadata(&dir).is_err() {
+/// Whether `root` (the parent of every scratch dir; `opened`: the same directory opened
+/// earlier) certainly has no subdirectory, from one `fstat` (or `stat`) of it: a directory's
+/// link count is 2 plus its subdirectories on Linux file systems that count them (ext4, xfs,
+/// tmpfs); others (btrfs: 1), a removed directory (0) and errors answer "maybe".
+fn no_scratch_dirs(opened: Option<&std::fs::File>, root: &std::path::Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = match opened {
+            Some(dir) => dir.metadata(),
+            None => std::fs::metadata(root),
+        };
+        meta.is_ok_and(|m| m.is_dir() && m.nlink() == 2)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (opened, root);
+        false
+    }
+}
+
+/// Removes an attempt's scratch dir (a child of `root`, which `opened` is when given) if its
+/// runner created one, off the async threads.
+async fn remove_scratch(opened: Option<&std::fs::File>, root: &std::path::Path, dir: PathBuf) {
+    // Most runners create no scratch dir. A `stat` of the (cached) root usually proves that;
+    // else one `lstat` of the attempt's unique path, which the kernel cannot answer from its
+    // name cache. Neither is blocking work worth a thread hop.
+    if no_scratch_dirs(opened, root) || std::fs::symlink_metadata(&dir).is_err() {
         return;
     }
     let shown = dir.display().to_string();
@@ -245,6 +272,8 @@ struct JobTask {
     backend: Arc<dyn QueueBackend>,
     registry: RunnerRegistry,
     scratch_root: PathBuf,
+    /// `scratch_root` opened at worker start, when it existed.
+    scratch_root_dir: Option<Arc<std::fs::File>>,
     kill_all: CancellationToken,
     /// The worker's shutdown: once it fired, a finished slot leases nothing more.
     shutdown: CancellationToken,
@@ -345,7 +374,7 @@ impl JobTask {
             };
             done.cancel();
             let _ = heartbeat.await;
-            remove_scratch(scratch_dir).await;
+            remove_scratch(self.scratch_root_dir.as_deref(), &self.scratch_root, scratch_dir).await;
             for (name, lock_token) in held.lock().await.drain(..) {
                 if let Err(e) = self.backend.release_lock(&name, lock_token).await {
                     warn!(lock = %name, error = %e, "lock not released; it goes stale after stale_after");
@@ -477,5 +506,37 @@ async fn heartbeat_loop(
             }
             Err(e) => warn!(job_id = %job_id, error = %e, "heartbeat failed; retrying"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn scratch_dirs_are_found_and_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let mine = root.path().join("job-1");
+        let opened = std::fs::File::open(root.path()).unwrap();
+        // Nothing created: the root's own stat proves it (where link counts are kept).
+        if cfg!(target_os = "linux") && std::fs::metadata(root.path()).map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.nlink()
+        }).unwrap_or(0) == 2 {
+            assert!(no_scratch_dirs(None, root.path()));
+            assert!(no_scratch_dirs(Some(&opened), root.path()));
+        }
+        std::fs::create_dir_all(mine.join("deep")).unwrap();
+        assert!(!no_scratch_dirs(None, root.path()), "a subdirectory is never missed");
+        assert!(!no_scratch_dirs(Some(&opened), root.path()), "seen through the open directory too");
+        remove_scratch(Some(&opened), root.path(), mine.clone()).await;
+        assert!(!mine.exists());
+        assert!(!no_scratch_dirs(None, &root.path().join("missing")), "an unreadable root means maybe");
+        // Another attempt's dir does not stop this one's (absent) from being skipped correctly.
+        let other = root.path().join("job-2");
+        std::fs::create_dir(&other).unwrap();
+        remove_scratch(None, root.path(), mine.clone()).await;
+        assert!(other.exists());
     }
 }

@@ -687,3 +687,107 @@ async fn finish_and_lease_refills_the_slot_in_one_call() {
     let succeeded = b.list(Some(JobState::Succeeded), 1000).await.unwrap();
     assert_eq!(succeeded.len(), 2 + 108);
 }
+
+/// A schema v1 file (every attempt in `job_attempts`, owner columns cleared after each attempt)
+/// upgrades in place to the current schema: histories read the same, a running v1 attempt is
+/// finished and superseded without a duplicate, and new jobs run as usual.
+#[tokio::test]
+async fn schema_v1_file_upgrades_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("queue.db");
+    let url = format!("sqlite://{}?mode=rwc", path.display());
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    sqlx::raw_sql(include_str!("../src/sqlite/migrations/0001_init.sql")).execute(&pool).await.unwrap();
+    sqlx::query("PRAGMA user_version = 1").execute(&pool).await.unwrap();
+    let s = serde_json::to_string(&spec("v1")).unwrap();
+    // A: succeeded on its second attempt; B: running its first attempt; C: never leased.
+    for (id, seq, state, attempts, token, owner) in [
+        ("job-a", 1, "succeeded", 2, 2, None),
+        ("job-b", 2, "running", 1, 1, Some("old-worker")),
+        ("job-c", 3, "queued", 0, 0, None),
+    ] {
+        sqlx::query(
+            "INSERT INTO jobs (seq, id, queue, spec, state, attempts, max_attempts, idempotent, \
+             heartbeat_ms, stale_after_ms, fencing_token, owner_worker, owner_host, owner_pid, \
+             acquired_at_ms, heartbeat_at_ms, stale_deadline_ms, not_before_ms, created_at_ms, \
+             updated_at_ms) VALUES (?1, ?2, 'v1', ?3, ?4, ?5, 3, 1, 2000, 15000, ?6, ?7, \
+             CASE WHEN ?7 IS NULL THEN NULL ELSE 'old-host' END, CASE WHEN ?7 IS NULL THEN NULL ELSE 7 END, \
+             CASE WHEN ?7 IS NULL THEN NULL ELSE 100 END, CASE WHEN ?7 IS NULL THEN NULL ELSE 100 END, \
+             CASE WHEN ?7 IS NULL THEN NULL ELSE 15100 END, 0, 0, 100)",
+        )
+        .bind(seq)
+        .bind(id)
+        .bind(&s)
+        .bind(state)
+        .bind(attempts)
+        .bind(token)
+        .bind(owner)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    for (id, attempt, token, ended, result, delay) in [
+        ("job-a", 1, 1, Some(50), Some("failed"), Some(10)),
+        ("job-a", 2, 2, Some(90), Some("passed"), None),
+        ("job-b", 1, 1, None, None, None),
+    ] {
+        sqlx::query(
+            "INSERT INTO job_attempts (job_id, attempt, fencing_token, worker, host, pid, \
+             started_at_ms, ended_at_ms, result, retry_delay_ms) \
+             VALUES (?1, ?2, ?3, 'old-worker', 'old-host', 7, 40, ?4, ?5, ?6)",
+        )
+        .bind(id)
+        .bind(attempt)
+        .bind(token)
+        .bind(ended)
+        .bind(result)
+        .bind(delay)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    pool.close().await;
+
+    let q = SqliteBackend::open(&path).await.unwrap();
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let version: i64 = sqlx::query_scalar("PRAGMA user_version").fetch_one(&pool).await.unwrap();
+    assert_eq!(version, SqliteBackend::schema_version());
+
+    let a = q.get("job-a").await.unwrap().unwrap();
+    assert!(a.lease.is_none());
+    let results: Vec<_> = a.history.iter().map(|h| (h.attempt, h.fencing_token, h.result.clone())).collect();
+    assert_eq!(results, vec![(1, 1, Some("failed".into())), (2, 2, Some("passed".into()))]);
+    assert_eq!(a.history[0].retry_delay_ms, Some(10));
+
+    let b = q.get("job-b").await.unwrap().unwrap();
+    assert_eq!(b.lease.as_ref().map(|l| l.owner_worker.as_str()), Some("old-worker"));
+    assert_eq!(b.history.len(), 1);
+    assert_eq!((b.history[0].attempt, b.history[0].ended_at_ms), (1, None));
+    assert_eq!(q.list(Some(JobState::Running), 10).await.unwrap().len(), 1);
+
+    // The v1 attempt ends under v2 (a retry due at once), then a new lease supersedes it.
+    assert_eq!(
+        q.finish("job-b", 1, &finish(JobState::Queued, 0)).await.unwrap(),
+        FinishReply::Applied(JobState::Queued)
+    );
+    let b = q.get("job-b").await.unwrap().unwrap();
+    assert!(b.lease.is_none());
+    assert_eq!(b.history.len(), 1, "no duplicate of the v1 attempt");
+    assert_eq!((b.history[0].result.as_deref(), b.history[0].retry_delay_ms), (Some("failed"), Some(0)));
+    let w = WorkerIdentity::new("new");
+    let leased = q.lease("v1", &w, 8, Duration::ZERO).await.unwrap();
+    let ids: Vec<_> = leased.iter().map(|l| l.job.id.as_str()).collect();
+    assert_eq!(ids, vec!["job-c", "job-b"], "due order: C was due first");
+    let b = &leased[1].job;
+    assert_eq!(b.history.len(), 2);
+    assert_eq!((b.history[0].worker.as_str(), b.history[0].result.as_deref()), ("old-worker", Some("failed")));
+    assert_eq!((b.history[1].worker.as_str(), b.history[1].attempt, b.history[1].fencing_token), (w.worker_id.as_str(), 2, 2));
+    assert_eq!(leased[0].job.history.len(), 1);
+    for l in &leased {
+        q.finish(&l.job.id, l.fencing_token, &finish(JobState::Succeeded, 0)).await.unwrap();
+    }
+    let b = q.get("job-b").await.unwrap().unwrap();
+    let results: Vec<_> = b.history.iter().map(|h| h.result.clone()).collect();
+    assert_eq!(results, vec![Some("failed".into()), Some("passed".into())]);
+    assert_eq!(q.list(Some(JobState::Succeeded), 10).await.unwrap().len(), 3);
+}

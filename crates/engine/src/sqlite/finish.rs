@@ -1,5 +1,7 @@
 //! Group commit for `finish`: concurrent finishes are applied together, in one `BEGIN IMMEDIATE`
-//! transaction and three statements whatever the batch size, by a task that owns the queue.
+//! transaction and one statement whatever the batch size (plus one to read the current tokens
+//! of fenced finishes, and the slots' next leases), by a task that owns the queue. The attempt's
+//! end is recorded in the job's row (schema v2), not in `job_attempts`.
 //!
 //! Each finish keeps its own fencing: a row is updated only when its job is still `running`
 //! under the finish's token; the others are answered [`FinishReply::Fenced`] with the job's
@@ -83,34 +85,53 @@ pub(super) fn spawn(writer: SqlitePool, wake: Arc<Wake>) -> mpsc::UnboundedSende
 
 type Replies = (Vec<Reply>, bool);
 
+/// One finish as an element of the JSON array the batch statement reads with `json_each`.
+#[derive(serde::Serialize)]
+struct FinishItem<'a> {
+    id: &'a str,
+    token: i64,
+    /// Requested next state.
+    next: &'a str,
+    /// Retry delay, ms.
+    delay: i64,
+    /// `RunOutcome` JSON text.
+    outcome: Option<&'a str>,
+    error: Option<&'a str>,
+    /// Attempt result label.
+    result: &'a str,
+}
+
 /// Applies one round (distinct job ids). Returns one reply per request, in order, and whether
 /// a job went back to `queued`; or the error text when the transaction failed.
 async fn apply(writer: &SqlitePool, round: &[FinishRequest]) -> Result<Replies, String> {
     let now = now_ms();
-    let items: Vec<serde_json::Value> = round
+    let items: Vec<FinishItem<'_>> = round
         .iter()
-        .map(|r| {
-            serde_json::json!({
-                "id": r.job_id,
-                "token": r.fencing_token,
-                "next": r.next.as_str(),
-                "delay": r.retry_delay_ms,
-                "outcome": r.outcome,
-                "error": r.error,
-            })
+        .map(|r| FinishItem {
+            id: &r.job_id,
+            token: r.fencing_token,
+            next: r.next.as_str(),
+            delay: r.retry_delay_ms,
+            outcome: r.outcome.as_deref(),
+            error: r.error.as_deref(),
+            result: &r.attempt_result,
         })
         .collect();
-    let items = serde_json::Value::Array(items).to_string();
+    let items = serde_json::to_string(&items).map_err(|e| format!("encode finishes: {e}"))?;
     let mut tx = writer.begin_with("BEGIN IMMEDIATE").await.map_err(|e| format!("begin: {e}"))?;
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "UPDATE jobs SET \
          state = CASE WHEN f.next = 'queued' AND jobs.cancel_requested = 1 THEN 'cancelled' ELSE f.next END, \
          not_before_ms = CASE WHEN f.next = 'queued' THEN ?2 + f.delay ELSE jobs.not_before_ms END, \
          result_pending = CASE WHEN f.next = 'queued' AND jobs.cancel_requested = 0 THEN 0 ELSE 1 END, \
-         outcome = f.outcome, error = f.error, updated_at_ms = ?2, {CLEAR_LEASE} \
+         outcome = f.outcome, error = f.error, updated_at_ms = ?2, {CLEAR_LEASE}, \
+         attempt_ended_at_ms = ?2, attempt_result = f.result, \
+         attempt_retry_delay_ms = CASE WHEN f.next = 'queued' AND jobs.cancel_requested = 0 \
+                                  THEN f.delay END \
          FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.token') AS token, \
                json_extract(value, '$.next') AS next, json_extract(value, '$.delay') AS delay, \
-               json_extract(value, '$.outcome') AS outcome, json_extract(value, '$.error') AS error \
+               json_extract(value, '$.outcome') AS outcome, json_extract(value, '$.error') AS error, \
+               json_extract(value, '$.result') AS result \
                FROM json_each(?1)) AS f \
          WHERE jobs.id = f.id AND jobs.fencing_token = f.token AND +jobs.state = 'running' \
          RETURNING jobs.id, jobs.state"
@@ -127,34 +148,7 @@ async fn apply(writer: &SqlitePool, round: &[FinishRequest]) -> Result<Replies, 
         let state: JobState = state.parse()?;
         applied.insert(id, state);
     }
-    let mut requeued = false;
-    if !applied.is_empty() {
-        let attempts: Vec<serde_json::Value> = round
-            .iter()
-            .filter_map(|r| {
-                let state = applied.get(&r.job_id)?;
-                requeued |= *state == JobState::Queued;
-                Some(serde_json::json!({
-                    "id": r.job_id,
-                    "token": r.fencing_token,
-                    "result": r.attempt_result,
-                    "delay": (*state == JobState::Queued).then_some(r.retry_delay_ms),
-                }))
-            })
-            .collect();
-        sqlx::query(
-            "UPDATE job_attempts SET ended_at_ms = ?2, result = f.result, retry_delay_ms = f.delay \
-             FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.token') AS token, \
-                   json_extract(value, '$.result') AS result, json_extract(value, '$.delay') AS delay \
-                   FROM json_each(?1)) AS f \
-             WHERE job_attempts.job_id = f.id AND job_attempts.fencing_token = f.token",
-        )
-        .bind(serde_json::Value::Array(attempts).to_string())
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| format!("record attempts: {e}"))?;
-    }
+    let requeued = applied.values().any(|s| *s == JobState::Queued);
     let mut current: HashMap<String, i64> = HashMap::new();
     if applied.len() < round.len() {
         let fenced: Vec<&str> = round

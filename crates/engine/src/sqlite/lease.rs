@@ -1,19 +1,18 @@
 //! Group commit for `lease`: concurrent lease calls are served together by one task, in one
 //! `BEGIN IMMEDIATE` transaction and a few statements per queue whatever the number of callers.
 //!
-//! Per queue, the batch selects the due jobs that all callers together may take (oldest first:
-//! `not_before_ms`, then enqueue order), hands them out in call order (each caller up to its
-//! `max`), and moves them to `running` with each caller's identity in one `UPDATE … FROM
-//! json_each(…)`; the attempt rows are inserted with one more statement.
-
-use std::collections::HashMap;
+//! Per queue and run of callers with the same worker identity, one `UPDATE … WHERE seq IN
+//! (SELECT … LIMIT n)` moves the due jobs that those callers together may take (oldest first:
+//! `not_before_ms`, then enqueue order) to `running` under that identity; they are handed out
+//! in call order (each caller up to its `max`). The new attempt is recorded in the job's row
+//! (schema v2), so no `job_attempts` row is written.
 
 use sqlx::{Sqlite, SqlitePool, Transaction};
 use tokio::sync::{mpsc, oneshot};
 
-use super::rows::{attach_history, job_columns, job_from_row};
+use super::rows::{attach_history, leased_job_columns, leased_job_from_row};
 use crate::error::EngineError;
-use crate::job::{AttemptRecord, Job, LeasedJob, WorkerIdentity, now_ms};
+use crate::job::{Job, LeasedJob, WorkerIdentity, now_ms};
 
 /// Most lease calls served in one transaction.
 const MAX_BATCH: usize = 256;
@@ -86,6 +85,9 @@ async fn apply(writer: &SqlitePool, batch: &[LeaseRequest]) -> Result<Vec<Vec<Le
 
 /// Leases from one queue for each (worker, max) of `wants`, in order, inside `tx`; one job
 /// list per want.
+///
+/// One statement per run of consecutive wants with the same worker identity (usually one per
+/// batch: the finishing slots of one worker) selects the run's due jobs and leases them.
 pub(super) async fn lease_queue(
     tx: &mut Transaction<'static, Sqlite>,
     queue: &str,
@@ -93,91 +95,71 @@ pub(super) async fn lease_queue(
     now: i64,
 ) -> Result<Vec<Vec<LeasedJob>>, String> {
     let mut out: Vec<Vec<LeasedJob>> = (0..wants.len()).map(|_| Vec::new()).collect();
-    let total: usize = wants.iter().map(|&(_, max)| max).fold(0, usize::saturating_add);
-    let seqs: Vec<i64> = sqlx::query_scalar(
-        "SELECT seq FROM jobs WHERE queue = ?1 AND state = 'queued' AND not_before_ms <= ?2 \
-         ORDER BY not_before_ms, seq LIMIT ?3",
-    )
+    let mut start = 0;
+    while start < wants.len() {
+        let worker = wants[start].0;
+        let end = (start..wants.len()).find(|&i| wants[i].0 != worker).unwrap_or(wants.len());
+        let total: usize = wants[start..end].iter().map(|&(_, max)| max).fold(0, usize::saturating_add);
+        let jobs = lease_for(tx, queue, worker, total, now).await?;
+        let exhausted = jobs.len() < total;
+        // Oldest first, handed out in call order (each want up to its max).
+        let mut jobs = jobs.into_iter();
+        for (i, &(_, max)) in wants.iter().enumerate().take(end).skip(start) {
+            out[i].extend(jobs.by_ref().take(max));
+        }
+        if exhausted {
+            break;
+        }
+        start = end;
+    }
+    Ok(out)
+}
+
+/// Leases up to `max` due jobs of `queue` for `worker` inside `tx` (one statement, plus one
+/// history read when a re-leased job has earlier attempts), oldest first.
+async fn lease_for(
+    tx: &mut Transaction<'static, Sqlite>,
+    queue: &str,
+    worker: &WorkerIdentity,
+    max: usize,
+    now: i64,
+) -> Result<Vec<LeasedJob>, String> {
+    if max == 0 {
+        return Ok(Vec::new());
+    }
+    // `LIMIT ?3 + 0`, not `LIMIT ?3`: a bare parameter makes SQLite re-prepare the statement at
+    // every execution (see the module docs of `sqlite`).
+    // The superseded attempt of a re-leased job moves to `job_attempts` (trigger
+    // `jobs_attempt_superseded`); the new one lives in the row.
+    let rows = sqlx::query(concat!(
+        "UPDATE jobs SET state = 'running', attempts = attempts + 1, attempt_no = attempts + 1, \
+         fencing_token = fencing_token + 1, owner_worker = ?4, owner_host = ?5, owner_pid = ?6, \
+         acquired_at_ms = ?2, heartbeat_at_ms = ?2, stale_deadline_ms = ?2 + stale_after_ms, \
+         updated_at_ms = ?2, recovery_available = 0, attempt_ended_at_ms = NULL, \
+         attempt_result = NULL, attempt_retry_delay_ms = NULL \
+         WHERE seq IN (SELECT seq FROM jobs WHERE queue = ?1 AND state = 'queued' \
+                       AND not_before_ms <= ?2 ORDER BY not_before_ms, seq LIMIT ?3 + 0) \
+         RETURNING ",
+        leased_job_columns!()
+    ))
     .bind(queue)
     .bind(now)
-    .bind(i64::try_from(total).unwrap_or(i64::MAX))
+    .bind(i64::try_from(max).unwrap_or(i64::MAX))
+    .bind(&worker.worker_id)
+    .bind(&worker.host)
+    .bind(i64::from(worker.pid))
     .fetch_all(&mut **tx)
     .await
-    .map_err(|e| format!("select due jobs: {e}"))?;
-    if seqs.is_empty() {
-        return Ok(out);
-    }
-    // Hand out in call order; remember which request each seq went to.
-    let mut owner_of: HashMap<i64, usize> = HashMap::with_capacity(seqs.len());
-    let mut assignments = Vec::with_capacity(seqs.len());
-    let mut next = seqs.iter();
-    'requests: for (i, &(w, max)) in wants.iter().enumerate() {
-        for _ in 0..max {
-            let Some(&seq) = next.next() else { break 'requests };
-            owner_of.insert(seq, i);
-            assignments.push(serde_json::json!({
-                "seq": seq, "worker": w.worker_id, "host": w.host, "pid": w.pid,
-            }));
-        }
-    }
-    let rows = sqlx::query(concat!(
-        "UPDATE jobs SET state = 'running', attempts = attempts + 1, \
-         fencing_token = fencing_token + 1, owner_worker = f.worker, owner_host = f.host, \
-         owner_pid = f.pid, acquired_at_ms = ?2, heartbeat_at_ms = ?2, \
-         stale_deadline_ms = ?2 + stale_after_ms, updated_at_ms = ?2, recovery_available = 0 \
-         FROM (SELECT json_extract(value, '$.seq') AS seq, json_extract(value, '$.worker') AS worker, \
-               json_extract(value, '$.host') AS host, json_extract(value, '$.pid') AS pid \
-               FROM json_each(?1)) AS f \
-         WHERE jobs.seq = f.seq AND +jobs.state = 'queued' \
-         RETURNING ",
-        job_columns!()
-    ))
-    .bind(serde_json::Value::Array(assignments).to_string())
-    .bind(now)
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(|e| format!("update leased jobs: {e}"))?;
+    .map_err(|e| format!("lease due jobs: {e}"))?;
     let mut jobs: Vec<(Job, i64)> = Vec::with_capacity(rows.len());
     for row in &rows {
-        jobs.push(job_from_row(row).map_err(|e| e.to_string())?);
+        jobs.push(leased_job_from_row(row, worker, now).map_err(|e| e.to_string())?);
     }
-    let leased_seqs: Vec<i64> = jobs.iter().map(|(_, seq)| *seq).collect();
-    sqlx::query(
-        "INSERT INTO job_attempts (job_id, attempt, fencing_token, worker, host, pid, started_at_ms) \
-         SELECT j.id, j.attempts, j.fencing_token, j.owner_worker, j.owner_host, j.owner_pid, \
-         j.acquired_at_ms FROM json_each(?1) AS e JOIN jobs AS j ON j.seq = e.value",
-    )
-    .bind(serde_json::to_string(&leased_seqs).map_err(|e| format!("encode seqs: {e}"))?)
-    .execute(&mut **tx)
-    .await
-    .map_err(|e| format!("record attempts: {e}"))?;
-    // First leases have exactly one attempt, known here; others need their history.
-    let mut with_history: Vec<&mut Job> = Vec::new();
-    for (job, _) in jobs.iter_mut() {
-        match &job.lease {
-            Some(lease) if job.fencing_token == 1 => {
-                job.history = vec![AttemptRecord {
-                    attempt: job.attempts,
-                    fencing_token: 1,
-                    worker: lease.owner_worker.clone(),
-                    host: lease.owner_host.clone(),
-                    pid: lease.owner_pid,
-                    started_at_ms: now,
-                    ended_at_ms: None,
-                    result: None,
-                    retry_delay_ms: None,
-                }];
-            }
-            _ => with_history.push(job),
-        }
-    }
+    // A first lease's only attempt is the one in the row; others may have earlier ones.
+    let mut with_history: Vec<&mut Job> =
+        jobs.iter_mut().filter(|(job, _)| job.fencing_token > 1).map(|(job, _)| job).collect();
     attach_history(tx, &mut with_history).await.map_err(|e| e.to_string())?;
     // RETURNING order is unspecified: restore lease order.
     jobs.sort_by_key(|(job, seq)| (job.not_before_ms, *seq));
-    for (job, seq) in jobs {
-        if let Some(&i) = owner_of.get(&seq) {
-            out[i].push(LeasedJob { fencing_token: job.fencing_token, job });
-        }
-    }
-    Ok(out)
+    Ok(jobs.into_iter().map(|(job, _)| LeasedJob { fencing_token: job.fencing_token, job }).collect())
 }

@@ -6,17 +6,28 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 
 use crate::error::EngineError;
-use crate::job::{AttemptRecord, Job, JobSpec, JobState, Lease};
+use crate::job::{AttemptRecord, Job, JobSpec, JobState, Lease, WorkerIdentity};
 
 /// The `jobs` columns [`job_from_row`] reads, as a SQL select list.
 macro_rules! job_columns {
     () => {
         "id, spec, state, attempts, fencing_token, owner_worker, owner_host, owner_pid, \
          acquired_at_ms, heartbeat_at_ms, not_before_ms, created_at_ms, updated_at_ms, \
-         cancel_requested, recovery_available, outcome, error, seq"
+         cancel_requested, recovery_available, outcome, error, seq, attempt_no, \
+         attempt_ended_at_ms, attempt_result, attempt_retry_delay_ms"
     };
 }
 pub(super) use job_columns;
+
+/// The `jobs` columns [`leased_job_from_row`] reads (by position), as a SQL select list: what
+/// a lease does not itself set.
+macro_rules! leased_job_columns {
+    () => {
+        "id, spec, attempts, fencing_token, not_before_ms, created_at_ms, cancel_requested, \
+         outcome, error, seq"
+    };
+}
+pub(super) use leased_job_columns;
 
 fn corrupt(job_id: &str, what: impl std::fmt::Display) -> EngineError {
     EngineError::Corrupt { job_id: job_id.to_owned(), message: what.to_string() }
@@ -29,7 +40,9 @@ where
     row.try_get(name).map_err(|e| corrupt(job_id, format!("column `{name}`: {e}")))
 }
 
-/// A job row selected with [`job_columns`], without its history, and its `seq`.
+/// A job row selected with [`job_columns`], and its `seq`. Its `history` holds only the attempt
+/// kept in the row (schema v2: the latest one, when `attempt_no` is set);
+/// [`attach_history`] adds the earlier ones from `job_attempts`.
 pub(super) fn job_from_row(row: &SqliteRow) -> Result<(Job, i64), EngineError> {
     let id: String = row
         .try_get("id")
@@ -40,7 +53,8 @@ pub(super) fn job_from_row(row: &SqliteRow) -> Result<(Job, i64), EngineError> {
     let state_text: String = col(row, &id, "state")?;
     let state: JobState = state_text.parse().map_err(|e: String| corrupt(&id, e))?;
     let owner_worker: Option<String> = col(row, &id, "owner_worker")?;
-    let lease = match owner_worker {
+    // The owner columns describe the latest attempt (kept after it ended): a lease only while running.
+    let lease = match owner_worker.clone().filter(|_| state == JobState::Running) {
         Some(owner_worker) => Some(Lease {
             owner_worker,
             owner_host: col::<Option<String>>(row, &id, "owner_host")?.unwrap_or_default(),
@@ -57,7 +71,7 @@ pub(super) fn job_from_row(row: &SqliteRow) -> Result<(Job, i64), EngineError> {
         ),
         None => None,
     };
-    let job = Job {
+    let mut job = Job {
         spec,
         state,
         attempts: col::<i64>(row, &id, "attempts")? as u32,
@@ -73,7 +87,80 @@ pub(super) fn job_from_row(row: &SqliteRow) -> Result<(Job, i64), EngineError> {
         history: Vec::new(),
         id,
     };
+    if let (Some(attempt), Some(worker)) = (col::<Option<i64>>(row, &job.id, "attempt_no")?, owner_worker) {
+        let id = job.id.as_str();
+        job.history.push(AttemptRecord {
+            attempt: attempt.max(0) as u32,
+            fencing_token: job.fencing_token,
+            worker,
+            host: col::<Option<String>>(row, id, "owner_host")?.unwrap_or_default(),
+            pid: col::<Option<i64>>(row, id, "owner_pid")?.unwrap_or(0) as u32,
+            started_at_ms: col::<Option<i64>>(row, id, "acquired_at_ms")?.unwrap_or(0),
+            ended_at_ms: col(row, id, "attempt_ended_at_ms")?,
+            result: col(row, id, "attempt_result")?,
+            retry_delay_ms: col::<Option<i64>>(row, id, "attempt_retry_delay_ms")?.map(|d| d.max(0) as u64),
+        });
+    }
     let seq: i64 = col(row, &job.id, "seq")?;
+    Ok((job, seq))
+}
+
+/// A job just leased by `worker` at `now`, from a row selected (or returned) with
+/// [`leased_job_columns`]: state `running`, its lease and its new attempt (the only entry of
+/// `history`; [`attach_history`] adds earlier ones). Fewer columns than [`job_from_row`]: the
+/// rest is what the lease wrote. Returns the job and its `seq`.
+pub(super) fn leased_job_from_row(
+    row: &SqliteRow,
+    worker: &WorkerIdentity,
+    now: i64,
+) -> Result<(Job, i64), EngineError> {
+    let id: String = row.try_get(0).map_err(|e| corrupt("?", format!("column `id`: {e}")))?;
+    let at = |i: usize, name: &str, e: sqlx::Error| corrupt(&id, format!("column `{name}` ({i}): {e}"));
+    let spec_text: &str = row.try_get(1).map_err(|e| at(1, "spec", e))?;
+    let spec: JobSpec =
+        serde_json::from_str(spec_text).map_err(|e| corrupt(&id, format!("spec json: {e}")))?;
+    let attempts = row.try_get::<i64, _>(2).map_err(|e| at(2, "attempts", e))?.max(0) as u32;
+    let fencing_token = row.try_get::<i64, _>(3).map_err(|e| at(3, "fencing_token", e))?.max(0) as u64;
+    let outcome = match row.try_get::<Option<&str>, _>(7).map_err(|e| at(7, "outcome", e))? {
+        Some(text) => Some(
+            serde_json::from_str(text).map_err(|e| corrupt(&id, format!("outcome json: {e}")))?,
+        ),
+        None => None,
+    };
+    let job = Job {
+        spec,
+        state: JobState::Running,
+        attempts,
+        fencing_token,
+        lease: Some(Lease {
+            owner_worker: worker.worker_id.clone(),
+            owner_host: worker.host.clone(),
+            owner_pid: worker.pid,
+            fencing_token,
+            acquired_at_ms: now,
+            heartbeat_at_ms: now,
+        }),
+        not_before_ms: row.try_get(4).map_err(|e| at(4, "not_before_ms", e))?,
+        created_at_ms: row.try_get(5).map_err(|e| at(5, "created_at_ms", e))?,
+        updated_at_ms: now,
+        cancel_requested: row.try_get::<i64, _>(6).map_err(|e| at(6, "cancel_requested", e))? != 0,
+        recovery_available: false,
+        outcome,
+        error: row.try_get(8).map_err(|e| at(8, "error", e))?,
+        history: vec![AttemptRecord {
+            attempt: attempts,
+            fencing_token,
+            worker: worker.worker_id.clone(),
+            host: worker.host.clone(),
+            pid: worker.pid,
+            started_at_ms: now,
+            ended_at_ms: None,
+            result: None,
+            retry_delay_ms: None,
+        }],
+        id,
+    };
+    let seq: i64 = row.try_get(9).map_err(|e| corrupt(&job.id, format!("column `seq`: {e}")))?;
     Ok((job, seq))
 }
 
@@ -92,7 +179,9 @@ fn attempt_from_row(row: &SqliteRow, job_id: &str) -> Result<AttemptRecord, Engi
     })
 }
 
-/// Fills `history` (oldest first) of every job in `jobs` with one query.
+/// Completes `history` (oldest first) of every job in `jobs` (as read by [`job_from_row`]) with
+/// its `job_attempts` rows, in one query. A row with the fencing token of the attempt kept in
+/// the job's row is an older copy of it (written by schema v1) and is skipped.
 pub(super) async fn attach_history(
     conn: &mut SqliteConnection,
     jobs: &mut [&mut Job],
@@ -120,7 +209,12 @@ pub(super) async fn attach_history(
         by_job.entry(job_id).or_default().push(record);
     }
     for job in jobs.iter_mut() {
-        job.history = by_job.remove(&job.id).unwrap_or_default();
+        let mut history = by_job.remove(&job.id).unwrap_or_default();
+        if let Some(in_row) = job.history.pop() {
+            history.retain(|a| a.fencing_token != in_row.fencing_token);
+            history.push(in_row);
+        }
+        job.history = history;
     }
     Ok(())
 }

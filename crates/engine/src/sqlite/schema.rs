@@ -8,7 +8,10 @@ use sqlx::{AssertSqlSafe, SqlitePool};
 use crate::error::EngineError;
 
 /// Migrations in order; migration `i` (0-based) brings the schema to version `i + 1`.
-const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_init.sql"),
+    include_str!("migrations/0002_last_attempt_in_row.sql"),
+];
 
 /// The schema version this build writes.
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
