@@ -65,18 +65,20 @@ impl Store {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
+        // Several processes (CLI, serve, workers' control planes) may open a fresh home at the same
+        // moment. Neither the first connection (its `PRAGMA journal_mode = WAL` needs an exclusive
+        // lock that SQLite's busy handler does not wait for: `database is locked` at once) nor
+        // sqlx's migrator is safe against that, so both run under an exclusive advisory lock on a
+        // file beside the database.
+        let lock_path = home.join(MIGRATE_LOCK_FILE);
+        let lock = tokio::task::spawn_blocking(move || take_file_lock(&lock_path))
+            .await
+            .map_err(|e| StoreError::Migrate(e.to_string()))??;
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options)
             .await
             .map_err(|e| StoreError::Open { path: path.clone(), message: e.to_string() })?;
-        // Several processes (CLI, serve, workers' control planes) may open a fresh home at the same
-        // moment; sqlx's migrator is not safe against that, so migrations run under an exclusive
-        // advisory lock on a file beside the database.
-        let lock_path = home.join(MIGRATE_LOCK_FILE);
-        let lock = tokio::task::spawn_blocking(move || take_file_lock(&lock_path))
-            .await
-            .map_err(|e| StoreError::Migrate(e.to_string()))??;
         let migrated = sqlx::migrate!("./migrations").run(&pool).await;
         drop(lock);
         migrated.map_err(|e| StoreError::Migrate(e.to_string()))?;
