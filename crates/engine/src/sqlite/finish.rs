@@ -1,6 +1,9 @@
 //! Group commit for `finish`: concurrent finishes are applied together, in one `BEGIN IMMEDIATE`
 //! transaction and one statement whatever the batch size (plus one to read the current tokens
-//! of fenced finishes, and the slots' next leases), by a task that owns the queue. The attempt's
+//! of fenced finishes, and the slots' next leases), by a task that owns the queue. When no
+//! finish asks for `queued`, that statement returns no rows: its change count shows whether
+//! every finish applied, and only when one did not is the transaction started over with the
+//! statement returning which rows it updated. The attempt's
 //! end is recorded in the job's row (schema v2), not in `job_attempts`.
 //!
 //! Each finish keeps its own fencing: a row is updated only when its job is still `running`
@@ -118,8 +121,7 @@ async fn apply(writer: &SqlitePool, round: &[FinishRequest]) -> Result<Replies, 
         })
         .collect();
     let items = serde_json::to_string(&items).map_err(|e| format!("encode finishes: {e}"))?;
-    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await.map_err(|e| format!("begin: {e}"))?;
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let update = format!(
         "UPDATE jobs SET \
          state = CASE WHEN f.next = 'queued' AND jobs.cancel_requested = 1 THEN 'cancelled' ELSE f.next END, \
          not_before_ms = CASE WHEN f.next = 'queued' THEN ?2 + f.delay ELSE jobs.not_before_ms END, \
@@ -133,20 +135,43 @@ async fn apply(writer: &SqlitePool, round: &[FinishRequest]) -> Result<Replies, 
                json_extract(value, '$.outcome') AS outcome, json_extract(value, '$.error') AS error, \
                json_extract(value, '$.result') AS result \
                FROM json_each(?1)) AS f \
-         WHERE jobs.id = f.id AND jobs.fencing_token = f.token AND +jobs.state = 'running' \
-         RETURNING jobs.id, jobs.state"
-    )))
-    .bind(&items)
-    .bind(now)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(|e| format!("update jobs: {e}"))?;
-    let mut applied: HashMap<String, JobState> = HashMap::with_capacity(rows.len());
-    for row in &rows {
-        let id: String = row.try_get(0).map_err(|e| format!("read updated id: {e}"))?;
-        let state: String = row.try_get(1).map_err(|e| format!("read updated state: {e}"))?;
-        let state: JobState = state.parse()?;
-        applied.insert(id, state);
+         WHERE jobs.id = f.id AND jobs.fencing_token = f.token AND +jobs.state = 'running'"
+    );
+    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await.map_err(|e| format!("begin: {e}"))?;
+    let mut applied: HashMap<String, JobState> = HashMap::with_capacity(round.len());
+    // Fast path: when no finish asks for `queued` (the only request whose resulting state
+    // depends on the row), every applied finish ends in its requested state, so the count of
+    // updated rows (ids are distinct) tells whether all applied; no row comes back.
+    let mut all_applied = false;
+    if round.iter().all(|r| r.next != JobState::Queued) {
+        let done = sqlx::query(sqlx::AssertSqlSafe(update.clone()))
+            .bind(&items)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| format!("update jobs: {e}"))?;
+        if done.rows_affected() == round.len() as u64 {
+            all_applied = true;
+            applied.extend(round.iter().map(|r| (r.job_id.clone(), r.next)));
+        } else {
+            // Some finish was fenced: start over, learning which rows applied.
+            tx.rollback().await.map_err(|e| format!("rollback: {e}"))?;
+            tx = writer.begin_with("BEGIN IMMEDIATE").await.map_err(|e| format!("begin: {e}"))?;
+        }
+    }
+    if !all_applied {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!("{update} RETURNING jobs.id, jobs.state")))
+            .bind(&items)
+            .bind(now)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| format!("update jobs: {e}"))?;
+        for row in &rows {
+            let id: String = row.try_get(0).map_err(|e| format!("read updated id: {e}"))?;
+            let state: String = row.try_get(1).map_err(|e| format!("read updated state: {e}"))?;
+            let state: JobState = state.parse()?;
+            applied.insert(id, state);
+        }
     }
     let requeued = applied.values().any(|s| *s == JobState::Queued);
     let mut current: HashMap<String, i64> = HashMap::new();
