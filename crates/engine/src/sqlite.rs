@@ -1,11 +1,11 @@
 //! The embedded SQLite queue backend (on sqlx): [`SqliteBackend`].
 //!
-//! One SQLite file in WAL mode holds the queue (`jobs`, `job_specs`, `job_attempts`, `locks`; see
-//! `sqlite/migrations/`; schema version 2). A job's spec JSON is written once to `job_specs`,
-//! out of the `jobs` row that every transition rewrites. A job's latest attempt lives in its own row
-//! (`attempt_no`, the owner columns, `acquired_at_ms`, `attempt_ended_at_ms`, `attempt_result`,
-//! `attempt_retry_delay_ms`): a lease or finish writes only that row and its partial indexes,
-//! and an attempt moves to `job_attempts` only when a new lease supersedes it (a trigger). A
+//! One SQLite file in WAL mode holds the queue (`jobs`, `job_specs`, `job_attempts`, `locks`;
+//! see `sqlite/migrations/`; schema version 2). A job's spec JSON is written once, to
+//! `job_specs`, out of the `jobs` row that every transition rewrites. A job's latest attempt
+//! lives in its own row (`attempt_no`, the owner columns, `acquired_at_ms`,
+//! `attempt_ended_at_ms`, `attempt_result`, `attempt_retry_delay_ms`): a lease or finish writes
+//! only that row and its partial indexes, and an attempt moves to `job_attempts` only when a new lease supersedes it (a trigger). A
 //! job's history is its `job_attempts` rows plus the attempt in its row; a job holds a lease
 //! only while `running` (the owner columns then describe it). Several processes (CLI, workers, `serve`) may open the same file at
 //! once: every transition is one `BEGIN IMMEDIATE` transaction (or one single-statement write),
