@@ -1,10 +1,11 @@
 //! The embedded SQLite queue backend (on sqlx): [`SqliteBackend`].
 //!
-//! One SQLite file in WAL mode holds the queue (`jobs`, `job_attempts`, `locks`; see
-//! `sqlite/migrations/`; schema version 2). A job's latest attempt lives in its own row
-//! (`attempt_no`, the owner columns, `acquired_at_ms`, `attempt_ended_at_ms`, `attempt_result`,
-//! `attempt_retry_delay_ms`): a lease or finish writes only that row and its partial indexes,
-//! and an attempt moves to `job_attempts` only when a new lease supersedes it (a trigger). A
+//! One SQLite file in WAL mode holds the queue (`jobs`, `job_specs`, `job_attempts`, `locks`;
+//! see `sqlite/migrations/`; schema version 2). A job's spec JSON is written once, to
+//! `job_specs`, out of the `jobs` row that every transition rewrites. A job's latest attempt
+//! lives in its own row (`attempt_no`, the owner columns, `acquired_at_ms`,
+//! `attempt_ended_at_ms`, `attempt_result`, `attempt_retry_delay_ms`): a lease or finish writes
+//! only that row and its partial indexes, and an attempt moves to `job_attempts` only when a new lease supersedes it (a trigger). A
 //! job's history is its `job_attempts` rows plus the attempt in its row; a job holds a lease
 //! only while `running` (the owner columns then describe it). Several processes (CLI, workers, `serve`) may open the same file at
 //! once: every transition is one `BEGIN IMMEDIATE` transaction (or one single-statement write),
@@ -372,15 +373,14 @@ async fn insert_job(
     let spec_json = serde_json::to_string(spec)
         .map_err(|e| EngineError::sqlite(format!("{what}: encode spec: {e}")))?;
     let id = new_job_id();
-    let inserted: Option<String> = sqlx::query_scalar(
-        "INSERT INTO jobs (id, queue, spec, idempotency_key, state, max_attempts, idempotent, \
+    let inserted: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO jobs (id, queue, idempotency_key, state, max_attempts, idempotent, \
          heartbeat_ms, stale_after_ms, not_before_ms, created_at_ms, updated_at_ms) \
-         VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, ?7, ?8, ?9, ?10, ?10) \
-         ON CONFLICT (idempotency_key) DO NOTHING RETURNING id",
+         VALUES (?1, ?2, ?3, 'queued', ?4, ?5, ?6, ?7, ?8, ?9, ?9) \
+         ON CONFLICT (idempotency_key) DO NOTHING RETURNING seq",
     )
     .bind(&id)
     .bind(&spec.queue)
-    .bind(spec_json)
     .bind(spec.idempotency_key.as_deref())
     .bind(i64::from(spec.max_attempts))
     .bind(spec.idempotent)
@@ -391,8 +391,14 @@ async fn insert_job(
     .fetch_optional(&mut **tx)
     .await
     .map_err(db(&what))?;
-    if let Some(job_id) = inserted {
-        return Ok(Enqueued { job_id, created: true });
+    if let Some(seq) = inserted {
+        sqlx::query("INSERT INTO job_specs (seq, spec) VALUES (?1, ?2)")
+            .bind(seq)
+            .bind(spec_json)
+            .execute(&mut **tx)
+            .await
+            .map_err(db(&what))?;
+        return Ok(Enqueued { job_id: id, created: true });
     }
     let key = spec.idempotency_key.as_deref().unwrap_or_default();
     let existing: String = sqlx::query_scalar("SELECT id FROM jobs WHERE idempotency_key = ?1")

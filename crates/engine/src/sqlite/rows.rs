@@ -8,23 +8,24 @@ use sqlx::{Row, SqliteConnection};
 use crate::error::EngineError;
 use crate::job::{AttemptRecord, Job, JobSpec, JobState, Lease, WorkerIdentity};
 
-/// The `jobs` columns [`job_from_row`] reads, as a SQL select list.
+/// The `jobs` columns [`job_from_row`] reads (and the spec from `job_specs`), as a SQL select
+/// list over `jobs`.
 macro_rules! job_columns {
     () => {
-        "id, spec, state, attempts, fencing_token, owner_worker, owner_host, owner_pid, \
-         acquired_at_ms, heartbeat_at_ms, not_before_ms, created_at_ms, updated_at_ms, \
-         cancel_requested, recovery_available, outcome, error, seq, attempt_no, \
+        "id, (SELECT spec FROM job_specs WHERE job_specs.seq = jobs.seq) AS spec, state, attempts, \
+         fencing_token, owner_worker, owner_host, owner_pid, acquired_at_ms, heartbeat_at_ms, \
+         not_before_ms, created_at_ms, updated_at_ms, cancel_requested, recovery_available, outcome, error, seq, attempt_no, \
          attempt_ended_at_ms, attempt_result, attempt_retry_delay_ms"
     };
 }
 pub(super) use job_columns;
 
-/// The `jobs` columns [`leased_job_from_row`] reads (by position), as a SQL select list: what
-/// a lease does not itself set.
+/// The `jobs` columns [`leased_job_from_row`] reads (by position), and the spec from
+/// `job_specs`, as a SQL select list over `jobs`: what a lease does not itself set.
 macro_rules! leased_job_columns {
     () => {
-        "id, spec, attempts, fencing_token, not_before_ms, created_at_ms, cancel_requested, \
-         outcome, error, seq"
+        "id, (SELECT spec FROM job_specs WHERE job_specs.seq = jobs.seq), attempts, fencing_token, \
+         not_before_ms, created_at_ms, cancel_requested, outcome, error, seq"
     };
 }
 pub(super) use leased_job_columns;

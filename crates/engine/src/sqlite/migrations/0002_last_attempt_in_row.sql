@@ -1,4 +1,4 @@
--- skillforge queue schema, version 2: the last attempt lives in the `jobs` row.
+-- skillforge queue schema, version 2: the last attempt lives in the `jobs` row, the spec does not.
 -- Times are ms since the Unix epoch; durations are ms.
 --
 -- Version 1 wrote a `job_attempts` row at every lease and updated it at every finish: two more
@@ -41,6 +41,19 @@ BEGIN
         COALESCE(OLD.acquired_at_ms, 0), OLD.attempt_ended_at_ms, OLD.attempt_result,
         OLD.attempt_retry_delay_ms);
 END;
+
+-- The `JobSpec` JSON (most of a row's bytes) moves out of `jobs` into `job_specs`: it is written
+-- once at enqueue and only read, while every lease and finish rewrites the `jobs` row, so a
+-- narrow row means fewer pages rewritten (and logged to the WAL) per batch. A job's spec is the
+-- `job_specs` row with its `seq`; jobs are never deleted.
+CREATE TABLE job_specs (
+    -- The job's `jobs.seq`.
+    seq  INTEGER PRIMARY KEY,
+    -- The full JobSpec as JSON; the `jobs` columns duplicate what queries need.
+    spec TEXT    NOT NULL
+);
+INSERT INTO job_specs (seq, spec) SELECT seq, spec FROM jobs;
+ALTER TABLE jobs DROP COLUMN spec;
 
 -- `jobs list --state S` scans the table newest first instead: keeping this index cost two
 -- B-tree writes per lease and two per finish.
