@@ -13,6 +13,7 @@ use apalis_core::monitor::Monitor;
 use apalis_core::task::data::Data;
 use apalis_core::task::task_id::TaskId;
 use apalis_core::worker::builder::WorkerBuilder;
+use apalis_core::worker::context::WorkerContext;
 use serde::{Deserialize, Serialize};
 use skillforge_engine::redis::RedisBackend;
 use skillforge_engine::sqlite::SqliteBackend;
@@ -136,6 +137,9 @@ on_both_backends!(
     cancel_aborts_the_running_handler,
     panicking_handler_uses_its_attempt,
     timeout_stops_the_handler_and_uses_the_attempt,
+    lost_lease_aborts_the_running_handler,
+    close_hands_back_leased_jobs_not_started,
+    task_dropped_by_the_monitor_is_handed_back,
 );
 
 type Seen = Arc<Mutex<HashMap<String, u32>>>;
@@ -409,4 +413,204 @@ async fn timeout_stops_the_handler_and_uses_the_attempt(flavor: Flavor) {
     worker.stop().await;
     assert!(probe.dropped.load(Ordering::SeqCst) && !probe.completed.load(Ordering::SeqCst), "handler stopped");
     assert_eq!(dead.history.last().and_then(|a| a.result.as_deref()), Some("timed_out"), "{:?}", dead.history);
+}
+
+/// The results of every attempt of `job`, oldest first.
+fn results(job: &Job) -> Vec<String> {
+    job.history.iter().map(|a| a.result.clone().unwrap_or_default()).collect()
+}
+
+async fn replacement_held(_work: Work, lease: JobLease, gate: Data<Gate>) -> Result<(), BoxDynError> {
+    assert!(lease.fencing_token >= 2, "the replacement runs under a newer lease");
+    gate.started.notify_one();
+    gate.open.notified().await;
+    Ok(())
+}
+
+/// (8) Worker A's handler is running (blocked until aborted) when its lease is superseded: the
+/// lease goes stale between two heartbeats (`stale_after` shorter than the heartbeat period), the
+/// test reaps it and worker B, idle on the queue, re-leases the job under token 2. At A's next
+/// heartbeat (`LeaseLost`) the adapter drops A's handler future; A's aborted result is fenced,
+/// never applied, and the job ends as B's attempt makes it.
+async fn lost_lease_aborts_the_running_handler(flavor: Flavor) {
+    let q = real_queue(flavor).await;
+    let options = SkillforgeOptions::new("apalis-lost")
+        .heartbeat(Duration::from_secs(2))
+        .stale_after(Duration::from_millis(300))
+        .concurrency(1)
+        .reap_every(None);
+    let a = SkillforgeBackend::<Work>::new(q.backend.clone(), options.clone());
+    let b = SkillforgeBackend::<Work>::new(q.backend.clone(), options);
+    let id = a.enqueue(&Work { n: 1 }).await.expect("enqueue").job_id;
+
+    let probe = Probe::default();
+    let worker_a = spawn_worker!("apalis-lost-a", a.clone(), probe.clone(), run_until_aborted);
+    tokio::time::timeout(DEADLINE, probe.started.notified()).await.expect("worker A's handler starts");
+    assert_eq!(job(&*q.backend, &id).await.fencing_token, 1, "A runs the first lease");
+
+    // B waits on the queue first, so it (not A, whose only slot is busy) takes the requeued job.
+    let gate = Gate::default();
+    let worker_b = spawn_worker!("apalis-lost-b", b.clone(), gate.clone(), replacement_held);
+    let reaped = wait_until("the stale lease of A to be reaped", || async {
+        let reaped = skillforge_engine::reaper::reap_once(&*q.backend).await.expect("reap");
+        reaped.into_iter().find(|r| r.job_id == id)
+    })
+    .await;
+    assert_eq!(reaped.fencing_token, 1, "A's lease was the one reaped");
+    tokio::time::timeout(DEADLINE, gate.started.notified()).await.expect("worker B re-leases the job and starts");
+
+    wait_until("A's handler future to be dropped at its next heartbeat", || async {
+        probe.dropped.load(Ordering::SeqCst).then_some(())
+    })
+    .await;
+    assert!(!probe.completed.load(Ordering::SeqCst), "A's handler was aborted, not run to completion");
+    wait_until("A's aborted result to be fenced", || async { (a.report().fenced == 1).then_some(()) }).await;
+    let running = job(&*q.backend, &id).await;
+    let holder = running.lease.as_ref().map(|l| l.owner_worker.clone()).unwrap_or_default();
+    assert!(
+        running.state == JobState::Running && running.fencing_token == 2 && holder.starts_with("apalis-lost-b-"),
+        "A's abort changed nothing: B still holds the job ({:?}, token {}, holder `{holder}`): {:?}",
+        running.state,
+        running.fencing_token,
+        running.history
+    );
+
+    gate.open.notify_one();
+    let done = wait_state(&*q.backend, &id, JobState::Succeeded).await;
+    worker_a.stop().await;
+    worker_b.stop().await;
+    assert_eq!((done.fencing_token, done.attempts), (2, 2), "{:?}", done.history);
+    assert_eq!(results(&done), ["stale", "passed"], "{:?}", done.history);
+    assert_eq!((a.report().finished, a.report().fenced, b.report().finished), (0, 1, 1));
+}
+
+/// Records the run, then holds apalis's only concurrency slot until the worker shuts down.
+async fn run_until_shutdown(_work: Work, lease: JobLease, worker: WorkerContext, seen: Data<Seen>) -> Result<(), BoxDynError> {
+    *seen.lock().expect("seen lock").entry(lease.job_id).or_default() += 1;
+    wait_until("the worker to be told to stop", || async { worker.is_shutting_down().then_some(()) }).await;
+    Ok(())
+}
+
+/// (9) Worker A leases 4 jobs (adapter `concurrency` 4) but apalis runs one at a time (tower's
+/// `ConcurrencyLimitLayer`, what apalis's `concurrency(1)` adds), and that one runs until A is
+/// told to stop. On close the 3 leased-but-unstarted jobs are handed back: `queued`, attempt
+/// refunded (0), no lease, at once (no waiting for `stale_after`). Worker B then runs each
+/// exactly once.
+async fn close_hands_back_leased_jobs_not_started(flavor: Flavor) {
+    const N_JOBS: usize = 4;
+    let q = real_queue(flavor).await;
+    let options = SkillforgeOptions::new("apalis-close").concurrency(N_JOBS).stale_after(Duration::from_secs(600));
+    let a = SkillforgeBackend::<Work>::new(q.backend.clone(), options);
+    let mut ids = Vec::new();
+    for n in 0..N_JOBS as u32 {
+        ids.push(a.enqueue(&Work { n }).await.expect("enqueue").job_id);
+    }
+
+    let seen_a = Seen::default();
+    let worker_a = {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let worker = WorkerBuilder::new("apalis-close-a")
+            .backend(a.clone())
+            .layer(tower::limit::ConcurrencyLimitLayer::new(1))
+            .data(seen_a.clone())
+            .build(run_until_shutdown);
+        let join = tokio::spawn(worker.run_until(async move {
+            let _ = stopped.await;
+            Ok::<(), std::io::Error>(())
+        }));
+        Running { stop, join }
+    };
+    wait_until(&format!("worker A to lease all {N_JOBS} jobs and start one"), || async {
+        let running = q.backend.list(Some(JobState::Running), 100).await.expect("list");
+        (running.len() == N_JOBS && seen_a.lock().expect("seen lock").len() == 1).then_some(())
+    })
+    .await;
+    worker_a.stop().await;
+
+    let seen_a = seen_a.lock().expect("seen lock").clone();
+    let (ran, _) = seen_a.iter().next().expect("A ran one job");
+    assert_eq!(job(&*q.backend, ran).await.state, JobState::Succeeded, "A's running job finished normally");
+    let handed_back: Vec<String> = ids.iter().filter(|id| *id != ran).cloned().collect();
+    for id in &handed_back {
+        let j = job(&*q.backend, id).await;
+        assert_eq!(
+            (j.state, j.attempts, j.lease.is_some()),
+            (JobState::Queued, 0, false),
+            "job {id} handed back on close with its attempt refunded: {:?}",
+            j.history
+        );
+        assert_eq!(results(&j), ["released"], "job {id}: {:?}", j.history);
+    }
+    assert_eq!((a.report().released, a.report().finished), (handed_back.len() as u64, 1), "{:?}", a.report());
+
+    let b = SkillforgeBackend::<Work>::new(q.backend.clone(), SkillforgeOptions::new("apalis-close"));
+    let seen_b = Seen::default();
+    let worker_b = spawn_worker!("apalis-close-b", b.clone(), seen_b.clone(), record_run);
+    for id in &handed_back {
+        let done = wait_state(&*q.backend, id, JobState::Succeeded).await;
+        assert_eq!(done.attempts, 1, "job {id}: the hand-back did not use an attempt: {:?}", done.history);
+        assert_eq!(results(&done), ["released", "passed"], "job {id}: {:?}", done.history);
+    }
+    worker_b.stop().await;
+    let seen_b = seen_b.lock().expect("seen lock").clone();
+    for id in &handed_back {
+        assert_eq!(seen_b.get(id), Some(&1), "B ran job {id} exactly once: {seen_b:?}");
+    }
+    assert!(!seen_b.contains_key(ran), "A's finished job did not run again: {seen_b:?}");
+}
+
+/// (10) A `Monitor` whose shutdown grace (`with_terminator`, what `shutdown_timeout` installs)
+/// expires while a handler still runs drops the worker, and with it the handler's future. The
+/// adapter hands that job back at once: `queued`, attempt refunded, no lease — although its lease
+/// would only go stale after 10 minutes. Another worker then runs it once.
+async fn task_dropped_by_the_monitor_is_handed_back(flavor: Flavor) {
+    let q = real_queue(flavor).await;
+    // Concurrency 1: with its only slot busy the worker has no lease call outstanding when it
+    // is dropped (such a call outlives the worker for up to `poll_wait`, and could lease the
+    // handed-back job once more before handing it back again).
+    let options = SkillforgeOptions::new("apalis-drop")
+        .heartbeat(Duration::from_millis(100))
+        .stale_after(Duration::from_secs(600))
+        .concurrency(1);
+    let a = SkillforgeBackend::<Work>::new(q.backend.clone(), options);
+    let id = a.enqueue(&Work { n: 1 }).await.expect("enqueue").job_id;
+
+    let probe = Probe::default();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let monitor = {
+        let (a, probe) = (a.clone(), probe.clone());
+        Monitor::new()
+            .register(move |_| WorkerBuilder::new("apalis-drop-a").backend(a.clone()).data(probe.clone()).build(run_until_aborted))
+            // The grace period starts when the signal has fired (the async block is first polled then).
+            .with_terminator(async { tokio::time::sleep(Duration::from_millis(300)).await })
+    };
+    let monitor = tokio::spawn(monitor.run_with_signal(async move {
+        let _ = stopped.await;
+        Ok(())
+    }));
+    tokio::time::timeout(DEADLINE, probe.started.notified()).await.expect("the handler starts");
+    assert_eq!(job(&*q.backend, &id).await.state, JobState::Running);
+
+    let _ = stop.send(());
+    tokio::time::timeout(DEADLINE, monitor)
+        .await
+        .expect("monitor stops within the deadline")
+        .expect("monitor task did not panic")
+        .expect("monitor ran without error");
+    assert!(probe.dropped.load(Ordering::SeqCst), "the monitor dropped the running handler's future");
+    assert!(!probe.completed.load(Ordering::SeqCst), "the handler did not run to completion");
+
+    let back = wait_state(&*q.backend, &id, JobState::Queued).await;
+    assert_eq!((back.attempts, back.lease.is_some()), (0, false), "attempt refunded, lease cleared: {:?}", back.history);
+    assert_eq!(results(&back), ["released"], "{:?}", back.history);
+    wait_until("the hand-back to be counted", || async { (a.report().released == 1).then_some(()) }).await;
+    assert_eq!(a.report().finished, 0);
+
+    let b = SkillforgeBackend::<Work>::new(q.backend.clone(), SkillforgeOptions::new("apalis-drop"));
+    let seen = Seen::default();
+    let worker_b = spawn_worker!("apalis-drop-b", b.clone(), seen.clone(), record_run);
+    let done = wait_state(&*q.backend, &id, JobState::Succeeded).await;
+    worker_b.stop().await;
+    assert_eq!(seen.lock().expect("seen lock").get(&id), Some(&1), "B ran it once");
+    assert_eq!((done.attempts, results(&done)), (1, vec!["released".to_owned(), "passed".to_owned()]), "{:?}", done.history);
 }
