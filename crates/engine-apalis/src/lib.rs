@@ -38,7 +38,10 @@
 //! * **Presence and hand-back.** While polled, a worker holds `worker:<id>` like `skillforge
 //!   worker` (visible in `skillforge locks`). When apalis closes the backend, jobs leased but not
 //!   started are handed back at once (attempt refunded); a task dropped before it finished (e.g.
-//!   the `Monitor`'s shutdown timeout) is handed back too, rather than left to go stale.
+//!   the `Monitor`'s shutdown timeout) is handed back too, rather than left to go stale. That
+//!   hand-back runs as a task spawned on the tokio runtime when the task is dropped, so it needs
+//!   the runtime to live on for a queue round trip: a process that exits as soon as the `Monitor`
+//!   returns leaves such a job `running` until it goes stale (then the reaper recovers it).
 //!
 //! # Why `skillforge worker` keeps its own loop
 //!
