@@ -117,6 +117,15 @@ impl<Args> SkillforgeBackend<Args> {
         self.counters.report()
     }
 
+    /// Waits until every hand-back of a dropped task (one the `Monitor`'s shutdown timeout or
+    /// any other owner dropped before it finished) has reached the queue. Call it after the
+    /// `Monitor` returned and before the process exits: the hand-backs run as spawned tasks, and
+    /// a runtime that shuts down first leaves their jobs `running` until they go stale.
+    /// Returns at once when nothing is pending; shared by this backend and all its clones.
+    pub async fn settle(&self) {
+        self.counters.settle().await;
+    }
+
     /// The lease-holder identity of this instance, once an apalis worker has started polling it.
     pub fn identity(&self) -> Option<WorkerIdentity> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner).identity.clone()

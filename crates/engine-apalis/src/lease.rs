@@ -91,9 +91,34 @@ pub(crate) struct Counters {
     fenced: AtomicU64,
     released: AtomicU64,
     undelivered: AtomicU64,
+    /// Hand-backs of dropped attempts still in flight (spawned from `Drop`), for `settle`.
+    pending: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Counters {
+    /// Remembers a spawned hand-back (finished ones are pruned on the way).
+    fn track(&self, handle: JoinHandle<()>) {
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.retain(|h| !h.is_finished());
+        pending.push(handle);
+    }
+
+    /// Waits for every hand-back spawned so far (and any spawned meanwhile) to end.
+    pub(crate) async fn settle(&self) {
+        loop {
+            let batch: Vec<_> =
+                std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
+            if batch.is_empty() {
+                return;
+            }
+            for handle in batch {
+                if let Err(e) = handle.await {
+                    warn!(error = %e, "hand-back task failed; the reaper will recover its job");
+                }
+            }
+        }
+    }
+
     pub(crate) fn report(&self) -> AdapterReport {
         AdapterReport {
             finished: self.finished.load(Ordering::Relaxed),
@@ -316,7 +341,8 @@ impl Drop for Attempt {
                     let backend = self.backend.clone();
                     let leased = self.leased.clone();
                     let counters = self.counters.clone();
-                    rt.spawn(async move { release(&*backend, &leased, &counters).await });
+                    let tracker = counters.clone();
+                    tracker.track(rt.spawn(async move { release(&*backend, &leased, &counters).await }));
                 }
                 Err(_) => debug!(job_id = %self.leased.job.id, "attempt dropped outside a runtime; the reaper will recover it"),
             }

@@ -39,9 +39,10 @@
 //!   worker` (visible in `skillforge locks`). When apalis closes the backend, jobs leased but not
 //!   started are handed back at once (attempt refunded); a task dropped before it finished (e.g.
 //!   the `Monitor`'s shutdown timeout) is handed back too, rather than left to go stale. That
-//!   hand-back runs as a task spawned on the tokio runtime when the task is dropped, so it needs
-//!   the runtime to live on for a queue round trip: a process that exits as soon as the `Monitor`
-//!   returns leaves such a job `running` until it goes stale (then the reaper recovers it).
+//!   hand-back runs as a task spawned on the tokio runtime when the task is dropped, so await
+//!   [`SkillforgeBackend::settle`] after the `Monitor` returns: a process that exits before its
+//!   hand-backs reached the queue leaves those jobs `running` until they go stale (then the
+//!   reaper recovers them).
 //!
 //! # Why `skillforge worker` keeps its own loop
 //!
@@ -86,10 +87,12 @@
 //! let options = SkillforgeOptions::new("emails").max_attempts(5).concurrency(8);
 //! let backend = SkillforgeBackend::<Email>::new(queue, options);
 //! backend.clone().push(Email { to: "ops@example.org".into() }).await?;
+//! let worker_backend = backend.clone();
 //! Monitor::new()
-//!     .register(move |_| WorkerBuilder::new("mailer").backend(backend.clone()).build(send))
+//!     .register(move |_| WorkerBuilder::new("mailer").backend(worker_backend.clone()).build(send))
 //!     .run_with_signal(tokio::signal::ctrl_c())
 //!     .await?;
+//! backend.settle().await; // hand-backs of tasks the shutdown dropped reach the queue
 //! # Ok(())
 //! # }
 //! ```

@@ -600,11 +600,14 @@ async fn task_dropped_by_the_monitor_is_handed_back(flavor: Flavor) {
     assert!(probe.dropped.load(Ordering::SeqCst), "the monitor dropped the running handler's future");
     assert!(!probe.completed.load(Ordering::SeqCst), "the handler did not run to completion");
 
-    let back = wait_state(&*q.backend, &id, JobState::Queued).await;
+    // `settle` returns once the hand-back reached the queue: no polling needed after it (a
+    // process may exit right here).
+    tokio::time::timeout(DEADLINE, a.settle()).await.expect("hand-backs settle");
+    let back = job(&*q.backend, &id).await;
+    assert_eq!(back.state, JobState::Queued, "handed back by the time settle returns: {:?}", back.history);
     assert_eq!((back.attempts, back.lease.is_some()), (0, false), "attempt refunded, lease cleared: {:?}", back.history);
     assert_eq!(results(&back), ["released"], "{:?}", back.history);
-    wait_until("the hand-back to be counted", || async { (a.report().released == 1).then_some(()) }).await;
-    assert_eq!(a.report().finished, 0);
+    assert_eq!((a.report().released, a.report().finished), (1, 0));
 
     let b = SkillforgeBackend::<Work>::new(q.backend.clone(), SkillforgeOptions::new("apalis-drop"));
     let seen = Seen::default();
