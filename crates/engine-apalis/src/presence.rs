@@ -3,11 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use skillforge_engine::worker::{PRESENCE_HEARTBEAT, PRESENCE_LOCK_PREFIX, PRESENCE_STALE_AFTER};
-use skillforge_engine::{LockAcquire, QueueBackend, WorkerIdentity};
+use skillforge_engine::worker::hold_presence;
+use skillforge_engine::{QueueBackend, WorkerIdentity};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
 
 /// Presence and reaper tasks of one apalis worker; stopped by [`Self::stop`] or on drop.
 #[derive(Debug)]
@@ -43,33 +42,5 @@ impl Background {
 impl Drop for Background {
     fn drop(&mut self) {
         self.stop.cancel();
-    }
-}
-
-/// Holds the presence lock `worker:<id>` until `stop`, renewing it every [`PRESENCE_HEARTBEAT`],
-/// then releases it (the same calls and timings as `skillforge worker`).
-async fn hold_presence(backend: Arc<dyn QueueBackend>, identity: WorkerIdentity, stop: CancellationToken) {
-    let name = format!("{PRESENCE_LOCK_PREFIX}{}", identity.worker_id);
-    let mut token = None;
-    loop {
-        match token {
-            None => match backend.acquire_lock(&name, &identity, PRESENCE_HEARTBEAT, PRESENCE_STALE_AFTER).await {
-                Ok(LockAcquire::Acquired { fencing_token }) => token = Some(fencing_token),
-                Ok(LockAcquire::Held(_)) => warn!(lock = %name, "presence lock held by another process"),
-                Err(e) => debug!(error = %e, "presence lock not taken"),
-            },
-            Some(t) => match backend.renew_lock(&name, t).await {
-                Ok(true) => {}
-                Ok(false) => token = None,
-                Err(e) => debug!(error = %e, "presence lock not renewed"),
-            },
-        }
-        tokio::select! {
-            () = stop.cancelled() => break,
-            () = tokio::time::sleep(PRESENCE_HEARTBEAT) => {}
-        }
-    }
-    if let Some(t) = token {
-        let _ = backend.release_lock(&name, t).await;
     }
 }

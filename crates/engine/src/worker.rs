@@ -240,8 +240,12 @@ async fn remove_scratch(opened: Option<&std::fs::File>, root: &std::path::Path, 
     }
 }
 
-/// Holds the worker's presence lock (`worker:<id>`) until `stop` fires, then releases it.
-async fn hold_presence(backend: Arc<dyn QueueBackend>, identity: WorkerIdentity, stop: CancellationToken) {
+/// Holds the presence lock `worker:<id>` ([`PRESENCE_LOCK_PREFIX`] + `identity.worker_id`) until
+/// `stop` fires, then releases it: acquired with [`PRESENCE_HEARTBEAT`] / [`PRESENCE_STALE_AFTER`],
+/// renewed every [`PRESENCE_HEARTBEAT`], re-acquired when a renewal finds it lost. Queue errors
+/// are logged and retried at the next beat, never returned. Used by [`Worker`] and by the apalis
+/// adapter (`skillforge-engine-apalis`), so both show in `skillforge locks` the same way.
+pub async fn hold_presence(backend: Arc<dyn QueueBackend>, identity: WorkerIdentity, stop: CancellationToken) {
     let name = format!("{PRESENCE_LOCK_PREFIX}{}", identity.worker_id);
     let mut token = None;
     loop {
