@@ -15,6 +15,9 @@
 //!
 //! A descendant that removes the marker from its own environment escapes the sweep. Processes
 //! of other users are not readable and are never touched.
+//!
+//! Rule source: DESIGN §5 (`process` runner: "no descendant survives") and §4 ("Exactly-once
+//! effects": a re-queued job must not run beside what is left of its previous attempt).
 
 use std::fs;
 use std::sync::OnceLock;
