@@ -97,6 +97,9 @@ enum Cmd {
         n: u64,
         #[arg(long, default_value_t = 50)]
         concurrency: usize,
+        /// Time every backend call of the worker (the profile pass's wrapper).
+        #[arg(long)]
+        profile: bool,
     },
     /// Diagnostic: skillforge's enqueue→start latency alone (one trial, as in `all`).
     SfLatency {
@@ -389,10 +392,10 @@ async fn main() -> Result<()> {
             println!("{}", serde_json::to_string(&t)?);
             Ok(())
         }
-        Cmd::SfThroughput { backend, url, namespace, n, concurrency } => {
+        Cmd::SfThroughput { backend, url, namespace, n, concurrency, profile } => {
             let dir = tempfile::tempdir()?;
             let target = Target::from_args(backend, url, namespace, Some(sf::sqlite_file(dir.path(), "queue")))?;
-            let t = sf::throughput(&target, n, concurrency, false).await?;
+            let t = sf::throughput(&target, n, concurrency, profile).await?;
             println!("{}", serde_json::to_string(&t)?);
             Ok(())
         }

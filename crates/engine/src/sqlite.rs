@@ -17,8 +17,10 @@
 //! small separate pool. `lease` and `finish` are group-committed: concurrent calls are served
 //! by one task each, many per `BEGIN IMMEDIATE` transaction with a constant number of
 //! statements (`UPDATE … FROM json_each(…)` for the finishes, one `UPDATE … WHERE seq IN
-//! (SELECT … LIMIT n) RETURNING …` per worker identity for the leases), which is what makes
-//! ≥ 10 000 no-op jobs/s possible at concurrency 50. A `lease` call dropped while its batch is being applied may
+//! (SELECT … LIMIT n) RETURNING …` per worker identity for the leases). A finishing slot's next
+//! lease rides in its finish's transaction, and a round of finishes without a fenced one is a
+//! single command to the connection's thread (`sqlite/finish.rs`): each command is a
+//! cross-thread hand-off, which cost more than the SQL itself. A `lease` call dropped while its batch is being applied may
 //! leave its jobs leased to nobody; the reaper recovers them after `stale_after`. Idle [`QueueBackend::lease`] calls are woken by this backend's own
 //! enqueue/retry/release/requeue at once and by other processes' commits through a
 //! `PRAGMA data_version` poll every 1–2 ms (only while someone waits). WAL checkpoints run in a

@@ -1,10 +1,13 @@
-//! Group commit for `finish`: concurrent finishes are applied together, in one `BEGIN IMMEDIATE`
-//! transaction and one statement whatever the batch size (plus one to read the current tokens
-//! of fenced finishes, and the slots' next leases), by a task that owns the queue. When no
-//! finish asks for `queued`, that statement returns no rows: its change count shows whether
-//! every finish applied, and only when one did not is the transaction started over with the
-//! statement returning which rows it updated. The attempt's
-//! end is recorded in the job's row (schema v2), not in `job_attempts`.
+//! Group commit for `finish`: concurrent finishes (each optionally leasing its slot's next job)
+//! are applied together, in one `BEGIN IMMEDIATE` transaction, by a task that owns the queue.
+//! When no finish asks for `queued` (the only request whose resulting state depends on the
+//! row), the whole round is one command to the write connection: begin, one finish statement
+//! whatever the batch size, a check that every finish applied, one lease statement per queue
+//! and worker identity, commit ([`apply_in_one_command`]). A fenced finish (the check fails) or
+//! a `queued` request sends the round down the step-by-step path instead: the finish statement
+//! returns which rows it updated, the current tokens of the fenced ones are read, the leases
+//! follow, each statement its own command. The attempt's end is recorded in the job's row
+//! (schema v2), not in `job_attempts`.
 //!
 //! Each finish keeps its own fencing: a row is updated only when its job is still `running`
 //! under the finish's token; the others are answered [`FinishReply::Fenced`] with the job's
@@ -17,10 +20,11 @@ use sqlx::{Row, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
 use super::CLEAR_LEASE;
-use super::lease::lease_queue;
+use super::lease::{LeaseParams, lease_queue, lease_statement};
+use super::rows::{LEASED_COLUMNS, attach_history, leased_job_from_row};
 use super::watch::Wake;
 use crate::error::EngineError;
-use crate::job::{FinishReply, JobState, LeasedJob, WorkerIdentity, now_ms};
+use crate::job::{FinishReply, Job, JobState, LeasedJob, WorkerIdentity, now_ms};
 
 /// What a finish (and optional lease) call gets back.
 pub(super) type Reply = Result<(FinishReply, Option<LeasedJob>), EngineError>;
@@ -98,6 +102,20 @@ type FinishItem<'a> = (&'a str, i64, &'a str, i64, Option<&'a str>, Option<&'a s
 /// a job went back to `queued`; or the error text when the transaction failed.
 async fn apply(writer: &SqlitePool, round: &[FinishRequest]) -> Result<Replies, String> {
     let now = now_ms();
+    let items = encode(round)?;
+    // When no finish asks for `queued` (the only request whose resulting state depends on the
+    // row), every applied finish ends in its requested state: the whole round can go to the
+    // connection as one command, and only a fenced finish sends it down the longer path.
+    if round.iter().all(|r| r.next != JobState::Queued)
+        && let Some(replies) = apply_in_one_command(writer, round, &items, now).await?
+    {
+        return Ok(replies);
+    }
+    apply_step_by_step(writer, round, &items, now).await
+}
+
+/// The finish items of `round` as the JSON array the batch statement reads.
+fn encode(round: &[FinishRequest]) -> Result<String, String> {
     let items: Vec<FinishItem<'_>> = round
         .iter()
         .map(|r| {
@@ -112,8 +130,14 @@ async fn apply(writer: &SqlitePool, round: &[FinishRequest]) -> Result<Replies, 
             )
         })
         .collect();
-    let items = serde_json::to_string(&items).map_err(|e| format!("encode finishes: {e}"))?;
-    let update = format!(
+    serde_json::to_string(&items).map_err(|e| format!("encode finishes: {e}"))
+}
+
+/// The statement that applies the finishes of a JSON array of [`FinishItem`]s (`items`: the
+/// `json_each` arguments that yield it, e.g. `?1`) at a time (`?2`, ms): each updates its
+/// job's row only when the job is still `running` under the item's fencing token.
+fn finish_statement(items: &str) -> String {
+    format!(
         "UPDATE jobs SET \
          state = CASE WHEN f.next = 'queued' AND jobs.cancel_requested = 1 THEN 'cancelled' ELSE f.next END, \
          not_before_ms = CASE WHEN f.next = 'queued' THEN ?2 + f.delay ELSE jobs.not_before_ms END, \
@@ -124,44 +148,129 @@ async fn apply(writer: &SqlitePool, round: &[FinishRequest]) -> Result<Replies, 
                                   THEN f.delay END \
          FROM (SELECT value ->> 0 AS id, value ->> 1 AS token, value ->> 2 AS next, \
                value ->> 3 AS delay, value ->> 4 AS outcome, value ->> 5 AS error, \
-               value ->> 6 AS result FROM json_each(?1)) AS f \
+               value ->> 6 AS result FROM json_each({items})) AS f \
          WHERE jobs.id = f.id AND jobs.fencing_token = f.token AND +jobs.state = 'running'"
-    );
-    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await.map_err(|e| format!("begin: {e}"))?;
-    let mut applied: HashMap<String, JobState> = HashMap::with_capacity(round.len());
-    // Fast path: when no finish asks for `queued` (the only request whose resulting state
-    // depends on the row), every applied finish ends in its requested state, so the count of
-    // updated rows (ids are distinct) tells whether all applied; no row comes back.
-    let mut all_applied = false;
-    if round.iter().all(|r| r.next != JobState::Queued) {
-        let done = sqlx::query(sqlx::AssertSqlSafe(update.clone()))
-            .bind(&items)
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| format!("update jobs: {e}"))?;
-        if done.rows_affected() == round.len() as u64 {
-            all_applied = true;
-            applied.extend(round.iter().map(|r| (r.job_id.clone(), r.next)));
-        } else {
-            // Some finish was fenced: start over, learning which rows applied.
-            tx.rollback().await.map_err(|e| format!("rollback: {e}"))?;
-            tx = writer.begin_with("BEGIN IMMEDIATE").await.map_err(|e| format!("begin: {e}"))?;
+    )
+}
+
+/// Applies a round in which no finish asks for `queued`, finishes and the slots' next leases,
+/// as ONE command to the write connection (one hand-off to its thread and back instead of one
+/// per statement, which was most of a batch's cost): `BEGIN IMMEDIATE`, the finish statement,
+/// a check that stops the script unless every finish applied (`json()` of a text that is not
+/// JSON raises an error, and an error ends the script there), one lease statement per queue
+/// and run of requests with the same worker identity (its rows tagged with the run), `COMMIT`.
+///
+/// Parameters: `?1` one JSON document `{"f": [finish items], "r": [[queue, limit, worker id,
+/// host, pid] per run]}`, `?2` the time. Every statement of the script uses exactly the
+/// parameters `?1` … `?k` for some k: sqlx binds a multi-statement query's numbered parameters
+/// from one list, but a number a statement skips counts as a positional parameter and shifts
+/// (and at the end cuts off) the binding of the statements after it.
+///
+/// Returns `Ok(None)` when the script did not run to its end (a fenced finish, or any error):
+/// the transaction is then rolled back and the caller applies the round step by step, which
+/// learns which finishes were fenced and reports errors from the statement that failed.
+/// Errs only when the rollback itself failed (the connection is then closed, not reused).
+async fn apply_in_one_command(
+    writer: &SqlitePool,
+    round: &[FinishRequest],
+    items: &str,
+    now: i64,
+) -> Result<Option<Replies>, String> {
+    // Lease runs: per queue (sorted), consecutive requests with the same identity.
+    let mut queues: Vec<&str> = round.iter().filter_map(|r| r.lease.as_ref().map(|(q, _)| q.as_str())).collect();
+    queues.sort_unstable();
+    queues.dedup();
+    let mut runs: Vec<(&str, &WorkerIdentity, Vec<usize>)> = Vec::new();
+    for queue in queues {
+        for (i, r) in round.iter().enumerate() {
+            let Some((q, worker)) = r.lease.as_ref().filter(|(q, _)| q == queue) else { continue };
+            match runs.last_mut() {
+                Some((rq, rw, members)) if *rq == q.as_str() && *rw == worker => members.push(i),
+                _ => runs.push((q.as_str(), worker, vec![i])),
+            }
         }
     }
-    if !all_applied {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!("{update} RETURNING jobs.id, jobs.state")))
-            .bind(&items)
-            .bind(now)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(|e| format!("update jobs: {e}"))?;
-        for row in &rows {
-            let id: String = row.try_get(0).map_err(|e| format!("read updated id: {e}"))?;
-            let state: String = row.try_get(1).map_err(|e| format!("read updated state: {e}"))?;
-            let state: JobState = state.parse()?;
-            applied.insert(id, state);
+    let mut script = format!(
+        "BEGIN IMMEDIATE; {}; \
+         SELECT 1 WHERE json(CASE WHEN changes() = json_array_length(?1, '$.f') THEN '0' \
+                                  ELSE 'fenced' END) IS NULL; ",
+        finish_statement("?1, '$.f'")
+    );
+    let mut run_params = Vec::with_capacity(runs.len());
+    for (k, (queue, worker, members)) in runs.iter().enumerate() {
+        let field = |i: usize| format!("(?1 ->> '$.r[{k}][{i}]')");
+        let statement = lease_statement(LeaseParams {
+            now: "?2".into(),
+            queue: field(0),
+            limit: field(1),
+            worker: field(2),
+            host: field(3),
+            pid: field(4),
+            tag: Some(k),
+        });
+        script.push_str(&statement);
+        script.push_str("; ");
+        run_params.push((*queue, members.len(), &worker.worker_id, &worker.host, worker.pid));
+    }
+    script.push_str("COMMIT");
+    let runs_json = serde_json::to_string(&run_params).map_err(|e| format!("encode lease runs: {e}"))?;
+    let query = sqlx::query(sqlx::AssertSqlSafe(script)).bind(format!("{{\"f\":{items},\"r\":{runs_json}}}")).bind(now);
+    let mut conn = writer.acquire().await.map_err(|e| format!("acquire the write connection: {e}"))?;
+    let rows = match query.fetch_all(&mut *conn).await {
+        Ok(rows) => rows,
+        Err(_) => {
+            // The script stopped at its check or at an error: nothing of it may stay.
+            if let Err(e) = sqlx::query("ROLLBACK").execute(&mut *conn).await
+                && !e.to_string().contains("no transaction is active")
+            {
+                conn.close_on_drop();
+                return Err(format!("rollback: {e}"));
+            }
+            return Ok(None);
         }
+    };
+    let mut leased: Vec<Vec<(Job, i64)>> = (0..runs.len()).map(|_| Vec::new()).collect();
+    for row in &rows {
+        let run: i64 = row.try_get(LEASED_COLUMNS).map_err(|e| format!("read lease run: {e}"))?;
+        let Some((_, worker, _)) = usize::try_from(run).ok().and_then(|k| runs.get(k)) else {
+            return Err(format!("lease row tagged with unknown run {run}"));
+        };
+        leased[run as usize].push(leased_job_from_row(row, worker, now).map_err(|e| e.to_string())?);
+    }
+    // A first lease's only attempt is the one in the row; others may have earlier ones (their
+    // `job_attempts` rows are final: read after the commit, on the same connection).
+    let mut with_history: Vec<&mut Job> =
+        leased.iter_mut().flatten().filter(|(job, _)| job.fencing_token > 1).map(|(job, _)| job).collect();
+    attach_history(&mut conn, &mut with_history).await.map_err(|e| e.to_string())?;
+    drop(conn);
+    let mut next: Vec<Option<LeasedJob>> = (0..round.len()).map(|_| None).collect();
+    for ((_, _, members), mut jobs) in runs.iter().zip(leased) {
+        // RETURNING order is unspecified: oldest first, handed out in call order.
+        jobs.sort_by_key(|(job, seq)| (job.not_before_ms, *seq));
+        for (&i, (job, _)) in members.iter().zip(jobs) {
+            next[i] = Some(LeasedJob { fencing_token: job.fencing_token, job });
+        }
+    }
+    let replies = round.iter().zip(next).map(|(r, next)| Ok((FinishReply::Applied(r.next), next))).collect();
+    Ok(Some((replies, false)))
+}
+
+/// Applies one round statement by statement (see the module docs).
+async fn apply_step_by_step(writer: &SqlitePool, round: &[FinishRequest], items: &str, now: i64) -> Result<Replies, String> {
+    let update = finish_statement("?1");
+    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await.map_err(|e| format!("begin: {e}"))?;
+    let mut applied: HashMap<String, JobState> = HashMap::with_capacity(round.len());
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!("{update} RETURNING jobs.id, jobs.state")))
+        .bind(items)
+        .bind(now)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(|e| format!("update jobs: {e}"))?;
+    for row in &rows {
+        let id: String = row.try_get(0).map_err(|e| format!("read updated id: {e}"))?;
+        let state: String = row.try_get(1).map_err(|e| format!("read updated state: {e}"))?;
+        let state: JobState = state.parse()?;
+        applied.insert(id, state);
     }
     let requeued = applied.values().any(|s| *s == JobState::Queued);
     let mut current: HashMap<String, i64> = HashMap::new();

@@ -115,6 +115,46 @@ pub(super) async fn lease_queue(
     Ok(out)
 }
 
+/// What [`lease_statement`] reads its values from: SQL expressions (parameters such as `?2`,
+/// or expressions over them), each evaluated once per statement.
+pub(super) struct LeaseParams {
+    /// The time (ms).
+    pub(super) now: String,
+    /// The queue to lease from.
+    pub(super) queue: String,
+    /// Most jobs to lease.
+    pub(super) limit: String,
+    /// The lessee's worker id, host and pid.
+    pub(super) worker: String,
+    pub(super) host: String,
+    pub(super) pid: String,
+    /// When set, every returned row ends with this number (one more column).
+    pub(super) tag: Option<usize>,
+}
+
+/// The statement that leases up to `limit` due jobs of a queue for one worker, oldest first
+/// (`not_before_ms`, then enqueue order), returning [`leased_job_columns`] (then the tag).
+///
+/// `LIMIT (…) + 0`, not `LIMIT ?n`: a bare parameter makes SQLite re-prepare the statement at
+/// every execution (see the module docs of `sqlite`). The superseded attempt of a re-leased
+/// job moves to `job_attempts` (trigger `jobs_attempt_superseded`); the new one lives in the row.
+pub(super) fn lease_statement(p: LeaseParams) -> String {
+    let LeaseParams { now, queue, limit, worker, host, pid, tag } = p;
+    let tag = tag.map(|t| format!(", {t}")).unwrap_or_default();
+    format!(
+        "UPDATE jobs SET state = 'running', attempts = attempts + 1, attempt_no = attempts + 1, \
+         fencing_token = fencing_token + 1, owner_worker = {worker}, owner_host = {host}, \
+         owner_pid = {pid}, acquired_at_ms = {now}, heartbeat_at_ms = {now}, \
+         stale_deadline_ms = {now} + stale_after_ms, updated_at_ms = {now}, \
+         recovery_available = 0, attempt_ended_at_ms = NULL, attempt_result = NULL, \
+         attempt_retry_delay_ms = NULL \
+         WHERE seq IN (SELECT seq FROM jobs WHERE queue = {queue} AND state = 'queued' \
+                       AND not_before_ms <= {now} ORDER BY not_before_ms, seq LIMIT {limit} + 0) \
+         RETURNING {}{tag}",
+        leased_job_columns!()
+    )
+}
+
 /// Leases up to `max` due jobs of `queue` for `worker` inside `tx` (one statement, plus one
 /// history read when a re-leased job has earlier attempts), oldest first.
 async fn lease_for(
@@ -127,30 +167,27 @@ async fn lease_for(
     if max == 0 {
         return Ok(Vec::new());
     }
-    // `LIMIT ?3 + 0`, not `LIMIT ?3`: a bare parameter makes SQLite re-prepare the statement at
-    // every execution (see the module docs of `sqlite`).
-    // The superseded attempt of a re-leased job moves to `job_attempts` (trigger
-    // `jobs_attempt_superseded`); the new one lives in the row.
-    let rows = sqlx::query(concat!(
-        "UPDATE jobs SET state = 'running', attempts = attempts + 1, attempt_no = attempts + 1, \
-         fencing_token = fencing_token + 1, owner_worker = ?4, owner_host = ?5, owner_pid = ?6, \
-         acquired_at_ms = ?2, heartbeat_at_ms = ?2, stale_deadline_ms = ?2 + stale_after_ms, \
-         updated_at_ms = ?2, recovery_available = 0, attempt_ended_at_ms = NULL, \
-         attempt_result = NULL, attempt_retry_delay_ms = NULL \
-         WHERE seq IN (SELECT seq FROM jobs WHERE queue = ?1 AND state = 'queued' \
-                       AND not_before_ms <= ?2 ORDER BY not_before_ms, seq LIMIT ?3 + 0) \
-         RETURNING ",
-        leased_job_columns!()
-    ))
-    .bind(queue)
-    .bind(now)
-    .bind(i64::try_from(max).unwrap_or(i64::MAX))
-    .bind(&worker.worker_id)
-    .bind(&worker.host)
-    .bind(i64::from(worker.pid))
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(|e| format!("lease due jobs: {e}"))?;
+    static STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        lease_statement(LeaseParams {
+            now: "?1".into(),
+            queue: "?2".into(),
+            limit: "?3".into(),
+            worker: "?4".into(),
+            host: "?5".into(),
+            pid: "?6".into(),
+            tag: None,
+        })
+    });
+    let rows = sqlx::query(STATEMENT.as_str())
+        .bind(now)
+        .bind(queue)
+        .bind(i64::try_from(max).unwrap_or(i64::MAX))
+        .bind(&worker.worker_id)
+        .bind(&worker.host)
+        .bind(i64::from(worker.pid))
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(|e| format!("lease due jobs: {e}"))?;
     let mut jobs: Vec<(Job, i64)> = Vec::with_capacity(rows.len());
     for row in &rows {
         jobs.push(leased_job_from_row(row, worker, now).map_err(|e| e.to_string())?);

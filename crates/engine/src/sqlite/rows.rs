@@ -29,6 +29,8 @@ macro_rules! leased_job_columns {
     };
 }
 pub(super) use leased_job_columns;
+/// How many columns [`leased_job_columns`] selects.
+pub(super) const LEASED_COLUMNS: usize = 10;
 
 fn corrupt(job_id: &str, what: impl std::fmt::Display) -> EngineError {
     EngineError::Corrupt { job_id: job_id.to_owned(), message: what.to_string() }
