@@ -17,7 +17,7 @@
 //! | `leases` | sorted set | running jobs, score = heartbeat deadline (`heartbeat_at + stale_after`) |
 //! | `idem` | hash | idempotency key → job id |
 //! | `results` | sorted set | terminal/stale jobs not yet acknowledged, score = sequence |
-//! | `jobs`, `state:{state}` | sorted sets | job index by creation time (all / per state except `running`, which `leases` indexes) |
+//! | `jobs`, `state:{state}` | sorted sets | job index by creation time: all jobs / per state, for `failed`, `dead`, `cancelled` and `stale` only (`running` jobs are in `leases`; `queued` and `succeeded`, the states nearly every job passes through, are listed by walking `jobs`) |
 //! | `lock:{name}`, `locks` | hash, sorted set | named locks; held locks by heartbeat deadline |
 //! | `seq` | string | the sequence counter |
 //! | `leasereq:{uuid}` | list | jobs leased by one lease request (10 min), so a retried request is idempotent |
@@ -108,6 +108,11 @@ pub const MAX_LEASE_BATCH: usize = 1000;
 const BLOCK_SLACK: Duration = Duration::from_secs(5);
 /// Idle blocking connections kept for reuse.
 const BLOCKING_POOL: usize = 8;
+/// The states with an index set `state:{state}` (must match `INDEXED` in `common.lua`); the
+/// others (`queued`, `succeeded`) are listed by walking `jobs`, `running` from `leases`.
+const STATE_INDEXED: [JobState; 4] = [JobState::Failed, JobState::Dead, JobState::Cancelled, JobState::Stale];
+/// Most `jobs` entries one `list.lua` call reads.
+const LIST_WALK_BUDGET: usize = 5000;
 /// Batch size of `reap_locks` and the page size of internal scans.
 const SCAN_BATCH: usize = 1000;
 
@@ -406,6 +411,29 @@ impl RedisBackend {
         answer.await.map_err(|_| stopped())?
     }
 
+    /// Ids of up to `limit` jobs in `state` (one without an index set), newest first, walking
+    /// the `jobs` index in script calls of [`LIST_WALK_BUDGET`] entries. Jobs enqueued meanwhile
+    /// shift the ranks, so an id can come back twice: kept once.
+    async fn walk_jobs_in_state(&self, state: JobState, limit: usize) -> Result<Vec<String>, EngineError> {
+        let mut ids: Vec<String> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut start: i64 = 0;
+        while ids.len() < limit && start >= 0 {
+            let mut inv = self.scripts.list.prepare_invoke();
+            inv.arg(&self.prefix)
+                .arg(state.as_str())
+                .arg(limit - ids.len())
+                .arg(start)
+                .arg(LIST_WALK_BUDGET);
+            let what = format!("list {state} jobs");
+            let (found, next): (Vec<String>, i64) = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
+            ids.extend(found.into_iter().filter(|id| seen.insert(id.clone())));
+            start = next;
+        }
+        ids.truncate(limit);
+        Ok(ids)
+    }
+
     async fn zrange(&self, key: &str, rev: bool, limit: usize) -> Result<Vec<String>, EngineError> {
         if limit == 0 {
             return Ok(Vec::new());
@@ -624,11 +652,13 @@ impl QueueBackend for RedisBackend {
             jobs.truncate(limit);
             return Ok(jobs);
         }
-        let index = match state {
-            Some(s) => format!("{}state:{}", self.prefix, s.as_str()),
-            None => format!("{}jobs", self.prefix),
+        let ids = match state {
+            None => self.zrange(&format!("{}jobs", self.prefix), true, limit).await?,
+            Some(s) if STATE_INDEXED.contains(&s) => {
+                self.zrange(&format!("{}state:{}", self.prefix, s.as_str()), true, limit).await?
+            }
+            Some(s) => self.walk_jobs_in_state(s, limit).await?,
         };
-        let ids = self.zrange(&index, true, limit).await?;
         let jobs = self.fetch_jobs(&ids).await?;
         // The index and the hashes are read separately: drop a job that changed state meanwhile.
         Ok(jobs

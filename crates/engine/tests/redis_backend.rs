@@ -314,6 +314,39 @@ async fn enqueue_lease_finish_round_trip() {
     assert_eq!(b.list(None, 1).await.unwrap().len(), 1);
 }
 
+/// `queued` and `succeeded` have no index set (the hot path writes none): listing them walks the
+/// job index newest first, across several script calls when the matches lie deeper than one
+/// call reads (5 000 entries); the rare states keep theirs. Only those index sets exist.
+#[tokio::test]
+async fn listing_by_state_walks_the_job_index_for_unindexed_states() {
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let w = worker("lister");
+    let oldest = b.enqueue(&spec("q")).await.unwrap();
+    let doomed = b.enqueue(&spec("q")).await.unwrap();
+    for (id, next) in [(&oldest.job_id, JobState::Succeeded), (&doomed.job_id, JobState::Dead)] {
+        let leased = b.lease("q", &w, 1, Duration::ZERO).await.unwrap();
+        assert_eq!(&leased[0].job.id, id);
+        assert_eq!(b.finish(id, 1, &finish(next, 0, "passed")).await.unwrap(), FinishReply::Applied(next));
+    }
+    // 5 100 newer queued jobs: the succeeded one is deeper than one walk call reads.
+    let mut queued = Vec::new();
+    for _ in 0..5_100 {
+        queued.push(b.enqueue(&spec("q")).await.unwrap().job_id);
+    }
+    let succeeded = b.list(Some(JobState::Succeeded), 10).await.unwrap();
+    assert_eq!(succeeded.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), [oldest.job_id.as_str()]);
+    let dead = b.list(Some(JobState::Dead), 10).await.unwrap();
+    assert_eq!(dead.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), [doomed.job_id.as_str()]);
+    let newest: Vec<String> = b.list(Some(JobState::Queued), 3).await.unwrap().into_iter().map(|j| j.id).collect();
+    assert_eq!(newest, queued.iter().rev().take(3).cloned().collect::<Vec<_>>(), "newest first, up to the limit");
+    assert_eq!(b.list(Some(JobState::Queued), 10_000).await.unwrap().len(), 5_100);
+    assert!(b.list(Some(JobState::Failed), 10).await.unwrap().is_empty());
+    let mut sets: Vec<String> = server.cli(&["--scan", "--pattern", "sftest:state:*"]).lines().map(str::to_owned).collect();
+    sets.sort();
+    assert_eq!(sets, ["sftest:state:dead"], "no index set for queued or succeeded jobs");
+}
+
 #[tokio::test]
 async fn leases_are_fifo_and_batched() {
     let server = RedisServer::start();

@@ -26,12 +26,17 @@ local function next_seq()
   return redis.call('INCR', NS .. 'seq')
 end
 
--- Moves a job between the per-state index sets (scored by creation time) and stores the state.
--- Running jobs have no state set: the `leases` set lists them (see `list` in redis.rs).
+-- States with an index set `state:{state}` (scored by creation time): the rare ones an operator
+-- lists to find trouble. `queued` and `succeeded`, the states nearly every job passes through,
+-- have none (keeping them cost a sorted-set write at every enqueue, lease and finish); `list`
+-- in redis.rs finds them by walking `jobs`. Running jobs are listed from the `leases` set.
+local INDEXED = { failed = true, dead = true, cancelled = true, stale = true }
+
+-- Stores the state and moves the job between the index sets.
 local function set_state(id, old, new, created)
   if old ~= new then
-    if old and old ~= 'running' then redis.call('ZREM', NS .. 'state:' .. old, id) end
-    if new ~= 'running' then redis.call('ZADD', NS .. 'state:' .. new, created, id) end
+    if old and INDEXED[old] then redis.call('ZREM', NS .. 'state:' .. old, id) end
+    if INDEXED[new] then redis.call('ZADD', NS .. 'state:' .. new, created, id) end
   end
   redis.call('HSET', jkey(id), 'state', new)
 end

@@ -26,6 +26,7 @@ pub(super) struct Scripts {
     pub(super) lock_release: Script,
     pub(super) reap_locks: Script,
     pub(super) leases: Script,
+    pub(super) list: Script,
 }
 
 fn with_prelude(body: &str) -> Script {
@@ -53,6 +54,7 @@ impl Scripts {
             lock_release: with_prelude(include_str!("lock_release.lua")),
             reap_locks: with_prelude(include_str!("reap_locks.lua")),
             leases: with_prelude(include_str!("leases.lua")),
+            list: with_prelude(include_str!("list.lua")),
         }
     }
 }

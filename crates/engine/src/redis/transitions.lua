@@ -3,7 +3,6 @@
 
 -- Keys every batch touches, built once per call; `state:{state}` keys on first use.
 local K_LEASES = NS .. 'leases'
-local K_QUEUED = NS .. 'state:queued'
 local K_STATE = {}
 local function state_key(st)
   local k = K_STATE[st]
@@ -106,7 +105,7 @@ local function finish_one(id, token, next, delay, result, outcome, err, now, sno
     redis.call('HSET', jk, unpack(set))
   end
   defer_zrem(sets, K_LEASES, id)
-  defer_zadd(sets, state_key(next), f[3], id)
+  if INDEXED[next] then defer_zadd(sets, state_key(next), f[3], id) end
   if next == 'queued' then
     schedule(id, g[2], next_seq(), now + tonumber(delay), now)
   elseif terminal then
@@ -176,7 +175,6 @@ local function lease_one(tag, id, worker, host, pid, now, snow, sets)
   redis.call('HSET', jk, 'state', 'running', 'attempts', attempts, 'token', token,
     'owner_worker', worker, 'owner_host', host, 'owner_pid', pid,
     'acquired_at', snow, 'heartbeat_at', snow, 'updated_at', snow)
-  defer_zrem(sets, K_QUEUED, id)
   local dl = DEADLINE[f[4]]
   if not dl then dl = s(now + tonumber(f[4])); DEADLINE[f[4]] = dl end
   defer_zadd(sets, K_LEASES, dl, id)
