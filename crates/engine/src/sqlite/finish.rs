@@ -3,10 +3,11 @@
 //! When no finish asks for `queued` (the only request whose resulting state depends on the
 //! row), the whole round is one command to the write connection: begin, one finish statement
 //! whatever the batch size, a check that every finish applied, one lease statement per queue
-//! and worker identity, commit ([`apply_in_one_command`]). A fenced finish (the check fails) or
-//! a `queued` request sends the round down the step-by-step path instead: the finish statement
+//! and worker identity, commit ([`apply_in_one_command`]). A fenced finish (the check fails),
+//! a `queued` request or a next job that ran before (its history must be read in the
+//! transaction) sends the round down the step-by-step path instead: the finish statement
 //! returns which rows it updated, the current tokens of the fenced ones are read, the leases
-//! follow, each statement its own command. The attempt's end is recorded in the job's row
+//! and the histories of re-leased jobs follow, each statement its own command. The attempt's end is recorded in the job's row
 //! (schema v2), not in `job_attempts`.
 //!
 //! Each finish keeps its own fencing: a row is updated only when its job is still `running`
@@ -21,7 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::CLEAR_LEASE;
 use super::lease::{LeaseParams, lease_queue, lease_statement};
-use super::rows::{LEASED_COLUMNS, attach_history, leased_job_from_row};
+use super::rows::{LEASED_COLUMNS, leased_job_from_row};
 use super::watch::Wake;
 use crate::error::EngineError;
 use crate::job::{FinishReply, Job, JobState, LeasedJob, WorkerIdentity, now_ms};
@@ -159,6 +160,8 @@ fn finish_statement(items: &str) -> String {
 /// a check that stops the script unless every finish applied (`json()` of a text that is not
 /// JSON raises an error, and an error ends the script there), one lease statement per queue
 /// and run of requests with the same worker identity (its rows tagged with the run), `COMMIT`.
+/// The lease statements stop the script too when they would lease a job that ran before (a
+/// retry): its earlier attempts are read in the transaction, on the step-by-step path.
 ///
 /// Parameters: `?1` one JSON document `{"f": [finish items], "r": [[queue, limit, worker id,
 /// host, pid] per run]}`, `?2` the time. Every statement of the script uses exactly the
@@ -166,7 +169,8 @@ fn finish_statement(items: &str) -> String {
 /// from one list, but a number a statement skips counts as a positional parameter and shifts
 /// (and at the end cuts off) the binding of the statements after it.
 ///
-/// Returns `Ok(None)` when the script did not run to its end (a fenced finish, or any error):
+/// Returns `Ok(None)` when the script did not run to its end (a fenced finish, a retry to
+/// lease, or any error):
 /// the transaction is then rolled back and the caller applies the round step by step, which
 /// learns which finishes were fenced and reports errors from the statement that failed.
 /// Errs only when the rollback itself failed (the connection is then closed, not reused).
@@ -207,6 +211,7 @@ async fn apply_in_one_command(
             host: field(3),
             pid: field(4),
             tag: Some(k),
+            first_attempts_only: true,
         });
         script.push_str(&statement);
         script.push_str("; ");
@@ -237,11 +242,6 @@ async fn apply_in_one_command(
         };
         leased[run as usize].push(leased_job_from_row(row, worker, now).map_err(|e| e.to_string())?);
     }
-    // A first lease's only attempt is the one in the row; others may have earlier ones (their
-    // `job_attempts` rows are final: read after the commit, on the same connection).
-    let mut with_history: Vec<&mut Job> =
-        leased.iter_mut().flatten().filter(|(job, _)| job.fencing_token > 1).map(|(job, _)| job).collect();
-    attach_history(&mut conn, &mut with_history).await.map_err(|e| e.to_string())?;
     drop(conn);
     let mut next: Vec<Option<LeasedJob>> = (0..round.len()).map(|_| None).collect();
     for ((_, _, members), mut jobs) in runs.iter().zip(leased) {

@@ -130,6 +130,10 @@ pub(super) struct LeaseParams {
     pub(super) pid: String,
     /// When set, every returned row ends with this number (one more column).
     pub(super) tag: Option<usize>,
+    /// Lease only jobs that never ran: the statement fails (an error, the script stops) when
+    /// one of the jobs it would lease had an earlier attempt, whose history the caller would
+    /// have to read in the same transaction.
+    pub(super) first_attempts_only: bool,
 }
 
 /// The statement that leases up to `limit` due jobs of a queue for one worker, oldest first
@@ -139,14 +143,21 @@ pub(super) struct LeaseParams {
 /// every execution (see the module docs of `sqlite`). The superseded attempt of a re-leased
 /// job moves to `job_attempts` (trigger `jobs_attempt_superseded`); the new one lives in the row.
 pub(super) fn lease_statement(p: LeaseParams) -> String {
-    let LeaseParams { now, queue, limit, worker, host, pid, tag } = p;
+    let LeaseParams { now, queue, limit, worker, host, pid, tag, first_attempts_only } = p;
     let tag = tag.map(|t| format!(", {t}")).unwrap_or_default();
+    // `json()` of a text that is not JSON raises an error; of NULL it is NULL (the argument
+    // depends on the row, so SQLite cannot evaluate it once up front).
+    let recovery_available = if first_attempts_only {
+        "coalesce(json(CASE WHEN fencing_token > 0 THEN 'leased before' END), 0)"
+    } else {
+        "0"
+    };
     format!(
         "UPDATE jobs SET state = 'running', attempts = attempts + 1, attempt_no = attempts + 1, \
          fencing_token = fencing_token + 1, owner_worker = {worker}, owner_host = {host}, \
          owner_pid = {pid}, acquired_at_ms = {now}, heartbeat_at_ms = {now}, \
          stale_deadline_ms = {now} + stale_after_ms, updated_at_ms = {now}, \
-         recovery_available = 0, attempt_ended_at_ms = NULL, attempt_result = NULL, \
+         recovery_available = {recovery_available}, attempt_ended_at_ms = NULL, attempt_result = NULL, \
          attempt_retry_delay_ms = NULL \
          WHERE seq IN (SELECT seq FROM jobs WHERE queue = {queue} AND state = 'queued' \
                        AND not_before_ms <= {now} ORDER BY not_before_ms, seq LIMIT {limit} + 0) \
@@ -176,6 +187,7 @@ async fn lease_for(
             host: "?5".into(),
             pid: "?6".into(),
             tag: None,
+            first_attempts_only: false,
         })
     });
     let rows = sqlx::query(STATEMENT.as_str())
