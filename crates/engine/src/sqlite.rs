@@ -42,6 +42,7 @@ mod watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sqlx::sqlite::{
@@ -90,6 +91,10 @@ struct Inner {
     finisher: tokio::sync::mpsc::UnboundedSender<finish::FinishRequest>,
     /// Queue of the group-commit lease task.
     leaser: tokio::sync::mpsc::UnboundedSender<lease::LeaseRequest>,
+    /// Set while the finish task's one-command script runs on `writer` (its release hook rolls
+    /// back a script that was dropped before it ended).
+    #[cfg_attr(not(test), expect(dead_code, reason = "the finish task and the pool hook hold clones; tests reach it here"))]
+    script_open: Arc<AtomicBool>,
     stop: CancellationToken,
 }
 
@@ -119,6 +124,13 @@ fn to_i64(v: u64) -> i64 {
 /// a lease only while `running`.
 pub(super) const CLEAR_LEASE: &str = "stale_deadline_ms = NULL";
 
+/// Whether `e` is SQLite's `SQLITE_BUSY` or `SQLITE_LOCKED` (any extended code of them): another
+/// connection held the lock past the busy timeout, or would have deadlocked.
+pub(super) fn is_busy(e: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(e) = e else { return false };
+    e.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| matches!(c & 0xff, 5 | 6))
+}
+
 /// Opens a pool, retrying while SQLite reports the file busy (for up to [`BUSY_TIMEOUT`]).
 /// Connecting runs `PRAGMA journal_mode = WAL`, which needs an exclusive lock that SQLite's
 /// busy handler does not wait for, so several processes opening the same (new) file at once
@@ -132,10 +144,7 @@ where
     let mut pause = Duration::from_millis(5);
     loop {
         match connect().await {
-            Err(sqlx::Error::Database(e))
-                if e.code().is_some_and(|c| c == "5" || c.parse::<i32>().is_ok_and(|c| c & 0xff == 5))
-                    && started.elapsed() < BUSY_TIMEOUT =>
-            {
+            Err(e) if is_busy(&e) && started.elapsed() < BUSY_TIMEOUT => {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(100));
             }
@@ -173,8 +182,28 @@ impl SqliteBackend {
         let open_err = |e: sqlx::Error| {
             EngineError::sqlite(format!("open queue database `{}`: {e}", path.display()))
         };
+        // Set while `finish` runs its one-command script on the write connection: if that future
+        // is dropped mid-script (runtime shutdown), the script's transaction may still be open
+        // when the connection goes back to the pool, and is rolled back there.
+        let script_open = Arc::new(AtomicBool::new(false));
+        let open_script = script_open.clone();
         let writer = connect_retrying_busy(|| {
+            let open_script = open_script.clone();
             SqlitePoolOptions::new()
+                .after_release(move |conn, _| {
+                    let open_script = open_script.clone();
+                    Box::pin(async move {
+                        if open_script.swap(false, Ordering::AcqRel) {
+                            tracing::warn!("a finish script was interrupted: rolling back its transaction");
+                            if let Err(e) = sqlx::query("ROLLBACK").execute(&mut *conn).await {
+                                // No transaction was open (the script ended anyway) or the
+                                // connection is broken: keep it only in the first case.
+                                return Ok(e.to_string().contains("no transaction is active"));
+                            }
+                        }
+                        Ok(true)
+                    })
+                })
                 .max_connections(1)
                 .min_connections(1)
                 .test_before_acquire(false)
@@ -202,7 +231,7 @@ impl SqliteBackend {
         let stop = CancellationToken::new();
         watch::spawn_checkpointer(options.clone(), stop.clone());
         watch::spawn_watcher(options, wake.clone(), stop.clone());
-        let finisher = finish::spawn(writer.clone(), wake.clone());
+        let finisher = finish::spawn(writer.clone(), wake.clone(), script_open.clone());
         let leaser = lease::spawn(writer.clone());
         Ok(Self {
             inner: Arc::new(Inner {
@@ -212,6 +241,7 @@ impl SqliteBackend {
                 wake,
                 finisher,
                 leaser,
+                script_open,
                 stop,
             }),
         })

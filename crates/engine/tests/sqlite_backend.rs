@@ -791,6 +791,77 @@ async fn batched_finishes_refill_each_slot_from_its_queue_for_its_worker() {
     assert_eq!(b.lease("c", &w1, 1, Duration::ZERO).await.unwrap()[0].job.id, last.job_id);
 }
 
+/// A job whose stored record cannot be decoded (here: its spec is not a `JobSpec`) never fails
+/// the round that leases it: the round's finishes apply and its other slots are refilled; the
+/// corrupt job stays leased to the worker, which never runs it, so it expires and the reaper
+/// recovers it (as on Redis), and its attempts bound how often: here two, then `dead`. Jobs
+/// behind it in its queue are leased as usual.
+#[tokio::test]
+async fn a_corrupt_job_never_fails_its_round_and_ends_dead_through_the_reaper() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = open(&dir).await;
+    let w = WorkerIdentity::new("w");
+    let x = b.enqueue(&spec("good")).await.unwrap().job_id;
+    let y = b.enqueue(&spec("bad")).await.unwrap().job_id;
+    assert_eq!(b.lease("good", &w, 1, Duration::ZERO).await.unwrap()[0].job.id, x);
+    assert_eq!(b.lease("bad", &w, 1, Duration::ZERO).await.unwrap()[0].job.id, y);
+    let good_next = b.enqueue(&spec("good")).await.unwrap().job_id;
+    let mut short = spec("bad");
+    short.stale_after_ms = 30;
+    short.max_attempts = 2;
+    let corrupt = b.enqueue(&short).await.unwrap().job_id;
+    let raw = sqlx::SqlitePool::connect(&format!("sqlite://{}", dir.path().join("queue.db").display()))
+        .await
+        .unwrap();
+    sqlx::query("UPDATE job_specs SET spec = '{}' WHERE seq = (SELECT seq FROM jobs WHERE id = ?1)")
+        .bind(&corrupt)
+        .execute(&raw)
+        .await
+        .unwrap();
+    let stored = |id: String| {
+        let raw = raw.clone();
+        async move {
+            sqlx::query_as::<_, (String, i64, i64)>("SELECT state, fencing_token, attempts FROM jobs WHERE id = ?1")
+                .bind(id)
+                .fetch_one(&raw)
+                .await
+                .unwrap()
+        }
+    };
+    let running = |token: i64| ("running".to_owned(), token, token);
+
+    // One round (the one-command path): both finishes apply, the good slot is refilled.
+    let done = finish(JobState::Succeeded, 0);
+    let (rx, ry) = tokio::join!(
+        b.finish_and_lease(&x, 1, &done, "good", &w),
+        b.finish_and_lease(&y, 1, &done, "bad", &w)
+    );
+    let (rx, ry) = (rx.unwrap(), ry.unwrap());
+    assert_eq!(rx.0, FinishReply::Applied(JobState::Succeeded));
+    assert_eq!(ry.0, FinishReply::Applied(JobState::Succeeded));
+    assert_eq!(rx.1.map(|n| n.job.id), Some(good_next.clone()));
+    assert!(ry.1.is_none(), "the corrupt job is handed to no slot");
+    assert_eq!(stored(corrupt.clone()).await, running(1), "leased to the worker, never run");
+
+    // It expires and is recovered; leased again (a job that ran before: the step-by-step
+    // path), it again fails nothing but its own attempt; the second expiry makes it dead.
+    let expired = wait_expired(&b, &corrupt).await;
+    assert!(b.reap(&expired, &skillforge_engine::policy::reap_action_for(&expired)).await.unwrap());
+    assert_eq!(stored(corrupt.clone()).await.0, "queued");
+    let (reply, next) = b.finish_and_lease(&good_next, 1, &done, "bad", &w).await.unwrap();
+    assert_eq!(reply, FinishReply::Applied(JobState::Succeeded));
+    assert!(next.is_none());
+    assert_eq!(stored(corrupt.clone()).await, running(2));
+    let expired = wait_expired(&b, &corrupt).await;
+    assert_eq!(skillforge_engine::policy::reap_action_for(&expired), ReapAction::Dead);
+    assert!(b.reap(&expired, &ReapAction::Dead).await.unwrap());
+    assert_eq!(stored(corrupt.clone()).await.0, "dead");
+
+    // The queue is not blocked behind it.
+    let after = b.enqueue(&spec("bad")).await.unwrap().job_id;
+    assert_eq!(b.lease("bad", &w, 1, Duration::ZERO).await.unwrap()[0].job.id, after);
+}
+
 /// A schema v1 file (every attempt in `job_attempts`, owner columns cleared after each attempt)
 /// upgrades in place to the current schema: histories read the same, a running v1 attempt is
 /// finished and superseded without a duplicate, and new jobs run as usual.

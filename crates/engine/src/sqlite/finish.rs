@@ -16,13 +16,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use sqlx::{Row, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
 use super::CLEAR_LEASE;
-use super::lease::{LeaseParams, lease_queue, lease_statement};
-use super::rows::{LEASED_COLUMNS, leased_job_from_row};
+use super::lease::{LeaseParams, decode_leased, lease_queue, lease_statement};
+use super::rows::LEASED_COLUMNS;
 use super::watch::Wake;
 use crate::error::EngineError;
 use crate::job::{FinishReply, Job, JobState, LeasedJob, WorkerIdentity, now_ms};
@@ -49,7 +50,10 @@ pub(super) struct FinishRequest {
 }
 
 /// Starts the finisher task; it ends when the returned sender (and its clones) are dropped.
-pub(super) fn spawn(writer: SqlitePool, wake: Arc<Wake>) -> mpsc::UnboundedSender<FinishRequest> {
+///
+/// `script_open` is set while a one-command script runs (see [`apply_in_one_command`]); the
+/// write pool's release hook rolls back a script whose future was dropped before it ended.
+pub(super) fn spawn(writer: SqlitePool, wake: Arc<Wake>, script_open: Arc<AtomicBool>) -> mpsc::UnboundedSender<FinishRequest> {
     let (tx, mut rx) = mpsc::unbounded_channel::<FinishRequest>();
     tokio::spawn(async move {
         while let Some(first) = rx.recv().await {
@@ -67,7 +71,7 @@ pub(super) fn spawn(writer: SqlitePool, wake: Arc<Wake>) -> mpsc::UnboundedSende
                 let (round, rest): (Vec<_>, Vec<_>) =
                     batch.into_iter().partition(|r| seen.insert(r.job_id.clone()));
                 batch = rest;
-                match apply(&writer, &round).await {
+                match apply(&writer, &round, &script_open).await {
                     Ok((replies, requeued)) => {
                         if requeued {
                             wake.wake_all();
@@ -101,14 +105,14 @@ type FinishItem<'a> = (&'a str, i64, &'a str, i64, Option<&'a str>, Option<&'a s
 
 /// Applies one round (distinct job ids). Returns one reply per request, in order, and whether
 /// a job went back to `queued`; or the error text when the transaction failed.
-async fn apply(writer: &SqlitePool, round: &[FinishRequest]) -> Result<Replies, String> {
+async fn apply(writer: &SqlitePool, round: &[FinishRequest], script_open: &AtomicBool) -> Result<Replies, String> {
     let now = now_ms();
     let items = encode(round)?;
     // When no finish asks for `queued` (the only request whose resulting state depends on the
     // row), every applied finish ends in its requested state: the whole round can go to the
     // connection as one command, and only a fenced finish sends it down the longer path.
     if round.iter().all(|r| r.next != JobState::Queued)
-        && let Some(replies) = apply_in_one_command(writer, round, &items, now).await?
+        && let Some(replies) = apply_in_one_command(writer, round, &items, now, script_open).await?
     {
         return Ok(replies);
     }
@@ -179,6 +183,7 @@ async fn apply_in_one_command(
     round: &[FinishRequest],
     items: &str,
     now: i64,
+    script_open: &AtomicBool,
 ) -> Result<Option<Replies>, String> {
     // Lease runs: per queue (sorted), consecutive requests with the same identity.
     let mut queues: Vec<&str> = round.iter().filter_map(|r| r.lease.as_ref().map(|(q, _)| q.as_str())).collect();
@@ -221,26 +226,41 @@ async fn apply_in_one_command(
     let runs_json = serde_json::to_string(&run_params).map_err(|e| format!("encode lease runs: {e}"))?;
     let query = sqlx::query(sqlx::AssertSqlSafe(script)).bind(format!("{{\"f\":{items},\"r\":{runs_json}}}")).bind(now);
     let mut conn = writer.acquire().await.map_err(|e| format!("acquire the write connection: {e}"))?;
-    let rows = match query.fetch_all(&mut *conn).await {
+    script_open.store(true, Ordering::Release);
+    let result = query.fetch_all(&mut *conn).await;
+    let rows = match result {
         Ok(rows) => rows,
-        Err(_) => {
+        Err(error) => {
             // The script stopped at its check or at an error: nothing of it may stay.
             if let Err(e) = sqlx::query("ROLLBACK").execute(&mut *conn).await
                 && !e.to_string().contains("no transaction is active")
             {
                 conn.close_on_drop();
+                script_open.store(false, Ordering::Release);
                 return Err(format!("rollback: {e}"));
+            }
+            script_open.store(false, Ordering::Release);
+            // Another process held the write lock past the busy timeout: the step-by-step path
+            // would only wait as long again.
+            if super::is_busy(&error) {
+                return Err(error.to_string());
             }
             return Ok(None);
         }
     };
+    script_open.store(false, Ordering::Release);
+    // Committed: from here on nothing may fail the round. A leased job that cannot be decoded
+    // stays leased to this worker and no slot gets it; the reaper recovers it after its
+    // `stale_after` (as on Redis, and on the step-by-step path: `lease::decode_leased`).
     let mut leased: Vec<Vec<(Job, i64)>> = (0..runs.len()).map(|_| Vec::new()).collect();
     for row in &rows {
-        let run: i64 = row.try_get(LEASED_COLUMNS).map_err(|e| format!("read lease run: {e}"))?;
-        let Some((_, worker, _)) = usize::try_from(run).ok().and_then(|k| runs.get(k)) else {
-            return Err(format!("lease row tagged with unknown run {run}"));
+        let run = row.try_get::<i64, _>(LEASED_COLUMNS).ok().and_then(|k| usize::try_from(k).ok());
+        let Some((k, (_, worker, _))) = run.and_then(|k| runs.get(k).map(|r| (k, r))) else {
+            let id = row.try_get::<String, _>(0).unwrap_or_default();
+            tracing::warn!(job_id = %id, "a job leased after a finish came back without its run; the reaper will recover it");
+            continue;
         };
-        leased[run as usize].push(leased_job_from_row(row, worker, now).map_err(|e| e.to_string())?);
+        leased[k].extend(decode_leased(row, worker, now));
     }
     drop(conn);
     let mut next: Vec<Option<LeasedJob>> = (0..round.len()).map(|_| None).collect();
@@ -322,4 +342,81 @@ async fn apply_step_by_step(writer: &SqlitePool, round: &[FinishRequest], items:
         })
         .collect();
     Ok((replies, requeued))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use sqlx::Connection;
+
+    use super::*;
+    use crate::backend::QueueBackend;
+    use crate::job::JobSpec;
+    use crate::sqlite::SqliteBackend;
+
+    /// A one-command script whose future is dropped while it runs (what a runtime shutdown does
+    /// to the finisher task) leaves its transaction open on the connection; the write pool's
+    /// release hook rolls it back, so the next writer finds a clean connection and the dropped
+    /// round applied nothing.
+    #[tokio::test]
+    async fn a_dropped_script_is_rolled_back_before_the_connection_is_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("queue.db");
+        let b = SqliteBackend::open(&path).await.unwrap();
+        let w = WorkerIdentity::new("w");
+        let job = b.enqueue(&JobSpec::new("noop", serde_json::json!({}))).await.unwrap().job_id;
+        assert_eq!(b.lease("default", &w, 1, Duration::ZERO).await.unwrap().len(), 1);
+
+        // Another connection holds the write lock, so the script waits in its BEGIN.
+        let url = format!("sqlite://{}", path.display());
+        let mut holder = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::query("BEGIN IMMEDIATE").execute(&mut holder).await.unwrap();
+        let (reply, _answer) = oneshot::channel();
+        let round = [FinishRequest {
+            job_id: job.clone(),
+            fencing_token: 1,
+            next: JobState::Succeeded,
+            retry_delay_ms: 0,
+            attempt_result: "passed".to_owned(),
+            outcome: None,
+            error: None,
+            lease: None,
+            reply,
+        }];
+        let items = encode(&round).unwrap();
+        {
+            let script = apply_in_one_command(&b.inner.writer, &round, &items, now_ms(), &b.inner.script_open);
+            tokio::pin!(script);
+            assert!(futures::poll!(&mut script).is_pending());
+            assert!(b.inner.script_open.load(Ordering::Acquire), "the script was sent");
+        }
+        sqlx::query("COMMIT").execute(&mut holder).await.unwrap();
+
+        // The connection's thread runs the script's BEGIN, finds nobody listening and stops
+        // there; the pool's hook rolls the open transaction back. Writes work again.
+        let mut again = None;
+        for _ in 0..200 {
+            match b.enqueue(&JobSpec::new("noop", serde_json::json!({}))).await {
+                Ok(e) => {
+                    again = Some(e.job_id);
+                    break;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+        let again = again.expect("the write connection is usable again");
+        let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = ?1")
+            .bind(&job)
+            .fetch_one(&mut holder)
+            .await
+            .unwrap();
+        assert_eq!(state, "running", "the dropped round applied nothing");
+        let seen: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE id = ?1")
+            .bind(&again)
+            .fetch_one(&mut holder)
+            .await
+            .unwrap();
+        assert_eq!(seen, 1, "the next write is committed, not caught in a stale transaction");
+    }
 }

@@ -7,6 +7,7 @@
 //! in call order (each caller up to its `max`). The new attempt is recorded in the job's row
 //! (schema v2), so no `job_attempts` row is written.
 
+use sqlx::sqlite::SqliteRow;
 use sqlx::{Sqlite, SqlitePool, Transaction};
 use tokio::sync::{mpsc, oneshot};
 
@@ -100,8 +101,8 @@ pub(super) async fn lease_queue(
         let worker = wants[start].0;
         let end = (start..wants.len()).find(|&i| wants[i].0 != worker).unwrap_or(wants.len());
         let total: usize = wants[start..end].iter().map(|&(_, max)| max).fold(0, usize::saturating_add);
-        let jobs = lease_for(tx, queue, worker, total, now).await?;
-        let exhausted = jobs.len() < total;
+        let (jobs, taken) = lease_for(tx, queue, worker, total, now).await?;
+        let exhausted = taken < total;
         // Oldest first, handed out in call order (each want up to its max).
         let mut jobs = jobs.into_iter();
         for (i, &(_, max)) in wants.iter().enumerate().take(end).skip(start) {
@@ -166,17 +167,34 @@ pub(super) fn lease_statement(p: LeaseParams) -> String {
     )
 }
 
+/// Decodes a row returned by [`lease_statement`] into a job leased by `worker` at `now` (and
+/// its `seq`). A row that cannot be decoded (a corrupt spec or outcome) is logged and skipped:
+/// the job stays leased to `worker`, which never runs it, so the reaper recovers it after its
+/// `stale_after` and its attempts bound how often that repeats (a failed decode does not fail
+/// the other leases and finishes of its round, which would keep a corrupt job in front of its
+/// queue forever). The Redis backend does the same.
+pub(super) fn decode_leased(row: &SqliteRow, worker: &WorkerIdentity, now: i64) -> Option<(Job, i64)> {
+    match leased_job_from_row(row, worker, now) {
+        Ok(job) => Some(job),
+        Err(e) => {
+            tracing::warn!(error = %e, "a leased job could not be decoded; the reaper will recover it");
+            None
+        }
+    }
+}
+
 /// Leases up to `max` due jobs of `queue` for `worker` inside `tx` (one statement, plus one
-/// history read when a re-leased job has earlier attempts), oldest first.
+/// history read when a re-leased job has earlier attempts), oldest first. Also returns how many
+/// jobs the statement leased (undecodable ones included: see [`decode_leased`]).
 async fn lease_for(
     tx: &mut Transaction<'static, Sqlite>,
     queue: &str,
     worker: &WorkerIdentity,
     max: usize,
     now: i64,
-) -> Result<Vec<LeasedJob>, String> {
+) -> Result<(Vec<LeasedJob>, usize), String> {
     if max == 0 {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), 0));
     }
     static STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         lease_statement(LeaseParams {
@@ -200,15 +218,12 @@ async fn lease_for(
         .fetch_all(&mut **tx)
         .await
         .map_err(|e| format!("lease due jobs: {e}"))?;
-    let mut jobs: Vec<(Job, i64)> = Vec::with_capacity(rows.len());
-    for row in &rows {
-        jobs.push(leased_job_from_row(row, worker, now).map_err(|e| e.to_string())?);
-    }
+    let mut jobs: Vec<(Job, i64)> = rows.iter().filter_map(|row| decode_leased(row, worker, now)).collect();
     // A first lease's only attempt is the one in the row; others may have earlier ones.
     let mut with_history: Vec<&mut Job> =
         jobs.iter_mut().filter(|(job, _)| job.fencing_token > 1).map(|(job, _)| job).collect();
     attach_history(tx, &mut with_history).await.map_err(|e| e.to_string())?;
     // RETURNING order is unspecified: restore lease order.
     jobs.sort_by_key(|(job, seq)| (job.not_before_ms, *seq));
-    Ok(jobs.into_iter().map(|(job, _)| LeasedJob { fencing_token: job.fencing_token, job }).collect())
+    Ok((jobs.into_iter().map(|(job, _)| LeasedJob { fencing_token: job.fencing_token, job }).collect(), rows.len()))
 }
