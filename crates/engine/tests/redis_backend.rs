@@ -14,6 +14,8 @@ use skillforge_engine::{
 };
 use skillforge_runner::{ExitClass, RunOutcome};
 
+mod scenarios;
+
 /// A `redis-server` owned by one test; shut down (and its files removed) on drop.
 struct RedisServer {
     port: u16,
@@ -1081,79 +1083,13 @@ async fn connect_errors_name_the_problem() {
 #[tokio::test]
 async fn finish_and_lease_refills_the_slot_in_one_call() {
     let server = RedisServer::start();
-    let b = backend(&server).await;
-    let w = worker("refill");
-    let a = b.enqueue(&spec("q")).await.unwrap();
-    let c = b.enqueue(&spec("q")).await.unwrap();
-    let first = b.lease("q", &w, 1, Duration::ZERO).await.unwrap();
-    assert_eq!(first[0].job.id, a.job_id);
+    scenarios::finish_and_lease_refills_the_slot_in_one_call(&backend(&server).await).await;
+}
 
-    let (reply, next) = b
-        .finish_and_lease(&a.job_id, 1, &finish(JobState::Succeeded, 0, "passed"), "q", &w)
-        .await
-        .unwrap();
-    assert_eq!(reply, FinishReply::Applied(JobState::Succeeded));
-    let next = next.expect("the next job is leased with the finish");
-    assert_eq!((next.job.id.as_str(), next.fencing_token, next.job.attempts), (c.job_id.as_str(), 1, 1));
-    assert_eq!(next.job.state, JobState::Running);
-    assert_eq!(next.job.lease.as_ref().map(|l| l.owner_worker.as_str()), Some(w.worker_id.as_str()));
-    assert_eq!(next.job.history.len(), 1);
-    assert_eq!(next.job.history[0].worker, w.worker_id);
-    assert!(next.job.history[0].ended_at_ms.is_none());
-    assert_eq!(b.get(&c.job_id).await.unwrap().unwrap().history, next.job.history);
-
-    // A fenced finish still frees (and refills) the slot.
-    let d = b.enqueue(&spec("q")).await.unwrap();
-    let (reply, next) = b
-        .finish_and_lease(&a.job_id, 7, &finish(JobState::Succeeded, 0, "passed"), "q", &w)
-        .await
-        .unwrap();
-    assert_eq!(reply, FinishReply::Fenced { current_token: 1 });
-    assert_eq!(next.map(|n| n.job.id), Some(d.job_id.clone()));
-
-    // Nothing due: no next job.
-    let (reply, next) = b
-        .finish_and_lease(&c.job_id, 1, &finish(JobState::Succeeded, 0, "passed"), "q", &w)
-        .await
-        .unwrap();
-    assert_eq!(reply, FinishReply::Applied(JobState::Succeeded));
-    assert!(next.is_none());
-
-    // A retry due at once is leased back by its own finish, with its whole history.
-    let (reply, next) = b
-        .finish_and_lease(&d.job_id, 1, &finish(JobState::Queued, 0, "failed"), "q", &w)
-        .await
-        .unwrap();
-    assert_eq!(reply, FinishReply::Applied(JobState::Queued));
-    let again = next.expect("the retry is due now");
-    assert_eq!((again.job.id.as_str(), again.fencing_token, again.job.attempts), (d.job_id.as_str(), 2, 2));
-    assert_eq!(again.job.history.len(), 2);
-    assert_eq!(again.job.history[0].result.as_deref(), Some("failed"));
-
-    // Many concurrent finishes (batched) each keep their own fencing.
-    let mut ids = Vec::new();
-    for _ in 0..120 {
-        ids.push(b.enqueue(&spec("q")).await.unwrap().job_id);
-    }
-    let leased = b.lease("q", &w, 200, Duration::ZERO).await.unwrap();
-    assert_eq!(leased.len(), 120);
-    let f = finish(JobState::Succeeded, 0, "passed");
-    let replies = futures::future::join_all(leased.iter().enumerate().map(|(i, l)| {
-        let token = if i % 10 == 0 { l.fencing_token + 1 } else { l.fencing_token };
-        let (b, f, w) = (&b, &f, &w);
-        async move { b.finish_and_lease(&l.job.id, token, f, "q", w).await.unwrap() }
-    }))
-    .await;
-    for (i, (reply, next)) in replies.into_iter().enumerate() {
-        assert!(next.is_none());
-        if i % 10 == 0 {
-            assert_eq!(reply, FinishReply::Fenced { current_token: 1 });
-        } else {
-            assert_eq!(reply, FinishReply::Applied(JobState::Succeeded));
-        }
-    }
-    let succeeded = b.list(Some(JobState::Succeeded), 1000).await.unwrap();
-    assert_eq!(succeeded.len(), 2 + 108);
+#[tokio::test]
+async fn batched_finishes_refill_each_slot_from_its_queue_for_its_worker() {
+    let server = RedisServer::start();
+    scenarios::batched_finishes_refill_each_slot_from_its_queue_for_its_worker(&backend(&server).await).await;
 }
 
 /// Layout 2 (every job this build enqueues): a terminal attempt's record stays in the job hash

@@ -13,6 +13,8 @@ use skillforge_engine::{
 };
 use skillforge_runner::{ExitClass, RunOutcome};
 
+mod scenarios;
+
 async fn open(dir: &tempfile::TempDir) -> SqliteBackend {
     SqliteBackend::open(&dir.path().join("queue.db")).await.expect("open queue")
 }
@@ -624,171 +626,13 @@ async fn hundred_thousand_jobs_enqueue_and_drain() {
 #[tokio::test]
 async fn finish_and_lease_refills_the_slot_in_one_call() {
     let dir = tempfile::tempdir().unwrap();
-    let b = open(&dir).await;
-    let w = WorkerIdentity::new("refill");
-    let a = b.enqueue(&spec("q")).await.unwrap();
-    let c = b.enqueue(&spec("q")).await.unwrap();
-    let first = b.lease("q", &w, 1, Duration::ZERO).await.unwrap();
-    assert_eq!(first[0].job.id, a.job_id);
-
-    let (reply, next) =
-        b.finish_and_lease(&a.job_id, 1, &finish(JobState::Succeeded, 0), "q", &w).await.unwrap();
-    assert_eq!(reply, FinishReply::Applied(JobState::Succeeded));
-    let next = next.expect("the next job is leased with the finish");
-    assert_eq!((next.job.id.as_str(), next.fencing_token, next.job.attempts), (c.job_id.as_str(), 1, 1));
-    assert_eq!(next.job.state, JobState::Running);
-    assert_eq!(next.job.lease.as_ref().map(|l| l.owner_worker.as_str()), Some(w.worker_id.as_str()));
-    assert_eq!(next.job.history.len(), 1);
-    assert_eq!(b.get(&c.job_id).await.unwrap().unwrap().history, next.job.history);
-
-    // A fenced finish still frees (and refills) the slot.
-    let d = b.enqueue(&spec("q")).await.unwrap();
-    let (reply, next) =
-        b.finish_and_lease(&a.job_id, 7, &finish(JobState::Succeeded, 0), "q", &w).await.unwrap();
-    assert_eq!(reply, FinishReply::Fenced { current_token: 1 });
-    assert_eq!(next.map(|n| n.job.id), Some(d.job_id.clone()));
-
-    // Nothing due: no next job.
-    let (reply, next) =
-        b.finish_and_lease(&c.job_id, 1, &finish(JobState::Succeeded, 0), "q", &w).await.unwrap();
-    assert_eq!(reply, FinishReply::Applied(JobState::Succeeded));
-    assert!(next.is_none());
-
-    // A retry due at once is leased back by its own finish, with its whole history.
-    let (reply, next) =
-        b.finish_and_lease(&d.job_id, 1, &finish(JobState::Queued, 0), "q", &w).await.unwrap();
-    assert_eq!(reply, FinishReply::Applied(JobState::Queued));
-    let again = next.expect("the retry is due now");
-    assert_eq!((again.job.id.as_str(), again.fencing_token, again.job.attempts), (d.job_id.as_str(), 2, 2));
-    assert_eq!(again.job.history.len(), 2);
-    assert_eq!(again.job.history[0].result.as_deref(), Some("failed"));
-
-    // Many concurrent finishes (group-committed) each keep their own fencing.
-    for _ in 0..120 {
-        b.enqueue(&spec("q")).await.unwrap();
-    }
-    let leased = b.lease("q", &w, 200, Duration::ZERO).await.unwrap();
-    assert_eq!(leased.len(), 120);
-    let f = finish(JobState::Succeeded, 0);
-    let replies = futures::future::join_all(leased.iter().enumerate().map(|(i, l)| {
-        let token = if i % 10 == 0 { l.fencing_token + 1 } else { l.fencing_token };
-        let (b, f, w) = (&b, &f, &w);
-        async move { b.finish_and_lease(&l.job.id, token, f, "q", w).await.unwrap() }
-    }))
-    .await;
-    for (i, (reply, next)) in replies.into_iter().enumerate() {
-        assert!(next.is_none());
-        if i % 10 == 0 {
-            assert_eq!(reply, FinishReply::Fenced { current_token: 1 });
-        } else {
-            assert_eq!(reply, FinishReply::Applied(JobState::Succeeded));
-        }
-    }
-    let succeeded = b.list(Some(JobState::Succeeded), 1000).await.unwrap();
-    assert_eq!(succeeded.len(), 2 + 108);
+    scenarios::finish_and_lease_refills_the_slot_in_one_call(&open(&dir).await).await;
 }
 
-/// Concurrent finishes that refill their slots from several queues for several workers (one
-/// batch, applied as one command to the write connection when no finish is fenced): every
-/// slot gets a distinct job of the queue it asked for, leased to its own worker; a re-leased
-/// job comes back with its whole history; a fenced finish in the batch is answered with the
-/// current token while the others apply once, and its slot is still refilled.
 #[tokio::test]
 async fn batched_finishes_refill_each_slot_from_its_queue_for_its_worker() {
     let dir = tempfile::tempdir().unwrap();
-    let b = open(&dir).await;
-    let (w1, w2) = (WorkerIdentity::new("one"), WorkerIdentity::new("two"));
-    for q in ["a", "a", "a", "a", "b", "b", "b", "b"] {
-        b.enqueue(&spec(q)).await.unwrap();
-    }
-    let mut running = Vec::new();
-    for (q, w) in [("a", &w1), ("a", &w2), ("b", &w1), ("b", &w2)] {
-        running.extend(b.lease(q, w, 2, Duration::ZERO).await.unwrap().into_iter().map(|l| (l, w.clone())));
-    }
-    assert_eq!(running.len(), 8);
-    let mut waiting = HashSet::new();
-    for q in ["a", "a", "a", "a", "b", "b", "b", "b"] {
-        waiting.insert(b.enqueue(&spec(q)).await.unwrap().job_id);
-    }
-
-    // Eight finishes at once; slot i refills from queue "a" or "b" for worker one or two.
-    let wants: Vec<(&str, &WorkerIdentity)> =
-        vec![("b", &w1), ("a", &w1), ("b", &w2), ("a", &w2), ("a", &w1), ("b", &w1), ("a", &w2), ("b", &w2)];
-    let done = finish(JobState::Succeeded, 0);
-    let replies = futures::future::join_all(running.iter().zip(&wants).map(|((l, _), (q, w))| {
-        let (b, done) = (&b, &done);
-        async move { b.finish_and_lease(&l.job.id, l.fencing_token, done, q, w).await.unwrap() }
-    }))
-    .await;
-    let mut refilled = Vec::new();
-    for (((l, _), (q, w)), (reply, next)) in running.iter().zip(&wants).zip(replies) {
-        assert_eq!(reply, FinishReply::Applied(JobState::Succeeded), "finish of {}", l.job.id);
-        assert_eq!(b.get(&l.job.id).await.unwrap().unwrap().state, JobState::Succeeded);
-        let next = next.expect("a due job for every slot");
-        assert_eq!(next.job.spec.queue, *q, "slot asked for queue {q}");
-        assert_eq!(next.job.lease.as_ref().unwrap().owner_worker, w.worker_id);
-        let stored = b.get(&next.job.id).await.unwrap().unwrap();
-        assert_eq!((stored.state, stored.fencing_token), (JobState::Running, 1));
-        assert_eq!(stored.lease.unwrap().owner_worker, w.worker_id, "stored owner of {}", next.job.id);
-        assert_eq!(stored.history, next.job.history);
-        assert!(waiting.remove(&next.job.id), "{} handed out twice or not waiting", next.job.id);
-        refilled.push((next, (*w).clone()));
-    }
-    assert!(waiting.is_empty());
-
-    // A failed attempt goes back to `queued` (the step-by-step path)...
-    let (retried, retried_owner) = &refilled[0];
-    let reply = b.finish(&retried.job.id, 1, &finish(JobState::Queued, 0)).await.unwrap();
-    assert_eq!(reply, FinishReply::Applied(JobState::Queued));
-    // ...and another slot's finish leases it back, with both attempts in its history.
-    let (other, other_owner) = &refilled[1];
-    let (reply, next) = b
-        .finish_and_lease(&other.job.id, 1, &done, &retried.job.spec.queue, other_owner)
-        .await
-        .unwrap();
-    assert_eq!(reply, FinishReply::Applied(JobState::Succeeded));
-    let again = next.expect("the retry is due");
-    assert_eq!((again.job.id.as_str(), again.fencing_token, again.job.attempts), (retried.job.id.as_str(), 2, 2));
-    assert_eq!(again.job.history.len(), 2);
-    assert_eq!(again.job.history[0].worker, retried_owner.worker_id);
-    assert_eq!(again.job.history[0].result.as_deref(), Some("failed"));
-    assert_eq!(again.job.history[1].worker, other_owner.worker_id);
-    assert_eq!(b.get(&again.job.id).await.unwrap().unwrap().history, again.job.history);
-
-    // A batch with one fenced finish: the fenced one is answered with the current token, the
-    // others apply once, and every slot (the fenced one's too) gets its own next job.
-    let mut slots: Vec<(String, u64, WorkerIdentity)> = refilled[2..]
-        .iter()
-        .map(|(l, w)| (l.job.id.clone(), l.fencing_token, w.clone()))
-        .collect();
-    slots.push((again.job.id.clone(), again.fencing_token, other_owner.clone()));
-    let mut fresh = HashSet::new();
-    for _ in 0..slots.len() {
-        fresh.insert(b.enqueue(&spec("c")).await.unwrap().job_id);
-    }
-    let replies = futures::future::join_all(slots.iter().enumerate().map(|(i, (id, token, w))| {
-        let (b, done) = (&b, &done);
-        let token = if i == 2 { token + 5 } else { *token };
-        async move { b.finish_and_lease(id, token, done, "c", w).await.unwrap() }
-    }))
-    .await;
-    for (i, ((id, token, w), (reply, next))) in slots.iter().zip(replies).enumerate() {
-        let stored = b.get(id).await.unwrap().unwrap();
-        if i == 2 {
-            assert_eq!(reply, FinishReply::Fenced { current_token: *token });
-            assert_eq!((stored.state, stored.fencing_token), (JobState::Running, *token), "fenced job untouched");
-        } else {
-            assert_eq!(reply, FinishReply::Applied(JobState::Succeeded));
-            assert_eq!(stored.state, JobState::Succeeded);
-        }
-        let next = next.expect("every slot refilled");
-        assert_eq!(next.job.lease.as_ref().unwrap().owner_worker, w.worker_id);
-        assert!(fresh.remove(&next.job.id), "{} handed out twice", next.job.id);
-    }
-    assert!(fresh.is_empty());
-    // The write connection is usable after the aborted one-command attempt.
-    let last = b.enqueue(&spec("c")).await.unwrap();
-    assert_eq!(b.lease("c", &w1, 1, Duration::ZERO).await.unwrap()[0].job.id, last.job_id);
+    scenarios::batched_finishes_refill_each_slot_from_its_queue_for_its_worker(&open(&dir).await).await;
 }
 
 /// A job whose stored record cannot be decoded (here: its spec is not a `JobSpec`) never fails
