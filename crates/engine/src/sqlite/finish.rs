@@ -388,8 +388,14 @@ mod tests {
         {
             let script = apply_in_one_command(&b.inner.writer, &round, &items, now_ms(), &b.inner.script_open);
             tokio::pin!(script);
-            assert!(futures::poll!(&mut script).is_pending());
-            assert!(b.inner.script_open.load(Ordering::Acquire), "the script was sent");
+            // Polled until it sent the script (it first waits for the write connection, which
+            // the lease above hands back to the pool in a task of its own).
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while !b.inner.script_open.load(Ordering::Acquire) {
+                assert!(futures::poll!(&mut script).is_pending(), "the script waits for the lock");
+                assert!(std::time::Instant::now() < deadline, "the script was never sent");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
         }
         sqlx::query("COMMIT").execute(&mut holder).await.unwrap();
 
