@@ -7,8 +7,8 @@
 //! a `queued` request or a next job that ran before (its history must be read in the
 //! transaction) sends the round down the step-by-step path instead: the finish statement
 //! returns which rows it updated, the current tokens of the fenced ones are read, the leases
-//! and the histories of re-leased jobs follow, each statement its own command. The attempt's end is recorded in the job's row
-//! (schema v2), not in `job_attempts`.
+//! and the histories of re-leased jobs follow, each statement its own command. The attempt's
+//! end is recorded in the job's row (schema v2), not in `job_attempts`.
 //!
 //! Each finish keeps its own fencing: a row is updated only when its job is still `running`
 //! under the finish's token; the others are answered [`FinishReply::Fenced`] with the job's
@@ -53,7 +53,11 @@ pub(super) struct FinishRequest {
 ///
 /// `script_open` is set while a one-command script runs (see [`apply_in_one_command`]); the
 /// write pool's release hook rolls back a script whose future was dropped before it ended.
-pub(super) fn spawn(writer: SqlitePool, wake: Arc<Wake>, script_open: Arc<AtomicBool>) -> mpsc::UnboundedSender<FinishRequest> {
+pub(super) fn spawn(
+    writer: SqlitePool,
+    wake: Arc<Wake>,
+    script_open: Arc<AtomicBool>,
+) -> mpsc::UnboundedSender<FinishRequest> {
     let (tx, mut rx) = mpsc::unbounded_channel::<FinishRequest>();
     tokio::spawn(async move {
         while let Some(first) = rx.recv().await {
@@ -174,10 +178,11 @@ fn finish_statement(items: &str) -> String {
 /// (and at the end cuts off) the binding of the statements after it.
 ///
 /// Returns `Ok(None)` when the script did not run to its end (a fenced finish, a retry to
-/// lease, or any error):
-/// the transaction is then rolled back and the caller applies the round step by step, which
-/// learns which finishes were fenced and reports errors from the statement that failed.
-/// Errs only when the rollback itself failed (the connection is then closed, not reused).
+/// lease, or any other error): the transaction is then rolled back and the caller applies the
+/// round step by step, which learns which finishes were fenced and reports errors from the
+/// statement that failed. Errs when the rollback itself failed (the connection is then closed,
+/// not reused), and when another process held the write lock past the busy timeout (the
+/// step-by-step path would only wait as long again); nothing of the round was applied then.
 async fn apply_in_one_command(
     writer: &SqlitePool,
     round: &[FinishRequest],
@@ -224,7 +229,8 @@ async fn apply_in_one_command(
     }
     script.push_str("COMMIT");
     let runs_json = serde_json::to_string(&run_params).map_err(|e| format!("encode lease runs: {e}"))?;
-    let query = sqlx::query(sqlx::AssertSqlSafe(script)).bind(format!("{{\"f\":{items},\"r\":{runs_json}}}")).bind(now);
+    let batch = format!("{{\"f\":{items},\"r\":{runs_json}}}");
+    let query = sqlx::query(sqlx::AssertSqlSafe(script)).bind(batch).bind(now);
     let mut conn = writer.acquire().await.map_err(|e| format!("acquire the write connection: {e}"))?;
     script_open.store(true, Ordering::Release);
     let result = query.fetch_all(&mut *conn).await;
@@ -257,7 +263,7 @@ async fn apply_in_one_command(
         let run = row.try_get::<i64, _>(LEASED_COLUMNS).ok().and_then(|k| usize::try_from(k).ok());
         let Some((k, (_, worker, _))) = run.and_then(|k| runs.get(k).map(|r| (k, r))) else {
             let id = row.try_get::<String, _>(0).unwrap_or_default();
-            tracing::warn!(job_id = %id, "a job leased after a finish came back without its run; the reaper will recover it");
+            tracing::warn!(job_id = %id, "a leased job came back without its run; the reaper will recover it");
             continue;
         };
         leased[k].extend(decode_leased(row, worker, now));
@@ -276,7 +282,12 @@ async fn apply_in_one_command(
 }
 
 /// Applies one round statement by statement (see the module docs).
-async fn apply_step_by_step(writer: &SqlitePool, round: &[FinishRequest], items: &str, now: i64) -> Result<Replies, String> {
+async fn apply_step_by_step(
+    writer: &SqlitePool,
+    round: &[FinishRequest],
+    items: &str,
+    now: i64,
+) -> Result<Replies, String> {
     let update = finish_statement("?1");
     let mut tx = writer.begin_with("BEGIN IMMEDIATE").await.map_err(|e| format!("begin: {e}"))?;
     let mut applied: HashMap<String, JobState> = HashMap::with_capacity(round.len());
