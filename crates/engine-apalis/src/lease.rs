@@ -9,7 +9,8 @@ use apalis_core::task::Task;
 use apalis_core::task::from_request::FromRequest;
 use futures::task::AtomicWaker;
 use skillforge_engine::policy::finish_for;
-use skillforge_engine::{FinishReply, HeartbeatReply, LeasedJob, QueueBackend, WorkerIdentity};
+use skillforge_engine::worker::{LeaseSignals, heartbeat_loop};
+use skillforge_engine::{FinishReply, LeasedJob, QueueBackend, WorkerIdentity};
 use skillforge_runner::{ExitClass, RunOutcome};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -225,17 +226,16 @@ impl Attempt {
             timeout: Duration::from_millis(spec.timeout_ms),
             cancel: cancel.clone(),
         };
-        let operator_cancel = Arc::new(AtomicBool::new(false));
-        let lease_lost = Arc::new(AtomicBool::new(false));
+        let signals = LeaseSignals::new(cancel);
+        let (operator_cancel, lease_lost) = (signals.cancelled_by_operator.clone(), signals.lease_lost.clone());
         let stop = CancellationToken::new();
         let heartbeat = tokio::spawn(heartbeat_loop(
             backend.clone(),
             lease.job_id.clone(),
             lease.fencing_token,
             lease.heartbeat,
-            cancel,
-            operator_cancel.clone(),
-            lease_lost.clone(),
+            signals,
+            Arc::default(),
             stop.clone(),
         ));
         Self {
@@ -376,38 +376,3 @@ fn outcome(exit: ExitClass, error: String) -> RunOutcome {
     }
 }
 
-/// Renews the lease every `every` until `stop`; fires `cancel` on operator cancel or a lost lease.
-#[expect(clippy::too_many_arguments, reason = "one-shot task entry; the shared state is spelled out")]
-async fn heartbeat_loop(
-    backend: Arc<dyn QueueBackend>,
-    job_id: String,
-    token: u64,
-    every: Duration,
-    cancel: CancellationToken,
-    operator_cancel: Arc<AtomicBool>,
-    lease_lost: Arc<AtomicBool>,
-    stop: CancellationToken,
-) {
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(every) => {}
-        }
-        match backend.heartbeat(&job_id, token).await {
-            Ok(HeartbeatReply::Renewed) => {}
-            Ok(HeartbeatReply::CancelRequested) => {
-                if !operator_cancel.swap(true, Ordering::SeqCst) {
-                    info!(job_id = %job_id, "cancel requested: aborting the handler");
-                }
-                cancel.cancel();
-            }
-            Ok(HeartbeatReply::LeaseLost) => {
-                warn!(job_id = %job_id, fencing_token = token, "lease lost (stale and reaped): aborting the handler");
-                lease_lost.store(true, Ordering::SeqCst);
-                cancel.cancel();
-                return;
-            }
-            Err(e) => warn!(job_id = %job_id, error = %e, "heartbeat failed; retrying"),
-        }
-    }
-}

@@ -254,6 +254,30 @@ struct Gate {
     open: Arc<Notify>,
 }
 
+/// Workers A and B of one name on `q` for the superseded-lease scenarios: concurrency 1, leases
+/// stale after 300 ms while heartbeating every `heartbeat`, no reaper of their own (the test
+/// reaps with [`reap`]); and the id of one job enqueued.
+async fn rivals(q: &RealQueue, name: &str, heartbeat: Duration) -> (SkillforgeBackend<Work>, SkillforgeBackend<Work>, String) {
+    let options = SkillforgeOptions::new(name)
+        .heartbeat(heartbeat)
+        .stale_after(Duration::from_millis(300))
+        .concurrency(1)
+        .reap_every(None);
+    let a = SkillforgeBackend::<Work>::new(q.backend.clone(), options.clone());
+    let b = SkillforgeBackend::<Work>::new(q.backend.clone(), options);
+    let id = a.enqueue(&Work { n: 1 }).await.expect("enqueue").job_id;
+    (a, b, id)
+}
+
+/// Runs the engine's reaper on `q` until it has recovered job `id`'s stale lease.
+async fn reap(q: &RealQueue, id: &str) -> skillforge_engine::reaper::Reaped {
+    wait_until("the stale lease to be reaped", || async {
+        let reaped = skillforge_engine::reaper::reap_once(&*q.backend).await.expect("reap");
+        reaped.into_iter().find(|r| r.job_id == id)
+    })
+    .await
+}
+
 async fn stuck_then_fail(_work: Work, lease: JobLease, gate: Data<Gate>) -> Result<(), BoxDynError> {
     assert_eq!(lease.fencing_token, 1, "the stuck worker runs the first lease");
     gate.started.notify_one();
@@ -271,24 +295,13 @@ async fn replacement(_work: Work, lease: JobLease, _calls: Data<Arc<AtomicU32>>)
 /// handler returns a failure: its finish is fenced and the job stays B's `succeeded`.
 async fn late_result_of_a_superseded_lease_is_fenced(flavor: Flavor) {
     let q = real_queue(flavor).await;
-    let options = SkillforgeOptions::new("apalis-fence")
-        .heartbeat(Duration::from_secs(60))
-        .stale_after(Duration::from_millis(300))
-        .concurrency(1)
-        .reap_every(None);
-    let a = SkillforgeBackend::<Work>::new(q.backend.clone(), options.clone());
-    let b = SkillforgeBackend::<Work>::new(q.backend.clone(), options);
-    let id = a.enqueue(&Work { n: 1 }).await.expect("enqueue").job_id;
+    let (a, b, id) = rivals(&q, "apalis-fence", Duration::from_secs(60)).await;
 
     let gate = Gate::default();
     let worker_a = spawn_worker!("apalis-fence-a", a.clone(), gate.clone(), stuck_then_fail);
     tokio::time::timeout(DEADLINE, gate.started.notified()).await.expect("worker A's handler starts");
 
-    let reaped = wait_until("the reaper to requeue A's stale lease", || async {
-        let reaped = skillforge_engine::reaper::reap_once(&*q.backend).await.expect("reap");
-        reaped.into_iter().find(|r| r.job_id == id)
-    })
-    .await;
+    let reaped = reap(&q, &id).await;
     assert_eq!((reaped.fencing_token, reaped.action), (1, ReapAction::Requeue { delay: Duration::ZERO }));
 
     let worker_b = spawn_worker!("apalis-fence-b", b.clone(), Arc::new(AtomicU32::new(0)), replacement);
@@ -302,8 +315,7 @@ async fn late_result_of_a_superseded_lease_is_fenced(flavor: Flavor) {
 
     let last = job(&*q.backend, &id).await;
     assert_eq!((last.state, last.fencing_token, last.attempts), (JobState::Succeeded, 2, 2), "{:?}", last.history);
-    let results: Vec<_> = last.history.iter().map(|a| a.result.clone().unwrap_or_default()).collect();
-    assert_eq!(results, ["stale", "passed"], "{:?}", last.history);
+    assert_eq!(results(&last), ["stale", "passed"], "{:?}", last.history);
     assert_eq!((a.report().finished, b.report().finished), (0, 1));
 }
 
@@ -434,14 +446,7 @@ async fn replacement_held(_work: Work, lease: JobLease, gate: Data<Gate>) -> Res
 /// never applied, and the job ends as B's attempt makes it.
 async fn lost_lease_aborts_the_running_handler(flavor: Flavor) {
     let q = real_queue(flavor).await;
-    let options = SkillforgeOptions::new("apalis-lost")
-        .heartbeat(Duration::from_secs(2))
-        .stale_after(Duration::from_millis(300))
-        .concurrency(1)
-        .reap_every(None);
-    let a = SkillforgeBackend::<Work>::new(q.backend.clone(), options.clone());
-    let b = SkillforgeBackend::<Work>::new(q.backend.clone(), options);
-    let id = a.enqueue(&Work { n: 1 }).await.expect("enqueue").job_id;
+    let (a, b, id) = rivals(&q, "apalis-lost", Duration::from_secs(2)).await;
 
     let probe = Probe::default();
     let worker_a = spawn_worker!("apalis-lost-a", a.clone(), probe.clone(), run_until_aborted);
@@ -451,11 +456,7 @@ async fn lost_lease_aborts_the_running_handler(flavor: Flavor) {
     // B waits on the queue first, so it (not A, whose only slot is busy) takes the requeued job.
     let gate = Gate::default();
     let worker_b = spawn_worker!("apalis-lost-b", b.clone(), gate.clone(), replacement_held);
-    let reaped = wait_until("the stale lease of A to be reaped", || async {
-        let reaped = skillforge_engine::reaper::reap_once(&*q.backend).await.expect("reap");
-        reaped.into_iter().find(|r| r.job_id == id)
-    })
-    .await;
+    let reaped = reap(&q, &id).await;
     assert_eq!(reaped.fencing_token, 1, "A's lease was the one reaped");
     tokio::time::timeout(DEADLINE, gate.started.notified()).await.expect("worker B re-leases the job and starts");
 

@@ -329,9 +329,8 @@ impl JobTask {
                               stage = %job.spec.stage, attempt = job.attempts, fencing_token = token);
         async move {
             info!(kind = %job.spec.kind, worker = %self.identity.worker_id, "job started");
-            let cancel = self.kill_all.child_token();
-            let cancelled_by_operator = Arc::new(AtomicBool::new(false));
-            let lease_lost = Arc::new(AtomicBool::new(false));
+            let signals = LeaseSignals::new(self.kill_all.child_token());
+            let LeaseSignals { cancel, cancelled_by_operator, lease_lost } = signals.clone();
             let done = CancellationToken::new();
             let every = Duration::from_millis(job.spec.heartbeat_ms.max(50));
             let held = Arc::new(tokio::sync::Mutex::new(Vec::<(String, u64)>::new()));
@@ -340,11 +339,9 @@ impl JobTask {
                 job.id.clone(),
                 token,
                 every,
-                cancel.clone(),
-                cancelled_by_operator.clone(),
-                lease_lost.clone(),
-                done.clone(),
+                signals,
                 held.clone(),
+                done.clone(),
             ));
             if !job.spec.locks.is_empty() {
                 let locks = self.take_locks(&job, every, &cancel).await;
@@ -464,20 +461,42 @@ impl JobTask {
     }
 }
 
-/// Renews the lease (and the held named locks) every `every` until `done`; cancels the runner
-/// on operator cancel, a lost lease or a lost lock.
-#[expect(clippy::too_many_arguments, reason = "one-shot task entry; the shared state is spelled out")]
-async fn heartbeat_loop(
+/// What a running job learns from its [`heartbeat_loop`]: `cancel` fires on an operator
+/// cancel, a lost lease or a lost lock; the flags say which (`cancelled_by_operator`, or
+/// `lease_lost` for either loss). Clones share the same token and flags.
+#[derive(Debug, Clone)]
+pub struct LeaseSignals {
+    /// Fired when the job must stop.
+    pub cancel: CancellationToken,
+    /// Set when the stop is an operator's `jobs cancel` (the heartbeat reply `CancelRequested`).
+    pub cancelled_by_operator: Arc<AtomicBool>,
+    /// Set when the lease (heartbeat reply `LeaseLost`: stale and reaped) or a held lock was lost.
+    pub lease_lost: Arc<AtomicBool>,
+}
+
+impl LeaseSignals {
+    /// Signals that fire `cancel`, both flags unset.
+    pub fn new(cancel: CancellationToken) -> Self {
+        Self { cancel, cancelled_by_operator: Arc::default(), lease_lost: Arc::default() }
+    }
+}
+
+/// Renews the lease of `job_id` under fencing token `token`, and the named locks in `held`
+/// (name, token), every `every` until `done` fires, independently of the job's own work (DESIGN
+/// §4: a busy job is never mistaken for a dead one). Reports through `signals`: an operator
+/// cancel fires `cancel` and goes on renewing; a lost lease fires it and ends the loop; a lost
+/// lock fires it. Queue errors are logged and retried at the next beat, never returned. Used by
+/// [`Worker`] and by the apalis adapter (`skillforge-engine-apalis`, with no locks).
+pub async fn heartbeat_loop(
     backend: Arc<dyn QueueBackend>,
     job_id: String,
     token: u64,
     every: Duration,
-    cancel: CancellationToken,
-    cancelled_by_operator: Arc<AtomicBool>,
-    lease_lost: Arc<AtomicBool>,
-    done: CancellationToken,
+    signals: LeaseSignals,
     held: Arc<tokio::sync::Mutex<Vec<(String, u64)>>>,
+    done: CancellationToken,
 ) {
+    let LeaseSignals { cancel, cancelled_by_operator, lease_lost } = signals;
     loop {
         tokio::select! {
             () = done.cancelled() => return,
@@ -487,7 +506,7 @@ async fn heartbeat_loop(
             match backend.renew_lock(name, *lock_token).await {
                 Ok(true) => {}
                 Ok(false) => {
-                    warn!(job_id = %job_id, lock = %name, "lock lost (stale and taken over): stopping the runner");
+                    warn!(job_id = %job_id, lock = %name, "lock lost (stale and taken over): stopping the job");
                     lease_lost.store(true, Ordering::SeqCst);
                     cancel.cancel();
                 }
@@ -498,12 +517,12 @@ async fn heartbeat_loop(
             Ok(HeartbeatReply::Renewed) => {}
             Ok(HeartbeatReply::CancelRequested) => {
                 if !cancelled_by_operator.swap(true, Ordering::SeqCst) {
-                    info!(job_id = %job_id, "cancel requested: stopping the runner");
+                    info!(job_id = %job_id, "cancel requested: stopping the job");
                 }
                 cancel.cancel();
             }
             Ok(HeartbeatReply::LeaseLost) => {
-                warn!(job_id = %job_id, fencing_token = token, "lease lost (stale and reaped): stopping the runner");
+                warn!(job_id = %job_id, fencing_token = token, "lease lost (stale and reaped): stopping the job");
                 lease_lost.store(true, Ordering::SeqCst);
                 cancel.cancel();
                 return;
