@@ -216,8 +216,7 @@ async fn failing_handler_uses_every_attempt_then_dies(flavor: Flavor) {
     worker.stop().await;
     assert_eq!(calls.load(Ordering::SeqCst), 3, "the handler ran once per attempt");
     assert_eq!(dead.attempts, 3);
-    let results: Vec<_> = dead.history.iter().map(|a| a.result.clone().unwrap_or_default()).collect();
-    assert_eq!(results, ["failed", "failed", "failed"], "{:?}", dead.history);
+    assert_eq!(results(&dead), ["failed", "failed", "failed"], "{:?}", dead.history);
     assert!(dead.history[..2].iter().all(|a| a.retry_delay_ms.unwrap_or(0) > 0), "engine backoff: {:?}", dead.history);
     assert!(dead.outcome.expect("last outcome").stderr_tail.contains("boom"), "handler error kept");
 }
