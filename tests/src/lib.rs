@@ -6,6 +6,8 @@
 //! the README's test command runs first) against real SQLite files, a real `redis-server` started
 //! on a free loopback port, and real child processes.
 
+pub mod fake_github;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
