@@ -1,0 +1,20 @@
+//! The skill eval loop (seed: `skill-eval-loop.txt`): brief → with/without (or rival) arms, N
+//! samples → blind judge with invalid-pair codes → strict-majority aggregate → ADOPT / PROBATION /
+//! REJECT gate → ledger → recheck that confirms or revokes on measured evidence only.
+//!
+//! Pure decision logic, one concept per file: [`brief`], [`arm`], [`inventory`], [`predicate`],
+//! [`invalid`], [`mapping`], [`verdict`], [`sample`], [`stop`], [`aggregate`], [`gate`],
+//! [`ledger`].
+
+pub mod aggregate;
+pub mod arm;
+pub mod brief;
+pub mod gate;
+pub mod invalid;
+pub mod inventory;
+pub mod ledger;
+pub mod mapping;
+pub mod predicate;
+pub mod sample;
+pub mod stop;
+pub mod verdict;
