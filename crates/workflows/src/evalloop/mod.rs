@@ -4,17 +4,22 @@
 //!
 //! Pure decision logic, one concept per file: [`brief`], [`arm`], [`inventory`], [`predicate`],
 //! [`invalid`], [`mapping`], [`verdict`], [`sample`], [`stop`], [`aggregate`], [`gate`],
-//! [`ledger`].
+//! [`ledger`]; session corpora and the recheck: [`sessions`], [`corrections`], [`words`],
+//! [`recheck`].
 
 pub mod aggregate;
 pub mod arm;
 pub mod brief;
+pub mod corrections;
 pub mod gate;
 pub mod invalid;
 pub mod inventory;
 pub mod ledger;
 pub mod mapping;
 pub mod predicate;
+pub mod recheck;
 pub mod sample;
+pub mod sessions;
 pub mod stop;
 pub mod verdict;
+pub mod words;
