@@ -5,21 +5,30 @@
 //! Pure decision logic, one concept per file: [`brief`], [`arm`], [`inventory`], [`predicate`],
 //! [`invalid`], [`mapping`], [`verdict`], [`sample`], [`stop`], [`aggregate`], [`gate`],
 //! [`ledger`]; session corpora and the recheck: [`sessions`], [`corrections`], [`words`],
-//! [`recheck`].
+//! [`recheck`]. The durable forge: [`stages`], [`layout`], [`arm_stage`], [`judge_stage`],
+//! [`tool_errors`], [`handler`] ([`handler::EvalResultHandler`]), [`install`], [`forge`].
 
 pub mod aggregate;
 pub mod arm;
+pub mod arm_stage;
 pub mod brief;
 pub mod corrections;
+pub mod forge;
 pub mod gate;
+pub mod handler;
+pub mod install;
 pub mod invalid;
 pub mod inventory;
+pub mod judge_stage;
+pub mod layout;
 pub mod ledger;
 pub mod mapping;
 pub mod predicate;
 pub mod recheck;
 pub mod sample;
 pub mod sessions;
+pub mod stages;
 pub mod stop;
+pub mod tool_errors;
 pub mod verdict;
 pub mod words;
