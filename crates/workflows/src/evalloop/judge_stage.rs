@@ -18,7 +18,7 @@ use super::arm_stage::{FINAL_FILE, RUN_FILE};
 use super::brief::{Brief, FINAL_ENV};
 use super::invalid::{ArmFacts, Invalid, check_never_ran, classify};
 use super::inventory::judge_manifest;
-use super::layout::{arm_dir, meta_dir, read_json, write_json};
+use super::layout::{arm_dir, meta_dir, read_json, write_atomic, write_json};
 use super::mapping::{MAPPING_FILE, Mapping, Slot, SlotView, judge_prompt};
 use super::sample::{SampleVerdict, VERDICT_FILE};
 use super::stages::{JUDGE_STAGE, StageDef, agent_job};
@@ -28,6 +28,9 @@ use super::verdict::{JudgeReading, parse_verdict};
 pub const VERIFY_FILE: &str = "verify.json";
 /// The judge's transcript in the sample dir.
 pub const JUDGE_TRANSCRIPT_FILE: &str = "judge.transcript.jsonl";
+/// The judge's prompt as sent (kept for the report and for checking the blind; the mapping is
+/// in its own file).
+pub const JUDGE_PROMPT_FILE: &str = "judge.prompt.txt";
 /// How long one verify may run.
 pub const VERIFY_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -134,6 +137,7 @@ pub fn prepare_judge(
         SlotView { final_message: facts.get(side).final_message.clone().unwrap_or_default(), files: judge_manifest(&arm_dir(sample_dir, side)) }
     };
     let prompt = judge_prompt(brief, &view(Slot::A), &view(Slot::B));
+    write_atomic(&sample_dir.join(JUDGE_PROMPT_FILE), prompt.as_bytes()).map_err(|e| format!("write judge prompt: {e}"))?;
     let mut payload = AgentPayload::new(judge_runtime, prompt);
     payload.timeout_secs = Some(stage.timeout_secs);
     payload.transcript_path = Some(sample_dir.join(JUDGE_TRANSCRIPT_FILE));

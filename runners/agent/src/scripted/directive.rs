@@ -18,7 +18,9 @@
 //! | `sleep` | milliseconds | sleep before answering |
 //! | `no-load` | — | offered skills are not loaded (in a `SKILL.md`: that skill is passed over) |
 //! | `tool-errors` | n | n `tool_error` lines in the transcript |
+//! | `offer` | name | the harness also advertises this skill (an ambient install: offered, not on disk, not loaded) |
 //! | `prefer` | text | judge: pick the slot (`### A` / `### B` sections) whose text contains it |
+//! | `judge-reply` | text | judge: the reply, verbatim (a judge task ignores `reply`, which the arms' task text carries) |
 //!
 //! Skills are discovered, when the prompt has no `skills:` header, as the directories holding a
 //! `SKILL.md` under the work dir's [`SKILL_ROOTS`]: what Claude Code, Codex and OpenCode read.
@@ -52,6 +54,10 @@ pub struct Directives {
     pub tool_errors: u32,
     /// `prefer`.
     pub prefer: Option<String>,
+    /// `judge-reply`.
+    pub judge_reply: Option<String>,
+    /// `offer` names.
+    pub offers: Vec<String>,
 }
 
 impl Directives {
@@ -84,6 +90,8 @@ impl Directives {
                 "no-load" => self.no_load = true,
                 "tool-errors" => self.tool_errors = value.parse().unwrap_or(0),
                 "prefer" => self.prefer = Some(value.to_string()),
+                "judge-reply" => self.judge_reply = Some(unescape(value)),
+                "offer" => self.offers.push(value.to_string()),
                 _ => {}
             }
         }

@@ -288,9 +288,16 @@ pub fn scripted_run(prompt: &str, workdir: Option<&Path>, sample: Option<&str>) 
         ScriptedTask::Answer => "answer",
         ScriptedTask::Judge => "judge",
     };
+    let mut offered = offered;
+    for name in &directives.offers {
+        if !offered.contains(name) {
+            offered.push(name.clone());
+        }
+    }
     let text = match (&directives.reply, parsed.task, &directives.prefer) {
-        (Some(reply), _, _) => reply.clone(),
-        (None, ScriptedTask::Judge, Some(needle)) => {
+        (_, ScriptedTask::Judge, _) if directives.judge_reply.is_some() => directives.judge_reply.clone().unwrap_or_default(),
+        (Some(reply), task, _) if task != ScriptedTask::Judge => reply.clone(),
+        (_, ScriptedTask::Judge, Some(needle)) => {
             let verdict = preferred_slot(prompt, needle).unwrap_or("tie");
             serde_json::json!({ "verdict": verdict, "reasoning": format!("scripted judge: preferred the slot containing `{needle}`") })
                 .to_string()
