@@ -328,6 +328,7 @@ fn forge_resumes_after_sigkill_mid_arm_applying_each_arm_once() {
     std::fs::write(
         s.home.path().join("evalloop.toml"),
         "[stages.arm]\nrunner = \"agent\"\ntimeout_secs = 60\nheartbeat_secs = 1\nstale_after_secs = 3\nattempts = 3\nidempotent = true\n\
+         [stages.verify]\nrunner = \"process\"\ntimeout_secs = 60\nheartbeat_secs = 1\nstale_after_secs = 3\nattempts = 3\nidempotent = true\n\
          [stages.judge]\nrunner = \"agent\"\ntimeout_secs = 60\nheartbeat_secs = 1\nstale_after_secs = 3\nattempts = 3\nidempotent = true\n",
     )
     .unwrap();

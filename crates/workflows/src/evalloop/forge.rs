@@ -24,7 +24,7 @@ use super::arm_stage::{ArmJob, RUN_FILE, arm_job, prepare_sample};
 use super::brief::Brief;
 use super::gate::{GateInput, GateOutcome, gate};
 use super::install::{InstallTarget, install};
-use super::judge_stage::{PreJudge, prepare_judge, run_verify};
+use super::judge_stage::{PreJudge, VERIFY_FILE, prepare_judge, verify_job};
 use super::layout::{brief_dir, ledger_path, meta_dir, read_json, sample_dir, write_json};
 use super::ledger::{LedgerRow, append_row, read_ledger, recheck_due, rejected};
 use super::sample::{SampleVerdict, VERDICT_FILE};
@@ -215,8 +215,14 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
             so_far.push(v);
             continue;
         }
-        for side in ArmSide::BOTH {
-            run_verify(&req.brief, &sdir, side).await.map_err(env_err)?;
+        let verify_files = ArmSide::BOTH.map(|side| meta_dir(&sdir, side).join(VERIFY_FILE));
+        if !verify_files.iter().all(|f| f.exists()) {
+            let mut ids = Vec::new();
+            for side in ArmSide::BOTH {
+                ids.push(enqueue(env, &verify_job(&req.brief, &sdir, n, side, &env.stages.verify, &prefix)).await?);
+            }
+            env.waiter.wait_jobs(&ids, &format!("sample {n} verify")).await.map_err(env_err)?;
+            apply_until(env, &verify_files).await?;
         }
         match prepare_judge(&req.brief, &sdir, n, &skill, &env.stages.judge, &req.judge_runtime, &prefix).map_err(env_err)? {
             PreJudge::Invalid(v) => {

@@ -1,17 +1,15 @@
 //! The judge stage of a forge (seed: skill-eval-loop, "The blind is enforced, not assumed",
-//! "Hard rules"): the brief's verify run on the host in each arm's work dir (one gate for every
+//! "Hard rules"): the brief's verify as a `process` job in each arm's work dir (one gate for every
 //! runner, E-10), the pre-judge checks (`arm_never_ran` before any mapping is drawn, E-45), the
 //! invalid codes in precedence, the mapping kept on disk, the blind judge's `agent` job, and
 //! applying its reply as `verdict.json`.
 
 use std::path::Path;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use skillforge_engine::{Job, JobSpec};
 use skillforge_runner_agent::{AgentPayload, AgentReport};
-use skillforge_runner_process::{ProcessPayload, run_process};
-use tokio_util::sync::CancellationToken;
+use skillforge_runner_process::ProcessPayload;
 
 use super::arm::{ArmPair, ArmRecord, ArmSide};
 use super::arm_stage::{FINAL_FILE, RUN_FILE};
@@ -21,7 +19,7 @@ use super::inventory::judge_manifest;
 use super::layout::{arm_dir, meta_dir, read_json, write_atomic, write_json};
 use super::mapping::{MAPPING_FILE, Mapping, Slot, SlotView, judge_prompt};
 use super::sample::{SampleVerdict, VERDICT_FILE};
-use super::stages::{JUDGE_STAGE, StageDef, agent_job};
+use super::stages::{JUDGE_STAGE, StageDef, VERIFY_STAGE, agent_job, stage_job};
 use super::verdict::{JudgeReading, parse_verdict};
 
 /// `<arm>.meta/verify.json`.
@@ -31,8 +29,6 @@ pub const JUDGE_TRANSCRIPT_FILE: &str = "judge.transcript.jsonl";
 /// The judge's prompt as sent (kept for the report and for checking the blind; the mapping is
 /// in its own file).
 pub const JUDGE_PROMPT_FILE: &str = "judge.prompt.txt";
-/// How long one verify may run.
-pub const VERIFY_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// `verify.json`: the brief's verify in one arm's work dir.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,23 +41,37 @@ pub struct VerifyResult {
     pub exit_code: Option<i32>,
 }
 
-/// Runs (once; the stored `verify.json` is reused on resume) the brief's verify in the arm's work
-/// dir with `$FORGE_FINAL` naming `<arm>.meta/final.txt` (E-03).
-///
-/// # Errors
-/// The verify could not be started or its result not stored.
-pub async fn run_verify(brief: &Brief, sample_dir: &Path, side: ArmSide) -> Result<VerifyResult, String> {
-    let meta = meta_dir(sample_dir, side);
-    if let Some(done) = read_json::<VerifyResult>(&meta.join(VERIFY_FILE))? {
-        return Ok(done);
-    }
+/// The verify job of one arm: `sh -c <verify>` in the arm's work dir with `$FORGE_FINAL` naming
+/// `<arm>.meta/final.txt` (E-03), key `<prefix>:<n>:<side>:verify`.
+pub fn verify_job(brief: &Brief, sample_dir: &Path, sample: u32, side: ArmSide, stage: &StageDef, key_prefix: &str) -> JobSpec {
     let mut payload = ProcessPayload::shell(brief.verify.clone());
     payload.cwd = Some(arm_dir(sample_dir, side));
-    payload.env.insert(FINAL_ENV.to_owned(), meta.join(FINAL_FILE).display().to_string());
-    let outcome = run_process(&payload, VERIFY_TIMEOUT, &CancellationToken::new()).await.map_err(|e| format!("run verify for the {side} arm: {e}"))?;
-    let result = VerifyResult { passed: outcome.exit.is_passed(), exit: outcome.exit.label().to_owned(), exit_code: outcome.exit_code };
-    write_json(&meta.join(VERIFY_FILE), &result)?;
-    Ok(result)
+    payload.env.insert(FINAL_ENV.to_owned(), meta_dir(sample_dir, side).join(FINAL_FILE).display().to_string());
+    let key = format!("{key_prefix}:{sample}:{side}:verify");
+    stage_job("process", VERIFY_STAGE, stage, serde_json::to_value(&payload).unwrap_or_default(), key)
+}
+
+/// Applies a finished verify job as `<arm>.meta/verify.json` (kept when it exists). A verify
+/// that could not run at all (no outcome) fails.
+///
+/// # Errors
+/// A message when the job is not a verify job of this shape or the file cannot be written.
+pub fn apply_verify(job: &Job) -> Result<(), String> {
+    let payload: ProcessPayload = serde_json::from_value(job.spec.payload.clone()).map_err(|e| format!("verify job {}: payload: {e}", job.id))?;
+    let meta = payload
+        .env
+        .get(FINAL_ENV)
+        .and_then(|p| Path::new(p).parent().map(Path::to_path_buf))
+        .ok_or_else(|| format!("verify job {} has no {FINAL_ENV}", job.id))?;
+    let path = meta.join(VERIFY_FILE);
+    if path.exists() {
+        return Ok(());
+    }
+    let result = match &job.outcome {
+        Some(o) => VerifyResult { passed: o.exit.is_passed(), exit: o.exit.label().to_owned(), exit_code: o.exit_code },
+        None => VerifyResult { passed: false, exit: job.state.to_string(), exit_code: None },
+    };
+    write_json(&path, &result)
 }
 
 /// The stored facts of both arms of a sample (run.json, final.txt, verify.json).

@@ -1,5 +1,6 @@
 //! The eval loop's stage definitions (`workflows/evalloop.toml`, embedded; `<home>/evalloop.toml`
-//! replaces it when present). Stage fields are train's [`StageDef`].
+//! replaces it when present): `arm` and `judge` (`agent` jobs), `verify` (a `process` job). Stage
+//! fields are train's [`StageDef`].
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,6 +16,8 @@ pub const SHIPPED_EVALLOOP_TOML: &str = include_str!("../../../../workflows/eval
 pub const EVAL_WORKFLOW: &str = "evalloop";
 /// Stage of an arm job.
 pub const ARM_STAGE: &str = "arm";
+/// Stage of a verify job.
+pub const VERIFY_STAGE: &str = "verify";
 /// Stage of a judge job.
 pub const JUDGE_STAGE: &str = "judge";
 
@@ -23,6 +26,8 @@ pub const JUDGE_STAGE: &str = "judge";
 pub struct EvalStages {
     /// `arm`.
     pub arm: StageDef,
+    /// `verify`.
+    pub verify: StageDef,
     /// `judge`.
     pub judge: StageDef,
 }
@@ -41,17 +46,17 @@ impl EvalStages {
     /// that is not an `agent` job, or `stale_after_secs <= heartbeat_secs`.
     pub fn parse(text: &str, file: &str) -> Result<Self, String> {
         let mut parsed: File = toml::from_str(text).map_err(|e| format!("invalid workflow file `{file}`: {e}"))?;
-        if let Some(extra) = parsed.stages.keys().find(|k| *k != ARM_STAGE && *k != JUDGE_STAGE) {
-            return Err(format!("invalid workflow file `{file}`: unknown stage `{extra}` (expected arm, judge)"));
+        if let Some(extra) = parsed.stages.keys().find(|k| ![ARM_STAGE, VERIFY_STAGE, JUDGE_STAGE].contains(&k.as_str())) {
+            return Err(format!("invalid workflow file `{file}`: unknown stage `{extra}` (expected arm, verify, judge)"));
         }
-        let mut take = |name: &str| {
+        let mut take = |name: &str, runner: &str| {
             let stage = parsed.stages.remove(name).ok_or_else(|| format!("invalid workflow file `{file}`: stage `{name}` is missing"))?;
-            if stage.runner.as_deref() != Some("agent") || stage.attempts == 0 || stage.stale_after_secs <= stage.heartbeat_secs {
-                return Err(format!("invalid workflow file `{file}`: stage `{name}` must be an `agent` job with attempts >= 1 and stale_after_secs > heartbeat_secs"));
+            if stage.runner.as_deref() != Some(runner) || stage.attempts == 0 || stage.stale_after_secs <= stage.heartbeat_secs {
+                return Err(format!("invalid workflow file `{file}`: stage `{name}` must be a `{runner}` job with attempts >= 1 and stale_after_secs > heartbeat_secs"));
             }
             Ok(stage)
         };
-        Ok(Self { arm: take(ARM_STAGE)?, judge: take(JUDGE_STAGE)? })
+        Ok(Self { arm: take(ARM_STAGE, "agent")?, verify: take(VERIFY_STAGE, "process")?, judge: take(JUDGE_STAGE, "agent")? })
     }
 
     /// The home's definition: `<home>/evalloop.toml` when it exists, else the shipped one.
@@ -70,7 +75,13 @@ impl EvalStages {
 
 /// An `agent` job of `stage` with `payload` and idempotency key `key`.
 pub fn agent_job(stage_name: &str, stage: &StageDef, payload: serde_json::Value, key: String) -> JobSpec {
-    let mut spec = JobSpec::new("agent", payload);
+    stage_job("agent", stage_name, stage, payload, key)
+}
+
+/// A job of runner `kind` for `stage` (a failing run is the answer: never retried; a dead
+/// worker's job is recovered).
+pub fn stage_job(kind: &str, stage_name: &str, stage: &StageDef, payload: serde_json::Value, key: String) -> JobSpec {
+    let mut spec = JobSpec::new(kind, payload);
     spec.workflow = EVAL_WORKFLOW.to_owned();
     spec.stage = stage_name.to_owned();
     spec.idempotency_key = Some(key);
