@@ -7,12 +7,15 @@
 //! [`ledger`]; session corpora and the recheck: [`sessions`], [`corrections`], [`words`],
 //! [`recheck`]. The durable forge: [`stages`], [`layout`], [`arm_stage`], [`judge_stage`],
 //! [`tool_errors`], [`handler`] ([`handler::EvalResultHandler`]), [`install`], [`forge`].
+//! Upkeep: [`backfill`], [`theme`], [`deploy`].
 
 pub mod aggregate;
 pub mod arm;
 pub mod arm_stage;
+pub mod backfill;
 pub mod brief;
 pub mod corrections;
+pub mod deploy;
 pub mod forge;
 pub mod gate;
 pub mod handler;
@@ -29,6 +32,7 @@ pub mod sample;
 pub mod sessions;
 pub mod stages;
 pub mod stop;
+pub mod theme;
 pub mod tool_errors;
 pub mod verdict;
 pub mod words;
