@@ -8,6 +8,7 @@ mod forge;
 mod recheck;
 mod report;
 mod status;
+mod upkeep;
 
 use clap::Subcommand;
 use skillforge_workflows::train::Reporter;
@@ -26,6 +27,12 @@ pub enum EvalCommand {
     Status(status::StatusArgs),
     /// Weekly recheck of adopted skills against real session corpora: confirm, revoke or skip (no model calls).
     Recheck(recheck::RecheckArgs),
+    /// Lift signatures out of adopted skills' SKILL.md (tagged skill_md; `--apply` backs the ledger up first).
+    Backfill(upkeep::BackfillArgs),
+    /// Mine a correction theme for an adopted skill from real sessions (`--apply` writes it tagged corrections:N).
+    Theme(upkeep::ThemeArgs),
+    /// Copy skill trees to an install root, verifying each copy by digest.
+    Deploy(upkeep::DeployArgs),
     /// A brief's samples side by side (de-blinded after the verdict), the gate and the ledger row; `--html FILE` writes one self-contained page.
     Report(report::ReportArgs),
 }
@@ -38,6 +45,9 @@ pub async fn run(ctx: &Context, cmd: EvalCommand) -> CliResult {
         EvalCommand::Status(args) => status::run(ctx, args),
         EvalCommand::Recheck(args) => recheck::run(ctx, args),
         EvalCommand::Report(args) => report::run(ctx, args),
+        EvalCommand::Backfill(args) => upkeep::run_backfill(ctx, args),
+        EvalCommand::Theme(args) => upkeep::run_theme(ctx, args),
+        EvalCommand::Deploy(args) => upkeep::run_deploy(ctx, args),
     }
 }
 

@@ -19,9 +19,9 @@ use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
 
-/// Arguments of `eval recheck`.
+/// Where the session corpora are.
 #[derive(Debug, Args)]
-pub struct RecheckArgs {
+pub struct CorpusArgs {
     /// Session sources to read: any of claude, opencode, codex.
     #[arg(long, value_delimiter = ',', default_value = "claude,opencode,codex")]
     sources: Vec<String>,
@@ -34,6 +34,13 @@ pub struct RecheckArgs {
     /// Codex sessions dir (default `~/.codex/sessions`).
     #[arg(long = "codex-dir", value_name = "DIR")]
     codex_dir: Option<PathBuf>,
+}
+
+/// Arguments of `eval recheck`.
+#[derive(Debug, Args)]
+pub struct RecheckArgs {
+    #[command(flatten)]
+    corpus: CorpusArgs,
     /// Print every decision; uninstall nothing, write nothing.
     #[arg(long = "dry-run")]
     dry_run: bool,
@@ -45,7 +52,11 @@ pub struct RecheckArgs {
     now: Option<DateTime<Utc>>,
 }
 
-fn corpus(args: &RecheckArgs) -> Result<Vec<Session>, CliError> {
+/// Every session of the asked sources.
+///
+/// # Errors
+/// An unknown source name (exit 2).
+pub(super) fn corpus(args: &CorpusArgs) -> Result<Vec<Session>, CliError> {
     let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
     let mut sessions = Vec::new();
     for name in &args.sources {
@@ -64,7 +75,7 @@ fn corpus(args: &RecheckArgs) -> Result<Vec<Session>, CliError> {
 }
 
 /// The `description:` of a SKILL.md front matter in the first recorded install path.
-fn description(paths: &[PathBuf]) -> Option<String> {
+pub(super) fn description(paths: &[PathBuf]) -> Option<String> {
     let text = paths.iter().find_map(|p| std::fs::read_to_string(Path::new(p).join("SKILL.md")).ok())?;
     text.lines().find_map(|l| l.trim().strip_prefix("description:").map(|d| d.trim().trim_matches('"').to_owned()))
 }
@@ -74,7 +85,7 @@ pub fn run(ctx: &Context, args: RecheckArgs) -> CliResult {
     let ledger = ledger_path(&ctx.home);
     let rows = read_ledger(&ledger).map_err(|e| CliError::env(anyhow!(e)))?;
     let now = args.now.unwrap_or_else(Utc::now);
-    let sessions = corpus(&args)?;
+    let sessions = corpus(&args.corpus)?;
     let entries: Vec<LedgerRow> = open_entries(&rows).into_iter().cloned().collect();
     if args.usage {
         let mut usage: Vec<(u32, &LedgerRow)> = entries.iter().map(|e| (sessions.iter().filter(|s| s.started_at >= e.at && s.started_at <= now).map(|s| s.loads_of(&e.skill)).sum(), e)).collect();
