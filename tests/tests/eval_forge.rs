@@ -382,3 +382,36 @@ mod chrono_free {
         }
     }
 }
+
+// E-47, E-03: the brief's verify (`skillforge eval check`) reads the delivered document inside the
+// reply via $FORGE_FINAL, not the prose around it.
+#[test]
+fn e47_verify_checks_the_document_inside_the_reply_not_the_prose() {
+    let s = Setup::new();
+    let skill = s.skill("fonts", "scripted: reply AX41 has no Arial, so:\\n```css\\n/* rejected:\\n Helvetica\\n Roboto\\n Arial\\n*/\\nbody { font-family: Inter; }\\n```");
+    let verify = format!("{} eval check --forbid Arial", skillforge_tests::bin().display());
+    let brief = s.brief(BRIEF_ID, "scripted@1: reply ```css\\nbody { font-family: Arial; }\\n```", "", &verify);
+    let (_, report, stderr) = s.forge(&brief, &skill, &["--samples", "1"]);
+    let v = &report["samples"][0];
+    assert_eq!(v["verify_passed"], json!({"with": true, "without": false}), "{stderr}\n{report:#}");
+}
+
+// E-12: an unreadable Codex auth.json stops the run before any arm, even with OPENAI_API_KEY set.
+#[test]
+fn e12_unreadable_codex_auth_stops_before_any_arm() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let out = s
+        .home
+        .cmd()
+        .env("HOME", s.path("empty-home"))
+        .env("OPENAI_API_KEY", "sk-test")
+        .args(["eval", "forge", "--runtime", "codex", "--brief", brief.to_str().unwrap(), "--skill-dir", skill.to_str().unwrap(), "--install-root", s.path("r").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("auth.json") && stderr.contains("no arm started"), "{stderr}");
+    assert!(!s.run_dir(BRIEF_ID).exists());
+}

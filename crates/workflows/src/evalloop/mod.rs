@@ -7,14 +7,17 @@
 //! [`ledger`]; session corpora and the recheck: [`sessions`], [`corrections`], [`words`],
 //! [`recheck`]. The durable forge: [`stages`], [`layout`], [`arm_stage`], [`judge_stage`],
 //! [`tool_errors`], [`handler`] ([`handler::EvalResultHandler`]), [`install`], [`forge`].
-//! Upkeep: [`backfill`], [`theme`], [`deploy`].
+//! Upkeep: [`backfill`], [`theme`], [`deploy`]. Helpers: [`check`] (a verify that checks the
+//! delivered document), [`credentials`] (the arms' credential preflight).
 
 pub mod aggregate;
 pub mod arm;
 pub mod arm_stage;
 pub mod backfill;
 pub mod brief;
+pub mod check;
 pub mod corrections;
+pub mod credentials;
 pub mod deploy;
 pub mod forge;
 pub mod gate;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::anyhow;
 use clap::Args;
 use skillforge_workflows::evalloop::brief::Brief;
+use skillforge_workflows::evalloop::credentials::preflight;
 use skillforge_workflows::evalloop::forge::{DEFAULT_SAMPLES, ForgeEnv, ForgeError, ForgeRequest, run_forge};
 use skillforge_workflows::evalloop::gate::Decision;
 use skillforge_workflows::evalloop::install::InstallTarget;
@@ -89,6 +90,14 @@ pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
             InstallTarget::Root(home.join(".agents/skills"))
         }
     };
+    if !args.dry_run {
+        let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+        let user_home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        for runtime in [&args.runtime, args.judge_runtime.as_ref().unwrap_or(&args.runtime)] {
+            preflight(runtime, &env, &user_home, now_ms).map_err(|e| CliError::env(anyhow!("credential check for runtime `{runtime}` (no arm started): {e}")))?;
+        }
+    }
     let stages = EvalStages::for_home(&ctx.home).map_err(|e| CliError::usage(anyhow!(e)))?;
     let req = ForgeRequest {
         brief,

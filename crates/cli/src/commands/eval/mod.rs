@@ -4,6 +4,7 @@
 //! recheck revoked, 2 invalid input or a refusal, 3 the environment).
 
 mod brief;
+mod check;
 mod forge;
 mod recheck;
 mod report;
@@ -27,6 +28,8 @@ pub enum EvalCommand {
     Status(status::StatusArgs),
     /// Weekly recheck of adopted skills against real session corpora: confirm, revoke or skip (no model calls).
     Recheck(recheck::RecheckArgs),
+    /// A verify helper: check the delivered document (file, or the reply's first fenced block) with comment spans stripped.
+    Check(check::CheckArgs),
     /// Lift signatures out of adopted skills' SKILL.md (tagged skill_md; `--apply` backs the ledger up first).
     Backfill(upkeep::BackfillArgs),
     /// Mine a correction theme for an adopted skill from real sessions (`--apply` writes it tagged corrections:N).
@@ -45,6 +48,7 @@ pub async fn run(ctx: &Context, cmd: EvalCommand) -> CliResult {
         EvalCommand::Status(args) => status::run(ctx, args),
         EvalCommand::Recheck(args) => recheck::run(ctx, args),
         EvalCommand::Report(args) => report::run(ctx, args),
+        EvalCommand::Check(args) => check::run(ctx, args),
         EvalCommand::Backfill(args) => upkeep::run_backfill(ctx, args),
         EvalCommand::Theme(args) => upkeep::run_theme(ctx, args),
         EvalCommand::Deploy(args) => upkeep::run_deploy(ctx, args),
