@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
-use skillforge_tests::{Home, signal, wait_for, wait_exit};
+use skillforge_tests::{Home, Reaped, RedisServer, signal, wait_for, wait_exit};
 
 const BRIEF_ID: &str = "status-reply";
 
@@ -25,6 +25,10 @@ struct Setup {
 impl Setup {
     fn new() -> Self {
         Self { home: Home::embedded(), dir: tempfile::tempdir().unwrap() }
+    }
+
+    fn on(home: Home) -> Self {
+        Self { home, dir: tempfile::tempdir().unwrap() }
     }
 
     fn path(&self, rel: &str) -> PathBuf {
@@ -414,4 +418,26 @@ fn e12_unreadable_codex_auth_stops_before_any_arm() {
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("auth.json") && stderr.contains("no arm started"), "{stderr}");
     assert!(!s.run_dir(BRIEF_ID).exists());
+}
+
+// Issue 17 item 7 on a fleet: a Redis queue, two workers running the arms in parallel, the forging
+// CLI as the control plane applying results; the same chain adopts.
+#[test]
+fn forge_on_a_two_worker_redis_fleet_adopts() {
+    let redis = RedisServer::start();
+    let s = Setup::on(Home::redis(&redis.url()));
+    let _workers: Vec<Reaped> = ["w1", "w2"].iter().map(|n| Reaped(s.home.spawn_worker(n, &[]))).collect();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let (code, report, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(code, 0, "{stderr}\n{}", s.home.logs());
+    assert_eq!(report["gate"]["decision"], "adopt");
+    let jobs = s.home.json(&["jobs", "list"]);
+    let arms: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["stage"] == "arm").collect();
+    assert_eq!(arms.len(), 6);
+    for arm in arms {
+        assert_eq!(arm["state"], "succeeded", "{arm:#}");
+        let worker = arm["history"][0]["worker"].as_str().unwrap_or_default();
+        assert!(worker.starts_with("w1") || worker.starts_with("w2"), "run by a fleet worker, not the CLI: {arm:#}");
+    }
 }
