@@ -441,3 +441,37 @@ fn forge_on_a_two_worker_redis_fleet_adopts() {
         assert!(worker.starts_with("w1") || worker.starts_with("w2"), "run by a fleet worker, not the CLI: {arm:#}");
     }
 }
+
+/// Renders `page` in headless Chromium: (the DOM as rendered, the screenshot's PNG bytes).
+fn chromium(page: &Path, dir: &Path) -> (String, Vec<u8>) {
+    let shot = dir.join(format!("{}.png", page.file_stem().unwrap().to_string_lossy()));
+    let url = format!("file://{}", page.display());
+    let base = ["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1200,900"];
+    let dom = std::process::Command::new("chromium").args(base).arg("--dump-dom").arg(&url).output().expect("chromium (Debian package `chromium`, installed by scripts/test)");
+    let out = std::process::Command::new("chromium").args(base).arg(format!("--screenshot={}", shot.display())).arg(&url).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (String::from_utf8_lossy(&dom.stdout).into_owned(), std::fs::read(&shot).unwrap())
+}
+
+// Issue 17 item 8: the HTML report loads in headless Chromium and shows both arms and the verdict.
+#[test]
+fn html_report_renders_both_arms_and_the_verdict_in_chromium() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let (code, _, stderr) = s.forge(&brief, &skill, &["--samples", "2"]);
+    assert_eq!(code, 0, "{stderr}");
+    let page = s.path("report.html");
+    let out = s.home.run(&["eval", "report", "--brief", BRIEF_ID, "--html", page.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (dom, png) = chromium(&page, s.dir.path());
+    for want in ["SHORT: shipped 1.2, fixed login", "LONG status", "winner: with", "ADOPT", "<h3>with</h3>", "<h3>without</h3>"] {
+        assert!(dom.contains(want), "rendered page lacks {want:?}:\n{dom}");
+    }
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a PNG screenshot");
+    assert_eq!((u32::from_be_bytes(png[16..20].try_into().unwrap()), u32::from_be_bytes(png[20..24].try_into().unwrap())), (1200, 900));
+    let blank = s.path("blank.html");
+    std::fs::write(&blank, "<!doctype html><html><body></body></html>").unwrap();
+    let (_, blank_png) = chromium(&blank, s.dir.path());
+    assert!(png.len() > 4 * blank_png.len(), "the screenshot shows content ({} bytes vs a blank page's {})", png.len(), blank_png.len());
+}
