@@ -168,8 +168,12 @@ pub trait QueueBackend: Send + Sync + 'static {
     /// not acknowledged yet, oldest first, at most `limit`.
     async fn pending_results(&self, limit: usize) -> Result<Vec<Job>, EngineError>;
 
-    /// The control plane applied this job's result: stop listing it in `pending_results`.
-    async fn ack_result(&self, job_id: &str) -> Result<(), EngineError>;
+    /// The control plane applied this job's result under `fencing_token`: stop listing it in
+    /// `pending_results`, fenced like a transition. When the job's current token differs (it was
+    /// retried or re-leased since `pending_results` read it, and may already hold a newer
+    /// attempt's result), nothing changes and the reply is `false`: the newer result stays
+    /// pending. Errors with [`EngineError::NotFound`] when the id is unknown.
+    async fn ack_result(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError>;
 
     /// Takes the named lock for `owner` when free or stale (a stale holder is replaced, with
     /// a higher fencing token).

@@ -46,8 +46,10 @@ pub struct IngestReport {
 }
 
 /// Applies every pending result (up to 500): per job, one store transaction records the
-/// applied result and runs `handler`; then the queue is acknowledged. A crash between commit
-/// and acknowledgement re-delivers the result, which the record turns into a no-op.
+/// applied result and runs `handler`; then the queue is acknowledged for that (job, fencing
+/// token) only. A crash between commit and acknowledgement re-delivers the result, which the
+/// record turns into a no-op; a job retried and finished again between the read and the
+/// acknowledgement keeps its newer result pending, applied by the next pass.
 ///
 /// # Errors
 /// Queue or store unavailable. A handler error leaves that result pending and is logged.
@@ -83,7 +85,11 @@ pub async fn ingest_once(
             debug!(job_id = %job.id, fencing_token = job.fencing_token, "result already applied; ignored");
         }
         tx.commit().await.map_err(EngineError::sqlite)?;
-        backend.ack_result(&job.id).await?;
+        // Fenced on the token just applied: a retry whose new attempt finished since the read
+        // keeps its result pending for the next pass.
+        if !backend.ack_result(&job.id, job.fencing_token).await? {
+            info!(job_id = %job.id, fencing_token = job.fencing_token, "a newer attempt's result is pending; left for the next pass");
+        }
     }
     Ok(report)
 }

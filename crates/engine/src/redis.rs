@@ -674,12 +674,17 @@ impl QueueBackend for RedisBackend {
         self.fetch_jobs(&ids).await
     }
 
-    async fn ack_result(&self, job_id: &str) -> Result<(), EngineError> {
-        let mut cmd = ::redis::cmd("ZREM");
-        cmd.arg(format!("{}results", self.prefix)).arg(job_id);
-        let what = format!("acknowledge result of job `{job_id}`");
-        let _: i64 = with_retry!(self, what, |c| cmd.query_async(&mut c))?;
-        Ok(())
+    async fn ack_result(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
+        let mut inv = self.scripts.ack.prepare_invoke();
+        inv.arg(&self.prefix).arg(job_id).arg(fencing_token);
+        let what = format!("acknowledge result of job `{job_id}` at fencing token {fencing_token}");
+        let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
+        match reply.as_slice() {
+            [tag] if tag == "acked" => Ok(true),
+            [tag, _current] if tag == "fenced" => Ok(false),
+            [tag] if tag == "missing" => Err(EngineError::NotFound(job_id.to_owned())),
+            _ => Err(unexpected("ack_result", &reply)),
+        }
     }
 
     async fn acquire_lock(

@@ -738,14 +738,22 @@ impl QueueBackend for SqliteBackend {
         .await
     }
 
-    async fn ack_result(&self, job_id: &str) -> Result<(), EngineError> {
-        let found: Option<i64> =
-            sqlx::query_scalar("UPDATE jobs SET result_pending = 0 WHERE id = ?1 RETURNING 1")
-                .bind(job_id)
-                .fetch_optional(&self.inner.writer)
-                .await
-                .map_err(db(format!("ack result of job `{job_id}`")))?;
-        found.map(|_| ()).ok_or_else(|| EngineError::NotFound(job_id.to_owned()))
+    async fn ack_result(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
+        let acked: Option<i64> = sqlx::query_scalar(
+            "UPDATE jobs SET result_pending = 0 WHERE id = ?1 AND fencing_token = ?2 RETURNING 1",
+        )
+        .bind(job_id)
+        .bind(to_i64(fencing_token))
+        .fetch_optional(&self.inner.writer)
+        .await
+        .map_err(db(format!("ack result of job `{job_id}` at fencing token {fencing_token}")))?;
+        if acked.is_some() {
+            return Ok(true);
+        }
+        match self.get(job_id).await? {
+            Some(_) => Ok(false),
+            None => Err(EngineError::NotFound(job_id.to_owned())),
+        }
     }
 
     async fn acquire_lock(

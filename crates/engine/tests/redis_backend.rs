@@ -297,8 +297,11 @@ async fn enqueue_lease_finish_round_trip() {
         pending.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
         [e.job_id.as_str()]
     );
-    b.ack_result(&e.job_id).await.unwrap();
+    assert!(!b.ack_result(&e.job_id, pending[0].fencing_token + 1).await.unwrap(), "fenced on the token");
+    assert_eq!(b.pending_results(10).await.unwrap().len(), 1);
+    assert!(b.ack_result(&e.job_id, pending[0].fencing_token).await.unwrap());
     assert!(b.pending_results(10).await.unwrap().is_empty());
+    assert!(matches!(b.ack_result("nope", 1).await, Err(EngineError::NotFound(_))));
 
     let second = b.enqueue(&spec("default")).await.unwrap();
     let all = b.list(None, 10).await.unwrap();
@@ -1285,4 +1288,10 @@ async fn layout_1_jobs_from_an_older_build_still_work() {
     assert_eq!(server.cli(&["LLEN", "sftest:job:job-c:history"]), "1");
     let listed = b.list(Some(JobState::Succeeded), 10).await.unwrap();
     assert_eq!(listed.iter().map(|j| j.id.as_str()).collect::<HashSet<_>>(), HashSet::from(["job-a", "job-b"]));
+}
+
+#[tokio::test]
+async fn retry_finishing_between_ingestion_read_and_ack_is_not_lost() {
+    let server = RedisServer::start();
+    scenarios::retry_finishing_between_ingestion_read_and_ack_is_not_lost(&backend(&server).await).await;
 }

@@ -164,9 +164,11 @@ async fn round_trip() {
 
     let pending = q.pending_results(10).await.unwrap();
     assert_eq!(pending.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), vec![a.job_id.as_str()]);
-    q.ack_result(&a.job_id).await.unwrap();
+    assert!(!q.ack_result(&a.job_id, pending[0].fencing_token + 1).await.unwrap(), "fenced on the token");
+    assert_eq!(q.pending_results(10).await.unwrap().len(), 1);
+    assert!(q.ack_result(&a.job_id, pending[0].fencing_token).await.unwrap());
     assert!(q.pending_results(10).await.unwrap().is_empty());
-    assert!(matches!(q.ack_result("nope").await, Err(EngineError::NotFound(_))));
+    assert!(matches!(q.ack_result("nope", 1).await, Err(EngineError::NotFound(_))));
 }
 
 #[tokio::test]
@@ -340,7 +342,7 @@ async fn each_reap_action() {
             assert_eq!(job.history[0].retry_delay_ms, Some(60_000));
             assert!(q.lease("reap", &w, 1, Duration::ZERO).await.unwrap().is_empty());
         }
-        q.ack_result(&id).await.unwrap();
+        assert!(q.ack_result(&id, job.fencing_token).await.unwrap());
     }
     assert!(q.expired_leases(10).await.unwrap().is_empty());
 }
@@ -633,6 +635,12 @@ async fn finish_and_lease_refills_the_slot_in_one_call() {
 async fn batched_finishes_refill_each_slot_from_its_queue_for_its_worker() {
     let dir = tempfile::tempdir().unwrap();
     scenarios::batched_finishes_refill_each_slot_from_its_queue_for_its_worker(&open(&dir).await).await;
+}
+
+#[tokio::test]
+async fn retry_finishing_between_ingestion_read_and_ack_is_not_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    scenarios::retry_finishing_between_ingestion_read_and_ack_is_not_lost(&open(&dir).await).await;
 }
 
 /// A job whose stored record cannot be decoded (here: its spec is not a `JobSpec`) never fails

@@ -27,6 +27,7 @@ pub(super) struct Scripts {
     pub(super) reap_locks: Script,
     pub(super) leases: Script,
     pub(super) list: Script,
+    pub(super) ack: Script,
 }
 
 fn with_prelude(body: &str) -> Script {
@@ -55,6 +56,7 @@ impl Scripts {
             reap_locks: with_prelude(include_str!("reap_locks.lua")),
             leases: with_prelude(include_str!("leases.lua")),
             list: with_prelude(include_str!("list.lua")),
+            ack: with_prelude(include_str!("ack.lua")),
         }
     }
 }
