@@ -376,3 +376,29 @@ fn redis_sigstopped_worker_survives_a_restart_and_keeps_serving() {
     // With persistence, so the restart loses no job (a restart that loses data is another case).
     sigstopped_worker_survives_a_restart_and_keeps_serving(&Backend::Redis(RedisServer::start_with(true)));
 }
+
+/// With Redis down, a worker's and `serve`'s shutdown is bounded by the grace (not by the
+/// backend's retry budget per call): the worker names the job whose lease it could not hand
+/// back and exits 3; `serve` has nothing to hand back and exits 0.
+#[test]
+fn shutdown_with_redis_down_is_bounded_and_names_the_leases_left_stale() {
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    let mut serve = Reaped(home.spawn_serve());
+    let mut worker = Reaped(home.spawn_worker("w", &["--grace", "1"]));
+    let id = home.submit(&["--stale-after", "600"], &["sleep", "60"]);
+    home.wait_job(&id, T, "job running", |j| state(j) == "running");
+    let _ = redis.cli(&["shutdown", "nosave"]);
+    wait_for(T, "redis-server to stop", || redis.cli(&["ping"]).is_none().then_some(()));
+    signal(&worker.0, Signal::SIGTERM);
+    signal(&serve.0, Signal::SIGTERM);
+    // Grace 1 s, then at most MIN_HAND_BACK (5 s) to kill and hand back; the backend alone
+    // would retry each call for 30 s.
+    let bound = Duration::from_secs(20);
+    let worker_exit = wait_exit(&mut worker.0, bound);
+    let serve_exit = wait_exit(&mut serve.0, bound);
+    let logs = home.logs();
+    assert_eq!(worker_exit.code(), Some(3), "{logs}");
+    assert!(logs.contains("could not be handed back") && logs.contains(&id), "{logs}");
+    assert_eq!(serve_exit.code(), Some(0), "{logs}");
+}

@@ -94,7 +94,9 @@ pub async fn ingest_once(
     Ok(report)
 }
 
-/// Runs [`ingest_once`] every `every` until `shutdown`; errors are logged and retried.
+/// Runs [`ingest_once`] every `every` until `shutdown`; errors are logged and retried. A pass
+/// in flight when `shutdown` fires is dropped (applied at most once either way), so shutting
+/// down with the queue unreachable does not wait out the backend's retries.
 pub async fn run_ingestion(
     backend: &dyn QueueBackend,
     store: &Store,
@@ -103,7 +105,13 @@ pub async fn run_ingestion(
     shutdown: CancellationToken,
 ) {
     loop {
-        if let Err(e) = ingest_once(backend, store, handler).await {
+        // A pass in flight at shutdown is dropped: its open store transaction rolls back, and a
+        // result committed but not yet acknowledged is re-delivered and found applied.
+        let pass = tokio::select! {
+            () = shutdown.cancelled() => return,
+            pass = ingest_once(backend, store, handler) => pass,
+        };
+        if let Err(e) = pass {
             warn!(error = %e, "ingestion pass failed");
         }
         tokio::select! {

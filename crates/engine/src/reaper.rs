@@ -52,9 +52,16 @@ pub async fn reap_once(backend: &dyn QueueBackend) -> Result<Vec<Reaped>, Engine
 }
 
 /// Runs [`reap_once`] every `every` until `shutdown` fires. Backend errors are logged and retried.
+/// A pass in flight when `shutdown` fires is dropped (each reap is atomic and fenced, so a
+/// dropped pass applied some reaps or none, never half of one), so a shutdown with the queue
+/// unreachable does not wait out the backend's retries.
 pub async fn run_reaper(backend: &dyn QueueBackend, every: Duration, shutdown: CancellationToken) {
     loop {
-        match reap_once(backend).await {
+        let pass = tokio::select! {
+            () = shutdown.cancelled() => return,
+            pass = reap_once(backend) => pass,
+        };
+        match pass {
             Ok(r) if !r.is_empty() => debug!(n = r.len(), "reaper pass"),
             Ok(_) => {}
             Err(e) => warn!(error = %e, "reaper pass failed"),
