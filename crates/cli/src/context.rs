@@ -59,7 +59,11 @@ impl Context {
     /// # Errors
     /// Exit 3 when the store cannot be opened.
     pub async fn store(&self) -> Result<Store, CliError> {
-        Store::open(&self.home).await.context("open the store").map_err(CliError::env)
+        let file = self.home.join(skillforge_store::DB_FILE);
+        Store::open(&self.home)
+            .await
+            .with_context(|| format!("open the store `{}`", file.display()))
+            .map_err(CliError::env)
     }
 
     /// Directory under which workers create per-attempt scratch dirs.

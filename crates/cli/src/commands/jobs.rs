@@ -140,6 +140,11 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
     }
 
     let backend = ctx.queue().await?;
+    if args.wait && ctx.queue_url.is_embedded() {
+        // `--wait` on the embedded queue applies the result to the store: a store that cannot be
+        // opened fails the command before anything is enqueued, not after.
+        ctx.store().await?;
+    }
     let enqueued = crate::commands::wait::enqueue_checked(backend.as_ref(), &spec).await?;
     if !args.wait {
         if ctx.json {
@@ -156,7 +161,9 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         eprintln!("job {} queued", enqueued.job_id);
     }
 
-    let job = await_job(ctx, &backend, &enqueued.job_id, &args.queue_name, !args.no_local_worker).await?;
+    let job = await_job(ctx, &backend, &enqueued.job_id, &args.queue_name, !args.no_local_worker)
+        .await
+        .map_err(|e| left_behind(e, &enqueued.job_id, args.idempotency_key.as_deref()))?;
     if ctx.json {
         print_json(&job_json(&job, backend.now_ms().await?));
     } else {
@@ -167,6 +174,22 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         eprintln!("job {} {}{}", job.id, job.state, outcome_suffix(&job));
     }
     Ok(if job.state == JobState::Succeeded { OK } else { CHECK_FAILED })
+}
+
+/// The error of a `--wait` that failed after its job was enqueued, saying that the job is still
+/// in the queue and how to find or cancel it, so that running the command again is never the
+/// silent second copy of it.
+fn left_behind(e: CliError, id: &str, key: Option<&str>) -> CliError {
+    let again = match key {
+        Some(k) => format!("submitting again with --idempotency-key `{k}` returns it"),
+        None => "submitting again adds a second job (pass --idempotency-key to make a retry return this one)".to_owned(),
+    };
+    CliError {
+        code: e.code,
+        error: e.error.context(format!(
+            "job {id} was queued and stays in the queue (`skillforge jobs show {id}`, `skillforge jobs cancel {id}`); {again}"
+        )),
+    }
 }
 
 fn outcome_suffix(job: &Job) -> String {
