@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
-use skillforge_engine::{CancelReply, EngineError, Job, JobSpec, JobState};
+use skillforge_engine::{CancelReply, EngineError, Job, JobSpec, JobState, QueueBackend};
 use skillforge_runner_process::ProcessPayload;
 
 use crate::commands::wait::await_job;
@@ -145,6 +145,9 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         // opened fails the command before anything is enqueued, not after.
         ctx.store().await?;
     }
+    if let Some(key) = &spec.idempotency_key {
+        refuse_rerun_of_applied(ctx, backend.as_ref(), key).await?;
+    }
     let enqueued = crate::commands::wait::enqueue_checked(backend.as_ref(), &spec).await?;
     if !args.wait {
         if ctx.json {
@@ -174,6 +177,27 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         eprintln!("job {} {}{}", job.id, job.state, outcome_suffix(&job));
     }
     Ok(if job.state == JobState::Succeeded { OK } else { CHECK_FAILED })
+}
+
+/// Refuses (exit 2) a submit whose idempotency key the store shows applied for a job the queue
+/// no longer has (a Redis namespace that lost its data): enqueueing would run the work again.
+/// A key whose job the queue still has is left to the queue (it returns that job).
+async fn refuse_rerun_of_applied(ctx: &Context, backend: &dyn QueueBackend, key: &str) -> Result<(), CliError> {
+    // The check needs the store; a submit that cannot open it is not refused for that.
+    let Ok(store) = ctx.store().await else { return Ok(()) };
+    let mut conn = store.pool().acquire().await.map_err(CliError::env)?;
+    let applied = skillforge_store::applied::applied_by_key(&mut conn, key, "").await.map_err(CliError::env)?;
+    let Some(first) = applied else { return Ok(()) };
+    if backend.get(&first.job_id).await?.is_some() {
+        return Ok(());
+    }
+    Err(CliError::usage(anyhow!(
+        "idempotency key `{key}` was already applied (job {}, {} at {}), and the queue no longer has that job \
+         (did it lose its data?): refusing to run the work again",
+        first.job_id,
+        first.state,
+        first.applied_at
+    )))
 }
 
 /// The error of a `--wait` that failed after its job was enqueued, saying that the job is still

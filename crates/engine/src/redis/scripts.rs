@@ -28,6 +28,7 @@ pub(super) struct Scripts {
     pub(super) leases: Script,
     pub(super) list: Script,
     pub(super) ack: Script,
+    pub(super) epoch: Script,
 }
 
 fn with_prelude(body: &str) -> Script {
@@ -57,6 +58,7 @@ impl Scripts {
             leases: with_prelude(include_str!("leases.lua")),
             list: with_prelude(include_str!("list.lua")),
             ack: with_prelude(include_str!("ack.lua")),
+            epoch: with_prelude(include_str!("epoch.lua")),
         }
     }
 }
