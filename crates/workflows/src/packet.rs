@@ -364,6 +364,16 @@ fn check_packet_matches(run: &EvalRunRow, assignments: &Assignments, items: &[Re
 
 fn read_packet_file(dir: &Path, name: &str) -> Result<String, PacketError> {
     let path = dir.join(name);
+    let limit = skillforge_contract::limits::MAX_DOCUMENT_BYTES;
+    if let Ok(meta) = std::fs::metadata(&path)
+        && meta.len() > limit as u64
+    {
+        return Err(PacketError::Invalid(format!(
+            "packet file `{}` is {} bytes, over the limit of {limit} bytes",
+            path.display(),
+            meta.len()
+        )));
+    }
     std::fs::read_to_string(&path).map_err(|e| PacketError::Invalid(format!("read packet file `{}`: {e}", path.display())))
 }
 
