@@ -52,3 +52,60 @@ fn redis_data_loss_is_reported_once_and_applied_keys_are_not_run_again() {
     let logs = home.logs();
     assert_eq!(logs.matches("lost its data").count(), 2, "{logs}");
 }
+
+/// Issue 12 item 9: flags that would store something meaningless are refused with exit 2, and
+/// nothing is enqueued: a timeout that rounds to 0 ms, an empty idempotency key (one key shared
+/// by every such submit), an environment variable without a name, an empty lock or queue name.
+#[test]
+fn submit_refuses_meaningless_flags_with_exit_2_and_enqueues_nothing() {
+    let home = Home::embedded();
+    let cases: [&[&str]; 7] = [
+        &["--timeout", "1e-9"],
+        &["--heartbeat", "0.0001"],
+        &["--idempotency-key", ""],
+        &["--env", "=v"],
+        &["--lock", ""],
+        &["--lock", " "],
+        &["--queue-name", ""],
+    ];
+    for flags in cases {
+        let mut args = vec!["jobs", "submit"];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--", "true"]);
+        let out = home.run(&args);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {}", stderr(&out));
+        let name = flags[0].trim_start_matches('-');
+        assert!(stderr(&out).contains(name), "{flags:?} names the flag: {}", stderr(&out));
+    }
+    let jobs = home.json(&["jobs", "list"]);
+    assert_eq!(jobs.as_array().map(Vec::len), Some(0), "nothing enqueued: {jobs:#}");
+}
+
+/// Issue 12 item 9: reviewer names with control characters or over the length limit are
+/// refused (exit 2) before any packet is read.
+#[test]
+fn reviewer_names_with_control_characters_or_too_long_are_refused() {
+    let home = Home::embedded();
+    let long = "r".repeat(129);
+    for reviewer in ["ann\u{1b}[31m", "ann\nbob", long.as_str(), " "] {
+        for cmd in [&["feedback", "markdown", "import", "--packet", "/nonexistent"][..], &["pairwise", "import", "/nonexistent"][..]] {
+            let mut args = cmd.to_vec();
+            args.extend_from_slice(&["--reviewer", reviewer]);
+            let out = home.run(&args);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+            assert!(stderr(&out).contains("reviewer"), "{args:?}: {}", stderr(&out));
+        }
+    }
+}
+
+/// Issue 12 item 8: an embedded queue that cannot be opened carries the embedded queue's hint
+/// and file, not the Redis one.
+#[test]
+fn an_embedded_queue_error_names_the_file_and_no_redis_hint() {
+    let home = Home::embedded();
+    std::fs::create_dir_all(home.path().join("queue.db")).unwrap();
+    let out = home.run(&["jobs", "list"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(text.contains("queue.db") && !text.contains("Redis"), "{text}");
+}

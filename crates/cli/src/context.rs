@@ -48,9 +48,14 @@ impl Context {
         open_queue(&self.queue_url).await.map_err(|e| match e {
             // A URL that does not parse is the user's input (exit 2), not the environment.
             EngineError::Config(_) => CliError::usage(anyhow::Error::new(e).context("open the job queue")),
-            other => CliError::env(
-                anyhow::Error::new(other).context("open the job queue (is the Redis URL right and the server up?)"),
-            ),
+            // Each backend its own hint: the embedded queue is a file of the home.
+            other => CliError::env(anyhow::Error::new(other).context(match &self.queue_url {
+                QueueUrl::Redis(_) => "open the job queue (is the Redis URL right and the server up?)".to_owned(),
+                QueueUrl::Sqlite(path) => format!(
+                    "open the embedded job queue `{}` (is the home writable, the disk not full, the file not damaged?)",
+                    path.display()
+                ),
+            })),
         })
     }
 

@@ -100,23 +100,53 @@ pub async fn run(ctx: &Context, cmd: JobsCommand) -> CliResult {
     }
 }
 
-/// Seconds from a flag to milliseconds; exit 2 unless positive and finite.
+/// Seconds from a flag to milliseconds; exit 2 unless finite and at least 1 ms (a smaller
+/// value would round to 0 ms: a timeout that fires at once, a heartbeat that spins).
 pub fn secs(name: &str, v: f64) -> Result<u64, CliError> {
     if !(v.is_finite() && v > 0.0) {
         return Err(CliError::usage(anyhow!("--{name} must be a positive number of seconds, got {v}")));
     }
-    Ok((v * 1000.0).round() as u64)
+    let ms = (v * 1000.0).round();
+    if ms < 1.0 {
+        return Err(CliError::usage(anyhow!("--{name} {v} is below the 1 ms resolution (0.001 s at least)")));
+    }
+    Ok(ms.min(u64::MAX as f64) as u64)
+}
+
+/// A name given on the command line (`--lock`, `--queue-name`, `--idempotency-key`): exit 2 when
+/// it is empty, only white space, or holds a control character (NUL included).
+pub fn check_name(flag: &str, value: &str) -> Result<(), CliError> {
+    if value.trim().is_empty() {
+        return Err(CliError::usage(anyhow!("--{flag} must not be empty")));
+    }
+    if let Some(c) = value.chars().find(|c| c.is_control()) {
+        return Err(CliError::usage(anyhow!("--{flag} `{}` holds the control character {c:?}", value.escape_debug())));
+    }
+    Ok(())
 }
 
 async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
     if args.attempts == 0 {
         return Err(CliError::usage(anyhow!("--attempts must be at least 1")));
     }
+    check_name("queue-name", &args.queue_name)?;
+    if let Some(key) = &args.idempotency_key {
+        check_name("idempotency-key", key)?;
+    }
+    for lock in &args.locks {
+        check_name("lock", lock)?;
+    }
     let mut env = BTreeMap::new();
     for kv in &args.env {
         let Some((k, v)) = kv.split_once('=') else {
             return Err(CliError::usage(anyhow!("--env `{kv}` is not NAME=VALUE")));
         };
+        if k.is_empty() || k.contains(['\0', '=']) {
+            return Err(CliError::usage(anyhow!("--env `{kv}`: the variable name is empty or invalid (NAME=VALUE)")));
+        }
+        if v.contains('\0') {
+            return Err(CliError::usage(anyhow!("--env `{k}`: the value holds a NUL byte")));
+        }
         env.insert(k.to_owned(), v.to_owned());
     }
     let mut payload = ProcessPayload::argv(args.command.clone());
