@@ -83,6 +83,9 @@ enum Command {
     /// Train mode: start a session, watch its status, continue through its gates, recover an optimizer result.
     #[command(subcommand)]
     Train(commands::train::TrainCommand),
+    /// The skill eval loop: briefs, forge (arms → blind judge → aggregate → gate → ledger), status, recheck, report.
+    #[command(subcommand)]
+    Eval(commands::eval::EvalCommand),
     /// The scripted agent runtime (deterministic, no model): prompt on stdin, answer on stdout.
     #[command(name = "agent-scripted", hide = true)]
     AgentScripted {
@@ -148,6 +151,7 @@ fn main() -> ExitCode {
         let ctx = Context::new(cli.home, cli.queue, cli.json)?;
         match cli.command {
             Command::Demo(args) => commands::demo::run(&ctx, args).await,
+            Command::Eval(cmd) => commands::eval::run(&ctx, cmd).await,
             Command::Jobs(cmd) => commands::jobs::run(&ctx, cmd).await,
             Command::Worker(args) => commands::worker::run(&ctx, args).await,
             Command::Serve(args) => commands::serve::run(&ctx, args).await,

@@ -3,6 +3,7 @@
 pub mod candidate;
 pub mod check;
 pub mod demo;
+pub mod eval;
 pub mod evaluate;
 pub mod export;
 pub mod feedback;
