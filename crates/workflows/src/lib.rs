@@ -5,3 +5,4 @@ pub mod evaluator;
 pub mod harvest;
 pub mod packet;
 pub mod train;
+pub mod optimize;
