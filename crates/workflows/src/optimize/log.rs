@@ -235,6 +235,23 @@ pub struct PendingWait {
     pub action: String,
     /// Base commit at dispatch.
     pub base_sha: String,
+    /// Set once the worker finished and its scope was enforced (so a resumed run does not lose
+    /// what was reverted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collected: Option<WorkerResult>,
+}
+
+/// What the orchestrator recorded when a worker finished.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerResult {
+    /// Whether the worker job succeeded.
+    pub ok: bool,
+    /// Its final message, or the failure.
+    pub message: String,
+    /// In-scope changed files.
+    pub changed_files: Vec<String>,
+    /// Out-of-scope files, reverted (O-01).
+    pub scope_violations: Vec<String>,
 }
 
 /// `run_state`.

@@ -19,17 +19,21 @@ pub mod backlog;
 pub mod brief;
 pub mod decide;
 pub mod digest;
+pub mod experiment;
 pub mod gates;
+pub mod integrate;
 pub mod git;
 pub mod judge;
+pub mod locate;
 pub mod log;
 pub mod measure;
-// pub mod port;
+pub mod port;
 pub mod remote;
-// pub mod run;
+pub mod report;
+pub mod run;
 pub mod snapshot;
 pub mod spec;
-// pub mod state;
+pub mod state;
 pub mod stopping;
 
 /// The workflow name jobs carry.

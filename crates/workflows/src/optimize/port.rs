@@ -73,8 +73,7 @@ impl OptimizeStages {
         spec.idempotency_key = Some(key);
         spec.max_attempts = def.attempts;
         let t = timeout.unwrap_or(def.timeout());
-        // the job's budget covers the runner's own timeout plus its kill grace
-        spec.timeout_ms = u64::try_from((t + Duration::from_secs(10)).as_millis()).unwrap_or(u64::MAX);
+        spec.timeout_ms = u64::try_from(t.as_millis()).unwrap_or(u64::MAX);
         spec.heartbeat_ms = def.heartbeat_secs * 1000;
         spec.stale_after_ms = def.stale_after_secs * 1000;
         spec.idempotent = def.idempotent;

@@ -22,6 +22,7 @@
 //! [`scripted_main`] is the program: the crate's `skillforge-agent-scripted` binary, and the
 //! hidden `skillforge agent-scripted` subcommand of the CLI.
 
+pub mod edits;
 mod program;
 
 use sha2::{Digest, Sha256};

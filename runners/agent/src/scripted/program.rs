@@ -45,7 +45,16 @@ pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
         eprintln!("scripted agent: prompt on stdin is not UTF-8");
         return ExitCode::from(2);
     };
-    let transcript = match scripted_transcript(&prompt) {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let plan = std::env::var(super::edits::SCRIPTED_EDITS_ENV).ok();
+    let edited = match super::edits::experiment_transcript(&prompt, plan.as_deref(), &cwd) {
+        Ok(t) => t,
+        Err(error) => {
+            eprintln!("{error}");
+            return ExitCode::from(2);
+        }
+    };
+    let transcript = match edited.map_or_else(|| scripted_transcript(&prompt), Ok) {
         Ok(transcript) => transcript,
         Err(error) => {
             eprintln!("{error}");
