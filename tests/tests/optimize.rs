@@ -73,11 +73,20 @@ fn hypothesis(id: &str, description: &str, category: &str, priority: &str, benef
 
 /// The spec (outside the repository) and the scripted workers' edit plan.
 fn spec_and_plan(dir: &Path, mode: &str, sleep_ms: u64) -> (String, String) {
+    spec_and_plan_with(dir, mode, sleep_ms, 4, false)
+}
+
+/// As [`spec_and_plan`], with `max_concurrent` and, with `alt`, a sixth hypothesis that also
+/// improves `src/count.sh` (overlapping the best one's file).
+fn spec_and_plan_with(dir: &Path, mode: &str, sleep_ms: u64, max_concurrent: u32, alt: bool) -> (String, String) {
+    let alt_hyp = if alt { hypothesis("h-alt", "Count loop operations in pairs", "parameter-tuning", "high", 0.5) } else { String::new() };
     let hyps = [
         hypothesis("h-game", "Report fewer operations from the harness", "measurement", "high", 0.9),
         hypothesis("h-degen", "Print a constant result", "algorithm", "high", 0.8),
+        hypothesis("h-dep", "Rewrite the counter in awk", "architecture", "medium", 0.7),
         hypothesis("h-direct", "Add each value directly instead of counting up to it", "algorithm", "low", 0.6),
         hypothesis("h-parse", "Drop the separate validation pass while parsing", "preprocessing", "low", 0.3),
+        alt_hyp,
     ]
     .concat();
     let spec = format!(
@@ -87,7 +96,7 @@ metric:\n  primary: {{ name: ops, direction: minimize }}\n  degenerate_gates: [\
 measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n  stability: {{ mode: ladder, repeat_count: 2 }}\n  holdout: {{ command: sh measure.sh data/holdout.txt }}\n\
 scope:\n  mutable: [src]\n  immutable: [measure.sh, data]\n\
 constraints: [\"the printed result stays the sum of the input\"]\n\
-execution: {{ mode: {mode}, max_concurrent: 4 }}\n\
+execution: {{ mode: {mode}, max_concurrent: {max_concurrent} }}\n\
 stopping: {{ max_iterations: 10 }}\n\
 hypotheses:\n{hyps}"
     );
@@ -99,8 +108,12 @@ hypotheses:\n{hyps}"
                    {"path": "src/count.sh", "replace": "OPS=0\n", "with": "OPS=0 # tuned\n"}]},
         {"when": "constant result", "sleep_ms": sleep_ms,
          "edits": [{"path": "src/count.sh", "replace": "echo \"result=$total ops=$OPS\"", "with": "echo \"result=0 ops=1\""}]},
+        {"when": "in awk", "sleep_ms": sleep_ms, "message": "The awk rewrite needs a newer awk.\nneeds_dependency: gawk",
+         "edits": [{"path": "src/count.sh", "replace": "OPS=0\n", "with": "OPS=0 # awk soon\n"}]},
         {"when": "directly", "sleep_ms": sleep_ms,
          "edits": [{"path": "src/count.sh", "replace": "  i=0\n  while [ $i -lt $v ]; do total=$((total+1)); i=$((i+1)); OPS=$((OPS+1)); done\n", "with": "  total=$((total+v)); OPS=$((OPS+1))\n"}]},
+        {"when": "in pairs", "sleep_ms": sleep_ms,
+         "edits": [{"path": "src/count.sh", "replace": "OPS=$((OPS+1)); done\ndone", "with": "[ $((i % 2)) -eq 0 ] && OPS=$((OPS+1)); done\ndone"}]},
         {"when": "validation pass", "sleep_ms": sleep_ms,
          "edits": [{"path": "src/parse.sh", "replace": "  for v in $(cat \"$1\"); do OPS=$((OPS+1)); done # validation pass\n", "with": ""}]}
     ]});
@@ -134,7 +147,7 @@ fn measured_ops(repo: &Path, branch: &str) -> (u64, u64) {
 
 fn assert_final_state(repo: &Path, status: &Value, report: &str) {
     let got = outcomes(status);
-    let want = [(1, "h-game", "inconclusive"), (2, "h-degen", "degenerate"), (3, "h-direct", "kept"), (4, "h-parse", "kept")];
+    let want = [(1, "h-game", "inconclusive"), (2, "h-degen", "degenerate"), (3, "h-dep", "deferred_needs_approval"), (4, "h-direct", "kept"), (5, "h-parse", "kept")];
     assert_eq!(got.iter().map(|(n, h, o)| (*n, h.as_str(), o.as_str())).collect::<Vec<_>>(), want, "{status:#}");
     // O-01: the out-of-scope edit was reverted and recorded, never measured or kept
     let game = &status["experiments"][0];
@@ -143,6 +156,10 @@ fn assert_final_state(repo: &Path, status: &Value, report: &str) {
     assert_eq!(status["baseline"].as_f64(), Some(34.0));
     assert_eq!(status["best"]["ops"].as_f64(), Some(8.0));
     assert_eq!(status["run_state"]["stop_reason"]["reason"], "nothing_runnable");
+    // O-02, O-15: the deferred hypothesis stays in the backlog waiting for approval; nothing it did is kept
+    let backlog = status["backlog"].as_array().unwrap();
+    assert_eq!(backlog.len(), 1, "{backlog:?}");
+    assert_eq!((backlog[0]["id"].as_str(), backlog[0]["dep_status"].as_str()), (Some("h-dep"), Some("needs_approval")));
     // the optimization branch really improved, measured again from a clean clone; the harness is untouched
     assert_eq!(measured_ops(repo, "optimize/ops"), (8, 1));
     assert_eq!(measured_ops(repo, "main"), (34, 1), "main is never touched");
@@ -162,17 +179,39 @@ fn assert_final_state(repo: &Path, status: &Value, report: &str) {
         "out-of-scope changes reverted: measure.sh",
         "### exp-002: degenerate",
         "degenerate gate `correct == 1` failed",
-        "### exp-003: kept",
+        "### exp-003: deferred_needs_approval",
+        "needs unapproved dependencies: gawk",
+        "### exp-004: kept",
         "standalone: ops 34 -> 12 over 2 pair(s)",
         "holdout: ops",
-        "### exp-004: kept",
+        "### exp-005: kept",
         "standalone: ops 12 -> 8",
         "Best ops: 8 vs baseline 34",
+        "## Waiting for dependency approval",
+        "- h-dep Rewrite the counter in awk (needs: gawk)",
     ] {
         assert!(report.contains(want), "report lacks {want:?}:\n{report}");
     }
 }
 
+/// What the state root holds after the run: briefs, comparisons with byte identities, the digest.
+fn assert_state_files(state: &Path) {
+    // O-18: serial selection happens after the previous entry is on disk (it is in the next brief)
+    let brief2 = std::fs::read_to_string(state.join("briefs/exp-002.md")).unwrap();
+    assert!(brief2.contains("- exp-001 [measurement] Report fewer operations from the harness"), "{brief2}");
+    assert!(brief2.contains("none recorded"), "O-04: no invented failure cases");
+    let log = std::fs::read_to_string(state.join("experiment-log.yaml")).unwrap();
+    // O-24: standalone and holdout pairings side by side, each side identified by the bytes measured
+    assert!(log.contains("kind: standalone") && log.contains("kind: holdout"), "{log}");
+    assert!(log.matches("identity: tree:").count() >= 8, "{log}");
+    // O-19: the forecast is the backlog opportunity as of dispatch
+    assert!(log.contains("forecast:\n    workload: data/input.txt"), "{log}");
+    // O-53: the digest was written and read back at CP-4
+    let digest = std::fs::read_to_string(state.join("strategy-digest.md")).unwrap();
+    assert!(digest.contains("## Failure themes") && digest.contains("- ops: 8 (baseline 34"), "{digest}");
+}
+
+// O-01, O-02, O-03, O-15, O-18, O-24, O-27, O-29, O-41, O-47, O-48, O-52, O-53
 #[test]
 fn optimize_loop_improves_a_real_metric_and_keeps_only_measured_gains() {
     let repo = project();
@@ -188,6 +227,7 @@ fn optimize_loop_improves_a_real_metric_and_keeps_only_measured_gains() {
     let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
     let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report");
     assert_final_state(repo.path(), &status, report["text"].as_str().unwrap());
+    assert_state_files(&home.path().join("optimize/ops"));
     // a resumed finished run changes nothing
     ok(&optimize(&home, &plan, &["--json", "resume", "--spec", &spec]), "resume");
     assert_eq!(ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status")["experiments"], status["experiments"]);
@@ -209,7 +249,7 @@ fn optimize_spec_errors_name_the_key_and_change_nothing() {
     assert!(git(repo.path(), &["branch", "--list", "optimize/*"]).is_empty());
 }
 
-// O-66, O-29, O-62: SIGKILL of the orchestrator mid-tick, then resume: no lost or repeated experiment
+// O-66, O-29, O-62, O-23: SIGKILL of the orchestrator mid-tick, then resume: no lost or repeated experiment
 #[test]
 fn o66_sigkill_mid_tick_then_resume_loses_and_repeats_nothing() {
     let repo = project();
@@ -226,12 +266,79 @@ fn o66_sigkill_mid_tick_then_resume_loses_and_repeats_nothing() {
     let _ = child.0.wait();
     let log = std::fs::read_to_string(state.join("experiment-log.yaml")).unwrap();
     assert!(log.contains("pending_waits:\n  - experiment: 3"), "killed mid-tick with a pending wait:\n{log}");
+    assert!(log.contains("  tick: 2\n"), "two ticks done, the third interrupted:\n{log}");
     ok(&optimize(&home, &plan, &["--json", "resume", "--spec", &spec]), "resume");
     let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
     let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report");
     assert_final_state(repo.path(), &status, report["text"].as_str().unwrap());
-    assert_eq!(status["run_state"]["experiments_run"].as_u64(), Some(4), "no experiment number was used twice");
+    assert_state_files(&state);
+    assert_eq!(status["run_state"]["experiments_run"].as_u64(), Some(5), "no experiment number was used twice");
     let jobs = home.json(&["jobs", "list"]);
     let workers = jobs.as_array().map(|a| a.iter().filter(|j| j["stage"] == "experiment").count());
-    assert_eq!(workers, Some(4), "one worker job per experiment: {jobs:#}");
+    assert_eq!(workers, Some(5), "one worker job per experiment: {jobs:#}");
+}
+
+// O-61: a manual stop saves state and writes the report; running again continues the same batch
+#[test]
+fn o61_manual_stop_saves_state_reports_and_continues() {
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let (spec, plan) = spec_and_plan(work.path(), "serial", 1500);
+    let home = Home::embedded();
+    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
+    let child = home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", &plan).args(["optimize", "run", "--spec", &spec]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn run");
+    let mut child = Reaped(child);
+    let state = home.path().join("optimize/ops");
+    wait_for(Duration::from_secs(120), "exp-002 dispatched", || state.join("briefs/exp-002.md").exists().then_some(()));
+    skillforge_tests::signal(&child.0, nix::sys::signal::Signal::SIGINT);
+    let exit = skillforge_tests::wait_exit(&mut child.0, Duration::from_secs(60));
+    assert!(exit.success(), "{exit}");
+    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    assert_eq!(status["run_state"]["stop_reason"]["reason"], "manual_stop", "{status:#}");
+    let report = std::fs::read_to_string(state.join("report.md")).unwrap();
+    assert!(report.contains("stopped by the operator"), "{report}");
+    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run again");
+    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report");
+    assert_final_state(repo.path(), &status, report["text"].as_str().unwrap());
+}
+
+// O-20, O-49, O-50, O-52: parallel experiments on a 2-worker Redis fleet; the winner is merged,
+// a file-disjoint runner-up is kept on fresh samples of the combination, an overlapping one is not
+#[test]
+fn parallel_experiments_on_a_two_worker_redis_fleet() {
+    let redis = skillforge_tests::RedisServer::start();
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let (spec, plan) = spec_and_plan_with(work.path(), "parallel", 300, 6, true);
+    let home = Home::redis(&redis.url());
+    let _workers: Vec<Reaped> = ["w1", "w2"]
+        .iter()
+        .map(|name| {
+            let log = std::fs::File::create(home.path().join(format!("worker-{name}.log"))).unwrap();
+            Reaped(home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", &plan).args(["worker", "--name", name]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(log).spawn().expect("spawn worker"))
+        })
+        .collect();
+    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
+    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
+    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    let got = outcomes(&status);
+    let want = [
+        (1, "h-game", "inconclusive"),
+        (2, "h-degen", "degenerate"),
+        (3, "h-dep", "deferred_needs_approval"),
+        (4, "h-direct", "kept"),
+        (5, "h-alt", "not_selected"),
+        (6, "h-parse", "runner_up_kept"),
+    ];
+    assert_eq!(got.iter().map(|(n, h, o)| (*n, h.as_str(), o.as_str())).collect::<Vec<_>>(), want, "{status:#}\n{}", home.logs());
+    assert_eq!(status["run_state"]["tick"].as_u64(), Some(1), "one batch of six");
+    assert_eq!(status["best"]["ops"].as_f64(), Some(8.0));
+    assert_eq!(measured_ops(repo.path(), "optimize/ops"), (8, 1));
+    let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report")["text"].as_str().unwrap().to_owned();
+    for want in ["not file-disjoint with the kept change (src/count.sh)", "integrated: ops 12 -> 8", "standalone: ops 34 -> 30", "runner-up kept in combination"] {
+        assert!(report.contains(want), "report lacks {want:?}:\n{report}");
+    }
+    let log = git(repo.path(), &["log", "--format=%s", "optimize/ops"]);
+    assert!(log.contains("Drop the separate validation pass") && !log.contains("in pairs"), "{log}");
 }

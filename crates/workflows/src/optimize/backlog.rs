@@ -398,6 +398,16 @@ pub(crate) mod tests {
         assert_eq!(select_batch(&backlog, &r), Selection::Batch(vec!["h0".into()]));
     }
 
+    // O-59
+    #[test]
+    fn o59_a_cap_limits_spend_before_the_dispatch_never_after() {
+        let s = Spend { run_spent: 9.5, run_cap: Some(10.0), worker_estimate: 0.8, ..Spend::default() };
+        assert_eq!(s.experiments_that_fit(), 0);
+        let s = Spend { judge_spent: 2.0, judge_cap: Some(2.0), judge_estimate: 0.1, ..Spend::default() };
+        assert_eq!(s.experiments_that_fit(), 0);
+        assert_eq!(Spend::default().experiments_that_fit(), u32::MAX, "no cap configured: nothing limits");
+    }
+
     #[test]
     fn ids_are_assigned_once() {
         let mut backlog = vec![hyp("", "a", "low", None), hyp("mine", "a", "low", None), hyp("", "a", "low", None)];

@@ -354,6 +354,7 @@ mod tests {
     use NextMeasurement as N;
     use StabilityMode as M;
 
+    // O-37, O-38, O-47 (keep only with next_measurement none; promising + holdout is not a keep)
     #[test]
     fn decide_table_every_outcome_and_ladder_step() {
         let base = || snap(&[("ops", &[100.0])]);

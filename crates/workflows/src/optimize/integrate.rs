@@ -136,7 +136,9 @@ fn commit_experiment(ctx: &Ctx<'_>, entry: &Entry) -> Result<String, OptimizeErr
     git::commit_paths(&worktree, &files, &format!("optimize({}): {}", ctx.spec.name, entry.description))
 }
 
-fn anti_gaming_note(entry: &Entry, primary: &str) -> Option<String> {
+/// The O-43 note: a gain above the forecast's upper bound calls for a slower read (recorded in the
+/// entry's learnings and the report; the harness is never patched in-run).
+pub fn anti_gaming_note(entry: &Entry, primary: &str) -> Option<String> {
     let gain = entry.decision.as_ref()?.objectives.iter().find(|o| o.name == primary)?.relative_gain;
     let high = entry.forecast.as_ref()?.estimate?.benefit_high?;
     (gain > high).then(|| format!("gain {:.1}% exceeds the forecast's upper bound {:.1}%: the diff calls for a slower read against the description and constraints", gain * 100.0, high * 100.0))
@@ -185,7 +187,12 @@ async fn runner_up(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<boo
     let identity = git::content_identity(&integration, OWN_FILES)?;
     entry.comparisons.retain(|c| c.kind != ComparisonKind::Integrated);
     entry.comparisons.push(Comparison { kind: ComparisonKind::Integrated, workload: ctx.spec.measurement.command.clone(), reference: side(format!("tree:{pre_tree}")), candidate: side(identity), machine: ctx.machine.clone(), measured_by: "orchestrator".into(), decision: None });
-    let d = ladder(ctx, log, &mut entry, ComparisonKind::Integrated, &reference_dir, &integration, "int").await?;
+    let mut d = ladder(ctx, log, &mut entry, ComparisonKind::Integrated, &reference_dir, &integration, "int").await?;
+    if d.next_measurement == NextMeasurement::Holdout
+        && let Some(hold) = ctx.spec.measurement.holdout.as_ref()
+    {
+        d = combined_holdout(ctx, &mut entry, &hold.command, &reference_dir, &integration).await?;
+    }
     let kept = d.eligible && d.decision == Decision::Keep && d.next_measurement == NextMeasurement::None;
     if kept {
         let head = git::rev_parse(&integration, "HEAD")?;
@@ -203,6 +210,31 @@ async fn runner_up(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<boo
     ctx.save(log, "CP-3 runner-up", |l| l.entry(n).is_some_and(|e| matches!(e.outcome, Outcome::RunnerUpKept | Outcome::RunnerUpReverted)))?;
     ctx.emit(Event::Outcome { experiment: n, outcome: log.entry(n).map(|e| e.outcome.label()).unwrap_or_default(), primary: None, preliminary: false });
     Ok(kept)
+}
+
+/// The held-out pair of a combined snapshot, persisted as its own `kind: holdout` record beside
+/// the integrated one (O-24, O-38), and the decision on it.
+async fn combined_holdout(ctx: &Ctx<'_>, entry: &mut Entry, command: &str, reference_dir: &Path, candidate_dir: &Path) -> Result<decide::DecideResult, OptimizeError> {
+    let n = entry.experiment;
+    let (r, c) = pair(ctx, command, &format!("exp-{n:03}:int-holdout:0"), reference_dir, candidate_dir).await?;
+    let integrated = entry.comparisons.iter().find(|c| c.kind == ComparisonKind::Integrated).cloned().expect("integrated comparison exists");
+    let mut holdout = Comparison { kind: ComparisonKind::Holdout, workload: format!("{command} (integrated)"), reference: side(integrated.reference.identity.clone()), candidate: side(integrated.candidate.identity.clone()), machine: ctx.machine.clone(), measured_by: "orchestrator".into(), decision: None };
+    let measured = match (r, c) {
+        (Sample::Ok(ro), Sample::Ok(co)) => {
+            holdout.reference.snapshot.push_sample(&ro.metrics);
+            holdout.candidate.snapshot.push_sample(&co.metrics);
+            decide::Measured::Ok
+        }
+        (Sample::Failed(m), _) | (_, Sample::Failed(m)) => m,
+    };
+    let cfg = DecideConfig::from_spec(&ctx.spec);
+    let d = decide::decide(&cfg, DecideInput { measured: &measured, reference: &integrated.reference.snapshot, candidate: &integrated.candidate.snapshot, holdout: Some((&holdout.reference.snapshot, &holdout.candidate.snapshot)) });
+    holdout.decision = Some(d.clone());
+    entry.comparisons.push(holdout);
+    if let Some(i) = entry.comparisons.iter_mut().find(|c| c.kind == ComparisonKind::Integrated) {
+        i.decision = Some(d.clone());
+    }
+    Ok(d)
 }
 
 /// Removes the batch's worktrees, experiment branches and reference checkouts.
@@ -224,4 +256,34 @@ fn cleanup(ctx: &Ctx<'_>, batch: &[u32]) -> Result<(), OptimizeError> {
     }
     let _ = Path::new("");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::optimize::backlog::tests::hyp;
+    use crate::optimize::decide::{DecideResult, Measured, ObjectiveResult};
+
+    // O-43
+    #[test]
+    fn o43_a_gain_above_the_forecast_upper_bound_calls_for_a_slower_read() {
+        let mut h = hyp("h", "algorithm", "low", Some(0.1));
+        h.opportunity.as_mut().unwrap().estimate.as_mut().unwrap().benefit_high = Some(0.2);
+        let mut e = crate::optimize::state::entry_from_marker(
+            &crate::optimize::state::Marker { experiment: 1, hypothesis_id: "h".into(), base_sha: "b".into(), measured: Measured::Ok, reference: side("r".into()), candidate: side("c".into()), changed_files: vec![], scope_violations: vec![], worst_cases: vec![], worker_message: String::new() },
+            &ExperimentLog { hypothesis_backlog: vec![h], ..ExperimentLog::default() },
+            &crate::optimize::spec::Spec::parse("name: ops\ndescription: d\nmetric:\n  primary: { name: ops, direction: minimize }\nmeasurement: { command: sh m.sh }\nscope: { mutable: [src] }\n", "t.yaml").unwrap(),
+            "sh m.sh",
+            "m",
+        );
+        let decision = |gain: f64| DecideResult {
+            decision: Decision::Keep, next_measurement: NextMeasurement::None, eligible: true, rank_score: Some(gain), target_reached: false,
+            objectives: vec![ObjectiveResult { name: "ops".into(), required: true, reference: 100.0, candidate: 100.0 * (1.0 - gain), relative_gain: gain, threshold: 0.01, verdict: "improved".into() }],
+            reason: String::new(),
+        };
+        e.decision = Some(decision(0.15));
+        assert_eq!(anti_gaming_note(&e, "ops"), None);
+        e.decision = Some(decision(0.6));
+        assert!(anti_gaming_note(&e, "ops").is_some_and(|n| n.contains("slower read") && n.contains("60.0%")));
+    }
 }

@@ -101,3 +101,82 @@ pub fn accept(facts: &RefFacts, dispatched_base: &str, scope: &ScopeSpec, requir
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::process::Command;
+
+    use super::*;
+
+    fn g(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git").arg("-C").arg(dir).args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"]).args(args).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// A "remote worker" with its own clone of a bare repository: it commits its candidate
+    /// (touching `files`), then `result.yaml` (plus `extra_in_tip`), and pushes the result ref.
+    fn worker_run(origin: &Path, exp: u32, files: &[&str], extra_in_tip: Option<&str>, candidate_metrics: &str) -> String {
+        let clone = tempfile::tempdir().unwrap();
+        let c = clone.path().join("w");
+        g(origin, &["clone", "-q", "-b", "optimize/ops", &origin.to_string_lossy(), &c.to_string_lossy()]);
+        let base = g(&c, &["rev-parse", "HEAD"]);
+        for f in files {
+            std::fs::write(c.join(f), format!("changed by exp {exp}\n")).unwrap();
+        }
+        g(&c, &["add", "-A"]);
+        g(&c, &["commit", "-q", "-m", &format!("optimize(ops): exp-{exp} candidate")]);
+        let head = g(&c, &["rev-parse", "HEAD"]);
+        let result = format!("experiment: {exp}\nbase_sha: {base}\nhead_sha: {head}\nmachine: worker-2\nmeasured_at: 2026-12-01T20:00:00Z\nbaseline: {{ gates: {{}}, metrics: {{ ops: {{ aggregate: 34, samples: [34] }} }} }}\ncandidate: {{ gates: {{}}, metrics: {candidate_metrics} }}\ncorrectness: none\n");
+        std::fs::write(c.join(RESULT_FILE), result).unwrap();
+        if let Some(extra) = extra_in_tip {
+            std::fs::write(c.join(extra), "sneaked in\n").unwrap();
+        }
+        g(&c, &["add", "-A"]);
+        g(&c, &["commit", "-q", "-m", "result"]);
+        g(&c, &["push", "-q", "origin", &format!("HEAD:refs/heads/optimize-exp/ops/exp-{exp:03}")]);
+        base
+    }
+
+    // O-25, O-07
+    #[test]
+    fn o25_remote_results_are_accepted_only_under_every_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let orch = dir.path().join("orch");
+        std::fs::create_dir_all(orch.join("src")).unwrap();
+        g(dir.path(), &["init", "-q", "-b", "optimize/ops", &orch.to_string_lossy()]);
+        std::fs::write(orch.join("src/count.sh"), "slow\n").unwrap();
+        std::fs::write(orch.join("measure.sh"), "harness\n").unwrap();
+        g(&orch, &["add", "-A"]);
+        g(&orch, &["commit", "-q", "-m", "base"]);
+        let origin = dir.path().join("origin.git");
+        g(dir.path(), &["clone", "-q", "--bare", &orch.to_string_lossy(), &origin.to_string_lossy()]);
+        let scope = ScopeSpec { mutable: vec!["src".into()], immutable: vec!["measure.sh".into()] };
+        let required = vec!["ops".to_string()];
+        let good = "{ ops: { aggregate: 12, samples: [12] } }";
+        let origin_s = origin.to_string_lossy().to_string();
+
+        let base = worker_run(&origin, 1, &["src/count.sh"], None, good);
+        let facts = collect(&orch, &origin_s, "optimize-exp/ops/exp-001").expect("collect");
+        assert_eq!(facts.tip_files, ["result.yaml"]);
+        assert_eq!(facts.tip_parent, facts.result.head_sha, "O-07: the tip's parent is head_sha");
+        accept(&facts, &base, &scope, &required).expect("a clean result is accepted");
+        assert!(accept(&facts, &"0".repeat(40), &scope, &required).unwrap_err().contains("does not match the dispatched base"));
+
+        worker_run(&origin, 2, &["src/count.sh", "measure.sh"], None, good);
+        let facts = collect(&orch, &origin_s, "optimize-exp/ops/exp-002").unwrap();
+        let err = accept(&facts, &base, &scope, &required).unwrap_err();
+        assert!(err.contains("outside scope.mutable") && err.contains("measure.sh"), "{err}");
+
+        worker_run(&origin, 3, &["src/count.sh"], Some("src/extra.sh"), good);
+        let facts = collect(&orch, &origin_s, "optimize-exp/ops/exp-003").unwrap();
+        assert!(accept(&facts, &base, &scope, &required).unwrap_err().contains("must add only result.yaml"));
+
+        worker_run(&origin, 4, &["src/count.sh"], None, "{ latency: { aggregate: 3, samples: [3] } }");
+        let facts = collect(&orch, &origin_s, "optimize-exp/ops/exp-004").unwrap();
+        assert!(accept(&facts, &base, &scope, &required).unwrap_err().contains("candidate snapshot lacks required objective `ops`"));
+        // the orchestrator's optimization branch never moved
+        assert_eq!(g(&orch, &["rev-parse", "optimize/ops"]), base);
+    }
+}

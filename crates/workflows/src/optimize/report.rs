@@ -93,3 +93,29 @@ fn explain(s: &mut String, e: &Entry, primary: &str) {
 pub fn write(ctx: &Ctx<'_>, log: &ExperimentLog) -> Result<(), OptimizeError> {
     super::log::write_atomic(&ctx.root.report(), &render(&ctx.spec, log))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::optimize::decide::Measured;
+    use crate::optimize::log::{Entry, Outcome};
+
+    // O-65
+    #[test]
+    fn o65_nonterminal_claims_are_labelled_preliminary() {
+        let spec = Spec::parse("name: ops\ndescription: d\nmetric:\n  primary: { name: ops, direction: minimize }\nmeasurement: { command: sh m.sh }\nscope: { mutable: [src] }\n", "t.yaml").unwrap();
+        let entry = |n: u32, outcome: Outcome| Entry {
+            experiment: n, hypothesis_id: format!("h-{n}"), description: "d".into(), category: "c".into(), forecast: None,
+            branch: String::new(), base_sha: String::new(), outcome, measured: Measured::Ok, decision: None,
+            changed_files: vec![], scope_violations: vec![], comparisons: vec![], worst_cases: vec![], judge: None,
+            learnings: vec![], cost: Default::default(), regressions: vec![], worker_message: String::new(),
+        };
+        let mut log = ExperimentLog::default();
+        log.upsert(entry(1, Outcome::Promising));
+        log.upsert(entry(2, Outcome::Kept));
+        let text = render(&spec, &log);
+        assert!(text.contains("### exp-001: promising (preliminary)"), "{text}");
+        assert!(text.contains("### exp-002: kept\n"), "{text}");
+        assert!(text.contains("still running (preliminary)"), "{text}");
+    }
+}

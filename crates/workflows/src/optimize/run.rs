@@ -303,6 +303,11 @@ pub fn progress(log: &ExperimentLog, spec: &Spec, now: i64) -> Progress {
 /// [`OptimizeError::Queue`].
 pub async fn run(ctx: &Ctx<'_>) -> Result<RunSummary, OptimizeError> {
     let mut log = log::read(&ctx.root.root)?;
+    if log.run_state.stop_reason == Some(StopReason::ManualStop) {
+        // an operator's stop pauses the run; running it again continues where it stopped
+        log.run_state.stop_reason = None;
+        log.notes.push("continued after a manual stop".into());
+    }
     if log.run_state.stop_reason.is_some() {
         super::report::write(ctx, &log)?;
         return Ok(summary(&log));

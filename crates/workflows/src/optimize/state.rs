@@ -210,3 +210,48 @@ pub fn recover_markers(root: &StateRoot, log: &mut ExperimentLog, spec: &super::
 pub fn side(identity: String) -> Side {
     Side { identity, snapshot: Snapshot::default() }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::optimize::backlog::tests::hyp;
+    use crate::optimize::log::PendingWait;
+    use crate::optimize::spec::Spec;
+
+    fn spec() -> Spec {
+        Spec::parse("name: ops\ndescription: d\nmetric:\n  primary: { name: ops, direction: minimize }\nmeasurement: { command: sh m.sh }\nscope: { mutable: [src] }\n", "t.yaml").unwrap()
+    }
+
+    fn marker(n: u32, samples: usize) -> Marker {
+        let mut cand = side("tree:c".into());
+        for _ in 0..samples {
+            cand.snapshot.push_sample(&[("ops".to_string(), 10.0)].into_iter().collect());
+        }
+        Marker { experiment: n, hypothesis_id: "h-1".into(), base_sha: "b".into(), measured: Measured::Ok, reference: side("tree:r".into()), candidate: cand, changed_files: vec!["src/a".into()], scope_violations: vec![], worst_cases: vec![], worker_message: String::new() }
+    }
+
+    // O-66, O-19
+    #[test]
+    fn o66_markers_not_in_the_log_are_recovered_once_with_the_frozen_forecast() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = StateRoot { root: dir.path().to_path_buf() };
+        let mut log = ExperimentLog::default();
+        log.hypothesis_backlog = vec![hyp("h-1", "algorithm", "low", Some(0.3))];
+        log.run_state.pending_waits.push(PendingWait { experiment: 1, hypothesis_id: "h-1".into(), observable: "k".into(), action: "collect".into(), base_sha: "b".into(), collected: None });
+        std::fs::create_dir_all(root.experiment_worktree(1)).unwrap();
+        write_marker(&root.experiment_worktree(1), &marker(1, 1)).unwrap();
+        assert_eq!(recover_markers(&root, &mut log, &spec(), "m").unwrap(), vec![1]);
+        assert_eq!(log.experiments.len(), 1);
+        let e = log.entry(1).unwrap();
+        assert_eq!(e.forecast, log.hypothesis_backlog[0].opportunity, "O-19: copied from the backlog at the recovering write");
+        assert_eq!(e.outcome, Outcome::Measured);
+        assert!(recover_markers(&root, &mut log, &spec(), "m").unwrap().is_empty(), "recovered exactly once");
+        assert_eq!(log.experiments.len(), 1);
+        // a later estimate never overwrites the recorded forecast
+        log.hypothesis_backlog[0].opportunity.as_mut().unwrap().expected_benefit = "revised".into();
+        write_marker(&root.experiment_worktree(1), &marker(1, 2)).unwrap();
+        assert_eq!(recover_markers(&root, &mut log, &spec(), "m").unwrap(), vec![1], "a marker with more samples refreshes the entry");
+        assert_ne!(log.entry(1).unwrap().forecast.as_ref().unwrap().expected_benefit, "revised");
+        assert_eq!(log.entry(1).unwrap().comparisons[0].candidate.snapshot.n_samples(), 2);
+    }
+}
