@@ -9,6 +9,7 @@ use skillforge_runner_agent::AgentPayload;
 
 use super::OptimizeError;
 use super::brief;
+use super::delegation;
 use super::decide::{self, DecideConfig, DecideInput, DecideResult, Decision, Measured, NextMeasurement};
 use super::git;
 use super::log::{Comparison, ComparisonKind, Entry, ExperimentLog, Outcome, PendingWait, WorkerResult};
@@ -45,7 +46,13 @@ pub async fn dispatch_batch(ctx: &Ctx<'_>, log: &mut ExperimentLog, ids: &[Strin
         let n = log.run_state.experiments_run + 1;
         log.run_state.experiments_run = n;
         let base_sha = git::rev_parse(&ctx.repo, &ctx.spec.branch())?;
-        log.run_state.pending_waits.push(PendingWait { experiment: n, hypothesis_id: id.clone(), observable: ctx.key(&format!("exp-{n:03}:worker")), action: "collect through loop.md 3.3".into(), base_sha, collected: None });
+        let exec = &ctx.spec.execution;
+        let (runtime, note) = delegation::runtime_for(&exec.runtime, &exec.fallback_runtime, delegation::Host::detect(&ctx.repo), &log.run_state.delegation);
+        if let Some(note) = note {
+            log.notes.push(format!("exp-{n:03}: {note}"));
+            ctx.emit(Event::Note(note));
+        }
+        log.run_state.pending_waits.push(PendingWait { experiment: n, hypothesis_id: id.clone(), observable: ctx.key(&format!("exp-{n:03}:worker")), action: "collect through loop.md 3.3".into(), base_sha, runtime, collected: None });
         ctx.save(log, "receipt", |l| l.run_state.pending_waits.iter().any(|w| w.experiment == n))?;
         submit_worker(ctx, log, n).await?;
         let description = log.hypothesis_backlog.iter().find(|h| &h.id == id).map(|h| h.description.clone()).unwrap_or_default();
@@ -80,7 +87,8 @@ pub async fn submit_worker(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32) -> Result
             text
         }
     };
-    let mut payload = AgentPayload::new(ctx.spec.execution.runtime.clone(), prompt);
+    let runtime = if wait.runtime.is_empty() { ctx.spec.execution.runtime.clone() } else { wait.runtime.clone() };
+    let mut payload = AgentPayload::new(runtime, prompt);
     payload.model = ctx.spec.execution.model.clone();
     payload.workdir = Some(worktree);
     payload.timeout_secs = ctx.spec.execution.worker_timeout_seconds;
@@ -109,6 +117,11 @@ async fn collect_worker(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Resul
         let why = job.error.clone().or_else(|| job.outcome.as_ref().map(|o| format!("{} {}", o.exit.label(), o.stderr_tail.lines().last().unwrap_or("")))).unwrap_or_else(|| job.state.to_string());
         WorkerResult { ok: false, message: format!("worker job {id} {}: {why}", job.state), changed_files: vec![], scope_violations: vec![] }
     };
+    let runtime = pending(log, n)?.runtime.clone();
+    if let Some(note) = delegation::record(&mut log.run_state.delegation, &runtime, result.ok, &ctx.spec.execution.fallback_runtime) {
+        log.notes.push(note.clone());
+        ctx.emit(Event::Note(note));
+    }
     if let Some(w) = log.run_state.pending_waits.iter_mut().find(|w| w.experiment == n) {
         w.collected = Some(result.clone());
     }

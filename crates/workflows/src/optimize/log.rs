@@ -235,6 +235,9 @@ pub struct PendingWait {
     pub action: String,
     /// Base commit at dispatch.
     pub base_sha: String,
+    /// The agent runtime the worker was dispatched to.
+    #[serde(default)]
+    pub runtime: String,
     /// Set once the worker finished and its scope was enforced (so a resumed run does not lose
     /// what was reverted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -278,6 +281,9 @@ pub struct RunState {
     /// Counter behind generated hypothesis ids.
     #[serde(default)]
     pub hypotheses_created: u32,
+    /// Codex delegation state (O-21, O-63).
+    #[serde(default)]
+    pub delegation: super::delegation::Delegation,
 }
 
 /// The whole log.

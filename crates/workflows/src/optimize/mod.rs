@@ -18,6 +18,7 @@
 pub mod backlog;
 pub mod brief;
 pub mod decide;
+pub mod delegation;
 pub mod digest;
 pub mod experiment;
 pub mod gates;

@@ -311,6 +311,9 @@ pub struct ExecutionSpec {
     /// Agent runtime profile of experiment workers and judges (`claude`, `codex`, `scripted`, …).
     #[serde(default = "scripted")]
     pub runtime: String,
+    /// Runtime used when `codex` cannot be delegated to or was disabled by the failure cascade.
+    #[serde(default = "claude")]
+    pub fallback_runtime: String,
     /// Model passed to the runtime, if any.
     #[serde(default)]
     pub model: Option<String>,
@@ -331,6 +334,7 @@ impl Default for ExecutionSpec {
             max_experiments_per_tick: None,
             max_runner_up_merges_per_batch: None,
             runtime: scripted(),
+            fallback_runtime: claude(),
             model: None,
             worker_cost_usd: 0.0,
             worker_timeout_seconds: None,
@@ -340,6 +344,10 @@ impl Default for ExecutionSpec {
 
 fn one() -> u32 {
     1
+}
+
+fn claude() -> String {
+    "claude".to_owned()
 }
 
 fn scripted() -> String {
