@@ -77,6 +77,9 @@ enum Command {
     /// Built-in optimizers with the external optimizer's command line (`distill`: deterministic, no model).
     #[command(subcommand)]
     Optimizer(commands::optimizer::OptimizerCommand),
+    /// The optimize loop: hypotheses -> experiments in worktrees -> measure -> decide -> keep/revert.
+    #[command(subcommand)]
+    Optimize(commands::optimize::OptimizeCommand),
     /// Automatic trace harvesting (Mode A): attributions, outcomes, leg events, status.
     #[command(subcommand)]
     Harvest(commands::harvest::HarvestCommand),
@@ -166,6 +169,7 @@ fn main() -> ExitCode {
             Command::Pairwise(cmd) => commands::pairwise::run(&ctx, cmd).await,
             Command::Export(args) => commands::export::run(&ctx, args).await,
             Command::Optimizer(cmd) => commands::optimizer::run(&ctx, cmd).await,
+            Command::Optimize(cmd) => commands::optimize::run(&ctx, cmd).await,
             Command::Harvest(cmd) => commands::harvest::run(&ctx, cmd).await,
             Command::Train(cmd) => commands::train::run(&ctx, cmd).await,
             Command::AgentScripted { .. } => unreachable!("handled before the runtime starts"),

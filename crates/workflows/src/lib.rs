@@ -6,3 +6,4 @@ pub mod evaluator;
 pub mod harvest;
 pub mod packet;
 pub mod train;
+pub mod optimize;

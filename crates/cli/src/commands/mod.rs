@@ -11,6 +11,7 @@ pub mod harvest;
 pub mod import;
 pub mod jobs;
 pub mod locks;
+pub mod optimize;
 pub mod optimizer;
 pub mod pairwise;
 pub mod review;
