@@ -9,41 +9,16 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use skillforge_contract::validate_training_package_json;
 use skillforge_tests::loader::{LoadedItem, load_like_optimizer};
-use skillforge_tests::{Home, HomeArg, bin, git};
-
-const TEMPLATE: &str = "---\nid: planner\nname: Planner\ndescription: Plans work\nkind: agent-template\nversion: 1\n\
-capabilities: [ask]\nruntime_compatibility: [codex, claude]\ntags: [planning]\ninputs: [task]\noutputs: [plan]\n---\n# Plan\nDo it.\n";
-
-fn write(path: &Path, text: &str) -> PathBuf {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).unwrap();
-    }
-    std::fs::write(path, text).unwrap();
-    path.to_path_buf()
-}
-
-fn s(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
-/// Runs `skillforge ARGS`, asserts exit `code`, returns (stdout, stderr).
-fn run_code(home: &Home, args: &[&str], code: i32) -> (String, String) {
-    let out = home.run(args);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(code), "skillforge {args:?}\nstdout:\n{stdout}\nstderr:\n{stderr}\n{}", home.logs());
-    (stdout, stderr)
-}
+use skillforge_tests::{CODER_TEMPLATE, Home, HomeArg, PLANNER_TEMPLATE, add_template, bin, git, path_arg, run_code, write};
 
 fn install_template(home: &Home) {
-    let file = write(&home.path().join("in/planner.md"), TEMPLATE);
-    run_code(home, &["template", "add", s(&file), "--repo", "owner/repo"], 0);
+    add_template(home, PLANNER_TEMPLATE, "owner/repo");
 }
 
 /// `export --json --run RUN`: (the export's JSON report, the package, stderr).
 fn export(home: &Home, run: &str) -> (Value, Value, String) {
     let out = home.path().join(format!("out/{}.json", run.replace([':', '@'], "_")));
-    let (stdout, stderr) = run_code(home, &["--json", "export", "--run", run, "--output", s(&out)], 0);
+    let (stdout, stderr) = run_code(home, &["--json", "export", "--run", run, "--output", path_arg(&out)], 0);
     let report: Value = serde_json::from_str(&stdout).unwrap();
     let bytes = std::fs::read_to_string(&out).unwrap();
     validate_training_package_json(&bytes).expect("the contract validator accepts the export");
@@ -73,7 +48,7 @@ fn an_ab_run_export_loads_with_text_drivers_and_its_files_text() {
     for (item, ext) in [("plan-md", "md"), ("plan-txt", "txt"), ("plan-diff", "diff")] {
         let baseline = write(&home.path().join(format!("in/{item}-baseline.{ext}")), &format!("{item} baseline\n"));
         let candidate = write(&home.path().join(format!("in/{item}-candidate.{ext}")), &format!("{item} candidate\n"));
-        home.json(&["review", "item", "add", "--run", "ab-1", "--item", item, "--baseline", s(&baseline), "--candidate", s(&candidate)]);
+        home.json(&["review", "item", "add", "--run", "ab-1", "--item", item, "--baseline", path_arg(&baseline), "--candidate", path_arg(&candidate)]);
     }
     let (report, package, stderr) = export(&home, "ab-1");
     assert_eq!(report["warnings"], serde_json::json!([]), "{report:#}");
@@ -105,13 +80,13 @@ fn a_ranked_run_export_with_feedback_loads_every_option() {
         home.json(&args.iter().map(String::as_str).collect::<Vec<_>>());
     }
     let packet = home.path().join("packet");
-    home.json(&["feedback", "markdown", "export", "--run", "rank-1", "--output", s(&packet), "--force"]);
+    home.json(&["feedback", "markdown", "export", "--run", "rank-1", "--output", path_arg(&packet), "--force"]);
     write(
         &packet.join("feedback.yml"),
         "run_id: rank-1\nreviewer: alice\nitems:\n  - item_id: hero-001\n    ranking: c > a = d > b\n\
          \x20 - item_id: hero-002\n    ranking: a > b > c > d\n  - item_id: hero-003\n    ranking: d > c > b > a\n",
     );
-    home.json(&["feedback", "markdown", "import", "--packet", s(&packet)]);
+    home.json(&["feedback", "markdown", "import", "--packet", path_arg(&packet)]);
     let (report, package, _) = export(&home, "rank-1");
     assert_eq!(package["ranked_feedback_events"].as_array().unwrap().len(), 3);
     assert!(drivers(&package).iter().all(|(m, d)| m == "text/markdown" && d == "markdown"), "{:?}", drivers(&package));
@@ -131,7 +106,7 @@ fn a_home_written_with_driver_local_exports_loadable_drivers() {
     home.json(&["review", "create", "--template", "planner", "--repo", "owner/repo", "--run", "old-1"]);
     let baseline = write(&home.path().join("in/b.md"), "old baseline\n");
     let candidate = write(&home.path().join("in/c.md"), "old candidate\n");
-    home.json(&["review", "item", "add", "--run", "old-1", "--item", "i1", "--baseline", s(&baseline), "--candidate", s(&candidate)]);
+    home.json(&["review", "item", "add", "--run", "old-1", "--item", "i1", "--baseline", path_arg(&baseline), "--candidate", path_arg(&candidate)]);
     // What every build before this one wrote into eval_artifacts.driver.
     let db = home.path().join("skillforge.db");
     let out = std::process::Command::new("sqlite3").arg(&db).arg("UPDATE eval_artifacts SET driver = 'local';").output();
@@ -155,11 +130,11 @@ fn a_train_iteration_package_loads_as_its_optimizer_job_receives_it_from_a_relat
         &home.path().join("record.sh"),
         &format!("#!/bin/sh\nprintf '%s\\n' \"$PWD\" \"$@\" > '{}'\nexec '{}' optimizer distill \"$@\"\n", argv_file.display(), bin().display()),
     );
-    write(&home.path().join("train.toml"), &format!("[backends.record]\ncommand = [\"sh\", \"{}\"]\n", s(&script)));
+    write(&home.path().join("train.toml"), &format!("[backends.record]\ncommand = [\"sh\", \"{}\"]\n", path_arg(&script)));
     install_template(&home);
     let items = write(&home.path().join("in/items.yml"), ITEMS);
     let mut args = vec!["train", "start", "--template", "planner", "--repo", "owner/repo", "--request", "clearer summaries"];
-    args.extend(["--items-file", s(&items), "--yes", "--session", "s1", "--options", "3", "--workspace-repo", "owner/workspace"]);
+    args.extend(["--items-file", path_arg(&items), "--yes", "--session", "s1", "--options", "3", "--workspace-repo", "owner/workspace"]);
     home.json(&args);
     run_code(&home, &["train", "continue", "--session", "s1"], 0);
     let status = home.json(&["train", "status", "--session", "s1", "--detail"]);
@@ -196,15 +171,13 @@ fn a_train_iteration_package_loads_as_its_optimizer_job_receives_it_from_a_relat
 fn an_auto_trace_export_is_refused_only_for_its_ids_and_export_names_them() {
     let home = Home::with(HomeArg::RelativeFlag, None);
     write(&home.path().join("config.toml"), "[skillopt]\nauto_trace_enabled = true\n");
-    let template = TEMPLATE.replace("capabilities: [ask]", "capabilities: [implement]");
-    let file = write(&home.path().join("in/planner.md"), &template);
-    run_code(&home, &["template", "add", s(&file), "--repo", "acme/templates"], 0);
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
     for pr in ["1", "2"] {
-        home.json(&["harvest", "attribute", "--repo", "acme/app", "--pr", pr, "--template", "planner@v1", "--resolved-commit", "c0ffee"]);
+        home.json(&["harvest", "attribute", "--repo", "acme/app", "--pr", pr, "--template", "coder@v1", "--resolved-commit", "c0ffee"]);
     }
     home.json(&["harvest", "outcome", "--repo", "acme/app", "--pr", "1", "--outcome", "merged", "--ci", "external", "--head", "aaa"]);
     home.json(&["harvest", "outcome", "--repo", "acme/app", "--pr", "2", "--outcome", "blocked"]);
-    let (report, package, stderr) = export(&home, "auto-trace:planner@v1");
+    let (report, package, stderr) = export(&home, "auto-trace:coder@v1");
     let ids: Vec<&str> = package["items"].as_array().unwrap().iter().map(|i| i["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["acme/app#1", "acme/app#2"], "Go's id format is kept");
     let refusals = load_like_optimizer(&package, Path::new(report["artifact_root"].as_str().unwrap())).unwrap_err();
@@ -234,7 +207,7 @@ fn the_demo_from_a_relative_home_ends_with_a_candidate_and_a_loadable_package() 
         git(p, &["commit", "-q", "-m", &format!("add f{n}")]);
     }
     let home = Home::with(HomeArg::RelativeFlag, None);
-    let (stdout, _) = run_code(&home, &["demo", "--repo", s(p)], 0);
+    let (stdout, _) = run_code(&home, &["demo", "--repo", path_arg(p)], 0);
     assert!(stdout.contains("pending candidate: change-summarizer@v2"), "{stdout}");
     let line = stdout.lines().find(|l| l.starts_with("training package")).unwrap_or_else(|| panic!("{stdout}"));
     let training = PathBuf::from(line["training package".len()..].trim());
