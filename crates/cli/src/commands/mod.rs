@@ -1,6 +1,9 @@
 //! One module per command group.
 
+pub mod ab;
+pub mod binary;
 pub mod candidate;
+pub mod canary;
 pub mod check;
 pub mod demo;
 pub mod evaluate;

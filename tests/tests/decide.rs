@@ -1,0 +1,463 @@
+//! Deciding what becomes current, through the built binary (issue 15; seed: SkillOpt, "Binary
+//! evaluation (BINEVAL)", "Binary-disagreement lessons", "Promotion policy + notifications",
+//! "Champion-challenger A/B preferences (Mode B)", "Cross-family LLM-judge auto-pairwise";
+//! S-42..S-82). Every agent call runs the `scripted` runtime through the real `agent` runner as a
+//! durable job on the embedded queue; the store is read back with `sqlite3` and `export`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+use skillforge_tests::Home;
+
+fn template_text(body: &str) -> String {
+    format!(
+        "---\nid: planner\nname: Planner\ndescription: Plans work\nkind: agent-template\nversion: 1\ncapabilities: [ask]\n\
+         runtime_compatibility: [codex]\ntags: [planning]\ninputs: [task]\noutputs: [plan]\n---\n{body}"
+    )
+}
+
+fn write(path: &Path, text: &str) -> PathBuf {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+    path.to_path_buf()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A home with `planner@v1` current.
+fn home() -> Home {
+    let home = Home::embedded();
+    let file = write(&home.path().join("in/planner.md"), &template_text("Plan the task.\n"));
+    let out = home.run(&["template", "add", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    home
+}
+
+fn config(home: &Home, text: &str) {
+    write(&home.path().join("config.toml"), text);
+}
+
+/// Imports a candidate whose body is `body` (score 0.8); returns the import's stderr.
+fn import(home: &Home, body: &str, score: f64) -> String {
+    let package = json!({
+        "kind": "gitmoot-skillopt-candidate-package",
+        "contract_version": 1,
+        "template_id": "planner",
+        "candidate": {"content": template_text(body), "metadata": {
+            "id": "planner", "name": "Planner", "description": "Plans work", "kind": "agent-template", "version": 1,
+            "capabilities": ["ask"], "runtime_compatibility": ["codex"], "tags": ["planning"],
+            "inputs": ["task"], "outputs": ["plan"]}},
+        "summary": {"score": score},
+    });
+    let file = write(&home.path().join(format!("in/candidate-{}.json", body.len())), &package.to_string());
+    let out = home.run(&["import", "--file", file.to_str().unwrap()]);
+    assert!(out.status.success(), "import: {}", stderr(&out));
+    stderr(&out)
+}
+
+/// One value from the store: `sqlite3 <db> QUERY`, trimmed.
+fn sql(home: &Home, query: &str) -> String {
+    let out = Command::new("sqlite3")
+        .arg(home.path().join("skillforge.db"))
+        .arg(query)
+        .output()
+        .expect("sqlite3 (Debian package sqlite3) is installed");
+    assert!(out.status.success(), "sqlite3 {query}: {}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn count(home: &Home, table: &str) -> i64 {
+    sql(home, &format!("SELECT COUNT(*) FROM {table}")).parse().unwrap()
+}
+
+/// Rows a decision must not add when it is a no-op.
+fn decide_tables(home: &Home) -> Vec<i64> {
+    ["eval_runs", "ranked_feedback_events", "skillopt_bandit_arms", "skillopt_ab_picks", "skillopt_binary_verdicts", "promotion_events"]
+        .iter()
+        .map(|t| count(home, t))
+        .collect()
+}
+
+fn ab(home: &Home, args: &[&str]) -> Value {
+    let mut all = vec!["ab", "planner"];
+    all.extend_from_slice(args);
+    home.json(&all)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mode B: ab, the bandit, the judge
+
+// S-64
+#[test]
+fn s64_ab_without_a_pending_challenger_is_a_clean_no_op() {
+    let home = home();
+    let before = decide_tables(&home);
+    let out = home.run(&["ab", "planner", "What changed?", "--pick", "a"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to A/B"), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(decide_tables(&home), before, "no rows written");
+    assert_eq!(count(&home, "skillopt_bandit_arms"), 0);
+}
+
+// resolutions 10
+#[test]
+fn ab_with_several_pending_and_no_challenger_is_refused_with_the_list() {
+    let home = home();
+    import(&home, "Plan in steps.\n", 0.8);
+    import(&home, "Plan briefly.\n", 0.8);
+    let before = decide_tables(&home);
+    let out = home.run(&["ab", "planner", "What changed?", "--pick", "a"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("planner@v2, planner@v3"), "{}", stderr(&out));
+    assert_eq!(decide_tables(&home), before);
+}
+
+// S-65, S-66, S-67, S-68
+#[test]
+fn s65_s68_picks_map_back_accumulate_and_move_the_bandit() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    let first = ab(&home, &["What changed in the parser?", "--pick", "a", "--seed", "1"]);
+    let challenger_is_a = first["challenger_label"] == "a";
+    let expected = if challenger_is_a { "challenger" } else { "champion" };
+    assert_eq!(first["human_winner"], expected, "S-65: the pick maps back through the shuffle: {first}");
+    assert_eq!(first["arms_moved"], true);
+    let (winner, loser) = if challenger_is_a { ("planner@v2", "planner@v1") } else { ("planner@v1", "planner@v2") };
+    assert_eq!(sql(&home, &format!("SELECT alpha, beta, pulls FROM skillopt_bandit_arms WHERE template_version_id = '{winner}'")), "2.0|1.0|1");
+    assert_eq!(sql(&home, &format!("SELECT alpha, beta, pulls FROM skillopt_bandit_arms WHERE template_version_id = '{loser}'")), "1.0|2.0|1");
+    let p_exact = first["confidence"]["p_exact"].as_f64().unwrap();
+    let expected_p = if challenger_is_a { 5.0 / 6.0 } else { 1.0 / 6.0 };
+    assert!((p_exact - expected_p).abs() < 1e-9, "{p_exact}");
+    assert!(first["summary"].as_str().unwrap().ends_with("likely better over 20000 samples"), "{first}");
+    // S-68: the same seed reproduces the Monte Carlo estimate on the same arms.
+    let again = ab(&home, &["What changed in the parser?", "--pick", "b", "--seed", "1"]);
+    assert_eq!(again["challenger_label"], first["challenger_label"]);
+    // S-66: run, item per pick, two options, one ranked event [winner, loser] by human/skillopt-ab.
+    assert_eq!(sql(&home, "SELECT options_count, json_extract(metadata_json, '$.feedback_source') FROM eval_runs WHERE id = 'skillopt-ab:planner@v2'"), "2|preference_ab");
+    let pick = first["pick_id"].as_str().unwrap();
+    assert_eq!(
+        sql(&home, &format!("SELECT group_concat(label, ',') FROM (SELECT label FROM eval_review_options WHERE item_id = '{pick}' ORDER BY label)")),
+        "challenger,champion"
+    );
+    assert_eq!(
+        sql(&home, &format!("SELECT ranking_json, reviewer, source FROM ranked_feedback_events WHERE item_id = '{pick}'")),
+        format!("[\"{expected}\",\"{}\"]|human|skillopt-ab", if challenger_is_a { "champion" } else { "challenger" })
+    );
+    // S-67: a third pick; three picks are three rows with distinct source URLs.
+    ab(&home, &["Another question", "--pick", "a", "--seed", "2"]);
+    assert_eq!(sql(&home, "SELECT COUNT(*), COUNT(DISTINCT source_url) FROM ranked_feedback_events WHERE run_id = 'skillopt-ab:planner@v2'"), "3|3");
+    assert_eq!(sql(&home, "SELECT pulls FROM skillopt_bandit_arms WHERE template_version_id = 'planner@v2'"), "3");
+    // The answers are artifacts in the blob store; the export of the run passes the package checks.
+    let out_file = home.path().join("ab-export.json");
+    let out = home.run(&["export", "--run", "skillopt-ab:planner@v2", "--output", out_file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let package: Value = serde_json::from_str(&std::fs::read_to_string(&out_file).unwrap()).unwrap();
+    assert_eq!(package["ranked_feedback_events"].as_array().unwrap().len(), 3);
+    assert_eq!(package["artifacts"].as_array().unwrap().len(), 6, "two answers per pick");
+    assert!(package.get("binary_verdicts").is_none(), "S-02: no BINEVAL section without verdicts");
+    // Four agent jobs of workflow ab per... two per pick, serialized (S-65): champion then challenger.
+    let jobs = home.json(&["jobs", "list"]);
+    let ab_jobs: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "ab").collect();
+    assert_eq!(ab_jobs.len(), 6, "{jobs:#}");
+}
+
+// S-75, S-77, S-79, S-80
+#[test]
+fn s75_s80_judge_rows_are_evidence_only() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    // S-75: default ab runs exactly the two answer jobs and writes no judge row.
+    ab(&home, &["Default run", "--pick", "a", "--seed", "3"]);
+    assert_eq!(count(&home, "ranked_feedback_events"), 1);
+    config(&home, "[skillopt]\nreview_runtimes = [\"scripted\"]\n");
+    let arms_before = sql(&home, "SELECT group_concat(alpha || '/' || beta || '/' || pulls) FROM skillopt_bandit_arms");
+    // The scripted judge's verdict follows its prompt's digest: ask a few prompts until it picks.
+    let mut judge_rows = 0;
+    for idx in 0..8 {
+        let out = ab(&home, &[&format!("Judge only {idx}"), "--judge-only", "--seed", "4"]);
+        assert_eq!(out["human_winner"], Value::Null);
+        judge_rows = sql(&home, "SELECT COUNT(*) FROM ranked_feedback_events WHERE source = 'skillopt-ab-judge'").parse().unwrap();
+        if judge_rows > 0 {
+            let pick = out["pick_id"].as_str().unwrap();
+            assert_eq!(
+                sql(&home, &format!("SELECT reviewer, source, winner FROM ranked_feedback_events WHERE item_id = '{pick}'")),
+                format!("skillopt-ab-judge|skillopt-ab-judge|{}", out["judge_winner"].as_str().unwrap())
+            );
+            break;
+        }
+    }
+    assert!(judge_rows > 0, "some judge replies pick a or b");
+    // S-80: judge rows never move the arms.
+    assert_eq!(sql(&home, "SELECT group_concat(alpha || '/' || beta || '/' || pulls) FROM skillopt_bandit_arms"), arms_before);
+    // S-79: with a human pick too, both rows coexist on one item when the judge picks.
+    for idx in 0..8 {
+        let out = ab(&home, &[&format!("Both {idx}"), "--judge", "--pick", "a", "--seed", "5"]);
+        if out["judge_winner"].is_string() {
+            let pick = out["pick_id"].as_str().unwrap();
+            assert_eq!(sql(&home, &format!("SELECT COUNT(DISTINCT source) FROM ranked_feedback_events WHERE item_id = '{pick}'")), "2");
+            return;
+        }
+    }
+    panic!("the judge never picked across 8 prompts");
+}
+
+// S-76
+#[test]
+fn s76_only_the_templates_own_family_skips_the_judge() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    config(&home, "[skillopt]\nreview_runtimes = [\"codex\"]\n");
+    let out = home.cmd().args(["--json", "ab", "planner", "q", "--judge", "--pick", "a", "--seed", "1"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no judge of a family other than `codex`"), "{}", stderr(&out));
+    assert_eq!(sql(&home, "SELECT group_concat(source) FROM ranked_feedback_events"), "skillopt-ab", "human row only");
+}
+
+// ---------------------------------------------------------------------------------------------
+// BINEVAL
+
+const SET: &str = "\
+version: 1
+template_or_task_kind: planning
+dimensions:
+  - name: correctness
+    weight: 2
+    questions:
+      - id: has_steps
+        text: Does the plan have numbered steps?
+        weight: 3
+        regex: \"(?m)^1\\\\. \"
+      - id: has_test
+        text: Does the plan mention a test?
+        contains: test
+  - name: style
+    questions:
+      - id: no_todo
+        text: Is it free of TODOs?
+        not_contains: TODO
+";
+
+fn review_run(home: &Home, run: &str) {
+    let out = home.run(&["review", "create", "--template", "planner", "--repo", "acme/app", "--run", run]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+fn binary_run(home: &Home, run: &str, source: &str) -> Value {
+    let set = write(&home.path().join("in/set.yml"), SET);
+    let src = write(&home.path().join(format!("in/{run}.txt")), source);
+    home.json(&["binary", "run", "--set", set.to_str().unwrap(), "--run", run, "--source", src.to_str().unwrap(), "--deterministic"])
+}
+
+// S-42, S-43, S-45
+#[test]
+fn s42_s45_binary_run_show_and_export_agree_with_weights() {
+    let home = home();
+    review_run(&home, "r1");
+    let run = binary_run(&home, "r1", "1. write a test\n2. ship\nTODO: docs\n");
+    // correctness = (3·yes + 1·yes)/4 = 1.0, style = 0 ⇒ overall (2·1 + 1·0)/3
+    assert_eq!(run["dimension_scores"], json!({"correctness": 1.0, "style": 0.0}));
+    assert!((run["overall"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-12, "{run}");
+    let again = binary_run(&home, "r1", "1. write a plan\n2. ship\n");
+    assert_eq!(count(&home, "skillopt_binary_verdicts"), 3, "S-45: upsert per (run, question)");
+    let show = home.json(&["binary", "show", "--run", "r1"]);
+    assert_eq!((show["dimension_scores"].clone(), show["overall"].clone()), (again["dimension_scores"].clone(), again["overall"].clone()));
+    assert_eq!(again["dimension_scores"]["correctness"], json!(0.75), "(3·yes + 1·no)/4 with non-uniform weights");
+    assert_eq!(sql(&home, "SELECT question_weight, dimension_weight FROM skillopt_binary_verdicts WHERE question_id = 'has_steps'"), "3.0|2.0");
+    assert_eq!(sql(&home, "SELECT question_weight, dimension_weight FROM skillopt_binary_verdicts WHERE question_id = 'no_todo'"), "1.0|1.0", "S-42: weights default to 1");
+    let out_file = home.path().join("r1.json");
+    let out = home.run(&["export", "--run", "r1", "--output", out_file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let package: Value = serde_json::from_str(&std::fs::read_to_string(&out_file).unwrap()).unwrap();
+    assert_eq!(package["binary_verdicts"].as_array().unwrap().len(), 3);
+    // S-42: a duplicate id anywhere in the set is refused and nothing is written.
+    let dup = write(&home.path().join("in/dup.yml"), &SET.replace("id: no_todo", "id: has_test"));
+    let src = write(&home.path().join("in/x.txt"), "x");
+    review_run(&home, "r2");
+    let out = home.run(&["binary", "run", "--set", dup.to_str().unwrap(), "--run", "r2", "--source", src.to_str().unwrap(), "--deterministic"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("dup.yml") && stderr(&out).contains("`has_test` appears twice"), "{}", stderr(&out));
+    assert_eq!(count(&home, "skillopt_binary_verdicts"), 3);
+}
+
+// S-44
+#[test]
+fn s44_reviewer_answers_one_question_per_job_from_another_family() {
+    let home = home();
+    review_run(&home, "r1");
+    let set = write(&home.path().join("in/set.yml"), SET);
+    let src = write(&home.path().join("in/src.txt"), "1. test it\n");
+    let (set, src) = (set.to_str().unwrap(), src.to_str().unwrap());
+    // The template is codex-family: codex may not answer; scripted (another family) does.
+    let out = home.run(&["binary", "run", "--set", set, "--run", "r1", "--source", src, "--reviewer", "codex"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(count(&home, "skillopt_binary_verdicts"), 0);
+    let run = home.json(&["binary", "run", "--set", set, "--run", "r1", "--source", src, "--reviewer", "codex,scripted"]);
+    let jobs = home.json(&["jobs", "list"]);
+    let question_jobs: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "bineval").collect();
+    assert_eq!(question_jobs.len(), 3, "one call per question: {jobs:#}");
+    let answered = run["verdicts"].as_array().unwrap().len() as i64;
+    assert_eq!(count(&home, "skillopt_binary_verdicts"), answered, "only readable answers are stored");
+}
+
+// S-47, S-48, S-49, S-50
+#[test]
+fn s47_s49_lessons_preview_then_apply_idempotently_and_shrink() {
+    let home = home();
+    review_run(&home, "r1");
+    review_run(&home, "r2");
+    binary_run(&home, "r1", "1. plan\nTODO\n"); // has_steps yes, has_test no, no_todo no
+    binary_run(&home, "r2", "plan\nTODO\n"); // has_steps no, has_test no, no_todo no
+    let set = home.path().join("in/set.yml");
+    let set = set.to_str().unwrap();
+    let preview = home.json(&["binary", "lessons", "--template", "planner", "--set", set]);
+    let kinds: Vec<(&str, &str)> =
+        preview["lessons"].as_array().unwrap().iter().map(|l| (l["question_id"].as_str().unwrap(), l["kind"].as_str().unwrap())).collect();
+    assert_eq!(kinds, [("has_steps", "flip"), ("has_test", "stable_no"), ("no_todo", "stable_no")]);
+    assert_eq!(count(&home, "ranked_feedback_events"), 0, "S-48: preview writes nothing");
+    // A stable yes appears once r1 is narrowed to itself.
+    let applied = home.json(&["binary", "lessons", "--template", "planner", "--set", set, "--apply"]);
+    assert_eq!(applied["applied"], 3);
+    home.json(&["binary", "lessons", "--template", "planner", "--set", set, "--apply"]);
+    assert_eq!(count(&home, "ranked_feedback_events"), 3, "S-49: re-applying is idempotent");
+    let narrow = home.json(&["binary", "lessons", "--template", "planner", "--run", "r1", "--apply"]);
+    assert_eq!(narrow["applied"], 3);
+    assert_eq!(sql(&home, "SELECT COUNT(*) FROM ranked_feedback_events WHERE useful_traits_json <> ''"), "1", "has_steps is a stable yes in r1 alone");
+    home.json(&["binary", "lessons", "--template", "planner", "--run", "r1", "--no-passes", "--apply"]);
+    assert_eq!(count(&home, "ranked_feedback_events"), 2, "--no-passes removes the stale trait event");
+    assert_eq!(sql(&home, "SELECT COUNT(*) FROM ranked_feedback_events WHERE winner <> '' OR ranking_json <> '[]'"), "0", "S-50");
+    home.json(&["binary", "lessons", "--template", "planner", "--run", "none", "--apply"]);
+    assert_eq!(count(&home, "ranked_feedback_events"), 0, "no lessons ⇒ no events");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Auto-promote, events, canary
+
+fn harvest_outcome(home: &Home, pr: u32, version: &str, merged_ok: bool) {
+    let pr_s = pr.to_string();
+    home.json(&["harvest", "attribute", "--repo", "acme/app", "--pr", &pr_s, "--template", version, "--resolved-commit", "c0ffee"]);
+    let outcome = if merged_ok { vec!["--outcome", "merged", "--ci", "external"] } else { vec!["--outcome", "reverted"] };
+    let mut args = vec!["harvest", "outcome", "--repo", "acme/app", "--pr", &pr_s];
+    args.extend(outcome);
+    home.json(&args);
+}
+
+fn events(home: &Home) -> Vec<Value> {
+    std::fs::read_to_string(home.path().join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+// S-51, S-52, S-53, S-55
+#[test]
+fn s52_s55_import_notifies_once_and_unset_floors_never_promote() {
+    let home = home();
+    config(&home, "[skillopt]\nauto_promote = true\nauto_promote_min_score = 0.5\n[events]\njsonl = \"events.jsonl\"\n");
+    let note = import(&home, "Plan in steps.\n", 0.8);
+    assert!(note.contains("step 5"), "{note}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending", "S-51, S-55");
+    let sent = events(&home);
+    assert_eq!(sent.len(), 1);
+    assert_eq!((sent[0]["event"].as_str(), sent[0]["job_id"].as_str(), sent[0]["root_id"].as_str()), (Some("candidate.awaiting_promotion"), Some("planner@v2"), Some("planner")));
+    // `candidate decide` re-runs the seam; the notification is not sent twice.
+    home.json(&["candidate", "decide", "planner@v2"]);
+    assert_eq!(events(&home).len(), 1);
+    // S-52: pending candidates are listed across templates, with or without [events].
+    let pending = home.json(&["candidate", "list", "--pending"]);
+    assert_eq!(pending[0]["version_id"], "planner@v2");
+}
+
+// S-53
+#[test]
+fn s53_auto_promote_absent_and_false_leave_the_same_store() {
+    let snapshot = |cfg: &str| {
+        let home = home();
+        config(&home, cfg);
+        import(&home, "Plan in steps.\n", 0.8);
+        (decide_tables(&home), sql(&home, "SELECT group_concat(id || ':' || state) FROM agent_template_versions"))
+    };
+    assert_eq!(snapshot(""), snapshot("[skillopt]\nauto_promote = false\n"));
+}
+
+// facts §7 steps 6, 8, 10; S-54, S-56, S-58, S-60, S-61 (harvest → auto-promote → canary → graduate)
+#[test]
+fn s60_s61_harvested_outcomes_auto_promote_to_a_canary_that_graduates() {
+    let home = home();
+    config(
+        &home,
+        "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 2\nauto_promote_min_score = 0.5\n\
+         auto_promote_require_external_ci = true\nauto_promote_canary = true\nauto_promote_canary_sample = 0.25\n\
+         [events]\njsonl = \"events.jsonl\"\n",
+    );
+    let note = import(&home, "Plan in steps.\n", 0.8);
+    assert!(note.contains("step 6"), "S-56: zero auto-trace samples never promote: {note}");
+    // The human review run is not read (S-54); only auto-trace:planner@v2 is.
+    for pr in 1..=2 {
+        harvest_outcome(&home, pr, "planner@v2", true);
+    }
+    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    assert_eq!(decided["decision"]["decision"], "promote", "{decided}");
+    assert_eq!(sql(&home, "SELECT state, canary_sample FROM agent_template_versions WHERE id = 'planner@v2'"), "canary|0.25");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v1'"), "current", "the champion stays current");
+    // S-62: too few outcomes on either side ⇒ hold, no event.
+    let held = home.json(&["candidate", "canary-check"]);
+    assert_eq!(held[0]["window"]["decision"], "hold", "{held}");
+    for pr in 3..=12 {
+        harvest_outcome(&home, pr, "planner@v2", true);
+        harvest_outcome(&home, 100 + pr, "planner@v1", pr % 2 == 0);
+    }
+    let graduated = home.json(&["candidate", "canary-check"]);
+    assert_eq!(graduated[0]["window"]["decision"], "graduate", "{graduated}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "current");
+    assert_eq!(home.json(&["candidate", "canary-check"]).as_array().unwrap().len(), 0, "idempotent: no canary left");
+    let names: Vec<String> = events(&home).iter().map(|e| e["event"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(names, ["candidate.awaiting_promotion", "candidate.canary_started", "candidate.auto_promoted"]);
+}
+
+// S-61 (rollback), S-58
+#[test]
+fn s61_a_materially_worse_canary_rolls_back() {
+    let home = home();
+    config(&home, "[skillopt]\nauto_trace_enabled = true\n[events]\njsonl = \"events.jsonl\"\n");
+    import(&home, "Plan in steps.\n", 0.8);
+    home.json(&["candidate", "canary", "planner@v2", "--sample", "0.5"]);
+    for pr in 1..=10 {
+        harvest_outcome(&home, pr, "planner@v2", pr <= 2);
+        harvest_outcome(&home, 100 + pr, "planner@v1", true);
+    }
+    let checked = home.json(&["candidate", "canary-check"]);
+    assert_eq!(checked[0]["window"]["decision"], "roll_back", "{checked}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "rejected");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v1'"), "current");
+    assert_eq!(events(&home).last().unwrap()["event"], "candidate.rolled_back");
+}
+
+// S-63, facts §7 step 9: ab → bandit → auto-promote
+#[test]
+fn s63_bandit_confidence_from_ab_picks_feeds_auto_promote() {
+    let home = home();
+    config(
+        &home,
+        "[skillopt]\nauto_promote = true\nauto_promote_min_samples = 3\nauto_promote_min_score = 0.5\nauto_promote_min_confidence = 0.9\n",
+    );
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    // Pick the challenger every time: the label it was shown under is in each reply.
+    let mut decided = Value::Null;
+    for round in 0..6u64 {
+        let seed = (round + 10).to_string();
+        let preview = ab(&home, &[&format!("Q{round}"), "--judge-only", "--seed", &seed]);
+        let label = preview["challenger_label"].as_str().unwrap().to_owned();
+        ab(&home, &[&format!("Q{round}"), "--pick", &label, "--seed", &seed]);
+        decided = home.json(&["candidate", "decide", "planner@v2"]);
+        if decided["decision"]["decision"] == "promote" {
+            break;
+        }
+        assert_eq!(decided["decision"]["step"], 9, "thin or low confidence stops at step 9: {decided}");
+    }
+    assert_eq!(decided["decision"]["decision"], "promote", "{decided}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "current");
+}
