@@ -461,3 +461,114 @@ fn s63_bandit_confidence_from_ab_picks_feeds_auto_promote() {
     assert_eq!(decided["decision"]["decision"], "promote", "{decided}");
     assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "current");
 }
+
+// ---------------------------------------------------------------------------------------------
+// ask, live A/B, canary routing
+
+fn job_count(home: &Home) -> usize {
+    home.json(&["jobs", "list", "--limit", "1000"]).as_array().unwrap().len()
+}
+
+// S-70
+#[test]
+fn s70_ask_with_live_ab_off_writes_nothing_beyond_the_ask_job() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    let before = decide_tables(&home);
+    let asked = home.json(&["ask", "planner", "What changed?"]);
+    assert_eq!(asked["version"], "planner@v1");
+    assert!(asked["answer"].as_str().unwrap().starts_with("scripted answer "), "{asked}");
+    assert_eq!(asked.as_object().unwrap().keys().collect::<Vec<_>>(), ["version", "job_id", "answer"]);
+    assert_eq!(job_count(&home), 1, "exactly one delivery");
+    assert_eq!(decide_tables(&home), before, "no A/B row, arms unchanged");
+}
+
+// S-69, S-71, S-73, S-74
+#[test]
+fn s71_s73_live_ab_needs_the_floor_and_degrades_to_the_champion() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    config(&home, "[skillopt]\nlive_ab_sample_rate = 1.0\nbandit_min_samples = 2\n");
+    // S-71: champion at 0 pulls < 2 ⇒ never intercepted.
+    let asked = home.json(&["ask", "planner", "Q0", "--pick", "a"]);
+    assert!(asked.get("live_ab").is_none(), "{asked}");
+    assert_eq!(job_count(&home), 1);
+    // S-69: manual ab is always allowed and moves the arms below the floor.
+    ab(&home, &["Q1", "--pick", "a", "--seed", "1"]);
+    ab(&home, &["Q2", "--pick", "a", "--seed", "2"]);
+    // At the floor, rate 1.0 intercepts every ask; a pick is recorded like a manual one.
+    let live = home.json(&["ask", "planner", "Q3", "--pick", "b"]);
+    assert_eq!(live["version"], "planner@v1", "the champion's answer is the one returned");
+    assert_eq!(live["live_ab"]["intercepted"], true, "{live}");
+    assert_eq!(live["live_ab"]["arms_moved"], true);
+    assert_eq!(sql(&home, "SELECT origin FROM skillopt_ab_picks ORDER BY created_at DESC LIMIT 1"), "live");
+    // S-73: no pick captured ⇒ the champion answer alone, a live_ab_skipped job event, no A/B row.
+    let rows = count(&home, "ranked_feedback_events");
+    let skipped = home.json(&["ask", "planner", "Q4"]);
+    assert_eq!(skipped["live_ab"]["skipped"], "no pick captured", "{skipped}");
+    assert!(skipped["answer"].as_str().unwrap().starts_with("scripted answer "));
+    assert_eq!(count(&home, "ranked_feedback_events"), rows);
+    assert_eq!(sql(&home, "SELECT event FROM promotion_events WHERE event = 'live_ab_skipped'"), "live_ab_skipped");
+    // S-74: live A/B never promotes.
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending");
+}
+
+// S-60
+#[test]
+fn s60_a_canary_serves_about_its_sample_of_asks() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    home.json(&["candidate", "canary", "planner@v2", "--sample", "0.5"]);
+    let n = 40;
+    let canary_hits = (0..n).filter(|i| home.json(&["ask", "planner", &format!("Q{i}")])["version"] == "planner@v2").count();
+    // Binomial(40, 0.5): outside [8, 32] has probability < 1e-4.
+    assert!((8..=32).contains(&canary_hits), "{canary_hits} of {n} asks hit the canary");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v1'"), "current");
+}
+
+// resolutions 4: a pick retried after its worker was SIGKILLed moves the bandit once.
+#[test]
+fn a_pick_whose_worker_was_sigkilled_is_retried_and_moves_the_bandit_once() {
+    use std::process::Stdio;
+    use std::time::Duration;
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    let log = std::fs::File::create(home.path().join("worker-victim.log")).unwrap();
+    // Only the victim's agent runs are slow; the retry on the waiting command's own worker is not.
+    let mut victim = skillforge_tests::Reaped(
+        home.cmd()
+            .args(["worker", "--name", "victim"])
+            .env("SKILLFORGE_SCRIPTED_DELAY_MS", "120000")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    home.wait(Duration::from_secs(30), "the victim's presence lock", || {
+        String::from_utf8_lossy(&home.run(&["locks"]).stdout).contains("worker:victim").then_some(())
+    });
+    let ab_log = std::fs::File::create(home.path().join("ab.log")).unwrap();
+    let ab_child = home
+        .cmd()
+        .args(["--json", "ab", "planner", "Q", "--pick", "a", "--seed", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(ab_log)
+        .spawn()
+        .unwrap();
+    let champion_job = home.wait(Duration::from_secs(60), "the champion answer running on the victim", || {
+        let jobs = home.json(&["jobs", "list"]);
+        jobs.as_array().unwrap().iter().find(|j| j["workflow"] == "ab" && j["state"] == "running").map(|j| j["id"].as_str().unwrap().to_owned())
+    });
+    victim.0.kill().unwrap();
+    let _ = victim.0.wait();
+    let out = ab_child.wait_with_output().unwrap();
+    assert!(out.status.success(), "ab after the SIGKILL:\n{}", home.logs());
+    let reply: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(reply["pick_id"], format!("pick-{champion_job}"), "the pick id is the retried job's");
+    let job = home.job(&champion_job);
+    assert_eq!(job["history"].as_array().unwrap().len(), 2, "one stale attempt, one retry: {job:#}");
+    assert_eq!(count(&home, "skillopt_ab_picks"), 1);
+    assert_eq!(sql(&home, "SELECT group_concat(pulls) FROM skillopt_bandit_arms"), "1,1", "the bandit moved once");
+}

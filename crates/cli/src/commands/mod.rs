@@ -1,6 +1,7 @@
 //! One module per command group.
 
 pub mod ab;
+pub mod ask;
 pub mod binary;
 pub mod candidate;
 pub mod canary;

@@ -35,8 +35,6 @@ pub struct AgentAnswer {
     pub job_id: String,
     /// The agent's final message ('' when it had none).
     pub message: String,
-    /// The runtime's family as the report says.
-    pub family: String,
 }
 
 /// Runs `call` as a durable `agent` job and waits for it.
@@ -59,7 +57,6 @@ pub async fn call_agent(ctx: &Context, backend: &Arc<dyn QueueBackend>, call: Ag
         (JobState::Succeeded, Some(report)) if report.exit == ExitClass::Passed => Ok(AgentAnswer {
             job_id: job.id.clone(),
             message: report.final_message.unwrap_or_default(),
-            family: report.family,
         }),
         (state, _) => Err(CliError::env(anyhow!(
             "agent job {} ({} {}, runtime {}) ended {state}: {}",

@@ -29,11 +29,32 @@ pub async fn emit(ctx: &Context, store: &Store, event: &Event) -> Result<bool, C
     if !sinks.is_configured() {
         return Ok(false);
     }
-    let detail = serde_json::to_string(&event.detail).unwrap_or_else(|_| "{}".to_owned());
-    let mut conn = store.pool().acquire().await?;
-    if !record_event(&mut conn, event.event.name(), &event.job_id, &event.root_id, &detail).await? {
+    if !log_event(store, event).await? {
         return Ok(false);
     }
+    send(ctx, &sinks, event).await?;
+    Ok(true)
+}
+
+/// A job event (`live_ab_skipped`): always logged in the store (the job's record of what
+/// happened), and sent to the sinks when `[events]` is configured.
+pub async fn emit_job_event(ctx: &Context, store: &Store, event: &Event) -> Result<(), CliError> {
+    if log_event(store, event).await? {
+        let sinks = ctx.config.events.sinks(&ctx.home);
+        if sinks.is_configured() {
+            send(ctx, &sinks, event).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn log_event(store: &Store, event: &Event) -> Result<bool, CliError> {
+    let detail = serde_json::to_string(&event.detail).unwrap_or_else(|_| "{}".to_owned());
+    let mut conn = store.pool().acquire().await?;
+    Ok(record_event(&mut conn, event.event.name(), &event.job_id, &event.root_id, &detail).await?)
+}
+
+async fn send(ctx: &Context, sinks: &skillforge_workflows::promotion::events::Sinks, event: &Event) -> Result<(), CliError> {
     if let Some(path) = &sinks.jsonl {
         if let Err(e) = append_jsonl(path, event) {
             warn!(error = %e, event = event.event.name(), "event not written to the JSONL sink");
@@ -50,7 +71,7 @@ pub async fn emit(ctx: &Context, store: &Store, event: &Event) -> Result<bool, C
             warn!(error = %e, event = event.event.name(), "webhook delivery job not enqueued");
         }
     }
-    Ok(true)
+    Ok(())
 }
 
 /// The evidence the guardrails read for candidate `version_id` (S-54, S-63): the auto-trace run
