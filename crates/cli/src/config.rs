@@ -43,7 +43,6 @@ pub struct Config {
 /// `auto_promote_min_score`, `auto_promote_canary_sample`, `auto_promote_min_confidence`).
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[expect(dead_code, reason = "parsed so the file is validated with the seed's key names; read by the workflows that own these keys")]
 pub struct SkilloptSection {
     /// Mode A harvester on (default false).
     pub auto_trace_enabled: Option<bool>,
