@@ -282,6 +282,26 @@ fn s42_s45_binary_run_show_and_export_agree_with_weights() {
     assert_eq!(count(&home, "skillopt_binary_verdicts"), 3);
 }
 
+// S-46
+#[test]
+fn s46_bineval_is_inert_unless_a_binary_command_runs_on_the_run() {
+    let home = home();
+    review_run(&home, "r1");
+    review_run(&home, "r2");
+    let export = |run: &str| {
+        let file = home.path().join(format!("{run}-export.json"));
+        let out = home.run(&["export", "--run", run, "--output", file.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        std::fs::read(&file).unwrap()
+    };
+    let before = export("r1");
+    binary_run(&home, "r2", "1. test\n");
+    assert_eq!(export("r1"), before, "verdicts of another run leave r1's export byte-identical");
+    assert!(!String::from_utf8_lossy(&before).contains("binary_verdicts"));
+    binary_run(&home, "r1", "1. test\n");
+    assert!(String::from_utf8_lossy(&export("r1")).contains("binary_verdicts"), "the section appears with verdicts");
+}
+
 // S-44
 #[test]
 fn s44_reviewer_answers_one_question_per_job_from_another_family() {
@@ -483,7 +503,7 @@ fn s70_ask_with_live_ab_off_writes_nothing_beyond_the_ask_job() {
     assert_eq!(decide_tables(&home), before, "no A/B row, arms unchanged");
 }
 
-// S-69, S-71, S-73, S-74
+// S-69, S-71, S-72, S-73, S-74
 #[test]
 fn s71_s73_live_ab_needs_the_floor_and_degrades_to_the_champion() {
     let home = home();
@@ -502,6 +522,16 @@ fn s71_s73_live_ab_needs_the_floor_and_degrades_to_the_champion() {
     assert_eq!(live["live_ab"]["intercepted"], true, "{live}");
     assert_eq!(live["live_ab"]["arms_moved"], true);
     assert_eq!(sql(&home, "SELECT origin FROM skillopt_ab_picks ORDER BY created_at DESC LIMIT 1"), "live");
+    // S-72: champion first (its answer is the one returned), then the challenger, strictly
+    // serialized in the ask's own path: the challenger's job exists only after the champion's
+    // finished. skillforge takes no runtime-session lock for an ask, so there is none to take twice.
+    let jobs = home.json(&["jobs", "list", "--limit", "1000"]);
+    let ask_jobs: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "ask").collect();
+    let champion = ask_jobs.iter().find(|j| j["stage"] == "answer" && j["id"] == live["job_id"]).expect("champion job");
+    let challenger = ask_jobs.iter().find(|j| j["stage"] == "live_ab_challenger").expect("challenger job");
+    let (champion, challenger) = (home.job(champion["id"].as_str().unwrap()), home.job(challenger["id"].as_str().unwrap()));
+    assert_eq!(champion["state"], "succeeded");
+    assert!(challenger["created_at"].as_str().unwrap() >= champion["updated_at"].as_str().unwrap(), "{champion:#}\n{challenger:#}");
     // S-73: no pick captured ⇒ the champion answer alone, a live_ab_skipped job event, no A/B row.
     let rows = count(&home, "ranked_feedback_events");
     let skipped = home.json(&["ask", "planner", "Q4"]);
@@ -571,4 +601,83 @@ fn a_pick_whose_worker_was_sigkilled_is_retried_and_moves_the_bandit_once() {
     assert_eq!(job["history"].as_array().unwrap().len(), 2, "one stale attempt, one retry: {job:#}");
     assert_eq!(count(&home, "skillopt_ab_picks"), 1);
     assert_eq!(sql(&home, "SELECT group_concat(pulls) FROM skillopt_bandit_arms"), "1,1", "the bandit moved once");
+}
+
+// ---------------------------------------------------------------------------------------------
+// event sinks: JSONL + Redis stream together, and the signed webhook as a durable job
+
+// S-52
+#[test]
+fn s52_events_land_in_a_jsonl_file_and_a_redis_stream() {
+    let redis = skillforge_tests::RedisServer::start();
+    let home = home();
+    config(&home, &format!("[events]\njsonl = \"events.jsonl\"\nredis_url = \"{}\"\nredis_stream = \"sf:events\"\n", redis.url()));
+    import(&home, "Plan in steps.\n", 0.8);
+    assert_eq!(events(&home).len(), 1);
+    let stream = redis.cli(&["XRANGE", "sf:events", "-", "+"]).expect("XRANGE");
+    assert!(stream.contains("candidate.awaiting_promotion") && stream.contains("planner@v2"), "{stream}");
+    assert!(!stream.contains("Plan in steps"), "details are redacted: no template content");
+}
+
+/// A one-request HTTP server on a free loopback port: returns the port and a handle yielding the
+/// raw request (headers and body).
+fn one_request_server() -> (u16, std::thread::JoinHandle<String>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut request = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = stream.read(&mut buf).unwrap();
+            request.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&request).into_owned();
+            if let Some(split) = text.find("\r\n\r\n") {
+                let length = text[..split]
+                    .lines()
+                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap()))
+                    .unwrap_or(0);
+                if request.len() >= split + 4 + length || n == 0 {
+                    break;
+                }
+            }
+        }
+        stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").unwrap();
+        String::from_utf8_lossy(&request).into_owned()
+    });
+    (port, handle)
+}
+
+#[test]
+fn webhook_events_are_hmac_signed_and_delivered_by_a_durable_job() {
+    let (port, server) = one_request_server();
+    let home = home();
+    config(&home, &format!("[events]\nwebhook_url = \"http://127.0.0.1:{port}/hook\"\nwebhook_secret = \"s3cret\"\n"));
+    import(&home, "Plan in steps.\n", 0.8);
+    let jobs = home.json(&["jobs", "list"]);
+    let job = jobs.as_array().unwrap().iter().find(|j| j["workflow"] == "events").expect("a webhook delivery job").clone();
+    assert!(!job["payload"].to_string().contains("s3cret"), "the secret never reaches the job");
+    let _worker = skillforge_tests::Reaped(home.spawn_worker("hooks", &[]));
+    let request = server.join().unwrap();
+    let id = job["id"].as_str().unwrap();
+    home.wait_job(id, std::time::Duration::from_secs(30), "webhook job to succeed", |j| j["state"] == "succeeded");
+    let (head, body) = request.split_once("\r\n\r\n").unwrap();
+    let signature = head
+        .lines()
+        .find_map(|l| l.strip_prefix("X-Skillforge-Signature-256: ").or_else(|| l.strip_prefix("x-skillforge-signature-256: ")))
+        .expect("signature header")
+        .trim()
+        .to_owned();
+    let mut openssl = Command::new("openssl")
+        .args(["dgst", "-sha256", "-hmac", "s3cret", "-hex"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(openssl.stdin.as_mut().unwrap(), body.as_bytes()).unwrap();
+    let digest = String::from_utf8_lossy(&openssl.wait_with_output().unwrap().stdout).trim().rsplit(' ').next().unwrap().to_owned();
+    assert_eq!(signature, format!("sha256={digest}"), "body:\n{body}");
+    let event: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(event["event"], "candidate.awaiting_promotion");
 }

@@ -71,12 +71,17 @@ pub enum RecordError {
     UnknownOption(String, String),
 }
 
-/// Records the A/B in one transaction (see module docs). Re-recording the same `pick_id` rewrites
+/// Records the A/B in one transaction (see module docs); with neither a human pick nor a judge
+/// pick it writes nothing. Re-recording the same `pick_id` rewrites
 /// the rows in place and leaves the arms as they are.
 ///
 /// # Errors
 /// A [`RecordError`]; nothing is written then.
 pub async fn record(store: &Store, blobs: &BlobStore, ab: &AbRecord) -> Result<Recorded, RecordError> {
+    if ab.human.is_none() && ab.judge.is_none() {
+        // S-78: no pick and no readable judge verdict ⇒ nothing at all is written.
+        return Ok(Recorded::default());
+    }
     let run = run_id(&ab.challenger);
     let mut tx = begin_write(store).await?;
     let settings = RunSettings::normalize(Some("validate"), None, Some(2)).map_err(|e| StoreError::Migrate(e.to_string()))?;

@@ -141,7 +141,9 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
         Role::Challenger => &challenger_answer.message,
     };
     let (option_a, option_b) = (shown(Label::A).clone(), shown(Label::B).clone());
-    if !ctx.json {
+    if ctx.json {
+        eprintln!("Option A:\n{option_a}\n\nOption B:\n{option_b}\n");
+    } else {
         println!("Option A:\n{option_a}\n\nOption B:\n{option_b}\n");
     }
     let human = if args.judge_only { None } else { Some(match human_pick { Some(p) => p, None => read_pick()? }) };

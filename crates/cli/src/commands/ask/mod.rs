@@ -145,6 +145,12 @@ async fn live_ab(
         Err(e) => return skip(format!("challenger answer failed: {:#}", e.error)).await,
     };
     let shuffle = Shuffle::from_seed(rand::rng().random());
+    let shown = |label: Label| if shuffle.role_of(label) == skillforge_workflows::ab::pick::Role::Challenger {
+        challenger_answer.message.as_str()
+    } else {
+        champion_answer.message.as_str()
+    };
+    eprintln!("live A/B — Option A:\n{}\n\nOption B:\n{}\n", shown(Label::A), shown(Label::B));
     let Some(label) = args.pick.as_deref().and_then(Label::parse) else {
         return skip("no pick captured".to_owned()).await;
     };
