@@ -43,7 +43,7 @@ pub struct AgentAnswer {
 /// Exit 3 when the queue is unreachable or the job did not succeed (its state and error named).
 pub async fn call_agent(ctx: &Context, backend: &Arc<dyn QueueBackend>, call: AgentCall<'_>) -> Result<AgentAnswer, CliError> {
     let payload = AgentPayload::new(call.runtime, call.prompt);
-    let mut spec = JobSpec::new("agent", serde_json::to_value(&payload).map_err(|e| CliError::env(anyhow!("encode agent payload: {e}")))?);
+    let mut spec = JobSpec::for_payload(&payload).map_err(CliError::usage)?;
     spec.workflow = call.workflow.to_owned();
     spec.stage = call.stage.to_owned();
     spec.idempotency_key = Some(call.key);

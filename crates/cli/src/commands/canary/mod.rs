@@ -67,7 +67,11 @@ async fn send(ctx: &Context, sinks: &skillforge_workflows::promotion::events::Si
     }
     if let (Some(url), Some(secret)) = (&sinks.webhook_url, &sinks.webhook_secret) {
         let backend = ctx.queue().await?;
-        if let Err(e) = backend.enqueue(&webhook_job(url, secret, event)).await {
+        let enqueued = match webhook_job(url, secret, event) {
+            Ok(spec) => backend.enqueue(&spec).await.map(|_| ()).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = enqueued {
             warn!(error = %e, event = event.event.name(), "webhook delivery job not enqueued");
         }
     }
