@@ -83,6 +83,13 @@ enum Command {
     /// Automatic trace harvesting (Mode A): attributions, outcomes, leg events, status.
     #[command(subcommand)]
     Harvest(commands::harvest::HarvestCommand),
+    /// Ask an agent: its current version (or its canary, for the sampled fraction) answers.
+    Ask(commands::ask::AskArgs),
+    /// Champion/challenger A/B of a template: both answers, a blind pick, the bandit's posterior.
+    Ab(commands::ab::AbArgs),
+    /// BINEVAL binary evaluation: run a question set, show stored verdicts, derive lessons.
+    #[command(subcommand)]
+    Binary(commands::binary::BinaryCommand),
     /// Train mode: start a session, watch its status, continue through its gates, recover an optimizer result.
     #[command(subcommand)]
     Train(commands::train::TrainCommand),
@@ -172,6 +179,9 @@ fn main() -> ExitCode {
             Command::Optimize(cmd) => commands::optimize::run(&ctx, cmd).await,
             Command::Harvest(cmd) => commands::harvest::run(&ctx, cmd).await,
             Command::Train(cmd) => commands::train::run(&ctx, cmd).await,
+            Command::Ab(args) => commands::ab::run(&ctx, args).await,
+            Command::Ask(args) => commands::ask::run(&ctx, args).await,
+            Command::Binary(cmd) => commands::binary::run(&ctx, cmd).await,
             Command::AgentScripted { .. } => unreachable!("handled before the runtime starts"),
         }
     });

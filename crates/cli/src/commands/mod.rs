@@ -1,6 +1,10 @@
 //! One module per command group.
 
+pub mod ab;
+pub mod ask;
+pub mod binary;
 pub mod candidate;
+pub mod canary;
 pub mod check;
 pub mod demo;
 pub mod eval;
