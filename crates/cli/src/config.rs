@@ -35,6 +35,27 @@ pub struct Config {
     /// `[server]`: `skillforge serve --listen` settings.
     #[serde(default)]
     pub server: ServerSection,
+    /// `[runners]`: per-runner settings.
+    #[serde(default)]
+    pub runners: RunnersSection,
+}
+
+/// `[runners]`: settings of individual runners.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnersSection {
+    /// `[runners.container]`.
+    #[serde(default)]
+    pub container: ContainerRunnerSection,
+}
+
+/// `[runners.container]`: the container runner's engine.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerRunnerSection {
+    /// Docker-API engine address (`unix:///run/podman/podman.sock`, `tcp://HOST:2375`), used when
+    /// `DOCKER_HOST` is unset; absent = `/var/run/docker.sock` or `/run/podman/podman.sock`.
+    pub host: Option<String>,
 }
 
 /// `[skillopt]` (seed: SkillOpt, "Automatic trace-harvested feedback", its legs, "Promotion policy

@@ -25,7 +25,7 @@ pub fn is_censor_line(line: &str) -> bool {
 /// Scans a byte stream chunk by chunk for a censor marker line, so a marker printed early
 /// is still seen after the captured tail has dropped it.
 #[derive(Debug, Default)]
-pub(crate) struct CensorScanner {
+pub struct CensorScanner {
     /// The current, unfinished line (at most [`MAX_MARKER_LINE_BYTES`]).
     line: Vec<u8>,
     /// The current line already exceeded [`MAX_MARKER_LINE_BYTES`].
@@ -36,7 +36,7 @@ pub(crate) struct CensorScanner {
 
 impl CensorScanner {
     /// Feeds the next chunk of the stream.
-    pub(crate) fn feed(&mut self, chunk: &[u8]) {
+    pub fn feed(&mut self, chunk: &[u8]) {
         for &byte in chunk {
             if byte == b'\n' {
                 self.end_line();
@@ -50,7 +50,7 @@ impl CensorScanner {
 
     /// Ends the stream (a last line without `\n` still counts) and says whether a marker line
     /// was seen.
-    pub(crate) fn finish(mut self) -> bool {
+    pub fn finish(mut self) -> bool {
         self.end_line();
         self.has_marker
     }
