@@ -81,6 +81,8 @@ pub struct SkilloptSection {
     /// Verifier commands, one `sh -c` line each: a string (one command) or an array of strings.
     #[serde(default, deserialize_with = "one_or_many")]
     pub hard_verifier_commands: Vec<String>,
+    /// Ours: run the hard verifier's commands in containers from this image (unset = bwrap/none).
+    pub hard_verifier_image: Option<String>,
     /// Ours: agent runtimes that may review, in preference order (default: shipped model runtimes on PATH).
     pub review_runtimes: Option<Vec<String>>,
     /// Auto-promote pending candidates when every guardrail holds (default false = manual).
@@ -126,6 +128,7 @@ impl SkilloptSection {
             deterministic_checkers: self.deterministic_checkers.clone(),
             hard_verifiers_enabled: self.hard_verifiers_enabled.unwrap_or(false),
             hard_verifier_commands: self.hard_verifier_commands.clone(),
+            hard_verifier_image: self.hard_verifier_image.clone(),
             review_runtimes: self.review_runtimes.clone(),
         }
     }

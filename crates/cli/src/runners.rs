@@ -8,7 +8,9 @@ use skillforge_engine::RunnerRegistry;
 pub fn all() -> RunnerRegistry {
     RunnerRegistry::new()
         .with(Arc::new(skillforge_runner_process::ProcessRunner))
-        .with(Arc::new(skillforge_runner_sandbox::SandboxRunner))
+        .with(Arc::new(skillforge_runner_sandbox::SandboxRunner::with_containers(Arc::new(
+            skillforge_runner_container::ContainerCommands,
+        ))))
         .with(Arc::new(skillforge_runner_checker::CheckerRunner))
         .with(Arc::new(skillforge_runner_agent::AgentRunner::default()))
         .with(Arc::new(skillforge_runner_container::ContainerRunner))

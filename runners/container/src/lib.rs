@@ -11,6 +11,8 @@
 //! * [`sweep_leftovers`] / [`start_leftover_sweeper`]: remove containers of dead workers of
 //!   this host, found by their [`LABEL_OWNER`] / [`LABEL_HOST`] labels.
 //! * [`ContainerRunner`]: the [`skillforge_runner::Runner`] of kind `container`.
+//! * [`ContainerCommands`]: runs a hard verifier's commands in containers for the sandbox runner
+//!   (`skillforge verify --image`).
 //!
 //! Podman's Docker-compatible API is what the tests run against (dependencies.md,
 //! "Containers"); Docker's own engine speaks the same API.
@@ -21,6 +23,7 @@ mod payload;
 mod run;
 mod runner;
 mod sweep;
+mod verify;
 
 pub use engine::{
     Engine, EngineInfo, ImageInfo, engine_configured, resolve_host, set_configured_host,
@@ -33,3 +36,4 @@ pub use sweep::{
     LABEL_HOST, LABEL_JOB, LABEL_OWNER, SWEEP_EVERY, host_name, start_leftover_sweeper,
     sweep_leftovers,
 };
+pub use verify::ContainerCommands;

@@ -7,6 +7,8 @@
 //! * [`VerifyReport`]: the verdict (`pass`/`fail`/`skipped`), `hard` (1.0/0.0/null) and
 //!   per-command results; the runner outcome's `detail` and `skillforge verify --json`.
 //! * [`SandboxRunner`]: the [`skillforge_runner::Runner`] of kind `sandbox`.
+//! * [`ContainerExec`]: the port for running the commands in a container instead (`image` in
+//!   the payload), implemented by the `container` runner crate.
 //! * [`clean_leftovers`]: removes sandboxes a dead worker left behind.
 //!
 //! **Architecture Invariant:** nothing a command does through git reaches the live repository:
@@ -17,6 +19,7 @@
 
 mod clone;
 mod confine;
+mod container;
 mod error;
 mod payload;
 mod report;
@@ -25,6 +28,7 @@ mod sandbox_dir;
 mod verify;
 
 pub use confine::bwrap_probe;
+pub use container::{ContainerExec, ImageCheck};
 pub use error::SandboxError;
 pub use payload::{
     ConfinementMode, DEFAULT_RUN_TIMEOUT, SANDBOX_ENV_ALLOWLIST, SandboxPayload, TAIL_BYTES,
@@ -32,4 +36,4 @@ pub use payload::{
 pub use report::{CommandReport, CommandStatus, Confinement, Verdict, VerifyReport};
 pub use runner::SandboxRunner;
 pub use sandbox_dir::{CleanReport, MARKER_FILE, SANDBOX_DIR_PREFIX, clean_leftovers};
-pub use verify::{Verification, verify};
+pub use verify::{Verification, verify, verify_with};

@@ -107,10 +107,18 @@ fn leg_spec(leg: Leg, kind: &str, payload: serde_json::Value, key: String) -> Jo
 }
 
 /// The hard-verifier job: `commands` via `sh -c` in a `git clone --local` of `checkout` at `head`,
-/// budget [`HARD_VERIFIER_LEG_TIMEOUT`].
-pub fn hard_verifier_spec(checkout: PathBuf, head: &str, commands: Vec<String>, key: String) -> JobSpec {
+/// budget [`HARD_VERIFIER_LEG_TIMEOUT`]; in containers from `image` when given
+/// (`[skillopt] hard_verifier_image`).
+pub fn hard_verifier_spec(
+    checkout: PathBuf,
+    head: &str,
+    commands: Vec<String>,
+    image: Option<String>,
+    key: String,
+) -> JobSpec {
     let mut payload = SandboxPayload::new(checkout, head.to_owned(), commands);
     payload.timeout_secs = Some(HARD_VERIFIER_LEG_TIMEOUT.as_secs());
+    payload.image = image;
     leg_spec(Leg::HardVerifier, "sandbox", serde_json::to_value(&payload).unwrap_or_default(), key)
 }
 
