@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use skillforge_runner::RunnerPayload;
 pub use skillforge_runner_process::Command;
 use skillforge_runner_process::{DEFAULT_GRACE_MS, DEFAULT_MAX_OUTPUT_BYTES};
 
@@ -112,6 +113,10 @@ pub struct ContainerPayload {
     pub host: Option<String>,
 }
 
+impl RunnerPayload for ContainerPayload {
+    const KIND: &'static str = "container";
+}
+
 impl ContainerPayload {
     /// A payload running `command` in `image` with every default.
     pub fn new(image: impl Into<String>, command: Command) -> Self {
@@ -196,6 +201,7 @@ impl ContainerPayload {
 
     /// The container's entrypoint and command: `["/bin/sh", "-c"]` + `[LINE]` for a shell
     /// line, `[argv[0]]` + `argv[1..]` for an argv.
+    #[cfg(feature = "exec")]
     pub(crate) fn entrypoint_and_cmd(&self) -> (Vec<String>, Vec<String>) {
         match &self.command {
             Command::Shell(line) => (vec!["/bin/sh".into(), "-c".into()], vec![line.clone()]),

@@ -1,10 +1,13 @@
 //! The `container` runner: parses a [`ContainerPayload`] from a job and runs it in a container.
 
-use skillforge_runner::{RunContext, RunOutcome, RunSpec, Runner, RunnerError};
+use std::path::Path;
+
+use skillforge_runner::{RunContext, RunOutcome, RunSpec, Runner, RunnerError, RunnerPayload};
 
 use crate::error::ContainerError;
 use crate::payload::ContainerPayload;
 use crate::run::run_container;
+use crate::sweep::start_leftover_sweeper;
 
 /// The `container` runner (kind `"container"`, DESIGN §5): runs the job's [`ContainerPayload`]
 /// with [`run_container`] under `spec.timeout` and `ctx.cancel`; the work dir is the payload's,
@@ -15,7 +18,13 @@ pub struct ContainerRunner;
 #[async_trait::async_trait]
 impl Runner for ContainerRunner {
     fn kind(&self) -> &'static str {
-        "container"
+        ContainerPayload::KIND
+    }
+
+    /// Starts this process's sweeper of containers that dead workers of this host left
+    /// ([`crate::start_leftover_sweeper`]; nothing when no engine is configured).
+    fn on_worker_start(&self, _scratch_root: &Path) {
+        start_leftover_sweeper();
     }
 
     /// # Errors

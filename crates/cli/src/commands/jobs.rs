@@ -124,20 +124,20 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         };
         env.insert(k.to_owned(), v.to_owned());
     }
-    let (kind, payload) = match &args.image {
+    let mut spec = match &args.image {
         Some(image) => {
             let mut payload = ContainerPayload::new(image, Command::Argv(args.command.clone()));
             payload.env = env;
-            ("container", serde_json::to_value(&payload))
+            JobSpec::for_payload(&payload)
         }
         None => {
             let mut payload = ProcessPayload::argv(args.command.clone());
             payload.env = env;
             payload.cwd = std::env::current_dir().ok();
-            ("process", serde_json::to_value(&payload))
+            JobSpec::for_payload(&payload)
         }
-    };
-    let mut spec = JobSpec::new(kind, payload.map_err(CliError::usage)?);
+    }
+    .map_err(CliError::usage)?;
     spec.queue = args.queue_name.clone();
     spec.idempotency_key = args.idempotency_key.clone();
     spec.max_attempts = args.attempts;

@@ -434,7 +434,6 @@ impl CliWaiter<'_> {
         let mut config = WorkerConfig::new("local", self.ctx.scratch_root());
         config.concurrency = self.ctx.config.worker.concurrency.unwrap_or(4);
         config.grace = Duration::from_secs(2);
-        crate::runners::clean_leftovers(&self.ctx.scratch_root());
         let worker = Worker::new(config, self.queue.clone(), crate::runners::all());
         let stop = CancellationToken::new();
         let s = stop.clone();

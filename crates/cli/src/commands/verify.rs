@@ -96,7 +96,7 @@ pub async fn run(ctx: &Context, args: VerifyArgs) -> CliResult {
         ConfinementArg::None => ConfinementMode::None,
     };
     payload.image = args.image.clone();
-    let mut spec = JobSpec::new("sandbox", serde_json::to_value(&payload).map_err(CliError::usage)?);
+    let mut spec = JobSpec::for_payload(&payload).map_err(CliError::usage)?;
     spec.queue = VERIFY_QUEUE.to_owned();
     spec.workflow = "verify".to_owned();
     spec.stage = "hard_verifier".to_owned();

@@ -107,7 +107,6 @@ fn start_local_worker(
     config.concurrency = ctx.config.worker.concurrency.unwrap_or(4);
     config.grace = Duration::from_secs(2);
     let stop = CancellationToken::new();
-    crate::runners::clean_leftovers(&ctx.scratch_root());
     let worker = Worker::new(config, backend, crate::runners::all());
     let s = stop.clone();
     let handle = tokio::spawn(async move {

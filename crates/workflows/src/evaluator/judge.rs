@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use serde_json::Value;
 use skillforge_contract::EvaluatorProfile;
 use skillforge_engine::JobSpec;
+use skillforge_runner::PayloadError;
 use skillforge_runner_agent::AgentPayload;
 
 /// Workflow name of evaluator jobs.
@@ -200,15 +201,18 @@ fn program_on_path(program: &str) -> bool {
 /// The engine job of one judge run: runner `agent`, workflow [`EVALUATE_WORKFLOW`], stage
 /// [`JUDGE_STAGE`], idempotency key `key` (so re-evaluating returns the recorded verdict), budget
 /// [`JUDGE_TIMEOUT_SECS`]; an unreadable or failed run is an answer, not a retry.
-pub fn judge_job(request: &JudgeRequest, key: String) -> JobSpec {
+///
+/// # Errors
+/// [`PayloadError`] when the agent payload does not serialize.
+pub fn judge_job(request: &JudgeRequest, key: String) -> Result<JobSpec, PayloadError> {
     let mut payload = AgentPayload::new(request.runtime.clone(), request.prompt.clone());
     payload.model = request.model.clone();
     payload.timeout_secs = Some(JUDGE_TIMEOUT_SECS);
-    let mut spec = JobSpec::new("agent", serde_json::to_value(&payload).unwrap_or_default());
+    let mut spec = JobSpec::for_payload(&payload)?;
     spec.workflow = EVALUATE_WORKFLOW.to_owned();
     spec.stage = JUDGE_STAGE.to_owned();
     spec.idempotency_key = Some(key);
     spec.timeout_ms = (JUDGE_TIMEOUT_SECS + 60) * 1000;
     spec.retry_failed_runs = false;
-    spec
+    Ok(spec)
 }

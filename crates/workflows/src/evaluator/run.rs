@@ -25,6 +25,7 @@ use chrono::Utc;
 use serde_json::{Map, Value, json};
 use skillforge_contract::{EvaluatorCheckConfig, EvaluatorProfile, EvaluatorScore};
 use skillforge_engine::{EngineError, Job, JobSpec, JobState};
+use skillforge_runner::PayloadError;
 use skillforge_runner_agent::AgentReport;
 use skillforge_runner_process::ProcessPayload;
 use skillforge_store::artifacts::get_artifact;
@@ -55,6 +56,13 @@ pub enum EvalRunError {
     /// The queue failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
+}
+
+/// A job payload that does not serialize is invalid input (e.g. a path that is not UTF-8).
+impl From<PayloadError> for EvalRunError {
+    fn from(e: PayloadError) -> Self {
+        EvalRunError::Invalid(e.to_string())
+    }
 }
 
 impl From<sqlx::Error> for EvalRunError {
@@ -153,7 +161,7 @@ pub async fn evaluate_run(
                 JudgeStep::Run(request) => {
                     let started_at = Utc::now();
                     let key = format!("evaluate:{}:{item_id}:{}:{}", run.id, target.label, prompt_hash(&request.prompt));
-                    let job = jobs.run_job(&judge_job(&request, key)).await?;
+                    let job = jobs.run_job(&judge_job(&request, key)?).await?;
                     push_unique(&mut out.job_ids, &job.id);
                     let outcome = judge_outcome(&job);
                     evaluation.record_judge(request, outcome, started_at, Utc::now());
@@ -260,8 +268,7 @@ async fn run_render(
     let mut payload = ProcessPayload::argv(command);
     payload.env.insert("SKILLFORGE_ARTIFACT".into(), path.display().to_string());
     payload.cwd = Some(dir.to_path_buf());
-    let payload = serde_json::to_value(&payload).map_err(|e| EvalRunError::Invalid(format!("serialize render payload: {e}")))?;
-    let mut spec = JobSpec::new("process", payload);
+    let mut spec = JobSpec::for_payload(&payload)?;
     spec.workflow = EVALUATE_WORKFLOW.to_owned();
     spec.stage = "render".to_owned();
     spec.timeout_ms = config.get("timeout_secs").and_then(Value::as_u64).unwrap_or(120) * 1000;

@@ -371,6 +371,15 @@ async fn plan_legs(
                 (review_spec(&reviewer.runtime, prompt, Some(checkout), key), json!(context))
             }
         };
+        let spec = match spec {
+            Ok(spec) => spec,
+            Err(e) => {
+                // S-33: a leg that cannot be built records its event; the harvest goes on.
+                record_event(conn, "", &a.repo, a.pr, leg.failed_event(), &e.to_string()).await?;
+                warn!(repo = %a.repo, pr = a.pr, leg = leg.name(), error = %e, "harvest leg not dispatched");
+                continue;
+            }
+        };
         let key = spec.idempotency_key.clone().unwrap_or_default();
         record_leg_job(
             conn,

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use skillforge_contract::EvaluatorScore;
 use skillforge_engine::JobSpec;
+use skillforge_runner::{PayloadError, RunnerPayload};
 use skillforge_runner_agent::AgentPayload;
 use skillforge_runner_checker::{CheckReport, Checker, CheckerPayload};
 use skillforge_runner_sandbox::{SandboxPayload, Verdict, VerifyReport};
@@ -95,46 +96,55 @@ pub fn dispatch_key(leg: Leg, run_id: &str, repo: &str, pr: i64, head: &str, rev
     format!("harvest:{}:{run_id}:{repo}#{pr}@{head}{by}", leg.name())
 }
 
-fn leg_spec(leg: Leg, kind: &str, payload: serde_json::Value, key: String) -> JobSpec {
-    let mut spec = JobSpec::new(kind, payload);
+fn leg_spec<P: RunnerPayload>(leg: Leg, payload: &P, key: String) -> Result<JobSpec, PayloadError> {
+    let mut spec = JobSpec::for_payload(payload)?;
     spec.workflow = WORKFLOW.to_owned();
     spec.stage = leg.name().to_owned();
     spec.idempotency_key = Some(key);
     // The run's own budget plus time to clone/clean up; a failing verdict is an answer, not a retry.
     spec.timeout_ms = (leg.timeout().as_secs() + 60) * 1000;
     spec.retry_failed_runs = false;
-    spec
+    Ok(spec)
 }
 
 /// The hard-verifier job: `commands` via `sh -c` in a `git clone --local` of `checkout` at `head`,
 /// budget [`HARD_VERIFIER_LEG_TIMEOUT`]; in containers from `image` when given
 /// (`[skillopt] hard_verifier_image`).
+///
+/// # Errors
+/// [`PayloadError`] when the payload does not serialize (a `checkout` path that is not UTF-8).
 pub fn hard_verifier_spec(
     checkout: PathBuf,
     head: &str,
     commands: Vec<String>,
     image: Option<String>,
     key: String,
-) -> JobSpec {
+) -> Result<JobSpec, PayloadError> {
     let mut payload = SandboxPayload::new(checkout, head.to_owned(), commands);
     payload.timeout_secs = Some(HARD_VERIFIER_LEG_TIMEOUT.as_secs());
     payload.image = image;
-    leg_spec(Leg::HardVerifier, "sandbox", serde_json::to_value(&payload).unwrap_or_default(), key)
+    leg_spec(Leg::HardVerifier, &payload, key)
 }
 
 /// The checker job over `base..head` of `checkout`, budget [`CHECKERS_LEG_TIMEOUT`].
-pub fn checkers_spec(checkout: PathBuf, base: &str, head: &str, checkers: Vec<Checker>, key: String) -> JobSpec {
+///
+/// # Errors
+/// [`PayloadError`] when the payload does not serialize (a `checkout` path that is not UTF-8).
+pub fn checkers_spec(checkout: PathBuf, base: &str, head: &str, checkers: Vec<Checker>, key: String) -> Result<JobSpec, PayloadError> {
     let payload = CheckerPayload::commits(checkout, base.to_owned(), head.to_owned(), checkers);
-    leg_spec(Leg::Checkers, "checker", serde_json::to_value(&payload).unwrap_or_default(), key)
+    leg_spec(Leg::Checkers, &payload, key)
 }
 
 /// The review job: `prompt` to runtime `runtime`, working in `workdir` (read-only by
 /// instruction), budget [`REVIEW_LEG_TIMEOUT`].
-pub fn review_spec(runtime: &str, prompt: String, workdir: Option<PathBuf>, key: String) -> JobSpec {
+///
+/// # Errors
+/// [`PayloadError`] when the payload does not serialize (a `workdir` that is not UTF-8).
+pub fn review_spec(runtime: &str, prompt: String, workdir: Option<PathBuf>, key: String) -> Result<JobSpec, PayloadError> {
     let mut payload = AgentPayload::new(runtime, prompt);
     payload.workdir = workdir;
     payload.timeout_secs = Some(REVIEW_LEG_TIMEOUT.as_secs());
-    leg_spec(Leg::Review, "agent", serde_json::to_value(&payload).unwrap_or_default(), key)
+    leg_spec(Leg::Review, &payload, key)
 }
 
 fn choice_for(score: f64) -> &'static str {
@@ -253,9 +263,37 @@ pub fn review_row(repo: &str, pr: i64, reviewer: &Reviewer, message: &str) -> Op
 
 #[cfg(test)]
 mod tests {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+
     use skillforge_runner_checker::DimensionResult;
 
     use super::*;
+
+    #[test]
+    fn leg_jobs_name_their_runner_and_a_payload_that_does_not_serialize_is_an_error_not_null() {
+        let checkout = PathBuf::from("/srv/app");
+        let hard = hard_verifier_spec(checkout.clone(), "h1", vec!["true".into()], "k1".into()).unwrap();
+        let checkers = checkers_spec(checkout.clone(), "b1", "h1", vec![Checker::DiffSize], "k2".into()).unwrap();
+        let review = review_spec("scripted", "review it".into(), Some(checkout), "k3".into()).unwrap();
+        for (spec, kind, leg) in [(&hard, "sandbox", Leg::HardVerifier), (&checkers, "checker", Leg::Checkers), (&review, "agent", Leg::Review)] {
+            assert_eq!((spec.kind.as_str(), spec.stage.as_str()), (kind, leg.name()));
+            assert!(spec.payload.is_object(), "{kind}: {}", spec.payload);
+        }
+        assert_eq!(hard.payload["repo"], "/srv/app");
+
+        let not_utf8 = PathBuf::from(OsStr::from_bytes(b"/srv/app-\xff"));
+        let errors = [
+            hard_verifier_spec(not_utf8.clone(), "h1", vec!["true".into()], "k1".into()).unwrap_err(),
+            checkers_spec(not_utf8.clone(), "b1", "h1", vec![Checker::DiffSize], "k2".into()).unwrap_err(),
+            review_spec("scripted", "review it".into(), Some(not_utf8), "k3".into()).unwrap_err(),
+        ];
+        let kinds: Vec<&str> = errors.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, ["sandbox", "checker", "agent"]);
+        for error in &errors {
+            assert!(error.to_string().contains("invalid UTF-8"), "{error}");
+        }
+    }
 
     fn reviewer(self_family: bool) -> Reviewer {
         Reviewer { runtime: "claude".into(), family: "claude".into(), self_family }

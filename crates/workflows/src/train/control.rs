@@ -538,7 +538,7 @@ async fn generate_options(
         );
         payload.model = smeta.model.clone();
         payload.timeout_secs = Some(stage.timeout_secs);
-        let spec = generation_job(stage, &payload, generation_key(&session.id, &it.id, &item.id));
+        let spec = generation_job(stage, &payload, generation_key(&session.id, &it.id, &item.id))?;
         let enqueued = env.queue.enqueue(&spec).await?;
         if let Some(job) = env.queue.get(&enqueued.job_id).await?
             && matches!(job.state, JobState::Failed | JobState::Dead | JobState::Cancelled | JobState::Stale)
@@ -868,7 +868,7 @@ async fn run_optimizer(
             pre.lock,
             pre.argv.join(" ")
         ));
-        let spec = optimizer_job(env.workflow.stage("optimizer"), &pre, format!("{}:{}:optimizer:attempt-{attempt:03}", session.id, it.id));
+        let spec = optimizer_job(env.workflow.stage("optimizer"), &pre, format!("{}:{}:optimizer:attempt-{attempt:03}", session.id, it.id))?;
         let enqueued = env.queue.enqueue(&spec).await?;
         meta.optimizer.attempt = attempt;
         meta.optimizer.argv = pre.argv.clone();

@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use skillforge_engine::{EngineError, Job, QueueBackend};
+use skillforge_runner::PayloadError;
 use skillforge_store::{Store, StoreError};
 
 pub use generation::TrainResultHandler;
@@ -60,6 +61,13 @@ pub enum TrainError {
     /// The queue failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
+}
+
+/// A job payload that does not serialize is invalid input (e.g. a path that is not UTF-8).
+impl From<PayloadError> for TrainError {
+    fn from(e: PayloadError) -> Self {
+        TrainError::Invalid(e.to_string())
+    }
 }
 
 impl From<sqlx::Error> for TrainError {

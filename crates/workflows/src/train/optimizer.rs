@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use skillforge_contract::{CandidatePackage, ImportOptions, ImportState, validate_candidate_import};
 use skillforge_engine::JobSpec;
+use skillforge_runner::PayloadError;
 use skillforge_runner_process::ProcessPayload;
 use skillforge_store::Store;
 use skillforge_store::blobs::BlobStore;
@@ -137,10 +138,13 @@ pub fn preflight(
 /// The optimizer job: `process` runner, `idempotent: false` (a stale lease parks it with
 /// recovery available instead of re-running it), holding `skillopt-train:<session>`, a failed
 /// run not retried (its files are evidence for `train recover`).
-pub fn optimizer_job(stage: &StageDef, preflight: &Preflight, key: String) -> JobSpec {
+///
+/// # Errors
+/// [`PayloadError`] when the payload does not serialize.
+pub fn optimizer_job(stage: &StageDef, preflight: &Preflight, key: String) -> Result<JobSpec, PayloadError> {
     let mut payload = ProcessPayload::argv(preflight.argv.clone());
     payload.cwd = Some(PathBuf::from(&preflight.attempt_dir));
-    let mut spec = JobSpec::new("process", serde_json::to_value(&payload).unwrap_or_default());
+    let mut spec = JobSpec::for_payload(&payload)?;
     spec.workflow = TRAIN_WORKFLOW.to_owned();
     spec.stage = OPTIMIZER_STAGE.to_owned();
     spec.idempotency_key = Some(key);
@@ -151,7 +155,7 @@ pub fn optimizer_job(stage: &StageDef, preflight: &Preflight, key: String) -> Jo
     spec.idempotent = stage.idempotent;
     spec.retry_failed_runs = false;
     spec.locks = vec![preflight.lock.clone()];
-    spec
+    Ok(spec)
 }
 
 /// The newest attempt under `out_root` (or `out_root` itself) whose `candidate.json` exists:
