@@ -1,6 +1,10 @@
 //! One module per command group.
 
+pub mod ab;
+pub mod ask;
+pub mod binary;
 pub mod candidate;
+pub mod canary;
 pub mod check;
 pub mod demo;
 pub mod eval;
@@ -11,6 +15,7 @@ pub mod harvest;
 pub mod import;
 pub mod jobs;
 pub mod locks;
+pub mod optimize;
 pub mod optimizer;
 pub mod pairwise;
 pub mod review;

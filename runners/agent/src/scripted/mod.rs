@@ -26,6 +26,7 @@
 //! hidden `skillforge agent-scripted` subcommand of the CLI.
 
 pub mod directive;
+pub mod edits;
 mod program;
 
 use std::path::Path;

@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use super::{SAMPLE_ENV, scripted_run};
+use super::{SAMPLE_ENV, ScriptedRun, scripted_run};
 
 /// The CLI's hidden subcommand that runs [`scripted_main`] (`skillforge agent-scripted`); the
 /// `scripted` runtime profile passes it as the first argument, and `skillforge-agent-scripted`
@@ -50,7 +50,17 @@ pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
     };
     let workdir = std::env::current_dir().ok();
     let sample = std::env::var(SAMPLE_ENV).ok();
-    let run = match scripted_run(&prompt, workdir.as_deref(), sample.as_deref()) {
+    // An optimize-loop experiment brief with an edit plan (`SKILLFORGE_SCRIPTED_EDITS`) applies
+    // its edits and answers with its own transcript; every other prompt is a scripted run.
+    let plan = std::env::var(super::edits::SCRIPTED_EDITS_ENV).ok();
+    let edited = match &workdir {
+        Some(cwd) => super::edits::experiment_transcript(&prompt, plan.as_deref(), cwd),
+        None => Ok(None),
+    };
+    let run = match edited.and_then(|edited| match edited {
+        Some(stdout) => Ok(ScriptedRun { stdout, stderr: None, exit_code: 0, sleep_ms: None, writes: Vec::new() }),
+        None => scripted_run(&prompt, workdir.as_deref(), sample.as_deref()),
+    }) {
         Ok(run) => run,
         Err(error) => {
             eprintln!("{error}");
