@@ -1,8 +1,13 @@
 //! One module per command group.
 
+pub mod ab;
+pub mod ask;
+pub mod binary;
 pub mod candidate;
+pub mod canary;
 pub mod check;
 pub mod demo;
+pub mod eval;
 pub mod evaluate;
 pub mod export;
 pub mod feedback;
