@@ -250,3 +250,46 @@ fn entry_for<'a>(file: &'a mut FeedbackFile, item_id: &str) -> &'a mut FeedbackE
 
 #[cfg(test)]
 mod tests;
+
+/// What one comment contributes to a sync of run `run_id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommentImport {
+    /// Not for this run (a packet, unrelated text, or feedback naming another run): skipped.
+    Skipped,
+    /// Validated, de-blinded feedback for the items the comment answers; write it whole.
+    Resolved(skillforge_contract::ResolvedFeedback),
+    /// Refused with the reason; the caller reports it with the comment's URL and writes nothing of it.
+    Malformed(String),
+}
+
+/// Reads a comment and validates it against the run's blind assignments (facts §4): the reviewer
+/// is the comment's author, else the comment's `reviewer:`, else `github`; only the items the
+/// comment answers are required (a reviewer may answer some items per comment), and every answer
+/// is validated and de-blinded exactly as a `feedback.yml` (S-94, S-95), so a comment is either
+/// imported whole or not at all.
+pub fn resolve_comment(body: &str, author: Option<&str>, run_id: &str, assignments: &skillforge_contract::Assignments) -> CommentImport {
+    let mut file = match parse_comment(body) {
+        CommentFeedback::Packet | CommentFeedback::Unrelated => return CommentImport::Skipped,
+        CommentFeedback::Malformed(reason) => return CommentImport::Malformed(reason),
+        CommentFeedback::Feedback(file) => file,
+    };
+    if !file.run_id.is_empty() && file.run_id != run_id {
+        return CommentImport::Skipped;
+    }
+    file.run_id = run_id.to_owned();
+    let reviewer = author.map(str::trim).filter(|a| !a.is_empty()).map(str::to_owned).unwrap_or_else(|| {
+        if file.reviewer.trim().is_empty() { "github".to_owned() } else { file.reviewer.trim().to_owned() }
+    });
+    let answered: Vec<&str> = file.items.iter().map(|e| e.item_id.trim()).collect();
+    if let Some(unknown) = answered.iter().find(|id| !assignments.items.iter().any(|a| a.item_id == **id)) {
+        return CommentImport::Malformed(format!("item `{unknown}` is not in review run `{run_id}`"));
+    }
+    let subset = skillforge_contract::Assignments {
+        run_id: run_id.to_owned(),
+        items: assignments.items.iter().filter(|a| answered.contains(&a.item_id.as_str())).cloned().collect(),
+    };
+    match skillforge_contract::resolve_feedback(&subset, &file, Some(&reviewer)) {
+        Ok(resolved) => CommentImport::Resolved(resolved),
+        Err(e) => CommentImport::Malformed(e.to_string()),
+    }
+}

@@ -122,3 +122,55 @@ fn invalid_choice_is_read_and_left_to_validation() {
     // The grammar reads `maybe` as a choice word; validation against the run refuses it (S-94).
     assert_eq!(entry(&feedback("item-001: maybe"), "item-001").choice, "maybe");
 }
+
+fn assignments() -> skillforge_contract::Assignments {
+    use skillforge_contract::{AssignmentOption, BlindAssignment, blind_assignment};
+    let option = |label: &str| AssignmentOption { label: label.into(), artifact_id: format!("art-{label}"), ..Default::default() };
+    skillforge_contract::Assignments {
+        run_id: "r1".into(),
+        items: vec![
+            blind_assignment("r1", "item-001", "base-1", "cand-1"),
+            blind_assignment("r1", "item-002", "base-2", "cand-2"),
+            BlindAssignment { item_id: "hero-001".into(), options: ["a", "b", "c", "d"].map(option).to_vec(), ..Default::default() },
+        ],
+    }
+}
+
+// S-97: unrelated comments, packet bodies and other runs' feedback are never imported.
+#[test]
+fn s97_unrelated_comments_are_skipped() {
+    let a = assignments();
+    for body in ["LGTM!", &format!("{PACKET_MARKER}\nitem-001: a"), "run_id: other-run\nitem-001: a"] {
+        assert_eq!(resolve_comment(body, Some("ann"), "r1", &a), CommentImport::Skipped, "{body:?}");
+    }
+}
+
+#[test]
+fn comment_answers_some_items_deblinded_with_author_as_reviewer() {
+    let a = assignments();
+    let CommentImport::Resolved(r) = resolve_comment("reviewer: someone-else\nitem-001: b - clearer", Some("ann"), "r1", &a) else { panic!() };
+    assert_eq!(r.reviewer, "ann");
+    assert_eq!(r.entries.len(), 1);
+    let skillforge_contract::ResolvedEntry::Choice { choice, .. } = &r.entries[0] else { panic!() };
+    // Displayed B is de-blinded to the stored meaning (S-95).
+    let shown_b_is_candidate = !skillforge_contract::shows_candidate_as_a("r1", "item-001");
+    assert_eq!(*choice, if shown_b_is_candidate { skillforge_contract::Choice::B } else { skillforge_contract::Choice::A });
+    let CommentImport::Resolved(r) = resolve_comment("hero-001 ranking: C > A > D > B\nbest traits:\n- C: clear", None, "r1", &a) else { panic!() };
+    assert_eq!(r.reviewer, "github");
+}
+
+#[test]
+fn malformed_comment_is_refused_whole() {
+    let a = assignments();
+    let table = [
+        ("item-001: a\nitem-002: maybe", "invalid feedback choice"),
+        ("item-001: a\nitem-999: b", "not in review run"),
+        ("hero-001 ranking: C > A", "ranking"),
+    ];
+    for (body, want) in table {
+        match resolve_comment(body, Some("ann"), "r1", &a) {
+            CommentImport::Malformed(reason) => assert!(reason.contains(want), "{body:?}: {reason}"),
+            other => panic!("{body:?}: {other:?}"),
+        }
+    }
+}
