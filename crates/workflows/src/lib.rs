@@ -5,6 +5,7 @@ pub mod bineval;
 pub mod distill;
 pub mod evalloop;
 pub mod evaluator;
+pub mod github_review;
 pub mod harvest;
 pub mod packet;
 pub mod promotion;

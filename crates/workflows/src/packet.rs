@@ -444,6 +444,48 @@ pub async fn import_packet(store: &Store, dir: &Path, reviewer: Option<&str>) ->
     Ok(PacketImport { run_id: resolved.run_id, reviewer: resolved.reviewer, source_url, counts })
 }
 
+/// The blind packet of run `run_id` as one Markdown body (a GitHub issue or PR comment): every
+/// item with its options, no outcome-bearing details (S-85, as [`export_packet`]), and the
+/// run's assignments (recomputed by sync, never published).
+///
+/// # Errors
+/// As [`export_packet`].
+pub async fn render_body(store: &Store, blobs: &BlobStore, run_id: &str) -> Result<(EvalRunRow, String, Assignments), PacketError> {
+    let run = load_run(store, run_id).await?;
+    let items = list_items(store.pool(), &run.id).await?;
+    if items.is_empty() {
+        return Err(PacketError::Invalid(format!("review run `{}` has no items; add them with `skillforge review item add`", run.id)));
+    }
+    let assignments = Assignments {
+        run_id: run.id.clone(),
+        items: items
+            .iter()
+            .map(|item| item_assignment(&run, item))
+            .collect::<Result<_, _>>()
+            .map_err(|e| PacketError::Invalid(format!("publish review run `{}`: {e}", run.id)))?,
+    };
+    let mut contents = Contents::new();
+    for assignment in &assignments.items {
+        let ids = [assignment.a.clone(), assignment.b.clone()]
+            .into_iter()
+            .chain(assignment.options.iter().map(|o| o.artifact_id.clone()))
+            .filter(|id| !id.is_empty());
+        for id in ids {
+            let row = skillforge_store::artifacts::get_artifact(store.pool(), &id)
+                .await?
+                .ok_or_else(|| PacketError::Invalid(format!("artifact `{id}` is not registered")))?;
+            let bytes = blobs.get(&row.hash).map_err(|e| PacketError::Io(format!("read artifact `{id}`: {e}")))?;
+            contents.insert(id, (bytes, row.media_type));
+        }
+    }
+    let mut body = String::new();
+    for (index, (item, assignment)) in items.iter().zip(&assignments.items).enumerate() {
+        body.push_str("\n---\n\n");
+        body.push_str(&render_item(index, item, assignment, &contents)?.replacen("# Item", "## Item", 1).replace("\n## Option", "\n### Option").replace("\n## Context", "\n### Context"));
+    }
+    Ok((run, body, assignments))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,221 @@
+//! Review through GitHub: publish a run's blind packet to an issue or a PR comment, and sync
+//! reviewers' comments back into feedback events (seed "GitHub Feedback Collector", "Complete
+//! GitHub review path"; facts §4; S-96, S-97, S-04).
+//!
+//! * **Publish** — the body is the blind packet ([`crate::packet::render_body`]) under the packet
+//!   marker, so sync skips it. A retried publish never posts twice: the body carries an
+//!   idempotency marker `<!-- skillforge:publish-key=KEY -->` (KEY = run, repo and target), and
+//!   publish first looks for a body with that marker (the repo's issues, or the PR's comments)
+//!   and returns it instead of posting.
+//! * **Sync** — every comment (all pages) is read by [`resolve_comment`]; packets, unrelated
+//!   comments and other runs' feedback are skipped; a malformed comment is reported with its URL
+//!   and nothing of it is written. All resolved comments are written in one transaction under the
+//!   five-column key with `source = "github"` and `source_url` = the comment's URL (else
+//!   `github-comment:<id>`), so a repeated sync and an edited comment upsert the same rows.
+
+use skillforge_contract::Assignments;
+use skillforge_forge::grammar::{CommentImport, PACKET_MARKER, resolve_comment};
+use skillforge_forge::{Forge, ForgeError, RepoRef};
+use skillforge_store::blobs::BlobStore;
+use skillforge_store::feedback::{WriteCounts, event_created_at_now, write_resolved};
+use skillforge_store::{Store, StoreError};
+
+use crate::packet::{PacketError, item_assignment, render_body};
+
+/// `source` of events synced from GitHub (facts §4).
+pub const GITHUB_SOURCE: &str = "github";
+
+/// Why publish or sync failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GithubReviewError {
+    /// Bad input (unknown run, no repo, an item that does not fit): exit 2 material.
+    #[error("{0}")]
+    Invalid(String),
+    /// The forge failed (unreachable, refused, rate limited past patience).
+    #[error(transparent)]
+    Forge(#[from] ForgeError),
+    /// The packet could not be rendered.
+    #[error(transparent)]
+    Packet(#[from] PacketError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Where a packet goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// A new issue.
+    NewIssue,
+    /// A comment on this PR.
+    PullRequest(u64),
+}
+
+/// What publish did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    /// Repository.
+    pub repo: RepoRef,
+    /// Issue or PR number.
+    pub number: u64,
+    /// Web address of the issue or comment.
+    pub url: String,
+    /// False when an earlier publish with the same key was found and returned.
+    pub created: bool,
+}
+
+/// The publish target when `--repo` is omitted (S-96): the run's target repo, else the template
+/// source repo, else `[feedback] repo`, else an error asking for `--repo`. Values that are not
+/// `owner/repo` are passed over.
+///
+/// # Errors
+/// [`GithubReviewError::Invalid`] naming `--repo`.
+pub fn resolve_repo(flag: Option<&str>, run_target: &str, template_source: &str, config_repo: Option<&str>) -> Result<RepoRef, GithubReviewError> {
+    if let Some(flag) = flag {
+        return RepoRef::parse(flag).map_err(|e| GithubReviewError::Invalid(format!("--repo: {e}")));
+    }
+    [run_target, template_source, config_repo.unwrap_or("")]
+        .into_iter()
+        .find_map(|candidate| RepoRef::parse(candidate).ok())
+        .ok_or_else(|| {
+            GithubReviewError::Invalid(
+                "no repository to publish to: the run has no target repo, the template no source repo and [feedback] repo is unset; pass --repo owner/repo".into(),
+            )
+        })
+}
+
+/// The idempotency key of a publish.
+pub fn publish_key(run_id: &str, repo: &RepoRef, target: Target) -> String {
+    match target {
+        Target::NewIssue => format!("{run_id}:{repo}:issue"),
+        Target::PullRequest(n) => format!("{run_id}:{repo}:pr-{n}"),
+    }
+}
+
+fn key_marker(key: &str) -> String {
+    format!("<!-- skillforge:publish-key={key} -->")
+}
+
+/// Publishes run `run_id`'s blind packet to `repo` (S-96 resolution is the caller's, through
+/// [`resolve_repo`]).
+///
+/// # Errors
+/// [`GithubReviewError::Packet`] for a run that cannot be rendered, [`GithubReviewError::Forge`].
+pub async fn publish(store: &Store, blobs: &BlobStore, forge: &dyn Forge, run_id: &str, repo: &RepoRef, target: Target) -> Result<Published, GithubReviewError> {
+    let (run, items, _) = render_body(store, blobs, run_id).await?;
+    let key = publish_key(&run.id, repo, target);
+    let marker = key_marker(&key);
+    let body = format!(
+        "{PACKET_MARKER}\n{marker}\n# skillforge review packet: {run}\n\nTemplate version: `{version}` · mode: {mode}\n\n\
+         Reply with a comment per review. Short form, one line per item:\n\n```\nrun_id: {run}\nitem-001: b - what made B better\nhero-001 ranking: C > A > D > B\nbest traits:\n- C: what to keep\nreject:\n- B: what to avoid\n```\n\n\
+         or a fenced YAML block in the `feedback.yml` shape (`run_id`, `items: [{{item_id, choice | ranking, useful_traits, rejected_traits, required_improvements, reasoning}}]`). \
+         A/B choices are `a`, `b`, `tie`, `neither`, `skip`. Edit your comment to change your answer.\n{items}",
+        run = run.id,
+        version = run.template_version_id,
+        mode = run.mode,
+    );
+    match target {
+        Target::NewIssue => {
+            if let Some(existing) = forge.find_issues(repo, &marker).await?.into_iter().next() {
+                return Ok(Published { repo: repo.clone(), number: existing.number, url: existing.html_url, created: false });
+            }
+            let issue = forge.create_issue(repo, &format!("skillforge review: {}", run.id), &body).await?;
+            Ok(Published { repo: repo.clone(), number: issue.number, url: issue.html_url, created: true })
+        }
+        Target::PullRequest(number) => {
+            if let Some(existing) = forge.list_comments(repo, number).await?.into_iter().find(|c| c.body.contains(&marker)) {
+                return Ok(Published { repo: repo.clone(), number, url: existing.html_url, created: false });
+            }
+            let comment = forge.create_comment(repo, number, &body).await?;
+            Ok(Published { repo: repo.clone(), number, url: comment.html_url, created: true })
+        }
+    }
+}
+
+/// A comment sync refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The comment's URL.
+    pub url: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// What sync did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Synced {
+    /// Comments read.
+    pub comments: usize,
+    /// Comments imported.
+    pub imported: usize,
+    /// Comments skipped as packets, unrelated or for another run.
+    pub skipped: usize,
+    /// Malformed comments (nothing of them written).
+    pub refused: Vec<Refused>,
+    /// Rows written.
+    pub counts: WriteCounts,
+    /// `owner/repo#N`.
+    pub review_issue: String,
+}
+
+/// Syncs the comments of `repo#number` into run `run_id`'s feedback.
+///
+/// # Errors
+/// [`GithubReviewError::Invalid`] for an unknown run; [`GithubReviewError::Forge`] when the
+/// comments cannot be read (nothing is written then); [`GithubReviewError::Store`].
+pub async fn sync(store: &Store, forge: &dyn Forge, run_id: &str, repo: &RepoRef, number: u64) -> Result<Synced, GithubReviewError> {
+    let run = skillforge_store::review::get_run(store.pool(), run_id)
+        .await?
+        .ok_or_else(|| GithubReviewError::Invalid(format!("review run `{run_id}` not found; create it with `skillforge review create`")))?;
+    let items = skillforge_store::review::list_items(store.pool(), &run.id).await?;
+    let assignments = Assignments {
+        run_id: run.id.clone(),
+        items: items.iter().map(|i| item_assignment(&run, i)).collect::<Result<_, _>>().map_err(GithubReviewError::Invalid)?,
+    };
+    let comments = forge.list_comments(repo, number).await?;
+    let mut synced = Synced { comments: comments.len(), review_issue: format!("{repo}#{number}"), ..Default::default() };
+    let mut resolved = Vec::new();
+    for comment in &comments {
+        let url = if comment.html_url.is_empty() { format!("github-comment:{}", comment.id) } else { comment.html_url.clone() };
+        let author = comment.user.as_ref().map(|u| u.login.as_str());
+        match resolve_comment(&comment.body, author, &run.id, &assignments) {
+            CommentImport::Skipped => synced.skipped += 1,
+            CommentImport::Malformed(reason) => {
+                tracing::warn!(url = %url, reason = %reason, "malformed review comment skipped");
+                synced.refused.push(Refused { url, reason });
+            }
+            CommentImport::Resolved(feedback) => resolved.push((feedback, url)),
+        }
+    }
+    let created_at = event_created_at_now();
+    let mut tx = store.begin().await?;
+    for (feedback, url) in &resolved {
+        let counts = write_resolved(&mut tx, feedback, GITHUB_SOURCE, url, &created_at).await?;
+        synced.counts.feedback_inserted += counts.feedback_inserted;
+        synced.counts.feedback_updated += counts.feedback_updated;
+        synced.counts.ranked_inserted += counts.ranked_inserted;
+        synced.counts.ranked_updated += counts.ranked_updated;
+    }
+    tx.commit().await.map_err(StoreError::from)?;
+    synced.imported = resolved.len();
+    Ok(synced)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // S-96: --repo omitted → run target repo, template source repo, [feedback] repo, else an error naming --repo.
+    #[test]
+    fn s96_publish_target_precedence() {
+        let r = |flag, run, tpl, cfg| resolve_repo(flag, run, tpl, cfg).map(|r| r.to_string());
+        assert_eq!(r(Some("a/flag"), "b/run", "c/tpl", Some("d/cfg")).unwrap(), "a/flag");
+        assert_eq!(r(None, "b/run", "c/tpl", Some("d/cfg")).unwrap(), "b/run");
+        assert_eq!(r(None, "", "c/tpl", Some("d/cfg")).unwrap(), "c/tpl");
+        assert_eq!(r(None, "", "", Some("d/cfg")).unwrap(), "d/cfg");
+        // A local path as template source is not a repository.
+        assert_eq!(r(None, "", "/home/me/templates", Some("d/cfg")).unwrap(), "d/cfg");
+        let err = r(None, "", "", None).unwrap_err().to_string();
+        assert!(err.contains("--repo"), "{err}");
+    }
+}
