@@ -14,7 +14,6 @@ pub const CONFIG_FILE: &str = "config.toml";
 /// The whole configuration file (DESIGN §9). Every section is optional.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[expect(dead_code, reason = "parsed so the file is validated with the seed's key names; read by the workflows that own these keys")]
 pub struct Config {
     /// `[queue]`.
     #[serde(default)]
@@ -230,7 +229,6 @@ impl EventsSection {
 /// `[feedback]`.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[expect(dead_code, reason = "parsed so the file is validated with the seed's key names; read by the workflows that own these keys")]
 pub struct FeedbackSection {
     /// Default `owner/repo` for GitHub feedback packets.
     pub repo: Option<String>,

@@ -17,12 +17,17 @@ use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
 
+pub mod github;
+
 /// `skillforge feedback ...`.
 #[derive(Debug, Subcommand)]
 pub enum FeedbackCommand {
     /// Blind local Markdown review packets.
     #[command(subcommand)]
     Markdown(MarkdownCommand),
+    /// Review through GitHub: publish packets to issues or PRs, sync reviewers' comments.
+    #[command(subcommand)]
+    Github(github::GithubCommand),
 }
 
 /// `skillforge feedback markdown ...`.
@@ -64,6 +69,7 @@ pub async fn run(ctx: &Context, cmd: FeedbackCommand) -> CliResult {
     match cmd {
         FeedbackCommand::Markdown(MarkdownCommand::Export(args)) => export(ctx, args).await,
         FeedbackCommand::Markdown(MarkdownCommand::Import(args)) => import(ctx, args).await,
+        FeedbackCommand::Github(cmd) => github::run(ctx, cmd).await,
     }
 }
 
