@@ -2,6 +2,7 @@
 
 pub mod distill;
 pub mod evaluator;
+pub mod families;
 pub mod harvest;
 pub mod packet;
 pub mod train;

@@ -33,6 +33,7 @@ use anyhow::anyhow;
 use clap::Args;
 use serde_json::json;
 use skillforge_engine::ingest::ingest_once;
+use skillforge_workflows::families::Families;
 use skillforge_store::candidates::get_candidate;
 use skillforge_store::templates::{VersionRow, current_version, get_version};
 use skillforge_workflows::train::control::{ContinueRequest, DEFAULT_RUNTIME, StartRequest, StepReport, continue_session, load, start};
@@ -40,7 +41,6 @@ use skillforge_workflows::train::items::parse_items;
 use skillforge_workflows::train::meta::IterationMeta;
 use skillforge_workflows::train::{Reporter, TrainEnv, TrainWorkflow};
 
-use crate::commands::serve::WorkflowHandlers;
 use crate::commands::train::{CliWaiter, skillforge_bin, train_error};
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
@@ -243,7 +243,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
         let session = session.clone();
         async move {
             let result = continue_session(env, &session, &req).await;
-            let _ = ingest_once(env.queue.as_ref(), env.store, &WorkflowHandlers::new(env.home)).await;
+            let _ = ingest_once(env.queue.as_ref(), env.store, &Families::for_home(env.home)).await;
             result.map_err(train_error)
         }
     };

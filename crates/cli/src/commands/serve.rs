@@ -18,16 +18,13 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use clap::Args;
 use serde_json::{Value, json};
-use skillforge_engine::ingest::{RecordOnly, ResultHandler, run_ingestion};
+use skillforge_engine::ingest::run_ingestion;
 use skillforge_engine::reaper::{DEFAULT_REAP_EVERY, run_reaper};
-use skillforge_engine::{Job, QueueBackend};
+use skillforge_engine::QueueBackend;
 use skillforge_store::Store;
-use skillforge_store::blobs::BlobStore;
-use skillforge_workflows::train::TrainResultHandler;
-use skillforge_workflows::train::generation::TRAIN_WORKFLOW;
+use skillforge_workflows::families::Families;
 use skillforge_workflows::harvest::webhook::{EVENT_HEADER, SIGNATURE_HEADER, WebhookError, parse_event, verify_signature};
-use skillforge_workflows::harvest::{HarvestConfig, HarvestHandler, available_reviewers, dispatch_legs, harvest};
-use sqlx::SqliteConnection;
+use skillforge_workflows::harvest::{HarvestConfig, available_reviewers, dispatch_legs, harvest};
 use tracing::{info, warn};
 
 use crate::commands::signals::shutdown_on_signal;
@@ -47,32 +44,6 @@ pub struct ServeArgs {
     /// Serve `POST /events` on this address (e.g. `127.0.0.1:8787`); default `[server] listen`, else off.
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
-}
-
-/// The control plane's result handler: dispatches a finished job to its workflow's handler by
-/// `job.spec.workflow` (`harvest` → [`HarvestHandler`], `train` → [`TrainResultHandler`]),
-/// falling back to [`RecordOnly`].
-#[derive(Debug, Clone)]
-pub struct WorkflowHandlers {
-    train: TrainResultHandler,
-}
-
-impl WorkflowHandlers {
-    /// The handlers of the home `home` (train results store blobs there).
-    pub fn new(home: &std::path::Path) -> Self {
-        Self { train: TrainResultHandler { blobs: BlobStore::in_home(home) } }
-    }
-}
-
-#[async_trait::async_trait]
-impl ResultHandler for WorkflowHandlers {
-    async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), String> {
-        match job.spec.workflow.as_str() {
-            skillforge_workflows::harvest::WORKFLOW => HarvestHandler.apply(conn, job).await,
-            TRAIN_WORKFLOW => self.train.apply(conn, job).await,
-            _ => RecordOnly.apply(conn, job).await,
-        }
-    }
 }
 
 /// Runs the reaper, the ingestion loop and, with `--listen`, the events endpoint until a signal.
@@ -102,7 +73,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         None => None,
     };
     eprintln!("control plane on {} with store {}", queue_label(ctx), ctx.home.display());
-    let handlers = WorkflowHandlers::new(&ctx.home);
+    let handlers = Families::for_home(&ctx.home);
     let reaper = run_reaper(backend.as_ref(), DEFAULT_REAP_EVERY, shutdown.clone());
     let ingestion = run_ingestion(
         backend.as_ref(),

@@ -19,14 +19,14 @@ use skillforge_engine::ingest::ingest_once;
 use skillforge_engine::worker::{PRESENCE_LOCK_PREFIX, Worker, WorkerConfig};
 use skillforge_engine::{EngineError, Job, JobState, LeaseKind, LeaseStatus, QueueBackend};
 use skillforge_store::Store;
-use skillforge_store::blobs::BlobStore;
+use skillforge_workflows::families::Families;
 use skillforge_workflows::train::control::{
     ContinueRequest, DEFAULT_RUNTIME, EvaluatorChoice, StartRequest, StepReport, continue_session, recover,
     start_with_evaluator,
 };
 use skillforge_workflows::train::items::parse_items;
 use skillforge_workflows::train::status::session_status;
-use skillforge_workflows::train::{JobWaiter, Reporter, TrainEnv, TrainError, TrainResultHandler, TrainWorkflow};
+use skillforge_workflows::train::{JobWaiter, Reporter, TrainEnv, TrainError, TrainWorkflow};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Context;
@@ -178,7 +178,7 @@ pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
                 wait: !args.no_wait,
             };
             let result = continue_session(&env, &args.session, &req).await;
-            let _ = ingest_once(queue.as_ref(), &store, &TrainResultHandler { blobs: BlobStore::in_home(&ctx.home) }).await;
+            let _ = ingest_once(queue.as_ref(), &store, &Families::for_home(&ctx.home)).await;
             finish(ctx, result)
         }
         TrainCommand::Recover(args) => {

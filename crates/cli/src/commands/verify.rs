@@ -93,7 +93,7 @@ pub async fn run(ctx: &Context, args: VerifyArgs) -> CliResult {
     };
     let mut spec = JobSpec::new("sandbox", serde_json::to_value(&payload).map_err(CliError::usage)?);
     spec.queue = VERIFY_QUEUE.to_owned();
-    spec.workflow = "verify".to_owned();
+    spec.workflow = skillforge_workflows::families::VERIFY_WORKFLOW.to_owned();
     spec.stage = "hard_verifier".to_owned();
     spec.idempotency_key = args.idempotency_key.clone();
     // The clone may take a while beyond the commands' budget; a fail verdict is an answer, not a retry.

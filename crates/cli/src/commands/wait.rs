@@ -8,6 +8,7 @@ use anyhow::anyhow;
 use skillforge_engine::ingest::ingest_once;
 use skillforge_engine::worker::{PRESENCE_LOCK_PREFIX, Worker, WorkerConfig};
 use skillforge_engine::{Enqueued, EngineError, Job, JobSpec, JobState, LeaseKind, LeaseStatus, QueueBackend};
+use skillforge_workflows::families::Families;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Context;
@@ -84,7 +85,7 @@ pub async fn await_job(
     }
     if ctx.queue_url.is_embedded() {
         let store = ctx.store().await?;
-        ingest_once(backend.as_ref(), &store, &crate::commands::serve::WorkflowHandlers::new(&ctx.home)).await?;
+        ingest_once(backend.as_ref(), &store, &Families::for_home(&ctx.home)).await?;
     }
     Ok(job)
 }

@@ -23,6 +23,7 @@
 //! train mode's evaluator stage.
 
 pub mod checks;
+mod handler;
 pub mod judge;
 pub mod profile;
 mod run;
@@ -30,6 +31,7 @@ mod score;
 mod stages;
 
 pub use checks::{CheckOutcome, CheckState, run_artifact_check};
+pub use handler::EvaluatorHandler;
 pub use judge::{
     DEFAULT_JUDGE_PROMPT_VERSION, EVALUATE_WORKFLOW, JUDGE_STAGE, JudgeOutcome, JudgeRequest, JudgeVerdict,
     judge_job, judge_runtime_problem, parse_judge_verdict,

@@ -263,7 +263,7 @@ async fn run_render(
     let payload = serde_json::to_value(&payload).map_err(|e| EvalRunError::Invalid(format!("serialize render payload: {e}")))?;
     let mut spec = JobSpec::new("process", payload);
     spec.workflow = EVALUATE_WORKFLOW.to_owned();
-    spec.stage = "render".to_owned();
+    spec.stage = super::stages::STAGE_RENDER.to_owned();
     spec.timeout_ms = config.get("timeout_secs").and_then(Value::as_u64).unwrap_or(120) * 1000;
     spec.retry_failed_runs = false;
     let job = jobs.run_job(&spec).await?;

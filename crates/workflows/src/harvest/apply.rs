@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use skillforge_contract::FeedbackEvent;
-use skillforge_engine::ingest::ResultHandler;
+use skillforge_engine::ingest::{ApplyError, ResultHandler};
 use skillforge_engine::{EngineError, Job, JobSpec, QueueBackend};
 use skillforge_runner_agent::AgentReport;
 use skillforge_runner_checker::{CheckReport, parse_checker_list};
@@ -433,8 +433,11 @@ pub struct HarvestHandler;
 
 #[async_trait::async_trait]
 impl ResultHandler for HarvestHandler {
-    async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), String> {
-        apply_leg_result(conn, job).await.map_err(|e| e.to_string())
+    async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), ApplyError> {
+        apply_leg_result(conn, job).await.map_err(|e| match e {
+            HarvestError::Store(s) => ApplyError::Store(s),
+            HarvestError::Queue(q) => ApplyError::Unusable { job_id: job.id.clone(), reason: q.to_string() },
+        })
     }
 }
 

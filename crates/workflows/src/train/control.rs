@@ -610,7 +610,7 @@ async fn apply_generation_results(env: &TrainEnv<'_>, jobs: &[Job]) -> Result<Ve
             Ok(_) => tx.commit().await?,
             Err(e) => {
                 let _ = tx.rollback().await;
-                failures.push(e);
+                failures.push(e.to_string());
             }
         }
     }

@@ -7,10 +7,10 @@
 //! a re-run after a stale lease) never duplicates options.
 
 use serde::Deserialize;
-use skillforge_engine::ingest::ResultHandler;
+use skillforge_engine::ingest::{ApplyError, ResultHandler};
 use skillforge_engine::{Job, JobSpec, JobState};
 use skillforge_runner_agent::{AgentPayload, AgentReport};
-use skillforge_store::artifacts::{get_artifact, store_artifact};
+use skillforge_store::artifacts::{StoreArtifactError, get_artifact, store_artifact};
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::train::{count_item_options, insert_generated_option};
 use sqlx::SqliteConnection;
@@ -124,22 +124,24 @@ impl TrainResultHandler {
     /// Writes the options of a finished generation job (no-op for other jobs).
     ///
     /// # Errors
-    /// A message when the job succeeded but its report has no usable options, or the store fails.
-    pub async fn apply_generation(&self, conn: &mut SqliteConnection, job: &Job) -> Result<AppliedOptions, String> {
+    /// [`ApplyError::Unusable`] when the job succeeded but its report has no usable options (or
+    /// its review run is gone); [`ApplyError::Env`] when a blob cannot be written;
+    /// [`ApplyError::Store`].
+    pub async fn apply_generation(&self, conn: &mut SqliteConnection, job: &Job) -> Result<AppliedOptions, ApplyError> {
         let mut applied = AppliedOptions::default();
         if job.spec.workflow != TRAIN_WORKFLOW || job.spec.stage != GENERATION_STAGE || job.state != JobState::Succeeded {
             return Ok(applied);
         }
+        let unusable = |reason: String| ApplyError::Unusable { job_id: job.id.clone(), reason };
         let Some((_, run_id, item_id)) = job.spec.idempotency_key.as_deref().and_then(parse_generation_key) else {
-            return Err(format!("generation job {} has no train idempotency key", job.id));
+            return Err(unusable(format!("generation job {} has no train idempotency key", job.id)));
         };
         let n_wanted: i64 = sqlx::query_scalar("SELECT options_count FROM eval_runs WHERE id = ?")
             .bind(run_id)
             .fetch_optional(&mut *conn)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("review run `{run_id}` of job {} is missing", job.id))?;
-        let have = count_item_options(&mut *conn, run_id, item_id).await.map_err(|e| e.to_string())?;
+            .await?
+            .ok_or_else(|| unusable(format!("review run `{run_id}` of job {} is missing", job.id)))?;
+        let have = count_item_options(&mut *conn, run_id, item_id).await?;
         if have >= n_wanted {
             applied.existing = usize::try_from(have).unwrap_or(0);
             return Ok(applied);
@@ -147,27 +149,29 @@ impl TrainResultHandler {
         let report: AgentReport = job
             .outcome
             .as_ref()
-            .ok_or_else(|| format!("generation job {} has no outcome", job.id))
-            .and_then(|o| serde_json::from_value(o.detail.clone()).map_err(|e| format!("generation job {}: agent report: {e}", job.id)))?;
+            .ok_or_else(|| unusable(format!("generation job {} has no outcome", job.id)))
+            .and_then(|o| {
+                serde_json::from_value(o.detail.clone()).map_err(|e| unusable(format!("generation job {}: agent report: {e}", job.id)))
+            })?;
         let message = report.final_message.unwrap_or_default();
-        let options = parse_options(&message).map_err(|e| format!("generation job {} (item `{item_id}`): {e}", job.id))?;
+        let options = parse_options(&message).map_err(|e| unusable(format!("generation job {} (item `{item_id}`): {e}", job.id)))?;
         let n = usize::try_from(n_wanted).unwrap_or(0);
         if options.len() < n {
-            return Err(format!("generation job {} (item `{item_id}`) returned {} options, {n} needed", job.id, options.len()));
+            return Err(unusable(format!("generation job {} (item `{item_id}`) returned {} options, {n} needed", job.id, options.len())));
         }
         let role_meta = serde_json::json!({"generated_by": report.runtime, "job_id": job.id}).to_string();
         for option in options.into_iter().take(n) {
             let label = option.label.trim().to_lowercase();
             let artifact_id = option_artifact_id(run_id, item_id, &label);
-            if get_artifact(&mut *conn, &artifact_id).await.map_err(|e| e.to_string())?.is_none() {
+            if get_artifact(&mut *conn, &artifact_id).await?.is_none() {
                 store_artifact(&mut *conn, &self.blobs, &artifact_id, option.content.as_bytes(), OPTION_MEDIA_TYPE, "local")
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| match e {
+                        StoreArtifactError::Store(s) => ApplyError::Store(s),
+                        StoreArtifactError::Blob(b) => ApplyError::Env { job_id: job.id.clone(), reason: format!("write option blob: {b}") },
+                    })?;
             }
-            if insert_generated_option(&mut *conn, run_id, item_id, &label, &artifact_id, "", &role_meta)
-                .await
-                .map_err(|e| e.to_string())?
-            {
+            if insert_generated_option(&mut *conn, run_id, item_id, &label, &artifact_id, "", &role_meta).await? {
                 applied.inserted += 1;
             } else {
                 applied.existing += 1;
@@ -179,7 +183,7 @@ impl TrainResultHandler {
 
 #[async_trait::async_trait]
 impl ResultHandler for TrainResultHandler {
-    async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), String> {
+    async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), ApplyError> {
         self.apply_generation(conn, job).await.map(|_| ())
     }
 }

@@ -16,6 +16,7 @@ use serde::Serialize;
 use skillforge_contract::{serialize_package, validate_training_package};
 use skillforge_engine::QueueBackend;
 use skillforge_engine::ingest::ingest_once;
+use skillforge_workflows::families::Families;
 use skillforge_store::Store;
 use skillforge_store::harvest::{Attribution, upsert_attribution};
 use skillforge_store::review::package::training_package;
@@ -27,7 +28,6 @@ use skillforge_workflows::harvest::{
 use skillforge_workflows::train::JobWaiter;
 
 use super::history::{self, Commit, Repo, Selection};
-use crate::commands::serve::WorkflowHandlers;
 use crate::exit::CliError;
 
 /// The demo's hard verifier: cheap and real — the merged head has a readable commit and tracked
@@ -184,7 +184,7 @@ pub async fn run(step: &HarvestStep<'_>) -> Result<HarvestSummary, CliError> {
     summary.n_leg_jobs = job_ids.len();
     if !job_ids.is_empty() {
         step.waiter.wait_jobs(&job_ids, "harvest legs").await.map_err(|e| CliError::env(anyhow!(e)))?;
-        ingest_once(step.queue.as_ref(), step.store, &WorkflowHandlers::new(step.home)).await.map_err(|e| CliError::env(anyhow!(e)))?;
+        ingest_once(step.queue.as_ref(), step.store, &Families::for_home(step.home)).await.map_err(|e| CliError::env(anyhow!(e)))?;
     }
     if summary.changes.is_empty() {
         summary.skipped.push("the history has no merge and no commit with a parent (a shallow clone?); nothing harvested".into());
