@@ -5,4 +5,5 @@ pub mod evaluator;
 pub mod families;
 pub mod harvest;
 pub mod packet;
+pub mod stage;
 pub mod train;

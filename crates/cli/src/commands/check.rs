@@ -8,7 +8,7 @@ use serde_json::json;
 use skillforge_engine::JobSpec;
 use skillforge_runner_checker::{CheckReport, CheckerPayload, parse_checker_list};
 
-use crate::commands::wait::await_job;
+use crate::control::waiter::await_job;
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, ENVIRONMENT, OK};
 use crate::output::print_json;
@@ -50,7 +50,7 @@ pub async fn run(ctx: &Context, args: CheckArgs) -> CliResult {
     spec.retry_failed_runs = false;
     let backend = ctx.queue().await?;
     let enqueued = backend.enqueue(&spec).await?;
-    let job = await_job(ctx, &backend, &enqueued.job_id, &spec.queue, !args.no_local_worker).await?;
+    let job = await_job(ctx, &backend, &enqueued.job_id, !args.no_local_worker).await?;
     let Some(report) = job.outcome.as_ref().and_then(|o| serde_json::from_value::<CheckReport>(o.detail.clone()).ok()) else {
         let why = job.error.clone().unwrap_or_else(|| format!("job ended {} without a report", job.state));
         if ctx.json {

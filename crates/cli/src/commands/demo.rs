@@ -41,9 +41,10 @@ use skillforge_workflows::train::items::parse_items;
 use skillforge_workflows::train::meta::IterationMeta;
 use skillforge_workflows::train::{Reporter, TrainEnv, TrainWorkflow};
 
-use crate::commands::train::{CliWaiter, skillforge_bin, train_error};
+use crate::control::args::skillforge_bin;
+use crate::control::waiter::CliJobs;
 use crate::context::Context;
-use crate::exit::{CliError, CliResult, OK};
+use crate::exit::{CliError, CliResult, OK, train_error};
 use crate::output::print_json;
 
 /// The bundled template the demo trains.
@@ -177,7 +178,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
     let store = ctx.store().await?;
     let queue = ctx.queue().await?;
     let workflow = TrainWorkflow::for_home(&ctx.home).map_err(CliError::usage)?;
-    let waiter = CliWaiter::new(ctx, queue.clone(), store.clone());
+    let jobs = CliJobs::new(ctx, queue.clone(), store.clone());
     let reporter = DemoReporter { json: ctx.json };
     let env = TrainEnv {
         store: &store,
@@ -185,7 +186,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
         home: &ctx.home,
         workflow: &workflow,
         skillforge_bin: skillforge_bin(),
-        waiter: &waiter,
+        jobs: &jobs,
         reporter: &reporter,
     };
 
@@ -286,7 +287,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
     let harvest_step = harvest::HarvestStep {
         store: &store,
         queue: &queue,
-        waiter: &waiter,
+        jobs: &jobs,
         home: &ctx.home,
         repo: &repo,
         version: &version,

@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 use skillforge_engine::{CancelReply, EngineError, Job, JobSpec, JobState};
 use skillforge_runner_process::ProcessPayload;
 
-use crate::commands::wait::await_job;
+use crate::control::args::secs;
+use crate::control::waiter::{await_job, enqueue_checked};
 use crate::context::Context;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
 use crate::output::{age, print_json, rfc3339_ms};
@@ -100,14 +101,6 @@ pub async fn run(ctx: &Context, cmd: JobsCommand) -> CliResult {
     }
 }
 
-/// Seconds from a flag to milliseconds; exit 2 unless positive and finite.
-pub fn secs(name: &str, v: f64) -> Result<u64, CliError> {
-    if !(v.is_finite() && v > 0.0) {
-        return Err(CliError::usage(anyhow!("--{name} must be a positive number of seconds, got {v}")));
-    }
-    Ok((v * 1000.0).round() as u64)
-}
-
 async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
     if args.attempts == 0 {
         return Err(CliError::usage(anyhow!("--attempts must be at least 1")));
@@ -140,7 +133,7 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
     }
 
     let backend = ctx.queue().await?;
-    let enqueued = crate::commands::wait::enqueue_checked(backend.as_ref(), &spec).await?;
+    let enqueued = enqueue_checked(backend.as_ref(), &spec).await?;
     if !args.wait {
         if ctx.json {
             print_json(&json!({"id": enqueued.job_id, "created": enqueued.created}));
@@ -156,7 +149,7 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         eprintln!("job {} queued", enqueued.job_id);
     }
 
-    let job = await_job(ctx, &backend, &enqueued.job_id, &args.queue_name, !args.no_local_worker).await?;
+    let job = await_job(ctx, &backend, &enqueued.job_id, !args.no_local_worker).await?;
     if ctx.json {
         print_json(&job_json(&job, backend.now_ms().await?));
     } else {

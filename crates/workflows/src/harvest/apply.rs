@@ -46,6 +46,9 @@ pub enum HarvestError {
     /// The queue refused a leg job.
     #[error("enqueue harvest leg: {0}")]
     Queue(#[from] EngineError),
+    /// A leg's job could not be built (its payload does not serialize).
+    #[error("build harvest leg job: {0}")]
+    Job(#[from] crate::stage::JobError),
 }
 
 /// A row the harvest wrote.
@@ -330,14 +333,14 @@ async fn plan_legs(
         let (spec, context) = match leg {
             Leg::HardVerifier => {
                 let key = dispatch_key(leg, &run, &a.repo, a.pr, head, None);
-                (hard_verifier_spec(checkout, head, hard_commands.clone().unwrap_or_default(), key), json!({}))
+                (hard_verifier_spec(&config.stages, checkout, head, hard_commands.clone().unwrap_or_default(), key)?, json!({}))
             }
             Leg::Checkers => {
                 let list = config.deterministic_checkers.as_deref().unwrap_or("diff_size");
                 match parse_checker_list(list) {
                     Ok(checkers) => {
                         let key = dispatch_key(leg, &run, &a.repo, a.pr, head, None);
-                        (checkers_spec(checkout, &base, head, checkers, key), json!({}))
+                        (checkers_spec(&config.stages, checkout, &base, head, checkers, key)?, json!({}))
                     }
                     Err(e) => {
                         record_event(conn, "", &a.repo, a.pr, leg.failed_event(), &format!("deterministic_checkers: {e}"))
@@ -367,7 +370,7 @@ async fn plan_legs(
                     family: reviewer.family.clone(),
                     self_family: reviewer.self_family,
                 };
-                (review_spec(&reviewer.runtime, prompt, Some(checkout), key), json!(context))
+                (review_spec(&config.stages, &reviewer.runtime, prompt, Some(checkout), key)?, json!(context))
             }
         };
         let key = spec.idempotency_key.clone().unwrap_or_default();
@@ -436,7 +439,9 @@ impl ResultHandler for HarvestHandler {
     async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), ApplyError> {
         apply_leg_result(conn, job).await.map_err(|e| match e {
             HarvestError::Store(s) => ApplyError::Store(s),
-            HarvestError::Queue(q) => ApplyError::Unusable { job_id: job.id.clone(), reason: q.to_string() },
+            other @ (HarvestError::Queue(_) | HarvestError::Job(_)) => {
+                ApplyError::Unusable { job_id: job.id.clone(), reason: other.to_string() }
+            }
         })
     }
 }

@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -19,11 +18,12 @@ use skillforge_runner_agent::AgentPayload;
 use skillforge_runner_checker::{CheckReport, Checker, CheckerPayload};
 use skillforge_runner_sandbox::{SandboxPayload, Verdict, VerifyReport};
 
-use super::config::{CHECKERS_LEG_TIMEOUT, HARD_VERIFIER_LEG_TIMEOUT, REVIEW_LEG_TIMEOUT};
 use super::outcome::{RowPlan, project};
 use super::review::{Reviewer, parse_rubric};
 use super::tier::EvidenceTier;
-use super::{CHECKER_REVIEWER, REVIEW_REVIEWER, VERIFIER_REVIEWER, WORKFLOW};
+use super::stages::HarvestStages;
+use super::{CHECKER_REVIEWER, REVIEW_REVIEWER, VERIFIER_REVIEWER};
+use crate::stage::JobError;
 
 /// Score at or above which a leg row is choice `a` (facts §5; a mean of exactly 0.5 is `a`,
 /// resolutions §8).
@@ -68,15 +68,6 @@ impl Leg {
         }
     }
 
-    /// The leg's wall-clock budget (facts §5).
-    pub fn timeout(self) -> Duration {
-        match self {
-            Leg::HardVerifier => HARD_VERIFIER_LEG_TIMEOUT,
-            Leg::Checkers => CHECKERS_LEG_TIMEOUT,
-            Leg::Review => REVIEW_LEG_TIMEOUT,
-        }
-    }
-
     /// Item id of this leg's row: `hard#<repo>#<pr>`, `checker#…`, `review#…` (S-27).
     pub fn item_id(self, repo: &str, pr: i64) -> String {
         let prefix = match self {
@@ -95,38 +86,57 @@ pub fn dispatch_key(leg: Leg, run_id: &str, repo: &str, pr: i64, head: &str, rev
     format!("harvest:{}:{run_id}:{repo}#{pr}@{head}{by}", leg.name())
 }
 
-fn leg_spec(leg: Leg, kind: &str, payload: serde_json::Value, key: String) -> JobSpec {
-    let mut spec = JobSpec::new(kind, payload);
-    spec.workflow = WORKFLOW.to_owned();
-    spec.stage = leg.name().to_owned();
-    spec.idempotency_key = Some(key);
-    // The run's own budget plus time to clone/clean up; a failing verdict is an answer, not a retry.
-    spec.timeout_ms = (leg.timeout().as_secs() + 60) * 1000;
-    spec.retry_failed_runs = false;
-    spec
-}
-
 /// The hard-verifier job: `commands` via `sh -c` in a `git clone --local` of `checkout` at `head`,
-/// budget [`HARD_VERIFIER_LEG_TIMEOUT`].
-pub fn hard_verifier_spec(checkout: PathBuf, head: &str, commands: Vec<String>, key: String) -> JobSpec {
+/// within the `hard_verifier` stage's budget (`workflows/harvest.toml`, facts §5: 15 min).
+///
+/// # Errors
+/// [`JobError`] when the payload does not serialize.
+pub fn hard_verifier_spec(
+    stages: &HarvestStages,
+    checkout: PathBuf,
+    head: &str,
+    commands: Vec<String>,
+    key: String,
+) -> Result<JobSpec, JobError> {
+    let stage = stages.0.stage(Leg::HardVerifier.name());
     let mut payload = SandboxPayload::new(checkout, head.to_owned(), commands);
-    payload.timeout_secs = Some(HARD_VERIFIER_LEG_TIMEOUT.as_secs());
-    leg_spec(Leg::HardVerifier, "sandbox", serde_json::to_value(&payload).unwrap_or_default(), key)
+    payload.timeout_secs = Some(stage.timeout_secs);
+    stage.job(&payload, Some(key))
 }
 
-/// The checker job over `base..head` of `checkout`, budget [`CHECKERS_LEG_TIMEOUT`].
-pub fn checkers_spec(checkout: PathBuf, base: &str, head: &str, checkers: Vec<Checker>, key: String) -> JobSpec {
+/// The checker job over `base..head` of `checkout`, within the `checkers` stage's budget.
+///
+/// # Errors
+/// [`JobError`] when the payload does not serialize.
+pub fn checkers_spec(
+    stages: &HarvestStages,
+    checkout: PathBuf,
+    base: &str,
+    head: &str,
+    checkers: Vec<Checker>,
+    key: String,
+) -> Result<JobSpec, JobError> {
     let payload = CheckerPayload::commits(checkout, base.to_owned(), head.to_owned(), checkers);
-    leg_spec(Leg::Checkers, "checker", serde_json::to_value(&payload).unwrap_or_default(), key)
+    stages.0.stage(Leg::Checkers.name()).job(&payload, Some(key))
 }
 
 /// The review job: `prompt` to runtime `runtime`, working in `workdir` (read-only by
-/// instruction), budget [`REVIEW_LEG_TIMEOUT`].
-pub fn review_spec(runtime: &str, prompt: String, workdir: Option<PathBuf>, key: String) -> JobSpec {
+/// instruction), within the `review` stage's budget.
+///
+/// # Errors
+/// [`JobError`] when the payload does not serialize.
+pub fn review_spec(
+    stages: &HarvestStages,
+    runtime: &str,
+    prompt: String,
+    workdir: Option<PathBuf>,
+    key: String,
+) -> Result<JobSpec, JobError> {
+    let stage = stages.0.stage(Leg::Review.name());
     let mut payload = AgentPayload::new(runtime, prompt);
     payload.workdir = workdir;
-    payload.timeout_secs = Some(REVIEW_LEG_TIMEOUT.as_secs());
-    leg_spec(Leg::Review, "agent", serde_json::to_value(&payload).unwrap_or_default(), key)
+    payload.timeout_secs = Some(stage.timeout_secs);
+    stage.job(&payload, Some(key))
 }
 
 fn choice_for(score: f64) -> &'static str {
@@ -288,6 +298,5 @@ mod tests {
         assert_eq!(Leg::HardVerifier.failed_event(), "hard_verifiers_failed");
         assert_eq!(Leg::Checkers.failed_event(), "deterministic_checkers_failed");
         assert_eq!(Leg::Review.failed_event(), "cross_family_review_failed");
-        assert_eq!(Leg::HardVerifier.timeout(), Duration::from_secs(900));
     }
 }

@@ -41,7 +41,8 @@ use super::phase::is_config_error;
 use super::stages::DEFAULT_BACKEND;
 use super::state::{ABANDONED, NO_CANDIDATE, PROMOTED, REJECTED, Transition, check_start_next, check_transition, is_terminal};
 use super::{TrainEnv, TrainError, TrainResultHandler};
-use crate::evaluator::{EvalJobs, EvalRunError, effective_profile, evaluate_run, judge_runtime_of};
+use crate::evaluator::{EvalRunError, effective_profile, evaluate_run, judge_runtime_of};
+use crate::stage::Wait;
 
 /// Default agent runtime for option generation.
 pub const DEFAULT_RUNTIME: &str = "scripted";
@@ -538,8 +539,8 @@ async fn generate_options(
         );
         payload.model = smeta.model.clone();
         payload.timeout_secs = Some(stage.timeout_secs);
-        let spec = generation_job(stage, &payload, generation_key(&session.id, &it.id, &item.id));
-        let enqueued = env.queue.enqueue(&spec).await?;
+        let spec = generation_job(stage, &payload, generation_key(&session.id, &it.id, &item.id))?;
+        let enqueued = env.jobs.submit(&spec).await?;
         if let Some(job) = env.queue.get(&enqueued.job_id).await?
             && matches!(job.state, JobState::Failed | JobState::Dead | JobState::Cancelled | JobState::Stale)
         {
@@ -569,7 +570,7 @@ async fn generate_options(
         if !wait {
             return Ok(false);
         }
-        let jobs = env.waiter.wait_jobs(&job_ids, "generating options").await?;
+        let jobs = env.jobs.wait(&job_ids, "generating options").await?;
         let failures = apply_generation_results(env, &jobs).await?;
         if !failures.is_empty() {
             meta.generation.status = "failed".into();
@@ -667,28 +668,6 @@ async fn sync_feedback(env: &TrainEnv<'_>, _session: &SessionRow, it: &mut Itera
     Ok(true)
 }
 
-/// Evaluator jobs of train mode: enqueued on the session's queue and waited for with its waiter;
-/// without `wait`, a job that is not finished yet is [`EvalRunError::Pending`].
-struct TrainEvalJobs<'a, 'e> {
-    env: &'a TrainEnv<'e>,
-    wait: bool,
-}
-
-#[async_trait::async_trait]
-impl EvalJobs for TrainEvalJobs<'_, '_> {
-    async fn run_job(&self, spec: &skillforge_engine::JobSpec) -> Result<Job, EvalRunError> {
-        let enqueued = self.env.queue.enqueue(spec).await?;
-        if !self.wait {
-            return match self.env.queue.get(&enqueued.job_id).await? {
-                Some(job) if job.state.is_terminal() || job.state == JobState::Stale => Ok(job),
-                _ => Err(EvalRunError::Pending(enqueued.job_id)),
-            };
-        }
-        let mut jobs = self.env.waiter.wait_jobs(std::slice::from_ref(&enqueued.job_id), "evaluating options").await?;
-        Ok(jobs.remove(0))
-    }
-}
-
 /// Seed step 5, at feedback_synced before the export: when the review run names an evaluator,
 /// scores every option through [`evaluate_run`] (checks → render → judge, S-101) so the export
 /// carries the scores and failure packets. A run without an evaluator is left untouched (no
@@ -710,8 +689,7 @@ async fn evaluate_options(env: &TrainEnv<'_>, it: &mut IterationRow, wait: bool,
     meta.evaluation.judge_runtime = runtime.clone().unwrap_or_default();
     meta.evaluation.error.clear();
     save_meta(env, it, &meta).await?;
-    let jobs = TrainEvalJobs { env, wait };
-    match evaluate_run(env.store, env.home, &run, &profile, runtime.as_deref(), &jobs).await {
+    match evaluate_run(env.store, env.home, &run, &profile, runtime.as_deref(), env.jobs, Wait::from_flag(wait)).await {
         Ok(done) => {
             for id in &done.job_ids {
                 if !meta.evaluation.job_ids.contains(id) {
@@ -868,8 +846,8 @@ async fn run_optimizer(
             pre.lock,
             pre.argv.join(" ")
         ));
-        let spec = optimizer_job(env.workflow.stage("optimizer"), &pre, format!("{}:{}:optimizer:attempt-{attempt:03}", session.id, it.id));
-        let enqueued = env.queue.enqueue(&spec).await?;
+        let spec = optimizer_job(env.workflow.stage("optimizer"), &pre, format!("{}:{}:optimizer:attempt-{attempt:03}", session.id, it.id))?;
+        let enqueued = env.jobs.submit(&spec).await?;
         meta.optimizer.attempt = attempt;
         meta.optimizer.argv = pre.argv.clone();
         meta.optimizer.job_id = enqueued.job_id.clone();
@@ -890,7 +868,7 @@ async fn run_optimizer(
     {
         return Ok(false);
     }
-    let job = env.waiter.wait_jobs(std::slice::from_ref(&job_id), "optimizer").await?.remove(0);
+    let job = env.jobs.wait(std::slice::from_ref(&job_id), "optimizer").await?.remove(0);
     match job.state {
         JobState::Succeeded => {
             meta.optimizer.status = "succeeded".into();

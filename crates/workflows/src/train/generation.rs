@@ -16,7 +16,7 @@ use skillforge_store::train::{count_item_options, insert_generated_option};
 use sqlx::SqliteConnection;
 
 use super::items::ItemSpec;
-use super::stages::StageDef;
+use crate::stage::{JobError, StageDef};
 
 /// Workflow name of every train job.
 pub const TRAIN_WORKFLOW: &str = "train";
@@ -56,17 +56,11 @@ pub fn generation_prompt(request: &str, item: &ItemSpec, n_options: i64, templat
 }
 
 /// The job spec of one item's generation (runner `agent`, times from the stage definition).
-pub fn generation_job(stage: &StageDef, payload: &AgentPayload, key: String) -> JobSpec {
-    let mut spec = JobSpec::new("agent", serde_json::to_value(payload).unwrap_or_default());
-    spec.workflow = TRAIN_WORKFLOW.to_owned();
-    spec.stage = GENERATION_STAGE.to_owned();
-    spec.idempotency_key = Some(key);
-    spec.max_attempts = stage.attempts;
-    spec.timeout_ms = stage.timeout_secs * 1000;
-    spec.heartbeat_ms = stage.heartbeat_secs * 1000;
-    spec.stale_after_ms = stage.stale_after_secs * 1000;
-    spec.idempotent = stage.idempotent;
-    spec
+///
+/// # Errors
+/// [`JobError`] when the payload does not serialize.
+pub fn generation_job(stage: &StageDef, payload: &AgentPayload, key: String) -> Result<JobSpec, JobError> {
+    stage.job(payload, Some(key))
 }
 
 /// One option as an agent returns it.

@@ -29,7 +29,7 @@ pub mod status;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use skillforge_engine::{EngineError, Job, QueueBackend};
+use skillforge_engine::{EngineError, QueueBackend};
 use skillforge_store::{Store, StoreError};
 
 pub use generation::TrainResultHandler;
@@ -62,21 +62,16 @@ pub enum TrainError {
     Engine(#[from] EngineError),
 }
 
+impl From<crate::stage::JobError> for TrainError {
+    fn from(e: crate::stage::JobError) -> Self {
+        TrainError::Failed(e.to_string())
+    }
+}
+
 impl From<sqlx::Error> for TrainError {
     fn from(e: sqlx::Error) -> Self {
         TrainError::Store(StoreError::from(e))
     }
-}
-
-/// Waits for jobs on behalf of the control plane (the CLI serves the embedded queue with an
-/// in-process worker while it waits and shows progress on a terminal).
-#[async_trait::async_trait]
-pub trait JobWaiter: Send + Sync {
-    /// Waits until every job in `ids` is terminal or parked `stale`; returns them in order.
-    ///
-    /// # Errors
-    /// The queue's, or an unknown job id.
-    async fn wait_jobs(&self, ids: &[String], what: &str) -> Result<Vec<Job>, EngineError>;
 }
 
 /// Where progress lines go (the CLI: stderr). Nothing below the CLI prints.
@@ -97,8 +92,8 @@ pub struct TrainEnv<'a> {
     pub workflow: &'a TrainWorkflow,
     /// The skillforge binary for `{skillforge_bin}` in backend commands.
     pub skillforge_bin: PathBuf,
-    /// Waits for jobs.
-    pub waiter: &'a dyn JobWaiter,
+    /// Submits and waits for jobs (the stage port; the CLI serves the embedded queue while it waits).
+    pub jobs: &'a dyn crate::stage::StageJobs,
     /// Progress lines.
     pub reporter: &'a dyn Reporter,
 }

@@ -25,7 +25,7 @@ use skillforge_workflows::harvest::webhook::parse_outcome;
 use skillforge_workflows::harvest::{
     CHECKER_REVIEWER, FLOOR_REVIEWER, HarvestConfig, HarvestEvent, VERIFIER_REVIEWER, dispatch_legs, harvest, run_id,
 };
-use skillforge_workflows::train::JobWaiter;
+use skillforge_workflows::stage::StageJobs;
 
 use super::history::{self, Commit, Repo, Selection};
 use crate::exit::CliError;
@@ -104,7 +104,7 @@ pub struct HarvestStep<'a> {
     /// The job queue.
     pub queue: &'a std::sync::Arc<dyn QueueBackend>,
     /// Waits for the leg jobs.
-    pub waiter: &'a dyn JobWaiter,
+    pub jobs: &'a dyn StageJobs,
     /// The home (ingestion handlers).
     pub home: &'a std::path::Path,
     /// The repository.
@@ -183,7 +183,9 @@ pub async fn run(step: &HarvestStep<'_>) -> Result<HarvestSummary, CliError> {
     }
     summary.n_leg_jobs = job_ids.len();
     if !job_ids.is_empty() {
-        step.waiter.wait_jobs(&job_ids, "harvest legs").await.map_err(|e| CliError::env(anyhow!(e)))?;
+        // The waiter ingests on the embedded queue; on a shared one this process is a control
+        // plane as well, so the legs' rows are applied here either way.
+        step.jobs.wait(&job_ids, "harvest legs").await.map_err(|e| CliError::env(anyhow!(e)))?;
         ingest_once(step.queue.as_ref(), step.store, &Families::for_home(step.home)).await.map_err(|e| CliError::env(anyhow!(e)))?;
     }
     if summary.changes.is_empty() {
