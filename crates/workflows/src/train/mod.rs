@@ -8,7 +8,9 @@
 //! * [`items`], [`meta`]: the items file and what sessions/iterations record;
 //! * [`generation`]: option-generation jobs and the [`TrainResultHandler`];
 //! * [`optimizer`]: backend preflight, the optimizer job, attempt dirs and the import gate;
-//! * [`control`]: `start`, `continue`, `recover` — the control plane's steps;
+//! * [`session`]: what every step shares (report, continue request, load, advance, save);
+//! * [`steps`]: the steps, one per file (start, generate, review, evaluate, optimize, decide,
+//!   recover); [`control`]: `continue` as a table from state to step, and the steps' entry points;
 //! * [`status`]: the status JSON.
 //!
 //! **Architecture Invariant:** only the control plane (the `train` command's process) writes the
@@ -22,9 +24,11 @@ pub mod items;
 pub mod meta;
 pub mod optimizer;
 pub mod phase;
+pub mod session;
 pub mod stages;
 pub mod state;
 pub mod status;
+pub mod steps;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
