@@ -1,4 +1,6 @@
-//! Shared harness of the end-to-end tests: the built binary, a real redis-server, temp homes, process helpers.
+//! Shared harness of the end-to-end tests: the built binary, a real redis-server, temp homes,
+//! process helpers, and the files and command helpers every test file uses (`write`,
+//! `path_arg`, `run_code`, `ok`, `add_template`, the shipped test templates).
 //!
 //! Every test here drives the real `skillforge` binary (built by `cargo build -p skillforge`, which
 //! the README's test command runs first) against real SQLite files, a real `redis-server` started
@@ -11,6 +13,62 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tempfile::TempDir;
+
+/// The `planner` agent template (`id: planner`, body `# Plan` / `Do it.`) of the review, packet
+/// and train tests.
+pub const PLANNER_TEMPLATE: &str = "---\nid: planner\nname: Planner\ndescription: Plans work\nkind: agent-template\nversion: 1\n\
+capabilities: [ask]\nruntime_compatibility: [codex, claude]\ntags: [planning]\ninputs: [task]\noutputs: [plan]\n---\n# Plan\nDo it.\n";
+
+/// The `coder` agent template (`id: coder`, body `# Code` / `Do it.`) of the harvest tests.
+pub const CODER_TEMPLATE: &str = "---\nid: coder\nname: Coder\ndescription: Implements changes\nkind: agent-template\nversion: 1\n\
+capabilities: [implement]\nruntime_compatibility: [codex, claude]\ntags: [code]\ninputs: [task]\noutputs: [diff]\n---\n# Code\nDo it.\n";
+
+/// Writes `text` to `path`, creating its parent directories; returns `path`.
+///
+/// # Panics
+/// When a directory or the file cannot be written.
+pub fn write(path: &Path, text: &str) -> PathBuf {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(path, text).unwrap();
+    path.to_path_buf()
+}
+
+/// `path` as a command-line argument.
+///
+/// # Panics
+/// When `path` is not UTF-8 (temp dirs are).
+pub fn path_arg(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// Runs `skillforge ARGS` in `home`, asserts exit `code`, returns (stdout, stderr). The failure
+/// message carries both streams and the home's background logs.
+pub fn run_code(home: &Home, args: &[&str], code: i32) -> (String, String) {
+    let out = home.run(args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "skillforge {args:?}\nstdout:\n{stdout}\nstderr:\n{stderr}\n{}", home.logs());
+    (stdout, stderr)
+}
+
+/// Runs `skillforge ARGS` in `home`, asserts exit 0, returns stdout.
+pub fn ok(home: &Home, args: &[&str]) -> String {
+    run_code(home, args, 0).0
+}
+
+/// Writes the agent template `text` to `<home>/in/<id>.md` (`id` from its frontmatter) and adds
+/// it with `skillforge template add FILE --repo REPO`, asserting exit 0; returns the file.
+///
+/// # Panics
+/// When `text` has no `id:` line or the command fails.
+pub fn add_template(home: &Home, text: &str, repo: &str) -> PathBuf {
+    let id = text.lines().find_map(|l| l.strip_prefix("id: ")).expect("template frontmatter has an `id:` line");
+    let file = write(&home.path().join("in").join(format!("{id}.md")), text);
+    run_code(home, &["template", "add", path_arg(&file), "--repo", repo], 0);
+    file
+}
 
 /// Path of the built `skillforge` binary (`target/<profile>/skillforge`, next to the test binary's dir).
 ///

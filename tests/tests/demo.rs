@@ -8,16 +8,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use skillforge_contract::validate_training_package_json;
-use skillforge_tests::{Home, git};
+use skillforge_tests::{Home, git, write};
 use tempfile::TempDir;
 
 const TEMPLATE_ID: &str = "change-summarizer";
-
-fn write(dir: &Path, file: &str, text: &str) {
-    let path = dir.join(file);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
 
 fn commit(dir: &Path, message: &str) -> String {
     git(dir, &["add", "-A"]);
@@ -31,14 +25,14 @@ fn repo_with_a_merge() -> (TempDir, String, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path();
     git(p, &["init", "-q", "-b", "main"]);
-    write(p, "Cargo.toml", "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n");
-    write(p, "src/lib.rs", "pub fn add(a: i64, b: i64) -> i64 {\n    a + b\n}\n");
+    write(&p.join("Cargo.toml"), "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n");
+    write(&p.join("src/lib.rs"), "pub fn add(a: i64, b: i64) -> i64 {\n    a + b\n}\n");
     commit(p, "calc: add the add function");
-    write(p, "src/lib.rs", "pub fn add(a: i64, b: i64) -> i64 {\n    a + b\n}\n\npub fn sub(a: i64, b: i64) -> i64 {\n    a - b\n}\n");
+    write(&p.join("src/lib.rs"), "pub fn add(a: i64, b: i64) -> i64 {\n    a + b\n}\n\npub fn sub(a: i64, b: i64) -> i64 {\n    a - b\n}\n");
     let c2 = commit(p, "calc: subtract");
     git(p, &["checkout", "-q", "-b", "feature/parse"]);
-    write(p, "src/parse.rs", "pub fn parse_number(text: &str) -> Option<i64> {\n    text.trim().parse().ok()\n}\n");
-    write(p, "src/lib.rs", "pub mod parse;\n\npub fn add(a: i64, b: i64) -> i64 {\n    a + b\n}\n\npub fn sub(a: i64, b: i64) -> i64 {\n    a - b\n}\n");
+    write(&p.join("src/parse.rs"), "pub fn parse_number(text: &str) -> Option<i64> {\n    text.trim().parse().ok()\n}\n");
+    write(&p.join("src/lib.rs"), "pub mod parse;\n\npub fn add(a: i64, b: i64) -> i64 {\n    a + b\n}\n\npub fn sub(a: i64, b: i64) -> i64 {\n    a - b\n}\n");
     let c3 = commit(p, "parse: read numbers from text");
     git(p, &["checkout", "-q", "main"]);
     git(
@@ -46,7 +40,7 @@ fn repo_with_a_merge() -> (TempDir, String, Vec<String>) {
         &["-c", "user.name=skillforge tests", "-c", "user.email=tests@skillforge.invalid", "merge", "-q", "--no-ff", "-m", "Merge branch 'feature/parse'", "feature/parse"],
     );
     let merge = git(p, &["rev-parse", "HEAD"]);
-    write(p, "README.md", "# calc\n\nAdds, subtracts and parses numbers.\n");
+    write(&p.join("README.md"), "# calc\n\nAdds, subtracts and parses numbers.\n");
     let c4 = commit(p, "docs: README");
     (dir, merge, vec![c4, c3, c2])
 }

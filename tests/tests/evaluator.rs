@@ -4,11 +4,9 @@
 //! structured failure packet reaches the training package and `optimizer distill` turns its
 //! optimizer hint into guidance.
 
-use std::path::Path;
-
 use serde_json::Value;
 use skillforge_contract::validate_training_package_json;
-use skillforge_tests::Home;
+use skillforge_tests::{Home, add_template, ok, path_arg};
 
 const TEMPLATE: &str = "---\nid: notes\nname: Notes\ndescription: Writes release notes\nkind: agent-template\nversion: 1\n\
 capabilities: [ask]\nruntime_compatibility: [codex, claude]\ntags: [docs]\ninputs: [diff]\noutputs: [notes]\n---\n# Notes\nDescribe the change.\n";
@@ -22,24 +20,12 @@ const METADATA: &str = r###"{"evaluator_id":"release_notes_v1","judge_runtime":"
           {"id":"render_smoke","type":"playwright","when":"checks_pass",
            "config":{"tool":"skillforge-no-such-render-tool","command":["true"]}}]}"###;
 
-fn ok(home: &Home, args: &[&str]) -> String {
-    let out = home.run(args);
-    assert!(out.status.success(), "skillforge {args:?}: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
 /// A home with template `notes` and ranked run `r1` (2 options per item) whose metadata is
 /// `metadata`; item `i1` has option `a` without a `## Testing` section and a passing option `b`.
 fn setup(metadata: &str) -> Home {
     let home = Home::embedded();
+    add_template(&home, TEMPLATE, "owner/repo");
     let input = home.path().join("in");
-    std::fs::create_dir_all(&input).unwrap();
-    std::fs::write(input.join("notes.md"), TEMPLATE).unwrap();
-    ok(&home, &["template", "add", p(&input.join("notes.md")), "--repo", "owner/repo"]);
     ok(&home, &[
         "review", "create", "--template", "notes", "--repo", "owner/repo", "--run", "r1", "--mode", "explore",
         "--options", "2", "--metadata-json", metadata,
@@ -48,7 +34,7 @@ fn setup(metadata: &str) -> Home {
     std::fs::write(input.join("b.md"), "# Release notes\n## Summary\nAdds the evaluator.\n## Testing\nRan the suite.\n").unwrap();
     ok(&home, &[
         "review", "item", "add", "--run", "r1", "--item", "i1", "--title", "Notes for the evaluator change",
-        "--option", &format!("a={}", p(&input.join("a.md"))), "--option", &format!("b={}", p(&input.join("b.md"))),
+        "--option", &format!("a={}", path_arg(&input.join("a.md"))), "--option", &format!("b={}", path_arg(&input.join("b.md"))),
     ]);
     home
 }
@@ -66,7 +52,7 @@ fn s101_failed_required_check_skips_the_judge_and_its_packet_reaches_the_package
 
     // The training package carries one score per option in the item's metadata.
     let training = home.path().join("training.json");
-    ok(&home, &["export", "--run", "r1", "--output", p(&training)]);
+    ok(&home, &["export", "--run", "r1", "--output", path_arg(&training)]);
     let bytes = std::fs::read_to_string(&training).unwrap();
     validate_training_package_json(&bytes).expect("the strict external-optimizer rules accept the export");
     let package: Value = serde_json::from_str(&bytes).unwrap();
@@ -133,10 +119,10 @@ fn s101_failed_required_check_skips_the_judge_and_its_packet_reaches_the_package
     let candidate = home.path().join("candidate.json");
     ok(&home, &[
         "optimizer", "distill",
-        "--training-package", p(&training),
-        "--artifact-root", p(&home.path().join("blobs")),
-        "--out-root", p(&out_root),
-        "--candidate-output", p(&candidate),
+        "--training-package", path_arg(&training),
+        "--artifact-root", path_arg(&home.path().join("blobs")),
+        "--out-root", path_arg(&out_root),
+        "--candidate-output", path_arg(&candidate),
     ]);
     let package: Value = serde_json::from_str(&std::fs::read_to_string(&candidate).unwrap()).unwrap();
     let content = package["candidate"]["content"].as_str().expect("a candidate");
@@ -150,7 +136,7 @@ fn s101_no_judge_runtime_means_judge_skipped_with_a_reason_and_no_job() {
     let report = home.json(&["review", "evaluate", "--run", "r1"]);
     assert!(report["judge_runtime"].is_null(), "{report}");
     let training = home.path().join("training.json");
-    ok(&home, &["export", "--run", "r1", "--output", p(&training)]);
+    ok(&home, &["export", "--run", "r1", "--output", path_arg(&training)]);
     let package: Value = serde_json::from_str(&std::fs::read_to_string(&training).unwrap()).unwrap();
     let b = &package["items"][0]["metadata"]["evaluator_scores"][1];
     assert_eq!(stage(b, "judge")["status"], "skipped");
@@ -175,7 +161,7 @@ fn the_readme_line_evaluates_an_ab_run_and_unknown_evaluators_are_refused() {
     let input = home.path().join("in");
     ok(&home, &["review", "create", "--template", "notes", "--repo", "owner/repo", "--run", "trial-1"]);
     ok(&home, &[
-        "review", "item", "add", "--run", "trial-1", "--item", "i1", "--baseline", p(&input.join("a.md")), "--candidate", p(&input.join("b.md")),
+        "review", "item", "add", "--run", "trial-1", "--item", "i1", "--baseline", path_arg(&input.join("a.md")), "--candidate", path_arg(&input.join("b.md")),
     ]);
     let out = home.run(&["review", "evaluate", "--run", "trial-1", "--evaluator", "generc", "--judge-runtime", "scripted"]);
     let stderr = String::from_utf8_lossy(&out.stderr);

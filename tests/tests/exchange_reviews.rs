@@ -6,39 +6,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use skillforge_contract::{serialize_package, shows_candidate_as_a, validate_training_package_json};
-use skillforge_tests::Home;
-
-const TEMPLATE: &str = "---\nid: planner\nname: Planner\ndescription: Plans work\nkind: agent-template\nversion: 1\n\
-capabilities: [ask]\nruntime_compatibility: [codex, claude]\ntags: [planning]\ninputs: [task]\noutputs: [plan]\n---\n# Plan\nDo it.\n";
-
-fn write(path: &Path, text: &str) -> PathBuf {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).unwrap();
-    }
-    std::fs::write(path, text).unwrap();
-    path.to_path_buf()
-}
-
-fn s(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
-/// Runs `skillforge ARGS`, asserts exit `code`, returns stderr.
-fn run_code(home: &Home, args: &[&str], code: i32) -> String {
-    let out = home.run(args);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(code), "skillforge {args:?}\nstdout:\n{}\nstderr:\n{stderr}", String::from_utf8_lossy(&out.stdout));
-    stderr
-}
-
-fn install_template(home: &Home) {
-    let file = write(&home.path().join("in/planner.md"), TEMPLATE);
-    run_code(home, &["template", "add", s(&file), "--repo", "owner/repo"], 0);
-}
+use skillforge_tests::{Home, PLANNER_TEMPLATE, add_template, path_arg, run_code, write};
 
 /// A ranked explore run with 4 options per item and the given items (options a..d).
 fn ranked_run(home: &Home, run: &str, items: &[&str]) {
-    install_template(home);
+    add_template(home, PLANNER_TEMPLATE, "owner/repo");
     home.json(&["review", "create", "--template", "planner", "--repo", "owner/web", "--run", run, "--mode", "explore", "--options", "4"]);
     for item in items {
         let mut args: Vec<String> = ["review", "item", "add", "--run", run, "--item", item, "--title", &format!("Title {item}")]
@@ -59,19 +31,19 @@ fn ranked_run(home: &Home, run: &str, items: &[&str]) {
 
 /// An A/B run (mode validate) with baseline/candidate files per item.
 fn ab_run(home: &Home, run: &str, items: &[&str], extra: &[&str]) {
-    install_template(home);
+    add_template(home, PLANNER_TEMPLATE, "owner/repo");
     let mut args = vec!["review", "create", "--template", "planner", "--repo", "owner/repo", "--run", run];
     args.extend_from_slice(extra);
     home.json(&args);
     for item in items {
         let baseline = write(&home.path().join(format!("in/{item}-baseline.md")), &format!("{item} baseline\n"));
         let candidate = write(&home.path().join(format!("in/{item}-candidate.md")), &format!("{item} candidate\n"));
-        home.json(&["review", "item", "add", "--run", run, "--item", item, "--baseline", s(&baseline), "--candidate", s(&candidate)]);
+        home.json(&["review", "item", "add", "--run", run, "--item", item, "--baseline", path_arg(&baseline), "--candidate", path_arg(&candidate)]);
     }
 }
 
 fn export_packet(home: &Home, run: &str, dir: &Path) {
-    home.json(&["feedback", "markdown", "export", "--run", run, "--output", s(dir), "--force"]);
+    home.json(&["feedback", "markdown", "export", "--run", run, "--output", path_arg(dir), "--force"]);
 }
 
 fn status(home: &Home, run: &str) -> Value {
@@ -87,7 +59,7 @@ fn counts(home: &Home, run: &str) -> (u64, u64) {
 /// Exports the training package; returns (bytes, parsed JSON).
 fn export_package(home: &Home, run: &str) -> (String, Value) {
     let out = home.path().join(format!("out/{run}.json"));
-    home.json(&["export", "--run", run, "--output", s(&out)]);
+    home.json(&["export", "--run", run, "--output", path_arg(&out)]);
     let text = std::fs::read_to_string(&out).unwrap();
     let value = serde_json::from_str(&text).unwrap();
     (text, value)
@@ -133,7 +105,7 @@ fn s01_s05_ranked_round_trip_with_ties_is_accepted_by_the_strict_validator_and_t
          \x20   reasoning: C is clearest.\n\
          \x20 - item_id: hero-002\n    ranking: c > a > d > b\n",
     );
-    let imported = home.json(&["feedback", "markdown", "import", "--packet", s(&packet)]);
+    let imported = home.json(&["feedback", "markdown", "import", "--packet", path_arg(&packet)]);
     assert_eq!(imported["ranked_feedback_events"]["inserted"], 2);
 
     let (bytes, package) = export_package(&home, "explore-1");
@@ -237,7 +209,7 @@ fn s95_candidate_shown_as_a_and_picked_a_is_stored_as_b() {
         &packet.join("feedback.yml"),
         &format!("run_id: {run}\nreviewer: bob\nitems:\n  - item_id: {swapped}\n    choice: A\n  - item_id: {straight}\n    choice: a\n    reasoning: steadier\n"),
     );
-    home.json(&["feedback", "markdown", "import", "--packet", s(&packet)]);
+    home.json(&["feedback", "markdown", "import", "--packet", path_arg(&packet)]);
     let (bytes, package) = export_package(&home, run);
     validate_training_package_json(&bytes).unwrap();
     assert!(package["training_mode"] == "validate" && package.get("ranked_feedback_events").is_none());
@@ -263,12 +235,12 @@ fn s94_one_bad_choice_among_valid_ones_writes_nothing() {
         "run_id: ab-2\nreviewer: carol\nitems:\n  - {item_id: i1, choice: a}\n  - {item_id: i2, choice: tie}\n\
          \x20 - {item_id: i3, choice: neither}\n  - {item_id: i4, choice: maybe}\n",
     );
-    let stderr = run_code(&home, &["feedback", "markdown", "import", "--packet", s(&packet)], 2);
+    let (_, stderr) = run_code(&home, &["feedback", "markdown", "import", "--packet", path_arg(&packet)], 2);
     assert!(stderr.contains("invalid feedback choice \"maybe\"") && stderr.contains("nothing was written"), "{stderr}");
     assert_eq!(counts(&home, "ab-2"), (0, 0));
     // A missing item is refused the same way.
     write(&packet.join("feedback.yml"), "run_id: ab-2\nreviewer: carol\nitems:\n  - {item_id: i1, choice: a}\n");
-    let stderr = run_code(&home, &["feedback", "markdown", "import", "--packet", s(&packet)], 2);
+    let (_, stderr) = run_code(&home, &["feedback", "markdown", "import", "--packet", path_arg(&packet)], 2);
     assert!(stderr.contains("missing feedback for item_id"), "{stderr}");
     assert_eq!(counts(&home, "ab-2"), (0, 0));
 }
@@ -281,20 +253,20 @@ fn s94_reimport_upserts_under_the_five_column_key_and_changes_no_row_count() {
     export_packet(&home, "ab-3", &packet);
     let feedback = "run_id: ab-3\nreviewer: dan\nitems:\n  - {item_id: i1, choice: a}\n  - {item_id: i2, choice: skip}\n";
     write(&packet.join("feedback.yml"), feedback);
-    home.json(&["feedback", "markdown", "import", "--packet", s(&packet)]);
+    home.json(&["feedback", "markdown", "import", "--packet", path_arg(&packet)]);
     assert_eq!(counts(&home, "ab-3"), (2, 0));
-    let again = home.json(&["feedback", "markdown", "import", "--packet", s(&packet)]);
+    let again = home.json(&["feedback", "markdown", "import", "--packet", path_arg(&packet)]);
     assert_eq!(again["feedback_events"], json!({"inserted": 0, "updated": 2}));
     assert_eq!(counts(&home, "ab-3"), (2, 0));
     // A changed answer from the same reviewer and packet rewrites the row in place.
     write(&packet.join("feedback.yml"), &feedback.replace("choice: skip", "choice: tie"));
-    home.json(&["feedback", "markdown", "import", "--packet", s(&packet)]);
+    home.json(&["feedback", "markdown", "import", "--packet", path_arg(&packet)]);
     assert_eq!(counts(&home, "ab-3"), (2, 0));
     let (_, package) = export_package(&home, "ab-3");
     let i2 = package["feedback_events"].as_array().unwrap().iter().find(|e| e["item_id"] == "i2").unwrap().clone();
     assert_eq!(i2["choice"], "tie");
     // Another reviewer is another key.
-    home.json(&["feedback", "markdown", "import", "--packet", s(&packet), "--reviewer", "erin"]);
+    home.json(&["feedback", "markdown", "import", "--packet", path_arg(&packet), "--reviewer", "erin"]);
     assert_eq!(counts(&home, "ab-3"), (4, 0));
 }
 
@@ -306,7 +278,7 @@ fn rank_all(home: &Home, run: &str, packet: &Path, items: &[&str], reviewer: &st
         text.push_str(&format!("  - item_id: {item}\n    ranking: \"{ranking}\"\n"));
     }
     write(&packet.join("feedback.yml"), &text);
-    home.json(&["feedback", "markdown", "import", "--packet", s(packet)]);
+    home.json(&["feedback", "markdown", "import", "--packet", path_arg(packet)]);
 }
 
 fn packet_text(packet: &Path) -> String {
@@ -387,7 +359,7 @@ fn facts4_blinding_is_deterministic_across_exports() {
     }
     assert_eq!(packet_text(&one), packet_text(&two));
     // Exporting over a packet that holds a feedback.yml needs --force.
-    let stderr = run_code(&home, &["feedback", "markdown", "export", "--run", "ab-4", "--output", s(&one)], 2);
+    let (_, stderr) = run_code(&home, &["feedback", "markdown", "export", "--run", "ab-4", "--output", path_arg(&one)], 2);
     assert!(stderr.contains("already exists"), "{stderr}");
 }
 
@@ -410,7 +382,7 @@ fn s04_run_without_feedback_exports_without_feedback_context_or_evaluator_profil
 fn s03_s04_workflow_mode_only_as_training_mode_and_profile_when_the_run_names_an_evaluator() {
     let home = Home::embedded();
     let metadata = r#"{"mode":"render-v1","evaluator_id":"landing_page_v1","feedback_source":"imported_human_review"}"#;
-    install_template(&home);
+    add_template(&home, PLANNER_TEMPLATE, "owner/repo");
     home.json(&["review", "create", "--template", "planner", "--repo", "o/r", "--run", "refine-1", "--mode", "refine", "--metadata-json", metadata]);
     let (bytes, package) = export_package(&home, "refine-1");
     validate_training_package_json(&bytes).unwrap();
@@ -429,21 +401,21 @@ fn s03_s04_workflow_mode_only_as_training_mode_and_profile_when_the_run_names_an
 #[test]
 fn review_refusals_name_the_problem() {
     let home = Home::embedded();
-    install_template(&home);
-    let stderr = run_code(&home, &["review", "create", "--template", "nope", "--repo", "o/r", "--run", "r"], 2);
+    add_template(&home, PLANNER_TEMPLATE, "owner/repo");
+    let (_, stderr) = run_code(&home, &["review", "create", "--template", "nope", "--repo", "o/r", "--run", "r"], 2);
     assert!(stderr.contains("template `nope`"), "{stderr}");
-    let stderr = run_code(&home, &["review", "create", "--template", "planner", "--repo", "o/r", "--run", "r", "--mode", "train"], 2);
+    let (_, stderr) = run_code(&home, &["review", "create", "--template", "planner", "--repo", "o/r", "--run", "r", "--mode", "train"], 2);
     assert!(stderr.contains("review mode \"train\" is invalid"), "{stderr}");
     home.json(&["review", "create", "--template", "planner", "--repo", "o/r", "--run", "r", "--mode", "explore", "--options", "3"]);
-    let stderr = run_code(&home, &["review", "create", "--template", "planner", "--repo", "o/r", "--run", "r"], 2);
+    let (_, stderr) = run_code(&home, &["review", "create", "--template", "planner", "--repo", "o/r", "--run", "r"], 2);
     assert!(stderr.contains("already exists"), "{stderr}");
     let f = write(&home.path().join("in/x.md"), "x\n");
     let a = format!("a={}", f.display());
-    let stderr = run_code(&home, &["review", "item", "add", "--run", "r", "--item", "i", "--option", &a], 2);
+    let (_, stderr) = run_code(&home, &["review", "item", "add", "--run", "r", "--item", "i", "--option", &a], 2);
     assert!(stderr.contains("3 options per item; got 1"), "{stderr}");
-    let stderr = run_code(&home, &["review", "item", "add", "--run", "r", "--item", "i", "--baseline", s(&f), "--candidate", s(&f)], 2);
+    let (_, stderr) = run_code(&home, &["review", "item", "add", "--run", "r", "--item", "i", "--baseline", path_arg(&f), "--candidate", path_arg(&f)], 2);
     assert!(stderr.contains("is ranked"), "{stderr}");
-    let stderr = run_code(&home, &["review", "status", "--run", "missing"], 2);
+    let (_, stderr) = run_code(&home, &["review", "status", "--run", "missing"], 2);
     assert!(stderr.contains("review run `missing` not found"), "{stderr}");
 }
 
@@ -472,10 +444,10 @@ fn pairwise_files(dir: &Path, picks: Value) {
 #[test]
 fn pairwise_import_unblinds_through_the_secret_map_and_reimports_in_place() {
     let home = Home::embedded();
-    install_template(&home);
+    add_template(&home, PLANNER_TEMPLATE, "owner/repo");
     let dir = home.path().join("pairwise");
     pairwise_files(&dir, json!({"run_id": "pw-1", "reviewer": "frank", "picks": {"q1": "A", "q2": "a"}}));
-    let out = home.json(&["pairwise", "import", s(&dir)]);
+    let out = home.json(&["pairwise", "import", path_arg(&dir)]);
     assert_eq!(out["ranked_feedback_events"]["inserted"], 2);
     let (bytes, package) = export_package(&home, "pw-1");
     validate_training_package_json(&bytes).unwrap();
@@ -486,11 +458,11 @@ fn pairwise_import_unblinds_through_the_secret_map_and_reimports_in_place() {
     assert_eq!(ranking("q2"), json!(["champion", "challenger"]), "A was the champion in q2");
     assert_eq!(package["pairwise_preferences"].as_array().unwrap().len(), 2);
     assert_eq!(counts(&home, "pw-1"), (0, 2));
-    home.json(&["pairwise", "import", s(&dir)]);
+    home.json(&["pairwise", "import", path_arg(&dir)]);
     assert_eq!(counts(&home, "pw-1"), (0, 2), "a re-import changes no row count");
     // An item the secret map cannot decide is reported and skipped (exit 1); the rest is stored.
     pairwise_files(&dir, json!({"run_id": "pw-1", "picks": {"q1": "C", "q2": "B"}}));
-    let stderr = run_code(&home, &["pairwise", "import", s(&dir), "--reviewer", "gina"], 1);
+    let (_, stderr) = run_code(&home, &["pairwise", "import", path_arg(&dir), "--reviewer", "gina"], 1);
     assert!(stderr.contains("skipped q1"), "{stderr}");
     assert_eq!(counts(&home, "pw-1"), (0, 3));
 }

@@ -12,29 +12,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use skillforge_contract::validate_training_package_json;
-use skillforge_tests::{Home, Reaped, RedisServer, free_port, two_commit_repo};
+use skillforge_tests::{CODER_TEMPLATE, Home, Reaped, RedisServer, add_template, free_port, two_commit_repo, write};
 
-const TEMPLATE: &str = "---\nid: coder\nname: Coder\ndescription: Implements changes\nkind: agent-template\nversion: 1\n\
-capabilities: [implement]\nruntime_compatibility: [codex, claude]\ntags: [code]\ninputs: [task]\noutputs: [diff]\n---\n# Code\nDo it.\n";
 const RUN: &str = "auto-trace:coder@v1";
 const SECRET: &str = "webhook-s3cret";
 
-fn write(path: &Path, text: &str) -> PathBuf {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).unwrap();
-    }
-    std::fs::write(path, text).unwrap();
-    path.to_path_buf()
-}
-
 fn config(home: &Home, text: &str) {
     write(&home.path().join("config.toml"), text);
-}
-
-fn install(home: &Home) {
-    let file = write(&home.path().join("in/coder.md"), TEMPLATE);
-    let out = home.run(&["template", "add", file.to_str().unwrap(), "--repo", "acme/templates"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 fn attribute(home: &Home, pr: u32, extra: &[&str]) {
@@ -88,7 +72,7 @@ fn on(extra: &str) -> String {
 #[test]
 fn s15_s17_s18_s20_s21_outcome_mapping_and_in_place_upserts() {
     let home = Home::embedded();
-    install(&home);
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
     config(&home, &on(""));
     for pr in 1..=6 {
         attribute(&home, pr, &[]);
@@ -135,7 +119,7 @@ fn s15_s17_s18_s20_s21_outcome_mapping_and_in_place_upserts() {
 #[test]
 fn s16_unattributed_and_non_implement_changes_are_not_harvested() {
     let home = Home::embedded();
-    install(&home);
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
     config(&home, &on(""));
     attribute(&home, 2, &["--kind", "coordinator"]);
     let unattributed = outcome(&home, 1, &["--outcome", "merged", "--ci", "external"]);
@@ -147,7 +131,7 @@ fn s16_unattributed_and_non_implement_changes_are_not_harvested() {
 #[test]
 fn s22_s23_revert_flips_the_row_in_place_and_cross_repo_reverts_are_ignored() {
     let home = Home::embedded();
-    install(&home);
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
     config(&home, &on(""));
     attribute(&home, 12, &[]);
     outcome(&home, 12, &["--outcome", "merged", "--ci", "external"]);
@@ -195,7 +179,7 @@ fn human_run(home: &Home) {
 #[test]
 fn s13_s25_mode_a_off_writes_nothing_and_human_exports_are_byte_identical() {
     let home = Home::embedded();
-    install(&home);
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
     human_run(&home);
     let (human_before, package) = export(&home, "human-1");
     assert_eq!(package["feedback_context"]["feedback_source"], "imported_human_review");
@@ -229,7 +213,7 @@ fn s13_s25_mode_a_off_writes_nothing_and_human_exports_are_byte_identical() {
 fn s26_s39_missing_toolchain_writes_no_hard_row_and_a_failing_verifier_writes_zero() {
     let (repo, _base, head) = two_commit_repo();
     let home = Home::embedded();
-    install(&home);
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
     attribute(&home, 1, &["--checkout", repo.path().to_str().unwrap()]);
     attribute(&home, 2, &["--checkout", repo.path().to_str().unwrap()]);
     config(&home, &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"no-such-toolchain-xyz --version\"]\n"));
@@ -268,7 +252,7 @@ fn path_with(bin: &Path) -> String {
 fn s27_s29_s30_checker_and_review_legs_write_their_own_rows() {
     let (repo, base, head) = two_commit_repo();
     let home = Home::embedded();
-    install(&home);
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
     let bin = fake_claude(home.path(), r#"{"coverage":0.2,"containment":0.3,"fidelity":0.4,"notes":"misses the ask"}"#);
     attribute(&home, 3, &["--checkout", repo.path().to_str().unwrap(), "--base", &base, "--runtime", "claude", "--instructions", "add f0..f11"]);
     config(&home, &on("deterministic_checkers_enabled = true\ncross_family_review_enabled = true\nreview_runtimes = [\"claude\"]\n"));
@@ -340,7 +324,7 @@ fn wait_listening(home: &Home, port: u16) {
 #[test]
 fn webhook_signature_good_bad_missing_and_no_secret_refuses_to_start() {
     let home = Home::embedded();
-    install(&home);
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
     config(&home, &on(""));
     // No secret ⇒ `serve --listen` refuses to start.
     let mut refused = spawn_serve(&home, free_port(), None);
@@ -371,7 +355,7 @@ fn webhook_signature_good_bad_missing_and_no_secret_refuses_to_start() {
 fn s33_verifier_leg_rerun_after_sigkilled_worker_writes_exactly_one_row() {
     let (repo, _base, head) = two_commit_repo();
     let home = Home::embedded();
-    install(&home);
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
     attribute(&home, 9, &["--checkout", repo.path().to_str().unwrap()]);
     config(&home, &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"sleep 3 && test -f src/lib.rs\"]\n"));
     let report = outcome(&home, 9, &["--outcome", "merged", "--ci", "none", "--head", &head]);
@@ -399,7 +383,7 @@ fn ci_and_forge_report_to_a_running_serve_with_a_redis_fleet() {
     let redis = RedisServer::start();
     let (repo, base, head) = two_commit_repo();
     let home = Home::redis(&redis.url());
-    install(&home);
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
     let bin = fake_claude(home.path(), r#"{"coverage":0.9,"containment":0.8,"fidelity":0.9,"architecture":0.7,"readability":0.8,"abstraction":0.7}"#);
     attribute(&home, 7, &["--checkout", repo.path().to_str().unwrap(), "--base", &base, "--runtime", "codex", "--title", "Add functions"]);
     config(

@@ -12,19 +12,9 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 use skillforge_contract::validate_training_package_json;
-use skillforge_tests::{Home, two_commit_repo};
+use skillforge_tests::{CODER_TEMPLATE, Home, add_template, two_commit_repo, write};
 
-const TEMPLATE: &str = "---\nid: coder\nname: Coder\ndescription: Implements changes\nkind: agent-template\nversion: 1\n\
-capabilities: [implement]\nruntime_compatibility: [codex, claude]\ntags: [code]\ninputs: [task]\noutputs: [diff]\n---\n# Code\nDo it.\n";
 const RUN: &str = "auto-trace:coder@v1";
-
-fn write(path: &Path, text: &str) -> PathBuf {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).unwrap();
-    }
-    std::fs::write(path, text).unwrap();
-    path.to_path_buf()
-}
 
 fn config(home: &Home, text: &str) {
     write(&home.path().join("config.toml"), text);
@@ -32,12 +22,6 @@ fn config(home: &Home, text: &str) {
 
 fn on(extra: &str) -> String {
     format!("[skillopt]\nauto_trace_enabled = true\n{extra}")
-}
-
-fn install(home: &Home) {
-    let file = write(&home.path().join("in/coder.md"), TEMPLATE);
-    let out = home.run(&["template", "add", file.to_str().unwrap(), "--repo", "acme/templates"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 fn attribute(home: &Home, pr: u32, extra: &[&str]) {
@@ -120,7 +104,7 @@ const T0_PLUS_60S: &str = "2030-01-01T00:01:00Z";
 #[test]
 fn s19_empty_gate_is_stamped_only_after_a_second_zero_observation_min_ci_wait_later() {
     let home = Home::embedded();
-    install(&home);
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
     config(&home, &format!("{}[merge_gate]\nmin_ci_wait = 60\n", on("")));
     let repo = tempfile::tempdir().unwrap();
     write(&repo.path().join(".github/workflows/ci.yml"), "on: [pull_request]\n");
@@ -183,7 +167,7 @@ fn s19_empty_gate_is_stamped_only_after_a_second_zero_observation_min_ci_wait_la
 
 /// A candidate package for `coder` whose body differs from v1.
 fn candidate(home: &Home) -> Value {
-    let content = TEMPLATE.replace("Do it.\n", "Do it, with tests.\n");
+    let content = CODER_TEMPLATE.replace("Do it.\n", "Do it, with tests.\n");
     let package = json!({
         "kind": "gitmoot-skillopt-candidate-package",
         "contract_version": 1,
@@ -203,7 +187,7 @@ fn candidate(home: &Home) -> Value {
 fn s14_harvesting_a_strong_positive_for_a_pending_candidate_writes_only_the_three_feedback_tables() {
     let (repo, _base, head) = two_commit_repo();
     let home = Home::embedded();
-    install(&home);
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
     let imported = candidate(&home);
     assert_eq!((imported["version_id"].as_str(), imported["state"].as_str()), (Some("coder@v2"), Some("pending")), "{imported}");
     attribute(&home, 3, &["--template", "coder@v2", "--checkout", repo.path().to_str().unwrap()]);
@@ -233,7 +217,7 @@ fn s14_harvesting_a_strong_positive_for_a_pending_candidate_writes_only_the_thre
 #[test]
 fn s24_a_store_failure_during_a_harvest_is_recorded_and_reported_without_failing_the_caller() {
     let home = Home::embedded();
-    install(&home);
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
     config(&home, &on(""));
     attribute(&home, 4, &[]);
     sql(&home, "CREATE TRIGGER s24_reject BEFORE INSERT ON feedback_events BEGIN SELECT RAISE(ABORT, 's24 injected store failure'); END;");
@@ -292,7 +276,7 @@ fn outcome_with_path(home: &Home, bin: &Path, pr: u32, head: &str) -> Value {
 fn s31_exported_tags_order_human_floor_checker_cross_family_same_family() {
     let (repo, base, head) = two_commit_repo();
     let home = Home::embedded();
-    install(&home);
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
     let checkout = repo.path().to_str().unwrap();
     let rubric = r#"{"coverage":0.9,"containment":0.8,"fidelity":0.9}"#;
     let bin = fake_claude(home.path(), &rubric_reply(rubric));
@@ -353,7 +337,7 @@ fn s31_exported_tags_order_human_floor_checker_cross_family_same_family() {
 fn s41_review_quality_kind_with_hard_verifiers_on_gets_no_hard_row() {
     let (repo, base, head) = two_commit_repo();
     let home = Home::embedded();
-    install(&home);
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
     let bin = fake_claude(home.path(), &rubric_reply(r#"{"coverage":0.7,"readability":0.9}"#));
     let checkout = repo.path().to_str().unwrap();
     attribute(&home, 1, &["--kind", "review-quality", "--checkout", checkout, "--base", &base, "--runtime", "codex"]);
@@ -377,7 +361,7 @@ fn s41_review_quality_kind_with_hard_verifiers_on_gets_no_hard_row() {
 fn s33_a_crash_in_each_leg_records_exactly_its_event_and_the_harvest_succeeds() {
     let (repo, base, head) = two_commit_repo();
     let home = Home::embedded();
-    install(&home);
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
     let missing = home.path().join("no-such-checkout");
     let missing = missing.to_str().unwrap();
     // Hard verifier and checkers: the checkout the workers should run in is gone (the runner

@@ -3,42 +3,13 @@
 //! that fills none of them ends in a no-candidate reason naming the fields and the file, and values
 //! or keys outside facts §4 are refused with nothing written (facts §4; S-94).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use skillforge_tests::Home;
-
-const TEMPLATE: &str = "---\nid: planner\nname: Planner\ndescription: Plans work\nkind: agent-template\nversion: 1\n\
-capabilities: [ask]\nruntime_compatibility: [codex, claude]\ntags: [planning]\ninputs: [task]\noutputs: [plan]\n---\n# Plan\nDo it.\n";
-
-fn write(path: &Path, text: &str) -> PathBuf {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).unwrap();
-    }
-    std::fs::write(path, text).unwrap();
-    path.to_path_buf()
-}
-
-fn s(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
-/// Runs `skillforge ARGS`, asserts exit `code`, returns (stdout, stderr).
-fn run_code(home: &Home, args: &[&str], code: i32) -> (String, String) {
-    let out = home.run(args);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(code), "skillforge {args:?}\nstdout:\n{stdout}\nstderr:\n{stderr}");
-    (stdout, stderr)
-}
-
-fn install_template(home: &Home) {
-    let file = write(&home.path().join("in/planner.md"), TEMPLATE);
-    run_code(home, &["template", "add", s(&file), "--repo", "owner/repo"], 0);
-}
+use skillforge_tests::{Home, PLANNER_TEMPLATE, add_template, path_arg, run_code, write};
 
 /// A ranked explore run with options a..c on every item.
 fn ranked_run(home: &Home, run: &str, items: &[&str]) {
-    install_template(home);
+    add_template(home, PLANNER_TEMPLATE, "owner/repo");
     home.json(&["review", "create", "--template", "planner", "--repo", "owner/web", "--run", run, "--mode", "explore", "--options", "3"]);
     for item in items {
         let mut args: Vec<String> =
@@ -55,17 +26,17 @@ fn ranked_run(home: &Home, run: &str, items: &[&str]) {
 
 /// An A/B run (mode validate).
 fn ab_run(home: &Home, run: &str, items: &[&str]) {
-    install_template(home);
+    add_template(home, PLANNER_TEMPLATE, "owner/repo");
     home.json(&["review", "create", "--template", "planner", "--repo", "owner/repo", "--run", run]);
     for item in items {
         let baseline = write(&home.path().join(format!("in/{item}-baseline.md")), &format!("{item} baseline\n"));
         let candidate = write(&home.path().join(format!("in/{item}-candidate.md")), &format!("{item} candidate\n"));
-        home.json(&["review", "item", "add", "--run", run, "--item", item, "--baseline", s(&baseline), "--candidate", s(&candidate)]);
+        home.json(&["review", "item", "add", "--run", run, "--item", item, "--baseline", path_arg(&baseline), "--candidate", path_arg(&candidate)]);
     }
 }
 
 fn export_packet(home: &Home, run: &str, dir: &Path) -> String {
-    home.json(&["feedback", "markdown", "export", "--run", run, "--output", s(dir), "--force"]);
+    home.json(&["feedback", "markdown", "export", "--run", run, "--output", path_arg(dir), "--force"]);
     std::fs::read_to_string(dir.join("feedback.yml")).unwrap()
 }
 
@@ -98,7 +69,7 @@ fn templates_offer_the_fields_the_optimizer_learns_from() {
 
     // The template filled only where a reviewer must answer imports as written.
     write(&ranked.join("feedback.yml"), &template.replace("reviewer: ''", "reviewer: alice").replace("ranking: ''", "ranking: C > A > B"));
-    home.json(&["feedback", "markdown", "import", "--packet", s(&ranked)]);
+    home.json(&["feedback", "markdown", "import", "--packet", path_arg(&ranked)]);
 }
 
 #[test]
@@ -111,15 +82,15 @@ fn rankings_alone_end_in_a_reason_naming_the_fields_and_the_file() {
         &packet.join("feedback.yml"),
         "run_id: rk-2\nreviewer: alice\nitems:\n  - {item_id: h1, ranking: C > A > B}\n  - {item_id: h2, ranking: B > C > A}\n",
     );
-    home.json(&["feedback", "markdown", "import", "--packet", s(&packet)]);
+    home.json(&["feedback", "markdown", "import", "--packet", path_arg(&packet)]);
     let training = home.path().join("training.json");
-    home.json(&["export", "--run", "rk-2", "--output", s(&training)]);
+    home.json(&["export", "--run", "rk-2", "--output", path_arg(&training)]);
 
     let out_root = home.path().join("out");
     let candidate = home.path().join("candidate.json");
     let report = home.json(&[
-        "optimizer", "distill", "--training-package", s(&training), "--artifact-root", s(&home.path().join("blobs")),
-        "--out-root", s(&out_root), "--candidate-output", s(&candidate),
+        "optimizer", "distill", "--training-package", path_arg(&training), "--artifact-root", path_arg(&home.path().join("blobs")),
+        "--out-root", path_arg(&out_root), "--candidate-output", path_arg(&candidate),
     ]);
     assert_eq!(report["no_candidate_reason"], "no_actionable_feedback");
     let hint = report["no_candidate_hint"].as_str().expect("a hint").to_owned();
@@ -128,7 +99,7 @@ fn rankings_alone_end_in_a_reason_naming_the_fields_and_the_file() {
         assert!(hint.contains(want), "missing {want}: {hint}");
     }
 
-    let out = home.run(&["import", "--file", s(&candidate), "--artifact-dir", s(&out_root.join("artifacts"))]);
+    let out = home.run(&["import", "--file", path_arg(&candidate), "--artifact-dir", path_arg(&out_root.join("artifacts"))]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("optimizer produced no candidate: no_actionable_feedback"), "{stderr}");
@@ -152,12 +123,12 @@ fn ab_signals_and_unknown_keys_are_refused_and_nothing_is_written() {
     let dir = std::fs::canonicalize(&packet).unwrap();
     for (text, want) in table {
         write(&packet.join("feedback.yml"), &text);
-        let (_, stderr) = run_code(&home, &["feedback", "markdown", "import", "--packet", s(&packet)], 2);
+        let (_, stderr) = run_code(&home, &["feedback", "markdown", "import", "--packet", path_arg(&packet)], 2);
         assert!(stderr.contains(want), "want {want}:\n{stderr}");
         assert!(stderr.contains(&format!("import packet `{}`", dir.display())) && stderr.contains("nothing was written"), "{stderr}");
         assert_eq!(home.json(&["review", "status", "--run", "ab-3"])["feedback_events"], 0, "{text}");
     }
     write(&packet.join("feedback.yml"), &format!("{ok}    quality: Strong\n    promote: y\n"));
-    home.json(&["feedback", "markdown", "import", "--packet", s(&packet)]);
+    home.json(&["feedback", "markdown", "import", "--packet", path_arg(&packet)]);
     assert_eq!(home.json(&["review", "status", "--run", "ab-3"])["feedback_events"], 2);
 }

@@ -2,32 +2,15 @@
 //! blind Markdown packet → human feedback → training package → optimizer (the built-in
 //! `optimizer distill` standing in at step 7) → candidate import → show → promote.
 
-use std::path::Path;
-
 use serde_json::Value;
 use skillforge_contract::validate_training_package_json;
-use skillforge_tests::Home;
-
-const TEMPLATE: &str = "---\nid: planner\nname: Planner\ndescription: Plans work\nkind: agent-template\nversion: 1\n\
-capabilities: [ask]\nruntime_compatibility: [codex, claude]\ntags: [planning]\ninputs: [task]\noutputs: [plan]\n---\n# Plan\nDo it.\n";
-
-fn ok(home: &Home, args: &[&str]) -> String {
-    let out = home.run(args);
-    assert!(out.status.success(), "skillforge {args:?}: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
+use skillforge_tests::{Home, PLANNER_TEMPLATE, add_template, ok, path_arg};
 
 #[test]
 fn complete_local_review_path_steps_1_to_10() {
     let home = Home::embedded();
     let input = home.path().join("in");
-    std::fs::create_dir_all(&input).unwrap();
-    std::fs::write(input.join("planner.md"), TEMPLATE).unwrap();
-    ok(&home, &["template", "add", p(&input.join("planner.md")), "--repo", "owner/repo"]);
+    add_template(&home, PLANNER_TEMPLATE, "owner/repo");
 
     // 1–2. A review run with baseline/candidate outputs per item.
     ok(&home, &["review", "create", "--template", "planner", "--repo", "owner/repo", "--run", "trial-1"]);
@@ -36,12 +19,12 @@ fn complete_local_review_path_steps_1_to_10() {
         let candidate = input.join(format!("{item}-candidate.md"));
         std::fs::write(&baseline, format!("{item}: plan with no test steps\n")).unwrap();
         std::fs::write(&candidate, format!("{item}: plan with a test plan and rollback\n")).unwrap();
-        ok(&home, &["review", "item", "add", "--run", "trial-1", "--item", item, "--baseline", p(&baseline), "--candidate", p(&candidate)]);
+        ok(&home, &["review", "item", "add", "--run", "trial-1", "--item", item, "--baseline", path_arg(&baseline), "--candidate", path_arg(&candidate)]);
     }
 
     // 3–5. Blind packet out, a human's feedback.yml back in.
     let packet = home.path().join("evals/trial-1");
-    ok(&home, &["feedback", "markdown", "export", "--run", "trial-1", "--output", p(&packet)]);
+    ok(&home, &["feedback", "markdown", "export", "--run", "trial-1", "--output", path_arg(&packet)]);
     assert!(packet.join("index.md").exists() && packet.join(".assignments.json").exists());
     let assignments: Value = serde_json::from_str(&std::fs::read_to_string(packet.join(".assignments.json")).unwrap()).unwrap();
     // The human prefers the candidate on both items, whichever side it is displayed on.
@@ -54,11 +37,11 @@ fn complete_local_review_path_steps_1_to_10() {
         ));
     }
     std::fs::write(packet.join("feedback.yml"), feedback).unwrap();
-    ok(&home, &["feedback", "markdown", "import", "--packet", p(&packet)]);
+    ok(&home, &["feedback", "markdown", "import", "--packet", path_arg(&packet)]);
 
     // 6. The training package, as external optimizers read it.
     let training = home.path().join("training.json");
-    ok(&home, &["export", "--run", "trial-1", "--output", p(&training)]);
+    ok(&home, &["export", "--run", "trial-1", "--output", path_arg(&training)]);
     let bytes = std::fs::read_to_string(&training).unwrap();
     validate_training_package_json(&bytes).expect("the strict external-optimizer rules accept the export");
     let package: Value = serde_json::from_str(&bytes).unwrap();
@@ -70,14 +53,14 @@ fn complete_local_review_path_steps_1_to_10() {
     let candidate_file = home.path().join("candidate.json");
     ok(&home, &[
         "optimizer", "distill",
-        "--training-package", p(&training),
-        "--artifact-root", p(&home.path().join("blobs")),
-        "--out-root", p(&out_root),
-        "--candidate-output", p(&candidate_file),
+        "--training-package", path_arg(&training),
+        "--artifact-root", path_arg(&home.path().join("blobs")),
+        "--out-root", path_arg(&out_root),
+        "--candidate-output", path_arg(&candidate_file),
     ]);
 
     // 8. Import: a pending version, never promoted by the import itself.
-    let imported = home.json(&["import", "--file", p(&candidate_file), "--artifact-dir", p(&out_root.join("artifacts"))]);
+    let imported = home.json(&["import", "--file", path_arg(&candidate_file), "--artifact-dir", path_arg(&out_root.join("artifacts"))]);
     let version = imported["version_id"].as_str().or_else(|| imported["version"].as_str()).expect("version id").to_owned();
     assert_eq!(version, "planner@v2");
     assert_eq!(home.json(&["template", "show", "planner"])["version_id"], "planner@v1", "still v1 current");

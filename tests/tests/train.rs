@@ -10,37 +10,13 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
-use skillforge_tests::{Home, Reaped, RedisServer, bin, signal};
-
-const TEMPLATE: &str = "---\nid: planner\nname: Planner\ndescription: Plans work\nkind: agent-template\nversion: 1\n\
-capabilities: [ask]\nruntime_compatibility: [codex, claude]\ntags: [planning]\ninputs: [task]\noutputs: [plan]\n---\n# Plan\nDo it.\n";
+use skillforge_tests::{Home, PLANNER_TEMPLATE, Reaped, RedisServer, add_template, bin, path_arg, run_code, signal, write};
 
 const ITEMS: &str = "items:\n  - id: fix-login\n    title: Describe the login fix\n    input: |\n      -    check(password)\n      +    check_hashed(password)\n  - id: add-cache\n    title: Describe the cache\n    input: adds an LRU cache in front of the user lookup\n";
 
 const SESSION: &str = "s1";
 const N_OPTIONS: usize = 3;
 const WAIT: Duration = Duration::from_secs(60);
-
-fn write(path: &Path, text: &str) -> PathBuf {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).unwrap();
-    }
-    std::fs::write(path, text).unwrap();
-    path.to_path_buf()
-}
-
-fn s(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
-/// Runs `skillforge ARGS`, asserts exit `code`, returns (stdout, stderr).
-fn run_code(home: &Home, args: &[&str], code: i32) -> (String, String) {
-    let out = home.run(args);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(code), "skillforge {args:?}\nstdout:\n{stdout}\nstderr:\n{stderr}\n{}", home.logs());
-    (stdout, stderr)
-}
 
 fn status(home: &Home) -> Value {
     home.json(&["train", "status", "--session", SESSION, "--detail"])
@@ -56,11 +32,10 @@ fn wait_phase(home: &Home, phase: &str) -> Value {
 
 /// Installs the template and starts session `s1` (3 options per item) with or without a workspace repo.
 fn start(home: &Home, workspace: bool) -> Value {
-    let template = write(&home.path().join("in/planner.md"), TEMPLATE);
-    run_code(home, &["template", "add", s(&template), "--repo", "owner/repo"], 0);
+    add_template(home, PLANNER_TEMPLATE, "owner/repo");
     let items = write(&home.path().join("in/items.yml"), ITEMS);
     let mut args = vec!["train", "start", "--template", "planner", "--repo", "owner/repo", "--request", "clearer commit messages"];
-    args.extend(["--items-file", s(&items), "--yes", "--session", SESSION, "--options", "3"]);
+    args.extend(["--items-file", path_arg(&items), "--yes", "--session", SESSION, "--options", "3"]);
     if workspace {
         args.extend(["--workspace-repo", "owner/workspace"]);
     }
@@ -207,10 +182,9 @@ fn s98_without_workspace_repo_the_session_stays_at_request_confirmed() {
 #[test]
 fn start_refuses_bad_input_naming_the_flag_and_writes_nothing() {
     let home = Home::embedded();
-    let template = write(&home.path().join("in/planner.md"), TEMPLATE);
-    run_code(&home, &["template", "add", s(&template), "--repo", "owner/repo"], 0);
+    add_template(&home, PLANNER_TEMPLATE, "owner/repo");
     let items = write(&home.path().join("in/items.yml"), ITEMS);
-    let base = ["train", "start", "--template", "planner", "--repo", "owner/repo", "--items-file", s(&items), "--yes", "--session", SESSION];
+    let base = ["train", "start", "--template", "planner", "--repo", "owner/repo", "--items-file", path_arg(&items), "--yes", "--session", SESSION];
     let table: [(&[&str], &str); 4] = [
         (&["--request", "x", "--workspace-repo", "/nonexistent"], "--workspace-repo `/nonexistent`: no such directory"),
         (&["--request", "x", "--workspace-repo", "./nope"], "--workspace-repo `./nope`: no such directory"),
@@ -226,7 +200,7 @@ fn start_refuses_bad_input_naming_the_flag_and_writes_nothing() {
     }
     // An existing local checkout is a workspace.
     let mut args = base.to_vec();
-    args.extend(["--request", "x", "--workspace-repo", s(home.path())]);
+    args.extend(["--request", "x", "--workspace-repo", path_arg(home.path())]);
     assert_eq!(home.json(&args)["state"], "items_ready");
 }
 
@@ -296,7 +270,7 @@ fn train_recover_imports_what_a_failed_wrapper_left_without_duplicates() {
         &home.path().join("wrap.sh"),
         &format!("#!/bin/sh\n\"{}\" optimizer distill \"$@\" || exit 3\necho 'wrapper: upload failed' >&2\nexit 1\n", bin().display()),
     );
-    train_config(&home, &format!("[backends.wrap]\ncommand = [\"sh\", \"{}\"]\n", s(&script)));
+    train_config(&home, &format!("[backends.wrap]\ncommand = [\"sh\", \"{}\"]\n", path_arg(&script)));
     start(&home, true);
     run_code(&home, &["train", "continue", "--session", SESSION], 0);
     fill_feedback(&home, true);
@@ -356,12 +330,12 @@ fn sigkill_during_the_optimizer_goes_stale_then_recovery_available_and_recovers_
         &home.path().join("slow.sh"),
         &format!(
             "#!/bin/sh\nif [ -e \"{mark}\" ]; then rm -f \"{mark}\"; echo $$ > \"{pid}\"; sleep 30; fi\nexec \"{bin}\" optimizer distill \"$@\"\n",
-            mark = s(&mark),
-            pid = s(&pidfile),
+            mark = path_arg(&mark),
+            pid = path_arg(&pidfile),
             bin = bin().display()
         ),
     );
-    train_config(&home, &format!("[backends.slow]\ncommand = [\"sh\", \"{}\"]\n", s(&script)));
+    train_config(&home, &format!("[backends.slow]\ncommand = [\"sh\", \"{}\"]\n", path_arg(&script)));
     start(&home, true);
     run_code(&home, &["train", "continue", "--session", SESSION], 0);
     fill_feedback(&home, true);

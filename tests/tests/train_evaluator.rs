@@ -12,10 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use skillforge_contract::validate_training_package_json;
-use skillforge_tests::Home;
-
-const TEMPLATE: &str = "---\nid: planner\nname: Planner\ndescription: Plans work\nkind: agent-template\nversion: 1\n\
-capabilities: [ask]\nruntime_compatibility: [codex, claude]\ntags: [planning]\ninputs: [task]\noutputs: [plan]\n---\n# Plan\nDo it.\n";
+use skillforge_tests::{Home, PLANNER_TEMPLATE, add_template, ok, path_arg, run_code, write};
 
 const ITEMS: &str = "items:\n  - id: fix-login\n    title: Describe the login fix\n    input: |\n      -    check(password)\n      +    check_hashed(password)\n  - id: add-cache\n    title: Describe the cache\n    input: adds an LRU cache in front of the user lookup\n";
 
@@ -34,37 +31,16 @@ const EVALUATOR_CONFIG: &str = r#"{"checks":[{"id":"no_one_liners","type":"artif
 /// existed (the pre-change binary, this file's flow), normalized by [`normalize`].
 const GOLDEN: &str = include_str!("train_evaluator/no_evaluator_training.golden.json");
 
-fn write(path: &Path, text: &str) -> PathBuf {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).unwrap();
-    }
-    std::fs::write(path, text).unwrap();
-    path.to_path_buf()
-}
-
-fn s(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
-fn ok(home: &Home, args: &[&str]) -> (String, String) {
-    let out = home.run(args);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "skillforge {args:?}: {}\nstdout:\n{stdout}\nstderr:\n{stderr}\n{}", out.status, home.logs());
-    (stdout, stderr)
-}
-
 fn status(home: &Home) -> Value {
     home.json(&["train", "status", "--session", SESSION, "--detail"])
 }
 
 /// Template, items, `train start` (3 options per item) with `extra` arguments.
 fn start(home: &Home, extra: &[&str]) -> Value {
-    let template = write(&home.path().join("in/planner.md"), TEMPLATE);
-    ok(home, &["template", "add", s(&template), "--repo", "owner/repo"]);
+    add_template(home, PLANNER_TEMPLATE, "owner/repo");
     let items = write(&home.path().join("in/items.yml"), ITEMS);
     let mut args = vec!["train", "start", "--template", "planner", "--repo", "owner/repo", "--request", "clearer commit messages"];
-    args.extend(["--items-file", s(&items), "--yes", "--session", SESSION, "--options", "3", "--workspace-repo", "owner/workspace"]);
+    args.extend(["--items-file", path_arg(&items), "--yes", "--session", SESSION, "--options", "3", "--workspace-repo", "owner/workspace"]);
     args.extend(extra);
     home.json(&args)
 }
@@ -132,7 +108,7 @@ fn s101_train_continue_evaluates_options_before_export_and_the_failure_packet_re
     assert!(!failing.is_empty() && failing.len() < n_options, "the check must fail some options, not all: {failing:?}");
 
     // --no-wait: the feedback is synced and the first judge job enqueued; nothing exported yet.
-    let (out, err) = ok(&home, &["train", "continue", "--session", SESSION, "--no-wait"]);
+    let (out, err) = run_code(&home, &["train", "continue", "--session", SESSION, "--no-wait"], 0);
     assert!(out.contains("evaluator's jobs are running"), "{out}\n{err}");
     let st = status(&home);
     assert_eq!(st["current_phase"], "feedback_synced", "{st:#}");
@@ -141,7 +117,7 @@ fn s101_train_continue_evaluates_options_before_export_and_the_failure_packet_re
     assert!(!training_path(&home).exists(), "the export waits for the evaluator");
 
     // The next continue reuses that job (idempotency key by prompt), evaluates the rest, exports.
-    let (_, err) = ok(&home, &["train", "continue", "--session", SESSION]);
+    let (_, err) = run_code(&home, &["train", "continue", "--session", SESSION], 0);
     assert!(err.contains("evaluator commit_notes_v1: 6 option(s) scored"), "{err}");
     let evaluated_at = err.find("evaluator commit_notes_v1: 6").unwrap();
     assert!(evaluated_at < err.find("training package exported").unwrap(), "evaluation comes before the export:\n{err}");
@@ -203,7 +179,7 @@ fn s101_train_continue_evaluates_options_before_export_and_the_failure_packet_re
     // replaces (never adds) scores.
     home.json(&["review", "evaluate", "--run", RUN]);
     assert_eq!(judge_jobs(&home).len(), judged.len(), "no judge job re-run");
-    ok(&home, &["export", "--run", RUN, "--output", s(&home.path().join("again.json"))]);
+    ok(&home, &["export", "--run", RUN, "--output", path_arg(&home.path().join("again.json"))]);
     let again: Value = serde_json::from_str(&std::fs::read_to_string(home.path().join("again.json")).unwrap()).unwrap();
     for item in again["items"].as_array().unwrap() {
         assert_eq!(item["metadata"]["evaluator_scores"].as_array().unwrap().len(), 3);
@@ -236,7 +212,7 @@ fn a_session_without_an_evaluator_exports_the_same_bytes_as_before_the_evaluator
     let st = status(&home);
     assert_eq!(st["verbose"]["metadata_status"]["evaluation"], "not_configured", "{st:#}");
     generate_and_review(&home);
-    let (_, err) = ok(&home, &["train", "continue", "--session", SESSION]);
+    let (_, err) = run_code(&home, &["train", "continue", "--session", SESSION], 0);
     assert!(!err.contains("evaluator"), "no evaluator stage: {err}");
     let st = status(&home);
     assert_eq!(st["current_phase"], "candidate_created", "{st:#}");

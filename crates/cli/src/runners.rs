@@ -4,30 +4,13 @@ use std::sync::Arc;
 
 use skillforge_engine::RunnerRegistry;
 
-/// Every runner compiled into this binary. Adding a runner is one line here.
+/// Every runner compiled into this binary. Adding a runner is one line here. A worker calls each
+/// one's `on_worker_start` when it starts (the sandbox runner removes dead workers' clones, the
+/// process runner starts its orphan sweeper).
 pub fn all() -> RunnerRegistry {
     RunnerRegistry::new()
         .with(Arc::new(skillforge_runner_process::ProcessRunner))
         .with(Arc::new(skillforge_runner_sandbox::SandboxRunner))
         .with(Arc::new(skillforge_runner_checker::CheckerRunner))
         .with(Arc::new(skillforge_runner_agent::AgentRunner::default()))
-}
-
-/// Removes what runners of dead workers on this host left under `scratch_root` (sandbox clones of
-/// a worker that was SIGKILLed mid-verification), and starts this process's orphan sweeper,
-/// which kills job processes a dead worker left running on this host, now and every second
-/// (`skillforge_runner_process::sweep_orphans`). Called when a worker starts, on a tokio runtime.
-pub fn clean_leftovers(scratch_root: &std::path::Path) {
-    skillforge_runner_process::start_orphan_sweeper();
-    match skillforge_runner_sandbox::clean_leftovers(scratch_root) {
-        Ok(report) => {
-            for path in &report.removed {
-                tracing::info!(path = %path.display(), "removed a dead worker's sandbox");
-            }
-            for (path, error) in &report.failed {
-                tracing::warn!(path = %path.display(), error = %error, "could not remove a dead worker's sandbox");
-            }
-        }
-        Err(e) => tracing::warn!(error = %e, "could not look for leftover sandboxes"),
-    }
 }

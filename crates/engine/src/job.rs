@@ -5,7 +5,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use skillforge_runner::RunOutcome;
+use skillforge_runner::{PayloadError, RunOutcome, RunnerPayload};
 
 /// Default heartbeat period (DESIGN §4).
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(2);
@@ -65,6 +65,14 @@ fn retry_failed_runs_default() -> bool {
 }
 
 impl JobSpec {
+    /// A spec with the engine defaults running `payload` on its runner ([`RunnerPayload::KIND`]).
+    ///
+    /// # Errors
+    /// [`PayloadError`] when the payload does not serialize (never a `null` payload).
+    pub fn for_payload<P: RunnerPayload>(payload: &P) -> Result<Self, PayloadError> {
+        Ok(Self::new(P::KIND, payload.to_json()?))
+    }
+
     /// A spec with the engine defaults for the given runner kind and payload.
     pub fn new(kind: impl Into<String>, payload: serde_json::Value) -> Self {
         Self {

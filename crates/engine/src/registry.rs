@@ -1,6 +1,7 @@
 //! The runner registry: runner kind → runner, as the worker dispatches jobs.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 
 use skillforge_runner::Runner;
@@ -26,6 +27,13 @@ impl RunnerRegistry {
     /// The runner for `kind`, if registered.
     pub fn get(&self, kind: &str) -> Option<Arc<dyn Runner>> {
         self.runners.get(kind).cloned()
+    }
+
+    /// Calls every runner's [`Runner::on_worker_start`] with `scratch_root`, in kind order.
+    pub fn on_worker_start(&self, scratch_root: &Path) {
+        for runner in self.runners.values() {
+            runner.on_worker_start(scratch_root);
+        }
     }
 
     /// Registered kinds, sorted.

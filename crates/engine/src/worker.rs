@@ -97,13 +97,15 @@ impl Worker {
         &self.identity
     }
 
-    /// Runs until `shutdown` fires, then stops leasing, waits up to `grace` for running jobs,
+    /// Calls every runner's `on_worker_start` with the scratch root (leftovers of dead workers on
+    /// this host, per-process housekeeping), runs until `shutdown` fires, then stops leasing, waits up to `grace` for running jobs,
     /// kills what still runs (runners kill their process groups on cancel) and hands those
     /// leases back at once, so another worker may start them immediately.
     pub async fn run(self, shutdown: CancellationToken) -> WorkerReport {
         let worker_id = self.identity.worker_id.clone();
         info!(worker = %worker_id, host = %self.identity.host, pid = self.identity.pid,
               backend = self.backend.name(), concurrency = self.config.concurrency, "worker started");
+        self.registry.on_worker_start(&self.config.scratch_root);
         let background = CancellationToken::new();
         let presence = tokio::spawn(hold_presence(self.backend.clone(), self.identity.clone(), background.clone()));
         let reaper = self.config.reap_every.map(|every| {
@@ -534,7 +536,59 @@ pub async fn heartbeat_loop(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
+    use skillforge_runner::{ExitClass, RunOutcome, Runner, RunnerError};
+
     use super::*;
+    use crate::job::{JobSpec, JobState};
+
+    /// Records the scratch roots `on_worker_start` saw, and whether it had been called by the
+    /// time a job ran.
+    #[derive(Default)]
+    struct StartProbe {
+        started_with: Mutex<Vec<PathBuf>>,
+        ran_after_start: Mutex<Vec<bool>>,
+    }
+
+    #[async_trait::async_trait]
+    impl Runner for StartProbe {
+        fn kind(&self) -> &'static str {
+            "probe"
+        }
+
+        fn on_worker_start(&self, scratch_root: &std::path::Path) {
+            self.started_with.lock().unwrap().push(scratch_root.to_path_buf());
+        }
+
+        async fn run(&self, _spec: &RunSpec, _ctx: &RunContext) -> Result<RunOutcome, RunnerError> {
+            let started = !self.started_with.lock().unwrap().is_empty();
+            self.ran_after_start.lock().unwrap().push(started);
+            let exit = ExitClass::Passed;
+            Ok(RunOutcome { exit, exit_code: Some(0), duration_ms: 0, stdout_tail: String::new(), stderr_tail: String::new(), detail: serde_json::Value::Null })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_worker_calls_on_worker_start_once_with_its_scratch_root_before_running_jobs() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend: Arc<dyn QueueBackend> = Arc::new(crate::sqlite::SqliteBackend::open(&dir.path().join("queue.db")).await.unwrap());
+        let job = backend.enqueue(&JobSpec::new("probe", serde_json::json!({}))).await.unwrap().job_id;
+        let probe = Arc::new(StartProbe::default());
+        let scratch_root = dir.path().join("scratch");
+        let worker = Worker::new(WorkerConfig::new("probe", scratch_root.clone()), backend.clone(), RunnerRegistry::new().with(probe.clone()));
+        let stop = CancellationToken::new();
+        let running = tokio::spawn(worker.run(stop.clone()));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while backend.get(&job).await.unwrap().is_none_or(|j| j.state != JobState::Succeeded) {
+            assert!(tokio::time::Instant::now() < deadline, "the probe job never succeeded");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        stop.cancel();
+        running.await.unwrap();
+        assert_eq!(*probe.started_with.lock().unwrap(), vec![scratch_root]);
+        assert_eq!(*probe.ran_after_start.lock().unwrap(), vec![true]);
+    }
 
     #[cfg(unix)]
     #[tokio::test]

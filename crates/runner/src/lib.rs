@@ -5,11 +5,17 @@
 //! [`RunOutcome`]. A failed check is not an error: a command that exits 1 is
 //! `Ok(RunOutcome { exit: ExitClass::Failed { code: 1 }, .. })`; `Err` means the runner could not
 //! run the job at all (bad payload, I/O failure creating the scratch dir).
+//!
+//! A producer builds a job from a runner's payload type, which names its runner through
+//! [`RunnerPayload::KIND`]; the runner parses it back with [`parse_payload`]. The payload and
+//! report types of each runner crate build without its execution side (feature `exec`), so the
+//! control plane depends on them without git2 or nix.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 pub use tokio_util::sync::CancellationToken;
 
@@ -23,6 +29,43 @@ pub struct RunSpec {
     /// Wall-clock budget for the whole run; on expiry the runner kills what it started and
     /// reports [`ExitClass::TimedOut`].
     pub timeout: Duration,
+}
+
+/// A runner's payload type: the JSON a job of kind [`RunnerPayload::KIND`] carries in
+/// [`RunSpec::payload`]. Each runner crate implements it for its payload (`ProcessPayload`,
+/// `SandboxPayload`, `CheckerPayload`, `AgentPayload`), so a job's kind follows from the type a
+/// producer builds and is never a string literal.
+pub trait RunnerPayload: Serialize {
+    /// The kind of the runner that executes this payload; equals that runner's [`Runner::kind`].
+    const KIND: &'static str;
+
+    /// This payload as a job's JSON.
+    ///
+    /// # Errors
+    /// [`PayloadError`] when it does not serialize (a path that is not UTF-8, a map whose keys
+    /// are not strings): a job never carries a `null` payload in its place.
+    fn to_json(&self) -> Result<serde_json::Value, PayloadError> {
+        serde_json::to_value(self).map_err(|source| PayloadError { kind: Self::KIND, source })
+    }
+}
+
+/// A runner payload that did not serialize (see [`RunnerPayload::to_json`]).
+#[derive(Debug, thiserror::Error)]
+#[error("serialize the `{kind}` job payload: {source}")]
+pub struct PayloadError {
+    /// The payload's runner kind, e.g. `sandbox`.
+    pub kind: &'static str,
+    /// serde_json's error, e.g. ``path contains invalid UTF-8 characters``.
+    #[source]
+    pub source: serde_json::Error,
+}
+
+/// Parses `spec.payload` as the runner's payload type `P`.
+///
+/// # Errors
+/// [`RunnerError::InvalidPayload`] naming `P::KIND` and serde's message when it does not parse.
+pub fn parse_payload<P: RunnerPayload + DeserializeOwned>(spec: &RunSpec) -> Result<P, RunnerError> {
+    P::deserialize(&spec.payload).map_err(|e| RunnerError::InvalidPayload { runner: P::KIND, message: e.to_string() })
 }
 
 /// Callback the runner calls to report liveness (and optionally progress text).
@@ -146,12 +189,64 @@ pub enum RunnerError {
 /// A pluggable executor of jobs (DESIGN §5).
 #[async_trait::async_trait]
 pub trait Runner: Send + Sync {
-    /// Stable name used in workflow definitions and job envelopes, e.g. `"process"`.
+    /// Stable name used in workflow definitions and job envelopes, e.g. `"process"`: its payload
+    /// type's [`RunnerPayload::KIND`].
     fn kind(&self) -> &'static str;
+
+    /// Called once when a worker starts, before it leases a job, with the directory under which
+    /// the worker's attempts get their scratch dirs: removes what this runner's jobs on a dead
+    /// worker of this host left behind there (the sandbox runner's clones) and starts per-process
+    /// housekeeping (the process runner's orphan sweeper). Runs on the worker's tokio runtime;
+    /// failures are logged, never returned (a worker starts anyway). Default: nothing.
+    fn on_worker_start(&self, scratch_root: &Path) {
+        let _ = scratch_root;
+    }
+
     /// Runs one job. Must honour `ctx.cancel` (kill everything it started, then return
     /// `Ok` with [`ExitClass::Killed`]) and stay within `spec.timeout`.
     ///
     /// # Errors
     /// [`RunnerError`] when the job could not be run at all; a failing command is `Ok`.
     async fn run(&self, spec: &RunSpec, ctx: &RunContext) -> Result<RunOutcome, RunnerError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+
+    use super::*;
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Probe {
+        dir: PathBuf,
+    }
+
+    impl RunnerPayload for Probe {
+        const KIND: &'static str = "probe";
+    }
+
+    #[test]
+    fn a_payload_that_does_not_serialize_is_an_error_naming_its_kind_never_null() {
+        let good = Probe { dir: "/work/x".into() };
+        assert_eq!(good.to_json().unwrap(), serde_json::json!({"dir": "/work/x"}));
+        let bad = Probe { dir: OsStr::from_bytes(b"/work/\xff").into() };
+        let error = bad.to_json().unwrap_err();
+        assert_eq!(error.kind, "probe");
+        assert_eq!(error.to_string(), "serialize the `probe` job payload: path contains invalid UTF-8 characters");
+    }
+
+    #[test]
+    fn parse_payload_reads_the_runners_type_and_names_the_runner_when_it_does_not_parse() {
+        let spec = |payload| RunSpec { job_id: "j1".into(), payload, timeout: Duration::from_secs(1) };
+        let parsed: Probe = parse_payload(&spec(serde_json::json!({"dir": "/work/x"}))).unwrap();
+        assert_eq!(parsed, Probe { dir: "/work/x".into() });
+        match parse_payload::<Probe>(&spec(serde_json::json!({"dir": 3}))) {
+            Err(RunnerError::InvalidPayload { runner, message }) => {
+                assert_eq!(runner, "probe");
+                assert!(message.contains("invalid type"), "{message}");
+            }
+            other => panic!("expected InvalidPayload, got {other:?}"),
+        }
+    }
 }

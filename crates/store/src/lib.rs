@@ -27,8 +27,9 @@ pub const DB_FILE: &str = "skillforge.db";
 /// Lock file serializing migrations between processes that open the same home.
 pub const MIGRATE_LOCK_FILE: &str = "skillforge.db.migrate-lock";
 
-/// Opens `path` and takes an exclusive `flock` on it (blocking); released when dropped.
-fn take_file_lock(path: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, StoreError> {
+/// Opens `path` and takes an exclusive advisory lock on it (`flock(LOCK_EX)` through std's
+/// `File::lock`, blocking); released when the returned file is dropped.
+fn take_file_lock(path: &Path) -> Result<std::fs::File, StoreError> {
     let open_err = |message: String| StoreError::Open { path: path.to_path_buf(), message };
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -36,7 +37,8 @@ fn take_file_lock(path: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, Store
         .write(true)
         .open(path)
         .map_err(|e| open_err(e.to_string()))?;
-    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| open_err(e.to_string()))
+    file.lock().map_err(|e| open_err(e.to_string()))?;
+    Ok(file)
 }
 
 /// The domain store: one SQLite file (WAL) plus, beside it, the blob directory.

@@ -14,18 +14,24 @@
 //!   this crate's `skillforge-agent-scripted` binary.
 //!
 //! **API Boundary:** the runner depends on `skillforge-runner` and `skillforge-runner-process`
-//! only; it never handles processes itself.
+//! only; it never handles processes itself. Everything that runs an agent ([`build_invocation`],
+//! [`AgentRunner`]) sits behind the default feature `exec`; without it the crate is
+//! [`AgentPayload`] (a [`skillforge_runner::RunnerPayload`]), the profiles, transcript parsing,
+//! the scripted agent and [`AgentReport`] (no process runner, no nix).
 
 mod error;
+#[cfg(feature = "exec")]
 mod invocation;
 mod payload;
 pub mod profile;
 mod report;
+#[cfg(feature = "exec")]
 mod runner;
 pub mod scripted;
 mod transcript;
 
 pub use error::AgentError;
+#[cfg(feature = "exec")]
 pub use invocation::{
     Invocation, PROMPT_FILE_NAME, SKILLFORGE_BIN_ENV, TRANSCRIPT_MAX_BYTES, build_invocation,
     resolve_program,
@@ -36,6 +42,7 @@ pub use profile::{
     TranscriptSpec, all, find,
 };
 pub use report::AgentReport;
+#[cfg(feature = "exec")]
 pub use runner::{AgentRunner, AgentRunnerConfig, TRANSCRIPT_TAIL_BYTES};
 pub use scripted::{
     DEFAULT_N_OPTIONS, MAX_N_OPTIONS, SCRIPTED_DELAY_ENV, SCRIPTED_SUBCOMMAND, ScriptedPrompt,

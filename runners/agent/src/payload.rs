@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+use skillforge_runner::RunnerPayload;
 
 /// The `agent` runner's payload (JSON in `RunSpec::payload`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,6 +36,10 @@ pub struct AgentPayload {
     /// `transcript_path` instead of `transcript_tail`. Parent directories are created.
     #[serde(default)]
     pub transcript_path: Option<PathBuf>,
+}
+
+impl RunnerPayload for AgentPayload {
+    const KIND: &'static str = "agent";
 }
 
 impl AgentPayload {

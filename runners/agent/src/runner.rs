@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use skillforge_runner::{ExitClass, RunContext, RunOutcome, RunSpec, Runner, RunnerError};
+use skillforge_runner::{
+    ExitClass, RunContext, RunOutcome, RunSpec, Runner, RunnerError, RunnerPayload, parse_payload,
+};
 use skillforge_runner_process::{
     DEFAULT_MAX_OUTPUT_BYTES, TRUNCATION_MARKER, run_process, truncation_marker,
 };
@@ -158,7 +160,7 @@ impl AgentRunner {
 #[async_trait::async_trait]
 impl Runner for AgentRunner {
     fn kind(&self) -> &'static str {
-        "agent"
+        AgentPayload::KIND
     }
 
     /// # Errors
@@ -166,19 +168,14 @@ impl Runner for AgentRunner {
     /// as [`AgentRunner::run_payload`]. On cancel, kills the agent's process group and returns
     /// `Ok` with `Killed`.
     async fn run(&self, spec: &RunSpec, ctx: &RunContext) -> Result<RunOutcome, RunnerError> {
-        let payload: AgentPayload = serde_json::from_value(spec.payload.clone()).map_err(|e| {
-            RunnerError::InvalidPayload {
-                runner: "agent",
-                message: e.to_string(),
-            }
-        })?;
+        let payload: AgentPayload = parse_payload(spec)?;
         self.run_payload(&payload, spec.timeout, ctx).await
     }
 }
 
 fn invalid_payload(error: AgentError) -> RunnerError {
     RunnerError::InvalidPayload {
-        runner: "agent",
+        runner: AgentPayload::KIND,
         message: error.to_string(),
     }
 }

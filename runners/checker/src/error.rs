@@ -15,7 +15,8 @@ pub enum CheckerError {
         /// What was wrong.
         message: String,
     },
-    /// A git operation on the repository failed.
+    /// A git operation on the repository failed (feature `exec`).
+    #[cfg(feature = "exec")]
     #[error("{context}: {source}")]
     Git {
         /// What was being done, e.g. ``resolve revision `main` in `/repo` ``.

@@ -1,108 +1,23 @@
-//! The `checker` runner: a job payload naming a diff (text, or two commits of a repository) and
-//! the checkers to run; the outcome's `detail` is the [`CheckReport`] JSON.
+//! The `checker` runner: runs the check a [`CheckerPayload`] names (a diff as text, or two
+//! commits of a repository); the outcome's `detail` is the [`CheckReport`] JSON.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use skillforge_runner::{
     CancellationToken, ExitClass, RunContext, RunOutcome, RunSpec, Runner, RunnerError,
+    RunnerPayload, parse_payload,
 };
 
 use crate::CheckerError;
 use crate::check::{CheckConfig, Workspace, run_checks};
-use crate::checker::{Checker, DEFAULT_CHECKERS};
 use crate::diff::{DiffStats, parse_unified_diff};
-use crate::normalize::DiffSizeConfig;
+use crate::payload::CheckerPayload;
 use crate::report::{CheckReport, DimensionResult};
 
 /// Signal number reported as [`ExitClass::Killed`] when the job is cancelled (SIGTERM).
 pub const CANCEL_SIGNAL: i32 = 15;
-
-/// The `checker` runner's payload: either `{repo, base, head}` or `{diff}`, plus `checkers`.
-///
-/// JSON: `{"repo": "/path", "base": "REV", "head": "REV", "checkers": ["diff_size", "lint"]}`
-/// or `{"diff": "<unified diff text>"}`. `checkers` defaults to `["diff_size"]` (rules S-34).
-/// With diff text only there is no head checkout, so tool dimensions skip.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CheckerPayload {
-    /// Path of the repository on the worker (a work tree or a bare repository).
-    #[serde(default)]
-    pub repo: Option<PathBuf>,
-    /// Base revision (anything `git rev-parse` accepts that names a commit).
-    #[serde(default)]
-    pub base: Option<String>,
-    /// Head revision; the tool dimensions run on a copy of its tree.
-    #[serde(default)]
-    pub head: Option<String>,
-    /// Unified diff text, instead of `repo`/`base`/`head`.
-    #[serde(default)]
-    pub diff: Option<String>,
-    /// Dimensions to measure, in report order.
-    #[serde(default = "default_checkers")]
-    pub checkers: Vec<Checker>,
-    /// `diff_size` soft cap and zero point; 400/800 changed lines when absent.
-    #[serde(default)]
-    pub diff_size: Option<DiffSizeConfig>,
-}
-
-fn default_checkers() -> Vec<Checker> {
-    DEFAULT_CHECKERS.to_vec()
-}
-
-impl CheckerPayload {
-    /// A payload comparing `base` and `head` of `repo` with `checkers`.
-    pub fn commits(
-        repo: impl Into<PathBuf>,
-        base: impl Into<String>,
-        head: impl Into<String>,
-        checkers: Vec<Checker>,
-    ) -> Self {
-        Self {
-            repo: Some(repo.into()),
-            base: Some(base.into()),
-            head: Some(head.into()),
-            diff: None,
-            checkers,
-            diff_size: None,
-        }
-    }
-
-    /// A payload measuring unified diff `text` with `checkers`.
-    pub fn diff_text(text: impl Into<String>, checkers: Vec<Checker>) -> Self {
-        Self {
-            repo: None,
-            base: None,
-            head: None,
-            diff: Some(text.into()),
-            checkers,
-            diff_size: None,
-        }
-    }
-
-    /// Checks that exactly one source is given and the checker list is non-empty.
-    ///
-    /// # Errors
-    /// A lowercase message naming the missing or conflicting field.
-    pub fn validate(&self) -> Result<(), String> {
-        match (&self.diff, &self.repo, &self.base, &self.head) {
-            (Some(_), None, None, None) => {}
-            (Some(_), ..) => {
-                return Err("give either `diff` or `repo`/`base`/`head`, not both".into());
-            }
-            (None, Some(_), Some(_), Some(_)) => {}
-            (None, None, ..) => return Err("missing `repo` (or `diff`)".into()),
-            (None, Some(_), None, _) => return Err("missing `base`".into()),
-            (None, Some(_), _, None) => return Err("missing `head`".into()),
-        }
-        if self.checkers.is_empty() {
-            return Err("`checkers` is empty".into());
-        }
-        Ok(())
-    }
-}
 
 /// Runs the check `payload` describes; tool report files and the head checkout go under
 /// `scratch_dir` (which the caller removes).
@@ -202,7 +117,7 @@ pub struct CheckerRunner;
 #[async_trait::async_trait]
 impl Runner for CheckerRunner {
     fn kind(&self) -> &'static str {
-        "checker"
+        CheckerPayload::KIND
     }
 
     /// Parses a [`CheckerPayload`], runs [`check`] in `ctx.scratch_dir` and returns an outcome
@@ -215,13 +130,13 @@ impl Runner for CheckerRunner {
     /// [`RunnerError::InvalidPayload`] for a bad payload; [`RunnerError::Other`] with the
     /// [`CheckerError`] message when the diff or repository cannot be read.
     async fn run(&self, spec: &RunSpec, ctx: &RunContext) -> Result<RunOutcome, RunnerError> {
-        let invalid = |message: String| RunnerError::InvalidPayload {
-            runner: "checker",
-            message,
-        };
-        let payload: CheckerPayload =
-            serde_json::from_value(spec.payload.clone()).map_err(|e| invalid(e.to_string()))?;
-        payload.validate().map_err(invalid)?;
+        let payload: CheckerPayload = parse_payload(spec)?;
+        payload
+            .validate()
+            .map_err(|message| RunnerError::InvalidPayload {
+                runner: CheckerPayload::KIND,
+                message,
+            })?;
         let started = Instant::now();
         // The engine passes the scratch dir as a path only; tool reports are written into it.
         tokio::fs::create_dir_all(&ctx.scratch_dir)
@@ -275,46 +190,4 @@ fn summary(report: &CheckReport) -> String {
         None => "mean none (every dimension skipped)".into(),
     });
     lines.join("\n")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn payload_validation_names_the_field() {
-        for (payload, expected) in [
-            (json!({"diff": ""}), Ok(())),
-            (json!({"repo": "/r", "base": "a", "head": "b"}), Ok(())),
-            (json!({}), Err("missing `repo` (or `diff`)")),
-            (json!({"repo": "/r", "head": "b"}), Err("missing `base`")),
-            (json!({"repo": "/r", "base": "a"}), Err("missing `head`")),
-            (
-                json!({"diff": "", "repo": "/r"}),
-                Err("give either `diff` or `repo`/`base`/`head`, not both"),
-            ),
-            (
-                json!({"diff": "", "checkers": []}),
-                Err("`checkers` is empty"),
-            ),
-        ] {
-            let parsed: CheckerPayload = serde_json::from_value(payload.clone()).unwrap();
-            assert_eq!(
-                parsed.validate(),
-                expected.map_err(String::from),
-                "{payload}"
-            );
-        }
-    }
-
-    // S-34: the default checker list is diff_size only.
-    #[test]
-    fn s34_payload_checkers_default_to_diff_size() {
-        let parsed: CheckerPayload = serde_json::from_value(json!({"diff": ""})).unwrap();
-        assert_eq!(parsed.checkers, [Checker::DiffSize]);
-        let unknown =
-            serde_json::from_value::<CheckerPayload>(json!({"diff": "", "checkers": ["typos"]}));
-        assert!(unknown.is_err());
-    }
 }

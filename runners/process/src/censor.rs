@@ -5,6 +5,7 @@
 pub const CENSOR_MARKERS: &[&str] = &["SKILLFORGE_CENSORED", "CE_OPTIMIZE_CENSORED"];
 
 /// Longest line (bytes) the streaming scanner inspects; longer lines are never markers.
+#[cfg(feature = "exec")]
 const MAX_MARKER_LINE_BYTES: usize = 1024;
 
 /// True when `line` is a censor marker line: after trimming whitespace it is one of
@@ -24,6 +25,7 @@ pub fn is_censor_line(line: &str) -> bool {
 
 /// Scans a byte stream chunk by chunk for a censor marker line, so a marker printed early
 /// is still seen after the captured tail has dropped it.
+#[cfg(feature = "exec")]
 #[derive(Debug, Default)]
 pub(crate) struct CensorScanner {
     /// The current, unfinished line (at most [`MAX_MARKER_LINE_BYTES`]).
@@ -34,6 +36,7 @@ pub(crate) struct CensorScanner {
     has_marker: bool,
 }
 
+#[cfg(feature = "exec")]
 impl CensorScanner {
     /// Feeds the next chunk of the stream.
     pub(crate) fn feed(&mut self, chunk: &[u8]) {
@@ -81,6 +84,7 @@ mod tests {
         check("", false);
     }
 
+    #[cfg(feature = "exec")]
     #[test]
     fn scanner_finds_markers_across_chunks() {
         let check = |chunks: &[&[u8]], expected: bool| {

@@ -8,26 +8,41 @@
 //! * [`sweep_orphans`] / [`start_orphan_sweeper`]: kill what a dead worker's jobs left running
 //!   on this host (found by the [`OWNER_ENV`] marker).
 //! * [`ProcessRunner`]: the [`skillforge_runner::Runner`] of kind `process`.
+//!
+//! Everything that runs processes sits behind the default feature `exec`; without it the crate
+//! is [`ProcessPayload`] (a [`skillforge_runner::RunnerPayload`]), [`classify`] and the censor
+//! markers, for producers of `process` jobs that never run one.
 
+#[cfg(feature = "exec")]
 mod capture;
 mod censor;
 mod classify;
+#[cfg(feature = "exec")]
 mod orphans;
 mod payload;
+#[cfg(feature = "exec")]
 mod reap;
+#[cfg(feature = "exec")]
 mod run;
+#[cfg(feature = "exec")]
 mod runner;
+#[cfg(feature = "exec")]
 mod spawn;
 
+#[cfg(feature = "exec")]
 pub use capture::{TRUNCATION_MARKER, truncation_marker};
 pub use censor::{CENSOR_MARKERS, is_censor_line};
 pub use classify::{
     EXIT_CENSORED, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_TIMED_OUT, Ending, classify,
 };
+#[cfg(feature = "exec")]
 pub use orphans::{OWNER_ENV, SWEEP_EVERY, owner_marker, start_orphan_sweeper, sweep_orphans};
 pub use payload::{
     Command, DEFAULT_ENV_ALLOWLIST, DEFAULT_GRACE_MS, DEFAULT_MAX_OUTPUT_BYTES, ProcessPayload,
 };
+#[cfg(feature = "exec")]
 pub use reap::RUN_ID_ENV;
+#[cfg(feature = "exec")]
 pub use run::run_process;
+#[cfg(feature = "exec")]
 pub use runner::ProcessRunner;

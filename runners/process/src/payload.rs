@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use skillforge_runner::RunnerPayload;
 
 /// Default cap on captured bytes per stream (64 KiB).
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 64 * 1024;
@@ -77,6 +78,10 @@ pub struct ProcessPayload {
     /// Grace between SIGTERM and SIGKILL, ms; [`DEFAULT_GRACE_MS`] when `None`.
     #[serde(default)]
     pub grace_ms: Option<u64>,
+}
+
+impl RunnerPayload for ProcessPayload {
+    const KIND: &'static str = "process";
 }
 
 impl ProcessPayload {

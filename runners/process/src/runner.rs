@@ -1,7 +1,10 @@
 //! The `process` runner: parses a [`ProcessPayload`] from a job and runs it.
 
-use skillforge_runner::{RunContext, RunOutcome, RunSpec, Runner, RunnerError};
+use std::path::Path;
 
+use skillforge_runner::{RunContext, RunOutcome, RunSpec, Runner, RunnerError, RunnerPayload, parse_payload};
+
+use crate::orphans::start_orphan_sweeper;
 use crate::payload::ProcessPayload;
 use crate::run::run_process;
 
@@ -13,7 +16,13 @@ pub struct ProcessRunner;
 #[async_trait::async_trait]
 impl Runner for ProcessRunner {
     fn kind(&self) -> &'static str {
-        "process"
+        ProcessPayload::KIND
+    }
+
+    /// Starts this process's orphan sweeper ([`start_orphan_sweeper`]), which kills job processes
+    /// a dead worker left running on this host, now and every second.
+    fn on_worker_start(&self, _scratch_root: &Path) {
+        start_orphan_sweeper();
     }
 
     /// # Errors
@@ -21,13 +30,7 @@ impl Runner for ProcessRunner {
     /// as [`run_process`]. On cancel, kills everything it started and returns `Ok` with
     /// `Killed`.
     async fn run(&self, spec: &RunSpec, ctx: &RunContext) -> Result<RunOutcome, RunnerError> {
-        let payload: ProcessPayload =
-            serde_json::from_value(spec.payload.clone()).map_err(|e| {
-                RunnerError::InvalidPayload {
-                    runner: "process",
-                    message: e.to_string(),
-                }
-            })?;
+        let payload: ProcessPayload = parse_payload(spec)?;
         run_process(&payload, spec.timeout, &ctx.cancel).await
     }
 }

@@ -81,7 +81,7 @@ impl From<SandboxError> for RunnerError {
     fn from(error: SandboxError) -> Self {
         match error {
             SandboxError::InvalidPayload(message) => RunnerError::InvalidPayload {
-                runner: "sandbox",
+                runner: <crate::SandboxPayload as skillforge_runner::RunnerPayload>::KIND,
                 message,
             },
             SandboxError::Io { context, source } => RunnerError::Io { context, source },
@@ -91,6 +91,7 @@ impl From<SandboxError> for RunnerError {
 }
 
 /// This worker's host name, for error messages (`unknown-host` if it cannot be read).
+#[cfg(feature = "exec")]
 pub(crate) fn worker_host() -> String {
     hostname::get()
         .map(|name| name.to_string_lossy().into_owned())

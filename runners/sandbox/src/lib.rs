@@ -7,7 +7,12 @@
 //! * [`VerifyReport`]: the verdict (`pass`/`fail`/`skipped`), `hard` (1.0/0.0/null) and
 //!   per-command results; the runner outcome's `detail` and `skillforge verify --json`.
 //! * [`SandboxRunner`]: the [`skillforge_runner::Runner`] of kind `sandbox`.
-//! * [`clean_leftovers`]: removes sandboxes a dead worker left behind.
+//! * [`clean_leftovers`]: removes sandboxes a dead worker left behind (the runner's
+//!   `on_worker_start`).
+//!
+//! Everything that clones or runs sits behind the default feature `exec`; without it the crate
+//! is [`SandboxPayload`] (a [`skillforge_runner::RunnerPayload`]), [`VerifyReport`] and
+//! [`SandboxError`], for producers of `sandbox` jobs and readers of their reports (no git2).
 //!
 //! **Architecture Invariant:** nothing a command does through git reaches the live repository:
 //! the clone has its own git dir (config, refs, packed refs, gc, worktree registry), no
@@ -15,21 +20,30 @@
 //! the live repository, so a command that rewrites an object file *in place* (not something git
 //! does) would change it; under bwrap the live repository itself is read-only.
 
+#[cfg(feature = "exec")]
 mod clone;
+#[cfg(feature = "exec")]
 mod confine;
 mod error;
 mod payload;
 mod report;
+#[cfg(feature = "exec")]
 mod runner;
+#[cfg(feature = "exec")]
 mod sandbox_dir;
+#[cfg(feature = "exec")]
 mod verify;
 
+#[cfg(feature = "exec")]
 pub use confine::bwrap_probe;
 pub use error::SandboxError;
 pub use payload::{
     ConfinementMode, DEFAULT_RUN_TIMEOUT, SANDBOX_ENV_ALLOWLIST, SandboxPayload, TAIL_BYTES,
 };
 pub use report::{CommandReport, CommandStatus, Confinement, Verdict, VerifyReport};
+#[cfg(feature = "exec")]
 pub use runner::SandboxRunner;
+#[cfg(feature = "exec")]
 pub use sandbox_dir::{CleanReport, MARKER_FILE, SANDBOX_DIR_PREFIX, clean_leftovers};
+#[cfg(feature = "exec")]
 pub use verify::{Verification, verify};

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use skillforge_runner::RunnerPayload;
 
 use crate::error::SandboxError;
 
@@ -96,6 +97,10 @@ fn default_network() -> bool {
 
 fn default_rev() -> String {
     "HEAD".to_owned()
+}
+
+impl RunnerPayload for SandboxPayload {
+    const KIND: &'static str = "sandbox";
 }
 
 impl SandboxPayload {

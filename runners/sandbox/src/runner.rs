@@ -1,8 +1,11 @@
 //! The `sandbox` runner: parses a [`SandboxPayload`] from a job and runs [`verify`].
 
-use skillforge_runner::{RunContext, RunOutcome, RunSpec, Runner, RunnerError};
+use std::path::Path;
+
+use skillforge_runner::{RunContext, RunOutcome, RunSpec, Runner, RunnerError, RunnerPayload};
 
 use crate::payload::SandboxPayload;
+use crate::sandbox_dir::clean_leftovers;
 use crate::verify::verify;
 
 /// The `sandbox` runner (kind `"sandbox"`, DESIGN §5): a hard-verifier run of the job's
@@ -14,7 +17,23 @@ pub struct SandboxRunner;
 #[async_trait::async_trait]
 impl Runner for SandboxRunner {
     fn kind(&self) -> &'static str {
-        "sandbox"
+        SandboxPayload::KIND
+    }
+
+    /// Removes the sandboxes that workers of this host which died mid-verification (SIGKILL)
+    /// left under `scratch_root` ([`clean_leftovers`]); each removal and failure is logged.
+    fn on_worker_start(&self, scratch_root: &Path) {
+        match clean_leftovers(scratch_root) {
+            Ok(report) => {
+                for path in &report.removed {
+                    tracing::info!(path = %path.display(), "removed a dead worker's sandbox");
+                }
+                for (path, error) in &report.failed {
+                    tracing::warn!(path = %path.display(), %error, "could not remove a dead worker's sandbox");
+                }
+            }
+            Err(error) => tracing::warn!(%error, "could not look for leftover sandboxes"),
+        }
     }
 
     /// # Errors
@@ -27,7 +46,7 @@ impl Runner for SandboxRunner {
         let payload = SandboxPayload::from_json(&spec.payload)?;
         let budget = payload.run_budget(spec.timeout);
         tracing::info!(
-            job_id = %spec.job_id, runner = "sandbox", repo = %payload.repo.display(),
+            job_id = %spec.job_id, runner = SandboxPayload::KIND, repo = %payload.repo.display(),
             rev = %payload.rev, n_commands = payload.commands.len(), "verification started"
         );
         let verification = verify(&payload, budget, ctx).await?;

@@ -115,7 +115,7 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
     let mut payload = ProcessPayload::argv(args.command.clone());
     payload.env = env;
     payload.cwd = std::env::current_dir().ok();
-    let mut spec = JobSpec::new("process", serde_json::to_value(&payload).map_err(CliError::usage)?);
+    let mut spec = JobSpec::for_payload(&payload).map_err(CliError::usage)?;
     spec.queue = args.queue_name.clone();
     spec.idempotency_key = args.idempotency_key.clone();
     spec.max_attempts = args.attempts;

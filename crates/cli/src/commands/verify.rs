@@ -92,7 +92,7 @@ pub async fn run(ctx: &Context, args: VerifyArgs) -> CliResult {
         ConfinementArg::Bwrap => ConfinementMode::Bwrap,
         ConfinementArg::None => ConfinementMode::None,
     };
-    let mut spec = JobSpec::new("sandbox", serde_json::to_value(&payload).map_err(CliError::usage)?);
+    let mut spec = JobSpec::for_payload(&payload).map_err(CliError::usage)?;
     spec.queue = VERIFY_QUEUE.to_owned();
     spec.workflow = skillforge_workflows::families::VERIFY_WORKFLOW.to_owned();
     spec.stage = "hard_verifier".to_owned();

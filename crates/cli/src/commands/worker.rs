@@ -40,7 +40,6 @@ pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
     if let Some(g) = args.grace_secs.or(ctx.config.worker.grace_secs) {
         config.grace = Duration::from_secs(g);
     }
-    crate::runners::clean_leftovers(&ctx.scratch_root());
     let worker = Worker::new(config, backend, crate::runners::all());
     let identity = worker.identity().clone();
     eprintln!("worker {} (host {}, pid {}) on {}", identity.worker_id, identity.host, identity.pid, queue_label(ctx));

@@ -146,7 +146,6 @@ impl<'a> CliJobs<'a> {
         config.queues = queues;
         config.concurrency = self.ctx.config.worker.concurrency.unwrap_or(4);
         config.grace = Duration::from_secs(2);
-        crate::runners::clean_leftovers(&self.ctx.scratch_root());
         let worker = Worker::new(config, self.queue.clone(), crate::runners::all());
         let stop = CancellationToken::new();
         let s = stop.clone();

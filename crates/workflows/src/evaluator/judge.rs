@@ -12,9 +12,10 @@ use sha2::{Digest, Sha256};
 use serde_json::Value;
 use skillforge_contract::EvaluatorProfile;
 use skillforge_engine::JobSpec;
+use skillforge_runner::PayloadError;
 use skillforge_runner_agent::AgentPayload;
 
-use crate::stage::{JobError, StageDef};
+use crate::stage::StageDef;
 
 /// Workflow name of evaluator jobs.
 pub const EVALUATE_WORKFLOW: &str = "evaluate";
@@ -202,8 +203,8 @@ fn program_on_path(program: &str) -> bool {
 /// answer, not a retry), idempotency key `key` (so re-evaluating returns the recorded verdict).
 ///
 /// # Errors
-/// [`JobError`] when the payload does not serialize.
-pub fn judge_job(stage: &StageDef, request: &JudgeRequest, key: String) -> Result<JobSpec, JobError> {
+/// [`PayloadError`] when the payload does not serialize.
+pub fn judge_job(stage: &StageDef, request: &JudgeRequest, key: String) -> Result<JobSpec, PayloadError> {
     let mut payload = AgentPayload::new(request.runtime.clone(), request.prompt.clone());
     payload.model = request.model.clone();
     payload.timeout_secs = Some(stage.timeout_secs);

@@ -25,6 +25,7 @@ use chrono::Utc;
 use serde_json::{Map, Value, json};
 use skillforge_contract::{EvaluatorCheckConfig, EvaluatorProfile, EvaluatorScore};
 use skillforge_engine::{EngineError, Job, JobSpec, JobState};
+use skillforge_runner::PayloadError;
 use skillforge_runner_agent::AgentReport;
 use skillforge_runner_process::ProcessPayload;
 use skillforge_store::artifacts::get_artifact;
@@ -56,6 +57,13 @@ pub enum EvalRunError {
     /// The queue failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
+}
+
+/// A job payload that does not serialize is invalid input (e.g. a path that is not UTF-8).
+impl From<PayloadError> for EvalRunError {
+    fn from(e: PayloadError) -> Self {
+        EvalRunError::Invalid(e.to_string())
+    }
 }
 
 impl From<sqlx::Error> for EvalRunError {
@@ -154,7 +162,7 @@ pub async fn evaluate_run(
                 JudgeStep::Run(request) => {
                     let started_at = Utc::now();
                     let key = format!("evaluate:{}:{item_id}:{}:{}", run.id, target.label, prompt_hash(&request.prompt));
-                    let spec = judge_job(stages.stage(JUDGE_STAGE), &request, key).map_err(|e| EvalRunError::Invalid(e.to_string()))?;
+                    let spec = judge_job(stages.stage(JUDGE_STAGE), &request, key)?;
                     let job = run_job(jobs, wait, &spec).await?;
                     push_unique(&mut out.job_ids, &job.id);
                     let outcome = judge_outcome(&job);
@@ -263,7 +271,7 @@ async fn run_render(
     let mut payload = ProcessPayload::argv(command);
     payload.env.insert("SKILLFORGE_ARTIFACT".into(), path.display().to_string());
     payload.cwd = Some(dir.to_path_buf());
-    let mut spec = stage.job(&payload, None).map_err(|e| EvalRunError::Invalid(e.to_string()))?;
+    let mut spec = stage.job(&payload, None)?;
     if let Some(secs) = config.get("timeout_secs").and_then(Value::as_u64) {
         spec.timeout_ms = (secs + stage.setup_secs) * 1000;
     }

@@ -46,9 +46,6 @@ pub enum HarvestError {
     /// The queue refused a leg job.
     #[error("enqueue harvest leg: {0}")]
     Queue(#[from] EngineError),
-    /// A leg's job could not be built (its payload does not serialize).
-    #[error("build harvest leg job: {0}")]
-    Job(#[from] crate::stage::JobError),
 }
 
 /// A row the harvest wrote.
@@ -333,14 +330,14 @@ async fn plan_legs(
         let (spec, context) = match leg {
             Leg::HardVerifier => {
                 let key = dispatch_key(leg, &run, &a.repo, a.pr, head, None);
-                (hard_verifier_spec(&config.stages, checkout, head, hard_commands.clone().unwrap_or_default(), key)?, json!({}))
+                (hard_verifier_spec(&config.stages, checkout, head, hard_commands.clone().unwrap_or_default(), key), json!({}))
             }
             Leg::Checkers => {
                 let list = config.deterministic_checkers.as_deref().unwrap_or("diff_size");
                 match parse_checker_list(list) {
                     Ok(checkers) => {
                         let key = dispatch_key(leg, &run, &a.repo, a.pr, head, None);
-                        (checkers_spec(&config.stages, checkout, &base, head, checkers, key)?, json!({}))
+                        (checkers_spec(&config.stages, checkout, &base, head, checkers, key), json!({}))
                     }
                     Err(e) => {
                         record_event(conn, "", &a.repo, a.pr, leg.failed_event(), &format!("deterministic_checkers: {e}"))
@@ -370,7 +367,16 @@ async fn plan_legs(
                     family: reviewer.family.clone(),
                     self_family: reviewer.self_family,
                 };
-                (review_spec(&config.stages, &reviewer.runtime, prompt, Some(checkout), key)?, json!(context))
+                (review_spec(&config.stages, &reviewer.runtime, prompt, Some(checkout), key), json!(context))
+            }
+        };
+        let spec = match spec {
+            Ok(spec) => spec,
+            Err(e) => {
+                // S-33: a leg that cannot be built records its event; the harvest goes on.
+                record_event(conn, "", &a.repo, a.pr, leg.failed_event(), &e.to_string()).await?;
+                warn!(repo = %a.repo, pr = a.pr, leg = leg.name(), error = %e, "harvest leg not dispatched");
+                continue;
             }
         };
         let key = spec.idempotency_key.clone().unwrap_or_default();
@@ -439,9 +445,7 @@ impl ResultHandler for HarvestHandler {
     async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), ApplyError> {
         apply_leg_result(conn, job).await.map_err(|e| match e {
             HarvestError::Store(s) => ApplyError::Store(s),
-            other @ (HarvestError::Queue(_) | HarvestError::Job(_)) => {
-                ApplyError::Unusable { job_id: job.id.clone(), reason: other.to_string() }
-            }
+            HarvestError::Queue(q) => ApplyError::Unusable { job_id: job.id.clone(), reason: q.to_string() },
         })
     }
 }

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use skillforge_contract::EvaluatorScore;
 use skillforge_engine::JobSpec;
+use skillforge_runner::PayloadError;
 use skillforge_runner_agent::AgentPayload;
 use skillforge_runner_checker::{CheckReport, Checker, CheckerPayload};
 use skillforge_runner_sandbox::{SandboxPayload, Verdict, VerifyReport};
@@ -23,7 +24,6 @@ use super::review::{Reviewer, parse_rubric};
 use super::tier::EvidenceTier;
 use super::stages::HarvestStages;
 use super::{CHECKER_REVIEWER, REVIEW_REVIEWER, VERIFIER_REVIEWER};
-use crate::stage::JobError;
 
 /// Score at or above which a leg row is choice `a` (facts §5; a mean of exactly 0.5 is `a`,
 /// resolutions §8).
@@ -90,14 +90,14 @@ pub fn dispatch_key(leg: Leg, run_id: &str, repo: &str, pr: i64, head: &str, rev
 /// within the `hard_verifier` stage's budget (`workflows/harvest.toml`, facts §5: 15 min).
 ///
 /// # Errors
-/// [`JobError`] when the payload does not serialize.
+/// [`PayloadError`] when the payload does not serialize.
 pub fn hard_verifier_spec(
     stages: &HarvestStages,
     checkout: PathBuf,
     head: &str,
     commands: Vec<String>,
     key: String,
-) -> Result<JobSpec, JobError> {
+) -> Result<JobSpec, PayloadError> {
     let stage = stages.0.stage(Leg::HardVerifier.name());
     let mut payload = SandboxPayload::new(checkout, head.to_owned(), commands);
     payload.timeout_secs = Some(stage.timeout_secs);
@@ -107,7 +107,7 @@ pub fn hard_verifier_spec(
 /// The checker job over `base..head` of `checkout`, within the `checkers` stage's budget.
 ///
 /// # Errors
-/// [`JobError`] when the payload does not serialize.
+/// [`PayloadError`] when the payload does not serialize.
 pub fn checkers_spec(
     stages: &HarvestStages,
     checkout: PathBuf,
@@ -115,7 +115,7 @@ pub fn checkers_spec(
     head: &str,
     checkers: Vec<Checker>,
     key: String,
-) -> Result<JobSpec, JobError> {
+) -> Result<JobSpec, PayloadError> {
     let payload = CheckerPayload::commits(checkout, base.to_owned(), head.to_owned(), checkers);
     stages.0.stage(Leg::Checkers.name()).job(&payload, Some(key))
 }
@@ -124,14 +124,14 @@ pub fn checkers_spec(
 /// instruction), within the `review` stage's budget.
 ///
 /// # Errors
-/// [`JobError`] when the payload does not serialize.
+/// [`PayloadError`] when the payload does not serialize.
 pub fn review_spec(
     stages: &HarvestStages,
     runtime: &str,
     prompt: String,
     workdir: Option<PathBuf>,
     key: String,
-) -> Result<JobSpec, JobError> {
+) -> Result<JobSpec, PayloadError> {
     let stage = stages.0.stage(Leg::Review.name());
     let mut payload = AgentPayload::new(runtime, prompt);
     payload.workdir = workdir;
@@ -255,9 +255,38 @@ pub fn review_row(repo: &str, pr: i64, reviewer: &Reviewer, message: &str) -> Op
 
 #[cfg(test)]
 mod tests {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+
     use skillforge_runner_checker::DimensionResult;
 
     use super::*;
+
+    #[test]
+    fn leg_jobs_name_their_runner_and_a_payload_that_does_not_serialize_is_an_error_not_null() {
+        let stages = HarvestStages::default();
+        let checkout = PathBuf::from("/srv/app");
+        let hard = hard_verifier_spec(&stages, checkout.clone(), "h1", vec!["true".into()], "k1".into()).unwrap();
+        let checkers = checkers_spec(&stages, checkout.clone(), "b1", "h1", vec![Checker::DiffSize], "k2".into()).unwrap();
+        let review = review_spec(&stages, "scripted", "review it".into(), Some(checkout), "k3".into()).unwrap();
+        for (spec, kind, leg) in [(&hard, "sandbox", Leg::HardVerifier), (&checkers, "checker", Leg::Checkers), (&review, "agent", Leg::Review)] {
+            assert_eq!((spec.kind.as_str(), spec.stage.as_str()), (kind, leg.name()));
+            assert!(spec.payload.is_object(), "{kind}: {}", spec.payload);
+        }
+        assert_eq!(hard.payload["repo"], "/srv/app");
+
+        let not_utf8 = PathBuf::from(OsStr::from_bytes(b"/srv/app-\xff"));
+        let errors = [
+            hard_verifier_spec(&stages, not_utf8.clone(), "h1", vec!["true".into()], "k1".into()).unwrap_err(),
+            checkers_spec(&stages, not_utf8.clone(), "b1", "h1", vec![Checker::DiffSize], "k2".into()).unwrap_err(),
+            review_spec(&stages, "scripted", "review it".into(), Some(not_utf8), "k3".into()).unwrap_err(),
+        ];
+        let kinds: Vec<&str> = errors.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, ["sandbox", "checker", "agent"]);
+        for error in &errors {
+            assert!(error.to_string().contains("invalid UTF-8"), "{error}");
+        }
+    }
 
     fn reviewer(self_family: bool) -> Reviewer {
         Reviewer { runtime: "claude".into(), family: "claude".into(), self_family }

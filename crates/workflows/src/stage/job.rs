@@ -1,53 +1,24 @@
 //! One job builder for every family: a stage definition and a runner payload become the
 //! [`JobSpec`] of one durable job.
 
-use serde::Serialize;
 use skillforge_engine::JobSpec;
+use skillforge_runner::{PayloadError, RunnerPayload};
 
 use super::def::StageDef;
 
-/// Why a stage's job could not be built.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum JobError {
-    /// The stage is a control-plane step (`handler`), not a job.
-    #[error("{workflow} stage `{stage}` is a control-plane step, not a job (it has no `runner`)")]
-    NotAJob {
-        /// Family workflow.
-        workflow: String,
-        /// Stage name.
-        stage: String,
-    },
-    /// The payload could not be serialized (never sent as a `null` payload).
-    #[error("serialize the payload of {workflow} stage `{stage}`: {message}")]
-    Payload {
-        /// Family workflow.
-        workflow: String,
-        /// Stage name.
-        stage: String,
-        /// The serializer's message.
-        message: String,
-    },
-}
-
 impl StageDef {
-    /// The job of this stage running `payload` on the stage's runner: workflow and stage from the
-    /// definition, `idempotency_key` (a second enqueue with the same key returns the first job),
-    /// attempts, heartbeat, stale threshold, `idempotent` and `retry_failed_runs` from the
-    /// stage; timeout `timeout_secs + setup_secs` (in ms). Queue and locks are the engine's
-    /// defaults; a caller that needs a lock adds it to the returned spec.
+    /// The job of this stage running `payload`: runner kind [`RunnerPayload::KIND`] (the stage's
+    /// `runner` in `workflows/<family>.toml` names the same kind; each family's tests check it),
+    /// workflow and stage from the definition, `idempotency_key` (a second enqueue with the same
+    /// key returns the first job), attempts, heartbeat, stale threshold, `idempotent` and
+    /// `retry_failed_runs` from the stage; timeout `timeout_secs + setup_secs` (in ms). Queue and
+    /// locks are the engine's defaults; a caller that needs a lock adds it to the returned spec.
     ///
     /// # Errors
-    /// [`JobError::NotAJob`] for a `handler` stage; [`JobError::Payload`] when `payload` does not serialize.
-    pub fn job<P: Serialize>(&self, payload: &P, idempotency_key: Option<String>) -> Result<JobSpec, JobError> {
-        let Some(runner) = &self.runner else {
-            return Err(JobError::NotAJob { workflow: self.workflow.clone(), stage: self.name.clone() });
-        };
-        let payload = serde_json::to_value(payload).map_err(|e| JobError::Payload {
-            workflow: self.workflow.clone(),
-            stage: self.name.clone(),
-            message: e.to_string(),
-        })?;
-        let mut spec = JobSpec::new(runner.clone(), payload);
+    /// [`PayloadError`] when `payload` does not serialize (never a `null` payload).
+    pub fn job<P: RunnerPayload>(&self, payload: &P, idempotency_key: Option<String>) -> Result<JobSpec, PayloadError> {
+        debug_assert_eq!(self.runner.as_deref(), Some(P::KIND), "{} stage `{}` runs on another runner", self.workflow, self.name);
+        let mut spec = JobSpec::for_payload(payload)?;
         spec.workflow = self.workflow.clone();
         spec.stage = self.name.clone();
         spec.idempotency_key = idempotency_key;
@@ -63,16 +34,19 @@ impl StageDef {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+
+    use skillforge_runner_process::ProcessPayload;
 
     use super::*;
 
-    fn stage(runner: Option<&str>) -> StageDef {
+    fn stage() -> StageDef {
         StageDef {
             workflow: "probe".into(),
             name: "run".into(),
-            runner: runner.map(str::to_owned),
-            handler: runner.is_none().then(|| "step".to_owned()),
+            runner: Some("process".into()),
+            handler: None,
             timeout_secs: 10,
             setup_secs: 5,
             heartbeat_secs: 2,
@@ -86,19 +60,18 @@ mod tests {
 
     #[test]
     fn the_job_carries_every_field_of_the_stage() {
-        let spec = stage(Some("process")).job(&serde_json::json!({"argv": ["true"]}), Some("k".into())).unwrap();
+        let spec = stage().job(&ProcessPayload::argv(vec!["true".into()]), Some("k".into())).unwrap();
         assert_eq!((spec.kind.as_str(), spec.workflow.as_str(), spec.stage.as_str()), ("process", "probe", "run"));
         assert_eq!((spec.idempotency_key.as_deref(), spec.max_attempts, spec.timeout_ms), (Some("k"), 3, 15_000));
         assert_eq!((spec.heartbeat_ms, spec.stale_after_ms, spec.idempotent, spec.retry_failed_runs), (2000, 15_000, false, false));
-        assert_eq!(spec.payload["argv"][0], "true");
+        assert_eq!(spec.payload, serde_json::to_value(ProcessPayload::argv(vec!["true".into()])).unwrap());
     }
 
     #[test]
-    fn a_step_is_not_a_job_and_a_bad_payload_is_an_error() {
-        assert!(matches!(stage(None).job(&1, None), Err(JobError::NotAJob { .. })));
-        // A map with non-string keys does not serialize to JSON: an error, never a null payload.
-        let bad: BTreeMap<(u8, u8), u8> = BTreeMap::from([((1, 2), 3)]);
-        let err = stage(Some("process")).job(&bad, None).unwrap_err();
-        assert!(matches!(err, JobError::Payload { .. }), "{err}");
+    fn a_payload_that_does_not_serialize_is_an_error_never_a_null_payload() {
+        let mut payload = ProcessPayload::argv(vec!["true".into()]);
+        payload.cwd = Some(OsStr::from_bytes(b"/work/\xff").into());
+        let err = stage().job(&payload, None).unwrap_err();
+        assert_eq!(err.kind, "process");
     }
 }

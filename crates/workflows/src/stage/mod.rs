@@ -7,5 +7,4 @@ pub mod job;
 pub mod jobs;
 
 pub use def::{NoSections, Sections, StageDef, StageSource, StagesError, WorkflowDef};
-pub use job::JobError;
 pub use jobs::{Ran, StageJobs, Wait, run_jobs, wait_for};

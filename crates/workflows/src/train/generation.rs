@@ -9,6 +9,7 @@
 use serde::Deserialize;
 use skillforge_engine::ingest::{ApplyError, ResultHandler};
 use skillforge_engine::{Job, JobSpec, JobState};
+use skillforge_runner::PayloadError;
 use skillforge_runner_agent::{AgentPayload, AgentReport};
 use skillforge_store::artifacts::{StoreArtifactError, get_artifact, store_artifact};
 use skillforge_store::blobs::BlobStore;
@@ -16,7 +17,7 @@ use skillforge_store::train::{count_item_options, insert_generated_option};
 use sqlx::SqliteConnection;
 
 use super::items::ItemSpec;
-use crate::stage::{JobError, StageDef};
+use crate::stage::StageDef;
 
 /// Workflow name of every train job.
 pub const TRAIN_WORKFLOW: &str = "train";
@@ -58,8 +59,8 @@ pub fn generation_prompt(request: &str, item: &ItemSpec, n_options: i64, templat
 /// The job spec of one item's generation (runner `agent`, times from the stage definition).
 ///
 /// # Errors
-/// [`JobError`] when the payload does not serialize.
-pub fn generation_job(stage: &StageDef, payload: &AgentPayload, key: String) -> Result<JobSpec, JobError> {
+/// [`PayloadError`] when the payload does not serialize.
+pub fn generation_job(stage: &StageDef, payload: &AgentPayload, key: String) -> Result<JobSpec, PayloadError> {
     stage.job(payload, Some(key))
 }
 
@@ -184,7 +185,26 @@ impl ResultHandler for TrainResultHandler {
 
 #[cfg(test)]
 mod tests {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+
     use super::*;
+    use crate::train::TrainWorkflow;
+
+    #[test]
+    fn generation_job_runs_on_the_agent_runner_and_a_payload_that_does_not_serialize_is_an_error() {
+        let workflow = TrainWorkflow::shipped().unwrap();
+        let stage = workflow.stage(GENERATION_STAGE);
+        let payload = AgentPayload::new("scripted", "task: generate_options");
+        let spec = generation_job(stage, &payload, "s:i:item:options".into()).unwrap();
+        assert_eq!((spec.kind.as_str(), stage.runner.as_deref()), ("agent", Some("agent")));
+        assert_eq!(spec.payload, serde_json::to_value(&payload).unwrap());
+        let mut unserializable = payload;
+        unserializable.workdir = Some(OsStr::from_bytes(b"/work/\xff").into());
+        let error = generation_job(stage, &unserializable, "s:i:item:options".into()).unwrap_err();
+        assert_eq!(error.kind, "agent");
+        assert!(error.to_string().contains("invalid UTF-8"), "{error}");
+    }
 
     #[test]
     fn keys_round_trip() {

@@ -34,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use skillforge_engine::{EngineError, QueueBackend};
+use skillforge_runner::PayloadError;
 use skillforge_store::{Store, StoreError};
 
 pub use generation::TrainResultHandler;
@@ -66,9 +67,10 @@ pub enum TrainError {
     Engine(#[from] EngineError),
 }
 
-impl From<crate::stage::JobError> for TrainError {
-    fn from(e: crate::stage::JobError) -> Self {
-        TrainError::Failed(e.to_string())
+/// A job payload that does not serialize is invalid input (e.g. a path that is not UTF-8).
+impl From<PayloadError> for TrainError {
+    fn from(e: PayloadError) -> Self {
+        TrainError::Invalid(e.to_string())
     }
 }
 

@@ -12,13 +12,13 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use skillforge_contract::{CandidatePackage, ImportOptions, ImportState, validate_candidate_import};
 use skillforge_engine::JobSpec;
+use skillforge_runner::PayloadError;
 use skillforge_runner_process::ProcessPayload;
 use skillforge_store::Store;
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::candidates::{import_verified, list_candidates, load_import_state};
 
 use super::stages::{BackendDef, SKILLFORGE_BIN_PLACEHOLDER, StageDef, TrainWorkflow};
-use crate::stage::JobError;
 
 /// Stage name of optimizer jobs.
 pub const OPTIMIZER_STAGE: &str = "optimizer";
@@ -140,8 +140,8 @@ pub fn preflight(
 /// for `train recover`).
 ///
 /// # Errors
-/// [`JobError`] when the payload does not serialize.
-pub fn optimizer_job(stage: &StageDef, preflight: &Preflight, key: String) -> Result<JobSpec, JobError> {
+/// [`PayloadError`] when the payload does not serialize.
+pub fn optimizer_job(stage: &StageDef, preflight: &Preflight, key: String) -> Result<JobSpec, PayloadError> {
     let mut payload = ProcessPayload::argv(preflight.argv.clone());
     payload.cwd = Some(PathBuf::from(&preflight.attempt_dir));
     let mut spec = stage.job(&payload, Some(key))?;
