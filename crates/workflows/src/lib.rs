@@ -1,5 +1,6 @@
 //! skillforge workflow state machines (train, harvest, verify, ...), driven by the engine.
 
+pub mod ab;
 pub mod distill;
 pub mod evaluator;
 pub mod families;
