@@ -14,7 +14,7 @@
 //! 7. prints where everything is and what to run next.
 //!
 //! Every step calls the code the matching command calls (`skillforge_workflows::train::control`,
-//! the harvester, [`crate::commands::template::install`]). Each run is a new session
+//! the harvester, [`crate::control::templates::install`]). Each run is a new session
 //! `demo-<time>-<pid>`; its own files go to `<home>/demo/<session>/`, the train packets to
 //! `<home>/train/<session>/` as for any session. Re-running is safe: the template install and the
 //! harvest are idempotent (rows upserted in place, leg jobs keyed by change and head).
@@ -126,7 +126,7 @@ async fn install_template(store: &skillforge_store::Store, demo_dir: &Path) -> R
     }
     let path = demo_dir.join(format!("{TEMPLATE_ID}.md"));
     write(&path, TEMPLATE)?;
-    let installed = crate::commands::template::install(store, TEMPLATE, &path.display().to_string(), None).await?;
+    let installed = crate::control::templates::install(store, TEMPLATE, &path.display().to_string(), None).await?;
     Ok((installed.version, if installed.is_new { "installed" } else { "already installed" }))
 }
 

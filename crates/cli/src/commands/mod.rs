@@ -3,7 +3,6 @@
 pub mod candidate;
 pub mod check;
 pub mod demo;
-pub mod evaluate;
 pub mod export;
 pub mod feedback;
 pub mod harvest;

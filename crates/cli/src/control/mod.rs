@@ -1,8 +1,9 @@
 //! CLI plumbing shared by commands, so no command imports another: the one waiter (the stage
-//! port, [`waiter::CliJobs`]), the events endpoint of `serve --listen` ([`events`]), signals and
-//! argument helpers. Commands parse arguments, call the workflows and print.
+//! port, [`waiter::CliJobs`]), the events endpoint of `serve --listen` ([`events`]), signals,
+//! argument helpers and the template operations several nouns share ([`templates`]). Commands parse arguments, call the workflows and print.
 
 pub mod args;
 pub mod events;
 pub mod signals;
+pub mod templates;
 pub mod waiter;

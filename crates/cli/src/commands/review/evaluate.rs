@@ -16,7 +16,7 @@ use skillforge_contract::EvaluatorProfile;
 use skillforge_workflows::evaluator::{EvalRunError, effective_profile, evaluate_run, judge_runtime_of, known_evaluator_ids};
 use skillforge_workflows::stage::Wait;
 
-use crate::commands::review::load_run;
+use super::load_run;
 use crate::control::waiter::CliJobs;
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
