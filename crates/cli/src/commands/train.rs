@@ -21,7 +21,7 @@ use skillforge_workflows::train::control::{
     start_with_evaluator,
 };
 use skillforge_workflows::train::items::parse_items;
-use skillforge_workflows::train::status::session_status;
+use skillforge_workflows::train::status::{SessionStatus, session_status};
 use skillforge_workflows::train::{Reporter, TrainEnv, TrainError, TrainWorkflow};
 
 use crate::context::Context;
@@ -260,7 +260,7 @@ async fn run_status(ctx: &Context, env: &TrainEnv<'_>, mut args: StatusArgs) -> 
     let mut last = String::new();
     while !stop.is_cancelled() {
         let status = session_status(env, &args.session, verbose).await.map_err(train_error)?;
-        let phase = status["status_phase"].as_str().unwrap_or_default().to_owned();
+        let phase = status.status_phase.clone();
         if is_terminal {
             print!("\x1b[2J\x1b[H");
             print_status(ctx, &status, verbose);
@@ -276,33 +276,32 @@ async fn run_status(ctx: &Context, env: &TrainEnv<'_>, mut args: StatusArgs) -> 
     Ok(OK)
 }
 
-fn print_status(ctx: &Context, status: &serde_json::Value, verbose: bool) {
+fn print_status(ctx: &Context, status: &SessionStatus, verbose: bool) {
     if ctx.json {
         print_json(status);
         return;
     }
-    let s = |k: &str| status[k].as_str().unwrap_or("-").to_owned();
-    println!("session {} · iteration {} · {}", s("session_id"), s("iteration_id"), s("template_version"));
-    println!("status_phase: {} (state {})", s("status_phase"), s("current_phase"));
-    let p = &status["progress"];
+    println!("session {} · iteration {} · {}", status.session_id, status.iteration_id, status.template_version);
+    println!("status_phase: {} (state {})", status.status_phase, status.current_phase);
+    let p = &status.progress;
     println!(
         "progress: {} items, {} options, {} ranked events, {} pairwise preferences",
-        p["review_items"], p["generated_options"], p["ranked_feedback_events"], p["pairwise_preferences"]
+        p.counts.review_items, p.generated_options, p.counts.ranked_feedback_events, p.counts.pairwise_preferences
     );
-    if let Some(v) = status["candidate_version"].as_str() {
+    if let Some(v) = &status.candidate_version {
         println!("candidate: {v}");
     }
-    if let Some(r) = status["no_candidate_reason"].as_str() {
+    if let Some(r) = &status.no_candidate_reason {
         println!("no candidate: {r}");
-        if let Some(hint) = status["no_candidate_details"]["no_candidate_hint"].as_str() {
+        if let Some(hint) = status.no_candidate_details.as_ref().and_then(|d| d["no_candidate_hint"].as_str()) {
             println!("  {hint}");
         }
     }
-    if status["recovery_available"].as_bool() == Some(true) {
+    if status.recovery_available {
         println!("recovery available");
     }
-    if verbose {
-        let evaluation = &status["verbose"]["evaluation"];
+    if let Some(block) = status.verbose.as_ref().filter(|_| verbose) {
+        let evaluation = &block.evaluation;
         if let Some(evaluator) = evaluation["evaluator_id"].as_str() {
             println!(
                 "evaluator {evaluator}: {} ({} scored, {} with a failure packet, judge runtime {})",
@@ -312,19 +311,14 @@ fn print_status(ctx: &Context, status: &serde_json::Value, verbose: bool) {
                 evaluation["judge_runtime"].as_str().filter(|r| !r.is_empty()).unwrap_or("none")
             );
         }
-        for lock in status["verbose"]["active_locks"].as_array().into_iter().flatten() {
+        for lock in &block.active_locks {
             println!(
                 "lock {} [{}] owner {}@{} pid {} heartbeat {}ms ago",
-                lock["key"].as_str().unwrap_or_default(),
-                lock["status"].as_str().unwrap_or_default(),
-                lock["owner_worker"].as_str().unwrap_or_default(),
-                lock["owner_hostname"].as_str().unwrap_or_default(),
-                lock["owner_pid"],
-                lock["heartbeat_age_ms"]
+                lock.key, lock.status, lock.owner_worker, lock.owner_hostname, lock.owner_pid, lock.heartbeat_age_ms
             );
         }
     }
-    println!("next: {}", s("next_action"));
+    println!("next: {}", status.next_action);
 }
 
 struct StderrReporter {
