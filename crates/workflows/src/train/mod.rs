@@ -28,8 +28,6 @@ pub mod session;
 pub mod stages;
 pub mod state;
 pub mod status;
-#[doc(hidden)]
-pub mod status_legacy;
 pub mod steps;
 
 use std::path::{Path, PathBuf};
