@@ -29,6 +29,14 @@ pub const ADHOC_WORKFLOW: &str = "adhoc";
 pub const VERIFY_WORKFLOW: &str = "verify";
 /// Workflow of `skillforge check` jobs (one checker run, read back by the command).
 pub const CHECK_WORKFLOW: &str = "check";
+/// Workflow of `skillforge ask` agent jobs (the answer is read back by the command).
+pub const ASK_WORKFLOW: &str = "ask";
+/// Workflow of `skillforge ab` agent jobs (both arms' answers, read back by the command).
+pub const AB_WORKFLOW: &str = "ab";
+/// Workflow of `skillforge binary` judge jobs (BINEVAL answers, read back by the command).
+pub const BINEVAL_WORKFLOW: &str = "bineval";
+/// Workflow of jobs pushed through the apalis adapter (`skillforge-engine-apalis`).
+pub const APALIS_WORKFLOW: &str = "apalis";
 
 /// What a family's handler is built from: the control plane's home.
 #[derive(Debug, Clone, Copy)]
@@ -60,7 +68,7 @@ fn record_only(_: HandlerEnv<'_>) -> Arc<dyn ResultHandler> {
     Arc::new(RecordOnly)
 }
 
-static FAMILIES: [Family; 6] = [
+static FAMILIES: [Family; 13] = [
     Family {
         name: "train",
         workflow: TRAIN_WORKFLOW,
@@ -78,6 +86,48 @@ static FAMILIES: [Family; 6] = [
         workflow: EVALUATE_WORKFLOW,
         summary: "evaluator profiles: judge and render jobs, read back by the evaluation that enqueued them",
         handler: |_| Arc::new(EvaluatorHandler),
+    },
+    Family {
+        name: "evalloop",
+        workflow: crate::evalloop::stages::EVAL_WORKFLOW,
+        summary: "the skill eval loop: arm, verify and judge jobs become their files (run.json, verify.json, verdict.json)",
+        handler: |_| Arc::new(crate::evalloop::handler::EvalResultHandler),
+    },
+    Family {
+        name: "optimize",
+        workflow: crate::optimize::WORKFLOW,
+        summary: "the optimize loop: experiment jobs, read back through its job port by the loop; no effect at ingestion",
+        handler: record_only,
+    },
+    Family {
+        name: "promotion",
+        workflow: crate::promotion::events::EVENTS_WORKFLOW,
+        summary: "promotion events: webhook delivery jobs; no domain effect",
+        handler: record_only,
+    },
+    Family {
+        name: "ab",
+        workflow: AB_WORKFLOW,
+        summary: "`ab`: champion and challenger answers, read back by the command that records the A/B",
+        handler: record_only,
+    },
+    Family {
+        name: "ask",
+        workflow: ASK_WORKFLOW,
+        summary: "`ask`: one answer, read back by the command",
+        handler: record_only,
+    },
+    Family {
+        name: "bineval",
+        workflow: BINEVAL_WORKFLOW,
+        summary: "`binary`: BINEVAL judge answers, read back by the command",
+        handler: record_only,
+    },
+    Family {
+        name: "apalis",
+        workflow: APALIS_WORKFLOW,
+        summary: "jobs of the apalis adapter: their handlers run in the apalis worker; no domain effect",
+        handler: record_only,
     },
     Family {
         name: "adhoc",
@@ -157,7 +207,15 @@ mod tests {
             assert!(seen.insert(family.workflow), "workflow `{}` registered twice", family.workflow);
         }
         let engine_default = skillforge_engine::JobSpec::new("process", serde_json::Value::Null).workflow;
-        for workflow in [TRAIN_WORKFLOW, crate::harvest::WORKFLOW, EVALUATE_WORKFLOW, engine_default.as_str()] {
+        for workflow in [
+            TRAIN_WORKFLOW,
+            crate::harvest::WORKFLOW,
+            EVALUATE_WORKFLOW,
+            crate::evalloop::stages::EVAL_WORKFLOW,
+            crate::optimize::WORKFLOW,
+            crate::promotion::events::EVENTS_WORKFLOW,
+            engine_default.as_str(),
+        ] {
             assert!(by_workflow(workflow).is_some(), "jobs of workflow `{workflow}` are enqueued but no family owns them");
         }
         let families = Families::for_home(Path::new("/nonexistent"));

@@ -1,14 +1,20 @@
 //! One module per command group.
 
+pub mod ab;
+pub mod ask;
+pub mod binary;
 pub mod candidate;
+pub mod canary;
 pub mod check;
 pub mod demo;
+pub mod eval;
 pub mod export;
 pub mod feedback;
 pub mod harvest;
 pub mod import;
 pub mod jobs;
 pub mod locks;
+pub mod optimize;
 pub mod optimizer;
 pub mod pairwise;
 pub mod review;

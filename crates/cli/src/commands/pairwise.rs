@@ -62,6 +62,9 @@ fn read(path: &Path) -> Result<String, CliError> {
 }
 
 async fn import(ctx: &Context, args: PairwiseImportArgs) -> CliResult {
+    if let Some(r) = &args.reviewer {
+        skillforge_workflows::packet::check_reviewer(r).map_err(|e| CliError::usage(anyhow!("--reviewer: {e}")))?;
+    }
     let dir = std::fs::canonicalize(&args.dir)
         .map_err(|e| CliError::usage(anyhow!("open pairwise packet directory `{}`: {e}", args.dir.display())))?;
     let [packet_name, secret_name, picks_name] = PAIRWISE_FILES;

@@ -10,7 +10,8 @@
 //! store transaction (all or nothing).
 
 use skillforge_contract::{
-    CHALLENGER, CHAMPION, PairwisePicks, PairwiseReviewPacket, PairwiseSecretMap, RankedFeedbackEvent, UnblindedPick,
+    CHALLENGER, CHAMPION, PairwisePicks,
+    driver_for_media_type, PairwiseReviewPacket, PairwiseSecretMap, RankedFeedbackEvent, UnblindedPick,
     check_pairwise_runs, ranked_feedback_event_id, unblind_pairwise,
 };
 use skillforge_store::artifacts::store_artifact;
@@ -24,8 +25,6 @@ use skillforge_store::Store;
 
 /// `source` of events imported from a pairwise review packet.
 pub const PAIRWISE_SOURCE: &str = "pairwise-review";
-/// Artifact driver of the champion/challenger outputs (the home's blob store).
-const LOCAL_DRIVER: &str = "local";
 
 /// Why a packet was not imported. Nothing is written in either case.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +67,7 @@ impl PairwiseImport<'_> {
                 "pairwise reviewer is required: pass --reviewer or set `reviewer` in the picks file".into(),
             ));
         }
+        crate::packet::check_reviewer(&reviewer).map_err(|e| ImportError::Invalid(format!("pairwise import: {e}")))?;
         Ok(reviewer)
     }
 }
@@ -181,7 +181,7 @@ async fn add_pick_item(
     let mut new = NewReviewItem { item_id: pick.item_id.clone(), title: pick.title.clone(), ..Default::default() };
     for (role, response) in [(CHAMPION, &pick.champion_response), (CHALLENGER, &pick.challenger_response)] {
         let artifact_id = format!("{run_id}/{}/{role}", pick.item_id);
-        store_artifact(&mut *tx, blobs, &artifact_id, response.as_bytes(), "text/plain", LOCAL_DRIVER)
+        store_artifact(&mut *tx, blobs, &artifact_id, response.as_bytes(), "text/plain", driver_for_media_type("text/plain"))
             .await
             .map_err(|e| ImportError::Env(format!("store artifact `{artifact_id}`: {e}")))?;
         new.options.push(NewReviewOption { label: role.to_owned(), artifact_id, role: role.to_owned(), metadata_json: String::new() });

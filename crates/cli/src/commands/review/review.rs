@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, anyhow};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
-use skillforge_contract::is_ranked_mode;
+use skillforge_contract::{driver_for_media_type, is_ranked_mode};
 use skillforge_store::artifacts::store_artifact;
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::feedback::{list_feedback_events, list_ranked_events};
@@ -24,8 +24,6 @@ use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
 
-/// Driver of artifacts whose blobs live in the home's blob store.
-pub const LOCAL_DRIVER: &str = "local";
 
 /// `skillforge review item ...`.
 #[derive(Debug, Subcommand)]
@@ -268,7 +266,8 @@ pub(super) async fn item_add(ctx: &Context, args: ItemAddArgs) -> CliResult {
     let mut artifacts = Vec::new();
     for ((suffix, path, _), bytes) in files.iter().zip(&contents) {
         let artifact_id = format!("{}/{}/{}", run.id, item_id, suffix);
-        let row = store_artifact(&mut tx, &blobs, &artifact_id, bytes, media_type_for(path), LOCAL_DRIVER)
+        let media_type = media_type_for(path);
+        let row = store_artifact(&mut tx, &blobs, &artifact_id, bytes, media_type, driver_for_media_type(media_type))
             .await
             .with_context(|| format!("store artifact `{artifact_id}`"))?;
         match suffix.as_str() {
