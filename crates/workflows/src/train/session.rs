@@ -12,6 +12,7 @@ use skillforge_store::train::{
 
 use crate::train::meta::IterationMeta;
 use crate::train::optimizer::Preflight;
+use crate::train::state::TrainState;
 use crate::train::state::{Transition, check_transition, is_terminal};
 use crate::train::{TrainEnv, TrainError};
 
@@ -97,7 +98,8 @@ pub async fn load(env: &TrainEnv<'_>, session_id: &str) -> Result<(SessionRow, I
 }
 
 /// Moves `it` to `to` after checking the transition; a no-op when already there.
-pub(crate) async fn advance(env: &TrainEnv<'_>, it: &mut IterationRow, to: &str) -> Result<(), TrainError> {
+pub(crate) async fn advance(env: &TrainEnv<'_>, it: &mut IterationRow, to: TrainState) -> Result<(), TrainError> {
+    let to = to.as_str();
     match check_transition(&it.state, to).map_err(|e| TrainError::Refused(e.to_string()))? {
         Transition::NoOp => Ok(()),
         Transition::Advance => {

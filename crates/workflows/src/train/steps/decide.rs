@@ -4,24 +4,25 @@ use skillforge_store::candidates::{DecisionOutcome, promote_candidate, reject_ca
 use skillforge_store::train::{IterationRow, set_decision_reason};
 
 use crate::train::meta::IterationMeta;
-use crate::train::state::{PROMOTED, REJECTED, check_transition};
+use crate::train::state::check_transition;
 use crate::train::{TrainEnv, TrainError};
 use crate::train::session::*;
+use crate::train::state::TrainState;
 
 /// `--promote V` / `--reject V --reason R` (seed step 9): only at candidate_review_published and
 /// only for this iteration's candidate.
 pub(crate) async fn decide(env: &TrainEnv<'_>, it: &mut IterationRow, req: &ContinueRequest, report: &mut StepReport) -> Result<(), TrainError> {
     let (version, reason, to) = match (&req.promote, &req.reject) {
-        (Some(v), None) => (v.clone(), String::new(), PROMOTED),
+        (Some(v), None) => (v.clone(), String::new(), TrainState::Promoted),
         (None, Some((v, r))) => {
             if r.trim().is_empty() {
                 return Err(TrainError::Invalid("--reject needs --reason TEXT".into()));
             }
-            (v.clone(), r.clone(), REJECTED)
+            (v.clone(), r.clone(), TrainState::Rejected)
         }
         _ => return Err(TrainError::Invalid("give either --promote or --reject, not both".into())),
     };
-    if it.state != "candidate_review_published" {
+    if it.state != TrainState::CandidateReviewPublished.as_str() {
         return Err(TrainError::Refused(format!(
             "iteration `{}` is at `{}`; promote or reject only after the candidate review is published",
             it.id, it.state
@@ -33,8 +34,8 @@ pub(crate) async fn decide(env: &TrainEnv<'_>, it: &mut IterationRow, req: &Cont
             it.candidate_version_id
         )));
     }
-    check_transition(&it.state, to).map_err(|e| TrainError::Refused(e.to_string()))?;
-    let outcome = if to == PROMOTED {
+    check_transition(&it.state, to.as_str()).map_err(|e| TrainError::Refused(e.to_string()))?;
+    let outcome = if to == TrainState::Promoted {
         promote_candidate(env.store, &version, &reason).await?
     } else {
         reject_candidate(env.store, &version, &reason).await?
@@ -50,10 +51,10 @@ pub(crate) async fn decide(env: &TrainEnv<'_>, it: &mut IterationRow, req: &Cont
     }
     it.decision_reason = reason;
     let mut meta = IterationMeta::parse(&it.metadata_json);
-    meta.candidate_decision.status = if to == PROMOTED { "promoted".into() } else { "rejected".into() };
+    meta.candidate_decision.status = if to == TrainState::Promoted { "promoted".into() } else { "rejected".into() };
     save_meta(env, it, &meta).await?;
     advance(env, it, to).await?;
-    report.steps.push(format!("candidate {version} {}", if to == PROMOTED { "promoted" } else { "rejected" }));
+    report.steps.push(format!("candidate {version} {}", if to == TrainState::Promoted { "promoted" } else { "rejected" }));
     report.next_action = next_action_for(&it.state, &it.session_id);
     Ok(())
 }

@@ -10,6 +10,7 @@ use crate::train::generation::{generation_job, generation_key, generation_prompt
 use crate::train::meta::{IterationMeta, SessionMeta};
 use crate::train::{TrainEnv, TrainError, TrainResultHandler};
 use crate::train::session::*;
+use crate::train::state::TrainState;
 
 /// items_ready → options_generated: one `agent` job per item (idempotency key
 /// `<session>:<iteration>:<item>:options`), results applied by [`TrainResultHandler`]. Returns
@@ -96,7 +97,7 @@ pub(crate) async fn generate_options(
     }
     meta.generation.status = "succeeded".into();
     save_meta(env, it, &meta).await?;
-    advance(env, it, "options_generated").await?;
+    advance(env, it, TrainState::OptionsGenerated).await?;
     report.steps.push(format!("options generated: {} items × {} options", items.len(), run.options_count));
     Ok(true)
 }

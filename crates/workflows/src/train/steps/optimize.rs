@@ -13,9 +13,9 @@ use crate::train::meta::IterationMeta;
 use crate::train::optimizer::{GateResult, attempt_dir, completed_attempt, import_gate, optimizer_job, preflight};
 use crate::train::phase::is_config_error;
 use crate::train::stages::DEFAULT_BACKEND;
-use crate::train::state::NO_CANDIDATE;
 use crate::train::{TrainEnv, TrainError};
 use crate::train::session::*;
+use crate::train::state::TrainState;
 
 /// feedback_synced → training_package_created: `<iteration>/training.json`.
 pub(crate) async fn export(env: &TrainEnv<'_>, session: &SessionRow, it: &mut IterationRow, report: &mut StepReport) -> Result<(), TrainError> {
@@ -32,7 +32,7 @@ pub(crate) async fn export(env: &TrainEnv<'_>, session: &SessionRow, it: &mut It
     meta.export.status = "succeeded".into();
     meta.export.path = path.display().to_string();
     save_meta(env, it, &meta).await?;
-    advance(env, it, "training_package_created").await?;
+    advance(env, it, TrainState::TrainingPackageCreated).await?;
     report.steps.push(format!(
         "training package exported: {} ({} ranked events, {} pairwise preferences)",
         path.display(),
@@ -77,7 +77,7 @@ pub(crate) async fn run_optimizer(
                         meta.optimizer.recovery_available = false;
                         save_meta(env, it, &meta).await?;
                         report.steps.push(format!("recovered the completed optimizer attempt {}", dir.display()));
-                        advance(env, it, "optimizer_completed").await?;
+                        advance(env, it, TrainState::OptimizerCompleted).await?;
                         return Ok(true);
                     }
                     false
@@ -155,7 +155,7 @@ pub(crate) async fn run_optimizer(
         JobState::Succeeded => {
             meta.optimizer.status = "succeeded".into();
             save_meta(env, it, &meta).await?;
-            advance(env, it, "optimizer_completed").await?;
+            advance(env, it, TrainState::OptimizerCompleted).await?;
             report.steps.push(format!("optimizer attempt {} finished", meta.optimizer.attempt));
             Ok(true)
         }
@@ -219,7 +219,7 @@ pub(crate) async fn import_candidate(env: &TrainEnv<'_>, it: &mut IterationRow, 
             meta.optimizer.optimizer_attempt_state = "completed_candidate".into();
             meta.optimizer.recovery_available = false;
             save_meta(env, it, &meta).await?;
-            advance(env, it, "candidate_created").await?;
+            advance(env, it, TrainState::CandidateCreated).await?;
             report.candidate_version = Some(version_id.clone());
             report.steps.push(format!(
                 "candidate {version_id} imported as pending{}",
@@ -234,7 +234,7 @@ pub(crate) async fn import_candidate(env: &TrainEnv<'_>, it: &mut IterationRow, 
             meta.optimizer.no_candidate_details = details;
             meta.optimizer.recovery_available = false;
             save_meta(env, it, &meta).await?;
-            advance(env, it, NO_CANDIDATE).await?;
+            advance(env, it, TrainState::NoCandidate).await?;
             report.steps.push(format!("optimizer produced no candidate: {reason} (no pending version)"));
             Ok(())
         }

@@ -7,9 +7,9 @@ use skillforge_store::blobs::BlobStore;
 
 use crate::train::meta::IterationMeta;
 use crate::train::optimizer::{GateResult, completed_attempt, import_gate};
-use crate::train::state::{ABANDONED, NO_CANDIDATE};
 use crate::train::{TrainEnv, TrainError};
 use crate::train::session::*;
+use crate::train::state::TrainState;
 use crate::train::steps::optimize::import_candidate;
 
 /// `train recover` (seed step 7): imports a completed candidate from `out_root` (its newest
@@ -37,8 +37,9 @@ pub async fn recover(env: &TrainEnv<'_>, session_id: &str, out_root: &Path) -> R
     let (dir, file) = completed_attempt(out_root).ok_or_else(|| {
         TrainError::Invalid(format!("no completed candidate package under `{}` (looked for attempts/attempt-NNN/candidate.json)", out_root.display()))
     })?;
-    match it.state.as_str() {
-        "training_package_created" | "optimizer_completed" => {
+    let state = TrainState::parse(&it.state);
+    match state {
+        Some(TrainState::TrainingPackageCreated | TrainState::OptimizerCompleted) => {
             meta.optimizer.attempt_dir = dir.display().to_string();
             meta.optimizer.candidate_output = file.display().to_string();
             meta.optimizer.status = "recovered".into();
@@ -47,11 +48,11 @@ pub async fn recover(env: &TrainEnv<'_>, session_id: &str, out_root: &Path) -> R
                 meta.optimizer.out_root = out_root.display().to_string();
             }
             save_meta(env, &mut it, &meta).await?;
-            advance(env, &mut it, "optimizer_completed").await?;
+            advance(env, &mut it, TrainState::OptimizerCompleted).await?;
             report.steps.push(format!("recovering the completed optimizer attempt {}", dir.display()));
             import_candidate(env, &mut it, &mut report).await?;
         }
-        s if s == NO_CANDIDATE || !it.candidate_version_id.is_empty() => {
+        _ if state == Some(TrainState::NoCandidate) || !it.candidate_version_id.is_empty() => {
             // Already recorded: run the gate again only to report the same result (no writes
             // for a known package or a no-candidate package).
             let blobs = BlobStore::in_home(env.home);
@@ -65,11 +66,11 @@ pub async fn recover(env: &TrainEnv<'_>, session_id: &str, out_root: &Path) -> R
                 }
             }
         }
-        s if s == ABANDONED => return Err(TrainError::Refused(format!("iteration `{}` was abandoned", it.id))),
-        other => {
+        Some(TrainState::Abandoned) => return Err(TrainError::Refused(format!("iteration `{}` was abandoned", it.id))),
+        _ => {
             return Err(TrainError::Refused(format!(
-                "iteration `{}` is at `{other}`; recover applies after the training package was exported",
-                it.id
+                "iteration `{}` is at `{}`; recover applies after the training package was exported",
+                it.id, it.state
             )));
         }
     }

@@ -11,6 +11,7 @@ use skillforge_store::train::{IterationRow, SessionRow};
 use crate::train::meta::IterationMeta;
 use crate::train::{TrainEnv, TrainError};
 use crate::train::session::*;
+use crate::train::state::TrainState;
 
 /// options_generated → review_published: the blind Markdown packet in `<iteration>/review`.
 pub(crate) async fn publish_review(env: &TrainEnv<'_>, session: &SessionRow, it: &mut IterationRow, report: &mut StepReport) -> Result<PathBuf, TrainError> {
@@ -27,7 +28,7 @@ pub(crate) async fn publish_review(env: &TrainEnv<'_>, session: &SessionRow, it:
     meta.review.written_sha256 = sha256_hex(&done.feedback_template);
     meta.feedback_sync.status = "waiting".into();
     save_meta(env, it, &meta).await?;
-    advance(env, it, "review_published").await?;
+    advance(env, it, TrainState::ReviewPublished).await?;
     report.steps.push(format!("review packet published: {} ({} items)", dir.display(), done.n_items));
     Ok(dir)
 }
@@ -48,7 +49,7 @@ pub(crate) async fn sync_feedback(env: &TrainEnv<'_>, _session: &SessionRow, it:
     meta.feedback_sync.status = "succeeded".into();
     meta.feedback_sync.path = done.source_url.clone();
     save_meta(env, it, &meta).await?;
-    advance(env, it, "feedback_synced").await?;
+    advance(env, it, TrainState::FeedbackSynced).await?;
     report.steps.push(format!(
         "feedback synced from {} ({} ranked, {} A/B events)",
         done.reviewer,
@@ -99,7 +100,7 @@ pub(crate) async fn publish_candidate_review(env: &TrainEnv<'_>, session: &Sessi
     meta.candidate_review.path = path.display().to_string();
     meta.candidate_decision.status = "waiting".into();
     save_meta(env, it, &meta).await?;
-    advance(env, it, "candidate_review_published").await?;
+    advance(env, it, TrainState::CandidateReviewPublished).await?;
     report.steps.push(format!("candidate review published: {}", path.display()));
     Ok(())
 }

@@ -13,6 +13,7 @@ use crate::train::items::ItemSpec;
 use crate::train::meta::SessionMeta;
 use crate::train::{TrainEnv, TrainError};
 use crate::train::session::*;
+use crate::train::state::TrainState;
 
 /// What `train start` asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,13 +208,13 @@ pub(crate) async fn prepare_items(env: &TrainEnv<'_>, session: &SessionRow, it: 
             session.id
         )));
     }
-    if it.state == "request_confirmed" {
+    if it.state == TrainState::RequestConfirmed.as_str() {
         std::fs::create_dir_all(env.iteration_dir(&session.id, &it.id))
             .map_err(|e| TrainError::Env(format!("create the iteration directory: {e}")))?;
-        advance(env, it, "workspace_ready").await?;
+        advance(env, it, TrainState::WorkspaceReady).await?;
         report.steps.push(format!("workspace {} ready", session.workspace_repo));
     }
-    if it.state == "workspace_ready" {
+    if it.state == TrainState::WorkspaceReady.as_str() {
         let smeta = SessionMeta::parse(&session.metadata_json);
         let settings = RunSettings::normalize(Some(&it.mode), Some(&it.exploration_level), Some(smeta.options_count.max(2)))
             .map_err(|e| TrainError::Invalid(e.to_string()))?;
@@ -257,7 +258,7 @@ pub(crate) async fn prepare_items(env: &TrainEnv<'_>, session: &SessionRow, it: 
             .await?;
         }
         tx.commit().await?;
-        advance(env, it, "items_ready").await?;
+        advance(env, it, TrainState::ItemsReady).await?;
         report.steps.push(format!("{} review items ready in run {}", smeta.items.len(), it.eval_run_id));
     }
     Ok(())
@@ -284,7 +285,7 @@ pub(crate) async fn start_next(env: &TrainEnv<'_>, session: &SessionRow, prev: &
         },
     )
     .await?;
-    skillforge_store::train::set_session_state(&mut conn, &session.id, "request_confirmed").await?;
+    skillforge_store::train::set_session_state(&mut conn, &session.id, TrainState::RequestConfirmed.as_str()).await?;
     drop(conn);
     report.steps.push(format!("iteration {id} started on {base} (previous iteration {} is {})", prev.id, prev.state));
     load(env, &session.id).await
