@@ -7,8 +7,6 @@
 //! and recorded with its bandit update in one transaction (`skillforge_workflows::ab::record`).
 //! No pending challenger is a clean no-op that writes nothing.
 
-pub mod agent;
-
 use std::io::BufRead;
 use std::sync::Arc;
 
@@ -27,7 +25,7 @@ use skillforge_workflows::ab::jury::{JuryConfig, aggregate};
 use skillforge_workflows::ab::pick::{ChallengerChoice, Label, Role, Shuffle, choose_challenger};
 use skillforge_workflows::ab::record::{AbRecord, record};
 
-use self::agent::{AgentCall, call_agent};
+use crate::control::agent::{AgentCall, call_agent};
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;

@@ -27,7 +27,7 @@ use skillforge_workflows::ab::record::{AbRecord, record};
 use skillforge_workflows::promotion::canary::route;
 use skillforge_workflows::promotion::events::{Detail, Event, EventKind};
 
-use crate::commands::ab::agent::{AgentAnswer, AgentCall, call_agent};
+use crate::control::agent::{AgentAnswer, AgentCall, call_agent};
 use crate::commands::canary::emit_job_event;
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
