@@ -186,10 +186,44 @@ where
     }
 }
 
+/// The process's write pool (one connection) on `options`; its release hook rolls back a
+/// one-command finish script that was dropped mid-run (`script_open`).
+async fn connect_writer(options: &SqliteConnectOptions, script_open: &Arc<AtomicBool>) -> Result<SqlitePool, sqlx::Error> {
+    connect_retrying_busy(|| {
+        let open_script = script_open.clone();
+        SqlitePoolOptions::new()
+            .after_release(move |conn, _| {
+                let open_script = open_script.clone();
+                Box::pin(async move {
+                    if open_script.swap(false, Ordering::AcqRel) {
+                        tracing::warn!("a finish script was interrupted: rolling back its transaction");
+                        if let Err(e) = sqlx::query("ROLLBACK").execute(&mut *conn).await {
+                            // No transaction was open (the script ended anyway) or the
+                            // connection is broken: keep it only in the first case.
+                            return Ok(e.to_string().contains("no transaction is active"));
+                        }
+                    }
+                    Ok(true)
+                })
+            })
+            .max_connections(1)
+            .min_connections(1)
+            .test_before_acquire(false)
+            .acquire_timeout(BUSY_TIMEOUT * 6)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(options.clone())
+    })
+    .await
+}
+
 impl SqliteBackend {
     /// Opens (creating the file and its parent directory when missing) the queue database at
     /// `path`: WAL journal, `synchronous = NORMAL`, [`BUSY_TIMEOUT`], foreign keys on, schema
     /// migrated to the current version.
+    ///
+    /// An existing file that cannot be opened for writing (a read-only home) is opened
+    /// read-only: reads work, every write fails naming the file.
     ///
     /// Errors with [`EngineError::Backend`] when the directory or file cannot be created or
     /// opened, or the schema cannot be migrated (including a file written by a newer build).
@@ -219,34 +253,25 @@ impl SqliteBackend {
         // is dropped mid-script (runtime shutdown), the script's transaction may still be open
         // when the connection goes back to the pool, and is rolled back there.
         let script_open = Arc::new(AtomicBool::new(false));
-        let open_script = script_open.clone();
-        let writer = connect_retrying_busy(|| {
-            let open_script = open_script.clone();
-            SqlitePoolOptions::new()
-                .after_release(move |conn, _| {
-                    let open_script = open_script.clone();
-                    Box::pin(async move {
-                        if open_script.swap(false, Ordering::AcqRel) {
-                            tracing::warn!("a finish script was interrupted: rolling back its transaction");
-                            if let Err(e) = sqlx::query("ROLLBACK").execute(&mut *conn).await {
-                                // No transaction was open (the script ended anyway) or the
-                                // connection is broken: keep it only in the first case.
-                                return Ok(e.to_string().contains("no transaction is active"));
-                            }
-                        }
-                        Ok(true)
-                    })
-                })
-                .max_connections(1)
-                .min_connections(1)
-                .test_before_acquire(false)
-                .acquire_timeout(BUSY_TIMEOUT * 6)
-                .idle_timeout(None)
-                .max_lifetime(None)
-                .connect_with(options.clone())
-        })
-        .await
-        .map_err(open_err)?;
+        let (options, writer, read_only) = match connect_writer(&options, &script_open).await {
+            Ok(writer) => (options, writer, false),
+            // A home on a read-only file system: SQLite cannot open a WAL database for writing
+            // (nor create its shared-memory file). Reads still work on the file as it is; every
+            // write fails naming the file.
+            Err(e) if is_file_error(&e) && path.is_file() => {
+                tracing::info!(path = %path.display(), error = %e, "queue file not writable: opened read-only");
+                let read_only = SqliteConnectOptions::new()
+                    .filename(path)
+                    .read_only(true)
+                    .immutable(true)
+                    .busy_timeout(BUSY_TIMEOUT)
+                    .foreign_keys(true)
+                    .statement_cache_capacity(256);
+                let writer = connect_writer(&read_only, &script_open).await.map_err(open_err)?;
+                (read_only, writer, true)
+            }
+            Err(e) => return Err(open_err(e)),
+        };
         schema::migrate(&writer).await?;
         let reader = connect_retrying_busy(|| {
             SqlitePoolOptions::new()
@@ -262,7 +287,9 @@ impl SqliteBackend {
         .map_err(open_err)?;
         let wake = Arc::new(Wake::default());
         let stop = CancellationToken::new();
-        watch::spawn_checkpointer(options.clone(), stop.clone());
+        if !read_only {
+            watch::spawn_checkpointer(options.clone(), stop.clone());
+        }
         watch::spawn_watcher(options, wake.clone(), stop.clone());
         let finisher = finish::spawn(writer.clone(), wake.clone(), script_open.clone(), path.to_owned());
         let leaser = lease::spawn(writer.clone(), path.to_owned());
