@@ -28,12 +28,14 @@ impl Context {
     /// Resolves home, config and queue URL (`--queue` over `[queue] url` over the embedded default).
     ///
     /// # Errors
-    /// Exit 2 for an invalid config file or queue URL.
+    /// Exit 2 for an invalid config file or queue URL; exit 3 when a relative home cannot be
+    /// resolved (no current directory).
     pub fn new(home: Option<PathBuf>, queue: Option<String>, json: bool) -> Result<Self, CliError> {
-        let home = resolve_home(home);
+        let home = resolve_home(home)?;
         let config = Config::load(&home).map_err(CliError::usage)?;
         let url = queue.or_else(|| config.queue.url.clone());
         let queue_url = QueueUrl::parse(url.as_deref(), &home).map_err(CliError::usage)?;
+        crate::runners::configure(&config);
         Ok(Self { home, config, queue_url, json })
     }
 

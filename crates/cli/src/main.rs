@@ -77,12 +77,25 @@ enum Command {
     /// Built-in optimizers with the external optimizer's command line (`distill`: deterministic, no model).
     #[command(subcommand)]
     Optimizer(commands::optimizer::OptimizerCommand),
+    /// The optimize loop: hypotheses -> experiments in worktrees -> measure -> decide -> keep/revert.
+    #[command(subcommand)]
+    Optimize(commands::optimize::OptimizeCommand),
     /// Automatic trace harvesting (Mode A): attributions, outcomes, leg events, status.
     #[command(subcommand)]
     Harvest(commands::harvest::HarvestCommand),
+    /// Ask an agent: its current version (or its canary, for the sampled fraction) answers.
+    Ask(commands::ask::AskArgs),
+    /// Champion/challenger A/B of a template: both answers, a blind pick, the bandit's posterior.
+    Ab(commands::ab::AbArgs),
+    /// BINEVAL binary evaluation: run a question set, show stored verdicts, derive lessons.
+    #[command(subcommand)]
+    Binary(commands::binary::BinaryCommand),
     /// Train mode: start a session, watch its status, continue through its gates, recover an optimizer result.
     #[command(subcommand)]
     Train(commands::train::TrainCommand),
+    /// The skill eval loop: briefs, forge (arms → blind judge → aggregate → gate → ledger), status, recheck, report.
+    #[command(subcommand)]
+    Eval(commands::eval::EvalCommand),
     /// The scripted agent runtime (deterministic, no model): prompt on stdin, answer on stdout.
     #[command(name = "agent-scripted", hide = true)]
     AgentScripted {
@@ -148,6 +161,7 @@ fn main() -> ExitCode {
         let ctx = Context::new(cli.home, cli.queue, cli.json)?;
         match cli.command {
             Command::Demo(args) => commands::demo::run(&ctx, args).await,
+            Command::Eval(cmd) => commands::eval::run(&ctx, cmd).await,
             Command::Jobs(cmd) => commands::jobs::run(&ctx, cmd).await,
             Command::Worker(args) => commands::worker::run(&ctx, args).await,
             Command::Serve(args) => commands::serve::run(&ctx, args).await,
@@ -162,8 +176,12 @@ fn main() -> ExitCode {
             Command::Pairwise(cmd) => commands::pairwise::run(&ctx, cmd).await,
             Command::Export(args) => commands::export::run(&ctx, args).await,
             Command::Optimizer(cmd) => commands::optimizer::run(&ctx, cmd).await,
+            Command::Optimize(cmd) => commands::optimize::run(&ctx, cmd).await,
             Command::Harvest(cmd) => commands::harvest::run(&ctx, cmd).await,
             Command::Train(cmd) => commands::train::run(&ctx, cmd).await,
+            Command::Ab(args) => commands::ab::run(&ctx, args).await,
+            Command::Ask(args) => commands::ask::run(&ctx, args).await,
+            Command::Binary(cmd) => commands::binary::run(&ctx, cmd).await,
             Command::AgentScripted { .. } => unreachable!("handled before the runtime starts"),
         }
     });

@@ -23,7 +23,7 @@ pub struct Assignments {
     #[serde(default)]
     pub run_id: String,
     /// One entry per review item.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default")]
     pub items: Vec<BlindAssignment>,
 }
 
@@ -47,7 +47,7 @@ pub struct BlindAssignment {
     #[serde(default)]
     pub candidate: String,
     /// Ranked options, sorted by label (ranked mode only).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub options: Vec<AssignmentOption>,
 }
 

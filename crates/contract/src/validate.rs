@@ -121,6 +121,20 @@ pub enum PackageValidationError {
     },
 }
 
+/// Reads a training package from any producer and validates it ([`validate_training_package`]).
+/// Unlike [`validate_training_package_json`] (the Python optimizer's view, which crashes on
+/// `null`), lists Go writes as `null` (`items`, `artifacts`, `feedback_events`, `ranking`, …) and
+/// omitted `omitempty` fields read as empty: this is how skillforge's own optimizer reads input.
+///
+/// # Errors
+/// [`PackageValidationError::Decode`] when the text is not the package shape, else the first
+/// broken rule.
+pub fn read_training_package(text: &str) -> Result<TrainingPackage, PackageValidationError> {
+    let package: TrainingPackage = serde_json::from_str(text).map_err(|e| PackageValidationError::Decode(e.to_string()))?;
+    validate_training_package(&package)?;
+    Ok(package)
+}
+
 /// Parses JSON text and validates it: first that `items`, `artifacts` and `feedback_events` are
 /// arrays (never `null`), then [`validate_training_package`].
 ///

@@ -677,7 +677,8 @@ async fn cancel_queued_and_running() {
     );
 
     let mut delayed = spec("c");
-    delayed.not_before_ms = Some(b.now_ms().await.unwrap() + 300);
+    let delayed_due_ms = b.now_ms().await.unwrap() + 300;
+    delayed.not_before_ms = Some(delayed_due_ms);
     let delayed = b.enqueue(&delayed).await.unwrap().job_id;
     assert_eq!(b.cancel(&delayed).await.unwrap(), CancelReply::Cancelled);
 
@@ -721,8 +722,12 @@ async fn cancel_queued_and_running() {
     assert!(b.release(&handed, 1).await.unwrap());
     assert_eq!(b.get(&handed).await.unwrap().unwrap().state, JobState::Cancelled);
 
-    // The delayed one stays cancelled once its time has come.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // The delayed one stays cancelled once its time has come (by the server's clock).
+    poll("the delayed job's not_before to pass", Duration::from_secs(10), || async {
+        (b.now_ms().await.unwrap() > delayed_due_ms).then_some(())
+    })
+    .await;
+    assert_eq!(b.get(&delayed).await.unwrap().unwrap().state, JobState::Cancelled);
     assert!(
         b.lease("c", &w, 10, Duration::ZERO)
             .await
@@ -1045,7 +1050,11 @@ async fn redis_restart_loses_nothing() {
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Crash only once the waiter is blocked on the server (a client in BLPOP).
+    poll("the waiter to block in BLPOP", Duration::from_secs(10), || async {
+        server.cli(&["client", "list"]).contains("cmd=blpop").then_some(())
+    })
+    .await;
     server.crash();
     server.launch();
     let late = b.enqueue(&spec("durable")).await.unwrap().job_id;

@@ -293,7 +293,8 @@ async fn load_run(store: &Store, run_id: &str) -> Result<EvalRunRow, PacketError
 }
 
 /// Writes the blind packet of run `run_id` into `dir` (created): `index.md`, `items/*.md`,
-/// `.assignments.json` and an unfilled `feedback.yml`. Refuses to overwrite a packet whose
+/// `.assignments.json` and an unfilled `feedback.yml`. Of an auto-trace run only the items with
+/// artifacts (added by `review item add`) are in the packet; harvested items have none. Refuses to overwrite a packet whose
 /// `feedback.yml` exists unless `force`.
 ///
 /// # Errors
@@ -302,11 +303,19 @@ async fn load_run(store: &Store, run_id: &str) -> Result<EvalRunRow, PacketError
 /// when a file or blob cannot be read or written; [`PacketError::Store`].
 pub async fn export_packet(store: &Store, blobs: &BlobStore, run_id: &str, dir: &Path, force: bool) -> Result<PacketExport, PacketError> {
     let run = load_run(store, run_id).await?;
-    let items = list_items(store.pool(), &run.id).await?;
+    let mut items = list_items(store.pool(), &run.id).await?;
+    // An auto-trace run's harvested items (one per PR and leg) carry no artifacts to show; a
+    // person reviews the items added to it with `review item add`, so the packet holds those.
+    let is_auto_trace = run.metadata().and_then(|m| m.get("feedback_source").cloned())
+        == Some(Value::from(crate::harvest::AUTOMATIC_TRACE));
+    if is_auto_trace {
+        items.retain(|i| !i.options.is_empty() || !i.item.baseline_artifact_id.is_empty() || !i.item.candidate_artifact_id.is_empty());
+    }
     if items.is_empty() {
         return Err(PacketError::Invalid(format!(
-            "review run `{}` has no items; add them with `skillforge review item add`",
-            run.id
+            "review run `{}` has no items{}; add them with `skillforge review item add`",
+            run.id,
+            if is_auto_trace { " with artifacts to review" } else { "" }
         )));
     }
     let assignments = Assignments {

@@ -121,5 +121,10 @@ pub async fn run(ctx: &Context, args: ImportArgs) -> CliResult {
             version.id, verified.base_version_id, version.id
         );
     }
+    // The notify seam runs after the import has returned, never inside it (S-51).
+    let seam = crate::commands::canary::after_import(ctx, &store, &version.id).await?;
+    if seam["decision"]["decision"] != "notify" || seam["decision"]["step"] != 1 {
+        eprintln!("auto-promote: {}", seam["reason"].as_str().unwrap_or_default());
+    }
     Ok(OK)
 }

@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 use skillforge_contract::{
     ArtifactRef, EvalItem, FeedbackContext, FeedbackEvent, Metadata, RankedFeedbackEvent, TemplateSnapshot,
-    TrainingPackage, build_evaluator_profile, derive_pairwise, parse_template,
+    TrainingPackage, build_evaluator_profile, derive_pairwise, export_driver, parse_template,
 };
 use sqlx::SqlitePool;
 
@@ -87,7 +87,12 @@ pub async fn training_package(pool: &SqlitePool, run_id: &str) -> Result<Trainin
             artifacts.push(artifact);
         }
     }
-    Ok(assemble_package(&run, template, &items, artifacts, feedback, ranked))
+    let mut package = assemble_package(&run, template, &items, artifacts, feedback, ranked);
+    // BINEVAL verdicts ride along only when the run has some (S-02: the section is absent, and
+    // the export bytes unchanged, otherwise).
+    package.binary_verdicts =
+        crate::binary::list_verdicts(pool, run_id).await?.iter().map(crate::binary::VerdictRecord::to_contract).collect();
+    Ok(package)
 }
 
 /// Assembles a package (pure). `training_mode` is the run mode (S-03); `items` keep store order
@@ -209,17 +214,20 @@ pub async fn template_snapshot(pool: &SqlitePool, version_id: &str) -> Result<Op
     }))
 }
 
-/// The manifest entry of artifact `id` ([`crate::artifacts::get_artifact`]), if registered.
+/// The manifest entry of artifact `id` ([`crate::artifacts::get_artifact`]), if registered. The
+/// driver is the one the external optimizer's loader reads: a row stored by an older build with
+/// driver `local` (or `skillforge-distill`) exports the driver derived from its media type
+/// ([`skillforge_contract::export_driver`]), so existing homes need no migration.
 ///
 /// # Errors
 /// [`StoreError::Sql`].
 pub async fn artifact_ref(pool: &SqlitePool, id: &str) -> Result<Option<ArtifactRef>, StoreError> {
     Ok(get_artifact(pool, id).await?.map(|a| ArtifactRef {
+        driver: export_driver(&a.driver, &a.media_type),
         id: a.id,
         hash: a.hash,
         media_type: a.media_type,
         size_bytes: a.size_bytes,
-        driver: a.driver,
     }))
 }
 
