@@ -59,7 +59,7 @@ use crate::job::{
     JobSpec, JobState, LeaseKind, LeaseView, LeasedJob, LockAcquire, WorkerIdentity, new_job_id,
     now_ms,
 };
-use conn::{begin_immediate, connect_retrying_busy, connect_writer, describe, is_busy, is_file_error};
+use conn::{begin_immediate, connect_retrying_busy, connect_writer, describe, is_busy, is_not_writable};
 use rows::{attach_history, job_columns, job_from_row, lock_lease_from_row};
 use watch::Wake;
 
@@ -162,7 +162,7 @@ impl SqliteBackend {
             // A home on a read-only file system: SQLite cannot open a WAL database for writing
             // (nor create its shared-memory file). Reads still work on the file as it is; every
             // write fails naming the file.
-            Err(e) if is_file_error(&e) && path.is_file() => {
+            Err(e) if is_not_writable(&e) && path.is_file() => {
                 tracing::info!(path = %path.display(), error = %e, "queue file not writable: opened read-only");
                 let read_only = SqliteConnectOptions::new()
                     .filename(path)

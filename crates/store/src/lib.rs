@@ -62,7 +62,9 @@ async fn open_current(path: &Path, options: &SqliteConnectOptions) -> Option<Sql
     let connect = |o: SqliteConnectOptions| SqlitePoolOptions::new().max_connections(4).connect_with(o);
     let pool = match connect(options.clone()).await {
         Ok(pool) => pool,
-        Err(_) => connect(
+        // Not writable (read-only, cannot open for writing): read-only. A full or failing disk
+        // is not hidden behind a read-only store: the locked path reports it.
+        Err(sqlx::Error::Database(e)) if e.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| matches!(c & 0xff, 8 | 14)) => connect(
             SqliteConnectOptions::new()
                 .filename(path)
                 .read_only(true)
@@ -72,6 +74,7 @@ async fn open_current(path: &Path, options: &SqliteConnectOptions) -> Option<Sql
         )
         .await
         .ok()?,
+        Err(_) => return None,
     };
     let migrator = sqlx::migrate!("./migrations");
     let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")

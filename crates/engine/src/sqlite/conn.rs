@@ -20,6 +20,13 @@ pub(super) fn is_file_error(e: &sqlx::Error) -> bool {
     e.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| matches!(c & 0xff, 8 | 10 | 11 | 13 | 14 | 26))
 }
 
+/// Whether opening for writing failed because the file or its directory is not writable
+/// (`SQLITE_READONLY`, `SQLITE_CANTOPEN`), not because the disk is full or failing.
+pub(super) fn is_not_writable(e: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(e) = e else { return false };
+    e.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| matches!(c & 0xff, 8 | 14))
+}
+
 /// `"{what}: {e}"`, plus ` (queue file `{path}`)` when `e` is about the file ([`is_file_error`]:
 /// disk full, read-only, I/O error, corrupt).
 pub(super) fn describe(path: &Path, what: impl std::fmt::Display, e: &sqlx::Error) -> String {
