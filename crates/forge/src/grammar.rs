@@ -57,10 +57,8 @@ pub fn parse_comment(body: &str) -> CommentFeedback {
         }
     }
     let has_quotes = body.lines().any(|l| l.trim_start().starts_with('>'));
-    if blocks.is_empty() && !has_quotes && has_yaml_keys(body) {
-        if let Some(parsed) = whole_body_yaml(body) {
-            return parsed;
-        }
+    if blocks.is_empty() && !has_quotes && has_yaml_keys(body) && let Some(parsed) = whole_body_yaml(body) {
+        return parsed;
     }
     short_form(body)
 }

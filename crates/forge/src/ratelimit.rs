@@ -23,10 +23,10 @@ pub fn rate_limit_wait(status: StatusCode, headers: &HeaderMap, body: &str, atte
     if let Some(secs) = header("retry-after").and_then(|v| v.parse::<u64>().ok()) {
         return Some(Duration::from_secs(secs));
     }
-    if header("x-ratelimit-remaining") == Some("0") {
-        if let Some(reset) = header("x-ratelimit-reset").and_then(|v| v.parse::<u64>().ok()) {
-            return Some(Duration::from_secs(reset.saturating_sub(now_epoch).max(1)));
-        }
+    if header("x-ratelimit-remaining") == Some("0")
+        && let Some(reset) = header("x-ratelimit-reset").and_then(|v| v.parse::<u64>().ok())
+    {
+        return Some(Duration::from_secs(reset.saturating_sub(now_epoch).max(1)));
     }
     let secondary = body.to_lowercase().contains("secondary rate limit");
     (secondary || status == StatusCode::TOO_MANY_REQUESTS)
