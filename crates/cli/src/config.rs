@@ -37,6 +37,27 @@ pub struct Config {
     /// `[server]`: `skillforge serve --listen` settings.
     #[serde(default)]
     pub server: ServerSection,
+    /// `[runners]`: per-runner settings.
+    #[serde(default)]
+    pub runners: RunnersSection,
+}
+
+/// `[runners]`: settings of individual runners.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnersSection {
+    /// `[runners.container]`.
+    #[serde(default)]
+    pub container: ContainerRunnerSection,
+}
+
+/// `[runners.container]`: the container runner's engine.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerRunnerSection {
+    /// Docker-API engine address (`unix:///run/podman/podman.sock`, `tcp://HOST:2375`), used when
+    /// `DOCKER_HOST` is unset; absent = `/var/run/docker.sock` or `/run/podman/podman.sock`.
+    pub host: Option<String>,
 }
 
 /// `[skillopt]` (seed: SkillOpt, "Automatic trace-harvested feedback", its legs, "Promotion policy
@@ -45,7 +66,6 @@ pub struct Config {
 /// `auto_promote_min_score`, `auto_promote_canary_sample`, `auto_promote_min_confidence`).
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[expect(dead_code, reason = "parsed so the file is validated with the seed's key names; read by the workflows that own these keys")]
 pub struct SkilloptSection {
     /// Mode A harvester on (default false).
     pub auto_trace_enabled: Option<bool>,
@@ -62,6 +82,8 @@ pub struct SkilloptSection {
     /// Verifier commands, one `sh -c` line each: a string (one command) or an array of strings.
     #[serde(default, deserialize_with = "one_or_many")]
     pub hard_verifier_commands: Vec<String>,
+    /// Ours: run the hard verifier's commands in containers from this image (unset = bwrap/none).
+    pub hard_verifier_image: Option<String>,
     /// Ours: agent runtimes that may review, in preference order (default: shipped model runtimes on PATH).
     pub review_runtimes: Option<Vec<String>>,
     /// Auto-promote pending candidates when every guardrail holds (default false = manual).
@@ -97,6 +119,20 @@ pub struct SkilloptSection {
 }
 
 impl SkilloptSection {
+    /// The auto-promote guardrail keys exactly as given (unset stays unset; facts §7).
+    pub fn guardrails(&self) -> skillforge_workflows::promotion::auto_promote::Guardrails {
+        skillforge_workflows::promotion::auto_promote::Guardrails {
+            auto_promote: self.auto_promote,
+            min_samples: self.auto_promote_min_samples,
+            min_score: self.auto_promote_min_score,
+            require_external_ci: self.auto_promote_require_external_ci,
+            require_measured_judge: self.auto_promote_require_measured_judge,
+            canary: self.auto_promote_canary,
+            canary_sample: self.auto_promote_canary_sample,
+            min_confidence: self.auto_promote_min_confidence,
+        }
+    }
+
     /// The harvester's switches (all off when unset).
     pub fn harvest_config(&self) -> skillforge_workflows::harvest::HarvestConfig {
         skillforge_workflows::harvest::HarvestConfig {
@@ -107,6 +143,7 @@ impl SkilloptSection {
             deterministic_checkers: self.deterministic_checkers.clone(),
             hard_verifiers_enabled: self.hard_verifiers_enabled.unwrap_or(false),
             hard_verifier_commands: self.hard_verifier_commands.clone(),
+            hard_verifier_image: self.hard_verifier_image.clone(),
             review_runtimes: self.review_runtimes.clone(),
         }
     }
@@ -137,15 +174,57 @@ impl MergeGateSection {
     }
 }
 
-/// `[events]`: the outbound event stream; absent = off.
+/// `[events]`: the outbound event sinks (seed: SkillOpt, "Promotion policy + notifications");
+/// absent = off. `url` is one sink chosen by its scheme (`redis://` stream, `http(s)://` webhook,
+/// else a JSONL path); the other keys name sinks explicitly, so several can be on at once.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[expect(dead_code, reason = "parsed so the file is validated with the seed's key names; read by the workflows that own these keys")]
 pub struct EventsSection {
-    /// Stream on (default false).
+    /// Master switch (default on when any sink is set; `false` turns every sink off).
     pub enabled: Option<bool>,
-    /// Where events go (a URL or a file path).
+    /// One sink by scheme.
     pub url: Option<String>,
+    /// JSONL file (relative paths are under the home).
+    pub jsonl: Option<String>,
+    /// Redis server for the stream sink.
+    pub redis_url: Option<String>,
+    /// Redis stream key (default `skillforge:events`).
+    pub redis_stream: Option<String>,
+    /// Webhook URL (POST, HMAC-signed body).
+    pub webhook_url: Option<String>,
+    /// Webhook HMAC secret (`SKILLFORGE_EVENTS_WEBHOOK_SECRET` wins when set).
+    pub webhook_secret: Option<String>,
+}
+
+impl EventsSection {
+    /// The sinks, resolved against `home`.
+    pub fn sinks(&self, home: &Path) -> skillforge_workflows::promotion::events::Sinks {
+        use skillforge_workflows::promotion::events::{DEFAULT_STREAM, Sinks};
+        if self.enabled == Some(false) {
+            return Sinks::default();
+        }
+        let path = |p: &str| {
+            let p = PathBuf::from(p.strip_prefix("file://").unwrap_or(p));
+            if p.is_absolute() { p } else { home.join(p) }
+        };
+        let mut sinks = Sinks {
+            jsonl: self.jsonl.as_deref().map(path),
+            redis_url: self.redis_url.clone(),
+            redis_stream: self.redis_stream.clone().unwrap_or_else(|| DEFAULT_STREAM.to_owned()),
+            webhook_url: self.webhook_url.clone(),
+            webhook_secret: std::env::var("SKILLFORGE_EVENTS_WEBHOOK_SECRET").ok().or_else(|| self.webhook_secret.clone()),
+        };
+        if let Some(url) = &self.url {
+            if url.starts_with("redis://") || url.starts_with("rediss://") {
+                sinks.redis_url.get_or_insert_with(|| url.clone());
+            } else if url.starts_with("http://") || url.starts_with("https://") {
+                sinks.webhook_url.get_or_insert_with(|| url.clone());
+            } else {
+                sinks.jsonl.get_or_insert_with(|| path(url));
+            }
+        }
+        sinks
+    }
 }
 
 /// `[feedback]`.

@@ -10,6 +10,7 @@
 //! * Markdown feedback packet ([`Assignments`], [`FeedbackFile`], [`resolve_feedback`]).
 //! * Pairwise review packet ([`PairwiseReviewPacket`], [`unblind_pairwise`]).
 //! * Rankings ([`parse_ranking`], [`derive_pairwise`]) and the signal projection ([`project_signal`]).
+//! * Parser limits for what users hand in ([`limits`]: size and nesting depth).
 //! * JSON Schemas of the wire types ([`schema::all`]), checked into `docs/schemas/`.
 
 mod candidate;
@@ -19,6 +20,7 @@ mod feedback_packet;
 mod gojson;
 mod hash;
 mod import;
+pub mod limits;
 mod omit;
 mod pairwise_packet;
 mod ranking;

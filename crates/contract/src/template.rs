@@ -255,6 +255,7 @@ pub fn parse_template(content: &str) -> Result<ParsedTemplate, TemplateError> {
     let raw: Metadata = if yaml.trim().is_empty() {
         Metadata::default()
     } else {
+        crate::limits::check_yaml(yaml).map_err(|e| TemplateError::FrontmatterYaml(format!("the frontmatter {e}")))?;
         serde_norway::from_str(yaml).map_err(|e| TemplateError::FrontmatterYaml(e.to_string()))?
     };
     let metadata = validate_metadata(&raw)?;

@@ -141,6 +141,7 @@ pub fn read_training_package(text: &str) -> Result<TrainingPackage, PackageValid
 /// # Errors
 /// The first broken rule.
 pub fn validate_training_package_json(text: &str) -> Result<TrainingPackage, PackageValidationError> {
+    crate::limits::check_json(text).map_err(|e| PackageValidationError::Decode(format!("the package {e}")))?;
     let raw: Value = serde_json::from_str(text).map_err(|e| PackageValidationError::Decode(e.to_string()))?;
     for key in ["items", "artifacts", "feedback_events"] {
         if !raw.get(key).is_some_and(Value::is_array) {

@@ -5,11 +5,14 @@
 
 pub mod applied;
 pub mod artifacts;
+pub mod bandit;
+pub mod binary;
 pub mod blobs;
 pub mod candidates;
 mod error;
 pub mod feedback;
 pub mod harvest;
+pub mod promotion;
 pub mod review;
 pub mod templates;
 pub mod train;

@@ -373,7 +373,40 @@ fn check_packet_matches(run: &EvalRunRow, assignments: &Assignments, items: &[Re
 
 fn read_packet_file(dir: &Path, name: &str) -> Result<String, PacketError> {
     let path = dir.join(name);
+    let limit = skillforge_contract::limits::MAX_DOCUMENT_BYTES;
+    if let Ok(meta) = std::fs::metadata(&path)
+        && meta.len() > limit as u64
+    {
+        return Err(PacketError::Invalid(format!(
+            "packet file `{}` is {} bytes, over the limit of {limit} bytes",
+            path.display(),
+            meta.len()
+        )));
+    }
     std::fs::read_to_string(&path).map_err(|e| PacketError::Invalid(format!("read packet file `{}`: {e}", path.display())))
+}
+
+/// Longest reviewer name accepted, in characters.
+pub const MAX_REVIEWER_CHARS: usize = 128;
+
+/// A reviewer name as stored with feedback events: not empty, at most [`MAX_REVIEWER_CHARS`]
+/// characters, no control characters (NUL, newlines, escapes), which would forge or break the
+/// rows and reports that show it.
+///
+/// # Errors
+/// A message naming what is wrong.
+pub fn check_reviewer(name: &str) -> Result<(), String> {
+    if name.trim().is_empty() {
+        return Err("the reviewer name is empty".to_owned());
+    }
+    if let Some(c) = name.chars().find(|c| c.is_control()) {
+        return Err(format!("the reviewer name `{}` holds the control character {c:?}", name.escape_debug()));
+    }
+    let n = name.chars().count();
+    if n > MAX_REVIEWER_CHARS {
+        return Err(format!("the reviewer name is {n} characters long, over the limit of {MAX_REVIEWER_CHARS}"));
+    }
+    Ok(())
 }
 
 /// Validates the packet in `dir` (assignments, `feedback.yml`, the run as stored) without writing:
@@ -388,6 +421,7 @@ pub async fn resolve_packet(store: &Store, dir: &Path, reviewer: Option<&str>) -
     let assignments = parse_assignments(&read_packet_file(&dir, ASSIGNMENTS_FILE)?).map_err(|e| refuse(&e))?;
     let feedback = parse_feedback_yml(&read_packet_file(&dir, FEEDBACK_FILE)?).map_err(|e| refuse(&e))?;
     let resolved = resolve_feedback(&assignments, &feedback, reviewer).map_err(|e| refuse(&e))?;
+    check_reviewer(&resolved.reviewer).map_err(|e| refuse(&e))?;
     let run = load_run(store, &resolved.run_id).await?;
     let items = list_items(store.pool(), &run.id).await?;
     check_packet_matches(&run, &assignments, &items).map_err(|e| refuse(&e))?;

@@ -25,11 +25,31 @@ use crate::output::print_json;
 /// `skillforge candidate ...`.
 #[derive(Debug, Subcommand)]
 pub enum CandidateCommand {
-    /// List imported candidates of a template, newest first.
+    /// List imported candidates of a template, newest first (`--pending`: every pending or canary
+    /// candidate across templates).
     List {
         /// Template id.
+        #[arg(long, required_unless_present = "pending")]
+        template: Option<String>,
+        /// Every pending candidate of every template.
+        #[arg(long, conflicts_with = "template")]
+        pending: bool,
+    },
+    /// Put a pending candidate behind the champion as a canary serving a sampled fraction.
+    Canary {
+        /// Candidate version `ID@vN`.
+        id: String,
+        /// Fraction of resolutions routed to the canary, in (0,1].
         #[arg(long)]
-        template: String,
+        sample: f64,
+    },
+    /// Decide every canary's regression window: graduate, roll back, or hold.
+    CanaryCheck,
+    /// Re-run the notify/auto-promote seam for a pending candidate (e.g. after more A/B picks or
+    /// harvested outcomes); the same guardrails as after import.
+    Decide {
+        /// Candidate version `ID@vN`.
+        id: String,
     },
     /// Show a candidate: state, source, hash, base, score, preference summary, eval report, diff.
     Show {
@@ -57,7 +77,11 @@ pub enum CandidateCommand {
 /// Dispatches a `candidate` subcommand.
 pub async fn run(ctx: &Context, cmd: CandidateCommand) -> CliResult {
     match cmd {
-        CandidateCommand::List { template } => list(ctx, &template).await,
+        CandidateCommand::List { pending: true, .. } => crate::commands::canary::list_pending(ctx).await,
+        CandidateCommand::List { template, .. } => list(ctx, template.as_deref().unwrap_or_default()).await,
+        CandidateCommand::Canary { id, sample } => crate::commands::canary::canary(ctx, &id, sample).await,
+        CandidateCommand::CanaryCheck => crate::commands::canary::canary_check(ctx).await,
+        CandidateCommand::Decide { id } => crate::commands::canary::decide_cmd(ctx, &id).await,
         CandidateCommand::Show { id } => show(ctx, &id).await,
         CandidateCommand::Promote { id, reason } => promote(ctx, &id, &reason).await,
         CandidateCommand::Reject { id, reason } => reject(ctx, &id, &reason).await,

@@ -43,6 +43,8 @@ pub struct ImportArgs {
 pub async fn run(ctx: &Context, args: ImportArgs) -> CliResult {
     let file = args.file.display().to_string();
     let bytes = std::fs::read(&args.file).map_err(|e| CliError::usage(anyhow!("read candidate package `{file}`: {e}")))?;
+    skillforge_contract::limits::check_json_bytes(&bytes)
+        .map_err(|e| CliError::usage(anyhow!("candidate package `{file}` {e}")))?;
     let package: CandidatePackage = serde_json::from_slice(&bytes)
         .map_err(|e| CliError::usage(anyhow!("parse candidate package `{file}`: {e}")))?;
 
@@ -118,6 +120,11 @@ pub async fn run(ctx: &Context, args: ImportArgs) -> CliResult {
             "imported {} as pending (base {}); review with `skillforge candidate show {}`",
             version.id, verified.base_version_id, version.id
         );
+    }
+    // The notify seam runs after the import has returned, never inside it (S-51).
+    let seam = crate::commands::canary::after_import(ctx, &store, &version.id).await?;
+    if seam["decision"]["decision"] != "notify" || seam["decision"]["step"] != 1 {
+        eprintln!("auto-promote: {}", seam["reason"].as_str().unwrap_or_default());
     }
     Ok(OK)
 }

@@ -1,8 +1,13 @@
 //! One module per command group.
 
+pub mod ab;
+pub mod ask;
+pub mod binary;
 pub mod candidate;
+pub mod canary;
 pub mod check;
 pub mod demo;
+pub mod eval;
 pub mod evaluate;
 pub mod export;
 pub mod feedback;
@@ -10,6 +15,7 @@ pub mod harvest;
 pub mod import;
 pub mod jobs;
 pub mod locks;
+pub mod optimize;
 pub mod optimizer;
 pub mod pairwise;
 pub mod review;

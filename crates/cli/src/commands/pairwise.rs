@@ -72,6 +72,9 @@ fn read(path: &Path) -> Result<String, CliError> {
 }
 
 async fn import(ctx: &Context, args: PairwiseImportArgs) -> CliResult {
+    if let Some(r) = &args.reviewer {
+        skillforge_workflows::packet::check_reviewer(r).map_err(|e| CliError::usage(anyhow!("--reviewer: {e}")))?;
+    }
     let dir = std::fs::canonicalize(&args.dir)
         .map_err(|e| CliError::usage(anyhow!("open pairwise packet directory `{}`: {e}", args.dir.display())))?;
     let [packet_name, secret_name, picks_name] = PAIRWISE_FILES;
@@ -90,6 +93,7 @@ async fn import(ctx: &Context, args: PairwiseImportArgs) -> CliResult {
     if reviewer.is_empty() {
         return Err(CliError::usage(anyhow!("pairwise reviewer is required: pass --reviewer or set `reviewer` in the picks file")));
     }
+    skillforge_workflows::packet::check_reviewer(&reviewer).map_err(|e| CliError::usage(anyhow!("pairwise import: {e}")))?;
     let run_id = packet.run_id.trim().to_owned();
     let store = ctx.store().await?;
     let existing_run = get_run(store.pool(), &run_id).await.context("read review run")?;

@@ -87,7 +87,12 @@ pub async fn training_package(pool: &SqlitePool, run_id: &str) -> Result<Trainin
             artifacts.push(artifact);
         }
     }
-    Ok(assemble_package(&run, template, &items, artifacts, feedback, ranked))
+    let mut package = assemble_package(&run, template, &items, artifacts, feedback, ranked);
+    // BINEVAL verdicts ride along only when the run has some (S-02: the section is absent, and
+    // the export bytes unchanged, otherwise).
+    package.binary_verdicts =
+        crate::binary::list_verdicts(pool, run_id).await?.iter().map(crate::binary::VerdictRecord::to_contract).collect();
+    Ok(package)
 }
 
 /// Assembles a package (pure). `training_mode` is the run mode (S-03); `items` keep store order

@@ -1,0 +1,70 @@
+//! One agent call as a durable job, from the CLI: enqueue an `agent` job, wait for it (an
+//! in-process worker on the embedded queue), and read its final message. Used by `ab`, `ask`
+//! and `binary run --reviewer`.
+
+use std::sync::Arc;
+
+use anyhow::anyhow;
+use skillforge_engine::{JobSpec, JobState, QueueBackend};
+use skillforge_runner::ExitClass;
+use skillforge_runner_agent::{AgentPayload, AgentReport};
+
+use crate::commands::wait::{await_job, enqueue_checked};
+use crate::context::Context;
+use crate::exit::CliError;
+
+/// An agent call to make.
+#[derive(Debug, Clone)]
+pub struct AgentCall<'a> {
+    /// Workflow tag of the job (`ab`, `ask`, `bineval`).
+    pub workflow: &'a str,
+    /// Stage tag (`champion`, `challenger`, `judge`, `question`, `answer`).
+    pub stage: &'a str,
+    /// Runtime profile name.
+    pub runtime: &'a str,
+    /// The full prompt.
+    pub prompt: String,
+    /// Idempotency key: the same key is the same job (a retry, never a second call).
+    pub key: String,
+}
+
+/// The answer of a finished call.
+#[derive(Debug, Clone)]
+pub struct AgentAnswer {
+    /// The job's id.
+    pub job_id: String,
+    /// The agent's final message ('' when it had none).
+    pub message: String,
+}
+
+/// Runs `call` as a durable `agent` job and waits for it.
+///
+/// # Errors
+/// Exit 3 when the queue is unreachable or the job did not succeed (its state and error named).
+pub async fn call_agent(ctx: &Context, backend: &Arc<dyn QueueBackend>, call: AgentCall<'_>) -> Result<AgentAnswer, CliError> {
+    let payload = AgentPayload::new(call.runtime, call.prompt);
+    let mut spec = JobSpec::for_payload(&payload).map_err(CliError::usage)?;
+    spec.workflow = call.workflow.to_owned();
+    spec.stage = call.stage.to_owned();
+    spec.idempotency_key = Some(call.key);
+    spec.timeout_ms = 600_000;
+    let enqueued = enqueue_checked(backend.as_ref(), &spec).await?;
+    let queue = spec.queue.clone();
+    let job = await_job(ctx, backend, &enqueued.job_id, &queue, true).await?;
+    let report: Option<AgentReport> =
+        job.outcome.as_ref().and_then(|o| serde_json::from_value(o.detail.clone()).ok());
+    match (&job.state, report) {
+        (JobState::Succeeded, Some(report)) if report.exit == ExitClass::Passed => Ok(AgentAnswer {
+            job_id: job.id.clone(),
+            message: report.final_message.unwrap_or_default(),
+        }),
+        (state, _) => Err(CliError::env(anyhow!(
+            "agent job {} ({} {}, runtime {}) ended {state}: {}",
+            job.id,
+            call.workflow,
+            call.stage,
+            call.runtime,
+            job.error.clone().unwrap_or_else(|| "no answer".to_owned())
+        ))),
+    }
+}

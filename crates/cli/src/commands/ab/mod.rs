@@ -1,0 +1,289 @@
+//! `skillforge ab AGENT "PROMPT"`: a champion/challenger A/B with a human pick, an optional
+//! cross-family judge or jury, and the Beta-Bernoulli bandit (seed: SkillOpt, "Champion-challenger
+//! A/B preferences (Mode B)", "Cross-family LLM-judge auto-pairwise"; S-64..S-82).
+//!
+//! Both answers run through the `agent` runner as durable jobs, strictly one after the other, and
+//! are shown label-shuffled as Option A / Option B. The pick is mapped back through the shuffle
+//! and recorded with its bandit update in one transaction (`skillforge_workflows::ab::record`).
+//! No pending challenger is a clean no-op that writes nothing.
+
+pub mod agent;
+
+use std::io::BufRead;
+use std::sync::Arc;
+
+use anyhow::anyhow;
+use clap::Args;
+use serde_json::json;
+use skillforge_engine::QueueBackend;
+use skillforge_store::bandit::get_arm;
+use skillforge_store::blobs::BlobStore;
+use skillforge_store::promotion::pending_versions;
+use skillforge_store::templates::{current_version, get_template, get_version};
+use skillforge_workflows::ab::ask::{ask_prompt, declared_runtimes};
+use skillforge_workflows::ab::bandit::{Arm, Confidence, MC_SEED_XOR};
+use skillforge_workflows::ab::judge::{JudgeSelection, Verdict, agent_families, judge_pick, judge_prompt, parse_verdict, select_judges};
+use skillforge_workflows::ab::jury::{JuryConfig, aggregate};
+use skillforge_workflows::ab::pick::{ChallengerChoice, Label, Role, Shuffle, choose_challenger};
+use skillforge_workflows::ab::record::{AbRecord, record};
+
+use self::agent::{AgentCall, call_agent};
+use crate::context::Context;
+use crate::exit::{CliError, CliResult, OK};
+use crate::output::print_json;
+
+/// Arguments of `skillforge ab`.
+#[derive(Debug, Args)]
+pub struct AbArgs {
+    /// The agent: an installed template id.
+    pub agent: String,
+    /// The prompt both versions answer.
+    pub prompt: String,
+    /// Challenger version (`ID@vN`); default the sole pending version.
+    #[arg(long)]
+    pub challenger: Option<String>,
+    /// The human pick, `a` or `b`; without it the pick is read from stdin.
+    #[arg(long)]
+    pub pick: Option<String>,
+    /// Seed of the label shuffle (Monte Carlo uses SEED ^ 0x6a09e667f3bcc908); default time-based.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Also ask a cross-family LLM judge (or `[skillopt] mode_b_judge_enabled`).
+    #[arg(long)]
+    pub judge: bool,
+    /// Only the judge: no human pick, no bandit update.
+    #[arg(long, conflicts_with = "pick")]
+    pub judge_only: bool,
+    /// Agent runtime that answers (default `scripted`).
+    #[arg(long, default_value = "scripted")]
+    pub runtime: String,
+    /// Monte Carlo draws (default 20000).
+    #[arg(long, default_value_t = 0)]
+    pub draws: u32,
+}
+
+struct Arms {
+    template: String,
+    champion: String,
+    challenger: String,
+}
+
+/// Resolves champion and challenger (S-64, resolutions 10); `Ok(None)` is the clean no-op.
+async fn arms(ctx: &Context, store: &skillforge_store::Store, args: &AbArgs) -> Result<Option<Arms>, CliError> {
+    let template = &args.agent;
+    if get_template(store.pool(), template).await?.is_none() {
+        return Err(CliError::usage(anyhow!("agent template `{template}` is not installed (see `skillforge template list`)")));
+    }
+    let champion = current_version(store.pool(), template)
+        .await?
+        .ok_or_else(|| CliError::usage(anyhow!("template `{template}` has no current version to defend")))?;
+    let pending = pending_versions(store.pool(), template).await?;
+    match choose_challenger(&pending, args.challenger.as_deref()) {
+        ChallengerChoice::Chosen(challenger) => Ok(Some(Arms { template: template.clone(), champion: champion.id, challenger })),
+        ChallengerChoice::NoneToAb => {
+            if ctx.json {
+                print_json(&json!({"template": template, "ab": false, "reason": "no pending challenger"}));
+            } else {
+                println!("nothing to A/B: template `{template}` has no pending challenger (champion {})", champion.id);
+            }
+            Ok(None)
+        }
+        ChallengerChoice::Ambiguous(ids) => Err(CliError::usage(anyhow!(
+            "template `{template}` has {} pending versions ({}); choose one with --challenger",
+            ids.len(),
+            ids.join(", ")
+        ))),
+        ChallengerChoice::NotPending(id) => Err(CliError::usage(anyhow!(
+            "--challenger `{id}` is not a pending version of `{template}` (pending: {})",
+            if pending.is_empty() { "none".to_owned() } else { pending.join(", ") }
+        ))),
+    }
+}
+
+fn read_pick() -> Result<Label, CliError> {
+    eprint!("pick the better answer [a/b]: ");
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).map_err(|e| CliError::env(anyhow!("read the pick from stdin: {e}")))?;
+    Label::parse(&line).ok_or_else(|| CliError::usage(anyhow!("no pick captured (expected `a` or `b`, got {:?}); nothing recorded", line.trim())))
+}
+
+/// Runs `skillforge ab`.
+pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
+    let human_pick = match (&args.pick, args.judge_only) {
+        (Some(p), _) => Some(Label::parse(p).ok_or_else(|| CliError::usage(anyhow!("--pick must be `a` or `b`, got `{p}`")))?),
+        (None, _) => None,
+    };
+    skillforge_runner_agent::find(&args.runtime).map_err(|e| CliError::usage(anyhow!("--runtime: {e}")))?;
+    let store = ctx.store().await?;
+    let Some(arms) = arms(ctx, &store, &args).await? else { return Ok(OK) };
+    let champion = get_version(store.pool(), &arms.champion).await?.ok_or_else(|| CliError::env(anyhow!("champion vanished")))?;
+    let challenger =
+        get_version(store.pool(), &arms.challenger).await?.ok_or_else(|| CliError::env(anyhow!("challenger vanished")))?;
+    let seed = args.seed.unwrap_or_else(|| chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default() as u64);
+    let shuffle = Shuffle::from_seed(seed);
+    let backend = ctx.queue().await?;
+    let nonce = uuid::Uuid::now_v7().simple().to_string();
+    // Serialized: the challenger is asked only after the champion's answer is in (S-65).
+    let mut answers = Vec::new();
+    for (role, version) in [(Role::Champion, &champion), (Role::Challenger, &challenger)] {
+        let call = AgentCall {
+            workflow: "ab",
+            stage: role.as_str(),
+            runtime: &args.runtime,
+            prompt: ask_prompt(&version.content, &args.prompt),
+            key: format!("ab:{}:{nonce}:{}", arms.challenger, role.as_str()),
+        };
+        answers.push(call_agent(ctx, &backend, call).await?);
+    }
+    let (champion_answer, challenger_answer) = (answers[0].clone(), answers[1].clone());
+    let shown = |label: Label| match shuffle.role_of(label) {
+        Role::Champion => &champion_answer.message,
+        Role::Challenger => &challenger_answer.message,
+    };
+    let (option_a, option_b) = (shown(Label::A).clone(), shown(Label::B).clone());
+    if ctx.json {
+        eprintln!("Option A:\n{option_a}\n\nOption B:\n{option_b}\n");
+    } else {
+        println!("Option A:\n{option_a}\n\nOption B:\n{option_b}\n");
+    }
+    let human = if args.judge_only { None } else { Some(match human_pick { Some(p) => p, None => read_pick()? }) };
+    let judge_on = args.judge || args.judge_only || ctx.config.skillopt.mode_b_judge_enabled == Some(true);
+    let mut judge_note = None;
+    let judge = if judge_on {
+        let families = agent_families(&declared_runtimes(&champion.metadata_json), &args.runtime);
+        let outcome = run_judges(ctx, &backend, &families, &args.prompt, &option_a, &option_b, &nonce).await?;
+        match outcome {
+            Ok((label, why)) => label.map(|l| (shuffle.role_of(l), why)),
+            Err(message) => {
+                eprintln!("{message}");
+                judge_note = Some(message);
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let ab = AbRecord {
+        pick_id: format!("pick-{}", champion_answer.job_id),
+        template_id: arms.template.clone(),
+        champion: arms.champion.clone(),
+        challenger: arms.challenger.clone(),
+        prompt: args.prompt.clone(),
+        champion_answer: champion_answer.message.clone(),
+        challenger_answer: challenger_answer.message.clone(),
+        shuffle,
+        human: human.map(|l| shuffle.role_of(l)),
+        judge: judge.clone(),
+        origin: "manual",
+    };
+    let recorded = record(&store, &BlobStore::in_home(&ctx.home), &ab).await.map_err(|e| CliError::env(anyhow!("record the A/B: {e}")))?;
+    let arm = |row: Option<skillforge_store::bandit::ArmRow>| {
+        row.map_or(Arm::PRIOR, |r| Arm { alpha: r.alpha, beta: r.beta, pulls: u64::try_from(r.pulls).unwrap_or(0) })
+    };
+    let challenger_arm = arm(get_arm(store.pool(), &arms.template, &arms.challenger).await?);
+    let champion_arm = arm(get_arm(store.pool(), &arms.template, &arms.champion).await?);
+    let confidence = Confidence::compute(challenger_arm, champion_arm, args.draws, seed ^ MC_SEED_XOR);
+    print_outcome(ctx, &arms, &ab, recorded, &confidence, judge_note.as_deref());
+    Ok(OK)
+}
+
+/// The judge or jury verdict as a blind label (`Ok(None)`: no readable pick), or the
+/// self-family skip message.
+async fn run_judges(
+    ctx: &Context,
+    backend: &Arc<dyn QueueBackend>,
+    families: &[String],
+    prompt: &str,
+    option_a: &str,
+    option_b: &str,
+    nonce: &str,
+) -> Result<Result<(Option<Label>, String), String>, CliError> {
+    let s = &ctx.config.skillopt;
+    let jury = JuryConfig {
+        size: s.mode_b_jury_size.unwrap_or(1),
+        disagreement_tau: s.mode_b_jury_disagreement_tau.unwrap_or(0.0),
+        veto_dimensions: s.mode_b_jury_veto_dimensions.as_deref().map(JuryConfig::parse_dimensions).unwrap_or_default(),
+        veto_floor: s.mode_b_jury_veto_floor.unwrap_or(0.0),
+    };
+    let available = skillforge_workflows::harvest::available_reviewers(&s.harvest_config());
+    let wanted = if jury.is_jury() { jury.size as usize } else { 1 };
+    let judges = match select_judges(families, &available, wanted) {
+        JudgeSelection::Judges(j) => j,
+        JudgeSelection::SelfFamily(message) => return Ok(Err(message)),
+    };
+    let mut verdicts: Vec<Verdict> = Vec::new();
+    for (idx, (runtime, _)) in judges.iter().enumerate() {
+        let call = AgentCall {
+            workflow: "ab",
+            stage: "judge",
+            runtime,
+            prompt: judge_prompt(prompt, option_a, option_b),
+            key: format!("ab:{nonce}:judge:{idx}:{runtime}"),
+        };
+        verdicts.push(parse_verdict(&call_agent(ctx, backend, call).await?.message));
+    }
+    // Resolutions 11: fewer than two jurors convened ⇒ the single judge.
+    if jury.is_jury() && verdicts.len() >= 2 {
+        let outcome = aggregate(&verdicts, &jury);
+        let why = format!(
+            "jury of {}: votes a {} / b {}, abstained {}{}{}",
+            verdicts.len(),
+            outcome.votes.0,
+            outcome.votes.1,
+            outcome.abstained,
+            if outcome.disagreement { ", disagreement" } else { "" },
+            outcome.vetoed.as_ref().map(|(d, s)| format!(", vetoed on {d} = {s}")).unwrap_or_default()
+        );
+        return Ok(Ok((outcome.pick, why)));
+    }
+    let why = match &verdicts[0] {
+        Verdict::Parsed { reasoning, .. } => reasoning.clone(),
+        _ => String::new(),
+    };
+    Ok(Ok((judge_pick(&verdicts[0]), why)))
+}
+
+fn print_outcome(
+    ctx: &Context,
+    arms: &Arms,
+    ab: &AbRecord,
+    recorded: skillforge_workflows::ab::record::Recorded,
+    c: &Confidence,
+    judge_note: Option<&str>,
+) {
+    if ctx.json {
+        print_json(&json!({
+            "template": arms.template,
+            "champion": arms.champion,
+            "challenger": arms.challenger,
+            "pick_id": ab.pick_id,
+            "challenger_label": ab.shuffle.label_of(Role::Challenger),
+            "human_winner": ab.human,
+            "judge_winner": ab.judge.as_ref().map(|(r, _)| r),
+            "judge_skipped": judge_note,
+            "arms_moved": recorded.arms_moved,
+            "confidence": c,
+            "summary": c.summary(),
+        }));
+        return;
+    }
+    let fmt_ci = |ci: Option<(f64, f64)>| ci.map_or_else(|| "n/a".to_owned(), |(lo, hi)| format!("[{lo:.3}, {hi:.3}]"));
+    if let Some(winner) = ab.human {
+        println!("recorded: {} wins ({} was Option {})", winner.as_str(), arms.challenger, ab.shuffle.label_of(Role::Challenger).as_str().to_uppercase());
+    }
+    if let Some((winner, _)) = &ab.judge {
+        println!("judge: {} wins (evidence only; the bandit is unchanged by it)", winner.as_str());
+    }
+    println!(
+        "posterior P(challenger > champion): {} (exact {}); challenger Beta({}, {}) 95% CI {}, champion Beta({}, {}) 95% CI {}",
+        c.summary(),
+        c.p_exact.map_or_else(|| "n/a".to_owned(), |p| format!("{p:.4}")),
+        c.challenger.alpha,
+        c.challenger.beta,
+        fmt_ci(c.challenger_ci95),
+        c.champion.alpha,
+        c.champion.beta,
+        fmt_ci(c.champion_ci95),
+    );
+    println!("(a posterior probability from the Beta-Bernoulli arms, not a p-value)");
+}

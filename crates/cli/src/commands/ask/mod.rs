@@ -1,0 +1,174 @@
+//! `skillforge ask AGENT "PROMPT"`: the foreground ask (issue 15 item 1; seed: SkillOpt,
+//! "Live-traffic A/B interception (off by default, #482)", "auto_promote_canary (#484)"; S-60,
+//! S-69..S-74).
+//!
+//! The version is resolved once: the current version, or the template's canary for its sampled
+//! fraction (`promotion::canary::route`). The answer is one durable `agent` job. With
+//! `[skillopt] live_ab_sample_rate` > 0 (default 0: nothing below runs, the ask is byte-identical)
+//! an ask served by the champion whose arm has at least `bandit_min_samples` pulls is sampled for
+//! a live A/B: the single pending challenger answers right after, in the same process and the
+//! same serialized path, and a pick (`--pick`) is recorded like a manual one. Any failure falls
+//! back to the champion answer alone, with a `live_ab_skipped` event. Live A/B never promotes.
+
+use anyhow::anyhow;
+use clap::Args;
+use rand::Rng;
+use serde_json::json;
+use skillforge_store::Store;
+use skillforge_store::bandit::get_arm;
+use skillforge_store::blobs::BlobStore;
+use skillforge_store::promotion::{canary_of, pending_versions};
+use skillforge_store::templates::{VersionRow, current_version, get_template, get_version};
+use skillforge_workflows::ab::ask::ask_prompt;
+use skillforge_workflows::ab::bandit::DEFAULT_MIN_SAMPLES;
+use skillforge_workflows::ab::live::{Interception, decide};
+use skillforge_workflows::ab::pick::{Label, Shuffle};
+use skillforge_workflows::ab::record::{AbRecord, record};
+use skillforge_workflows::promotion::canary::route;
+use skillforge_workflows::promotion::events::{Detail, Event, EventKind};
+
+use crate::commands::ab::agent::{AgentAnswer, AgentCall, call_agent};
+use crate::commands::canary::emit_job_event;
+use crate::context::Context;
+use crate::exit::{CliError, CliResult, OK};
+use crate::output::print_json;
+
+/// Arguments of `skillforge ask`.
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    /// The agent: an installed template id.
+    pub agent: String,
+    /// The prompt.
+    pub prompt: String,
+    /// Agent runtime (default `scripted`).
+    #[arg(long, default_value = "scripted")]
+    pub runtime: String,
+    /// The pick when this ask is intercepted for a live A/B (`a` or `b`); without it an
+    /// intercepted ask records no pick (`live_ab_skipped`).
+    #[arg(long)]
+    pub pick: Option<String>,
+}
+
+/// Resolves the version a job of `template` runs (S-60): the canary for its sampled fraction of
+/// draws, else the current version. Returns the version and whether it is the canary.
+pub async fn resolve_version(store: &Store, template: &str) -> Result<(VersionRow, bool), CliError> {
+    let current = current_version(store.pool(), template)
+        .await?
+        .ok_or_else(|| CliError::usage(anyhow!("template `{template}` has no current version")))?;
+    let canary = canary_of(store.pool(), template).await?;
+    let u: f64 = rand::rng().random();
+    let chosen = route(&current.id, canary.as_ref().map(|c| (c.id.as_str(), c.canary_sample)), u).to_owned();
+    if chosen == current.id {
+        return Ok((current, false));
+    }
+    let version = get_version(store.pool(), &chosen).await?.ok_or_else(|| CliError::env(anyhow!("canary `{chosen}` vanished")))?;
+    Ok((version, true))
+}
+
+/// Runs `skillforge ask`.
+pub async fn run(ctx: &Context, args: AskArgs) -> CliResult {
+    skillforge_runner_agent::find(&args.runtime).map_err(|e| CliError::usage(anyhow!("--runtime: {e}")))?;
+    let store = ctx.store().await?;
+    if get_template(store.pool(), &args.agent).await?.is_none() {
+        return Err(CliError::usage(anyhow!("agent template `{}` is not installed", args.agent)));
+    }
+    let (version, is_canary) = resolve_version(&store, &args.agent).await?;
+    let backend = ctx.queue().await?;
+    let nonce = uuid::Uuid::now_v7().simple().to_string();
+    let answer = call_agent(
+        ctx,
+        &backend,
+        AgentCall {
+            workflow: "ask",
+            stage: "answer",
+            runtime: &args.runtime,
+            prompt: ask_prompt(&version.content, &args.prompt),
+            key: format!("ask:{}:{nonce}", version.id),
+        },
+    )
+    .await?;
+    let rate = ctx.config.skillopt.live_ab_sample_rate.unwrap_or(0.0);
+    // S-70: with the rate at 0 nothing below runs: no draw, no read, no row.
+    let live = if rate > 0.0 && !is_canary { live_ab(ctx, &store, &args, &version, &answer, rate, &nonce).await? } else { None };
+    if ctx.json {
+        let mut out = json!({"version": version.id, "job_id": answer.job_id, "answer": answer.message});
+        if let Some(live) = live {
+            out["live_ab"] = live;
+        }
+        print_json(&out);
+    } else {
+        println!("{}", answer.message);
+        if let Some(live) = live {
+            eprintln!("live A/B: {live}");
+        }
+    }
+    Ok(OK)
+}
+
+/// The live A/B of one ask (S-71..S-74); `None` when not intercepted. Never fails the ask.
+async fn live_ab(
+    ctx: &Context,
+    store: &Store,
+    args: &AskArgs,
+    champion: &VersionRow,
+    champion_answer: &AgentAnswer,
+    rate: f64,
+    nonce: &str,
+) -> Result<Option<serde_json::Value>, CliError> {
+    let pulls = get_arm(store.pool(), &args.agent, &champion.id).await?.map_or(0, |a| u64::try_from(a.pulls).unwrap_or(0));
+    let min = ctx.config.skillopt.bandit_min_samples.unwrap_or(DEFAULT_MIN_SAMPLES);
+    if decide(rate, pulls, min, rand::rng().random()) != Interception::Intercept {
+        return Ok(None);
+    }
+    let skip = |reason: String| async move {
+        let event = Event::new(EventKind::LiveAbSkipped, &champion_answer.job_id, &args.agent, Detail::default().with_reason(&reason));
+        emit_job_event(ctx, store, &event).await?;
+        Ok::<_, CliError>(Some(json!({"intercepted": true, "skipped": reason})))
+    };
+    let pending = pending_versions(store.pool(), &args.agent).await?;
+    let [challenger_id] = pending.as_slice() else {
+        return skip(format!("{} pending challengers (need exactly one)", pending.len())).await;
+    };
+    let Some(challenger) = get_version(store.pool(), challenger_id).await? else {
+        return skip("challenger vanished".to_owned()).await;
+    };
+    let backend = ctx.queue().await?;
+    let call = AgentCall {
+        workflow: "ask",
+        stage: "live_ab_challenger",
+        runtime: &args.runtime,
+        prompt: ask_prompt(&challenger.content, &args.prompt),
+        key: format!("ask:{}:{nonce}:challenger", challenger.id),
+    };
+    let challenger_answer = match call_agent(ctx, &backend, call).await {
+        Ok(a) => a,
+        Err(e) => return skip(format!("challenger answer failed: {:#}", e.error)).await,
+    };
+    let shuffle = Shuffle::from_seed(rand::rng().random());
+    let shown = |label: Label| if shuffle.role_of(label) == skillforge_workflows::ab::pick::Role::Challenger {
+        challenger_answer.message.as_str()
+    } else {
+        champion_answer.message.as_str()
+    };
+    eprintln!("live A/B — Option A:\n{}\n\nOption B:\n{}\n", shown(Label::A), shown(Label::B));
+    let Some(label) = args.pick.as_deref().and_then(Label::parse) else {
+        return skip("no pick captured".to_owned()).await;
+    };
+    let ab = AbRecord {
+        pick_id: format!("pick-{}", champion_answer.job_id),
+        template_id: args.agent.clone(),
+        champion: champion.id.clone(),
+        challenger: challenger.id.clone(),
+        prompt: args.prompt.clone(),
+        champion_answer: champion_answer.message.clone(),
+        challenger_answer: challenger_answer.message,
+        shuffle,
+        human: Some(shuffle.role_of(label)),
+        judge: None,
+        origin: "live",
+    };
+    match record(store, &BlobStore::in_home(&ctx.home), &ab).await {
+        Ok(r) => Ok(Some(json!({"intercepted": true, "pick_id": ab.pick_id, "winner": ab.human, "arms_moved": r.arms_moved}))),
+        Err(e) => skip(format!("pick not recorded: {e}")).await,
+    }
+}

@@ -1,0 +1,214 @@
+//! What promotion decisions read and write besides the candidate itself (seed: SkillOpt,
+//! "Promotion policy + notifications"; S-52, S-54, S-58, S-60..S-62): the emitted-event log,
+//! pending candidates across templates, the auto-trace evidence of a version, and canary state.
+
+use sqlx::{SqliteConnection, SqliteExecutor};
+
+use crate::StoreError;
+use crate::templates::now_rfc3339;
+
+/// Records that `event` was emitted for `job_id`; false when it already was (emit once).
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn record_event(
+    conn: &mut SqliteConnection,
+    event: &str,
+    job_id: &str,
+    root_id: &str,
+    detail_json: &str,
+) -> Result<bool, StoreError> {
+    Ok(sqlx::query(
+        "INSERT INTO promotion_events (event, job_id, root_id, detail_json, created_at) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (event, job_id) DO NOTHING",
+    )
+    .bind(event)
+    .bind(job_id)
+    .bind(root_id)
+    .bind(detail_json)
+    .bind(now_rfc3339())
+    .execute(conn)
+    .await?
+    .rows_affected()
+        == 1)
+}
+
+/// One logged event.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct EventRow {
+    /// Wire name.
+    pub event: String,
+    /// Version (or ask job) id.
+    pub job_id: String,
+    /// Template id.
+    pub root_id: String,
+    /// The redacted detail JSON.
+    pub detail_json: String,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+/// Logged events, oldest first.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn list_events(db: impl SqliteExecutor<'_>) -> Result<Vec<EventRow>, StoreError> {
+    Ok(sqlx::query_as("SELECT event, job_id, root_id, detail_json, created_at FROM promotion_events ORDER BY created_at, event")
+        .fetch_all(db)
+        .await?)
+}
+
+/// Ids of `template_id`'s versions in state `pending`, oldest first.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn pending_versions(db: impl SqliteExecutor<'_>, template_id: &str) -> Result<Vec<String>, StoreError> {
+    Ok(sqlx::query_scalar("SELECT id FROM agent_template_versions WHERE template_id = ? AND state = 'pending' ORDER BY version")
+        .bind(template_id)
+        .fetch_all(db)
+        .await?)
+}
+
+/// What the guardrails read from `auto-trace:<version>` (S-54, S-58, resolutions 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoTraceCounts {
+    /// Whether the run exists.
+    pub run_exists: bool,
+    /// `feedback_events` rows in the run, all legs.
+    pub samples: u64,
+    /// Rows with source `auto-trace`, reviewer `gitmoot-auto` and `phrase` in the reasoning.
+    pub real_ci_positives: u64,
+}
+
+/// Reads the auto-trace evidence of `version_id`: only run `auto-trace:<version_id>`, never a
+/// human review run (S-54). `phrase` is the harvester's real-CI marker (S-58).
+///
+/// # Errors
+/// [`StoreError::Sql`] (callers treat it as feedback unavailable).
+pub async fn auto_trace_counts(db: &sqlx::SqlitePool, version_id: &str, phrase: &str) -> Result<AutoTraceCounts, StoreError> {
+    let run_id = format!("auto-trace:{version_id}");
+    let run_exists: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM eval_runs WHERE id = ?").bind(&run_id).fetch_one(db).await?;
+    let (samples, real_ci): (i64, i64) = sqlx::query_as(
+        "SELECT COUNT(*), COALESCE(SUM(CASE WHEN source = 'auto-trace' AND reviewer = 'gitmoot-auto'
+                 AND instr(reasoning, ?) > 0 THEN 1 ELSE 0 END), 0)
+         FROM feedback_events WHERE run_id = ?",
+    )
+    .bind(phrase)
+    .bind(&run_id)
+    .fetch_one(db)
+    .await?;
+    Ok(AutoTraceCounts { run_exists: run_exists > 0, samples: samples as u64, real_ci_positives: real_ci as u64 })
+}
+
+/// `(positives, total)` of `auto-trace:<version_id>` feedback events created in `[since, until)`
+/// (RFC 3339 strings compare in time order); positive = choice `a` (S-61).
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn outcomes_between(
+    db: impl SqliteExecutor<'_>,
+    version_id: &str,
+    since: &str,
+    until: &str,
+) -> Result<(u64, u64), StoreError> {
+    let (pos, total): (i64, i64) = sqlx::query_as(
+        "SELECT COALESCE(SUM(CASE WHEN choice = 'a' THEN 1 ELSE 0 END), 0), COUNT(*) FROM feedback_events
+         WHERE run_id = ? AND created_at >= ? AND created_at < ?",
+    )
+    .bind(format!("auto-trace:{version_id}"))
+    .bind(since)
+    .bind(until)
+    .fetch_one(db)
+    .await?;
+    Ok((pos as u64, total as u64))
+}
+
+/// A canary version.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct CanaryRow {
+    /// `<template>@vN`.
+    pub id: String,
+    /// Template id.
+    pub template_id: String,
+    /// Traffic fraction in (0,1].
+    pub canary_sample: f64,
+    /// RFC 3339.
+    pub canary_started_at: String,
+}
+
+/// The canary of `template_id`, if any.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn canary_of(db: impl SqliteExecutor<'_>, template_id: &str) -> Result<Option<CanaryRow>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT id, template_id, COALESCE(canary_sample, 0.0) AS canary_sample, COALESCE(canary_started_at, '') AS canary_started_at
+         FROM agent_template_versions WHERE template_id = ? AND state = 'canary' ORDER BY version DESC LIMIT 1",
+    )
+    .bind(template_id)
+    .fetch_optional(db)
+    .await?)
+}
+
+/// Every canary, by template.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn list_canaries(db: impl SqliteExecutor<'_>) -> Result<Vec<CanaryRow>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT id, template_id, COALESCE(canary_sample, 0.0) AS canary_sample, COALESCE(canary_started_at, '') AS canary_started_at
+         FROM agent_template_versions WHERE state = 'canary' ORDER BY template_id",
+    )
+    .fetch_all(db)
+    .await?)
+}
+
+/// What [`start_canary`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CanaryStart {
+    /// The version is now the template's canary.
+    Started,
+    /// It already was (idempotent).
+    AlreadyCanary,
+    /// Not a pending version (its state).
+    WrongState(String),
+    /// Another version of the template is the canary.
+    OtherCanary(String),
+    /// No such version.
+    NotFound,
+}
+
+/// Puts pending `version_id` behind the live champion as canary with `sample` in (0,1]
+/// (S-60): state `canary`, `canary_sample`, `canary_started_at` = now. The current version is
+/// untouched. Call inside a write transaction.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn start_canary(conn: &mut SqliteConnection, version_id: &str, sample: f64) -> Result<CanaryStart, StoreError> {
+    let row: Option<(String, String)> = sqlx::query_as("SELECT template_id, state FROM agent_template_versions WHERE id = ?")
+        .bind(version_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    let Some((template_id, state)) = row else { return Ok(CanaryStart::NotFound) };
+    if state == "canary" {
+        return Ok(CanaryStart::AlreadyCanary);
+    }
+    if state != "pending" {
+        return Ok(CanaryStart::WrongState(state));
+    }
+    if let Some(other) = canary_of(&mut *conn, &template_id).await? {
+        return Ok(CanaryStart::OtherCanary(other.id));
+    }
+    let now = now_rfc3339();
+    sqlx::query(
+        "UPDATE agent_template_versions SET state = 'canary', canary_sample = ?, canary_started_at = ?, updated_at = ?
+         WHERE id = ?",
+    )
+    .bind(sample)
+    .bind(&now)
+    .bind(&now)
+    .bind(version_id)
+    .execute(conn)
+    .await?;
+    Ok(CanaryStart::Started)
+}

@@ -1,0 +1,284 @@
+//! BINEVAL question sets in YAML or JSON (seed: SkillOpt, "Binary evaluation (BINEVAL, off by
+//! default)"; S-42): dimensions of small yes/no questions, weights defaulting to 1, question ids
+//! unique across the whole set, deterministic assertions compiled up front.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use regex::Regex;
+use serde::Deserialize;
+
+use super::BinevalError;
+
+/// One string or a list of strings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    #[default]
+    None,
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::None => Vec::new(),
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSet {
+    version: Option<u32>,
+    #[serde(default)]
+    template_or_task_kind: String,
+    #[serde(default)]
+    dimensions: Vec<RawDimension>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDimension {
+    #[serde(default)]
+    name: String,
+    weight: Option<f64>,
+    #[serde(default)]
+    questions: Vec<RawQuestion>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawQuestion {
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    text: String,
+    #[serde(default)]
+    violation_example: String,
+    weight: Option<f64>,
+    #[serde(default)]
+    contains: OneOrMany,
+    #[serde(default)]
+    not_contains: OneOrMany,
+    #[serde(default)]
+    regex: OneOrMany,
+    #[serde(default)]
+    not_regex: OneOrMany,
+}
+
+/// The deterministic assertions of a question (all must hold for a yes).
+#[derive(Debug, Clone, Default)]
+pub struct Assertions {
+    /// Substrings that must occur.
+    pub contains: Vec<String>,
+    /// Substrings that must not occur.
+    pub not_contains: Vec<String>,
+    /// Patterns that must match.
+    pub regex: Vec<Regex>,
+    /// Patterns that must not match.
+    pub not_regex: Vec<Regex>,
+}
+
+impl Assertions {
+    /// Whether the question has no assertion at all (the deterministic runner cannot answer it).
+    pub fn is_empty(&self) -> bool {
+        self.contains.is_empty() && self.not_contains.is_empty() && self.regex.is_empty() && self.not_regex.is_empty()
+    }
+}
+
+/// One yes/no question.
+#[derive(Debug, Clone)]
+pub struct Question {
+    /// Unique across the set.
+    pub id: String,
+    /// What is asked.
+    pub text: String,
+    /// What a "no" looks like ('' when not given).
+    pub violation_example: String,
+    /// Weight inside its dimension (> 0, default 1).
+    pub weight: f64,
+    /// Deterministic assertions.
+    pub assertions: Assertions,
+}
+
+/// A rubric dimension.
+#[derive(Debug, Clone)]
+pub struct Dimension {
+    /// Name, unique in the set.
+    pub name: String,
+    /// Weight in the overall score (> 0, default 1).
+    pub weight: f64,
+    /// Its questions (at least one).
+    pub questions: Vec<Question>,
+}
+
+/// A validated question set.
+#[derive(Debug, Clone)]
+pub struct QuestionSet {
+    /// `template_or_task_kind` ('' when absent).
+    pub kind: String,
+    /// Dimensions in file order.
+    pub dimensions: Vec<Dimension>,
+}
+
+impl QuestionSet {
+    /// Every `(dimension, question)` in file order.
+    pub fn questions(&self) -> impl Iterator<Item = (&Dimension, &Question)> {
+        self.dimensions.iter().flat_map(|d| d.questions.iter().map(move |q| (d, q)))
+    }
+
+    /// The question with id `id`.
+    pub fn question(&self, id: &str) -> Option<&Question> {
+        self.questions().map(|(_, q)| q).find(|q| q.id == id)
+    }
+}
+
+/// Reads and validates the question set at `path` (`.json` as JSON, anything else as YAML).
+///
+/// # Errors
+/// [`BinevalError::Read`] when the file cannot be read; [`BinevalError::Set`] naming the file
+/// (and the question or dimension) when it does not parse or breaks a rule: version other than 1,
+/// no dimensions, a dimension without name or questions, duplicate dimension names, a question
+/// without id or text, a duplicate question id anywhere in the set (S-42), a weight that is not a
+/// finite number > 0, an invalid regex.
+pub fn load(path: &Path) -> Result<QuestionSet, BinevalError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| BinevalError::Read { path: path.display().to_string(), message: e.to_string() })?;
+    let is_json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    parse(&path.display().to_string(), &text, is_json)
+}
+
+/// Parses and validates a question set's text; `file` names it in errors.
+///
+/// # Errors
+/// As [`load`].
+pub fn parse(file: &str, text: &str, is_json: bool) -> Result<QuestionSet, BinevalError> {
+    let invalid = |message: String| BinevalError::Set { file: file.to_owned(), message };
+    let raw: RawSet = if is_json {
+        serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?
+    } else {
+        serde_norway::from_str(text).map_err(|e| invalid(e.to_string()))?
+    };
+    if let Some(v) = raw.version.filter(|v| *v != 1) {
+        return Err(invalid(format!("version {v} is not supported (expected 1)")));
+    }
+    if raw.dimensions.is_empty() {
+        return Err(invalid("no dimensions".to_owned()));
+    }
+    let weight = |w: Option<f64>, what: String| match w {
+        None => Ok(1.0),
+        Some(w) if w.is_finite() && w > 0.0 => Ok(w),
+        Some(w) => Err(invalid(format!("{what}: weight {w} is not a number > 0"))),
+    };
+    let mut ids = BTreeSet::new();
+    let mut names = BTreeSet::new();
+    let mut dimensions = Vec::with_capacity(raw.dimensions.len());
+    for (d_idx, d) in raw.dimensions.into_iter().enumerate() {
+        let name = d.name.trim().to_owned();
+        if name.is_empty() {
+            return Err(invalid(format!("dimension {} has no name", d_idx + 1)));
+        }
+        if !names.insert(name.clone()) {
+            return Err(invalid(format!("dimension `{name}` appears twice")));
+        }
+        if d.questions.is_empty() {
+            return Err(invalid(format!("dimension `{name}` has no questions")));
+        }
+        let d_weight = weight(d.weight, format!("dimension `{name}`"))?;
+        let mut questions = Vec::with_capacity(d.questions.len());
+        for (q_idx, q) in d.questions.into_iter().enumerate() {
+            let id = q.id.trim().to_owned();
+            if id.is_empty() {
+                return Err(invalid(format!("dimension `{name}`, question {}: no id", q_idx + 1)));
+            }
+            if !ids.insert(id.clone()) {
+                return Err(invalid(format!("question id `{id}` appears twice (ids are unique across the whole set)")));
+            }
+            if q.text.trim().is_empty() {
+                return Err(invalid(format!("question `{id}`: no text")));
+            }
+            let compile = |patterns: Vec<String>| -> Result<Vec<Regex>, BinevalError> {
+                patterns
+                    .iter()
+                    .map(|p| Regex::new(p).map_err(|e| invalid(format!("question `{id}`: invalid regex `{p}`: {e}"))))
+                    .collect()
+            };
+            let assertions = Assertions {
+                contains: q.contains.into_vec(),
+                not_contains: q.not_contains.into_vec(),
+                regex: compile(q.regex.into_vec())?,
+                not_regex: compile(q.not_regex.into_vec())?,
+            };
+            questions.push(Question {
+                weight: weight(q.weight, format!("question `{id}`"))?,
+                id,
+                text: q.text.trim().to_owned(),
+                violation_example: q.violation_example.trim().to_owned(),
+                assertions,
+            });
+        }
+        dimensions.push(Dimension { name, weight: d_weight, questions });
+    }
+    Ok(QuestionSet { kind: raw.template_or_task_kind, dimensions })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEED_SET: &str = "\
+version: 1
+template_or_task_kind: bugfix
+dimensions:
+  - name: correctness
+    weight: 2
+    questions:
+      - id: has_test
+        text: Does the output add a test?
+        violation_example: A change with no accompanying test.
+        weight: 1
+        contains: \"func Test\"
+  - name: style
+    questions:
+      - id: no_todo
+        text: Is it free of TODOs?
+        not_contains: [TODO, FIXME]
+";
+
+    #[test]
+    fn the_seeds_example_parses_with_default_weights() {
+        let set = parse("set.yml", SEED_SET, false).unwrap();
+        assert_eq!(set.kind, "bugfix");
+        assert_eq!(set.dimensions[0].weight, 2.0);
+        assert_eq!(set.dimensions[1].weight, 1.0, "S-42: dimension weight defaults to 1");
+        assert_eq!(set.question("no_todo").unwrap().weight, 1.0, "S-42: question weight defaults to 1");
+        assert_eq!(set.question("no_todo").unwrap().assertions.not_contains, ["TODO", "FIXME"]);
+        let json = r#"{"version":1,"dimensions":[{"name":"c","questions":[{"id":"q","text":"t?","regex":"^fn "}]}]}"#;
+        assert_eq!(parse("set.json", json, true).unwrap().question("q").unwrap().assertions.regex.len(), 1);
+    }
+
+    // S-42
+    #[test]
+    fn s42_question_set_validation_errors_name_file_and_question() {
+        let check = |text: &str, expected: &str| {
+            let err = parse("sets/bugfix.yml", text, false).expect_err(text).to_string();
+            assert!(err.contains("sets/bugfix.yml"), "{err}");
+            assert!(err.contains(expected), "expected `{expected}` in {err}");
+        };
+        let dup = SEED_SET.replace("id: no_todo", "id: has_test");
+        check(&dup, "question id `has_test` appears twice");
+        check(&SEED_SET.replace("weight: 2", "weight: 0"), "dimension `correctness`: weight 0");
+        check(&SEED_SET.replace("weight: 1\n", "weight: -1\n"), "question `has_test`: weight -1");
+        check(&SEED_SET.replace("contains: \"func Test\"", "regex: \"(\""), "question `has_test`: invalid regex");
+        check(&SEED_SET.replace("text: Is it free of TODOs?", "text: \"\""), "question `no_todo`: no text");
+        check(&SEED_SET.replace("version: 1", "version: 2"), "version 2");
+        check("version: 1\ndimensions: []\n", "no dimensions");
+        check(&SEED_SET.replace("name: style", "name: correctness"), "dimension `correctness` appears twice");
+        check(&SEED_SET.replace("violation_example:", "violation_exampel:"), "unknown field `violation_exampel`");
+        check("dimensions: [", "");
+    }
+}

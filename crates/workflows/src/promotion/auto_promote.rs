@@ -1,0 +1,328 @@
+//! The auto-promote decision in exactly the order of facts §7 (seed: SkillOpt, "Promotion policy +
+//! notifications (off by default)" › Auto-promote; S-51, S-53..S-60, S-63; resolutions 6).
+//!
+//! [`decide`] is pure: it reads the `[skillopt]` guardrail keys as given (unset ≠ 0) and the
+//! evidence the caller could read, and says notify-only (with the step that stopped it) or
+//! promote (directly, or to a canary with its sample). Every unset or unreadable input fails safe
+//! to notify-only; nothing here promotes on evidence it could not read.
+
+use serde::Serialize;
+
+/// The `[skillopt]` auto-promote keys, each `None` when absent from the config (S-53, S-55).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Guardrails {
+    /// `auto_promote` (absent = false: manual, S-53).
+    pub auto_promote: Option<bool>,
+    /// `auto_promote_min_samples` (absent = never promote, S-55).
+    pub min_samples: Option<u64>,
+    /// `auto_promote_min_score` (absent = never promote, S-57).
+    pub min_score: Option<f64>,
+    /// `auto_promote_require_external_ci`.
+    pub require_external_ci: Option<bool>,
+    /// `auto_promote_require_measured_judge` (parsed, deferred: true ⇒ notify-only, S-59).
+    pub require_measured_judge: Option<bool>,
+    /// `auto_promote_canary`.
+    pub canary: Option<bool>,
+    /// `auto_promote_canary_sample` in (0,1].
+    pub canary_sample: Option<f64>,
+    /// `auto_promote_min_confidence` (absent = ignored, S-63).
+    pub min_confidence: Option<f64>,
+}
+
+/// What the auto-trace run `auto-trace:<candidate>` says (S-54, resolutions 6).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AutoTraceEvidence {
+    /// `feedback_events` in the run, all legs.
+    pub samples: u64,
+    /// At least one event with source `auto-trace`, reviewer `gitmoot-auto` and the real-CI
+    /// phrase (S-58).
+    pub has_real_ci_positive: bool,
+}
+
+/// The bandit's confidence at the notify seam (S-63).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BanditEvidence {
+    /// P(challenger > champion).
+    pub probability: f64,
+    /// Pulls behind it (the challenger arm's).
+    pub pulls: u64,
+}
+
+/// Everything [`decide`] reads besides the config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evidence {
+    /// The auto-trace run, or why it could not be read (⇒ notify-only, S-54).
+    pub feedback: Result<AutoTraceEvidence, String>,
+    /// The candidate's `summary.score`.
+    pub score: Option<f64>,
+    /// The bandit confidence, when the arms exist.
+    pub confidence: Option<BanditEvidence>,
+}
+
+/// Why the decision stopped at notify-only: the step of facts §7 and a one-line reason.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stop {
+    /// 1..=9, the step of facts §7 that stopped it.
+    pub step: u8,
+    /// Human-readable, redacted (no content).
+    pub reason: String,
+}
+
+/// The outcome.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum Decision {
+    /// Notify only; the candidate stays pending.
+    Notify(Stop),
+    /// Every guardrail holds: promote through the normal path, to a canary with this sample
+    /// when `auto_promote_canary` is on.
+    Promote {
+        /// The canary's traffic fraction, `None` for a direct promote.
+        canary_sample: Option<f64>,
+    },
+}
+
+fn stop(step: u8, reason: impl Into<String>) -> Decision {
+    Decision::Notify(Stop { step, reason: reason.into() })
+}
+
+fn valid_fraction(x: f64) -> bool {
+    x.is_finite() && x > 0.0 && x <= 1.0
+}
+
+/// Facts §7, steps 1–10, in order. Each `return` is one step; the first that fails wins.
+pub fn decide(g: &Guardrails, e: &Evidence) -> Decision {
+    // 1
+    if g.auto_promote != Some(true) {
+        return stop(1, "auto_promote is off (manual promotion)");
+    }
+    // 2
+    let feedback = match &e.feedback {
+        Ok(f) => *f,
+        Err(why) => return stop(2, format!("auto-trace feedback unavailable: {why}")),
+    };
+    // 3
+    if g.require_measured_judge == Some(true) {
+        return stop(3, "auto_promote_require_measured_judge is set and deferred: notify only");
+    }
+    // 4
+    let canary_on = g.canary == Some(true);
+    if canary_on && !g.canary_sample.is_some_and(valid_fraction) {
+        return stop(4, "auto_promote_canary is on but auto_promote_canary_sample is unset or outside (0,1]");
+    }
+    // 5
+    let Some(min_samples) = g.min_samples else {
+        return stop(5, "auto_promote_min_samples is unset (never read as 0)");
+    };
+    let mode_b = g.min_confidence.is_some() && e.confidence.is_some();
+    // 6
+    if !mode_b {
+        if feedback.samples == 0 {
+            return stop(6, "no auto-trace feedback samples (zero evidence never promotes)");
+        }
+        if feedback.samples < min_samples {
+            return stop(6, format!("{} auto-trace samples < auto_promote_min_samples {min_samples}", feedback.samples));
+        }
+    }
+    // 7
+    let Some(min_score) = g.min_score.filter(|s| s.is_finite()) else {
+        return stop(7, "auto_promote_min_score is unset");
+    };
+    match e.score {
+        None if !mode_b => return stop(7, "the candidate has no score"),
+        None => {}
+        Some(score) if !(score >= min_score) => {
+            return stop(7, format!("score {score} < auto_promote_min_score {min_score}"));
+        }
+        Some(_) => {}
+    }
+    // 8
+    if g.require_external_ci == Some(true) && !feedback.has_real_ci_positive {
+        return stop(8, "auto_promote_require_external_ci: no auto-trace event records a merge that passed real external CI");
+    }
+    // 9
+    if let Some(floor) = g.min_confidence {
+        let Some(c) = e.confidence else {
+            return stop(9, "auto_promote_min_confidence is set but there is no bandit confidence");
+        };
+        if c.pulls == 0 || c.pulls < min_samples {
+            return stop(9, format!("bandit confidence rests on {} pulls < auto_promote_min_samples {min_samples}", c.pulls));
+        }
+        if !(c.probability >= floor) {
+            return stop(9, format!("P(challenger > champion) {:.3} < auto_promote_min_confidence {floor}", c.probability));
+        }
+    }
+    // 10
+    Decision::Promote { canary_sample: if canary_on { g.canary_sample } else { None } }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A config where every guardrail passes for [`passing`] evidence.
+    fn open() -> Guardrails {
+        Guardrails { auto_promote: Some(true), min_samples: Some(5), min_score: Some(0.7), ..Guardrails::default() }
+    }
+
+    fn passing() -> Evidence {
+        Evidence { feedback: Ok(AutoTraceEvidence { samples: 5, has_real_ci_positive: true }), score: Some(0.7), confidence: None }
+    }
+
+    fn step_of(d: &Decision) -> u8 {
+        match d {
+            Decision::Notify(s) => s.step,
+            Decision::Promote { .. } => 10,
+        }
+    }
+
+    #[test]
+    fn every_guardrail_met_promotes_directly() {
+        assert_eq!(decide(&open(), &passing()), Decision::Promote { canary_sample: None });
+    }
+
+    // S-53
+    #[test]
+    fn s53_step1_auto_promote_absent_or_false_is_manual() {
+        for flag in [None, Some(false)] {
+            let d = decide(&Guardrails { auto_promote: flag, ..open() }, &passing());
+            assert_eq!(step_of(&d), 1, "{flag:?}");
+        }
+    }
+
+    // S-54
+    #[test]
+    fn s54_step2_unreadable_feedback_notifies() {
+        let e = Evidence { feedback: Err("database is locked".into()), ..passing() };
+        assert_eq!(step_of(&decide(&open(), &e)), 2);
+    }
+
+    // S-59
+    #[test]
+    fn s59_step3_require_measured_judge_is_deferred() {
+        let g = Guardrails { require_measured_judge: Some(true), ..open() };
+        assert_eq!(step_of(&decide(&g, &passing())), 3);
+        let g = Guardrails { require_measured_judge: Some(false), ..open() };
+        assert_eq!(step_of(&decide(&g, &passing())), 10);
+    }
+
+    // S-60
+    #[test]
+    fn s60_step4_canary_needs_a_sample_in_0_1() {
+        for sample in [None, Some(0.0), Some(1.5), Some(f64::NAN), Some(-0.1)] {
+            let g = Guardrails { canary: Some(true), canary_sample: sample, ..open() };
+            assert_eq!(step_of(&decide(&g, &passing())), 4, "{sample:?}");
+        }
+        let g = Guardrails { canary: Some(true), canary_sample: Some(0.1), ..open() };
+        assert_eq!(decide(&g, &passing()), Decision::Promote { canary_sample: Some(0.1) });
+        let g = Guardrails { canary: Some(true), canary_sample: Some(1.0), ..open() };
+        assert_eq!(decide(&g, &passing()), Decision::Promote { canary_sample: Some(1.0) });
+        let g = Guardrails { canary: Some(false), canary_sample: Some(0.1), ..open() };
+        assert_eq!(decide(&g, &passing()), Decision::Promote { canary_sample: None }, "canary off ⇒ direct");
+    }
+
+    // S-55
+    #[test]
+    fn s55_step5_min_samples_unset_never_promotes() {
+        let g = Guardrails { min_samples: None, ..open() };
+        let e = Evidence { feedback: Ok(AutoTraceEvidence { samples: 1_000, has_real_ci_positive: true }), ..passing() };
+        assert_eq!(step_of(&decide(&g, &e)), 5);
+    }
+
+    // S-56
+    #[test]
+    fn s56_step6_zero_samples_never_promote_and_the_floor_is_inclusive() {
+        let check = |min: u64, samples: u64, expected: u8| {
+            let g = Guardrails { min_samples: Some(min), ..open() };
+            let e = Evidence { feedback: Ok(AutoTraceEvidence { samples, has_real_ci_positive: true }), ..passing() };
+            assert_eq!(step_of(&decide(&g, &e)), expected, "min {min} samples {samples}");
+        };
+        check(0, 0, 6);
+        check(5, 4, 6);
+        check(5, 5, 10);
+    }
+
+    // S-57
+    #[test]
+    fn s57_step7_score_floor() {
+        let check = |floor: Option<f64>, score: Option<f64>, expected: u8| {
+            let g = Guardrails { min_score: floor, ..open() };
+            let e = Evidence { score, ..passing() };
+            assert_eq!(step_of(&decide(&g, &e)), expected, "floor {floor:?} score {score:?}");
+        };
+        check(Some(0.7), Some(0.7), 10);
+        check(Some(0.7), Some(0.69), 7);
+        check(Some(0.7), None, 7);
+        check(None, Some(0.9), 7);
+        check(Some(0.7), Some(f64::NAN), 7);
+    }
+
+    // S-58
+    #[test]
+    fn s58_step8_external_ci_needs_a_real_ci_positive() {
+        let g = Guardrails { require_external_ci: Some(true), ..open() };
+        let e = Evidence { feedback: Ok(AutoTraceEvidence { samples: 5, has_real_ci_positive: false }), ..passing() };
+        assert_eq!(step_of(&decide(&g, &e)), 8);
+        assert_eq!(step_of(&decide(&g, &passing())), 10);
+    }
+
+    // S-63
+    #[test]
+    fn s63_step9_min_confidence() {
+        let g = Guardrails { min_confidence: Some(0.95), min_samples: Some(10), ..open() };
+        let with = |p: f64, pulls: u64| Evidence { confidence: Some(BanditEvidence { probability: p, pulls }), ..passing() };
+        assert_eq!(step_of(&decide(&g, &with(0.97, 2))), 9, "thin");
+        assert_eq!(step_of(&decide(&g, &with(0.90, 100))), 9, "low");
+        assert_eq!(step_of(&decide(&g, &Evidence { confidence: None, ..passing() })), 6, "nil: not Mode B, 5 samples < 10");
+        let nil_enough = Evidence { feedback: Ok(AutoTraceEvidence { samples: 10, has_real_ci_positive: true }), confidence: None, ..passing() };
+        assert_eq!(step_of(&decide(&g, &nil_enough)), 9, "nil confidence ⇒ notify");
+        assert_eq!(decide(&g, &with(0.97, 100)), Decision::Promote { canary_sample: None });
+        // Mode B: the auto-trace floor is replaced by the pulls floor, and a missing score passes step 7.
+        let mode_b = Evidence { feedback: Ok(AutoTraceEvidence::default()), score: None, ..with(0.97, 100) };
+        assert_eq!(decide(&g, &mode_b), Decision::Promote { canary_sample: None });
+        let zero = Guardrails { min_samples: Some(0), ..g };
+        assert_eq!(step_of(&decide(&zero, &Evidence { ..with(0.99, 0) })), 9, "zero pulls never promote");
+        // Unset ⇒ ignored: the same decision as without any confidence.
+        let unset = Guardrails { min_confidence: None, ..open() };
+        assert_eq!(decide(&unset, &with(0.1, 1)), decide(&unset, &passing()));
+    }
+
+    /// The steps run in the facts' order: with everything wrong at once, each fix moves the stop
+    /// to the next step.
+    #[test]
+    fn steps_run_in_the_facts_order() {
+        let mut g = Guardrails {
+            auto_promote: None,
+            min_samples: None,
+            min_score: None,
+            require_external_ci: Some(true),
+            require_measured_judge: Some(true),
+            canary: Some(true),
+            canary_sample: None,
+            min_confidence: Some(0.9),
+        };
+        let mut e = Evidence { feedback: Err("x".into()), score: None, confidence: None };
+        let mut steps = vec![step_of(&decide(&g, &e))];
+        g.auto_promote = Some(true);
+        steps.push(step_of(&decide(&g, &e)));
+        e.feedback = Ok(AutoTraceEvidence::default());
+        steps.push(step_of(&decide(&g, &e)));
+        g.require_measured_judge = None;
+        steps.push(step_of(&decide(&g, &e)));
+        g.canary_sample = Some(0.2);
+        steps.push(step_of(&decide(&g, &e)));
+        g.min_samples = Some(3);
+        steps.push(step_of(&decide(&g, &e)));
+        e.feedback = Ok(AutoTraceEvidence { samples: 3, has_real_ci_positive: false });
+        steps.push(step_of(&decide(&g, &e)));
+        g.min_score = Some(0.5);
+        e.score = Some(0.6);
+        steps.push(step_of(&decide(&g, &e)));
+        e.feedback = Ok(AutoTraceEvidence { samples: 3, has_real_ci_positive: true });
+        steps.push(step_of(&decide(&g, &e)));
+        e.confidence = Some(BanditEvidence { probability: 0.95, pulls: 3 });
+        steps.push(step_of(&decide(&g, &e)));
+        assert_eq!(steps, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+        assert_eq!(decide(&g, &e), Decision::Promote { canary_sample: Some(0.2) });
+    }
+}

@@ -1,0 +1,683 @@
+//! Deciding what becomes current, through the built binary (issue 15; seed: SkillOpt, "Binary
+//! evaluation (BINEVAL)", "Binary-disagreement lessons", "Promotion policy + notifications",
+//! "Champion-challenger A/B preferences (Mode B)", "Cross-family LLM-judge auto-pairwise";
+//! S-42..S-82). Every agent call runs the `scripted` runtime through the real `agent` runner as a
+//! durable job on the embedded queue; the store is read back with `sqlite3` and `export`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+use skillforge_tests::Home;
+
+fn template_text(body: &str) -> String {
+    format!(
+        "---\nid: planner\nname: Planner\ndescription: Plans work\nkind: agent-template\nversion: 1\ncapabilities: [ask]\n\
+         runtime_compatibility: [codex]\ntags: [planning]\ninputs: [task]\noutputs: [plan]\n---\n{body}"
+    )
+}
+
+fn write(path: &Path, text: &str) -> PathBuf {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+    path.to_path_buf()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A home with `planner@v1` current.
+fn home() -> Home {
+    let home = Home::embedded();
+    let file = write(&home.path().join("in/planner.md"), &template_text("Plan the task.\n"));
+    let out = home.run(&["template", "add", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    home
+}
+
+fn config(home: &Home, text: &str) {
+    write(&home.path().join("config.toml"), text);
+}
+
+/// Imports a candidate whose body is `body` (score 0.8); returns the import's stderr.
+fn import(home: &Home, body: &str, score: f64) -> String {
+    let package = json!({
+        "kind": "gitmoot-skillopt-candidate-package",
+        "contract_version": 1,
+        "template_id": "planner",
+        "candidate": {"content": template_text(body), "metadata": {
+            "id": "planner", "name": "Planner", "description": "Plans work", "kind": "agent-template", "version": 1,
+            "capabilities": ["ask"], "runtime_compatibility": ["codex"], "tags": ["planning"],
+            "inputs": ["task"], "outputs": ["plan"]}},
+        "summary": {"score": score},
+    });
+    let file = write(&home.path().join(format!("in/candidate-{}.json", body.len())), &package.to_string());
+    let out = home.run(&["import", "--file", file.to_str().unwrap()]);
+    assert!(out.status.success(), "import: {}", stderr(&out));
+    stderr(&out)
+}
+
+/// One value from the store: `sqlite3 <db> QUERY`, trimmed.
+fn sql(home: &Home, query: &str) -> String {
+    let out = Command::new("sqlite3")
+        .arg(home.path().join("skillforge.db"))
+        .arg(query)
+        .output()
+        .expect("sqlite3 (Debian package sqlite3) is installed");
+    assert!(out.status.success(), "sqlite3 {query}: {}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn count(home: &Home, table: &str) -> i64 {
+    sql(home, &format!("SELECT COUNT(*) FROM {table}")).parse().unwrap()
+}
+
+/// Rows a decision must not add when it is a no-op.
+fn decide_tables(home: &Home) -> Vec<i64> {
+    ["eval_runs", "ranked_feedback_events", "skillopt_bandit_arms", "skillopt_ab_picks", "skillopt_binary_verdicts", "promotion_events"]
+        .iter()
+        .map(|t| count(home, t))
+        .collect()
+}
+
+fn ab(home: &Home, args: &[&str]) -> Value {
+    let mut all = vec!["ab", "planner"];
+    all.extend_from_slice(args);
+    home.json(&all)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mode B: ab, the bandit, the judge
+
+// S-64
+#[test]
+fn s64_ab_without_a_pending_challenger_is_a_clean_no_op() {
+    let home = home();
+    let before = decide_tables(&home);
+    let out = home.run(&["ab", "planner", "What changed?", "--pick", "a"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to A/B"), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(decide_tables(&home), before, "no rows written");
+    assert_eq!(count(&home, "skillopt_bandit_arms"), 0);
+}
+
+// resolutions 10
+#[test]
+fn ab_with_several_pending_and_no_challenger_is_refused_with_the_list() {
+    let home = home();
+    import(&home, "Plan in steps.\n", 0.8);
+    import(&home, "Plan briefly.\n", 0.8);
+    let before = decide_tables(&home);
+    let out = home.run(&["ab", "planner", "What changed?", "--pick", "a"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("planner@v2, planner@v3"), "{}", stderr(&out));
+    assert_eq!(decide_tables(&home), before);
+}
+
+// S-65, S-66, S-67, S-68
+#[test]
+fn s65_s68_picks_map_back_accumulate_and_move_the_bandit() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    let first = ab(&home, &["What changed in the parser?", "--pick", "a", "--seed", "1"]);
+    let challenger_is_a = first["challenger_label"] == "a";
+    let expected = if challenger_is_a { "challenger" } else { "champion" };
+    assert_eq!(first["human_winner"], expected, "S-65: the pick maps back through the shuffle: {first}");
+    assert_eq!(first["arms_moved"], true);
+    let (winner, loser) = if challenger_is_a { ("planner@v2", "planner@v1") } else { ("planner@v1", "planner@v2") };
+    assert_eq!(sql(&home, &format!("SELECT alpha, beta, pulls FROM skillopt_bandit_arms WHERE template_version_id = '{winner}'")), "2.0|1.0|1");
+    assert_eq!(sql(&home, &format!("SELECT alpha, beta, pulls FROM skillopt_bandit_arms WHERE template_version_id = '{loser}'")), "1.0|2.0|1");
+    let p_exact = first["confidence"]["p_exact"].as_f64().unwrap();
+    let expected_p = if challenger_is_a { 5.0 / 6.0 } else { 1.0 / 6.0 };
+    assert!((p_exact - expected_p).abs() < 1e-9, "{p_exact}");
+    assert!(first["summary"].as_str().unwrap().ends_with("likely better over 20000 samples"), "{first}");
+    // S-68: the same seed reproduces the Monte Carlo estimate on the same arms.
+    let again = ab(&home, &["What changed in the parser?", "--pick", "b", "--seed", "1"]);
+    assert_eq!(again["challenger_label"], first["challenger_label"]);
+    // S-66: run, item per pick, two options, one ranked event [winner, loser] by human/skillopt-ab.
+    assert_eq!(sql(&home, "SELECT options_count, json_extract(metadata_json, '$.feedback_source') FROM eval_runs WHERE id = 'skillopt-ab:planner@v2'"), "2|preference_ab");
+    let pick = first["pick_id"].as_str().unwrap();
+    assert_eq!(
+        sql(&home, &format!("SELECT group_concat(label, ',') FROM (SELECT label FROM eval_review_options WHERE item_id = '{pick}' ORDER BY label)")),
+        "challenger,champion"
+    );
+    assert_eq!(
+        sql(&home, &format!("SELECT ranking_json, reviewer, source FROM ranked_feedback_events WHERE item_id = '{pick}'")),
+        format!("[\"{expected}\",\"{}\"]|human|skillopt-ab", if challenger_is_a { "champion" } else { "challenger" })
+    );
+    // S-67: a third pick; three picks are three rows with distinct source URLs.
+    ab(&home, &["Another question", "--pick", "a", "--seed", "2"]);
+    assert_eq!(sql(&home, "SELECT COUNT(*), COUNT(DISTINCT source_url) FROM ranked_feedback_events WHERE run_id = 'skillopt-ab:planner@v2'"), "3|3");
+    assert_eq!(sql(&home, "SELECT pulls FROM skillopt_bandit_arms WHERE template_version_id = 'planner@v2'"), "3");
+    // The answers are artifacts in the blob store; the export of the run passes the package checks.
+    let out_file = home.path().join("ab-export.json");
+    let out = home.run(&["export", "--run", "skillopt-ab:planner@v2", "--output", out_file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let package: Value = serde_json::from_str(&std::fs::read_to_string(&out_file).unwrap()).unwrap();
+    assert_eq!(package["ranked_feedback_events"].as_array().unwrap().len(), 3);
+    assert_eq!(package["artifacts"].as_array().unwrap().len(), 6, "two answers per pick");
+    assert!(package.get("binary_verdicts").is_none(), "S-02: no BINEVAL section without verdicts");
+    // Four agent jobs of workflow ab per... two per pick, serialized (S-65): champion then challenger.
+    let jobs = home.json(&["jobs", "list"]);
+    let ab_jobs: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "ab").collect();
+    assert_eq!(ab_jobs.len(), 6, "{jobs:#}");
+}
+
+// S-75, S-77, S-79, S-80
+#[test]
+fn s75_s80_judge_rows_are_evidence_only() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    // S-75: default ab runs exactly the two answer jobs and writes no judge row.
+    ab(&home, &["Default run", "--pick", "a", "--seed", "3"]);
+    assert_eq!(count(&home, "ranked_feedback_events"), 1);
+    config(&home, "[skillopt]\nreview_runtimes = [\"scripted\"]\n");
+    let arms_before = sql(&home, "SELECT group_concat(alpha || '/' || beta || '/' || pulls) FROM skillopt_bandit_arms");
+    // The scripted judge's verdict follows its prompt's digest: ask a few prompts until it picks.
+    let mut judge_rows = 0;
+    for idx in 0..8 {
+        let out = ab(&home, &[&format!("Judge only {idx}"), "--judge-only", "--seed", "4"]);
+        assert_eq!(out["human_winner"], Value::Null);
+        judge_rows = sql(&home, "SELECT COUNT(*) FROM ranked_feedback_events WHERE source = 'skillopt-ab-judge'").parse().unwrap();
+        if judge_rows > 0 {
+            let pick = out["pick_id"].as_str().unwrap();
+            assert_eq!(
+                sql(&home, &format!("SELECT reviewer, source, winner FROM ranked_feedback_events WHERE item_id = '{pick}'")),
+                format!("skillopt-ab-judge|skillopt-ab-judge|{}", out["judge_winner"].as_str().unwrap())
+            );
+            break;
+        }
+    }
+    assert!(judge_rows > 0, "some judge replies pick a or b");
+    // S-80: judge rows never move the arms.
+    assert_eq!(sql(&home, "SELECT group_concat(alpha || '/' || beta || '/' || pulls) FROM skillopt_bandit_arms"), arms_before);
+    // S-79: with a human pick too, both rows coexist on one item when the judge picks.
+    for idx in 0..8 {
+        let out = ab(&home, &[&format!("Both {idx}"), "--judge", "--pick", "a", "--seed", "5"]);
+        if out["judge_winner"].is_string() {
+            let pick = out["pick_id"].as_str().unwrap();
+            assert_eq!(sql(&home, &format!("SELECT COUNT(DISTINCT source) FROM ranked_feedback_events WHERE item_id = '{pick}'")), "2");
+            return;
+        }
+    }
+    panic!("the judge never picked across 8 prompts");
+}
+
+// S-76
+#[test]
+fn s76_only_the_templates_own_family_skips_the_judge() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    config(&home, "[skillopt]\nreview_runtimes = [\"codex\"]\n");
+    let out = home.cmd().args(["--json", "ab", "planner", "q", "--judge", "--pick", "a", "--seed", "1"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no judge of a family other than `codex`"), "{}", stderr(&out));
+    assert_eq!(sql(&home, "SELECT group_concat(source) FROM ranked_feedback_events"), "skillopt-ab", "human row only");
+}
+
+// ---------------------------------------------------------------------------------------------
+// BINEVAL
+
+const SET: &str = "\
+version: 1
+template_or_task_kind: planning
+dimensions:
+  - name: correctness
+    weight: 2
+    questions:
+      - id: has_steps
+        text: Does the plan have numbered steps?
+        weight: 3
+        regex: \"(?m)^1\\\\. \"
+      - id: has_test
+        text: Does the plan mention a test?
+        contains: test
+  - name: style
+    questions:
+      - id: no_todo
+        text: Is it free of TODOs?
+        not_contains: TODO
+";
+
+fn review_run(home: &Home, run: &str) {
+    let out = home.run(&["review", "create", "--template", "planner", "--repo", "acme/app", "--run", run]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+fn binary_run(home: &Home, run: &str, source: &str) -> Value {
+    let set = write(&home.path().join("in/set.yml"), SET);
+    let src = write(&home.path().join(format!("in/{run}.txt")), source);
+    home.json(&["binary", "run", "--set", set.to_str().unwrap(), "--run", run, "--source", src.to_str().unwrap(), "--deterministic"])
+}
+
+// S-42, S-43, S-45
+#[test]
+fn s42_s45_binary_run_show_and_export_agree_with_weights() {
+    let home = home();
+    review_run(&home, "r1");
+    let run = binary_run(&home, "r1", "1. write a test\n2. ship\nTODO: docs\n");
+    // correctness = (3·yes + 1·yes)/4 = 1.0, style = 0 ⇒ overall (2·1 + 1·0)/3
+    assert_eq!(run["dimension_scores"], json!({"correctness": 1.0, "style": 0.0}));
+    assert!((run["overall"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-12, "{run}");
+    let again = binary_run(&home, "r1", "1. write a plan\n2. ship\n");
+    assert_eq!(count(&home, "skillopt_binary_verdicts"), 3, "S-45: upsert per (run, question)");
+    let show = home.json(&["binary", "show", "--run", "r1"]);
+    assert_eq!((show["dimension_scores"].clone(), show["overall"].clone()), (again["dimension_scores"].clone(), again["overall"].clone()));
+    assert_eq!(again["dimension_scores"]["correctness"], json!(0.75), "(3·yes + 1·no)/4 with non-uniform weights");
+    assert_eq!(sql(&home, "SELECT question_weight, dimension_weight FROM skillopt_binary_verdicts WHERE question_id = 'has_steps'"), "3.0|2.0");
+    assert_eq!(sql(&home, "SELECT question_weight, dimension_weight FROM skillopt_binary_verdicts WHERE question_id = 'no_todo'"), "1.0|1.0", "S-42: weights default to 1");
+    let out_file = home.path().join("r1.json");
+    let out = home.run(&["export", "--run", "r1", "--output", out_file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let package: Value = serde_json::from_str(&std::fs::read_to_string(&out_file).unwrap()).unwrap();
+    assert_eq!(package["binary_verdicts"].as_array().unwrap().len(), 3);
+    // S-42: a duplicate id anywhere in the set is refused and nothing is written.
+    let dup = write(&home.path().join("in/dup.yml"), &SET.replace("id: no_todo", "id: has_test"));
+    let src = write(&home.path().join("in/x.txt"), "x");
+    review_run(&home, "r2");
+    let out = home.run(&["binary", "run", "--set", dup.to_str().unwrap(), "--run", "r2", "--source", src.to_str().unwrap(), "--deterministic"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("dup.yml") && stderr(&out).contains("`has_test` appears twice"), "{}", stderr(&out));
+    assert_eq!(count(&home, "skillopt_binary_verdicts"), 3);
+}
+
+// S-46
+#[test]
+fn s46_bineval_is_inert_unless_a_binary_command_runs_on_the_run() {
+    let home = home();
+    review_run(&home, "r1");
+    review_run(&home, "r2");
+    let export = |run: &str| {
+        let file = home.path().join(format!("{run}-export.json"));
+        let out = home.run(&["export", "--run", run, "--output", file.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        std::fs::read(&file).unwrap()
+    };
+    let before = export("r1");
+    binary_run(&home, "r2", "1. test\n");
+    assert_eq!(export("r1"), before, "verdicts of another run leave r1's export byte-identical");
+    assert!(!String::from_utf8_lossy(&before).contains("binary_verdicts"));
+    binary_run(&home, "r1", "1. test\n");
+    assert!(String::from_utf8_lossy(&export("r1")).contains("binary_verdicts"), "the section appears with verdicts");
+}
+
+// S-44
+#[test]
+fn s44_reviewer_answers_one_question_per_job_from_another_family() {
+    let home = home();
+    review_run(&home, "r1");
+    let set = write(&home.path().join("in/set.yml"), SET);
+    let src = write(&home.path().join("in/src.txt"), "1. test it\n");
+    let (set, src) = (set.to_str().unwrap(), src.to_str().unwrap());
+    // The template is codex-family: codex may not answer; scripted (another family) does.
+    let out = home.run(&["binary", "run", "--set", set, "--run", "r1", "--source", src, "--reviewer", "codex"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(count(&home, "skillopt_binary_verdicts"), 0);
+    let run = home.json(&["binary", "run", "--set", set, "--run", "r1", "--source", src, "--reviewer", "codex,scripted"]);
+    let jobs = home.json(&["jobs", "list"]);
+    let question_jobs: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "bineval").collect();
+    assert_eq!(question_jobs.len(), 3, "one call per question: {jobs:#}");
+    let answered = run["verdicts"].as_array().unwrap().len() as i64;
+    assert_eq!(count(&home, "skillopt_binary_verdicts"), answered, "only readable answers are stored");
+}
+
+// S-47, S-48, S-49, S-50
+#[test]
+fn s47_s49_lessons_preview_then_apply_idempotently_and_shrink() {
+    let home = home();
+    review_run(&home, "r1");
+    review_run(&home, "r2");
+    binary_run(&home, "r1", "1. plan\nTODO\n"); // has_steps yes, has_test no, no_todo no
+    binary_run(&home, "r2", "plan\nTODO\n"); // has_steps no, has_test no, no_todo no
+    let set = home.path().join("in/set.yml");
+    let set = set.to_str().unwrap();
+    let preview = home.json(&["binary", "lessons", "--template", "planner", "--set", set]);
+    let kinds: Vec<(&str, &str)> =
+        preview["lessons"].as_array().unwrap().iter().map(|l| (l["question_id"].as_str().unwrap(), l["kind"].as_str().unwrap())).collect();
+    assert_eq!(kinds, [("has_steps", "flip"), ("has_test", "stable_no"), ("no_todo", "stable_no")]);
+    assert_eq!(count(&home, "ranked_feedback_events"), 0, "S-48: preview writes nothing");
+    // A stable yes appears once r1 is narrowed to itself.
+    let applied = home.json(&["binary", "lessons", "--template", "planner", "--set", set, "--apply"]);
+    assert_eq!(applied["applied"], 3);
+    home.json(&["binary", "lessons", "--template", "planner", "--set", set, "--apply"]);
+    assert_eq!(count(&home, "ranked_feedback_events"), 3, "S-49: re-applying is idempotent");
+    let narrow = home.json(&["binary", "lessons", "--template", "planner", "--run", "r1", "--apply"]);
+    assert_eq!(narrow["applied"], 3);
+    assert_eq!(sql(&home, "SELECT COUNT(*) FROM ranked_feedback_events WHERE useful_traits_json <> ''"), "1", "has_steps is a stable yes in r1 alone");
+    home.json(&["binary", "lessons", "--template", "planner", "--run", "r1", "--no-passes", "--apply"]);
+    assert_eq!(count(&home, "ranked_feedback_events"), 2, "--no-passes removes the stale trait event");
+    assert_eq!(sql(&home, "SELECT COUNT(*) FROM ranked_feedback_events WHERE winner <> '' OR ranking_json <> '[]'"), "0", "S-50");
+    home.json(&["binary", "lessons", "--template", "planner", "--run", "none", "--apply"]);
+    assert_eq!(count(&home, "ranked_feedback_events"), 0, "no lessons ⇒ no events");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Auto-promote, events, canary
+
+fn harvest_outcome(home: &Home, pr: u32, version: &str, merged_ok: bool) {
+    let pr_s = pr.to_string();
+    home.json(&["harvest", "attribute", "--repo", "acme/app", "--pr", &pr_s, "--template", version, "--resolved-commit", "c0ffee"]);
+    let outcome = if merged_ok { vec!["--outcome", "merged", "--ci", "external"] } else { vec!["--outcome", "reverted"] };
+    let mut args = vec!["harvest", "outcome", "--repo", "acme/app", "--pr", &pr_s];
+    args.extend(outcome);
+    home.json(&args);
+}
+
+fn events(home: &Home) -> Vec<Value> {
+    std::fs::read_to_string(home.path().join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+// S-51, S-52, S-53, S-55
+#[test]
+fn s52_s55_import_notifies_once_and_unset_floors_never_promote() {
+    let home = home();
+    config(&home, "[skillopt]\nauto_promote = true\nauto_promote_min_score = 0.5\n[events]\njsonl = \"events.jsonl\"\n");
+    let note = import(&home, "Plan in steps.\n", 0.8);
+    assert!(note.contains("step 5"), "{note}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending", "S-51, S-55");
+    let sent = events(&home);
+    assert_eq!(sent.len(), 1);
+    assert_eq!((sent[0]["event"].as_str(), sent[0]["job_id"].as_str(), sent[0]["root_id"].as_str()), (Some("candidate.awaiting_promotion"), Some("planner@v2"), Some("planner")));
+    // `candidate decide` re-runs the seam; the notification is not sent twice.
+    home.json(&["candidate", "decide", "planner@v2"]);
+    assert_eq!(events(&home).len(), 1);
+    // S-52: pending candidates are listed across templates, with or without [events].
+    let pending = home.json(&["candidate", "list", "--pending"]);
+    assert_eq!(pending[0]["version_id"], "planner@v2");
+}
+
+// S-53
+#[test]
+fn s53_auto_promote_absent_and_false_leave_the_same_store() {
+    let snapshot = |cfg: &str| {
+        let home = home();
+        config(&home, cfg);
+        import(&home, "Plan in steps.\n", 0.8);
+        (decide_tables(&home), sql(&home, "SELECT group_concat(id || ':' || state) FROM agent_template_versions"))
+    };
+    assert_eq!(snapshot(""), snapshot("[skillopt]\nauto_promote = false\n"));
+}
+
+// facts §7 steps 6, 8, 10; S-54, S-56, S-58, S-60, S-61 (harvest → auto-promote → canary → graduate)
+#[test]
+fn s60_s61_harvested_outcomes_auto_promote_to_a_canary_that_graduates() {
+    let home = home();
+    config(
+        &home,
+        "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 2\nauto_promote_min_score = 0.5\n\
+         auto_promote_require_external_ci = true\nauto_promote_canary = true\nauto_promote_canary_sample = 0.25\n\
+         [events]\njsonl = \"events.jsonl\"\n",
+    );
+    let note = import(&home, "Plan in steps.\n", 0.8);
+    assert!(note.contains("step 6"), "S-56: zero auto-trace samples never promote: {note}");
+    // The human review run is not read (S-54); only auto-trace:planner@v2 is.
+    for pr in 1..=2 {
+        harvest_outcome(&home, pr, "planner@v2", true);
+    }
+    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    assert_eq!(decided["decision"]["decision"], "promote", "{decided}");
+    assert_eq!(sql(&home, "SELECT state, canary_sample FROM agent_template_versions WHERE id = 'planner@v2'"), "canary|0.25");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v1'"), "current", "the champion stays current");
+    // S-62: too few outcomes on either side ⇒ hold, no event.
+    let held = home.json(&["candidate", "canary-check"]);
+    assert_eq!(held[0]["window"]["decision"], "hold", "{held}");
+    for pr in 3..=12 {
+        harvest_outcome(&home, pr, "planner@v2", true);
+        harvest_outcome(&home, 100 + pr, "planner@v1", pr % 2 == 0);
+    }
+    let graduated = home.json(&["candidate", "canary-check"]);
+    assert_eq!(graduated[0]["window"]["decision"], "graduate", "{graduated}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "current");
+    assert_eq!(home.json(&["candidate", "canary-check"]).as_array().unwrap().len(), 0, "idempotent: no canary left");
+    let names: Vec<String> = events(&home).iter().map(|e| e["event"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(names, ["candidate.awaiting_promotion", "candidate.canary_started", "candidate.auto_promoted"]);
+}
+
+// S-61 (rollback), S-58
+#[test]
+fn s61_a_materially_worse_canary_rolls_back() {
+    let home = home();
+    config(&home, "[skillopt]\nauto_trace_enabled = true\n[events]\njsonl = \"events.jsonl\"\n");
+    import(&home, "Plan in steps.\n", 0.8);
+    home.json(&["candidate", "canary", "planner@v2", "--sample", "0.5"]);
+    for pr in 1..=10 {
+        harvest_outcome(&home, pr, "planner@v2", pr <= 2);
+        harvest_outcome(&home, 100 + pr, "planner@v1", true);
+    }
+    let checked = home.json(&["candidate", "canary-check"]);
+    assert_eq!(checked[0]["window"]["decision"], "roll_back", "{checked}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "rejected");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v1'"), "current");
+    assert_eq!(events(&home).last().unwrap()["event"], "candidate.rolled_back");
+}
+
+// S-63, facts §7 step 9: ab → bandit → auto-promote
+#[test]
+fn s63_bandit_confidence_from_ab_picks_feeds_auto_promote() {
+    let home = home();
+    config(
+        &home,
+        "[skillopt]\nauto_promote = true\nauto_promote_min_samples = 3\nauto_promote_min_score = 0.5\nauto_promote_min_confidence = 0.9\n",
+    );
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    // Pick the challenger every time: the label it was shown under is in each reply.
+    let mut decided = Value::Null;
+    for round in 0..6u64 {
+        let seed = (round + 10).to_string();
+        let preview = ab(&home, &[&format!("Q{round}"), "--judge-only", "--seed", &seed]);
+        let label = preview["challenger_label"].as_str().unwrap().to_owned();
+        ab(&home, &[&format!("Q{round}"), "--pick", &label, "--seed", &seed]);
+        decided = home.json(&["candidate", "decide", "planner@v2"]);
+        if decided["decision"]["decision"] == "promote" {
+            break;
+        }
+        assert_eq!(decided["decision"]["step"], 9, "thin or low confidence stops at step 9: {decided}");
+    }
+    assert_eq!(decided["decision"]["decision"], "promote", "{decided}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "current");
+}
+
+// ---------------------------------------------------------------------------------------------
+// ask, live A/B, canary routing
+
+fn job_count(home: &Home) -> usize {
+    home.json(&["jobs", "list", "--limit", "1000"]).as_array().unwrap().len()
+}
+
+// S-70
+#[test]
+fn s70_ask_with_live_ab_off_writes_nothing_beyond_the_ask_job() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    let before = decide_tables(&home);
+    let asked = home.json(&["ask", "planner", "What changed?"]);
+    assert_eq!(asked["version"], "planner@v1");
+    assert!(asked["answer"].as_str().unwrap().starts_with("scripted answer "), "{asked}");
+    assert_eq!(asked.as_object().unwrap().keys().collect::<Vec<_>>(), ["version", "job_id", "answer"]);
+    assert_eq!(job_count(&home), 1, "exactly one delivery");
+    assert_eq!(decide_tables(&home), before, "no A/B row, arms unchanged");
+}
+
+// S-69, S-71, S-72, S-73, S-74
+#[test]
+fn s71_s73_live_ab_needs_the_floor_and_degrades_to_the_champion() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    config(&home, "[skillopt]\nlive_ab_sample_rate = 1.0\nbandit_min_samples = 2\n");
+    // S-71: champion at 0 pulls < 2 ⇒ never intercepted.
+    let asked = home.json(&["ask", "planner", "Q0", "--pick", "a"]);
+    assert!(asked.get("live_ab").is_none(), "{asked}");
+    assert_eq!(job_count(&home), 1);
+    // S-69: manual ab is always allowed and moves the arms below the floor.
+    ab(&home, &["Q1", "--pick", "a", "--seed", "1"]);
+    ab(&home, &["Q2", "--pick", "a", "--seed", "2"]);
+    // At the floor, rate 1.0 intercepts every ask; a pick is recorded like a manual one.
+    let live = home.json(&["ask", "planner", "Q3", "--pick", "b"]);
+    assert_eq!(live["version"], "planner@v1", "the champion's answer is the one returned");
+    assert_eq!(live["live_ab"]["intercepted"], true, "{live}");
+    assert_eq!(live["live_ab"]["arms_moved"], true);
+    assert_eq!(sql(&home, "SELECT origin FROM skillopt_ab_picks ORDER BY created_at DESC LIMIT 1"), "live");
+    // S-72: champion first (its answer is the one returned), then the challenger, strictly
+    // serialized in the ask's own path: the challenger's job exists only after the champion's
+    // finished. skillforge takes no runtime-session lock for an ask, so there is none to take twice.
+    let jobs = home.json(&["jobs", "list", "--limit", "1000"]);
+    let ask_jobs: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "ask").collect();
+    let champion = ask_jobs.iter().find(|j| j["stage"] == "answer" && j["id"] == live["job_id"]).expect("champion job");
+    let challenger = ask_jobs.iter().find(|j| j["stage"] == "live_ab_challenger").expect("challenger job");
+    let (champion, challenger) = (home.job(champion["id"].as_str().unwrap()), home.job(challenger["id"].as_str().unwrap()));
+    assert_eq!(champion["state"], "succeeded");
+    assert!(challenger["created_at"].as_str().unwrap() >= champion["updated_at"].as_str().unwrap(), "{champion:#}\n{challenger:#}");
+    // S-73: no pick captured ⇒ the champion answer alone, a live_ab_skipped job event, no A/B row.
+    let rows = count(&home, "ranked_feedback_events");
+    let skipped = home.json(&["ask", "planner", "Q4"]);
+    assert_eq!(skipped["live_ab"]["skipped"], "no pick captured", "{skipped}");
+    assert!(skipped["answer"].as_str().unwrap().starts_with("scripted answer "));
+    assert_eq!(count(&home, "ranked_feedback_events"), rows);
+    assert_eq!(sql(&home, "SELECT event FROM promotion_events WHERE event = 'live_ab_skipped'"), "live_ab_skipped");
+    // S-74: live A/B never promotes.
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending");
+}
+
+// S-60
+#[test]
+fn s60_a_canary_serves_about_its_sample_of_asks() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    home.json(&["candidate", "canary", "planner@v2", "--sample", "0.5"]);
+    let n = 40;
+    let canary_hits = (0..n).filter(|i| home.json(&["ask", "planner", &format!("Q{i}")])["version"] == "planner@v2").count();
+    // Binomial(40, 0.5): outside [8, 32] has probability < 1e-4.
+    assert!((8..=32).contains(&canary_hits), "{canary_hits} of {n} asks hit the canary");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v1'"), "current");
+}
+
+// resolutions 4: a pick retried after its worker was SIGKILLed moves the bandit once.
+#[test]
+fn a_pick_whose_worker_was_sigkilled_is_retried_and_moves_the_bandit_once() {
+    use std::process::Stdio;
+    use std::time::Duration;
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    let log = std::fs::File::create(home.path().join("worker-victim.log")).unwrap();
+    // Only the victim's agent runs are slow; the retry on the waiting command's own worker is not.
+    let mut victim = skillforge_tests::Reaped(
+        home.cmd()
+            .args(["worker", "--name", "victim"])
+            .env("SKILLFORGE_SCRIPTED_DELAY_MS", "120000")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    home.wait(Duration::from_secs(30), "the victim's presence lock", || {
+        String::from_utf8_lossy(&home.run(&["locks"]).stdout).contains("worker:victim").then_some(())
+    });
+    let ab_log = std::fs::File::create(home.path().join("ab.log")).unwrap();
+    let ab_child = home
+        .cmd()
+        .args(["--json", "ab", "planner", "Q", "--pick", "a", "--seed", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(ab_log)
+        .spawn()
+        .unwrap();
+    let champion_job = home.wait(Duration::from_secs(60), "the champion answer running on the victim", || {
+        let jobs = home.json(&["jobs", "list"]);
+        jobs.as_array().unwrap().iter().find(|j| j["workflow"] == "ab" && j["state"] == "running").map(|j| j["id"].as_str().unwrap().to_owned())
+    });
+    victim.0.kill().unwrap();
+    let _ = victim.0.wait();
+    let out = ab_child.wait_with_output().unwrap();
+    assert!(out.status.success(), "ab after the SIGKILL:\n{}", home.logs());
+    let reply: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(reply["pick_id"], format!("pick-{champion_job}"), "the pick id is the retried job's");
+    let job = home.job(&champion_job);
+    assert_eq!(job["history"].as_array().unwrap().len(), 2, "one stale attempt, one retry: {job:#}");
+    assert_eq!(count(&home, "skillopt_ab_picks"), 1);
+    assert_eq!(sql(&home, "SELECT group_concat(pulls) FROM skillopt_bandit_arms"), "1,1", "the bandit moved once");
+}
+
+// ---------------------------------------------------------------------------------------------
+// event sinks: JSONL + Redis stream together, and the signed webhook as a durable job
+
+// S-52
+#[test]
+fn s52_events_land_in_a_jsonl_file_and_a_redis_stream() {
+    let redis = skillforge_tests::RedisServer::start();
+    let home = home();
+    config(&home, &format!("[events]\njsonl = \"events.jsonl\"\nredis_url = \"{}\"\nredis_stream = \"sf:events\"\n", redis.url()));
+    import(&home, "Plan in steps.\n", 0.8);
+    assert_eq!(events(&home).len(), 1);
+    let stream = redis.cli(&["XRANGE", "sf:events", "-", "+"]).expect("XRANGE");
+    assert!(stream.contains("candidate.awaiting_promotion") && stream.contains("planner@v2"), "{stream}");
+    assert!(!stream.contains("Plan in steps"), "details are redacted: no template content");
+}
+
+/// A one-request HTTP server on a free loopback port: returns the port and a handle yielding the
+/// raw request (headers and body).
+fn one_request_server() -> (u16, std::thread::JoinHandle<String>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut request = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = stream.read(&mut buf).unwrap();
+            request.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&request).into_owned();
+            if let Some(split) = text.find("\r\n\r\n") {
+                let length = text[..split]
+                    .lines()
+                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap()))
+                    .unwrap_or(0);
+                if request.len() >= split + 4 + length || n == 0 {
+                    break;
+                }
+            }
+        }
+        stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").unwrap();
+        String::from_utf8_lossy(&request).into_owned()
+    });
+    (port, handle)
+}
+
+#[test]
+fn webhook_events_are_hmac_signed_and_delivered_by_a_durable_job() {
+    let (port, server) = one_request_server();
+    let home = home();
+    config(&home, &format!("[events]\nwebhook_url = \"http://127.0.0.1:{port}/hook\"\nwebhook_secret = \"s3cret\"\n"));
+    import(&home, "Plan in steps.\n", 0.8);
+    let jobs = home.json(&["jobs", "list"]);
+    let job = jobs.as_array().unwrap().iter().find(|j| j["workflow"] == "events").expect("a webhook delivery job").clone();
+    assert!(!job["payload"].to_string().contains("s3cret"), "the secret never reaches the job");
+    let _worker = skillforge_tests::Reaped(home.spawn_worker("hooks", &[]));
+    let request = server.join().unwrap();
+    let id = job["id"].as_str().unwrap();
+    home.wait_job(id, std::time::Duration::from_secs(30), "webhook job to succeed", |j| j["state"] == "succeeded");
+    let (head, body) = request.split_once("\r\n\r\n").unwrap();
+    let signature = head
+        .lines()
+        .find_map(|l| l.strip_prefix("X-Skillforge-Signature-256: ").or_else(|| l.strip_prefix("x-skillforge-signature-256: ")))
+        .expect("signature header")
+        .trim()
+        .to_owned();
+    let mut openssl = Command::new("openssl")
+        .args(["dgst", "-sha256", "-hmac", "s3cret", "-hex"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(openssl.stdin.as_mut().unwrap(), body.as_bytes()).unwrap();
+    let digest = String::from_utf8_lossy(&openssl.wait_with_output().unwrap().stdout).trim().rsplit(' ').next().unwrap().to_owned();
+    assert_eq!(signature, format!("sha256={digest}"), "body:\n{body}");
+    let event: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(event["event"], "candidate.awaiting_promotion");
+}
