@@ -698,6 +698,8 @@ fn a_not_logged_in_judge_stops_ab_with_exit_3_naming_the_login() {
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("ANTHROPIC_AUTH_TOKEN")
         .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
         .args(["ab", "planner", "Q0", "--judge-only", "--seed", "10"])
         .output()
         .unwrap();

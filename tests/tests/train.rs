@@ -422,6 +422,8 @@ fn a_not_logged_in_claude_blocks_option_generation_once_with_exit_3() {
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("ANTHROPIC_AUTH_TOKEN")
         .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
         .args(["train", "continue", "--session", SESSION])
         .output()
         .unwrap();
