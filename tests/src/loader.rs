@@ -59,10 +59,10 @@ pub fn load_like_optimizer(package: &Value, artifact_root: &Path) -> Result<Vec<
             Err(e) => errors.push(format!("item {id:?}: {e}")),
         }
     }
-    if errors.is_empty() {
-        if let Err(e) = check_splits(items) {
-            errors.push(e);
-        }
+    if errors.is_empty()
+        && let Err(e) = check_splits(items)
+    {
+        errors.push(e);
     }
     if errors.is_empty() { Ok(loaded) } else { Err(errors) }
 }
@@ -128,7 +128,7 @@ fn check_driver(reference: &Value, text: &str) -> Result<(), String> {
     let media = raw_media.trim().to_ascii_lowercase();
     let id = reference["id"].as_str().unwrap_or("");
     if TEXT_DRIVERS.contains(&driver.as_str()) {
-        if !media.is_empty() && !(media.starts_with("text/") || media == "application/markdown") {
+        if !(media.is_empty() || media.starts_with("text/") || media == "application/markdown") {
             return Err(format!("artifact media type not supported yet: {raw_media}"));
         }
         return Ok(());

@@ -462,7 +462,10 @@ fn s63_bandit_confidence_from_ab_picks_feeds_auto_promote() {
     let home = home();
     config(
         &home,
-        "[skillopt]\nauto_promote = true\nauto_promote_min_samples = 3\nauto_promote_min_score = 0.5\nauto_promote_min_confidence = 0.9\n",
+        // No judge runtime, whatever agent CLIs this machine has on PATH (scripts/test installs a
+        // logged-out Claude Code; a judge it ran would stop `ab` with exit 3).
+        "[skillopt]\nauto_promote = true\nauto_promote_min_samples = 3\nauto_promote_min_score = 0.5\nauto_promote_min_confidence = 0.9\n\
+         review_runtimes = []\n",
     );
     import(&home, "Plan in numbered steps.\n", 0.8);
     // Pick the challenger every time: the label it was shown under is in each reply.
@@ -680,4 +683,31 @@ fn webhook_events_are_hmac_signed_and_delivered_by_a_durable_job() {
     assert_eq!(signature, format!("sha256={digest}"), "body:\n{body}");
     let event: Value = serde_json::from_str(body).unwrap();
     assert_eq!(event["event"], "candidate.awaiting_promotion");
+}
+
+// Issue 13 item 6: a judge runtime that is installed but not logged in (the real Claude Code CLI,
+// installed by scripts/test) stops `ab` with exit 3 naming the runtime and the login, once.
+#[test]
+fn a_not_logged_in_judge_stops_ab_with_exit_3_naming_the_login() {
+    let home = home();
+    config(&home, "[skillopt]\nreview_runtimes = [\"claude\"]\n");
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    let out = home
+        .cmd()
+        .env("CLAUDE_CONFIG_DIR", home.path().join("claude-config"))
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .args(["ab", "planner", "Q0", "--judge-only", "--seed", "10"])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("runtime claude") && err.contains("is not authenticated") && err.contains("/login"), "{err}");
+    let jobs = home.json(&["jobs", "list", "--limit", "1000"]);
+    let judge: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["stage"] == "judge").collect();
+    assert_eq!(judge.len(), 1, "{jobs:#}");
+    assert_eq!((judge[0]["state"].as_str(), judge[0]["attempts"].as_u64()), (Some("failed"), Some(1)), "not retried: {jobs:#}");
 }

@@ -399,3 +399,45 @@ fn sigkill_during_the_optimizer_goes_stale_then_recovery_available_and_recovers_
     run_code(&home, &["train", "continue", "--session", SESSION], 0);
     assert_eq!(candidates(&home).len(), 1, "no duplicate candidate version");
 }
+
+/// Option generation with `--runtime claude` when Claude Code is installed but not logged in (the
+/// real CLI, installed by scripts/test): the stage fails once (no retries), `train continue` exits
+/// 3 naming the runtime, the agent's message and the login, and `train status` shows
+/// `blocked_config` at `option_generation` instead of `items_ready`.
+#[test]
+fn a_not_logged_in_claude_blocks_option_generation_once_with_exit_3() {
+    let home = Home::embedded();
+    add_template(&home, PLANNER_TEMPLATE, "owner/repo");
+    let items = write(&home.path().join("in/items.yml"), ITEMS);
+    home.json(&[
+        "train", "start", "--template", "planner", "--repo", "owner/repo", "--request", "clearer commit messages",
+        "--items-file", path_arg(&items), "--yes", "--session", SESSION, "--options", "3",
+        "--workspace-repo", "owner/workspace", "--runtime", "claude",
+    ]);
+    // Claude Code's own state dir, empty: logged out whatever the machine's user has.
+    let config_dir = home.path().join("claude-config");
+    let out = home
+        .cmd()
+        .env("CLAUDE_CONFIG_DIR", &config_dir)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .args(["train", "continue", "--session", SESSION])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "an environment error:\n{stderr}\n{}", home.logs());
+    assert!(stderr.contains("blocked_config") && stderr.contains("agent runtime `claude` is not authenticated"), "{stderr}");
+    assert!(stderr.contains("Not logged in") && stderr.contains("ANTHROPIC_API_KEY"), "the agent's message and what to do:\n{stderr}");
+    let st = status(&home);
+    assert_eq!((st["status_phase"].as_str(), st["blocked_step"].as_str()), (Some("blocked_config"), Some("option_generation")), "{st:#}");
+    assert!(st["next_action"].as_str().unwrap().contains("/login"), "{st:#}");
+    let jobs = home.json(&["jobs", "list"]);
+    let generation: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["stage"] == "option_generation").collect();
+    assert_eq!(generation.len(), 2, "{jobs:#}");
+    for job in generation {
+        assert_eq!((job["state"].as_str(), job["attempts"].as_u64()), (Some("failed"), Some(1)), "one attempt, not retried: {job:#}");
+    }
+}

@@ -29,6 +29,9 @@ async fn a_not_logged_in_claude_code_is_an_environment_error_naming_the_login() 
     let mut payload = AgentPayload::new("claude", "Say hello.\n");
     payload.env.insert("HOME".into(), home.path().display().to_string());
     payload.env.insert("CLAUDE_CONFIG_DIR".into(), home.path().join(".claude").display().to_string());
+    // No telemetry or update checks: the test machine talks to nothing but loopback.
+    payload.env.insert("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(), "1".into());
+    payload.env.insert("DISABLE_TELEMETRY".into(), "1".into());
     let spec = RunSpec {
         job_id: "job-claude".into(),
         payload: serde_json::to_value(&payload).unwrap(),
@@ -39,7 +42,7 @@ async fn a_not_logged_in_claude_code_is_an_environment_error_naming_the_login() 
     let report: AgentReport = serde_json::from_value(outcome.detail.clone()).unwrap();
 
     // The real transcript is parsed: the init line's skills and the agent's own final message.
-    assert!(!report.skills_offered.as_ref().map_or(true, Vec::is_empty), "skills from the init line: {report:?}");
+    assert!(report.skills_offered.as_ref().is_some_and(|s| !s.is_empty()), "skills from the init line: {report:?}");
     assert_eq!(report.final_message.as_deref(), Some("Not logged in · Please run /login"), "{report:?}");
     // Classified as an environment error (never retried), naming the runtime and what to do.
     let ExitClass::NotRunnable { reason } = &outcome.exit else {

@@ -63,7 +63,18 @@ pub async fn call_agent(ctx: &Context, backend: &Arc<dyn QueueBackend>, call: Ag
             call.workflow,
             call.stage,
             call.runtime,
-            job.error.clone().unwrap_or_else(|| "no answer".to_owned())
+            job.error.clone().or_else(|| failure_text(&job)).unwrap_or_else(|| "no answer".to_owned())
         ))),
     }
+}
+
+/// Why an agent job gave no answer: the not-runnable reason (a missing or not-logged-in
+/// runtime), else the agent's own final message.
+fn failure_text(job: &skillforge_engine::Job) -> Option<String> {
+    let outcome = job.outcome.as_ref()?;
+    if let ExitClass::NotRunnable { reason } = &outcome.exit {
+        return Some(reason.clone());
+    }
+    let report: AgentReport = serde_json::from_value(outcome.detail.clone()).ok()?;
+    report.final_message.filter(|m| !m.trim().is_empty()).map(|m| format!("{}: {m}", outcome.exit.label()))
 }

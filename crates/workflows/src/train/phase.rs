@@ -80,6 +80,10 @@ pub fn derive_status_phase(input: &PhaseInput<'_>) -> String {
     if let Some(p) = lock_phase(input.generation_lock, "generating_options", "generating_options_heartbeat_stale") {
         return p;
     }
+    // Option generation blocked on its environment (a runtime not installed or not logged in).
+    if input.generation_status == "blocked_config" {
+        return "blocked_config".into();
+    }
     let optimizer_failed = input.optimizer_status == "failed";
     if matches!(input.optimizer_status, "preflight_running" | "preflight") {
         return "preflight_running".into();
@@ -133,6 +137,7 @@ mod tests {
         check(PhaseInput { generation_lock: Some(ActiveExpiredHeartbeat), ..items.clone() }, "generating_options_heartbeat_stale");
         check(PhaseInput { generation_lock: Some(Stale), ..items.clone() }, "blocked_stale_lock");
         check(PhaseInput { generation_status: "running", ..items.clone() }, "generating_options");
+        check(PhaseInput { generation_status: "blocked_config", ..items.clone() }, "blocked_config");
         check(items.clone(), "items_ready");
         check(PhaseInput { optimizer_status: "preflight_running", recovery_available: true, ..base.clone() }, "preflight_running");
         check(

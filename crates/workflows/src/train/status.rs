@@ -401,7 +401,13 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
         optimizer_status: &optimizer_status,
         optimizer_error: &optimizer_error,
         candidate_import_status: &meta.candidate_import.status,
-        generation_status: if generation_running { "running" } else { "" },
+        generation_status: if generation_running {
+            "running"
+        } else if meta.generation.status == "blocked_config" {
+            "blocked_config"
+        } else {
+            ""
+        },
         current_phase: &it.state,
         recovery_available,
     });
@@ -425,7 +431,9 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
         None => LINEAR_STATES.to_vec(),
     };
     let current_step = idx.and_then(|i| LINEAR_STATES.get(i + 1)).copied().unwrap_or(it.state.as_str());
+    let generation_blocked = meta.generation.status == "blocked_config";
     let blocked_step = match status_phase.as_str() {
+        "blocked_config" if generation_blocked => Some("option_generation"),
         "blocked_config" | "failed_unrecoverable" | "recovery_available" | "optimizer_heartbeat_stale" => Some("optimizer"),
         "blocked_stale_lock" if optimizer_lock.is_some() => Some("optimizer"),
         "blocked_stale_lock" | "generating_options_heartbeat_stale" => Some("option_generation"),
@@ -439,6 +447,10 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
         "recovery_available" | "blocked_stale_lock" | "generating_options_heartbeat_stale" | "optimizer_heartbeat_stale" => {
             format!("skillforge train continue --session {} (recovers the stale job)", session.id)
         }
+        "blocked_config" if generation_blocked => format!(
+            "{}; then skillforge train continue --session {}",
+            meta.generation.error, session.id
+        ),
         "blocked_config" => format!("fix the optimizer backend, then skillforge train continue --session {} --backend NAME", session.id),
         "review_published" => format!("fill {}/feedback.yml, then skillforge train continue --session {}", meta.review.path, session.id),
         "optimizer_completed_no_candidate" if meta.optimizer.no_candidate_reason == NO_ACTIONABLE_FEEDBACK => format!(

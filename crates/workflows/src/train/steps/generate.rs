@@ -1,5 +1,6 @@
 //! items_ready → options_generated (seed step 3): one `agent` job per item through the stage port.
 
+use skillforge_runner::ExitClass;
 use skillforge_engine::{Job, JobState};
 use skillforge_runner_agent::AgentPayload;
 use skillforge_store::blobs::BlobStore;
@@ -79,9 +80,15 @@ pub(crate) async fn generate_options(
         let jobs = env.jobs.wait(&job_ids, "generating options").await?;
         let failures = apply_generation_results(env, &jobs).await?;
         if !failures.is_empty() {
-            meta.generation.status = "failed".into();
+            // A runtime that cannot run at all (not installed, not logged in) blocks the stage on
+            // the environment: exit 3, `blocked_config`, and no attempt was spent on retries.
+            let blocked = jobs.iter().any(|j| j.outcome.as_ref().is_some_and(|o| matches!(o.exit, ExitClass::NotRunnable { .. })));
+            meta.generation.status = if blocked { "blocked_config" } else { "failed" }.into();
             meta.generation.error = failures.join("; ");
             save_meta(env, it, &meta).await?;
+            if blocked {
+                return Err(TrainError::Blocked(format!("blocked_config: option generation: {}", meta.generation.error)));
+            }
             return Err(TrainError::Failed(format!("option generation failed: {}", meta.generation.error)));
         }
     }
@@ -108,7 +115,7 @@ pub(crate) async fn apply_generation_results(env: &TrainEnv<'_>, jobs: &[Job]) -
     let mut failures = Vec::new();
     for job in jobs {
         if job.state != JobState::Succeeded {
-            let why = job.error.clone().or_else(|| job.outcome.as_ref().map(|o| format!("{} {}", o.exit.label(), o.stderr_tail.trim()))).unwrap_or_default();
+            let why = job.error.clone().or_else(|| job.outcome.as_ref().map(failed_run_text)).unwrap_or_default();
             failures.push(format!("job {} ended {} {why}", job.id, job.state));
             continue;
         }
@@ -122,4 +129,23 @@ pub(crate) async fn apply_generation_results(env: &TrainEnv<'_>, jobs: &[Job]) -
         }
     }
     Ok(failures)
+}
+
+/// What a failed generation run says: its exit class, the not-runnable reason, the agent's own
+/// final message (from the agent report in `detail`) and the stderr tail, non-empty parts only.
+fn failed_run_text(outcome: &skillforge_runner::RunOutcome) -> String {
+    let mut parts = vec![outcome.exit.label().to_owned()];
+    if let ExitClass::NotRunnable { reason } = &outcome.exit {
+        parts.push(reason.clone());
+    }
+    if let Some(message) = outcome.detail.get("final_message").and_then(|m| m.as_str()).map(str::trim).filter(|m| !m.is_empty())
+        && !parts.iter().any(|p| p.contains(message))
+    {
+        parts.push(format!("agent said: {message}"));
+    }
+    let stderr = outcome.stderr_tail.trim();
+    if !stderr.is_empty() {
+        parts.push(stderr.to_owned());
+    }
+    parts.join(": ")
 }

@@ -42,6 +42,9 @@ pub(crate) async fn export(env: &TrainEnv<'_>, session: &SessionRow, it: &mut It
     for warning in skillforge_contract::loader_warnings(&package) {
         report.steps.push(format!("warning: the external optimizer's data loader refuses this package: {warning}"));
     }
+    for warning in skillforge_contract::loader_warnings(&package) {
+        report.steps.push(format!("warning: the external optimizer's data loader refuses this package: {warning}"));
+    }
     Ok(())
 }
 
