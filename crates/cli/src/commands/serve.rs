@@ -47,6 +47,9 @@ pub struct ServeArgs {
     /// Serve `POST /events` on this address (e.g. `127.0.0.1:8787`); default `[server] listen`, else off.
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
+    /// Seconds between canary regression-window checks (graduate / roll back / hold); 0 = off.
+    #[arg(long, default_value_t = 60)]
+    canary_check_every_secs: u64,
 }
 
 /// The control plane's result handler: dispatches a finished job to its workflow's handler by
@@ -128,7 +131,22 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
             warn!(error = %e, "events endpoint stopped");
         }
     };
-    tokio::join!(reaper, ingestion, events);
+    let canaries = async {
+        if args.canary_check_every_secs == 0 {
+            return;
+        }
+        let every = Duration::from_secs(args.canary_check_every_secs);
+        loop {
+            if let Err(e) = crate::commands::canary::check_canaries(ctx, &store).await {
+                warn!(error = %e.error, "canary check failed");
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(every) => {}
+            }
+        }
+    };
+    tokio::join!(reaper, ingestion, events, canaries);
     Ok(OK)
 }
 
