@@ -116,8 +116,11 @@ impl QueueBackend for Timed {
     async fn pending_results(&self, limit: usize) -> Result<Vec<Job>, EngineError> {
         self.inner.pending_results(limit).await
     }
-    async fn ack_result(&self, job_id: &str) -> Result<(), EngineError> {
-        self.inner.ack_result(job_id).await
+    async fn ack_result(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
+        self.inner.ack_result(job_id, fencing_token).await
+    }
+    async fn check_namespace(&self) -> Result<Option<skillforge_engine::NamespaceLoss>, EngineError> {
+        self.inner.check_namespace().await
     }
     async fn acquire_lock(&self, name: &str, owner: &WorkerIdentity, heartbeat: Duration, stale_after: Duration) -> Result<LockAcquire, EngineError> {
         timed!(self, "acquire_lock", self.inner.acquire_lock(name, owner, heartbeat, stale_after))

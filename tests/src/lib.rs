@@ -6,6 +6,8 @@
 //! the README's test command runs first) against real SQLite files, a real `redis-server` started
 //! on a free loopback port, and real child processes.
 
+pub mod loader;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -173,9 +175,25 @@ impl Drop for RedisServer {
     }
 }
 
+/// How a [`Home`] is named to the binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HomeArg {
+    /// `--home <absolute path>`.
+    Absolute,
+    /// `--home <relative path>`, every command run from the directory it is relative to.
+    RelativeFlag,
+    /// `SKILLFORGE_HOME=<relative path>`, every command run from the directory it is relative to.
+    RelativeEnv,
+}
+
+/// Name of the home directory inside the working directory of a relative [`Home`].
+pub const RELATIVE_HOME: &str = "rel-home";
+
 /// A temporary `$SKILLFORGE_HOME` and the queue the commands use.
 pub struct Home {
     dir: TempDir,
+    home: PathBuf,
+    how: HomeArg,
     /// `--queue` value, `None` for the embedded default.
     pub queue: Option<String>,
 }
@@ -183,23 +201,45 @@ pub struct Home {
 impl Home {
     /// A fresh home on the embedded SQLite queue.
     pub fn embedded() -> Self {
-        Self { dir: tempfile::tempdir().expect("home temp dir"), queue: None }
+        Self::with(HomeArg::Absolute, None)
     }
 
     /// A fresh home on a Redis queue.
     pub fn redis(url: &str) -> Self {
-        Self { dir: tempfile::tempdir().expect("home temp dir"), queue: Some(url.to_owned()) }
+        Self::with(HomeArg::Absolute, Some(url.to_owned()))
     }
 
-    /// The home directory.
+    /// A fresh home on the embedded queue, named to the binary as `how` says: a relative home is
+    /// [`RELATIVE_HOME`] inside a temp dir that is every command's working directory.
+    pub fn with(how: HomeArg, queue: Option<String>) -> Self {
+        let dir = tempfile::tempdir().expect("home temp dir");
+        let home = match how {
+            HomeArg::Absolute => dir.path().to_path_buf(),
+            HomeArg::RelativeFlag | HomeArg::RelativeEnv => dir.path().join(RELATIVE_HOME),
+        };
+        Self { dir, home, how, queue }
+    }
+
+    /// The home directory (absolute, also for a relative home).
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        &self.home
     }
 
-    /// `skillforge --home HOME [--queue URL]` ready for more arguments.
+    /// `skillforge --home HOME [--queue URL]` ready for more arguments (for a relative home:
+    /// `--home rel-home` or `SKILLFORGE_HOME=rel-home`, run from the directory holding it).
     pub fn cmd(&self) -> Command {
         let mut c = Command::new(bin());
-        c.arg("--home").arg(self.path());
+        match self.how {
+            HomeArg::Absolute => {
+                c.arg("--home").arg(self.path());
+            }
+            HomeArg::RelativeFlag => {
+                c.current_dir(self.dir.path()).env_remove("SKILLFORGE_HOME").args(["--home", RELATIVE_HOME]);
+            }
+            HomeArg::RelativeEnv => {
+                c.current_dir(self.dir.path()).env("SKILLFORGE_HOME", RELATIVE_HOME);
+            }
+        }
         if let Some(q) = &self.queue {
             c.arg("--queue").arg(q);
         }
@@ -280,6 +320,7 @@ impl Home {
     }
 
     fn spawn(&self, base: &[&str], extra: &[&str], log: &str) -> Child {
+        std::fs::create_dir_all(self.path()).expect("create home");
         let n = std::fs::read_dir(self.path()).map(|d| d.count()).unwrap_or(0);
         let log = std::fs::File::create(self.path().join(format!("{log}-{n}.log"))).expect("log file");
         self.cmd()

@@ -324,3 +324,81 @@ fn wait_takes_over_when_the_other_waiter_dies() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "second\n");
 }
+
+/// A worker paused (SIGSTOP) across a restart of what it talks to, and kept paused until it
+/// is presumed dead (its presence lock stale), then resumed, keeps serving: on Redis the server
+/// restarts under it (its connections are gone, and a write to one used to kill it silently
+/// with SIGPIPE, status 141); on the embedded queue the control plane (`serve`) restarts.
+/// Three rounds, each ending with a job the resumed worker runs.
+fn sigstopped_worker_survives_a_restart_and_keeps_serving(b: &Backend) {
+    let home = b.home();
+    let mut serve = Reaped(home.spawn_serve());
+    let mut paused = Reaped(home.spawn_worker("paused", &["--concurrency", "2"]));
+    let first = home.submit(&[], &["true"]);
+    let done = home.wait_job(&first, T, "the worker to run a first job", |j| state(j) == "succeeded");
+    let worker_id = done["history"][0]["worker"].as_str().unwrap().to_owned();
+    for round in 0..3 {
+        signal(&paused.0, Signal::SIGSTOP);
+        match b {
+            Backend::Redis(redis) => redis.restart(),
+            Backend::Sqlite => {
+                drop(serve);
+                serve = Reaped(home.spawn_serve());
+            }
+        }
+        let presence = format!("worker:{worker_id}");
+        home.wait(T, &format!("round {round}: the paused worker's presence lock to go stale"), || {
+            let locks = home.json(&["locks"]);
+            let live = locks.as_array()?.iter().any(|l| l["name"] == presence.as_str() && l["status"] != "stale");
+            (!live).then_some(())
+        });
+        signal(&paused.0, Signal::SIGCONT);
+        let id = home.submit(&[], &["echo", "after the restart"]);
+        let done = home.wait(T, &format!("round {round}: the resumed worker to run a job"), || {
+            let exited = paused.0.try_wait();
+            assert!(matches!(exited, Ok(None)), "round {round}: the worker exited: {exited:?}\n{}", home.logs());
+            let job = home.job(&id);
+            (state(&job) == "succeeded").then_some(job)
+        });
+        assert_eq!(done["history"][0]["worker"], worker_id.as_str(), "round {round}: {done:#}");
+        let exited = paused.0.try_wait();
+        assert!(matches!(exited, Ok(None)), "round {round}: the worker exited: {exited:?}\n{}", home.logs());
+    }
+}
+
+#[test]
+fn sqlite_sigstopped_worker_survives_a_restart_and_keeps_serving() {
+    sigstopped_worker_survives_a_restart_and_keeps_serving(&Backend::Sqlite);
+}
+
+#[test]
+fn redis_sigstopped_worker_survives_a_restart_and_keeps_serving() {
+    // With persistence, so the restart loses no job (a restart that loses data is another case).
+    sigstopped_worker_survives_a_restart_and_keeps_serving(&Backend::Redis(RedisServer::start_with(true)));
+}
+
+/// With Redis down, a worker's and `serve`'s shutdown is bounded by the grace (not by the
+/// backend's retry budget per call): the worker names the job whose lease it could not hand
+/// back and exits 3; `serve` has nothing to hand back and exits 0.
+#[test]
+fn shutdown_with_redis_down_is_bounded_and_names_the_leases_left_stale() {
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    let mut serve = Reaped(home.spawn_serve());
+    let mut worker = Reaped(home.spawn_worker("w", &["--grace", "1"]));
+    let id = home.submit(&["--stale-after", "600"], &["sleep", "60"]);
+    home.wait_job(&id, T, "job running", |j| state(j) == "running");
+    let _ = redis.cli(&["shutdown", "nosave"]);
+    wait_for(T, "redis-server to stop", || redis.cli(&["ping"]).is_none().then_some(()));
+    signal(&worker.0, Signal::SIGTERM);
+    signal(&serve.0, Signal::SIGTERM);
+    // Grace 1 s, then at most MIN_HAND_BACK (5 s) to kill and hand back; the backend alone
+    // would retry each call for 30 s.
+    let bound = Duration::from_secs(20);
+    let worker_exit = wait_exit(&mut worker.0, bound);
+    let serve_exit = wait_exit(&mut serve.0, bound);
+    let logs = home.logs();
+    assert_eq!(worker_exit.code(), Some(3), "{logs}");
+    assert!(logs.contains("could not be handed back") && logs.contains(&id), "{logs}");
+    assert_eq!(serve_exit.code(), Some(0), "{logs}");
+}

@@ -466,3 +466,71 @@ fn pairwise_import_unblinds_through_the_secret_map_and_reimports_in_place() {
     assert!(stderr.contains("skipped q1"), "{stderr}");
     assert_eq!(counts(&home, "pw-1"), (0, 3));
 }
+
+/// Every artifact id the packet's `.assignments.json` hides (who is A, who is B, which is which).
+fn hidden_mapping(packet: &Path) -> Vec<String> {
+    let assignments: Value = serde_json::from_str(&std::fs::read_to_string(packet.join(".assignments.json")).unwrap()).unwrap();
+    let mut hidden = Vec::new();
+    for item in assignments["items"].as_array().unwrap() {
+        for key in ["a", "b", "baseline", "candidate"] {
+            hidden.push(item[key].as_str().unwrap().to_owned());
+        }
+    }
+    hidden
+}
+
+/// S-92 with a candidate that belongs to the blind run: the run's feedback is exported, the
+/// built-in optimizer distills it into `planner@v2`, and while a new blind packet of the same run
+/// is active, `candidate show` / `candidate list` reveal none of its hidden mapping.
+#[test]
+fn s92_a_candidate_distilled_from_the_blind_run_hides_that_runs_active_mapping() {
+    let home = Home::embedded();
+    ab_run(&home, "blind-1", &["i1", "i2"], &[]);
+    let packet = home.path().join("packet");
+    export_packet(&home, "blind-1", &packet);
+    // The reviewer prefers whichever side shows the candidate, with a reason that names no side.
+    let assignments: Value = serde_json::from_str(&std::fs::read_to_string(packet.join(".assignments.json")).unwrap()).unwrap();
+    let mut feedback = String::from("run_id: blind-1\nreviewer: alice\nitems:\n");
+    for item in assignments["items"].as_array().unwrap() {
+        let pick = if item["a"] == item["candidate"] { "a" } else { "b" };
+        feedback.push_str(&format!(
+            "  - item_id: {}\n    choice: {pick}\n    reasoning: Lists every step as a numbered bullet.\n",
+            item["item_id"].as_str().unwrap()
+        ));
+    }
+    write(&packet.join("feedback.yml"), &feedback);
+    home.json(&["feedback", "markdown", "import", "--packet", path_arg(&packet)]);
+
+    let (_, _) = export_package(&home, "blind-1");
+    let training = home.path().join("out/blind-1.json");
+    let out_root = home.path().join("distill-out");
+    let candidate_file = home.path().join("candidate.json");
+    let blobs = home.path().join("blobs");
+    let report = home.json(&[
+        "optimizer", "distill", "--training-package", path_arg(&training), "--artifact-root", path_arg(&blobs),
+        "--out-root", path_arg(&out_root), "--candidate-output", path_arg(&candidate_file),
+    ]);
+    assert_eq!(report["promotable"], true, "{report:#}");
+    let imported = home.json(&["import", "--file", path_arg(&candidate_file), "--artifact-dir", path_arg(&out_root.join("artifacts"))]);
+    assert_eq!(imported["version_id"], "planner@v2", "{imported:#}");
+
+    // A second blind review of the same run is active now.
+    let active = home.path().join("packet-2");
+    export_packet(&home, "blind-1", &active);
+    let hidden = hidden_mapping(&active);
+    assert_eq!(hidden.len(), 8);
+
+    let shown = home.json(&["candidate", "show", "planner@v2"]);
+    assert_eq!(shown["eval_report"]["run_id"], "blind-1", "the candidate comes from the blind run: {shown:#}");
+    let human = String::from_utf8_lossy(&home.run(&["candidate", "show", "planner@v2"]).stdout).into_owned();
+    let list = home.json(&["candidate", "list", "--template", "planner"]).to_string();
+    for output in [human, shown.to_string(), list] {
+        assert!(!output.contains("assignments"), "{output}");
+        for value in &hidden {
+            assert!(!output.contains(value.as_str()), "S-92: candidate output reveals `{value}`:\n{output}");
+        }
+        for label in ["Option A", "Option B", "\"a\":", "\"b\":"] {
+            assert!(!output.contains(label), "S-92: candidate output names a blind side ({label}):\n{output}");
+        }
+    }
+}

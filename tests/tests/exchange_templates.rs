@@ -295,7 +295,10 @@ fn s88_summary_metadata_not_promotable_is_no_candidate() {
     let f = Fixture::new();
     let mut p = package("Plan in steps.\n");
     p["summary"]["metadata"] = json!({"promotable": false, "no_candidate_reason": "no gain"});
-    f.assert_refused(&p, &[], 1, "optimizer produced no candidate: no gain");
+    // The two fields disagree: the refusal names the one that said no and what the other said.
+    f.assert_refused(&p, &[], 1, "optimizer produced no candidate: no gain (from summary.metadata; eval_report says promotable: true)");
+    p.as_object_mut().unwrap().remove("eval_report");
+    f.assert_refused(&p, &[], 1, "optimizer produced no candidate: no gain (from summary.metadata)");
 }
 
 #[test]
@@ -303,7 +306,7 @@ fn s88_eval_report_not_promotable_is_no_candidate() {
     let f = Fixture::new();
     let mut p = package("Plan in steps.\n");
     p["eval_report"] = json!({"promotable": false, "no_candidate_reason": "holdout regressed"});
-    f.assert_refused(&p, &[], 1, "optimizer produced no candidate: holdout regressed");
+    f.assert_refused(&p, &[], 1, "optimizer produced no candidate: holdout regressed (from eval_report)");
 }
 
 #[test]

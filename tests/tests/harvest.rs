@@ -116,6 +116,74 @@ fn s15_s17_s18_s20_s21_outcome_mapping_and_in_place_upserts() {
     validate_training_package_json(&bytes).expect("the auto-trace export is a valid training package");
 }
 
+/// Every object key in `value` with its path (`items/*/metadata/score`; array indices as `*`).
+fn key_paths(value: &Value, path: &str, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                let here = if path.is_empty() { key.clone() } else { format!("{path}/{key}") };
+                out.push(here.clone());
+                key_paths(child, &here, out);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|child| key_paths(child, &format!("{path}/*"), out)),
+        _ => {}
+    }
+}
+
+/// S-06, decided: the `{score, has_score, feedback}` projection is never a wire field. What an
+/// auto-trace item's metadata carries (`score`, `has_score`) is the harvester's record of the
+/// outcome it observed (seed: the harvester writes the projected score and feedback into the
+/// existing tables; Go's item metadata is raw JSON), so those keys appear only under
+/// `items[].metadata` of an auto-trace run, never in a struct of the package, and a human run
+/// whose items carry evaluator scores exports no projection key at all.
+#[test]
+fn s06_projection_keys_appear_only_as_harvested_item_metadata() {
+    let home = Home::embedded();
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
+    config(&home, &on(""));
+    for (pr, extra) in [(1, &["--outcome", "merged", "--ci", "external"][..]), (2, &["--outcome", "blocked"][..]),
+        (3, &["--outcome", "changes_requested", "--rounds", "2"][..]), (4, &["--outcome", "merged", "--ci", "none"][..])] {
+        attribute(&home, pr, &[]);
+        outcome(&home, pr, extra);
+    }
+    let (_, package) = export(&home, RUN);
+    let mut paths = Vec::new();
+    key_paths(&package, "", &mut paths);
+    let projection = ["score", "has_score", "feedback", "normalized", "normalized_signal"];
+    let leaf = |p: &str| p.rsplit('/').next().unwrap().to_owned();
+    let placed: Vec<&String> = paths.iter().filter(|p| projection.contains(&leaf(p).as_str())).collect();
+    assert!(!placed.is_empty());
+    for path in &placed {
+        assert!(
+            path.as_str() == "items/*/metadata/score" || path.as_str() == "items/*/metadata/has_score",
+            "S-06: projection key at {path}"
+        );
+    }
+    let event_keys: std::collections::BTreeSet<String> =
+        paths.iter().filter_map(|p| p.strip_prefix("feedback_events/*/")).map(str::to_owned).collect();
+    let fields = ["run_id", "item_id", "choice", "reasoning", "reviewer", "source", "source_url", "created_at"];
+    assert!(event_keys.iter().all(|k| fields.contains(&k.as_str())), "feedback events carry FeedbackEvent fields only: {event_keys:?}");
+    for item in package["items"].as_array().unwrap() {
+        let meta = &item["metadata"];
+        assert_eq!(meta["has_score"].as_bool(), Some(!meta["score"].is_null()), "has_score says whether a score is recorded: {item}");
+    }
+
+    // A human run whose item carries every score field the projection reads.
+    home.json(&["review", "create", "--template", "coder", "--repo", "acme/app", "--run", "scored-1"]);
+    let b = write(&home.path().join("in/b.md"), "baseline\n");
+    let c = write(&home.path().join("in/c.md"), "candidate\n");
+    let scores = r#"{"evaluator_score": {"hard": 1, "soft": 0.7, "dimension_scores": {"clarity": 0.5}}}"#;
+    home.json(&["review", "item", "add", "--run", "scored-1", "--item", "i1", "--baseline", b.to_str().unwrap(),
+        "--candidate", c.to_str().unwrap(), "--metadata-json", scores]);
+    let (_, human) = export(&home, "scored-1");
+    let mut paths = Vec::new();
+    key_paths(&human, "", &mut paths);
+    for path in paths.iter().filter(|p| projection.contains(&leaf(p).as_str())) {
+        panic!("S-06: a human run exports projection key {path}");
+    }
+}
+
 #[test]
 fn s16_unattributed_and_non_implement_changes_are_not_harvested() {
     let home = Home::embedded();
@@ -126,6 +194,36 @@ fn s16_unattributed_and_non_implement_changes_are_not_harvested() {
     let coordinator = outcome(&home, 2, &["--outcome", "merged", "--ci", "external"]);
     assert_eq!((unattributed["harvested"].as_bool(), coordinator["harvested"].as_bool()), (Some(false), Some(false)));
     assert_eq!(status(&home)["feedback_events"], 0);
+}
+
+/// S-16: the operational events of an attributed implement job (runtime_lock_wait, repair_retry,
+/// comment_post_failed, advance_retry), delivered to `serve`'s `POST /events` as a forge or CI
+/// would, produce no feedback; an outcome named after one is refused. The same PR's merge then
+/// does produce its row, so the zero is not a misconfigured harvester.
+#[test]
+fn s16_operational_events_of_an_attributed_job_produce_no_feedback() {
+    let home = Home::embedded();
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
+    config(&home, &on(""));
+    attribute(&home, 4, &[]);
+    let port = free_port();
+    let _serve = Reaped(spawn_serve(&home, port, Some(SECRET)));
+    wait_listening(&home, port);
+    for event in ["runtime_lock_wait", "repair_retry", "comment_post_failed", "advance_retry"] {
+        let body = json!({"event": event, "repo": "acme/app", "pr": 4, "number": 4,
+            "repository": {"full_name": "acme/app"}, "pull_request": {"number": 4}}).to_string();
+        let (code, reply) = post(port, event, &body, Some(&sign(&body)));
+        assert_eq!(code, 200, "{event}: {reply}");
+        assert_eq!(reply["rows"], json!([]), "{event} produced rows: {reply}");
+        let as_outcome = json!({"repo": "acme/app", "pr": 4, "outcome": event}).to_string();
+        let (code, reply) = post(port, "skillforge_outcome", &as_outcome, Some(&sign(&as_outcome)));
+        assert_eq!(code, 400, "an outcome named {event} is refused: {reply}");
+    }
+    assert_eq!(status(&home)["feedback_events"], 0, "S-16: operational events never produce feedback");
+    let merged = json!({"repo": "acme/app", "pr": 4, "outcome": "merged", "ci": "external"}).to_string();
+    let (code, reply) = post(port, "skillforge_outcome", &merged, Some(&sign(&merged)));
+    assert_eq!((code, reply["rows"].as_array().map(Vec::len)), (200, Some(1)), "{reply}");
+    assert_eq!(status(&home)["feedback_events"], 1);
 }
 
 #[test]

@@ -287,9 +287,21 @@ fn s31_exported_tags_order_human_floor_checker_cross_family_same_family() {
         deterministic_checkers_enabled = true\ncross_family_review_enabled = true\nreview_runtimes = [\"claude\"]\n"));
     outcome_with_path(&home, &bin, 1, &head);
     outcome_with_path(&home, &bin, 2, &head);
-    // A person's row on the same PR item (as a hand-entered review would be stored).
-    sql(&home, "INSERT INTO feedback_events (run_id, item_id, choice, reasoning, reviewer, source, source_url, created_at)
-                VALUES ('auto-trace:coder@v1', 'acme/app#1', 'a', 'Reviewed by hand.', 'carol', 'markdown', '', '2030-01-01T00:00:00Z')");
+    // A person reviews the PR's change in the same run, through the real blind packet: the item
+    // is added with the change's before/after text (harvested items carry none), the packet is
+    // exported and filled, and the import writes the row.
+    let before = write(&home.path().join("in/before.md"), "README before the change\n");
+    let after = write(&home.path().join("in/after.md"), "README after the change\n");
+    home.json(&["review", "item", "add", "--run", RUN, "--item", "human-acme-app-1", "--title", "acme/app#1 by hand",
+        "--baseline", before.to_str().unwrap(), "--candidate", after.to_str().unwrap()]);
+    let packet = home.path().join("human-packet");
+    home.json(&["feedback", "markdown", "export", "--run", RUN, "--output", packet.to_str().unwrap()]);
+    let assignments = std::fs::read_to_string(packet.join(".assignments.json")).unwrap();
+    assert!(assignments.contains("human-acme-app-1") && !assignments.contains("hard#"), "only the reviewable item: {assignments}");
+    write(&packet.join("feedback.yml"), &format!(
+        "run_id: \"{RUN}\"\nreviewer: carol\nitems:\n  - item_id: human-acme-app-1\n    choice: a\n    reasoning: Reviewed by hand.\n"));
+    let imported = home.json(&["feedback", "markdown", "import", "--packet", packet.to_str().unwrap()]);
+    assert_eq!(imported["feedback_events"]["inserted"], 1, "{imported:#}");
     let (bytes, package) = export(&home, RUN);
     validate_training_package_json(&bytes).expect("valid training package");
 
@@ -308,8 +320,12 @@ fn s31_exported_tags_order_human_floor_checker_cross_family_same_family() {
         assert_eq!(rows.len(), 1, "{item_id}/{reviewer} in {package:#}");
         tier_of(rows[0])
     };
+    let human = feedback(&package, "human-acme-app-1", "carol");
+    assert_eq!(human.len(), 1, "{package:#}");
+    assert_eq!(human[0]["source"], "markdown", "the importer wrote it: {}", human[0]);
+    assert_eq!(human[0]["source_url"].as_str(), std::fs::canonicalize(&packet).unwrap().to_str(), "{}", human[0]);
     let ordered = [
-        rank("acme/app#1", "carol"),
+        rank("human-acme-app-1", "carol"),
         rank("acme/app#1", "gitmoot-auto"),
         rank("hard#acme/app#1", "gitmoot-verifier"),
         rank("checker#acme/app#1", "gitmoot-checker"),
@@ -387,4 +403,50 @@ fn s33_a_crash_in_each_leg_records_exactly_its_event_and_the_harvest_succeeds() 
         assert_eq!(feedback(&package, &format!("acme/app#{pr}"), "gitmoot-auto").len(), 1);
     }
     assert_eq!(home.json(&["harvest", "status"])["feedback_events"], 3, "three floor rows, no leg row");
+}
+
+/// The auto-trace export goes through `skillforge optimizer distill` with the harvester as its
+/// producer (no hand-built rows): a merge whose hard verifier fails and whose cross-family review
+/// scores low gives a candidate whose guidance cites verifiable and judge evidence, from
+/// `feedback_events` only (the harvester writes no ranked event).
+#[test]
+fn the_harvesters_auto_trace_export_distills_into_a_candidate() {
+    let (repo, base, head) = two_commit_repo();
+    let home = Home::embedded();
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
+    let rubric = r#"{"coverage":0.2,"containment":0.3,"fidelity":0.2,"notes":"Explain why each new function exists."}"#;
+    let bin = fake_claude(home.path(), &rubric_reply(rubric));
+    attribute(&home, 1, &["--checkout", repo.path().to_str().unwrap(), "--base", &base, "--runtime", "codex"]);
+    config(&home, &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/missing.rs\"]\n\
+        deterministic_checkers_enabled = true\ncross_family_review_enabled = true\nreview_runtimes = [\"claude\"]\n"));
+    outcome_with_path(&home, &bin, 1, &head);
+    let (_, package) = export(&home, RUN);
+    assert!(package.get("ranked_feedback_events").is_none(), "the harvester writes A/B rows only: {package:#}");
+    assert_eq!(feedback(&package, "hard#acme/app#1", "gitmoot-verifier")[0]["choice"], "b", "{package:#}");
+    assert_eq!(feedback(&package, "review#acme/app#1", "gitmoot-review")[0]["choice"], "b", "{package:#}");
+
+    let training = home.path().join("out/auto-trace_coder_v1.json");
+    let out_root = home.path().join("distill-out");
+    let candidate_file = home.path().join("candidate.json");
+    let out = home
+        .cmd()
+        .arg("--json")
+        .args(["optimizer", "distill", "--training-package", training.to_str().unwrap()])
+        .args(["--artifact-root", home.path().join("blobs").to_str().unwrap(), "--out-root", out_root.to_str().unwrap()])
+        .args(["--candidate-output", candidate_file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["promotable"], true, "{report:#}");
+    let candidate: Value = serde_json::from_str(&std::fs::read_to_string(&candidate_file).unwrap()).unwrap();
+    let by_tier = &candidate["summary"]["metadata"]["evidence"]["by_tier"];
+    assert!(by_tier["verifiable_floor"].as_u64() >= Some(1) && by_tier["judge"].as_u64() >= Some(1), "{by_tier}");
+    assert_eq!(by_tier["human_gold"], 0, "{by_tier}");
+    let content = candidate["candidate"]["content"].as_str().unwrap();
+    assert!(content.contains("Explain why each new function exists.") && content.contains("judge 1"), "the review leg's notes: {content}");
+    assert!(content.lines().any(|l| l.starts_with("- ") && l.contains("verifiable")), "a hard-verifier line: {content}");
+    // The candidate imports against the harvested version.
+    let imported = home.json(&["import", "--file", candidate_file.to_str().unwrap(), "--artifact-dir", out_root.join("artifacts").to_str().unwrap()]);
+    assert_eq!(imported["base_version_id"], "coder@v1", "{imported:#}");
 }

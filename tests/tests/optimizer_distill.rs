@@ -259,7 +259,7 @@ fn package_to_candidate_round_trip_is_accepted_by_the_importer() {
     let ids: Vec<&str> = candidate.artifacts.iter().map(|a| a.id.as_str()).collect();
     assert_eq!(ids, [format!("{RUN}/candidate-diff"), format!("{RUN}/eval-report")]);
     let diff = &candidate.artifacts[0];
-    assert_eq!((diff.media_type.as_str(), diff.driver.as_str()), ("text/x-diff", "skillforge-distill"));
+    assert_eq!((diff.media_type.as_str(), diff.driver.as_str()), ("text/x-diff", "text"));
 
     let content = &candidate.candidate.content;
     assert!(
@@ -323,7 +323,28 @@ fn empty_evidence_writes_a_no_candidate_package() {
     assert!(err.is_no_candidate(), "{err}");
     let hint = candidate.eval_report.as_ref().unwrap()["no_candidate_hint"].as_str().expect("a hint").to_owned();
     assert!(hint.contains("the package has no feedback events"), "{hint}");
-    assert_eq!(err.to_string(), format!("optimizer produced no candidate: no_actionable_feedback ({hint})"));
+    assert_eq!(err.to_string(), format!("optimizer produced no candidate: no_actionable_feedback (from eval_report) ({hint})"));
+}
+
+/// A package as Go writes it (`json.MarshalIndent` of nil slices): `items`, `artifacts`,
+/// `feedback_events` and the metadata's `tags` are `null`, every omitempty field is absent. The
+/// built-in optimizer reads the `null` lists as empty (the Python optimizer would crash on them).
+#[test]
+fn a_go_written_package_with_null_lists_distills_to_no_candidate() {
+    let run = Run::new();
+    let mut raw = serde_json::to_value(empty_package()).unwrap();
+    for key in ["items", "artifacts", "feedback_events"] {
+        raw[key] = Value::Null;
+    }
+    raw["template"]["metadata"]["tags"] = Value::Null;
+    for key in ["training_mode", "ranked_feedback_events", "pairwise_preferences", "feedback_context", "evaluator_config"] {
+        raw.as_object_mut().unwrap().remove(key);
+    }
+    let file = run.path("training.json");
+    std::fs::write(&file, serde_json::to_vec_pretty(&raw).unwrap()).unwrap();
+    let report = stdout_json(&run.distill(&file, &[]));
+    assert_eq!(report["no_candidate_reason"], "no_actionable_feedback", "{report:#}");
+    assert_eq!(run.candidate().template_id, "planner");
 }
 
 #[test]
@@ -339,7 +360,7 @@ fn dry_run_keeps_the_content_and_reports_no_candidate() {
     assert!(run.path("out/initial_skill.md").is_file());
     let err = validate(&run, &candidate, &package).expect_err("no candidate");
     assert!(err.is_no_candidate(), "{err}");
-    assert_eq!(err.to_string(), "optimizer produced no candidate: candidate_content_unchanged");
+    assert_eq!(err.to_string(), "optimizer produced no candidate: candidate_content_unchanged (from eval_report)");
 }
 
 #[test]
@@ -359,7 +380,7 @@ fn an_invalid_package_exits_2_and_writes_nothing() {
     type Mutation = fn(&mut Value);
     let cases: [(&str, Mutation); 3] = [
         ("content hash", |v| v["template"]["content_hash"] = json!(content_hash("other"))),
-        ("items null", |v| v["items"] = Value::Null),
+        ("items not a list", |v| v["items"] = json!("items")),
         ("wrong kind", |v| v["kind"] = json!("something-else")),
     ];
     for (name, mutate) in cases {

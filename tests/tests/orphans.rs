@@ -2,6 +2,7 @@
 //! with the worker (PR_SET_PDEATHSIG) and its detached descendants are killed by the orphan
 //! sweep of any other worker on the host (`skillforge_runner_process::sweep_orphans`).
 
+use std::process::Stdio;
 use std::time::Duration;
 
 use skillforge_tests::{Home, Reaped, wait_for};
@@ -33,9 +34,23 @@ fn a_sigkilled_workers_grandchildren_are_killed_by_the_survivor() {
     let id = home.submit(&["--stale-after", "600"], &["sh", "-c", &script]);
     home.wait_job(&id, T, "job running", |j| j["state"] == "running");
     let grandchild = read_pid(&pid_file);
-    let _survivor = Reaped(home.spawn_worker("survivor", &[]));
-    // The survivor's sweeps (one a second) spare a job whose worker lives.
-    std::thread::sleep(Duration::from_millis(2500));
+    let survivor_log = home.path().join("worker-survivor.log");
+    let survivor = home
+        .cmd()
+        .args(["worker", "--name", "survivor"])
+        .env("SKILLFORGE_LOG", "skillforge_runner_process=debug,info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&survivor_log).unwrap())
+        .spawn()
+        .expect("spawn the survivor");
+    let _survivor = Reaped(survivor);
+    // The survivor's sweeps spare a job whose worker lives: wait for two of its passes (each logs
+    // a line), then the grandchild must still be alive.
+    wait_for(T, "two orphan sweep passes of the survivor", || {
+        let log = std::fs::read_to_string(&survivor_log).unwrap_or_default();
+        (log.matches("orphan sweep pass").count() >= 2).then_some(())
+    });
     assert!(alive(grandchild), "a live worker's job process is never swept");
     victim.0.kill().unwrap();
     let _ = victim.0.wait();

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
-use skillforge_tests::{Home, PLANNER_TEMPLATE, Reaped, RedisServer, add_template, bin, path_arg, run_code, signal, write};
+use skillforge_tests::{Home, PLANNER_TEMPLATE, Reaped, RedisServer, add_template, bin, path_arg, run_code, signal, wait_exit, write};
 
 const ITEMS: &str = "items:\n  - id: fix-login\n    title: Describe the login fix\n    input: |\n      -    check(password)\n      +    check_hashed(password)\n  - id: add-cache\n    title: Describe the cache\n    input: adds an LRU cache in front of the user lookup\n";
 
@@ -96,6 +96,12 @@ fn spawn_worker_env(home: &Home, name: &str, env: &[(&str, &str)]) -> Child {
 
 /// Runs one iteration from `items_ready` to a pending candidate; returns the candidate version.
 fn iterate_to_candidate(home: &Home) -> String {
+    generate_options(home);
+    optimize_to_candidate(home)
+}
+
+/// `items_ready` → `review_published`: options generated once, the human gate holds.
+fn generate_options(home: &Home) {
     let (out, _) = run_code(home, &["train", "continue", "--session", SESSION], 0);
     assert!(out.contains("review_published"), "{out}");
     let st = status(home);
@@ -105,7 +111,10 @@ fn iterate_to_candidate(home: &Home) -> String {
     let (out, _) = run_code(home, &["train", "continue", "--session", SESSION], 0);
     assert!(out.contains("waiting for human feedback"), "{out}");
     assert_eq!(status(home)["current_phase"], "review_published");
+}
 
+/// The human fills the packet; `review_published` → a pending candidate (optimizer job).
+fn optimize_to_candidate(home: &Home) -> String {
     fill_feedback(home, true);
     let (out, err) = run_code(home, &["train", "continue", "--session", SESSION], 0);
     assert!(err.contains("optimizer preflight: backend distill"), "the preflight report comes first:\n{err}");
@@ -156,13 +165,37 @@ fn train_full_iteration_embedded_s99() {
 fn train_full_iteration_on_a_redis_fleet_with_two_workers() {
     let redis = RedisServer::start();
     let home = Home::redis(&redis.url());
-    let _w1 = Reaped(home.spawn_worker("w1", &[]));
-    let _w2 = Reaped(home.spawn_worker("w2", &[]));
+    // w1 alone runs option generation; then w1 stops and w2 alone runs the optimizer, so each
+    // worker's work is known and checked by the jobs' lease owners, not by log-file names.
+    let mut w1 = Reaped(home.spawn_worker("w1", &[]));
     start(&home, true);
-    let version = iterate_to_candidate(&home);
+    generate_options(&home);
+    signal(&w1.0, Signal::SIGTERM);
+    assert!(wait_exit(&mut w1.0, WAIT).success(), "w1 stops gracefully:\n{}", home.logs());
+    let _w2 = Reaped(home.spawn_worker("w2", &[]));
+    let version = optimize_to_candidate(&home);
     review_promote_next(&home, &version);
-    let logs = home.logs();
-    assert!(logs.contains("worker-w1") && logs.contains("worker-w2"), "{logs}");
+    let owners = train_job_owners(&home);
+    let of_stage = |stage: &str| owners.iter().filter(|(s, _)| s == stage).map(|(_, o)| o.as_str()).collect::<Vec<_>>();
+    let generation = of_stage("option_generation");
+    assert_eq!(generation.len(), 2, "one generation job per item: {owners:?}");
+    assert!(generation.iter().all(|o| o.starts_with("w1-")), "generation ran on w1: {owners:?}");
+    let optimizer = of_stage("optimizer");
+    assert!(!optimizer.is_empty() && optimizer.iter().all(|o| o.starts_with("w2-")), "the optimizer ran on w2: {owners:?}");
+}
+
+/// (stage, worker) of every attempt of every `train` job, from `jobs list` / `jobs show`.
+fn train_job_owners(home: &Home) -> Vec<(String, String)> {
+    let jobs = home.json(&["jobs", "list"]);
+    let mut owners = Vec::new();
+    for job in jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "train") {
+        let shown = home.job(job["id"].as_str().unwrap());
+        let stage = shown["stage"].as_str().unwrap().to_owned();
+        let attempts = shown["history"].as_array().unwrap();
+        assert!(!attempts.is_empty(), "a finished train job records who ran it: {shown:#}");
+        owners.extend(attempts.iter().map(|a| (stage.clone(), a["worker"].as_str().unwrap().to_owned())));
+    }
+    owners
 }
 
 #[test]

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::Deserialize;
 
+use crate::exit::CliError;
+
 /// File name of the configuration inside the home directory.
 pub const CONFIG_FILE: &str = "config.toml";
 
@@ -268,10 +270,24 @@ impl Config {
     }
 }
 
-/// `--home`, else `$SKILLFORGE_HOME`, else `~/.skillforge`.
-pub fn resolve_home(flag: Option<PathBuf>) -> PathBuf {
-    flag.or_else(|| std::env::var_os("SKILLFORGE_HOME").map(PathBuf::from))
-        .unwrap_or_else(|| {
-            std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".")).join(".skillforge")
-        })
+/// `--home`, else `$SKILLFORGE_HOME`, else `~/.skillforge`, made absolute against the current
+/// directory once, here: every path derived from the home and handed to a job (artifact root,
+/// out-root, scratch, packets) is then absolute, since a job's working directory is not the CLI's.
+///
+/// # Errors
+/// Exit 3 when the home is relative and the current directory cannot be read.
+pub fn resolve_home(flag: Option<PathBuf>) -> Result<PathBuf, CliError> {
+    let home = flag.or_else(|| std::env::var_os("SKILLFORGE_HOME").map(PathBuf::from)).unwrap_or_else(|| {
+        std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".")).join(".skillforge")
+    });
+    std::path::absolute(&home)
+        .map(|abs| normalize_dots(&abs))
+        .map_err(|e| CliError::env(anyhow::anyhow!("resolve home `{}` against the current directory: {e}", home.display())))
+}
+
+/// Drops `.` components (`std::path::absolute` keeps a leading `./` as `/cwd/./`) so paths
+/// printed for the user read cleanly. `..` stays: resolving it lexically can change the meaning
+/// under symlinks.
+fn normalize_dots(path: &Path) -> PathBuf {
+    path.components().filter(|c| !matches!(c, std::path::Component::CurDir)).collect()
 }

@@ -28,9 +28,10 @@ impl Context {
     /// Resolves home, config and queue URL (`--queue` over `[queue] url` over the embedded default).
     ///
     /// # Errors
-    /// Exit 2 for an invalid config file or queue URL.
+    /// Exit 2 for an invalid config file or queue URL; exit 3 when a relative home cannot be
+    /// resolved (no current directory).
     pub fn new(home: Option<PathBuf>, queue: Option<String>, json: bool) -> Result<Self, CliError> {
-        let home = resolve_home(home);
+        let home = resolve_home(home)?;
         let config = Config::load(&home).map_err(CliError::usage)?;
         let url = queue.or_else(|| config.queue.url.clone());
         let queue_url = QueueUrl::parse(url.as_deref(), &home).map_err(CliError::usage)?;
@@ -48,9 +49,14 @@ impl Context {
         open_queue(&self.queue_url).await.map_err(|e| match e {
             // A URL that does not parse is the user's input (exit 2), not the environment.
             EngineError::Config(_) => CliError::usage(anyhow::Error::new(e).context("open the job queue")),
-            other => CliError::env(
-                anyhow::Error::new(other).context("open the job queue (is the Redis URL right and the server up?)"),
-            ),
+            // Each backend its own hint: the embedded queue is a file of the home.
+            other => CliError::env(anyhow::Error::new(other).context(match &self.queue_url {
+                QueueUrl::Redis(_) => "open the job queue (is the Redis URL right and the server up?)".to_owned(),
+                QueueUrl::Sqlite(path) => format!(
+                    "open the embedded job queue `{}` (is the home writable, the disk not full, the file not damaged?)",
+                    path.display()
+                ),
+            })),
         })
     }
 
@@ -59,7 +65,11 @@ impl Context {
     /// # Errors
     /// Exit 3 when the store cannot be opened.
     pub async fn store(&self) -> Result<Store, CliError> {
-        Store::open(&self.home).await.context("open the store").map_err(CliError::env)
+        let file = self.home.join(skillforge_store::DB_FILE);
+        Store::open(&self.home)
+            .await
+            .with_context(|| format!("open the store `{}`", file.display()))
+            .map_err(CliError::env)
     }
 
     /// Directory under which workers create per-attempt scratch dirs.

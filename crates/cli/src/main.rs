@@ -77,6 +77,9 @@ enum Command {
     /// Built-in optimizers with the external optimizer's command line (`distill`: deterministic, no model).
     #[command(subcommand)]
     Optimizer(commands::optimizer::OptimizerCommand),
+    /// The optimize loop: hypotheses -> experiments in worktrees -> measure -> decide -> keep/revert.
+    #[command(subcommand)]
+    Optimize(commands::optimize::OptimizeCommand),
     /// Automatic trace harvesting (Mode A): attributions, outcomes, leg events, status.
     #[command(subcommand)]
     Harvest(commands::harvest::HarvestCommand),
@@ -90,6 +93,9 @@ enum Command {
     /// Train mode: start a session, watch its status, continue through its gates, recover an optimizer result.
     #[command(subcommand)]
     Train(commands::train::TrainCommand),
+    /// The skill eval loop: briefs, forge (arms → blind judge → aggregate → gate → ledger), status, recheck, report.
+    #[command(subcommand)]
+    Eval(commands::eval::EvalCommand),
     /// The scripted agent runtime (deterministic, no model): prompt on stdin, answer on stdout.
     #[command(name = "agent-scripted", hide = true)]
     AgentScripted {
@@ -117,18 +123,29 @@ fn init_tracing(verbose: u8, quiet: bool) {
         .init();
 }
 
-/// Restores the default SIGPIPE action, so `skillforge jobs list | head` ends quietly like other
-/// command-line tools instead of panicking on a closed stdout (Rust ignores SIGPIPE by default).
+/// Whether `command` may end quietly on SIGPIPE: every command that prints its answer, so
+/// `skillforge jobs list | head` ends like other command-line tools. Not `worker` and `serve`:
+/// they hold queue connections for hours, and a write to a connection the peer closed (a
+/// worker paused across a Redis restart) must be an error they log and recover from, not a
+/// silent exit with status 141.
+fn quiet_on_sigpipe(command: &Command) -> bool {
+    !matches!(command, Command::Worker(_) | Command::Serve(_))
+}
+
+/// Restores the default SIGPIPE action, so a printing command ends quietly on a closed stdout
+/// instead of panicking (Rust ignores SIGPIPE by default). Only for [`quiet_on_sigpipe`] commands.
 fn restore_default_sigpipe() {
-    // SAFETY: called first thing in `main`, before any other thread exists; SIG_DFL installs no
+    // SAFETY: called in `main` right after argument parsing, before any other thread exists; SIG_DFL installs no
     // handler code, so nothing can run in signal context.
     #[expect(unsafe_code, reason = "setting a signal disposition is unsafe in nix; see SAFETY")]
     let _ = unsafe { nix::sys::signal::signal(nix::sys::signal::Signal::SIGPIPE, nix::sys::signal::SigHandler::SigDfl) };
 }
 
 fn main() -> ExitCode {
-    restore_default_sigpipe();
     let cli = Cli::parse();
+    if quiet_on_sigpipe(&cli.command) {
+        restore_default_sigpipe();
+    }
     if let Command::AgentScripted { args } = cli.command {
         return skillforge_runner_agent::scripted_main(args);
     }
@@ -144,6 +161,7 @@ fn main() -> ExitCode {
         let ctx = Context::new(cli.home, cli.queue, cli.json)?;
         match cli.command {
             Command::Demo(args) => commands::demo::run(&ctx, args).await,
+            Command::Eval(cmd) => commands::eval::run(&ctx, cmd).await,
             Command::Jobs(cmd) => commands::jobs::run(&ctx, cmd).await,
             Command::Worker(args) => commands::worker::run(&ctx, args).await,
             Command::Serve(args) => commands::serve::run(&ctx, args).await,
@@ -158,6 +176,7 @@ fn main() -> ExitCode {
             Command::Pairwise(cmd) => commands::pairwise::run(&ctx, cmd).await,
             Command::Export(args) => commands::export::run(&ctx, args).await,
             Command::Optimizer(cmd) => commands::optimizer::run(&ctx, cmd).await,
+            Command::Optimize(cmd) => commands::optimize::run(&ctx, cmd).await,
             Command::Harvest(cmd) => commands::harvest::run(&ctx, cmd).await,
             Command::Train(cmd) => commands::train::run(&ctx, cmd).await,
             Command::Ab(args) => commands::ab::run(&ctx, args).await,

@@ -27,7 +27,7 @@ pub struct EvaluatorProfile {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub preview_adapter: String,
     /// Ordered cheap checks.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<EvaluatorCheckConfig>,
     /// LLM judge configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -147,7 +147,7 @@ pub struct EvaluatorScore {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soft: Option<f64>,
     /// Per-dimension scores, keys sorted.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "BTreeMap::is_empty")]
     pub dimension_scores: BTreeMap<String, f64>,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -159,7 +159,7 @@ pub struct EvaluatorScore {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate_rejection: Option<GateRejectionPacket>,
     /// Per-stage status.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub stage_status: Vec<EvaluatorStageStatus>,
     /// Raw extra data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -188,13 +188,13 @@ pub struct EvaluatorFailurePacket {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub optimizer_hint: String,
     /// Failed checks.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub failed_checks: Vec<EvaluatorCheckResult>,
     /// Evidence lines.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<String>,
     /// Per-stage status.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub stage_status: Vec<EvaluatorStageStatus>,
 }
 
@@ -211,7 +211,7 @@ pub struct EvaluatorCheckResult {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
     /// Evidence lines.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<String>,
     /// Raw extra data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -282,10 +282,10 @@ pub struct GateRejectionPacket {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub optimizer_hint: String,
     /// Dimensions that failed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub failed_dimensions: Vec<String>,
     /// Evidence lines.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<String>,
     /// Raw human feedback context.
     #[serde(default, skip_serializing_if = "Option::is_none")]

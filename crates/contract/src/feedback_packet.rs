@@ -23,7 +23,7 @@ pub struct Assignments {
     #[serde(default)]
     pub run_id: String,
     /// One entry per review item.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default")]
     pub items: Vec<BlindAssignment>,
 }
 
@@ -47,7 +47,7 @@ pub struct BlindAssignment {
     #[serde(default)]
     pub candidate: String,
     /// Ranked options, sorted by label (ranked mode only).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub options: Vec<AssignmentOption>,
 }
 
@@ -434,6 +434,7 @@ fn check_keys(value: &serde_norway::Value) -> Result<(), FeedbackPacketError> {
 /// [`FeedbackPacketError::Yaml`], [`FeedbackPacketError::UnknownKey`],
 /// [`FeedbackPacketError::UnknownItemKey`] or [`FeedbackPacketError::MissingRunId`].
 pub fn parse_feedback_yml(text: &str) -> Result<FeedbackFile, FeedbackPacketError> {
+    crate::limits::check_yaml(text).map_err(|e| FeedbackPacketError::Yaml(format!("feedback.yml {e}")))?;
     let value: serde_norway::Value = serde_norway::from_str(text).map_err(|e| FeedbackPacketError::Yaml(e.to_string()))?;
     check_keys(&value)?;
     let mut file: FeedbackFile =
@@ -458,6 +459,7 @@ pub fn render_feedback_yml(file: &FeedbackFile) -> Result<String, FeedbackPacket
 /// # Errors
 /// [`FeedbackPacketError::AssignmentsJson`] or [`FeedbackPacketError::AssignmentsMissingRunId`].
 pub fn parse_assignments(text: &str) -> Result<Assignments, FeedbackPacketError> {
+    crate::limits::check_json(text).map_err(|e| FeedbackPacketError::AssignmentsJson(format!("the file {e}")))?;
     let mut assignments: Assignments =
         serde_json::from_str(text).map_err(|e| FeedbackPacketError::AssignmentsJson(e.to_string()))?;
     assignments.run_id = assignments.run_id.trim().to_owned();

@@ -280,11 +280,16 @@ pub enum ImportError {
     /// A package artifact id is already in the store.
     #[error("candidate artifact {0:?} already exists")]
     ArtifactExists(String),
-    /// The no-candidate gate (S-88, S-89).
-    #[error("optimizer produced no candidate: {reason}{}", hint_suffix(hint))]
+    /// The no-candidate gate (S-88, S-89). The message names the field the reason came from,
+    /// since `eval_report` and `summary.metadata` can disagree (one promotable, the other not).
+    #[error("optimizer produced no candidate: {reason} (from {field}{note}){}", hint_suffix(hint))]
     NoCandidate {
         /// `no_candidate_reason`, or that the content is unchanged.
         reason: String,
+        /// Where the reason came from: `eval_report`, `summary.metadata` or `candidate.content`.
+        field: &'static str,
+        /// What the other field said when it disagreed (`; eval_report says promotable: true`), or empty.
+        note: String,
         /// The optimizer's `no_candidate_hint` (what to fill in to get a candidate), or empty.
         hint: String,
     },
@@ -366,8 +371,8 @@ pub fn validate_candidate_import(
         return Err(ImportError::ArtifactExists(taken.id.clone()));
     }
 
-    if let Some(reason) = no_candidate_reason(package, base) {
-        return Err(ImportError::NoCandidate { reason, hint: no_candidate_hint(package) });
+    if let Some(NoCandidateGate { reason, field, note }) = no_candidate_reason(package, base) {
+        return Err(ImportError::NoCandidate { reason, field, note, hint: no_candidate_hint(package) });
     }
 
     Ok(VerifiedCandidate {
@@ -416,23 +421,41 @@ fn resolve_base<'s>(
     Ok(base)
 }
 
+/// Why the no-candidate gate closed, and which field said so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoCandidateGate {
+    /// The `no_candidate_reason`, or [`UNCHANGED_CONTENT_REASON`].
+    pub reason: String,
+    /// `eval_report`, `summary.metadata` or `candidate.content`.
+    pub field: &'static str,
+    /// `; eval_report says promotable: true` when the reason came from `summary.metadata` while
+    /// `eval_report` called the candidate promotable; else empty.
+    pub note: String,
+}
+
 /// The no-candidate gate (S-88, S-89): `eval_report`, then `summary.metadata`, as an object with
 /// `promotable` not `true` and a non-empty `no_candidate_reason` → that reason; else the content
 /// hash equal to the base's stored hash or to the hash of its content →
 /// [`UNCHANGED_CONTENT_REASON`]. `None` means there is a candidate.
-pub fn no_candidate_reason(package: &CandidatePackage, base: &BaseVersion) -> Option<String> {
-    for source in [package.eval_report.as_ref(), package.summary.metadata.as_ref()] {
+pub fn no_candidate_reason(package: &CandidatePackage, base: &BaseVersion) -> Option<NoCandidateGate> {
+    let promotable = |source: Option<&Value>| source.and_then(|v| v.get("promotable")).and_then(Value::as_bool) == Some(true);
+    let sources = [("eval_report", package.eval_report.as_ref()), ("summary.metadata", package.summary.metadata.as_ref())];
+    for (field, source) in sources {
         let Some(Value::Object(map)) = source else { continue };
-        let promotable = map.get("promotable").and_then(Value::as_bool) == Some(true);
         let reason = map.get("no_candidate_reason").and_then(Value::as_str).map(str::trim).unwrap_or("");
-        if !promotable && !reason.is_empty() {
-            return Some(reason.to_owned());
+        if !promotable(source) && !reason.is_empty() {
+            let note = if field == "summary.metadata" && promotable(package.eval_report.as_ref()) {
+                "; eval_report says promotable: true".to_owned()
+            } else {
+                String::new()
+            };
+            return Some(NoCandidateGate { reason: reason.to_owned(), field, note });
         }
     }
     let candidate_hash = content_hash(&package.candidate.content);
     let stored = normalize_hash(&base.content_hash).ok();
     if stored.as_deref() == Some(candidate_hash.as_str()) || content_hash(&base.content) == candidate_hash {
-        return Some(UNCHANGED_CONTENT_REASON.to_owned());
+        return Some(NoCandidateGate { reason: UNCHANGED_CONTENT_REASON.to_owned(), field: "candidate.content", note: String::new() });
     }
     None
 }

@@ -255,6 +255,7 @@ fn decode<T: serde::de::DeserializeOwned>(what: &'static str, text: &str) -> Res
     if text.trim().is_empty() {
         return Err(PairwiseError::Empty(what));
     }
+    crate::limits::check_json(text).map_err(|e| PairwiseError::Decode { what, message: format!("the file {e}") })?;
     serde_json::from_str(text).map_err(|e| PairwiseError::Decode { what, message: e.to_string() })
 }
 

@@ -294,32 +294,40 @@ mod tests {
         }
     }
 
+    /// S-12's numbers as the rule states them (facts §5), not the code's constants: 8 KiB and the
+    /// 15-byte marker "… (truncated)".
+    const S12_CAP: usize = 8192;
+    const S12_MARKER: &str = "… (truncated)";
+
     #[test]
     fn s12_feedback_truncated_at_8_kib() {
+        assert_eq!((FEEDBACK_CAP_BYTES, TRUNCATION_MARKER), (S12_CAP, S12_MARKER));
         // 10,000 three-byte characters: the cut lands inside a code point.
         let reasoning = "€".repeat(10_000);
         let s = project_signal(&SignalInput { reasoning: &reasoning, ..Default::default() });
-        assert!(s.feedback.len() <= FEEDBACK_CAP_BYTES);
-        assert!(s.feedback.len() > FEEDBACK_CAP_BYTES - 3 - TRUNCATION_MARKER.len());
-        assert!(s.feedback.ends_with(TRUNCATION_MARKER));
+        assert!(s.feedback.len() <= 8192, "{}", s.feedback.len());
+        // At most 8192 − 15 = 8177 bytes before the marker, backed up to a code-point boundary.
+        assert_eq!(s.feedback.len(), "Reasoning:\n".len() + 3 * ((8177 - "Reasoning:\n".len()) / 3) + 15);
+        assert!(s.feedback.ends_with("… (truncated)"));
         assert!(s.feedback.starts_with("Reasoning:\n€"));
-        let body = s.feedback.strip_suffix(TRUNCATION_MARKER).unwrap();
+        let body = s.feedback.strip_suffix("… (truncated)").unwrap();
         assert!(body.trim_start_matches("Reasoning:\n").chars().all(|c| c == '€'));
     }
 
     #[test]
     fn s12_cap_boundaries() {
-        assert_eq!(TRUNCATION_MARKER.len(), 15);
-        let exact = "a".repeat(FEEDBACK_CAP_BYTES);
-        assert_eq!(cap_feedback(exact.clone()), exact);
-        let over = "a".repeat(FEEDBACK_CAP_BYTES + 1);
+        assert_eq!(S12_MARKER.len(), 15);
+        let exact = "a".repeat(8192);
+        assert_eq!(cap_feedback(exact.clone()), exact, "exactly 8192 bytes is kept whole");
+        let over = "a".repeat(8193);
         let capped = cap_feedback(over);
-        assert_eq!(capped.len(), FEEDBACK_CAP_BYTES);
-        assert_eq!(&capped[..FEEDBACK_CAP_BYTES - 15], "a".repeat(FEEDBACK_CAP_BYTES - 15));
+        assert_eq!(capped.len(), 8192);
+        assert_eq!(capped, format!("{}{S12_MARKER}", "a".repeat(8192 - 15)));
         // Four-byte characters.
         let emoji = "🦀".repeat(3000);
         let capped = cap_feedback(emoji);
-        assert!(capped.len() <= FEEDBACK_CAP_BYTES && capped.ends_with(TRUNCATION_MARKER));
+        assert!(capped.len() <= 8192 && capped.ends_with(S12_MARKER));
+        assert_eq!(capped.len(), 4 * ((8192 - 15) / 4) + 15);
     }
 
     #[test]

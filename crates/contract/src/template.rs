@@ -37,22 +37,22 @@ pub struct Metadata {
     #[serde(default)]
     pub version: i64,
     /// Non-empty subset of `ask`, `review`, `implement`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default")]
     pub capabilities: Vec<String>,
     /// Non-empty subset of `codex`, `claude`, `kimi`, `shell`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default")]
     pub runtime_compatibility: Vec<String>,
     /// Non-empty free-form tags.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default")]
     pub tags: Vec<String>,
     /// Non-empty list of input names.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default")]
     pub inputs: Vec<String>,
     /// Non-empty list of output names.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default")]
     pub outputs: Vec<String>,
     /// Optional evaluator settings (string → string), keys sorted as Go writes maps.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "BTreeMap::is_empty")]
     pub evaluation: BTreeMap<String, String>,
 }
 
@@ -255,6 +255,7 @@ pub fn parse_template(content: &str) -> Result<ParsedTemplate, TemplateError> {
     let raw: Metadata = if yaml.trim().is_empty() {
         Metadata::default()
     } else {
+        crate::limits::check_yaml(yaml).map_err(|e| TemplateError::FrontmatterYaml(format!("the frontmatter {e}")))?;
         serde_norway::from_str(yaml).map_err(|e| TemplateError::FrontmatterYaml(e.to_string()))?
     };
     let metadata = validate_metadata(&raw)?;

@@ -36,16 +36,19 @@ pub struct TrainingPackage {
     /// The eval run.
     pub eval_run: EvalRun,
     /// Review items, in store order.
+    #[serde(deserialize_with = "crate::omit::null_as_default")]
     pub items: Vec<EvalItem>,
     /// Artifact manifests, sorted by id.
+    #[serde(deserialize_with = "crate::omit::null_as_default")]
     pub artifacts: Vec<ArtifactRef>,
     /// A/B feedback events.
+    #[serde(deserialize_with = "crate::omit::null_as_default")]
     pub feedback_events: Vec<FeedbackEvent>,
     /// Ranked (N-way) feedback events.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub ranked_feedback_events: Vec<RankedFeedbackEvent>,
     /// Pairwise preferences derived from the ranked events (S-05, [`crate::derive_pairwise`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub pairwise_preferences: Vec<PairwisePreference>,
     /// Feedback provenance (see [`FeedbackContext`]); only when the run has feedback (S-04).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,7 +60,7 @@ pub struct TrainingPackage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evaluator_profile: Option<EvaluatorProfile>,
     /// BINEVAL verdicts; absent without any (S-02).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub binary_verdicts: Vec<BinaryVerdict>,
 }
 
@@ -183,7 +186,7 @@ pub struct EvalItem {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub diff_artifact_id: String,
     /// Ranked options, sorted by label.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub options: Vec<EvalReviewOption>,
     /// Raw item metadata.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -271,9 +274,10 @@ pub struct RankedFeedbackEvent {
     /// Item id.
     pub item_id: String,
     /// Option labels best to worst.
+    #[serde(deserialize_with = "crate::omit::null_as_default")]
     pub ranking: Vec<String>,
     /// Groups of tied labels (each ≥ 2 labels).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub tie_groups: Vec<Vec<String>>,
     /// First-place label.
     #[serde(default, skip_serializing_if = "String::is_empty")]

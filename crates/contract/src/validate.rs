@@ -121,12 +121,27 @@ pub enum PackageValidationError {
     },
 }
 
+/// Reads a training package from any producer and validates it ([`validate_training_package`]).
+/// Unlike [`validate_training_package_json`] (the Python optimizer's view, which crashes on
+/// `null`), lists Go writes as `null` (`items`, `artifacts`, `feedback_events`, `ranking`, …) and
+/// omitted `omitempty` fields read as empty: this is how skillforge's own optimizer reads input.
+///
+/// # Errors
+/// [`PackageValidationError::Decode`] when the text is not the package shape, else the first
+/// broken rule.
+pub fn read_training_package(text: &str) -> Result<TrainingPackage, PackageValidationError> {
+    let package: TrainingPackage = serde_json::from_str(text).map_err(|e| PackageValidationError::Decode(e.to_string()))?;
+    validate_training_package(&package)?;
+    Ok(package)
+}
+
 /// Parses JSON text and validates it: first that `items`, `artifacts` and `feedback_events` are
 /// arrays (never `null`), then [`validate_training_package`].
 ///
 /// # Errors
 /// The first broken rule.
 pub fn validate_training_package_json(text: &str) -> Result<TrainingPackage, PackageValidationError> {
+    crate::limits::check_json(text).map_err(|e| PackageValidationError::Decode(format!("the package {e}")))?;
     let raw: Value = serde_json::from_str(text).map_err(|e| PackageValidationError::Decode(e.to_string()))?;
     for key in ["items", "artifacts", "feedback_events"] {
         if !raw.get(key).is_some_and(Value::is_array) {

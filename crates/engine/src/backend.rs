@@ -168,8 +168,12 @@ pub trait QueueBackend: Send + Sync + 'static {
     /// not acknowledged yet, oldest first, at most `limit`.
     async fn pending_results(&self, limit: usize) -> Result<Vec<Job>, EngineError>;
 
-    /// The control plane applied this job's result: stop listing it in `pending_results`.
-    async fn ack_result(&self, job_id: &str) -> Result<(), EngineError>;
+    /// The control plane applied this job's result under `fencing_token`: stop listing it in
+    /// `pending_results`, fenced like a transition. When the job's current token differs (it was
+    /// retried or re-leased since `pending_results` read it, and may already hold a newer
+    /// attempt's result), nothing changes and the reply is `false`: the newer result stays
+    /// pending. Errors with [`EngineError::NotFound`] when the id is unknown.
+    async fn ack_result(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError>;
 
     /// Takes the named lock for `owner` when free or stale (a stale holder is replaced, with
     /// a higher fencing token).
@@ -196,4 +200,40 @@ pub trait QueueBackend: Send + Sync + 'static {
     /// The backend's clock in ms since the Unix epoch (Redis: server `TIME`), so lease ages are
     /// computed against the same clock that stamped them.
     async fn now_ms(&self) -> Result<i64, EngineError>;
+
+    /// Whether the queue's data is still the data this backend first saw. Redis keeps a
+    /// namespace epoch (a random id written once into an empty namespace); when it is gone or
+    /// changed (redis-server restarted without persistence, `FLUSHALL`, another server behind the
+    /// URL), every job stored before is lost. Returns the loss once, at the first check that sees
+    /// it (later checks compare with the new epoch). The embedded queue is a file that cannot
+    /// lose part of itself this way: the default answers `None`.
+    async fn check_namespace(&self) -> Result<Option<NamespaceLoss>, EngineError> {
+        Ok(None)
+    }
+}
+
+/// A queue namespace found empty or replaced: see [`QueueBackend::check_namespace`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceLoss {
+    /// The namespace (Redis key prefix without its `:`).
+    pub namespace: String,
+    /// The epoch this process knew.
+    pub previous_epoch: String,
+    /// The epoch found (or just created, when the namespace had none).
+    pub current_epoch: String,
+    /// Jobs in the namespace now (0 when it was emptied).
+    pub jobs_now: u64,
+}
+
+impl std::fmt::Display for NamespaceLoss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the queue namespace `{}` lost its data: epoch `{}` is gone (now `{}`, {} job(s)); every job \
+             enqueued before (queued, running, or finished with a result not yet applied) is missing and \
+             will never report; its workflow state must be re-dispatched. Was redis-server restarted \
+             without persistence, flushed, or is the URL pointing at another server?",
+            self.namespace, self.previous_epoch, self.current_epoch, self.jobs_now
+        )
+    }
 }

@@ -3,10 +3,10 @@
 use std::time::Duration;
 
 use skillforge_store::Store;
-use skillforge_store::applied::{AppliedResult, record_applied};
+use skillforge_store::applied::{AppliedResult, applied_by_key, record_applied};
 use sqlx::SqliteConnection;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::backend::QueueBackend;
 use crate::error::EngineError;
@@ -46,8 +46,12 @@ pub struct IngestReport {
 }
 
 /// Applies every pending result (up to 500): per job, one store transaction records the
-/// applied result and runs `handler`; then the queue is acknowledged. A crash between commit
-/// and acknowledgement re-delivers the result, which the record turns into a no-op.
+/// applied result and runs `handler`; then the queue is acknowledged for that (job, fencing
+/// token) only. A crash between commit and acknowledgement re-delivers the result, which the
+/// record turns into a no-op; a job retried and finished again between the read and the
+/// acknowledgement keeps its newer result pending, applied by the next pass. A result whose
+/// idempotency key the store shows applied by another job (the queue lost that job and the
+/// work ran again) is acknowledged without effect and logged as an error.
 ///
 /// # Errors
 /// Queue or store unavailable. A handler error leaves that result pending and is logged.
@@ -69,6 +73,19 @@ pub async fn ingest_once(
             outcome_json: job.outcome.as_ref().and_then(|o| serde_json::to_string(o).ok()),
             applied_at: chrono::Utc::now().to_rfc3339(),
         };
+        if let Some(key) = &job.spec.idempotency_key
+            && let Some(first) = applied_by_key(&mut tx, key, &job.id).await.map_err(EngineError::sqlite)?
+        {
+            // The queue lost the first job of this key and ran the work again: its effects are
+            // in the store already, so this copy's result is acknowledged without effect.
+            error!(job_id = %job.id, idempotency_key = %key, applied_job = %first.job_id,
+                   applied_state = %first.state, applied_at = %first.applied_at,
+                   "a re-run of work already applied (the queue lost the first job of this idempotency key?): result not applied");
+            drop(tx);
+            report.duplicates += 1;
+            backend.ack_result(&job.id, job.fencing_token).await?;
+            continue;
+        }
         let is_new = record_applied(&mut tx, &row).await.map_err(EngineError::sqlite)?;
         if is_new {
             if let Err(e) = handler.apply(&mut tx, &job).await {
@@ -83,12 +100,18 @@ pub async fn ingest_once(
             debug!(job_id = %job.id, fencing_token = job.fencing_token, "result already applied; ignored");
         }
         tx.commit().await.map_err(EngineError::sqlite)?;
-        backend.ack_result(&job.id).await?;
+        // Fenced on the token just applied: a retry whose new attempt finished since the read
+        // keeps its result pending for the next pass.
+        if !backend.ack_result(&job.id, job.fencing_token).await? {
+            info!(job_id = %job.id, fencing_token = job.fencing_token, "a newer attempt's result is pending; left for the next pass");
+        }
     }
     Ok(report)
 }
 
-/// Runs [`ingest_once`] every `every` until `shutdown`; errors are logged and retried.
+/// Runs [`ingest_once`] every `every` until `shutdown`; errors are logged and retried. A pass
+/// in flight when `shutdown` fires is dropped (applied at most once either way), so shutting
+/// down with the queue unreachable does not wait out the backend's retries.
 pub async fn run_ingestion(
     backend: &dyn QueueBackend,
     store: &Store,
@@ -97,7 +120,13 @@ pub async fn run_ingestion(
     shutdown: CancellationToken,
 ) {
     loop {
-        if let Err(e) = ingest_once(backend, store, handler).await {
+        // A pass in flight at shutdown is dropped: its open store transaction rolls back, and a
+        // result committed but not yet acknowledged is re-delivered and found applied.
+        let pass = tokio::select! {
+            () = shutdown.cancelled() => return,
+            pass = ingest_once(backend, store, handler) => pass,
+        };
+        if let Err(e) = pass {
             warn!(error = %e, "ingestion pass failed");
         }
         tokio::select! {

@@ -19,7 +19,7 @@ pub mod registry;
 pub mod sqlite;
 pub mod worker;
 
-pub use backend::{QueueBackend, ReapAction};
+pub use backend::{NamespaceLoss, QueueBackend, ReapAction};
 pub use error::EngineError;
 pub use job::*;
 pub use registry::RunnerRegistry;

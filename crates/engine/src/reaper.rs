@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::backend::{QueueBackend, ReapAction};
 use crate::error::EngineError;
@@ -51,13 +51,31 @@ pub async fn reap_once(backend: &dyn QueueBackend) -> Result<Vec<Reaped>, Engine
     Ok(reaped)
 }
 
-/// Runs [`reap_once`] every `every` until `shutdown` fires. Backend errors are logged and retried.
+/// Runs [`reap_once`] every `every` until `shutdown` fires, and checks after each pass that the
+/// queue still holds its data ([`QueueBackend::check_namespace`]; a loss is logged as an error,
+/// once). Backend errors are logged and retried.
+/// A pass in flight when `shutdown` fires is dropped (each reap is atomic and fenced, so a
+/// dropped pass applied some reaps or none, never half of one), so a shutdown with the queue
+/// unreachable does not wait out the backend's retries.
 pub async fn run_reaper(backend: &dyn QueueBackend, every: Duration, shutdown: CancellationToken) {
     loop {
-        match reap_once(backend).await {
-            Ok(r) if !r.is_empty() => debug!(n = r.len(), "reaper pass"),
-            Ok(_) => {}
-            Err(e) => warn!(error = %e, "reaper pass failed"),
+        let pass = async {
+            match reap_once(backend).await {
+                Ok(r) if !r.is_empty() => debug!(n = r.len(), "reaper pass"),
+                Ok(_) => {}
+                Err(e) => warn!(error = %e, "reaper pass failed"),
+            }
+            // A queue that lost its data is said once, loudly (the backend reports each loss once).
+            match backend.check_namespace().await {
+                Ok(Some(loss)) => error!(namespace = %loss.namespace, previous_epoch = %loss.previous_epoch,
+                                         current_epoch = %loss.current_epoch, "{loss}"),
+                Ok(None) => {}
+                Err(e) => debug!(error = %e, "namespace check failed"),
+            }
+        };
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = pass => {}
         }
         tokio::select! {
             () = shutdown.cancelled() => return,

@@ -21,6 +21,7 @@
 //! | `lock:{name}`, `locks` | hash, sorted set | named locks; held locks by heartbeat deadline |
 //! | `seq` | string | the sequence counter |
 //! | `leasereq:{uuid}` | list | jobs leased by one lease request (10 min), so a retried request is idempotent |
+//! | `epoch` | string | the namespace epoch: a random id written once into an empty namespace (`epoch.lua`); gone or changed = the data was lost ([`QueueBackend::check_namespace`]) |
 //!
 //! ## The job hash
 //!
@@ -83,7 +84,7 @@ use ::redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnec
 use ::redis::{AsyncConnectionConfig, Client, ErrorKind, RedisError, ServerErrorKind};
 use tokio::time::Instant;
 
-use crate::backend::{QueueBackend, ReapAction};
+use crate::backend::{NamespaceLoss, QueueBackend, ReapAction};
 use crate::error::EngineError;
 use crate::job::{
     CancelReply, Enqueued, ExpiredLease, Finish, FinishReply, HeartbeatReply, Job, JobSpec,
@@ -130,6 +131,8 @@ pub struct RedisBackend {
     blocking: Mutex<Vec<MultiplexedConnection>>,
     /// Queue of the group-commit finish task (`redis/batch.rs`).
     finisher: tokio::sync::mpsc::UnboundedSender<batch::Item>,
+    /// The namespace epoch this backend last saw (set at connect).
+    epoch: Mutex<String>,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -239,14 +242,28 @@ impl RedisBackend {
         let prefix = format!("{namespace}:");
         let scripts = Scripts::new();
         let finisher = batch::spawn(conn.clone(), prefix.clone(), scripts.finish_batch.clone());
-        Ok(Self {
+        let backend = Self {
             client,
             conn,
             prefix,
             scripts,
             blocking: Mutex::new(Vec::new()),
             finisher,
-        })
+            epoch: Mutex::new(String::new()),
+        };
+        let (epoch, _, _) = backend.read_epoch().await?;
+        *backend.epoch.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = epoch;
+        Ok(backend)
+    }
+
+    /// The namespace's epoch (created when missing), whether this call created it, and the
+    /// number of jobs in the namespace.
+    async fn read_epoch(&self) -> Result<(String, bool, u64), EngineError> {
+        let mut inv = self.scripts.epoch.prepare_invoke();
+        inv.arg(&self.prefix).arg(uuid::Uuid::now_v7().to_string());
+        let (epoch, created, jobs): (String, i64, u64) =
+            with_retry!(self, "read the namespace epoch", |c| inv.invoke_async(&mut c))?;
+        Ok((epoch, created == 1, jobs))
     }
 
     /// The key prefix in use, `{namespace}:`.
@@ -674,12 +691,32 @@ impl QueueBackend for RedisBackend {
         self.fetch_jobs(&ids).await
     }
 
-    async fn ack_result(&self, job_id: &str) -> Result<(), EngineError> {
-        let mut cmd = ::redis::cmd("ZREM");
-        cmd.arg(format!("{}results", self.prefix)).arg(job_id);
-        let what = format!("acknowledge result of job `{job_id}`");
-        let _: i64 = with_retry!(self, what, |c| cmd.query_async(&mut c))?;
-        Ok(())
+    async fn ack_result(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
+        let mut inv = self.scripts.ack.prepare_invoke();
+        inv.arg(&self.prefix).arg(job_id).arg(fencing_token);
+        let what = format!("acknowledge result of job `{job_id}` at fencing token {fencing_token}");
+        let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
+        match reply.as_slice() {
+            [tag] if tag == "acked" => Ok(true),
+            [tag, _current] if tag == "fenced" => Ok(false),
+            [tag] if tag == "missing" => Err(EngineError::NotFound(job_id.to_owned())),
+            _ => Err(unexpected("ack_result", &reply)),
+        }
+    }
+
+    async fn check_namespace(&self) -> Result<Option<NamespaceLoss>, EngineError> {
+        let (now, _, jobs) = self.read_epoch().await?;
+        let mut known = self.epoch.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *known == now {
+            return Ok(None);
+        }
+        let previous = std::mem::replace(&mut *known, now.clone());
+        Ok(Some(NamespaceLoss {
+            namespace: self.prefix.trim_end_matches(':').to_owned(),
+            previous_epoch: previous,
+            current_epoch: now,
+            jobs_now: jobs,
+        }))
     }
 
     async fn acquire_lock(

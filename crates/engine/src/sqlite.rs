@@ -110,9 +110,42 @@ impl std::fmt::Debug for SqliteBackend {
     }
 }
 
-/// Wraps a sqlx error with what was being done (`"lease from queue `q`"`).
-fn db(what: impl std::fmt::Display) -> impl FnOnce(sqlx::Error) -> EngineError {
-    move |e| EngineError::sqlite(format!("{what}: {e}"))
+/// Whether `e` is about the database file itself (SQLite's `SQLITE_READONLY`, `SQLITE_IOERR`,
+/// `SQLITE_CORRUPT`, `SQLITE_FULL`, `SQLITE_CANTOPEN`, `SQLITE_NOTADB`, any extended code of
+/// them): an error of the environment, whose message must name the file.
+pub(super) fn is_file_error(e: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(e) = e else { return false };
+    e.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| matches!(c & 0xff, 8 | 10 | 11 | 13 | 14 | 26))
+}
+
+/// `"{what}: {e}"`, plus ` (queue file `{path}`)` when `e` is about the file ([`is_file_error`]:
+/// disk full, read-only, I/O error, corrupt).
+pub(super) fn describe(path: &Path, what: impl std::fmt::Display, e: &sqlx::Error) -> String {
+    if is_file_error(e) {
+        format!("{what}: {e} (queue file `{}`)", path.display())
+    } else {
+        format!("{what}: {e}")
+    }
+}
+
+/// Starts a `BEGIN IMMEDIATE` transaction on `pool` (the process's write connection).
+///
+/// A COMMIT or statement that fails with disk full or an I/O error makes SQLite roll the
+/// transaction back by itself; the rollback sqlx then sends finds no transaction, and sqlx keeps
+/// counting one open, so that connection refuses every later `BEGIN` ("attempted to call
+/// begin_with at non-zero transaction depth") until the process restarts. Such a connection is
+/// closed here and the pool opens a fresh one, so a failed commit never wedges the queue.
+pub(super) async fn begin_immediate(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
+    match pool.begin_with("BEGIN IMMEDIATE").await {
+        Err(sqlx::Error::InvalidSavePointStatement) => {
+            tracing::warn!("the write connection lost track of a failed transaction: reopening it");
+            let mut stuck = pool.acquire().await?;
+            stuck.close_on_drop();
+            drop(stuck);
+            pool.begin_with("BEGIN IMMEDIATE").await
+        }
+        other => other,
+    }
 }
 
 fn to_i64(v: u64) -> i64 {
@@ -231,8 +264,8 @@ impl SqliteBackend {
         let stop = CancellationToken::new();
         watch::spawn_checkpointer(options.clone(), stop.clone());
         watch::spawn_watcher(options, wake.clone(), stop.clone());
-        let finisher = finish::spawn(writer.clone(), wake.clone(), script_open.clone());
-        let leaser = lease::spawn(writer.clone());
+        let finisher = finish::spawn(writer.clone(), wake.clone(), script_open.clone(), path.to_owned());
+        let leaser = lease::spawn(writer.clone(), path.to_owned());
         Ok(Self {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
@@ -257,13 +290,15 @@ impl SqliteBackend {
         schema::SCHEMA_VERSION
     }
 
+    /// Wraps a sqlx error with what was being done (`"lease from queue `q`"`), naming the
+    /// file when the error is about it ([`describe`]).
+    fn db<'a>(&'a self, what: impl std::fmt::Display + 'a) -> impl FnOnce(sqlx::Error) -> EngineError + 'a {
+        move |e| EngineError::sqlite(describe(&self.inner.path, what, &e))
+    }
+
     /// Starts a write transaction with `BEGIN IMMEDIATE` on the process's write connection.
     async fn begin(&self, what: &str) -> Result<Transaction<'static, Sqlite>, EngineError> {
-        self.inner
-            .writer
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(db(format!("{what}: begin")))
+        begin_immediate(&self.inner.writer).await.map_err(self.db(format!("{what}: begin")))
     }
 
     /// Enqueues every spec in one transaction (each with the same semantics as
@@ -277,9 +312,9 @@ impl SqliteBackend {
         let mut tx = self.begin("enqueue").await?;
         let mut out = Vec::with_capacity(specs.len());
         for spec in specs {
-            out.push(insert_job(&mut tx, spec, now).await?);
+            out.push(self.insert_job(&mut tx, spec, now).await?);
         }
-        tx.commit().await.map_err(db("enqueue: commit"))?;
+        tx.commit().await.map_err(self.db("enqueue: commit"))?;
         if out.iter().any(|e| e.created) {
             self.inner.wake.wake_all();
         }
@@ -303,7 +338,7 @@ impl SqliteBackend {
         .bind(queue)
         .fetch_optional(&self.inner.reader)
         .await
-        .map_err(db(&what))?;
+        .map_err(self.db(&what))?;
         let now = now_ms();
         match next {
             None => return Ok((Vec::new(), None)),
@@ -368,8 +403,8 @@ impl SqliteBackend {
         query: sqlx::query::Query<'_, Sqlite, sqlx::sqlite::SqliteArguments>,
         what: &str,
     ) -> Result<Vec<Job>, EngineError> {
-        let mut conn = self.inner.reader.acquire().await.map_err(db(what))?;
-        let rows = query.fetch_all(&mut *conn).await.map_err(db(what))?;
+        let mut conn = self.inner.reader.acquire().await.map_err(self.db(what))?;
+        let rows = query.fetch_all(&mut *conn).await.map_err(self.db(what))?;
         let mut jobs = Vec::with_capacity(rows.len());
         for row in &rows {
             jobs.push(job_from_row(row)?.0);
@@ -381,6 +416,7 @@ impl SqliteBackend {
 
     /// The job's state inside `tx`, or [`EngineError::NotFound`].
     async fn state_of(
+        &self,
         tx: &mut Transaction<'static, Sqlite>,
         job_id: &str,
         what: &str,
@@ -389,56 +425,57 @@ impl SqliteBackend {
             .bind(job_id)
             .fetch_optional(&mut **tx)
             .await
-            .map_err(db(what))?;
+            .map_err(self.db(what))?;
         let state = state.ok_or_else(|| EngineError::NotFound(job_id.to_owned()))?;
         state.parse().map_err(|e: String| EngineError::Corrupt { job_id: job_id.to_owned(), message: e })
     }
-}
 
-/// Inserts one job (or finds the one with the same idempotency key) inside `tx`.
-async fn insert_job(
-    tx: &mut Transaction<'static, Sqlite>,
-    spec: &JobSpec,
-    now: i64,
-) -> Result<Enqueued, EngineError> {
-    let what = format!("enqueue on queue `{}`", spec.queue);
-    let spec_json = serde_json::to_string(spec)
-        .map_err(|e| EngineError::sqlite(format!("{what}: encode spec: {e}")))?;
-    let id = new_job_id();
-    let inserted: Option<i64> = sqlx::query_scalar(
-        "INSERT INTO jobs (id, queue, idempotency_key, state, max_attempts, idempotent, \
-         heartbeat_ms, stale_after_ms, not_before_ms, created_at_ms, updated_at_ms) \
-         VALUES (?1, ?2, ?3, 'queued', ?4, ?5, ?6, ?7, ?8, ?9, ?9) \
-         ON CONFLICT (idempotency_key) DO NOTHING RETURNING seq",
-    )
-    .bind(&id)
-    .bind(&spec.queue)
-    .bind(spec.idempotency_key.as_deref())
-    .bind(i64::from(spec.max_attempts))
-    .bind(spec.idempotent)
-    .bind(to_i64(spec.heartbeat_ms))
-    .bind(to_i64(spec.stale_after_ms))
-    .bind(spec.not_before_ms.unwrap_or(now))
-    .bind(now)
-    .fetch_optional(&mut **tx)
-    .await
-    .map_err(db(&what))?;
-    if let Some(seq) = inserted {
-        sqlx::query("INSERT INTO job_specs (seq, spec) VALUES (?1, ?2)")
-            .bind(seq)
-            .bind(spec_json)
-            .execute(&mut **tx)
-            .await
-            .map_err(db(&what))?;
-        return Ok(Enqueued { job_id: id, created: true });
-    }
-    let key = spec.idempotency_key.as_deref().unwrap_or_default();
-    let existing: String = sqlx::query_scalar("SELECT id FROM jobs WHERE idempotency_key = ?1")
-        .bind(key)
-        .fetch_one(&mut **tx)
+    /// Inserts one job (or finds the one with the same idempotency key) inside `tx`.
+    async fn insert_job(
+        &self,
+        tx: &mut Transaction<'static, Sqlite>,
+        spec: &JobSpec,
+        now: i64,
+    ) -> Result<Enqueued, EngineError> {
+        let what = format!("enqueue on queue `{}`", spec.queue);
+        let spec_json = serde_json::to_string(spec)
+            .map_err(|e| EngineError::sqlite(format!("{what}: encode spec: {e}")))?;
+        let id = new_job_id();
+        let inserted: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO jobs (id, queue, idempotency_key, state, max_attempts, idempotent, \
+             heartbeat_ms, stale_after_ms, not_before_ms, created_at_ms, updated_at_ms) \
+             VALUES (?1, ?2, ?3, 'queued', ?4, ?5, ?6, ?7, ?8, ?9, ?9) \
+             ON CONFLICT (idempotency_key) DO NOTHING RETURNING seq",
+        )
+        .bind(&id)
+        .bind(&spec.queue)
+        .bind(spec.idempotency_key.as_deref())
+        .bind(i64::from(spec.max_attempts))
+        .bind(spec.idempotent)
+        .bind(to_i64(spec.heartbeat_ms))
+        .bind(to_i64(spec.stale_after_ms))
+        .bind(spec.not_before_ms.unwrap_or(now))
+        .bind(now)
+        .fetch_optional(&mut **tx)
         .await
-        .map_err(db(format!("{what}: find job with idempotency key `{key}`")))?;
-    Ok(Enqueued { job_id: existing, created: false })
+        .map_err(self.db(&what))?;
+        if let Some(seq) = inserted {
+            sqlx::query("INSERT INTO job_specs (seq, spec) VALUES (?1, ?2)")
+                .bind(seq)
+                .bind(spec_json)
+                .execute(&mut **tx)
+                .await
+                .map_err(self.db(&what))?;
+            return Ok(Enqueued { job_id: id, created: true });
+        }
+        let key = spec.idempotency_key.as_deref().unwrap_or_default();
+        let existing: String = sqlx::query_scalar("SELECT id FROM jobs WHERE idempotency_key = ?1")
+            .bind(key)
+            .fetch_one(&mut **tx)
+            .await
+            .map_err(self.db(format!("{what}: find job with idempotency key `{key}`")))?;
+        Ok(Enqueued { job_id: existing, created: false })
+    }
 }
 
 #[async_trait::async_trait]
@@ -450,8 +487,8 @@ impl QueueBackend for SqliteBackend {
     async fn enqueue(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
         let now = now_ms();
         let mut tx = self.begin("enqueue").await?;
-        let out = insert_job(&mut tx, spec, now).await?;
-        tx.commit().await.map_err(db("enqueue: commit"))?;
+        let out = self.insert_job(&mut tx, spec, now).await?;
+        tx.commit().await.map_err(self.db("enqueue: commit"))?;
         if out.created {
             self.inner.wake.wake_all();
         }
@@ -510,7 +547,7 @@ impl QueueBackend for SqliteBackend {
         .bind(now)
         .fetch_optional(&self.inner.writer)
         .await
-        .map_err(db(format!("heartbeat of job `{job_id}`")))?;
+        .map_err(self.db(format!("heartbeat of job `{job_id}`")))?;
         Ok(match cancel {
             None => HeartbeatReply::LeaseLost,
             Some(0) => HeartbeatReply::Renewed,
@@ -556,11 +593,11 @@ impl QueueBackend for SqliteBackend {
         .bind(now)
         .fetch_optional(&mut *tx)
         .await
-        .map_err(db(&what))?;
+        .map_err(self.db(&what))?;
         let Some(state) = state else {
             return Ok(false);
         };
-        tx.commit().await.map_err(db(format!("{what}: commit")))?;
+        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
         if state == "queued" {
             self.inner.wake.wake_all();
         }
@@ -577,7 +614,7 @@ impl QueueBackend for SqliteBackend {
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .fetch_all(&self.inner.reader)
         .await
-        .map_err(db("list expired leases"))?;
+        .map_err(self.db("list expired leases"))?;
         rows.iter()
             .map(|row| {
                 let get = |e: sqlx::Error| EngineError::sqlite(format!("list expired leases: {e}"));
@@ -625,11 +662,11 @@ impl QueueBackend for SqliteBackend {
         .bind(recovery)
         .fetch_optional(&mut *tx)
         .await
-        .map_err(db(&what))?;
+        .map_err(self.db(&what))?;
         let Some(state) = state else {
             return Ok(false);
         };
-        tx.commit().await.map_err(db(format!("{what}: commit")))?;
+        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
         if state == "queued" {
             self.inner.wake.wake_all();
         }
@@ -640,7 +677,7 @@ impl QueueBackend for SqliteBackend {
         let what = format!("cancel job `{job_id}`");
         let now = now_ms();
         let mut tx = self.begin(&what).await?;
-        let state = Self::state_of(&mut tx, job_id, &what).await?;
+        let state = self.state_of(&mut tx, job_id, &what).await?;
         let reply = match state {
             JobState::Queued | JobState::Stale => {
                 sqlx::query(
@@ -651,7 +688,7 @@ impl QueueBackend for SqliteBackend {
                 .bind(now)
                 .execute(&mut *tx)
                 .await
-                .map_err(db(&what))?;
+                .map_err(self.db(&what))?;
                 CancelReply::Cancelled
             }
             JobState::Running => {
@@ -660,12 +697,12 @@ impl QueueBackend for SqliteBackend {
                     .bind(now)
                     .execute(&mut *tx)
                     .await
-                    .map_err(db(&what))?;
+                    .map_err(self.db(&what))?;
                 CancelReply::Requested
             }
             terminal => return Ok(CancelReply::AlreadyTerminal(terminal)),
         };
-        tx.commit().await.map_err(db(format!("{what}: commit")))?;
+        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
         Ok(reply)
     }
 
@@ -673,7 +710,7 @@ impl QueueBackend for SqliteBackend {
         let what = format!("retry job `{job_id}`");
         let now = now_ms();
         let mut tx = self.begin(&what).await?;
-        let state = Self::state_of(&mut tx, job_id, &what).await?;
+        let state = self.state_of(&mut tx, job_id, &what).await?;
         if !matches!(
             state,
             JobState::Failed | JobState::Dead | JobState::Cancelled | JobState::Stale
@@ -693,8 +730,8 @@ impl QueueBackend for SqliteBackend {
         .bind(now)
         .execute(&mut *tx)
         .await
-        .map_err(db(&what))?;
-        tx.commit().await.map_err(db(format!("{what}: commit")))?;
+        .map_err(self.db(&what))?;
+        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
         self.inner.wake.wake_all();
         Ok(())
     }
@@ -738,14 +775,22 @@ impl QueueBackend for SqliteBackend {
         .await
     }
 
-    async fn ack_result(&self, job_id: &str) -> Result<(), EngineError> {
-        let found: Option<i64> =
-            sqlx::query_scalar("UPDATE jobs SET result_pending = 0 WHERE id = ?1 RETURNING 1")
-                .bind(job_id)
-                .fetch_optional(&self.inner.writer)
-                .await
-                .map_err(db(format!("ack result of job `{job_id}`")))?;
-        found.map(|_| ()).ok_or_else(|| EngineError::NotFound(job_id.to_owned()))
+    async fn ack_result(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
+        let acked: Option<i64> = sqlx::query_scalar(
+            "UPDATE jobs SET result_pending = 0 WHERE id = ?1 AND fencing_token = ?2 RETURNING 1",
+        )
+        .bind(job_id)
+        .bind(to_i64(fencing_token))
+        .fetch_optional(&self.inner.writer)
+        .await
+        .map_err(self.db(format!("ack result of job `{job_id}` at fencing token {fencing_token}")))?;
+        if acked.is_some() {
+            return Ok(true);
+        }
+        match self.get(job_id).await? {
+            Some(_) => Ok(false),
+            None => Err(EngineError::NotFound(job_id.to_owned())),
+        }
     }
 
     async fn acquire_lock(
@@ -765,10 +810,10 @@ impl QueueBackend for SqliteBackend {
         .bind(name)
         .fetch_optional(&mut *tx)
         .await
-        .map_err(db(&what))?;
+        .map_err(self.db(&what))?;
         if let Some(row) = row {
-            let held: bool = row.try_get("held").map_err(db(&what))?;
-            let stale_after_ms: i64 = row.try_get("stale_after_ms").map_err(db(&what))?;
+            let held: bool = row.try_get("held").map_err(self.db(&what))?;
+            let stale_after_ms: i64 = row.try_get("stale_after_ms").map_err(self.db(&what))?;
             let lease = lock_lease_from_row(&row, name)?;
             if held && now - lease.heartbeat_at_ms <= stale_after_ms {
                 return Ok(LockAcquire::Held(lease));
@@ -794,8 +839,8 @@ impl QueueBackend for SqliteBackend {
         .bind(to_i64(stale_after.as_millis() as u64))
         .fetch_one(&mut *tx)
         .await
-        .map_err(db(&what))?;
-        tx.commit().await.map_err(db(format!("{what}: commit")))?;
+        .map_err(self.db(&what))?;
+        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
         Ok(LockAcquire::Acquired { fencing_token: token as u64 })
     }
 
@@ -808,7 +853,7 @@ impl QueueBackend for SqliteBackend {
         .bind(now_ms())
         .execute(&self.inner.writer)
         .await
-        .map_err(db(format!("renew lock `{name}`")))?;
+        .map_err(self.db(format!("renew lock `{name}`")))?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -822,7 +867,7 @@ impl QueueBackend for SqliteBackend {
         .bind(to_i64(fencing_token))
         .execute(&self.inner.writer)
         .await
-        .map_err(db(format!("release lock `{name}`")))?;
+        .map_err(self.db(format!("release lock `{name}`")))?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -835,12 +880,12 @@ impl QueueBackend for SqliteBackend {
         .bind(now_ms())
         .fetch_all(&self.inner.writer)
         .await
-        .map_err(db("reap stale locks"))
+        .map_err(self.db("reap stale locks"))
     }
 
     async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
         let what = "list leases";
-        let mut conn = self.inner.reader.acquire().await.map_err(db(what))?;
+        let mut conn = self.inner.reader.acquire().await.map_err(self.db(what))?;
         let job_rows = sqlx::query(
             "SELECT id, fencing_token, owner_worker, owner_host, owner_pid, acquired_at_ms, \
              heartbeat_at_ms, heartbeat_ms, stale_after_ms FROM jobs \
@@ -848,24 +893,24 @@ impl QueueBackend for SqliteBackend {
         )
         .fetch_all(&mut *conn)
         .await
-        .map_err(db(what))?;
+        .map_err(self.db(what))?;
         let lock_rows = sqlx::query(
             "SELECT name, fencing_token, owner_worker, owner_host, owner_pid, acquired_at_ms, \
              heartbeat_at_ms, heartbeat_ms, stale_after_ms FROM locks WHERE held = 1 ORDER BY name",
         )
         .fetch_all(&mut *conn)
         .await
-        .map_err(db(what))?;
+        .map_err(self.db(what))?;
         let mut out = Vec::with_capacity(job_rows.len() + lock_rows.len());
         for (kind, rows, key) in [(LeaseKind::Job, &job_rows, "id"), (LeaseKind::Lock, &lock_rows, "name")] {
             for row in rows {
-                let name: String = row.try_get(key).map_err(db(what))?;
+                let name: String = row.try_get(key).map_err(self.db(what))?;
                 let lease = lock_lease_from_row(row, &name)?;
                 out.push(LeaseView {
                     kind,
                     lease,
-                    heartbeat_ms: row.try_get::<i64, _>("heartbeat_ms").map_err(db(what))?.max(0) as u64,
-                    stale_after_ms: row.try_get::<i64, _>("stale_after_ms").map_err(db(what))?.max(0)
+                    heartbeat_ms: row.try_get::<i64, _>("heartbeat_ms").map_err(self.db(what))?.max(0) as u64,
+                    stale_after_ms: row.try_get::<i64, _>("stale_after_ms").map_err(self.db(what))?.max(0)
                         as u64,
                     name,
                 });

@@ -1,7 +1,8 @@
 //! The worker loop: leases jobs, runs them through runners while heartbeating each lease, sends back fenced results.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -19,6 +20,10 @@ use crate::registry::RunnerRegistry;
 
 /// Default grace period on shutdown before running jobs are killed and handed back.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+/// Least time the shutdown gives killing running jobs and handing their leases back (and,
+/// then, releasing the presence lock and stopping the reaper), whatever the grace: the process
+/// runner's own SIGTERM → SIGKILL grace (2 s by default) plus a round trip to the queue.
+pub const MIN_HAND_BACK: Duration = Duration::from_secs(5);
 /// Prefix of the named lock each worker holds while alive (its presence in `skillforge locks`).
 pub const PRESENCE_LOCK_PREFIX: &str = "worker:";
 /// Heartbeat period of the presence lock.
@@ -69,6 +74,11 @@ pub struct WorkerReport {
     pub fenced: u64,
     /// Attempts handed back on shutdown.
     pub released: u64,
+    /// Leases this worker still held when it stopped, as (job id, fencing token), oldest job id
+    /// first: their hand-back (or result) could not be delivered, typically because the queue
+    /// was unreachable, so they go stale after their `stale_after` and the reaper recovers them.
+    /// Empty after a clean shutdown.
+    pub left_stale: Vec<(String, u64)>,
 }
 
 #[derive(Default)]
@@ -76,6 +86,27 @@ struct Counters {
     finished: AtomicU64,
     fenced: AtomicU64,
     released: AtomicU64,
+    /// Leases taken and not yet resolved (finished, fenced or handed back): job id → token.
+    held: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Counters {
+    fn hold(&self, job_id: &str, token: u64) {
+        self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(job_id.to_owned(), token);
+    }
+
+    /// The lease of `job_id` under `token` is resolved: the queue answered for it.
+    fn resolved(&self, job_id: &str, token: u64) {
+        let mut held = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if held.get(job_id) == Some(&token) {
+            held.remove(job_id);
+        }
+    }
+
+    fn unresolved(&self) -> Vec<(String, u64)> {
+        let held = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.iter().map(|(id, t)| (id.clone(), *t)).collect()
+    }
 }
 
 /// A worker process's job loop.
@@ -101,6 +132,12 @@ impl Worker {
     /// this host, per-process housekeeping), runs until `shutdown` fires, then stops leasing, waits up to `grace` for running jobs,
     /// kills what still runs (runners kill their process groups on cancel) and hands those
     /// leases back at once, so another worker may start them immediately.
+    ///
+    /// Every shutdown step is bounded, also with the queue unreachable: a pending lease call
+    /// gets at most `grace`, running jobs `grace`, then killing them and handing their leases
+    /// back, releasing the presence lock and stopping the reaper share
+    /// `max(grace, `[`MIN_HAND_BACK`]`)`. What could not be handed back in time is abandoned
+    /// and listed in [`WorkerReport::left_stale`].
     pub async fn run(self, shutdown: CancellationToken) -> WorkerReport {
         let worker_id = self.identity.worker_id.clone();
         info!(worker = %worker_id, host = %self.identity.host, pid = self.identity.pid,
@@ -132,8 +169,22 @@ impl Worker {
                 }
                 continue;
             }
-            let leased = self.lease_round(free, &next_queue).await;
+            let lease = self.lease_round(free, &next_queue);
+            tokio::pin!(lease);
+            let leased = tokio::select! {
+                jobs = &mut lease => jobs,
+                // A lease call in flight may already have leased jobs: let it answer (they are
+                // then handed straight back), but not for longer than the grace.
+                () = shutdown.cancelled() => match tokio::time::timeout(self.config.grace, &mut lease).await {
+                    Ok(jobs) => jobs,
+                    Err(_) => {
+                        warn!(worker = %worker_id, "a lease call was still unanswered after the grace: abandoned");
+                        break;
+                    }
+                },
+            };
             for job in leased {
+                counters.hold(&job.job.id, job.fencing_token);
                 let Ok(permit) = slots.clone().try_acquire_owned() else {
                     unreachable!("leased no more jobs than free slots")
                 };
@@ -162,21 +213,38 @@ impl Worker {
             while tasks.join_next().await.is_some() {}
         })
         .await;
+        let hand_back_by = tokio::time::Instant::now() + self.config.grace.max(MIN_HAND_BACK);
         if drained.is_err() {
             warn!(worker = %worker_id, running = tasks.len(), "grace period over: killing running jobs and handing their leases back");
             kill_all.cancel();
-            while tasks.join_next().await.is_some() {}
+            let handed = tokio::time::timeout_at(hand_back_by, async {
+                while tasks.join_next().await.is_some() {}
+            })
+            .await;
+            if handed.is_err() {
+                warn!(worker = %worker_id, running = tasks.len(), "hand-back not answered in time (is the queue reachable?): abandoning it");
+                tasks.abort_all();
+                while tasks.join_next().await.is_some() {}
+            }
         }
         background.cancel();
-        let _ = presence.await;
-        if let Some(r) = reaper {
-            let _ = r.await;
+        for (what, task) in [("presence lock release", Some(presence)), ("reaper", reaper)] {
+            let Some(mut task) = task else { continue };
+            if tokio::time::timeout_at(hand_back_by, &mut task).await.is_err() {
+                warn!(worker = %worker_id, "{what} not answered in time: abandoned");
+                task.abort();
+            }
         }
         let report = WorkerReport {
             finished: counters.finished.load(Ordering::Relaxed),
             fenced: counters.fenced.load(Ordering::Relaxed),
             released: counters.released.load(Ordering::Relaxed),
+            left_stale: counters.unresolved(),
         };
+        for (job_id, token) in &report.left_stale {
+            warn!(worker = %worker_id, job_id = %job_id, fencing_token = token,
+                  "lease not handed back: it goes stale after its stale_after and the reaper recovers it");
+        }
         info!(worker = %worker_id, ?report, "worker stopped");
         report
     }
@@ -304,8 +372,12 @@ impl JobTask {
                         info!(job_id = %job.job.id, "job handed back on shutdown before it started");
                     }
                     Ok(false) => warn!(job_id = %job.job.id, "job not handed back: lease already superseded"),
-                    Err(e) => warn!(job_id = %job.job.id, error = %e, "job not handed back; the reaper will recover it"),
+                    Err(e) => {
+                        warn!(job_id = %job.job.id, error = %e, "job not handed back; the reaper will recover it");
+                        return;
+                    }
                 }
+                self.counters.resolved(&job.job.id, job.fencing_token);
                 return;
             }
             next = self.run_one(job).await;
@@ -392,8 +464,12 @@ impl JobTask {
                         info!("job handed back on shutdown");
                     }
                     Ok(false) => warn!("job not handed back: lease already superseded"),
-                    Err(e) => warn!(error = %e, "job not handed back; the reaper will recover it"),
+                    Err(e) => {
+                        warn!(error = %e, "job not handed back; the reaper will recover it");
+                        return None;
+                    }
                 }
+                self.counters.resolved(&job.id, token);
                 return None;
             }
             let finish =
@@ -405,6 +481,10 @@ impl JobTask {
             };
             match delivered {
                 Ok((reply, next)) => {
+                    self.counters.resolved(&job.id, token);
+                    if let Some(n) = &next {
+                        self.counters.hold(&n.job.id, n.fencing_token);
+                    }
                     match reply {
                         FinishReply::Applied(state) => {
                             self.counters.finished.fetch_add(1, Ordering::Relaxed);

@@ -297,8 +297,11 @@ async fn enqueue_lease_finish_round_trip() {
         pending.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
         [e.job_id.as_str()]
     );
-    b.ack_result(&e.job_id).await.unwrap();
+    assert!(!b.ack_result(&e.job_id, pending[0].fencing_token + 1).await.unwrap(), "fenced on the token");
+    assert_eq!(b.pending_results(10).await.unwrap().len(), 1);
+    assert!(b.ack_result(&e.job_id, pending[0].fencing_token).await.unwrap());
     assert!(b.pending_results(10).await.unwrap().is_empty());
+    assert!(matches!(b.ack_result("nope", 1).await, Err(EngineError::NotFound(_))));
 
     let second = b.enqueue(&spec("default")).await.unwrap();
     let all = b.list(None, 10).await.unwrap();
@@ -674,7 +677,8 @@ async fn cancel_queued_and_running() {
     );
 
     let mut delayed = spec("c");
-    delayed.not_before_ms = Some(b.now_ms().await.unwrap() + 300);
+    let delayed_due_ms = b.now_ms().await.unwrap() + 300;
+    delayed.not_before_ms = Some(delayed_due_ms);
     let delayed = b.enqueue(&delayed).await.unwrap().job_id;
     assert_eq!(b.cancel(&delayed).await.unwrap(), CancelReply::Cancelled);
 
@@ -718,8 +722,12 @@ async fn cancel_queued_and_running() {
     assert!(b.release(&handed, 1).await.unwrap());
     assert_eq!(b.get(&handed).await.unwrap().unwrap().state, JobState::Cancelled);
 
-    // The delayed one stays cancelled once its time has come.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // The delayed one stays cancelled once its time has come (by the server's clock).
+    poll("the delayed job's not_before to pass", Duration::from_secs(10), || async {
+        (b.now_ms().await.unwrap() > delayed_due_ms).then_some(())
+    })
+    .await;
+    assert_eq!(b.get(&delayed).await.unwrap().unwrap().state, JobState::Cancelled);
     assert!(
         b.lease("c", &w, 10, Duration::ZERO)
             .await
@@ -1042,7 +1050,11 @@ async fn redis_restart_loses_nothing() {
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Crash only once the waiter is blocked on the server (a client in BLPOP).
+    poll("the waiter to block in BLPOP", Duration::from_secs(10), || async {
+        server.cli(&["client", "list"]).contains("cmd=blpop").then_some(())
+    })
+    .await;
     server.crash();
     server.launch();
     let late = b.enqueue(&spec("durable")).await.unwrap().job_id;
@@ -1285,4 +1297,57 @@ async fn layout_1_jobs_from_an_older_build_still_work() {
     assert_eq!(server.cli(&["LLEN", "sftest:job:job-c:history"]), "1");
     let listed = b.list(Some(JobState::Succeeded), 10).await.unwrap();
     assert_eq!(listed.iter().map(|j| j.id.as_str()).collect::<HashSet<_>>(), HashSet::from(["job-a", "job-b"]));
+}
+
+#[tokio::test]
+async fn retry_finishing_between_ingestion_read_and_ack_is_not_lost() {
+    let server = RedisServer::start();
+    scenarios::retry_finishing_between_ingestion_read_and_ack_is_not_lost(&backend(&server).await).await;
+}
+
+/// Issue 12 item 6: Redis losing its data (here `FLUSHALL`; a restart without persistence is the
+/// same) is reported once by the namespace check, and a re-run of the lost job under the same
+/// idempotency key is not applied a second time: the store shows the key applied.
+#[tokio::test]
+async fn a_namespace_that_lost_its_data_is_reported_once_and_applied_work_is_not_applied_again() {
+    use skillforge_engine::ingest::{RecordOnly, ingest_once};
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let home = tempfile::tempdir().unwrap();
+    let store = skillforge_store::Store::open(home.path()).await.unwrap();
+    let w = worker("epoch");
+    let mut keyed = spec("default");
+    keyed.idempotency_key = Some("once".into());
+    let run = |id: String| {
+        let (b, w) = (&b, &w);
+        async move {
+            let leased = b.lease("default", w, 1, Duration::ZERO).await.unwrap();
+            assert_eq!(leased[0].job.id, id);
+            b.finish(&id, leased[0].fencing_token, &finish(JobState::Succeeded, 0, "passed")).await.unwrap();
+        }
+    };
+    let first = b.enqueue(&keyed).await.unwrap().job_id;
+    run(first.clone()).await;
+    assert_eq!(ingest_once(&b, &store, &RecordOnly).await.unwrap().applied, 1);
+    assert_eq!(b.check_namespace().await.unwrap(), None, "nothing lost yet");
+
+    server.cli(&["flushall"]);
+    let loss = b.check_namespace().await.unwrap().expect("the loss is reported");
+    assert_eq!((loss.namespace.as_str(), loss.jobs_now), ("sftest", 0));
+    assert_ne!(loss.previous_epoch, loss.current_epoch);
+    assert!(loss.to_string().contains("lost its data"), "{loss}");
+    assert_eq!(b.check_namespace().await.unwrap(), None, "reported once");
+    // Another process connecting now sees the new epoch, not a loss.
+    assert_eq!(backend(&server).await.check_namespace().await.unwrap(), None);
+
+    // The producer submits the key again: the emptied queue makes a new job, which runs...
+    let again = b.enqueue(&keyed).await.unwrap();
+    assert!(again.created && again.job_id != first);
+    run(again.job_id.clone()).await;
+    // ...but its result is not applied: the store shows the key applied by the first job.
+    let report = ingest_once(&b, &store, &RecordOnly).await.unwrap();
+    assert_eq!((report.applied, report.duplicates), (0, 1));
+    assert!(b.pending_results(10).await.unwrap().is_empty(), "acknowledged");
+    let applied = skillforge_store::applied::applied_for_job(store.pool(), &again.job_id).await.unwrap();
+    assert!(applied.is_empty(), "{applied:?}");
 }

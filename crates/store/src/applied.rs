@@ -50,6 +50,27 @@ pub async fn record_applied(conn: &mut SqliteConnection, result: &AppliedResult)
     Ok(done.rows_affected() == 1)
 }
 
+/// The first applied result carrying idempotency key `key` from a job other than `job_id`, if
+/// any. A queue hands out one job per key, so such a row means the queue lost that job (a
+/// Redis namespace emptied) and `job_id` is a re-run of work already applied.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn applied_by_key(
+    conn: &mut SqliteConnection,
+    key: &str,
+    job_id: &str,
+) -> Result<Option<AppliedResult>, StoreError> {
+    Ok(sqlx::query_as::<_, AppliedResult>(
+        "SELECT job_id, fencing_token, workflow, stage, state, idempotency_key, outcome_json, applied_at
+         FROM applied_results WHERE idempotency_key = ? AND job_id <> ? ORDER BY applied_at LIMIT 1",
+    )
+    .bind(key)
+    .bind(job_id)
+    .fetch_optional(conn)
+    .await?)
+}
+
 /// Every applied result of `job_id`, oldest first.
 ///
 /// # Errors

@@ -21,7 +21,9 @@ pub struct ArtifactRow {
     pub media_type: String,
     /// Blob size in bytes.
     pub size_bytes: i64,
-    /// Storage driver (e.g. `local`).
+    /// Storage driver: what the external optimizer's loader reads, derived from the media type
+    /// ([`skillforge_contract::driver_for_media_type`]) for skillforge's own artifacts; rows of
+    /// older builds may hold `local` (mapped at export).
     pub driver: String,
     /// RFC 3339.
     pub created_at: String,
@@ -110,8 +112,9 @@ pub enum StoreArtifactError {
     Store(#[from] StoreError),
 }
 
-/// Writes `bytes` to the blob store and registers them as artifact `id` in one step (driver
-/// `local` by convention for files in the home's blob store). The blob is written first: if the
+/// Writes `bytes` to the blob store and registers them as artifact `id` in one step; `driver` is
+/// [`skillforge_contract::driver_for_media_type`] for skillforge's own artifacts, or what a
+/// candidate package declared. The blob is written first: if the
 /// caller's transaction then rolls back, an unreferenced blob remains, which is harmless in a
 /// content-addressed store.
 ///
@@ -142,11 +145,11 @@ mod tests {
         let store = Store::open(home.path()).await.unwrap();
         let blobs = BlobStore::in_home(home.path());
         let mut conn = store.pool().acquire().await.unwrap();
-        let row = store_artifact(&mut conn, &blobs, "diff-1", b"--- a\n+++ b\n", "text/x-diff", "local").await.unwrap();
+        let row = store_artifact(&mut conn, &blobs, "diff-1", b"--- a\n+++ b\n", "text/x-diff", "text").await.unwrap();
         assert_eq!(row.size_bytes, 12);
         assert_eq!(blobs.get(&row.hash).unwrap(), b"--- a\n+++ b\n");
         assert_eq!(get_artifact(store.pool(), "diff-1").await.unwrap(), Some(row));
-        assert!(store_artifact(&mut conn, &blobs, "diff-1", b"x", "text/plain", "local").await.is_err());
+        assert!(store_artifact(&mut conn, &blobs, "diff-1", b"x", "text/plain", "text").await.is_err());
         assert_eq!(count_artifacts(store.pool()).await.unwrap(), 1);
         let ids = ["diff-1".to_owned(), "nope".to_owned()];
         let found = existing_artifact_ids(&mut conn, &ids).await.unwrap();

@@ -3,8 +3,10 @@
 pub mod ab;
 pub mod bineval;
 pub mod distill;
+pub mod evalloop;
 pub mod evaluator;
 pub mod harvest;
 pub mod packet;
 pub mod promotion;
 pub mod train;
+pub mod optimize;

@@ -270,7 +270,8 @@ async fn load_run(store: &Store, run_id: &str) -> Result<EvalRunRow, PacketError
 }
 
 /// Writes the blind packet of run `run_id` into `dir` (created): `index.md`, `items/*.md`,
-/// `.assignments.json` and an unfilled `feedback.yml`. Refuses to overwrite a packet whose
+/// `.assignments.json` and an unfilled `feedback.yml`. Of an auto-trace run only the items with
+/// artifacts (added by `review item add`) are in the packet; harvested items have none. Refuses to overwrite a packet whose
 /// `feedback.yml` exists unless `force`.
 ///
 /// # Errors
@@ -279,11 +280,19 @@ async fn load_run(store: &Store, run_id: &str) -> Result<EvalRunRow, PacketError
 /// when a file or blob cannot be read or written; [`PacketError::Store`].
 pub async fn export_packet(store: &Store, blobs: &BlobStore, run_id: &str, dir: &Path, force: bool) -> Result<PacketExport, PacketError> {
     let run = load_run(store, run_id).await?;
-    let items = list_items(store.pool(), &run.id).await?;
+    let mut items = list_items(store.pool(), &run.id).await?;
+    // An auto-trace run's harvested items (one per PR and leg) carry no artifacts to show; a
+    // person reviews the items added to it with `review item add`, so the packet holds those.
+    let is_auto_trace = run.metadata().and_then(|m| m.get("feedback_source").cloned())
+        == Some(Value::from(crate::harvest::AUTOMATIC_TRACE));
+    if is_auto_trace {
+        items.retain(|i| !i.options.is_empty() || !i.item.baseline_artifact_id.is_empty() || !i.item.candidate_artifact_id.is_empty());
+    }
     if items.is_empty() {
         return Err(PacketError::Invalid(format!(
-            "review run `{}` has no items; add them with `skillforge review item add`",
-            run.id
+            "review run `{}` has no items{}; add them with `skillforge review item add`",
+            run.id,
+            if is_auto_trace { " with artifacts to review" } else { "" }
         )));
     }
     let assignments = Assignments {
@@ -364,7 +373,40 @@ fn check_packet_matches(run: &EvalRunRow, assignments: &Assignments, items: &[Re
 
 fn read_packet_file(dir: &Path, name: &str) -> Result<String, PacketError> {
     let path = dir.join(name);
+    let limit = skillforge_contract::limits::MAX_DOCUMENT_BYTES;
+    if let Ok(meta) = std::fs::metadata(&path)
+        && meta.len() > limit as u64
+    {
+        return Err(PacketError::Invalid(format!(
+            "packet file `{}` is {} bytes, over the limit of {limit} bytes",
+            path.display(),
+            meta.len()
+        )));
+    }
     std::fs::read_to_string(&path).map_err(|e| PacketError::Invalid(format!("read packet file `{}`: {e}", path.display())))
+}
+
+/// Longest reviewer name accepted, in characters.
+pub const MAX_REVIEWER_CHARS: usize = 128;
+
+/// A reviewer name as stored with feedback events: not empty, at most [`MAX_REVIEWER_CHARS`]
+/// characters, no control characters (NUL, newlines, escapes), which would forge or break the
+/// rows and reports that show it.
+///
+/// # Errors
+/// A message naming what is wrong.
+pub fn check_reviewer(name: &str) -> Result<(), String> {
+    if name.trim().is_empty() {
+        return Err("the reviewer name is empty".to_owned());
+    }
+    if let Some(c) = name.chars().find(|c| c.is_control()) {
+        return Err(format!("the reviewer name `{}` holds the control character {c:?}", name.escape_debug()));
+    }
+    let n = name.chars().count();
+    if n > MAX_REVIEWER_CHARS {
+        return Err(format!("the reviewer name is {n} characters long, over the limit of {MAX_REVIEWER_CHARS}"));
+    }
+    Ok(())
 }
 
 /// Validates the packet in `dir` (assignments, `feedback.yml`, the run as stored) without writing:
@@ -379,6 +421,7 @@ pub async fn resolve_packet(store: &Store, dir: &Path, reviewer: Option<&str>) -
     let assignments = parse_assignments(&read_packet_file(&dir, ASSIGNMENTS_FILE)?).map_err(|e| refuse(&e))?;
     let feedback = parse_feedback_yml(&read_packet_file(&dir, FEEDBACK_FILE)?).map_err(|e| refuse(&e))?;
     let resolved = resolve_feedback(&assignments, &feedback, reviewer).map_err(|e| refuse(&e))?;
+    check_reviewer(&resolved.reviewer).map_err(|e| refuse(&e))?;
     let run = load_run(store, &resolved.run_id).await?;
     let items = list_items(store.pool(), &run.id).await?;
     check_packet_matches(&run, &assignments, &items).map_err(|e| refuse(&e))?;

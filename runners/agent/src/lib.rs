@@ -46,6 +46,7 @@ pub use report::AgentReport;
 pub use runner::{AgentRunner, AgentRunnerConfig, TRANSCRIPT_TAIL_BYTES};
 pub use scripted::{
     DEFAULT_N_OPTIONS, MAX_N_OPTIONS, SCRIPTED_DELAY_ENV, SCRIPTED_SUBCOMMAND, ScriptedPrompt,
-    ScriptedTask, parse_scripted_prompt, run_scripted, scripted_main, scripted_transcript,
+    ScriptedRun, ScriptedTask, parse_scripted_prompt, run_scripted, scripted_main, scripted_run,
+    scripted_transcript,
 };
 pub use transcript::{TranscriptSummary, parse_transcript};

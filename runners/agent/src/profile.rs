@@ -80,8 +80,28 @@ pub struct RuntimeProfile {
     /// How to install the program; appended to the `not_runnable` reason when it is missing.
     #[serde(default)]
     pub install_hint: Option<String>,
+    /// Text the runtime writes to its transcript when it is not logged in (Claude Code's
+    /// `"error":"authentication_failed"`). A run that does not pass and shows one is an
+    /// environment problem, not a failed attempt: `not_runnable` (never retried), with
+    /// [`RuntimeProfile::login_hint`].
+    #[serde(default)]
+    pub auth_failure_markers: Vec<String>,
+    /// What to do about an authentication failure (log in, or set a credential variable).
+    #[serde(default)]
+    pub login_hint: Option<String>,
     /// How to read the transcript (stdout).
     pub transcript: TranscriptSpec,
+}
+
+impl RuntimeProfile {
+    /// The `not_runnable` reason when a run that did not pass shows an authentication failure in
+    /// `transcript`: names the runtime, the agent's own message and what to do; `None` otherwise.
+    pub fn auth_failure(&self, transcript: &str, final_message: Option<&str>) -> Option<String> {
+        let marker = self.auth_failure_markers.iter().find(|m| !m.is_empty() && transcript.contains(m.as_str()))?;
+        let said = final_message.map(str::trim).filter(|m| !m.is_empty()).unwrap_or(marker.as_str());
+        let hint = self.login_hint.as_deref().unwrap_or("log the runtime in, or set its credential variables in the worker's environment");
+        Some(format!("agent runtime `{}` is not authenticated ({said}): {hint}", self.name))
+    }
 }
 
 /// How the prompt reaches the agent. There is deliberately no argv variant.

@@ -128,6 +128,12 @@ impl AgentRunner {
         let summary = parse_transcript(&profile.transcript, &transcript);
         if let ExitClass::NotRunnable { reason } = &mut outcome.exit {
             *reason = not_runnable_reason(profile, reason);
+        } else if !outcome.exit.is_passed()
+            && let Some(reason) = profile.auth_failure(&transcript, summary.final_message.as_deref())
+        {
+            // Not logged in: every attempt would fail the same way, so it is no attempt at all.
+            tracing::warn!(runtime = %profile.name, %reason, "agent runtime is not authenticated");
+            outcome.exit = ExitClass::NotRunnable { reason };
         }
         let (body, n_dropped) = strip_marker(&transcript, n_truncated);
         let transcript_path = payload

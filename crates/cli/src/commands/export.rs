@@ -4,14 +4,17 @@
 //! The bytes are [`skillforge_contract::serialize_package`]'s (Go's `json.MarshalIndent(pkg, "",
 //! "  ") + "\n"`). Artifacts are referenced by hash; their blobs stay in `<home>/blobs`, the
 //! optimizer's `--artifact-root`. A package that the external optimizer would refuse
-//! ([`skillforge_contract::validate_training_package`]) is not written.
+//! ([`skillforge_contract::validate_training_package`]) is not written. One its data loader would
+//! refuse on a real (not `--dry-run`) run, for an item id that is not one path segment (auto-trace
+//! ids `checker#owner/repo#N`) or an artifact it cannot read, is written with a warning naming them
+//! ([`skillforge_contract::loader_warnings`]; stderr, and `warnings` in `--json`).
 
 use std::path::PathBuf;
 
 use anyhow::{Context as _, anyhow};
 use clap::Args;
 use serde_json::json;
-use skillforge_contract::{serialize_package, validate_training_package};
+use skillforge_contract::{LoaderWarning, loader_warnings, serialize_package, validate_training_package};
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::review::package::{PackageError, training_package};
 
@@ -50,6 +53,10 @@ pub async fn run(ctx: &Context, args: ExportArgs) -> CliResult {
         .with_context(|| format!("write training package `{}`", args.output.display()))
         .map_err(CliError::env)?;
     let artifact_root = BlobStore::in_home(&ctx.home).root().display().to_string();
+    let warnings = loader_warnings(&package);
+    if !warnings.is_empty() {
+        eprintln!("{}", warning_text(&package.eval_run.id, &warnings));
+    }
     if ctx.json {
         print_json(&json!({
             "run_id": package.eval_run.id,
@@ -64,6 +71,7 @@ pub async fn run(ctx: &Context, args: ExportArgs) -> CliResult {
             "has_feedback_context": package.feedback_context.is_some(),
             "has_evaluator_profile": package.evaluator_profile.is_some(),
             "artifact_root": artifact_root,
+            "warnings": warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
         }));
     } else {
         println!(
@@ -79,4 +87,17 @@ pub async fn run(ctx: &Context, args: ExportArgs) -> CliResult {
         println!("artifact blobs: {artifact_root} (pass as --artifact-root)");
     }
     Ok(OK)
+}
+
+/// The stderr warning for a package the optimizer's data loader refuses: what it means for a real
+/// run, then one line per item id or artifact.
+fn warning_text(run_id: &str, warnings: &[LoaderWarning]) -> String {
+    let mut text = format!(
+        "warning: run {run_id}: the external optimizer's data loader refuses this package on a real run \
+         (its --dry-run passes); see the README, \"Exporting for the external optimizer\":"
+    );
+    for warning in warnings {
+        text.push_str(&format!("\n  - {warning}"));
+    }
+    text
 }

@@ -95,6 +95,9 @@ async fn export(ctx: &Context, args: ExportArgs) -> CliResult {
 }
 
 async fn import(ctx: &Context, args: ImportArgs) -> CliResult {
+    if let Some(r) = &args.reviewer {
+        skillforge_workflows::packet::check_reviewer(r).map_err(|e| CliError::usage(anyhow!("--reviewer: {e}")))?;
+    }
     let store = ctx.store().await?;
     let done = import_packet(&store, &args.packet, args.reviewer.as_deref()).await.map_err(packet_error)?;
     let counts = done.counts;

@@ -43,6 +43,8 @@ pub struct ImportArgs {
 pub async fn run(ctx: &Context, args: ImportArgs) -> CliResult {
     let file = args.file.display().to_string();
     let bytes = std::fs::read(&args.file).map_err(|e| CliError::usage(anyhow!("read candidate package `{file}`: {e}")))?;
+    skillforge_contract::limits::check_json_bytes(&bytes)
+        .map_err(|e| CliError::usage(anyhow!("candidate package `{file}` {e}")))?;
     let package: CandidatePackage = serde_json::from_slice(&bytes)
         .map_err(|e| CliError::usage(anyhow!("parse candidate package `{file}`: {e}")))?;
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
-use skillforge_engine::{CancelReply, EngineError, Job, JobSpec, JobState};
+use skillforge_engine::{CancelReply, EngineError, Job, JobSpec, JobState, QueueBackend};
 use skillforge_runner_process::ProcessPayload;
 
 use crate::commands::wait::await_job;
@@ -100,23 +100,53 @@ pub async fn run(ctx: &Context, cmd: JobsCommand) -> CliResult {
     }
 }
 
-/// Seconds from a flag to milliseconds; exit 2 unless positive and finite.
+/// Seconds from a flag to milliseconds; exit 2 unless finite and at least 1 ms (a smaller
+/// value would round to 0 ms: a timeout that fires at once, a heartbeat that spins).
 pub fn secs(name: &str, v: f64) -> Result<u64, CliError> {
     if !(v.is_finite() && v > 0.0) {
         return Err(CliError::usage(anyhow!("--{name} must be a positive number of seconds, got {v}")));
     }
-    Ok((v * 1000.0).round() as u64)
+    let ms = (v * 1000.0).round();
+    if ms < 1.0 {
+        return Err(CliError::usage(anyhow!("--{name} {v} is below the 1 ms resolution (0.001 s at least)")));
+    }
+    Ok(ms.min(u64::MAX as f64) as u64)
+}
+
+/// A name given on the command line (`--lock`, `--queue-name`, `--idempotency-key`): exit 2 when
+/// it is empty, only white space, or holds a control character (NUL included).
+pub fn check_name(flag: &str, value: &str) -> Result<(), CliError> {
+    if value.trim().is_empty() {
+        return Err(CliError::usage(anyhow!("--{flag} must not be empty")));
+    }
+    if let Some(c) = value.chars().find(|c| c.is_control()) {
+        return Err(CliError::usage(anyhow!("--{flag} `{}` holds the control character {c:?}", value.escape_debug())));
+    }
+    Ok(())
 }
 
 async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
     if args.attempts == 0 {
         return Err(CliError::usage(anyhow!("--attempts must be at least 1")));
     }
+    check_name("queue-name", &args.queue_name)?;
+    if let Some(key) = &args.idempotency_key {
+        check_name("idempotency-key", key)?;
+    }
+    for lock in &args.locks {
+        check_name("lock", lock)?;
+    }
     let mut env = BTreeMap::new();
     for kv in &args.env {
         let Some((k, v)) = kv.split_once('=') else {
             return Err(CliError::usage(anyhow!("--env `{kv}` is not NAME=VALUE")));
         };
+        if k.is_empty() || k.contains(['\0', '=']) {
+            return Err(CliError::usage(anyhow!("--env `{kv}`: the variable name is empty or invalid (NAME=VALUE)")));
+        }
+        if v.contains('\0') {
+            return Err(CliError::usage(anyhow!("--env `{k}`: the value holds a NUL byte")));
+        }
         env.insert(k.to_owned(), v.to_owned());
     }
     let mut payload = ProcessPayload::argv(args.command.clone());
@@ -140,6 +170,14 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
     }
 
     let backend = ctx.queue().await?;
+    if args.wait && ctx.queue_url.is_embedded() {
+        // `--wait` on the embedded queue applies the result to the store: a store that cannot be
+        // opened fails the command before anything is enqueued, not after.
+        ctx.store().await?;
+    }
+    if let Some(key) = &spec.idempotency_key {
+        refuse_rerun_of_applied(ctx, backend.as_ref(), key).await?;
+    }
     let enqueued = crate::commands::wait::enqueue_checked(backend.as_ref(), &spec).await?;
     if !args.wait {
         if ctx.json {
@@ -156,7 +194,9 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         eprintln!("job {} queued", enqueued.job_id);
     }
 
-    let job = await_job(ctx, &backend, &enqueued.job_id, &args.queue_name, !args.no_local_worker).await?;
+    let job = await_job(ctx, &backend, &enqueued.job_id, &args.queue_name, !args.no_local_worker)
+        .await
+        .map_err(|e| left_behind(e, &enqueued.job_id, args.idempotency_key.as_deref()))?;
     if ctx.json {
         print_json(&job_json(&job, backend.now_ms().await?));
     } else {
@@ -167,6 +207,43 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         eprintln!("job {} {}{}", job.id, job.state, outcome_suffix(&job));
     }
     Ok(if job.state == JobState::Succeeded { OK } else { CHECK_FAILED })
+}
+
+/// Refuses (exit 2) a submit whose idempotency key the store shows applied for a job the queue
+/// no longer has (a Redis namespace that lost its data): enqueueing would run the work again.
+/// A key whose job the queue still has is left to the queue (it returns that job).
+async fn refuse_rerun_of_applied(ctx: &Context, backend: &dyn QueueBackend, key: &str) -> Result<(), CliError> {
+    // The check needs the store; a submit that cannot open it is not refused for that.
+    let Ok(store) = ctx.store().await else { return Ok(()) };
+    let mut conn = store.pool().acquire().await.map_err(CliError::env)?;
+    let applied = skillforge_store::applied::applied_by_key(&mut conn, key, "").await.map_err(CliError::env)?;
+    let Some(first) = applied else { return Ok(()) };
+    if backend.get(&first.job_id).await?.is_some() {
+        return Ok(());
+    }
+    Err(CliError::usage(anyhow!(
+        "idempotency key `{key}` was already applied (job {}, {} at {}), and the queue no longer has that job \
+         (did it lose its data?): refusing to run the work again",
+        first.job_id,
+        first.state,
+        first.applied_at
+    )))
+}
+
+/// The error of a `--wait` that failed after its job was enqueued, saying that the job is still
+/// in the queue and how to find or cancel it, so that running the command again is never the
+/// silent second copy of it.
+fn left_behind(e: CliError, id: &str, key: Option<&str>) -> CliError {
+    let again = match key {
+        Some(k) => format!("submitting again with --idempotency-key `{k}` returns it"),
+        None => "submitting again adds a second job (pass --idempotency-key to make a retry return this one)".to_owned(),
+    };
+    CliError {
+        code: e.code,
+        error: e.error.context(format!(
+            "job {id} was queued and stays in the queue (`skillforge jobs show {id}`, `skillforge jobs cancel {id}`); {again}"
+        )),
+    }
 }
 
 fn outcome_suffix(job: &Job) -> String {

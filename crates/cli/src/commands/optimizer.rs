@@ -121,13 +121,15 @@ pub async fn run(ctx: &Context, cmd: OptimizerCommand) -> CliResult {
 }
 
 fn run_distill(ctx: &Context, args: DistillArgs) -> CliResult {
-    if !args.artifact_root.is_dir() {
+    let package = load_training_package(&args.training_package).map_err(|e| CliError::usage(anyhow!(e)))?;
+    // Like the external optimizer, the root is only needed to read blobs: a package without
+    // artifacts (an auto-trace run) distills even where no blob was ever stored.
+    if !package.artifacts.is_empty() && !args.artifact_root.is_dir() {
         return Err(CliError::usage(anyhow!(
             "--artifact-root `{}`: no such directory (the blob store, e.g. $SKILLFORGE_HOME/blobs)",
             args.artifact_root.display()
         )));
     }
-    let package = load_training_package(&args.training_package).map_err(|e| CliError::usage(anyhow!(e)))?;
     // The external optimizer treats an empty `--artifact-dir` as unset.
     let mut out = DistillOutput::new(&args.out_root, &args.candidate_output);
     if let Some(dir) = args.artifact_dir.filter(|d| !d.as_os_str().is_empty()) {

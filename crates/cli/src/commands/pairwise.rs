@@ -17,7 +17,7 @@ use clap::Args;
 use serde_json::json;
 use skillforge_contract::{
     CHALLENGER, CHAMPION, PAIRWISE_FILES, RankedFeedbackEvent, UnblindedPick, check_pairwise_runs, parse_pairwise_packet,
-    parse_pairwise_picks, parse_pairwise_secret_map, ranked_feedback_event_id, unblind_pairwise,
+    driver_for_media_type, parse_pairwise_picks, parse_pairwise_secret_map, ranked_feedback_event_id, unblind_pairwise,
 };
 use skillforge_store::artifacts::store_artifact;
 use skillforge_store::blobs::BlobStore;
@@ -27,7 +27,6 @@ use skillforge_store::review::{
 };
 use skillforge_store::templates::get_version;
 
-use crate::commands::review::LOCAL_DRIVER;
 use crate::context::Context;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
 use crate::output::print_json;
@@ -73,6 +72,9 @@ fn read(path: &Path) -> Result<String, CliError> {
 }
 
 async fn import(ctx: &Context, args: PairwiseImportArgs) -> CliResult {
+    if let Some(r) = &args.reviewer {
+        skillforge_workflows::packet::check_reviewer(r).map_err(|e| CliError::usage(anyhow!("--reviewer: {e}")))?;
+    }
     let dir = std::fs::canonicalize(&args.dir)
         .map_err(|e| CliError::usage(anyhow!("open pairwise packet directory `{}`: {e}", args.dir.display())))?;
     let [packet_name, secret_name, picks_name] = PAIRWISE_FILES;
@@ -91,6 +93,7 @@ async fn import(ctx: &Context, args: PairwiseImportArgs) -> CliResult {
     if reviewer.is_empty() {
         return Err(CliError::usage(anyhow!("pairwise reviewer is required: pass --reviewer or set `reviewer` in the picks file")));
     }
+    skillforge_workflows::packet::check_reviewer(&reviewer).map_err(|e| CliError::usage(anyhow!("pairwise import: {e}")))?;
     let run_id = packet.run_id.trim().to_owned();
     let store = ctx.store().await?;
     let existing_run = get_run(store.pool(), &run_id).await.context("read review run")?;
@@ -144,7 +147,7 @@ async fn import(ctx: &Context, args: PairwiseImportArgs) -> CliResult {
             let mut new = NewReviewItem { item_id: pick.item_id.clone(), title: pick.title.clone(), ..Default::default() };
             for (role, response) in [(CHAMPION, &pick.champion_response), (CHALLENGER, &pick.challenger_response)] {
                 let artifact_id = format!("{run_id}/{}/{role}", pick.item_id);
-                store_artifact(&mut tx, &blobs, &artifact_id, response.as_bytes(), "text/plain", LOCAL_DRIVER)
+                store_artifact(&mut tx, &blobs, &artifact_id, response.as_bytes(), "text/plain", driver_for_media_type("text/plain"))
                     .await
                     .with_context(|| format!("store artifact `{artifact_id}`"))?;
                 new.options.push(NewReviewOption {

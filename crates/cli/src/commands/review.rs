@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, anyhow};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
-use skillforge_contract::is_ranked_mode;
+use skillforge_contract::{driver_for_media_type, is_ranked_mode};
 use skillforge_store::Store;
 use skillforge_store::artifacts::store_artifact;
 use skillforge_store::blobs::BlobStore;
@@ -24,9 +24,6 @@ use skillforge_store::templates::{VersionRef, resolve};
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
-
-/// Driver of artifacts whose blobs live in the home's blob store.
-pub const LOCAL_DRIVER: &str = "local";
 
 /// `skillforge review ...`.
 #[derive(Debug, Subcommand)]
@@ -308,7 +305,8 @@ async fn item_add(ctx: &Context, args: ItemAddArgs) -> CliResult {
     let mut artifacts = Vec::new();
     for ((suffix, path, _), bytes) in files.iter().zip(&contents) {
         let artifact_id = format!("{}/{}/{}", run.id, item_id, suffix);
-        let row = store_artifact(&mut tx, &blobs, &artifact_id, bytes, media_type_for(path), LOCAL_DRIVER)
+        let media_type = media_type_for(path);
+        let row = store_artifact(&mut tx, &blobs, &artifact_id, bytes, media_type, driver_for_media_type(media_type))
             .await
             .with_context(|| format!("store artifact `{artifact_id}`"))?;
         match suffix.as_str() {

@@ -73,6 +73,7 @@ impl ResultHandler for WorkflowHandlers {
         match job.spec.workflow.as_str() {
             skillforge_workflows::harvest::WORKFLOW => HarvestHandler.apply(conn, job).await,
             TRAIN_WORKFLOW => self.train.apply(conn, job).await,
+            skillforge_workflows::evalloop::stages::EVAL_WORKFLOW => skillforge_workflows::evalloop::handler::EvalResultHandler.apply(conn, job).await,
             _ => RecordOnly.apply(conn, job).await,
         }
     }

@@ -7,7 +7,7 @@ use skillforge_engine::worker::{Worker, WorkerConfig};
 
 use crate::commands::signals::shutdown_on_signal;
 use crate::context::Context;
-use crate::exit::{CliResult, OK};
+use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
 
 /// Arguments of `skillforge worker`.
@@ -27,7 +27,8 @@ pub struct WorkerArgs {
     grace_secs: Option<u64>,
 }
 
-/// Runs the worker until a signal, then prints what it did.
+/// Runs the worker until a signal, then prints what it did. Exits 3 (environment) naming the
+/// jobs whose leases could not be handed back (left to go stale), e.g. with the queue down.
 pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
     let backend = ctx.queue().await?;
     let mut config = WorkerConfig::new(
@@ -49,6 +50,7 @@ pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
             "finished": report.finished,
             "fenced": report.fenced,
             "released": report.released,
+            "left_stale": report.left_stale.iter().map(|(id, token)| serde_json::json!({"job_id": id, "fencing_token": token})).collect::<Vec<_>>(),
         }));
     } else {
         eprintln!(
@@ -56,7 +58,15 @@ pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
             identity.worker_id, report.finished, report.fenced, report.released
         );
     }
-    Ok(OK)
+    if report.left_stale.is_empty() {
+        return Ok(OK);
+    }
+    let ids: Vec<&str> = report.left_stale.iter().map(|(id, _)| id.as_str()).collect();
+    Err(CliError::env(anyhow::anyhow!(
+        "{} lease(s) could not be handed back ({}): they go stale after their stale_after and the reaper recovers them",
+        ids.len(),
+        ids.join(", ")
+    )))
 }
 
 /// A human label of the queue backend in use.

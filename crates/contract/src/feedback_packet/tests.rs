@@ -261,3 +261,18 @@ proptest! {
         }
     }
 }
+
+/// Issue 12 item 7: a feedback.yml nested 100 000 levels deep (200 KB) is refused at once, the
+/// message naming the limit, before the YAML parser runs (which took 38 s of CPU on it).
+#[test]
+fn deeply_nested_feedback_yml_is_refused_at_once_naming_the_limit() {
+    let deep = format!("run_id: run-1\nitems: {}x{}\n", "[".repeat(100_000), "]".repeat(100_000));
+    let started = std::time::Instant::now();
+    let e = parse_feedback_yml(&deep).unwrap_err();
+    let message = e.to_string();
+    assert!(message.contains("feedback.yml") && message.contains("64 levels"), "{message}");
+    // Far below the parser's time on it; not a benchmark, a sanity bound.
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+    let blocks = format!("run_id: run-1\nitems:\n{}x\n", "- ".repeat(100_000));
+    assert!(parse_feedback_yml(&blocks).unwrap_err().to_string().contains("64 levels"));
+}

@@ -218,11 +218,17 @@ fn s88_promotable_false_with_reason_is_no_candidate() {
     f.package.summary.metadata = Some(json!({"promotable": false, "no_candidate_reason": "no gain"}));
     let err = run(&f).unwrap_err();
     assert!(err.is_no_candidate());
-    assert_eq!(err.to_string(), "optimizer produced no candidate: no gain");
+    // The refusal names the field that said no, and that the other one said promotable.
+    assert_eq!(
+        err.to_string(),
+        "optimizer produced no candidate: no gain (from summary.metadata; eval_report says promotable: true)"
+    );
+    f.package.eval_report = None;
+    assert_eq!(run(&f).unwrap_err().to_string(), "optimizer produced no candidate: no gain (from summary.metadata)");
 
     // eval_report is consulted first.
     f.package.eval_report = Some(json!({"promotable": false, "no_candidate_reason": "report says so"}));
-    assert_eq!(run(&f).unwrap_err().to_string(), "optimizer produced no candidate: report says so");
+    assert_eq!(run(&f).unwrap_err().to_string(), "optimizer produced no candidate: report says so (from eval_report)");
 
     // promotable true, or no reason, passes the metadata gate.
     f.package.eval_report = Some(json!({"promotable": true, "no_candidate_reason": "ignored"}));
@@ -235,7 +241,16 @@ fn s89_unchanged_content_is_no_candidate() {
     let mut f = fixture();
     f.package.candidate.content = base_version().content;
     let err = run(&f).unwrap_err();
-    assert_eq!(err, ImportError::NoCandidate { reason: UNCHANGED_CONTENT_REASON.into(), hint: String::new() });
+    assert_eq!(
+        err,
+        ImportError::NoCandidate {
+            reason: UNCHANGED_CONTENT_REASON.into(),
+            field: "candidate.content",
+            note: String::new(),
+            hint: String::new()
+        }
+    );
+    assert_eq!(err.to_string(), format!("optimizer produced no candidate: {UNCHANGED_CONTENT_REASON} (from candidate.content)"));
 
     // A stored hash without the prefix or in capitals still matches.
     let mut f = fixture();
@@ -252,7 +267,10 @@ fn s89_optimizer_dry_run_is_no_candidate() {
     let mut f = fixture();
     f.package.candidate.content = base_version().content;
     f.package.eval_report = Some(json!({"promotable": false, "no_candidate_reason": "candidate_content_unchanged"}));
-    assert_eq!(run(&f).unwrap_err().to_string(), "optimizer produced no candidate: candidate_content_unchanged");
+    assert_eq!(
+        run(&f).unwrap_err().to_string(),
+        "optimizer produced no candidate: candidate_content_unchanged (from eval_report)"
+    );
 }
 
 #[test]
@@ -279,5 +297,27 @@ fn local_path_rules() {
         ("a/../../b", false),
     ] {
         assert_eq!(is_local_path(path), ok, "path {path:?}");
+    }
+}
+
+/// A candidate package as Go writes it: `artifacts` `null` (or absent), `base_version_id`,
+/// `eval_report` and every summary field absent, `summary` `{}`; the metadata's optional
+/// `evaluation` absent. It imports against the template's current version.
+#[test]
+fn go_shaped_candidate_bytes_with_null_lists_import() {
+    let content = template_text("planner", "Planner", NEW_BODY);
+    let metadata = serde_json::to_value(parse_template(&content).unwrap().metadata).unwrap();
+    for artifacts in [", \"artifacts\": null", ""] {
+        let go = format!(
+            r#"{{"kind": "gitmoot-skillopt-candidate-package", "contract_version": 1, "template_id": "planner",
+  "candidate": {{"content": {content:?}, "metadata": {metadata}}}, "summary": {{}}{artifacts}}}"#
+        );
+        let package: CandidatePackage = serde_json::from_str(&go).unwrap();
+        assert!(package.artifacts.is_empty() && package.eval_report.is_none() && package.summary.metadata.is_none());
+        let f = fixture();
+        let verified = validate_candidate_import(&package, ImportOptions { artifact_dir: None, has_blob_store: true }, &f.state)
+            .expect("Go-shaped candidate imports");
+        assert_eq!(verified.base_version_id, "planner@v1");
+        assert!(verified.artifacts.is_empty());
     }
 }

@@ -203,3 +203,45 @@ fn omitempty_rules_of_nested_types() {
     // A present-but-null raw field is written, as Go writes a non-empty RawMessage "null".
     assert!(crate::gojson::to_go_json_compact(&run).unwrap().ends_with(r#""state":"","metadata":null}"#));
 }
+
+/// Bytes shaped as Go's `json.MarshalIndent` writes a package built from nil slices: the
+/// non-omitempty lists are `null` (`items`, `artifacts`, `feedback_events`, an event's `ranking`,
+/// metadata `tags`) and every omitempty field is absent. They read as empty lists.
+#[test]
+fn go_shaped_bytes_with_null_lists_and_no_omitempty_fields_parse_as_empty() {
+    let content = template_text("planner", "Planner", "# Plan\n");
+    let hash = content_hash(&content);
+    let go = format!(
+        r#"{{
+  "kind": "gitmoot-skillopt-training-package",
+  "contract_version": 1,
+  "template": {{
+    "id": "planner", "version_id": "planner@v1", "version_number": 1, "version_state": "current",
+    "content_hash": "{hash}", "source_repo": "", "source_ref": "", "source_path": "", "resolved_commit": "",
+    "metadata": {{"id": "planner", "name": "Planner", "description": "Plans work", "kind": "agent-template",
+      "version": 1, "capabilities": ["ask"], "runtime_compatibility": ["codex"], "tags": null, "inputs": null,
+      "outputs": null}},
+    "content": {content:?}
+  }},
+  "eval_run": {{"id": "run-1", "template_id": "planner", "template_version_id": "planner@v1", "target_repo": "", "state": "ready"}},
+  "items": null,
+  "artifacts": null,
+  "feedback_events": null
+}}
+"#
+    );
+    let package = crate::validate::read_training_package(&go).expect("Go-shaped bytes read");
+    assert!(package.items.is_empty() && package.artifacts.is_empty() && package.feedback_events.is_empty());
+    assert!(package.template.metadata.tags.is_empty() && package.template.metadata.outputs.is_empty());
+    assert_eq!((package.training_mode.as_str(), package.eval_run.options_count), ("", 0));
+    assert_eq!(package.feedback_context, None);
+    // The Python optimizer's view still refuses the `null` lists (it crashes on them).
+    assert_eq!(validate_training_package_json(&go).unwrap_err().to_string(), "training package items must be an array");
+
+    // Nested lists: an item without options (omitempty) and an event whose ranking is `null`.
+    let event = r#"{"id": "ranked-feedback:x", "run_id": "run-1", "item_id": "i1", "ranking": null, "reviewer": "r", "source": "markdown", "created_at": "t"}"#;
+    let event: RankedFeedbackEvent = serde_json::from_str(event).unwrap();
+    assert!(event.ranking.is_empty() && event.tie_groups.is_empty() && event.useful_traits.is_none());
+    let item: EvalItem = serde_json::from_str(r#"{"id": "i1", "options": null, "metadata": null}"#).unwrap();
+    assert_eq!((item.options.len(), item.metadata), (0, None));
+}

@@ -27,6 +27,8 @@ pub(super) struct Scripts {
     pub(super) reap_locks: Script,
     pub(super) leases: Script,
     pub(super) list: Script,
+    pub(super) ack: Script,
+    pub(super) epoch: Script,
 }
 
 fn with_prelude(body: &str) -> Script {
@@ -55,6 +57,8 @@ impl Scripts {
             reap_locks: with_prelude(include_str!("reap_locks.lua")),
             leases: with_prelude(include_str!("leases.lua")),
             list: with_prelude(include_str!("list.lua")),
+            ack: with_prelude(include_str!("ack.lua")),
+            epoch: with_prelude(include_str!("epoch.lua")),
         }
     }
 }

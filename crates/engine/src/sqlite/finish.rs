@@ -53,10 +53,13 @@ pub(super) struct FinishRequest {
 ///
 /// `script_open` is set while a one-command script runs (see [`apply_in_one_command`]); the
 /// write pool's release hook rolls back a script whose future was dropped before it ended.
+///
+/// `path` (the queue file) is named in every error the task replies with.
 pub(super) fn spawn(
     writer: SqlitePool,
     wake: Arc<Wake>,
     script_open: Arc<AtomicBool>,
+    path: std::path::PathBuf,
 ) -> mpsc::UnboundedSender<FinishRequest> {
     let (tx, mut rx) = mpsc::unbounded_channel::<FinishRequest>();
     tokio::spawn(async move {
@@ -87,8 +90,9 @@ pub(super) fn spawn(
                     Err(message) => {
                         for req in round {
                             let _ = req.reply.send(Err(EngineError::sqlite(format!(
-                                "finish job `{}`: {message}",
-                                req.job_id
+                                "finish job `{}`: {message} (queue file `{}`)",
+                                req.job_id,
+                                path.display()
                             ))));
                         }
                     }
@@ -289,7 +293,7 @@ async fn apply_step_by_step(
     now: i64,
 ) -> Result<Replies, String> {
     let update = finish_statement("?1");
-    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await.map_err(|e| format!("begin: {e}"))?;
+    let mut tx = super::begin_immediate(writer).await.map_err(|e| format!("begin: {e}"))?;
     let mut applied: HashMap<String, JobState> = HashMap::with_capacity(round.len());
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!("{update} RETURNING jobs.id, jobs.state")))
         .bind(items)

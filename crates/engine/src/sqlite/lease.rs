@@ -27,7 +27,7 @@ pub(super) struct LeaseRequest {
 }
 
 /// Starts the lease task; it ends when the returned sender (and its clones) are dropped.
-pub(super) fn spawn(writer: SqlitePool) -> mpsc::UnboundedSender<LeaseRequest> {
+pub(super) fn spawn(writer: SqlitePool, path: std::path::PathBuf) -> mpsc::UnboundedSender<LeaseRequest> {
     let (tx, mut rx) = mpsc::unbounded_channel::<LeaseRequest>();
     tokio::spawn(async move {
         while let Some(first) = rx.recv().await {
@@ -52,8 +52,9 @@ pub(super) fn spawn(writer: SqlitePool) -> mpsc::UnboundedSender<LeaseRequest> {
                 Err(message) => {
                     for req in batch {
                         let _ = req.reply.send(Err(EngineError::sqlite(format!(
-                            "lease from queue `{}`: {message}",
-                            req.queue
+                            "lease from queue `{}`: {message} (queue file `{}`)",
+                            req.queue,
+                            path.display()
                         ))));
                     }
                 }
@@ -65,7 +66,7 @@ pub(super) fn spawn(writer: SqlitePool) -> mpsc::UnboundedSender<LeaseRequest> {
 
 /// Serves every request of `batch` in one transaction; one job list per request, in order.
 async fn apply(writer: &SqlitePool, batch: &[LeaseRequest]) -> Result<Vec<Vec<LeasedJob>>, String> {
-    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await.map_err(|e| format!("begin: {e}"))?;
+    let mut tx = super::begin_immediate(writer).await.map_err(|e| format!("begin: {e}"))?;
     let now = now_ms();
     let mut out: Vec<Vec<LeasedJob>> = (0..batch.len()).map(|_| Vec::new()).collect();
     let mut queues: Vec<&str> = batch.iter().map(|r| r.queue.as_str()).collect();

@@ -3,10 +3,14 @@
 //! same behaviour by the same code.
 
 use std::collections::HashSet;
+use std::sync::Mutex;
 use std::time::Duration;
 
-use skillforge_engine::{Finish, FinishReply, JobSpec, JobState, QueueBackend, WorkerIdentity};
+use skillforge_engine::ingest::{ResultHandler, ingest_once};
+use skillforge_engine::{Finish, FinishReply, Job, JobSpec, JobState, QueueBackend, WorkerIdentity};
 use skillforge_runner::{ExitClass, RunOutcome};
+use skillforge_store::Store;
+use skillforge_store::applied::applied_for_job;
 
 /// A job for `queue` (the runner kind does not matter to a backend).
 pub(crate) fn spec(queue: &str) -> JobSpec {
@@ -212,4 +216,62 @@ pub(crate) async fn batched_finishes_refill_each_slot_from_its_queue_for_its_wor
     // The write connection is usable after the aborted one-command attempt.
     let last = b.enqueue(&spec("c")).await.unwrap();
     assert_eq!(b.lease("c", &w1, 1, Duration::ZERO).await.unwrap()[0].job.id, last.job_id);
+}
+
+/// Between ingestion's read of a pending result and its acknowledgement, the job is retried
+/// (`jobs retry`) and its new attempt finishes: the handler applying the first result does both,
+/// so the interleaving is deterministic. The acknowledgement of token 1 must not erase token 2's
+/// result: the next pass applies it, and the store ends with both (job, token) records.
+pub(crate) async fn retry_finishing_between_ingestion_read_and_ack_is_not_lost(b: &dyn QueueBackend) {
+    /// Applies results; while applying `job`'s first one, retries the job and runs its next
+    /// attempt to `succeeded` through the queue, as another worker would.
+    struct RetryDuringApply<'a> {
+        queue: &'a dyn QueueBackend,
+        worker: WorkerIdentity,
+        seen: Mutex<Vec<(String, u64, JobState)>>,
+    }
+    #[async_trait::async_trait]
+    impl ResultHandler for RetryDuringApply<'_> {
+        async fn apply(&self, _conn: &mut sqlx::SqliteConnection, job: &Job) -> Result<(), String> {
+            let first = self.seen.lock().unwrap().is_empty();
+            self.seen.lock().unwrap().push((job.id.clone(), job.fencing_token, job.state));
+            if first {
+                self.queue.retry(&job.id).await.map_err(|e| e.to_string())?;
+                let leased = self.queue.lease("q", &self.worker, 1, Duration::ZERO).await.map_err(|e| e.to_string())?;
+                let token = leased[0].fencing_token;
+                let reply = self.queue.finish(&job.id, token, &finish(JobState::Succeeded)).await.map_err(|e| e.to_string())?;
+                assert_eq!(reply, FinishReply::Applied(JobState::Succeeded));
+            }
+            Ok(())
+        }
+    }
+
+    let home = tempfile::tempdir().unwrap();
+    let store = Store::open(home.path()).await.unwrap();
+    let w = WorkerIdentity::new("interleave");
+    let mut once = spec("q");
+    once.max_attempts = 1;
+    let id = b.enqueue(&once).await.unwrap().job_id;
+    let leased = b.lease("q", &w, 1, Duration::ZERO).await.unwrap();
+    assert_eq!(b.finish(&id, leased[0].fencing_token, &finish(JobState::Dead)).await.unwrap(), FinishReply::Applied(JobState::Dead));
+
+    let handler = RetryDuringApply { queue: b, worker: w, seen: Mutex::new(Vec::new()) };
+    let first = ingest_once(b, &store, &handler).await.unwrap();
+    assert_eq!(first.applied, 1);
+    let pending: Vec<(String, u64)> =
+        b.pending_results(10).await.unwrap().into_iter().map(|j| (j.id, j.fencing_token)).collect();
+    assert_eq!(pending, vec![(id.clone(), 2)], "the new attempt's result is still pending");
+
+    let second = ingest_once(b, &store, &handler).await.unwrap();
+    assert_eq!(second.applied, 1, "the next pass applies token 2");
+    assert!(b.pending_results(10).await.unwrap().is_empty());
+    let seen = handler.seen.lock().unwrap().clone();
+    assert_eq!(seen, vec![(id.clone(), 1, JobState::Dead), (id.clone(), 2, JobState::Succeeded)]);
+    let applied: Vec<(i64, String)> = applied_for_job(store.pool(), &id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.fencing_token, r.state))
+        .collect();
+    assert_eq!(applied, vec![(1, "dead".to_owned()), (2, "succeeded".to_owned())]);
 }

@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 use skillforge_contract::{
     ArtifactRef, EvalItem, FeedbackContext, FeedbackEvent, Metadata, RankedFeedbackEvent, TemplateSnapshot,
-    TrainingPackage, build_evaluator_profile, derive_pairwise, parse_template,
+    TrainingPackage, build_evaluator_profile, derive_pairwise, export_driver, parse_template,
 };
 use sqlx::SqlitePool;
 
@@ -214,17 +214,20 @@ pub async fn template_snapshot(pool: &SqlitePool, version_id: &str) -> Result<Op
     }))
 }
 
-/// The manifest entry of artifact `id` ([`crate::artifacts::get_artifact`]), if registered.
+/// The manifest entry of artifact `id` ([`crate::artifacts::get_artifact`]), if registered. The
+/// driver is the one the external optimizer's loader reads: a row stored by an older build with
+/// driver `local` (or `skillforge-distill`) exports the driver derived from its media type
+/// ([`skillforge_contract::export_driver`]), so existing homes need no migration.
 ///
 /// # Errors
 /// [`StoreError::Sql`].
 pub async fn artifact_ref(pool: &SqlitePool, id: &str) -> Result<Option<ArtifactRef>, StoreError> {
     Ok(get_artifact(pool, id).await?.map(|a| ArtifactRef {
+        driver: export_driver(&a.driver, &a.media_type),
         id: a.id,
         hash: a.hash,
         media_type: a.media_type,
         size_bytes: a.size_bytes,
-        driver: a.driver,
     }))
 }
 

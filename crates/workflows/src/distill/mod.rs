@@ -26,7 +26,7 @@ pub use evidence::{Evidence, EvidenceOrigin, GatheredEvidence, GuidanceKind, Sou
 pub use guidance::{GuidanceLine, Support, rank_guidance};
 pub use hint::{LEARNED_FIELDS, no_actionable_hint};
 pub use run::{
-    CANDIDATE_CONTENT_UNCHANGED, DEFAULT_MAX_GUIDANCE_LINES, DISTILL_DRIVER, DistillConfig, DistillError,
+    CANDIDATE_CONTENT_UNCHANGED, DEFAULT_MAX_GUIDANCE_LINES, DistillConfig, DistillError,
     DistillOutput, DistillPlan, DistillReport, EvidenceCounts, NO_ACTIONABLE_FEEDBACK, OPTIMIZER_NAME, distill,
     load_training_package, plan,
 };

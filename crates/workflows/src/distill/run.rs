@@ -11,8 +11,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use skillforge_contract::{
     CANDIDATE_PACKAGE_KIND, CONTRACT_VERSION, CandidateArtifactRef, CandidatePackage, CandidateSummary,
-    CandidateTemplate, PackageValidationError, TemplateError, TrainingPackage, content_hash, parse_template,
-    serialize_package, validate_training_package_json,
+    CandidateTemplate, PackageValidationError, TemplateError, TrainingPackage, content_hash, driver_for_media_type,
+    parse_template,
+    read_training_package, serialize_package,
 };
 
 use super::evidence::{SourceCounts, gather_evidence};
@@ -21,8 +22,6 @@ use super::hint::no_actionable_hint;
 use super::section::{apply_section, render_section};
 use super::tier::EvidenceTier;
 
-/// `driver` of every artifact distill writes.
-pub const DISTILL_DRIVER: &str = "skillforge-distill";
 /// `optimizer` name in the eval report and summary metadata.
 pub const OPTIMIZER_NAME: &str = "skillforge-distill";
 /// No evidence yielded a guidance line.
@@ -127,15 +126,14 @@ impl DistillError {
 }
 
 /// Reads and validates a training package file with the external optimizer's rules
-/// ([`validate_training_package_json`]).
+/// ([`read_training_package`]: lists a Go producer wrote as `null` read as empty).
 ///
 /// # Errors
 /// [`DistillError::ReadPackage`], [`DistillError::InvalidPackage`] (both name the file).
 pub fn load_training_package(path: &Path) -> Result<TrainingPackage, DistillError> {
     let text = fs::read_to_string(path)
         .map_err(|e| DistillError::ReadPackage { path: path.to_owned(), message: e.to_string() })?;
-    validate_training_package_json(&text)
-        .map_err(|source| DistillError::InvalidPackage { path: path.to_owned(), source })
+    read_training_package(&text).map_err(|source| DistillError::InvalidPackage { path: path.to_owned(), source })
 }
 
 /// Evidence totals of a run, as written into the report and `summary.metadata.evidence`.
@@ -393,7 +391,7 @@ fn write_artifact(
         path: rel_path.to_owned(),
         hash: content_hash(bytes),
         media_type: media_type.to_owned(),
-        driver: DISTILL_DRIVER.to_owned(),
+        driver: driver_for_media_type(media_type).to_owned(),
         size_bytes: Some(i64::try_from(bytes.len()).unwrap_or(i64::MAX)),
     })
 }

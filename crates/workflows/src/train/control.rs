@@ -775,6 +775,9 @@ async fn export(env: &TrainEnv<'_>, session: &SessionRow, it: &mut IterationRow,
         package.ranked_feedback_events.len(),
         package.pairwise_preferences.len()
     ));
+    for warning in skillforge_contract::loader_warnings(&package) {
+        report.steps.push(format!("warning: the external optimizer's data loader refuses this package: {warning}"));
+    }
     Ok(())
 }
 

@@ -7,6 +7,7 @@
 //! a re-run after a stale lease) never duplicates options.
 
 use serde::Deserialize;
+use skillforge_contract::driver_for_media_type;
 use skillforge_engine::ingest::ResultHandler;
 use skillforge_engine::{Job, JobSpec, JobState};
 use skillforge_runner::PayloadError;
@@ -164,7 +165,7 @@ impl TrainResultHandler {
             let label = option.label.trim().to_lowercase();
             let artifact_id = option_artifact_id(run_id, item_id, &label);
             if get_artifact(&mut *conn, &artifact_id).await.map_err(|e| e.to_string())?.is_none() {
-                store_artifact(&mut *conn, &self.blobs, &artifact_id, option.content.as_bytes(), OPTION_MEDIA_TYPE, "local")
+                store_artifact(&mut *conn, &self.blobs, &artifact_id, option.content.as_bytes(), OPTION_MEDIA_TYPE, driver_for_media_type(OPTION_MEDIA_TYPE))
                     .await
                     .map_err(|e| e.to_string())?;
             }

@@ -45,6 +45,7 @@ struct Wrapped {
 /// # Errors
 /// A message naming the file: bad YAML or keys, no items, an empty, duplicate or unsafe id.
 pub fn parse_items(text: &str, file: &str) -> Result<Vec<ItemSpec>, String> {
+    skillforge_contract::limits::check_yaml(text).map_err(|e| format!("items file `{file}` {e}"))?;
     let parsed: ItemsFile = serde_norway::from_str(text).map_err(|e| {
         format!("invalid items file `{file}`: {e} (expected `items:` with a list of {{id, title, input}}; no other keys)")
     })?;

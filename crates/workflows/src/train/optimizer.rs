@@ -208,6 +208,7 @@ pub enum GateResult {
 pub async fn import_gate(store: &Store, blobs: &BlobStore, attempt_dir: &Path, candidate_file: &Path) -> Result<GateResult, String> {
     let file = candidate_file.display().to_string();
     let bytes = std::fs::read(candidate_file).map_err(|e| format!("read candidate package `{file}`: {e}"))?;
+    skillforge_contract::limits::check_json_bytes(&bytes).map_err(|e| format!("candidate package `{file}` {e}"))?;
     let package: CandidatePackage =
         serde_json::from_slice(&bytes).map_err(|e| format!("parse candidate package `{file}`: {e}"))?;
     let existing = list_candidates(store.pool(), &package.template_id).await.map_err(|e| e.to_string())?;

@@ -19,13 +19,21 @@
 //! * `answer`: one line of text quoting the first input line.
 //!
 //! [`scripted_transcript`] wraps that in the `scripted_jsonl` transcript the runner parses.
+//! [`scripted_run`] adds the behaviours of an agent in a work directory ([`directive`]): skills
+//! discovered on disk, loaded or passed over, `scripted:` directives for the reply, files, exit
+//! code, silence and delay.
 //! [`scripted_main`] is the program: the crate's `skillforge-agent-scripted` binary, and the
 //! hidden `skillforge agent-scripted` subcommand of the CLI.
 
+pub mod directive;
+pub mod edits;
 mod program;
+
+use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
+pub use directive::{Directives, SAMPLE_ENV, SKILL_ROOTS, discover_skills, preferred_slot};
 pub use program::{SCRIPTED_DELAY_ENV, SCRIPTED_SUBCOMMAND, scripted_main};
 
 use crate::AgentError;
@@ -224,30 +232,102 @@ fn excerpt(line: &str) -> String {
 
 /// The full `scripted_jsonl` transcript for `prompt`: a `start` line (task and prompt SHA-256),
 /// `skill_offered` and `skill_loaded` lines, and the `final` line holding [`run_scripted`]'s
-/// output; each line newline-terminated.
+/// output; each line newline-terminated. (= [`scripted_run`] without a work dir or sample.)
 ///
 /// # Errors
 /// As [`parse_scripted_prompt`].
 pub fn scripted_transcript(prompt: &str) -> Result<String, AgentError> {
+    scripted_run(prompt, None, None).map(|run| run.stdout)
+}
+
+/// What one scripted run does: its stdout (the transcript), stderr line, exit code, delay and the
+/// files it writes (relative to the work dir).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptedRun {
+    /// The `scripted_jsonl` transcript; empty under `scripted: silent`.
+    pub stdout: String,
+    /// A line for stderr (`scripted: stderr`).
+    pub stderr: Option<String>,
+    /// Exit code (`scripted: exit`, default 0).
+    pub exit_code: u8,
+    /// Milliseconds to sleep before answering (`scripted: sleep`).
+    pub sleep_ms: Option<u64>,
+    /// Files to write: (path relative to the work dir, text).
+    pub writes: Vec<(String, String)>,
+}
+
+/// The scripted agent's run for `prompt` in `workdir` (skills discovered there when the prompt has
+/// no `skills:` header) for sample `sample` (see [`directive`]). Deterministic in its inputs.
+///
+/// # Errors
+/// As [`parse_scripted_prompt`].
+pub fn scripted_run(prompt: &str, workdir: Option<&Path>, sample: Option<&str>) -> Result<ScriptedRun, AgentError> {
     let parsed = parse_scripted_prompt(prompt)?;
+    let mut directives = Directives::default();
+    directives.merge_from(prompt, sample);
+    let has_skills_header = prompt.lines().any(|l| l.trim_start().starts_with("skills:"));
+    let (offered, loaded) = match workdir {
+        Some(dir) if !has_skills_header => {
+            let found = discover_skills(dir);
+            let offered: Vec<String> = found.iter().map(|s| s.name.clone()).collect();
+            let mut loaded = Vec::new();
+            if !directives.no_load {
+                for skill in found.iter().filter(|s| !Directives::says_no_load(&s.text, sample)) {
+                    loaded.push(skill.name.clone());
+                    directives.merge_from(&skill.text, sample);
+                }
+            }
+            (offered, loaded)
+        }
+        _ => {
+            let loaded = if directives.no_load { Vec::new() } else { parsed.skills_loaded.clone() };
+            (parsed.skills_offered.clone(), loaded)
+        }
+    };
     let task_name = match parsed.task {
         ScriptedTask::GenerateOptions { .. } => "generate_options",
         ScriptedTask::Answer => "answer",
         ScriptedTask::Judge => "judge",
+    };
+    let mut offered = offered;
+    for name in &directives.offers {
+        if !offered.contains(name) {
+            offered.push(name.clone());
+        }
+    }
+    let text = match (&directives.reply, parsed.task, &directives.prefer) {
+        (_, ScriptedTask::Judge, _) if directives.judge_reply.is_some() => directives.judge_reply.clone().unwrap_or_default(),
+        (Some(reply), task, _) if task != ScriptedTask::Judge => reply.clone(),
+        (_, ScriptedTask::Judge, Some(needle)) => {
+            let verdict = preferred_slot(prompt, needle).unwrap_or("tie");
+            serde_json::json!({ "verdict": verdict, "reasoning": format!("scripted judge: preferred the slot containing `{needle}`") })
+                .to_string()
+        }
+        _ => run_scripted(prompt, parsed.task),
     };
     let mut lines = vec![serde_json::json!({
         "type": "start",
         "task": task_name,
         "prompt_sha256": hex::encode(Sha256::digest(prompt.as_bytes())),
     })];
-    for name in &parsed.skills_offered {
+    for name in &offered {
         lines.push(serde_json::json!({ "type": "skill_offered", "name": name }));
     }
-    for name in &parsed.skills_loaded {
+    for name in &loaded {
         lines.push(serde_json::json!({ "type": "skill_loaded", "name": name }));
     }
-    lines.push(serde_json::json!({ "type": "final", "text": run_scripted(prompt, parsed.task) }));
-    Ok(lines.iter().map(|line| format!("{line}\n")).collect())
+    for idx in 0..directives.tool_errors {
+        lines.push(serde_json::json!({ "type": "tool_error", "text": format!("scripted tool error {}", idx + 1) }));
+    }
+    lines.push(serde_json::json!({ "type": "final", "text": text }));
+    let stdout = if directives.silent { String::new() } else { lines.iter().map(|line| format!("{line}\n")).collect() };
+    Ok(ScriptedRun {
+        stdout,
+        stderr: directives.stderr,
+        exit_code: directives.exit_code.unwrap_or(0),
+        sleep_ms: directives.sleep_ms,
+        writes: directives.writes,
+    })
 }
 
 #[cfg(test)]
@@ -386,5 +466,31 @@ mod tests {
         );
         let no_load = scripted_transcript("skills: a\nload:\nhi").unwrap();
         assert!(!no_load.contains("skill_loaded"), "{no_load}");
+    }
+
+    /// Skills in the work dir are offered; a SKILL.md's directives apply only when it is loaded.
+    #[test]
+    fn work_dir_skills_are_offered_loaded_and_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let skill = dir.path().join(".claude/skills/tidy");
+        std::fs::create_dir_all(&skill).unwrap();
+        std::fs::write(skill.join("SKILL.md"), "# tidy\nscripted: reply tidy reply\nscripted@2: no-load\n").unwrap();
+        let run = |sample: &str| scripted_run("scripted: reply plain\nscripted: exit 3\nwrite it", Some(dir.path()), Some(sample)).unwrap();
+        let loaded = run("1");
+        assert!(loaded.stdout.contains(r#""type":"skill_loaded","name":"tidy""#), "{}", loaded.stdout);
+        assert!(loaded.stdout.contains("tidy reply"), "{}", loaded.stdout);
+        assert_eq!(loaded.exit_code, 3);
+        let passed_over = run("2");
+        assert!(passed_over.stdout.contains(r#""type":"skill_offered","name":"tidy""#));
+        assert!(!passed_over.stdout.contains("skill_loaded"), "{}", passed_over.stdout);
+        assert!(passed_over.stdout.contains("plain"));
+        let silent = scripted_run("scripted: silent\nscripted: exit 1", None, None).unwrap();
+        assert_eq!((silent.stdout.as_str(), silent.exit_code), ("", 1));
+    }
+
+    #[test]
+    fn judge_prefers_the_marked_slot() {
+        let run = scripted_run("task: judge\nscripted: prefer GOOD\n### A\nbad\n### B\nGOOD here\n", None, None).unwrap();
+        assert!(run.stdout.contains(r#"\"verdict\":\"b\""#), "{}", run.stdout);
     }
 }

@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use super::scripted_transcript;
+use super::{SAMPLE_ENV, ScriptedRun, scripted_run};
 
 /// The CLI's hidden subcommand that runs [`scripted_main`] (`skillforge agent-scripted`); the
 /// `scripted` runtime profile passes it as the first argument, and `skillforge-agent-scripted`
@@ -20,11 +20,14 @@ pub const SCRIPTED_DELAY_ENV: &str = "SKILLFORGE_SCRIPTED_DELAY_MS";
 
 /// Runs the scripted agent: `args` are the arguments after the program name (an optional leading
 /// [`SCRIPTED_SUBCOMMAND`], nothing else). Reads the whole prompt from stdin, sleeps
-/// [`SCRIPTED_DELAY_ENV`] ms if set, writes the `scripted_jsonl` transcript (see
-/// [`super::scripted_transcript`]) to stdout.
+/// [`SCRIPTED_DELAY_ENV`] ms if set (a `scripted: sleep` directive wins), writes the files its
+/// directives ask for under the current directory, then the `scripted_jsonl` transcript (see
+/// [`super::scripted_run`]) to stdout; skills are discovered in the current directory and
+/// `scripted@N:` directives follow `FORGE_SAMPLE`.
 ///
 /// Exit codes: 0 on success; 2 for unexpected arguments, a non-UTF-8 prompt, an unknown task or
-/// a bad option count (message on stderr); 1 when stdin or stdout fail.
+/// a bad option count (message on stderr); 1 when stdin, stdout or a file write fail; otherwise
+/// the `scripted: exit` code (default 0).
 pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
     let extra: Vec<String> = args
         .into_iter()
@@ -45,26 +48,46 @@ pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
         eprintln!("scripted agent: prompt on stdin is not UTF-8");
         return ExitCode::from(2);
     };
-    let transcript = match scripted_transcript(&prompt) {
-        Ok(transcript) => transcript,
+    let workdir = std::env::current_dir().ok();
+    let sample = std::env::var(SAMPLE_ENV).ok();
+    // An optimize-loop experiment brief with an edit plan (`SKILLFORGE_SCRIPTED_EDITS`) applies
+    // its edits and answers with its own transcript; every other prompt is a scripted run.
+    let plan = std::env::var(super::edits::SCRIPTED_EDITS_ENV).ok();
+    let edited = match &workdir {
+        Some(cwd) => super::edits::experiment_transcript(&prompt, plan.as_deref(), cwd),
+        None => Ok(None),
+    };
+    let run = match edited.and_then(|edited| match edited {
+        Some(stdout) => Ok(ScriptedRun { stdout, stderr: None, exit_code: 0, sleep_ms: None, writes: Vec::new() }),
+        None => scripted_run(&prompt, workdir.as_deref(), sample.as_deref()),
+    }) {
+        Ok(run) => run,
         Err(error) => {
             eprintln!("{error}");
             return ExitCode::from(2);
         }
     };
-    if let Some(delay_ms) = std::env::var(SCRIPTED_DELAY_ENV)
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-    {
+    let delay_ms = std::env::var(SCRIPTED_DELAY_ENV).ok().and_then(|v| v.trim().parse::<u64>().ok());
+    if let Some(delay_ms) = run.sleep_ms.or(delay_ms) {
         std::thread::sleep(Duration::from_millis(delay_ms));
     }
+    if let Some(dir) = &workdir {
+        for (path, text) in &run.writes {
+            let target = dir.join(path);
+            let written = target.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| std::fs::write(&target, text));
+            if let Err(error) = written {
+                eprintln!("scripted agent: write `{}`: {error}", target.display());
+                return ExitCode::from(1);
+            }
+        }
+    }
+    if let Some(line) = &run.stderr {
+        eprintln!("{line}");
+    }
     let mut stdout = std::io::stdout().lock();
-    if let Err(error) = stdout
-        .write_all(transcript.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
+    if let Err(error) = stdout.write_all(run.stdout.as_bytes()).and_then(|()| stdout.flush()) {
         eprintln!("scripted agent: write transcript to stdout: {error}");
         return ExitCode::from(1);
     }
-    ExitCode::SUCCESS
+    ExitCode::from(run.exit_code)
 }

@@ -162,12 +162,12 @@ fn no_candidate_packages_are_refused_by_import_with_their_reason() {
             Some(hint) => {
                 assert_eq!(reason, NO_ACTIONABLE_FEEDBACK);
                 assert_eq!(eval_report["no_candidate_hint"], hint.as_str());
-                assert_eq!(err.to_string(), format!("optimizer produced no candidate: {reason} ({hint})"));
+                assert_eq!(err.to_string(), format!("optimizer produced no candidate: {reason} (from eval_report) ({hint})"));
             }
-            None => assert_eq!(err.to_string(), format!("optimizer produced no candidate: {reason}")),
+            None => assert_eq!(err.to_string(), format!("optimizer produced no candidate: {reason} (from eval_report)")),
         }
         assert_eq!(report.no_candidate_hint.is_some(), reason == NO_ACTIONABLE_FEEDBACK);
-        assert_ne!(err.to_string(), format!("optimizer produced no candidate: {UNCHANGED_CONTENT_REASON}"));
+        assert!(!err.to_string().contains(UNCHANGED_CONTENT_REASON), "{err}");
     }
 }
 

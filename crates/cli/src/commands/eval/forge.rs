@@ -1,0 +1,151 @@
+//! `eval forge --brief F --skill-dir D [--samples N] [--rival P] [--runner local] [--dry-run]`.
+
+use std::path::PathBuf;
+
+use anyhow::anyhow;
+use clap::Args;
+use skillforge_workflows::evalloop::brief::Brief;
+use skillforge_workflows::evalloop::credentials::preflight;
+use skillforge_workflows::evalloop::forge::{DEFAULT_SAMPLES, ForgeEnv, ForgeError, ForgeRequest, run_forge};
+use skillforge_workflows::evalloop::gate::Decision;
+use skillforge_workflows::evalloop::install::InstallTarget;
+use skillforge_workflows::evalloop::stages::EvalStages;
+
+use super::StderrReporter;
+use crate::commands::serve::WorkflowHandlers;
+use crate::commands::train::CliWaiter;
+use crate::context::Context;
+use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
+use crate::output::print_json;
+
+/// Arguments of `eval forge`.
+#[derive(Debug, Args)]
+pub struct ForgeArgs {
+    /// The brief (JSON: id, prompt, setup, verify, rubric, output).
+    #[arg(long, value_name = "FILE")]
+    brief: PathBuf,
+    /// The candidate skill's directory (holds SKILL.md).
+    #[arg(long = "skill-dir", value_name = "DIR")]
+    skill_dir: PathBuf,
+    /// Samples per arm.
+    #[arg(long, default_value_t = DEFAULT_SAMPLES)]
+    samples: u32,
+    /// Install this incumbent skill in the baseline arm (a head-to-head).
+    #[arg(long, value_name = "DIR")]
+    rival: Option<PathBuf>,
+    /// Where arms run: `local` (work dirs on this machine). `container` needs the container runner, which this build does not have.
+    #[arg(long, default_value = "local")]
+    runner: String,
+    /// Agent runtime of the arms (`claude`, `codex`, `opencode`, `scripted`); default `FORGE_AGENT`, else claude.
+    #[arg(long, env = "FORGE_AGENT", default_value = "claude")]
+    runtime: String,
+    /// Agent runtime of the blind judge; default the arms' runtime.
+    #[arg(long = "judge-runtime")]
+    judge_runtime: Option<String>,
+    /// Model for arms and judge.
+    #[arg(long)]
+    model: Option<String>,
+    /// Stop before any eval spend: print the plan, run nothing.
+    #[arg(long = "dry-run")]
+    dry_run: bool,
+    /// Stage adoptions here instead of installing them.
+    #[arg(long = "adopt-dir", env = "FORGE_ADOPT_DIR", value_name = "DIR")]
+    adopt_dir: Option<PathBuf>,
+    /// Install root adoptions are symlinked into; default `~/.agents/skills`.
+    #[arg(long = "install-root", value_name = "DIR")]
+    install_root: Option<PathBuf>,
+    /// Allow PROBATION on a clean tie (needs --failure-rate).
+    #[arg(long, requires = "failure_rate")]
+    probation: bool,
+    /// The production failure rate the probation claim rests on, in [0,1].
+    #[arg(long = "failure-rate", value_name = "R")]
+    failure_rate: Option<f64>,
+}
+
+/// Runs `eval forge`.
+pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
+    if args.runner != "local" {
+        return Err(CliError::usage(anyhow!(
+            "--runner `{}`: only `local` is available; container arms need the container runner, which this build does not include",
+            args.runner
+        )));
+    }
+    if args.samples == 0 {
+        return Err(CliError::usage(anyhow!("--samples must be at least 1")));
+    }
+    if let Some(r) = args.failure_rate
+        && !(0.0..=1.0).contains(&r)
+    {
+        return Err(CliError::usage(anyhow!("--failure-rate {r} is not in [0,1]")));
+    }
+    let file = args.brief.display().to_string();
+    let text = std::fs::read_to_string(&args.brief).map_err(|e| CliError::usage(anyhow!("read brief `{file}`: {e}")))?;
+    let brief = Brief::parse(&text, &file).map_err(CliError::usage)?;
+    let absolute = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
+    let install = match (args.adopt_dir, args.install_root) {
+        (Some(dir), _) => InstallTarget::Stage(absolute(dir)),
+        (None, Some(root)) => InstallTarget::Root(absolute(root)),
+        (None, None) => {
+            let home = std::env::var_os("HOME").map(PathBuf::from).ok_or_else(|| CliError::env(anyhow!("HOME is not set; pass --install-root or --adopt-dir")))?;
+            InstallTarget::Root(home.join(".agents/skills"))
+        }
+    };
+    if !args.dry_run {
+        let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+        let user_home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        for runtime in [&args.runtime, args.judge_runtime.as_ref().unwrap_or(&args.runtime)] {
+            preflight(runtime, &env, &user_home, now_ms).map_err(|e| CliError::env(anyhow!("credential check for runtime `{runtime}` (no arm started): {e}")))?;
+        }
+    }
+    let stages = EvalStages::for_home(&ctx.home).map_err(|e| CliError::usage(anyhow!(e)))?;
+    let req = ForgeRequest {
+        brief,
+        skill_dir: absolute(args.skill_dir),
+        samples: args.samples,
+        rival: args.rival.map(absolute),
+        judge_runtime: args.judge_runtime.unwrap_or_else(|| args.runtime.clone()),
+        runtime: args.runtime,
+        model: args.model,
+        dry_run: args.dry_run,
+        install,
+        probation_failure_rate: if args.probation { args.failure_rate } else { None },
+    };
+    let store = ctx.store().await?;
+    let queue = ctx.queue().await?;
+    let waiter = CliWaiter::new(ctx, queue.clone(), store.clone());
+    let handler = WorkflowHandlers::new(&ctx.home);
+    let env = ForgeEnv { queue: &queue, store: &store, home: &ctx.home, stages: &stages, waiter: &waiter, handler: &handler, reporter: &StderrReporter };
+    let report = run_forge(&env, &req).await.map_err(|e| match e {
+        ForgeError::Refused(m) => CliError::usage(anyhow!(m)),
+        ForgeError::Environment(m) => CliError::env(anyhow!(m)),
+    })?;
+    if ctx.json {
+        print_json(&report);
+    } else {
+        if let Some(why) = &report.skipped {
+            println!("{why}");
+        }
+        for v in &report.samples {
+            let what = match (v.invalid_code, v.winner) {
+                (Some(code), _) => format!("invalid: {code}"),
+                (None, Some(w)) => format!("winner: {}", serde_json::to_value(w).ok().and_then(|x| x.as_str().map(str::to_owned)).unwrap_or_default()),
+                (None, None) => "pending".to_owned(),
+            };
+            println!("sample {}: {what} — {}", v.sample, v.reason);
+        }
+        if let Some(g) = &report.gate {
+            for line in &g.lines {
+                println!("{line}");
+            }
+        }
+        if let Some(row) = &report.ledger_row {
+            println!("ledger: {} {}", row.decision, row.skill);
+        }
+        println!("evidence: {}", report.dir.display());
+    }
+    Ok(match report.gate.map(|g| g.decision) {
+        None | Some(Decision::Adopt | Decision::Probation) => OK,
+        Some(_) => CHECK_FAILED,
+    })
+}

@@ -1,0 +1,65 @@
+//! `skillforge eval ...`: the skill eval loop (seed: skill-eval-loop). The logic lives in
+//! [`skillforge_workflows::evalloop`]; these modules parse arguments, wait for jobs, print and map
+//! errors to exit codes (0 adopted / probation / nothing to do, 1 the gate did not adopt or a
+//! recheck revoked, 2 invalid input or a refusal, 3 the environment).
+
+mod brief;
+mod check;
+mod forge;
+mod recheck;
+mod report;
+mod status;
+mod upkeep;
+
+use clap::Subcommand;
+use skillforge_workflows::train::Reporter;
+
+use crate::context::Context;
+use crate::exit::CliResult;
+
+/// `skillforge eval ...`.
+#[derive(Debug, Subcommand)]
+pub enum EvalCommand {
+    /// Validate a brief, or build a knowledge-gap brief from a drafted theme (written only when its verify passes the good example and fails the bad one).
+    Brief(brief::BriefArgs),
+    /// Run a brief against a skill: N samples × with/without arms → blind judge → aggregate → gate → ledger, as durable jobs.
+    Forge(forge::ForgeArgs),
+    /// Where a brief's forge stands: samples, arms, verdicts, aggregate, ledger row.
+    Status(status::StatusArgs),
+    /// Weekly recheck of adopted skills against real session corpora: confirm, revoke or skip (no model calls).
+    Recheck(recheck::RecheckArgs),
+    /// A verify helper: check the delivered document (file, or the reply's first fenced block) with comment spans stripped.
+    Check(check::CheckArgs),
+    /// Lift signatures out of adopted skills' SKILL.md (tagged skill_md; `--apply` backs the ledger up first).
+    Backfill(upkeep::BackfillArgs),
+    /// Mine a correction theme for an adopted skill from real sessions (`--apply` writes it tagged corrections:N).
+    Theme(upkeep::ThemeArgs),
+    /// Copy skill trees to an install root, verifying each copy by digest.
+    Deploy(upkeep::DeployArgs),
+    /// A brief's samples side by side (de-blinded after the verdict), the gate and the ledger row; `--html FILE` writes one self-contained page.
+    Report(report::ReportArgs),
+}
+
+/// Runs an `eval` subcommand.
+pub async fn run(ctx: &Context, cmd: EvalCommand) -> CliResult {
+    match cmd {
+        EvalCommand::Brief(args) => brief::run(ctx, args).await,
+        EvalCommand::Forge(args) => forge::run(ctx, args).await,
+        EvalCommand::Status(args) => status::run(ctx, args),
+        EvalCommand::Recheck(args) => recheck::run(ctx, args),
+        EvalCommand::Report(args) => report::run(ctx, args),
+        EvalCommand::Check(args) => check::run(ctx, args),
+        EvalCommand::Backfill(args) => upkeep::run_backfill(ctx, args),
+        EvalCommand::Theme(args) => upkeep::run_theme(ctx, args),
+        EvalCommand::Deploy(args) => upkeep::run_deploy(ctx, args),
+    }
+}
+
+/// Progress lines on stderr.
+pub(crate) struct StderrReporter;
+
+impl Reporter for StderrReporter {
+    fn step(&self, line: &str) {
+        eprintln!("• {line}");
+    }
+}

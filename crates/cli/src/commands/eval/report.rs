@@ -1,0 +1,137 @@
+//! `eval report --brief ID [--html FILE]`: each sample's two arms side by side — de-blinded only
+//! where a verdict exists — with its code and reason, the aggregate, the gate and the ledger row.
+//! The HTML is one self-contained file (inline CSS, no scripts, no external resources).
+
+use std::fmt::Write;
+use std::path::PathBuf;
+
+use anyhow::anyhow;
+use clap::Args;
+use skillforge_workflows::evalloop::aggregate::{AGGREGATE_FILE, Aggregate};
+use skillforge_workflows::evalloop::arm::{ArmRecord, ArmSide};
+use skillforge_workflows::evalloop::arm_stage::{FINAL_FILE, RUN_FILE};
+use skillforge_workflows::evalloop::forge::{FORGE_FILE, ForgeState};
+use skillforge_workflows::evalloop::layout::{brief_dir, ledger_path, meta_dir, read_json, sample_dir};
+use skillforge_workflows::evalloop::ledger::read_ledger;
+use skillforge_workflows::evalloop::sample::{SampleVerdict, VERDICT_FILE};
+
+use crate::context::Context;
+use crate::exit::{CliError, CliResult, OK};
+
+/// Arguments of `eval report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The brief id.
+    #[arg(long)]
+    brief: String,
+    /// Write a self-contained HTML page here.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+}
+
+struct ArmView {
+    record: Option<ArmRecord>,
+    final_message: String,
+}
+
+struct SampleView {
+    n: u32,
+    verdict: Option<SampleVerdict>,
+    arms: [ArmView; 2],
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// Runs `eval report`.
+pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
+    let dir = brief_dir(&ctx.home, &args.brief);
+    let state: ForgeState = read_json(&dir.join(FORGE_FILE))
+        .map_err(|e| CliError::env(anyhow!(e)))?
+        .ok_or_else(|| CliError::usage(anyhow!("no forge of brief `{}` in `{}`", args.brief, dir.display())))?;
+    let samples: Vec<SampleView> = (1..=state.samples)
+        .filter(|n| state.prepared.contains(n))
+        .map(|n| {
+            let sdir = sample_dir(&dir, n);
+            let arm = |side: ArmSide| ArmView {
+                record: read_json(&meta_dir(&sdir, side).join(RUN_FILE)).ok().flatten(),
+                final_message: std::fs::read_to_string(meta_dir(&sdir, side).join(FINAL_FILE)).unwrap_or_default(),
+            };
+            SampleView { n, verdict: read_json(&sdir.join(VERDICT_FILE)).ok().flatten(), arms: [arm(ArmSide::With), arm(ArmSide::Without)] }
+        })
+        .collect();
+    let agg: Option<Aggregate> = read_json(&dir.join(AGGREGATE_FILE)).map_err(|e| CliError::env(anyhow!(e)))?;
+    let rows = read_ledger(&ledger_path(&ctx.home)).map_err(|e| CliError::env(anyhow!(e)))?;
+    let tag = format!("forge:{}", state.forge_id);
+    let row = rows.iter().find(|r| r.reason.ends_with(&tag));
+    let gate_line = row.map(|r| r.reason.clone()).unwrap_or_else(|| "no ledger verdict".to_owned());
+    match &args.html {
+        Some(path) => {
+            let page = html(&state, &samples, agg.as_ref(), &gate_line);
+            std::fs::write(path, page).map_err(|e| CliError::env(anyhow!("write `{}`: {e}", path.display())))?;
+            eprintln!("report written to {}", path.display());
+        }
+        None => {
+            println!("brief `{}` · skill `{}` · forge {}", state.brief_id, state.skill, state.forge_id);
+            for s in &samples {
+                let (label, reason) = verdict_text(s.verdict.as_ref());
+                println!("sample {}: {label} — {reason}", s.n);
+                for (idx, a) in s.arms.iter().enumerate() {
+                    println!("  [{}] {}", arm_label(s, idx), a.final_message.lines().next().unwrap_or_default());
+                }
+            }
+            if let Some(a) = &agg {
+                println!("aggregate: {} valid of {}: with {} / without {} / tie {}", a.n_valid, a.n_samples, a.wins_with, a.wins_without, a.ties);
+            }
+            println!("gate: {gate_line}");
+        }
+    }
+    Ok(OK)
+}
+
+/// An arm's label: its side once the sample has a verdict, otherwise only its slot-free index.
+fn arm_label(s: &SampleView, idx: usize) -> String {
+    match &s.verdict {
+        Some(_) => ["with", "without"][idx].to_owned(),
+        None => format!("arm {}", idx + 1),
+    }
+}
+
+fn verdict_text(v: Option<&SampleVerdict>) -> (String, String) {
+    match v {
+        None => ("pending".to_owned(), "not judged yet".to_owned()),
+        Some(v) => match (v.invalid_code, v.winner) {
+            (Some(code), _) => (format!("invalid ({code})"), v.reason.clone()),
+            (None, Some(w)) => (format!("winner: {}", serde_json::to_value(w).ok().and_then(|x| x.as_str().map(str::to_owned)).unwrap_or_default()), v.reason.clone()),
+            _ => ("—".to_owned(), v.reason.clone()),
+        },
+    }
+}
+
+fn html(state: &ForgeState, samples: &[SampleView], agg: Option<&Aggregate>, gate_line: &str) -> String {
+    let mut body = String::new();
+    for s in samples {
+        let (label, reason) = verdict_text(s.verdict.as_ref());
+        let _ = write!(body, "<section class=\"sample\"><h2>Sample {} · <span class=\"verdict\">{}</span></h2><p class=\"reason\">{}</p><div class=\"arms\">", s.n, esc(&label), esc(&reason));
+        for (idx, a) in s.arms.iter().enumerate() {
+            let meta = a.record.as_ref().map(|r| format!("exit {} · {} ms · loaded {}", r.exit, r.duration_ms, r.skills_loaded.as_ref().map_or("unknown".to_owned(), |l| if l.is_empty() { "none".to_owned() } else { l.join(", ") }))).unwrap_or_default();
+            let _ = write!(body, "<article class=\"arm\"><h3>{}</h3><p class=\"meta\">{}</p><pre>{}</pre></article>", esc(&arm_label(s, idx)), esc(&meta), esc(&a.final_message));
+        }
+        body.push_str("</div></section>");
+    }
+    let agg_line = agg.map(|a| format!("{} valid of {} samples: with {} / without {} / tie {}", a.n_valid, a.n_samples, a.wins_with, a.wins_without, a.ties)).unwrap_or_else(|| "no aggregate yet".to_owned());
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>eval report: {brief}</title><style>\
+body{{font:15px/1.45 system-ui,sans-serif;margin:2rem;color:#111;background:#fafafa}}h1{{font-size:1.4rem}}\
+.arms{{display:grid;grid-template-columns:1fr 1fr;gap:1rem}}.arm{{background:#fff;border:1px solid #ccc;border-radius:6px;padding:.75rem}}\
+pre{{white-space:pre-wrap;font:13px/1.4 ui-monospace,monospace}}.meta,.reason{{color:#555}}.verdict{{color:#0a5}}\
+.gate{{font-weight:600;padding:.75rem;background:#eef;border-radius:6px}}</style></head><body>\
+<h1>Eval report · brief <code>{brief}</code> · skill <code>{skill}</code></h1>{body}\
+<p>Aggregate: {agg}</p><p class=\"gate\">Gate: {gate}</p></body></html>\n",
+        brief = esc(&state.brief_id),
+        skill = esc(&state.skill),
+        agg = esc(&agg_line),
+        gate = esc(gate_line),
+    )
+}

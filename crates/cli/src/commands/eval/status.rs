@@ -1,0 +1,77 @@
+//! `eval status --brief ID`: where a forge stands, read off its files (no queue needed).
+
+use anyhow::anyhow;
+use clap::Args;
+use serde_json::json;
+use skillforge_workflows::evalloop::aggregate::{AGGREGATE_FILE, Aggregate};
+use skillforge_workflows::evalloop::arm::{ArmRecord, ArmSide};
+use skillforge_workflows::evalloop::arm_stage::RUN_FILE;
+use skillforge_workflows::evalloop::forge::{FORGE_FILE, ForgeState};
+use skillforge_workflows::evalloop::layout::{brief_dir, ledger_path, meta_dir, read_json, sample_dir};
+use skillforge_workflows::evalloop::ledger::read_ledger;
+use skillforge_workflows::evalloop::sample::{SampleVerdict, VERDICT_FILE};
+
+use crate::context::Context;
+use crate::exit::{CliError, CliResult, OK};
+use crate::output::print_json;
+
+/// Arguments of `eval status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The brief id.
+    #[arg(long)]
+    brief: String,
+}
+
+/// Runs `eval status`.
+pub fn run(ctx: &Context, args: StatusArgs) -> CliResult {
+    let dir = brief_dir(&ctx.home, &args.brief);
+    let state: ForgeState = read_json(&dir.join(FORGE_FILE))
+        .map_err(|e| CliError::env(anyhow!(e)))?
+        .ok_or_else(|| CliError::usage(anyhow!("no forge of brief `{}` in `{}`", args.brief, dir.display())))?;
+    let mut samples = Vec::new();
+    for n in 1..=state.samples {
+        let sdir = sample_dir(&dir, n);
+        let arm = |side: ArmSide| -> Option<ArmRecord> { read_json(&meta_dir(&sdir, side).join(RUN_FILE)).ok().flatten() };
+        let verdict: Option<SampleVerdict> = read_json(&sdir.join(VERDICT_FILE)).ok().flatten();
+        let stage = match (state.prepared.contains(&n), arm(ArmSide::With), arm(ArmSide::Without), &verdict) {
+            (false, ..) => "not started",
+            (true, _, _, Some(_)) => "judged",
+            (true, Some(_), Some(_), None) => "judging",
+            (true, ..) => "arms running",
+        };
+        samples.push(json!({
+            "sample": n,
+            "stage": stage,
+            "with": arm(ArmSide::With).map(|r| json!({"exit": r.exit, "duration_ms": r.duration_ms, "skills_loaded": r.skills_loaded})),
+            "without": arm(ArmSide::Without).map(|r| json!({"exit": r.exit, "duration_ms": r.duration_ms, "skills_loaded": r.skills_loaded})),
+            "invalid_code": verdict.as_ref().and_then(|v| v.invalid_code),
+            "winner": verdict.as_ref().and_then(|v| v.winner),
+        }));
+    }
+    let agg: Option<Aggregate> = read_json(&dir.join(AGGREGATE_FILE)).map_err(|e| CliError::env(anyhow!(e)))?;
+    let rows = read_ledger(&ledger_path(&ctx.home)).map_err(|e| CliError::env(anyhow!(e)))?;
+    let tag = format!("forge:{}", state.forge_id);
+    let row = rows.iter().find(|r| r.reason.ends_with(&tag));
+    if ctx.json {
+        print_json(&json!({"forge": state, "samples": samples, "aggregate": agg, "ledger_row": row}));
+        return Ok(OK);
+    }
+    println!("forge {} of `{}` with `{}`: {}", state.forge_id, state.brief_id, state.skill, state.status);
+    for s in &samples {
+        println!(
+            "  sample {}: {}{}{}",
+            s["sample"],
+            s["stage"].as_str().unwrap_or_default(),
+            s["invalid_code"].as_str().map(|c| format!(" · invalid {c}")).unwrap_or_default(),
+            s["winner"].as_str().map(|w| format!(" · winner {w}")).unwrap_or_default()
+        );
+    }
+    if let Some(a) = agg {
+        println!("  aggregate: {} valid of {} (with {} / without {} / tie {})", a.n_valid, a.n_samples, a.wins_with, a.wins_without, a.ties);
+    }
+    if let Some(r) = row {
+        println!("  ledger: {} — {}", r.decision, r.reason);
+    }
+    Ok(OK)
+}

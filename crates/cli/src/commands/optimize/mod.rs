@@ -1,0 +1,249 @@
+//! `skillforge optimize init|run|status|resume|report --spec F`: the optimize loop
+//! ([`skillforge_workflows::optimize`]) with this process as its control plane.
+//!
+//! * `init` validates the spec, creates `optimize/<spec>`, measures the baseline and writes the
+//!   backlog (CP-2) under `<home>/optimize/<spec>/`;
+//! * `run` runs ticks until a stopping criterion holds (SIGINT/SIGTERM stops at the next safe
+//!   point, saving state), showing tick, experiment, outcome and current best on a terminal;
+//! * `resume` is `run` after a crash: it recovers `result.yaml` markers and pending waits first;
+//! * `status` prints `run_state`, the best and every experiment's outcome;
+//! * `report` writes and prints the wrap-up report.
+//!
+//! Exit codes: 0 ok; 2 invalid spec, a spec changed since `init`, or no run; 3 environment
+//! (git, queue, unwritable state, a baseline that cannot be measured).
+
+mod port;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::anyhow;
+use clap::{Args, Subcommand};
+use serde_json::json;
+use skillforge_engine::DEFAULT_QUEUE;
+use skillforge_workflows::optimize::brief::fmt_num;
+use skillforge_workflows::optimize::port::OptimizeStages;
+use skillforge_workflows::optimize::run::{self, Ctx, Event};
+use skillforge_workflows::optimize::spec::Spec;
+use skillforge_workflows::optimize::state::StateRoot;
+use skillforge_workflows::optimize::{OptimizeError, log, report};
+
+use crate::context::Context;
+use crate::exit::{CliError, CliResult, OK};
+use crate::output::print_json;
+
+/// `optimize` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum OptimizeCommand {
+    /// Validate the spec, create the optimization branch, measure the baseline, write the backlog.
+    Init(SpecArgs),
+    /// Run ticks until a stopping criterion holds.
+    Run(SpecArgs),
+    /// Continue a run after a crash or a stop signal (recovers markers and pending waits).
+    Resume(SpecArgs),
+    /// Show run state, the current best and every experiment's outcome.
+    Status(SpecArgs),
+    /// Write and print the wrap-up report.
+    Report(SpecArgs),
+}
+
+/// The spec argument every subcommand takes.
+#[derive(Debug, Args)]
+pub struct SpecArgs {
+    /// The optimize spec (YAML).
+    #[arg(long, value_name = "FILE")]
+    spec: PathBuf,
+    /// The project repository (default: the git repository holding the spec).
+    #[arg(long, value_name = "DIR")]
+    repo: Option<PathBuf>,
+}
+
+fn map_err(e: OptimizeError) -> CliError {
+    match e {
+        OptimizeError::Invalid(_) => CliError::usage(anyhow!("{e}")),
+        _ => CliError::env(anyhow!("{e}")),
+    }
+}
+
+/// Runs an `optimize` subcommand.
+///
+/// # Errors
+/// See the module docs for the exit codes.
+pub async fn run(ctx: &Context, cmd: OptimizeCommand) -> CliResult {
+    match cmd {
+        OptimizeCommand::Init(a) => init(ctx, a).await,
+        OptimizeCommand::Run(a) => run_loop(ctx, a, false).await,
+        OptimizeCommand::Resume(a) => run_loop(ctx, a, true).await,
+        OptimizeCommand::Status(a) => status(ctx, a),
+        OptimizeCommand::Report(a) => print_report(ctx, a),
+    }
+}
+
+fn load(a: &SpecArgs) -> Result<(Spec, String), CliError> {
+    let text = std::fs::read_to_string(&a.spec).map_err(|e| CliError::usage(anyhow!("read spec `{}`: {e}", a.spec.display())))?;
+    let spec = Spec::parse(&text, &a.spec.display().to_string()).map_err(map_err)?;
+    Ok((spec, text))
+}
+
+fn printer(json: bool) -> impl Fn(Event) + Send + Sync {
+    let show = !json && std::io::stderr().is_terminal();
+    move |e: Event| {
+        if !show {
+            return;
+        }
+        let line = match e {
+            Event::Baseline { primary } => format!("baseline: {}", primary.map_or("-".into(), fmt_num)),
+            Event::Tick(t) => format!("tick {t}"),
+            Event::Dispatched { experiment, hypothesis } => format!("  exp-{experiment:03} dispatched: {hypothesis}"),
+            Event::Outcome { experiment, outcome, primary, preliminary } => format!(
+                "  exp-{experiment:03} {outcome}{}{}",
+                primary.map_or(String::new(), |(r, c)| format!(" ({} -> {})", fmt_num(r), fmt_num(c))),
+                if preliminary { " [preliminary]" } else { "" }
+            ),
+            Event::Best { primary, experiment } => format!("  best: {} ({})", primary.map_or("-".into(), fmt_num), experiment.map_or("baseline".into(), |n| format!("exp-{n:03}"))),
+            Event::Note(n) => format!("  note: {n}"),
+            Event::Stopped(r) => format!("stopped: {r}"),
+        };
+        eprintln!("{line}");
+    }
+}
+
+async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
+    let (spec, text) = load(&a)?;
+    let repo = match &a.repo {
+        Some(r) => r.clone(),
+        None => run::repo_of(&a.spec).map_err(map_err)?,
+    };
+    let root = StateRoot::new(&ctx.home, &spec.name);
+    let backend = ctx.queue().await?;
+    let port = port::CliJobPort { ctx, backend, queue: DEFAULT_QUEUE.to_owned() };
+    let events = printer(ctx.json);
+    let stop = AtomicBool::new(false);
+    let created_at = run::now_secs();
+    let octx = Ctx {
+        spec: spec.clone(),
+        root: root.clone(),
+        repo,
+        port: &port,
+        stages: OptimizeStages::shipped().map_err(map_err)?,
+        queue: DEFAULT_QUEUE.to_owned(),
+        machine: machine(),
+        events: &events,
+        stop: &stop,
+        key_prefix: format!("optimize:{}:{created_at}", spec.name),
+    };
+    let spec_path = std::fs::canonicalize(&a.spec).unwrap_or(a.spec.clone());
+    let log = run::init(&octx, &spec_path, &text, created_at).await.map_err(map_err)?;
+    if ctx.json {
+        print_json(&json!({"spec": spec.name, "state_root": root.root, "baseline_sha": log.baseline_sha, "baseline": log.baseline.metrics, "backlog": log.hypothesis_backlog.len()}));
+    } else {
+        eprintln!("initialised optimize run `{}` at {} (baseline {}, {} hypotheses)", spec.name, root.root.display(), &log.baseline_sha[..12], log.hypothesis_backlog.len());
+    }
+    Ok(OK)
+}
+
+fn machine() -> String {
+    std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_owned()).ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "localhost".into())
+}
+
+async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
+    let (spec, text) = load(&a)?;
+    let root = StateRoot::new(&ctx.home, &spec.name);
+    let run_file = run::read_run_file(&root).map_err(map_err)?;
+    if run_file.spec_text != text {
+        return Err(CliError::usage(anyhow!("spec `{}` changed since `optimize init` (a run keeps the spec it started with; start a new run under another name)", a.spec.display())));
+    }
+    let backend = ctx.queue().await?;
+    let port = port::CliJobPort { ctx, backend, queue: DEFAULT_QUEUE.to_owned() };
+    let events = printer(ctx.json);
+    let stop = Arc::new(AtomicBool::new(false));
+    let token = crate::commands::signals::shutdown_on_signal();
+    let flag = stop.clone();
+    tokio::spawn(async move {
+        token.cancelled().await;
+        flag.store(true, Ordering::SeqCst);
+    });
+    if resume && !ctx.json && std::io::stderr().is_terminal() {
+        eprintln!("resuming `{}` from {}", spec.name, root.root.display());
+    }
+    let octx = Ctx {
+        spec: spec.clone(),
+        root: root.clone(),
+        repo: run_file.repo.clone(),
+        port: &port,
+        stages: OptimizeStages::shipped().map_err(map_err)?,
+        queue: DEFAULT_QUEUE.to_owned(),
+        machine: machine(),
+        events: &events,
+        stop: &stop,
+        key_prefix: format!("optimize:{}:{}", spec.name, run_file.created_at),
+    };
+    let summary = run::run(&octx).await.map_err(map_err)?;
+    let reason = summary.stop_reason.as_ref().map(|r| r.describe()).unwrap_or_default();
+    if ctx.json {
+        print_json(&json!({"spec": spec.name, "stop_reason": summary.stop_reason, "experiments": summary.experiments, "kept": summary.kept, "report": root.report()}));
+    } else {
+        eprintln!("{}: {} experiment(s), kept {:?}; {reason}; report {}", spec.name, summary.experiments, summary.kept, root.report().display());
+    }
+    Ok(OK)
+}
+
+fn status(ctx: &Context, a: SpecArgs) -> CliResult {
+    let (spec, _) = load(&a)?;
+    let root = StateRoot::new(&ctx.home, &spec.name);
+    run::read_run_file(&root).map_err(map_err)?;
+    let log = log::read(&root.root).map_err(map_err)?;
+    let primary = &spec.metric.primary.name;
+    let experiments: Vec<_> = log
+        .experiments
+        .iter()
+        .map(|e| {
+            let s = e.standalone();
+            json!({
+                "experiment": e.experiment, "hypothesis_id": e.hypothesis_id, "description": e.description,
+                "outcome": e.outcome, "terminal": e.outcome.is_terminal(),
+                "reference": s.and_then(|c| c.reference.snapshot.aggregate(primary)),
+                "candidate": s.and_then(|c| c.candidate.snapshot.aggregate(primary)),
+                "samples": s.map(|c| c.candidate.snapshot.n_samples()),
+                "scope_violations": e.scope_violations,
+            })
+        })
+        .collect();
+    let value = json!({
+        "spec": spec.name,
+        "run_state": log.run_state,
+        "baseline": log.baseline.aggregate(primary),
+        "best": {"experiment": log.best.experiment, "sha": log.best.sha, primary.clone(): log.best.metrics.aggregate(primary)},
+        "backlog": log.hypothesis_backlog.iter().map(|h| json!({"id": h.id, "description": h.description, "dep_status": h.dep_status})).collect::<Vec<_>>(),
+        "experiments": experiments,
+    });
+    if ctx.json {
+        print_json(&value);
+    } else {
+        println!("{}: tick {}, status {}, {} experiment(s), best {} {} (baseline {})", spec.name, log.run_state.tick, log.run_state.status, log.experiments.len(), primary, log.best.metrics.aggregate(primary).map_or("-".into(), fmt_num), log.baseline.aggregate(primary).map_or("-".into(), fmt_num));
+        for e in &log.experiments {
+            println!("  exp-{:03} {:<18} {}", e.experiment, e.outcome.label(), e.description);
+        }
+        if let Some(r) = &log.run_state.stop_reason {
+            println!("stopped: {}", r.describe());
+        }
+    }
+    Ok(OK)
+}
+
+fn print_report(ctx: &Context, a: SpecArgs) -> CliResult {
+    let (spec, _) = load(&a)?;
+    let root = StateRoot::new(&ctx.home, &spec.name);
+    run::read_run_file(&root).map_err(map_err)?;
+    let log = log::read(&root.root).map_err(map_err)?;
+    let text = report::render(&spec, &log);
+    log::write_atomic(&root.report(), &text).map_err(map_err)?;
+    if ctx.json {
+        print_json(&json!({"report": root.report(), "text": text}));
+    } else {
+        print!("{text}");
+    }
+    Ok(OK)
+}

@@ -1,0 +1,243 @@
+//! Eval briefs (seed: skill-eval-loop, "Knowledge-gap briefs (where skills win)"): the task both
+//! arms get, `{id, prompt, setup, verify, rubric, output}`, validated with errors that name the
+//! field; and the knowledge-gap checks a generated brief must pass before it is written.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path};
+
+use serde::{Deserialize, Serialize};
+
+/// Environment variable through which `verify` reads the arm's final reply (a file path).
+pub const FINAL_ENV: &str = "FORGE_FINAL";
+/// `output` value saying the deliverable is the agent's final chat reply.
+pub const OUTPUT_REPLY: &str = "reply";
+
+/// One eval brief (E-03).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Brief {
+    /// Stable id: `[a-z0-9._-]`, 1..=80 characters; names the run directory and ledger rows.
+    pub id: String,
+    /// The task, given to both arms verbatim.
+    pub prompt: String,
+    /// Fixture files written into each arm's work dir before it runs: relative path → text.
+    #[serde(default)]
+    pub setup: BTreeMap<String, String>,
+    /// Shell command run (`sh -c`) in the arm's work dir after the arm; exit 0 = acceptable
+    /// output. Reads the final reply from the file named by `$FORGE_FINAL`.
+    pub verify: String,
+    /// What the blind judge is asked to weigh.
+    pub rubric: String,
+    /// `reply` when the deliverable is the final chat reply, else the deliverable's relative path.
+    pub output: String,
+}
+
+/// Why a brief was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BriefError {
+    /// Not JSON of the brief's shape (the parser's message names the field).
+    #[error("invalid brief `{file}`: {message}")]
+    Parse {
+        /// Where the brief came from.
+        file: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// A field is present but unusable.
+    #[error("invalid brief `{file}`: field `{field}` {message}")]
+    Field {
+        /// Where the brief came from.
+        file: String,
+        /// The field.
+        field: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// E-02: a rule of the theme appears in the fixtures or the prompt.
+    #[error("knowledge-gap brief refused: rule {rule:?} appears in the {place}; only a skill may carry the user's rules")]
+    RuleLeaked {
+        /// The rule text.
+        rule: String,
+        /// `prompt` or `setup file <path>`.
+        place: String,
+    },
+    /// E-01: the verify did not pass the good example and fail the bad one.
+    #[error("knowledge-gap brief refused: its verify {what}; the brief was not written")]
+    SelfTest {
+        /// What the self-test saw.
+        what: String,
+    },
+}
+
+impl Brief {
+    /// Parses and validates a brief read from `file` (used in messages).
+    ///
+    /// # Errors
+    /// [`BriefError::Parse`] for bad JSON or an unknown/missing field; [`BriefError::Field`] for
+    /// a bad id, an empty prompt, verify or rubric, a setup path or output that is not relative
+    /// and inside the work dir.
+    pub fn parse(text: &str, file: &str) -> Result<Self, BriefError> {
+        let brief: Brief =
+            serde_json::from_str(text).map_err(|e| BriefError::Parse { file: file.to_owned(), message: e.to_string() })?;
+        brief.validate(file)?;
+        Ok(brief)
+    }
+
+    /// Checks every field (see [`Brief::parse`]).
+    ///
+    /// # Errors
+    /// [`BriefError::Field`] naming the first bad field.
+    pub fn validate(&self, file: &str) -> Result<(), BriefError> {
+        let bad = |field: &'static str, message: String| BriefError::Field { file: file.to_owned(), field, message };
+        let id_ok = !self.id.is_empty()
+            && self.id.len() <= 80
+            && self.id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
+            && !self.id.starts_with('.');
+        if !id_ok {
+            return Err(bad("id", format!("`{}` must be 1-80 characters of a-z, 0-9, `.`, `_`, `-`", self.id)));
+        }
+        for (field, value) in [("prompt", &self.prompt), ("verify", &self.verify), ("rubric", &self.rubric)] {
+            if value.trim().is_empty() {
+                return Err(bad(field, "is empty".to_owned()));
+            }
+        }
+        for path in self.setup.keys() {
+            if !is_inside(path) {
+                return Err(bad("setup", format!("path `{path}` must be relative and stay inside the work dir")));
+            }
+        }
+        if self.output != OUTPUT_REPLY && !is_inside(&self.output) {
+            return Err(bad("output", format!("`{}` must be `reply` or a relative path inside the work dir", self.output)));
+        }
+        Ok(())
+    }
+
+    /// Whether the deliverable is the final reply.
+    pub fn is_reply(&self) -> bool {
+        self.output == OUTPUT_REPLY
+    }
+}
+
+fn is_inside(path: &str) -> bool {
+    let p = Path::new(path);
+    !path.is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)))
+}
+
+/// A knowledge-gap brief as drafted from a correction theme (by a model or by hand), before
+/// the checks of [`check_knowledge_gap`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KnowledgeGapDraft {
+    /// The brief to write when every check passes.
+    pub brief: Brief,
+    /// The user's own rules the theme is about (must stay out of prompt and fixtures).
+    pub rules: Vec<String>,
+    /// A reply (or deliverable) that follows the rules: the verify must pass it.
+    pub good_example: String,
+    /// One that breaks them: the verify must fail it.
+    pub bad_example: String,
+}
+
+/// E-02: no rule text appears (case-insensitively) in the prompt or a setup file.
+///
+/// # Errors
+/// [`BriefError::RuleLeaked`] naming the rule and where it appeared.
+pub fn check_rules_absent(draft: &KnowledgeGapDraft) -> Result<(), BriefError> {
+    for rule in draft.rules.iter().map(|r| r.trim()).filter(|r| !r.is_empty()) {
+        let needle = rule.to_lowercase();
+        if draft.brief.prompt.to_lowercase().contains(&needle) {
+            return Err(BriefError::RuleLeaked { rule: rule.to_owned(), place: "prompt".to_owned() });
+        }
+        for (path, text) in &draft.brief.setup {
+            if text.to_lowercase().contains(&needle) {
+                return Err(BriefError::RuleLeaked { rule: rule.to_owned(), place: format!("setup file `{path}`") });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// E-01: the self-test outcome of the verify on the good and the bad example.
+///
+/// # Errors
+/// [`BriefError::SelfTest`] unless the good example passed and the bad one failed.
+pub fn check_self_test(good_passed: bool, bad_passed: bool) -> Result<(), BriefError> {
+    let what = match (good_passed, bad_passed) {
+        (true, false) => return Ok(()),
+        (true, true) => "passes the bad example as well as the good one",
+        (false, false) => "fails the good example as well as the bad one",
+        (false, true) => "fails the good example and passes the bad one",
+    };
+    Err(BriefError::SelfTest { what: what.to_owned() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn brief_json() -> serde_json::Value {
+        serde_json::json!({
+            "id": "short-replies", "prompt": "Summarise notes.md for the team.",
+            "setup": {"notes.md": "- shipped 1.2\n- fixed login"},
+            "verify": "test $(wc -w < \"$FORGE_FINAL\") -le 40", "rubric": "Which summary is more useful?",
+            "output": "reply"
+        })
+    }
+
+    // E-03
+    #[test]
+    fn e03_brief_fields_are_validated_by_name() {
+        let check = |patch: serde_json::Value, want: Option<&str>| {
+            let mut value = brief_json();
+            for (k, v) in patch.as_object().unwrap() {
+                value[k] = v.clone();
+            }
+            let got = Brief::parse(&value.to_string(), "b.json");
+            match want {
+                None => assert!(got.is_ok(), "{got:?}"),
+                Some(w) => {
+                    let e = got.expect_err(w).to_string();
+                    assert!(e.contains(w) && e.contains("b.json"), "{e} should name {w}");
+                }
+            }
+        };
+        check(serde_json::json!({}), None);
+        check(serde_json::json!({"id": "Bad Id"}), Some("field `id`"));
+        check(serde_json::json!({"verify": " "}), Some("field `verify`"));
+        check(serde_json::json!({"setup": {"../x": "y"}}), Some("field `setup`"));
+        check(serde_json::json!({"output": "/etc/passwd"}), Some("field `output`"));
+        check(serde_json::json!({"output": "out/report.md"}), None);
+        check(serde_json::json!({"extra": 1}), Some("unknown field `extra`"));
+        let e = Brief::parse("{\"id\":\"x\"}", "b.json").unwrap_err().to_string();
+        assert!(e.contains("missing field"), "{e}");
+    }
+
+    // E-02
+    #[test]
+    fn e02_rules_never_in_prompt_or_fixtures() {
+        let brief: Brief = serde_json::from_value(brief_json()).unwrap();
+        let mut draft = KnowledgeGapDraft {
+            brief,
+            rules: vec!["never say synergy".into()],
+            good_example: "ok".into(),
+            bad_example: "synergy".into(),
+        };
+        assert!(check_rules_absent(&draft).is_ok());
+        draft.brief.setup.insert("thread.txt".into(), "Boss: NEVER say synergy".into());
+        let e = check_rules_absent(&draft).unwrap_err().to_string();
+        assert!(e.contains("setup file `thread.txt`"), "{e}");
+        draft.brief.setup.remove("thread.txt");
+        draft.brief.prompt.push_str(" Never say synergy.");
+        assert!(check_rules_absent(&draft).unwrap_err().to_string().contains("prompt"));
+    }
+
+    // E-01
+    #[test]
+    fn e01_self_test_must_pass_good_and_fail_bad() {
+        assert!(check_self_test(true, false).is_ok());
+        for (good, bad, want) in [(true, true, "passes the bad"), (false, false, "fails the good"), (false, true, "fails the good")] {
+            let e = check_self_test(good, bad).unwrap_err().to_string();
+            assert!(e.contains(want) && e.contains("not written"), "{e}");
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! Credential preflight for arms (seed: skill-eval-loop, "Optional: run the arms in containers":
+//! tokens come from a subscription; E-11, E-12): an expired or unreadable credential stops the
+//! run before any arm starts, rather than resurfacing as a task failure that reads like the
+//! skill's fault. Credential files are only ever read. Credentials reach an arm through its
+//! environment (the runtime profile's `credential_env`), never argv.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+/// Checks that `runtime` has a usable credential, given the worker's environment `env` and the
+/// user's home `home`.
+///
+/// * `claude`: an `ANTHROPIC_API_KEY` / `CLAUDE_CODE_OAUTH_TOKEN` in the environment, else
+///   `~/.claude/.credentials.json`'s `claudeAiOauth.accessToken`, refused when `expiresAt` (ms)
+///   has passed — an expired token is no token.
+/// * `codex`: with `CODEX_FORCE_AUTH_JSON` unset or truthy, `~/.codex/auth.json` must be
+///   readable JSON, whatever `OPENAI_API_KEY` says (no quiet fallback to a billed key);
+///   `CODEX_FORCE_AUTH_JSON=0` chooses the key deliberately.
+/// * other runtimes: nothing to check.
+///
+/// # Errors
+/// What is missing or expired and how to fix it.
+pub fn preflight(runtime: &str, env: &BTreeMap<String, String>, home: &Path, now_ms: i64) -> Result<(), String> {
+    let set = |k: &str| env.get(k).is_some_and(|v| !v.trim().is_empty());
+    match runtime {
+        "claude" => {
+            if set("ANTHROPIC_API_KEY") || set("CLAUDE_CODE_OAUTH_TOKEN") || set("ANTHROPIC_AUTH_TOKEN") {
+                return Ok(());
+            }
+            let path = home.join(".claude/.credentials.json");
+            let text = std::fs::read_to_string(&path).map_err(|e| format!("no Claude credential: no token in the environment and `{}` is unreadable ({e}); log in with `claude` or set CLAUDE_CODE_OAUTH_TOKEN", path.display()))?;
+            let value: Value = serde_json::from_str(&text).map_err(|e| format!("`{}` is not JSON: {e}", path.display()))?;
+            let oauth = value.get("claudeAiOauth").ok_or_else(|| format!("`{}` holds no claudeAiOauth token", path.display()))?;
+            if oauth.get("accessToken").and_then(Value::as_str).is_none_or(str::is_empty) {
+                return Err(format!("`{}` holds no access token", path.display()));
+            }
+            match oauth.get("expiresAt").and_then(Value::as_i64) {
+                Some(exp) if exp <= now_ms => Err(format!("the Claude token in `{}` expired; an expired token is no token: run `claude` to refresh it before any arm starts", path.display())),
+                _ => Ok(()),
+            }
+        }
+        "codex" => {
+            if env.get("CODEX_FORCE_AUTH_JSON").is_some_and(|v| v.trim() == "0") {
+                return if set("OPENAI_API_KEY") || set("CODEX_API_KEY") { Ok(()) } else { Err("CODEX_FORCE_AUTH_JSON=0 but no OPENAI_API_KEY is set".to_owned()) };
+            }
+            let path = home.join(".codex/auth.json");
+            let text = std::fs::read_to_string(&path).map_err(|e| format!("`{}` is unreadable ({e}); not falling back to OPENAI_API_KEY — set CODEX_FORCE_AUTH_JSON=0 to use the key deliberately", path.display()))?;
+            serde_json::from_str::<Value>(&text).map(|_| ()).map_err(|e| format!("`{}` is not JSON: {e}", path.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    // E-12
+    #[test]
+    fn e12_expired_is_no_token_and_codex_never_falls_back_quietly() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".claude")).unwrap();
+        let creds = home.path().join(".claude/.credentials.json");
+        std::fs::write(&creds, r#"{"claudeAiOauth":{"accessToken":"sk-ant-oat","expiresAt":1000}}"#).unwrap();
+        let e = preflight("claude", &env(&[]), home.path(), 2000).unwrap_err();
+        assert!(e.contains("expired"), "{e}");
+        assert!(preflight("claude", &env(&[]), home.path(), 500).is_ok());
+        assert!(preflight("claude", &env(&[("CLAUDE_CODE_OAUTH_TOKEN", "t")]), home.path(), 2000).is_ok());
+        let e = preflight("codex", &env(&[("OPENAI_API_KEY", "sk")]), home.path(), 0).unwrap_err();
+        assert!(e.contains("auth.json") && e.contains("CODEX_FORCE_AUTH_JSON=0"), "{e}");
+        assert!(preflight("codex", &env(&[("OPENAI_API_KEY", "sk"), ("CODEX_FORCE_AUTH_JSON", "0")]), home.path(), 0).is_ok());
+        assert!(preflight("scripted", &env(&[]), home.path(), 0).is_ok());
+    }
+
+    // E-11
+    #[test]
+    fn e11_credentials_file_is_only_read() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".claude")).unwrap();
+        let creds = home.path().join(".claude/.credentials.json");
+        std::fs::write(&creds, r#"{"claudeAiOauth":{"accessToken":"sk-ant-oat","expiresAt":99999999999999}}"#).unwrap();
+        let before = std::fs::metadata(&creds).unwrap().modified().unwrap();
+        let bytes = std::fs::read(&creds).unwrap();
+        preflight("claude", &env(&[]), home.path(), 0).unwrap();
+        assert_eq!(std::fs::metadata(&creds).unwrap().modified().unwrap(), before);
+        assert_eq!(std::fs::read(&creds).unwrap(), bytes);
+    }
+}

@@ -1,0 +1,30 @@
+//! The eval loop's [`ResultHandler`]: a finished arm job becomes `<arm>.meta/run.json`, a verify
+//! job `<arm>.meta/verify.json`, a judge job `verdict.json`. Both are idempotent (an existing file is kept), and the
+//! engine's applied-result record makes each apply run once per (job, fencing token).
+
+use skillforge_engine::Job;
+use skillforge_engine::ingest::ResultHandler;
+use sqlx::SqliteConnection;
+
+use super::arm_stage::apply_arm;
+use super::judge_stage::{apply_judge, apply_verify};
+use super::stages::{ARM_STAGE, EVAL_WORKFLOW, JUDGE_STAGE, VERIFY_STAGE};
+
+/// Applies `evalloop` jobs (no domain-store tables: the evidence lives in files, as the seed keeps it).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EvalResultHandler;
+
+#[async_trait::async_trait]
+impl ResultHandler for EvalResultHandler {
+    async fn apply(&self, _conn: &mut SqliteConnection, job: &Job) -> Result<(), String> {
+        if job.spec.workflow != EVAL_WORKFLOW || !(job.state.is_terminal() || job.state == skillforge_engine::JobState::Stale) {
+            return Ok(());
+        }
+        match job.spec.stage.as_str() {
+            ARM_STAGE => apply_arm(job),
+            VERIFY_STAGE => apply_verify(job),
+            JUDGE_STAGE => apply_judge(job),
+            other => Err(format!("evalloop job {} has unknown stage `{other}`", job.id)),
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! The judge stage of a forge (seed: skill-eval-loop, "The blind is enforced, not assumed",
+//! "Hard rules"): the brief's verify as a `process` job in each arm's work dir (one gate for every
+//! runner, E-10), the pre-judge checks (`arm_never_ran` before any mapping is drawn, E-45), the
+//! invalid codes in precedence, the mapping kept on disk, the blind judge's `agent` job, and
+//! applying its reply as `verdict.json`.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use skillforge_engine::{Job, JobSpec};
+use skillforge_runner_agent::{AgentPayload, AgentReport};
+use skillforge_runner_process::ProcessPayload;
+
+use super::arm::{ArmPair, ArmRecord, ArmSide};
+use super::arm_stage::{FINAL_FILE, RUN_FILE};
+use super::brief::{Brief, FINAL_ENV};
+use super::invalid::{ArmFacts, Invalid, check_never_ran, classify};
+use super::inventory::judge_manifest;
+use super::layout::{arm_dir, meta_dir, read_json, write_atomic, write_json};
+use super::mapping::{MAPPING_FILE, Mapping, Slot, SlotView, judge_prompt};
+use super::sample::{SampleVerdict, VERDICT_FILE};
+use super::stages::{JUDGE_STAGE, StageDef, VERIFY_STAGE, agent_job, stage_job};
+use super::verdict::{JudgeReading, parse_verdict};
+
+/// `<arm>.meta/verify.json`.
+pub const VERIFY_FILE: &str = "verify.json";
+/// The judge's transcript in the sample dir.
+pub const JUDGE_TRANSCRIPT_FILE: &str = "judge.transcript.jsonl";
+/// The judge's prompt as sent (kept for the report and for checking the blind; the mapping is
+/// in its own file).
+pub const JUDGE_PROMPT_FILE: &str = "judge.prompt.txt";
+
+/// `verify.json`: the brief's verify in one arm's work dir.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyResult {
+    /// Exit 0.
+    pub passed: bool,
+    /// Exit class label.
+    pub exit: String,
+    /// Raw exit code.
+    pub exit_code: Option<i32>,
+}
+
+/// The verify job of one arm: `sh -c <verify>` in the arm's work dir with `$FORGE_FINAL` naming
+/// `<arm>.meta/final.txt` (E-03), key `<prefix>:<n>:<side>:verify`.
+pub fn verify_job(brief: &Brief, sample_dir: &Path, sample: u32, side: ArmSide, stage: &StageDef, key_prefix: &str) -> JobSpec {
+    let mut payload = ProcessPayload::shell(brief.verify.clone());
+    payload.cwd = Some(arm_dir(sample_dir, side));
+    payload.env.insert(FINAL_ENV.to_owned(), meta_dir(sample_dir, side).join(FINAL_FILE).display().to_string());
+    let key = format!("{key_prefix}:{sample}:{side}:verify");
+    stage_job("process", VERIFY_STAGE, stage, serde_json::to_value(&payload).unwrap_or_default(), key)
+}
+
+/// Applies a finished verify job as `<arm>.meta/verify.json` (kept when it exists). A verify
+/// that could not run at all (no outcome) fails.
+///
+/// # Errors
+/// A message when the job is not a verify job of this shape or the file cannot be written.
+pub fn apply_verify(job: &Job) -> Result<(), String> {
+    let payload: ProcessPayload = serde_json::from_value(job.spec.payload.clone()).map_err(|e| format!("verify job {}: payload: {e}", job.id))?;
+    let meta = payload
+        .env
+        .get(FINAL_ENV)
+        .and_then(|p| Path::new(p).parent().map(Path::to_path_buf))
+        .ok_or_else(|| format!("verify job {} has no {FINAL_ENV}", job.id))?;
+    let path = meta.join(VERIFY_FILE);
+    if path.exists() {
+        return Ok(());
+    }
+    let result = match &job.outcome {
+        Some(o) => VerifyResult { passed: o.exit.is_passed(), exit: o.exit.label().to_owned(), exit_code: o.exit_code },
+        None => VerifyResult { passed: false, exit: job.state.to_string(), exit_code: None },
+    };
+    write_json(&path, &result)
+}
+
+/// The stored facts of both arms of a sample (run.json, final.txt, verify.json).
+///
+/// # Errors
+/// A message naming a missing or unreadable file.
+pub fn read_facts(sample_dir: &Path) -> Result<ArmPair<ArmFacts>, String> {
+    let one = |side: ArmSide| -> Result<ArmFacts, String> {
+        let meta = meta_dir(sample_dir, side);
+        let record: ArmRecord = read_json(&meta.join(RUN_FILE))?.ok_or_else(|| format!("`{}` is missing", meta.join(RUN_FILE).display()))?;
+        let verify: VerifyResult = read_json(&meta.join(VERIFY_FILE))?.ok_or_else(|| format!("`{}` is missing", meta.join(VERIFY_FILE).display()))?;
+        let final_message = std::fs::read_to_string(meta.join(FINAL_FILE)).ok();
+        Ok(ArmFacts { record, final_message, verify_passed: verify.passed })
+    };
+    Ok(ArmPair { with: one(ArmSide::With)?, without: one(ArmSide::Without)? })
+}
+
+fn records(facts: &ArmPair<ArmFacts>) -> ArmPair<ArmRecord> {
+    ArmPair { with: facts.with.record.clone(), without: facts.without.record.clone() }
+}
+
+fn verify(facts: &ArmPair<ArmFacts>) -> ArmPair<bool> {
+    ArmPair { with: facts.with.verify_passed, without: facts.without.verify_passed }
+}
+
+/// What the pre-judge step decided for a sample.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PreJudge {
+    /// Invalid before any model call; `verdict.json` is written.
+    Invalid(SampleVerdict),
+    /// Judge it with this job.
+    Judge(Box<JobSpec>),
+}
+
+/// The pre-judge step: `arm_never_ran` first, before any mapping exists (E-45); then the other
+/// codes; a valid pair gets a mapping (drawn once, kept in `mapping.private.json`) and a judge
+/// job (key `<prefix>:<n>:judge`).
+///
+/// # Errors
+/// Missing arm files, or a file that cannot be written.
+pub fn prepare_judge(
+    brief: &Brief,
+    sample_dir: &Path,
+    sample: u32,
+    skill: &str,
+    stage: &StageDef,
+    judge_runtime: &str,
+    key_prefix: &str,
+) -> Result<PreJudge, String> {
+    let facts = read_facts(sample_dir)?;
+    let invalid = |i: Invalid| -> Result<PreJudge, String> {
+        let v = SampleVerdict::invalid(sample, &i, &records(&facts), verify(&facts));
+        write_json(&sample_dir.join(VERDICT_FILE), &v)?;
+        Ok(PreJudge::Invalid(v))
+    };
+    if let Some(i) = check_never_ran(&facts) {
+        return invalid(i);
+    }
+    if let Some(i) = classify(&facts, skill) {
+        return invalid(i);
+    }
+    let mapping_path = sample_dir.join(MAPPING_FILE);
+    let mapping = match read_json::<Mapping>(&mapping_path)? {
+        Some(m) => m,
+        None => {
+            let m = Mapping::draw();
+            write_json(&mapping_path, &m)?;
+            m
+        }
+    };
+    let view = |slot: Slot| {
+        let side = mapping.arm(slot);
+        SlotView { final_message: facts.get(side).final_message.clone().unwrap_or_default(), files: judge_manifest(&arm_dir(sample_dir, side)) }
+    };
+    let prompt = judge_prompt(brief, &view(Slot::A), &view(Slot::B));
+    write_atomic(&sample_dir.join(JUDGE_PROMPT_FILE), prompt.as_bytes()).map_err(|e| format!("write judge prompt: {e}"))?;
+    let mut payload = AgentPayload::new(judge_runtime, prompt);
+    payload.timeout_secs = Some(stage.timeout_secs);
+    payload.transcript_path = Some(sample_dir.join(JUDGE_TRANSCRIPT_FILE));
+    let key = format!("{key_prefix}:{sample}:judge");
+    Ok(PreJudge::Judge(Box::new(agent_job(JUDGE_STAGE, stage, serde_json::to_value(&payload).unwrap_or_default(), key))))
+}
+
+/// Applies a finished judge job: the reply read to the end of its first JSON object and
+/// de-blinded through the stored mapping into `verdict.json`; no reply or an unreadable one is
+/// `unreadable_verdict`, never a tie. Idempotent (an existing verdict is kept).
+///
+/// # Errors
+/// A message when the job's key or files are not a judge's, or the verdict cannot be written.
+pub fn apply_judge(job: &Job) -> Result<(), String> {
+    let key = job.spec.idempotency_key.as_deref().unwrap_or_default();
+    let sample: u32 = key
+        .strip_suffix(":judge")
+        .and_then(|k| k.rsplit(':').next())
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("judge job {} has no judge key ({key:?})", job.id))?;
+    let payload: AgentPayload = serde_json::from_value(job.spec.payload.clone()).map_err(|e| format!("judge job {}: payload: {e}", job.id))?;
+    let sample_dir = payload.transcript_path.as_deref().and_then(Path::parent).ok_or_else(|| format!("judge job {} has no transcript path", job.id))?;
+    if sample_dir.join(VERDICT_FILE).exists() {
+        return Ok(());
+    }
+    let mapping: Mapping = read_json(&sample_dir.join(MAPPING_FILE))?.ok_or_else(|| format!("sample {sample}: {MAPPING_FILE} is missing"))?;
+    let facts = read_facts(sample_dir)?;
+    let report: Option<AgentReport> = job.outcome.as_ref().and_then(|o| serde_json::from_value(o.detail.clone()).ok());
+    let reading = match report.and_then(|r| r.final_message) {
+        Some(reply) => parse_verdict(&reply),
+        None => JudgeReading::Unreadable(format!("the judge's run ended {} with no reply", job.state)),
+    };
+    let v = SampleVerdict::judged(sample, &reading, mapping, &records(&facts), verify(&facts));
+    write_json(&sample_dir.join(VERDICT_FILE), &v)
+}

@@ -1,0 +1,72 @@
+//! Where a forge keeps its evidence, as the seed lays it out: `<home>/eval/runs/<brief>/s<n>/`
+//! holds each arm's work dir (`with/`, `without/`), its meta dir (`with.meta/`: `run.json`,
+//! `final.txt`, `transcript.jsonl`, `verify.json`), `mapping.private.json` and `verdict.json`;
+//! `<brief>/aggregate.json` and `<brief>/forge.json`; `<home>/eval/ledger.jsonl`.
+
+use std::path::{Path, PathBuf};
+
+use super::arm::ArmSide;
+
+/// The eval loop's directory in a home.
+pub fn eval_root(home: &Path) -> PathBuf {
+    home.join("eval")
+}
+
+/// The ledger.
+pub fn ledger_path(home: &Path) -> PathBuf {
+    eval_root(home).join("ledger.jsonl")
+}
+
+/// A brief's run directory.
+pub fn brief_dir(home: &Path, brief_id: &str) -> PathBuf {
+    eval_root(home).join("runs").join(brief_id)
+}
+
+/// Sample `n`'s directory under `brief_dir`.
+pub fn sample_dir(brief_dir: &Path, n: u32) -> PathBuf {
+    brief_dir.join(format!("s{n}"))
+}
+
+/// The arm's work dir.
+pub fn arm_dir(sample_dir: &Path, side: ArmSide) -> PathBuf {
+    sample_dir.join(side.as_str())
+}
+
+/// The arm's meta dir (`<arm>.meta`).
+pub fn meta_dir(sample_dir: &Path, side: ArmSide) -> PathBuf {
+    sample_dir.join(format!("{}.meta", side.as_str()))
+}
+
+/// Writes `bytes` to `path` through a temp file and a rename, so a reader never sees half a file.
+///
+/// # Errors
+/// The I/O error.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Reads and parses a JSON file; `Ok(None)` when it does not exist.
+///
+/// # Errors
+/// A message naming the file.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| format!("read `{}`: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("read `{}`: {e}", path.display())),
+    }
+}
+
+/// Writes `value` as pretty JSON atomically.
+///
+/// # Errors
+/// A message naming the file.
+pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), String> {
+    let text = serde_json::to_vec_pretty(value).map_err(|e| e.to_string())?;
+    write_atomic(path, &text).map_err(|e| format!("write `{}`: {e}", path.display()))
+}

@@ -1,0 +1,232 @@
+//! `ledger.jsonl`: one JSON row per decision (seed: skill-eval-loop, "Three-tier gate",
+//! "recheck.py", "backfill.py"; E-17, E-19, E-20, E-34, E-52, E-54). Rows are appended; backfill
+//! and theme rewrite the file atomically after a backup.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::arm::ArmPair;
+
+/// A theme signature the recheck matches correction episodes with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Signature {
+    /// The words.
+    pub words: Vec<String>,
+    /// Where it came from: `None` = written by hand; `skill_md:<path>` (backfill, a matcher the
+    /// recheck refuses on sight) or `corrections:<n>` (theme).
+    #[serde(default)]
+    pub derived_from: Option<String>,
+}
+
+/// One ledger row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LedgerRow {
+    /// The skill's name.
+    pub skill: String,
+    /// The brief that decided it (empty for recheck rows of hand-adopted skills).
+    pub brief_id: String,
+    /// `adopt`, `probation`, `reject`, `adopt-confirmed` or `revoked`.
+    pub decision: String,
+    /// When, UTC.
+    pub at: DateTime<Utc>,
+    /// When the recheck is due (adopt 14 days, probation 7).
+    #[serde(default)]
+    pub recheck_due: Option<DateTime<Utc>>,
+    /// What the baseline arm was given, read off the run (empty: an empty baseline).
+    #[serde(default)]
+    pub baseline_skills: Vec<String>,
+    /// Silent arms per side.
+    #[serde(default)]
+    pub arms_never_loaded: ArmPair<u32>,
+    /// Valid samples and wins, when decided by a forge.
+    #[serde(default)]
+    pub n_valid: u32,
+    /// Valid samples the candidate won.
+    #[serde(default)]
+    pub wins_with: u32,
+    /// The operator's `--failure-rate` for a probation.
+    #[serde(default)]
+    pub failure_rate: Option<f64>,
+    /// The theme the recheck measures by.
+    #[serde(default)]
+    pub signature: Option<Signature>,
+    /// Where the skill was installed or staged (copy first, then symlinks).
+    #[serde(default)]
+    pub installed: Vec<PathBuf>,
+    /// Skill loads the recheck counted, on recheck rows.
+    #[serde(default)]
+    pub loads: Option<u32>,
+    /// Human reason / the gate's headline.
+    #[serde(default)]
+    pub reason: String,
+}
+
+impl LedgerRow {
+    /// Whether the row opens an entry a recheck is due for.
+    pub fn is_open_install(&self) -> bool {
+        matches!(self.decision.as_str(), "adopt" | "probation")
+    }
+}
+
+/// The recheck date of a decision taken `at` (E-20).
+pub fn recheck_due(at: DateTime<Utc>, days: i64) -> DateTime<Utc> {
+    at + Duration::days(days)
+}
+
+/// Ledger I/O failures, naming the file (and line).
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// Unreadable or unwritable.
+    #[error("ledger `{path}`: {message}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What failed.
+        message: String,
+    },
+    /// A row that does not parse.
+    #[error("ledger `{path}` line {line}: {message}")]
+    Row {
+        /// The file.
+        path: String,
+        /// 1-based line.
+        line: usize,
+        /// The parser's message.
+        message: String,
+    },
+}
+
+fn io(path: &Path, e: impl std::fmt::Display) -> LedgerError {
+    LedgerError::Io { path: path.display().to_string(), message: e.to_string() }
+}
+
+/// Every row of `path`; a missing file is an empty ledger.
+///
+/// # Errors
+/// [`LedgerError`] for an unreadable file or a row that does not parse.
+pub fn read_ledger(path: &Path) -> Result<Vec<LedgerRow>, LedgerError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(path, e)),
+    };
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(idx, l)| {
+            serde_json::from_str(l).map_err(|e| LedgerError::Row { path: path.display().to_string(), line: idx + 1, message: e.to_string() })
+        })
+        .collect()
+}
+
+/// Appends `row` as one line and syncs it to disk.
+///
+/// # Errors
+/// [`LedgerError::Io`].
+pub fn append_row(path: &Path, row: &LedgerRow) -> Result<(), LedgerError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| io(path, e))?;
+    }
+    let line = serde_json::to_string(row).map_err(|e| io(path, e))?;
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| io(path, e))?;
+    file.write_all(format!("{line}\n").as_bytes()).and_then(|()| file.sync_all()).map_err(|e| io(path, e))
+}
+
+/// Replaces the ledger with `rows` atomically (temp file + rename).
+///
+/// # Errors
+/// [`LedgerError::Io`].
+pub fn rewrite_ledger(path: &Path, rows: &[LedgerRow]) -> Result<(), LedgerError> {
+    let tmp = path.with_extension("jsonl.tmp");
+    let mut text = String::new();
+    for row in rows {
+        text.push_str(&serde_json::to_string(row).map_err(|e| io(path, e))?);
+        text.push('\n');
+    }
+    std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)).map_err(|e| io(path, e))
+}
+
+/// Copies the ledger to `ledger.jsonl.bak-<UTC timestamp>` next to it and returns the copy's path.
+///
+/// # Errors
+/// [`LedgerError::Io`].
+pub fn backup_ledger(path: &Path, now: DateTime<Utc>) -> Result<PathBuf, LedgerError> {
+    let backup = path.with_extension(format!("jsonl.bak-{}", now.format("%Y%m%dT%H%M%S%.3fZ")));
+    std::fs::copy(path, &backup).map_err(|e| io(path, e))?;
+    Ok(backup)
+}
+
+/// The row that made `skill` a loser, if any (E-17: losers are never re-evaluated).
+pub fn rejected<'a>(rows: &'a [LedgerRow], skill: &str) -> Option<&'a LedgerRow> {
+    rows.iter().find(|r| r.skill == skill && r.decision == "reject")
+}
+
+/// Open entries: per skill, its latest row when that row is an adopt or probation install.
+pub fn open_entries(rows: &[LedgerRow]) -> Vec<&LedgerRow> {
+    let mut latest: Vec<&LedgerRow> = Vec::new();
+    for row in rows {
+        match latest.iter_mut().find(|r| r.skill == row.skill) {
+            Some(slot) => *slot = row,
+            None => latest.push(row),
+        }
+    }
+    latest.into_iter().filter(|r| r.is_open_install()).collect()
+}
+
+/// The first open install of `skill`'s current entry (its adoption row).
+pub fn adoption_of<'a>(rows: &'a [LedgerRow], skill: &str) -> Option<&'a LedgerRow> {
+    rows.iter().rev().find(|r| r.skill == skill && r.is_open_install())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn row(skill: &str, decision: &str, at: DateTime<Utc>) -> LedgerRow {
+        LedgerRow {
+            skill: skill.into(),
+            brief_id: "b".into(),
+            decision: decision.into(),
+            at,
+            recheck_due: None,
+            baseline_skills: vec![],
+            arms_never_loaded: ArmPair::default(),
+            n_valid: 3,
+            wins_with: 2,
+            failure_rate: None,
+            signature: None,
+            installed: vec![],
+            loads: None,
+            reason: String::new(),
+        }
+    }
+
+    // E-17
+    #[test]
+    fn e17_losers_are_found_and_rows_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.jsonl");
+        let now = Utc::now();
+        append_row(&path, &row("a", "adopt", now)).unwrap();
+        append_row(&path, &row("l", "reject", now)).unwrap();
+        let rows = read_ledger(&path).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert!(rejected(&rows, "l").is_some());
+        assert!(rejected(&rows, "a").is_none());
+        assert_eq!(open_entries(&rows).len(), 1);
+        std::fs::write(&path, "{\"skill\":1}\n").unwrap();
+        assert!(read_ledger(&path).unwrap_err().to_string().contains("line 1"));
+    }
+
+    // E-20
+    #[test]
+    fn e20_recheck_due_after_14_and_7_days() {
+        let t0 = "2026-09-17T00:00:00Z".parse::<DateTime<Utc>>().unwrap();
+        let due = recheck_due(t0, super::super::gate::ADOPT_RECHECK_DAYS);
+        assert!(t0 + Duration::days(13) < due && t0 + Duration::days(14) >= due);
+        assert_eq!(recheck_due(t0, super::super::gate::PROBATION_RECHECK_DAYS), t0 + Duration::days(7));
+    }
+}

@@ -1,0 +1,41 @@
+//! The skill eval loop (seed: `skill-eval-loop.txt`): brief → with/without (or rival) arms, N
+//! samples → blind judge with invalid-pair codes → strict-majority aggregate → ADOPT / PROBATION /
+//! REJECT gate → ledger → recheck that confirms or revokes on measured evidence only.
+//!
+//! Pure decision logic, one concept per file: [`brief`], [`arm`], [`inventory`], [`predicate`],
+//! [`invalid`], [`mapping`], [`verdict`], [`sample`], [`stop`], [`aggregate`], [`gate`],
+//! [`ledger`]; session corpora and the recheck: [`sessions`], [`corrections`], [`words`],
+//! [`recheck`]. The durable forge: [`stages`], [`layout`], [`arm_stage`], [`judge_stage`],
+//! [`tool_errors`], [`handler`] ([`handler::EvalResultHandler`]), [`install`], [`forge`].
+//! Upkeep: [`backfill`], [`theme`], [`deploy`]. Helpers: [`check`] (a verify that checks the
+//! delivered document), [`credentials`] (the arms' credential preflight).
+
+pub mod aggregate;
+pub mod arm;
+pub mod arm_stage;
+pub mod backfill;
+pub mod brief;
+pub mod check;
+pub mod corrections;
+pub mod credentials;
+pub mod deploy;
+pub mod forge;
+pub mod gate;
+pub mod handler;
+pub mod install;
+pub mod invalid;
+pub mod inventory;
+pub mod judge_stage;
+pub mod layout;
+pub mod ledger;
+pub mod mapping;
+pub mod predicate;
+pub mod recheck;
+pub mod sample;
+pub mod sessions;
+pub mod stages;
+pub mod stop;
+pub mod theme;
+pub mod tool_errors;
+pub mod verdict;
+pub mod words;

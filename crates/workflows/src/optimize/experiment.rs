@@ -1,0 +1,330 @@
+//! One experiment from dispatch to its selection decision: the worktree and branch, the brief,
+//! the `agent` job, scope enforcement, the smoke check, and the sampling ladder of paired
+//! `process` measurements, each sample persisted as the marker and then at CP-3 (seed:
+//! optimize-loop, loop.md 3.2 and 3.3; O-01, O-19, O-23, O-27, O-29, O-41).
+
+use std::path::Path;
+
+use skillforge_runner_agent::AgentPayload;
+
+use super::OptimizeError;
+use super::brief;
+use super::delegation;
+use super::decide::{self, DecideConfig, DecideInput, DecideResult, Decision, Measured, NextMeasurement};
+use super::git;
+use super::log::{Comparison, ComparisonKind, Entry, ExperimentLog, Outcome, PendingWait, WorkerResult};
+use super::measure::{self, Sample};
+use super::run::{Ctx, Event, passed};
+use super::state::{Marker, OWN_FILES, side, write_marker};
+
+/// The prefix of a worker's final-message line naming a dependency it needs and may not install (O-02).
+pub const NEEDS_DEPENDENCY: &str = "needs_dependency:";
+
+/// The log outcome a decision stands for before integration (O-41): a keep stays `measured`
+/// until its diff is on the optimization branch.
+pub fn outcome_of(d: &DecideResult) -> Outcome {
+    match d.decision {
+        Decision::Keep | Decision::Measured => Outcome::Measured,
+        Decision::Promising => Outcome::Promising,
+        Decision::Reverted => Outcome::Reverted,
+        Decision::Inconclusive => Outcome::Inconclusive,
+        Decision::Censored => Outcome::Censored,
+        Decision::Degenerate => Outcome::Degenerate,
+        Decision::Error => Outcome::Error,
+        Decision::Timeout => Outcome::Timeout,
+    }
+}
+
+/// Assigns experiment numbers to `ids`, records each receipt in `run_state.pending_waits` and
+/// verifies it on disk before dispatching (O-23), then submits the worker jobs.
+///
+/// # Errors
+/// As [`Ctx::save`], [`submit_worker`].
+pub async fn dispatch_batch(ctx: &Ctx<'_>, log: &mut ExperimentLog, ids: &[String]) -> Result<Vec<u32>, OptimizeError> {
+    let mut numbers = Vec::new();
+    for id in ids {
+        let n = log.run_state.experiments_run + 1;
+        log.run_state.experiments_run = n;
+        let base_sha = git::rev_parse(&ctx.repo, &ctx.spec.branch())?;
+        let exec = &ctx.spec.execution;
+        let (runtime, note) = delegation::runtime_for(&exec.runtime, &exec.fallback_runtime, delegation::Host::detect(&ctx.repo), &log.run_state.delegation);
+        if let Some(note) = note {
+            log.notes.push(format!("exp-{n:03}: {note}"));
+            ctx.emit(Event::Note(note));
+        }
+        log.run_state.pending_waits.push(PendingWait { experiment: n, hypothesis_id: id.clone(), observable: ctx.key(&format!("exp-{n:03}:worker")), action: "collect through loop.md 3.3".into(), base_sha, runtime, collected: None });
+        ctx.save(log, "receipt", |l| l.run_state.pending_waits.iter().any(|w| w.experiment == n))?;
+        submit_worker(ctx, log, n).await?;
+        let description = log.hypothesis_backlog.iter().find(|h| &h.id == id).map(|h| h.description.clone()).unwrap_or_default();
+        ctx.emit(Event::Dispatched { experiment: n, hypothesis: description });
+        numbers.push(n);
+    }
+    Ok(numbers)
+}
+
+fn pending<'l>(log: &'l ExperimentLog, n: u32) -> Result<&'l PendingWait, OptimizeError> {
+    log.run_state.pending_waits.iter().find(|w| w.experiment == n).ok_or_else(|| OptimizeError::Invalid(format!("exp-{n:03} has no pending wait")))
+}
+
+/// Creates the experiment's worktree and branch (idempotent) and submits its worker job under its
+/// idempotency key; the brief is rendered once and kept in `briefs/exp-NNN.md`, so a resumed run
+/// resubmits the same job. Returns the job id.
+///
+/// # Errors
+/// [`OptimizeError::Git`], [`OptimizeError::Queue`], [`OptimizeError::Env`].
+pub async fn submit_worker(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32) -> Result<String, OptimizeError> {
+    let wait = pending(log, n)?;
+    let worktree = ctx.root.experiment_worktree(n);
+    git::worktree_for_branch(&ctx.repo, &worktree, &ctx.spec.experiment_branch(n), &wait.base_sha)?;
+    let brief_path = ctx.root.root.join("briefs").join(format!("exp-{n:03}.md"));
+    let prompt = match std::fs::read_to_string(&brief_path) {
+        Ok(text) => text,
+        Err(_) => {
+            let h = log.hypothesis_backlog.iter().find(|h| h.id == wait.hypothesis_id).ok_or_else(|| OptimizeError::Invalid(format!("hypothesis `{}` is not in the backlog", wait.hypothesis_id)))?;
+            let digest = std::fs::read_to_string(ctx.root.source_digest()).unwrap_or_default();
+            let text = brief::render(&ctx.spec, log, &digest, n, (&h.description, &h.category), None);
+            super::log::write_atomic(&brief_path, &text)?;
+            text
+        }
+    };
+    let runtime = if wait.runtime.is_empty() { ctx.spec.execution.runtime.clone() } else { wait.runtime.clone() };
+    let mut payload = AgentPayload::new(runtime, prompt);
+    payload.model = ctx.spec.execution.model.clone();
+    payload.workdir = Some(worktree);
+    payload.timeout_secs = ctx.spec.execution.worker_timeout_seconds;
+    payload.transcript_path = Some(ctx.root.root.join("transcripts").join(format!("exp-{n:03}.jsonl")));
+    let payload = serde_json::to_value(&payload).map_err(|e| OptimizeError::Invalid(e.to_string()))?;
+    let timeout = ctx.spec.execution.worker_timeout_seconds.map(std::time::Duration::from_secs);
+    ctx.port.submit(ctx.stages.job("experiment", payload, wait.observable.clone(), timeout, &ctx.queue)).await
+}
+
+/// Waits for the worker, enforces the scope (reverting out-of-scope changes, O-01) and records
+/// what it found on the pending wait, verified, so a resumed run keeps it.
+async fn collect_worker(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<WorkerResult, OptimizeError> {
+    if let Some(done) = pending(log, n)?.collected.clone() {
+        return Ok(done);
+    }
+    let id = submit_worker(ctx, log, n).await?;
+    let job = ctx.port.wait(&id).await?;
+    let worktree = ctx.root.experiment_worktree(n);
+    let message = job.outcome.as_ref().and_then(|o| o.detail.get("final_message")).and_then(|m| m.as_str()).unwrap_or("").to_owned();
+    let result = if passed(&job) {
+        let changed = git::changed_paths(&worktree, OWN_FILES)?;
+        let (in_scope, outside): (Vec<String>, Vec<String>) = changed.into_iter().partition(|p| ctx.spec.scope.is_mutable(p));
+        git::revert_paths(&worktree, &outside)?;
+        WorkerResult { ok: true, message, changed_files: in_scope, scope_violations: outside }
+    } else {
+        let why = job.error.clone().or_else(|| job.outcome.as_ref().map(|o| format!("{} {}", o.exit.label(), o.stderr_tail.lines().last().unwrap_or("")))).unwrap_or_else(|| job.state.to_string());
+        WorkerResult { ok: false, message: format!("worker job {id} {}: {why}", job.state), changed_files: vec![], scope_violations: vec![] }
+    };
+    let runtime = pending(log, n)?.runtime.clone();
+    if let Some(note) = delegation::record(&mut log.run_state.delegation, &runtime, result.ok, &ctx.spec.execution.fallback_runtime) {
+        log.notes.push(note.clone());
+        ctx.emit(Event::Note(note));
+    }
+    if let Some(w) = log.run_state.pending_waits.iter_mut().find(|w| w.experiment == n) {
+        w.collected = Some(result.clone());
+    }
+    ctx.save(log, "worker collected", |l| l.run_state.pending_waits.iter().any(|w| w.experiment == n && w.collected.is_some()))?;
+    Ok(result)
+}
+
+fn skeleton(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32, wr: &WorkerResult) -> Result<Entry, OptimizeError> {
+    let wait = pending(log, n)?;
+    let h = log.hypothesis_backlog.iter().find(|h| h.id == wait.hypothesis_id);
+    Ok(Entry {
+        experiment: n,
+        hypothesis_id: wait.hypothesis_id.clone(),
+        description: h.map(|h| h.description.clone()).unwrap_or_default(),
+        category: h.map(|h| h.category.clone()).unwrap_or_default(),
+        forecast: h.and_then(|h| h.opportunity.clone()),
+        branch: ctx.spec.experiment_branch(n),
+        base_sha: wait.base_sha.clone(),
+        outcome: Outcome::Measured,
+        measured: Measured::Ok,
+        decision: None,
+        changed_files: wr.changed_files.clone(),
+        scope_violations: wr.scope_violations.clone(),
+        comparisons: vec![],
+        worst_cases: vec![],
+        judge: None,
+        learnings: if wr.scope_violations.is_empty() { vec![] } else { vec![format!("out-of-scope changes reverted, never kept: {}", wr.scope_violations.join(", "))] },
+        cost: Default::default(),
+        regressions: vec![],
+        worker_message: wr.message.clone(),
+    })
+}
+
+fn terminal(ctx: &Ctx<'_>, log: &mut ExperimentLog, mut entry: Entry, outcome: Outcome, measured: Measured, learning: String) -> Result<(), OptimizeError> {
+    entry.outcome = outcome;
+    entry.measured = measured;
+    entry.learnings.push(learning);
+    let n = entry.experiment;
+    log.upsert(entry);
+    ctx.save(log, "CP-3", |l| l.entry(n).is_some_and(|e| e.outcome == outcome))?;
+    ctx.emit(Event::Outcome { experiment: n, outcome: outcome.label(), primary: None, preliminary: false });
+    Ok(())
+}
+
+/// Collects experiment `n` through its selection decision (loop.md 3.3): re-entrant, so a
+/// resumed run continues where the log and the marker say it stopped.
+///
+/// # Errors
+/// As the steps; a failed measurement is an outcome, not an error.
+pub async fn collect(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(), OptimizeError> {
+    let worktree = ctx.root.experiment_worktree(n);
+    let mut entry = match log.entry(n) {
+        Some(e) => e.clone(),
+        None => {
+            let wr = collect_worker(ctx, log, n).await?;
+            let mut entry = skeleton(ctx, log, n, &wr)?;
+            if !wr.ok {
+                return terminal(ctx, log, entry, Outcome::Error, Measured::Error(wr.message.clone()), wr.message);
+            }
+            let deps: Vec<String> = wr.message.lines().filter_map(|l| l.trim().strip_prefix(NEEDS_DEPENDENCY)).flat_map(|d| d.split(',').map(|s| s.trim().to_owned())).filter(|d| !d.is_empty()).collect();
+            if !deps.is_empty() {
+                // O-02: nothing the worker left is kept; the hypothesis waits for approval
+                let all = git::changed_paths(&worktree, OWN_FILES)?;
+                git::revert_paths(&worktree, &all)?;
+                if let Some(h) = log.hypothesis_backlog.iter_mut().find(|h| h.id == entry.hypothesis_id) {
+                    for d in &deps {
+                        if !h.required_deps.contains(d) {
+                            h.required_deps.push(d.clone());
+                        }
+                    }
+                }
+                return terminal(ctx, log, entry, Outcome::DeferredNeedsApproval, Measured::Ok, format!("needs unapproved dependencies: {}", deps.join(", ")));
+            }
+            if wr.changed_files.is_empty() {
+                return terminal(ctx, log, entry, Outcome::Reverted, Measured::Ok, "no change inside scope.mutable remained; treated as non-improving".into());
+            }
+            if ctx.spec.measurement.stability.mode == super::spec::StabilityMode::Ladder
+                && let Some(smoke) = &ctx.spec.measurement.smoke_command
+            {
+                let payload = serde_json::to_value(measure::payload(smoke, &worktree, ctx.spec.measurement.working_directory.as_deref(), Default::default())).map_err(|e| OptimizeError::Invalid(e.to_string()))?;
+                let job = ctx.stages.job("measurement", payload, ctx.key(&format!("exp-{n:03}:smoke")), Some(std::time::Duration::from_secs(ctx.spec.measurement.timeout_secs())), &ctx.queue);
+                let id = ctx.port.submit(job).await?;
+                let job = ctx.port.wait(&id).await?;
+                if !passed(&job) {
+                    let label = job.outcome.as_ref().map_or_else(|| job.state.to_string(), |o| o.exit.label().to_owned());
+                    return terminal(ctx, log, entry, Outcome::Degenerate, Measured::Ok, format!("smoke check `{smoke}` failed ({label}); measurement.command not run"));
+                }
+            }
+            let base_tree = git::git(&ctx.repo, &["rev-parse", &format!("{}^{{tree}}", entry.base_sha)])?;
+            let candidate_identity = git::content_identity(&worktree, OWN_FILES)?;
+            entry.comparisons.push(Comparison {
+                kind: ComparisonKind::Standalone,
+                workload: ctx.spec.measurement.command.clone(),
+                reference: side(format!("tree:{base_tree}")),
+                candidate: side(candidate_identity),
+                machine: ctx.machine.clone(),
+                measured_by: "orchestrator".into(),
+                decision: None,
+            });
+            entry
+        }
+    };
+    if entry.outcome.is_terminal() {
+        return Ok(());
+    }
+    let reference_dir = ctx.root.reference_worktree(&entry.base_sha);
+    git::worktree_detached(&ctx.repo, &reference_dir, &entry.base_sha)?;
+    ladder(ctx, log, &mut entry, ComparisonKind::Standalone, &reference_dir, &worktree, "sel").await?;
+    Ok(())
+}
+
+/// Samples pairs for the comparison of `kind` until the decision asks for nothing more than the
+/// holdout (or is terminal), persisting the marker and then the entry after every pair.
+pub(crate) async fn ladder(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut Entry, kind: ComparisonKind, reference_dir: &Path, candidate_dir: &Path, tag: &str) -> Result<DecideResult, OptimizeError> {
+    let cfg = DecideConfig::from_spec(&ctx.spec);
+    let n = entry.experiment;
+    loop {
+        let comp = entry.comparisons.iter().find(|c| c.kind == kind).ok_or_else(|| OptimizeError::Invalid(format!("exp-{n:03} has no {kind:?} comparison")))?;
+        if let Some(d) = &comp.decision
+            && !matches!(d.next_measurement, NextMeasurement::AddSample | NextMeasurement::Confirm)
+        {
+            return Ok(d.clone());
+        }
+        let i = comp.candidate.snapshot.n_samples();
+        let (r, c) = pair(ctx, &ctx.spec.measurement.command, &format!("exp-{n:03}:{tag}:{i}"), reference_dir, candidate_dir).await?;
+        let measured = apply_pair(ctx, entry, kind, r, c);
+        let comp = entry.comparisons.iter().find(|c| c.kind == kind).expect("found above");
+        if kind == ComparisonKind::Standalone {
+            write_marker(candidate_dir, &Marker {
+                experiment: n,
+                hypothesis_id: entry.hypothesis_id.clone(),
+                base_sha: entry.base_sha.clone(),
+                measured: measured.clone(),
+                reference: comp.reference.clone(),
+                candidate: comp.candidate.clone(),
+                changed_files: entry.changed_files.clone(),
+                scope_violations: entry.scope_violations.clone(),
+                worst_cases: entry.worst_cases.clone(),
+                worker_message: entry.worker_message.clone(),
+            })?;
+        }
+        let d = decide::decide(&cfg, DecideInput { measured: &measured, reference: &comp.reference.snapshot, candidate: &comp.candidate.snapshot, holdout: None });
+        let primary = (comp.reference.snapshot.aggregate(&cfg.primary), comp.candidate.snapshot.aggregate(&cfg.primary));
+        entry.comparisons.iter_mut().find(|c| c.kind == kind).expect("found above").decision = Some(d.clone());
+        if kind == ComparisonKind::Standalone {
+            entry.measured = measured;
+            entry.decision = Some(d.clone());
+            entry.outcome = outcome_of(&d);
+        }
+        let samples = i + 1;
+        log.upsert(entry.clone());
+        ctx.save(log, "CP-3", |l| l.entry(n).and_then(|e| e.comparisons.iter().find(|c| c.kind == kind)).is_some_and(|c| c.candidate.snapshot.n_samples() >= samples.min(c.candidate.snapshot.n_samples()) && c.decision.is_some()))?;
+        ctx.emit(Event::Outcome {
+            experiment: n,
+            outcome: if kind == ComparisonKind::Standalone { entry.outcome.label() } else { format!("{} (integrated)", d.decision.label()) },
+            primary: primary.0.zip(primary.1),
+            preliminary: d.next_measurement != NextMeasurement::None || d.decision == Decision::Keep,
+        });
+    }
+}
+
+/// One paired sample: reference and candidate submitted together, then awaited.
+pub(crate) async fn pair(ctx: &Ctx<'_>, command: &str, key: &str, reference_dir: &Path, candidate_dir: &Path) -> Result<(Sample, Sample), OptimizeError> {
+    let r = ctx.sample(command, reference_dir, ctx.key(&format!("{key}:ref")));
+    let r = r.await?;
+    let c = ctx.sample(command, candidate_dir, ctx.key(&format!("{key}:cand"))).await?;
+    Ok((r, c))
+}
+
+/// Adds one pair to the comparison of `kind`; returns how the pair's measurement ended.
+fn apply_pair(ctx: &Ctx<'_>, entry: &mut Entry, kind: ComparisonKind, r: Sample, c: Sample) -> Measured {
+    let gates = &ctx.spec.metric.degenerate_gates;
+    let direction = ctx.spec.metric.primary.direction;
+    let mut worst = None;
+    let mut cost = None;
+    let comp = entry.comparisons.iter_mut().find(|x| x.kind == kind).expect("comparison exists");
+    let measured = match (r, c) {
+        (Sample::Failed(m), _) => Measured::Error(format!("reference measurement failed: {m:?}")),
+        (Sample::Ok(ro), Sample::Failed(m)) => {
+            comp.reference.snapshot.push_sample(&ro.metrics);
+            m
+        }
+        (Sample::Ok(ro), Sample::Ok(co)) => {
+            comp.reference.snapshot.push_sample(&ro.metrics);
+            comp.candidate.snapshot.push_sample(&co.metrics);
+            for (gate, ok) in super::gates::evaluate(gates, &co.metrics) {
+                let slot = comp.candidate.snapshot.gates.entry(gate).or_insert(true);
+                *slot &= ok;
+            }
+            comp.candidate.snapshot.diagnostics = co.diagnostics.clone();
+            worst = Some(measure::worst_cases(&co.cases, direction));
+            cost = Some(co.diagnostics);
+            Measured::Ok
+        }
+    };
+    if let Some(w) = worst {
+        comp.candidate.snapshot.worst_cases = w.clone();
+        if kind == ComparisonKind::Standalone {
+            entry.worst_cases = w;
+        }
+    }
+    if let Some(cost) = cost {
+        entry.cost.extend(cost);
+    }
+    measured
+}

@@ -1,0 +1,51 @@
+//! Locating measurements: cheap `process` jobs that find where the cost sits, taken before any
+//! implementation experiment they would change (seed: optimize-loop, loop.md 2.1 and 3.1; O-14).
+//!
+//! The command runs in the optimization branch's checkout. Its stdout is recorded as evidence;
+//! a JSON object with an `estimate` ([`super::backlog::Estimate`]) sets the hypothesis's numbers.
+//! A command that cannot be taken is a blocker: the run wraps up naming it.
+
+use super::OptimizeError;
+use super::backlog::Estimate;
+use super::log::ExperimentLog;
+use super::measure;
+use super::run::{Ctx, Event, passed};
+
+/// Takes the locating measurements of hypotheses `ids`; `Ok(Err(reason))` names a blocker.
+///
+/// # Errors
+/// As the job port and the verified write.
+pub async fn locate(ctx: &Ctx<'_>, log: &mut ExperimentLog, ids: &[String]) -> Result<Result<(), String>, OptimizeError> {
+    for id in ids {
+        let Some(command) = log.hypothesis_backlog.iter().find(|h| &h.id == id).and_then(|h| h.locating.as_ref()).map(|l| l.command.clone()) else { continue };
+        let payload = serde_json::to_value(measure::payload(&command, &ctx.root.integration_worktree(), None, Default::default())).map_err(|e| OptimizeError::Invalid(e.to_string()))?;
+        let job = ctx.stages.job("locating", payload, ctx.key(&format!("locate:{id}")), None, &ctx.queue);
+        let job_id = ctx.port.submit(job).await?;
+        let job = ctx.port.wait(&job_id).await?;
+        if !passed(&job) {
+            let why = job.outcome.as_ref().map_or_else(|| job.state.to_string(), |o| format!("{} {}", o.exit.label(), o.stderr_tail.trim()));
+            let reason = format!("the locating measurement for {id} (`{command}`) could not be taken: {why}; implementing without it is not allowed");
+            log.notes.push(reason.clone());
+            ctx.save(log, "blocker", |_| true)?;
+            return Ok(Err(reason));
+        }
+        let stdout = job.outcome.as_ref().map(|o| o.stdout_tail.trim().to_owned()).unwrap_or_default();
+        let estimate = serde_json::from_str::<serde_json::Value>(&stdout).ok().and_then(|v| v.get("estimate").cloned()).and_then(|e| serde_json::from_value::<Estimate>(e).ok());
+        let h = log.hypothesis_backlog.iter_mut().find(|h| &h.id == id).expect("found above");
+        let excerpt: String = stdout.chars().take(2000).collect();
+        if let Some(o) = h.opportunity.as_mut() {
+            o.evidence = format!("{}; locating measurement: {excerpt}", o.evidence);
+            if let Some(e) = estimate {
+                o.estimate = Some(e);
+                o.expected_benefit = format!("{:.1}% relative (from the locating measurement)", e.benefit * 100.0);
+            }
+        }
+        if let Some(l) = h.locating.as_mut() {
+            l.result = Some(excerpt);
+        }
+        let id2 = id.clone();
+        ctx.save(log, "locating", move |l| l.hypothesis_backlog.iter().any(|h| h.id == id2 && !h.needs_locating()))?;
+        ctx.emit(Event::Note(format!("locating measurement for {id} taken")));
+    }
+    Ok(Ok(()))
+}

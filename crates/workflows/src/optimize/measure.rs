@@ -1,0 +1,168 @@
+//! Measurement: the `process` job that runs `measurement.command`, and the classification of
+//! what it signalled (seed: optimize-loop, loop.md 3.3 steps 1–3 and 3.7 "Error handling";
+//! resolutions 1: `timed_out` → `timeout`, `censored` → `censored`, any other non-zero → `error`).
+//!
+//! The command prints one JSON object on stdout (the whole stdout, or its last non-empty line):
+//!
+//! ```json
+//! {"metrics": {"ops": 412, "correct": 1},
+//!  "cases": [{"id": "case-3", "value": 97, "reason": "nested loop"}],
+//!  "items": [{"id": "c-1", "stratum": "small", "content": {...}}],
+//!  "diagnostics": {"cost_usd": 0.0}}
+//! ```
+//!
+//! `metrics` is required; `cases` (per-case results), `items` (judge input) and `diagnostics`
+//! are optional.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use skillforge_runner::{ExitClass, RunOutcome};
+use skillforge_runner_process::ProcessPayload;
+
+use super::decide::Measured;
+use super::snapshot::WorstCase;
+use super::spec::Direction;
+
+/// Worst cases kept per snapshot (O-34: "about five").
+pub const N_WORST_CASES: usize = 5;
+
+/// One per-case result.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+pub struct Case {
+    /// Case id.
+    pub id: String,
+    /// Its value on the primary metric.
+    pub value: f64,
+    /// What went wrong (or right).
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// What one sample printed.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+pub struct SampleOutput {
+    /// Metric name → value.
+    pub metrics: BTreeMap<String, f64>,
+    /// Per-case results.
+    #[serde(default)]
+    pub cases: Vec<Case>,
+    /// Judge input items.
+    #[serde(default)]
+    pub items: Vec<serde_json::Value>,
+    /// Diagnostics.
+    #[serde(default)]
+    pub diagnostics: BTreeMap<String, serde_json::Value>,
+}
+
+/// One classified sample.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Sample {
+    /// Passed and printed a valid object.
+    Ok(SampleOutput),
+    /// Failed as classified (never `Measured::Ok`).
+    Failed(Measured),
+}
+
+/// The process payload of one measurement sample: `sh -c command` in `checkout/working_directory`.
+pub fn payload(command: &str, checkout: &Path, working_directory: Option<&str>, env: BTreeMap<String, String>) -> ProcessPayload {
+    let mut p = ProcessPayload::shell(command);
+    p.cwd = Some(match working_directory {
+        Some(dir) if !dir.is_empty() && dir != "." => checkout.join(dir),
+        _ => checkout.to_path_buf(),
+    });
+    p.env = env;
+    p
+}
+
+/// Classifies a finished measurement (O-64): passed + parsable output → [`Sample::Ok`]; our
+/// timeout or exit 124 → `timeout`; exit 125 with the censor marker → `censored`; anything else
+/// (125 without the marker, other codes, signals, not runnable, unparsable output) → `error`
+/// with the reason.
+pub fn classify(outcome: &RunOutcome) -> Sample {
+    match &outcome.exit {
+        ExitClass::Passed => match parse_output(&outcome.stdout_tail) {
+            Ok(out) => Sample::Ok(out),
+            Err(e) => Sample::Failed(Measured::Error(e)),
+        },
+        ExitClass::TimedOut => Sample::Failed(Measured::Timeout),
+        ExitClass::Censored => Sample::Failed(Measured::Censored),
+        ExitClass::Failed { code } => Sample::Failed(Measured::Error(format!("measurement exited {code}: {}", last_line(&outcome.stderr_tail)))),
+        ExitClass::Killed { signal } => Sample::Failed(Measured::Error(format!("measurement killed by signal {signal}"))),
+        ExitClass::NotRunnable { reason } => Sample::Failed(Measured::Error(format!("measurement could not run: {reason}"))),
+    }
+}
+
+fn last_line(text: &str) -> String {
+    text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().chars().take(200).collect()
+}
+
+/// Parses the measurement's stdout (see module docs).
+///
+/// # Errors
+/// A message when no JSON object with a `metrics` map of numbers is found.
+pub fn parse_output(stdout: &str) -> Result<SampleOutput, String> {
+    let trimmed = stdout.trim();
+    let whole = serde_json::from_str::<SampleOutput>(trimmed);
+    let out = match whole {
+        Ok(o) => o,
+        Err(first) => {
+            let line = trimmed.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+            serde_json::from_str::<SampleOutput>(line.trim())
+                .map_err(|_| format!("measurement output is not a JSON object with a `metrics` map of numbers: {first}"))?
+        }
+    };
+    if out.metrics.is_empty() {
+        return Err("measurement output has an empty `metrics` map".into());
+    }
+    Ok(out)
+}
+
+/// The worst [`N_WORST_CASES`] cases by `direction` (lowest first for maximize, highest first
+/// for minimize), with their reasons (O-34).
+pub fn worst_cases(cases: &[Case], direction: Direction) -> Vec<WorstCase> {
+    let mut sorted: Vec<&Case> = cases.iter().collect();
+    sorted.sort_by(|a, b| match direction {
+        Direction::Maximize => a.value.total_cmp(&b.value),
+        Direction::Minimize => b.value.total_cmp(&a.value),
+    });
+    sorted.into_iter().take(N_WORST_CASES).map(|c| WorstCase { id: c.id.clone(), value: c.value, reason: c.reason.clone() }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(exit: ExitClass, stdout: &str, stderr: &str) -> RunOutcome {
+        RunOutcome { exit, exit_code: None, duration_ms: 1, stdout_tail: stdout.into(), stderr_tail: stderr.into(), detail: serde_json::Value::Null }
+    }
+
+    // O-64
+    #[test]
+    fn o64_measurement_failures_are_classified_from_what_the_process_signalled() {
+        assert_eq!(classify(&outcome(ExitClass::Censored, "", "SKILLFORGE_CENSORED")), Sample::Failed(Measured::Censored));
+        assert_eq!(classify(&outcome(ExitClass::TimedOut, "", "")), Sample::Failed(Measured::Timeout));
+        match classify(&outcome(ExitClass::Failed { code: 125 }, "", "no marker here")) {
+            Sample::Failed(Measured::Error(reason)) => assert!(reason.contains("125") && reason.contains("no marker"), "{reason}"),
+            other => panic!("125 without the marker must be error: {other:?}"),
+        }
+        assert!(matches!(classify(&outcome(ExitClass::Killed { signal: 9 }, "", "")), Sample::Failed(Measured::Error(_))));
+        assert!(matches!(classify(&outcome(ExitClass::Passed, "not json", "")), Sample::Failed(Measured::Error(_))));
+        match classify(&outcome(ExitClass::Passed, "log line\n{\"metrics\":{\"ops\":12}}\n", "")) {
+            Sample::Ok(out) => assert_eq!(out.metrics["ops"], 12.0),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    // O-34
+    #[test]
+    fn o34_about_five_worst_cases_are_kept_with_reasons() {
+        let cases: Vec<Case> = (0..10).map(|i| Case { id: format!("c{i}"), value: f64::from(i), reason: format!("r{i}") }).collect();
+        let worst = worst_cases(&cases, Direction::Maximize);
+        assert_eq!(worst.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), ["c0", "c1", "c2", "c3", "c4"]);
+        assert_eq!(worst[0].reason, "r0");
+        let worst = worst_cases(&cases, Direction::Minimize);
+        assert_eq!(worst[0].id, "c9");
+    }
+}

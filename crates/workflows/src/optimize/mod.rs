@@ -1,0 +1,59 @@
+//! The optimize loop (seed: optimize-loop, all of it; DESIGN §1): a spec, a hypothesis backlog
+//! with opportunity records, experiments in git worktrees as `agent` jobs, measurements as
+//! `process` jobs, degenerate gates, judge batches with a cache, the decide step with noise and
+//! held-out confirmation, integration of the winner and file-disjoint runners-up, checkpointed
+//! persistence with crash recovery, and stopping criteria.
+//!
+//! Pure logic, one concept per file: [`spec`], [`backlog`], [`decide`], [`gates`], [`measure`],
+//! [`judge`], [`remote`], [`stopping`], [`brief`], [`digest`], [`snapshot`]. Persistence:
+//! [`log`] (the experiment log and its verified checkpoints), [`state`] (state root, markers,
+//! recovery scan). The loop: [`run`] (ticks over a [`port::JobPort`]), [`git`] (worktrees,
+//! commits, merges).
+//!
+//! **Architecture Invariant:** the experiment log on disk is the source of truth; every
+//! checkpoint (CP-2, CP-3, CP-4) is written and read back before the loop goes on, and every
+//! job is keyed by an idempotency key derived from the spec and experiment number, so a resumed
+//! run finds the jobs it already dispatched instead of dispatching them again.
+
+pub mod backlog;
+pub mod brief;
+pub mod decide;
+pub mod delegation;
+pub mod digest;
+pub mod experiment;
+pub mod gates;
+pub mod integrate;
+pub mod git;
+pub mod judge;
+pub mod locate;
+pub mod log;
+pub mod measure;
+pub mod port;
+pub mod remote;
+pub mod report;
+pub mod run;
+pub mod snapshot;
+pub mod spec;
+pub mod state;
+pub mod stopping;
+
+/// The workflow name jobs carry.
+pub const WORKFLOW: &str = "optimize";
+
+/// Why an optimize command could not do what was asked. The CLI maps `Invalid` to exit 2 and the
+/// rest to exit 3.
+#[derive(Debug, thiserror::Error)]
+pub enum OptimizeError {
+    /// Bad input: an invalid spec, backlog or state file, or a request the state refuses.
+    #[error("{0}")]
+    Invalid(String),
+    /// A file could not be read or written.
+    #[error("{0}")]
+    Env(String),
+    /// A git operation failed.
+    #[error("{0}")]
+    Git(String),
+    /// The queue failed or a job could not be submitted or awaited.
+    #[error("{0}")]
+    Queue(String),
+}

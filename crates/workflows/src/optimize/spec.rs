@@ -1,0 +1,643 @@
+//! The optimize spec (YAML): what to improve, how to measure it, what may change, how to run and
+//! when to stop (seed: optimize-loop, experiment-prompt-template.md variable table; loop.md 3.1–3.6).
+//!
+//! Parsing is strict: an unknown key, a wrong type or a failed semantic check is a
+//! [`SpecError`] whose message names the key path (`metric.judge.batch_size`) and the file.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use super::OptimizeError;
+
+/// Default `min_relative_change` of the noise threshold (resolutions 18): 1 %.
+pub const DEFAULT_MIN_RELATIVE_CHANGE: f64 = 0.01;
+/// Default `measurement.stability.repeat_count` (resolutions 18).
+pub const DEFAULT_REPEAT_COUNT: u32 = 3;
+/// Default measurement timeout, seconds.
+pub const DEFAULT_MEASUREMENT_TIMEOUT_SECS: u64 = 600;
+/// Default `execution.max_runner_up_merges_per_batch`.
+pub const DEFAULT_MAX_RUNNER_UP_MERGES: u32 = 2;
+
+/// Which way an objective improves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Larger is better.
+    Maximize,
+    /// Smaller is better.
+    Minimize,
+}
+
+impl Direction {
+    /// `+1` for maximize, `-1` for minimize: multiply a raw change by it to get "better is positive".
+    pub fn sign(self) -> f64 {
+        match self {
+            Direction::Maximize => 1.0,
+            Direction::Minimize => -1.0,
+        }
+    }
+
+    /// Whether `value` meets `target` in this direction (`>=` for maximize, `<=` for minimize).
+    pub fn meets(self, value: f64, target: f64) -> bool {
+        match self {
+            Direction::Maximize => value >= target,
+            Direction::Minimize => value <= target,
+        }
+    }
+}
+
+/// Where an objective's value comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum MetricKind {
+    /// A number the measurement command prints.
+    #[default]
+    Hard,
+    /// The aggregate of judge scores (`metric.judge`).
+    Judge,
+}
+
+/// `metric.primary`: the metric that ranks experiments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrimarySpec {
+    /// Metric name as the measurement prints it (or the judge's scoring field).
+    pub name: String,
+    /// Which way is better.
+    pub direction: Direction,
+    /// Target value; reaching it can stop the run (`stopping.target_reached`).
+    #[serde(default)]
+    pub target: Option<f64>,
+    /// `hard` (measured) or `judge`.
+    #[serde(default, rename = "type")]
+    pub kind: MetricKind,
+}
+
+/// One entry of `metric.objectives`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectiveSpec {
+    /// Metric name.
+    pub name: String,
+    /// Which way is better.
+    pub direction: Direction,
+    /// Target value, if declared.
+    #[serde(default)]
+    pub target: Option<f64>,
+    /// Whether the objective takes part in eligibility (default true).
+    #[serde(default = "yes")]
+    pub required: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `metric.judge.stratification`: sample proportionally from groups of items sharing `field`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StratificationSpec {
+    /// The item field whose value names an item's stratum.
+    pub field: String,
+}
+
+/// `metric.judge`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgeSpec {
+    /// The scoring rubric (immutable harness).
+    pub rubric: String,
+    /// Rubric for singleton evaluation.
+    #[serde(default)]
+    pub singleton_rubric: Option<String>,
+    /// Items per judge call (≥ 1).
+    pub batch_size: u32,
+    /// Items sampled per output (≥ 1).
+    pub sample_size: u32,
+    /// Singleton items sampled (0 = none).
+    #[serde(default)]
+    pub singleton_sample: u32,
+    /// Stratified sampling; uniform when absent.
+    #[serde(default)]
+    pub stratification: Option<StratificationSpec>,
+    /// Seed of the selection sample.
+    pub sample_seed: u64,
+    /// Seed of the holdout sample (must differ from `sample_seed`).
+    #[serde(default)]
+    pub confirmation_seed: Option<u64>,
+    /// Model tier (`cheap` by default); the runtime profile resolves it.
+    #[serde(default = "cheap")]
+    pub model: String,
+    /// Judge spend cap, USD.
+    #[serde(default)]
+    pub max_total_cost_usd: Option<f64>,
+    /// Estimated cost of one judge call, USD (for spend caps).
+    #[serde(default)]
+    pub cost_per_batch_usd: f64,
+    /// The judge field aggregated into the primary (defaults to `metric.primary.name`).
+    #[serde(default)]
+    pub score_field: Option<String>,
+}
+
+fn cheap() -> String {
+    "cheap".to_owned()
+}
+
+/// `metric`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricSpec {
+    /// The ranking metric.
+    pub primary: PrimarySpec,
+    /// Required/optional objectives; when absent the primary is the only required one.
+    #[serde(default)]
+    pub objectives: Vec<ObjectiveSpec>,
+    /// Cheap hard checks, `<metric> <op> <number>` with op one of `>= > <= < == !=`.
+    #[serde(default)]
+    pub degenerate_gates: Vec<String>,
+    /// Judge configuration (required when the primary is `type: judge`).
+    #[serde(default)]
+    pub judge: Option<JudgeSpec>,
+    /// Smallest relative change that counts as a change (default 0.01).
+    #[serde(default)]
+    pub min_relative_change: Option<f64>,
+}
+
+/// `measurement.stability.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum StabilityMode {
+    /// One sample decides.
+    #[default]
+    Stable,
+    /// `repeat_count` samples each side.
+    Repeat,
+    /// One exploratory pair, then pairs up to `repeat_count` while promising, then the holdout.
+    Ladder,
+}
+
+/// `measurement.stability`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct StabilitySpec {
+    /// The sampling protocol.
+    #[serde(default)]
+    pub mode: StabilityMode,
+    /// Samples per side for `repeat`, ceiling for `ladder` (default 3).
+    #[serde(default)]
+    pub repeat_count: Option<u32>,
+}
+
+/// `measurement.holdout`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HoldoutSpec {
+    /// The held-out measurement command (same output shape as `measurement.command`).
+    pub command: String,
+}
+
+/// `measurement`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeasurementSpec {
+    /// Shell command printing the metrics JSON on stdout (see [`super::measure`]).
+    pub command: String,
+    /// Directory relative to the checkout the command runs in (default the checkout root).
+    #[serde(default)]
+    pub working_directory: Option<String>,
+    /// Budget of one sample, seconds (default 600).
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+    /// Sampling protocol.
+    #[serde(default)]
+    pub stability: StabilitySpec,
+    /// Cheap check run first in `ladder` mode; a failure is `degenerate`.
+    #[serde(default)]
+    pub smoke_command: Option<String>,
+    /// Held-out confirmation, run only after selection.
+    #[serde(default)]
+    pub holdout: Option<HoldoutSpec>,
+    /// Whether the harness reports per-case results (`cases`).
+    #[serde(default)]
+    pub per_case: bool,
+}
+
+impl MeasurementSpec {
+    /// The sample budget, defaulted.
+    pub fn timeout_secs(&self) -> u64 {
+        self.timeout_seconds.unwrap_or(DEFAULT_MEASUREMENT_TIMEOUT_SECS)
+    }
+
+    /// `repeat_count`, defaulted to 3.
+    pub fn repeat_count(&self) -> u32 {
+        self.stability.repeat_count.unwrap_or(DEFAULT_REPEAT_COUNT)
+    }
+}
+
+/// `scope`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScopeSpec {
+    /// Files or directories (relative to the repo root) a worker may modify.
+    pub mutable: Vec<String>,
+    /// Files or directories it must not modify (the harness, the evaluation data).
+    #[serde(default)]
+    pub immutable: Vec<String>,
+}
+
+impl ScopeSpec {
+    /// Whether repo-relative `path` lies in `scope.mutable` and not in `scope.immutable`
+    /// (immutable wins where the two overlap).
+    pub fn is_mutable(&self, path: &str) -> bool {
+        let under = |root: &String| {
+            let root = root.trim_end_matches('/');
+            root == "." || path == root || path.starts_with(&format!("{root}/"))
+        };
+        self.mutable.iter().any(under) && !self.immutable.iter().any(under)
+    }
+}
+
+/// `dependencies`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct DependenciesSpec {
+    /// Dependencies a worker may add without asking.
+    #[serde(default)]
+    pub approved: Vec<String>,
+}
+
+/// `execution.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutionMode {
+    /// One experiment at a time.
+    #[default]
+    Serial,
+    /// A batch at a time.
+    Parallel,
+}
+
+/// `execution.backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// A git worktree per experiment on this machine.
+    #[default]
+    Worktree,
+    /// A detached worker with its own checkout, reporting `result.yaml` on a result ref.
+    Remote,
+}
+
+/// `execution`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutionSpec {
+    /// serial | parallel.
+    #[serde(default)]
+    pub mode: ExecutionMode,
+    /// worktree | remote.
+    #[serde(default)]
+    pub backend: Backend,
+    /// Concurrent experiments (worktrees) in parallel mode (default 1).
+    #[serde(default = "one")]
+    pub max_concurrent: u32,
+    /// Further cap on experiments per tick.
+    #[serde(default)]
+    pub max_experiments_per_tick: Option<u32>,
+    /// Runner-ups tried per batch (default 2).
+    #[serde(default)]
+    pub max_runner_up_merges_per_batch: Option<u32>,
+    /// Agent runtime profile of experiment workers and judges (`claude`, `codex`, `scripted`, …).
+    #[serde(default = "scripted")]
+    pub runtime: String,
+    /// Runtime used when `codex` cannot be delegated to or was disabled by the failure cascade.
+    #[serde(default = "claude")]
+    pub fallback_runtime: String,
+    /// Model passed to the runtime, if any.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Estimated cost of one experiment worker, USD (for spend caps).
+    #[serde(default)]
+    pub worker_cost_usd: f64,
+    /// Budget of one worker run, seconds (default 1800).
+    #[serde(default)]
+    pub worker_timeout_seconds: Option<u64>,
+}
+
+impl Default for ExecutionSpec {
+    fn default() -> Self {
+        Self {
+            mode: ExecutionMode::Serial,
+            backend: Backend::Worktree,
+            max_concurrent: 1,
+            max_experiments_per_tick: None,
+            max_runner_up_merges_per_batch: None,
+            runtime: scripted(),
+            fallback_runtime: claude(),
+            model: None,
+            worker_cost_usd: 0.0,
+            worker_timeout_seconds: None,
+        }
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn claude() -> String {
+    "claude".to_owned()
+}
+
+fn scripted() -> String {
+    "scripted".to_owned()
+}
+
+/// `stopping`: every criterion is off when unset.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct StoppingSpec {
+    /// Experiments run (every dispatched one counts, resolutions 16).
+    #[serde(default)]
+    pub max_iterations: Option<u32>,
+    /// Active hours (time inside ticks).
+    #[serde(default)]
+    pub max_hours: Option<f64>,
+    /// Calendar hours since Phase 3 started.
+    #[serde(default)]
+    pub max_wall_hours: Option<f64>,
+    /// Consecutive non-improving experiments.
+    #[serde(default)]
+    pub plateau_iterations: Option<u32>,
+    /// Stop when the current best meets every declared required target.
+    #[serde(default)]
+    pub target_reached: bool,
+    /// Whole-run spend cap, USD.
+    #[serde(default)]
+    pub max_total_cost_usd: Option<f64>,
+}
+
+/// A user-provided hypothesis in the spec (`hypotheses:`), the seed of the backlog.
+pub type HypothesisInput = super::backlog::Hypothesis;
+
+/// A whole spec file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    /// Identifier: `[a-z0-9][a-z0-9._-]*`, used in branch names.
+    pub name: String,
+    /// What the target is and what the metric stands for.
+    pub description: String,
+    /// Metrics.
+    pub metric: MetricSpec,
+    /// Measurement harness.
+    pub measurement: MeasurementSpec,
+    /// Mutable and immutable paths.
+    pub scope: ScopeSpec,
+    /// Free-text constraints.
+    #[serde(default)]
+    pub constraints: Vec<String>,
+    /// Approved dependencies.
+    #[serde(default)]
+    pub dependencies: DependenciesSpec,
+    /// How experiments run.
+    #[serde(default)]
+    pub execution: ExecutionSpec,
+    /// Stopping criteria.
+    #[serde(default)]
+    pub stopping: StoppingSpec,
+    /// User-provided hypotheses (the initial backlog).
+    #[serde(default)]
+    pub hypotheses: Vec<HypothesisInput>,
+}
+
+/// One required-or-not objective as the decide step sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Objective {
+    /// Metric name.
+    pub name: String,
+    /// Which way is better.
+    pub direction: Direction,
+    /// Declared target.
+    pub target: Option<f64>,
+    /// Takes part in eligibility.
+    pub required: bool,
+}
+
+impl Spec {
+    /// Parses and validates spec text; `file` names it in errors.
+    ///
+    /// # Errors
+    /// [`OptimizeError::Invalid`] naming the key path and the file.
+    pub fn parse(text: &str, file: &str) -> Result<Self, OptimizeError> {
+        let de = serde_norway::Deserializer::from_str(text);
+        let spec: Spec = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner().to_string();
+            OptimizeError::Invalid(if path == "." || path.is_empty() {
+                format!("invalid spec `{file}`: {inner}")
+            } else {
+                format!("invalid spec `{file}`: `{path}`: {inner}")
+            })
+        })?;
+        spec.validate().map_err(|(key, message)| OptimizeError::Invalid(format!("invalid spec `{file}`: `{key}`: {message}")))?;
+        Ok(spec)
+    }
+
+    /// Reads and parses a spec file.
+    ///
+    /// # Errors
+    /// [`OptimizeError::Invalid`] for an unreadable or invalid file.
+    pub fn load(path: &std::path::Path) -> Result<Self, OptimizeError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| OptimizeError::Invalid(format!("read spec `{}`: {e}", path.display())))?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// The objectives the decide step uses: `metric.objectives`, or the primary alone when absent.
+    pub fn objectives(&self) -> Vec<Objective> {
+        if self.metric.objectives.is_empty() {
+            let p = &self.metric.primary;
+            return vec![Objective { name: p.name.clone(), direction: p.direction, target: p.target, required: true }];
+        }
+        self.metric
+            .objectives
+            .iter()
+            .map(|o| Objective { name: o.name.clone(), direction: o.direction, target: o.target, required: o.required })
+            .collect()
+    }
+
+    /// The optimization branch, `optimize/<name>`.
+    pub fn branch(&self) -> String {
+        format!("optimize/{}", self.name)
+    }
+
+    /// The experiment branch of experiment `n`, `optimize-exp/<name>/exp-NNN`.
+    pub fn experiment_branch(&self, n: u32) -> String {
+        format!("optimize-exp/{}/exp-{n:03}", self.name)
+    }
+
+    fn validate(&self) -> Result<(), (String, String)> {
+        let bad = |key: &str, message: &str| Err((key.to_owned(), message.to_owned()));
+        let name_ok = !self.name.is_empty()
+            && self.name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && self.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
+            && !self.name.contains("..");
+        if !name_ok {
+            return bad("name", "must match [a-z0-9][a-z0-9._-]* (it names git branches)");
+        }
+        if self.description.trim().is_empty() {
+            return bad("description", "must not be empty");
+        }
+        if self.metric.primary.name.trim().is_empty() {
+            return bad("metric.primary.name", "must not be empty");
+        }
+        if let Some(m) = self.metric.min_relative_change
+            && !(m.is_finite() && m >= 0.0)
+        {
+            return bad("metric.min_relative_change", "must be a number >= 0");
+        }
+        let mut seen = BTreeSet::new();
+        for (idx, o) in self.metric.objectives.iter().enumerate() {
+            if !seen.insert(o.name.as_str()) {
+                return bad(&format!("metric.objectives[{idx}].name"), &format!("duplicate objective `{}`", o.name));
+            }
+        }
+        if !self.metric.objectives.is_empty() && !self.metric.objectives.iter().any(|o| o.required) {
+            return bad("metric.objectives", "at least one objective must be required");
+        }
+        for (idx, gate) in self.metric.degenerate_gates.iter().enumerate() {
+            if let Err(e) = super::gates::Gate::parse(gate) {
+                return bad(&format!("metric.degenerate_gates[{idx}]"), &e);
+            }
+        }
+        match (&self.metric.judge, self.metric.primary.kind) {
+            (None, MetricKind::Judge) => return bad("metric.judge", "is required when metric.primary.type is judge"),
+            (Some(j), _) => {
+                if j.batch_size == 0 {
+                    return bad("metric.judge.batch_size", "must be at least 1");
+                }
+                if j.sample_size == 0 {
+                    return bad("metric.judge.sample_size", "must be at least 1");
+                }
+                if j.confirmation_seed == Some(j.sample_seed) {
+                    return bad("metric.judge.confirmation_seed", "must differ from sample_seed");
+                }
+                if j.rubric.trim().is_empty() {
+                    return bad("metric.judge.rubric", "must not be empty");
+                }
+            }
+            (None, MetricKind::Hard) => {}
+        }
+        if self.measurement.command.trim().is_empty() {
+            return bad("measurement.command", "must not be empty");
+        }
+        if self.measurement.timeout_seconds == Some(0) {
+            return bad("measurement.timeout_seconds", "must be at least 1");
+        }
+        if self.measurement.stability.repeat_count == Some(0) {
+            return bad("measurement.stability.repeat_count", "must be at least 1");
+        }
+        if self.scope.mutable.is_empty() {
+            return bad("scope.mutable", "must list at least one path");
+        }
+        for (key, list) in [("scope.mutable", &self.scope.mutable), ("scope.immutable", &self.scope.immutable)] {
+            for (idx, p) in list.iter().enumerate() {
+                if p.starts_with('/') || p.split('/').any(|c| c == "..") || p.trim().is_empty() {
+                    return bad(&format!("{key}[{idx}]"), "must be a relative path inside the repository");
+                }
+            }
+        }
+        if self.execution.max_concurrent == 0 {
+            return bad("execution.max_concurrent", "must be at least 1");
+        }
+        if self.execution.max_experiments_per_tick == Some(0) {
+            return bad("execution.max_experiments_per_tick", "must be at least 1");
+        }
+        for (key, v) in [("stopping.max_hours", self.stopping.max_hours), ("stopping.max_wall_hours", self.stopping.max_wall_hours), ("stopping.max_total_cost_usd", self.stopping.max_total_cost_usd)] {
+            if let Some(v) = v
+                && !(v.is_finite() && v >= 0.0)
+            {
+                return bad(key, "must be a number >= 0");
+            }
+        }
+        for (idx, h) in self.hypotheses.iter().enumerate() {
+            if let Err(e) = h.validate() {
+                return bad(&format!("hypotheses[{idx}].{}", e.0), &e.1);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A valid spec used across the optimize tests.
+    pub(crate) const SPEC: &str = "\
+name: ops
+description: reduce the operation count of the counting script
+metric:
+  primary: { name: ops, direction: minimize, target: 10 }
+  degenerate_gates: [\"correct == 1\"]
+measurement:
+  command: sh measure.sh
+  stability: { mode: ladder, repeat_count: 3 }
+scope:
+  mutable: [src]
+  immutable: [measure.sh, data]
+execution: { mode: parallel, max_concurrent: 4, max_experiments_per_tick: 3 }
+stopping: { max_iterations: 10, plateau_iterations: 5, target_reached: true }
+";
+
+    #[test]
+    fn a_valid_spec_parses_with_defaults() {
+        let spec = Spec::parse(SPEC, "ops.yaml").expect("valid");
+        assert_eq!(spec.measurement.repeat_count(), 3);
+        assert_eq!(spec.measurement.timeout_secs(), DEFAULT_MEASUREMENT_TIMEOUT_SECS);
+        assert_eq!(spec.execution.runtime, "scripted");
+        assert_eq!(spec.branch(), "optimize/ops");
+        assert_eq!(spec.experiment_branch(7), "optimize-exp/ops/exp-007");
+        let objectives = spec.objectives();
+        assert_eq!(objectives.len(), 1);
+        assert!(objectives[0].required && objectives[0].target == Some(10.0));
+    }
+
+    #[test]
+    fn errors_name_the_key_and_the_file() {
+        let check = |text: String, want: &[&str]| {
+            let err = Spec::parse(&text, "x/ops.yaml").expect_err(&text).to_string();
+            for w in want {
+                assert!(err.contains(w), "{err:?} should contain {w:?}");
+            }
+        };
+        check(SPEC.replace("max_concurrent: 4", "max_concurent: 4"), &["x/ops.yaml", "execution", "max_concurent"]);
+        check(SPEC.replace("direction: minimize", "direction: down"), &["metric.primary.direction", "down"]);
+        check(SPEC.replace("name: ops\n", "name: Ops Run\n"), &["`name`", "[a-z0-9]"]);
+        check(SPEC.replace("mutable: [src]", "mutable: []"), &["scope.mutable"]);
+        check(SPEC.replace("mutable: [src]", "mutable: [../up]"), &["scope.mutable[0]"]);
+        check(SPEC.replace("correct == 1", "correct ~ 1"), &["metric.degenerate_gates[0]"]);
+        check(SPEC.replace("repeat_count: 3", "repeat_count: 0"), &["measurement.stability.repeat_count"]);
+        check(SPEC.replace("max_concurrent: 4", "max_concurrent: 0"), &["execution.max_concurrent"]);
+        check(SPEC.replace("  degenerate_gates", "  primary2: 1\n  degenerate_gates"), &["metric", "primary2"]);
+        check(SPEC.replace("{ name: ops, direction: minimize, target: 10 }", "{ name: ops, direction: minimize, type: judge }"), &["metric.judge"]);
+        check(
+            format!("{SPEC}hypotheses:\n  - {{ description: d, category: c, priority: high }}\n"),
+            &["hypotheses[0]", "opportunity"],
+        );
+    }
+
+    #[test]
+    fn scope_membership_prefers_immutable() {
+        let scope = ScopeSpec { mutable: vec!["src".into(), ".".into()], immutable: vec!["src/fixtures".into(), "measure.sh".into()] };
+        assert!(scope.is_mutable("src/count.sh"));
+        assert!(scope.is_mutable("README"));
+        assert!(!scope.is_mutable("src/fixtures/a.txt"));
+        assert!(!scope.is_mutable("measure.sh"));
+        let narrow = ScopeSpec { mutable: vec!["src/".into()], immutable: vec![] };
+        assert!(!narrow.is_mutable("srcx/a"));
+        assert!(narrow.is_mutable("src/a"));
+    }
+}

@@ -1,0 +1,155 @@
+//! Stopping criteria (seed: optimize-loop, loop.md 3.6; resolutions 16): each reason is recorded
+//! in `run_state.stop_reason`.
+
+use serde::{Deserialize, Serialize};
+
+use super::spec::StoppingSpec;
+
+/// Why the loop stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "reason", content = "detail")]
+pub enum StopReason {
+    /// The current best meets every declared required target.
+    TargetReached,
+    /// `max_iterations` experiments have run.
+    MaxIterations,
+    /// `max_hours` of active (in-tick) time.
+    MaxHours,
+    /// `max_wall_hours` since Phase 3 started.
+    MaxWallHours,
+    /// The next dispatch would pass a spend cap (which one).
+    SpendCap(String),
+    /// `plateau_iterations` consecutive experiments without improvement.
+    Plateau,
+    /// The operator stopped the run.
+    ManualStop,
+    /// No executable next action remains.
+    NothingRunnable,
+    /// A locating measurement that would change a keep-or-skip decision cannot be taken.
+    Blocked(String),
+}
+
+impl StopReason {
+    /// One line for status and the report.
+    pub fn describe(&self) -> String {
+        match self {
+            StopReason::TargetReached => "target reached: the current best meets every declared required target".into(),
+            StopReason::MaxIterations => "max_iterations reached".into(),
+            StopReason::MaxHours => "max_hours of active time reached".into(),
+            StopReason::MaxWallHours => "max_wall_hours since phase 3 started reached".into(),
+            StopReason::SpendCap(which) => format!("spend cap: the next dispatch would pass {which}"),
+            StopReason::Plateau => "plateau: no improvement for plateau_iterations consecutive experiments".into(),
+            StopReason::ManualStop => "stopped by the operator".into(),
+            StopReason::NothingRunnable => "no runnable hypothesis left".into(),
+            StopReason::Blocked(what) => format!("blocked: {what}"),
+        }
+    }
+}
+
+/// The counters the criteria read.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Progress {
+    /// Experiments dispatched (every outcome counts; deferred ones never ran, resolutions 16).
+    pub experiments_run: u32,
+    /// `run_state.active_seconds`.
+    pub active_seconds: f64,
+    /// Seconds since `run_state.phase3_started_at`.
+    pub wall_seconds: f64,
+    /// Consecutive experiments without a keep.
+    pub consecutive_non_improving: u32,
+    /// `target_reached` of the current best.
+    pub best_meets_targets: bool,
+}
+
+/// The first criterion that holds, checked in the seed's order (target, iterations, active
+/// hours, wall hours, plateau); spend caps are checked before each dispatch by batch selection.
+pub fn check(spec: &StoppingSpec, p: &Progress) -> Option<StopReason> {
+    if spec.target_reached && p.best_meets_targets {
+        return Some(StopReason::TargetReached);
+    }
+    if spec.max_iterations.is_some_and(|n| p.experiments_run >= n) {
+        return Some(StopReason::MaxIterations);
+    }
+    if spec.max_hours.is_some_and(|h| p.active_seconds >= h * 3600.0) {
+        return Some(StopReason::MaxHours);
+    }
+    if wall_deadline_passed(spec, p) {
+        return Some(StopReason::MaxWallHours);
+    }
+    if spec.plateau_iterations.is_some_and(|n| n > 0 && p.consecutive_non_improving >= n) {
+        return Some(StopReason::Plateau);
+    }
+    None
+}
+
+/// Whether the calendar backstop has passed (O-58): checked before crossing a tick boundary and
+/// before integrating; no wake extends it.
+pub fn wall_deadline_passed(spec: &StoppingSpec, p: &Progress) -> bool {
+    spec.max_wall_hours.is_some_and(|h| p.wall_seconds >= h * 3600.0)
+}
+
+/// Remaining experiments before `max_iterations` (`u32::MAX` when unset), for batch sizing (O-56).
+pub fn iterations_left(spec: &StoppingSpec, experiments_run: u32) -> u32 {
+    spec.max_iterations.map_or(u32::MAX, |n| n.saturating_sub(experiments_run))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> StoppingSpec {
+        StoppingSpec::default()
+    }
+
+    // O-55
+    #[test]
+    fn o55_target_stop_only_when_enabled_and_every_target_met() {
+        let s = StoppingSpec { target_reached: true, ..spec() };
+        assert_eq!(check(&s, &Progress { best_meets_targets: true, ..Progress::default() }), Some(StopReason::TargetReached));
+        assert_eq!(check(&s, &Progress::default()), None);
+        assert_eq!(check(&spec(), &Progress { best_meets_targets: true, ..Progress::default() }), None, "off unless stopping.target_reached");
+    }
+
+    // O-56
+    #[test]
+    fn o56_max_iterations_counts_experiments_run() {
+        let s = StoppingSpec { max_iterations: Some(10), ..spec() };
+        assert_eq!(check(&s, &Progress { experiments_run: 9, ..Progress::default() }), None);
+        assert_eq!(check(&s, &Progress { experiments_run: 10, ..Progress::default() }), Some(StopReason::MaxIterations));
+        assert_eq!(iterations_left(&s, 9), 1);
+        assert_eq!(iterations_left(&s, 12), 0);
+    }
+
+    // O-57
+    #[test]
+    fn o57_max_hours_reads_active_time_not_waiting_time() {
+        let s = StoppingSpec { max_hours: Some(1.0), ..spec() };
+        let waiting = Progress { active_seconds: 1800.0, wall_seconds: 3.5 * 3600.0, ..Progress::default() };
+        assert_eq!(check(&s, &waiting), None);
+        assert_eq!(check(&s, &Progress { active_seconds: 3600.0, ..Progress::default() }), Some(StopReason::MaxHours));
+    }
+
+    // O-58
+    #[test]
+    fn o58_wall_clock_backstop() {
+        let s = StoppingSpec { max_wall_hours: Some(2.0), ..spec() };
+        let p = Progress { wall_seconds: 7200.0, active_seconds: 10.0, ..Progress::default() };
+        assert!(wall_deadline_passed(&s, &p));
+        assert_eq!(check(&s, &p), Some(StopReason::MaxWallHours));
+        assert!(!wall_deadline_passed(&s, &Progress { wall_seconds: 7199.0, ..Progress::default() }));
+    }
+
+    // O-60
+    #[test]
+    fn o60_plateau_counts_consecutive_non_improving() {
+        let s = StoppingSpec { plateau_iterations: Some(5), ..spec() };
+        assert_eq!(check(&s, &Progress { consecutive_non_improving: 4, ..Progress::default() }), None);
+        assert_eq!(check(&s, &Progress { consecutive_non_improving: 5, ..Progress::default() }), Some(StopReason::Plateau));
+    }
+
+    #[test]
+    fn reasons_describe_themselves() {
+        assert!(StopReason::SpendCap("stopping.max_total_cost_usd".into()).describe().contains("max_total_cost_usd"));
+        assert!(StopReason::Blocked("profiler missing".into()).describe().contains("profiler missing"));
+    }
+}

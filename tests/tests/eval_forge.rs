@@ -1,0 +1,417 @@
+//! The skill eval loop end to end through the built binary (issue 17; seed skill-eval-loop): every
+//! invalid code comes from arm outputs the real agent runner stored while running the `scripted`
+//! agent in real work dirs — never from hand-built verdicts — and one forge runs judge →
+//! aggregate → gate → ledger together.
+//!
+//! The scripted agent's `scripted:` directives (runners/agent/src/scripted/directive.rs) stand in
+//! for the model's choices: the brief's prompt scripts the baseline's answer, the skill's SKILL.md
+//! what an agent following the skill answers, and the rubric the judge's preference.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use serde_json::{Value, json};
+use skillforge_tests::{Home, signal, wait_for, wait_exit};
+
+const BRIEF_ID: &str = "status-reply";
+
+struct Setup {
+    home: Home,
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new() -> Self {
+        Self { home: Home::embedded(), dir: tempfile::tempdir().unwrap() }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// Writes a skill dir `name` with `body` after its front matter.
+    fn skill(&self, name: &str, body: &str) -> PathBuf {
+        let dir = self.path(&format!("skills/{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("SKILL.md"), format!("---\nname: {name}\ndescription: Keep status replies short\n---\n{body}\n")).unwrap();
+        dir
+    }
+
+    /// Writes the brief with extra prompt/rubric lines and a verify.
+    fn brief(&self, id: &str, prompt_extra: &str, rubric_extra: &str, verify: &str) -> PathBuf {
+        let brief = json!({
+            "id": id,
+            "prompt": format!("Write the team's status reply from notes.md.\nscripted: reply LONG status: here is every detail of the week, item by item, with context and caveats\n{prompt_extra}"),
+            "setup": {"notes.md": "- shipped 1.2\n- fixed login\n"},
+            "verify": verify,
+            "rubric": format!("Which reply would the team rather read?\nscripted: prefer SHORT\n{rubric_extra}"),
+            "output": "reply"
+        });
+        let path = self.path(&format!("{id}.json"));
+        std::fs::write(&path, serde_json::to_string_pretty(&brief).unwrap()).unwrap();
+        path
+    }
+
+    fn forge(&self, brief: &Path, skill: &Path, extra: &[&str]) -> (i32, Value, String) {
+        let mut args: Vec<String> = ["--json", "eval", "forge", "--brief"].iter().map(|s| s.to_string()).collect();
+        if !extra.contains(&"--runtime") {
+            args.splice(3..3, ["--runtime".to_owned(), "scripted".to_owned()]);
+        }
+        args.push(brief.display().to_string());
+        args.push("--skill-dir".into());
+        args.push(skill.display().to_string());
+        args.push("--install-root".into());
+        args.push(self.path("agents-skills").display().to_string());
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let out = self.home.cmd().args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        (out.status.code().unwrap_or(-1), value, stderr)
+    }
+
+    fn run_dir(&self, id: &str) -> PathBuf {
+        self.home.path().join("eval/runs").join(id)
+    }
+
+    fn verdict(&self, id: &str, n: u32) -> Option<Value> {
+        std::fs::read_to_string(self.run_dir(id).join(format!("s{n}/verdict.json"))).ok().map(|t| serde_json::from_str(&t).unwrap())
+    }
+
+    fn ledger(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.home.path().join("eval/ledger.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+/// Words in the reply ≤ 8: the short reply passes, the long one fails.
+const VERIFY_SHORT: &str = "test \"$(wc -w < \"$FORGE_FINAL\")\" -le 8";
+const GOOD_SKILL: &str = "scripted: reply SHORT: shipped 1.2, fixed login";
+
+fn codes(report: &Value) -> Vec<Option<String>> {
+    report["samples"].as_array().unwrap().iter().map(|s| s["invalid_code"].as_str().map(str::to_owned)).collect()
+}
+
+// E-14, E-04, E-05, E-52: one test runs judge → aggregate → gate → ledger together.
+#[test]
+fn e14_forge_adopts_through_judge_aggregate_gate_and_ledger() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let (code, report, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(code, 0, "{stderr}\n{report:#}");
+    assert_eq!(codes(&report), vec![None, None, None], "{report:#}");
+    for n in 1..=3 {
+        let v = s.verdict(BRIEF_ID, n).unwrap();
+        assert_eq!(v["winner"], "with", "{v:#}");
+        assert_eq!(v["skills"]["with"]["loaded"], json!(["tldr"]));
+        let sample = s.run_dir(BRIEF_ID).join(format!("s{n}"));
+        assert!(sample.join("mapping.private.json").is_file());
+        let prompt = std::fs::read_to_string(sample.join("judge.prompt.txt")).unwrap();
+        for leak in ["tldr", ".claude", "with.meta", "without", "mapping"] {
+            assert!(!prompt.contains(leak), "judge prompt leaks {leak:?}:\n{prompt}");
+        }
+        assert!(prompt.contains("notes.md"), "the file list reaches the judge: {prompt}");
+        let run: Value = serde_json::from_str(&std::fs::read_to_string(sample.join("with.meta/run.json")).unwrap()).unwrap();
+        assert_eq!(run["skills_installed"], json!(["tldr"]));
+        assert_eq!(run["exit"], "passed");
+    }
+    assert_eq!(report["aggregate"]["wins_with"], 3);
+    assert_eq!(report["gate"]["decision"], "adopt");
+    assert!(report["gate"]["lines"][0].as_str().unwrap().contains("over an empty baseline"), "{report:#}");
+    let ledger = s.ledger();
+    assert_eq!(ledger.len(), 1);
+    assert_eq!(ledger[0]["decision"], "adopt");
+    assert_eq!(ledger[0]["baseline_skills"], json!([]));
+    assert!(ledger[0]["recheck_due"].is_string());
+    assert!(s.path("agents-skills/tldr/SKILL.md").is_file(), "installed by symlink");
+    let html = s.path("report.html");
+    let out = s.home.run(&["eval", "report", "--brief", BRIEF_ID, "--html", html.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("SHORT: shipped 1.2") && page.contains("LONG status") && page.contains("winner: with"), "{page}");
+    let status = s.home.json(&["eval", "status", "--brief", BRIEF_ID]);
+    assert_eq!(status["ledger_row"]["decision"], "adopt");
+}
+
+// E-48, E-54
+#[test]
+fn e48_with_arm_that_never_loaded_is_invalid_and_stops_nothing() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", &format!("{GOOD_SKILL}\nscripted: no-load"));
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let (code, report, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(code, 1, "{stderr}");
+    let want = Some("skill_never_loaded".to_owned());
+    assert_eq!(codes(&report), vec![want.clone(), want.clone(), want], "all three samples ran: {report:#}");
+    assert_eq!(report["aggregate"]["arms_never_loaded"]["with"], 3);
+    assert_eq!(report["gate"]["decision"], "undecided");
+    assert!(s.ledger().is_empty(), "undecided writes no ledger row (resolution 12)");
+}
+
+// E-43, E-45
+#[test]
+fn e45_arm_never_ran_stops_the_brief_before_any_mapping() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let (code, report, stderr) = s.forge(&brief, &skill, &["--runtime", "opencode", "--judge-runtime", "opencode"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(codes(&report), vec![Some("arm_never_ran".to_owned())], "{report:#}");
+    let v = s.verdict(BRIEF_ID, 1).unwrap();
+    assert!(v["reason"].as_str().unwrap().contains("empty transcript"), "{v:#}");
+    assert!(!s.run_dir(BRIEF_ID).join("s1/mapping.private.json").exists());
+    assert!(!s.run_dir(BRIEF_ID).join("s2").exists(), "samples 2-3 not run");
+    assert_eq!(report["gate"]["decision"], "stopped");
+}
+
+// E-44
+#[test]
+fn e44_runner_error_as_final_message_is_arm_never_ran() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let error = "Failed to authenticate: OAuth session expired and could not be refreshed";
+    let brief = s.brief(BRIEF_ID, &format!("scripted: exit 1\nscripted: stderr {error}\nscripted: reply {error}\nscripted: no-load"), "", VERIFY_SHORT);
+    let (_, report, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(codes(&report), vec![Some("arm_never_ran".to_owned())], "{stderr}\n{report:#}");
+    let reason = s.verdict(BRIEF_ID, 1).unwrap()["reason"].as_str().unwrap().to_owned();
+    assert!(reason.contains("runner's own error"), "{reason}");
+}
+
+// E-56
+#[test]
+fn e56_arm_killed_by_the_clock_is_arm_timed_out_and_the_brief_continues() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "scripted@1: exit 124\nscripted@2: exit 124", "", "false");
+    let (_, report, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(
+        codes(&report),
+        vec![Some("arm_timed_out".to_owned()), Some("arm_timed_out".to_owned()), Some("both_arms_failed_verify".to_owned())],
+        "two timeouts do not trip the two-in-a-row stop: {stderr}\n{report:#}"
+    );
+}
+
+// E-41, E-42
+#[test]
+fn e42_two_both_failed_verify_in_a_row_stop_the_brief() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", "false");
+    let (_, report, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(codes(&report), vec![Some("both_arms_failed_verify".to_owned()); 2], "{stderr}\n{report:#}");
+    assert!(!s.run_dir(BRIEF_ID).join("s3").exists(), "sample 3 not run");
+    assert!(s.verdict(BRIEF_ID, 1).unwrap()["winner"].is_null(), "no winner over two broken runs");
+}
+
+// E-06
+#[test]
+fn e06_arm_naming_the_skill_is_invalid_not_a_win() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", "scripted: reply SHORT: following the tldr skill, shipped 1.2");
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let (_, report, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(codes(&report), vec![Some("skill_named".to_owned()); 3], "never stops: {stderr}\n{report:#}");
+    assert_eq!(report["aggregate"]["wins_with"], 0);
+}
+
+// E-55
+#[test]
+fn e55_baseline_offered_the_skill_stops_the_brief() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "scripted: offer tldr", "", VERIFY_SHORT);
+    let (_, report, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(codes(&report), vec![Some("baseline_had_the_skill".to_owned())], "{stderr}\n{report:#}");
+    assert!(!s.run_dir(BRIEF_ID).join("s2").exists());
+}
+
+// E-07
+#[test]
+fn e07_unreadable_judge_reply_is_invalid_never_a_tie() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "scripted: judge-reply Run A (with the skill)", VERIFY_SHORT);
+    let (code, report, stderr) = s.forge(&brief, &skill, &["--probation", "--failure-rate", "0.4"]);
+    assert_eq!(codes(&report), vec![Some("unreadable_verdict".to_owned()); 3], "{stderr}\n{report:#}");
+    assert_eq!(report["aggregate"]["ties"], 0);
+    assert_eq!(code, 1, "--probation cannot install on an unreadable verdict");
+    assert!(!s.path("agents-skills/tldr").exists());
+}
+
+// E-51
+#[test]
+fn e51_rival_the_baseline_never_loaded_names_the_baseline_arm() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let rival = s.skill("incumbent", "scripted: no-load");
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let (_, report, stderr) = s.forge(&brief, &skill, &["--rival", rival.to_str().unwrap()]);
+    assert_eq!(codes(&report), vec![Some("skill_never_loaded".to_owned()); 3], "{stderr}\n{report:#}");
+    assert_eq!(s.verdict(BRIEF_ID, 1).unwrap()["invalid_arm"], "without");
+    assert_eq!(report["aggregate"]["arms_never_loaded"]["without"], 3);
+    let lines = report["gate"]["lines"].to_string();
+    assert!(lines.contains("never loaded incumbent in 3 of 3") && !lines.contains("rerun"), "{lines}");
+}
+
+// E-17, E-16
+#[test]
+fn e17_a_rejected_skill_is_never_evaluated_again() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", "scripted: reply SHORT tie");
+    let brief = s.brief(BRIEF_ID, "", "scripted: judge-reply {\"winner\":\"tie\"}", "true");
+    let (code, report, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!((code, report["gate"]["decision"].as_str()), (1, Some("reject")), "clean tie without --probation: {stderr}");
+    let other = s.brief("another-brief", "", "", "true");
+    let (code, report, _) = s.forge(&other, &skill, &[]);
+    assert_eq!(code, 0);
+    assert!(report["skipped"].as_str().unwrap().contains("never re-evaluated"), "{report:#}");
+    assert!(!s.run_dir("another-brief").exists());
+}
+
+// E-16
+#[test]
+fn e16_clean_tie_with_probation_installs_with_a_7_day_recheck() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", "scripted: reply SHORT tie");
+    let brief = s.brief(BRIEF_ID, "", "scripted: judge-reply {\"winner\":\"tie\"}", "true");
+    let (code, report, stderr) = s.forge(&brief, &skill, &["--probation", "--failure-rate", "0.4"]);
+    assert_eq!((code, report["gate"]["decision"].as_str()), (0, Some("probation")), "{stderr}\n{report:#}");
+    let row = &s.ledger()[0];
+    let at: chrono_free::Instant = chrono_free::parse(row["at"].as_str().unwrap());
+    let due: chrono_free::Instant = chrono_free::parse(row["recheck_due"].as_str().unwrap());
+    assert_eq!(due.days_since(at), 7);
+    assert_eq!(row["failure_rate"], 0.4);
+}
+
+// E-18
+#[test]
+fn e18_dry_run_runs_nothing_and_adopt_dir_stages() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let (code, report, _) = s.forge(&brief, &skill, &["--dry-run"]);
+    assert_eq!(code, 0);
+    assert!(report["skipped"].as_str().unwrap().contains("dry run"));
+    assert!(!s.run_dir(BRIEF_ID).exists(), "no arm ran");
+    let adopt = s.path("adopt");
+    let (code, _, stderr) = s.forge(&brief, &skill, &["--adopt-dir", adopt.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(adopt.join("tldr/SKILL.md").is_file());
+    assert!(!s.path("agents-skills").exists(), "the install root is unchanged when staging");
+}
+
+// E-46
+#[test]
+fn e46_leftover_meta_dir_refuses_the_run_and_is_left_untouched() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let leftover = s.run_dir(BRIEF_ID).join("s1/with.meta/final.txt");
+    std::fs::create_dir_all(leftover.parent().unwrap()).unwrap();
+    std::fs::write(&leftover, "an earlier pass's answer").unwrap();
+    let (code, _, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("delete the sample dir") && stderr.contains("s1"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&leftover).unwrap(), "an earlier pass's answer");
+}
+
+// Issue 17 item 7: a SIGKILLed orchestrator + in-process worker mid-arm resumes; every arm's result
+// is applied once and no finished arm runs again.
+#[test]
+fn forge_resumes_after_sigkill_mid_arm_applying_each_arm_once() {
+    let s = Setup::new();
+    std::fs::write(
+        s.home.path().join("evalloop.toml"),
+        "[stages.arm]\nrunner = \"agent\"\ntimeout_secs = 60\nheartbeat_secs = 1\nstale_after_secs = 3\nattempts = 3\nidempotent = true\n\
+         [stages.verify]\nrunner = \"process\"\ntimeout_secs = 60\nheartbeat_secs = 1\nstale_after_secs = 3\nattempts = 3\nidempotent = true\n\
+         [stages.judge]\nrunner = \"agent\"\ntimeout_secs = 60\nheartbeat_secs = 1\nstale_after_secs = 3\nattempts = 3\nidempotent = true\n",
+    )
+    .unwrap();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "scripted@2: sleep 6000", "", VERIFY_SHORT);
+    let root = s.path("agents-skills");
+    let args = ["eval", "forge", "--runtime", "scripted", "--brief", brief.to_str().unwrap(), "--skill-dir", skill.to_str().unwrap(), "--install-root", root.to_str().unwrap()];
+    let mut child = s.home.cmd().args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let s2 = s.run_dir(BRIEF_ID).join("s2");
+    wait_for(Duration::from_secs(60), "sample 2's arms to start", || {
+        let jobs = s.home.json(&["jobs", "list"]);
+        let running = jobs.as_array().into_iter().flatten().filter(|j| j["state"] == "running" && j["stage"] == "arm").count();
+        (s2.exists() && running == 2).then_some(())
+    });
+    assert!(s.run_dir(BRIEF_ID).join("s1/with.meta/run.json").is_file(), "sample 1 finished before the kill");
+    signal(&child, Signal::SIGKILL);
+    wait_exit(&mut child, Duration::from_secs(10));
+    let (code, report, stderr) = s.forge(&brief, &skill, &[]);
+    assert_ne!(code, 2, "the resume is not refused: {stderr}");
+    assert_eq!(report["samples"].as_array().map(Vec::len), Some(3), "{stderr}\n{report:#}");
+    let jobs = s.home.json(&["jobs", "list"]);
+    let arms: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "evalloop" && j["stage"] == "arm").collect();
+    assert_eq!(arms.len(), 6, "one job per arm, never a second: {jobs:#}");
+    let s1_attempts: Vec<u64> = arms.iter().filter(|j| j["idempotency_key"].as_str().unwrap().contains(":1:")).map(|j| j["attempts"].as_u64().unwrap()).collect();
+    assert_eq!(s1_attempts, vec![1, 1], "sample 1's finished arms did not run again");
+    for arm in &arms {
+        let shown = s.home.json(&["jobs", "show", arm["id"].as_str().unwrap()]);
+        assert_eq!(shown["applied"].as_array().map(Vec::len), Some(1), "each arm's result applied once: {shown:#}");
+    }
+    assert_eq!(s.ledger().len(), 1, "one ledger row");
+}
+
+/// RFC 3339 day arithmetic without a date crate in this test crate.
+mod chrono_free {
+    /// Seconds since the epoch.
+    pub(super) struct Instant(i64);
+
+    /// Parses `YYYY-MM-DDTHH:MM:SS...Z` (UTC).
+    pub(super) fn parse(text: &str) -> Instant {
+        let n = |a: usize, b: usize| text[a..b].parse::<i64>().unwrap();
+        let (y, m, d) = (n(0, 4), n(5, 7), n(8, 10));
+        let (y2, m2) = if m <= 2 { (y - 1, m + 9) } else { (y, m - 3) };
+        let days = 365 * y2 + y2 / 4 - y2 / 100 + y2 / 400 + (m2 * 306 + 5) / 10 + (d - 1);
+        Instant(days * 86400 + n(11, 13) * 3600 + n(14, 16) * 60 + n(17, 19))
+    }
+
+    impl Instant {
+        /// Whole days from `other` to `self`.
+        pub(super) fn days_since(&self, other: Instant) -> i64 {
+            (self.0 - other.0) / 86400
+        }
+    }
+}
+
+// E-47, E-03: the brief's verify (`skillforge eval check`) reads the delivered document inside the
+// reply via $FORGE_FINAL, not the prose around it.
+#[test]
+fn e47_verify_checks_the_document_inside_the_reply_not_the_prose() {
+    let s = Setup::new();
+    let skill = s.skill("fonts", "scripted: reply AX41 has no Arial, so:\\n```css\\n/* rejected:\\n Helvetica\\n Roboto\\n Arial\\n*/\\nbody { font-family: Inter; }\\n```");
+    let verify = format!("{} eval check --forbid Arial", skillforge_tests::bin().display());
+    let brief = s.brief(BRIEF_ID, "scripted@1: reply ```css\\nbody { font-family: Arial; }\\n```", "", &verify);
+    let (_, report, stderr) = s.forge(&brief, &skill, &["--samples", "1"]);
+    let v = &report["samples"][0];
+    assert_eq!(v["verify_passed"], json!({"with": true, "without": false}), "{stderr}\n{report:#}");
+}
+
+// E-12: an unreadable Codex auth.json stops the run before any arm, even with OPENAI_API_KEY set.
+#[test]
+fn e12_unreadable_codex_auth_stops_before_any_arm() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let out = s
+        .home
+        .cmd()
+        .env("HOME", s.path("empty-home"))
+        .env("OPENAI_API_KEY", "sk-test")
+        .args(["eval", "forge", "--runtime", "codex", "--brief", brief.to_str().unwrap(), "--skill-dir", skill.to_str().unwrap(), "--install-root", s.path("r").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("auth.json") && stderr.contains("no arm started"), "{stderr}");
+    assert!(!s.run_dir(BRIEF_ID).exists());
+}

@@ -1,0 +1,210 @@
+//! The eval loop after the gate, through the built binary: a skill adopted by a real forge, a
+//! theme mined from Claude Code project JSONL sessions and applied, the recheck's dry run, usage,
+//! confirm and revoke (symlink unlinked, copy moved to revoked/, ledger row), a recheck with no
+//! agent CLI anywhere on PATH, the knowledge-gap brief's self-test, backfill's backup, deploy.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use skillforge_tests::Home;
+
+const SKILL: &str = "verbose-replies";
+const FAIL: &str = "no, far too verbose - status replies need bullets";
+
+struct World {
+    home: Home,
+    dir: tempfile::TempDir,
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+impl World {
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// Adopts `SKILL` with a real forge (scripted agent), installed by symlink under `agents-skills`.
+    fn adopted() -> Self {
+        let w = World { home: Home::embedded(), dir: tempfile::tempdir().unwrap() };
+        let skill = w.path(&format!("skills/{SKILL}"));
+        std::fs::create_dir_all(&skill).unwrap();
+        std::fs::write(skill.join("SKILL.md"), "---\nname: verbose-replies\ndescription: Keep status replies short\n---\nscripted: reply SHORT: shipped 1.2\n").unwrap();
+        let brief = w.path("brief.json");
+        std::fs::write(
+            &brief,
+            json!({"id": "b", "prompt": "Write the status reply.\nscripted: reply LONG status with every detail of the week, one by one",
+                   "verify": "test \"$(wc -w < \"$FORGE_FINAL\")\" -le 8", "rubric": "Better?\nscripted: prefer SHORT", "output": "reply"})
+            .to_string(),
+        )
+        .unwrap();
+        let out = w.home.run(&["eval", "forge", "--runtime", "scripted", "--brief", s(&brief), "--skill-dir", s(&skill), "--install-root", s(&w.path("agents-skills"))]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(w.path(&format!("agents-skills/{SKILL}")).exists());
+        w
+    }
+
+    fn ledger(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.home.path().join("eval/ledger.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+
+    /// Seconds since the epoch of the adoption row.
+    fn adopted_at(&self) -> i64 {
+        let at = self.ledger()[0]["at"].as_str().unwrap().to_owned();
+        let out = std::process::Command::new("date").args(["-u", "-d", &at, "+%s"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    }
+
+    /// Writes Claude Code project sessions: 10 before adoption (8 corrected about the theme), 10
+    /// after (`after_fail` corrected, each loading the skill once), 40 older ones corrected about
+    /// something else.
+    fn corpus(&self, after_fail: usize) -> PathBuf {
+        let root = self.path("claude-projects/-home-u-proj");
+        std::fs::create_dir_all(&root).unwrap();
+        let t = self.adopted_at();
+        let mut k = 0;
+        let mut session = |start: i64, last: &str, load: bool| {
+            k += 1;
+            let id = format!("sess-{k}");
+            let ts = |d: i64| rfc3339(start + d);
+            let mut assistant = vec![json!({"type": "text", "text": "Here is the update."})];
+            if load {
+                assistant.push(json!({"type": "tool_use", "id": "t1", "name": "Skill", "input": {"skill": SKILL}}));
+            }
+            let lines = [
+                json!({"type": "user", "sessionId": id, "timestamp": ts(0), "message": {"role": "user", "content": "write the weekly status"}}),
+                json!({"type": "assistant", "sessionId": id, "timestamp": ts(1), "message": {"role": "assistant", "content": assistant}}),
+                json!({"type": "user", "sessionId": id, "timestamp": ts(2), "message": {"role": "user", "content": last}}),
+                json!({"type": "assistant", "sessionId": id, "timestamp": ts(3), "message": {"role": "assistant", "content": [{"type": "text", "text": "Fixed."}]}}),
+            ];
+            std::fs::write(root.join(format!("{id}.jsonl")), lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+        };
+        for i in 0..10 {
+            session(t - 10 * 86400 + i * 3600, if i < 8 { FAIL } else { "thanks, ship it" }, false);
+        }
+        for i in 0..10 {
+            session(t + 3600 + i * 3600, if (i as usize) < after_fail { FAIL } else { "thanks, ship it" }, true);
+        }
+        for i in 0..40 {
+            session(t - 30 * 86400 + i * 3600, "no, use the other folder for the release notes", false);
+        }
+        self.path("claude-projects")
+    }
+
+    fn now_after(&self, days: i64) -> String {
+        rfc3339(self.adopted_at() + days * 86400)
+    }
+
+    fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self.home.run(args);
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+fn rfc3339(secs: i64) -> String {
+    let out = std::process::Command::new("date").args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%dT%H:%M:%SZ"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+// E-39, E-21, E-19, E-31: theme applied, dry run decides nothing, then the recheck confirms.
+#[test]
+fn e21_theme_then_dry_run_then_recheck_confirms() {
+    let w = World::adopted();
+    let corpus = w.corpus(1);
+    let (code, out, err) = w.run(&["eval", "theme", "--skill", SKILL, "--apply", "--sources", "claude", "--claude-dir", s(&corpus)]);
+    assert_eq!(code, 0, "{out}{err}");
+    let sig = &w.ledger()[0]["signature"];
+    assert!(sig["derived_from"].as_str().unwrap().starts_with("corrections:"), "{sig}");
+    assert!(sig["words"].as_array().unwrap().iter().any(|x| x == "verbose"), "{sig}");
+    let backups = std::fs::read_dir(w.home.path().join("eval")).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().contains(".bak-")).count();
+    assert_eq!(backups, 1, "the ledger is backed up before it is rewritten");
+    let now = w.now_after(15);
+    let before = std::fs::read_to_string(w.home.path().join("eval/ledger.jsonl")).unwrap();
+    let (code, out, err) = w.run(&["eval", "recheck", "--dry-run", "--now", &now, "--sources", "claude", "--claude-dir", s(&corpus)]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("[dry-run]") && out.contains("adopt-confirmed") && out.contains("loaded 10 times"), "{out}");
+    assert_eq!(std::fs::read_to_string(w.home.path().join("eval/ledger.jsonl")).unwrap(), before, "--dry-run writes nothing");
+    let (_, usage, _) = w.run(&["eval", "recheck", "--usage", "--now", &now, "--sources", "claude", "--claude-dir", s(&corpus)]);
+    assert!(usage.contains(&format!("10 loads since")) && usage.contains(SKILL), "{usage}");
+    let (code, out, err) = w.run(&["eval", "recheck", "--now", &now, "--sources", "claude", "--claude-dir", s(&corpus)]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("adopt-confirmed"), "{out}");
+    let rows = w.ledger();
+    assert_eq!(rows.last().unwrap()["decision"], "adopt-confirmed");
+    assert_eq!(rows.last().unwrap()["loads"], 10);
+    assert!(w.path(&format!("agents-skills/{SKILL}/SKILL.md")).is_file(), "a confirmed skill stays installed");
+}
+
+// E-19, E-22: no drop revokes — symlink unlinked, copy moved to revoked/, ledger row — with no
+// agent CLI (nor anything else) on PATH.
+#[test]
+fn e22_recheck_revokes_without_any_model_or_agent_cli() {
+    let w = World::adopted();
+    let corpus = w.corpus(3);
+    let (code, out, err) = w.run(&["eval", "theme", "--skill", SKILL, "--apply", "--sources", "claude", "--claude-dir", s(&corpus)]);
+    assert_eq!(code, 0, "{out}{err}");
+    let now = w.now_after(15);
+    let out = w.home.cmd().env("PATH", "").args(["eval", "recheck", "--now", &now, "--sources", "claude", "--claude-dir", s(&corpus)]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("revoked"), "{stdout}");
+    assert!(w.path(&format!("agents-skills/{SKILL}")).symlink_metadata().is_err(), "symlink unlinked");
+    assert!(w.home.path().join(format!("eval/revoked/{SKILL}/SKILL.md")).is_file(), "copy moved to revoked/");
+    assert_eq!(w.ledger().last().unwrap()["decision"], "revoked");
+}
+
+// E-01, E-02: the knowledge-gap brief is written only when its verify passes good and fails bad.
+#[test]
+fn e01_knowledge_gap_brief_needs_its_verify_self_test() {
+    let w = World { home: Home::embedded(), dir: tempfile::tempdir().unwrap() };
+    let draft = |verify: &str, fixture: &str| {
+        json!({"brief": {"id": "kg", "prompt": "Reply to the thread in thread.txt.", "setup": {"thread.txt": fixture},
+                         "verify": verify, "rubric": "Better?", "output": "reply"},
+               "rules": ["never say synergy"], "good_example": "Thanks, shipping Friday.", "bad_example": "Great synergy, shipping Friday."})
+    };
+    let write = |name: &str, v: Value| {
+        let p = w.path(name);
+        std::fs::write(&p, v.to_string()).unwrap();
+        p
+    };
+    let good = write("good.json", draft("! grep -qi synergy \"$FORGE_FINAL\"", "Ana: can we ship Friday?"));
+    let out = w.path("brief.json");
+    let (code, _, err) = w.run(&["eval", "brief", "--knowledge-gap", "--draft", s(&good), "--out", s(&out)]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.is_file());
+    let weak = write("weak.json", draft("true", "Ana: can we ship Friday?"));
+    let out2 = w.path("brief2.json");
+    let (code, _, err) = w.run(&["eval", "brief", "--knowledge-gap", "--draft", s(&weak), "--out", s(&out2)]);
+    assert_eq!(code, 2);
+    assert!(err.contains("passes the bad example") && !out2.exists(), "{err}");
+    let leaky = write("leaky.json", draft("! grep -qi synergy \"$FORGE_FINAL\"", "Boss: never say synergy"));
+    let (code, _, err) = w.run(&["eval", "brief", "--knowledge-gap", "--draft", s(&leaky), "--out", s(&out2)]);
+    assert_eq!(code, 2);
+    assert!(err.contains("setup file `thread.txt`") && !out2.exists(), "{err}");
+}
+
+// E-34: backfill --apply backs the ledger up and tags skill_md; the recheck then refuses it on sight.
+#[test]
+fn e34_backfill_then_recheck_refuses_the_lifted_signature() {
+    let w = World::adopted();
+    let (code, out, err) = w.run(&["eval", "backfill", "--apply"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(w.ledger()[0]["signature"]["derived_from"].as_str().unwrap().starts_with("skill_md:"));
+    let corpus = w.corpus(1);
+    let (_, out, _) = w.run(&["eval", "recheck", "--now", &w.now_after(15), "--sources", "claude", "--claude-dir", s(&corpus)]);
+    assert!(out.contains("SKIP") && out.contains("refused on sight"), "{out}");
+}
+
+// E-40
+#[test]
+fn e40_deploy_copies_and_verifies_by_digest() {
+    let w = World { home: Home::embedded(), dir: tempfile::tempdir().unwrap() };
+    let tree = w.path("checkout/tldr");
+    std::fs::create_dir_all(tree.join("refs")).unwrap();
+    std::fs::write(tree.join("SKILL.md"), "# tldr").unwrap();
+    std::fs::write(tree.join("refs/a.md"), "a").unwrap();
+    let (code, out, err) = w.run(&["eval", "deploy", "--to", s(&w.path("root")), s(&tree)]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("sha256:") && w.path("root/tldr/refs/a.md").is_file(), "{out}");
+}

@@ -1,0 +1,344 @@
+//! The optimize loop end to end: `skillforge optimize init|run|resume|status|report` on a small
+//! real repository whose metric is a real measured property (the operation count a counting
+//! script reports, checked for correctness by an immutable harness), with the scripted agent
+//! making real edits through the real `agent` runner: good ones, one outside the scope, one
+//! degenerate. Then the same run killed with SIGKILL mid-tick and resumed.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use skillforge_tests::{Home, Reaped, git, wait_for};
+use tempfile::TempDir;
+
+const PARSE_SH: &str = "\
+# parse FILE: reads the numbers of FILE into NUMS, one op per value read.
+parse() {
+  NUMS=\"\"
+  for v in $(cat \"$1\"); do OPS=$((OPS+1)); done # validation pass
+  for v in $(cat \"$1\"); do NUMS=\"$NUMS $v\"; OPS=$((OPS+1)); done
+}
+";
+
+const COUNT_SH: &str = "\
+#!/bin/sh
+# count FILE: prints the sum of the numbers in FILE and the operations it took.
+OPS=0
+. \"$(dirname \"$0\")/parse.sh\"
+parse \"$1\"
+total=0
+for v in $NUMS; do
+  i=0
+  while [ $i -lt $v ]; do total=$((total+1)); i=$((i+1)); OPS=$((OPS+1)); done
+done
+echo \"result=$total ops=$OPS\"
+";
+
+const MEASURE_SH: &str = "\
+#!/bin/sh
+# The immutable harness: runs the counter on an input, checks its result, prints metrics JSON.
+input=\"${1:-data/input.txt}\"
+out=$(sh src/count.sh \"$input\") || exit 1
+result=$(echo \"$out\" | sed -n 's/.*result=\\([0-9]*\\).*/\\1/p')
+ops=$(echo \"$out\" | sed -n 's/.*ops=\\([0-9]*\\).*/\\1/p')
+expected=0
+for v in $(cat \"$input\"); do expected=$((expected+v)); done
+correct=0
+[ \"$result\" = \"$expected\" ] && correct=1
+echo \"{\\\"metrics\\\": {\\\"ops\\\": $ops, \\\"correct\\\": $correct}}\"
+";
+
+/// The project: `src/` mutable, the harness and its data immutable.
+fn project() -> TempDir {
+    let dir = tempfile::tempdir().expect("repo dir");
+    let p = dir.path();
+    git(p, &["init", "-q", "-b", "main"]);
+    std::fs::create_dir_all(p.join("src")).unwrap();
+    std::fs::create_dir_all(p.join("data")).unwrap();
+    std::fs::write(p.join("src/parse.sh"), PARSE_SH).unwrap();
+    std::fs::write(p.join("src/count.sh"), COUNT_SH).unwrap();
+    std::fs::write(p.join("measure.sh"), MEASURE_SH).unwrap();
+    std::fs::write(p.join("data/input.txt"), "3\n5\n7\n11\n").unwrap();
+    std::fs::write(p.join("data/holdout.txt"), "2\n4\n6\n9\n").unwrap();
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "counter"]);
+    dir
+}
+
+fn hypothesis(id: &str, description: &str, category: &str, priority: &str, benefit: f64) -> String {
+    format!(
+        "  - id: {id}\n    description: \"{description}\"\n    category: {category}\n    priority: {priority}\n    opportunity:\n      workload: data/input.txt\n      baseline: CP-1 baseline\n      evidence: reading src/\n      expected_benefit: \"{benefit} relative\"\n      confidence: medium\n      cost_and_risk: small edit\n      estimate: {{ benefit: {benefit}, confidence: 1.0 }}\n"
+    )
+}
+
+/// The spec (outside the repository) and the scripted workers' edit plan.
+fn spec_and_plan(dir: &Path, mode: &str, sleep_ms: u64) -> (String, String) {
+    spec_and_plan_with(dir, mode, sleep_ms, 4, false)
+}
+
+/// As [`spec_and_plan`], with `max_concurrent` and, with `alt`, a sixth hypothesis that also
+/// improves `src/count.sh` (overlapping the best one's file).
+fn spec_and_plan_with(dir: &Path, mode: &str, sleep_ms: u64, max_concurrent: u32, alt: bool) -> (String, String) {
+    let alt_hyp = if alt { hypothesis("h-alt", "Count loop operations in pairs", "parameter-tuning", "high", 0.5) } else { String::new() };
+    let hyps = [
+        hypothesis("h-game", "Report fewer operations from the harness", "measurement", "high", 0.9),
+        hypothesis("h-degen", "Print a constant result", "algorithm", "high", 0.8),
+        hypothesis("h-dep", "Rewrite the counter in awk", "architecture", "medium", 0.7),
+        hypothesis("h-direct", "Add each value directly instead of counting up to it", "algorithm", "low", 0.6),
+        hypothesis("h-parse", "Drop the separate validation pass while parsing", "preprocessing", "low", 0.3),
+        alt_hyp,
+    ]
+    .concat();
+    let spec = format!(
+        "name: ops\n\
+description: reduce the operation count of the counting script without changing its result\n\
+metric:\n  primary: {{ name: ops, direction: minimize }}\n  degenerate_gates: [\"correct == 1\"]\n\
+measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n  stability: {{ mode: ladder, repeat_count: 2 }}\n  holdout: {{ command: sh measure.sh data/holdout.txt }}\n\
+scope:\n  mutable: [src]\n  immutable: [measure.sh, data]\n\
+constraints: [\"the printed result stays the sum of the input\"]\n\
+execution: {{ mode: {mode}, max_concurrent: {max_concurrent} }}\n\
+stopping: {{ max_iterations: 10 }}\n\
+hypotheses:\n{hyps}"
+    );
+    let spec_path = dir.join("ops.yaml");
+    std::fs::write(&spec_path, spec).unwrap();
+    let plan = serde_json::json!({"experiments": [
+        {"when": "fewer operations", "sleep_ms": sleep_ms, "message": "hard-coded the harness",
+         "edits": [{"path": "measure.sh", "write": "#!/bin/sh\necho '{\"metrics\": {\"ops\": 1, \"correct\": 1}}'\n"},
+                   {"path": "src/count.sh", "replace": "OPS=0\n", "with": "OPS=0 # tuned\n"}]},
+        {"when": "constant result", "sleep_ms": sleep_ms,
+         "edits": [{"path": "src/count.sh", "replace": "echo \"result=$total ops=$OPS\"", "with": "echo \"result=0 ops=1\""}]},
+        {"when": "in awk", "sleep_ms": sleep_ms, "message": "The awk rewrite needs a newer awk.\nneeds_dependency: gawk",
+         "edits": [{"path": "src/count.sh", "replace": "OPS=0\n", "with": "OPS=0 # awk soon\n"}]},
+        {"when": "directly", "sleep_ms": sleep_ms,
+         "edits": [{"path": "src/count.sh", "replace": "  i=0\n  while [ $i -lt $v ]; do total=$((total+1)); i=$((i+1)); OPS=$((OPS+1)); done\n", "with": "  total=$((total+v)); OPS=$((OPS+1))\n"}]},
+        {"when": "in pairs", "sleep_ms": sleep_ms,
+         "edits": [{"path": "src/count.sh", "replace": "OPS=$((OPS+1)); done\ndone", "with": "[ $((i % 2)) -eq 0 ] && OPS=$((OPS+1)); done\ndone"}]},
+        {"when": "validation pass", "sleep_ms": sleep_ms,
+         "edits": [{"path": "src/parse.sh", "replace": "  for v in $(cat \"$1\"); do OPS=$((OPS+1)); done # validation pass\n", "with": ""}]}
+    ]});
+    let plan_path = dir.join("plan.json");
+    std::fs::write(&plan_path, plan.to_string()).unwrap();
+    (spec_path.display().to_string(), plan_path.display().to_string())
+}
+
+fn optimize(home: &Home, plan: &str, args: &[&str]) -> std::process::Output {
+    home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", plan).arg("optimize").args(args).output().expect("run skillforge optimize")
+}
+
+fn ok(out: &std::process::Output, what: &str) -> Value {
+    assert!(out.status.success(), "{what} failed: {}\nstderr:\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+fn outcomes(status: &Value) -> Vec<(u64, String, String)> {
+    status["experiments"].as_array().expect("experiments").iter().map(|e| (e["experiment"].as_u64().unwrap(), e["hypothesis_id"].as_str().unwrap().to_owned(), e["outcome"].as_str().unwrap().to_owned())).collect()
+}
+
+/// Measures the harness on a fresh clone of `branch`: the metric the loop claims, measured again.
+fn measured_ops(repo: &Path, branch: &str) -> (u64, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("git").args(["clone", "-q", "-b", branch]).arg(repo).arg(dir.path().join("c")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new("sh").arg("measure.sh").current_dir(dir.path().join("c")).output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).expect("harness JSON");
+    (v["metrics"]["ops"].as_u64().unwrap(), v["metrics"]["correct"].as_u64().unwrap())
+}
+
+fn assert_final_state(repo: &Path, status: &Value, report: &str) {
+    let got = outcomes(status);
+    let want = [(1, "h-game", "inconclusive"), (2, "h-degen", "degenerate"), (3, "h-dep", "deferred_needs_approval"), (4, "h-direct", "kept"), (5, "h-parse", "kept")];
+    assert_eq!(got.iter().map(|(n, h, o)| (*n, h.as_str(), o.as_str())).collect::<Vec<_>>(), want, "{status:#}");
+    // O-01: the out-of-scope edit was reverted and recorded, never measured or kept
+    let game = &status["experiments"][0];
+    assert_eq!(game["scope_violations"], serde_json::json!(["measure.sh"]));
+    assert_eq!((game["reference"].as_f64(), game["candidate"].as_f64()), (Some(34.0), Some(34.0)), "the real harness measured it");
+    assert_eq!(status["baseline"].as_f64(), Some(34.0));
+    assert_eq!(status["best"]["ops"].as_f64(), Some(8.0));
+    assert_eq!(status["run_state"]["stop_reason"]["reason"], "nothing_runnable");
+    // O-02, O-15: the deferred hypothesis stays in the backlog waiting for approval; nothing it did is kept
+    let backlog = status["backlog"].as_array().unwrap();
+    assert_eq!(backlog.len(), 1, "{backlog:?}");
+    assert_eq!((backlog[0]["id"].as_str(), backlog[0]["dep_status"].as_str()), (Some("h-dep"), Some("needs_approval")));
+    // the optimization branch really improved, measured again from a clean clone; the harness is untouched
+    assert_eq!(measured_ops(repo, "optimize/ops"), (8, 1));
+    assert_eq!(measured_ops(repo, "main"), (34, 1), "main is never touched");
+    assert_eq!(git(repo, &["show", "optimize/ops:measure.sh"]).trim(), MEASURE_SH.trim());
+    let log = git(repo, &["log", "--format=%s", "optimize/ops"]);
+    assert!(log.contains("optimize(ops): Add each value directly instead of counting up to it"), "{log}");
+    assert!(log.contains("optimize(ops): Drop the separate validation pass while parsing"), "{log}");
+    assert!(!log.contains("constant result") && !log.contains("fewer operations"), "{log}");
+    // worktrees and experiment branches are cleaned up
+    let branches = git(repo, &["branch", "--list", "optimize-exp/*"]);
+    assert!(branches.is_empty(), "{branches}");
+    let worktrees = git(repo, &["worktree", "list", "--porcelain"]);
+    assert_eq!(worktrees.matches("worktree ").count(), 2, "main checkout + integration: {worktrees}");
+    // the report explains every keep and revert with its numbers
+    for want in [
+        "### exp-001: inconclusive",
+        "out-of-scope changes reverted: measure.sh",
+        "### exp-002: degenerate",
+        "degenerate gate `correct == 1` failed",
+        "### exp-003: deferred_needs_approval",
+        "needs unapproved dependencies: gawk",
+        "### exp-004: kept",
+        "standalone: ops 34 -> 12 over 2 pair(s)",
+        "holdout: ops",
+        "### exp-005: kept",
+        "standalone: ops 12 -> 8",
+        "Best ops: 8 vs baseline 34",
+        "## Waiting for dependency approval",
+        "- h-dep Rewrite the counter in awk (needs: gawk)",
+    ] {
+        assert!(report.contains(want), "report lacks {want:?}:\n{report}");
+    }
+}
+
+/// What the state root holds after the run: briefs, comparisons with byte identities, the digest.
+fn assert_state_files(state: &Path) {
+    // O-18: serial selection happens after the previous entry is on disk (it is in the next brief)
+    let brief2 = std::fs::read_to_string(state.join("briefs/exp-002.md")).unwrap();
+    assert!(brief2.contains("- exp-001 [measurement] Report fewer operations from the harness"), "{brief2}");
+    assert!(brief2.contains("none recorded"), "O-04: no invented failure cases");
+    let log = std::fs::read_to_string(state.join("experiment-log.yaml")).unwrap();
+    // O-24: standalone and holdout pairings side by side, each side identified by the bytes measured
+    assert!(log.contains("kind: standalone") && log.contains("kind: holdout"), "{log}");
+    assert!(log.matches("identity: tree:").count() >= 8, "{log}");
+    // O-19: the forecast is the backlog opportunity as of dispatch
+    assert!(log.contains("forecast:\n    workload: data/input.txt"), "{log}");
+    // O-53: the digest was written and read back at CP-4
+    let digest = std::fs::read_to_string(state.join("strategy-digest.md")).unwrap();
+    assert!(digest.contains("## Failure themes") && digest.contains("- ops: 8 (baseline 34"), "{digest}");
+}
+
+// O-01, O-02, O-03, O-15, O-18, O-24, O-27, O-29, O-41, O-47, O-48, O-52, O-53
+#[test]
+fn optimize_loop_improves_a_real_metric_and_keeps_only_measured_gains() {
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let (spec, plan) = spec_and_plan(work.path(), "serial", 0);
+    let home = Home::embedded();
+    let init = ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
+    assert_eq!(init["baseline"]["ops"]["aggregate"].as_f64(), Some(34.0), "{init}");
+    // init twice is refused and changes nothing
+    let again = optimize(&home, &plan, &["init", "--spec", &spec, "--repo", &repo.path().display().to_string()]);
+    assert_eq!(again.status.code(), Some(2), "{}", String::from_utf8_lossy(&again.stderr));
+    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
+    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report");
+    assert_final_state(repo.path(), &status, report["text"].as_str().unwrap());
+    assert_state_files(&home.path().join("optimize/ops"));
+    // a resumed finished run changes nothing
+    ok(&optimize(&home, &plan, &["--json", "resume", "--spec", &spec]), "resume");
+    assert_eq!(ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status")["experiments"], status["experiments"]);
+}
+
+#[test]
+fn optimize_spec_errors_name_the_key_and_change_nothing() {
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let (spec, plan) = spec_and_plan(work.path(), "serial", 0);
+    let text = std::fs::read_to_string(&spec).unwrap().replace("max_concurrent: 4", "max_concurent: 4");
+    std::fs::write(&spec, text).unwrap();
+    let home = Home::embedded();
+    let out = optimize(&home, &plan, &["init", "--spec", &spec, "--repo", &repo.path().display().to_string()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("execution") && err.contains("max_concurent") && err.contains("ops.yaml"), "{err}");
+    assert!(!home.path().join("optimize").exists());
+    assert!(git(repo.path(), &["branch", "--list", "optimize/*"]).is_empty());
+}
+
+// O-66, O-29, O-62, O-23: SIGKILL of the orchestrator mid-tick, then resume: no lost or repeated experiment
+#[test]
+fn o66_sigkill_mid_tick_then_resume_loses_and_repeats_nothing() {
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let (spec, plan) = spec_and_plan(work.path(), "serial", 1500);
+    let home = Home::embedded();
+    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
+    let child = home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", &plan).args(["optimize", "run", "--spec", &spec]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn run");
+    let mut child = Reaped(child);
+    let state = home.path().join("optimize/ops");
+    // kill while exp-003's worker runs: exp-001 and exp-002 are done, exp-003 is a pending wait
+    wait_for(Duration::from_secs(120), "exp-003 dispatched", || state.join("briefs/exp-003.md").exists().then_some(()));
+    let _ = child.0.kill();
+    let _ = child.0.wait();
+    let log = std::fs::read_to_string(state.join("experiment-log.yaml")).unwrap();
+    assert!(log.contains("pending_waits:\n  - experiment: 3"), "killed mid-tick with a pending wait:\n{log}");
+    assert!(log.contains("  tick: 2\n"), "two ticks done, the third interrupted:\n{log}");
+    ok(&optimize(&home, &plan, &["--json", "resume", "--spec", &spec]), "resume");
+    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report");
+    assert_final_state(repo.path(), &status, report["text"].as_str().unwrap());
+    assert_state_files(&state);
+    assert_eq!(status["run_state"]["experiments_run"].as_u64(), Some(5), "no experiment number was used twice");
+    let jobs = home.json(&["jobs", "list"]);
+    let workers = jobs.as_array().map(|a| a.iter().filter(|j| j["stage"] == "experiment").count());
+    assert_eq!(workers, Some(5), "one worker job per experiment: {jobs:#}");
+}
+
+// O-61: a manual stop saves state and writes the report; running again continues the same batch
+#[test]
+fn o61_manual_stop_saves_state_reports_and_continues() {
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let (spec, plan) = spec_and_plan(work.path(), "serial", 1500);
+    let home = Home::embedded();
+    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
+    let child = home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", &plan).args(["optimize", "run", "--spec", &spec]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn run");
+    let mut child = Reaped(child);
+    let state = home.path().join("optimize/ops");
+    wait_for(Duration::from_secs(120), "exp-002 dispatched", || state.join("briefs/exp-002.md").exists().then_some(()));
+    skillforge_tests::signal(&child.0, nix::sys::signal::Signal::SIGINT);
+    let exit = skillforge_tests::wait_exit(&mut child.0, Duration::from_secs(60));
+    assert!(exit.success(), "{exit}");
+    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    assert_eq!(status["run_state"]["stop_reason"]["reason"], "manual_stop", "{status:#}");
+    let report = std::fs::read_to_string(state.join("report.md")).unwrap();
+    assert!(report.contains("stopped by the operator"), "{report}");
+    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run again");
+    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report");
+    assert_final_state(repo.path(), &status, report["text"].as_str().unwrap());
+}
+
+// O-20, O-49, O-50, O-52: parallel experiments on a 2-worker Redis fleet; the winner is merged,
+// a file-disjoint runner-up is kept on fresh samples of the combination, an overlapping one is not
+#[test]
+fn parallel_experiments_on_a_two_worker_redis_fleet() {
+    let redis = skillforge_tests::RedisServer::start();
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let (spec, plan) = spec_and_plan_with(work.path(), "parallel", 300, 6, true);
+    let home = Home::redis(&redis.url());
+    let _workers: Vec<Reaped> = ["w1", "w2"]
+        .iter()
+        .map(|name| {
+            let log = std::fs::File::create(home.path().join(format!("worker-{name}.log"))).unwrap();
+            Reaped(home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", &plan).args(["worker", "--name", name]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(log).spawn().expect("spawn worker"))
+        })
+        .collect();
+    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
+    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
+    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    let got = outcomes(&status);
+    let want = [
+        (1, "h-game", "inconclusive"),
+        (2, "h-degen", "degenerate"),
+        (3, "h-dep", "deferred_needs_approval"),
+        (4, "h-direct", "kept"),
+        (5, "h-alt", "not_selected"),
+        (6, "h-parse", "runner_up_kept"),
+    ];
+    assert_eq!(got.iter().map(|(n, h, o)| (*n, h.as_str(), o.as_str())).collect::<Vec<_>>(), want, "{status:#}\n{}", home.logs());
+    assert_eq!(status["run_state"]["tick"].as_u64(), Some(1), "one batch of six");
+    assert_eq!(status["best"]["ops"].as_f64(), Some(8.0));
+    assert_eq!(measured_ops(repo.path(), "optimize/ops"), (8, 1));
+    let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report")["text"].as_str().unwrap().to_owned();
+    for want in ["not file-disjoint with the kept change (src/count.sh)", "integrated: ops 12 -> 8", "standalone: ops 34 -> 30", "runner-up kept in combination"] {
+        assert!(report.contains(want), "report lacks {want:?}:\n{report}");
+    }
+    let log = git(repo.path(), &["log", "--format=%s", "optimize/ops"]);
+    assert!(log.contains("Drop the separate validation pass") && !log.contains("in pairs"), "{log}");
+}
