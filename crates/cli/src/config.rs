@@ -37,6 +37,27 @@ pub struct Config {
     /// `[server]`: `skillforge serve --listen` settings.
     #[serde(default)]
     pub server: ServerSection,
+    /// `[runners]`: per-runner settings.
+    #[serde(default)]
+    pub runners: RunnersSection,
+}
+
+/// `[runners]`: settings of individual runners.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnersSection {
+    /// `[runners.container]`.
+    #[serde(default)]
+    pub container: ContainerRunnerSection,
+}
+
+/// `[runners.container]`: the container runner's engine.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerRunnerSection {
+    /// Docker-API engine address (`unix:///run/podman/podman.sock`, `tcp://HOST:2375`), used when
+    /// `DOCKER_HOST` is unset; absent = `/var/run/docker.sock` or `/run/podman/podman.sock`.
+    pub host: Option<String>,
 }
 
 /// `[skillopt]` (seed: SkillOpt, "Automatic trace-harvested feedback", its legs, "Promotion policy
@@ -61,6 +82,8 @@ pub struct SkilloptSection {
     /// Verifier commands, one `sh -c` line each: a string (one command) or an array of strings.
     #[serde(default, deserialize_with = "one_or_many")]
     pub hard_verifier_commands: Vec<String>,
+    /// Ours: run the hard verifier's commands in containers from this image (unset = bwrap/none).
+    pub hard_verifier_image: Option<String>,
     /// Ours: agent runtimes that may review, in preference order (default: shipped model runtimes on PATH).
     pub review_runtimes: Option<Vec<String>>,
     /// Auto-promote pending candidates when every guardrail holds (default false = manual).
@@ -120,6 +143,7 @@ impl SkilloptSection {
             deterministic_checkers: self.deterministic_checkers.clone(),
             hard_verifiers_enabled: self.hard_verifiers_enabled.unwrap_or(false),
             hard_verifier_commands: self.hard_verifier_commands.clone(),
+            hard_verifier_image: self.hard_verifier_image.clone(),
             review_runtimes: self.review_runtimes.clone(),
         }
     }

@@ -35,6 +35,7 @@ impl Context {
         let config = Config::load(&home).map_err(CliError::usage)?;
         let url = queue.or_else(|| config.queue.url.clone());
         let queue_url = QueueUrl::parse(url.as_deref(), &home).map_err(CliError::usage)?;
+        crate::runners::configure(&config);
         Ok(Self { home, config, queue_url, json })
     }
 

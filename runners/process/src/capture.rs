@@ -23,9 +23,10 @@ pub fn truncation_marker(n_truncated: u64) -> String {
 /// Size of one read from a child's pipe.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
 
-/// The most recent bytes of a stream, at most `cap` of them, plus a count of what was dropped.
+/// The most recent bytes of a stream, at most `cap` of them, plus a count of what was dropped
+/// (also used by the container runner for the logs it streams).
 #[derive(Debug)]
-pub(crate) struct TailBuffer {
+pub struct TailBuffer {
     bytes: VecDeque<u8>,
     cap: usize,
     n_dropped: u64,
@@ -33,7 +34,7 @@ pub(crate) struct TailBuffer {
 
 impl TailBuffer {
     /// An empty buffer keeping at most `cap` bytes.
-    pub(crate) fn new(cap: usize) -> Self {
+    pub fn new(cap: usize) -> Self {
         Self {
             bytes: VecDeque::new(),
             cap,
@@ -42,7 +43,7 @@ impl TailBuffer {
     }
 
     /// Appends `chunk`, dropping the oldest bytes beyond the cap.
-    pub(crate) fn push(&mut self, chunk: &[u8]) {
+    pub fn push(&mut self, chunk: &[u8]) {
         if chunk.len() >= self.cap {
             self.n_dropped += (self.bytes.len() + chunk.len() - self.cap) as u64;
             self.bytes.clear();
@@ -59,7 +60,7 @@ impl TailBuffer {
     /// [`truncation_marker`] when anything was dropped. A cut inside a multi-byte character
     /// drops that character's remaining continuation bytes (counted as truncated) instead of
     /// rendering them as U+FFFD. Returns the text and the number of truncated bytes.
-    pub(crate) fn into_text(mut self) -> (String, u64) {
+    pub fn into_text(mut self) -> (String, u64) {
         let kept = self.bytes.make_contiguous();
         if self.n_dropped == 0 {
             return (String::from_utf8_lossy(kept).into_owned(), 0);

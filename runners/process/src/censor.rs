@@ -27,7 +27,7 @@ pub fn is_censor_line(line: &str) -> bool {
 /// is still seen after the captured tail has dropped it.
 #[cfg(feature = "exec")]
 #[derive(Debug, Default)]
-pub(crate) struct CensorScanner {
+pub struct CensorScanner {
     /// The current, unfinished line (at most [`MAX_MARKER_LINE_BYTES`]).
     line: Vec<u8>,
     /// The current line already exceeded [`MAX_MARKER_LINE_BYTES`].
@@ -39,7 +39,7 @@ pub(crate) struct CensorScanner {
 #[cfg(feature = "exec")]
 impl CensorScanner {
     /// Feeds the next chunk of the stream.
-    pub(crate) fn feed(&mut self, chunk: &[u8]) {
+    pub fn feed(&mut self, chunk: &[u8]) {
         for &byte in chunk {
             if byte == b'\n' {
                 self.end_line();
@@ -53,7 +53,7 @@ impl CensorScanner {
 
     /// Ends the stream (a last line without `\n` still counts) and says whether a marker line
     /// was seen.
-    pub(crate) fn finish(mut self) -> bool {
+    pub fn finish(mut self) -> bool {
         self.end_line();
         self.has_marker
     }

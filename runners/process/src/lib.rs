@@ -30,13 +30,17 @@ mod runner;
 mod spawn;
 
 #[cfg(feature = "exec")]
-pub use capture::{TRUNCATION_MARKER, truncation_marker};
+pub use capture::{TRUNCATION_MARKER, TailBuffer, truncation_marker};
+#[cfg(feature = "exec")]
+pub use censor::CensorScanner;
 pub use censor::{CENSOR_MARKERS, is_censor_line};
 pub use classify::{
     EXIT_CENSORED, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_TIMED_OUT, Ending, classify,
 };
 #[cfg(feature = "exec")]
-pub use orphans::{OWNER_ENV, SWEEP_EVERY, owner_marker, start_orphan_sweeper, sweep_orphans};
+pub use orphans::{
+    OWNER_ENV, SWEEP_EVERY, owner_alive, owner_marker, start_orphan_sweeper, sweep_orphans,
+};
 pub use payload::{
     Command, DEFAULT_ENV_ALLOWLIST, DEFAULT_GRACE_MS, DEFAULT_MAX_OUTPUT_BYTES, ProcessPayload,
 };

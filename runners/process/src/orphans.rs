@@ -89,8 +89,9 @@ fn owner_of(pid: u32) -> Option<String> {
 
 /// True while the process named by an owner marker value (`<pid>:<start time>:<pid namespace>`)
 /// runs. A value that does not parse, or names another PID namespace (or an unknown one), counts
-/// as alive: never kill on a marker this process cannot judge.
-fn owner_alive(marker: &str) -> bool {
+/// as alive: never kill on a marker this process cannot judge. (Also how the container runner
+/// judges the owner label of a leftover container.)
+pub fn owner_alive(marker: &str) -> bool {
     let mut parts = marker.split(':');
     let (Some(pid), Some(started), Some(ns), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())

@@ -93,7 +93,7 @@ pub(crate) fn command_payload(
     line: &str,
 ) -> ProcessPayload {
     let mut payload = match confinement {
-        Confinement::None => ProcessPayload::shell(line),
+        Confinement::None | Confinement::Container => ProcessPayload::shell(line),
         Confinement::Bwrap => {
             let dir = checkout.to_string_lossy().into_owned();
             let mut argv: Vec<String> = ["/bin/sh", "-c", "exec \"$@\"", "sh", BWRAP]

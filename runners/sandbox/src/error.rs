@@ -57,6 +57,17 @@ pub enum SandboxError {
         /// Why the probe failed.
         message: String,
     },
+    /// The payload names an image but this worker has no container engine port, or the engine
+    /// failed (unreachable: the message says how to start one).
+    #[error("run verifier in container image `{image}` on worker `{host}`: {message}")]
+    Container {
+        /// The image from the payload.
+        image: String,
+        /// This worker's host name.
+        host: String,
+        /// What went wrong.
+        message: String,
+    },
     /// A filesystem operation outside the commands failed.
     #[error("{context}: {source}")]
     Io {

@@ -7,6 +7,8 @@
 //! * [`VerifyReport`]: the verdict (`pass`/`fail`/`skipped`), `hard` (1.0/0.0/null) and
 //!   per-command results; the runner outcome's `detail` and `skillforge verify --json`.
 //! * [`SandboxRunner`]: the [`skillforge_runner::Runner`] of kind `sandbox`.
+//! * [`ContainerExec`]: the port for running the commands in a container instead (`image` in
+//!   the payload), implemented by the `container` runner crate.
 //! * [`clean_leftovers`]: removes sandboxes a dead worker left behind (the runner's
 //!   `on_worker_start`).
 //!
@@ -24,6 +26,8 @@
 mod clone;
 #[cfg(feature = "exec")]
 mod confine;
+#[cfg(feature = "exec")]
+mod container;
 mod error;
 mod payload;
 mod report;
@@ -36,6 +40,8 @@ mod verify;
 
 #[cfg(feature = "exec")]
 pub use confine::bwrap_probe;
+#[cfg(feature = "exec")]
+pub use container::{ContainerExec, ImageCheck};
 pub use error::SandboxError;
 pub use payload::{
     ConfinementMode, DEFAULT_RUN_TIMEOUT, SANDBOX_ENV_ALLOWLIST, SandboxPayload, TAIL_BYTES,
@@ -46,4 +52,4 @@ pub use runner::SandboxRunner;
 #[cfg(feature = "exec")]
 pub use sandbox_dir::{CleanReport, MARKER_FILE, SANDBOX_DIR_PREFIX, clean_leftovers};
 #[cfg(feature = "exec")]
-pub use verify::{Verification, verify};
+pub use verify::{Verification, verify, verify_with};

@@ -66,9 +66,13 @@ pub struct SandboxPayload {
     /// [`SANDBOX_ENV_ALLOWLIST`]).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Confinement choice; `auto` by default.
+    /// Confinement choice; `auto` by default. Ignored when `image` is set.
     #[serde(default)]
     pub confinement: ConfinementMode,
+    /// Run each command in a container from this image instead (confinement `container`); the
+    /// worker needs a container engine ([`crate::ContainerExec`]). Absent = no container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 /// Worker variables a sandbox command inherits: the process runner's default allowlist plus
@@ -115,6 +119,7 @@ impl SandboxPayload {
             network: true,
             env: BTreeMap::new(),
             confinement: ConfinementMode::Auto,
+            image: None,
         }
     }
 
@@ -127,6 +132,13 @@ impl SandboxPayload {
             .map_err(|e| SandboxError::InvalidPayload(e.to_string()))?;
         if payload.rev.trim().is_empty() {
             return Err(SandboxError::InvalidPayload("rev is empty".into()));
+        }
+        if payload
+            .image
+            .as_deref()
+            .is_some_and(|i| i.trim().is_empty())
+        {
+            return Err(SandboxError::InvalidPayload("image is empty".into()));
         }
         Ok(payload)
     }

@@ -41,6 +41,10 @@ pub enum Confinement {
     Bwrap,
     /// Unconfined: only the git clone's independence protects the live repository.
     None,
+    /// In a container from the payload's `image` (one per command): the checkout bind-mounted
+    /// as the working directory, nothing else of the worker's filesystem, no network unless
+    /// the payload allows it; removed afterwards.
+    Container,
 }
 
 /// How one command ended.
@@ -140,6 +144,10 @@ pub struct VerifyReport {
     pub sandbox_removed: bool,
     /// Wall-clock milliseconds of the whole run, clone included.
     pub duration_ms: u64,
+    /// Under container confinement: the image asked for and what ran it,
+    /// `{"engine": {...}, "image": {"reference", "digest", "repo_digests"}}`; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<serde_json::Value>,
 }
 
 impl VerifyReport {
@@ -185,6 +193,7 @@ mod tests {
             network: false,
             sandbox_removed: true,
             duration_ms: 1,
+            container: None,
         };
         let json = report.to_json();
         assert_eq!(json["verdict"], "skipped");
@@ -192,6 +201,10 @@ mod tests {
         assert!(json.get("reason").is_none());
         assert_eq!(json["commands"][0]["status"], "not_run");
         assert_eq!(json["confinement"], "none");
+        assert!(
+            json.get("container").is_none(),
+            "absent without a container"
+        );
         assert_eq!(VerifyReport::from_json(&json).expect("round trip"), report);
     }
 }

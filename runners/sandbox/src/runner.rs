@@ -1,18 +1,34 @@
-//! The `sandbox` runner: parses a [`SandboxPayload`] from a job and runs [`verify`].
+//! The `sandbox` runner: parses a [`SandboxPayload`] from a job and runs [`crate::verify`]
+//! (or [`verify_with`] its container port when the payload names an image).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use skillforge_runner::{RunContext, RunOutcome, RunSpec, Runner, RunnerError, RunnerPayload};
 
+use crate::container::ContainerExec;
 use crate::payload::SandboxPayload;
 use crate::sandbox_dir::clean_leftovers;
-use crate::verify::verify;
+use crate::verify::verify_with;
 
 /// The `sandbox` runner (kind `"sandbox"`, DESIGN §5): a hard-verifier run of the job's
 /// [`SandboxPayload`] under `spec.timeout` (or the payload's shorter `timeout_secs`) and
-/// `ctx.cancel`; the outcome's `detail` is a [`crate::VerifyReport`].
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SandboxRunner;
+/// `ctx.cancel`; the outcome's `detail` is a [`crate::VerifyReport`]. A payload naming an `image`
+/// runs its commands through the [`ContainerExec`] given to [`SandboxRunner::with_containers`]
+/// (and errors without one).
+#[derive(Debug, Default, Clone)]
+pub struct SandboxRunner {
+    containers: Option<Arc<dyn ContainerExec>>,
+}
+
+impl SandboxRunner {
+    /// A sandbox runner that runs payloads with an `image` through `containers`.
+    pub fn with_containers(containers: Arc<dyn ContainerExec>) -> Self {
+        Self {
+            containers: Some(containers),
+        }
+    }
+}
 
 #[async_trait::async_trait]
 impl Runner for SandboxRunner {
@@ -49,7 +65,7 @@ impl Runner for SandboxRunner {
             job_id = %spec.job_id, runner = SandboxPayload::KIND, repo = %payload.repo.display(),
             rev = %payload.rev, n_commands = payload.commands.len(), "verification started"
         );
-        let verification = verify(&payload, budget, ctx).await?;
+        let verification = verify_with(&payload, budget, ctx, self.containers.as_deref()).await?;
         Ok(verification.into_outcome())
     }
 }

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use crate::clone::{ResolvedRev, clone_at, resolve_rev};
 use crate::confine::{bwrap_probe, command_payload};
+use crate::container::{ContainerExec, ImageCheck};
 use crate::error::{SandboxError, worker_host};
 use crate::payload::{ConfinementMode, SandboxPayload};
 use crate::report::{CommandReport, CommandStatus, Confinement, Verdict, VerifyReport};
@@ -79,6 +80,27 @@ pub async fn verify(
     budget: Duration,
     ctx: &RunContext,
 ) -> Result<Verification, SandboxError> {
+    verify_with(payload, budget, ctx, None).await
+}
+
+/// [`verify`], with `containers` to run the commands through when the payload names an `image`.
+///
+/// With an image, confinement is `container` (the payload's `confinement` is ignored): the
+/// engine and image are checked before the clone (a missing image ⇒ `skipped` with the reason,
+/// S-39), then each command runs in its own container from the image with the checkout mounted
+/// as working directory ([`ContainerExec::run_line`]). The verdict rules, budgets, cancellation
+/// and sandbox removal are those of [`verify`]; the report's `container` records engine and image
+/// digest.
+///
+/// # Errors
+/// As [`verify`], plus [`SandboxError::Container`] when the payload names an image and
+/// `containers` is `None` or the engine does not answer (the message says how to start one).
+pub async fn verify_with(
+    payload: &SandboxPayload,
+    budget: Duration,
+    ctx: &RunContext,
+    containers: Option<&dyn ContainerExec>,
+) -> Result<Verification, SandboxError> {
     let started = Instant::now();
     let deadline = started + budget;
     let resolved = {
@@ -87,7 +109,10 @@ pub async fn verify(
             .await
             .map_err(|e| SandboxError::InvalidPayload(format!("resolve rev task failed: {e}")))??
     };
-    let confinement = choose_confinement(payload.confinement).await?;
+    let confinement = match payload.image {
+        Some(_) => Confinement::Container,
+        None => choose_confinement(payload.confinement).await?,
+    };
     let mut run = RunState::new(payload, &resolved, confinement);
     if payload.commands.is_empty() {
         run.skip(
@@ -96,6 +121,27 @@ pub async fn verify(
         );
         return Ok(run.finish(started, true));
     }
+    let executor = match &payload.image {
+        Some(image) => {
+            let exec = containers.ok_or_else(|| {
+                container_error(image, "this worker has no container runner".into())
+            })?;
+            match exec
+                .check_image(image)
+                .await
+                .map_err(|e| container_error(image, e.to_string()))?
+            {
+                ImageCheck::Ready(info) => run.report.container = Some(info),
+                ImageCheck::NotRunnable(reason) => {
+                    run.report.container = Some(serde_json::json!({"image": {"reference": image}}));
+                    run.skip(reason.clone(), not_runnable(&reason));
+                    return Ok(run.finish(started, true));
+                }
+            }
+            Some((exec, image.as_str()))
+        }
+        None => None,
+    };
     let dir = SandboxDir::create(&ctx.scratch_dir)?;
     let guard = RemoveOnDrop(Some(dir));
     let checkout = guard.checkout();
@@ -113,18 +159,20 @@ pub async fn verify(
         return Err(error);
     }
     tracing::debug!(runner = "sandbox", commit = %resolved.commit, ?confinement, "sandbox provisioned");
-    let ran = run_commands(&mut run, &checkout, deadline, ctx).await;
+    let ran = run_commands(&mut run, &checkout, deadline, ctx, executor).await;
     let is_removed = guard.finish();
     ran?;
     Ok(run.finish(started, is_removed))
 }
 
-/// Runs the commands in order until one does not pass, recording each in `run`.
+/// Runs the commands in order until one does not pass, recording each in `run`; in a container
+/// from the image when `containers` is given, else through the process runner.
 async fn run_commands(
     run: &mut RunState,
     checkout: &Path,
     deadline: Instant,
     ctx: &RunContext,
+    containers: Option<(&dyn ContainerExec, &str)>,
 ) -> Result<(), SandboxError> {
     let payload = run.payload.clone();
     let n_commands = payload.commands.len();
@@ -145,19 +193,35 @@ async fn run_commands(
         let per_command = payload.command_timeout_secs.map(Duration::from_secs);
         let timeout = per_command.map_or(remaining, |cap| cap.min(remaining));
         (ctx.heartbeat)(Some(&format!("command {number}/{n_commands}: {line}")));
-        let process = command_payload(
-            run.report.confinement,
-            checkout,
-            payload.network,
-            &payload.env,
-            line,
-        );
-        let outcome = run_process(&process, timeout, &ctx.cancel)
-            .await
-            .map_err(|source| SandboxError::Process {
-                command: line.clone(),
-                source,
-            })?;
+        let outcome = match containers {
+            Some((exec, image)) => {
+                let env = &payload.env;
+                exec.run_line(
+                    image,
+                    checkout,
+                    line,
+                    payload.network,
+                    env,
+                    timeout,
+                    &ctx.cancel,
+                )
+                .await
+            }
+            None => {
+                let process = command_payload(
+                    run.report.confinement,
+                    checkout,
+                    payload.network,
+                    &payload.env,
+                    line,
+                );
+                run_process(&process, timeout, &ctx.cancel).await
+            }
+        };
+        let outcome = outcome.map_err(|source| SandboxError::Process {
+            command: line.clone(),
+            source,
+        })?;
         run.record(line, &outcome);
         let what = format!("command {number} `{line}`");
         match &outcome.exit {
@@ -221,6 +285,14 @@ async fn choose_confinement(mode: ConfinementMode) -> Result<Confinement, Sandbo
     }
 }
 
+fn container_error(image: &str, message: String) -> SandboxError {
+    SandboxError::Container {
+        image: image.to_owned(),
+        host: worker_host(),
+        message,
+    }
+}
+
 fn not_runnable(reason: &str) -> ExitClass {
     ExitClass::NotRunnable {
         reason: reason.to_owned(),
@@ -251,6 +323,7 @@ impl RunState {
                 network: payload.network,
                 sandbox_removed: false,
                 duration_ms: 0,
+                container: None,
             },
             exit: ExitClass::Passed,
         }

@@ -78,7 +78,12 @@ async fn s36_escapes_fail_under_bwrap() {
 
 #[tokio::test]
 async fn s36_escapes_fail_under_bwrap_with_everything_under_tmp() {
-    let under_tmp = || tempfile::Builder::new().prefix("sf-escape").tempdir_in("/tmp").expect("temp dir under /tmp");
+    let under_tmp = || {
+        tempfile::Builder::new()
+            .prefix("sf-escape")
+            .tempdir_in("/tmp")
+            .expect("temp dir under /tmp")
+    };
     escapes_fail_under_bwrap(under_tmp(), under_tmp()).await;
 }
 

@@ -6,6 +6,7 @@ use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use skillforge_engine::{CancelReply, EngineError, Job, JobSpec, JobState, QueueBackend};
+use skillforge_runner_container::{Command, ContainerPayload};
 use skillforge_runner_process::ProcessPayload;
 
 use crate::commands::wait::await_job;
@@ -67,6 +68,10 @@ pub struct SubmitArgs {
     /// Environment for the command, `NAME=VALUE` (repeatable); how secrets reach it, never argv.
     #[arg(long = "env", value_name = "NAME=VALUE")]
     env: Vec<String>,
+    /// Run the command in a container from this image (the `container` runner, work dir = the
+    /// attempt's scratch dir) instead of as a process.
+    #[arg(long, value_name = "IMAGE")]
+    image: Option<String>,
     /// Wait for a terminal state; exit 0 when it passed, 1 otherwise.
     #[arg(long)]
     wait: bool,
@@ -149,10 +154,20 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         }
         env.insert(k.to_owned(), v.to_owned());
     }
-    let mut payload = ProcessPayload::argv(args.command.clone());
-    payload.env = env;
-    payload.cwd = std::env::current_dir().ok();
-    let mut spec = JobSpec::for_payload(&payload).map_err(CliError::usage)?;
+    let mut spec = match &args.image {
+        Some(image) => {
+            let mut payload = ContainerPayload::new(image, Command::Argv(args.command.clone()));
+            payload.env = env;
+            JobSpec::for_payload(&payload)
+        }
+        None => {
+            let mut payload = ProcessPayload::argv(args.command.clone());
+            payload.env = env;
+            payload.cwd = std::env::current_dir().ok();
+            JobSpec::for_payload(&payload)
+        }
+    }
+    .map_err(CliError::usage)?;
     spec.queue = args.queue_name.clone();
     spec.idempotency_key = args.idempotency_key.clone();
     spec.max_attempts = args.attempts;

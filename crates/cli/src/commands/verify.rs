@@ -57,6 +57,10 @@ pub struct VerifyArgs {
     /// Confinement of the commands.
     #[arg(long, value_enum, default_value_t = ConfinementArg::Auto)]
     confinement: ConfinementArg,
+    /// Run the commands in containers from this image (confinement `container`, replacing bwrap);
+    /// the worker needs a container engine (`DOCKER_HOST` or `[runners.container] host`).
+    #[arg(long, value_name = "IMAGE", conflicts_with = "confinement")]
+    image: Option<String>,
     /// Heartbeat period of the verification job's lease, seconds.
     #[arg(long, value_name = "SECS", default_value_t = 2.0)]
     heartbeat: f64,
@@ -91,6 +95,7 @@ pub async fn run(ctx: &Context, args: VerifyArgs) -> CliResult {
         ConfinementArg::Bwrap => ConfinementMode::Bwrap,
         ConfinementArg::None => ConfinementMode::None,
     };
+    payload.image = args.image.clone();
     let mut spec = JobSpec::for_payload(&payload).map_err(CliError::usage)?;
     spec.queue = VERIFY_QUEUE.to_owned();
     spec.workflow = "verify".to_owned();

@@ -330,7 +330,8 @@ async fn plan_legs(
         let (spec, context) = match leg {
             Leg::HardVerifier => {
                 let key = dispatch_key(leg, &run, &a.repo, a.pr, head, None);
-                (hard_verifier_spec(checkout, head, hard_commands.clone().unwrap_or_default(), key), json!({}))
+                let (commands, image) = (hard_commands.clone().unwrap_or_default(), config.hard_verifier_image.clone());
+                (hard_verifier_spec(checkout, head, commands, image, key), json!({}))
             }
             Leg::Checkers => {
                 let list = config.deterministic_checkers.as_deref().unwrap_or("diff_size");

@@ -31,6 +31,9 @@ pub struct HarvestConfig {
     pub hard_verifiers_enabled: bool,
     /// `hard_verifier_commands`: one `sh -c` line each, run in order (default empty).
     pub hard_verifier_commands: Vec<String>,
+    /// `hard_verifier_image` (ours): run the hard verifier's commands in containers from this
+    /// image instead of under bwrap; unset = no container.
+    pub hard_verifier_image: Option<String>,
     /// `review_runtimes` (ours): agent runtimes that may review, in preference order. Unset = the
     /// shipped model runtimes (claude, codex, opencode) whose program is found on this host's PATH.
     pub review_runtimes: Option<Vec<String>>,

@@ -108,13 +108,21 @@ fn leg_spec<P: RunnerPayload>(leg: Leg, payload: &P, key: String) -> Result<JobS
 }
 
 /// The hard-verifier job: `commands` via `sh -c` in a `git clone --local` of `checkout` at `head`,
-/// budget [`HARD_VERIFIER_LEG_TIMEOUT`].
+/// budget [`HARD_VERIFIER_LEG_TIMEOUT`]; in containers from `image` when given
+/// (`[skillopt] hard_verifier_image`).
 ///
 /// # Errors
 /// [`PayloadError`] when the payload does not serialize (a `checkout` path that is not UTF-8).
-pub fn hard_verifier_spec(checkout: PathBuf, head: &str, commands: Vec<String>, key: String) -> Result<JobSpec, PayloadError> {
+pub fn hard_verifier_spec(
+    checkout: PathBuf,
+    head: &str,
+    commands: Vec<String>,
+    image: Option<String>,
+    key: String,
+) -> Result<JobSpec, PayloadError> {
     let mut payload = SandboxPayload::new(checkout, head.to_owned(), commands);
     payload.timeout_secs = Some(HARD_VERIFIER_LEG_TIMEOUT.as_secs());
+    payload.image = image;
     leg_spec(Leg::HardVerifier, &payload, key)
 }
 
@@ -265,7 +273,7 @@ mod tests {
     #[test]
     fn leg_jobs_name_their_runner_and_a_payload_that_does_not_serialize_is_an_error_not_null() {
         let checkout = PathBuf::from("/srv/app");
-        let hard = hard_verifier_spec(checkout.clone(), "h1", vec!["true".into()], "k1".into()).unwrap();
+        let hard = hard_verifier_spec(checkout.clone(), "h1", vec!["true".into()], None, "k1".into()).unwrap();
         let checkers = checkers_spec(checkout.clone(), "b1", "h1", vec![Checker::DiffSize], "k2".into()).unwrap();
         let review = review_spec("scripted", "review it".into(), Some(checkout), "k3".into()).unwrap();
         for (spec, kind, leg) in [(&hard, "sandbox", Leg::HardVerifier), (&checkers, "checker", Leg::Checkers), (&review, "agent", Leg::Review)] {
@@ -273,10 +281,13 @@ mod tests {
             assert!(spec.payload.is_object(), "{kind}: {}", spec.payload);
         }
         assert_eq!(hard.payload["repo"], "/srv/app");
+        assert!(hard.payload.get("image").is_none(), "no image key unless one is configured");
+        let boxed = hard_verifier_spec("/srv/app".into(), "h1", vec!["true".into()], Some("img:1".into()), "k1".into());
+        assert_eq!(boxed.unwrap().payload["image"], "img:1", "[skillopt] hard_verifier_image reaches the job");
 
         let not_utf8 = PathBuf::from(OsStr::from_bytes(b"/srv/app-\xff"));
         let errors = [
-            hard_verifier_spec(not_utf8.clone(), "h1", vec!["true".into()], "k1".into()).unwrap_err(),
+            hard_verifier_spec(not_utf8.clone(), "h1", vec!["true".into()], None, "k1".into()).unwrap_err(),
             checkers_spec(not_utf8.clone(), "b1", "h1", vec![Checker::DiffSize], "k2".into()).unwrap_err(),
             review_spec("scripted", "review it".into(), Some(not_utf8), "k3".into()).unwrap_err(),
         ];

@@ -137,7 +137,7 @@ pub(crate) async fn run_with(
         payload: serde_json::to_value(payload).expect("payload json"),
         timeout: Duration::from_secs(60),
     };
-    SandboxRunner.run(&spec, &ctx).await
+    SandboxRunner::default().run(&spec, &ctx).await
 }
 
 /// The report in an outcome's detail.
