@@ -183,3 +183,29 @@ fn a_full_disk_is_exit_3_naming_the_file_and_the_home_works_once_space_is_freed(
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "after\n");
 }
+
+/// Issue 12 item 8: on a read-only home (its file system remounted read-only) read commands
+/// work, since a current schema needs no migration lock and the files open read-only; a write
+/// fails with exit 3 naming the file it could not write.
+#[test]
+fn read_commands_work_on_a_read_only_home_and_writes_name_the_file() {
+    let home = Home::embedded();
+    let Some(_fs) = Tmpfs::mount_over(home.path(), "16m") else {
+        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); the read-only home test did not run");
+        return;
+    };
+    let out = home.run(&["jobs", "submit", "--wait", "--", "echo", "stored"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let id = home.json(&["jobs", "list"])[0]["id"].as_str().unwrap().to_owned();
+    let remount = std::process::Command::new("mount").args(["-o", "remount,ro"]).arg(home.path()).status().unwrap();
+    assert!(remount.success());
+
+    let shown = home.job(&id);
+    assert_eq!(shown["state"], "succeeded");
+    assert_eq!(shown["applied"].as_array().map(Vec::len), Some(1), "{shown:#}");
+    let listed = home.run(&["template", "list"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+    let write = home.run(&["jobs", "submit", "--", "true"]);
+    assert_eq!(write.status.code(), Some(3), "{}", stderr(&write));
+    assert!(stderr(&write).contains("readonly") && stderr(&write).contains("queue.db"), "{}", stderr(&write));
+}

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
-use skillforge_tests::{Home, signal, wait_for, wait_exit};
+use skillforge_tests::{Home, Reaped, RedisServer, signal, wait_for, wait_exit};
 
 const BRIEF_ID: &str = "status-reply";
 
@@ -25,6 +25,10 @@ struct Setup {
 impl Setup {
     fn new() -> Self {
         Self { home: Home::embedded(), dir: tempfile::tempdir().unwrap() }
+    }
+
+    fn on(home: Home) -> Self {
+        Self { home, dir: tempfile::tempdir().unwrap() }
     }
 
     fn path(&self, rel: &str) -> PathBuf {
@@ -414,4 +418,60 @@ fn e12_unreadable_codex_auth_stops_before_any_arm() {
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("auth.json") && stderr.contains("no arm started"), "{stderr}");
     assert!(!s.run_dir(BRIEF_ID).exists());
+}
+
+// Issue 17 item 7 on a fleet: a Redis queue, two workers running the arms in parallel, the forging
+// CLI as the control plane applying results; the same chain adopts.
+#[test]
+fn forge_on_a_two_worker_redis_fleet_adopts() {
+    let redis = RedisServer::start();
+    let s = Setup::on(Home::redis(&redis.url()));
+    let _workers: Vec<Reaped> = ["w1", "w2"].iter().map(|n| Reaped(s.home.spawn_worker(n, &[]))).collect();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let (code, report, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(code, 0, "{stderr}\n{}", s.home.logs());
+    assert_eq!(report["gate"]["decision"], "adopt");
+    let jobs = s.home.json(&["jobs", "list"]);
+    let arms: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["stage"] == "arm").collect();
+    assert_eq!(arms.len(), 6);
+    for arm in arms {
+        assert_eq!(arm["state"], "succeeded", "{arm:#}");
+        let worker = arm["history"][0]["worker"].as_str().unwrap_or_default();
+        assert!(worker.starts_with("w1") || worker.starts_with("w2"), "run by a fleet worker, not the CLI: {arm:#}");
+    }
+}
+
+/// Renders `page` in headless Chromium: (the DOM as rendered, the screenshot's PNG bytes).
+fn chromium(page: &Path, dir: &Path) -> (String, Vec<u8>) {
+    let shot = dir.join(format!("{}.png", page.file_stem().unwrap().to_string_lossy()));
+    let url = format!("file://{}", page.display());
+    let base = ["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1200,900"];
+    let dom = std::process::Command::new("chromium").args(base).arg("--dump-dom").arg(&url).output().expect("chromium (Debian package `chromium`, installed by scripts/test)");
+    let out = std::process::Command::new("chromium").args(base).arg(format!("--screenshot={}", shot.display())).arg(&url).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (String::from_utf8_lossy(&dom.stdout).into_owned(), std::fs::read(&shot).unwrap())
+}
+
+// Issue 17 item 8: the HTML report loads in headless Chromium and shows both arms and the verdict.
+#[test]
+fn html_report_renders_both_arms_and_the_verdict_in_chromium() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let (code, _, stderr) = s.forge(&brief, &skill, &["--samples", "2"]);
+    assert_eq!(code, 0, "{stderr}");
+    let page = s.path("report.html");
+    let out = s.home.run(&["eval", "report", "--brief", BRIEF_ID, "--html", page.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (dom, png) = chromium(&page, s.dir.path());
+    for want in ["SHORT: shipped 1.2, fixed login", "LONG status", "winner: with", "ADOPT", "<h3>with</h3>", "<h3>without</h3>"] {
+        assert!(dom.contains(want), "rendered page lacks {want:?}:\n{dom}");
+    }
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a PNG screenshot");
+    assert_eq!((u32::from_be_bytes(png[16..20].try_into().unwrap()), u32::from_be_bytes(png[20..24].try_into().unwrap())), (1200, 900));
+    let blank = s.path("blank.html");
+    std::fs::write(&blank, "<!doctype html><html><body></body></html>").unwrap();
+    let (_, blank_png) = chromium(&blank, s.dir.path());
+    assert!(png.len() > 4 * blank_png.len(), "the screenshot shows content ({} bytes vs a blank page's {})", png.len(), blank_png.len());
 }

@@ -107,6 +107,13 @@ fn s01_s05_ranked_round_trip_with_ties_is_accepted_by_the_strict_validator_and_t
     );
     let imported = home.json(&["feedback", "markdown", "import", "--packet", path_arg(&packet)]);
     assert_eq!(imported["ranked_feedback_events"]["inserted"], 2);
+    // Issue 12 item 9: the import says what it read (a file cut short but still valid shows).
+    let filled = std::fs::read(packet.join("feedback.yml")).unwrap();
+    assert_eq!(imported["read"]["bytes"], filled.len());
+    assert_eq!(imported["read"]["items"], 2);
+    let sum = std::process::Command::new("sha256sum").arg(packet.join("feedback.yml")).output().unwrap();
+    let sum = String::from_utf8_lossy(&sum.stdout);
+    assert_eq!(imported["read"]["sha256"], sum.split_whitespace().next().unwrap());
 
     let (bytes, package) = export_package(&home, "explore-1");
     // S-01: fixed kind and version, no key beyond the documented v1 sections.

@@ -96,7 +96,7 @@ metric:\n  primary: {{ name: ops, direction: minimize }}\n  degenerate_gates: [\
 measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n  stability: {{ mode: ladder, repeat_count: 2 }}\n  holdout: {{ command: sh measure.sh data/holdout.txt }}\n\
 scope:\n  mutable: [src]\n  immutable: [measure.sh, data]\n\
 constraints: [\"the printed result stays the sum of the input\"]\n\
-execution: {{ mode: {mode}, max_concurrent: {max_concurrent} }}\n\
+execution: {{ mode: {mode}, backend: remote, max_concurrent: {max_concurrent} }}\n\
 stopping: {{ max_iterations: 10 }}\n\
 hypotheses:\n{hyps}"
     );
@@ -188,6 +188,8 @@ fn assert_final_state(repo: &Path, status: &Value, report: &str) {
         "standalone: ops 12 -> 8",
         "Best ops: 8 vs baseline 34",
         "## Waiting for dependency approval",
+        // O-22: no detached-worker capability here, so the whole run uses worktrees, logged once
+        "execution.backend remote: no detached-worker capability on this control plane; using the worktree backend for the whole run",
         "- h-dep Rewrite the counter in awk (needs: gawk)",
     ] {
         assert!(report.contains(want), "report lacks {want:?}:\n{report}");
@@ -211,7 +213,7 @@ fn assert_state_files(state: &Path) {
     assert!(digest.contains("## Failure themes") && digest.contains("- ops: 8 (baseline 34"), "{digest}");
 }
 
-// O-01, O-02, O-03, O-15, O-18, O-24, O-27, O-29, O-41, O-47, O-48, O-52, O-53
+// O-01, O-02, O-03, O-15, O-18, O-22, O-24, O-29, O-41, O-47, O-48, O-52, O-53
 #[test]
 fn optimize_loop_improves_a_real_metric_and_keeps_only_measured_gains() {
     let repo = project();

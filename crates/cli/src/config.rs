@@ -133,9 +133,16 @@ impl SkilloptSection {
         }
     }
 
-    /// The harvester's switches (all off when unset).
-    pub fn harvest_config(&self) -> skillforge_workflows::harvest::HarvestConfig {
-        skillforge_workflows::harvest::HarvestConfig {
+    /// The harvester's switches (all off when unset) and the legs' stages of `home`
+    /// (`workflows/harvest.toml` with `<home>/harvest.toml`).
+    ///
+    /// # Errors
+    /// An invalid `<home>/harvest.toml`, naming the file and the key.
+    pub fn harvest_config(
+        &self,
+        home: &std::path::Path,
+    ) -> Result<skillforge_workflows::harvest::HarvestConfig, skillforge_workflows::stage::StagesError> {
+        Ok(skillforge_workflows::harvest::HarvestConfig {
             auto_trace_enabled: self.auto_trace_enabled.unwrap_or(false),
             revert_detection_enabled: self.revert_detection_enabled,
             cross_family_review_enabled: self.cross_family_review_enabled.unwrap_or(false),
@@ -145,7 +152,8 @@ impl SkilloptSection {
             hard_verifier_commands: self.hard_verifier_commands.clone(),
             hard_verifier_image: self.hard_verifier_image.clone(),
             review_runtimes: self.review_runtimes.clone(),
-        }
+            stages: skillforge_workflows::harvest::stages::HarvestStages::for_home(home)?,
+        })
     }
 }
 

@@ -4,6 +4,7 @@
 mod commands;
 mod config;
 mod context;
+mod control;
 mod exit;
 mod output;
 mod runners;

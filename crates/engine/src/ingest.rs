@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use skillforge_store::Store;
 use skillforge_store::applied::{AppliedResult, applied_by_key, record_applied};
+use skillforge_store::{Store, StoreError};
 use sqlx::SqliteConnection;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
@@ -11,6 +11,46 @@ use tracing::{debug, error, info, warn};
 use crate::backend::QueueBackend;
 use crate::error::EngineError;
 use crate::job::Job;
+
+/// Why a handler could not apply a result. Every variant rolls the ingestion transaction back
+/// and leaves the result pending (it is offered again on the next pass); none is acknowledged.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// No handler knows the job's workflow (a job of a family this build does not register):
+    /// logged as an error, never recorded as applied.
+    #[error("no result handler for workflow `{workflow}` (job {job_id}); the result stays pending")]
+    NoHandler {
+        /// `JobSpec::workflow` of the job.
+        workflow: String,
+        /// The job.
+        job_id: String,
+    },
+    /// The result cannot become its effects (an unreadable report, a row it names is missing).
+    #[error("job {job_id}: {reason}")]
+    Unusable {
+        /// The job.
+        job_id: String,
+        /// What is wrong with the result.
+        reason: String,
+    },
+    /// A file the effects need could not be written (the blob store).
+    #[error("job {job_id}: {reason}")]
+    Env {
+        /// The job.
+        job_id: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The store refused a read or write.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<sqlx::Error> for ApplyError {
+    fn from(e: sqlx::Error) -> Self {
+        ApplyError::Store(StoreError::from(e))
+    }
+}
 
 /// Applies the domain effects of one finished job, inside the ingestion transaction.
 ///
@@ -21,17 +61,18 @@ pub trait ResultHandler: Send + Sync {
     /// Writes the effects of `job` (terminal or `stale`) through `conn`.
     ///
     /// # Errors
-    /// A message; the transaction is rolled back and the result stays pending.
-    async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), String>;
+    /// [`ApplyError`]; the transaction is rolled back and the result stays pending.
+    async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), ApplyError>;
 }
 
-/// A handler with no domain effects beyond the applied-result record (ad-hoc jobs).
+/// A handler with no domain effects beyond the applied-result record (jobs whose command reads
+/// their result from the queue, e.g. `jobs submit`).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RecordOnly;
 
 #[async_trait::async_trait]
 impl ResultHandler for RecordOnly {
-    async fn apply(&self, _conn: &mut SqliteConnection, _job: &Job) -> Result<(), String> {
+    async fn apply(&self, _conn: &mut SqliteConnection, _job: &Job) -> Result<(), ApplyError> {
         Ok(())
     }
 }
@@ -54,7 +95,8 @@ pub struct IngestReport {
 /// work ran again) is acknowledged without effect and logged as an error.
 ///
 /// # Errors
-/// Queue or store unavailable. A handler error leaves that result pending and is logged.
+/// Queue or store unavailable. A handler error leaves that result pending and is logged (an
+/// [`ApplyError::NoHandler`] at error level: a result nobody can apply is never acknowledged).
 pub async fn ingest_once(
     backend: &dyn QueueBackend,
     store: &Store,
@@ -89,7 +131,12 @@ pub async fn ingest_once(
         let is_new = record_applied(&mut tx, &row).await.map_err(EngineError::sqlite)?;
         if is_new {
             if let Err(e) = handler.apply(&mut tx, &job).await {
-                warn!(job_id = %job.id, error = %e, "result handler failed; result left pending");
+                match &e {
+                    ApplyError::NoHandler { workflow, .. } => {
+                        error!(job_id = %job.id, workflow = %workflow, "no result handler for the job's workflow; result left pending");
+                    }
+                    _ => warn!(job_id = %job.id, error = %e, "result handler failed; result left pending"),
+                }
                 let _ = tx.rollback().await;
                 continue;
             }

@@ -34,6 +34,7 @@
 //! One rule beyond the trait: a job whose cancellation was requested never goes back to
 //! `queued`. A finish, release or reap that would re-queue it makes it `cancelled` instead.
 
+mod conn;
 mod finish;
 mod lease;
 mod rows;
@@ -42,7 +43,7 @@ mod watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use sqlx::sqlite::{
@@ -58,6 +59,7 @@ use crate::job::{
     JobSpec, JobState, LeaseKind, LeaseView, LeasedJob, LockAcquire, WorkerIdentity, new_job_id,
     now_ms,
 };
+use conn::{begin_immediate, connect_retrying_busy, connect_writer, describe, is_busy, is_not_writable};
 use rows::{attach_history, job_columns, job_from_row, lock_lease_from_row};
 use watch::Wake;
 
@@ -110,44 +112,6 @@ impl std::fmt::Debug for SqliteBackend {
     }
 }
 
-/// Whether `e` is about the database file itself (SQLite's `SQLITE_READONLY`, `SQLITE_IOERR`,
-/// `SQLITE_CORRUPT`, `SQLITE_FULL`, `SQLITE_CANTOPEN`, `SQLITE_NOTADB`, any extended code of
-/// them): an error of the environment, whose message must name the file.
-pub(super) fn is_file_error(e: &sqlx::Error) -> bool {
-    let sqlx::Error::Database(e) = e else { return false };
-    e.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| matches!(c & 0xff, 8 | 10 | 11 | 13 | 14 | 26))
-}
-
-/// `"{what}: {e}"`, plus ` (queue file `{path}`)` when `e` is about the file ([`is_file_error`]:
-/// disk full, read-only, I/O error, corrupt).
-pub(super) fn describe(path: &Path, what: impl std::fmt::Display, e: &sqlx::Error) -> String {
-    if is_file_error(e) {
-        format!("{what}: {e} (queue file `{}`)", path.display())
-    } else {
-        format!("{what}: {e}")
-    }
-}
-
-/// Starts a `BEGIN IMMEDIATE` transaction on `pool` (the process's write connection).
-///
-/// A COMMIT or statement that fails with disk full or an I/O error makes SQLite roll the
-/// transaction back by itself; the rollback sqlx then sends finds no transaction, and sqlx keeps
-/// counting one open, so that connection refuses every later `BEGIN` ("attempted to call
-/// begin_with at non-zero transaction depth") until the process restarts. Such a connection is
-/// closed here and the pool opens a fresh one, so a failed commit never wedges the queue.
-pub(super) async fn begin_immediate(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
-    match pool.begin_with("BEGIN IMMEDIATE").await {
-        Err(sqlx::Error::InvalidSavePointStatement) => {
-            tracing::warn!("the write connection lost track of a failed transaction: reopening it");
-            let mut stuck = pool.acquire().await?;
-            stuck.close_on_drop();
-            drop(stuck);
-            pool.begin_with("BEGIN IMMEDIATE").await
-        }
-        other => other,
-    }
-}
-
 fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
@@ -157,39 +121,13 @@ fn to_i64(v: u64) -> i64 {
 /// a lease only while `running`.
 pub(super) const CLEAR_LEASE: &str = "stale_deadline_ms = NULL";
 
-/// Whether `e` is SQLite's `SQLITE_BUSY` or `SQLITE_LOCKED` (any extended code of them): another
-/// connection held the lock past the busy timeout, or would have deadlocked.
-pub(super) fn is_busy(e: &sqlx::Error) -> bool {
-    let sqlx::Error::Database(e) = e else { return false };
-    e.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| matches!(c & 0xff, 5 | 6))
-}
-
-/// Opens a pool, retrying while SQLite reports the file busy (for up to [`BUSY_TIMEOUT`]).
-/// Connecting runs `PRAGMA journal_mode = WAL`, which needs an exclusive lock that SQLite's
-/// busy handler does not wait for, so several processes opening the same (new) file at once
-/// can get `database is locked` at once instead of waiting.
-async fn connect_retrying_busy<F, Fut>(connect: F) -> Result<SqlitePool, sqlx::Error>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<SqlitePool, sqlx::Error>>,
-{
-    let started = std::time::Instant::now();
-    let mut pause = Duration::from_millis(5);
-    loop {
-        match connect().await {
-            Err(e) if is_busy(&e) && started.elapsed() < BUSY_TIMEOUT => {
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_millis(100));
-            }
-            other => return other,
-        }
-    }
-}
-
 impl SqliteBackend {
     /// Opens (creating the file and its parent directory when missing) the queue database at
     /// `path`: WAL journal, `synchronous = NORMAL`, [`BUSY_TIMEOUT`], foreign keys on, schema
     /// migrated to the current version.
+    ///
+    /// An existing file that cannot be opened for writing (a read-only home) is opened
+    /// read-only: reads work, every write fails naming the file.
     ///
     /// Errors with [`EngineError::Backend`] when the directory or file cannot be created or
     /// opened, or the schema cannot be migrated (including a file written by a newer build).
@@ -219,34 +157,25 @@ impl SqliteBackend {
         // is dropped mid-script (runtime shutdown), the script's transaction may still be open
         // when the connection goes back to the pool, and is rolled back there.
         let script_open = Arc::new(AtomicBool::new(false));
-        let open_script = script_open.clone();
-        let writer = connect_retrying_busy(|| {
-            let open_script = open_script.clone();
-            SqlitePoolOptions::new()
-                .after_release(move |conn, _| {
-                    let open_script = open_script.clone();
-                    Box::pin(async move {
-                        if open_script.swap(false, Ordering::AcqRel) {
-                            tracing::warn!("a finish script was interrupted: rolling back its transaction");
-                            if let Err(e) = sqlx::query("ROLLBACK").execute(&mut *conn).await {
-                                // No transaction was open (the script ended anyway) or the
-                                // connection is broken: keep it only in the first case.
-                                return Ok(e.to_string().contains("no transaction is active"));
-                            }
-                        }
-                        Ok(true)
-                    })
-                })
-                .max_connections(1)
-                .min_connections(1)
-                .test_before_acquire(false)
-                .acquire_timeout(BUSY_TIMEOUT * 6)
-                .idle_timeout(None)
-                .max_lifetime(None)
-                .connect_with(options.clone())
-        })
-        .await
-        .map_err(open_err)?;
+        let (options, writer, read_only) = match connect_writer(&options, &script_open).await {
+            Ok(writer) => (options, writer, false),
+            // A home on a read-only file system: SQLite cannot open a WAL database for writing
+            // (nor create its shared-memory file). Reads still work on the file as it is; every
+            // write fails naming the file.
+            Err(e) if is_not_writable(&e) && path.is_file() => {
+                tracing::info!(path = %path.display(), error = %e, "queue file not writable: opened read-only");
+                let read_only = SqliteConnectOptions::new()
+                    .filename(path)
+                    .read_only(true)
+                    .immutable(true)
+                    .busy_timeout(BUSY_TIMEOUT)
+                    .foreign_keys(true)
+                    .statement_cache_capacity(256);
+                let writer = connect_writer(&read_only, &script_open).await.map_err(open_err)?;
+                (read_only, writer, true)
+            }
+            Err(e) => return Err(open_err(e)),
+        };
         schema::migrate(&writer).await?;
         let reader = connect_retrying_busy(|| {
             SqlitePoolOptions::new()
@@ -262,7 +191,9 @@ impl SqliteBackend {
         .map_err(open_err)?;
         let wake = Arc::new(Wake::default());
         let stop = CancellationToken::new();
-        watch::spawn_checkpointer(options.clone(), stop.clone());
+        if !read_only {
+            watch::spawn_checkpointer(options.clone(), stop.clone());
+        }
         watch::spawn_watcher(options, wake.clone(), stop.clone());
         let finisher = finish::spawn(writer.clone(), wake.clone(), script_open.clone(), path.to_owned());
         let leaser = lease::spawn(writer.clone(), path.to_owned());

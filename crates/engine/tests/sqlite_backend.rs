@@ -907,10 +907,7 @@ async fn a_full_disk_fails_writes_naming_the_file_and_the_queue_recovers_when_sp
     std::fs::remove_file(&filler).unwrap();
     // The same backend, the same process: every kind of write works again.
     let after = q.enqueue(&spec("q")).await.expect("enqueue after space was freed").job_id;
-    let mut leased = match lease_err {
-        Ok(jobs) => jobs,
-        Err(_) => Vec::new(),
-    };
+    let mut leased = lease_err.unwrap_or_default();
     leased.extend(q.lease("q", &w, 100, Duration::ZERO).await.expect("lease after space was freed"));
     let ids: HashSet<String> = leased.iter().map(|l| l.job.id.clone()).collect();
     assert!(ids.contains(&before) && ids.contains(&after), "nothing stored before was lost: {ids:?}");

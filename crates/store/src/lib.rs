@@ -51,6 +51,45 @@ pub struct Store {
     home: PathBuf,
 }
 
+/// The store at `path` when it exists and every migration of this build is applied: opened
+/// without the migration lock (a read-only home could not create its lock file), read-only
+/// when the file cannot be opened for writing (then every write fails naming the file).
+/// `None` otherwise: the caller takes the lock and migrates.
+async fn open_current(path: &Path, options: &SqliteConnectOptions) -> Option<SqlitePool> {
+    if !path.is_file() {
+        return None;
+    }
+    let connect = |o: SqliteConnectOptions| SqlitePoolOptions::new().max_connections(4).connect_with(o);
+    let pool = match connect(options.clone()).await {
+        Ok(pool) => pool,
+        // Not writable (read-only, cannot open for writing): read-only. A full or failing disk
+        // is not hidden behind a read-only store: the locked path reports it.
+        Err(sqlx::Error::Database(e)) if e.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| matches!(c & 0xff, 8 | 14)) => connect(
+            SqliteConnectOptions::new()
+                .filename(path)
+                .read_only(true)
+                .immutable(true)
+                .busy_timeout(Duration::from_secs(10))
+                .foreign_keys(true),
+        )
+        .await
+        .ok()?,
+        Err(_) => return None,
+    };
+    let migrator = sqlx::migrate!("./migrations");
+    let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")
+        .fetch_all(&pool)
+        .await
+        .ok()?;
+    let wanted: Vec<i64> = migrator.iter().map(|m| m.version).collect();
+    if applied == wanted {
+        Some(pool)
+    } else {
+        pool.close().await;
+        None
+    }
+}
+
 impl Store {
     /// Opens (creating if missing) `<home>/skillforge.db` and applies pending migrations.
     ///
@@ -75,6 +114,9 @@ impl Store {
         // lock that SQLite's busy handler does not wait for: `database is locked` at once) nor
         // sqlx's migrator is safe against that, so both run under an exclusive advisory lock on a
         // file beside the database.
+        if let Some(pool) = open_current(&path, &options).await {
+            return Ok(Self { pool, home: home.to_path_buf() });
+        }
         let lock_path = home.join(MIGRATE_LOCK_FILE);
         let lock = tokio::task::spawn_blocking(move || take_file_lock(&lock_path))
             .await

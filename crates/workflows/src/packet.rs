@@ -74,6 +74,29 @@ pub struct PacketImport {
     pub source_url: String,
     /// Rows inserted / updated.
     pub counts: WriteCounts,
+    /// What was read of `feedback.yml`, so that a file cut short (but still valid YAML) shows
+    /// in the import's report instead of importing silently.
+    pub read: FeedbackRead,
+}
+
+/// Size, line count and SHA-256 of the `feedback.yml` an import read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedbackRead {
+    /// Bytes.
+    pub bytes: usize,
+    /// Lines (newline-terminated or not).
+    pub lines: usize,
+    /// SHA-256 of the bytes, lowercase hex.
+    pub sha256: String,
+    /// Items the file answers.
+    pub items: usize,
+}
+
+impl FeedbackRead {
+    fn of(text: &str, items: usize) -> Self {
+        use sha2::Digest as _;
+        Self { bytes: text.len(), lines: text.lines().count(), sha256: hex::encode(sha2::Sha256::digest(text.as_bytes())), items }
+    }
 }
 
 /// The assignment of one item (facts §4): an A/B item is blinded by
@@ -437,11 +460,12 @@ pub async fn resolve_packet(store: &Store, dir: &Path, reviewer: Option<&str>) -
 /// [`PacketError::Invalid`] when the packet is refused (nothing written); [`PacketError::Store`].
 pub async fn import_packet(store: &Store, dir: &Path, reviewer: Option<&str>) -> Result<PacketImport, PacketError> {
     let (resolved, dir) = resolve_packet(store, dir, reviewer).await?;
+    let read = FeedbackRead::of(&read_packet_file(&dir, FEEDBACK_FILE)?, resolved.entries.len());
     let source_url = dir.display().to_string();
     let mut tx = store.begin().await?;
     let counts = write_resolved(&mut tx, &resolved, MARKDOWN_SOURCE, &source_url, &event_created_at_now()).await?;
     tx.commit().await.map_err(StoreError::from)?;
-    Ok(PacketImport { run_id: resolved.run_id, reviewer: resolved.reviewer, source_url, counts })
+    Ok(PacketImport { run_id: resolved.run_id, reviewer: resolved.reviewer, source_url, counts, read })
 }
 
 #[cfg(test)]

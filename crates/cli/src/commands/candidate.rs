@@ -17,7 +17,7 @@ use skillforge_store::candidates::{
 };
 use skillforge_store::templates::{get_template, get_version};
 
-use crate::commands::template::resolve_reference;
+use crate::control::templates::resolve_reference;
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;

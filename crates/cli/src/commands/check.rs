@@ -8,7 +8,7 @@ use serde_json::json;
 use skillforge_engine::JobSpec;
 use skillforge_runner_checker::{CheckReport, CheckerPayload, parse_checker_list};
 
-use crate::commands::wait::await_job;
+use crate::control::waiter::await_job;
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, ENVIRONMENT, OK};
 use crate::output::print_json;
@@ -44,13 +44,13 @@ pub async fn run(ctx: &Context, args: CheckArgs) -> CliResult {
         .map_err(|e| CliError::usage(anyhow!("repository path `{}`: {e}", args.repo.display())))?;
     let payload = CheckerPayload::commits(repo, args.base.clone(), args.head.clone(), checkers);
     let mut spec = JobSpec::for_payload(&payload).map_err(CliError::usage)?;
-    spec.workflow = "check".to_owned();
+    spec.workflow = skillforge_workflows::families::CHECK_WORKFLOW.to_owned();
     spec.stage = "checkers".to_owned();
     spec.timeout_ms = args.timeout.max(1) * 1000;
     spec.retry_failed_runs = false;
     let backend = ctx.queue().await?;
     let enqueued = backend.enqueue(&spec).await?;
-    let job = await_job(ctx, &backend, &enqueued.job_id, &spec.queue, !args.no_local_worker).await?;
+    let job = await_job(ctx, &backend, &enqueued.job_id, !args.no_local_worker).await?;
     let Some(report) = job.outcome.as_ref().and_then(|o| serde_json::from_value::<CheckReport>(o.detail.clone()).ok()) else {
         let why = job.error.clone().unwrap_or_else(|| format!("job ended {} without a report", job.state));
         if ctx.json {

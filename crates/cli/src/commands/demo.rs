@@ -14,7 +14,7 @@
 //! 7. prints where everything is and what to run next.
 //!
 //! Every step calls the code the matching command calls (`skillforge_workflows::train::control`,
-//! the harvester, [`crate::commands::template::install`]). Each run is a new session
+//! the harvester, [`crate::control::templates::install`]). Each run is a new session
 //! `demo-<time>-<pid>`; its own files go to `<home>/demo/<session>/`, the train packets to
 //! `<home>/train/<session>/` as for any session. Re-running is safe: the template install and the
 //! harvest are idempotent (rows upserted in place, leg jobs keyed by change and head).
@@ -33,6 +33,7 @@ use anyhow::anyhow;
 use clap::Args;
 use serde_json::json;
 use skillforge_engine::ingest::ingest_once;
+use skillforge_workflows::families::Families;
 use skillforge_store::candidates::get_candidate;
 use skillforge_store::templates::{VersionRow, current_version, get_version};
 use skillforge_workflows::train::control::{ContinueRequest, DEFAULT_RUNTIME, StartRequest, StepReport, continue_session, load, start};
@@ -40,10 +41,10 @@ use skillforge_workflows::train::items::parse_items;
 use skillforge_workflows::train::meta::IterationMeta;
 use skillforge_workflows::train::{Reporter, TrainEnv, TrainWorkflow};
 
-use crate::commands::serve::WorkflowHandlers;
-use crate::commands::train::{CliWaiter, skillforge_bin, train_error};
+use crate::control::args::skillforge_bin;
+use crate::control::waiter::CliJobs;
 use crate::context::Context;
-use crate::exit::{CliError, CliResult, OK};
+use crate::exit::{CliError, CliResult, OK, train_error};
 use crate::output::print_json;
 
 /// The bundled template the demo trains.
@@ -125,7 +126,7 @@ async fn install_template(store: &skillforge_store::Store, demo_dir: &Path) -> R
     }
     let path = demo_dir.join(format!("{TEMPLATE_ID}.md"));
     write(&path, TEMPLATE)?;
-    let installed = crate::commands::template::install(store, TEMPLATE, &path.display().to_string(), None).await?;
+    let installed = crate::control::templates::install(store, TEMPLATE, &path.display().to_string(), None).await?;
     Ok((installed.version, if installed.is_new { "installed" } else { "already installed" }))
 }
 
@@ -177,7 +178,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
     let store = ctx.store().await?;
     let queue = ctx.queue().await?;
     let workflow = TrainWorkflow::for_home(&ctx.home).map_err(CliError::usage)?;
-    let waiter = CliWaiter::new(ctx, queue.clone(), store.clone());
+    let jobs = CliJobs::new(ctx, queue.clone(), store.clone());
     let reporter = DemoReporter { json: ctx.json };
     let env = TrainEnv {
         store: &store,
@@ -185,7 +186,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
         home: &ctx.home,
         workflow: &workflow,
         skillforge_bin: skillforge_bin(),
-        waiter: &waiter,
+        jobs: &jobs,
         reporter: &reporter,
     };
 
@@ -243,7 +244,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
         let session = session.clone();
         async move {
             let result = continue_session(env, &session, &req).await;
-            let _ = ingest_once(env.queue.as_ref(), env.store, &WorkflowHandlers::new(env.home)).await;
+            let _ = ingest_once(env.queue.as_ref(), env.store, &Families::for_home(env.home)).await;
             result.map_err(train_error)
         }
     };
@@ -286,7 +287,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
     let harvest_step = harvest::HarvestStep {
         store: &store,
         queue: &queue,
-        waiter: &waiter,
+        jobs: &jobs,
         home: &ctx.home,
         repo: &repo,
         version: &version,

@@ -109,6 +109,7 @@ async fn import(ctx: &Context, args: ImportArgs) -> CliResult {
             "source_url": done.source_url,
             "feedback_events": {"inserted": counts.feedback_inserted, "updated": counts.feedback_updated},
             "ranked_feedback_events": {"inserted": counts.ranked_inserted, "updated": counts.ranked_updated},
+            "read": {"file": FEEDBACK_FILE, "bytes": done.read.bytes, "lines": done.read.lines, "sha256": done.read.sha256, "items": done.read.items},
         }));
     } else {
         println!(
@@ -119,6 +120,11 @@ async fn import(ctx: &Context, args: ImportArgs) -> CliResult {
             counts.feedback_inserted,
             counts.ranked_inserted + counts.ranked_updated,
             counts.ranked_inserted
+        );
+        // What was read, so that a file cut short but still valid shows here.
+        println!(
+            "read {FEEDBACK_FILE}: {} bytes, {} lines, {} items, sha256 {}",
+            done.read.bytes, done.read.lines, done.read.items, done.read.sha256
         );
     }
     Ok(OK)

@@ -26,7 +26,7 @@ use skillforge_workflows::harvest::apply::HARVEST_FAILED_EVENT;
 use skillforge_workflows::harvest::gate::{GateDecision, GateQuery, Workflows, observe};
 use skillforge_workflows::harvest::{HarvestEvent, HarvestReport, available_reviewers, dispatch_legs, harvest};
 
-use crate::commands::wait::await_job;
+use crate::control::waiter::await_job;
 use crate::context::Context;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
 use crate::output::print_json;
@@ -271,7 +271,7 @@ async fn outcome(ctx: &Context, args: OutcomeArgs) -> CliResult {
         CiArg::Gitmoot => "gitmoot",
     });
     let outcome = parse_outcome(name, ci, args.rounds).map_err(|m| CliError::usage(anyhow!(m)))?;
-    let config = ctx.config.skillopt.harvest_config();
+    let config = ctx.config.skillopt.harvest_config(&ctx.home).map_err(CliError::usage)?;
     if !config.is_enabled() {
         // S-13: no harvester is constructed; nothing is read or written.
         if ctx.json {
@@ -308,7 +308,7 @@ async fn outcome(ctx: &Context, args: OutcomeArgs) -> CliResult {
         let legs = dispatch_legs(backend.as_ref(), &store, &report.legs).await.map_err(|e| CliError::env(anyhow!(e)))?;
         if args.wait {
             for (_, job_id) in &legs {
-                await_job(ctx, &backend, job_id, skillforge_engine::DEFAULT_QUEUE, true).await?;
+                await_job(ctx, &backend, job_id, true).await?;
             }
         }
         legs
@@ -442,7 +442,7 @@ async fn status(ctx: &Context) -> CliResult {
         "eval_review_items": count("eval_review_items").await?,
         "feedback_events": count("feedback_events").await?,
         "auto_trace_runs": runs,
-        "auto_trace_enabled": ctx.config.skillopt.harvest_config().is_enabled(),
+        "auto_trace_enabled": ctx.config.skillopt.auto_trace_enabled.unwrap_or(false),
     });
     if ctx.json {
         print_json(&value);

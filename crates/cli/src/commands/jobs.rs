@@ -9,7 +9,8 @@ use skillforge_engine::{CancelReply, EngineError, Job, JobSpec, JobState, QueueB
 use skillforge_runner_container::{Command, ContainerPayload};
 use skillforge_runner_process::ProcessPayload;
 
-use crate::commands::wait::await_job;
+use crate::control::args::{check_name, secs};
+use crate::control::waiter::{await_job, enqueue_checked};
 use crate::context::Context;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
 use crate::output::{age, print_json, rfc3339_ms};
@@ -105,31 +106,6 @@ pub async fn run(ctx: &Context, cmd: JobsCommand) -> CliResult {
     }
 }
 
-/// Seconds from a flag to milliseconds; exit 2 unless finite and at least 1 ms (a smaller
-/// value would round to 0 ms: a timeout that fires at once, a heartbeat that spins).
-pub fn secs(name: &str, v: f64) -> Result<u64, CliError> {
-    if !(v.is_finite() && v > 0.0) {
-        return Err(CliError::usage(anyhow!("--{name} must be a positive number of seconds, got {v}")));
-    }
-    let ms = (v * 1000.0).round();
-    if ms < 1.0 {
-        return Err(CliError::usage(anyhow!("--{name} {v} is below the 1 ms resolution (0.001 s at least)")));
-    }
-    Ok(ms.min(u64::MAX as f64) as u64)
-}
-
-/// A name given on the command line (`--lock`, `--queue-name`, `--idempotency-key`): exit 2 when
-/// it is empty, only white space, or holds a control character (NUL included).
-pub fn check_name(flag: &str, value: &str) -> Result<(), CliError> {
-    if value.trim().is_empty() {
-        return Err(CliError::usage(anyhow!("--{flag} must not be empty")));
-    }
-    if let Some(c) = value.chars().find(|c| c.is_control()) {
-        return Err(CliError::usage(anyhow!("--{flag} `{}` holds the control character {c:?}", value.escape_debug())));
-    }
-    Ok(())
-}
-
 async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
     if args.attempts == 0 {
         return Err(CliError::usage(anyhow!("--attempts must be at least 1")));
@@ -193,7 +169,7 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
     if let Some(key) = &spec.idempotency_key {
         refuse_rerun_of_applied(ctx, backend.as_ref(), key).await?;
     }
-    let enqueued = crate::commands::wait::enqueue_checked(backend.as_ref(), &spec).await?;
+    let enqueued = enqueue_checked(backend.as_ref(), &spec).await?;
     if !args.wait {
         if ctx.json {
             print_json(&json!({"id": enqueued.job_id, "created": enqueued.created}));
@@ -209,7 +185,7 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         eprintln!("job {} queued", enqueued.job_id);
     }
 
-    let job = await_job(ctx, &backend, &enqueued.job_id, &args.queue_name, !args.no_local_worker)
+    let job = await_job(ctx, &backend, &enqueued.job_id, !args.no_local_worker)
         .await
         .map_err(|e| left_behind(e, &enqueued.job_id, args.idempotency_key.as_deref()))?;
     if ctx.json {

@@ -8,30 +8,17 @@
 //! wrong signature is 401 and a bad payload 400, with nothing written (seed: SkillOpt, "Automatic
 //! trace-harvested feedback (Mode A, off by default)"; issue 6 item 2).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::routing::post;
 use clap::Args;
-use serde_json::{Value, json};
-use skillforge_engine::ingest::{RecordOnly, ResultHandler, run_ingestion};
+use skillforge_engine::ingest::run_ingestion;
 use skillforge_engine::reaper::{DEFAULT_REAP_EVERY, run_reaper};
-use skillforge_engine::{Job, QueueBackend};
-use skillforge_store::Store;
-use skillforge_store::blobs::BlobStore;
-use skillforge_workflows::train::TrainResultHandler;
-use skillforge_workflows::train::generation::TRAIN_WORKFLOW;
-use skillforge_workflows::harvest::webhook::{EVENT_HEADER, SIGNATURE_HEADER, WebhookError, parse_event, verify_signature};
-use skillforge_workflows::harvest::{HarvestConfig, HarvestHandler, available_reviewers, dispatch_legs, harvest};
-use sqlx::SqliteConnection;
-use tracing::{info, warn};
+use skillforge_workflows::families::Families;
 
-use crate::commands::signals::shutdown_on_signal;
-use crate::commands::worker::queue_label;
+use crate::control::args::queue_label;
+use crate::control::events::{EventsState, serve_events};
+use crate::control::signals::shutdown_on_signal;
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 
@@ -52,33 +39,6 @@ pub struct ServeArgs {
     canary_check_every_secs: u64,
 }
 
-/// The control plane's result handler: dispatches a finished job to its workflow's handler by
-/// `job.spec.workflow` (`harvest` → [`HarvestHandler`], `train` → [`TrainResultHandler`]),
-/// falling back to [`RecordOnly`].
-#[derive(Debug, Clone)]
-pub struct WorkflowHandlers {
-    train: TrainResultHandler,
-}
-
-impl WorkflowHandlers {
-    /// The handlers of the home `home` (train results store blobs there).
-    pub fn new(home: &std::path::Path) -> Self {
-        Self { train: TrainResultHandler { blobs: BlobStore::in_home(home) } }
-    }
-}
-
-#[async_trait::async_trait]
-impl ResultHandler for WorkflowHandlers {
-    async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), String> {
-        match job.spec.workflow.as_str() {
-            skillforge_workflows::harvest::WORKFLOW => HarvestHandler.apply(conn, job).await,
-            TRAIN_WORKFLOW => self.train.apply(conn, job).await,
-            skillforge_workflows::evalloop::stages::EVAL_WORKFLOW => skillforge_workflows::evalloop::handler::EvalResultHandler.apply(conn, job).await,
-            _ => RecordOnly.apply(conn, job).await,
-        }
-    }
-}
-
 /// Runs the reaper, the ingestion loop and, with `--listen`, the events endpoint until a signal.
 pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     let listen = args.listen.clone().or_else(|| ctx.config.server.listen.clone());
@@ -88,6 +48,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
             "refusing to serve /events without a webhook secret: set {WEBHOOK_SECRET_ENV} or [server] webhook_secret"
         )));
     }
+    let harvest_config = ctx.config.skillopt.harvest_config(&ctx.home).map_err(CliError::usage)?;
     let backend = ctx.queue().await?;
     let store = ctx.store().await?;
     let shutdown = shutdown_on_signal();
@@ -106,7 +67,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         None => None,
     };
     eprintln!("control plane on {} with store {}", queue_label(ctx), ctx.home.display());
-    let handlers = WorkflowHandlers::new(&ctx.home);
+    let handlers = Families::for_home(&ctx.home);
     let reaper = run_reaper(backend.as_ref(), DEFAULT_REAP_EVERY, shutdown.clone());
     let ingestion = run_ingestion(
         backend.as_ref(),
@@ -117,20 +78,8 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     );
     let events = async {
         let (Some(listener), Some(secret)) = (listener, secret) else { return };
-        if let Ok(addr) = listener.local_addr() {
-            eprintln!("listening for events on http://{addr}/events");
-        }
-        let state = Arc::new(EventsState {
-            store: store.clone(),
-            backend: backend.clone(),
-            config: ctx.config.skillopt.harvest_config(),
-            secret,
-        });
-        let app = axum::Router::new().route("/events", post(post_events)).with_state(state);
-        let stop = shutdown.clone();
-        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(async move { stop.cancelled().await }).await {
-            warn!(error = %e, "events endpoint stopped");
-        }
+        let state = EventsState { store: store.clone(), backend: backend.clone(), config: harvest_config, secret };
+        serve_events(listener, state, shutdown.clone()).await;
     };
     let canaries = async {
         if args.canary_check_every_secs == 0 {
@@ -159,57 +108,3 @@ fn webhook_secret(ctx: &Context) -> Option<Vec<u8>> {
         .map(String::into_bytes)
 }
 
-struct EventsState {
-    store: Store,
-    backend: Arc<dyn QueueBackend>,
-    config: HarvestConfig,
-    secret: Vec<u8>,
-}
-
-type Reply = (StatusCode, axum::Json<Value>);
-
-fn reply(status: StatusCode, body: Value) -> Reply {
-    (status, axum::Json(body))
-}
-
-/// `POST /events`: verify, parse, harvest, dispatch legs. 401 bad/missing signature, 400 bad
-/// payload, 500 when the harvest could not be written (recorded as `auto_trace_harvest_failed`),
-/// 202 when the harvester is off (S-13: the body is not even parsed), else 200 with the rows.
-async fn post_events(State(state): State<Arc<EventsState>>, headers: HeaderMap, body: Bytes) -> Reply {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Err(e) = verify_signature(&state.secret, &body, header(SIGNATURE_HEADER)) {
-        warn!(error = %e, "refused an unsigned or mis-signed event");
-        return reply(StatusCode::UNAUTHORIZED, json!({"error": e.to_string()}));
-    }
-    let Some(kind) = header(EVENT_HEADER) else {
-        return reply(StatusCode::BAD_REQUEST, json!({"error": WebhookError::MissingEvent.to_string()}));
-    };
-    if !state.config.is_enabled() {
-        return reply(StatusCode::ACCEPTED, json!({"harvested": false, "reason": "auto_trace_disabled"}));
-    }
-    let events = match parse_event(kind, &body) {
-        Ok(events) => events,
-        Err(e) => return reply(StatusCode::BAD_REQUEST, json!({"error": e.to_string()})),
-    };
-    let reviewers = available_reviewers(&state.config);
-    let mut rows = Vec::new();
-    let mut skipped = Vec::new();
-    let mut legs = Vec::new();
-    for event in &events {
-        match harvest(&state.store, &state.config, event, &reviewers).await {
-            Ok(report) => {
-                match dispatch_legs(state.backend.as_ref(), &state.store, &report.legs).await {
-                    Ok(enqueued) => legs.extend(enqueued.into_iter().map(|(leg, id)| json!({"leg": leg.name(), "job_id": id}))),
-                    Err(e) => warn!(error = %e, "harvest legs not dispatched"),
-                }
-                rows.extend(report.rows);
-                skipped.extend(report.skipped);
-            }
-            Err(e) => {
-                return reply(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": format!("harvest failed: {e}")}));
-            }
-        }
-    }
-    info!(event = kind, n_rows = rows.len(), n_legs = legs.len(), "event harvested");
-    reply(StatusCode::OK, json!({"event": kind, "rows": rows, "skipped": skipped, "legs": legs}))
-}

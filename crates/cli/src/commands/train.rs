@@ -10,27 +10,24 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use skillforge_engine::ingest::ingest_once;
-use skillforge_engine::worker::{PRESENCE_LOCK_PREFIX, Worker, WorkerConfig};
-use skillforge_engine::{EngineError, Job, JobState, LeaseKind, LeaseStatus, QueueBackend};
-use skillforge_store::Store;
-use skillforge_store::blobs::BlobStore;
+use skillforge_workflows::families::Families;
 use skillforge_workflows::train::control::{
     ContinueRequest, DEFAULT_RUNTIME, EvaluatorChoice, StartRequest, StepReport, continue_session, recover,
     start_with_evaluator,
 };
 use skillforge_workflows::train::items::parse_items;
-use skillforge_workflows::train::status::session_status;
-use skillforge_workflows::train::{JobWaiter, Reporter, TrainEnv, TrainError, TrainResultHandler, TrainWorkflow};
-use tokio_util::sync::CancellationToken;
+use skillforge_workflows::train::status::{SessionStatus, session_status};
+use skillforge_workflows::train::{Reporter, TrainEnv, TrainError, TrainWorkflow};
 
 use crate::context::Context;
-use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
+use crate::control::args::skillforge_bin;
+use crate::control::waiter::CliJobs;
+use crate::exit::{CliError, CliResult, OK, train_error};
 use crate::output::print_json;
 
 /// `skillforge train ...`.
@@ -155,7 +152,7 @@ pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
     let workflow = TrainWorkflow::for_home(&ctx.home).map_err(CliError::usage)?;
     let store = ctx.store().await?;
     let queue = ctx.queue().await?;
-    let waiter = CliWaiter::new(ctx, queue.clone(), store.clone());
+    let jobs = CliJobs::new(ctx, queue.clone(), store.clone());
     let reporter = StderrReporter { quiet: false };
     let env = TrainEnv {
         store: &store,
@@ -163,7 +160,7 @@ pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
         home: &ctx.home,
         workflow: &workflow,
         skillforge_bin: skillforge_bin(),
-        waiter: &waiter,
+        jobs: &jobs,
         reporter: &reporter,
     };
     match cmd {
@@ -178,7 +175,7 @@ pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
                 wait: !args.no_wait,
             };
             let result = continue_session(&env, &args.session, &req).await;
-            let _ = ingest_once(queue.as_ref(), &store, &TrainResultHandler { blobs: BlobStore::in_home(&ctx.home) }).await;
+            let _ = ingest_once(queue.as_ref(), &store, &Families::for_home(&ctx.home)).await;
             finish(ctx, result)
         }
         TrainCommand::Recover(args) => {
@@ -186,15 +183,6 @@ pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
             finish(ctx, recover(&env, &args.session, &out_root).await)
         }
     }
-}
-
-/// The skillforge binary backend commands run as `{skillforge_bin}`: `$SKILLFORGE_BIN`, else
-/// this executable, else `skillforge` on PATH.
-pub fn skillforge_bin() -> PathBuf {
-    std::env::var_os("SKILLFORGE_BIN")
-        .map(PathBuf::from)
-        .or_else(|| std::env::current_exe().ok())
-        .unwrap_or_else(|| PathBuf::from("skillforge"))
 }
 
 async fn run_start(ctx: &Context, env: &TrainEnv<'_>, args: StartArgs) -> CliResult {
@@ -258,15 +246,6 @@ fn finish(ctx: &Context, result: Result<StepReport, TrainError>) -> CliResult {
     }
 }
 
-/// Maps a train step's error to the command's exit code (see the module docs).
-pub fn train_error(e: TrainError) -> CliError {
-    match e {
-        TrainError::Invalid(_) | TrainError::Refused(_) => CliError::usage(anyhow!(e)),
-        TrainError::Failed(_) => CliError { code: CHECK_FAILED, error: anyhow!(e) },
-        TrainError::Blocked(_) | TrainError::Env(_) | TrainError::Store(_) | TrainError::Engine(_) => CliError::env(anyhow!(e)),
-    }
-}
-
 async fn run_status(ctx: &Context, env: &TrainEnv<'_>, mut args: StatusArgs) -> CliResult {
     // `--verbose` is also the global log-level flag; on `train status` it asks for the verbose block.
     args.detail |= std::env::args().any(|a| a == "--verbose" || (a.starts_with('-') && !a.starts_with("--") && a.contains('v')));
@@ -276,12 +255,12 @@ async fn run_status(ctx: &Context, env: &TrainEnv<'_>, mut args: StatusArgs) -> 
         print_status(ctx, &status, verbose);
         return Ok(OK);
     }
-    let stop = crate::commands::signals::shutdown_on_signal();
+    let stop = crate::control::signals::shutdown_on_signal();
     let is_terminal = std::io::stdout().is_terminal();
     let mut last = String::new();
     while !stop.is_cancelled() {
         let status = session_status(env, &args.session, verbose).await.map_err(train_error)?;
-        let phase = status["status_phase"].as_str().unwrap_or_default().to_owned();
+        let phase = status.status_phase.clone();
         if is_terminal {
             print!("\x1b[2J\x1b[H");
             print_status(ctx, &status, verbose);
@@ -297,33 +276,32 @@ async fn run_status(ctx: &Context, env: &TrainEnv<'_>, mut args: StatusArgs) -> 
     Ok(OK)
 }
 
-fn print_status(ctx: &Context, status: &serde_json::Value, verbose: bool) {
+fn print_status(ctx: &Context, status: &SessionStatus, verbose: bool) {
     if ctx.json {
         print_json(status);
         return;
     }
-    let s = |k: &str| status[k].as_str().unwrap_or("-").to_owned();
-    println!("session {} · iteration {} · {}", s("session_id"), s("iteration_id"), s("template_version"));
-    println!("status_phase: {} (state {})", s("status_phase"), s("current_phase"));
-    let p = &status["progress"];
+    println!("session {} · iteration {} · {}", status.session_id, status.iteration_id, status.template_version);
+    println!("status_phase: {} (state {})", status.status_phase, status.current_phase);
+    let p = &status.progress;
     println!(
         "progress: {} items, {} options, {} ranked events, {} pairwise preferences",
-        p["review_items"], p["generated_options"], p["ranked_feedback_events"], p["pairwise_preferences"]
+        p.counts.review_items, p.generated_options, p.counts.ranked_feedback_events, p.counts.pairwise_preferences
     );
-    if let Some(v) = status["candidate_version"].as_str() {
+    if let Some(v) = &status.candidate_version {
         println!("candidate: {v}");
     }
-    if let Some(r) = status["no_candidate_reason"].as_str() {
+    if let Some(r) = &status.no_candidate_reason {
         println!("no candidate: {r}");
-        if let Some(hint) = status["no_candidate_details"]["no_candidate_hint"].as_str() {
+        if let Some(hint) = status.no_candidate_details.as_ref().and_then(|d| d["no_candidate_hint"].as_str()) {
             println!("  {hint}");
         }
     }
-    if status["recovery_available"].as_bool() == Some(true) {
+    if status.recovery_available {
         println!("recovery available");
     }
-    if verbose {
-        let evaluation = &status["verbose"]["evaluation"];
+    if let Some(block) = status.verbose.as_ref().filter(|_| verbose) {
+        let evaluation = &block.evaluation;
         if let Some(evaluator) = evaluation["evaluator_id"].as_str() {
             println!(
                 "evaluator {evaluator}: {} ({} scored, {} with a failure packet, judge runtime {})",
@@ -333,19 +311,14 @@ fn print_status(ctx: &Context, status: &serde_json::Value, verbose: bool) {
                 evaluation["judge_runtime"].as_str().filter(|r| !r.is_empty()).unwrap_or("none")
             );
         }
-        for lock in status["verbose"]["active_locks"].as_array().into_iter().flatten() {
+        for lock in &block.active_locks {
             println!(
                 "lock {} [{}] owner {}@{} pid {} heartbeat {}ms ago",
-                lock["key"].as_str().unwrap_or_default(),
-                lock["status"].as_str().unwrap_or_default(),
-                lock["owner_worker"].as_str().unwrap_or_default(),
-                lock["owner_hostname"].as_str().unwrap_or_default(),
-                lock["owner_pid"],
-                lock["heartbeat_age_ms"]
+                lock.key, lock.status, lock.owner_worker, lock.owner_hostname, lock.owner_pid, lock.heartbeat_age_ms
             );
         }
     }
-    println!("next: {}", s("next_action"));
+    println!("next: {}", status.next_action);
 }
 
 struct StderrReporter {
@@ -357,88 +330,5 @@ impl Reporter for StderrReporter {
         if !self.quiet {
             eprintln!("{line}");
         }
-    }
-}
-
-/// Waits for jobs: on the embedded queue, an in-process worker runs them while no other worker
-/// is live (re-checked every second, so a killed worker's jobs are picked up once its presence
-/// lock stops being active); a spinner on a terminal.
-pub struct CliWaiter<'a> {
-    ctx: &'a Context,
-    queue: Arc<dyn QueueBackend>,
-    store: Store,
-}
-
-impl<'a> CliWaiter<'a> {
-    /// A waiter for the jobs of `queue`, serving it in-process on the embedded queue.
-    pub fn new(ctx: &'a Context, queue: Arc<dyn QueueBackend>, store: Store) -> Self {
-        Self { ctx, queue, store }
-    }
-}
-
-async fn has_active_worker(queue: &dyn QueueBackend) -> Result<bool, EngineError> {
-    let now = queue.now_ms().await?;
-    Ok(queue.leases().await?.iter().any(|l| {
-        l.kind == LeaseKind::Lock && l.name.starts_with(PRESENCE_LOCK_PREFIX) && l.status(now) == LeaseStatus::Active
-    }))
-}
-
-#[async_trait::async_trait]
-impl JobWaiter for CliWaiter<'_> {
-    async fn wait_jobs(&self, ids: &[String], what: &str) -> Result<Vec<Job>, EngineError> {
-        let bar = (!self.ctx.json && std::io::stderr().is_terminal()).then(|| {
-            let b = indicatif::ProgressBar::new_spinner();
-            b.enable_steady_tick(Duration::from_millis(120));
-            b
-        });
-        let mut local: Option<(CancellationToken, tokio::task::JoinHandle<()>)> = None;
-        let mut last_check = std::time::Instant::now() - Duration::from_secs(10);
-        let result = loop {
-            let mut jobs = Vec::with_capacity(ids.len());
-            for id in ids {
-                match self.queue.get(id).await? {
-                    Some(job) => jobs.push(job),
-                    None => return Err(EngineError::NotFound(id.clone())),
-                }
-            }
-            let n_done = jobs.iter().filter(|j| j.state.is_terminal() || j.state == JobState::Stale).count();
-            if let Some(b) = &bar {
-                let running = jobs.iter().filter(|j| j.state == JobState::Running).count();
-                b.set_message(format!("{what}: {n_done}/{} done, {running} running", jobs.len()));
-            }
-            if n_done == jobs.len() {
-                break jobs;
-            }
-            if self.ctx.queue_url.is_embedded() && local.is_none() && last_check.elapsed() >= Duration::from_secs(1) {
-                last_check = std::time::Instant::now();
-                if !has_active_worker(self.queue.as_ref()).await? {
-                    local = Some(self.start_local_worker());
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-        if let Some(b) = bar {
-            b.finish_and_clear();
-        }
-        if let Some((stop, handle)) = local {
-            stop.cancel();
-            let _ = handle.await;
-        }
-        let _ = &self.store;
-        Ok(result)
-    }
-}
-
-impl CliWaiter<'_> {
-    fn start_local_worker(&self) -> (CancellationToken, tokio::task::JoinHandle<()>) {
-        let mut config = WorkerConfig::new("local", self.ctx.scratch_root());
-        config.concurrency = self.ctx.config.worker.concurrency.unwrap_or(4);
-        config.grace = Duration::from_secs(2);
-        let worker = Worker::new(config, self.queue.clone(), crate::runners::all());
-        let stop = CancellationToken::new();
-        let s = stop.clone();
-        (stop, tokio::spawn(async move {
-            worker.run(s).await;
-        }))
     }
 }

@@ -8,7 +8,8 @@ use serde_json::json;
 use skillforge_engine::{Job, JobSpec};
 use skillforge_runner_sandbox::{ConfinementMode, SandboxPayload, Verdict, VerifyReport};
 
-use crate::commands::wait::await_job;
+use crate::control::args::secs;
+use crate::control::waiter::{await_job, enqueue_checked};
 use crate::context::Context;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, ENVIRONMENT, OK};
 use crate::output::{age, print_json};
@@ -98,20 +99,20 @@ pub async fn run(ctx: &Context, args: VerifyArgs) -> CliResult {
     payload.image = args.image.clone();
     let mut spec = JobSpec::for_payload(&payload).map_err(CliError::usage)?;
     spec.queue = VERIFY_QUEUE.to_owned();
-    spec.workflow = "verify".to_owned();
+    spec.workflow = skillforge_workflows::families::VERIFY_WORKFLOW.to_owned();
     spec.stage = "hard_verifier".to_owned();
     spec.idempotency_key = args.idempotency_key.clone();
     // The clone may take a while beyond the commands' budget; a fail verdict is an answer, not a retry.
     spec.timeout_ms = (args.timeout + 60) * 1000;
     spec.retry_failed_runs = false;
-    spec.heartbeat_ms = crate::commands::jobs::secs("heartbeat", args.heartbeat)?;
-    spec.stale_after_ms = crate::commands::jobs::secs("stale-after", args.stale_after)?;
+    spec.heartbeat_ms = secs("heartbeat", args.heartbeat)?;
+    spec.stale_after_ms = secs("stale-after", args.stale_after)?;
     if spec.stale_after_ms <= spec.heartbeat_ms {
         return Err(CliError::usage(anyhow!("--stale-after must be longer than --heartbeat")));
     }
 
     let backend = ctx.queue().await?;
-    let enqueued = crate::commands::wait::enqueue_checked(backend.as_ref(), &spec).await?;
+    let enqueued = enqueue_checked(backend.as_ref(), &spec).await?;
     if args.no_wait {
         if ctx.json {
             print_json(&json!({"id": enqueued.job_id, "created": enqueued.created}));
@@ -123,7 +124,7 @@ pub async fn run(ctx: &Context, args: VerifyArgs) -> CliResult {
     if !enqueued.created && !ctx.json {
         eprintln!("recorded result of job {} (idempotency key)", enqueued.job_id);
     }
-    let job = await_job(ctx, &backend, &enqueued.job_id, &spec.queue, !args.no_local_worker).await?;
+    let job = await_job(ctx, &backend, &enqueued.job_id, !args.no_local_worker).await?;
     report_verification(ctx, &job)
 }
 

@@ -5,7 +5,8 @@ use std::time::Duration;
 use clap::Args;
 use skillforge_engine::worker::{Worker, WorkerConfig};
 
-use crate::commands::signals::shutdown_on_signal;
+use crate::control::args::queue_label;
+use crate::control::signals::shutdown_on_signal;
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
@@ -67,12 +68,4 @@ pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
         ids.len(),
         ids.join(", ")
     )))
-}
-
-/// A human label of the queue backend in use.
-pub fn queue_label(ctx: &Context) -> String {
-    match &ctx.queue_url {
-        skillforge_engine::open::QueueUrl::Sqlite(p) => format!("embedded queue {}", p.display()),
-        skillforge_engine::open::QueueUrl::Redis(u) => format!("redis queue {u}"),
-    }
 }

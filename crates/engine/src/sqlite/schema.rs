@@ -22,6 +22,14 @@ pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 /// newer build (its version is above [`SCHEMA_VERSION`]).
 pub(super) async fn migrate(pool: &SqlitePool) -> Result<(), EngineError> {
     let err = |what: &str, e: sqlx::Error| EngineError::sqlite(format!("queue schema migration: {what}: {e}"));
+    // A current file needs no write lock (and a read-only home could not take one).
+    let version: i64 = sqlx::query_scalar("PRAGMA user_version")
+        .fetch_one(pool)
+        .await
+        .map_err(|e| err("read user_version", e))?;
+    if version == SCHEMA_VERSION {
+        return Ok(());
+    }
     let mut tx = pool
         .begin_with("BEGIN IMMEDIATE")
         .await

@@ -232,14 +232,15 @@ pub(crate) async fn retry_finishing_between_ingestion_read_and_ack_is_not_lost(b
     }
     #[async_trait::async_trait]
     impl ResultHandler for RetryDuringApply<'_> {
-        async fn apply(&self, _conn: &mut sqlx::SqliteConnection, job: &Job) -> Result<(), String> {
+        async fn apply(&self, _conn: &mut sqlx::SqliteConnection, job: &Job) -> Result<(), skillforge_engine::ingest::ApplyError> {
+            let unusable = |e: skillforge_engine::EngineError| skillforge_engine::ingest::ApplyError::Unusable { job_id: job.id.clone(), reason: e.to_string() };
             let first = self.seen.lock().unwrap().is_empty();
             self.seen.lock().unwrap().push((job.id.clone(), job.fencing_token, job.state));
             if first {
-                self.queue.retry(&job.id).await.map_err(|e| e.to_string())?;
-                let leased = self.queue.lease("q", &self.worker, 1, Duration::ZERO).await.map_err(|e| e.to_string())?;
+                self.queue.retry(&job.id).await.map_err(unusable)?;
+                let leased = self.queue.lease("q", &self.worker, 1, Duration::ZERO).await.map_err(unusable)?;
                 let token = leased[0].fencing_token;
-                let reply = self.queue.finish(&job.id, token, &finish(JobState::Succeeded)).await.map_err(|e| e.to_string())?;
+                let reply = self.queue.finish(&job.id, token, &finish(JobState::Succeeded)).await.map_err(unusable)?;
                 assert_eq!(reply, FinishReply::Applied(JobState::Succeeded));
             }
             Ok(())

@@ -2,6 +2,8 @@
 //! preferences (Mode B, off by default)", "Live-traffic A/B interception", "Cross-family
 //! LLM-judge auto-pairwise"; facts §6; S-64..S-82).
 //!
+//! * [`import`]: a reviewer's blinded paired-review packet (`pairwise import`) → ranked
+//!   feedback events, one transaction.
 //! * [`ask`]: the prompt a version answers an ask with, its declared runtimes.
 //! * [`bandit`]: Beta-Bernoulli arms, exact and Monte Carlo P(challenger > champion), 95% credible
 //!   intervals (pure).
@@ -17,8 +19,11 @@
 
 pub mod ask;
 pub mod bandit;
+pub mod import;
 pub mod judge;
 pub mod jury;
 pub mod live;
 pub mod pick;
 pub mod record;
+
+pub use import::{ImportError, ImportReport, PAIRWISE_SOURCE, PairwiseImport, import_pairwise};

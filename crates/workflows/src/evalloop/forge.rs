@@ -30,7 +30,8 @@ use super::ledger::{LedgerRow, append_row, read_ledger, recheck_due, rejected};
 use super::sample::{SampleVerdict, VERDICT_FILE};
 use super::stages::EvalStages;
 use super::stop::brief_stop;
-use crate::train::{JobWaiter, Reporter};
+use crate::stage::StageJobs;
+use crate::train::Reporter;
 
 /// `<brief dir>/forge.json`: the forge in progress or done.
 pub const FORGE_FILE: &str = "forge.json";
@@ -73,7 +74,7 @@ pub struct ForgeEnv<'a> {
     /// Stage definitions.
     pub stages: &'a EvalStages,
     /// Waits for jobs (the CLI serves the embedded queue in-process).
-    pub waiter: &'a dyn JobWaiter,
+    pub jobs: &'a dyn StageJobs,
     /// Applies results (the CLI's dispatch by workflow).
     pub handler: &'a dyn ResultHandler,
     /// Progress lines.
@@ -208,7 +209,7 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
             write_json(&dir.join(FORGE_FILE), &state).map_err(env_err)?;
         }
         env.reporter.step(&format!("sample {n}: arms running (jobs {} and {})", ids[0], ids[1]));
-        env.waiter.wait_jobs(&ids, &format!("sample {n} arms")).await.map_err(env_err)?;
+        env.jobs.wait(&ids, &format!("sample {n} arms")).await.map_err(env_err)?;
         let files = ArmSide::BOTH.map(|side| meta_dir(&sdir, side).join(RUN_FILE));
         apply_until(env, &files).await?;
         if let Some(v) = read_json::<SampleVerdict>(&sdir.join(VERDICT_FILE)).map_err(env_err)? {
@@ -221,7 +222,7 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
             for side in ArmSide::BOTH {
                 ids.push(enqueue(env, &verify_job(&req.brief, &sdir, n, side, &env.stages.verify, &prefix)).await?);
             }
-            env.waiter.wait_jobs(&ids, &format!("sample {n} verify")).await.map_err(env_err)?;
+            env.jobs.wait(&ids, &format!("sample {n} verify")).await.map_err(env_err)?;
             apply_until(env, &verify_files).await?;
         }
         match prepare_judge(&req.brief, &sdir, n, &skill, &env.stages.judge, &req.judge_runtime, &prefix).map_err(env_err)? {
@@ -239,7 +240,7 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
     }
     if !pending_judges.is_empty() {
         let ids: Vec<String> = pending_judges.iter().map(|(_, id)| id.clone()).collect();
-        env.waiter.wait_jobs(&ids, "judges").await.map_err(env_err)?;
+        env.jobs.wait(&ids, "judges").await.map_err(env_err)?;
         let files: Vec<PathBuf> = pending_judges.iter().map(|(n, _)| sample_dir(&dir, *n).join(VERDICT_FILE)).collect();
         apply_until(env, &files).await?;
     }

@@ -3,7 +3,7 @@
 //! engine's applied-result record makes each apply run once per (job, fencing token).
 
 use skillforge_engine::Job;
-use skillforge_engine::ingest::ResultHandler;
+use skillforge_engine::ingest::{ApplyError, ResultHandler};
 use sqlx::SqliteConnection;
 
 use super::arm_stage::apply_arm;
@@ -16,15 +16,16 @@ pub struct EvalResultHandler;
 
 #[async_trait::async_trait]
 impl ResultHandler for EvalResultHandler {
-    async fn apply(&self, _conn: &mut SqliteConnection, job: &Job) -> Result<(), String> {
+    async fn apply(&self, _conn: &mut SqliteConnection, job: &Job) -> Result<(), ApplyError> {
         if job.spec.workflow != EVAL_WORKFLOW || !(job.state.is_terminal() || job.state == skillforge_engine::JobState::Stale) {
             return Ok(());
         }
-        match job.spec.stage.as_str() {
+        let applied = match job.spec.stage.as_str() {
             ARM_STAGE => apply_arm(job),
             VERIFY_STAGE => apply_verify(job),
             JUDGE_STAGE => apply_judge(job),
             other => Err(format!("evalloop job {} has unknown stage `{other}`", job.id)),
-        }
+        };
+        applied.map_err(|reason| ApplyError::Unusable { job_id: job.id.clone(), reason })
     }
 }

@@ -15,6 +15,8 @@ use skillforge_engine::JobSpec;
 use skillforge_runner::PayloadError;
 use skillforge_runner_agent::AgentPayload;
 
+use crate::stage::StageDef;
+
 /// Workflow name of evaluator jobs.
 pub const EVALUATE_WORKFLOW: &str = "evaluate";
 /// Stage name of judge jobs.
@@ -23,8 +25,6 @@ pub const JUDGE_STAGE: &str = "judge";
 pub const DEFAULT_JUDGE_PROMPT_VERSION: &str = "skillforge-judge-v1";
 /// Longest artifact excerpt put in a judge prompt, in bytes (cut at a char boundary).
 pub const MAX_JUDGE_ARTIFACT_BYTES: usize = 64 * 1024;
-/// Judge job budget, seconds.
-pub const JUDGE_TIMEOUT_SECS: u64 = 600;
 
 const DEFAULT_RUBRIC: &str = "Judge whether the output below does its job for a careful human reviewer: it is \
 correct, complete for the item, follows the agent template's instructions, and is clear.";
@@ -198,21 +198,15 @@ fn program_on_path(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
-/// The engine job of one judge run: runner `agent`, workflow [`EVALUATE_WORKFLOW`], stage
-/// [`JUDGE_STAGE`], idempotency key `key` (so re-evaluating returns the recorded verdict), budget
-/// [`JUDGE_TIMEOUT_SECS`]; an unreadable or failed run is an answer, not a retry.
+/// The engine job of one judge run: the `judge` stage of `workflows/evaluator.toml` (runner
+/// `agent`, workflow [`EVALUATE_WORKFLOW`], budget 600 s shipped, a failed or unreadable run is an
+/// answer, not a retry), idempotency key `key` (so re-evaluating returns the recorded verdict).
 ///
 /// # Errors
-/// [`PayloadError`] when the agent payload does not serialize.
-pub fn judge_job(request: &JudgeRequest, key: String) -> Result<JobSpec, PayloadError> {
+/// [`PayloadError`] when the payload does not serialize.
+pub fn judge_job(stage: &StageDef, request: &JudgeRequest, key: String) -> Result<JobSpec, PayloadError> {
     let mut payload = AgentPayload::new(request.runtime.clone(), request.prompt.clone());
     payload.model = request.model.clone();
-    payload.timeout_secs = Some(JUDGE_TIMEOUT_SECS);
-    let mut spec = JobSpec::for_payload(&payload)?;
-    spec.workflow = EVALUATE_WORKFLOW.to_owned();
-    spec.stage = JUDGE_STAGE.to_owned();
-    spec.idempotency_key = Some(key);
-    spec.timeout_ms = (JUDGE_TIMEOUT_SECS + 60) * 1000;
-    spec.retry_failed_runs = false;
-    Ok(spec)
+    payload.timeout_secs = Some(stage.timeout_secs);
+    stage.job(&payload, Some(key))
 }

@@ -23,6 +23,8 @@
 //! train mode's evaluator stage.
 
 pub mod checks;
+pub mod defs;
+mod handler;
 pub mod judge;
 pub mod profile;
 mod run;
@@ -30,12 +32,13 @@ mod score;
 mod stages;
 
 pub use checks::{CheckOutcome, CheckState, run_artifact_check};
+pub use handler::EvaluatorHandler;
 pub use judge::{
     DEFAULT_JUDGE_PROMPT_VERSION, EVALUATE_WORKFLOW, JUDGE_STAGE, JudgeOutcome, JudgeRequest, JudgeVerdict,
     judge_job, judge_runtime_problem, parse_judge_verdict,
 };
 pub use profile::{BUILTIN_EVALUATOR_IDS, CheckClass, check_class, effective_profile, judge_runtime_of, known_evaluator_ids};
-pub use run::{EvalJobs, EvalRunError, RunEvaluation, evaluate_run};
+pub use run::{EvalRunError, RunEvaluation, evaluate_run};
 pub use stages::{
     Artifact, Evaluation, JudgeStep, RenderStep, STAGE_ARTIFACT_CHECKS, STAGE_JUDGE, STAGE_RENDER, StageEnv, evaluate,
 };

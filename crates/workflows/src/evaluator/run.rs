@@ -5,8 +5,8 @@
 //!
 //! For every item of the run, every option (ranked runs) or the candidate output (A/B runs) is
 //! evaluated in the stage order of [`super::Evaluation`] (S-101): artifact checks, render
-//! adapters as `process` jobs, the judge as an `agent` job. Jobs go through an [`EvalJobs`]
-//! (enqueue and wait; each caller waits its own way). Scores are stored in the item's metadata:
+//! adapters as `process` jobs, the judge as an `agent` job. Jobs go through the stage port
+//! [`StageJobs`] (submit, then wait or return pending), which the CLI implements once. Scores are stored in the item's metadata:
 //! an A/B item's candidate score in `metadata.evaluator_score` (one object), a ranked item's
 //! option scores in `metadata.evaluator_scores` (label order, each score's `metadata.option`
 //! naming its label). Both keys are what the export carries and `optimizer distill` reads; a
@@ -34,8 +34,9 @@ use skillforge_store::review::{EvalRunRow, ReviewItem, list_items, set_item_meta
 use skillforge_store::{Store, StoreError};
 
 use super::checks::{CheckOutcome, CheckState};
-use super::judge::{EVALUATE_WORKFLOW, JudgeOutcome, judge_job, judge_runtime_problem, parse_judge_verdict, prompt_hash};
-use super::stages::{Artifact, Evaluation, JudgeStep, RenderStep};
+use super::judge::{JUDGE_STAGE, JudgeOutcome, judge_job, judge_runtime_problem, parse_judge_verdict, prompt_hash};
+use super::stages::{Artifact, Evaluation, JudgeStep, RenderStep, STAGE_RENDER};
+use crate::stage::{Ran, StageDef, StageJobs, Wait, run_jobs};
 
 /// Why a run could not be evaluated (a failing artifact is a result, not an error).
 #[derive(Debug, thiserror::Error)]
@@ -71,16 +72,14 @@ impl From<sqlx::Error> for EvalRunError {
     }
 }
 
-/// Runs the evaluator's engine jobs for a caller: enqueue `spec` (its idempotency key may name
-/// a job that already exists — then that job is the answer) and return it once terminal, or
-/// [`EvalRunError::Pending`] when the caller does not wait.
-#[async_trait::async_trait]
-pub trait EvalJobs: Send + Sync {
-    /// Enqueues `spec` and waits for the job.
-    ///
-    /// # Errors
-    /// The queue's; [`EvalRunError::Pending`] when not waiting.
-    async fn run_job(&self, spec: &JobSpec) -> Result<Job, EvalRunError>;
+/// Runs one evaluator job through the stage port: submit `spec` (its idempotency key may name a
+/// job that already exists — then that job is the answer) and return it once finished, or
+/// [`EvalRunError::Pending`] when the caller does not wait and it is still running.
+async fn run_job(jobs: &dyn StageJobs, wait: Wait, spec: &JobSpec) -> Result<Job, EvalRunError> {
+    match run_jobs(jobs, std::slice::from_ref(spec), wait, "evaluating").await? {
+        Ran::Done(mut done) => Ok(done.remove(0)),
+        Ran::Pending(mut ids) => Err(EvalRunError::Pending(ids.remove(0))),
+    }
 }
 
 /// What evaluating a run did.
@@ -113,7 +112,7 @@ fn targets(item: &ReviewItem) -> Vec<Target> {
 
 /// Evaluates every item of `run` with `profile` (judge on `runtime`, none ⇒ the judge stage is
 /// skipped with a reason) and stores the scores in the items' metadata, one store transaction
-/// per item. `home` holds the blobs and the render adapters' artifact copies
+/// per item; jobs run through `jobs`, waited for unless `wait` is [`Wait::Return`]. `home` holds the blobs and the render adapters' artifact copies
 /// (`<home>/evaluate/<run>/<item>/<label>/artifact`).
 ///
 /// # Errors
@@ -125,8 +124,10 @@ pub async fn evaluate_run(
     run: &EvalRunRow,
     profile: &EvaluatorProfile,
     runtime: Option<&str>,
-    jobs: &dyn EvalJobs,
+    jobs: &dyn StageJobs,
+    wait: Wait,
 ) -> Result<RunEvaluation, EvalRunError> {
+    let stages = super::defs::for_home(home).map_err(|e| EvalRunError::Invalid(e.to_string()))?;
     let items = list_items(store.pool(), &run.id).await?;
     let blobs = BlobStore::in_home(home);
     let mut out = RunEvaluation::default();
@@ -150,7 +151,7 @@ pub async fn evaluate_run(
                     RenderStep::Skip(outcome) => outcome,
                     RenderStep::Run(check) => {
                         let place = home.join("evaluate").join(&run.id).join(&item_id).join(&target.label);
-                        run_render(jobs, &check, &place, &bytes, &mut out.job_ids).await?
+                        run_render((jobs, wait), stages.stage(STAGE_RENDER), &check, &place, &bytes, &mut out.job_ids).await?
                     }
                 });
             }
@@ -161,7 +162,8 @@ pub async fn evaluate_run(
                 JudgeStep::Run(request) => {
                     let started_at = Utc::now();
                     let key = format!("evaluate:{}:{item_id}:{}:{}", run.id, target.label, prompt_hash(&request.prompt));
-                    let job = jobs.run_job(&judge_job(&request, key)?).await?;
+                    let spec = judge_job(stages.stage(JUDGE_STAGE), &request, key)?;
+                    let job = run_job(jobs, wait, &spec).await?;
                     push_unique(&mut out.job_ids, &job.id);
                     let outcome = judge_outcome(&job);
                     evaluation.record_judge(request, outcome, started_at, Utc::now());
@@ -239,7 +241,8 @@ fn judge_outcome(job: &Job) -> JudgeOutcome {
 /// configured (the artifact copied to `dir/artifact`); otherwise a `skipped` outcome with the
 /// reason.
 async fn run_render(
-    jobs: &dyn EvalJobs,
+    (jobs, wait): (&dyn StageJobs, Wait),
+    stage: &StageDef,
     check: &EvaluatorCheckConfig,
     dir: &Path,
     bytes: &[u8],
@@ -268,12 +271,11 @@ async fn run_render(
     let mut payload = ProcessPayload::argv(command);
     payload.env.insert("SKILLFORGE_ARTIFACT".into(), path.display().to_string());
     payload.cwd = Some(dir.to_path_buf());
-    let mut spec = JobSpec::for_payload(&payload)?;
-    spec.workflow = EVALUATE_WORKFLOW.to_owned();
-    spec.stage = "render".to_owned();
-    spec.timeout_ms = config.get("timeout_secs").and_then(Value::as_u64).unwrap_or(120) * 1000;
-    spec.retry_failed_runs = false;
-    let job = jobs.run_job(&spec).await?;
+    let mut spec = stage.job(&payload, None)?;
+    if let Some(secs) = config.get("timeout_secs").and_then(Value::as_u64) {
+        spec.timeout_ms = (secs + stage.setup_secs) * 1000;
+    }
+    let job = run_job(jobs, wait, &spec).await?;
     push_unique(job_ids, &job.id);
     let tail = job.outcome.as_ref().map(|o| format!("{}{}", o.stdout_tail, o.stderr_tail)).unwrap_or_default();
     let mut outcome = if job.state == JobState::Succeeded {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use skillforge_contract::FeedbackEvent;
-use skillforge_engine::ingest::ResultHandler;
+use skillforge_engine::ingest::{ApplyError, ResultHandler};
 use skillforge_engine::{EngineError, Job, JobSpec, QueueBackend};
 use skillforge_runner_agent::AgentReport;
 use skillforge_runner_checker::{CheckReport, parse_checker_list};
@@ -331,14 +331,14 @@ async fn plan_legs(
             Leg::HardVerifier => {
                 let key = dispatch_key(leg, &run, &a.repo, a.pr, head, None);
                 let (commands, image) = (hard_commands.clone().unwrap_or_default(), config.hard_verifier_image.clone());
-                (hard_verifier_spec(checkout, head, commands, image, key), json!({}))
+                (hard_verifier_spec(&config.stages, checkout, head, commands, image, key), json!({}))
             }
             Leg::Checkers => {
                 let list = config.deterministic_checkers.as_deref().unwrap_or("diff_size");
                 match parse_checker_list(list) {
                     Ok(checkers) => {
                         let key = dispatch_key(leg, &run, &a.repo, a.pr, head, None);
-                        (checkers_spec(checkout, &base, head, checkers, key), json!({}))
+                        (checkers_spec(&config.stages, checkout, &base, head, checkers, key), json!({}))
                     }
                     Err(e) => {
                         record_event(conn, "", &a.repo, a.pr, leg.failed_event(), &format!("deterministic_checkers: {e}"))
@@ -368,7 +368,7 @@ async fn plan_legs(
                     family: reviewer.family.clone(),
                     self_family: reviewer.self_family,
                 };
-                (review_spec(&reviewer.runtime, prompt, Some(checkout), key), json!(context))
+                (review_spec(&config.stages, &reviewer.runtime, prompt, Some(checkout), key), json!(context))
             }
         };
         let spec = match spec {
@@ -443,8 +443,11 @@ pub struct HarvestHandler;
 
 #[async_trait::async_trait]
 impl ResultHandler for HarvestHandler {
-    async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), String> {
-        apply_leg_result(conn, job).await.map_err(|e| e.to_string())
+    async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), ApplyError> {
+        apply_leg_result(conn, job).await.map_err(|e| match e {
+            HarvestError::Store(s) => ApplyError::Store(s),
+            HarvestError::Queue(q) => ApplyError::Unusable { job_id: job.id.clone(), reason: q.to_string() },
+        })
     }
 }
 

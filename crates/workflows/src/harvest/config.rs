@@ -2,16 +2,8 @@
 //! feedback (Mode A, off by default)" › Enabling, and each leg's section; S-13, S-26).
 //!
 //! Every switch defaults to off/empty. The CLI builds a [`HarvestConfig`] from its config file;
-//! when [`HarvestConfig::is_enabled`] is false no harvester is constructed at all (S-13).
-
-use std::time::Duration;
-
-/// Hard-verifier leg budget (facts §5: 15 min).
-pub const HARD_VERIFIER_LEG_TIMEOUT: Duration = Duration::from_secs(15 * 60);
-/// Checker leg budget (facts §5: 10 min).
-pub const CHECKERS_LEG_TIMEOUT: Duration = Duration::from_secs(10 * 60);
-/// Review leg budget (facts §5: 10 min).
-pub const REVIEW_LEG_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+//! when [`HarvestConfig::is_enabled`] is false no harvester is constructed at all (S-13). The
+//! legs' budgets are stage data ([`super::stages`]), carried here so every leg builder sees them.
 
 /// `[skillopt]` keys the harvester reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -37,6 +29,8 @@ pub struct HarvestConfig {
     /// `review_runtimes` (ours): agent runtimes that may review, in preference order. Unset = the
     /// shipped model runtimes (claude, codex, opencode) whose program is found on this host's PATH.
     pub review_runtimes: Option<Vec<String>>,
+    /// The legs' stages (`workflows/harvest.toml` with `<home>/harvest.toml`; default the shipped file).
+    pub stages: super::stages::HarvestStages,
 }
 
 impl HarvestConfig {

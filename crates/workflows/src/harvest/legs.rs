@@ -9,22 +9,21 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use skillforge_contract::EvaluatorScore;
 use skillforge_engine::JobSpec;
-use skillforge_runner::{PayloadError, RunnerPayload};
+use skillforge_runner::PayloadError;
 use skillforge_runner_agent::AgentPayload;
 use skillforge_runner_checker::{CheckReport, Checker, CheckerPayload};
 use skillforge_runner_sandbox::{SandboxPayload, Verdict, VerifyReport};
 
-use super::config::{CHECKERS_LEG_TIMEOUT, HARD_VERIFIER_LEG_TIMEOUT, REVIEW_LEG_TIMEOUT};
 use super::outcome::{RowPlan, project};
 use super::review::{Reviewer, parse_rubric};
 use super::tier::EvidenceTier;
-use super::{CHECKER_REVIEWER, REVIEW_REVIEWER, VERIFIER_REVIEWER, WORKFLOW};
+use super::stages::HarvestStages;
+use super::{CHECKER_REVIEWER, REVIEW_REVIEWER, VERIFIER_REVIEWER};
 
 /// Score at or above which a leg row is choice `a` (facts §5; a mean of exactly 0.5 is `a`,
 /// resolutions §8).
@@ -69,15 +68,6 @@ impl Leg {
         }
     }
 
-    /// The leg's wall-clock budget (facts §5).
-    pub fn timeout(self) -> Duration {
-        match self {
-            Leg::HardVerifier => HARD_VERIFIER_LEG_TIMEOUT,
-            Leg::Checkers => CHECKERS_LEG_TIMEOUT,
-            Leg::Review => REVIEW_LEG_TIMEOUT,
-        }
-    }
-
     /// Item id of this leg's row: `hard#<repo>#<pr>`, `checker#…`, `review#…` (S-27).
     pub fn item_id(self, repo: &str, pr: i64) -> String {
         let prefix = match self {
@@ -96,55 +86,60 @@ pub fn dispatch_key(leg: Leg, run_id: &str, repo: &str, pr: i64, head: &str, rev
     format!("harvest:{}:{run_id}:{repo}#{pr}@{head}{by}", leg.name())
 }
 
-fn leg_spec<P: RunnerPayload>(leg: Leg, payload: &P, key: String) -> Result<JobSpec, PayloadError> {
-    let mut spec = JobSpec::for_payload(payload)?;
-    spec.workflow = WORKFLOW.to_owned();
-    spec.stage = leg.name().to_owned();
-    spec.idempotency_key = Some(key);
-    // The run's own budget plus time to clone/clean up; a failing verdict is an answer, not a retry.
-    spec.timeout_ms = (leg.timeout().as_secs() + 60) * 1000;
-    spec.retry_failed_runs = false;
-    Ok(spec)
-}
-
 /// The hard-verifier job: `commands` via `sh -c` in a `git clone --local` of `checkout` at `head`,
-/// budget [`HARD_VERIFIER_LEG_TIMEOUT`]; in containers from `image` when given
-/// (`[skillopt] hard_verifier_image`).
+/// within the `hard_verifier` stage's budget (`workflows/harvest.toml`, facts §5: 15 min); in
+/// containers from `image` when given (`[skillopt] hard_verifier_image`).
 ///
 /// # Errors
 /// [`PayloadError`] when the payload does not serialize (a `checkout` path that is not UTF-8).
 pub fn hard_verifier_spec(
+    stages: &HarvestStages,
     checkout: PathBuf,
     head: &str,
     commands: Vec<String>,
     image: Option<String>,
     key: String,
 ) -> Result<JobSpec, PayloadError> {
+    let stage = stages.0.stage(Leg::HardVerifier.name());
     let mut payload = SandboxPayload::new(checkout, head.to_owned(), commands);
-    payload.timeout_secs = Some(HARD_VERIFIER_LEG_TIMEOUT.as_secs());
+    payload.timeout_secs = Some(stage.timeout_secs);
     payload.image = image;
-    leg_spec(Leg::HardVerifier, &payload, key)
+    stage.job(&payload, Some(key))
 }
 
-/// The checker job over `base..head` of `checkout`, budget [`CHECKERS_LEG_TIMEOUT`].
+/// The checker job over `base..head` of `checkout`, within the `checkers` stage's budget.
 ///
 /// # Errors
-/// [`PayloadError`] when the payload does not serialize (a `checkout` path that is not UTF-8).
-pub fn checkers_spec(checkout: PathBuf, base: &str, head: &str, checkers: Vec<Checker>, key: String) -> Result<JobSpec, PayloadError> {
+/// [`PayloadError`] when the payload does not serialize.
+pub fn checkers_spec(
+    stages: &HarvestStages,
+    checkout: PathBuf,
+    base: &str,
+    head: &str,
+    checkers: Vec<Checker>,
+    key: String,
+) -> Result<JobSpec, PayloadError> {
     let payload = CheckerPayload::commits(checkout, base.to_owned(), head.to_owned(), checkers);
-    leg_spec(Leg::Checkers, &payload, key)
+    stages.0.stage(Leg::Checkers.name()).job(&payload, Some(key))
 }
 
 /// The review job: `prompt` to runtime `runtime`, working in `workdir` (read-only by
-/// instruction), budget [`REVIEW_LEG_TIMEOUT`].
+/// instruction), within the `review` stage's budget.
 ///
 /// # Errors
-/// [`PayloadError`] when the payload does not serialize (a `workdir` that is not UTF-8).
-pub fn review_spec(runtime: &str, prompt: String, workdir: Option<PathBuf>, key: String) -> Result<JobSpec, PayloadError> {
+/// [`PayloadError`] when the payload does not serialize.
+pub fn review_spec(
+    stages: &HarvestStages,
+    runtime: &str,
+    prompt: String,
+    workdir: Option<PathBuf>,
+    key: String,
+) -> Result<JobSpec, PayloadError> {
+    let stage = stages.0.stage(Leg::Review.name());
     let mut payload = AgentPayload::new(runtime, prompt);
     payload.workdir = workdir;
-    payload.timeout_secs = Some(REVIEW_LEG_TIMEOUT.as_secs());
-    leg_spec(Leg::Review, &payload, key)
+    payload.timeout_secs = Some(stage.timeout_secs);
+    stage.job(&payload, Some(key))
 }
 
 fn choice_for(score: f64) -> &'static str {
@@ -272,24 +267,25 @@ mod tests {
 
     #[test]
     fn leg_jobs_name_their_runner_and_a_payload_that_does_not_serialize_is_an_error_not_null() {
+        let stages = HarvestStages::default();
         let checkout = PathBuf::from("/srv/app");
-        let hard = hard_verifier_spec(checkout.clone(), "h1", vec!["true".into()], None, "k1".into()).unwrap();
-        let checkers = checkers_spec(checkout.clone(), "b1", "h1", vec![Checker::DiffSize], "k2".into()).unwrap();
-        let review = review_spec("scripted", "review it".into(), Some(checkout), "k3".into()).unwrap();
+        let hard = hard_verifier_spec(&stages, checkout.clone(), "h1", vec!["true".into()], None, "k1".into()).unwrap();
+        let checkers = checkers_spec(&stages, checkout.clone(), "b1", "h1", vec![Checker::DiffSize], "k2".into()).unwrap();
+        let review = review_spec(&stages, "scripted", "review it".into(), Some(checkout), "k3".into()).unwrap();
         for (spec, kind, leg) in [(&hard, "sandbox", Leg::HardVerifier), (&checkers, "checker", Leg::Checkers), (&review, "agent", Leg::Review)] {
             assert_eq!((spec.kind.as_str(), spec.stage.as_str()), (kind, leg.name()));
             assert!(spec.payload.is_object(), "{kind}: {}", spec.payload);
         }
         assert_eq!(hard.payload["repo"], "/srv/app");
         assert!(hard.payload.get("image").is_none(), "no image key unless one is configured");
-        let boxed = hard_verifier_spec("/srv/app".into(), "h1", vec!["true".into()], Some("img:1".into()), "k1".into());
+        let boxed = hard_verifier_spec(&stages, "/srv/app".into(), "h1", vec!["true".into()], Some("img:1".into()), "k1".into());
         assert_eq!(boxed.unwrap().payload["image"], "img:1", "[skillopt] hard_verifier_image reaches the job");
 
         let not_utf8 = PathBuf::from(OsStr::from_bytes(b"/srv/app-\xff"));
         let errors = [
-            hard_verifier_spec(not_utf8.clone(), "h1", vec!["true".into()], None, "k1".into()).unwrap_err(),
-            checkers_spec(not_utf8.clone(), "b1", "h1", vec![Checker::DiffSize], "k2".into()).unwrap_err(),
-            review_spec("scripted", "review it".into(), Some(not_utf8), "k3".into()).unwrap_err(),
+            hard_verifier_spec(&stages, not_utf8.clone(), "h1", vec!["true".into()], None, "k1".into()).unwrap_err(),
+            checkers_spec(&stages, not_utf8.clone(), "b1", "h1", vec![Checker::DiffSize], "k2".into()).unwrap_err(),
+            review_spec(&stages, "scripted", "review it".into(), Some(not_utf8), "k3".into()).unwrap_err(),
         ];
         let kinds: Vec<&str> = errors.iter().map(|e| e.kind).collect();
         assert_eq!(kinds, ["sandbox", "checker", "agent"]);
@@ -337,6 +333,5 @@ mod tests {
         assert_eq!(Leg::HardVerifier.failed_event(), "hard_verifiers_failed");
         assert_eq!(Leg::Checkers.failed_event(), "deterministic_checkers_failed");
         assert_eq!(Leg::Review.failed_event(), "cross_family_review_failed");
-        assert_eq!(Leg::HardVerifier.timeout(), Duration::from_secs(900));
     }
 }

@@ -9,6 +9,7 @@
 //! * [`review`]: reviewer selection (cross-family, else a tagged same-family fallback) and the rubric.
 //! * [`gate`]: the merge side of the empty gate (grace window, `.github/workflows/` awareness,
 //!   `require_external_ci`) and its `gitmoot/ci` stamp (S-19).
+//! * [`stages`]: the legs' stage definitions, `workflows/harvest.toml` (budgets, retries).
 //! * [`kind`]: which attributed kinds are harvested and which legs each gets (S-16, S-41).
 //! * [`tier`]: the `evidence_tier` / `evidence_rank` item tags of every harvested row (S-31).
 //! * [`webhook`]: GitHub webhook signatures and payloads → [`HarvestEvent`]s (pure).
@@ -27,6 +28,7 @@ pub mod legs;
 pub mod outcome;
 pub mod review;
 pub mod revert;
+pub mod stages;
 pub mod tier;
 pub mod webhook;
 

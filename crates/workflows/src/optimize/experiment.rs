@@ -62,7 +62,7 @@ pub async fn dispatch_batch(ctx: &Ctx<'_>, log: &mut ExperimentLog, ids: &[Strin
     Ok(numbers)
 }
 
-fn pending<'l>(log: &'l ExperimentLog, n: u32) -> Result<&'l PendingWait, OptimizeError> {
+fn pending(log: &ExperimentLog, n: u32) -> Result<&PendingWait, OptimizeError> {
     log.run_state.pending_waits.iter().find(|w| w.experiment == n).ok_or_else(|| OptimizeError::Invalid(format!("exp-{n:03} has no pending wait")))
 }
 

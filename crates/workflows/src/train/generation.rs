@@ -8,17 +8,17 @@
 
 use serde::Deserialize;
 use skillforge_contract::driver_for_media_type;
-use skillforge_engine::ingest::ResultHandler;
+use skillforge_engine::ingest::{ApplyError, ResultHandler};
 use skillforge_engine::{Job, JobSpec, JobState};
 use skillforge_runner::PayloadError;
 use skillforge_runner_agent::{AgentPayload, AgentReport};
-use skillforge_store::artifacts::{get_artifact, store_artifact};
+use skillforge_store::artifacts::{StoreArtifactError, get_artifact, store_artifact};
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::train::{count_item_options, insert_generated_option};
 use sqlx::SqliteConnection;
 
 use super::items::ItemSpec;
-use super::stages::StageDef;
+use crate::stage::StageDef;
 
 /// Workflow name of every train job.
 pub const TRAIN_WORKFLOW: &str = "train";
@@ -62,16 +62,7 @@ pub fn generation_prompt(request: &str, item: &ItemSpec, n_options: i64, templat
 /// # Errors
 /// [`PayloadError`] when the payload does not serialize.
 pub fn generation_job(stage: &StageDef, payload: &AgentPayload, key: String) -> Result<JobSpec, PayloadError> {
-    let mut spec = JobSpec::for_payload(payload)?;
-    spec.workflow = TRAIN_WORKFLOW.to_owned();
-    spec.stage = GENERATION_STAGE.to_owned();
-    spec.idempotency_key = Some(key);
-    spec.max_attempts = stage.attempts;
-    spec.timeout_ms = stage.timeout_secs * 1000;
-    spec.heartbeat_ms = stage.heartbeat_secs * 1000;
-    spec.stale_after_ms = stage.stale_after_secs * 1000;
-    spec.idempotent = stage.idempotent;
-    Ok(spec)
+    stage.job(payload, Some(key))
 }
 
 /// One option as an agent returns it.
@@ -129,22 +120,24 @@ impl TrainResultHandler {
     /// Writes the options of a finished generation job (no-op for other jobs).
     ///
     /// # Errors
-    /// A message when the job succeeded but its report has no usable options, or the store fails.
-    pub async fn apply_generation(&self, conn: &mut SqliteConnection, job: &Job) -> Result<AppliedOptions, String> {
+    /// [`ApplyError::Unusable`] when the job succeeded but its report has no usable options (or
+    /// its review run is gone); [`ApplyError::Env`] when a blob cannot be written;
+    /// [`ApplyError::Store`].
+    pub async fn apply_generation(&self, conn: &mut SqliteConnection, job: &Job) -> Result<AppliedOptions, ApplyError> {
         let mut applied = AppliedOptions::default();
         if job.spec.workflow != TRAIN_WORKFLOW || job.spec.stage != GENERATION_STAGE || job.state != JobState::Succeeded {
             return Ok(applied);
         }
+        let unusable = |reason: String| ApplyError::Unusable { job_id: job.id.clone(), reason };
         let Some((_, run_id, item_id)) = job.spec.idempotency_key.as_deref().and_then(parse_generation_key) else {
-            return Err(format!("generation job {} has no train idempotency key", job.id));
+            return Err(unusable(format!("generation job {} has no train idempotency key", job.id)));
         };
         let n_wanted: i64 = sqlx::query_scalar("SELECT options_count FROM eval_runs WHERE id = ?")
             .bind(run_id)
             .fetch_optional(&mut *conn)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("review run `{run_id}` of job {} is missing", job.id))?;
-        let have = count_item_options(&mut *conn, run_id, item_id).await.map_err(|e| e.to_string())?;
+            .await?
+            .ok_or_else(|| unusable(format!("review run `{run_id}` of job {} is missing", job.id)))?;
+        let have = count_item_options(&mut *conn, run_id, item_id).await?;
         if have >= n_wanted {
             applied.existing = usize::try_from(have).unwrap_or(0);
             return Ok(applied);
@@ -152,27 +145,29 @@ impl TrainResultHandler {
         let report: AgentReport = job
             .outcome
             .as_ref()
-            .ok_or_else(|| format!("generation job {} has no outcome", job.id))
-            .and_then(|o| serde_json::from_value(o.detail.clone()).map_err(|e| format!("generation job {}: agent report: {e}", job.id)))?;
+            .ok_or_else(|| unusable(format!("generation job {} has no outcome", job.id)))
+            .and_then(|o| {
+                serde_json::from_value(o.detail.clone()).map_err(|e| unusable(format!("generation job {}: agent report: {e}", job.id)))
+            })?;
         let message = report.final_message.unwrap_or_default();
-        let options = parse_options(&message).map_err(|e| format!("generation job {} (item `{item_id}`): {e}", job.id))?;
+        let options = parse_options(&message).map_err(|e| unusable(format!("generation job {} (item `{item_id}`): {e}", job.id)))?;
         let n = usize::try_from(n_wanted).unwrap_or(0);
         if options.len() < n {
-            return Err(format!("generation job {} (item `{item_id}`) returned {} options, {n} needed", job.id, options.len()));
+            return Err(unusable(format!("generation job {} (item `{item_id}`) returned {} options, {n} needed", job.id, options.len())));
         }
         let role_meta = serde_json::json!({"generated_by": report.runtime, "job_id": job.id}).to_string();
         for option in options.into_iter().take(n) {
             let label = option.label.trim().to_lowercase();
             let artifact_id = option_artifact_id(run_id, item_id, &label);
-            if get_artifact(&mut *conn, &artifact_id).await.map_err(|e| e.to_string())?.is_none() {
+            if get_artifact(&mut *conn, &artifact_id).await?.is_none() {
                 store_artifact(&mut *conn, &self.blobs, &artifact_id, option.content.as_bytes(), OPTION_MEDIA_TYPE, driver_for_media_type(OPTION_MEDIA_TYPE))
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| match e {
+                        StoreArtifactError::Store(s) => ApplyError::Store(s),
+                        StoreArtifactError::Blob(b) => ApplyError::Env { job_id: job.id.clone(), reason: format!("write option blob: {b}") },
+                    })?;
             }
-            if insert_generated_option(&mut *conn, run_id, item_id, &label, &artifact_id, "", &role_meta)
-                .await
-                .map_err(|e| e.to_string())?
-            {
+            if insert_generated_option(&mut *conn, run_id, item_id, &label, &artifact_id, "", &role_meta).await? {
                 applied.inserted += 1;
             } else {
                 applied.existing += 1;
@@ -184,7 +179,7 @@ impl TrainResultHandler {
 
 #[async_trait::async_trait]
 impl ResultHandler for TrainResultHandler {
-    async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), String> {
+    async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), ApplyError> {
         self.apply_generation(conn, job).await.map(|_| ())
     }
 }

@@ -8,7 +8,9 @@
 //! * [`items`], [`meta`]: the items file and what sessions/iterations record;
 //! * [`generation`]: option-generation jobs and the [`TrainResultHandler`];
 //! * [`optimizer`]: backend preflight, the optimizer job, attempt dirs and the import gate;
-//! * [`control`]: `start`, `continue`, `recover` — the control plane's steps;
+//! * [`session`]: what every step shares (report, continue request, load, advance, save);
+//! * [`steps`]: the steps, one per file (start, generate, review, evaluate, optimize, decide,
+//!   recover); [`control`]: `continue` as a table from state to step, and the steps' entry points;
 //! * [`status`]: the status JSON.
 //!
 //! **Architecture Invariant:** only the control plane (the `train` command's process) writes the
@@ -22,14 +24,16 @@ pub mod items;
 pub mod meta;
 pub mod optimizer;
 pub mod phase;
+pub mod session;
 pub mod stages;
 pub mod state;
 pub mod status;
+pub mod steps;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use skillforge_engine::{EngineError, Job, QueueBackend};
+use skillforge_engine::{EngineError, QueueBackend};
 use skillforge_runner::PayloadError;
 use skillforge_store::{Store, StoreError};
 
@@ -76,17 +80,6 @@ impl From<sqlx::Error> for TrainError {
     }
 }
 
-/// Waits for jobs on behalf of the control plane (the CLI serves the embedded queue with an
-/// in-process worker while it waits and shows progress on a terminal).
-#[async_trait::async_trait]
-pub trait JobWaiter: Send + Sync {
-    /// Waits until every job in `ids` is terminal or parked `stale`; returns them in order.
-    ///
-    /// # Errors
-    /// The queue's, or an unknown job id.
-    async fn wait_jobs(&self, ids: &[String], what: &str) -> Result<Vec<Job>, EngineError>;
-}
-
 /// Where progress lines go (the CLI: stderr). Nothing below the CLI prints.
 pub trait Reporter: Send + Sync {
     /// One human line about a step taken.
@@ -105,8 +98,8 @@ pub struct TrainEnv<'a> {
     pub workflow: &'a TrainWorkflow,
     /// The skillforge binary for `{skillforge_bin}` in backend commands.
     pub skillforge_bin: PathBuf,
-    /// Waits for jobs.
-    pub waiter: &'a dyn JobWaiter,
+    /// Submits and waits for jobs (the stage port; the CLI serves the embedded queue while it waits).
+    pub jobs: &'a dyn crate::stage::StageJobs,
     /// Progress lines.
     pub reporter: &'a dyn Reporter,
 }

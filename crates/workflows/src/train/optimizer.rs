@@ -18,7 +18,6 @@ use skillforge_store::Store;
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::candidates::{import_verified, list_candidates, load_import_state};
 
-use super::generation::TRAIN_WORKFLOW;
 use super::stages::{BackendDef, SKILLFORGE_BIN_PLACEHOLDER, StageDef, TrainWorkflow};
 
 /// Stage name of optimizer jobs.
@@ -103,9 +102,9 @@ pub fn preflight(
     attempt_dir: &Path,
     session_id: &str,
 ) -> Result<Preflight, BackendError> {
-    let def: &BackendDef = workflow.backends.get(name).ok_or_else(|| BackendError::Unknown {
+    let def: &BackendDef = workflow.backends().get(name).ok_or_else(|| BackendError::Unknown {
         name: name.to_owned(),
-        known: workflow.backends.keys().cloned().collect::<Vec<_>>().join(", "),
+        known: workflow.backends().keys().cloned().collect::<Vec<_>>().join(", "),
     })?;
     let bin = skillforge_bin.display().to_string();
     let mut argv: Vec<String> = def.command.iter().map(|a| a.replace(SKILLFORGE_BIN_PLACEHOLDER, &bin)).collect();
@@ -137,23 +136,15 @@ pub fn preflight(
 
 /// The optimizer job: `process` runner, `idempotent: false` (a stale lease parks it with
 /// recovery available instead of re-running it), holding `skillopt-train:<session>`, a failed
-/// run not retried (its files are evidence for `train recover`).
+/// run not retried (`retry_failed_runs = false` in `workflows/train.toml`: its files are evidence
+/// for `train recover`).
 ///
 /// # Errors
 /// [`PayloadError`] when the payload does not serialize.
 pub fn optimizer_job(stage: &StageDef, preflight: &Preflight, key: String) -> Result<JobSpec, PayloadError> {
     let mut payload = ProcessPayload::argv(preflight.argv.clone());
     payload.cwd = Some(PathBuf::from(&preflight.attempt_dir));
-    let mut spec = JobSpec::for_payload(&payload)?;
-    spec.workflow = TRAIN_WORKFLOW.to_owned();
-    spec.stage = OPTIMIZER_STAGE.to_owned();
-    spec.idempotency_key = Some(key);
-    spec.max_attempts = stage.attempts;
-    spec.timeout_ms = stage.timeout_secs * 1000;
-    spec.heartbeat_ms = stage.heartbeat_secs * 1000;
-    spec.stale_after_ms = stage.stale_after_secs * 1000;
-    spec.idempotent = stage.idempotent;
-    spec.retry_failed_runs = false;
+    let mut spec = stage.job(&payload, Some(key))?;
     spec.locks = vec![preflight.lock.clone()];
     Ok(spec)
 }
@@ -269,7 +260,7 @@ mod tests {
         assert_eq!(dry.argv.last().map(String::as_str), Some("--dry-run"));
         let missing = BackendDef { command: vec!["/nonexistent/optimizer".into()], extra_args: vec![], description: String::new() };
         let mut w2 = w.clone();
-        w2.backends.insert("gone".into(), missing);
+        w2.sections.backends.insert("gone".into(), missing);
         let err = preflight(&w2, "gone", &bin, Path::new("t"), Path::new("b"), Path::new("o"), "s1").unwrap_err();
         assert!(super::super::phase::is_config_error(&err.to_string()), "{err}");
         assert!(matches!(preflight(&w, "nope", &bin, Path::new("t"), Path::new("b"), Path::new("o"), "s1"), Err(BackendError::Unknown { .. })));

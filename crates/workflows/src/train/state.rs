@@ -33,6 +33,86 @@ pub const ABANDONED: &str = "run_abandoned";
 /// Every terminal state.
 pub const TERMINAL_STATES: [&str; 4] = [NO_CANDIDATE, PROMOTED, REJECTED, ABANDONED];
 
+/// A train iteration's state as a type: the linear states in order, then the terminal ones. Its
+/// [`TrainState::as_str`] is the stored name (facts §3), exactly the string constants above.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TrainState {
+    /// `request_confirmed`.
+    RequestConfirmed,
+    /// `workspace_ready`.
+    WorkspaceReady,
+    /// `items_ready`.
+    ItemsReady,
+    /// `options_generated`.
+    OptionsGenerated,
+    /// `review_published`.
+    ReviewPublished,
+    /// `feedback_synced`.
+    FeedbackSynced,
+    /// `training_package_created`.
+    TrainingPackageCreated,
+    /// `optimizer_completed`.
+    OptimizerCompleted,
+    /// `candidate_created`.
+    CandidateCreated,
+    /// `candidate_review_published`.
+    CandidateReviewPublished,
+    /// [`NO_CANDIDATE`].
+    NoCandidate,
+    /// [`PROMOTED`].
+    Promoted,
+    /// [`REJECTED`].
+    Rejected,
+    /// [`ABANDONED`].
+    Abandoned,
+}
+
+impl TrainState {
+    /// Every state: the linear ones in order, then the terminal ones.
+    pub const ALL: [TrainState; 14] = [
+        TrainState::RequestConfirmed,
+        TrainState::WorkspaceReady,
+        TrainState::ItemsReady,
+        TrainState::OptionsGenerated,
+        TrainState::ReviewPublished,
+        TrainState::FeedbackSynced,
+        TrainState::TrainingPackageCreated,
+        TrainState::OptimizerCompleted,
+        TrainState::CandidateCreated,
+        TrainState::CandidateReviewPublished,
+        TrainState::NoCandidate,
+        TrainState::Promoted,
+        TrainState::Rejected,
+        TrainState::Abandoned,
+    ];
+
+    /// The stored name (facts §3).
+    pub fn as_str(self) -> &'static str {
+        let idx = TrainState::ALL.iter().position(|s| *s == self).unwrap_or_default();
+        match LINEAR_STATES.get(idx) {
+            Some(name) => name,
+            None => TERMINAL_STATES[idx - LINEAR_STATES.len()],
+        }
+    }
+
+    /// The state named `name`; `None` outside the vocabulary. An empty name is `request_confirmed`.
+    pub fn parse(name: &str) -> Option<TrainState> {
+        let name = if name.trim().is_empty() { LINEAR_STATES[0] } else { name };
+        TrainState::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// Whether the state is terminal.
+    pub fn is_terminal(self) -> bool {
+        is_terminal(self.as_str())
+    }
+}
+
+impl std::fmt::Display for TrainState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Why a transition or a start-next is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TransitionError {
@@ -181,6 +261,19 @@ mod tests {
             check(t, "workspace_ready", Err("terminal"));
         }
         check("items_ready", "bogus", Err("unknown train state `bogus`"));
+    }
+
+    #[test]
+    fn the_state_enum_names_every_state_in_order() {
+        let names: Vec<&str> = TrainState::ALL.iter().map(|s| s.as_str()).collect();
+        let want: Vec<&str> = LINEAR_STATES.iter().chain(TERMINAL_STATES.iter()).copied().collect();
+        assert_eq!(names, want);
+        for state in TrainState::ALL {
+            assert_eq!(TrainState::parse(state.as_str()), Some(state));
+            assert_eq!(state.is_terminal(), TERMINAL_STATES.contains(&state.as_str()));
+        }
+        assert_eq!(TrainState::parse(""), Some(TrainState::RequestConfirmed));
+        assert_eq!(TrainState::parse("bogus"), None);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `train status` (seed step 2; facts §3 status JSON): the session's current iteration with its
 //! `status_phase`, derived from the engine's job leases and named locks and from metadata.
 
+use serde::Serialize;
 use serde_json::{Value, json};
 use skillforge_engine::{Job, JobState, LeaseKind, LeaseStatus, LeaseView};
 use skillforge_store::feedback::{list_ranked_events, count_events};
@@ -13,6 +14,284 @@ use super::optimizer::optimizer_lock_key;
 use super::phase::{LockState, PhaseInput, derive_status_phase};
 use super::state::{LINEAR_STATES, linear_index};
 use super::{TrainEnv, TrainError};
+
+/// `train status` (facts §3): the session's current iteration, its phase, progress and locks.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionStatus {
+    /// Session id.
+    pub session_id: String,
+    /// Current (newest) iteration id.
+    pub iteration_id: String,
+    /// Template id.
+    pub template_id: String,
+    /// The iteration's base template version.
+    pub template_version: String,
+    /// Target repository.
+    pub target_repo: String,
+    /// Workspace repository (`null` when none: S-98).
+    pub workspace_repo: Option<String>,
+    /// Task kind.
+    pub task_kind: String,
+    /// Derived phase (facts §3 priority), e.g. `generating_options`, `review_published`.
+    pub status_phase: String,
+    /// The iteration's state.
+    pub current_phase: String,
+    /// The next linear state (the state itself when terminal).
+    pub current_step: String,
+    /// Linear states done, in order.
+    pub completed_steps: Vec<String>,
+    /// The stage a blocking phase is about (`optimizer`, `option_generation`).
+    pub blocked_step: Option<&'static str>,
+    /// What the operator does next.
+    pub next_action: String,
+    /// Review issue URL, when published to a forge.
+    pub issue_url: Option<String>,
+    /// Candidate pull request URL.
+    pub pull_request_url: Option<String>,
+    /// Always false (no forge continuation).
+    pub continue_from_github: bool,
+    /// The candidate version.
+    pub candidate_version: Option<String>,
+    /// Whether a recovery is available.
+    pub recovery_available: bool,
+    /// Why the optimizer produced no candidate.
+    pub no_candidate_reason: Option<String>,
+    /// Its details.
+    pub no_candidate_details: Option<Value>,
+    /// Where previews go (local Markdown).
+    pub preview_policy: PreviewPolicy,
+    /// Feedback counts of the iteration's run.
+    pub counts: Counts,
+    /// The counts with generated options and the ETA.
+    pub progress: Progress,
+    /// The review packet directory, once published.
+    pub review_packet: Option<String>,
+    /// Locks and leases of this session.
+    pub active_locks: Vec<LockStatus>,
+    /// The verbose block (`--verbose`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verbose: Option<VerboseStatus>,
+}
+
+/// `preview_policy`: always local Markdown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PreviewPolicy {
+    /// `local`.
+    pub mode: &'static str,
+    /// `markdown`.
+    pub renderer: &'static str,
+    /// `local`.
+    pub publisher: &'static str,
+    /// `null`.
+    pub repo: Option<String>,
+    /// `null`.
+    pub route_template: Option<String>,
+    /// `null`.
+    pub expected_review_repo: Option<String>,
+}
+
+impl Default for PreviewPolicy {
+    fn default() -> Self {
+        Self { mode: "local", renderer: "markdown", publisher: "local", repo: None, route_template: None, expected_review_repo: None }
+    }
+}
+
+/// Feedback counts of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    /// Review items.
+    pub review_items: usize,
+    /// A/B feedback events.
+    pub feedback_events: i64,
+    /// Ranked feedback events.
+    pub ranked_feedback_events: i64,
+    /// Pairwise preferences the rankings expand to.
+    pub pairwise_preferences: usize,
+}
+
+/// [`Counts`] plus generation progress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Progress {
+    /// The counts.
+    #[serde(flatten)]
+    pub counts: Counts,
+    /// Options generated so far.
+    pub generated_options: usize,
+    /// Always `unknown` (no ETA is fabricated).
+    pub eta: &'static str,
+}
+
+/// One lock or job lease of the session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LockStatus {
+    /// Lock name, or `job:<id>` for a job lease.
+    pub name: String,
+    /// Lock name or job id.
+    pub key: String,
+    /// `active`, `active_expired_heartbeat` or `stale`.
+    pub status: &'static str,
+    /// The job holding it.
+    pub owner_job_id: Option<String>,
+    /// Holder's pid.
+    pub owner_pid: u32,
+    /// Holder's host.
+    pub owner_hostname: String,
+    /// Holder's worker id.
+    pub owner_worker: String,
+    /// Always `null`.
+    pub command_hash: Option<String>,
+    /// RFC 3339.
+    pub acquired_at: String,
+    /// Last heartbeat, RFC 3339.
+    pub updated_at: String,
+    /// When it goes stale, RFC 3339.
+    pub expires_at: String,
+    /// Held for, `<ms>ms`.
+    pub elapsed: String,
+    /// Milliseconds since the last heartbeat.
+    pub heartbeat_age_ms: i64,
+}
+
+/// The verbose block (facts §3 `--json --verbose`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VerboseStatus {
+    /// The iteration's review run.
+    pub eval_run_id: String,
+    /// Base version.
+    pub base_template_version_id: String,
+    /// Review mode.
+    pub mode: String,
+    /// Exploration level.
+    pub exploration_level: String,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339.
+    pub updated_at: String,
+    /// Since creation, `<s>s`.
+    pub elapsed: String,
+    /// The forge review issue.
+    pub review_issue: ReviewIssue,
+    /// The candidate.
+    pub candidate: CandidateStatus,
+    /// The optimizer metadata with its effective `status` and `recovery_available`.
+    pub optimizer: Value,
+    /// The generation metadata.
+    pub generation: super::meta::StageMeta,
+    /// The evaluation metadata with its effective `status`, `evaluator_id`, `judge_runtime`.
+    pub evaluation: Value,
+    /// The iteration's jobs.
+    pub jobs: JobsStatus,
+    /// As [`SessionStatus::active_locks`].
+    pub active_locks: Vec<LockStatus>,
+    /// Items and their option labels.
+    pub items: Vec<ItemStatus>,
+    /// Each stage's metadata status.
+    pub metadata_status: MetadataStatus,
+    /// Every iteration of the session.
+    pub iterations: Vec<IterationStatus>,
+}
+
+/// `verbose.review_issue`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReviewIssue {
+    /// Forge repository.
+    pub repo: String,
+    /// Issue number.
+    pub number: i64,
+    /// URL.
+    pub url: String,
+}
+
+/// `verbose.candidate`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CandidateStatus {
+    /// Candidate version id (empty when none).
+    pub version_id: String,
+    /// Its pull request.
+    pub pull_request_url: String,
+    /// Why no candidate (empty when one).
+    pub no_candidate_reason: String,
+    /// Its details.
+    pub no_candidate_details: Option<Value>,
+}
+
+/// `verbose.jobs`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JobsStatus {
+    /// All jobs.
+    pub total: usize,
+    /// Queued.
+    pub queued: usize,
+    /// Running.
+    pub running: usize,
+    /// Succeeded.
+    pub succeeded: usize,
+    /// Failed or dead.
+    pub failed: usize,
+    /// Cancelled or stale.
+    pub other: usize,
+    /// Each job.
+    pub items: Vec<JobStatus>,
+}
+
+/// One job of `verbose.jobs.items`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JobStatus {
+    /// Job id.
+    pub id: String,
+    /// Runner kind.
+    pub agent: String,
+    /// `option_generation`, `evaluation` or `optimizer`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Job state.
+    pub state: JobState,
+    /// Attempts started.
+    pub attempts: u32,
+}
+
+/// One item of `verbose.items`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ItemStatus {
+    /// Item id.
+    pub item_id: String,
+    /// Title.
+    pub title: String,
+    /// Its options' labels.
+    pub option_labels: Vec<String>,
+}
+
+/// `verbose.metadata_status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MetadataStatus {
+    /// Generation.
+    pub generation: String,
+    /// Review packet.
+    pub review: String,
+    /// Feedback sync.
+    pub feedback_sync: String,
+    /// Evaluation.
+    pub evaluation: String,
+    /// Optimizer (effective).
+    pub optimizer: String,
+    /// Candidate import.
+    pub candidate_import: String,
+    /// Candidate review.
+    pub candidate_review: String,
+    /// Candidate decision.
+    pub candidate_decision: String,
+}
+
+/// One iteration of `verbose.iterations`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IterationStatus {
+    /// Iteration id.
+    pub id: String,
+    /// State.
+    pub state: String,
+    /// Candidate version id.
+    pub candidate_version_id: String,
+}
 
 fn lock_state(status: LeaseStatus) -> LockState {
     match status {
@@ -42,11 +321,12 @@ fn pairwise_count(k: usize, tie_groups: &[Vec<String>]) -> usize {
     (k * k.saturating_sub(1) / 2).saturating_sub(ties)
 }
 
-/// The facts §3 status JSON of session `session_id` (with `verbose` the `verbose{}` block).
+/// The facts §3 status of session `session_id` (with `verbose` the `verbose{}` block); it
+/// serializes to the status JSON, field for field in this order.
 ///
 /// # Errors
 /// [`TrainError::Invalid`] for an unknown session; store/queue errors.
-pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool) -> Result<Value, TrainError> {
+pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool) -> Result<SessionStatus, TrainError> {
     let (session, it) = load(env, session_id).await?;
     let meta = IterationMeta::parse(&it.metadata_json);
     let now = env.queue.now_ms().await?;
@@ -131,15 +411,13 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
     let ranked = list_ranked_events(env.store.pool(), &it.eval_run_id).await?;
     let n_pairwise: usize = ranked.iter().map(|e| pairwise_count(e.ranking.len(), &e.tie_groups)).sum();
     let n_options: usize = items.iter().map(|i| i.options.len()).sum();
-    let counts = json!({
-        "review_items": items.len(),
-        "feedback_events": n_feedback,
-        "ranked_feedback_events": n_ranked,
-        "pairwise_preferences": n_pairwise,
-    });
-    let mut progress = counts.clone();
-    progress["generated_options"] = json!(n_options);
-    progress["eta"] = json!("unknown");
+    let counts = Counts {
+        review_items: items.len(),
+        feedback_events: n_feedback,
+        ranked_feedback_events: n_ranked,
+        pairwise_preferences: n_pairwise,
+    };
+    let progress = Progress { counts: counts.clone(), generated_options: n_options, eta: "unknown" };
 
     let idx = linear_index(&it.state);
     let completed_steps: Vec<&str> = match idx {
@@ -172,121 +450,156 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
     };
     let no_candidate_reason = (!meta.optimizer.no_candidate_reason.is_empty()).then(|| meta.optimizer.no_candidate_reason.clone());
 
-    let mut out = json!({
-        "session_id": session.id,
-        "iteration_id": it.id,
-        "template_id": session.template_id,
-        "template_version": it.base_template_version_id,
-        "target_repo": session.target_repo,
-        "workspace_repo": if session.workspace_repo.is_empty() { Value::Null } else { json!(session.workspace_repo) },
-        "task_kind": session.task_kind,
-        "status_phase": status_phase,
-        "current_phase": it.state,
-        "current_step": current_step,
-        "completed_steps": completed_steps,
-        "blocked_step": blocked_step,
-        "next_action": next_action,
-        "issue_url": if it.issue_url.is_empty() { Value::Null } else { json!(it.issue_url) },
-        "pull_request_url": if it.pull_request_url.is_empty() { Value::Null } else { json!(it.pull_request_url) },
-        "continue_from_github": false,
-        "candidate_version": if it.candidate_version_id.is_empty() { Value::Null } else { json!(it.candidate_version_id) },
-        "recovery_available": recovery_available,
-        "no_candidate_reason": no_candidate_reason,
-        "no_candidate_details": meta.optimizer.no_candidate_details,
-        "preview_policy": {"mode": "local", "renderer": "markdown", "publisher": "local", "repo": Value::Null, "route_template": Value::Null, "expected_review_repo": Value::Null},
-        "counts": counts,
-        "progress": progress,
-        "review_packet": if meta.review.path.is_empty() { Value::Null } else { json!(meta.review.path) },
-    });
     // Locks and leases of this session, with owner and heartbeat age, at the top level too (the
     // README's `train status --json`); facts §3 lists them in the verbose block, kept there.
-    let active_locks: Vec<Value> = ours
+    let active_locks: Vec<LockStatus> = ours
         .iter()
-        .map(|l| {
-            let status = l.status(now);
-            json!({
-                "name": if l.kind == LeaseKind::Lock { l.name.clone() } else { format!("job:{}", l.name) },
-                "key": l.name,
-                "status": status_word(status),
-                "owner_job_id": if l.kind == LeaseKind::Job { json!(l.name) } else { json!(optimizer_job.as_ref().map(|j| j.id.clone())) },
-                "owner_pid": l.lease.owner_pid,
-                "owner_hostname": l.lease.owner_host,
-                "owner_worker": l.lease.owner_worker,
-                "command_hash": Value::Null,
-                "acquired_at": rfc3339(l.lease.acquired_at_ms),
-                "updated_at": rfc3339(l.lease.heartbeat_at_ms),
-                "expires_at": rfc3339(l.lease.heartbeat_at_ms + i64::try_from(l.stale_after_ms).unwrap_or(0)),
-                "elapsed": format!("{}ms", now - l.lease.acquired_at_ms),
-                "heartbeat_age_ms": now - l.lease.heartbeat_at_ms,
-            })
+        .map(|l| LockStatus {
+            name: if l.kind == LeaseKind::Lock { l.name.clone() } else { format!("job:{}", l.name) },
+            key: l.name.clone(),
+            status: status_word(l.status(now)),
+            owner_job_id: if l.kind == LeaseKind::Job { Some(l.name.clone()) } else { optimizer_job.as_ref().map(|j| j.id.clone()) },
+            owner_pid: l.lease.owner_pid,
+            owner_hostname: l.lease.owner_host.clone(),
+            owner_worker: l.lease.owner_worker.clone(),
+            command_hash: None,
+            acquired_at: rfc3339(l.lease.acquired_at_ms),
+            updated_at: rfc3339(l.lease.heartbeat_at_ms),
+            expires_at: rfc3339(l.lease.heartbeat_at_ms + i64::try_from(l.stale_after_ms).unwrap_or(0)),
+            elapsed: format!("{}ms", now - l.lease.acquired_at_ms),
+            heartbeat_age_ms: now - l.lease.heartbeat_at_ms,
         })
         .collect();
-    out["active_locks"] = json!(active_locks);
-    if verbose {
-        let count = |f: &dyn Fn(JobState) -> bool| jobs.iter().filter(|(_, j)| f(j.state)).count();
-        // The evaluator stage (S-101): `not_configured` when the session names no evaluator.
-        let smeta = SessionMeta::parse(&session.metadata_json);
-        let evaluation_status = match (&smeta.evaluator_id, meta.evaluation.status.as_str()) {
-            (None, "") => "not_configured".to_owned(),
-            (Some(_), "") => "pending".to_owned(),
-            (_, status) => status.to_owned(),
-        };
-        let mut evaluation = serde_json::to_value(&meta.evaluation).unwrap_or_default();
-        evaluation["status"] = json!(evaluation_status);
-        evaluation["evaluator_id"] = json!(smeta.evaluator_id);
-        if meta.evaluation.judge_runtime.is_empty() {
-            evaluation["judge_runtime"] = json!(smeta.judge_runtime);
-        }
-        let mut optimizer = serde_json::to_value(&meta.optimizer).unwrap_or_default();
-        optimizer["status"] = json!(optimizer_status);
-        optimizer["recovery_available"] = json!(recovery_available);
-        out["verbose"] = json!({
-            "eval_run_id": it.eval_run_id,
-            "base_template_version_id": it.base_template_version_id,
-            "mode": it.mode,
-            "exploration_level": it.exploration_level,
-            "created_at": it.created_at,
-            "updated_at": it.updated_at,
-            "elapsed": chrono::DateTime::parse_from_rfc3339(&it.created_at).map(|t| format!("{}s", (now - t.timestamp_millis()) / 1000)).unwrap_or_default(),
-            "review_issue": {"repo": it.issue_repo, "number": it.issue_number, "url": it.issue_url},
-            "candidate": {
-                "version_id": it.candidate_version_id,
-                "pull_request_url": it.pull_request_url,
-                "no_candidate_reason": meta.optimizer.no_candidate_reason,
-                "no_candidate_details": meta.optimizer.no_candidate_details,
-            },
-            "optimizer": optimizer,
-            "generation": meta.generation,
-            "evaluation": evaluation,
-            "jobs": {
-                "total": jobs.len(),
-                "queued": count(&|s| s == JobState::Queued),
-                "running": count(&|s| s == JobState::Running),
-                "succeeded": count(&|s| s == JobState::Succeeded),
-                "failed": count(&|s| matches!(s, JobState::Failed | JobState::Dead)),
-                "other": count(&|s| matches!(s, JobState::Cancelled | JobState::Stale)),
-                "items": jobs.iter().map(|(stage, j)| json!({"id": j.id, "agent": j.spec.kind, "type": stage, "state": j.state, "attempts": j.attempts})).collect::<Vec<_>>(),
-            },
-            "active_locks": active_locks,
-            "items": items.iter().map(|i| json!({
-                "item_id": i.item.item_id,
-                "title": i.item.title,
-                "option_labels": i.options.iter().map(|o| o.label.clone()).collect::<Vec<_>>(),
-            })).collect::<Vec<_>>(),
-            "metadata_status": {
-                "generation": meta.generation.status,
-                "review": meta.review.status,
-                "feedback_sync": meta.feedback_sync.status,
-                "evaluation": evaluation_status,
-                "optimizer": optimizer_status,
-                "candidate_import": meta.candidate_import.status,
-                "candidate_review": meta.candidate_review.status,
-                "candidate_decision": meta.candidate_decision.status,
-            },
-            "iterations": skillforge_store::train::list_iterations(env.store.pool(), &session.id).await?.iter().map(|i| json!({"id": i.id, "state": i.state, "candidate_version_id": i.candidate_version_id})).collect::<Vec<_>>(),
-        });
+    let verbose = if verbose {
+        let facts = VerboseFacts { jobs: &jobs, items: &items, optimizer_status: &optimizer_status, recovery_available, now };
+        Some(verbose_block(env, &session, &it, &meta, &facts, active_locks.clone()).await?)
+    } else {
+        None
+    };
+    let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    Ok(SessionStatus {
+        session_id: session.id.clone(),
+        iteration_id: it.id.clone(),
+        template_id: session.template_id.clone(),
+        template_version: it.base_template_version_id.clone(),
+        target_repo: session.target_repo.clone(),
+        workspace_repo: some(&session.workspace_repo),
+        task_kind: session.task_kind.clone(),
+        status_phase,
+        current_phase: it.state.clone(),
+        current_step: current_step.to_owned(),
+        completed_steps: completed_steps.iter().map(|s| (*s).to_owned()).collect(),
+        blocked_step,
+        next_action,
+        issue_url: some(&it.issue_url),
+        pull_request_url: some(&it.pull_request_url),
+        continue_from_github: false,
+        candidate_version: some(&it.candidate_version_id),
+        recovery_available,
+        no_candidate_reason,
+        no_candidate_details: meta.optimizer.no_candidate_details.clone(),
+        preview_policy: PreviewPolicy::default(),
+        counts,
+        progress,
+        review_packet: some(&meta.review.path),
+        active_locks,
+        verbose,
+    })
+}
+
+/// What the verbose block needs from the status computation.
+struct VerboseFacts<'a> {
+    jobs: &'a [(&'a str, Job)],
+    items: &'a [skillforge_store::review::ReviewItem],
+    optimizer_status: &'a str,
+    recovery_available: bool,
+    now: i64,
+}
+
+async fn verbose_block(
+    env: &TrainEnv<'_>,
+    session: &skillforge_store::train::SessionRow,
+    it: &skillforge_store::train::IterationRow,
+    meta: &IterationMeta,
+    facts: &VerboseFacts<'_>,
+    active_locks: Vec<LockStatus>,
+) -> Result<VerboseStatus, TrainError> {
+    let jobs = facts.jobs;
+    let count = |f: &dyn Fn(JobState) -> bool| jobs.iter().filter(|(_, j)| f(j.state)).count();
+    // The evaluator stage (S-101): `not_configured` when the session names no evaluator.
+    let smeta = SessionMeta::parse(&session.metadata_json);
+    let evaluation_status = match (&smeta.evaluator_id, meta.evaluation.status.as_str()) {
+        (None, "") => "not_configured".to_owned(),
+        (Some(_), "") => "pending".to_owned(),
+        (_, status) => status.to_owned(),
+    };
+    let mut evaluation = serde_json::to_value(&meta.evaluation).unwrap_or_default();
+    evaluation["status"] = json!(evaluation_status);
+    evaluation["evaluator_id"] = json!(smeta.evaluator_id);
+    if meta.evaluation.judge_runtime.is_empty() {
+        evaluation["judge_runtime"] = json!(smeta.judge_runtime);
     }
-    Ok(out)
+    let mut optimizer = serde_json::to_value(&meta.optimizer).unwrap_or_default();
+    optimizer["status"] = json!(facts.optimizer_status);
+    optimizer["recovery_available"] = json!(facts.recovery_available);
+    let iterations = skillforge_store::train::list_iterations(env.store.pool(), &session.id).await?;
+    Ok(VerboseStatus {
+        eval_run_id: it.eval_run_id.clone(),
+        base_template_version_id: it.base_template_version_id.clone(),
+        mode: it.mode.clone(),
+        exploration_level: it.exploration_level.clone(),
+        created_at: it.created_at.clone(),
+        updated_at: it.updated_at.clone(),
+        elapsed: chrono::DateTime::parse_from_rfc3339(&it.created_at)
+            .map(|t| format!("{}s", (facts.now - t.timestamp_millis()) / 1000))
+            .unwrap_or_default(),
+        review_issue: ReviewIssue { repo: it.issue_repo.clone(), number: it.issue_number, url: it.issue_url.clone() },
+        candidate: CandidateStatus {
+            version_id: it.candidate_version_id.clone(),
+            pull_request_url: it.pull_request_url.clone(),
+            no_candidate_reason: meta.optimizer.no_candidate_reason.clone(),
+            no_candidate_details: meta.optimizer.no_candidate_details.clone(),
+        },
+        optimizer,
+        generation: meta.generation.clone(),
+        evaluation,
+        jobs: JobsStatus {
+            total: jobs.len(),
+            queued: count(&|s| s == JobState::Queued),
+            running: count(&|s| s == JobState::Running),
+            succeeded: count(&|s| s == JobState::Succeeded),
+            failed: count(&|s| matches!(s, JobState::Failed | JobState::Dead)),
+            other: count(&|s| matches!(s, JobState::Cancelled | JobState::Stale)),
+            items: jobs
+                .iter()
+                .map(|(stage, j)| JobStatus { id: j.id.clone(), agent: j.spec.kind.clone(), kind: (*stage).to_owned(), state: j.state, attempts: j.attempts })
+                .collect(),
+        },
+        active_locks,
+        items: facts
+            .items
+            .iter()
+            .map(|i| ItemStatus {
+                item_id: i.item.item_id.clone(),
+                title: i.item.title.clone(),
+                option_labels: i.options.iter().map(|o| o.label.clone()).collect(),
+            })
+            .collect(),
+        metadata_status: MetadataStatus {
+            generation: meta.generation.status.clone(),
+            review: meta.review.status.clone(),
+            feedback_sync: meta.feedback_sync.status.clone(),
+            evaluation: evaluation_status,
+            optimizer: facts.optimizer_status.to_owned(),
+            candidate_import: meta.candidate_import.status.clone(),
+            candidate_review: meta.candidate_review.status.clone(),
+            candidate_decision: meta.candidate_decision.status.clone(),
+        },
+        iterations: iterations
+            .iter()
+            .map(|i| IterationStatus { id: i.id.clone(), state: i.state.clone(), candidate_version_id: i.candidate_version_id.clone() })
+            .collect(),
+    })
 }
 
 #[cfg(test)]

@@ -7,8 +7,6 @@
 //! and recorded with its bandit update in one transaction (`skillforge_workflows::ab::record`).
 //! No pending challenger is a clean no-op that writes nothing.
 
-pub mod agent;
-
 use std::io::BufRead;
 use std::sync::Arc;
 
@@ -27,7 +25,7 @@ use skillforge_workflows::ab::jury::{JuryConfig, aggregate};
 use skillforge_workflows::ab::pick::{ChallengerChoice, Label, Role, Shuffle, choose_challenger};
 use skillforge_workflows::ab::record::{AbRecord, record};
 
-use self::agent::{AgentCall, call_agent};
+use crate::control::agent::{AgentCall, call_agent};
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
@@ -127,7 +125,7 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
     let mut answers = Vec::new();
     for (role, version) in [(Role::Champion, &champion), (Role::Challenger, &challenger)] {
         let call = AgentCall {
-            workflow: "ab",
+            workflow: skillforge_workflows::families::AB_WORKFLOW,
             stage: role.as_str(),
             runtime: &args.runtime,
             prompt: ask_prompt(&version.content, &args.prompt),
@@ -205,7 +203,7 @@ async fn run_judges(
         veto_dimensions: s.mode_b_jury_veto_dimensions.as_deref().map(JuryConfig::parse_dimensions).unwrap_or_default(),
         veto_floor: s.mode_b_jury_veto_floor.unwrap_or(0.0),
     };
-    let available = skillforge_workflows::harvest::available_reviewers(&s.harvest_config());
+    let available = skillforge_workflows::harvest::available_reviewers(&s.harvest_config(&ctx.home).map_err(CliError::usage)?);
     let wanted = if jury.is_jury() { jury.size as usize } else { 1 };
     let judges = match select_judges(families, &available, wanted) {
         JudgeSelection::Judges(j) => j,
@@ -214,7 +212,7 @@ async fn run_judges(
     let mut verdicts: Vec<Verdict> = Vec::new();
     for (idx, (runtime, _)) in judges.iter().enumerate() {
         let call = AgentCall {
-            workflow: "ab",
+            workflow: skillforge_workflows::families::AB_WORKFLOW,
             stage: "judge",
             runtime,
             prompt: judge_prompt(prompt, option_a, option_b),

@@ -27,7 +27,7 @@ use skillforge_workflows::ab::record::{AbRecord, record};
 use skillforge_workflows::promotion::canary::route;
 use skillforge_workflows::promotion::events::{Detail, Event, EventKind};
 
-use crate::commands::ab::agent::{AgentAnswer, AgentCall, call_agent};
+use crate::control::agent::{AgentAnswer, AgentCall, call_agent};
 use crate::commands::canary::emit_job_event;
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
@@ -79,7 +79,7 @@ pub async fn run(ctx: &Context, args: AskArgs) -> CliResult {
         ctx,
         &backend,
         AgentCall {
-            workflow: "ask",
+            workflow: skillforge_workflows::families::ASK_WORKFLOW,
             stage: "answer",
             runtime: &args.runtime,
             prompt: ask_prompt(&version.content, &args.prompt),
@@ -134,7 +134,7 @@ async fn live_ab(
     };
     let backend = ctx.queue().await?;
     let call = AgentCall {
-        workflow: "ask",
+        workflow: skillforge_workflows::families::ASK_WORKFLOW,
         stage: "live_ab_challenger",
         runtime: &args.runtime,
         prompt: ask_prompt(&challenger.content, &args.prompt),

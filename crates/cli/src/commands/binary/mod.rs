@@ -21,7 +21,7 @@ use skillforge_workflows::bineval::aggregate::{Scores, VerdictRow, aggregate, pa
 use skillforge_workflows::bineval::lessons::{classify, lesson_events, lesson_run_id};
 use skillforge_workflows::bineval::set::{QuestionSet, load};
 
-use crate::commands::ab::agent::{AgentCall, call_agent};
+use crate::control::agent::{AgentCall, call_agent};
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
@@ -155,7 +155,7 @@ async fn reviewer_rows(
     let mut unanswered = Vec::new();
     for (dimension, question) in set.questions() {
         let call = AgentCall {
-            workflow: "bineval",
+            workflow: skillforge_workflows::families::BINEVAL_WORKFLOW,
             stage: "question",
             runtime: &reviewer,
             prompt: question_prompt(question, source),

@@ -16,6 +16,7 @@ use serde::Serialize;
 use skillforge_contract::{serialize_package, validate_training_package};
 use skillforge_engine::QueueBackend;
 use skillforge_engine::ingest::ingest_once;
+use skillforge_workflows::families::Families;
 use skillforge_store::Store;
 use skillforge_store::harvest::{Attribution, upsert_attribution};
 use skillforge_store::review::package::training_package;
@@ -24,10 +25,9 @@ use skillforge_workflows::harvest::webhook::parse_outcome;
 use skillforge_workflows::harvest::{
     CHECKER_REVIEWER, FLOOR_REVIEWER, HarvestConfig, HarvestEvent, VERIFIER_REVIEWER, dispatch_legs, harvest, run_id,
 };
-use skillforge_workflows::train::JobWaiter;
+use skillforge_workflows::stage::StageJobs;
 
 use super::history::{self, Commit, Repo, Selection};
-use crate::commands::serve::WorkflowHandlers;
 use crate::exit::CliError;
 
 /// The demo's hard verifier: cheap and real — the merged head has a readable commit and tracked
@@ -104,7 +104,7 @@ pub struct HarvestStep<'a> {
     /// The job queue.
     pub queue: &'a std::sync::Arc<dyn QueueBackend>,
     /// Waits for the leg jobs.
-    pub waiter: &'a dyn JobWaiter,
+    pub jobs: &'a dyn StageJobs,
     /// The home (ingestion handlers).
     pub home: &'a std::path::Path,
     /// The repository.
@@ -183,8 +183,10 @@ pub async fn run(step: &HarvestStep<'_>) -> Result<HarvestSummary, CliError> {
     }
     summary.n_leg_jobs = job_ids.len();
     if !job_ids.is_empty() {
-        step.waiter.wait_jobs(&job_ids, "harvest legs").await.map_err(|e| CliError::env(anyhow!(e)))?;
-        ingest_once(step.queue.as_ref(), step.store, &WorkflowHandlers::new(step.home)).await.map_err(|e| CliError::env(anyhow!(e)))?;
+        // The waiter ingests on the embedded queue; on a shared one this process is a control
+        // plane as well, so the legs' rows are applied here either way.
+        step.jobs.wait(&job_ids, "harvest legs").await.map_err(|e| CliError::env(anyhow!(e)))?;
+        ingest_once(step.queue.as_ref(), step.store, &Families::for_home(step.home)).await.map_err(|e| CliError::env(anyhow!(e)))?;
     }
     if summary.changes.is_empty() {
         summary.skipped.push("the history has no merge and no commit with a parent (a shallow clone?); nothing harvested".into());

@@ -12,8 +12,9 @@ use skillforge_workflows::evalloop::install::InstallTarget;
 use skillforge_workflows::evalloop::stages::EvalStages;
 
 use super::StderrReporter;
-use crate::commands::serve::WorkflowHandlers;
-use crate::commands::train::CliWaiter;
+use skillforge_workflows::families::Families;
+
+use crate::control::waiter::CliJobs;
 use crate::context::Context;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
 use crate::output::print_json;
@@ -113,9 +114,9 @@ pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
     };
     let store = ctx.store().await?;
     let queue = ctx.queue().await?;
-    let waiter = CliWaiter::new(ctx, queue.clone(), store.clone());
-    let handler = WorkflowHandlers::new(&ctx.home);
-    let env = ForgeEnv { queue: &queue, store: &store, home: &ctx.home, stages: &stages, waiter: &waiter, handler: &handler, reporter: &StderrReporter };
+    let jobs = CliJobs::new(ctx, queue.clone(), store.clone());
+    let handler = Families::for_home(&ctx.home);
+    let env = ForgeEnv { queue: &queue, store: &store, home: &ctx.home, stages: &stages, jobs: &jobs, handler: &handler, reporter: &StderrReporter };
     let report = run_forge(&env, &req).await.map_err(|e| match e {
         ForgeError::Refused(m) => CliError::usage(anyhow!(m)),
         ForgeError::Environment(m) => CliError::env(anyhow!(m)),

@@ -118,7 +118,7 @@ async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
     };
     let root = StateRoot::new(&ctx.home, &spec.name);
     let backend = ctx.queue().await?;
-    let port = port::CliJobPort { ctx, backend, queue: DEFAULT_QUEUE.to_owned() };
+    let port = port::CliJobPort { ctx, backend };
     let events = printer(ctx.json);
     let stop = AtomicBool::new(false);
     let created_at = run::now_secs();
@@ -156,10 +156,10 @@ async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
         return Err(CliError::usage(anyhow!("spec `{}` changed since `optimize init` (a run keeps the spec it started with; start a new run under another name)", a.spec.display())));
     }
     let backend = ctx.queue().await?;
-    let port = port::CliJobPort { ctx, backend, queue: DEFAULT_QUEUE.to_owned() };
+    let port = port::CliJobPort { ctx, backend };
     let events = printer(ctx.json);
     let stop = Arc::new(AtomicBool::new(false));
-    let token = crate::commands::signals::shutdown_on_signal();
+    let token = crate::control::signals::shutdown_on_signal();
     let flag = stop.clone();
     tokio::spawn(async move {
         token.cancelled().await;

@@ -7,7 +7,7 @@ use skillforge_engine::{Job, JobSpec, QueueBackend};
 use skillforge_workflows::optimize::OptimizeError;
 use skillforge_workflows::optimize::port::JobPort;
 
-use crate::commands::wait::await_job;
+use crate::control::waiter::await_job;
 use crate::context::Context;
 
 /// Submits to and waits on the context's queue.
@@ -16,8 +16,6 @@ pub struct CliJobPort<'a> {
     pub ctx: &'a Context,
     /// The queue backend.
     pub backend: Arc<dyn QueueBackend>,
-    /// The queue name.
-    pub queue: String,
 }
 
 #[async_trait::async_trait]
@@ -28,6 +26,6 @@ impl JobPort for CliJobPort<'_> {
     }
 
     async fn wait(&self, id: &str) -> Result<Job, OptimizeError> {
-        await_job(self.ctx, &self.backend, id, &self.queue, true).await.map_err(|e| OptimizeError::Queue(format!("wait for job {id}: {:#}", e.error)))
+        await_job(self.ctx, &self.backend, id, true).await.map_err(|e| OptimizeError::Queue(format!("wait for job {id}: {:#}", e.error)))
     }
 }

@@ -9,19 +9,15 @@
 //! adapters — is [`skillforge_workflows::evaluator::evaluate_run`], the same function train mode
 //! calls before its export; this module resolves the profile, waits for the jobs and prints.
 
-use std::sync::{Arc, Mutex};
-
 use anyhow::anyhow;
 use clap::Args;
 use serde_json::{Value, json};
 use skillforge_contract::EvaluatorProfile;
-use skillforge_engine::{Job, JobSpec, QueueBackend};
-use skillforge_workflows::evaluator::{
-    EvalJobs, EvalRunError, effective_profile, evaluate_run, judge_runtime_of, known_evaluator_ids,
-};
+use skillforge_workflows::evaluator::{EvalRunError, effective_profile, evaluate_run, judge_runtime_of, known_evaluator_ids};
+use skillforge_workflows::stage::Wait;
 
-use crate::commands::review::load_run;
-use crate::commands::wait::await_job;
+use super::load_run;
+use crate::control::waiter::CliJobs;
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
@@ -71,8 +67,9 @@ pub async fn run(ctx: &Context, args: EvaluateArgs) -> CliResult {
         ))
     })?;
     let runtime = args.judge_runtime.clone().filter(|r| !r.trim().is_empty()).or_else(|| judge_runtime_of(&profile));
-    let jobs = CliJobs { ctx, local_worker: !args.no_local_worker, queue: Mutex::new(None) };
-    let done = evaluate_run(&store, &ctx.home, &run, &profile, runtime.as_deref(), &jobs).await.map_err(eval_error)?;
+    let jobs = CliJobs::new(ctx, ctx.queue().await?, store.clone()).local_worker(!args.no_local_worker);
+    let done =
+        evaluate_run(&store, &ctx.home, &run, &profile, runtime.as_deref(), &jobs, Wait::Block).await.map_err(eval_error)?;
     print_report(ctx, &run.id, &profile, runtime.as_deref(), &done.evaluations);
     Ok(OK)
 }
@@ -82,35 +79,6 @@ fn eval_error(e: EvalRunError) -> CliError {
     match e {
         EvalRunError::Invalid(_) => CliError::usage(anyhow!(e)),
         _ => CliError::env(anyhow!(e)),
-    }
-}
-
-/// Evaluator jobs for this command: enqueue, then wait (serving the embedded queue with an
-/// in-process worker unless `--no-local-worker`).
-struct CliJobs<'a> {
-    ctx: &'a Context,
-    local_worker: bool,
-    queue: Mutex<Option<Arc<dyn QueueBackend>>>,
-}
-
-#[async_trait::async_trait]
-impl EvalJobs for CliJobs<'_> {
-    async fn run_job(&self, spec: &JobSpec) -> Result<Job, EvalRunError> {
-        let existing = self.queue.lock().map(|q| q.clone()).unwrap_or_default();
-        let backend = match existing {
-            Some(b) => b,
-            None => {
-                let b = self.ctx.queue().await.map_err(|e| EvalRunError::Env(format!("{:#}", e.error)))?;
-                if let Ok(mut slot) = self.queue.lock() {
-                    *slot = Some(b.clone());
-                }
-                b
-            }
-        };
-        let enqueued = backend.enqueue(spec).await?;
-        await_job(self.ctx, &backend, &enqueued.job_id, &spec.queue, self.local_worker)
-            .await
-            .map_err(|e| EvalRunError::Env(format!("{:#}", e.error)))
     }
 }
 

@@ -1,5 +1,4 @@
-//! `skillforge review create | review item add | review status | review evaluate` (the last in
-//! [`crate::commands::evaluate`]): eval review runs, their items
+//! `skillforge review create | review item add | review status`: eval review runs, their items
 //! (saved baseline/candidate outputs or ranked options, stored as content-addressed artifacts) and
 //! the advisory status (seed "Human Feedback Trial Happy Path", "Ranked Exploration Workflow";
 //! S-83, S-84).
@@ -11,37 +10,20 @@ use anyhow::{Context as _, anyhow};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use skillforge_contract::{driver_for_media_type, is_ranked_mode};
-use skillforge_store::Store;
 use skillforge_store::artifacts::store_artifact;
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::feedback::{list_feedback_events, list_ranked_events};
 use skillforge_store::review::status::review_status;
 use skillforge_store::review::{
-    EvalRunRow, NewEvalRun, NewReviewItem, NewReviewOption, RunSettings, add_item, create_run, get_run, list_items,
+    EvalRunRow, NewEvalRun, NewReviewItem, NewReviewOption, RunSettings, add_item, create_run, list_items,
 };
 use skillforge_store::templates::{VersionRef, resolve};
 
+use super::load_run;
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
 
-/// `skillforge review ...`.
-#[derive(Debug, Subcommand)]
-pub enum ReviewCommand {
-    /// Create a review run of a template version.
-    Create(CreateArgs),
-    /// Manage review items.
-    #[command(subcommand)]
-    Item(ItemCommand),
-    /// Mode, feedback and pairwise counts, ranking stability and the advisory next mode.
-    Status {
-        /// Run id.
-        #[arg(long)]
-        run: String,
-    },
-    /// Evaluate every item's options/candidate with the run's evaluator profile (checks, render, judge).
-    Evaluate(crate::commands::evaluate::EvaluateArgs),
-}
 
 /// `skillforge review item ...`.
 #[derive(Debug, Subcommand)]
@@ -102,16 +84,6 @@ pub struct ItemAddArgs {
     metadata_json: Option<String>,
 }
 
-/// Dispatches a `review` subcommand.
-pub async fn run(ctx: &Context, cmd: ReviewCommand) -> CliResult {
-    match cmd {
-        ReviewCommand::Create(args) => create(ctx, args).await,
-        ReviewCommand::Item(ItemCommand::Add(args)) => item_add(ctx, args).await,
-        ReviewCommand::Status { run } => status(ctx, &run).await,
-        ReviewCommand::Evaluate(args) => crate::commands::evaluate::run(ctx, args).await,
-    }
-}
-
 /// Parses `--metadata-json`: a JSON object, returned compact; `''` when absent.
 ///
 /// # Errors
@@ -126,18 +98,7 @@ pub fn metadata_arg(raw: Option<&str>) -> Result<String, CliError> {
     Ok(value.to_string())
 }
 
-/// Loads run `id`.
-///
-/// # Errors
-/// Exit 2 when there is no such run, 3 when the store fails.
-pub async fn load_run(store: &Store, id: &str) -> Result<EvalRunRow, CliError> {
-    get_run(store.pool(), id)
-        .await
-        .context("read review run")?
-        .ok_or_else(|| CliError::usage(anyhow!("review run `{id}` not found; create it with `skillforge review create`")))
-}
-
-async fn create(ctx: &Context, args: CreateArgs) -> CliResult {
+pub(super) async fn create(ctx: &Context, args: CreateArgs) -> CliResult {
     let settings = RunSettings::normalize(args.mode.as_deref(), args.exploration_level.as_deref(), args.options)
         .map_err(CliError::usage)?;
     let run_id = args.run.trim();
@@ -242,7 +203,7 @@ fn read_file(flag: &str, path: &Path) -> Result<Vec<u8>, CliError> {
     std::fs::read(path).map_err(|e| CliError::usage(anyhow!("read {flag} file `{}`: {e}", path.display())))
 }
 
-async fn item_add(ctx: &Context, args: ItemAddArgs) -> CliResult {
+pub(super) async fn item_add(ctx: &Context, args: ItemAddArgs) -> CliResult {
     let item_id = args.item.trim().to_owned();
     if item_id.is_empty() {
         return Err(CliError::usage(anyhow!("--item must not be empty")));
@@ -332,7 +293,7 @@ async fn item_add(ctx: &Context, args: ItemAddArgs) -> CliResult {
     Ok(OK)
 }
 
-async fn status(ctx: &Context, run_id: &str) -> CliResult {
+pub(super) async fn status(ctx: &Context, run_id: &str) -> CliResult {
     let store = ctx.store().await?;
     let run = load_run(&store, run_id).await?;
     let items = list_items(store.pool(), run_id).await.context("read review items")?;

@@ -1,0 +1,224 @@
+//! The CLI's one waiter: the stage port ([`StageJobs`]) every command and workflow step uses to
+//! submit jobs and wait for them — an in-process worker on the embedded queue while no worker is
+//! live, a spinner on a terminal, a note when nobody serves a shared queue, and ingestion of the
+//! finished results through the family registry.
+
+use std::collections::BTreeSet;
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::anyhow;
+use skillforge_engine::ingest::ingest_once;
+use skillforge_engine::worker::{PRESENCE_LOCK_PREFIX, Worker, WorkerConfig};
+use skillforge_engine::{Enqueued, EngineError, Job, JobSpec, JobState, LeaseKind, LeaseStatus, QueueBackend};
+use skillforge_store::Store;
+use skillforge_workflows::families::Families;
+use skillforge_workflows::stage::StageJobs;
+use skillforge_workflows::stage::jobs::is_finished;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::Context;
+use crate::exit::CliError;
+
+/// How often the waiter looks for a live worker, and how long it waits before saying none is.
+const WORKER_CHECK_EVERY: Duration = Duration::from_secs(1);
+const NO_WORKER_NOTE_AFTER: Duration = Duration::from_secs(3);
+/// Polling backs off from the first to the second delay.
+const POLL_FIRST: Duration = Duration::from_millis(5);
+const POLL_MAX: Duration = Duration::from_millis(250);
+
+/// The stage port of the CLI.
+///
+/// **One liveness rule:** a worker is live while it holds a presence lock (`worker:<id>`) whose
+/// heartbeat is within its period ([`LeaseStatus::Active`]). On the embedded queue, with the local
+/// worker allowed, an in-process worker serves the waited jobs' queues whenever no worker is live
+/// — checked at once and every second, so the jobs of a worker that died mid-wait are picked up
+/// without waiting for its lock to go stale. Otherwise a one-time note on stderr says how to start
+/// one once a job has been queued for 3 s with nobody live. On the embedded queue this process is
+/// the control plane: after each wait the finished results are ingested through
+/// [`Families`] (every family's handler), before the jobs are returned.
+pub struct CliJobs<'a> {
+    ctx: &'a Context,
+    queue: Arc<dyn QueueBackend>,
+    store: Store,
+    local_worker: bool,
+}
+
+impl<'a> CliJobs<'a> {
+    /// The port over `queue` and `store`, with the local worker allowed.
+    pub fn new(ctx: &'a Context, queue: Arc<dyn QueueBackend>, store: Store) -> Self {
+        Self { ctx, queue, store, local_worker: true }
+    }
+
+    /// With `allowed` false (`--no-local-worker`), never starts an in-process worker.
+    #[must_use]
+    pub fn local_worker(mut self, allowed: bool) -> Self {
+        self.local_worker = allowed;
+        self
+    }
+
+    /// Waits for one job (see the type's docs).
+    ///
+    /// # Errors
+    /// Exit 2 for an unknown job; exit 3 when the queue or store fails.
+    pub async fn wait_one(&self, id: &str) -> Result<Job, CliError> {
+        match self.wait_all(std::slice::from_ref(&id.to_owned()), "job").await {
+            Ok(mut jobs) => Ok(jobs.remove(0)),
+            Err(EngineError::NotFound(id)) => Err(CliError::usage(anyhow!("no job `{id}`"))),
+            Err(e) => Err(CliError::env(anyhow!(e))),
+        }
+    }
+
+    async fn wait_all(&self, ids: &[String], what: &str) -> Result<Vec<Job>, EngineError> {
+        let can_run_locally = self.ctx.queue_url.is_embedded() && self.local_worker;
+        let bar = (!self.ctx.json && std::io::stderr().is_terminal()).then(|| {
+            let b = indicatif::ProgressBar::new_spinner();
+            b.enable_steady_tick(Duration::from_millis(120));
+            b
+        });
+        let started = Instant::now();
+        let mut next_worker_check = started;
+        let mut noted_no_worker = false;
+        let mut local: Option<(CancellationToken, tokio::task::JoinHandle<()>)> = None;
+        let mut delay = POLL_FIRST;
+        let jobs = loop {
+            let mut jobs = Vec::with_capacity(ids.len());
+            for id in ids {
+                jobs.push(self.queue.get(id).await?.ok_or_else(|| EngineError::NotFound(id.clone()))?);
+            }
+            let n_done = jobs.iter().filter(|j| is_finished(j)).count();
+            if let Some(b) = &bar {
+                b.set_message(progress(what, &jobs, n_done));
+            }
+            if n_done == jobs.len() {
+                break jobs;
+            }
+            if local.is_none() && Instant::now() >= next_worker_check {
+                next_worker_check = Instant::now() + WORKER_CHECK_EVERY;
+                if !has_live_worker(self.queue.as_ref()).await? {
+                    if can_run_locally {
+                        let queues: BTreeSet<String> = jobs.iter().map(|j| j.spec.queue.clone()).collect();
+                        local = Some(self.start_local_worker(queues.into_iter().collect()));
+                    } else if !noted_no_worker
+                        && started.elapsed() >= NO_WORKER_NOTE_AFTER
+                        && jobs.iter().any(|j| j.state == JobState::Queued)
+                    {
+                        noted_no_worker = true;
+                        let note = self.no_worker_note(ids);
+                        match &bar {
+                            Some(b) => b.println(note),
+                            None => eprintln!("{note}"),
+                        }
+                    }
+                }
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(POLL_MAX);
+        };
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        if let Some((stop, handle)) = local {
+            stop.cancel();
+            let _ = handle.await;
+        }
+        if self.ctx.queue_url.is_embedded() {
+            ingest_once(self.queue.as_ref(), &self.store, &Families::for_home(&self.ctx.home)).await?;
+        }
+        Ok(jobs)
+    }
+
+    fn no_worker_note(&self, ids: &[String]) -> String {
+        let queue = match &self.ctx.queue_url {
+            skillforge_engine::open::QueueUrl::Redis(u) => format!(" --queue {u}"),
+            skillforge_engine::open::QueueUrl::Sqlite(_) => String::new(),
+        };
+        let which = if ids.len() == 1 { format!("job {}", ids[0]) } else { format!("{} jobs", ids.len()) };
+        format!(
+            "note: no live worker holds a presence lock on this queue; {which} waits until one runs \
+             (start one with `skillforge{queue} worker`)"
+        )
+    }
+
+    fn start_local_worker(&self, queues: Vec<String>) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+        let mut config = WorkerConfig::new("local", self.ctx.scratch_root());
+        config.queues = queues;
+        config.concurrency = self.ctx.config.worker.concurrency.unwrap_or(4);
+        config.grace = Duration::from_secs(2);
+        let worker = Worker::new(config, self.queue.clone(), crate::runners::all());
+        let stop = CancellationToken::new();
+        let s = stop.clone();
+        (stop, tokio::spawn(async move {
+            worker.run(s).await;
+        }))
+    }
+}
+
+fn progress(what: &str, jobs: &[Job], n_done: usize) -> String {
+    match jobs {
+        [job] => format!("{what} {} {} (attempt {}/{})", job.id, job.state, job.attempts, job.spec.max_attempts),
+        _ => {
+            let running = jobs.iter().filter(|j| j.state == JobState::Running).count();
+            format!("{what}: {n_done}/{} done, {running} running", jobs.len())
+        }
+    }
+}
+
+/// Whether some worker holds a presence lock whose heartbeat is within its period.
+async fn has_live_worker(queue: &dyn QueueBackend) -> Result<bool, EngineError> {
+    let now = queue.now_ms().await?;
+    Ok(queue.leases().await?.iter().any(|l| {
+        l.kind == LeaseKind::Lock && l.name.starts_with(PRESENCE_LOCK_PREFIX) && l.status(now) == LeaseStatus::Active
+    }))
+}
+
+#[async_trait::async_trait]
+impl StageJobs for CliJobs<'_> {
+    async fn submit(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
+        self.queue.enqueue(spec).await
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<Job>, EngineError> {
+        self.queue.get(id).await
+    }
+
+    async fn wait(&self, ids: &[String], what: &str) -> Result<Vec<Job>, EngineError> {
+        self.wait_all(ids, what).await
+    }
+}
+
+/// Enqueues `spec`; when its idempotency key names an existing job, checks that the existing job
+/// asked for the same thing (same runner and payload), so a key reused for different work is
+/// refused (exit 2) instead of silently returning the other job's result.
+///
+/// # Errors
+/// Exit 2 for a key reused with a different payload; exit 3 when the queue is unreachable.
+pub async fn enqueue_checked(backend: &dyn QueueBackend, spec: &JobSpec) -> Result<Enqueued, CliError> {
+    let enqueued = backend.enqueue(spec).await?;
+    if !enqueued.created {
+        let existing = backend
+            .get(&enqueued.job_id)
+            .await?
+            .ok_or_else(|| CliError::env(anyhow!("job `{}` vanished", enqueued.job_id)))?;
+        if existing.spec.kind != spec.kind || existing.spec.payload != spec.payload {
+            return Err(CliError::usage(anyhow!(
+                "idempotency key `{}` already belongs to job {} with a different {} (use another key, or the same command)",
+                spec.idempotency_key.as_deref().unwrap_or_default(),
+                existing.id,
+                if existing.spec.kind != spec.kind { "runner" } else { "command or payload" }
+            )));
+        }
+    }
+    Ok(enqueued)
+}
+
+/// Waits for job `id` on `backend` through a [`CliJobs`] (its liveness rule, its local worker
+/// unless `local_worker` is false, its ingestion); returns the finished job.
+///
+/// # Errors
+/// Exit 2 for an unknown job; exit 3 when the queue or store fails.
+pub async fn await_job(ctx: &Context, backend: &Arc<dyn QueueBackend>, id: &str, local_worker: bool) -> Result<Job, CliError> {
+    let store = ctx.store().await?;
+    CliJobs::new(ctx, backend.clone(), store).local_worker(local_worker).wait_one(id).await
+}

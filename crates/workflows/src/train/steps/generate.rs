@@ -1,0 +1,125 @@
+//! items_ready → options_generated (seed step 3): one `agent` job per item through the stage port.
+
+use skillforge_engine::{Job, JobState};
+use skillforge_runner_agent::AgentPayload;
+use skillforge_store::blobs::BlobStore;
+use skillforge_store::review::{get_run, list_items};
+use skillforge_store::train::{IterationRow, SessionRow};
+
+use crate::train::generation::{generation_job, generation_key, generation_prompt};
+use crate::train::meta::{IterationMeta, SessionMeta};
+use crate::train::{TrainEnv, TrainError, TrainResultHandler};
+use crate::train::session::*;
+use crate::train::state::TrainState;
+
+/// items_ready → options_generated: one `agent` job per item (idempotency key
+/// `<session>:<iteration>:<item>:options`), results applied by [`TrainResultHandler`]. Returns
+/// false when not every item has its options yet (jobs still running and `wait` is false).
+pub(crate) async fn generate_options(
+    env: &TrainEnv<'_>,
+    session: &SessionRow,
+    it: &mut IterationRow,
+    wait: bool,
+    report: &mut StepReport,
+) -> Result<bool, TrainError> {
+    let smeta = SessionMeta::parse(&session.metadata_json);
+    let stage = env.workflow.stage("option_generation");
+    let version = skillforge_store::templates::get_version(env.store.pool(), &it.base_template_version_id)
+        .await?
+        .ok_or_else(|| TrainError::Invalid(format!("template version `{}` is missing", it.base_template_version_id)))?;
+    let run = get_run(env.store.pool(), &it.eval_run_id)
+        .await?
+        .ok_or_else(|| TrainError::Invalid(format!("review run `{}` is missing", it.eval_run_id)))?;
+    let mut meta = IterationMeta::parse(&it.metadata_json);
+    let existing = list_items(env.store.pool(), &run.id).await?;
+    let mut job_ids = Vec::new();
+    let mut n_created = 0;
+    for item in &smeta.items {
+        let have = existing.iter().find(|i| i.item.item_id == item.id).map_or(0, |i| i.options.len());
+        if i64::try_from(have).unwrap_or(0) >= run.options_count {
+            continue;
+        }
+        let mut payload = AgentPayload::new(
+            if smeta.runtime.is_empty() { DEFAULT_RUNTIME } else { &smeta.runtime },
+            generation_prompt(&session.request_summary, item, run.options_count, &version.id, &version.content),
+        );
+        payload.model = smeta.model.clone();
+        payload.timeout_secs = Some(stage.timeout_secs);
+        let spec = generation_job(stage, &payload, generation_key(&session.id, &it.id, &item.id))?;
+        let enqueued = env.jobs.submit(&spec).await?;
+        if let Some(job) = env.queue.get(&enqueued.job_id).await?
+            && matches!(job.state, JobState::Failed | JobState::Dead | JobState::Cancelled | JobState::Stale)
+        {
+            // A generation that failed earlier is re-run by the next `continue` (fresh attempt
+            // budget, history kept); options it may have written are never duplicated.
+            env.queue.retry(&job.id).await?;
+        }
+        n_created += usize::from(enqueued.created);
+        job_ids.push(enqueued.job_id);
+    }
+    if !job_ids.is_empty() {
+        meta.generation.status = "running".into();
+        meta.generation.error.clear();
+        for id in &job_ids {
+            if !meta.generation.job_ids.contains(id) {
+                meta.generation.job_ids.push(id.clone());
+            }
+        }
+        save_meta(env, it, &meta).await?;
+        report.steps.push(format!(
+            "option generation: {} job(s) for {} item(s) ({} new, runtime {})",
+            job_ids.len(),
+            job_ids.len(),
+            n_created,
+            if smeta.runtime.is_empty() { DEFAULT_RUNTIME } else { &smeta.runtime }
+        ));
+        if !wait {
+            return Ok(false);
+        }
+        let jobs = env.jobs.wait(&job_ids, "generating options").await?;
+        let failures = apply_generation_results(env, &jobs).await?;
+        if !failures.is_empty() {
+            meta.generation.status = "failed".into();
+            meta.generation.error = failures.join("; ");
+            save_meta(env, it, &meta).await?;
+            return Err(TrainError::Failed(format!("option generation failed: {}", meta.generation.error)));
+        }
+    }
+    // Every item must now have its options (re-checked from the store, not from the jobs).
+    let items = list_items(env.store.pool(), &run.id).await?;
+    let missing: Vec<&str> = items
+        .iter()
+        .filter(|i| i64::try_from(i.options.len()).unwrap_or(0) < run.options_count)
+        .map(|i| i.item.item_id.as_str())
+        .collect();
+    if !missing.is_empty() {
+        return Err(TrainError::Failed(format!("items without options after generation: {}", missing.join(", "))));
+    }
+    meta.generation.status = "succeeded".into();
+    save_meta(env, it, &meta).await?;
+    advance(env, it, TrainState::OptionsGenerated).await?;
+    report.steps.push(format!("options generated: {} items × {} options", items.len(), run.options_count));
+    Ok(true)
+}
+
+/// Applies finished generation jobs, each in its own store transaction; returns failure texts.
+pub(crate) async fn apply_generation_results(env: &TrainEnv<'_>, jobs: &[Job]) -> Result<Vec<String>, TrainError> {
+    let handler = TrainResultHandler { blobs: BlobStore::in_home(env.home) };
+    let mut failures = Vec::new();
+    for job in jobs {
+        if job.state != JobState::Succeeded {
+            let why = job.error.clone().or_else(|| job.outcome.as_ref().map(|o| format!("{} {}", o.exit.label(), o.stderr_tail.trim()))).unwrap_or_default();
+            failures.push(format!("job {} ended {} {why}", job.id, job.state));
+            continue;
+        }
+        let mut tx = env.store.begin().await?;
+        match handler.apply_generation(&mut tx, job).await {
+            Ok(_) => tx.commit().await?,
+            Err(e) => {
+                let _ = tx.rollback().await;
+                failures.push(e.to_string());
+            }
+        }
+    }
+    Ok(failures)
+}

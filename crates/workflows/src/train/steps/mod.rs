@@ -1,0 +1,11 @@
+//! The train steps, one per file; each moves the current iteration one stage (or applies a
+//! decision) and reports what it did. [`super::control::continue_session`] maps the iteration's
+//! state to its step.
+
+pub mod decide;
+pub mod evaluate;
+pub mod generate;
+pub mod optimize;
+pub mod recover;
+pub mod review;
+pub mod start;

@@ -1,0 +1,249 @@
+//! The optimizer leg (seed steps 6–7): the training package export, the optimizer job (with
+//! recovery of a stale or failed attempt) and the candidate import gate (S-100).
+
+use std::path::{Path, PathBuf};
+
+use skillforge_contract::{serialize_package, validate_training_package};
+use skillforge_engine::JobState;
+use skillforge_store::blobs::BlobStore;
+use skillforge_store::review::package::{PackageError, training_package};
+use skillforge_store::train::{IterationRow, SessionRow, set_candidate_version};
+
+use crate::train::meta::IterationMeta;
+use crate::train::optimizer::{GateResult, attempt_dir, completed_attempt, import_gate, optimizer_job, preflight};
+use crate::train::phase::is_config_error;
+use crate::train::stages::DEFAULT_BACKEND;
+use crate::train::{TrainEnv, TrainError};
+use crate::train::session::*;
+use crate::train::state::TrainState;
+
+/// feedback_synced → training_package_created: `<iteration>/training.json`.
+pub(crate) async fn export(env: &TrainEnv<'_>, session: &SessionRow, it: &mut IterationRow, report: &mut StepReport) -> Result<(), TrainError> {
+    let package = training_package(env.store.pool(), &it.eval_run_id).await.map_err(|e| match e {
+        PackageError::Store(s) => TrainError::Store(s),
+        other => TrainError::Failed(format!("export training package: {other}")),
+    })?;
+    validate_training_package(&package)
+        .map_err(|e| TrainError::Failed(format!("export training package: the optimizer would refuse it: {e}")))?;
+    let bytes = serialize_package(&package).map_err(|e| TrainError::Failed(format!("encode training package: {e}")))?;
+    let path = env.iteration_dir(&session.id, &it.id).join(TRAINING_FILE);
+    write_file(&path, bytes.as_bytes())?;
+    let mut meta = IterationMeta::parse(&it.metadata_json);
+    meta.export.status = "succeeded".into();
+    meta.export.path = path.display().to_string();
+    save_meta(env, it, &meta).await?;
+    advance(env, it, TrainState::TrainingPackageCreated).await?;
+    report.steps.push(format!(
+        "training package exported: {} ({} ranked events, {} pairwise preferences)",
+        path.display(),
+        package.ranked_feedback_events.len(),
+        package.pairwise_preferences.len()
+    ));
+    for warning in skillforge_contract::loader_warnings(&package) {
+        report.steps.push(format!("warning: the external optimizer's data loader refuses this package: {warning}"));
+    }
+    Ok(())
+}
+
+/// training_package_created → optimizer_completed: resumes the current attempt's job or starts
+/// a new attempt (after a stale or failed one that left no candidate). Returns false when the
+/// job runs and `wait` is false.
+pub(crate) async fn run_optimizer(
+    env: &TrainEnv<'_>,
+    session: &SessionRow,
+    it: &mut IterationRow,
+    req: &ContinueRequest,
+    report: &mut StepReport,
+) -> Result<bool, TrainError> {
+    let mut meta = IterationMeta::parse(&it.metadata_json);
+    let out_root = env.iteration_dir(&session.id, &it.id).join(OPTIMIZER_DIR);
+    let mut job_id = meta.optimizer.job_id.clone();
+    if !job_id.is_empty() {
+        let job = env.queue.get(&job_id).await?;
+        let state = job.as_ref().map(|j| j.state);
+        let needs_new_attempt = match state {
+            Some(JobState::Queued | JobState::Running) => false,
+            Some(JobState::Succeeded) => false,
+            Some(JobState::Stale) | Some(JobState::Failed | JobState::Dead | JobState::Cancelled) | None => {
+                // Recovery: a completed package in this attempt is imported; otherwise a new attempt.
+                if let Some((dir, file)) = completed_attempt(Path::new(&meta.optimizer.attempt_dir)) {
+                    if state == Some(JobState::Stale) {
+                        let _ = env.queue.cancel(&job_id).await;
+                    }
+                    meta.optimizer.attempt_dir = dir.display().to_string();
+                    meta.optimizer.candidate_output = file.display().to_string();
+                    if state == Some(JobState::Stale) || req.backend.is_none() {
+                        meta.optimizer.status = "recovered".into();
+                        meta.optimizer.recovery_available = false;
+                        save_meta(env, it, &meta).await?;
+                        report.steps.push(format!("recovered the completed optimizer attempt {}", dir.display()));
+                        advance(env, it, TrainState::OptimizerCompleted).await?;
+                        return Ok(true);
+                    }
+                    false
+                } else {
+                    if state == Some(JobState::Stale) {
+                        let _ = env.queue.cancel(&job_id).await;
+                        report.steps.push(format!("optimizer job {job_id} went stale without a result; starting a new attempt"));
+                    }
+                    true
+                }
+            }
+        };
+        if needs_new_attempt {
+            job_id.clear();
+        }
+    }
+    if job_id.is_empty() {
+        let backend = req.backend.clone().or_else(|| (!meta.optimizer.backend.is_empty()).then(|| meta.optimizer.backend.clone()));
+        let backend = backend.unwrap_or_else(|| DEFAULT_BACKEND.to_owned());
+        let attempt = meta.optimizer.attempt + 1;
+        let dir = attempt_dir(&out_root, attempt);
+        meta.optimizer.backend = backend.clone();
+        meta.optimizer.out_root = out_root.display().to_string();
+        meta.optimizer.status = "preflight_running".into();
+        save_meta(env, it, &meta).await?;
+        let training = PathBuf::from(&meta.export.path);
+        let artifact_root = BlobStore::in_home(env.home).root().to_path_buf();
+        let pre = match preflight(env.workflow, &backend, &env.skillforge_bin, &training, &artifact_root, &dir, &session.id) {
+            Ok(p) => p,
+            Err(e) => {
+                meta.optimizer.status = "failed".into();
+                meta.optimizer.error = e.to_string();
+                meta.optimizer.recovery_available = false;
+                save_meta(env, it, &meta).await?;
+                return Err(match e {
+                    crate::train::optimizer::BackendError::Unknown { .. } => TrainError::Invalid(e.to_string()),
+                    crate::train::optimizer::BackendError::MissingExecutable { .. } => TrainError::Blocked(format!("blocked_config: {e}")),
+                });
+            }
+        };
+        std::fs::create_dir_all(&dir).map_err(|e| TrainError::Env(format!("create `{}`: {e}", dir.display())))?;
+        env.reporter.step(&format!(
+            "optimizer preflight: backend {} ({}) → {}; attempt {}; lock {}\n  argv: {}",
+            pre.backend,
+            if pre.description.is_empty() { "configured" } else { &pre.description },
+            pre.resolved_program.as_deref().unwrap_or("?"),
+            pre.attempt_dir,
+            pre.lock,
+            pre.argv.join(" ")
+        ));
+        let spec = optimizer_job(env.workflow.stage("optimizer"), &pre, format!("{}:{}:optimizer:attempt-{attempt:03}", session.id, it.id))?;
+        let enqueued = env.jobs.submit(&spec).await?;
+        meta.optimizer.attempt = attempt;
+        meta.optimizer.argv = pre.argv.clone();
+        meta.optimizer.job_id = enqueued.job_id.clone();
+        meta.optimizer.attempt_dir = pre.attempt_dir.clone();
+        meta.optimizer.candidate_output = pre.candidate_output.clone();
+        meta.optimizer.status = "running".into();
+        meta.optimizer.optimizer_attempt_state = "running".into();
+        meta.optimizer.error.clear();
+        meta.optimizer.recovery_available = false;
+        save_meta(env, it, &meta).await?;
+        report.steps.push(format!("optimizer attempt {attempt} enqueued as job {} (backend {backend})", enqueued.job_id));
+        report.preflight = Some(pre);
+        job_id = enqueued.job_id;
+    }
+    if !req.wait
+        && let Some(job) = env.queue.get(&job_id).await?
+        && job.state != JobState::Succeeded
+    {
+        return Ok(false);
+    }
+    let job = env.jobs.wait(std::slice::from_ref(&job_id), "optimizer").await?.remove(0);
+    match job.state {
+        JobState::Succeeded => {
+            meta.optimizer.status = "succeeded".into();
+            save_meta(env, it, &meta).await?;
+            advance(env, it, TrainState::OptimizerCompleted).await?;
+            report.steps.push(format!("optimizer attempt {} finished", meta.optimizer.attempt));
+            Ok(true)
+        }
+        JobState::Stale => {
+            meta.optimizer.status = "stale".into();
+            meta.optimizer.recovery_available = true;
+            save_meta(env, it, &meta).await?;
+            Err(TrainError::Failed(format!(
+                "optimizer job {} went stale (its worker stopped heartbeating); recovery is available: run `skillforge train continue --session {}`",
+                job.id, session.id
+            )))
+        }
+        _ => {
+            let why = job
+                .error
+                .clone()
+                .or_else(|| job.outcome.as_ref().map(|o| format!("{} (exit {:?}): {}", o.exit.label(), o.exit_code, o.stderr_tail.trim())))
+                .unwrap_or_else(|| format!("job ended {}", job.state));
+            let is_not_runnable = job.outcome.as_ref().is_some_and(|o| o.exit.label() == "not_runnable");
+            let recovery = completed_attempt(Path::new(&meta.optimizer.attempt_dir)).is_some();
+            meta.optimizer.status = "failed".into();
+            meta.optimizer.error = if is_not_runnable { format!("executable not runnable: {why}") } else { why.clone() };
+            meta.optimizer.recovery_available = recovery;
+            save_meta(env, it, &meta).await?;
+            if recovery {
+                Err(TrainError::Failed(format!(
+                    "optimizer failed ({why}) after writing a completed candidate package; recovery_available: run \
+                     `skillforge train recover --session {} --out-root {}`",
+                    session.id, meta.optimizer.out_root
+                )))
+            } else if is_config_error(&meta.optimizer.error) {
+                Err(TrainError::Blocked(format!("blocked_config: optimizer failed: {}", meta.optimizer.error)))
+            } else {
+                Err(TrainError::Failed(format!("optimizer failed: {why}")))
+            }
+        }
+    }
+}
+
+/// optimizer_completed → candidate_created | optimizer_completed_no_candidate through the import
+/// gate (S-100).
+pub(crate) async fn import_candidate(env: &TrainEnv<'_>, it: &mut IterationRow, report: &mut StepReport) -> Result<(), TrainError> {
+    let mut meta = IterationMeta::parse(&it.metadata_json);
+    let dir = PathBuf::from(&meta.optimizer.attempt_dir);
+    let file = PathBuf::from(&meta.optimizer.candidate_output);
+    let blobs = BlobStore::in_home(env.home);
+    let result = if file.is_file() {
+        import_gate(env.store, &blobs, &dir, &file).await
+    } else {
+        Err(format!("the optimizer wrote no candidate package at `{}`", file.display()))
+    };
+    match result {
+        Ok(GateResult::Candidate { version_id, is_new }) => {
+            {
+                let mut conn = env.store.pool().acquire().await?;
+                set_candidate_version(&mut conn, &it.id, &version_id).await?;
+            }
+            it.candidate_version_id = version_id.clone();
+            meta.candidate_import.status = "succeeded".into();
+            meta.candidate_import.error.clear();
+            meta.optimizer.optimizer_attempt_state = "completed_candidate".into();
+            meta.optimizer.recovery_available = false;
+            save_meta(env, it, &meta).await?;
+            advance(env, it, TrainState::CandidateCreated).await?;
+            report.candidate_version = Some(version_id.clone());
+            report.steps.push(format!(
+                "candidate {version_id} imported as pending{}",
+                if is_new { "" } else { " (already imported from this package; no duplicate)" }
+            ));
+            Ok(())
+        }
+        Ok(GateResult::NoCandidate { reason, details }) => {
+            meta.candidate_import.status = "succeeded".into();
+            meta.optimizer.optimizer_attempt_state = "completed_no_candidate".into();
+            meta.optimizer.no_candidate_reason = reason.clone();
+            meta.optimizer.no_candidate_details = details;
+            meta.optimizer.recovery_available = false;
+            save_meta(env, it, &meta).await?;
+            advance(env, it, TrainState::NoCandidate).await?;
+            report.steps.push(format!("optimizer produced no candidate: {reason} (no pending version)"));
+            Ok(())
+        }
+        Err(e) => {
+            meta.candidate_import.status = "failed".into();
+            meta.candidate_import.error = e.clone();
+            meta.optimizer.optimizer_attempt_state = "candidate_import_failed".into();
+            save_meta(env, it, &meta).await?;
+            Err(TrainError::Failed(format!("candidate import failed: {e}")))
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! `train start` (seed step 1) and `--start-next` (step 10): the session, its iterations and their
+//! review items (S-98: no workspace repo, no review work).
+
+use std::path::Path;
+
+use skillforge_store::review::{NewEvalRun, NewReviewItem, RunSettings, create_run, get_run};
+use skillforge_store::templates::{VersionRef, current_version, resolve};
+use skillforge_store::train::{
+    IterationRow, NewIteration, NewSession, SessionRow, create_iteration, create_session, list_iterations,
+};
+
+use crate::train::items::ItemSpec;
+use crate::train::meta::SessionMeta;
+use crate::train::{TrainEnv, TrainError};
+use crate::train::session::*;
+use crate::train::state::TrainState;
+
+/// What `train start` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartRequest {
+    /// Session id; generated when `None`.
+    pub session_id: Option<String>,
+    /// `ID`, `ID@vN` or `ID@latest`.
+    pub template: String,
+    /// Target repo.
+    pub repo: String,
+    /// Workspace repo; `None` leaves the session at `request_confirmed` (S-98).
+    pub workspace_repo: Option<String>,
+    /// The request text.
+    pub request: String,
+    /// Parsed items.
+    pub items: Vec<ItemSpec>,
+    /// Agent runtime for generation.
+    pub runtime: String,
+    /// Model for the runtime.
+    pub model: Option<String>,
+    /// Review mode (explore by default).
+    pub mode: Option<String>,
+    /// Options per item (mode default).
+    pub options: Option<i64>,
+    /// Task kind (`custom` by default).
+    pub task_kind: String,
+}
+
+/// The evaluator a session runs before each export (`train start --evaluator ID
+/// [--judge-runtime NAME]`), recorded in the session metadata and in every iteration's review-run
+/// metadata (`evaluator_id`, `judge_runtime`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EvaluatorChoice {
+    /// Evaluator profile id, e.g. `release_notes_v1`.
+    pub evaluator_id: String,
+    /// Agent runtime of the judge; `None` ⇒ the judge stage is skipped with a reason.
+    pub judge_runtime: Option<String>,
+    /// Profile config merged into the run metadata (see
+    /// [`crate::evaluator::effective_profile`]: `checks`, `check_config`, judge prompts); the
+    /// keys train mode sets itself (`train_session`, `train_iteration`, `evaluator_id`,
+    /// `judge_runtime`) are refused.
+    pub config: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Run-metadata keys train mode writes itself.
+pub(crate) const RESERVED_RUN_KEYS: &[&str] = &["train_session", "train_iteration", "evaluator_id", "judge_runtime"];
+
+/// `train start` (seed step 1): resolves the template, records the session and its first
+/// iteration at `request_confirmed`; with a workspace repo, moves on to `workspace_ready` and
+/// `items_ready` (the items become the iteration's review items). Without one the session stays
+/// at `request_confirmed` and cannot reach option generation (S-98).
+///
+/// # Errors
+/// [`TrainError::Invalid`] for an unknown template, a bad mode/option count, a taken session id.
+pub async fn start(env: &TrainEnv<'_>, req: &StartRequest) -> Result<StepReport, TrainError> {
+    start_with_evaluator(env, req, None).await
+}
+
+/// [`start`] with an evaluator (S-101): every iteration's review run names it, and `continue`
+/// evaluates the generated options with it before exporting the training package.
+///
+/// # Errors
+/// As [`start`]; [`TrainError::Invalid`] for an empty evaluator id or an unknown judge runtime.
+pub async fn start_with_evaluator(
+    env: &TrainEnv<'_>,
+    req: &StartRequest,
+    evaluator: Option<&EvaluatorChoice>,
+) -> Result<StepReport, TrainError> {
+    check_start_request(req)?;
+    let evaluator_id = evaluator.map(|e| e.evaluator_id.trim().to_owned());
+    if evaluator_id.as_deref() == Some("") {
+        return Err(TrainError::Invalid("--evaluator needs a profile id".into()));
+    }
+    let judge_runtime = evaluator.and_then(|e| e.judge_runtime.as_deref()).map(str::trim).filter(|r| !r.is_empty()).map(str::to_owned);
+    if let Some(runtime) = &judge_runtime {
+        skillforge_runner_agent::find(runtime).map_err(|e| TrainError::Invalid(format!("--judge-runtime: {e}")))?;
+    }
+    let evaluator_config = evaluator.and_then(|e| e.config.clone()).filter(|c| !c.is_empty());
+    if let Some(key) = evaluator_config.as_ref().and_then(|c| c.keys().find(|k| RESERVED_RUN_KEYS.contains(&k.as_str()))) {
+        return Err(TrainError::Invalid(format!("evaluator config: `{key}` is set by train mode; use --evaluator / --judge-runtime")));
+    }
+    let reference = VersionRef::parse(&req.template)
+        .ok_or_else(|| TrainError::Invalid(format!("--template `{}`: expected ID, ID@vN or ID@latest", req.template)))?;
+    let version = resolve(env.store.pool(), &reference).await?.ok_or_else(|| {
+        TrainError::Invalid(format!("template `{}` is not installed; add it with `skillforge template add`", req.template))
+    })?;
+    let settings = RunSettings::normalize(Some(req.mode.as_deref().unwrap_or(DEFAULT_MODE)), None, req.options)
+        .map_err(|e| TrainError::Invalid(e.to_string()))?;
+    let session_id = req.session_id.clone().unwrap_or_else(new_session_id);
+    if session_id.is_empty() || !session_id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')) {
+        return Err(TrainError::Invalid(format!("session id {session_id:?} must be ASCII letters, digits, `_` or `-`")));
+    }
+    let meta = SessionMeta {
+        items: req.items.clone(),
+        runtime: req.runtime.clone(),
+        model: req.model.clone(),
+        mode: settings.mode.clone(),
+        exploration_level: settings.exploration_level.clone(),
+        options_count: settings.options_count,
+        evaluator_id,
+        judge_runtime,
+        evaluator_config,
+    };
+    let workspace = req.workspace_repo.clone().unwrap_or_default();
+    let it_id = iteration_id(&session_id, 1);
+    {
+        let mut tx = env.store.begin().await?;
+        let session = NewSession {
+            id: &session_id,
+            template_id: &version.template_id,
+            template_version_id: &version.id,
+            target_repo: &req.repo,
+            workspace_repo: &workspace,
+            request_summary: &req.request,
+            task_kind: if req.task_kind.is_empty() { "custom" } else { &req.task_kind },
+            metadata_json: &serde_json::to_string(&meta).unwrap_or_default(),
+        };
+        if !create_session(&mut tx, &session).await? {
+            return Err(TrainError::Invalid(format!("train session `{session_id}` already exists")));
+        }
+        create_iteration(
+            &mut tx,
+            &NewIteration {
+                id: &it_id,
+                session_id: &session_id,
+                eval_run_id: &it_id,
+                base_template_version_id: &version.id,
+                mode: &settings.mode,
+                exploration_level: &settings.exploration_level,
+                metadata_json: "{}",
+            },
+        )
+        .await?;
+        tx.commit().await?;
+    }
+    let (session, mut it) = load(env, &session_id).await?;
+    let mut report = StepReport { session_id: session_id.clone(), iteration_id: it.id.clone(), ..Default::default() };
+    report.steps.push(format!("session {session_id} for {} (request confirmed)", version.id));
+    if workspace.is_empty() {
+        report.next_action =
+            "no --workspace-repo: the session stays at request_confirmed (S-98); start a session with --workspace-repo".into();
+    } else {
+        prepare_items(env, &session, &mut it, &mut report).await?;
+        report.next_action = format!("skillforge train continue --session {session_id}");
+    }
+    report.state = it.state.clone();
+    Ok(report)
+}
+
+/// Whether `workspace` is a remote `owner/repo` (facts §3: sessions record `workspace_repo`, a
+/// GitHub repository in the Go implementation): exactly one `/` between two non-empty names of
+/// ASCII letters, digits, `.`, `_`, `-`, neither starting with `.`. Anything else is a local path.
+pub(crate) fn is_remote_repo(workspace: &str) -> bool {
+    let mut parts = workspace.split('/');
+    let (Some(owner), Some(name), None) = (parts.next(), parts.next(), parts.next()) else { return false };
+    [owner, name].iter().all(|part| {
+        !part.is_empty()
+            && !part.starts_with('.')
+            && part.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    })
+}
+
+/// Checks a start request before anything is written: a non-empty `--request`, a known
+/// `--runtime` (empty = [`DEFAULT_RUNTIME`]), and a `--workspace-repo` that is a remote
+/// `owner/repo` or an existing local directory.
+///
+/// # Errors
+/// [`TrainError::Invalid`] naming the flag and its value.
+pub(crate) fn check_start_request(req: &StartRequest) -> Result<(), TrainError> {
+    if req.request.trim().is_empty() {
+        return Err(TrainError::Invalid("--request must not be empty: say what the template should learn".into()));
+    }
+    let runtime = if req.runtime.trim().is_empty() { DEFAULT_RUNTIME } else { req.runtime.trim() };
+    skillforge_runner_agent::find(runtime).map_err(|e| TrainError::Invalid(format!("--runtime `{runtime}`: {e}")))?;
+    if let Some(workspace) = req.workspace_repo.as_deref().map(str::trim).filter(|w| !w.is_empty())
+        && !is_remote_repo(workspace)
+        && !Path::new(workspace).is_dir()
+    {
+        return Err(TrainError::Invalid(format!(
+            "--workspace-repo `{workspace}`: no such directory; give an existing local checkout or a remote owner/repo"
+        )));
+    }
+    Ok(())
+}
+
+/// request_confirmed → workspace_ready → items_ready: the iteration's review run and items.
+pub(crate) async fn prepare_items(env: &TrainEnv<'_>, session: &SessionRow, it: &mut IterationRow, report: &mut StepReport) -> Result<(), TrainError> {
+    if session.workspace_repo.trim().is_empty() {
+        return Err(TrainError::Refused(format!(
+            "train session `{}` has no workspace repo, so it stays at request_confirmed and cannot generate options (S-98); \
+             start a session with --workspace-repo",
+            session.id
+        )));
+    }
+    if it.state == TrainState::RequestConfirmed.as_str() {
+        std::fs::create_dir_all(env.iteration_dir(&session.id, &it.id))
+            .map_err(|e| TrainError::Env(format!("create the iteration directory: {e}")))?;
+        advance(env, it, TrainState::WorkspaceReady).await?;
+        report.steps.push(format!("workspace {} ready", session.workspace_repo));
+    }
+    if it.state == TrainState::WorkspaceReady.as_str() {
+        let smeta = SessionMeta::parse(&session.metadata_json);
+        let settings = RunSettings::normalize(Some(&it.mode), Some(&it.exploration_level), Some(smeta.options_count.max(2)))
+            .map_err(|e| TrainError::Invalid(e.to_string()))?;
+        let mut run_metadata = serde_json::json!({"train_session": session.id, "train_iteration": it.id});
+        for (key, value) in smeta.evaluator_config.iter().flatten() {
+            run_metadata[key.as_str()] = value.clone();
+        }
+        if let Some(evaluator_id) = &smeta.evaluator_id {
+            run_metadata["evaluator_id"] = serde_json::json!(evaluator_id);
+        }
+        if let Some(runtime) = &smeta.judge_runtime {
+            run_metadata["judge_runtime"] = serde_json::json!(runtime);
+        }
+        let mut tx = env.store.begin().await?;
+        if get_run(env.store.pool(), &it.eval_run_id).await?.is_none() {
+            create_run(
+                &mut tx,
+                &NewEvalRun {
+                    id: it.eval_run_id.clone(),
+                    template_id: session.template_id.clone(),
+                    template_version_id: it.base_template_version_id.clone(),
+                    target_repo: session.target_repo.clone(),
+                    settings,
+                    metadata_json: run_metadata.to_string(),
+                },
+            )
+            .await?;
+        }
+        for item in &smeta.items {
+            let metadata = serde_json::json!({"request": session.request_summary, "input": item.input});
+            skillforge_store::review::add_item(
+                &mut tx,
+                &it.eval_run_id,
+                &NewReviewItem {
+                    item_id: item.id.clone(),
+                    title: item.title.clone(),
+                    metadata_json: metadata.to_string(),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        advance(env, it, TrainState::ItemsReady).await?;
+        report.steps.push(format!("{} review items ready in run {}", smeta.items.len(), it.eval_run_id));
+    }
+    Ok(())
+}
+
+/// `--start-next` (seed step 10): a new iteration on the template's current version.
+pub(crate) async fn start_next(env: &TrainEnv<'_>, session: &SessionRow, prev: &IterationRow, report: &mut StepReport) -> Result<(SessionRow, IterationRow), TrainError> {
+    let iterations = list_iterations(env.store.pool(), &session.id).await?;
+    let base = current_version(env.store.pool(), &session.template_id)
+        .await?
+        .map_or_else(|| prev.base_template_version_id.clone(), |v| v.id);
+    let id = iteration_id(&session.id, iterations.len() + 1);
+    let mut conn = env.store.pool().acquire().await?;
+    create_iteration(
+        &mut conn,
+        &NewIteration {
+            id: &id,
+            session_id: &session.id,
+            eval_run_id: &id,
+            base_template_version_id: &base,
+            mode: &prev.mode,
+            exploration_level: &prev.exploration_level,
+            metadata_json: "{}",
+        },
+    )
+    .await?;
+    skillforge_store::train::set_session_state(&mut conn, &session.id, TrainState::RequestConfirmed.as_str()).await?;
+    drop(conn);
+    report.steps.push(format!("iteration {id} started on {base} (previous iteration {} is {})", prev.id, prev.state));
+    load(env, &session.id).await
+}
