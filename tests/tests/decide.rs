@@ -4,23 +4,15 @@
 //! S-42..S-82). Every agent call runs the `scripted` runtime through the real `agent` runner as a
 //! durable job on the embedded queue; the store is read back with `sqlite3` and `export`.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-use skillforge_tests::Home;
+use skillforge_tests::{Home, PLANNER_TEMPLATE, add_template, write};
 
+/// The `planner` template with `body` in place of its own (`runtime_compatibility: [codex, claude]`:
+/// codex-family, so the scripted runtime is another family for judges and reviewers).
 fn template_text(body: &str) -> String {
-    format!(
-        "---\nid: planner\nname: Planner\ndescription: Plans work\nkind: agent-template\nversion: 1\ncapabilities: [ask]\n\
-         runtime_compatibility: [codex]\ntags: [planning]\ninputs: [task]\noutputs: [plan]\n---\n{body}"
-    )
-}
-
-fn write(path: &Path, text: &str) -> PathBuf {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-    path.to_path_buf()
+    PLANNER_TEMPLATE.replace("# Plan\nDo it.\n", body)
 }
 
 fn stderr(out: &Output) -> String {
@@ -30,9 +22,7 @@ fn stderr(out: &Output) -> String {
 /// A home with `planner@v1` current.
 fn home() -> Home {
     let home = Home::embedded();
-    let file = write(&home.path().join("in/planner.md"), &template_text("Plan the task.\n"));
-    let out = home.run(&["template", "add", file.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    add_template(&home, PLANNER_TEMPLATE, "acme/templates");
     home
 }
 
@@ -48,7 +38,7 @@ fn import(home: &Home, body: &str, score: f64) -> String {
         "template_id": "planner",
         "candidate": {"content": template_text(body), "metadata": {
             "id": "planner", "name": "Planner", "description": "Plans work", "kind": "agent-template", "version": 1,
-            "capabilities": ["ask"], "runtime_compatibility": ["codex"], "tags": ["planning"],
+            "capabilities": ["ask"], "runtime_compatibility": ["codex", "claude"], "tags": ["planning"],
             "inputs": ["task"], "outputs": ["plan"]}},
         "summary": {"score": score},
     });
@@ -468,13 +458,16 @@ fn s63_bandit_confidence_from_ab_picks_feeds_auto_promote() {
          review_runtimes = []\n",
     );
     import(&home, "Plan in numbered steps.\n", 0.8);
-    // Pick the challenger every time: the label it was shown under is in each reply.
+    // The shuffle follows the seed: once a seed has shown the challenger as A, `--pick a` with that
+    // seed is a challenger win every time.
     let mut decided = Value::Null;
-    for round in 0..6u64 {
-        let seed = (round + 10).to_string();
-        let preview = ab(&home, &[&format!("Q{round}"), "--judge-only", "--seed", &seed]);
-        let label = preview["challenger_label"].as_str().unwrap().to_owned();
-        ab(&home, &[&format!("Q{round}"), "--pick", &label, "--seed", &seed]);
+    let mut winning_seed = None;
+    for round in 0..12u64 {
+        let seed = winning_seed.unwrap_or(round + 10).to_string();
+        let reply = ab(&home, &[&format!("Q{round}"), "--pick", "a", "--seed", &seed]);
+        if reply["challenger_label"] == "a" {
+            winning_seed.get_or_insert(round + 10);
+        }
         decided = home.json(&["candidate", "decide", "planner@v2"]);
         if decided["decision"]["decision"] == "promote" {
             break;
@@ -710,4 +703,30 @@ fn a_not_logged_in_judge_stops_ab_with_exit_3_naming_the_login() {
     let judge: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["stage"] == "judge").collect();
     assert_eq!(judge.len(), 1, "{jobs:#}");
     assert_eq!((judge[0]["state"].as_str(), judge[0]["attempts"].as_u64()), (Some("failed"), Some(1)), "not retried: {jobs:#}");
+}
+
+// S-61: serve runs the regression window on its own.
+#[test]
+fn s61_serve_graduates_a_canary_from_harvested_outcomes() {
+    let home = home();
+    config(&home, "[skillopt]\nauto_trace_enabled = true\n");
+    import(&home, "Plan in steps.\n", 0.8);
+    home.json(&["candidate", "canary", "planner@v2", "--sample", "0.2"]);
+    for pr in 1..=10 {
+        harvest_outcome(&home, pr, "planner@v2", true);
+        harvest_outcome(&home, 100 + pr, "planner@v1", pr % 3 != 0);
+    }
+    let _serve = skillforge_tests::Reaped(
+        home.cmd()
+            .args(["serve", "--canary-check-every-secs", "1"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(home.path().join("serve.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    home.wait(std::time::Duration::from_secs(30), "serve to graduate the canary", || {
+        (sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'") == "current").then_some(())
+    });
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v1'"), "superseded");
 }

@@ -212,3 +212,68 @@ pub async fn start_canary(conn: &mut SqliteConnection, version_id: &str, sample:
     .await?;
     Ok(CanaryStart::Started)
 }
+
+#[cfg(test)]
+mod tests {
+    use skillforge_contract::FeedbackEvent;
+
+    use super::*;
+    use crate::Store;
+    use crate::feedback::upsert_feedback_event;
+    use crate::review::{NewEvalRun, RunSettings, create_run};
+
+    const PHRASE: &str = "passing external CI";
+
+    fn event(reviewer: &str, source: &str, item: &str, reasoning: &str) -> FeedbackEvent {
+        FeedbackEvent {
+            run_id: "auto-trace:t@v2".into(),
+            item_id: item.into(),
+            choice: "a".into(),
+            reasoning: reasoning.into(),
+            reviewer: reviewer.into(),
+            source: source.into(),
+            source_url: String::new(),
+            created_at: "2026-01-01T00:00:00Z".into(),
+        }
+    }
+
+    // S-58, S-54
+    #[tokio::test]
+    async fn s58_only_the_harvesters_own_rows_count_as_real_ci() {
+        let home = tempfile::tempdir().unwrap();
+        let store = Store::open(home.path()).await.unwrap();
+        let missing = auto_trace_counts(store.pool(), "t@v2", PHRASE).await.unwrap();
+        assert_eq!(missing, AutoTraceCounts { run_exists: false, samples: 0, real_ci_positives: 0 });
+        let mut conn = store.pool().acquire().await.unwrap();
+        let run = NewEvalRun {
+            id: "auto-trace:t@v2".into(),
+            template_id: "t".into(),
+            template_version_id: "t@v2".into(),
+            target_repo: String::new(),
+            settings: RunSettings::normalize(None, None, None).unwrap(),
+            metadata_json: String::new(),
+        };
+        create_run(&mut conn, &run).await.unwrap();
+        upsert_feedback_event(&mut conn, &event("gitmoot-auto", "auto-trace", "a/b#1", "Merged through an empty gate")).await.unwrap();
+        upsert_feedback_event(&mut conn, &event("gitmoot-review", "auto-trace", "review#a/b#1", "claims passing external CI")).await.unwrap();
+        let counts = auto_trace_counts(store.pool(), "t@v2", PHRASE).await.unwrap();
+        assert_eq!((counts.samples, counts.real_ci_positives), (2, 0), "a sibling review row cannot spoof real CI");
+        upsert_feedback_event(&mut conn, &event("gitmoot-auto", "auto-trace", "a/b#2", "Merged with passing external CI")).await.unwrap();
+        let counts = auto_trace_counts(store.pool(), "t@v2", PHRASE).await.unwrap();
+        assert_eq!((counts.samples, counts.real_ci_positives), (3, 1));
+        let (pos, total) = outcomes_between(store.pool(), "t@v2", "2025-12-31T00:00:00Z", "2026-01-02T00:00:00Z").await.unwrap();
+        assert_eq!((pos, total), (3, 3));
+        assert_eq!(outcomes_between(store.pool(), "t@v2", "2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z").await.unwrap(), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn events_are_logged_once_per_event_and_job() {
+        let home = tempfile::tempdir().unwrap();
+        let store = Store::open(home.path()).await.unwrap();
+        let mut conn = store.pool().acquire().await.unwrap();
+        assert!(record_event(&mut conn, "candidate.awaiting_promotion", "t@v2", "t", "{}").await.unwrap());
+        assert!(!record_event(&mut conn, "candidate.awaiting_promotion", "t@v2", "t", "{}").await.unwrap());
+        assert!(record_event(&mut conn, "candidate.auto_promoted", "t@v2", "t", "{}").await.unwrap());
+        assert_eq!(list_events(store.pool()).await.unwrap().len(), 2);
+    }
+}

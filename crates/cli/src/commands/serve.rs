@@ -34,6 +34,9 @@ pub struct ServeArgs {
     /// Serve `POST /events` on this address (e.g. `127.0.0.1:8787`); default `[server] listen`, else off.
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
+    /// Seconds between canary regression-window checks (graduate / roll back / hold); 0 = off.
+    #[arg(long, default_value_t = 60)]
+    canary_check_every_secs: u64,
 }
 
 /// Runs the reaper, the ingestion loop and, with `--listen`, the events endpoint until a signal.
@@ -78,7 +81,22 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         let state = EventsState { store: store.clone(), backend: backend.clone(), config: harvest_config, secret };
         serve_events(listener, state, shutdown.clone()).await;
     };
-    tokio::join!(reaper, ingestion, events);
+    let canaries = async {
+        if args.canary_check_every_secs == 0 {
+            return;
+        }
+        let every = Duration::from_secs(args.canary_check_every_secs);
+        loop {
+            if let Err(e) = crate::commands::canary::check_canaries(ctx, &store).await {
+                tracing::warn!(error = %e.error, "canary check failed");
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(every) => {}
+            }
+        }
+    };
+    tokio::join!(reaper, ingestion, events, canaries);
     Ok(OK)
 }
 

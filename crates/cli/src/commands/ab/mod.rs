@@ -218,7 +218,15 @@ async fn run_judges(
             prompt: judge_prompt(prompt, option_a, option_b),
             key: format!("ab:{nonce}:judge:{idx}:{runtime}"),
         };
-        verdicts.push(parse_verdict(&call_agent(ctx, backend, call).await?.message));
+        // A judge that cannot answer is an unreadable verdict, never a failed A/B: the human pick
+        // is still recorded (S-78: the judge result is dropped, no error).
+        match call_agent(ctx, backend, call).await {
+            Ok(answer) => verdicts.push(parse_verdict(&answer.message)),
+            Err(e) => {
+                eprintln!("judge {runtime} gave no answer ({:#}); its verdict is dropped", e.error);
+                verdicts.push(Verdict::Unreadable);
+            }
+        }
     }
     // Resolutions 11: fewer than two jurors convened ⇒ the single judge.
     if jury.is_jury() && verdicts.len() >= 2 {

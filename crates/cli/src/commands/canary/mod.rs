@@ -231,6 +231,27 @@ pub async fn canary(ctx: &Context, version_id: &str, sample: f64) -> CliResult {
 /// `candidate canary-check`: decides every canary's regression window (S-61, S-62); idempotent.
 pub async fn canary_check(ctx: &Context) -> CliResult {
     let store = ctx.store().await?;
+    let report = check_canaries(ctx, &store).await?;
+    if ctx.json {
+        print_json(&report);
+    } else if report.is_empty() {
+        eprintln!("no canaries");
+    } else {
+        for entry in &report {
+            println!("{:<24} {}{}", entry["version_id"].as_str().unwrap_or_default(), entry["window"], if entry["applied"] == true { " (applied)" } else { "" });
+        }
+    }
+    Ok(OK)
+}
+
+/// Decides and applies every canary's window once: graduate (promote, `candidate.auto_promoted`),
+/// roll back (reject, `candidate.rolled_back`) or hold (nothing). Idempotent: a version that is no
+/// longer a canary is not listed, and a decision already applied changes nothing. Called by
+/// `candidate canary-check` and periodically by `serve`. Returns one JSON entry per canary.
+///
+/// # Errors
+/// Exit 3 when the store fails.
+pub async fn check_canaries(ctx: &Context, store: &Store) -> Result<Vec<Value>, CliError> {
     let config = WindowConfig::default();
     let mut report = Vec::new();
     for canary in list_canaries(store.pool()).await? {
@@ -252,18 +273,10 @@ pub async fn canary_check(ctx: &Context) -> CliResult {
             (Err(_), _) => WindowDecision::Hold { reason: "canary start time unreadable".to_owned() },
             (_, None) => WindowDecision::Hold { reason: "no champion baseline".to_owned() },
         };
-        let applied = apply_window(ctx, &store, &canary.id, &canary.template_id, &decision).await?;
-        if !ctx.json {
-            println!("{:<24} {:?}{}", canary.id, decision, if applied { " (applied)" } else { "" });
-        }
+        let applied = apply_window(ctx, store, &canary.id, &canary.template_id, &decision).await?;
         report.push(json!({"version_id": canary.id, "window": decision, "applied": applied}));
     }
-    if ctx.json {
-        print_json(&report);
-    } else if report.is_empty() {
-        eprintln!("no canaries");
-    }
-    Ok(OK)
+    Ok(report)
 }
 
 async fn apply_window(ctx: &Context, store: &Store, version_id: &str, template_id: &str, decision: &WindowDecision) -> Result<bool, CliError> {
