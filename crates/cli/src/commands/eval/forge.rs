@@ -34,7 +34,7 @@ pub struct ForgeArgs {
     /// Install this incumbent skill in the baseline arm (a head-to-head).
     #[arg(long, value_name = "DIR")]
     rival: Option<PathBuf>,
-    /// Where arms run: `local` (work dirs on this machine). `container` needs the container runner, which this build does not have.
+    /// Where arms run: `local` (work dirs on this machine). `container` is not available yet (the forge does not hand arms to the container runner).
     #[arg(long, default_value = "local")]
     runner: String,
     /// Agent runtime of the arms (`claude`, `codex`, `opencode`, `scripted`); default `FORGE_AGENT`, else claude.
@@ -67,7 +67,7 @@ pub struct ForgeArgs {
 pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
     if args.runner != "local" {
         return Err(CliError::usage(anyhow!(
-            "--runner `{}`: only `local` is available; container arms need the container runner, which this build does not include",
+            "--runner `{}`: only `local` is available; the forge does not run arms on the container runner yet",
             args.runner
         )));
     }
