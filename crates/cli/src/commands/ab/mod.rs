@@ -149,7 +149,7 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
     let mut judge_note = None;
     let judge = if judge_on {
         let families = agent_families(&declared_runtimes(&champion.metadata_json), &args.runtime);
-        let outcome = run_judges(ctx, &backend, &families, &args.prompt, &option_a, &option_b, &nonce).await?;
+        let outcome = run_judges(ctx, &backend, &families, &args.prompt, &option_a, &option_b, &nonce, args.judge_only).await?;
         match outcome {
             Ok((label, why)) => label.map(|l| (shuffle.role_of(l), why)),
             Err(message) => {
@@ -186,7 +186,9 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
 }
 
 /// The judge or jury verdict as a blind label (`Ok(None)`: no readable pick), or the
-/// self-family skip message.
+/// self-family skip message. With `judge_only` (no human pick to record) a judge that cannot run
+/// for an environment reason (a runtime not logged in) is the command's error, exit 3.
+#[expect(clippy::too_many_arguments, reason = "the A/B's shown options and its nonce, read once")]
 async fn run_judges(
     ctx: &Context,
     backend: &Arc<dyn QueueBackend>,
@@ -195,6 +197,7 @@ async fn run_judges(
     option_a: &str,
     option_b: &str,
     nonce: &str,
+    judge_only: bool,
 ) -> Result<Result<(Option<Label>, String), String>, CliError> {
     let s = &ctx.config.skillopt;
     let jury = JuryConfig {
@@ -222,6 +225,7 @@ async fn run_judges(
         // is still recorded (S-78: the judge result is dropped, no error).
         match call_agent(ctx, backend, call).await {
             Ok(answer) => verdicts.push(parse_verdict(&answer.message)),
+            Err(e) if judge_only && e.code == crate::exit::ENVIRONMENT => return Err(e),
             Err(e) => {
                 eprintln!("judge {runtime} gave no answer ({:#}); its verdict is dropped", e.error);
                 verdicts.push(Verdict::Unreadable);
