@@ -180,6 +180,43 @@ fn preview_url(metadata_json: &str) -> Option<String> {
 /// Artifact id → (bytes, media type), read before rendering.
 type Contents = BTreeMap<String, (Vec<u8>, String)>;
 
+/// The blind assignments of `run`'s `items`; an item that does not fit the run's mode is
+/// [`PacketError::Invalid`], its message starting with `what` (`"publish"`, …).
+fn run_assignments(run: &EvalRunRow, items: &[ReviewItem], what: &str) -> Result<Assignments, PacketError> {
+    Ok(Assignments {
+        run_id: run.id.clone(),
+        items: items
+            .iter()
+            .map(|item| item_assignment(run, item))
+            .collect::<Result<_, _>>()
+            .map_err(|e| PacketError::Invalid(format!("{what} review run `{}`: {e}", run.id)))?,
+    })
+}
+
+/// The bytes and media type of every artifact `assignments` show (options A/B and ranked
+/// options), by artifact id.
+///
+/// # Errors
+/// [`PacketError::Invalid`] for an unregistered artifact; [`PacketError::Io`] for an unreadable
+/// blob; [`PacketError::Store`].
+async fn artifact_contents(store: &Store, blobs: &BlobStore, assignments: &Assignments) -> Result<Contents, PacketError> {
+    let mut contents = Contents::new();
+    for assignment in &assignments.items {
+        let ids = [assignment.a.clone(), assignment.b.clone()]
+            .into_iter()
+            .chain(assignment.options.iter().map(|o| o.artifact_id.clone()))
+            .filter(|id| !id.is_empty());
+        for id in ids {
+            let row = skillforge_store::artifacts::get_artifact(store.pool(), &id)
+                .await?
+                .ok_or_else(|| PacketError::Invalid(format!("artifact `{id}` is not registered")))?;
+            let bytes = blobs.get(&row.hash).map_err(|e| PacketError::Io(format!("read artifact `{id}`: {e}")))?;
+            contents.insert(id, (bytes, row.media_type));
+        }
+    }
+    Ok(contents)
+}
+
 fn render_item(index: usize, item: &ReviewItem, assignment: &BlindAssignment, contents: &Contents) -> Result<String, PacketError> {
     let row = &item.item;
     let title = if row.title.is_empty() { row.item_id.as_str() } else { row.title.as_str() };
@@ -318,14 +355,7 @@ pub async fn export_packet(store: &Store, blobs: &BlobStore, run_id: &str, dir: 
             if is_auto_trace { " with artifacts to review" } else { "" }
         )));
     }
-    let assignments = Assignments {
-        run_id: run.id.clone(),
-        items: items
-            .iter()
-            .map(|item| item_assignment(&run, item))
-            .collect::<Result<_, _>>()
-            .map_err(|e| PacketError::Invalid(format!("export packet for review run `{}`: {e}", run.id)))?,
-    };
+    let assignments = run_assignments(&run, &items, "export packet for")?;
     let feedback_path = dir.join(FEEDBACK_FILE);
     if feedback_path.exists() && !force {
         return Err(PacketError::Invalid(format!(
@@ -333,20 +363,7 @@ pub async fn export_packet(store: &Store, blobs: &BlobStore, run_id: &str, dir: 
             feedback_path.display()
         )));
     }
-    let mut contents = Contents::new();
-    for assignment in &assignments.items {
-        let ids = [assignment.a.clone(), assignment.b.clone()]
-            .into_iter()
-            .chain(assignment.options.iter().map(|o| o.artifact_id.clone()))
-            .filter(|id| !id.is_empty());
-        for id in ids {
-            let row = skillforge_store::artifacts::get_artifact(store.pool(), &id)
-                .await?
-                .ok_or_else(|| PacketError::Invalid(format!("artifact `{id}` is not registered")))?;
-            let bytes = blobs.get(&row.hash).map_err(|e| PacketError::Io(format!("read artifact `{id}`: {e}")))?;
-            contents.insert(id, (bytes, row.media_type));
-        }
-    }
+    let contents = artifact_contents(store, blobs, &assignments).await?;
     let items_dir = dir.join(ITEMS_DIR);
     std::fs::create_dir_all(&items_dir)
         .map_err(|e| PacketError::Io(format!("create packet directory `{}`: {e}", items_dir.display())))?;
@@ -480,28 +497,8 @@ pub async fn render_body(store: &Store, blobs: &BlobStore, run_id: &str) -> Resu
     if items.is_empty() {
         return Err(PacketError::Invalid(format!("review run `{}` has no items; add them with `skillforge review item add`", run.id)));
     }
-    let assignments = Assignments {
-        run_id: run.id.clone(),
-        items: items
-            .iter()
-            .map(|item| item_assignment(&run, item))
-            .collect::<Result<_, _>>()
-            .map_err(|e| PacketError::Invalid(format!("publish review run `{}`: {e}", run.id)))?,
-    };
-    let mut contents = Contents::new();
-    for assignment in &assignments.items {
-        let ids = [assignment.a.clone(), assignment.b.clone()]
-            .into_iter()
-            .chain(assignment.options.iter().map(|o| o.artifact_id.clone()))
-            .filter(|id| !id.is_empty());
-        for id in ids {
-            let row = skillforge_store::artifacts::get_artifact(store.pool(), &id)
-                .await?
-                .ok_or_else(|| PacketError::Invalid(format!("artifact `{id}` is not registered")))?;
-            let bytes = blobs.get(&row.hash).map_err(|e| PacketError::Io(format!("read artifact `{id}`: {e}")))?;
-            contents.insert(id, (bytes, row.media_type));
-        }
-    }
+    let assignments = run_assignments(&run, &items, "publish")?;
+    let contents = artifact_contents(store, blobs, &assignments).await?;
     let mut body = String::new();
     for (index, (item, assignment)) in items.iter().zip(&assignments.items).enumerate() {
         body.push_str("\n---\n\n");
