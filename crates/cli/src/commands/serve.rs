@@ -87,7 +87,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         }
         let every = Duration::from_secs(args.canary_check_every_secs);
         loop {
-            if let Err(e) = crate::commands::canary::check_canaries(ctx, &store).await {
+            if let Err(e) = crate::control::promotion::check_canaries(ctx, &store).await {
                 tracing::warn!(error = %e.error, "canary check failed");
             }
             tokio::select! {

@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod args;
 pub mod events;
+pub mod promotion;
 pub mod signals;
 pub mod templates;
 pub mod waiter;

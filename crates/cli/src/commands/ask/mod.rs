@@ -28,7 +28,7 @@ use skillforge_workflows::promotion::canary::route;
 use skillforge_workflows::promotion::events::{Detail, Event, EventKind};
 
 use crate::control::agent::{AgentAnswer, AgentCall, call_agent};
-use crate::commands::canary::emit_job_event;
+use crate::control::promotion::emit_job_event;
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;

@@ -8,6 +8,8 @@
 //! `promote` makes the candidate current (the previous current becomes superseded) and `reject`
 //! records the reason, after which `@latest` never selects it (S-93); each is one transaction.
 
+mod promotion;
+
 use anyhow::anyhow;
 use clap::Subcommand;
 use serde_json::{Value, json};
@@ -77,11 +79,11 @@ pub enum CandidateCommand {
 /// Dispatches a `candidate` subcommand.
 pub async fn run(ctx: &Context, cmd: CandidateCommand) -> CliResult {
     match cmd {
-        CandidateCommand::List { pending: true, .. } => crate::commands::canary::list_pending(ctx).await,
+        CandidateCommand::List { pending: true, .. } => promotion::list_pending(ctx).await,
         CandidateCommand::List { template, .. } => list(ctx, template.as_deref().unwrap_or_default()).await,
-        CandidateCommand::Canary { id, sample } => crate::commands::canary::canary(ctx, &id, sample).await,
-        CandidateCommand::CanaryCheck => crate::commands::canary::canary_check(ctx).await,
-        CandidateCommand::Decide { id } => crate::commands::canary::decide_cmd(ctx, &id).await,
+        CandidateCommand::Canary { id, sample } => promotion::canary(ctx, &id, sample).await,
+        CandidateCommand::CanaryCheck => promotion::canary_check(ctx).await,
+        CandidateCommand::Decide { id } => promotion::decide_cmd(ctx, &id).await,
         CandidateCommand::Show { id } => show(ctx, &id).await,
         CandidateCommand::Promote { id, reason } => promote(ctx, &id, &reason).await,
         CandidateCommand::Reject { id, reason } => reject(ctx, &id, &reason).await,

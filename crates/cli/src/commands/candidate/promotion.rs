@@ -1,0 +1,109 @@
+//! `candidate list --pending`, `candidate canary`, `candidate canary-check` and `candidate decide`
+//! (seed: SkillOpt, "Promotion policy + notifications"; S-51..S-63, resolutions 7): the commands;
+//! the decisions and the notify seam are in [`crate::control::promotion`].
+
+use anyhow::anyhow;
+use serde_json::json;
+use skillforge_store::candidates::{get_candidate, list_candidates};
+use skillforge_store::promotion::{CanaryStart, start_canary};
+use skillforge_store::templates::{begin_write, list_templates};
+use skillforge_workflows::promotion::events::{Detail, Event, EventKind};
+
+use crate::context::Context;
+use crate::control::promotion::{after_import, check_canaries, emit};
+use crate::exit::{CliError, CliResult, OK};
+use crate::output::print_json;
+
+/// `candidate decide V`: the seam of [`after_import`] again, for a candidate still pending.
+pub async fn decide_cmd(ctx: &Context, version_id: &str) -> CliResult {
+    let store = ctx.store().await?;
+    let candidate = get_candidate(store.pool(), version_id)
+        .await?
+        .ok_or_else(|| CliError::usage(anyhow!("`{version_id}` is not an imported candidate")))?;
+    if candidate.version_state != "pending" {
+        return Err(CliError::usage(anyhow!("`{version_id}` is {}, not pending", candidate.version_state)));
+    }
+    let report = after_import(ctx, &store, version_id).await?;
+    if ctx.json {
+        print_json(&report);
+    } else {
+        println!("{version_id}: {}", report["reason"].as_str().unwrap_or_default());
+    }
+    Ok(OK)
+}
+
+/// `candidate list --pending`: every pending (or canary) candidate across templates (S-52:
+/// visible with or without `[events]`).
+pub async fn list_pending(ctx: &Context) -> CliResult {
+    let store = ctx.store().await?;
+    let mut rows = Vec::new();
+    for template in list_templates(store.pool()).await? {
+        for c in list_candidates(store.pool(), &template.id).await? {
+            if c.version_state == "pending" || c.version_state == "canary" {
+                rows.push(c);
+            }
+        }
+    }
+    if ctx.json {
+        print_json(&rows.iter().map(|c| json!({
+            "version_id": c.version_id, "template_id": c.template_id, "state": c.version_state,
+            "score": c.score, "created_at": c.created_at,
+        })).collect::<Vec<_>>());
+        return Ok(OK);
+    }
+    if rows.is_empty() {
+        eprintln!("no pending candidates");
+    }
+    for c in &rows {
+        let score = c.score.map_or_else(|| "-".to_owned(), |s| format!("{s:.3}"));
+        println!("{:<24} {:<8} score {:<6} {}", c.version_id, c.version_state, score, c.created_at);
+    }
+    Ok(OK)
+}
+
+/// `candidate canary V --sample F` (resolutions 7): a pending candidate goes behind the champion.
+pub async fn canary(ctx: &Context, version_id: &str, sample: f64) -> CliResult {
+    if !(sample.is_finite() && sample > 0.0 && sample <= 1.0) {
+        return Err(CliError::usage(anyhow!("--sample must be a fraction in (0,1], got {sample}")));
+    }
+    let store = ctx.store().await?;
+    let candidate = get_candidate(store.pool(), version_id)
+        .await?
+        .ok_or_else(|| CliError::usage(anyhow!("`{version_id}` is not an imported candidate")))?;
+    let mut tx = begin_write(&store).await?;
+    let started = start_canary(&mut tx, version_id, sample).await?;
+    match &started {
+        CanaryStart::Started | CanaryStart::AlreadyCanary => tx.commit().await?,
+        CanaryStart::WrongState(state) => return Err(CliError::usage(anyhow!("`{version_id}` is {state}, not pending"))),
+        CanaryStart::OtherCanary(other) => {
+            return Err(CliError::usage(anyhow!("template `{}` already has canary `{other}`", candidate.template_id)));
+        }
+        CanaryStart::NotFound => return Err(CliError::usage(anyhow!("no version `{version_id}`"))),
+    }
+    if started == CanaryStart::Started {
+        let detail = Detail { canary_sample: Some(sample), score: candidate.score, ..Detail::default() }.with_reason("started by hand");
+        emit(ctx, &store, &Event::new(EventKind::CanaryStarted, version_id, &candidate.template_id, detail)).await?;
+    }
+    if ctx.json {
+        print_json(&json!({"version_id": version_id, "state": "canary", "canary_sample": sample, "started": started == CanaryStart::Started}));
+    } else {
+        println!("{version_id} is the canary of `{}` at sample {sample}", candidate.template_id);
+    }
+    Ok(OK)
+}
+
+/// `candidate canary-check`: decides every canary's regression window (S-61, S-62); idempotent.
+pub async fn canary_check(ctx: &Context) -> CliResult {
+    let store = ctx.store().await?;
+    let report = check_canaries(ctx, &store).await?;
+    if ctx.json {
+        print_json(&report);
+    } else if report.is_empty() {
+        eprintln!("no canaries");
+    } else {
+        for entry in &report {
+            println!("{:<24} {}{}", entry["version_id"].as_str().unwrap_or_default(), entry["window"], if entry["applied"] == true { " (applied)" } else { "" });
+        }
+    }
+    Ok(OK)
+}
