@@ -4,7 +4,6 @@ pub mod ab;
 pub mod ask;
 pub mod binary;
 pub mod candidate;
-
 pub mod check;
 pub mod demo;
 pub mod eval;
