@@ -404,3 +404,15 @@ pub fn two_commit_repo() -> (TempDir, String, String) {
     let head = git(p, &["rev-parse", "HEAD"]);
     (dir, base, head)
 }
+
+/// Runs `skillforge --json verify --repo REPO EXTRA… -- COMMANDS…` in `home`: (exit code, the JSON
+/// report on stdout, stderr). Panics when stdout is not JSON.
+pub fn verify(home: &Home, extra: &[&str], repo: &Path, commands: &[&str]) -> (Option<i32>, serde_json::Value, String) {
+    let mut cmd = home.cmd();
+    cmd.args(["--json", "verify", "--repo"]).arg(repo).args(extra).arg("--").args(commands);
+    let out = cmd.output().expect("run verify");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let json = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("verify stdout is not JSON ({e}): {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+    (out.status.code(), json, stderr)
+}

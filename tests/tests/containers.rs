@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
-use skillforge_tests::{Home, two_commit_repo, wait_exit};
+use skillforge_tests::{Home, two_commit_repo, verify, wait_exit};
 
 /// The image of the harness's engine; `None` (loudly) outside CI when there is no engine.
 fn test_image() -> Option<String> {
@@ -24,16 +24,6 @@ fn test_image() -> Option<String> {
             None
         }
     }
-}
-
-fn verify(home: &Home, extra: &[&str], repo: &std::path::Path, commands: &[&str]) -> (Option<i32>, Value, String) {
-    let mut cmd = home.cmd();
-    cmd.args(["--json", "verify", "--repo"]).arg(repo).args(extra).arg("--").args(commands);
-    let out = cmd.output().expect("run verify");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let json = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("verify stdout is not JSON ({e}): {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
-    (out.status.code(), json, stderr)
 }
 
 /// What a verdict comparison looks at: exit code, verdict, hard, per-command status and exit code.

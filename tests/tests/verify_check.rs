@@ -1,17 +1,7 @@
 //! `skillforge verify` and `skillforge check` end to end: real git repos, the built binary, embedded queue and a Redis fleet.
 
 use serde_json::Value;
-use skillforge_tests::{Home, Reaped, RedisServer, git, two_commit_repo};
-
-fn verify(home: &Home, extra: &[&str], repo: &std::path::Path, commands: &[&str]) -> (Option<i32>, Value, String) {
-    let mut cmd = home.cmd();
-    cmd.args(["--json", "verify", "--repo"]).arg(repo).args(extra).arg("--").args(commands);
-    let out = cmd.output().expect("run verify");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let json = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("verify stdout is not JSON ({e}): {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
-    (out.status.code(), json, stderr)
-}
+use skillforge_tests::{Home, Reaped, RedisServer, git, two_commit_repo, verify};
 
 // S-36 (fresh clone, sh -c, cwd = sandbox), S-37 (one command per argument, never split on
 // commas or operators), S-38 (pass ⇒ hard 1.0): on the embedded default; the sandbox is removed.
