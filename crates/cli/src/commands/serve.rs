@@ -87,7 +87,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         }
         let every = Duration::from_secs(args.canary_check_every_secs);
         loop {
-            if let Err(e) = crate::control::promotion::check_canaries(ctx, &store).await {
+            if let Err(e) = crate::control::promotion::check_canaries(ctx, &store, skillforge_workflows::stage::Wait::Block).await {
                 tracing::warn!(error = %e.error, "canary check failed");
             }
             tokio::select! {

@@ -3,7 +3,7 @@
 //! S-69..S-74).
 //!
 //! The version is resolved once: the current version, or the template's canary for its sampled
-//! fraction (`promotion::canary::route`). The answer is one durable `agent` job. With
+//! fraction (`promotion::resolve::version_for_job`, the one resolution rule). The answer is one durable `agent` job. With
 //! `[skillopt] live_ab_sample_rate` > 0 (default 0: nothing below runs, the ask is byte-identical)
 //! an ask served by the champion whose arm has at least `bandit_min_samples` pulls is sampled for
 //! a live A/B: the single pending challenger answers right after, in the same process and the
@@ -17,14 +17,14 @@ use serde_json::json;
 use skillforge_store::Store;
 use skillforge_store::bandit::get_arm;
 use skillforge_store::blobs::BlobStore;
-use skillforge_store::promotion::{canary_of, pending_versions};
-use skillforge_store::templates::{VersionRow, current_version, get_template, get_version};
+use skillforge_store::promotion::pending_versions;
+use skillforge_store::templates::{VersionRef, VersionRow, VersionSelector, get_template, get_version};
 use skillforge_workflows::ab::ask::ask_prompt;
 use skillforge_workflows::ab::bandit::DEFAULT_MIN_SAMPLES;
 use skillforge_workflows::ab::live::{Interception, decide};
 use skillforge_workflows::ab::pick::{Label, Shuffle};
 use skillforge_workflows::ab::record::{AbRecord, record};
-use skillforge_workflows::promotion::canary::route;
+use skillforge_workflows::promotion::resolve::{draw, version_for_job};
 use skillforge_workflows::promotion::events::{Detail, Event, EventKind};
 
 use crate::control::agent::{AgentAnswer, AgentCall, call_agent};
@@ -49,20 +49,15 @@ pub struct AskArgs {
     pub pick: Option<String>,
 }
 
-/// Resolves the version a job of `template` runs (S-60): the canary for its sampled fraction of
-/// draws, else the current version. Returns the version and whether it is the canary.
-pub async fn resolve_version(store: &Store, template: &str) -> Result<(VersionRow, bool), CliError> {
-    let current = current_version(store.pool(), template)
+/// Resolves the version an ask of `template` runs through the one resolution rule
+/// ([`version_for_job`], S-60): the canary for its sampled fraction of draws, else the current
+/// version. Returns the version and whether it is the canary.
+async fn resolve_version(store: &Store, template: &str) -> Result<(VersionRow, bool), CliError> {
+    let reference = VersionRef { template_id: template.to_owned(), selector: VersionSelector::Current };
+    let resolved = version_for_job(store.pool(), &reference, draw())
         .await?
         .ok_or_else(|| CliError::usage(anyhow!("template `{template}` has no current version")))?;
-    let canary = canary_of(store.pool(), template).await?;
-    let u: f64 = rand::rng().random();
-    let chosen = route(&current.id, canary.as_ref().map(|c| (c.id.as_str(), c.canary_sample)), u).to_owned();
-    if chosen == current.id {
-        return Ok((current, false));
-    }
-    let version = get_version(store.pool(), &chosen).await?.ok_or_else(|| CliError::env(anyhow!("canary `{chosen}` vanished")))?;
-    Ok((version, true))
+    Ok((resolved.version, resolved.canary))
 }
 
 /// Runs `skillforge ask`.
