@@ -7,7 +7,7 @@
 use std::process::Command;
 
 use serde_json::{Value, json};
-use skillforge_tests::decide::{ab, config, count, decide_tables, events, harvest_outcome, home, import, sql, stderr, template_text};
+use skillforge_tests::decide::{ab, config, count, decide_tables, events, harvest_outcome, home, import, sql, stderr};
 use skillforge_tests::{Home, write};
 
 // ---------------------------------------------------------------------------------------------

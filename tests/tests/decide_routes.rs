@@ -110,3 +110,54 @@ fn s61_a_graduation_is_a_durable_job_applied_by_the_promotion_family_at_ingestio
     assert_eq!(decision_jobs(&home).len(), 1);
     assert_eq!(events(&home).iter().filter(|e| e["event"] == "candidate.auto_promoted").count(), 1);
 }
+
+fn arms(home: &Home) -> String {
+    sql(home, "SELECT group_concat(template_version_id || ':' || alpha || '/' || beta, ' ') FROM skillopt_bandit_arms")
+}
+
+// S-72, S-73, S-74: one session lock per intercepted ask; a pick not captured at ask time is
+// recorded afterwards through the manual A/B path, once.
+#[test]
+fn s72_s73_an_intercepted_ask_holds_one_session_and_its_pick_is_recorded_later() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    config(&home, "[skillopt]\nlive_ab_sample_rate = 1.0\nbandit_min_samples = 2\nreview_runtimes = []\n");
+    for seed in ["1", "2"] {
+        home.json(&["ab", "planner", &format!("Q{seed}"), "--pick", "a", "--seed", seed]);
+    }
+    let (out, err) = run_code(&home, &["--json", "ask", "planner", "What changed?"], 0);
+    assert!(!err.contains("session is busy"), "{err}");
+    let asked: Value = serde_json::from_str(&out).unwrap();
+    let live = &asked["live_ab"];
+    assert_eq!((live["intercepted"].as_bool(), live["skipped"].as_str()), (Some(true), Some("no pick captured")), "{asked}");
+    // S-72: the champion and the challenger ran under one lock of the agent's session: the first
+    // ever taken on it, and released afterwards.
+    assert_eq!(live["session"]["lock"], "agent-session:planner:scripted", "{live}");
+    assert_eq!(live["session"]["fencing_token"], 1, "one lock for both answers: {live}");
+    let locks = home.json(&["locks"]);
+    assert!(!locks.as_array().unwrap().iter().any(|l| l["name"] == "agent-session:planner:scripted"), "released: {locks}");
+    let jobs = home.json(&["jobs", "list", "--limit", "1000"]);
+    assert!(jobs.as_array().unwrap().iter().any(|j| j["stage"] == "live_ab_challenger" && j["state"] == "succeeded"), "challenger answered");
+    // S-73: nothing recorded yet, the pick is owed.
+    let pick_id = live["pending_pick"].as_str().unwrap().to_owned();
+    let before = arms(&home);
+    assert_eq!(home.json(&["live-ab", "pending"])[0]["pick_id"], pick_id.as_str());
+    let shown = home.json(&["live-ab", "show", &pick_id]);
+    assert!(shown["option_a"].as_str().unwrap().starts_with("scripted answer ") && shown["option_a"] != shown["option_b"], "{shown}");
+    let recorded = home.json(&["live-ab", "pick", &pick_id, "b"]);
+    assert_eq!(recorded["arms_moved"], true, "{recorded}");
+    assert_ne!(arms(&home), before);
+    assert_eq!(sql(&home, &format!("SELECT origin FROM skillopt_ab_picks WHERE pick_id = '{pick_id}'")), "live");
+    assert_eq!(sql(&home, &format!("SELECT source FROM ranked_feedback_events WHERE item_id = '{pick_id}'")), "skillopt-ab");
+    // Recorded once: the pick is no longer owed, a second one is refused and moves nothing.
+    assert!(home.json(&["live-ab", "pending"]).as_array().unwrap().is_empty());
+    let after = arms(&home);
+    let (_, err) = run_code(&home, &["live-ab", "pick", &pick_id, "a"], 2);
+    assert!(err.contains("is owed"), "{err}");
+    assert_eq!(arms(&home), after);
+    // The next intercepted ask takes the session once more: the next fencing token.
+    let next = home.json(&["ask", "planner", "Again?", "--pick", "a"]);
+    assert_eq!(next["live_ab"]["session"]["fencing_token"], 2, "{next}");
+    // S-74: live A/B never promotes.
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending");
+}

@@ -12,6 +12,7 @@ pub mod candidates;
 mod error;
 pub mod feedback;
 pub mod harvest;
+pub mod live_ab;
 pub mod promotion;
 pub mod review;
 pub mod templates;
