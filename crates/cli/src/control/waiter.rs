@@ -176,7 +176,7 @@ async fn has_live_worker(queue: &dyn QueueBackend) -> Result<bool, EngineError> 
 #[async_trait::async_trait]
 impl StageJobs for CliJobs<'_> {
     async fn submit(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
-        self.queue.enqueue(spec).await
+        skillforge_workflows::stage::submit_recorded(self.queue.as_ref(), &self.store, spec).await
     }
 
     async fn get(&self, id: &str) -> Result<Option<Job>, EngineError> {
