@@ -222,6 +222,41 @@ fn a_full_disk_is_exit_3_naming_the_file_and_the_home_works_once_space_is_freed(
     assert_eq!(String::from_utf8_lossy(&out.stdout), "after\n");
 }
 
+/// Issue 12 item 3: a disk that fills after the enqueue (here the job itself fills it) leaves
+/// the in-process worker of `jobs submit --wait` unable to record the result: the command ends
+/// with exit 3 saying the result could not be recorded and naming the disk, instead of waiting
+/// for a result that will never arrive.
+#[test]
+fn submit_wait_whose_worker_meets_a_full_disk_is_exit_3() {
+    let home = Home::embedded();
+    let Some(_fs) = Tmpfs::mount_over(home.path(), "16m") else {
+        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); the disk-full test did not run");
+        return;
+    };
+    let filler = home.path().join("filler");
+    // Fill the disk, then print 64 KiB (the output tail the result must store).
+    let script = format!("cat /dev/zero > '{}' 2>/dev/null; head -c 65536 /dev/zero | tr '\\0' x", filler.display());
+    let mut child = home
+        .cmd()
+        .args(["jobs", "submit", "--wait", "--", "sh", "-c", &script])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = skillforge_tests::wait_exit(&mut child, std::time::Duration::from_secs(60));
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut text).unwrap();
+    assert_eq!(status.code(), Some(3), "{text}");
+    let error = text.lines().find(|l| l.starts_with("error:")).unwrap_or_default();
+    assert!(error.contains("could not record its result") && error.contains("disk"), "{text}");
+    assert!(error.contains("queue.db"), "names the queue file: {text}");
+
+    // Once space is freed the home works again.
+    std::fs::remove_file(&filler).unwrap();
+    let out = home.run(&["jobs", "submit", "--wait", "--", "echo", "after"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
 /// Issue 12 item 8: on a read-only home (its file system remounted read-only) read commands
 /// work, since a current schema needs no migration lock and the files open read-only; a write
 /// fails with exit 3 naming the file it could not write.
