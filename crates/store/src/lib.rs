@@ -15,6 +15,7 @@ pub mod harvest;
 pub mod live_ab;
 pub mod promotion;
 pub mod review;
+pub mod submitted;
 pub mod templates;
 pub mod train;
 
