@@ -1,4 +1,4 @@
-//! Live A/B picks still owed (`skillopt_live_ab_pending`, migration 0008; seed: SkillOpt,
+//! Live A/B picks still owed (`skillopt_live_ab_pending`, migration 0009; seed: SkillOpt,
 //! "Live-traffic A/B interception (#482)"; S-73): what an intercepted ask showed when no pick was
 //! captured at ask time, so the pick can be recorded afterwards through the manual A/B path.
 
