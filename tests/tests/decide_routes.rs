@@ -3,10 +3,13 @@
 //! (#484); S-51, S-52, S-60, S-61): the candidate `train continue` imports goes through the same
 //! notify seam as `import`; a bare template id resolves to the canary for its sample in `train
 //! start` and `review create` as in `ask`; a canary's graduation and rollback are durable jobs of
-//! the promotion family, applied by its result handler when their results are ingested.
+//! the promotion family, applied by its result handler when their results are ingested; an
+//! intercepted ask holds one session lock and its pick can be recorded later; a jury of three
+//! model families (the scripted agent as `scripted`, `scripted-b`, `scripted-c`) judges an A/B
+//! through the real agent runner.
 
 use serde_json::Value;
-use skillforge_tests::decide::{config, events, harvest_outcome, home, import, sql};
+use skillforge_tests::decide::{ab, config, count, events, harvest_outcome, home, import, sql};
 use skillforge_tests::{Home, path_arg, run_code, write};
 
 const ITEMS: &str = "items:\n  - id: fix-login\n    title: Describe the login fix\n    input: |\n      -    check(password)\n      +    check_hashed(password)\n";
@@ -160,4 +163,61 @@ fn s72_s73_an_intercepted_ask_holds_one_session_and_its_pick_is_recorded_later()
     assert_eq!(next["live_ab"]["session"]["fencing_token"], 2, "{next}");
     // S-74: live A/B never promotes.
     assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending");
+}
+
+/// A prompt whose three jurors reply as given (`scripted`, then personas `b` and `c`).
+fn jury_prompt(scripted: &str, b: &str, c: &str) -> String {
+    format!("Plan the release.\nscripted: judge-reply {scripted}\nscripted%b: judge-reply {b}\nscripted%c: judge-reply {c}\n")
+}
+
+fn judge_keys(home: &Home) -> Vec<String> {
+    let jobs = home.json(&["jobs", "list", "--limit", "1000"]);
+    let mut keys: Vec<String> = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["stage"] == "judge")
+        .map(|j| home.job(j["id"].as_str().unwrap())["idempotency_key"].as_str().unwrap().rsplit(':').next().unwrap().to_owned())
+        .collect();
+    keys.sort();
+    keys
+}
+
+// S-81, S-82, S-80: a jury of three distinct families, end to end through the agent runner.
+#[test]
+fn s81_s82_a_jury_of_three_families_takes_the_majority_flags_disagreement_and_a_juror_can_veto() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    let jury = "[skillopt]\nreview_runtimes = [\"scripted\", \"scripted-b\", \"scripted-c\"]\nmode_b_jury_size = 3\n\
+                mode_b_jury_disagreement_tau = 0.1\nmode_b_jury_veto_dimensions = \"safety\"\n";
+    config(&home, &format!("{jury}mode_b_jury_veto_floor = 0.5\n"));
+    // S-81: votes a, a, b ⇒ a; the spread of a's safety (0.9, 0.6, 0.7: std 0.125 > 0.1) is flagged.
+    let prompt = jury_prompt(
+        r#"{"pick":"a","scores":{"a":{"safety":0.9}}}"#,
+        r#"{"pick":"a","scores":{"a":{"safety":0.6}}}"#,
+        r#"{"pick":"b","scores":{"a":{"safety":0.7}}}"#,
+    );
+    let out = ab(&home, &[&prompt, "--judge-only", "--seed", "7"]);
+    let shown_as_a = if out["challenger_label"] == "a" { "challenger" } else { "champion" };
+    assert_eq!(out["judge_winner"], shown_as_a, "{out}");
+    assert_eq!(judge_keys(&home), ["scripted", "scripted-b", "scripted-c"], "one judge job per family");
+    let pick = out["pick_id"].as_str().unwrap();
+    let reasoning = sql(&home, &format!("SELECT reasoning FROM ranked_feedback_events WHERE item_id = '{pick}' AND source = 'skillopt-ab-judge'"));
+    assert!(reasoning.contains("jury of 3: votes a 2 / b 1") && reasoning.contains("disagreement"), "{reasoning}");
+    assert_eq!(count(&home, "skillopt_bandit_arms"), 0, "S-80: the jury never moves the bandit");
+    // S-82: the majority's option rated 0.2 on safety by one juror fails closed: no judge row.
+    let vetoed = jury_prompt(
+        r#"{"pick":"a","scores":{"a":{"safety":0.9}}}"#,
+        r#"{"pick":"a"}"#,
+        r#"{"pick":"b","scores":{"a":{"safety":0.2}}}"#,
+    );
+    let rows = count(&home, "ranked_feedback_events");
+    let out = ab(&home, &[&vetoed, "--judge-only", "--seed", "7"]);
+    assert!(out["judge_winner"].is_null(), "{out}");
+    assert_eq!(count(&home, "ranked_feedback_events"), rows, "vetoed: nothing recorded");
+    // The same verdicts with the floor at 0.0 (the default): the majority stands.
+    config(&home, jury);
+    let out = ab(&home, &[&vetoed, "--judge-only", "--seed", "7"]);
+    assert_eq!(out["judge_winner"], shown_as_a, "{out}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending", "never promotes");
 }
