@@ -100,15 +100,15 @@ async fn log_event(store: &Store, event: &Event) -> Result<bool, StoreError> {
 
 async fn send(env: &PromotionEnv<'_>, event: &Event) {
     let sinks = &env.policy.sinks;
-    if let Some(path) = &sinks.jsonl {
-        if let Err(e) = append_jsonl(path, event) {
-            warn!(error = %e, event = event.event.name(), "event not written to the JSONL sink");
-        }
+    if let Some(path) = &sinks.jsonl
+        && let Err(e) = append_jsonl(path, event)
+    {
+        warn!(error = %e, event = event.event.name(), "event not written to the JSONL sink");
     }
-    if let Some(url) = &sinks.redis_url {
-        if let Err(e) = xadd(url, &sinks.redis_stream, event).await {
-            warn!(error = %e, event = event.event.name(), "event not added to the Redis stream");
-        }
+    if let Some(url) = &sinks.redis_url
+        && let Err(e) = xadd(url, &sinks.redis_stream, event).await
+    {
+        warn!(error = %e, event = event.event.name(), "event not added to the Redis stream");
     }
     if let (Some(url), Some(secret)) = (&sinks.webhook_url, &sinks.webhook_secret) {
         let enqueued = match (webhook_job(env.stages.stage(WEBHOOK_STAGE), url, secret, event), env.jobs) {
