@@ -362,7 +362,7 @@ mod tests {
         let error = find("gemini").expect_err("no such runtime");
         assert_eq!(
             error.to_string(),
-            "unknown agent runtime `gemini` (known: claude, codex, opencode, scripted)"
+            "unknown agent runtime `gemini` (known: claude, codex, opencode, scripted, scripted-b, scripted-c)"
         );
     }
 

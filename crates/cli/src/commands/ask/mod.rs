@@ -180,31 +180,8 @@ async fn live_ab(
         champion_answer.message.as_str()
     };
     eprintln!("live A/B — Option A:\n{}\n\nOption B:\n{}\n", shown(Label::A), shown(Label::B));
-    let pick_id = format!("pick-{}", champion_answer.job_id);
-    let Some(label) = args.pick.as_deref().and_then(Label::parse) else {
-        // S-73: no pick now ⇒ the champion answer alone and `live_ab_skipped`; what was shown is
-        // kept so the human's pick can still be recorded later (`skillforge live-ab pick`).
-        let owed = PendingPick {
-            pick_id: pick_id.clone(),
-            template_id: args.agent.clone(),
-            champion_version_id: champion.id.clone(),
-            challenger_version_id: challenger.id.clone(),
-            prompt: args.prompt.clone(),
-            champion_answer: champion_answer.message.clone(),
-            challenger_answer: challenger_answer.message.clone(),
-            challenger_label: shuffle.label_of(Role::Challenger).as_str().to_owned(),
-            created_at: String::new(),
-        };
-        let mut conn = store.pool().acquire().await?;
-        insert_pending(&mut conn, &owed).await?;
-        drop(conn);
-        let mut out = skip("no pick captured".to_owned()).await?.unwrap_or_default();
-        out["pending_pick"] = json!(pick_id);
-        eprintln!("record the pick later with `skillforge live-ab pick {pick_id} a|b`");
-        return Ok(Some(out));
-    };
-    let ab = AbRecord {
-        pick_id,
+    let mut ab = AbRecord {
+        pick_id: format!("pick-{}", champion_answer.job_id),
         template_id: args.agent.clone(),
         champion: champion.id.clone(),
         challenger: challenger.id.clone(),
@@ -212,12 +189,39 @@ async fn live_ab(
         champion_answer: champion_answer.message.clone(),
         challenger_answer: challenger_answer.message,
         shuffle,
-        human: Some(shuffle.role_of(label)),
+        human: None,
         judge: None,
         origin: "live",
     };
+    let Some(label) = args.pick.as_deref().and_then(Label::parse) else {
+        // S-73: no pick now ⇒ the champion answer alone and `live_ab_skipped`; what was shown is
+        // kept so the human's pick can still be recorded later (`skillforge live-ab pick`).
+        let mut conn = store.pool().acquire().await?;
+        insert_pending(&mut conn, &owed_pick(&ab)).await?;
+        drop(conn);
+        let mut out = skip("no pick captured".to_owned()).await?.unwrap_or_default();
+        out["pending_pick"] = json!(ab.pick_id);
+        eprintln!("record the pick later with `skillforge live-ab pick {} a|b`", ab.pick_id);
+        return Ok(Some(out));
+    };
+    ab.human = Some(shuffle.role_of(label));
     match record(store, &BlobStore::in_home(&ctx.home), &ab).await {
         Ok(r) => Ok(Some(json!({"intercepted": true, "pick_id": ab.pick_id, "winner": ab.human, "arms_moved": r.arms_moved}))),
         Err(e) => skip(format!("pick not recorded: {e}")).await,
+    }
+}
+
+/// What an intercepted ask showed, kept until its pick is recorded (`skillforge live-ab pick`).
+fn owed_pick(ab: &AbRecord) -> PendingPick {
+    PendingPick {
+        pick_id: ab.pick_id.clone(),
+        template_id: ab.template_id.clone(),
+        champion_version_id: ab.champion.clone(),
+        challenger_version_id: ab.challenger.clone(),
+        prompt: ab.prompt.clone(),
+        champion_answer: ab.champion_answer.clone(),
+        challenger_answer: ab.challenger_answer.clone(),
+        challenger_label: ab.shuffle.label_of(Role::Challenger).as_str().to_owned(),
+        created_at: String::new(),
     }
 }
