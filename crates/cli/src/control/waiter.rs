@@ -146,6 +146,9 @@ impl<'a> CliJobs<'a> {
         config.queues = queues;
         config.concurrency = self.ctx.config.worker.concurrency.unwrap_or(4);
         config.grace = Duration::from_secs(2);
+        // A bad retention setting is reported by `serve` and `worker`; the short-lived local
+        // worker then just prunes nothing.
+        config.retention = self.ctx.config.queue.retention().ok();
         let worker = Worker::new(config, self.queue.clone(), crate::runners::all());
         let stop = CancellationToken::new();
         let s = stop.clone();
