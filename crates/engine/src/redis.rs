@@ -17,6 +17,7 @@
 //! | `leases` | sorted set | running jobs, score = heartbeat deadline (`heartbeat_at + stale_after`) |
 //! | `idem` | hash | idempotency key → job id (kept while the job or its tombstone is) |
 //! | `done:{class}` | sorted set | acknowledged terminal jobs of a retention class (`succeeded`; `failed` = failed, dead, cancelled), score = finish time: what `prune.lua` may remove (`crate::retention`) |
+//! | `done:backfill` | string | cursor (a creation time in `jobs`) of the one-time walk that files the acknowledged jobs of a namespace written before retention into `done:*`; `done` when finished (set at once for a new namespace) |
 //! | `pruned`, `pruned:{class}` | hash, sorted set | tombstones of pruned jobs: id → `state⇥finished_at⇥pruned_at⇥idem_key`; per class by prune time |
 //! | `results` | sorted set | terminal/stale jobs not yet acknowledged, score = sequence |
 //! | `jobs`, `state:{state}` | sorted sets | job index by creation time: all jobs / per state, for `failed`, `dead`, `cancelled` and `stale` only (`running` jobs are in `leases`; `queued` and `succeeded`, the states nearly every job passes through, are listed by walking `jobs`) |

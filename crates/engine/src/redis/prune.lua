@@ -9,8 +9,8 @@
 -- selected by the tombstone bounds (oldest prune first), freeing their idempotency keys.
 -- A `done` entry whose job is missing, not terminal or has a pending result is dropped without
 -- touching the job (it re-enters at its next acknowledgement).
--- At most ~9 key operations per job and 4 per tombstone: a call with limit 400 touches a few
--- thousand keys.
+-- At most ~9 key operations per job and 4 per tombstone, plus (until the backfill below is
+-- done) 3 per backfilled entry: a call with limit 400 touches a few thousand keys.
 -- Returns {jobs, tombstones, more (0/1)}; with count_only, {jobs, tombstones} selected now.
 local class, limit = ARGV[2], tonumber(ARGV[3])
 local dk = NS .. 'done:' .. class
@@ -26,6 +26,35 @@ local function selected(key, before, keep)
     if excess > n then n = excess end
   end
   return n
+end
+
+-- Backfill of a namespace written by a build before retention (its acknowledged jobs never
+-- entered `done:*`): each call walks up to BACKFILL entries of `jobs` (oldest first, by
+-- creation time, from the cursor `done:backfill`) and files every acknowledged terminal job it
+-- finds; the cursor becomes 'done' at the end of `jobs` (one GET per call from then on). Jobs
+-- acknowledged by this build are filed by `ack.lua`; filing one twice is harmless.
+local BACKFILL = 1000
+local bk = NS .. 'done:backfill'
+local cursor = redis.call('GET', bk)
+if cursor ~= 'done' and ARGV[8] ~= '1' then
+  local from = cursor or '-inf'
+  local rows = redis.call('ZRANGEBYSCORE', NS .. 'jobs', from, '+inf', 'WITHSCORES', 'LIMIT', 0, BACKFILL)
+  for i = 1, #rows, 2 do
+    local id = rows[i]
+    local f = redis.call('HMGET', jkey(id), 'state', 'updated_at')
+    local c = RETAIN_CLASS[f[1] or '']
+    if c and not redis.call('ZSCORE', NS .. 'results', id) then
+      redis.call('ZADD', NS .. 'done:' .. c, tonumber(f[2]) or 0, id)
+    end
+  end
+  if #rows < 2 * BACKFILL then
+    redis.call('SET', bk, 'done')
+  else
+    local first, last = tonumber(rows[2]), tonumber(rows[#rows])
+    -- A whole call of one creation time cannot move an inclusive cursor: step past it.
+    if last == first then last = last + 1 end
+    redis.call('SET', bk, s(last))
+  end
 end
 
 local n_jobs = selected(dk, ARGV[4], ARGV[5])

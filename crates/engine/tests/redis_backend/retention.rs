@@ -68,3 +68,35 @@ async fn a_pruned_job_leaves_only_its_tombstone_in_the_namespace() {
     }
     assert_eq!(server.cli(&["ZCARD", "sftest:pruned:failed"]), "0");
 }
+
+/// A namespace written by a build before retention: its acknowledged jobs are in no `done:*` set.
+/// The first prune calls file them (walking `jobs` from the oldest, up to 1 000 entries a call)
+/// and prune them; a job whose result is pending is not filed.
+#[tokio::test]
+async fn jobs_acknowledged_before_retention_are_backfilled_and_pruned() {
+    use skillforge_engine::retention::{Bound, PruneRule, RetainClass, prune_pass};
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let w = worker("old");
+    let mut ids = Vec::new();
+    for i in 0..1_200 {
+        let id = b.enqueue(&spec("old")).await.unwrap().job_id;
+        let l = b.lease("old", &w, 1, Duration::ZERO).await.unwrap();
+        b.finish(&id, l[0].fencing_token, &finish(JobState::Succeeded, 0, "passed")).await.unwrap();
+        if i != 7 {
+            assert!(b.ack_result(&id, l[0].fencing_token).await.unwrap());
+        }
+        ids.push(id);
+    }
+    // What an older build left: no `done:*` entries, no backfill cursor.
+    server.cli(&["DEL", "sftest:done:succeeded", "sftest:done:backfill"]);
+    let all = Bound { before_ms: Some(b.now_ms().await.unwrap() + 1_000), keep_newest: None };
+    let rule = PruneRule { class: RetainClass::Succeeded, jobs: all, tombstones: Bound::default() };
+    let first = b.prune(&rule, 2_000).await.unwrap();
+    assert_eq!(first.jobs, 1_000 - 1, "the first call files the oldest 1 000 (one pending) and prunes them");
+    assert_ne!(server.cli(&["GET", "sftest:done:backfill"]), "done");
+    assert_eq!(prune_pass(&b, &[rule], 10).await.unwrap().jobs, 200);
+    assert_eq!(server.cli(&["GET", "sftest:done:backfill"]), "done");
+    assert!(b.get(&ids[7]).await.unwrap().is_some(), "the pending one stays");
+    assert_eq!(server.cli(&["ZCARD", "sftest:jobs"]), "1");
+}

@@ -77,7 +77,7 @@ pub(crate) async fn retention_by_age(b: &dyn QueueBackend) {
         old.push(run_to(b, &spec("age"), JobState::Succeeded).await);
     }
     let old_failed = run_to(b, &spec("age"), JobState::Dead).await;
-    let finished_old = b.get(&old[4]).await.unwrap().unwrap().updated_at_ms;
+    let finished_old = b.get(&old_failed).await.unwrap().unwrap().updated_at_ms;
     let cut = clock_past(b, finished_old).await;
     clock_past(b, cut).await;
     let young = run_to(b, &spec("age"), JobState::Succeeded).await;
