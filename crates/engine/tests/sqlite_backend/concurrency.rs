@@ -225,3 +225,9 @@ async fn retry_finishing_between_ingestion_read_and_ack_is_not_lost() {
     let dir = tempfile::tempdir().unwrap();
     scenarios::retry_finishing_between_ingestion_read_and_ack_is_not_lost(&open(&dir).await).await;
 }
+
+#[tokio::test]
+async fn a_retried_then_cancelled_job_gets_a_new_token_and_its_cancel_is_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    scenarios::a_retried_then_cancelled_job_gets_a_new_token_and_its_cancel_is_applied(&open(&dir).await).await;
+}
