@@ -443,6 +443,8 @@ impl JobTask {
                         cancel: cancel.clone(),
                         heartbeat: Arc::new(|_| {}),
                         scratch_dir: scratch_dir.clone(),
+                        attempt: job.attempts,
+                        fencing_token: token,
                     };
                     runner.run(&spec, &ctx).await.map_err(|e| e.to_string())
                 }
