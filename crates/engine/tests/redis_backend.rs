@@ -1305,6 +1305,13 @@ async fn retry_finishing_between_ingestion_read_and_ack_is_not_lost() {
     scenarios::retry_finishing_between_ingestion_read_and_ack_is_not_lost(&backend(&server).await).await;
 }
 
+/// Found by the fault soak (issue 21): see the scenario.
+#[tokio::test]
+async fn ingestion_waits_for_another_writer_of_the_store() {
+    let server = RedisServer::start();
+    scenarios::ingestion_waits_for_another_writer_of_the_store(&backend(&server).await).await;
+}
+
 /// Issue 12 item 6: Redis losing its data (here `FLUSHALL`; a restart without persistence is the
 /// same) is reported once by the namespace check, and a re-run of the lost job under the same
 /// idempotency key is not applied a second time: the store shows the key applied.

@@ -650,6 +650,13 @@ async fn retry_finishing_between_ingestion_read_and_ack_is_not_lost() {
     scenarios::retry_finishing_between_ingestion_read_and_ack_is_not_lost(&open(&dir).await).await;
 }
 
+/// Found by the fault soak (issue 21): see the scenario.
+#[tokio::test]
+async fn ingestion_waits_for_another_writer_of_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    scenarios::ingestion_waits_for_another_writer_of_the_store(&open(&dir).await).await;
+}
+
 /// A job whose stored record cannot be decoded (here: its spec is not a `JobSpec`) never fails
 /// the round that leases it: the round's finishes apply and its other slots are refilled; the
 /// corrupt job stays leased to the worker, which never runs it, so it expires and the reaper

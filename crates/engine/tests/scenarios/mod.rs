@@ -276,3 +276,36 @@ pub(crate) async fn retry_finishing_between_ingestion_read_and_ack_is_not_lost(b
         .collect();
     assert_eq!(applied, vec![(1, "dead".to_owned()), (2, "succeeded".to_owned())]);
 }
+
+/// Found by the fault soak (issue 21): with another process holding the domain store's write
+/// lock, an ingestion pass of a keyed job failed at once with `database is locked` (its deferred
+/// transaction read `applied_by_key` first, and SQLite never runs the busy handler for a read →
+/// write upgrade), so `serve` spun on failed passes for as long as the other writer held the
+/// store. The pass now takes the write lock up front and waits (busy timeout), then applies.
+pub(crate) async fn ingestion_waits_for_another_writer_of_the_store(b: &dyn QueueBackend) {
+    use sqlx::Connection;
+    let home = tempfile::tempdir().unwrap();
+    let store = Store::open(home.path()).await.unwrap();
+    let w = WorkerIdentity::new("held-store");
+    let mut keyed = spec("q");
+    keyed.idempotency_key = Some("soak-key".into());
+    let id = b.enqueue(&keyed).await.unwrap().job_id;
+    let leased = b.lease("q", &w, 1, Duration::ZERO).await.unwrap();
+    b.finish(&id, leased[0].fencing_token, &finish(JobState::Succeeded)).await.unwrap();
+
+    // Another writer, as a second process would be: its own connection, write lock taken.
+    let url = format!("sqlite://{}", home.path().join("skillforge.db").display());
+    let mut other = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE").execute(&mut other).await.unwrap();
+    let release = tokio::spawn(async move {
+        // How long the other writer holds the store: the fault, not a wait for a condition.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        sqlx::query("COMMIT").execute(&mut other).await.unwrap();
+    });
+    let report = ingest_once(b, &store, &skillforge_engine::ingest::RecordOnly).await.expect("the pass waits for the other writer");
+    assert_eq!(report.applied, 1);
+    release.await.unwrap();
+    let applied: Vec<i64> = applied_for_job(store.pool(), &id).await.unwrap().into_iter().map(|r| r.fencing_token).collect();
+    assert_eq!(applied, vec![1]);
+    assert!(b.pending_results(10).await.unwrap().is_empty());
+}

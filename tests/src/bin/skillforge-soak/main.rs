@@ -144,6 +144,7 @@ fn main() -> std::process::ExitCode {
             let replay = replay_command(&args, redis, seed);
             let text = report::render(&plan, &setup, &outcome, &replay);
             println!("{text}");
+            let _ = std::fs::write(dir.join("report.md"), &text);
             if let Some(f) = &args.append_report {
                 use std::io::Write;
                 let mut file = std::fs::OpenOptions::new().create(true).append(true).open(f).expect("open the report file");

@@ -79,6 +79,10 @@ pub(crate) enum Fault {
     PauseRedis { for_ms: u64 },
     /// Hold the domain store's write lock (`BEGIN IMMEDIATE` in another process) for `for_ms`.
     HoldStoreLock { for_ms: u64 },
+    /// Issue 12 item 1's interleaving: SIGKILL `serve`, hold the domain store's write lock for
+    /// `for_ms`, start `serve` again (its first pass reads every result pending meanwhile, then
+    /// waits for the store), and halfway through the hold the operator retries every dead job.
+    ServeIntoHeldStore { for_ms: u64 },
     /// Hold the embedded queue file's write lock for `for_ms`; embedded backend only.
     HoldQueueLock { for_ms: u64 },
 }
@@ -94,6 +98,7 @@ impl Fault {
             Self::RestartRedis => "restart redis-server",
             Self::PauseRedis { .. } => "pause redis-server",
             Self::HoldStoreLock { .. } => "hold the domain store's write lock",
+            Self::ServeIntoHeldStore { .. } => "restart serve into a held store, retry dead jobs",
             Self::HoldQueueLock { .. } => "hold the queue file's write lock",
         }
     }
@@ -190,7 +195,8 @@ fn fault(rng: &mut StdRng, shape: Shape) -> Fault {
         52..64 if shape.redis => Fault::RestartRedis,
         64..76 if shape.redis => Fault::PauseRedis { for_ms: rng.random_range(500..4000) },
         52..76 => Fault::HoldQueueLock { for_ms: rng.random_range(300..2500) },
-        _ => Fault::HoldStoreLock { for_ms: rng.random_range(1000..5000) },
+        76..88 => Fault::HoldStoreLock { for_ms: rng.random_range(1000..5000) },
+        _ => Fault::ServeIntoHeldStore { for_ms: rng.random_range(2000..5000) },
     }
 }
 
@@ -218,7 +224,7 @@ mod tests {
         assert!(p.jobs.iter().any(|j| j.key.is_some()) && p.jobs.iter().any(|j| j.key.is_none()));
         assert!(p.jobs.iter().any(|j| j.cancel_after_ms.is_some()) && p.jobs.iter().any(|j| j.resubmit));
         let names: std::collections::BTreeSet<_> = p.faults.iter().map(|(_, f)| f.name()).collect();
-        assert_eq!(names.len(), 7, "{names:?}");
+        assert_eq!(names.len(), 8, "{names:?}");
         let embedded = plan(1, Shape { redis: false, ..shape() });
         assert!(embedded.faults.iter().all(|(_, f)| !matches!(f, Fault::RestartRedis | Fault::PauseRedis { .. })));
     }

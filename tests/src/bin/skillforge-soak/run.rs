@@ -91,13 +91,14 @@ pub(crate) fn run(plan: &Plan, setup: &Setup) -> Outcome {
         })
         .collect();
     let stop_operator = Arc::new(AtomicBool::new(false));
+    let sweep = Arc::new(AtomicBool::new(false));
     let operator = {
-        let (cluster, shared, stop) = (cluster.clone(), shared.clone(), stop_operator.clone());
+        let (cluster, shared, stop, sweep) = (cluster.clone(), shared.clone(), stop_operator.clone(), sweep.clone());
         let seed = plan.seed;
-        std::thread::spawn(move || operate(&cluster, &shared, &stop, seed))
+        std::thread::spawn(move || operate(&cluster, &shared, &stop, &sweep, seed))
     };
 
-    let faults = play_faults(plan, &cluster, &submitters);
+    let faults = play_faults(plan, &cluster, &submitters, &sweep);
     for s in submitters {
         let _ = s.join();
     }
@@ -193,11 +194,20 @@ fn json(cluster: &Mutex<Cluster>, args: &[&str]) -> Option<Value> {
 }
 
 /// The operator: cancels what the plan says when it says, and takes recovery decisions: every
-/// stale job is retried, most dead jobs and some cancelled ones too (each at most twice).
-fn operate(cluster: &Mutex<Cluster>, shared: &Mutex<Shared>, stop: &AtomicBool, seed: u64) {
+/// stale job is retried, most dead jobs and some cancelled ones too (each at most twice), and a
+/// few retried jobs are cancelled again at once (while queued). When `sweep` is raised it
+/// retries every dead job at once.
+fn operate(cluster: &Mutex<Cluster>, shared: &Mutex<Shared>, stop: &AtomicBool, sweep: &AtomicBool, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_0a7e);
     let mut retried: BTreeMap<String, usize> = BTreeMap::new();
+    let mut round = Instant::now();
     while !stop.load(Ordering::SeqCst) {
+        let swept = sweep.swap(false, Ordering::SeqCst);
+        if !swept && round.elapsed() < Duration::from_millis(300) {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        round = Instant::now();
         let due: Vec<String> = {
             let mut s = shared.lock().unwrap();
             let now = Instant::now();
@@ -208,7 +218,8 @@ fn operate(cluster: &Mutex<Cluster>, shared: &Mutex<Shared>, stop: &AtomicBool, 
         for id in due {
             let _ = json(cluster, &["jobs", "cancel", &id]);
         }
-        for (state, p) in [("stale", 1.0), ("dead", 0.8), ("cancelled", 0.3)] {
+        let states: &[(&str, f64)] = if swept { &[("dead", 1.0)] } else { &[("dead", 0.8), ("stale", 1.0), ("cancelled", 0.3)] };
+        for &(state, p) in states {
             let Some(Value::Array(jobs)) = json(cluster, &["jobs", "list", "--state", state, "--limit", "100000"]) else { continue };
             for j in jobs {
                 let Some(id) = j["id"].as_str() else { continue };
@@ -220,57 +231,81 @@ fn operate(cluster: &Mutex<Cluster>, shared: &Mutex<Shared>, stop: &AtomicBool, 
                 let at = now_us();
                 if json(cluster, &["jobs", "retry", id]).is_some() {
                     shared.lock().unwrap().retries.push((id.to_owned(), at));
+                    // Now and then the operator changes their mind: cancelled while queued again.
+                    if rng.random_bool(0.15) {
+                        let _ = json(cluster, &["jobs", "cancel", id]);
+                    }
                 }
             }
         }
-        std::thread::sleep(Duration::from_millis(300));
     }
+}
+
+/// What undoes a fault (or finishes a compound one), when it is due.
+#[derive(Debug, Clone, Copy)]
+enum Undo {
+    /// Start worker slot `n` (`None`: `serve`) again.
+    Start(Option<usize>),
+    /// SIGCONT worker slot `n`.
+    Resume(usize),
+    /// SIGCONT redis-server.
+    ResumeRedis,
+    /// Ask the operator to retry every dead job now.
+    SweepDead,
 }
 
 /// Plays the schedule (and the undoing of each fault) until the fault window ends and every job
 /// is submitted; meanwhile notices deaths and samples resources. Returns the faults executed.
-fn play_faults(plan: &Plan, cluster: &Mutex<Cluster>, submitters: &[std::thread::JoinHandle<()>]) -> BTreeMap<&'static str, usize> {
+fn play_faults(
+    plan: &Plan,
+    cluster: &Mutex<Cluster>,
+    submitters: &[std::thread::JoinHandle<()>],
+    sweep: &AtomicBool,
+) -> BTreeMap<&'static str, usize> {
     let t0 = Instant::now();
     let mut done = BTreeMap::new();
     let mut pending = plan.faults.iter().peekable();
-    let mut undo: Vec<(Instant, Fault)> = Vec::new();
+    let mut undo: Vec<(Instant, Undo)> = Vec::new();
     let mut sampled = Instant::now();
     let home = cluster.lock().unwrap().home().to_owned();
     loop {
         let elapsed = t0.elapsed().as_millis() as u64;
         let mut c = cluster.lock().unwrap();
         while let Some((_, f)) = pending.next_if(|(at, _)| *at <= elapsed) {
+            let after = |ms: u64, u: Undo| vec![(Instant::now() + Duration::from_millis(ms), u)];
             let acted = match *f {
-                Fault::KillWorker { slot, restart_ms } => c.kill(Some(slot)).then_some(restart_ms),
-                Fault::StopWorker { slot, restart_ms } => c.stop_worker(slot).then_some(restart_ms),
-                Fault::KillServe { restart_ms } => c.kill(None).then_some(restart_ms),
-                Fault::PauseWorker { slot, for_ms } => c.pause_worker(slot, true).then_some(for_ms),
-                Fault::PauseRedis { for_ms } => c.pause_redis(true).then_some(for_ms),
-                Fault::RestartRedis => c.restart_redis().then_some(0),
-                Fault::HoldStoreLock { for_ms } => c.hold_write_lock(&home.join("skillforge.db"), for_ms).then_some(0),
-                Fault::HoldQueueLock { for_ms } => c.hold_write_lock(&home.join("queue.db"), for_ms).then_some(0),
+                Fault::KillWorker { slot, restart_ms } => c.kill(Some(slot)).then(|| after(restart_ms, Undo::Start(Some(slot)))),
+                Fault::StopWorker { slot, restart_ms } => c.stop_worker(slot).then(|| after(restart_ms, Undo::Start(Some(slot)))),
+                Fault::KillServe { restart_ms } => c.kill(None).then(|| after(restart_ms, Undo::Start(None))),
+                Fault::PauseWorker { slot, for_ms } => c.pause_worker(slot, true).then(|| after(for_ms, Undo::Resume(slot))),
+                Fault::PauseRedis { for_ms } => c.pause_redis(true).then(|| after(for_ms, Undo::ResumeRedis)),
+                Fault::RestartRedis => c.restart_redis().then(Vec::new),
+                Fault::HoldStoreLock { for_ms } => c.hold_write_lock(&home.join("skillforge.db"), for_ms).then(Vec::new),
+                Fault::HoldQueueLock { for_ms } => c.hold_write_lock(&home.join("queue.db"), for_ms).then(Vec::new),
+                Fault::ServeIntoHeldStore { for_ms } => (c.kill(None) && c.hold_write_lock(&home.join("skillforge.db"), for_ms)).then(|| {
+                    let mut u = after(300, Undo::Start(None));
+                    u.extend(after(for_ms / 2, Undo::SweepDead));
+                    u
+                }),
             };
-            if let Some(ms) = acted {
+            if let Some(u) = acted {
                 *done.entry(f.name()).or_default() += 1;
-                undo.push((Instant::now() + Duration::from_millis(ms), *f));
+                undo.extend(u);
             }
         }
         let now = Instant::now();
-        for (_, f) in undo.extract_if(.., |(at, _)| *at <= now) {
-            match f {
-                Fault::KillWorker { slot, .. } | Fault::StopWorker { slot, .. } => {
-                    c.ensure(Some(slot));
+        for (_, u) in undo.extract_if(.., |(at, _)| *at <= now) {
+            match u {
+                Undo::Start(which) => {
+                    c.ensure(which);
                 }
-                Fault::PauseWorker { slot, .. } => {
+                Undo::Resume(slot) => {
                     c.pause_worker(slot, false);
                 }
-                Fault::KillServe { .. } => {
-                    c.ensure(None);
-                }
-                Fault::PauseRedis { .. } => {
+                Undo::ResumeRedis => {
                     c.pause_redis(false);
                 }
-                _ => {}
+                Undo::SweepDead => sweep.store(true, Ordering::SeqCst),
             }
         }
         c.poll();
