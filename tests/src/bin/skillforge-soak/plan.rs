@@ -80,8 +80,9 @@ pub(crate) enum Fault {
     /// Hold the domain store's write lock (`BEGIN IMMEDIATE` in another process) for `for_ms`.
     HoldStoreLock { for_ms: u64 },
     /// Issue 12 item 1's interleaving: SIGKILL `serve`, hold the domain store's write lock for
-    /// `for_ms`, start `serve` again (its first pass reads every result pending meanwhile, then
-    /// waits for the store), and halfway through the hold the operator retries every dead job.
+    /// `for_ms`, start `serve` again 1.5 s later (its first pass reads every result pending
+    /// meanwhile, then waits for the store), and halfway through the hold the operator retries
+    /// every dead job.
     ServeIntoHeldStore { for_ms: u64 },
     /// Hold the embedded queue file's write lock for `for_ms`; embedded backend only.
     HoldQueueLock { for_ms: u64 },
@@ -196,7 +197,7 @@ fn fault(rng: &mut StdRng, shape: Shape) -> Fault {
         64..76 if shape.redis => Fault::PauseRedis { for_ms: rng.random_range(500..4000) },
         52..76 => Fault::HoldQueueLock { for_ms: rng.random_range(300..2500) },
         76..88 => Fault::HoldStoreLock { for_ms: rng.random_range(1000..5000) },
-        _ => Fault::ServeIntoHeldStore { for_ms: rng.random_range(2000..5000) },
+        _ => Fault::ServeIntoHeldStore { for_ms: rng.random_range(4000..6000) },
     }
 }
 

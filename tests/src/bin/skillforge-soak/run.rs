@@ -283,7 +283,7 @@ fn play_faults(
                 Fault::HoldStoreLock { for_ms } => c.hold_write_lock(&home.join("skillforge.db"), for_ms).then(Vec::new),
                 Fault::HoldQueueLock { for_ms } => c.hold_write_lock(&home.join("queue.db"), for_ms).then(Vec::new),
                 Fault::ServeIntoHeldStore { for_ms } => (c.kill(None) && c.hold_write_lock(&home.join("skillforge.db"), for_ms)).then(|| {
-                    let mut u = after(300, Undo::Start(None));
+                    let mut u = after(1500, Undo::Start(None));
                     u.extend(after(for_ms / 2, Undo::SweepDead));
                     u
                 }),
