@@ -1,4 +1,4 @@
-//! Backend scenarios shared by `sqlite_backend.rs` and `redis_backend.rs`: each takes any
+//! Backend scenarios shared by `sqlite_backend/` and `redis_backend/`: each takes any
 //! [`QueueBackend`] and is run by a test in both files, so the two backends are held to the
 //! same behaviour by the same code.
 
@@ -308,4 +308,77 @@ pub(crate) async fn ingestion_waits_for_another_writer_of_the_store(b: &dyn Queu
     let applied: Vec<i64> = applied_for_job(store.pool(), &id).await.unwrap().into_iter().map(|r| r.fencing_token).collect();
     assert_eq!(applied, vec![1]);
     assert!(b.pending_results(10).await.unwrap().is_empty());
+}
+
+/// A job whose result was applied, retried, then cancelled while queued: the cancel is a new
+/// result under a new fencing token, so ingestion applies it instead of taking it for the
+/// applied one (issue 12: it kept its token and its cancel was deduplicated away). A job never
+/// leased keeps token 0 when cancelled, so a later lease is still its first.
+pub(crate) async fn a_retried_then_cancelled_job_gets_a_new_token_and_its_cancel_is_applied(b: &dyn QueueBackend) {
+    struct Record;
+    #[async_trait::async_trait]
+    impl ResultHandler for Record {
+        async fn apply(&self, _conn: &mut sqlx::SqliteConnection, _job: &Job) -> Result<(), skillforge_engine::ingest::ApplyError> {
+            Ok(())
+        }
+    }
+    let home = tempfile::tempdir().unwrap();
+    let store = Store::open(home.path()).await.unwrap();
+    let w = WorkerIdentity::new("cancel-after-retry");
+    let mut once = spec("q");
+    once.max_attempts = 1;
+    let id = b.enqueue(&once).await.unwrap().job_id;
+    let leased = b.lease("q", &w, 1, Duration::ZERO).await.unwrap();
+    assert_eq!(b.finish(&id, leased[0].fencing_token, &finish(JobState::Dead)).await.unwrap(), FinishReply::Applied(JobState::Dead));
+    assert_eq!(ingest_once(b, &store, &Record).await.unwrap().applied, 1);
+
+    b.retry(&id).await.unwrap();
+    b.cancel(&id).await.unwrap();
+    let job = b.get(&id).await.unwrap().unwrap();
+    assert_eq!((job.state, job.fencing_token), (JobState::Cancelled, 2), "the cancel runs under a new token");
+    assert_eq!(ingest_once(b, &store, &Record).await.unwrap().applied, 1, "the cancel is applied, not deduplicated");
+    let applied: Vec<(i64, String)> =
+        applied_for_job(store.pool(), &id).await.unwrap().into_iter().map(|r| (r.fencing_token, r.state)).collect();
+    assert_eq!(applied, vec![(1, "dead".to_owned()), (2, "cancelled".to_owned())]);
+
+    let never = b.enqueue(&spec("q")).await.unwrap().job_id;
+    b.cancel(&never).await.unwrap();
+    assert_eq!(b.get(&never).await.unwrap().unwrap().fencing_token, 0, "never leased: still token 0");
+}
+
+/// Found by the fault soak (issue 21): a cancel under a new token keeps the job's attempt under
+/// the token it ran with, once, for a dead job retried then cancelled and for a stale job
+/// cancelled (SQLite listed the attempt a second time, under the cancel's token).
+pub(crate) async fn a_cancelled_job_keeps_each_attempt_once_under_its_own_token(b: &dyn QueueBackend) {
+    let history = |job: Job| job.history.iter().map(|a| (a.fencing_token, a.result.clone())).collect::<Vec<_>>();
+    let w = WorkerIdentity::new("cancel-history");
+    let mut once = spec("h");
+    once.max_attempts = 1;
+    let dead = b.enqueue(&once).await.unwrap().job_id;
+    let leased = b.lease("h", &w, 1, Duration::ZERO).await.unwrap();
+    b.finish(&dead, leased[0].fencing_token, &finish(JobState::Dead)).await.unwrap();
+    b.retry(&dead).await.unwrap();
+    b.cancel(&dead).await.unwrap();
+    let job = b.get(&dead).await.unwrap().unwrap();
+    assert_eq!(job.fencing_token, 2);
+    assert_eq!(history(job), vec![(1, Some("failed".to_owned()))], "one attempt, under token 1");
+
+    let mut nonidem = spec("s");
+    nonidem.idempotent = false;
+    nonidem.stale_after_ms = 100;
+    let stale = b.enqueue(&nonidem).await.unwrap().job_id;
+    b.lease("s", &w, 1, Duration::ZERO).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let expired = loop {
+        if let Some(e) = b.expired_leases(10).await.unwrap().into_iter().find(|e| e.job_id == stale) {
+            break e;
+        }
+        assert!(std::time::Instant::now() < deadline, "the lease never expired");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(b.reap(&expired, &skillforge_engine::ReapAction::RecoveryAvailable).await.unwrap());
+    b.cancel(&stale).await.unwrap();
+    let job = b.get(&stale).await.unwrap().unwrap();
+    assert_eq!((job.state, job.fencing_token), (JobState::Cancelled, 2));
+    assert_eq!(history(job), vec![(1, Some("stale".to_owned()))], "one attempt, under token 1");
 }

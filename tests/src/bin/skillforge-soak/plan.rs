@@ -169,10 +169,11 @@ fn job(rng: &mut StdRng, seed: u64, i: usize) -> JobPlan {
         resubmit: keyed && rng.random_bool(0.1),
         lock: (kind == "locked").then(|| format!("soak-lock-{}", rng.random_range(0..LOCKS))),
         max_attempts,
-        // Lock holders outlive every pause the schedule makes (≤ 4 s): their named lock is only
-        // freed by a dead holder, so two holders at once is always a bug, never a pause.
+        // Lock holders outlive every pause the schedule makes (≤ 4 s, plus a heartbeat): their
+        // named lock is only freed by a dead holder, so two holders at once is always a bug,
+        // never a pause.
         heartbeat: if kind == "locked" { 1.0 } else { 0.5 },
-        stale_after: if kind == "locked" { 20.0 } else { 3.0 },
+        stale_after: if kind == "locked" { 8.0 } else { 3.0 },
         work_secs: match kind {
             "long" => rng.random_range(1.0..3.0),
             "nonidem" => rng.random_range(0.3..1.5),
