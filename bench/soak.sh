@@ -13,8 +13,13 @@ root="$here/.."
 jobs="${1:-20000}"
 seed="${2:-new}"
 cd "$root"
-cargo build --locked -q -p skillforge -p skillforge-tests --bin skillforge --bin skillforge-soak
-target="${CARGO_TARGET_DIR:-$root/target}"
+# SOAK_BIN_DIR: a directory holding already built `skillforge` and `skillforge-soak` (skips the build).
+if [[ -n "${SOAK_BIN_DIR:-}" ]]; then
+  bin_dir="$SOAK_BIN_DIR"
+else
+  cargo build --locked -q -p skillforge -p skillforge-tests --bin skillforge --bin skillforge-soak
+  bin_dir="${CARGO_TARGET_DIR:-$root/target}/debug"
+fi
 {
   echo
   echo "#### $(date -u '+%Y-%m-%d %H:%M UTC'): $jobs jobs per backend, seed $seed"
@@ -24,5 +29,5 @@ target="${CARGO_TARGET_DIR:-$root/target}"
 } >> "$here/README.md"
 # About one fault every 1.5 s over the whole submission (20 jobs/s).
 window=$(( jobs / 20 + 30 ))
-"$target/debug/skillforge-soak" --backend both --seeds "$seed" --jobs "$jobs" \
-  --fault-window "$window" --quiet 300 --append-report "$here/README.md"
+"$bin_dir/skillforge-soak" --bin "$bin_dir/skillforge" --backend both --seeds "$seed" --jobs "$jobs" \
+  --submitters 4 --fault-window "$window" --quiet 300 --append-report "$here/README.md"
