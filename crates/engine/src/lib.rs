@@ -6,6 +6,7 @@
 //! * [`policy`]: attempts, backoff with jitter, what a stale lease becomes — one place for both backends.
 //! * [`worker`]: the lease → run → heartbeat → fenced result loop; [`reaper`]: stale recovery;
 //!   [`ingest`]: exactly-once application of results to the domain store.
+//! * [`transfer`]: a job's files by content through the queue (inputs, uploaded outputs).
 
 pub mod backend;
 pub mod error;
@@ -17,6 +18,7 @@ pub mod reaper;
 pub mod redis;
 pub mod registry;
 pub mod sqlite;
+pub mod transfer;
 pub mod worker;
 
 pub use backend::{NamespaceLoss, QueueBackend, ReapAction};

@@ -415,6 +415,12 @@ impl QueueBackend for SqliteBackend {
         "sqlite"
     }
 
+    /// The blob store next to the queue file (`<home>/blobs` for `<home>/queue.db`).
+    fn transfer_area(&self) -> Option<Arc<dyn crate::transfer::TransferArea>> {
+        let root = self.inner.path.parent().unwrap_or(std::path::Path::new(".")).join("blobs");
+        Some(Arc::new(crate::transfer::LocalTransfer::new(root, crate::transfer::TransferLimits::default())))
+    }
+
     async fn enqueue(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
         let now = now_ms();
         let mut tx = self.begin("enqueue").await?;

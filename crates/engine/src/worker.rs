@@ -17,6 +17,7 @@ use crate::job::{FinishReply, HeartbeatReply, LeasedJob, LockAcquire, WorkerIden
 use crate::policy::finish_for;
 use crate::reaper::{DEFAULT_REAP_EVERY, run_reaper};
 use crate::registry::RunnerRegistry;
+use crate::transfer;
 
 /// Default grace period on shutdown before running jobs are killed and handed back.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
@@ -272,6 +273,11 @@ impl Worker {
     }
 }
 
+/// This worker's own executable, for [`transfer::WORKER_EXE`] (`skillforge` itself).
+fn worker_exe() -> String {
+    std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "skillforge".to_owned())
+}
+
 /// Whether `root` (the parent of every scratch dir; `opened`: the same directory opened
 /// earlier) certainly has no subdirectory, from one `fstat` (or `stat`) of it: a directory's
 /// link count is 2 plus its subdirectories on Linux file systems that count them (ext4, xfs,
@@ -431,21 +437,7 @@ impl JobTask {
                     job.spec.kind,
                     self.registry.kinds().join(", ")
                 )),
-                Some(runner) => {
-                    // The scratch dir is only a path: a runner that needs it creates it
-                    // (no file-system work on the async threads for the jobs that do not).
-                    let spec = RunSpec {
-                        job_id: job.id.clone(),
-                        payload: job.spec.payload.clone(),
-                        timeout: Duration::from_millis(job.spec.timeout_ms),
-                    };
-                    let ctx = RunContext {
-                        cancel: cancel.clone(),
-                        heartbeat: Arc::new(|_| {}),
-                        scratch_dir: scratch_dir.clone(),
-                    };
-                    runner.run(&spec, &ctx).await.map_err(|e| e.to_string())
-                }
+                Some(runner) => self.run_runner(runner.as_ref(), &job, token, &scratch_dir, &cancel).await,
             };
             done.cancel();
             let _ = heartbeat.await;
@@ -509,6 +501,55 @@ impl JobTask {
 }
 
 impl JobTask {
+    /// Runs `job` on `runner`. A job with files ([`crate::transfer`]) first gets its job dir
+    /// `<scratch>/job` with the inputs materialized (verified by hash) and its payload's
+    /// placeholders filled; its output dirs are uploaded when the runner returns, whatever the
+    /// outcome, before the result is sent. A failed materialization is a job that could not
+    /// run; a failed upload turns the outcome into an error naming both.
+    async fn run_runner(
+        &self,
+        runner: &dyn skillforge_runner::Runner,
+        job: &crate::job::Job,
+        token: u64,
+        scratch_dir: &std::path::Path,
+        cancel: &CancellationToken,
+    ) -> Result<skillforge_runner::RunOutcome, String> {
+        let files = &job.spec.files;
+        let mut payload = job.spec.payload.clone();
+        let job_dir = scratch_dir.join(transfer::JOB_DIR_NAME);
+        let area = if files.is_empty() {
+            None
+        } else {
+            let Some(area) = self.backend.transfer_area() else {
+                return Err(format!("the job carries files but the `{}` queue has no transfer area", self.backend.name()));
+            };
+            transfer::fill_placeholders(&mut payload, &job_dir.display().to_string(), &worker_exe());
+            transfer::prepare_job_dir(area.as_ref(), files, &job_dir)
+                .await
+                .map_err(|e| format!("worker `{}`: materialize the job's input files: {e}", self.identity.worker_id))?;
+            Some(area)
+        };
+        // The scratch dir is only a path: a runner that needs it creates it (no file-system
+        // work on the async threads for the jobs that do not).
+        let spec = RunSpec { job_id: job.id.clone(), payload, timeout: Duration::from_millis(job.spec.timeout_ms) };
+        let ctx = RunContext { cancel: cancel.clone(), heartbeat: Arc::new(|_| {}), scratch_dir: scratch_dir.to_path_buf() };
+        let result = runner.run(&spec, &ctx).await.map_err(|e| e.to_string());
+        let Some(area) = area.filter(|_| !files.outputs.is_empty()) else { return result };
+        match transfer::upload_outputs(area.as_ref(), &job.id, token, files, &job_dir).await {
+            Ok(dirs) => {
+                info!(files = dirs.iter().map(|d| d.files.len()).sum::<usize>(), "job outputs uploaded");
+                result
+            }
+            Err(e) => {
+                let ran = match &result {
+                    Ok(outcome) => format!("the run ended {}", outcome.exit.label()),
+                    Err(why) => why.clone(),
+                };
+                Err(format!("{ran}; upload the job's outputs: {e}"))
+            }
+        }
+    }
+
     /// Takes every lock of `job.spec.locks`, all or none, retrying every `every` while another
     /// holder has one (the lease keeps heartbeating meanwhile). Returns the held (name, token)
     /// pairs; empty when `cancel` fired first.
