@@ -7,6 +7,7 @@
 //! on a free loopback port, and real child processes.
 
 pub mod fake_github;
+pub mod isolated;
 pub mod loader;
 
 use std::net::TcpListener;
