@@ -228,6 +228,12 @@ pub trait QueueBackend: Send + Sync + 'static {
     fn shares_disk(&self) -> bool {
         true
     }
+
+    /// Queue names with label requirements (`<queue>@<requirements>`, [`crate::labels`]) that may
+    /// hold jobs: workers lease from the ones their labels satisfy. Default: none.
+    async fn routes(&self) -> Result<Vec<String>, EngineError> {
+        Ok(Vec::new())
+    }
 }
 
 /// A queue namespace found empty or replaced: see [`QueueBackend::check_namespace`].

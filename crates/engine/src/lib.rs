@@ -6,6 +6,7 @@
 //! * [`policy`]: attempts, backoff with jitter, what a stale lease becomes — one place for both backends.
 //! * [`worker`]: the lease → run → heartbeat → fenced result loop; [`reaper`]: stale recovery;
 //!   [`ingest`]: exactly-once application of results to the domain store.
+//! * [`labels`]: worker labels, job label requirements and the routes between them.
 //! * [`transfer`]: a job's files by content through the queue (inputs, uploaded outputs).
 
 pub mod backend;
@@ -13,6 +14,7 @@ pub mod error;
 pub mod health;
 pub mod ingest;
 pub mod job;
+pub mod labels;
 pub mod open;
 pub mod policy;
 pub mod reaper;

@@ -75,6 +75,7 @@
 
 mod batch;
 mod decode;
+mod routes;
 mod scripts;
 pub mod transfer;
 
@@ -485,11 +486,16 @@ impl QueueBackend for RedisBackend {
         false
     }
 
+    async fn routes(&self) -> Result<Vec<String>, EngineError> {
+        self.all_routes().await
+    }
+
     fn name(&self) -> &'static str {
         "redis"
     }
 
     async fn enqueue(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
+        self.note_route(&spec.queue).await?;
         let id = new_job_id();
         let spec_json = serde_json::to_string(spec)
             .map_err(|e| EngineError::redis(format!("encode job spec: {e}")))?;

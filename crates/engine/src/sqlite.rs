@@ -37,6 +37,7 @@
 mod conn;
 mod finish;
 mod lease;
+mod routes;
 mod rows;
 mod schema;
 mod watch;
@@ -413,6 +414,10 @@ impl SqliteBackend {
 impl QueueBackend for SqliteBackend {
     fn name(&self) -> &'static str {
         "sqlite"
+    }
+
+    async fn routes(&self) -> Result<Vec<String>, EngineError> {
+        self.queued_routes().await
     }
 
     /// The blob store next to the queue file (`<home>/blobs` for `<home>/queue.db`).

@@ -53,6 +53,9 @@ pub struct WorkerConfig {
     /// Where undelivered results and failing lease calls are also reported, for a process that
     /// runs this worker for its own jobs ([`WorkerHealth`]); `None` only logs them.
     pub health: Option<Arc<WorkerHealth>>,
+    /// Labels this worker advertises ([`crate::labels`]): it also leases the routes of its
+    /// queues whose requirements they satisfy. Empty = only jobs that require nothing.
+    pub labels: Vec<String>,
 }
 
 impl WorkerConfig {
@@ -67,6 +70,7 @@ impl WorkerConfig {
             scratch_root,
             poll_wait: Duration::from_millis(500),
             health: None,
+            labels: Vec::new(),
         }
     }
 }
@@ -121,12 +125,17 @@ pub struct Worker {
     config: WorkerConfig,
     backend: Arc<dyn QueueBackend>,
     registry: RunnerRegistry,
+    /// Routes this worker may lease, and when they were last read.
+    routes: Mutex<(Option<tokio::time::Instant>, Vec<String>)>,
 }
+
+/// How often a worker re-reads the backend's routes.
+const ROUTES_REFRESH: Duration = Duration::from_secs(1);
 
 impl Worker {
     /// A worker with a fresh, process-unique identity (`name-<suffix>`).
     pub fn new(config: WorkerConfig, backend: Arc<dyn QueueBackend>, registry: RunnerRegistry) -> Self {
-        Self { identity: WorkerIdentity::new(&config.name), config, backend, registry }
+        Self { identity: WorkerIdentity::new(&config.name), config, backend, registry, routes: Mutex::new((None, Vec::new())) }
     }
 
     /// This worker's identity.
@@ -149,6 +158,7 @@ impl Worker {
         info!(worker = %worker_id, host = %self.identity.host, pid = self.identity.pid,
               backend = self.backend.name(), concurrency = self.config.concurrency, "worker started");
         self.registry.on_worker_start(&self.config.scratch_root);
+        self.advertise_labels().await;
         let background = CancellationToken::new();
         let presence = tokio::spawn(hold_presence(self.backend.clone(), self.identity.clone(), background.clone()));
         let reaper = self.config.reap_every.map(|every| {
@@ -256,12 +266,47 @@ impl Worker {
         report
     }
 
+    /// Records this worker's labels in the transfer area (`workers/<id>`) on a queue whose
+    /// workers may be other machines, so waiting commands can tell when none can take a job.
+    async fn advertise_labels(&self) {
+        if self.backend.shares_disk() {
+            return;
+        }
+        let Some(area) = self.backend.transfer_area() else { return };
+        let labels = serde_json::to_vec(&self.config.labels).unwrap_or_default();
+        if let Err(e) = area.put_record(&crate::labels::labels_key(&self.identity.worker_id), &labels).await {
+            warn!(error = %e, "labels not advertised");
+        }
+    }
+
+    /// The worker's queues plus the routes of them its labels satisfy (re-read every
+    /// [`ROUTES_REFRESH`]).
+    async fn lease_queues(&self) -> Vec<String> {
+        let stale = {
+            let cache = self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            cache.0.is_none_or(|at| at.elapsed() >= ROUTES_REFRESH)
+        };
+        if stale && !self.config.labels.is_empty() {
+            match self.backend.routes().await {
+                Ok(all) => {
+                    let mine = crate::labels::routes_for(&self.config.queues, &self.config.labels, &all);
+                    *self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = (Some(tokio::time::Instant::now()), mine);
+                }
+                Err(e) => debug!(error = %e, "routes not read"),
+            }
+        }
+        let mut queues = self.config.queues.clone();
+        queues.extend(self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).1.iter().cloned());
+        queues
+    }
+
     /// Leases up to `free` jobs, trying queues round-robin; only the last queue tried waits.
     async fn lease_round(&self, free: usize, next_queue: &AtomicUsize) -> Vec<LeasedJob> {
-        let n = self.config.queues.len();
+        let queues = self.lease_queues().await;
+        let n = queues.len();
         let first = next_queue.load(Ordering::Relaxed);
         for i in 0..n {
-            let queue = &self.config.queues[(first + i) % n];
+            let queue = &queues[(first + i) % n];
             let wait = if i + 1 == n { self.config.poll_wait } else { Duration::ZERO };
             match self.backend.lease(queue, &self.identity, free, wait).await {
                 Ok(jobs) if !jobs.is_empty() => {
