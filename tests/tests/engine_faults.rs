@@ -282,3 +282,32 @@ fn read_commands_work_on_a_read_only_home_and_writes_name_the_file() {
     assert_eq!(write.status.code(), Some(3), "{}", stderr(&write));
     assert!(stderr(&write).contains("readonly") && stderr(&write).contains("queue.db"), "{}", stderr(&write));
 }
+
+/// Issue 12 item 7: JSON given on the command line (`review create --metadata-json`,
+/// `train start --evaluator-config-json`) nested 50 000 levels deep (100 KB: one argument can
+/// hold at most 128 KiB on Linux) is refused with exit 2 naming the flag and the nesting limit,
+/// and nothing is stored.
+#[test]
+fn deeply_nested_json_flags_are_refused_naming_the_limit() {
+    let home = Home::embedded();
+    let deep = format!("{}{}", "[".repeat(50_000), "]".repeat(50_000));
+    let items = skillforge_tests::write(&home.path().join("items.yml"), "items:\n  - id: one\n    title: One\n    input: a change\n");
+    let items = items.display().to_string();
+    let cases: [(&[&str], &str); 2] = [
+        (&["review", "create", "--template", "planner", "--repo", "o/r", "--run", "r1", "--metadata-json"], "--metadata-json"),
+        (
+            &["train", "start", "--template", "planner", "--repo", "o/r", "--request", "x", "--yes", "--items-file", &items,
+              "--evaluator", "commit_notes_v1", "--evaluator-config-json"],
+            "--evaluator-config-json",
+        ),
+    ];
+    for (args, flag) in cases {
+        let mut argv = args.to_vec();
+        argv.push(&deep);
+        let out = home.run(&argv);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {}", stderr(&out));
+        assert!(stderr(&out).contains(flag) && stderr(&out).contains("64 levels"), "{flag}: {}", stderr(&out));
+    }
+    let jobs = home.json(&["jobs", "list"]);
+    assert_eq!(jobs.as_array().map(Vec::len), Some(0), "nothing enqueued: {jobs:#}");
+}

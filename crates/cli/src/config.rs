@@ -8,6 +8,9 @@ use serde::Deserialize;
 
 use crate::exit::CliError;
 
+mod retention;
+pub use retention::KeepSetting;
+
 /// File name of the configuration inside the home directory.
 pub const CONFIG_FILE: &str = "config.toml";
 
@@ -265,7 +268,7 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<
     })
 }
 
-/// `[queue]`: which backend.
+/// `[queue]`: which backend, and how long finished jobs are kept.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QueueConfig {
@@ -276,6 +279,11 @@ pub struct QueueConfig {
     pub transfer_ttl_secs: Option<u64>,
     /// Cap of one staged file and of one job's input files, MiB (default 512).
     pub transfer_max_mb: Option<u64>,
+    /// Succeeded jobs kept: an age (`"7d"`), a count (`10000`), both (`{ age, count }`) or
+    /// `"forever"`; default 7 days.
+    pub keep_succeeded: Option<KeepSetting>,
+    /// Failed, dead and cancelled jobs kept (same forms); default 30 days.
+    pub keep_failed: Option<KeepSetting>,
 }
 
 impl QueueConfig {
@@ -289,6 +297,14 @@ impl QueueConfig {
             limits.max_bytes = mb.saturating_mul(1 << 20);
         }
         limits
+    }
+
+    /// The retention these settings give (unset = the documented defaults).
+    ///
+    /// # Errors
+    /// Exit 2 naming the setting when one does not parse.
+    pub fn retention(&self) -> Result<skillforge_engine::retention::Retention, CliError> {
+        retention::retention(self.keep_succeeded.as_ref(), self.keep_failed.as_ref()).map_err(CliError::usage)
     }
 }
 
