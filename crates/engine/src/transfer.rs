@@ -21,7 +21,6 @@
 //! whole input set) with an error naming the file and the config key.
 
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -485,9 +484,6 @@ impl TransferArea for LocalTransfer {
         }
     }
 }
-
-/// A shared transfer area.
-pub type SharedArea = Arc<dyn TransferArea>;
 
 #[cfg(test)]
 mod tests {
