@@ -26,6 +26,7 @@ const TRIALS: usize = 5;
 
 fn make_set(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut seed = Sha256::digest(b"skillforge transfer bench").to_vec();
+    std::fs::create_dir_all(dir)?;
     let mut paths = Vec::new();
     for i in 0..FILES {
         let mut bytes = Vec::with_capacity(FILE_BYTES);
