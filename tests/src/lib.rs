@@ -8,6 +8,7 @@
 
 pub mod decide;
 pub mod fake_github;
+pub mod isolated;
 pub mod loader;
 
 use std::net::TcpListener;

@@ -520,3 +520,48 @@ fn ci_and_forge_report_to_a_running_serve_with_a_redis_fleet() {
     assert_eq!(package["feedback_context"]["feedback_source"], "automatic_trace");
     validate_training_package_json(&bytes).expect("the auto-trace export is a valid training package");
 }
+
+/// `src`'s files (a repository) copied to `dst`, with no remote: a checkout only this host sees.
+fn copy_repo(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    let status = std::process::Command::new("cp").arg("-a").arg(format!("{}/.", src.display())).arg(dst).status().unwrap();
+    assert!(status.success());
+}
+
+// Issue 20: the hard-verifier and checker legs of a harvest run on a worker that cannot see the
+// control plane's home, where the checkout lives: the checkout travels as a git bundle through
+// the queue's transfer area, the worker fetches it into its mirror cache and clones from there.
+#[test]
+fn a_worker_that_cannot_see_the_checkout_runs_the_hard_verifier_and_checker_legs() {
+    let redis = RedisServer::start();
+    let (repo, base, head) = two_commit_repo();
+    let home = Home::redis(&redis.url());
+    let checkout = home.path().join("checkout");
+    copy_repo(repo.path(), &checkout);
+    drop(repo);
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
+    attribute(&home, 8, &["--checkout", checkout.to_str().unwrap(), "--base", &base, "--runtime", "codex"]);
+    config(
+        &home,
+        &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/lib.rs\"]\ndeterministic_checkers_enabled = true\n"),
+    );
+    let _vm = Reaped(skillforge_tests::isolated::spawn_isolated_worker(&home, "vm", &[]));
+    let port = free_port();
+    let _serve = Reaped(spawn_serve(&home, port, Some(SECRET)));
+    wait_listening(&home, port);
+    outcome(&home, 8, &["--outcome", "merged", "--ci", "external", "--head", &head]);
+    let (_, package) = home.wait(Duration::from_secs(90), "the hard-verifier and checker rows", || {
+        let (bytes, package) = try_export(&home, RUN)?;
+        (package["feedback_events"].as_array().unwrap().len() == 3).then_some((bytes, package))
+    });
+    assert_eq!(feedback(&package, "hard#acme/app#8", "gitmoot-verifier")[0]["choice"], "a", "{package:#}");
+    assert_eq!(feedback(&package, "checker#acme/app#8", "gitmoot-checker").len(), 1);
+    let home_text = home.path().display().to_string();
+    for job in home.json(&["jobs", "list"]).as_array().unwrap().iter().filter(|j| j["workflow"] == "harvest") {
+        let shown = home.job(job["id"].as_str().unwrap());
+        assert!(shown["history"][0]["worker"].as_str().unwrap().starts_with("vm-"), "{shown:#}");
+        let payload = shown["payload"].to_string();
+        assert!(!payload.contains(&home_text), "no control-plane path in a fleet job: {payload}");
+        assert!(payload.contains("repo.bundle"), "the checkout travelled as a bundle: {payload}");
+    }
+}

@@ -441,3 +441,78 @@ fn a_not_logged_in_claude_blocks_option_generation_once_with_exit_3() {
         assert_eq!((job["state"].as_str(), job["attempts"].as_u64()), (Some("failed"), Some(1)), "one attempt, not retried: {job:#}");
     }
 }
+
+/// Waits until the isolated worker `name` holds its presence lock, and proves that it cannot
+/// see the control plane's home: a job testing for the domain store's file fails there.
+fn isolated_worker_ready(home: &Home, name: &str) {
+    home.wait(WAIT, "the isolated worker's presence lock", || {
+        let locks = home.json(&["locks"]);
+        locks.as_array()?.iter().any(|l| l["name"].as_str().is_some_and(|n| n.starts_with(&format!("worker:{name}-")))).then_some(())
+    });
+    let db = home.path().join("skillforge.db");
+    assert!(db.is_file(), "the control plane has its store");
+    let id = home.submit(&["--attempts", "1"], &["test", "-e", path_arg(&db)]);
+    let job = home.wait_job(&id, WAIT, "the visibility probe", |j| j["state"] == "failed" || j["state"] == "succeeded" || j["state"] == "dead");
+    assert_ne!(job["state"], "succeeded", "the isolated worker must not see the control plane's home: {job:#}");
+}
+
+// Issue 20: a worker that shares nothing with the control plane but the queue URL runs every
+// stage of a train iteration (agent option generation, the distill optimizer with worker-local
+// paths for all four flags, its attempt dir uploaded back and imported).
+#[test]
+fn a_worker_that_cannot_see_the_home_runs_a_full_train_iteration_with_distill() {
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    start(&home, true);
+    let _vm = Reaped(skillforge_tests::isolated::spawn_isolated_worker(&home, "vm", &[]));
+    isolated_worker_ready(&home, "vm");
+    generate_options(&home);
+    let version = optimize_to_candidate(&home);
+    let st = status(&home);
+    let argv: Vec<String> = st["verbose"]["optimizer"]["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+    let home_text = home.path().display().to_string();
+    for flag in ["--training-package", "--artifact-root", "--out-root", "--candidate-output"] {
+        let i = argv.iter().position(|a| a == flag).unwrap_or_else(|| panic!("{flag} in {argv:?}"));
+        assert!(argv[i + 1].starts_with("@job_dir@/") && !argv[i + 1].contains(&home_text), "{flag} is a worker-local path: {argv:?}");
+    }
+    let attempt = PathBuf::from(st["verbose"]["optimizer"]["attempt_dir"].as_str().unwrap());
+    assert!(attempt.starts_with(home.path()) && attempt.join("candidate.json").is_file(), "the attempt dir was uploaded back: {st:#}");
+    review_promote_next(&home, &version);
+    let owners = train_job_owners(&home);
+    assert!(owners.iter().any(|(s, _)| s == "optimizer") && owners.iter().all(|(_, o)| o.starts_with("vm-")), "{owners:?}");
+}
+
+// Issue 20: the optimizer SIGKILLed on the isolated worker after writing its candidate: the
+// attempt dir it left is uploaded, and `train recover` imports it from the transfer area even
+// when the control plane's copy is gone.
+#[test]
+fn train_recover_reads_the_outputs_a_sigkilled_optimizer_uploaded_from_another_machine() {
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    // The backend's script lives outside the home, as a build machine's installed tool would.
+    let tools = tempfile::tempdir().unwrap();
+    let script = write(
+        &tools.path().join("killed.sh"),
+        &format!("#!/bin/sh\n\"{}\" optimizer distill \"$@\" || exit 3\nkill -9 $$\n", bin().display()),
+    );
+    train_config(&home, &format!("[backends.killed]\ncommand = [\"sh\", \"{}\"]\n", path_arg(&script)));
+    start(&home, true);
+    let _vm = Reaped(skillforge_tests::isolated::spawn_isolated_worker(&home, "vm", &[]));
+    isolated_worker_ready(&home, "vm");
+    generate_options(&home);
+    fill_feedback(&home, true);
+    let (_, err) = run_code(&home, &["train", "continue", "--session", SESSION, "--backend", "killed"], 1);
+    assert!(err.contains("killed") && err.contains("recovery_available") && err.contains("train recover"), "{err}");
+    let st = status(&home);
+    assert_eq!(st["status_phase"], "recovery_available", "{st:#}");
+    assert!(candidates(&home).is_empty(), "nothing imported before recover");
+    let out_root = st["verbose"]["optimizer"]["out_root"].as_str().unwrap().to_owned();
+    std::fs::remove_dir_all(&out_root).unwrap();
+    run_code(&home, &["train", "recover", "--session", SESSION, "--out-root", &out_root], 0);
+    let st = status(&home);
+    assert_eq!(st["current_phase"], "candidate_created", "{st:#}");
+    assert!(Path::new(st["verbose"]["optimizer"]["attempt_dir"].as_str().unwrap()).join("candidate.json").is_file());
+    assert_eq!(candidates(&home).len(), 1);
+    run_code(&home, &["train", "recover", "--session", SESSION, "--out-root", &out_root], 0);
+    assert_eq!(candidates(&home).len(), 1, "a second recover imports nothing new");
+}

@@ -214,3 +214,55 @@ fn verify_refuses_an_idempotency_key_reused_for_other_commands() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(first["job_id"].as_str().unwrap()), "names the job holding the key: {stderr}");
 }
+
+/// Waits until the isolated worker `name` holds its presence lock.
+fn isolated_ready(home: &Home, name: &str) {
+    home.wait(std::time::Duration::from_secs(60), "the isolated worker", || {
+        let locks = home.json(&["locks"]);
+        locks.as_array()?.iter().any(|l| l["name"].as_str().is_some_and(|n| n.starts_with(&format!("worker:{name}-")))).then_some(())
+    });
+}
+
+/// `cp -a src/. dst`: a checkout inside the home, which the isolated worker cannot see.
+fn copy_into(src: &std::path::Path, dst: &std::path::Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    assert!(std::process::Command::new("cp").arg("-a").arg(format!("{}/.", src.display())).arg(dst).status().unwrap().success());
+}
+
+// Issue 20: `verify --repo` of a checkout only the control plane sees, on a worker that cannot
+// see it: with a remote holding the commit the job carries the remote's URL (nothing pushed);
+// without one, a git bundle through the transfer area. Either way the job names no local path.
+#[test]
+fn verify_on_a_worker_that_cannot_see_the_checkout_with_and_without_a_remote() {
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    let (repo, _, head) = two_commit_repo();
+    // A bare remote outside the home (the "forge"), and a clone of it inside the home.
+    let forge = tempfile::tempdir().unwrap();
+    let remote = forge.path().join("app.git");
+    git(forge.path(), &["clone", "-q", "--bare", repo.path().to_str().unwrap(), remote.to_str().unwrap()]);
+    let with_remote = home.path().join("with-remote");
+    git(home.path(), &["clone", "-q", remote.to_str().unwrap(), with_remote.to_str().unwrap()]);
+    let without_remote = home.path().join("without-remote");
+    copy_into(repo.path(), &without_remote);
+    drop(repo);
+    let _vm = Reaped(skillforge_tests::isolated::spawn_isolated_worker(&home, "vm", &[]));
+    isolated_ready(&home, "vm");
+    let home_text = home.path().display().to_string();
+    for (checkout, travels) in [(&with_remote, remote.to_str().unwrap()), (&without_remote, "repo.bundle")] {
+        let (code, report, stderr) = verify(&home, &[], checkout, &["test -f README.md"]);
+        assert_eq!(code, Some(0), "{report:#}\n{stderr}\n{}", home.logs());
+        assert_eq!((report["verdict"].as_str(), report["commit"].as_str()), (Some("pass"), Some(head.as_str())), "{report:#}");
+        let job = home.job(report["job_id"].as_str().unwrap());
+        assert!(job["history"][0]["worker"].as_str().unwrap().starts_with("vm-"), "{job:#}");
+        let payload = job["payload"].to_string();
+        assert!(payload.contains(travels) && !payload.contains(&home_text), "{payload}");
+    }
+    // A commit the remote does not have travels as a bundle: nothing is pushed.
+    git(&with_remote, &["commit", "-q", "--allow-empty", "-m", "local only"]);
+    let (code, report, stderr) = verify(&home, &[], &with_remote, &["test -f README.md"]);
+    assert_eq!(code, Some(0), "{report:#}\n{stderr}");
+    let payload = home.job(report["job_id"].as_str().unwrap())["payload"].to_string();
+    assert!(payload.contains("repo.bundle"), "{payload}");
+    assert_eq!(git(&remote, &["rev-parse", "HEAD"]), head, "the remote is unchanged");
+}

@@ -274,6 +274,11 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<
 pub struct QueueConfig {
     /// `redis://HOST:PORT[/DB]`; absent = the embedded SQLite queue.
     pub url: Option<String>,
+    /// Time to live of files staged in a Redis queue's transfer area, seconds (default 86400):
+    /// a job with files not started by then fails with a message saying they expired.
+    pub transfer_ttl_secs: Option<u64>,
+    /// Cap of one staged file and of one job's input files, MiB (default 512).
+    pub transfer_max_mb: Option<u64>,
     /// Succeeded jobs kept: an age (`"7d"`), a count (`10000`), both (`{ age, count }`) or
     /// `"forever"`; default 7 days.
     pub keep_succeeded: Option<KeepSetting>,
@@ -282,6 +287,18 @@ pub struct QueueConfig {
 }
 
 impl QueueConfig {
+    /// The transfer area's limits these keys set (defaults where unset).
+    pub fn transfer_limits(&self) -> skillforge_engine::transfer::TransferLimits {
+        let mut limits = skillforge_engine::transfer::TransferLimits::default();
+        if let Some(ttl) = self.transfer_ttl_secs {
+            limits.ttl = std::time::Duration::from_secs(ttl.max(1));
+        }
+        if let Some(mb) = self.transfer_max_mb {
+            limits.max_bytes = mb.saturating_mul(1 << 20);
+        }
+        limits
+    }
+
     /// The retention these settings give (unset = the documented defaults).
     ///
     /// # Errors

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use skillforge_engine::{EngineError, QueueBackend};
-use skillforge_engine::open::{QueueUrl, open_queue};
+use skillforge_engine::open::{QueueUrl, open_queue_with};
 use skillforge_store::Store;
 
 use crate::config::{Config, resolve_home};
@@ -47,7 +47,7 @@ impl Context {
         std::fs::create_dir_all(&self.home)
             .with_context(|| format!("create home `{}`", self.home.display()))
             .map_err(CliError::env)?;
-        open_queue(&self.queue_url).await.map_err(|e| match e {
+        open_queue_with(&self.queue_url, self.config.queue.transfer_limits()).await.map_err(|e| match e {
             // A URL that does not parse is the user's input (exit 2), not the environment.
             EngineError::Config(_) => CliError::usage(anyhow::Error::new(e).context("open the job queue")),
             // Each backend its own hint: the embedded queue is a file of the home.

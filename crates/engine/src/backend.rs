@@ -4,9 +4,11 @@
 //! the lease's token. Every policy (attempt counting, backoff with jitter, what a stale lease
 //! becomes) is decided once in the engine (`policy`), so both backends behave identically.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::EngineError;
+use crate::transfer::TransferArea;
 use crate::job::{
     CancelReply, Enqueued, ExpiredLease, Finish, FinishReply, HeartbeatReply, Job, JobSpec,
     JobState, LeaseView, LeasedJob, LockAcquire, WorkerIdentity,
@@ -227,6 +229,28 @@ pub trait QueueBackend: Send + Sync + 'static {
     /// lose part of itself this way: the default answers `None`.
     async fn check_namespace(&self) -> Result<Option<NamespaceLoss>, EngineError> {
         Ok(None)
+    }
+
+    /// The queue's transfer area (see [`crate::transfer`]): where a job's input files and
+    /// uploaded outputs live by content. Redis: chunked keys with a TTL; the embedded queue: the
+    /// blob store next to its file. `None` for a backend that has none (then a job with files
+    /// fails on the worker with a message saying so).
+    fn transfer_area(&self) -> Option<Arc<dyn TransferArea>> {
+        None
+    }
+
+    /// Whether every worker of this queue sees the control plane's disk (the embedded queue:
+    /// its workers run on the home's host), so a stage may pass paths. False for Redis: a
+    /// fleet worker may be another machine, and a stage sends its files through
+    /// [`Self::transfer_area`] instead.
+    fn shares_disk(&self) -> bool {
+        true
+    }
+
+    /// Queue names with label requirements (`<queue>@<requirements>`, [`crate::labels`]) that may
+    /// hold jobs: workers lease from the ones their labels satisfy. Default: none.
+    async fn routes(&self) -> Result<Vec<String>, EngineError> {
+        Ok(Vec::new())
     }
 }
 

@@ -87,7 +87,8 @@ pub struct IngestReport {
 }
 
 /// Applies every pending result (up to 500): per job, one store transaction records the
-/// applied result and runs `handler`; then the queue is acknowledged for that (job, fencing
+/// applied result, delivers the outputs its attempt uploaded ([`crate::transfer::deliver_outputs`],
+/// verified by hash; a failure leaves the result pending) and runs `handler`; then the queue is acknowledged for that (job, fencing
 /// token) only. A crash between commit and acknowledgement re-delivers the result, which the
 /// record turns into a no-op; a job retried and finished again between the read and the
 /// acknowledgement keeps its newer result pending, applied by the next pass. A result whose
@@ -132,6 +133,15 @@ pub async fn ingest_once(
         }
         let is_new = record_applied(&mut tx, &row).await.map_err(EngineError::sqlite)?;
         if is_new {
+            // The job's uploaded outputs are in place before its handler reads them.
+            if !job.spec.files.outputs.is_empty()
+                && let Some(area) = backend.transfer_area()
+                && let Err(e) = crate::transfer::deliver_outputs(area.as_ref(), &job).await
+            {
+                warn!(job_id = %job.id, error = %e, "the job's outputs could not be delivered; result left pending");
+                let _ = tx.rollback().await;
+                continue;
+            }
             if let Err(e) = handler.apply(&mut tx, &job).await {
                 match &e {
                     ApplyError::NoHandler { workflow, .. } => {

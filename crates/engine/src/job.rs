@@ -58,6 +58,15 @@ pub struct JobSpec {
     /// after `stale_after` like its lease.
     #[serde(default)]
     pub locks: Vec<String>,
+    /// Files the job carries by content (inputs placed in its job dir, output dirs uploaded
+    /// after the run): see [`crate::transfer`]. Empty (and absent from the JSON) for jobs whose
+    /// inputs ride in the payload.
+    #[serde(default, skip_serializing_if = "crate::transfer::JobFiles::is_empty")]
+    pub files: crate::transfer::JobFiles,
+    /// Labels a worker must advertise to lease this job (`key=value` or a bare `key`, e.g.
+    /// `os=linux`, `gpu`, `tool:git`): see [`crate::labels`]. Empty = any worker.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<String>,
 }
 
 fn retry_failed_runs_default() -> bool {
@@ -90,6 +99,8 @@ impl JobSpec {
             not_before_ms: None,
             retry_failed_runs: true,
             locks: Vec::new(),
+            files: crate::transfer::JobFiles::default(),
+            requires: Vec::new(),
         }
     }
 }

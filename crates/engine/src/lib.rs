@@ -7,12 +7,15 @@
 //! * [`worker`]: the lease → run → heartbeat → fenced result loop; [`reaper`]: stale recovery;
 //!   [`ingest`]: exactly-once application of results to the domain store; [`retention`]: how
 //!   long finished jobs are kept and the bounded pruning passes.
+//! * [`labels`]: worker labels, job label requirements and the routes between them.
+//! * [`transfer`]: a job's files by content through the queue (inputs, uploaded outputs).
 
 pub mod backend;
 pub mod error;
 pub mod health;
 pub mod ingest;
 pub mod job;
+pub mod labels;
 pub mod open;
 pub mod policy;
 pub mod reaper;
@@ -20,6 +23,7 @@ pub mod retention;
 pub mod redis;
 pub mod registry;
 pub mod sqlite;
+pub mod transfer;
 pub mod worker;
 
 pub use backend::{NamespaceLoss, QueueBackend, ReapAction};

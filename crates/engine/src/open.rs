@@ -7,6 +7,7 @@ use crate::backend::QueueBackend;
 use crate::error::EngineError;
 use crate::redis::RedisBackend;
 use crate::sqlite::SqliteBackend;
+use crate::transfer::TransferLimits;
 
 /// File name of the embedded queue inside `$SKILLFORGE_HOME`.
 pub const QUEUE_FILE: &str = "queue.db";
@@ -52,8 +53,17 @@ impl QueueUrl {
 /// # Errors
 /// [`EngineError::Config`] for an unknown scheme; the backend's error when it cannot be reached.
 pub async fn open_queue(url: &QueueUrl) -> Result<Arc<dyn QueueBackend>, EngineError> {
+    open_queue_with(url, TransferLimits::default()).await
+}
+
+/// [`open_queue`] with the transfer area's limits (`[queue] transfer_ttl_secs`,
+/// `transfer_max_mb`; they matter where content is staged: the control plane).
+///
+/// # Errors
+/// As [`open_queue`].
+pub async fn open_queue_with(url: &QueueUrl, limits: TransferLimits) -> Result<Arc<dyn QueueBackend>, EngineError> {
     Ok(match url {
         QueueUrl::Sqlite(path) => Arc::new(SqliteBackend::open(path).await?),
-        QueueUrl::Redis(u) => Arc::new(RedisBackend::connect(u, REDIS_NAMESPACE).await?),
+        QueueUrl::Redis(u) => Arc::new(RedisBackend::connect(u, REDIS_NAMESPACE).await?.with_transfer_limits(limits)),
     })
 }

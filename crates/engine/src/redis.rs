@@ -78,7 +78,9 @@
 
 mod batch;
 mod decode;
+mod routes;
 mod scripts;
+pub mod transfer;
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -133,6 +135,8 @@ pub struct RedisBackend {
     finisher: tokio::sync::mpsc::UnboundedSender<batch::Item>,
     /// The namespace epoch this backend last saw (set at connect).
     epoch: Mutex<String>,
+    /// The namespace's transfer area (`redis/transfer.rs`).
+    transfer: transfer::RedisTransfer,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -248,12 +252,13 @@ impl RedisBackend {
         let finisher = batch::spawn(conn.clone(), prefix.clone(), scripts.finish_batch.clone());
         let backend = Self {
             client,
-            conn,
-            prefix,
+            conn: conn.clone(),
+            prefix: prefix.clone(),
             scripts,
             blocking: Mutex::new(Vec::new()),
             finisher,
             epoch: Mutex::new(String::new()),
+            transfer: transfer::RedisTransfer::new(conn.clone(), prefix.clone(), crate::transfer::TransferLimits::default()),
         };
         let (epoch, _, _) = backend.read_epoch().await?;
         *backend.epoch.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = epoch;
@@ -268,6 +273,13 @@ impl RedisBackend {
         let (epoch, created, jobs): (String, i64, u64) =
             with_retry!(self, "read the namespace epoch", |c| inv.invoke_async(&mut c))?;
         Ok((epoch, created == 1, jobs))
+    }
+
+    /// This backend with the transfer area's limits set (`[queue] transfer_*` keys).
+    #[must_use]
+    pub fn with_transfer_limits(mut self, limits: crate::transfer::TransferLimits) -> Self {
+        self.transfer = transfer::RedisTransfer::new(self.conn.clone(), self.prefix.clone(), limits);
+        self
     }
 
     /// The key prefix in use, `{namespace}:`.

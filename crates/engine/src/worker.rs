@@ -18,6 +18,7 @@ use crate::job::{FinishReply, HeartbeatReply, JobState, LeasedJob, LockAcquire, 
 use crate::policy::finish_for;
 use crate::reaper::{DEFAULT_REAP_EVERY, run_reaper};
 use crate::registry::RunnerRegistry;
+use crate::transfer;
 
 /// Default grace period on shutdown before running jobs are killed and handed back.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
@@ -57,6 +58,9 @@ pub struct WorkerConfig {
     /// Where undelivered results and failing lease calls are also reported, for a process that
     /// runs this worker for its own jobs ([`WorkerHealth`]); `None` only logs them.
     pub health: Option<Arc<WorkerHealth>>,
+    /// Labels this worker advertises ([`crate::labels`]): it also leases the routes of its
+    /// queues whose requirements they satisfy. Empty = only jobs that require nothing.
+    pub labels: Vec<String>,
 }
 
 impl WorkerConfig {
@@ -72,6 +76,7 @@ impl WorkerConfig {
             scratch_root,
             poll_wait: Duration::from_millis(500),
             health: None,
+            labels: Vec::new(),
         }
     }
 }
@@ -126,12 +131,17 @@ pub struct Worker {
     config: WorkerConfig,
     backend: Arc<dyn QueueBackend>,
     registry: RunnerRegistry,
+    /// Routes this worker may lease, and when they were last read.
+    routes: Mutex<(Option<tokio::time::Instant>, Vec<String>)>,
 }
+
+/// How often a worker re-reads the backend's routes.
+const ROUTES_REFRESH: Duration = Duration::from_secs(1);
 
 impl Worker {
     /// A worker with a fresh, process-unique identity (`name-<suffix>`).
     pub fn new(config: WorkerConfig, backend: Arc<dyn QueueBackend>, registry: RunnerRegistry) -> Self {
-        Self { identity: WorkerIdentity::new(&config.name), config, backend, registry }
+        Self { identity: WorkerIdentity::new(&config.name), config, backend, registry, routes: Mutex::new((None, Vec::new())) }
     }
 
     /// This worker's identity.
@@ -154,6 +164,7 @@ impl Worker {
         info!(worker = %worker_id, host = %self.identity.host, pid = self.identity.pid,
               backend = self.backend.name(), concurrency = self.config.concurrency, "worker started");
         self.registry.on_worker_start(&self.config.scratch_root);
+        self.advertise_labels().await;
         let background = CancellationToken::new();
         let presence = tokio::spawn(hold_presence(self.backend.clone(), self.identity.clone(), background.clone()));
         let reaper = self.config.reap_every.map(|every| {
@@ -281,12 +292,47 @@ impl Worker {
         report
     }
 
+    /// Records this worker's labels in the transfer area (`workers/<id>`) on a queue whose
+    /// workers may be other machines, so waiting commands can tell when none can take a job.
+    async fn advertise_labels(&self) {
+        if self.backend.shares_disk() {
+            return;
+        }
+        let Some(area) = self.backend.transfer_area() else { return };
+        let labels = serde_json::to_vec(&self.config.labels).unwrap_or_default();
+        if let Err(e) = area.put_record(&crate::labels::labels_key(&self.identity.worker_id), &labels).await {
+            warn!(error = %e, "labels not advertised");
+        }
+    }
+
+    /// The worker's queues plus the routes of them its labels satisfy (re-read every
+    /// [`ROUTES_REFRESH`]).
+    async fn lease_queues(&self) -> Vec<String> {
+        let stale = {
+            let cache = self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            cache.0.is_none_or(|at| at.elapsed() >= ROUTES_REFRESH)
+        };
+        if stale && !self.config.labels.is_empty() {
+            match self.backend.routes().await {
+                Ok(all) => {
+                    let mine = crate::labels::routes_for(&self.config.queues, &self.config.labels, &all);
+                    *self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = (Some(tokio::time::Instant::now()), mine);
+                }
+                Err(e) => debug!(error = %e, "routes not read"),
+            }
+        }
+        let mut queues = self.config.queues.clone();
+        queues.extend(self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).1.iter().cloned());
+        queues
+    }
+
     /// Leases up to `free` jobs, trying queues round-robin; only the last queue tried waits.
     async fn lease_round(&self, free: usize, next_queue: &AtomicUsize) -> Vec<LeasedJob> {
-        let n = self.config.queues.len();
+        let queues = self.lease_queues().await;
+        let n = queues.len();
         let first = next_queue.load(Ordering::Relaxed);
         for i in 0..n {
-            let queue = &self.config.queues[(first + i) % n];
+            let queue = &queues[(first + i) % n];
             let wait = if i + 1 == n { self.config.poll_wait } else { Duration::ZERO };
             match self.backend.lease(queue, &self.identity, free, wait).await {
                 Ok(jobs) if !jobs.is_empty() => {
@@ -312,6 +358,11 @@ impl Worker {
         }
         Vec::new()
     }
+}
+
+/// This worker's own executable, for [`transfer::WORKER_EXE`] (`skillforge` itself).
+fn worker_exe() -> String {
+    std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "skillforge".to_owned())
 }
 
 /// Whether `root` (the parent of every scratch dir; `opened`: the same directory opened
@@ -474,23 +525,7 @@ impl JobTask {
                     job.spec.kind,
                     self.registry.kinds().join(", ")
                 )),
-                Some(runner) => {
-                    // The scratch dir is only a path: a runner that needs it creates it
-                    // (no file-system work on the async threads for the jobs that do not).
-                    let spec = RunSpec {
-                        job_id: job.id.clone(),
-                        payload: job.spec.payload.clone(),
-                        timeout: Duration::from_millis(job.spec.timeout_ms),
-                    };
-                    let ctx = RunContext {
-                        cancel: cancel.clone(),
-                        heartbeat: Arc::new(|_| {}),
-                        scratch_dir: scratch_dir.clone(),
-                        attempt: job.attempts,
-                        fencing_token: token,
-                    };
-                    runner.run(&spec, &ctx).await.map_err(|e| e.to_string())
-                }
+                Some(runner) => self.run_runner(runner.as_ref(), &job, token, &scratch_dir, &cancel).await,
             };
             done.cancel();
             let _ = heartbeat.await;
@@ -557,6 +592,61 @@ impl JobTask {
 }
 
 impl JobTask {
+    /// Runs `job` on `runner`. A job with files ([`crate::transfer`]) first gets its job dir
+    /// `<scratch>/job` with the inputs materialized (verified by hash) and its payload's
+    /// placeholders filled; its output dirs are uploaded when the runner returns, whatever the
+    /// outcome, before the result is sent. A failed materialization is a job that could not
+    /// run; a failed upload turns the outcome into an error naming both.
+    async fn run_runner(
+        &self,
+        runner: &dyn skillforge_runner::Runner,
+        job: &crate::job::Job,
+        token: u64,
+        scratch_dir: &std::path::Path,
+        cancel: &CancellationToken,
+    ) -> Result<skillforge_runner::RunOutcome, String> {
+        let files = &job.spec.files;
+        let mut payload = job.spec.payload.clone();
+        let job_dir = scratch_dir.join(transfer::JOB_DIR_NAME);
+        let area = if files.is_empty() {
+            None
+        } else {
+            let Some(area) = self.backend.transfer_area() else {
+                return Err(format!("the job carries files but the `{}` queue has no transfer area", self.backend.name()));
+            };
+            transfer::fill_placeholders(&mut payload, &job_dir.display().to_string(), &worker_exe());
+            transfer::prepare_job_dir(area.as_ref(), files, &job_dir)
+                .await
+                .map_err(|e| format!("worker `{}`: materialize the job's input files: {e}", self.identity.worker_id))?;
+            Some(area)
+        };
+        // The scratch dir is only a path: a runner that needs it creates it (no file-system
+        // work on the async threads for the jobs that do not).
+        let spec = RunSpec { job_id: job.id.clone(), payload, timeout: Duration::from_millis(job.spec.timeout_ms) };
+        let ctx = RunContext {
+            cancel: cancel.clone(),
+            heartbeat: Arc::new(|_| {}),
+            scratch_dir: scratch_dir.to_path_buf(),
+            attempt: job.attempts,
+            fencing_token: token,
+        };
+        let result = runner.run(&spec, &ctx).await.map_err(|e| e.to_string());
+        let Some(area) = area.filter(|_| !files.outputs.is_empty()) else { return result };
+        match transfer::upload_outputs(area.as_ref(), &job.id, token, files, &job_dir).await {
+            Ok(dirs) => {
+                info!(files = dirs.iter().map(|d| d.files.len()).sum::<usize>(), "job outputs uploaded");
+                result
+            }
+            Err(e) => {
+                let ran = match &result {
+                    Ok(outcome) => format!("the run ended {}", outcome.exit.label()),
+                    Err(why) => why.clone(),
+                };
+                Err(format!("{ran}; upload the job's outputs: {e}"))
+            }
+        }
+    }
+
     /// Takes every lock of `job.spec.locks`, all or none, retrying every `every` while another
     /// holder has one (the lease keeps heartbeating meanwhile). Returns the held (name, token)
     /// pairs; empty when `cancel` fired first.

@@ -68,6 +68,21 @@ pub fn parse_payload<P: RunnerPayload + DeserializeOwned>(spec: &RunSpec) -> Res
     P::deserialize(&spec.payload).map_err(|e| RunnerError::InvalidPayload { runner: P::KIND, message: e.to_string() })
 }
 
+/// Where a worker fetches a repository from (the `fetch` field of the `sandbox` and `checker`
+/// payloads; issue 20): a URL `git fetch` understands — a remote's URL, or a git bundle placed in
+/// the job dir by the transfer area — fetched into the worker's mirror cache under `key`, then
+/// cloned from there with `git clone --local`. A job for a fleet names its repository this way,
+/// never by a path on the control plane's disk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepoFetch {
+    /// `https://…`, `ssh://…`, `git@host:path`, `/srv/git/app.git`, or a bundle file.
+    pub url: String,
+    /// The mirror this fetch goes into: the URL for a remote; `bundle:<hash of the control
+    /// plane's host and checkout>` for bundles, so successive bundles of one checkout fetch into
+    /// one mirror.
+    pub key: String,
+}
+
 /// Callback the runner calls to report liveness (and optionally progress text).
 pub type HeartbeatFn = Arc<dyn Fn(Option<&str>) + Send + Sync>;
 

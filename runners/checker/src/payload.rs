@@ -35,6 +35,10 @@ pub struct CheckerPayload {
     /// `diff_size` soft cap and zero point; 400/800 changed lines when absent.
     #[serde(default)]
     pub diff_size: Option<DiffSizeConfig>,
+    /// Fetch the repository from here into the worker's mirror cache instead of opening `repo`
+    /// (then only a label): how a job for a fleet names its repository (issue 20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetch: Option<skillforge_runner::RepoFetch>,
 }
 
 fn default_checkers() -> Vec<Checker> {
@@ -56,6 +60,7 @@ impl CheckerPayload {
             diff: None,
             checkers,
             diff_size: None,
+            fetch: None,
         }
     }
 
@@ -68,6 +73,7 @@ impl CheckerPayload {
             diff: Some(text.into()),
             checkers,
             diff_size: None,
+            fetch: None,
         }
     }
 

@@ -130,7 +130,20 @@ impl Runner for CheckerRunner {
     /// [`RunnerError::InvalidPayload`] for a bad payload; [`RunnerError::Other`] with the
     /// [`CheckerError`] message when the diff or repository cannot be read.
     async fn run(&self, spec: &RunSpec, ctx: &RunContext) -> Result<RunOutcome, RunnerError> {
-        let payload: CheckerPayload = parse_payload(spec)?;
+        let mut payload: CheckerPayload = parse_payload(spec)?;
+        if let Some(fetch) = payload.fetch.clone() {
+            // A fleet job's repository: read from this worker's mirror cache.
+            let root = skillforge_runner_process::mirror::mirror_root(&ctx.scratch_dir);
+            let revs: Vec<String> = [&payload.base, &payload.head].into_iter().flatten().cloned().collect();
+            let mirror = tokio::task::spawn_blocking(move || {
+                let revs: Vec<&str> = revs.iter().map(String::as_str).collect();
+                skillforge_runner_process::mirror::ensure_mirror(&root, &fetch, &revs)
+            })
+            .await
+            .map_err(|e| RunnerError::Other(format!("mirror task failed: {e}")))?
+            .map_err(RunnerError::Other)?;
+            payload.repo = Some(mirror);
+        }
         payload
             .validate()
             .map_err(|message| RunnerError::InvalidPayload {

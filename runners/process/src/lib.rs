@@ -20,6 +20,8 @@ mod capture;
 mod censor;
 mod classify;
 #[cfg(feature = "exec")]
+pub mod mirror;
+#[cfg(feature = "exec")]
 mod orphans;
 mod payload;
 #[cfg(feature = "exec")]

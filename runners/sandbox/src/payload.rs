@@ -73,6 +73,11 @@ pub struct SandboxPayload {
     /// worker needs a container engine ([`crate::ContainerExec`]). Absent = no container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// Fetch the repository from here into the worker's mirror cache instead of opening
+    /// `repo` (then only a label in logs): how a job for a fleet names its repository
+    /// (issue 20). Absent = `repo` is a path on the worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetch: Option<skillforge_runner::RepoFetch>,
 }
 
 /// Worker variables a sandbox command inherits: the process runner's default allowlist plus
@@ -120,6 +125,7 @@ impl SandboxPayload {
             env: BTreeMap::new(),
             confinement: ConfinementMode::Auto,
             image: None,
+            fetch: None,
         }
     }
 

@@ -59,7 +59,18 @@ impl Runner for SandboxRunner {
     /// otherwise as [`verify`]. A failing or skipped verification is `Ok`. On cancel, kills the
     /// running command, removes the sandbox and returns `Ok` with `Killed`.
     async fn run(&self, spec: &RunSpec, ctx: &RunContext) -> Result<RunOutcome, RunnerError> {
-        let payload = SandboxPayload::from_json(&spec.payload)?;
+        let mut payload = SandboxPayload::from_json(&spec.payload)?;
+        if let Some(fetch) = payload.fetch.clone() {
+            // A fleet job's repository: fetched into this worker's mirror cache, then cloned
+            // from the mirror like any live repository (hard links, origin removed).
+            let root = skillforge_runner_process::mirror::mirror_root(&ctx.scratch_dir);
+            let rev = payload.rev.clone();
+            let mirror = tokio::task::spawn_blocking(move || skillforge_runner_process::mirror::ensure_mirror(&root, &fetch, &[&rev]))
+                .await
+                .map_err(|e| RunnerError::Other(format!("mirror task failed: {e}")))?
+                .map_err(|e| RunnerError::Other(format!("on worker {}: {e}", crate::error::worker_host())))?;
+            payload.repo = mirror;
+        }
         let budget = payload.run_budget(spec.timeout);
         tracing::info!(
             job_id = %spec.job_id, runner = SandboxPayload::KIND, repo = %payload.repo.display(),

@@ -71,6 +71,10 @@ pub struct SubmitArgs {
     /// A named resource lock the job holds while it runs (repeatable); jobs sharing a lock never overlap.
     #[arg(long = "lock", value_name = "NAME")]
     locks: Vec<String>,
+    /// A label the worker must advertise (`KEY=VALUE` or `KEY`, repeatable; `skillforge worker
+    /// --label`): the job waits, saying so, until such a worker is live.
+    #[arg(long = "require", value_name = "LABEL")]
+    requires: Vec<String>,
     /// Environment for the command, `NAME=VALUE` (repeatable); how secrets reach it, never argv.
     #[arg(long = "env", value_name = "NAME=VALUE")]
     env: Vec<String>,
@@ -158,6 +162,11 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
     spec.stale_after_ms = secs("stale-after", args.stale_after)?;
     spec.idempotent = !args.non_idempotent;
     spec.locks = args.locks.clone();
+    if args.requires.iter().any(|r| r.trim().is_empty() || r.contains([',', '@'])) {
+        return Err(CliError::usage(anyhow!("--require: a label is `KEY` or `KEY=VALUE`, without `,` or `@`")));
+    }
+    spec.requires = skillforge_engine::labels::normalize(&args.requires);
+    spec.queue = skillforge_engine::labels::route(&spec.queue, &spec.requires);
     if spec.stale_after_ms <= spec.heartbeat_ms {
         return Err(CliError::usage(anyhow!(
             "--stale-after ({}s) must be longer than --heartbeat ({}s)",
@@ -400,13 +409,20 @@ async fn show(ctx: &Context, id: &str) -> CliResult {
     let now = backend.now_ms().await?;
     let store = ctx.store().await?;
     let applied = skillforge_store::applied::applied_for_job(store.pool(), id).await.map_err(CliError::env)?;
+    let note = skillforge_engine::labels::unmet_note(backend.as_ref(), &job).await?;
     if ctx.json {
         let mut value = job_json(&job, now);
         value["applied"] = applied_json(&applied);
+        if let Some(n) = &note {
+            value["routing_note"] = json!(n);
+        }
         print_json(&value);
         return Ok(OK);
     }
     println!("job        {}", job.id);
+    if let Some(n) = &note {
+        println!("note       {n}");
+    }
     println!("state      {}{}", job.state, outcome_suffix(&job));
     println!("what       {} ({}/{}, runner {})", describe(&job), job.spec.workflow, job.spec.stage, job.spec.kind);
     println!("queue      {}", job.spec.queue);

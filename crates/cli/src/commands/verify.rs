@@ -10,6 +10,7 @@ use skillforge_runner_sandbox::{ConfinementMode, SandboxPayload, Verdict, Verify
 
 use crate::control::args::secs;
 use crate::control::waiter::{await_job, enqueue_checked};
+use skillforge_workflows::stage::repo::RepoError;
 use crate::context::Context;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, ENVIRONMENT, OK};
 use crate::output::{age, print_json};
@@ -85,7 +86,7 @@ pub async fn run(ctx: &Context, args: VerifyArgs) -> CliResult {
     if args.timeout == 0 {
         return Err(CliError::usage(anyhow!("--timeout must be at least 1 second")));
     }
-    // Resolve a relative path on this machine; a fleet worker must see the same absolute path.
+    // Resolve a relative path on this machine (a fleet gets a URL or a bundle instead, below).
     let repo = std::path::absolute(&args.repo)
         .map_err(|e| CliError::usage(anyhow!("repository path `{}`: {e}", args.repo.display())))?;
     let mut payload = SandboxPayload::new(repo, args.rev.clone(), args.commands.clone());
@@ -112,6 +113,11 @@ pub async fn run(ctx: &Context, args: VerifyArgs) -> CliResult {
     }
 
     let backend = ctx.queue().await?;
+    // A fleet that does not share this disk gets the checkout's remote URL or a bundle.
+    skillforge_workflows::stage::repo::route_repository(backend.as_ref(), &mut spec).await.map_err(|e| match e {
+        RepoError::Invalid(m) => CliError::usage(anyhow!(m)),
+        RepoError::Env(m) => CliError::env(anyhow!(m)),
+    })?;
     let enqueued = enqueue_checked(backend.as_ref(), &spec).await?;
     if args.no_wait {
         if ctx.json {

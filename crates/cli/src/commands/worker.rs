@@ -26,6 +26,10 @@ pub struct WorkerArgs {
     /// Seconds running jobs may go on after SIGTERM before they are killed and handed back.
     #[arg(long = "grace", value_name = "SECS")]
     grace_secs: Option<u64>,
+    /// A label this worker advertises, `KEY=VALUE` or `KEY` (repeatable): it also runs jobs
+    /// that require it. `os=…`, `arch=…` and `tool:<name>` for tools on PATH are added.
+    #[arg(long = "label", value_name = "LABEL")]
+    labels: Vec<String>,
 }
 
 /// Runs the worker until a signal, then prints what it did. Exits 3 (environment) naming the
@@ -42,9 +46,13 @@ pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
     if let Some(g) = args.grace_secs.or(ctx.config.worker.grace_secs) {
         config.grace = Duration::from_secs(g);
     }
+    let mut labels = args.labels;
+    labels.extend(skillforge_engine::labels::detect());
+    config.labels = skillforge_engine::labels::normalize(&labels);
     let worker = Worker::new(config, backend, crate::runners::all());
     let identity = worker.identity().clone();
-    eprintln!("worker {} (host {}, pid {}) on {}", identity.worker_id, identity.host, identity.pid, queue_label(ctx));
+    let labels_shown = skillforge_engine::labels::normalize(&labels).join(", ");
+    eprintln!("worker {} (host {}, pid {}) on {}; labels {}", identity.worker_id, identity.host, identity.pid, queue_label(ctx), labels_shown);
     let report = worker.run(shutdown_on_signal()).await;
     if ctx.json {
         print_json(&serde_json::json!({

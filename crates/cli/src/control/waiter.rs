@@ -81,6 +81,7 @@ impl<'a> CliJobs<'a> {
         let started = Instant::now();
         let mut next_worker_check = started;
         let mut noted_no_worker = false;
+        let mut noted_unmet = false;
         let mut local: Option<(CancellationToken, tokio::task::JoinHandle<()>)> = None;
         let health = Arc::new(WorkerHealth::default());
         let mut delay = POLL_FIRST;
@@ -107,6 +108,19 @@ impl<'a> CliJobs<'a> {
             }
             if local.is_none() && Instant::now() >= next_worker_check {
                 next_worker_check = Instant::now() + WORKER_CHECK_EVERY;
+                if !noted_unmet && started.elapsed() >= NO_WORKER_NOTE_AFTER {
+                    // A job that requires labels no live worker has says so instead of waiting silently.
+                    for job in jobs.iter().filter(|j| j.state == JobState::Queued && !j.spec.requires.is_empty()) {
+                        if let Some(note) = skillforge_engine::labels::unmet_note(self.queue.as_ref(), job).await? {
+                            noted_unmet = true;
+                            match &bar {
+                                Some(b) => b.println(format!("note: {note}")),
+                                None => eprintln!("note: {note}"),
+                            }
+                            break;
+                        }
+                    }
+                }
                 if !has_live_worker(self.queue.as_ref()).await? {
                     if can_run_locally {
                         let queues: BTreeSet<String> = jobs.iter().map(|j| j.spec.queue.clone()).collect();

@@ -23,7 +23,20 @@ impl QueueBackend for RedisBackend {
         "redis"
     }
 
+    fn transfer_area(&self) -> Option<std::sync::Arc<dyn crate::transfer::TransferArea>> {
+        Some(std::sync::Arc::new(self.transfer.clone()))
+    }
+
+    fn shares_disk(&self) -> bool {
+        false
+    }
+
+    async fn routes(&self) -> Result<Vec<String>, EngineError> {
+        self.all_routes().await
+    }
+
     async fn enqueue(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
+        self.note_route(&spec.queue).await?;
         let id = new_job_id();
         let spec_json = serde_json::to_string(spec)
             .map_err(|e| EngineError::redis(format!("encode job spec: {e}")))?;

@@ -22,6 +22,16 @@ impl QueueBackend for SqliteBackend {
         "sqlite"
     }
 
+    async fn routes(&self) -> Result<Vec<String>, EngineError> {
+        self.queued_routes().await
+    }
+
+    /// The blob store next to the queue file (`<home>/blobs` for `<home>/queue.db`).
+    fn transfer_area(&self) -> Option<std::sync::Arc<dyn crate::transfer::TransferArea>> {
+        let root = self.inner.path.parent().unwrap_or(std::path::Path::new(".")).join("blobs");
+        Some(std::sync::Arc::new(crate::transfer::LocalTransfer::new(root, crate::transfer::TransferLimits::default())))
+    }
+
     async fn enqueue(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
         let now = now_ms();
         let mut tx = self.begin("enqueue").await?;

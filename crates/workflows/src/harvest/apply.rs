@@ -415,7 +415,16 @@ pub async fn dispatch_legs(
     let mut out = Vec::new();
     for dispatch in legs {
         let key = dispatch.spec.idempotency_key.clone().unwrap_or_default();
-        let enqueued = crate::stage::submit_recorded(backend, store, &dispatch.spec).await;
+        // On a fleet the checkout travels as a URL or a bundle, never as this host's path.
+        let mut spec = dispatch.spec.clone();
+        if dispatch.leg == Leg::Review && !backend.shares_disk() && let Some(workdir) = spec.payload.get_mut("workdir") {
+            // The reviewer reads the diff in its prompt; this host's checkout is not its workdir there.
+            *workdir = serde_json::Value::Null;
+        }
+        let enqueued = match crate::stage::repo::route_repository(backend, &mut spec).await {
+            Ok(()) => crate::stage::submit_recorded(backend, store, &spec).await,
+            Err(e) => Err(skillforge_engine::EngineError::Config(format!("repository of the {} leg: {e}", dispatch.leg.name()))),
+        };
         let mut tx = store.begin().await?;
         match enqueued {
             Ok(e) => {

@@ -82,6 +82,11 @@ pub struct StageDef {
     /// status_phase values the stage reports (facts §3).
     #[serde(default)]
     pub status_phases: Vec<String>,
+    /// Labels a worker must advertise to run this stage's jobs (`os=linux`, `gpu`,
+    /// `tool:podman`; see `skillforge_engine::labels`). Default: none (any worker). An override
+    /// file replaces the list.
+    #[serde(default)]
+    pub requires: Vec<String>,
 }
 
 fn default_true() -> bool {
@@ -106,6 +111,7 @@ struct StageOverride {
     attempts: Option<u32>,
     idempotent: Option<bool>,
     retry_failed_runs: Option<bool>,
+    requires: Option<Vec<String>>,
 }
 
 /// A family's tables besides `[stages]` (train: `[backends.NAME]`). Deserialized strictly from
@@ -276,6 +282,9 @@ impl<S: Sections> WorkflowDef<S> {
             }
             if let Some(v) = o.idempotent {
                 stage.idempotent = v;
+            }
+            if let Some(v) = o.requires {
+                stage.requires = v;
             }
             if let Some(v) = o.retry_failed_runs {
                 stage.retry_failed_runs = v;

@@ -11,8 +11,9 @@ impl StageDef {
     /// `runner` in `workflows/<family>.toml` names the same kind; each family's tests check it),
     /// workflow and stage from the definition, `idempotency_key` (a second enqueue with the same
     /// key returns the first job), attempts, heartbeat, stale threshold, `idempotent` and
-    /// `retry_failed_runs` from the stage; timeout `timeout_secs + setup_secs` (in ms). Queue and
-    /// locks are the engine's defaults; a caller that needs a lock adds it to the returned spec.
+    /// `retry_failed_runs` from the stage; timeout `timeout_secs + setup_secs` (in ms); the
+    /// stage's `requires` labels, with the queue their route (`default@gpu`). Queue and
+    /// locks are otherwise the engine's defaults; a caller that needs a lock adds it to the returned spec.
     ///
     /// # Errors
     /// [`PayloadError`] when `payload` does not serialize (never a `null` payload).
@@ -28,6 +29,10 @@ impl StageDef {
         spec.stale_after_ms = self.stale_after_secs * 1000;
         spec.idempotent = self.idempotent;
         spec.retry_failed_runs = self.retry_failed_runs;
+        if !self.requires.is_empty() {
+            spec.requires = skillforge_engine::labels::normalize(&self.requires);
+            spec.queue = skillforge_engine::labels::route(&spec.queue, &spec.requires);
+        }
         Ok(spec)
     }
 }
@@ -55,6 +60,7 @@ mod tests {
             idempotent: false,
             retry_failed_runs: false,
             status_phases: Vec::new(),
+            requires: Vec::new(),
         }
     }
 

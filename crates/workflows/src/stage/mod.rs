@@ -1,11 +1,13 @@
 //! The stage core every workflow family uses: stage definitions as data ([`def`]:
 //! `workflows/<family>.toml` with `<home>` overrides), one job builder ([`StageDef::job`]) and one
-//! port to run jobs ([`jobs::StageJobs`], implemented once by the CLI).
+//! port to run jobs ([`jobs::StageJobs`], implemented once by the CLI); [`repo`]: a job's repository
+//! as a fetchable URL or a bundle for a fleet that does not share this disk.
 
 pub mod def;
 pub mod job;
 pub mod jobs;
 pub mod lost;
+pub mod repo;
 
 pub use def::{NoSections, Sections, StageDef, StageSource, StagesError, WorkflowDef};
 pub use lost::{LostWork, lost_work};

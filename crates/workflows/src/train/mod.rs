@@ -8,6 +8,8 @@
 //! * [`items`], [`meta`]: the items file and what sessions/iterations record;
 //! * [`generation`]: option-generation jobs and the [`TrainResultHandler`];
 //! * [`optimizer`]: backend preflight, the optimizer job, attempt dirs and the import gate;
+//! * [`fleet`]: the optimizer's files through the queue's transfer area when workers do not
+//!   share this disk (worker-local paths for the four flags, the attempt dir uploaded back);
 //! * [`session`]: what every step shares (report, continue request, load, advance, save);
 //! * [`steps`]: the steps, one per file (start, generate, review, evaluate, optimize, decide,
 //!   recover); [`control`]: `continue` as a table from state to step, and the steps' entry points;
@@ -19,6 +21,7 @@
 //! the only thing that moves an iteration past its gates.
 
 pub mod control;
+pub mod fleet;
 pub mod generation;
 pub mod items;
 pub mod meta;

@@ -109,8 +109,15 @@ pub fn preflight(
     let bin = skillforge_bin.display().to_string();
     let mut argv: Vec<String> = def.command.iter().map(|a| a.replace(SKILLFORGE_BIN_PLACEHOLDER, &bin)).collect();
     let program = argv[0].clone();
-    let resolved = resolve_program(&program)
-        .ok_or_else(|| BackendError::MissingExecutable { name: name.to_owned(), program: program.clone() })?;
+    // A fleet worker runs its own skillforge: nothing to resolve on this machine.
+    let resolved = if program == skillforge_engine::transfer::WORKER_EXE {
+        program.clone()
+    } else {
+        resolve_program(&program)
+            .ok_or_else(|| BackendError::MissingExecutable { name: name.to_owned(), program: program.clone() })?
+            .display()
+            .to_string()
+    };
     let candidate_output = attempt_dir.join(CANDIDATE_FILE);
     for (flag, value) in [
         ("--training-package", training_package),
@@ -126,7 +133,7 @@ pub fn preflight(
         backend: name.to_owned(),
         description: def.description.clone(),
         program,
-        resolved_program: Some(resolved.display().to_string()),
+        resolved_program: Some(resolved),
         argv,
         attempt_dir: attempt_dir.display().to_string(),
         candidate_output: candidate_output.display().to_string(),

@@ -5,12 +5,14 @@ use std::path::{Path, PathBuf};
 
 use skillforge_contract::{serialize_package, validate_training_package};
 use skillforge_engine::JobState;
+use skillforge_engine::transfer;
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::review::package::{PackageError, training_package};
 use skillforge_store::train::{IterationRow, SessionRow, set_candidate_version};
 
 use crate::train::meta::IterationMeta;
-use crate::train::optimizer::{GateResult, attempt_dir, completed_attempt, import_gate, optimizer_job, preflight};
+use crate::train::fleet;
+use crate::train::optimizer::{CANDIDATE_FILE, GateResult, attempt_dir, completed_attempt, import_gate, optimizer_job, preflight};
 use crate::train::phase::is_config_error;
 use crate::train::stages::DEFAULT_BACKEND;
 use crate::train::{TrainEnv, TrainError};
@@ -69,6 +71,9 @@ pub(crate) async fn run_optimizer(
             Some(JobState::Succeeded) => false,
             Some(JobState::Stale) | Some(JobState::Failed | JobState::Dead | JobState::Cancelled) | None => {
                 // Recovery: a completed package in this attempt is imported; otherwise a new attempt.
+                if let Some(job) = &job {
+                    fleet::deliver(env.queue.as_ref(), job).await?;
+                }
                 if let Some((dir, file)) = completed_attempt(Path::new(&meta.optimizer.attempt_dir)) {
                     if state == Some(JobState::Stale) {
                         let _ = env.queue.cancel(&job_id).await;
@@ -107,8 +112,16 @@ pub(crate) async fn run_optimizer(
         meta.optimizer.status = "preflight_running".into();
         save_meta(env, it, &meta).await?;
         let training = PathBuf::from(&meta.export.path);
-        let artifact_root = BlobStore::in_home(env.home).root().to_path_buf();
-        let pre = match preflight(env.workflow, &backend, &env.skillforge_bin, &training, &artifact_root, &dir, &session.id) {
+        let blobs = BlobStore::in_home(env.home);
+        // A fleet that does not share this disk gets worker-local paths (train/fleet.rs).
+        let fleet = !env.queue.shares_disk();
+        let (bin, package_arg, root_arg, out_arg) = if fleet {
+            let p = |s: String| PathBuf::from(s);
+            (p(transfer::WORKER_EXE.to_owned()), p(fleet::training_package_path()), p(fleet::artifact_root_path()), p(fleet::out_root_path()))
+        } else {
+            (env.skillforge_bin.clone(), training.clone(), blobs.root().to_path_buf(), dir.clone())
+        };
+        let pre = match preflight(env.workflow, &backend, &bin, &package_arg, &root_arg, &out_arg, &session.id) {
             Ok(p) => p,
             Err(e) => {
                 meta.optimizer.status = "failed".into();
@@ -127,17 +140,20 @@ pub(crate) async fn run_optimizer(
             pre.backend,
             if pre.description.is_empty() { "configured" } else { &pre.description },
             pre.resolved_program.as_deref().unwrap_or("?"),
-            pre.attempt_dir,
+            if fleet { format!("{} (on the worker {}, uploaded here when it ends)", dir.display(), pre.attempt_dir) } else { pre.attempt_dir.clone() },
             pre.lock,
             pre.argv.join(" ")
         ));
-        let spec = optimizer_job(env.workflow.stage("optimizer"), &pre, format!("{}:{}:optimizer:attempt-{attempt:03}", session.id, it.id))?;
+        let mut spec = optimizer_job(env.workflow.stage("optimizer"), &pre, format!("{}:{}:optimizer:attempt-{attempt:03}", session.id, it.id))?;
+        if fleet {
+            spec.files = fleet::stage_inputs(env.queue.as_ref(), &training, &blobs, &dir).await?;
+        }
         let enqueued = env.jobs.submit(&spec).await?;
         meta.optimizer.attempt = attempt;
         meta.optimizer.argv = pre.argv.clone();
         meta.optimizer.job_id = enqueued.job_id.clone();
-        meta.optimizer.attempt_dir = pre.attempt_dir.clone();
-        meta.optimizer.candidate_output = pre.candidate_output.clone();
+        meta.optimizer.attempt_dir = dir.display().to_string();
+        meta.optimizer.candidate_output = dir.join(CANDIDATE_FILE).display().to_string();
         meta.optimizer.status = "running".into();
         meta.optimizer.optimizer_attempt_state = "running".into();
         meta.optimizer.error.clear();
@@ -154,6 +170,7 @@ pub(crate) async fn run_optimizer(
         return Ok(false);
     }
     let job = env.jobs.wait(std::slice::from_ref(&job_id), "optimizer").await?.remove(0);
+    fleet::deliver(env.queue.as_ref(), &job).await?;
     match job.state {
         JobState::Succeeded => {
             meta.optimizer.status = "succeeded".into();
