@@ -9,6 +9,7 @@ use skillforge_runner_agent::AgentPayload;
 
 use super::OptimizeError;
 use super::brief;
+use super::judging;
 use super::delegation;
 use super::decide::{self, DecideConfig, DecideInput, DecideResult, Decision, Measured, NextMeasurement};
 use super::git;
@@ -93,9 +94,9 @@ pub async fn submit_worker(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32) -> Result
     payload.workdir = Some(worktree);
     payload.timeout_secs = ctx.spec.execution.worker_timeout_seconds;
     payload.transcript_path = Some(ctx.root.root.join("transcripts").join(format!("exp-{n:03}.jsonl")));
-    let payload = serde_json::to_value(&payload).map_err(|e| OptimizeError::Invalid(e.to_string()))?;
     let timeout = ctx.spec.execution.worker_timeout_seconds.map(std::time::Duration::from_secs);
-    ctx.port.submit(ctx.stages.job("experiment", payload, wait.observable.clone(), timeout, &ctx.queue)).await
+    let spec = ctx.job("experiment", &payload, wait.observable.clone(), timeout)?;
+    ctx.port.submit(&spec).await.map(|e| e.job_id).map_err(|e| OptimizeError::Queue(format!("enqueue the exp-{n:03} worker: {e}")))
 }
 
 /// Waits for the worker, enforces the scope (reverting out-of-scope changes, O-01) and records
@@ -105,7 +106,7 @@ async fn collect_worker(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Resul
         return Ok(done);
     }
     let id = submit_worker(ctx, log, n).await?;
-    let job = ctx.port.wait(&id).await?;
+    let job = ctx.port.wait(std::slice::from_ref(&id), "experiment running").await.map_err(|e| OptimizeError::Queue(format!("wait for the exp-{n:03} worker: {e}")))?.pop().ok_or_else(|| OptimizeError::Queue(format!("job {id} vanished")))?;
     let worktree = ctx.root.experiment_worktree(n);
     let message = job.outcome.as_ref().and_then(|o| o.detail.get("final_message")).and_then(|m| m.as_str()).unwrap_or("").to_owned();
     let result = if passed(&job) {
@@ -201,10 +202,8 @@ pub async fn collect(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(
             if ctx.spec.measurement.stability.mode == super::spec::StabilityMode::Ladder
                 && let Some(smoke) = &ctx.spec.measurement.smoke_command
             {
-                let payload = serde_json::to_value(measure::payload(smoke, &worktree, ctx.spec.measurement.working_directory.as_deref(), Default::default())).map_err(|e| OptimizeError::Invalid(e.to_string()))?;
-                let job = ctx.stages.job("measurement", payload, ctx.key(&format!("exp-{n:03}:smoke")), Some(std::time::Duration::from_secs(ctx.spec.measurement.timeout_secs())), &ctx.queue);
-                let id = ctx.port.submit(job).await?;
-                let job = ctx.port.wait(&id).await?;
+                let payload = measure::payload(smoke, &worktree, ctx.spec.measurement.working_directory.as_deref(), Default::default());
+                let job = ctx.run_one(ctx.job("measurement", &payload, ctx.key(&format!("exp-{n:03}:smoke")), Some(std::time::Duration::from_secs(ctx.spec.measurement.timeout_secs())))?, "smoke check").await?;
                 if !passed(&job) {
                     let label = job.outcome.as_ref().map_or_else(|| job.state.to_string(), |o| o.exit.label().to_owned());
                     return terminal(ctx, log, entry, Outcome::Degenerate, Measured::Ok, format!("smoke check `{smoke}` failed ({label}); measurement.command not run"));
@@ -247,7 +246,18 @@ pub(crate) async fn ladder(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut E
         }
         let i = comp.candidate.snapshot.n_samples();
         let (r, c) = pair(ctx, &ctx.spec.measurement.command, &format!("exp-{n:03}:{tag}:{i}"), reference_dir, candidate_dir).await?;
-        let measured = apply_pair(ctx, entry, kind, r, c);
+        let seed = judging::judges(ctx).map_or(0, |j| j.sample_seed);
+        let judged = judging::judge_pair(ctx, r, c, &format!("exp-{n:03}:{tag}:{i}"), seed, &Default::default()).await?;
+        record_judges(ctx, log, entry, kind, &judged);
+        let worst = judged.worst.clone();
+        let measured = apply_pair(ctx, entry, kind, judged.reference, judged.candidate);
+        if !worst.is_empty() {
+            let comp = entry.comparisons.iter_mut().find(|c| c.kind == kind).expect("comparison exists");
+            comp.candidate.snapshot.worst_cases = worst.clone();
+            if kind == ComparisonKind::Standalone {
+                entry.worst_cases = worst;
+            }
+        }
         let comp = entry.comparisons.iter().find(|c| c.kind == kind).expect("found above");
         if kind == ComparisonKind::Standalone {
             write_marker(candidate_dir, &Marker {
@@ -280,6 +290,39 @@ pub(crate) async fn ladder(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut E
             primary: primary.0.zip(primary.1),
             preliminary: d.next_measurement != NextMeasurement::None || d.decision == Decision::Keep,
         });
+    }
+}
+
+/// Books a pair's judge calls (spend, estimated from `cost_per_batch_usd`), keeps the
+/// selection sample's judged items on the entry (`standalone`: the selection pairing; never a
+/// holdout's or a combination's, O-39) and reports a judge that could not run (O-31).
+pub(crate) fn record_judges(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut Entry, kind: ComparisonKind, judged: &judging::JudgedPair) {
+    book_judges(ctx, log, entry.experiment, judged);
+    if kind != ComparisonKind::Standalone {
+        return;
+    }
+    let before = entry.judge.as_ref().map_or(0, |j| j.calls);
+    if let Some(record) = &judged.record {
+        let mut record = record.clone();
+        record.calls = before + judged.calls;
+        entry.judge = Some(record);
+    } else if judged.calls > 0 {
+        entry.judge.get_or_insert_with(Default::default).calls = before + judged.calls;
+    }
+}
+
+/// Books the judge calls of a pair (any kind) and reports a blocker.
+pub(crate) fn book_judges(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32, judged: &judging::JudgedPair) {
+    let cost = ctx.spec.metric.judge.as_ref().map_or(0.0, |j| j.cost_per_batch_usd) * f64::from(judged.calls);
+    log.spend.judge_usd += cost;
+    log.spend.run_usd += cost;
+    if cost > 0.0 && !log.spend.estimated.iter().any(|s| s == "judges") {
+        log.spend.estimated.push("judges".into());
+    }
+    if let Some(reason) = &judged.blocker {
+        let note = format!("exp-{n:03}: {}: {reason}; the experiment is error (unmeasured, never eligible) and no score was produced inline", judging::UNDISPATCHABLE);
+        log.notes.push(note.clone());
+        ctx.emit(Event::Note(note));
     }
 }
 

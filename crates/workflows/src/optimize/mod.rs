@@ -7,7 +7,7 @@
 //! Pure logic, one concept per file: [`spec`], [`backlog`], [`decide`], [`gates`], [`measure`],
 //! [`judge`], [`remote`], [`stopping`], [`brief`], [`digest`], [`snapshot`]. Persistence:
 //! [`log`] (the experiment log and its verified checkpoints), [`state`] (state root, markers,
-//! recovery scan). The loop: [`run`] (ticks over a [`port::JobPort`]), [`git`] (worktrees,
+//! recovery scan). The loop: [`run`] (ticks over the stage core's [`crate::stage::StageJobs`] port, [`port`]), [`git`] (worktrees,
 //! commits, merges).
 //!
 //! **Architecture Invariant:** the experiment log on disk is the source of truth; every
@@ -25,6 +25,7 @@ pub mod gates;
 pub mod integrate;
 pub mod git;
 pub mod judge;
+pub mod judging;
 pub mod locate;
 pub mod log;
 pub mod measure;

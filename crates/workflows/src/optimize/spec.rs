@@ -138,6 +138,10 @@ pub struct JudgeSpec {
     /// The judge field aggregated into the primary (defaults to `metric.primary.name`).
     #[serde(default)]
     pub score_field: Option<String>,
+    /// Agent runtime profile of the judges (defaults to `execution.runtime`). Judges are always
+    /// their own `agent` jobs, never the worker's context (O-11).
+    #[serde(default)]
+    pub runtime: Option<String>,
 }
 
 fn cheap() -> String {

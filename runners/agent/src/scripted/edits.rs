@@ -34,7 +34,29 @@ pub const EXPERIMENT_MARKER: &str = "You are an optimization experiment worker."
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Plan {
+    #[serde(default)]
     experiments: Vec<PlanEntry>,
+    /// The optimize judges' scoring ([`super::item_judge`]).
+    #[serde(default)]
+    judge: Option<super::item_judge::JudgePlan>,
+}
+
+fn read_plan(plan_path: &str) -> Result<Plan, AgentError> {
+    let text = std::fs::read_to_string(plan_path).map_err(|e| AgentError::Scripted(format!("read edit plan `{plan_path}`: {e}")))?;
+    serde_json::from_str(&text).map_err(|e| AgentError::Scripted(format!("edit plan `{plan_path}`: {e}")))
+}
+
+/// The scripted judge run for `prompt` when it is an optimize judge prompt and the plan at
+/// `plan_path` has a `judge` section ([`super::item_judge::judge_run`]); `Ok(None)` otherwise.
+///
+/// # Errors
+/// [`AgentError::Scripted`] for an unreadable plan or judge prompt.
+pub fn judge_transcript(prompt: &str, plan_path: Option<&str>) -> Result<Option<super::item_judge::JudgeRun>, AgentError> {
+    let Some(plan_path) = plan_path.filter(|p| !p.is_empty()) else { return Ok(None) };
+    if !prompt.contains(super::item_judge::JUDGE_MARKER) {
+        return Ok(None);
+    }
+    super::item_judge::judge_run(prompt, read_plan(plan_path)?.judge.as_ref())
 }
 
 #[derive(Debug, Deserialize)]
@@ -75,8 +97,7 @@ pub fn experiment_transcript(prompt: &str, plan_path: Option<&str>, workdir: &Pa
         return Ok(None);
     }
     let hypothesis = prompt.lines().find_map(|l| l.trim().strip_prefix("Hypothesis: ")).unwrap_or("");
-    let text = std::fs::read_to_string(plan_path).map_err(|e| AgentError::Scripted(format!("read edit plan `{plan_path}`: {e}")))?;
-    let plan: Plan = serde_json::from_str(&text).map_err(|e| AgentError::Scripted(format!("edit plan `{plan_path}`: {e}")))?;
+    let plan = read_plan(plan_path)?;
     let entry = plan.experiments.iter().find(|e| hypothesis.contains(&e.when));
     let message = match entry {
         None => format!("no scripted edit for hypothesis `{hypothesis}`"),

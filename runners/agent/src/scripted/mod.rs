@@ -27,6 +27,7 @@
 
 pub mod directive;
 pub mod edits;
+pub mod item_judge;
 mod program;
 
 use std::path::Path;

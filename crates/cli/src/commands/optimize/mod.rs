@@ -12,8 +12,6 @@
 //! Exit codes: 0 ok; 2 invalid spec, a spec changed since `init`, or no run; 3 environment
 //! (git, queue, unwritable state, a baseline that cannot be measured).
 
-mod port;
-
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,13 +22,14 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use skillforge_engine::DEFAULT_QUEUE;
 use skillforge_workflows::optimize::brief::fmt_num;
-use skillforge_workflows::optimize::port::OptimizeStages;
+use skillforge_workflows::optimize::port;
 use skillforge_workflows::optimize::run::{self, Ctx, Event};
 use skillforge_workflows::optimize::spec::Spec;
 use skillforge_workflows::optimize::state::StateRoot;
 use skillforge_workflows::optimize::{OptimizeError, log, report};
 
 use crate::context::Context;
+use crate::control::waiter::CliJobs;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
 
@@ -117,8 +116,7 @@ async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
         None => run::repo_of(&a.spec).map_err(map_err)?,
     };
     let root = StateRoot::new(&ctx.home, &spec.name);
-    let backend = ctx.queue().await?;
-    let port = port::CliJobPort { ctx, backend };
+    let jobs = CliJobs::new(ctx, ctx.queue().await?, ctx.store().await?);
     let events = printer(ctx.json);
     let stop = AtomicBool::new(false);
     let created_at = run::now_secs();
@@ -126,8 +124,8 @@ async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
         spec: spec.clone(),
         root: root.clone(),
         repo,
-        port: &port,
-        stages: OptimizeStages::shipped().map_err(map_err)?,
+        port: &jobs,
+        stages: port::for_home(&ctx.home).map_err(map_err)?,
         queue: DEFAULT_QUEUE.to_owned(),
         machine: machine(),
         events: &events,
@@ -155,8 +153,7 @@ async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
     if run_file.spec_text != text {
         return Err(CliError::usage(anyhow!("spec `{}` changed since `optimize init` (a run keeps the spec it started with; start a new run under another name)", a.spec.display())));
     }
-    let backend = ctx.queue().await?;
-    let port = port::CliJobPort { ctx, backend };
+    let jobs = CliJobs::new(ctx, ctx.queue().await?, ctx.store().await?);
     let events = printer(ctx.json);
     let stop = Arc::new(AtomicBool::new(false));
     let token = crate::control::signals::shutdown_on_signal();
@@ -172,8 +169,8 @@ async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
         spec: spec.clone(),
         root: root.clone(),
         repo: run_file.repo.clone(),
-        port: &port,
-        stages: OptimizeStages::shipped().map_err(map_err)?,
+        port: &jobs,
+        stages: port::for_home(&ctx.home).map_err(map_err)?,
         queue: DEFAULT_QUEUE.to_owned(),
         machine: machine(),
         events: &events,
