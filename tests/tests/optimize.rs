@@ -344,3 +344,65 @@ fn parallel_experiments_on_a_two_worker_redis_fleet() {
     let log = git(repo.path(), &["log", "--format=%s", "optimize/ops"]);
     assert!(log.contains("Drop the separate validation pass") && !log.contains("in pairs"), "{log}");
 }
+
+/// A project of three independent levers: `ops = A_OPS + B_OPS + C_OPS`, each set in its own
+/// file under `src/` and read by the immutable harness.
+fn levers_project() -> TempDir {
+    let dir = tempfile::tempdir().expect("repo dir");
+    let p = dir.path();
+    git(p, &["init", "-q", "-b", "main"]);
+    std::fs::create_dir_all(p.join("src")).unwrap();
+    for (f, v) in [("a", "A_OPS=10"), ("b", "B_OPS=10"), ("c", "C_OPS=10")] {
+        std::fs::write(p.join(format!("src/{f}.sh")), format!("{v}\n")).unwrap();
+    }
+    std::fs::write(p.join("measure.sh"), "#!/bin/sh\n. ./src/a.sh\n. ./src/b.sh\n. ./src/c.sh\necho \"{\\\"metrics\\\": {\\\"ops\\\": $((A_OPS+B_OPS+C_OPS))}}\"\n").unwrap();
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "levers"]);
+    dir
+}
+
+// O-51: the winner is merged; the first file-disjoint runner-up fails in combination, so the
+// second (also disjoint, also eligible) is never tried
+#[test]
+fn o51_runner_up_merging_stops_after_the_first_failed_combination() {
+    let repo = levers_project();
+    let work = tempfile::tempdir().unwrap();
+    let hyps = [
+        hypothesis("h-a", "Lower lever A", "algorithm", "low", 0.3),
+        hypothesis("h-b", "Lower lever B while A is untouched", "caching", "low", 0.2),
+        hypothesis("h-c", "Lower lever C", "preprocessing", "low", 0.1),
+    ]
+    .concat();
+    let spec = format!(
+        "name: levers\ndescription: fewer operations\nmetric:\n  primary: {{ name: ops, direction: minimize }}\n\
+measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\nscope:\n  mutable: [src]\n  immutable: [measure.sh]\n\
+execution: {{ mode: parallel, max_concurrent: 3 }}\nstopping: {{ max_iterations: 3 }}\nhypotheses:\n{hyps}"
+    );
+    let spec_path = work.path().join("levers.yaml");
+    std::fs::write(&spec_path, spec).unwrap();
+    let plan = serde_json::json!({"experiments": [
+        {"when": "lever A", "edits": [{"path": "src/a.sh", "write": "A_OPS=2\n"}]},
+        {"when": "lever B", "edits": [{"path": "src/b.sh", "write": "B_OPS=$(( A_OPS == 10 ? 5 : 50 ))\n"}]},
+        {"when": "lever C", "edits": [{"path": "src/c.sh", "write": "C_OPS=8\n"}]}
+    ]});
+    let plan_path = work.path().join("plan.json");
+    std::fs::write(&plan_path, plan.to_string()).unwrap();
+    let (spec, plan) = (spec_path.display().to_string(), plan_path.display().to_string());
+    let home = Home::embedded();
+    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
+    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
+    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    let got = outcomes(&status);
+    assert_eq!(got.iter().map(|(n, h, o)| (*n, h.as_str(), o.as_str())).collect::<Vec<_>>(), [(1, "h-a", "kept"), (2, "h-b", "runner_up_reverted"), (3, "h-c", "not_selected")], "{status:#}");
+    let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report")["text"].as_str().unwrap().to_owned();
+    assert!(report.contains("runner-up merging stopped after the first failed combination"), "{report}");
+    // exp-003 was never measured in combination: no integrated measurement job exists for it
+    let jobs = home.json(&["jobs", "list", "--limit", "1000"]);
+    let keys: Vec<&str> = jobs.as_array().unwrap().iter().filter_map(|j| j["idempotency_key"].as_str()).collect();
+    assert!(keys.iter().any(|k| k.contains("exp-002:int:")), "the first runner-up was measured in combination: {keys:?}");
+    assert!(!keys.iter().any(|k| k.contains("exp-003:int")), "the second was not tried: {keys:?}");
+    // the optimization branch holds only the winner
+    assert_eq!(git(repo.path(), &["show", "optimize/levers:src/b.sh"]).trim(), "B_OPS=10");
+    assert_eq!(git(repo.path(), &["show", "optimize/levers:src/c.sh"]).trim(), "C_OPS=10");
+    assert_eq!(git(repo.path(), &["show", "optimize/levers:src/a.sh"]).trim(), "A_OPS=2");
+}

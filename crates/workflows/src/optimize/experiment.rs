@@ -326,11 +326,16 @@ pub(crate) fn book_judges(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32, judged
     }
 }
 
-/// One paired sample: reference and candidate submitted together, then awaited.
+/// One paired sample: the reference, then the candidate (whose censor bound, O-28, depends on
+/// the reference of the same pair).
 pub(crate) async fn pair(ctx: &Ctx<'_>, command: &str, key: &str, reference_dir: &Path, candidate_dir: &Path) -> Result<(Sample, Sample), OptimizeError> {
-    let r = ctx.sample(command, reference_dir, ctx.key(&format!("{key}:ref")));
-    let r = r.await?;
-    let c = ctx.sample(command, candidate_dir, ctx.key(&format!("{key}:cand"))).await?;
+    let r = ctx.sample(command, reference_dir, ctx.key(&format!("{key}:ref"))).await?;
+    // O-28: the candidate may censor itself only when elapsed time alone proves it hopeless
+    let env = match &r {
+        Sample::Ok(out) => measure::censor_after(&ctx.spec, &out.metrics).map(|s| (measure::CENSOR_ENV.to_owned(), s.to_string())).into_iter().collect(),
+        Sample::Failed(_) => Default::default(),
+    };
+    let c = ctx.sample_with(command, candidate_dir, ctx.key(&format!("{key}:cand")), env).await?;
     Ok((r, c))
 }
 

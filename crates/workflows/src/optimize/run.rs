@@ -144,7 +144,12 @@ impl Ctx<'_> {
 
     /// Runs one measurement sample of `command` in `checkout` under `key` and classifies it.
     pub(crate) async fn sample(&self, command: &str, checkout: &Path, key: String) -> Result<Sample, OptimizeError> {
-        let payload = measure::payload(command, checkout, self.spec.measurement.working_directory.as_deref(), BTreeMap::new());
+        self.sample_with(command, checkout, key, BTreeMap::new()).await
+    }
+
+    /// [`Self::sample`] with extra environment for the measurement (the censor bound, O-28).
+    pub(crate) async fn sample_with(&self, command: &str, checkout: &Path, key: String, env: BTreeMap<String, String>) -> Result<Sample, OptimizeError> {
+        let payload = measure::payload(command, checkout, self.spec.measurement.working_directory.as_deref(), env);
         let timeout = std::time::Duration::from_secs(self.spec.measurement.timeout_secs());
         let job = self.run_one(self.job("measurement", &payload, key, Some(timeout))?, "measuring").await?;
         Ok(match &job.outcome {

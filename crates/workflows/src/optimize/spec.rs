@@ -72,6 +72,10 @@ pub struct PrimarySpec {
     /// `hard` (measured) or `judge`.
     #[serde(default, rename = "type")]
     pub kind: MetricKind,
+    /// The metric is the measurement's own wall time in seconds, so elapsed time bounds it
+    /// (what lets a measurement be censored early, O-28). Default false.
+    #[serde(default)]
+    pub elapsed: bool,
 }
 
 /// One entry of `metric.objectives`.
@@ -88,6 +92,9 @@ pub struct ObjectiveSpec {
     /// Whether the objective takes part in eligibility (default true).
     #[serde(default = "yes")]
     pub required: bool,
+    /// As [`PrimarySpec::elapsed`].
+    #[serde(default)]
+    pub elapsed: bool,
 }
 
 fn yes() -> bool {
@@ -470,6 +477,11 @@ impl Spec {
             .iter()
             .map(|o| Objective { name: o.name.clone(), direction: o.direction, target: o.target, required: o.required })
             .collect()
+    }
+
+    /// Whether metric `name` is declared `elapsed` (the measurement's wall time, seconds).
+    pub fn is_elapsed(&self, name: &str) -> bool {
+        (self.metric.primary.name == name && self.metric.primary.elapsed) || self.metric.objectives.iter().any(|o| o.name == name && o.elapsed)
     }
 
     /// The optimization branch, `optimize/<name>`.
