@@ -280,7 +280,8 @@ fn o66_sigkill_mid_tick_then_resume_loses_and_repeats_nothing() {
     assert_eq!(workers, Some(5), "one worker job per experiment: {jobs:#}");
 }
 
-// O-61: a manual stop saves state and writes the report; running again continues the same batch
+// O-61: a manual stop saves state and writes the report (exit 4); running again continues the same
+// batch; while the first run holds the spec, a second control plane is refused (exit 3)
 #[test]
 fn o61_manual_stop_saves_state_reports_and_continues() {
     let repo = project();
@@ -292,9 +293,17 @@ fn o61_manual_stop_saves_state_reports_and_continues() {
     let mut child = Reaped(child);
     let state = home.path().join("optimize/ops");
     wait_for(Duration::from_secs(120), "exp-002 dispatched", || state.join("briefs/exp-002.md").exists().then_some(()));
+    // a second control plane on the same spec is refused, naming the holder
+    for second in ["run", "resume"] {
+        let out = optimize(&home, &plan, &[second, "--spec", &spec]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{second}: {err}");
+        assert!(err.contains("already driven by") && err.contains(&format!("pid {}", child.0.id())) && err.contains("optimize run") && err.contains("control.lock"), "{second}: {err}");
+    }
     skillforge_tests::signal(&child.0, nix::sys::signal::Signal::SIGINT);
     let exit = skillforge_tests::wait_exit(&mut child.0, Duration::from_secs(60));
-    assert!(exit.success(), "{exit}");
+    // exit 4: paused by the operator, `run` again continues
+    assert_eq!(exit.code(), Some(4), "{exit}");
     let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
     assert_eq!(status["run_state"]["stop_reason"]["reason"], "manual_stop", "{status:#}");
     let report = std::fs::read_to_string(state.join("report.md")).unwrap();

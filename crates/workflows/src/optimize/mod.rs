@@ -27,6 +27,7 @@ pub mod git;
 pub mod judge;
 pub mod judging;
 pub mod locate;
+pub mod lock;
 pub mod log;
 pub mod measure;
 pub mod port;
@@ -42,7 +43,7 @@ pub mod stopping;
 pub const WORKFLOW: &str = "optimize";
 
 /// Why an optimize command could not do what was asked. The CLI maps `Invalid` to exit 2 and the
-/// rest to exit 3.
+/// rest (`Busy` included) to exit 3.
 #[derive(Debug, thiserror::Error)]
 pub enum OptimizeError {
     /// Bad input: an invalid spec, backlog or state file, or a request the state refuses.
@@ -57,4 +58,7 @@ pub enum OptimizeError {
     /// The queue failed or a job could not be submitted or awaited.
     #[error("{0}")]
     Queue(String),
+    /// Another control plane drives this run ([`lock::RunLock`]); the message names it.
+    #[error("{0}")]
+    Busy(String),
 }
