@@ -76,19 +76,15 @@ fn score_field<'a>(ctx: &'a Ctx<'_>, j: &'a JudgeSpec) -> &'a str {
 ///
 /// # Errors
 /// [`OptimizeError::Invalid`] when the file exists but does not parse, naming it.
-pub fn read_cache(ctx: &Ctx<'_>) -> Result<JudgeCache, OptimizeError> {
-    let path = ctx.root.judge_cache();
+pub fn read_cache(root: &super::state::StateRoot) -> Result<JudgeCache, OptimizeError> {
+    let path = root.judge_cache();
     match std::fs::read_to_string(&path) {
         Ok(text) => {
-            contract_limits(&text, &path)?;
+            super::check_yaml(&text, &format!("judge cache `{}`", path.display()))?;
             serde_norway::from_str(&text).map_err(|e| OptimizeError::Invalid(format!("`{}`: {e}", path.display())))
         }
         Err(_) => Ok(JudgeCache::default()),
     }
-}
-
-fn contract_limits(text: &str, path: &std::path::Path) -> Result<(), OptimizeError> {
-    skillforge_contract::limits::check_yaml(text).map_err(|e| OptimizeError::Invalid(format!("`{}`: {e}", path.display())))
 }
 
 fn write_cache(ctx: &Ctx<'_>, cache: &JudgeCache) -> Result<(), OptimizeError> {
@@ -142,7 +138,7 @@ async fn round(ctx: &Ctx<'_>, j: &JudgeSpec, batches: &[&Vec<(String, Value)>], 
 pub async fn judge_items(ctx: &Ctx<'_>, j: &JudgeSpec, items: &[Value], seed: u64, exclude: &BTreeSet<String>, tag: &str) -> Result<Judged, OptimizeError> {
     let field = j.stratification.as_ref().map(|s| s.field.as_str());
     let sampled = judge::sample(items, j.sample_size as usize, seed, field, exclude);
-    let mut cache = read_cache(ctx)?;
+    let mut cache = read_cache(&ctx.root)?;
     let plan = judge::plan(&sampled, &cache, &j.rubric, j.batch_size as usize);
     let mut record = JudgeRecord { cached: plan.cached.len() as u32, ..JudgeRecord::default() };
     let all: Vec<&Vec<(String, Value)>> = plan.batches.iter().collect();

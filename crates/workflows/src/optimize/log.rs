@@ -347,6 +347,7 @@ pub fn log_path(state_root: &Path) -> PathBuf {
 pub fn read(state_root: &Path) -> Result<ExperimentLog, OptimizeError> {
     let path = log_path(state_root);
     let text = std::fs::read_to_string(&path).map_err(|e| OptimizeError::Env(format!("read `{}`: {e}", path.display())))?;
+    super::check_yaml(&text, &format!("experiment log `{}`", path.display()))?;
     serde_norway::from_str(&text).map_err(|e| OptimizeError::Invalid(format!("experiment log `{}`: {e}", path.display())))
 }
 

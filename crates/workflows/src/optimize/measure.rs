@@ -124,6 +124,7 @@ fn last_line(text: &str) -> String {
 /// A message when no JSON object with a `metrics` map of numbers is found.
 pub fn parse_output(stdout: &str) -> Result<SampleOutput, String> {
     let trimmed = stdout.trim();
+    skillforge_contract::limits::check_json(trimmed).map_err(|e| format!("measurement output {e}"))?;
     let whole = serde_json::from_str::<SampleOutput>(trimmed);
     let out = match whole {
         Ok(o) => o,

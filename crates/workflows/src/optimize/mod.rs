@@ -39,6 +39,16 @@ pub mod spec;
 pub mod state;
 pub mod stopping;
 
+/// Refuses YAML past the contract's size and nesting limits before any parser sees it (issue 12
+/// item 7: a 100 000-level document must be a clear error, never a stack overflow); `what` names
+/// the file (or ref) in the message.
+///
+/// # Errors
+/// [`OptimizeError::Invalid`] naming `what` and the limit crossed.
+pub fn check_yaml(text: &str, what: &str) -> Result<(), OptimizeError> {
+    skillforge_contract::limits::check_yaml(text).map_err(|e| OptimizeError::Invalid(format!("{what} {e}")))
+}
+
 /// The workflow name jobs carry.
 pub const WORKFLOW: &str = "optimize";
 
@@ -61,4 +71,38 @@ pub enum OptimizeError {
     /// Another control plane drives this run ([`lock::RunLock`]); the message names it.
     #[error("{0}")]
     Busy(String),
+}
+
+#[cfg(test)]
+mod limits_tests {
+    use super::state::StateRoot;
+
+    /// 100 000 nested flow sequences: far past the contract's nesting limit.
+    fn deep() -> String {
+        format!("{}{}", "[".repeat(100_000), "]".repeat(100_000))
+    }
+
+    fn refused(err: super::OptimizeError, file: &str) {
+        let msg = err.to_string();
+        assert!(matches!(err, super::OptimizeError::Invalid(_)), "{msg}");
+        assert!(msg.contains(file) && msg.contains("nests collections deeper than the limit"), "{msg}");
+    }
+
+    #[test]
+    fn every_optimize_reader_refuses_100k_nesting_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = StateRoot::new(dir.path(), "ops");
+        std::fs::create_dir_all(&root.root).unwrap();
+        std::fs::write(super::log::log_path(&root.root), deep()).unwrap();
+        refused(super::log::read(&root.root).unwrap_err(), "experiment-log.yaml");
+        std::fs::write(root.run_file(), deep()).unwrap();
+        refused(super::run::read_run_file(&root).unwrap_err(), "run.yaml");
+        std::fs::write(root.root.join(super::state::MARKER_FILE), deep()).unwrap();
+        refused(super::state::read_marker(&root.root).unwrap_err(), "result.yaml");
+        std::fs::write(root.judge_cache(), deep()).unwrap();
+        refused(super::judging::read_cache(&root).unwrap_err(), "judge-cache.yaml");
+        refused(super::spec::Spec::parse(&deep(), "deep-spec.yaml").unwrap_err(), "deep-spec.yaml");
+        let err = super::measure::parse_output(&deep()).unwrap_err();
+        assert!(err.contains("measurement output") && err.contains("nests"), "{err}");
+    }
 }

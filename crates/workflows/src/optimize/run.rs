@@ -120,6 +120,7 @@ pub fn repo_of(spec_path: &Path) -> Result<PathBuf, OptimizeError> {
 pub fn read_run_file(root: &StateRoot) -> Result<RunFile, OptimizeError> {
     let path = root.run_file();
     let text = std::fs::read_to_string(&path).map_err(|_| OptimizeError::Invalid(format!("no optimize run at `{}` (run `skillforge optimize init --spec F` first)", root.root.display())))?;
+    super::check_yaml(&text, &format!("`{}`", path.display()))?;
     serde_norway::from_str(&text).map_err(|e| OptimizeError::Invalid(format!("`{}`: {e}", path.display())))
 }
 

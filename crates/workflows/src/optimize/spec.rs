@@ -442,6 +442,7 @@ impl Spec {
     /// # Errors
     /// [`OptimizeError::Invalid`] naming the key path and the file.
     pub fn parse(text: &str, file: &str) -> Result<Self, OptimizeError> {
+        super::check_yaml(text, &format!("invalid spec `{file}`:"))?;
         let de = serde_norway::Deserializer::from_str(text);
         let spec: Spec = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();

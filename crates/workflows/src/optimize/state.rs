@@ -139,7 +139,10 @@ pub fn write_marker(worktree: &Path, marker: &Marker) -> Result<(), OptimizeErro
 pub fn read_marker(worktree: &Path) -> Result<Option<Marker>, OptimizeError> {
     let path = worktree.join(MARKER_FILE);
     match std::fs::read_to_string(&path) {
-        Ok(text) => serde_norway::from_str(&text).map(Some).map_err(|e| OptimizeError::Invalid(format!("marker `{}`: {e}", path.display()))),
+        Ok(text) => {
+            super::check_yaml(&text, &format!("marker `{}`", path.display()))?;
+            serde_norway::from_str(&text).map(Some).map_err(|e| OptimizeError::Invalid(format!("marker `{}`: {e}", path.display())))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(OptimizeError::Env(format!("read `{}`: {e}", path.display()))),
     }
