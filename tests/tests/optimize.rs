@@ -189,7 +189,7 @@ fn assert_final_state(repo: &Path, status: &Value, report: &str) {
         "Best ops: 8 vs baseline 34",
         "## Waiting for dependency approval",
         // O-22: no detached-worker capability here, so the whole run uses worktrees, logged once
-        "execution.backend remote: no detached-worker capability on this control plane; using the worktree backend for the whole run",
+        "execution.backend remote: no detached-worker capability on this control plane (no execution.remote); using the worktree backend for the whole run",
         "- h-dep Rewrite the counter in awk (needs: gawk)",
     ] {
         assert!(report.contains(want), "report lacks {want:?}:\n{report}");
@@ -414,4 +414,104 @@ execution: {{ mode: parallel, max_concurrent: 3 }}\nstopping: {{ max_iterations:
     assert_eq!(git(repo.path(), &["show", "optimize/levers:src/b.sh"]).trim(), "B_OPS=10");
     assert_eq!(git(repo.path(), &["show", "optimize/levers:src/c.sh"]).trim(), "C_OPS=10");
     assert_eq!(git(repo.path(), &["show", "optimize/levers:src/a.sh"]).trim(), "A_OPS=2");
+}
+
+fn log_yaml(home: &Home, spec: &str) -> Value {
+    serde_norway::from_str(&std::fs::read_to_string(home.path().join(format!("optimize/{spec}/experiment-log.yaml"))).unwrap()).unwrap()
+}
+
+// O-06, O-07, O-25, O-26, O-46, O-48: the remote backend. Workers are `agent` jobs on a fleet
+// worker, each making its own clone of a local bare repository, measuring paired there and
+// pushing result.yaml on its result ref; the control plane accepts a result only under every
+// check, confirms a would-be keep on its own checkout, and merges head_sha
+#[test]
+fn remote_workers_push_results_that_are_checked_confirmed_and_merged_by_head_sha() {
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let origin = work.path().join("origin.git");
+    git(work.path(), &["clone", "-q", "--bare", &repo.path().display().to_string(), &origin.display().to_string()]);
+    let hyps = [
+        hypothesis("h-direct", "Add each value directly instead of counting up to it", "algorithm", "low", 0.9),
+        hypothesis("h-stale", "Tune the parser from the old main", "parameter-tuning", "low", 0.8),
+        hypothesis("h-claim", "Tidy the parser comments", "preprocessing", "low", 0.7),
+        hypothesis("h-game", "Report fewer operations from the harness", "measurement", "low", 0.6),
+        hypothesis("h-blocked", "Rework the counter on a missing base", "architecture", "low", 0.5),
+    ]
+    .concat();
+    let spec = format!(
+        "name: ops\ndescription: fewer operations, same result\nmetric:\n  primary: {{ name: ops, direction: minimize }}\n  degenerate_gates: [\"correct == 1\"]\n\
+measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n  holdout: {{ command: sh measure.sh data/holdout.txt }}\n\
+scope:\n  mutable: [src]\n  immutable: [measure.sh, data]\n\
+execution: {{ mode: serial, backend: remote, remote: \"{}\" }}\nstopping: {{ max_iterations: 5 }}\nhypotheses:\n{hyps}",
+        origin.display()
+    );
+    let spec_path = work.path().join("ops.yaml");
+    std::fs::write(&spec_path, spec).unwrap();
+    let direct = "  total=$((total+v)); OPS=$((OPS+1))\n";
+    let plan = serde_json::json!({"experiments": [
+        {"when": "directly", "edits": [{"path": "src/count.sh", "replace": "  i=0\n  while [ $i -lt $v ]; do total=$((total+1)); i=$((i+1)); OPS=$((OPS+1)); done\n", "with": direct}]},
+        {"when": "old main", "remote_base": "main", "edits": [{"path": "src/parse.sh", "replace": "# parse FILE", "with": "# parse FILE (tuned)"}]},
+        {"when": "comments", "claim": {"ops": 5}, "edits": [{"path": "src/parse.sh", "replace": "# parse FILE", "with": "# parse FILE (tidy)"}]},
+        {"when": "fewer operations", "edits": [{"path": "measure.sh", "write": "#!/bin/sh\necho '{\"metrics\": {\"ops\": 1, \"correct\": 1}}'\n"}, {"path": "src/count.sh", "replace": "OPS=0\n", "with": "OPS=0 # tuned\n"}]},
+        {"when": "missing base", "remote_base": "0123456789abcdef0123456789abcdef01234567", "edits": []}
+    ]});
+    let plan_path = work.path().join("plan.json");
+    std::fs::write(&plan_path, plan.to_string()).unwrap();
+    let (spec, plan) = (spec_path.display().to_string(), plan_path.display().to_string());
+    let home = Home::embedded();
+    let log = std::fs::File::create(home.path().join("worker-fleet.log")).unwrap();
+    let _worker = Reaped(home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", &plan).args(["worker", "--name", "fleet-1"]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(log).spawn().expect("spawn fleet worker"));
+    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
+    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
+    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    let got = outcomes(&status);
+    let want = [(1, "h-direct", "kept"), (2, "h-stale", "error"), (3, "h-claim", "inconclusive"), (4, "h-game", "error"), (5, "h-blocked", "error")];
+    assert_eq!(got.iter().map(|(n, h, o)| (*n, h.as_str(), o.as_str())).collect::<Vec<_>>(), want, "{status:#}\n{}", home.logs());
+    let log = log_yaml(&home, "ops");
+    let entry = |n: usize| log["experiments"][n - 1].clone();
+    let state = home.path().join("optimize/ops");
+
+    // O-26: the accepted result.yaml is copied into the state root; the worker's pairing carries its machine
+    let copy: Value = serde_norway::from_str(&std::fs::read_to_string(state.join("exp-001-result.yaml")).unwrap()).unwrap();
+    let head = copy["head_sha"].as_str().unwrap().to_owned();
+    let e1 = entry(1);
+    let comps = e1["comparisons"].as_array().unwrap();
+    let worker = comps.iter().find(|c| c["measured_by"] == "worker").expect("the worker's pairing");
+    assert_eq!((worker["kind"].as_str(), worker["candidate"]["identity"].as_str()), (Some("standalone"), Some(format!("commit:{head}").as_str())));
+    assert!(worker["machine"].as_str().unwrap().starts_with("scripted-worker@"), "{worker:#}");
+    assert_eq!(worker["candidate"]["snapshot"]["metrics"]["ops"]["aggregate"].as_f64(), Some(12.0));
+    // O-46: a pairing its author did not produce decided the keep, and the holdout ran on it too
+    let ours = comps.iter().find(|c| c["kind"] == "standalone" && c["measured_by"] == "orchestrator").expect("independent confirmation");
+    assert_eq!(ours["candidate"]["snapshot"]["metrics"]["ops"]["aggregate"].as_f64(), Some(12.0));
+    assert!(comps.iter().any(|c| c["kind"] == "holdout" && c["measured_by"] == "orchestrator"), "{comps:#?}");
+    // O-48: the optimization branch contains head_sha and never the result ref's result.yaml
+    git(repo.path(), &["merge-base", "--is-ancestor", &head, "optimize/ops"]);
+    let files = git(repo.path(), &["ls-tree", "-r", "--name-only", "optimize/ops"]);
+    assert!(!files.lines().any(|f| f == "result.yaml"), "{files}");
+    assert_eq!(measured_ops(repo.path(), "optimize/ops"), (12, 1));
+    assert_eq!(measured_ops(repo.path(), "main"), (34, 1), "main is never touched");
+
+    // O-07: the pushed ref's tip adds only result.yaml on top of head_sha; the worker never pushed the optimization branch
+    let tip_files = git(&origin, &["diff-tree", "--no-commit-id", "--name-only", "-r", "optimize-exp/ops/exp-001"]);
+    assert_eq!(tip_files.trim(), "result.yaml");
+    assert_eq!(git(&origin, &["rev-parse", "optimize-exp/ops/exp-001^"]).trim(), head);
+    assert_eq!(git(&origin, &["rev-parse", "optimize/ops"]).trim(), git(repo.path(), &["rev-parse", "optimize/ops"]).trim(), "the remote's optimization branch is only what the control plane published");
+
+    // O-25: a result whose base does not match, and one touching the immutable scope, are errors with the reason
+    assert!(entry(2)["learnings"].to_string().contains("does not match the dispatched base"), "{:#}", entry(2));
+    assert!(entry(4)["learnings"].to_string().contains("outside scope.mutable: measure.sh"), "{:#}", entry(4));
+    assert!(!state.join("exp-002-result.yaml").exists() && !state.join("exp-004-result.yaml").exists(), "rejected results are not copied");
+    // O-46: the worker claimed 12 -> 5; measured independently it is 12 -> 12: not kept, the claim recorded unconfirmed
+    let e3 = entry(3);
+    let c3 = e3["comparisons"].as_array().unwrap();
+    assert_eq!(c3.iter().find(|c| c["measured_by"] == "worker").unwrap()["candidate"]["snapshot"]["metrics"]["ops"]["aggregate"].as_f64(), Some(5.0));
+    assert_eq!(c3.iter().find(|c| c["measured_by"] == "orchestrator").unwrap()["candidate"]["snapshot"]["metrics"]["ops"]["aggregate"].as_f64(), Some(12.0));
+    assert!(e3["learnings"].to_string().contains("worker claim unconfirmed"), "{e3:#}");
+    // O-06: a base the worker cannot get is a blocker report: no measurement recorded
+    let e5 = entry(5);
+    assert_eq!(e5["comparisons"].as_array().map(Vec::len), Some(0), "{e5:#}");
+    assert!(e5["learnings"].to_string().contains("worker blocker"), "{e5:#}");
+    assert!(log["notes"].to_string().contains("reported a blocker"), "{:#}", log["notes"]);
+    let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report")["text"].as_str().unwrap().to_owned();
+    assert!(report.contains("worker claim unconfirmed") && report.contains("remote result rejected"), "{report}");
 }

@@ -63,7 +63,7 @@ pub async fn dispatch_batch(ctx: &Ctx<'_>, log: &mut ExperimentLog, ids: &[Strin
     Ok(numbers)
 }
 
-fn pending(log: &ExperimentLog, n: u32) -> Result<&PendingWait, OptimizeError> {
+pub(crate) fn pending(log: &ExperimentLog, n: u32) -> Result<&PendingWait, OptimizeError> {
     log.run_state.pending_waits.iter().find(|w| w.experiment == n).ok_or_else(|| OptimizeError::Invalid(format!("exp-{n:03} has no pending wait")))
 }
 
@@ -76,14 +76,19 @@ fn pending(log: &ExperimentLog, n: u32) -> Result<&PendingWait, OptimizeError> {
 pub async fn submit_worker(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32) -> Result<String, OptimizeError> {
     let wait = pending(log, n)?;
     let worktree = ctx.root.experiment_worktree(n);
-    git::worktree_for_branch(&ctx.repo, &worktree, &ctx.spec.experiment_branch(n), &wait.base_sha)?;
+    let remote = ctx.spec.remote_url().map(|url| brief::RemoteVars { base_sha: wait.base_sha.clone(), sample_count: brief::sample_count(&ctx.spec), url: url.to_owned() });
+    match &remote {
+        // the worker's own checkout is its isolation; it fetches base_sha from the remote (loop.md 3.2 step 1)
+        Some(r) => super::remote_exp::publish_base(ctx, &r.url, &wait.base_sha)?,
+        None => git::worktree_for_branch(&ctx.repo, &worktree, &ctx.spec.experiment_branch(n), &wait.base_sha)?,
+    }
     let brief_path = ctx.root.root.join("briefs").join(format!("exp-{n:03}.md"));
     let prompt = match std::fs::read_to_string(&brief_path) {
         Ok(text) => text,
         Err(_) => {
             let h = log.hypothesis_backlog.iter().find(|h| h.id == wait.hypothesis_id).ok_or_else(|| OptimizeError::Invalid(format!("hypothesis `{}` is not in the backlog", wait.hypothesis_id)))?;
             let digest = std::fs::read_to_string(ctx.root.source_digest()).unwrap_or_default();
-            let text = brief::render(&ctx.spec, log, &digest, n, (&h.description, &h.category), None);
+            let text = brief::render(&ctx.spec, log, &digest, n, (&h.description, &h.category), remote.as_ref());
             super::log::write_atomic(&brief_path, &text)?;
             text
         }
@@ -91,7 +96,8 @@ pub async fn submit_worker(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32) -> Result
     let runtime = if wait.runtime.is_empty() { ctx.spec.execution.runtime.clone() } else { wait.runtime.clone() };
     let mut payload = AgentPayload::new(runtime, prompt);
     payload.model = ctx.spec.execution.model.clone();
-    payload.workdir = Some(worktree);
+    // a remote worker runs in its attempt's scratch dir, where it makes its own clone
+    payload.workdir = remote.is_none().then_some(worktree);
     payload.timeout_secs = ctx.spec.execution.worker_timeout_seconds;
     payload.transcript_path = Some(ctx.root.root.join("transcripts").join(format!("exp-{n:03}.jsonl")));
     let timeout = ctx.spec.execution.worker_timeout_seconds.map(std::time::Duration::from_secs);
@@ -101,7 +107,7 @@ pub async fn submit_worker(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32) -> Result
 
 /// Waits for the worker, enforces the scope (reverting out-of-scope changes, O-01) and records
 /// what it found on the pending wait, verified, so a resumed run keeps it.
-async fn collect_worker(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<WorkerResult, OptimizeError> {
+pub(crate) async fn collect_worker(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<WorkerResult, OptimizeError> {
     if let Some(done) = pending(log, n)?.collected.clone() {
         return Ok(done);
     }
@@ -109,7 +115,10 @@ async fn collect_worker(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Resul
     let job = ctx.port.wait(std::slice::from_ref(&id), "experiment running").await.map_err(|e| OptimizeError::Queue(format!("wait for the exp-{n:03} worker: {e}")))?.pop().ok_or_else(|| OptimizeError::Queue(format!("job {id} vanished")))?;
     let worktree = ctx.root.experiment_worktree(n);
     let message = job.outcome.as_ref().and_then(|o| o.detail.get("final_message")).and_then(|m| m.as_str()).unwrap_or("").to_owned();
-    let result = if passed(&job) {
+    let result = if passed(&job) && ctx.spec.remote_url().is_some() {
+        // a remote worker's tree is its own: its scope is checked on the result ref (O-25)
+        WorkerResult { ok: true, message, changed_files: vec![], scope_violations: vec![] }
+    } else if passed(&job) {
         let changed = git::changed_paths(&worktree, OWN_FILES)?;
         let (in_scope, outside): (Vec<String>, Vec<String>) = changed.into_iter().partition(|p| ctx.spec.scope.is_mutable(p));
         git::revert_paths(&worktree, &outside)?;
@@ -130,7 +139,7 @@ async fn collect_worker(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Resul
     Ok(result)
 }
 
-fn skeleton(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32, wr: &WorkerResult) -> Result<Entry, OptimizeError> {
+pub(crate) fn skeleton(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32, wr: &WorkerResult) -> Result<Entry, OptimizeError> {
     let wait = pending(log, n)?;
     let h = log.hypothesis_backlog.iter().find(|h| h.id == wait.hypothesis_id);
     Ok(Entry {
@@ -156,7 +165,7 @@ fn skeleton(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32, wr: &WorkerResult) -> Re
     })
 }
 
-fn terminal(ctx: &Ctx<'_>, log: &mut ExperimentLog, mut entry: Entry, outcome: Outcome, measured: Measured, learning: String) -> Result<(), OptimizeError> {
+pub(crate) fn terminal(ctx: &Ctx<'_>, log: &mut ExperimentLog, mut entry: Entry, outcome: Outcome, measured: Measured, learning: String) -> Result<(), OptimizeError> {
     entry.outcome = outcome;
     entry.measured = measured;
     entry.learnings.push(learning);
@@ -173,6 +182,9 @@ fn terminal(ctx: &Ctx<'_>, log: &mut ExperimentLog, mut entry: Entry, outcome: O
 /// # Errors
 /// As the steps; a failed measurement is an outcome, not an error.
 pub async fn collect(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(), OptimizeError> {
+    if let Some(url) = ctx.spec.remote_url() {
+        return super::remote_exp::collect(ctx, log, n, url).await;
+    }
     let worktree = ctx.root.experiment_worktree(n);
     let mut entry = match log.entry(n) {
         Some(e) => e.clone(),
@@ -232,13 +244,19 @@ pub async fn collect(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(
     Ok(())
 }
 
+/// Whether `c` is the orchestrator's pairing of `kind` (a remote worker's own pairing is never
+/// sampled further or re-decided here; its confirmation is a separate pairing, O-46).
+pub(crate) fn ours(c: &Comparison, kind: ComparisonKind) -> bool {
+    c.kind == kind && c.measured_by != super::remote_exp::MEASURED_BY_WORKER
+}
+
 /// Samples pairs for the comparison of `kind` until the decision asks for nothing more than the
 /// holdout (or is terminal), persisting the marker and then the entry after every pair.
 pub(crate) async fn ladder(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut Entry, kind: ComparisonKind, reference_dir: &Path, candidate_dir: &Path, tag: &str) -> Result<DecideResult, OptimizeError> {
     let cfg = DecideConfig::from_spec(&ctx.spec);
     let n = entry.experiment;
     loop {
-        let comp = entry.comparisons.iter().find(|c| c.kind == kind).ok_or_else(|| OptimizeError::Invalid(format!("exp-{n:03} has no {kind:?} comparison")))?;
+        let comp = entry.comparisons.iter().find(|c| ours(c, kind)).ok_or_else(|| OptimizeError::Invalid(format!("exp-{n:03} has no {kind:?} comparison")))?;
         if let Some(d) = &comp.decision
             && !matches!(d.next_measurement, NextMeasurement::AddSample | NextMeasurement::Confirm)
         {
@@ -252,13 +270,13 @@ pub(crate) async fn ladder(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut E
         let worst = judged.worst.clone();
         let measured = apply_pair(ctx, entry, kind, judged.reference, judged.candidate);
         if !worst.is_empty() {
-            let comp = entry.comparisons.iter_mut().find(|c| c.kind == kind).expect("comparison exists");
+            let comp = entry.comparisons.iter_mut().find(|c| ours(c, kind)).expect("comparison exists");
             comp.candidate.snapshot.worst_cases = worst.clone();
             if kind == ComparisonKind::Standalone {
                 entry.worst_cases = worst;
             }
         }
-        let comp = entry.comparisons.iter().find(|c| c.kind == kind).expect("found above");
+        let comp = entry.comparisons.iter().find(|c| ours(c, kind)).expect("found above");
         if kind == ComparisonKind::Standalone {
             write_marker(candidate_dir, &Marker {
                 experiment: n,
@@ -275,7 +293,7 @@ pub(crate) async fn ladder(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut E
         }
         let d = decide::decide(&cfg, DecideInput { measured: &measured, reference: &comp.reference.snapshot, candidate: &comp.candidate.snapshot, holdout: None });
         let primary = (comp.reference.snapshot.aggregate(&cfg.primary), comp.candidate.snapshot.aggregate(&cfg.primary));
-        entry.comparisons.iter_mut().find(|c| c.kind == kind).expect("found above").decision = Some(d.clone());
+        entry.comparisons.iter_mut().find(|c| ours(c, kind)).expect("found above").decision = Some(d.clone());
         if kind == ComparisonKind::Standalone {
             entry.measured = measured;
             entry.decision = Some(d.clone());
@@ -283,7 +301,7 @@ pub(crate) async fn ladder(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut E
         }
         let samples = i + 1;
         log.upsert(entry.clone());
-        ctx.save(log, "CP-3", |l| l.entry(n).and_then(|e| e.comparisons.iter().find(|c| c.kind == kind)).is_some_and(|c| c.candidate.snapshot.n_samples() >= samples.min(c.candidate.snapshot.n_samples()) && c.decision.is_some()))?;
+        ctx.save(log, "CP-3", |l| l.entry(n).and_then(|e| e.comparisons.iter().find(|c| ours(c, kind))).is_some_and(|c| c.candidate.snapshot.n_samples() >= samples.min(c.candidate.snapshot.n_samples()) && c.decision.is_some()))?;
         ctx.emit(Event::Outcome {
             experiment: n,
             outcome: if kind == ComparisonKind::Standalone { entry.outcome.label() } else { format!("{} (integrated)", d.decision.label()) },
@@ -345,7 +363,7 @@ fn apply_pair(ctx: &Ctx<'_>, entry: &mut Entry, kind: ComparisonKind, r: Sample,
     let direction = ctx.spec.metric.primary.direction;
     let mut worst = None;
     let mut cost = None;
-    let comp = entry.comparisons.iter_mut().find(|x| x.kind == kind).expect("comparison exists");
+    let comp = entry.comparisons.iter_mut().find(|x| ours(x, kind)).expect("comparison exists");
     let measured = match (r, c) {
         (Sample::Failed(m), _) => Measured::Error(format!("reference measurement failed: {m:?}")),
         (Sample::Ok(ro), Sample::Failed(m)) => {

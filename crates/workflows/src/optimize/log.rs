@@ -176,9 +176,10 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// The standalone comparison, if measured.
+    /// The standalone comparison, if measured (the independent one for a remote experiment).
     pub fn standalone(&self) -> Option<&Comparison> {
-        self.comparisons.iter().find(|c| c.kind == ComparisonKind::Standalone)
+        // the last one: a remote experiment's independent confirmation after the worker's own pair
+        self.comparisons.iter().rev().find(|c| c.kind == ComparisonKind::Standalone)
     }
 
     /// The comparison of `kind`, mutable, created from `make` when absent.

@@ -32,6 +32,7 @@ pub mod log;
 pub mod measure;
 pub mod port;
 pub mod remote;
+pub mod remote_exp;
 pub mod report;
 pub mod run;
 pub mod snapshot;

@@ -50,6 +50,8 @@ pub struct RefFacts {
     pub range_files: Vec<String>,
     /// The parsed `result.yaml` at the tip.
     pub result: RemoteResult,
+    /// Its text, as committed (copied into the state root when accepted, O-26).
+    pub text: String,
 }
 
 /// Fetches `result_ref` from `remote` into the repository and gathers the [`RefFacts`].
@@ -68,7 +70,7 @@ pub fn collect(repo: &Path, remote: &str, result_ref: &str) -> Result<RefFacts, 
     super::check_yaml(&text, &format!("{RESULT_FILE} on `{result_ref}`"))?;
     let result: RemoteResult = serde_norway::from_str(&text).map_err(|e| OptimizeError::Invalid(format!("{RESULT_FILE} on `{result_ref}`: {e}")))?;
     let range_files = files_between(repo, &result.base_sha, &result.head_sha).unwrap_or_else(|_| vec!["<base..head range unreadable>".into()]);
-    Ok(RefFacts { tip, tip_parent, tip_files, range_files, result })
+    Ok(RefFacts { tip, tip_parent, tip_files, range_files, result, text })
 }
 
 /// The acceptance checks, in the seed's order (O-25): `base_sha` equals the dispatched base; the

@@ -236,9 +236,9 @@ async fn init_inner(ctx: &Ctx<'_>, spec_path: &Path, spec_text: &str, created_at
         h.source.get_or_insert_with(|| "spec".into());
     }
     let mut notes = Vec::new();
-    if spec.execution.backend == Backend::Remote {
+    if spec.execution.backend == Backend::Remote && spec.remote_url().is_none() {
         // O-22: no detached-worker capability is wired into this control plane yet
-        notes.push("execution.backend remote: no detached-worker capability on this control plane; using the worktree backend for the whole run".to_owned());
+        notes.push("execution.backend remote: no detached-worker capability on this control plane (no execution.remote); using the worktree backend for the whole run".to_owned());
     }
     let log = ExperimentLog {
         spec: spec.name.clone(),

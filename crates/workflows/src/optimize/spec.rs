@@ -334,6 +334,11 @@ pub struct ExecutionSpec {
     /// Budget of one worker run, seconds (default 1800).
     #[serde(default)]
     pub worker_timeout_seconds: Option<u64>,
+    /// The git remote detached (`remote` backend) workers clone from and push their result refs
+    /// to; the control plane pushes `optimize/<spec>` there before each dispatch. Without it the
+    /// remote backend has no detached-worker capability and the run uses worktrees (O-22).
+    #[serde(default)]
+    pub remote: Option<String>,
 }
 
 impl Default for ExecutionSpec {
@@ -349,6 +354,7 @@ impl Default for ExecutionSpec {
             model: None,
             worker_cost_usd: 0.0,
             worker_timeout_seconds: None,
+            remote: None,
         }
     }
 }
@@ -478,6 +484,11 @@ impl Spec {
             .iter()
             .map(|o| Objective { name: o.name.clone(), direction: o.direction, target: o.target, required: o.required })
             .collect()
+    }
+
+    /// The remote detached workers use, when the backend is `remote` and one is configured.
+    pub fn remote_url(&self) -> Option<&str> {
+        (self.execution.backend == Backend::Remote).then_some(self.execution.remote.as_deref()).flatten()
     }
 
     /// Whether metric `name` is declared `elapsed` (the measurement's wall time, seconds).

@@ -69,6 +69,12 @@ struct PlanEntry {
     message: Option<String>,
     #[serde(default)]
     sleep_ms: Option<u64>,
+    /// Remote worker knob: work from this rev and report it as `base_sha` ([`super::remote_worker`]).
+    #[serde(default)]
+    remote_base: Option<String>,
+    /// Remote worker knob: report these candidate aggregates instead of the measured ones.
+    #[serde(default)]
+    claim: std::collections::BTreeMap<String, f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -105,10 +111,20 @@ pub fn experiment_transcript(prompt: &str, plan_path: Option<&str>, workdir: &Pa
             if let Some(ms) = entry.sleep_ms {
                 std::thread::sleep(std::time::Duration::from_millis(ms));
             }
-            for edit in &entry.edits {
-                apply(edit, workdir)?;
+            let applied = entry.message.clone().unwrap_or_else(|| format!("applied {} edit(s) for `{}`", entry.edits.len(), entry.when));
+            match super::remote_worker::parse(prompt) {
+                // a remote brief: the worker's own clone, measured and pushed as the delta says
+                Some(brief) => {
+                    let report = super::remote_worker::run(&brief, entry.remote_base.as_deref(), &entry.claim, workdir, |checkout| entry.edits.iter().try_for_each(|e| apply(e, checkout)))?;
+                    if report.contains("blocker:") { report } else { format!("{applied}\n{report}") }
+                }
+                None => {
+                    for edit in &entry.edits {
+                        apply(edit, workdir)?;
+                    }
+                    applied
+                }
             }
-            entry.message.clone().unwrap_or_else(|| format!("applied {} edit(s) for `{}`", entry.edits.len(), entry.when))
         }
     };
     let start = serde_json::json!({"type": "start", "task": "experiment", "prompt_sha256": hex::encode(Sha256::digest(prompt.as_bytes()))});

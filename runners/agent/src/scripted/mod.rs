@@ -28,6 +28,7 @@
 pub mod directive;
 pub mod edits;
 pub mod item_judge;
+pub mod remote_worker;
 mod program;
 
 use std::path::Path;
