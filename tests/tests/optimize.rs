@@ -515,3 +515,54 @@ execution: {{ mode: serial, backend: remote, remote: \"{}\" }}\nstopping: {{ max
     let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report")["text"].as_str().unwrap().to_owned();
     assert!(report.contains("worker claim unconfirmed") && report.contains("remote result rejected"), "{report}");
 }
+
+// O-26, O-05: in ladder mode the worker's first pair asks for more selection samples: the same
+// worker job is re-dispatched from the same head_sha, its samples are appended to the same
+// entry (one experiment), each accepted result.yaml is copied into the state root
+#[test]
+fn o26_extra_remote_samples_are_re_dispatched_from_head_sha_and_stay_one_experiment() {
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let origin = work.path().join("origin.git");
+    git(work.path(), &["clone", "-q", "--bare", &repo.path().display().to_string(), &origin.display().to_string()]);
+    let spec = format!(
+        "name: ops\ndescription: fewer operations, same result\nmetric:\n  primary: {{ name: ops, direction: minimize }}\n  degenerate_gates: [\"correct == 1\"]\n\
+measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n  stability: {{ mode: ladder, repeat_count: 2 }}\n  holdout: {{ command: sh measure.sh data/holdout.txt }}\n\
+scope:\n  mutable: [src]\n  immutable: [measure.sh, data]\n\
+execution: {{ mode: serial, backend: remote, remote: \"{}\" }}\nstopping: {{ max_iterations: 1 }}\nhypotheses:\n{}",
+        origin.display(),
+        hypothesis("h-direct", "Add each value directly instead of counting up to it", "algorithm", "low", 0.9)
+    );
+    let spec_path = work.path().join("ops.yaml");
+    std::fs::write(&spec_path, spec).unwrap();
+    let plan = serde_json::json!({"experiments": [
+        {"when": "directly", "edits": [{"path": "src/count.sh", "replace": "  i=0\n  while [ $i -lt $v ]; do total=$((total+1)); i=$((i+1)); OPS=$((OPS+1)); done\n", "with": "  total=$((total+v)); OPS=$((OPS+1))\n"}]}
+    ]});
+    let plan_path = work.path().join("plan.json");
+    std::fs::write(&plan_path, plan.to_string()).unwrap();
+    let (spec, plan) = (spec_path.display().to_string(), plan_path.display().to_string());
+    let home = Home::embedded();
+    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
+    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
+    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    assert_eq!(outcomes(&status).iter().map(|(n, h, o)| (*n, h.as_str(), o.as_str())).collect::<Vec<_>>(), [(1, "h-direct", "kept")], "{status:#}");
+    assert_eq!(status["run_state"]["experiments_run"].as_u64(), Some(1), "one experiment");
+    let log = log_yaml(&home, "ops");
+    let comps = log["experiments"][0]["comparisons"].as_array().unwrap().clone();
+    let worker = comps.iter().find(|c| c["measured_by"] == "worker").unwrap();
+    assert_eq!(worker["candidate"]["snapshot"]["metrics"]["ops"]["samples"], serde_json::json!([12.0, 12.0]), "the re-dispatch's sample is appended: {worker:#}");
+    assert_eq!(worker["reference"]["snapshot"]["metrics"]["ops"]["samples"], serde_json::json!([34.0, 34.0]));
+    let state = home.path().join("optimize/ops");
+    let first: Value = serde_norway::from_str(&std::fs::read_to_string(state.join("exp-001-result.yaml")).unwrap()).unwrap();
+    let second: Value = serde_norway::from_str(&std::fs::read_to_string(state.join("exp-001-result-1.yaml")).unwrap()).unwrap();
+    assert_eq!(first["head_sha"], second["head_sha"], "the same head_sha");
+    let jobs = home.json(&["jobs", "list", "--limit", "1000"]);
+    let workers: Vec<&str> = jobs.as_array().unwrap().iter().filter(|j| j["stage"] == "experiment").filter_map(|j| j["idempotency_key"].as_str()).collect();
+    assert_eq!(workers.len(), 2, "the first dispatch and one re-dispatch: {workers:?}");
+    assert!(workers.iter().any(|k| k.ends_with("exp-001:worker:more-1")), "{workers:?}");
+    // the keep was still decided on the independent pairing, at the full protocol, with the holdout
+    let ours = comps.iter().find(|c| c["kind"] == "standalone" && c["measured_by"] == "orchestrator").unwrap();
+    assert_eq!(ours["candidate"]["snapshot"]["metrics"]["ops"]["samples"], serde_json::json!([12.0, 12.0]));
+    assert!(comps.iter().any(|c| c["kind"] == "holdout"), "{comps:#?}");
+    git(repo.path(), &["merge-base", "--is-ancestor", first["head_sha"].as_str().unwrap(), "optimize/ops"]);
+}

@@ -16,11 +16,15 @@
 //! control plane fetches `head_sha`, checks it out detached in the experiment worktree and
 //! measures it paired against `base_sha` on this machine at the full protocol (a second
 //! `standalone` comparison, `measured_by: orchestrator`); the decision on those snapshots only is
-//! the experiment's. The extra samples a worker's pair asks for come from that independent
-//! pairing of the same `head_sha`, so the entry stays one experiment (our choice where the seed
-//! allows a re-dispatch "or" a fresh measurement). A confirmation that is not a keep takes its
-//! terminal and records the worker's claim as unconfirmed. A keep merges `head_sha`, never the
-//! result ref's tip (O-48).
+//! the experiment's. A confirmation that is not a keep takes its terminal and records the
+//! worker's claim as unconfirmed. A keep merges `head_sha`, never the result ref's tip (O-48).
+//!
+//! **Extra samples (O-26).** When the decision on the worker's pair asks for `add_sample` or
+//! `confirm`, the worker is re-dispatched (a new `agent` job, key `exp-NNN:worker:more-K`) with
+//! the brief plus a `<remote-worker-samples>` block: measure one more pair of the same `head_sha`
+//! against `base_sha` and push `result.yaml` again on the same ref. Each accepted round (same
+//! checks, and the same `head_sha`) is appended to the worker's pairing of the same entry, copied
+//! to `exp-NNN-result-K.yaml`, and decided again: the entry stays one experiment.
 
 use super::OptimizeError;
 use super::decide::{self, DecideConfig, DecideInput, Decision, Measured, NextMeasurement};
@@ -66,7 +70,103 @@ pub async fn collect(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32, url: &str) 
     if entry.outcome.is_terminal() {
         return Ok(());
     }
+    if !more_samples(ctx, log, &mut entry, url).await? {
+        return Ok(());
+    }
     confirm(ctx, log, &mut entry).await
+}
+
+/// The worker's pairing of `entry`.
+fn worker_pairing(entry: &Entry) -> Option<&Comparison> {
+    entry.comparisons.iter().find(|c| c.measured_by == MEASURED_BY_WORKER)
+}
+
+/// The block appended to the brief of a re-dispatch for more samples of the same `head_sha`.
+pub fn samples_block(base: &str, head: &str, command: &str, result_ref: &str, round: usize) -> String {
+    format!(
+        "\n<remote-worker-samples>\nThis is a re-dispatch for more samples (round {round}); your candidate is already pushed: head_sha {head}. Do not change it or implement anything. \
+Check out {head} and {base}, run `{command}` 1 more time(s) on each, paired, and write result.yaml again with exactly the new samples (same shape, base_sha {base}, head_sha {head}). \
+Commit it alone on top of {head} and push it to `{result_ref}`, replacing the previous result.\n</remote-worker-samples>\n"
+    )
+}
+
+/// Re-dispatches the worker while the decision on its pairing asks for more selection samples
+/// (O-26). `Ok(false)` when the experiment ended terminal on the way.
+async fn more_samples(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut Entry, url: &str) -> Result<bool, OptimizeError> {
+    let n = entry.experiment;
+    let independent = entry.comparisons.iter().any(|c| c.kind == ComparisonKind::Standalone && c.measured_by != MEASURED_BY_WORKER);
+    loop {
+        let Some(pairing) = worker_pairing(entry) else { return Ok(true) };
+        let wants_more = pairing.decision.as_ref().is_some_and(|d| matches!(d.next_measurement, NextMeasurement::AddSample | NextMeasurement::Confirm));
+        if independent || !wants_more {
+            return Ok(true);
+        }
+        let round = pairing.candidate.snapshot.n_samples();
+        let head = head_sha(entry).ok_or_else(|| OptimizeError::Invalid(format!("exp-{n:03} has no head_sha")))?;
+        let brief = std::fs::read_to_string(ctx.root.root.join("briefs").join(format!("exp-{n:03}.md"))).map_err(|e| OptimizeError::Env(format!("read the exp-{n:03} brief: {e}")))?;
+        let prompt = format!("{brief}{}", samples_block(&entry.base_sha, &head, &ctx.spec.measurement.command, &entry.branch, round));
+        super::remote_exp::publish_base(ctx, url, &entry.base_sha)?;
+        let mut payload = skillforge_runner_agent::AgentPayload::new(pending_runtime(ctx, log, n), prompt);
+        payload.model = ctx.spec.execution.model.clone();
+        payload.timeout_secs = ctx.spec.execution.worker_timeout_seconds;
+        let timeout = ctx.spec.execution.worker_timeout_seconds.map(std::time::Duration::from_secs);
+        let job = ctx.run_one(ctx.job("experiment", &payload, ctx.key(&format!("exp-{n:03}:worker:more-{round}")), timeout)?, "experiment running").await?;
+        let message = job.outcome.as_ref().and_then(|o| o.detail.get("final_message")).and_then(|m| m.as_str()).unwrap_or("").to_owned();
+        let failure = if !super::run::passed(&job) {
+            Some(format!("the sample re-dispatch (job {}) ended {}", job.id, job.state))
+        } else {
+            message.lines().find_map(|l| l.trim().strip_prefix(BLOCKER)).map(|b| format!("worker blocker on the sample re-dispatch: {}", b.trim()))
+        };
+        let required: Vec<String> = ctx.spec.objectives().iter().filter(|o| o.required).map(|o| o.name.clone()).collect();
+        let checked = match failure {
+            Some(f) => Err(f),
+            None => remote::collect(&ctx.repo, url, &entry.branch).map_err(|e| e.to_string()).and_then(|f| {
+                remote::accept(&f, &entry.base_sha, &ctx.spec.scope, &required)?;
+                if f.result.head_sha != head {
+                    return Err(format!("the re-dispatch reported head_sha {} instead of {head}", f.result.head_sha));
+                }
+                Ok(f)
+            }),
+        };
+        let facts = match checked {
+            Ok(f) => f,
+            Err(reason) => {
+                terminal(ctx, log, entry.clone(), Outcome::Error, Measured::Error(format!("remote result rejected: {reason}")), format!("remote result rejected: {reason}"))?;
+                return Ok(false);
+            }
+        };
+        write_atomic(&ctx.root.root.join(format!("exp-{n:03}-result-{round}.yaml")), &facts.text)?;
+        let cfg = DecideConfig::from_spec(&ctx.spec);
+        let pairing = entry.comparisons.iter_mut().find(|c| c.measured_by == MEASURED_BY_WORKER).expect("found above");
+        append(&mut pairing.reference.snapshot, facts.result.baseline.as_ref());
+        append(&mut pairing.candidate.snapshot, facts.result.candidate.as_ref());
+        let aggregates = pairing.candidate.snapshot.metrics.iter().map(|(k, m)| (k.clone(), m.aggregate)).collect();
+        pairing.candidate.snapshot.gates = super::gates::evaluate(&ctx.spec.metric.degenerate_gates, &aggregates);
+        let d = decide::decide(&cfg, DecideInput { measured: &Measured::Ok, reference: &pairing.reference.snapshot, candidate: &pairing.candidate.snapshot, holdout: None });
+        pairing.decision = Some(d.clone());
+        entry.decision = Some(d.clone());
+        entry.outcome = outcome_of(&d);
+        entry.learnings.push(format!("sample round {round} re-dispatched from head {}; copied to exp-{n:03}-result-{round}.yaml", &head[..12.min(head.len())]));
+        log.upsert(entry.clone());
+        let samples = round + 1;
+        ctx.save(log, "CP-3", move |l| l.entry(n).and_then(worker_pairing).is_some_and(|c| c.candidate.snapshot.n_samples() >= samples))?;
+        if entry.outcome.is_terminal() {
+            return Ok(false);
+        }
+    }
+}
+
+/// Appends every sample of `extra` to `snap`.
+fn append(snap: &mut super::snapshot::Snapshot, extra: Option<&super::snapshot::Snapshot>) {
+    for (name, m) in extra.map(|e| e.metrics.iter()).into_iter().flatten() {
+        for v in &m.samples {
+            snap.metrics.entry(name.clone()).or_default().push(*v);
+        }
+    }
+}
+
+fn pending_runtime(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32) -> String {
+    log.run_state.pending_waits.iter().find(|w| w.experiment == n).map(|w| w.runtime.clone()).filter(|r| !r.is_empty()).unwrap_or_else(|| ctx.spec.execution.runtime.clone())
 }
 
 /// Waits for the worker and reads its result: `None` when the experiment ended terminal.
@@ -134,10 +234,10 @@ fn accepted(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut Entry, facts: &R
     Ok(())
 }
 
-/// Whether a worker's decision calls for the independent pairing: a would-be keep, or more samples.
+/// Whether a worker's decision calls for the independent pairing: a would-be keep.
 fn needs_confirmation(d: &decide::DecideResult) -> bool {
     match d.next_measurement {
-        NextMeasurement::AddSample | NextMeasurement::Confirm => true,
+        NextMeasurement::AddSample | NextMeasurement::Confirm => false,
         NextMeasurement::Holdout => d.eligible,
         NextMeasurement::None => d.eligible && d.decision == Decision::Keep,
     }
