@@ -220,7 +220,7 @@ mod tests {
         }
         assert_eq!(brief.matches("- exp-").count(), 10, "rolling window of 10");
         assert!(brief.contains("exp-016") && brief.contains("exp-025") && !brief.contains("exp-015 "));
-        assert!(brief.contains(&format!("<failure-evidence>")) && brief.contains(NONE_RECORDED));
+        assert!(brief.contains("<failure-evidence>") && brief.contains(NONE_RECORDED));
         assert!(!brief.contains('{') || !brief.contains("{spec_name}"), "no unfilled variable");
         assert!(!brief.contains("<remote-worker>"));
     }
