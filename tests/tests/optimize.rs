@@ -566,3 +566,39 @@ execution: {{ mode: serial, backend: remote, remote: \"{}\" }}\nstopping: {{ max
     assert!(comps.iter().any(|c| c["kind"] == "holdout"), "{comps:#?}");
     git(repo.path(), &["merge-base", "--is-ancestor", first["head_sha"].as_str().unwrap(), "optimize/ops"]);
 }
+
+// O-28: CE_OPTIMIZE_CENSOR_AFTER reaches the candidate's measurement only when elapsed time alone
+// proves it hopeless (every required objective is an elapsed one); with another required
+// objective that could still win, the measurement runs without it
+#[test]
+fn o28_the_censor_bound_is_passed_only_when_every_required_objective_is_elapsed_time() {
+    let run = |objectives: &str| -> Value {
+        let repo = levers_project();
+        // the harness reports `seconds` (lever A stands for the run's wall time), `ops` (lever B) and
+        // the censor bound it was given, 0 when none
+        std::fs::write(repo.path().join("measure.sh"), "#!/bin/sh\n. ./src/a.sh\n. ./src/b.sh\necho \"{\\\"metrics\\\": {\\\"seconds\\\": $A_OPS, \\\"ops\\\": $B_OPS, \\\"censor_after\\\": ${CE_OPTIMIZE_CENSOR_AFTER:-0}}}\"\n").unwrap();
+        git(repo.path(), &["commit", "-qam", "harness with a censor probe"]);
+        let work = tempfile::tempdir().unwrap();
+        let spec = format!(
+            "name: censor\ndescription: faster\nmetric:\n  primary: {{ name: seconds, direction: minimize, elapsed: true }}\n{objectives}\
+measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\nscope:\n  mutable: [src]\n  immutable: [measure.sh]\n\
+stopping: {{ max_iterations: 1 }}\nhypotheses:\n{}",
+            hypothesis("h-a", "Lower lever A", "algorithm", "low", 0.3)
+        );
+        let spec_path = work.path().join("censor.yaml");
+        std::fs::write(&spec_path, spec).unwrap();
+        let plan_path = work.path().join("plan.json");
+        std::fs::write(&plan_path, serde_json::json!({"experiments": [{"when": "lever A", "edits": [{"path": "src/a.sh", "write": "A_OPS=2\n"}]}]}).to_string()).unwrap();
+        let (spec, plan) = (spec_path.display().to_string(), plan_path.display().to_string());
+        let home = Home::embedded();
+        ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
+        ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
+        let log = log_yaml(&home, "censor");
+        log["experiments"][0]["comparisons"][0].clone()
+    };
+    let only_elapsed = run("");
+    assert_eq!(only_elapsed["candidate"]["snapshot"]["metrics"]["censor_after"]["samples"], serde_json::json!([10.0]), "hopeless past 10 s x (1 - 1 %): {only_elapsed:#}");
+    assert_eq!(only_elapsed["reference"]["snapshot"]["metrics"]["censor_after"]["samples"], serde_json::json!([0.0]), "the reference is never censored");
+    let with_ops = run("  objectives:\n    - { name: seconds, direction: minimize, elapsed: true }\n    - { name: ops, direction: minimize }\n");
+    assert_eq!(with_ops["candidate"]["snapshot"]["metrics"]["censor_after"]["samples"], serde_json::json!([0.0]), "ops could still win: no censor bound: {with_ops:#}");
+}
