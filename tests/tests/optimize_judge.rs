@@ -3,8 +3,8 @@
 //! immutable harness), scored by judge batches dispatched as their own `agent` jobs through the
 //! real agent runner with the scripted runtime (its plan's `judge` section scores items by
 //! content). Covers the cache (O-32), the degenerate gate before any judge (O-30), the
-//! re-dispatch of a batch without feedback (O-33), judge independence (O-11) and judges that
-//! cannot run (O-31).
+//! re-dispatch of a batch without feedback (O-33), judge independence (O-11), singleton
+//! evaluation and judges that cannot run (O-31).
 
 use std::path::Path;
 
@@ -22,7 +22,13 @@ while read -r id rest; do
   [ -n \"$items\" ] && items=\"$items,\"
   items=\"$items{\\\"id\\\": \\\"$id\\\", \\\"content\\\": \\\"$rest\\\"}\"
 done < src/clusters.txt
-echo \"{\\\"metrics\\\": {\\\"clusters\\\": $n}, \\\"items\\\": [$items]}\"
+singles=''
+while read -r id rest; do
+  [ -z \"$id\" ] && continue
+  [ -n \"$singles\" ] && singles=\"$singles,\"
+  singles=\"$singles{\\\"id\\\": \\\"$id\\\", \\\"content\\\": \\\"$rest\\\"}\"
+done < src/singletons.txt
+echo \"{\\\"metrics\\\": {\\\"clusters\\\": $n}, \\\"items\\\": [$items], \\\"singletons\\\": [$singles]}\"
 ";
 
 fn project() -> TempDir {
@@ -32,6 +38,7 @@ fn project() -> TempDir {
     std::fs::create_dir_all(p.join("src")).unwrap();
     std::fs::write(p.join("src/clusters.txt"), "c-1 login billing\nc-2 search\nc-3 terse\n").unwrap();
     std::fs::write(p.join("src/notes.txt"), "clustering notes\n").unwrap();
+    std::fs::write(p.join("src/singletons.txt"), "s-1 refund\ns-2 weather\n").unwrap();
     std::fs::write(p.join("measure.sh"), MEASURE_SH).unwrap();
     git(p, &["add", "-A"]);
     git(p, &["commit", "-q", "-m", "clusters"]);
@@ -50,7 +57,7 @@ fn spec_and_plan(dir: &Path, hyps: &str, split_adds: &str) -> (String, String) {
         "name: topics\n\
 description: clusters that each hold one topic\n\
 metric:\n  primary: {{ name: quality, direction: maximize, type: judge }}\n  degenerate_gates: [\"clusters >= 2\"]\n  \
-judge: {{ rubric: \"Score 1-5: does the cluster hold one topic?\", batch_size: 2, sample_size: 10, sample_seed: 7, score_field: score, cost_per_batch_usd: 0.01 }}\n\
+judge: {{ rubric: \"Score 1-5: does the cluster hold one topic?\", batch_size: 2, sample_size: 10, sample_seed: 7, score_field: score, cost_per_batch_usd: 0.01, singleton_rubric: \"Should the singleton join a cluster?\", singleton_sample: 5 }}\n\
 measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n\
 scope:\n  mutable: [src]\n  immutable: [measure.sh]\n\
 execution: {{ mode: serial, runtime: scripted }}\n\
@@ -72,7 +79,8 @@ hypotheses:\n{hyps}"
                 {"when": "terse", "score": 3, "reason": "too short to tell"}
             ],
             "default": {"score": 5, "reason": "one topic", "feedback": "holds one topic"},
-            "fail_when": "unjudgeable"
+            "fail_when": "unjudgeable",
+            "singleton": {"rules": [{"when": "refund", "fields": {"should_cluster": true, "confidence": 4}}], "default": {"should_cluster": false, "confidence": 5}}
         }
     });
     let plan_path = dir.join("plan.json");
@@ -116,9 +124,16 @@ fn judge_batches_are_agent_jobs_with_a_cache_a_gate_first_and_one_redispatch() {
     // baseline: (2 + 5 + 3) / 3, every item scored by a judge job, none by the orchestrator
     let baseline = init["baseline"]["quality"]["aggregate"].as_f64().expect("judged baseline");
     assert!((baseline - 10.0 / 3.0).abs() < 1e-9, "{init}");
+    // singleton evaluation: its own judge call, its own metrics
+    assert_eq!(init["baseline"]["singleton_should_cluster"]["aggregate"].as_f64(), Some(0.5), "{init}");
+    assert_eq!(init["baseline"]["singleton_confidence"]["aggregate"].as_f64(), Some(4.5), "{init}");
     let after_init = judge_jobs(&home);
-    // two batches of the three items; the one holding the item judged without feedback went twice (O-33)
-    assert_eq!(after_init.len(), 3, "{after_init:#?}");
+    let singleton_jobs: Vec<&Value> = after_init.iter().filter(|j| key(j).contains(":singletons:")).collect();
+    assert_eq!(singleton_jobs.len(), 1, "{after_init:#?}");
+    assert!(singleton_jobs[0]["payload"]["prompt"].as_str().unwrap().contains("<existing-clusters>"));
+    // two batches of the three items (+ the singleton batch); the one holding the item judged
+    // without feedback went twice (O-33)
+    assert_eq!(after_init.len(), 4, "{after_init:#?}");
     let retried: Vec<&Value> = after_init.iter().filter(|j| key(j).ends_with(":1")).collect();
     assert_eq!(retried.len(), 1, "exactly one re-dispatch: {after_init:#?}");
     let digest = key(retried[0]).rsplit(':').nth(1).unwrap().to_owned();
@@ -136,7 +151,7 @@ fn judge_batches_are_agent_jobs_with_a_cache_a_gate_first_and_one_redispatch() {
     // O-32: identical output is scored once per run: exp-001's items are all cached, no judge job
     assert!(!jobs.iter().any(|j| key(j).contains("exp-001")), "{jobs:#?}");
     let e1 = log_entry(&home, 1);
-    assert_eq!((e1["judge"]["calls"].as_u64(), e1["judge"]["cached"].as_u64()), (Some(0), Some(3)), "{e1:#}");
+    assert_eq!((e1["judge"]["calls"].as_u64(), e1["judge"]["cached"].as_u64()), (Some(0), Some(5)), "three items and two singletons, all cached: {e1:#}");
     // O-30: a failing gate is degenerate before any judge call
     assert!(!jobs.iter().any(|j| key(j).contains("exp-002")), "{jobs:#?}");
     assert_eq!(log_entry(&home, 2)["judge"], Value::Null);
@@ -159,12 +174,13 @@ fn judge_batches_are_agent_jobs_with_a_cache_a_gate_first_and_one_redispatch() {
     }
     // O-11: each judge is its own agent job, outside any worktree, seeing only its batch's items
     // and the rubric: no score, reason or feedback of any other call
-    assert_eq!(jobs.len(), 4, "{jobs:#?}");
+    assert_eq!(jobs.len(), 5, "{jobs:#?}");
     for j in &jobs {
         assert_eq!(j["kind"], "agent");
         assert!(j["payload"]["workdir"].is_null(), "a judge never runs in the experiment's worktree: {j:#}");
         let prompt = j["payload"]["prompt"].as_str().unwrap();
-        let n_items = prompt.matches("\"id\":").count();
+        let batch = prompt.split_once("<items>").or_else(|| prompt.split_once("<singletons>")).map_or("", |(_, rest)| rest.split("</").next().unwrap_or(""));
+        let n_items = batch.matches("\"id\":").count();
         assert!((1..=2).contains(&n_items), "one batch of at most batch_size items: {prompt}");
         for leaked in ["Unrelated topics merged", "holds one topic", "too short to tell", "\"score\":", "two topics"] {
             assert!(!prompt.contains(leaked), "judge prompt leaks {leaked:?}: {prompt}");

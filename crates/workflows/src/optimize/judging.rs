@@ -109,13 +109,39 @@ fn why_not(job: &Job) -> String {
     format!("judge job {} ended {}: {}", job.id, job.state, job.error.clone().or(outcome).unwrap_or_default().trim())
 }
 
+/// What one pass scores: the items under `metric.judge.rubric`, or the singletons under
+/// `singleton_rubric` with the clusters' summaries.
+#[derive(Debug, Clone, Copy)]
+struct Pass<'a> {
+    rubric: &'a str,
+    sample_size: usize,
+    stratify: Option<&'a str>,
+    singleton_summaries: Option<&'a [Value]>,
+}
+
+impl Pass<'_> {
+    fn prompt(&self, batch: &[(String, Value)]) -> String {
+        match self.singleton_summaries {
+            Some(summaries) => judge::render_singleton_prompt(self.rubric, batch, summaries),
+            None => judge::render_prompt(self.rubric, batch),
+        }
+    }
+
+    fn read(&self, text: &str, batch: &[(String, Value)], score_field: &str) -> Reply {
+        match self.singleton_summaries {
+            Some(_) => judge::read_singleton_reply(text, batch),
+            None => judge::read_reply(text, batch, score_field),
+        }
+    }
+}
+
 /// One round of judge calls: every batch in `batches` as its own job, all submitted before any
 /// is awaited. `Err` is the undispatchable reason.
-async fn round(ctx: &Ctx<'_>, j: &JudgeSpec, batches: &[&Vec<(String, Value)>], tag: &str, call: u32) -> Result<Result<Vec<Reply>, String>, OptimizeError> {
+async fn round(ctx: &Ctx<'_>, j: &JudgeSpec, pass: Pass<'_>, batches: &[&Vec<(String, Value)>], tag: &str, call: u32) -> Result<Result<Vec<Reply>, String>, OptimizeError> {
     let runtime = j.runtime.clone().unwrap_or_else(|| ctx.spec.execution.runtime.clone());
     let mut specs = Vec::with_capacity(batches.len());
     for batch in batches {
-        let payload = AgentPayload::new(runtime.clone(), judge::render_prompt(&j.rubric, batch));
+        let payload = AgentPayload::new(runtime.clone(), pass.prompt(batch));
         specs.push(ctx.job("judge", &payload, ctx.key(&format!("judge:{tag}:{}:{call}", batch_digest(batch))), None)?);
     }
     let jobs = super::port::run_all(ctx.port, &specs, "judging").await?;
@@ -124,7 +150,7 @@ async fn round(ctx: &Ctx<'_>, j: &JudgeSpec, batches: &[&Vec<(String, Value)>], 
         if !passed(job) {
             return Ok(Err(why_not(job)));
         }
-        replies.push(judge::read_reply(&final_message(job), batch, score_field(ctx, j)));
+        replies.push(pass.read(&final_message(job), batch, score_field(ctx, j)));
     }
     Ok(Ok(replies))
 }
@@ -136,20 +162,39 @@ async fn round(ctx: &Ctx<'_>, j: &JudgeSpec, batches: &[&Vec<(String, Value)>], 
 /// # Errors
 /// As the port and the cache file; a judge that cannot run is [`Judged::Undispatchable`].
 pub async fn judge_items(ctx: &Ctx<'_>, j: &JudgeSpec, items: &[Value], seed: u64, exclude: &BTreeSet<String>, tag: &str) -> Result<Judged, OptimizeError> {
-    let field = j.stratification.as_ref().map(|s| s.field.as_str());
-    let sampled = judge::sample(items, j.sample_size as usize, seed, field, exclude);
+    let pass = Pass { rubric: &j.rubric, sample_size: j.sample_size as usize, stratify: j.stratification.as_ref().map(|s| s.field.as_str()), singleton_summaries: None };
+    run_pass(ctx, j, pass, items, seed, exclude, tag).await
+}
+
+/// The summaries singleton judges see: the output's own, else `id` + `title`/`summary`/the first
+/// 80 characters of `content` of each item.
+fn summaries(out: &SampleOutput) -> Vec<Value> {
+    if !out.cluster_summaries.is_empty() {
+        return out.cluster_summaries.clone();
+    }
+    out.items
+        .iter()
+        .map(|i| {
+            let text = i.get("title").or_else(|| i.get("summary")).or_else(|| i.get("content")).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)).unwrap_or_default();
+            serde_json::json!({"id": judge::item_id(i), "title": text.chars().take(80).collect::<String>()})
+        })
+        .collect()
+}
+
+async fn run_pass(ctx: &Ctx<'_>, j: &JudgeSpec, pass: Pass<'_>, items: &[Value], seed: u64, exclude: &BTreeSet<String>, tag: &str) -> Result<Judged, OptimizeError> {
+    let sampled = judge::sample(items, pass.sample_size, seed, pass.stratify, exclude);
     let mut cache = read_cache(&ctx.root)?;
-    let plan = judge::plan(&sampled, &cache, &j.rubric, j.batch_size as usize);
+    let plan = judge::plan(&sampled, &cache, pass.rubric, j.batch_size as usize);
     let mut record = JudgeRecord { cached: plan.cached.len() as u32, ..JudgeRecord::default() };
     let all: Vec<&Vec<(String, Value)>> = plan.batches.iter().collect();
-    let first = match round(ctx, j, &all, tag, 0).await? {
+    let first = match round(ctx, j, pass, &all, tag, 0).await? {
         Ok(r) => r,
         Err(reason) => return Ok(Judged::Undispatchable(reason)),
     };
     record.calls += all.len() as u32;
     let again: Vec<usize> = first.iter().enumerate().filter(|(_, r)| r.needs_redispatch()).map(|(i, _)| i).collect();
     let retry_batches: Vec<&Vec<(String, Value)>> = again.iter().map(|i| &plan.batches[*i]).collect();
-    let mut second = match round(ctx, j, &retry_batches, tag, 1).await? {
+    let mut second = match round(ctx, j, pass, &retry_batches, tag, 1).await? {
         Ok(r) => r.into_iter(),
         Err(reason) => return Ok(Judged::Undispatchable(reason)),
     };
@@ -170,7 +215,7 @@ pub async fn judge_items(ctx: &Ctx<'_>, j: &JudgeSpec, items: &[Value], seed: u6
     // the sample's own order, every drawn item once (identical items share one judged result)
     let mut items_out = Vec::with_capacity(sampled.len());
     for item in &sampled {
-        let (id, hash) = (judge::item_id(item), judge::content_hash(&j.rubric, item));
+        let (id, hash) = (judge::item_id(item), judge::content_hash(pass.rubric, item));
         let found = plan.cached.iter().chain(&scored).find(|x| x.content_hash == hash).cloned();
         if let Some(mut x) = found {
             x.item_id = id;
@@ -193,9 +238,23 @@ pub async fn judge_output(ctx: &Ctx<'_>, out: &mut SampleOutput, seed: u64, excl
     let Some(j) = judges(ctx) else { return Ok(Ok((JudgeRecord::default(), Vec::new()))) };
     match judge_items(ctx, j, &out.items, seed, exclude, tag).await? {
         Judged::Undispatchable(reason) => Ok(Err(reason)),
-        Judged::Scored { record, worst } => {
+        Judged::Scored { mut record, worst } => {
             if let Some(v) = judge::aggregate(&record.items, score_field(ctx, j)) {
                 out.metrics.insert(ctx.spec.metric.primary.name.clone(), v);
+            }
+            // singleton evaluation (loop.md 3.3 step 5): its own judges, its own metrics
+            if let (Some(rubric), true) = (j.singleton_rubric.as_deref(), j.singleton_sample > 0 && !out.singletons.is_empty()) {
+                let summaries = summaries(out);
+                let pass = Pass { rubric, sample_size: j.singleton_sample as usize, stratify: None, singleton_summaries: Some(&summaries) };
+                match run_pass(ctx, j, pass, &out.singletons, seed, exclude, &format!("{tag}:singletons")).await? {
+                    Judged::Undispatchable(reason) => return Ok(Err(reason)),
+                    Judged::Scored { record: singles, .. } => {
+                        record.calls += singles.calls;
+                        record.cached += singles.cached;
+                        out.metrics.extend(judge::singleton_metrics(&singles.items));
+                        record.singletons = singles.items;
+                    }
+                }
             }
             Ok(Ok((record, worst)))
         }

@@ -119,6 +119,10 @@ pub struct JudgeRecord {
     pub cached: u32,
     /// Items missing from both replies.
     pub unscored: u32,
+    /// Singleton evaluations (`metric.judge.singleton_sample`), kept apart from the items whose
+    /// feedback feeds the digest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub singletons: Vec<JudgedItem>,
 }
 
 /// One experiment (CP-3: exactly one per experiment, updated in place, O-41).

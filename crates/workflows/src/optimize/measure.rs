@@ -11,8 +11,8 @@
 //!  "diagnostics": {"cost_usd": 0.0}}
 //! ```
 //!
-//! `metrics` is required; `cases` (per-case results), `items` (judge input) and `diagnostics`
-//! are optional.
+//! `metrics` is required; `cases` (per-case results), `items` (judge input), `singletons` and
+//! `cluster_summaries` (singleton evaluation input) and `diagnostics` are optional.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -51,6 +51,13 @@ pub struct SampleOutput {
     /// Judge input items.
     #[serde(default)]
     pub items: Vec<serde_json::Value>,
+    /// Items in no cluster, for singleton evaluation.
+    #[serde(default)]
+    pub singletons: Vec<serde_json::Value>,
+    /// Summaries (titles/themes) of the clusters, for singleton judges; derived from `items`
+    /// (`id` with `title`, `summary` or the first 80 characters of `content`) when absent.
+    #[serde(default)]
+    pub cluster_summaries: Vec<serde_json::Value>,
     /// Diagnostics.
     #[serde(default)]
     pub diagnostics: BTreeMap<String, serde_json::Value>,

@@ -53,7 +53,7 @@ fn read_plan(plan_path: &str) -> Result<Plan, AgentError> {
 /// [`AgentError::Scripted`] for an unreadable plan or judge prompt.
 pub fn judge_transcript(prompt: &str, plan_path: Option<&str>) -> Result<Option<super::item_judge::JudgeRun>, AgentError> {
     let Some(plan_path) = plan_path.filter(|p| !p.is_empty()) else { return Ok(None) };
-    if !prompt.contains(super::item_judge::JUDGE_MARKER) {
+    if !super::item_judge::is_judge_prompt(prompt) {
         return Ok(None);
     }
     super::item_judge::judge_run(prompt, read_plan(plan_path)?.judge.as_ref())

@@ -29,6 +29,34 @@ use crate::AgentError;
 
 /// The first line of the optimize judge prompt.
 pub const JUDGE_MARKER: &str = "You are a quality judge evaluating output items for an optimization experiment.";
+/// The first line of the optimize singleton judge prompt.
+pub const SINGLETON_MARKER: &str = "You are a quality judge evaluating singleton items";
+
+/// Whether `prompt` is one of the optimize loop's judge prompts.
+pub fn is_judge_prompt(prompt: &str) -> bool {
+    prompt.contains(JUDGE_MARKER) || prompt.contains(SINGLETON_MARKER)
+}
+
+/// The `singleton` part of a judge plan: the reply fields per singleton, first match wins.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SingletonPlan {
+    /// Rules: `when` (text the item's JSON contains) and the reply `fields`.
+    #[serde(default)]
+    pub rules: Vec<SingletonRule>,
+    /// Fields of a singleton no rule matches.
+    pub default: serde_json::Map<String, Value>,
+}
+
+/// One singleton rule.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SingletonRule {
+    /// Text the item's JSON must contain.
+    pub when: String,
+    /// The reply fields.
+    pub fields: serde_json::Map<String, Value>,
+}
 
 /// The `judge` section of an edit plan.
 #[derive(Debug, Clone, Deserialize)]
@@ -45,6 +73,9 @@ pub struct JudgePlan {
     /// An item containing this text makes the whole call fail.
     #[serde(default)]
     pub fail_when: Option<String>,
+    /// Singleton evaluation replies.
+    #[serde(default)]
+    pub singleton: Option<SingletonPlan>,
 }
 
 fn score_field() -> String {
@@ -88,6 +119,9 @@ pub enum JudgeRun {
 /// [`AgentError::Scripted`] when the prompt's `<items>` are not a JSON array.
 pub fn judge_run(prompt: &str, plan: Option<&JudgePlan>) -> Result<Option<JudgeRun>, AgentError> {
     let Some(plan) = plan else { return Ok(None) };
+    if prompt.contains(SINGLETON_MARKER) {
+        return singleton_run(prompt, plan.singleton.as_ref());
+    }
     if !prompt.contains(JUDGE_MARKER) {
         return Ok(None);
     }
@@ -116,6 +150,29 @@ pub fn judge_run(prompt: &str, plan: Option<&JudgePlan>) -> Result<Option<JudgeR
         reply.push(el);
     }
     let start = json!({"type": "start", "task": "item_judge", "prompt_sha256": hex::encode(Sha256::digest(prompt.as_bytes()))});
+    let fin = json!({"type": "final", "text": Value::Array(reply).to_string()});
+    Ok(Some(JudgeRun::Reply(format!("{start}\n{fin}\n"))))
+}
+
+fn singleton_run(prompt: &str, plan: Option<&SingletonPlan>) -> Result<Option<JudgeRun>, AgentError> {
+    let Some(plan) = plan else { return Ok(None) };
+    let items = prompt
+        .split_once("<singletons>")
+        .and_then(|(_, rest)| rest.split_once("</singletons>"))
+        .map(|(inside, _)| inside.trim())
+        .ok_or_else(|| AgentError::Scripted("singleton prompt has no <singletons> block".into()))?;
+    let items: Vec<Value> = serde_json::from_str(items).map_err(|e| AgentError::Scripted(format!("singleton prompt <singletons> is not a JSON array: {e}")))?;
+    let reply: Vec<Value> = items
+        .iter()
+        .map(|item| {
+            let text = item.to_string();
+            let fields = plan.rules.iter().find(|r| text.contains(&r.when)).map_or(&plan.default, |r| &r.fields);
+            let mut el = fields.clone();
+            el.insert("item_id".into(), item.get("id").or_else(|| item.get("item_id")).cloned().unwrap_or(Value::Null));
+            Value::Object(el)
+        })
+        .collect();
+    let start = json!({"type": "start", "task": "singleton_judge", "prompt_sha256": hex::encode(Sha256::digest(prompt.as_bytes()))});
     let fin = json!({"type": "final", "text": Value::Array(reply).to_string()});
     Ok(Some(JudgeRun::Reply(format!("{start}\n{fin}\n"))))
 }
@@ -150,5 +207,10 @@ mod tests {
         assert!(judge_run("task: judge\n", Some(&plan())).unwrap().is_none());
         assert!(judge_run(&prompt(&items), None).unwrap().is_none());
         assert!(judge_run(&format!("{JUDGE_MARKER}\n<items>\nnot json\n</items>"), Some(&plan())).is_err());
+        let mut p = plan();
+        p.singleton = Some(serde_json::from_value(json!({"rules": [{"when": "refund", "fields": {"should_cluster": true}}], "default": {"should_cluster": false}})).unwrap());
+        let singles = format!("{SINGLETON_MARKER} -- x\n<singletons>\n[{{\"id\": \"s-1\", \"content\": \"refund\"}}, {{\"id\": \"s-2\", \"content\": \"other\"}}]\n</singletons>\n");
+        let r = reply(judge_run(&singles, Some(&p)).unwrap().unwrap());
+        assert_eq!((r[0]["item_id"].as_str(), r[0]["should_cluster"].as_bool(), r[1]["should_cluster"].as_bool()), (Some("s-1"), Some(true), Some(false)));
     }
 }
