@@ -15,7 +15,10 @@
 //! | `delayed:{queue}` | sorted set | not yet due jobs, score = `not_before` (ms) |
 //! | `wake:{queue}` | list | wake tokens for idle `lease` waiters (`BLPOP`), capped at 16 |
 //! | `leases` | sorted set | running jobs, score = heartbeat deadline (`heartbeat_at + stale_after`) |
-//! | `idem` | hash | idempotency key → job id |
+//! | `idem` | hash | idempotency key → job id (kept while the job or its tombstone is) |
+//! | `done:{class}` | sorted set | acknowledged terminal jobs of a retention class (`succeeded`; `failed` = failed, dead, cancelled), score = finish time: what `prune.lua` may remove (`crate::retention`) |
+//! | `done:backfill` | string | cursor (a creation time in `jobs`) of the one-time walk that files the acknowledged jobs of a namespace written before retention into `done:*`; `done` when finished (set at once for a new namespace) |
+//! | `pruned`, `pruned:{class}` | hash, sorted set | tombstones of pruned jobs: id → `state⇥finished_at⇥pruned_at⇥idem_key`; per class by prune time |
 //! | `results` | sorted set | terminal/stale jobs not yet acknowledged, score = sequence |
 //! | `jobs`, `state:{state}` | sorted sets | job index by creation time: all jobs / per state, for `failed`, `dead`, `cancelled` and `stale` only (`running` jobs are in `leases`; `queued` and `succeeded`, the states nearly every job passes through, are listed by walking `jobs`) |
 //! | `lock:{name}`, `locks` | hash, sorted set | named locks; held locks by heartbeat deadline |
@@ -189,8 +192,9 @@ macro_rules! with_retry {
     }};
 }
 
-// After `with_retry!`, which it uses.
+// After `with_retry!`, which they use.
 mod queue;
+mod retention;
 
 /// Stable lowercase wire name of a reap action.
 fn reap_action_name(action: &ReapAction) -> (&'static str, u64) {

@@ -1,7 +1,7 @@
 //! The embedded SQLite queue backend (on sqlx): [`SqliteBackend`].
 //!
 //! One SQLite file in WAL mode holds the queue (`jobs`, `job_specs`, `job_attempts`, `locks`;
-//! see `sqlite/migrations/`; schema version 2). A job's spec JSON is written once, to
+//! see `sqlite/migrations/`; schema version 3; `pruned_jobs` holds the tombstones of pruned jobs, `sqlite/retention.rs`). A job's spec JSON is written once, to
 //! `job_specs`, out of the `jobs` row that every transition rewrites. A job's latest attempt
 //! lives in its own row (`attempt_no`, the owner columns, `acquired_at_ms`,
 //! `attempt_ended_at_ms`, `attempt_result`, `attempt_retry_delay_ms`): a lease or finish writes
@@ -39,6 +39,7 @@ mod finish;
 mod lease;
 mod rows;
 mod queue;
+mod retention;
 mod schema;
 mod watch;
 
@@ -369,6 +370,12 @@ impl SqliteBackend {
         let what = format!("enqueue on queue `{}`", spec.queue);
         let spec_json = serde_json::to_string(spec)
             .map_err(|e| EngineError::sqlite(format!("{what}: encode spec: {e}")))?;
+        // A job pruned under its retention keeps its idempotency key in its tombstone.
+        if let Some(key) = spec.idempotency_key.as_deref()
+            && let Some(pruned) = self.pruned_with_key(tx, key, &what).await?
+        {
+            return Ok(Enqueued { job_id: pruned, created: false });
+        }
         let id = new_job_id();
         let inserted: Option<i64> = sqlx::query_scalar(
             "INSERT INTO jobs (id, queue, idempotency_key, state, max_attempts, idempotent, \

@@ -11,6 +11,7 @@ use super::{
 };
 use crate::backend::{NamespaceLoss, QueueBackend, ReapAction};
 use crate::error::EngineError;
+use crate::retention::{PruneBatch, PruneRule, Tombstone};
 use crate::job::{
     CancelReply, Enqueued, ExpiredLease, Finish, FinishReply, HeartbeatReply, Job, JobSpec,
     JobState, Lease, LeaseKind, LeaseView, LeasedJob, LockAcquire, WorkerIdentity, new_job_id,
@@ -269,6 +270,18 @@ impl QueueBackend for RedisBackend {
             current_epoch: now,
             jobs_now: jobs,
         }))
+    }
+
+    async fn prune(&self, rule: &PruneRule, limit: usize) -> Result<PruneBatch, EngineError> {
+        self.prune_batch(rule, limit).await
+    }
+
+    async fn prune_count(&self, rule: &PruneRule) -> Result<(u64, u64), EngineError> {
+        self.prune_count_now(rule).await
+    }
+
+    async fn tombstone(&self, job_id: &str) -> Result<Option<Tombstone>, EngineError> {
+        self.tombstone_of(job_id).await
     }
 
     async fn acquire_lock(

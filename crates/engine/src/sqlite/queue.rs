@@ -10,6 +10,7 @@ use super::{CLEAR_LEASE, MAX_IDLE_RECHECK, SqliteBackend, to_i64};
 use super::rows::{job_columns, lock_lease_from_row};
 use crate::backend::{QueueBackend, ReapAction};
 use crate::error::EngineError;
+use crate::retention::{PruneBatch, PruneRule, Tombstone};
 use crate::job::{
     CancelReply, Enqueued, ExpiredLease, Finish, FinishReply, HeartbeatReply, Job, JobSpec, JobState,
     LeaseKind, LeaseView, LeasedJob, LockAcquire, WorkerIdentity, now_ms,
@@ -288,11 +289,34 @@ impl QueueBackend for SqliteBackend {
 
     async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>, EngineError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // Each state reads through an index that holds only its jobs where there is one (queued:
+        // `jobs_due`, running: `jobs_stale`, the rare states: `jobs_rare_state`), so a page costs
+        // O(active) or O(page) whatever the number of retained finished jobs; `succeeded`, the
+        // bulk of them, is read newest first by `seq`.
         let query = match state {
+            Some(JobState::Queued) => sqlx::query(concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM jobs INDEXED BY jobs_due WHERE state = 'queued' ORDER BY seq DESC LIMIT ?1 + 0"
+            ))
+            .bind(limit),
+            Some(JobState::Running) => sqlx::query(concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM jobs INDEXED BY jobs_stale WHERE state = 'running' ORDER BY seq DESC LIMIT ?1 + 0"
+            ))
+            .bind(limit),
+            Some(JobState::Succeeded) => sqlx::query(concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM jobs WHERE state = 'succeeded' ORDER BY seq DESC LIMIT ?1 + 0"
+            ))
+            .bind(limit),
             Some(state) => sqlx::query(concat!(
                 "SELECT ",
                 job_columns!(),
-                " FROM jobs WHERE state = ?1 ORDER BY seq DESC LIMIT ?2 + 0"
+                " FROM jobs INDEXED BY jobs_rare_state WHERE state = ?1 \
+                 AND state IN ('failed', 'dead', 'cancelled', 'stale') ORDER BY seq DESC LIMIT ?2 + 0"
             ))
             .bind(state.as_str())
             .bind(limit),
@@ -331,6 +355,18 @@ impl QueueBackend for SqliteBackend {
             Some(_) => Ok(false),
             None => Err(EngineError::NotFound(job_id.to_owned())),
         }
+    }
+
+    async fn prune(&self, rule: &PruneRule, limit: usize) -> Result<PruneBatch, EngineError> {
+        self.prune_batch(rule, limit).await
+    }
+
+    async fn prune_count(&self, rule: &PruneRule) -> Result<(u64, u64), EngineError> {
+        self.prune_count_now(rule).await
+    }
+
+    async fn tombstone(&self, job_id: &str) -> Result<Option<Tombstone>, EngineError> {
+        self.tombstone_of(job_id).await
     }
 
     async fn acquire_lock(

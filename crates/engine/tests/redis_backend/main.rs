@@ -21,6 +21,7 @@ mod transitions;
 mod lifecycle;
 mod resilience;
 mod layouts;
+mod retention;
 
 /// A `redis-server` owned by one test; shut down (and its files removed) on drop.
 struct RedisServer {

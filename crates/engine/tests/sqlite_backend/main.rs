@@ -19,6 +19,7 @@ mod scenarios;
 mod transitions;
 mod concurrency;
 mod recovery;
+mod retention;
 
 async fn open(dir: &tempfile::TempDir) -> SqliteBackend {
     SqliteBackend::open(&dir.path().join("queue.db")).await.expect("open queue")
