@@ -189,7 +189,7 @@ fn assert_final_state(repo: &Path, status: &Value, report: &str) {
         "Best ops: 8 vs baseline 34",
         "## Waiting for dependency approval",
         // O-22: no detached-worker capability here, so the whole run uses worktrees, logged once
-        "execution.backend remote: no detached-worker capability on this control plane; using the worktree backend for the whole run",
+        "execution.backend remote: no detached-worker capability on this control plane (no execution.remote); using the worktree backend for the whole run",
         "- h-dep Rewrite the counter in awk (needs: gawk)",
     ] {
         assert!(report.contains(want), "report lacks {want:?}:\n{report}");
@@ -280,7 +280,8 @@ fn o66_sigkill_mid_tick_then_resume_loses_and_repeats_nothing() {
     assert_eq!(workers, Some(5), "one worker job per experiment: {jobs:#}");
 }
 
-// O-61: a manual stop saves state and writes the report; running again continues the same batch
+// O-61: a manual stop saves state and writes the report (exit 4); running again continues the same
+// batch; while the first run holds the spec, a second control plane is refused (exit 3)
 #[test]
 fn o61_manual_stop_saves_state_reports_and_continues() {
     let repo = project();
@@ -292,9 +293,17 @@ fn o61_manual_stop_saves_state_reports_and_continues() {
     let mut child = Reaped(child);
     let state = home.path().join("optimize/ops");
     wait_for(Duration::from_secs(120), "exp-002 dispatched", || state.join("briefs/exp-002.md").exists().then_some(()));
+    // a second control plane on the same spec is refused, naming the holder
+    for second in ["run", "resume"] {
+        let out = optimize(&home, &plan, &[second, "--spec", &spec]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{second}: {err}");
+        assert!(err.contains("already driven by") && err.contains(&format!("pid {}", child.0.id())) && err.contains("optimize run") && err.contains("control.lock"), "{second}: {err}");
+    }
     skillforge_tests::signal(&child.0, nix::sys::signal::Signal::SIGINT);
     let exit = skillforge_tests::wait_exit(&mut child.0, Duration::from_secs(60));
-    assert!(exit.success(), "{exit}");
+    // exit 4: paused by the operator, `run` again continues
+    assert_eq!(exit.code(), Some(4), "{exit}");
     let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
     assert_eq!(status["run_state"]["stop_reason"]["reason"], "manual_stop", "{status:#}");
     let report = std::fs::read_to_string(state.join("report.md")).unwrap();
@@ -343,4 +352,253 @@ fn parallel_experiments_on_a_two_worker_redis_fleet() {
     }
     let log = git(repo.path(), &["log", "--format=%s", "optimize/ops"]);
     assert!(log.contains("Drop the separate validation pass") && !log.contains("in pairs"), "{log}");
+}
+
+/// A project of three independent levers: `ops = A_OPS + B_OPS + C_OPS`, each set in its own
+/// file under `src/` and read by the immutable harness.
+fn levers_project() -> TempDir {
+    let dir = tempfile::tempdir().expect("repo dir");
+    let p = dir.path();
+    git(p, &["init", "-q", "-b", "main"]);
+    std::fs::create_dir_all(p.join("src")).unwrap();
+    for (f, v) in [("a", "A_OPS=10"), ("b", "B_OPS=10"), ("c", "C_OPS=10")] {
+        std::fs::write(p.join(format!("src/{f}.sh")), format!("{v}\n")).unwrap();
+    }
+    std::fs::write(p.join("measure.sh"), "#!/bin/sh\n. ./src/a.sh\n. ./src/b.sh\n. ./src/c.sh\necho \"{\\\"metrics\\\": {\\\"ops\\\": $((A_OPS+B_OPS+C_OPS))}}\"\n").unwrap();
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "levers"]);
+    dir
+}
+
+// O-51: the winner is merged; the first file-disjoint runner-up fails in combination, so the
+// second (also disjoint, also eligible) is never tried
+#[test]
+fn o51_runner_up_merging_stops_after_the_first_failed_combination() {
+    let repo = levers_project();
+    let work = tempfile::tempdir().unwrap();
+    let hyps = [
+        hypothesis("h-a", "Lower lever A", "algorithm", "low", 0.3),
+        hypothesis("h-b", "Lower lever B while A is untouched", "caching", "low", 0.2),
+        hypothesis("h-c", "Lower lever C", "preprocessing", "low", 0.1),
+    ]
+    .concat();
+    let spec = format!(
+        "name: levers\ndescription: fewer operations\nmetric:\n  primary: {{ name: ops, direction: minimize }}\n\
+measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\nscope:\n  mutable: [src]\n  immutable: [measure.sh]\n\
+execution: {{ mode: parallel, max_concurrent: 3 }}\nstopping: {{ max_iterations: 3 }}\nhypotheses:\n{hyps}"
+    );
+    let spec_path = work.path().join("levers.yaml");
+    std::fs::write(&spec_path, spec).unwrap();
+    let plan = serde_json::json!({"experiments": [
+        {"when": "lever A", "edits": [{"path": "src/a.sh", "write": "A_OPS=2\n"}]},
+        {"when": "lever B", "edits": [{"path": "src/b.sh", "write": "B_OPS=$(( A_OPS == 10 ? 5 : 50 ))\n"}]},
+        {"when": "lever C", "edits": [{"path": "src/c.sh", "write": "C_OPS=8\n"}]}
+    ]});
+    let plan_path = work.path().join("plan.json");
+    std::fs::write(&plan_path, plan.to_string()).unwrap();
+    let (spec, plan) = (spec_path.display().to_string(), plan_path.display().to_string());
+    let home = Home::embedded();
+    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
+    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
+    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    let got = outcomes(&status);
+    assert_eq!(got.iter().map(|(n, h, o)| (*n, h.as_str(), o.as_str())).collect::<Vec<_>>(), [(1, "h-a", "kept"), (2, "h-b", "runner_up_reverted"), (3, "h-c", "not_selected")], "{status:#}");
+    let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report")["text"].as_str().unwrap().to_owned();
+    assert!(report.contains("runner-up merging stopped after the first failed combination"), "{report}");
+    // exp-003 was never measured in combination: no integrated measurement job exists for it
+    let jobs = home.json(&["jobs", "list", "--limit", "1000"]);
+    let keys: Vec<&str> = jobs.as_array().unwrap().iter().filter_map(|j| j["idempotency_key"].as_str()).collect();
+    assert!(keys.iter().any(|k| k.contains("exp-002:int:")), "the first runner-up was measured in combination: {keys:?}");
+    assert!(!keys.iter().any(|k| k.contains("exp-003:int")), "the second was not tried: {keys:?}");
+    // the optimization branch holds only the winner
+    assert_eq!(git(repo.path(), &["show", "optimize/levers:src/b.sh"]).trim(), "B_OPS=10");
+    assert_eq!(git(repo.path(), &["show", "optimize/levers:src/c.sh"]).trim(), "C_OPS=10");
+    assert_eq!(git(repo.path(), &["show", "optimize/levers:src/a.sh"]).trim(), "A_OPS=2");
+}
+
+fn log_yaml(home: &Home, spec: &str) -> Value {
+    serde_norway::from_str(&std::fs::read_to_string(home.path().join(format!("optimize/{spec}/experiment-log.yaml"))).unwrap()).unwrap()
+}
+
+// O-06, O-07, O-25, O-26, O-46, O-48: the remote backend. Workers are `agent` jobs on a fleet
+// worker, each making its own clone of a local bare repository, measuring paired there and
+// pushing result.yaml on its result ref; the control plane accepts a result only under every
+// check, confirms a would-be keep on its own checkout, and merges head_sha
+#[test]
+fn remote_workers_push_results_that_are_checked_confirmed_and_merged_by_head_sha() {
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let origin = work.path().join("origin.git");
+    git(work.path(), &["clone", "-q", "--bare", &repo.path().display().to_string(), &origin.display().to_string()]);
+    let hyps = [
+        hypothesis("h-direct", "Add each value directly instead of counting up to it", "algorithm", "low", 0.9),
+        hypothesis("h-stale", "Tune the parser from the old main", "parameter-tuning", "low", 0.8),
+        hypothesis("h-claim", "Tidy the parser comments", "preprocessing", "low", 0.7),
+        hypothesis("h-game", "Report fewer operations from the harness", "measurement", "low", 0.6),
+        hypothesis("h-blocked", "Rework the counter on a missing base", "architecture", "low", 0.5),
+    ]
+    .concat();
+    let spec = format!(
+        "name: ops\ndescription: fewer operations, same result\nmetric:\n  primary: {{ name: ops, direction: minimize }}\n  degenerate_gates: [\"correct == 1\"]\n\
+measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n  holdout: {{ command: sh measure.sh data/holdout.txt }}\n\
+scope:\n  mutable: [src]\n  immutable: [measure.sh, data]\n\
+execution: {{ mode: serial, backend: remote, remote: \"{}\" }}\nstopping: {{ max_iterations: 5 }}\nhypotheses:\n{hyps}",
+        origin.display()
+    );
+    let spec_path = work.path().join("ops.yaml");
+    std::fs::write(&spec_path, spec).unwrap();
+    let direct = "  total=$((total+v)); OPS=$((OPS+1))\n";
+    let plan = serde_json::json!({"experiments": [
+        {"when": "directly", "edits": [{"path": "src/count.sh", "replace": "  i=0\n  while [ $i -lt $v ]; do total=$((total+1)); i=$((i+1)); OPS=$((OPS+1)); done\n", "with": direct}]},
+        {"when": "old main", "remote_base": "main", "edits": [{"path": "src/parse.sh", "replace": "# parse FILE", "with": "# parse FILE (tuned)"}]},
+        {"when": "comments", "claim": {"ops": 5}, "edits": [{"path": "src/parse.sh", "replace": "# parse FILE", "with": "# parse FILE (tidy)"}]},
+        {"when": "fewer operations", "edits": [{"path": "measure.sh", "write": "#!/bin/sh\necho '{\"metrics\": {\"ops\": 1, \"correct\": 1}}'\n"}, {"path": "src/count.sh", "replace": "OPS=0\n", "with": "OPS=0 # tuned\n"}]},
+        {"when": "missing base", "remote_base": "0123456789abcdef0123456789abcdef01234567", "edits": []}
+    ]});
+    let plan_path = work.path().join("plan.json");
+    std::fs::write(&plan_path, plan.to_string()).unwrap();
+    let (spec, plan) = (spec_path.display().to_string(), plan_path.display().to_string());
+    let home = Home::embedded();
+    let log = std::fs::File::create(home.path().join("worker-fleet.log")).unwrap();
+    let _worker = Reaped(home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", &plan).args(["worker", "--name", "fleet-1"]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(log).spawn().expect("spawn fleet worker"));
+    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
+    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
+    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    let got = outcomes(&status);
+    let want = [(1, "h-direct", "kept"), (2, "h-stale", "error"), (3, "h-claim", "inconclusive"), (4, "h-game", "error"), (5, "h-blocked", "error")];
+    assert_eq!(got.iter().map(|(n, h, o)| (*n, h.as_str(), o.as_str())).collect::<Vec<_>>(), want, "{status:#}\n{}", home.logs());
+    let log = log_yaml(&home, "ops");
+    let entry = |n: usize| log["experiments"][n - 1].clone();
+    let state = home.path().join("optimize/ops");
+
+    // O-26: the accepted result.yaml is copied into the state root; the worker's pairing carries its machine
+    let copy: Value = serde_norway::from_str(&std::fs::read_to_string(state.join("exp-001-result.yaml")).unwrap()).unwrap();
+    let head = copy["head_sha"].as_str().unwrap().to_owned();
+    let e1 = entry(1);
+    let comps = e1["comparisons"].as_array().unwrap();
+    let worker = comps.iter().find(|c| c["measured_by"] == "worker").expect("the worker's pairing");
+    assert_eq!((worker["kind"].as_str(), worker["candidate"]["identity"].as_str()), (Some("standalone"), Some(format!("commit:{head}").as_str())));
+    assert!(worker["machine"].as_str().unwrap().starts_with("scripted-worker@"), "{worker:#}");
+    assert_eq!(worker["candidate"]["snapshot"]["metrics"]["ops"]["aggregate"].as_f64(), Some(12.0));
+    // O-46: a pairing its author did not produce decided the keep, and the holdout ran on it too
+    let ours = comps.iter().find(|c| c["kind"] == "standalone" && c["measured_by"] == "orchestrator").expect("independent confirmation");
+    assert_eq!(ours["candidate"]["snapshot"]["metrics"]["ops"]["aggregate"].as_f64(), Some(12.0));
+    assert!(comps.iter().any(|c| c["kind"] == "holdout" && c["measured_by"] == "orchestrator"), "{comps:#?}");
+    // O-48: the optimization branch contains head_sha and never the result ref's result.yaml
+    git(repo.path(), &["merge-base", "--is-ancestor", &head, "optimize/ops"]);
+    let files = git(repo.path(), &["ls-tree", "-r", "--name-only", "optimize/ops"]);
+    assert!(!files.lines().any(|f| f == "result.yaml"), "{files}");
+    assert_eq!(measured_ops(repo.path(), "optimize/ops"), (12, 1));
+    assert_eq!(measured_ops(repo.path(), "main"), (34, 1), "main is never touched");
+
+    // O-07: the pushed ref's tip adds only result.yaml on top of head_sha; the worker never pushed the optimization branch
+    let tip_files = git(&origin, &["diff-tree", "--no-commit-id", "--name-only", "-r", "optimize-exp/ops/exp-001"]);
+    assert_eq!(tip_files.trim(), "result.yaml");
+    assert_eq!(git(&origin, &["rev-parse", "optimize-exp/ops/exp-001^"]).trim(), head);
+    assert_eq!(git(&origin, &["rev-parse", "optimize/ops"]).trim(), git(repo.path(), &["rev-parse", "optimize/ops"]).trim(), "the remote's optimization branch is only what the control plane published");
+
+    // O-25: a result whose base does not match, and one touching the immutable scope, are errors with the reason
+    assert!(entry(2)["learnings"].to_string().contains("does not match the dispatched base"), "{:#}", entry(2));
+    assert!(entry(4)["learnings"].to_string().contains("outside scope.mutable: measure.sh"), "{:#}", entry(4));
+    assert!(!state.join("exp-002-result.yaml").exists() && !state.join("exp-004-result.yaml").exists(), "rejected results are not copied");
+    // O-46: the worker claimed 12 -> 5; measured independently it is 12 -> 12: not kept, the claim recorded unconfirmed
+    let e3 = entry(3);
+    let c3 = e3["comparisons"].as_array().unwrap();
+    assert_eq!(c3.iter().find(|c| c["measured_by"] == "worker").unwrap()["candidate"]["snapshot"]["metrics"]["ops"]["aggregate"].as_f64(), Some(5.0));
+    assert_eq!(c3.iter().find(|c| c["measured_by"] == "orchestrator").unwrap()["candidate"]["snapshot"]["metrics"]["ops"]["aggregate"].as_f64(), Some(12.0));
+    assert!(e3["learnings"].to_string().contains("worker claim unconfirmed"), "{e3:#}");
+    // O-06: a base the worker cannot get is a blocker report: no measurement recorded
+    let e5 = entry(5);
+    assert_eq!(e5["comparisons"].as_array().map(Vec::len), Some(0), "{e5:#}");
+    assert!(e5["learnings"].to_string().contains("worker blocker"), "{e5:#}");
+    assert!(log["notes"].to_string().contains("reported a blocker"), "{:#}", log["notes"]);
+    let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report")["text"].as_str().unwrap().to_owned();
+    assert!(report.contains("worker claim unconfirmed") && report.contains("remote result rejected"), "{report}");
+}
+
+// O-26, O-05: in ladder mode the worker's first pair asks for more selection samples: the same
+// worker job is re-dispatched from the same head_sha, its samples are appended to the same
+// entry (one experiment), each accepted result.yaml is copied into the state root
+#[test]
+fn o26_extra_remote_samples_are_re_dispatched_from_head_sha_and_stay_one_experiment() {
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let origin = work.path().join("origin.git");
+    git(work.path(), &["clone", "-q", "--bare", &repo.path().display().to_string(), &origin.display().to_string()]);
+    let spec = format!(
+        "name: ops\ndescription: fewer operations, same result\nmetric:\n  primary: {{ name: ops, direction: minimize }}\n  degenerate_gates: [\"correct == 1\"]\n\
+measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n  stability: {{ mode: ladder, repeat_count: 2 }}\n  holdout: {{ command: sh measure.sh data/holdout.txt }}\n\
+scope:\n  mutable: [src]\n  immutable: [measure.sh, data]\n\
+execution: {{ mode: serial, backend: remote, remote: \"{}\" }}\nstopping: {{ max_iterations: 1 }}\nhypotheses:\n{}",
+        origin.display(),
+        hypothesis("h-direct", "Add each value directly instead of counting up to it", "algorithm", "low", 0.9)
+    );
+    let spec_path = work.path().join("ops.yaml");
+    std::fs::write(&spec_path, spec).unwrap();
+    let plan = serde_json::json!({"experiments": [
+        {"when": "directly", "edits": [{"path": "src/count.sh", "replace": "  i=0\n  while [ $i -lt $v ]; do total=$((total+1)); i=$((i+1)); OPS=$((OPS+1)); done\n", "with": "  total=$((total+v)); OPS=$((OPS+1))\n"}]}
+    ]});
+    let plan_path = work.path().join("plan.json");
+    std::fs::write(&plan_path, plan.to_string()).unwrap();
+    let (spec, plan) = (spec_path.display().to_string(), plan_path.display().to_string());
+    let home = Home::embedded();
+    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
+    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
+    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    assert_eq!(outcomes(&status).iter().map(|(n, h, o)| (*n, h.as_str(), o.as_str())).collect::<Vec<_>>(), [(1, "h-direct", "kept")], "{status:#}");
+    assert_eq!(status["run_state"]["experiments_run"].as_u64(), Some(1), "one experiment");
+    let log = log_yaml(&home, "ops");
+    let comps = log["experiments"][0]["comparisons"].as_array().unwrap().clone();
+    let worker = comps.iter().find(|c| c["measured_by"] == "worker").unwrap();
+    assert_eq!(worker["candidate"]["snapshot"]["metrics"]["ops"]["samples"], serde_json::json!([12.0, 12.0]), "the re-dispatch's sample is appended: {worker:#}");
+    assert_eq!(worker["reference"]["snapshot"]["metrics"]["ops"]["samples"], serde_json::json!([34.0, 34.0]));
+    let state = home.path().join("optimize/ops");
+    let first: Value = serde_norway::from_str(&std::fs::read_to_string(state.join("exp-001-result.yaml")).unwrap()).unwrap();
+    let second: Value = serde_norway::from_str(&std::fs::read_to_string(state.join("exp-001-result-1.yaml")).unwrap()).unwrap();
+    assert_eq!(first["head_sha"], second["head_sha"], "the same head_sha");
+    let jobs = home.json(&["jobs", "list", "--limit", "1000"]);
+    let workers: Vec<&str> = jobs.as_array().unwrap().iter().filter(|j| j["stage"] == "experiment").filter_map(|j| j["idempotency_key"].as_str()).collect();
+    assert_eq!(workers.len(), 2, "the first dispatch and one re-dispatch: {workers:?}");
+    assert!(workers.iter().any(|k| k.ends_with("exp-001:worker:more-1")), "{workers:?}");
+    // the keep was still decided on the independent pairing, at the full protocol, with the holdout
+    let ours = comps.iter().find(|c| c["kind"] == "standalone" && c["measured_by"] == "orchestrator").unwrap();
+    assert_eq!(ours["candidate"]["snapshot"]["metrics"]["ops"]["samples"], serde_json::json!([12.0, 12.0]));
+    assert!(comps.iter().any(|c| c["kind"] == "holdout"), "{comps:#?}");
+    git(repo.path(), &["merge-base", "--is-ancestor", first["head_sha"].as_str().unwrap(), "optimize/ops"]);
+}
+
+// O-28: CE_OPTIMIZE_CENSOR_AFTER reaches the candidate's measurement only when elapsed time alone
+// proves it hopeless (every required objective is an elapsed one); with another required
+// objective that could still win, the measurement runs without it
+#[test]
+fn o28_the_censor_bound_is_passed_only_when_every_required_objective_is_elapsed_time() {
+    let run = |objectives: &str| -> Value {
+        let repo = levers_project();
+        // the harness reports `seconds` (lever A stands for the run's wall time), `ops` (lever B) and
+        // the censor bound it was given, 0 when none
+        std::fs::write(repo.path().join("measure.sh"), "#!/bin/sh\n. ./src/a.sh\n. ./src/b.sh\necho \"{\\\"metrics\\\": {\\\"seconds\\\": $A_OPS, \\\"ops\\\": $B_OPS, \\\"censor_after\\\": ${CE_OPTIMIZE_CENSOR_AFTER:-0}}}\"\n").unwrap();
+        git(repo.path(), &["commit", "-qam", "harness with a censor probe"]);
+        let work = tempfile::tempdir().unwrap();
+        let spec = format!(
+            "name: censor\ndescription: faster\nmetric:\n  primary: {{ name: seconds, direction: minimize, elapsed: true }}\n{objectives}\
+measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\nscope:\n  mutable: [src]\n  immutable: [measure.sh]\n\
+stopping: {{ max_iterations: 1 }}\nhypotheses:\n{}",
+            hypothesis("h-a", "Lower lever A", "algorithm", "low", 0.3)
+        );
+        let spec_path = work.path().join("censor.yaml");
+        std::fs::write(&spec_path, spec).unwrap();
+        let plan_path = work.path().join("plan.json");
+        std::fs::write(&plan_path, serde_json::json!({"experiments": [{"when": "lever A", "edits": [{"path": "src/a.sh", "write": "A_OPS=2\n"}]}]}).to_string()).unwrap();
+        let (spec, plan) = (spec_path.display().to_string(), plan_path.display().to_string());
+        let home = Home::embedded();
+        ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
+        ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
+        let log = log_yaml(&home, "censor");
+        log["experiments"][0]["comparisons"][0].clone()
+    };
+    let only_elapsed = run("");
+    assert_eq!(only_elapsed["candidate"]["snapshot"]["metrics"]["censor_after"]["samples"], serde_json::json!([10.0]), "hopeless past 10 s x (1 - 1 %): {only_elapsed:#}");
+    assert_eq!(only_elapsed["reference"]["snapshot"]["metrics"]["censor_after"]["samples"], serde_json::json!([0.0]), "the reference is never censored");
+    let with_ops = run("  objectives:\n    - { name: seconds, direction: minimize, elapsed: true }\n    - { name: ops, direction: minimize }\n");
+    assert_eq!(with_ops["candidate"]["snapshot"]["metrics"]["censor_after"]["samples"], serde_json::json!([0.0]), "ops could still win: no censor bound: {with_ops:#}");
 }

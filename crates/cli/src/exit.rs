@@ -9,7 +9,8 @@ pub const USAGE: u8 = 2;
 /// Environment problem: missing tool, unreachable queue, unreadable home.
 pub const ENVIRONMENT: u8 = 3;
 /// Not decided yet, ask again later: `harvest gate` saw an empty gate once and waits for the
-/// second observation after `[merge_gate] min_ci_wait` (S-19).
+/// second observation after `[merge_gate] min_ci_wait` (S-19); `optimize run` was stopped by the
+/// operator and is paused (running it again continues the same batch).
 pub const GATE_WAIT: u8 = 4;
 
 /// An error that carries the exit code it should end the process with.

@@ -23,6 +23,8 @@ pub struct RemoteVars {
     pub base_sha: String,
     /// Paired samples per side the current ladder step needs ([`sample_count`]).
     pub sample_count: u32,
+    /// The git remote to clone or fetch (`execution.remote`).
+    pub url: String,
 }
 
 /// Paired samples per side for a remote worker's first dispatch (O-05): 1 for `ladder` and
@@ -145,6 +147,7 @@ Focus on implementing the hypothesis well. The orchestrator will measure and eva
         let _ = write!(
             out,
             "\n<remote-worker>\nYou are running detached, on your own checkout. The orchestrator will not see your tree; it sees only the branch you push and the result you report.\n\n\
+Repository: clone or fetch `{url}`; the base commit and your result ref live there.\n\n\
 Base: commit {base} on branch {branch}. Before changing anything, verify your HEAD is exactly {base}. If it is not, check it out; if you cannot, stop and report that.\n\n\
 After implementing the hypothesis, measure PAIRED on this machine, using the immutable harness as-is:\n\
 1. Baseline: check out {base} (stash or branch your change), run `{command}` {n} time(s), record every sample.\n\
@@ -159,6 +162,7 @@ Include the harness's per-case `cases` object and any cost, tokens, or latency f
 Commit `result.yaml` alone on top of the candidate commit, so the pushed tip's parent is `head_sha`, and push to `{result_ref}`. Do not push to {branch} or any other branch.\n\n\
 Your final message is the structured result: the pushed ref, head_sha, machine, and the two aggregates. Report an unapproved dependency, a base mismatch, or a harness you could not run as a blocker instead of a result.\n</remote-worker>\n",
             base = r.base_sha,
+            url = r.url,
             n = r.sample_count,
             name = spec.name,
         );
@@ -216,7 +220,7 @@ mod tests {
         }
         assert_eq!(brief.matches("- exp-").count(), 10, "rolling window of 10");
         assert!(brief.contains("exp-016") && brief.contains("exp-025") && !brief.contains("exp-015 "));
-        assert!(brief.contains(&format!("<failure-evidence>")) && brief.contains(NONE_RECORDED));
+        assert!(brief.contains("<failure-evidence>") && brief.contains(NONE_RECORDED));
         assert!(!brief.contains('{') || !brief.contains("{spec_name}"), "no unfilled variable");
         assert!(!brief.contains("<remote-worker>"));
     }
@@ -228,7 +232,7 @@ mod tests {
         assert_eq!(sample_count(&spec("stable")), 1);
         assert_eq!(sample_count(&spec("repeat")), 5);
         let s = spec("repeat");
-        let brief = render(&s, &ExperimentLog::default(), "d", 3, ("h", "c"), Some(&RemoteVars { base_sha: "abc123".into(), sample_count: sample_count(&s) }));
+        let brief = render(&s, &ExperimentLog::default(), "d", 3, ("h", "c"), Some(&RemoteVars { base_sha: "abc123".into(), sample_count: sample_count(&s), url: "file:///r.git".into() }));
         assert!(brief.contains("run `sh measure.sh` 5 time(s)"), "{brief}");
         assert!(brief.contains("push to `optimize-exp/ops/exp-003`") && brief.contains("Do not push to optimize/ops"));
         assert!(brief.contains("verify your HEAD is exactly abc123"));

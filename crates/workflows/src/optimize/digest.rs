@@ -168,8 +168,7 @@ mod tests {
         let hs = hypotheses_from_themes(&ts, &log);
         assert_eq!(hs.len(), 1, "a rule per failing item is not a hypothesis");
         assert!(hs[0].validate().is_ok(), "generated hypotheses carry an opportunity");
-        let mut log = ExperimentLog::default();
-        log.hypothesis_backlog = hs.clone();
+        let log = ExperimentLog { hypothesis_backlog: hs.clone(), ..ExperimentLog::default() };
         assert!(hypotheses_from_themes(&ts, &log).is_empty(), "a theme already in the backlog is not added again");
     }
 

@@ -9,6 +9,7 @@ use skillforge_runner_agent::AgentPayload;
 
 use super::OptimizeError;
 use super::brief;
+use super::judging;
 use super::delegation;
 use super::decide::{self, DecideConfig, DecideInput, DecideResult, Decision, Measured, NextMeasurement};
 use super::git;
@@ -62,7 +63,7 @@ pub async fn dispatch_batch(ctx: &Ctx<'_>, log: &mut ExperimentLog, ids: &[Strin
     Ok(numbers)
 }
 
-fn pending(log: &ExperimentLog, n: u32) -> Result<&PendingWait, OptimizeError> {
+pub(crate) fn pending(log: &ExperimentLog, n: u32) -> Result<&PendingWait, OptimizeError> {
     log.run_state.pending_waits.iter().find(|w| w.experiment == n).ok_or_else(|| OptimizeError::Invalid(format!("exp-{n:03} has no pending wait")))
 }
 
@@ -75,14 +76,19 @@ fn pending(log: &ExperimentLog, n: u32) -> Result<&PendingWait, OptimizeError> {
 pub async fn submit_worker(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32) -> Result<String, OptimizeError> {
     let wait = pending(log, n)?;
     let worktree = ctx.root.experiment_worktree(n);
-    git::worktree_for_branch(&ctx.repo, &worktree, &ctx.spec.experiment_branch(n), &wait.base_sha)?;
+    let remote = ctx.spec.remote_url().map(|url| brief::RemoteVars { base_sha: wait.base_sha.clone(), sample_count: brief::sample_count(&ctx.spec), url: url.to_owned() });
+    match &remote {
+        // the worker's own checkout is its isolation; it fetches base_sha from the remote (loop.md 3.2 step 1)
+        Some(r) => super::remote_exp::publish_base(ctx, &r.url, &wait.base_sha)?,
+        None => git::worktree_for_branch(&ctx.repo, &worktree, &ctx.spec.experiment_branch(n), &wait.base_sha)?,
+    }
     let brief_path = ctx.root.root.join("briefs").join(format!("exp-{n:03}.md"));
     let prompt = match std::fs::read_to_string(&brief_path) {
         Ok(text) => text,
         Err(_) => {
             let h = log.hypothesis_backlog.iter().find(|h| h.id == wait.hypothesis_id).ok_or_else(|| OptimizeError::Invalid(format!("hypothesis `{}` is not in the backlog", wait.hypothesis_id)))?;
             let digest = std::fs::read_to_string(ctx.root.source_digest()).unwrap_or_default();
-            let text = brief::render(&ctx.spec, log, &digest, n, (&h.description, &h.category), None);
+            let text = brief::render(&ctx.spec, log, &digest, n, (&h.description, &h.category), remote.as_ref());
             super::log::write_atomic(&brief_path, &text)?;
             text
         }
@@ -90,25 +96,29 @@ pub async fn submit_worker(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32) -> Result
     let runtime = if wait.runtime.is_empty() { ctx.spec.execution.runtime.clone() } else { wait.runtime.clone() };
     let mut payload = AgentPayload::new(runtime, prompt);
     payload.model = ctx.spec.execution.model.clone();
-    payload.workdir = Some(worktree);
+    // a remote worker runs in its attempt's scratch dir, where it makes its own clone
+    payload.workdir = remote.is_none().then_some(worktree);
     payload.timeout_secs = ctx.spec.execution.worker_timeout_seconds;
     payload.transcript_path = Some(ctx.root.root.join("transcripts").join(format!("exp-{n:03}.jsonl")));
-    let payload = serde_json::to_value(&payload).map_err(|e| OptimizeError::Invalid(e.to_string()))?;
     let timeout = ctx.spec.execution.worker_timeout_seconds.map(std::time::Duration::from_secs);
-    ctx.port.submit(ctx.stages.job("experiment", payload, wait.observable.clone(), timeout, &ctx.queue)).await
+    let spec = ctx.job("experiment", &payload, wait.observable.clone(), timeout)?;
+    ctx.port.submit(&spec).await.map(|e| e.job_id).map_err(|e| OptimizeError::Queue(format!("enqueue the exp-{n:03} worker: {e}")))
 }
 
 /// Waits for the worker, enforces the scope (reverting out-of-scope changes, O-01) and records
 /// what it found on the pending wait, verified, so a resumed run keeps it.
-async fn collect_worker(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<WorkerResult, OptimizeError> {
+pub(crate) async fn collect_worker(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<WorkerResult, OptimizeError> {
     if let Some(done) = pending(log, n)?.collected.clone() {
         return Ok(done);
     }
     let id = submit_worker(ctx, log, n).await?;
-    let job = ctx.port.wait(&id).await?;
+    let job = ctx.port.wait(std::slice::from_ref(&id), "experiment running").await.map_err(|e| OptimizeError::Queue(format!("wait for the exp-{n:03} worker: {e}")))?.pop().ok_or_else(|| OptimizeError::Queue(format!("job {id} vanished")))?;
     let worktree = ctx.root.experiment_worktree(n);
     let message = job.outcome.as_ref().and_then(|o| o.detail.get("final_message")).and_then(|m| m.as_str()).unwrap_or("").to_owned();
-    let result = if passed(&job) {
+    let result = if passed(&job) && ctx.spec.remote_url().is_some() {
+        // a remote worker's tree is its own: its scope is checked on the result ref (O-25)
+        WorkerResult { ok: true, message, changed_files: vec![], scope_violations: vec![] }
+    } else if passed(&job) {
         let changed = git::changed_paths(&worktree, OWN_FILES)?;
         let (in_scope, outside): (Vec<String>, Vec<String>) = changed.into_iter().partition(|p| ctx.spec.scope.is_mutable(p));
         git::revert_paths(&worktree, &outside)?;
@@ -129,7 +139,7 @@ async fn collect_worker(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Resul
     Ok(result)
 }
 
-fn skeleton(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32, wr: &WorkerResult) -> Result<Entry, OptimizeError> {
+pub(crate) fn skeleton(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32, wr: &WorkerResult) -> Result<Entry, OptimizeError> {
     let wait = pending(log, n)?;
     let h = log.hypothesis_backlog.iter().find(|h| h.id == wait.hypothesis_id);
     Ok(Entry {
@@ -155,7 +165,7 @@ fn skeleton(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32, wr: &WorkerResult) -> Re
     })
 }
 
-fn terminal(ctx: &Ctx<'_>, log: &mut ExperimentLog, mut entry: Entry, outcome: Outcome, measured: Measured, learning: String) -> Result<(), OptimizeError> {
+pub(crate) fn terminal(ctx: &Ctx<'_>, log: &mut ExperimentLog, mut entry: Entry, outcome: Outcome, measured: Measured, learning: String) -> Result<(), OptimizeError> {
     entry.outcome = outcome;
     entry.measured = measured;
     entry.learnings.push(learning);
@@ -172,6 +182,9 @@ fn terminal(ctx: &Ctx<'_>, log: &mut ExperimentLog, mut entry: Entry, outcome: O
 /// # Errors
 /// As the steps; a failed measurement is an outcome, not an error.
 pub async fn collect(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(), OptimizeError> {
+    if let Some(url) = ctx.spec.remote_url() {
+        return super::remote_exp::collect(ctx, log, n, url).await;
+    }
     let worktree = ctx.root.experiment_worktree(n);
     let mut entry = match log.entry(n) {
         Some(e) => e.clone(),
@@ -201,10 +214,8 @@ pub async fn collect(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(
             if ctx.spec.measurement.stability.mode == super::spec::StabilityMode::Ladder
                 && let Some(smoke) = &ctx.spec.measurement.smoke_command
             {
-                let payload = serde_json::to_value(measure::payload(smoke, &worktree, ctx.spec.measurement.working_directory.as_deref(), Default::default())).map_err(|e| OptimizeError::Invalid(e.to_string()))?;
-                let job = ctx.stages.job("measurement", payload, ctx.key(&format!("exp-{n:03}:smoke")), Some(std::time::Duration::from_secs(ctx.spec.measurement.timeout_secs())), &ctx.queue);
-                let id = ctx.port.submit(job).await?;
-                let job = ctx.port.wait(&id).await?;
+                let payload = measure::payload(smoke, &worktree, ctx.spec.measurement.working_directory.as_deref(), Default::default());
+                let job = ctx.run_one(ctx.job("measurement", &payload, ctx.key(&format!("exp-{n:03}:smoke")), Some(std::time::Duration::from_secs(ctx.spec.measurement.timeout_secs())))?, "smoke check").await?;
                 if !passed(&job) {
                     let label = job.outcome.as_ref().map_or_else(|| job.state.to_string(), |o| o.exit.label().to_owned());
                     return terminal(ctx, log, entry, Outcome::Degenerate, Measured::Ok, format!("smoke check `{smoke}` failed ({label}); measurement.command not run"));
@@ -233,13 +244,19 @@ pub async fn collect(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(
     Ok(())
 }
 
+/// Whether `c` is the orchestrator's pairing of `kind` (a remote worker's own pairing is never
+/// sampled further or re-decided here; its confirmation is a separate pairing, O-46).
+pub(crate) fn ours(c: &Comparison, kind: ComparisonKind) -> bool {
+    c.kind == kind && c.measured_by != super::remote_exp::MEASURED_BY_WORKER
+}
+
 /// Samples pairs for the comparison of `kind` until the decision asks for nothing more than the
 /// holdout (or is terminal), persisting the marker and then the entry after every pair.
 pub(crate) async fn ladder(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut Entry, kind: ComparisonKind, reference_dir: &Path, candidate_dir: &Path, tag: &str) -> Result<DecideResult, OptimizeError> {
     let cfg = DecideConfig::from_spec(&ctx.spec);
     let n = entry.experiment;
     loop {
-        let comp = entry.comparisons.iter().find(|c| c.kind == kind).ok_or_else(|| OptimizeError::Invalid(format!("exp-{n:03} has no {kind:?} comparison")))?;
+        let comp = entry.comparisons.iter().find(|c| ours(c, kind)).ok_or_else(|| OptimizeError::Invalid(format!("exp-{n:03} has no {kind:?} comparison")))?;
         if let Some(d) = &comp.decision
             && !matches!(d.next_measurement, NextMeasurement::AddSample | NextMeasurement::Confirm)
         {
@@ -247,8 +264,19 @@ pub(crate) async fn ladder(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut E
         }
         let i = comp.candidate.snapshot.n_samples();
         let (r, c) = pair(ctx, &ctx.spec.measurement.command, &format!("exp-{n:03}:{tag}:{i}"), reference_dir, candidate_dir).await?;
-        let measured = apply_pair(ctx, entry, kind, r, c);
-        let comp = entry.comparisons.iter().find(|c| c.kind == kind).expect("found above");
+        let seed = judging::judges(ctx).map_or(0, |j| j.sample_seed);
+        let judged = judging::judge_pair(ctx, r, c, &format!("exp-{n:03}:{tag}:{i}"), seed, &Default::default()).await?;
+        record_judges(ctx, log, entry, kind, &judged);
+        let worst = judged.worst.clone();
+        let measured = apply_pair(ctx, entry, kind, judged.reference, judged.candidate);
+        if !worst.is_empty() {
+            let comp = entry.comparisons.iter_mut().find(|c| ours(c, kind)).expect("comparison exists");
+            comp.candidate.snapshot.worst_cases = worst.clone();
+            if kind == ComparisonKind::Standalone {
+                entry.worst_cases = worst;
+            }
+        }
+        let comp = entry.comparisons.iter().find(|c| ours(c, kind)).expect("found above");
         if kind == ComparisonKind::Standalone {
             write_marker(candidate_dir, &Marker {
                 experiment: n,
@@ -265,7 +293,7 @@ pub(crate) async fn ladder(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut E
         }
         let d = decide::decide(&cfg, DecideInput { measured: &measured, reference: &comp.reference.snapshot, candidate: &comp.candidate.snapshot, holdout: None });
         let primary = (comp.reference.snapshot.aggregate(&cfg.primary), comp.candidate.snapshot.aggregate(&cfg.primary));
-        entry.comparisons.iter_mut().find(|c| c.kind == kind).expect("found above").decision = Some(d.clone());
+        entry.comparisons.iter_mut().find(|c| ours(c, kind)).expect("found above").decision = Some(d.clone());
         if kind == ComparisonKind::Standalone {
             entry.measured = measured;
             entry.decision = Some(d.clone());
@@ -273,7 +301,7 @@ pub(crate) async fn ladder(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut E
         }
         let samples = i + 1;
         log.upsert(entry.clone());
-        ctx.save(log, "CP-3", |l| l.entry(n).and_then(|e| e.comparisons.iter().find(|c| c.kind == kind)).is_some_and(|c| c.candidate.snapshot.n_samples() >= samples.min(c.candidate.snapshot.n_samples()) && c.decision.is_some()))?;
+        ctx.save(log, "CP-3", |l| l.entry(n).and_then(|e| e.comparisons.iter().find(|c| ours(c, kind))).is_some_and(|c| c.candidate.snapshot.n_samples() >= samples.min(c.candidate.snapshot.n_samples()) && c.decision.is_some()))?;
         ctx.emit(Event::Outcome {
             experiment: n,
             outcome: if kind == ComparisonKind::Standalone { entry.outcome.label() } else { format!("{} (integrated)", d.decision.label()) },
@@ -283,11 +311,49 @@ pub(crate) async fn ladder(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut E
     }
 }
 
-/// One paired sample: reference and candidate submitted together, then awaited.
+/// Books a pair's judge calls (spend, estimated from `cost_per_batch_usd`), keeps the
+/// selection sample's judged items on the entry (`standalone`: the selection pairing; never a
+/// holdout's or a combination's, O-39) and reports a judge that could not run (O-31).
+pub(crate) fn record_judges(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut Entry, kind: ComparisonKind, judged: &judging::JudgedPair) {
+    book_judges(ctx, log, entry.experiment, judged);
+    if kind != ComparisonKind::Standalone {
+        return;
+    }
+    let before = entry.judge.as_ref().map_or(0, |j| j.calls);
+    if let Some(record) = &judged.record {
+        let mut record = record.clone();
+        record.calls = before + judged.calls;
+        entry.judge = Some(record);
+    } else if judged.calls > 0 {
+        entry.judge.get_or_insert_with(Default::default).calls = before + judged.calls;
+    }
+}
+
+/// Books the judge calls of a pair (any kind) and reports a blocker.
+pub(crate) fn book_judges(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32, judged: &judging::JudgedPair) {
+    let cost = ctx.spec.metric.judge.as_ref().map_or(0.0, |j| j.cost_per_batch_usd) * f64::from(judged.calls);
+    log.spend.judge_usd += cost;
+    log.spend.run_usd += cost;
+    if cost > 0.0 && !log.spend.estimated.iter().any(|s| s == "judges") {
+        log.spend.estimated.push("judges".into());
+    }
+    if let Some(reason) = &judged.blocker {
+        let note = format!("exp-{n:03}: {}: {reason}; the experiment is error (unmeasured, never eligible) and no score was produced inline", judging::UNDISPATCHABLE);
+        log.notes.push(note.clone());
+        ctx.emit(Event::Note(note));
+    }
+}
+
+/// One paired sample: the reference, then the candidate (whose censor bound, O-28, depends on
+/// the reference of the same pair).
 pub(crate) async fn pair(ctx: &Ctx<'_>, command: &str, key: &str, reference_dir: &Path, candidate_dir: &Path) -> Result<(Sample, Sample), OptimizeError> {
-    let r = ctx.sample(command, reference_dir, ctx.key(&format!("{key}:ref")));
-    let r = r.await?;
-    let c = ctx.sample(command, candidate_dir, ctx.key(&format!("{key}:cand"))).await?;
+    let r = ctx.sample(command, reference_dir, ctx.key(&format!("{key}:ref"))).await?;
+    // O-28: the candidate may censor itself only when elapsed time alone proves it hopeless
+    let env = match &r {
+        Sample::Ok(out) => measure::censor_after(&ctx.spec, &out.metrics).map(|s| (measure::CENSOR_ENV.to_owned(), s.to_string())).into_iter().collect(),
+        Sample::Failed(_) => Default::default(),
+    };
+    let c = ctx.sample_with(command, candidate_dir, ctx.key(&format!("{key}:cand")), env).await?;
     Ok((r, c))
 }
 
@@ -297,7 +363,7 @@ fn apply_pair(ctx: &Ctx<'_>, entry: &mut Entry, kind: ComparisonKind, r: Sample,
     let direction = ctx.spec.metric.primary.direction;
     let mut worst = None;
     let mut cost = None;
-    let comp = entry.comparisons.iter_mut().find(|x| x.kind == kind).expect("comparison exists");
+    let comp = entry.comparisons.iter_mut().find(|x| ours(x, kind)).expect("comparison exists");
     let measured = match (r, c) {
         (Sample::Failed(m), _) => Measured::Error(format!("reference measurement failed: {m:?}")),
         (Sample::Ok(ro), Sample::Failed(m)) => {

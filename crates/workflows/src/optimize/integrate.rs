@@ -7,7 +7,8 @@ use std::path::Path;
 
 use super::OptimizeError;
 use super::decide::{self, DecideConfig, DecideInput, Decision, NextMeasurement};
-use super::experiment::{ladder, outcome_of, pair};
+use super::experiment::{book_judges, ladder, outcome_of, pair};
+use super::judging;
 use super::git;
 use super::log::{Best, Comparison, ComparisonKind, Entry, ExperimentLog, Outcome};
 use super::measure::Sample;
@@ -93,15 +94,15 @@ fn close(log: &mut ExperimentLog, n: u32, outcome: Outcome, learning: &str) {
 
 /// Collects the held-out pair for experiment `n` and decides again (O-38); only called after selection.
 async fn holdout(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(), OptimizeError> {
-    let Some(hold) = ctx.spec.measurement.holdout.as_ref() else {
+    let Some(command) = holdout_command(ctx) else {
         return Ok(());
     };
     let mut entry = log.entry(n).cloned().expect("ranked from the log");
     let reference_dir = ctx.root.reference_worktree(&entry.base_sha);
     let candidate_dir = ctx.root.experiment_worktree(n);
-    let (r, c) = pair(ctx, &hold.command, &format!("exp-{n:03}:holdout:0"), &reference_dir, &candidate_dir).await?;
+    let (r, c) = judged_holdout_pair(ctx, log, &entry, &command, &format!("exp-{n:03}:holdout:0"), (&reference_dir, &candidate_dir)).await?;
     let sel = entry.standalone().cloned().expect("a standalone comparison exists");
-    let mut holdout = Comparison { kind: ComparisonKind::Holdout, workload: hold.command.clone(), reference: sel.reference.clone(), candidate: sel.candidate.clone(), machine: ctx.machine.clone(), measured_by: "orchestrator".into(), decision: None };
+    let mut holdout = Comparison { kind: ComparisonKind::Holdout, workload: command.clone(), reference: sel.reference.clone(), candidate: sel.candidate.clone(), machine: ctx.machine.clone(), measured_by: "orchestrator".into(), decision: None };
     holdout.reference.snapshot = Default::default();
     holdout.candidate.snapshot = Default::default();
     let measured = match (r, c) {
@@ -122,6 +123,29 @@ async fn holdout(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(), O
     log.upsert(entry);
     ctx.save(log, "CP-3 holdout", |l| l.entry(n).is_some_and(|e| e.comparisons.iter().any(|c| c.kind == ComparisonKind::Holdout)))?;
     Ok(())
+}
+
+/// The held-out measurement: `measurement.holdout.command`, or, for a judge primary with a
+/// `confirmation_seed` and no holdout command, the selection command judged on other items.
+fn holdout_command(ctx: &Ctx<'_>) -> Option<String> {
+    match (&ctx.spec.measurement.holdout, judging::judges(ctx).and_then(|j| j.confirmation_seed)) {
+        (Some(h), _) => Some(h.command.clone()),
+        (None, Some(_)) => Some(ctx.spec.measurement.command.clone()),
+        (None, None) => None,
+    }
+}
+
+/// One holdout pair with its judge passes (O-38): a judge primary draws under
+/// `confirmation_seed`, only items the selection sample did not draw; the items never reach the
+/// entry's `judge.items` (O-39), only the spend is booked.
+async fn judged_holdout_pair(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &Entry, command: &str, key: &str, dirs: (&Path, &Path)) -> Result<(Sample, Sample), OptimizeError> {
+    let (r, c) = pair(ctx, command, key, dirs.0, dirs.1).await?;
+    let Some(j) = judging::judges(ctx) else { return Ok((r, c)) };
+    let seed = j.confirmation_seed.unwrap_or(j.sample_seed);
+    let drawn: BTreeSet<String> = if j.confirmation_seed.is_some() { entry.judge.iter().flat_map(|r| r.items.iter().map(|i| i.item_id.clone())).collect() } else { BTreeSet::new() };
+    let judged = judging::judge_pair(ctx, r, c, key, seed, &drawn).await?;
+    book_judges(ctx, log, entry.experiment, &judged);
+    Ok((judged.reference, judged.candidate))
 }
 
 /// Commits the experiment's in-scope changes (once) and returns the commit.
@@ -189,9 +213,9 @@ async fn runner_up(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<boo
     entry.comparisons.push(Comparison { kind: ComparisonKind::Integrated, workload: ctx.spec.measurement.command.clone(), reference: side(format!("tree:{pre_tree}")), candidate: side(identity), machine: ctx.machine.clone(), measured_by: "orchestrator".into(), decision: None });
     let mut d = ladder(ctx, log, &mut entry, ComparisonKind::Integrated, &reference_dir, &integration, "int").await?;
     if d.next_measurement == NextMeasurement::Holdout
-        && let Some(hold) = ctx.spec.measurement.holdout.as_ref()
+        && let Some(command) = holdout_command(ctx)
     {
-        d = combined_holdout(ctx, &mut entry, &hold.command, &reference_dir, &integration).await?;
+        d = combined_holdout(ctx, log, &mut entry, &command, &reference_dir, &integration).await?;
     }
     let kept = d.eligible && d.decision == Decision::Keep && d.next_measurement == NextMeasurement::None;
     if kept {
@@ -214,9 +238,9 @@ async fn runner_up(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<boo
 
 /// The held-out pair of a combined snapshot, persisted as its own `kind: holdout` record beside
 /// the integrated one (O-24, O-38), and the decision on it.
-async fn combined_holdout(ctx: &Ctx<'_>, entry: &mut Entry, command: &str, reference_dir: &Path, candidate_dir: &Path) -> Result<decide::DecideResult, OptimizeError> {
+async fn combined_holdout(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut Entry, command: &str, reference_dir: &Path, candidate_dir: &Path) -> Result<decide::DecideResult, OptimizeError> {
     let n = entry.experiment;
-    let (r, c) = pair(ctx, command, &format!("exp-{n:03}:int-holdout:0"), reference_dir, candidate_dir).await?;
+    let (r, c) = judged_holdout_pair(ctx, log, entry, command, &format!("exp-{n:03}:int-holdout:0"), (reference_dir, candidate_dir)).await?;
     let integrated = entry.comparisons.iter().find(|c| c.kind == ComparisonKind::Integrated).cloned().expect("integrated comparison exists");
     let mut holdout = Comparison { kind: ComparisonKind::Holdout, workload: format!("{command} (integrated)"), reference: side(integrated.reference.identity.clone()), candidate: side(integrated.candidate.identity.clone()), machine: ctx.machine.clone(), measured_by: "orchestrator".into(), decision: None };
     let measured = match (r, c) {

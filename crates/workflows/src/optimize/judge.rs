@@ -168,6 +168,61 @@ Rules:\n- Evaluate each item independently\n\
     )
 }
 
+/// The singleton prompt for one batch (judge-prompt-template.md, singleton evaluation template):
+/// items in no cluster, with the existing clusters' summaries (titles/themes only).
+pub fn render_singleton_prompt(rubric: &str, batch: &[(String, Value)], cluster_summaries: &[Value]) -> String {
+    let items: Vec<&Value> = batch.iter().map(|(_, v)| v).collect();
+    let singletons = serde_json::to_string_pretty(&items).unwrap_or_default();
+    let summaries = serde_json::to_string_pretty(cluster_summaries).unwrap_or_default();
+    format!(
+        "{SINGLETON_MARKER}\n\n\
+Your job is to determine whether each singleton should have been grouped with an existing cluster, or whether it is genuinely unique. Return structured JSON.\n\n\
+<rubric>\n{rubric}\n</rubric>\n\n<singletons>\n{singletons}\n</singletons>\n\n\
+<existing-clusters>\nA summary of existing clusters for reference (titles/themes only, not full contents):\n{summaries}\n</existing-clusters>\n\n\
+<output-contract>\nReturn ONLY a valid JSON array. No prose, no markdown, no explanation outside the JSON.\n\n\
+Each element must have:\n- \"item_id\": the identifier of the singleton\n- All fields requested by the singleton rubric (should_cluster, best_cluster_id, confidence, etc.)\n\n\
+Example output format (adapt field names to match the rubric):\n[\n  {{\"item_id\": \"issue-1234\", \"should_cluster\": true, \"best_cluster_id\": \"cluster-42\", \"confidence\": 4}},\n  {{\"item_id\": \"issue-5678\", \"should_cluster\": false, \"best_cluster_id\": null, \"confidence\": 5}}\n]\n\n\
+Rules:\n- A singleton that genuinely has no match in existing clusters should get should_cluster: false\n\
+- A singleton that clearly belongs in an existing cluster should get should_cluster: true with the cluster ID\n\
+- High confidence (4-5) means you are very sure. Low confidence (1-2) means the item is borderline.\n\
+- Every singleton in the batch MUST appear in your output\n</output-contract>\n"
+    )
+}
+
+/// The first line of the singleton prompt.
+pub const SINGLETON_MARKER: &str = "You are a quality judge evaluating singleton items -- items that are currently NOT in any group/cluster.";
+
+/// Reads a singleton reply against `batch`: every returned item's numeric fields, booleans as
+/// 1/0 (no `feedback` is asked for); a missing item is re-dispatched once (resolutions 17).
+pub fn read_singleton_reply(text: &str, batch: &[(String, Value)]) -> Reply {
+    let array = text.find('[').and_then(|start| text.rfind(']').map(|end| &text[start..=end])).and_then(|s| serde_json::from_str::<Vec<Value>>(s).ok()).unwrap_or_default();
+    let mut reply = Reply::default();
+    for (hash, item) in batch {
+        let id = item_id(item);
+        let Some(el) = array.iter().find(|el| item_id_of_reply(el) == id) else {
+            reply.missing.push(id);
+            continue;
+        };
+        let scores = el
+            .as_object()
+            .map(|o| o.iter().filter_map(|(k, v)| v.as_f64().or_else(|| v.as_bool().map(|b| if b { 1.0 } else { 0.0 })).map(|f| (k.clone(), f))).collect())
+            .unwrap_or_default();
+        reply.items.push(JudgedItem { item_id: id, content_hash: hash.clone(), scores, reason: String::new(), feedback: String::new(), ambiguous: false, unscored: false });
+    }
+    reply
+}
+
+/// The mean of every field over scored singletons, as `singleton_<field>` metrics.
+pub fn singleton_metrics(items: &[JudgedItem]) -> BTreeMap<String, f64> {
+    let mut fields: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for i in items.iter().filter(|i| !i.unscored) {
+        for (k, v) in &i.scores {
+            fields.entry(format!("singleton_{k}")).or_default().push(*v);
+        }
+    }
+    fields.into_iter().map(|(k, xs)| (k, super::snapshot::mean(&xs))).collect()
+}
+
 /// A judge reply read against its batch.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Reply {
@@ -336,6 +391,18 @@ mod tests {
         let settled = settle(&batch, first, Some(second));
         assert_eq!(settled.len(), 1);
         assert_eq!((settled[0].scores["score"], settled[0].content_hash.as_str()), (2.0, "h1"));
+    }
+
+    #[test]
+    fn singleton_replies_read_booleans_and_numbers_and_average_them() {
+        let batch = vec![("h1".to_string(), json!({"id": "s-1"})), ("h2".to_string(), json!({"id": "s-2"}))];
+        let prompt = render_singleton_prompt("should it cluster?", &batch, &[json!({"id": "c-1", "title": "login"})]);
+        assert!(prompt.starts_with(SINGLETON_MARKER) && prompt.contains("<existing-clusters>") && prompt.contains("\"title\": \"login\""), "{prompt}");
+        let reply = read_singleton_reply(r#"[{"item_id":"s-1","should_cluster":true,"confidence":4},{"item_id":"s-2","should_cluster":false,"confidence":2}]"#, &batch);
+        assert!(!reply.needs_redispatch());
+        let m = singleton_metrics(&reply.items);
+        assert_eq!((m["singleton_should_cluster"], m["singleton_confidence"]), (0.5, 3.0));
+        assert_eq!(read_singleton_reply("[]", &batch).missing, ["s-1", "s-2"]);
     }
 
     // O-31 (the unscored half: resolutions 17)

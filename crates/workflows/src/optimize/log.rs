@@ -119,6 +119,10 @@ pub struct JudgeRecord {
     pub cached: u32,
     /// Items missing from both replies.
     pub unscored: u32,
+    /// Singleton evaluations (`metric.judge.singleton_sample`), kept apart from the items whose
+    /// feedback feeds the digest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub singletons: Vec<JudgedItem>,
 }
 
 /// One experiment (CP-3: exactly one per experiment, updated in place, O-41).
@@ -176,9 +180,10 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// The standalone comparison, if measured.
+    /// The standalone comparison, if measured (the independent one for a remote experiment).
     pub fn standalone(&self) -> Option<&Comparison> {
-        self.comparisons.iter().find(|c| c.kind == ComparisonKind::Standalone)
+        // the last one: a remote experiment's independent confirmation after the worker's own pair
+        self.comparisons.iter().rev().find(|c| c.kind == ComparisonKind::Standalone)
     }
 
     /// The comparison of `kind`, mutable, created from `make` when absent.
@@ -347,6 +352,7 @@ pub fn log_path(state_root: &Path) -> PathBuf {
 pub fn read(state_root: &Path) -> Result<ExperimentLog, OptimizeError> {
     let path = log_path(state_root);
     let text = std::fs::read_to_string(&path).map_err(|e| OptimizeError::Env(format!("read `{}`: {e}", path.display())))?;
+    super::check_yaml(&text, &format!("experiment log `{}`", path.display()))?;
     serde_norway::from_str(&text).map_err(|e| OptimizeError::Invalid(format!("experiment log `{}`: {e}", path.display())))
 }
 

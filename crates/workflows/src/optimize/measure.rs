@@ -11,8 +11,8 @@
 //!  "diagnostics": {"cost_usd": 0.0}}
 //! ```
 //!
-//! `metrics` is required; `cases` (per-case results), `items` (judge input) and `diagnostics`
-//! are optional.
+//! `metrics` is required; `cases` (per-case results), `items` (judge input), `singletons` and
+//! `cluster_summaries` (singleton evaluation input) and `diagnostics` are optional.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -51,6 +51,13 @@ pub struct SampleOutput {
     /// Judge input items.
     #[serde(default)]
     pub items: Vec<serde_json::Value>,
+    /// Items in no cluster, for singleton evaluation.
+    #[serde(default)]
+    pub singletons: Vec<serde_json::Value>,
+    /// Summaries (titles/themes) of the clusters, for singleton judges; derived from `items`
+    /// (`id` with `title`, `summary` or the first 80 characters of `content`) when absent.
+    #[serde(default)]
+    pub cluster_summaries: Vec<serde_json::Value>,
     /// Diagnostics.
     #[serde(default)]
     pub diagnostics: BTreeMap<String, serde_json::Value>,
@@ -74,6 +81,26 @@ pub fn payload(command: &str, checkout: &Path, working_directory: Option<&str>, 
     });
     p.env = env;
     p
+}
+
+/// The variable a candidate measurement gets when it may censor itself (seed: loop.md 3.3 step 1).
+pub const CENSOR_ENV: &str = "CE_OPTIMIZE_CENSOR_AFTER";
+
+/// Seconds after which the candidate's measurement may censor itself ([`CENSOR_ENV`]), given the
+/// reference's metrics of the same pair (O-28): only when elapsed time alone proves the candidate
+/// cannot become eligible, i.e. every required objective is an `elapsed`, minimized one (a
+/// candidate still running at `reference × (1 − min_relative_change)` seconds can improve none of
+/// them). Any other required objective could still win, so `None`: the measurement runs to the end.
+pub fn censor_after(spec: &super::spec::Spec, reference: &BTreeMap<String, f64>) -> Option<u64> {
+    let min_rel = spec.metric.min_relative_change.unwrap_or(0.01);
+    let mut bound = 0.0_f64;
+    for o in spec.objectives().iter().filter(|o| o.required) {
+        if !spec.is_elapsed(&o.name) || o.direction != Direction::Minimize {
+            return None;
+        }
+        bound = bound.max(reference.get(&o.name)? * (1.0 - min_rel));
+    }
+    (bound > 0.0).then(|| bound.ceil() as u64)
 }
 
 /// Classifies a finished measurement (O-64): passed + parsable output → [`Sample::Ok`]; our
@@ -104,6 +131,7 @@ fn last_line(text: &str) -> String {
 /// A message when no JSON object with a `metrics` map of numbers is found.
 pub fn parse_output(stdout: &str) -> Result<SampleOutput, String> {
     let trimmed = stdout.trim();
+    skillforge_contract::limits::check_json(trimmed).map_err(|e| format!("measurement output {e}"))?;
     let whole = serde_json::from_str::<SampleOutput>(trimmed);
     let out = match whole {
         Ok(o) => o,
@@ -153,6 +181,19 @@ mod tests {
             Sample::Ok(out) => assert_eq!(out.metrics["ops"], 12.0),
             other => panic!("{other:?}"),
         }
+    }
+
+    // O-28
+    #[test]
+    fn o28_censoring_only_when_every_required_objective_is_hopeless_by_elapsed_time() {
+        let spec = |objectives: &str| super::super::spec::Spec::parse(&format!("name: t\ndescription: d\nmetric:\n  primary: {{ name: seconds, direction: minimize, elapsed: true }}\n{objectives}measurement: {{ command: sh m.sh }}\nscope: {{ mutable: [src] }}\n"), "t.yaml").unwrap();
+        let reference = BTreeMap::from([("seconds".to_string(), 10.0), ("ops".to_string(), 50.0)]);
+        assert_eq!(censor_after(&spec(""), &reference), Some(10), "only the elapsed primary: hopeless past 9.9 s");
+        let with_ops = spec("  objectives:\n    - { name: seconds, direction: minimize, elapsed: true }\n    - { name: ops, direction: minimize }\n");
+        assert_eq!(censor_after(&with_ops, &reference), None, "ops could still win: the measurement runs to completion");
+        let optional_ops = spec("  objectives:\n    - { name: seconds, direction: minimize, elapsed: true }\n    - { name: ops, direction: minimize, required: false }\n");
+        assert_eq!(censor_after(&optional_ops, &reference), Some(10), "an optional objective does not keep a hopeless run alive");
+        assert_eq!(censor_after(&spec(""), &BTreeMap::new()), None, "no reference value, no bound");
     }
 
     // O-34

@@ -50,6 +50,8 @@ pub struct RefFacts {
     pub range_files: Vec<String>,
     /// The parsed `result.yaml` at the tip.
     pub result: RemoteResult,
+    /// Its text, as committed (copied into the state root when accepted, O-26).
+    pub text: String,
 }
 
 /// Fetches `result_ref` from `remote` into the repository and gathers the [`RefFacts`].
@@ -65,9 +67,10 @@ pub fn collect(repo: &Path, remote: &str, result_ref: &str) -> Result<RefFacts, 
     let tip_files = files_between(repo, &tip_parent, &tip)?;
     let text = git(repo, &["show", &format!("{tip}:{RESULT_FILE}")])
         .map_err(|e| OptimizeError::Invalid(format!("result ref `{result_ref}` has no {RESULT_FILE}: {e}")))?;
+    super::check_yaml(&text, &format!("{RESULT_FILE} on `{result_ref}`"))?;
     let result: RemoteResult = serde_norway::from_str(&text).map_err(|e| OptimizeError::Invalid(format!("{RESULT_FILE} on `{result_ref}`: {e}")))?;
     let range_files = files_between(repo, &result.base_sha, &result.head_sha).unwrap_or_else(|_| vec!["<base..head range unreadable>".into()]);
-    Ok(RefFacts { tip, tip_parent, tip_files, range_files, result })
+    Ok(RefFacts { tip, tip_parent, tip_files, range_files, result, text })
 }
 
 /// The acceptance checks, in the seed's order (O-25): `base_sha` equals the dispatched base; the
@@ -178,5 +181,15 @@ mod tests {
         assert!(accept(&facts, &base, &scope, &required).unwrap_err().contains("candidate snapshot lacks required objective `ops`"));
         // the orchestrator's optimization branch never moved
         assert_eq!(g(&orch, &["rev-parse", "optimize/ops"]), base);
+
+        // issue 12 item 7: a result.yaml nested 100 000 deep is refused before parsing, naming the ref
+        let clone = dir.path().join("deep");
+        g(dir.path(), &["clone", "-q", "-b", "optimize/ops", &origin_s, &clone.to_string_lossy()]);
+        std::fs::write(clone.join(RESULT_FILE), format!("{}{}", "[".repeat(100_000), "]".repeat(100_000))).unwrap();
+        g(&clone, &["add", "-A"]);
+        g(&clone, &["commit", "-q", "-m", "deep"]);
+        g(&clone, &["push", "-q", "origin", "HEAD:refs/heads/optimize-exp/ops/exp-009"]);
+        let err = collect(&orch, &origin_s, "optimize-exp/ops/exp-009").unwrap_err().to_string();
+        assert!(err.contains("result.yaml on `optimize-exp/ops/exp-009`") && err.contains("nests collections deeper"), "{err}");
     }
 }

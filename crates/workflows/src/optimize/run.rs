@@ -18,7 +18,8 @@ use super::digest::{hypotheses_from_themes, themes};
 use super::git::{self, rev_parse};
 use super::log::{self, ExperimentLog, Outcome, RunState, write_atomic, write_verified};
 use super::measure::{self, Sample};
-use super::port::{JobPort, OptimizeStages};
+use super::port::{self, OptimizeStages};
+use crate::stage::StageJobs;
 use super::snapshot::Snapshot;
 use super::spec::{Backend, Spec, StabilityMode};
 use super::state::{RunFile, StateRoot, recover_markers};
@@ -75,7 +76,7 @@ pub struct Ctx<'a> {
     /// The project repository.
     pub repo: PathBuf,
     /// The job port.
-    pub port: &'a dyn JobPort,
+    pub port: &'a dyn StageJobs,
     /// Stage definitions.
     pub stages: OptimizeStages,
     /// Queue name jobs go to.
@@ -119,6 +120,7 @@ pub fn repo_of(spec_path: &Path) -> Result<PathBuf, OptimizeError> {
 pub fn read_run_file(root: &StateRoot) -> Result<RunFile, OptimizeError> {
     let path = root.run_file();
     let text = std::fs::read_to_string(&path).map_err(|_| OptimizeError::Invalid(format!("no optimize run at `{}` (run `skillforge optimize init --spec F` first)", root.root.display())))?;
+    super::check_yaml(&text, &format!("`{}`", path.display()))?;
     serde_norway::from_str(&text).map_err(|e| OptimizeError::Invalid(format!("`{}`: {e}", path.display())))
 }
 
@@ -127,21 +129,33 @@ impl Ctx<'_> {
         format!("{}:{rest}", self.key_prefix)
     }
 
+    /// The job of `stage` running `payload` under `key` on this run's queue (see [`port::job`]).
+    pub(crate) fn job<P: skillforge_runner::RunnerPayload>(&self, stage: &str, payload: &P, key: String, timeout: Option<std::time::Duration>) -> Result<skillforge_engine::JobSpec, OptimizeError> {
+        port::job(&self.stages, stage, payload, key, timeout, &self.queue)
+    }
+
+    /// Submits `spec` and waits for it through the port.
+    pub(crate) async fn run_one(&self, spec: skillforge_engine::JobSpec, what: &str) -> Result<skillforge_engine::Job, OptimizeError> {
+        port::run_one(self.port, spec, what).await
+    }
+
     pub(crate) fn emit(&self, e: Event) {
         (self.events)(e);
     }
 
     /// Runs one measurement sample of `command` in `checkout` under `key` and classifies it.
     pub(crate) async fn sample(&self, command: &str, checkout: &Path, key: String) -> Result<Sample, OptimizeError> {
-        let payload = measure::payload(command, checkout, self.spec.measurement.working_directory.as_deref(), BTreeMap::new());
-        let payload = serde_json::to_value(&payload).map_err(|e| OptimizeError::Invalid(e.to_string()))?;
+        self.sample_with(command, checkout, key, BTreeMap::new()).await
+    }
+
+    /// [`Self::sample`] with extra environment for the measurement (the censor bound, O-28).
+    pub(crate) async fn sample_with(&self, command: &str, checkout: &Path, key: String, env: BTreeMap<String, String>) -> Result<Sample, OptimizeError> {
+        let payload = measure::payload(command, checkout, self.spec.measurement.working_directory.as_deref(), env);
         let timeout = std::time::Duration::from_secs(self.spec.measurement.timeout_secs());
-        let job = self.stages.job("measurement", payload, key, Some(timeout), &self.queue);
-        let id = self.port.submit(job).await?;
-        let job = self.port.wait(&id).await?;
+        let job = self.run_one(self.job("measurement", &payload, key, Some(timeout))?, "measuring").await?;
         Ok(match &job.outcome {
             Some(outcome) => measure::classify(outcome),
-            None => Sample::Failed(decide::Measured::Error(format!("measurement job {id} ended {} without an outcome: {}", job.state, job.error.unwrap_or_default()))),
+            None => Sample::Failed(decide::Measured::Error(format!("measurement job {} ended {} without an outcome: {}", job.id, job.state, job.error.unwrap_or_default()))),
         })
     }
 
@@ -193,10 +207,15 @@ async fn init_inner(ctx: &Ctx<'_>, spec_path: &Path, spec_text: &str, created_at
     let mut baseline = Snapshot::default();
     for i in 0..n {
         match ctx.sample(&spec.measurement.command, &ctx.root.integration_worktree(), ctx.key(&format!("baseline:{i}"))).await? {
-            Sample::Ok(out) => {
+            Sample::Ok(mut out) => {
+                let seed = super::judging::judges(ctx).map_or(0, |j| j.sample_seed);
+                let worst = match super::judging::judge_output(ctx, &mut out, seed, &BTreeSet::new(), &format!("baseline:{i}")).await? {
+                    Ok((_, worst)) => worst,
+                    Err(reason) => return Err(OptimizeError::Env(format!("the baseline cannot be judged: {}: {reason} (no score is produced inline)", super::judging::UNDISPATCHABLE))),
+                };
                 baseline.push_sample(&out.metrics);
                 baseline.gates = super::gates::evaluate(&spec.metric.degenerate_gates, &out.metrics);
-                baseline.worst_cases = measure::worst_cases(&out.cases, spec.metric.primary.direction);
+                baseline.worst_cases = if worst.is_empty() { measure::worst_cases(&out.cases, spec.metric.primary.direction) } else { worst };
                 baseline.diagnostics = out.diagnostics;
             }
             Sample::Failed(m) => return Err(OptimizeError::Env(format!("baseline measurement of `{}` failed: {m:?}", spec.measurement.command))),
@@ -217,9 +236,9 @@ async fn init_inner(ctx: &Ctx<'_>, spec_path: &Path, spec_text: &str, created_at
         h.source.get_or_insert_with(|| "spec".into());
     }
     let mut notes = Vec::new();
-    if spec.execution.backend == Backend::Remote {
+    if spec.execution.backend == Backend::Remote && spec.remote_url().is_none() {
         // O-22: no detached-worker capability is wired into this control plane yet
-        notes.push("execution.backend remote: no detached-worker capability on this control plane; using the worktree backend for the whole run".to_owned());
+        notes.push("execution.backend remote: no detached-worker capability on this control plane (no execution.remote); using the worktree backend for the whole run".to_owned());
     }
     let log = ExperimentLog {
         spec: spec.name.clone(),

@@ -72,6 +72,10 @@ pub struct PrimarySpec {
     /// `hard` (measured) or `judge`.
     #[serde(default, rename = "type")]
     pub kind: MetricKind,
+    /// The metric is the measurement's own wall time in seconds, so elapsed time bounds it
+    /// (what lets a measurement be censored early, O-28). Default false.
+    #[serde(default)]
+    pub elapsed: bool,
 }
 
 /// One entry of `metric.objectives`.
@@ -88,6 +92,9 @@ pub struct ObjectiveSpec {
     /// Whether the objective takes part in eligibility (default true).
     #[serde(default = "yes")]
     pub required: bool,
+    /// As [`PrimarySpec::elapsed`].
+    #[serde(default)]
+    pub elapsed: bool,
 }
 
 fn yes() -> bool {
@@ -138,6 +145,10 @@ pub struct JudgeSpec {
     /// The judge field aggregated into the primary (defaults to `metric.primary.name`).
     #[serde(default)]
     pub score_field: Option<String>,
+    /// Agent runtime profile of the judges (defaults to `execution.runtime`). Judges are always
+    /// their own `agent` jobs, never the worker's context (O-11).
+    #[serde(default)]
+    pub runtime: Option<String>,
 }
 
 fn cheap() -> String {
@@ -323,6 +334,11 @@ pub struct ExecutionSpec {
     /// Budget of one worker run, seconds (default 1800).
     #[serde(default)]
     pub worker_timeout_seconds: Option<u64>,
+    /// The git remote detached (`remote` backend) workers clone from and push their result refs
+    /// to; the control plane pushes `optimize/<spec>` there before each dispatch. Without it the
+    /// remote backend has no detached-worker capability and the run uses worktrees (O-22).
+    #[serde(default)]
+    pub remote: Option<String>,
 }
 
 impl Default for ExecutionSpec {
@@ -338,6 +354,7 @@ impl Default for ExecutionSpec {
             model: None,
             worker_cost_usd: 0.0,
             worker_timeout_seconds: None,
+            remote: None,
         }
     }
 }
@@ -431,6 +448,7 @@ impl Spec {
     /// # Errors
     /// [`OptimizeError::Invalid`] naming the key path and the file.
     pub fn parse(text: &str, file: &str) -> Result<Self, OptimizeError> {
+        super::check_yaml(text, &format!("invalid spec `{file}`:"))?;
         let de = serde_norway::Deserializer::from_str(text);
         let spec: Spec = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
@@ -466,6 +484,16 @@ impl Spec {
             .iter()
             .map(|o| Objective { name: o.name.clone(), direction: o.direction, target: o.target, required: o.required })
             .collect()
+    }
+
+    /// The remote detached workers use, when the backend is `remote` and one is configured.
+    pub fn remote_url(&self) -> Option<&str> {
+        (self.execution.backend == Backend::Remote).then_some(self.execution.remote.as_deref()).flatten()
+    }
+
+    /// Whether metric `name` is declared `elapsed` (the measurement's wall time, seconds).
+    pub fn is_elapsed(&self, name: &str) -> bool {
+        (self.metric.primary.name == name && self.metric.primary.elapsed) || self.metric.objectives.iter().any(|o| o.name == name && o.elapsed)
     }
 
     /// The optimization branch, `optimize/<name>`.

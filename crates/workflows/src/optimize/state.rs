@@ -139,7 +139,10 @@ pub fn write_marker(worktree: &Path, marker: &Marker) -> Result<(), OptimizeErro
 pub fn read_marker(worktree: &Path) -> Result<Option<Marker>, OptimizeError> {
     let path = worktree.join(MARKER_FILE);
     match std::fs::read_to_string(&path) {
-        Ok(text) => serde_norway::from_str(&text).map(Some).map_err(|e| OptimizeError::Invalid(format!("marker `{}`: {e}", path.display()))),
+        Ok(text) => {
+            super::check_yaml(&text, &format!("marker `{}`", path.display()))?;
+            serde_norway::from_str(&text).map(Some).map_err(|e| OptimizeError::Invalid(format!("marker `{}`: {e}", path.display())))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(OptimizeError::Env(format!("read `{}`: {e}", path.display()))),
     }
@@ -235,8 +238,7 @@ mod tests {
     fn o66_markers_not_in_the_log_are_recovered_once_with_the_frozen_forecast() {
         let dir = tempfile::tempdir().unwrap();
         let root = StateRoot { root: dir.path().to_path_buf() };
-        let mut log = ExperimentLog::default();
-        log.hypothesis_backlog = vec![hyp("h-1", "algorithm", "low", Some(0.3))];
+        let mut log = ExperimentLog { hypothesis_backlog: vec![hyp("h-1", "algorithm", "low", Some(0.3))], ..ExperimentLog::default() };
         log.run_state.pending_waits.push(PendingWait { experiment: 1, hypothesis_id: "h-1".into(), observable: "k".into(), action: "collect".into(), base_sha: "b".into(), runtime: String::new(), collected: None });
         std::fs::create_dir_all(root.experiment_worktree(1)).unwrap();
         write_marker(&root.experiment_worktree(1), &marker(1, 1)).unwrap();

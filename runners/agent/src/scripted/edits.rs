@@ -34,7 +34,29 @@ pub const EXPERIMENT_MARKER: &str = "You are an optimization experiment worker."
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Plan {
+    #[serde(default)]
     experiments: Vec<PlanEntry>,
+    /// The optimize judges' scoring ([`super::item_judge`]).
+    #[serde(default)]
+    judge: Option<super::item_judge::JudgePlan>,
+}
+
+fn read_plan(plan_path: &str) -> Result<Plan, AgentError> {
+    let text = std::fs::read_to_string(plan_path).map_err(|e| AgentError::Scripted(format!("read edit plan `{plan_path}`: {e}")))?;
+    serde_json::from_str(&text).map_err(|e| AgentError::Scripted(format!("edit plan `{plan_path}`: {e}")))
+}
+
+/// The scripted judge run for `prompt` when it is an optimize judge prompt and the plan at
+/// `plan_path` has a `judge` section ([`super::item_judge::judge_run`]); `Ok(None)` otherwise.
+///
+/// # Errors
+/// [`AgentError::Scripted`] for an unreadable plan or judge prompt.
+pub fn judge_transcript(prompt: &str, plan_path: Option<&str>) -> Result<Option<super::item_judge::JudgeRun>, AgentError> {
+    let Some(plan_path) = plan_path.filter(|p| !p.is_empty()) else { return Ok(None) };
+    if !super::item_judge::is_judge_prompt(prompt) {
+        return Ok(None);
+    }
+    super::item_judge::judge_run(prompt, read_plan(plan_path)?.judge.as_ref())
 }
 
 #[derive(Debug, Deserialize)]
@@ -47,6 +69,12 @@ struct PlanEntry {
     message: Option<String>,
     #[serde(default)]
     sleep_ms: Option<u64>,
+    /// Remote worker knob: work from this rev and report it as `base_sha` ([`super::remote_worker`]).
+    #[serde(default)]
+    remote_base: Option<String>,
+    /// Remote worker knob: report these candidate aggregates instead of the measured ones.
+    #[serde(default)]
+    claim: std::collections::BTreeMap<String, f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -75,8 +103,7 @@ pub fn experiment_transcript(prompt: &str, plan_path: Option<&str>, workdir: &Pa
         return Ok(None);
     }
     let hypothesis = prompt.lines().find_map(|l| l.trim().strip_prefix("Hypothesis: ")).unwrap_or("");
-    let text = std::fs::read_to_string(plan_path).map_err(|e| AgentError::Scripted(format!("read edit plan `{plan_path}`: {e}")))?;
-    let plan: Plan = serde_json::from_str(&text).map_err(|e| AgentError::Scripted(format!("edit plan `{plan_path}`: {e}")))?;
+    let plan = read_plan(plan_path)?;
     let entry = plan.experiments.iter().find(|e| hypothesis.contains(&e.when));
     let message = match entry {
         None => format!("no scripted edit for hypothesis `{hypothesis}`"),
@@ -84,10 +111,20 @@ pub fn experiment_transcript(prompt: &str, plan_path: Option<&str>, workdir: &Pa
             if let Some(ms) = entry.sleep_ms {
                 std::thread::sleep(std::time::Duration::from_millis(ms));
             }
-            for edit in &entry.edits {
-                apply(edit, workdir)?;
+            let applied = entry.message.clone().unwrap_or_else(|| format!("applied {} edit(s) for `{}`", entry.edits.len(), entry.when));
+            match super::remote_worker::parse(prompt) {
+                // a remote brief: the worker's own clone, measured and pushed as the delta says
+                Some(brief) => {
+                    let report = super::remote_worker::run(&brief, entry.remote_base.as_deref(), &entry.claim, workdir, |checkout| entry.edits.iter().try_for_each(|e| apply(e, checkout)))?;
+                    if report.contains("blocker:") { report } else { format!("{applied}\n{report}") }
+                }
+                None => {
+                    for edit in &entry.edits {
+                        apply(edit, workdir)?;
+                    }
+                    applied
+                }
             }
-            entry.message.clone().unwrap_or_else(|| format!("applied {} edit(s) for `{}`", entry.edits.len(), entry.when))
         }
     };
     let start = serde_json::json!({"type": "start", "task": "experiment", "prompt_sha256": hex::encode(Sha256::digest(prompt.as_bytes()))});

@@ -27,6 +27,8 @@
 
 pub mod directive;
 pub mod edits;
+pub mod item_judge;
+pub mod remote_worker;
 mod program;
 
 use std::path::Path;

@@ -72,6 +72,27 @@ pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
     // An optimize-loop experiment brief with an edit plan (`SKILLFORGE_SCRIPTED_EDITS`) applies
     // its edits and answers with its own transcript; every other prompt is a scripted run.
     let plan = std::env::var(super::edits::SCRIPTED_EDITS_ENV).ok();
+    match super::edits::judge_transcript(&prompt, plan.as_deref()) {
+        Ok(None) => {}
+        Ok(Some(super::item_judge::JudgeRun::Reply(transcript))) => {
+            let mut stdout = std::io::stdout().lock();
+            return match stdout.write_all(transcript.as_bytes()).and_then(|()| stdout.flush()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("scripted agent: write transcript to stdout: {error}");
+                    ExitCode::from(1)
+                }
+            };
+        }
+        Ok(Some(super::item_judge::JudgeRun::Fail(message))) => {
+            eprintln!("{message}");
+            return ExitCode::from(3);
+        }
+        Err(error) => {
+            eprintln!("{error}");
+            return ExitCode::from(2);
+        }
+    }
     let edited = match &workdir {
         Some(cwd) => super::edits::experiment_transcript(&prompt, plan.as_deref(), cwd),
         None => Ok(None),

@@ -9,10 +9,19 @@
 //! * `status` prints `run_state`, the best and every experiment's outcome;
 //! * `report` writes and prints the wrap-up report.
 //!
+//! `init`, `run` and `resume` hold the run's control-plane lock (`<state-root>/control.lock`,
+//! [`skillforge_workflows::optimize::lock`]) while they work: a second control plane on the same
+//! spec is refused with exit 3 and a message naming the holder (pid, host, command, since).
+//!
 //! Exit codes: 0 ok; 2 invalid spec, a spec changed since `init`, or no run; 3 environment
-//! (git, queue, unwritable state, a baseline that cannot be measured).
-
-mod port;
+//! (git, queue, unwritable state, a baseline that cannot be measured, another control plane
+//! holding the run). `run`/`resume` end by their stop reason:
+//!
+//! | stop reason | exit |
+//! |---|---|
+//! | `target_reached`, `max_iterations`, `max_hours`, `max_wall_hours`, `plateau`, `spend_cap`, `nothing_runnable` | 0 (a criterion of the spec ended the run) |
+//! | `blocked` (a locating measurement that decides keep-or-skip cannot be taken) | 3 |
+//! | `manual_stop` (SIGINT/SIGTERM: paused, `run` again continues the same batch) | 4 |
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -24,14 +33,17 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use skillforge_engine::DEFAULT_QUEUE;
 use skillforge_workflows::optimize::brief::fmt_num;
-use skillforge_workflows::optimize::port::OptimizeStages;
+use skillforge_workflows::optimize::port;
 use skillforge_workflows::optimize::run::{self, Ctx, Event};
 use skillforge_workflows::optimize::spec::Spec;
+use skillforge_workflows::optimize::lock::RunLock;
 use skillforge_workflows::optimize::state::StateRoot;
+use skillforge_workflows::optimize::stopping::StopReason;
 use skillforge_workflows::optimize::{OptimizeError, log, report};
 
 use crate::context::Context;
-use crate::exit::{CliError, CliResult, OK};
+use crate::control::waiter::CliJobs;
+use crate::exit::{CliError, CliResult, ENVIRONMENT, GATE_WAIT, OK};
 use crate::output::print_json;
 
 /// `optimize` subcommands.
@@ -117,8 +129,9 @@ async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
         None => run::repo_of(&a.spec).map_err(map_err)?,
     };
     let root = StateRoot::new(&ctx.home, &spec.name);
-    let backend = ctx.queue().await?;
-    let port = port::CliJobPort { ctx, backend };
+    let existed = root.root.exists();
+    let lock = RunLock::acquire(&root, "init", &machine()).map_err(map_err)?;
+    let jobs = CliJobs::new(ctx, ctx.queue().await?, ctx.store().await?);
     let events = printer(ctx.json);
     let stop = AtomicBool::new(false);
     let created_at = run::now_secs();
@@ -126,8 +139,8 @@ async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
         spec: spec.clone(),
         root: root.clone(),
         repo,
-        port: &port,
-        stages: OptimizeStages::shipped().map_err(map_err)?,
+        port: &jobs,
+        stages: port::for_home(&ctx.home).map_err(map_err)?,
         queue: DEFAULT_QUEUE.to_owned(),
         machine: machine(),
         events: &events,
@@ -135,7 +148,17 @@ async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
         key_prefix: format!("optimize:{}:{created_at}", spec.name),
     };
     let spec_path = std::fs::canonicalize(&a.spec).unwrap_or(a.spec.clone());
-    let log = run::init(&octx, &spec_path, &text, created_at).await.map_err(map_err)?;
+    let log = match run::init(&octx, &spec_path, &text, created_at).await {
+        Ok(log) => log,
+        Err(e) => {
+            if !existed {
+                // nothing of a refused init stays behind, not even the state root the lock created
+                drop(lock);
+                let _ = std::fs::remove_dir_all(&root.root);
+            }
+            return Err(map_err(e));
+        }
+    };
     if ctx.json {
         print_json(&json!({"spec": spec.name, "state_root": root.root, "baseline_sha": log.baseline_sha, "baseline": log.baseline.metrics, "backlog": log.hypothesis_backlog.len()}));
     } else {
@@ -155,8 +178,8 @@ async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
     if run_file.spec_text != text {
         return Err(CliError::usage(anyhow!("spec `{}` changed since `optimize init` (a run keeps the spec it started with; start a new run under another name)", a.spec.display())));
     }
-    let backend = ctx.queue().await?;
-    let port = port::CliJobPort { ctx, backend };
+    let _lock = RunLock::acquire(&root, if resume { "resume" } else { "run" }, &machine()).map_err(map_err)?;
+    let jobs = CliJobs::new(ctx, ctx.queue().await?, ctx.store().await?);
     let events = printer(ctx.json);
     let stop = Arc::new(AtomicBool::new(false));
     let token = crate::control::signals::shutdown_on_signal();
@@ -172,8 +195,8 @@ async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
         spec: spec.clone(),
         root: root.clone(),
         repo: run_file.repo.clone(),
-        port: &port,
-        stages: OptimizeStages::shipped().map_err(map_err)?,
+        port: &jobs,
+        stages: port::for_home(&ctx.home).map_err(map_err)?,
         queue: DEFAULT_QUEUE.to_owned(),
         machine: machine(),
         events: &events,
@@ -187,7 +210,16 @@ async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
     } else {
         eprintln!("{}: {} experiment(s), kept {:?}; {reason}; report {}", spec.name, summary.experiments, summary.kept, root.report().display());
     }
-    Ok(OK)
+    Ok(exit_for(summary.stop_reason.as_ref()))
+}
+
+/// The exit code of a finished `run`/`resume` by its stop reason (module docs).
+fn exit_for(reason: Option<&StopReason>) -> u8 {
+    match reason {
+        Some(StopReason::Blocked(_)) => ENVIRONMENT,
+        Some(StopReason::ManualStop) => GATE_WAIT,
+        _ => OK,
+    }
 }
 
 fn status(ctx: &Context, a: SpecArgs) -> CliResult {
