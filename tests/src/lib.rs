@@ -6,6 +6,7 @@
 //! the README's test command runs first) against real SQLite files, a real `redis-server` started
 //! on a free loopback port, and real child processes.
 
+pub mod decide;
 pub mod fake_github;
 pub mod loader;
 
@@ -82,9 +83,11 @@ pub fn bin() -> PathBuf {
         return PathBuf::from(p);
     }
     let exe = std::env::current_exe().expect("current test executable");
-    // target/debug/deps/<test> → target/debug/skillforge
+    // target/debug/deps/<test> → target/debug/skillforge; a binary of this crate
+    // (target/debug/skillforge-soak) has it beside itself.
+    let beside = exe.parent().map(|d| d.join("skillforge")).filter(|p| p.exists());
     let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let p = dir.join("skillforge");
+    let p = beside.unwrap_or_else(|| dir.join("skillforge"));
     assert!(p.exists(), "`{}` is missing: run `cargo build -p skillforge` before the end-to-end tests", p.display());
     p
 }
@@ -155,6 +158,11 @@ impl RedisServer {
     pub fn cli(&self, args: &[&str]) -> Option<String> {
         let out = Command::new("redis-cli").args(["-p", &self.port.to_string()]).args(args).output().ok()?;
         out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// The server's pid (from its pid file), `None` while it is not running.
+    pub fn pid(&self) -> Option<i32> {
+        std::fs::read_to_string(self.dir.path().join("redis.pid")).ok()?.trim().parse().ok()
     }
 
     /// `redis://127.0.0.1:PORT`.

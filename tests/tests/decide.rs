@@ -4,78 +4,11 @@
 //! S-42..S-82). Every agent call runs the `scripted` runtime through the real `agent` runner as a
 //! durable job on the embedded queue; the store is read back with `sqlite3` and `export`.
 
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::{Value, json};
-use skillforge_tests::{Home, PLANNER_TEMPLATE, add_template, write};
-
-/// The `planner` template with `body` in place of its own (`runtime_compatibility: [codex, claude]`:
-/// codex-family, so the scripted runtime is another family for judges and reviewers).
-fn template_text(body: &str) -> String {
-    PLANNER_TEMPLATE.replace("# Plan\nDo it.\n", body)
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// A home with `planner@v1` current.
-fn home() -> Home {
-    let home = Home::embedded();
-    add_template(&home, PLANNER_TEMPLATE, "acme/templates");
-    home
-}
-
-fn config(home: &Home, text: &str) {
-    write(&home.path().join("config.toml"), text);
-}
-
-/// Imports a candidate whose body is `body` (score 0.8); returns the import's stderr.
-fn import(home: &Home, body: &str, score: f64) -> String {
-    let package = json!({
-        "kind": "gitmoot-skillopt-candidate-package",
-        "contract_version": 1,
-        "template_id": "planner",
-        "candidate": {"content": template_text(body), "metadata": {
-            "id": "planner", "name": "Planner", "description": "Plans work", "kind": "agent-template", "version": 1,
-            "capabilities": ["ask"], "runtime_compatibility": ["codex", "claude"], "tags": ["planning"],
-            "inputs": ["task"], "outputs": ["plan"]}},
-        "summary": {"score": score},
-    });
-    let file = write(&home.path().join(format!("in/candidate-{}.json", body.len())), &package.to_string());
-    let out = home.run(&["import", "--file", file.to_str().unwrap()]);
-    assert!(out.status.success(), "import: {}", stderr(&out));
-    stderr(&out)
-}
-
-/// One value from the store: `sqlite3 <db> QUERY`, trimmed.
-fn sql(home: &Home, query: &str) -> String {
-    let out = Command::new("sqlite3")
-        .arg(home.path().join("skillforge.db"))
-        .arg(query)
-        .output()
-        .expect("sqlite3 (Debian package sqlite3) is installed");
-    assert!(out.status.success(), "sqlite3 {query}: {}", stderr(&out));
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-fn count(home: &Home, table: &str) -> i64 {
-    sql(home, &format!("SELECT COUNT(*) FROM {table}")).parse().unwrap()
-}
-
-/// Rows a decision must not add when it is a no-op.
-fn decide_tables(home: &Home) -> Vec<i64> {
-    ["eval_runs", "ranked_feedback_events", "skillopt_bandit_arms", "skillopt_ab_picks", "skillopt_binary_verdicts", "promotion_events"]
-        .iter()
-        .map(|t| count(home, t))
-        .collect()
-}
-
-fn ab(home: &Home, args: &[&str]) -> Value {
-    let mut all = vec!["ab", "planner"];
-    all.extend_from_slice(args);
-    home.json(&all)
-}
+use skillforge_tests::decide::{ab, config, count, decide_tables, events, harvest_outcome, home, import, sql, stderr};
+use skillforge_tests::{Home, write};
 
 // ---------------------------------------------------------------------------------------------
 // Mode B: ab, the bandit, the judge
@@ -344,23 +277,6 @@ fn s47_s49_lessons_preview_then_apply_idempotently_and_shrink() {
 
 // ---------------------------------------------------------------------------------------------
 // Auto-promote, events, canary
-
-fn harvest_outcome(home: &Home, pr: u32, version: &str, merged_ok: bool) {
-    let pr_s = pr.to_string();
-    home.json(&["harvest", "attribute", "--repo", "acme/app", "--pr", &pr_s, "--template", version, "--resolved-commit", "c0ffee"]);
-    let outcome = if merged_ok { vec!["--outcome", "merged", "--ci", "external"] } else { vec!["--outcome", "reverted"] };
-    let mut args = vec!["harvest", "outcome", "--repo", "acme/app", "--pr", &pr_s];
-    args.extend(outcome);
-    home.json(&args);
-}
-
-fn events(home: &Home) -> Vec<Value> {
-    std::fs::read_to_string(home.path().join("events.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 // S-51, S-52, S-53, S-55
 #[test]

@@ -2,7 +2,8 @@
 //! real git repository with code changes and a merge, one run ends with a pending candidate, a
 //! readable summary and a valid auto-trace export holding hard-verifier and checker rows on the
 //! merge; a second run in the same home works and makes a second session; `--repo` on a
-//! directory that is not a repository is refused with exit 2 naming it.
+//! directory that is not a repository is refused with exit 2 naming it; the demo's candidate is
+//! decided with evidence end to end (issue 15).
 
 use std::path::{Path, PathBuf};
 
@@ -160,4 +161,74 @@ fn demo_refuses_a_directory_that_is_not_a_git_repository() {
         assert!(stderr.contains(&format!("`{shown}` is not a git repository")), "{stderr}");
     }
     assert!(!home.path().join("demo").exists(), "nothing was written for a refused repository");
+}
+
+const SET: &str = "version: 1\ndimensions:\n  - name: clarity\n    questions:\n      - id: says_what\n        text: Does it say what the change does?\n        contains: scripted\n      - id: no_todo\n        text: Is it free of TODOs?\n        not_contains: TODO\n";
+
+// Issue 15 "Done when": the demo's candidate asked, A/B'd with a pick and a judge, BINEVAL'd and
+// turned into lessons, decided by the guardrails (which refuse it: it has no score, S-57), put
+// behind the champion as a canary and graduated from harvested outcomes, all from the CLI, the
+// events in a JSONL file and a Redis stream (S-52, S-57, S-60, S-61, S-65, S-79).
+#[test]
+fn the_demos_candidate_is_decided_with_evidence_end_to_end() {
+    use skillforge_tests::decide::{config, events, harvest_outcome, sql};
+    let redis = skillforge_tests::RedisServer::start();
+    let (repo, _, _) = repo_with_a_merge();
+    let home = Home::embedded();
+    config(
+        &home,
+        &format!(
+            "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 2\nauto_promote_min_score = 0.0\n\
+             auto_promote_canary = true\nauto_promote_canary_sample = 0.5\nreview_runtimes = [\"scripted-b\"]\n\
+             [events]\njsonl = \"events.jsonl\"\nredis_url = \"{}\"\nredis_stream = \"sf:events\"\n",
+            redis.url()
+        ),
+    );
+    let (code, stdout, stderr) = run(&home, &["demo", "--repo", repo.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}\n{}", home.logs());
+    let candidate = format!("{TEMPLATE_ID}@v2");
+    assert_eq!(sql(&home, &format!("SELECT state FROM agent_template_versions WHERE id = '{candidate}'")), "pending");
+    // The demo's train import went through the notify seam (zero auto-trace samples: notify only).
+    assert_eq!(events(&home).iter().map(|e| e["event"].as_str().unwrap()).collect::<Vec<_>>(), ["candidate.awaiting_promotion"]);
+    // Asked, then A/B'd with a human pick and a cross-family judge.
+    assert_eq!(home.json(&["ask", TEMPLATE_ID, "Summarize the last change"])["version"], format!("{TEMPLATE_ID}@v1"));
+    let prompt = "Summarize the parse change\nscripted%b: judge-reply {\"pick\":\"a\"}\n";
+    let ab = home.json(&["ab", TEMPLATE_ID, prompt, "--pick", "a", "--judge", "--seed", "3"]);
+    assert_eq!(ab["challenger"], candidate.as_str());
+    assert!(ab["human_winner"].is_string() && ab["judge_winner"] == ab["human_winner"], "{ab}");
+    // BINEVAL'd and turned into lessons.
+    let out = home.run(&["review", "create", "--template", TEMPLATE_ID, "--repo", "acme/app", "--run", "r1"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let set = write(&home.path().join("in/set.yml"), SET);
+    let src = write(&home.path().join("in/src.txt"), "scripted answer: adds parse_number\n");
+    let scored = home.json(&["binary", "run", "--set", set.to_str().unwrap(), "--run", "r1", "--source", src.to_str().unwrap(), "--deterministic"]);
+    assert_eq!(scored["overall"], 1.0, "{scored}");
+    let lessons = home.json(&["binary", "lessons", "--template", TEMPLATE_ID, "--apply"]);
+    assert_eq!(lessons["applied"], 2, "{lessons}");
+    // Harvested outcomes meet the guardrails: auto-promoted to a canary behind the champion.
+    for pr in 1..=2 {
+        harvest_outcome(&home, pr, &candidate, true);
+    }
+    // The demo's reference optimizer measures no score, and a missing score is never promoted on
+    // (S-57): the guardrails stop at step 7, so the canary is started by hand (resolutions 7).
+    let decided = home.json(&["candidate", "decide", &candidate]);
+    assert_eq!((decided["decision"]["decision"].as_str(), decided["decision"]["step"].as_u64()), (Some("notify"), Some(7)), "{decided}");
+    assert!(decided["reason"].as_str().unwrap().contains("no score"), "{decided}");
+    assert_eq!(sql(&home, &format!("SELECT state FROM agent_template_versions WHERE id = '{candidate}'")), "pending");
+    home.json(&["candidate", "canary", &candidate, "--sample", "0.5"]);
+    assert_eq!(sql(&home, &format!("SELECT state FROM agent_template_versions WHERE id = '{candidate}'")), "canary");
+    // The window fills from harvested outcomes on both sides; the canary graduates by its job.
+    for pr in 3..=12 {
+        harvest_outcome(&home, pr, &candidate, true);
+        harvest_outcome(&home, 100 + pr, &format!("{TEMPLATE_ID}@v1"), pr % 2 == 0);
+    }
+    let checked = home.json(&["candidate", "canary-check"]);
+    assert_eq!((checked[0]["window"]["decision"].as_str(), checked[0]["applied"].as_bool()), (Some("graduate"), Some(true)), "{checked}");
+    assert_eq!(sql(&home, &format!("SELECT state FROM agent_template_versions WHERE id = '{candidate}'")), "current");
+    let names = ["candidate.awaiting_promotion", "candidate.canary_started", "candidate.auto_promoted"];
+    assert_eq!(events(&home).iter().map(|e| e["event"].as_str().unwrap()).collect::<Vec<_>>(), names);
+    let stream = redis.cli(&["XRANGE", "sf:events", "-", "+"]).expect("XRANGE");
+    for name in names {
+        assert!(stream.contains(name), "{name} in the stream:\n{stream}");
+    }
 }

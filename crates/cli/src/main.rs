@@ -88,6 +88,9 @@ enum Command {
     Ask(commands::ask::AskArgs),
     /// Champion/challenger A/B of a template: both answers, a blind pick, the bandit's posterior.
     Ab(commands::ab::AbArgs),
+    /// Live A/B picks owed by intercepted asks: list, show blind, record the pick.
+    #[command(subcommand)]
+    LiveAb(commands::live_ab::LiveAbCommand),
     /// BINEVAL binary evaluation: run a question set, show stored verdicts, derive lessons.
     #[command(subcommand)]
     Binary(commands::binary::BinaryCommand),
@@ -182,6 +185,7 @@ fn main() -> ExitCode {
             Command::Train(cmd) => commands::train::run(&ctx, cmd).await,
             Command::Ab(args) => commands::ab::run(&ctx, args).await,
             Command::Ask(args) => commands::ask::run(&ctx, args).await,
+            Command::LiveAb(cmd) => commands::live_ab::run(&ctx, cmd).await,
             Command::Binary(cmd) => commands::binary::run(&ctx, cmd).await,
             Command::AgentScripted { .. } => unreachable!("handled before the runtime starts"),
         }

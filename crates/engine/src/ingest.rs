@@ -104,7 +104,9 @@ pub async fn ingest_once(
 ) -> Result<IngestReport, EngineError> {
     let mut report = IngestReport::default();
     for job in backend.pending_results(500).await? {
-        let mut tx = store.begin().await.map_err(EngineError::sqlite)?;
+        // The write lock up front: with another writer on the store this waits (busy timeout)
+        // instead of failing the whole pass at its first write.
+        let mut tx = store.begin_write().await.map_err(EngineError::sqlite)?;
         let row = AppliedResult {
             job_id: job.id.clone(),
             fencing_token: job.fencing_token as i64,

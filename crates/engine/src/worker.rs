@@ -14,7 +14,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::backend::QueueBackend;
 use crate::health::WorkerHealth;
-use crate::job::{FinishReply, HeartbeatReply, LeasedJob, LockAcquire, WorkerIdentity};
+use crate::job::{FinishReply, HeartbeatReply, JobState, LeasedJob, LockAcquire, WorkerIdentity};
 use crate::policy::finish_for;
 use crate::reaper::{DEFAULT_REAP_EVERY, run_reaper};
 use crate::registry::RunnerRegistry;
@@ -254,11 +254,24 @@ impl Worker {
                 task.abort();
             }
         }
+        // A finish whose reply was lost (the queue timed out) may still have landed: a lease
+        // the queue no longer shows running under our token was not left stale. (It is never
+        // handed back instead: its job ran, so a release would re-run it.)
+        let mut left_stale = Vec::new();
+        for (job_id, token) in counters.unresolved() {
+            let still_ours = tokio::time::timeout_at(hand_back_by, self.backend.get(&job_id)).await;
+            match still_ours {
+                Ok(Ok(Some(job))) if job.state != JobState::Running || job.fencing_token != token => {
+                    counters.resolved(&job_id, token);
+                }
+                _ => left_stale.push((job_id, token)),
+            }
+        }
         let report = WorkerReport {
             finished: counters.finished.load(Ordering::Relaxed),
             fenced: counters.fenced.load(Ordering::Relaxed),
             released: counters.released.load(Ordering::Relaxed),
-            left_stale: counters.unresolved(),
+            left_stale,
         };
         for (job_id, token) in &report.left_stale {
             warn!(worker = %worker_id, job_id = %job_id, fencing_token = token,
@@ -473,6 +486,8 @@ impl JobTask {
                         cancel: cancel.clone(),
                         heartbeat: Arc::new(|_| {}),
                         scratch_dir: scratch_dir.clone(),
+                        attempt: job.attempts,
+                        fencing_token: token,
                     };
                     runner.run(&spec, &ctx).await.map_err(|e| e.to_string())
                 }

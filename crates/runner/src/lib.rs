@@ -71,7 +71,8 @@ pub fn parse_payload<P: RunnerPayload + DeserializeOwned>(spec: &RunSpec) -> Res
 /// Callback the runner calls to report liveness (and optionally progress text).
 pub type HeartbeatFn = Arc<dyn Fn(Option<&str>) + Send + Sync>;
 
-/// What the engine gives a running job: cancellation, heartbeat and a private scratch dir.
+/// What the engine gives a running job: cancellation, heartbeat, a private scratch dir and the
+/// lease it runs under (attempt, fencing token).
 #[derive(Clone)]
 pub struct RunContext {
     /// Cancelled when the job is cancelled, its lease is lost (fenced off) or the worker shuts
@@ -83,16 +84,24 @@ pub struct RunContext {
     /// A directory private to this attempt: a path only. A runner that needs it creates it
     /// (`create_dir_all`); the engine removes it after the run if it exists.
     pub scratch_dir: PathBuf,
+    /// 1-based attempt number of the lease this run is under (the job's `attempts` when it was
+    /// leased; `jobs retry` starts the count again); 0 when no engine lease backs the run.
+    pub attempt: u32,
+    /// Fencing token of that lease (strictly increasing per job); 0 when no lease backs the run.
+    pub fencing_token: u64,
 }
 
 impl RunContext {
-    /// A context with a fresh cancellation token, a no-op heartbeat and the given scratch dir.
-    /// Used by tests and by commands that run a runner in-process.
+    /// A context with a fresh cancellation token, a no-op heartbeat, the given scratch dir and no
+    /// lease (attempt and fencing token 0). Used by tests and by commands that run a runner
+    /// in-process.
     pub fn detached(scratch_dir: PathBuf) -> Self {
         Self {
             cancel: CancellationToken::new(),
             heartbeat: Arc::new(|_| {}),
             scratch_dir,
+            attempt: 0,
+            fencing_token: 0,
         }
     }
 }

@@ -286,17 +286,29 @@ pub enum DecisionOutcome {
 /// [`StoreError::Sql`].
 pub async fn promote_candidate(store: &Store, version_id: &str, reason: &str) -> Result<DecisionOutcome, StoreError> {
     let mut tx = begin_write(store).await?;
-    if get_candidate(&mut *tx, version_id).await?.is_none() {
+    let outcome = promote_candidate_in(&mut tx, version_id, reason).await?;
+    if matches!(outcome, DecisionOutcome::Done { .. }) {
+        tx.commit().await?;
+    }
+    Ok(outcome)
+}
+
+/// [`promote_candidate`] inside the caller's write transaction (a result handler's ingestion
+/// transaction): writes only when the outcome is [`DecisionOutcome::Done`].
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn promote_candidate_in(conn: &mut SqliteConnection, version_id: &str, reason: &str) -> Result<DecisionOutcome, StoreError> {
+    if get_candidate(&mut *conn, version_id).await?.is_none() {
         return Ok(DecisionOutcome::NotFound);
     }
-    let outcome = match promote_version(&mut tx, version_id).await? {
+    let outcome = match promote_version(conn, version_id).await? {
         PromoteOutcome::Promoted { previous } => DecisionOutcome::Done { previous },
         PromoteOutcome::NotFound => DecisionOutcome::NotFound,
         PromoteOutcome::WrongState(state) => DecisionOutcome::WrongState(state),
     };
     if matches!(outcome, DecisionOutcome::Done { .. }) {
-        decide(&mut tx, version_id, "promoted", reason).await?;
-        tx.commit().await?;
+        decide(conn, version_id, "promoted", reason).await?;
     }
     Ok(outcome)
 }
@@ -308,15 +320,27 @@ pub async fn promote_candidate(store: &Store, version_id: &str, reason: &str) ->
 /// [`StoreError::Sql`].
 pub async fn reject_candidate(store: &Store, version_id: &str, reason: &str) -> Result<DecisionOutcome, StoreError> {
     let mut tx = begin_write(store).await?;
-    let Some(candidate) = get_candidate(&mut *tx, version_id).await? else {
+    let outcome = reject_candidate_in(&mut tx, version_id, reason).await?;
+    if matches!(outcome, DecisionOutcome::Done { .. }) {
+        tx.commit().await?;
+    }
+    Ok(outcome)
+}
+
+/// [`reject_candidate`] inside the caller's write transaction: writes only when the outcome is
+/// [`DecisionOutcome::Done`].
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn reject_candidate_in(conn: &mut SqliteConnection, version_id: &str, reason: &str) -> Result<DecisionOutcome, StoreError> {
+    let Some(candidate) = get_candidate(&mut *conn, version_id).await? else {
         return Ok(DecisionOutcome::NotFound);
     };
     if candidate.version_state != "pending" && candidate.version_state != "canary" {
         return Ok(DecisionOutcome::WrongState(candidate.version_state));
     }
-    set_version_state(&mut tx, version_id, VersionState::Rejected).await?;
-    decide(&mut tx, version_id, "rejected", reason).await?;
-    tx.commit().await?;
+    set_version_state(conn, version_id, VersionState::Rejected).await?;
+    decide(conn, version_id, "rejected", reason).await?;
     Ok(DecisionOutcome::Done { previous: None })
 }
 

@@ -12,6 +12,7 @@ pub mod candidates;
 mod error;
 pub mod feedback;
 pub mod harvest;
+pub mod live_ab;
 pub mod promotion;
 pub mod review;
 pub mod submitted;
@@ -149,6 +150,18 @@ impl Store {
     /// [`StoreError::Sql`] when the database is unavailable.
     pub async fn begin(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
         self.pool.begin().await.map_err(StoreError::from)
+    }
+
+    /// A write transaction that takes the write lock when it starts (`BEGIN IMMEDIATE`), so a
+    /// concurrent writer is waited for up to the busy timeout (10 s). A deferred transaction
+    /// ([`Store::begin`]) that reads first fails at its first write with `database is locked` at
+    /// once instead: SQLite never runs the busy handler for a read → write upgrade. Result
+    /// ingestion reads (`applied_by_key`) before it writes, so it uses this.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the lock is not had within the busy timeout or the store cannot be written.
+    pub async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+        self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(StoreError::from)
     }
 }
 

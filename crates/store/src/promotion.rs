@@ -123,6 +123,30 @@ pub async fn outcomes_between(
     Ok((pos as u64, total as u64))
 }
 
+/// Versions whose candidate decision carries `reason` and for which `event` has not been logged
+/// yet, as `(version_id, template_id)`: the decisions a result handler applied whose notification
+/// the control plane still owes (the outbox of the canary's durable decision jobs, S-61).
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn decided_without_event(
+    db: impl SqliteExecutor<'_>,
+    reason: &str,
+    event: &str,
+) -> Result<Vec<(String, String)>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT r.version_id, v.template_id FROM agent_template_candidate_reviews r
+         JOIN agent_template_versions v ON v.id = r.version_id
+         WHERE r.decision_reason = ?
+           AND NOT EXISTS (SELECT 1 FROM promotion_events e WHERE e.event = ? AND e.job_id = r.version_id)
+         ORDER BY r.version_id",
+    )
+    .bind(reason)
+    .bind(event)
+    .fetch_all(db)
+    .await?)
+}
+
 /// A canary version.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct CanaryRow {

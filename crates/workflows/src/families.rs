@@ -102,8 +102,8 @@ static FAMILIES: [Family; 13] = [
     Family {
         name: "promotion",
         workflow: crate::promotion::events::EVENTS_WORKFLOW,
-        summary: "promotion events: webhook delivery jobs; no domain effect",
-        handler: record_only,
+        summary: "promotion: webhook delivery jobs (no domain effect) and canary decision jobs, applied at ingestion (graduate or roll back)",
+        handler: |_| Arc::new(crate::promotion::window::CanaryDecisionHandler),
     },
     Family {
         name: "ab",

@@ -38,6 +38,8 @@ pub const RUNTIME_SOURCES: &[(&str, &str)] = &[
     ("codex.toml", include_str!("../runtimes/codex.toml")),
     ("opencode.toml", include_str!("../runtimes/opencode.toml")),
     ("scripted.toml", include_str!("../runtimes/scripted.toml")),
+    ("scripted-b.toml", include_str!("../runtimes/scripted-b.toml")),
+    ("scripted-c.toml", include_str!("../runtimes/scripted-c.toml")),
 ];
 
 /// The program placeholder that resolves to the running skillforge binary (see
@@ -299,7 +301,12 @@ mod tests {
             RuntimeProfile::parse(file, text).unwrap_or_else(|e| panic!("{e}"));
         }
         let names: Vec<_> = all().iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["claude", "codex", "opencode", "scripted"]);
+        assert_eq!(names, ["claude", "codex", "opencode", "scripted", "scripted-b", "scripted-c"]);
+        // The scripted agent's other families are personas of the same program.
+        for (name, persona) in [("scripted-b", "b"), ("scripted-c", "c")] {
+            let p = find(name).unwrap();
+            assert_eq!((p.family.as_str(), p.args.as_slice()), (name, ["agent-scripted", "--persona", persona].map(String::from).as_slice()));
+        }
     }
 
     #[test]
@@ -355,7 +362,7 @@ mod tests {
         let error = find("gemini").expect_err("no such runtime");
         assert_eq!(
             error.to_string(),
-            "unknown agent runtime `gemini` (known: claude, codex, opencode, scripted)"
+            "unknown agent runtime `gemini` (known: claude, codex, opencode, scripted, scripted-b, scripted-c)"
         );
     }
 

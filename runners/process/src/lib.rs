@@ -7,7 +7,9 @@
 //! * [`classify`]: the one exit classification function (resolutions.md §1).
 //! * [`sweep_orphans`] / [`start_orphan_sweeper`]: kill what a dead worker's jobs left running
 //!   on this host (found by the [`OWNER_ENV`] marker).
-//! * [`ProcessRunner`]: the [`skillforge_runner::Runner`] of kind `process`.
+//! * [`ProcessRunner`]: the [`skillforge_runner::Runner`] of kind `process`; a leased run's
+//!   child sees its job id, attempt and fencing token ([`JOB_ID_ENV`], [`ATTEMPT_ENV`],
+//!   [`FENCING_TOKEN_ENV`]).
 //!
 //! Everything that runs processes sits behind the default feature `exec`; without it the crate
 //! is [`ProcessPayload`] (a [`skillforge_runner::RunnerPayload`]), [`classify`] and the censor
@@ -49,4 +51,4 @@ pub use reap::RUN_ID_ENV;
 #[cfg(feature = "exec")]
 pub use run::run_process;
 #[cfg(feature = "exec")]
-pub use runner::ProcessRunner;
+pub use runner::{ATTEMPT_ENV, FENCING_TOKEN_ENV, JOB_ID_ENV, ProcessRunner};

@@ -572,3 +572,21 @@ async fn output_held_open_by_an_unreachable_process_does_not_hang_the_run() {
     assert_eq!(guard.count_sleeps(), 1, "{:?}", guard.survivors());
     drop(guard); // kills the escaped sleep
 }
+
+/// A leased run's child sees its job id, attempt and fencing token (what the fault soak's
+/// effects log records); a payload's own entries cannot override them, and a run without a lease
+/// gets none of them.
+#[tokio::test]
+async fn a_leased_run_sees_its_job_id_attempt_and_fencing_token() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let line = "echo \"$SKILLFORGE_JOB_ID/$SKILLFORGE_JOB_ATTEMPT/$SKILLFORGE_FENCING_TOKEN\"";
+    let mut payload = serde_json::json!({ "command": { "shell": line }, "env": { "SKILLFORGE_FENCING_TOKEN": "99" } });
+    let spec = RunSpec { job_id: "job-7".into(), payload: payload.take(), timeout: LONG };
+    let mut ctx = RunContext::detached(dir.path().to_owned());
+    let unleased = ProcessRunner.run(&spec, &ctx).await.expect("run");
+    assert_eq!(unleased.stdout_tail, "//99\n");
+    ctx.attempt = 2;
+    ctx.fencing_token = 5;
+    let leased = ProcessRunner.run(&spec, &ctx).await.expect("run");
+    assert_eq!(leased.stdout_tail, "job-7/2/5\n");
+}

@@ -180,6 +180,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
     let workflow = TrainWorkflow::for_home(&ctx.home).map_err(CliError::usage)?;
     let jobs = CliJobs::new(ctx, queue.clone(), store.clone());
     let reporter = DemoReporter { json: ctx.json };
+    let promotion = crate::control::promotion::policy(ctx);
     let env = TrainEnv {
         store: &store,
         queue: &queue,
@@ -188,6 +189,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
         skillforge_bin: skillforge_bin(),
         jobs: &jobs,
         reporter: &reporter,
+        promotion: &promotion,
     };
 
     // 1. The bundled template.

@@ -123,7 +123,7 @@ pub async fn run(ctx: &Context, args: ImportArgs) -> CliResult {
     }
     // The notify seam runs after the import has returned, never inside it (S-51).
     let seam = crate::control::promotion::after_import(ctx, &store, &version.id).await?;
-    if seam["decision"]["decision"] != "notify" || seam["decision"]["step"] != 1 {
+    if seam["manual"] != true {
         eprintln!("auto-promote: {}", seam["reason"].as_str().unwrap_or_default());
     }
     Ok(OK)

@@ -12,6 +12,7 @@ pub mod feedback;
 pub mod harvest;
 pub mod import;
 pub mod jobs;
+pub mod live_ab;
 pub mod locks;
 pub mod optimize;
 pub mod optimizer;

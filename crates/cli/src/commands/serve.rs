@@ -17,6 +17,7 @@ use skillforge_engine::ingest::run_ingestion;
 use skillforge_engine::reaper::{DEFAULT_REAP_EVERY, run_reaper_reporting};
 use skillforge_engine::retention::{DEFAULT_PRUNE_EVERY, run_pruner};
 use skillforge_workflows::families::Families;
+use skillforge_workflows::stage::Wait;
 
 use crate::control::args::queue_label;
 use crate::control::events::{EventsState, serve_events};
@@ -100,9 +101,18 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
             return;
         }
         let every = Duration::from_secs(args.canary_check_every_secs);
+        // The decision jobs: on the embedded queue waited for (an in-process worker runs them when
+        // none is live); on a shared queue submitted only — a fleet worker runs them, this
+        // ingestion applies them, and the next check finds them by key.
+        let wait = if ctx.queue_url.is_embedded() { Wait::Block } else { Wait::Return };
         loop {
-            if let Err(e) = crate::control::promotion::check_canaries(ctx, &store).await {
-                tracing::warn!(error = %e.error, "canary check failed");
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                checked = crate::control::promotion::check_canaries(ctx, &store, wait) => {
+                    if let Err(e) = checked {
+                        tracing::warn!(error = %e.error, "canary check failed");
+                    }
+                }
             }
             tokio::select! {
                 () = shutdown.cancelled() => return,

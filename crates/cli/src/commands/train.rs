@@ -154,6 +154,7 @@ pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
     let queue = ctx.queue().await?;
     let jobs = CliJobs::new(ctx, queue.clone(), store.clone());
     let reporter = StderrReporter { quiet: false };
+    let promotion = crate::control::promotion::policy(ctx);
     let env = TrainEnv {
         store: &store,
         queue: &queue,
@@ -162,6 +163,7 @@ pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
         skillforge_bin: skillforge_bin(),
         jobs: &jobs,
         reporter: &reporter,
+        promotion: &promotion,
     };
     match cmd {
         TrainCommand::Start(args) => run_start(ctx, &env, args).await,

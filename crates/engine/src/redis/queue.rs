@@ -241,7 +241,12 @@ impl QueueBackend for RedisBackend {
         let ids = self
             .zrange(&format!("{}results", self.prefix), false, limit)
             .await?;
-        self.fetch_jobs(&ids).await
+        // The index and the hashes are read in two round trips: a job retried (and maybe leased
+        // again) in between is no longer a pending result. Handed out in its new state, it was
+        // applied as `queued` or `running` under its token, and its real result under that
+        // token was then dropped as a duplicate (found by the fault soak, issue 21).
+        let jobs = self.fetch_jobs(&ids).await?;
+        Ok(jobs.into_iter().filter(|j| j.state.is_terminal() || j.state == JobState::Stale).collect())
     }
 
     async fn ack_result(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {

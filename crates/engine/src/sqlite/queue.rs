@@ -221,9 +221,12 @@ impl QueueBackend for SqliteBackend {
                 sqlx::query(
                     // A job leased before (retried, or stale) may have a result applied under
                     // its current token: the cancel is a new result, so it gets a new token (a
-                    // never-leased job keeps 0, so a later lease is still its first).
+                    // never-leased job keeps 0, so a later lease is still its first). The token
+                    // change moves the row's attempt into `job_attempts` (trigger), under the
+                    // token it ran with; the row then holds none (`attempt_no` NULL), or the
+                    // history would list that attempt twice (found by the fault soak, issue 21).
                     "UPDATE jobs SET state = 'cancelled', recovery_available = 0, result_pending = 1, \
-                     fencing_token = fencing_token + (fencing_token > 0), updated_at_ms = ?2 WHERE id = ?1",
+                     fencing_token = fencing_token + (fencing_token > 0), attempt_no = NULL, updated_at_ms = ?2 WHERE id = ?1",
                 )
                 .bind(job_id)
                 .bind(now)

@@ -209,6 +209,45 @@ async fn a_retried_then_cancelled_job_gets_a_new_token_and_its_cancel_is_applied
     scenarios::a_retried_then_cancelled_job_gets_a_new_token_and_its_cancel_is_applied(&backend(&server).await).await;
 }
 
+/// Found by the fault soak (issue 21): see the scenario.
+#[tokio::test]
+async fn ingestion_waits_for_another_writer_of_the_store() {
+    let server = RedisServer::start();
+    scenarios::ingestion_waits_for_another_writer_of_the_store(&backend(&server).await).await;
+}
+
+/// Found by the fault soak (issue 21): `pending_results` reads the `results` index and the job
+/// hashes in two round trips. A job retried in between (here: its id put back into the index
+/// as the first read saw it) is no longer a pending result; it was handed out as `queued` and
+/// applied so, and its real result under that token was later dropped as a duplicate.
+#[tokio::test]
+async fn a_job_retried_between_reading_the_results_index_and_its_hash_is_not_a_pending_result() {
+    use skillforge_engine::ingest::{RecordOnly, ingest_once};
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let home = tempfile::tempdir().unwrap();
+    let store = skillforge_store::Store::open(home.path()).await.unwrap();
+    let w = worker("index-then-hash");
+    let mut once = spec("q");
+    once.max_attempts = 1;
+    let id = b.enqueue(&once).await.unwrap().job_id;
+    let leased = b.lease("q", &w, 1, Duration::ZERO).await.unwrap();
+    b.finish(&id, leased[0].fencing_token, &finish(JobState::Dead, 0, "failed")).await.unwrap();
+    b.retry(&id).await.unwrap();
+    server.cli(&["ZADD", "sftest:results", "1", &id]);
+    assert!(b.pending_results(10).await.unwrap().is_empty(), "a queued job is no pending result");
+    assert_eq!(ingest_once(&b, &store, &RecordOnly).await.unwrap().applied, 0);
+    let rows = skillforge_store::applied::applied_for_job(store.pool(), &id).await.unwrap();
+    assert!(rows.is_empty(), "nothing applied as `queued`: {rows:?}");
+}
+
+/// Found by the fault soak (issue 21): see the scenario.
+#[tokio::test]
+async fn a_cancelled_job_keeps_each_attempt_once_under_its_own_token() {
+    let server = RedisServer::start();
+    scenarios::a_cancelled_job_keeps_each_attempt_once_under_its_own_token(&backend(&server).await).await;
+}
+
 /// Issue 12 item 6: Redis losing its data (here `FLUSHALL`; a restart without persistence is the
 /// same) is reported once by the namespace check, and a re-run of the lost job under the same
 /// idempotency key is not applied a second time: the store shows the key applied.

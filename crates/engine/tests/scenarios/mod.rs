@@ -279,6 +279,39 @@ pub(crate) async fn retry_finishing_between_ingestion_read_and_ack_is_not_lost(b
     assert_eq!(applied, vec![(1, "dead".to_owned()), (2, "succeeded".to_owned())]);
 }
 
+/// Found by the fault soak (issue 21): with another process holding the domain store's write
+/// lock, an ingestion pass of a keyed job failed at once with `database is locked` (its deferred
+/// transaction read `applied_by_key` first, and SQLite never runs the busy handler for a read →
+/// write upgrade), so `serve` spun on failed passes for as long as the other writer held the
+/// store. The pass now takes the write lock up front and waits (busy timeout), then applies.
+pub(crate) async fn ingestion_waits_for_another_writer_of_the_store(b: &dyn QueueBackend) {
+    use sqlx::Connection;
+    let home = tempfile::tempdir().unwrap();
+    let store = Store::open(home.path()).await.unwrap();
+    let w = WorkerIdentity::new("held-store");
+    let mut keyed = spec("q");
+    keyed.idempotency_key = Some("soak-key".into());
+    let id = b.enqueue(&keyed).await.unwrap().job_id;
+    let leased = b.lease("q", &w, 1, Duration::ZERO).await.unwrap();
+    b.finish(&id, leased[0].fencing_token, &finish(JobState::Succeeded)).await.unwrap();
+
+    // Another writer, as a second process would be: its own connection, write lock taken.
+    let url = format!("sqlite://{}", home.path().join("skillforge.db").display());
+    let mut other = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE").execute(&mut other).await.unwrap();
+    let release = tokio::spawn(async move {
+        // How long the other writer holds the store: the fault, not a wait for a condition.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        sqlx::query("COMMIT").execute(&mut other).await.unwrap();
+    });
+    let report = ingest_once(b, &store, &skillforge_engine::ingest::RecordOnly).await.expect("the pass waits for the other writer");
+    assert_eq!(report.applied, 1);
+    release.await.unwrap();
+    let applied: Vec<i64> = applied_for_job(store.pool(), &id).await.unwrap().into_iter().map(|r| r.fencing_token).collect();
+    assert_eq!(applied, vec![1]);
+    assert!(b.pending_results(10).await.unwrap().is_empty());
+}
+
 /// A job whose result was applied, retried, then cancelled while queued: the cancel is a new
 /// result under a new fencing token, so ingestion applies it instead of taking it for the
 /// applied one (issue 12: it kept its token and its cancel was deduplicated away). A job never
@@ -313,4 +346,41 @@ pub(crate) async fn a_retried_then_cancelled_job_gets_a_new_token_and_its_cancel
     let never = b.enqueue(&spec("q")).await.unwrap().job_id;
     b.cancel(&never).await.unwrap();
     assert_eq!(b.get(&never).await.unwrap().unwrap().fencing_token, 0, "never leased: still token 0");
+}
+
+/// Found by the fault soak (issue 21): a cancel under a new token keeps the job's attempt under
+/// the token it ran with, once, for a dead job retried then cancelled and for a stale job
+/// cancelled (SQLite listed the attempt a second time, under the cancel's token).
+pub(crate) async fn a_cancelled_job_keeps_each_attempt_once_under_its_own_token(b: &dyn QueueBackend) {
+    let history = |job: Job| job.history.iter().map(|a| (a.fencing_token, a.result.clone())).collect::<Vec<_>>();
+    let w = WorkerIdentity::new("cancel-history");
+    let mut once = spec("h");
+    once.max_attempts = 1;
+    let dead = b.enqueue(&once).await.unwrap().job_id;
+    let leased = b.lease("h", &w, 1, Duration::ZERO).await.unwrap();
+    b.finish(&dead, leased[0].fencing_token, &finish(JobState::Dead)).await.unwrap();
+    b.retry(&dead).await.unwrap();
+    b.cancel(&dead).await.unwrap();
+    let job = b.get(&dead).await.unwrap().unwrap();
+    assert_eq!(job.fencing_token, 2);
+    assert_eq!(history(job), vec![(1, Some("failed".to_owned()))], "one attempt, under token 1");
+
+    let mut nonidem = spec("s");
+    nonidem.idempotent = false;
+    nonidem.stale_after_ms = 100;
+    let stale = b.enqueue(&nonidem).await.unwrap().job_id;
+    b.lease("s", &w, 1, Duration::ZERO).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let expired = loop {
+        if let Some(e) = b.expired_leases(10).await.unwrap().into_iter().find(|e| e.job_id == stale) {
+            break e;
+        }
+        assert!(std::time::Instant::now() < deadline, "the lease never expired");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(b.reap(&expired, &skillforge_engine::ReapAction::RecoveryAvailable).await.unwrap());
+    b.cancel(&stale).await.unwrap();
+    let job = b.get(&stale).await.unwrap().unwrap();
+    assert_eq!((job.state, job.fencing_token), (JobState::Cancelled, 2));
+    assert_eq!(history(job), vec![(1, Some("stale".to_owned()))], "one attempt, under token 1");
 }

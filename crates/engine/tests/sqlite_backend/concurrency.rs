@@ -231,3 +231,17 @@ async fn a_retried_then_cancelled_job_gets_a_new_token_and_its_cancel_is_applied
     let dir = tempfile::tempdir().unwrap();
     scenarios::a_retried_then_cancelled_job_gets_a_new_token_and_its_cancel_is_applied(&open(&dir).await).await;
 }
+
+/// Found by the fault soak (issue 21): see the scenario.
+#[tokio::test]
+async fn ingestion_waits_for_another_writer_of_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    scenarios::ingestion_waits_for_another_writer_of_the_store(&open(&dir).await).await;
+}
+
+/// Found by the fault soak (issue 21): see the scenario.
+#[tokio::test]
+async fn a_cancelled_job_keeps_each_attempt_once_under_its_own_token() {
+    let dir = tempfile::tempdir().unwrap();
+    scenarios::a_cancelled_job_keeps_each_attempt_once_under_its_own_token(&open(&dir).await).await;
+}

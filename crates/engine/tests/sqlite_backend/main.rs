@@ -20,6 +20,7 @@ mod transitions;
 mod concurrency;
 mod recovery;
 mod retention;
+mod lost_reply;
 
 async fn open(dir: &tempfile::TempDir) -> SqliteBackend {
     SqliteBackend::open(&dir.path().join("queue.db")).await.expect("open queue")

@@ -13,6 +13,7 @@
 //! * [`jury`]: majority, disagreement and veto over several judges (pure).
 //! * [`record`]: one A/B's rows and its bandit update in one transaction.
 //! * [`live`]: whether a foreground ask is intercepted (pure).
+//! * [`session`]: the runtime-session lock an intercepted ask holds once for both answers (S-72).
 //!
 //! **Architecture Invariant:** judge and jury rows are evidence only; only a human pick moves an
 //! arm (S-80).
@@ -25,5 +26,6 @@ pub mod jury;
 pub mod live;
 pub mod pick;
 pub mod record;
+pub mod session;
 
 pub use import::{ImportError, ImportReport, PAIRWISE_SOURCE, PairwiseImport, import_pairwise};

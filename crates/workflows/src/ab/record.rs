@@ -178,6 +178,10 @@ pub async fn record(store: &Store, blobs: &BlobStore, ab: &AbRecord) -> Result<R
             recorded.judge_row = true;
         }
     }
+    // A live pick recorded after its ask: it is no longer owed (same transaction).
+    if recorded.human_row {
+        skillforge_store::live_ab::delete_pending(&mut tx, &ab.pick_id).await?;
+    }
     tx.commit().await.map_err(StoreError::from)?;
     Ok(recorded)
 }

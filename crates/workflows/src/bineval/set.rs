@@ -158,6 +158,10 @@ pub fn load(path: &Path) -> Result<QuestionSet, BinevalError> {
 /// As [`load`].
 pub fn parse(file: &str, text: &str, is_json: bool) -> Result<QuestionSet, BinevalError> {
     let invalid = |message: String| BinevalError::Set { file: file.to_owned(), message };
+    // Issue 12 item 7: the size and nesting limits are checked in one linear pass before the
+    // parser runs, so a hostile document is refused at once with the limit named.
+    let limits = if is_json { skillforge_contract::limits::check_json(text) } else { skillforge_contract::limits::check_yaml(text) };
+    limits.map_err(|e| invalid(format!("the question set {e}")))?;
     let raw: RawSet = if is_json {
         serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?
     } else {
@@ -248,6 +252,17 @@ dimensions:
         text: Is it free of TODOs?
         not_contains: [TODO, FIXME]
 ";
+
+    #[test]
+    fn a_set_nested_100_000_levels_deep_is_refused_naming_the_limit_before_parsing() {
+        let deep = 100_000;
+        let yaml = format!("version: 1\ndimensions: {}{}\n", "[".repeat(deep), "]".repeat(deep));
+        let json = format!("{{\"version\":1,\"dimensions\":{}{}}}", "[".repeat(deep), "]".repeat(deep));
+        for (text, is_json) in [(yaml, false), (json, true)] {
+            let err = parse("deep.yml", &text, is_json).unwrap_err().to_string();
+            assert!(err.contains("deep.yml") && err.contains("deeper than the limit of 64 levels"), "{err}");
+        }
+    }
 
     #[test]
     fn the_seeds_example_parses_with_default_weights() {

@@ -19,6 +19,8 @@ use skillforge_engine::JobSpec;
 use skillforge_runner::PayloadError;
 use skillforge_runner_process::ProcessPayload;
 
+use crate::stage::StageDef;
+
 /// Longest reason text kept in an event's detail (characters).
 pub const MAX_REASON_CHARS: usize = 200;
 /// Header carrying a webhook body's signature.
@@ -193,10 +195,12 @@ pub fn sign(secret: &[u8], body: &[u8]) -> String {
 /// The durable webhook delivery job: `curl` POSTs the body (on stdin) with its signature; a
 /// non-2xx reply fails the attempt (`--fail`), and the engine retries with backoff. The secret
 /// never reaches the job, only the signature. Idempotency key `events:webhook:<event>:<job id>:<created_at>`.
+/// Built by the stage core from `stage` (`workflows/promotion.toml` `[stages.webhook]`: attempts,
+/// timeout, heartbeat).
 ///
 /// # Errors
 /// [`PayloadError`] when the payload does not serialize.
-pub fn webhook_job(url: &str, secret: &str, event: &Event) -> Result<JobSpec, PayloadError> {
+pub fn webhook_job(stage: &StageDef, url: &str, secret: &str, event: &Event) -> Result<JobSpec, PayloadError> {
     let body = event.to_json();
     let signature = sign(secret.as_bytes(), body.as_bytes());
     let mut payload = ProcessPayload::argv(vec![
@@ -217,13 +221,7 @@ pub fn webhook_job(url: &str, secret: &str, event: &Event) -> Result<JobSpec, Pa
         url.to_owned(),
     ]);
     payload.stdin = Some(body);
-    let mut spec = JobSpec::for_payload(&payload)?;
-    spec.workflow = EVENTS_WORKFLOW.to_owned();
-    spec.stage = "webhook".to_owned();
-    spec.idempotency_key = Some(format!("events:webhook:{}:{}:{}", event.event.name(), event.job_id, event.created_at));
-    spec.max_attempts = 5;
-    spec.timeout_ms = 60_000;
-    Ok(spec)
+    stage.job(&payload, Some(format!("events:webhook:{}:{}:{}", event.event.name(), event.job_id, event.created_at)))
 }
 
 #[cfg(test)]
@@ -266,7 +264,7 @@ mod tests {
             "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
         let event = Event::new(EventKind::AutoPromoted, "t@v2", "t", Detail::default());
-        let spec = webhook_job("http://127.0.0.1:9/hook", "s3cret-value", &event).unwrap();
+        let spec = webhook_job(crate::promotion::stages::PromotionStages::default().stage("webhook"), "http://127.0.0.1:9/hook", "s3cret-value", &event).unwrap();
         let text = spec.payload.to_string();
         assert!(!text.contains("s3cret-value"));
         assert!(text.contains(&sign(b"s3cret-value", event.to_json().as_bytes())));

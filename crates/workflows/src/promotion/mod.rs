@@ -3,11 +3,22 @@
 //!
 //! * [`auto_promote`]: the guardrails in the facts' order; fail-safe to notify-only (pure).
 //! * [`canary`]: canary routing and the regression window (pure).
-//! * [`events`]: typed, redacted events and the JSONL, Redis stream and webhook sinks.
+//! * [`resolve`]: the one function deciding which version a job runs (canary routing).
+//! * [`seam`]: the notify / auto-promote step every candidate import goes through.
+//! * [`window`]: the canary's graduate / roll-back decisions as durable jobs and their handler.
+//! * [`notify`]: the step environment and event emission; [`events`]: typed, redacted events and
+//!   the JSONL, Redis stream and webhook sinks; [`stages`]: `workflows/promotion.toml`.
 //!
 //! **Architecture Invariant:** importing never promotes (S-51): auto-promote runs after an import
-//! has returned, and every promotion goes through `skillforge_store::candidates::promote_candidate`.
+//! has returned, and every promotion goes through the candidate machinery of
+//! `skillforge_store::candidates` (`promote_candidate`, or `promote_candidate_in` inside a canary
+//! decision job's ingestion).
 
 pub mod auto_promote;
 pub mod canary;
 pub mod events;
+pub mod notify;
+pub mod resolve;
+pub mod seam;
+pub mod stages;
+pub mod window;

@@ -102,6 +102,8 @@ pub struct TrainEnv<'a> {
     pub jobs: &'a dyn crate::stage::StageJobs,
     /// Progress lines.
     pub reporter: &'a dyn Reporter,
+    /// The promotion policy the notify seam applies to every candidate train imports (S-51).
+    pub promotion: &'a crate::promotion::notify::Policy,
 }
 
 impl TrainEnv<'_> {

@@ -18,8 +18,22 @@ pub const SCRIPTED_SUBCOMMAND: &str = "agent-scripted";
 /// run to still be going when they kill or cancel it; the `scripted` profile passes it through.
 pub const SCRIPTED_DELAY_ENV: &str = "SKILLFORGE_SCRIPTED_DELAY_MS";
 
+/// The prompt as persona `name` reads it: each `scripted%NAME:` line becomes a `scripted:` line
+/// (other personas' lines stay, and apply to nobody else). The `scripted-b` / `scripted-c`
+/// runtime profiles run the agent as personas `b` / `c`: other model families in tests.
+pub(super) fn as_persona(prompt: &str, name: &str) -> String {
+    let head = format!("scripted%{name}:");
+    prompt
+        .split_inclusive('\n')
+        .map(|line| match line.trim_start().strip_prefix(head.as_str()) {
+            Some(rest) => format!("scripted:{rest}"),
+            None => line.to_owned(),
+        })
+        .collect()
+}
+
 /// Runs the scripted agent: `args` are the arguments after the program name (an optional leading
-/// [`SCRIPTED_SUBCOMMAND`], nothing else). Reads the whole prompt from stdin, sleeps
+/// [`SCRIPTED_SUBCOMMAND`], then optionally `--persona NAME`, see [`as_persona`]). Reads the whole prompt from stdin, sleeps
 /// [`SCRIPTED_DELAY_ENV`] ms if set (a `scripted: sleep` directive wins), writes the files its
 /// directives ask for under the current directory, then the `scripted_jsonl` transcript (see
 /// [`super::scripted_run`]) to stdout; skills are discovered in the current directory and
@@ -29,14 +43,15 @@ pub const SCRIPTED_DELAY_ENV: &str = "SKILLFORGE_SCRIPTED_DELAY_MS";
 /// a bad option count (message on stderr); 1 when stdin, stdout or a file write fail; otherwise
 /// the `scripted: exit` code (default 0).
 pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
-    let extra: Vec<String> = args
+    let mut extra: Vec<String> = args
         .into_iter()
         .enumerate()
         .filter(|(idx, arg)| !(*idx == 0 && arg == SCRIPTED_SUBCOMMAND))
         .map(|(_, arg)| arg)
         .collect();
-    if !extra.is_empty() {
-        eprintln!("scripted agent: unexpected arguments {extra:?} (the prompt is read from stdin)");
+    let persona = (extra.len() == 2 && extra[0] == "--persona" && !extra[1].is_empty()).then(|| extra.remove(1));
+    if persona.is_none() && !extra.is_empty() {
+        eprintln!("scripted agent: unexpected arguments {extra:?} (the prompt is read from stdin; only `--persona NAME`)");
         return ExitCode::from(2);
     }
     let mut bytes = Vec::new();
@@ -47,6 +62,10 @@ pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
     let Ok(prompt) = String::from_utf8(bytes) else {
         eprintln!("scripted agent: prompt on stdin is not UTF-8");
         return ExitCode::from(2);
+    };
+    let prompt = match &persona {
+        Some(name) => as_persona(&prompt, name),
+        None => prompt,
     };
     let workdir = std::env::current_dir().ok();
     let sample = std::env::var(SAMPLE_ENV).ok();
@@ -90,4 +109,21 @@ pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
         return ExitCode::from(1);
     }
     ExitCode::from(run.exit_code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::as_persona;
+
+    #[test]
+    fn a_persona_reads_its_own_directive_lines_as_its_own() {
+        let prompt = "task: judge\nscripted: judge-reply one\n  scripted%b: judge-reply two\nscripted%c: judge-reply three\n";
+        assert_eq!(as_persona(prompt, "b"), "task: judge\nscripted: judge-reply one\nscripted: judge-reply two\nscripted%c: judge-reply three\n");
+        let mut d = super::super::Directives::default();
+        d.merge_from(&as_persona(prompt, "c"), None);
+        assert_eq!(d.judge_reply.as_deref(), Some("three"), "the persona's line comes later and wins");
+        let mut plain = super::super::Directives::default();
+        plain.merge_from(prompt, None);
+        assert_eq!(plain.judge_reply.as_deref(), Some("one"), "without a persona, persona lines apply to nobody");
+    }
 }

@@ -3,7 +3,7 @@
 //! S-69..S-74).
 //!
 //! The version is resolved once: the current version, or the template's canary for its sampled
-//! fraction (`promotion::canary::route`). The answer is one durable `agent` job. With
+//! fraction (`promotion::resolve::version_for_job`, the one resolution rule). The answer is one durable `agent` job. With
 //! `[skillopt] live_ab_sample_rate` > 0 (default 0: nothing below runs, the ask is byte-identical)
 //! an ask served by the champion whose arm has at least `bandit_min_samples` pulls is sampled for
 //! a live A/B: the single pending challenger answers right after, in the same process and the
@@ -16,15 +16,18 @@ use rand::Rng;
 use serde_json::json;
 use skillforge_store::Store;
 use skillforge_store::bandit::get_arm;
+use skillforge_store::live_ab::{PendingPick, insert_pending};
 use skillforge_store::blobs::BlobStore;
-use skillforge_store::promotion::{canary_of, pending_versions};
-use skillforge_store::templates::{VersionRow, current_version, get_template, get_version};
+use skillforge_store::promotion::pending_versions;
+use skillforge_store::templates::{VersionRef, VersionRow, VersionSelector, get_template, get_version};
 use skillforge_workflows::ab::ask::ask_prompt;
 use skillforge_workflows::ab::bandit::DEFAULT_MIN_SAMPLES;
 use skillforge_workflows::ab::live::{Interception, decide};
-use skillforge_workflows::ab::pick::{Label, Shuffle};
+use skillforge_engine::WorkerIdentity;
+use skillforge_workflows::ab::pick::{Label, Role, Shuffle};
+use skillforge_workflows::ab::session::{SessionError, SessionLock, session_lock_name};
 use skillforge_workflows::ab::record::{AbRecord, record};
-use skillforge_workflows::promotion::canary::route;
+use skillforge_workflows::promotion::resolve::{draw, version_for_job};
 use skillforge_workflows::promotion::events::{Detail, Event, EventKind};
 
 use crate::control::agent::{AgentAnswer, AgentCall, call_agent};
@@ -32,6 +35,9 @@ use crate::control::promotion::emit_job_event;
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
+
+/// How long an ask that may be intercepted waits for its agent's session while another ask holds it.
+const SESSION_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Arguments of `skillforge ask`.
 #[derive(Debug, Args)]
@@ -49,20 +55,15 @@ pub struct AskArgs {
     pub pick: Option<String>,
 }
 
-/// Resolves the version a job of `template` runs (S-60): the canary for its sampled fraction of
-/// draws, else the current version. Returns the version and whether it is the canary.
-pub async fn resolve_version(store: &Store, template: &str) -> Result<(VersionRow, bool), CliError> {
-    let current = current_version(store.pool(), template)
+/// Resolves the version an ask of `template` runs through the one resolution rule
+/// ([`version_for_job`], S-60): the canary for its sampled fraction of draws, else the current
+/// version. Returns the version and whether it is the canary.
+async fn resolve_version(store: &Store, template: &str) -> Result<(VersionRow, bool), CliError> {
+    let reference = VersionRef { template_id: template.to_owned(), selector: VersionSelector::Current };
+    let resolved = version_for_job(store.pool(), &reference, draw())
         .await?
         .ok_or_else(|| CliError::usage(anyhow!("template `{template}` has no current version")))?;
-    let canary = canary_of(store.pool(), template).await?;
-    let u: f64 = rand::rng().random();
-    let chosen = route(&current.id, canary.as_ref().map(|c| (c.id.as_str(), c.canary_sample)), u).to_owned();
-    if chosen == current.id {
-        return Ok((current, false));
-    }
-    let version = get_version(store.pool(), &chosen).await?.ok_or_else(|| CliError::env(anyhow!("canary `{chosen}` vanished")))?;
-    Ok((version, true))
+    Ok((resolved.version, resolved.canary))
 }
 
 /// Runs `skillforge ask`.
@@ -75,6 +76,19 @@ pub async fn run(ctx: &Context, args: AskArgs) -> CliResult {
     let (version, is_canary) = resolve_version(&store, &args.agent).await?;
     let backend = ctx.queue().await?;
     let nonce = uuid::Uuid::now_v7().simple().to_string();
+    let rate = ctx.config.skillopt.live_ab_sample_rate.unwrap_or(0.0);
+    // S-72: an ask that may be intercepted holds its runtime session once, for the champion and
+    // the challenger; with the rate at 0 (S-70) the ask path takes nothing.
+    let session = if rate > 0.0 && !is_canary {
+        let name = session_lock_name(&args.agent, &args.runtime);
+        let owner = WorkerIdentity::new("ask");
+        Some(SessionLock::acquire(backend.clone(), &owner, &name, SESSION_WAIT).await.map_err(|e| match e {
+            SessionError::Queue(q) => CliError::env(anyhow!(q)),
+            busy => CliError::env(anyhow!(busy)),
+        })?)
+    } else {
+        None
+    };
     let answer = call_agent(
         ctx,
         &backend,
@@ -87,9 +101,19 @@ pub async fn run(ctx: &Context, args: AskArgs) -> CliResult {
         },
     )
     .await?;
-    let rate = ctx.config.skillopt.live_ab_sample_rate.unwrap_or(0.0);
     // S-70: with the rate at 0 nothing below runs: no draw, no read, no row.
-    let live = if rate > 0.0 && !is_canary { live_ab(ctx, &store, &args, &version, &answer, rate, &nonce).await? } else { None };
+    let mut live = match &session {
+        Some(held) => live_ab(ctx, &store, &args, &version, &answer, rate, &nonce, held).await?,
+        None => None,
+    };
+    if let (Some(live), Some(held)) = (&mut live, &session) {
+        live["session"] = json!({"lock": held.name(), "fencing_token": held.fencing_token()});
+    }
+    if let Some(held) = session {
+        if let Err(e) = held.release().await {
+            tracing::warn!(error = %e, "the ask's session lock was not released; it goes stale");
+        }
+    }
     if ctx.json {
         let mut out = json!({"version": version.id, "job_id": answer.job_id, "answer": answer.message});
         if let Some(live) = live {
@@ -105,7 +129,9 @@ pub async fn run(ctx: &Context, args: AskArgs) -> CliResult {
     Ok(OK)
 }
 
-/// The live A/B of one ask (S-71..S-74); `None` when not intercepted. Never fails the ask.
+/// The live A/B of one ask (S-71..S-74); `None` when not intercepted. Never fails the ask. The
+/// challenger runs under `held`, the session the ask already holds (S-72: never a second lock).
+#[expect(clippy::too_many_arguments, reason = "the ask's resolved champion, its answer and its held session, read once")]
 async fn live_ab(
     ctx: &Context,
     store: &Store,
@@ -114,6 +140,7 @@ async fn live_ab(
     champion_answer: &AgentAnswer,
     rate: f64,
     nonce: &str,
+    held: &SessionLock,
 ) -> Result<Option<serde_json::Value>, CliError> {
     let pulls = get_arm(store.pool(), &args.agent, &champion.id).await?.map_or(0, |a| u64::try_from(a.pulls).unwrap_or(0));
     let min = ctx.config.skillopt.bandit_min_samples.unwrap_or(DEFAULT_MIN_SAMPLES);
@@ -140,21 +167,20 @@ async fn live_ab(
         prompt: ask_prompt(&challenger.content, &args.prompt),
         key: format!("ask:{}:{nonce}:challenger", challenger.id),
     };
+    // Under the session the ask holds: the challenger's call takes no lock of its own (S-72).
+    tracing::debug!(session = held.name(), token = held.fencing_token(), "live A/B challenger under the ask's session");
     let challenger_answer = match call_agent(ctx, &backend, call).await {
         Ok(a) => a,
         Err(e) => return skip(format!("challenger answer failed: {:#}", e.error)).await,
     };
     let shuffle = Shuffle::from_seed(rand::rng().random());
-    let shown = |label: Label| if shuffle.role_of(label) == skillforge_workflows::ab::pick::Role::Challenger {
+    let shown = |label: Label| if shuffle.role_of(label) == Role::Challenger {
         challenger_answer.message.as_str()
     } else {
         champion_answer.message.as_str()
     };
     eprintln!("live A/B — Option A:\n{}\n\nOption B:\n{}\n", shown(Label::A), shown(Label::B));
-    let Some(label) = args.pick.as_deref().and_then(Label::parse) else {
-        return skip("no pick captured".to_owned()).await;
-    };
-    let ab = AbRecord {
+    let mut ab = AbRecord {
         pick_id: format!("pick-{}", champion_answer.job_id),
         template_id: args.agent.clone(),
         champion: champion.id.clone(),
@@ -163,12 +189,39 @@ async fn live_ab(
         champion_answer: champion_answer.message.clone(),
         challenger_answer: challenger_answer.message,
         shuffle,
-        human: Some(shuffle.role_of(label)),
+        human: None,
         judge: None,
         origin: "live",
     };
+    let Some(label) = args.pick.as_deref().and_then(Label::parse) else {
+        // S-73: no pick now ⇒ the champion answer alone and `live_ab_skipped`; what was shown is
+        // kept so the human's pick can still be recorded later (`skillforge live-ab pick`).
+        let mut conn = store.pool().acquire().await?;
+        insert_pending(&mut conn, &owed_pick(&ab)).await?;
+        drop(conn);
+        let mut out = skip("no pick captured".to_owned()).await?.unwrap_or_default();
+        out["pending_pick"] = json!(ab.pick_id);
+        eprintln!("record the pick later with `skillforge live-ab pick {} a|b`", ab.pick_id);
+        return Ok(Some(out));
+    };
+    ab.human = Some(shuffle.role_of(label));
     match record(store, &BlobStore::in_home(&ctx.home), &ab).await {
         Ok(r) => Ok(Some(json!({"intercepted": true, "pick_id": ab.pick_id, "winner": ab.human, "arms_moved": r.arms_moved}))),
         Err(e) => skip(format!("pick not recorded: {e}")).await,
+    }
+}
+
+/// What an intercepted ask showed, kept until its pick is recorded (`skillforge live-ab pick`).
+fn owed_pick(ab: &AbRecord) -> PendingPick {
+    PendingPick {
+        pick_id: ab.pick_id.clone(),
+        template_id: ab.template_id.clone(),
+        champion_version_id: ab.champion.clone(),
+        challenger_version_id: ab.challenger.clone(),
+        prompt: ab.prompt.clone(),
+        champion_answer: ab.champion_answer.clone(),
+        challenger_answer: ab.challenger_answer.clone(),
+        challenger_label: ab.shuffle.label_of(Role::Challenger).as_str().to_owned(),
+        created_at: String::new(),
     }
 }

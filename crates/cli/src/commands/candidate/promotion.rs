@@ -9,6 +9,8 @@ use skillforge_store::promotion::{CanaryStart, start_canary};
 use skillforge_store::templates::{begin_write, list_templates};
 use skillforge_workflows::promotion::events::{Detail, Event, EventKind};
 
+use skillforge_workflows::stage::Wait;
+
 use crate::context::Context;
 use crate::control::promotion::{after_import, check_canaries, emit};
 use crate::exit::{CliError, CliResult, OK};
@@ -92,10 +94,11 @@ pub async fn canary(ctx: &Context, version_id: &str, sample: f64) -> CliResult {
     Ok(OK)
 }
 
-/// `candidate canary-check`: decides every canary's regression window (S-61, S-62); idempotent.
+/// `candidate canary-check`: decides every canary's regression window (S-61, S-62) and waits for
+/// the graduate / roll-back jobs it submits; idempotent.
 pub async fn canary_check(ctx: &Context) -> CliResult {
     let store = ctx.store().await?;
-    let report = check_canaries(ctx, &store).await?;
+    let report = check_canaries(ctx, &store, Wait::Block).await?;
     if ctx.json {
         print_json(&report);
     } else if report.is_empty() {

@@ -17,7 +17,8 @@ use skillforge_store::review::status::review_status;
 use skillforge_store::review::{
     EvalRunRow, NewEvalRun, NewReviewItem, NewReviewOption, RunSettings, add_item, create_run, list_items,
 };
-use skillforge_store::templates::{VersionRef, resolve};
+use skillforge_store::templates::VersionRef;
+use skillforge_workflows::promotion::resolve::{draw, version_for_job};
 
 use super::load_run;
 use crate::context::Context;
@@ -110,7 +111,8 @@ pub(super) async fn create(ctx: &Context, args: CreateArgs) -> CliResult {
     let reference = VersionRef::parse(&args.template)
         .ok_or_else(|| CliError::usage(anyhow!("--template {:?} is not `ID` or `ID@vN`", args.template)))?;
     let store = ctx.store().await?;
-    let version = resolve(store.pool(), &reference).await.context("resolve template")?.ok_or_else(|| {
+    // S-60: a bare `ID` is the current version, or its canary for the sampled fraction.
+    let version = version_for_job(store.pool(), &reference, draw()).await.context("resolve template")?.map(|r| r.version).ok_or_else(|| {
         CliError::usage(anyhow!(
             "template `{}` has no such version installed; add it with `skillforge template add`",
             args.template

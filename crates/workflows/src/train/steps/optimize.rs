@@ -198,8 +198,16 @@ pub(crate) async fn run_optimizer(
     }
 }
 
+/// The notify seam for a candidate train imported ([`crate::promotion::seam::after_import`]).
+async fn after_import(env: &TrainEnv<'_>, version_id: &str) -> Result<crate::promotion::seam::SeamReport, crate::promotion::notify::PromotionError> {
+    let stages = crate::promotion::stages::PromotionStages::for_home(env.home)
+        .map_err(|e| crate::promotion::notify::PromotionError::Stages(e.to_string()))?;
+    let promotion = crate::promotion::notify::PromotionEnv { store: env.store, policy: env.promotion, stages: &stages, jobs: Some(env.jobs) };
+    crate::promotion::seam::after_import(&promotion, version_id).await
+}
+
 /// optimizer_completed → candidate_created | optimizer_completed_no_candidate through the import
-/// gate (S-100).
+/// gate (S-100), then the notify seam.
 pub(crate) async fn import_candidate(env: &TrainEnv<'_>, it: &mut IterationRow, report: &mut StepReport) -> Result<(), TrainError> {
     let mut meta = IterationMeta::parse(&it.metadata_json);
     let dir = PathBuf::from(&meta.optimizer.attempt_dir);
@@ -228,6 +236,17 @@ pub(crate) async fn import_candidate(env: &TrainEnv<'_>, it: &mut IterationRow, 
                 "candidate {version_id} imported as pending{}",
                 if is_new { "" } else { " (already imported from this package; no duplicate)" }
             ));
+            // The import has returned: the same notify / auto-promote seam as `skillforge import`
+            // (S-51). It never fails the step: the candidate stays pending, `candidate decide`
+            // re-runs the seam.
+            match after_import(env, &version_id).await {
+                Ok(seam) if seam.is_manual() => {}
+                Ok(seam) => report.steps.push(format!("auto-promote: {}", seam.reason)),
+                Err(e) => {
+                    tracing::warn!(error = %e, version = %version_id, "the notify seam failed; the candidate stays pending");
+                    report.steps.push(format!("auto-promote not decided ({e}); run `skillforge candidate decide {version_id}`"));
+                }
+            }
             Ok(())
         }
         Ok(GateResult::NoCandidate { reason, details }) => {

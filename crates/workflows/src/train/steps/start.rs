@@ -4,11 +4,12 @@
 use std::path::Path;
 
 use skillforge_store::review::{NewEvalRun, NewReviewItem, RunSettings, create_run, get_run};
-use skillforge_store::templates::{VersionRef, current_version, resolve};
+use skillforge_store::templates::{VersionRef, VersionSelector};
 use skillforge_store::train::{
     IterationRow, NewIteration, NewSession, SessionRow, create_iteration, create_session, list_iterations,
 };
 
+use crate::promotion::resolve::{draw, version_for_job};
 use crate::train::items::ItemSpec;
 use crate::train::meta::SessionMeta;
 use crate::train::{TrainEnv, TrainError};
@@ -86,7 +87,8 @@ pub async fn start_with_evaluator(
     let (evaluator_id, judge_runtime, evaluator_config) = check_evaluator(evaluator)?;
     let reference = VersionRef::parse(&req.template)
         .ok_or_else(|| TrainError::Invalid(format!("--template `{}`: expected ID, ID@vN or ID@latest", req.template)))?;
-    let version = resolve(env.store.pool(), &reference).await?.ok_or_else(|| {
+    // S-60: a bare `ID` starts on the canary for its sampled fraction (the one resolution rule).
+    let version = version_for_job(env.store.pool(), &reference, draw()).await?.map(|r| r.version).ok_or_else(|| {
         TrainError::Invalid(format!("template `{}` is not installed; add it with `skillforge template add`", req.template))
     })?;
     let settings = RunSettings::normalize(Some(req.mode.as_deref().unwrap_or(DEFAULT_MODE)), None, req.options)
@@ -288,12 +290,14 @@ pub(crate) async fn prepare_items(env: &TrainEnv<'_>, session: &SessionRow, it: 
     Ok(())
 }
 
-/// `--start-next` (seed step 10): a new iteration on the template's current version.
+/// `--start-next` (seed step 10): a new iteration on the template's current version (or its
+/// canary for the sampled fraction, S-60).
 pub(crate) async fn start_next(env: &TrainEnv<'_>, session: &SessionRow, prev: &IterationRow, report: &mut StepReport) -> Result<(SessionRow, IterationRow), TrainError> {
     let iterations = list_iterations(env.store.pool(), &session.id).await?;
-    let base = current_version(env.store.pool(), &session.template_id)
+    let reference = VersionRef { template_id: session.template_id.clone(), selector: VersionSelector::Current };
+    let base = version_for_job(env.store.pool(), &reference, draw())
         .await?
-        .map_or_else(|| prev.base_template_version_id.clone(), |v| v.id);
+        .map_or_else(|| prev.base_template_version_id.clone(), |r| r.version.id);
     let id = iteration_id(&session.id, iterations.len() + 1);
     let mut conn = env.store.pool().acquire().await?;
     create_iteration(

@@ -1,0 +1,105 @@
+//! The notify seam every candidate import goes through (seed: SkillOpt, "Promotion policy +
+//! notifications"; S-51, S-52, S-54..S-60, S-63; facts §7): `import`, `train continue` (and its
+//! recovery), `demo` and `candidate decide` call [`after_import`] once the import has returned,
+//! never inside it.
+
+use serde::Serialize;
+use skillforge_store::Store;
+use skillforge_store::bandit::{ArmRow, get_arm};
+use skillforge_store::candidates::{DecisionOutcome, get_candidate, promote_candidate};
+use skillforge_store::promotion::{CanaryStart, auto_trace_counts, start_canary};
+use skillforge_store::templates::{begin_write, current_version};
+
+use super::auto_promote::{AutoTraceEvidence, BanditEvidence, Decision, Evidence, decide};
+use super::events::{Detail, Event, EventKind};
+use super::notify::{PromotionEnv, PromotionError, emit};
+use crate::ab::bandit::{Arm, Confidence, NOTIFY_SEED};
+use crate::harvest::outcome::EXTERNAL_CI_PHRASE;
+
+/// What the seam did for one candidate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SeamReport {
+    /// The guardrails' decision; `None` when the version is not an imported candidate.
+    pub decision: Option<Decision>,
+    /// Why, in one line.
+    pub reason: String,
+}
+
+impl SeamReport {
+    /// Whether the guardrails stopped at step 1 (`auto_promote` off: the default, nothing to say).
+    pub fn is_manual(&self) -> bool {
+        matches!(&self.decision, Some(Decision::Notify(stop)) if stop.step == 1)
+    }
+}
+
+/// The evidence the guardrails read for candidate `version_id` (S-54, S-63): the auto-trace run
+/// only (a read error ⇒ unavailable), the candidate's score, and the bandit confidence when the
+/// challenger arm exists (Monte Carlo at the notify seam's fixed seed 473; exact when possible).
+async fn evidence(store: &Store, template_id: &str, version_id: &str, score: Option<f64>) -> Result<Evidence, PromotionError> {
+    let feedback = match auto_trace_counts(store.pool(), version_id, EXTERNAL_CI_PHRASE).await {
+        Ok(c) if c.run_exists => Ok(AutoTraceEvidence { samples: c.samples, has_real_ci_positive: c.real_ci_positives > 0 }),
+        Ok(_) => Ok(AutoTraceEvidence::default()),
+        Err(e) => Err(e.to_string()),
+    };
+    let champion = current_version(store.pool(), template_id).await?;
+    let arm = |r: ArmRow| Arm { alpha: r.alpha, beta: r.beta, pulls: u64::try_from(r.pulls).unwrap_or(0) };
+    let confidence = match (get_arm(store.pool(), template_id, version_id).await?, champion) {
+        (Some(challenger), Some(champion)) => {
+            let champion_arm = get_arm(store.pool(), template_id, &champion.id).await?.map_or(Arm::PRIOR, arm);
+            let challenger_arm = arm(challenger);
+            let c = Confidence::compute(challenger_arm, champion_arm, 0, NOTIFY_SEED);
+            Some(BanditEvidence { probability: c.probability(), pulls: challenger_arm.pulls })
+        }
+        _ => None,
+    };
+    Ok(Evidence { feedback, score, confidence })
+}
+
+/// The notify seam (S-51, S-52, facts §7): runs after an import has returned. Emits
+/// `candidate.awaiting_promotion` (when `[events]` is configured), decides, and on a guardrails
+/// pass promotes through the normal path (direct, `candidate.auto_promoted`) or starts a canary
+/// (`candidate.canary_started`). Idempotent: an event is sent once, a version already promoted
+/// or already a canary is not changed again.
+///
+/// # Errors
+/// [`PromotionError::Store`] when the store fails while reading evidence or applying a decision.
+pub async fn after_import(env: &PromotionEnv<'_>, version_id: &str) -> Result<SeamReport, PromotionError> {
+    let store = env.store;
+    let Some(candidate) = get_candidate(store.pool(), version_id).await? else {
+        return Ok(SeamReport { decision: None, reason: "not an imported candidate".to_owned() });
+    };
+    let evidence = evidence(store, &candidate.template_id, version_id, candidate.score).await?;
+    let decision = decide(&env.policy.guardrails, &evidence);
+    let base = Detail {
+        score: candidate.score,
+        samples: evidence.feedback.as_ref().ok().map(|f| f.samples),
+        confidence: evidence.confidence.map(|c| c.probability),
+        external_ci: evidence.feedback.as_ref().ok().map(|f| f.has_real_ci_positive),
+        ..Detail::default()
+    };
+    let reason = match &decision {
+        Decision::Notify(stop) => format!("notify only (step {}): {}", stop.step, stop.reason),
+        Decision::Promote { canary_sample: Some(s) } => format!("guardrails pass: canary at {s}"),
+        Decision::Promote { canary_sample: None } => "guardrails pass: promote".to_owned(),
+    };
+    let awaiting = Event::new(EventKind::AwaitingPromotion, version_id, &candidate.template_id, base.clone().with_reason(&reason));
+    emit(env, &awaiting).await?;
+    match &decision {
+        Decision::Notify(_) => {}
+        Decision::Promote { canary_sample: Some(sample) } => {
+            let mut tx = begin_write(store).await?;
+            let started = start_canary(&mut tx, version_id, *sample).await?;
+            tx.commit().await.map_err(skillforge_store::StoreError::from)?;
+            if started == CanaryStart::Started {
+                let detail = Detail { canary_sample: Some(*sample), ..base.clone() }.with_reason(&reason);
+                emit(env, &Event::new(EventKind::CanaryStarted, version_id, &candidate.template_id, detail)).await?;
+            }
+        }
+        Decision::Promote { canary_sample: None } => {
+            if let DecisionOutcome::Done { .. } = promote_candidate(store, version_id, &format!("auto-promote: {reason}")).await? {
+                emit(env, &Event::new(EventKind::AutoPromoted, version_id, &candidate.template_id, base.with_reason(&reason))).await?;
+            }
+        }
+    }
+    Ok(SeamReport { decision: Some(decision), reason })
+}

@@ -1,0 +1,311 @@
+//! The processes of one soak run: worker slots and `serve` (the real binary), redis-server (AOF
+//! on), and the lock holders; killing, pausing, stopping and restarting them, noticing deaths the
+//! soak did not cause, and sampling memory and file descriptors.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use skillforge_tests::RedisServer;
+
+use crate::history::ProcessRecord;
+
+/// Seconds a stopped worker's running jobs may go on (`worker --grace`): longer than any job of
+/// the mix, so a graceful stop never kills a job mid-effect.
+pub(crate) const WORKER_GRACE_SECS: u64 = 10;
+
+struct Slot {
+    name: String,
+    incarnation: usize,
+    child: Option<Child>,
+    record: usize,
+    paused: bool,
+}
+
+/// The soak's processes.
+pub(crate) struct Cluster {
+    bin: PathBuf,
+    home: PathBuf,
+    logs: PathBuf,
+    /// The Redis server of the Redis backend.
+    pub(crate) redis: Option<RedisServer>,
+    redis_paused: bool,
+    concurrency: usize,
+    workers: Vec<Slot>,
+    serve: Slot,
+    stopping: Vec<(Child, usize, Instant)>,
+    holders: Vec<Child>,
+    /// Every worker and `serve` process started, for the checker.
+    pub(crate) records: Vec<ProcessRecord>,
+}
+
+impl Cluster {
+    /// Starts redis-server (Redis backend), `serve` and `workers` worker slots on `home`.
+    pub(crate) fn start(bin: &Path, home: &Path, redis: bool, workers: usize, concurrency: usize) -> Self {
+        let logs = home.join("logs");
+        std::fs::create_dir_all(&logs).expect("create the logs dir");
+        let slot = |name: String| Slot { name, incarnation: 0, child: None, record: 0, paused: false };
+        let mut c = Self {
+            bin: bin.to_owned(),
+            home: home.to_owned(),
+            logs,
+            redis: redis.then(|| RedisServer::start_with(true)),
+            redis_paused: false,
+            concurrency,
+            workers: (0..workers).map(|i| slot(format!("worker-{i}"))).collect(),
+            serve: slot("serve".to_owned()),
+            stopping: Vec::new(),
+            holders: Vec::new(),
+            records: Vec::new(),
+        };
+        c.launch_serve();
+        for i in 0..workers {
+            c.launch_worker(i);
+        }
+        c
+    }
+
+    /// The soak's skillforge home.
+    pub(crate) fn home(&self) -> &Path {
+        &self.home
+    }
+
+    /// `skillforge --home HOME [--queue URL]` with `SKILLFORGE_LOG=info`.
+    pub(crate) fn cmd(&self) -> Command {
+        let mut c = Command::new(&self.bin);
+        c.arg("--home").arg(&self.home);
+        if let Some(r) = &self.redis {
+            c.arg("--queue").arg(r.url());
+        }
+        c.env("SKILLFORGE_LOG", "info");
+        c
+    }
+
+    fn launch(&mut self, base: &[String], which: Option<usize>) {
+        let slot = match which {
+            Some(i) => &mut self.workers[i],
+            None => &mut self.serve,
+        };
+        slot.incarnation += 1;
+        let name = format!("{}#{}", slot.name, slot.incarnation);
+        let log_path = self.logs.join(format!("{name}.log"));
+        let log = File::create(&log_path).expect("create a process log");
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("--home").arg(&self.home);
+        if let Some(r) = &self.redis {
+            cmd.arg("--queue").arg(r.url());
+        }
+        let child = cmd
+            .env("SKILLFORGE_LOG", "info")
+            .args(base)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn skillforge");
+        self.records.push(ProcessRecord { name, pid: child.id(), ..ProcessRecord::default() });
+        let slot = match which {
+            Some(i) => &mut self.workers[i],
+            None => &mut self.serve,
+        };
+        slot.record = self.records.len() - 1;
+        slot.child = Some(child);
+        slot.paused = false;
+    }
+
+    fn launch_worker(&mut self, i: usize) {
+        let base = ["worker", "--name", &format!("soak{i}"), "--concurrency", &self.concurrency.to_string(), "--grace", &WORKER_GRACE_SECS.to_string()]
+            .map(str::to_owned);
+        self.launch(&base, Some(i));
+    }
+
+    fn launch_serve(&mut self) {
+        self.launch(&["serve".to_owned(), "--canary-check-every-secs".to_owned(), "0".to_owned()], None);
+    }
+
+    fn slot(&mut self, which: Option<usize>) -> &mut Slot {
+        match which {
+            Some(i) => &mut self.workers[i],
+            None => &mut self.serve,
+        }
+    }
+
+    /// SIGKILLs worker slot `which` (`None`: `serve`), if running; `false` when it was not.
+    pub(crate) fn kill(&mut self, which: Option<usize>) -> bool {
+        let slot = self.slot(which);
+        let (Some(mut child), record) = (slot.child.take(), slot.record) else { return false };
+        self.records[record].on_purpose = true;
+        let _ = child.kill();
+        let status = child.wait().map(|s| format!("{s}")).unwrap_or_else(|e| e.to_string());
+        self.records[record].exited = Some(status);
+        true
+    }
+
+    /// SIGSTOPs (`pause`) or SIGCONTs worker slot `which`; `false` when there is nothing to do.
+    pub(crate) fn pause_worker(&mut self, which: usize, pause: bool) -> bool {
+        let slot = &mut self.workers[which];
+        let Some(child) = &slot.child else { return false };
+        if slot.paused == pause {
+            return false;
+        }
+        slot.paused = pause;
+        let _ = kill(Pid::from_raw(child.id() as i32), if pause { Signal::SIGSTOP } else { Signal::SIGCONT });
+        true
+    }
+
+    /// SIGTERMs worker slot `which` (a graceful stop); its exit is awaited by [`Cluster::poll`].
+    /// A paused worker is not stopped (its jobs could not finish within the grace).
+    pub(crate) fn stop_worker(&mut self, which: usize) -> bool {
+        let slot = &mut self.workers[which];
+        if slot.paused {
+            return false;
+        }
+        let (Some(child), record) = (slot.child.take(), slot.record) else { return false };
+        self.records[record].on_purpose = true;
+        let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+        self.stopping.push((child, record, Instant::now() + Duration::from_secs(WORKER_GRACE_SECS + 15)));
+        true
+    }
+
+    /// Starts worker slot `which` (`None`: `serve`) when it is not running.
+    pub(crate) fn ensure(&mut self, which: Option<usize>) -> bool {
+        if self.slot(which).child.is_some() {
+            return false;
+        }
+        match which {
+            Some(i) => self.launch_worker(i),
+            None => self.launch_serve(),
+        }
+        true
+    }
+
+    /// SIGSTOPs or SIGCONTs redis-server.
+    pub(crate) fn pause_redis(&mut self, pause: bool) -> bool {
+        let Some(pid) = self.redis.as_ref().and_then(RedisServer::pid) else { return false };
+        if self.redis_paused == pause {
+            return false;
+        }
+        self.redis_paused = pause;
+        let _ = kill(Pid::from_raw(pid), if pause { Signal::SIGSTOP } else { Signal::SIGCONT });
+        true
+    }
+
+    /// Restarts redis-server (its AOF, fsync always, keeps every write).
+    pub(crate) fn restart_redis(&mut self) -> bool {
+        if self.redis_paused {
+            return false;
+        }
+        match &self.redis {
+            Some(r) => {
+                r.restart();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Holds the write lock of the SQLite file `db` from another process for `for_ms`.
+    pub(crate) fn hold_write_lock(&mut self, db: &Path, for_ms: u64) -> bool {
+        let script = format!("PRAGMA busy_timeout = 5000;\nBEGIN IMMEDIATE;\n.system sleep {:.3}\nCOMMIT;\n", for_ms as f64 / 1000.0);
+        let child = Command::new("sqlite3").arg(db).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null()).spawn();
+        let Ok(mut child) = child else { return false };
+        if let Some(mut stdin) = child.stdin.take() {
+            let _ = std::io::Write::write_all(&mut stdin, script.as_bytes());
+        }
+        self.holders.push(child);
+        true
+    }
+
+    /// Notices exits: a worker or `serve` that died without the soak stopping it is recorded (a
+    /// silent death) and started again; stopped workers that exited are recorded; finished lock
+    /// holders are reaped. A stopped worker still alive past its grace is SIGKILLed.
+    pub(crate) fn poll(&mut self) {
+        for which in (0..self.workers.len()).map(Some).chain([None]) {
+            let slot = self.slot(which);
+            let record = slot.record;
+            let Some(child) = &mut slot.child else { continue };
+            if let Ok(Some(status)) = child.try_wait() {
+                slot.child = None;
+                self.records[record].exited = Some(format!("{status}"));
+                self.records[record].log_tail = self.log_tail(record);
+                self.ensure(which);
+            }
+        }
+        let mut still = Vec::new();
+        for (mut child, record, deadline) in self.stopping.drain(..) {
+            match child.try_wait() {
+                Ok(Some(status)) => self.records[record].exited = Some(format!("{status}")),
+                _ if Instant::now() > deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    self.records[record].exited = Some("did not stop within its grace: SIGKILLed".to_owned());
+                }
+                _ => still.push((child, record, deadline)),
+            }
+        }
+        self.stopping = still;
+        self.holders.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
+    }
+
+    fn log_tail(&self, record: usize) -> String {
+        let text = std::fs::read_to_string(self.logs.join(format!("{}.log", self.records[record].name))).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(8)..].join("\n")
+    }
+
+    /// Samples resident set size and open fds of every running worker and `serve`.
+    pub(crate) fn sample(&mut self) {
+        for which in (0..self.workers.len()).map(Some).chain([None]) {
+            let slot = self.slot(which);
+            let (Some(child), record) = (&slot.child, slot.record) else { continue };
+            let pid = child.id();
+            let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
+                .ok()
+                .and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmRSS:").map(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().unwrap_or(0))));
+            let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count() as u64).ok();
+            let r = &mut self.records[record];
+            r.max_rss_kb = r.max_rss_kb.max(rss.unwrap_or(0));
+            r.max_fds = r.max_fds.max(fds.unwrap_or(0));
+        }
+    }
+
+    /// Undoes every fault: SIGCONTs what is paused, starts what is not running, waits for the lock holders.
+    pub(crate) fn heal(&mut self) {
+        self.pause_redis(false);
+        for i in 0..self.workers.len() {
+            self.pause_worker(i, false);
+            self.ensure(Some(i));
+        }
+        self.ensure(None);
+        for mut h in self.holders.drain(..) {
+            let _ = h.wait();
+        }
+    }
+
+    /// Stops every worker and `serve` with SIGTERM and waits for them; returns (name, exit status)
+    /// of each that did not exit 0.
+    pub(crate) fn shutdown(&mut self) -> Vec<(String, String)> {
+        let first = self.records.len();
+        let live: Vec<usize> = self.workers.iter().chain([&self.serve]).filter(|s| s.child.is_some()).map(|s| s.record).collect();
+        for i in 0..self.workers.len() {
+            self.stop_worker(i);
+        }
+        if let (Some(child), record) = (self.serve.child.take(), self.serve.record) {
+            self.records[record].on_purpose = true;
+            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+            self.stopping.push((child, record, Instant::now() + Duration::from_secs(30)));
+        }
+        while !self.stopping.is_empty() {
+            self.poll();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        debug_assert_eq!(first, self.records.len(), "shutdown starts nothing");
+        live.into_iter()
+            .map(|i| &self.records[i])
+            .filter_map(|r| r.exited.as_ref().filter(|s| s.as_str() != "exit status: 0").map(|s| (r.name.clone(), s.clone())))
+            .collect()
+    }
+}

@@ -1,0 +1,85 @@
+//! The markdown report of one run: seed, backend and how to replay it, what ran and what was
+//! injected, every check with its count, and each violation with its job ids.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::checker::CHECKS;
+use crate::history::Event;
+use crate::plan::Plan;
+use crate::run::{Outcome, Setup};
+
+/// Violations listed per check before "… and N more".
+const LISTED: usize = 12;
+
+fn counts<'a>(it: impl Iterator<Item = &'a str>) -> String {
+    let mut m: BTreeMap<&str, usize> = BTreeMap::new();
+    for k in it {
+        *m.entry(k).or_default() += 1;
+    }
+    m.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
+}
+
+/// Renders the report of `outcome`.
+pub(crate) fn render(plan: &Plan, setup: &Setup, o: &Outcome, replay: &str) -> String {
+    let h = &o.history;
+    let backend = if setup.redis { "redis (AOF, fsync always)" } else { "embedded SQLite" };
+    let verdict = if o.violations.is_empty() { "PASS, 0 violations".to_owned() } else { format!("FAIL, {} violations", o.violations.len()) };
+    let mut r = String::new();
+    let _ = writeln!(r, "### soak seed {} on {backend}: {verdict}\n", plan.seed);
+    let _ = writeln!(r, "- replay: `{replay}`");
+    let _ = writeln!(
+        r,
+        "- setup: {} workers × concurrency {}, {} submitters; {} s submitting under faults, {:.1} s quiet period (limit {} s)",
+        setup.workers,
+        setup.concurrency,
+        setup.submitters,
+        o.phases.0.round(),
+        o.phases.1,
+        setup.quiet.as_secs()
+    );
+    let _ = writeln!(r, "- jobs: {} submitted ({})", h.submitted.len(), counts(h.submitted.iter().map(|s| s.kind.as_str())));
+    let _ = writeln!(r, "- final states: {}", counts(h.jobs.values().map(|j| j.state.as_str())));
+    let starts = h.effects.iter().filter(|e| e.event == Event::Start).count();
+    let effects = h.effects.iter().filter(|e| e.event == Event::Effect).count();
+    let _ = writeln!(
+        r,
+        "- effects log: {} lines, {starts} attempts started, {effects} effects; {} applied results; {} recovery decisions (`jobs retry`); {} keyed submits",
+        h.effects.len(),
+        h.applied.len(),
+        h.retries.len(),
+        h.key_returns.len()
+    );
+    let faults = o.faults.iter().map(|(k, n)| format!("{k} ×{n}")).collect::<Vec<_>>().join(", ");
+    let _ = writeln!(r, "- faults: {} injected ({faults})", o.faults.values().sum::<usize>());
+    let (rss, fds) = h.processes.iter().fold((0, 0), |(r, f), p| (r.max(p.max_rss_kb), f.max(p.max_fds)));
+    let _ = writeln!(
+        r,
+        "- processes: {} started (workers and serve); largest RSS {} MiB, most fds {}",
+        h.processes.len(),
+        rss / 1024,
+        fds
+    );
+    if !o.failed_submits.is_empty() {
+        let _ = writeln!(r, "- unkeyed submits that failed (not retried): {}; first: {}", o.failed_submits.len(), o.failed_submits[0]);
+    }
+    if !o.unclean_shutdowns.is_empty() {
+        let _ = writeln!(r, "- did not exit 0 at the final SIGTERM: {:?}", o.unclean_shutdowns);
+    }
+    let by_check: BTreeMap<&str, Vec<_>> = o.violations.iter().fold(BTreeMap::new(), |mut m, v| {
+        m.entry(v.check).or_insert_with(Vec::new).push(v);
+        m
+    });
+    let line = CHECKS.iter().map(|c| format!("{c} {}", by_check.get(c).map_or(0, Vec::len))).collect::<Vec<_>>().join(", ");
+    let _ = writeln!(r, "- checks ({}): {line}", CHECKS.len());
+    for (check, vs) in &by_check {
+        let _ = writeln!(r, "\n**{check}** ({}):", vs.len());
+        for v in vs.iter().take(LISTED) {
+            let _ = writeln!(r, "- `{}`: {}", v.subject, v.detail.replace('\n', "\n  "));
+        }
+        if vs.len() > LISTED {
+            let _ = writeln!(r, "- … and {} more", vs.len() - LISTED);
+        }
+    }
+    r
+}
