@@ -5,6 +5,9 @@
 //   node bench.js latency-worker --port P --n N --concurrency C --queue Q
 //   node bench.js produce        --port P --n N --rate R --queue Q
 //   node bench.js recovery       --port P --queue Q --role victim|survivor
+//   node bench.js memory         --port P --n N --concurrency C --queue Q
+//   throughput takes --pages K (time K getJobs(completed, 0, 49) and K getJob after the drain);
+//   latency-worker takes --backlog B (B delayed jobs added to the queue first).
 'use strict';
 
 const { Queue, Worker } = require('bullmq');
@@ -44,15 +47,33 @@ async function serverStats(redis) {
   return { commands: cmd, cpu_s: (cpu.used_cpu_sys || 0) + (cpu.used_cpu_user || 0) };
 }
 
+async function addNoops(queue, n, opts) {
+  const ids = [];
+  for (let i = 0; i < n; i += 1000) {
+    const chunk = [];
+    for (let j = i; j < Math.min(n, i + 1000); j++) chunk.push({ name: 'noop', data: {}, opts });
+    const jobs = await queue.addBulk(chunk);
+    if (ids.length < 10000) ids.push(...jobs.map((j) => j.id));
+  }
+  return ids;
+}
+
+// Times `k` calls of `f(i)` in ms.
+async function timed(k, f) {
+  const out = [];
+  for (let i = 0; i < k; i++) {
+    const t = performance.now();
+    await f(i);
+    out.push(performance.now() - t);
+  }
+  return out;
+}
+
 async function throughput() {
   const n = Number(a.n);
   const queue = new Queue(a.queue, { connection });
   await queue.obliterate({ force: true }).catch(() => {});
-  for (let i = 0; i < n; i += 1000) {
-    const chunk = [];
-    for (let j = i; j < Math.min(n, i + 1000); j++) chunk.push({ name: 'noop', data: {} });
-    await queue.addBulk(chunk);
-  }
+  const ids = await addNoops(queue, n, undefined);
   const admin = new IORedis(connection);
   await admin.config('RESETSTAT');
   const before = await serverStats(admin);
@@ -83,6 +104,19 @@ async function throughput() {
   await worker.close();
   const counts = await queue.getJobCounts('completed');
   const elapsedS = Number(last - first) / 1e9;
+  let pages = null;
+  if (a.pages) {
+    const k = Number(a.pages);
+    const list = await timed(k, async () => {
+      const page = await queue.getJobs(['completed'], 0, 49);
+      if (page.length !== 50) throw new Error(`a page of ${page.length} jobs`);
+    });
+    const show = await timed(k, async (i) => {
+      const job = await queue.getJob(ids[(i * 7919) % ids.length]);
+      if (!job) throw new Error('job missing');
+    });
+    pages = { list_ms: list, show_ms: show };
+  }
   emit({
     n,
     elapsed_s: elapsedS,
@@ -91,8 +125,10 @@ async function throughput() {
     client_cpu_s: (cpu.user + cpu.system) / 1e6,
     redis_cpu_s: after.cpu_s - before.cpu_s,
     redis_commands: after.commands,
+    pages,
   });
-  await queue.obliterate({ force: true }).catch(() => {});
+  // A large queue is left to the caller's FLUSHALL (obliterating it job by job takes minutes).
+  if (n <= 100000) await queue.obliterate({ force: true }).catch(() => {});
   await queue.close();
   await admin.quit();
 }
@@ -101,6 +137,7 @@ async function latencyWorker() {
   const n = Number(a.n);
   const queue = new Queue(a.queue, { connection });
   await queue.obliterate({ force: true }).catch(() => {});
+  if (a.backlog) await addNoops(queue, Number(a.backlog), { delay: 86400000 });
   const lat = [];
   let resolveDone;
   const done = new Promise((r) => (resolveDone = r));
@@ -119,7 +156,7 @@ async function latencyWorker() {
   await worker.close();
   const counts = await queue.getJobCounts('completed');
   emit({ n, latencies_ms: lat, verified_completed: counts.completed });
-  await queue.obliterate({ force: true }).catch(() => {});
+  if (!a.backlog) await queue.obliterate({ force: true }).catch(() => {});
   await queue.close();
 }
 
@@ -159,7 +196,43 @@ async function recovery() {
   await new Promise(() => {});
 }
 
-const modes = { throughput, 'latency-worker': latencyWorker, produce, recovery };
+// Bytes per job in redis-server (`used_memory`, after MEMORY PURGE): n jobs added, then drained
+// by one worker with BullMQ's defaults (completed jobs are kept: no removeOnComplete).
+async function memory() {
+  const n = Number(a.n);
+  const queue = new Queue(a.queue, { connection });
+  await queue.obliterate({ force: true }).catch(() => {});
+  const admin = new IORedis(connection);
+  const used = async () => {
+    await admin.call('MEMORY', 'PURGE').catch(() => {});
+    const m = (await admin.info('memory')).match(/^used_memory:(\d+)/m);
+    return Number(m[1]);
+  };
+  const base = await used();
+  await addNoops(queue, n, undefined);
+  const queued = await used();
+  let completed = 0;
+  let resolveDone;
+  const done = new Promise((r) => (resolveDone = r));
+  const worker = new Worker(a.queue, async () => {}, { connection, concurrency: Number(a.concurrency) });
+  worker.on('completed', () => {
+    if (++completed === n) resolveDone();
+  });
+  await done;
+  await worker.close();
+  const finished = await used();
+  const counts = await queue.getJobCounts('completed');
+  emit({
+    n,
+    queued_bytes_per_job: (queued - base) / n,
+    finished_bytes_per_job: (finished - base) / n,
+    verified_completed: counts.completed,
+  });
+  await queue.close();
+  await admin.quit();
+}
+
+const modes = { throughput, 'latency-worker': latencyWorker, produce, recovery, memory };
 if (!modes[a._]) {
   console.error(`unknown mode ${a._}; expected one of ${Object.keys(modes).join(', ')}`);
   process.exit(2);

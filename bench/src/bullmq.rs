@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use tokio::process::Command;
 
 use crate::model::{LatencyTrial, RecoveryTrial, ThroughputTrial};
+use crate::scale::{CallTimes, Memory};
 use crate::sf::EventChild;
 use crate::util::{RedisStats, wall_ms};
 
@@ -33,10 +34,25 @@ impl BullMq {
     }
 
     pub async fn throughput(&self, queue: &str, n: u64, concurrency: usize) -> Result<ThroughputTrial> {
+        Ok(self.throughput_then_pages(queue, n, concurrency, None).await?.0)
+    }
+
+    /// A throughput trial; with `pages`, then that many `getJobs(['completed'], 0, 49)` and
+    /// `getJob(id)` calls timed over the retained completed jobs (the scale figures).
+    pub async fn throughput_then_pages(
+        &self,
+        queue: &str,
+        n: u64,
+        concurrency: usize,
+        pages: Option<usize>,
+    ) -> Result<(ThroughputTrial, Option<(CallTimes, CallTimes)>)> {
         let mut c = self.cmd("throughput", queue);
         c.args(["--n", &n.to_string(), "--concurrency", &concurrency.to_string()]);
+        if let Some(k) = pages {
+            c.args(["--pages", &k.to_string()]);
+        }
         let mut child = EventChild::spawn(c)?;
-        let r = child.result(Duration::from_secs(600)).await?;
+        let r = child.result(Duration::from_secs(3600)).await?;
         let _ = child.child.wait().await;
         let mut stats = RedisStats { cpu_s: 0.0, ..Default::default() };
         if let Some(cmds) = r["redis_commands"].as_object() {
@@ -56,14 +72,48 @@ impl BullMq {
             redis_cpu_s: r["redis_cpu_s"].as_f64(),
             ..Default::default()
         };
-        Ok(trial.with_redis(&stats))
+        let ms = |v: &serde_json::Value| -> Vec<f64> {
+            v.as_array().map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect()).unwrap_or_default()
+        };
+        let pages = r["pages"].is_object().then(|| (CallTimes::of(&ms(&r["pages"]["list_ms"])), CallTimes::of(&ms(&r["pages"]["show_ms"]))));
+        Ok((trial.with_redis(&stats), pages))
+    }
+
+    /// Bytes per job in redis-server: `n` added, then drained (completed kept, BullMQ's default).
+    pub async fn memory(&self, queue: &str, n: u64, concurrency: usize) -> Result<Memory> {
+        let mut c = self.cmd("memory", queue);
+        c.args(["--n", &n.to_string(), "--concurrency", &concurrency.to_string()]);
+        let mut child = EventChild::spawn(c)?;
+        let r = child.result(Duration::from_secs(3600)).await?;
+        let _ = child.child.wait().await;
+        let verified = r["verified_completed"].as_u64().context("verified_completed")?;
+        if verified != n {
+            bail!("BullMQ kept {verified} completed jobs, not {n}");
+        }
+        Ok(Memory {
+            n,
+            queued_bytes_per_job: r["queued_bytes_per_job"].as_f64().context("queued_bytes_per_job")?,
+            finished_bytes_per_job: r["finished_bytes_per_job"].as_f64().context("finished_bytes_per_job")?,
+        })
+    }
+
+    /// The latency trial with `backlog` delayed jobs added to the queue first.
+    pub async fn latency_with_backlog(&self, queue: &str, n: u64, rate: u64, concurrency: usize, backlog: u64) -> Result<LatencyTrial> {
+        self.latency_inner(queue, n, rate, concurrency, backlog).await
     }
 
     pub async fn latency(&self, queue: &str, n: u64, rate: u64, concurrency: usize) -> Result<LatencyTrial> {
+        self.latency_inner(queue, n, rate, concurrency, 0).await
+    }
+
+    async fn latency_inner(&self, queue: &str, n: u64, rate: u64, concurrency: usize, backlog: u64) -> Result<LatencyTrial> {
         let mut c = self.cmd("latency-worker", queue);
         c.args(["--n", &n.to_string(), "--concurrency", &concurrency.to_string()]);
+        if backlog > 0 {
+            c.args(["--backlog", &backlog.to_string()]);
+        }
         let mut worker = EventChild::spawn(c)?;
-        worker.expect("ready", Duration::from_secs(30)).await?;
+        worker.expect("ready", Duration::from_secs(1800)).await?;
         let mut p = self.cmd("produce", queue);
         p.args(["--n", &n.to_string(), "--rate", &rate.to_string()]).stdout(Stdio::null());
         let mut producer = p.kill_on_drop(true).spawn().context("spawn the BullMQ producer")?;

@@ -8,6 +8,7 @@ mod apalis_peer;
 mod bullmq;
 mod model;
 mod report;
+mod scale;
 mod sf;
 mod timed;
 mod util;
@@ -133,9 +134,16 @@ struct AllArgs {
     /// One trial per figure and smaller N: a smoke run, not a measurement.
     #[arg(long)]
     quick: bool,
-    /// Figures to run (comma-separated): throughput, latency, recovery.
+    /// Figures to run (comma-separated): throughput, latency, recovery, and (not by default)
+    /// scale: bytes per job, drain and latency with a large backlog, pages over retained jobs.
     #[arg(long, default_value = "throughput,latency,recovery", value_delimiter = ',')]
     figures: Vec<String>,
+    /// Scale figure: the large backlog (drain, pages) and the delayed backlog behind the latency jobs.
+    #[arg(long, default_value_t = 1_000_000)]
+    scale_n: u64,
+    /// Scale figure: jobs of the memory figure.
+    #[arg(long, default_value_t = 100_000)]
+    memory_n: u64,
 }
 
 /// Workload parameters of one run.
@@ -171,6 +179,7 @@ struct Results {
     throughput: BTreeMap<String, Vec<ThroughputTrial>>,
     latency: BTreeMap<String, Vec<LatencyTrial>>,
     recovery: BTreeMap<String, Vec<RecoveryTrial>>,
+    scale: Option<(scale::ScaleParams, scale::ScaleResults)>,
     errors: Vec<String>,
 }
 
@@ -246,6 +255,7 @@ async fn all(a: AllArgs) -> Result<()> {
         throughput: BTreeMap::new(),
         latency: BTreeMap::new(),
         recovery: BTreeMap::new(),
+        scale: None,
         errors: Vec::new(),
     };
     let url = a.redis_url.clone();
@@ -356,12 +366,35 @@ async fn all(a: AllArgs) -> Result<()> {
         }
     }
 
+    if want("scale") {
+        let p = scale::ScaleParams {
+            memory_n: if quick { 2_000 } else { a.memory_n },
+            small_n: if quick { 2_000 } else { 20_000 },
+            large_n: if quick { 20_000 } else { a.scale_n },
+            backlog_n: if quick { 20_000 } else { a.scale_n },
+            page_calls: 200,
+            concurrency: params.concurrency,
+            latency_n: params.latency_n,
+            latency_rate: params.latency_rate_per_s,
+        };
+        let mut errors = Vec::new();
+        let res = scale::run(&url, &bull, &p, &mut errors).await;
+        r.errors.extend(errors);
+        if let Some(res) = note(&mut r.errors, "scale", res) {
+            r.scale = Some((p, res));
+        }
+        util::redis_flushall(&url).await?;
+    }
+
     r.cpu_probe_after = Some(util::cpu_probe());
     std::fs::create_dir_all(&a.out_dir)?;
     let stamp = r.date_utc.replace(':', "");
     let json_path = a.out_dir.join(format!("{stamp}{}.json", if quick { "-quick" } else { "" }));
     std::fs::write(&json_path, serde_json::to_string_pretty(&r)?).context("write results json")?;
-    let md = report::markdown(&r);
+    let mut md = report::markdown(&r);
+    if let Some((p, s)) = &r.scale {
+        md.push_str(&scale::markdown(s, p));
+    }
     let md_path = json_path.with_extension("md");
     std::fs::write(&md_path, &md)?;
     println!("{md}");

@@ -66,51 +66,103 @@ impl Target {
         })
     }
 
-    /// Jobs whose completion is persisted, read straight from the store (not through the
-    /// engine), cheap enough to poll every millisecond: on Redis the `results` set (terminal
-    /// jobs not yet acknowledged; nothing acknowledges in the bench, and every bench job
-    /// succeeds; a finish adds to it in the same script that stores `succeeded`); on SQLite the
-    /// jobs in state `succeeded`.
+    /// Whether all `n` started jobs have their completion persisted, read straight from the
+    /// store (not through the engine), cheap enough to poll every millisecond whatever the
+    /// backlog: on Redis `ZCARD results` ≥ n (terminal jobs not yet acknowledged; nothing
+    /// acknowledges during a drain, every bench job succeeds, and a finish adds to it in the
+    /// script that stores `succeeded`); on SQLite no job left `queued` or `running` (two
+    /// lookups in the partial indexes `jobs_due` / `jobs_stale`: every job has started).
+    async fn all_finished(&self, n: u64) -> Result<bool> {
+        match self {
+            Target::Redis { url, namespace } => {
+                let client = redis::Client::open(url.as_str())?;
+                let mut c = crate::util::patient(&client).await?;
+                let done: u64 = redis::cmd("ZCARD").arg(format!("{namespace}:results")).query_async(&mut c).await?;
+                Ok(done >= n)
+            }
+            Target::Sqlite { path } => {
+                use sqlx::Connection;
+                let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(path).read_only(true);
+                let mut c = sqlx::SqliteConnection::connect_with(&opts).await?;
+                let busy: i64 = sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued') \
+                     OR EXISTS (SELECT 1 FROM jobs WHERE state = 'running')",
+                )
+                .fetch_one(&mut c)
+                .await?;
+                c.close().await?;
+                Ok(busy == 0)
+            }
+        }
+    }
+
+    /// Finished jobs, counted by index: Redis `ZCARD results`, SQLite the `jobs_pending` partial
+    /// index (finished, not yet acknowledged). O(finished) on SQLite: for the latency figure,
+    /// whose few finished jobs may sit beside a large delayed backlog.
     async fn count_finished(&self) -> Result<u64> {
         match self {
             Target::Redis { url, namespace } => {
                 let client = redis::Client::open(url.as_str())?;
-                let mut c = client.get_multiplexed_async_connection().await?;
-                let n: u64 = redis::cmd("ZCARD").arg(format!("{namespace}:results")).query_async(&mut c).await?;
-                Ok(n)
+                let mut c = crate::util::patient(&client).await?;
+                Ok(redis::cmd("ZCARD").arg(format!("{namespace}:results")).query_async(&mut c).await?)
             }
-            Target::Sqlite { .. } => self.count_succeeded().await,
+            Target::Sqlite { path } => {
+                use sqlx::Connection;
+                let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(path).read_only(true);
+                let mut c = sqlx::SqliteConnection::connect_with(&opts).await?;
+                let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE result_pending = 1").fetch_one(&mut c).await?;
+                c.close().await?;
+                Ok(n as u64)
+            }
         }
     }
 
-    /// Jobs in state `succeeded`, read straight from the store (not through the engine): every
-    /// job hash's `state` on Redis (one script walking the `jobs` index; run after the timed
-    /// window), a `COUNT(*)` on SQLite.
+    /// Finished jobs counted by index, checked by sampling (never one pass over every job):
+    /// Redis `ZCARD results`, SQLite the `jobs_pending` partial index (finished, not yet
+    /// acknowledged); then 1 000 finished jobs drawn at random (Redis `ZRANDMEMBER results`,
+    /// SQLite a window of the `jobs_pending` index at a random offset) must all be `succeeded`.
+    /// Errors when a sampled job is not.
     async fn count_succeeded(&self) -> Result<u64> {
+        const SAMPLE: usize = 1000;
         match self {
             Target::Redis { url, namespace } => {
                 let client = redis::Client::open(url.as_str())?;
-                let mut c = client.get_multiplexed_async_connection().await?;
-                let n: u64 = redis::Script::new(
-                    "local n = 0 \
-                     for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do \
-                       if redis.call('HGET', ARGV[1] .. id, 'state') == 'succeeded' then n = n + 1 end \
-                     end return n",
-                )
-                .key(format!("{namespace}:jobs"))
-                .arg(format!("{namespace}:job:"))
-                .invoke_async(&mut c)
-                .await?;
+                let mut c = crate::util::patient(&client).await?;
+                let n: u64 = redis::cmd("ZCARD").arg(format!("{namespace}:results")).query_async(&mut c).await?;
+                let ids: Vec<String> =
+                    redis::cmd("ZRANDMEMBER").arg(format!("{namespace}:results")).arg(SAMPLE).query_async(&mut c).await?;
+                let mut pipe = redis::pipe();
+                for id in &ids {
+                    pipe.cmd("HGET").arg(format!("{namespace}:job:{id}")).arg("state");
+                }
+                let states: Vec<Option<String>> = pipe.query_async(&mut c).await?;
+                if let Some(bad) = states.iter().find(|s| s.as_deref() != Some("succeeded")) {
+                    bail!("a sampled job is {bad:?}, not succeeded");
+                }
                 Ok(n)
             }
             Target::Sqlite { path } => {
                 use sqlx::Connection;
                 let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(path).read_only(true);
                 let mut c = sqlx::SqliteConnection::connect_with(&opts).await?;
-                let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE state = 'succeeded'")
+                let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE result_pending = 1")
                     .fetch_one(&mut c)
                     .await?;
+                // A clock-derived offset is random enough for a spot check.
+                let seed = u64::from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.subsec_nanos());
+                let offset = seed % (n as u64).saturating_sub(SAMPLE as u64).max(1);
+                let not_succeeded: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM (SELECT state FROM jobs WHERE result_pending = 1 \
+                     ORDER BY updated_at_ms, seq LIMIT ?1 OFFSET ?2) WHERE state <> 'succeeded'",
+                )
+                .bind(SAMPLE as i64)
+                .bind(offset as i64)
+                .fetch_one(&mut c)
+                .await?;
                 c.close().await?;
+                if not_succeeded > 0 {
+                    bail!("{not_succeeded} sampled jobs are not succeeded");
+                }
                 Ok(n as u64)
             }
         }
@@ -226,6 +278,20 @@ fn start_worker(backend: Arc<dyn QueueBackend>, runner: Arc<dyn Runner>, name: &
     Ok(Running { stop, handle, _scratch: scratch })
 }
 
+/// Drains the `n` no-op jobs already queued on `backend` with one worker at `concurrency`, until
+/// their completions are persisted (the scale figures' memory pass).
+pub async fn drain_existing(target: &Target, backend: Arc<dyn QueueBackend>, n: u64, concurrency: usize) -> Result<()> {
+    let probe = Probe::new(n);
+    let worker = start_worker(backend, Arc::new(NoopRunner(probe.clone())), "bench-drain", concurrency)?;
+    probe.wait_all(Duration::from_secs(1800)).await?;
+    let persisted = util::wait_until(Duration::from_millis(5), Duration::from_secs(600), || target.all_finished(n)).await?;
+    worker.stop().await?;
+    if !persisted {
+        bail!("the backend never recorded {n} completions");
+    }
+    Ok(())
+}
+
 /// Figure 1 for skillforge: enqueue `n` no-op jobs in chunks of 1 000, then drain at `concurrency`.
 pub async fn throughput(target: &Target, n: u64, concurrency: usize, profile: bool) -> Result<ThroughputTrial> {
     let sqlite = match target {
@@ -270,10 +336,10 @@ pub async fn throughput(target: &Target, n: u64, concurrency: usize, profile: bo
         backend.clone()
     };
     let worker = start_worker(worker_backend, Arc::new(NoopRunner(probe.clone())), "bench-tp", concurrency)?;
-    probe.wait_all(Duration::from_secs(300)).await?;
+    probe.wait_all(Duration::from_secs(1800)).await?;
     // The last completion is persisted when the backend counts n successes.
-    let persisted = util::wait_until(Duration::from_millis(1), Duration::from_secs(60), || async {
-        Ok(target.count_finished().await? >= n)
+    let persisted = util::wait_until(Duration::from_millis(1), Duration::from_secs(600), || async {
+        target.all_finished(n).await
     })
     .await?;
     let end = Instant::now();

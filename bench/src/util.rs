@@ -117,14 +117,14 @@ pub struct RedisStats {
 
 pub async fn redis_reset_stats(url: &str) -> Result<()> {
     let client = redis::Client::open(url)?;
-    let mut c = client.get_multiplexed_async_connection().await?;
+    let mut c = crate::util::patient(&client).await?;
     let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut c).await?;
     Ok(())
 }
 
 pub async fn redis_stats(url: &str) -> Result<RedisStats> {
     let client = redis::Client::open(url)?;
-    let mut c = client.get_multiplexed_async_connection().await?;
+    let mut c = crate::util::patient(&client).await?;
     let cmd: String = redis::cmd("INFO").arg("commandstats").query_async(&mut c).await?;
     let cpu: String = redis::cmd("INFO").arg("cpu").query_async(&mut c).await?;
     let mut out = RedisStats::default();
@@ -154,7 +154,7 @@ pub async fn redis_stats(url: &str) -> Result<RedisStats> {
 
 pub async fn redis_info_field(url: &str, section: &str, field: &str) -> Result<String> {
     let client = redis::Client::open(url)?;
-    let mut c = client.get_multiplexed_async_connection().await?;
+    let mut c = crate::util::patient(&client).await?;
     let info: String = redis::cmd("INFO").arg(section).query_async(&mut c).await?;
     info.lines()
         .find_map(|l| l.trim().strip_prefix(&format!("{field}:")).map(str::to_owned))
@@ -163,7 +163,7 @@ pub async fn redis_info_field(url: &str, section: &str, field: &str) -> Result<S
 
 pub async fn redis_flushall(url: &str) -> Result<()> {
     let client = redis::Client::open(url)?;
-    let mut c = client.get_multiplexed_async_connection().await?;
+    let mut c = crate::util::patient(&client).await?;
     let _: () = redis::cmd("FLUSHALL").query_async(&mut c).await?;
     Ok(())
 }
@@ -184,4 +184,11 @@ where
         }
         tokio::time::sleep(every).await;
     }
+}
+
+/// A connection whose replies may take long (FLUSHALL of a million jobs, a loaded host): redis-rs's
+/// default response timeout (500 ms) ends those calls.
+pub async fn patient(client: &redis::Client) -> Result<redis::aio::MultiplexedConnection> {
+    let config = redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(600)));
+    Ok(client.get_multiplexed_async_connection_with_config(&config).await?)
 }

@@ -28,7 +28,7 @@
 //!
 //! ## The job hash
 //!
-//! Fields (times in ms since the Unix epoch, numbers as decimal text): `id`, `queue`, `spec`
+//! Fields (times in ms since the Unix epoch, numbers as decimal text): `queue`, `spec`
 //! (JSON [`JobSpec`]), `state`, `attempts`, `max_attempts`, `token` (fencing token of the
 //! current/last lease, 0 before the first), `seq` (FIFO position), `heartbeat_ms`,
 //! `stale_after` (ms), `idempotent` (0/1), `created_at`, `updated_at`, `not_before`,
@@ -36,7 +36,8 @@
 //! '0' = not set), `layout`; the lease fields `owner_worker`, `owner_host`, `owner_pid`,
 //! `acquired_at`, `heartbeat_at`; after a finish `closed_token` / `closed_by` (which call
 //! closed which token, so a retried call after a lost reply is recognized), `outcome` (JSON
-//! `RunOutcome`), `error`; and, layout 2 only, `attempt_result`.
+//! `RunOutcome`), `error`; and, layout 2 only, `attempt_result`. Hashes enqueued before issue 19
+//! also carry `id` (a copy of the key's id, ~80 bytes per job; no longer written or needed).
 //!
 //! **Layout 2** (`layout` = `2`, written by `enqueue.lua` of this build): the happy path writes
 //! one key per job. The lease fields are those of the *last* attempt and stay after it ends
@@ -389,14 +390,15 @@ impl RedisBackend {
             with_retry!(self, "read jobs", |c| pipe.query_async(&mut c))?;
         let mut out = Vec::with_capacity(ids.len());
         let mut it = flat.into_iter();
-        while let (Some(h), Some(hist)) = (it.next(), it.next()) {
+        let mut asked = ids.iter();
+        while let (Some(h), Some(hist), Some(id)) = (it.next(), it.next(), asked.next()) {
             let raw: RawJob = (
                 ::redis::from_redis_value(h)
                     .map_err(|e| EngineError::redis(format!("job hash: {e}")))?,
                 ::redis::from_redis_value(hist)
                     .map_err(|e| EngineError::redis(format!("job history: {e}")))?,
             );
-            if let Some(job) = decode::job(raw)? {
+            if let Some(job) = decode::job(id, raw)? {
                 out.push(job);
             }
         }

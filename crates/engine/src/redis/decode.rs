@@ -45,13 +45,14 @@ fn flag(h: &HashMap<String, String>, name: &str) -> bool {
     h.get(name).is_some_and(|v| v == "1")
 }
 
-/// Decodes one job; `Ok(None)` when the hash is empty (no such job).
-pub(super) fn job(raw: RawJob) -> Result<Option<Job>, EngineError> {
+/// Decodes job `job_id` (the id in its key); `Ok(None)` when the hash is empty (no such job).
+/// Hashes written since issue 19 have no `id` field (it repeated the key); older ones do.
+pub(super) fn job(job_id: &str, raw: RawJob) -> Result<Option<Job>, EngineError> {
     let (h, history) = raw;
     if h.is_empty() {
         return Ok(None);
     }
-    let id = h.get("id").cloned().unwrap_or_default();
+    let id = h.get("id").cloned().unwrap_or_else(|| job_id.to_owned());
     let spec: JobSpec = serde_json::from_str(field(&h, &id, "spec")?)
         .map_err(|e| corrupt(&id, format!("job spec: {e}")))?;
     let state = JobState::from_str(field(&h, &id, "state")?).map_err(|e| corrupt(&id, e))?;

@@ -18,7 +18,7 @@ local seq = next_seq()
 -- `layout` 2: the last closed attempt stays in the hash (see push_attempt in common.lua).
 -- `cancel_requested` / `recovery_available` are absent until set (absent = '0').
 redis.call('HSET', jkey(id),
-  'id', id, 'queue', queue, 'spec', spec, 'state', 'queued',
+  'queue', queue, 'spec', spec, 'state', 'queued',
   'attempts', '0', 'max_attempts', ARGV[6], 'token', '0', 'seq', s(seq),
   'heartbeat_ms', ARGV[7], 'stale_after', ARGV[8], 'idempotent', ARGV[9],
   'created_at', s(now), 'updated_at', s(now), 'layout', '2')

@@ -25,3 +25,8 @@ CREATE TABLE pruned_jobs (
     pruned_at_ms    INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX pruned_jobs_age ON pruned_jobs (succeeded, pruned_at_ms);
+
+-- Held named locks: `locks` and the reaper's stale-lock pass read O(held), not every lock name
+-- ever taken (each worker process adds a `worker:<id>` presence lock row; rows stay so that a
+-- name's fencing token never goes back).
+CREATE INDEX locks_held ON locks (name) WHERE held = 1;
