@@ -17,7 +17,7 @@ use skillforge_contract::Assignments;
 use skillforge_forge::grammar::{CommentImport, PACKET_MARKER, resolve_comment};
 use skillforge_forge::{Forge, ForgeError, RepoRef};
 use skillforge_store::blobs::BlobStore;
-use skillforge_store::feedback::{WriteCounts, event_created_at_now, write_resolved};
+use skillforge_store::feedback::{WriteCounts, delete_superseded, event_created_at_now, write_resolved};
 use skillforge_store::{Store, StoreError};
 
 use crate::packet::{PacketError, item_assignment, render_body};
@@ -132,6 +132,28 @@ pub async fn publish(store: &Store, blobs: &BlobStore, forge: &dyn Forge, run_id
     }
 }
 
+fn entry_item(entry: &skillforge_contract::ResolvedEntry) -> &str {
+    match entry {
+        skillforge_contract::ResolvedEntry::Choice { item_id, .. } => item_id,
+        skillforge_contract::ResolvedEntry::Ranked(r) => &r.item_id,
+    }
+}
+
+/// Posts `body` as a comment on `repo#number` once: the body carries the idempotency marker of
+/// `key`, and an existing comment with that marker is returned instead of posting again (a retried
+/// call never posts twice). Returns the comment's URL and whether it was created.
+///
+/// # Errors
+/// [`GithubReviewError::Forge`].
+pub async fn comment_once(forge: &dyn Forge, repo: &RepoRef, number: u64, key: &str, body: &str) -> Result<(String, bool), GithubReviewError> {
+    let marker = key_marker(key);
+    if let Some(existing) = forge.list_comments(repo, number).await?.into_iter().find(|c| c.body.contains(&marker)) {
+        return Ok((existing.html_url, false));
+    }
+    let comment = forge.create_comment(repo, number, &format!("{marker}\n{body}")).await?;
+    Ok((comment.html_url, true))
+}
+
 /// A comment sync refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused {
@@ -154,6 +176,10 @@ pub struct Synced {
     pub refused: Vec<Refused>,
     /// Rows written.
     pub counts: WriteCounts,
+    /// Old rows removed because an edited comment no longer answers their item.
+    pub superseded: u64,
+    /// Highest comment id read (0 when none).
+    pub last_comment_id: u64,
     /// `owner/repo#N`.
     pub review_issue: String,
 }
@@ -173,7 +199,12 @@ pub async fn sync(store: &Store, forge: &dyn Forge, run_id: &str, repo: &RepoRef
         items: items.iter().map(|i| item_assignment(&run, i)).collect::<Result<_, _>>().map_err(GithubReviewError::Invalid)?,
     };
     let comments = forge.list_comments(repo, number).await?;
-    let mut synced = Synced { comments: comments.len(), review_issue: format!("{repo}#{number}"), ..Default::default() };
+    let mut synced = Synced {
+        comments: comments.len(),
+        review_issue: format!("{repo}#{number}"),
+        last_comment_id: comments.iter().map(|c| c.id).max().unwrap_or(0),
+        ..Default::default()
+    };
     let mut resolved = Vec::new();
     for comment in &comments {
         let url = if comment.html_url.is_empty() { format!("github-comment:{}", comment.id) } else { comment.html_url.clone() };
@@ -190,6 +221,8 @@ pub async fn sync(store: &Store, forge: &dyn Forge, run_id: &str, repo: &RepoRef
     let created_at = event_created_at_now();
     let mut tx = store.begin().await?;
     for (feedback, url) in &resolved {
+        let answered: std::collections::BTreeSet<String> = feedback.entries.iter().map(|e| entry_item(e).to_owned()).collect();
+        synced.superseded += delete_superseded(&mut tx, &run.id, GITHUB_SOURCE, url, &answered).await?;
         let counts = write_resolved(&mut tx, feedback, GITHUB_SOURCE, url, &created_at).await?;
         synced.counts.feedback_inserted += counts.feedback_inserted;
         synced.counts.feedback_updated += counts.feedback_updated;

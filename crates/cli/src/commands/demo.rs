@@ -188,6 +188,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
         skillforge_bin: skillforge_bin(),
         jobs: &jobs,
         reporter: &reporter,
+        github: None,
     };
 
     // 1. The bundled template.
@@ -228,6 +229,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
             mode: None,
             options: Some(N_OPTIONS),
             task_kind: String::new(),
+            forge: None,
         },
     )
     .await

@@ -102,6 +102,18 @@ pub struct TrainEnv<'a> {
     pub jobs: &'a dyn crate::stage::StageJobs,
     /// Progress lines.
     pub reporter: &'a dyn Reporter,
+    /// The forge review packets go to in sessions started with `--forge github` (`None`: such a
+    /// session's review steps fail with a configuration error).
+    pub github: Option<GithubEnv<'a>>,
+}
+
+/// The GitHub side of a train control plane (issue 16).
+#[derive(Clone, Copy)]
+pub struct GithubEnv<'a> {
+    /// The forge.
+    pub forge: &'a dyn skillforge_forge::Forge,
+    /// Seconds from publishing a review issue to its stale reminder (facts §3: 86 400).
+    pub stale_threshold_secs: i64,
 }
 
 impl TrainEnv<'_> {

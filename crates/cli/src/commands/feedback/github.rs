@@ -1,14 +1,14 @@
 //! `skillforge feedback github publish|sync`: review through GitHub issues and PR comments (seed
 //! "GitHub Feedback Collector"; S-96, S-97). The logic is [`skillforge_workflows::github_review`];
 //! this module parses arguments, builds the GitHub client (base URL and token from the
-//! environment: `SKILLFORGE_GITHUB_API_URL`, `SKILLFORGE_GITHUB_TOKEN` / `GITHUB_TOKEN` /
-//! `GH_TOKEN`), maps errors to exit codes and prints.
+//! environment — `SKILLFORGE_GITHUB_API_URL`, `SKILLFORGE_GITHUB_TOKEN` / `GITHUB_TOKEN` /
+//! `GH_TOKEN` — else `[github] api_url` / `token`), maps errors to exit codes and prints.
 
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use serde_json::json;
 use skillforge_forge::RepoRef;
-use skillforge_forge::github::{GitHub, GitHubConfig};
+use skillforge_forge::github::GitHub;
 use skillforge_store::blobs::BlobStore;
 use skillforge_workflows::github_review::{GithubReviewError, Target, publish, resolve_repo, sync};
 
@@ -66,8 +66,8 @@ fn error(e: GithubReviewError) -> CliError {
     }
 }
 
-fn client() -> Result<GitHub, CliError> {
-    GitHub::new(&GitHubConfig::resolve(None, None)).map_err(|e| CliError::usage(anyhow!(e)))
+fn client(ctx: &Context) -> Result<GitHub, CliError> {
+    GitHub::new(&ctx.config.github.client_config()).map_err(|e| CliError::usage(anyhow!(e)))
 }
 
 /// Dispatches a `feedback github` subcommand.
@@ -91,7 +91,7 @@ async fn run_publish(ctx: &Context, args: PublishArgs) -> CliResult {
         .unwrap_or_default();
     let repo = resolve_repo(args.repo.as_deref(), &run.target_repo, &template_source, ctx.config.feedback.repo.as_deref()).map_err(error)?;
     let target = args.pr.map_or(Target::NewIssue, Target::PullRequest);
-    let forge = client()?;
+    let forge = client(ctx)?;
     let done = publish(&store, &BlobStore::in_home(&ctx.home), &forge, &run.id, &repo, target).await.map_err(error)?;
     if ctx.json {
         print_json(&json!({"run_id": run.id, "repo": done.repo.to_string(), "number": done.number, "url": done.url, "created": done.created}));
@@ -108,7 +108,7 @@ async fn run_sync(ctx: &Context, args: SyncArgs) -> CliResult {
     let repo = RepoRef::parse(&args.repo).map_err(|e| CliError::usage(anyhow!("--repo: {e}")))?;
     let number = args.issue.or(args.pr).ok_or_else(|| CliError::usage(anyhow!("pass --issue N or --pr N")))?;
     let store = ctx.store().await?;
-    let forge = client()?;
+    let forge = client(ctx)?;
     let done = sync(&store, &forge, &args.run, &repo, number).await.map_err(error)?;
     for refused in &done.refused {
         eprintln!("warning: skipped malformed comment {}: {}", refused.url, refused.reason);
@@ -124,6 +124,7 @@ async fn run_sync(ctx: &Context, args: SyncArgs) -> CliResult {
             "malformed": done.refused.iter().map(|r| json!({"url": r.url, "reason": r.reason})).collect::<Vec<_>>(),
             "feedback_events": {"inserted": c.feedback_inserted, "updated": c.feedback_updated},
             "ranked_feedback_events": {"inserted": c.ranked_inserted, "updated": c.ranked_updated},
+            "superseded": done.superseded,
         }));
     } else {
         println!(
