@@ -15,6 +15,7 @@ pub mod github;
 pub mod harvest;
 pub mod promotion;
 pub mod review;
+pub mod submitted;
 pub mod templates;
 pub mod train;
 
