@@ -105,6 +105,17 @@ fn s97_github_review_path_publish_sync_resync_edit_delete() {
     let bob_i1 = events.iter().find(|e| e["reviewer"] == "bob" && e["item_id"] == "i1").unwrap();
     assert_eq!(bob_i1["choice"], "neither");
     assert_eq!(bob_i1["source_url"], format!("https://github.com/acme/reviews/issues/1#issuecomment-{bob}"));
+
+    // Bob edits again and drops i1: his old i1 row is superseded (removed), his i2 row stays.
+    fake.state().edit_comment(bob, "i2: b - has tests");
+    let dropped = gh_json(&home, &fake, &["feedback", "github", "sync", "--run", "r1", "--repo", "acme/reviews", "--issue", "1"]);
+    assert_eq!(dropped["superseded"], 1, "{dropped:#}");
+    let pkg = package(&home);
+    let events = pkg["feedback_events"].as_array().unwrap();
+    assert_eq!(events.len(), 2, "{events:#?}");
+    assert!(!events.iter().any(|e| e["reviewer"] == "bob" && e["item_id"] == "i1"), "{events:#?}");
+    assert!(events.iter().any(|e| e["reviewer"] == "bob" && e["item_id"] == "i2"));
+    assert!(events.iter().any(|e| e["reviewer"] == "dan" && e["item_id"] == "i2"), "other comments' rows are untouched");
 }
 
 // S-96: --repo omitted → the run's target repo, else the template's source repo, else [feedback] repo.

@@ -1,4 +1,4 @@
-//! GitHub as a forge (migration `0008_github.sql`; issue 16): review watches on published review
+//! GitHub as a forge (migration `0009_github.sql`; issue 16): review watches on published review
 //! issues (facts §3 "Review watch stale reminder", §8 `skillopt_review_watches`), and the
 //! pull-request watcher's memory (ETags per repository, the `updated_at` last harvested per PR).
 //!
