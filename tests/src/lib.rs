@@ -8,6 +8,7 @@
 
 pub mod fake_github;
 pub mod loader;
+pub mod webhook;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -308,8 +308,8 @@ impl Forge for GitHub {
         self.call(Method::Get, &format!("/repos/{repo}/pulls/{number}"), None).await
     }
 
-    async fn list_closed_pulls(&self, repo: &RepoRef, etag: Option<&str>) -> Result<Conditional<Vec<PullRequest>>, ForgeError> {
-        let path = format!("/repos/{repo}/pulls?state=closed&sort=updated&direction=desc&per_page=100");
+    async fn list_recent_pulls(&self, repo: &RepoRef, etag: Option<&str>) -> Result<Conditional<Vec<PullRequest>>, ForgeError> {
+        let path = format!("/repos/{repo}/pulls?state=all&sort=updated&direction=desc&per_page=100");
         let mut headers = HeaderMap::new();
         if let Some(tag) = etag {
             let value = tag.parse().map_err(|_| ForgeError::Config(format!("ETag `{tag}` is not a header value")))?;

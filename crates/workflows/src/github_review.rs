@@ -234,6 +234,81 @@ pub async fn sync(store: &Store, forge: &dyn Forge, run_id: &str, repo: &RepoRef
     Ok(synced)
 }
 
+/// What one review-watch pass did to one watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchPass {
+    /// `owner/repo#N`.
+    pub issue: String,
+    /// Items still without feedback after the sync.
+    pub missing: Vec<String>,
+    /// The stale reminder's URL, when this pass posted it.
+    pub reminded: Option<String>,
+}
+
+/// The body of a stale reminder (facts §3: after the watch's threshold without feedback).
+fn reminder_body(run_id: &str, missing: &[String], threshold_secs: i64) -> String {
+    format!(
+        "{PACKET_MARKER}\nReminder: review run `{run_id}` has had no feedback for {} on {}. Reply with one comment per review \
+         (short form such as `{}: b - reason`, or a fenced YAML block).",
+        humanize(threshold_secs),
+        missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
+        missing.first().map_or("item-001", String::as_str),
+    )
+}
+
+fn humanize(secs: i64) -> String {
+    match secs {
+        s if s % 86_400 == 0 => format!("{} day(s)", s / 86_400),
+        s if s % 3_600 == 0 => format!("{} hour(s)", s / 3_600),
+        s => format!("{s} seconds"),
+    }
+}
+
+/// One pass over the review watches still `watching` (what `serve` runs every
+/// `[github] watch_every_secs`): syncs each issue's comments, marks the watch `synced` once every
+/// expected item has feedback, and past `stale_after` with items still missing posts the stale
+/// reminder once (marker-idempotent, then `stale_notified`). A watch that fails is logged and
+/// left for the next pass.
+///
+/// # Errors
+/// [`GithubReviewError::Store`] when the watches cannot be listed.
+pub async fn review_watch_pass(store: &Store, forge: &dyn Forge, now: chrono::DateTime<chrono::Utc>) -> Result<Vec<WatchPass>, GithubReviewError> {
+    let mut out = Vec::new();
+    for watch in skillforge_store::github::list_watching(store.pool()).await? {
+        let issue = format!("{}#{}", watch.repo, watch.issue_number);
+        match watch_one(store, forge, &watch, now).await {
+            Ok(pass) => out.push(pass),
+            Err(e) => tracing::warn!(issue = %issue, error = %e, "review watch pass failed; retried next pass"),
+        }
+    }
+    Ok(out)
+}
+
+async fn watch_one(store: &Store, forge: &dyn Forge, watch: &skillforge_store::github::ReviewWatch, now: chrono::DateTime<chrono::Utc>) -> Result<WatchPass, GithubReviewError> {
+    let repo = RepoRef::parse(&watch.repo).map_err(GithubReviewError::Invalid)?;
+    let number = u64::try_from(watch.issue_number).unwrap_or(0);
+    let done = sync(store, forge, &watch.run_id, &repo, number).await?;
+    let have = skillforge_store::feedback::items_with_feedback(store.pool(), &watch.run_id).await?;
+    let missing: Vec<String> = watch.expected_item_ids().into_iter().filter(|id| !have.contains(id)).collect();
+    let errors = done.refused.iter().map(|r| format!("{}\n{}", r.url, r.reason)).collect::<Vec<_>>().join("\n");
+    let error_hash = if errors.is_empty() { String::new() } else { hex::encode(<sha2::Sha256 as sha2::Digest>::digest(errors.as_bytes())) };
+    let last = i64::try_from(done.last_comment_id).unwrap_or(i64::MAX);
+    {
+        let mut conn = store.pool().acquire().await.map_err(StoreError::from)?;
+        skillforge_store::github::record_watch_sync(&mut conn, &watch.repo, watch.issue_number, last, &error_hash, missing.is_empty()).await?;
+    }
+    let due = chrono::DateTime::parse_from_rfc3339(&watch.stale_after).is_ok_and(|t| now >= t);
+    let mut reminded = None;
+    if !missing.is_empty() && due && watch.stale_notified == 0 {
+        let key = format!("{}:{}:stale-reminder", watch.run_id, done.review_issue);
+        let (url, _) = comment_once(forge, &repo, number, &key, &reminder_body(&watch.run_id, &missing, watch.stale_threshold_seconds)).await?;
+        let mut conn = store.pool().acquire().await.map_err(StoreError::from)?;
+        skillforge_store::github::mark_stale_notified(&mut conn, &watch.repo, watch.issue_number).await?;
+        reminded = Some(url);
+    }
+    Ok(WatchPass { issue: done.review_issue, missing, reminded })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,6 @@
-//! `skillforge serve`: the control plane — reaper, result ingestion and, with `--listen ADDR`,
-//! `POST /events` for CI pipelines and forge webhooks — until SIGTERM/SIGINT.
+//! `skillforge serve`: the control plane — reaper, result ingestion, the GitHub watchers
+//! (`[github] watch_repos` pull requests, review watches) and, with `--listen ADDR`, `POST /events`
+//! for CI pipelines and forge webhooks — until SIGTERM/SIGINT.
 //!
 //! `POST /events` takes GitHub webhook deliveries (`X-GitHub-Event`: `pull_request`, `status`,
 //! `check_suite`, `pull_request_review`, `ping`) and CI reports (`skillforge_outcome`), each signed
@@ -18,6 +19,8 @@ use skillforge_workflows::families::Families;
 
 use crate::control::args::queue_label;
 use crate::control::events::{EventsState, serve_events};
+use crate::control::github_watch::{DEFAULT_WATCH_EVERY_SECS, GithubWatch, run_github_watch};
+use skillforge_forge::github::GitHub;
 use crate::control::signals::shutdown_on_signal;
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
@@ -49,6 +52,10 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         )));
     }
     let harvest_config = ctx.config.skillopt.harvest_config(&ctx.home).map_err(CliError::usage)?;
+    let github = &ctx.config.github;
+    let watch_repos = github.watch_repos().map_err(|e| CliError::usage(anyhow!(e)))?;
+    let forge = GitHub::new(&github.client_config()).map_err(|e| CliError::usage(anyhow!(e)))?;
+    let every = Duration::from_secs(github.watch_every_secs.unwrap_or(DEFAULT_WATCH_EVERY_SECS).max(1));
     let backend = ctx.queue().await?;
     let store = ctx.store().await?;
     let shutdown = shutdown_on_signal();
@@ -88,7 +95,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     );
     let events = async {
         let (Some(listener), Some(secret)) = (listener, secret) else { return };
-        let state = EventsState { store: store.clone(), backend: backend.clone(), config: harvest_config, secret };
+        let state = EventsState { store: store.clone(), backend: backend.clone(), config: harvest_config.clone(), secret };
         serve_events(listener, state, shutdown.clone()).await;
     };
     let canaries = async {
@@ -106,7 +113,9 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
             }
         }
     };
-    tokio::join!(reaper, ingestion, events, canaries, lost);
+    let github_watch =
+        run_github_watch(GithubWatch { forge, repos: watch_repos, every }, &store, &backend, &harvest_config, shutdown.clone());
+    tokio::join!(reaper, ingestion, events, canaries, lost, github_watch);
     Ok(OK)
 }
 
