@@ -164,3 +164,39 @@ fn forge_github_needs_an_owner_repo_workspace_and_writes_nothing() {
     assert_eq!(out.status.code(), Some(2), "no session was written");
     assert!(fake.state().requests.is_empty());
 }
+
+// Facts §3 review watch: past its stale threshold with feedback still missing, `serve` posts one
+// reminder on the review issue naming the missing items, and marks the watch notified.
+#[test]
+fn a_stale_review_watch_gets_one_reminder_from_serve() {
+    let fake = FakeGitHub::start("tok-stale");
+    let home = setup(&fake);
+    write(
+        &home.path().join("config.toml"),
+        &format!("[github]\napi_url = \"{}\"\ntoken = \"{}\"\nreview_stale_after_secs = 1\nwatch_every_secs = 1\n", fake.url, fake.token()),
+    );
+    start(&home);
+    assert_eq!(cont(&home)["state"], "review_published");
+    fake.state().add_comment(REPO, 1, "alice", "add-cache ranking: B > A > C");
+    let mut serve = home.cmd();
+    for var in ["SKILLFORGE_GITHUB_API_URL", "SKILLFORGE_GITHUB_TOKEN", "GITHUB_TOKEN", "GH_TOKEN"] {
+        serve.env_remove(var);
+    }
+    let log = std::fs::File::create(home.path().join("serve.log")).unwrap();
+    let _serve = skillforge_tests::Reaped(serve.arg("serve").stdin(std::process::Stdio::null()).stderr(log).spawn().unwrap());
+    let reminders = |fake: &FakeGitHub| comments_on(fake, 1).into_iter().filter(|(_, b)| b.starts_with("<!-- skillforge:publish-key=")).count();
+    home.wait(std::time::Duration::from_secs(60), "the stale reminder", || (reminders(&fake) > 0).then_some(()));
+    let body = comments_on(&fake, 1).into_iter().map(|(_, b)| b).find(|b| b.contains("Reminder")).unwrap();
+    assert!(body.contains("`fix-login`") && !body.contains("`add-cache`"), "names only the missing item: {body}");
+    // Two more passes: still one reminder.
+    let reads = fake.state().count("GET", "/repos/acme/workspace/issues/1/comments");
+    home.wait(std::time::Duration::from_secs(60), "two more passes", || {
+        (fake.state().count("GET", "/repos/acme/workspace/issues/1/comments") >= reads + 2).then_some(())
+    });
+    assert_eq!(reminders(&fake), 1);
+    let st = status(&home);
+    assert_eq!((st["review_watch"]["stale_notified"].as_bool(), st["review_watch"]["stale_threshold_seconds"].as_i64()), (Some(true), Some(1)), "{st:#}");
+    // serve synced alice's comment already; train continue still waits for fix-login.
+    assert_eq!(st["counts"]["ranked_feedback_events"], 1);
+    assert_eq!(cont(&home)["state"], "review_published");
+}
