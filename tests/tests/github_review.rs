@@ -56,6 +56,11 @@ fn s97_github_review_path_publish_sync_resync_edit_delete() {
     assert_eq!((first["repo"].as_str(), first["number"].as_u64(), first["created"].as_bool()), (Some("acme/reviews"), Some(1), Some(true)));
     let again = gh_json(&home, &fake, &["feedback", "github", "publish", "--run", "r1"]);
     assert_eq!(again["created"], false);
+    // A write job whose result was lost (here: another home, so no applied-write row) finds the
+    // issue by its marker and posts nothing.
+    let elsewhere = setup(Some("acme/reviews"));
+    let lost = gh_json(&elsewhere, &fake, &["feedback", "github", "publish", "--run", "r1"]);
+    assert_eq!((lost["number"].as_u64(), lost["created"].as_bool()), (Some(1), Some(false)), "{lost:#}");
     {
         let s = fake.state();
         assert_eq!(s.issues["acme/reviews"].len(), 1, "a retried publish never posts twice");

@@ -184,6 +184,13 @@ fn a_stale_review_watch_gets_one_reminder_from_serve() {
     }
     let log = std::fs::File::create(home.path().join("serve.log")).unwrap();
     let _serve = skillforge_tests::Reaped(serve.arg("serve").stdin(std::process::Stdio::null()).stderr(log).spawn().unwrap());
+    // The reminder is a durable write job: a worker runs it (its child reads [github] token of the home).
+    let mut worker = home.cmd();
+    for var in ["SKILLFORGE_GITHUB_API_URL", "SKILLFORGE_GITHUB_TOKEN", "GITHUB_TOKEN", "GH_TOKEN"] {
+        worker.env_remove(var);
+    }
+    let log = std::fs::File::create(home.path().join("worker.log")).unwrap();
+    let _worker = skillforge_tests::Reaped(worker.args(["worker", "--name", "w1"]).stdin(std::process::Stdio::null()).stderr(log).spawn().unwrap());
     let reminders = |fake: &FakeGitHub| comments_on(fake, 1).into_iter().filter(|(_, b)| b.starts_with("<!-- skillforge:publish-key=")).count();
     home.wait(std::time::Duration::from_secs(60), "the stale reminder", || (reminders(&fake) > 0).then_some(()));
     let body = comments_on(&fake, 1).into_iter().map(|(_, b)| b).find(|b| b.contains("Reminder")).unwrap();
@@ -194,6 +201,7 @@ fn a_stale_review_watch_gets_one_reminder_from_serve() {
         (fake.state().count("GET", "/repos/acme/workspace/issues/1/comments") >= reads + 2).then_some(())
     });
     assert_eq!(reminders(&fake), 1);
+    assert!(fake.state().requests.iter().all(|(_, _, authorized)| *authorized), "the write job used the home's [github] token");
     let st = status(&home);
     assert_eq!((st["review_watch"]["stale_notified"].as_bool(), st["review_watch"]["stale_threshold_seconds"].as_i64()), (Some(true), Some(1)), "{st:#}");
     // serve synced alice's comment already; train continue still waits for fix-login.

@@ -43,3 +43,16 @@ CREATE TABLE github_pull_watch (
     seen_at    TEXT NOT NULL,
     PRIMARY KEY (repo, pr)
 );
+
+-- GitHub writes applied by the `github` family's result handler (issue 16): one row per
+-- idempotency key, inserted once when the write job's result is ingested, so a retried or
+-- re-delivered result is applied exactly once and the control plane reads what was posted.
+CREATE TABLE github_writes (
+    write_key  TEXT PRIMARY KEY,                         -- the write's idempotency key (its marker)
+    repo       TEXT NOT NULL,                            -- owner/repo
+    number     INTEGER NOT NULL CHECK (number > 0),      -- issue or PR number
+    url        TEXT NOT NULL,                            -- web URL of the issue or comment
+    created    INTEGER NOT NULL CHECK (created IN (0, 1)), -- 0: an earlier post with the marker was found
+    job_id     TEXT NOT NULL,
+    applied_at TEXT NOT NULL
+);

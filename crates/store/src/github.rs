@@ -1,6 +1,7 @@
 //! GitHub as a forge (migration `0009_github.sql`; issue 16): review watches on published review
-//! issues (facts §3 "Review watch stale reminder", §8 `skillopt_review_watches`), and the
-//! pull-request watcher's memory (ETags per repository, the `updated_at` last harvested per PR).
+//! issues (facts §3 "Review watch stale reminder", §8 `skillopt_review_watches`), the
+//! pull-request watcher's memory (ETags per repository, the `updated_at` last harvested per PR),
+//! and the GitHub writes the `github` family's result handler applied (`github_writes`).
 //!
 //! Repository functions only; what to post and when is decided in `skillforge-workflows`.
 
@@ -212,4 +213,55 @@ pub async fn set_pull_seen(conn: &mut SqliteConnection, repo: &str, pr: i64, upd
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// One applied GitHub write.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct AppliedWrite {
+    /// The write's idempotency key.
+    pub write_key: String,
+    /// `owner/repo`.
+    pub repo: String,
+    /// Issue or PR number.
+    pub number: i64,
+    /// Web URL of the issue or comment.
+    pub url: String,
+    /// 0 when an earlier post carrying the marker was found instead.
+    pub created: i64,
+    /// The job that wrote it.
+    pub job_id: String,
+    /// RFC 3339.
+    pub applied_at: String,
+}
+
+/// Records an applied write once: a second result for the same key changes nothing. Returns true
+/// when recorded now.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn record_write(conn: &mut SqliteConnection, w: &AppliedWrite) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "INSERT OR IGNORE INTO github_writes (write_key, repo, number, url, created, job_id, applied_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(&w.write_key)
+    .bind(&w.repo)
+    .bind(w.number)
+    .bind(&w.url)
+    .bind(w.created)
+    .bind(&w.job_id)
+    .bind(now_rfc3339())
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// The applied write of `key`.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn get_write(ex: impl SqliteExecutor<'_>, key: &str) -> Result<Option<AppliedWrite>, StoreError> {
+    Ok(sqlx::query_as("SELECT write_key, repo, number, url, created, job_id, applied_at FROM github_writes WHERE write_key = ?")
+        .bind(key)
+        .fetch_optional(ex)
+        .await?)
 }

@@ -114,7 +114,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         }
     };
     let github_watch =
-        run_github_watch(GithubWatch { forge, repos: watch_repos, every }, &store, &backend, &harvest_config, shutdown.clone());
+        run_github_watch(GithubWatch { forge, repos: watch_repos, every, home: ctx.home.clone() }, &store, &backend, &harvest_config, shutdown.clone());
     tokio::join!(reaper, ingestion, events, canaries, lost, github_watch);
     Ok(OK)
 }

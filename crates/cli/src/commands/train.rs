@@ -160,7 +160,7 @@ pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
     let reporter = StderrReporter { quiet: false };
     let stale_threshold_secs = ctx.config.github.stale_threshold_secs().map_err(|e| CliError::usage(anyhow!(e)))?;
     let github = skillforge_forge::github::GitHub::new(&ctx.config.github.client_config());
-    let github_env = github.as_ref().ok().map(|forge| GithubEnv { forge, stale_threshold_secs });
+    let github_env = github.as_ref().ok().map(|forge| GithubEnv { forge, api_url: forge.api_url(), stale_threshold_secs });
     let env = TrainEnv {
         store: &store,
         queue: &queue,

@@ -1,7 +1,7 @@
 //! The GitHub side of `skillforge serve` (issue 16 item 5): every `[github] watch_every_secs`
 //! (default 60 s), the ETag-conditional pull-request watcher over `[github] watch_repos` (only
 //! while the harvester is on: its events feed nothing else), and one pass over the review watches
-//! (sync, stale reminder). With no watched repository and no review watch, nothing is requested.
+//! (sync; the stale reminder is a durable write job, run by a worker and applied by ingestion). With no watched repository and no review watch, nothing is requested.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +11,7 @@ use skillforge_forge::RepoRef;
 use skillforge_forge::github::GitHub;
 use skillforge_store::Store;
 use skillforge_workflows::github_review::review_watch_pass;
+use skillforge_workflows::github_write::WriteJobs;
 use skillforge_workflows::harvest::HarvestConfig;
 use skillforge_workflows::harvest::watcher::poll_repo;
 use tokio_util::sync::CancellationToken;
@@ -27,6 +28,8 @@ pub struct GithubWatch {
     pub repos: Vec<RepoRef>,
     /// Seconds between passes.
     pub every: Duration,
+    /// The control plane's home (passed to write jobs for `[github] token`).
+    pub home: std::path::PathBuf,
 }
 
 /// Runs passes until `shutdown`.
@@ -45,10 +48,12 @@ pub async fn run_github_watch(watch: GithubWatch, store: &Store, backend: &Arc<d
                 }
             }
         }
-        match review_watch_pass(store, &watch.forge, chrono::Utc::now()).await {
+        let bin = crate::control::args::skillforge_bin();
+        let at = WriteJobs { skillforge_bin: &bin, home: &watch.home, api_url: watch.forge.api_url() };
+        match review_watch_pass(store, &watch.forge, (backend.as_ref(), &at), chrono::Utc::now()).await {
             Ok(passes) => {
                 for pass in passes.iter().filter(|p| p.reminded.is_some()) {
-                    info!(issue = %pass.issue, url = pass.reminded.as_deref().unwrap_or(""), "stale review reminder posted");
+                    info!(issue = %pass.issue, job_id = pass.reminded.as_deref().unwrap_or(""), "stale review reminder submitted");
                 }
             }
             Err(e) => warn!(error = %e, "review watch pass failed"),

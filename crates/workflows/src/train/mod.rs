@@ -110,8 +110,10 @@ pub struct TrainEnv<'a> {
 /// The GitHub side of a train control plane (issue 16).
 #[derive(Clone, Copy)]
 pub struct GithubEnv<'a> {
-    /// The forge.
+    /// The forge (reads: comments to sync).
     pub forge: &'a dyn skillforge_forge::Forge,
+    /// Its REST base URL, for the write jobs ([`crate::github_write`]).
+    pub api_url: &'a str,
     /// Seconds from publishing a review issue to its stale reminder (facts §3: 86 400).
     pub stale_threshold_secs: i64,
 }

@@ -4,15 +4,17 @@
 //! syncs the reviewers' comments when feedback is missing, and the candidate review context is a
 //! comment on the same issue.
 //!
-//! Every write is idempotent by a marker in its body ([`crate::github_review`]): a retried step
-//! finds what an earlier attempt posted and posts nothing new. The local Markdown packet is still
-//! written (it is what `feedback markdown import` would read and keeps the blind mapping on disk).
+//! Every write is a durable job ([`crate::github_write`]) waited for through the stage port and
+//! applied by the `github` family's handler; its marker makes a retried attempt find what an
+//! earlier one posted and post nothing new. The local Markdown packet is still written (it is
+//! what `feedback markdown import` would read and keeps the blind mapping on disk).
 
 use skillforge_forge::RepoRef;
 use skillforge_forge::grammar::PACKET_MARKER;
 use skillforge_store::train::{IterationRow, SessionRow};
 
-use crate::github_review::{GithubReviewError, Target, comment_once, publish, sync};
+use crate::github_review::{GithubReviewError, Target, publish_request, sync};
+use crate::github_write::{WriteError, WriteJobs, WriteOp, WriteRequest, WriteResult, write_durably};
 use crate::train::meta::{IterationMeta, SessionMeta};
 use crate::train::session::*;
 use crate::train::state::TrainState;
@@ -36,6 +38,16 @@ fn github<'a>(env: &TrainEnv<'a>) -> Result<GithubEnv<'a>, TrainError> {
     env.github.ok_or_else(|| TrainError::Blocked("this session reviews on GitHub, but no GitHub client is configured ([github] api_url / token)".into()))
 }
 
+async fn write(env: &TrainEnv<'_>, gh: &GithubEnv<'_>, req: &WriteRequest) -> Result<WriteResult, TrainError> {
+    let at = WriteJobs { skillforge_bin: &env.skillforge_bin, home: env.home, api_url: gh.api_url };
+    write_durably(env.jobs, env.store, &at, req).await.map_err(|e| match e {
+        WriteError::Store(s) => TrainError::Store(s),
+        WriteError::Engine(q) => TrainError::Engine(q),
+        WriteError::Payload(p) => TrainError::Invalid(p.to_string()),
+        failed @ WriteError::Failed { .. } => TrainError::Env(format!("{failed}; run `train continue` again")),
+    })
+}
+
 fn forge_error(e: GithubReviewError) -> TrainError {
     match e {
         GithubReviewError::Invalid(m) => TrainError::Invalid(m),
@@ -51,7 +63,8 @@ fn forge_error(e: GithubReviewError) -> TrainError {
 pub(crate) async fn publish_review_issue(env: &TrainEnv<'_>, repo: &RepoRef, it: &mut IterationRow, meta: &mut IterationMeta) -> Result<String, TrainError> {
     let gh = github(env)?;
     let blobs = skillforge_store::blobs::BlobStore::in_home(env.home);
-    let done = publish(env.store, &blobs, gh.forge, &it.eval_run_id, repo, Target::NewIssue).await.map_err(forge_error)?;
+    let req = publish_request(env.store, &blobs, &it.eval_run_id, repo, Target::NewIssue).await.map_err(forge_error)?;
+    let done = write(env, &gh, &req).await?;
     let number = i64::try_from(done.number).unwrap_or(i64::MAX);
     let items: Vec<String> = skillforge_store::review::list_items(env.store.pool(), &it.eval_run_id).await?.into_iter().map(|i| i.item.item_id).collect();
     let mut tx = env.store.begin().await?;
@@ -119,7 +132,11 @@ pub(crate) async fn publish_candidate_comment(env: &TrainEnv<'_>, it: &Iteration
     let gh = github(env)?;
     let repo = RepoRef::parse(&it.issue_repo).map_err(|e| TrainError::Invalid(format!("review issue repo: {e}")))?;
     let number = u64::try_from(it.issue_number).unwrap_or(0);
-    let key = format!("{}:candidate-review:{}", it.id, it.candidate_version_id);
-    let (url, _) = comment_once(gh.forge, &repo, number, &key, &format!("{PACKET_MARKER}\n{text}")).await.map_err(forge_error)?;
-    Ok(url)
+    let req = WriteRequest {
+        op: WriteOp::Comment { number },
+        repo: repo.to_string(),
+        key: format!("{}:candidate-review:{}", it.id, it.candidate_version_id),
+        body: format!("{PACKET_MARKER}\n{text}"),
+    };
+    Ok(write(env, &gh, &req).await?.url)
 }
