@@ -36,6 +36,9 @@ pub struct FakeState {
     pub rate_limit_next: u32,
     /// Every request seen: (method, path with query, whether authorized with the expected token).
     pub requests: Vec<(String, String, bool)>,
+    /// The next this many issue/comment creations are made but answered 502, as when GitHub
+    /// wrote and the answer was lost on the way back.
+    pub lose_write_answers: u32,
     /// 304 answers given to conditional (`If-None-Match`) requests.
     pub not_modified: usize,
     /// Items per page of list calls (GitHub's default is 30; small here to force pagination).
@@ -231,6 +234,10 @@ fn not_found() -> Response {
     (StatusCode::NOT_FOUND, Json(json!({"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}))).into_response()
 }
 
+fn bad_gateway() -> Response {
+    (StatusCode::BAD_GATEWAY, Json(json!({"message": "Server Error"}))).into_response()
+}
+
 /// One page of `items` with GitHub's `Link` header.
 fn paged(base: &str, path: &str, query: &BTreeMap<String, String>, size: usize, items: Vec<Value>) -> Response {
     let size = query.get("per_page").and_then(|p| p.parse::<usize>().ok()).unwrap_or(30).min(size).max(1);
@@ -294,6 +301,10 @@ async fn issues(
         let title = body.get("title").and_then(Value::as_str).unwrap_or_default();
         let text = body.get("body").and_then(Value::as_str).unwrap_or_default();
         let number = s.add_issue(&repo, title, text);
+        if s.lose_write_answers > 0 {
+            s.lose_write_answers -= 1;
+            return bad_gateway();
+        }
         let issue = s.issues[&repo][&number].clone();
         return (StatusCode::CREATED, Json(issue_json(&repo, number, &issue))).into_response();
     }
@@ -334,6 +345,10 @@ async fn issue_comments(
     if let Some(Json(body)) = body {
         let text = body.get("body").and_then(Value::as_str).unwrap_or_default().to_owned();
         let id = s.add_comment(&repo, number, "skillforge-bot", &text);
+        if s.lose_write_answers > 0 {
+            s.lose_write_answers -= 1;
+            return bad_gateway();
+        }
         let c = s.comments[&id].clone();
         return (StatusCode::CREATED, Json(comment_json(id, &c))).into_response();
     }

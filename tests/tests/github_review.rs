@@ -138,3 +138,20 @@ fn s96_publish_without_repo_uses_template_source_repo_then_errors() {
     let bad = gh(&home, &fake, &["feedback", "github", "publish", "--run", "r1", "--repo", "not-a-repo"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+// Issue 16: a GitHub write is a durable job. GitHub opens the issue but the answer is lost (502):
+// the attempt fails, the engine retries the job, and the retry finds the issue by its marker
+// instead of opening a second one.
+#[test]
+fn a_write_whose_answer_was_lost_is_retried_as_a_job_and_posts_once() {
+    let fake = FakeGitHub::start("tok");
+    let home = setup(Some("acme/reviews"));
+    fake.state().lose_write_answers = 1;
+    let published = gh_json(&home, &fake, &["feedback", "github", "publish", "--run", "r1"]);
+    assert_eq!((published["number"].as_u64(), published["created"].as_bool()), (Some(1), Some(false)), "{published:#}");
+    assert_eq!(fake.state().issues["acme/reviews"].len(), 1, "posted once");
+    assert_eq!(fake.state().count("POST", "/repos/acme/reviews/issues"), 1);
+    let jobs = home.json(&["jobs", "list"]);
+    let write = jobs.as_array().unwrap().iter().find(|j| j["workflow"] == "github").expect("a github write job");
+    assert_eq!((write["state"].as_str(), write["attempts"].as_u64()), (Some("succeeded"), Some(2)), "{write:#}");
+}

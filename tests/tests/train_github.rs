@@ -143,6 +143,18 @@ fn a_full_train_iteration_reviewed_through_github_comments() {
 
     ok_json(&home, &["train", "continue", "--session", "s1", "--promote", &version]);
     assert_eq!(status(&home)["current_phase"], "candidate_promoted");
+
+    // Both writes ran as durable jobs of workflow `github` and were applied once each.
+    let jobs = ok_json(&home, &["jobs", "list", "--limit", "1000"]);
+    let writes: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "github").collect();
+    assert_eq!(writes.len(), 2, "the review issue and the candidate comment: {jobs:#}");
+    assert!(writes.iter().all(|j| j["state"] == "succeeded"), "{writes:#?}");
+    let applied = std::process::Command::new("sqlite3")
+        .arg(home.path().join("skillforge.db"))
+        .arg("SELECT COUNT(*), COUNT(DISTINCT write_key) FROM github_writes")
+        .output()
+        .expect("sqlite3 (Debian package sqlite3) is installed");
+    assert_eq!(String::from_utf8_lossy(&applied.stdout).trim(), "2|2");
 }
 
 #[test]
