@@ -46,7 +46,7 @@ fn setup(run_repo: Option<&str>) -> Home {
 
 // S-97: sync ignores unrelated comments and de-duplicates repeated imports by comment URL.
 #[test]
-fn s97_github_review_path_publish_sync_resync_edit_delete() {
+fn s85_s97_github_review_path_publish_sync_resync_edit_delete() {
     let fake = FakeGitHub::start("tok-e2e");
     let home = setup(Some("acme/reviews"));
 
@@ -69,6 +69,10 @@ fn s97_github_review_path_publish_sync_resync_edit_delete() {
         assert!(!body.contains("baseline artifact") && !body.contains("candidate:"), "the body is blind");
         assert!(s.requests.iter().all(|(_, _, authorized)| *authorized));
     }
+
+    // S-85 (below): the packet as a PR comment before any feedback exists.
+    let pr_before = fake.state().add_issue("acme/reviews", "a PR before feedback", "");
+    gh_json(&home, &fake, &["feedback", "github", "publish", "--run", "r1", "--pr", &pr_before.to_string()]);
 
     // Reviewers answer; five comments span three pages.
     let (bob, carol) = {
@@ -121,6 +125,21 @@ fn s97_github_review_path_publish_sync_resync_edit_delete() {
     assert!(!events.iter().any(|e| e["reviewer"] == "bob" && e["item_id"] == "i1"), "{events:#?}");
     assert!(events.iter().any(|e| e["reviewer"] == "bob" && e["item_id"] == "i2"));
     assert!(events.iter().any(|e| e["reviewer"] == "dan" && e["item_id"] == "i2"), "other comments' rows are untouched");
+
+    // S-85: published again once feedback exists, the GitHub body shows nothing the feedback
+    // decided: it is the pre-feedback body but for its idempotency marker.
+    let pr_after = fake.state().add_issue("acme/reviews", "a PR after feedback", "");
+    gh_json(&home, &fake, &["feedback", "github", "publish", "--run", "r1", "--pr", &pr_after.to_string()]);
+    let body_on = |pr: u64| {
+        let s = fake.state();
+        let id = s.issues["acme/reviews"][&pr].comments[0];
+        s.comments[&id].body.lines().filter(|l| !l.starts_with("<!-- skillforge:publish-key=")).collect::<Vec<_>>().join("\n")
+    };
+    let (before, after) = (body_on(pr_before), body_on(pr_after));
+    assert_eq!(before, after, "S-85: the body after feedback differs from the body before");
+    for word in ["winner", "stability", "recommend", "agreement"] {
+        assert!(!after.to_lowercase().contains(word), "the body mentions {word:?}:\n{after}");
+    }
 }
 
 // S-96: --repo omitted → the run's target repo, else the template's source repo, else [feedback] repo.
