@@ -1,6 +1,7 @@
-//! `skillforge serve`: the control plane — reaper, result ingestion, the GitHub watchers
-//! (`[github] watch_repos` pull requests, review watches) and, with `--listen ADDR`, `POST /events`
-//! for CI pipelines and forge webhooks — until SIGTERM/SIGINT.
+//! `skillforge serve`: the control plane — reaper, pruning of finished jobs past their retention
+//! (`[queue] keep_succeeded` / `keep_failed`), result ingestion, the GitHub watchers (`[github]
+//! watch_repos` pull requests, review watches) and, with `--listen ADDR`, `POST /events` for CI
+//! pipelines and forge webhooks — until SIGTERM/SIGINT.
 //!
 //! `POST /events` takes GitHub webhook deliveries (`X-GitHub-Event`: `pull_request`, `status`,
 //! `check_suite`, `pull_request_review`, `ping`) and CI reports (`skillforge_outcome`), each signed
@@ -15,6 +16,7 @@ use anyhow::anyhow;
 use clap::Args;
 use skillforge_engine::ingest::run_ingestion;
 use skillforge_engine::reaper::{DEFAULT_REAP_EVERY, run_reaper_reporting};
+use skillforge_engine::retention::{DEFAULT_PRUNE_EVERY, run_pruner};
 use skillforge_workflows::families::Families;
 
 use crate::control::args::queue_label;
@@ -56,6 +58,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     let watch_repos = github.watch_repos().map_err(|e| CliError::usage(anyhow!(e)))?;
     let forge = GitHub::new(&github.client_config()).map_err(|e| CliError::usage(anyhow!(e)))?;
     let every = Duration::from_secs(github.watch_every_secs.unwrap_or(DEFAULT_WATCH_EVERY_SECS).max(1));
+    let retention = ctx.config.queue.retention()?;
     let backend = ctx.queue().await?;
     let store = ctx.store().await?;
     let shutdown = shutdown_on_signal();
@@ -75,6 +78,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     };
     eprintln!("control plane on {} with store {}", queue_label(ctx), ctx.home.display());
     let handlers = Families::for_home(&ctx.home);
+    let pruner = run_pruner(backend.as_ref(), retention, DEFAULT_PRUNE_EVERY, shutdown.clone());
     let (loss_tx, mut losses) = tokio::sync::mpsc::unbounded_channel();
     let reaper = run_reaper_reporting(backend.as_ref(), DEFAULT_REAP_EVERY, shutdown.clone(), Some(loss_tx));
     // A lost queue namespace: say which of the store's pending work went with it (item 6).
@@ -115,7 +119,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     };
     let github_watch =
         run_github_watch(GithubWatch { forge, repos: watch_repos, every, home: ctx.home.clone() }, &store, &backend, &harvest_config, shutdown.clone());
-    tokio::join!(reaper, ingestion, events, canaries, lost, github_watch);
+    tokio::join!(reaper, pruner, ingestion, events, canaries, lost, github_watch);
     Ok(OK)
 }
 
