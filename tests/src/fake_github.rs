@@ -36,6 +36,11 @@ pub struct FakeState {
     pub rate_limit_next: u32,
     /// Every request seen: (method, path with query, whether authorized with the expected token).
     pub requests: Vec<(String, String, bool)>,
+    /// The next this many issue/comment creations are made but answered 502, as when GitHub
+    /// wrote and the answer was lost on the way back.
+    pub lose_write_answers: u32,
+    /// 304 answers given to conditional (`If-None-Match`) requests.
+    pub not_modified: usize,
     /// Items per page of list calls (GitHub's default is 30; small here to force pagination).
     pub page_size: usize,
     next_id: u64,
@@ -119,6 +124,71 @@ impl FakeState {
         }
     }
 
+    /// Adds (or replaces) pull request `repo#number` shaped as `GET /repos/{o}/{r}/pulls/{n}`
+    /// answers it: open, or merged (`merge_sha`: `Some`) into `main`, with `body` and head `head_sha`.
+    /// `updated_at` moves with every call, as GitHub's does on any change.
+    pub fn add_pull(&mut self, repo: &str, number: u64, body: &str, head_sha: &str, merge_sha: Option<&str>) {
+        let stamp = format!("2026-12-01T12:{:02}:{:02}Z", (self.next_id / 60) % 60, self.next_id % 60);
+        self.id();
+        let merged = merge_sha.is_some();
+        let pull = json!({
+            "url": format!("/repos/{repo}/pulls/{number}"),
+            "id": number * 10_000,
+            "node_id": format!("PR_{number}"),
+            "html_url": format!("https://github.com/{repo}/pull/{number}"),
+            "number": number,
+            "state": if merged { "closed" } else { "open" },
+            "locked": false,
+            "title": format!("change {number}"),
+            "user": {"login": "skillforge-bot", "id": 1, "type": "User"},
+            "body": body,
+            "created_at": "2026-12-01T09:00:00Z",
+            "updated_at": stamp,
+            "closed_at": if merged { json!(stamp) } else { Value::Null },
+            "merged_at": if merged { json!(stamp) } else { Value::Null },
+            "merge_commit_sha": merge_sha,
+            "draft": false,
+            "head": {"label": format!("acme:change-{number}"), "ref": format!("change-{number}"), "sha": head_sha},
+            "base": {"label": "acme:main", "ref": "main", "sha": "base0"},
+        });
+        self.pulls.entry(repo.to_owned()).or_default().insert(number, pull);
+    }
+
+    /// Adds a review of `repo#number` (`state`: `APPROVED`, `CHANGES_REQUESTED`, `COMMENTED`) and
+    /// touches the PR's `updated_at`, as GitHub does.
+    pub fn add_review(&mut self, repo: &str, number: u64, review_id: u64, state: &str, login: &str) {
+        self.reviews.entry(format!("{repo}#{number}")).or_default().push(json!({
+            "id": review_id,
+            "node_id": format!("PRR_{review_id}"),
+            "user": {"login": login, "id": 2000, "type": "User"},
+            "body": "",
+            "state": state,
+            "html_url": format!("https://github.com/{repo}/pull/{number}#pullrequestreview-{review_id}"),
+            "pull_request_url": format!("/repos/{repo}/pulls/{number}"),
+            "submitted_at": "2026-12-01T11:00:00Z",
+            "commit_id": "h0",
+        }));
+        let stamp = format!("2026-12-01T13:{:02}:{:02}Z", (self.next_id / 60) % 60, self.next_id % 60);
+        self.id();
+        if let Some(pull) = self.pulls.get_mut(repo).and_then(|m| m.get_mut(&number)) {
+            pull["updated_at"] = json!(stamp);
+        }
+    }
+
+    /// Adds a commit status at `repo@sha`.
+    pub fn add_status(&mut self, repo: &str, sha: &str, context: &str, state: &str) {
+        self.statuses.entry(format!("{repo}@{sha}")).or_default().push(json!({
+            "url": format!("/repos/{repo}/statuses/{sha}"),
+            "id": 1,
+            "state": state,
+            "description": format!("{context}: {state}"),
+            "target_url": null,
+            "context": context,
+            "created_at": "2026-12-01T10:00:00Z",
+            "updated_at": "2026-12-01T10:00:00Z",
+        }));
+    }
+
     /// Requests made with `method` whose path starts with `prefix`.
     pub fn count(&self, method: &str, prefix: &str) -> usize {
         self.requests.iter().filter(|(m, p, _)| m == method && p.starts_with(prefix)).count()
@@ -162,6 +232,10 @@ type Shared = (Arc<Mutex<FakeState>>, String, String);
 
 fn not_found() -> Response {
     (StatusCode::NOT_FOUND, Json(json!({"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}))).into_response()
+}
+
+fn bad_gateway() -> Response {
+    (StatusCode::BAD_GATEWAY, Json(json!({"message": "Server Error"}))).into_response()
 }
 
 /// One page of `items` with GitHub's `Link` header.
@@ -227,6 +301,10 @@ async fn issues(
         let title = body.get("title").and_then(Value::as_str).unwrap_or_default();
         let text = body.get("body").and_then(Value::as_str).unwrap_or_default();
         let number = s.add_issue(&repo, title, text);
+        if s.lose_write_answers > 0 {
+            s.lose_write_answers -= 1;
+            return bad_gateway();
+        }
         let issue = s.issues[&repo][&number].clone();
         return (StatusCode::CREATED, Json(issue_json(&repo, number, &issue))).into_response();
     }
@@ -267,6 +345,10 @@ async fn issue_comments(
     if let Some(Json(body)) = body {
         let text = body.get("body").and_then(Value::as_str).unwrap_or_default().to_owned();
         let id = s.add_comment(&repo, number, "skillforge-bot", &text);
+        if s.lose_write_answers > 0 {
+            s.lose_write_answers -= 1;
+            return bad_gateway();
+        }
         let c = s.comments[&id].clone();
         return (StatusCode::CREATED, Json(comment_json(id, &c))).into_response();
     }
@@ -307,10 +389,18 @@ async fn pulls(
     if let Some(r) = gate(&shared, "GET", &uri_of(&format!("/repos/{repo}/pulls"), &q), &headers) {
         return r;
     }
-    let s = shared.0.lock().expect("fake state");
-    let items: Vec<Value> = s.pulls.get(&repo).map(|m| m.values().rev().cloned().collect()).unwrap_or_default();
-    let etag = format!("\"{:x}\"", items.iter().map(|v| v.to_string().len() as u64 * 31 + 7).sum::<u64>() ^ items.len() as u64);
+    let mut s = shared.0.lock().expect("fake state");
+    let wanted = q.get("state").map_or("open", String::as_str).to_owned();
+    let items: Vec<Value> = s.pulls.get(&repo).map(|m| m.values().rev().filter(|p| wanted == "all" || p["state"] == wanted.as_str()).cloned().collect()).unwrap_or_default();
+    // A strong validator of the whole answer, as GitHub's: any change to any PR changes it.
+    let etag = {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        Value::Array(items.clone()).to_string().hash(&mut hasher);
+        format!("\"{:016x}\"", hasher.finish())
+    };
     if headers.get("if-none-match").and_then(|v| v.to_str().ok()) == Some(etag.as_str()) {
+        s.not_modified += 1;
         return StatusCode::NOT_MODIFIED.into_response();
     }
     let mut h = HeaderMap::new();

@@ -10,6 +10,7 @@ pub mod decide;
 pub mod fake_github;
 pub mod isolated;
 pub mod loader;
+pub mod webhook;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -95,11 +95,11 @@ fn closed_pulls_are_conditional_on_etag_and_ci_is_read_at_head() {
     }
     let rt = rt();
     let gh = client(&fake, &rt);
-    let Conditional::Modified { value, etag } = rt.block_on(gh.list_closed_pulls(&repo(), None)).unwrap() else { panic!("first poll is modified") };
+    let Conditional::Modified { value, etag } = rt.block_on(gh.list_recent_pulls(&repo(), None)).unwrap() else { panic!("first poll is modified") };
     assert_eq!(value[0].merge_commit_sha.as_deref(), Some("m12"));
     assert_eq!(value[0].body, "");
     let etag = etag.expect("an ETag");
-    assert_eq!(rt.block_on(gh.list_closed_pulls(&repo(), Some(&etag))).unwrap(), Conditional::NotModified);
+    assert_eq!(rt.block_on(gh.list_recent_pulls(&repo(), Some(&etag))).unwrap(), Conditional::NotModified);
     assert_eq!(rt.block_on(gh.commit_statuses(&repo(), "h12")).unwrap()[0].state, "success");
     assert_eq!(rt.block_on(gh.check_runs(&repo(), "h12")).unwrap()[0].conclusion.as_deref(), Some("success"));
 }

@@ -46,7 +46,7 @@ fn setup(run_repo: Option<&str>) -> Home {
 
 // S-97: sync ignores unrelated comments and de-duplicates repeated imports by comment URL.
 #[test]
-fn s97_github_review_path_publish_sync_resync_edit_delete() {
+fn s85_s97_github_review_path_publish_sync_resync_edit_delete() {
     let fake = FakeGitHub::start("tok-e2e");
     let home = setup(Some("acme/reviews"));
 
@@ -56,6 +56,11 @@ fn s97_github_review_path_publish_sync_resync_edit_delete() {
     assert_eq!((first["repo"].as_str(), first["number"].as_u64(), first["created"].as_bool()), (Some("acme/reviews"), Some(1), Some(true)));
     let again = gh_json(&home, &fake, &["feedback", "github", "publish", "--run", "r1"]);
     assert_eq!(again["created"], false);
+    // A write job whose result was lost (here: another home, so no applied-write row) finds the
+    // issue by its marker and posts nothing.
+    let elsewhere = setup(Some("acme/reviews"));
+    let lost = gh_json(&elsewhere, &fake, &["feedback", "github", "publish", "--run", "r1"]);
+    assert_eq!((lost["number"].as_u64(), lost["created"].as_bool()), (Some(1), Some(false)), "{lost:#}");
     {
         let s = fake.state();
         assert_eq!(s.issues["acme/reviews"].len(), 1, "a retried publish never posts twice");
@@ -64,6 +69,10 @@ fn s97_github_review_path_publish_sync_resync_edit_delete() {
         assert!(!body.contains("baseline artifact") && !body.contains("candidate:"), "the body is blind");
         assert!(s.requests.iter().all(|(_, _, authorized)| *authorized));
     }
+
+    // S-85 (below): the packet as a PR comment before any feedback exists.
+    let pr_before = fake.state().add_issue("acme/reviews", "a PR before feedback", "");
+    gh_json(&home, &fake, &["feedback", "github", "publish", "--run", "r1", "--pr", &pr_before.to_string()]);
 
     // Reviewers answer; five comments span three pages.
     let (bob, carol) = {
@@ -105,6 +114,32 @@ fn s97_github_review_path_publish_sync_resync_edit_delete() {
     let bob_i1 = events.iter().find(|e| e["reviewer"] == "bob" && e["item_id"] == "i1").unwrap();
     assert_eq!(bob_i1["choice"], "neither");
     assert_eq!(bob_i1["source_url"], format!("https://github.com/acme/reviews/issues/1#issuecomment-{bob}"));
+
+    // Bob edits again and drops i1: his old i1 row is superseded (removed), his i2 row stays.
+    fake.state().edit_comment(bob, "i2: b - has tests");
+    let dropped = gh_json(&home, &fake, &["feedback", "github", "sync", "--run", "r1", "--repo", "acme/reviews", "--issue", "1"]);
+    assert_eq!(dropped["superseded"], 1, "{dropped:#}");
+    let pkg = package(&home);
+    let events = pkg["feedback_events"].as_array().unwrap();
+    assert_eq!(events.len(), 2, "{events:#?}");
+    assert!(!events.iter().any(|e| e["reviewer"] == "bob" && e["item_id"] == "i1"), "{events:#?}");
+    assert!(events.iter().any(|e| e["reviewer"] == "bob" && e["item_id"] == "i2"));
+    assert!(events.iter().any(|e| e["reviewer"] == "dan" && e["item_id"] == "i2"), "other comments' rows are untouched");
+
+    // S-85: published again once feedback exists, the GitHub body shows nothing the feedback
+    // decided: it is the pre-feedback body but for its idempotency marker.
+    let pr_after = fake.state().add_issue("acme/reviews", "a PR after feedback", "");
+    gh_json(&home, &fake, &["feedback", "github", "publish", "--run", "r1", "--pr", &pr_after.to_string()]);
+    let body_on = |pr: u64| {
+        let s = fake.state();
+        let id = s.issues["acme/reviews"][&pr].comments[0];
+        s.comments[&id].body.lines().filter(|l| !l.starts_with("<!-- skillforge:publish-key=")).collect::<Vec<_>>().join("\n")
+    };
+    let (before, after) = (body_on(pr_before), body_on(pr_after));
+    assert_eq!(before, after, "S-85: the body after feedback differs from the body before");
+    for word in ["winner", "stability", "recommend", "agreement"] {
+        assert!(!after.to_lowercase().contains(word), "the body mentions {word:?}:\n{after}");
+    }
 }
 
 // S-96: --repo omitted → the run's target repo, else the template's source repo, else [feedback] repo.
@@ -121,4 +156,21 @@ fn s96_publish_without_repo_uses_template_source_repo_then_errors() {
     assert!(on_pr["url"].as_str().unwrap().starts_with("https://github.com/acme/app/issues/1#issuecomment-"));
     let bad = gh(&home, &fake, &["feedback", "github", "publish", "--run", "r1", "--repo", "not-a-repo"]);
     assert_eq!(bad.status.code(), Some(2));
+}
+
+// Issue 16: a GitHub write is a durable job. GitHub opens the issue but the answer is lost (502):
+// the attempt fails, the engine retries the job, and the retry finds the issue by its marker
+// instead of opening a second one.
+#[test]
+fn a_write_whose_answer_was_lost_is_retried_as_a_job_and_posts_once() {
+    let fake = FakeGitHub::start("tok");
+    let home = setup(Some("acme/reviews"));
+    fake.state().lose_write_answers = 1;
+    let published = gh_json(&home, &fake, &["feedback", "github", "publish", "--run", "r1"]);
+    assert_eq!((published["number"].as_u64(), published["created"].as_bool()), (Some(1), Some(false)), "{published:#}");
+    assert_eq!(fake.state().issues["acme/reviews"].len(), 1, "posted once");
+    assert_eq!(fake.state().count("POST", "/repos/acme/reviews/issues"), 1);
+    let jobs = home.json(&["jobs", "list"]);
+    let write = jobs.as_array().unwrap().iter().find(|j| j["workflow"] == "github").expect("a github write job");
+    assert_eq!((write["state"].as_str(), write["attempts"].as_u64()), (Some("succeeded"), Some(2)), "{write:#}");
 }

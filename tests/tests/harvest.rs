@@ -4,14 +4,13 @@
 //! feedback (Mode A, off by default)", "Cross-family review soft signal", "Deterministic checker
 //! objective signal", "Deterministic hard-verifier tier"; rules S-13..S-33).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use skillforge_contract::validate_training_package_json;
+use skillforge_tests::webhook::{post, wait_listening};
 use skillforge_tests::{CODER_TEMPLATE, Home, Reaped, RedisServer, add_template, free_port, two_commit_repo, write};
 
 const RUN: &str = "auto-trace:coder@v1";
@@ -375,47 +374,11 @@ fn s27_s29_s30_checker_and_review_legs_write_their_own_rows() {
 
 /// `openssl dgst -sha256 -hmac SECRET` of `body` as `sha256=<hex>`.
 fn sign(body: &str) -> String {
-    let mut child = std::process::Command::new("openssl")
-        .args(["dgst", "-sha256", "-hmac", SECRET])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("openssl is installed");
-    child.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    format!("sha256={}", text.trim().rsplit(' ').next().unwrap())
-}
-
-/// A raw HTTP/1.1 POST /events; returns (status, body JSON).
-fn post(port: u16, event: &str, body: &str, signature: Option<&str>) -> (u16, Value) {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let sig = signature.map(|s| format!("X-Hub-Signature-256: {s}\r\n")).unwrap_or_default();
-    let request = format!(
-        "POST /events HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-GitHub-Event: {event}\r\n{sig}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status: u16 = response.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = response.split("\r\n\r\n").nth(1).unwrap_or("");
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    skillforge_tests::webhook::sign(SECRET, body)
 }
 
 fn spawn_serve(home: &Home, port: u16, secret: Option<&str>) -> std::process::Child {
-    let log = std::fs::File::create(home.path().join(format!("serve-{port}.log"))).unwrap();
-    let mut cmd = home.cmd();
-    cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}")]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
-    cmd.env_remove("SKILLFORGE_WEBHOOK_SECRET");
-    if let Some(s) = secret {
-        cmd.env("SKILLFORGE_WEBHOOK_SECRET", s);
-    }
-    cmd.spawn().unwrap()
-}
-
-fn wait_listening(home: &Home, port: u16) {
-    home.wait(Duration::from_secs(30), "serve to listen", || TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ()));
+    skillforge_tests::webhook::spawn_serve(home, port, secret, &[])
 }
 
 #[test]

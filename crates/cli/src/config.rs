@@ -39,6 +39,9 @@ pub struct Config {
     /// `[server]`: `skillforge serve --listen` settings.
     #[serde(default)]
     pub server: ServerSection,
+    /// `[github]`: the GitHub forge (API base URL, token, review watches, the PR watcher).
+    #[serde(default)]
+    pub github: GithubSection,
     /// `[runners]`: per-runner settings.
     #[serde(default)]
     pub runners: RunnersSection,
@@ -243,6 +246,69 @@ impl EventsSection {
 pub struct FeedbackSection {
     /// Default `owner/repo` for GitHub feedback packets.
     pub repo: Option<String>,
+}
+
+/// `[github]`: the GitHub forge (issue 16). The environment wins over the file for the two
+/// connection keys: `SKILLFORGE_GITHUB_API_URL` over `api_url`, `SKILLFORGE_GITHUB_TOKEN` /
+/// `GITHUB_TOKEN` / `GH_TOKEN` over `token`.
+#[derive(Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GithubSection {
+    /// REST base URL: `https://api.github.com` (default) or a GitHub Enterprise server's
+    /// `https://HOST/api/v3`; web addresses are derived from it.
+    pub api_url: Option<String>,
+    /// Token (prefer the environment; never logged, never on argv).
+    pub token: Option<String>,
+    /// Seconds from publishing a review issue to its stale reminder (default 86 400 = 24 h, facts §3).
+    pub review_stale_after_secs: Option<i64>,
+    /// Repositories (`owner/repo`) whose pull requests `serve` polls for the harvester (default none).
+    #[serde(default)]
+    pub watch_repos: Vec<String>,
+    /// Seconds between PR-watcher polls and review-watch passes in `serve` (default 60).
+    pub watch_every_secs: Option<u64>,
+}
+
+impl std::fmt::Debug for GithubSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GithubSection")
+            .field("api_url", &self.api_url)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("review_stale_after_secs", &self.review_stale_after_secs)
+            .field("watch_repos", &self.watch_repos)
+            .field("watch_every_secs", &self.watch_every_secs)
+            .finish()
+    }
+}
+
+impl GithubSection {
+    /// The client configuration: environment first, then this section (see
+    /// [`skillforge_forge::github::GitHubConfig::resolve`]).
+    pub fn client_config(&self) -> skillforge_forge::github::GitHubConfig {
+        skillforge_forge::github::GitHubConfig::resolve(self.api_url.as_deref(), self.token.as_deref())
+    }
+
+    /// The review watch's stale reminder threshold in seconds (default 86 400).
+    ///
+    /// # Errors
+    /// A message naming the key when it is not positive.
+    pub fn stale_threshold_secs(&self) -> Result<i64, String> {
+        match self.review_stale_after_secs {
+            None => Ok(skillforge_store::github::DEFAULT_STALE_THRESHOLD_SECS),
+            Some(n) if n > 0 => Ok(n),
+            Some(n) => Err(format!("[github] review_stale_after_secs = {n}: must be a positive number of seconds")),
+        }
+    }
+
+    /// The watched repositories, parsed.
+    ///
+    /// # Errors
+    /// A message naming the key and the bad entry.
+    pub fn watch_repos(&self) -> Result<Vec<skillforge_forge::RepoRef>, String> {
+        self.watch_repos
+            .iter()
+            .map(|r| skillforge_forge::RepoRef::parse(r).map_err(|e| format!("[github] watch_repos: {e}")))
+            .collect()
+    }
 }
 
 /// `[server]`: `skillforge serve --listen`.

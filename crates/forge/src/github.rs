@@ -76,6 +76,18 @@ impl GitHubConfig {
     }
 }
 
+/// The web address of the GitHub whose REST API is at `api_url`: `https://api.github.com` →
+/// `https://github.com`; a GitHub Enterprise server's `https://HOST/api/v3` → `https://HOST`
+/// (GitHub Enterprise Server docs, "REST API endpoints": the API lives under `/api/v3` of the web
+/// host); any other base URL (a test server) is its own web address.
+pub fn web_url_for(api_url: &str) -> String {
+    let api = api_url.trim().trim_end_matches('/');
+    if let Some(rest) = api.strip_prefix("https://api.") {
+        return format!("https://{rest}");
+    }
+    api.strip_suffix("/api/v3").unwrap_or(api).to_owned()
+}
+
 /// The GitHub forge.
 #[derive(Clone)]
 pub struct GitHub {
@@ -138,6 +150,19 @@ impl GitHub {
     /// The base URL calls go to.
     pub fn api_url(&self) -> &str {
         &self.api_url
+    }
+
+    /// The web address of this GitHub ([`web_url_for`]).
+    pub fn web_url(&self) -> String {
+        web_url_for(&self.api_url)
+    }
+
+    /// `issue` with its web address filled in when the server left `html_url` out.
+    fn with_html_url(&self, repo: &RepoRef, mut issue: Issue) -> Issue {
+        if issue.html_url.is_empty() {
+            issue.html_url = format!("{}/{repo}/issues/{}", self.web_url(), issue.number);
+        }
+        issue
     }
 
     fn absolute(&self, path_or_url: &str) -> String {
@@ -243,16 +268,18 @@ fn whole(value: Value) -> Value {
 #[async_trait]
 impl Forge for GitHub {
     async fn create_issue(&self, repo: &RepoRef, title: &str, body: &str) -> Result<Issue, ForgeError> {
-        self.call(Method::Post, &format!("/repos/{repo}/issues"), Some(&json!({"title": title, "body": body}))).await
+        let issue = self.call(Method::Post, &format!("/repos/{repo}/issues"), Some(&json!({"title": title, "body": body}))).await?;
+        Ok(self.with_html_url(repo, issue))
     }
 
     async fn find_issues(&self, repo: &RepoRef, needle: &str) -> Result<Vec<Issue>, ForgeError> {
         let issues: Vec<Issue> = self.all_pages(&format!("/repos/{repo}/issues?state=all"), whole).await?;
-        Ok(issues.into_iter().filter(|i| i.body.contains(needle)).collect())
+        Ok(issues.into_iter().filter(|i| i.body.contains(needle)).map(|i| self.with_html_url(repo, i)).collect())
     }
 
     async fn get_issue(&self, repo: &RepoRef, number: u64) -> Result<Issue, ForgeError> {
-        self.call(Method::Get, &format!("/repos/{repo}/issues/{number}"), None).await
+        let issue = self.call(Method::Get, &format!("/repos/{repo}/issues/{number}"), None).await?;
+        Ok(self.with_html_url(repo, issue))
     }
 
     async fn list_comments(&self, repo: &RepoRef, number: u64) -> Result<Vec<Comment>, ForgeError> {
@@ -281,8 +308,8 @@ impl Forge for GitHub {
         self.call(Method::Get, &format!("/repos/{repo}/pulls/{number}"), None).await
     }
 
-    async fn list_closed_pulls(&self, repo: &RepoRef, etag: Option<&str>) -> Result<Conditional<Vec<PullRequest>>, ForgeError> {
-        let path = format!("/repos/{repo}/pulls?state=closed&sort=updated&direction=desc&per_page=100");
+    async fn list_recent_pulls(&self, repo: &RepoRef, etag: Option<&str>) -> Result<Conditional<Vec<PullRequest>>, ForgeError> {
+        let path = format!("/repos/{repo}/pulls?state=all&sort=updated&direction=desc&per_page=100");
         let mut headers = HeaderMap::new();
         if let Some(tag) = etag {
             let value = tag.parse().map_err(|_| ForgeError::Config(format!("ETag `{tag}` is not a header value")))?;
@@ -327,6 +354,20 @@ mod tests {
         assert_eq!(next_link(h).as_deref(), Some("https://api.github.com/repositories/1/issues/2/comments?page=2"));
         assert_eq!(next_link(r#"<https://x/y?page=1>; rel="prev", <https://x/y?page=1>; rel="first""#), None);
         assert_eq!(next_link(""), None);
+    }
+
+    #[test]
+    fn web_urls_of_github_com_and_enterprise() {
+        let table = [
+            ("https://api.github.com", "https://github.com"),
+            ("https://api.github.com/", "https://github.com"),
+            ("https://ghe.example.com/api/v3", "https://ghe.example.com"),
+            ("https://ghe.example.com/api/v3/", "https://ghe.example.com"),
+            ("http://127.0.0.1:4000", "http://127.0.0.1:4000"),
+        ];
+        for (api, web) in table {
+            assert_eq!(web_url_for(api), web, "{api}");
+        }
     }
 
     #[test]

@@ -107,6 +107,9 @@ fn yaml_feedback(text: &str) -> CommentFeedback {
 /// The whole body as YAML: used only when it parses as a mapping with `items`; a body that is
 /// short-form lines (`run_id: x` then `item-001: b`) falls through to the short form.
 fn whole_body_yaml(body: &str) -> Option<CommentFeedback> {
+    if let Err(e) = skillforge_contract::limits::check_yaml(body) {
+        return Some(CommentFeedback::Malformed(format!("the comment {e}")));
+    }
     let value: serde_norway::Value = serde_norway::from_str(body).ok()?;
     value.as_mapping()?.get("items")?;
     Some(yaml_feedback(body))
@@ -114,6 +117,8 @@ fn whole_body_yaml(body: &str) -> Option<CommentFeedback> {
 
 /// `feedback.yml` text → a response; `run_id` may be absent in a comment (the issue names the run).
 fn parse_yaml(text: &str) -> Result<FeedbackFile, String> {
+    // Issue 12 item 7: the parser limits run before the YAML parser sees the text.
+    skillforge_contract::limits::check_yaml(text).map_err(|e| format!("the YAML block {e}"))?;
     let value: serde_norway::Value = serde_norway::from_str(text).map_err(|e| format!("YAML does not parse: {e}"))?;
     let has_run = value.as_mapping().and_then(|m| m.get("run_id")).is_some_and(|v| !matches!(v, serde_norway::Value::Null));
     // `parse_feedback_yml` requires `run_id` and checks every key; give it a placeholder when absent.

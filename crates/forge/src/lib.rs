@@ -251,8 +251,9 @@ pub trait Forge: Send + Sync {
     async fn update_comment(&self, repo: &RepoRef, comment_id: u64, body: &str) -> Result<Comment, ForgeError>;
     /// A pull request.
     async fn get_pull(&self, repo: &RepoRef, number: u64) -> Result<PullRequest, ForgeError>;
-    /// Closed pull requests, most recently updated first (first page), conditional on `etag`.
-    async fn list_closed_pulls(&self, repo: &RepoRef, etag: Option<&str>) -> Result<Conditional<Vec<PullRequest>>, ForgeError>;
+    /// Pull requests of every state, most recently updated first (first page, 100), conditional on
+    /// `etag` (a 304 costs no rate limit on GitHub).
+    async fn list_recent_pulls(&self, repo: &RepoRef, etag: Option<&str>) -> Result<Conditional<Vec<PullRequest>>, ForgeError>;
     /// Reviews of a pull request (all pages).
     async fn list_reviews(&self, repo: &RepoRef, number: u64) -> Result<Vec<Review>, ForgeError>;
     /// Commit statuses at `sha` (the combined status's `statuses`).

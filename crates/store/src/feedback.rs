@@ -355,6 +355,36 @@ pub async fn count_events(pool: &SqlitePool, run_id: &str) -> Result<(i64, i64),
     Ok((plain, ranked))
 }
 
+/// Removes the rows of one source document (`source`, `source_url`, e.g. a GitHub comment) of run
+/// `run_id` whose item is not in `keep`: an edited comment that no longer answers an item
+/// supersedes that item's old row (issue 16). Returns the rows removed (both kinds).
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn delete_superseded(
+    conn: &mut SqliteConnection,
+    run_id: &str,
+    source: &str,
+    source_url: &str,
+    keep: &BTreeSet<String>,
+) -> Result<u64, StoreError> {
+    let keep_json = serde_json::to_string(keep).unwrap_or_else(|_| "[]".into());
+    let mut removed = 0;
+    for table in ["feedback_events", "ranked_feedback_events"] {
+        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM {table} WHERE run_id = ? AND source = ? AND source_url = ? AND item_id NOT IN (SELECT value FROM json_each(?))"
+        )))
+        .bind(run_id)
+        .bind(source)
+        .bind(source_url)
+        .bind(&keep_json)
+        .execute(&mut *conn)
+        .await?;
+        removed += done.rows_affected();
+    }
+    Ok(removed)
+}
+
 /// Item ids of a run that have at least one event of either kind.
 ///
 /// # Errors

@@ -11,6 +11,7 @@ pub mod blobs;
 pub mod candidates;
 mod error;
 pub mod feedback;
+pub mod github;
 pub mod harvest;
 pub mod live_ab;
 pub mod promotion;

@@ -270,6 +270,22 @@ pub async fn set_iteration_metadata(conn: &mut SqliteConnection, id: &str, metad
     Ok(())
 }
 
+/// Records the review issue of an iteration (published on GitHub): `owner/repo`, number, web URL.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn set_iteration_issue(conn: &mut SqliteConnection, id: &str, repo: &str, number: i64, url: &str) -> Result<(), StoreError> {
+    sqlx::query("UPDATE skillopt_train_iterations SET issue_repo = ?, issue_number = ?, issue_url = ?, updated_at = ? WHERE id = ?")
+        .bind(repo)
+        .bind(number)
+        .bind(url)
+        .bind(now_rfc3339())
+        .bind(id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
 /// Records the imported candidate version of an iteration.
 ///
 /// # Errors

@@ -68,7 +68,7 @@ fn record_only(_: HandlerEnv<'_>) -> Arc<dyn ResultHandler> {
     Arc::new(RecordOnly)
 }
 
-static FAMILIES: [Family; 13] = [
+static FAMILIES: [Family; 14] = [
     Family {
         name: "train",
         workflow: TRAIN_WORKFLOW,
@@ -80,6 +80,12 @@ static FAMILIES: [Family; 13] = [
         workflow: crate::harvest::WORKFLOW,
         summary: "Mode A harvesting: hard-verifier, checker and review leg jobs become their feedback rows",
         handler: |_| Arc::new(HarvestHandler),
+    },
+    Family {
+        name: "github",
+        workflow: crate::github_write::GITHUB_WORKFLOW,
+        summary: "GitHub writes (review issues, comments): a succeeded write is recorded once under its idempotency key",
+        handler: |_| Arc::new(crate::github_write::GithubWriteHandler),
     },
     Family {
         name: "evaluator",

@@ -3,10 +3,10 @@
 //! GitHub review path"; facts §4; S-96, S-97, S-04).
 //!
 //! * **Publish** — the body is the blind packet ([`crate::packet::render_body`]) under the packet
-//!   marker, so sync skips it. A retried publish never posts twice: the body carries an
-//!   idempotency marker `<!-- skillforge:publish-key=KEY -->` (KEY = run, repo and target), and
-//!   publish first looks for a body with that marker (the repo's issues, or the PR's comments)
-//!   and returns it instead of posting.
+//!   marker, so sync skips it. [`publish_request`] builds the write; it runs as a durable job
+//!   ([`crate::github_write`]): retried by the engine, and never posting twice, since the body
+//!   carries the idempotency marker `<!-- skillforge:publish-key=KEY -->` (KEY = run, repo and
+//!   target) that the job looks for before posting.
 //! * **Sync** — every comment (all pages) is read by [`resolve_comment`]; packets, unrelated
 //!   comments and other runs' feedback are skipped; a malformed comment is reported with its URL
 //!   and nothing of it is written. All resolved comments are written in one transaction under the
@@ -17,9 +17,10 @@ use skillforge_contract::Assignments;
 use skillforge_forge::grammar::{CommentImport, PACKET_MARKER, resolve_comment};
 use skillforge_forge::{Forge, ForgeError, RepoRef};
 use skillforge_store::blobs::BlobStore;
-use skillforge_store::feedback::{WriteCounts, event_created_at_now, write_resolved};
+use skillforge_store::feedback::{WriteCounts, delete_superseded, event_created_at_now, write_resolved};
 use skillforge_store::{Store, StoreError};
 
+use crate::github_write::{WriteJobs, WriteOp, WriteRequest, submit_write};
 use crate::packet::{PacketError, item_assignment, render_body};
 
 /// `source` of events synced from GitHub (facts §4).
@@ -51,19 +52,6 @@ pub enum Target {
     PullRequest(u64),
 }
 
-/// What publish did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Published {
-    /// Repository.
-    pub repo: RepoRef,
-    /// Issue or PR number.
-    pub number: u64,
-    /// Web address of the issue or comment.
-    pub url: String,
-    /// False when an earlier publish with the same key was found and returned.
-    pub created: bool,
-}
-
 /// The publish target when `--repo` is omitted (S-96): the run's target repo, else the template
 /// source repo, else `[feedback] repo`, else an error asking for `--repo`. Values that are not
 /// `owner/repo` are passed over.
@@ -92,21 +80,18 @@ pub fn publish_key(run_id: &str, repo: &RepoRef, target: Target) -> String {
     }
 }
 
-fn key_marker(key: &str) -> String {
-    format!("<!-- skillforge:publish-key={key} -->")
-}
-
-/// Publishes run `run_id`'s blind packet to `repo` (S-96 resolution is the caller's, through
-/// [`resolve_repo`]).
+/// The write that publishes run `run_id`'s blind packet to `repo` (S-96 resolution is the
+/// caller's, through [`resolve_repo`]): a new issue, or a comment on a PR, under the packet
+/// marker and the idempotency key [`publish_key`]. Run it with
+/// [`crate::github_write::write_durably`].
 ///
 /// # Errors
-/// [`GithubReviewError::Packet`] for a run that cannot be rendered, [`GithubReviewError::Forge`].
-pub async fn publish(store: &Store, blobs: &BlobStore, forge: &dyn Forge, run_id: &str, repo: &RepoRef, target: Target) -> Result<Published, GithubReviewError> {
+/// [`GithubReviewError::Packet`] for a run that cannot be rendered.
+pub async fn publish_request(store: &Store, blobs: &BlobStore, run_id: &str, repo: &RepoRef, target: Target) -> Result<WriteRequest, GithubReviewError> {
     let (run, items, _) = render_body(store, blobs, run_id).await?;
     let key = publish_key(&run.id, repo, target);
-    let marker = key_marker(&key);
     let body = format!(
-        "{PACKET_MARKER}\n{marker}\n# skillforge review packet: {run}\n\nTemplate version: `{version}` · mode: {mode}\n\n\
+        "{PACKET_MARKER}\n# skillforge review packet: {run}\n\nTemplate version: `{version}` · mode: {mode}\n\n\
          Reply with a comment per review. Short form, one line per item:\n\n```\nrun_id: {run}\nitem-001: b - what made B better\nhero-001 ranking: C > A > D > B\nbest traits:\n- C: what to keep\nreject:\n- B: what to avoid\n```\n\n\
          or a fenced YAML block in the `feedback.yml` shape (`run_id`, `items: [{{item_id, choice | ranking, useful_traits, rejected_traits, required_improvements, reasoning}}]`). \
          A/B choices are `a`, `b`, `tie`, `neither`, `skip`. Edit your comment to change your answer.\n{items}",
@@ -114,21 +99,17 @@ pub async fn publish(store: &Store, blobs: &BlobStore, forge: &dyn Forge, run_id
         version = run.template_version_id,
         mode = run.mode,
     );
-    match target {
-        Target::NewIssue => {
-            if let Some(existing) = forge.find_issues(repo, &marker).await?.into_iter().next() {
-                return Ok(Published { repo: repo.clone(), number: existing.number, url: existing.html_url, created: false });
-            }
-            let issue = forge.create_issue(repo, &format!("skillforge review: {}", run.id), &body).await?;
-            Ok(Published { repo: repo.clone(), number: issue.number, url: issue.html_url, created: true })
-        }
-        Target::PullRequest(number) => {
-            if let Some(existing) = forge.list_comments(repo, number).await?.into_iter().find(|c| c.body.contains(&marker)) {
-                return Ok(Published { repo: repo.clone(), number, url: existing.html_url, created: false });
-            }
-            let comment = forge.create_comment(repo, number, &body).await?;
-            Ok(Published { repo: repo.clone(), number, url: comment.html_url, created: true })
-        }
+    let op = match target {
+        Target::NewIssue => WriteOp::CreateIssue { title: format!("skillforge review: {}", run.id) },
+        Target::PullRequest(number) => WriteOp::Comment { number },
+    };
+    Ok(WriteRequest { op, repo: repo.to_string(), key, body })
+}
+
+fn entry_item(entry: &skillforge_contract::ResolvedEntry) -> &str {
+    match entry {
+        skillforge_contract::ResolvedEntry::Choice { item_id, .. } => item_id,
+        skillforge_contract::ResolvedEntry::Ranked(r) => &r.item_id,
     }
 }
 
@@ -154,6 +135,10 @@ pub struct Synced {
     pub refused: Vec<Refused>,
     /// Rows written.
     pub counts: WriteCounts,
+    /// Old rows removed because an edited comment no longer answers their item.
+    pub superseded: u64,
+    /// Highest comment id read (0 when none).
+    pub last_comment_id: u64,
     /// `owner/repo#N`.
     pub review_issue: String,
 }
@@ -173,7 +158,12 @@ pub async fn sync(store: &Store, forge: &dyn Forge, run_id: &str, repo: &RepoRef
         items: items.iter().map(|i| item_assignment(&run, i)).collect::<Result<_, _>>().map_err(GithubReviewError::Invalid)?,
     };
     let comments = forge.list_comments(repo, number).await?;
-    let mut synced = Synced { comments: comments.len(), review_issue: format!("{repo}#{number}"), ..Default::default() };
+    let mut synced = Synced {
+        comments: comments.len(),
+        review_issue: format!("{repo}#{number}"),
+        last_comment_id: comments.iter().map(|c| c.id).max().unwrap_or(0),
+        ..Default::default()
+    };
     let mut resolved = Vec::new();
     for comment in &comments {
         let url = if comment.html_url.is_empty() { format!("github-comment:{}", comment.id) } else { comment.html_url.clone() };
@@ -190,6 +180,8 @@ pub async fn sync(store: &Store, forge: &dyn Forge, run_id: &str, repo: &RepoRef
     let created_at = event_created_at_now();
     let mut tx = store.begin().await?;
     for (feedback, url) in &resolved {
+        let answered: std::collections::BTreeSet<String> = feedback.entries.iter().map(|e| entry_item(e).to_owned()).collect();
+        synced.superseded += delete_superseded(&mut tx, &run.id, GITHUB_SOURCE, url, &answered).await?;
         let counts = write_resolved(&mut tx, feedback, GITHUB_SOURCE, url, &created_at).await?;
         synced.counts.feedback_inserted += counts.feedback_inserted;
         synced.counts.feedback_updated += counts.feedback_updated;
@@ -199,6 +191,99 @@ pub async fn sync(store: &Store, forge: &dyn Forge, run_id: &str, repo: &RepoRef
     tx.commit().await.map_err(StoreError::from)?;
     synced.imported = resolved.len();
     Ok(synced)
+}
+
+/// What one review-watch pass did to one watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchPass {
+    /// `owner/repo#N`.
+    pub issue: String,
+    /// Items still without feedback after the sync.
+    pub missing: Vec<String>,
+    /// The stale reminder's write job, when this pass submitted it.
+    pub reminded: Option<String>,
+}
+
+/// The body of a stale reminder (facts §3: after the watch's threshold without feedback).
+fn reminder_body(run_id: &str, missing: &[String], threshold_secs: i64) -> String {
+    format!(
+        "{PACKET_MARKER}\nReminder: review run `{run_id}` has had no feedback for {} on {}. Reply with one comment per review \
+         (short form such as `{}: b - reason`, or a fenced YAML block).",
+        humanize(threshold_secs),
+        missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
+        missing.first().map_or("item-001", String::as_str),
+    )
+}
+
+fn humanize(secs: i64) -> String {
+    match secs {
+        s if s % 86_400 == 0 => format!("{} day(s)", s / 86_400),
+        s if s % 3_600 == 0 => format!("{} hour(s)", s / 3_600),
+        s => format!("{s} seconds"),
+    }
+}
+
+/// One pass over the review watches still `watching` (what `serve` runs every
+/// `[github] watch_every_secs`): syncs each issue's comments, marks the watch `synced` once every
+/// expected item has feedback, and past `stale_after` with items still missing posts the stale
+/// reminder once (marker-idempotent, then `stale_notified`). A watch that fails is logged and
+/// left for the next pass.
+///
+/// # Errors
+/// [`GithubReviewError::Store`] when the watches cannot be listed.
+pub async fn review_watch_pass(
+    store: &Store,
+    forge: &dyn Forge,
+    writes: (&dyn skillforge_engine::QueueBackend, &WriteJobs<'_>),
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<WatchPass>, GithubReviewError> {
+    let mut out = Vec::new();
+    for watch in skillforge_store::github::list_watching(store.pool()).await? {
+        let issue = format!("{}#{}", watch.repo, watch.issue_number);
+        match watch_one(store, forge, writes, &watch, now).await {
+            Ok(pass) => out.push(pass),
+            Err(e) => tracing::warn!(issue = %issue, error = %e, "review watch pass failed; retried next pass"),
+        }
+    }
+    Ok(out)
+}
+
+async fn watch_one(
+    store: &Store,
+    forge: &dyn Forge,
+    (queue, at): (&dyn skillforge_engine::QueueBackend, &WriteJobs<'_>),
+    watch: &skillforge_store::github::ReviewWatch,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<WatchPass, GithubReviewError> {
+    let repo = RepoRef::parse(&watch.repo).map_err(GithubReviewError::Invalid)?;
+    let number = u64::try_from(watch.issue_number).unwrap_or(0);
+    let done = sync(store, forge, &watch.run_id, &repo, number).await?;
+    let have = skillforge_store::feedback::items_with_feedback(store.pool(), &watch.run_id).await?;
+    let missing: Vec<String> = watch.expected_item_ids().into_iter().filter(|id| !have.contains(id)).collect();
+    let errors = done.refused.iter().map(|r| format!("{}\n{}", r.url, r.reason)).collect::<Vec<_>>().join("\n");
+    let error_hash = if errors.is_empty() { String::new() } else { hex::encode(<sha2::Sha256 as sha2::Digest>::digest(errors.as_bytes())) };
+    let last = i64::try_from(done.last_comment_id).unwrap_or(i64::MAX);
+    {
+        let mut conn = store.pool().acquire().await.map_err(StoreError::from)?;
+        skillforge_store::github::record_watch_sync(&mut conn, &watch.repo, watch.issue_number, last, &error_hash, missing.is_empty()).await?;
+    }
+    let due = chrono::DateTime::parse_from_rfc3339(&watch.stale_after).is_ok_and(|t| now >= t);
+    let mut reminded = None;
+    if !missing.is_empty() && due && watch.stale_notified == 0 {
+        let req = WriteRequest {
+            op: WriteOp::Comment { number },
+            repo: watch.repo.clone(),
+            key: format!("{}:{}:stale-reminder", watch.run_id, done.review_issue),
+            body: reminder_body(&watch.run_id, &missing, watch.stale_threshold_seconds),
+        };
+        // A durable write job keyed by the reminder: submitting it again returns the same job,
+        // and its marker keeps a retried attempt from posting twice.
+        let job_id = submit_write(queue, store, at, &req).await.map_err(|e| GithubReviewError::Invalid(format!("submit the stale reminder: {e}")))?;
+        let mut conn = store.pool().acquire().await.map_err(StoreError::from)?;
+        skillforge_store::github::mark_stale_notified(&mut conn, &watch.repo, watch.issue_number).await?;
+        reminded = Some(job_id);
+    }
+    Ok(WatchPass { issue: done.review_issue, missing, reminded })
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ pub mod evalloop;
 pub mod evaluator;
 pub mod families;
 pub mod github_review;
+pub mod github_write;
 pub mod harvest;
 pub mod optimize;
 pub mod packet;

@@ -190,6 +190,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
         jobs: &jobs,
         reporter: &reporter,
         promotion: &promotion,
+        github: None,
     };
 
     // 1. The bundled template.
@@ -230,6 +231,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
             mode: None,
             options: Some(N_OPTIONS),
             task_kind: String::new(),
+            forge: None,
         },
     )
     .await

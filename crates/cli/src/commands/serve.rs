@@ -1,6 +1,7 @@
 //! `skillforge serve`: the control plane — reaper, pruning of finished jobs past their retention
-//! (`[queue] keep_succeeded` / `keep_failed`), result ingestion and, with `--listen ADDR`,
-//! `POST /events` for CI pipelines and forge webhooks — until SIGTERM/SIGINT.
+//! (`[queue] keep_succeeded` / `keep_failed`), result ingestion, the GitHub watchers (`[github]
+//! watch_repos` pull requests, review watches) and, with `--listen ADDR`, `POST /events` for CI
+//! pipelines and forge webhooks — until SIGTERM/SIGINT.
 //!
 //! `POST /events` takes GitHub webhook deliveries (`X-GitHub-Event`: `pull_request`, `status`,
 //! `check_suite`, `pull_request_review`, `ping`) and CI reports (`skillforge_outcome`), each signed
@@ -21,6 +22,8 @@ use skillforge_workflows::stage::Wait;
 
 use crate::control::args::queue_label;
 use crate::control::events::{EventsState, serve_events};
+use crate::control::github_watch::{DEFAULT_WATCH_EVERY_SECS, GithubWatch, run_github_watch};
+use skillforge_forge::github::GitHub;
 use crate::control::signals::shutdown_on_signal;
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
@@ -52,6 +55,10 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         )));
     }
     let harvest_config = ctx.config.skillopt.harvest_config(&ctx.home).map_err(CliError::usage)?;
+    let github = &ctx.config.github;
+    let watch_repos = github.watch_repos().map_err(|e| CliError::usage(anyhow!(e)))?;
+    let forge = GitHub::new(&github.client_config()).map_err(|e| CliError::usage(anyhow!(e)))?;
+    let every = Duration::from_secs(github.watch_every_secs.unwrap_or(DEFAULT_WATCH_EVERY_SECS).max(1));
     let retention = ctx.config.queue.retention()?;
     let backend = ctx.queue().await?;
     let store = ctx.store().await?;
@@ -93,7 +100,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     );
     let events = async {
         let (Some(listener), Some(secret)) = (listener, secret) else { return };
-        let state = EventsState { store: store.clone(), backend: backend.clone(), config: harvest_config, secret };
+        let state = EventsState { store: store.clone(), backend: backend.clone(), config: harvest_config.clone(), secret };
         serve_events(listener, state, shutdown.clone()).await;
     };
     let canaries = async {
@@ -120,7 +127,9 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
             }
         }
     };
-    tokio::join!(reaper, pruner, ingestion, events, canaries, lost);
+    let github_watch =
+        run_github_watch(GithubWatch { forge, repos: watch_repos, every, home: ctx.home.clone() }, &store, &backend, &harvest_config, shutdown.clone());
+    tokio::join!(reaper, pruner, ingestion, events, canaries, lost, github_watch);
     Ok(OK)
 }
 

@@ -22,7 +22,7 @@ use skillforge_workflows::train::control::{
 };
 use skillforge_workflows::train::items::parse_items;
 use skillforge_workflows::train::status::{SessionStatus, session_status};
-use skillforge_workflows::train::{Reporter, TrainEnv, TrainError, TrainWorkflow};
+use skillforge_workflows::train::{GithubEnv, Reporter, TrainEnv, TrainError, TrainWorkflow};
 
 use crate::context::Context;
 use crate::control::args::skillforge_bin;
@@ -55,6 +55,10 @@ pub struct StartArgs {
     /// Workspace repository for review work; without it the session stays at request_confirmed (S-98).
     #[arg(long = "workspace-repo")]
     workspace_repo: Option<String>,
+    /// `github`: publish review packets and candidate review context as issues and comments of the
+    /// workspace repository (`owner/repo`); default: local Markdown packets.
+    #[arg(long, value_name = "FORGE")]
+    forge: Option<String>,
     /// What the operator wants improved.
     #[arg(long)]
     request: String,
@@ -155,6 +159,9 @@ pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
     let jobs = CliJobs::new(ctx, queue.clone(), store.clone());
     let reporter = StderrReporter { quiet: false };
     let promotion = crate::control::promotion::policy(ctx);
+    let stale_threshold_secs = ctx.config.github.stale_threshold_secs().map_err(|e| CliError::usage(anyhow!(e)))?;
+    let github = skillforge_forge::github::GitHub::new(&ctx.config.github.client_config());
+    let github_env = github.as_ref().ok().map(|forge| GithubEnv { forge, api_url: forge.api_url(), stale_threshold_secs });
     let env = TrainEnv {
         store: &store,
         queue: &queue,
@@ -164,6 +171,7 @@ pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
         jobs: &jobs,
         reporter: &reporter,
         promotion: &promotion,
+        github: github_env,
     };
     match cmd {
         TrainCommand::Start(args) => run_start(ctx, &env, args).await,
@@ -214,6 +222,7 @@ async fn run_start(ctx: &Context, env: &TrainEnv<'_>, args: StartArgs) -> CliRes
         mode: args.mode,
         options: args.options,
         task_kind: String::new(),
+        forge: args.forge.filter(|f| !f.trim().is_empty()),
     };
     if let Some(raw) = args.evaluator_config_json.as_deref() {
         skillforge_contract::limits::check_json(raw)
@@ -294,6 +303,10 @@ fn print_status(ctx: &Context, status: &SessionStatus, verbose: bool) {
         "progress: {} items, {} options, {} ranked events, {} pairwise preferences",
         p.counts.review_items, p.generated_options, p.counts.ranked_feedback_events, p.counts.pairwise_preferences
     );
+    if let Some(url) = &status.issue_url {
+        let sync = if status.continue_from_github { " (feedback missing: `train continue` syncs its comments)" } else { "" };
+        println!("review issue: {url}{sync}");
+    }
     if let Some(v) = &status.candidate_version {
         println!("candidate: {v}");
     }

@@ -174,3 +174,17 @@ fn malformed_comment_is_refused_whole() {
         }
     }
 }
+
+// Issue 12 item 7: comment YAML nested 100 000 levels deep is refused by the parser limits before
+// the YAML parser runs, with the limit named, in a fenced block and as a whole body.
+#[test]
+fn yaml_nested_100_000_levels_is_refused_by_the_limits() {
+    let deep = format!("run_id: r1\nitems: {}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+    let fenced = format!("```yaml\n{deep}```\n");
+    for body in [fenced.as_str(), deep.as_str()] {
+        match parse_comment(body) {
+            CommentFeedback::Malformed(reason) => assert!(reason.contains("deeper than the limit of 64 levels"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -175,11 +175,13 @@ pub fn evaluator_config(metadata: Option<&Value>) -> Option<Value> {
     (!config.is_empty()).then_some(Value::Object(config))
 }
 
-/// `owner/repo#N` from a GitHub issue, pull-request or comment URL
-/// (`https://github.com/owner/repo/issues/N#issuecomment-…`, `…/pull/N`).
+/// `owner/repo#N` from a GitHub issue, pull-request or comment web URL on github.com or a GitHub
+/// Enterprise server (`https://HOST/owner/repo/issues/N#issuecomment-…`, `…/pull/N`; any
+/// `http(s)` host, since the caller only passes URLs of `github`-sourced rows).
 pub fn github_issue_ref(url: &str) -> Option<String> {
-    let rest = url.strip_prefix("https://github.com/")?;
-    let mut parts = rest.split(['/', '#', '?']);
+    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"))?;
+    let (_host, path) = rest.split_once('/')?;
+    let mut parts = path.split(['/', '#', '?']);
     let (owner, repo, kind, number) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
     let is_number = !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit());
     (matches!(kind, "issues" | "pull") && is_number && !owner.is_empty() && !repo.is_empty())
@@ -257,6 +259,10 @@ mod tests {
         let table = [
             ("https://github.com/o/r/issues/12#issuecomment-9", Some("o/r#12")),
             ("https://github.com/o/r/pull/3", Some("o/r#3")),
+            // GitHub Enterprise web URLs.
+            ("https://ghe.example.com/o/r/issues/7#issuecomment-1", Some("o/r#7")),
+            ("http://ghe.local:8080/team/app/pull/31", Some("team/app#31")),
+            ("https://ghe.example.com/o/r", None),
             ("https://github.com/o/r/tree/main", None),
             ("github-comment:55", None),
             ("/tmp/packet", None),

@@ -13,6 +13,7 @@
 //! * [`kind`]: which attributed kinds are harvested and which legs each gets (S-16, S-41).
 //! * [`tier`]: the `evidence_tier` / `evidence_rank` item tags of every harvested row (S-31).
 //! * [`webhook`]: GitHub webhook signatures and payloads → [`HarvestEvent`]s (pure).
+//! * [`watcher`]: the ETag-conditional pull-request poller of `serve` → the same events.
 //! * [`apply`]: the control-plane writes: events → rows in one transaction, leg dispatch, and
 //!   [`HarvestHandler`], the engine `ResultHandler` that turns a finished leg job into its row.
 //!
@@ -30,6 +31,7 @@ pub mod review;
 pub mod revert;
 pub mod stages;
 pub mod tier;
+pub mod watcher;
 pub mod webhook;
 
 pub use apply::{HarvestError, HarvestHandler, HarvestReport, LegDispatch, apply_event, available_reviewers, dispatch_legs, harvest};

@@ -129,17 +129,31 @@ async fn run_step(
         }
         Step::PublishReview => {
             let dir = publish_review(env, session, it, report).await?;
+            report.review_packet = Some(dir.display().to_string());
+            if let Some(url) = &report.issue_url {
+                report.next_action = format!(
+                    "reviewers answer on {url} (one comment per review: short form or a fenced YAML block), then run `skillforge train continue --session {}`",
+                    session.id
+                );
+                return Ok(Flow::Stop);
+            }
             report.next_action = format!(
                 "review the packet in {}: set reviewer and fill feedback.yml, then run `skillforge train continue --session {}`",
                 dir.display(),
                 session.id
             );
-            report.review_packet = Some(dir.display().to_string());
             return Ok(Flow::Stop);
         }
         Step::SyncFeedback => {
             if !sync_feedback(env, session, it, report).await? {
                 let meta = IterationMeta::parse(&it.metadata_json);
+                if let Some(url) = &report.issue_url {
+                    report.next_action = format!(
+                        "waiting for review comments on {url} ({}), then run `skillforge train continue --session {}`",
+                        meta.feedback_sync.error, session.id
+                    );
+                    return Ok(Flow::Stop);
+                }
                 report.review_packet = Some(meta.review.path.clone());
                 report.next_action = format!(
                     "waiting for human feedback: fill {}/feedback.yml, then run `skillforge train continue --session {}`",

@@ -38,6 +38,10 @@ pub struct SessionMeta {
     /// iteration's review-run metadata.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evaluator_config: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Where review packets and candidate review context go: absent = local Markdown files;
+    /// `github` = issues and comments of the workspace repository (`train start --forge github`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_forge: Option<String>,
 }
 
 /// Status of one control-plane or job stage. `status`: '' (not started), `running`,
@@ -56,6 +60,9 @@ pub struct StageMeta {
     /// File or directory the stage wrote.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub path: String,
+    /// Web address of what the stage published on a forge (a review issue, a comment).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub url: String,
     /// sha256 hex of a file written for a human to fill (the review packet's `feedback.yml`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub written_sha256: String,

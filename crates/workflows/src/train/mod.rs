@@ -107,6 +107,20 @@ pub struct TrainEnv<'a> {
     pub reporter: &'a dyn Reporter,
     /// The promotion policy the notify seam applies to every candidate train imports (S-51).
     pub promotion: &'a crate::promotion::notify::Policy,
+    /// The forge review packets go to in sessions started with `--forge github` (`None`: such a
+    /// session's review steps fail with a configuration error).
+    pub github: Option<GithubEnv<'a>>,
+}
+
+/// The GitHub side of a train control plane (issue 16).
+#[derive(Clone, Copy)]
+pub struct GithubEnv<'a> {
+    /// The forge (reads: comments to sync).
+    pub forge: &'a dyn skillforge_forge::Forge,
+    /// Its REST base URL, for the write jobs ([`crate::github_write`]).
+    pub api_url: &'a str,
+    /// Seconds from publishing a review issue to its stale reminder (facts §3: 86 400).
+    pub stale_threshold_secs: i64,
 }
 
 impl TrainEnv<'_> {

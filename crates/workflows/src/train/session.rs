@@ -56,6 +56,9 @@ pub struct StepReport {
     /// The imported candidate version.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub candidate_version: Option<String>,
+    /// The review issue, for a session reviewing on GitHub.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issue_url: Option<String>,
 }
 
 /// What `train continue` may carry besides the session.

@@ -12,7 +12,7 @@ use crate::distill::{LEARNED_FIELDS, NO_ACTIONABLE_FEEDBACK};
 use super::meta::{IterationMeta, SessionMeta};
 use super::optimizer::optimizer_lock_key;
 use super::phase::{LockState, PhaseInput, derive_status_phase};
-use super::state::{LINEAR_STATES, linear_index};
+use super::state::{LINEAR_STATES, TrainState, linear_index};
 use super::{TrainEnv, TrainError};
 
 /// `train status` (facts §3): the session's current iteration, its phase, progress and locks.
@@ -48,7 +48,8 @@ pub struct SessionStatus {
     pub issue_url: Option<String>,
     /// Candidate pull request URL.
     pub pull_request_url: Option<String>,
-    /// Always false (no forge continuation).
+    /// True while the review is published on GitHub and feedback is still missing: `train
+    /// continue` then syncs the issue's comments (facts §3).
     pub continue_from_github: bool,
     /// The candidate version.
     pub candidate_version: Option<String>,
@@ -68,9 +69,29 @@ pub struct SessionStatus {
     pub review_packet: Option<String>,
     /// Locks and leases of this session.
     pub active_locks: Vec<LockStatus>,
+    /// The review watch of a review published on GitHub (absent for local review).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review_watch: Option<ReviewWatchStatus>,
     /// The verbose block (`--verbose`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verbose: Option<VerboseStatus>,
+}
+
+/// `review_watch`: the watch of a GitHub review issue (facts §3, §8 `skillopt_review_watches`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReviewWatchStatus {
+    /// `owner/repo#N`.
+    pub issue: String,
+    /// `watching` or `synced`.
+    pub status: String,
+    /// Seconds from publishing to the stale reminder (default 86 400).
+    pub stale_threshold_seconds: i64,
+    /// RFC 3339: when the reminder is due while feedback is missing.
+    pub stale_after: String,
+    /// Whether the reminder was posted.
+    pub stale_notified: bool,
+    /// Item ids a review answers.
+    pub expected_item_ids: Vec<String>,
 }
 
 /// `preview_policy`: always local Markdown.
@@ -377,6 +398,7 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
         None
     };
     let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    let review_watch = review_watch_status(env, &it).await?;
     Ok(SessionStatus {
         session_id: session.id.clone(),
         iteration_id: it.id.clone(),
@@ -393,7 +415,7 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
         next_action,
         issue_url: some(&it.issue_url),
         pull_request_url: some(&it.pull_request_url),
-        continue_from_github: false,
+        continue_from_github: it.issue_number > 0 && it.state == TrainState::ReviewPublished.as_str(),
         candidate_version: some(&it.candidate_version_id),
         recovery_available,
         no_candidate_reason,
@@ -403,8 +425,25 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
         progress,
         review_packet: some(&meta.review.path),
         active_locks,
+        review_watch,
         verbose,
     })
+}
+
+/// The review watch of an iteration published on GitHub (`None` for local review).
+async fn review_watch_status(env: &TrainEnv<'_>, it: &skillforge_store::train::IterationRow) -> Result<Option<ReviewWatchStatus>, TrainError> {
+    if it.issue_number == 0 {
+        return Ok(None);
+    }
+    let watch = skillforge_store::github::get_review_watch(env.store.pool(), &it.issue_repo, it.issue_number).await?;
+    Ok(watch.map(|w| ReviewWatchStatus {
+        issue: format!("{}#{}", w.repo, w.issue_number),
+        expected_item_ids: w.expected_item_ids(),
+        status: w.status,
+        stale_threshold_seconds: w.stale_threshold_seconds,
+        stale_after: w.stale_after,
+        stale_notified: w.stale_notified != 0,
+    }))
 }
 
 /// This session's leases and locks (its optimizer lock, its jobs' leases), and from them the

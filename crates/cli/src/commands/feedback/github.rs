@@ -1,16 +1,20 @@
 //! `skillforge feedback github publish|sync`: review through GitHub issues and PR comments (seed
 //! "GitHub Feedback Collector"; S-96, S-97). The logic is [`skillforge_workflows::github_review`];
 //! this module parses arguments, builds the GitHub client (base URL and token from the
-//! environment: `SKILLFORGE_GITHUB_API_URL`, `SKILLFORGE_GITHUB_TOKEN` / `GITHUB_TOKEN` /
-//! `GH_TOKEN`), maps errors to exit codes and prints.
+//! environment — `SKILLFORGE_GITHUB_API_URL`, `SKILLFORGE_GITHUB_TOKEN` / `GITHUB_TOKEN` /
+//! `GH_TOKEN` — else `[github] api_url` / `token`), maps errors to exit codes and prints.
 
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use serde_json::json;
 use skillforge_forge::RepoRef;
-use skillforge_forge::github::{GitHub, GitHubConfig};
+use skillforge_forge::github::GitHub;
 use skillforge_store::blobs::BlobStore;
-use skillforge_workflows::github_review::{GithubReviewError, Target, publish, resolve_repo, sync};
+use skillforge_workflows::github_review::{GithubReviewError, Target, publish_request, resolve_repo, sync};
+use skillforge_workflows::github_write::{WriteError, WriteJobs, WriteRequest, execute, write_durably};
+
+use crate::control::args::skillforge_bin;
+use crate::control::waiter::CliJobs;
 
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
@@ -23,6 +27,18 @@ pub enum GithubCommand {
     Publish(PublishArgs),
     /// Import reviewers' comments of an issue or PR as feedback events.
     Sync(SyncArgs),
+    /// Internal: the body of a GitHub write job (a write request as JSON on stdin, the result
+    /// as one JSON line on stdout). Run by workers, not by people.
+    #[command(hide = true)]
+    Write(WriteArgs),
+}
+
+/// Arguments of the internal `feedback github write`.
+#[derive(Debug, Args)]
+pub struct WriteArgs {
+    /// REST base URL.
+    #[arg(long = "api-url")]
+    api_url: String,
 }
 
 /// Arguments of `feedback github publish`.
@@ -66,8 +82,8 @@ fn error(e: GithubReviewError) -> CliError {
     }
 }
 
-fn client() -> Result<GitHub, CliError> {
-    GitHub::new(&GitHubConfig::resolve(None, None)).map_err(|e| CliError::usage(anyhow!(e)))
+fn client(ctx: &Context) -> Result<GitHub, CliError> {
+    GitHub::new(&ctx.config.github.client_config()).map_err(|e| CliError::usage(anyhow!(e)))
 }
 
 /// Dispatches a `feedback github` subcommand.
@@ -75,6 +91,7 @@ pub async fn run(ctx: &Context, cmd: GithubCommand) -> CliResult {
     match cmd {
         GithubCommand::Publish(args) => run_publish(ctx, args).await,
         GithubCommand::Sync(args) => run_sync(ctx, args).await,
+        GithubCommand::Write(args) => run_write(ctx, args).await,
     }
 }
 
@@ -91,10 +108,18 @@ async fn run_publish(ctx: &Context, args: PublishArgs) -> CliResult {
         .unwrap_or_default();
     let repo = resolve_repo(args.repo.as_deref(), &run.target_repo, &template_source, ctx.config.feedback.repo.as_deref()).map_err(error)?;
     let target = args.pr.map_or(Target::NewIssue, Target::PullRequest);
-    let forge = client()?;
-    let done = publish(&store, &BlobStore::in_home(&ctx.home), &forge, &run.id, &repo, target).await.map_err(error)?;
+    let forge = client(ctx)?;
+    let req = publish_request(&store, &BlobStore::in_home(&ctx.home), &run.id, &repo, target).await.map_err(error)?;
+    let queue = ctx.queue().await?;
+    let jobs = CliJobs::new(ctx, queue, store.clone());
+    let bin = skillforge_bin();
+    let at = WriteJobs { skillforge_bin: &bin, home: &ctx.home, api_url: forge.api_url() };
+    let done = write_durably(&jobs, &store, &at, &req).await.map_err(|e| match e {
+        WriteError::Payload(p) => CliError::usage(anyhow!(p)),
+        other => CliError::env(anyhow!(other)),
+    })?;
     if ctx.json {
-        print_json(&json!({"run_id": run.id, "repo": done.repo.to_string(), "number": done.number, "url": done.url, "created": done.created}));
+        print_json(&json!({"run_id": run.id, "repo": done.repo, "number": done.number, "url": done.url, "created": done.created}));
     } else {
         let verb = if done.created { "published" } else { "already published" };
         println!("{verb} review packet for run {} to {}", run.id, done.url);
@@ -108,7 +133,7 @@ async fn run_sync(ctx: &Context, args: SyncArgs) -> CliResult {
     let repo = RepoRef::parse(&args.repo).map_err(|e| CliError::usage(anyhow!("--repo: {e}")))?;
     let number = args.issue.or(args.pr).ok_or_else(|| CliError::usage(anyhow!("pass --issue N or --pr N")))?;
     let store = ctx.store().await?;
-    let forge = client()?;
+    let forge = client(ctx)?;
     let done = sync(&store, &forge, &args.run, &repo, number).await.map_err(error)?;
     for refused in &done.refused {
         eprintln!("warning: skipped malformed comment {}: {}", refused.url, refused.reason);
@@ -124,6 +149,7 @@ async fn run_sync(ctx: &Context, args: SyncArgs) -> CliResult {
             "malformed": done.refused.iter().map(|r| json!({"url": r.url, "reason": r.reason})).collect::<Vec<_>>(),
             "feedback_events": {"inserted": c.feedback_inserted, "updated": c.feedback_updated},
             "ranked_feedback_events": {"inserted": c.ranked_inserted, "updated": c.ranked_updated},
+            "superseded": done.superseded,
         }));
     } else {
         println!(
@@ -132,5 +158,24 @@ async fn run_sync(ctx: &Context, args: SyncArgs) -> CliResult {
             c.feedback_inserted + c.feedback_updated, c.feedback_inserted, c.ranked_inserted + c.ranked_updated, c.ranked_inserted
         );
     }
+    Ok(OK)
+}
+
+/// The write job's body: the request from stdin, the client from `--api-url` and the token from
+/// the environment, else `[github] token` of the home; prints the result as one JSON line.
+/// Bad input is exit 2 (not retried usefully); a GitHub or network failure exit 3 (the engine
+/// retries the job).
+async fn run_write(ctx: &Context, args: WriteArgs) -> CliResult {
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(|e| CliError::usage(anyhow!("read the write request from stdin: {e}")))?;
+    let req: WriteRequest = serde_json::from_str(&text).map_err(|e| CliError::usage(anyhow!("the write request on stdin: {e}")))?;
+    let mut config = ctx.config.github.client_config();
+    config.api_url = args.api_url.trim().trim_end_matches('/').to_owned();
+    let forge = GitHub::new(&config).map_err(|e| CliError::usage(anyhow!(e)))?;
+    let done = execute(&forge, &req).await.map_err(|e| match e {
+        skillforge_forge::ForgeError::Config(_) => CliError::usage(anyhow!(e)),
+        other => CliError::env(anyhow!(other)),
+    })?;
+    println!("{}", serde_json::to_string(&done).unwrap_or_default());
     Ok(OK)
 }

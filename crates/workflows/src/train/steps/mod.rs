@@ -5,6 +5,7 @@
 pub mod decide;
 pub mod evaluate;
 pub mod generate;
+pub mod github;
 pub mod optimize;
 pub mod recover;
 pub mod review;

@@ -12,6 +12,7 @@ use crate::train::meta::IterationMeta;
 use crate::train::{TrainEnv, TrainError};
 use crate::train::session::*;
 use crate::train::state::TrainState;
+use crate::train::steps::github::{github_repo, publish_candidate_comment, publish_review_issue, sync_review_issue};
 
 /// options_generated → review_published: the blind Markdown packet in `<iteration>/review`.
 pub(crate) async fn publish_review(env: &TrainEnv<'_>, session: &SessionRow, it: &mut IterationRow, report: &mut StepReport) -> Result<PathBuf, TrainError> {
@@ -27,6 +28,11 @@ pub(crate) async fn publish_review(env: &TrainEnv<'_>, session: &SessionRow, it:
     meta.review.path = dir.display().to_string();
     meta.review.written_sha256 = sha256_hex(&done.feedback_template);
     meta.feedback_sync.status = "waiting".into();
+    if let Some(repo) = github_repo(session)? {
+        let url = publish_review_issue(env, &repo, it, &mut meta).await?;
+        report.steps.push(format!("review issue published: {url} ({} items)", done.n_items));
+        report.issue_url = Some(url);
+    }
     save_meta(env, it, &meta).await?;
     advance(env, it, TrainState::ReviewPublished).await?;
     report.steps.push(format!("review packet published: {} ({} items)", dir.display(), done.n_items));
@@ -36,6 +42,11 @@ pub(crate) async fn publish_review(env: &TrainEnv<'_>, session: &SessionRow, it:
 /// review_published → feedback_synced when a human filled `feedback.yml`; false while it is
 /// still the template as written.
 pub(crate) async fn sync_feedback(env: &TrainEnv<'_>, _session: &SessionRow, it: &mut IterationRow, report: &mut StepReport) -> Result<bool, TrainError> {
+    if it.issue_number > 0 {
+        // Published on GitHub: `continue` syncs the issue's comments while feedback is missing.
+        report.issue_url = Some(it.issue_url.clone());
+        return sync_review_issue(env, it, report).await;
+    }
     let mut meta = IterationMeta::parse(&it.metadata_json);
     let dir = PathBuf::from(&meta.review.path);
     let text = std::fs::read_to_string(dir.join(skillforge_contract::FEEDBACK_FILE)).unwrap_or_default();
@@ -96,6 +107,11 @@ pub(crate) async fn publish_candidate_review(env: &TrainEnv<'_>, session: &Sessi
     let path = env.iteration_dir(&session.id, &it.id).join(CANDIDATE_REVIEW_FILE);
     write_file(&path, text.as_bytes())?;
     let mut meta = IterationMeta::parse(&it.metadata_json);
+    if it.issue_number > 0 {
+        let url = publish_candidate_comment(env, it, &text).await?;
+        report.steps.push(format!("candidate review context published: {url}"));
+        meta.candidate_review.url = url;
+    }
     meta.candidate_review.status = "succeeded".into();
     meta.candidate_review.path = path.display().to_string();
     meta.candidate_decision.status = "waiting".into();

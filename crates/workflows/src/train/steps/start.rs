@@ -41,6 +41,9 @@ pub struct StartRequest {
     pub options: Option<i64>,
     /// Task kind (`custom` by default).
     pub task_kind: String,
+    /// `github`: publish review packets and candidate review context to the workspace
+    /// repository's issues (the workspace must be `owner/repo`); `None` = local Markdown.
+    pub forge: Option<String>,
 }
 
 /// The evaluator a session runs before each export (`train start --evaluator ID
@@ -107,6 +110,7 @@ pub async fn start_with_evaluator(
         evaluator_id,
         judge_runtime,
         evaluator_config,
+        review_forge: req.forge.clone(),
     };
     let workspace = req.workspace_repo.clone().unwrap_or_default();
     let session = NewSession {
@@ -214,6 +218,18 @@ pub(crate) fn check_start_request(req: &StartRequest) -> Result<(), TrainError> 
     }
     let runtime = if req.runtime.trim().is_empty() { DEFAULT_RUNTIME } else { req.runtime.trim() };
     skillforge_runner_agent::find(runtime).map_err(|e| TrainError::Invalid(format!("--runtime `{runtime}`: {e}")))?;
+    match req.forge.as_deref() {
+        None => {}
+        Some("github") => {
+            let workspace = req.workspace_repo.as_deref().map(str::trim).unwrap_or("");
+            if !is_remote_repo(workspace) {
+                return Err(TrainError::Invalid(format!(
+                    "--forge github publishes review issues to the workspace repository: give --workspace-repo owner/repo (got `{workspace}`)"
+                )));
+            }
+        }
+        Some(other) => return Err(TrainError::Invalid(format!("--forge `{other}` is unknown; use github (or leave it out for local packets)"))),
+    }
     if let Some(workspace) = req.workspace_repo.as_deref().map(str::trim).filter(|w| !w.is_empty())
         && !is_remote_repo(workspace)
         && !Path::new(workspace).is_dir()
