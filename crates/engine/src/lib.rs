@@ -5,13 +5,15 @@
 //!   opened from a URL by [`open`].
 //! * [`policy`]: attempts, backoff with jitter, what a stale lease becomes — one place for both backends.
 //! * [`worker`]: the lease → run → heartbeat → fenced result loop; [`reaper`]: stale recovery;
-//!   [`ingest`]: exactly-once application of results to the domain store.
+//!   [`ingest`]: exactly-once application of results to the domain store; [`output`]: live
+//!   output of running jobs (`jobs logs --follow`).
 
 pub mod backend;
 pub mod error;
 pub mod ingest;
 pub mod job;
 pub mod open;
+pub mod output;
 pub mod policy;
 pub mod reaper;
 pub mod redis;

@@ -21,6 +21,7 @@
 //! | `lock:{name}`, `locks` | hash, sorted set | named locks; held locks by heartbeat deadline |
 //! | `seq` | string | the sequence counter |
 //! | `leasereq:{uuid}` | list | jobs leased by one lease request (10 min), so a retried request is idempotent |
+//! | `out:{id}` | stream | the job's live output ([`crate::output`]): entries `s` (stream), `t` (fencing token), `d` (bytes); at most `OUTPUT_CAP_CHUNKS`, trimmed to `OUTPUT_TAIL_CHUNKS` when the job ends |
 //! | `epoch` | string | the namespace epoch: a random id written once into an empty namespace (`epoch.lua`); gone or changed = the data was lost ([`QueueBackend::check_namespace`]) |
 //!
 //! ## The job hash
@@ -83,9 +84,11 @@ use std::time::Duration;
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use ::redis::{AsyncConnectionConfig, Client, ErrorKind, RedisError, ServerErrorKind};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::backend::{NamespaceLoss, QueueBackend, ReapAction};
 use crate::error::EngineError;
+use crate::output::{NewOutput, OutputChunk};
 use crate::job::{
     CancelReply, Enqueued, ExpiredLease, Finish, FinishReply, HeartbeatReply, Job, JobSpec,
     JobState, Lease, LeaseKind, LeaseView, LeasedJob, LockAcquire, WorkerIdentity, new_job_id,
@@ -192,6 +195,9 @@ macro_rules! with_retry {
     }};
 }
 
+// After `with_retry!`, which it uses.
+mod output;
+
 /// Stable lowercase wire name of a reap action.
 fn reap_action_name(action: &ReapAction) -> (&'static str, u64) {
     match action {
@@ -290,6 +296,45 @@ impl RedisBackend {
             && pool.len() < BLOCKING_POOL
         {
             pool.push(c);
+        }
+    }
+
+    /// `lease`, whose wait for work (never a lease in progress) ends, empty, when `stop` fires.
+    async fn lease_waiting(
+        &self,
+        queue: &str,
+        worker: &WorkerIdentity,
+        max: usize,
+        wait: Duration,
+        stop: Option<&CancellationToken>,
+    ) -> Result<Vec<LeasedJob>, EngineError> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let deadline = Instant::now() + wait;
+        loop {
+            let (jobs, next_due, server_now) = self.lease_once(queue, worker, max).await?;
+            if !jobs.is_empty() {
+                return Ok(jobs);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(jobs);
+            }
+            let mut block = deadline - now;
+            if let Some(due) = next_due {
+                let until_due = Duration::from_millis(due.saturating_sub(server_now).max(0) as u64);
+                block = block.min(until_due);
+            }
+            if !block.is_zero() {
+                // Cut short by `stop`, a BLPOP in flight is dropped with its connection (a wake
+                // token it had already popped is lost: another idle waiter then re-checks at the
+                // end of its own block instead of at once).
+                tokio::select! {
+                    _ = self.wait_for_wake(queue, block) => {}
+                    () = crate::backend::until_stopped(stop) => return Ok(Vec::new()),
+                }
+            }
         }
     }
 
@@ -505,28 +550,30 @@ impl QueueBackend for RedisBackend {
         max: usize,
         wait: Duration,
     ) -> Result<Vec<LeasedJob>, EngineError> {
-        if max == 0 {
-            return Ok(Vec::new());
-        }
-        let deadline = Instant::now() + wait;
-        loop {
-            let (jobs, next_due, server_now) = self.lease_once(queue, worker, max).await?;
-            if !jobs.is_empty() {
-                return Ok(jobs);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ok(jobs);
-            }
-            let mut block = deadline - now;
-            if let Some(due) = next_due {
-                let until_due = Duration::from_millis(due.saturating_sub(server_now).max(0) as u64);
-                block = block.min(until_due);
-            }
-            if !block.is_zero() {
-                self.wait_for_wake(queue, block).await;
-            }
-        }
+        self.lease_waiting(queue, worker, max, wait, None).await
+    }
+
+    async fn lease_or_stop(
+        &self,
+        queue: &str,
+        worker: &WorkerIdentity,
+        max: usize,
+        wait: Duration,
+        stop: &CancellationToken,
+    ) -> Result<Vec<LeasedJob>, EngineError> {
+        self.lease_waiting(queue, worker, max, wait, Some(stop)).await
+    }
+
+    async fn append_output(&self, job_id: &str, fencing_token: u64, chunks: &[NewOutput]) -> Result<bool, EngineError> {
+        self.append_output_stream(job_id, fencing_token, chunks).await
+    }
+
+    async fn read_output(&self, job_id: &str, after: Option<&str>, limit: usize) -> Result<Vec<OutputChunk>, EngineError> {
+        self.read_output_stream(job_id, after, limit).await
+    }
+
+    async fn trim_output(&self, job_id: &str) -> Result<(), EngineError> {
+        self.trim_output_stream(job_id).await
     }
 
     async fn heartbeat(

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::backend::QueueBackend;
+use crate::output::OutputForwarder;
 use crate::job::{FinishReply, HeartbeatReply, LeasedJob, LockAcquire, WorkerIdentity};
 use crate::policy::finish_for;
 use crate::reaper::{DEFAULT_REAP_EVERY, run_reaper};
@@ -46,7 +47,8 @@ pub struct WorkerConfig {
     pub reap_every: Option<Duration>,
     /// Parent of each attempt's scratch dir.
     pub scratch_root: PathBuf,
-    /// Longest a single lease call waits for work; bounds how fast shutdown is noticed.
+    /// Longest a single lease call waits for work before the loop re-checks (a shutdown ends
+    /// the wait at once: `QueueBackend::lease_or_stop`).
     pub poll_wait: Duration,
 }
 
@@ -169,12 +171,13 @@ impl Worker {
                 }
                 continue;
             }
-            let lease = self.lease_round(free, &next_queue);
+            let lease = self.lease_round(free, &next_queue, &shutdown);
             tokio::pin!(lease);
             let leased = tokio::select! {
                 jobs = &mut lease => jobs,
                 // A lease call in flight may already have leased jobs: let it answer (they are
-                // then handed straight back), but not for longer than the grace.
+                // then handed straight back), but not for longer than the grace. One that only
+                // waits for work answers at once (`lease_or_stop`).
                 () = shutdown.cancelled() => match tokio::time::timeout(self.config.grace, &mut lease).await {
                     Ok(jobs) => jobs,
                     Err(_) => {
@@ -249,14 +252,15 @@ impl Worker {
         report
     }
 
-    /// Leases up to `free` jobs, trying queues round-robin; only the last queue tried waits.
-    async fn lease_round(&self, free: usize, next_queue: &AtomicUsize) -> Vec<LeasedJob> {
+    /// Leases up to `free` jobs, trying queues round-robin; only the last queue tried waits, and
+    /// only until `shutdown` fires.
+    async fn lease_round(&self, free: usize, next_queue: &AtomicUsize, shutdown: &CancellationToken) -> Vec<LeasedJob> {
         let n = self.config.queues.len();
         let first = next_queue.load(Ordering::Relaxed);
         for i in 0..n {
             let queue = &self.config.queues[(first + i) % n];
             let wait = if i + 1 == n { self.config.poll_wait } else { Duration::ZERO };
-            match self.backend.lease(queue, &self.identity, free, wait).await {
+            match self.backend.lease_or_stop(queue, &self.identity, free, wait, shutdown).await {
                 Ok(jobs) if !jobs.is_empty() => {
                     next_queue.store((first + i + 1) % n, Ordering::Relaxed);
                     return jobs;
@@ -264,7 +268,10 @@ impl Worker {
                 Ok(_) => {}
                 Err(e) => {
                     warn!(queue = %queue, error = %e, "lease failed; retrying shortly");
-                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                        () = shutdown.cancelled() => return Vec::new(),
+                    }
                 }
             }
         }
@@ -423,6 +430,7 @@ impl JobTask {
             }
 
             let scratch_dir = self.scratch_root.join(format!("{}-{token}", job.id));
+            let mut wrote_output = false;
             let result = match self.registry.get(&job.spec.kind) {
                 _ if cancel.is_cancelled() => Err("cancelled before the runner started".to_owned()),
                 None => Err(format!(
@@ -439,12 +447,16 @@ impl JobTask {
                         payload: job.spec.payload.clone(),
                         timeout: Duration::from_millis(job.spec.timeout_ms),
                     };
+                    let output = OutputForwarder::start(self.backend.clone(), &job.id, token);
                     let ctx = RunContext {
                         cancel: cancel.clone(),
                         heartbeat: Arc::new(|_| {}),
+                        output: output.output_fn(),
                         scratch_dir: scratch_dir.clone(),
                     };
-                    runner.run(&spec, &ctx).await.map_err(|e| e.to_string())
+                    let result = runner.run(&spec, &ctx).await.map_err(|e| e.to_string());
+                    wrote_output = output.finish().await;
+                    result
                 }
             };
             done.cancel();
@@ -489,6 +501,11 @@ impl JobTask {
                         FinishReply::Applied(state) => {
                             self.counters.finished.fetch_add(1, Ordering::Relaxed);
                             info!(state = %state, result = %finish.attempt_result, retry_delay_ms = finish.retry_delay_ms, "job finished");
+                            if state.is_terminal() && wrote_output {
+                                if let Err(e) = self.backend.trim_output(&job.id).await {
+                                    debug!(error = %e, "live output not trimmed");
+                                }
+                            }
                         }
                         FinishReply::Fenced { current_token } => {
                             self.counters.fenced.fetch_add(1, Ordering::Relaxed);

@@ -1351,3 +1351,18 @@ async fn a_namespace_that_lost_its_data_is_reported_once_and_applied_work_is_not
     let applied = skillforge_store::applied::applied_for_job(store.pool(), &again.job_id).await.unwrap();
     assert!(applied.is_empty(), "{applied:?}");
 }
+
+// Issue 13 items 7 and 8: what a waiting CLI and `jobs logs` rely on (Redis has no change
+// signal: its `changed_since` is the trait's polling default, so that scenario is SQLite's).
+
+#[tokio::test]
+async fn lease_or_stop_ends_an_idle_wait_when_stopped() {
+    let server = RedisServer::start();
+    scenarios::live::lease_or_stop_ends_an_idle_wait_when_stopped(Arc::new(backend(&server).await)).await;
+}
+
+#[tokio::test]
+async fn live_output_is_fenced_ordered_capped_and_trimmed() {
+    let server = RedisServer::start();
+    scenarios::live::live_output_is_fenced_ordered_capped_and_trimmed(&backend(&server).await).await;
+}

@@ -9,7 +9,7 @@ use skillforge_runner::{
     ExitClass, RunContext, RunOutcome, RunSpec, Runner, RunnerError, RunnerPayload, parse_payload,
 };
 use skillforge_runner_process::{
-    DEFAULT_MAX_OUTPUT_BYTES, TRUNCATION_MARKER, run_process, truncation_marker,
+    DEFAULT_MAX_OUTPUT_BYTES, TRUNCATION_MARKER, run_process_with_output, truncation_marker,
 };
 
 use crate::AgentError;
@@ -120,7 +120,7 @@ impl AgentRunner {
             .map_or(timeout, |secs| timeout.min(Duration::from_secs(secs)));
         (ctx.heartbeat)(Some(&format!("agent `{}` running", profile.name)));
         tracing::info!(runtime = %profile.name, program = %program, timeout_secs = timeout.as_secs(), "agent started");
-        let mut outcome = run_process(&invocation.process, timeout, &ctx.cancel).await?;
+        let mut outcome = run_process_with_output(&invocation.process, timeout, &ctx.cancel, Some(&ctx.output)).await?;
         let transcript = std::mem::take(&mut outcome.stdout_tail);
         let n_truncated = outcome.detail["stdout_truncated_bytes"]
             .as_u64()

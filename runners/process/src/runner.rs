@@ -6,10 +6,11 @@ use skillforge_runner::{RunContext, RunOutcome, RunSpec, Runner, RunnerError, Ru
 
 use crate::orphans::start_orphan_sweeper;
 use crate::payload::ProcessPayload;
-use crate::run::run_process;
+use crate::run::run_process_with_output;
 
 /// The `process` runner (kind `"process"`): runs the job's [`ProcessPayload`] with
-/// [`run_process`] under `spec.timeout` and `ctx.cancel`.
+/// [`run_process`](crate::run_process) under `spec.timeout` and `ctx.cancel`, its output streamed live to
+/// `ctx.output`.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ProcessRunner;
 
@@ -27,10 +28,10 @@ impl Runner for ProcessRunner {
 
     /// # Errors
     /// [`RunnerError::InvalidPayload`] when `spec.payload` is not a [`ProcessPayload`]; otherwise
-    /// as [`run_process`]. On cancel, kills everything it started and returns `Ok` with
+    /// as [`run_process`](crate::run_process). On cancel, kills everything it started and returns `Ok` with
     /// `Killed`.
     async fn run(&self, spec: &RunSpec, ctx: &RunContext) -> Result<RunOutcome, RunnerError> {
         let payload: ProcessPayload = parse_payload(spec)?;
-        run_process(&payload, spec.timeout, &ctx.cancel).await
+        run_process_with_output(&payload, spec.timeout, &ctx.cancel, Some(&ctx.output)).await
     }
 }

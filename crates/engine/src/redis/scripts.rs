@@ -31,7 +31,7 @@ pub(super) struct Scripts {
     pub(super) epoch: Script,
 }
 
-fn with_prelude(body: &str) -> Script {
+pub(super) fn with_prelude(body: &str) -> Script {
     Script::new(&format!("{COMMON}\n{body}"))
 }
 
