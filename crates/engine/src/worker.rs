@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::backend::QueueBackend;
+use crate::health::WorkerHealth;
 use crate::output::OutputForwarder;
 use crate::job::{FinishReply, HeartbeatReply, LeasedJob, LockAcquire, WorkerIdentity};
 use crate::policy::finish_for;
@@ -50,6 +51,9 @@ pub struct WorkerConfig {
     /// Longest a single lease call waits for work before the loop re-checks (a shutdown ends
     /// the wait at once: `QueueBackend::lease_or_stop`).
     pub poll_wait: Duration,
+    /// Where undelivered results and failing lease calls are also reported, for a process that
+    /// runs this worker for its own jobs ([`WorkerHealth`]); `None` only logs them.
+    pub health: Option<Arc<WorkerHealth>>,
 }
 
 impl WorkerConfig {
@@ -63,6 +67,7 @@ impl WorkerConfig {
             reap_every: Some(DEFAULT_REAP_EVERY),
             scratch_root,
             poll_wait: Duration::from_millis(500),
+            health: None,
         }
     }
 }
@@ -202,6 +207,7 @@ impl Worker {
                     identity: self.identity.clone(),
                     queues: queues.clone(),
                     next_queue: next_queue.clone(),
+                    health: self.config.health.clone(),
                 };
                 tasks.spawn(async move {
                     ctx.run(job).await;
@@ -262,12 +268,22 @@ impl Worker {
             let wait = if i + 1 == n { self.config.poll_wait } else { Duration::ZERO };
             match self.backend.lease_or_stop(queue, &self.identity, free, wait, shutdown).await {
                 Ok(jobs) if !jobs.is_empty() => {
+                    if let Some(h) = &self.config.health {
+                        h.lease_answered();
+                    }
                     next_queue.store((first + i + 1) % n, Ordering::Relaxed);
                     return jobs;
                 }
-                Ok(_) => {}
+                Ok(_) => {
+                    if let Some(h) = &self.config.health {
+                        h.lease_answered();
+                    }
+                }
                 Err(e) => {
                     warn!(queue = %queue, error = %e, "lease failed; retrying shortly");
+                    if let Some(h) = &self.config.health {
+                        h.lease_failed(&e.to_string());
+                    }
                     tokio::select! {
                         () = tokio::time::sleep(Duration::from_millis(500)) => {}
                         () = shutdown.cancelled() => return Vec::new(),
@@ -363,6 +379,7 @@ struct JobTask {
     /// The worker's queues and its round-robin position, shared with the lease loop.
     queues: Arc<[String]>,
     next_queue: Arc<AtomicUsize>,
+    health: Option<Arc<WorkerHealth>>,
 }
 
 impl JobTask {
@@ -516,6 +533,9 @@ impl JobTask {
                 }
                 Err(e) => {
                     warn!(error = %e, "result not delivered; the reaper will recover the job");
+                    if let Some(h) = &self.health {
+                        h.result_not_delivered(&job.id, &e.to_string());
+                    }
                     None
                 }
             }
