@@ -475,3 +475,34 @@ fn html_report_renders_both_arms_and_the_verdict_in_chromium() {
     let (_, blank_png) = chromium(&blank, s.dir.path());
     assert!(png.len() > 4 * blank_png.len(), "the screenshot shows content ({} bytes vs a blank page's {})", png.len(), blank_png.len());
 }
+
+// Issue 13 item 8: `eval status` of a running forge shows the running stage's live output (the
+// scripted arm writes its stderr line, then sleeps until cancelled).
+#[test]
+fn eval_status_shows_the_running_arms_output_tail() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "scripted: stderr arm is thinking\nscripted@1: sleep 600000", "", VERIFY_SHORT);
+    let root = s.path("agents-skills");
+    let args = ["eval", "forge", "--runtime", "scripted", "--brief", brief.to_str().unwrap(), "--skill-dir", skill.to_str().unwrap(), "--install-root", root.to_str().unwrap()];
+    let forge = Reaped(s.home.cmd().args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
+    let shown = s.home.wait(Duration::from_secs(60), "eval status to show the running arm's output", || {
+        let out = s.home.run(&["eval", "status", "--brief", BRIEF_ID]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (text.contains("running: arm job") && text.contains("│ arm is thinking")).then_some(text)
+    });
+    assert!(shown.contains("jobs logs --follow"), "{shown}");
+    // `--json` is unchanged: the files' status only.
+    let json = s.home.json(&["eval", "status", "--brief", BRIEF_ID]);
+    assert!(json.get("running").is_none(), "{json:#}");
+    // Stop the sleeping arms through the queue (their worker kills them), then the forge.
+    let running = || -> Vec<String> {
+        let jobs = s.home.json(&["jobs", "list", "--state", "running"]);
+        jobs.as_array().into_iter().flatten().filter_map(|j| j["id"].as_str().map(str::to_owned)).collect()
+    };
+    for id in running() {
+        s.home.run(&["jobs", "cancel", &id]);
+    }
+    s.home.wait(Duration::from_secs(60), "the cancelled arms to stop", || running().is_empty().then_some(()));
+    drop(forge);
+}
