@@ -673,3 +673,60 @@ fn a_delivery_redelivered_after_serve_was_sigkilled_is_applied_once() {
     let legs: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "harvest").collect();
     assert_eq!(legs.len(), 1, "the verifier leg enqueued once: {jobs:#}");
 }
+
+// S-27: every leg on, one merged PR, each leg re-run twice (`harvest rerun`): exactly 4 rows
+// for the PR, the floor row untouched, each leg's tags still there, the run still
+// automatic_trace; each re-run is a new job whose result re-upserted its own row.
+#[test]
+fn s27_rerunning_each_leg_twice_keeps_four_rows_and_the_floor_row() {
+    let (repo, base, head) = two_commit_repo();
+    let home = Home::embedded();
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
+    let bin = fake_claude(home.path(), r#"{"coverage":0.9,"containment":0.8,"fidelity":0.7,"notes":"ok"}"#);
+    attribute(&home, 3, &["--checkout", repo.path().to_str().unwrap(), "--base", &base, "--runtime", "codex", "--instructions", "add f0..f11"]);
+    config(
+        &home,
+        &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/lib.rs\"]\n\
+             deterministic_checkers_enabled = true\ncross_family_review_enabled = true\nreview_runtimes = [\"claude\"]\n"),
+    );
+    let run = |args: &[&str]| {
+        let out = home.cmd().env("PATH", path_with(&bin)).arg("--json").args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    run(&["harvest", "outcome", "--repo", "acme/app", "--pr", "3", "--outcome", "merged", "--ci", "external", "--head", &head, "--wait"]);
+    let (_, before) = export(&home, RUN);
+    assert_eq!(before["feedback_events"].as_array().unwrap().len(), 4, "floor + three legs: {before:#}");
+    let floor_before = feedback(&before, "acme/app#3", "gitmoot-auto")[0].clone();
+    let mut rerun_jobs = Vec::new();
+    for _ in 0..2 {
+        for leg in ["hard_verifier", "checkers", "review"] {
+            let reply = run(&["harvest", "rerun", "--repo", "acme/app", "--pr", "3", "--leg", leg, "--wait"]);
+            assert_eq!(reply["state"], "succeeded", "{leg}: {reply}");
+            rerun_jobs.push(reply["job_id"].as_str().unwrap().to_owned());
+        }
+    }
+    rerun_jobs.sort();
+    rerun_jobs.dedup();
+    assert_eq!(rerun_jobs.len(), 6, "every re-run is a job of its own");
+    let (_, after) = export(&home, RUN);
+    assert_eq!(after["feedback_events"].as_array().unwrap().len(), 4, "still exactly 4 rows: {after:#}");
+    assert_eq!(feedback(&after, "acme/app#3", "gitmoot-auto")[0], &floor_before, "the floor row is untouched");
+    for (id, reviewer) in [("hard#acme/app#3", "gitmoot-verifier"), ("checker#acme/app#3", "gitmoot-checker"), ("review#acme/app#3", "gitmoot-review")] {
+        assert_eq!(feedback(&after, id, reviewer).len(), 1, "{id}");
+    }
+    let tags = |id: &str| item(&after, id)["metadata"].clone();
+    assert_eq!(tags("hard#acme/app#3")["hard_verifier"], true);
+    assert!(tags("hard#acme/app#3")["command_results"].is_array());
+    assert_eq!(tags("checker#acme/app#3")["objective"], true);
+    assert!(tags("checker#acme/app#3")["dimension_scores"].is_object());
+    assert_eq!((tags("review#acme/app#3")["judge_derived"].as_bool(), tags("review#acme/app#3")["reviewer_runtime"].as_str()), (Some(true), Some("claude")));
+    assert_eq!(after["feedback_context"]["feedback_source"], "automatic_trace");
+
+    // A leg that was never dispatched cannot be re-run: exit 2 naming it, nothing enqueued.
+    let jobs_before = home.json(&["jobs", "list"]).as_array().unwrap().len();
+    let out = home.run(&["harvest", "rerun", "--repo", "acme/app", "--pr", "4", "--leg", "checkers"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("acme/app#4 has no dispatched `checkers` leg"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(home.json(&["jobs", "list"]).as_array().unwrap().len(), jobs_before);
+}
