@@ -163,7 +163,16 @@ fn e45_arm_never_ran_stops_the_brief_before_any_mapping() {
     let s = Setup::new();
     let skill = s.skill("tldr", GOOD_SKILL);
     let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
-    let (code, report, stderr) = s.forge(&brief, &skill, &["--runtime", "opencode", "--judge-runtime", "opencode"]);
+    // An `opencode` that writes nothing and exits 1 (E-43): the arm never ran, whether or not the real
+    // OpenCode is installed (scripts/test installs it for the runtime profile's own test).
+    let bin = s.path("silent-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("opencode"), "#!/bin/sh\ncat >/dev/null\nexit 1\n").unwrap();
+    std::fs::set_permissions(bin.join("opencode"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let out = s.home.cmd().env("PATH", path).args(["--json", "eval", "forge", "--runtime", "opencode", "--judge-runtime", "opencode", "--brief"])
+        .arg(&brief).arg("--skill-dir").arg(&skill).arg("--install-root").arg(s.path("agents-skills")).output().unwrap();
+    let (code, report, stderr) = (out.status.code().unwrap_or(-1), serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null), String::from_utf8_lossy(&out.stderr).into_owned());
     assert_eq!(code, 1, "{stderr}");
     assert_eq!(codes(&report), vec![Some("arm_never_ran".to_owned())], "{report:#}");
     let v = s.verdict(BRIEF_ID, 1).unwrap();
