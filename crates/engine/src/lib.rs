@@ -5,8 +5,9 @@
 //!   opened from a URL by [`open`].
 //! * [`policy`]: attempts, backoff with jitter, what a stale lease becomes — one place for both backends.
 //! * [`worker`]: the lease → run → heartbeat → fenced result loop; [`reaper`]: stale recovery;
-//!   [`ingest`]: exactly-once application of results to the domain store; [`output`]: live
-//!   output of running jobs (`jobs logs --follow`).
+//!   [`ingest`]: exactly-once application of results to the domain store; [`retention`]: how
+//!   long finished jobs are kept and the bounded pruning passes; [`output`]: live output of
+//!   running jobs (`jobs logs --follow`).
 
 pub mod backend;
 pub mod error;
@@ -17,6 +18,7 @@ pub mod open;
 pub mod output;
 pub mod policy;
 pub mod reaper;
+pub mod retention;
 pub mod redis;
 pub mod registry;
 pub mod sqlite;
