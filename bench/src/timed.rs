@@ -11,6 +11,7 @@ use skillforge_engine::job::{
     CancelReply, Enqueued, ExpiredLease, Finish, FinishReply, HeartbeatReply, Job, JobSpec, JobState,
     LeaseView, LeasedJob, LockAcquire, WorkerIdentity,
 };
+use skillforge_engine::output::{NewOutput, OutputChunk};
 use skillforge_engine::{EngineError, QueueBackend, ReapAction};
 use skillforge_engine::retention::{PruneBatch, PruneRule, Tombstone};
 
@@ -72,6 +73,35 @@ impl QueueBackend for Timed {
         let n = r.as_ref().map(|v| v.len() as u64).unwrap_or(0);
         self.rec.add(if n > 0 { "lease" } else { "lease (empty)" }, t.elapsed(), n);
         r
+    }
+    async fn lease_or_stop(
+        &self,
+        queue: &str,
+        worker: &WorkerIdentity,
+        max: usize,
+        wait: Duration,
+        stop: &tokio_util::sync::CancellationToken,
+    ) -> Result<Vec<LeasedJob>, EngineError> {
+        let t = Instant::now();
+        let r = self.inner.lease_or_stop(queue, worker, max, wait, stop).await;
+        let n = r.as_ref().map(|v| v.len() as u64).unwrap_or(0);
+        self.rec.add(if n > 0 { "lease" } else { "lease (empty)" }, t.elapsed(), n);
+        r
+    }
+    fn change_seq(&self) -> u64 {
+        self.inner.change_seq()
+    }
+    async fn changed_since(&self, seen: u64, timeout: Duration) {
+        self.inner.changed_since(seen, timeout).await;
+    }
+    async fn append_output(&self, job_id: &str, fencing_token: u64, chunks: &[NewOutput]) -> Result<bool, EngineError> {
+        timed!(self, "append_output", self.inner.append_output(job_id, fencing_token, chunks))
+    }
+    async fn read_output(&self, job_id: &str, after: Option<&str>, limit: usize) -> Result<Vec<OutputChunk>, EngineError> {
+        self.inner.read_output(job_id, after, limit).await
+    }
+    async fn trim_output(&self, job_id: &str) -> Result<(), EngineError> {
+        timed!(self, "trim_output", self.inner.trim_output(job_id))
     }
     async fn heartbeat(&self, job_id: &str, fencing_token: u64) -> Result<HeartbeatReply, EngineError> {
         timed!(self, "heartbeat", self.inner.heartbeat(job_id, fencing_token))

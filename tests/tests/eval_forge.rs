@@ -163,7 +163,16 @@ fn e45_arm_never_ran_stops_the_brief_before_any_mapping() {
     let s = Setup::new();
     let skill = s.skill("tldr", GOOD_SKILL);
     let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
-    let (code, report, stderr) = s.forge(&brief, &skill, &["--runtime", "opencode", "--judge-runtime", "opencode"]);
+    // An `opencode` that writes nothing and exits 1 (E-43): the arm never ran, whether or not the real
+    // OpenCode is installed (scripts/test installs it for the runtime profile's own test).
+    let bin = s.path("silent-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("opencode"), "#!/bin/sh\ncat >/dev/null\nexit 1\n").unwrap();
+    std::fs::set_permissions(bin.join("opencode"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let out = s.home.cmd().env("PATH", path).args(["--json", "eval", "forge", "--runtime", "opencode", "--judge-runtime", "opencode", "--brief"])
+        .arg(&brief).arg("--skill-dir").arg(&skill).arg("--install-root").arg(s.path("agents-skills")).output().unwrap();
+    let (code, report, stderr) = (out.status.code().unwrap_or(-1), serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null), String::from_utf8_lossy(&out.stderr).into_owned());
     assert_eq!(code, 1, "{stderr}");
     assert_eq!(codes(&report), vec![Some("arm_never_ran".to_owned())], "{report:#}");
     let v = s.verdict(BRIEF_ID, 1).unwrap();
@@ -474,4 +483,35 @@ fn html_report_renders_both_arms_and_the_verdict_in_chromium() {
     std::fs::write(&blank, "<!doctype html><html><body></body></html>").unwrap();
     let (_, blank_png) = chromium(&blank, s.dir.path());
     assert!(png.len() > 4 * blank_png.len(), "the screenshot shows content ({} bytes vs a blank page's {})", png.len(), blank_png.len());
+}
+
+// Issue 13 item 8: `eval status` of a running forge shows the running stage's live output (the
+// scripted arm writes its stderr line, then sleeps until cancelled).
+#[test]
+fn eval_status_shows_the_running_arms_output_tail() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "scripted: stderr arm is thinking\nscripted@1: sleep 600000", "", VERIFY_SHORT);
+    let root = s.path("agents-skills");
+    let args = ["eval", "forge", "--runtime", "scripted", "--brief", brief.to_str().unwrap(), "--skill-dir", skill.to_str().unwrap(), "--install-root", root.to_str().unwrap()];
+    let forge = Reaped(s.home.cmd().args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
+    let shown = s.home.wait(Duration::from_secs(60), "eval status to show the running arm's output", || {
+        let out = s.home.run(&["eval", "status", "--brief", BRIEF_ID]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (text.contains("running: arm job") && text.contains("│ arm is thinking")).then_some(text)
+    });
+    assert!(shown.contains("jobs logs --follow"), "{shown}");
+    // `--json` is unchanged: the files' status only.
+    let json = s.home.json(&["eval", "status", "--brief", BRIEF_ID]);
+    assert!(json.get("running").is_none(), "{json:#}");
+    // Stop the sleeping arms through the queue (their worker kills them), then the forge.
+    let running = || -> Vec<String> {
+        let jobs = s.home.json(&["jobs", "list", "--state", "running"]);
+        jobs.as_array().into_iter().flatten().filter_map(|j| j["id"].as_str().map(str::to_owned)).collect()
+    };
+    for id in running() {
+        s.home.run(&["jobs", "cancel", &id]);
+    }
+    s.home.wait(Duration::from_secs(60), "the cancelled arms to stop", || running().is_empty().then_some(()));
+    drop(forge);
 }

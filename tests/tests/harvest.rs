@@ -413,8 +413,18 @@ fn webhook_signature_good_bad_missing_and_no_secret_refuses_to_start() {
 
 #[test]
 fn s33_verifier_leg_rerun_after_sigkilled_worker_writes_exactly_one_row() {
+    s33_sigkilled_leg(Home::embedded());
+}
+
+// S-33 — issue 13 item 10: the same SIGKILLed harvest leg on a Redis fleet.
+#[test]
+fn s33_verifier_leg_on_a_redis_fleet_rerun_after_sigkilled_worker_writes_exactly_one_row() {
+    let redis = RedisServer::start();
+    s33_sigkilled_leg(Home::redis(&redis.url()));
+}
+
+fn s33_sigkilled_leg(home: Home) {
     let (repo, _base, head) = two_commit_repo();
-    let home = Home::embedded();
     add_template(&home, CODER_TEMPLATE, "acme/templates");
     attribute(&home, 9, &["--checkout", repo.path().to_str().unwrap()]);
     config(&home, &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"sleep 3 && test -f src/lib.rs\"]\n"));
@@ -527,4 +537,204 @@ fn a_worker_that_cannot_see_the_checkout_runs_the_hard_verifier_and_checker_legs
         assert!(!payload.contains(&home_text), "no control-plane path in a fleet job: {payload}");
         assert!(payload.contains("repo.bundle"), "the checkout travelled as a bundle: {payload}");
     }
+}
+
+// Issue 13 item 12 (S-15, S-21): outcomes for one PR delivered at once by several processes
+// (a webhook redelivery racing a manual report, a merge racing a block) leave one floor row and
+// one eval run, whichever wins.
+#[test]
+fn outcomes_racing_for_one_pr_leave_one_row() {
+    let home = Home::embedded();
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
+    config(&home, &on(""));
+    attribute(&home, 1, &[]);
+    let racers: Vec<std::process::Child> = (0..6)
+        .map(|i| {
+            let outcome = if i % 2 == 0 { ["--outcome", "merged", "--ci", "none"].as_slice() } else { ["--outcome", "blocked"].as_slice() };
+            home.cmd()
+                .args(["--json", "harvest", "outcome", "--repo", "acme/app", "--pr", "1"])
+                .args(outcome)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let results: Vec<(Option<i32>, String)> = racers
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+        })
+        .collect();
+    assert!(results.iter().all(|(c, _)| *c == Some(0)), "every delivery is accepted: {results:?}");
+    let st = status(&home);
+    assert_eq!((st["eval_runs"].as_u64(), st["feedback_events"].as_u64()), (Some(1), Some(1)), "{results:?}\n{st:#}");
+    let (_, package) = export(&home, RUN);
+    assert_eq!(feedback(&package, "acme/app#1", "gitmoot-auto").len(), 1, "{package:#}");
+}
+
+/// A POST /events that may never be answered (its `serve` is killed meanwhile): sends and
+/// returns without reading.
+fn send_only(port: u16, event: &str, body: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let request = format!(
+        "POST /events HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-GitHub-Event: {event}\r\nX-GitHub-Delivery: d-1\r\nX-Hub-Signature-256: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        sign(body),
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    stream
+}
+
+fn review(pr: u32, id: u64, state: &str) -> String {
+    json!({"action": "submitted", "repository": {"full_name": "acme/app"}, "pull_request": {"number": pr}, "review": {"id": id, "state": state}}).to_string()
+}
+
+fn merged_pr(pr: u32, head: &str, body: &str) -> String {
+    json!({"action": "closed", "number": pr, "repository": {"full_name": "acme/app"},
+        "pull_request": {"number": pr, "merged": true, "merge_commit_sha": head, "head": {"sha": head}, "body": body}})
+    .to_string()
+}
+
+// Issue 13 item 11 (S-17, S-19..S-22): GitHub's own deliveries through `serve`: reviews asking
+// for changes count fix rounds (a redelivered review counts once, an approval not at all),
+// `check_suite` and `status` at the head make a merge's CI evidence, and the Revert button's PR
+// body flips the original row.
+#[test]
+fn github_reviews_checks_and_the_revert_button_through_serve() {
+    let home = Home::embedded();
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
+    config(&home, &on(""));
+    attribute(&home, 7, &[]);
+    attribute(&home, 8, &[]);
+    let port = free_port();
+    let _serve = Reaped(spawn_serve(&home, port, Some(SECRET)));
+    wait_listening(&home, port);
+    let deliver = |event: &str, body: &str| {
+        let (code, reply) = post(port, event, body, Some(&sign(body)));
+        assert_eq!(code, 200, "{event}: {reply}");
+        reply
+    };
+    let score = |pr: u32| {
+        let (_, package) = export(&home, RUN);
+        let id = format!("acme/app#{pr}");
+        let rows = feedback(&package, &id, "gitmoot-auto").into_iter().cloned().collect::<Vec<_>>();
+        (rows, item(&package, &id)["metadata"]["score"].as_f64())
+    };
+    // Two change requests (fix rounds 1, 2); the second redelivered; an approval adds nothing.
+    deliver("pull_request_review", &review(7, 101, "CHANGES_REQUESTED"));
+    let (rows, one_round) = score(7);
+    assert_eq!((rows.len(), rows[0]["choice"].as_str(), one_round), (1, Some("b"), Some(0.6)), "S-20: one round");
+    deliver("pull_request_review", &review(7, 102, "changes_requested"));
+    deliver("pull_request_review", &review(7, 102, "changes_requested"));
+    deliver("pull_request_review", &review(7, 103, "approved"));
+    let (rows, two_rounds) = score(7);
+    assert_eq!(rows.len(), 1, "one row, upserted in place");
+    assert!(two_rounds.unwrap() < 0.6, "S-21: two rounds score lower than one ({two_rounds:?})");
+    let (_, again) = score(7);
+    assert_eq!(again, two_rounds);
+
+    // CI at the head from a check suite and a status, then the merge: passing external CI.
+    let head = "8888888888888888888888888888888888888888";
+    deliver("check_suite", &json!({"action": "completed", "repository": {"full_name": "acme/app"},
+        "check_suite": {"head_sha": head, "conclusion": "success", "app": {"slug": "github-actions"}}}).to_string());
+    deliver("status", &json!({"sha": head, "state": "success", "context": "ci/build", "description": "", "repository": {"full_name": "acme/app"}}).to_string());
+    deliver("pull_request", &merged_pr(8, head, "Adds the cache"));
+    let (rows, merged) = score(8);
+    assert_eq!((rows.len(), rows[0]["choice"].as_str(), merged), (1, Some("a"), Some(1.0)), "S-17: {rows:?}");
+    assert!(rows[0]["reasoning"].as_str().unwrap().contains("passing external CI"), "{rows:?}");
+
+    // GitHub's Revert button: PR #9 titled `Revert "…"`, body `Reverts acme/app#8`.
+    deliver("pull_request", &merged_pr(9, "9999999999999999999999999999999999999999", "Reverts acme/app#8"));
+    let (rows, _) = score(8);
+    assert_eq!((rows.len(), rows[0]["choice"].as_str()), (1, Some("b")), "S-22: the revert flips #8 in place");
+    assert_eq!(status(&home)["feedback_events"], 2, "#7 and #8, one row each");
+}
+
+// Issue 13 item 11: a delivery whose `serve` was SIGKILLed while handling it (or before), then
+// redelivered by GitHub (same delivery id and body) to the restarted `serve`, is applied once:
+// one floor row, and the merge's leg enqueued once.
+#[test]
+fn a_delivery_redelivered_after_serve_was_sigkilled_is_applied_once() {
+    let (repo, _base, head) = two_commit_repo();
+    let home = Home::embedded();
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
+    attribute(&home, 5, &["--checkout", repo.path().to_str().unwrap()]);
+    config(&home, &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/lib.rs\"]\n"));
+    let body = merged_pr(5, &head, "Adds f0..f11");
+    let port = free_port();
+    let mut first = Reaped(spawn_serve(&home, port, Some(SECRET)));
+    wait_listening(&home, port);
+    let _unanswered = send_only(port, "pull_request", &body);
+    first.0.kill().unwrap();
+    let _ = first.0.wait();
+    let port = free_port();
+    let _second = Reaped(spawn_serve(&home, port, Some(SECRET)));
+    wait_listening(&home, port);
+    for _ in 0..2 {
+        let (code, reply) = post(port, "pull_request", &body, Some(&sign(&body)));
+        assert_eq!(code, 200, "{reply}");
+    }
+    assert_eq!(status(&home)["feedback_events"], 1, "one floor row");
+    let jobs = home.json(&["jobs", "list"]);
+    let legs: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "harvest").collect();
+    assert_eq!(legs.len(), 1, "the verifier leg enqueued once: {jobs:#}");
+}
+
+// S-27: every leg on, one merged PR, each leg re-run twice (`harvest rerun`): exactly 4 rows
+// for the PR, the floor row untouched, each leg's tags still there, the run still
+// automatic_trace; each re-run is a new job whose result re-upserted its own row.
+#[test]
+fn s27_rerunning_each_leg_twice_keeps_four_rows_and_the_floor_row() {
+    let (repo, base, head) = two_commit_repo();
+    let home = Home::embedded();
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
+    let bin = fake_claude(home.path(), r#"{"coverage":0.9,"containment":0.8,"fidelity":0.7,"notes":"ok"}"#);
+    attribute(&home, 3, &["--checkout", repo.path().to_str().unwrap(), "--base", &base, "--runtime", "codex", "--instructions", "add f0..f11"]);
+    config(
+        &home,
+        &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/lib.rs\"]\n\
+             deterministic_checkers_enabled = true\ncross_family_review_enabled = true\nreview_runtimes = [\"claude\"]\n"),
+    );
+    let run = |args: &[&str]| {
+        let out = home.cmd().env("PATH", path_with(&bin)).arg("--json").args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    run(&["harvest", "outcome", "--repo", "acme/app", "--pr", "3", "--outcome", "merged", "--ci", "external", "--head", &head, "--wait"]);
+    let (_, before) = export(&home, RUN);
+    assert_eq!(before["feedback_events"].as_array().unwrap().len(), 4, "floor + three legs: {before:#}");
+    let floor_before = feedback(&before, "acme/app#3", "gitmoot-auto")[0].clone();
+    let mut rerun_jobs = Vec::new();
+    for _ in 0..2 {
+        for leg in ["hard_verifier", "checkers", "review"] {
+            let reply = run(&["harvest", "rerun", "--repo", "acme/app", "--pr", "3", "--leg", leg, "--wait"]);
+            assert_eq!(reply["state"], "succeeded", "{leg}: {reply}");
+            rerun_jobs.push(reply["job_id"].as_str().unwrap().to_owned());
+        }
+    }
+    rerun_jobs.sort();
+    rerun_jobs.dedup();
+    assert_eq!(rerun_jobs.len(), 6, "every re-run is a job of its own");
+    let (_, after) = export(&home, RUN);
+    assert_eq!(after["feedback_events"].as_array().unwrap().len(), 4, "still exactly 4 rows: {after:#}");
+    assert_eq!(feedback(&after, "acme/app#3", "gitmoot-auto")[0], &floor_before, "the floor row is untouched");
+    for (id, reviewer) in [("hard#acme/app#3", "gitmoot-verifier"), ("checker#acme/app#3", "gitmoot-checker"), ("review#acme/app#3", "gitmoot-review")] {
+        assert_eq!(feedback(&after, id, reviewer).len(), 1, "{id}");
+    }
+    let tags = |id: &str| item(&after, id)["metadata"].clone();
+    assert_eq!(tags("hard#acme/app#3")["hard_verifier"], true);
+    assert!(tags("hard#acme/app#3")["command_results"].is_array());
+    assert_eq!(tags("checker#acme/app#3")["objective"], true);
+    assert!(tags("checker#acme/app#3")["dimension_scores"].is_object());
+    assert_eq!((tags("review#acme/app#3")["judge_derived"].as_bool(), tags("review#acme/app#3")["reviewer_runtime"].as_str()), (Some(true), Some("claude")));
+    assert_eq!(after["feedback_context"]["feedback_source"], "automatic_trace");
+
+    // A leg that was never dispatched cannot be re-run: exit 2 naming it, nothing enqueued.
+    let jobs_before = home.json(&["jobs", "list"]).as_array().unwrap().len();
+    let out = home.run(&["harvest", "rerun", "--repo", "acme/app", "--pr", "4", "--leg", "checkers"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("acme/app#4 has no dispatched `checkers` leg"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(home.json(&["jobs", "list"]).as_array().unwrap().len(), jobs_before);
 }

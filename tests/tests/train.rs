@@ -325,7 +325,21 @@ fn train_recover_imports_what_a_failed_wrapper_left_without_duplicates() {
 
 #[test]
 fn sigkill_during_option_generation_goes_stale_and_recovers_without_duplicates() {
-    let home = Home::embedded();
+    sigkill_during_option_generation(Home::embedded(), None);
+}
+
+// Issue 13 item 10: the same failure on a Redis fleet: the dead worker's leases go stale, a
+// second worker's reaper re-queues them and it runs them; each option is applied once.
+#[test]
+fn sigkill_during_option_generation_on_a_redis_fleet_recovers_without_duplicates() {
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    sigkill_during_option_generation(home, Some(&redis));
+}
+
+/// `fleet`: on Redis, nobody runs jobs for `train continue` (no in-process worker): a second
+/// worker is started after the first died.
+fn sigkill_during_option_generation(home: Home, fleet: Option<&RedisServer>) {
     train_config(&home, "");
     start(&home, true);
     let mut worker = Reaped(spawn_worker_env(&home, "slow", &[("SKILLFORGE_SCRIPTED_DELAY_MS", "20000")]));
@@ -344,7 +358,9 @@ fn sigkill_during_option_generation_goes_stale_and_recovers_without_duplicates()
     wait_phase(&home, "generating_options_heartbeat_stale");
     let st = wait_phase(&home, "blocked_stale_lock");
     assert_eq!(st["blocked_step"], "option_generation");
-    // The next continue reaps the stale leases, re-runs the jobs and applies each result once.
+    let _second = fleet.map(|_| Reaped(home.spawn_worker("w2", &[])));
+    // The next continue (embedded: its in-process worker's reaper; Redis: w2's) reaps the stale
+    // leases, re-runs the jobs and applies each result once.
     run_code(&home, &["train", "continue", "--session", SESSION], 0);
     let st = status(&home);
     assert_eq!(st["current_phase"], "review_published", "{st:#}");
@@ -352,11 +368,29 @@ fn sigkill_during_option_generation_goes_stale_and_recovers_without_duplicates()
     assert_eq!(st["verbose"]["jobs"]["total"], 2, "the idempotency key kept one job per item: {st:#}");
     run_code(&home, &["train", "continue", "--session", SESSION], 0);
     assert_options_once(&status(&home));
+    if fleet.is_some() {
+        let owners = train_job_owners(&home);
+        assert!(owners.iter().any(|(_, o)| o.starts_with("slow-")) && owners.iter().any(|(_, o)| o.starts_with("w2-")), "{owners:?}");
+    }
 }
 
 #[test]
 fn sigkill_during_the_optimizer_goes_stale_then_recovery_available_and_recovers_once() {
-    let home = Home::embedded();
+    sigkill_during_the_optimizer(Home::embedded(), None);
+}
+
+// Issue 13 item 10: a stale optimizer on a Redis fleet: `serve` parks it with recovery
+// available, `train recover` finds nothing to import (it died before writing), the next
+// continue runs a fresh attempt on the second worker and imports once; a second recover adds
+// nothing.
+#[test]
+fn a_stale_optimizer_on_a_redis_fleet_is_recovery_available_and_recovers_once() {
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    sigkill_during_the_optimizer(home, Some(&redis));
+}
+
+fn sigkill_during_the_optimizer(home: Home, fleet: Option<&RedisServer>) {
     let mark = write(&home.path().join("slow.mark"), "");
     let pidfile = home.path().join("slow.pid");
     let script = write(
@@ -370,7 +404,9 @@ fn sigkill_during_the_optimizer_goes_stale_then_recovery_available_and_recovers_
     );
     train_config(&home, &format!("[backends.slow]\ncommand = [\"sh\", \"{}\"]\n", path_arg(&script)));
     start(&home, true);
+    let generator = fleet.map(|_| Reaped(home.spawn_worker("gen", &[])));
     run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    drop(generator);
     fill_feedback(&home, true);
     let mut worker = Reaped(home.spawn_worker("w1", &[]));
     run_code(&home, &["train", "continue", "--session", SESSION, "--backend", "slow", "--no-wait"], 0);
@@ -386,10 +422,17 @@ fn sigkill_during_the_optimizer_goes_stale_then_recovery_available_and_recovers_
     let st = wait_phase(&home, "blocked_stale_lock");
     assert_eq!(st["blocked_step"], "optimizer");
     // A control plane's reaper parks the non-idempotent job: recovery available.
-    let _serve = Reaped(home.spawn_serve());
+    let serve = Reaped(home.spawn_serve());
     let st = wait_phase(&home, "recovery_available");
     assert_eq!(st["recovery_available"], true);
-    drop(_serve);
+    drop(serve);
+    let out_root = st["verbose"]["optimizer"]["out_root"].as_str().unwrap_or_default().to_owned();
+    if fleet.is_some() {
+        // Nothing was written by the killed attempt: recover imports nothing.
+        let out = home.run(&["train", "recover", "--session", SESSION, "--out-root", &out_root]);
+        assert!(candidates(&home).is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let _second = fleet.map(|_| Reaped(home.spawn_worker("w2", &[])));
     // The next continue starts a fresh attempt (the first left no candidate) and imports once.
     run_code(&home, &["train", "continue", "--session", SESSION], 0);
     let st = status(&home);
@@ -398,6 +441,12 @@ fn sigkill_during_the_optimizer_goes_stale_then_recovery_available_and_recovers_
     assert_eq!(candidates(&home).len(), 1);
     run_code(&home, &["train", "continue", "--session", SESSION], 0);
     assert_eq!(candidates(&home).len(), 1, "no duplicate candidate version");
+    if fleet.is_some() {
+        let version = status(&home)["candidate_version"].as_str().unwrap().to_owned();
+        let (_, err) = run_code(&home, &["train", "recover", "--session", SESSION, "--out-root", &out_root], 0);
+        assert!(err.contains("already recorded") && err.contains(&version), "{err}");
+        assert_eq!(candidates(&home).len(), 1, "a recover after the import adds nothing");
+    }
 }
 
 /// Option generation with `--runtime claude` when Claude Code is installed but not logged in (the
@@ -515,4 +564,74 @@ fn train_recover_reads_the_outputs_a_sigkilled_optimizer_uploaded_from_another_m
     assert_eq!(candidates(&home).len(), 1);
     run_code(&home, &["train", "recover", "--session", SESSION, "--out-root", &out_root], 0);
     assert_eq!(candidates(&home).len(), 1, "a second recover imports nothing new");
+}
+
+/// Starts `skillforge ARGS` for `home` without waiting (stdout/stderr piped).
+fn spawn_cmd(home: &Home, args: &[&str]) -> Child {
+    home.cmd().args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn skillforge")
+}
+
+/// Waits for both and returns their (exit code, stderr).
+fn both(a: Child, b: Child) -> [(Option<i32>, String); 2] {
+    [a, b].map(|c| {
+        let out = c.wait_with_output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    })
+}
+
+/// The session's optimizer jobs.
+fn optimizer_jobs(home: &Home) -> Vec<Value> {
+    let jobs = home.json(&["jobs", "list"]);
+    jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "train" && j["stage"] == "optimizer").cloned().collect()
+}
+
+// Issue 13 item 12: two `train continue` at once on one session at the optimizer step: one
+// optimizer job runs and one candidate is imported; neither command fails for the other's sake
+// beyond a clear refusal.
+#[test]
+fn two_train_continue_at_once_run_one_optimizer_and_import_one_candidate() {
+    let home = Home::embedded();
+    start(&home, true);
+    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    fill_feedback(&home, true);
+    let args = ["train", "continue", "--session", SESSION];
+    let results = both(spawn_cmd(&home, &args), spawn_cmd(&home, &args));
+    for (code, err) in &results {
+        assert!(matches!(code, Some(0 | 2 | 3)), "exit {code:?}: {err}");
+    }
+    assert!(results.iter().any(|(c, _)| *c == Some(0)), "{results:?}");
+    let st = status(&home);
+    assert_eq!(st["current_phase"], "candidate_created", "{results:?}\n{st:#}");
+    assert_eq!(optimizer_jobs(&home).len(), 1, "one optimizer job: {results:?}");
+    assert_eq!(candidates(&home).len(), 1, "one candidate: {results:?}");
+    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    assert_eq!(candidates(&home).len(), 1);
+}
+
+// Issue 13 item 12: `train continue` and `train recover` at once on a session whose optimizer
+// wrapper failed after writing its candidate: the candidate is imported once.
+#[test]
+fn train_continue_and_recover_at_once_import_one_candidate() {
+    let home = Home::embedded();
+    let script = write(
+        &home.path().join("wrap.sh"),
+        &format!("#!/bin/sh\n\"{}\" optimizer distill \"$@\" || exit 3\necho 'wrapper: upload failed' >&2\nexit 1\n", bin().display()),
+    );
+    train_config(&home, &format!("[backends.wrap]\ncommand = [\"sh\", \"{}\"]\n", path_arg(&script)));
+    start(&home, true);
+    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    fill_feedback(&home, true);
+    run_code(&home, &["train", "continue", "--session", SESSION, "--backend", "wrap"], 1);
+    let st = status(&home);
+    assert_eq!(st["status_phase"], "recovery_available", "{st:#}");
+    let out_root = st["verbose"]["optimizer"]["out_root"].as_str().unwrap().to_owned();
+    let results = both(
+        spawn_cmd(&home, &["train", "continue", "--session", SESSION, "--backend", "wrap"]),
+        spawn_cmd(&home, &["train", "recover", "--session", SESSION, "--out-root", &out_root]),
+    );
+    assert_eq!(candidates(&home).len(), 1, "one candidate: {results:?}");
+    let st = status(&home);
+    assert!(st["candidate_version"].is_string(), "{results:?}\n{st:#}");
+    run_code(&home, &["train", "recover", "--session", SESSION, "--out-root", &out_root], 0);
+    assert_eq!(candidates(&home).len(), 1);
 }

@@ -7,8 +7,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::error::EngineError;
 use crate::transfer::TransferArea;
+use crate::output::{NewOutput, OutputChunk};
 use crate::job::{
     CancelReply, Enqueued, ExpiredLease, Finish, FinishReply, HeartbeatReply, Job, JobSpec,
     JobState, LeaseView, LeasedJob, LockAcquire, WorkerIdentity,
@@ -53,6 +56,14 @@ pub(crate) async fn collect_batch<T>(
     batch
 }
 
+/// Resolves when `stop` fires; never without one (the wait of a plain `lease`).
+pub(crate) async fn until_stopped(stop: Option<&CancellationToken>) {
+    match stop {
+        Some(stop) => stop.cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Transition applied by the reaper to an expired lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReapAction {
@@ -94,6 +105,54 @@ pub trait QueueBackend: Send + Sync + 'static {
         max: usize,
         wait: Duration,
     ) -> Result<Vec<LeasedJob>, EngineError>;
+
+    /// Leases exactly like [`Self::lease`], except that a wait for work ends, empty, as soon as
+    /// `stop` fires: a worker told to stop does not sit out the rest of `wait` on an empty
+    /// queue. Only the waiting is cut short, never a lease in progress (jobs it leased are
+    /// returned). The default ignores `stop` (correct, only slower to stop); both backends cut
+    /// the wait.
+    async fn lease_or_stop(
+        &self,
+        queue: &str,
+        worker: &WorkerIdentity,
+        max: usize,
+        wait: Duration,
+        stop: &CancellationToken,
+    ) -> Result<Vec<LeasedJob>, EngineError> {
+        let _ = stop;
+        self.lease(queue, worker, max, wait).await
+    }
+
+    /// A counter that moves whenever some job's state may have changed (a finish, cancel, reap,
+    /// enqueue; on the embedded queue also any other process's commit to the file). Read it
+    /// *before* reading the jobs you wait for, then pass it to [`Self::changed_since`], so a
+    /// change between the read and the wait is not missed. The default is a constant `0`.
+    fn change_seq(&self) -> u64 {
+        0
+    }
+
+    /// Returns once [`Self::change_seq`] moved past `seen`, or after `timeout`, whichever is
+    /// first. Spurious returns are allowed (callers re-read what they wait for). The embedded
+    /// queue wakes at once for a change of this process and within its `data_version` poll
+    /// (1–2 ms) for another process's commit. The default, for a backend that cannot tell,
+    /// sleeps `timeout`: the caller polls.
+    async fn changed_since(&self, seen: u64, timeout: Duration) {
+        let _ = seen;
+        tokio::time::sleep(timeout).await;
+    }
+
+    /// Appends live output of a running attempt ([`crate::output`]), fenced: nothing is written
+    /// (and the reply is `false`) unless the job is `running` under `fencing_token`. A job keeps
+    /// at most [`crate::output::OUTPUT_CAP_CHUNKS`] chunks, the oldest dropped first.
+    async fn append_output(&self, job_id: &str, fencing_token: u64, chunks: &[NewOutput]) -> Result<bool, EngineError>;
+
+    /// A job's kept output chunks after the chunk whose cursor is `after` (`None`: from the
+    /// oldest kept), oldest first, at most `limit`. Empty for an unknown job or one that wrote
+    /// nothing (or whose output was trimmed away).
+    async fn read_output(&self, job_id: &str, after: Option<&str>, limit: usize) -> Result<Vec<OutputChunk>, EngineError>;
+
+    /// The job ended: keeps only its last [`crate::output::OUTPUT_TAIL_CHUNKS`] chunks.
+    async fn trim_output(&self, job_id: &str) -> Result<(), EngineError>;
 
     /// Renews the lease's heartbeat (fenced).
     async fn heartbeat(&self, job_id: &str, fencing_token: u64)

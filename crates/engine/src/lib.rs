@@ -6,7 +6,8 @@
 //! * [`policy`]: attempts, backoff with jitter, what a stale lease becomes — one place for both backends.
 //! * [`worker`]: the lease → run → heartbeat → fenced result loop; [`reaper`]: stale recovery;
 //!   [`ingest`]: exactly-once application of results to the domain store; [`retention`]: how
-//!   long finished jobs are kept and the bounded pruning passes.
+//!   long finished jobs are kept and the bounded pruning passes; [`output`]: live output of
+//!   running jobs (`jobs logs --follow`).
 //! * [`labels`]: worker labels, job label requirements and the routes between them.
 //! * [`transfer`]: a job's files by content through the queue (inputs, uploaded outputs).
 
@@ -17,6 +18,7 @@ pub mod ingest;
 pub mod job;
 pub mod labels;
 pub mod open;
+pub mod output;
 pub mod policy;
 pub mod reaper;
 pub mod retention;

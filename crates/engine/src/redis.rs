@@ -24,6 +24,7 @@
 //! | `lock:{name}`, `locks` | hash, sorted set | named locks; held locks by heartbeat deadline |
 //! | `seq` | string | the sequence counter |
 //! | `leasereq:{uuid}` | list | jobs leased by one lease request (10 min), so a retried request is idempotent |
+//! | `out:{id}` | stream | the job's live output ([`crate::output`]): entries `s` (stream), `t` (fencing token), `d` (bytes); at most `OUTPUT_CAP_CHUNKS`, trimmed to `OUTPUT_TAIL_CHUNKS` when the job ends |
 //! | `epoch` | string | the namespace epoch: a random id written once into an empty namespace (`epoch.lua`); gone or changed = the data was lost ([`QueueBackend::check_namespace`](crate::QueueBackend::check_namespace)) |
 //!
 //! ## The job hash
@@ -89,6 +90,7 @@ use std::time::Duration;
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use ::redis::{AsyncConnectionConfig, Client, ErrorKind, RedisError, ServerErrorKind};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::backend::ReapAction;
 use crate::error::EngineError;
@@ -198,6 +200,7 @@ macro_rules! with_retry {
 }
 
 // After `with_retry!`, which they use.
+mod output;
 mod queue;
 mod retention;
 
@@ -307,6 +310,45 @@ impl RedisBackend {
             && pool.len() < BLOCKING_POOL
         {
             pool.push(c);
+        }
+    }
+
+    /// `lease`, whose wait for work (never a lease in progress) ends, empty, when `stop` fires.
+    async fn lease_waiting(
+        &self,
+        queue: &str,
+        worker: &WorkerIdentity,
+        max: usize,
+        wait: Duration,
+        stop: Option<&CancellationToken>,
+    ) -> Result<Vec<LeasedJob>, EngineError> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let deadline = Instant::now() + wait;
+        loop {
+            let (jobs, next_due, server_now) = self.lease_once(queue, worker, max).await?;
+            if !jobs.is_empty() {
+                return Ok(jobs);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(jobs);
+            }
+            let mut block = deadline - now;
+            if let Some(due) = next_due {
+                let until_due = Duration::from_millis(due.saturating_sub(server_now).max(0) as u64);
+                block = block.min(until_due);
+            }
+            if !block.is_zero() {
+                // Cut short by `stop`, a BLPOP in flight is dropped with its connection (a wake
+                // token it had already popped is lost: another idle waiter then re-checks at the
+                // end of its own block instead of at once).
+                tokio::select! {
+                    _ = self.wait_for_wake(queue, block) => {}
+                    () = crate::backend::until_stopped(stop) => return Ok(Vec::new()),
+                }
+            }
         }
     }
 

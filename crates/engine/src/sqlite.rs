@@ -42,6 +42,7 @@ mod rows;
 mod queue;
 mod retention;
 mod schema;
+mod output;
 mod watch;
 
 use std::path::{Path, PathBuf};
@@ -250,6 +251,46 @@ impl SqliteBackend {
             self.inner.wake.wake_all();
         }
         Ok(out)
+    }
+
+    /// `lease`, whose wait for work (never a lease in progress) ends, empty, when `stop` fires.
+    async fn lease_waiting(
+        &self,
+        queue: &str,
+        worker: &WorkerIdentity,
+        max: usize,
+        wait: Duration,
+        stop: Option<&CancellationToken>,
+    ) -> Result<Vec<LeasedJob>, EngineError> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut _waiting = None;
+        loop {
+            // Registered before the check, so a signal between check and sleep is not lost.
+            let notified = self.inner.wake.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (leased, next_due) = self.try_lease(queue, worker, max).await?;
+            let now = tokio::time::Instant::now();
+            if !leased.is_empty() || now >= deadline {
+                return Ok(leased);
+            }
+            if _waiting.is_none() {
+                _waiting = Some(self.inner.wake.waiting());
+            }
+            let mut until = deadline.min(now + MAX_IDLE_RECHECK);
+            if let Some(due) = next_due {
+                let in_ms = (due - now_ms()).max(0) as u64;
+                until = until.min(now + Duration::from_millis(in_ms));
+            }
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(until) => {}
+                () = crate::backend::until_stopped(stop) => return Ok(Vec::new()),
+            }
+        }
     }
 
     /// One attempt at leasing (no waiting). Returns the leased jobs and, when none was due,

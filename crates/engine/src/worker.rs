@@ -15,6 +15,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use crate::backend::QueueBackend;
 use crate::health::WorkerHealth;
 use crate::job::{FinishReply, HeartbeatReply, JobState, LeasedJob, LockAcquire, WorkerIdentity};
+use crate::output::OutputForwarder;
 use crate::policy::finish_for;
 use crate::reaper::{DEFAULT_REAP_EVERY, run_reaper};
 use crate::registry::RunnerRegistry;
@@ -53,7 +54,8 @@ pub struct WorkerConfig {
     pub retention: Option<crate::retention::Retention>,
     /// Parent of each attempt's scratch dir.
     pub scratch_root: PathBuf,
-    /// Longest a single lease call waits for work; bounds how fast shutdown is noticed.
+    /// Longest a single lease call waits for work before the loop re-checks (a shutdown ends
+    /// the wait at once: `QueueBackend::lease_or_stop`).
     pub poll_wait: Duration,
     /// Where undelivered results and failing lease calls are also reported, for a process that
     /// runs this worker for its own jobs ([`WorkerHealth`]); `None` only logs them.
@@ -198,12 +200,13 @@ impl Worker {
                 }
                 continue;
             }
-            let lease = self.lease_round(free, &next_queue);
+            let lease = self.lease_round(free, &next_queue, &shutdown);
             tokio::pin!(lease);
             let leased = tokio::select! {
                 jobs = &mut lease => jobs,
                 // A lease call in flight may already have leased jobs: let it answer (they are
-                // then handed straight back), but not for longer than the grace.
+                // then handed straight back), but not for longer than the grace. One that only
+                // waits for work answers at once (`lease_or_stop`).
                 () = shutdown.cancelled() => match tokio::time::timeout(self.config.grace, &mut lease).await {
                     Ok(jobs) => jobs,
                     Err(_) => {
@@ -326,15 +329,16 @@ impl Worker {
         queues
     }
 
-    /// Leases up to `free` jobs, trying queues round-robin; only the last queue tried waits.
-    async fn lease_round(&self, free: usize, next_queue: &AtomicUsize) -> Vec<LeasedJob> {
+    /// Leases up to `free` jobs, trying queues round-robin; only the last queue tried waits, and
+    /// only until `shutdown` fires.
+    async fn lease_round(&self, free: usize, next_queue: &AtomicUsize, shutdown: &CancellationToken) -> Vec<LeasedJob> {
         let queues = self.lease_queues().await;
         let n = queues.len();
         let first = next_queue.load(Ordering::Relaxed);
         for i in 0..n {
             let queue = &queues[(first + i) % n];
             let wait = if i + 1 == n { self.config.poll_wait } else { Duration::ZERO };
-            match self.backend.lease(queue, &self.identity, free, wait).await {
+            match self.backend.lease_or_stop(queue, &self.identity, free, wait, shutdown).await {
                 Ok(jobs) if !jobs.is_empty() => {
                     if let Some(h) = &self.config.health {
                         h.lease_answered();
@@ -352,7 +356,10 @@ impl Worker {
                     if let Some(h) = &self.config.health {
                         h.lease_failed(&e.to_string());
                     }
-                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                        () = shutdown.cancelled() => return Vec::new(),
+                    }
                 }
             }
         }
@@ -517,6 +524,7 @@ impl JobTask {
             }
 
             let scratch_dir = self.scratch_root.join(format!("{}-{token}", job.id));
+            let mut wrote_output = false;
             let result = match self.registry.get(&job.spec.kind) {
                 _ if cancel.is_cancelled() => Err("cancelled before the runner started".to_owned()),
                 None => Err(format!(
@@ -525,7 +533,13 @@ impl JobTask {
                     job.spec.kind,
                     self.registry.kinds().join(", ")
                 )),
-                Some(runner) => self.run_runner(runner.as_ref(), &job, token, &scratch_dir, &cancel).await,
+                Some(runner) => {
+                    let output = OutputForwarder::start(self.backend.clone(), &job.id, token);
+                    let result =
+                        self.run_runner(runner.as_ref(), &job, token, &scratch_dir, &cancel, output.output_fn()).await;
+                    wrote_output = output.finish().await;
+                    result
+                }
             };
             done.cancel();
             let _ = heartbeat.await;
@@ -569,6 +583,11 @@ impl JobTask {
                         FinishReply::Applied(state) => {
                             self.counters.finished.fetch_add(1, Ordering::Relaxed);
                             info!(state = %state, result = %finish.attempt_result, retry_delay_ms = finish.retry_delay_ms, "job finished");
+                            if state.is_terminal() && wrote_output {
+                                if let Err(e) = self.backend.trim_output(&job.id).await {
+                                    debug!(error = %e, "live output not trimmed");
+                                }
+                            }
                         }
                         FinishReply::Fenced { current_token } => {
                             self.counters.fenced.fetch_add(1, Ordering::Relaxed);
@@ -604,6 +623,7 @@ impl JobTask {
         token: u64,
         scratch_dir: &std::path::Path,
         cancel: &CancellationToken,
+        output: skillforge_runner::OutputFn,
     ) -> Result<skillforge_runner::RunOutcome, String> {
         let files = &job.spec.files;
         let mut payload = job.spec.payload.clone();
@@ -626,6 +646,7 @@ impl JobTask {
         let ctx = RunContext {
             cancel: cancel.clone(),
             heartbeat: Arc::new(|_| {}),
+            output,
             scratch_dir: scratch_dir.to_path_buf(),
             attempt: job.attempts,
             fencing_token: token,

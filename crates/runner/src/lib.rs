@@ -86,8 +86,33 @@ pub struct RepoFetch {
 /// Callback the runner calls to report liveness (and optionally progress text).
 pub type HeartbeatFn = Arc<dyn Fn(Option<&str>) + Send + Sync>;
 
-/// What the engine gives a running job: cancellation, heartbeat, a private scratch dir and the
-/// lease it runs under (attempt, fencing token).
+/// Which of a job's output streams a chunk of live output came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputStream {
+    /// The process's standard output.
+    Stdout,
+    /// The process's standard error.
+    Stderr,
+}
+
+impl OutputStream {
+    /// `"stdout"` or `"stderr"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stdout => "stdout",
+            Self::Stderr => "stderr",
+        }
+    }
+}
+
+/// Callback a runner calls with each piece of a job's output as it is read (live output, shown
+/// by `skillforge jobs logs`), before and independently of the capped tails of its outcome. It
+/// must not block: the engine's implementation only buffers.
+pub type OutputFn = Arc<dyn Fn(OutputStream, &[u8]) + Send + Sync>;
+
+/// What the engine gives a running job: cancellation, heartbeat, live output, a private scratch
+/// dir and the lease it runs under (attempt, fencing token).
 #[derive(Clone)]
 pub struct RunContext {
     /// Cancelled when the job is cancelled, its lease is lost (fenced off) or the worker shuts
@@ -96,6 +121,9 @@ pub struct RunContext {
     /// Reports liveness/progress. The engine already heartbeats the lease on its own timer, so
     /// calling this is optional; it only adds progress text.
     pub heartbeat: HeartbeatFn,
+    /// Receives the job's output as it is written (see [`OutputFn`]); runners that run
+    /// processes pass every chunk they read.
+    pub output: OutputFn,
     /// A directory private to this attempt: a path only. A runner that needs it creates it
     /// (`create_dir_all`); the engine removes it after the run if it exists.
     pub scratch_dir: PathBuf,
@@ -107,13 +135,14 @@ pub struct RunContext {
 }
 
 impl RunContext {
-    /// A context with a fresh cancellation token, a no-op heartbeat, the given scratch dir and no
-    /// lease (attempt and fencing token 0). Used by tests and by commands that run a runner
-    /// in-process.
+    /// A context with a fresh cancellation token, a no-op heartbeat, live output dropped, the
+    /// given scratch dir and no lease (attempt and fencing token 0). Used by tests and by
+    /// commands that run a runner in-process.
     pub fn detached(scratch_dir: PathBuf) -> Self {
         Self {
             cancel: CancellationToken::new(),
             heartbeat: Arc::new(|_| {}),
+            output: Arc::new(|_, _| {}),
             scratch_dir,
             attempt: 0,
             fencing_token: 0,

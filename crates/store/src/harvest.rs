@@ -269,6 +269,22 @@ pub async fn get_leg_job(db: impl SqliteExecutor<'_>, dispatch_key: &str) -> Res
     .await?)
 }
 
+/// Every dispatch of `repo#pr`'s `leg`, oldest first (the merge's dispatch, then its re-runs).
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn leg_jobs_of(db: impl SqliteExecutor<'_>, repo: &str, pr: i64, leg: &str) -> Result<Vec<LegJob>, StoreError> {
+    Ok(sqlx::query_as::<_, LegJob>(
+        "SELECT dispatch_key, job_id, leg, repo, pr, template_id, template_version_id, head, context_json, created_at
+         FROM harvest_leg_jobs WHERE repo = ? AND pr = ? AND leg = ? ORDER BY created_at, rowid",
+    )
+    .bind(repo)
+    .bind(pr)
+    .bind(leg)
+    .fetch_all(db)
+    .await?)
+}
+
 /// One harvester job event.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct HarvestEvent {

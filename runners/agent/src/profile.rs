@@ -91,6 +91,22 @@ pub struct RuntimeProfile {
     /// What to do about an authentication failure (log in, or set a credential variable).
     #[serde(default)]
     pub login_hint: Option<String>,
+    /// Credential preflight, for a runtime whose profile can tell where its login lives: the
+    /// files a login writes (`~/` = the child's `HOME`, `$VAR/` = that variable's value, an
+    /// entry whose variable is unset is skipped). With any listed, a run where none exists and
+    /// none of [`RuntimeProfile::login_env`] is set is refused before the CLI starts
+    /// (`not_runnable`, never retried). Empty: no preflight (the runtime may log in some other
+    /// way, or need no credential).
+    #[serde(default)]
+    pub credential_files: Vec<String>,
+    /// The variables that carry a credential for the preflight (default: `credential_env`).
+    #[serde(default)]
+    pub login_env: Option<Vec<String>>,
+    /// Text the runtime writes when it cannot reach its model API (DNS, refused, offline). A run
+    /// that does not pass (failed or timed out while retrying) and shows one is an environment
+    /// problem: `not_runnable`, naming the runtime and the runtime's own last error line.
+    #[serde(default)]
+    pub network_failure_markers: Vec<String>,
     /// How to read the transcript (stdout).
     pub transcript: TranscriptSpec,
 }
@@ -104,6 +120,60 @@ impl RuntimeProfile {
         let hint = self.login_hint.as_deref().unwrap_or("log the runtime in, or set its credential variables in the worker's environment");
         Some(format!("agent runtime `{}` is not authenticated ({said}): {hint}", self.name))
     }
+}
+
+impl RuntimeProfile {
+    /// The credential preflight's refusal: `None` when the profile cannot tell
+    /// (`credential_files` empty), a credential variable is set (`is_set`) or a login file exists
+    /// (`var` reads the child's environment, for `HOME` and `$VAR/` entries); else the
+    /// `not_runnable` reason naming the runtime, what was looked for and what to do.
+    pub fn missing_credential(&self, is_set: impl Fn(&str) -> bool, var: impl Fn(&str) -> Option<String>) -> Option<String> {
+        if self.credential_files.is_empty() {
+            return None;
+        }
+        let names = self.login_env.as_ref().unwrap_or(&self.credential_env);
+        if names.iter().any(|n| is_set(n)) {
+            return None;
+        }
+        let files: Vec<std::path::PathBuf> = self.credential_files.iter().filter_map(|f| expand(f, &var)).collect();
+        if files.iter().any(|f| f.is_file()) {
+            return None;
+        }
+        let hint = self.login_hint.as_deref().unwrap_or("log the runtime in, or set its credential variables in the worker's environment");
+        let shown: Vec<String> = files.iter().map(|f| format!("`{}`", f.display())).collect();
+        Some(format!(
+            "agent runtime `{}` is not authenticated: none of {} is set and no login file exists ({}): {hint}",
+            self.name,
+            names.join(", "),
+            if shown.is_empty() { "none to look at".to_owned() } else { shown.join(", ") }
+        ))
+    }
+
+    /// The `not_runnable` reason when a run that did not pass shows that the runtime could not
+    /// reach its model API: names the runtime and its last line holding a marker; `None` otherwise.
+    pub fn network_failure(&self, transcript: &str) -> Option<String> {
+        let markers: Vec<&str> = self.network_failure_markers.iter().map(String::as_str).filter(|m| !m.is_empty()).collect();
+        let line = transcript.lines().rev().find(|l| markers.iter().any(|m| l.contains(m)))?;
+        let said: String = line.trim().chars().take(300).collect();
+        Some(format!(
+            "agent runtime `{}` could not reach its model API ({said}): check the worker's network, proxy and the runtime's base URL",
+            self.name
+        ))
+    }
+}
+
+/// `~/rest` under `HOME`, `$VAR/rest` under `VAR`, anything else as is; `None` when the variable
+/// is unset or empty.
+fn expand(entry: &str, var: &impl Fn(&str) -> Option<String>) -> Option<std::path::PathBuf> {
+    let non_empty = |name: &str| var(name).filter(|v| !v.trim().is_empty());
+    if let Some(rest) = entry.strip_prefix("~/") {
+        return non_empty("HOME").map(|h| std::path::Path::new(&h).join(rest));
+    }
+    if let Some(stripped) = entry.strip_prefix('$') {
+        let (name, rest) = stripped.split_once('/').unwrap_or((stripped, ""));
+        return non_empty(name).map(|v| std::path::Path::new(&v).join(rest));
+    }
+    Some(std::path::PathBuf::from(entry))
 }
 
 /// How the prompt reaches the agent. There is deliberately no argv variant.
@@ -294,6 +364,40 @@ pub fn find(name: &str) -> Result<&'static RuntimeProfile, AgentError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn codex_preflight_accepts_a_key_or_a_login_file_and_names_both_when_missing() {
+        let codex = find("codex").unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let home_s = home.path().display().to_string();
+        let env = |pairs: Vec<(&'static str, String)>| move |n: &str| pairs.iter().find(|(k, _)| *k == n).map(|(_, v)| v.clone());
+        let var = env(vec![("HOME", home_s.clone())]);
+        let reason = codex.missing_credential(|_| false, &var).expect("no key, no file");
+        assert!(reason.contains("OPENAI_API_KEY, CODEX_API_KEY") && reason.contains(".codex/auth.json") && reason.contains("codex login"), "{reason}");
+        assert!(codex.missing_credential(|n| n == "CODEX_API_KEY", &var).is_none(), "a key is a credential");
+        assert!(codex.missing_credential(|n| n == "OPENAI_BASE_URL", &var).is_some(), "a base URL is not");
+        std::fs::create_dir_all(home.path().join(".codex")).unwrap();
+        std::fs::write(home.path().join(".codex/auth.json"), "{}").unwrap();
+        assert!(codex.missing_credential(|_| false, &var).is_none(), "~/.codex/auth.json is a login");
+        let elsewhere = tempfile::tempdir().unwrap();
+        let var = env(vec![("HOME", elsewhere.path().display().to_string()), ("CODEX_HOME", home_s.clone() + "/.codex")]);
+        assert!(codex.missing_credential(|_| false, &var).is_none(), "$CODEX_HOME/auth.json is a login");
+        // Runtimes whose profile cannot tell are never refused.
+        for name in ["claude", "opencode", "scripted"] {
+            assert!(find(name).unwrap().missing_credential(|_| false, |_| None).is_none(), "{name}");
+        }
+    }
+
+    #[test]
+    fn network_failures_are_named_by_the_runtimes_last_error_line() {
+        let codex = find("codex").unwrap();
+        let transcript = "{\"type\":\"thread.started\"}\n{\"type\":\"error\",\"message\":\"Reconnecting... 2/5 (failed to lookup address information)\"}\n\
+                          {\"type\":\"error\",\"message\":\"Reconnecting... waiting for network (Connection failed)\"}\n";
+        let reason = codex.network_failure(transcript).unwrap();
+        assert!(reason.starts_with("agent runtime `codex` could not reach its model API") && reason.contains("waiting for network"), "{reason}");
+        assert!(codex.network_failure("{\"type\":\"turn.completed\"}").is_none());
+        assert!(find("claude").unwrap().network_failure(transcript).is_none(), "claude lists no markers");
+    }
 
     #[test]
     fn shipped_profiles_parse() {

@@ -9,7 +9,7 @@ use skillforge_runner::{
     ExitClass, RunContext, RunOutcome, RunSpec, Runner, RunnerError, RunnerPayload, parse_payload,
 };
 use skillforge_runner_process::{
-    DEFAULT_MAX_OUTPUT_BYTES, TRUNCATION_MARKER, run_process, truncation_marker,
+    DEFAULT_MAX_OUTPUT_BYTES, TRUNCATION_MARKER, run_process_with_output, truncation_marker,
 };
 
 use crate::AgentError;
@@ -109,6 +109,12 @@ impl AgentRunner {
             })?;
         let invocation = build_invocation(profile, payload, &ctx.scratch_dir, &program)
             .map_err(invalid_payload)?;
+        // What the child will see: the payload's env over the worker's inherited names.
+        let child_var = |name: &str| payload.env.get(name).cloned().or_else(|| std::env::var(name).ok());
+        if let Some(reason) = profile.missing_credential(|n| child_var(n).is_some_and(|v| !v.trim().is_empty()), child_var) {
+            tracing::warn!(runtime = %profile.name, %reason, "agent runtime has no credential; not started");
+            return Ok(not_started(profile, &program, payload, reason));
+        }
         if let Some(path) = &invocation.prompt_file {
             std::fs::write(path, &payload.prompt).map_err(|source| RunnerError::Io {
                 context: format!("write prompt file `{}`", path.display()),
@@ -120,7 +126,7 @@ impl AgentRunner {
             .map_or(timeout, |secs| timeout.min(Duration::from_secs(secs)));
         (ctx.heartbeat)(Some(&format!("agent `{}` running", profile.name)));
         tracing::info!(runtime = %profile.name, program = %program, timeout_secs = timeout.as_secs(), "agent started");
-        let mut outcome = run_process(&invocation.process, timeout, &ctx.cancel).await?;
+        let mut outcome = run_process_with_output(&invocation.process, timeout, &ctx.cancel, Some(&ctx.output)).await?;
         let transcript = std::mem::take(&mut outcome.stdout_tail);
         let n_truncated = outcome.detail["stdout_truncated_bytes"]
             .as_u64()
@@ -133,6 +139,12 @@ impl AgentRunner {
         {
             // Not logged in: every attempt would fail the same way, so it is no attempt at all.
             tracing::warn!(runtime = %profile.name, %reason, "agent runtime is not authenticated");
+            outcome.exit = ExitClass::NotRunnable { reason };
+        } else if !outcome.exit.is_passed()
+            && let Some(reason) = profile.network_failure(&transcript)
+        {
+            // Offline (or no such host): a retry on this worker meets the same network.
+            tracing::warn!(runtime = %profile.name, %reason, "agent runtime could not reach its API");
             outcome.exit = ExitClass::NotRunnable { reason };
         }
         let (body, n_dropped) = strip_marker(&transcript, n_truncated);
@@ -176,6 +188,32 @@ impl Runner for AgentRunner {
     async fn run(&self, spec: &RunSpec, ctx: &RunContext) -> Result<RunOutcome, RunnerError> {
         let payload: AgentPayload = parse_payload(spec)?;
         self.run_payload(&payload, spec.timeout, ctx).await
+    }
+}
+
+/// The outcome of a run refused before its CLI started (credential preflight).
+fn not_started(profile: &RuntimeProfile, program: &str, payload: &AgentPayload, reason: String) -> RunOutcome {
+    let exit = ExitClass::NotRunnable { reason };
+    let report = AgentReport {
+        runtime: profile.name.clone(),
+        family: profile.family.clone(),
+        program: program.to_owned(),
+        final_message: None,
+        transcript_tail: None,
+        transcript_path: None,
+        transcript_truncated_bytes: 0,
+        skills_handed: payload.skills.clone(),
+        skills_offered: None,
+        skills_loaded: None,
+        exit: exit.clone(),
+    };
+    RunOutcome {
+        exit,
+        exit_code: None,
+        duration_ms: 0,
+        stdout_tail: String::new(),
+        stderr_tail: String::new(),
+        detail: serde_json::to_value(&report).unwrap_or_default(),
     }
 }
 

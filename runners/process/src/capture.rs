@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use skillforge_runner::CancellationToken;
+use skillforge_runner::{CancellationToken, OutputFn, OutputStream};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::censor::CensorScanner;
@@ -100,8 +100,11 @@ impl StreamCapture {
     }
 }
 
+/// Where a capture sends each chunk as it is read: live output (`RunContext::output`).
+pub(crate) type LiveOutput = Option<(OutputFn, OutputStream)>;
+
 /// Reads `reader` to its end (or until `stop` fires), keeping the last `cap` bytes and,
-/// when `scan_censor`, looking for a censor marker line.
+/// when `scan_censor`, looking for a censor marker line; every chunk read also goes to `live`.
 ///
 /// A read error ends the capture early (logged); what was read so far is kept.
 pub(crate) async fn capture_stream<R>(
@@ -109,6 +112,7 @@ pub(crate) async fn capture_stream<R>(
     cap: usize,
     scan_censor: bool,
     stop: CancellationToken,
+    live: LiveOutput,
 ) -> StreamCapture
 where
     R: AsyncRead + Unpin,
@@ -136,6 +140,9 @@ where
             break;
         }
         tail.push(&chunk[..n_read]);
+        if let Some((output, stream)) = &live {
+            output(*stream, &chunk[..n_read]);
+        }
         if let Some(scanner) = scanner.as_mut() {
             scanner.feed(&chunk[..n_read]);
         }
@@ -196,7 +203,7 @@ mod tests {
     #[tokio::test]
     async fn capture_stream_reads_to_end_and_scans_for_the_censor_marker() {
         let input: &[u8] = b"SKILLFORGE_CENSORED\nlast words";
-        let capture = capture_stream(input, 5, true, CancellationToken::new()).await;
+        let capture = capture_stream(input, 5, true, CancellationToken::new(), None).await;
         assert!(capture.has_censor_marker);
         assert!(!capture.was_stopped);
         assert_eq!(

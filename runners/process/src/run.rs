@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use skillforge_runner::{CancellationToken, RunOutcome, RunnerError};
+use skillforge_runner::{CancellationToken, OutputFn, OutputStream, RunOutcome, RunnerError};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Child;
 use tokio::task::{JoinError, JoinHandle};
@@ -56,6 +56,20 @@ pub async fn run_process(
     timeout: Duration,
     cancel: &CancellationToken,
 ) -> Result<RunOutcome, RunnerError> {
+    run_process_with_output(payload, timeout, cancel, None).await
+}
+
+/// [`run_process`], passing every chunk of stdout and stderr to `output` as it is read (a job's
+/// live output, `RunContext::output`), in addition to the capped tails of the outcome.
+///
+/// # Errors
+/// As [`run_process`].
+pub async fn run_process_with_output(
+    payload: &ProcessPayload,
+    timeout: Duration,
+    cancel: &CancellationToken,
+    output: Option<&OutputFn>,
+) -> Result<RunOutcome, RunnerError> {
     let run_id = uuid::Uuid::new_v4().simple().to_string();
     let mut command = build_command(payload, &run_id)?;
     let started = Instant::now();
@@ -90,11 +104,17 @@ pub async fn run_process(
     let stdout_task = child
         .stdout
         .take()
-        .map(|pipe| tokio::spawn(capture_stream(pipe, cap, false, stop_reading.clone())));
+        .map(|pipe| {
+            let live = output.map(|o| (o.clone(), OutputStream::Stdout));
+            tokio::spawn(capture_stream(pipe, cap, false, stop_reading.clone(), live))
+        });
     let stderr_task = child
         .stderr
         .take()
-        .map(|pipe| tokio::spawn(capture_stream(pipe, cap, true, stop_reading.clone())));
+        .map(|pipe| {
+            let live = output.map(|o| (o.clone(), OutputStream::Stderr));
+            tokio::spawn(capture_stream(pipe, cap, true, stop_reading.clone(), live))
+        });
 
     let waited = wait_or_terminate(
         &mut child,

@@ -6,7 +6,7 @@ use skillforge_runner::{RunContext, RunOutcome, RunSpec, Runner, RunnerError, Ru
 
 use crate::orphans::start_orphan_sweeper;
 use crate::payload::ProcessPayload;
-use crate::run::run_process;
+use crate::run::run_process_with_output;
 
 /// Environment variable naming the job a process runs for (set when an engine lease backs the run).
 pub const JOB_ID_ENV: &str = "SKILLFORGE_JOB_ID";
@@ -18,9 +18,10 @@ pub const ATTEMPT_ENV: &str = "SKILLFORGE_JOB_ATTEMPT";
 pub const FENCING_TOKEN_ENV: &str = "SKILLFORGE_FENCING_TOKEN";
 
 /// The `process` runner (kind `"process"`): runs the job's [`ProcessPayload`] with
-/// [`run_process`] under `spec.timeout` and `ctx.cancel`. When a lease backs the run
-/// (`ctx.fencing_token > 0`) the child also gets [`JOB_ID_ENV`], [`ATTEMPT_ENV`] and
-/// [`FENCING_TOKEN_ENV`], which same-named `payload.env` entries cannot override.
+/// [`run_process`](crate::run_process) under `spec.timeout` and `ctx.cancel`, its output streamed
+/// live to `ctx.output`. When a lease backs the run (`ctx.fencing_token > 0`) the child also gets
+/// [`JOB_ID_ENV`], [`ATTEMPT_ENV`] and [`FENCING_TOKEN_ENV`], which same-named `payload.env`
+/// entries cannot override.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ProcessRunner;
 
@@ -38,7 +39,7 @@ impl Runner for ProcessRunner {
 
     /// # Errors
     /// [`RunnerError::InvalidPayload`] when `spec.payload` is not a [`ProcessPayload`]; otherwise
-    /// as [`run_process`]. On cancel, kills everything it started and returns `Ok` with
+    /// as [`run_process`](crate::run_process). On cancel, kills everything it started and returns `Ok` with
     /// `Killed`.
     async fn run(&self, spec: &RunSpec, ctx: &RunContext) -> Result<RunOutcome, RunnerError> {
         let mut payload: ProcessPayload = parse_payload(spec)?;
@@ -47,6 +48,6 @@ impl Runner for ProcessRunner {
             payload.env.insert(ATTEMPT_ENV.to_owned(), ctx.attempt.to_string());
             payload.env.insert(FENCING_TOKEN_ENV.to_owned(), ctx.fencing_token.to_string());
         }
-        run_process(&payload, spec.timeout, &ctx.cancel).await
+        run_process_with_output(&payload, spec.timeout, &ctx.cancel, Some(&ctx.output)).await
     }
 }

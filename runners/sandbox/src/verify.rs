@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use skillforge_runner::{ExitClass, RunContext, RunOutcome};
-use skillforge_runner_process::run_process;
+use skillforge_runner_process::run_process_with_output;
 use tokio::time::Instant;
 
 use crate::clone::{ResolvedRev, clone_at, resolve_rev};
@@ -215,7 +215,7 @@ async fn run_commands(
                     &payload.env,
                     line,
                 );
-                run_process(&process, timeout, &ctx.cancel).await
+                run_process_with_output(&process, timeout, &ctx.cancel, Some(&ctx.output)).await
             }
         };
         let outcome = outcome.map_err(|source| SandboxError::Process {

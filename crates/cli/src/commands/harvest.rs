@@ -8,6 +8,7 @@
 //! * `gate`: the merge side of an empty gate for CI pipelines and forges: records one observation
 //!   at a PR head and answers `external | stamp | wait | blocked` (S-19; exit codes on
 //!   [`crate::exit::GATE_WAIT`]); a stamp feeds `outcome` as a confirmed empty gate (S-18).
+//! * `rerun`: one leg of a merged PR again, its own row re-upserted in place (S-27).
 //! * `events`: the harvester's job events (failures, fallbacks).
 //! * `status`: row counts of the feedback tables and the auto-trace runs.
 //!
@@ -45,6 +46,9 @@ pub enum HarvestCommand {
     /// require_external_ci = true`: refuse the merge); 4 `wait` (observe again at or after
     /// `not_before`); 2 usage; 3 environment.
     Gate(GateArgs),
+    /// Run one leg of a merged PR again (S-27): its row is re-upserted in place; the floor row
+    /// and the other legs' rows are untouched.
+    Rerun(RerunArgs),
     /// List the harvester's job events (leg failures, same-family fallbacks, …).
     Events(EventsArgs),
     /// Row counts of eval_runs / eval_review_items / feedback_events and the auto-trace runs.
@@ -168,6 +172,23 @@ pub struct GateArgs {
     at: Option<String>,
 }
 
+/// Arguments of `harvest rerun`.
+#[derive(Debug, Args)]
+pub struct RerunArgs {
+    /// `owner/repo`.
+    #[arg(long)]
+    repo: String,
+    /// Pull-request number.
+    #[arg(long)]
+    pr: i64,
+    /// The leg: `hard_verifier`, `checkers` or `review`.
+    #[arg(long, value_parser = ["hard_verifier", "checkers", "review"])]
+    leg: String,
+    /// Wait for the leg's job and apply its row before returning.
+    #[arg(long)]
+    wait: bool,
+}
+
 /// Arguments of `harvest events`.
 #[derive(Debug, Args)]
 pub struct EventsArgs {
@@ -185,6 +206,7 @@ pub async fn run(ctx: &Context, cmd: HarvestCommand) -> CliResult {
         HarvestCommand::Attribute(args) => attribute(ctx, args).await,
         HarvestCommand::Outcome(args) => outcome(ctx, args).await,
         HarvestCommand::Gate(args) => gate(ctx, args).await,
+        HarvestCommand::Rerun(args) => rerun(ctx, args).await,
         HarvestCommand::Events(args) => events(ctx, args).await,
         HarvestCommand::Status => status(ctx).await,
     }
@@ -404,6 +426,28 @@ fn print_report(ctx: &Context, report: &HarvestReport, legs: &[(skillforge_workf
     for (leg, id) in legs {
         println!("leg {} enqueued as job {id}", leg.name());
     }
+}
+
+async fn rerun(ctx: &Context, args: RerunArgs) -> CliResult {
+    use skillforge_workflows::harvest::legs::Leg;
+    use skillforge_workflows::harvest::rerun::{RerunError, rerun_leg};
+    let Some(leg) = Leg::from_name(&args.leg) else {
+        return Err(CliError::usage(anyhow!("--leg `{}` is not hard_verifier, checkers or review", args.leg)));
+    };
+    let store = ctx.store().await?;
+    let backend = ctx.queue().await?;
+    let job_id = match rerun_leg(backend.as_ref(), &store, &args.repo, args.pr, leg).await {
+        Ok(id) => id,
+        Err(e @ (RerunError::NotDispatched { .. } | RerunError::JobGone { .. })) => return Err(CliError::usage(anyhow!(e))),
+        Err(e) => return Err(CliError::env(anyhow!(e))),
+    };
+    let state = if args.wait { Some(await_job(ctx, &backend, &job_id, true).await?.state) } else { None };
+    if ctx.json {
+        print_json(&json!({"leg": leg.name(), "job_id": job_id, "state": state.map(|s| s.to_string())}));
+    } else {
+        println!("leg {} re-run as job {job_id}{}", leg.name(), state.map(|s| format!(" ({s})")).unwrap_or_default());
+    }
+    Ok(OK)
 }
 
 async fn events(ctx: &Context, args: EventsArgs) -> CliResult {

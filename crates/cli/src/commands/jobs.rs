@@ -1,5 +1,6 @@
-//! `skillforge jobs submit|list|show|cancel|retry|prune`: durable ad-hoc jobs through the `process` runner.
+//! `skillforge jobs submit|list|show|logs|cancel|retry|prune`: durable ad-hoc jobs through the `process` runner.
 
+mod logs;
 mod prune;
 
 use std::collections::BTreeMap;
@@ -29,6 +30,8 @@ pub enum JobsCommand {
         /// Job id.
         id: String,
     },
+    /// Print a job's output as its runner writes it (`--follow`: until the job ends).
+    Logs(logs::LogsArgs),
     /// Cancel a job (a running one is killed within one heartbeat).
     Cancel {
         /// Job id.
@@ -110,6 +113,7 @@ pub async fn run(ctx: &Context, cmd: JobsCommand) -> CliResult {
         JobsCommand::Submit(args) => submit(ctx, args).await,
         JobsCommand::List(args) => list(ctx, args).await,
         JobsCommand::Show { id } => show(ctx, &id).await,
+        JobsCommand::Logs(args) => logs::logs(ctx, args).await,
         JobsCommand::Cancel { id } => cancel(ctx, &id).await,
         JobsCommand::Retry { id } => retry(ctx, &id).await,
         JobsCommand::Prune(args) => prune::prune(ctx, args).await,

@@ -20,12 +20,14 @@ use skillforge_workflows::train::control::{
     ContinueRequest, DEFAULT_RUNTIME, EvaluatorChoice, StartRequest, StepReport, continue_session, recover,
     start_with_evaluator,
 };
+use skillforge_workflows::train::generation::TRAIN_WORKFLOW;
 use skillforge_workflows::train::items::parse_items;
 use skillforge_workflows::train::status::{SessionStatus, session_status};
 use skillforge_workflows::train::{GithubEnv, Reporter, TrainEnv, TrainError, TrainWorkflow};
 
 use crate::context::Context;
 use crate::control::args::skillforge_bin;
+use crate::control::tail::{print_tail, running_tail};
 use crate::control::waiter::CliJobs;
 use crate::exit::{CliError, CliResult, OK, train_error};
 use crate::output::print_json;
@@ -261,6 +263,9 @@ fn finish(ctx: &Context, result: Result<StepReport, TrainError>) -> CliResult {
     }
 }
 
+/// Lines of the running stage's output `train status --watch` shows under the status.
+const WATCH_TAIL_LINES: usize = 5;
+
 async fn run_status(ctx: &Context, env: &TrainEnv<'_>, mut args: StatusArgs) -> CliResult {
     // `--verbose` is also the global log-level flag; on `train status` it asks for the verbose block.
     args.detail |= std::env::args().any(|a| a == "--verbose" || (a.starts_with('-') && !a.starts_with("--") && a.contains('v')));
@@ -276,11 +281,17 @@ async fn run_status(ctx: &Context, env: &TrainEnv<'_>, mut args: StatusArgs) -> 
     while !stop.is_cancelled() {
         let status = session_status(env, &args.session, verbose).await.map_err(train_error)?;
         let phase = status.status_phase.clone();
-        if is_terminal {
-            print!("\x1b[2J\x1b[H");
+        if is_terminal || phase != last {
+            if is_terminal {
+                print!("\x1b[2J\x1b[H");
+            }
             print_status(ctx, &status, verbose);
-        } else if phase != last {
-            print_status(ctx, &status, verbose);
+            if !ctx.json {
+                let prefix = format!("{}:", status.session_id);
+                if let Some(tail) = running_tail(env.queue.as_ref(), TRAIN_WORKFLOW, &prefix, WATCH_TAIL_LINES).await? {
+                    print_tail(&tail);
+                }
+            }
         }
         last = phase;
         tokio::select! {

@@ -25,7 +25,11 @@ use crate::exit::CliError;
 /// How often the waiter looks for a live worker, and how long it waits before saying none is.
 const WORKER_CHECK_EVERY: Duration = Duration::from_secs(1);
 const NO_WORKER_NOTE_AFTER: Duration = Duration::from_secs(3);
-/// Polling backs off from the first to the second delay.
+/// Between two reads of the waited jobs the waiter sleeps until the queue signals a change
+/// ([`QueueBackend::changed_since`]: at once for the in-process worker's finish, within the
+/// `data_version` poll for another process's on the embedded queue), at most this long, growing
+/// from the first to the second delay (the pace of polling where the backend cannot signal:
+/// Redis).
 const POLL_FIRST: Duration = Duration::from_millis(5);
 const POLL_MAX: Duration = Duration::from_millis(250);
 
@@ -86,6 +90,8 @@ impl<'a> CliJobs<'a> {
         let health = Arc::new(WorkerHealth::default());
         let mut delay = POLL_FIRST;
         let jobs = loop {
+            // Read before the jobs, so a change between the reads and the wait is not missed.
+            let seen = self.queue.change_seq();
             let mut jobs = Vec::with_capacity(ids.len());
             for id in ids {
                 jobs.push(self.queue.get(id).await?.ok_or_else(|| EngineError::NotFound(id.clone()))?);
@@ -138,7 +144,12 @@ impl<'a> CliJobs<'a> {
                     }
                 }
             }
-            tokio::time::sleep(delay).await;
+            let until_check = if local.is_none() {
+                next_worker_check.saturating_duration_since(Instant::now())
+            } else {
+                POLL_MAX
+            };
+            self.queue.changed_since(seen, delay.min(until_check.max(POLL_FIRST))).await;
             delay = (delay * 2).min(POLL_MAX);
         };
         if let Some(b) = bar {

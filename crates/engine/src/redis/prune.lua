@@ -70,7 +70,7 @@ if take > 0 then
     local f = redis.call('HMGET', jk, 'state', 'updated_at', 'idem_key')
     redis.call('ZREM', dk, id)
     if f[1] and RETAIN_CLASS[f[1]] == class and not redis.call('ZSCORE', NS .. 'results', id) then
-      redis.call('DEL', jk, hkey(id))
+      redis.call('DEL', jk, hkey(id), NS .. 'out:' .. id)
       redis.call('ZREM', NS .. 'jobs', id)
       if INDEXED[f[1]] then redis.call('ZREM', NS .. 'state:' .. f[1], id) end
       redis.call('HSET', pk, id, f[1] .. '\t' .. (f[2] or '0') .. '\t' .. s(now) .. '\t' .. (f[3] or ''))

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::{
     RETRY_BUDGET, RedisBackend, SCAN_BATCH, STATE_INDEXED, decode, parse_state, reap_action_name,
@@ -11,6 +12,7 @@ use super::{
 };
 use crate::backend::{NamespaceLoss, QueueBackend, ReapAction};
 use crate::error::EngineError;
+use crate::output::{NewOutput, OutputChunk};
 use crate::retention::{PruneBatch, PruneRule, Tombstone};
 use crate::job::{
     CancelReply, Enqueued, ExpiredLease, Finish, FinishReply, HeartbeatReply, Job, JobSpec,
@@ -71,28 +73,30 @@ impl QueueBackend for RedisBackend {
         max: usize,
         wait: Duration,
     ) -> Result<Vec<LeasedJob>, EngineError> {
-        if max == 0 {
-            return Ok(Vec::new());
-        }
-        let deadline = Instant::now() + wait;
-        loop {
-            let (jobs, next_due, server_now) = self.lease_once(queue, worker, max).await?;
-            if !jobs.is_empty() {
-                return Ok(jobs);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ok(jobs);
-            }
-            let mut block = deadline - now;
-            if let Some(due) = next_due {
-                let until_due = Duration::from_millis(due.saturating_sub(server_now).max(0) as u64);
-                block = block.min(until_due);
-            }
-            if !block.is_zero() {
-                self.wait_for_wake(queue, block).await;
-            }
-        }
+        self.lease_waiting(queue, worker, max, wait, None).await
+    }
+
+    async fn lease_or_stop(
+        &self,
+        queue: &str,
+        worker: &WorkerIdentity,
+        max: usize,
+        wait: Duration,
+        stop: &CancellationToken,
+    ) -> Result<Vec<LeasedJob>, EngineError> {
+        self.lease_waiting(queue, worker, max, wait, Some(stop)).await
+    }
+
+    async fn append_output(&self, job_id: &str, fencing_token: u64, chunks: &[NewOutput]) -> Result<bool, EngineError> {
+        self.append_output_stream(job_id, fencing_token, chunks).await
+    }
+
+    async fn read_output(&self, job_id: &str, after: Option<&str>, limit: usize) -> Result<Vec<OutputChunk>, EngineError> {
+        self.read_output_stream(job_id, after, limit).await
+    }
+
+    async fn trim_output(&self, job_id: &str) -> Result<(), EngineError> {
+        self.trim_output_stream(job_id).await
     }
 
     async fn heartbeat(

@@ -32,7 +32,7 @@ pub(super) struct Scripts {
     pub(super) prune: Script,
 }
 
-fn with_prelude(body: &str) -> Script {
+pub(super) fn with_prelude(body: &str) -> Script {
     Script::new(&format!("{COMMON}\n{body}"))
 }
 

@@ -82,6 +82,8 @@ pub(super) fn spawn(
                     Ok((replies, requeued)) => {
                         if requeued {
                             wake.wake_all();
+                        } else {
+                            wake.jobs_changed();
                         }
                         for (req, reply) in round.into_iter().zip(replies) {
                             let _ = req.reply.send(reply);

@@ -5,11 +5,13 @@
 use std::time::Duration;
 
 use sqlx::Row;
+use tokio_util::sync::CancellationToken;
 
-use super::{CLEAR_LEASE, MAX_IDLE_RECHECK, SqliteBackend, to_i64};
+use super::{CLEAR_LEASE, SqliteBackend, to_i64};
 use super::rows::{job_columns, lock_lease_from_row};
 use crate::backend::{QueueBackend, ReapAction};
 use crate::error::EngineError;
+use crate::output::{NewOutput, OutputChunk};
 use crate::retention::{PruneBatch, PruneRule, Tombstone};
 use crate::job::{
     CancelReply, Enqueued, ExpiredLease, Finish, FinishReply, HeartbeatReply, Job, JobSpec, JobState,
@@ -50,34 +52,38 @@ impl QueueBackend for SqliteBackend {
         max: usize,
         wait: Duration,
     ) -> Result<Vec<LeasedJob>, EngineError> {
-        if max == 0 {
-            return Ok(Vec::new());
-        }
-        let deadline = tokio::time::Instant::now() + wait;
-        let mut _waiting = None;
-        loop {
-            // Registered before the check, so a signal between check and sleep is not lost.
-            let notified = self.inner.wake.changed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let (leased, next_due) = self.try_lease(queue, worker, max).await?;
-            let now = tokio::time::Instant::now();
-            if !leased.is_empty() || now >= deadline {
-                return Ok(leased);
-            }
-            if _waiting.is_none() {
-                _waiting = Some(self.inner.wake.waiting());
-            }
-            let mut until = deadline.min(now + MAX_IDLE_RECHECK);
-            if let Some(due) = next_due {
-                let in_ms = (due - now_ms()).max(0) as u64;
-                until = until.min(now + Duration::from_millis(in_ms));
-            }
-            tokio::select! {
-                _ = &mut notified => {}
-                _ = tokio::time::sleep_until(until) => {}
-            }
-        }
+        self.lease_waiting(queue, worker, max, wait, None).await
+    }
+
+    async fn lease_or_stop(
+        &self,
+        queue: &str,
+        worker: &WorkerIdentity,
+        max: usize,
+        wait: Duration,
+        stop: &CancellationToken,
+    ) -> Result<Vec<LeasedJob>, EngineError> {
+        self.lease_waiting(queue, worker, max, wait, Some(stop)).await
+    }
+
+    async fn append_output(&self, job_id: &str, fencing_token: u64, chunks: &[NewOutput]) -> Result<bool, EngineError> {
+        self.append_output_rows(job_id, fencing_token, chunks).await
+    }
+
+    async fn read_output(&self, job_id: &str, after: Option<&str>, limit: usize) -> Result<Vec<OutputChunk>, EngineError> {
+        self.read_output_rows(job_id, after, limit).await
+    }
+
+    async fn trim_output(&self, job_id: &str) -> Result<(), EngineError> {
+        self.trim_output_rows(job_id).await
+    }
+
+    fn change_seq(&self) -> u64 {
+        self.inner.wake.generation()
+    }
+
+    async fn changed_since(&self, seen: u64, timeout: Duration) {
+        self.inner.wake.changed_since(seen, timeout).await;
     }
 
     async fn heartbeat(

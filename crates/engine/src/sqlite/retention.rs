@@ -86,6 +86,12 @@ impl SqliteBackend {
                 .execute(&mut **tx)
                 .await
                 .map_err(self.db(what))?;
+            // Its live output (schema v4) goes with it.
+            sqlx::query("DELETE FROM job_output WHERE job_id = ?1")
+                .bind(row.try_get::<String, _>("id").map_err(self.db(what))?)
+                .execute(&mut **tx)
+                .await
+                .map_err(self.db(what))?;
             sqlx::query(
                 "INSERT OR REPLACE INTO pruned_jobs (id, succeeded, state, idempotency_key, finished_at_ms, pruned_at_ms) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",

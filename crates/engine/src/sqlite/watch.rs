@@ -1,13 +1,13 @@
-//! Wake-ups for idle `lease` calls: in-process through a [`Notify`], cross-process by polling
-//! `PRAGMA data_version` on a dedicated connection.
+//! Wake-ups for idle `lease` calls and for waiters on job changes (`changed_since`): in-process
+//! through a [`Notify`], cross-process by polling `PRAGMA data_version` on a dedicated connection.
 //!
 //! `data_version` changes whenever another connection (of this or any other process) commits
 //! to the file, so a poll every [`POLL_EVERY`] (every [`POLL_EVERY_QUIET`] once nothing changed
-//! for a while) detects another process's enqueue within a few milliseconds. The watcher only
-//! polls while some `lease` call is waiting.
+//! for a while) detects another process's enqueue or finish within a few milliseconds. The
+//! watcher only polls while some `lease` call or change waiter is waiting.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use sqlx::sqlite::SqliteConnectOptions;
@@ -31,7 +31,11 @@ pub(super) const CHECKPOINT_EVERY: Duration = Duration::from_millis(200);
 pub(super) struct Wake {
     /// Signalled (to every current waiter) when jobs may have become due.
     pub(super) changed: Notify,
-    /// How many `lease` calls are waiting.
+    /// Signalled (to every current waiter) when some job's state may have changed.
+    jobs_changed: Notify,
+    /// Moves with every `jobs_changed` signal (`QueueBackend::change_seq`).
+    generation: AtomicU64,
+    /// How many `lease` calls and change waiters are waiting.
     waiters: AtomicUsize,
     /// Tells the idle watcher that a waiter arrived.
     waiter_arrived: Notify,
@@ -54,9 +58,41 @@ impl Wake {
         WaiterGuard(self)
     }
 
-    /// Wakes every waiting `lease` call of this process.
+    /// Wakes every waiting `lease` call of this process (and every change waiter: what wakes a
+    /// lease is a change too).
     pub(super) fn wake_all(&self) {
         self.changed.notify_waiters();
+        self.jobs_changed();
+    }
+
+    /// Wakes every change waiter of this process (not the idle `lease` calls: a finish that
+    /// re-queued nothing gives them no work).
+    pub(super) fn jobs_changed(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.jobs_changed.notify_waiters();
+    }
+
+    /// See `QueueBackend::change_seq`.
+    pub(super) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    /// See `QueueBackend::changed_since`. While it waits, it counts as a waiter, so the watcher
+    /// polls `data_version` and another process's commit wakes it too (a watcher that was idle
+    /// re-baselines on its first poll, which wakes: a commit made before the registration is
+    /// not missed).
+    pub(super) async fn changed_since(&self, seen: u64, timeout: Duration) {
+        let notified = self.jobs_changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let _waiting = self.waiting();
+        if self.generation() != seen {
+            return;
+        }
+        tokio::select! {
+            () = &mut notified => {}
+            () = tokio::time::sleep(timeout) => {}
+        }
     }
 }
 

@@ -22,6 +22,7 @@ mod lifecycle;
 mod resilience;
 mod layouts;
 mod retention;
+mod live;
 
 /// A `redis-server` owned by one test; shut down (and its files removed) on drop.
 struct RedisServer {

@@ -14,6 +14,8 @@ use skillforge_runner::{ExitClass, RunOutcome};
 use skillforge_store::Store;
 use skillforge_store::applied::applied_for_job;
 
+pub(crate) mod live;
+
 /// A job for `queue` (the runner kind does not matter to a backend).
 pub(crate) fn spec(queue: &str) -> JobSpec {
     let mut s = JobSpec::new("noop", serde_json::json!({"n": 1}));

@@ -21,6 +21,7 @@ mod concurrency;
 mod recovery;
 mod retention;
 mod lost_reply;
+mod live;
 
 async fn open(dir: &tempfile::TempDir) -> SqliteBackend {
     SqliteBackend::open(&dir.path().join("queue.db")).await.expect("open queue")

@@ -14,6 +14,7 @@
 //! * [`tier`]: the `evidence_tier` / `evidence_rank` item tags of every harvested row (S-31).
 //! * [`webhook`]: GitHub webhook signatures and payloads → [`HarvestEvent`]s (pure).
 //! * [`watcher`]: the ETag-conditional pull-request poller of `serve` → the same events.
+//! * [`rerun`]: one leg of a merged PR run again, re-upserting only its own row (S-27).
 //! * [`apply`]: the control-plane writes: events → rows in one transaction, leg dispatch, and
 //!   [`HarvestHandler`], the engine `ResultHandler` that turns a finished leg job into its row.
 //!
@@ -27,6 +28,7 @@ pub mod gate;
 pub mod kind;
 pub mod legs;
 pub mod outcome;
+pub mod rerun;
 pub mod review;
 pub mod revert;
 pub mod stages;

@@ -13,7 +13,7 @@
 //! | `reply` | text (`\n` escapes) | the final message |
 //! | `write` | `PATH TEXT` | writes TEXT (`\n` escapes) to PATH under the work dir |
 //! | `exit` | code | exit code after the transcript is written |
-//! | `stderr` | text | a line on stderr (the runner's recorded error) |
+//! | `stderr` | text | a line on stderr (the runner's recorded error), written before any `sleep` |
 //! | `silent` | — | no transcript at all (nothing on stdout) |
 //! | `sleep` | milliseconds | sleep before answering |
 //! | `no-load` | — | offered skills are not loaded (in a `SKILL.md`: that skill is passed over) |

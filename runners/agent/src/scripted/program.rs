@@ -107,6 +107,10 @@ pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The stderr line comes first, before any sleep: a slow agent shows it live (`jobs logs`).
+    if let Some(line) = &run.stderr {
+        eprintln!("{line}");
+    }
     let delay_ms = std::env::var(SCRIPTED_DELAY_ENV).ok().and_then(|v| v.trim().parse::<u64>().ok());
     if let Some(delay_ms) = run.sleep_ms.or(delay_ms) {
         std::thread::sleep(Duration::from_millis(delay_ms));
@@ -120,9 +124,6 @@ pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
                 return ExitCode::from(1);
             }
         }
-    }
-    if let Some(line) = &run.stderr {
-        eprintln!("{line}");
     }
     let mut stdout = std::io::stdout().lock();
     if let Err(error) = stdout.write_all(run.stdout.as_bytes()).and_then(|()| stdout.flush()) {

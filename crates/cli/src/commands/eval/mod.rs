@@ -45,7 +45,7 @@ pub async fn run(ctx: &Context, cmd: EvalCommand) -> CliResult {
     match cmd {
         EvalCommand::Brief(args) => brief::run(ctx, args).await,
         EvalCommand::Forge(args) => forge::run(ctx, args).await,
-        EvalCommand::Status(args) => status::run(ctx, args),
+        EvalCommand::Status(args) => status::run(ctx, args).await,
         EvalCommand::Recheck(args) => recheck::run(ctx, args),
         EvalCommand::Report(args) => report::run(ctx, args),
         EvalCommand::Check(args) => check::run(ctx, args),

@@ -1,4 +1,5 @@
-//! `eval status --brief ID`: where a forge stands, read off its files (no queue needed).
+//! `eval status --brief ID`: where a forge stands, read off its files; a running forge also
+//! shows the tail of its running stage's output from the queue (text output only).
 
 use anyhow::anyhow;
 use clap::Args;
@@ -10,8 +11,10 @@ use skillforge_workflows::evalloop::forge::{FORGE_FILE, ForgeState};
 use skillforge_workflows::evalloop::layout::{brief_dir, ledger_path, meta_dir, read_json, sample_dir};
 use skillforge_workflows::evalloop::ledger::read_ledger;
 use skillforge_workflows::evalloop::sample::{SampleVerdict, VERDICT_FILE};
+use skillforge_workflows::evalloop::stages::EVAL_WORKFLOW;
 
 use crate::context::Context;
+use crate::control::tail::{print_tail, running_tail};
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
 
@@ -23,8 +26,11 @@ pub struct StatusArgs {
     brief: String,
 }
 
+/// Lines of the running stage's output shown under a running forge.
+const TAIL_LINES: usize = 5;
+
 /// Runs `eval status`.
-pub fn run(ctx: &Context, args: StatusArgs) -> CliResult {
+pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
     let dir = brief_dir(&ctx.home, &args.brief);
     let state: ForgeState = read_json(&dir.join(FORGE_FILE))
         .map_err(|e| CliError::env(anyhow!(e)))?
@@ -72,6 +78,16 @@ pub fn run(ctx: &Context, args: StatusArgs) -> CliResult {
     }
     if let Some(r) = row {
         println!("  ledger: {} — {}", r.decision, r.reason);
+    }
+    if state.status == "running" {
+        // Best effort: the files above are the status; a queue that cannot be opened only
+        // loses the tail.
+        if let Ok(queue) = ctx.queue().await {
+            let prefix = format!("eval:{}:{}:", state.brief_id, state.forge_id);
+            if let Ok(Some(tail)) = running_tail(queue.as_ref(), EVAL_WORKFLOW, &prefix, TAIL_LINES).await {
+                print_tail(&tail);
+            }
+        }
     }
     Ok(OK)
 }
