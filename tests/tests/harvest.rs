@@ -4,6 +4,8 @@
 //! feedback (Mode A, off by default)", "Cross-family review soft signal", "Deterministic checker
 //! objective signal", "Deterministic hard-verifier tier"; rules S-13..S-33).
 
+use std::io::Write;
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;

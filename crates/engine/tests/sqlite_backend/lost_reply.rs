@@ -27,6 +27,34 @@ impl QueueBackend for LostFinishReplies {
     async fn lease(&self, queue: &str, worker: &WorkerIdentity, max: usize, wait: Duration) -> Result<Vec<LeasedJob>, EngineError> {
         self.0.lease(queue, worker, max, wait).await
     }
+    async fn lease_or_stop(
+        &self,
+        queue: &str,
+        worker: &WorkerIdentity,
+        max: usize,
+        wait: Duration,
+        stop: &tokio_util::sync::CancellationToken,
+    ) -> Result<Vec<LeasedJob>, EngineError> {
+        self.0.lease_or_stop(queue, worker, max, wait, stop).await
+    }
+    fn change_seq(&self) -> u64 {
+        self.0.change_seq()
+    }
+    async fn changed_since(&self, seen: u64, timeout: Duration) {
+        self.0.changed_since(seen, timeout).await;
+    }
+    async fn append_output(&self, job_id: &str, fencing_token: u64, chunks: &[skillforge_engine::output::NewOutput]) -> Result<bool, EngineError> {
+        self.0.append_output(job_id, fencing_token, chunks).await
+    }
+    async fn read_output(&self, job_id: &str, after: Option<&str>, limit: usize) -> Result<Vec<skillforge_engine::output::OutputChunk>, EngineError> {
+        self.0.read_output(job_id, after, limit).await
+    }
+    async fn trim_output(&self, job_id: &str) -> Result<(), EngineError> {
+        self.0.trim_output(job_id).await
+    }
+    fn shares_disk(&self) -> bool {
+        self.0.shares_disk()
+    }
     async fn heartbeat(&self, job_id: &str, fencing_token: u64) -> Result<HeartbeatReply, EngineError> {
         self.0.heartbeat(job_id, fencing_token).await
     }
