@@ -1,11 +1,8 @@
 //! The skill eval loop end to end through the built binary (issue 17; seed skill-eval-loop): every
 //! invalid code comes from arm outputs the real agent runner stored while running the `scripted`
 //! agent in real work dirs — never from hand-built verdicts — and one forge runs judge →
-//! aggregate → gate → ledger together.
-//!
-//! The scripted agent's `scripted:` directives (runners/agent/src/scripted/directive.rs) stand in
-//! for the model's choices: the brief's prompt scripts the baseline's answer, the skill's SKILL.md
-//! what an agent following the skill answers, and the rubric the judge's preference.
+//! aggregate → gate → ledger together. The harness (`Setup`, the scripted skill and brief) is
+//! `skillforge_tests::eval`.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -13,92 +10,8 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
+use skillforge_tests::eval::{BRIEF_ID, GOOD_SKILL, Setup, VERIFY_SHORT, codes};
 use skillforge_tests::{Home, Reaped, RedisServer, signal, wait_for, wait_exit};
-
-const BRIEF_ID: &str = "status-reply";
-
-struct Setup {
-    home: Home,
-    dir: tempfile::TempDir,
-}
-
-impl Setup {
-    fn new() -> Self {
-        Self { home: Home::embedded(), dir: tempfile::tempdir().unwrap() }
-    }
-
-    fn on(home: Home) -> Self {
-        Self { home, dir: tempfile::tempdir().unwrap() }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    /// Writes a skill dir `name` with `body` after its front matter.
-    fn skill(&self, name: &str, body: &str) -> PathBuf {
-        let dir = self.path(&format!("skills/{name}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("SKILL.md"), format!("---\nname: {name}\ndescription: Keep status replies short\n---\n{body}\n")).unwrap();
-        dir
-    }
-
-    /// Writes the brief with extra prompt/rubric lines and a verify.
-    fn brief(&self, id: &str, prompt_extra: &str, rubric_extra: &str, verify: &str) -> PathBuf {
-        let brief = json!({
-            "id": id,
-            "prompt": format!("Write the team's status reply from notes.md.\nscripted: reply LONG status: here is every detail of the week, item by item, with context and caveats\n{prompt_extra}"),
-            "setup": {"notes.md": "- shipped 1.2\n- fixed login\n"},
-            "verify": verify,
-            "rubric": format!("Which reply would the team rather read?\nscripted: prefer SHORT\n{rubric_extra}"),
-            "output": "reply"
-        });
-        let path = self.path(&format!("{id}.json"));
-        std::fs::write(&path, serde_json::to_string_pretty(&brief).unwrap()).unwrap();
-        path
-    }
-
-    fn forge(&self, brief: &Path, skill: &Path, extra: &[&str]) -> (i32, Value, String) {
-        let mut args: Vec<String> = ["--json", "eval", "forge", "--brief"].iter().map(|s| s.to_string()).collect();
-        if !extra.contains(&"--runtime") {
-            args.splice(3..3, ["--runtime".to_owned(), "scripted".to_owned()]);
-        }
-        args.push(brief.display().to_string());
-        args.push("--skill-dir".into());
-        args.push(skill.display().to_string());
-        args.push("--install-root".into());
-        args.push(self.path("agents-skills").display().to_string());
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let out = self.home.cmd().args(&args).output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        let value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        (out.status.code().unwrap_or(-1), value, stderr)
-    }
-
-    fn run_dir(&self, id: &str) -> PathBuf {
-        self.home.path().join("eval/runs").join(id)
-    }
-
-    fn verdict(&self, id: &str, n: u32) -> Option<Value> {
-        std::fs::read_to_string(self.run_dir(id).join(format!("s{n}/verdict.json"))).ok().map(|t| serde_json::from_str(&t).unwrap())
-    }
-
-    fn ledger(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.home.path().join("eval/ledger.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-}
-
-/// Words in the reply ≤ 8: the short reply passes, the long one fails.
-const VERIFY_SHORT: &str = "test \"$(wc -w < \"$FORGE_FINAL\")\" -le 8";
-const GOOD_SKILL: &str = "scripted: reply SHORT: shipped 1.2, fixed login";
-
-fn codes(report: &Value) -> Vec<Option<String>> {
-    report["samples"].as_array().unwrap().iter().map(|s| s["invalid_code"].as_str().map(str::to_owned)).collect()
-}
 
 // E-14, E-04, E-05, E-52: one test runs judge → aggregate → gate → ledger together.
 #[test]

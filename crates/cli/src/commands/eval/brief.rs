@@ -73,7 +73,9 @@ pub async fn run(_ctx: &Context, args: BriefArgs) -> CliResult {
         return Err(CliError::usage(anyhow!("give --check FILE, or --knowledge-gap --draft FILE --out FILE")));
     };
     let file = draft_path.display().to_string();
-    let draft: KnowledgeGapDraft = serde_json::from_str(&read(draft_path)?).map_err(|e| CliError::usage(anyhow!("invalid draft `{file}`: {e}")))?;
+    let text = read(draft_path)?;
+    skillforge_contract::limits::check_json(&text).map_err(|e| CliError::usage(anyhow!("invalid draft `{file}`: the document {e}")))?;
+    let draft: KnowledgeGapDraft = serde_json::from_str(&text).map_err(|e| CliError::usage(anyhow!("invalid draft `{file}`: {e}")))?;
     draft.brief.validate(&file).map_err(CliError::usage)?;
     check_rules_absent(&draft).map_err(CliError::usage)?;
     let good = verify_passes(&draft.brief, &draft.good_example).await?;

@@ -1,9 +1,11 @@
-//! `eval forge --brief F --skill-dir D [--samples N] [--rival P] [--runner local] [--dry-run]`.
+//! `eval forge --brief F --skill-dir D [--samples N] [--rival P] [--runner local|container
+//! [--image IMG] [--environment docker] [--container-host H] [--no-network]] [--dry-run]`.
 
 use std::path::PathBuf;
 
 use anyhow::anyhow;
 use clap::Args;
+use skillforge_workflows::evalloop::arm_runner::{ArmRunner, ContainerArms, check_local_only};
 use skillforge_workflows::evalloop::brief::Brief;
 use skillforge_workflows::evalloop::credentials::preflight;
 use skillforge_workflows::evalloop::forge::{DEFAULT_SAMPLES, ForgeEnv, ForgeError, ForgeRequest, run_forge};
@@ -34,9 +36,21 @@ pub struct ForgeArgs {
     /// Install this incumbent skill in the baseline arm (a head-to-head).
     #[arg(long, value_name = "DIR")]
     rival: Option<PathBuf>,
-    /// Where arms run: `local` (work dirs on this machine). `container` is not available yet (the forge does not hand arms to the container runner).
-    #[arg(long, default_value = "local")]
+    /// Where arms run: `local` (work dirs on this machine) or `container` (one container per arm on a local engine, the skill handed to the with-arm's container only).
+    #[arg(long, default_value = "local", value_parser = ["local", "container"])]
     runner: String,
+    /// Container arms: the image holding the agent CLI and /bin/sh.
+    #[arg(long, value_name = "IMAGE")]
+    image: Option<String>,
+    /// Container arms: the environment; only `docker` (a local Docker or podman engine). Cloud providers (daytona, modal, blaxel, …) are refused: the arm's credential would ship to them.
+    #[arg(long, default_value = "docker")]
+    environment: String,
+    /// Container arms: the engine (a unix socket or a loopback tcp:// address); default the worker's DOCKER_HOST.
+    #[arg(long = "container-host", value_name = "HOST")]
+    container_host: Option<String>,
+    /// Container arms: no network (the agent cannot reach a model API; for offline agents).
+    #[arg(long = "no-network")]
+    no_network: bool,
     /// Agent runtime of the arms (`claude`, `codex`, `opencode`, `scripted`); default `FORGE_AGENT`, else claude.
     #[arg(long, env = "FORGE_AGENT", default_value = "claude")]
     runtime: String,
@@ -63,14 +77,23 @@ pub struct ForgeArgs {
     failure_rate: Option<f64>,
 }
 
+/// The arms' runner from `--runner` and the container flags (E-13: a local engine only).
+fn arm_runner(args: &ForgeArgs) -> Result<ArmRunner, CliError> {
+    if args.runner == "local" {
+        if args.image.is_some() || args.container_host.is_some() || args.no_network || args.environment != "docker" {
+            return Err(CliError::usage(anyhow!("--image, --environment, --container-host and --no-network need --runner container")));
+        }
+        return Ok(ArmRunner::Local);
+    }
+    let host = args.container_host.clone().or_else(|| std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()));
+    check_local_only(&args.environment, host.as_deref()).map_err(|e| CliError::usage(anyhow!("--runner container: {e}")))?;
+    let image = args.image.clone().filter(|i| !i.trim().is_empty()).ok_or_else(|| CliError::usage(anyhow!("--runner container needs --image IMAGE: the image holding the agent CLI")))?;
+    Ok(ArmRunner::Container(ContainerArms { image, host: args.container_host.clone(), network: !args.no_network }))
+}
+
 /// Runs `eval forge`.
 pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
-    if args.runner != "local" {
-        return Err(CliError::usage(anyhow!(
-            "--runner `{}`: only `local` is available; the forge does not run arms on the container runner yet",
-            args.runner
-        )));
-    }
+    let runner = arm_runner(&args)?;
     if args.samples == 0 {
         return Err(CliError::usage(anyhow!("--samples must be at least 1")));
     }
@@ -107,6 +130,7 @@ pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
         rival: args.rival.map(absolute),
         judge_runtime: args.judge_runtime.unwrap_or_else(|| args.runtime.clone()),
         runtime: args.runtime,
+        runner,
         model: args.model,
         dry_run: args.dry_run,
         install,
