@@ -53,6 +53,42 @@ fn redis_data_loss_is_reported_once_and_applied_keys_are_not_run_again() {
     assert_eq!(logs.matches("lost its data").count(), 2, "{logs}");
 }
 
+/// Issue 12 item 6: when the queue loses its data, `serve` names the store's pending work that
+/// went with it: the option-generation jobs a `train continue --no-wait` enqueued (recorded as
+/// pending by the stage port) are listed by id, and nothing else is.
+#[test]
+fn redis_data_loss_names_the_store_work_the_queue_lost() {
+    use skillforge_tests::{PLANNER_TEMPLATE, Reaped, RedisServer, add_template, path_arg, write};
+    let t = std::time::Duration::from_secs(60);
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    add_template(&home, PLANNER_TEMPLATE, "owner/repo");
+    let items = write(&home.path().join("in/items.yml"), "items:\n  - id: one\n    title: One\n    input: the first change\n");
+    let out = home.run(&[
+        "train", "start", "--template", "planner", "--repo", "owner/repo", "--request", "clearer", "--items-file",
+        path_arg(&items), "--yes", "--session", "s1", "--options", "2", "--workspace-repo", "owner/workspace",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // No worker runs: the option jobs stay queued, pending in the store.
+    let out = home.run(&["train", "continue", "--session", "s1", "--no-wait"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let queued = home.json(&["jobs", "list"]);
+    let ids: Vec<String> = queued.as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap().to_owned()).collect();
+    assert!(!ids.is_empty(), "{queued:#}");
+
+    let _serve = Reaped(home.spawn_serve());
+    // `serve` has read the namespace epoch once it says where it runs.
+    home.wait(t, "serve to start", || home.logs().contains("control plane on").then_some(()));
+    redis.cli(&["flushall"]).expect("flushall");
+    let line = home.wait(t, "serve to name the lost work", || {
+        home.logs().lines().find(|l| l.contains("the store awaits are gone from the queue")).map(str::to_owned)
+    });
+    assert!(line.contains(&format!("{} job(s)", ids.len())), "{line}");
+    for id in &ids {
+        assert!(line.contains(id.as_str()) && line.contains("train/option_generation"), "{id}: {line}");
+    }
+}
+
 /// Issue 12 item 9: flags that would store something meaningless are refused with exit 2, and
 /// nothing is enqueued: a timeout that rounds to 0 ms, an empty idempotency key (one key shared
 /// by every such submit), an environment variable without a name, an empty lock or queue name.
@@ -186,6 +222,41 @@ fn a_full_disk_is_exit_3_naming_the_file_and_the_home_works_once_space_is_freed(
     assert_eq!(String::from_utf8_lossy(&out.stdout), "after\n");
 }
 
+/// Issue 12 item 3: a disk that fills after the enqueue (here the job itself fills it) leaves
+/// the in-process worker of `jobs submit --wait` unable to record the result: the command ends
+/// with exit 3 saying the result could not be recorded and naming the disk, instead of waiting
+/// for a result that will never arrive.
+#[test]
+fn submit_wait_whose_worker_meets_a_full_disk_is_exit_3() {
+    let home = Home::embedded();
+    let Some(_fs) = Tmpfs::mount_over(home.path(), "16m") else {
+        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); the disk-full test did not run");
+        return;
+    };
+    let filler = home.path().join("filler");
+    // Fill the disk, then print 64 KiB (the output tail the result must store).
+    let script = format!("cat /dev/zero > '{}' 2>/dev/null; head -c 65536 /dev/zero | tr '\\0' x", filler.display());
+    let mut child = home
+        .cmd()
+        .args(["jobs", "submit", "--wait", "--", "sh", "-c", &script])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = skillforge_tests::wait_exit(&mut child, std::time::Duration::from_secs(60));
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut text).unwrap();
+    assert_eq!(status.code(), Some(3), "{text}");
+    let error = text.lines().find(|l| l.starts_with("error:")).unwrap_or_default();
+    assert!(error.contains("could not record its result") && error.contains("disk"), "{text}");
+    assert!(error.contains("queue.db"), "names the queue file: {text}");
+
+    // Once space is freed the home works again.
+    std::fs::remove_file(&filler).unwrap();
+    let out = home.run(&["jobs", "submit", "--wait", "--", "echo", "after"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
 /// Issue 12 item 8: on a read-only home (its file system remounted read-only) read commands
 /// work, since a current schema needs no migration lock and the files open read-only; a write
 /// fails with exit 3 naming the file it could not write.
@@ -210,4 +281,33 @@ fn read_commands_work_on_a_read_only_home_and_writes_name_the_file() {
     let write = home.run(&["jobs", "submit", "--", "true"]);
     assert_eq!(write.status.code(), Some(3), "{}", stderr(&write));
     assert!(stderr(&write).contains("readonly") && stderr(&write).contains("queue.db"), "{}", stderr(&write));
+}
+
+/// Issue 12 item 7: JSON given on the command line (`review create --metadata-json`,
+/// `train start --evaluator-config-json`) nested 50 000 levels deep (100 KB: one argument can
+/// hold at most 128 KiB on Linux) is refused with exit 2 naming the flag and the nesting limit,
+/// and nothing is stored.
+#[test]
+fn deeply_nested_json_flags_are_refused_naming_the_limit() {
+    let home = Home::embedded();
+    let deep = format!("{}{}", "[".repeat(50_000), "]".repeat(50_000));
+    let items = skillforge_tests::write(&home.path().join("items.yml"), "items:\n  - id: one\n    title: One\n    input: a change\n");
+    let items = items.display().to_string();
+    let cases: [(&[&str], &str); 2] = [
+        (&["review", "create", "--template", "planner", "--repo", "o/r", "--run", "r1", "--metadata-json"], "--metadata-json"),
+        (
+            &["train", "start", "--template", "planner", "--repo", "o/r", "--request", "x", "--yes", "--items-file", &items,
+              "--evaluator", "commit_notes_v1", "--evaluator-config-json"],
+            "--evaluator-config-json",
+        ),
+    ];
+    for (args, flag) in cases {
+        let mut argv = args.to_vec();
+        argv.push(&deep);
+        let out = home.run(&argv);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {}", stderr(&out));
+        assert!(stderr(&out).contains(flag) && stderr(&out).contains("64 levels"), "{flag}: {}", stderr(&out));
+    }
+    let jobs = home.json(&["jobs", "list"]);
+    assert_eq!(jobs.as_array().map(Vec::len), Some(0), "nothing enqueued: {jobs:#}");
 }

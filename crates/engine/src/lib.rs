@@ -9,6 +9,7 @@
 
 pub mod backend;
 pub mod error;
+pub mod health;
 pub mod ingest;
 pub mod job;
 pub mod open;

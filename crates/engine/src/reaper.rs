@@ -58,6 +58,17 @@ pub async fn reap_once(backend: &dyn QueueBackend) -> Result<Vec<Reaped>, Engine
 /// dropped pass applied some reaps or none, never half of one), so a shutdown with the queue
 /// unreachable does not wait out the backend's retries.
 pub async fn run_reaper(backend: &dyn QueueBackend, every: Duration, shutdown: CancellationToken) {
+    run_reaper_reporting(backend, every, shutdown, None).await;
+}
+
+/// [`run_reaper`], also sending each namespace loss to `losses` (when given), so a control
+/// plane can say which of its own pending work the queue lost (issue 12 item 6).
+pub async fn run_reaper_reporting(
+    backend: &dyn QueueBackend,
+    every: Duration,
+    shutdown: CancellationToken,
+    losses: Option<tokio::sync::mpsc::UnboundedSender<crate::backend::NamespaceLoss>>,
+) {
     loop {
         let pass = async {
             match reap_once(backend).await {
@@ -67,8 +78,13 @@ pub async fn run_reaper(backend: &dyn QueueBackend, every: Duration, shutdown: C
             }
             // A queue that lost its data is said once, loudly (the backend reports each loss once).
             match backend.check_namespace().await {
-                Ok(Some(loss)) => error!(namespace = %loss.namespace, previous_epoch = %loss.previous_epoch,
-                                         current_epoch = %loss.current_epoch, "{loss}"),
+                Ok(Some(loss)) => {
+                    error!(namespace = %loss.namespace, previous_epoch = %loss.previous_epoch,
+                           current_epoch = %loss.current_epoch, "{loss}");
+                    if let Some(tx) = &losses {
+                        let _ = tx.send(loss);
+                    }
+                }
                 Ok(None) => {}
                 Err(e) => debug!(error = %e, "namespace check failed"),
             }

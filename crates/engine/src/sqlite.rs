@@ -612,8 +612,11 @@ impl QueueBackend for SqliteBackend {
         let reply = match state {
             JobState::Queued | JobState::Stale => {
                 sqlx::query(
-                    "UPDATE jobs SET state = 'cancelled', recovery_available = 0, \
-                     result_pending = 1, updated_at_ms = ?2 WHERE id = ?1",
+                    // A job leased before (retried, or stale) may have a result applied under
+                    // its current token: the cancel is a new result, so it gets a new token (a
+                    // never-leased job keeps 0, so a later lease is still its first).
+                    "UPDATE jobs SET state = 'cancelled', recovery_available = 0, result_pending = 1, \
+                     fencing_token = fencing_token + (fencing_token > 0), updated_at_ms = ?2 WHERE id = ?1",
                 )
                 .bind(job_id)
                 .bind(now)

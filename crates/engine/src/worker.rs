@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::backend::QueueBackend;
+use crate::health::WorkerHealth;
 use crate::job::{FinishReply, HeartbeatReply, LeasedJob, LockAcquire, WorkerIdentity};
 use crate::policy::finish_for;
 use crate::reaper::{DEFAULT_REAP_EVERY, run_reaper};
@@ -48,6 +49,9 @@ pub struct WorkerConfig {
     pub scratch_root: PathBuf,
     /// Longest a single lease call waits for work; bounds how fast shutdown is noticed.
     pub poll_wait: Duration,
+    /// Where undelivered results and failing lease calls are also reported, for a process that
+    /// runs this worker for its own jobs ([`WorkerHealth`]); `None` only logs them.
+    pub health: Option<Arc<WorkerHealth>>,
 }
 
 impl WorkerConfig {
@@ -61,6 +65,7 @@ impl WorkerConfig {
             reap_every: Some(DEFAULT_REAP_EVERY),
             scratch_root,
             poll_wait: Duration::from_millis(500),
+            health: None,
         }
     }
 }
@@ -199,6 +204,7 @@ impl Worker {
                     identity: self.identity.clone(),
                     queues: queues.clone(),
                     next_queue: next_queue.clone(),
+                    health: self.config.health.clone(),
                 };
                 tasks.spawn(async move {
                     ctx.run(job).await;
@@ -258,12 +264,22 @@ impl Worker {
             let wait = if i + 1 == n { self.config.poll_wait } else { Duration::ZERO };
             match self.backend.lease(queue, &self.identity, free, wait).await {
                 Ok(jobs) if !jobs.is_empty() => {
+                    if let Some(h) = &self.config.health {
+                        h.lease_answered();
+                    }
                     next_queue.store((first + i + 1) % n, Ordering::Relaxed);
                     return jobs;
                 }
-                Ok(_) => {}
+                Ok(_) => {
+                    if let Some(h) = &self.config.health {
+                        h.lease_answered();
+                    }
+                }
                 Err(e) => {
                     warn!(queue = %queue, error = %e, "lease failed; retrying shortly");
+                    if let Some(h) = &self.config.health {
+                        h.lease_failed(&e.to_string());
+                    }
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
             }
@@ -356,6 +372,7 @@ struct JobTask {
     /// The worker's queues and its round-robin position, shared with the lease loop.
     queues: Arc<[String]>,
     next_queue: Arc<AtomicUsize>,
+    health: Option<Arc<WorkerHealth>>,
 }
 
 impl JobTask {
@@ -499,6 +516,9 @@ impl JobTask {
                 }
                 Err(e) => {
                     warn!(error = %e, "result not delivered; the reaper will recover the job");
+                    if let Some(h) = &self.health {
+                        h.result_not_delivered(&job.id, &e.to_string());
+                    }
                     None
                 }
             }

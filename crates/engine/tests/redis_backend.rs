@@ -1305,6 +1305,12 @@ async fn retry_finishing_between_ingestion_read_and_ack_is_not_lost() {
     scenarios::retry_finishing_between_ingestion_read_and_ack_is_not_lost(&backend(&server).await).await;
 }
 
+#[tokio::test]
+async fn a_retried_then_cancelled_job_gets_a_new_token_and_its_cancel_is_applied() {
+    let server = RedisServer::start();
+    scenarios::a_retried_then_cancelled_job_gets_a_new_token_and_its_cancel_is_applied(&backend(&server).await).await;
+}
+
 /// Issue 12 item 6: Redis losing its data (here `FLUSHALL`; a restart without persistence is the
 /// same) is reported once by the namespace check, and a re-run of the lost job under the same
 /// idempotency key is not applied a second time: the store shows the key applied.

@@ -650,6 +650,12 @@ async fn retry_finishing_between_ingestion_read_and_ack_is_not_lost() {
     scenarios::retry_finishing_between_ingestion_read_and_ack_is_not_lost(&open(&dir).await).await;
 }
 
+#[tokio::test]
+async fn a_retried_then_cancelled_job_gets_a_new_token_and_its_cancel_is_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    scenarios::a_retried_then_cancelled_job_gets_a_new_token_and_its_cancel_is_applied(&open(&dir).await).await;
+}
+
 /// A job whose stored record cannot be decoded (here: its spec is not a `JobSpec`) never fails
 /// the round that leases it: the round's finishes apply and its other slots are refilled; the
 /// corrupt job stays leased to the worker, which never runs it, so it expires and the reaper

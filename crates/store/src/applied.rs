@@ -28,7 +28,8 @@ pub struct AppliedResult {
 /// Records `result` unless a row for the same (job, fencing token) exists.
 ///
 /// Returns true when recorded now (the caller then applies the result's effects in the same
-/// transaction), false when it had already been applied (the caller applies nothing).
+/// transaction), false when it had already been applied (the caller applies nothing). The job's
+/// [`crate::submitted`] record, if any, is deleted in the same transaction.
 ///
 /// # Errors
 /// [`StoreError::Sql`].
@@ -45,8 +46,10 @@ pub async fn record_applied(conn: &mut SqliteConnection, result: &AppliedResult)
     .bind(&result.idempotency_key)
     .bind(&result.outcome_json)
     .bind(&result.applied_at)
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
+    // The job is no longer pending work of the control plane (see `submitted`).
+    sqlx::query("DELETE FROM submitted_jobs WHERE job_id = ?").bind(&result.job_id).execute(&mut *conn).await?;
     Ok(done.rows_affected() == 1)
 }
 

@@ -14,6 +14,7 @@ pub mod feedback;
 pub mod harvest;
 pub mod promotion;
 pub mod review;
+pub mod submitted;
 pub mod templates;
 pub mod train;
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use clap::Args;
 use skillforge_engine::ingest::run_ingestion;
-use skillforge_engine::reaper::{DEFAULT_REAP_EVERY, run_reaper};
+use skillforge_engine::reaper::{DEFAULT_REAP_EVERY, run_reaper_reporting};
 use skillforge_workflows::families::Families;
 
 use crate::control::args::queue_label;
@@ -68,7 +68,17 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     };
     eprintln!("control plane on {} with store {}", queue_label(ctx), ctx.home.display());
     let handlers = Families::for_home(&ctx.home);
-    let reaper = run_reaper(backend.as_ref(), DEFAULT_REAP_EVERY, shutdown.clone());
+    let (loss_tx, mut losses) = tokio::sync::mpsc::unbounded_channel();
+    let reaper = run_reaper_reporting(backend.as_ref(), DEFAULT_REAP_EVERY, shutdown.clone(), Some(loss_tx));
+    // A lost queue namespace: say which of the store's pending work went with it (item 6).
+    let lost = async {
+        while let Some(loss) = losses.recv().await {
+            match skillforge_workflows::stage::lost_work(backend.as_ref(), &store).await {
+                Ok(work) => tracing::error!(namespace = %loss.namespace, missing = work.missing.len(), "{work}"),
+                Err(e) => tracing::error!(error = %e, "could not list the store's pending work the queue lost"),
+            }
+        }
+    };
     let ingestion = run_ingestion(
         backend.as_ref(),
         &store,
@@ -96,7 +106,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
             }
         }
     };
-    tokio::join!(reaper, ingestion, events, canaries);
+    tokio::join!(reaper, ingestion, events, canaries, lost);
     Ok(OK)
 }
 

@@ -213,6 +213,10 @@ async fn run_start(ctx: &Context, env: &TrainEnv<'_>, args: StartArgs) -> CliRes
         options: args.options,
         task_kind: String::new(),
     };
+    if let Some(raw) = args.evaluator_config_json.as_deref() {
+        skillforge_contract::limits::check_json(raw)
+            .map_err(|e| CliError::usage(anyhow!("--evaluator-config-json {e}")))?;
+    }
     let config = match args.evaluator_config_json.as_deref().map(serde_json::from_str::<serde_json::Value>) {
         None => None,
         Some(Ok(serde_json::Value::Object(map))) => Some(map),

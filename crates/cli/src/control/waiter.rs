@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use skillforge_engine::ingest::ingest_once;
+use skillforge_engine::health::WorkerHealth;
 use skillforge_engine::worker::{PRESENCE_LOCK_PREFIX, Worker, WorkerConfig};
 use skillforge_engine::{Enqueued, EngineError, Job, JobSpec, JobState, LeaseKind, LeaseStatus, QueueBackend};
 use skillforge_store::Store;
@@ -81,6 +82,7 @@ impl<'a> CliJobs<'a> {
         let mut next_worker_check = started;
         let mut noted_no_worker = false;
         let mut local: Option<(CancellationToken, tokio::task::JoinHandle<()>)> = None;
+        let health = Arc::new(WorkerHealth::default());
         let mut delay = POLL_FIRST;
         let jobs = loop {
             let mut jobs = Vec::with_capacity(ids.len());
@@ -94,12 +96,21 @@ impl<'a> CliJobs<'a> {
             if n_done == jobs.len() {
                 break jobs;
             }
+            if local.is_some()
+                && let Some(e) = local_worker_failure(&health, &jobs)
+            {
+                if let Some((stop, handle)) = local.take() {
+                    stop.cancel();
+                    let _ = handle.await;
+                }
+                return Err(e);
+            }
             if local.is_none() && Instant::now() >= next_worker_check {
                 next_worker_check = Instant::now() + WORKER_CHECK_EVERY;
                 if !has_live_worker(self.queue.as_ref()).await? {
                     if can_run_locally {
                         let queues: BTreeSet<String> = jobs.iter().map(|j| j.spec.queue.clone()).collect();
-                        local = Some(self.start_local_worker(queues.into_iter().collect()));
+                        local = Some(self.start_local_worker(queues.into_iter().collect(), health.clone()));
                     } else if !noted_no_worker
                         && started.elapsed() >= NO_WORKER_NOTE_AFTER
                         && jobs.iter().any(|j| j.state == JobState::Queued)
@@ -141,9 +152,14 @@ impl<'a> CliJobs<'a> {
         )
     }
 
-    fn start_local_worker(&self, queues: Vec<String>) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    fn start_local_worker(
+        &self,
+        queues: Vec<String>,
+        health: Arc<WorkerHealth>,
+    ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
         let mut config = WorkerConfig::new("local", self.ctx.scratch_root());
         config.queues = queues;
+        config.health = Some(health);
         config.concurrency = self.ctx.config.worker.concurrency.unwrap_or(4);
         config.grace = Duration::from_secs(2);
         let worker = Worker::new(config, self.queue.clone(), crate::runners::all());
@@ -152,6 +168,35 @@ impl<'a> CliJobs<'a> {
         (stop, tokio::spawn(async move {
             worker.run(s).await;
         }))
+    }
+}
+
+/// Lease calls of the in-process worker failing this many times in a row, while a waited job
+/// is queued, end the wait: nothing else would run the job.
+const LEASE_FAILURES_TO_GIVE_UP: u32 = 3;
+
+/// Why the in-process worker cannot bring `jobs` to an end (issue 12 item 3: a full disk after
+/// the enqueue): a result it could not deliver, or lease calls failing in a row while a job is
+/// queued. The error names the queue's own message (for a full disk: the file and "disk").
+fn local_worker_failure(health: &WorkerHealth, jobs: &[Job]) -> Option<EngineError> {
+    let backend = "sqlite";
+    for job in jobs.iter().filter(|j| !is_finished(j)) {
+        if let Some(e) = health.undelivered(&job.id) {
+            let message = format!(
+                "the in-process worker ran job {} but could not record its result: {e}; the job goes stale and \
+                 the reaper recovers it once the queue can be written again",
+                job.id
+            );
+            return Some(EngineError::Backend { backend, message });
+        }
+    }
+    let queued = jobs.iter().any(|j| j.state == JobState::Queued);
+    match health.lease_failing() {
+        Some((n, e)) if queued && n >= LEASE_FAILURES_TO_GIVE_UP => Some(EngineError::Backend {
+            backend,
+            message: format!("the in-process worker could not lease the job ({n} attempts in a row): {e}"),
+        }),
+        _ => None,
     }
 }
 
@@ -176,7 +221,7 @@ async fn has_live_worker(queue: &dyn QueueBackend) -> Result<bool, EngineError> 
 #[async_trait::async_trait]
 impl StageJobs for CliJobs<'_> {
     async fn submit(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
-        self.queue.enqueue(spec).await
+        skillforge_workflows::stage::submit_recorded(self.queue.as_ref(), &self.store, spec).await
     }
 
     async fn get(&self, id: &str) -> Result<Option<Job>, EngineError> {

@@ -276,3 +276,39 @@ pub(crate) async fn retry_finishing_between_ingestion_read_and_ack_is_not_lost(b
         .collect();
     assert_eq!(applied, vec![(1, "dead".to_owned()), (2, "succeeded".to_owned())]);
 }
+
+/// A job whose result was applied, retried, then cancelled while queued: the cancel is a new
+/// result under a new fencing token, so ingestion applies it instead of taking it for the
+/// applied one (issue 12: it kept its token and its cancel was deduplicated away). A job never
+/// leased keeps token 0 when cancelled, so a later lease is still its first.
+pub(crate) async fn a_retried_then_cancelled_job_gets_a_new_token_and_its_cancel_is_applied(b: &dyn QueueBackend) {
+    struct Record;
+    #[async_trait::async_trait]
+    impl ResultHandler for Record {
+        async fn apply(&self, _conn: &mut sqlx::SqliteConnection, _job: &Job) -> Result<(), skillforge_engine::ingest::ApplyError> {
+            Ok(())
+        }
+    }
+    let home = tempfile::tempdir().unwrap();
+    let store = Store::open(home.path()).await.unwrap();
+    let w = WorkerIdentity::new("cancel-after-retry");
+    let mut once = spec("q");
+    once.max_attempts = 1;
+    let id = b.enqueue(&once).await.unwrap().job_id;
+    let leased = b.lease("q", &w, 1, Duration::ZERO).await.unwrap();
+    assert_eq!(b.finish(&id, leased[0].fencing_token, &finish(JobState::Dead)).await.unwrap(), FinishReply::Applied(JobState::Dead));
+    assert_eq!(ingest_once(b, &store, &Record).await.unwrap().applied, 1);
+
+    b.retry(&id).await.unwrap();
+    b.cancel(&id).await.unwrap();
+    let job = b.get(&id).await.unwrap().unwrap();
+    assert_eq!((job.state, job.fencing_token), (JobState::Cancelled, 2), "the cancel runs under a new token");
+    assert_eq!(ingest_once(b, &store, &Record).await.unwrap().applied, 1, "the cancel is applied, not deduplicated");
+    let applied: Vec<(i64, String)> =
+        applied_for_job(store.pool(), &id).await.unwrap().into_iter().map(|r| (r.fencing_token, r.state)).collect();
+    assert_eq!(applied, vec![(1, "dead".to_owned()), (2, "cancelled".to_owned())]);
+
+    let never = b.enqueue(&spec("q")).await.unwrap().job_id;
+    b.cancel(&never).await.unwrap();
+    assert_eq!(b.get(&never).await.unwrap().unwrap().fencing_token, 0, "never leased: still token 0");
+}

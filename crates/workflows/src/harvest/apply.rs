@@ -415,7 +415,7 @@ pub async fn dispatch_legs(
     let mut out = Vec::new();
     for dispatch in legs {
         let key = dispatch.spec.idempotency_key.clone().unwrap_or_default();
-        let enqueued = backend.enqueue(&dispatch.spec).await;
+        let enqueued = crate::stage::submit_recorded(backend, store, &dispatch.spec).await;
         let mut tx = store.begin().await?;
         match enqueued {
             Ok(e) => {

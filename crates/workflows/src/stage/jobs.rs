@@ -6,7 +6,9 @@
 //! or [`Wait::Return`] (`--no-wait`: jobs still running come back as [`Ran::Pending`], and the
 //! next call with the same idempotency keys picks the same jobs up).
 
-use skillforge_engine::{EngineError, Enqueued, Job, JobSpec, JobState};
+use skillforge_engine::{EngineError, Enqueued, Job, JobSpec, JobState, QueueBackend};
+use skillforge_store::Store;
+use tracing::warn;
 
 /// Whether a step waits for its jobs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +56,35 @@ pub trait StageJobs: Send + Sync {
     /// # Errors
     /// The queue's; [`EngineError::NotFound`] for an unknown id.
     async fn wait(&self, ids: &[String], what: &str) -> Result<Vec<Job>, EngineError>;
+}
+
+/// Enqueues `spec` on `queue` and records it in `store` as pending work of the control plane
+/// ([`skillforge_store::submitted`]: what `serve` names when the queue loses its data). The
+/// record is best effort: a store that cannot take it is logged, never an error, since the job
+/// is already enqueued and failing the caller would invite a duplicate submit.
+///
+/// # Errors
+/// The queue's.
+pub async fn submit_recorded(queue: &dyn QueueBackend, store: &Store, spec: &JobSpec) -> Result<Enqueued, EngineError> {
+    let enqueued = queue.enqueue(spec).await?;
+    record_pending(store, &enqueued, spec).await;
+    Ok(enqueued)
+}
+
+/// Records an enqueued job as pending work in `store` (see [`submit_recorded`]); failures are
+/// logged.
+pub async fn record_pending(store: &Store, enqueued: &Enqueued, spec: &JobSpec) {
+    let recorded = skillforge_store::submitted::record_submitted(
+        store.pool(),
+        &enqueued.job_id,
+        &spec.workflow,
+        &spec.stage,
+        spec.idempotency_key.as_deref(),
+    )
+    .await;
+    if let Err(e) = recorded {
+        warn!(job_id = %enqueued.job_id, error = %e, "the job is enqueued but not recorded as pending in the store");
+    }
 }
 
 /// Whether a job will not move on its own any more (terminal or parked `stale`).

@@ -5,6 +5,8 @@
 pub mod def;
 pub mod job;
 pub mod jobs;
+pub mod lost;
 
 pub use def::{NoSections, Sections, StageDef, StageSource, StagesError, WorkflowDef};
-pub use jobs::{Ran, StageJobs, Wait, run_jobs, wait_for};
+pub use lost::{LostWork, lost_work};
+pub use jobs::{Ran, StageJobs, Wait, record_pending, run_jobs, submit_recorded, wait_for};

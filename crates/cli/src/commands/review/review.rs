@@ -90,6 +90,7 @@ pub struct ItemAddArgs {
 /// Exit 2 when it is not a JSON object.
 pub fn metadata_arg(raw: Option<&str>) -> Result<String, CliError> {
     let Some(raw) = raw.filter(|r| !r.trim().is_empty()) else { return Ok(String::new()) };
+    skillforge_contract::limits::check_json(raw).map_err(|e| CliError::usage(anyhow!("--metadata-json {e}")))?;
     let value: Value =
         serde_json::from_str(raw).map_err(|e| CliError::usage(anyhow!("--metadata-json is not valid JSON: {e}")))?;
     if !value.is_object() {
