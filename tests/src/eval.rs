@@ -68,19 +68,37 @@ impl Setup {
         path
     }
 
-    /// `eval forge --json` (scripted runtime unless `extra` names one): (exit code, report, stderr).
+    /// `eval forge --json` (scripted runtime unless `extra` names one; no `--brief` when `brief` is
+    /// empty): (exit code, report, stderr).
     pub fn forge(&self, brief: &Path, skill: &Path, extra: &[&str]) -> (i32, Value, String) {
+        self.forge_env(brief, skill, extra, &[])
+    }
+
+    /// A `PATH` holding no program at all: a runtime profile (`codex`, `opencode`) finds no CLI
+    /// whatever this machine has installed, so its arms never run.
+    pub fn empty_path(&self) -> String {
+        let dir = self.path("empty-path");
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.display().to_string()
+    }
+
+    /// [`Setup::forge`] with extra environment variables.
+    pub fn forge_env(&self, brief: &Path, skill: &Path, extra: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
         let mut args: Vec<String> = ["--json", "eval", "forge", "--brief"].iter().map(|s| s.to_string()).collect();
         if !extra.contains(&"--runtime") {
             args.splice(3..3, ["--runtime".to_owned(), "scripted".to_owned()]);
         }
-        args.push(brief.display().to_string());
+        if brief.as_os_str().is_empty() {
+            args.pop();
+        } else {
+            args.push(brief.display().to_string());
+        }
         args.push("--skill-dir".into());
         args.push(skill.display().to_string());
         args.push("--install-root".into());
         args.push(self.path("agents-skills").display().to_string());
         args.extend(extra.iter().map(|s| s.to_string()));
-        let out = self.home.cmd().args(&args).output().unwrap();
+        let out = self.home.cmd().envs(env.iter().copied()).args(&args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         let value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
         (out.status.code().unwrap_or(-1), value, stderr)

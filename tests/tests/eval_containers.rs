@@ -4,6 +4,7 @@
 //! with the built binary mounted, the judge and the verify on the host.
 
 use std::path::Path;
+use std::process::Stdio;
 
 use serde_json::{Value, json};
 use skillforge_tests::debian_base;
@@ -114,4 +115,65 @@ fn e13_cloud_environments_and_remote_engines_are_refused_before_any_arm() {
         assert!(stderr.contains("credential") || stderr.contains("--runner container"), "{extra:?}: {stderr}");
         assert!(!s.run_dir(BRIEF_ID).exists(), "{extra:?}: nothing ran");
     }
+}
+
+/// Every process's argv on this machine, joined, that contains `needle`.
+fn argv_containing(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().filter_map(Result::ok) {
+        if let Ok(bytes) = std::fs::read(entry.path().join("cmdline")) {
+            let argv = String::from_utf8_lossy(&bytes).replace('\0', " ");
+            if argv.contains(needle) {
+                found.push(argv);
+            }
+        }
+    }
+    found
+}
+
+// E-11: a container pair with a token in the worker's environment and a Claude credentials file in
+// HOME: no process argv on the machine carries the token while the arms run (sampled until the
+// forge exits), no job payload in the queue carries it, and the credentials file is only read.
+#[test]
+fn e11_a_container_pair_keeps_the_token_off_argv_and_the_credentials_file_unchanged() {
+    let Some(image) = debian_base() else { return };
+    let s = Setup::new();
+    let skill = s.skill("tldr", &format!("{GOOD_SKILL}\nscripted: sleep 1500"));
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let token = format!("sk-ant-oat-e11-{}", std::process::id());
+    let user_home = s.path("user-home");
+    std::fs::create_dir_all(user_home.join(".claude")).unwrap();
+    let creds = user_home.join(".claude/.credentials.json");
+    std::fs::write(&creds, json!({"claudeAiOauth": {"accessToken": token, "expiresAt": 99_999_999_999_999_i64}}).to_string()).unwrap();
+    let before = (std::fs::metadata(&creds).unwrap().modified().unwrap(), std::fs::read(&creds).unwrap());
+    let mut child = s
+        .home
+        .cmd()
+        .env("HOME", &user_home)
+        .env("SKILLFORGE_SCRIPTED_TOKEN", &token)
+        .args(["--json", "eval", "forge", "--runtime", "scripted", "--samples", "1", "--runner", "container", "--image", &image, "--no-network"])
+        .args(["--brief", brief.to_str().unwrap(), "--skill-dir", skill.to_str().unwrap(), "--install-root", s.path("r").to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut samples = 0;
+    while child.try_wait().unwrap().is_none() {
+        assert_eq!(argv_containing(&token), Vec::<String>::new(), "the token is on an argv");
+        samples += 1;
+        // Sampling the process table while the arms run (not waiting for a condition).
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "one sample decides nothing: {stderr}");
+    assert!(samples > 0);
+    let run = read(&s.run_dir(BRIEF_ID).join("s1/with.meta/run.json"));
+    assert!(run["container"]["image"]["digest"].is_string(), "the arm ran in a container: {run:#}");
+    let jobs = s.home.json(&["jobs", "list"]);
+    for job in jobs.as_array().unwrap() {
+        let shown = s.home.json(&["jobs", "show", job["id"].as_str().unwrap()]);
+        assert!(!shown["payload"].to_string().contains(&token), "the token is in a queued payload: {shown:#}");
+    }
+    assert_eq!((std::fs::metadata(&creds).unwrap().modified().unwrap(), std::fs::read(&creds).unwrap()), before, "the credentials file is only read");
 }

@@ -76,7 +76,8 @@ fn e45_arm_never_ran_stops_the_brief_before_any_mapping() {
     let s = Setup::new();
     let skill = s.skill("tldr", GOOD_SKILL);
     let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
-    let (code, report, stderr) = s.forge(&brief, &skill, &["--runtime", "opencode", "--judge-runtime", "opencode"]);
+    let path = s.empty_path();
+    let (code, report, stderr) = s.forge_env(&brief, &skill, &["--runtime", "opencode", "--judge-runtime", "opencode"], &[("PATH", &path)]);
     assert_eq!(code, 1, "{stderr}");
     assert_eq!(codes(&report), vec![Some("arm_never_ran".to_owned())], "{report:#}");
     let v = s.verdict(BRIEF_ID, 1).unwrap();
@@ -244,9 +245,9 @@ fn forge_resumes_after_sigkill_mid_arm_applying_each_arm_once() {
     let s = Setup::new();
     std::fs::write(
         s.home.path().join("evalloop.toml"),
-        "[stages.arm]\nrunner = \"agent\"\ntimeout_secs = 60\nheartbeat_secs = 1\nstale_after_secs = 3\nattempts = 3\nidempotent = true\n\
-         [stages.verify]\nrunner = \"process\"\ntimeout_secs = 60\nheartbeat_secs = 1\nstale_after_secs = 3\nattempts = 3\nidempotent = true\n\
-         [stages.judge]\nrunner = \"agent\"\ntimeout_secs = 60\nheartbeat_secs = 1\nstale_after_secs = 3\nattempts = 3\nidempotent = true\n",
+        "[stages.arm]\ntimeout_secs = 60\nheartbeat_secs = 1\nstale_after_secs = 3\n\
+         [stages.verify]\ntimeout_secs = 60\nheartbeat_secs = 1\nstale_after_secs = 3\n\
+         [stages.judge]\ntimeout_secs = 60\nheartbeat_secs = 1\nstale_after_secs = 3\n",
     )
     .unwrap();
     let skill = s.skill("tldr", GOOD_SKILL);
@@ -333,6 +334,32 @@ fn e12_unreadable_codex_auth_stops_before_any_arm() {
     assert!(!s.run_dir(BRIEF_ID).exists());
 }
 
+// E-12: CODEX_FORCE_AUTH_JSON=0 chooses the API key deliberately: with no auth.json the forge
+// goes on and its arms run (no Codex CLI on the arms' PATH, so they never ran — an arm fault, not
+// a credential stop), where the same run without the switch stopped before any arm.
+#[test]
+fn e12_codex_force_auth_json_0_uses_the_key_and_the_arms_run() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let out = s
+        .home
+        .cmd()
+        .env("HOME", s.path("empty-home"))
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("CODEX_FORCE_AUTH_JSON", "0")
+        .env("PATH", s.empty_path())
+        .args(["--json", "eval", "forge", "--runtime", "codex", "--judge-runtime", "scripted", "--brief", brief.to_str().unwrap(), "--skill-dir", skill.to_str().unwrap(), "--install-root", s.path("r").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(3), "no credential stop: {stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(codes(&report), vec![Some("arm_never_ran".to_owned())], "the arms ran (and found no codex): {stderr}\n{report:#}");
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(s.run_dir(BRIEF_ID).join("s1/with.meta/run.json")).unwrap()).unwrap();
+    assert_eq!((run["runtime"].as_str(), run["exit"].as_str()), (Some("codex"), Some("not_runnable")), "{run:#}");
+}
+
 // Issue 17 item 7 on a fleet: a Redis queue, two workers running the arms in parallel, the forging
 // CLI as the control plane applying results; the same chain adopts.
 #[test]
@@ -387,4 +414,32 @@ fn html_report_renders_both_arms_and_the_verdict_in_chromium() {
     std::fs::write(&blank, "<!doctype html><html><body></body></html>").unwrap();
     let (_, blank_png) = chromium(&blank, s.dir.path());
     assert!(png.len() > 4 * blank_png.len(), "the screenshot shows content ({} bytes vs a blank page's {})", png.len(), blank_png.len());
+}
+
+// `eval forge --mode corrections --theme T`: a model (the scripted runtime, as an `agent` job)
+// drafts the knowledge-gap brief from the correction theme, the brief passes E-01/E-02 and is
+// written under the home, and the same forge runs it to a decision; `--dry-run` drafts nothing.
+#[test]
+fn forge_mode_corrections_drafts_the_brief_from_a_theme_then_adopts() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let draft = json!({
+        "brief": {"id": "kg-status", "prompt": "scripted: reply LONG status: here is every detail of the week, item by item, with context and caveats",
+                  "setup": {"notes.md": "shipped 1.2; fixed login"}, "verify": VERIFY_SHORT,
+                  "rubric": "scripted: prefer SHORT", "output": "reply"},
+        "rules": [], "good_example": "shipped 1.2, fixed login", "bad_example": "here is every detail of the week, item by item, with context"
+    });
+    let theme = s.path("status.theme.json");
+    let corrections = [format!("no, nobody reads all that\nscripted: reply {draft}")];
+    std::fs::write(&theme, json!({"name": "status", "rules": ["status replies stay under nine words"], "corrections": corrections}).to_string()).unwrap();
+    let (code, report, stderr) = s.forge(Path::new(""), &skill, &["--mode", "corrections", "--theme", theme.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(report["skipped"].as_str().unwrap().contains("would draft"), "{report:#}");
+    assert!(!s.home.path().join("eval/briefs").exists(), "a dry run drafts nothing");
+    let (code, report, stderr) = s.forge(Path::new(""), &skill, &["--mode", "corrections", "--theme", theme.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}\n{report:#}");
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(s.home.path().join("eval/briefs/kg-status.json")).unwrap()).unwrap();
+    assert_eq!(written, draft["brief"]);
+    assert_eq!(report["gate"]["decision"], "adopt", "{report:#}");
+    assert_eq!(s.ledger()[0]["brief_id"], "kg-status");
 }

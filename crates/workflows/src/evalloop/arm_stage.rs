@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use skillforge_engine::{Job, JobSpec};
-use skillforge_runner::ExitClass;
+use skillforge_runner::{ExitClass, PayloadError};
 use skillforge_runner_agent::{AgentPayload, AgentReport};
 
 use super::arm::{ArmRecord, ArmSide, RUN_ERROR_CHARS, truncate_chars};
@@ -13,7 +13,7 @@ use super::brief::Brief;
 use super::arm_runner::ArmRunner;
 use super::inventory::{HANDED_SKILL_DIR, installed_skills};
 use super::layout::{arm_dir, meta_dir, write_atomic, write_json};
-use super::stages::{ARM_STAGE, StageDef, agent_job};
+use super::stages::StageDef;
 use super::tool_errors::count_tool_errors;
 
 /// `run.json`, `final.txt`, `transcript.jsonl` in an arm's meta dir.
@@ -121,7 +121,10 @@ pub struct ArmJob<'a> {
 /// `FORGE_SAMPLE` in its environment, the transcript written to `<arm>.meta/transcript.jsonl`;
 /// on the container runner, in a container of its own with the skills handed to it mounted.
 /// Key `<prefix>:<n>:<side>`.
-pub fn arm_job(stage: &StageDef, job: &ArmJob<'_>) -> JobSpec {
+///
+/// # Errors
+/// [`PayloadError`] when the payload does not serialize (a path that is not UTF-8).
+pub fn arm_job(stage: &StageDef, job: &ArmJob<'_>) -> Result<JobSpec, PayloadError> {
     let work = arm_dir(job.sample_dir, job.side);
     let meta = meta_dir(job.sample_dir, job.side);
     let mut payload = AgentPayload::new(job.runtime, job.brief.prompt.clone());
@@ -134,7 +137,7 @@ pub fn arm_job(stage: &StageDef, job: &ArmJob<'_>) -> JobSpec {
     payload.timeout_secs = Some(stage.timeout_secs);
     payload.transcript_path = Some(meta_dir(job.sample_dir, job.side).join(TRANSCRIPT_FILE));
     let key = format!("{}:{}:{}", job.key_prefix, job.sample, job.side);
-    agent_job(ARM_STAGE, stage, serde_json::to_value(&payload).unwrap_or_default(), key)
+    stage.job(&payload, Some(key))
 }
 
 /// Reads `(sample, side)` back from an arm job's idempotency key.

@@ -213,7 +213,8 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         let mut ids = Vec::new();
         for side in ArmSide::BOTH {
             let job = ArmJob { brief: &req.brief, sample_dir: &sdir, sample: n, side, runtime: &req.runtime, model: req.model.as_deref(), key_prefix: &prefix, runner: &req.runner };
-            ids.push(enqueue(env, &arm_job(&env.stages.arm, &job)).await?);
+            let spec = arm_job(&env.stages.arm, &job).map_err(|e| ForgeError::Refused(e.to_string()))?;
+            ids.push(enqueue(env, &spec).await?);
         }
         if !state.jobs.iter().any(|j| j.0 == n) {
             state.jobs.push((n, ids[0].clone(), ids[1].clone()));
@@ -231,7 +232,8 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         if !verify_files.iter().all(|f| f.exists()) {
             let mut ids = Vec::new();
             for side in ArmSide::BOTH {
-                ids.push(enqueue(env, &verify_job(&req.brief, &sdir, n, side, &env.stages.verify, &prefix)).await?);
+                let spec = verify_job(&req.brief, &sdir, n, side, &env.stages.verify, &prefix).map_err(|e| ForgeError::Refused(e.to_string()))?;
+                ids.push(enqueue(env, &spec).await?);
             }
             env.jobs.wait(&ids, &format!("sample {n} verify")).await.map_err(env_err)?;
             apply_until(env, &verify_files).await?;
@@ -347,8 +349,9 @@ pub fn read_verdicts(dir: &Path, n: u32) -> Result<Vec<SampleVerdict>, String> {
     Ok(out)
 }
 
+/// Submits through the stage port (which records the job as the control plane's pending work).
 async fn enqueue(env: &ForgeEnv<'_>, spec: &JobSpec) -> Result<String, ForgeError> {
-    let enqueued = env.queue.enqueue(spec).await.map_err(env_err)?;
+    let enqueued = env.jobs.submit(spec).await.map_err(env_err)?;
     Ok(enqueued.job_id)
 }
 

@@ -7,7 +7,7 @@
 //! [`ledger`]; session corpora and the recheck: [`sessions`], [`corrections`], [`words`],
 //! [`recheck`]. The durable forge: [`stages`], [`layout`], [`arm_runner`], [`arm_stage`], [`judge_stage`],
 //! [`tool_errors`], [`handler`] ([`handler::EvalResultHandler`]), [`install`], [`forge`].
-//! Upkeep: [`backfill`], [`theme`], [`deploy`]. Helpers: [`check`] (a verify that checks the
+//! Upkeep: [`backfill`], [`theme`], [`deploy`], [`draft`] (a knowledge-gap brief drafted by a model). Helpers: [`check`] (a verify that checks the
 //! delivered document), [`credentials`] (the arms' credential preflight).
 
 pub mod aggregate;
@@ -20,6 +20,7 @@ pub mod check;
 pub mod corrections;
 pub mod credentials;
 pub mod deploy;
+pub mod draft;
 pub mod forge;
 pub mod gate;
 pub mod handler;

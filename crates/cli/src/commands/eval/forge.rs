@@ -1,5 +1,6 @@
-//! `eval forge --brief F --skill-dir D [--samples N] [--rival P] [--runner local|container
-//! [--image IMG] [--environment docker] [--container-host H] [--no-network]] [--dry-run]`.
+//! `eval forge (--brief F | --mode corrections --theme T) --skill-dir D [--samples N] [--rival P]
+//! [--runner local|container [--image IMG] [--environment docker] [--container-host H]
+//! [--no-network]] [--dry-run]`.
 
 use std::path::PathBuf;
 
@@ -11,6 +12,7 @@ use skillforge_workflows::evalloop::credentials::preflight;
 use skillforge_workflows::evalloop::forge::{DEFAULT_SAMPLES, ForgeEnv, ForgeError, ForgeRequest, run_forge};
 use skillforge_workflows::evalloop::gate::Decision;
 use skillforge_workflows::evalloop::install::InstallTarget;
+use skillforge_workflows::evalloop::layout::eval_root;
 use skillforge_workflows::evalloop::stages::EvalStages;
 
 use super::StderrReporter;
@@ -25,8 +27,14 @@ use crate::output::print_json;
 #[derive(Debug, Args)]
 pub struct ForgeArgs {
     /// The brief (JSON: id, prompt, setup, verify, rubric, output).
+    #[arg(long, value_name = "FILE", required_unless_present = "theme", conflicts_with = "theme")]
+    brief: Option<PathBuf>,
+    /// `brief` (run `--brief`) or `corrections`: a model drafts a knowledge-gap brief from the correction theme `--theme` (written to `<home>/eval/briefs/<id>.json` only when it passes the E-01/E-02 checks), then the forge runs it. Mining themes from sessions is the miner's, not built in.
+    #[arg(long, default_value = "brief", value_parser = ["brief", "corrections"])]
+    mode: String,
+    /// With `--mode corrections`: the correction theme {name, rules, corrections}.
     #[arg(long, value_name = "FILE")]
-    brief: PathBuf,
+    theme: Option<PathBuf>,
     /// The candidate skill's directory (holds SKILL.md).
     #[arg(long = "skill-dir", value_name = "DIR")]
     skill_dir: PathBuf,
@@ -102,9 +110,20 @@ pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
     {
         return Err(CliError::usage(anyhow!("--failure-rate {r} is not in [0,1]")));
     }
-    let file = args.brief.display().to_string();
-    let text = std::fs::read_to_string(&args.brief).map_err(|e| CliError::usage(anyhow!("read brief `{file}`: {e}")))?;
-    let brief = Brief::parse(&text, &file).map_err(CliError::usage)?;
+    let brief_file = match (args.mode.as_str(), &args.brief, &args.theme) {
+        ("brief", Some(path), None) => Some(path.clone()),
+        ("corrections", None, Some(_)) => None,
+        ("corrections", _, _) => return Err(CliError::usage(anyhow!("--mode corrections drafts the brief: give --theme FILE, not --brief"))),
+        _ => return Err(CliError::usage(anyhow!("--theme needs --mode corrections"))),
+    };
+    let brief = match &brief_file {
+        Some(path) => {
+            let file = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|e| CliError::usage(anyhow!("read brief `{file}`: {e}")))?;
+            Some(Brief::parse(&text, &file).map_err(CliError::usage)?)
+        }
+        None => None,
+    };
     let absolute = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
     let install = match (args.adopt_dir, args.install_root) {
         (Some(dir), _) => InstallTarget::Stage(absolute(dir)),
@@ -122,7 +141,27 @@ pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
             preflight(runtime, &env, &user_home, now_ms).map_err(|e| CliError::env(anyhow!("credential check for runtime `{runtime}` (no arm started): {e}")))?;
         }
     }
-    let stages = EvalStages::for_home(&ctx.home).map_err(|e| CliError::usage(anyhow!(e)))?;
+    let brief = match (brief, &args.theme) {
+        (Some(brief), _) => brief,
+        (None, Some(theme)) if args.dry_run => {
+            let why = format!("dry run: would draft a knowledge-gap brief from theme `{}` on runtime `{}`, then run {} samples × 2 arms ({} runner); nothing ran", theme.display(), args.runtime, args.samples, runner.as_str());
+            if ctx.json {
+                print_json(&serde_json::json!({"skipped": why}));
+            } else {
+                println!("{why}");
+            }
+            return Ok(OK);
+        }
+        (None, Some(theme)) => {
+            let (draft, file) = super::brief::draft_from_theme(ctx, theme, &args.runtime, args.model.as_deref()).await?;
+            let out = eval_root(&ctx.home).join("briefs").join(format!("{}.json", draft.brief.id));
+            let brief = super::brief::check_and_write(&draft, &file, &out).await?;
+            eprintln!("• brief `{}` drafted from `{}` and written to {}", brief.id, theme.display(), out.display());
+            brief
+        }
+        (None, None) => return Err(CliError::usage(anyhow!("give --brief FILE or --mode corrections --theme FILE"))),
+    };
+    let stages = EvalStages::for_home(&ctx.home).map_err(|e| CliError::usage(anyhow!(e.to_string())))?;
     let req = ForgeRequest {
         brief,
         skill_dir: absolute(args.skill_dir),
