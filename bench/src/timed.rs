@@ -12,6 +12,7 @@ use skillforge_engine::job::{
     LeaseView, LeasedJob, LockAcquire, WorkerIdentity,
 };
 use skillforge_engine::{EngineError, QueueBackend, ReapAction};
+use skillforge_engine::retention::{PruneBatch, PruneRule, Tombstone};
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CallStats {
@@ -118,6 +119,15 @@ impl QueueBackend for Timed {
     }
     async fn ack_result(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
         self.inner.ack_result(job_id, fencing_token).await
+    }
+    async fn prune(&self, rule: &PruneRule, limit: usize) -> Result<PruneBatch, EngineError> {
+        timed!(self, "prune", self.inner.prune(rule, limit))
+    }
+    async fn prune_count(&self, rule: &PruneRule) -> Result<(u64, u64), EngineError> {
+        self.inner.prune_count(rule).await
+    }
+    async fn tombstone(&self, job_id: &str) -> Result<Option<Tombstone>, EngineError> {
+        self.inner.tombstone(job_id).await
     }
     async fn check_namespace(&self) -> Result<Option<skillforge_engine::NamespaceLoss>, EngineError> {
         self.inner.check_namespace().await

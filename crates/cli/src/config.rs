@@ -8,6 +8,9 @@ use serde::Deserialize;
 
 use crate::exit::CliError;
 
+mod retention;
+pub use retention::KeepSetting;
+
 /// File name of the configuration inside the home directory.
 pub const CONFIG_FILE: &str = "config.toml";
 
@@ -265,12 +268,27 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<
     })
 }
 
-/// `[queue]`: which backend.
+/// `[queue]`: which backend, and how long finished jobs are kept.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QueueConfig {
     /// `redis://HOST:PORT[/DB]`; absent = the embedded SQLite queue.
     pub url: Option<String>,
+    /// Succeeded jobs kept: an age (`"7d"`), a count (`10000`), both (`{ age, count }`) or
+    /// `"forever"`; default 7 days.
+    pub keep_succeeded: Option<KeepSetting>,
+    /// Failed, dead and cancelled jobs kept (same forms); default 30 days.
+    pub keep_failed: Option<KeepSetting>,
+}
+
+impl QueueConfig {
+    /// The retention these settings give (unset = the documented defaults).
+    ///
+    /// # Errors
+    /// Exit 2 naming the setting when one does not parse.
+    pub fn retention(&self) -> Result<skillforge_engine::retention::Retention, CliError> {
+        retention::retention(self.keep_succeeded.as_ref(), self.keep_failed.as_ref()).map_err(CliError::usage)
+    }
 }
 
 /// `[worker]`: defaults for `skillforge worker`.

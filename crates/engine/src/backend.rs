@@ -11,6 +11,7 @@ use crate::job::{
     CancelReply, Enqueued, ExpiredLease, Finish, FinishReply, HeartbeatReply, Job, JobSpec,
     JobState, LeaseView, LeasedJob, LockAcquire, WorkerIdentity,
 };
+use crate::retention::{PruneBatch, PruneRule, Tombstone};
 
 /// Most times a group-commit task yields to the runtime while collecting one batch.
 const BATCH_YIELDS: usize = 8;
@@ -76,7 +77,8 @@ pub trait QueueBackend: Send + Sync + 'static {
     fn name(&self) -> &'static str;
 
     /// Stores a new job in state `queued`. When `spec.idempotency_key` was seen before,
-    /// returns the existing job id with `created: false` and stores nothing.
+    /// returns the existing job id with `created: false` and stores nothing; that job may have
+    /// been pruned since (its tombstone keeps the key for the class's retention).
     async fn enqueue(&self, spec: &JobSpec) -> Result<Enqueued, EngineError>;
 
     /// Leases up to `max` due jobs from `queue` for `worker`, oldest first: state `running`,
@@ -158,7 +160,7 @@ pub trait QueueBackend: Send + Sync + 'static {
     /// attempt budget (attempt history kept). Errors with [`EngineError::InvalidState`] otherwise.
     async fn retry(&self, job_id: &str) -> Result<(), EngineError>;
 
-    /// One job, or `None` when the id is unknown.
+    /// One job, or `None` when the id is unknown (or the job was pruned: see [`Self::tombstone`]).
     async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError>;
 
     /// Jobs, newest first, optionally filtered by state, at most `limit`.
@@ -174,6 +176,22 @@ pub trait QueueBackend: Send + Sync + 'static {
     /// attempt's result), nothing changes and the reply is `false`: the newer result stays
     /// pending. Errors with [`EngineError::NotFound`] when the id is unknown.
     async fn ack_result(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError>;
+
+    /// Prunes (see [`crate::retention`]) at most `limit` prunable jobs of `rule.class` selected by
+    /// `rule.jobs` (oldest finish first), each leaving a [`Tombstone`], and at most `limit`
+    /// tombstones of the class selected by `rule.tombstones` (oldest prune first; an expired
+    /// tombstone frees its idempotency key). Atomic per call: a job is removed with its history,
+    /// output tails and index entries, or not at all. Never removes a job that is not terminal
+    /// or whose latest result is not acknowledged ([`Self::ack_result`]).
+    async fn prune(&self, rule: &PruneRule, limit: usize) -> Result<PruneBatch, EngineError>;
+
+    /// How many jobs and tombstones [`Self::prune`] would remove now under `rule`, without a
+    /// limit, removing nothing.
+    async fn prune_count(&self, rule: &PruneRule) -> Result<(u64, u64), EngineError>;
+
+    /// The tombstone of a pruned job, `None` when the id names no pruned job (or its tombstone
+    /// expired).
+    async fn tombstone(&self, job_id: &str) -> Result<Option<Tombstone>, EngineError>;
 
     /// Takes the named lock for `owner` when free or stale (a stale holder is replaced, with
     /// a higher fencing token).

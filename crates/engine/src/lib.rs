@@ -5,7 +5,8 @@
 //!   opened from a URL by [`open`].
 //! * [`policy`]: attempts, backoff with jitter, what a stale lease becomes — one place for both backends.
 //! * [`worker`]: the lease → run → heartbeat → fenced result loop; [`reaper`]: stale recovery;
-//!   [`ingest`]: exactly-once application of results to the domain store.
+//!   [`ingest`]: exactly-once application of results to the domain store; [`retention`]: how
+//!   long finished jobs are kept and the bounded pruning passes.
 
 pub mod backend;
 pub mod error;
@@ -15,6 +16,7 @@ pub mod job;
 pub mod open;
 pub mod policy;
 pub mod reaper;
+pub mod retention;
 pub mod redis;
 pub mod registry;
 pub mod sqlite;

@@ -1,7 +1,7 @@
 //! The Redis queue backend (skillforge's own, on the `redis` crate), for fleets of workers.
 //!
 //! Every state transition is one Lua script (see `redis/*.lua`), run atomically by Redis and
-//! fenced on the job's fencing token where the [`QueueBackend`] contract says so. Every
+//! fenced on the job's fencing token where the [`QueueBackend`](crate::QueueBackend) contract says so. Every
 //! timestamp is taken from the server clock (`TIME`) inside the script, so all workers share
 //! one clock and [`RedisBackend::now_ms`] returns that clock.
 //!
@@ -15,13 +15,16 @@
 //! | `delayed:{queue}` | sorted set | not yet due jobs, score = `not_before` (ms) |
 //! | `wake:{queue}` | list | wake tokens for idle `lease` waiters (`BLPOP`), capped at 16 |
 //! | `leases` | sorted set | running jobs, score = heartbeat deadline (`heartbeat_at + stale_after`) |
-//! | `idem` | hash | idempotency key → job id |
+//! | `idem` | hash | idempotency key → job id (kept while the job or its tombstone is) |
+//! | `done:{class}` | sorted set | acknowledged terminal jobs of a retention class (`succeeded`; `failed` = failed, dead, cancelled), score = finish time: what `prune.lua` may remove (`crate::retention`) |
+//! | `done:backfill` | string | cursor (a creation time in `jobs`) of the one-time walk that files the acknowledged jobs of a namespace written before retention into `done:*`; `done` when finished (set at once for a new namespace) |
+//! | `pruned`, `pruned:{class}` | hash, sorted set | tombstones of pruned jobs: id → `state⇥finished_at⇥pruned_at⇥idem_key`; per class by prune time |
 //! | `results` | sorted set | terminal/stale jobs not yet acknowledged, score = sequence |
 //! | `jobs`, `state:{state}` | sorted sets | job index by creation time: all jobs / per state, for `failed`, `dead`, `cancelled` and `stale` only (`running` jobs are in `leases`; `queued` and `succeeded`, the states nearly every job passes through, are listed by walking `jobs`) |
 //! | `lock:{name}`, `locks` | hash, sorted set | named locks; held locks by heartbeat deadline |
 //! | `seq` | string | the sequence counter |
 //! | `leasereq:{uuid}` | list | jobs leased by one lease request (10 min), so a retried request is idempotent |
-//! | `epoch` | string | the namespace epoch: a random id written once into an empty namespace (`epoch.lua`); gone or changed = the data was lost ([`QueueBackend::check_namespace`]) |
+//! | `epoch` | string | the namespace epoch: a random id written once into an empty namespace (`epoch.lua`); gone or changed = the data was lost ([`QueueBackend::check_namespace`](crate::QueueBackend::check_namespace)) |
 //!
 //! ## The job hash
 //!
@@ -84,12 +87,9 @@ use ::redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnec
 use ::redis::{AsyncConnectionConfig, Client, ErrorKind, RedisError, ServerErrorKind};
 use tokio::time::Instant;
 
-use crate::backend::{NamespaceLoss, QueueBackend, ReapAction};
+use crate::backend::ReapAction;
 use crate::error::EngineError;
-use crate::job::{
-    CancelReply, Enqueued, ExpiredLease, Finish, FinishReply, HeartbeatReply, Job, JobSpec,
-    JobState, Lease, LeaseKind, LeaseView, LeasedJob, LockAcquire, WorkerIdentity, new_job_id,
-};
+use crate::job::{Finish, Job, JobState, LeasedJob, WorkerIdentity};
 use decode::RawJob;
 use scripts::Scripts;
 
@@ -117,7 +117,7 @@ const LIST_WALK_BUDGET: usize = 5000;
 /// Batch size of `reap_locks` and the page size of internal scans.
 const SCAN_BATCH: usize = 1000;
 
-/// The Redis [`QueueBackend`].
+/// The Redis [`QueueBackend`](crate::QueueBackend).
 ///
 /// Cheap to share behind an `Arc`; every method takes `&self`. Create it with
 /// [`RedisBackend::connect`].
@@ -191,6 +191,10 @@ macro_rules! with_retry {
         }
     }};
 }
+
+// After `with_retry!`, which they use.
+mod queue;
+mod retention;
 
 /// Stable lowercase wire name of a reap action.
 fn reap_action_name(action: &ReapAction) -> (&'static str, u64) {
@@ -461,350 +465,5 @@ impl RedisBackend {
         cmd.arg(key).arg(0).arg(stop);
         let what = format!("read index `{key}`");
         with_retry!(self, what, |c| cmd.query_async(&mut c))
-    }
-}
-
-#[async_trait::async_trait]
-impl QueueBackend for RedisBackend {
-    fn name(&self) -> &'static str {
-        "redis"
-    }
-
-    async fn enqueue(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
-        let id = new_job_id();
-        let spec_json = serde_json::to_string(spec)
-            .map_err(|e| EngineError::redis(format!("encode job spec: {e}")))?;
-        let mut inv = self.scripts.enqueue.prepare_invoke();
-        inv.arg(&self.prefix)
-            .arg(&id)
-            .arg(&spec.queue)
-            .arg(spec_json)
-            .arg(spec.idempotency_key.as_deref().unwrap_or(""))
-            .arg(spec.max_attempts)
-            .arg(spec.heartbeat_ms)
-            .arg(spec.stale_after_ms)
-            .arg(u8::from(spec.idempotent))
-            .arg(
-                spec.not_before_ms
-                    .map(|t| t.to_string())
-                    .unwrap_or_default(),
-            );
-        let what = format!("enqueue on queue `{}`", spec.queue);
-        let (job_id, created): (String, u8) =
-            with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
-        Ok(Enqueued {
-            job_id,
-            created: created == 1,
-        })
-    }
-
-    async fn lease(
-        &self,
-        queue: &str,
-        worker: &WorkerIdentity,
-        max: usize,
-        wait: Duration,
-    ) -> Result<Vec<LeasedJob>, EngineError> {
-        if max == 0 {
-            return Ok(Vec::new());
-        }
-        let deadline = Instant::now() + wait;
-        loop {
-            let (jobs, next_due, server_now) = self.lease_once(queue, worker, max).await?;
-            if !jobs.is_empty() {
-                return Ok(jobs);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ok(jobs);
-            }
-            let mut block = deadline - now;
-            if let Some(due) = next_due {
-                let until_due = Duration::from_millis(due.saturating_sub(server_now).max(0) as u64);
-                block = block.min(until_due);
-            }
-            if !block.is_zero() {
-                self.wait_for_wake(queue, block).await;
-            }
-        }
-    }
-
-    async fn heartbeat(
-        &self,
-        job_id: &str,
-        fencing_token: u64,
-    ) -> Result<HeartbeatReply, EngineError> {
-        let mut inv = self.scripts.heartbeat.prepare_invoke();
-        inv.arg(&self.prefix).arg(job_id).arg(fencing_token);
-        let what = format!("heartbeat of job `{job_id}`");
-        let reply: String = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
-        match reply.as_str() {
-            "renewed" => Ok(HeartbeatReply::Renewed),
-            "cancel" => Ok(HeartbeatReply::CancelRequested),
-            "lost" => Ok(HeartbeatReply::LeaseLost),
-            _ => Err(unexpected("heartbeat", &[reply])),
-        }
-    }
-
-    async fn finish(
-        &self,
-        job_id: &str,
-        fencing_token: u64,
-        finish: &Finish,
-    ) -> Result<FinishReply, EngineError> {
-        Ok(self.send_finish(job_id, fencing_token, finish, None).await?.0)
-    }
-
-    async fn finish_and_lease(
-        &self,
-        job_id: &str,
-        fencing_token: u64,
-        finish: &Finish,
-        queue: &str,
-        worker: &WorkerIdentity,
-    ) -> Result<(FinishReply, Option<LeasedJob>), EngineError> {
-        self.send_finish(job_id, fencing_token, finish, Some((queue.to_owned(), worker.clone())))
-            .await
-    }
-
-    async fn release(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
-        let mut inv = self.scripts.release.prepare_invoke();
-        inv.arg(&self.prefix).arg(job_id).arg(fencing_token);
-        let what = format!("release of job `{job_id}`");
-        let applied: u8 = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
-        Ok(applied == 1)
-    }
-
-    async fn expired_leases(&self, limit: usize) -> Result<Vec<ExpiredLease>, EngineError> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let mut inv = self.scripts.expired.prepare_invoke();
-        inv.arg(&self.prefix).arg(limit);
-        let rows: Vec<(String, u64, u32, u32, u8, u8)> =
-            with_retry!(self, "list expired leases", |c| inv.invoke_async(&mut c))?;
-        Ok(rows
-            .into_iter()
-            .map(
-                |(job_id, fencing_token, attempts, max_attempts, idempotent, cancel)| {
-                    ExpiredLease {
-                        job_id,
-                        fencing_token,
-                        attempts,
-                        max_attempts,
-                        idempotent: idempotent == 1,
-                        cancel_requested: cancel == 1,
-                    }
-                },
-            )
-            .collect())
-    }
-
-    async fn reap(&self, lease: &ExpiredLease, action: &ReapAction) -> Result<bool, EngineError> {
-        let (name, delay_ms) = reap_action_name(action);
-        let mut inv = self.scripts.reap.prepare_invoke();
-        inv.arg(&self.prefix)
-            .arg(&lease.job_id)
-            .arg(lease.fencing_token)
-            .arg(name)
-            .arg(delay_ms);
-        let what = format!("reap of job `{}`", lease.job_id);
-        let applied: u8 = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
-        Ok(applied == 1)
-    }
-
-    async fn cancel(&self, job_id: &str) -> Result<CancelReply, EngineError> {
-        let mut inv = self.scripts.cancel.prepare_invoke();
-        inv.arg(&self.prefix).arg(job_id);
-        let what = format!("cancel of job `{job_id}`");
-        let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
-        match reply.as_slice() {
-            [tag] if tag == "cancelled" => Ok(CancelReply::Cancelled),
-            [tag] if tag == "requested" => Ok(CancelReply::Requested),
-            [tag, state] if tag == "terminal" => {
-                Ok(CancelReply::AlreadyTerminal(parse_state(job_id, state)?))
-            }
-            [tag] if tag == "missing" => Err(EngineError::NotFound(job_id.to_owned())),
-            _ => Err(unexpected("cancel", &reply)),
-        }
-    }
-
-    async fn retry(&self, job_id: &str) -> Result<(), EngineError> {
-        let mut inv = self.scripts.retry.prepare_invoke();
-        inv.arg(&self.prefix).arg(job_id);
-        let what = format!("retry of job `{job_id}`");
-        let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
-        match reply.as_slice() {
-            [tag] if tag == "ok" => Ok(()),
-            [tag, state] if tag == "invalid" => Err(EngineError::InvalidState {
-                job_id: job_id.to_owned(),
-                state: parse_state(job_id, state)?,
-                message: "only failed, dead, cancelled or stale jobs can be retried".to_owned(),
-            }),
-            [tag] if tag == "missing" => Err(EngineError::NotFound(job_id.to_owned())),
-            _ => Err(unexpected("retry", &reply)),
-        }
-    }
-
-    async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError> {
-        Ok(self
-            .fetch_jobs(&[job_id.to_owned()])
-            .await?
-            .into_iter()
-            .next())
-    }
-
-    async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>, EngineError> {
-        if state == Some(JobState::Running) {
-            // Running jobs are indexed by the `leases` set (by heartbeat deadline), not by a
-            // state set: newest first by creation time, like the other states.
-            let ids = self.zrange(&format!("{}leases", self.prefix), false, usize::MAX).await?;
-            let mut jobs: Vec<Job> = self
-                .fetch_jobs(&ids)
-                .await?
-                .into_iter()
-                .filter(|j| j.state == JobState::Running)
-                .collect();
-            jobs.sort_by(|a, b| (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id)));
-            jobs.truncate(limit);
-            return Ok(jobs);
-        }
-        let ids = match state {
-            None => self.zrange(&format!("{}jobs", self.prefix), true, limit).await?,
-            Some(s) if STATE_INDEXED.contains(&s) => {
-                self.zrange(&format!("{}state:{}", self.prefix, s.as_str()), true, limit).await?
-            }
-            Some(s) => self.walk_jobs_in_state(s, limit).await?,
-        };
-        let jobs = self.fetch_jobs(&ids).await?;
-        // The index and the hashes are read separately: drop a job that changed state meanwhile.
-        Ok(jobs
-            .into_iter()
-            .filter(|j| state.is_none_or(|s| j.state == s))
-            .collect())
-    }
-
-    async fn pending_results(&self, limit: usize) -> Result<Vec<Job>, EngineError> {
-        let ids = self
-            .zrange(&format!("{}results", self.prefix), false, limit)
-            .await?;
-        self.fetch_jobs(&ids).await
-    }
-
-    async fn ack_result(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
-        let mut inv = self.scripts.ack.prepare_invoke();
-        inv.arg(&self.prefix).arg(job_id).arg(fencing_token);
-        let what = format!("acknowledge result of job `{job_id}` at fencing token {fencing_token}");
-        let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
-        match reply.as_slice() {
-            [tag] if tag == "acked" => Ok(true),
-            [tag, _current] if tag == "fenced" => Ok(false),
-            [tag] if tag == "missing" => Err(EngineError::NotFound(job_id.to_owned())),
-            _ => Err(unexpected("ack_result", &reply)),
-        }
-    }
-
-    async fn check_namespace(&self) -> Result<Option<NamespaceLoss>, EngineError> {
-        let (now, _, jobs) = self.read_epoch().await?;
-        let mut known = self.epoch.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if *known == now {
-            return Ok(None);
-        }
-        let previous = std::mem::replace(&mut *known, now.clone());
-        Ok(Some(NamespaceLoss {
-            namespace: self.prefix.trim_end_matches(':').to_owned(),
-            previous_epoch: previous,
-            current_epoch: now,
-            jobs_now: jobs,
-        }))
-    }
-
-    async fn acquire_lock(
-        &self,
-        name: &str,
-        owner: &WorkerIdentity,
-        heartbeat: Duration,
-        stale_after: Duration,
-    ) -> Result<LockAcquire, EngineError> {
-        let mut inv = self.scripts.lock_acquire.prepare_invoke();
-        inv.arg(&self.prefix)
-            .arg(name)
-            .arg(&owner.worker_id)
-            .arg(&owner.host)
-            .arg(owner.pid)
-            .arg(heartbeat.as_millis() as u64)
-            .arg(stale_after.as_millis() as u64);
-        let what = format!("acquire lock `{name}`");
-        let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
-        let bad = || unexpected("lock acquire", &reply);
-        match reply.as_slice() {
-            [tag, token] if tag == "acquired" => Ok(LockAcquire::Acquired {
-                fencing_token: token.parse().map_err(|_| bad())?,
-            }),
-            [tag, worker, host, pid, token, acquired, heartbeat] if tag == "held" => {
-                Ok(LockAcquire::Held(Lease {
-                    owner_worker: worker.clone(),
-                    owner_host: host.clone(),
-                    owner_pid: pid.parse().map_err(|_| bad())?,
-                    fencing_token: token.parse().map_err(|_| bad())?,
-                    acquired_at_ms: acquired.parse().map_err(|_| bad())?,
-                    heartbeat_at_ms: heartbeat.parse().map_err(|_| bad())?,
-                }))
-            }
-            _ => Err(bad()),
-        }
-    }
-
-    async fn renew_lock(&self, name: &str, fencing_token: u64) -> Result<bool, EngineError> {
-        let mut inv = self.scripts.lock_renew.prepare_invoke();
-        inv.arg(&self.prefix).arg(name).arg(fencing_token);
-        let what = format!("renew lock `{name}`");
-        let renewed: u8 = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
-        Ok(renewed == 1)
-    }
-
-    async fn release_lock(&self, name: &str, fencing_token: u64) -> Result<bool, EngineError> {
-        let mut inv = self.scripts.lock_release.prepare_invoke();
-        inv.arg(&self.prefix).arg(name).arg(fencing_token);
-        let what = format!("release lock `{name}`");
-        let released: u8 = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
-        Ok(released == 1)
-    }
-
-    async fn reap_locks(&self) -> Result<Vec<String>, EngineError> {
-        let mut freed = Vec::new();
-        loop {
-            let mut inv = self.scripts.reap_locks.prepare_invoke();
-            inv.arg(&self.prefix).arg(SCAN_BATCH);
-            let batch: Vec<String> =
-                with_retry!(self, "reap stale locks", |c| inv.invoke_async(&mut c))?;
-            let done = batch.len() < SCAN_BATCH;
-            freed.extend(batch);
-            if done {
-                return Ok(freed);
-            }
-        }
-    }
-
-    async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
-        let mut inv = self.scripts.leases.prepare_invoke();
-        inv.arg(&self.prefix);
-        let (jobs, locks): (Vec<Vec<String>>, Vec<Vec<String>>) =
-            with_retry!(self, "list leases", |c| inv.invoke_async(&mut c))?;
-        let mut out = Vec::with_capacity(jobs.len() + locks.len());
-        for row in &jobs {
-            out.push(decode::lease_row(LeaseKind::Job, row)?);
-        }
-        for row in &locks {
-            out.push(decode::lease_row(LeaseKind::Lock, row)?);
-        }
-        Ok(out)
-    }
-
-    async fn now_ms(&self) -> Result<i64, EngineError> {
-        let cmd = ::redis::cmd("TIME");
-        let (secs, micros): (i64, i64) =
-            with_retry!(self, "read server time", |c| cmd.query_async(&mut c))?;
-        Ok(secs * 1000 + micros / 1000)
     }
 }

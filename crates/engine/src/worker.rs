@@ -45,6 +45,11 @@ pub struct WorkerConfig {
     pub grace: Duration,
     /// Reaper period; `None` runs no reaper in this worker.
     pub reap_every: Option<Duration>,
+    /// Retention the reaper loop prunes finished jobs under (every
+    /// [`DEFAULT_PRUNE_EVERY`](crate::retention::DEFAULT_PRUNE_EVERY), only with a reaper);
+    /// `None` (the default of [`WorkerConfig::new`]) prunes nothing: a caller passes the
+    /// configured retention (`[queue] keep_succeeded` / `keep_failed`).
+    pub retention: Option<crate::retention::Retention>,
     /// Parent of each attempt's scratch dir.
     pub scratch_root: PathBuf,
     /// Longest a single lease call waits for work; bounds how fast shutdown is noticed.
@@ -63,6 +68,7 @@ impl WorkerConfig {
             concurrency: 4,
             grace: DEFAULT_GRACE,
             reap_every: Some(DEFAULT_REAP_EVERY),
+            retention: None,
             scratch_root,
             poll_wait: Duration::from_millis(500),
             health: None,
@@ -155,6 +161,13 @@ impl Worker {
             let stop = background.clone();
             tokio::spawn(async move { run_reaper(backend.as_ref(), every, stop).await })
         });
+        let pruner = self.config.retention.filter(|_| self.config.reap_every.is_some()).map(|retention| {
+            let backend = self.backend.clone();
+            let stop = background.clone();
+            tokio::spawn(async move {
+                crate::retention::run_pruner(backend.as_ref(), retention, crate::retention::DEFAULT_PRUNE_EVERY, stop).await
+            })
+        });
 
         let kill_all = CancellationToken::new();
         let counters = Arc::new(Counters::default());
@@ -234,7 +247,7 @@ impl Worker {
             }
         }
         background.cancel();
-        for (what, task) in [("presence lock release", Some(presence)), ("reaper", reaper)] {
+        for (what, task) in [("presence lock release", Some(presence)), ("reaper", reaper), ("pruner", pruner)] {
             let Some(mut task) = task else { continue };
             if tokio::time::timeout_at(hand_back_by, &mut task).await.is_err() {
                 warn!(worker = %worker_id, "{what} not answered in time: abandoned");

@@ -1,4 +1,6 @@
-//! `skillforge jobs submit|list|show|cancel|retry`: durable ad-hoc jobs through the `process` runner.
+//! `skillforge jobs submit|list|show|cancel|retry|prune`: durable ad-hoc jobs through the `process` runner.
+
+mod prune;
 
 use std::collections::BTreeMap;
 
@@ -37,6 +39,9 @@ pub enum JobsCommand {
         /// Job id.
         id: String,
     },
+    /// Remove finished jobs past their retention (`[queue] keep_succeeded` / `keep_failed`, or
+    /// `--older-than`); a job whose result is not applied yet is never removed.
+    Prune(prune::PruneArgs),
 }
 
 /// Arguments of `jobs submit`.
@@ -103,6 +108,7 @@ pub async fn run(ctx: &Context, cmd: JobsCommand) -> CliResult {
         JobsCommand::Show { id } => show(ctx, &id).await,
         JobsCommand::Cancel { id } => cancel(ctx, &id).await,
         JobsCommand::Retry { id } => retry(ctx, &id).await,
+        JobsCommand::Prune(args) => prune::prune(ctx, args).await,
     }
 }
 
@@ -170,6 +176,19 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         refuse_rerun_of_applied(ctx, backend.as_ref(), key).await?;
     }
     let enqueued = enqueue_checked(backend.as_ref(), &spec).await?;
+    // The idempotency key's job finished and was pruned since: its tombstone is all there is.
+    if !enqueued.created
+        && let Some(t) = prune::pruned(backend.as_ref(), &enqueued.job_id).await?
+    {
+        if ctx.json {
+            print_json(&json!({"id": enqueued.job_id, "created": false, "pruned": prune::pruned_json(&t)}));
+        } else {
+            println!("{}", enqueued.job_id);
+            eprintln!("(existing job for idempotency key `{}`) {}", args.idempotency_key.unwrap_or_default(), prune::pruned_line(&t));
+        }
+        let passed = t.state == JobState::Succeeded;
+        return Ok(if !args.wait || passed { OK } else { CHECK_FAILED });
+    }
     if !args.wait {
         if ctx.json {
             print_json(&json!({"id": enqueued.job_id, "created": enqueued.created}));
@@ -209,12 +228,13 @@ async fn refuse_rerun_of_applied(ctx: &Context, backend: &dyn QueueBackend, key:
     let mut conn = store.pool().acquire().await.map_err(CliError::env)?;
     let applied = skillforge_store::applied::applied_by_key(&mut conn, key, "").await.map_err(CliError::env)?;
     let Some(first) = applied else { return Ok(()) };
-    if backend.get(&first.job_id).await?.is_some() {
+    // A job the queue still has, or pruned with its key still held by the tombstone, is returned by the queue.
+    if backend.get(&first.job_id).await?.is_some() || backend.tombstone(&first.job_id).await?.is_some() {
         return Ok(());
     }
     Err(CliError::usage(anyhow!(
         "idempotency key `{key}` was already applied (job {}, {} at {}), and the queue no longer has that job \
-         (did it lose its data?): refusing to run the work again",
+         (pruned under [queue] keep_succeeded / keep_failed, or did it lose its data?): refusing to run the work again",
         first.job_id,
         first.state,
         first.applied_at
@@ -359,16 +379,30 @@ fn describe(job: &Job) -> String {
 
 async fn show(ctx: &Context, id: &str) -> CliResult {
     let backend = ctx.queue().await?;
-    let job = backend.get(id).await?.ok_or_else(|| CliError::usage(anyhow!("no job `{id}`")))?;
+    let Some(job) = backend.get(id).await? else {
+        let Some(t) = backend.tombstone(id).await? else {
+            return Err(CliError::usage(anyhow!("no job `{id}`")));
+        };
+        let store = ctx.store().await?;
+        let applied = skillforge_store::applied::applied_for_job(store.pool(), id).await.map_err(CliError::env)?;
+        if ctx.json {
+            let mut value = prune::pruned_json(&t);
+            value["applied"] = applied_json(&applied);
+            print_json(&value);
+        } else {
+            println!("{}", prune::pruned_line(&t));
+            for a in &applied {
+                println!("applied    result of token {} ({}) at {}", a.fencing_token, a.state, a.applied_at);
+            }
+        }
+        return Ok(OK);
+    };
     let now = backend.now_ms().await?;
     let store = ctx.store().await?;
     let applied = skillforge_store::applied::applied_for_job(store.pool(), id).await.map_err(CliError::env)?;
     if ctx.json {
         let mut value = job_json(&job, now);
-        value["applied"] = applied
-            .iter()
-            .map(|a| json!({"fencing_token": a.fencing_token, "state": a.state, "applied_at": a.applied_at}))
-            .collect();
+        value["applied"] = applied_json(&applied);
         print_json(&value);
         return Ok(OK);
     }
@@ -418,6 +452,13 @@ async fn show(ctx: &Context, id: &str) -> CliResult {
         }
     }
     Ok(OK)
+}
+
+fn applied_json(applied: &[skillforge_store::applied::AppliedResult]) -> Value {
+    applied
+        .iter()
+        .map(|a| json!({"fencing_token": a.fencing_token, "state": a.state, "applied_at": a.applied_at}))
+        .collect()
 }
 
 async fn cancel(ctx: &Context, id: &str) -> CliResult {

@@ -1,4 +1,5 @@
-//! `skillforge serve`: the control plane — reaper, result ingestion and, with `--listen ADDR`,
+//! `skillforge serve`: the control plane — reaper, pruning of finished jobs past their retention
+//! (`[queue] keep_succeeded` / `keep_failed`), result ingestion and, with `--listen ADDR`,
 //! `POST /events` for CI pipelines and forge webhooks — until SIGTERM/SIGINT.
 //!
 //! `POST /events` takes GitHub webhook deliveries (`X-GitHub-Event`: `pull_request`, `status`,
@@ -14,6 +15,7 @@ use anyhow::anyhow;
 use clap::Args;
 use skillforge_engine::ingest::run_ingestion;
 use skillforge_engine::reaper::{DEFAULT_REAP_EVERY, run_reaper_reporting};
+use skillforge_engine::retention::{DEFAULT_PRUNE_EVERY, run_pruner};
 use skillforge_workflows::families::Families;
 
 use crate::control::args::queue_label;
@@ -49,6 +51,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         )));
     }
     let harvest_config = ctx.config.skillopt.harvest_config(&ctx.home).map_err(CliError::usage)?;
+    let retention = ctx.config.queue.retention()?;
     let backend = ctx.queue().await?;
     let store = ctx.store().await?;
     let shutdown = shutdown_on_signal();
@@ -68,6 +71,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     };
     eprintln!("control plane on {} with store {}", queue_label(ctx), ctx.home.display());
     let handlers = Families::for_home(&ctx.home);
+    let pruner = run_pruner(backend.as_ref(), retention, DEFAULT_PRUNE_EVERY, shutdown.clone());
     let (loss_tx, mut losses) = tokio::sync::mpsc::unbounded_channel();
     let reaper = run_reaper_reporting(backend.as_ref(), DEFAULT_REAP_EVERY, shutdown.clone(), Some(loss_tx));
     // A lost queue namespace: say which of the store's pending work went with it (item 6).
@@ -106,7 +110,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
             }
         }
     };
-    tokio::join!(reaper, ingestion, events, canaries, lost);
+    tokio::join!(reaper, pruner, ingestion, events, canaries, lost);
     Ok(OK)
 }
 

@@ -37,6 +37,7 @@ pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
         ctx.scratch_root(),
     );
     config.queues = args.queues;
+    config.retention = Some(ctx.config.queue.retention()?);
     config.concurrency = args.concurrency.or(ctx.config.worker.concurrency).unwrap_or(4).max(1);
     if let Some(g) = args.grace_secs.or(ctx.config.worker.grace_secs) {
         config.grace = Duration::from_secs(g);

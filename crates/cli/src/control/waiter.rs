@@ -162,6 +162,9 @@ impl<'a> CliJobs<'a> {
         config.health = Some(health);
         config.concurrency = self.ctx.config.worker.concurrency.unwrap_or(4);
         config.grace = Duration::from_secs(2);
+        // A bad retention setting is reported by `serve` and `worker`; the short-lived local
+        // worker then just prunes nothing.
+        config.retention = self.ctx.config.queue.retention().ok();
         let worker = Worker::new(config, self.queue.clone(), crate::runners::all());
         let stop = CancellationToken::new();
         let s = stop.clone();
@@ -235,17 +238,22 @@ impl StageJobs for CliJobs<'_> {
 
 /// Enqueues `spec`; when its idempotency key names an existing job, checks that the existing job
 /// asked for the same thing (same runner and payload), so a key reused for different work is
-/// refused (exit 2) instead of silently returning the other job's result.
+/// refused (exit 2) instead of silently returning the other job's result. A key whose job was
+/// pruned (its tombstone holds the key) returns that job's id unchecked.
 ///
 /// # Errors
 /// Exit 2 for a key reused with a different payload; exit 3 when the queue is unreachable.
 pub async fn enqueue_checked(backend: &dyn QueueBackend, spec: &JobSpec) -> Result<Enqueued, CliError> {
     let enqueued = backend.enqueue(spec).await?;
     if !enqueued.created {
-        let existing = backend
-            .get(&enqueued.job_id)
-            .await?
-            .ok_or_else(|| CliError::env(anyhow!("job `{}` vanished", enqueued.job_id)))?;
+        let Some(existing) = backend.get(&enqueued.job_id).await? else {
+            // Pruned under the queue's retention: its tombstone holds the key, not the payload,
+            // so the caller reports the pruned job (there is nothing to compare with).
+            if backend.tombstone(&enqueued.job_id).await?.is_some() {
+                return Ok(enqueued);
+            }
+            return Err(CliError::env(anyhow!("job `{}` vanished", enqueued.job_id)));
+        };
         if existing.spec.kind != spec.kind || existing.spec.payload != spec.payload {
             return Err(CliError::usage(anyhow!(
                 "idempotency key `{}` already belongs to job {} with a different {} (use another key, or the same command)",

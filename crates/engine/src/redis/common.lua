@@ -32,6 +32,10 @@ end
 -- in redis.rs finds them by walking `jobs`. Running jobs are listed from the `leases` set.
 local INDEXED = { failed = true, dead = true, cancelled = true, stale = true }
 
+-- Retention classes of the terminal states (see crate::retention): an acknowledged terminal job
+-- is in `done:{class}` (scored by finish time) until it is pruned or retried.
+local RETAIN_CLASS = { succeeded = 'succeeded', failed = 'failed', dead = 'failed', cancelled = 'failed' }
+
 -- Stores the state and moves the job between the index sets.
 local function set_state(id, old, new, created)
   if old ~= new then

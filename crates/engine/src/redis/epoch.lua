@@ -6,4 +6,6 @@ local jobs = redis.call('ZCARD', NS .. 'jobs')
 local e = redis.call('GET', k)
 if e then return { e, 0, jobs } end
 redis.call('SET', k, ARGV[2])
+-- An empty namespace has no jobs from a build before retention to file (see prune.lua).
+if jobs == 0 then redis.call('SET', NS .. 'done:backfill', 'done') end
 return { ARGV[2], 1, jobs }

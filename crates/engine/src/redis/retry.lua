@@ -12,6 +12,7 @@ flush_closed(id)
 local now = now_ms()
 redis.call('HSET', jk, 'attempts', '0', 'cancel_requested', '0', 'recovery_available', '0', 'updated_at', s(now))
 redis.call('ZREM', NS .. 'results', id)
+if RETAIN_CLASS[st] then redis.call('ZREM', NS .. 'done:' .. RETAIN_CLASS[st], id) end
 set_state(id, st, 'queued', f[3])
 schedule(id, f[2], next_seq(), now, now)
 return { 'ok' }

@@ -29,6 +29,7 @@ pub(super) struct Scripts {
     pub(super) list: Script,
     pub(super) ack: Script,
     pub(super) epoch: Script,
+    pub(super) prune: Script,
 }
 
 fn with_prelude(body: &str) -> Script {
@@ -59,6 +60,7 @@ impl Scripts {
             list: with_prelude(include_str!("list.lua")),
             ack: with_prelude(include_str!("ack.lua")),
             epoch: with_prelude(include_str!("epoch.lua")),
+            prune: with_prelude(include_str!("prune.lua")),
         }
     }
 }

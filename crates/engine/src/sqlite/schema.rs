@@ -11,6 +11,7 @@ use crate::error::EngineError;
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_init.sql"),
     include_str!("migrations/0002_last_attempt_in_row.sql"),
+    include_str!("migrations/0003_retention.sql"),
 ];
 
 /// The schema version this build writes.

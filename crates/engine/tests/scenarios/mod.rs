@@ -1,6 +1,8 @@
-//! Backend scenarios shared by `sqlite_backend.rs` and `redis_backend.rs`: each takes any
+//! Backend scenarios shared by `sqlite_backend/` and `redis_backend/`: each takes any
 //! [`QueueBackend`] and is run by a test in both files, so the two backends are held to the
 //! same behaviour by the same code.
+
+pub(crate) mod retention;
 
 use std::collections::HashSet;
 use std::sync::Mutex;

@@ -332,66 +332,10 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
     let now = env.queue.now_ms().await?;
     let leases = env.queue.leases().await?;
 
-    // Jobs of this iteration: generation jobs, evaluator jobs and the optimizer job.
-    let mut jobs: Vec<(&str, Job)> = Vec::new();
-    for id in &meta.generation.job_ids {
-        if let Some(job) = env.queue.get(id).await? {
-            jobs.push(("option_generation", job));
-        }
-    }
-    for id in &meta.evaluation.job_ids {
-        if let Some(job) = env.queue.get(id).await? {
-            jobs.push(("evaluation", job));
-        }
-    }
-    let optimizer_job = if meta.optimizer.job_id.is_empty() { None } else { env.queue.get(&meta.optimizer.job_id).await? };
-    if let Some(job) = &optimizer_job {
-        jobs.push(("optimizer", job.clone()));
-    }
-    let job_ids: Vec<&str> = jobs.iter().map(|(_, j)| j.id.as_str()).collect();
-    let lock_key = optimizer_lock_key(&session.id);
-    let ours: Vec<&LeaseView> = leases
-        .iter()
-        .filter(|l| match l.kind {
-            LeaseKind::Lock => l.name == lock_key || l.name.starts_with("skillopt-train-") && l.name.contains(&session.id),
-            LeaseKind::Job => job_ids.contains(&l.name.as_str()),
-        })
-        .collect();
+    let (jobs, optimizer_job) = iteration_jobs(env, &meta).await?;
+    let (ours, optimizer_lock, generation_lock) = session_leases(&leases, &session.id, &jobs, optimizer_job.as_ref(), &meta, now);
 
-    let optimizer_lock = ours
-        .iter()
-        .find(|l| l.kind == LeaseKind::Lock && l.name == lock_key)
-        .or_else(|| ours.iter().find(|l| l.kind == LeaseKind::Job && Some(l.name.as_str()) == optimizer_job.as_ref().map(|j| j.id.as_str())))
-        .map(|l| lock_state(l.status(now)));
-    let generation_lock = ours
-        .iter()
-        .filter(|l| l.kind == LeaseKind::Job && meta.generation.job_ids.contains(&l.name))
-        .map(|l| lock_state(l.status(now)))
-        .max();
-
-    // The optimizer's effective status: metadata, refined by its job when metadata says running.
-    let mut optimizer_status = meta.optimizer.status.clone();
-    let mut optimizer_error = meta.optimizer.error.clone();
-    let mut recovery_available = meta.optimizer.recovery_available;
-    if let Some(job) = &optimizer_job
-        && matches!(optimizer_status.as_str(), "running" | "stale")
-    {
-        {
-            match job.state {
-                JobState::Stale => {
-                    optimizer_status = "stale".into();
-                    recovery_available = true;
-                }
-                JobState::Failed | JobState::Dead | JobState::Cancelled => {
-                    optimizer_status = "failed".into();
-                    optimizer_error = job.error.clone().unwrap_or_else(|| format!("job ended {}", job.state));
-                    recovery_available = super::optimizer::completed_attempt(std::path::Path::new(&meta.optimizer.attempt_dir)).is_some();
-                }
-                JobState::Succeeded => optimizer_status = "succeeded".into(),
-                _ => {}
-            }
-        }
-    }
+    let (optimizer_status, optimizer_error, recovery_available) = effective_optimizer(&meta, optimizer_job.as_ref());
     let generation_running = jobs
         .iter()
         .any(|(stage, j)| *stage == "option_generation" && matches!(j.state, JobState::Queued | JobState::Running));
@@ -413,75 +357,19 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
     });
 
     let items = list_items(env.store.pool(), &it.eval_run_id).await?;
-    let (n_feedback, n_ranked) = count_events(env.store.pool(), &it.eval_run_id).await?;
-    let ranked = list_ranked_events(env.store.pool(), &it.eval_run_id).await?;
-    let n_pairwise: usize = ranked.iter().map(|e| pairwise_count(e.ranking.len(), &e.tie_groups)).sum();
+    let counts = feedback_counts(env, &it.eval_run_id, items.len()).await?;
     let n_options: usize = items.iter().map(|i| i.options.len()).sum();
-    let counts = Counts {
-        review_items: items.len(),
-        feedback_events: n_feedback,
-        ranked_feedback_events: n_ranked,
-        pairwise_preferences: n_pairwise,
-    };
     let progress = Progress { counts: counts.clone(), generated_options: n_options, eta: "unknown" };
 
-    let idx = linear_index(&it.state);
-    let completed_steps: Vec<&str> = match idx {
-        Some(i) => LINEAR_STATES[..=i].to_vec(),
-        None => LINEAR_STATES.to_vec(),
-    };
-    let current_step = idx.and_then(|i| LINEAR_STATES.get(i + 1)).copied().unwrap_or(it.state.as_str());
+    let (completed_steps, current_step) = step_progress(&it.state);
     let generation_blocked = meta.generation.status == "blocked_config";
-    let blocked_step = match status_phase.as_str() {
-        "blocked_config" if generation_blocked => Some("option_generation"),
-        "blocked_config" | "failed_unrecoverable" | "recovery_available" | "optimizer_heartbeat_stale" => Some("optimizer"),
-        "blocked_stale_lock" if optimizer_lock.is_some() => Some("optimizer"),
-        "blocked_stale_lock" | "generating_options_heartbeat_stale" => Some("option_generation"),
-        _ => None,
-    };
-    let next_action = match status_phase.as_str() {
-        "recovery_available" if optimizer_status == "failed" => format!(
-            "skillforge train recover --session {} --out-root {}",
-            session.id, meta.optimizer.out_root
-        ),
-        "recovery_available" | "blocked_stale_lock" | "generating_options_heartbeat_stale" | "optimizer_heartbeat_stale" => {
-            format!("skillforge train continue --session {} (recovers the stale job)", session.id)
-        }
-        "blocked_config" if generation_blocked => format!(
-            "{}; then skillforge train continue --session {}",
-            meta.generation.error, session.id
-        ),
-        "blocked_config" => format!("fix the optimizer backend, then skillforge train continue --session {} --backend NAME", session.id),
-        "review_published" => format!("fill {}/feedback.yml, then skillforge train continue --session {}", meta.review.path, session.id),
-        "optimizer_completed_no_candidate" if meta.optimizer.no_candidate_reason == NO_ACTIONABLE_FEEDBACK => format!(
-            "the optimizer learns from {LEARNED_FIELDS}, and {}/feedback.yml filled none of them; start the next \
-             iteration with skillforge train continue --session {} --start-next and fill those fields in its packet",
-            meta.review.path, session.id
-        ),
-        _ => next_action_for(&it.state, &session.id),
-    };
+    let blocked_step = blocked_step(&status_phase, generation_blocked, optimizer_lock.is_some());
+    let next_action = next_action(&status_phase, &session.id, &it.state, &meta, &optimizer_status);
     let no_candidate_reason = (!meta.optimizer.no_candidate_reason.is_empty()).then(|| meta.optimizer.no_candidate_reason.clone());
 
     // Locks and leases of this session, with owner and heartbeat age, at the top level too (the
     // README's `train status --json`); facts §3 lists them in the verbose block, kept there.
-    let active_locks: Vec<LockStatus> = ours
-        .iter()
-        .map(|l| LockStatus {
-            name: if l.kind == LeaseKind::Lock { l.name.clone() } else { format!("job:{}", l.name) },
-            key: l.name.clone(),
-            status: status_word(l.status(now)),
-            owner_job_id: if l.kind == LeaseKind::Job { Some(l.name.clone()) } else { optimizer_job.as_ref().map(|j| j.id.clone()) },
-            owner_pid: l.lease.owner_pid,
-            owner_hostname: l.lease.owner_host.clone(),
-            owner_worker: l.lease.owner_worker.clone(),
-            command_hash: None,
-            acquired_at: rfc3339(l.lease.acquired_at_ms),
-            updated_at: rfc3339(l.lease.heartbeat_at_ms),
-            expires_at: rfc3339(l.lease.heartbeat_at_ms + i64::try_from(l.stale_after_ms).unwrap_or(0)),
-            elapsed: format!("{}ms", now - l.lease.acquired_at_ms),
-            heartbeat_age_ms: now - l.lease.heartbeat_at_ms,
-        })
-        .collect();
+    let active_locks = lock_statuses(&ours, now, optimizer_job.as_ref());
     let verbose = if verbose {
         let facts = VerboseFacts { jobs: &jobs, items: &items, optimizer_status: &optimizer_status, recovery_available, now };
         Some(verbose_block(env, &session, &it, &meta, &facts, active_locks.clone()).await?)
@@ -499,8 +387,8 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
         task_kind: session.task_kind.clone(),
         status_phase,
         current_phase: it.state.clone(),
-        current_step: current_step.to_owned(),
-        completed_steps: completed_steps.iter().map(|s| (*s).to_owned()).collect(),
+        current_step,
+        completed_steps,
         blocked_step,
         next_action,
         issue_url: some(&it.issue_url),
@@ -517,6 +405,163 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
         active_locks,
         verbose,
     })
+}
+
+/// This session's leases and locks (its optimizer lock, its jobs' leases), and from them the
+/// state of the optimizer's lock (its named lock, else its job's lease) and the most urgent
+/// state among the generation jobs' leases.
+fn session_leases<'a>(
+    leases: &'a [LeaseView],
+    session_id: &str,
+    jobs: &[(&str, Job)],
+    optimizer_job: Option<&Job>,
+    meta: &IterationMeta,
+    now: i64,
+) -> (Vec<&'a LeaseView>, Option<LockState>, Option<LockState>) {
+    let job_ids: Vec<&str> = jobs.iter().map(|(_, j)| j.id.as_str()).collect();
+    let lock_key = optimizer_lock_key(session_id);
+    let ours: Vec<&LeaseView> = leases
+        .iter()
+        .filter(|l| match l.kind {
+            LeaseKind::Lock => l.name == lock_key || l.name.starts_with("skillopt-train-") && l.name.contains(session_id),
+            LeaseKind::Job => job_ids.contains(&l.name.as_str()),
+        })
+        .collect();
+    let optimizer_lock = ours
+        .iter()
+        .find(|l| l.kind == LeaseKind::Lock && l.name == lock_key)
+        .or_else(|| ours.iter().find(|l| l.kind == LeaseKind::Job && Some(l.name.as_str()) == optimizer_job.map(|j| j.id.as_str())))
+        .map(|l| lock_state(l.status(now)));
+    let generation_lock = ours
+        .iter()
+        .filter(|l| l.kind == LeaseKind::Job && meta.generation.job_ids.contains(&l.name))
+        .map(|l| lock_state(l.status(now)))
+        .max();
+    (ours, optimizer_lock, generation_lock)
+}
+
+/// `(completed steps, current step)` of an iteration in `state` along [`LINEAR_STATES`].
+fn step_progress(state: &str) -> (Vec<String>, String) {
+    let idx = linear_index(state);
+    let completed: Vec<String> = match idx {
+        Some(i) => LINEAR_STATES[..=i].iter().map(|s| (*s).to_owned()).collect(),
+        None => LINEAR_STATES.iter().map(|s| (*s).to_owned()).collect(),
+    };
+    let current = idx.and_then(|i| LINEAR_STATES.get(i + 1)).copied().unwrap_or(state);
+    (completed, current.to_owned())
+}
+
+/// The jobs of this iteration (generation, evaluator, optimizer) the queue still has, each with
+/// its stage, and the optimizer's job on its own.
+async fn iteration_jobs(env: &TrainEnv<'_>, meta: &IterationMeta) -> Result<(Vec<(&'static str, Job)>, Option<Job>), TrainError> {
+    let mut jobs: Vec<(&'static str, Job)> = Vec::new();
+    for id in &meta.generation.job_ids {
+        if let Some(job) = env.queue.get(id).await? {
+            jobs.push(("option_generation", job));
+        }
+    }
+    for id in &meta.evaluation.job_ids {
+        if let Some(job) = env.queue.get(id).await? {
+            jobs.push(("evaluation", job));
+        }
+    }
+    let optimizer_job = if meta.optimizer.job_id.is_empty() { None } else { env.queue.get(&meta.optimizer.job_id).await? };
+    if let Some(job) = &optimizer_job {
+        jobs.push(("optimizer", job.clone()));
+    }
+    Ok((jobs, optimizer_job))
+}
+
+/// The optimizer's effective `(status, error, recovery_available)`: its metadata, refined by
+/// its job while the metadata says `running` or `stale`.
+fn effective_optimizer(meta: &IterationMeta, optimizer_job: Option<&Job>) -> (String, String, bool) {
+    let mut status = meta.optimizer.status.clone();
+    let mut error = meta.optimizer.error.clone();
+    let mut recovery_available = meta.optimizer.recovery_available;
+    if let Some(job) = optimizer_job
+        && matches!(status.as_str(), "running" | "stale")
+    {
+        match job.state {
+            JobState::Stale => {
+                status = "stale".into();
+                recovery_available = true;
+            }
+            JobState::Failed | JobState::Dead | JobState::Cancelled => {
+                status = "failed".into();
+                error = job.error.clone().unwrap_or_else(|| format!("job ended {}", job.state));
+                recovery_available = super::optimizer::completed_attempt(std::path::Path::new(&meta.optimizer.attempt_dir)).is_some();
+            }
+            JobState::Succeeded => status = "succeeded".into(),
+            _ => {}
+        }
+    }
+    (status, error, recovery_available)
+}
+
+/// Facts §3 counts of run `eval_run_id` with `review_items` items.
+async fn feedback_counts(env: &TrainEnv<'_>, eval_run_id: &str, review_items: usize) -> Result<Counts, TrainError> {
+    let (n_feedback, n_ranked) = count_events(env.store.pool(), eval_run_id).await?;
+    let ranked = list_ranked_events(env.store.pool(), eval_run_id).await?;
+    let n_pairwise: usize = ranked.iter().map(|e| pairwise_count(e.ranking.len(), &e.tie_groups)).sum();
+    Ok(Counts { review_items, feedback_events: n_feedback, ranked_feedback_events: n_ranked, pairwise_preferences: n_pairwise })
+}
+
+/// The step a blocked `status_phase` is blocked at, if any.
+fn blocked_step(status_phase: &str, generation_blocked: bool, optimizer_locked: bool) -> Option<&'static str> {
+    match status_phase {
+        "blocked_config" if generation_blocked => Some("option_generation"),
+        "blocked_config" | "failed_unrecoverable" | "recovery_available" | "optimizer_heartbeat_stale" => Some("optimizer"),
+        "blocked_stale_lock" if optimizer_locked => Some("optimizer"),
+        "blocked_stale_lock" | "generating_options_heartbeat_stale" => Some("option_generation"),
+        _ => None,
+    }
+}
+
+/// The command (or human step) that moves the session on from `status_phase`.
+fn next_action(status_phase: &str, session_id: &str, state: &str, meta: &IterationMeta, optimizer_status: &str) -> String {
+    let generation_blocked = meta.generation.status == "blocked_config";
+    match status_phase {
+        "recovery_available" if optimizer_status == "failed" => {
+            format!("skillforge train recover --session {session_id} --out-root {}", meta.optimizer.out_root)
+        }
+        "recovery_available" | "blocked_stale_lock" | "generating_options_heartbeat_stale" | "optimizer_heartbeat_stale" => {
+            format!("skillforge train continue --session {session_id} (recovers the stale job)")
+        }
+        "blocked_config" if generation_blocked => {
+            format!("{}; then skillforge train continue --session {session_id}", meta.generation.error)
+        }
+        "blocked_config" => format!("fix the optimizer backend, then skillforge train continue --session {session_id} --backend NAME"),
+        "review_published" => format!("fill {}/feedback.yml, then skillforge train continue --session {session_id}", meta.review.path),
+        "optimizer_completed_no_candidate" if meta.optimizer.no_candidate_reason == NO_ACTIONABLE_FEEDBACK => format!(
+            "the optimizer learns from {LEARNED_FIELDS}, and {}/feedback.yml filled none of them; start the next \
+             iteration with skillforge train continue --session {session_id} --start-next and fill those fields in its packet",
+            meta.review.path
+        ),
+        _ => next_action_for(state, session_id),
+    }
+}
+
+/// Locks and leases of this session, with owner and heartbeat age (the README's `train status
+/// --json` shows them at the top level; facts §3 lists them in the verbose block, kept there).
+fn lock_statuses(ours: &[&LeaseView], now: i64, optimizer_job: Option<&Job>) -> Vec<LockStatus> {
+    ours
+        .iter()
+        .map(|l| LockStatus {
+            name: if l.kind == LeaseKind::Lock { l.name.clone() } else { format!("job:{}", l.name) },
+            key: l.name.clone(),
+            status: status_word(l.status(now)),
+            owner_job_id: if l.kind == LeaseKind::Job { Some(l.name.clone()) } else { optimizer_job.map(|j| j.id.clone()) },
+            owner_pid: l.lease.owner_pid,
+            owner_hostname: l.lease.owner_host.clone(),
+            owner_worker: l.lease.owner_worker.clone(),
+            command_hash: None,
+            acquired_at: rfc3339(l.lease.acquired_at_ms),
+            updated_at: rfc3339(l.lease.heartbeat_at_ms),
+            expires_at: rfc3339(l.lease.heartbeat_at_ms + i64::try_from(l.stale_after_ms).unwrap_or(0)),
+            elapsed: format!("{}ms", now - l.lease.acquired_at_ms),
+            heartbeat_age_ms: now - l.lease.heartbeat_at_ms,
+        })
+        .collect()
 }
 
 /// What the verbose block needs from the status computation.

@@ -83,18 +83,7 @@ pub async fn start_with_evaluator(
     evaluator: Option<&EvaluatorChoice>,
 ) -> Result<StepReport, TrainError> {
     check_start_request(req)?;
-    let evaluator_id = evaluator.map(|e| e.evaluator_id.trim().to_owned());
-    if evaluator_id.as_deref() == Some("") {
-        return Err(TrainError::Invalid("--evaluator needs a profile id".into()));
-    }
-    let judge_runtime = evaluator.and_then(|e| e.judge_runtime.as_deref()).map(str::trim).filter(|r| !r.is_empty()).map(str::to_owned);
-    if let Some(runtime) = &judge_runtime {
-        skillforge_runner_agent::find(runtime).map_err(|e| TrainError::Invalid(format!("--judge-runtime: {e}")))?;
-    }
-    let evaluator_config = evaluator.and_then(|e| e.config.clone()).filter(|c| !c.is_empty());
-    if let Some(key) = evaluator_config.as_ref().and_then(|c| c.keys().find(|k| RESERVED_RUN_KEYS.contains(&k.as_str()))) {
-        return Err(TrainError::Invalid(format!("evaluator config: `{key}` is set by train mode; use --evaluator / --judge-runtime")));
-    }
+    let (evaluator_id, judge_runtime, evaluator_config) = check_evaluator(evaluator)?;
     let reference = VersionRef::parse(&req.template)
         .ok_or_else(|| TrainError::Invalid(format!("--template `{}`: expected ID, ID@vN or ID@latest", req.template)))?;
     let version = resolve(env.store.pool(), &reference).await?.ok_or_else(|| {
@@ -118,37 +107,17 @@ pub async fn start_with_evaluator(
         evaluator_config,
     };
     let workspace = req.workspace_repo.clone().unwrap_or_default();
-    let it_id = iteration_id(&session_id, 1);
-    {
-        let mut tx = env.store.begin().await?;
-        let session = NewSession {
-            id: &session_id,
-            template_id: &version.template_id,
-            template_version_id: &version.id,
-            target_repo: &req.repo,
-            workspace_repo: &workspace,
-            request_summary: &req.request,
-            task_kind: if req.task_kind.is_empty() { "custom" } else { &req.task_kind },
-            metadata_json: &serde_json::to_string(&meta).unwrap_or_default(),
-        };
-        if !create_session(&mut tx, &session).await? {
-            return Err(TrainError::Invalid(format!("train session `{session_id}` already exists")));
-        }
-        create_iteration(
-            &mut tx,
-            &NewIteration {
-                id: &it_id,
-                session_id: &session_id,
-                eval_run_id: &it_id,
-                base_template_version_id: &version.id,
-                mode: &settings.mode,
-                exploration_level: &settings.exploration_level,
-                metadata_json: "{}",
-            },
-        )
-        .await?;
-        tx.commit().await?;
-    }
+    let session = NewSession {
+        id: &session_id,
+        template_id: &version.template_id,
+        template_version_id: &version.id,
+        target_repo: &req.repo,
+        workspace_repo: &workspace,
+        request_summary: &req.request,
+        task_kind: if req.task_kind.is_empty() { "custom" } else { &req.task_kind },
+        metadata_json: &serde_json::to_string(&meta).unwrap_or_default(),
+    };
+    create_session_and_first_iteration(env, &session, &settings).await?;
     let (session, mut it) = load(env, &session_id).await?;
     let mut report = StepReport { session_id: session_id.clone(), iteration_id: it.id.clone(), ..Default::default() };
     report.steps.push(format!("session {session_id} for {} (request confirmed)", version.id));
@@ -161,6 +130,61 @@ pub async fn start_with_evaluator(
     }
     report.state = it.state.clone();
     Ok(report)
+}
+
+/// The evaluator choice checked: `(evaluator id, judge runtime, evaluator config)`, empty
+/// strings and maps as `None`.
+///
+/// # Errors
+/// [`TrainError::Invalid`] for an empty profile id, an unknown judge runtime, or a config key
+/// train mode sets itself ([`RESERVED_RUN_KEYS`]).
+fn check_evaluator(
+    evaluator: Option<&EvaluatorChoice>,
+) -> Result<(Option<String>, Option<String>, Option<serde_json::Map<String, serde_json::Value>>), TrainError> {
+    let evaluator_id = evaluator.map(|e| e.evaluator_id.trim().to_owned());
+    if evaluator_id.as_deref() == Some("") {
+        return Err(TrainError::Invalid("--evaluator needs a profile id".into()));
+    }
+    let judge_runtime = evaluator.and_then(|e| e.judge_runtime.as_deref()).map(str::trim).filter(|r| !r.is_empty()).map(str::to_owned);
+    if let Some(runtime) = &judge_runtime {
+        skillforge_runner_agent::find(runtime).map_err(|e| TrainError::Invalid(format!("--judge-runtime: {e}")))?;
+    }
+    let evaluator_config = evaluator.and_then(|e| e.config.clone()).filter(|c| !c.is_empty());
+    if let Some(key) = evaluator_config.as_ref().and_then(|c| c.keys().find(|k| RESERVED_RUN_KEYS.contains(&k.as_str()))) {
+        return Err(TrainError::Invalid(format!("evaluator config: `{key}` is set by train mode; use --evaluator / --judge-runtime")));
+    }
+    Ok((evaluator_id, judge_runtime, evaluator_config))
+}
+
+/// Writes the session row and its first iteration in one transaction.
+///
+/// # Errors
+/// [`TrainError::Invalid`] when the session id exists; store errors.
+async fn create_session_and_first_iteration(
+    env: &TrainEnv<'_>,
+    session: &NewSession<'_>,
+    settings: &RunSettings,
+) -> Result<(), TrainError> {
+    let it_id = iteration_id(session.id, 1);
+    let mut tx = env.store.begin().await?;
+    if !create_session(&mut tx, session).await? {
+        return Err(TrainError::Invalid(format!("train session `{}` already exists", session.id)));
+    }
+    create_iteration(
+        &mut tx,
+        &NewIteration {
+            id: &it_id,
+            session_id: session.id,
+            eval_run_id: &it_id,
+            base_template_version_id: session.template_version_id,
+            mode: &settings.mode,
+            exploration_level: &settings.exploration_level,
+            metadata_json: "{}",
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(())
 }
 
 /// Whether `workspace` is a remote `owner/repo` (facts §3: sessions record `workspace_repo`, a

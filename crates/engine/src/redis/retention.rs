@@ -1,0 +1,96 @@
+//! Pruning on the Redis backend: `prune.lua` (one call removes at most `limit` jobs and
+//! `limit` tombstones, a few thousand keys) and tombstone reads from the `pruned` hash.
+//!
+//! An acknowledged terminal job is in `done:{class}` (`ack.lua`), scored by its finish time;
+//! both retention bounds select a prefix of that set, so a call costs O(batch · log n) whatever
+//! the number of retained jobs.
+
+use super::{RETRY_BUDGET, RedisBackend, transient, unexpected};
+use crate::error::EngineError;
+use crate::retention::{Bound, PruneBatch, PruneRule, Tombstone};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The two script arguments of a bound ('' = no such bound).
+fn bound_args(b: &Bound) -> [String; 2] {
+    [
+        b.before_ms.map(|v| v.to_string()).unwrap_or_default(),
+        b.keep_newest.map(|v| v.to_string()).unwrap_or_default(),
+    ]
+}
+
+impl RedisBackend {
+    async fn run_prune(&self, rule: &PruneRule, limit: usize, count_only: bool) -> Result<Vec<u64>, EngineError> {
+        let mut inv = self.scripts.prune.prepare_invoke();
+        let [jb, jk] = bound_args(&rule.jobs);
+        let [tb, tk] = bound_args(&rule.tombstones);
+        inv.arg(&self.prefix)
+            .arg(rule.class.as_str())
+            .arg(limit)
+            .arg(jb)
+            .arg(jk)
+            .arg(tb)
+            .arg(tk)
+            .arg(if count_only { "1" } else { "0" });
+        let what = format!("prune {} jobs", rule.class.as_str());
+        with_retry!(self, what, |c| inv.invoke_async(&mut c))
+    }
+
+    /// [`crate::QueueBackend::prune`] on this backend.
+    pub(super) async fn prune_batch(&self, rule: &PruneRule, limit: usize) -> Result<PruneBatch, EngineError> {
+        match self.run_prune(rule, limit, false).await?.as_slice() {
+            &[jobs, tombstones, more] => Ok(PruneBatch { jobs, tombstones, more: more == 1 }),
+            other => Err(unexpected("prune", &other.iter().map(u64::to_string).collect::<Vec<_>>())),
+        }
+    }
+
+    /// [`crate::QueueBackend::prune_count`] on this backend.
+    pub(super) async fn prune_count_now(&self, rule: &PruneRule) -> Result<(u64, u64), EngineError> {
+        match self.run_prune(rule, 0, true).await?.as_slice() {
+            &[jobs, tombstones] => Ok((jobs, tombstones)),
+            other => Err(unexpected("prune", &other.iter().map(u64::to_string).collect::<Vec<_>>())),
+        }
+    }
+
+    /// [`crate::QueueBackend::tombstone`] on this backend.
+    pub(super) async fn tombstone_of(&self, job_id: &str) -> Result<Option<Tombstone>, EngineError> {
+        let mut cmd = ::redis::cmd("HGET");
+        cmd.arg(format!("{}pruned", self.prefix)).arg(job_id);
+        let what = format!("read the tombstone of job `{job_id}`");
+        let raw: Option<String> = with_retry!(self, what, |c| cmd.query_async(&mut c))?;
+        raw.map(|t| decode_tombstone(job_id, &t)).transpose()
+    }
+}
+
+/// A `pruned` hash value: `state<TAB>finished_at<TAB>pruned_at<TAB>idem_key`.
+fn decode_tombstone(job_id: &str, raw: &str) -> Result<Tombstone, EngineError> {
+    let corrupt = || EngineError::Corrupt { job_id: job_id.to_owned(), message: format!("tombstone `{raw}`") };
+    let mut parts = raw.splitn(4, '\t');
+    let mut next = || parts.next().ok_or_else(corrupt);
+    let state = next()?.parse().map_err(|_| corrupt())?;
+    let finished_at_ms = next()?.parse().map_err(|_| corrupt())?;
+    let pruned_at_ms = next()?.parse().map_err(|_| corrupt())?;
+    let key = next()?;
+    Ok(Tombstone {
+        job_id: job_id.to_owned(),
+        state,
+        finished_at_ms,
+        pruned_at_ms,
+        idempotency_key: (!key.is_empty()).then(|| key.to_owned()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::JobState;
+
+    #[test]
+    fn tombstones_decode_with_and_without_a_key() {
+        let t = decode_tombstone("j", "dead\t10\t20\tk\twith tab").unwrap();
+        assert_eq!((t.state, t.finished_at_ms, t.pruned_at_ms), (JobState::Dead, 10, 20));
+        assert_eq!(t.idempotency_key.as_deref(), Some("k\twith tab"));
+        assert_eq!(decode_tombstone("j", "succeeded\t1\t2\t").unwrap().idempotency_key, None);
+        assert!(decode_tombstone("j", "succeeded\t1").is_err());
+    }
+}

@@ -1,0 +1,501 @@
+//! The [`QueueBackend`] implementation of [`SqliteBackend`]: every job and lock transition of
+//! the trait, each one `BEGIN IMMEDIATE` transaction or one single-statement write (see the
+//! parent module for the rules they share).
+
+use std::time::Duration;
+
+use sqlx::Row;
+
+use super::{CLEAR_LEASE, MAX_IDLE_RECHECK, SqliteBackend, to_i64};
+use super::rows::{job_columns, lock_lease_from_row};
+use crate::backend::{QueueBackend, ReapAction};
+use crate::error::EngineError;
+use crate::retention::{PruneBatch, PruneRule, Tombstone};
+use crate::job::{
+    CancelReply, Enqueued, ExpiredLease, Finish, FinishReply, HeartbeatReply, Job, JobSpec, JobState,
+    LeaseKind, LeaseView, LeasedJob, LockAcquire, WorkerIdentity, now_ms,
+};
+
+#[async_trait::async_trait]
+impl QueueBackend for SqliteBackend {
+    fn name(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn enqueue(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
+        let now = now_ms();
+        let mut tx = self.begin("enqueue").await?;
+        let out = self.insert_job(&mut tx, spec, now).await?;
+        tx.commit().await.map_err(self.db("enqueue: commit"))?;
+        if out.created {
+            self.inner.wake.wake_all();
+        }
+        Ok(out)
+    }
+
+    async fn lease(
+        &self,
+        queue: &str,
+        worker: &WorkerIdentity,
+        max: usize,
+        wait: Duration,
+    ) -> Result<Vec<LeasedJob>, EngineError> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut _waiting = None;
+        loop {
+            // Registered before the check, so a signal between check and sleep is not lost.
+            let notified = self.inner.wake.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (leased, next_due) = self.try_lease(queue, worker, max).await?;
+            let now = tokio::time::Instant::now();
+            if !leased.is_empty() || now >= deadline {
+                return Ok(leased);
+            }
+            if _waiting.is_none() {
+                _waiting = Some(self.inner.wake.waiting());
+            }
+            let mut until = deadline.min(now + MAX_IDLE_RECHECK);
+            if let Some(due) = next_due {
+                let in_ms = (due - now_ms()).max(0) as u64;
+                until = until.min(now + Duration::from_millis(in_ms));
+            }
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(until) => {}
+            }
+        }
+    }
+
+    async fn heartbeat(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+    ) -> Result<HeartbeatReply, EngineError> {
+        let now = now_ms();
+        let cancel: Option<i64> = sqlx::query_scalar(
+            "UPDATE jobs SET heartbeat_at_ms = ?3, stale_deadline_ms = ?3 + stale_after_ms \
+             WHERE id = ?1 AND fencing_token = ?2 AND state = 'running' RETURNING cancel_requested",
+        )
+        .bind(job_id)
+        .bind(to_i64(fencing_token))
+        .bind(now)
+        .fetch_optional(&self.inner.writer)
+        .await
+        .map_err(self.db(format!("heartbeat of job `{job_id}`")))?;
+        Ok(match cancel {
+            None => HeartbeatReply::LeaseLost,
+            Some(0) => HeartbeatReply::Renewed,
+            Some(_) => HeartbeatReply::CancelRequested,
+        })
+    }
+
+    async fn finish(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+        finish: &Finish,
+    ) -> Result<FinishReply, EngineError> {
+        Ok(self.send_finish(job_id, fencing_token, finish, None).await?.0)
+    }
+
+    async fn finish_and_lease(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+        finish: &Finish,
+        queue: &str,
+        worker: &WorkerIdentity,
+    ) -> Result<(FinishReply, Option<LeasedJob>), EngineError> {
+        self.send_finish(job_id, fencing_token, finish, Some((queue.to_owned(), worker.clone())))
+            .await
+    }
+
+    async fn release(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
+        let what = format!("release job `{job_id}`");
+        let now = now_ms();
+        let mut tx = self.begin(&what).await?;
+        let state: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "UPDATE jobs SET \
+             state = CASE WHEN cancel_requested = 1 THEN 'cancelled' ELSE 'queued' END, \
+             result_pending = cancel_requested, attempts = MAX(attempts - 1, 0), \
+             not_before_ms = ?3, updated_at_ms = ?3, {CLEAR_LEASE}, \
+             attempt_ended_at_ms = ?3, attempt_result = 'released', attempt_retry_delay_ms = NULL \
+             WHERE id = ?1 AND fencing_token = ?2 AND state = 'running' RETURNING state"
+        )))
+        .bind(job_id)
+        .bind(to_i64(fencing_token))
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(self.db(&what))?;
+        let Some(state) = state else {
+            return Ok(false);
+        };
+        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        if state == "queued" {
+            self.inner.wake.wake_all();
+        }
+        Ok(true)
+    }
+
+    async fn expired_leases(&self, limit: usize) -> Result<Vec<ExpiredLease>, EngineError> {
+        let rows = sqlx::query(
+            "SELECT id, fencing_token, attempts, max_attempts, idempotent, cancel_requested \
+             FROM jobs WHERE state = 'running' AND stale_deadline_ms < ?1 \
+             ORDER BY stale_deadline_ms LIMIT ?2 + 0",
+        )
+        .bind(now_ms())
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&self.inner.reader)
+        .await
+        .map_err(self.db("list expired leases"))?;
+        rows.iter()
+            .map(|row| {
+                let get = |e: sqlx::Error| EngineError::sqlite(format!("list expired leases: {e}"));
+                Ok(ExpiredLease {
+                    job_id: row.try_get("id").map_err(get)?,
+                    fencing_token: row.try_get::<i64, _>("fencing_token").map_err(get)? as u64,
+                    attempts: row.try_get::<i64, _>("attempts").map_err(get)? as u32,
+                    max_attempts: row.try_get::<i64, _>("max_attempts").map_err(get)? as u32,
+                    idempotent: row.try_get::<bool, _>("idempotent").map_err(get)?,
+                    cancel_requested: row.try_get::<bool, _>("cancel_requested").map_err(get)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn reap(&self, lease: &ExpiredLease, action: &ReapAction) -> Result<bool, EngineError> {
+        let job_id = lease.job_id.as_str();
+        let what = format!("reap job `{job_id}`");
+        let (next, delay, recovery) = match action {
+            ReapAction::Requeue { delay } => {
+                (JobState::Queued, Some(to_i64(delay.as_millis() as u64)), false)
+            }
+            ReapAction::RecoveryAvailable => (JobState::Stale, None, true),
+            ReapAction::Dead => (JobState::Dead, None, false),
+            ReapAction::Cancelled => (JobState::Cancelled, None, false),
+        };
+        let now = now_ms();
+        let mut tx = self.begin(&what).await?;
+        let state: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "UPDATE jobs SET \
+             state = CASE WHEN ?3 = 'queued' AND cancel_requested = 1 THEN 'cancelled' ELSE ?3 END, \
+             not_before_ms = CASE WHEN ?3 = 'queued' THEN ?4 + ?5 ELSE not_before_ms END, \
+             result_pending = CASE WHEN ?3 = 'queued' AND cancel_requested = 0 THEN 0 ELSE 1 END, \
+             recovery_available = ?6, updated_at_ms = ?4, {CLEAR_LEASE}, \
+             attempt_ended_at_ms = ?4, attempt_result = 'stale', \
+             attempt_retry_delay_ms = CASE WHEN ?3 = 'queued' AND cancel_requested = 0 THEN ?5 END \
+             WHERE id = ?1 AND fencing_token = ?2 AND state = 'running' \
+             AND stale_deadline_ms < ?4 RETURNING state"
+        )))
+        .bind(job_id)
+        .bind(to_i64(lease.fencing_token))
+        .bind(next.as_str())
+        .bind(now)
+        .bind(delay.unwrap_or(0))
+        .bind(recovery)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(self.db(&what))?;
+        let Some(state) = state else {
+            return Ok(false);
+        };
+        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        if state == "queued" {
+            self.inner.wake.wake_all();
+        }
+        Ok(true)
+    }
+
+    async fn cancel(&self, job_id: &str) -> Result<CancelReply, EngineError> {
+        let what = format!("cancel job `{job_id}`");
+        let now = now_ms();
+        let mut tx = self.begin(&what).await?;
+        let state = self.state_of(&mut tx, job_id, &what).await?;
+        let reply = match state {
+            JobState::Queued | JobState::Stale => {
+                sqlx::query(
+                    // A job leased before (retried, or stale) may have a result applied under
+                    // its current token: the cancel is a new result, so it gets a new token (a
+                    // never-leased job keeps 0, so a later lease is still its first).
+                    "UPDATE jobs SET state = 'cancelled', recovery_available = 0, result_pending = 1, \
+                     fencing_token = fencing_token + (fencing_token > 0), updated_at_ms = ?2 WHERE id = ?1",
+                )
+                .bind(job_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.db(&what))?;
+                CancelReply::Cancelled
+            }
+            JobState::Running => {
+                sqlx::query("UPDATE jobs SET cancel_requested = 1, updated_at_ms = ?2 WHERE id = ?1")
+                    .bind(job_id)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(self.db(&what))?;
+                CancelReply::Requested
+            }
+            terminal => return Ok(CancelReply::AlreadyTerminal(terminal)),
+        };
+        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        Ok(reply)
+    }
+
+    async fn retry(&self, job_id: &str) -> Result<(), EngineError> {
+        let what = format!("retry job `{job_id}`");
+        let now = now_ms();
+        let mut tx = self.begin(&what).await?;
+        let state = self.state_of(&mut tx, job_id, &what).await?;
+        if !matches!(
+            state,
+            JobState::Failed | JobState::Dead | JobState::Cancelled | JobState::Stale
+        ) {
+            return Err(EngineError::InvalidState {
+                job_id: job_id.to_owned(),
+                state,
+                message: "only failed, dead, cancelled or stale jobs can be retried".to_owned(),
+            });
+        }
+        sqlx::query(
+            "UPDATE jobs SET state = 'queued', attempts = 0, not_before_ms = ?2, \
+             cancel_requested = 0, recovery_available = 0, result_pending = 0, updated_at_ms = ?2 \
+             WHERE id = ?1",
+        )
+        .bind(job_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(self.db(&what))?;
+        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        self.inner.wake.wake_all();
+        Ok(())
+    }
+
+    async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError> {
+        let jobs = self
+            .read_jobs(
+                sqlx::query(concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = ?1")).bind(job_id),
+                &format!("get job `{job_id}`"),
+            )
+            .await?;
+        Ok(jobs.into_iter().next())
+    }
+
+    async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>, EngineError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // Each state reads through an index that holds only its jobs where there is one (queued:
+        // `jobs_due`, running: `jobs_stale`, the rare states: `jobs_rare_state`), so a page costs
+        // O(active) or O(page) whatever the number of retained finished jobs; `succeeded`, the
+        // bulk of them, is read newest first by `seq`.
+        let query = match state {
+            Some(JobState::Queued) => sqlx::query(concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM jobs INDEXED BY jobs_due WHERE state = 'queued' ORDER BY seq DESC LIMIT ?1 + 0"
+            ))
+            .bind(limit),
+            Some(JobState::Running) => sqlx::query(concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM jobs INDEXED BY jobs_stale WHERE state = 'running' ORDER BY seq DESC LIMIT ?1 + 0"
+            ))
+            .bind(limit),
+            Some(JobState::Succeeded) => sqlx::query(concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM jobs WHERE state = 'succeeded' ORDER BY seq DESC LIMIT ?1 + 0"
+            ))
+            .bind(limit),
+            Some(state) => sqlx::query(concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM jobs INDEXED BY jobs_rare_state WHERE state = ?1 \
+                 AND state IN ('failed', 'dead', 'cancelled', 'stale') ORDER BY seq DESC LIMIT ?2 + 0"
+            ))
+            .bind(state.as_str())
+            .bind(limit),
+            None => sqlx::query(concat!("SELECT ", job_columns!(), " FROM jobs ORDER BY seq DESC LIMIT ?1 + 0"))
+                .bind(limit),
+        };
+        self.read_jobs(query, "list jobs").await
+    }
+
+    async fn pending_results(&self, limit: usize) -> Result<Vec<Job>, EngineError> {
+        self.read_jobs(
+            sqlx::query(concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM jobs WHERE result_pending = 1 ORDER BY updated_at_ms, seq LIMIT ?1 + 0"
+            ))
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX)),
+            "list pending results",
+        )
+        .await
+    }
+
+    async fn ack_result(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
+        let acked: Option<i64> = sqlx::query_scalar(
+            "UPDATE jobs SET result_pending = 0 WHERE id = ?1 AND fencing_token = ?2 RETURNING 1",
+        )
+        .bind(job_id)
+        .bind(to_i64(fencing_token))
+        .fetch_optional(&self.inner.writer)
+        .await
+        .map_err(self.db(format!("ack result of job `{job_id}` at fencing token {fencing_token}")))?;
+        if acked.is_some() {
+            return Ok(true);
+        }
+        match self.get(job_id).await? {
+            Some(_) => Ok(false),
+            None => Err(EngineError::NotFound(job_id.to_owned())),
+        }
+    }
+
+    async fn prune(&self, rule: &PruneRule, limit: usize) -> Result<PruneBatch, EngineError> {
+        self.prune_batch(rule, limit).await
+    }
+
+    async fn prune_count(&self, rule: &PruneRule) -> Result<(u64, u64), EngineError> {
+        self.prune_count_now(rule).await
+    }
+
+    async fn tombstone(&self, job_id: &str) -> Result<Option<Tombstone>, EngineError> {
+        self.tombstone_of(job_id).await
+    }
+
+    async fn acquire_lock(
+        &self,
+        name: &str,
+        owner: &WorkerIdentity,
+        heartbeat: Duration,
+        stale_after: Duration,
+    ) -> Result<LockAcquire, EngineError> {
+        let what = format!("acquire lock `{name}`");
+        let now = now_ms();
+        let mut tx = self.begin(&what).await?;
+        let row = sqlx::query(
+            "SELECT fencing_token, held, owner_worker, owner_host, owner_pid, acquired_at_ms, \
+             heartbeat_at_ms, stale_after_ms FROM locks WHERE name = ?1",
+        )
+        .bind(name)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(self.db(&what))?;
+        if let Some(row) = row {
+            let held: bool = row.try_get("held").map_err(self.db(&what))?;
+            let stale_after_ms: i64 = row.try_get("stale_after_ms").map_err(self.db(&what))?;
+            let lease = lock_lease_from_row(&row, name)?;
+            if held && now - lease.heartbeat_at_ms <= stale_after_ms {
+                return Ok(LockAcquire::Held(lease));
+            }
+        }
+        let token: i64 = sqlx::query_scalar(
+            "INSERT INTO locks (name, fencing_token, held, owner_worker, owner_host, owner_pid, \
+             acquired_at_ms, heartbeat_at_ms, heartbeat_ms, stale_after_ms) \
+             VALUES (?1, 1, 1, ?2, ?3, ?4, ?5, ?5, ?6, ?7) \
+             ON CONFLICT (name) DO UPDATE SET fencing_token = fencing_token + 1, held = 1, \
+             owner_worker = excluded.owner_worker, owner_host = excluded.owner_host, \
+             owner_pid = excluded.owner_pid, acquired_at_ms = excluded.acquired_at_ms, \
+             heartbeat_at_ms = excluded.heartbeat_at_ms, heartbeat_ms = excluded.heartbeat_ms, \
+             stale_after_ms = excluded.stale_after_ms \
+             RETURNING fencing_token",
+        )
+        .bind(name)
+        .bind(&owner.worker_id)
+        .bind(&owner.host)
+        .bind(i64::from(owner.pid))
+        .bind(now)
+        .bind(to_i64(heartbeat.as_millis() as u64))
+        .bind(to_i64(stale_after.as_millis() as u64))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(self.db(&what))?;
+        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        Ok(LockAcquire::Acquired { fencing_token: token as u64 })
+    }
+
+    async fn renew_lock(&self, name: &str, fencing_token: u64) -> Result<bool, EngineError> {
+        let done = sqlx::query(
+            "UPDATE locks SET heartbeat_at_ms = ?3 WHERE name = ?1 AND fencing_token = ?2 AND held = 1",
+        )
+        .bind(name)
+        .bind(to_i64(fencing_token))
+        .bind(now_ms())
+        .execute(&self.inner.writer)
+        .await
+        .map_err(self.db(format!("renew lock `{name}`")))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn release_lock(&self, name: &str, fencing_token: u64) -> Result<bool, EngineError> {
+        let done = sqlx::query(
+            "UPDATE locks SET held = 0, owner_worker = NULL, owner_host = NULL, owner_pid = NULL, \
+             acquired_at_ms = NULL, heartbeat_at_ms = NULL \
+             WHERE name = ?1 AND fencing_token = ?2 AND held = 1",
+        )
+        .bind(name)
+        .bind(to_i64(fencing_token))
+        .execute(&self.inner.writer)
+        .await
+        .map_err(self.db(format!("release lock `{name}`")))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn reap_locks(&self) -> Result<Vec<String>, EngineError> {
+        sqlx::query_scalar(
+            "UPDATE locks SET held = 0, owner_worker = NULL, owner_host = NULL, owner_pid = NULL, \
+             acquired_at_ms = NULL, heartbeat_at_ms = NULL \
+             WHERE held = 1 AND heartbeat_at_ms + stale_after_ms < ?1 RETURNING name",
+        )
+        .bind(now_ms())
+        .fetch_all(&self.inner.writer)
+        .await
+        .map_err(self.db("reap stale locks"))
+    }
+
+    async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
+        let what = "list leases";
+        let mut conn = self.inner.reader.acquire().await.map_err(self.db(what))?;
+        let job_rows = sqlx::query(
+            "SELECT id, fencing_token, owner_worker, owner_host, owner_pid, acquired_at_ms, \
+             heartbeat_at_ms, heartbeat_ms, stale_after_ms FROM jobs \
+             WHERE state = 'running' AND stale_deadline_ms IS NOT NULL ORDER BY stale_deadline_ms",
+        )
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(self.db(what))?;
+        let lock_rows = sqlx::query(
+            "SELECT name, fencing_token, owner_worker, owner_host, owner_pid, acquired_at_ms, \
+             heartbeat_at_ms, heartbeat_ms, stale_after_ms FROM locks WHERE held = 1 ORDER BY name",
+        )
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(self.db(what))?;
+        let mut out = Vec::with_capacity(job_rows.len() + lock_rows.len());
+        for (kind, rows, key) in [(LeaseKind::Job, &job_rows, "id"), (LeaseKind::Lock, &lock_rows, "name")] {
+            for row in rows {
+                let name: String = row.try_get(key).map_err(self.db(what))?;
+                let lease = lock_lease_from_row(row, &name)?;
+                out.push(LeaseView {
+                    kind,
+                    lease,
+                    heartbeat_ms: row.try_get::<i64, _>("heartbeat_ms").map_err(self.db(what))?.max(0) as u64,
+                    stale_after_ms: row.try_get::<i64, _>("stale_after_ms").map_err(self.db(what))?.max(0)
+                        as u64,
+                    name,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    async fn now_ms(&self) -> Result<i64, EngineError> {
+        Ok(now_ms())
+    }
+}

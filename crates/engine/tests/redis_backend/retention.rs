@@ -1,0 +1,102 @@
+//! Retention on Redis (issue 19): the shared scenarios, plus what pruning leaves in the
+//! namespace (only the tombstone and the idempotency entry, until the tombstone expires).
+
+use super::*;
+
+#[tokio::test]
+async fn retention_by_age() {
+    let server = RedisServer::start();
+    scenarios::retention::retention_by_age(&backend(&server).await).await;
+}
+
+#[tokio::test]
+async fn retention_by_count() {
+    let server = RedisServer::start();
+    scenarios::retention::retention_by_count(&backend(&server).await).await;
+}
+
+#[tokio::test]
+async fn pruning_never_removes_an_unapplied_result() {
+    let server = RedisServer::start();
+    scenarios::retention::pruning_never_removes_an_unapplied_result(&backend(&server).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pruning_races_ingestion_and_retries_without_losing_a_result() {
+    let server = RedisServer::start();
+    scenarios::retention::pruning_races_ingestion_and_retries_without_losing_a_result(&backend(&server).await).await;
+}
+
+#[tokio::test]
+async fn idempotency_key_outlives_its_job_by_the_retention() {
+    let server = RedisServer::start();
+    scenarios::retention::idempotency_key_outlives_its_job_by_the_retention(&backend(&server).await).await;
+}
+
+/// A pruned job leaves no key behind but its tombstone (and its idempotency entry): its hash,
+/// its history list and its index entries go; an expired tombstone takes the rest.
+#[tokio::test]
+async fn a_pruned_job_leaves_only_its_tombstone_in_the_namespace() {
+    use skillforge_engine::retention::{Bound, PruneRule, RetainClass, prune_pass};
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let w = worker("keys");
+    let mut keyed = spec("keys");
+    keyed.idempotency_key = Some("k1".into());
+    let id = b.enqueue(&keyed).await.unwrap().job_id;
+    let l = b.lease("keys", &w, 1, Duration::ZERO).await.unwrap();
+    b.finish(&id, l[0].fencing_token, &finish(JobState::Queued, 0, "failed")).await.unwrap();
+    let l = b.lease("keys", &w, 1, Duration::ZERO).await.unwrap();
+    b.finish(&id, l[0].fencing_token, &finish(JobState::Dead, 0, "failed")).await.unwrap();
+    assert_eq!(server.cli(&["EXISTS", &format!("sftest:job:{id}:history")]), "1", "a superseded attempt");
+    assert!(b.ack_result(&id, l[0].fencing_token).await.unwrap());
+    assert_eq!(server.cli(&["ZCARD", "sftest:done:failed"]), "1", "the ack makes it prunable");
+    let all = Bound { before_ms: Some(b.now_ms().await.unwrap() + 1_000), keep_newest: None };
+    let rule = PruneRule { class: RetainClass::Failed, jobs: all, tombstones: Bound::default() };
+    assert_eq!(prune_pass(&b, &[rule], 10).await.unwrap().jobs, 1);
+    assert_eq!(server.cli(&["KEYS", "sftest:job:*"]), "", "no job hash or history left");
+    for (key, n) in [("sftest:jobs", "0"), ("sftest:state:dead", "0"), ("sftest:done:failed", "0"), ("sftest:pruned:failed", "1")] {
+        assert_eq!(server.cli(&["ZCARD", key]), n, "{key}");
+    }
+    assert_eq!(server.cli(&["HLEN", "sftest:pruned"]), "1");
+    assert_eq!(server.cli(&["HGET", "sftest:idem", "k1"]), id, "the key stays with the tombstone");
+
+    let tombs = PruneRule { class: RetainClass::Failed, jobs: Bound::default(), tombstones: all };
+    assert_eq!(prune_pass(&b, &[tombs], 10).await.unwrap().tombstones, 1);
+    for key in ["sftest:pruned", "sftest:idem"] {
+        assert_eq!(server.cli(&["HLEN", key]), "0", "{key}");
+    }
+    assert_eq!(server.cli(&["ZCARD", "sftest:pruned:failed"]), "0");
+}
+
+/// A namespace written by a build before retention: its acknowledged jobs are in no `done:*` set.
+/// The first prune calls file them (walking `jobs` from the oldest, up to 1 000 entries a call)
+/// and prune them; a job whose result is pending is not filed.
+#[tokio::test]
+async fn jobs_acknowledged_before_retention_are_backfilled_and_pruned() {
+    use skillforge_engine::retention::{Bound, PruneRule, RetainClass, prune_pass};
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let w = worker("old");
+    let mut ids = Vec::new();
+    for i in 0..1_200 {
+        let id = b.enqueue(&spec("old")).await.unwrap().job_id;
+        let l = b.lease("old", &w, 1, Duration::ZERO).await.unwrap();
+        b.finish(&id, l[0].fencing_token, &finish(JobState::Succeeded, 0, "passed")).await.unwrap();
+        if i != 7 {
+            assert!(b.ack_result(&id, l[0].fencing_token).await.unwrap());
+        }
+        ids.push(id);
+    }
+    // What an older build left: no `done:*` entries, no backfill cursor.
+    server.cli(&["DEL", "sftest:done:succeeded", "sftest:done:backfill"]);
+    let all = Bound { before_ms: Some(b.now_ms().await.unwrap() + 1_000), keep_newest: None };
+    let rule = PruneRule { class: RetainClass::Succeeded, jobs: all, tombstones: Bound::default() };
+    let first = b.prune(&rule, 2_000).await.unwrap();
+    assert_eq!(first.jobs, 1_000 - 1, "the first call files the oldest 1 000 (one pending) and prunes them");
+    assert_ne!(server.cli(&["GET", "sftest:done:backfill"]), "done");
+    assert_eq!(prune_pass(&b, &[rule], 10).await.unwrap().jobs, 200);
+    assert_eq!(server.cli(&["GET", "sftest:done:backfill"]), "done");
+    assert!(b.get(&ids[7]).await.unwrap().is_some(), "the pending one stays");
+    assert_eq!(server.cli(&["ZCARD", "sftest:jobs"]), "1");
+}
