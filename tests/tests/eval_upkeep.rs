@@ -255,3 +255,34 @@ fn e02_brief_drafted_by_a_model_from_a_theme_keeps_the_rules_out() {
     let drafts = jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "evalloop" && j["stage"] == "draft" && j["kind"] == "agent").count();
     assert_eq!(drafts, 3, "one agent job per theme: {jobs:#}");
 }
+
+// Issue 12 item 7 through the binary: a brief, a knowledge-gap draft, a theme and a session file
+// nested 100 000 levels deep are each refused at once by the parser limits (exit 2, the file
+// named, the limit stated), and nothing is written.
+#[test]
+fn deeply_nested_inputs_are_refused_naming_the_file() {
+    let w = World { home: Home::embedded(), dir: tempfile::tempdir().unwrap() };
+    let deep = w.path("deep.json");
+    std::fs::write(&deep, "[".repeat(100_000)).unwrap();
+    let corpus = w.path("corpus/proj");
+    std::fs::create_dir_all(&corpus).unwrap();
+    let session = corpus.join("s.jsonl");
+    std::fs::write(&session, format!("{{}}\n{}\n", "{\"a\":".repeat(100_000))).unwrap();
+    let out = w.path("out.json");
+    let skill = w.path("skills/x");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(skill.join("SKILL.md"), "# x").unwrap();
+    let cases: Vec<(Vec<&str>, &Path)> = vec![
+        (vec!["eval", "brief", "--check", s(&deep)], &deep),
+        (vec!["eval", "brief", "--knowledge-gap", "--draft", s(&deep), "--out", s(&out)], &deep),
+        (vec!["eval", "brief", "--knowledge-gap", "--runtime", "scripted", "--theme", s(&deep), "--out", s(&out)], &deep),
+        (vec!["eval", "forge", "--runtime", "scripted", "--brief", s(&deep), "--skill-dir", s(&skill), "--install-root", s(&out)], &deep),
+        (vec!["eval", "recheck", "--dry-run", "--sources", "claude", "--claude-dir", s(w.path("corpus").as_path())], &session),
+    ];
+    for (args, file) in cases {
+        let (code, _, err) = w.run(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(&file.display().to_string()) && err.contains("64 levels"), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?} wrote something");
+    }
+}
