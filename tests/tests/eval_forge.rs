@@ -4,7 +4,7 @@
 //! aggregate → gate → ledger together. The harness (`Setup`, the scripted skill and brief) is
 //! `skillforge_tests::eval`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 

@@ -264,7 +264,8 @@ fn deeply_nested_inputs_are_refused_naming_the_file() {
     let w = World { home: Home::embedded(), dir: tempfile::tempdir().unwrap() };
     let deep = w.path("deep.json");
     std::fs::write(&deep, "[".repeat(100_000)).unwrap();
-    let corpus = w.path("corpus/proj");
+    let corpus_root = w.path("corpus");
+    let corpus = corpus_root.join("proj");
     std::fs::create_dir_all(&corpus).unwrap();
     let session = corpus.join("s.jsonl");
     std::fs::write(&session, format!("{{}}\n{}\n", "{\"a\":".repeat(100_000))).unwrap();
@@ -277,7 +278,7 @@ fn deeply_nested_inputs_are_refused_naming_the_file() {
         (vec!["eval", "brief", "--knowledge-gap", "--draft", s(&deep), "--out", s(&out)], &deep),
         (vec!["eval", "brief", "--knowledge-gap", "--runtime", "scripted", "--theme", s(&deep), "--out", s(&out)], &deep),
         (vec!["eval", "forge", "--runtime", "scripted", "--brief", s(&deep), "--skill-dir", s(&skill), "--install-root", s(&out)], &deep),
-        (vec!["eval", "recheck", "--dry-run", "--sources", "claude", "--claude-dir", s(w.path("corpus").as_path())], &session),
+        (vec!["eval", "recheck", "--dry-run", "--sources", "claude", "--claude-dir", s(&corpus_root)], &session),
     ];
     for (args, file) in cases {
         let (code, _, err) = w.run(&args);
