@@ -7,6 +7,7 @@
 //! on a free loopback port, and real child processes.
 
 pub mod decide;
+pub mod eval;
 pub mod fake_github;
 pub mod isolated;
 pub mod loader;
@@ -425,4 +426,27 @@ pub fn verify(home: &Home, extra: &[&str], repo: &Path, commands: &[&str]) -> (O
     let json = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("verify stdout is not JSON ({e}): {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
     (out.status.code(), json, stderr)
+}
+
+/// The Debian base image `scripts/test` makes (`SKILLFORGE_TEST_DEBIAN_IMAGE`: glibc, a shell, git;
+/// the built binary runs in it), when the harness made one; `None` (loudly) outside CI without it.
+///
+/// # Panics
+/// In CI (`CI` or `SKILLFORGE_REQUIRE_CONTAINERS` set) without an engine or the image.
+pub fn debian_base() -> Option<String> {
+    let host = std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty());
+    let base = std::env::var("SKILLFORGE_TEST_DEBIAN_IMAGE").ok().filter(|i| !i.is_empty());
+    match (host, base) {
+        (Some(_), Some(base)) => Some(base),
+        _ if std::env::var_os("CI").is_some() || std::env::var_os("SKILLFORGE_REQUIRE_CONTAINERS").is_some() => {
+            panic!("image tests must run here but DOCKER_HOST / SKILLFORGE_TEST_DEBIAN_IMAGE are unset: run scripts/test")
+        }
+        _ => {
+            eprintln!(
+                "\n*** SKIPPED: image test needs an engine and a Debian base; run `source scripts/containers-env && \
+                 sf_containers_up && sf_containers_debian_base` (or scripts/test). ***\n"
+            );
+            None
+        }
+    }
 }

@@ -8,26 +8,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::Value;
-use skillforge_tests::{Home, bin, free_port};
-
-/// The Debian base image, when the harness made one; `None` (loudly) outside CI without it.
-fn debian_base() -> Option<String> {
-    let host = std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty());
-    let base = std::env::var("SKILLFORGE_TEST_DEBIAN_IMAGE").ok().filter(|i| !i.is_empty());
-    match (host, base) {
-        (Some(_), Some(base)) => Some(base),
-        _ if std::env::var_os("CI").is_some() || std::env::var_os("SKILLFORGE_REQUIRE_CONTAINERS").is_some() => {
-            panic!("image tests must run here but DOCKER_HOST / SKILLFORGE_TEST_DEBIAN_IMAGE are unset: run scripts/test")
-        }
-        _ => {
-            eprintln!(
-                "\n*** SKIPPED: image test needs an engine and a Debian base; run `source scripts/containers-env && \
-                 sf_containers_up && sf_containers_debian_base` (or scripts/test). ***\n"
-            );
-            None
-        }
-    }
-}
+use skillforge_tests::{Home, bin, debian_base, free_port};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

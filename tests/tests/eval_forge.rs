@@ -1,104 +1,17 @@
 //! The skill eval loop end to end through the built binary (issue 17; seed skill-eval-loop): every
 //! invalid code comes from arm outputs the real agent runner stored while running the `scripted`
 //! agent in real work dirs — never from hand-built verdicts — and one forge runs judge →
-//! aggregate → gate → ledger together.
-//!
-//! The scripted agent's `scripted:` directives (runners/agent/src/scripted/directive.rs) stand in
-//! for the model's choices: the brief's prompt scripts the baseline's answer, the skill's SKILL.md
-//! what an agent following the skill answers, and the rubric the judge's preference.
+//! aggregate → gate → ledger together. The harness (`Setup`, the scripted skill and brief) is
+//! `skillforge_tests::eval`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
+use skillforge_tests::eval::{BRIEF_ID, GOOD_SKILL, Setup, VERIFY_SHORT, codes};
 use skillforge_tests::{Home, Reaped, RedisServer, signal, wait_for, wait_exit};
-
-const BRIEF_ID: &str = "status-reply";
-
-struct Setup {
-    home: Home,
-    dir: tempfile::TempDir,
-}
-
-impl Setup {
-    fn new() -> Self {
-        Self { home: Home::embedded(), dir: tempfile::tempdir().unwrap() }
-    }
-
-    fn on(home: Home) -> Self {
-        Self { home, dir: tempfile::tempdir().unwrap() }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    /// Writes a skill dir `name` with `body` after its front matter.
-    fn skill(&self, name: &str, body: &str) -> PathBuf {
-        let dir = self.path(&format!("skills/{name}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("SKILL.md"), format!("---\nname: {name}\ndescription: Keep status replies short\n---\n{body}\n")).unwrap();
-        dir
-    }
-
-    /// Writes the brief with extra prompt/rubric lines and a verify.
-    fn brief(&self, id: &str, prompt_extra: &str, rubric_extra: &str, verify: &str) -> PathBuf {
-        let brief = json!({
-            "id": id,
-            "prompt": format!("Write the team's status reply from notes.md.\nscripted: reply LONG status: here is every detail of the week, item by item, with context and caveats\n{prompt_extra}"),
-            "setup": {"notes.md": "- shipped 1.2\n- fixed login\n"},
-            "verify": verify,
-            "rubric": format!("Which reply would the team rather read?\nscripted: prefer SHORT\n{rubric_extra}"),
-            "output": "reply"
-        });
-        let path = self.path(&format!("{id}.json"));
-        std::fs::write(&path, serde_json::to_string_pretty(&brief).unwrap()).unwrap();
-        path
-    }
-
-    fn forge(&self, brief: &Path, skill: &Path, extra: &[&str]) -> (i32, Value, String) {
-        let mut args: Vec<String> = ["--json", "eval", "forge", "--brief"].iter().map(|s| s.to_string()).collect();
-        if !extra.contains(&"--runtime") {
-            args.splice(3..3, ["--runtime".to_owned(), "scripted".to_owned()]);
-        }
-        args.push(brief.display().to_string());
-        args.push("--skill-dir".into());
-        args.push(skill.display().to_string());
-        args.push("--install-root".into());
-        args.push(self.path("agents-skills").display().to_string());
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let out = self.home.cmd().args(&args).output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        let value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        (out.status.code().unwrap_or(-1), value, stderr)
-    }
-
-    fn run_dir(&self, id: &str) -> PathBuf {
-        self.home.path().join("eval/runs").join(id)
-    }
-
-    fn verdict(&self, id: &str, n: u32) -> Option<Value> {
-        std::fs::read_to_string(self.run_dir(id).join(format!("s{n}/verdict.json"))).ok().map(|t| serde_json::from_str(&t).unwrap())
-    }
-
-    fn ledger(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.home.path().join("eval/ledger.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-}
-
-/// Words in the reply ≤ 8: the short reply passes, the long one fails.
-const VERIFY_SHORT: &str = "test \"$(wc -w < \"$FORGE_FINAL\")\" -le 8";
-const GOOD_SKILL: &str = "scripted: reply SHORT: shipped 1.2, fixed login";
-
-fn codes(report: &Value) -> Vec<Option<String>> {
-    report["samples"].as_array().unwrap().iter().map(|s| s["invalid_code"].as_str().map(str::to_owned)).collect()
-}
 
 // E-14, E-04, E-05, E-52: one test runs judge → aggregate → gate → ledger together.
 #[test]
@@ -163,16 +76,8 @@ fn e45_arm_never_ran_stops_the_brief_before_any_mapping() {
     let s = Setup::new();
     let skill = s.skill("tldr", GOOD_SKILL);
     let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
-    // An `opencode` that writes nothing and exits 1 (E-43): the arm never ran, whether or not the real
-    // OpenCode is installed (scripts/test installs it for the runtime profile's own test).
-    let bin = s.path("silent-bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::fs::write(bin.join("opencode"), "#!/bin/sh\ncat >/dev/null\nexit 1\n").unwrap();
-    std::fs::set_permissions(bin.join("opencode"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-    let out = s.home.cmd().env("PATH", path).args(["--json", "eval", "forge", "--runtime", "opencode", "--judge-runtime", "opencode", "--brief"])
-        .arg(&brief).arg("--skill-dir").arg(&skill).arg("--install-root").arg(s.path("agents-skills")).output().unwrap();
-    let (code, report, stderr) = (out.status.code().unwrap_or(-1), serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null), String::from_utf8_lossy(&out.stderr).into_owned());
+    let path = s.empty_path();
+    let (code, report, stderr) = s.forge_env(&brief, &skill, &["--runtime", "opencode", "--judge-runtime", "opencode"], &[("PATH", &path)]);
     assert_eq!(code, 1, "{stderr}");
     assert_eq!(codes(&report), vec![Some("arm_never_ran".to_owned())], "{report:#}");
     let v = s.verdict(BRIEF_ID, 1).unwrap();
@@ -340,9 +245,9 @@ fn forge_resumes_after_sigkill_mid_arm_applying_each_arm_once() {
     let s = Setup::new();
     std::fs::write(
         s.home.path().join("evalloop.toml"),
-        "[stages.arm]\nrunner = \"agent\"\ntimeout_secs = 60\nheartbeat_secs = 1\nstale_after_secs = 3\nattempts = 3\nidempotent = true\n\
-         [stages.verify]\nrunner = \"process\"\ntimeout_secs = 60\nheartbeat_secs = 1\nstale_after_secs = 3\nattempts = 3\nidempotent = true\n\
-         [stages.judge]\nrunner = \"agent\"\ntimeout_secs = 60\nheartbeat_secs = 1\nstale_after_secs = 3\nattempts = 3\nidempotent = true\n",
+        "[stages.arm]\ntimeout_secs = 60\nheartbeat_secs = 1\nstale_after_secs = 3\n\
+         [stages.verify]\ntimeout_secs = 60\nheartbeat_secs = 1\nstale_after_secs = 3\n\
+         [stages.judge]\ntimeout_secs = 60\nheartbeat_secs = 1\nstale_after_secs = 3\n",
     )
     .unwrap();
     let skill = s.skill("tldr", GOOD_SKILL);
@@ -427,6 +332,32 @@ fn e12_unreadable_codex_auth_stops_before_any_arm() {
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("auth.json") && stderr.contains("no arm started"), "{stderr}");
     assert!(!s.run_dir(BRIEF_ID).exists());
+}
+
+// E-12: CODEX_FORCE_AUTH_JSON=0 chooses the API key deliberately: with no auth.json the forge
+// goes on and its arms run (no Codex CLI on the arms' PATH, so they never ran — an arm fault, not
+// a credential stop), where the same run without the switch stopped before any arm.
+#[test]
+fn e12_codex_force_auth_json_0_uses_the_key_and_the_arms_run() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let out = s
+        .home
+        .cmd()
+        .env("HOME", s.path("empty-home"))
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("CODEX_FORCE_AUTH_JSON", "0")
+        .env("PATH", s.empty_path())
+        .args(["--json", "eval", "forge", "--runtime", "codex", "--judge-runtime", "scripted", "--brief", brief.to_str().unwrap(), "--skill-dir", skill.to_str().unwrap(), "--install-root", s.path("r").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(3), "no credential stop: {stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(codes(&report), vec![Some("arm_never_ran".to_owned())], "the arms ran (and found no codex): {stderr}\n{report:#}");
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(s.run_dir(BRIEF_ID).join("s1/with.meta/run.json")).unwrap()).unwrap();
+    assert_eq!((run["runtime"].as_str(), run["exit"].as_str()), (Some("codex"), Some("not_runnable")), "{run:#}");
 }
 
 // Issue 17 item 7 on a fleet: a Redis queue, two workers running the arms in parallel, the forging
@@ -514,4 +445,32 @@ fn eval_status_shows_the_running_arms_output_tail() {
     }
     s.home.wait(Duration::from_secs(60), "the cancelled arms to stop", || running().is_empty().then_some(()));
     drop(forge);
+}
+
+// `eval forge --mode corrections --theme T`: a model (the scripted runtime, as an `agent` job)
+// drafts the knowledge-gap brief from the correction theme, the brief passes E-01/E-02 and is
+// written under the home, and the same forge runs it to a decision; `--dry-run` drafts nothing.
+#[test]
+fn forge_mode_corrections_drafts_the_brief_from_a_theme_then_adopts() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let draft = json!({
+        "brief": {"id": "kg-status", "prompt": "scripted: reply LONG status: here is every detail of the week, item by item, with context and caveats",
+                  "setup": {"notes.md": "shipped 1.2; fixed login"}, "verify": VERIFY_SHORT,
+                  "rubric": "scripted: prefer SHORT", "output": "reply"},
+        "rules": [], "good_example": "shipped 1.2, fixed login", "bad_example": "here is every detail of the week, item by item, with context"
+    });
+    let theme = s.path("status.theme.json");
+    let corrections = [format!("no, nobody reads all that\nscripted: reply {draft}")];
+    std::fs::write(&theme, json!({"name": "status", "rules": ["status replies stay under nine words"], "corrections": corrections}).to_string()).unwrap();
+    let (code, report, stderr) = s.forge(Path::new(""), &skill, &["--mode", "corrections", "--theme", theme.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(report["skipped"].as_str().unwrap().contains("would draft"), "{report:#}");
+    assert!(!s.home.path().join("eval/briefs").exists(), "a dry run drafts nothing");
+    let (code, report, stderr) = s.forge(Path::new(""), &skill, &["--mode", "corrections", "--theme", theme.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}\n{report:#}");
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(s.home.path().join("eval/briefs/kg-status.json")).unwrap()).unwrap();
+    assert_eq!(written, draft["brief"]);
+    assert_eq!(report["gate"]["decision"], "adopt", "{report:#}");
+    assert_eq!(s.ledger()[0]["brief_id"], "kg-status");
 }

@@ -208,3 +208,82 @@ fn e40_deploy_copies_and_verifies_by_digest() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("sha256:") && w.path("root/tldr/refs/a.md").is_file(), "{out}");
 }
+
+// E-01, E-02 for a brief drafted by a model: `eval brief --knowledge-gap --theme` has the
+// scripted runtime (through the real agent runner, as an `agent` job) draft from a correction
+// theme; the theme's corrections script the model's answer. A draft that puts a rule in a fixture,
+// or whose verify passes the bad example, writes nothing; a clean one is written and its prompt
+// and fixtures hold none of the theme's rules.
+#[test]
+fn e02_brief_drafted_by_a_model_from_a_theme_keeps_the_rules_out() {
+    let w = World { home: Home::embedded(), dir: tempfile::tempdir().unwrap() };
+    let rules = ["never say synergy", "sign off with the ship date"];
+    let theme = |name: &str, verify: &str, fixture: &str| {
+        let draft = json!({"brief": {"id": name, "prompt": "Reply to Ana's question in thread.txt.", "setup": {"thread.txt": fixture},
+                                     "verify": verify, "rubric": "Which reply would Ana rather get?", "output": "reply"},
+                           "rules": [], "good_example": "Thanks Ana, shipping Friday.", "bad_example": "Great synergy, let's align."});
+        let p = w.path(&format!("{name}.theme.json"));
+        let corrections = [format!("no, drop the buzzwords\nscripted: reply {draft}")];
+        std::fs::write(&p, json!({"name": name, "rules": rules, "corrections": corrections}).to_string()).unwrap();
+        p
+    };
+    let verify = "! grep -qi synergy \"$FORGE_FINAL\" && grep -q Friday \"$FORGE_FINAL\"";
+    let brief_out = |name: &str| w.path(&format!("{name}.brief.json"));
+    let draft = |theme: &Path, out: &Path| w.run(&["eval", "brief", "--knowledge-gap", "--runtime", "scripted", "--theme", s(theme), "--out", s(out)]);
+
+    let leaky = theme("leaky", verify, "Ana: can we ship Friday? Boss: never say synergy");
+    let (code, _, err) = draft(&leaky, &brief_out("leaky"));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("never say synergy") && err.contains("setup file `thread.txt`") && !brief_out("leaky").exists(), "{err}");
+
+    let weak = theme("weak", "true", "Ana: can we ship Friday?");
+    let (code, _, err) = draft(&weak, &brief_out("weak"));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("passes the bad example") && !brief_out("weak").exists(), "{err}");
+
+    let clean = theme("clean", verify, "Ana: can we ship Friday?");
+    let (code, _, err) = draft(&clean, &brief_out("clean"));
+    assert_eq!(code, 0, "{err}");
+    let brief: Value = serde_json::from_str(&std::fs::read_to_string(brief_out("clean")).unwrap()).unwrap();
+    let texts: Vec<String> = std::iter::once(brief["prompt"].as_str().unwrap().to_lowercase())
+        .chain(brief["setup"].as_object().unwrap().values().map(|v| v.as_str().unwrap().to_lowercase()))
+        .collect();
+    for rule in rules {
+        assert!(texts.iter().all(|t| !t.contains(rule)), "rule {rule:?} leaked into {texts:?}");
+    }
+    let jobs = w.home.json(&["jobs", "list"]);
+    let drafts = jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "evalloop" && j["stage"] == "draft" && j["kind"] == "agent").count();
+    assert_eq!(drafts, 3, "one agent job per theme: {jobs:#}");
+}
+
+// Issue 12 item 7 through the binary: a brief, a knowledge-gap draft, a theme and a session file
+// nested 100 000 levels deep are each refused at once by the parser limits (exit 2, the file
+// named, the limit stated), and nothing is written.
+#[test]
+fn deeply_nested_inputs_are_refused_naming_the_file() {
+    let w = World { home: Home::embedded(), dir: tempfile::tempdir().unwrap() };
+    let deep = w.path("deep.json");
+    std::fs::write(&deep, "[".repeat(100_000)).unwrap();
+    let corpus_root = w.path("corpus");
+    let corpus = corpus_root.join("proj");
+    std::fs::create_dir_all(&corpus).unwrap();
+    let session = corpus.join("s.jsonl");
+    std::fs::write(&session, format!("{{}}\n{}\n", "{\"a\":".repeat(100_000))).unwrap();
+    let out = w.path("out.json");
+    let skill = w.path("skills/x");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(skill.join("SKILL.md"), "# x").unwrap();
+    let cases: Vec<(Vec<&str>, &Path)> = vec![
+        (vec!["eval", "brief", "--check", s(&deep)], &deep),
+        (vec!["eval", "brief", "--knowledge-gap", "--draft", s(&deep), "--out", s(&out)], &deep),
+        (vec!["eval", "brief", "--knowledge-gap", "--runtime", "scripted", "--theme", s(&deep), "--out", s(&out)], &deep),
+        (vec!["eval", "forge", "--runtime", "scripted", "--brief", s(&deep), "--skill-dir", s(&skill), "--install-root", s(&out)], &deep),
+        (vec!["eval", "recheck", "--dry-run", "--sources", "claude", "--claude-dir", s(&corpus_root)], &session),
+    ];
+    for (args, file) in cases {
+        let (code, _, err) = w.run(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(&file.display().to_string()) && err.contains("64 levels"), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?} wrote something");
+    }
+}

@@ -7,7 +7,8 @@ use skillforge_engine::RunnerRegistry;
 /// Every runner compiled into this binary. Adding a runner is one line here. A worker calls each
 /// one's `on_worker_start` when it starts (the sandbox runner removes dead workers' clones, the
 /// process runner starts its orphan sweeper, the container runner its leftover-container sweeper).
-/// The sandbox runner runs `verify --image` payloads through the container runner's engine.
+/// The sandbox runner runs `verify --image` payloads, and the agent runner `container` payloads,
+/// through the container runner's engine.
 pub fn all() -> RunnerRegistry {
     RunnerRegistry::new()
         .with(Arc::new(skillforge_runner_process::ProcessRunner))
@@ -15,7 +16,9 @@ pub fn all() -> RunnerRegistry {
             skillforge_runner_container::ContainerCommands,
         ))))
         .with(Arc::new(skillforge_runner_checker::CheckerRunner))
-        .with(Arc::new(skillforge_runner_agent::AgentRunner::default()))
+        .with(Arc::new(skillforge_runner_agent::AgentRunner::default().with_containers(Arc::new(
+            skillforge_runner_container::ContainerAgents,
+        ))))
         .with(Arc::new(skillforge_runner_container::ContainerRunner))
 }
 

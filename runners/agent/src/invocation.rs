@@ -53,8 +53,9 @@ pub fn resolve_program(
 
 /// Plans the run of `payload` on `profile` with `program` (from [`resolve_program`]).
 ///
-/// argv is `program`, the profile's `args`, then its `model_args` when the payload names a
-/// model, with placeholders filled: `{prompt_file}` = `scratch_dir/prompt.md`, `{workdir}` =
+/// argv is `program`, the profile's `args`, its `project_scope_args` when the payload sets
+/// `project_scope_only`, then its `model_args` when the payload names a model, with
+/// placeholders filled: `{prompt_file}` = `scratch_dir/prompt.md`, `{workdir}` =
 /// the payload's workdir or `scratch_dir`, `{scratch_dir}`, `{model}`. The prompt text is never
 /// placed in argv: it goes to stdin, or to `prompt_file` for the caller to write. The child's
 /// environment is the process runner's default allowlist plus the profile's `credential_env`
@@ -111,6 +112,9 @@ pub fn build_invocation(
     };
     let mut argv = vec![program.to_string()];
     argv.extend(profile.args.iter().map(|arg| fill(arg)));
+    if payload.project_scope_only {
+        argv.extend(profile.project_scope_args.iter().cloned());
+    }
     if let Some(model) = &payload.model {
         argv.extend(
             profile
@@ -304,6 +308,25 @@ mod tests {
             ],
         );
         check("scripted", Some("ignored"), &["PROG", "agent-scripted"]);
+    }
+
+    /// An eval arm (`project_scope_only`) on Claude Code reads project/local settings only;
+    /// runtimes without such a switch get nothing extra.
+    #[test]
+    fn project_scope_only_appends_the_profiles_switch() {
+        let mut payload = AgentPayload::new("claude", "p");
+        payload.project_scope_only = true;
+        let invocation =
+            build_invocation(find("claude").unwrap(), &payload, Path::new("/s"), "claude").unwrap();
+        assert_eq!(
+            argv(&invocation)[5..],
+            ["--setting-sources".to_string(), "project,local".to_string()]
+        );
+        let mut scripted = AgentPayload::new("scripted", "p");
+        scripted.project_scope_only = true;
+        let invocation =
+            build_invocation(find("scripted").unwrap(), &scripted, Path::new("/s"), "P").unwrap();
+        assert_eq!(argv(&invocation), ["P", "agent-scripted"]);
     }
 
     #[test]

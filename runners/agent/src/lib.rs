@@ -9,6 +9,8 @@
 //!   `None` ("unknown") when the runtime does not record them.
 //! * [`AgentRunner`]: the [`skillforge_runner::Runner`] of kind `agent`; its
 //!   `RunOutcome::detail` is an [`AgentReport`].
+//! * [`container`]: the [`AgentContainerExec`] port for payloads that run the agent in a
+//!   container (the container runner crate implements it).
 //! * [`scripted`]: the deterministic scripted agent ([`run_scripted`], [`scripted_main`]) used by
 //!   tests and the demo; shipped as the hidden `skillforge agent-scripted` subcommand and as
 //!   this crate's `skillforge-agent-scripted` binary.
@@ -19,6 +21,8 @@
 //! [`AgentPayload`] (a [`skillforge_runner::RunnerPayload`]), the profiles, transcript parsing,
 //! the scripted agent and [`AgentReport`] (no process runner, no nix).
 
+#[cfg(feature = "exec")]
+pub mod container;
 mod error;
 #[cfg(feature = "exec")]
 mod invocation;
@@ -30,13 +34,18 @@ mod runner;
 pub mod scripted;
 mod transcript;
 
+#[cfg(feature = "exec")]
+pub use container::{
+    AgentContainerExec, CONTAINER_SCRATCH, CONTAINER_SKILLFORGE_BIN, CONTAINER_WORKDIR,
+    ContainerAgentRun, build_container_run,
+};
 pub use error::AgentError;
 #[cfg(feature = "exec")]
 pub use invocation::{
     Invocation, PROMPT_FILE_NAME, SKILLFORGE_BIN_ENV, TRANSCRIPT_MAX_BYTES, build_invocation,
     resolve_program,
 };
-pub use payload::AgentPayload;
+pub use payload::{AgentContainer, AgentMount, AgentPayload};
 pub use profile::{
     PromptDelivery, RUNTIME_SOURCES, RuntimeProfile, SKILLFORGE_BIN_PLACEHOLDER, TranscriptFormat,
     TranscriptSpec, all, find,

@@ -36,6 +36,52 @@ pub struct AgentPayload {
     /// `transcript_path` instead of `transcript_tail`. Parent directories are created.
     #[serde(default)]
     pub transcript_path: Option<PathBuf>,
+    /// Settings and skills from the work dir's project scope only (the profile's
+    /// `project_scope_args`, e.g. Claude Code's `--setting-sources project,local`): an eval arm
+    /// is offered what its work dir holds, not the user's own installs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub project_scope_only: bool,
+    /// Run the agent in a container instead of as a child process of the worker (the worker
+    /// needs a container engine: [`crate::AgentContainerExec`]). Absent = a local process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<AgentContainer>,
+}
+
+/// Where and how an agent runs in a container (payload `container`).
+///
+/// JSON shape: `{"image": "localhost/agents:claude", "mounts": [{"source": "/host/with.meta/skill/x",
+/// "target": "/work/.claude/skills/x"}], "network": true, "host": "unix:///run/podman/podman.sock"}`.
+/// The payload's `workdir` is bind-mounted at [`crate::CONTAINER_WORKDIR`] and is the agent's
+/// working directory there; `mounts` are read-only (a skill handed to the container never lands
+/// in the host work dir, and the agent cannot change the host copy).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentContainer {
+    /// Image holding the agent CLI (and `/bin/sh`, which delivers a stdin prompt).
+    pub image: String,
+    /// Read-only bind mounts: absolute host path → absolute path in the container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mounts: Vec<AgentMount>,
+    /// The engine's default network (agents reach their model API); `false` = no network.
+    #[serde(default = "network_default")]
+    pub network: bool,
+    /// Engine to use instead of the worker's `DOCKER_HOST` / `[runners.container] host`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+}
+
+fn network_default() -> bool {
+    true
+}
+
+/// One read-only bind mount of an [`AgentContainer`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentMount {
+    /// Absolute host path.
+    pub source: PathBuf,
+    /// Absolute path in the container.
+    pub target: String,
 }
 
 impl RunnerPayload for AgentPayload {
@@ -54,6 +100,8 @@ impl AgentPayload {
             env: BTreeMap::new(),
             timeout_secs: None,
             transcript_path: None,
+            project_scope_only: false,
+            container: None,
         }
     }
 }

@@ -11,6 +11,7 @@
 //! program = "claude"                 # name on PATH, absolute path, or "{skillforge_bin}"
 //! args = ["-p", "--output-format", "stream-json", "--verbose"]
 //! model_args = ["--model", "{model}"] # appended only when the payload names a model
+//! project_scope_args = ["--setting-sources", "project,local"] # with payload `project_scope_only`
 //! prompt = "stdin"                   # "stdin" | "file"; never argv
 //! credential_env = ["ANTHROPIC_API_KEY"] # inherited from the worker env when set; never argv
 //! pass_env = ["XDG_CONFIG_HOME"]     # other inherited names
@@ -69,6 +70,12 @@ pub struct RuntimeProfile {
     /// Arguments appended when the payload names a model; must contain `{model}` if non-empty.
     #[serde(default)]
     pub model_args: Vec<String>,
+    /// Arguments appended when the payload sets `project_scope_only`: settings (and so skills)
+    /// come from the work dir's project scope only, never the user's own (Claude Code:
+    /// `--setting-sources project,local`; seed: skill-eval-loop, "Read what the agent was
+    /// offered"). Empty for runtimes without such a switch. No placeholders.
+    #[serde(default)]
+    pub project_scope_args: Vec<String>,
     /// How the prompt reaches the agent.
     pub prompt: PromptDelivery,
     /// Credential variable names inherited from the worker's environment (when set there), on
@@ -270,6 +277,9 @@ impl RuntimeProfile {
         }
         for arg in &profile.model_args {
             check_placeholders(arg, &["{model}"]).map_err(|m| err(format!("`model_args`: {m}")))?;
+        }
+        for arg in &profile.project_scope_args {
+            check_placeholders(arg, &[]).map_err(|m| err(format!("`project_scope_args`: {m}")))?;
         }
         if !profile.model_args.is_empty()
             && !profile.model_args.iter().any(|a| a.contains("{model}"))

@@ -40,6 +40,10 @@ pub struct AgentReport {
     pub skills_loaded: Option<Vec<String>>,
     /// How the run ended.
     pub exit: ExitClass,
+    /// When the agent ran in a container (payload `container`): `{"engine", "image" (with its
+    /// digest), "container_name"}`. Absent for a local run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<serde_json::Value>,
 }
 
 /// Serializes `Option<Vec<String>>` as the list, or the string `"unknown"` for `None`.
@@ -95,6 +99,7 @@ mod tests {
             skills_offered: offered,
             skills_loaded: loaded,
             exit: ExitClass::Passed,
+            container: None,
         }
     }
 

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use skillforge_runner::{
@@ -13,8 +14,9 @@ use skillforge_runner_process::{
 };
 
 use crate::AgentError;
+use crate::container::{AgentContainerExec, build_container_run};
 use crate::invocation::{SKILLFORGE_BIN_ENV, build_invocation, resolve_program};
-use crate::payload::AgentPayload;
+use crate::payload::{AgentContainer, AgentPayload};
 use crate::profile::{RuntimeProfile, find};
 use crate::report::AgentReport;
 use crate::transcript::parse_transcript;
@@ -66,15 +68,30 @@ impl AgentRunnerConfig {
 /// program and how to install it. On `ctx.cancel` the process group is killed and the run
 /// returns `Ok` with [`ExitClass::Killed`] (the report still carries whatever transcript was
 /// captured).
+///
+/// A payload with `container` runs the same invocation in a container through the
+/// [`AgentContainerExec`] given to [`AgentRunner::with_containers`] (see [`crate::container`]);
+/// a worker without one answers such a payload `not_runnable`, saying so.
 #[derive(Debug, Clone, Default)]
 pub struct AgentRunner {
     config: AgentRunnerConfig,
+    containers: Option<Arc<dyn AgentContainerExec>>,
 }
 
 impl AgentRunner {
     /// A runner using `config` to find programs.
     pub fn new(config: AgentRunnerConfig) -> Self {
-        Self { config }
+        Self {
+            config,
+            containers: None,
+        }
+    }
+
+    /// This runner, running `container` payloads through `containers`.
+    #[must_use]
+    pub fn with_containers(mut self, containers: Arc<dyn AgentContainerExec>) -> Self {
+        self.containers = Some(containers);
+        self
     }
 
     /// Runs one parsed payload (what [`Runner::run`] does after parsing `spec.payload`).
@@ -107,26 +124,28 @@ impl AgentRunner {
                 context: format!("create scratch dir `{}`", ctx.scratch_dir.display()),
                 source,
             })?;
-        let invocation = build_invocation(profile, payload, &ctx.scratch_dir, &program)
-            .map_err(invalid_payload)?;
         // What the child will see: the payload's env over the worker's inherited names.
         let child_var = |name: &str| payload.env.get(name).cloned().or_else(|| std::env::var(name).ok());
         if let Some(reason) = profile.missing_credential(|n| child_var(n).is_some_and(|v| !v.trim().is_empty()), child_var) {
             tracing::warn!(runtime = %profile.name, %reason, "agent runtime has no credential; not started");
-            return Ok(not_started(profile, &program, payload, reason));
-        }
-        if let Some(path) = &invocation.prompt_file {
-            std::fs::write(path, &payload.prompt).map_err(|source| RunnerError::Io {
-                context: format!("write prompt file `{}`", path.display()),
-                source,
-            })?;
+            return Ok(not_started_report(profile, &program, payload, reason));
         }
         let timeout = payload
             .timeout_secs
             .map_or(timeout, |secs| timeout.min(Duration::from_secs(secs)));
         (ctx.heartbeat)(Some(&format!("agent `{}` running", profile.name)));
-        tracing::info!(runtime = %profile.name, program = %program, timeout_secs = timeout.as_secs(), "agent started");
-        let mut outcome = run_process_with_output(&invocation.process, timeout, &ctx.cancel, Some(&ctx.output)).await?;
+        let (mut outcome, program, container) = match &payload.container {
+            None => {
+                let outcome = self
+                    .run_local(profile, payload, &program, timeout, ctx)
+                    .await?;
+                (outcome, program, None)
+            }
+            Some(container) => {
+                self.run_in_container(profile, payload, container, timeout, ctx)
+                    .await?
+            }
+        };
         let transcript = std::mem::take(&mut outcome.stdout_tail);
         let n_truncated = outcome.detail["stdout_truncated_bytes"]
             .as_u64()
@@ -167,11 +186,94 @@ impl AgentRunner {
             skills_offered: summary.skills_offered,
             skills_loaded: summary.skills_loaded,
             exit: outcome.exit.clone(),
+            container,
         };
         tracing::info!(runtime = %report.runtime, exit = report.exit.label(), duration_ms = outcome.duration_ms, "agent finished");
         outcome.detail = serde_json::to_value(&report)
             .map_err(|e| RunnerError::Other(format!("serialize agent report: {e}")))?;
         Ok(outcome)
+    }
+}
+
+impl AgentRunner {
+    /// The agent as a child process of the worker.
+    async fn run_local(
+        &self,
+        profile: &RuntimeProfile,
+        payload: &AgentPayload,
+        program: &str,
+        timeout: Duration,
+        ctx: &RunContext,
+    ) -> Result<RunOutcome, RunnerError> {
+        let invocation = build_invocation(profile, payload, &ctx.scratch_dir, program)
+            .map_err(invalid_payload)?;
+        if let Some(path) = &invocation.prompt_file {
+            write_prompt(path, &payload.prompt)?;
+        }
+        tracing::info!(runtime = %profile.name, program = %program, timeout_secs = timeout.as_secs(), "agent started");
+        Ok(run_process_with_output(&invocation.process, timeout, &ctx.cancel, Some(&ctx.output)).await?)
+    }
+
+    /// The agent in a container; also returns the program run in it and what the report records
+    /// of the container (the engine, the image and its digest, the container's name).
+    async fn run_in_container(
+        &self,
+        profile: &RuntimeProfile,
+        payload: &AgentPayload,
+        container: &AgentContainer,
+        timeout: Duration,
+        ctx: &RunContext,
+    ) -> Result<(RunOutcome, String, Option<serde_json::Value>), RunnerError> {
+        let Some(containers) = &self.containers else {
+            let reason = "this worker runs no agents in containers (it has no container engine)";
+            return Ok((not_started(reason.to_owned()), profile.program.clone(), None));
+        };
+        // The scratch dir is the attempt's own; its name labels the container.
+        let label = ctx
+            .scratch_dir
+            .file_name()
+            .map_or_else(|| "agent".to_owned(), |n| n.to_string_lossy().into_owned());
+        let (run, prompt_file) = build_container_run(
+            profile,
+            payload,
+            container,
+            &label,
+            &ctx.scratch_dir,
+            || self.config.resolve_skillforge_bin(),
+            |name| std::env::var(name).ok().filter(|v| !v.is_empty()),
+        )
+        .map_err(invalid_payload)?;
+        if let Some(path) = &prompt_file {
+            write_prompt(path, &payload.prompt)?;
+        }
+        tracing::info!(runtime = %profile.name, image = %run.image, timeout_secs = timeout.as_secs(), "agent started in a container");
+        let outcome = containers.run_agent(&run, timeout, &ctx.cancel).await?;
+        let recorded = serde_json::json!({
+            "engine": outcome.detail.get("engine"),
+            "image": outcome.detail.get("image"),
+            "container_name": outcome.detail.get("container_name"),
+        });
+        let program = run.argv.first().cloned().unwrap_or_default();
+        Ok((outcome, program, Some(recorded)))
+    }
+}
+
+fn write_prompt(path: &Path, prompt: &str) -> Result<(), RunnerError> {
+    std::fs::write(path, prompt).map_err(|source| RunnerError::Io {
+        context: format!("write prompt file `{}`", path.display()),
+        source,
+    })
+}
+
+/// An outcome for an agent that could not be started at all.
+fn not_started(reason: String) -> RunOutcome {
+    RunOutcome {
+        exit: ExitClass::NotRunnable { reason },
+        exit_code: None,
+        duration_ms: 0,
+        stdout_tail: String::new(),
+        stderr_tail: String::new(),
+        detail: serde_json::Value::Null,
     }
 }
 
@@ -192,7 +294,7 @@ impl Runner for AgentRunner {
 }
 
 /// The outcome of a run refused before its CLI started (credential preflight).
-fn not_started(profile: &RuntimeProfile, program: &str, payload: &AgentPayload, reason: String) -> RunOutcome {
+fn not_started_report(profile: &RuntimeProfile, program: &str, payload: &AgentPayload, reason: String) -> RunOutcome {
     let exit = ExitClass::NotRunnable { reason };
     let report = AgentReport {
         runtime: profile.name.clone(),
@@ -206,6 +308,7 @@ fn not_started(profile: &RuntimeProfile, program: &str, payload: &AgentPayload, 
         skills_offered: None,
         skills_loaded: None,
         exit: exit.clone(),
+        container: None,
     };
     RunOutcome {
         exit,

@@ -13,6 +13,8 @@
 //! * [`ContainerRunner`]: the [`skillforge_runner::Runner`] of kind `container`.
 //! * [`ContainerCommands`]: runs a hard verifier's commands in containers for the sandbox runner
 //!   (`skillforge verify --image`).
+//! * [`ContainerAgents`]: runs agent CLIs in containers for the agent runner (an `agent` payload
+//!   with `container`: the eval loop's container arms).
 //!
 //! Everything that talks to an engine sits behind the default feature `exec`; without it the
 //! crate is [`ContainerPayload`] (a [`skillforge_runner::RunnerPayload`]) and
@@ -21,6 +23,8 @@
 //! Podman's Docker-compatible API is what the tests run against (dependencies.md,
 //! "Containers"); Docker's own engine speaks the same API.
 
+#[cfg(feature = "exec")]
+mod agents;
 #[cfg(feature = "exec")]
 mod engine;
 mod error;
@@ -35,11 +39,15 @@ mod sweep;
 mod verify;
 
 #[cfg(feature = "exec")]
+pub use agents::{ContainerAgents, STDIN_FILE};
+#[cfg(feature = "exec")]
 pub use engine::{
     Engine, EngineInfo, ImageInfo, engine_configured, resolve_host, set_configured_host,
 };
 pub use error::ContainerError;
-pub use payload::{Command, ContainerPayload, DEFAULT_MOUNT_PATH, Limits, Network, PullPolicy};
+pub use payload::{
+    Command, ContainerPayload, DEFAULT_MOUNT_PATH, Limits, Mount, Network, PullPolicy,
+};
 #[cfg(feature = "exec")]
 pub use run::run_container;
 #[cfg(feature = "exec")]

@@ -63,13 +63,31 @@ pub struct Limits {
     pub pids: Option<i64>,
 }
 
+/// A host path bind-mounted into the container besides the work dir (e.g. a skill handed to an
+/// agent, a program the image lacks).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mount {
+    /// Absolute host path (a directory or a file) the engine's host sees.
+    pub source: PathBuf,
+    /// Absolute path inside the container.
+    pub target: String,
+    /// Mounted read-only (the default): the container cannot change the host copy.
+    #[serde(default = "read_only_default")]
+    pub read_only: bool,
+}
+
+fn read_only_default() -> bool {
+    true
+}
+
 /// The `container` runner's payload (DESIGN §5).
 ///
 /// JSON shape: `{"image": "debian:bookworm-slim", "command": {"shell": "make test"},
 /// "work_dir": "/host/dir", "mount_path": "/work", "env": {"TOKEN": "…"}, "limits":
 /// {"memory_bytes": 536870912, "cpus": 1.0, "pids": 256}, "network": "default"|"none",
 /// "pull": "missing"|"never", "user": "1000:1000", "max_output_bytes": 65536, "grace_ms": 2000,
-/// "host": "unix:///run/podman/podman.sock"}`; only `image` and `command` are required.
+/// "host": "unix:///run/podman/podman.sock", "mounts": [{"source": "/host/skill", "target":
+/// "/work/.claude/skills/x", "read_only": true}]}`; only `image` and `command` are required.
 ///
 /// Secrets travel in `env` only: they become the container's environment, never its command
 /// line or labels.
@@ -111,6 +129,10 @@ pub struct ContainerPayload {
     /// Engine to use, overriding `DOCKER_HOST` and `[runners.container] host`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// Further bind mounts, after the work dir's (so a mount inside `mount_path` shows over it;
+    /// the engine creates its mount point in the work dir).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mounts: Vec<Mount>,
 }
 
 impl RunnerPayload for ContainerPayload {
@@ -133,6 +155,7 @@ impl ContainerPayload {
             max_output_bytes: None,
             grace_ms: None,
             host: None,
+            mounts: Vec::new(),
         }
     }
 
@@ -161,6 +184,17 @@ impl ContainerPayload {
             return invalid(format!(
                 "mount_path `{}` is not absolute",
                 self.effective_mount_path()
+            ));
+        }
+        if let Some(mount) = self
+            .mounts
+            .iter()
+            .find(|m| !m.source.is_absolute() || !m.target.starts_with('/'))
+        {
+            return invalid(format!(
+                "mount `{}` → `{}`: both paths must be absolute",
+                mount.source.display(),
+                mount.target
             ));
         }
         if let Some(name) = self
@@ -265,6 +299,11 @@ mod tests {
             "cpus",
         );
         check(serde_json::json!({"image": "i"}), "command");
+        check(
+            serde_json::json!({"image": "i", "command": {"shell": "x"},
+                "mounts": [{"source": "rel", "target": "/x"}]}),
+            "must be absolute",
+        );
     }
 
     #[test]

@@ -188,7 +188,7 @@ async fn create(
     let mount_path = payload.effective_mount_path();
     let limits = payload.limits;
     let host_config = HostConfig {
-        binds: Some(vec![format!("{}:{mount_path}:rw", work_dir.display())]),
+        binds: Some(binds(payload, work_dir)),
         memory: limits.memory_bytes,
         memory_swap: limits.memory_bytes,
         nano_cpus: limits.cpus.map(|c| (c * 1e9).round() as i64),
@@ -222,6 +222,20 @@ async fn create(
         .await
         .map_err(|e| engine.error(format!("create container from `{}`", payload.image), e))?;
     Ok(created.id)
+}
+
+/// The work dir's bind, then the payload's further mounts (`ro` unless asked otherwise).
+fn binds(payload: &ContainerPayload, work_dir: &Path) -> Vec<String> {
+    let mut binds = vec![format!(
+        "{}:{}:rw",
+        work_dir.display(),
+        payload.effective_mount_path()
+    )];
+    binds.extend(payload.mounts.iter().map(|m| {
+        let mode = if m.read_only { "ro" } else { "rw" };
+        format!("{}:{}:{mode}", m.source.display(), m.target)
+    }));
+    binds
 }
 
 /// The reason when a start error says the command cannot be executed, else `None`.

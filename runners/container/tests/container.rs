@@ -118,6 +118,31 @@ async fn env_reaches_the_command_and_the_work_dir_is_mounted() {
 }
 
 #[tokio::test]
+async fn further_mounts_show_read_only_over_the_work_dir() {
+    let Some(image) = test_image() else { return };
+    let dir = tempfile::tempdir().expect("work dir");
+    let handed = tempfile::tempdir().expect("handed dir");
+    std::fs::write(handed.path().join("SKILL.md"), "# handed\n").expect("write skill");
+    let mut payload = shell(
+        &image,
+        "cat .skills/x/SKILL.md; echo change > .skills/x/SKILL.md 2>/dev/null || echo read-only",
+    );
+    payload.mounts.push(skillforge_runner_container::Mount {
+        source: handed.path().to_path_buf(),
+        target: "/work/.skills/x".into(),
+        read_only: true,
+    });
+    let outcome = run_in(&payload, &job_id(), dir.path(), LONG, &CancellationToken::new()).await;
+    assert_eq!(outcome.exit, ExitClass::Passed, "{outcome:?}");
+    assert_eq!(outcome.stdout_tail, "# handed\nread-only\n");
+    assert_eq!(std::fs::read_to_string(handed.path().join("SKILL.md")).unwrap(), "# handed\n");
+    assert!(
+        !dir.path().join(".skills/x/SKILL.md").exists(),
+        "the handed file stays out of the host work dir"
+    );
+}
+
+#[tokio::test]
 async fn a_timeout_kills_a_term_ignoring_container_and_removes_it() {
     let Some(image) = test_image() else { return };
     let mut payload = shell(

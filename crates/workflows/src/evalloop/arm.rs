@@ -109,6 +109,10 @@ pub struct ArmRecord {
     pub skills_loaded: Option<Vec<String>>,
     /// Tool results marked as errors in the transcript; `None` = the runtime records none.
     pub tool_errors: Option<u32>,
+    /// When the arm ran in a container: the engine, the image (with its digest) and the
+    /// container's name, as the agent runner reported them. Absent for a local arm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<serde_json::Value>,
 }
 
 /// `Option<Vec<String>>` as a list, or the string `"unknown"` for `None`.
@@ -210,6 +214,7 @@ pub(crate) mod tests {
             skills_offered: Some(vec![]),
             skills_loaded: Some(vec![]),
             tool_errors: Some(0),
+            container: None,
         }
     }
 

@@ -5,14 +5,15 @@
 use std::path::{Path, PathBuf};
 
 use skillforge_engine::{Job, JobSpec};
-use skillforge_runner::ExitClass;
+use skillforge_runner::{ExitClass, PayloadError};
 use skillforge_runner_agent::{AgentPayload, AgentReport};
 
 use super::arm::{ArmRecord, ArmSide, RUN_ERROR_CHARS, truncate_chars};
 use super::brief::Brief;
-use super::inventory::installed_skills;
+use super::arm_runner::ArmRunner;
+use super::inventory::{HANDED_SKILL_DIR, installed_skills};
 use super::layout::{arm_dir, meta_dir, write_atomic, write_json};
-use super::stages::{ARM_STAGE, StageDef, agent_job};
+use super::stages::StageDef;
 use super::tool_errors::count_tool_errors;
 
 /// `run.json`, `final.txt`, `transcript.jsonl` in an arm's meta dir.
@@ -32,12 +33,14 @@ pub fn install_root(runtime: &str) -> &'static str {
 }
 
 /// Creates sample `n`'s work dirs: the brief's setup files in both, the candidate skill installed
-/// in `with`, the rival (if any) in `without`.
+/// in `with`, the rival (if any) in `without` — copied into the runtime's project install root
+/// of the work dir on the local runner, handed over as `<arm>.meta/skill/<name>` on the
+/// container runner (mounted read-only into that arm's container only; E-09, E-49).
 ///
 /// # Errors
 /// E-46: a message naming the sample dir when an arm's work dir or meta dir already exists (the
 /// earlier run is evidence: it is never cleaned); I/O errors naming the path.
-pub fn prepare_sample(sample_dir: &Path, brief: &Brief, runtime: &str, skill_dir: &Path, rival: Option<&Path>) -> Result<(), String> {
+pub fn prepare_sample(sample_dir: &Path, brief: &Brief, runtime: &str, skill_dir: &Path, rival: Option<&Path>, runner: &ArmRunner) -> Result<(), String> {
     for side in ArmSide::BOTH {
         for dir in [arm_dir(sample_dir, side), meta_dir(sample_dir, side)] {
             if dir.exists() {
@@ -62,7 +65,11 @@ pub fn prepare_sample(sample_dir: &Path, brief: &Brief, runtime: &str, skill_dir
         };
         if let Some(skill) = skill {
             let name = skill.file_name().ok_or_else(|| format!("skill dir `{}` has no name", skill.display()))?;
-            copy_tree(skill, &work.join(install_root(runtime)).join(name))?;
+            let target = match runner.hands_skills_over() {
+                true => meta_dir(sample_dir, side).join(HANDED_SKILL_DIR).join(name),
+                false => work.join(install_root(runtime)).join(name),
+            };
+            copy_tree(skill, &target)?;
         }
     }
     Ok(())
@@ -105,22 +112,32 @@ pub struct ArmJob<'a> {
     pub model: Option<&'a str>,
     /// Idempotency key prefix of this forge (`eval:<brief>:<forge>`).
     pub key_prefix: &'a str,
+    /// Where the arm runs.
+    pub runner: &'a ArmRunner,
 }
 
-/// The arm's job: the brief's prompt verbatim in the arm's work dir, `FORGE_SAMPLE` in its
-/// environment, the transcript written to `<arm>.meta/transcript.jsonl`. Key
-/// `<prefix>:<n>:<side>`.
-pub fn arm_job(stage: &StageDef, job: &ArmJob<'_>) -> JobSpec {
+/// The arm's job: the brief's prompt verbatim in the arm's work dir (E-09: never a line saying a
+/// skill is installed), project/local settings only (the user's own skills are never offered),
+/// `FORGE_SAMPLE` in its environment, the transcript written to `<arm>.meta/transcript.jsonl`;
+/// on the container runner, in a container of its own with the skills handed to it mounted.
+/// Key `<prefix>:<n>:<side>`.
+///
+/// # Errors
+/// [`PayloadError`] when the payload does not serialize (a path that is not UTF-8).
+pub fn arm_job(stage: &StageDef, job: &ArmJob<'_>) -> Result<JobSpec, PayloadError> {
     let work = arm_dir(job.sample_dir, job.side);
+    let meta = meta_dir(job.sample_dir, job.side);
     let mut payload = AgentPayload::new(job.runtime, job.brief.prompt.clone());
     payload.model = job.model.map(str::to_owned);
-    payload.skills = installed_skills(&work, &meta_dir(job.sample_dir, job.side));
+    payload.skills = installed_skills(&work, &meta);
+    payload.project_scope_only = true;
+    payload.container = job.runner.container_for(&meta, job.runtime);
     payload.workdir = Some(work);
     payload.env.insert("FORGE_SAMPLE".to_owned(), job.sample.to_string());
     payload.timeout_secs = Some(stage.timeout_secs);
     payload.transcript_path = Some(meta_dir(job.sample_dir, job.side).join(TRANSCRIPT_FILE));
     let key = format!("{}:{}:{}", job.key_prefix, job.sample, job.side);
-    agent_job(ARM_STAGE, stage, serde_json::to_value(&payload).unwrap_or_default(), key)
+    stage.job(&payload, Some(key))
 }
 
 /// Reads `(sample, side)` back from an arm job's idempotency key.
@@ -176,6 +193,7 @@ pub fn apply_arm(job: &Job) -> Result<(), String> {
         skills_offered: report.as_ref().and_then(|r| r.skills_offered.clone()),
         skills_loaded: report.as_ref().and_then(|r| r.skills_loaded.clone()),
         tool_errors: count_tool_errors(&payload.runtime, &transcript),
+        container: report.as_ref().and_then(|r| r.container.clone()),
     };
     if let Some(message) = report.as_ref().and_then(|r| r.final_message.as_deref()) {
         write_atomic(&meta.join(FINAL_FILE), message.as_bytes()).map_err(|e| format!("write final.txt: {e}"))?;
@@ -198,12 +216,12 @@ mod tests {
         let brief: Brief = serde_json::from_value(serde_json::json!({"id": "b", "prompt": "p", "verify": "true", "rubric": "r", "output": "reply"})).unwrap();
         std::fs::create_dir_all(sample.join("with.meta")).unwrap();
         std::fs::write(sample.join("with.meta/final.txt"), "earlier answer").unwrap();
-        let e = prepare_sample(&sample, &brief, "claude", &skill, None).unwrap_err();
+        let e = prepare_sample(&sample, &brief, "claude", &skill, None, &ArmRunner::Local).unwrap_err();
         assert!(e.contains("delete the sample dir") && e.contains(&sample.display().to_string()), "{e}");
         assert_eq!(std::fs::read_to_string(sample.join("with.meta/final.txt")).unwrap(), "earlier answer");
         assert!(!sample.join("with").exists() && !sample.join("without").exists());
         std::fs::remove_dir_all(&sample).unwrap();
-        prepare_sample(&sample, &brief, "codex", &skill, None).unwrap();
+        prepare_sample(&sample, &brief, "codex", &skill, None, &ArmRunner::Local).unwrap();
         assert!(sample.join("with/.agents/skills/tldr/SKILL.md").is_file());
         assert!(!sample.join("without/.agents").exists());
     }

@@ -73,10 +73,12 @@ impl Brief {
     /// Parses and validates a brief read from `file` (used in messages).
     ///
     /// # Errors
-    /// [`BriefError::Parse`] for bad JSON or an unknown/missing field; [`BriefError::Field`] for
+    /// [`BriefError::Parse`] for a document over the parser limits (`contract::limits`: 16 MiB,
+    /// 64 levels), bad JSON or an unknown/missing field; [`BriefError::Field`] for
     /// a bad id, an empty prompt, verify or rubric, a setup path or output that is not relative
     /// and inside the work dir.
     pub fn parse(text: &str, file: &str) -> Result<Self, BriefError> {
+        skillforge_contract::limits::check_json(text).map_err(|e| BriefError::Parse { file: file.to_owned(), message: format!("the document {e}") })?;
         let brief: Brief =
             serde_json::from_str(text).map_err(|e| BriefError::Parse { file: file.to_owned(), message: e.to_string() })?;
         brief.validate(file)?;
@@ -239,5 +241,12 @@ mod tests {
             let e = check_self_test(good, bad).unwrap_err().to_string();
             assert!(e.contains(want) && e.contains("not written"), "{e}");
         }
+    }
+
+    // Issue 12 item 7: a 100 000-level document is refused by the parser limits, naming the file.
+    #[test]
+    fn deeply_nested_brief_is_refused_naming_the_file() {
+        let e = Brief::parse(&"[".repeat(100_000), "briefs/deep.json").unwrap_err().to_string();
+        assert!(e.contains("briefs/deep.json") && e.contains("64 levels"), "{e}");
     }
 }

@@ -31,7 +31,7 @@ pub fn preflight(runtime: &str, env: &BTreeMap<String, String>, home: &Path, now
             }
             let path = home.join(".claude/.credentials.json");
             let text = std::fs::read_to_string(&path).map_err(|e| format!("no Claude credential: no token in the environment and `{}` is unreadable ({e}); log in with `claude` or set CLAUDE_CODE_OAUTH_TOKEN", path.display()))?;
-            let value: Value = serde_json::from_str(&text).map_err(|e| format!("`{}` is not JSON: {e}", path.display()))?;
+            let value = parse_json(&path, &text)?;
             let oauth = value.get("claudeAiOauth").ok_or_else(|| format!("`{}` holds no claudeAiOauth token", path.display()))?;
             if oauth.get("accessToken").and_then(Value::as_str).is_none_or(str::is_empty) {
                 return Err(format!("`{}` holds no access token", path.display()));
@@ -47,10 +47,16 @@ pub fn preflight(runtime: &str, env: &BTreeMap<String, String>, home: &Path, now
             }
             let path = home.join(".codex/auth.json");
             let text = std::fs::read_to_string(&path).map_err(|e| format!("`{}` is unreadable ({e}); not falling back to OPENAI_API_KEY — set CODEX_FORCE_AUTH_JSON=0 to use the key deliberately", path.display()))?;
-            serde_json::from_str::<Value>(&text).map(|_| ()).map_err(|e| format!("`{}` is not JSON: {e}", path.display()))
+            parse_json(&path, &text).map(|_| ())
         }
         _ => Ok(()),
     }
+}
+
+/// A credential file's JSON, over the parser limits refused first (`contract::limits`).
+fn parse_json(path: &Path, text: &str) -> Result<Value, String> {
+    skillforge_contract::limits::check_json(text).map_err(|e| format!("`{}` {e}", path.display()))?;
+    serde_json::from_str(text).map_err(|e| format!("`{}` is not JSON: {e}", path.display()))
 }
 
 #[cfg(test)]
@@ -90,5 +96,17 @@ mod tests {
         preflight("claude", &env(&[]), home.path(), 0).unwrap();
         assert_eq!(std::fs::metadata(&creds).unwrap().modified().unwrap(), before);
         assert_eq!(std::fs::read(&creds).unwrap(), bytes);
+    }
+
+    // Issue 12 item 7: credential files over the parser limits are refused, naming the file.
+    #[test]
+    fn deeply_nested_credential_files_are_refused_naming_them() {
+        let home = tempfile::tempdir().unwrap();
+        for (dir, file, runtime) in [(".claude", ".credentials.json", "claude"), (".codex", "auth.json", "codex")] {
+            std::fs::create_dir_all(home.path().join(dir)).unwrap();
+            std::fs::write(home.path().join(dir).join(file), "[".repeat(100_000)).unwrap();
+            let e = preflight(runtime, &env(&[]), home.path(), 0).unwrap_err();
+            assert!(e.contains(file) && e.contains("64 levels"), "{runtime}: {e}");
+        }
     }
 }

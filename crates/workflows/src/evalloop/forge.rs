@@ -20,6 +20,7 @@ use skillforge_store::Store;
 
 use super::aggregate::{AGGREGATE_FILE, Aggregate, aggregate};
 use super::arm::{ArmPair, ArmSide};
+use super::arm_runner::ArmRunner;
 use super::arm_stage::{ArmJob, RUN_FILE, arm_job, prepare_sample};
 use super::brief::Brief;
 use super::gate::{GateInput, GateOutcome, gate};
@@ -51,6 +52,8 @@ pub struct ForgeRequest {
     pub rival: Option<PathBuf>,
     /// Arm runtime profile.
     pub runtime: String,
+    /// Where the arms run (`--runner local|container`).
+    pub runner: ArmRunner,
     /// Judge runtime profile.
     pub judge_runtime: String,
     /// Model for the arms and judge.
@@ -103,6 +106,13 @@ pub struct ForgeState {
     pub jobs: Vec<(u32, String, String)>,
     /// `running` or `done`.
     pub status: String,
+    /// Where the arms run; absent = local (forges written before container arms).
+    #[serde(default, skip_serializing_if = "is_local")]
+    pub runner: ArmRunner,
+}
+
+fn is_local(runner: &ArmRunner) -> bool {
+    *runner == ArmRunner::Local
 }
 
 /// What a forge ended with.
@@ -160,17 +170,17 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
     }
     let existing: Option<ForgeState> = read_json(&dir.join(FORGE_FILE)).map_err(env_err)?;
     if let Some(state) = &existing
-        && (state.skill != skill || state.samples != req.samples || state.rival != req.rival)
+        && (state.skill != skill || state.samples != req.samples || state.rival != req.rival || state.runner != req.runner)
     {
         return Err(ForgeError::Refused(format!(
-            "`{}` holds a forge of `{}` ({} samples); its evidence stays: delete the brief's run dir `{}` to forge it again",
-            dir.join(FORGE_FILE).display(), state.skill, state.samples, dir.display()
+            "`{}` holds a forge of `{}` ({} samples, {} runner); its evidence stays: delete the brief's run dir `{}` to forge it again",
+            dir.join(FORGE_FILE).display(), state.skill, state.samples, state.runner.as_str(), dir.display()
         )));
     }
     if req.dry_run {
         report.skipped = Some(format!(
-            "dry run: would run {} samples × 2 arms of `{}` on runtime `{}` (judge `{}`) in {}; no arm ran",
-            req.samples, req.brief.id, req.runtime, req.judge_runtime, dir.display()
+            "dry run: would run {} samples × 2 arms of `{}` on runtime `{}` ({} runner; judge `{}`) in {}; no arm ran",
+            req.samples, req.brief.id, req.runtime, req.runner.as_str(), req.judge_runtime, dir.display()
         ));
         return Ok(report);
     }
@@ -184,6 +194,7 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         prepared: vec![],
         jobs: vec![],
         status: "running".to_owned(),
+        runner: req.runner.clone(),
     });
     let prefix = format!("eval:{}:{}", req.brief.id, state.forge_id);
     let mut so_far: Vec<SampleVerdict> = Vec::new();
@@ -195,14 +206,15 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         }
         let sdir = sample_dir(&dir, n);
         if !state.prepared.contains(&n) {
-            prepare_sample(&sdir, &req.brief, &req.runtime, &req.skill_dir, req.rival.as_deref()).map_err(ForgeError::Refused)?;
+            prepare_sample(&sdir, &req.brief, &req.runtime, &req.skill_dir, req.rival.as_deref(), &req.runner).map_err(ForgeError::Refused)?;
             state.prepared.push(n);
             write_json(&dir.join(FORGE_FILE), &state).map_err(env_err)?;
         }
         let mut ids = Vec::new();
         for side in ArmSide::BOTH {
-            let job = ArmJob { brief: &req.brief, sample_dir: &sdir, sample: n, side, runtime: &req.runtime, model: req.model.as_deref(), key_prefix: &prefix };
-            ids.push(enqueue(env, &arm_job(&env.stages.arm, &job)).await?);
+            let job = ArmJob { brief: &req.brief, sample_dir: &sdir, sample: n, side, runtime: &req.runtime, model: req.model.as_deref(), key_prefix: &prefix, runner: &req.runner };
+            let spec = arm_job(&env.stages.arm, &job).map_err(|e| ForgeError::Refused(e.to_string()))?;
+            ids.push(enqueue(env, &spec).await?);
         }
         if !state.jobs.iter().any(|j| j.0 == n) {
             state.jobs.push((n, ids[0].clone(), ids[1].clone()));
@@ -220,7 +232,8 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         if !verify_files.iter().all(|f| f.exists()) {
             let mut ids = Vec::new();
             for side in ArmSide::BOTH {
-                ids.push(enqueue(env, &verify_job(&req.brief, &sdir, n, side, &env.stages.verify, &prefix)).await?);
+                let spec = verify_job(&req.brief, &sdir, n, side, &env.stages.verify, &prefix).map_err(|e| ForgeError::Refused(e.to_string()))?;
+                ids.push(enqueue(env, &spec).await?);
             }
             env.jobs.wait(&ids, &format!("sample {n} verify")).await.map_err(env_err)?;
             apply_until(env, &verify_files).await?;
@@ -336,8 +349,9 @@ pub fn read_verdicts(dir: &Path, n: u32) -> Result<Vec<SampleVerdict>, String> {
     Ok(out)
 }
 
+/// Submits through the stage port (which records the job as the control plane's pending work).
 async fn enqueue(env: &ForgeEnv<'_>, spec: &JobSpec) -> Result<String, ForgeError> {
-    let enqueued = env.queue.enqueue(spec).await.map_err(env_err)?;
+    let enqueued = env.jobs.submit(spec).await.map_err(env_err)?;
     Ok(enqueued.job_id)
 }
 

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use skillforge_engine::{Job, JobSpec};
+use skillforge_runner::PayloadError;
 use skillforge_runner_agent::{AgentPayload, AgentReport};
 use skillforge_runner_process::ProcessPayload;
 
@@ -19,7 +20,7 @@ use super::inventory::judge_manifest;
 use super::layout::{arm_dir, meta_dir, read_json, write_atomic, write_json};
 use super::mapping::{MAPPING_FILE, Mapping, Slot, SlotView, judge_prompt};
 use super::sample::{SampleVerdict, VERDICT_FILE};
-use super::stages::{JUDGE_STAGE, StageDef, VERIFY_STAGE, agent_job, stage_job};
+use super::stages::StageDef;
 use super::verdict::{JudgeReading, parse_verdict};
 
 /// `<arm>.meta/verify.json`.
@@ -42,13 +43,17 @@ pub struct VerifyResult {
 }
 
 /// The verify job of one arm: `sh -c <verify>` in the arm's work dir with `$FORGE_FINAL` naming
-/// `<arm>.meta/final.txt` (E-03), key `<prefix>:<n>:<side>:verify`.
-pub fn verify_job(brief: &Brief, sample_dir: &Path, sample: u32, side: ArmSide, stage: &StageDef, key_prefix: &str) -> JobSpec {
+/// `<arm>.meta/final.txt` (E-03), key `<prefix>:<n>:<side>:verify`. Whatever runner ran the arm,
+/// this is a `process` job on the host (E-10: one gate).
+///
+/// # Errors
+/// [`PayloadError`] when the payload does not serialize (a path that is not UTF-8).
+pub fn verify_job(brief: &Brief, sample_dir: &Path, sample: u32, side: ArmSide, stage: &StageDef, key_prefix: &str) -> Result<JobSpec, PayloadError> {
     let mut payload = ProcessPayload::shell(brief.verify.clone());
     payload.cwd = Some(arm_dir(sample_dir, side));
     payload.env.insert(FINAL_ENV.to_owned(), meta_dir(sample_dir, side).join(FINAL_FILE).display().to_string());
     let key = format!("{key_prefix}:{sample}:{side}:verify");
-    stage_job("process", VERIFY_STAGE, stage, serde_json::to_value(&payload).unwrap_or_default(), key)
+    stage.job(&payload, Some(key))
 }
 
 /// Applies a finished verify job as `<arm>.meta/verify.json` (kept when it exists). A verify
@@ -152,7 +157,8 @@ pub fn prepare_judge(
     payload.timeout_secs = Some(stage.timeout_secs);
     payload.transcript_path = Some(sample_dir.join(JUDGE_TRANSCRIPT_FILE));
     let key = format!("{key_prefix}:{sample}:judge");
-    Ok(PreJudge::Judge(Box::new(agent_job(JUDGE_STAGE, stage, serde_json::to_value(&payload).unwrap_or_default(), key))))
+    let spec = stage.job(&payload, Some(key)).map_err(|e| e.to_string())?;
+    Ok(PreJudge::Judge(Box::new(spec)))
 }
 
 /// Applies a finished judge job: the reply read to the end of its first JSON object and

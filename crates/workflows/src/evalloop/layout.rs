@@ -53,10 +53,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// Reads and parses a JSON file; `Ok(None)` when it does not exist.
 ///
 /// # Errors
-/// A message naming the file.
+/// A message naming the file: unreadable, over the parser limits (`contract::limits`), or not
+/// JSON of the shape.
 pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, String> {
     match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| format!("read `{}`: {e}", path.display())),
+        Ok(text) => {
+            skillforge_contract::limits::check_json(&text).map_err(|e| format!("read `{}`: the file {e}", path.display()))?;
+            serde_json::from_str(&text).map(Some).map_err(|e| format!("read `{}`: {e}", path.display()))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("read `{}`: {e}", path.display())),
     }
@@ -69,4 +73,20 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T
 pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), String> {
     let text = serde_json::to_vec_pretty(value).map_err(|e| e.to_string())?;
     write_atomic(path, &text).map_err(|e| format!("write `{}`: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue 12 item 7: an evidence file over the parser limits is refused, naming it.
+    #[test]
+    fn deeply_nested_evidence_file_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("verdict.json");
+        std::fs::write(&path, "[".repeat(100_000)).unwrap();
+        let e = read_json::<serde_json::Value>(&path).unwrap_err();
+        assert!(e.contains(&path.display().to_string()) && e.contains("64 levels"), "{e}");
+        assert_eq!(read_json::<serde_json::Value>(&dir.path().join("none.json")), Ok(None));
+    }
 }

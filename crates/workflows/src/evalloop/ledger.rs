@@ -117,6 +117,7 @@ pub fn read_ledger(path: &Path) -> Result<Vec<LedgerRow>, LedgerError> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(idx, l)| {
+            skillforge_contract::limits::check_json(l).map_err(|e| LedgerError::Row { path: path.display().to_string(), line: idx + 1, message: format!("the row {e}") })?;
             serde_json::from_str(l).map_err(|e| LedgerError::Row { path: path.display().to_string(), line: idx + 1, message: e.to_string() })
         })
         .collect()
@@ -228,5 +229,15 @@ pub(crate) mod tests {
         let due = recheck_due(t0, super::super::gate::ADOPT_RECHECK_DAYS);
         assert!(t0 + Duration::days(13) < due && t0 + Duration::days(14) >= due);
         assert_eq!(recheck_due(t0, super::super::gate::PROBATION_RECHECK_DAYS), t0 + Duration::days(7));
+    }
+
+    // Issue 12 item 7: a 100 000-level row is refused by the parser limits, naming file and line.
+    #[test]
+    fn deeply_nested_ledger_row_is_refused_naming_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.jsonl");
+        std::fs::write(&path, format!("\n{}\n", "[".repeat(100_000))).unwrap();
+        let e = read_ledger(&path).unwrap_err().to_string();
+        assert!(e.contains(&path.display().to_string()) && e.contains("line 2") && e.contains("64 levels"), "{e}");
     }
 }

@@ -5,13 +5,14 @@
 //! Pure decision logic, one concept per file: [`brief`], [`arm`], [`inventory`], [`predicate`],
 //! [`invalid`], [`mapping`], [`verdict`], [`sample`], [`stop`], [`aggregate`], [`gate`],
 //! [`ledger`]; session corpora and the recheck: [`sessions`], [`corrections`], [`words`],
-//! [`recheck`]. The durable forge: [`stages`], [`layout`], [`arm_stage`], [`judge_stage`],
+//! [`recheck`]. The durable forge: [`stages`], [`layout`], [`arm_runner`], [`arm_stage`], [`judge_stage`],
 //! [`tool_errors`], [`handler`] ([`handler::EvalResultHandler`]), [`install`], [`forge`].
-//! Upkeep: [`backfill`], [`theme`], [`deploy`]. Helpers: [`check`] (a verify that checks the
+//! Upkeep: [`backfill`], [`theme`], [`deploy`], [`draft`] (a knowledge-gap brief drafted by a model). Helpers: [`check`] (a verify that checks the
 //! delivered document), [`credentials`] (the arms' credential preflight).
 
 pub mod aggregate;
 pub mod arm;
+pub mod arm_runner;
 pub mod arm_stage;
 pub mod backfill;
 pub mod brief;
@@ -19,6 +20,7 @@ pub mod check;
 pub mod corrections;
 pub mod credentials;
 pub mod deploy;
+pub mod draft;
 pub mod forge;
 pub mod gate;
 pub mod handler;

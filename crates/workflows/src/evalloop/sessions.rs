@@ -83,7 +83,23 @@ impl Session {
     }
 }
 
-/// Parses one session file of `source`; `None` when it holds no timestamped turn.
+/// The parser limits (`contract::limits`) on a session file's text: per line for the JSONL
+/// sources (Claude Code, Codex), on the whole document for OpenCode's export.
+///
+/// # Errors
+/// The limit crossed, with the line for JSONL.
+pub fn check_limits(source: Source, text: &str) -> Result<(), String> {
+    use skillforge_contract::limits::check_json;
+    match source {
+        Source::Opencode => check_json(text).map_err(|e| e.to_string()),
+        Source::Claude | Source::Codex => match text.lines().enumerate().find_map(|(n, l)| check_json(l).err().map(|e| (n + 1, e))) {
+            Some((n, e)) => Err(format!("line {n} {e}")),
+            None => Ok(()),
+        },
+    }
+}
+
+/// Parses one session file's text of `source`; `None` when it holds no timestamped turn.
 pub fn parse_session(source: Source, text: &str) -> Option<Session> {
     match source {
         Source::Claude => parse_claude(text),
@@ -232,5 +248,15 @@ pub(crate) mod tests {
         assert_eq!(codex.loads_of("tldr-replies"), 0);
         assert_eq!(codex.n_user_turns(), 2, "injected environment context is not a turn");
         assert_eq!(codex.id, "0199a1b2-codex");
+    }
+
+    // Issue 12 item 7: session files over the parser limits are refused with the line.
+    #[test]
+    fn deeply_nested_session_lines_are_refused_with_the_line() {
+        let deep = "[".repeat(100_000);
+        assert!(check_limits(Source::Claude, CLAUDE).is_ok());
+        let e = check_limits(Source::Claude, &format!("{{}}\n{deep}")).unwrap_err();
+        assert!(e.starts_with("line 2 ") && e.contains("64 levels"), "{e}");
+        assert!(check_limits(Source::Opencode, &deep).unwrap_err().contains("64 levels"));
     }
 }

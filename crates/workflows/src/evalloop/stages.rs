@@ -1,14 +1,12 @@
-//! The eval loop's stage definitions (`workflows/evalloop.toml`, embedded; `<home>/evalloop.toml`
-//! replaces it when present): `arm` and `judge` (`agent` jobs), `verify` (a `process` job). Stage
-//! fields are train's [`StageDef`].
+//! The eval loop's stage definitions, through the stage core [`crate::stage::def`]:
+//! `workflows/evalloop.toml` (embedded) with `<home>/evalloop.toml` overrides of times and
+//! attempts. Stages `arm`, `judge` and `draft` are `agent` jobs, `verify` a `process` job; their
+//! jobs are built by [`StageDef::job`].
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Deserialize;
-use skillforge_engine::JobSpec;
-
-pub use crate::train::stages::StageDef;
+pub use crate::stage::StageDef;
+use crate::stage::{StageSource, StagesError, WorkflowDef};
 
 /// The shipped definition.
 pub const SHIPPED_EVALLOOP_TOML: &str = include_str!("../../../../workflows/evalloop.toml");
@@ -20,8 +18,18 @@ pub const ARM_STAGE: &str = "arm";
 pub const VERIFY_STAGE: &str = "verify";
 /// Stage of a judge job.
 pub const JUDGE_STAGE: &str = "judge";
+/// Stage of a knowledge-gap brief's drafting job.
+pub const DRAFT_STAGE: &str = "draft";
 
-/// The two stages.
+/// Where the eval loop's stages come from.
+pub const SOURCE: StageSource = StageSource {
+    family: "evalloop",
+    workflow: EVAL_WORKFLOW,
+    shipped: SHIPPED_EVALLOOP_TOML,
+    stage_names: &[ARM_STAGE, VERIFY_STAGE, JUDGE_STAGE, DRAFT_STAGE],
+};
+
+/// The three stages, resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EvalStages {
     /// `arm`.
@@ -30,68 +38,48 @@ pub struct EvalStages {
     pub verify: StageDef,
     /// `judge`.
     pub judge: StageDef,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct File {
-    stages: BTreeMap<String, StageDef>,
+    /// `draft`.
+    pub draft: StageDef,
 }
 
 impl EvalStages {
-    /// Parses a definition file named `file` in messages.
-    ///
-    /// # Errors
-    /// A message naming the file: bad TOML, an unknown key, a missing or unknown stage, a stage
-    /// that is not an `agent` job, or `stale_after_secs <= heartbeat_secs`.
-    pub fn parse(text: &str, file: &str) -> Result<Self, String> {
-        let mut parsed: File = toml::from_str(text).map_err(|e| format!("invalid workflow file `{file}`: {e}"))?;
-        if let Some(extra) = parsed.stages.keys().find(|k| ![ARM_STAGE, VERIFY_STAGE, JUDGE_STAGE].contains(&k.as_str())) {
-            return Err(format!("invalid workflow file `{file}`: unknown stage `{extra}` (expected arm, verify, judge)"));
+    fn from_def(def: &WorkflowDef) -> Self {
+        Self {
+            arm: def.stage(ARM_STAGE).clone(),
+            verify: def.stage(VERIFY_STAGE).clone(),
+            judge: def.stage(JUDGE_STAGE).clone(),
+            draft: def.stage(DRAFT_STAGE).clone(),
         }
-        let mut take = |name: &str, runner: &str| {
-            let stage = parsed.stages.remove(name).ok_or_else(|| format!("invalid workflow file `{file}`: stage `{name}` is missing"))?;
-            if stage.runner.as_deref() != Some(runner) || stage.attempts == 0 || stage.stale_after_secs <= stage.heartbeat_secs {
-                return Err(format!("invalid workflow file `{file}`: stage `{name}` must be a `{runner}` job with attempts >= 1 and stale_after_secs > heartbeat_secs"));
-            }
-            Ok(stage)
-        };
-        Ok(Self { arm: take(ARM_STAGE, "agent")?, verify: take(VERIFY_STAGE, "process")?, judge: take(JUDGE_STAGE, "agent")? })
     }
 
-    /// The home's definition: `<home>/evalloop.toml` when it exists, else the shipped one.
+    /// The shipped stages with the override `text` (named `file` in messages) applied.
     ///
     /// # Errors
-    /// As [`EvalStages::parse`], or the override cannot be read.
-    pub fn for_home(home: &Path) -> Result<Self, String> {
-        let path = home.join("evalloop.toml");
-        match std::fs::read_to_string(&path) {
-            Ok(text) => Self::parse(&text, &path.display().to_string()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Self::parse(SHIPPED_EVALLOOP_TOML, "workflows/evalloop.toml"),
-            Err(e) => Err(format!("read workflow file `{}`: {e}", path.display())),
-        }
+    /// [`StagesError`] naming the file: bad TOML, an unknown key, an unknown stage, a time or
+    /// attempt count of 0, or `stale_after_secs <= heartbeat_secs`.
+    pub fn with_override(text: &str, file: &str) -> Result<Self, StagesError> {
+        let mut def = SOURCE.shipped()?;
+        def.apply_override(text, file)?;
+        Ok(Self::from_def(&def))
+    }
+
+    /// The home's stages: the shipped ones with `<home>/evalloop.toml` applied when it exists.
+    ///
+    /// # Errors
+    /// As [`StageSource::for_home`].
+    pub fn for_home(home: &Path) -> Result<Self, StagesError> {
+        SOURCE.for_home(home).map(|def| Self::from_def(&def))
     }
 }
 
-/// An `agent` job of `stage` with `payload` and idempotency key `key`.
-pub fn agent_job(stage_name: &str, stage: &StageDef, payload: serde_json::Value, key: String) -> JobSpec {
-    stage_job("agent", stage_name, stage, payload, key)
-}
-
-/// A job of runner `kind` for `stage` (a failing run is the answer: never retried; a dead
-/// worker's job is recovered).
-pub fn stage_job(kind: &str, stage_name: &str, stage: &StageDef, payload: serde_json::Value, key: String) -> JobSpec {
-    let mut spec = JobSpec::new(kind, payload);
-    spec.workflow = EVAL_WORKFLOW.to_owned();
-    spec.stage = stage_name.to_owned();
-    spec.idempotency_key = Some(key);
-    spec.max_attempts = stage.attempts;
-    spec.timeout_ms = stage.timeout_secs * 1000;
-    spec.heartbeat_ms = stage.heartbeat_secs * 1000;
-    spec.stale_after_ms = stage.stale_after_secs * 1000;
-    spec.idempotent = stage.idempotent;
-    spec.retry_failed_runs = false;
-    spec
+impl Default for EvalStages {
+    /// The shipped stages.
+    ///
+    /// # Panics
+    /// When the embedded file is invalid (a build defect the unit test below guards).
+    fn default() -> Self {
+        Self::from_def(&SOURCE.shipped().unwrap_or_else(|e| panic!("shipped evalloop.toml: {e}")))
+    }
 }
 
 #[cfg(test)]
@@ -100,11 +88,15 @@ mod tests {
 
     #[test]
     fn shipped_file_is_valid_and_overrides_are_checked() {
-        let s = EvalStages::parse(SHIPPED_EVALLOOP_TOML, "x").unwrap();
+        let s = EvalStages::default();
         assert_eq!(s.arm.timeout_secs, 1200);
-        let e = EvalStages::parse(&SHIPPED_EVALLOOP_TOML.replace("[stages.judge]", "[stages.jduge]"), "h/evalloop.toml").unwrap_err();
+        assert_eq!([s.arm.runner.as_deref(), s.verify.runner.as_deref(), s.judge.runner.as_deref()], [Some("agent"), Some("process"), Some("agent")]);
+        assert!(!s.arm.retry_failed_runs && !s.verify.retry_failed_runs && !s.judge.retry_failed_runs, "a failing run is the answer");
+        let e = EvalStages::with_override("[stages.jduge]\ntimeout_secs = 5\n", "h/evalloop.toml").unwrap_err().to_string();
         assert!(e.contains("h/evalloop.toml") && e.contains("jduge"), "{e}");
-        let e = EvalStages::parse(&SHIPPED_EVALLOOP_TOML.replacen("attempts = 3", "attempts = 3\nretries = 1", 1), "f").unwrap_err();
+        let e = EvalStages::with_override("[stages.arm]\nretries = 1\n", "f").unwrap_err().to_string();
         assert!(e.contains("retries"), "{e}");
+        let s = EvalStages::with_override("[stages.arm]\ntimeout_secs = 30\n", "f").unwrap();
+        assert_eq!((s.arm.timeout_secs, s.judge.timeout_secs), (30, 600));
     }
 }

@@ -4,9 +4,14 @@
 
 use serde_json::Value;
 
-/// Tool errors in `transcript` of `runtime`; `None` when the runtime records none or the
-/// transcript holds no event of it.
+/// Tool errors in `transcript` of `runtime`; `None` when the runtime records none, the
+/// transcript holds no event of it, or it is over the parser limits (`contract::limits`).
 pub fn count_tool_errors(runtime: &str, transcript: &str) -> Option<u32> {
+    // A transcript line over the parser limits cannot be counted: unknown, never a guess.
+    if let Some((n, e)) = transcript.lines().enumerate().find_map(|(n, l)| skillforge_contract::limits::check_json(l).err().map(|e| (n + 1, e))) {
+        tracing::warn!(runtime, "tool errors not counted: transcript line {n} {e}");
+        return None;
+    }
     let events: Vec<Value> = transcript.lines().filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok()).collect();
     if events.is_empty() {
         return None;
@@ -42,5 +47,13 @@ mod tests {
         assert_eq!(count_tool_errors("scripted", "{\"type\":\"tool_error\"}\n{\"type\":\"final\"}"), Some(1));
         assert_eq!(count_tool_errors("codex", r#"{"type":"item.completed"}"#), None);
         assert_eq!(count_tool_errors("claude", ""), None);
+    }
+
+    // Issue 12 item 7: a transcript line over the parser limits makes the count unknown, not 0.
+    #[test]
+    fn deeply_nested_transcript_line_is_an_unknown_count() {
+        let line = r#"{"type":"user","message":{"content":[{"type":"tool_result","is_error":true}]}}"#;
+        assert_eq!(count_tool_errors("claude", line), Some(1));
+        assert_eq!(count_tool_errors("claude", &format!("{line}\n{}", "[".repeat(100_000))), None);
     }
 }

@@ -60,6 +60,9 @@ pub fn first_json_object(text: &str) -> Option<&str> {
 /// — prose such as "Run A (with the skill)", a missing or unknown winner — is
 /// [`JudgeReading::Unreadable`] with the reason.
 pub fn parse_verdict(reply: &str) -> JudgeReading {
+    if let Err(e) = skillforge_contract::limits::check_json(reply) {
+        return JudgeReading::Unreadable(format!("the judge's reply {e}"));
+    }
     let Some(object) = first_json_object(reply) else {
         return JudgeReading::Unreadable(format!("no JSON object in the judge's reply: {:?}", excerpt(reply)));
     };
@@ -111,6 +114,15 @@ mod tests {
                 JudgeReading::Unreadable(why) => assert!(!why.is_empty()),
                 other => panic!("{reply:?} read as {other:?}"),
             }
+        }
+    }
+
+    // Issue 12 item 7: a 100 000-level reply is unreadable by the parser limits, never a tie.
+    #[test]
+    fn deeply_nested_reply_is_unreadable_by_the_limits() {
+        match parse_verdict(&format!("{{\"winner\":{}", "[".repeat(100_000))) {
+            JudgeReading::Unreadable(reason) => assert!(reason.contains("64 levels"), "{reason}"),
+            other => panic!("{other:?}"),
         }
     }
 }

@@ -1,14 +1,18 @@
-//! `eval forge --brief F --skill-dir D [--samples N] [--rival P] [--runner local] [--dry-run]`.
+//! `eval forge (--brief F | --mode corrections --theme T) --skill-dir D [--samples N] [--rival P]
+//! [--runner local|container [--image IMG] [--environment docker] [--container-host H]
+//! [--no-network]] [--dry-run]`.
 
 use std::path::PathBuf;
 
 use anyhow::anyhow;
 use clap::Args;
+use skillforge_workflows::evalloop::arm_runner::{ArmRunner, ContainerArms, check_local_only};
 use skillforge_workflows::evalloop::brief::Brief;
 use skillforge_workflows::evalloop::credentials::preflight;
 use skillforge_workflows::evalloop::forge::{DEFAULT_SAMPLES, ForgeEnv, ForgeError, ForgeRequest, run_forge};
 use skillforge_workflows::evalloop::gate::Decision;
 use skillforge_workflows::evalloop::install::InstallTarget;
+use skillforge_workflows::evalloop::layout::eval_root;
 use skillforge_workflows::evalloop::stages::EvalStages;
 
 use super::StderrReporter;
@@ -23,8 +27,14 @@ use crate::output::print_json;
 #[derive(Debug, Args)]
 pub struct ForgeArgs {
     /// The brief (JSON: id, prompt, setup, verify, rubric, output).
+    #[arg(long, value_name = "FILE", required_unless_present = "theme", conflicts_with = "theme")]
+    brief: Option<PathBuf>,
+    /// `brief` (run `--brief`) or `corrections`: a model drafts a knowledge-gap brief from the correction theme `--theme` (written to `<home>/eval/briefs/<id>.json` only when it passes the E-01/E-02 checks), then the forge runs it. Mining themes from sessions is the miner's, not built in.
+    #[arg(long, default_value = "brief", value_parser = ["brief", "corrections"])]
+    mode: String,
+    /// With `--mode corrections`: the correction theme {name, rules, corrections}.
     #[arg(long, value_name = "FILE")]
-    brief: PathBuf,
+    theme: Option<PathBuf>,
     /// The candidate skill's directory (holds SKILL.md).
     #[arg(long = "skill-dir", value_name = "DIR")]
     skill_dir: PathBuf,
@@ -34,9 +44,21 @@ pub struct ForgeArgs {
     /// Install this incumbent skill in the baseline arm (a head-to-head).
     #[arg(long, value_name = "DIR")]
     rival: Option<PathBuf>,
-    /// Where arms run: `local` (work dirs on this machine). `container` is not available yet (the forge does not hand arms to the container runner).
-    #[arg(long, default_value = "local")]
+    /// Where arms run: `local` (work dirs on this machine) or `container` (one container per arm on a local engine, the skill handed to the with-arm's container only).
+    #[arg(long, default_value = "local", value_parser = ["local", "container"])]
     runner: String,
+    /// Container arms: the image holding the agent CLI and /bin/sh.
+    #[arg(long, value_name = "IMAGE")]
+    image: Option<String>,
+    /// Container arms: the environment; only `docker` (a local Docker or podman engine). Cloud providers (daytona, modal, blaxel, …) are refused: the arm's credential would ship to them.
+    #[arg(long, default_value = "docker")]
+    environment: String,
+    /// Container arms: the engine (a unix socket or a loopback tcp:// address); default the worker's DOCKER_HOST.
+    #[arg(long = "container-host", value_name = "HOST")]
+    container_host: Option<String>,
+    /// Container arms: no network (the agent cannot reach a model API; for offline agents).
+    #[arg(long = "no-network")]
+    no_network: bool,
     /// Agent runtime of the arms (`claude`, `codex`, `opencode`, `scripted`); default `FORGE_AGENT`, else claude.
     #[arg(long, env = "FORGE_AGENT", default_value = "claude")]
     runtime: String,
@@ -63,14 +85,23 @@ pub struct ForgeArgs {
     failure_rate: Option<f64>,
 }
 
+/// The arms' runner from `--runner` and the container flags (E-13: a local engine only).
+fn arm_runner(args: &ForgeArgs) -> Result<ArmRunner, CliError> {
+    if args.runner == "local" {
+        if args.image.is_some() || args.container_host.is_some() || args.no_network || args.environment != "docker" {
+            return Err(CliError::usage(anyhow!("--image, --environment, --container-host and --no-network need --runner container")));
+        }
+        return Ok(ArmRunner::Local);
+    }
+    let host = args.container_host.clone().or_else(|| std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()));
+    check_local_only(&args.environment, host.as_deref()).map_err(|e| CliError::usage(anyhow!("--runner container: {e}")))?;
+    let image = args.image.clone().filter(|i| !i.trim().is_empty()).ok_or_else(|| CliError::usage(anyhow!("--runner container needs --image IMAGE: the image holding the agent CLI")))?;
+    Ok(ArmRunner::Container(ContainerArms { image, host: args.container_host.clone(), network: !args.no_network }))
+}
+
 /// Runs `eval forge`.
 pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
-    if args.runner != "local" {
-        return Err(CliError::usage(anyhow!(
-            "--runner `{}`: only `local` is available; the forge does not run arms on the container runner yet",
-            args.runner
-        )));
-    }
+    let runner = arm_runner(&args)?;
     if args.samples == 0 {
         return Err(CliError::usage(anyhow!("--samples must be at least 1")));
     }
@@ -79,9 +110,20 @@ pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
     {
         return Err(CliError::usage(anyhow!("--failure-rate {r} is not in [0,1]")));
     }
-    let file = args.brief.display().to_string();
-    let text = std::fs::read_to_string(&args.brief).map_err(|e| CliError::usage(anyhow!("read brief `{file}`: {e}")))?;
-    let brief = Brief::parse(&text, &file).map_err(CliError::usage)?;
+    let brief_file = match (args.mode.as_str(), &args.brief, &args.theme) {
+        ("brief", Some(path), None) => Some(path.clone()),
+        ("corrections", None, Some(_)) => None,
+        ("corrections", _, _) => return Err(CliError::usage(anyhow!("--mode corrections drafts the brief: give --theme FILE, not --brief"))),
+        _ => return Err(CliError::usage(anyhow!("--theme needs --mode corrections"))),
+    };
+    let brief = match &brief_file {
+        Some(path) => {
+            let file = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|e| CliError::usage(anyhow!("read brief `{file}`: {e}")))?;
+            Some(Brief::parse(&text, &file).map_err(CliError::usage)?)
+        }
+        None => None,
+    };
     let absolute = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
     let install = match (args.adopt_dir, args.install_root) {
         (Some(dir), _) => InstallTarget::Stage(absolute(dir)),
@@ -99,7 +141,27 @@ pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
             preflight(runtime, &env, &user_home, now_ms).map_err(|e| CliError::env(anyhow!("credential check for runtime `{runtime}` (no arm started): {e}")))?;
         }
     }
-    let stages = EvalStages::for_home(&ctx.home).map_err(|e| CliError::usage(anyhow!(e)))?;
+    let brief = match (brief, &args.theme) {
+        (Some(brief), _) => brief,
+        (None, Some(theme)) if args.dry_run => {
+            let why = format!("dry run: would draft a knowledge-gap brief from theme `{}` on runtime `{}`, then run {} samples × 2 arms ({} runner); nothing ran", theme.display(), args.runtime, args.samples, runner.as_str());
+            if ctx.json {
+                print_json(&serde_json::json!({"skipped": why}));
+            } else {
+                println!("{why}");
+            }
+            return Ok(OK);
+        }
+        (None, Some(theme)) => {
+            let (draft, file) = super::brief::draft_from_theme(ctx, theme, &args.runtime, args.model.as_deref()).await?;
+            let out = eval_root(&ctx.home).join("briefs").join(format!("{}.json", draft.brief.id));
+            let brief = super::brief::check_and_write(&draft, &file, &out).await?;
+            eprintln!("• brief `{}` drafted from `{}` and written to {}", brief.id, theme.display(), out.display());
+            brief
+        }
+        (None, None) => return Err(CliError::usage(anyhow!("give --brief FILE or --mode corrections --theme FILE"))),
+    };
+    let stages = EvalStages::for_home(&ctx.home).map_err(|e| CliError::usage(anyhow!(e.to_string())))?;
     let req = ForgeRequest {
         brief,
         skill_dir: absolute(args.skill_dir),
@@ -107,6 +169,7 @@ pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
         rival: args.rival.map(absolute),
         judge_runtime: args.judge_runtime.unwrap_or_else(|| args.runtime.clone()),
         runtime: args.runtime,
+        runner,
         model: args.model,
         dry_run: args.dry_run,
         install,

@@ -13,7 +13,7 @@ use skillforge_workflows::evalloop::inventory::walk;
 use skillforge_workflows::evalloop::layout::ledger_path;
 use skillforge_workflows::evalloop::ledger::{LedgerRow, append_row, open_entries, read_ledger};
 use skillforge_workflows::evalloop::recheck::{RecheckConfig, RecheckInput, RecheckVerdict, recheck};
-use skillforge_workflows::evalloop::sessions::{Session, Source, parse_session};
+use skillforge_workflows::evalloop::sessions::{Session, Source, check_limits, parse_session};
 
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
@@ -55,7 +55,7 @@ pub struct RecheckArgs {
 /// Every session of the asked sources.
 ///
 /// # Errors
-/// An unknown source name (exit 2).
+/// An unknown source name, or a session file over the parser limits, named (exit 2).
 pub(super) fn corpus(args: &CorpusArgs) -> Result<Vec<Session>, CliError> {
     let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
     let mut sessions = Vec::new();
@@ -67,7 +67,10 @@ pub(super) fn corpus(args: &CorpusArgs) -> Result<Vec<Session>, CliError> {
             Source::Codex => (args.codex_dir.clone().unwrap_or_else(|| home.join(".codex/sessions")), "jsonl"),
         };
         for file in walk(&dir).into_iter().filter(|f| f.extension().is_some_and(|e| e == ext)) {
+            // An unreadable file is skipped; one over the parser limits stops the recheck (a
+            // corpus read in part would decide on part of the evidence).
             let Ok(text) = std::fs::read_to_string(&file) else { continue };
+            check_limits(source, &text).map_err(|e| CliError::usage(anyhow!("session `{}` {e}", file.display())))?;
             sessions.extend(parse_session(source, &text));
         }
     }
