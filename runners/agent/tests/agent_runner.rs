@@ -176,11 +176,10 @@ async fn missing_program_is_not_runnable_naming_runtime_and_program() {
 #[tokio::test]
 async fn missing_program_on_path_is_not_runnable() {
     let name = Path::new("skillforge-test-no-such-codex");
-    let (outcome, _) = run(
-        &runner(&[("codex", name)]),
-        &AgentPayload::new("codex", "hi"),
-    )
-    .await;
+    // A credential, so the runtime's credential preflight passes and the program is what fails.
+    let mut payload = AgentPayload::new("codex", "hi");
+    payload.env.insert("OPENAI_API_KEY".into(), "sk-test".into());
+    let (outcome, _) = run(&runner(&[("codex", name)]), &payload).await;
     assert!(
         matches!(&outcome.exit, ExitClass::NotRunnable { reason } if reason.contains("`codex`") && reason.contains("skillforge-test-no-such-codex")),
         "{:?}",
