@@ -450,3 +450,35 @@ pub fn debian_base() -> Option<String> {
         }
     }
 }
+
+/// Which queue backend an end-to-end scenario runs on; holds the Redis server alive for the test.
+pub enum Backend {
+    /// The embedded SQLite queue.
+    Sqlite,
+    /// A real redis-server started by the harness.
+    Redis(RedisServer),
+}
+
+impl Backend {
+    /// A fresh home on this backend.
+    pub fn home(&self) -> Home {
+        match self {
+            Backend::Sqlite => Home::embedded(),
+            Backend::Redis(r) => Home::redis(&r.url()),
+        }
+    }
+}
+
+/// Runs each scenario `fn name(b: Backend)` once per backend, as `sqlite::name` and
+/// `redis::name` (the Redis one on a fresh redis-server).
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $( #[test] fn $name() { super::$name($crate::Backend::Sqlite) } )*
+        }
+        mod redis {
+            $( #[test] fn $name() { super::$name($crate::Backend::Redis($crate::RedisServer::start())) } )*
+        }
+    };
+}

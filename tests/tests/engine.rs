@@ -4,36 +4,9 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
-use skillforge_tests::{Home, Reaped, RedisServer, signal, wait_exit, wait_for};
+use skillforge_tests::{Backend, Home, Reaped, RedisServer, signal, wait_exit, wait_for};
 
-/// Which backend a scenario runs on; holds the Redis server alive for the test.
-enum Backend {
-    Sqlite,
-    Redis(RedisServer),
-}
-
-impl Backend {
-    fn home(&self) -> Home {
-        match self {
-            Backend::Sqlite => Home::embedded(),
-            Backend::Redis(r) => Home::redis(&r.url()),
-        }
-    }
-}
-
-/// Runs each scenario once per backend: `mod sqlite { fn scenario() }` and `mod redis { ... }`.
-macro_rules! conformance {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $( #[test] fn $name() { super::$name(super::Backend::Sqlite) } )*
-        }
-        mod redis {
-            $( #[test] fn $name() { super::$name(super::Backend::Redis(skillforge_tests::RedisServer::start())) } )*
-        }
-    };
-}
-
-conformance!(
+skillforge_tests::on_both_backends!(
     submit_wait_echo,
     sigkill_mid_job_completes_elsewhere_with_one_effect,
     sigstop_past_stale_after_then_resumed_is_fenced,

@@ -8,34 +8,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use skillforge_engine::open::{QueueUrl, open_queue};
 use skillforge_engine::{Finish, JobSpec, JobState, QueueBackend, WorkerIdentity};
-use skillforge_tests::{Home, Reaped, RedisServer, write};
+use skillforge_tests::{Backend, Home, Reaped, write};
 
-enum Backend {
-    Sqlite,
-    Redis(RedisServer),
-}
-
-impl Backend {
-    fn home(&self) -> Home {
-        match self {
-            Backend::Sqlite => Home::embedded(),
-            Backend::Redis(r) => Home::redis(&r.url()),
-        }
-    }
-}
-
-macro_rules! both {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $( #[test] fn $name() { super::$name(super::Backend::Sqlite) } )*
-        }
-        mod redis {
-            $( #[test] fn $name() { super::$name(super::Backend::Redis(skillforge_tests::RedisServer::start())) } )*
-        }
-    };
-}
-
-both!(prune_by_hand_then_show_and_resubmit_a_pruned_job, serve_killed_mid_prune_and_restarted_loses_nothing);
+skillforge_tests::on_both_backends!(prune_by_hand_then_show_and_resubmit_a_pruned_job, serve_killed_mid_prune_and_restarted_loses_nothing);
 
 const T: Duration = Duration::from_secs(60);
 
