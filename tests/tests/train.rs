@@ -94,6 +94,21 @@ fn spawn_worker_env(home: &Home, name: &str, env: &[(&str, &str)]) -> Child {
     cmd.spawn().expect("spawn worker")
 }
 
+/// Starts session `s1` with options and feedback, then runs its optimizer through a backend
+/// `wrap` that writes the candidate and then fails (exit 1, as an upload step would); returns
+/// the `train continue` stderr.
+fn optimize_through_a_failing_wrapper(home: &Home) -> String {
+    let script = write(
+        &home.path().join("wrap.sh"),
+        &format!("#!/bin/sh\n\"{}\" optimizer distill \"$@\" || exit 3\necho 'wrapper: upload failed' >&2\nexit 1\n", bin().display()),
+    );
+    train_config(home, &format!("[backends.wrap]\ncommand = [\"sh\", \"{}\"]\n", path_arg(&script)));
+    start(home, true);
+    run_code(home, &["train", "continue", "--session", SESSION], 0);
+    fill_feedback(home, true);
+    run_code(home, &["train", "continue", "--session", SESSION, "--backend", "wrap"], 1).1
+}
+
 /// Runs one iteration from `items_ready` to a pending candidate; returns the candidate version.
 fn iterate_to_candidate(home: &Home) -> String {
     generate_options(home);
@@ -299,15 +314,7 @@ fn a_missing_optimizer_executable_is_blocked_config() {
 #[test]
 fn train_recover_imports_what_a_failed_wrapper_left_without_duplicates() {
     let home = Home::embedded();
-    let script = write(
-        &home.path().join("wrap.sh"),
-        &format!("#!/bin/sh\n\"{}\" optimizer distill \"$@\" || exit 3\necho 'wrapper: upload failed' >&2\nexit 1\n", bin().display()),
-    );
-    train_config(&home, &format!("[backends.wrap]\ncommand = [\"sh\", \"{}\"]\n", path_arg(&script)));
-    start(&home, true);
-    run_code(&home, &["train", "continue", "--session", SESSION], 0);
-    fill_feedback(&home, true);
-    let (_, err) = run_code(&home, &["train", "continue", "--session", SESSION, "--backend", "wrap"], 1);
+    let err = optimize_through_a_failing_wrapper(&home);
     assert!(err.contains("recovery_available") && err.contains("train recover"), "{err}");
     let st = status(&home);
     assert_eq!(st["status_phase"], "recovery_available", "{st:#}");
@@ -613,15 +620,7 @@ fn two_train_continue_at_once_run_one_optimizer_and_import_one_candidate() {
 #[test]
 fn train_continue_and_recover_at_once_import_one_candidate() {
     let home = Home::embedded();
-    let script = write(
-        &home.path().join("wrap.sh"),
-        &format!("#!/bin/sh\n\"{}\" optimizer distill \"$@\" || exit 3\necho 'wrapper: upload failed' >&2\nexit 1\n", bin().display()),
-    );
-    train_config(&home, &format!("[backends.wrap]\ncommand = [\"sh\", \"{}\"]\n", path_arg(&script)));
-    start(&home, true);
-    run_code(&home, &["train", "continue", "--session", SESSION], 0);
-    fill_feedback(&home, true);
-    run_code(&home, &["train", "continue", "--session", SESSION, "--backend", "wrap"], 1);
+    optimize_through_a_failing_wrapper(&home);
     let st = status(&home);
     assert_eq!(st["status_phase"], "recovery_available", "{st:#}");
     let out_root = st["verbose"]["optimizer"]["out_root"].as_str().unwrap().to_owned();
