@@ -320,16 +320,9 @@ fn e12_unreadable_codex_auth_stops_before_any_arm() {
     let s = Setup::new();
     let skill = s.skill("tldr", GOOD_SKILL);
     let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
-    let out = s
-        .home
-        .cmd()
-        .env("HOME", s.path("empty-home"))
-        .env("OPENAI_API_KEY", "sk-test")
-        .args(["eval", "forge", "--runtime", "codex", "--brief", brief.to_str().unwrap(), "--skill-dir", skill.to_str().unwrap(), "--install-root", s.path("r").to_str().unwrap()])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let home = s.path("empty-home").display().to_string();
+    let (code, _, stderr) = s.forge_env(&brief, &skill, &["--runtime", "codex"], &[("HOME", &home), ("OPENAI_API_KEY", "sk-test")]);
+    assert_eq!(code, 3, "{stderr}");
     assert!(stderr.contains("auth.json") && stderr.contains("no arm started"), "{stderr}");
     assert!(!s.run_dir(BRIEF_ID).exists());
 }
@@ -342,19 +335,10 @@ fn e12_codex_force_auth_json_0_uses_the_key_and_the_arms_run() {
     let s = Setup::new();
     let skill = s.skill("tldr", GOOD_SKILL);
     let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
-    let out = s
-        .home
-        .cmd()
-        .env("HOME", s.path("empty-home"))
-        .env("OPENAI_API_KEY", "sk-test")
-        .env("CODEX_FORCE_AUTH_JSON", "0")
-        .env("PATH", s.empty_path())
-        .args(["--json", "eval", "forge", "--runtime", "codex", "--judge-runtime", "scripted", "--brief", brief.to_str().unwrap(), "--skill-dir", skill.to_str().unwrap(), "--install-root", s.path("r").to_str().unwrap()])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_ne!(out.status.code(), Some(3), "no credential stop: {stderr}");
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let (home, path) = (s.path("empty-home").display().to_string(), s.empty_path());
+    let env = [("HOME", home.as_str()), ("OPENAI_API_KEY", "sk-test"), ("CODEX_FORCE_AUTH_JSON", "0"), ("PATH", path.as_str())];
+    let (code, report, stderr) = s.forge_env(&brief, &skill, &["--runtime", "codex", "--judge-runtime", "scripted"], &env);
+    assert_ne!(code, 3, "no credential stop: {stderr}");
     assert_eq!(codes(&report), vec![Some("arm_never_ran".to_owned())], "the arms ran (and found no codex): {stderr}\n{report:#}");
     let run: Value = serde_json::from_str(&std::fs::read_to_string(s.run_dir(BRIEF_ID).join("s1/with.meta/run.json")).unwrap()).unwrap();
     assert_eq!((run["runtime"].as_str(), run["exit"].as_str()), (Some("codex"), Some("not_runnable")), "{run:#}");
