@@ -104,7 +104,7 @@ impl<'a> CliJobs<'a> {
                 break jobs;
             }
             if local.is_some()
-                && let Some(e) = local_worker_failure(&health, &jobs)
+                && let Some(e) = local_worker_failure(self.queue.name(), &health, &jobs)
             {
                 if let Some((stop, handle)) = local.take() {
                     stop.cancel();
@@ -206,8 +206,7 @@ const LEASE_FAILURES_TO_GIVE_UP: u32 = 3;
 /// Why the in-process worker cannot bring `jobs` to an end (issue 12 item 3: a full disk after
 /// the enqueue): a result it could not deliver, or lease calls failing in a row while a job is
 /// queued. The error names the queue's own message (for a full disk: the file and "disk").
-fn local_worker_failure(health: &WorkerHealth, jobs: &[Job]) -> Option<EngineError> {
-    let backend = "sqlite";
+fn local_worker_failure(backend: &'static str, health: &WorkerHealth, jobs: &[Job]) -> Option<EngineError> {
     for job in jobs.iter().filter(|j| !is_finished(j)) {
         if let Some(e) = health.undelivered(&job.id) {
             let message = format!(
