@@ -209,6 +209,19 @@ fn e40_deploy_copies_and_verifies_by_digest() {
     assert!(out.contains("sha256:") && w.path("root/tldr/refs/a.md").is_file(), "{out}");
 }
 
+// E-40: with no tree named, deploy ships the ledger's open adoptions (their installed copies),
+// and refuses to replace the symlink an adoption installed.
+#[test]
+fn e40_deploy_without_trees_ships_the_open_adoptions() {
+    let w = World::adopted();
+    let (code, out, err) = w.run(&["eval", "deploy", "--root", s(&w.path("laptop-skills"))]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(w.path(&format!("laptop-skills/{SKILL}/SKILL.md")).is_file() && out.contains("sha256:"), "{out}");
+    let (code, _, err) = w.run(&["eval", "deploy", "--root", s(&w.path("agents-skills"))]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("is a symlink") && w.path(&format!("agents-skills/{SKILL}")).symlink_metadata().unwrap().file_type().is_symlink(), "{err}");
+}
+
 // E-01, E-02 for a brief drafted by a model: `eval brief --knowledge-gap --theme` has the
 // scripted runtime (through the real agent runner, as an `agent` job) draft from a correction
 // theme; the theme's corrections script the model's answer. A draft that puts a rule in a fixture,
