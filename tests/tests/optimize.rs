@@ -2,7 +2,8 @@
 //! real repository whose metric is a real measured property (the operation count a counting
 //! script reports, checked for correctness by an immutable harness), with the scripted agent
 //! making real edits through the real `agent` runner: good ones, one outside the scope, one
-//! degenerate. Then the same run killed with SIGKILL mid-tick and resumed.
+//! degenerate. Then the same run killed with SIGKILL mid-tick and resumed, and a remote run killed
+//! while it waits to collect a worker's result.
 
 use std::path::Path;
 use std::time::Duration;
@@ -601,4 +602,78 @@ stopping: {{ max_iterations: 1 }}\nhypotheses:\n{}",
     assert_eq!(only_elapsed["reference"]["snapshot"]["metrics"]["censor_after"]["samples"], serde_json::json!([0.0]), "the reference is never censored");
     let with_ops = run("  objectives:\n    - { name: seconds, direction: minimize, elapsed: true }\n    - { name: ops, direction: minimize }\n");
     assert_eq!(with_ops["candidate"]["snapshot"]["metrics"]["censor_after"]["samples"], serde_json::json!([0.0]), "ops could still win: no censor bound: {with_ops:#}");
+}
+
+// O-66, O-62: SIGKILL of the orchestrator while it waits to collect a remote worker's result (the
+// worker, a separate fleet process, goes on and pushes its result.yaml meanwhile), then
+// `resume`: the arrived result is collected from the same job, never dispatched again, and the
+// experiment is decided and merged once, as in an uninterrupted run
+#[test]
+fn o66_sigkill_while_a_remote_result_is_collected_then_resume_collects_it_once() {
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let origin = work.path().join("origin.git");
+    git(work.path(), &["clone", "-q", "--bare", &repo.path().display().to_string(), &origin.display().to_string()]);
+    let hyps = [
+        hypothesis("h-direct", "Add each value directly instead of counting up to it", "algorithm", "low", 0.9),
+        hypothesis("h-claim", "Tidy the parser comments", "preprocessing", "low", 0.7),
+    ]
+    .concat();
+    let spec = format!(
+        "name: ops\ndescription: fewer operations, same result\nmetric:\n  primary: {{ name: ops, direction: minimize }}\n  degenerate_gates: [\"correct == 1\"]\n\
+measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n  holdout: {{ command: sh measure.sh data/holdout.txt }}\n\
+scope:\n  mutable: [src]\n  immutable: [measure.sh, data]\n\
+execution: {{ mode: serial, backend: remote, remote: \"{}\" }}\nstopping: {{ max_iterations: 2 }}\nhypotheses:\n{hyps}",
+        origin.display()
+    );
+    let spec_path = work.path().join("ops.yaml");
+    std::fs::write(&spec_path, spec).unwrap();
+    let plan = serde_json::json!({"experiments": [
+        {"when": "directly", "sleep_ms": 4000, "edits": [{"path": "src/count.sh", "replace": "  i=0\n  while [ $i -lt $v ]; do total=$((total+1)); i=$((i+1)); OPS=$((OPS+1)); done\n", "with": "  total=$((total+v)); OPS=$((OPS+1))\n"}]},
+        {"when": "comments", "claim": {"ops": 5}, "edits": [{"path": "src/parse.sh", "replace": "# parse FILE", "with": "# parse FILE (tidy)"}]}
+    ]});
+    let plan_path = work.path().join("plan.json");
+    std::fs::write(&plan_path, plan.to_string()).unwrap();
+    let (spec, plan) = (spec_path.display().to_string(), plan_path.display().to_string());
+    let home = Home::embedded();
+    let log = std::fs::File::create(home.path().join("worker-fleet.log")).unwrap();
+    let _worker = Reaped(home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", &plan).args(["worker", "--name", "fleet-1"]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(log).spawn().expect("spawn fleet worker"));
+    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
+    let child = home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", &plan).args(["optimize", "run", "--spec", &spec]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn run");
+    let mut child = Reaped(child);
+    let experiment_jobs = || -> Vec<Value> {
+        let jobs = home.json(&["jobs", "list", "--limit", "1000"]);
+        jobs.as_array().unwrap().iter().filter(|j| j["stage"] == "experiment").cloned().collect()
+    };
+    let running = wait_for(Duration::from_secs(120), "exp-001's remote worker running", || {
+        experiment_jobs().into_iter().find(|j| j["idempotency_key"].as_str().is_some_and(|k| k.contains("exp-001")) && j["state"] == "running")
+    });
+    let _ = child.0.kill();
+    let _ = child.0.wait();
+    let state = home.path().join("optimize/ops");
+    let killed = std::fs::read_to_string(state.join("experiment-log.yaml")).unwrap();
+    assert!(killed.contains("pending_waits:\n  - experiment: 1"), "killed with exp-001 a pending wait:\n{killed}");
+    // the worker finishes and pushes its result while no orchestrator runs
+    let id = running["id"].as_str().unwrap().to_owned();
+    wait_for(Duration::from_secs(60), "the remote worker to finish", || (home.json(&["jobs", "show", &id])["state"] == "succeeded").then_some(()));
+    assert!(git(&origin, &["branch", "--list", "optimize-exp/ops/exp-001"]).contains("exp-001"), "the result ref was pushed");
+    assert!(!state.join("exp-001-result.yaml").exists(), "not collected yet");
+
+    ok(&optimize(&home, &plan, &["--json", "resume", "--spec", &spec]), "resume");
+    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    let got = outcomes(&status);
+    assert_eq!(got.iter().map(|(n, h, o)| (*n, h.as_str(), o.as_str())).collect::<Vec<_>>(), [(1, "h-direct", "kept"), (2, "h-claim", "inconclusive")], "{status:#}\n{}", home.logs());
+    assert_eq!(status["run_state"]["experiments_run"].as_u64(), Some(2), "no experiment number used twice: {status:#}");
+    let workers = experiment_jobs();
+    assert_eq!(workers.len(), 2, "one worker job per experiment: {workers:#?}");
+    let first = workers.iter().find(|j| j["id"] == id.as_str()).expect("exp-001's job is the one dispatched before the kill");
+    assert_eq!(first["attempts"].as_u64(), Some(1), "and it ran once: {first:#}");
+    let log = log_yaml(&home, "ops");
+    assert_eq!(log["experiments"].as_array().map(Vec::len), Some(2), "{log:#}");
+    let comps = log["experiments"][0]["comparisons"].as_array().unwrap();
+    assert_eq!(comps.iter().filter(|c| c["measured_by"] == "worker").count(), 1, "the worker's pairing is collected once: {comps:#?}");
+    assert!(comps.iter().any(|c| c["kind"] == "standalone" && c["measured_by"] == "orchestrator"), "the keep confirmed independently: {comps:#?}");
+    let copy: Value = serde_norway::from_str(&std::fs::read_to_string(state.join("exp-001-result.yaml")).unwrap()).unwrap();
+    git(repo.path(), &["merge-base", "--is-ancestor", copy["head_sha"].as_str().unwrap(), "optimize/ops"]);
+    assert_eq!(measured_ops(repo.path(), "optimize/ops"), (12, 1));
 }

@@ -4,12 +4,14 @@
 //! real agent runner with the scripted runtime (its plan's `judge` section scores items by
 //! content). Covers the cache (O-32), the degenerate gate before any judge (O-30), the
 //! re-dispatch of a batch without feedback (O-33), judge independence (O-11), singleton
-//! evaluation and judges that cannot run (O-31).
+//! evaluation, judges that cannot run (O-31), the judge model tier resolved by the runtime
+//! profile, and a SIGKILL of the orchestrator in the middle of a judge pass (O-66).
 
 use std::path::Path;
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use skillforge_tests::{Home, git};
+use skillforge_tests::{Home, Reaped, git, wait_for};
 use tempfile::TempDir;
 
 const MEASURE_SH: &str = "\
@@ -53,11 +55,17 @@ fn hypothesis(id: &str, description: &str, benefit: f64) -> String {
 
 /// The spec, and the plan: scripted workers' edits and the scripted judges' scoring.
 fn spec_and_plan(dir: &Path, hyps: &str, split_adds: &str) -> (String, String) {
+    spec_and_plan_with(dir, hyps, split_adds, "", json!({}))
+}
+
+/// As [`spec_and_plan`], with `judge_keys` appended to `metric.judge` (`, model: strong`) and
+/// `judge_plan` merged into the plan's `judge` section.
+fn spec_and_plan_with(dir: &Path, hyps: &str, split_adds: &str, judge_keys: &str, judge_plan: Value) -> (String, String) {
     let spec = format!(
         "name: topics\n\
 description: clusters that each hold one topic\n\
 metric:\n  primary: {{ name: quality, direction: maximize, type: judge }}\n  degenerate_gates: [\"clusters >= 2\"]\n  \
-judge: {{ rubric: \"Score 1-5: does the cluster hold one topic?\", batch_size: 2, sample_size: 10, sample_seed: 7, score_field: score, cost_per_batch_usd: 0.01, singleton_rubric: \"Should the singleton join a cluster?\", singleton_sample: 5 }}\n\
+judge: {{ rubric: \"Score 1-5: does the cluster hold one topic?\", batch_size: 2, sample_size: 10, sample_seed: 7, score_field: score, cost_per_batch_usd: 0.01, singleton_rubric: \"Should the singleton join a cluster?\", singleton_sample: 5{judge_keys} }}\n\
 measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n\
 scope:\n  mutable: [src]\n  immutable: [measure.sh]\n\
 execution: {{ mode: serial, runtime: scripted }}\n\
@@ -66,7 +74,7 @@ hypotheses:\n{hyps}"
     );
     let spec_path = dir.join("topics.yaml");
     std::fs::write(&spec_path, spec).unwrap();
-    let plan = json!({
+    let mut plan = json!({
         "experiments": [
             {"when": "Reword", "edits": [{"path": "src/notes.txt", "write": "clustering notes, reworded\n"}]},
             {"when": "Merge all", "edits": [{"path": "src/clusters.txt", "write": "c-1 login billing search terse\n"}]},
@@ -83,6 +91,9 @@ hypotheses:\n{hyps}"
             "singleton": {"rules": [{"when": "refund", "fields": {"should_cluster": true, "confidence": 4}}], "default": {"should_cluster": false, "confidence": 5}}
         }
     });
+    for (k, v) in judge_plan.as_object().cloned().unwrap_or_default() {
+        plan["judge"][k] = v;
+    }
     let plan_path = dir.join("plan.json");
     std::fs::write(&plan_path, plan.to_string()).unwrap();
     (spec_path.display().to_string(), plan_path.display().to_string())
@@ -213,4 +224,88 @@ fn o31_judges_that_cannot_run_make_the_experiment_error_never_scored_inline() {
     assert!(!failed.is_empty() && failed.iter().all(|j| j["state"] == "dead" && j["attempts"] == 3), "{failed:#?}");
     let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report")["text"].as_str().unwrap().to_owned();
     assert!(report.contains("judges undispatchable"), "the blocker is reported: {report}");
+}
+
+// The judge's model tier (`metric.judge.model`) is resolved by the judge runtime's profile
+// (`[models]` of runners/agent/runtimes/scripted.toml) and reaches the runtime: every judge job
+// carries the model, and the scripted agent's transcript records the model it was given. An
+// unknown tier is refused at init naming the key, the spec file and the profile file.
+#[test]
+fn the_judge_model_tier_is_resolved_by_the_runtime_profile_and_reaches_the_runtime() {
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let hyps = hypothesis("h-split", "Split the mixed cluster", 0.5);
+    let home = Home::embedded();
+    let (bad, plan) = spec_and_plan_with(work.path(), &hyps, "", ", model: huge", json!({}));
+    let out = optimize(&home, &plan, &["--json", "init", "--spec", &bad, "--repo", &repo.path().display().to_string()]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for needle in ["`metric.judge.model`", "unknown model tier `huge`", "runners/agent/runtimes/scripted.toml", "cheap, standard, strong", "topics.yaml"] {
+        assert!(stderr.contains(needle), "{needle:?} missing: {stderr}");
+    }
+    assert!(!home.path().join("optimize/topics").exists(), "nothing written for a refused spec");
+
+    let (spec, plan) = spec_and_plan_with(work.path(), &hyps, "", ", model: strong", json!({}));
+    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
+    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
+    let jobs = judge_jobs(&home);
+    assert!(jobs.len() >= 3, "baseline, singleton and candidate judges: {jobs:#?}");
+    for j in &jobs {
+        assert_eq!(j["payload"]["model"], "scripted-strong", "the tier resolved by the profile: {j:#}");
+        assert_eq!(j["outcome"]["detail"]["model"], "scripted-strong", "the runtime was given it: {j:#}");
+    }
+    // the default tier is `cheap` (another repository: the first run owns its optimization branch)
+    let repo = project();
+    let home = Home::embedded();
+    let (spec, plan) = spec_and_plan(work.path(), &hyps, "");
+    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
+    let jobs = judge_jobs(&home);
+    assert!(!jobs.is_empty() && jobs.iter().all(|j| j["outcome"]["detail"]["model"] == "scripted-cheap"), "{jobs:#?}");
+}
+
+// O-66, O-32: SIGKILL of the orchestrator while a judge batch job runs (on a separate worker),
+// then `resume`: the batch that landed meanwhile is read back, never dispatched or booked again,
+// and the run ends as an uninterrupted one does (no lost or repeated experiment)
+#[test]
+fn o66_sigkill_in_the_middle_of_a_judge_pass_then_resume_scores_the_batch_once() {
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let hyps = [hypothesis("h-reword", "Reword the notes", 0.9), hypothesis("h-merge", "Merge all clusters into one", 0.8), hypothesis("h-split", "Split the mixed cluster", 0.5)].concat();
+    // only exp-003's new item (`c-4`) makes a slow judge batch
+    let (spec, plan) = spec_and_plan_with(work.path(), &hyps, "", "", json!({"sleep_when": "\"c-4\"", "sleep_ms": 4000}));
+    let home = Home::embedded();
+    let log = std::fs::File::create(home.path().join("worker-fleet.log")).unwrap();
+    let _worker = Reaped(home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", &plan).args(["worker", "--name", "fleet-1"]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(log).spawn().expect("spawn fleet worker"));
+    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
+    let child = home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", &plan).args(["optimize", "run", "--spec", &spec]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn run");
+    let mut child = Reaped(child);
+    let running = wait_for(Duration::from_secs(180), "exp-003's judge batch running", || {
+        judge_jobs(&home).into_iter().find(|j| key(j).contains("exp-003") && j["state"] == "running")
+    });
+    let _ = child.0.kill();
+    let _ = child.0.wait();
+    // the batch lands while no orchestrator runs
+    let id = running["id"].as_str().unwrap().to_owned();
+    wait_for(Duration::from_secs(60), "the judge batch to finish", || (home.json(&["jobs", "show", &id])["state"] == "succeeded").then_some(()));
+
+    ok(&optimize(&home, &plan, &["--json", "resume", "--spec", &spec]), "resume");
+    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    let outcomes: Vec<(u64, &str, &str)> = status["experiments"].as_array().unwrap().iter().map(|e| (e["experiment"].as_u64().unwrap(), e["hypothesis_id"].as_str().unwrap(), e["outcome"].as_str().unwrap())).collect();
+    assert_eq!(outcomes, [(1, "h-reword", "inconclusive"), (2, "h-merge", "degenerate"), (3, "h-split", "kept")], "{status:#}");
+    assert_eq!(status["run_state"]["experiments_run"].as_u64(), Some(3), "no experiment number used twice: {status:#}");
+    assert_eq!(status["best"]["quality"].as_f64(), Some(4.5), "{status:#}");
+    let jobs = judge_jobs(&home);
+    let e3: Vec<&Value> = jobs.iter().filter(|j| key(j).contains("exp-003")).collect();
+    assert_eq!(e3.len(), 1, "the batch is one job, never dispatched again: {e3:#?}");
+    assert_eq!((e3[0]["id"].as_str(), e3[0]["attempts"].as_u64()), (Some(id.as_str()), Some(1)), "and ran once: {e3:#?}");
+    assert_eq!(jobs.len(), 5, "as many judge jobs as an uninterrupted run: {jobs:#?}");
+    let entry = log_entry(&home, 3);
+    assert_eq!(entry["judge"]["calls"].as_u64(), Some(1), "{entry:#}");
+    let log: Value = serde_norway::from_str(&std::fs::read_to_string(home.path().join("optimize/topics/experiment-log.yaml")).unwrap()).unwrap();
+    assert_eq!(log["experiments"].as_array().map(Vec::len), Some(3), "{log:#}");
+    assert!((log["spend"]["judge_usd"].as_f64().unwrap() - 0.01).abs() < 1e-9, "the batch is booked once: {:#}", log["spend"]);
+    let cache: Value = serde_norway::from_str(&std::fs::read_to_string(home.path().join("optimize/topics/judge-cache.yaml")).unwrap()).unwrap();
+    for i in entry["judge"]["items"].as_array().unwrap() {
+        assert!(cache["items"].get(i["content_hash"].as_str().unwrap()).is_some(), "every judged item is in the cache: {cache:#}");
+    }
 }

@@ -1,25 +1,35 @@
 //! The worker loop: leases jobs, runs them through runners while heartbeating each lease, sends back fenced results.
+//!
+//! * `job_task.rs`: one leased job from its lease to its fenced finish (locks, runner, hand-back).
+//! * `heartbeat.rs`: the lease heartbeat loop and its [`LeaseSignals`].
+//! * `presence.rs`: the presence lock `worker:<id>` ([`hold_presence`]).
+//! * `scratch.rs`: each attempt's scratch dir, removed after its run.
+
+mod heartbeat;
+mod job_task;
+mod presence;
+mod scratch;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use skillforge_runner::{RunContext, RunSpec};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{debug, info, warn};
 
 use crate::backend::QueueBackend;
 use crate::health::WorkerHealth;
-use crate::job::{FinishReply, HeartbeatReply, JobState, LeasedJob, LockAcquire, WorkerIdentity};
-use crate::output::OutputForwarder;
-use crate::policy::finish_for;
+use crate::job::{JobState, LeasedJob, WorkerIdentity};
 use crate::reaper::{DEFAULT_REAP_EVERY, run_reaper};
 use crate::registry::RunnerRegistry;
-use crate::transfer;
+
+pub use heartbeat::{LeaseSignals, heartbeat_loop};
+pub use presence::{PRESENCE_HEARTBEAT, PRESENCE_LOCK_PREFIX, PRESENCE_STALE_AFTER, hold_presence};
+use job_task::JobTask;
 
 /// Default grace period on shutdown before running jobs are killed and handed back.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
@@ -27,12 +37,6 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 /// then, releasing the presence lock and stopping the reaper), whatever the grace: the process
 /// runner's own SIGTERM → SIGKILL grace (2 s by default) plus a round trip to the queue.
 pub const MIN_HAND_BACK: Duration = Duration::from_secs(5);
-/// Prefix of the named lock each worker holds while alive (its presence in `skillforge locks`).
-pub const PRESENCE_LOCK_PREFIX: &str = "worker:";
-/// Heartbeat period of the presence lock.
-pub const PRESENCE_HEARTBEAT: Duration = Duration::from_secs(1);
-/// Stale threshold of the presence lock.
-pub const PRESENCE_STALE_AFTER: Duration = Duration::from_secs(5);
 
 /// How a worker runs (a `Config` struct rather than boolean parameters).
 #[derive(Debug, Clone)]
@@ -367,417 +371,11 @@ impl Worker {
     }
 }
 
-/// This worker's own executable, for [`transfer::WORKER_EXE`] (`skillforge` itself).
-fn worker_exe() -> String {
-    std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "skillforge".to_owned())
-}
-
-/// Whether `root` (the parent of every scratch dir; `opened`: the same directory opened
-/// earlier) certainly has no subdirectory, from one `fstat` (or `stat`) of it: a directory's
-/// link count is 2 plus its subdirectories on Linux file systems that count them (ext4, xfs,
-/// tmpfs); others (btrfs: 1), a removed directory (0) and errors answer "maybe".
-fn no_scratch_dirs(opened: Option<&std::fs::File>, root: &std::path::Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        let meta = match opened {
-            Some(dir) => dir.metadata(),
-            None => std::fs::metadata(root),
-        };
-        meta.is_ok_and(|m| m.is_dir() && m.nlink() == 2)
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = (opened, root);
-        false
-    }
-}
-
-/// Removes an attempt's scratch dir (a child of `root`, which `opened` is when given) if its
-/// runner created one, off the async threads.
-async fn remove_scratch(opened: Option<&std::fs::File>, root: &std::path::Path, dir: PathBuf) {
-    // Most runners create no scratch dir. A `stat` of the (cached) root usually proves that;
-    // else one `lstat` of the attempt's unique path, which the kernel cannot answer from its
-    // name cache. Neither is blocking work worth a thread hop.
-    if no_scratch_dirs(opened, root) || std::fs::symlink_metadata(&dir).is_err() {
-        return;
-    }
-    let shown = dir.display().to_string();
-    match tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&dir)).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => debug!(dir = %shown, error = %e, "scratch dir not removed"),
-        Err(e) => debug!(dir = %shown, error = %e, "scratch dir removal task failed"),
-    }
-}
-
-/// Holds the presence lock `worker:<id>` ([`PRESENCE_LOCK_PREFIX`] + `identity.worker_id`) until
-/// `stop` fires, then releases it: acquired with [`PRESENCE_HEARTBEAT`] / [`PRESENCE_STALE_AFTER`],
-/// renewed every [`PRESENCE_HEARTBEAT`], re-acquired when a renewal finds it lost. Queue errors
-/// are logged and retried at the next beat, never returned. Used by [`Worker`] and by the apalis
-/// adapter (`skillforge-engine-apalis`), so both show in `skillforge locks` the same way.
-pub async fn hold_presence(backend: Arc<dyn QueueBackend>, identity: WorkerIdentity, stop: CancellationToken) {
-    let name = format!("{PRESENCE_LOCK_PREFIX}{}", identity.worker_id);
-    let mut token = None;
-    loop {
-        match token {
-            None => match backend.acquire_lock(&name, &identity, PRESENCE_HEARTBEAT, PRESENCE_STALE_AFTER).await {
-                Ok(LockAcquire::Acquired { fencing_token }) => token = Some(fencing_token),
-                Ok(LockAcquire::Held(_)) => warn!(lock = %name, "presence lock held by another process"),
-                Err(e) => debug!(error = %e, "presence lock not taken"),
-            },
-            Some(t) => match backend.renew_lock(&name, t).await {
-                Ok(true) => {}
-                Ok(false) => token = None,
-                Err(e) => debug!(error = %e, "presence lock not renewed"),
-            },
-        }
-        tokio::select! {
-            () = stop.cancelled() => break,
-            () = tokio::time::sleep(PRESENCE_HEARTBEAT) => {}
-        }
-    }
-    if let Some(t) = token {
-        let _ = backend.release_lock(&name, t).await;
-    }
-}
-
-/// Everything one running job needs.
-struct JobTask {
-    backend: Arc<dyn QueueBackend>,
-    registry: RunnerRegistry,
-    scratch_root: PathBuf,
-    /// `scratch_root` opened at worker start, when it existed.
-    scratch_root_dir: Option<Arc<std::fs::File>>,
-    kill_all: CancellationToken,
-    /// The worker's shutdown: once it fired, a finished slot leases nothing more.
-    shutdown: CancellationToken,
-    counters: Arc<Counters>,
-    identity: WorkerIdentity,
-    /// The worker's queues and its round-robin position, shared with the lease loop.
-    queues: Arc<[String]>,
-    next_queue: Arc<AtomicUsize>,
-    health: Option<Arc<WorkerHealth>>,
-}
-
-impl JobTask {
-    /// Runs `leased`, then, while the slot's finish brings back a next job, that one too
-    /// (finish-and-lease: a busy slot refills in the same round trip as its result).
-    async fn run(self, leased: LeasedJob) {
-        let mut next = Some(leased);
-        while let Some(job) = next.take() {
-            if self.shutdown.is_cancelled() || self.kill_all.is_cancelled() {
-                // Leased while the worker began to stop: hand it straight back (attempt refunded).
-                match self.backend.release(&job.job.id, job.fencing_token).await {
-                    Ok(true) => {
-                        self.counters.released.fetch_add(1, Ordering::Relaxed);
-                        info!(job_id = %job.job.id, "job handed back on shutdown before it started");
-                    }
-                    Ok(false) => warn!(job_id = %job.job.id, "job not handed back: lease already superseded"),
-                    Err(e) => {
-                        warn!(job_id = %job.job.id, error = %e, "job not handed back; the reaper will recover it");
-                        return;
-                    }
-                }
-                self.counters.resolved(&job.job.id, job.fencing_token);
-                return;
-            }
-            next = self.run_one(job).await;
-        }
-    }
-
-    /// The queue a finishing slot leases its next job from (round-robin over the worker's queues).
-    fn refill_queue(&self) -> Option<&str> {
-        let n = self.queues.len();
-        if n == 0 {
-            return None;
-        }
-        let i = self.next_queue.fetch_add(1, Ordering::Relaxed) % n;
-        Some(self.queues[i].as_str())
-    }
-
-    /// Runs one leased job to its fenced result; returns the slot's next job when the finish
-    /// leased one.
-    async fn run_one(&self, leased: LeasedJob) -> Option<LeasedJob> {
-        let job = leased.job;
-        let token = leased.fencing_token;
-        let span = info_span!("job", job_id = %job.id, workflow = %job.spec.workflow,
-                              stage = %job.spec.stage, attempt = job.attempts, fencing_token = token);
-        async move {
-            info!(kind = %job.spec.kind, worker = %self.identity.worker_id, "job started");
-            let signals = LeaseSignals::new(self.kill_all.child_token());
-            let LeaseSignals { cancel, cancelled_by_operator, lease_lost } = signals.clone();
-            let done = CancellationToken::new();
-            let every = Duration::from_millis(job.spec.heartbeat_ms.max(50));
-            let held = Arc::new(tokio::sync::Mutex::new(Vec::<(String, u64)>::new()));
-            let heartbeat = tokio::spawn(heartbeat_loop(
-                self.backend.clone(),
-                job.id.clone(),
-                token,
-                every,
-                signals,
-                held.clone(),
-                done.clone(),
-            ));
-            if !job.spec.locks.is_empty() {
-                let locks = self.take_locks(&job, every, &cancel).await;
-                *held.lock().await = locks;
-            }
-
-            let scratch_dir = self.scratch_root.join(format!("{}-{token}", job.id));
-            let mut wrote_output = false;
-            let result = match self.registry.get(&job.spec.kind) {
-                _ if cancel.is_cancelled() => Err("cancelled before the runner started".to_owned()),
-                None => Err(format!(
-                    "worker `{}` has no runner `{}` (it has: {})",
-                    self.identity.worker_id,
-                    job.spec.kind,
-                    self.registry.kinds().join(", ")
-                )),
-                Some(runner) => {
-                    let output = OutputForwarder::start(self.backend.clone(), &job.id, token);
-                    let result =
-                        self.run_runner(runner.as_ref(), &job, token, &scratch_dir, &cancel, output.output_fn()).await;
-                    wrote_output = output.finish().await;
-                    result
-                }
-            };
-            done.cancel();
-            let _ = heartbeat.await;
-            remove_scratch(self.scratch_root_dir.as_deref(), &self.scratch_root, scratch_dir).await;
-            for (name, lock_token) in held.lock().await.drain(..) {
-                if let Err(e) = self.backend.release_lock(&name, lock_token).await {
-                    warn!(lock = %name, error = %e, "lock not released; it goes stale after stale_after");
-                }
-            }
-
-            let operator_cancel = cancelled_by_operator.load(Ordering::SeqCst);
-            if self.kill_all.is_cancelled() && !operator_cancel && !lease_lost.load(Ordering::SeqCst) {
-                match self.backend.release(&job.id, token).await {
-                    Ok(true) => {
-                        self.counters.released.fetch_add(1, Ordering::Relaxed);
-                        info!("job handed back on shutdown");
-                    }
-                    Ok(false) => warn!("job not handed back: lease already superseded"),
-                    Err(e) => {
-                        warn!(error = %e, "job not handed back; the reaper will recover it");
-                        return None;
-                    }
-                }
-                self.counters.resolved(&job.id, token);
-                return None;
-            }
-            let finish =
-                finish_for(job.attempts, job.spec.max_attempts, result, operator_cancel, job.spec.retry_failed_runs);
-            let refill = if self.shutdown.is_cancelled() { None } else { self.refill_queue() };
-            let delivered = match refill {
-                Some(queue) => self.backend.finish_and_lease(&job.id, token, &finish, queue, &self.identity).await,
-                None => self.backend.finish(&job.id, token, &finish).await.map(|reply| (reply, None)),
-            };
-            match delivered {
-                Ok((reply, next)) => {
-                    self.counters.resolved(&job.id, token);
-                    if let Some(n) = &next {
-                        self.counters.hold(&n.job.id, n.fencing_token);
-                    }
-                    match reply {
-                        FinishReply::Applied(state) => {
-                            self.counters.finished.fetch_add(1, Ordering::Relaxed);
-                            info!(state = %state, result = %finish.attempt_result, retry_delay_ms = finish.retry_delay_ms, "job finished");
-                            if state.is_terminal() && wrote_output {
-                                if let Err(e) = self.backend.trim_output(&job.id).await {
-                                    debug!(error = %e, "live output not trimmed");
-                                }
-                            }
-                        }
-                        FinishReply::Fenced { current_token } => {
-                            self.counters.fenced.fetch_add(1, Ordering::Relaxed);
-                            warn!(current_token, "result rejected by fencing: this lease was superseded");
-                        }
-                    }
-                    next
-                }
-                Err(e) => {
-                    warn!(error = %e, "result not delivered; the reaper will recover the job");
-                    if let Some(h) = &self.health {
-                        h.result_not_delivered(&job.id, &e.to_string());
-                    }
-                    None
-                }
-            }
-        }
-        .instrument(span)
-        .await
-    }
-}
-
-impl JobTask {
-    /// Runs `job` on `runner`. A job with files ([`crate::transfer`]) first gets its job dir
-    /// `<scratch>/job` with the inputs materialized (verified by hash) and its payload's
-    /// placeholders filled; its output dirs are uploaded when the runner returns, whatever the
-    /// outcome, before the result is sent. A failed materialization is a job that could not
-    /// run; a failed upload turns the outcome into an error naming both.
-    async fn run_runner(
-        &self,
-        runner: &dyn skillforge_runner::Runner,
-        job: &crate::job::Job,
-        token: u64,
-        scratch_dir: &std::path::Path,
-        cancel: &CancellationToken,
-        output: skillforge_runner::OutputFn,
-    ) -> Result<skillforge_runner::RunOutcome, String> {
-        let files = &job.spec.files;
-        let mut payload = job.spec.payload.clone();
-        let job_dir = scratch_dir.join(transfer::JOB_DIR_NAME);
-        let area = if files.is_empty() {
-            None
-        } else {
-            let Some(area) = self.backend.transfer_area() else {
-                return Err(format!("the job carries files but the `{}` queue has no transfer area", self.backend.name()));
-            };
-            transfer::fill_placeholders(&mut payload, &job_dir.display().to_string(), &worker_exe());
-            transfer::prepare_job_dir(area.as_ref(), files, &job_dir)
-                .await
-                .map_err(|e| format!("worker `{}`: materialize the job's input files: {e}", self.identity.worker_id))?;
-            Some(area)
-        };
-        // The scratch dir is only a path: a runner that needs it creates it (no file-system
-        // work on the async threads for the jobs that do not).
-        let spec = RunSpec { job_id: job.id.clone(), payload, timeout: Duration::from_millis(job.spec.timeout_ms) };
-        let ctx = RunContext {
-            cancel: cancel.clone(),
-            heartbeat: Arc::new(|_| {}),
-            output,
-            scratch_dir: scratch_dir.to_path_buf(),
-            attempt: job.attempts,
-            fencing_token: token,
-        };
-        let result = runner.run(&spec, &ctx).await.map_err(|e| e.to_string());
-        let Some(area) = area.filter(|_| !files.outputs.is_empty()) else { return result };
-        match transfer::upload_outputs(area.as_ref(), &job.id, token, files, &job_dir).await {
-            Ok(dirs) => {
-                info!(files = dirs.iter().map(|d| d.files.len()).sum::<usize>(), "job outputs uploaded");
-                result
-            }
-            Err(e) => {
-                let ran = match &result {
-                    Ok(outcome) => format!("the run ended {}", outcome.exit.label()),
-                    Err(why) => why.clone(),
-                };
-                Err(format!("{ran}; upload the job's outputs: {e}"))
-            }
-        }
-    }
-
-    /// Takes every lock of `job.spec.locks`, all or none, retrying every `every` while another
-    /// holder has one (the lease keeps heartbeating meanwhile). Returns the held (name, token)
-    /// pairs; empty when `cancel` fired first.
-    async fn take_locks(&self, job: &crate::job::Job, every: Duration, cancel: &CancellationToken) -> Vec<(String, u64)> {
-        let stale_after = Duration::from_millis(job.spec.stale_after_ms);
-        loop {
-            let mut taken = Vec::new();
-            let mut blocked = None;
-            for name in &job.spec.locks {
-                match self.backend.acquire_lock(name, &self.identity, every, stale_after).await {
-                    Ok(LockAcquire::Acquired { fencing_token }) => taken.push((name.clone(), fencing_token)),
-                    Ok(LockAcquire::Held(by)) => {
-                        blocked = Some(format!("`{name}` held by {}@{}:{}", by.owner_worker, by.owner_host, by.owner_pid));
-                        break;
-                    }
-                    Err(e) => {
-                        blocked = Some(format!("`{name}`: {e}"));
-                        break;
-                    }
-                }
-            }
-            let Some(why) = blocked else { return taken };
-            for (name, t) in taken {
-                let _ = self.backend.release_lock(&name, t).await;
-            }
-            info!(lock = %why, "waiting for a lock");
-            tokio::select! {
-                () = cancel.cancelled() => return Vec::new(),
-                () = tokio::time::sleep(every) => {}
-            }
-        }
-    }
-}
-
-/// What a running job learns from its [`heartbeat_loop`]: `cancel` fires on an operator
-/// cancel, a lost lease or a lost lock; the flags say which (`cancelled_by_operator`, or
-/// `lease_lost` for either loss). Clones share the same token and flags.
-#[derive(Debug, Clone)]
-pub struct LeaseSignals {
-    /// Fired when the job must stop.
-    pub cancel: CancellationToken,
-    /// Set when the stop is an operator's `jobs cancel` (the heartbeat reply `CancelRequested`).
-    pub cancelled_by_operator: Arc<AtomicBool>,
-    /// Set when the lease (heartbeat reply `LeaseLost`: stale and reaped) or a held lock was lost.
-    pub lease_lost: Arc<AtomicBool>,
-}
-
-impl LeaseSignals {
-    /// Signals that fire `cancel`, both flags unset.
-    pub fn new(cancel: CancellationToken) -> Self {
-        Self { cancel, cancelled_by_operator: Arc::default(), lease_lost: Arc::default() }
-    }
-}
-
-/// Renews the lease of `job_id` under fencing token `token`, and the named locks in `held`
-/// (name, token), every `every` until `done` fires, independently of the job's own work (DESIGN
-/// §4: a busy job is never mistaken for a dead one). Reports through `signals`: an operator
-/// cancel fires `cancel` and goes on renewing; a lost lease fires it and ends the loop; a lost
-/// lock fires it. Queue errors are logged and retried at the next beat, never returned. Used by
-/// [`Worker`] and by the apalis adapter (`skillforge-engine-apalis`, with no locks).
-pub async fn heartbeat_loop(
-    backend: Arc<dyn QueueBackend>,
-    job_id: String,
-    token: u64,
-    every: Duration,
-    signals: LeaseSignals,
-    held: Arc<tokio::sync::Mutex<Vec<(String, u64)>>>,
-    done: CancellationToken,
-) {
-    let LeaseSignals { cancel, cancelled_by_operator, lease_lost } = signals;
-    loop {
-        tokio::select! {
-            () = done.cancelled() => return,
-            () = tokio::time::sleep(every) => {}
-        }
-        for (name, lock_token) in held.lock().await.iter() {
-            match backend.renew_lock(name, *lock_token).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    warn!(job_id = %job_id, lock = %name, "lock lost (stale and taken over): stopping the job");
-                    lease_lost.store(true, Ordering::SeqCst);
-                    cancel.cancel();
-                }
-                Err(e) => warn!(job_id = %job_id, lock = %name, error = %e, "lock renewal failed; retrying"),
-            }
-        }
-        match backend.heartbeat(&job_id, token).await {
-            Ok(HeartbeatReply::Renewed) => {}
-            Ok(HeartbeatReply::CancelRequested) => {
-                if !cancelled_by_operator.swap(true, Ordering::SeqCst) {
-                    info!(job_id = %job_id, "cancel requested: stopping the job");
-                }
-                cancel.cancel();
-            }
-            Ok(HeartbeatReply::LeaseLost) => {
-                warn!(job_id = %job_id, fencing_token = token, "lease lost (stale and reaped): stopping the job");
-                lease_lost.store(true, Ordering::SeqCst);
-                cancel.cancel();
-                return;
-            }
-            Err(e) => warn!(job_id = %job_id, error = %e, "heartbeat failed; retrying"),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
 
-    use skillforge_runner::{ExitClass, RunOutcome, Runner, RunnerError};
+    use skillforge_runner::{ExitClass, RunContext, RunOutcome, RunSpec, Runner, RunnerError};
 
     use super::*;
     use crate::job::{JobSpec, JobState};
@@ -827,32 +425,5 @@ mod tests {
         running.await.unwrap();
         assert_eq!(*probe.started_with.lock().unwrap(), vec![scratch_root]);
         assert_eq!(*probe.ran_after_start.lock().unwrap(), vec![true]);
-    }
-
-    #[cfg(unix)]
-    #[tokio::test]
-    async fn scratch_dirs_are_found_and_removed() {
-        let root = tempfile::tempdir().unwrap();
-        let mine = root.path().join("job-1");
-        let opened = std::fs::File::open(root.path()).unwrap();
-        // Nothing created: the root's own stat proves it (where link counts are kept).
-        if cfg!(target_os = "linux") && std::fs::metadata(root.path()).map(|m| {
-            use std::os::unix::fs::MetadataExt;
-            m.nlink()
-        }).unwrap_or(0) == 2 {
-            assert!(no_scratch_dirs(None, root.path()));
-            assert!(no_scratch_dirs(Some(&opened), root.path()));
-        }
-        std::fs::create_dir_all(mine.join("deep")).unwrap();
-        assert!(!no_scratch_dirs(None, root.path()), "a subdirectory is never missed");
-        assert!(!no_scratch_dirs(Some(&opened), root.path()), "seen through the open directory too");
-        remove_scratch(Some(&opened), root.path(), mine.clone()).await;
-        assert!(!mine.exists());
-        assert!(!no_scratch_dirs(None, &root.path().join("missing")), "an unreadable root means maybe");
-        // Another attempt's dir does not stop this one's (absent) from being skipped correctly.
-        let other = root.path().join("job-2");
-        std::fs::create_dir(&other).unwrap();
-        remove_scratch(None, root.path(), mine.clone()).await;
-        assert!(other.exists());
     }
 }

@@ -23,6 +23,16 @@ pub enum AgentError {
         /// Comma-separated known runtime names.
         known: String,
     },
+    /// A model tier (`metric.judge.model`) the runtime profile's `[models]` table does not define.
+    #[error("unknown model tier `{tier}` in `{file}` [models] (it defines: {known})")]
+    UnknownModelTier {
+        /// The tier asked for, e.g. `cheap`.
+        tier: String,
+        /// The profile file, e.g. `runners/agent/runtimes/claude.toml`.
+        file: String,
+        /// Comma-separated tiers the profile defines.
+        known: String,
+    },
     /// The payload is inconsistent with the runtime (e.g. a workdir that is not absolute).
     #[error("invalid agent payload for runtime `{runtime}`: {message}")]
     InvalidPayload {

@@ -307,7 +307,9 @@ mod tests {
                 "Follow the instructions in the attached file.",
             ],
         );
-        check("scripted", Some("ignored"), &["PROG", "agent-scripted"]);
+        // the scripted agent takes the model too, and records it in its transcript
+        check("scripted", Some("scripted-cheap"), &["PROG", "agent-scripted", "--model", "scripted-cheap"]);
+        check("scripted", None, &["PROG", "agent-scripted"]);
     }
 
     /// An eval arm (`project_scope_only`) on Claude Code reads project/local settings only;

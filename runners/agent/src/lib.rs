@@ -47,7 +47,7 @@ pub use invocation::{
 };
 pub use payload::{AgentContainer, AgentMount, AgentPayload, local_engine_only};
 pub use profile::{
-    PromptDelivery, RUNTIME_SOURCES, RuntimeProfile, SKILLFORGE_BIN_PLACEHOLDER, TranscriptFormat,
+    MODEL_TIERS, PromptDelivery, RUNTIME_SOURCES, RuntimeProfile, SKILLFORGE_BIN_PLACEHOLDER, TranscriptFormat,
     TranscriptSpec, all, find,
 };
 pub use report::AgentReport;

@@ -15,7 +15,9 @@ pub struct AgentPayload {
     /// The full prompt; delivered on stdin or in a file as the profile says, never in argv.
     pub prompt: String,
     /// Model name passed through the profile's `model_args`; the runtime's default when `None`
-    /// (and ignored by runtimes without `model_args`, such as `scripted`).
+    /// (and ignored by runtimes without `model_args`; the scripted agent records it in its
+    /// transcript). A model tier (`cheap`) becomes a name through
+    /// [`crate::RuntimeProfile::model_for_tier`] before it is put here.
     #[serde(default)]
     pub model: Option<String>,
     /// Absolute working directory for the agent; the attempt's scratch dir when `None`.

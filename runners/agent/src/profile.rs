@@ -16,6 +16,8 @@
 //! credential_env = ["ANTHROPIC_API_KEY"] # inherited from the worker env when set; never argv
 //! pass_env = ["XDG_CONFIG_HOME"]     # other inherited names
 //! install_hint = "install Claude Code (...)"
+//! [models]                           # model tiers (`metric.judge.model: cheap`) → the model
+//! cheap = "haiku"                    # passed through `model_args`
 //! [transcript]
 //! format = "stream_json"             # stream_json | codex_jsonl | opencode_json | scripted_jsonl | plain
 //! skill_tool = "Skill"               # tool whose calls load a skill; absent: loads unknown
@@ -26,6 +28,12 @@
 //! `prompt = "file"`, and then required), `{workdir}` (the agent's working directory),
 //! `{scratch_dir}` (the attempt's scratch directory); `{model}` only in `model_args`. There is no
 //! placeholder for the prompt text, so the prompt cannot reach argv.
+//!
+//! `[models]` maps a model tier to the runtime's model name ([`RuntimeProfile::model_for_tier`]).
+//! Every shipped profile defines the tiers of [`MODEL_TIERS`] (`cheap`, `standard`, `strong`);
+//! a tier the profile does not define is an error naming the tier, the profile file and the
+//! tiers it has (seed: optimize-loop, judge-prompt-template.md: "the harness resolves the tier
+//! to a concrete model").
 
 use std::sync::OnceLock;
 
@@ -46,6 +54,9 @@ pub const RUNTIME_SOURCES: &[(&str, &str)] = &[
 /// The program placeholder that resolves to the running skillforge binary (see
 /// [`crate::AgentRunnerConfig::skillforge_bin`]).
 pub const SKILLFORGE_BIN_PLACEHOLDER: &str = "{skillforge_bin}";
+
+/// The model tiers every shipped profile defines in its `[models]` table.
+pub const MODEL_TIERS: &[&str] = &["cheap", "standard", "strong"];
 
 /// Placeholders allowed in `args`.
 const ARG_PLACEHOLDERS: &[&str] = &["{prompt_file}", "{workdir}", "{scratch_dir}"];
@@ -114,8 +125,26 @@ pub struct RuntimeProfile {
     /// problem: `not_runnable`, naming the runtime and the runtime's own last error line.
     #[serde(default)]
     pub network_failure_markers: Vec<String>,
+    /// Model tier → model name passed through `model_args` (`[models]`, e.g. `cheap = "haiku"`).
+    #[serde(default)]
+    pub models: std::collections::BTreeMap<String, String>,
     /// How to read the transcript (stdout).
     pub transcript: TranscriptSpec,
+}
+
+impl RuntimeProfile {
+    /// The model the profile's `[models]` table gives model tier `tier` (e.g. `cheap`).
+    ///
+    /// # Errors
+    /// [`AgentError::UnknownModelTier`] naming the tier, the profile file
+    /// (`runners/agent/runtimes/<name>.toml`) and the tiers it defines.
+    pub fn model_for_tier(&self, tier: &str) -> Result<&str, AgentError> {
+        self.models.get(tier).map(String::as_str).ok_or_else(|| AgentError::UnknownModelTier {
+            tier: tier.to_owned(),
+            file: format!("runners/agent/runtimes/{}.toml", self.name),
+            known: self.models.keys().cloned().collect::<Vec<_>>().join(", "),
+        })
+    }
 }
 
 impl RuntimeProfile {
@@ -300,6 +329,14 @@ impl RuntimeProfile {
             }
             _ => {}
         }
+        for (tier, model) in &profile.models {
+            if tier.trim().is_empty() || model.trim().is_empty() || model.contains('\n') {
+                return Err(err(format!("`models.{tier}`: a tier and its model must be non-empty single-line names")));
+            }
+        }
+        if !profile.models.is_empty() && profile.model_args.is_empty() {
+            return Err(err("`models` without `model_args`: the model would never reach the runtime".into()));
+        }
         for name in profile.credential_env.iter().chain(&profile.pass_env) {
             if name.is_empty() || name.contains('=') || name.contains('\0') {
                 return Err(err(format!("invalid environment variable name `{name}`")));
@@ -421,6 +458,27 @@ mod tests {
             let p = find(name).unwrap();
             assert_eq!((p.family.as_str(), p.args.as_slice()), (name, ["agent-scripted", "--persona", persona].map(String::from).as_slice()));
         }
+    }
+
+    #[test]
+    fn every_shipped_profile_maps_every_model_tier_and_an_unknown_tier_names_the_file() {
+        for profile in all() {
+            for tier in MODEL_TIERS {
+                let model = profile.model_for_tier(tier).unwrap_or_else(|e| panic!("{e}"));
+                assert!(!model.trim().is_empty(), "{} {tier}", profile.name);
+            }
+        }
+        assert_eq!(find("claude").unwrap().model_for_tier("cheap").unwrap(), "haiku");
+        assert_eq!(find("scripted").unwrap().model_for_tier("strong").unwrap(), "scripted-strong");
+        let e = find("scripted").unwrap().model_for_tier("huge").unwrap_err().to_string();
+        assert_eq!(e, "unknown model tier `huge` in `runners/agent/runtimes/scripted.toml` [models] (it defines: cheap, standard, strong)");
+        let base = "name = \"x\"\nfamily = \"x\"\ndescription = \"\"\nprogram = \"x\"\nprompt = \"stdin\"\n";
+        let no_args = format!("{base}[models]\ncheap = \"m\"\n[transcript]\nformat = \"plain\"\n");
+        let e = RuntimeProfile::parse("x.toml", &no_args).unwrap_err().to_string();
+        assert!(e.contains("`models` without `model_args`"), "{e}");
+        let empty = format!("{base}model_args = [\"-m\", \"{{model}}\"]\n[models]\ncheap = \"\"\n[transcript]\nformat = \"plain\"\n");
+        let e = RuntimeProfile::parse("x.toml", &empty).unwrap_err().to_string();
+        assert!(e.contains("`models.cheap`"), "{e}");
     }
 
     #[test]

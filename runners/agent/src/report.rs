@@ -38,6 +38,10 @@ pub struct AgentReport {
     /// `"unknown"` when not recorded.
     #[serde(with = "known_or_unknown")]
     pub skills_loaded: Option<Vec<String>>,
+    /// The model the transcript says the run used (the scripted agent records the one its
+    /// profile's `model_args` gave it); absent when the transcript does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// How the run ended.
     pub exit: ExitClass,
     /// When the agent ran in a container (payload `container`): `{"engine", "image" (with its
@@ -98,6 +102,7 @@ mod tests {
             skills_handed: vec!["s".into()],
             skills_offered: offered,
             skills_loaded: loaded,
+            model: None,
             exit: ExitClass::Passed,
             container: None,
         }

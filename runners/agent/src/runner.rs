@@ -185,6 +185,7 @@ impl AgentRunner {
             skills_handed: payload.skills.clone(),
             skills_offered: summary.skills_offered,
             skills_loaded: summary.skills_loaded,
+            model: summary.model,
             exit: outcome.exit.clone(),
             container,
         };
@@ -314,6 +315,7 @@ fn not_started_report(profile: &RuntimeProfile, program: &str, payload: &AgentPa
         skills_handed: payload.skills.clone(),
         skills_offered: None,
         skills_loaded: None,
+        model: None,
         exit: exit.clone(),
         container: None,
     };

@@ -138,10 +138,13 @@ impl Pass<'_> {
 /// One round of judge calls: every batch in `batches` as its own job, all submitted before any
 /// is awaited. `Err` is the undispatchable reason.
 async fn round(ctx: &Ctx<'_>, j: &JudgeSpec, pass: Pass<'_>, batches: &[&Vec<(String, Value)>], tag: &str, call: u32) -> Result<Result<Vec<Reply>, String>, OptimizeError> {
-    let runtime = j.runtime.clone().unwrap_or_else(|| ctx.spec.execution.runtime.clone());
+    let runtime = j.runtime_for(&ctx.spec.execution);
+    // The tier resolved by the runtime's profile; the spec was checked at load.
+    let model = j.model_for(&ctx.spec.execution).map_err(|(key, message)| OptimizeError::Invalid(format!("`{key}`: {message}")))?;
     let mut specs = Vec::with_capacity(batches.len());
     for batch in batches {
-        let payload = AgentPayload::new(runtime.clone(), pass.prompt(batch));
+        let mut payload = AgentPayload::new(runtime, pass.prompt(batch));
+        payload.model = Some(model.clone());
         specs.push(ctx.job("judge", &payload, ctx.key(&format!("judge:{tag}:{}:{call}", batch_digest(batch))), None)?);
     }
     let jobs = super::port::run_all(ctx.port, &specs, "judging").await?;

@@ -133,7 +133,8 @@ pub struct JudgeSpec {
     /// Seed of the holdout sample (must differ from `sample_seed`).
     #[serde(default)]
     pub confirmation_seed: Option<u64>,
-    /// Model tier (`cheap` by default); the runtime profile resolves it.
+    /// Model tier (`cheap` by default); the judge runtime's profile resolves it to a model
+    /// (its `[models]` table, [`JudgeSpec::model_for`]).
     #[serde(default = "cheap")]
     pub model: String,
     /// Judge spend cap, USD.
@@ -149,6 +150,28 @@ pub struct JudgeSpec {
     /// their own `agent` jobs, never the worker's context (O-11).
     #[serde(default)]
     pub runtime: Option<String>,
+}
+
+impl JudgeSpec {
+    /// The judges' runtime profile name: `metric.judge.runtime`, else `execution.runtime`.
+    pub fn runtime_for<'a>(&'a self, execution: &'a ExecutionSpec) -> &'a str {
+        self.runtime.as_deref().unwrap_or(&execution.runtime)
+    }
+
+    /// The model every judge job is given: the tier [`JudgeSpec::model`] resolved by the judge
+    /// runtime's profile (`runners/agent/runtimes/<runtime>.toml`, `[models]`; seed:
+    /// judge-prompt-template.md, "the harness resolves the tier to a concrete model").
+    ///
+    /// # Errors
+    /// `(key, message)`: `metric.judge.model` for a tier the profile does not define (the
+    /// message names the profile file and its tiers); the runtime's key for an unknown runtime.
+    pub fn model_for(&self, execution: &ExecutionSpec) -> Result<String, (String, String)> {
+        let runtime = self.runtime_for(execution);
+        let key = if self.runtime.is_some() { "metric.judge.runtime" } else { "execution.runtime" };
+        let profile = skillforge_runner_agent::find(runtime).map_err(|e| (key.to_owned(), e.to_string()))?;
+        let model = profile.model_for_tier(&self.model).map_err(|e| ("metric.judge.model".to_owned(), e.to_string()))?;
+        Ok(model.to_owned())
+    }
 }
 
 fn cheap() -> String {
@@ -555,6 +578,7 @@ impl Spec {
                 if j.rubric.trim().is_empty() {
                     return bad("metric.judge.rubric", "must not be empty");
                 }
+                j.model_for(&self.execution)?;
             }
             (None, MetricKind::Hard) => {}
         }

@@ -19,7 +19,9 @@
 //!
 //! A rule without `feedback` leaves it out of the reply (the loop re-dispatches such a batch
 //! once); `omit` leaves the item out; a batch with an item containing `fail_when` makes the agent
-//! exit 3 with nothing on stdout (a judge that cannot run).
+//! exit 3 with nothing on stdout (a judge that cannot run). A batch with an item containing
+//! `sleep_when` sleeps `sleep_ms` before answering (a judge still running when a test kills the
+//! orchestrator).
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -76,6 +78,12 @@ pub struct JudgePlan {
     /// Singleton evaluation replies.
     #[serde(default)]
     pub singleton: Option<SingletonPlan>,
+    /// A batch with an item containing this text sleeps [`JudgePlan::sleep_ms`] first.
+    #[serde(default)]
+    pub sleep_when: Option<String>,
+    /// Milliseconds a `sleep_when` batch sleeps before answering.
+    #[serde(default)]
+    pub sleep_ms: u64,
 }
 
 fn score_field() -> String {
@@ -131,6 +139,11 @@ pub fn judge_run(prompt: &str, plan: Option<&JudgePlan>) -> Result<Option<JudgeR
         .map(|(inside, _)| inside.trim())
         .ok_or_else(|| AgentError::Scripted("judge prompt has no <items> block".into()))?;
     let items: Vec<Value> = serde_json::from_str(items).map_err(|e| AgentError::Scripted(format!("judge prompt <items> is not a JSON array: {e}")))?;
+    if let Some(when) = plan.sleep_when.as_deref().filter(|w| !w.is_empty())
+        && items.iter().any(|item| item.to_string().contains(when))
+    {
+        std::thread::sleep(std::time::Duration::from_millis(plan.sleep_ms));
+    }
     let mut reply = Vec::new();
     for item in &items {
         let text = item.to_string();

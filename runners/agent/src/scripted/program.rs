@@ -33,28 +33,66 @@ pub(super) fn as_persona(prompt: &str, name: &str) -> String {
         .collect()
 }
 
+/// The scripted agent's arguments after the optional leading [`SCRIPTED_SUBCOMMAND`]:
+/// `--persona NAME` ([`as_persona`]) and `--model NAME` (the profile's `model_args`), each at
+/// most once, in any order.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ScriptedFlags {
+    persona: Option<String>,
+    model: Option<String>,
+}
+
+impl ScriptedFlags {
+    fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, String> {
+        let mut flags = Self::default();
+        let mut args = args.into_iter().peekable();
+        if args.peek().is_some_and(|a| a == SCRIPTED_SUBCOMMAND) {
+            args.next();
+        }
+        while let Some(arg) = args.next() {
+            let slot = match arg.as_str() {
+                "--persona" => &mut flags.persona,
+                "--model" => &mut flags.model,
+                _ => return Err(format!("unexpected argument `{arg}` (the prompt is read from stdin; only `--persona NAME` and `--model NAME`)")),
+            };
+            match args.next().filter(|v| !v.is_empty()) {
+                Some(value) if slot.is_none() => *slot = Some(value),
+                Some(_) => return Err(format!("`{arg}` given twice")),
+                None => return Err(format!("`{arg}` needs a non-empty value")),
+            }
+        }
+        Ok(flags)
+    }
+}
+
+/// The transcript line recording the model the scripted agent was given:
+/// `{"type":"model","model":NAME}` (read into [`crate::AgentReport::model`]).
+fn model_event(model: &str) -> String {
+    format!("{}\n", serde_json::json!({"type": "model", "model": model}))
+}
+
 /// Runs the scripted agent: `args` are the arguments after the program name (an optional leading
-/// [`SCRIPTED_SUBCOMMAND`], then optionally `--persona NAME`, see [`as_persona`]). Reads the whole prompt from stdin, sleeps
+/// [`SCRIPTED_SUBCOMMAND`], then `--persona NAME` (see [`as_persona`]) and `--model NAME`, whose
+/// name becomes the transcript's first line, `{"type":"model","model":NAME}`). Reads the whole prompt from stdin, sleeps
 /// [`SCRIPTED_DELAY_ENV`] ms if set (a `scripted: sleep` directive wins), writes the files its
 /// directives ask for under the current directory, then the `scripted_jsonl` transcript (see
 /// [`super::scripted_run`]) to stdout; skills are discovered in the current directory and
 /// `scripted@N:` directives follow `FORGE_SAMPLE`.
 ///
-/// Exit codes: 0 on success; 2 for unexpected arguments, a non-UTF-8 prompt, an unknown task or
+/// Exit codes: 0 on success; 2 for unexpected or repeated arguments, a non-UTF-8 prompt, an unknown task or
 /// a bad option count (message on stderr); 1 when stdin, stdout or a file write fail; otherwise
 /// the `scripted: exit` code (default 0).
 pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
-    let mut extra: Vec<String> = args
-        .into_iter()
-        .enumerate()
-        .filter(|(idx, arg)| !(*idx == 0 && arg == SCRIPTED_SUBCOMMAND))
-        .map(|(_, arg)| arg)
-        .collect();
-    let persona = (extra.len() == 2 && extra[0] == "--persona" && !extra[1].is_empty()).then(|| extra.remove(1));
-    if persona.is_none() && !extra.is_empty() {
-        eprintln!("scripted agent: unexpected arguments {extra:?} (the prompt is read from stdin; only `--persona NAME`)");
-        return ExitCode::from(2);
-    }
+    let flags = match ScriptedFlags::parse(args) {
+        Ok(flags) => flags,
+        Err(message) => {
+            eprintln!("scripted agent: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let persona = flags.persona;
+    // The model it was given (the profile's `model_args`) is recorded first, whatever follows.
+    let model_line = flags.model.as_deref().map(model_event);
     let mut bytes = Vec::new();
     if let Err(error) = std::io::stdin().read_to_end(&mut bytes) {
         eprintln!("scripted agent: read prompt from stdin: {error}");
@@ -77,6 +115,7 @@ pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
         Ok(None) => {}
         Ok(Some(super::item_judge::JudgeRun::Reply(transcript))) => {
             let mut stdout = std::io::stdout().lock();
+            let transcript = format!("{}{transcript}", model_line.as_deref().unwrap_or(""));
             return match stdout.write_all(transcript.as_bytes()).and_then(|()| stdout.flush()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {
@@ -141,7 +180,8 @@ pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
         }
     }
     let mut stdout = std::io::stdout().lock();
-    if let Err(error) = stdout.write_all(run.stdout.as_bytes()).and_then(|()| stdout.flush()) {
+    let transcript = format!("{}{}", model_line.as_deref().unwrap_or(""), run.stdout);
+    if let Err(error) = stdout.write_all(transcript.as_bytes()).and_then(|()| stdout.flush()) {
         eprintln!("scripted agent: write transcript to stdout: {error}");
         return ExitCode::from(1);
     }
@@ -171,7 +211,20 @@ fn wait_for(path: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::as_persona;
+    use super::{ScriptedFlags, as_persona};
+
+    #[test]
+    fn flags_take_a_persona_and_a_model_in_any_order_and_refuse_anything_else() {
+        let parse = |args: &[&str]| ScriptedFlags::parse(args.iter().map(|a| a.to_string()));
+        let both = ScriptedFlags { persona: Some("b".into()), model: Some("m-1".into()) };
+        assert_eq!(parse(&["agent-scripted", "--persona", "b", "--model", "m-1"]), Ok(both));
+        let both = ScriptedFlags { persona: Some("b".into()), model: Some("m-1".into()) };
+        assert_eq!(parse(&["--model", "m-1", "--persona", "b"]), Ok(both));
+        assert_eq!(parse(&["agent-scripted"]), Ok(ScriptedFlags::default()));
+        for bad in [&["--model"][..], &["--model", ""], &["--model", "a", "--model", "b"], &["extra"], &["--persona", "b", "x"]] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn a_persona_reads_its_own_directive_lines_as_its_own() {

@@ -32,5 +32,6 @@ pub(super) fn parse(text: &str) -> TranscriptSummary {
         final_message,
         skills_offered: None,
         skills_loaded: None,
+        model: None,
     }
 }

@@ -25,6 +25,9 @@ pub struct TranscriptSummary {
     /// Skills loaded, deduplicated in first-load order; `None` when the transcript does not
     /// record skill calls (or holds no event of the runtime at all).
     pub skills_loaded: Option<Vec<String>>,
+    /// The model the transcript says the run used (`scripted_jsonl`: its `model` line, the name
+    /// the profile's `model_args` gave it); `None` when the format does not record one.
+    pub model: Option<String>,
 }
 
 /// Parses `text` (an agent's stdout) as `spec` says.
@@ -44,6 +47,7 @@ pub fn parse_transcript(spec: &TranscriptSpec, text: &str) -> TranscriptSummary 
                 .map(str::to_string),
             skills_offered: None,
             skills_loaded: None,
+            model: None,
         },
     }
 }
@@ -108,6 +112,7 @@ mod tests {
                     final_message: final_message.map(str::to_string),
                     skills_offered: offered,
                     skills_loaded: loaded,
+                    model: None,
                 },
                 "{runtime}"
             );

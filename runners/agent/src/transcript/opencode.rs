@@ -47,5 +47,6 @@ pub(super) fn parse(text: &str, skill_tool: Option<(&str, &str)>) -> TranscriptS
         final_message,
         skills_offered: None,
         skills_loaded: (has_events && skill_tool.is_some()).then_some(loaded),
+        model: None,
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! Lines: `{"type":"start","task":...,"prompt_sha256":...}`, then one
 //! `{"type":"skill_offered","name":...}` per offered skill, one
-//! `{"type":"skill_loaded","name":...}` per loaded skill, and `{"type":"final","text":...}`.
+//! `{"type":"skill_loaded","name":...}` per loaded skill, and `{"type":"final","text":...}`;
+//! a run given a model (`--model NAME`) starts with `{"type":"model","model":NAME}`.
 //! The scripted agent always records offers and loads, so both are known (possibly empty)
 //! once the `start` line is seen.
 
@@ -15,6 +16,7 @@ pub(super) fn parse(text: &str) -> TranscriptSummary {
     let mut offered = Vec::new();
     let mut loaded = Vec::new();
     let mut final_message = None;
+    let mut model = None;
     for event in json_objects(text) {
         let event = Value::Object(event);
         let name = str_field(&event, "name");
@@ -23,6 +25,7 @@ pub(super) fn parse(text: &str) -> TranscriptSummary {
             Some("skill_offered") => name.into_iter().for_each(|n| push_unique(&mut offered, n)),
             Some("skill_loaded") => name.into_iter().for_each(|n| push_unique(&mut loaded, n)),
             Some("final") => final_message = str_field(&event, "text").map(str::to_string),
+            Some("model") => model = str_field(&event, "model").map(str::to_string),
             _ => {}
         }
     }
@@ -30,5 +33,6 @@ pub(super) fn parse(text: &str) -> TranscriptSummary {
         final_message,
         skills_offered: has_start.then_some(offered),
         skills_loaded: has_start.then_some(loaded),
+        model,
     }
 }

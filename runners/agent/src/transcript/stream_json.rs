@@ -76,5 +76,6 @@ pub(super) fn parse(text: &str, skill_tool: Option<(&str, &str)>) -> TranscriptS
         final_message: result.or(last_assistant_text),
         skills_offered: offered,
         skills_loaded: (has_events && skill_tool.is_some()).then_some(loaded),
+        model: None,
     }
 }
