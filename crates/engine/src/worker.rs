@@ -291,16 +291,18 @@ impl Worker {
             warn!(worker = %worker_id, job_id = %job_id, fencing_token = token,
                   "lease not handed back: it goes stale after its stale_after and the reaper recovers it");
         }
+        if let Some(area) = self.backend.transfer_area()
+            && let Err(e) = area.remove_record(&crate::labels::labels_key(&worker_id)).await
+        {
+            debug!(error = %e, "labels record not removed");
+        }
         info!(worker = %worker_id, ?report, "worker stopped");
         report
     }
 
-    /// Records this worker's labels in the transfer area (`workers/<id>`) on a queue whose
-    /// workers may be other machines, so waiting commands can tell when none can take a job.
+    /// Records this worker's labels in the transfer area (`workers/<id>`; removed when it stops),
+    /// so waiting commands and `jobs show` can tell when no live worker can take a job.
     async fn advertise_labels(&self) {
-        if self.backend.shares_disk() {
-            return;
-        }
         let Some(area) = self.backend.transfer_area() else { return };
         let labels = serde_json::to_vec(&self.config.labels).unwrap_or_default();
         if let Err(e) = area.put_record(&crate::labels::labels_key(&self.identity.worker_id), &labels).await {
@@ -613,7 +615,8 @@ impl JobTask {
 impl JobTask {
     /// Runs `job` on `runner`. A job with files ([`crate::transfer`]) first gets its job dir
     /// `<scratch>/job` with the inputs materialized (verified by hash) and its payload's
-    /// placeholders filled; its output dirs are uploaded when the runner returns, whatever the
+    /// placeholders filled (a job without files whose payload names [`transfer::JOB_DIR`] gets
+    /// the empty dir); its output dirs are uploaded when the runner returns, whatever the
     /// outcome, before the result is sent. A failed materialization is a job that could not
     /// run; a failed upload turns the outcome into an error naming both.
     async fn run_runner(
@@ -629,15 +632,23 @@ impl JobTask {
         let mut payload = job.spec.payload.clone();
         let job_dir = scratch_dir.join(transfer::JOB_DIR_NAME);
         let area = if files.is_empty() {
+            // A job without files may still run in its job dir (`jobs submit` on a fleet).
+            if transfer::names_job_dir(&payload) {
+                transfer::fill_placeholders(&mut payload, &job_dir.display().to_string(), &worker_exe());
+                tokio::fs::create_dir_all(&job_dir)
+                    .await
+                    .map_err(|e| format!("worker `{}`: create the job dir `{}`: {e}", self.identity.worker_id, job_dir.display()))?;
+            }
             None
         } else {
             let Some(area) = self.backend.transfer_area() else {
                 return Err(format!("the job carries files but the `{}` queue has no transfer area", self.backend.name()));
             };
             transfer::fill_placeholders(&mut payload, &job_dir.display().to_string(), &worker_exe());
-            transfer::prepare_job_dir(area.as_ref(), files, &job_dir)
-                .await
-                .map_err(|e| format!("worker `{}`: materialize the job's input files: {e}", self.identity.worker_id))?;
+            transfer::prepare_job_dir(area.as_ref(), files, &job_dir).await.map_err(|e| {
+                let age_secs = (crate::job::now_ms() - job.created_at_ms).max(0) / 1000;
+                format!("worker `{}`: materialize the job's input files (the job was queued {age_secs} s ago): {e}", self.identity.worker_id)
+            })?;
             Some(area)
         };
         // The scratch dir is only a path: a runner that needs it creates it (no file-system
