@@ -254,7 +254,7 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
             }
             PreJudge::Judge(mut spec) => {
                 if ships {
-                    let out = [ShippedDir { rel: JUDGE_OUT, local: &sdir, send: false }];
+                    let out = [ShippedDir { rel: JUDGE_OUT, local: &sdir, send: false, deliver: true, skip: &[] }];
                     files::ship_dirs(env.queue.as_ref(), &mut spec, &out).await.map_err(ForgeError::Environment)?;
                 }
                 let id = enqueue(env, &spec).await?;
@@ -369,7 +369,10 @@ async fn ship_arm(env: &ForgeEnv<'_>, spec: &mut JobSpec, sample_dir: &Path, sid
         return Ok(());
     }
     let (work, meta) = (arm_dir(sample_dir, side), meta_dir(sample_dir, side));
-    let dirs = [ShippedDir { rel: SHIPPED_WORK, local: &work, send: true }, ShippedDir { rel: SHIPPED_META, local: &meta, send: true }];
+    let dirs = [
+        ShippedDir { rel: SHIPPED_WORK, local: &work, send: true, deliver: true, skip: &[] },
+        ShippedDir { rel: SHIPPED_META, local: &meta, send: true, deliver: true, skip: &[] },
+    ];
     files::ship_dirs(env.queue.as_ref(), spec, &dirs).await.map_err(ForgeError::Environment)
 }
 

@@ -6,8 +6,9 @@
 //! maps the payload's paths back with [`delivered_path`]. On a queue whose workers share this
 //! disk ([`QueueBackend::shares_disk`]) none of this is used: the payload names the dirs.
 //!
-//! What comes back is every file of the dir as the run left it; a file the run deleted stays
-//! on the control plane (delivery writes, it never removes).
+//! What comes back is every file of the dir as the run left it; delivery writes and never
+//! removes, so a file the run deleted stays on the control plane unless the step calls
+//! [`bring_back`] (the optimize loop's experiments, whose deletions are changes).
 
 use std::path::{Path, PathBuf};
 
@@ -24,6 +25,12 @@ pub struct ShippedDir<'a> {
     /// Whether its current files are sent to the worker (false: an output dir only, e.g. a dir
     /// whose other files the job must not see).
     pub send: bool,
+    /// Whether the worker's copy comes back (false: an input dir only, e.g. a checkout a
+    /// measurement reads).
+    pub deliver: bool,
+    /// Top-level names of `local` never sent (a worktree's `.git` pointer, which names a
+    /// control-plane path).
+    pub skip: &'a [&'a str],
 }
 
 /// `@job_dir@/<rel>`: the worker's path of a shipped dir.
@@ -50,15 +57,49 @@ pub async fn ship_dirs(queue: &dyn QueueBackend, spec: &mut JobSpec, dirs: &[Shi
         if dir.send {
             for file in regular_files(dir.local)? {
                 let rel = file.strip_prefix(dir.local).unwrap_or(&file).to_string_lossy().into_owned();
+                if is_skipped(&rel, dir.skip) {
+                    continue;
+                }
                 stager
                     .add_file(&format!("{}/{rel}", dir.rel), &file)
                     .await
                     .map_err(|e| format!("send `{}` to the worker: {e}", dir.local.display()))?;
             }
         }
-        spec.files.outputs.push(OutputDir { dir: dir.rel.to_owned(), deliver_to: dir.local.to_path_buf() });
+        if dir.deliver {
+            spec.files.outputs.push(OutputDir { dir: dir.rel.to_owned(), deliver_to: dir.local.to_path_buf() });
+        }
     }
     spec.files.inputs.extend(stager.finish());
+    Ok(())
+}
+
+fn is_skipped(rel: &str, skip: &[&str]) -> bool {
+    let top = rel.split('/').next().unwrap_or(rel);
+    skip.contains(&top)
+}
+
+/// Brings `job`'s output dirs back now (the delivery ingestion does, for a step that reads them
+/// as soon as the job is finished; idempotent) and makes the output dir `rel` the worker's copy:
+/// a file of its `deliver_to` the attempt did not upload (the run deleted it) is removed, except
+/// under the top-level names of `skip`. Nothing for a job without outputs or whose attempt
+/// uploaded none.
+///
+/// # Errors
+/// A message naming the job: an expired or corrupt upload, a file that cannot be written or removed.
+pub async fn bring_back(queue: &dyn QueueBackend, job: &Job, rel: &str, skip: &[&str]) -> Result<(), String> {
+    let Some(area) = queue.transfer_area().filter(|_| !job.spec.files.outputs.is_empty()) else { return Ok(()) };
+    let what = |e: transfer::TransferError| format!("bring back the files of job {}: {e}", job.id);
+    transfer::deliver_outputs(area.as_ref(), job).await.map_err(what)?;
+    let Some(uploaded) = transfer::uploaded_outputs(area.as_ref(), &job.id, job.fencing_token).await.map_err(what)? else { return Ok(()) };
+    let (Some(dir), Some(out)) = (uploaded.iter().find(|d| d.dir == rel), job.spec.files.outputs.iter().find(|o| o.dir == rel)) else { return Ok(()) };
+    let kept: std::collections::BTreeSet<&str> = dir.files.iter().map(|f| f.path.as_str()).collect();
+    for file in regular_files(&out.deliver_to)? {
+        let name = file.strip_prefix(&out.deliver_to).unwrap_or(&file).to_string_lossy().into_owned();
+        if !kept.contains(name.as_str()) && !is_skipped(&name, skip) {
+            std::fs::remove_file(&file).map_err(|e| format!("remove `{}` (job {} deleted it): {e}", file.display(), job.id))?;
+        }
+    }
     Ok(())
 }
 
