@@ -436,7 +436,7 @@ fn s71_s73_live_ab_needs_the_floor_and_degrades_to_the_champion() {
     assert_eq!(sql(&home, "SELECT origin FROM skillopt_ab_picks ORDER BY created_at DESC LIMIT 1"), "live");
     // S-72: champion first (its answer is the one returned), then the challenger, strictly
     // serialized in the ask's own path: the challenger's job exists only after the champion's
-    // finished. skillforge takes no runtime-session lock for an ask, so there is none to take twice.
+    // finished (both under the ask's one session lock: decide_routes.rs, decide_ask.rs).
     let jobs = home.json(&["jobs", "list", "--limit", "1000"]);
     let ask_jobs: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "ask").collect();
     let champion = ask_jobs.iter().find(|j| j["stage"] == "answer" && j["id"] == live["job_id"]).expect("champion job");

@@ -124,7 +124,8 @@ pub trait QueueBackend: Send + Sync + 'static {
     }
 
     /// A counter that moves whenever some job's state may have changed (a finish, cancel, reap,
-    /// enqueue; on the embedded queue also any other process's commit to the file). Read it
+    /// enqueue; on the embedded queue also any other process's commit to the file; on Redis any
+    /// process's finish, cancel or reap). Read it
     /// *before* reading the jobs you wait for, then pass it to [`Self::changed_since`], so a
     /// change between the read and the wait is not missed. The default is a constant `0`.
     fn change_seq(&self) -> u64 {
@@ -134,8 +135,11 @@ pub trait QueueBackend: Send + Sync + 'static {
     /// Returns once [`Self::change_seq`] moved past `seen`, or after `timeout`, whichever is
     /// first. Spurious returns are allowed (callers re-read what they wait for). The embedded
     /// queue wakes at once for a change of this process and within its `data_version` poll
-    /// (1–2 ms) for another process's commit. The default, for a backend that cannot tell,
-    /// sleeps `timeout`: the caller polls.
+    /// (1–2 ms) for another process's commit; Redis wakes on a message on the namespace's
+    /// `changed` channel, which every script ending a job publishes (any process's finish,
+    /// cancel, reap), within a round trip. A lost notification (Redis restarted, a subscription
+    /// being set up) costs at most `timeout`: pass a bounded one and re-read. The default, for a
+    /// backend that cannot tell, sleeps `timeout`: the caller polls.
     async fn changed_since(&self, seen: u64, timeout: Duration) {
         let _ = seen;
         tokio::time::sleep(timeout).await;

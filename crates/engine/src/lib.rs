@@ -12,6 +12,7 @@
 //! * [`transfer`]: a job's files by content through the queue (inputs, uploaded outputs).
 
 pub mod backend;
+mod changes;
 pub mod error;
 pub mod health;
 pub mod ingest;

@@ -25,6 +25,7 @@
 //! | `seq` | string | the sequence counter |
 //! | `leasereq:{uuid}` | list | jobs leased by one lease request (10 min), so a retried request is idempotent |
 //! | `out:{id}` | stream | the job's live output ([`crate::output`]): entries `s` (stream), `t` (fencing token), `d` (bytes); at most `OUTPUT_CAP_CHUNKS`, trimmed to `OUTPUT_TAIL_CHUNKS` when the job ends |
+//! | `changed` | pub/sub channel | not a key: a message (`1`) from every script that ends a job (finish, cancel, reap, release into `cancelled`), so a waiter of another process wakes at once (`redis/changes.rs`) |
 //! | `epoch` | string | the namespace epoch: a random id written once into an empty namespace (`epoch.lua`); gone or changed = the data was lost ([`QueueBackend::check_namespace`](crate::QueueBackend::check_namespace)) |
 //!
 //! ## The job hash
@@ -76,9 +77,12 @@
 //! [`RETRY_BUDGET`]; the scripts are written so that a retry after a lost reply is harmless
 //! (enqueue is keyed by the client-made job id, a lease request by a client-made request id,
 //! finish/release/reap remember the token they closed). Blocking waits (`BLPOP` on the wake
-//! list) run on separate pooled connections, so a waiting worker never stalls other calls.
+//! list) run on separate pooled connections, so a waiting worker never stalls other calls; a
+//! change waiter's subscription to `changed` has its own connection, held only while some
+//! `changed_since` call of this process waits (and a short linger after it, `redis/changes.rs`).
 
 mod batch;
+mod changes;
 mod decode;
 mod routes;
 mod scripts;
@@ -140,6 +144,10 @@ pub struct RedisBackend {
     epoch: Mutex<String>,
     /// The namespace's transfer area (`redis/transfer.rs`).
     transfer: transfer::RedisTransfer,
+    /// The change signal of `changed_since`, moved by the `changed` listener (`redis/changes.rs`).
+    changes: std::sync::Arc<crate::changes::ChangeSignal>,
+    /// Stops the listener when the backend is dropped.
+    _listener: tokio_util::sync::DropGuard,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -254,6 +262,9 @@ impl RedisBackend {
         let prefix = format!("{namespace}:");
         let scripts = Scripts::new();
         let finisher = batch::spawn(conn.clone(), prefix.clone(), scripts.finish_batch.clone());
+        let changes = std::sync::Arc::new(crate::changes::ChangeSignal::default());
+        let listener = CancellationToken::new();
+        changes::spawn_listener(client.clone(), changes::channel(&prefix), changes.clone(), listener.clone());
         let backend = Self {
             client,
             conn: conn.clone(),
@@ -263,6 +274,8 @@ impl RedisBackend {
             finisher,
             epoch: Mutex::new(String::new()),
             transfer: transfer::RedisTransfer::new(conn.clone(), prefix.clone(), crate::transfer::TransferLimits::default()),
+            changes,
+            _listener: listener.drop_guard(),
         };
         let (epoch, _, _) = backend.read_epoch().await?;
         *backend.epoch.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = epoch;

@@ -27,9 +27,9 @@ const WORKER_CHECK_EVERY: Duration = Duration::from_secs(1);
 const NO_WORKER_NOTE_AFTER: Duration = Duration::from_secs(3);
 /// Between two reads of the waited jobs the waiter sleeps until the queue signals a change
 /// ([`QueueBackend::changed_since`]: at once for the in-process worker's finish, within the
-/// `data_version` poll for another process's on the embedded queue), at most this long, growing
-/// from the first to the second delay (the pace of polling where the backend cannot signal:
-/// Redis).
+/// `data_version` poll for another process's on the embedded queue, on the `changed` channel's
+/// message on Redis), at most this long, growing from the first to the second delay: the
+/// fallback poll for a notification that was lost (e.g. across a Redis restart).
 const POLL_FIRST: Duration = Duration::from_millis(5);
 const POLL_MAX: Duration = Duration::from_millis(250);
 

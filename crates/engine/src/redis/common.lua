@@ -63,9 +63,17 @@ local function schedule(id, queue, seq, not_before, now)
   wake(queue)
 end
 
--- Makes the job visible to pending_results (oldest first by seq).
+-- Tells the change waiters of every process (`changed_since`, subscribed to the channel
+-- `{ns}:changed` while they wait) that some job ended. A message without subscribers costs
+-- nothing; one lost (a waiter between subscriptions) is caught by the waiter's fallback poll.
+local function publish_changed()
+  redis.call('PUBLISH', NS .. 'changed', '1')
+end
+
+-- Makes the job visible to pending_results (oldest first by seq), and tells the change waiters.
 local function to_results(id)
   redis.call('ZADD', NS .. 'results', next_seq(), id)
+  publish_changed()
 end
 
 local function clear_lease(id)

@@ -33,6 +33,17 @@ impl QueueBackend for RedisBackend {
         false
     }
 
+    fn change_seq(&self) -> u64 {
+        self.changes.generation()
+    }
+
+    /// Wakes on a message on the namespace's `changed` channel (any process's finish, cancel,
+    /// reap), within one round trip; at most `timeout` when a message was lost (the caller's
+    /// fallback poll).
+    async fn changed_since(&self, seen: u64, timeout: Duration) {
+        self.changes.changed_since(seen, timeout).await;
+    }
+
     async fn routes(&self) -> Result<Vec<String>, EngineError> {
         self.all_routes().await
     }

@@ -39,6 +39,8 @@ local function flush_sets(sets)
   if n > 0 then
     local base = redis.call('INCRBY', NS .. 'seq', n) - n
     for i, id in ipairs(sets.results) do defer_zadd(sets, NS .. 'results', s(base + i), id) end
+    -- One message for the whole batch (see publish_changed).
+    publish_changed()
   end
   for key, pairs_ in pairs(sets.add) do redis.call('ZADD', key, unpack(pairs_)) end
   sets.add, sets.rem, sets.results = {}, {}, {}

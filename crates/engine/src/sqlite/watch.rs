@@ -7,13 +7,14 @@
 //! watcher only polls while some `lease` call or change waiter is waiting.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, SqliteConnection};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+use crate::changes::{ChangeSignal, WaiterGuard};
 
 /// Poll period of `PRAGMA data_version` while a lease call waits and the file changed recently
 /// (within [`RECENT`]): a steady stream of jobs from another process is seen within ~1 ms.
@@ -31,31 +32,15 @@ pub(super) const CHECKPOINT_EVERY: Duration = Duration::from_millis(200);
 pub(super) struct Wake {
     /// Signalled (to every current waiter) when jobs may have become due.
     pub(super) changed: Notify,
-    /// Signalled (to every current waiter) when some job's state may have changed.
-    jobs_changed: Notify,
-    /// Moves with every `jobs_changed` signal (`QueueBackend::change_seq`).
-    generation: AtomicU64,
-    /// How many `lease` calls and change waiters are waiting.
-    waiters: AtomicUsize,
-    /// Tells the idle watcher that a waiter arrived.
-    waiter_arrived: Notify,
-}
-
-/// Counts one waiting `lease` call while alive.
-pub(super) struct WaiterGuard<'a>(&'a Wake);
-
-impl Drop for WaiterGuard<'_> {
-    fn drop(&mut self) {
-        self.0.waiters.fetch_sub(1, Ordering::SeqCst);
-    }
+    /// The change signal of `change_seq`/`changed_since`; its waiter count also counts the
+    /// waiting `lease` calls (the watcher polls for both).
+    jobs: ChangeSignal,
 }
 
 impl Wake {
     /// Registers a waiting `lease` call until the guard is dropped.
     pub(super) fn waiting(&self) -> WaiterGuard<'_> {
-        self.waiters.fetch_add(1, Ordering::SeqCst);
-        self.waiter_arrived.notify_one();
-        WaiterGuard(self)
+        self.jobs.waiting()
     }
 
     /// Wakes every waiting `lease` call of this process (and every change waiter: what wakes a
@@ -68,31 +53,17 @@ impl Wake {
     /// Wakes every change waiter of this process (not the idle `lease` calls: a finish that
     /// re-queued nothing gives them no work).
     pub(super) fn jobs_changed(&self) {
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        self.jobs_changed.notify_waiters();
+        self.jobs.signal();
     }
 
     /// See `QueueBackend::change_seq`.
     pub(super) fn generation(&self) -> u64 {
-        self.generation.load(Ordering::SeqCst)
+        self.jobs.generation()
     }
 
-    /// See `QueueBackend::changed_since`. While it waits, it counts as a waiter, so the watcher
-    /// polls `data_version` and another process's commit wakes it too (a watcher that was idle
-    /// re-baselines on its first poll, which wakes: a commit made before the registration is
-    /// not missed).
+    /// See `QueueBackend::changed_since` and [`ChangeSignal::changed_since`].
     pub(super) async fn changed_since(&self, seen: u64, timeout: Duration) {
-        let notified = self.jobs_changed.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        let _waiting = self.waiting();
-        if self.generation() != seen {
-            return;
-        }
-        tokio::select! {
-            () = &mut notified => {}
-            () = tokio::time::sleep(timeout) => {}
-        }
+        self.jobs.changed_since(seen, timeout).await;
     }
 }
 
@@ -103,11 +74,11 @@ pub(super) fn spawn_watcher(options: SqliteConnectOptions, wake: Arc<Wake>, stop
         let mut last: Option<i64> = None;
         let mut changed_at = tokio::time::Instant::now();
         loop {
-            if wake.waiters.load(Ordering::SeqCst) == 0 {
+            if !wake.jobs.has_waiters() {
                 // Commits made while nobody polled are unknown: the next poll re-baselines.
                 last = None;
                 tokio::select! {
-                    _ = wake.waiter_arrived.notified() => {}
+                    () = wake.jobs.waiter_arrived() => {}
                     _ = stop.cancelled() => break,
                 }
                 continue;

@@ -1,6 +1,7 @@
 //! Scenarios shared by both backends' tests for what a waiting CLI sees (issue 13 items 7, 8): a
 //! worker told to stop does not sit out an idle lease's wait, a waiter on job changes wakes on
-//! a finish, and a running job's live output is stored fenced, capped, in order and trimmed.
+//! a finish (its own process's, and another process's through the queue alone), and a running
+//! job's live output is stored fenced, capped, in order and trimmed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,7 +46,6 @@ pub(crate) async fn lease_or_stop_ends_an_idle_wait_when_stopped(b: Arc<dyn Queu
 
 /// `changed_since` with an hour to wait returns once a job of this process finishes, and at
 /// once when the change happened between `change_seq` and the call.
-#[allow(dead_code, reason = "run by the SQLite tests only: Redis has no change signal (it polls)")]
 pub(crate) async fn changed_since_wakes_on_a_finish(b: Arc<dyn QueueBackend>) {
     let w = WorkerIdentity::new("finisher");
     let job = b.enqueue(&spec("changes")).await.unwrap();
@@ -71,6 +71,47 @@ pub(crate) async fn changed_since_wakes_on_a_finish(b: Arc<dyn QueueBackend>) {
     tokio::time::timeout(DEADLINE, b.changed_since(seen, LONG))
         .await
         .expect("a change made before the call is not missed");
+}
+
+/// The CLI waiter's loop on `waiting` (read `change_seq`, then the job; done when it is finished;
+/// else `changed_since` with an hour to wait): says on `ready` each time it is about to wait,
+/// and returns the finished job.
+async fn wait_like_the_cli(waiting: Arc<dyn QueueBackend>, id: String, ready: tokio::sync::mpsc::UnboundedSender<()>) -> skillforge_engine::Job {
+    loop {
+        let seen = waiting.change_seq();
+        let job = waiting.get(&id).await.unwrap().expect("the waited job exists");
+        if job.state.is_terminal() {
+            return job;
+        }
+        let _ = ready.send(());
+        waiting.changed_since(seen, LONG).await;
+    }
+}
+
+/// A waiter on one backend connection is woken by a finish made through another, which shares
+/// nothing with it but the queue (as another process: its own connections and wake-ups), twice
+/// in a row: the first finish lands while the waiter's cross-process listener may still be
+/// starting, the second while it is established. Each waiter waits with an hour to spare, so
+/// only a wake-up brings it back before the deadline (issue 13 item 7: `jobs submit --wait`
+/// and `verify` against a worker process).
+pub(crate) async fn a_waiter_wakes_on_another_processs_finish(waiting: Arc<dyn QueueBackend>, other: Arc<dyn QueueBackend>) {
+    let w = WorkerIdentity::new("elsewhere");
+    for round in ["while the listener starts", "with the listener established"] {
+        let job = other.enqueue(&spec("cross")).await.unwrap();
+        let leased = other.lease("cross", &w, 1, Duration::ZERO).await.unwrap();
+        assert_eq!(leased.len(), 1);
+        let (ready, mut is_waiting) = tokio::sync::mpsc::unbounded_channel();
+        let waiter = tokio::spawn(wait_like_the_cli(waiting.clone(), job.job_id.clone(), ready));
+        tokio::time::timeout(DEADLINE, is_waiting.recv())
+            .await
+            .unwrap_or_else(|_| panic!("{round}: the waiter reads the running job and waits"));
+        other.finish(&job.job_id, leased[0].fencing_token, &finish(JobState::Succeeded)).await.unwrap();
+        let done = tokio::time::timeout(DEADLINE, waiter)
+            .await
+            .unwrap_or_else(|_| panic!("{round}: another process's finish wakes the waiter"))
+            .unwrap();
+        assert_eq!(done.state, JobState::Succeeded, "{round}");
+    }
 }
 
 fn out(stream: OutputStream, data: &str) -> NewOutput {

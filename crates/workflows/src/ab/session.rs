@@ -63,13 +63,21 @@ pub struct SessionLock {
 }
 
 impl SessionLock {
-    /// Takes session `name` for `owner`, waiting up to `wait` while another owner holds it.
+    /// Takes session `name` for `owner`, waiting up to `wait` while another owner holds it;
+    /// `on_busy` is called once, with the holder (`worker@host:pid`), when the wait begins.
     ///
     /// # Errors
     /// [`SessionError::Reentrant`] at once when `owner` already holds it; [`SessionError::Busy`]
     /// after `wait`; [`SessionError::Queue`].
-    pub async fn acquire(backend: Arc<dyn QueueBackend>, owner: &WorkerIdentity, name: &str, wait: Duration) -> Result<Self, SessionError> {
+    pub async fn acquire(
+        backend: Arc<dyn QueueBackend>,
+        owner: &WorkerIdentity,
+        name: &str,
+        wait: Duration,
+        on_busy: impl FnOnce(&str),
+    ) -> Result<Self, SessionError> {
         let started = Instant::now();
+        let mut on_busy = Some(on_busy);
         loop {
             match backend.acquire_lock(name, owner, SESSION_HEARTBEAT, SESSION_STALE_AFTER).await? {
                 LockAcquire::Acquired { fencing_token } => {
@@ -86,7 +94,12 @@ impl SessionLock {
                         waited_secs: started.elapsed().as_secs(),
                     });
                 }
-                LockAcquire::Held(_) => tokio::time::sleep(POLL).await,
+                LockAcquire::Held(lease) => {
+                    if let Some(tell) = on_busy.take() {
+                        tell(&format!("{}@{}:{}", lease.owner_worker, lease.owner_host, lease.owner_pid));
+                    }
+                    tokio::time::sleep(POLL).await;
+                }
             }
         }
     }
@@ -150,16 +163,18 @@ mod tests {
         let queue: Arc<dyn QueueBackend> = Arc::new(SqliteBackend::open(&dir.path().join("queue.db")).await.unwrap());
         let (ask, other) = (WorkerIdentity::new("ask"), WorkerIdentity::new("other-ask"));
         let name = session_lock_name("planner", "scripted");
-        let held = SessionLock::acquire(queue.clone(), &ask, &name, Duration::from_secs(5)).await.unwrap();
+        let held = SessionLock::acquire(queue.clone(), &ask, &name, Duration::from_secs(5), |_| panic!("free")).await.unwrap();
         // A second lock by the holder is refused at once, never a wait on itself.
-        let again = SessionLock::acquire(queue.clone(), &ask, &name, Duration::from_secs(3600)).await.unwrap_err();
+        let again = SessionLock::acquire(queue.clone(), &ask, &name, Duration::from_secs(3600), |_| {}).await.unwrap_err();
         assert!(matches!(again, SessionError::Reentrant { .. }) && again.to_string().contains("session is busy"), "{again}");
-        // Another ask waits its bound, then is told who holds it.
-        let busy = SessionLock::acquire(queue.clone(), &other, &name, Duration::ZERO).await.unwrap_err();
+        // Another ask announces its wait, waits its bound, then is told who holds it.
+        let mut told = None;
+        let busy = SessionLock::acquire(queue.clone(), &other, &name, Duration::from_millis(250), |h| told = Some(h.to_owned())).await.unwrap_err();
         assert!(matches!(&busy, SessionError::Busy { holder, .. } if holder.starts_with(&ask.worker_id)), "{busy}");
+        assert!(told.is_some_and(|h| h.starts_with(&ask.worker_id)), "the wait is announced with its holder");
         assert!(queue.leases().await.unwrap().iter().any(|l| l.name == name), "listed by `skillforge locks`");
         assert!(held.release().await.unwrap());
-        let next = SessionLock::acquire(queue.clone(), &other, &name, Duration::ZERO).await.unwrap();
+        let next = SessionLock::acquire(queue.clone(), &other, &name, Duration::ZERO, |_| panic!("released")).await.unwrap();
         assert!(next.release().await.unwrap());
     }
 }

@@ -63,6 +63,9 @@ pub enum PromotionError {
     /// The step needs the stage port and the caller gave none.
     #[error("{0} needs the job queue")]
     NoQueue(&'static str),
+    /// A canary's decision jobs keep ending without succeeding (see `window::DecisionKey`).
+    #[error("canary decision: {0}")]
+    Decision(String),
 }
 
 /// Sends `event` to every configured sink, once per (event, job id): the store's event log is

@@ -4,10 +4,13 @@
 //! [`check_canaries`] (run by `candidate canary-check` and periodically by `serve`) reads each
 //! canary's window and decides it ([`super::canary::decide_window`]). A hold changes nothing. A
 //! graduate or roll-back decision is submitted as one job of the promotion family (stage
-//! `graduate` or `roll_back`, keyed by the version and the evidence it was decided on, so the
-//! same evidence never makes a second job); [`CanaryDecisionHandler`] applies it in the
-//! ingestion transaction that acknowledges the job: promote or reject through the candidate
-//! machinery, once, and only while the version is still a canary. The notification
+//! `graduate` or `roll_back`, keyed by the canary, the champion it was decided against and the
+//! outcome ([`DecisionKey`]), so later checks that see more evidence for the same outcome find
+//! that job instead of making another); [`CanaryDecisionHandler`] applies it in the ingestion
+//! transaction that acknowledges the job: promote or reject through the candidate machinery,
+//! once, and only while the version is still that canary and that champion is still current. A
+//! decision job that ended without succeeding applies nothing and is followed by the next round's
+//! job at the next check. The notification
 //! (`candidate.auto_promoted`, `candidate.rolled_back`) is owed from then on: every check first
 //! sends the ones still owed ([`send_owed_events`]), so a crash between apply and send loses none.
 
@@ -19,7 +22,7 @@ use skillforge_runner::PayloadError;
 use skillforge_runner_process::ProcessPayload;
 use skillforge_store::Store;
 use skillforge_store::candidates::{promote_candidate_in, reject_candidate_in};
-use skillforge_store::promotion::{CanaryRow, decided_without_event, list_canaries, outcomes_between};
+use skillforge_store::promotion::{CanaryRow, canary_of, decided_without_event, list_canaries, outcomes_between};
 use skillforge_store::templates::{current_version, get_version};
 use sqlx::SqliteConnection;
 
@@ -27,13 +30,15 @@ use super::canary::{Outcomes, WindowConfig, WindowDecision, decide_window};
 use super::events::{Detail, EVENTS_WORKFLOW, Event, EventKind};
 use super::notify::{PromotionEnv, PromotionError, emit};
 use super::stages::{GRADUATE_STAGE, PromotionStages, ROLL_BACK_STAGE};
-use crate::stage::{Ran, Wait, run_jobs};
+use crate::stage::{StageJobs, Wait, wait_for};
 
 /// The candidate decision reason of a graduated canary (and its event's reason).
 pub const GRADUATED_REASON: &str = "canary graduated: parity or better";
 /// The candidate decision reason of a rolled-back canary (and its event's reason).
 pub const ROLLED_BACK_REASON: &str = "canary rolled back: material regression";
 const KEY_PREFIX: &str = "promotion:canary";
+/// Decision jobs of one (canary, champion, outcome) that may end unsucceeded before a check gives up.
+pub const MAX_ROUNDS: u32 = 20;
 
 /// One canary's line of a check.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -49,71 +54,154 @@ pub struct WindowReport {
     pub applied: bool,
 }
 
-/// The decision job of `decision` for canary `version_id`, decided on `canary` and `champion`
-/// outcomes: `None` for a hold. Key `promotion:canary:<stage>:<canary total>:<champion total>:<version>`.
+/// What a canary decision job is about, written into its idempotency key
+/// `promotion:canary:<stage>:<canary started, unix ms>:v<champion N>:r<round>:<version>`: one job
+/// per (canary, champion, window outcome), whatever evidence later checks add, so a second check
+/// or `serve` pass on a shared queue finds the job already submitted instead of making another.
+/// `round` counts decision jobs of that outcome that ended without succeeding (failed, dead,
+/// cancelled, pruned): the next check submits round + 1, so a failed decision is decided again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecisionKey {
+    /// [`GRADUATE_STAGE`] or [`ROLL_BACK_STAGE`].
+    pub stage: &'static str,
+    /// When the canary started (its `canary_started_at`), unix milliseconds.
+    pub started_ms: i64,
+    /// The champion's version number N (`<template>@vN`) the window was decided against.
+    pub champion: i64,
+    /// 1 for the first job of this outcome, + 1 after each one that did not succeed.
+    pub round: u32,
+    /// The canary version (`<template>@vN`, last: template ids may hold `:`).
+    pub version_id: String,
+}
+
+impl DecisionKey {
+    /// The idempotency key.
+    pub fn render(&self) -> String {
+        format!("{KEY_PREFIX}:{}:{}:v{}:r{}:{}", self.stage, self.started_ms, self.champion, self.round, self.version_id)
+    }
+
+    /// Reads a key written by [`Self::render`]; `None` for anything else.
+    pub fn parse(key: &str) -> Option<Self> {
+        let rest = key.strip_prefix(KEY_PREFIX)?.strip_prefix(':')?;
+        let mut fields = rest.splitn(5, ':');
+        let stage = match fields.next()? {
+            GRADUATE_STAGE => GRADUATE_STAGE,
+            ROLL_BACK_STAGE => ROLL_BACK_STAGE,
+            _ => return None,
+        };
+        let started_ms = fields.next()?.parse().ok()?;
+        let champion = fields.next()?.strip_prefix('v')?.parse().ok()?;
+        let round = fields.next()?.strip_prefix('r')?.parse().ok()?;
+        let version_id = fields.next().filter(|v| !v.is_empty())?.to_owned();
+        Some(Self { stage, started_ms, champion, round, version_id })
+    }
+}
+
+/// The stage of a window decision: `None` for a hold (S-62: a hold makes no job).
+pub fn decision_stage(decision: &WindowDecision) -> Option<&'static str> {
+    match decision {
+        WindowDecision::Hold { .. } => None,
+        WindowDecision::Graduate => Some(GRADUATE_STAGE),
+        WindowDecision::RollBack => Some(ROLL_BACK_STAGE),
+    }
+}
+
+/// The decision job named by `key` (its run does nothing: the handler applies the decision).
 ///
 /// # Errors
 /// [`PayloadError`] when the payload does not serialize.
-pub fn decision_job(
-    stages: &PromotionStages,
-    version_id: &str,
-    decision: &WindowDecision,
-    canary: Outcomes,
-    champion: Outcomes,
-) -> Result<Option<JobSpec>, PayloadError> {
-    let stage = match decision {
-        WindowDecision::Hold { .. } => return Ok(None),
-        WindowDecision::Graduate => GRADUATE_STAGE,
-        WindowDecision::RollBack => ROLL_BACK_STAGE,
-    };
-    let key = format!("{KEY_PREFIX}:{stage}:{}:{}:{version_id}", canary.total, champion.total);
-    stages.stage(stage).job(&ProcessPayload::argv(vec!["true".into()]), Some(key)).map(Some)
+pub fn decision_job(stages: &PromotionStages, key: &DecisionKey) -> Result<JobSpec, PayloadError> {
+    stages.stage(key.stage).job(&ProcessPayload::argv(vec!["true".into()]), Some(key.render()))
 }
 
-/// The canary version a decision job's key is about (its last field).
-fn version_of(key: &str) -> Option<&str> {
-    let rest = key.strip_prefix(KEY_PREFIX)?.strip_prefix(':')?;
-    rest.splitn(4, ':').nth(3).filter(|v| !v.is_empty())
+/// Whether a decision job of `key` may still be applied: the version is the template's canary of
+/// the same start, and the champion it was decided against is still current. Anything else
+/// (graduated, rolled back, decided by hand, the champion replaced) changes nothing.
+async fn still_decidable(conn: &mut SqliteConnection, key: &DecisionKey) -> Result<bool, ApplyError> {
+    let Some(version) = get_version(&mut *conn, &key.version_id).await? else { return Ok(false) };
+    if version.state != "canary" {
+        return Ok(false);
+    }
+    let Some(canary) = canary_of(&mut *conn, &version.template_id).await? else { return Ok(false) };
+    if canary.id != key.version_id || started_ms(&canary.canary_started_at) != Some(key.started_ms) {
+        return Ok(false);
+    }
+    Ok(current_version(&mut *conn, &version.template_id).await?.is_some_and(|c| c.version == key.champion))
+}
+
+/// An RFC 3339 time as unix milliseconds.
+fn started_ms(rfc3339: &str) -> Option<i64> {
+    DateTime::parse_from_rfc3339(rfc3339).ok().map(|t| t.timestamp_millis())
 }
 
 /// The promotion family's result handler: webhook deliveries have no domain effect; a
 /// succeeded canary decision job is applied here (promote or reject, once, while the version is
-/// still a canary). A decision job that did not succeed applies nothing: the canary stays, and
-/// the next check decides again.
+/// still the canary it was decided on, against the same champion). A decision job that did not
+/// succeed applies nothing: the canary stays, and the next check decides again (next round).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CanaryDecisionHandler;
 
 #[async_trait::async_trait]
 impl ResultHandler for CanaryDecisionHandler {
     async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), ApplyError> {
-        if job.spec.workflow != EVENTS_WORKFLOW || job.state != JobState::Succeeded {
+        if job.spec.workflow != EVENTS_WORKFLOW || (job.spec.stage != GRADUATE_STAGE && job.spec.stage != ROLL_BACK_STAGE) {
             return Ok(());
         }
-        let reason = match job.spec.stage.as_str() {
-            GRADUATE_STAGE => GRADUATED_REASON,
-            ROLL_BACK_STAGE => ROLLED_BACK_REASON,
-            _ => return Ok(()),
-        };
-        let Some(version_id) = job.spec.idempotency_key.as_deref().and_then(version_of) else {
-            return Err(ApplyError::Unusable { job_id: job.id.clone(), reason: "canary decision job without a version in its key".into() });
-        };
-        let still_canary = get_version(&mut *conn, version_id).await?.is_some_and(|v| v.state == "canary");
-        if !still_canary {
+        if job.state != JobState::Succeeded {
             return Ok(());
         }
-        if reason == GRADUATED_REASON {
-            promote_candidate_in(conn, version_id, reason).await?;
+        let Some(key) = job.spec.idempotency_key.as_deref().and_then(DecisionKey::parse).filter(|k| k.stage == job.spec.stage) else {
+            tracing::warn!(job_id = %job.id, key = ?job.spec.idempotency_key, "a canary decision job whose key names no decision: nothing applied");
+            return Ok(());
+        };
+        if !still_decidable(conn, &key).await? {
+            tracing::info!(job_id = %job.id, version = %key.version_id, "the canary decision arrived after the canary changed: nothing applied");
+            return Ok(());
+        }
+        if key.stage == GRADUATE_STAGE {
+            promote_candidate_in(conn, &key.version_id, GRADUATED_REASON).await?;
         } else {
-            reject_candidate_in(conn, version_id, reason).await?;
+            reject_candidate_in(conn, &key.version_id, ROLLED_BACK_REASON).await?;
         }
         Ok(())
     }
 }
 
+/// Submits the decision job of `stage` for `canary` decided against `champion`: the first round
+/// whose job is new or has not ended unsucceeded (see [`DecisionKey`]). Returns its id.
+async fn submit_decision(
+    env: &PromotionEnv<'_>,
+    jobs: &dyn StageJobs,
+    stage: &'static str,
+    canary: &CanaryRow,
+    champion: i64,
+) -> Result<Option<String>, PromotionError> {
+    let Some(started_ms) = started_ms(&canary.canary_started_at) else { return Ok(None) };
+    for round in 1..=MAX_ROUNDS {
+        let key = DecisionKey { stage, started_ms, champion, round, version_id: canary.id.clone() };
+        let enqueued = jobs.submit(&decision_job(env.stages, &key)?).await?;
+        if enqueued.created {
+            return Ok(Some(enqueued.job_id));
+        }
+        match jobs.get(&enqueued.job_id).await? {
+            Some(job) if !job.state.is_terminal() || job.state == JobState::Succeeded => return Ok(Some(enqueued.job_id)),
+            _ => continue,
+        }
+    }
+    Err(PromotionError::Decision(format!("canary `{}`: {MAX_ROUNDS} {stage} jobs in a row ended without succeeding", canary.id)))
+}
+
+/// One canary's window as decided now: the decision and the champion's version number it was
+/// decided against (`None` when there is no champion).
+struct Window {
+    decision: WindowDecision,
+    champion: Option<i64>,
+}
+
 /// The window of one canary: its and the champion's auto-trace outcomes since it started (up to
 /// the window's end), each `Err` when unreadable.
-async fn window_of(store: &Store, canary: &CanaryRow, config: &WindowConfig) -> Result<(WindowDecision, Outcomes, Outcomes), PromotionError> {
-    let hold = |reason: &str| (WindowDecision::Hold { reason: reason.to_owned() }, Outcomes::default(), Outcomes::default());
+async fn window_of(store: &Store, canary: &CanaryRow, config: &WindowConfig) -> Result<Window, PromotionError> {
+    let hold = |reason: &str| Window { decision: WindowDecision::Hold { reason: reason.to_owned() }, champion: None };
     let Ok(started) = DateTime::parse_from_rfc3339(&canary.canary_started_at).map(|t| t.with_timezone(&Utc)) else {
         return Ok(hold("canary start time unreadable"));
     };
@@ -129,8 +217,7 @@ async fn window_of(store: &Store, canary: &CanaryRow, config: &WindowConfig) -> 
     };
     let canary_outcomes = read(outcomes_between(store.pool(), &canary.id, &since, &until).await);
     let champion_outcomes = read(outcomes_between(store.pool(), &champion.id, &since, &until).await);
-    let decision = decide_window(&canary_outcomes, &champion_outcomes, config);
-    Ok((decision, canary_outcomes.unwrap_or_default(), champion_outcomes.unwrap_or_default()))
+    Ok(Window { decision: decide_window(&canary_outcomes, &champion_outcomes, config), champion: Some(champion.version) })
 }
 
 /// Sends the graduation and rollback events owed for decisions already applied (the event log
@@ -154,35 +241,31 @@ pub async fn send_owed_events(env: &PromotionEnv<'_>) -> Result<usize, Promotion
 
 /// Decides every canary's window once and submits the graduate / roll-back jobs (see the module
 /// docs); with [`Wait::Block`] waits for them (the stage port ingests their results) and sends
-/// the events. Idempotent: a version no longer a canary is not listed, the same evidence yields
-/// the same job, and a decision already applied changes nothing. One entry per canary.
+/// the events. Idempotent: a version no longer a canary is not listed, the same (canary,
+/// champion, outcome) yields the same job whatever evidence was added since ([`DecisionKey`]),
+/// and a decision already applied changes nothing. One entry per canary.
 ///
 /// # Errors
-/// [`PromotionError::NoQueue`] without a stage port; the store's or the queue's error.
+/// [`PromotionError::NoQueue`] without a stage port; [`PromotionError::Decision`] when a canary's
+/// decision jobs of one outcome ended unsucceeded [`MAX_ROUNDS`] times; the store's or the queue's error.
 pub async fn check_canaries(env: &PromotionEnv<'_>, wait: Wait) -> Result<Vec<WindowReport>, PromotionError> {
     let jobs = env.jobs.ok_or(PromotionError::NoQueue("the canary check"))?;
     send_owed_events(env).await?;
     let mut report = Vec::new();
-    let mut specs = Vec::new();
+    let mut submitted = Vec::new();
     for canary in list_canaries(env.store.pool()).await? {
-        let (window, canary_outcomes, champion_outcomes) = window_of(env.store, &canary, &env.policy.window).await?;
-        if let Some(spec) = decision_job(env.stages, &canary.id, &window, canary_outcomes, champion_outcomes)? {
-            specs.push((report.len(), spec));
+        let window = window_of(env.store, &canary, &env.policy.window).await?;
+        let mut entry = WindowReport { version_id: canary.id.clone(), window: window.decision, job_id: None, applied: false };
+        if let (Some(stage), Some(champion)) = (decision_stage(&entry.window), window.champion) {
+            entry.job_id = submit_decision(env, jobs, stage, &canary, champion).await?;
+            submitted.extend(entry.job_id.clone());
         }
-        report.push(WindowReport { version_id: canary.id, window, job_id: None, applied: false });
+        report.push(entry);
     }
-    if specs.is_empty() {
+    if submitted.is_empty() {
         return Ok(report);
     }
-    let only_specs: Vec<JobSpec> = specs.iter().map(|(_, s)| s.clone()).collect();
-    let ran = run_jobs(jobs, &only_specs, wait, "canary decisions").await?;
-    let ids: Vec<String> = match &ran {
-        Ran::Done(done) => done.iter().map(|j| j.id.clone()).collect(),
-        Ran::Pending(ids) => ids.clone(),
-    };
-    for ((index, _), id) in specs.iter().zip(ids) {
-        report[*index].job_id = Some(id);
-    }
+    wait_for(jobs, submitted, wait, "canary decisions").await?;
     send_owed_events(env).await?;
     for entry in &mut report {
         let state = get_version(env.store.pool(), &entry.version_id).await?.map(|v| v.state);
@@ -200,14 +283,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_decision_job_names_its_version_and_the_evidence_it_was_decided_on() {
+    fn a_decision_job_names_its_canary_champion_outcome_and_round() {
         let stages = PromotionStages::default();
-        let (c, h) = (Outcomes { positives: 9, total: 10 }, Outcomes { positives: 5, total: 12 });
-        let spec = decision_job(&stages, "team:planner@v2", &WindowDecision::Graduate, c, h).unwrap().unwrap();
+        let key = DecisionKey { stage: GRADUATE_STAGE, started_ms: 1_764_648_000_123, champion: 1, round: 2, version_id: "team:planner@v2".into() };
+        let spec = decision_job(&stages, &key).unwrap();
         assert_eq!((spec.workflow.as_str(), spec.stage.as_str()), (EVENTS_WORKFLOW, GRADUATE_STAGE));
-        assert_eq!(spec.idempotency_key.as_deref(), Some("promotion:canary:graduate:10:12:team:planner@v2"));
-        assert_eq!(version_of(spec.idempotency_key.as_deref().unwrap()), Some("team:planner@v2"));
-        let hold = WindowDecision::Hold { reason: "thin".into() };
-        assert!(decision_job(&stages, "t@v2", &hold, c, h).unwrap().is_none(), "S-62: a hold makes no job");
+        assert_eq!(spec.idempotency_key.as_deref(), Some("promotion:canary:graduate:1764648000123:v1:r2:team:planner@v2"));
+        assert_eq!(DecisionKey::parse(spec.idempotency_key.as_deref().unwrap()), Some(key));
+        // No evidence counts in the key: more outcomes of the same window make the same job.
+        for bad in ["promotion:canary:graduate:10:10:planner@v2", "promotion:canary:promote:1:v1:r1:p@v2", "promotion:canary:roll_back:1:v1:r1:", "webhook:x"] {
+            assert_eq!(DecisionKey::parse(bad), None, "{bad}");
+        }
+        assert_eq!(decision_stage(&WindowDecision::Hold { reason: "thin".into() }), None, "S-62: a hold makes no job");
+        assert_eq!(decision_stage(&WindowDecision::RollBack), Some(ROLL_BACK_STAGE));
     }
 }

@@ -21,6 +21,8 @@
 //! | `offer` | name | the harness also advertises this skill (an ambient install: offered, not on disk, not loaded) |
 //! | `prefer` | text | judge: pick the slot (`### A` / `### B` sections) whose text contains it |
 //! | `judge-reply` | text | judge: the reply, verbatim (a judge task ignores `reply`, which the arms' task text carries) |
+//! | `effects` | `PATH LABEL` | appends `start LABEL PID` when the run starts and `end LABEL PID` when it ends to the file at the absolute PATH (a test's record of which runs overlapped) |
+//! | `wait-for` | path | waits, after `start` is written, until the absolute path exists (at most [`WAIT_FOR_BOUND`]; then exit 1) |
 //!
 //! Skills are discovered, when the prompt has no `skills:` header, as the directories holding a
 //! `SKILL.md` under the work dir's [`SKILL_ROOTS`]: what Claude Code, Codex and OpenCode read.
@@ -32,6 +34,9 @@ pub const SAMPLE_ENV: &str = "FORGE_SAMPLE";
 
 /// Skill install roots under a work dir, in discovery order.
 pub const SKILL_ROOTS: [&str; 4] = [".claude/skills", ".agents/skills", ".opencode/skill", ".opencode/skills"];
+
+/// The longest a `wait-for` directive waits for its file.
+pub const WAIT_FOR_BOUND: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// The directives in effect for one run (later sources override earlier ones, key by key).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -58,6 +63,10 @@ pub struct Directives {
     pub judge_reply: Option<String>,
     /// `offer` names.
     pub offers: Vec<String>,
+    /// `effects`: (absolute path, label).
+    pub effects: Option<(String, String)>,
+    /// `wait-for`: an absolute path.
+    pub wait_for: Option<String>,
 }
 
 impl Directives {
@@ -92,6 +101,8 @@ impl Directives {
                 "prefer" => self.prefer = Some(value.to_string()),
                 "judge-reply" => self.judge_reply = Some(unescape(value)),
                 "offer" => self.offers.push(value.to_string()),
+                "effects" => self.effects = value.split_once(' ').map(|(p, l)| (p.to_owned(), l.trim().to_owned())),
+                "wait-for" => self.wait_for = Some(value.to_string()),
                 _ => {}
             }
         }

@@ -4,6 +4,7 @@
 //! stderr.
 
 use std::io::{Read, Write};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -107,6 +108,20 @@ pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let mut directives = super::Directives::default();
+    directives.merge_from(&prompt, sample.as_deref());
+    let effects = |event: &str| {
+        if let Some((path, label)) = &directives.effects {
+            append_effect(path, &format!("{event} {label} {}\n", std::process::id()));
+        }
+    };
+    effects("start");
+    if let Some(path) = &directives.wait_for
+        && !wait_for(Path::new(path))
+    {
+        eprintln!("scripted agent: `{path}` did not appear within {} s", super::directive::WAIT_FOR_BOUND.as_secs());
+        return ExitCode::from(1);
+    }
     // The stderr line comes first, before any sleep: a slow agent shows it live (`jobs logs`).
     if let Some(line) = &run.stderr {
         eprintln!("{line}");
@@ -130,7 +145,28 @@ pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
         eprintln!("scripted agent: write transcript to stdout: {error}");
         return ExitCode::from(1);
     }
+    effects("end");
     ExitCode::from(run.exit_code)
+}
+
+/// Appends `line` to the `effects` file (one `write` of the whole line, `O_APPEND`).
+fn append_effect(path: &str, line: &str) {
+    let appended = std::fs::OpenOptions::new().create(true).append(true).open(path).and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(error) = appended {
+        eprintln!("scripted agent: append to `{path}`: {error}");
+    }
+}
+
+/// Waits until `path` exists, polling, for at most [`super::directive::WAIT_FOR_BOUND`].
+fn wait_for(path: &Path) -> bool {
+    let deadline = std::time::Instant::now() + super::directive::WAIT_FOR_BOUND;
+    while !path.exists() {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
 }
 
 #[cfg(test)]

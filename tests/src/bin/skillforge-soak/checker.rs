@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::history::{Event, History};
+use crate::history::{Event, Growth, History, ProcessRecord};
 
 /// A submitted job the queue no longer has.
 pub(crate) const LOST_JOB: &str = "lost_job";
@@ -30,7 +30,7 @@ pub(crate) const TWO_LOCK_HOLDERS: &str = "two_lock_holders";
 pub(crate) const ATTEMPTS_OVER_MAX: &str = "attempts_over_max";
 /// A worker or `serve` exited without the soak stopping it.
 pub(crate) const SILENT_DEATH: &str = "silent_death";
-/// A surviving process over the memory or file-descriptor bound.
+/// A surviving process whose memory or open fds grew past the bound for the work it did.
 pub(crate) const RESOURCES_UNBOUNDED: &str = "resources_unbounded";
 /// One idempotency key answered with two different jobs.
 pub(crate) const IDEMPOTENCY_KEY_SPLIT: &str = "idempotency_key_split";
@@ -298,16 +298,34 @@ fn processes(h: &History, v: &mut Sink<'_>) {
         if let (Some(status), false) = (&p.exited, p.on_purpose) {
             v(SILENT_DEATH, &p.name, format!("pid {} exited ({status}) without being stopped; log tail:\n{}", p.pid, p.log_tail));
         }
-        if let Some(l) = h.limits {
-            if p.max_rss_kb > l.rss_kb || p.max_fds > l.fds {
-                v(
-                    RESOURCES_UNBOUNDED,
-                    &p.name,
-                    format!("max RSS {} KiB (bound {}), max fds {} (bound {})", p.max_rss_kb, l.rss_kb, p.max_fds, l.fds),
-                );
+        if let Some(growth) = h.growth {
+            if let Some(detail) = grew_past(p, &growth) {
+                v(RESOURCES_UNBOUNDED, &p.name, detail);
             }
         }
     }
+}
+
+/// What grew past `g` between a survivor's warm and last samples (`None`: within bounds, not a
+/// survivor, or never sampled after its warm-up).
+fn grew_past(p: &ProcessRecord, g: &Growth) -> Option<String> {
+    let (true, Some(warm), Some(last)) = (p.survived, p.warm, p.last) else { return None };
+    let attempts = last.attempts.saturating_sub(warm.attempts);
+    let rss = last.rss_kb.saturating_sub(warm.rss_kb);
+    let fds = last.fds.saturating_sub(warm.fds);
+    let mut over = Vec::new();
+    if rss > g.rss_bound_kb(attempts) {
+        over.push(format!(
+            "RSS grew {rss} KiB ({} → {} KiB), bound {} KiB",
+            warm.rss_kb,
+            last.rss_kb,
+            g.rss_bound_kb(attempts)
+        ));
+    }
+    if fds > g.fds_bound(attempts) {
+        over.push(format!("open fds grew {fds} ({} → {}), bound {}", warm.fds, last.fds, g.fds_bound(attempts)));
+    }
+    (!over.is_empty()).then(|| format!("pid {}: {} over {attempts} attempts after its warm-up", p.pid, over.join("; ")))
 }
 
 #[cfg(test)]

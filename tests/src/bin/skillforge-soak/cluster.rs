@@ -11,7 +11,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use skillforge_tests::RedisServer;
 
-use crate::history::ProcessRecord;
+use crate::history::{ProcessRecord, Sample};
 
 /// Seconds a stopped worker's running jobs may go on (`worker --grace`): longer than any job of
 /// the mix, so a graceful stop never kills a job mid-effect.
@@ -23,6 +23,8 @@ struct Slot {
     child: Option<Child>,
     record: usize,
     paused: bool,
+    /// When the running incarnation started (its warm-up counts from here).
+    started: Instant,
 }
 
 /// The soak's processes.
@@ -40,14 +42,21 @@ pub(crate) struct Cluster {
     holders: Vec<Child>,
     /// Every worker and `serve` process started, for the checker.
     pub(crate) records: Vec<ProcessRecord>,
+    /// The effects log, how far [`Cluster::sample`] has read it, and the `start` lines so far.
+    effects: PathBuf,
+    effects_read: u64,
+    attempts: u64,
+    /// How long a process runs before its warm sample.
+    warm_up: Duration,
 }
 
 impl Cluster {
-    /// Starts redis-server (Redis backend), `serve` and `workers` worker slots on `home`.
-    pub(crate) fn start(bin: &Path, home: &Path, redis: bool, workers: usize, concurrency: usize) -> Self {
+    /// Starts redis-server (Redis backend), `serve` and `workers` worker slots on `home`; the
+    /// jobs write to `effects`, and each process's warm sample is taken once it ran `warm_up`.
+    pub(crate) fn start(bin: &Path, home: &Path, redis: bool, workers: usize, concurrency: usize, effects: &Path, warm_up: Duration) -> Self {
         let logs = home.join("logs");
         std::fs::create_dir_all(&logs).expect("create the logs dir");
-        let slot = |name: String| Slot { name, incarnation: 0, child: None, record: 0, paused: false };
+        let slot = |name: String| Slot { name, incarnation: 0, child: None, record: 0, paused: false, started: Instant::now() };
         let mut c = Self {
             bin: bin.to_owned(),
             home: home.to_owned(),
@@ -60,6 +69,10 @@ impl Cluster {
             stopping: Vec::new(),
             holders: Vec::new(),
             records: Vec::new(),
+            effects: effects.to_owned(),
+            effects_read: 0,
+            attempts: 0,
+            warm_up,
         };
         c.launch_serve();
         for i in 0..workers {
@@ -114,6 +127,7 @@ impl Cluster {
         slot.record = self.records.len() - 1;
         slot.child = Some(child);
         slot.paused = false;
+        slot.started = Instant::now();
     }
 
     fn launch_worker(&mut self, i: usize) {
@@ -256,20 +270,48 @@ impl Cluster {
         lines[lines.len().saturating_sub(8)..].join("\n")
     }
 
-    /// Samples resident set size and open fds of every running worker and `serve`.
+    /// Samples resident set size and open fds of every running worker and `serve`, with the
+    /// attempts started so far: the last sample of each, its largest values, and its warm sample
+    /// (the first once it ran the warm-up).
     pub(crate) fn sample(&mut self) {
+        self.count_attempts();
+        let (attempts, warm_up) = (self.attempts, self.warm_up);
         for which in (0..self.workers.len()).map(Some).chain([None]) {
             let slot = self.slot(which);
-            let (Some(child), record) = (&slot.child, slot.record) else { continue };
+            let (Some(child), record, warmed) = (&slot.child, slot.record, slot.started.elapsed() >= warm_up) else { continue };
             let pid = child.id();
             let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
                 .ok()
                 .and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmRSS:").map(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().unwrap_or(0))));
             let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count() as u64).ok();
+            let (Some(rss_kb), Some(fds)) = (rss, fds) else { continue };
+            let sample = Sample { attempts, rss_kb, fds };
             let r = &mut self.records[record];
-            r.max_rss_kb = r.max_rss_kb.max(rss.unwrap_or(0));
-            r.max_fds = r.max_fds.max(fds.unwrap_or(0));
+            r.max_rss_kb = r.max_rss_kb.max(rss_kb);
+            r.max_fds = r.max_fds.max(fds);
+            r.last = Some(sample);
+            if warmed && r.warm.is_none() {
+                r.warm = Some(sample);
+            }
         }
+    }
+
+    /// Counts the `start` lines the effects log gained since the last call (whole lines only:
+    /// a line being written is counted next time).
+    fn count_attempts(&mut self) {
+        use std::io::{Read, Seek, SeekFrom};
+        let Ok(mut f) = File::open(&self.effects) else { return };
+        if f.seek(SeekFrom::Start(self.effects_read)).is_err() {
+            return;
+        }
+        let mut buf = Vec::new();
+        if f.read_to_end(&mut buf).is_err() {
+            return;
+        }
+        let Some(end) = buf.iter().rposition(|b| *b == b'\n') else { return };
+        let whole = &buf[..=end];
+        self.attempts += whole.split(|b| *b == b'\n').filter(|l| l.starts_with(b"start ")).count() as u64;
+        self.effects_read += whole.len() as u64;
     }
 
     /// Undoes every fault: SIGCONTs what is paused, starts what is not running, waits for the lock holders.
@@ -290,6 +332,9 @@ impl Cluster {
     pub(crate) fn shutdown(&mut self) -> Vec<(String, String)> {
         let first = self.records.len();
         let live: Vec<usize> = self.workers.iter().chain([&self.serve]).filter(|s| s.child.is_some()).map(|s| s.record).collect();
+        for &i in &live {
+            self.records[i].survived = true;
+        }
         for i in 0..self.workers.len() {
             self.stop_worker(i);
         }

@@ -101,6 +101,18 @@ pub(crate) struct Applied {
     pub(crate) state: String,
 }
 
+/// One reading of a process's resources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Sample {
+    /// Attempts started in the whole run when it was taken (`start` lines of the effects log):
+    /// the work done between two samples.
+    pub(crate) attempts: u64,
+    /// Resident set, KiB (`VmRSS`).
+    pub(crate) rss_kb: u64,
+    /// Open file descriptors.
+    pub(crate) fds: u64,
+}
+
 /// A worker or `serve` process the soak started.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct ProcessRecord {
@@ -112,21 +124,47 @@ pub(crate) struct ProcessRecord {
     pub(crate) exited: Option<String>,
     /// The soak stopped it (SIGKILL or SIGTERM): an exit on purpose.
     pub(crate) on_purpose: bool,
-    /// Largest resident set seen, KiB.
+    /// It was still running when the quiet period ended (the final SIGTERM stopped it).
+    pub(crate) survived: bool,
+    /// Largest resident set seen, KiB (for the report).
     pub(crate) max_rss_kb: u64,
-    /// Largest number of open file descriptors seen.
+    /// Largest number of open file descriptors seen (for the report).
     pub(crate) max_fds: u64,
+    /// The first sample taken once it had run for the warm-up ([`Growth::warm_up_ms`]).
+    pub(crate) warm: Option<Sample>,
+    /// The last sample taken (at the end of the quiet period for a survivor).
+    pub(crate) last: Option<Sample>,
     /// The last lines of its log, for the report.
     pub(crate) log_tail: String,
 }
 
-/// Bounds on the surviving processes' resources.
+/// How much a surviving process's resources may grow from its warm sample to its last: a fixed
+/// slack (what a warmed-up process may still add: allocator arenas, connection pools filling up)
+/// plus an amount per 1 000 attempts run in between (a leak per job grows past it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Limits {
-    /// Largest resident set allowed, KiB.
-    pub(crate) rss_kb: u64,
-    /// Most open file descriptors allowed.
-    pub(crate) fds: u64,
+pub(crate) struct Growth {
+    /// How long a process runs before its warm sample, milliseconds.
+    pub(crate) warm_up_ms: u64,
+    /// Resident-set growth allowed whatever the work, KiB.
+    pub(crate) rss_slack_kb: u64,
+    /// Resident-set growth allowed per 1 000 attempts, KiB.
+    pub(crate) rss_kb_per_1000: u64,
+    /// Open-fd growth allowed whatever the work.
+    pub(crate) fds_slack: u64,
+    /// Open-fd growth allowed per 1 000 attempts.
+    pub(crate) fds_per_1000: u64,
+}
+
+impl Growth {
+    /// Resident-set growth allowed over `attempts` attempts, KiB.
+    pub(crate) fn rss_bound_kb(&self, attempts: u64) -> u64 {
+        self.rss_slack_kb + self.rss_kb_per_1000 * attempts / 1000
+    }
+
+    /// Open-fd growth allowed over `attempts` attempts.
+    pub(crate) fn fds_bound(&self, attempts: u64) -> u64 {
+        self.fds_slack + self.fds_per_1000 * attempts / 1000
+    }
 }
 
 /// Everything one run recorded.
@@ -146,8 +184,8 @@ pub(crate) struct History {
     pub(crate) applied: Vec<Applied>,
     /// Workers and `serve`.
     pub(crate) processes: Vec<ProcessRecord>,
-    /// Resource bounds (`None`: not checked).
-    pub(crate) limits: Option<Limits>,
+    /// Resource growth bounds (`None`: not checked).
+    pub(crate) growth: Option<Growth>,
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
-use crate::history::Limits;
+use crate::history::Growth;
 use crate::plan::Shape;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -67,12 +67,22 @@ struct Args {
     /// Longest wait, seconds, for every job to settle once the faults are undone.
     #[arg(long = "quiet", default_value_t = 120)]
     quiet_secs: u64,
-    /// Largest resident set a worker or `serve` may reach, MiB.
-    #[arg(long = "max-rss-mb", default_value_t = 512)]
-    max_rss_mb: u64,
-    /// Most open file descriptors a worker or `serve` may hold.
-    #[arg(long = "max-fds", default_value_t = 1024)]
-    max_fds: u64,
+    /// Seconds a worker or `serve` runs before its warm sample of memory and open fds; growth
+    /// is measured from there to its last sample at the end.
+    #[arg(long = "warm-up", default_value_t = 5)]
+    warm_up_secs: u64,
+    /// Resident-set growth a surviving worker or `serve` may show whatever the work, MiB.
+    #[arg(long = "rss-slack-mb", default_value_t = 24)]
+    rss_slack_mb: u64,
+    /// Resident-set growth allowed per 1 000 attempts run, KiB (a leak of ~1 KiB per job).
+    #[arg(long = "rss-kb-per-1000", default_value_t = 1024)]
+    rss_kb_per_1000: u64,
+    /// Open-fd growth a surviving worker or `serve` may show whatever the work.
+    #[arg(long = "fds-slack", default_value_t = 16)]
+    fds_slack: u64,
+    /// Open-fd growth allowed per 1 000 attempts run.
+    #[arg(long = "fds-per-1000", default_value_t = 1)]
+    fds_per_1000: u64,
     /// Keep each run's directory (home, effects log, process logs) here instead of a temp dir
     /// (a temp dir is kept anyway when a run finds a violation).
     #[arg(long)]
@@ -130,7 +140,13 @@ fn main() -> std::process::ExitCode {
                 submitters: args.submitters,
                 quiet: Duration::from_secs(args.quiet_secs),
                 dir: dir.clone(),
-                limits: Limits { rss_kb: args.max_rss_mb * 1024, fds: args.max_fds },
+                growth: Growth {
+                    warm_up_ms: args.warm_up_secs * 1000,
+                    rss_slack_kb: args.rss_slack_mb * 1024,
+                    rss_kb_per_1000: args.rss_kb_per_1000,
+                    fds_slack: args.fds_slack,
+                    fds_per_1000: args.fds_per_1000,
+                },
             };
             eprintln!(
                 "soak: seed {seed} on {}: {} jobs, {} faults planned in {} s (dir {})",

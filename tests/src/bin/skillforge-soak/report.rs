@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::checker::CHECKS;
-use crate::history::Event;
+use crate::history::{Event, Growth, History};
 use crate::plan::Plan;
 use crate::run::{Outcome, Setup};
 
@@ -18,6 +18,41 @@ fn counts<'a>(it: impl Iterator<Item = &'a str>) -> String {
         *m.entry(k).or_default() += 1;
     }
     m.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
+}
+
+/// The survivors' largest growth from their warm sample to their last, and the bound.
+fn growth_line(h: &History, g: &Growth) -> String {
+    let grown: Vec<(i64, i64, u64, &str)> = h
+        .processes
+        .iter()
+        .filter(|p| p.survived)
+        .filter_map(|p| {
+            let (w, l) = (p.warm?, p.last?);
+            Some((l.rss_kb as i64 - w.rss_kb as i64, l.fds as i64 - w.fds as i64, l.attempts.saturating_sub(w.attempts), p.name.as_str()))
+        })
+        .collect();
+    let rss = grown.iter().max_by_key(|g| g.0);
+    let fds = grown.iter().max_by_key(|g| g.1);
+    let bound = format!(
+        "bound {} MiB + {} KiB and {} + {} fds per 1 000 attempts after a {} s warm-up",
+        g.rss_slack_kb / 1024,
+        g.rss_kb_per_1000,
+        g.fds_slack,
+        g.fds_per_1000,
+        g.warm_up_ms / 1000
+    );
+    match (rss, fds) {
+        (Some(r), Some(f)) => format!(
+            "growth of the {} survivors: RSS at most {:+} KiB ({}, over {} attempts), fds at most {:+} ({}); {bound}",
+            grown.len(),
+            r.0,
+            r.3,
+            r.2,
+            f.1,
+            f.3
+        ),
+        _ => format!("growth: no survivor sampled after its warm-up; {bound}"),
+    }
 }
 
 /// Renders the report of `outcome`.
@@ -60,6 +95,7 @@ pub(crate) fn render(plan: &Plan, setup: &Setup, o: &Outcome, replay: &str) -> S
         rss / 1024,
         fds
     );
+    let _ = writeln!(r, "- {}", growth_line(h, &setup.growth));
     if !o.failed_submits.is_empty() {
         let _ = writeln!(r, "- unkeyed submits that failed (not retried): {}; first: {}", o.failed_submits.len(), o.failed_submits[0]);
     }

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::checker::{self, NOT_SETTLED, RESULT_NOT_APPLIED, STUCK_RUNNING, Violation};
 use crate::cluster::Cluster;
-use crate::history::{Applied, Effect, FinalJob, History, Limits, Submitted};
+use crate::history::{Applied, Effect, FinalJob, Growth, History, Submitted};
 use crate::plan::{Fault, JobPlan, Plan};
 
 /// How one run is shaped besides its plan.
@@ -35,8 +35,8 @@ pub(crate) struct Setup {
     pub(crate) quiet: Duration,
     /// The run's directory (home, effects log, logs).
     pub(crate) dir: PathBuf,
-    /// Resource bounds of the surviving processes.
-    pub(crate) limits: Limits,
+    /// How much the surviving processes' memory and open fds may grow.
+    pub(crate) growth: Growth,
 }
 
 /// What a run produced.
@@ -75,7 +75,8 @@ pub(crate) fn run(plan: &Plan, setup: &Setup) -> Outcome {
     std::fs::create_dir_all(&home).expect("create the soak home");
     let effects = setup.dir.join("effects.log");
     std::fs::write(&effects, "").expect("create the effects log");
-    let cluster = Arc::new(Mutex::new(Cluster::start(&setup.bin, &home, setup.redis, setup.workers, setup.concurrency)));
+    let warm_up = Duration::from_millis(setup.growth.warm_up_ms);
+    let cluster = Arc::new(Mutex::new(Cluster::start(&setup.bin, &home, setup.redis, setup.workers, setup.concurrency, &effects, warm_up)));
     let shared = Arc::new(Mutex::new(Shared::default()));
     let started = Instant::now();
 
@@ -121,7 +122,7 @@ pub(crate) fn run(plan: &Plan, setup: &Setup) -> Outcome {
         jobs,
         applied,
         processes,
-        limits: Some(setup.limits),
+        growth: Some(setup.growth),
     };
     let violations = checker::check(&history);
     Outcome { history, violations, faults, failed_submits: shared.failed_submits, unclean_shutdowns, phases: (submitted_at, quiet) }

@@ -7,7 +7,7 @@
 //! and recorded with its bandit update in one transaction (`skillforge_workflows::ab::record`).
 //! No pending challenger is a clean no-op that writes nothing.
 
-use std::io::BufRead;
+use std::io::{BufRead, IsTerminal};
 use std::sync::Arc;
 
 use anyhow::anyhow;
@@ -40,7 +40,10 @@ pub struct AbArgs {
     /// Challenger version (`ID@vN`); default the sole pending version.
     #[arg(long)]
     pub challenger: Option<String>,
-    /// The human pick, `a` or `b`; without it the pick is read from stdin.
+    /// The human pick, `a` or `b`. Without it, on a terminal: both answers are shown and the
+    /// pick is prompted for (`a`, `b`, or `s` to skip: nothing recorded for the human, asked again
+    /// on anything else); with stdin not a terminal: one line is read from stdin, and anything but
+    /// `a` or `b` records nothing and exits 2.
     #[arg(long)]
     pub pick: Option<String>,
     /// Seed of the label shuffle (Monte Carlo uses SEED ^ 0x6a09e667f3bcc908); default time-based.
@@ -98,11 +101,36 @@ async fn arms(ctx: &Context, store: &skillforge_store::Store, args: &AbArgs) -> 
     }
 }
 
-fn read_pick() -> Result<Label, CliError> {
-    eprint!("pick the better answer [a/b]: ");
+/// The human pick when `--pick` is absent (see [`AbArgs::pick`]): `Ok(None)` is a skip, asked
+/// for on a terminal (`s`, `skip`, or end of input).
+fn read_pick() -> Result<Option<Label>, CliError> {
+    let stdin = std::io::stdin();
+    let read_line = |line: &mut String| {
+        line.clear();
+        stdin.lock().read_line(line).map_err(|e| CliError::env(anyhow!("read the pick from stdin: {e}")))
+    };
     let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line).map_err(|e| CliError::env(anyhow!("read the pick from stdin: {e}")))?;
-    Label::parse(&line).ok_or_else(|| CliError::usage(anyhow!("no pick captured (expected `a` or `b`, got {:?}); nothing recorded", line.trim())))
+    if !stdin.is_terminal() {
+        eprint!("pick the better answer [a/b]: ");
+        read_line(&mut line)?;
+        return Label::parse(&line)
+            .map(Some)
+            .ok_or_else(|| CliError::usage(anyhow!("no pick captured (expected `a` or `b`, got {:?}); nothing recorded", line.trim())));
+    }
+    loop {
+        eprint!("Which answer is better? [a/b, s to skip]: ");
+        if read_line(&mut line)? == 0 {
+            eprintln!();
+            return Ok(None);
+        }
+        if let Some(label) = Label::parse(&line) {
+            return Ok(Some(label));
+        }
+        match line.trim().to_ascii_lowercase().as_str() {
+            "s" | "skip" => return Ok(None),
+            other => eprintln!("`{other}` is not a pick: answer a, b, or s"),
+        }
+    }
 }
 
 /// Runs `skillforge ab`.
@@ -144,7 +172,12 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
     } else {
         println!("Option A:\n{option_a}\n\nOption B:\n{option_b}\n");
     }
-    let human = if args.judge_only { None } else { Some(match human_pick { Some(p) => p, None => read_pick()? }) };
+    let human = match (args.judge_only, human_pick) {
+        (true, _) => None,
+        (false, Some(p)) => Some(p),
+        (false, None) => read_pick()?,
+    };
+    let skipped = !args.judge_only && human.is_none();
     let judge_on = args.judge || args.judge_only || ctx.config.skillopt.mode_b_judge_enabled == Some(true);
     let mut judge_note = None;
     let judge = if judge_on {
@@ -181,7 +214,7 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
     let challenger_arm = arm(get_arm(store.pool(), &arms.template, &arms.challenger).await?);
     let champion_arm = arm(get_arm(store.pool(), &arms.template, &arms.champion).await?);
     let confidence = Confidence::compute(challenger_arm, champion_arm, args.draws, seed ^ MC_SEED_XOR);
-    print_outcome(ctx, &arms, &ab, recorded, &confidence, judge_note.as_deref());
+    print_outcome(ctx, &arms, &ab, recorded, &confidence, Notes { judge_skipped: judge_note.as_deref(), pick_skipped: skipped });
     Ok(OK)
 }
 
@@ -253,14 +286,16 @@ async fn run_judges(
     Ok(Ok((judge_pick(&verdicts[0]), why)))
 }
 
-fn print_outcome(
-    ctx: &Context,
-    arms: &Arms,
-    ab: &AbRecord,
-    recorded: skillforge_workflows::ab::record::Recorded,
-    c: &Confidence,
-    judge_note: Option<&str>,
-) {
+/// What an A/B did not do, for its output.
+struct Notes<'a> {
+    /// Why the judge was skipped (no other family).
+    judge_skipped: Option<&'a str>,
+    /// The human skipped the pick at the prompt.
+    pick_skipped: bool,
+}
+
+fn print_outcome(ctx: &Context, arms: &Arms, ab: &AbRecord, recorded: skillforge_workflows::ab::record::Recorded, c: &Confidence, notes: Notes<'_>) {
+    let judge_note = notes.judge_skipped;
     if ctx.json {
         print_json(&json!({
             "template": arms.template,
@@ -271,6 +306,7 @@ fn print_outcome(
             "human_winner": ab.human,
             "judge_winner": ab.judge.as_ref().map(|(r, _)| r),
             "judge_skipped": judge_note,
+            "pick_skipped": notes.pick_skipped,
             "arms_moved": recorded.arms_moved,
             "confidence": c,
             "summary": c.summary(),
@@ -278,6 +314,9 @@ fn print_outcome(
         return;
     }
     let fmt_ci = |ci: Option<(f64, f64)>| ci.map_or_else(|| "n/a".to_owned(), |(lo, hi)| format!("[{lo:.3}, {hi:.3}]"));
+    if notes.pick_skipped {
+        println!("skipped: no human pick recorded, the bandit is unchanged");
+    }
     if let Some(winner) = ab.human {
         println!("recorded: {} wins ({} was Option {})", winner.as_str(), arms.challenger, ab.shuffle.label_of(Role::Challenger).as_str().to_uppercase());
     }

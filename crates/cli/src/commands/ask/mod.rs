@@ -82,7 +82,8 @@ pub async fn run(ctx: &Context, args: AskArgs) -> CliResult {
     let session = if rate > 0.0 && !is_canary {
         let name = session_lock_name(&args.agent, &args.runtime);
         let owner = WorkerIdentity::new("ask");
-        Some(SessionLock::acquire(backend.clone(), &owner, &name, SESSION_WAIT).await.map_err(|e| match e {
+        let on_busy = |holder: &str| eprintln!("waiting for session `{name}` (held by {holder}; up to {} s)", SESSION_WAIT.as_secs());
+        Some(SessionLock::acquire(backend.clone(), &owner, &name, SESSION_WAIT, on_busy).await.map_err(|e| match e {
             SessionError::Queue(q) => CliError::env(anyhow!(q)),
             busy => CliError::env(anyhow!(busy)),
         })?)

@@ -18,6 +18,7 @@ use skillforge_store::candidates::{
     CandidateRow, DecisionOutcome, get_candidate, list_candidates, promote_candidate, reject_candidate,
 };
 use skillforge_store::templates::{get_template, get_version};
+use skillforge_workflows::stage::Wait;
 
 use crate::control::templates::resolve_reference;
 use crate::context::Context;
@@ -46,7 +47,12 @@ pub enum CandidateCommand {
         sample: f64,
     },
     /// Decide every canary's regression window: graduate, roll back, or hold.
-    CanaryCheck,
+    CanaryCheck {
+        /// Submit the graduate / roll-back jobs and return without waiting for them (a cron on a
+        /// shared queue whose workers and `serve` apply them); a later check finds the same jobs.
+        #[arg(long)]
+        no_wait: bool,
+    },
     /// Re-run the notify/auto-promote seam for a pending candidate (e.g. after more A/B picks or
     /// harvested outcomes); the same guardrails as after import.
     Decide {
@@ -82,7 +88,7 @@ pub async fn run(ctx: &Context, cmd: CandidateCommand) -> CliResult {
         CandidateCommand::List { pending: true, .. } => promotion::list_pending(ctx).await,
         CandidateCommand::List { template, .. } => list(ctx, template.as_deref().unwrap_or_default()).await,
         CandidateCommand::Canary { id, sample } => promotion::canary(ctx, &id, sample).await,
-        CandidateCommand::CanaryCheck => promotion::canary_check(ctx).await,
+        CandidateCommand::CanaryCheck { no_wait } => promotion::canary_check(ctx, Wait::from_flag(!no_wait)).await,
         CandidateCommand::Decide { id } => promotion::decide_cmd(ctx, &id).await,
         CandidateCommand::Show { id } => show(ctx, &id).await,
         CandidateCommand::Promote { id, reason } => promote(ctx, &id, &reason).await,

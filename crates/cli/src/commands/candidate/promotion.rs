@@ -94,11 +94,12 @@ pub async fn canary(ctx: &Context, version_id: &str, sample: f64) -> CliResult {
     Ok(OK)
 }
 
-/// `candidate canary-check`: decides every canary's regression window (S-61, S-62) and waits for
-/// the graduate / roll-back jobs it submits; idempotent.
-pub async fn canary_check(ctx: &Context) -> CliResult {
+/// `candidate canary-check [--no-wait]`: decides every canary's regression window (S-61, S-62)
+/// and waits for the graduate / roll-back jobs it submits ([`Wait::Block`]) or returns once they
+/// are submitted ([`Wait::Return`]); idempotent.
+pub async fn canary_check(ctx: &Context, wait: Wait) -> CliResult {
     let store = ctx.store().await?;
-    let report = check_canaries(ctx, &store, Wait::Block).await?;
+    let report = check_canaries(ctx, &store, wait).await?;
     if ctx.json {
         print_json(&report);
     } else if report.is_empty() {

@@ -16,7 +16,8 @@ use crate::exit::{CliError, CliResult, OK};
 /// Chunks read per call.
 const PAGE: usize = 256;
 /// Longest `--follow` waits between two reads when the queue signals no change (the embedded
-/// queue signals at once; on Redis this is the polling period).
+/// queue signals new output at once; Redis signals the job's end, not its output, so there this
+/// is the pace at which new output is read).
 const FOLLOW_EVERY: Duration = Duration::from_millis(100);
 
 /// Arguments of `jobs logs`.

@@ -2,7 +2,7 @@
 //! with the job (or process) that breaks it.
 
 use super::*;
-use crate::history::{Applied, Effect, FinalJob, Limits, ProcessRecord, Submitted};
+use crate::history::{Applied, Effect, FinalJob, Growth, ProcessRecord, Sample, Submitted};
 
 fn job(id: &str, kind: &str) -> Submitted {
     Submitted {
@@ -53,9 +53,29 @@ fn clean() -> History {
     }
     h.applied.push(applied("b", 0, "cancelled"));
     h.retries.push(("b".into(), 900));
-    h.processes.push(ProcessRecord { name: "worker-0#1".into(), pid: 10, max_rss_kb: 20_000, max_fds: 30, ..Default::default() });
-    h.limits = Some(Limits { rss_kb: 512_000, fds: 512 });
+    h.processes.push(survivor("worker-0#1", 10, (100, 20_000, 30), (2100, 21_000, 31)));
+    h.growth = Some(GROWTH);
     h
+}
+
+/// 8 MiB + 1 MiB per 1 000 attempts; 10 + 2 fds per 1 000 attempts.
+const GROWTH: Growth = Growth { warm_up_ms: 5000, rss_slack_kb: 8192, rss_kb_per_1000: 1024, fds_slack: 10, fds_per_1000: 2 };
+
+/// A process alive at the end with its warm and last samples (attempts, RSS KiB, fds).
+fn survivor(name: &str, pid: u32, warm: (u64, u64, u64), last: (u64, u64, u64)) -> ProcessRecord {
+    let sample = |(attempts, rss_kb, fds)| Sample { attempts, rss_kb, fds };
+    ProcessRecord {
+        name: name.into(),
+        pid,
+        survived: true,
+        exited: Some("exit status: 0".into()),
+        on_purpose: true,
+        max_rss_kb: warm.1.max(last.1),
+        max_fds: warm.2.max(last.2),
+        warm: Some(sample(warm)),
+        last: Some(sample(last)),
+        ..Default::default()
+    }
 }
 
 /// The (check, subject) pairs the checker reports.
@@ -202,12 +222,47 @@ fn duplicate_effects_and_effectless_successes_are_named() {
 }
 
 #[test]
-fn a_silent_death_and_unbounded_resources_are_named() {
+fn a_silent_death_is_named() {
     let mut h = clean();
     h.processes.push(ProcessRecord { name: "worker-1#1".into(), pid: 11, exited: Some("signal 13".into()), ..Default::default() });
     h.processes.push(ProcessRecord { name: "serve#1".into(), pid: 12, exited: Some("signal 9".into()), on_purpose: true, ..Default::default() });
-    h.processes.push(ProcessRecord { name: "serve#2".into(), pid: 13, max_fds: 4000, ..Default::default() });
-    assert_eq!(named(&h), vec![(RESOURCES_UNBOUNDED, "serve#2".to_owned()), (SILENT_DEATH, "worker-1#1".to_owned())]);
+    assert_eq!(named(&h), vec![(SILENT_DEATH, "worker-1#1".to_owned())]);
+}
+
+/// Growth from the warm sample to the last, per the work in between: a survivor that grew
+/// within the slack plus the per-1 000-attempts allowance passes (however large it is); one
+/// that grew past it is named, by process, with what grew; a process that did not survive,
+/// or was never sampled after its warm-up, is not judged.
+#[test]
+fn resource_growth_past_the_bound_for_the_work_is_named_by_process() {
+    let mut h = clean();
+    // 10 000 attempts: 8 + 10 MiB and 10 + 20 fds allowed; a large but flat process passes.
+    h.processes.push(survivor("worker-1#1", 11, (0, 400_000, 200), (10_000, 400_000 + 18 * 1024, 230)));
+    assert_eq!(check(&h), vec![]);
+
+    // One KiB over the RSS bound for its 10 000 attempts.
+    h.processes.push(survivor("serve#1", 12, (0, 30_000, 20), (10_000, 30_000 + 18 * 1024 + 1, 20)));
+    // Fds: 500 attempts allow 10 + 1; it gained 12 (one per ~40 jobs: a leak).
+    h.processes.push(survivor("worker-2#3", 13, (1000, 30_000, 20), (1500, 30_000, 32)));
+    // The same growth in a process killed mid-run, or one never sampled after its warm-up, is
+    // not judged.
+    let mut killed = survivor("worker-0#2", 14, (0, 30_000, 20), (10_000, 900_000, 900));
+    killed.survived = false;
+    h.processes.push(killed);
+    let mut cold = survivor("worker-0#3", 15, (0, 30_000, 20), (10_000, 900_000, 900));
+    cold.warm = None;
+    h.processes.push(cold);
+
+    let found = check(&h);
+    assert_eq!(
+        named(&h),
+        vec![(RESOURCES_UNBOUNDED, "serve#1".to_owned()), (RESOURCES_UNBOUNDED, "worker-2#3".to_owned())]
+    );
+    let serve = found.iter().find(|v| v.subject == "serve#1").unwrap();
+    assert!(serve.detail.contains("RSS grew 18433 KiB") && serve.detail.contains("bound 18432 KiB"), "{}", serve.detail);
+    assert!(!serve.detail.contains("fds"), "{}", serve.detail);
+    let worker = found.iter().find(|v| v.subject == "worker-2#3").unwrap();
+    assert!(worker.detail.contains("open fds grew 12 (20 → 32), bound 11") && worker.detail.contains("over 500 attempts"), "{}", worker.detail);
 }
 
 #[test]
