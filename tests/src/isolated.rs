@@ -17,6 +17,15 @@ use crate::{Home, bin};
 /// # Panics
 /// When the home has no `--queue` (an isolated worker needs a shared queue) or spawning fails.
 pub fn spawn_isolated_worker(home: &Home, name: &str, extra: &[&str]) -> Child {
+    spawn_isolated_worker_env(home, name, extra, &[])
+}
+
+/// [`spawn_isolated_worker`] with extra environment variables for the worker (e.g. the scripted
+/// agent's edit plan).
+///
+/// # Panics
+/// As [`spawn_isolated_worker`].
+pub fn spawn_isolated_worker_env(home: &Home, name: &str, extra: &[&str], envs: &[(&str, &str)]) -> Child {
     let queue = home.queue.as_deref().expect("an isolated worker needs a Redis home");
     let log = std::fs::File::create(home.path().join(format!("worker-{name}-isolated.log"))).expect("log file");
     let mut cmd = Command::new("unshare");
@@ -33,6 +42,7 @@ pub fn spawn_isolated_worker(home: &Home, name: &str, extra: &[&str]) -> Child {
         .args(["--queue", queue, "worker", "--name", name])
         .args(extra)
         .env("SKILLFORGE_LOG", std::env::var("SKILLFORGE_LOG").unwrap_or_else(|_| "info".into()))
+        .envs(envs.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log);

@@ -51,3 +51,39 @@ fn a_job_requiring_a_label_no_worker_has_waits_with_a_note_then_runs_when_one_st
     assert!(history.iter().all(|a| a["worker"].as_str().unwrap().starts_with("gpu-")), "only the gpu worker ran it: {job:#}");
     assert!(job.get("routing_note").is_none_or(|n| n.is_null()), "{job:#}");
 }
+
+// Issue 20 item 5: the embedded queue's in-process worker carries the labels this machine offers
+// (os=, arch=, tool:<name>), so it runs a job they satisfy, but a job requiring one it lacks
+// waits with the routing note (waiter and `jobs show`) until a worker with that label starts.
+#[test]
+fn the_embedded_in_process_worker_has_the_detected_labels_and_notes_a_job_it_cannot_take() {
+    let home = Home::embedded();
+    let os = format!("os={}", std::env::consts::OS);
+    let out = home.run(&["jobs", "submit", "--require", &os, "--attempts", "1", "--wait", "--", "true"]);
+    assert!(out.status.success(), "the in-process worker satisfies {os}: {}", String::from_utf8_lossy(&out.stderr));
+    let log = home.path().join("waiting.log");
+    let mut waiting = Reaped(
+        home.cmd()
+            .args(["jobs", "submit", "--require", "gpu", "--attempts", "1", "--idempotency-key", "needs-gpu", "--wait", "--", "true"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let said = home.wait(WAIT, "the waiting command's note", || std::fs::read_to_string(&log).ok().filter(|t| t.contains("no live worker can take job")));
+    assert!(said.contains("requires gpu") && said.contains("local-") && said.contains(&os), "names the in-process worker and its labels: {said}");
+    let id = home.json(&["jobs", "list"]).as_array().unwrap().iter().find(|j| j["state"] == "queued").expect("the gpu job is queued")["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let shown = home.job(&id);
+    assert_eq!(shown["state"], "queued", "the in-process worker did not take it: {shown:#}");
+    assert!(shown["routing_note"].as_str().is_some_and(|n| n.contains("--label gpu")), "{shown:#}");
+    let _gpu = Reaped(home.spawn_worker("gpu", &["--label", "gpu"]));
+    let status = skillforge_tests::wait_exit(&mut waiting.0, WAIT);
+    assert!(status.success(), "{}\n{}", std::fs::read_to_string(&log).unwrap_or_default(), home.logs());
+    let job = home.job(&id);
+    assert_eq!(job["state"], "succeeded");
+    assert!(job["history"][0]["worker"].as_str().unwrap().starts_with("gpu-"), "{job:#}");
+}

@@ -676,4 +676,36 @@ execution: {{ mode: serial, backend: remote, remote: \"{}\" }}\nstopping: {{ max
     let copy: Value = serde_norway::from_str(&std::fs::read_to_string(state.join("exp-001-result.yaml")).unwrap()).unwrap();
     git(repo.path(), &["merge-base", "--is-ancestor", copy["head_sha"].as_str().unwrap(), "optimize/ops"]);
     assert_eq!(measured_ops(repo.path(), "optimize/ops"), (12, 1));
+// Issue 20 item 4: the same loop on a worker that shares nothing with the control plane but the
+// queue URL (the repository, its worktrees and the state root all in the hidden home): each
+// experiment's worktree travels to the job dir and back, each measurement gets a copy of its
+// checkout, no job names a control-plane path, and the outcome is the one-machine run's.
+#[test]
+fn optimize_loop_on_a_worker_that_cannot_see_the_home() {
+    let redis = skillforge_tests::RedisServer::start();
+    let home = Home::redis(&redis.url());
+    let origin = project();
+    let repo = home.path().join("project");
+    std::fs::create_dir_all(home.path()).unwrap();
+    git(home.path(), &["clone", "-q", origin.path().to_str().unwrap(), repo.to_str().unwrap()]);
+    let work = tempfile::tempdir().unwrap();
+    let (spec, plan) = spec_and_plan(work.path(), "serial", 0);
+    let _vm = Reaped(skillforge_tests::isolated::spawn_isolated_worker_env(&home, "vm", &[], &[("SKILLFORGE_SCRIPTED_EDITS", &plan)]));
+    let hidden = home.run(&["jobs", "submit", "--wait", "--", "test", "!", "-e", repo.join("measure.sh").to_str().unwrap()]);
+    assert!(hidden.status.success(), "the worker cannot see the home: {}", String::from_utf8_lossy(&hidden.stderr));
+    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.display().to_string()]), "init");
+    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
+    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report");
+    assert_final_state(&repo, &status, report["text"].as_str().unwrap());
+    let home_text = home.path().display().to_string();
+    let jobs = home.json(&["jobs", "list", "--limit", "500"]);
+    let ours: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "optimize").collect();
+    assert!(ours.iter().any(|j| j["stage"] == "experiment") && ours.iter().any(|j| j["stage"] == "measurement"), "{jobs:#}");
+    for listed in ours {
+        let job = home.job(listed["id"].as_str().unwrap());
+        assert!(job["history"][0]["worker"].as_str().unwrap().starts_with("vm-"), "run by the isolated worker: {job:#}");
+        let payload = job["payload"].to_string();
+        assert!(!payload.contains(&home_text), "no control-plane path in the {} job: {payload}", job["stage"]);
+    }
 }

@@ -105,7 +105,7 @@ pub async fn unmet_note(backend: &dyn crate::QueueBackend, job: &crate::Job) -> 
     if job.state != crate::JobState::Queued || job.spec.requires.is_empty() {
         return Ok(None);
     }
-    let Some(area) = backend.transfer_area().filter(|_| !backend.shares_disk()) else { return Ok(None) };
+    let Some(area) = backend.transfer_area() else { return Ok(None) };
     let now = backend.now_ms().await?;
     let mut live = Vec::new();
     for lease in backend.leases().await? {

@@ -67,14 +67,13 @@ impl Default for TransferLimits {
 pub enum TransferError {
     /// The blob is not (or no longer) in the area.
     #[error(
-        "transfer blob sha256:{digest} is not in the queue's transfer area (expired after its TTL of {ttl_secs} s, \
-         or never staged); re-run the command that submitted the job so it stages its files again"
+        "transfer blob sha256:{digest} is not in the queue's transfer area: it expired (staged files are kept for \
+         `[queue] transfer_ttl_secs` of the control plane that staged them, default 86400 s) or was never staged; \
+         re-run the command that submitted the job so it stages its files again"
     )]
     Missing {
         /// Hex sha256.
         digest: String,
-        /// The area's TTL, seconds.
-        ttl_secs: u64,
     },
     /// What came back does not hash to its name: refused.
     #[error("transfer blob sha256:{digest} is corrupt: its content hashes to sha256:{actual}; refused")]
@@ -147,6 +146,12 @@ pub trait TransferArea: Send + Sync {
     /// # Errors
     /// The backend's.
     async fn get_record(&self, key: &str) -> Result<Option<Vec<u8>>, TransferError>;
+
+    /// Removes a named record (a stopping worker's labels); absent is not an error.
+    ///
+    /// # Errors
+    /// The backend's.
+    async fn remove_record(&self, key: &str) -> Result<(), TransferError>;
 }
 
 /// Hex sha256 of `bytes`.
@@ -351,6 +356,16 @@ pub fn fill_placeholders(payload: &mut serde_json::Value, job_dir: &str, worker_
     }
 }
 
+/// Whether some string of `payload` names [`JOB_DIR`] (the job runs in, or writes to, its job dir).
+pub fn names_job_dir(payload: &serde_json::Value) -> bool {
+    match payload {
+        serde_json::Value::String(s) => s.contains(JOB_DIR),
+        serde_json::Value::Array(items) => items.iter().any(names_job_dir),
+        serde_json::Value::Object(map) => map.values().any(names_job_dir),
+        _ => false,
+    }
+}
+
 /// Worker side, before the runner: creates `job_dir`, materializes `files.inputs` (verified)
 /// and creates each output dir.
 ///
@@ -464,7 +479,7 @@ impl TransferArea for LocalTransfer {
         let bytes = match tokio::fs::read(&path).await {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(TransferError::Missing { digest: digest.to_owned(), ttl_secs: self.limits.ttl.as_secs() });
+                return Err(TransferError::Missing { digest: digest.to_owned() });
             }
             Err(e) => return Err(TransferError::Io(format!("read `{}`: {e}", path.display()))),
         };
@@ -483,6 +498,13 @@ impl TransferArea for LocalTransfer {
             Err(e) => Err(TransferError::Io(format!("read transfer record `{key}`: {e}"))),
         }
     }
+
+    async fn remove_record(&self, key: &str) -> Result<(), TransferError> {
+        match tokio::fs::remove_file(self.root.join("transfer-records").join(checked_rel(key)?)).await {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(TransferError::Io(format!("remove transfer record `{key}`: {e}"))),
+            _ => Ok(()),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -494,6 +516,8 @@ mod tests {
         let mut v = serde_json::json!({"argv": ["@worker_exe@", "--out", "@job_dir@/out"], "cwd": "@job_dir@", "n": 3});
         fill_placeholders(&mut v, "/s/j", "/bin/sf");
         assert_eq!(v, serde_json::json!({"argv": ["/bin/sf", "--out", "/s/j/out"], "cwd": "/s/j", "n": 3}));
+        assert!(names_job_dir(&serde_json::json!({"cwd": "@job_dir@"})));
+        assert!(!names_job_dir(&v));
     }
 
     #[test]

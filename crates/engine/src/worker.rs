@@ -295,16 +295,18 @@ impl Worker {
             warn!(worker = %worker_id, job_id = %job_id, fencing_token = token,
                   "lease not handed back: it goes stale after its stale_after and the reaper recovers it");
         }
+        if let Some(area) = self.backend.transfer_area()
+            && let Err(e) = area.remove_record(&crate::labels::labels_key(&worker_id)).await
+        {
+            debug!(error = %e, "labels record not removed");
+        }
         info!(worker = %worker_id, ?report, "worker stopped");
         report
     }
 
-    /// Records this worker's labels in the transfer area (`workers/<id>`) on a queue whose
-    /// workers may be other machines, so waiting commands can tell when none can take a job.
+    /// Records this worker's labels in the transfer area (`workers/<id>`; removed when it stops),
+    /// so waiting commands and `jobs show` can tell when no live worker can take a job.
     async fn advertise_labels(&self) {
-        if self.backend.shares_disk() {
-            return;
-        }
         let Some(area) = self.backend.transfer_area() else { return };
         let labels = serde_json::to_vec(&self.config.labels).unwrap_or_default();
         if let Err(e) = area.put_record(&crate::labels::labels_key(&self.identity.worker_id), &labels).await {

@@ -213,22 +213,34 @@ async fn inputs_expired_before_the_worker_started_fail_the_job_with_a_clear_erro
     let job = run_worker(queue, home.path().join("scratch"), &[id]).await.remove(0);
     assert_eq!(job.state, JobState::Failed, "{job:?}");
     let error = job.error.unwrap_or_default();
-    assert!(error.contains("expired after its TTL of 1 s") && error.contains("materialize the job's input files"), "{error}");
+    assert!(error.contains("it expired") && error.contains("transfer_ttl_secs") && error.contains("materialize the job's input files"), "{error}");
 }
 
 #[tokio::test]
-async fn a_corrupted_chunk_is_refused_by_hash_on_the_worker() {
+async fn a_corrupted_chunk_is_refused_by_hash_on_the_worker_and_replaced_by_the_next_stage_of_the_same_content() {
     let server = RedisServer::start();
     let queue: Arc<dyn QueueBackend> = backend(&server, limits(4, 3600, 1 << 20)).await;
     let home = tempfile::tempdir().unwrap();
     let area = queue.transfer_area().unwrap();
-    let digest = area.put(b"abcdefgh").await.unwrap().digest;
-    server.cli(&["set", &format!("sftest:xfer:{digest}:1"), "EFGH"]);
+    let id = copy_job(queue.as_ref(), b"abcdefgh", &home.path().join("out"), false).await;
+    let digest = transfer::sha256_hex(b"abcdefgh");
+    server.cli(&["set", &format!("sftest:xfer:{digest}:1"), "EFGH", "KEEPTTL"]);
     let err = area.get(&digest).await.unwrap_err();
     assert!(matches!(&err, TransferError::Corrupt { digest: d, .. } if *d == digest), "{err}");
-    let id = copy_job(queue.as_ref(), b"abcdefgh", &home.path().join("out"), false).await;
-    let job = run_worker(queue, home.path().join("scratch"), &[id]).await.remove(0);
+    let job = run_worker(queue.clone(), home.path().join("scratch"), &[id]).await.remove(0);
     assert_eq!(job.state, JobState::Failed);
     let error = job.error.unwrap_or_default();
     assert!(error.contains("is corrupt") && error.contains(&digest), "{error}");
+    // The next submit of the same content finds the chunk does not verify and stages it again,
+    // instead of deduplicating against it until its TTL.
+    let again = copy_job(queue.as_ref(), b"abcdefgh", &home.path().join("out-2"), false).await;
+    assert_eq!(server.cli(&["get", &format!("sftest:xfer:{digest}:1")]), "efgh", "the corrupted chunk was replaced");
+    assert_eq!(area.get(&digest).await.unwrap(), b"abcdefgh");
+    let job = run_worker(queue.clone(), home.path().join("scratch"), &[again]).await.remove(0);
+    assert_eq!(job.state, JobState::Succeeded, "{job:?}");
+    // Intact content is still deduplicated, and a missing chunk is staged again too.
+    assert!(!area.put(b"abcdefgh").await.unwrap().uploaded);
+    server.cli(&["del", &format!("sftest:xfer:{digest}:0")]);
+    assert!(area.put(b"abcdefgh").await.unwrap().uploaded, "a chunk gone before its meta key: staged again");
+    assert_eq!(area.get(&digest).await.unwrap(), b"abcdefgh");
 }

@@ -1,5 +1,6 @@
 //! `skillforge jobs submit|list|show|logs|cancel|retry|prune`: durable ad-hoc jobs through the `process` runner.
 
+mod files;
 mod logs;
 mod prune;
 
@@ -81,6 +82,16 @@ pub struct SubmitArgs {
     /// Environment for the command, `NAME=VALUE` (repeatable); how secrets reach it, never argv.
     #[arg(long = "env", value_name = "NAME=VALUE")]
     env: Vec<String>,
+    /// The command's working directory. Default: the current directory on the embedded queue;
+    /// on a Redis fleet (whose workers may be other machines) the worker's job dir, an empty dir
+    /// of the attempt's scratch dir — there `--cwd` names a directory on the worker (absolute).
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<std::path::PathBuf>,
+    /// A file the command needs (repeatable): sent by content through the queue's transfer area
+    /// (capped by `[queue] transfer_max_mb`, kept `[queue] transfer_ttl_secs` on Redis) and placed
+    /// in the job dir under its file name; the command then runs in the job dir.
+    #[arg(long = "file", value_name = "PATH")]
+    files: Vec<std::path::PathBuf>,
     /// Run the command in a container from this image (the `container` runner, work dir = the
     /// attempt's scratch dir) instead of as a process.
     #[arg(long, value_name = "IMAGE")]
@@ -131,19 +142,26 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
     for lock in &args.locks {
         check_name("lock", lock)?;
     }
-    let mut env = BTreeMap::new();
-    for kv in &args.env {
-        let Some((k, v)) = kv.split_once('=') else {
-            return Err(CliError::usage(anyhow!("--env `{kv}` is not NAME=VALUE")));
-        };
-        if k.is_empty() || k.contains(['\0', '=']) {
-            return Err(CliError::usage(anyhow!("--env `{kv}`: the variable name is empty or invalid (NAME=VALUE)")));
-        }
-        if v.contains('\0') {
-            return Err(CliError::usage(anyhow!("--env `{k}`: the value holds a NUL byte")));
-        }
-        env.insert(k.to_owned(), v.to_owned());
+    let env = parse_env(&args.env)?;
+    if args.image.is_some() && (args.cwd.is_some() || !args.files.is_empty()) {
+        return Err(CliError::usage(anyhow!("--cwd and --file are for process jobs; a container job (--image) runs in the attempt's scratch dir")));
     }
+    let (timeout_ms, heartbeat_ms) = (secs("timeout", args.timeout)?, secs("heartbeat", args.heartbeat)?);
+    let stale_after_ms = secs("stale-after", args.stale_after)?;
+    if stale_after_ms <= heartbeat_ms {
+        return Err(CliError::usage(anyhow!(
+            "--stale-after ({}s) must be longer than --heartbeat ({}s)",
+            args.stale_after,
+            args.heartbeat
+        )));
+    }
+    if args.requires.iter().any(|r| r.trim().is_empty() || r.contains([',', '@'])) {
+        return Err(CliError::usage(anyhow!("--require: a label is `KEY` or `KEY=VALUE`, without `,` or `@`")));
+    }
+    // Every check of the arguments is above: files are staged only for a job that is enqueued.
+    let backend = ctx.queue().await?;
+    let cwd = files::working_dir(backend.as_ref(), args.cwd.as_deref(), !args.files.is_empty())?;
+    let inputs = files::stage_files(backend.as_ref(), &args.files).await?;
     let mut spec = match &args.image {
         Some(image) => {
             let mut payload = ContainerPayload::new(image, Command::Argv(args.command.clone()));
@@ -153,33 +171,20 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         None => {
             let mut payload = ProcessPayload::argv(args.command.clone());
             payload.env = env;
-            payload.cwd = std::env::current_dir().ok();
+            payload.cwd = cwd;
             JobSpec::for_payload(&payload)
         }
     }
     .map_err(CliError::usage)?;
-    spec.queue = args.queue_name.clone();
+    spec.files.inputs = inputs;
     spec.idempotency_key = args.idempotency_key.clone();
     spec.max_attempts = args.attempts;
-    spec.timeout_ms = secs("timeout", args.timeout)?;
-    spec.heartbeat_ms = secs("heartbeat", args.heartbeat)?;
-    spec.stale_after_ms = secs("stale-after", args.stale_after)?;
+    (spec.timeout_ms, spec.heartbeat_ms, spec.stale_after_ms) = (timeout_ms, heartbeat_ms, stale_after_ms);
     spec.idempotent = !args.non_idempotent;
     spec.locks = args.locks.clone();
-    if args.requires.iter().any(|r| r.trim().is_empty() || r.contains([',', '@'])) {
-        return Err(CliError::usage(anyhow!("--require: a label is `KEY` or `KEY=VALUE`, without `,` or `@`")));
-    }
     spec.requires = skillforge_engine::labels::normalize(&args.requires);
-    spec.queue = skillforge_engine::labels::route(&spec.queue, &spec.requires);
-    if spec.stale_after_ms <= spec.heartbeat_ms {
-        return Err(CliError::usage(anyhow!(
-            "--stale-after ({}s) must be longer than --heartbeat ({}s)",
-            args.stale_after,
-            args.heartbeat
-        )));
-    }
+    spec.queue = skillforge_engine::labels::route(&args.queue_name, &spec.requires);
 
-    let backend = ctx.queue().await?;
     if args.wait && ctx.queue_url.is_embedded() {
         // `--wait` on the embedded queue applies the result to the store: a store that cannot be
         // opened fails the command before anything is enqueued, not after.
@@ -252,6 +257,27 @@ async fn refuse_rerun_of_applied(ctx: &Context, backend: &dyn QueueBackend, key:
         first.state,
         first.applied_at
     )))
+}
+
+/// `--env NAME=VALUE` pairs.
+///
+/// # Errors
+/// Exit 2 for a pair without `=`, an empty or invalid name, or a NUL byte in a value.
+fn parse_env(pairs: &[String]) -> Result<BTreeMap<String, String>, CliError> {
+    let mut env = BTreeMap::new();
+    for kv in pairs {
+        let Some((k, v)) = kv.split_once('=') else {
+            return Err(CliError::usage(anyhow!("--env `{kv}` is not NAME=VALUE")));
+        };
+        if k.is_empty() || k.contains(['\0', '=']) {
+            return Err(CliError::usage(anyhow!("--env `{kv}`: the variable name is empty or invalid (NAME=VALUE)")));
+        }
+        if v.contains('\0') {
+            return Err(CliError::usage(anyhow!("--env `{k}`: the value holds a NUL byte")));
+        }
+        env.insert(k.to_owned(), v.to_owned());
+    }
+    Ok(env)
 }
 
 /// The error of a `--wait` that failed after its job was enqueued, saying that the job is still

@@ -37,7 +37,8 @@ const POLL_MAX: Duration = Duration::from_millis(250);
 ///
 /// **One liveness rule:** a worker is live while it holds a presence lock (`worker:<id>`) whose
 /// heartbeat is within its period ([`LeaseStatus::Active`]). On the embedded queue, with the local
-/// worker allowed, an in-process worker serves the waited jobs' queues whenever no worker is live
+/// worker allowed, an in-process worker (labelled with what this machine offers, `labels::detect`)
+/// serves the waited jobs' queues, and the routes of them its labels satisfy, whenever no worker is live
 /// — checked at once and every second, so the jobs of a worker that died mid-wait are picked up
 /// without waiting for its lock to go stale. Otherwise a one-time note on stderr says how to start
 /// one once a job has been queued for 3 s with nobody live. On the embedded queue this process is
@@ -86,6 +87,7 @@ impl<'a> CliJobs<'a> {
         let mut next_worker_check = started;
         let mut noted_no_worker = false;
         let mut noted_unmet = false;
+        let mut next_unmet_check = started;
         let mut local: Option<(CancellationToken, tokio::task::JoinHandle<()>)> = None;
         let health = Arc::new(WorkerHealth::default());
         let mut delay = POLL_FIRST;
@@ -112,24 +114,28 @@ impl<'a> CliJobs<'a> {
                 }
                 return Err(e);
             }
-            if local.is_none() && Instant::now() >= next_worker_check {
-                next_worker_check = Instant::now() + WORKER_CHECK_EVERY;
-                if !noted_unmet && started.elapsed() >= NO_WORKER_NOTE_AFTER {
-                    // A job that requires labels no live worker has says so instead of waiting silently.
-                    for job in jobs.iter().filter(|j| j.state == JobState::Queued && !j.spec.requires.is_empty()) {
-                        if let Some(note) = skillforge_engine::labels::unmet_note(self.queue.as_ref(), job).await? {
-                            noted_unmet = true;
-                            match &bar {
-                                Some(b) => b.println(format!("note: {note}")),
-                                None => eprintln!("note: {note}"),
-                            }
-                            break;
+            if !noted_unmet && started.elapsed() >= NO_WORKER_NOTE_AFTER && Instant::now() >= next_unmet_check {
+                // A job that requires labels no live worker has (the in-process one included)
+                // says so instead of waiting silently.
+                next_unmet_check = Instant::now() + WORKER_CHECK_EVERY;
+                for job in jobs.iter().filter(|j| j.state == JobState::Queued && !j.spec.requires.is_empty()) {
+                    if let Some(note) = skillforge_engine::labels::unmet_note(self.queue.as_ref(), job).await? {
+                        noted_unmet = true;
+                        match &bar {
+                            Some(b) => b.println(format!("note: {note}")),
+                            None => eprintln!("note: {note}"),
                         }
+                        break;
                     }
                 }
+            }
+            if local.is_none() && Instant::now() >= next_worker_check {
+                next_worker_check = Instant::now() + WORKER_CHECK_EVERY;
                 if !has_live_worker(self.queue.as_ref()).await? {
                     if can_run_locally {
-                        let queues: BTreeSet<String> = jobs.iter().map(|j| j.spec.queue.clone()).collect();
+                        // The jobs' base queues: the worker leases the routes its labels satisfy.
+                        let queues: BTreeSet<String> =
+                            jobs.iter().map(|j| skillforge_engine::labels::parse_route(&j.spec.queue).0.to_owned()).collect();
                         local = Some(self.start_local_worker(queues.into_iter().collect(), health.clone()));
                     } else if !noted_no_worker
                         && started.elapsed() >= NO_WORKER_NOTE_AFTER
@@ -184,6 +190,9 @@ impl<'a> CliJobs<'a> {
     ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
         let mut config = WorkerConfig::new("local", self.ctx.scratch_root());
         config.queues = queues;
+        // What this machine offers, as a standalone worker detects it: a job requiring more
+        // waits (with the routing note) for a worker that has it.
+        config.labels = skillforge_engine::labels::normalize(&skillforge_engine::labels::detect());
         config.health = Some(health);
         config.concurrency = self.ctx.config.worker.concurrency.unwrap_or(4);
         config.grace = Duration::from_secs(2);

@@ -3,13 +3,25 @@
 //! Keys (under the backend's prefix): `xfer:<hex>` = `"<size>:<chunks>"`, written last, so its
 //! presence means every chunk was written; `xfer:<hex>:<i>` the i-th chunk of
 //! [`TransferLimits::chunk_bytes`]; `xfer:rec:<key>` a record (an outputs manifest). Every key
-//! has the area's TTL; staging content already present refreshes the TTL of its keys and
-//! uploads nothing. A read checks the whole blob's sha256 and refuses a mismatch.
+//! has the area's TTL; staging content already present checks each chunk in the server (SHA-1,
+//! a Lua script) and refreshes the TTL of its keys, uploading nothing, or stages it again when a
+//! chunk is missing or corrupted. A read checks the whole blob's sha256 and refuses a mismatch.
 
 use ::redis::aio::ConnectionManager;
 
+use sha1::Digest as _;
+
 use crate::error::EngineError;
 use crate::transfer::{Stored, TransferArea, TransferError, TransferLimits, sha256_hex, verify};
+
+/// One chunk's check in the server: 1 and its TTL refreshed when the chunk (KEYS[1]) exists and
+/// its SHA-1 is ARGV[1], else 0 and nothing changed. ARGV[2] = TTL, seconds.
+const REFRESH_IF_INTACT: &str = r"
+local v = redis.call('GET', KEYS[1])
+if not v or redis.sha1hex(v) ~= ARGV[1] then return 0 end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return 1
+";
 
 /// The transfer area of a Redis namespace.
 #[derive(Clone)]
@@ -56,6 +68,31 @@ impl RedisTransfer {
             Some((size.parse().ok()?, chunks.parse().ok()?))
         }))
     }
+
+    /// Deduplication of content already present: checks in Redis that every chunk still holds
+    /// the bytes of `pieces` (its SHA-1, computed by the server, against the piece's: no chunk
+    /// crosses the wire) and refreshes the TTL of each, then of the meta key. False when a chunk
+    /// is missing or does not verify (corrupted, or written by another chunk size): the caller
+    /// stages the content again, replacing every chunk, so a corrupted chunk is refused only
+    /// until the next submit of the same content.
+    async fn refresh_verified(&self, digest: &str, pieces: &[&[u8]]) -> Result<bool, TransferError> {
+        let script = ::redis::Script::new(REFRESH_IF_INTACT);
+        let ttl = self.ttl_secs();
+        let mut c = self.conn.clone();
+        let mut pipe = ::redis::pipe();
+        pipe.load_script(&script).ignore();
+        for (i, piece) in pieces.iter().enumerate() {
+            let mut check = script.key(self.chunk_key(digest, i));
+            check.arg(hex::encode(sha1::Sha1::digest(piece))).arg(ttl);
+            pipe.invoke_script(&check);
+        }
+        let intact: Vec<i64> = pipe.query_async(&mut c).await.map_err(backend("check blob chunks"))?;
+        if !intact.iter().all(|r| *r == 1) {
+            return Ok(false);
+        }
+        let refreshed: i64 = ::redis::cmd("EXPIRE").arg(self.meta_key(digest)).arg(ttl).query_async(&mut c).await.map_err(backend("refresh blob TTL"))?;
+        Ok(refreshed == 1)
+    }
 }
 
 #[async_trait::async_trait]
@@ -71,22 +108,15 @@ impl TransferArea for RedisTransfer {
         }
         let digest = sha256_hex(bytes);
         let ttl = self.ttl_secs();
-        let mut c = self.conn.clone();
-        if let Some((_, chunks)) = self.meta(&digest).await? {
-            // Deduplicated: refresh the TTL of every key, chunks first. A chunk found expired
-            // meanwhile means the blob is incomplete: stage it again below.
-            let mut pipe = ::redis::pipe();
-            for i in 0..chunks {
-                pipe.cmd("EXPIRE").arg(self.chunk_key(&digest, i)).arg(ttl);
-            }
-            pipe.cmd("EXPIRE").arg(self.meta_key(&digest)).arg(ttl);
-            let refreshed: Vec<i64> = pipe.query_async(&mut c).await.map_err(backend("refresh blob TTL"))?;
-            if refreshed.iter().all(|r| *r == 1) {
-                return Ok(Stored { digest, uploaded: false });
-            }
-        }
         let chunk = self.limits.chunk_bytes.max(1);
         let pieces: Vec<&[u8]> = if bytes.is_empty() { vec![&[][..]] } else { bytes.chunks(chunk).collect() };
+        if let Some((_, chunks)) = self.meta(&digest).await?
+            && chunks == pieces.len()
+            && self.refresh_verified(&digest, &pieces).await?
+        {
+            return Ok(Stored { digest, uploaded: false });
+        }
+        let mut c = self.conn.clone();
         let mut pipe = ::redis::pipe();
         for (i, piece) in pieces.iter().enumerate() {
             pipe.cmd("SET").arg(self.chunk_key(&digest, i)).arg(*piece).arg("EX").arg(ttl).ignore();
@@ -97,7 +127,7 @@ impl TransferArea for RedisTransfer {
     }
 
     async fn get(&self, digest: &str) -> Result<Vec<u8>, TransferError> {
-        let missing = || TransferError::Missing { digest: digest.to_owned(), ttl_secs: self.ttl_secs() };
+        let missing = || TransferError::Missing { digest: digest.to_owned() };
         let (size, chunks) = self.meta(digest).await?.ok_or_else(missing)?;
         let mut pipe = ::redis::pipe();
         for i in 0..chunks {
@@ -129,5 +159,11 @@ impl TransferArea for RedisTransfer {
     async fn get_record(&self, key: &str) -> Result<Option<Vec<u8>>, TransferError> {
         let mut c = self.conn.clone();
         ::redis::cmd("GET").arg(format!("{}xfer:rec:{key}", self.prefix)).query_async(&mut c).await.map_err(backend("read record"))
+    }
+
+    async fn remove_record(&self, key: &str) -> Result<(), TransferError> {
+        let mut c = self.conn.clone();
+        let _: i64 = ::redis::cmd("DEL").arg(format!("{}xfer:rec:{key}", self.prefix)).query_async(&mut c).await.map_err(backend("remove record"))?;
+        Ok(())
     }
 }

@@ -214,15 +214,23 @@ impl JobTask {
         let mut payload = job.spec.payload.clone();
         let job_dir = scratch_dir.join(transfer::JOB_DIR_NAME);
         let area = if files.is_empty() {
+            // A job without files may still run in its job dir (`jobs submit` on a fleet).
+            if transfer::names_job_dir(&payload) {
+                transfer::fill_placeholders(&mut payload, &job_dir.display().to_string(), &worker_exe());
+                tokio::fs::create_dir_all(&job_dir)
+                    .await
+                    .map_err(|e| format!("worker `{}`: create the job dir `{}`: {e}", self.identity.worker_id, job_dir.display()))?;
+            }
             None
         } else {
             let Some(area) = self.backend.transfer_area() else {
                 return Err(format!("the job carries files but the `{}` queue has no transfer area", self.backend.name()));
             };
             transfer::fill_placeholders(&mut payload, &job_dir.display().to_string(), &worker_exe());
-            transfer::prepare_job_dir(area.as_ref(), files, &job_dir)
-                .await
-                .map_err(|e| format!("worker `{}`: materialize the job's input files: {e}", self.identity.worker_id))?;
+            transfer::prepare_job_dir(area.as_ref(), files, &job_dir).await.map_err(|e| {
+                let age_secs = (crate::job::now_ms() - job.created_at_ms).max(0) / 1000;
+                format!("worker `{}`: materialize the job's input files (the job was queued {age_secs} s ago): {e}", self.identity.worker_id)
+            })?;
             Some(area)
         };
         // The scratch dir is only a path: a runner that needs it creates it (no file-system

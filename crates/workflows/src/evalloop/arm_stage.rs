@@ -15,6 +15,7 @@ use super::inventory::{HANDED_SKILL_DIR, installed_skills};
 use super::layout::{arm_dir, meta_dir, write_atomic, write_json};
 use super::stages::StageDef;
 use super::tool_errors::count_tool_errors;
+use crate::stage::files;
 
 /// `run.json`, `final.txt`, `transcript.jsonl` in an arm's meta dir.
 pub const RUN_FILE: &str = "run.json";
@@ -114,13 +115,22 @@ pub struct ArmJob<'a> {
     pub key_prefix: &'a str,
     /// Where the arm runs.
     pub runner: &'a ArmRunner,
+    /// The queue's workers do not share this disk: the payload names the job dir's `work/` and
+    /// `meta/` ([`crate::stage::files`]), which the forge ships and gets back.
+    pub ships: bool,
 }
+
+/// Name of an arm's work dir in its job dir on a fleet.
+pub const SHIPPED_WORK: &str = "work";
+/// Name of an arm's meta dir in its job dir on a fleet.
+pub const SHIPPED_META: &str = "meta";
 
 /// The arm's job: the brief's prompt verbatim in the arm's work dir (E-09: never a line saying a
 /// skill is installed), project/local settings only (the user's own skills are never offered),
 /// `FORGE_SAMPLE` in its environment, the transcript written to `<arm>.meta/transcript.jsonl`;
 /// on the container runner, in a container of its own with the skills handed to it mounted.
-/// Key `<prefix>:<n>:<side>`.
+/// Key `<prefix>:<n>:<side>`. With `ships`, the work dir and meta dir are the job dir's
+/// `work/` and `meta/` (the forge adds them to the job's files, [`crate::stage::files`]).
 ///
 /// # Errors
 /// [`PayloadError`] when the payload does not serialize (a path that is not UTF-8).
@@ -132,10 +142,22 @@ pub fn arm_job(stage: &StageDef, job: &ArmJob<'_>) -> Result<JobSpec, PayloadErr
     payload.skills = installed_skills(&work, &meta);
     payload.project_scope_only = true;
     payload.container = job.runner.container_for(&meta, job.runtime);
-    payload.workdir = Some(work);
+    let (work_at, meta_at) = match job.ships {
+        true => (files::worker_path(SHIPPED_WORK), files::worker_path(SHIPPED_META)),
+        false => (work, meta.clone()),
+    };
+    if let Some(container) = payload.container.as_mut() {
+        // The handed-over skills are mounted from the meta dir where the arm runs.
+        for mount in &mut container.mounts {
+            if let Ok(rest) = mount.source.strip_prefix(&meta) {
+                mount.source = meta_at.join(rest);
+            }
+        }
+    }
+    payload.workdir = Some(work_at);
     payload.env.insert("FORGE_SAMPLE".to_owned(), job.sample.to_string());
     payload.timeout_secs = Some(stage.timeout_secs);
-    payload.transcript_path = Some(meta_dir(job.sample_dir, job.side).join(TRANSCRIPT_FILE));
+    payload.transcript_path = Some(meta_at.join(TRANSCRIPT_FILE));
     let key = format!("{}:{}:{}", job.key_prefix, job.sample, job.side);
     stage.job(&payload, Some(key))
 }
@@ -162,8 +184,10 @@ pub fn apply_arm(job: &Job) -> Result<(), String> {
     let (sample, side) = parse_arm_key(key).ok_or_else(|| format!("arm job {} has no arm key ({key:?})", job.id))?;
     let payload: AgentPayload = serde_json::from_value(job.spec.payload.clone()).map_err(|e| format!("arm job {}: payload: {e}", job.id))?;
     let transcript_path = payload.transcript_path.clone().ok_or_else(|| format!("arm job {} has no transcript path", job.id))?;
+    // On a fleet the payload names the worker's job dir; its dirs were delivered back here.
+    let transcript_path = files::delivered_path(job, &transcript_path);
     let meta = transcript_path.parent().map(Path::to_path_buf).unwrap_or_default();
-    let work: PathBuf = payload.workdir.clone().unwrap_or_default();
+    let work: PathBuf = files::delivered_path(job, &payload.workdir.clone().unwrap_or_default());
     if meta.join(RUN_FILE).exists() {
         return Ok(());
     }

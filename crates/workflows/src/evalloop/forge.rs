@@ -3,6 +3,10 @@
 //! jobs; the judge of a sample is an `agent` job once both arms are applied, running while the
 //! next sample's arms run; then aggregate → gate → ledger → install.
 //!
+//! On a fleet whose workers do not share this disk (Redis), each arm and verify job carries its
+//! arm's work and meta dirs by content and the judge's transcript comes back the same way
+//! ([`crate::stage::files`]): no job names a control-plane path.
+//!
 //! Resume: every job has an idempotency key `eval:<brief>:<forge id>:<n>:<with|without|judge>`
 //! and every effect is a file written once (`run.json`, `verify.json`, `mapping.private.json`,
 //! `verdict.json`, the ledger row carrying the forge id), so re-running the same forge after a
@@ -21,17 +25,18 @@ use skillforge_store::Store;
 use super::aggregate::{AGGREGATE_FILE, Aggregate, aggregate};
 use super::arm::{ArmPair, ArmSide};
 use super::arm_runner::ArmRunner;
-use super::arm_stage::{ArmJob, RUN_FILE, arm_job, prepare_sample};
+use super::arm_stage::{ArmJob, RUN_FILE, SHIPPED_META, SHIPPED_WORK, arm_job, prepare_sample};
 use super::brief::Brief;
 use super::gate::{GateInput, GateOutcome, gate};
 use super::install::{InstallTarget, install};
-use super::judge_stage::{PreJudge, VERIFY_FILE, prepare_judge, verify_job};
-use super::layout::{brief_dir, ledger_path, meta_dir, read_json, sample_dir, write_json};
+use super::judge_stage::{JUDGE_OUT, JudgeJob, PreJudge, VERIFY_FILE, prepare_judge, verify_job};
+use super::layout::{arm_dir, brief_dir, ledger_path, meta_dir, read_json, sample_dir, write_json};
 use super::ledger::{LedgerRow, Signature, append_row, read_ledger, recheck_due, rejected};
 use super::sample::{SampleVerdict, VERDICT_FILE};
 use super::stages::EvalStages;
 use super::stop::brief_stop;
 use crate::stage::StageJobs;
+use crate::stage::files::{self, ShippedDir};
 use crate::train::Reporter;
 
 /// `<brief dir>/forge.json`: the forge in progress or done.
@@ -200,6 +205,7 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         runner: req.runner.clone(),
     });
     let prefix = format!("eval:{}:{}", req.brief.id, state.forge_id);
+    let ships = files::ships(env.queue.as_ref());
     let mut so_far: Vec<SampleVerdict> = Vec::new();
     let mut pending_judges: Vec<(u32, String)> = Vec::new();
     for n in 1..=req.samples {
@@ -215,8 +221,9 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         }
         let mut ids = Vec::new();
         for side in ArmSide::BOTH {
-            let job = ArmJob { brief: &req.brief, sample_dir: &sdir, sample: n, side, runtime: &req.runtime, model: req.model.as_deref(), key_prefix: &prefix, runner: &req.runner };
-            let spec = arm_job(&env.stages.arm, &job).map_err(|e| ForgeError::Refused(e.to_string()))?;
+            let job = ArmJob { brief: &req.brief, sample_dir: &sdir, sample: n, side, runtime: &req.runtime, model: req.model.as_deref(), key_prefix: &prefix, runner: &req.runner, ships };
+            let mut spec = arm_job(&env.stages.arm, &job).map_err(|e| ForgeError::Refused(e.to_string()))?;
+            ship_arm(env, &mut spec, &sdir, side, ships).await?;
             ids.push(enqueue(env, &spec).await?);
         }
         if !state.jobs.iter().any(|j| j.0 == n) {
@@ -235,18 +242,24 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         if !verify_files.iter().all(|f| f.exists()) {
             let mut ids = Vec::new();
             for side in ArmSide::BOTH {
-                let spec = verify_job(&req.brief, &sdir, n, side, &env.stages.verify, &prefix).map_err(|e| ForgeError::Refused(e.to_string()))?;
+                let mut spec = verify_job(&req.brief, &sdir, n, side, &env.stages.verify, &prefix, ships).map_err(|e| ForgeError::Refused(e.to_string()))?;
+                ship_arm(env, &mut spec, &sdir, side, ships).await?;
                 ids.push(enqueue(env, &spec).await?);
             }
             env.jobs.wait(&ids, &format!("sample {n} verify")).await.map_err(env_err)?;
             apply_until(env, &verify_files).await?;
         }
-        match prepare_judge(&req.brief, &sdir, n, &skill, &env.stages.judge, &req.judge_runtime, &prefix).map_err(env_err)? {
+        let judge = JudgeJob { stage: &env.stages.judge, runtime: &req.judge_runtime, key_prefix: &prefix, ships };
+        match prepare_judge(&req.brief, &sdir, n, &skill, &judge).map_err(env_err)? {
             PreJudge::Invalid(v) => {
                 env.reporter.step(&format!("sample {n}: invalid ({}): {}", v.invalid_code.map(|c| c.as_str()).unwrap_or_default(), v.reason));
                 so_far.push(v);
             }
-            PreJudge::Judge(spec) => {
+            PreJudge::Judge(mut spec) => {
+                if ships {
+                    let out = [ShippedDir { rel: JUDGE_OUT, local: &sdir, send: false, deliver: true, skip: &[] }];
+                    files::ship_dirs(env.queue.as_ref(), &mut spec, &out).await.map_err(ForgeError::Environment)?;
+                }
                 let id = enqueue(env, &spec).await?;
                 env.reporter.step(&format!("sample {n}: judge job {id}"));
                 pending_judges.push((n, id));
@@ -350,6 +363,20 @@ pub fn read_verdicts(dir: &Path, n: u32) -> Result<Vec<SampleVerdict>, String> {
         }
     }
     Ok(out)
+}
+
+/// On a fleet (`ships`), adds an arm's work dir and meta dir to `spec`'s files: sent to the
+/// worker as the job dir's `work/` and `meta/`, delivered back at ingestion.
+async fn ship_arm(env: &ForgeEnv<'_>, spec: &mut JobSpec, sample_dir: &Path, side: ArmSide, ships: bool) -> Result<(), ForgeError> {
+    if !ships {
+        return Ok(());
+    }
+    let (work, meta) = (arm_dir(sample_dir, side), meta_dir(sample_dir, side));
+    let dirs = [
+        ShippedDir { rel: SHIPPED_WORK, local: &work, send: true, deliver: true, skip: &[] },
+        ShippedDir { rel: SHIPPED_META, local: &meta, send: true, deliver: true, skip: &[] },
+    ];
+    files::ship_dirs(env.queue.as_ref(), spec, &dirs).await.map_err(ForgeError::Environment)
 }
 
 /// Submits through the stage port (which records the job as the control plane's pending work).

@@ -13,7 +13,7 @@ use skillforge_runner_agent::{AgentPayload, AgentReport};
 use skillforge_runner_process::ProcessPayload;
 
 use super::arm::{ArmPair, ArmRecord, ArmSide};
-use super::arm_stage::{FINAL_FILE, RUN_FILE};
+use super::arm_stage::{FINAL_FILE, RUN_FILE, SHIPPED_META, SHIPPED_WORK};
 use super::brief::{Brief, FINAL_ENV};
 use super::invalid::{ArmFacts, Invalid, check_never_ran, classify};
 use super::inventory::judge_manifest;
@@ -22,6 +22,10 @@ use super::mapping::{MAPPING_FILE, Mapping, Slot, SlotView, judge_prompt};
 use super::sample::{SampleVerdict, VERDICT_FILE};
 use super::stages::StageDef;
 use super::verdict::{JudgeReading, parse_verdict};
+use crate::stage::files;
+
+/// Name of the judge's output dir in its job dir on a fleet (delivered to the sample dir).
+pub const JUDGE_OUT: &str = "out";
 
 /// `<arm>.meta/verify.json`.
 pub const VERIFY_FILE: &str = "verify.json";
@@ -44,14 +48,19 @@ pub struct VerifyResult {
 
 /// The verify job of one arm: `sh -c <verify>` in the arm's work dir with `$FORGE_FINAL` naming
 /// `<arm>.meta/final.txt` (E-03), key `<prefix>:<n>:<side>:verify`. Whatever runner ran the arm,
-/// this is a `process` job on the host (E-10: one gate).
+/// this is a `process` job on the host (E-10: one gate). With `ships` the work and meta dirs
+/// are the job dir's `work/` and `meta/`, which the forge sends and gets back.
 ///
 /// # Errors
 /// [`PayloadError`] when the payload does not serialize (a path that is not UTF-8).
-pub fn verify_job(brief: &Brief, sample_dir: &Path, sample: u32, side: ArmSide, stage: &StageDef, key_prefix: &str) -> Result<JobSpec, PayloadError> {
+pub fn verify_job(brief: &Brief, sample_dir: &Path, sample: u32, side: ArmSide, stage: &StageDef, key_prefix: &str, ships: bool) -> Result<JobSpec, PayloadError> {
     let mut payload = ProcessPayload::shell(brief.verify.clone());
-    payload.cwd = Some(arm_dir(sample_dir, side));
-    payload.env.insert(FINAL_ENV.to_owned(), meta_dir(sample_dir, side).join(FINAL_FILE).display().to_string());
+    let (work, meta) = match ships {
+        true => (files::worker_path(SHIPPED_WORK), files::worker_path(SHIPPED_META)),
+        false => (arm_dir(sample_dir, side), meta_dir(sample_dir, side)),
+    };
+    payload.cwd = Some(work);
+    payload.env.insert(FINAL_ENV.to_owned(), meta.join(FINAL_FILE).display().to_string());
     let key = format!("{key_prefix}:{sample}:{side}:verify");
     stage.job(&payload, Some(key))
 }
@@ -66,7 +75,7 @@ pub fn apply_verify(job: &Job) -> Result<(), String> {
     let meta = payload
         .env
         .get(FINAL_ENV)
-        .and_then(|p| Path::new(p).parent().map(Path::to_path_buf))
+        .and_then(|p| files::delivered_path(job, Path::new(p)).parent().map(Path::to_path_buf))
         .ok_or_else(|| format!("verify job {} has no {FINAL_ENV}", job.id))?;
     let path = meta.join(VERIFY_FILE);
     if path.exists() {
@@ -111,21 +120,27 @@ pub enum PreJudge {
     Judge(Box<JobSpec>),
 }
 
+/// How a sample's judge job is built.
+#[derive(Debug, Clone, Copy)]
+pub struct JudgeJob<'a> {
+    /// The judge stage.
+    pub stage: &'a StageDef,
+    /// Judge runtime profile.
+    pub runtime: &'a str,
+    /// Idempotency key prefix of the forge (`eval:<brief>:<forge>`).
+    pub key_prefix: &'a str,
+    /// The queue's workers do not share this disk: the transcript goes to the job dir's `out/`.
+    pub ships: bool,
+}
+
 /// The pre-judge step: `arm_never_ran` first, before any mapping exists (E-45); then the other
 /// codes; a valid pair gets a mapping (drawn once, kept in `mapping.private.json`) and a judge
 /// job (key `<prefix>:<n>:judge`).
 ///
 /// # Errors
 /// Missing arm files, or a file that cannot be written.
-pub fn prepare_judge(
-    brief: &Brief,
-    sample_dir: &Path,
-    sample: u32,
-    skill: &str,
-    stage: &StageDef,
-    judge_runtime: &str,
-    key_prefix: &str,
-) -> Result<PreJudge, String> {
+pub fn prepare_judge(brief: &Brief, sample_dir: &Path, sample: u32, skill: &str, judge: &JudgeJob<'_>) -> Result<PreJudge, String> {
+    let JudgeJob { stage, runtime: judge_runtime, key_prefix, ships } = *judge;
     let facts = read_facts(sample_dir)?;
     let invalid = |i: Invalid| -> Result<PreJudge, String> {
         let v = SampleVerdict::invalid(sample, &i, &records(&facts), verify(&facts));
@@ -155,7 +170,10 @@ pub fn prepare_judge(
     write_atomic(&sample_dir.join(JUDGE_PROMPT_FILE), prompt.as_bytes()).map_err(|e| format!("write judge prompt: {e}"))?;
     let mut payload = AgentPayload::new(judge_runtime, prompt);
     payload.timeout_secs = Some(stage.timeout_secs);
-    payload.transcript_path = Some(sample_dir.join(JUDGE_TRANSCRIPT_FILE));
+    // On a fleet the transcript is written in the job dir's `out/`, delivered to the sample dir
+    // (whose other files, the mapping above all, never reach the judge's worker).
+    let transcript_dir = if ships { files::worker_path(JUDGE_OUT) } else { sample_dir.to_path_buf() };
+    payload.transcript_path = Some(transcript_dir.join(JUDGE_TRANSCRIPT_FILE));
     let key = format!("{key_prefix}:{sample}:judge");
     let spec = stage.job(&payload, Some(key)).map_err(|e| e.to_string())?;
     Ok(PreJudge::Judge(Box::new(spec)))
@@ -175,7 +193,8 @@ pub fn apply_judge(job: &Job) -> Result<(), String> {
         .and_then(|n| n.parse().ok())
         .ok_or_else(|| format!("judge job {} has no judge key ({key:?})", job.id))?;
     let payload: AgentPayload = serde_json::from_value(job.spec.payload.clone()).map_err(|e| format!("judge job {}: payload: {e}", job.id))?;
-    let sample_dir = payload.transcript_path.as_deref().and_then(Path::parent).ok_or_else(|| format!("judge job {} has no transcript path", job.id))?;
+    let transcript = payload.transcript_path.as_deref().map(|p| files::delivered_path(job, p));
+    let sample_dir = transcript.as_deref().and_then(Path::parent).ok_or_else(|| format!("judge job {} has no transcript path", job.id))?;
     if sample_dir.join(VERDICT_FILE).exists() {
         return Ok(());
     }

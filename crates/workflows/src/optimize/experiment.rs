@@ -96,12 +96,18 @@ pub async fn submit_worker(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32) -> Result
     let runtime = if wait.runtime.is_empty() { ctx.spec.execution.runtime.clone() } else { wait.runtime.clone() };
     let mut payload = AgentPayload::new(runtime, prompt);
     payload.model = ctx.spec.execution.model.clone();
+    let transcripts = ctx.root.root.join("transcripts");
+    // on a fleet the worktree travels to the job dir and back (`fleet.rs`)
+    let (workdir, transcript) = ctx.experiment_paths(&worktree, &transcripts.join(format!("exp-{n:03}.jsonl")));
     // a remote worker runs in its attempt's scratch dir, where it makes its own clone
-    payload.workdir = remote.is_none().then_some(worktree);
+    payload.workdir = remote.is_none().then_some(workdir);
     payload.timeout_secs = ctx.spec.execution.worker_timeout_seconds;
-    payload.transcript_path = Some(ctx.root.root.join("transcripts").join(format!("exp-{n:03}.jsonl")));
+    payload.transcript_path = Some(transcript);
     let timeout = ctx.spec.execution.worker_timeout_seconds.map(std::time::Duration::from_secs);
-    let spec = ctx.job("experiment", &payload, wait.observable.clone(), timeout)?;
+    let mut spec = ctx.job("experiment", &payload, wait.observable.clone(), timeout)?;
+    if remote.is_none() {
+        ctx.ship_experiment(&mut spec, &worktree, &transcripts).await?;
+    }
     ctx.port.submit(&spec).await.map(|e| e.job_id).map_err(|e| OptimizeError::Queue(format!("enqueue the exp-{n:03} worker: {e}")))
 }
 
@@ -114,6 +120,9 @@ pub(crate) async fn collect_worker(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u3
     let id = submit_worker(ctx, log, n).await?;
     let job = ctx.port.wait(std::slice::from_ref(&id), "experiment running").await.map_err(|e| OptimizeError::Queue(format!("wait for the exp-{n:03} worker: {e}")))?.pop().ok_or_else(|| OptimizeError::Queue(format!("job {id} vanished")))?;
     let worktree = ctx.root.experiment_worktree(n);
+    if ctx.spec.remote_url().is_none() {
+        ctx.bring_back_experiment(&job).await?;
+    }
     let message = job.outcome.as_ref().and_then(|o| o.detail.get("final_message")).and_then(|m| m.as_str()).unwrap_or("").to_owned();
     let result = if passed(&job) && ctx.spec.remote_url().is_some() {
         // a remote worker's tree is its own: its scope is checked on the result ref (O-25)
@@ -214,8 +223,8 @@ pub async fn collect(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(
             if ctx.spec.measurement.stability.mode == super::spec::StabilityMode::Ladder
                 && let Some(smoke) = &ctx.spec.measurement.smoke_command
             {
-                let payload = measure::payload(smoke, &worktree, ctx.spec.measurement.working_directory.as_deref(), Default::default());
-                let job = ctx.run_one(ctx.job("measurement", &payload, ctx.key(&format!("exp-{n:03}:smoke")), Some(std::time::Duration::from_secs(ctx.spec.measurement.timeout_secs())))?, "smoke check").await?;
+                let spec = ctx.checkout_job("measurement", smoke, &worktree, Default::default(), ctx.key(&format!("exp-{n:03}:smoke"))).await?;
+                let job = ctx.run_one(spec, "smoke check").await?;
                 if !passed(&job) {
                     let label = job.outcome.as_ref().map_or_else(|| job.state.to_string(), |o| o.exit.label().to_owned());
                     return terminal(ctx, log, entry, Outcome::Degenerate, Measured::Ok, format!("smoke check `{smoke}` failed ({label}); measurement.command not run"));

@@ -8,7 +8,6 @@
 use super::OptimizeError;
 use super::backlog::Estimate;
 use super::log::ExperimentLog;
-use super::measure;
 use super::run::{Ctx, Event, passed};
 
 /// Takes the locating measurements of hypotheses `ids`; `Ok(Err(reason))` names a blocker.
@@ -18,8 +17,8 @@ use super::run::{Ctx, Event, passed};
 pub async fn locate(ctx: &Ctx<'_>, log: &mut ExperimentLog, ids: &[String]) -> Result<Result<(), String>, OptimizeError> {
     for id in ids {
         let Some(command) = log.hypothesis_backlog.iter().find(|h| &h.id == id).and_then(|h| h.locating.as_ref()).map(|l| l.command.clone()) else { continue };
-        let payload = measure::payload(&command, &ctx.root.integration_worktree(), None, Default::default());
-        let job = ctx.run_one(ctx.job("locating", &payload, ctx.key(&format!("locate:{id}")), None)?, "locating").await?;
+        let spec = ctx.checkout_job("locating", &command, &ctx.root.integration_worktree(), Default::default(), ctx.key(&format!("locate:{id}"))).await?;
+        let job = ctx.run_one(spec, "locating").await?;
         if !passed(&job) {
             let why = job.outcome.as_ref().map_or_else(|| job.state.to_string(), |o| format!("{} {}", o.exit.label(), o.stderr_tail.trim()));
             let reason = format!("the locating measurement for {id} (`{command}`) could not be taken: {why}; implementing without it is not allowed");

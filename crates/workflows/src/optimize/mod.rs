@@ -7,7 +7,8 @@
 //! Pure logic, one concept per file: [`spec`], [`backlog`], [`decide`], [`gates`], [`measure`],
 //! [`judge`], [`remote`], [`stopping`], [`brief`], [`digest`], [`snapshot`]. Persistence:
 //! [`log`] (the experiment log and its verified checkpoints), [`state`] (state root, markers,
-//! recovery scan). The loop: [`run`] (ticks over the stage core's [`crate::stage::StageJobs`] port, [`port`]), [`git`] (worktrees,
+//! recovery scan), [`fleet`] (a job's checkout sent by content to a fleet that does not share
+//! this disk). The loop: [`run`] (ticks over the stage core's [`crate::stage::StageJobs`] port, [`port`]), [`git`] (worktrees,
 //! commits, merges).
 //!
 //! **Architecture Invariant:** the experiment log on disk is the source of truth; every
@@ -21,6 +22,7 @@ pub mod decide;
 pub mod delegation;
 pub mod digest;
 pub mod experiment;
+pub mod fleet;
 pub mod gates;
 pub mod integrate;
 pub mod git;

@@ -77,6 +77,8 @@ pub struct Ctx<'a> {
     pub repo: PathBuf,
     /// The job port.
     pub port: &'a dyn StageJobs,
+    /// The queue the port submits to (whether its workers share this disk, its transfer area).
+    pub backend: std::sync::Arc<dyn skillforge_engine::QueueBackend>,
     /// Stage definitions.
     pub stages: OptimizeStages,
     /// Queue name jobs go to.
@@ -150,9 +152,8 @@ impl Ctx<'_> {
 
     /// [`Self::sample`] with extra environment for the measurement (the censor bound, O-28).
     pub(crate) async fn sample_with(&self, command: &str, checkout: &Path, key: String, env: BTreeMap<String, String>) -> Result<Sample, OptimizeError> {
-        let payload = measure::payload(command, checkout, self.spec.measurement.working_directory.as_deref(), env);
-        let timeout = std::time::Duration::from_secs(self.spec.measurement.timeout_secs());
-        let job = self.run_one(self.job("measurement", &payload, key, Some(timeout))?, "measuring").await?;
+        let spec = self.checkout_job("measurement", command, checkout, env, key).await?;
+        let job = self.run_one(spec, "measuring").await?;
         Ok(match &job.outcome {
             Some(outcome) => measure::classify(outcome),
             None => Sample::Failed(decide::Measured::Error(format!("measurement job {} ended {} without an outcome: {}", job.id, job.state, job.error.unwrap_or_default()))),

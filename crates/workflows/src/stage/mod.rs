@@ -1,9 +1,11 @@
 //! The stage core every workflow family uses: stage definitions as data ([`def`]:
 //! `workflows/<family>.toml` with `<home>` overrides), one job builder ([`StageDef::job`]) and one
 //! port to run jobs ([`jobs::StageJobs`], implemented once by the CLI); [`repo`]: a job's repository
-//! as a fetchable URL or a bundle for a fleet that does not share this disk.
+//! as a fetchable URL or a bundle for a fleet that does not share this disk; [`files`]: a job's
+//! work dirs sent by content and delivered back on such a fleet.
 
 pub mod def;
+pub mod files;
 pub mod job;
 pub mod jobs;
 pub mod lost;

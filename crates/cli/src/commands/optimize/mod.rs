@@ -131,7 +131,8 @@ async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
     let root = StateRoot::new(&ctx.home, &spec.name);
     let existed = root.root.exists();
     let lock = RunLock::acquire(&root, "init", &machine()).map_err(map_err)?;
-    let jobs = CliJobs::new(ctx, ctx.queue().await?, ctx.store().await?);
+    let backend = ctx.queue().await?;
+    let jobs = CliJobs::new(ctx, backend.clone(), ctx.store().await?);
     let events = printer(ctx.json);
     let stop = AtomicBool::new(false);
     let created_at = run::now_secs();
@@ -140,6 +141,7 @@ async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
         root: root.clone(),
         repo,
         port: &jobs,
+        backend: backend.clone(),
         stages: port::for_home(&ctx.home).map_err(map_err)?,
         queue: DEFAULT_QUEUE.to_owned(),
         machine: machine(),
@@ -179,7 +181,8 @@ async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
         return Err(CliError::usage(anyhow!("spec `{}` changed since `optimize init` (a run keeps the spec it started with; start a new run under another name)", a.spec.display())));
     }
     let _lock = RunLock::acquire(&root, if resume { "resume" } else { "run" }, &machine()).map_err(map_err)?;
-    let jobs = CliJobs::new(ctx, ctx.queue().await?, ctx.store().await?);
+    let backend = ctx.queue().await?;
+    let jobs = CliJobs::new(ctx, backend.clone(), ctx.store().await?);
     let events = printer(ctx.json);
     let stop = Arc::new(AtomicBool::new(false));
     let token = crate::control::signals::shutdown_on_signal();
@@ -196,6 +199,7 @@ async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
         root: root.clone(),
         repo: run_file.repo.clone(),
         port: &jobs,
+        backend: backend.clone(),
         stages: port::for_home(&ctx.home).map_err(map_err)?,
         queue: DEFAULT_QUEUE.to_owned(),
         machine: machine(),
