@@ -125,7 +125,7 @@ mod tests {
             let all_by_seq = name == "all" && lines.iter().any(|l| l == "SCAN jobs");
             assert!(scans.is_empty() || all_by_seq, "{name} scans `jobs`: {lines:?}");
             if name == "lease" {
-                assert!(lines.iter().any(|l| l.contains("USING INDEX jobs_due")), "{lines:?}");
+                assert!(lines.iter().any(|l| l.contains("INDEX jobs_due")), "{lines:?}");
             }
         }
     }
