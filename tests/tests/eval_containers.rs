@@ -117,6 +117,46 @@ fn e13_cloud_environments_and_remote_engines_are_refused_before_any_arm() {
     }
 }
 
+// E-13 on the worker's side: the control plane names no engine (its own is a local socket), but
+// the worker that leases the arms resolves its own `DOCKER_HOST`, an engine on another machine.
+// The worker's agent runner refuses to start the agent there (the credential would ride in that
+// container's environment): each arm is recorded as a run that never started, naming the engine,
+// and the brief stops on the first sample as `arm_never_ran`; the engine is never asked for the
+// image (nothing listens there, and the arm's error is the refusal, not an unreachable engine).
+#[test]
+fn e13_a_worker_whose_engine_is_elsewhere_refuses_the_container_arm() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let far = "tcp://203.0.113.7:2375";
+    std::fs::create_dir_all(s.home.path()).unwrap();
+    let log = std::fs::File::create(s.home.path().join("worker-far.log")).unwrap();
+    let _worker = skillforge_tests::Reaped(
+        s.home.cmd().env("DOCKER_HOST", far).args(["worker", "--name", "far"]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log).spawn().unwrap(),
+    );
+    s.home.wait(std::time::Duration::from_secs(60), "the worker's presence lock", || {
+        let locks = s.home.json(&["locks"]);
+        locks.as_array()?.iter().any(|l| l["name"].as_str().is_some_and(|n| n.starts_with("worker:far-"))).then_some(())
+    });
+    let (code, report, stderr) = s.forge_env(&brief, &skill, &["--runner", "container", "--image", "img"], &[("DOCKER_HOST", "unix:///run/skillforge-e13-none.sock")]);
+    assert_eq!(code, 1, "nothing decided: {stderr}\n{report:#}");
+    assert_eq!(codes(&report), vec![Some("arm_never_ran".to_owned())], "the brief stops on the first sample: {report:#}");
+    let sample = s.run_dir(BRIEF_ID).join("s1");
+    for arm in ["with", "without"] {
+        let run = read(&sample.join(format!("{arm}.meta/run.json")));
+        let error = run["error"].as_str().unwrap_or_default();
+        assert!(error.contains(far) && error.contains("not on this machine") && error.contains("credential"), "{arm}: {run:#}");
+    }
+    let jobs = s.home.json(&["jobs", "list"]);
+    let arms: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["stage"] == "arm").collect();
+    assert_eq!(arms.len(), 2, "{jobs:#}");
+    for job in arms {
+        let shown = s.home.json(&["jobs", "show", job["id"].as_str().unwrap()]);
+        assert!(shown["history"][0]["worker"].as_str().unwrap().starts_with("far-"), "the far worker ran it: {shown:#}");
+        assert!(shown["payload"]["container"]["host"].is_null(), "the control plane named no engine: {shown:#}");
+    }
+}
+
 /// Every process's argv on this machine, joined, that contains `needle`.
 fn argv_containing(needle: &str) -> Vec<String> {
     let mut found = Vec::new();

@@ -204,9 +204,22 @@ fn e40_deploy_copies_and_verifies_by_digest() {
     std::fs::create_dir_all(tree.join("refs")).unwrap();
     std::fs::write(tree.join("SKILL.md"), "# tldr").unwrap();
     std::fs::write(tree.join("refs/a.md"), "a").unwrap();
-    let (code, out, err) = w.run(&["eval", "deploy", "--to", s(&w.path("root")), s(&tree)]);
+    let (code, out, err) = w.run(&["eval", "deploy", "--root", s(&w.path("root")), s(&tree)]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("sha256:") && w.path("root/tldr/refs/a.md").is_file(), "{out}");
+}
+
+// E-40: with no tree named, deploy ships the ledger's open adoptions (their installed copies),
+// and refuses to replace the symlink an adoption installed.
+#[test]
+fn e40_deploy_without_trees_ships_the_open_adoptions() {
+    let w = World::adopted();
+    let (code, out, err) = w.run(&["eval", "deploy", "--root", s(&w.path("laptop-skills"))]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(w.path(&format!("laptop-skills/{SKILL}/SKILL.md")).is_file() && out.contains("sha256:"), "{out}");
+    let (code, _, err) = w.run(&["eval", "deploy", "--root", s(&w.path("agents-skills"))]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("is a symlink") && w.path(&format!("agents-skills/{SKILL}")).symlink_metadata().unwrap().file_type().is_symlink(), "{err}");
 }
 
 // E-01, E-02 for a brief drafted by a model: `eval brief --knowledge-gap --theme` has the
@@ -286,4 +299,83 @@ fn deeply_nested_inputs_are_refused_naming_the_file() {
         assert!(err.contains(&file.display().to_string()) && err.contains("64 levels"), "{args:?}: {err}");
         assert!(!out.exists(), "{args:?} wrote something");
     }
+}
+
+/// A Claude Code project session of four turns starting `start` (epoch seconds): a request, an
+/// answer, `correction`, an answer.
+fn claude_session(root: &Path, id: &str, start: i64, correction: &str) {
+    let ts = |d: i64| rfc3339(start + d);
+    let lines = [
+        json!({"type": "user", "sessionId": id, "timestamp": ts(0), "message": {"role": "user", "content": "write the weekly status"}}),
+        json!({"type": "assistant", "sessionId": id, "timestamp": ts(1), "message": {"role": "assistant", "content": [{"type": "text", "text": "Here is the update."}]}}),
+        json!({"type": "user", "sessionId": id, "timestamp": ts(2), "message": {"role": "user", "content": correction}}),
+        json!({"type": "assistant", "sessionId": id, "timestamp": ts(3), "message": {"role": "assistant", "content": [{"type": "text", "text": "Fixed."}]}}),
+    ];
+    std::fs::create_dir_all(root).unwrap();
+    std::fs::write(root.join(format!("{id}.jsonl")), lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+}
+
+// E-35..E-39 into the forge: `eval theme --skill-dir` mines a candidate's correction theme from
+// Claude Code project sessions (episodes found without a model, words ranked by within-theme
+// document frequency, stopwords dropped, the absolute floor keeping one-off words out) and writes
+// the theme file `eval forge --mode corrections` reads: the skill's own rule lines the theme
+// matches, the corrections it matches, and the signature. The forge drafts the knowledge-gap brief
+// from it (the scripted model's answer rides in one real correction, as a model's would come
+// from reading them), runs it and adopts; the adoption's ledger row carries the mined signature,
+// so its recheck measures the skill by the theme it was forged for.
+#[test]
+fn e35_theme_mined_from_sessions_feeds_the_forge_and_rides_onto_the_ledger_row() {
+    let w = World { home: Home::embedded(), dir: tempfile::tempdir().unwrap() };
+    let skill = w.path("skills/status-bullets");
+    std::fs::create_dir_all(&skill).unwrap();
+    let rules = ["Status replies use bullets, never long paragraphs.", "Keep status bullets under eight words."];
+    std::fs::write(
+        skill.join("SKILL.md"),
+        format!("---\nname: status-bullets\ndescription: Format weekly status updates for the team\n---\n# How\nscripted: reply SHORT: shipped 1.2, fixed login\n- {}\n- {}\n", rules[0], rules[1]),
+    )
+    .unwrap();
+    let draft = json!({"brief": {"id": "status-bullets-kg",
+                                 "prompt": "Write the team's status reply from notes.md.\nscripted: reply LONG status: here is every detail of the week, item by item, with context and caveats",
+                                 "setup": {"notes.md": "- shipped 1.2\n- fixed login\n"},
+                                 "verify": "test \"$(wc -w < \"$FORGE_FINAL\")\" -le 8",
+                                 "rubric": "Which reply would the team rather read?\nscripted: prefer SHORT", "output": "reply"},
+                       "rules": [], "good_example": "shipped 1.2, fixed login", "bad_example": "here is every detail of the week, item by item, with context and caveats"});
+    // One line for the scripted model: JSON newlines as \u000a, which its `\n` unescaping leaves alone.
+    let answer = draft.to_string().replace("\\n", "\\u000a");
+    let root = w.path("claude-projects/-home-u-proj");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let theme_fix = "no, far too verbose - status replies need bullets, not paragraphs";
+    for i in 0..8 {
+        let text = if i == 0 { format!("{theme_fix}\nscripted: reply {answer}") } else { theme_fix.to_owned() };
+        claude_session(&root, &format!("theme-{i}"), now - 20 * 86400 + i * 3600, &text);
+    }
+    for i in 0..30 {
+        claude_session(&root, &format!("other-{i}"), now - 30 * 86400 + i * 3600, "no, use the other folder for the release notes");
+    }
+    let theme_file = w.path("status.theme.json");
+    let corpus = w.path("claude-projects");
+    let (code, out, err) = w.run(&["eval", "theme", "--skill-dir", s(&skill), "--out", s(&theme_file), "--sources", "claude", "--claude-dir", s(&corpus)]);
+    assert_eq!(code, 0, "{out}{err}");
+    let theme: Value = serde_json::from_str(&std::fs::read_to_string(&theme_file).unwrap()).unwrap();
+    let words: Vec<&str> = theme["signature"]["words"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
+    assert_eq!(words, ["bullets", "far", "paragraphs", "replies", "status", "verbose"], "within-theme document frequency over the floor, no stopword, no one-off word: {theme:#}");
+    assert_eq!(theme["signature"]["derived_from"], "corrections:8");
+    assert_eq!(theme["rules"], json!(rules), "the skill's own rule lines the theme matches: {theme:#}");
+    assert_eq!(theme["corrections"].as_array().unwrap().len(), 2, "the matched corrections, verbatim and deduplicated: {theme:#}");
+    assert!(theme["corrections"].as_array().unwrap().iter().all(|c| c.as_str().unwrap().starts_with(theme_fix)), "{theme:#}");
+
+    let out = w
+        .home
+        .run(&["--json", "eval", "forge", "--mode", "corrections", "--theme", s(&theme_file), "--skill-dir", s(&skill), "--runtime", "scripted", "--install-root", s(&w.path("agents-skills"))]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(out.status.code(), Some(0), "{report:#}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(report["gate"]["decision"], "adopt", "{report:#}");
+    let brief: Value = serde_json::from_str(&std::fs::read_to_string(w.home.path().join("eval/briefs/status-bullets-kg.json")).unwrap()).unwrap();
+    for rule in rules {
+        assert!(!brief.to_string().contains(rule), "E-02: {rule:?} is in the brief: {brief:#}");
+    }
+    let rows = w.ledger();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["decision"], "adopt");
+    assert_eq!(rows[0]["signature"], theme["signature"], "the adoption carries the mined theme: {:#}", rows[0]);
 }

@@ -22,6 +22,9 @@ pub struct Context {
     pub queue_url: QueueUrl,
     /// `--json`.
     pub json: bool,
+    /// The domain store, opened on first use and shared by every later `store()` call of this
+    /// invocation: one open (and one migration check), and no checkpoint-and-reopen in between.
+    store: tokio::sync::OnceCell<Store>,
 }
 
 impl Context {
@@ -36,7 +39,7 @@ impl Context {
         let url = queue.or_else(|| config.queue.url.clone());
         let queue_url = QueueUrl::parse(url.as_deref(), &home).map_err(CliError::usage)?;
         crate::runners::configure(&config);
-        Ok(Self { home, config, queue_url, json })
+        Ok(Self { home, config, queue_url, json, store: tokio::sync::OnceCell::new() })
     }
 
     /// Opens the queue backend.
@@ -61,14 +64,17 @@ impl Context {
         })
     }
 
-    /// Opens the domain store.
+    /// Opens the domain store, once per invocation: later calls return a handle to the same pool
+    /// (a failed open is not remembered, so a later call tries again).
     ///
     /// # Errors
     /// Exit 3 when the store cannot be opened.
     pub async fn store(&self) -> Result<Store, CliError> {
         let file = self.home.join(skillforge_store::DB_FILE);
-        Store::open(&self.home)
+        self.store
+            .get_or_try_init(|| Store::open(&self.home))
             .await
+            .cloned()
             .with_context(|| format!("open the store `{}`", file.display()))
             .map_err(CliError::env)
     }

@@ -61,6 +61,12 @@ pub struct ContainerAgentRun {
 /// Runs an agent CLI in a container.
 #[async_trait::async_trait]
 pub trait AgentContainerExec: Send + Sync + std::fmt::Debug {
+    /// The engine address [`AgentContainerExec::run_agent`] uses for a run whose payload names
+    /// `explicit` (`None`: this worker's own, e.g. its `DOCKER_HOST`). The agent runner checks it
+    /// with [`crate::local_engine_only`] before anything runs (E-13): a worker whose engine is
+    /// elsewhere refuses the run instead of shipping the credential there.
+    fn engine(&self, explicit: Option<&str>) -> String;
+
     /// Runs `run` under `timeout` and `cancel`: stdout is the transcript (capped at
     /// `max_output_bytes`, `detail.stdout_truncated_bytes` counting what was dropped), the exit is
     /// classified like the process runner's, the container is removed afterwards. `detail` holds

@@ -45,7 +45,7 @@ pub use invocation::{
     Invocation, PROMPT_FILE_NAME, SKILLFORGE_BIN_ENV, TRANSCRIPT_MAX_BYTES, build_invocation,
     resolve_program,
 };
-pub use payload::{AgentContainer, AgentMount, AgentPayload};
+pub use payload::{AgentContainer, AgentMount, AgentPayload, local_engine_only};
 pub use profile::{
     PromptDelivery, RUNTIME_SOURCES, RuntimeProfile, SKILLFORGE_BIN_PLACEHOLDER, TranscriptFormat,
     TranscriptSpec, all, find,

@@ -70,6 +70,32 @@ pub struct AgentContainer {
     pub host: Option<String>,
 }
 
+/// E-13 (seed: skill-eval-loop, "Keep it on local Docker"): whether the container engine at
+/// `host` (the address a run would use: `unix://…`, a socket path, `tcp://…`, `ssh://…`, …) is
+/// on this machine: a unix socket, or `tcp://`/`http://` on a loopback address. An agent's live
+/// credential rides in its container's environment, so an engine elsewhere would receive it.
+/// The control plane checks the engine it names and the worker checks the one it resolved.
+///
+/// # Errors
+/// The refusal, naming `host`.
+pub fn local_engine_only(host: &str) -> Result<(), String> {
+    let host = host.trim();
+    if host.starts_with("unix://") || host.starts_with('/') {
+        return Ok(());
+    }
+    if let Some(rest) = host.strip_prefix("tcp://").or_else(|| host.strip_prefix("http://")) {
+        let authority = rest.split('/').next().unwrap_or_default();
+        let name = authority.rsplit_once(':').map_or(authority, |(name, _)| name).trim_matches(['[', ']']);
+        if name == "localhost" || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) {
+            return Ok(());
+        }
+    }
+    Err(format!(
+        "container engine `{host}` is not on this machine: the agent's credential rides in the container's environment \
+         and would be shipped to it; agents run on a local engine only (a unix socket or a loopback tcp:// address)"
+    ))
+}
+
 fn network_default() -> bool {
     true
 }

@@ -228,6 +228,13 @@ impl AgentRunner {
             let reason = "this worker runs no agents in containers (it has no container engine)";
             return Ok((not_started(reason.to_owned()), profile.program.clone(), None));
         };
+        // E-13: the credential rides in the container's environment; an engine that is not on
+        // this machine (the payload's or this worker's own `DOCKER_HOST`) never receives it.
+        let engine = containers.engine(container.host.as_deref());
+        if let Err(reason) = crate::local_engine_only(&engine) {
+            tracing::warn!(runtime = %profile.name, %engine, "container engine is not local; agent not started");
+            return Ok((not_started(reason), profile.program.clone(), None));
+        }
         // The scratch dir is the attempt's own; its name labels the container.
         let label = ctx
             .scratch_dir

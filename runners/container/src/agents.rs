@@ -25,6 +25,10 @@ pub struct ContainerAgents;
 
 #[async_trait::async_trait]
 impl AgentContainerExec for ContainerAgents {
+    fn engine(&self, explicit: Option<&str>) -> String {
+        crate::resolve_host(explicit)
+    }
+
     async fn run_agent(
         &self,
         run: &ContainerAgentRun,

@@ -109,18 +109,20 @@ pub async fn verify_with(
             .await
             .map_err(|e| SandboxError::InvalidPayload(format!("resolve rev task failed: {e}")))??
     };
-    let confinement = match payload.image {
-        Some(_) => Confinement::Container,
-        None => choose_confinement(payload.confinement).await?,
-    };
-    let mut run = RunState::new(payload, &resolved, confinement);
     if payload.commands.is_empty() {
+        let confinement = match payload.image {
+            Some(_) => Confinement::Container,
+            None => choose_confinement(payload.confinement).await?,
+        };
+        let mut run = RunState::new(payload, &resolved, confinement);
         run.skip(
             "no commands to run".into(),
             not_runnable("no commands to run"),
         );
         return Ok(run.finish(started, true));
     }
+    // In a container the image is checked first (an image that cannot run provisions nothing).
+    let mut container = None;
     let executor = match &payload.image {
         Some(image) => {
             let exec = containers.ok_or_else(|| {
@@ -131,8 +133,9 @@ pub async fn verify_with(
                 .await
                 .map_err(|e| container_error(image, e.to_string()))?
             {
-                ImageCheck::Ready(info) => run.report.container = Some(info),
+                ImageCheck::Ready(info) => container = Some(info),
                 ImageCheck::NotRunnable(reason) => {
+                    let mut run = RunState::new(payload, &resolved, Confinement::Container);
                     run.report.container = Some(serde_json::json!({"image": {"reference": image}}));
                     run.skip(reason.clone(), not_runnable(&reason));
                     return Ok(run.finish(started, true));
@@ -145,19 +148,32 @@ pub async fn verify_with(
     let dir = SandboxDir::create(&ctx.scratch_dir)?;
     let guard = RemoveOnDrop(Some(dir));
     let checkout = guard.checkout();
-    let cloned = {
+    let clone = {
         let (repo, resolved, dest) = (payload.repo.clone(), resolved.clone(), checkout.clone());
-        tokio::task::spawn_blocking(move || clone_at(&repo, &resolved, &dest)).await
+        tokio::task::spawn_blocking(move || clone_at(&repo, &resolved, &dest))
     };
+    // bwrap's probe (once per process) runs while the checkout is cloned, not before it.
+    let confinement = async {
+        match payload.image {
+            Some(_) => Ok(Confinement::Container),
+            None => choose_confinement(payload.confinement).await,
+        }
+    };
+    let (cloned, confinement) = tokio::join!(clone, confinement);
     let cloned = cloned.map_err(|e| SandboxError::Provision {
         path: checkout.clone(),
         repo: payload.repo.clone(),
         message: format!("clone task failed: {e}"),
     });
-    if let Err(error) = cloned.and_then(|result| result) {
-        guard.finish();
-        return Err(error);
-    }
+    let confinement = match cloned.and_then(|result| result).and(confinement) {
+        Ok(confinement) => confinement,
+        Err(error) => {
+            guard.finish();
+            return Err(error);
+        }
+    };
+    let mut run = RunState::new(payload, &resolved, confinement);
+    run.report.container = container;
     tracing::debug!(runner = "sandbox", commit = %resolved.commit, ?confinement, "sandbox provisioned");
     let ran = run_commands(&mut run, &checkout, deadline, ctx, executor).await;
     let is_removed = guard.finish();

@@ -82,7 +82,8 @@ impl ArmRunner {
 
 /// E-13: container arms run on a local engine only. Refuses a cloud environment (its provider
 /// would receive the arm's live credential, which rides in the container's environment) and an
-/// engine host that is not this machine's (`unix://`, or `tcp://` on a loopback address).
+/// engine host that is not this machine's ([`skillforge_runner_agent::local_engine_only`], the
+/// same predicate the worker's agent runner applies to the engine it resolves).
 ///
 /// # Errors
 /// What was refused and why, naming the value.
@@ -97,20 +98,7 @@ pub fn check_local_only(environment: &str, host: Option<&str>) -> Result<(), Str
         return Err(format!("container environment `{environment}` is unknown; arms run on the local engine only (`docker`, podman's Docker API included)"));
     }
     let Some(host) = host.map(str::trim).filter(|h| !h.is_empty()) else { return Ok(()) };
-    if host.starts_with("unix://") || host.starts_with('/') {
-        return Ok(());
-    }
-    if let Some(rest) = host.strip_prefix("tcp://").or_else(|| host.strip_prefix("http://")) {
-        let authority = rest.split('/').next().unwrap_or_default();
-        let name = authority.rsplit_once(':').map_or(authority, |(name, _)| name).trim_matches(['[', ']']);
-        let is_loopback = name == "localhost" || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
-        if is_loopback {
-            return Ok(());
-        }
-    }
-    Err(format!(
-        "container engine `{host}` is not on this machine: the arm's credential rides in the container's environment; arms run on a local engine only (a unix socket or a loopback tcp:// address)"
-    ))
+    skillforge_runner_agent::local_engine_only(host)
 }
 
 #[cfg(test)]

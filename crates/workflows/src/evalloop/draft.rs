@@ -6,7 +6,8 @@
 //! Theme file (JSON; the miner's cluster, one theme): `{"name": "status-replies", "rules":
 //! ["replies stay under 120 words", …], "corrections": ["no, shorter — nobody reads the whole
 //! thing", …]}`. `rules` are the user's own rules the theme is about; `corrections` are what the
-//! user said in the correction episodes (real session text).
+//! user said in the correction episodes (real session text). `eval theme --out` writes one mined
+//! from real sessions (with its `signature`; [`super::theme::forge_theme`]).
 
 use serde::{Deserialize, Serialize};
 use skillforge_engine::JobSpec;
@@ -14,6 +15,7 @@ use skillforge_runner::PayloadError;
 use skillforge_runner_agent::AgentPayload;
 
 use super::brief::KnowledgeGapDraft;
+use super::ledger::Signature;
 use super::stages::StageDef;
 use super::verdict::first_json_object;
 
@@ -28,6 +30,11 @@ pub struct DraftTheme {
     /// What the user said when correcting the agent, verbatim.
     #[serde(default)]
     pub corrections: Vec<String>,
+    /// The theme's signature when it was mined from sessions (`eval theme --out`, tagged
+    /// `corrections:<n>`): an adoption forged from it carries it on its ledger row, so the
+    /// recheck measures the skill by the theme it was forged for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<Signature>,
 }
 
 impl DraftTheme {

@@ -27,7 +27,7 @@ use super::gate::{GateInput, GateOutcome, gate};
 use super::install::{InstallTarget, install};
 use super::judge_stage::{PreJudge, VERIFY_FILE, prepare_judge, verify_job};
 use super::layout::{brief_dir, ledger_path, meta_dir, read_json, sample_dir, write_json};
-use super::ledger::{LedgerRow, append_row, read_ledger, recheck_due, rejected};
+use super::ledger::{LedgerRow, Signature, append_row, read_ledger, recheck_due, rejected};
 use super::sample::{SampleVerdict, VERDICT_FILE};
 use super::stages::EvalStages;
 use super::stop::brief_stop;
@@ -64,6 +64,9 @@ pub struct ForgeRequest {
     pub install: InstallTarget,
     /// `--probation --failure-rate R`.
     pub probation_failure_rate: Option<f64>,
+    /// The theme the brief was drafted from, when mined from sessions (`--mode corrections` with a
+    /// theme file carrying a signature): written onto an adoption's ledger row for its recheck.
+    pub signature: Option<Signature>,
 }
 
 /// What the forge environment provides.
@@ -297,7 +300,7 @@ fn record_decision(home: &Path, req: &ForgeRequest, state: &ForgeState, agg: &Ag
         n_valid: agg.n_valid,
         wins_with: agg.wins_with,
         failure_rate: req.probation_failure_rate.filter(|_| outcome.decision == super::gate::Decision::Probation),
-        signature: None,
+        signature: req.signature.clone().filter(|_| outcome.decision.recheck_days().is_some()),
         installed,
         loads: None,
         reason: format!("{} {tag}", outcome.lines.first().cloned().unwrap_or_default()),

@@ -8,7 +8,7 @@ use sqlx::SqliteConnection;
 
 use super::arm_stage::apply_arm;
 use super::judge_stage::{apply_judge, apply_verify};
-use super::stages::{ARM_STAGE, DRAFT_STAGE, EVAL_WORKFLOW, JUDGE_STAGE, VERIFY_STAGE};
+use super::stages::{ARM_STAGE, DEPLOY_STAGE, DRAFT_STAGE, EVAL_WORKFLOW, JUDGE_STAGE, VERIFY_STAGE};
 
 /// Applies `evalloop` jobs (no domain-store tables: the evidence lives in files, as the seed keeps it).
 #[derive(Debug, Clone, Copy, Default)]
@@ -26,6 +26,8 @@ impl ResultHandler for EvalResultHandler {
             JUDGE_STAGE => apply_judge(job),
             // The drafting CLI reads the reply off the job itself; nothing to apply.
             DRAFT_STAGE => Ok(()),
+            // `eval deploy --to` reads the remote's report off the job itself.
+            DEPLOY_STAGE => Ok(()),
             other => Err(format!("evalloop job {} has unknown stage `{other}`", job.id)),
         };
         applied.map_err(|reason| ApplyError::Unusable { job_id: job.id.clone(), reason })

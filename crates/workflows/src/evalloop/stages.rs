@@ -1,6 +1,6 @@
 //! The eval loop's stage definitions, through the stage core [`crate::stage::def`]:
 //! `workflows/evalloop.toml` (embedded) with `<home>/evalloop.toml` overrides of times and
-//! attempts. Stages `arm`, `judge` and `draft` are `agent` jobs, `verify` a `process` job; their
+//! attempts. Stages `arm`, `judge` and `draft` are `agent` jobs, `verify` and `deploy` `process` jobs; their
 //! jobs are built by [`StageDef::job`].
 
 use std::path::Path;
@@ -20,16 +20,18 @@ pub const VERIFY_STAGE: &str = "verify";
 pub const JUDGE_STAGE: &str = "judge";
 /// Stage of a knowledge-gap brief's drafting job.
 pub const DRAFT_STAGE: &str = "draft";
+/// Stage of a remote deploy (`eval deploy --to HOST`).
+pub const DEPLOY_STAGE: &str = "deploy";
 
 /// Where the eval loop's stages come from.
 pub const SOURCE: StageSource = StageSource {
     family: "evalloop",
     workflow: EVAL_WORKFLOW,
     shipped: SHIPPED_EVALLOOP_TOML,
-    stage_names: &[ARM_STAGE, VERIFY_STAGE, JUDGE_STAGE, DRAFT_STAGE],
+    stage_names: &[ARM_STAGE, VERIFY_STAGE, JUDGE_STAGE, DRAFT_STAGE, DEPLOY_STAGE],
 };
 
-/// The three stages, resolved.
+/// The stages, resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EvalStages {
     /// `arm`.
@@ -40,6 +42,8 @@ pub struct EvalStages {
     pub judge: StageDef,
     /// `draft`.
     pub draft: StageDef,
+    /// `deploy`.
+    pub deploy: StageDef,
 }
 
 impl EvalStages {
@@ -49,6 +53,7 @@ impl EvalStages {
             verify: def.stage(VERIFY_STAGE).clone(),
             judge: def.stage(JUDGE_STAGE).clone(),
             draft: def.stage(DRAFT_STAGE).clone(),
+            deploy: def.stage(DEPLOY_STAGE).clone(),
         }
     }
 

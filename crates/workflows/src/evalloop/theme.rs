@@ -2,13 +2,16 @@
 //! E-35..E-39): seed from the skill, pull the correction episodes the seed matches, rank the words
 //! those episodes keep returning to by within-theme document frequency (not lift), then refuse a
 //! result that is filler, off the skill's subject, without a baseline, or another skill's matcher.
-//! Expect it to refuse; every refusal says why.
+//! Expect it to refuse; every refusal says why. [`forge_theme`] turns a derived theme into the
+//! theme file the forge's `--mode corrections` drafts a knowledge-gap brief from: the user's rule
+//! lines the theme matches, the corrections it matches, and the signature itself.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 
 use super::corrections::Episode;
+use super::draft::DraftTheme;
 use super::ledger::Signature;
 use super::recheck::{RecheckConfig, WordStats, matches};
 use super::words::{content_words, is_stopword, tokens};
@@ -121,6 +124,79 @@ pub fn derive_theme(input: &ThemeInput<'_>, cfg: &ThemeConfig) -> Result<Theme, 
     Ok(Theme { signature: Signature { words: words.into_iter().collect(), derived_from: Some(format!("corrections:{}", seed.len())) }, matched_sessions: matched })
 }
 
+/// Most corrections a forge theme carries (the drafting prompt's evidence).
+pub const MAX_THEME_CORRECTIONS: usize = 20;
+/// Most rule lines a forge theme carries.
+pub const MAX_THEME_RULES: usize = 12;
+
+/// Lines of `text` that state something about the theme `words`: list items and sentences
+/// (front matter, headings, code fences and lines under three words skipped, list markers
+/// stripped) that the theme's own matcher matches (E-28: one rare word, or two). These are the
+/// user's rules in the user's words: a memory file's notes, a skill's instructions.
+pub fn rule_lines(text: &str, words: &BTreeSet<String>, stats: &WordStats) -> Vec<String> {
+    let cfg = RecheckConfig::default();
+    let mut lines = text.lines().peekable();
+    if lines.peek().is_some_and(|l| l.trim() == "---") {
+        lines.next();
+        for l in lines.by_ref() {
+            if l.trim() == "---" {
+                break;
+            }
+        }
+    }
+    let mut out: Vec<String> = Vec::new();
+    for line in lines {
+        let t = line.trim();
+        if t.starts_with('#') || t.starts_with("```") || t.starts_with("scripted") {
+            continue;
+        }
+        let t = t.trim_start_matches(['-', '*', '+', ' ']).trim_start_matches(|c: char| c.is_ascii_digit()).trim_start_matches(['.', ')', ' ']).trim();
+        if tokens(t).len() < 3 || !matches(t, words, stats, &cfg) || out.iter().any(|o| o == t) {
+            continue;
+        }
+        out.push(t.to_owned());
+    }
+    out
+}
+
+/// The theme file `eval forge --mode corrections --theme` reads ([`DraftTheme`]), from a derived
+/// theme: `rules` = the rule lines of `sources` ((where, text) pairs: the user's memory files,
+/// the skill's `SKILL.md`) the theme matches; `corrections` = the correction episodes it matches,
+/// verbatim (at most [`MAX_THEME_CORRECTIONS`]); `signature` = the theme, so the adoption's ledger
+/// row carries the matcher its recheck measures by.
+///
+/// # Errors
+/// No rule line matches the theme (a knowledge-gap brief is about the user's own rules; nothing
+/// would keep them out of the prompt), naming the sources read.
+pub fn forge_theme(name: &str, theme: &Theme, episodes: &[Episode], sources: &[(String, String)]) -> Result<DraftTheme, String> {
+    let stats = WordStats::of(episodes);
+    let words: BTreeSet<String> = theme.signature.words.iter().cloned().collect();
+    let mut rules: Vec<String> = Vec::new();
+    for (_, text) in sources {
+        for line in rule_lines(text, &words, &stats) {
+            if !rules.contains(&line) && rules.len() < MAX_THEME_RULES {
+                rules.push(line);
+            }
+        }
+    }
+    if rules.is_empty() {
+        let read: Vec<&str> = sources.iter().map(|(w, _)| w.as_str()).collect();
+        return Err(format!(
+            "no line of {} states a rule about the theme {:?}: give --memory DIR holding the user's rules (notes, CLAUDE.md), or write them in the skill's SKILL.md",
+            if read.is_empty() { "any source".to_owned() } else { read.join(", ") },
+            theme.signature.words
+        ));
+    }
+    let mut corrections: Vec<String> = Vec::new();
+    let cfg = RecheckConfig::default();
+    for e in episodes.iter().filter(|e| matches(&e.text, &words, &stats, &cfg)) {
+        if corrections.len() < MAX_THEME_CORRECTIONS && !corrections.contains(&e.text) {
+            corrections.push(e.text.clone());
+        }
+    }
+    Ok(DraftTheme { name: name.to_owned(), rules, corrections, signature: Some(theme.signature.clone()) })
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::Duration;
@@ -208,5 +284,21 @@ mod tests {
         assert!(check_signature(&theme.signature, None, &stats, &RecheckConfig::default()).is_ok());
         let broad = Signature { words: (0..21).map(|i| format!("w{i}")).collect(), derived_from: Some("corrections:8".into()) };
         assert!(check_signature(&broad, None, &stats, &RecheckConfig::default()).unwrap_err().contains("more than 20"));
+    }
+
+    // E-39 into the forge's theme file: rules are the sources' lines the theme matches (front
+    // matter, headings and one-word lines skipped), corrections the matched episodes, and the
+    // signature rides along; a theme no source states a rule about is refused.
+    #[test]
+    fn e39_forge_theme_carries_matched_rules_corrections_and_the_signature() {
+        let (eps, starts) = corpus();
+        let theme = derive_theme(&input("german-umlauts", "Write proper umlauts in german text", &eps, &starts, &[]), &ThemeConfig::default()).unwrap();
+        let skill_md = "---\ndescription: umlaute ascii german text\n---\n# Umlaute\n- Write umlaute in german text, never ae oe ue.\n- Deploy to staging first.\n- umlaute\n".to_owned();
+        let file = forge_theme("german-umlauts", &theme, &eps, &[("SKILL.md".into(), skill_md)]).unwrap();
+        assert_eq!(file.rules, ["Write umlaute in german text, never ae oe ue."]);
+        assert_eq!(file.corrections, ["no, write the umlaute properly, not ae oe ue in the german text"]);
+        assert_eq!(file.signature.as_ref(), Some(&theme.signature));
+        let e = forge_theme("german-umlauts", &theme, &eps, &[("notes.md".into(), "- Deploy to staging first.\n".into())]).unwrap_err();
+        assert!(e.contains("notes.md") && e.contains("--memory"), "{e}");
     }
 }

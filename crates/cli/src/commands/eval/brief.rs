@@ -80,9 +80,9 @@ fn read(path: &Path) -> Result<String, CliError> {
 }
 
 /// Has the runtime draft a brief from the theme at `theme_path` (one `agent` job, waited for);
-/// returns the draft and how messages name it. The model's reply is kept next to the theme's
-/// run as the job's outcome (`jobs show`).
-pub(super) async fn draft_from_theme(ctx: &Context, theme_path: &Path, runtime: &str, model: Option<&str>) -> Result<(KnowledgeGapDraft, String), CliError> {
+/// returns the draft, how messages name it and the theme. The model's reply is kept as the job's
+/// outcome (`jobs show`).
+pub(super) async fn draft_from_theme(ctx: &Context, theme_path: &Path, runtime: &str, model: Option<&str>) -> Result<(KnowledgeGapDraft, String, DraftTheme), CliError> {
     let file = theme_path.display().to_string();
     let theme = DraftTheme::parse(&read(theme_path)?, &file).map_err(|e| CliError::usage(anyhow!(e)))?;
     let stages = EvalStages::for_home(&ctx.home).map_err(|e| CliError::usage(anyhow!(e.to_string())))?;
@@ -101,7 +101,7 @@ pub(super) async fn draft_from_theme(ctx: &Context, theme_path: &Path, runtime: 
         return Err(CliError::env(anyhow!("runtime `{runtime}` did not draft the brief (job {}: {why}); no brief written", job.id)));
     };
     let draft = parse_draft(&reply, &theme).map_err(|e| CliError::usage(anyhow!("{e} (job {}); no brief written", job.id)))?;
-    Ok((draft, format!("the draft of theme `{file}` (job {})", job.id)))
+    Ok((draft, format!("the draft of theme `{file}` (job {})", job.id), theme))
 }
 
 /// Runs `eval brief`.
@@ -122,7 +122,10 @@ pub async fn run(ctx: &Context, args: BriefArgs) -> CliResult {
             let draft: KnowledgeGapDraft = serde_json::from_str(&text).map_err(|e| CliError::usage(anyhow!("invalid draft `{file}`: {e}")))?;
             (draft, file)
         }
-        (None, Some(theme_path)) => draft_from_theme(ctx, theme_path, &args.runtime, args.model.as_deref()).await?,
+        (None, Some(theme_path)) => {
+            let (draft, file, _) = draft_from_theme(ctx, theme_path, &args.runtime, args.model.as_deref()).await?;
+            (draft, file)
+        }
         (None, None) => return Err(CliError::usage(anyhow!("--knowledge-gap needs --draft FILE or --theme FILE"))),
     };
     let brief = check_and_write(&draft, &file, out).await?;

@@ -29,7 +29,7 @@ pub struct ForgeArgs {
     /// The brief (JSON: id, prompt, setup, verify, rubric, output).
     #[arg(long, value_name = "FILE", required_unless_present = "theme", conflicts_with = "theme")]
     brief: Option<PathBuf>,
-    /// `brief` (run `--brief`) or `corrections`: a model drafts a knowledge-gap brief from the correction theme `--theme` (written to `<home>/eval/briefs/<id>.json` only when it passes the E-01/E-02 checks), then the forge runs it. Mining themes from sessions is the miner's, not built in.
+    /// `brief` (run `--brief`) or `corrections`: a model drafts a knowledge-gap brief from the correction theme `--theme` (written to `<home>/eval/briefs/<id>.json` only when it passes the E-01/E-02 checks), then the forge runs it. `eval theme --skill-dir D --out T` mines that theme from real sessions; its signature rides onto the adoption's ledger row.
     #[arg(long, default_value = "brief", value_parser = ["brief", "corrections"])]
     mode: String,
     /// With `--mode corrections`: the correction theme {name, rules, corrections}.
@@ -141,6 +141,7 @@ pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
             preflight(runtime, &env, &user_home, now_ms).map_err(|e| CliError::env(anyhow!("credential check for runtime `{runtime}` (no arm started): {e}")))?;
         }
     }
+    let mut signature = None;
     let brief = match (brief, &args.theme) {
         (Some(brief), _) => brief,
         (None, Some(theme)) if args.dry_run => {
@@ -153,7 +154,8 @@ pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
             return Ok(OK);
         }
         (None, Some(theme)) => {
-            let (draft, file) = super::brief::draft_from_theme(ctx, theme, &args.runtime, args.model.as_deref()).await?;
+            let (draft, file, mined) = super::brief::draft_from_theme(ctx, theme, &args.runtime, args.model.as_deref()).await?;
+            signature = mined.signature;
             let out = eval_root(&ctx.home).join("briefs").join(format!("{}.json", draft.brief.id));
             let brief = super::brief::check_and_write(&draft, &file, &out).await?;
             eprintln!("• brief `{}` drafted from `{}` and written to {}", brief.id, theme.display(), out.display());
@@ -174,6 +176,7 @@ pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
         dry_run: args.dry_run,
         install,
         probation_failure_rate: if args.probation { args.failure_rate } else { None },
+        signature,
     };
     let store = ctx.store().await?;
     let queue = ctx.queue().await?;

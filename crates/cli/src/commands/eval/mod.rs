@@ -5,6 +5,7 @@
 
 mod brief;
 mod check;
+mod deploy;
 mod forge;
 mod recheck;
 mod report;
@@ -32,10 +33,10 @@ pub enum EvalCommand {
     Check(check::CheckArgs),
     /// Lift signatures out of adopted skills' SKILL.md (tagged skill_md; `--apply` backs the ledger up first).
     Backfill(upkeep::BackfillArgs),
-    /// Mine a correction theme for an adopted skill from real sessions (`--apply` writes it tagged corrections:N).
+    /// Mine a correction theme from real sessions for an adopted skill (`--apply` writes it tagged corrections:N) or a candidate (`--skill-dir`); `--out FILE` writes the theme `eval forge --mode corrections` drafts from.
     Theme(upkeep::ThemeArgs),
-    /// Copy skill trees to an install root, verifying each copy by digest.
-    Deploy(upkeep::DeployArgs),
+    /// Copy skill trees (default: the ledger's open adoptions) to an install root, here or on the worker labelled `host=NAME` (`--to NAME`), verifying each copy by digest where it landed.
+    Deploy(deploy::DeployArgs),
     /// A brief's samples side by side (de-blinded after the verdict), the gate and the ledger row; `--html FILE` writes one self-contained page.
     Report(report::ReportArgs),
 }
@@ -51,7 +52,7 @@ pub async fn run(ctx: &Context, cmd: EvalCommand) -> CliResult {
         EvalCommand::Check(args) => check::run(ctx, args),
         EvalCommand::Backfill(args) => upkeep::run_backfill(ctx, args),
         EvalCommand::Theme(args) => upkeep::run_theme(ctx, args),
-        EvalCommand::Deploy(args) => upkeep::run_deploy(ctx, args),
+        EvalCommand::Deploy(args) => deploy::run(ctx, args).await,
     }
 }
 
