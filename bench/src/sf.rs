@@ -133,7 +133,7 @@ impl Target {
                     redis::cmd("ZRANDMEMBER").arg(format!("{namespace}:results")).arg(SAMPLE).query_async(&mut c).await?;
                 let mut pipe = redis::pipe();
                 for id in &ids {
-                    pipe.cmd("HGET").arg(format!("{namespace}:job:{id}")).arg("state");
+                    pipe.cmd("HGET").arg(format!("{namespace}:job:{id}")).arg("s");
                 }
                 let states: Vec<Option<String>> = pipe.query_async(&mut c).await?;
                 if let Some(bad) = states.iter().find(|s| s.as_deref() != Some("succeeded")) {

@@ -9,60 +9,68 @@
 //!
 //! | key | type | content |
 //! |-----|------|---------|
-//! | `job:{id}` | hash | spec (JSON), state, attempts, token, lease fields, outcome (JSON), … (below) |
-//! | `job:{id}:history` | list | one JSON [`AttemptRecord`](crate::job::AttemptRecord) per *superseded* closed attempt (layout 2) or per closed attempt (layout 1); created only when needed |
+//! | `job:{id}` | hash | the job, layout 3 (below): short fields, every value ≤ 64 bytes |
+//! | `job:{id}:{p,x,o,e}` | string | a payload, spec extra, outcome or error longer than 64 bytes (the hash field holds '@'); only when needed |
+//! | `job:{id}:history` | list | one JSON [`AttemptRecord`](crate::job::AttemptRecord) per *superseded* closed attempt, at most 100 (the oldest dropped); created only when needed |
 //! | `ready:{queue}` | sorted set | due jobs, score = enqueue sequence (`INCR seq`): FIFO |
 //! | `delayed:{queue}` | sorted set | not yet due jobs, score = `not_before` (ms) |
+//! | `queues` | set | every queue name a job was enqueued on (for `list` of queued jobs) |
 //! | `wake:{queue}` | list | wake tokens for idle `lease` waiters (`BLPOP`), capped at 16 |
 //! | `leases` | sorted set | running jobs, score = heartbeat deadline (`heartbeat_at + stale_after`) |
 //! | `idem` | hash | idempotency key → job id (kept while the job or its tombstone is) |
 //! | `done:{class}` | sorted set | acknowledged terminal jobs of a retention class (`succeeded`; `failed` = failed, dead, cancelled), score = finish time: what `prune.lua` may remove (`crate::retention`) |
 //! | `done:backfill` | string | cursor (a creation time in `jobs`) of the one-time walk that files the acknowledged jobs of a namespace written before retention into `done:*`; `done` when finished (set at once for a new namespace) |
+//! | `layout`, `layout:cursor` | strings | `3` once every job hash is in layout 3; the cursor (a creation time in `jobs`) of the rewrite of an older namespace at connect (`redis/migrate.rs`) |
 //! | `pruned`, `pruned:{class}` | hash, sorted set | tombstones of pruned jobs: id → `state⇥finished_at⇥pruned_at⇥idem_key`; per class by prune time |
 //! | `results` | sorted set | terminal/stale jobs not yet acknowledged, score = sequence |
-//! | `jobs`, `state:{state}` | sorted sets | job index by creation time: all jobs / per state, for `failed`, `dead`, `cancelled` and `stale` only (`running` jobs are in `leases`; `queued` and `succeeded`, the states nearly every job passes through, are listed by walking `jobs`) |
-//! | `lock:{name}`, `locks` | hash, sorted set | named locks; held locks by heartbeat deadline |
+//! | `jobs`, `state:{state}` | sorted sets | job index by creation time: all jobs / per state, for `failed`, `dead`, `cancelled` and `stale` only. The other states are listed from the sets their jobs are in, O(page): `running` from `leases`, `queued` from `ready:*` / `delayed:*`, `succeeded` from `done:succeeded` and `results` |
+//! | `lock:{name}`, `locks`, `locktoken` | hash, sorted set, string | named locks while held (deleted when released or reaped); held locks by heartbeat deadline; the lock token counter |
 //! | `seq` | string | the sequence counter |
 //! | `leasereq:{uuid}` | list | jobs leased by one lease request (10 min), so a retried request is idempotent |
 //! | `out:{id}` | stream | the job's live output ([`crate::output`]): entries `s` (stream), `t` (fencing token), `d` (bytes); at most `OUTPUT_CAP_CHUNKS`, trimmed to `OUTPUT_TAIL_CHUNKS` when the job ends |
 //! | `changed` | pub/sub channel | not a key: a message (`1`) from every script that ends a job (finish, cancel, reap, release into `cancelled`), so a waiter of another process wakes at once (`redis/changes.rs`) |
 //! | `epoch` | string | the namespace epoch: a random id written once into an empty namespace (`epoch.lua`); gone or changed = the data was lost ([`QueueBackend::check_namespace`](crate::QueueBackend::check_namespace)) |
 //!
-//! ## The job hash
+//! ## The job hash (layout 3)
 //!
-//! Fields (times in ms since the Unix epoch, numbers as decimal text): `queue`, `spec`
-//! (JSON [`JobSpec`]), `state`, `attempts`, `max_attempts`, `token` (fencing token of the
-//! current/last lease, 0 before the first), `seq` (FIFO position), `heartbeat_ms`,
-//! `stale_after` (ms), `idempotent` (0/1), `created_at`, `updated_at`, `not_before`,
-//! `idem_key` (when set), `cancel_requested` / `recovery_available` ('1' when set; absent or
-//! '0' = not set), `layout`; the lease fields `owner_worker`, `owner_host`, `owner_pid`,
-//! `acquired_at`, `heartbeat_at`; after a finish `closed_token` / `closed_by` (which call
-//! closed which token, so a retried call after a lost reply is recognized), `outcome` (JSON
-//! `RunOutcome`), `error`; and, layout 2 only, `attempt_result`. Hashes enqueued before issue 19
-//! also carry `id` (a copy of the key's id, ~80 bytes per job; no longer written or needed).
+//! Redis keeps a hash as a compact listpack only while every value is at most
+//! `hash-max-listpack-value` (64 bytes by default) and it has at most 512 fields; one longer
+//! value turns it into a hashtable of ~60 bytes per field for good. So the fields have short
+//! names and short values (times in ms since the Unix epoch, numbers as decimal text):
 //!
-//! **Layout 2** (`layout` = `2`, written by `enqueue.lua` of this build): the happy path writes
-//! one key per job. The lease fields are those of the *last* attempt and stay after it ends
-//! (whether they describe a live lease is decided by `state` = `running`, never by their
-//! presence). A terminal finish keeps the attempt's closed record in the hash: `attempt_result`
-//! = its result label, the record being `attempts`, `token`, the lease fields and `updated_at`
-//! as its end (nothing writes a terminal job's hash again until `retry.lua`). The record is
-//! pushed to the history list only when the attempt is superseded: at a non-terminal finish
-//! (retry, with its `retry_delay_ms`), a reap or a release (as before), or when `retry.lua`
-//! requeues a terminal job (it moves the hash's record to the list and sets `attempt_result`
-//! to ''). The decoded history is the list plus that record (plus the open attempt of a
-//! running job, from its lease fields). `outcome` '' = none; `error` '' = none, else '=' +
-//! text.
+//! | field | content |
+//! |---|---|
+//! | `q`, `w`, `g`, `kd` | queue, workflow, stage, runner kind |
+//! | `p` | payload JSON ('@' = in `job:{id}:p`) |
+//! | `x` | the other spec fields that differ from their defaults, JSON (`redis/spec.rs`); absent for most jobs ('@' = in `job:{id}:x`) |
+//! | `k` | idempotency key (absent = none) |
+//! | `m`, `to`, `hb`, `sa`, `i` | max attempts, timeout ms, heartbeat ms, stale after ms, idempotent (0/1) |
+//! | `s`, `a`, `t`, `n` | state, attempts, fencing token (0 before the first lease), enqueue sequence (FIFO position) |
+//! | `c`, `u`, `nb` | created, updated, not before |
+//! | `cr`, `ra` | cancel requested, recovery available ('1' = set; absent or '0' = not) |
+//! | `ow`, `oh`, `op`, `la`, `hh` | the last attempt's lease: worker, host, pid, acquired at, heartbeat at |
+//! | `ct`, `cb` | which call (`finish`, `reap`, `release`) closed which token, so a retried call after a lost reply is recognized |
+//! | `o` | outcome JSON ('' = none, '@' = in `job:{id}:o`) |
+//! | `e` | error: '' = none, else '=' + text ('@' = in `job:{id}:e`) |
+//! | `r` | the result label of a terminally finished last attempt ('' = none) |
 //!
-//! **Layout 1** (no `layout` field: jobs enqueued by an older build, e.g. still queued or
-//! running in an existing Redis during an upgrade) is still read and written the old way:
-//! every closed attempt is pushed to the list at once, a finish deletes the lease fields
-//! (`HDEL`), `outcome` / `error` are absent when none and `error` is plain text. Every script
-//! branches on `layout` where the two differ (`finish_one`, the lease row's `error`); a
-//! layout-1 job stays layout 1 for its whole life. The reverse does not hold: an *older* build
-//! does not know layout 2 (it would miss a terminal attempt kept in the hash, lose it when it
-//! retries such a job, read an `outcome` of '' as corrupt and show errors with their '='), so a
-//! rollback must not run against a namespace holding layout-2 jobs.
+//! The lease fields are those of the *last* attempt and stay after it ends (whether they
+//! describe a live lease is decided by `s` = `running`, never by their presence). A terminal
+//! finish keeps the attempt's closed record in the hash: `r` = its result label, the record
+//! being `a`, `t`, the lease fields and `u` as its end (nothing writes a terminal job's hash
+//! again until `retry.lua`). The record is pushed to the history list only when the attempt is
+//! superseded: at a non-terminal finish (retry, with its `retry_delay_ms`), a reap or a
+//! release, or when `retry.lua` requeues a terminal job (it moves the hash's record to the list
+//! and sets `r` to ''). The decoded history is the list plus that record (plus the open attempt
+//! of a running job, from its lease fields). Fields that may be longer than 64 bytes in practice
+//! (queue, idempotency key, worker, host) are kept in the hash: a long one costs memory, never
+//! correctness.
+//!
+//! **Older layouts.** Layouts 1 and 2 (builds before this one: one `spec` JSON field, long
+//! field names; layout 1 also pushed every closed attempt to the list and deleted the lease
+//! fields) are rewritten into layout 3 when a backend connects (`redis/migrate.rs`). An older
+//! build cannot read layout 3: stop its processes before upgrading, and do not roll back
+//! against a rewritten namespace.
 //!
 //! Every operation touches O(1) keys per job (O(log n) sorted-set updates), whatever the
 //! backlog: a lease promotes at most [`PROMOTE_LIMIT`] due delayed jobs and pops at most
@@ -84,8 +92,10 @@
 mod batch;
 mod changes;
 mod decode;
+mod outcome_json;
 mod routes;
 mod scripts;
+mod spec;
 pub mod transfer;
 
 use std::sync::Mutex;
@@ -119,9 +129,10 @@ const BLOCK_SLACK: Duration = Duration::from_secs(5);
 /// Idle blocking connections kept for reuse.
 const BLOCKING_POOL: usize = 8;
 /// The states with an index set `state:{state}` (must match `INDEXED` in `common.lua`); the
-/// others (`queued`, `succeeded`) are listed by walking `jobs`, `running` from `leases`.
+/// others are listed from the sets their jobs are in: `queued` from `ready:*` / `delayed:*`,
+/// `succeeded` from `done:succeeded` and `results`, `running` from `leases`.
 const STATE_INDEXED: [JobState; 4] = [JobState::Failed, JobState::Dead, JobState::Cancelled, JobState::Stale];
-/// Most `jobs` entries one `list.lua` call reads.
+/// Most pending results `list(Some(Succeeded), limit)` looks at (`pick.lua`), or 4 × `limit`.
 const LIST_WALK_BUDGET: usize = 5000;
 /// Batch size of `reap_locks` and the page size of internal scans.
 const SCAN_BATCH: usize = 1000;
@@ -208,6 +219,7 @@ macro_rules! with_retry {
 }
 
 // After `with_retry!`, which they use.
+mod migrate;
 mod output;
 mod queue;
 mod retention;
@@ -279,6 +291,10 @@ impl RedisBackend {
         };
         let (epoch, _, _) = backend.read_epoch().await?;
         *backend.epoch.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = epoch;
+        let rewritten = backend.migrate_layout().await?;
+        if rewritten > 0 {
+            tracing::info!(jobs = rewritten, namespace, "rewrote the namespace's job hashes into layout 3");
+        }
         Ok(backend)
     }
 
@@ -435,23 +451,27 @@ impl RedisBackend {
         }
         let mut pipe = ::redis::pipe();
         for id in ids {
-            pipe.cmd("HGETALL").arg(format!("{}job:{id}", self.prefix));
-            pipe.cmd("LRANGE")
-                .arg(format!("{}job:{id}:history", self.prefix))
-                .arg(0)
-                .arg(-1);
+            let key = format!("{}job:{id}", self.prefix);
+            pipe.cmd("HGETALL").arg(&key);
+            pipe.cmd("LRANGE").arg(format!("{key}:history")).arg(0).arg(-1);
+            let mget = pipe.cmd("MGET");
+            for field in decode::SPILLED {
+                mget.arg(format!("{key}:{field}"));
+            }
         }
         let flat: Vec<::redis::Value> =
             with_retry!(self, "read jobs", |c| pipe.query_async(&mut c))?;
         let mut out = Vec::with_capacity(ids.len());
         let mut it = flat.into_iter();
         let mut asked = ids.iter();
-        while let (Some(h), Some(hist), Some(id)) = (it.next(), it.next(), asked.next()) {
+        while let (Some(h), Some(hist), Some(side), Some(id)) = (it.next(), it.next(), it.next(), asked.next()) {
             let raw: RawJob = (
                 ::redis::from_redis_value(h)
                     .map_err(|e| EngineError::redis(format!("job hash: {e}")))?,
                 ::redis::from_redis_value(hist)
                     .map_err(|e| EngineError::redis(format!("job history: {e}")))?,
+                ::redis::from_redis_value(side)
+                    .map_err(|e| EngineError::redis(format!("job long values: {e}")))?,
             );
             if let Some(job) = decode::job(id, raw)? {
                 out.push(job);
@@ -479,9 +499,7 @@ impl RedisBackend {
             });
         }
         let outcome = match &finish.outcome {
-            Some(o) => serde_json::to_string(o).map_err(|e| {
-                EngineError::redis(format!("encode run outcome of job `{job_id}`: {e}"))
-            })?,
+            Some(o) => outcome_json::encode(job_id, o)?,
             None => String::new(),
         };
         let (reply, answer) = tokio::sync::oneshot::channel();
@@ -501,26 +519,68 @@ impl RedisBackend {
         answer.await.map_err(|_| stopped())?
     }
 
-    /// Ids of up to `limit` jobs in `state` (one without an index set), newest first, walking
-    /// the `jobs` index in script calls of [`LIST_WALK_BUDGET`] entries. Jobs enqueued meanwhile
-    /// shift the ranks, so an id can come back twice: kept once.
-    async fn walk_jobs_in_state(&self, state: JobState, limit: usize) -> Result<Vec<String>, EngineError> {
-        let mut ids: Vec<String> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        let mut start: i64 = 0;
-        while ids.len() < limit && start >= 0 {
-            let mut inv = self.scripts.list.prepare_invoke();
-            inv.arg(&self.prefix)
-                .arg(state.as_str())
-                .arg(limit - ids.len())
-                .arg(start)
-                .arg(LIST_WALK_BUDGET);
-            let what = format!("list {state} jobs");
-            let (found, next): (Vec<String>, i64) = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
-            ids.extend(found.into_iter().filter(|id| seen.insert(id.clone())));
-            start = next;
+    /// Candidate ids for listing the newest `limit` jobs of any state: the newest `limit` of
+    /// each set a job is in by its state (`ready:*`, `delayed:*`, `leases`, `results`,
+    /// `done:*`, `state:stale`, and the `jobs` index of jobs an older build wrote), one pipeline,
+    /// O(limit) per set. The caller sorts them by creation time.
+    async fn ids_in_any_state(&self, limit: usize) -> Result<Vec<String>, EngineError> {
+        if limit == 0 {
+            return Ok(Vec::new());
         }
-        ids.truncate(limit);
+        let mut cmd = ::redis::cmd("SMEMBERS");
+        cmd.arg(format!("{}queues", self.prefix));
+        let queues: Vec<String> = with_retry!(self, "read the queue names", |c| cmd.query_async(&mut c))?;
+        let mut keys: Vec<String> = ["leases", "results", "done:succeeded", "done:failed", "state:stale", "jobs"]
+            .iter()
+            .map(|k| format!("{}{k}", self.prefix))
+            .collect();
+        for q in &queues {
+            keys.push(format!("{}ready:{q}", self.prefix));
+            keys.push(format!("{}delayed:{q}", self.prefix));
+        }
+        let stop = limit.min(isize::MAX as usize) as isize - 1;
+        let mut pipe = ::redis::pipe();
+        for k in &keys {
+            pipe.cmd("ZREVRANGE").arg(k).arg(0).arg(stop);
+        }
+        let lists: Vec<Vec<String>> = with_retry!(self, "list jobs", |c| pipe.query_async(&mut c))?;
+        Ok(lists.into_iter().flatten().collect())
+    }
+
+    /// Candidate ids for listing up to `limit` jobs in `state` (`queued` or `succeeded`, the
+    /// states without a `state:*` set), read from the sets those jobs are in, O(limit) per set:
+    /// queued jobs from the newest `limit` of every queue's `ready:*` and `delayed:*` sets;
+    /// succeeded ones from the newest `limit` of `done:succeeded` (acknowledged) and the
+    /// succeeded among the newest [`LIST_WALK_BUDGET`] (or 4 × `limit`) pending results. The
+    /// caller keeps the
+    /// jobs really in `state`, newest first.
+    async fn ids_in_unindexed_state(&self, state: JobState, limit: usize) -> Result<Vec<String>, EngineError> {
+        let mut ids = Vec::new();
+        match state {
+            JobState::Queued => {
+                let mut cmd = ::redis::cmd("SMEMBERS");
+                cmd.arg(format!("{}queues", self.prefix));
+                let queues: Vec<String> = with_retry!(self, "read the queue names", |c| cmd.query_async(&mut c))?;
+                for q in queues {
+                    for set in ["ready", "delayed"] {
+                        ids.extend(self.zrange(&format!("{}{set}:{q}", self.prefix), true, limit).await?);
+                    }
+                }
+            }
+            JobState::Succeeded => {
+                ids.extend(self.zrange(&format!("{}done:succeeded", self.prefix), true, limit).await?);
+                let mut inv = self.scripts.pick.prepare_invoke();
+                inv.arg(&self.prefix)
+                    .arg("results")
+                    .arg(state.as_str())
+                    .arg(limit)
+                    .arg(LIST_WALK_BUDGET.max(limit.saturating_mul(4)));
+                let pending: Vec<String> =
+                    with_retry!(self, "list succeeded jobs with a pending result", |c| inv.invoke_async(&mut c))?;
+                ids.extend(pending);
+            }
+            _ => {}
+        }
         Ok(ids)
     }
 

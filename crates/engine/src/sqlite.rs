@@ -37,6 +37,7 @@
 mod conn;
 mod finish;
 mod lease;
+mod list;
 mod routes;
 mod rows;
 mod queue;

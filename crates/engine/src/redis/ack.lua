@@ -4,7 +4,7 @@
 -- A terminal job acknowledged here becomes prunable: it enters its retention class's
 -- `done:{class}` set, scored by its finish time (`updated_at`).
 local id = ARGV[2]
-local f = redis.call('HMGET', jkey(id), 'token', 'state', 'updated_at')
+local f = redis.call('HMGET', jkey(id), 't', 's', 'u')
 local token = f[1]
 if not token then return { 'missing' } end
 if token ~= ARGV[3] then return { 'fenced', token } end

@@ -1,7 +1,7 @@
 -- ARGV: ns, job_id. Cancels a queued or stale job now, or asks a running one to stop. Returns {'cancelled'} | {'requested'} | {'terminal', state} | {'missing'}.
 local id = ARGV[2]
 local jk = jkey(id)
-local f = redis.call('HMGET', jk, 'state', 'queue', 'created_at', 'token')
+local f = redis.call('HMGET', jk, 's', 'q', 'c', 't')
 if not f[1] then return { 'missing' } end
 local now = now_ms()
 if f[1] == 'queued' or f[1] == 'stale' then
@@ -12,11 +12,11 @@ if f[1] == 'queued' or f[1] == 'stale' then
   -- token: the cancel is a new result, so it gets a new token (a never-leased job keeps 0).
   local token = f[4] or '0'
   if token ~= '0' then token = s(tonumber(token) + 1) end
-  redis.call('HSET', jk, 'updated_at', s(now), 'recovery_available', '0', 'token', token)
+  redis.call('HSET', jk, 'u', s(now), 'ra', '0', 't', token)
   to_results(id)
   return { 'cancelled' }
 elseif f[1] == 'running' then
-  redis.call('HSET', jk, 'cancel_requested', '1', 'updated_at', s(now))
+  redis.call('HSET', jk, 'cr', '1', 'u', s(now))
   return { 'requested' }
 end
 return { 'terminal', f[1] }

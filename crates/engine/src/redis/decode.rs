@@ -1,26 +1,31 @@
-//! Decoding of the job hash (`{ns}:job:{id}`) and its history list, and of the scripts' lease
-//! rows, into engine types.
+//! Decoding of the job hash (`{ns}:job:{id}`, layout 3), its long-value keys and history list,
+//! and of the scripts' lease rows, into engine types.
 //!
-//! Both hash layouts are read (see "Key layout" in `redis.rs`): layout 1 (no `layout` field)
-//! keeps every closed attempt in the history list; layout 2 keeps a terminally finished
-//! attempt in the hash (`attempt_result` non-empty; its record is the lease fields, `attempts`,
-//! `token`, ended at `updated_at`), writes `outcome` '' for "no outcome" and `error` as '' (none)
-//! or '=' + text.
+//! Layout 3 (see "The job hash" in `redis.rs`): short field names; a terminally finished attempt
+//! stays in the hash (`r` non-empty; its record is the lease fields, `a`, `t`, ended at `u`);
+//! `o` '' = no outcome; `e` '' = no error, else '=' + text; `p`, `x`, `o` or `e` = '@' when the
+//! value is in the string key `job:{id}:{field}`. Older layouts are rewritten on open
+//! (`migrate.rs`), which reads them with [`old_spec`].
 
 use std::collections::HashMap;
 use std::str::FromStr;
 
 use skillforge_runner::RunOutcome;
 
+use super::spec::{self, RawSpec};
 use crate::error::EngineError;
 use crate::job::{
     AttemptRecord, Job, JobSpec, JobState, Lease, LeaseKind, LeaseView, LeasedJob, WorkerIdentity,
 };
 
-/// A job as `fetch_jobs`' pipeline returns it: the `HGETALL` of its hash and its history list
-/// (closed attempts; in layout 2 only the superseded ones, the last terminal one being in the
-/// hash).
-pub(super) type RawJob = (HashMap<String, String>, Vec<String>);
+/// The hash fields whose value may live in a key of its own (`job:{id}:{field}`), in the order
+/// `fetch_jobs` reads those keys.
+pub(super) const SPILLED: [&str; 4] = ["p", "x", "o", "e"];
+
+/// A job as `fetch_jobs`' pipeline returns it: the `HGETALL` of its hash, its history list
+/// (the superseded closed attempts; the last terminal one is in the hash) and the values of its
+/// long-value keys ([`SPILLED`] order, `None` = no such key).
+pub(super) type RawJob = (HashMap<String, String>, Vec<String>, Vec<Option<String>>);
 
 fn corrupt(job_id: &str, message: impl Into<String>) -> EngineError {
     EngineError::Corrupt {
@@ -45,52 +50,77 @@ fn flag(h: &HashMap<String, String>, name: &str) -> bool {
     h.get(name).is_some_and(|v| v == "1")
 }
 
+/// The value of a possibly spilled field: '@' resolves to its key's value (`spilled`).
+fn long<'a>(id: &str, name: &str, v: Option<&'a str>, spilled: &'a Option<String>) -> Result<Option<&'a str>, EngineError> {
+    match v {
+        Some("@") => spilled
+            .as_deref()
+            .map(Some)
+            .ok_or_else(|| corrupt(id, format!("field `{name}` is in its own key, which is missing"))),
+        other => Ok(other),
+    }
+}
+
 /// Decodes job `job_id` (the id in its key); `Ok(None)` when the hash is empty (no such job).
-/// Hashes written since issue 19 have no `id` field (it repeated the key); older ones do.
 pub(super) fn job(job_id: &str, raw: RawJob) -> Result<Option<Job>, EngineError> {
-    let (h, history) = raw;
+    let (h, history, spilled) = raw;
     if h.is_empty() {
         return Ok(None);
     }
-    let id = h.get("id").cloned().unwrap_or_else(|| job_id.to_owned());
-    let spec: JobSpec = serde_json::from_str(field(&h, &id, "spec")?)
-        .map_err(|e| corrupt(&id, format!("job spec: {e}")))?;
-    let state = JobState::from_str(field(&h, &id, "state")?).map_err(|e| corrupt(&id, e))?;
-    let lease = match (state, h.get("owner_worker")) {
+    let id = job_id.to_owned();
+    let side = |i: usize| spilled.get(i).unwrap_or(&None);
+    let get = |name: &str| h.get(name).map(String::as_str);
+    let payload = long(&id, "p", get("p"), side(0))?.ok_or_else(|| corrupt(&id, "missing field `p`"))?;
+    let extra = long(&id, "x", get("x"), side(1))?;
+    let spec = spec::decode(
+        &id,
+        &RawSpec {
+            queue: field(&h, &id, "q")?,
+            workflow: field(&h, &id, "w")?,
+            stage: field(&h, &id, "g")?,
+            kind: field(&h, &id, "kd")?,
+            payload,
+            idempotency_key: get("k"),
+            max_attempts: field(&h, &id, "m")?,
+            timeout_ms: field(&h, &id, "to")?,
+            heartbeat_ms: field(&h, &id, "hb")?,
+            stale_after_ms: field(&h, &id, "sa")?,
+            idempotent: field(&h, &id, "i")?,
+            extra,
+        },
+    )?;
+    let state = JobState::from_str(field(&h, &id, "s")?).map_err(|e| corrupt(&id, e))?;
+    let lease = match (state, h.get("ow")) {
         (JobState::Running, Some(worker)) => Some(Lease {
             owner_worker: worker.clone(),
-            owner_host: field(&h, &id, "owner_host")?.to_owned(),
-            owner_pid: num(&h, &id, "owner_pid")?,
-            fencing_token: num(&h, &id, "token")?,
-            acquired_at_ms: num(&h, &id, "acquired_at")?,
-            heartbeat_at_ms: num(&h, &id, "heartbeat_at")?,
+            owner_host: field(&h, &id, "oh")?.to_owned(),
+            owner_pid: num(&h, &id, "op")?,
+            fencing_token: num(&h, &id, "t")?,
+            acquired_at_ms: num(&h, &id, "la")?,
+            heartbeat_at_ms: num(&h, &id, "hh")?,
         }),
         _ => None,
     };
-    let outcome = outcome(&id, h.get("outcome").map(String::as_str))?;
-    // Layout 2 stores `error` as '' (none) or '=' + text; layout 1 as the text, absent = none.
-    let error = match (h.get("layout").map(String::as_str), h.get("error")) {
-        (Some("2"), Some(e)) => e.strip_prefix('=').map(str::to_owned),
-        (_, e) => e.cloned(),
-    };
+    let outcome = outcome(&id, long(&id, "o", get("o"), side(2))?)?;
+    let error = long(&id, "e", get("e"), side(3))?.and_then(|e| e.strip_prefix('=')).map(str::to_owned);
     let mut history = records(&id, &history)?;
-    let attempts = num(&h, &id, "attempts")?;
-    let token: u64 = num(&h, &id, "token")?;
+    let attempts = num(&h, &id, "a")?;
+    let token: u64 = num(&h, &id, "t")?;
     if let Some(lease) = &lease {
         push_open(&mut history, attempts, lease);
-    } else if let Some(result) = h.get("attempt_result").filter(|r| !r.is_empty())
-        && let Some(worker) = h.get("owner_worker")
+    } else if let Some(result) = h.get("r").filter(|r| !r.is_empty())
+        && let Some(worker) = h.get("ow")
         && history.last().is_none_or(|r| r.fencing_token != token)
     {
-        // Layout 2: the last attempt ended terminally and its record is the hash itself.
+        // The last attempt ended terminally and its record is the hash itself.
         history.push(AttemptRecord {
             attempt: attempts,
             fencing_token: token,
             worker: worker.clone(),
-            host: field(&h, &id, "owner_host")?.to_owned(),
-            pid: num(&h, &id, "owner_pid")?,
-            started_at_ms: num(&h, &id, "acquired_at")?,
-            ended_at_ms: Some(num(&h, &id, "updated_at")?),
+            host: field(&h, &id, "oh")?.to_owned(),
+            pid: num(&h, &id, "op")?,
+            started_at_ms: num(&h, &id, "la")?,
+            ended_at_ms: Some(num(&h, &id, "u")?),
             result: Some(result.clone()),
             retry_delay_ms: None,
         });
@@ -101,11 +131,11 @@ pub(super) fn job(job_id: &str, raw: RawJob) -> Result<Option<Job>, EngineError>
         attempts,
         fencing_token: token,
         lease,
-        not_before_ms: num(&h, &id, "not_before")?,
-        created_at_ms: num(&h, &id, "created_at")?,
-        updated_at_ms: num(&h, &id, "updated_at")?,
-        cancel_requested: flag(&h, "cancel_requested"),
-        recovery_available: flag(&h, "recovery_available"),
+        not_before_ms: num(&h, &id, "nb")?,
+        created_at_ms: num(&h, &id, "c")?,
+        updated_at_ms: num(&h, &id, "u")?,
+        cancel_requested: flag(&h, "cr"),
+        recovery_available: flag(&h, "ra"),
         outcome,
         error,
         history,
@@ -113,12 +143,15 @@ pub(super) fn job(job_id: &str, raw: RawJob) -> Result<Option<Job>, EngineError>
     }))
 }
 
-/// `outcome` field → run outcome; absent or '' (layout 2) = none.
+/// The spec of a hash written by an older build (layouts 1 and 2: one `spec` JSON field).
+pub(super) fn old_spec(id: &str, h: &HashMap<String, String>) -> Result<JobSpec, EngineError> {
+    serde_json::from_str(field(h, id, "spec")?).map_err(|e| corrupt(id, format!("job spec: {e}")))
+}
+
+/// `o` field → run outcome; absent or '' = none.
 fn outcome(id: &str, raw: Option<&str>) -> Result<Option<RunOutcome>, EngineError> {
     match raw {
-        Some(raw) if !raw.is_empty() => serde_json::from_str(raw)
-            .map(Some)
-            .map_err(|e| corrupt(id, format!("run outcome: {e}"))),
+        Some(raw) if !raw.is_empty() => super::outcome_json::decode(id, raw).map(Some),
         _ => Ok(None),
     }
 }
@@ -152,14 +185,16 @@ fn push_open(history: &mut Vec<AttemptRecord>, attempts: u32, lease: &Lease) {
 }
 
 /// Fixed fields of a lease row before its history records (LEASE ROW in `transitions.lua`).
-const ROW_FIXED: usize = 14;
+const ROW_FIXED: usize = 25;
 
 /// Decodes a lease row of the lease / finish-batch scripts into (tag, leased job). The row is
-/// flat: `[tag, id, spec, attempts, token, not_before, created_at, cancel_requested,
-/// recovery_available, outcome, error, acquired_at, heartbeat_at, updated_at, history
-/// record…]` (nil = absent; times in ms since the Unix epoch; the last three nil = `now`, the
-/// script's clock). The tag is the caller's: the finished job's id in a finish batch, '' in a
-/// lease. `owner` is the worker the script leased the job for.
+/// flat: `[tag, id, attempts, token, not_before, created_at, cancel_requested,
+/// recovery_available, outcome, error, acquired_at, heartbeat_at, updated_at, queue, workflow,
+/// stage, kind, payload, idempotency_key, max_attempts, timeout_ms, heartbeat_ms, stale_after,
+/// idempotent, extra, history record…]` (nil = absent; times in ms since the Unix epoch;
+/// acquired/heartbeat/updated nil = `now`, the script's clock). The tag is the caller's: the
+/// finished job's id in a finish batch, '' in a lease. `owner` is the worker the script leased
+/// the job for.
 ///
 /// Errors: [`EngineError::Corrupt`] when a field is missing or malformed.
 pub(super) fn leased(
@@ -171,34 +206,47 @@ pub(super) fn leased(
     if row.len() < ROW_FIXED {
         return Err(corrupt(&id, format!("lease row of {} fields", row.len())));
     }
-    let mut it = row.into_iter();
-    let mut next = || it.next().flatten();
-    let need = |v: Option<String>, name: &str| v.ok_or_else(|| corrupt(&id, format!("missing field `{name}`")));
-    fn parse<T: FromStr>(id: &str, v: Option<String>, name: &str) -> Result<T, EngineError> {
+    fn parse<T: FromStr>(id: &str, v: Option<&str>, name: &str) -> Result<T, EngineError> {
         let raw = v.ok_or_else(|| corrupt(id, format!("missing field `{name}`")))?;
         raw.parse()
             .map_err(|_| corrupt(id, format!("field `{name}` is not a number: `{raw}`")))
     }
-    let tag = next().unwrap_or_default();
-    let _id = next();
-    let spec: JobSpec = serde_json::from_str(&need(next(), "spec")?)
-        .map_err(|e| corrupt(&id, format!("job spec: {e}")))?;
-    let attempts: u32 = parse(&id, next(), "attempts")?;
-    let token: u64 = parse(&id, next(), "token")?;
-    let not_before_ms = parse(&id, next(), "not_before")?;
-    let created_at_ms = parse(&id, next(), "created_at")?;
-    let cancel_requested = next().is_some_and(|v| v == "1");
-    let recovery_available = next().is_some_and(|v| v == "1");
-    let outcome = outcome(&id, next().as_deref())?;
-    let error = next();
-    let mut time = |name: &str| match next() {
+    let at = |i: usize| row[i].as_deref();
+    let need = |i: usize, name: &str| at(i).ok_or_else(|| corrupt(&id, format!("missing field `{name}`")));
+    let tag = at(0).unwrap_or_default().to_owned();
+    let attempts: u32 = parse(&id, at(2), "a")?;
+    let token: u64 = parse(&id, at(3), "t")?;
+    let not_before_ms = parse(&id, at(4), "nb")?;
+    let created_at_ms = parse(&id, at(5), "c")?;
+    let cancel_requested = at(6) == Some("1");
+    let recovery_available = at(7) == Some("1");
+    let outcome = outcome(&id, at(8))?;
+    let error = at(9).map(str::to_owned);
+    let time = |i: usize, name: &str| match at(i) {
         Some(v) => parse(&id, Some(v), name),
         None => Ok(now),
     };
-    let acquired_at_ms = time("acquired_at")?;
-    let heartbeat_at_ms = time("heartbeat_at")?;
-    let updated_at_ms = time("updated_at")?;
-    let raw_history: Vec<String> = it.flatten().collect();
+    let acquired_at_ms = time(10, "la")?;
+    let heartbeat_at_ms = time(11, "hh")?;
+    let updated_at_ms = time(12, "u")?;
+    let spec = spec::decode(
+        &id,
+        &RawSpec {
+            queue: need(13, "q")?,
+            workflow: need(14, "w")?,
+            stage: need(15, "g")?,
+            kind: need(16, "kd")?,
+            payload: need(17, "p")?,
+            idempotency_key: at(18),
+            max_attempts: need(19, "m")?,
+            timeout_ms: need(20, "to")?,
+            heartbeat_ms: need(21, "hb")?,
+            stale_after_ms: need(22, "sa")?,
+            idempotent: need(23, "i")?,
+            extra: at(24),
+        },
+    )?;
+    let raw_history: Vec<String> = row[ROW_FIXED..].iter().flatten().cloned().collect();
     let mut history = records(&id, &raw_history)?;
     let lease = Lease {
         owner_worker: owner.worker_id.clone(),

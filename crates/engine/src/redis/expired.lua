@@ -4,7 +4,7 @@ local now = now_ms()
 local ids = redis.call('ZRANGEBYSCORE', NS .. 'leases', '-inf', '(' .. s(now), 'LIMIT', 0, tonumber(ARGV[2]))
 local out = {}
 for _, id in ipairs(ids) do
-  local f = redis.call('HMGET', jkey(id), 'state', 'token', 'attempts', 'max_attempts', 'idempotent', 'cancel_requested')
+  local f = redis.call('HMGET', jkey(id), 's', 't', 'a', 'm', 'i', 'cr')
   if f[1] == 'running' then
     out[#out + 1] = { id, f[2], f[3], f[4], f[5], f[6] or '0' }
   else

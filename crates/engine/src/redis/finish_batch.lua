@@ -61,7 +61,7 @@ for _, q in ipairs(order) do
     local row = lease_one(tag, popped[p], ARGV[lb + 1], ARGV[lb + 2], ARGV[lb + 3], now, snow, sets)
     if row then
       leased[#leased + 1] = row
-      record[#record + 1] = tag; record[#record + 1] = popped[p]; record[#record + 1] = row[5]
+      record[#record + 1] = tag; record[#record + 1] = popped[p]; record[#record + 1] = row[4]
       k = k + 1
     end
   end

@@ -29,7 +29,7 @@ for p = 1, #popped, 2 do
   local row = lease_one('', id, worker, host, pid, now, snow, sets)
   if row then
     record[#record + 1] = id
-    record[#record + 1] = row[5]
+    record[#record + 1] = row[4]
     out[#out + 1] = row
   end
 end

@@ -2,7 +2,8 @@
 --       tombs_before_ms, tombs_keep_newest, count_only ('1' = count, remove nothing)
 -- ('' = no such bound). See crate::retention.
 -- Prunes at most `limit` jobs of `done:{class}` (acknowledged terminal jobs by finish time,
--- oldest first) selected by the job bounds: the job hash, its history list and its entries in
+-- oldest first) selected by the job bounds: the job hash, its history list, output stream and
+-- long-value keys, and its entries in
 -- `jobs`, `state:{state}` and `done:{class}` go; a tombstone stays (`pruned` hash: id →
 -- "state<TAB>finished_at<TAB>pruned_at<TAB>idem_key"; `pruned:{class}` set by prune time), and
 -- the job's `idem` entry stays with it. Then prunes at most `limit` tombstones of the class
@@ -41,7 +42,7 @@ if cursor ~= 'done' and ARGV[8] ~= '1' then
   local rows = redis.call('ZRANGEBYSCORE', NS .. 'jobs', from, '+inf', 'WITHSCORES', 'LIMIT', 0, BACKFILL)
   for i = 1, #rows, 2 do
     local id = rows[i]
-    local f = redis.call('HMGET', jkey(id), 'state', 'updated_at')
+    local f = redis.call('HMGET', jkey(id), 's', 'u')
     local c = RETAIN_CLASS[f[1] or '']
     if c and not redis.call('ZSCORE', NS .. 'results', id) then
       redis.call('ZADD', NS .. 'done:' .. c, tonumber(f[2]) or 0, id)
@@ -67,10 +68,10 @@ local take = math.min(n_jobs, limit)
 if take > 0 then
   for _, id in ipairs(redis.call('ZRANGE', dk, 0, take - 1)) do
     local jk = jkey(id)
-    local f = redis.call('HMGET', jk, 'state', 'updated_at', 'idem_key')
+    local f = redis.call('HMGET', jk, 's', 'u', 'k')
     redis.call('ZREM', dk, id)
     if f[1] and RETAIN_CLASS[f[1]] == class and not redis.call('ZSCORE', NS .. 'results', id) then
-      redis.call('DEL', jk, hkey(id), NS .. 'out:' .. id)
+      redis.call('DEL', unpack(job_keys(id)))
       redis.call('ZREM', NS .. 'jobs', id)
       if INDEXED[f[1]] then redis.call('ZREM', NS .. 'state:' .. f[1], id) end
       redis.call('HSET', pk, id, f[1] .. '\t' .. (f[2] or '0') .. '\t' .. s(now) .. '\t' .. (f[3] or ''))

@@ -51,23 +51,23 @@ impl QueueBackend for RedisBackend {
     async fn enqueue(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
         self.note_route(&spec.queue).await?;
         let id = new_job_id();
-        let spec_json = serde_json::to_string(spec)
-            .map_err(|e| EngineError::redis(format!("encode job spec: {e}")))?;
+        let parts = super::spec::encode(spec)?;
         let mut inv = self.scripts.enqueue.prepare_invoke();
         inv.arg(&self.prefix)
             .arg(&id)
             .arg(&spec.queue)
-            .arg(spec_json)
             .arg(spec.idempotency_key.as_deref().unwrap_or(""))
             .arg(spec.max_attempts)
             .arg(spec.heartbeat_ms)
             .arg(spec.stale_after_ms)
             .arg(u8::from(spec.idempotent))
-            .arg(
-                spec.not_before_ms
-                    .map(|t| t.to_string())
-                    .unwrap_or_default(),
-            );
+            .arg(spec.not_before_ms.map(|t| t.to_string()).unwrap_or_default())
+            .arg(&spec.workflow)
+            .arg(&spec.stage)
+            .arg(&spec.kind)
+            .arg(parts.payload)
+            .arg(spec.timeout_ms)
+            .arg(parts.extra);
         let what = format!("enqueue on queue `{}`", spec.queue);
         let (job_id, created): (String, u8) =
             with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
@@ -251,18 +251,28 @@ impl QueueBackend for RedisBackend {
             return Ok(jobs);
         }
         let ids = match state {
-            None => self.zrange(&format!("{}jobs", self.prefix), true, limit).await?,
+            None => self.ids_in_any_state(limit).await?,
             Some(s) if STATE_INDEXED.contains(&s) => {
                 self.zrange(&format!("{}state:{}", self.prefix, s.as_str()), true, limit).await?
             }
-            Some(s) => self.walk_jobs_in_state(s, limit).await?,
+            Some(s) => self.ids_in_unindexed_state(s, limit).await?,
         };
-        let jobs = self.fetch_jobs(&ids).await?;
-        // The index and the hashes are read separately: drop a job that changed state meanwhile.
-        Ok(jobs
+        let mut seen = std::collections::HashSet::new();
+        let ids: Vec<String> = ids.into_iter().filter(|id| seen.insert(id.clone())).collect();
+        let mut jobs: Vec<Job> = self
+            .fetch_jobs(&ids)
+            .await?
             .into_iter()
+            // The index and the hashes are read separately: drop a job that changed state meanwhile.
             .filter(|j| state.is_none_or(|s| j.state == s))
-            .collect())
+            .collect();
+        if matches!(state, None | Some(JobState::Queued | JobState::Succeeded)) {
+            // Gathered from several sets: newest first by creation time, like the other states.
+            jobs.sort_by(|a, b| (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id)));
+            jobs.dedup_by(|a, b| a.id == b.id);
+            jobs.truncate(limit);
+        }
+        Ok(jobs)
     }
 
     async fn pending_results(&self, limit: usize) -> Result<Vec<Job>, EngineError> {

@@ -2,7 +2,7 @@
 -- Returns 1 when applied, 0 when the lease changed or its heartbeat is no longer past stale_after.
 local id, token, action = ARGV[2], ARGV[3], ARGV[4]
 local jk = jkey(id)
-local f = redis.call('HMGET', jk, 'state', 'token', 'heartbeat_at', 'stale_after', 'queue', 'created_at', 'closed_token', 'closed_by')
+local f = redis.call('HMGET', jk, 's', 't', 'hh', 'sa', 'q', 'c', 'ct', 'cb')
 if not f[1] then return 0 end
 if f[1] ~= 'running' or f[2] ~= token then
   if f[2] == token and f[7] == token and f[8] == 'reap' then return 1 end
@@ -17,13 +17,13 @@ else
   end_attempt(id, token, now, 'stale', nil)
 end
 clear_lease(id)
-redis.call('HSET', jk, 'updated_at', s(now), 'closed_token', token, 'closed_by', 'reap')
+redis.call('HSET', jk, 'u', s(now), 'ct', token, 'cb', 'reap')
 if action == 'requeue' then
   set_state(id, 'running', 'queued', f[6])
   schedule(id, f[5], next_seq(), now + delay, now)
 elseif action == 'recovery' then
   set_state(id, 'running', 'stale', f[6])
-  redis.call('HSET', jk, 'recovery_available', '1')
+  redis.call('HSET', jk, 'ra', '1')
   to_results(id)
 elseif action == 'dead' then
   set_state(id, 'running', 'dead', f[6])

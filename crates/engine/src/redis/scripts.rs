@@ -26,10 +26,11 @@ pub(super) struct Scripts {
     pub(super) lock_release: Script,
     pub(super) reap_locks: Script,
     pub(super) leases: Script,
-    pub(super) list: Script,
     pub(super) ack: Script,
     pub(super) epoch: Script,
     pub(super) prune: Script,
+    pub(super) migrate: Script,
+    pub(super) pick: Script,
 }
 
 pub(super) fn with_prelude(body: &str) -> Script {
@@ -57,10 +58,11 @@ impl Scripts {
             lock_release: with_prelude(include_str!("lock_release.lua")),
             reap_locks: with_prelude(include_str!("reap_locks.lua")),
             leases: with_prelude(include_str!("leases.lua")),
-            list: with_prelude(include_str!("list.lua")),
             ack: with_prelude(include_str!("ack.lua")),
             epoch: with_prelude(include_str!("epoch.lua")),
             prune: with_prelude(include_str!("prune.lua")),
+            migrate: with_prelude(include_str!("migrate.lua")),
+            pick: with_prelude(include_str!("pick.lua")),
         }
     }
 }

@@ -52,60 +52,36 @@ end
 -- Returns the new state when applied, '#' .. current_token when fenced, '' when missing.
 local function finish_one(id, token, next, delay, result, outcome, err, now, snow, sets)
   local jk = jkey(id)
-  local f = redis.call('HMGET', jk, 'state', 'token', 'created_at', 'layout')
+  local f = redis.call('HMGET', jk, 's', 't', 'c')
   if not f[1] then return '' end
   if f[1] ~= 'running' or f[2] ~= token then
     -- A retried call whose first try was applied (response lost) reports the same success.
     if f[2] == token then
-      local c = redis.call('HMGET', jk, 'closed_token', 'closed_by')
+      local c = redis.call('HMGET', jk, 'ct', 'cb')
       if c[1] == token and c[2] == 'finish' then return f[1] end
     end
     return '#' .. f[2]
   end
-  local v2 = f[4] == '2'
-  -- What a retry or a layout-1 finish needs besides (a terminal layout-2 finish reads nothing more).
+  -- What a retry needs besides (a terminal finish reads nothing more).
   local g
-  if next == 'queued' or not v2 then
-    g = redis.call('HMGET', jk, 'cancel_requested', 'queue', 'attempts', 'owner_worker', 'owner_host', 'owner_pid',
-      'acquired_at')
+  if next == 'queued' then
+    g = redis.call('HMGET', jk, 'cr', 'q', 'a', 'ow', 'oh', 'op', 'la')
     -- A cancel request wins over a retry (same rule as the SQLite backend).
-    if next == 'queued' and g[1] == '1' then next = 'cancelled' end
+    if g[1] == '1' then next = 'cancelled' end
   end
   local terminal = TERMINAL[next]
-  -- Layout 2 keeps a terminal attempt's record in the hash (`attempt_result` = its result, the
-  -- lease fields stay as the last attempt's); any other closed attempt goes to the list now.
-  local keep = v2 and terminal and result ~= ''
+  -- A terminal attempt's record stays in the hash (`r` = its result, the lease fields stay as
+  -- the last attempt's); any other closed attempt goes to the list now.
+  local keep = terminal and result ~= ''
   if not keep then
-    if not g then
-      g = redis.call('HMGET', jk, 'cancel_requested', 'queue', 'attempts', 'owner_worker', 'owner_host', 'owner_pid',
-        'acquired_at')
-    end
+    if not g then g = redis.call('HMGET', jk, 'cr', 'q', 'a', 'ow', 'oh', 'op', 'la') end
     if g[4] then
       push_attempt(id, token, g[3], g[4], g[5], g[6], g[7], now, result, (not terminal) and tonumber(delay) or nil)
     end
   end
-  if v2 then
-    -- One HSET. `outcome` '' = none; `error` is stored as sent: '' = none, '=' .. text.
-    redis.call('HSET', jk, 'state', next, 'updated_at', snow, 'closed_token', token, 'closed_by', 'finish',
-      'outcome', outcome, 'error', err, 'attempt_result', keep and result or '')
-  else
-    -- Layout 1: lease fields, and outcome/error when this attempt has none, in one HDEL; the
-    -- rest in one HSET (`error` as plain text).
-    local del = { 'owner_worker', 'owner_host', 'owner_pid', 'acquired_at', 'heartbeat_at' }
-    local set = { 'updated_at', snow, 'closed_token', token, 'closed_by', 'finish', 'state', next }
-    if outcome ~= '' then
-      set[#set + 1] = 'outcome'; set[#set + 1] = outcome
-    else
-      del[#del + 1] = 'outcome'
-    end
-    if err ~= '' then
-      set[#set + 1] = 'error'; set[#set + 1] = string.sub(err, 2)
-    else
-      del[#del + 1] = 'error'
-    end
-    redis.call('HDEL', jk, unpack(del))
-    redis.call('HSET', jk, unpack(set))
-  end
+  -- One HSET. `o` '' = none; `e` is stored as sent: '' = none, '=' .. text (either '@' when long).
+  redis.call('HSET', jk, 's', next, 'u', snow, 'ct', token, 'cb', 'finish', 'o', put_long(id, 'o', outcome),
+    'e', put_long(id, 'e', err), 'r', keep and result or '')
   defer_zrem(sets, K_LEASES, id)
   if INDEXED[next] then defer_zadd(sets, state_key(next), f[3], id) end
   if next == 'queued' then
@@ -137,27 +113,36 @@ local function pop_ready(queue, max)
 end
 
 -- LEASE ROW: what the client decodes into a leased `Job` (redis/decode.rs, `leased`), a flat
--- array: tag (the caller's: the finished job's id in finish_batch, '' in lease), job id, spec
--- JSON, attempts, token, not_before, created_at, cancel_requested (nil = 0),
--- recovery_available (nil = 0), outcome JSON (nil or '' = none), error (nil = none, else the
--- text), acquired_at, heartbeat_at, updated_at (these three nil = the script's `now`, as for
--- every job it leases itself), then the job's history list (closed attempts, JSON), read only
--- when the token is above 1 (a first lease has none). The owner is the worker the call leased
--- for (the lessee of the tagged item in finish_batch, the caller in lease).
-local ROW_FIXED = 14
+-- array: tag (the caller's: the finished job's id in finish_batch, '' in lease), job id,
+-- attempts, token, not_before, created_at, cancel_requested (nil = 0), recovery_available
+-- (nil = 0), outcome JSON (nil or '' = none), error (nil = none, else the text), acquired_at,
+-- heartbeat_at, updated_at (these three nil = the script's `now`, as for every job it leases
+-- itself), then the spec fields (SPEC_FIELDS: queue, workflow, stage, kind, payload JSON,
+-- idempotency key (nil = none), max_attempts, timeout_ms, heartbeat_ms, stale_after,
+-- idempotent, extra JSON (nil = none)), then the job's history list (closed attempts, JSON),
+-- read only when the token is above 1 (a first lease has none). The owner is the worker the
+-- call leased for (the lessee of the tagged item in finish_batch, the caller in lease).
+local ROW_FIXED = 25
+local SPEC_FIELDS = { 'q', 'w', 'g', 'kd', 'p', 'k', 'm', 'to', 'hb', 'sa', 'i', 'x' }
+
+-- Appends the spec fields to `row` from `f[at..]`, an HMGET of SPEC_FIELDS (a long payload or
+-- extra read from its own key).
+local function append_spec(row, id, f, at)
+  for i = 1, #SPEC_FIELDS do row[13 + i] = f[at + i - 1] or false end
+  row[18] = get_long(id, 'p', row[18]) or false
+  row[25] = get_long(id, 'x', row[25]) or false
+end
 
 local function append_history(row, id)
   local h = redis.call('LRANGE', hkey(id), 0, -1)
   for i = 1, #h do row[ROW_FIXED + i] = h[i] end
 end
 
--- The `error` field as a lease row carries it: layout 2 stores '' = none, '=' .. text.
-local function row_error(v2, e)
-  if e and v2 then
-    if e == '' then return false end
-    return string.sub(e, 2)
-  end
-  return e
+-- The `e` field as a lease row carries it: stored '' = none, '=' .. text, '@' = in its key.
+local function row_error(id, e)
+  e = get_long(id, 'e', e)
+  if not e or e == '' then return false end
+  return string.sub(e, 2)
 end
 
 -- Heartbeat deadlines (`leases` scores) per stale_after (text), memoized per call.
@@ -170,18 +155,17 @@ local DEADLINE = {}
 -- requeueing) and has recovery_available 0 (only a stale job has it set).
 local function lease_one(tag, id, worker, host, pid, now, snow, sets)
   local jk = jkey(id)
-  local f = redis.call('HMGET', jk, 'state', 'attempts', 'token', 'stale_after', 'created_at', 'spec',
-    'not_before', 'cancel_requested', 'outcome', 'error', 'layout')
+  local f = redis.call('HMGET', jk, 's', 'a', 't', 'sa', 'c', 'nb', 'cr', 'o', 'e', unpack(SPEC_FIELDS))
   if f[1] ~= 'queued' then return nil end
   local attempts, token = inc(f[2]), inc(f[3])
-  redis.call('HSET', jk, 'state', 'running', 'attempts', attempts, 'token', token,
-    'owner_worker', worker, 'owner_host', host, 'owner_pid', pid,
-    'acquired_at', snow, 'heartbeat_at', snow, 'updated_at', snow)
+  redis.call('HSET', jk, 's', 'running', 'a', attempts, 't', token, 'ow', worker, 'oh', host, 'op', pid,
+    'la', snow, 'hh', snow, 'u', snow)
   local dl = DEADLINE[f[4]]
   if not dl then dl = s(now + tonumber(f[4])); DEADLINE[f[4]] = dl end
   defer_zadd(sets, K_LEASES, dl, id)
-  local row = { tag, id, f[6], attempts, token, f[7], f[5], f[8], false, f[9], row_error(f[11] == '2', f[10]),
-    false, false, false }
+  local row = { tag, id, attempts, token, f[6], f[5], f[7] or false, false, get_long(id, 'o', f[8]) or false,
+    row_error(id, f[9]), false, false, false }
+  append_spec(row, id, f, 10)
   if token ~= '1' then append_history(row, id) end
   return row
 end
@@ -189,12 +173,12 @@ end
 -- The lease row of a job still running under `token` (text), for a retried lease request
 -- whose first try leased it; nil when it is no longer running under that token.
 local function current_row(tag, id, token)
-  local f = redis.call('HMGET', jkey(id), 'state', 'token', 'spec', 'attempts', 'not_before', 'created_at',
-    'cancel_requested', 'recovery_available', 'outcome', 'error', 'acquired_at', 'heartbeat_at', 'updated_at',
-    'layout')
+  local f = redis.call('HMGET', jkey(id), 's', 't', 'a', 'nb', 'c', 'cr', 'ra', 'o', 'e', 'la', 'hh', 'u',
+    unpack(SPEC_FIELDS))
   if f[1] ~= 'running' or f[2] ~= token then return nil end
-  local row = { tag, id, f[3], f[4], f[2], f[5], f[6], f[7], f[8], f[9], row_error(f[14] == '2', f[10]), f[11],
-    f[12], f[13] }
+  local row = { tag, id, f[3], f[2], f[4], f[5], f[6] or false, f[7] or false, get_long(id, 'o', f[8]) or false,
+    row_error(id, f[9]), f[10], f[11], f[12] }
+  append_spec(row, id, f, 13)
   if token ~= '1' then append_history(row, id) end
   return row
 end

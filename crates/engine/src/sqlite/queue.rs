@@ -308,39 +308,13 @@ impl QueueBackend for SqliteBackend {
 
     async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>, EngineError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        // Each state reads through an index that holds only its jobs where there is one (queued:
-        // `jobs_due`, running: `jobs_stale`, the rare states: `jobs_rare_state`), so a page costs
-        // O(active) or O(page) whatever the number of retained finished jobs; `succeeded`, the
-        // bulk of them, is read newest first by `seq`.
+        // Each state reads through an index of its own jobs (see `sqlite/list.rs`).
         let query = match state {
-            Some(JobState::Queued) => sqlx::query(concat!(
-                "SELECT ",
-                job_columns!(),
-                " FROM jobs INDEXED BY jobs_due WHERE state = 'queued' ORDER BY seq DESC LIMIT ?1 + 0"
-            ))
-            .bind(limit),
-            Some(JobState::Running) => sqlx::query(concat!(
-                "SELECT ",
-                job_columns!(),
-                " FROM jobs INDEXED BY jobs_stale WHERE state = 'running' ORDER BY seq DESC LIMIT ?1 + 0"
-            ))
-            .bind(limit),
-            Some(JobState::Succeeded) => sqlx::query(concat!(
-                "SELECT ",
-                job_columns!(),
-                " FROM jobs WHERE state = 'succeeded' ORDER BY seq DESC LIMIT ?1 + 0"
-            ))
-            .bind(limit),
-            Some(state) => sqlx::query(concat!(
-                "SELECT ",
-                job_columns!(),
-                " FROM jobs INDEXED BY jobs_rare_state WHERE state = ?1 \
-                 AND state IN ('failed', 'dead', 'cancelled', 'stale') ORDER BY seq DESC LIMIT ?2 + 0"
-            ))
-            .bind(state.as_str())
-            .bind(limit),
-            None => sqlx::query(concat!("SELECT ", job_columns!(), " FROM jobs ORDER BY seq DESC LIMIT ?1 + 0"))
-                .bind(limit),
+            Some(JobState::Queued) => sqlx::query(super::list::QUEUED).bind(limit),
+            Some(JobState::Running) => sqlx::query(super::list::RUNNING).bind(limit),
+            Some(JobState::Succeeded) => sqlx::query(super::list::SUCCEEDED).bind(limit),
+            Some(state) => sqlx::query(super::list::RARE).bind(state.as_str()).bind(limit),
+            None => sqlx::query(super::list::ALL).bind(limit),
         };
         self.read_jobs(query, "list jobs").await
     }

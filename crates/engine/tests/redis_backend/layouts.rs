@@ -1,8 +1,9 @@
-//! Stored layouts (layout 2 and an older build's layout 1), the ingestion/ack race, and a namespace that lost its data.
+//! Stored layouts (layout 3, and the rewrite of an older build's layouts 1 and 2 at connect), the
+//! ingestion/ack race, and a namespace that lost its data.
 
 use super::*;
 
-/// Layout 2 (every job this build enqueues): a terminal attempt's record stays in the job hash
+/// Layout 3 (every job this build enqueues): a terminal attempt's record stays in the job hash
 /// and only superseded attempts are pushed to the history list; the decoded history is the same.
 #[tokio::test]
 async fn terminal_attempt_stays_in_the_hash_and_is_listed_once_superseded() {
@@ -12,7 +13,10 @@ async fn terminal_attempt_stays_in_the_hash_and_is_listed_once_superseded() {
     let id = b.enqueue(&spec("h")).await.unwrap().job_id;
     let hkey = format!("sftest:job:{id}");
     let list = format!("sftest:job:{id}:history");
-    assert_eq!(server.cli(&["HGET", &hkey, "layout"]), "2");
+    assert_eq!(server.cli(&["HGET", &hkey, "s"]), "queued");
+    assert_eq!(server.cli(&["HEXISTS", &hkey, "spec"]), "0", "no spec JSON field");
+    assert_eq!(server.cli(&["OBJECT", "ENCODING", &hkey]), "listpack");
+    assert_eq!(server.cli(&["GET", "sftest:layout"]), "3", "a new namespace is in layout 3 at once");
 
     // Attempt 1 fails with an error and is retried: its record goes to the list at once.
     let l = b.lease("h", &w, 1, Duration::ZERO).await.unwrap().remove(0);
@@ -54,6 +58,9 @@ async fn terminal_attempt_stays_in_the_hash_and_is_listed_once_superseded() {
     assert_eq!(last.ended_at_ms, Some(done.updated_at_ms));
     assert_eq!(last.started_at_ms, l.job.lease.as_ref().unwrap().acquired_at_ms);
     assert_eq!(last.retry_delay_ms, None);
+    // Every value stays short: the outcome JSON (over 64 bytes) went to its own key,
+    // so the finished job's hash is still a listpack.
+    assert_eq!(server.cli(&["OBJECT", "ENCODING", &hkey]), "listpack");
     // A retried finish of the applied attempt reports the same success; an old token is fenced.
     assert_eq!(
         b.finish(&id, 2, &done_finish).await.unwrap(),
@@ -65,7 +72,7 @@ async fn terminal_attempt_stays_in_the_hash_and_is_listed_once_superseded() {
     );
     assert_eq!(b.get(&id).await.unwrap().unwrap().history, done.history);
 
-    // Layout 2 marks no finish in the hash: a lease closed by a release under the current
+    // A release marks no finish in the hash: a lease closed by a release under the current
     // token must still fence a late finish of it (not report it applied).
     let other = b.enqueue(&spec("h2")).await.unwrap().job_id;
     let lo = b.lease("h2", &w, 1, Duration::ZERO).await.unwrap().remove(0);
@@ -85,18 +92,77 @@ async fn terminal_attempt_stays_in_the_hash_and_is_listed_once_superseded() {
     assert_eq!(&l.job.history[..2], &done.history[..]);
 }
 
-/// Jobs written by the previous build (layout 1: no `layout` field, every closed attempt in the
-/// history list, lease fields deleted at the end) — e.g. in flight in an existing Redis during
-/// an upgrade — are leased, finished and shown as before.
+/// A script of the previous build (layout 2), from the verbatim copies in `layout2/`.
+fn old_script(body: &str) -> redis::Script {
+    const COMMON: &str = include_str!("layout2/common.lua");
+    const TRANSITIONS: &str = include_str!("layout2/transitions.lua");
+    redis::Script::new(&format!("{COMMON}\n{TRANSITIONS}\n{body}"))
+}
+
+/// A namespace written by the previous builds — layout 2 by that build's own scripts (queued,
+/// running, succeeded, retried-then-dead with an error, keyed, and long-payload jobs), layout 1
+/// as its hashes looked (queued, running on its second attempt, dead) — is rewritten into
+/// layout 3 when this build connects, every hash then compact (listpack), and its jobs carry on:
+/// shown as before, leased in FIFO order, finished, retried, deduplicated by their key.
 #[tokio::test]
-async fn layout_1_jobs_from_an_older_build_still_work() {
+async fn an_older_builds_namespace_is_rewritten_on_open_and_its_jobs_carry_on() {
     let server = RedisServer::start();
-    let b = backend(&server).await;
-    let w = worker("new");
-    let now = b.now_ms().await.unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let (enqueue, lease, finish_batch) = (
+        old_script(include_str!("layout2/enqueue.lua")),
+        old_script(include_str!("layout2/lease.lua")),
+        old_script(include_str!("layout2/finish_batch.lua")),
+    );
+    let long_payload = serde_json::json!({"cmd": ["sh", "-c", "echo a payload longer than the sixty-four bytes of a listpack value"]});
+    let mut specs: Vec<(&str, JobSpec)> = ["v2-queued", "v2-running", "v2-done", "v2-dead", "v2-keyed", "v2-long"]
+        .into_iter()
+        .map(|id| (id, spec("v2")))
+        .collect();
+    specs[4].1.idempotency_key = Some("key-e".into());
+    specs[5].1.payload = long_payload.clone();
+    specs[1].1.locks = vec!["a-lock".into()];
+    for (id, s) in &specs {
+        let _: (String, i64) = enqueue
+            .prepare_invoke()
+            .arg("sftest:").arg(*id).arg(&s.queue).arg(serde_json::to_string(s).unwrap())
+            .arg(s.idempotency_key.as_deref().unwrap_or("")).arg(s.max_attempts).arg(s.heartbeat_ms)
+            .arg(s.stale_after_ms).arg(u8::from(s.idempotent)).arg("")
+            .invoke_async(&mut c).await.unwrap();
+    }
+    let lease_one = |req: &'static str| {
+        let mut inv = lease.prepare_invoke();
+        inv.arg("sftest:").arg("v2").arg(1).arg("old-w").arg("old-h").arg(42).arg(req).arg(1000);
+        inv
+    };
+    let old_finish = |id: &str, token: u64, next: &str, label: &str, outcome: &str, error: &str| {
+        let mut inv = finish_batch.prepare_invoke();
+        inv.arg("sftest:").arg(uuid_like(id, token)).arg(1000).arg(1).arg(0)
+            .arg(id).arg(token).arg(next).arg(0).arg(label).arg(outcome).arg(error).arg(0);
+        inv
+    };
+    // The old lease pops in FIFO order: move the queued and keyed jobs behind the others first.
+    for id in ["v2-queued", "v2-keyed", "v2-long"] {
+        server.cli(&["ZADD", "sftest:ready:v2", "XX", "INCR", "100", id]);
+    }
+    type Leased = (Vec<Vec<Option<String>>>, i64, i64);
+    for req in ["r1", "r2", "r3"] {
+        let _: Leased = lease_one(req).invoke_async(&mut c).await.unwrap();
+    }
+    assert_eq!(server.cli(&["HGET", "sftest:job:v2-dead", "state"]), "running", "leased by the old build");
+    let passed = serde_json::to_string(&outcome(ExitClass::Passed)).unwrap();
+    let failed = serde_json::to_string(&outcome(ExitClass::Failed { code: 1 })).unwrap();
+    let _: redis::Value = old_finish("v2-done", 1, "succeeded", "passed", &passed, "").invoke_async(&mut c).await.unwrap();
+    let _: redis::Value = old_finish("v2-dead", 1, "queued", "failed", &failed, "=first").invoke_async(&mut c).await.unwrap();
+    let _: Leased = lease_one("r4").invoke_async(&mut c).await.unwrap();
+    let _: redis::Value = old_finish("v2-dead", 2, "dead", "failed", &failed, "=boom").invoke_async(&mut c).await.unwrap();
+    assert_eq!(server.cli(&["HGET", "sftest:job:v2-dead", "layout"]), "2");
+    assert_eq!(server.cli(&["OBJECT", "ENCODING", "sftest:job:v2-done"]), "hashtable", "the old layout's cost");
+
+    // Layout 1 (the build before), as its hashes looked.
+    let now = server.cli(&["TIME"]).lines().next().unwrap().parse::<i64>().unwrap() * 1000;
     let t = now.to_string();
     let spec_json = serde_json::to_string(&spec("old")).unwrap();
-    // The old enqueue.lua's hash, as a queued, a running (second attempt) and a succeeded job.
     let old_hash = |id: &str, state: &str, attempts: &str, token: &str| {
         let key = format!("sftest:job:{id}");
         let out = server.cli(&[
@@ -118,7 +184,6 @@ async fn layout_1_jobs_from_an_older_build_still_work() {
         r.to_string()
     };
     old_hash("job-a", "queued", "0", "0");
-    server.cli(&["ZADD", "sftest:state:queued", &t, "job-a"]);
     server.cli(&["ZADD", "sftest:ready:old", "1", "job-a"]);
     old_hash("job-b", "running", "2", "2");
     server.cli(&[
@@ -128,18 +193,51 @@ async fn layout_1_jobs_from_an_older_build_still_work() {
     server.cli(&["RPUSH", "sftest:job:job-b:history", &record(1, "failed", Some(0))]);
     server.cli(&["ZADD", "sftest:leases", &(now + 15_000).to_string(), "job-b"]);
     old_hash("job-c", "dead", "1", "1");
-    let out_json = serde_json::to_string(&outcome(ExitClass::Failed { code: 1 })).unwrap();
-    server.cli(&["HSET", "sftest:job:job-c", "outcome", &out_json, "closed_token", "1", "closed_by", "finish"]);
+    server.cli(&["HSET", "sftest:job:job-c", "outcome", &failed, "closed_token", "1", "closed_by", "finish", "error", "old boom"]);
     server.cli(&["RPUSH", "sftest:job:job-c:history", &record(1, "failed", None)]);
     server.cli(&["ZADD", "sftest:state:dead", &t, "job-c"]);
-    server.cli(&["SET", "sftest:seq", "10"]);
 
-    // The running job: shown with its lease and open attempt, finished by the new scripts.
-    let running = b.get("job-b").await.unwrap().unwrap();
-    assert_eq!(running.state, JobState::Running);
-    assert_eq!(running.lease.as_ref().unwrap().owner_worker, "old-w");
-    assert_eq!(running.history.len(), 2);
-    assert!(running.history[1].ended_at_ms.is_none());
+    // This build connects: every hash is rewritten, compact.
+    let b = backend(&server).await;
+    assert_eq!(server.cli(&["GET", "sftest:layout"]), "3");
+    let ids = ["v2-queued", "v2-running", "v2-done", "v2-dead", "v2-keyed", "v2-long", "job-a", "job-b", "job-c"];
+    for id in ids {
+        let key = format!("sftest:job:{id}");
+        assert_eq!(server.cli(&["HEXISTS", &key, "spec"]), "0", "{id} rewritten");
+        assert_eq!(server.cli(&["HEXISTS", &key, "id"]), "0", "{id}: no copy of its id");
+        assert_eq!(server.cli(&["OBJECT", "ENCODING", &key]), "listpack", "{id} is compact");
+    }
+    assert_eq!(server.cli(&["EXISTS", "sftest:job:v2-long:p"]), "1", "the long payload in its own key");
+    // A second connect finds nothing left to do.
+    drop(backend(&server).await);
+
+    // Shown as the old build stored them.
+    for (id, s) in &specs {
+        assert_eq!(&b.get(id).await.unwrap().unwrap().spec, s, "{id}'s spec");
+    }
+    let running = b.get("v2-running").await.unwrap().unwrap();
+    assert_eq!((running.state, running.lease.as_ref().unwrap().owner_worker.as_str()), (JobState::Running, "old-w"));
+    let done = b.get("v2-done").await.unwrap().unwrap();
+    assert_eq!((done.state, done.outcome.clone(), done.error.clone()), (JobState::Succeeded, Some(outcome(ExitClass::Passed)), None));
+    assert_eq!(done.history.iter().map(|r| r.result.as_deref()).collect::<Vec<_>>(), [Some("passed")]);
+    let dead = b.get("v2-dead").await.unwrap().unwrap();
+    assert_eq!((dead.state, dead.error.as_deref(), dead.attempts), (JobState::Dead, Some("boom"), 2));
+    assert_eq!(dead.history.iter().map(|r| (r.attempt, r.result.as_deref())).collect::<Vec<_>>(), [(1, Some("failed")), (2, Some("failed"))]);
+    let c_job = b.get("job-c").await.unwrap().unwrap();
+    assert_eq!((c_job.state, c_job.history.len(), c_job.error.as_deref()), (JobState::Dead, 1, Some("old boom")));
+    assert_eq!(c_job.outcome, Some(outcome(ExitClass::Failed { code: 1 })));
+    let job_b = b.get("job-b").await.unwrap().unwrap();
+    assert_eq!((job_b.state, job_b.history.len()), (JobState::Running, 2));
+    assert!(job_b.history[1].ended_at_ms.is_none());
+
+    // They carry on: the keyed job deduplicates, the running ones finish, the queued ones lease
+    // in FIFO order, the dead ones retry with their history.
+    let again = b.enqueue(&specs[4].1).await.unwrap();
+    assert_eq!((again.job_id.as_str(), again.created), ("v2-keyed", false));
+    assert_eq!(
+        b.finish("v2-running", 1, &finish(JobState::Succeeded, 0, "passed")).await.unwrap(),
+        FinishReply::Applied(JobState::Succeeded)
+    );
     assert_eq!(
         b.finish("job-b", 1, &finish(JobState::Succeeded, 0, "passed")).await.unwrap(),
         FinishReply::Fenced { current_token: 2 }
@@ -149,52 +247,34 @@ async fn layout_1_jobs_from_an_older_build_still_work() {
         FinishReply::Applied(JobState::Succeeded)
     );
     let b_done = b.get("job-b").await.unwrap().unwrap();
-    assert!(b_done.lease.is_none());
-    assert_eq!(b_done.history.len(), 2);
-    assert_eq!(b_done.history[0].result.as_deref(), Some("failed"));
     assert_eq!(
-        (b_done.history[1].attempt, b_done.history[1].worker.as_str(), b_done.history[1].result.as_deref()),
-        (2, "old-w", Some("passed"))
+        b_done.history.iter().map(|r| (r.attempt, r.worker.as_str(), r.result.as_deref())).collect::<Vec<_>>(),
+        [(1, "old-w", Some("failed")), (2, "old-w", Some("passed"))]
     );
-    // Layout 1 stays layout 1: the record went to the list, the lease fields were deleted.
-    assert_eq!(server.cli(&["LLEN", "sftest:job:job-b:history"]), "2");
-    assert_eq!(server.cli(&["HEXISTS", "sftest:job:job-b", "owner_worker"]), "0");
-    assert_eq!(server.cli(&["HEXISTS", "sftest:job:job-b", "layout"]), "0");
-
-    // The queued job: leased (with finish_and_lease's path too), retried, finished.
+    let w = worker("new");
+    let leased: Vec<String> = b.lease("v2", &w, 10, Duration::ZERO).await.unwrap().into_iter().map(|l| l.job.id).collect();
+    assert_eq!(leased, ["v2-queued", "v2-keyed", "v2-long"]);
+    let long = b.get("v2-long").await.unwrap().unwrap();
+    assert_eq!(long.spec.payload, long_payload);
     let l = b.lease("old", &w, 10, Duration::ZERO).await.unwrap();
-    assert_eq!(l.len(), 1);
-    assert_eq!((l[0].job.id.as_str(), l[0].fencing_token, l[0].job.history.len()), ("job-a", 1, 1));
-    let (reply, next) = b
-        .finish_and_lease("job-a", 1, &finish(JobState::Queued, 0, "failed"), "old", &w)
-        .await
-        .unwrap();
-    assert_eq!(reply, FinishReply::Applied(JobState::Queued));
-    let next = next.expect("the retried job is due at once");
-    assert_eq!((next.job.id.as_str(), next.fencing_token, next.job.history.len()), ("job-a", 2, 2));
-    assert_eq!(next.job.history[0].result.as_deref(), Some("failed"));
-    b.finish("job-a", 2, &finish(JobState::Succeeded, 0, "passed")).await.unwrap();
-    let a_done = b.get("job-a").await.unwrap().unwrap();
-    assert_eq!(a_done.state, JobState::Succeeded);
-    assert!(a_done.lease.is_none());
-    assert_eq!(
-        a_done.history.iter().map(|r| (r.attempt, r.result.as_deref())).collect::<Vec<_>>(),
-        [(1, Some("failed")), (2, Some("passed"))]
-    );
-    assert_eq!(server.cli(&["LLEN", "sftest:job:job-a:history"]), "2");
-
-    // The terminal job: shown as stored, retried and leased again with its full history.
-    let c = b.get("job-c").await.unwrap().unwrap();
-    assert_eq!((c.state, c.history.len()), (JobState::Dead, 1));
-    assert!(c.lease.is_none());
-    assert_eq!(c.outcome, Some(outcome(ExitClass::Failed { code: 1 })));
-    b.retry("job-c").await.unwrap();
-    let l = b.lease("old", &w, 1, Duration::ZERO).await.unwrap().remove(0);
-    assert_eq!((l.job.id.as_str(), l.fencing_token, l.job.history.len()), ("job-c", 2, 2));
-    assert_eq!(l.job.history[0].result.as_deref(), Some("failed"));
-    assert_eq!(server.cli(&["LLEN", "sftest:job:job-c:history"]), "1");
+    assert_eq!((l.len(), l[0].job.id.as_str(), l[0].fencing_token), (1, "job-a", 1));
+    for id in ["v2-dead", "job-c"] {
+        b.retry(id).await.unwrap();
+    }
+    let dead_again = b.lease("v2", &w, 1, Duration::ZERO).await.unwrap().remove(0);
+    assert_eq!((dead_again.job.id.as_str(), dead_again.fencing_token, dead_again.job.history.len()), ("v2-dead", 3, 3));
+    let c_again = b.lease("old", &w, 1, Duration::ZERO).await.unwrap().remove(0);
+    assert_eq!((c_again.job.id.as_str(), c_again.fencing_token, c_again.job.history.len()), ("job-c", 2, 2));
     let listed = b.list(Some(JobState::Succeeded), 10).await.unwrap();
-    assert_eq!(listed.iter().map(|j| j.id.as_str()).collect::<HashSet<_>>(), HashSet::from(["job-a", "job-b"]));
+    assert_eq!(
+        listed.iter().map(|j| j.id.as_str()).collect::<HashSet<_>>(),
+        HashSet::from(["v2-done", "v2-running", "job-b"])
+    );
+}
+
+/// A client-made request id for the old finish batch.
+fn uuid_like(id: &str, token: u64) -> String {
+    format!("req-{id}-{token}")
 }
 
 #[tokio::test]

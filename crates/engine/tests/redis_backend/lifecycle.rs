@@ -219,10 +219,7 @@ async fn named_locks() {
         .acquire_lock("another", &a, hb, Duration::from_secs(60))
         .await
         .unwrap();
-    assert!(matches!(
-        held_other,
-        LockAcquire::Acquired { fencing_token: 1 }
-    ));
+    assert!(matches!(held_other, LockAcquire::Acquired { fencing_token } if fencing_token > t3));
 
     let freed = poll(
         "reap_locks to free the stale lock",
@@ -243,4 +240,59 @@ async fn named_locks() {
         .map(|v| v.name)
         .collect();
     assert_eq!(names, ["another".to_owned()]);
+}
+
+/// A released or reaped lock leaves no hash behind (each worker holds its own presence lock
+/// `worker:<id>`, a new name per process: kept, those hashes grew with every worker start),
+/// and its tokens still strictly increase, also past a token an older build kept in the hash.
+#[tokio::test]
+async fn released_and_reaped_locks_leave_no_hash_and_tokens_keep_increasing() {
+    use skillforge_engine::worker::{PRESENCE_LOCK_PREFIX, hold_presence};
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let a = worker("a");
+    let acquire = |name: &'static str, stale: Duration| {
+        let (b, a) = (&b, &a);
+        async move {
+            match b.acquire_lock(name, a, Duration::from_millis(20), stale).await.unwrap() {
+                LockAcquire::Acquired { fencing_token } => fencing_token,
+                held => panic!("free lock `{name}` not acquired: {held:?}"),
+            }
+        }
+    };
+    let t1 = acquire("l", Duration::from_secs(60)).await;
+    assert!(b.release_lock("l", t1).await.unwrap());
+    assert_eq!(server.cli(&["EXISTS", "sftest:lock:l"]), "0", "released: no hash");
+    let t2 = acquire("l", Duration::from_secs(60)).await;
+    assert!(t2 > t1);
+    assert!(!b.release_lock("l", t1).await.unwrap(), "an old token is fenced");
+
+    // Reaped: the hash goes too.
+    let t3 = acquire("gone", Duration::from_millis(50)).await;
+    let freed = poll("reap_locks to free the stale lock", Duration::from_secs(10), || async {
+        let freed = b.reap_locks().await.unwrap();
+        (!freed.is_empty()).then_some(freed)
+    })
+    .await;
+    assert_eq!(freed, ["gone".to_owned()]);
+    assert_eq!(server.cli(&["EXISTS", "sftest:lock:gone"]), "0", "reaped: no hash");
+    assert!(acquire("gone", Duration::from_secs(60)).await > t3);
+
+    // A lock an older build released kept its hash with its own counter: the next token is above it.
+    server.cli(&["HSET", "sftest:lock:old", "held", "0", "token", "500"]);
+    assert_eq!(acquire("old", Duration::from_secs(60)).await, 501);
+
+    // A worker's presence lock: held while it runs, gone once it stops.
+    let shared: std::sync::Arc<dyn QueueBackend> = std::sync::Arc::new(backend(&server).await);
+    let me = worker("present");
+    let key = format!("sftest:lock:{PRESENCE_LOCK_PREFIX}{}", me.worker_id);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(hold_presence(shared, me, stop.clone()));
+    poll("the presence lock", Duration::from_secs(10), || async {
+        (server.cli(&["HGET", &key, "held"]) == "1").then_some(())
+    })
+    .await;
+    stop.cancel();
+    task.await.unwrap();
+    assert_eq!(server.cli(&["EXISTS", &key]), "0", "a stopped worker leaves no presence hash");
 }

@@ -88,7 +88,13 @@ async fn jobs_acknowledged_before_retention_are_backfilled_and_pruned() {
         }
         ids.push(id);
     }
-    // What an older build left: no `done:*` entries, no backfill cursor.
+    // What an older build left: every job in the `jobs` index (by creation time), no `done:*`
+    // entries, no backfill cursor.
+    let index = "for _, key in ipairs({'sftest:done:succeeded', 'sftest:results'}) do \
+        for _, id in ipairs(redis.call('ZRANGE', key, 0, -1)) do \
+          redis.call('ZADD', 'sftest:jobs', redis.call('HGET', 'sftest:job:' .. id, 'c'), id) end end \
+        return redis.call('ZCARD', 'sftest:jobs')";
+    assert_eq!(server.cli(&["EVAL", index, "0"]), "1200");
     server.cli(&["DEL", "sftest:done:succeeded", "sftest:done:backfill"]);
     let all = Bound { before_ms: Some(b.now_ms().await.unwrap() + 1_000), keep_newest: None };
     let rule = PruneRule { class: RetainClass::Succeeded, jobs: all, tombstones: Bound::default() };

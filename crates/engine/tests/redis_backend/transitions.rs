@@ -108,32 +108,63 @@ async fn enqueue_lease_finish_round_trip() {
     assert_eq!(b.list(None, 1).await.unwrap().len(), 1);
 }
 
-/// `queued` and `succeeded` have no index set (the hot path writes none): listing them walks the
-/// job index newest first, across several script calls when the matches lie deeper than one
-/// call reads (5 000 entries); the rare states keep theirs. Only those index sets exist.
+/// Calls of each Redis command since the last `CONFIG RESETSTAT` (commands run by scripts
+/// included), from `INFO commandstats`.
+fn command_calls(server: &RedisServer) -> std::collections::HashMap<String, u64> {
+    server
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest.split(',').find_map(|kv| kv.strip_prefix("calls="))?.parse().ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect()
+}
+
+/// `queued` and `succeeded` have no `state:*` set (the hot path writes none): they are listed
+/// from the sets their jobs are in (`ready:*` / `delayed:*`; `done:succeeded` and the pending
+/// `results`), reading O(page) jobs whatever the backlog — counted with `INFO commandstats`
+/// behind 5 100 queued jobs; the rare states keep their sets. Only those index sets exist.
 #[tokio::test]
-async fn listing_by_state_walks_the_job_index_for_unindexed_states() {
+async fn listing_by_state_reads_a_page_not_the_backlog() {
     let server = RedisServer::start();
     let b = backend(&server).await;
     let w = worker("lister");
-    let oldest = b.enqueue(&spec("q")).await.unwrap();
+    let acked = b.enqueue(&spec("q")).await.unwrap();
+    let pending = b.enqueue(&spec("q")).await.unwrap();
     let doomed = b.enqueue(&spec("q")).await.unwrap();
-    for (id, next) in [(&oldest.job_id, JobState::Succeeded), (&doomed.job_id, JobState::Dead)] {
+    for (id, next) in [(&acked.job_id, JobState::Succeeded), (&pending.job_id, JobState::Succeeded), (&doomed.job_id, JobState::Dead)] {
         let leased = b.lease("q", &w, 1, Duration::ZERO).await.unwrap();
         assert_eq!(&leased[0].job.id, id);
         assert_eq!(b.finish(id, 1, &finish(next, 0, "passed")).await.unwrap(), FinishReply::Applied(next));
     }
-    // 5 100 newer queued jobs: the succeeded one is deeper than one walk call reads.
+    assert!(b.ack_result(&acked.job_id, 1).await.unwrap());
     let mut queued = Vec::new();
-    for _ in 0..5_100 {
-        queued.push(b.enqueue(&spec("q")).await.unwrap().job_id);
+    for i in 0..5_100 {
+        let mut s = spec(if i % 2 == 0 { "q" } else { "r" });
+        if i % 10 == 0 {
+            s.not_before_ms = Some(b.now_ms().await.unwrap() + 3_600_000);
+        }
+        queued.push(b.enqueue(&s).await.unwrap().job_id);
     }
+    server.cli(&["CONFIG", "RESETSTAT"]);
     let succeeded = b.list(Some(JobState::Succeeded), 10).await.unwrap();
-    assert_eq!(succeeded.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), [oldest.job_id.as_str()]);
+    assert_eq!(
+        succeeded.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        [pending.job_id.as_str(), acked.job_id.as_str()],
+        "newest first, acknowledged or not"
+    );
+    let calls = command_calls(&server);
+    assert!(calls.get("hgetall").copied().unwrap_or(0) <= 20, "{calls:?}");
+    assert!(calls.get("hget").copied().unwrap_or(0) <= 10, "{calls:?}");
     let dead = b.list(Some(JobState::Dead), 10).await.unwrap();
     assert_eq!(dead.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), [doomed.job_id.as_str()]);
+    server.cli(&["CONFIG", "RESETSTAT"]);
     let newest: Vec<String> = b.list(Some(JobState::Queued), 3).await.unwrap().into_iter().map(|j| j.id).collect();
     assert_eq!(newest, queued.iter().rev().take(3).cloned().collect::<Vec<_>>(), "newest first, up to the limit");
+    let calls = command_calls(&server);
+    assert!(calls.get("hgetall").copied().unwrap_or(0) <= 4 * 3, "two queues, ready and delayed: {calls:?}");
     assert_eq!(b.list(Some(JobState::Queued), 10_000).await.unwrap().len(), 5_100);
     assert!(b.list(Some(JobState::Failed), 10).await.unwrap().is_empty());
     let mut sets: Vec<String> = server.cli(&["--scan", "--pattern", "sftest:state:*"]).lines().map(str::to_owned).collect();
