@@ -676,6 +676,8 @@ execution: {{ mode: serial, backend: remote, remote: \"{}\" }}\nstopping: {{ max
     let copy: Value = serde_norway::from_str(&std::fs::read_to_string(state.join("exp-001-result.yaml")).unwrap()).unwrap();
     git(repo.path(), &["merge-base", "--is-ancestor", copy["head_sha"].as_str().unwrap(), "optimize/ops"]);
     assert_eq!(measured_ops(repo.path(), "optimize/ops"), (12, 1));
+}
+
 // Issue 20 item 4: the same loop on a worker that shares nothing with the control plane but the
 // queue URL (the repository, its worktrees and the state root all in the hidden home): each
 // experiment's worktree travels to the job dir and back, each measurement gets a copy of its
