@@ -121,11 +121,34 @@ fn jobs_submit_image_runs_the_command_in_a_container() {
     assert_eq!(job["outcome"]["detail"]["container_removed"], true);
 }
 
+/// A worker of `home` on a host of its own: a private UTS namespace whose hostname is `host`
+/// (the harness runs as root, as `scripts/test` does). Leftover sweepers skip containers of
+/// other hosts, so the workers of every other test running meanwhile (all on this machine's
+/// hostname) leave this worker's containers alone, as sweepers on other machines would.
+fn spawn_worker_on_host(home: &Home, name: &str, host: &str) -> std::process::Child {
+    let log = std::fs::File::create(home.path().join(format!("worker-{name}.log"))).expect("log file");
+    Command::new("unshare")
+        .args(["--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host])
+        .arg(skillforge_tests::bin())
+        .arg("--home")
+        .arg(home.path())
+        .args(["worker", "--name", name])
+        .env("SKILLFORGE_LOG", "info")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn a worker in its own UTS namespace")
+}
+
 #[test]
 fn a_sigkilled_workers_container_is_removed_by_the_next_worker() {
     let Some(image) = test_image() else { return };
     let home = Home::embedded();
-    let mut first = home.spawn_worker("first", &[]);
+    // Both workers on one host of their own: a sweeper of any other test's worker would remove
+    // the dead worker's container before this test could see that it outlived its worker.
+    let host = format!("sf-sweep-{}", std::process::id());
+    let mut first = spawn_worker_on_host(&home, "first", &host);
     let id = home.submit(&["--image", &image, "--attempts", "1"], &["sleep", "600"]);
     let label = format!("io.skillforge.job={id}");
     let name = home.wait(Duration::from_secs(60), "the job's container", || containers_labelled(&label).into_iter().next());
@@ -133,7 +156,7 @@ fn a_sigkilled_workers_container_is_removed_by_the_next_worker() {
     wait_exit(&mut first, Duration::from_secs(10));
     assert_eq!(containers_labelled(&label), vec![name.clone()], "the dead worker's container outlives it");
 
-    let mut next = home.spawn_worker("next", &[]);
+    let mut next = spawn_worker_on_host(&home, "next", &host);
     home.wait(Duration::from_secs(60), "the next worker to remove the leftover container", || {
         (!containers_labelled(&label).contains(&name)).then_some(())
     });
