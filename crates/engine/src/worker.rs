@@ -24,11 +24,12 @@ use tracing::{debug, info, warn};
 use crate::backend::QueueBackend;
 use crate::health::WorkerHealth;
 use crate::job::{JobState, LeasedJob, WorkerIdentity};
+use crate::labels::labels_key;
 use crate::reaper::{DEFAULT_REAP_EVERY, run_reaper};
 use crate::registry::RunnerRegistry;
 
 pub use heartbeat::{LeaseSignals, heartbeat_loop};
-pub use presence::{PRESENCE_HEARTBEAT, PRESENCE_LOCK_PREFIX, PRESENCE_STALE_AFTER, hold_presence};
+pub use presence::{PRESENCE_HEARTBEAT, PRESENCE_LOCK_PREFIX, PRESENCE_STALE_AFTER, hold_presence, refresh_labels};
 use job_task::JobTask;
 
 /// Default grace period on shutdown before running jobs are killed and handed back.
@@ -173,6 +174,10 @@ impl Worker {
         self.advertise_labels().await;
         let background = CancellationToken::new();
         let presence = tokio::spawn(hold_presence(self.backend.clone(), self.identity.clone(), background.clone()));
+        let labels = self.backend.transfer_area().map(|area| {
+            let (key, labels, stop) = (labels_key(&worker_id), self.labels_json(), background.clone());
+            tokio::spawn(async move { refresh_labels(area.as_ref(), &key, &labels, stop).await })
+        });
         let reaper = self.config.reap_every.map(|every| {
             let backend = self.backend.clone();
             let stop = background.clone();
@@ -265,7 +270,9 @@ impl Worker {
             }
         }
         background.cancel();
-        for (what, task) in [("presence lock release", Some(presence)), ("reaper", reaper), ("pruner", pruner)] {
+        for (what, task) in
+            [("presence lock release", Some(presence)), ("labels refresh", labels), ("reaper", reaper), ("pruner", pruner)]
+        {
             let Some(mut task) = task else { continue };
             if tokio::time::timeout_at(hand_back_by, &mut task).await.is_err() {
                 warn!(worker = %worker_id, "{what} not answered in time: abandoned");
@@ -296,7 +303,7 @@ impl Worker {
                   "lease not handed back: it goes stale after its stale_after and the reaper recovers it");
         }
         if let Some(area) = self.backend.transfer_area()
-            && let Err(e) = area.remove_record(&crate::labels::labels_key(&worker_id)).await
+            && let Err(e) = area.remove_record(&labels_key(&worker_id)).await
         {
             debug!(error = %e, "labels record not removed");
         }
@@ -306,12 +313,17 @@ impl Worker {
 
     /// Records this worker's labels in the transfer area (`workers/<id>`; removed when it stops),
     /// so waiting commands and `jobs show` can tell when no live worker can take a job.
+    /// While the worker runs, [`refresh_labels`] re-writes the record well inside the transfer
+    /// area's TTL, so a worker that runs longer than the TTL keeps it.
     async fn advertise_labels(&self) {
         let Some(area) = self.backend.transfer_area() else { return };
-        let labels = serde_json::to_vec(&self.config.labels).unwrap_or_default();
-        if let Err(e) = area.put_record(&crate::labels::labels_key(&self.identity.worker_id), &labels).await {
+        if let Err(e) = area.put_record(&labels_key(&self.identity.worker_id), &self.labels_json()).await {
             warn!(error = %e, "labels not advertised");
         }
+    }
+
+    fn labels_json(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.config.labels).unwrap_or_default()
     }
 
     /// The worker's queues plus the routes of them its labels satisfy (re-read every

@@ -244,3 +244,47 @@ async fn a_corrupted_chunk_is_refused_by_hash_on_the_worker_and_replaced_by_the_
     assert!(area.put(b"abcdefgh").await.unwrap().uploaded, "a chunk gone before its meta key: staged again");
     assert_eq!(area.get(&digest).await.unwrap(), b"abcdefgh");
 }
+
+// Issue 20: a worker's labels record (what the routing note reads) is re-written inside the
+// transfer area's TTL while the worker runs, so a worker that outlives the TTL keeps its labels,
+// and it is removed when the worker stops.
+#[tokio::test]
+async fn a_running_workers_labels_record_is_refreshed_inside_the_ttl_and_removed_at_stop() {
+    let server = RedisServer::start();
+    let queue: Arc<dyn QueueBackend> = backend(&server, limits(1 << 20, 3, 1 << 20)).await;
+    let scratch = tempfile::tempdir().unwrap();
+    let mut config = WorkerConfig::new("vm", scratch.path().to_owned());
+    config.reap_every = None;
+    config.labels = vec!["gpu".to_owned()];
+    let worker = Worker::new(config, queue.clone(), RunnerRegistry::new().with(Arc::new(CopyRunner)));
+    let key = format!("sftest:xfer:rec:workers/{}", worker.identity().worker_id);
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(worker.run(stop.clone()));
+    let pttl = || server.cli(&["pttl", &key]).parse::<i64>().unwrap();
+    // Advertised at start with the 3 s TTL...
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut lowest = loop {
+        let t = pttl();
+        if t > 0 {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "the labels record was never written (pttl {t})");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // ...then re-written before it expires: its remaining TTL goes back up, and it never vanishes.
+    let refreshed = loop {
+        let t = pttl();
+        assert!(t > 0, "the labels record expired under a live worker (pttl {t})");
+        if t > lowest + 300 {
+            break t;
+        }
+        lowest = lowest.min(t);
+        assert!(Instant::now() < deadline, "the labels record was never refreshed (remaining {t} ms)");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(refreshed <= 3000, "refreshed with the area's TTL: {refreshed} ms");
+    assert!(server.cli(&["get", &key]).contains("gpu"), "the record holds the labels");
+    stop.cancel();
+    running.await.unwrap();
+    assert_eq!(pttl(), -2, "the record is removed when the worker stops");
+}

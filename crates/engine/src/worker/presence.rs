@@ -1,4 +1,5 @@
-//! The presence lock a worker holds while alive (`worker:<id>`, shown by `skillforge locks`).
+//! A worker's presence while alive: the lock `worker:<id>` (shown by `skillforge locks`) and the
+//! refresh of its labels record in the transfer area.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,5 +45,23 @@ pub async fn hold_presence(backend: Arc<dyn QueueBackend>, identity: WorkerIdent
     }
     if let Some(t) = token {
         let _ = backend.release_lock(&name, t).await;
+    }
+}
+
+/// Re-writes a worker's labels record (`key` in `area`, see [`crate::labels::labels_key`]) every
+/// third of the transfer area's TTL (at least every second, at most every 10 minutes) until
+/// `stop` fires, so the record never expires under a live worker (issue 20: a routing note must
+/// not say a long-running worker lacks its labels). A failed write is logged and retried at the
+/// next period.
+pub async fn refresh_labels(area: &dyn crate::transfer::TransferArea, key: &str, labels: &[u8], stop: CancellationToken) {
+    let every = (area.limits().ttl / 3).clamp(Duration::from_secs(1), Duration::from_secs(600));
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        if let Err(e) = area.put_record(key, labels).await {
+            debug!(error = %e, "labels record not refreshed");
+        }
     }
 }
