@@ -184,6 +184,21 @@ pub(super) fn decode_leased(row: &SqliteRow, worker: &WorkerIdentity, now: i64) 
     }
 }
 
+/// The lease statement of [`lease_for`] (binds: now, queue, limit, worker, host, pid), built once;
+/// the query-plan test of `sqlite/list.rs` checks this very statement.
+pub(crate) static LEASE_STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    lease_statement(LeaseParams {
+        now: "?1".into(),
+        queue: "?2".into(),
+        limit: "?3".into(),
+        worker: "?4".into(),
+        host: "?5".into(),
+        pid: "?6".into(),
+        tag: None,
+        first_attempts_only: false,
+    })
+});
+
 /// Leases up to `max` due jobs of `queue` for `worker` inside `tx` (one statement, plus one
 /// history read when a re-leased job has earlier attempts), oldest first. Also returns how many
 /// jobs the statement leased (undecodable ones included: see [`decode_leased`]).
@@ -197,19 +212,7 @@ async fn lease_for(
     if max == 0 {
         return Ok((Vec::new(), 0));
     }
-    static STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        lease_statement(LeaseParams {
-            now: "?1".into(),
-            queue: "?2".into(),
-            limit: "?3".into(),
-            worker: "?4".into(),
-            host: "?5".into(),
-            pid: "?6".into(),
-            tag: None,
-            first_attempts_only: false,
-        })
-    });
-    let rows = sqlx::query(STATEMENT.as_str())
+    let rows = sqlx::query(LEASE_STATEMENT.as_str())
         .bind(now)
         .bind(queue)
         .bind(i64::try_from(max).unwrap_or(i64::MAX))

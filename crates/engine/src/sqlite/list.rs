@@ -102,16 +102,7 @@ mod tests {
         let url = format!("sqlite://{}", path.display());
         let mut c = sqlx::SqliteConnection::connect(&url).await.unwrap();
         sqlx::query("ANALYZE").execute(&mut c).await.unwrap();
-        let lease = crate::sqlite::lease::lease_statement(crate::sqlite::lease::LeaseParams {
-            now: "?1".into(),
-            queue: "?2".into(),
-            limit: "?3".into(),
-            worker: "?4".into(),
-            host: "?5".into(),
-            pid: "?6".into(),
-            tag: None,
-            first_attempts_only: false,
-        });
+        let lease = &*crate::sqlite::lease::LEASE_STATEMENT;
         for (name, sql, binds) in [
             ("queued", QUEUED, &["50"][..]),
             ("running", RUNNING, &["50"]),
