@@ -439,15 +439,7 @@ fn remote_workers_push_results_that_are_checked_confirmed_and_merged_by_head_sha
         hypothesis("h-blocked", "Rework the counter on a missing base", "architecture", "low", 0.5),
     ]
     .concat();
-    let spec = format!(
-        "name: ops\ndescription: fewer operations, same result\nmetric:\n  primary: {{ name: ops, direction: minimize }}\n  degenerate_gates: [\"correct == 1\"]\n\
-measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n  holdout: {{ command: sh measure.sh data/holdout.txt }}\n\
-scope:\n  mutable: [src]\n  immutable: [measure.sh, data]\n\
-execution: {{ mode: serial, backend: remote, remote: \"{}\" }}\nstopping: {{ max_iterations: 5 }}\nhypotheses:\n{hyps}",
-        origin.display()
-    );
-    let spec_path = work.path().join("ops.yaml");
-    std::fs::write(&spec_path, spec).unwrap();
+    let spec_path = remote_spec(work.path(), &origin, &hyps, 5);
     let direct = "  total=$((total+v)); OPS=$((OPS+1))\n";
     let plan = serde_json::json!({"experiments": [
         {"when": "directly", "edits": [{"path": "src/count.sh", "replace": "  i=0\n  while [ $i -lt $v ]; do total=$((total+1)); i=$((i+1)); OPS=$((OPS+1)); done\n", "with": direct}]},
@@ -619,15 +611,7 @@ fn o66_sigkill_while_a_remote_result_is_collected_then_resume_collects_it_once()
         hypothesis("h-claim", "Tidy the parser comments", "preprocessing", "low", 0.7),
     ]
     .concat();
-    let spec = format!(
-        "name: ops\ndescription: fewer operations, same result\nmetric:\n  primary: {{ name: ops, direction: minimize }}\n  degenerate_gates: [\"correct == 1\"]\n\
-measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n  holdout: {{ command: sh measure.sh data/holdout.txt }}\n\
-scope:\n  mutable: [src]\n  immutable: [measure.sh, data]\n\
-execution: {{ mode: serial, backend: remote, remote: \"{}\" }}\nstopping: {{ max_iterations: 2 }}\nhypotheses:\n{hyps}",
-        origin.display()
-    );
-    let spec_path = work.path().join("ops.yaml");
-    std::fs::write(&spec_path, spec).unwrap();
+    let spec_path = remote_spec(work.path(), &origin, &hyps, 2);
     let plan = serde_json::json!({"experiments": [
         {"when": "directly", "sleep_ms": 4000, "edits": [{"path": "src/count.sh", "replace": "  i=0\n  while [ $i -lt $v ]; do total=$((total+1)); i=$((i+1)); OPS=$((OPS+1)); done\n", "with": "  total=$((total+v)); OPS=$((OPS+1))\n"}]},
         {"when": "comments", "claim": {"ops": 5}, "edits": [{"path": "src/parse.sh", "replace": "# parse FILE", "with": "# parse FILE (tidy)"}]}
@@ -710,4 +694,19 @@ fn optimize_loop_on_a_worker_that_cannot_see_the_home() {
         let payload = job["payload"].to_string();
         assert!(!payload.contains(&home_text), "no control-plane path in the {} job: {payload}", job["stage"]);
     }
+}
+
+/// The `ops` spec on the remote backend (`origin`, a bare clone), serial, with `hyps` and
+/// `max_iterations`, written to `<work>/ops.yaml`.
+fn remote_spec(work: &std::path::Path, origin: &std::path::Path, hyps: &str, max_iterations: u32) -> std::path::PathBuf {
+    let spec = format!(
+        "name: ops\ndescription: fewer operations, same result\nmetric:\n  primary: {{ name: ops, direction: minimize }}\n  degenerate_gates: [\"correct == 1\"]\n\
+measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n  holdout: {{ command: sh measure.sh data/holdout.txt }}\n\
+scope:\n  mutable: [src]\n  immutable: [measure.sh, data]\n\
+execution: {{ mode: serial, backend: remote, remote: \"{}\" }}\nstopping: {{ max_iterations: {max_iterations} }}\nhypotheses:\n{hyps}",
+        origin.display()
+    );
+    let spec_path = work.join("ops.yaml");
+    std::fs::write(&spec_path, spec).unwrap();
+    spec_path
 }
