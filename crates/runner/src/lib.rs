@@ -60,6 +60,23 @@ pub struct PayloadError {
     pub source: serde_json::Error,
 }
 
+/// This process's executable, as a path a child process can run: `std::env::current_exe`,
+/// except that when the binary was replaced on disk while this process runs (an upgrade of a
+/// long-running worker), Linux reports `<path> (deleted)`; the path without the suffix, the
+/// binary now installed there, is returned when it exists.
+///
+/// # Errors
+/// The I/O error of `std::env::current_exe`.
+pub fn current_exe() -> std::io::Result<std::path::PathBuf> {
+    let exe = std::env::current_exe()?;
+    Ok(exe
+        .to_str()
+        .and_then(|s| s.strip_suffix(" (deleted)"))
+        .map(std::path::PathBuf::from)
+        .filter(|installed| installed.exists())
+        .unwrap_or(exe))
+}
+
 /// Parses `spec.payload` as the runner's payload type `P`.
 ///
 /// # Errors
@@ -265,6 +282,57 @@ pub trait Runner: Send + Sync {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn current_exe_is_this_test_binary() {
+        let exe = super::current_exe().unwrap();
+        assert_eq!(exe, std::env::current_exe().unwrap(), "not replaced: the same path");
+        assert!(exe.exists());
+    }
+
+    /// Child mode of the test below: waits for `<dir>/go`, then writes `current_exe()` to `<dir>/exe`.
+    const PROBE_DIR_ENV: &str = "SKILLFORGE_TEST_EXE_PROBE";
+
+    // A process whose binary is replaced on disk while it runs (an upgrade under a running
+    // worker) still names the installed binary, not `<path> (deleted)`.
+    #[test]
+    fn current_exe_after_the_binary_is_replaced_is_the_installed_one() {
+        use std::time::{Duration, Instant};
+        let name = "tests::current_exe_after_the_binary_is_replaced_is_the_installed_one";
+        if let Some(dir) = std::env::var_os(PROBE_DIR_ENV) {
+            let dir = std::path::PathBuf::from(dir);
+            std::fs::write(dir.join("ready"), b"").unwrap();
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !dir.join("go").exists() {
+                assert!(Instant::now() < deadline, "never told to go");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let exe = super::current_exe().unwrap();
+            std::fs::write(dir.join("exe"), exe.to_str().unwrap()).unwrap();
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let installed = dir.path().join("worker-bin");
+        std::fs::copy(std::env::current_exe().unwrap(), &installed).unwrap();
+        let mut child = std::process::Command::new(&installed)
+            .args(["--exact", name, "--test-threads", "1"])
+            .env(PROBE_DIR_ENV, dir.path())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !dir.path().join("ready").exists() {
+            assert!(Instant::now() < deadline, "the child never started");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // The upgrade: a new file at the same path (the running one's inode is unlinked).
+        std::fs::remove_file(&installed).unwrap();
+        std::fs::copy(std::env::current_exe().unwrap(), &installed).unwrap();
+        std::fs::write(dir.path().join("go"), b"").unwrap();
+        assert!(child.wait().unwrap().success());
+        let seen = std::fs::read_to_string(dir.path().join("exe")).unwrap();
+        assert_eq!(seen, installed.to_str().unwrap(), "the installed binary, not `… (deleted)`");
+    }
+
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
 

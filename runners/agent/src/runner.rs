@@ -50,7 +50,7 @@ impl AgentRunnerConfig {
         }
         match std::env::var_os(SKILLFORGE_BIN_ENV) {
             Some(path) if !path.is_empty() => Ok(PathBuf::from(path)),
-            _ => std::env::current_exe(),
+            _ => skillforge_runner::current_exe(),
         }
     }
 }

@@ -42,7 +42,7 @@ pub fn check_name(flag: &str, value: &str) -> Result<(), CliError> {
 pub fn skillforge_bin() -> PathBuf {
     std::env::var_os("SKILLFORGE_BIN")
         .map(PathBuf::from)
-        .or_else(|| std::env::current_exe().ok())
+        .or_else(|| skillforge_runner::current_exe().ok())
         .unwrap_or_else(|| PathBuf::from("skillforge"))
 }
 

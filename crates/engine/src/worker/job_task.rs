@@ -23,7 +23,7 @@ use crate::transfer;
 
 /// This worker's own executable, for [`transfer::WORKER_EXE`] (`skillforge` itself).
 fn worker_exe() -> String {
-    std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "skillforge".to_owned())
+    skillforge_runner::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "skillforge".to_owned())
 }
 
 /// Everything one running job needs.
