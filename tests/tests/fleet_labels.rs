@@ -31,15 +31,7 @@ fn a_job_requiring_a_label_no_worker_has_waits_with_a_note_then_runs_when_one_st
     assert!(human.contains("no live worker can take job"), "{human}");
     // The waiting command says the same, then returns once a gpu worker ran the job.
     let log = home.path().join("waiting.log");
-    let mut waiting = Reaped(
-        home.cmd()
-            .args(["jobs", "submit", "--require", "gpu", "--attempts", "1", "--idempotency-key", "needs-gpu", "--wait", "--", "true"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let mut waiting = spawn_waiting_gpu_job(&home, &log);
     home.wait(WAIT, "the waiting command's note", || std::fs::read_to_string(&log).ok().filter(|t| t.contains("no live worker can take job")));
     assert_eq!(home.job(&id)["state"], "queued");
     let _gpu = Reaped(home.spawn_worker("gpu", &["--label", "gpu"]));
@@ -62,15 +54,7 @@ fn the_embedded_in_process_worker_has_the_detected_labels_and_notes_a_job_it_can
     let out = home.run(&["jobs", "submit", "--require", &os, "--attempts", "1", "--wait", "--", "true"]);
     assert!(out.status.success(), "the in-process worker satisfies {os}: {}", String::from_utf8_lossy(&out.stderr));
     let log = home.path().join("waiting.log");
-    let mut waiting = Reaped(
-        home.cmd()
-            .args(["jobs", "submit", "--require", "gpu", "--attempts", "1", "--idempotency-key", "needs-gpu", "--wait", "--", "true"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let mut waiting = spawn_waiting_gpu_job(&home, &log);
     let said = home.wait(WAIT, "the waiting command's note", || std::fs::read_to_string(&log).ok().filter(|t| t.contains("no live worker can take job")));
     assert!(said.contains("requires gpu") && said.contains("local-") && said.contains(&os), "names the in-process worker and its labels: {said}");
     let id = home.json(&["jobs", "list"]).as_array().unwrap().iter().find(|j| j["state"] == "queued").expect("the gpu job is queued")["id"]
@@ -86,4 +70,18 @@ fn the_embedded_in_process_worker_has_the_detected_labels_and_notes_a_job_it_can
     let job = home.job(&id);
     assert_eq!(job["state"], "succeeded");
     assert!(job["history"][0]["worker"].as_str().unwrap().starts_with("gpu-"), "{job:#}");
+}
+
+/// `jobs submit --require gpu --idempotency-key needs-gpu --wait -- true` in the background,
+/// its stderr (the waiter's notes) to `log`.
+fn spawn_waiting_gpu_job(home: &Home, log: &std::path::Path) -> Reaped {
+    Reaped(
+        home.cmd()
+            .args(["jobs", "submit", "--require", "gpu", "--attempts", "1", "--idempotency-key", "needs-gpu", "--wait", "--", "true"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap(),
+    )
 }

@@ -427,10 +427,7 @@ fn log_yaml(home: &Home, spec: &str) -> Value {
 // check, confirms a would-be keep on its own checkout, and merges head_sha
 #[test]
 fn remote_workers_push_results_that_are_checked_confirmed_and_merged_by_head_sha() {
-    let repo = project();
-    let work = tempfile::tempdir().unwrap();
-    let origin = work.path().join("origin.git");
-    git(work.path(), &["clone", "-q", "--bare", &repo.path().display().to_string(), &origin.display().to_string()]);
+    let (repo, work, origin) = project_with_bare_origin();
     let hyps = [
         hypothesis("h-direct", "Add each value directly instead of counting up to it", "algorithm", "low", 0.9),
         hypothesis("h-stale", "Tune the parser from the old main", "parameter-tuning", "low", 0.8),
@@ -514,10 +511,7 @@ fn remote_workers_push_results_that_are_checked_confirmed_and_merged_by_head_sha
 // entry (one experiment), each accepted result.yaml is copied into the state root
 #[test]
 fn o26_extra_remote_samples_are_re_dispatched_from_head_sha_and_stay_one_experiment() {
-    let repo = project();
-    let work = tempfile::tempdir().unwrap();
-    let origin = work.path().join("origin.git");
-    git(work.path(), &["clone", "-q", "--bare", &repo.path().display().to_string(), &origin.display().to_string()]);
+    let (repo, work, origin) = project_with_bare_origin();
     let spec = format!(
         "name: ops\ndescription: fewer operations, same result\nmetric:\n  primary: {{ name: ops, direction: minimize }}\n  degenerate_gates: [\"correct == 1\"]\n\
 measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n  stability: {{ mode: ladder, repeat_count: 2 }}\n  holdout: {{ command: sh measure.sh data/holdout.txt }}\n\
@@ -602,10 +596,7 @@ stopping: {{ max_iterations: 1 }}\nhypotheses:\n{}",
 // experiment is decided and merged once, as in an uninterrupted run
 #[test]
 fn o66_sigkill_while_a_remote_result_is_collected_then_resume_collects_it_once() {
-    let repo = project();
-    let work = tempfile::tempdir().unwrap();
-    let origin = work.path().join("origin.git");
-    git(work.path(), &["clone", "-q", "--bare", &repo.path().display().to_string(), &origin.display().to_string()]);
+    let (repo, work, origin) = project_with_bare_origin();
     let hyps = [
         hypothesis("h-direct", "Add each value directly instead of counting up to it", "algorithm", "low", 0.9),
         hypothesis("h-claim", "Tidy the parser comments", "preprocessing", "low", 0.7),
@@ -709,4 +700,14 @@ execution: {{ mode: serial, backend: remote, remote: \"{}\" }}\nstopping: {{ max
     let spec_path = work.join("ops.yaml");
     std::fs::write(&spec_path, spec).unwrap();
     spec_path
+}
+
+/// The project, a work dir, and `<work>/origin.git`: a bare clone of it, the remote backend's
+/// repository.
+fn project_with_bare_origin() -> (tempfile::TempDir, tempfile::TempDir, std::path::PathBuf) {
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let origin = work.path().join("origin.git");
+    git(work.path(), &["clone", "-q", "--bare", &repo.path().display().to_string(), &origin.display().to_string()]);
+    (repo, work, origin)
 }
