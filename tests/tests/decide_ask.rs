@@ -99,13 +99,19 @@ fn s72_two_concurrent_asks_on_one_session_take_its_lock_in_turn() {
     assert_eq!(count(&home, "skillopt_ab_picks"), 4, "two manual picks and one live pick per ask");
 }
 
-/// `skillforge ab planner PROMPT --seed 7` on a pty (`script -qec CMD /dev/null`), typing `input`.
+/// `skillforge ab planner PROMPT --seed 7` on a pty (see [`on_a_terminal`]), typing `input`.
 fn ab_on_a_terminal(home: &Home, input: &str) -> (bool, String) {
+    on_a_terminal(home, &["ab", "planner", "Plan the release", "--seed", "7"], input)
+}
+
+/// `skillforge --home HOME ARGS…` on a pty (`script -qec CMD /dev/null`), typing `input`: its
+/// success and everything it printed (stdout and stderr share the terminal).
+fn on_a_terminal(home: &Home, args: &[&str], input: &str) -> (bool, String) {
     let shell = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
-    let line = [bin().display().to_string(), "--home".into(), home.path().display().to_string(), "ab".into(), "planner".into()]
+    let line = [bin().display().to_string(), "--home".into(), home.path().display().to_string()]
         .iter()
         .map(|a| shell(a))
-        .chain(["'Plan the release'".to_owned(), "--seed".to_owned(), "7".to_owned()])
+        .chain(args.iter().map(|a| shell(a)))
         .collect::<Vec<_>>()
         .join(" ");
     let mut child = Command::new("script")
@@ -118,6 +124,33 @@ fn ab_on_a_terminal(home: &Home, input: &str) -> (bool, String) {
     child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+// S-65 / S-73: an ask intercepted for a live A/B without --pick asks the human at a terminal; the
+// pick is recorded like a manual one, and a skip leaves it owed to `live-ab pick`.
+#[test]
+fn s65_an_intercepted_ask_without_pick_prompts_on_a_terminal() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    config(&home, "[skillopt]\nlive_ab_sample_rate = 1.0\nbandit_min_samples = 2\nreview_runtimes = []\n");
+    for seed in ["1", "2"] {
+        ab(&home, &[&format!("Q{seed}"), "--pick", "a", "--seed", seed]);
+    }
+    assert_eq!(count(&home, "skillopt_ab_picks"), 2);
+    let (ok, shown) = on_a_terminal(&home, &["--json", "ask", "planner", "What changed?"], "maybe\nb\n");
+    assert!(ok, "{shown}");
+    assert!(shown.contains("live A/B — Option A:") && shown.contains("Option B:"), "{shown}");
+    assert!(shown.contains("Which answer is better? [a/b, s to skip]"), "{shown}");
+    assert!(shown.contains("`maybe` is not a pick"), "asked again: {shown}");
+    assert!(shown.contains("\"pick_id\"") && !shown.contains("pending_pick"), "the pick was recorded, not owed: {shown}");
+    assert_eq!(count(&home, "skillopt_ab_picks"), 3, "the live pick is recorded like a manual one");
+    assert_eq!(count(&home, "skillopt_live_ab_pending"), 0, "nothing owed");
+    // `s` skips: the champion answer alone, and the pick owed to `live-ab pick`.
+    let (ok, shown) = on_a_terminal(&home, &["--json", "ask", "planner", "What changed next?"], "s\n");
+    assert!(ok, "{shown}");
+    assert!(shown.contains("pending_pick") && shown.contains("record the pick later with `skillforge live-ab pick"), "{shown}");
+    assert_eq!(count(&home, "skillopt_ab_picks"), 3, "a skip records nothing");
+    assert_eq!(count(&home, "skillopt_live_ab_pending"), 1, "the pick is owed");
 }
 
 // S-65: without --pick on a terminal the shuffled answers are shown and the pick is prompted

@@ -7,7 +7,6 @@
 //! and recorded with its bandit update in one transaction (`skillforge_workflows::ab::record`).
 //! No pending challenger is a clean no-op that writes nothing.
 
-use std::io::{BufRead, IsTerminal};
 use std::sync::Arc;
 
 use anyhow::anyhow;
@@ -26,6 +25,7 @@ use skillforge_workflows::ab::pick::{ChallengerChoice, Label, Role, Shuffle, cho
 use skillforge_workflows::ab::record::{AbRecord, record};
 
 use crate::control::agent::{AgentCall, call_agent};
+use crate::control::pick_prompt;
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
@@ -104,33 +104,15 @@ async fn arms(ctx: &Context, store: &skillforge_store::Store, args: &AbArgs) -> 
 /// The human pick when `--pick` is absent (see [`AbArgs::pick`]): `Ok(None)` is a skip, asked
 /// for on a terminal (`s`, `skip`, or end of input).
 fn read_pick() -> Result<Option<Label>, CliError> {
-    let stdin = std::io::stdin();
-    let read_line = |line: &mut String| {
-        line.clear();
-        stdin.lock().read_line(line).map_err(|e| CliError::env(anyhow!("read the pick from stdin: {e}")))
-    };
+    if pick_prompt::stdin_is_terminal() {
+        return pick_prompt::ask_on_terminal();
+    }
     let mut line = String::new();
-    if !stdin.is_terminal() {
-        eprint!("pick the better answer [a/b]: ");
-        read_line(&mut line)?;
-        return Label::parse(&line)
-            .map(Some)
-            .ok_or_else(|| CliError::usage(anyhow!("no pick captured (expected `a` or `b`, got {:?}); nothing recorded", line.trim())));
-    }
-    loop {
-        eprint!("Which answer is better? [a/b, s to skip]: ");
-        if read_line(&mut line)? == 0 {
-            eprintln!();
-            return Ok(None);
-        }
-        if let Some(label) = Label::parse(&line) {
-            return Ok(Some(label));
-        }
-        match line.trim().to_ascii_lowercase().as_str() {
-            "s" | "skip" => return Ok(None),
-            other => eprintln!("`{other}` is not a pick: answer a, b, or s"),
-        }
-    }
+    eprint!("pick the better answer [a/b]: ");
+    pick_prompt::read_stdin_line(&mut line)?;
+    Label::parse(&line)
+        .map(Some)
+        .ok_or_else(|| CliError::usage(anyhow!("no pick captured (expected `a` or `b`, got {:?}); nothing recorded", line.trim())))
 }
 
 /// Runs `skillforge ab`.

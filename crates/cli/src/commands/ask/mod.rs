@@ -7,7 +7,8 @@
 //! `[skillopt] live_ab_sample_rate` > 0 (default 0: nothing below runs, the ask is byte-identical)
 //! an ask served by the champion whose arm has at least `bandit_min_samples` pulls is sampled for
 //! a live A/B: the single pending challenger answers right after, in the same process and the
-//! same serialized path, and a pick (`--pick`) is recorded like a manual one. Any failure falls
+//! same serialized path, and a pick (`--pick`, or asked for on a terminal) is recorded like a
+//! manual one. Any failure falls
 //! back to the champion answer alone, with a `live_ab_skipped` event. Live A/B never promotes.
 
 use anyhow::anyhow;
@@ -31,6 +32,7 @@ use skillforge_workflows::promotion::resolve::{draw, version_for_job};
 use skillforge_workflows::promotion::events::{Detail, Event, EventKind};
 
 use crate::control::agent::{AgentAnswer, AgentCall, call_agent};
+use crate::control::pick_prompt;
 use crate::control::promotion::emit_job_event;
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
@@ -49,8 +51,9 @@ pub struct AskArgs {
     /// Agent runtime (default `scripted`).
     #[arg(long, default_value = "scripted")]
     pub runtime: String,
-    /// The pick when this ask is intercepted for a live A/B (`a` or `b`); without it an
-    /// intercepted ask records no pick (`live_ab_skipped`).
+    /// The pick when this ask is intercepted for a live A/B (`a` or `b`); without it the pick is
+    /// asked for when stdin is a terminal, and otherwise (or when skipped) an intercepted ask
+    /// records no pick (`live_ab_skipped`, the pick owed to `skillforge live-ab pick`).
     #[arg(long)]
     pub pick: Option<String>,
 }
@@ -194,7 +197,14 @@ async fn live_ab(
         judge: None,
         origin: "live",
     };
-    let Some(label) = args.pick.as_deref().and_then(Label::parse) else {
+    // Without --pick, a human at a terminal is asked (S-65); a skip, or stdin not a terminal,
+    // leaves the pick owed (S-73).
+    let label = match args.pick.as_deref() {
+        Some(p) => Label::parse(p),
+        None if pick_prompt::stdin_is_terminal() => pick_prompt::ask_on_terminal()?,
+        None => None,
+    };
+    let Some(label) = label else {
         // S-73: no pick now ⇒ the champion answer alone and `live_ab_skipped`; what was shown is
         // kept so the human's pick can still be recorded later (`skillforge live-ab pick`).
         let mut conn = store.pool().acquire().await?;
