@@ -18,7 +18,9 @@ fn eval_forge_arms_verifies_and_judge_run_on_a_worker_that_cannot_see_the_home()
     let skill = s.home.path().join("skills/tldr");
     std::fs::create_dir_all(&skill).unwrap();
     std::fs::write(skill.join("SKILL.md"), format!("---\nname: tldr\ndescription: Keep status replies short\n---\n{GOOD_SKILL}\n")).unwrap();
-    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    // Both arms delete the brief's setup file; the verify passes only where it is gone, so a
+    // control-plane copy that kept it (delivery never removes) fails both arms' verifies.
+    let brief = s.brief(BRIEF_ID, "scripted: delete notes.md", "", &format!("test ! -e notes.md && {VERIFY_SHORT}"));
     let _vm = Reaped(spawn_isolated_worker(&s.home, "vm", &[]));
     let hidden = s.home.run(&["jobs", "submit", "--wait", "--", "test", "!", "-e", skill.join("SKILL.md").to_str().unwrap()]);
     assert!(hidden.status.success(), "the worker cannot see the home: {}", String::from_utf8_lossy(&hidden.stderr));
@@ -37,6 +39,7 @@ fn eval_forge_arms_verifies_and_judge_run_on_a_worker_that_cannot_see_the_home()
         assert!(run["transcript_bytes"].as_u64().unwrap() > 0, "the transcript came back: {run:#}");
         assert!(sample.join(format!("{side}.meta/final.txt")).is_file());
         assert!(sample.join(format!("{side}.meta/verify.json")).is_file());
+        assert!(!sample.join(format!("{side}/notes.md")).exists(), "the file the {side} arm deleted is gone from the control plane's copy");
     }
     assert!(sample.join("judge.transcript.jsonl").is_file(), "the judge's transcript came back");
     let home_text = s.home.path().display().to_string();

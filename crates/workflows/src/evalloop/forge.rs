@@ -240,6 +240,9 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         }
         let verify_files = ArmSide::BOTH.map(|side| meta_dir(&sdir, side).join(VERIFY_FILE));
         if !verify_files.iter().all(|f| f.exists()) {
+            if ships {
+                bring_back_arms(env, &ids).await?;
+            }
             let mut ids = Vec::new();
             for side in ArmSide::BOTH {
                 let mut spec = verify_job(&req.brief, &sdir, n, side, &env.stages.verify, &prefix, ships).map_err(|e| ForgeError::Refused(e.to_string()))?;
@@ -377,6 +380,20 @@ async fn ship_arm(env: &ForgeEnv<'_>, spec: &mut JobSpec, sample_dir: &Path, sid
         ShippedDir { rel: SHIPPED_META, local: &meta, send: true, deliver: true, skip: &[] },
     ];
     files::ship_dirs(env.queue.as_ref(), spec, &dirs).await.map_err(ForgeError::Environment)
+}
+
+/// On a fleet, makes each arm's work dir the worker's copy before its verify is shipped: delivery
+/// writes and never removes, so a file the agent deleted would otherwise reach the verify (and
+/// the judge's diff) again ([`files::bring_back`]; idempotent, so a resumed forge repeats it).
+async fn bring_back_arms(env: &ForgeEnv<'_>, ids: &[String]) -> Result<(), ForgeError> {
+    for id in ids {
+        let Some(job) = env.queue.get(id).await.map_err(env_err)? else {
+            env.reporter.step(&format!("arm job {id} was pruned from the queue: its work dir stays as delivered (files it deleted cannot be known)"));
+            continue;
+        };
+        files::bring_back(env.queue.as_ref(), &job, SHIPPED_WORK, &[]).await.map_err(ForgeError::Environment)?;
+    }
+    Ok(())
 }
 
 /// Submits through the stage port (which records the job as the control plane's pending work).

@@ -8,7 +8,8 @@
 //!
 //! What comes back is every file of the dir as the run left it; delivery writes and never
 //! removes, so a file the run deleted stays on the control plane unless the step calls
-//! [`bring_back`] (the optimize loop's experiments, whose deletions are changes).
+//! [`bring_back`] (the optimize loop's experiments, whose deletions are changes, and the eval
+//! forge's arms before their verifies).
 
 use std::path::{Path, PathBuf};
 

@@ -12,6 +12,7 @@
 //! |---|---|---|
 //! | `reply` | text (`\n` escapes) | the final message |
 //! | `write` | `PATH TEXT` | writes TEXT (`\n` escapes) to PATH under the work dir |
+//! | `delete` | `PATH` | removes the file PATH under the work dir (after the writes; a missing file is no error) |
 //! | `exit` | code | exit code after the transcript is written |
 //! | `stderr` | text | a line on stderr (the runner's recorded error), written before any `sleep` |
 //! | `silent` | — | no transcript at all (nothing on stdout) |
@@ -45,6 +46,8 @@ pub struct Directives {
     pub reply: Option<String>,
     /// `write` entries: (relative path, text).
     pub writes: Vec<(String, String)>,
+    /// `delete` entries: relative paths.
+    pub deletes: Vec<String>,
     /// `exit`.
     pub exit_code: Option<u8>,
     /// `stderr`.
@@ -92,6 +95,7 @@ impl Directives {
                         self.writes.push((path.to_string(), unescape(text)));
                     }
                 }
+                "delete" if !value.is_empty() => self.deletes.push(value.to_string()),
                 "exit" => self.exit_code = value.parse().ok(),
                 "stderr" => self.stderr = Some(unescape(value)),
                 "silent" => self.silent = true,
@@ -193,6 +197,8 @@ mod tests {
         d.merge_from("scripted: write out/a.txt line1\\nline2\nscripted: no-load", None);
         assert_eq!(d.writes, vec![("out/a.txt".to_string(), "line1\nline2".to_string())]);
         assert!(d.no_load);
+        d.merge_from("scripted: delete notes.md\nscripted: delete", None);
+        assert_eq!(d.deletes, vec!["notes.md".to_string()], "a `delete` without a path is ignored");
         assert!(!Directives::says_no_load("scripted@1: no-load", Some("2")));
     }
 

@@ -256,6 +256,8 @@ pub struct ScriptedRun {
     pub sleep_ms: Option<u64>,
     /// Files to write: (path relative to the work dir, text).
     pub writes: Vec<(String, String)>,
+    /// Files to remove after the writes (paths relative to the work dir).
+    pub deletes: Vec<String>,
 }
 
 /// The scripted agent's run for `prompt` in `workdir` (skills discovered there when the prompt has
@@ -329,6 +331,7 @@ pub fn scripted_run(prompt: &str, workdir: Option<&Path>, sample: Option<&str>) 
         exit_code: directives.exit_code.unwrap_or(0),
         sleep_ms: directives.sleep_ms,
         writes: directives.writes,
+        deletes: directives.deletes,
     })
 }
 

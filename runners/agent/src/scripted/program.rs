@@ -74,7 +74,7 @@ fn model_event(model: &str) -> String {
 /// Runs the scripted agent: `args` are the arguments after the program name (an optional leading
 /// [`SCRIPTED_SUBCOMMAND`], then `--persona NAME` (see [`as_persona`]) and `--model NAME`, whose
 /// name becomes the transcript's first line, `{"type":"model","model":NAME}`). Reads the whole prompt from stdin, sleeps
-/// [`SCRIPTED_DELAY_ENV`] ms if set (a `scripted: sleep` directive wins), writes the files its
+/// [`SCRIPTED_DELAY_ENV`] ms if set (a `scripted: sleep` directive wins), writes (then deletes) the files its
 /// directives ask for under the current directory, then the `scripted_jsonl` transcript (see
 /// [`super::scripted_run`]) to stdout; skills are discovered in the current directory and
 /// `scripted@N:` directives follow `FORGE_SAMPLE`.
@@ -138,7 +138,7 @@ pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
         None => Ok(None),
     };
     let run = match edited.and_then(|edited| match edited {
-        Some(stdout) => Ok(ScriptedRun { stdout, stderr: None, exit_code: 0, sleep_ms: None, writes: Vec::new() }),
+        Some(stdout) => Ok(ScriptedRun { stdout, stderr: None, exit_code: 0, sleep_ms: None, writes: Vec::new(), deletes: Vec::new() }),
         None => scripted_run(&prompt, workdir.as_deref(), sample.as_deref()),
     }) {
         Ok(run) => run,
@@ -176,6 +176,17 @@ pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
             if let Err(error) = written {
                 eprintln!("scripted agent: write `{}`: {error}", target.display());
                 return ExitCode::from(1);
+            }
+        }
+        for path in &run.deletes {
+            let target = dir.join(path);
+            match std::fs::remove_file(&target) {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => {
+                    eprintln!("scripted agent: delete `{}`: {error}", target.display());
+                    return ExitCode::from(1);
+                }
             }
         }
     }
