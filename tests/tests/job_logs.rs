@@ -2,6 +2,11 @@
 //! embedded queue and on a real Redis: a running job's output is printed as it is written (the
 //! first line arrives while the job still runs and waits for the test), the follower ends when
 //! the job does, and the finished job's kept output reads back the same.
+//!
+//! The follower runs with its fallback poll set to 10 minutes (`SKILLFORGE_FOLLOW_FALLBACK_MS`),
+//! far beyond the test's deadline: the line written after it started waiting and the job's end
+//! reach it only through the queue's wake-ups (on Redis the blocking `XREAD` on the job's
+//! output stream and the `changed` message), not through polling.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
@@ -11,6 +16,8 @@ use std::time::Duration;
 use skillforge_tests::{Home, Reaped, RedisServer, wait_exit};
 
 const DEADLINE: Duration = Duration::from_secs(60);
+/// The follower's fallback poll: ten times the deadline.
+const FALLBACK_MS: &str = "600000";
 
 /// Lines of a child's stdout, read on a thread, so the test can wait for each with a deadline.
 fn lines(child: &mut Child) -> mpsc::Receiver<String> {
@@ -39,6 +46,7 @@ fn follow_streams_a_running_job_and_ends_with_it(home: &Home) {
     let mut follower = home
         .cmd()
         .args(["jobs", "logs", "--follow", &id])
+        .env("SKILLFORGE_FOLLOW_FALLBACK_MS", FALLBACK_MS)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

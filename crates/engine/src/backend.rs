@@ -155,6 +155,20 @@ pub trait QueueBackend: Send + Sync + 'static {
     /// nothing (or whose output was trimmed away).
     async fn read_output(&self, job_id: &str, after: Option<&str>, limit: usize) -> Result<Vec<OutputChunk>, EngineError>;
 
+    /// Returns once job `job_id` may have output after the chunk whose cursor is `after`
+    /// (`None`: any output), or [`Self::change_seq`] moved past `seen` (e.g. the job ended), or
+    /// after `timeout`, whichever is first; spurious returns are allowed (callers re-read). For
+    /// `jobs logs --follow`. Redis blocks on the job's output stream (`XREAD BLOCK`, on a
+    /// dedicated connection) beside the `changed` wait, so another process's append wakes it
+    /// within a round trip; a connection lost to a Redis restart costs one short pause and is
+    /// replaced on the next call. The default is [`Self::changed_since`]: the embedded queue
+    /// signals every append (of this process at once, of another within its `data_version`
+    /// poll).
+    async fn output_since(&self, job_id: &str, after: Option<&str>, seen: u64, timeout: Duration) {
+        let _ = (job_id, after);
+        self.changed_since(seen, timeout).await;
+    }
+
     /// The job ended: keeps only its last [`crate::output::OUTPUT_TAIL_CHUNKS`] chunks.
     async fn trim_output(&self, job_id: &str) -> Result<(), EngineError>;
 

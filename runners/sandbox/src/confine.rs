@@ -1,4 +1,5 @@
-//! Confinement with bubblewrap: a once-per-process probe whether `bwrap` works here, and the
+//! Confinement with bubblewrap: a once-per-process probe whether `bwrap` works here (a success
+//! remembered for the rest of the boot in the scratch root, [`set_probe_cache`]), and the
 //! wrapping of one command line.
 //!
 //! Under bwrap a command sees the whole filesystem read-only except its checkout (bound
@@ -6,8 +7,10 @@
 //! descendant outlives the run: when the namespace's init dies, the kernel kills the rest) and,
 //! unless the payload allows the network, in its own empty network namespace.
 
-use std::path::Path;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use skillforge_runner_process::ProcessPayload;
@@ -22,15 +25,109 @@ const BWRAP: &str = "bwrap";
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 static PROBE: OnceCell<Result<(), String>> = OnceCell::const_new();
+/// Where a successful probe is remembered ([`set_probe_cache`]).
+static PROBE_CACHE: OnceLock<PathBuf> = OnceLock::new();
+
+/// File name of the remembered probe inside a worker's scratch root.
+pub const PROBE_CACHE_FILE: &str = ".bwrap-probe";
 
 /// Whether bwrap works on this worker, probed once per process by running `true` under the
-/// same namespace and mount flags the commands get. `Err` carries why not.
+/// same namespace and mount flags the commands get. `Err` carries why not. With a cache file
+/// set ([`set_probe_cache`]), a success is remembered there and a later process of the same
+/// boot skips the probe while nothing it depends on changed ([`probe_key`]).
 pub async fn bwrap_probe() -> Result<(), String> {
-    PROBE.get_or_init(run_probe).await.clone()
+    PROBE
+        .get_or_init(|| async {
+            let result = probe_cached(Path::new(BWRAP), PROBE_CACHE.get().map(PathBuf::as_path)).await;
+            match &result {
+                Ok(()) => tracing::info!(runner = "sandbox", "bwrap works; commands run confined"),
+                Err(reason) => {
+                    tracing::warn!(runner = "sandbox", %reason, "bwrap unusable; commands run unconfined")
+                }
+            }
+            result
+        })
+        .await
+        .clone()
 }
 
-async fn run_probe() -> Result<(), String> {
-    let mut probe = tokio::process::Command::new(BWRAP);
+/// Remembers successful probes of this process in `scratch_root/.bwrap-probe` (the first call
+/// wins; the worker calls it at start with its scratch root).
+pub fn set_probe_cache(scratch_root: &Path) {
+    let _ = PROBE_CACHE.set(scratch_root.join(PROBE_CACHE_FILE));
+}
+
+/// What a remembered success depends on, one `name=value` per line: the boot
+/// (`/proc/sys/kernel/random/boot_id`), this user, the program found on `PATH` (path, inode,
+/// size, modification time) and the kernel's namespace switches. `None` (never cached) when the
+/// boot id or the program cannot be read.
+pub fn probe_key(program: &Path) -> Option<String> {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let found = find_program(program)?;
+    let meta = std::fs::metadata(&found).ok()?;
+    let uid = std::fs::metadata("/proc/self").ok()?.uid();
+    let mut key = format!(
+        "boot={}\nuid={uid}\nprogram={}\nino={}\nsize={}\nmtime={}.{}\n",
+        boot.trim(),
+        found.display(),
+        meta.ino(),
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec()
+    );
+    for switch in [
+        "/proc/sys/user/max_user_namespaces",
+        "/proc/sys/user/max_pid_namespaces",
+        "/proc/sys/user/max_net_namespaces",
+        "/proc/sys/user/max_mnt_namespaces",
+        "/proc/sys/kernel/unprivileged_userns_clone",
+        "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+    ] {
+        let value = std::fs::read_to_string(switch).map(|v| v.trim().to_owned()).unwrap_or_else(|_| "-".into());
+        key.push_str(&format!("{switch}={value}\n"));
+    }
+    Some(key)
+}
+
+/// `program` itself when it has a directory part, else the first executable file of that name
+/// on `PATH`.
+fn find_program(program: &Path) -> Option<PathBuf> {
+    let is_executable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0);
+    if program.components().count() > 1 {
+        return is_executable(program).then(|| program.to_owned());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(program)).find(|p| is_executable(p))
+}
+
+/// The probe of `program`, skipped when `cache` holds the current [`probe_key`]; a success is
+/// written there (atomically; a failure to write is only logged), a failure is not remembered
+/// (the next process probes again).
+pub async fn probe_cached(program: &Path, cache: Option<&Path>) -> Result<(), String> {
+    let key = cache.and_then(|_| probe_key(program));
+    if let (Some(cache), Some(key)) = (cache, &key)
+        && std::fs::read_to_string(cache).is_ok_and(|kept| &kept == key)
+    {
+        tracing::debug!(runner = "sandbox", cache = %cache.display(), "bwrap probe remembered from earlier this boot");
+        return Ok(());
+    }
+    let result = run_probe(program).await;
+    if let (Ok(()), Some(cache), Some(key)) = (&result, cache, key) {
+        let tmp = cache.with_extension(format!("tmp-{}", std::process::id()));
+        let written = cache
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&tmp, key))
+            .and_then(|()| std::fs::rename(&tmp, cache));
+        if let Err(error) = written {
+            let _ = std::fs::remove_file(&tmp);
+            tracing::debug!(runner = "sandbox", %error, cache = %cache.display(), "could not remember the bwrap probe");
+        }
+    }
+    result
+}
+
+async fn run_probe(program: &Path) -> Result<(), String> {
+    let mut probe = tokio::process::Command::new(program);
     probe
         .args([
             "--ro-bind",
@@ -68,12 +165,6 @@ async fn run_probe() -> Result<(), String> {
             String::from_utf8_lossy(&output.stderr).trim()
         )),
     };
-    match &result {
-        Ok(()) => tracing::info!(runner = "sandbox", "bwrap works; commands run confined"),
-        Err(reason) => {
-            tracing::warn!(runner = "sandbox", %reason, "bwrap unusable; commands run unconfined")
-        }
-    }
     result
 }
 

@@ -39,7 +39,7 @@ mod sandbox_dir;
 mod verify;
 
 #[cfg(feature = "exec")]
-pub use confine::bwrap_probe;
+pub use confine::{PROBE_CACHE_FILE, bwrap_probe, probe_cached, probe_key, set_probe_cache};
 #[cfg(feature = "exec")]
 pub use container::{ContainerExec, ImageCheck};
 pub use error::SandboxError;

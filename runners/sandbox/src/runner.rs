@@ -38,7 +38,10 @@ impl Runner for SandboxRunner {
 
     /// Removes the sandboxes that workers of this host which died mid-verification (SIGKILL)
     /// left under `scratch_root` ([`clean_leftovers`]); each removal and failure is logged.
+    /// Remembers a successful bwrap probe in `scratch_root` for the rest of the boot
+    /// ([`crate::set_probe_cache`]).
     fn on_worker_start(&self, scratch_root: &Path) {
+        crate::confine::set_probe_cache(scratch_root);
         match clean_leftovers(scratch_root) {
             Ok(report) => {
                 for path in &report.removed {

@@ -1,6 +1,9 @@
 //! Live output on Redis ([`crate::output`]): one capped stream per job, `out:{id}` (entries with
 //! fields `s` = stream, `t` = fencing token, `d` = bytes), appended by `output_append.lua`
 //! (fenced on the running lease), read with `XRANGE`, trimmed with `XTRIM` when the job ends.
+//! A follower waits for new entries with `XREAD BLOCK` on a dedicated connection
+//! ([`RedisBackend::wait_output_stream`]): pushed by Redis when another process appends, with no
+//! change to the append script.
 //!
 //! An append retried after a lost reply (the connection dropped after Redis applied it) may
 //! store its chunks twice: live output is best effort, the result's outcome keeps the tails.
@@ -11,7 +14,7 @@ use std::time::Duration;
 use ::redis::Script;
 use tokio::time::Instant;
 
-use super::{RETRY_BUDGET, RedisBackend, transient};
+use super::{BLOCK_SLACK, RESPONSE_TIMEOUT, RETRY_BUDGET, RedisBackend, transient};
 use crate::error::EngineError;
 use crate::output::{NewOutput, OUTPUT_CAP_CHUNKS, OUTPUT_TAIL_CHUNKS, OutputChunk, OutputStream};
 
@@ -63,6 +66,57 @@ impl RedisBackend {
             .arg(limit.max(1))
             .query_async(&mut c))?;
         entries.into_iter().map(|(id, fields)| chunk(&what, id, fields)).collect()
+    }
+
+    /// See [`crate::QueueBackend::output_since`]: `XREAD BLOCK` (at most `timeout`) on
+    /// `out:{id}` after `after` (from the start when `None`; a stream not yet created is waited
+    /// for too) on a connection of the blocking pool, raced against `changed_since(seen)`.
+    /// A connection whose `XREAD` was abandoned (the change came first) is dropped, not pooled;
+    /// a failed one (a Redis restart) is dropped after a pause of at most 200 ms, so the next
+    /// call connects afresh.
+    pub(super) async fn wait_output_stream(&self, job_id: &str, after: Option<&str>, seen: u64, timeout: Duration) {
+        let key = self.output_key(job_id);
+        let start = match after {
+            None | Some("") => "0-0".to_owned(),
+            Some(c) => c.to_owned(),
+        };
+        let read = async {
+            let mut conn = match self.blocking_conn().await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::debug!(error = %e, "redis connection to follow job `{job_id}`'s output failed");
+                    tokio::time::sleep(timeout.min(Duration::from_millis(200))).await;
+                    return;
+                }
+            };
+            conn.set_response_timeout(timeout + BLOCK_SLACK);
+            // BLOCK 0 would wait forever.
+            let block_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX).max(1);
+            let reply: Result<::redis::Value, ::redis::RedisError> = ::redis::cmd("XREAD")
+                .arg("COUNT")
+                .arg(1)
+                .arg("BLOCK")
+                .arg(block_ms)
+                .arg("STREAMS")
+                .arg(&key)
+                .arg(&start)
+                .query_async(&mut conn)
+                .await;
+            match reply {
+                Ok(_) => {
+                    conn.set_response_timeout(RESPONSE_TIMEOUT);
+                    self.return_blocking_conn(conn);
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "redis wait on job `{job_id}`'s output failed");
+                    tokio::time::sleep(timeout.min(Duration::from_millis(200))).await;
+                }
+            }
+        };
+        tokio::select! {
+            () = read => {}
+            () = self.changes.changed_since(seen, timeout) => {}
+        }
     }
 
     /// See [`crate::QueueBackend::trim_output`].

@@ -44,6 +44,12 @@ impl QueueBackend for RedisBackend {
         self.changes.changed_since(seen, timeout).await;
     }
 
+    /// `XREAD BLOCK` on the job's output stream beside the `changed` wait
+    /// (`redis/output.rs`).
+    async fn output_since(&self, job_id: &str, after: Option<&str>, seen: u64, timeout: Duration) {
+        self.wait_output_stream(job_id, after, seen, timeout).await;
+    }
+
     async fn routes(&self) -> Result<Vec<String>, EngineError> {
         self.all_routes().await
     }

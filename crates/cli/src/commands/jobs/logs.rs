@@ -15,10 +15,20 @@ use crate::exit::{CliError, CliResult, OK};
 
 /// Chunks read per call.
 const PAGE: usize = 256;
-/// Longest `--follow` waits between two reads when the queue signals no change (the embedded
-/// queue signals new output at once; Redis signals the job's end, not its output, so there this
-/// is the pace at which new output is read).
-const FOLLOW_EVERY: Duration = Duration::from_millis(100);
+/// Longest `--follow` waits between two reads when neither new output nor a change of the job
+/// is signalled: the fallback for a lost wake-up (a Redis restart). New output wakes the
+/// follower at once on both backends ([`QueueBackend::output_since`]: the embedded queue's
+/// change signal; on Redis a blocking `XREAD` on the job's output stream), the job's end on
+/// the queue's change signal. `SKILLFORGE_FOLLOW_FALLBACK_MS` overrides it (tests set it long
+/// to show that the wake-ups, not this poll, deliver the output).
+const FOLLOW_FALLBACK: Duration = Duration::from_secs(1);
+
+fn follow_fallback() -> Duration {
+    std::env::var("SKILLFORGE_FOLLOW_FALLBACK_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(FOLLOW_FALLBACK, Duration::from_millis)
+}
 
 /// Arguments of `jobs logs`.
 #[derive(Debug, Args)]
@@ -40,6 +50,7 @@ pub async fn logs(ctx: &Context, args: LogsArgs) -> CliResult {
     let backend = ctx.queue().await?;
     let mut cursor: Option<String> = None;
     let mut printed_any = false;
+    let fallback = follow_fallback();
     loop {
         let seen = backend.change_seq();
         // The job's state is read before its output: output read after seeing it finished is
@@ -54,7 +65,7 @@ pub async fn logs(ctx: &Context, args: LogsArgs) -> CliResult {
             return Ok(OK);
         }
         if n == 0 {
-            backend.changed_since(seen, FOLLOW_EVERY).await;
+            backend.output_since(&args.id, cursor.as_deref(), seen, fallback).await;
         }
     }
 }
