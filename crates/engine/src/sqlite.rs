@@ -34,6 +34,7 @@
 //! One rule beyond the trait: a job whose cancellation was requested never goes back to
 //! `queued`. A finish, release or reap that would re-queue it makes it `cancelled` instead.
 
+mod compact;
 mod conn;
 mod finish;
 mod lease;
@@ -348,7 +349,7 @@ impl SqliteBackend {
         }
         let outcome = match &finish.outcome {
             Some(o) => Some(
-                serde_json::to_string(o)
+                compact::encode(compact::Doc::Outcome, o)
                     .map_err(|e| EngineError::sqlite(format!("{what}: encode outcome: {e}")))?,
             ),
             None => None,
@@ -411,7 +412,7 @@ impl SqliteBackend {
         now: i64,
     ) -> Result<Enqueued, EngineError> {
         let what = format!("enqueue on queue `{}`", spec.queue);
-        let spec_json = serde_json::to_string(spec)
+        let spec_json = compact::encode(compact::Doc::Spec, spec)
             .map_err(|e| EngineError::sqlite(format!("{what}: encode spec: {e}")))?;
         // A job pruned under its retention keeps its idempotency key in its tombstone.
         if let Some(key) = spec.idempotency_key.as_deref()

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 
+use super::compact::{Doc, decode};
 use crate::error::EngineError;
 use crate::job::{AttemptRecord, Job, JobSpec, JobState, Lease, WorkerIdentity};
 
@@ -52,7 +53,7 @@ pub(super) fn job_from_row(row: &SqliteRow) -> Result<(Job, i64), EngineError> {
         .map_err(|e| corrupt("?", format!("column `id`: {e}")))?;
     let spec_text: String = col(row, &id, "spec")?;
     let spec: JobSpec =
-        serde_json::from_str(&spec_text).map_err(|e| corrupt(&id, format!("spec json: {e}")))?;
+        decode(Doc::Spec, &spec_text).map_err(|e| corrupt(&id, format!("spec json: {e}")))?;
     let state_text: String = col(row, &id, "state")?;
     let state: JobState = state_text.parse().map_err(|e: String| corrupt(&id, e))?;
     let owner_worker: Option<String> = col(row, &id, "owner_worker")?;
@@ -70,7 +71,7 @@ pub(super) fn job_from_row(row: &SqliteRow) -> Result<(Job, i64), EngineError> {
     };
     let outcome = match col::<Option<String>>(row, &id, "outcome")? {
         Some(text) => Some(
-            serde_json::from_str(&text).map_err(|e| corrupt(&id, format!("outcome json: {e}")))?,
+            decode(Doc::Outcome, &text).map_err(|e| corrupt(&id, format!("outcome json: {e}")))?,
         ),
         None => None,
     };
@@ -121,12 +122,12 @@ pub(super) fn leased_job_from_row(
     let at = |i: usize, name: &str, e: sqlx::Error| corrupt(&id, format!("column `{name}` ({i}): {e}"));
     let spec_text: &str = row.try_get(1).map_err(|e| at(1, "spec", e))?;
     let spec: JobSpec =
-        serde_json::from_str(spec_text).map_err(|e| corrupt(&id, format!("spec json: {e}")))?;
+        decode(Doc::Spec, spec_text).map_err(|e| corrupt(&id, format!("spec json: {e}")))?;
     let attempts = row.try_get::<i64, _>(2).map_err(|e| at(2, "attempts", e))?.max(0) as u32;
     let fencing_token = row.try_get::<i64, _>(3).map_err(|e| at(3, "fencing_token", e))?.max(0) as u64;
     let outcome = match row.try_get::<Option<&str>, _>(7).map_err(|e| at(7, "outcome", e))? {
         Some(text) => Some(
-            serde_json::from_str(text).map_err(|e| corrupt(&id, format!("outcome json: {e}")))?,
+            decode(Doc::Outcome, text).map_err(|e| corrupt(&id, format!("outcome json: {e}")))?,
         ),
         None => None,
     };
