@@ -36,6 +36,7 @@
 
 mod compact;
 mod conn;
+mod key;
 mod finish;
 mod lease;
 mod list;
@@ -396,7 +397,7 @@ impl SqliteBackend {
         what: &str,
     ) -> Result<JobState, EngineError> {
         let state: Option<String> = sqlx::query_scalar("SELECT state FROM jobs WHERE id = ?1")
-            .bind(job_id)
+            .bind(key::Key::of(job_id))
             .fetch_optional(&mut **tx)
             .await
             .map_err(self.db(what))?;
@@ -425,9 +426,9 @@ impl SqliteBackend {
             "INSERT INTO jobs (id, queue, idempotency_key, state, max_attempts, idempotent, \
              heartbeat_ms, stale_after_ms, not_before_ms, created_at_ms, updated_at_ms) \
              VALUES (?1, ?2, ?3, 'queued', ?4, ?5, ?6, ?7, ?8, ?9, ?9) \
-             ON CONFLICT (idempotency_key) DO NOTHING RETURNING seq",
+             ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING seq",
         )
-        .bind(&id)
+        .bind(key::Key::of(&id))
         .bind(&spec.queue)
         .bind(spec.idempotency_key.as_deref())
         .bind(i64::from(spec.max_attempts))
@@ -449,11 +450,11 @@ impl SqliteBackend {
             return Ok(Enqueued { job_id: id, created: true });
         }
         let key = spec.idempotency_key.as_deref().unwrap_or_default();
-        let existing: String = sqlx::query_scalar("SELECT id FROM jobs WHERE idempotency_key = ?1")
+        let existing: key::Key = sqlx::query_scalar("SELECT id FROM jobs WHERE idempotency_key = ?1")
             .bind(key)
             .fetch_one(&mut **tx)
             .await
             .map_err(self.db(format!("{what}: find job with idempotency key `{key}`")))?;
-        Ok(Enqueued { job_id: existing, created: false })
+        Ok(Enqueued { job_id: existing.into_id(), created: false })
     }
 }

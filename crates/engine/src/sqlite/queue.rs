@@ -8,6 +8,7 @@ use sqlx::Row;
 use tokio_util::sync::CancellationToken;
 
 use super::{CLEAR_LEASE, SqliteBackend, to_i64};
+use super::key::{Key, id_of};
 use super::rows::{job_columns, lock_lease_from_row};
 use crate::backend::{QueueBackend, ReapAction};
 use crate::error::EngineError;
@@ -96,7 +97,7 @@ impl QueueBackend for SqliteBackend {
             "UPDATE jobs SET heartbeat_at_ms = ?3, stale_deadline_ms = ?3 + stale_after_ms \
              WHERE id = ?1 AND fencing_token = ?2 AND state = 'running' RETURNING cancel_requested",
         )
-        .bind(job_id)
+        .bind(Key::of(job_id))
         .bind(to_i64(fencing_token))
         .bind(now)
         .fetch_optional(&self.inner.writer)
@@ -142,7 +143,7 @@ impl QueueBackend for SqliteBackend {
              attempt_ended_at_ms = ?3, attempt_result = 'released', attempt_retry_delay_ms = NULL \
              WHERE id = ?1 AND fencing_token = ?2 AND state = 'running' RETURNING state"
         )))
-        .bind(job_id)
+        .bind(Key::of(job_id))
         .bind(to_i64(fencing_token))
         .bind(now)
         .fetch_optional(&mut *tx)
@@ -173,7 +174,7 @@ impl QueueBackend for SqliteBackend {
             .map(|row| {
                 let get = |e: sqlx::Error| EngineError::sqlite(format!("list expired leases: {e}"));
                 Ok(ExpiredLease {
-                    job_id: row.try_get("id").map_err(get)?,
+                    job_id: id_of(row, "id").map_err(get)?,
                     fencing_token: row.try_get::<i64, _>("fencing_token").map_err(get)? as u64,
                     attempts: row.try_get::<i64, _>("attempts").map_err(get)? as u32,
                     max_attempts: row.try_get::<i64, _>("max_attempts").map_err(get)? as u32,
@@ -208,7 +209,7 @@ impl QueueBackend for SqliteBackend {
              WHERE id = ?1 AND fencing_token = ?2 AND state = 'running' \
              AND stale_deadline_ms < ?4 RETURNING state"
         )))
-        .bind(job_id)
+        .bind(Key::of(job_id))
         .bind(to_i64(lease.fencing_token))
         .bind(next.as_str())
         .bind(now)
@@ -244,7 +245,7 @@ impl QueueBackend for SqliteBackend {
                     "UPDATE jobs SET state = 'cancelled', recovery_available = 0, result_pending = 1, \
                      fencing_token = fencing_token + (fencing_token > 0), attempt_no = NULL, updated_at_ms = ?2 WHERE id = ?1",
                 )
-                .bind(job_id)
+                .bind(Key::of(job_id))
                 .bind(now)
                 .execute(&mut *tx)
                 .await
@@ -253,7 +254,7 @@ impl QueueBackend for SqliteBackend {
             }
             JobState::Running => {
                 sqlx::query("UPDATE jobs SET cancel_requested = 1, updated_at_ms = ?2 WHERE id = ?1")
-                    .bind(job_id)
+                    .bind(Key::of(job_id))
                     .bind(now)
                     .execute(&mut *tx)
                     .await
@@ -286,7 +287,7 @@ impl QueueBackend for SqliteBackend {
              cancel_requested = 0, recovery_available = 0, result_pending = 0, updated_at_ms = ?2 \
              WHERE id = ?1",
         )
-        .bind(job_id)
+        .bind(Key::of(job_id))
         .bind(now)
         .execute(&mut *tx)
         .await
@@ -299,7 +300,7 @@ impl QueueBackend for SqliteBackend {
     async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError> {
         let jobs = self
             .read_jobs(
-                sqlx::query(concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = ?1")).bind(job_id),
+                sqlx::query(concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = ?1")).bind(Key::of(job_id)),
                 &format!("get job `{job_id}`"),
             )
             .await?;
@@ -336,7 +337,7 @@ impl QueueBackend for SqliteBackend {
         let acked: Option<i64> = sqlx::query_scalar(
             "UPDATE jobs SET result_pending = 0 WHERE id = ?1 AND fencing_token = ?2 RETURNING 1",
         )
-        .bind(job_id)
+        .bind(Key::of(job_id))
         .bind(to_i64(fencing_token))
         .fetch_optional(&self.inner.writer)
         .await
@@ -473,7 +474,11 @@ impl QueueBackend for SqliteBackend {
         let mut out = Vec::with_capacity(job_rows.len() + lock_rows.len());
         for (kind, rows, key) in [(LeaseKind::Job, &job_rows, "id"), (LeaseKind::Lock, &lock_rows, "name")] {
             for row in rows {
-                let name: String = row.try_get(key).map_err(self.db(what))?;
+                let name: String = match kind {
+                    LeaseKind::Job => id_of(row, key),
+                    LeaseKind::Lock => row.try_get(key),
+                }
+                .map_err(self.db(what))?;
                 let lease = lock_lease_from_row(row, &name)?;
                 out.push(LeaseView {
                     kind,

@@ -14,6 +14,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0003_retention.sql"),
     include_str!("migrations/0004_job_output.sql"),
     include_str!("migrations/0005_compact_json.sql"),
+    include_str!("migrations/0006_binary_ids.sql"),
 ];
 
 /// The schema version this build writes.
