@@ -374,7 +374,7 @@ impl QueueBackend for SqliteBackend {
         let now = now_ms();
         let mut tx = self.begin(&what).await?;
         let row = sqlx::query(
-            "SELECT fencing_token, held, owner_worker, owner_host, owner_pid, acquired_at_ms, \
+            "SELECT fencing_token, owner_worker, owner_host, owner_pid, acquired_at_ms, \
              heartbeat_at_ms, stale_after_ms FROM locks WHERE name = ?1",
         )
         .bind(name)
@@ -382,23 +382,27 @@ impl QueueBackend for SqliteBackend {
         .await
         .map_err(self.db(&what))?;
         if let Some(row) = row {
-            let held: bool = row.try_get("held").map_err(self.db(&what))?;
+            // A row is a held lock (schema v7): free unless its holder went stale.
             let stale_after_ms: i64 = row.try_get("stale_after_ms").map_err(self.db(&what))?;
             let lease = lock_lease_from_row(&row, name)?;
-            if held && now - lease.heartbeat_at_ms <= stale_after_ms {
+            if now - lease.heartbeat_at_ms <= stale_after_ms {
                 return Ok(LockAcquire::Held(lease));
             }
         }
-        let token: i64 = sqlx::query_scalar(
-            "INSERT INTO locks (name, fencing_token, held, owner_worker, owner_host, owner_pid, \
+        // The next token of the one counter (schema v7): higher than any this name ever had.
+        let token: i64 = sqlx::query_scalar("UPDATE lock_tokens SET last = last + 1 WHERE id = 1 RETURNING last")
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(self.db(&what))?;
+        sqlx::query(
+            "INSERT INTO locks (name, fencing_token, owner_worker, owner_host, owner_pid, \
              acquired_at_ms, heartbeat_at_ms, heartbeat_ms, stale_after_ms) \
-             VALUES (?1, 1, 1, ?2, ?3, ?4, ?5, ?5, ?6, ?7) \
-             ON CONFLICT (name) DO UPDATE SET fencing_token = fencing_token + 1, held = 1, \
+             VALUES (?1, ?8, ?2, ?3, ?4, ?5, ?5, ?6, ?7) \
+             ON CONFLICT (name) DO UPDATE SET fencing_token = excluded.fencing_token, \
              owner_worker = excluded.owner_worker, owner_host = excluded.owner_host, \
              owner_pid = excluded.owner_pid, acquired_at_ms = excluded.acquired_at_ms, \
              heartbeat_at_ms = excluded.heartbeat_at_ms, heartbeat_ms = excluded.heartbeat_ms, \
-             stale_after_ms = excluded.stale_after_ms \
-             RETURNING fencing_token",
+             stale_after_ms = excluded.stale_after_ms",
         )
         .bind(name)
         .bind(&owner.worker_id)
@@ -407,7 +411,8 @@ impl QueueBackend for SqliteBackend {
         .bind(now)
         .bind(to_i64(heartbeat.as_millis() as u64))
         .bind(to_i64(stale_after.as_millis() as u64))
-        .fetch_one(&mut *tx)
+        .bind(token)
+        .execute(&mut *tx)
         .await
         .map_err(self.db(&what))?;
         tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
@@ -416,7 +421,7 @@ impl QueueBackend for SqliteBackend {
 
     async fn renew_lock(&self, name: &str, fencing_token: u64) -> Result<bool, EngineError> {
         let done = sqlx::query(
-            "UPDATE locks SET heartbeat_at_ms = ?3 WHERE name = ?1 AND fencing_token = ?2 AND held = 1",
+            "UPDATE locks SET heartbeat_at_ms = ?3 WHERE name = ?1 AND fencing_token = ?2",
         )
         .bind(name)
         .bind(to_i64(fencing_token))
@@ -429,9 +434,7 @@ impl QueueBackend for SqliteBackend {
 
     async fn release_lock(&self, name: &str, fencing_token: u64) -> Result<bool, EngineError> {
         let done = sqlx::query(
-            "UPDATE locks SET held = 0, owner_worker = NULL, owner_host = NULL, owner_pid = NULL, \
-             acquired_at_ms = NULL, heartbeat_at_ms = NULL \
-             WHERE name = ?1 AND fencing_token = ?2 AND held = 1",
+            "DELETE FROM locks WHERE name = ?1 AND fencing_token = ?2",
         )
         .bind(name)
         .bind(to_i64(fencing_token))
@@ -443,9 +446,7 @@ impl QueueBackend for SqliteBackend {
 
     async fn reap_locks(&self) -> Result<Vec<String>, EngineError> {
         sqlx::query_scalar(
-            "UPDATE locks SET held = 0, owner_worker = NULL, owner_host = NULL, owner_pid = NULL, \
-             acquired_at_ms = NULL, heartbeat_at_ms = NULL \
-             WHERE held = 1 AND heartbeat_at_ms + stale_after_ms < ?1 RETURNING name",
+            "DELETE FROM locks WHERE heartbeat_at_ms + stale_after_ms < ?1 RETURNING name",
         )
         .bind(now_ms())
         .fetch_all(&self.inner.writer)
@@ -466,7 +467,7 @@ impl QueueBackend for SqliteBackend {
         .map_err(self.db(what))?;
         let lock_rows = sqlx::query(
             "SELECT name, fencing_token, owner_worker, owner_host, owner_pid, acquired_at_ms, \
-             heartbeat_at_ms, heartbeat_ms, stale_after_ms FROM locks WHERE held = 1 ORDER BY name",
+             heartbeat_at_ms, heartbeat_ms, stale_after_ms FROM locks ORDER BY name",
         )
         .fetch_all(&mut *conn)
         .await

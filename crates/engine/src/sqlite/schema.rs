@@ -15,6 +15,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0004_job_output.sql"),
     include_str!("migrations/0005_compact_json.sql"),
     include_str!("migrations/0006_binary_ids.sql"),
+    include_str!("migrations/0007_lock_tokens.sql"),
 ];
 
 /// The schema version this build writes.

@@ -1,7 +1,7 @@
 //! Upgrading a schema v4 file written by main's build before issue 19's size work
 //! (`fixtures/queue_v4.db`: made with that build's `skillforge jobs submit --wait`, `serve` and
 //! `jobs prune`): job ids become 16-byte keys everywhere (schema v6), old full-JSON specs and
-//! outcomes read unchanged (v5), and the queue goes on as before.
+//! outcomes read unchanged (v5), released lock rows go (v7), and the queue goes on as before.
 
 use super::*;
 
@@ -30,6 +30,10 @@ async fn a_v4_file_written_by_main_upgrades_to_binary_ids_and_reads_the_same() {
         sqlx::query_as("SELECT job_id, CAST(data AS TEXT) FROM job_output ORDER BY id").fetch_all(&pool).await.unwrap();
     let sequence: i64 = sqlx::query_scalar("SELECT seq FROM sqlite_sequence WHERE name = 'jobs'").fetch_one(&pool).await.unwrap();
     assert!(sequence > jobs.last().unwrap().0);
+    // Released locks (each worker's presence lock) kept their rows before schema v7.
+    let released: Vec<(String, i64)> =
+        sqlx::query_as("SELECT name, fencing_token FROM locks WHERE held = 0").fetch_all(&pool).await.unwrap();
+    assert!(!released.is_empty());
     pool.close().await;
 
     let q = SqliteBackend::open(&path).await.unwrap();
@@ -44,6 +48,15 @@ async fn a_v4_file_written_by_main_upgrades_to_binary_ids_and_reads_the_same() {
         .await
         .unwrap();
         assert_eq!(text, 0, "every {table}.{column} is a 16-byte key");
+    }
+
+    // Released lock rows are gone; a name's next token is past its old one (schema v7).
+    let locks: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM locks").fetch_one(&pool).await.unwrap();
+    assert_eq!(locks, 0, "released lock rows are deleted");
+    let (name, old) = &released[0];
+    match q.acquire_lock(name, &WorkerIdentity::new("w"), Duration::from_secs(1), Duration::from_secs(5)).await.unwrap() {
+        LockAcquire::Acquired { fencing_token } => assert!(fencing_token as i64 > *old),
+        held => panic!("{held:?}"),
     }
 
     // Every job reads back under its id, with its state and its whole history.
