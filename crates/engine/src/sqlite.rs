@@ -34,7 +34,9 @@
 //! One rule beyond the trait: a job whose cancellation was requested never goes back to
 //! `queued`. A finish, release or reap that would re-queue it makes it `cancelled` instead.
 
+mod compact;
 mod conn;
+mod key;
 mod finish;
 mod lease;
 mod list;
@@ -348,7 +350,7 @@ impl SqliteBackend {
         }
         let outcome = match &finish.outcome {
             Some(o) => Some(
-                serde_json::to_string(o)
+                compact::encode(compact::Doc::Outcome, o)
                     .map_err(|e| EngineError::sqlite(format!("{what}: encode outcome: {e}")))?,
             ),
             None => None,
@@ -395,7 +397,7 @@ impl SqliteBackend {
         what: &str,
     ) -> Result<JobState, EngineError> {
         let state: Option<String> = sqlx::query_scalar("SELECT state FROM jobs WHERE id = ?1")
-            .bind(job_id)
+            .bind(key::Key::of(job_id))
             .fetch_optional(&mut **tx)
             .await
             .map_err(self.db(what))?;
@@ -411,7 +413,7 @@ impl SqliteBackend {
         now: i64,
     ) -> Result<Enqueued, EngineError> {
         let what = format!("enqueue on queue `{}`", spec.queue);
-        let spec_json = serde_json::to_string(spec)
+        let spec_json = compact::encode(compact::Doc::Spec, spec)
             .map_err(|e| EngineError::sqlite(format!("{what}: encode spec: {e}")))?;
         // A job pruned under its retention keeps its idempotency key in its tombstone.
         if let Some(key) = spec.idempotency_key.as_deref()
@@ -424,9 +426,9 @@ impl SqliteBackend {
             "INSERT INTO jobs (id, queue, idempotency_key, state, max_attempts, idempotent, \
              heartbeat_ms, stale_after_ms, not_before_ms, created_at_ms, updated_at_ms) \
              VALUES (?1, ?2, ?3, 'queued', ?4, ?5, ?6, ?7, ?8, ?9, ?9) \
-             ON CONFLICT (idempotency_key) DO NOTHING RETURNING seq",
+             ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING seq",
         )
-        .bind(&id)
+        .bind(key::Key::of(&id))
         .bind(&spec.queue)
         .bind(spec.idempotency_key.as_deref())
         .bind(i64::from(spec.max_attempts))
@@ -448,11 +450,11 @@ impl SqliteBackend {
             return Ok(Enqueued { job_id: id, created: true });
         }
         let key = spec.idempotency_key.as_deref().unwrap_or_default();
-        let existing: String = sqlx::query_scalar("SELECT id FROM jobs WHERE idempotency_key = ?1")
+        let existing: key::Key = sqlx::query_scalar("SELECT id FROM jobs WHERE idempotency_key = ?1")
             .bind(key)
             .fetch_one(&mut **tx)
             .await
             .map_err(self.db(format!("{what}: find job with idempotency key `{key}`")))?;
-        Ok(Enqueued { job_id: existing, created: false })
+        Ok(Enqueued { job_id: existing.into_id(), created: false })
     }
 }

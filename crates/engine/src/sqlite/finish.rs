@@ -22,6 +22,7 @@ use sqlx::{Row, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
 use super::CLEAR_LEASE;
+use super::key::{id_of, key_of_text};
 use super::lease::{LeaseParams, decode_leased, lease_queue, lease_statement};
 use super::rows::LEASED_COLUMNS;
 use super::watch::Wake;
@@ -152,6 +153,7 @@ fn encode(round: &[FinishRequest]) -> Result<String, String> {
 /// `json_each` arguments that yield it, e.g. `?1`) at a time (`?2`, ms): each updates its
 /// job's row only when the job is still `running` under the item's fencing token.
 fn finish_statement(items: &str) -> String {
+    let id = key_of_text("(value ->> 0)");
     format!(
         "UPDATE jobs SET \
          state = CASE WHEN f.next = 'queued' AND jobs.cancel_requested = 1 THEN 'cancelled' ELSE f.next END, \
@@ -161,7 +163,7 @@ fn finish_statement(items: &str) -> String {
          attempt_ended_at_ms = ?2, attempt_result = f.result, \
          attempt_retry_delay_ms = CASE WHEN f.next = 'queued' AND jobs.cancel_requested = 0 \
                                   THEN f.delay END \
-         FROM (SELECT value ->> 0 AS id, value ->> 1 AS token, value ->> 2 AS next, \
+         FROM (SELECT {id} AS id, value ->> 1 AS token, value ->> 2 AS next, \
                value ->> 3 AS delay, value ->> 4 AS outcome, value ->> 5 AS error, \
                value ->> 6 AS result FROM json_each({items})) AS f \
          WHERE jobs.id = f.id AND jobs.fencing_token = f.token AND +jobs.state = 'running'"
@@ -268,7 +270,7 @@ async fn apply_in_one_command(
     for row in &rows {
         let run = row.try_get::<i64, _>(LEASED_COLUMNS).ok().and_then(|k| usize::try_from(k).ok());
         let Some((k, (_, worker, _))) = run.and_then(|k| runs.get(k).map(|r| (k, r))) else {
-            let id = row.try_get::<String, _>(0).unwrap_or_default();
+            let id = id_of(row, 0).unwrap_or_default();
             tracing::warn!(job_id = %id, "a leased job came back without its run; the reaper will recover it");
             continue;
         };
@@ -304,7 +306,7 @@ async fn apply_step_by_step(
         .await
         .map_err(|e| format!("update jobs: {e}"))?;
     for row in &rows {
-        let id: String = row.try_get(0).map_err(|e| format!("read updated id: {e}"))?;
+        let id: String = id_of(row, 0).map_err(|e| format!("read updated id: {e}"))?;
         let state: String = row.try_get(1).map_err(|e| format!("read updated state: {e}"))?;
         let state: JobState = state.parse()?;
         applied.insert(id, state);
@@ -318,15 +320,16 @@ async fn apply_step_by_step(
             .map(|r| r.job_id.as_str())
             .collect();
         let fenced = serde_json::to_string(&fenced).map_err(|e| format!("encode ids: {e}"))?;
-        let rows = sqlx::query(
-            "SELECT id, fencing_token FROM jobs WHERE id IN (SELECT value FROM json_each(?1))",
-        )
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT id, fencing_token FROM jobs WHERE id IN (SELECT {} FROM json_each(?1))",
+            key_of_text("value")
+        )))
         .bind(fenced)
         .fetch_all(&mut *tx)
         .await
         .map_err(|e| format!("read current tokens: {e}"))?;
         for row in &rows {
-            let id: String = row.try_get(0).map_err(|e| format!("read id: {e}"))?;
+            let id: String = id_of(row, 0).map_err(|e| format!("read id: {e}"))?;
             let token: i64 = row.try_get(1).map_err(|e| format!("read token: {e}"))?;
             current.insert(id, token);
         }
@@ -369,6 +372,7 @@ mod tests {
 
     use super::*;
     use crate::backend::QueueBackend;
+    use crate::sqlite::key::Key;
     use crate::job::JobSpec;
     use crate::sqlite::SqliteBackend;
 
@@ -430,13 +434,13 @@ mod tests {
         }
         let again = again.expect("the write connection is usable again");
         let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = ?1")
-            .bind(&job)
+            .bind(Key::of(&job))
             .fetch_one(&mut holder)
             .await
             .unwrap();
         assert_eq!(state, "running", "the dropped round applied nothing");
         let seen: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE id = ?1")
-            .bind(&again)
+            .bind(Key::of(&again))
             .fetch_one(&mut holder)
             .await
             .unwrap();

@@ -5,6 +5,7 @@
 use sqlx::Row;
 
 use super::SqliteBackend;
+use super::key::Key;
 use crate::error::EngineError;
 use crate::output::{NewOutput, OUTPUT_CAP_CHUNKS, OUTPUT_TAIL_CHUNKS, OutputChunk, OutputStream};
 
@@ -20,7 +21,7 @@ impl SqliteBackend {
         let mut tx = self.begin(&what).await?;
         let running: Option<i64> =
             sqlx::query_scalar("SELECT 1 FROM jobs WHERE id = ?1 AND fencing_token = ?2 AND state = 'running'")
-                .bind(job_id)
+                .bind(Key::of(job_id))
                 .bind(super::to_i64(fencing_token))
                 .fetch_optional(&mut *tx)
                 .await
@@ -30,7 +31,7 @@ impl SqliteBackend {
         }
         for chunk in chunks {
             sqlx::query("INSERT INTO job_output (job_id, fencing_token, stream, data) VALUES (?1, ?2, ?3, ?4)")
-                .bind(job_id)
+                .bind(Key::of(job_id))
                 .bind(super::to_i64(fencing_token))
                 .bind(chunk.stream.as_str())
                 .bind(&chunk.data)
@@ -61,7 +62,7 @@ impl SqliteBackend {
         let rows = sqlx::query(
             "SELECT id, fencing_token, stream, data FROM job_output WHERE job_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
         )
-        .bind(job_id)
+        .bind(Key::of(job_id))
         .bind(after)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .fetch_all(&self.inner.reader)
@@ -100,7 +101,7 @@ async fn keep_last(tx: &mut sqlx::SqliteConnection, job_id: &str, keep: usize) -
         "DELETE FROM job_output WHERE job_id = ?1 AND id <= \
          (SELECT id FROM job_output WHERE job_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
     )
-    .bind(job_id)
+    .bind(Key::of(job_id))
     .bind(i64::try_from(keep).unwrap_or(i64::MAX))
     .execute(tx)
     .await?;

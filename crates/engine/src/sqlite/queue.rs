@@ -8,6 +8,7 @@ use sqlx::Row;
 use tokio_util::sync::CancellationToken;
 
 use super::{CLEAR_LEASE, SqliteBackend, to_i64};
+use super::key::{Key, id_of};
 use super::rows::{job_columns, lock_lease_from_row};
 use crate::backend::{QueueBackend, ReapAction};
 use crate::error::EngineError;
@@ -96,7 +97,7 @@ impl QueueBackend for SqliteBackend {
             "UPDATE jobs SET heartbeat_at_ms = ?3, stale_deadline_ms = ?3 + stale_after_ms \
              WHERE id = ?1 AND fencing_token = ?2 AND state = 'running' RETURNING cancel_requested",
         )
-        .bind(job_id)
+        .bind(Key::of(job_id))
         .bind(to_i64(fencing_token))
         .bind(now)
         .fetch_optional(&self.inner.writer)
@@ -142,7 +143,7 @@ impl QueueBackend for SqliteBackend {
              attempt_ended_at_ms = ?3, attempt_result = 'released', attempt_retry_delay_ms = NULL \
              WHERE id = ?1 AND fencing_token = ?2 AND state = 'running' RETURNING state"
         )))
-        .bind(job_id)
+        .bind(Key::of(job_id))
         .bind(to_i64(fencing_token))
         .bind(now)
         .fetch_optional(&mut *tx)
@@ -173,7 +174,7 @@ impl QueueBackend for SqliteBackend {
             .map(|row| {
                 let get = |e: sqlx::Error| EngineError::sqlite(format!("list expired leases: {e}"));
                 Ok(ExpiredLease {
-                    job_id: row.try_get("id").map_err(get)?,
+                    job_id: id_of(row, "id").map_err(get)?,
                     fencing_token: row.try_get::<i64, _>("fencing_token").map_err(get)? as u64,
                     attempts: row.try_get::<i64, _>("attempts").map_err(get)? as u32,
                     max_attempts: row.try_get::<i64, _>("max_attempts").map_err(get)? as u32,
@@ -208,7 +209,7 @@ impl QueueBackend for SqliteBackend {
              WHERE id = ?1 AND fencing_token = ?2 AND state = 'running' \
              AND stale_deadline_ms < ?4 RETURNING state"
         )))
-        .bind(job_id)
+        .bind(Key::of(job_id))
         .bind(to_i64(lease.fencing_token))
         .bind(next.as_str())
         .bind(now)
@@ -244,7 +245,7 @@ impl QueueBackend for SqliteBackend {
                     "UPDATE jobs SET state = 'cancelled', recovery_available = 0, result_pending = 1, \
                      fencing_token = fencing_token + (fencing_token > 0), attempt_no = NULL, updated_at_ms = ?2 WHERE id = ?1",
                 )
-                .bind(job_id)
+                .bind(Key::of(job_id))
                 .bind(now)
                 .execute(&mut *tx)
                 .await
@@ -253,7 +254,7 @@ impl QueueBackend for SqliteBackend {
             }
             JobState::Running => {
                 sqlx::query("UPDATE jobs SET cancel_requested = 1, updated_at_ms = ?2 WHERE id = ?1")
-                    .bind(job_id)
+                    .bind(Key::of(job_id))
                     .bind(now)
                     .execute(&mut *tx)
                     .await
@@ -286,7 +287,7 @@ impl QueueBackend for SqliteBackend {
              cancel_requested = 0, recovery_available = 0, result_pending = 0, updated_at_ms = ?2 \
              WHERE id = ?1",
         )
-        .bind(job_id)
+        .bind(Key::of(job_id))
         .bind(now)
         .execute(&mut *tx)
         .await
@@ -299,7 +300,7 @@ impl QueueBackend for SqliteBackend {
     async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError> {
         let jobs = self
             .read_jobs(
-                sqlx::query(concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = ?1")).bind(job_id),
+                sqlx::query(concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = ?1")).bind(Key::of(job_id)),
                 &format!("get job `{job_id}`"),
             )
             .await?;
@@ -336,7 +337,7 @@ impl QueueBackend for SqliteBackend {
         let acked: Option<i64> = sqlx::query_scalar(
             "UPDATE jobs SET result_pending = 0 WHERE id = ?1 AND fencing_token = ?2 RETURNING 1",
         )
-        .bind(job_id)
+        .bind(Key::of(job_id))
         .bind(to_i64(fencing_token))
         .fetch_optional(&self.inner.writer)
         .await
@@ -373,7 +374,7 @@ impl QueueBackend for SqliteBackend {
         let now = now_ms();
         let mut tx = self.begin(&what).await?;
         let row = sqlx::query(
-            "SELECT fencing_token, held, owner_worker, owner_host, owner_pid, acquired_at_ms, \
+            "SELECT fencing_token, owner_worker, owner_host, owner_pid, acquired_at_ms, \
              heartbeat_at_ms, stale_after_ms FROM locks WHERE name = ?1",
         )
         .bind(name)
@@ -381,23 +382,27 @@ impl QueueBackend for SqliteBackend {
         .await
         .map_err(self.db(&what))?;
         if let Some(row) = row {
-            let held: bool = row.try_get("held").map_err(self.db(&what))?;
+            // A row is a held lock (schema v7): free unless its holder went stale.
             let stale_after_ms: i64 = row.try_get("stale_after_ms").map_err(self.db(&what))?;
             let lease = lock_lease_from_row(&row, name)?;
-            if held && now - lease.heartbeat_at_ms <= stale_after_ms {
+            if now - lease.heartbeat_at_ms <= stale_after_ms {
                 return Ok(LockAcquire::Held(lease));
             }
         }
-        let token: i64 = sqlx::query_scalar(
-            "INSERT INTO locks (name, fencing_token, held, owner_worker, owner_host, owner_pid, \
+        // The next token of the one counter (schema v7): higher than any this name ever had.
+        let token: i64 = sqlx::query_scalar("UPDATE lock_tokens SET last = last + 1 WHERE id = 1 RETURNING last")
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(self.db(&what))?;
+        sqlx::query(
+            "INSERT INTO locks (name, fencing_token, owner_worker, owner_host, owner_pid, \
              acquired_at_ms, heartbeat_at_ms, heartbeat_ms, stale_after_ms) \
-             VALUES (?1, 1, 1, ?2, ?3, ?4, ?5, ?5, ?6, ?7) \
-             ON CONFLICT (name) DO UPDATE SET fencing_token = fencing_token + 1, held = 1, \
+             VALUES (?1, ?8, ?2, ?3, ?4, ?5, ?5, ?6, ?7) \
+             ON CONFLICT (name) DO UPDATE SET fencing_token = excluded.fencing_token, \
              owner_worker = excluded.owner_worker, owner_host = excluded.owner_host, \
              owner_pid = excluded.owner_pid, acquired_at_ms = excluded.acquired_at_ms, \
              heartbeat_at_ms = excluded.heartbeat_at_ms, heartbeat_ms = excluded.heartbeat_ms, \
-             stale_after_ms = excluded.stale_after_ms \
-             RETURNING fencing_token",
+             stale_after_ms = excluded.stale_after_ms",
         )
         .bind(name)
         .bind(&owner.worker_id)
@@ -406,7 +411,8 @@ impl QueueBackend for SqliteBackend {
         .bind(now)
         .bind(to_i64(heartbeat.as_millis() as u64))
         .bind(to_i64(stale_after.as_millis() as u64))
-        .fetch_one(&mut *tx)
+        .bind(token)
+        .execute(&mut *tx)
         .await
         .map_err(self.db(&what))?;
         tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
@@ -415,7 +421,7 @@ impl QueueBackend for SqliteBackend {
 
     async fn renew_lock(&self, name: &str, fencing_token: u64) -> Result<bool, EngineError> {
         let done = sqlx::query(
-            "UPDATE locks SET heartbeat_at_ms = ?3 WHERE name = ?1 AND fencing_token = ?2 AND held = 1",
+            "UPDATE locks SET heartbeat_at_ms = ?3 WHERE name = ?1 AND fencing_token = ?2",
         )
         .bind(name)
         .bind(to_i64(fencing_token))
@@ -428,9 +434,7 @@ impl QueueBackend for SqliteBackend {
 
     async fn release_lock(&self, name: &str, fencing_token: u64) -> Result<bool, EngineError> {
         let done = sqlx::query(
-            "UPDATE locks SET held = 0, owner_worker = NULL, owner_host = NULL, owner_pid = NULL, \
-             acquired_at_ms = NULL, heartbeat_at_ms = NULL \
-             WHERE name = ?1 AND fencing_token = ?2 AND held = 1",
+            "DELETE FROM locks WHERE name = ?1 AND fencing_token = ?2",
         )
         .bind(name)
         .bind(to_i64(fencing_token))
@@ -442,9 +446,7 @@ impl QueueBackend for SqliteBackend {
 
     async fn reap_locks(&self) -> Result<Vec<String>, EngineError> {
         sqlx::query_scalar(
-            "UPDATE locks SET held = 0, owner_worker = NULL, owner_host = NULL, owner_pid = NULL, \
-             acquired_at_ms = NULL, heartbeat_at_ms = NULL \
-             WHERE held = 1 AND heartbeat_at_ms + stale_after_ms < ?1 RETURNING name",
+            "DELETE FROM locks WHERE heartbeat_at_ms + stale_after_ms < ?1 RETURNING name",
         )
         .bind(now_ms())
         .fetch_all(&self.inner.writer)
@@ -465,7 +467,7 @@ impl QueueBackend for SqliteBackend {
         .map_err(self.db(what))?;
         let lock_rows = sqlx::query(
             "SELECT name, fencing_token, owner_worker, owner_host, owner_pid, acquired_at_ms, \
-             heartbeat_at_ms, heartbeat_ms, stale_after_ms FROM locks WHERE held = 1 ORDER BY name",
+             heartbeat_at_ms, heartbeat_ms, stale_after_ms FROM locks ORDER BY name",
         )
         .fetch_all(&mut *conn)
         .await
@@ -473,7 +475,11 @@ impl QueueBackend for SqliteBackend {
         let mut out = Vec::with_capacity(job_rows.len() + lock_rows.len());
         for (kind, rows, key) in [(LeaseKind::Job, &job_rows, "id"), (LeaseKind::Lock, &lock_rows, "name")] {
             for row in rows {
-                let name: String = row.try_get(key).map_err(self.db(what))?;
+                let name: String = match kind {
+                    LeaseKind::Job => id_of(row, key),
+                    LeaseKind::Lock => row.try_get(key),
+                }
+                .map_err(self.db(what))?;
                 let lease = lock_lease_from_row(row, &name)?;
                 out.push(LeaseView {
                     kind,

@@ -13,6 +13,7 @@
 use sqlx::{Row, Sqlite, Transaction};
 
 use super::SqliteBackend;
+use super::key::Key;
 use crate::error::EngineError;
 use crate::job::now_ms;
 use crate::retention::{Bound, PruneBatch, PruneRule, RetainClass, Tombstone};
@@ -87,8 +88,9 @@ impl SqliteBackend {
                 .await
                 .map_err(self.db(what))?;
             // Its live output (schema v4) goes with it.
+            let key: Key = row.try_get("id").map_err(self.db(what))?;
             sqlx::query("DELETE FROM job_output WHERE job_id = ?1")
-                .bind(row.try_get::<String, _>("id").map_err(self.db(what))?)
+                .bind(&key)
                 .execute(&mut **tx)
                 .await
                 .map_err(self.db(what))?;
@@ -96,7 +98,7 @@ impl SqliteBackend {
                 "INSERT OR REPLACE INTO pruned_jobs (id, succeeded, state, idempotency_key, finished_at_ms, pruned_at_ms) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )
-            .bind(row.try_get::<String, _>("id").map_err(self.db(what))?)
+            .bind(key)
             .bind(succeeded)
             .bind(row.try_get::<String, _>("state").map_err(self.db(what))?)
             .bind(row.try_get::<Option<String>, _>("idempotency_key").map_err(self.db(what))?)
@@ -143,7 +145,7 @@ impl SqliteBackend {
         let succeeded = rule.class == RetainClass::Succeeded;
         let newest_excluded = match rule.tombstones.keep_newest {
             None => None,
-            Some(n) => sqlx::query_as::<_, (i64, String)>(
+            Some(n) => sqlx::query_as::<_, (i64, Key)>(
                 "SELECT pruned_at_ms, id FROM pruned_jobs WHERE succeeded = ?1 \
                  ORDER BY pruned_at_ms DESC, id DESC LIMIT 1 OFFSET ?2 + 0",
             )
@@ -153,8 +155,7 @@ impl SqliteBackend {
             .await
             .map_err(self.db(what))?,
         };
-        // '\u{10ffff}' sorts after every id.
-        let Some((until_ms, until_id)) = boundary(&rule.tombstones, newest_excluded, "\u{10ffff}".to_owned()) else {
+        let Some((until_ms, until_id)) = boundary(&rule.tombstones, newest_excluded, Key::after_all()) else {
             return Ok(0);
         };
         let done = sqlx::query(
@@ -219,7 +220,7 @@ impl SqliteBackend {
         let row = sqlx::query(
             "SELECT state, idempotency_key, finished_at_ms, pruned_at_ms FROM pruned_jobs WHERE id = ?1",
         )
-        .bind(job_id)
+        .bind(Key::of(job_id))
         .fetch_optional(&self.inner.reader)
         .await
         .map_err(self.db(&what))?;
@@ -243,11 +244,12 @@ impl SqliteBackend {
         key: &str,
         what: &str,
     ) -> Result<Option<String>, EngineError> {
-        sqlx::query_scalar("SELECT id FROM pruned_jobs WHERE idempotency_key = ?1")
+        let id: Option<Key> = sqlx::query_scalar("SELECT id FROM pruned_jobs WHERE idempotency_key = ?1")
             .bind(key)
             .fetch_optional(&mut **tx)
             .await
-            .map_err(self.db(format!("{what}: look up pruned jobs with idempotency key `{key}`")))
+            .map_err(self.db(format!("{what}: look up pruned jobs with idempotency key `{key}`")))?;
+        Ok(id.map(Key::into_id))
     }
 }
 

@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 
+use super::compact::{Doc, decode};
+use super::key::{id_of, key_of_text};
 use crate::error::EngineError;
 use crate::job::{AttemptRecord, Job, JobSpec, JobState, Lease, WorkerIdentity};
 
@@ -47,12 +49,10 @@ where
 /// kept in the row (schema v2: the latest one, when `attempt_no` is set);
 /// [`attach_history`] adds the earlier ones from `job_attempts`.
 pub(super) fn job_from_row(row: &SqliteRow) -> Result<(Job, i64), EngineError> {
-    let id: String = row
-        .try_get("id")
-        .map_err(|e| corrupt("?", format!("column `id`: {e}")))?;
+    let id: String = id_of(row, "id").map_err(|e| corrupt("?", format!("column `id`: {e}")))?;
     let spec_text: String = col(row, &id, "spec")?;
     let spec: JobSpec =
-        serde_json::from_str(&spec_text).map_err(|e| corrupt(&id, format!("spec json: {e}")))?;
+        decode(Doc::Spec, &spec_text).map_err(|e| corrupt(&id, format!("spec json: {e}")))?;
     let state_text: String = col(row, &id, "state")?;
     let state: JobState = state_text.parse().map_err(|e: String| corrupt(&id, e))?;
     let owner_worker: Option<String> = col(row, &id, "owner_worker")?;
@@ -70,7 +70,7 @@ pub(super) fn job_from_row(row: &SqliteRow) -> Result<(Job, i64), EngineError> {
     };
     let outcome = match col::<Option<String>>(row, &id, "outcome")? {
         Some(text) => Some(
-            serde_json::from_str(&text).map_err(|e| corrupt(&id, format!("outcome json: {e}")))?,
+            decode(Doc::Outcome, &text).map_err(|e| corrupt(&id, format!("outcome json: {e}")))?,
         ),
         None => None,
     };
@@ -117,16 +117,16 @@ pub(super) fn leased_job_from_row(
     worker: &WorkerIdentity,
     now: i64,
 ) -> Result<(Job, i64), EngineError> {
-    let id: String = row.try_get(0).map_err(|e| corrupt("?", format!("column `id`: {e}")))?;
+    let id: String = id_of(row, 0).map_err(|e| corrupt("?", format!("column `id`: {e}")))?;
     let at = |i: usize, name: &str, e: sqlx::Error| corrupt(&id, format!("column `{name}` ({i}): {e}"));
     let spec_text: &str = row.try_get(1).map_err(|e| at(1, "spec", e))?;
     let spec: JobSpec =
-        serde_json::from_str(spec_text).map_err(|e| corrupt(&id, format!("spec json: {e}")))?;
+        decode(Doc::Spec, spec_text).map_err(|e| corrupt(&id, format!("spec json: {e}")))?;
     let attempts = row.try_get::<i64, _>(2).map_err(|e| at(2, "attempts", e))?.max(0) as u32;
     let fencing_token = row.try_get::<i64, _>(3).map_err(|e| at(3, "fencing_token", e))?.max(0) as u64;
     let outcome = match row.try_get::<Option<&str>, _>(7).map_err(|e| at(7, "outcome", e))? {
         Some(text) => Some(
-            serde_json::from_str(text).map_err(|e| corrupt(&id, format!("outcome json: {e}")))?,
+            decode(Doc::Outcome, text).map_err(|e| corrupt(&id, format!("outcome json: {e}")))?,
         ),
         None => None,
     };
@@ -182,6 +182,16 @@ fn attempt_from_row(row: &SqliteRow, job_id: &str) -> Result<AttemptRecord, Engi
     })
 }
 
+/// The `job_attempts` rows of the job ids in the JSON array `?1`.
+static HISTORY: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT job_id, attempt, fencing_token, worker, host, pid, started_at_ms, ended_at_ms, \
+         result, retry_delay_ms FROM job_attempts \
+         WHERE job_id IN (SELECT {} FROM json_each(?1)) ORDER BY job_id, fencing_token",
+        key_of_text("value")
+    )
+});
+
 /// Completes `history` (oldest first) of every job in `jobs` (as read by [`job_from_row`]) with
 /// its `job_attempts` rows, in one query. A row with the fencing token of the attempt kept in
 /// the job's row is an older copy of it (written by schema v1) and is skipped.
@@ -194,20 +204,15 @@ pub(super) async fn attach_history(
     }
     let ids = serde_json::to_string(&jobs.iter().map(|j| j.id.as_str()).collect::<Vec<_>>())
         .map_err(|e| EngineError::sqlite(format!("job history: encode ids: {e}")))?;
-    let rows = sqlx::query(
-        "SELECT job_id, attempt, fencing_token, worker, host, pid, started_at_ms, ended_at_ms, \
-         result, retry_delay_ms FROM job_attempts \
-         WHERE job_id IN (SELECT value FROM json_each(?1)) ORDER BY job_id, fencing_token",
-    )
+    let rows = sqlx::query(HISTORY.as_str())
     .bind(ids)
     .fetch_all(&mut *conn)
     .await
     .map_err(|e| EngineError::sqlite(format!("job history: {e}")))?;
     let mut by_job: HashMap<String, Vec<AttemptRecord>> = HashMap::new();
     for row in &rows {
-        let job_id: String = row
-            .try_get("job_id")
-            .map_err(|e| corrupt("?", format!("attempt column `job_id`: {e}")))?;
+        let job_id: String =
+            id_of(row, "job_id").map_err(|e| corrupt("?", format!("attempt column `job_id`: {e}")))?;
         let record = attempt_from_row(row, &job_id)?;
         by_job.entry(job_id).or_default().push(record);
     }

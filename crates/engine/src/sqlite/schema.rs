@@ -13,6 +13,9 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0002_last_attempt_in_row.sql"),
     include_str!("migrations/0003_retention.sql"),
     include_str!("migrations/0004_job_output.sql"),
+    include_str!("migrations/0005_compact_json.sql"),
+    include_str!("migrations/0006_binary_ids.sql"),
+    include_str!("migrations/0007_lock_tokens.sql"),
 ];
 
 /// The schema version this build writes.

@@ -39,10 +39,10 @@ async fn named_locks() {
     // Tokens keep increasing after a release.
     assert_eq!(q.acquire_lock(name, &a, hb, stale).await.unwrap(), LockAcquire::Acquired { fencing_token: 3 });
 
-    // reap_locks frees only stale locks.
+    // reap_locks frees only stale locks. Tokens come from one counter for every name (schema v7).
     assert_eq!(
         q.acquire_lock("other", &a, hb, Duration::from_secs(60)).await.unwrap(),
-        LockAcquire::Acquired { fencing_token: 1 }
+        LockAcquire::Acquired { fencing_token: 4 }
     );
     let reaped = eventually(Duration::from_secs(5), "stale lock to be reaped", || async {
         let r = q.reap_locks().await.unwrap();
@@ -51,8 +51,53 @@ async fn named_locks() {
     .await;
     assert_eq!(reaped, vec![name.to_owned()]);
     assert!(!q.renew_lock(name, 3).await.unwrap());
-    assert!(q.renew_lock("other", 1).await.unwrap());
-    assert_eq!(q.acquire_lock(name, &b, hb, stale).await.unwrap(), LockAcquire::Acquired { fencing_token: 4 });
+    assert!(q.renew_lock("other", 4).await.unwrap());
+    assert_eq!(q.acquire_lock(name, &b, hb, stale).await.unwrap(), LockAcquire::Acquired { fencing_token: 5 });
+}
+
+/// Issue 19 item 4: `locks` holds only held locks. A released or reaped lock's row is deleted,
+/// and a name's fencing tokens still strictly increase across release, re-acquire, reap and a
+/// reopen of the file (they come from one counter, `lock_tokens`).
+#[tokio::test]
+async fn released_and_reaped_lock_rows_are_deleted_and_tokens_keep_increasing_across_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("queue.db");
+    let rows = || async {
+        let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display())).await.unwrap();
+        let names: Vec<String> = sqlx::query_scalar("SELECT name FROM locks ORDER BY name").fetch_all(&pool).await.unwrap();
+        pool.close().await;
+        names
+    };
+    let w = WorkerIdentity::new("w");
+    let hb = Duration::from_millis(10);
+    let (long, short) = (Duration::from_secs(60), Duration::from_millis(30));
+    let token = |a: LockAcquire| match a {
+        LockAcquire::Acquired { fencing_token } => fencing_token,
+        held => panic!("expected to acquire, got {held:?}"),
+    };
+    let mut seen = Vec::new();
+    {
+        let q = SqliteBackend::open(&path).await.unwrap();
+        for _ in 0..3 {
+            let t = token(q.acquire_lock("l", &w, hb, long).await.unwrap());
+            assert!(q.release_lock("l", t).await.unwrap());
+            seen.push(t);
+        }
+        assert!(rows().await.is_empty(), "released rows are gone");
+        token(q.acquire_lock("kept", &w, hb, long).await.unwrap());
+        seen.push(token(q.acquire_lock("l", &w, hb, short).await.unwrap()));
+        let reaped = eventually(Duration::from_secs(5), "the stale lock to be reaped", || async {
+            let r = q.reap_locks().await.unwrap();
+            (!r.is_empty()).then_some(r)
+        })
+        .await;
+        assert_eq!(reaped, vec!["l".to_owned()]);
+        assert_eq!(rows().await, vec!["kept".to_owned()], "the reaped row is gone, the held one stays");
+    }
+    let q = SqliteBackend::open(&path).await.unwrap();
+    seen.push(token(q.acquire_lock("l", &w, hb, long).await.unwrap()));
+    assert!(seen.windows(2).all(|p| p[0] < p[1]), "tokens of `l` strictly increase: {seen:?}");
+    assert_eq!(q.leases().await.unwrap().iter().filter(|v| v.kind == LeaseKind::Lock).count(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,6 +22,7 @@ mod recovery;
 mod retention;
 mod lost_reply;
 mod live;
+mod upgrade;
 
 async fn open(dir: &tempfile::TempDir) -> SqliteBackend {
     SqliteBackend::open(&dir.path().join("queue.db")).await.expect("open queue")

@@ -24,7 +24,7 @@ async fn a_corrupt_job_never_fails_its_round_and_ends_dead_through_the_reaper() 
     let raw = sqlx::SqlitePool::connect(&format!("sqlite://{}", dir.path().join("queue.db").display()))
         .await
         .unwrap();
-    sqlx::query("UPDATE job_specs SET spec = '{}' WHERE seq = (SELECT seq FROM jobs WHERE id = ?1)")
+    sqlx::query("UPDATE job_specs SET spec = '{}' WHERE seq = (SELECT seq FROM jobs WHERE id = unhex(replace(?1, '-', '')))")
         .bind(&corrupt)
         .execute(&raw)
         .await
@@ -32,7 +32,7 @@ async fn a_corrupt_job_never_fails_its_round_and_ends_dead_through_the_reaper() 
     let stored = |id: String| {
         let raw = raw.clone();
         async move {
-            sqlx::query_as::<_, (String, i64, i64)>("SELECT state, fencing_token, attempts FROM jobs WHERE id = ?1")
+            sqlx::query_as::<_, (String, i64, i64)>("SELECT state, fencing_token, attempts FROM jobs WHERE id = unhex(replace(?1, '-', ''))")
                 .bind(id)
                 .fetch_one(&raw)
                 .await
