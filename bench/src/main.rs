@@ -135,13 +135,14 @@ struct AllArgs {
     #[arg(long)]
     quick: bool,
     /// Figures to run (comma-separated): throughput, latency, recovery, and (not by default)
-    /// scale: bytes per job, drain and latency with a large backlog, pages over retained jobs.
+    /// scale: bytes per job, drain and latency with a large backlog, pages over retained jobs;
+    /// memory: the bytes per job of the scale figure alone (`--memory-n` jobs).
     #[arg(long, default_value = "throughput,latency,recovery", value_delimiter = ',')]
     figures: Vec<String>,
     /// Scale figure: the large backlog (drain, pages) and the delayed backlog behind the latency jobs.
     #[arg(long, default_value_t = 1_000_000)]
     scale_n: u64,
-    /// Scale figure: jobs of the memory figure.
+    /// Memory figure (alone or in the scale figure): jobs queued, then drained and retained.
     #[arg(long, default_value_t = 100_000)]
     memory_n: u64,
 }
@@ -180,6 +181,8 @@ struct Results {
     latency: BTreeMap<String, Vec<LatencyTrial>>,
     recovery: BTreeMap<String, Vec<RecoveryTrial>>,
     scale: Option<(scale::ScaleParams, scale::ScaleResults)>,
+    /// The memory figure run alone (`--figures memory`): its n and the bytes per job per system.
+    memory: Option<(u64, BTreeMap<String, scale::Memory>)>,
     errors: Vec<String>,
 }
 
@@ -256,6 +259,7 @@ async fn all(a: AllArgs) -> Result<()> {
         latency: BTreeMap::new(),
         recovery: BTreeMap::new(),
         scale: None,
+        memory: None,
         errors: Vec::new(),
     };
     let url = a.redis_url.clone();
@@ -366,6 +370,16 @@ async fn all(a: AllArgs) -> Result<()> {
         }
     }
 
+    if want("memory") {
+        let n = if quick { 2_000 } else { a.memory_n };
+        let mut errors = Vec::new();
+        let res = scale::memory(&url, &bull, n, params.concurrency, &mut errors).await;
+        r.errors.extend(errors);
+        if let Some(m) = note(&mut r.errors, "memory", res) {
+            r.memory = Some((n, m));
+        }
+    }
+
     if want("scale") {
         let p = scale::ScaleParams {
             memory_n: if quick { 2_000 } else { a.memory_n },
@@ -394,6 +408,9 @@ async fn all(a: AllArgs) -> Result<()> {
     let mut md = report::markdown(&r);
     if let Some((p, s)) = &r.scale {
         md.push_str(&scale::markdown(s, p));
+    }
+    if let Some((n, m)) = &r.memory {
+        md.push_str(&scale::memory_markdown(m, *n));
     }
     let md_path = json_path.with_extension("md");
     std::fs::write(&md_path, &md)?;

@@ -172,6 +172,77 @@ async fn sf_pages(backend: &Arc<dyn QueueBackend>, calls: usize) -> Result<(Call
     Ok((CallTimes::of(&list), CallTimes::of(&show)))
 }
 
+/// The memory figure alone (`bench/run.sh --figures memory`, and the first part of the scale
+/// figure): bytes per job of skillforge on Redis, BullMQ on the same redis-server, and skillforge
+/// on SQLite, each from an empty store with `n` no-op jobs, keyed `skillforge_redis`, `bullmq`,
+/// `skillforge_sqlite`. A system that fails is missing from the map, its error in `errors`.
+pub async fn memory(
+    url: &str,
+    bull: &BullMq,
+    n: u64,
+    concurrency: usize,
+    errors: &mut Vec<String>,
+) -> Result<std::collections::BTreeMap<String, Memory>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut note = |what: &str, e: anyhow::Error| {
+        let msg = format!("{what}: {e:#}");
+        eprintln!("  ERROR {msg}");
+        errors.push(msg);
+    };
+    eprintln!("memory per job (n = {n})");
+    util::redis_flushall(url).await?;
+    let redis = Target::Redis { url: url.to_owned(), namespace: "mem".into() };
+    match sf_memory(&redis, n, concurrency).await {
+        Ok(m) => drop(out.insert("skillforge_redis".into(), m)),
+        Err(e) => note("memory skillforge redis", e),
+    }
+    util::redis_flushall(url).await?;
+    match bull.memory("mem", n, concurrency).await {
+        Ok(m) => drop(out.insert("bullmq".into(), m)),
+        Err(e) => note("memory bullmq", e),
+    }
+    util::redis_flushall(url).await?;
+    let dir = tempfile::tempdir()?;
+    let sqlite = Target::Sqlite { path: sf::sqlite_file(dir.path(), "mem") };
+    match sf_memory(&sqlite, n, concurrency).await {
+        Ok(m) => drop(out.insert("skillforge_sqlite".into(), m)),
+        Err(e) => note("memory skillforge sqlite", e),
+    }
+    drop(dir);
+    util::redis_flushall(url).await?;
+    eprintln!("  {out:?}");
+    Ok(out)
+}
+
+/// The two bytes-per-job rows of the memory and scale tables (markdown, no header).
+fn memory_rows(o: &mut String, memory: &std::collections::BTreeMap<String, Memory>) {
+    let cell = |v: Option<f64>| v.map(|x| format!("{x:.0} B")).unwrap_or_else(|| "missing".into());
+    let mem = |k: &str, f: fn(&Memory) -> f64| cell(memory.get(k).map(f));
+    let _ = writeln!(
+        o,
+        "| bytes per queued job | {} | {} | {} | ≤ BullMQ |",
+        mem("skillforge_redis", |m| m.queued_bytes_per_job),
+        mem("bullmq", |m| m.queued_bytes_per_job),
+        mem("skillforge_sqlite", |m| m.queued_bytes_per_job),
+    );
+    let _ = writeln!(
+        o,
+        "| bytes per retained finished job | {} | {} | {} | ≤ BullMQ |",
+        mem("skillforge_redis", |m| m.finished_bytes_per_job),
+        mem("bullmq", |m| m.finished_bytes_per_job),
+        mem("skillforge_sqlite", |m| m.finished_bytes_per_job),
+    );
+}
+
+/// The memory figure's table (markdown).
+pub fn memory_markdown(memory: &std::collections::BTreeMap<String, Memory>, n: u64) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "\n#### Memory per job (one trial; n = {n})\n");
+    let _ = writeln!(o, "| figure | skillforge Redis | BullMQ | skillforge SQLite | goal |\n|---|---|---|---|---|");
+    memory_rows(&mut o, memory);
+    o
+}
+
 /// Runs the scale figures (one trial each: the large backlogs take minutes on this machine).
 pub async fn run(url: &str, bull: &BullMq, p: &ScaleParams, errors: &mut Vec<String>) -> Result<ScaleResults> {
     let mut r = ScaleResults::default();
@@ -181,27 +252,7 @@ pub async fn run(url: &str, bull: &BullMq, p: &ScaleParams, errors: &mut Vec<Str
         errors.push(msg);
     };
 
-    eprintln!("scale: memory per job (n = {})", p.memory_n);
-    util::redis_flushall(url).await?;
-    let redis = Target::Redis { url: url.to_owned(), namespace: "mem".into() };
-    match sf_memory(&redis, p.memory_n, p.concurrency).await {
-        Ok(m) => drop(r.memory.insert("skillforge_redis".into(), m)),
-        Err(e) => note(errors, "memory skillforge redis", e),
-    }
-    util::redis_flushall(url).await?;
-    match bull.memory("mem", p.memory_n, p.concurrency).await {
-        Ok(m) => drop(r.memory.insert("bullmq".into(), m)),
-        Err(e) => note(errors, "memory bullmq", e),
-    }
-    util::redis_flushall(url).await?;
-    let dir = tempfile::tempdir()?;
-    let sqlite = Target::Sqlite { path: sf::sqlite_file(dir.path(), "mem") };
-    match sf_memory(&sqlite, p.memory_n, p.concurrency).await {
-        Ok(m) => drop(r.memory.insert("skillforge_sqlite".into(), m)),
-        Err(e) => note(errors, "memory skillforge sqlite", e),
-    }
-    drop(dir);
-    eprintln!("  {:?}", r.memory);
+    r.memory = memory(url, bull, p.memory_n, p.concurrency, errors).await?;
 
     for (n, large) in [(p.small_n, false), (p.large_n, true)] {
         eprintln!("scale: drain of {n} queued");
@@ -302,21 +353,7 @@ pub fn markdown(r: &ScaleResults, p: &ScaleParams) -> String {
     let _ = writeln!(o, "| figure | skillforge Redis | BullMQ | skillforge SQLite | goal |\n|---|---|---|---|---|");
     let cell = |v: Option<f64>, unit: &str| v.map(|x| format!("{x:.0}{unit}")).unwrap_or_else(|| "missing".into());
     let cellf = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_else(|| "missing".into());
-    let mem = |k: &str, f: fn(&Memory) -> f64| r.memory.get(k).map(f);
-    let _ = writeln!(
-        o,
-        "| bytes per queued job | {} | {} | {} | ≤ BullMQ |",
-        cell(mem("skillforge_redis", |m| m.queued_bytes_per_job), " B"),
-        cell(mem("bullmq", |m| m.queued_bytes_per_job), " B"),
-        cell(mem("skillforge_sqlite", |m| m.queued_bytes_per_job), " B"),
-    );
-    let _ = writeln!(
-        o,
-        "| bytes per retained finished job | {} | {} | {} | ≤ BullMQ |",
-        cell(mem("skillforge_redis", |m| m.finished_bytes_per_job), " B"),
-        cell(mem("bullmq", |m| m.finished_bytes_per_job), " B"),
-        cell(mem("skillforge_sqlite", |m| m.finished_bytes_per_job), " B"),
-    );
+    memory_rows(&mut o, &r.memory);
     let rate = |m: &std::collections::BTreeMap<String, ThroughputTrial>, k: &str| m.get(k).map(|t| t.rate);
     for (label, m) in [("drain jobs/s, small backlog", &r.drain_small), ("drain jobs/s, large backlog", &r.drain_large)] {
         let _ = writeln!(
