@@ -135,10 +135,10 @@ fn s72_s73_an_intercepted_ask_holds_one_session_and_its_pick_is_recorded_later()
     let asked: Value = serde_json::from_str(&out).unwrap();
     let live = &asked["live_ab"];
     assert_eq!((live["intercepted"].as_bool(), live["skipped"].as_str()), (Some(true), Some("no pick captured")), "{asked}");
-    // S-72: the champion and the challenger ran under one lock of the agent's session: the first
-    // ever taken on it, and released afterwards.
+    // S-72: the champion and the challenger ran under one lock of the agent's session (one
+    // token, from the counter every lock name shares since queue schema v7), released afterwards.
     assert_eq!(live["session"]["lock"], "agent-session:planner:scripted", "{live}");
-    assert_eq!(live["session"]["fencing_token"], 1, "one lock for both answers: {live}");
+    let first_token = live["session"]["fencing_token"].as_u64().unwrap_or_else(|| panic!("one lock for both answers: {live}"));
     let locks = home.json(&["locks"]);
     assert!(!locks.as_array().unwrap().iter().any(|l| l["name"] == "agent-session:planner:scripted"), "released: {locks}");
     let jobs = home.json(&["jobs", "list", "--limit", "1000"]);
@@ -162,7 +162,7 @@ fn s72_s73_an_intercepted_ask_holds_one_session_and_its_pick_is_recorded_later()
     assert_eq!(arms(&home), after);
     // The next intercepted ask takes the session once more: the next fencing token.
     let next = home.json(&["ask", "planner", "Again?", "--pick", "a"]);
-    assert_eq!(next["live_ab"]["session"]["fencing_token"], 2, "{next}");
+    assert!(next["live_ab"]["session"]["fencing_token"].as_u64().is_some_and(|t| t > first_token), "{next}");
     // S-74: live A/B never promotes.
     assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending");
 }
