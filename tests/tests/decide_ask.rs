@@ -50,15 +50,23 @@ fn effects(path: &Path) -> Vec<(String, String, String)> {
         .collect()
 }
 
-// S-72: two asks on one session, each intercepted for a live A/B, hold its lock in turn.
-#[test]
-fn s72_two_concurrent_asks_on_one_session_take_its_lock_in_turn() {
+/// A home whose every ask is intercepted for a live A/B: `planner` imported with a pending
+/// challenger, `live_ab_sample_rate = 1.0`, and the champion's arm past `bandit_min_samples` (2)
+/// through two manual picks.
+fn intercepting_home() -> Home {
     let home = home();
     import(&home, "Plan in numbered steps.\n", 0.8);
     config(&home, "[skillopt]\nlive_ab_sample_rate = 1.0\nbandit_min_samples = 2\nreview_runtimes = []\n");
     for seed in ["1", "2"] {
         ab(&home, &[&format!("Q{seed}"), "--pick", "a", "--seed", seed]);
     }
+    home
+}
+
+// S-72: two asks on one session, each intercepted for a live A/B, hold its lock in turn.
+#[test]
+fn s72_two_concurrent_asks_on_one_session_take_its_lock_in_turn() {
+    let home = intercepting_home();
     let (log, go) = (home.path().join("effects.log"), home.path().join("go"));
     let first_prompt = format!("What changed first?\nscripted: effects {} first\nscripted: wait-for {}\n", log.display(), go.display());
     let mut first = spawn_ask(&home, "first", &first_prompt);
@@ -134,12 +142,7 @@ fn on_a_terminal(home: &Home, args: &[&str], input: &str) -> (bool, String) {
 // pick is recorded like a manual one, and a skip leaves it owed to `live-ab pick`.
 #[test]
 fn s65_an_intercepted_ask_without_pick_prompts_on_a_terminal() {
-    let home = home();
-    import(&home, "Plan in numbered steps.\n", 0.8);
-    config(&home, "[skillopt]\nlive_ab_sample_rate = 1.0\nbandit_min_samples = 2\nreview_runtimes = []\n");
-    for seed in ["1", "2"] {
-        ab(&home, &[&format!("Q{seed}"), "--pick", "a", "--seed", seed]);
-    }
+    let home = intercepting_home();
     assert_eq!(count(&home, "skillopt_ab_picks"), 2);
     let (ok, shown) = on_a_terminal(&home, &["--json", "ask", "planner", "What changed?"], "maybe\nb\n");
     assert!(ok, "{shown}");
