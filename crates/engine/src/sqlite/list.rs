@@ -3,7 +3,7 @@
 //! (issue 19): queued through `jobs_due`, running through `jobs_stale`, the rare states through
 //! `jobs_rare_state`, succeeded through `jobs_retained_succeeded` (acknowledged) and
 //! `jobs_pending` (result pending), all jobs by `seq` (the primary key). The unit test checks
-//! every plan with `EXPLAIN QUERY PLAN` on a queue file with a backlog.
+//! every plan (and those of the lease and routes statements) with `EXPLAIN QUERY PLAN` on a queue file with a backlog.
 
 use super::rows::job_columns;
 
@@ -94,6 +94,12 @@ mod tests {
                 }
             }
         }
+        for queue in ["gpu@cuda", "a@x", "gpu@cuda", "zeta"] {
+            let mut spec = JobSpec::new("noop", serde_json::json!({}));
+            spec.queue = queue.into();
+            b.enqueue(&spec).await.unwrap();
+        }
+        assert_eq!(b.routes().await.unwrap(), ["a@x", "gpu@cuda"], "routed queue names, each once, in order");
         let listed = b.list(Some(JobState::Succeeded), 60).await.unwrap();
         assert_eq!(listed.len(), 60);
         assert!(listed.windows(2).all(|p| p[0].created_at_ms >= p[1].created_at_ms), "newest first");
@@ -110,11 +116,17 @@ mod tests {
             ("rare", RARE, &["dead", "50"]),
             ("all", ALL, &["50"]),
             ("lease", lease.as_str(), &["0", "default", "10", "w", "h", "1"]),
+            ("routes", crate::sqlite::routes::ROUTES, &[]),
         ] {
             let lines = plan(&mut c, sql, binds).await;
             let scans: Vec<&String> = lines.iter().filter(|l| l.starts_with("SCAN jobs") && !l.contains("INDEX")).collect();
             let all_by_seq = name == "all" && lines.iter().any(|l| l == "SCAN jobs");
             assert!(scans.is_empty() || all_by_seq, "{name} scans `jobs`: {lines:?}");
+            // The routes skip-scan seeks one queue name at a time: even a walk of an index
+            // would read every queued job (the `SELECT DISTINCT` it replaced did).
+            if name == "routes" {
+                assert!(!lines.iter().any(|l| l.starts_with("SCAN jobs")), "routes walks `jobs`: {lines:?}");
+            }
             if name == "lease" {
                 assert!(lines.iter().any(|l| l.contains("INDEX jobs_due")), "{lines:?}");
             }
