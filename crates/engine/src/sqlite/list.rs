@@ -117,6 +117,7 @@ mod tests {
             ("all", ALL, &["50"]),
             ("lease", lease.as_str(), &["0", "default", "10", "w", "h", "1"]),
             ("routes", crate::sqlite::routes::ROUTES, &[]),
+            ("reaper", crate::sqlite::queue::EXPIRED_LEASES, &["0", "50"]),
         ] {
             let lines = plan(&mut c, sql, binds).await;
             let scans: Vec<&String> = lines.iter().filter(|l| l.starts_with("SCAN jobs") && !l.contains("INDEX")).collect();
@@ -126,6 +127,9 @@ mod tests {
             // would read every queued job (the `SELECT DISTINCT` it replaced did).
             if name == "routes" {
                 assert!(!lines.iter().any(|l| l.starts_with("SCAN jobs")), "routes walks `jobs`: {lines:?}");
+            }
+            if name == "reaper" {
+                assert!(lines.iter().any(|l| l.contains("INDEX jobs_stale")), "{lines:?}");
             }
             if name == "lease" {
                 assert!(lines.iter().any(|l| l.contains("INDEX jobs_due")), "{lines:?}");

@@ -19,6 +19,11 @@ use crate::job::{
     LeaseKind, LeaseView, LeasedJob, LockAcquire, WorkerIdentity, now_ms,
 };
 
+/// The reaper's read (`?1` = now, `?2` = limit): expired running leases, through `jobs_stale`
+/// (O(running)); the query-plan test of `sqlite/list.rs` checks it.
+pub(super) const EXPIRED_LEASES: &str = "SELECT id, fencing_token, attempts, max_attempts, idempotent, cancel_requested \
+     FROM jobs WHERE state = 'running' AND stale_deadline_ms < ?1 ORDER BY stale_deadline_ms LIMIT ?2 + 0";
+
 #[async_trait::async_trait]
 impl QueueBackend for SqliteBackend {
     fn name(&self) -> &'static str {
@@ -160,11 +165,7 @@ impl QueueBackend for SqliteBackend {
     }
 
     async fn expired_leases(&self, limit: usize) -> Result<Vec<ExpiredLease>, EngineError> {
-        let rows = sqlx::query(
-            "SELECT id, fencing_token, attempts, max_attempts, idempotent, cancel_requested \
-             FROM jobs WHERE state = 'running' AND stale_deadline_ms < ?1 \
-             ORDER BY stale_deadline_ms LIMIT ?2 + 0",
-        )
+        let rows = sqlx::query(EXPIRED_LEASES)
         .bind(now_ms())
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .fetch_all(&self.inner.reader)
