@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # skillforge's benchmark: every figure for skillforge and its peers (BullMQ, apalis-sqlite) in one run.
 #
-#   bench/run.sh [--quick] [--figures throughput,latency,recovery] (also: scale, memory [--memory-n N])
+#   bench/run.sh [--quick] [--figures throughput,latency,recovery] (also: scale, memory [--memory-n N], backlog [--scale-n N])
 #
 # Starts a private redis-server on a free loopback port (no persistence), builds the bench
 # (its own cargo workspace, target dir bench/target), installs the BullMQ peer (npm), runs

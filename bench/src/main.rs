@@ -136,7 +136,8 @@ struct AllArgs {
     quick: bool,
     /// Figures to run (comma-separated): throughput, latency, recovery, and (not by default)
     /// scale: bytes per job, drain and latency with a large backlog, pages over retained jobs;
-    /// memory: the bytes per job of the scale figure alone (`--memory-n` jobs).
+    /// memory: the bytes per job of the scale figure alone (`--memory-n` jobs);
+    /// backlog: the scale figure's enqueue→start p99, empty and with `--scale-n` delayed jobs behind, alone.
     #[arg(long, default_value = "throughput,latency,recovery", value_delimiter = ',')]
     figures: Vec<String>,
     /// Scale figure: the large backlog (drain, pages) and the delayed backlog behind the latency jobs.
@@ -380,7 +381,10 @@ async fn all(a: AllArgs) -> Result<()> {
         }
     }
 
-    if want("scale") {
+    for (figure, latency_only) in [("scale", false), ("backlog", true)] {
+        if !want(figure) {
+            continue;
+        }
         let p = scale::ScaleParams {
             memory_n: if quick { 2_000 } else { a.memory_n },
             small_n: if quick { 2_000 } else { 20_000 },
@@ -390,11 +394,12 @@ async fn all(a: AllArgs) -> Result<()> {
             concurrency: params.concurrency,
             latency_n: params.latency_n,
             latency_rate: params.latency_rate_per_s,
+            latency_only,
         };
         let mut errors = Vec::new();
         let res = scale::run(&url, &bull, &p, &mut errors).await;
         r.errors.extend(errors);
-        if let Some(res) = note(&mut r.errors, "scale", res) {
+        if let Some(res) = note(&mut r.errors, figure, res) {
             r.scale = Some((p, res));
         }
         util::redis_flushall(&url).await?;

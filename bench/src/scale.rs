@@ -36,6 +36,10 @@ pub struct ScaleParams {
     pub concurrency: usize,
     pub latency_n: u64,
     pub latency_rate: u64,
+    /// Only the enqueue→start figures, empty and with `backlog_n` delayed jobs behind (the
+    /// `backlog` figure: the latency part of the scale figure without its memory, drain and
+    /// page parts, which take most of its time).
+    pub latency_only: bool,
 }
 
 /// Bytes per job, one system.
@@ -252,9 +256,11 @@ pub async fn run(url: &str, bull: &BullMq, p: &ScaleParams, errors: &mut Vec<Str
         errors.push(msg);
     };
 
-    r.memory = memory(url, bull, p.memory_n, p.concurrency, errors).await?;
+    if !p.latency_only {
+        r.memory = memory(url, bull, p.memory_n, p.concurrency, errors).await?;
+    }
 
-    for (n, large) in [(p.small_n, false), (p.large_n, true)] {
+    for (n, large) in [(p.small_n, false), (p.large_n, true)].into_iter().filter(|_| !p.latency_only) {
         eprintln!("scale: drain of {n} queued");
         let out = if large { &mut r.drain_large } else { &mut r.drain_small };
         util::redis_flushall(url).await?;
@@ -345,6 +351,12 @@ fn rates(m: &std::collections::BTreeMap<String, ThroughputTrial>) -> Vec<(String
 /// The scale table (markdown).
 pub fn markdown(r: &ScaleResults, p: &ScaleParams) -> String {
     let mut o = String::new();
+    if p.latency_only {
+        let _ = writeln!(o, "\n#### Enqueue→start with a backlog (one trial; {} delayed jobs behind)\n", p.backlog_n);
+        let _ = writeln!(o, "| figure | skillforge Redis | BullMQ | skillforge SQLite | goal |\n|---|---|---|---|---|");
+        latency_rows(&mut o, r);
+        return o;
+    }
     let _ = writeln!(
         o,
         "\n#### Scale (one trial each; memory n = {}; drain {} vs {} queued; latency with {} delayed jobs behind; pages over {} retained)\n",
@@ -372,24 +384,7 @@ pub fn markdown(r: &ScaleResults, p: &ScaleParams) -> String {
         cellf(ratio("bullmq")),
         cellf(ratio("skillforge_sqlite"))
     );
-    let p99 = |m: &std::collections::BTreeMap<String, LatencyTrial>, k: &str| m.get(k).map(|t| t.p99_ms);
-    for (label, m) in [("enqueue→start p99 ms, empty", &r.latency_empty), ("enqueue→start p99 ms, backlog behind", &r.latency_backlog)] {
-        let _ = writeln!(
-            o,
-            "| {label} | {} | {} | {} | |",
-            cellf(p99(m, "skillforge_redis")),
-            cellf(p99(m, "bullmq")),
-            cellf(p99(m, "skillforge_sqlite"))
-        );
-    }
-    let lratio = |k: &str| p99(&r.latency_backlog, k).zip(p99(&r.latency_empty, k)).map(|(a, b)| a / b);
-    let _ = writeln!(
-        o,
-        "| p99 backlog / empty | {} | {} | {} | ≤ 1.5 |",
-        cellf(lratio("skillforge_redis")),
-        cellf(lratio("bullmq")),
-        cellf(lratio("skillforge_sqlite"))
-    );
+    latency_rows(&mut o, r);
     for (label, m) in [("list succeeded, limit 50: p99 ms", &r.list_page), ("show one job: p99 ms", &r.show)] {
         let get = |k: &str| m.get(k).map(|c| c.p99_ms);
         let _ = writeln!(
@@ -401,4 +396,27 @@ pub fn markdown(r: &ScaleResults, p: &ScaleParams) -> String {
         );
     }
     o
+}
+
+/// The enqueue→start rows (empty, backlog behind, their ratio) of the scale table.
+fn latency_rows(o: &mut String, r: &ScaleResults) {
+    let cellf = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_else(|| "missing".into());
+    let p99 = |m: &std::collections::BTreeMap<String, LatencyTrial>, k: &str| m.get(k).map(|t| t.p99_ms);
+    for (label, m) in [("enqueue→start p99 ms, empty", &r.latency_empty), ("enqueue→start p99 ms, backlog behind", &r.latency_backlog)] {
+        let _ = writeln!(
+            *o,
+            "| {label} | {} | {} | {} | |",
+            cellf(p99(m, "skillforge_redis")),
+            cellf(p99(m, "bullmq")),
+            cellf(p99(m, "skillforge_sqlite"))
+        );
+    }
+    let lratio = |k: &str| p99(&r.latency_backlog, k).zip(p99(&r.latency_empty, k)).map(|(a, b)| a / b);
+    let _ = writeln!(
+        *o,
+        "| p99 backlog / empty | {} | {} | {} | ≤ 1.5 |",
+        cellf(lratio("skillforge_redis")),
+        cellf(lratio("bullmq")),
+        cellf(lratio("skillforge_sqlite"))
+    );
 }
