@@ -382,7 +382,8 @@ async fn all(a: AllArgs) -> Result<()> {
     }
 
     for (figure, latency_only) in [("scale", false), ("backlog", true)] {
-        if !want(figure) {
+        // The scale figure includes the backlog figure's part: asked for both, it runs once.
+        if !want(figure) || (latency_only && want("scale")) {
             continue;
         }
         let p = scale::ScaleParams {

@@ -260,7 +260,8 @@ pub async fn run(url: &str, bull: &BullMq, p: &ScaleParams, errors: &mut Vec<Str
         r.memory = memory(url, bull, p.memory_n, p.concurrency, errors).await?;
     }
 
-    for (n, large) in [(p.small_n, false), (p.large_n, true)].into_iter().filter(|_| !p.latency_only) {
+    let drains = if p.latency_only { vec![] } else { vec![(p.small_n, false), (p.large_n, true)] };
+    for (n, large) in drains {
         eprintln!("scale: drain of {n} queued");
         let out = if large { &mut r.drain_large } else { &mut r.drain_small };
         util::redis_flushall(url).await?;
