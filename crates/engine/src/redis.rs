@@ -92,6 +92,7 @@
 mod batch;
 mod changes;
 mod decode;
+mod defaults;
 mod outcome_json;
 mod routes;
 mod scripts;
@@ -151,6 +152,8 @@ pub struct RedisBackend {
     blocking: Mutex<Vec<MultiplexedConnection>>,
     /// Queue of the group-commit finish task (`redis/batch.rs`).
     finisher: tokio::sync::mpsc::UnboundedSender<batch::Item>,
+    /// Lease requests whose replies arrived, shared with the finish task (`redis/batch.rs`).
+    answered: std::sync::Arc<batch::Answered>,
     /// The namespace epoch this backend last saw (set at connect).
     epoch: Mutex<String>,
     /// The namespace's transfer area (`redis/transfer.rs`).
@@ -273,7 +276,8 @@ impl RedisBackend {
             .map_err(|e| EngineError::redis(format!("connect to `{}`: {e}", redact(url))))?;
         let prefix = format!("{namespace}:");
         let scripts = Scripts::new();
-        let finisher = batch::spawn(conn.clone(), prefix.clone(), scripts.finish_batch.clone());
+        let answered = std::sync::Arc::new(batch::Answered::default());
+        let finisher = batch::spawn(conn.clone(), prefix.clone(), scripts.finish_batch.clone(), answered.clone());
         let changes = std::sync::Arc::new(crate::changes::ChangeSignal::default());
         let listener = CancellationToken::new();
         changes::spawn_listener(client.clone(), changes::channel(&prefix), changes.clone(), listener.clone());
@@ -284,6 +288,7 @@ impl RedisBackend {
             scripts,
             blocking: Mutex::new(Vec::new()),
             finisher,
+            answered,
             epoch: Mutex::new(String::new()),
             transfer: transfer::RedisTransfer::new(conn.clone(), prefix.clone(), crate::transfer::TransferLimits::default()),
             changes,
@@ -434,9 +439,13 @@ impl RedisBackend {
             .arg(worker.pid)
             .arg(&request_id)
             .arg(PROMOTE_LIMIT);
+        batch::forget_args(&mut inv, &self.answered.take());
         let what = format!("lease from queue `{queue}`");
         let (rows, next_due, now): (Vec<Vec<Option<String>>>, i64, i64) =
             with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
+        if !rows.is_empty() {
+            self.answered.push(request_id);
+        }
         let jobs = rows
             .into_iter()
             .map(|row| decode::leased(row, worker, now).map(|(_, job)| job))
@@ -530,18 +539,24 @@ impl RedisBackend {
         let mut cmd = ::redis::cmd("SMEMBERS");
         cmd.arg(format!("{}queues", self.prefix));
         let queues: Vec<String> = with_retry!(self, "read the queue names", |c| cmd.query_async(&mut c))?;
-        let mut keys: Vec<String> = ["leases", "results", "done:succeeded", "done:failed", "state:stale", "jobs"]
-            .iter()
-            .map(|k| format!("{}{k}", self.prefix))
-            .collect();
+        let mut keys: Vec<(String, bool)> = [
+            ("leases", false),
+            ("results", false),
+            ("done:succeeded", true),
+            ("done:failed", true),
+            ("state:stale", false),
+            ("jobs", false),
+        ]
+        .iter()
+        .map(|(k, list)| (format!("{}{k}", self.prefix), *list))
+        .collect();
         for q in &queues {
-            keys.push(format!("{}ready:{q}", self.prefix));
-            keys.push(format!("{}delayed:{q}", self.prefix));
+            keys.push((format!("{}ready:{q}", self.prefix), true));
+            keys.push((format!("{}delayed:{q}", self.prefix), false));
         }
-        let stop = limit.min(isize::MAX as usize) as isize - 1;
         let mut pipe = ::redis::pipe();
-        for k in &keys {
-            pipe.cmd("ZREVRANGE").arg(k).arg(0).arg(stop);
+        for (k, list) in &keys {
+            newest(&mut pipe, k, *list, limit);
         }
         let lists: Vec<Vec<String>> = with_retry!(self, "list jobs", |c| pipe.query_async(&mut c))?;
         Ok(lists.into_iter().flatten().collect())
@@ -556,19 +571,27 @@ impl RedisBackend {
     /// jobs really in `state`, newest first.
     async fn ids_in_unindexed_state(&self, state: JobState, limit: usize) -> Result<Vec<String>, EngineError> {
         let mut ids = Vec::new();
+        if limit == 0 {
+            return Ok(ids);
+        }
         match state {
             JobState::Queued => {
                 let mut cmd = ::redis::cmd("SMEMBERS");
                 cmd.arg(format!("{}queues", self.prefix));
                 let queues: Vec<String> = with_retry!(self, "read the queue names", |c| cmd.query_async(&mut c))?;
-                for q in queues {
-                    for set in ["ready", "delayed"] {
-                        ids.extend(self.zrange(&format!("{}{set}:{q}", self.prefix), true, limit).await?);
-                    }
+                let mut pipe = ::redis::pipe();
+                for q in &queues {
+                    newest(&mut pipe, &format!("{}ready:{q}", self.prefix), true, limit);
+                    newest(&mut pipe, &format!("{}delayed:{q}", self.prefix), false, limit);
                 }
+                let lists: Vec<Vec<String>> = with_retry!(self, "list queued jobs", |c| pipe.query_async(&mut c))?;
+                ids.extend(lists.into_iter().flatten());
             }
             JobState::Succeeded => {
-                ids.extend(self.zrange(&format!("{}done:succeeded", self.prefix), true, limit).await?);
+                let mut pipe = ::redis::pipe();
+                newest(&mut pipe, &format!("{}done:succeeded", self.prefix), true, limit);
+                let (acked,): (Vec<String>,) = with_retry!(self, "list succeeded jobs", |c| pipe.query_async(&mut c))?;
+                ids.extend(acked);
                 let mut inv = self.scripts.pick.prepare_invoke();
                 inv.arg(&self.prefix)
                     .arg("results")
@@ -584,6 +607,21 @@ impl RedisBackend {
         Ok(ids)
     }
 
+}
+
+/// Adds to `pipe` the read of the newest `limit` members of `key`: a list's last (`list`: ready
+/// and done lists, newest at the tail) or a sorted set's highest-scored, newest first either way.
+fn newest(pipe: &mut ::redis::Pipeline, key: &str, list: bool, limit: usize) {
+    let n = limit.clamp(1, isize::MAX as usize) as isize;
+    if list {
+        // LRANGE has no reverse form: the caller sorts by creation time anyway.
+        pipe.cmd("LRANGE").arg(key).arg(-n).arg(-1);
+    } else {
+        pipe.cmd("ZREVRANGE").arg(key).arg(0).arg(n - 1);
+    }
+}
+
+impl RedisBackend {
     async fn zrange(&self, key: &str, rev: bool, limit: usize) -> Result<Vec<String>, EngineError> {
         if limit == 0 {
             return Ok(Vec::new());

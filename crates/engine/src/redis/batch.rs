@@ -25,6 +25,38 @@ const MAX_BATCH: usize = 256;
 /// server runs one batch while the worker handles the previous batch's replies.
 const MAX_IN_FLIGHT: usize = 2;
 
+/// Ids of lease requests (`lease.lua`, `finish_batch.lua`) whose replies arrived, so their
+/// records (`leasereq:{id}`, kept for a retry after a lost reply) can go: the next lease or
+/// finish-batch call of this process deletes them (`forget_requests` in `common.lua`). One that
+/// is never sent (the process ends, or a call fails after taking it) expires on its own.
+#[derive(Debug, Default)]
+pub(super) struct Answered(std::sync::Mutex<Vec<String>>);
+
+impl Answered {
+    /// Most ids one call deletes.
+    const PER_CALL: usize = 64;
+
+    /// Records that the reply of request `id` arrived.
+    pub(super) fn push(&self, id: String) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(id);
+    }
+
+    /// Up to [`Self::PER_CALL`] ids to delete with the next call.
+    pub(super) fn take(&self) -> Vec<String> {
+        let mut ids = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let at = ids.len().saturating_sub(Self::PER_CALL);
+        ids.split_off(at)
+    }
+}
+
+/// Adds the forget list to a script call: the count, then the ids.
+pub(super) fn forget_args(inv: &mut ::redis::ScriptInvocation<'_>, ids: &[String]) {
+    inv.arg(ids.len());
+    for id in ids {
+        inv.arg(id);
+    }
+}
+
 /// What a finish (and optional lease) call gets back.
 pub(super) type Reply = Result<(FinishReply, Option<LeasedJob>), EngineError>;
 
@@ -44,7 +76,12 @@ pub(super) struct Item {
 }
 
 /// Starts the batching task; it ends when the returned sender (and its clones) are dropped.
-pub(super) fn spawn(conn: ConnectionManager, prefix: String, script: Script) -> mpsc::UnboundedSender<Item> {
+pub(super) fn spawn(
+    conn: ConnectionManager,
+    prefix: String,
+    script: Script,
+    answered: Arc<Answered>,
+) -> mpsc::UnboundedSender<Item> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Item>();
     tokio::spawn(async move {
         let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
@@ -59,9 +96,9 @@ pub(super) fn spawn(conn: ConnectionManager, prefix: String, script: Script) -> 
                     item.lease = None;
                 }
             }
-            let (conn, prefix, script) = (conn.clone(), prefix.clone(), script.clone());
+            let (conn, prefix, script, answered) = (conn.clone(), prefix.clone(), script.clone(), answered.clone());
             tokio::spawn(async move {
-                match run(&conn, &prefix, &script, &batch).await {
+                match run(&conn, &prefix, &script, &batch, &answered).await {
                     Ok(replies) => {
                         for (item, reply) in batch.into_iter().zip(replies) {
                             let _ = item.reply.send(reply);
@@ -85,7 +122,13 @@ pub(super) fn spawn(conn: ConnectionManager, prefix: String, script: Script) -> 
 
 /// One script call for `batch` (retrying transient failures with the same request id); one
 /// reply per item, in order.
-async fn run(conn: &ConnectionManager, prefix: &str, script: &Script, batch: &[Item]) -> Result<Vec<Reply>, String> {
+async fn run(
+    conn: &ConnectionManager,
+    prefix: &str,
+    script: &Script,
+    batch: &[Item],
+    answered: &Answered,
+) -> Result<Vec<Reply>, String> {
     let request_id = uuid::Uuid::new_v4().to_string();
     // Distinct (queue, worker) pairs that want a next job, sent once; items refer to them by
     // 1-based index (0 = lease nothing). A worker's slots all share one pair.
@@ -132,6 +175,7 @@ async fn run(conn: &ConnectionManager, prefix: &str, script: &Script, batch: &[I
             .arg(error.as_str())
             .arg(*lessee);
     }
+    forget_args(&mut inv, &answered.take());
     let started = Instant::now();
     let mut pause = Duration::from_millis(50);
     let (finishes, leased, now): (Vec<String>, Vec<Vec<Option<String>>>, i64) = loop {
@@ -148,6 +192,10 @@ async fn run(conn: &ConnectionManager, prefix: &str, script: &Script, batch: &[I
     };
     if finishes.len() != batch.len() {
         return Err(format!("finish batch: {} replies for {} finishes", finishes.len(), batch.len()));
+    }
+    if !leased.is_empty() {
+        // The script kept a record of what it leased only when it leased something.
+        answered.push(request_id);
     }
     let mut next: Vec<Option<LeasedJob>> = (0..batch.len()).map(|_| None).collect();
     let mut lease_error = None;

@@ -2,10 +2,13 @@
 -- ARGV[1] is the key prefix "{namespace}:"; all keys are derived from it inside the
 -- script, so this backend targets a standalone Redis (not Redis Cluster).
 -- Every timestamp is the server's clock (TIME), in ms since the Unix epoch.
--- Job hashes are in layout 3 (see "The job hash" in redis.rs): short field names, every value
+-- Job hashes are in layout 4 (see "The job hash" in redis.rs): short field names, every value
 -- kept at most LONG bytes so that Redis stores the hash as a compact listpack; a longer payload,
 -- spec extra, outcome or error is kept in its own string key `job:{id}:{field}` and the hash
--- field holds '@' (put_long / get_long). Older layouts are rewritten on open (migrate.rs).
+-- field holds '@' (put_long / get_long). A field at its default (DEFAULTS, RELATIVE: rendered
+-- from redis/defaults.rs before this prelude) is not stored: read job fields with hmget and
+-- write them with hset, never with raw HMGET / HSET. Older layouts are rewritten on open
+-- (migrate.rs).
 local NS = ARGV[1]
 
 local function now_ms()
@@ -19,6 +22,51 @@ local function s(n)
 end
 
 local function jkey(id) return NS .. 'job:' .. id end
+
+-- A read plan of job fields (plan(...) once per script, hmget(jk, plan) per job): the fields to
+-- HMGET, then PRESENT (absent = no such job), then the sources of the relative defaults asked.
+local function plan(...)
+  local names = { ... }
+  local ask, src = {}, {}
+  for i, n in ipairs(names) do ask[i] = n end
+  ask[#ask + 1] = PRESENT
+  for i, n in ipairs(names) do
+    local r = RELATIVE[n]
+    if r then ask[#ask + 1] = r; src[i] = #ask end
+  end
+  return { names = names, n = #names, ask = ask, src = src }
+end
+
+-- The plan's fields of the job hash `jk`, each absent one at its default (a field without a
+-- default: false). An empty table when the job does not exist.
+local function hmget(jk, p)
+  local f = redis.call('HMGET', jk, unpack(p.ask))
+  if not f[p.n + 1] then return {} end
+  for i = 1, p.n do
+    if not f[i] then
+      local name = p.names[i]
+      local d = DEFAULTS[name]
+      if d then
+        f[i] = d
+      elseif p.src[i] then
+        f[i] = f[p.src[i]] or DEFAULTS[RELATIVE[name]] or false
+      end
+    end
+  end
+  return f
+end
+
+-- Writes job fields (flat name, value pairs): a value equal to the field's default, or false
+-- (= its relative default), deletes the field instead (nothing to delete in a `fresh` hash).
+local function hset(jk, t, fresh)
+  local set, del = {}, {}
+  for i = 1, #t, 2 do
+    local name, v = t[i], t[i + 1]
+    if v == false or v == DEFAULTS[name] then del[#del + 1] = name else set[#set + 1] = name; set[#set + 1] = v end
+  end
+  if #set > 0 then redis.call('HSET', jk, unpack(set)) end
+  if #del > 0 and not fresh then redis.call('HDEL', jk, unpack(del)) end
+end
 local function hkey(id) return NS .. 'job:' .. id .. ':history' end
 
 -- Longest value kept in a job hash (Redis's default `hash-max-listpack-value`).
@@ -60,7 +108,10 @@ end
 local INDEXED = { failed = true, dead = true, cancelled = true, stale = true }
 
 -- Retention classes of the terminal states (see crate::retention): an acknowledged terminal job
--- is in `done:{class}` (scored by finish time) until it is pruned or retried.
+-- is in the list `done:{class}` (in acknowledgement order) until it is pruned. Done lists are
+-- lazy like ready lists: retrying an acknowledged job (failed, dead or cancelled: class
+-- `failed`) leaves its `done:failed` entry behind, counted in the job's `sd` and in
+-- `done:failed:stale`; prune.lua drops such entries.
 local RETAIN_CLASS = { succeeded = 'succeeded', failed = 'failed', dead = 'failed', cancelled = 'failed' }
 
 -- Stores the state and moves the job between the index sets.
@@ -69,7 +120,7 @@ local function set_state(id, old, new, created)
     if old and INDEXED[old] then redis.call('ZREM', NS .. 'state:' .. old, id) end
     if INDEXED[new] then redis.call('ZADD', NS .. 'state:' .. new, created, id) end
   end
-  redis.call('HSET', jkey(id), 's', new)
+  hset(jkey(id), { 's', new })
 end
 
 -- Wakes one idle waiter of the queue (the wake list is capped).
@@ -79,14 +130,22 @@ local function wake(queue)
   redis.call('LTRIM', w, 0, 15)
 end
 
--- Puts a queued job in the ready set (due now, FIFO by seq) or the delayed set (score = not_before).
-local function schedule(id, queue, seq, not_before, now)
+-- Puts a queued job in its queue's ready list when due (at the tail: FIFO; at the head with
+-- `front`, for a job handed back), else in the delayed set (score = not_before), and stores
+-- not_before (`nb`, left out when it is the creation time `created`; `fresh`: a new hash).
+--
+-- Ready lists are lazy: a queued job that leaves its list without being popped (a cancel) leaves
+-- its entry behind and counts it in `sr`; the lease skips such entries (pop_ready). A job's
+-- entries are in one list (its queue) and a stale one is always ahead of a live one: a job
+-- requeued after a cancel goes to the tail, and one handed back to the head was running, so
+-- none of its entries was left.
+local function schedule(id, queue, not_before, now, created, front, fresh)
   if not_before <= now then
-    redis.call('ZADD', NS .. 'ready:' .. queue, seq, id)
+    redis.call(front and 'LPUSH' or 'RPUSH', NS .. 'ready:' .. queue, id)
   else
     redis.call('ZADD', NS .. 'delayed:' .. queue, not_before, id)
   end
-  redis.call('HSET', jkey(id), 'nb', s(not_before))
+  hset(jkey(id), { 'nb', (tonumber(created) == not_before) and false or s(not_before) }, fresh)
   wake(queue)
 end
 
@@ -126,8 +185,9 @@ local function push_attempt(id, token, attempts, worker, host, pid, started, now
 end
 
 -- Closes the attempt running under `token` into the history list (call before clear_lease).
+local P_ATTEMPT = plan('t', 'a', 'ow', 'oh', 'op', 'la')
 local function end_attempt(id, token, now, result, delay)
-  local f = redis.call('HMGET', jkey(id), 't', 'a', 'ow', 'oh', 'op', 'la')
+  local f = hmget(jkey(id), P_ATTEMPT)
   if f[1] ~= token or not f[3] then return end
   push_attempt(id, token, f[2], f[3], f[4], f[5], f[6], now, result, delay)
 end
@@ -135,12 +195,30 @@ end
 -- Moves the closed attempt the job hash holds (`r` non-empty: the last attempt ended
 -- terminally; its record is the lease fields + `a`, `t`, ended at `u`) to the history list,
 -- before anything supersedes it. No-op otherwise.
+local P_CLOSED = plan('r', 't', 'a', 'ow', 'oh', 'op', 'la', 'u')
 local function flush_closed(id)
   local jk = jkey(id)
-  local f = redis.call('HMGET', jk, 'r', 't', 'a', 'ow', 'oh', 'op', 'la', 'u')
+  local f = hmget(jk, P_CLOSED)
   if not f[1] or f[1] == '' then return end
   if f[4] then push_attempt(id, f[2], f[3], f[4], f[5], f[6], f[7], tonumber(f[8]), f[1], nil) end
-  redis.call('HSET', jk, 'r', '')
+  hset(jk, { 'r', '' })
+end
+
+-- How long (ms) the record of a lease request (`leasereq:{id}`: the jobs it leased, so a retry
+-- after a lost reply gets the same jobs) lives: well past the longest a client keeps retrying one
+-- call (RETRY_BUDGET after a first try of at most RESPONSE_TIMEOUT, redis.rs). A client also
+-- deletes it sooner, once the reply arrived (forget_requests).
+local LEASE_REQUEST_TTL_MS = 120000
+
+-- Deletes the records of the lease requests whose replies the client received: ARGV[at] is
+-- their count, their ids follow.
+local function forget_requests(at)
+  local n = tonumber(ARGV[at] or '0')
+  if n > 0 then
+    local keys = {}
+    for i = 1, n do keys[i] = NS .. 'leasereq:' .. ARGV[at + i] end
+    redis.call('UNLINK', unpack(keys))
+  end
 end
 
 local TERMINAL = { succeeded = true, failed = true, dead = true, cancelled = true, stale = true }

@@ -1,7 +1,8 @@
-//! Decoding of the job hash (`{ns}:job:{id}`, layout 3), its long-value keys and history list,
-//! and of the scripts' lease rows, into engine types.
+//! Decoding of the job hash (`{ns}:job:{id}`, layout 4, or 3 as older builds wrote it), its
+//! long-value keys and history list, and of the scripts' lease rows, into engine types.
 //!
-//! Layout 3 (see "The job hash" in `redis.rs`): short field names; a terminally finished attempt
+//! Layout 4 (see "The job hash" in `redis.rs`) is layout 3 without the fields at their defaults
+//! (`defaults.rs`, filled in first): short field names; a terminally finished attempt
 //! stays in the hash (`r` non-empty; its record is the lease fields, `a`, `t`, ended at `u`);
 //! `o` '' = no outcome; `e` '' = no error, else '=' + text; `p`, `x`, `o` or `e` = '@' when the
 //! value is in the string key `job:{id}:{field}`. Older layouts are rewritten on open
@@ -63,10 +64,12 @@ fn long<'a>(id: &str, name: &str, v: Option<&'a str>, spilled: &'a Option<String
 
 /// Decodes job `job_id` (the id in its key); `Ok(None)` when the hash is empty (no such job).
 pub(super) fn job(job_id: &str, raw: RawJob) -> Result<Option<Job>, EngineError> {
-    let (h, history, spilled) = raw;
+    let (mut h, history, spilled) = raw;
     if h.is_empty() {
         return Ok(None);
     }
+    // Layout 4 leaves out the fields at their defaults (layout 3's hashes store them all).
+    super::defaults::fill(&mut h);
     let id = job_id.to_owned();
     let side = |i: usize| spilled.get(i).unwrap_or(&None);
     let get = |name: &str| h.get(name).map(String::as_str);

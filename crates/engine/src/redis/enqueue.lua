@@ -17,18 +17,17 @@ local now = now_ms()
 local snow = s(now)
 local not_before = now
 if ARGV[9] ~= '' then not_before = tonumber(ARGV[9]) end
-local seq = next_seq()
--- Layout 3 (see "The job hash" in redis.rs). `cr` / `ra` are absent until set (absent = '0');
--- `k` only with an idempotency key, `x` only with extra spec fields.
-local f = { 'q', queue, 's', 'queued', 'a', '0', 'm', ARGV[5], 't', '0', 'n', s(seq), 'hb', ARGV[6],
-  'sa', ARGV[7], 'i', ARGV[8], 'c', snow, 'u', snow, 'w', ARGV[10], 'g', ARGV[11], 'kd', ARGV[12],
-  'p', put_long(id, 'p', ARGV[13]), 'to', ARGV[14] }
+-- Layout 4 (see "The job hash" in redis.rs): hset leaves out every field at its default, so a
+-- default no-op job stores `c` and `kd` only; `u` and `nb` default to `c`; `k` only with an
+-- idempotency key, `x` only with extra spec fields.
+local f = { 'c', snow, 'q', queue, 'm', ARGV[5], 'hb', ARGV[6], 'sa', ARGV[7], 'i', ARGV[8],
+  'w', ARGV[10], 'g', ARGV[11], 'kd', ARGV[12], 'p', put_long(id, 'p', ARGV[13]), 'to', ARGV[14] }
 if ARGV[15] ~= '' then f[#f + 1] = 'x'; f[#f + 1] = put_long(id, 'x', ARGV[15]) end
 if idem ~= '' then
   f[#f + 1] = 'k'; f[#f + 1] = idem
   redis.call('HSET', NS .. 'idem', idem, id)
 end
-redis.call('HSET', jk, unpack(f))
+hset(jk, f, true)
 redis.call('SADD', NS .. 'queues', queue)
-schedule(id, queue, seq, not_before, now)
+schedule(id, queue, not_before, now, now, false, true)
 return { id, 1 }

@@ -4,17 +4,26 @@
 -- its state (ready, delayed, leases, results, done) plus the old `jobs` index of a namespace
 -- written by an older build (a job may be counted twice there: an estimate).
 local k = NS .. 'epoch'
+-- The members of a set or list (ready and done lists are sorted sets before layout 4).
+local function size(key)
+  local t = redis.call('TYPE', key)['ok']
+  if t == 'zset' then return redis.call('ZCARD', key) end
+  if t == 'list' then return redis.call('LLEN', key) end
+  return 0
+end
 local old = redis.call('ZCARD', NS .. 'jobs')
 local jobs = old
 for _, key in ipairs({ 'leases', 'results', 'done:succeeded', 'done:failed' }) do
-  jobs = jobs + redis.call('ZCARD', NS .. key)
+  jobs = jobs + size(NS .. key)
 end
-for _, q in ipairs(redis.call('SMEMBERS', NS .. 'queues')) do
-  jobs = jobs + redis.call('ZCARD', NS .. 'ready:' .. q) + redis.call('ZCARD', NS .. 'delayed:' .. q)
+local queues = redis.call('SMEMBERS', NS .. 'queues')
+for _, q in ipairs(queues) do
+  jobs = jobs + size(NS .. 'ready:' .. q) + redis.call('ZCARD', NS .. 'delayed:' .. q)
 end
--- Jobs an older build wrote are in `jobs` (this build indexes none there): with none, there is
--- nothing in an older layout to rewrite (see migrate.rs).
-if old == 0 then redis.call('SET', NS .. 'layout', '3', 'NX') end
+-- Jobs a build before layout 3 wrote are in `jobs` (no later build indexes any there), and a
+-- namespace of layout 3 has a `layout` key: with neither and no queue, the namespace is new and
+-- in this build's layout at once (see migrate.rs).
+if old == 0 and #queues == 0 then redis.call('SET', NS .. 'layout', LAYOUT, 'NX') end
 local e = redis.call('GET', k)
 if e then return { e, 0, jobs } end
 redis.call('SET', k, ARGV[2])

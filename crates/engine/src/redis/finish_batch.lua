@@ -4,7 +4,8 @@
 -- then n items of 8 fields:
 --   job_id, token, next_state, retry_delay_ms, attempt_result, outcome_json ('' = none),
 --   error ('' = none, else '=' followed by the text), lessee (1-based index of the lessee that
---   gets one next job after this finish, '0' = lease nothing).
+--   gets one next job after this finish, '0' = lease nothing);
+-- then the count and ids of answered lease requests whose records to delete (forget_requests).
 -- Returns {{finish reply per item (see finish_one)}, {lease row...}, now_ms}; a lease row's tag
 -- is the job id of the item it answers (see LEASE ROW in transitions.lua).
 -- A retry with the same request_id re-applies the (idempotent) finishes and returns the jobs
@@ -17,6 +18,7 @@ local reqkey = NS .. 'leasereq:' .. ARGV[2]
 local now = now_ms()
 local snow = s(now)
 
+forget_requests(I + n * W)
 local sets = new_sets()
 local replies = {}
 for i = 0, n - 1 do
@@ -53,22 +55,21 @@ for _, q in ipairs(order) do
   promote_due(q, now, tonumber(ARGV[3]))
   local items = wants[q]
   local k = 1
-  local popped = pop_ready(q, #items)
-  for p = 1, #popped, 2 do
+  pop_ready(q, #items, function(id)
     local b = I + items[k] * W
     local lb = 2 + 4 * tonumber(ARGV[b + 7])
     local tag = ARGV[b]
-    local row = lease_one(tag, popped[p], ARGV[lb + 1], ARGV[lb + 2], ARGV[lb + 3], now, snow, sets)
-    if row then
-      leased[#leased + 1] = row
-      record[#record + 1] = tag; record[#record + 1] = popped[p]; record[#record + 1] = row[4]
-      k = k + 1
-    end
-  end
+    local row = lease_one(tag, id, ARGV[lb + 1], ARGV[lb + 2], ARGV[lb + 3], now, snow, sets)
+    if not row then return false end
+    leased[#leased + 1] = row
+    record[#record + 1] = tag; record[#record + 1] = id; record[#record + 1] = row[4]
+    k = k + 1
+    return true
+  end)
 end
 flush_sets(sets)
 if #record > 0 then
   redis.call('RPUSH', reqkey, unpack(record))
-  redis.call('PEXPIRE', reqkey, 600000)
+  redis.call('PEXPIRE', reqkey, LEASE_REQUEST_TTL_MS)
 end
 return { replies, leased, now }

@@ -1,4 +1,5 @@
--- ARGV: ns, queue, max, worker_id, host, pid, request_id, promote_limit
+-- ARGV: ns, queue, max, worker_id, host, pid, request_id, promote_limit, then the count and ids
+--       of answered lease requests whose records to delete (forget_requests)
 -- Returns {{lease row...}, next_due_ms (-1 = none), now_ms}; every row's tag is '' (see LEASE
 -- ROW in transitions.lua).
 -- A retry with the same request_id returns the jobs that request already leased.
@@ -8,6 +9,7 @@ local reqkey = NS .. 'leasereq:' .. ARGV[7]
 local now = now_ms()
 local snow = s(now)
 
+forget_requests(9)
 local prior = redis.call('LRANGE', reqkey, 0, -1)
 if #prior > 0 then
   local out = {}
@@ -23,20 +25,18 @@ promote_due(queue, now, tonumber(ARGV[8]))
 local out = {}
 local record = {}
 local sets = new_sets()
-local popped = pop_ready(queue, max)
-for p = 1, #popped, 2 do
-  local id = popped[p]
+pop_ready(queue, max, function(id)
   local row = lease_one('', id, worker, host, pid, now, snow, sets)
-  if row then
-    record[#record + 1] = id
-    record[#record + 1] = row[4]
-    out[#out + 1] = row
-  end
-end
+  if not row then return false end
+  record[#record + 1] = id
+  record[#record + 1] = row[4]
+  out[#out + 1] = row
+  return true
+end)
 flush_sets(sets)
 if #out > 0 then
   redis.call('RPUSH', reqkey, unpack(record))
-  redis.call('PEXPIRE', reqkey, 600000)
+  redis.call('PEXPIRE', reqkey, LEASE_REQUEST_TTL_MS)
   return { out, -1, now }
 end
 

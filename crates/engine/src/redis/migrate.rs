@@ -1,10 +1,15 @@
-//! Rewrites a namespace written by an older build (job hashes in layout 1 or 2, each with a
-//! ~250-byte `spec` JSON field and long field names, so Redis stored every one of them in its
-//! large hashtable encoding) into layout 3 (see "The job hash" in `redis.rs`), once, when a
-//! backend connects.
+//! Rewrites a namespace written by an older build into layout 4 (see "The job hash" in
+//! `redis.rs`), once, when a backend connects, in two stages:
 //!
-//! The namespace's `layout` key is `3` once every job hash is in layout 3 (set at once for a
-//! namespace without jobs, by `epoch.lua`). Until then [`RedisBackend::connect`] walks the `jobs`
+//! - **Layouts 1 and 2 → 3.** Job hashes in layout 1 or 2 (each with a ~250-byte `spec` JSON
+//!   field and long field names, so Redis stored every one of them in its large hashtable
+//!   encoding) are rewritten into layout 3, which stores every field.
+//! - **Layout 3 → 4** (`migrate4.lua`): the ready and done sorted sets become lists, after the
+//!   retention backfill of a namespace written before retention is finished. Job hashes stay as
+//!   they are: layout 4 only leaves out fields at their defaults, and reads a stored one the same.
+//!
+//! The namespace's `layout` key is [`LAYOUT`] once both are done (set at once for a new
+//! namespace, by `epoch.lua`). Until it is `3`, [`RedisBackend::connect`] walks the `jobs`
 //! index by creation time from the cursor `layout:cursor`, [`BATCH`] jobs a call: it reads each
 //! hash, rebuilds it in Rust (the spec JSON is parsed by serde, the same code that wrote it) and
 //! `migrate.lua` swaps it in atomically unless the hash changed meanwhile. Several processes
@@ -21,7 +26,9 @@ use tokio::time::Instant;
 use super::{RETRY_BUDGET, RedisBackend, decode, transient};
 use crate::error::EngineError;
 
-/// Jobs read and rewritten per script call.
+/// The layout this build writes (the namespace's `layout` key once it is fully in it).
+pub(super) const LAYOUT: &str = "4";
+/// Jobs read and rewritten, or set members moved, per script call.
 const BATCH: usize = 500;
 /// How often one batch is read again when hashes changed between the read and the rewrite.
 const MAX_REREADS: usize = 10;
@@ -99,8 +106,9 @@ fn rewrite(id: &str, h: &HashMap<String, String>) -> Result<Option<Vec<(&'static
 }
 
 impl RedisBackend {
-    /// Rewrites every job hash of an older layout into layout 3 (see the module doc); returns
-    /// the number rewritten by this call. A no-op (one `GET`) once the namespace is in layout 3.
+    /// Rewrites a namespace of an older layout into layout 4 (see the module doc); returns the
+    /// number of job hashes rewritten from layouts 1 and 2 by this call. A no-op (one `GET`)
+    /// once the namespace is in layout 4.
     ///
     /// Errors: [`EngineError::Backend`] when Redis fails; [`EngineError::Corrupt`] for an old
     /// hash whose spec does not parse (nothing of its batch is written).
@@ -114,8 +122,13 @@ impl RedisBackend {
             pipe.cmd("GET").arg(&layout_key).cmd("GET").arg(&cursor_key);
             let (layout, cursor): (Option<String>, Option<String>) =
                 with_retry!(self, "read the namespace layout", |c| pipe.query_async(&mut c))?;
-            if layout.as_deref() == Some("3") {
-                return Ok(rewritten);
+            match layout.as_deref() {
+                Some(LAYOUT) => return Ok(rewritten),
+                Some("3") => {
+                    self.migrate_layout_4().await?;
+                    return Ok(rewritten);
+                }
+                _ => {}
             }
             let from = cursor.unwrap_or_else(|| "-inf".to_owned());
             let mut cmd = ::redis::cmd("ZRANGEBYSCORE");
@@ -177,6 +190,27 @@ impl RedisBackend {
                 pipe.add_command(set).ignore().add_command(del).ignore();
                 let () = with_retry!(self, "move the layout cursor back", |c| pipe.query_async(&mut c))?;
             }
+        }
+    }
+}
+
+impl RedisBackend {
+    /// Layout 3 → 4: runs `migrate4.lua` until it reports `done`.
+    ///
+    /// Errors: [`EngineError::Backend`] when Redis fails (the steps done so far stay done).
+    async fn migrate_layout_4(&self) -> Result<(), EngineError> {
+        let mut steps = 0u64;
+        loop {
+            let mut inv = self.scripts.migrate4.prepare_invoke();
+            inv.arg(&self.prefix).arg(BATCH);
+            let step: String = with_retry!(self, "rewrite the namespace into layout 4", |c| inv.invoke_async(&mut c))?;
+            if step == "done" {
+                if steps > 0 {
+                    tracing::info!(steps, prefix = %self.prefix, "rewrote the namespace into layout 4");
+                }
+                return Ok(());
+            }
+            steps += 1;
         }
     }
 }

@@ -6,11 +6,12 @@ local key, state = NS .. ARGV[2], ARGV[3]
 local limit, budget = tonumber(ARGV[4]), tonumber(ARGV[5])
 local CHUNK = 256
 local out = {}
+local P = plan('s')
 local pos = 0
 while pos < budget do
   local ids = redis.call('ZREVRANGE', key, pos, pos + math.min(CHUNK, budget - pos) - 1)
   for _, id in ipairs(ids) do
-    if redis.call('HGET', jkey(id), 's') == state then
+    if hmget(jkey(id), P)[1] == state then
       out[#out + 1] = id
       if #out >= limit then return out end
     end

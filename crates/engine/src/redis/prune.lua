@@ -1,90 +1,125 @@
 -- ARGV: ns, class ('succeeded' | 'failed'), limit, jobs_before_ms, jobs_keep_newest,
---       tombs_before_ms, tombs_keep_newest, count_only ('1' = count, remove nothing)
+--       tombs_before_ms, tombs_keep_newest, count_only ('1' = count, remove nothing),
+--       count_from, counted (count_only: the `done:{class}` position to count from, and the
+--       jobs counted before it)
 -- ('' = no such bound). See crate::retention.
--- Prunes at most `limit` jobs of `done:{class}` (acknowledged terminal jobs by finish time,
--- oldest first) selected by the job bounds: the job hash, its history list, output stream and
--- long-value keys, and its entries in
--- `jobs`, `state:{state}` and `done:{class}` go; a tombstone stays (`pruned` hash: id →
--- "state<TAB>finished_at<TAB>pruned_at<TAB>idem_key"; `pruned:{class}` set by prune time), and
--- the job's `idem` entry stays with it. Then prunes at most `limit` tombstones of the class
--- selected by the tombstone bounds (oldest prune first), freeing their idempotency keys.
--- A `done` entry whose job is missing, not terminal or has a pending result is dropped without
--- touching the job (it re-enters at its next acknowledgement).
--- At most ~9 key operations per job and 4 per tombstone, plus (until the backfill below is
--- done) 3 per backfilled entry: a call with limit 400 touches a few thousand keys.
--- Returns {jobs, tombstones, more (0/1)}; with count_only, {jobs, tombstones} selected now.
+-- Prunes at most `limit` jobs of the list `done:{class}` (acknowledged terminal jobs in
+-- acknowledgement order, oldest first) selected by the job bounds, walking from its head: the
+-- first live entries beyond the newest `keep` are selected, then any finished (`u`) before
+-- `before`; the walk stops at the first entry neither selects. A pruned job's hash, history
+-- list, output stream and long-value keys, and its `state:{state}` and `jobs` entries go; a tombstone stays
+-- (`pruned` hash: id → "state<TAB>finished_at<TAB>pruned_at<TAB>idem_key"; `pruned:{class}` set
+-- by prune time), and the job's `idem` entry stays with it. Stale entries (a retried job's, see
+-- RETAIN_CLASS in common.lua) and entries whose job is gone, not in the class or has a pending
+-- result are dropped without touching the job (it re-enters at its next acknowledgement). Then
+-- prunes at most `limit` tombstones of the class selected by the tombstone bounds (oldest prune
+-- first), freeing their idempotency keys.
+-- At most ~9 key operations per job and 4 per tombstone, and at most 2 × limit entries looked
+-- at: a call with limit 400 touches a few thousand keys.
+-- Returns {jobs, tombstones, more (0/1)}; with count_only, {jobs, tombstones, next_from}: the
+-- jobs selected among at most COUNT_BUDGET entries from count_from, the tombstones selected
+-- now, and where to count on (-1 = the walk ended).
 local class, limit = ARGV[2], tonumber(ARGV[3])
+local before, keep = ARGV[4], ARGV[5]
+local count_only = ARGV[8] == '1'
 local dk = NS .. 'done:' .. class
+local stale_k = dk .. ':stale'
 local tk = NS .. 'pruned:' .. class
 local pk = NS .. 'pruned'
+local COUNT_BUDGET = 5000
+local CHUNK = 256
 
 -- How many of the oldest entries of sorted set `key` the bounds select.
-local function selected(key, before, keep)
+local function selected(key, b, k)
   local n = 0
-  if before ~= '' then n = redis.call('ZCOUNT', key, '-inf', '(' .. before) end
-  if keep ~= '' then
-    local excess = redis.call('ZCARD', key) - tonumber(keep)
+  if b ~= '' then n = redis.call('ZCOUNT', key, '-inf', '(' .. b) end
+  if k ~= '' then
+    local excess = redis.call('ZCARD', key) - tonumber(k)
     if excess > n then n = excess end
   end
   return n
 end
 
--- Backfill of a namespace written by a build before retention (its acknowledged jobs never
--- entered `done:*`): each call walks up to BACKFILL entries of `jobs` (oldest first, by
--- creation time, from the cursor `done:backfill`) and files every acknowledged terminal job it
--- finds; the cursor becomes 'done' at the end of `jobs` (one GET per call from then on). Jobs
--- acknowledged by this build are filed by `ack.lua`; filing one twice is harmless.
-local BACKFILL = 1000
-local bk = NS .. 'done:backfill'
-local cursor = redis.call('GET', bk)
-if cursor ~= 'done' and ARGV[8] ~= '1' then
-  local from = cursor or '-inf'
-  local rows = redis.call('ZRANGEBYSCORE', NS .. 'jobs', from, '+inf', 'WITHSCORES', 'LIMIT', 0, BACKFILL)
-  for i = 1, #rows, 2 do
-    local id = rows[i]
-    local f = redis.call('HMGET', jkey(id), 's', 'u')
-    local c = RETAIN_CLASS[f[1] or '']
-    if c and not redis.call('ZSCORE', NS .. 'results', id) then
-      redis.call('ZADD', NS .. 'done:' .. c, tonumber(f[2]) or 0, id)
+-- Live entries beyond the newest `keep` (the count bound's selection).
+local excess = 0
+if keep ~= '' then
+  local live = redis.call('LLEN', dk) - tonumber(redis.call('GET', stale_k) or '0')
+  excess = math.max(0, live - tonumber(keep))
+end
+local before_n = tonumber(before)
+
+-- Walks the list from position `from` (the entries before it count as `taken` already taken),
+-- calling visit(id, f, verdict) for each entry looked at, f = its job's s, u, k, sd: verdict
+-- 'stale' (the job's `sd` counts it), 'drop' or 'take'; stops at the first entry neither
+-- selects (returns 'stop'), at the end ('end') or after `budget` entries ('budget').
+local P = plan('s', 'u', 'k', 'sd')
+local function walk(from, taken, budget, visit)
+  local looked = 0
+  local pos = from
+  while looked < budget do
+    local ids = redis.call('LRANGE', dk, pos, pos + math.min(CHUNK, budget - looked) - 1)
+    if #ids == 0 then return 'end', pos end
+    for _, id in ipairs(ids) do
+      local f = hmget(jkey(id), P)
+      local verdict
+      -- Only `done:failed` has stale entries: a retried job was failed, dead or cancelled.
+      if f[1] and class == 'failed' and f[4] ~= '0' then
+        verdict = 'stale'
+      elseif not f[1] or RETAIN_CLASS[f[1]] ~= class or redis.call('ZSCORE', NS .. 'results', id) then
+        verdict = 'drop'
+      elseif taken < excess or (before_n and tonumber(f[2]) < before_n) then
+        verdict = 'take'
+        taken = taken + 1
+      else
+        return 'stop', pos
+      end
+      visit(id, f, verdict)
+      looked = looked + 1
+      pos = pos + 1
+      if looked >= budget then return 'budget', pos end
     end
   end
-  if #rows < 2 * BACKFILL then
-    redis.call('SET', bk, 'done')
-  else
-    local first, last = tonumber(rows[2]), tonumber(rows[#rows])
-    -- A whole call of one creation time cannot move an inclusive cursor: step past it.
-    if last == first then last = last + 1 end
-    redis.call('SET', bk, s(last))
-  end
+  return 'budget', pos
 end
 
-local n_jobs = selected(dk, ARGV[4], ARGV[5])
-local n_tombs = selected(tk, ARGV[6], ARGV[7])
-if ARGV[8] == '1' then return { n_jobs, n_tombs } end
+if count_only then
+  local n = 0
+  local from = tonumber(ARGV[9] or '0')
+  local why, pos = walk(from, tonumber(ARGV[10] or '0'), COUNT_BUDGET, function(_, _, verdict)
+    if verdict == 'take' then n = n + 1 end
+  end)
+  -- The count bound's selection continues across calls: `counted` were taken before `from`.
+  if why ~= 'budget' then pos = -1 end
+  return { n, selected(tk, ARGV[6], ARGV[7]), pos }
+end
 
 local now = now_ms()
 local jobs = 0
-local take = math.min(n_jobs, limit)
-if take > 0 then
-  for _, id in ipairs(redis.call('ZRANGE', dk, 0, take - 1)) do
-    local jk = jkey(id)
-    local f = redis.call('HMGET', jk, 's', 'u', 'k')
-    redis.call('ZREM', dk, id)
-    if f[1] and RETAIN_CLASS[f[1]] == class and not redis.call('ZSCORE', NS .. 'results', id) then
+local why, looked = 'end', 0
+if limit > 0 and (excess > 0 or before_n) then
+  why, looked = walk(0, 0, 2 * limit, function(id, f, verdict)
+    if verdict == 'stale' then
+      hset(jkey(id), { 'sd', s(tonumber(f[4]) - 1) })
+      redis.call('DECR', stale_k)
+    elseif verdict == 'take' then
       redis.call('DEL', unpack(job_keys(id)))
-      redis.call('ZREM', NS .. 'jobs', id)
+      -- Its stale entries (a succeeded job retried once) now have no job: plain drops.
+      if f[4] ~= '0' then redis.call('DECRBY', NS .. 'done:failed:stale', f[4]) end
       if INDEXED[f[1]] then redis.call('ZREM', NS .. 'state:' .. f[1], id) end
+      -- The index of jobs a build before layout 3 wrote (a no-op for later jobs).
+      redis.call('ZREM', NS .. 'jobs', id)
       redis.call('HSET', pk, id, f[1] .. '\t' .. (f[2] or '0') .. '\t' .. s(now) .. '\t' .. (f[3] or ''))
       redis.call('ZADD', tk, now, id)
       jobs = jobs + 1
     end
-  end
+  end)
+  if looked > 0 then redis.call('LTRIM', dk, looked, -1) end
 end
 
 -- The new tombstones are the newest: selecting after adding them keeps a count bound exact.
-n_tombs = selected(tk, ARGV[6], ARGV[7])
+local n_tombs = selected(tk, ARGV[6], ARGV[7])
 local tombs = 0
-take = math.min(n_tombs, limit)
+local take = math.min(n_tombs, limit)
 if take > 0 then
   for _, id in ipairs(redis.call('ZRANGE', tk, 0, take - 1)) do
     local t = redis.call('HGET', pk, id)
@@ -100,5 +135,5 @@ if take > 0 then
   end
 end
 local more = 0
-if n_jobs > limit or n_tombs > limit then more = 1 end
+if why == 'budget' or n_tombs > limit then more = 1 end
 return { jobs, tombs, more }

@@ -2,7 +2,7 @@
 -- Returns 1 when applied, 0 when the lease changed or its heartbeat is no longer past stale_after.
 local id, token, action = ARGV[2], ARGV[3], ARGV[4]
 local jk = jkey(id)
-local f = redis.call('HMGET', jk, 's', 't', 'hh', 'sa', 'q', 'c', 'ct', 'cb')
+local f = hmget(jk, plan('s', 't', 'hh', 'sa', 'q', 'c', 'ct', 'cb'))
 if not f[1] then return 0 end
 if f[1] ~= 'running' or f[2] ~= token then
   if f[2] == token and f[7] == token and f[8] == 'reap' then return 1 end
@@ -17,13 +17,13 @@ else
   end_attempt(id, token, now, 'stale', nil)
 end
 clear_lease(id)
-redis.call('HSET', jk, 'u', s(now), 'ct', token, 'cb', 'reap')
+hset(jk, { 'u', s(now), 'ct', token, 'cb', 'reap' })
 if action == 'requeue' then
   set_state(id, 'running', 'queued', f[6])
-  schedule(id, f[5], next_seq(), now + delay, now)
+  schedule(id, f[5], now + delay, now, f[6], false)
 elseif action == 'recovery' then
   set_state(id, 'running', 'stale', f[6])
-  redis.call('HSET', jk, 'ra', '1')
+  hset(jk, { 'ra', '1' })
   to_results(id)
 elseif action == 'dead' then
   set_state(id, 'running', 'dead', f[6])

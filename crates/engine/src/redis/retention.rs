@@ -1,9 +1,10 @@
 //! Pruning on the Redis backend: `prune.lua` (one call removes at most `limit` jobs and
 //! `limit` tombstones, a few thousand keys) and tombstone reads from the `pruned` hash.
 //!
-//! An acknowledged terminal job is in `done:{class}` (`ack.lua`), scored by its finish time;
-//! both retention bounds select a prefix of that set, so a call costs O(batch · log n) whatever
-//! the number of retained jobs.
+//! An acknowledged terminal job is in the list `done:{class}` (`ack.lua`), in acknowledgement
+//! order; both retention bounds select a prefix of that list, so a call costs O(batch) whatever
+//! the number of retained jobs. A dry run's count walks the selected prefix in calls of at most
+//! 5 000 entries each.
 
 use super::{RETRY_BUDGET, RedisBackend, transient, unexpected};
 use crate::error::EngineError;
@@ -20,7 +21,7 @@ fn bound_args(b: &Bound) -> [String; 2] {
 }
 
 impl RedisBackend {
-    async fn run_prune(&self, rule: &PruneRule, limit: usize, count_only: bool) -> Result<Vec<u64>, EngineError> {
+    async fn run_prune(&self, rule: &PruneRule, limit: usize, count: Option<(i64, u64)>) -> Result<Vec<i64>, EngineError> {
         let mut inv = self.scripts.prune.prepare_invoke();
         let [jb, jk] = bound_args(&rule.jobs);
         let [tb, tk] = bound_args(&rule.tombstones);
@@ -31,24 +32,38 @@ impl RedisBackend {
             .arg(jk)
             .arg(tb)
             .arg(tk)
-            .arg(if count_only { "1" } else { "0" });
+            .arg(if count.is_some() { "1" } else { "0" });
+        if let Some((from, counted)) = count {
+            inv.arg(from).arg(counted);
+        }
         let what = format!("prune {} jobs", rule.class.as_str());
         with_retry!(self, what, |c| inv.invoke_async(&mut c))
     }
 
     /// [`crate::QueueBackend::prune`] on this backend.
     pub(super) async fn prune_batch(&self, rule: &PruneRule, limit: usize) -> Result<PruneBatch, EngineError> {
-        match self.run_prune(rule, limit, false).await?.as_slice() {
-            &[jobs, tombstones, more] => Ok(PruneBatch { jobs, tombstones, more: more == 1 }),
-            other => Err(unexpected("prune", &other.iter().map(u64::to_string).collect::<Vec<_>>())),
+        match self.run_prune(rule, limit, None).await?.as_slice() {
+            &[jobs, tombstones, more] if jobs >= 0 && tombstones >= 0 => {
+                Ok(PruneBatch { jobs: jobs as u64, tombstones: tombstones as u64, more: more == 1 })
+            }
+            other => Err(unexpected("prune", &other.iter().map(i64::to_string).collect::<Vec<_>>())),
         }
     }
 
     /// [`crate::QueueBackend::prune_count`] on this backend.
     pub(super) async fn prune_count_now(&self, rule: &PruneRule) -> Result<(u64, u64), EngineError> {
-        match self.run_prune(rule, 0, true).await?.as_slice() {
-            &[jobs, tombstones] => Ok((jobs, tombstones)),
-            other => Err(unexpected("prune", &other.iter().map(u64::to_string).collect::<Vec<_>>())),
+        let (mut from, mut jobs) = (0i64, 0u64);
+        loop {
+            match self.run_prune(rule, 0, Some((from, jobs))).await?.as_slice() {
+                &[n, tombstones, next] if n >= 0 && tombstones >= 0 => {
+                    jobs += n as u64;
+                    if next < 0 {
+                        return Ok((jobs, tombstones as u64));
+                    }
+                    from = next;
+                }
+                other => return Err(unexpected("prune", &other.iter().map(i64::to_string).collect::<Vec<_>>())),
+            }
         }
     }
 

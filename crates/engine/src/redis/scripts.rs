@@ -1,7 +1,10 @@
 //! The Lua scripts of the Redis backend, one per state transition, each run atomically by Redis.
 //!
-//! Every script is `common.lua` (key helpers, server clock, state index upkeep) followed by its
-//! own body; `ARGV[1]` is always the key prefix `{namespace}:`.
+//! Every script is the layout's constants (the field defaults of `defaults.rs` and the layout
+//! number), then `common.lua` (key helpers, server clock, state index upkeep), then its own body;
+//! `ARGV[1]` is always the key prefix `{namespace}:`.
+
+use std::sync::LazyLock;
 
 use ::redis::Script;
 
@@ -30,15 +33,21 @@ pub(super) struct Scripts {
     pub(super) epoch: Script,
     pub(super) prune: Script,
     pub(super) migrate: Script,
+    pub(super) migrate4: Script,
     pub(super) pick: Script,
 }
 
+/// The layout constants and `common.lua`, the start of every script.
+static PRELUDE: LazyLock<String> = LazyLock::new(|| {
+    format!("{}local LAYOUT = '{}'\n{COMMON}", super::defaults::lua_prelude(), super::migrate::LAYOUT)
+});
+
 pub(super) fn with_prelude(body: &str) -> Script {
-    Script::new(&format!("{COMMON}\n{body}"))
+    Script::new(&format!("{}\n{body}", *PRELUDE))
 }
 
 fn with_transitions(body: &str) -> Script {
-    Script::new(&format!("{COMMON}\n{TRANSITIONS}\n{body}"))
+    Script::new(&format!("{}\n{TRANSITIONS}\n{body}", *PRELUDE))
 }
 
 impl Scripts {
@@ -62,6 +71,7 @@ impl Scripts {
             epoch: with_prelude(include_str!("epoch.lua")),
             prune: with_prelude(include_str!("prune.lua")),
             migrate: with_prelude(include_str!("migrate.lua")),
+            migrate4: with_prelude(include_str!("migrate4.lua")),
             pick: with_prelude(include_str!("pick.lua")),
         }
     }

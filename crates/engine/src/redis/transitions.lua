@@ -50,14 +50,17 @@ end
 -- them before anything reads those sets). `delay` is the retry delay (ms, decimal text), `err`
 -- is '' for no error, else '=' followed by the error text. `snow` is `now` as text.
 -- Returns the new state when applied, '#' .. current_token when fenced, '' when missing.
+local P_FINISH = plan('s', 't', 'c')
+local P_CLOSER = plan('ct', 'cb')
+local P_REQUEUE = plan('cr', 'q', 'a', 'ow', 'oh', 'op', 'la')
 local function finish_one(id, token, next, delay, result, outcome, err, now, snow, sets)
   local jk = jkey(id)
-  local f = redis.call('HMGET', jk, 's', 't', 'c')
+  local f = hmget(jk, P_FINISH)
   if not f[1] then return '' end
   if f[1] ~= 'running' or f[2] ~= token then
     -- A retried call whose first try was applied (response lost) reports the same success.
     if f[2] == token then
-      local c = redis.call('HMGET', jk, 'ct', 'cb')
+      local c = hmget(jk, P_CLOSER)
       if c[1] == token and c[2] == 'finish' then return f[1] end
     end
     return '#' .. f[2]
@@ -65,7 +68,7 @@ local function finish_one(id, token, next, delay, result, outcome, err, now, sno
   -- What a retry needs besides (a terminal finish reads nothing more).
   local g
   if next == 'queued' then
-    g = redis.call('HMGET', jk, 'cr', 'q', 'a', 'ow', 'oh', 'op', 'la')
+    g = hmget(jk, P_REQUEUE)
     -- A cancel request wins over a retry (same rule as the SQLite backend).
     if g[1] == '1' then next = 'cancelled' end
   end
@@ -74,42 +77,52 @@ local function finish_one(id, token, next, delay, result, outcome, err, now, sno
   -- the last attempt's); any other closed attempt goes to the list now.
   local keep = terminal and result ~= ''
   if not keep then
-    if not g then g = redis.call('HMGET', jk, 'cr', 'q', 'a', 'ow', 'oh', 'op', 'la') end
+    if not g then g = hmget(jk, P_REQUEUE) end
     if g[4] then
       push_attempt(id, token, g[3], g[4], g[5], g[6], g[7], now, result, (not terminal) and tonumber(delay) or nil)
     end
   end
-  -- One HSET. `o` '' = none; `e` is stored as sent: '' = none, '=' .. text (either '@' when long).
-  redis.call('HSET', jk, 's', next, 'u', snow, 'ct', token, 'cb', 'finish', 'o', put_long(id, 'o', outcome),
-    'e', put_long(id, 'e', err), 'r', keep and result or '')
+  -- One write. `o` '' = none; `e` is stored as sent: '' = none, '=' .. text (either '@' when
+  -- long). The closing call is this finish of the current token: `ct` and `cb` at their defaults.
+  hset(jk, { 's', next, 'u', snow, 'ct', false, 'cb', 'finish', 'o', put_long(id, 'o', outcome),
+    'e', put_long(id, 'e', err), 'r', keep and result or '' })
   defer_zrem(sets, K_LEASES, id)
   if INDEXED[next] then defer_zadd(sets, state_key(next), f[3], id) end
   if next == 'queued' then
-    schedule(id, g[2], next_seq(), now + tonumber(delay), now)
+    schedule(id, g[2], now + tonumber(delay), now, f[3], false)
   elseif terminal then
     sets.results[#sets.results + 1] = id
   end
   return next
 end
 
--- Moves up to `limit` due delayed jobs of `queue` to its ready set, in due order.
+-- Moves up to `limit` due delayed jobs of `queue` to the tail of its ready list, in due order.
 local function promote_due(queue, now, limit)
   local delayed = NS .. 'delayed:' .. queue
   local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, limit)
   if #due > 0 then
-    local ready = NS .. 'ready:' .. queue
-    local base = redis.call('INCRBY', NS .. 'seq', #due) - #due
-    for i, id in ipairs(due) do
-      redis.call('ZREM', delayed, id)
-      redis.call('ZADD', ready, base + i, id)
-    end
+    redis.call('ZREM', delayed, unpack(due))
+    redis.call('RPUSH', NS .. 'ready:' .. queue, unpack(due))
   end
 end
 
--- Pops up to `max` ready jobs of `queue` (oldest first); returns ZPOPMIN's flat
--- {id, score, id, score, …} (ids at odd indexes).
-local function pop_ready(queue, max)
-  return redis.call('ZPOPMIN', NS .. 'ready:' .. queue, max)
+-- Most entries one pop_ready call looks at beyond `max` (stale entries it skips, see schedule).
+local POP_SKIP = 1000
+
+-- Pops up to `max` ready jobs of `queue` (oldest first) and calls take(id) on each until `max`
+-- of them were taken (take returns whether it took the job: false for a stale entry, which is
+-- dropped). Looks at most max + POP_SKIP entries.
+local function pop_ready(queue, max, take)
+  local key = NS .. 'ready:' .. queue
+  local taken, looked = 0, 0
+  while taken < max and looked < max + POP_SKIP do
+    local ids = redis.call('LPOP', key, max - taken)
+    if not ids then return end
+    for _, id in ipairs(ids) do
+      looked = looked + 1
+      if take(id) then taken = taken + 1 end
+    end
+  end
 end
 
 -- LEASE ROW: what the client decodes into a leased `Job` (redis/decode.rs, `leased`), a flat
@@ -153,28 +166,37 @@ local DEADLINE = {}
 -- script read and wrote, no second read of the hash), or nil when the job is no longer queued.
 -- A queued job holds no closed attempt in its hash (retry.lua moves it to the list before
 -- requeueing) and has recovery_available 0 (only a stale job has it set).
+local P_LEASE = plan('s', 'a', 't', 'sa', 'c', 'nb', 'cr', 'o', 'e', 'sr', unpack(SPEC_FIELDS))
 local function lease_one(tag, id, worker, host, pid, now, snow, sets)
   local jk = jkey(id)
-  local f = redis.call('HMGET', jk, 's', 'a', 't', 'sa', 'c', 'nb', 'cr', 'o', 'e', unpack(SPEC_FIELDS))
+  local f = hmget(jk, P_LEASE)
+  if not f[1] then return nil end
+  if f[10] ~= '0' then
+    -- A stale entry of this job, left by a cancel (see schedule): its live one, if any, is
+    -- further back.
+    hset(jk, { 'sr', s(tonumber(f[10]) - 1) })
+    return nil
+  end
   if f[1] ~= 'queued' then return nil end
   local attempts, token = inc(f[2]), inc(f[3])
-  redis.call('HSET', jk, 's', 'running', 'a', attempts, 't', token, 'ow', worker, 'oh', host, 'op', pid,
-    'la', snow, 'hh', snow, 'u', snow)
+  -- The heartbeat starts at the lease (`hh` at its default `la`).
+  hset(jk, { 's', 'running', 'a', attempts, 't', token, 'ow', worker, 'oh', host, 'op', pid,
+    'la', snow, 'hh', false, 'u', snow }, token == '1')
   local dl = DEADLINE[f[4]]
   if not dl then dl = s(now + tonumber(f[4])); DEADLINE[f[4]] = dl end
   defer_zadd(sets, K_LEASES, dl, id)
   local row = { tag, id, attempts, token, f[6], f[5], f[7] or false, false, get_long(id, 'o', f[8]) or false,
     row_error(id, f[9]), false, false, false }
-  append_spec(row, id, f, 10)
+  append_spec(row, id, f, 11)
   if token ~= '1' then append_history(row, id) end
   return row
 end
 
 -- The lease row of a job still running under `token` (text), for a retried lease request
 -- whose first try leased it; nil when it is no longer running under that token.
+local P_CURRENT = plan('s', 't', 'a', 'nb', 'c', 'cr', 'ra', 'o', 'e', 'la', 'hh', 'u', unpack(SPEC_FIELDS))
 local function current_row(tag, id, token)
-  local f = redis.call('HMGET', jkey(id), 's', 't', 'a', 'nb', 'c', 'cr', 'ra', 'o', 'e', 'la', 'hh', 'u',
-    unpack(SPEC_FIELDS))
+  local f = hmget(jkey(id), P_CURRENT)
   if f[1] ~= 'running' or f[2] ~= token then return nil end
   local row = { tag, id, f[3], f[2], f[4], f[5], f[6] or false, f[7] or false, get_long(id, 'o', f[8]) or false,
     row_error(id, f[9]), f[10], f[11], f[12] }
