@@ -145,7 +145,9 @@ local function schedule(id, queue, not_before, now, created, front, fresh)
   else
     redis.call('ZADD', NS .. 'delayed:' .. queue, not_before, id)
   end
-  hset(jkey(id), { 'nb', (tonumber(created) == not_before) and false or s(not_before) }, fresh)
+  local nb = false
+  if tonumber(created) ~= not_before then nb = s(not_before) end
+  hset(jkey(id), { 'nb', nb }, fresh)
   wake(queue)
 end
 

@@ -48,13 +48,14 @@ if keep ~= '' then
 end
 local before_n = tonumber(before)
 
--- Walks the list from position `from` (the entries before it count as `taken` already taken),
--- calling visit(id, f, verdict) for each entry looked at, f = its job's s, u, k, sd: verdict
--- 'stale' (the job's `sd` counts it), 'drop' or 'take'; stops at the first entry neither
--- selects (returns 'stop'), at the end ('end') or after `budget` entries ('budget').
+-- Walks the list from position `from` (`taken` jobs before it were selected), calling
+-- visit(id, f, verdict) for each entry looked at, f = its job's s, u, k, sd: verdict 'stale'
+-- (the job's `sd` counts it), 'drop' or 'take'; stops at the first entry neither selects
+-- (returns 'stop'), at the end ('end'), or after `budget` entries or `max_take` takes
+-- ('budget'). Also returns the position it stopped at.
 local P = plan('s', 'u', 'k', 'sd')
-local function walk(from, taken, budget, visit)
-  local looked = 0
+local function walk(from, taken, budget, max_take, visit)
+  local looked, took = 0, 0
   local pos = from
   while looked < budget do
     local ids = redis.call('LRANGE', dk, pos, pos + math.min(CHUNK, budget - looked) - 1)
@@ -70,13 +71,14 @@ local function walk(from, taken, budget, visit)
       elseif taken < excess or (before_n and tonumber(f[2]) < before_n) then
         verdict = 'take'
         taken = taken + 1
+        took = took + 1
       else
         return 'stop', pos
       end
       visit(id, f, verdict)
       looked = looked + 1
       pos = pos + 1
-      if looked >= budget then return 'budget', pos end
+      if looked >= budget or took >= max_take then return 'budget', pos end
     end
   end
   return 'budget', pos
@@ -85,7 +87,7 @@ end
 if count_only then
   local n = 0
   local from = tonumber(ARGV[9] or '0')
-  local why, pos = walk(from, tonumber(ARGV[10] or '0'), COUNT_BUDGET, function(_, _, verdict)
+  local why, pos = walk(from, tonumber(ARGV[10] or '0'), COUNT_BUDGET, COUNT_BUDGET, function(_, _, verdict)
     if verdict == 'take' then n = n + 1 end
   end)
   -- The count bound's selection continues across calls: `counted` were taken before `from`.
@@ -97,7 +99,7 @@ local now = now_ms()
 local jobs = 0
 local why, looked = 'end', 0
 if limit > 0 and (excess > 0 or before_n) then
-  why, looked = walk(0, 0, 2 * limit, function(id, f, verdict)
+  why, looked = walk(0, 0, 2 * limit, limit, function(id, f, verdict)
     if verdict == 'stale' then
       hset(jkey(id), { 'sd', s(tonumber(f[4]) - 1) })
       redis.call('DECR', stale_k)

@@ -1,10 +1,11 @@
-//! Stored layouts (layout 3, and the rewrite of an older build's layouts 1 and 2 at connect), the
-//! ingestion/ack race, and a namespace that lost its data.
+//! Stored layouts (layout 4, and the rewrite of an older build's layouts 1, 2 and 3 at connect),
+//! the ingestion/ack race, and a namespace that lost its data.
 
 use super::*;
 
-/// Layout 3 (every job this build enqueues): a terminal attempt's record stays in the job hash
-/// and only superseded attempts are pushed to the history list; the decoded history is the same.
+/// Layout 4 (every job this build enqueues): fields at their defaults are not stored; a terminal
+/// attempt's record stays in the job hash and only superseded attempts are pushed to the history
+/// list; the decoded history is the same.
 #[tokio::test]
 async fn terminal_attempt_stays_in_the_hash_and_is_listed_once_superseded() {
     let server = RedisServer::start();
@@ -13,10 +14,13 @@ async fn terminal_attempt_stays_in_the_hash_and_is_listed_once_superseded() {
     let id = b.enqueue(&spec("h")).await.unwrap().job_id;
     let hkey = format!("sftest:job:{id}");
     let list = format!("sftest:job:{id}:history");
-    assert_eq!(server.cli(&["HGET", &hkey, "s"]), "queued");
-    assert_eq!(server.cli(&["HEXISTS", &hkey, "spec"]), "0", "no spec JSON field");
+    let mut fields: Vec<String> = server.cli(&["HKEYS", &hkey]).lines().map(str::to_owned).collect();
+    fields.sort();
+    assert_eq!(fields, ["c", "kd", "p", "q"], "only what differs from the defaults: no state, attempts, times…");
+    assert_eq!(b.get(&id).await.unwrap().unwrap().state, JobState::Queued, "the state at its default");
     assert_eq!(server.cli(&["OBJECT", "ENCODING", &hkey]), "listpack");
-    assert_eq!(server.cli(&["GET", "sftest:layout"]), "3", "a new namespace is in layout 3 at once");
+    assert_eq!(server.cli(&["GET", "sftest:layout"]), "4", "a new namespace is in layout 4 at once");
+    assert_eq!(server.cli(&["TYPE", "sftest:ready:h"]), "list");
 
     // Attempt 1 fails with an error and is retried: its record goes to the list at once.
     let l = b.lease("h", &w, 1, Duration::ZERO).await.unwrap().remove(0);
@@ -197,9 +201,12 @@ async fn an_older_builds_namespace_is_rewritten_on_open_and_its_jobs_carry_on() 
     server.cli(&["RPUSH", "sftest:job:job-c:history", &record(1, "failed", None)]);
     server.cli(&["ZADD", "sftest:state:dead", &t, "job-c"]);
 
-    // This build connects: every hash is rewritten, compact.
+    // This build connects: every hash is rewritten, compact, and the ready sets become lists.
     let b = backend(&server).await;
-    assert_eq!(server.cli(&["GET", "sftest:layout"]), "3");
+    assert_eq!(server.cli(&["GET", "sftest:layout"]), "4");
+    for q in ["v2", "old"] {
+        assert_eq!(server.cli(&["TYPE", &format!("sftest:ready:{q}")]), "list", "ready:{q}");
+    }
     let ids = ["v2-queued", "v2-running", "v2-done", "v2-dead", "v2-keyed", "v2-long", "job-a", "job-b", "job-c"];
     for id in ids {
         let key = format!("sftest:job:{id}");
@@ -373,4 +380,219 @@ async fn a_namespace_that_lost_its_data_is_reported_once_and_applied_work_is_not
     assert!(b.pending_results(10).await.unwrap().is_empty(), "acknowledged");
     let applied = skillforge_store::applied::applied_for_job(store.pool(), &again.job_id).await.unwrap();
     assert!(applied.is_empty(), "{applied:?}");
+}
+
+/// A script of the layout-3 build, from the verbatim copies in `layout3/`.
+fn layout3_script(body: &str) -> redis::Script {
+    const COMMON: &str = include_str!("layout3/common.lua");
+    const TRANSITIONS: &str = include_str!("layout3/transitions.lua");
+    redis::Script::new(&format!("{COMMON}\n{TRANSITIONS}\n{body}"))
+}
+
+/// A namespace the layout-3 build wrote with its own scripts (queued jobs in FIFO order, a
+/// delayed one, a running one, succeeded and failed jobs acknowledged, a cancelled one, a pending
+/// result) is rewritten into layout 4 when this build connects: its ready and done sorted sets
+/// become lists in the same order, and its jobs carry on (leased in FIFO order, finished,
+/// acknowledged, retried, listed and pruned).
+#[tokio::test]
+async fn a_layout_3_namespace_becomes_layout_4_on_open_and_its_jobs_carry_on() {
+    use skillforge_engine::retention::{Bound, PruneRule, RetainClass, prune_pass};
+    let server = RedisServer::start();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let enqueue = layout3_script(include_str!("layout3/enqueue.lua"));
+    let lease = layout3_script(include_str!("layout3/lease.lua"));
+    let finish_batch = layout3_script(include_str!("layout3/finish_batch.lua"));
+    let ack = layout3_script(include_str!("layout3/ack.lua"));
+    let cancel = layout3_script(include_str!("layout3/cancel.lua"));
+    // The epoch and layout keys as the layout-3 build's connect left them.
+    server.cli(&["SET", "sftest:layout", "3"]);
+    server.cli(&["SET", "sftest:epoch", "old-epoch"]);
+    server.cli(&["SET", "sftest:done:backfill", "done"]);
+    let s = spec("l3");
+    let old_enqueue = |id: &'static str, not_before: String| {
+        let mut inv = enqueue.prepare_invoke();
+        inv.arg("sftest:").arg(id).arg(&s.queue).arg("").arg(s.max_attempts).arg(s.heartbeat_ms)
+            .arg(s.stale_after_ms).arg(u8::from(s.idempotent)).arg(not_before).arg(&s.workflow)
+            .arg(&s.stage).arg(&s.kind).arg(serde_json::to_string(&s.payload).unwrap()).arg(s.timeout_ms).arg("");
+        inv
+    };
+    let later = (b_now(&server) + 3_600_000).to_string();
+    for id in ["l3-run", "l3-ok", "l3-fail", "l3-pending", "l3-cancel", "l3-q1", "l3-q2", "l3-q3"] {
+        let _: (String, i64) = old_enqueue(id, String::new()).invoke_async(&mut c).await.unwrap();
+    }
+    let _: (String, i64) = old_enqueue("l3-later", later).invoke_async(&mut c).await.unwrap();
+    assert_eq!(server.cli(&["TYPE", "sftest:ready:l3"]), "zset", "the old layout");
+    type Leased = (Vec<Vec<Option<String>>>, i64, i64);
+    let (rows, _, _): Leased = lease.prepare_invoke().arg("sftest:").arg("l3").arg(4).arg("old-w").arg("old-h").arg(42)
+        .arg("req-1").arg(1000).invoke_async(&mut c).await.unwrap();
+    assert_eq!(rows.len(), 4);
+    let passed = serde_json::to_string(&outcome(ExitClass::Passed)).unwrap();
+    let mut old_finish = finish_batch.prepare_invoke();
+    old_finish.arg("sftest:").arg("req-2").arg(1000).arg(3).arg(0);
+    for (id, next, label) in [("l3-ok", "succeeded", "passed"), ("l3-fail", "failed", "failed"), ("l3-pending", "succeeded", "passed")] {
+        old_finish.arg(id).arg(1).arg(next).arg(0).arg(label).arg(&passed).arg("").arg(0);
+    }
+    let _: redis::Value = old_finish.invoke_async(&mut c).await.unwrap();
+    let _: Vec<String> = cancel.prepare_invoke().arg("sftest:").arg("l3-cancel").invoke_async(&mut c).await.unwrap();
+    for (id, token) in [("l3-ok", 1), ("l3-fail", 1), ("l3-cancel", 0)] {
+        let _: Vec<String> = ack.prepare_invoke().arg("sftest:").arg(id).arg(token).invoke_async(&mut c).await.unwrap();
+    }
+    assert_eq!(server.cli(&["TYPE", "sftest:done:failed"]), "zset");
+    assert_eq!(server.cli(&["HGET", "sftest:job:l3-q1", "s"]), "queued", "layout 3 stores every field");
+
+    // This build connects: the sets become lists, in their order; the hashes stay.
+    let b = backend(&server).await;
+    assert_eq!(server.cli(&["GET", "sftest:layout"]), "4");
+    let list = |key: &str| server.cli(&["LRANGE", key, "0", "-1"]).lines().map(str::to_owned).collect::<Vec<_>>();
+    assert_eq!(list("sftest:ready:l3"), ["l3-q1", "l3-q2", "l3-q3"]);
+    assert_eq!(list("sftest:done:succeeded"), ["l3-ok"]);
+    let mut failed = list("sftest:done:failed");
+    failed.sort();
+    assert_eq!(failed, ["l3-cancel", "l3-fail"]);
+    assert_eq!(server.cli(&["KEYS", "sftest:*:l4"]), "", "no staging list left");
+    assert_eq!(server.cli(&["ZCARD", "sftest:results"]), "1", "the pending result stays pending");
+    drop(backend(&server).await);
+
+    // Shown as stored, and they carry on.
+    let run = b.get("l3-run").await.unwrap().unwrap();
+    assert_eq!((run.state, run.lease.as_ref().map(|l| l.owner_worker.as_str())), (JobState::Running, Some("old-w")));
+    assert_eq!(b.get("l3-ok").await.unwrap().unwrap().state, JobState::Succeeded);
+    assert_eq!(b.get("l3-later").await.unwrap().unwrap().state, JobState::Queued);
+    let fresh = b.enqueue(&spec("l3")).await.unwrap().job_id;
+    let w = worker("new");
+    let leased: Vec<String> = b.lease("l3", &w, 10, Duration::ZERO).await.unwrap().into_iter().map(|l| l.job.id).collect();
+    assert_eq!(leased, ["l3-q1", "l3-q2", "l3-q3", fresh.as_str()], "FIFO across the rewrite");
+    assert_eq!(
+        b.finish("l3-run", 1, &finish(JobState::Succeeded, 0, "passed")).await.unwrap(),
+        FinishReply::Applied(JobState::Succeeded)
+    );
+    let pending: HashSet<String> = b.pending_results(10).await.unwrap().into_iter().map(|j| j.id).collect();
+    assert_eq!(pending, HashSet::from(["l3-pending".to_owned(), "l3-run".to_owned()]));
+    for id in ["l3-pending", "l3-run"] {
+        assert!(b.ack_result(id, 1).await.unwrap());
+    }
+    b.retry("l3-fail").await.unwrap();
+    let again = b.lease("l3", &w, 1, Duration::ZERO).await.unwrap().remove(0);
+    assert_eq!((again.job.id.as_str(), again.fencing_token), ("l3-fail", 2));
+    let succeeded: HashSet<String> = b.list(Some(JobState::Succeeded), 10).await.unwrap().into_iter().map(|j| j.id).collect();
+    assert_eq!(succeeded, HashSet::from(["l3-ok".to_owned(), "l3-pending".to_owned(), "l3-run".to_owned()]));
+    let all = Bound { before_ms: Some(b.now_ms().await.unwrap() + 1_000), keep_newest: None };
+    let rule = PruneRule { class: RetainClass::Succeeded, jobs: all, tombstones: Bound::default() };
+    assert_eq!(prune_pass(&b, &[rule], 100).await.unwrap().jobs, 3);
+    assert!(b.get("l3-ok").await.unwrap().is_none());
+}
+
+/// The server's clock, ms.
+fn b_now(server: &RedisServer) -> i64 {
+    server.cli(&["TIME"]).lines().next().unwrap().parse::<i64>().unwrap() * 1000
+}
+
+/// Ready lists are lazy: a cancelled queued job leaves its entry, counted in `sr`; the lease
+/// skips it, also after the job is retried (its live entry is at the tail), and a cancelled
+/// delayed job leaves none.
+#[tokio::test]
+async fn a_cancelled_queued_jobs_entry_is_skipped_and_a_retry_leases_it_at_its_new_place() {
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let ids: Vec<String> = futures_ids(&b, "lz", 3).await;
+    let mut delayed = spec("lz");
+    delayed.not_before_ms = Some(b.now_ms().await.unwrap() + 3_600_000);
+    let later = b.enqueue(&delayed).await.unwrap().job_id;
+    assert_eq!(b.cancel(&ids[1]).await.unwrap(), skillforge_engine::CancelReply::Cancelled);
+    assert_eq!(b.cancel(&later).await.unwrap(), skillforge_engine::CancelReply::Cancelled);
+    assert_eq!(server.cli(&["HGET", &format!("sftest:job:{}", ids[1]), "sr"]), "1");
+    assert_eq!(server.cli(&["HEXISTS", &format!("sftest:job:{later}"), "sr"]), "0", "a delayed job leaves no entry");
+    assert_eq!(server.cli(&["LLEN", "sftest:ready:lz"]), "3", "the entry stays (no O(n) removal)");
+    assert_eq!(server.cli(&["ZCARD", "sftest:delayed:lz"]), "0");
+    b.retry(&ids[1]).await.unwrap();
+    let last = b.enqueue(&spec("lz")).await.unwrap().job_id;
+    let w = worker("lz");
+    let leased: Vec<String> = b.lease("lz", &w, 10, Duration::ZERO).await.unwrap().into_iter().map(|l| l.job.id).collect();
+    assert_eq!(leased, [ids[0].clone(), ids[2].clone(), ids[1].clone(), last], "the stale entry is skipped once");
+    assert_eq!(server.cli(&["HEXISTS", &format!("sftest:job:{}", ids[1]), "sr"]), "0");
+    assert_eq!(server.cli(&["LLEN", "sftest:ready:lz"]), "0");
+    // A cancelled job whose entry is never popped before it is pruned: the entry is dropped.
+    let gone = b.enqueue(&spec("lz")).await.unwrap().job_id;
+    b.cancel(&gone).await.unwrap();
+    server.cli(&["DEL", &format!("sftest:job:{gone}")]);
+    let next = b.enqueue(&spec("lz")).await.unwrap().job_id;
+    let leased: Vec<String> = b.lease("lz", &w, 10, Duration::ZERO).await.unwrap().into_iter().map(|l| l.job.id).collect();
+    assert_eq!(leased, [next]);
+}
+
+/// Enqueues `n` jobs on `queue` one after the other (FIFO order).
+async fn futures_ids(b: &RedisBackend, queue: &str, n: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        ids.push(b.enqueue(&spec(queue)).await.unwrap().job_id);
+    }
+    ids
+}
+
+/// Done lists are lazy: retrying an acknowledged failed job leaves its entry, counted in the
+/// job's `sd` and in `done:failed:stale`; prune drops it and counts the retained jobs right (a
+/// count bound keeps the newest live ones), and a job pruned with stale entries left has them
+/// uncounted.
+#[tokio::test]
+async fn a_retried_acknowledged_jobs_done_entry_is_dropped_and_counts_stay_right() {
+    use skillforge_engine::retention::{Bound, PruneRule, RetainClass, prune_pass};
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let w = worker("dn");
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let id = b.enqueue(&spec("dn")).await.unwrap().job_id;
+        let l = b.lease("dn", &w, 1, Duration::ZERO).await.unwrap().remove(0);
+        b.finish(&id, l.fencing_token, &finish(JobState::Failed, 0, "failed")).await.unwrap();
+        assert!(b.ack_result(&id, l.fencing_token).await.unwrap());
+        ids.push(id);
+    }
+    // The oldest is retried and fails again: two entries, the first stale.
+    b.retry(&ids[0]).await.unwrap();
+    assert_eq!(server.cli(&["GET", "sftest:done:failed:stale"]), "1");
+    let l = b.lease("dn", &w, 1, Duration::ZERO).await.unwrap().remove(0);
+    b.finish(&ids[0], l.fencing_token, &finish(JobState::Failed, 0, "failed")).await.unwrap();
+    assert!(b.ack_result(&ids[0], l.fencing_token).await.unwrap());
+    assert_eq!(server.cli(&["LLEN", "sftest:done:failed"]), "4");
+    // Keep the newest 2 of the 3 live jobs: exactly one goes (ids[1]), the stale entry with it.
+    let keep2 = PruneRule { class: RetainClass::Failed, jobs: Bound { before_ms: None, keep_newest: Some(2) }, tombstones: Bound::default() };
+    assert_eq!(b.prune_count(&keep2).await.unwrap().0, 1);
+    assert_eq!(prune_pass(&b, &[keep2], 10).await.unwrap().jobs, 1);
+    assert!(b.get(&ids[1]).await.unwrap().is_none());
+    for id in [&ids[0], &ids[2]] {
+        assert!(b.get(id).await.unwrap().is_some(), "{id} kept");
+    }
+    assert_eq!(server.cli(&["GET", "sftest:done:failed:stale"]), "0");
+    assert_eq!(server.cli(&["HEXISTS", &format!("sftest:job:{}", ids[0]), "sd"]), "0");
+    assert_eq!(server.cli(&["LLEN", "sftest:done:failed"]), "2");
+}
+
+/// The record a lease request keeps for a retry after a lost reply (`leasereq:{id}`) is deleted
+/// by the next call once its reply arrived, and otherwise expires within two minutes: a drain
+/// leaves at most the last one.
+#[tokio::test]
+async fn lease_request_records_go_once_answered() {
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let w = worker("lr");
+    for _ in 0..20 {
+        b.enqueue(&spec("lr")).await.unwrap();
+    }
+    let mut l = b.lease("lr", &w, 1, Duration::ZERO).await.unwrap().remove(0);
+    let records = || server.cli(&["KEYS", "sftest:leasereq:*"]).lines().count();
+    assert_eq!(records(), 1);
+    let ttl: i64 = server.cli(&["PTTL", server.cli(&["KEYS", "sftest:leasereq:*"]).trim()]).parse().unwrap();
+    assert!(ttl > 0 && ttl <= 120_000, "{ttl}");
+    for _ in 0..19 {
+        let (_, next) = b
+            .finish_and_lease(&l.job.id, l.fencing_token, &finish(JobState::Succeeded, 0, "passed"), "lr", &w)
+            .await
+            .unwrap();
+        l = next.expect("a next job");
+        assert_eq!(records(), 1, "only the last answered request's record is left");
+    }
+    b.finish(&l.job.id, l.fencing_token, &finish(JobState::Succeeded, 0, "passed")).await.unwrap();
+    assert!(b.lease("lr", &w, 1, Duration::ZERO).await.unwrap().is_empty());
+    assert_eq!(records(), 0, "a lease call deletes the last one");
 }

@@ -50,14 +50,15 @@ async fn a_pruned_job_leaves_only_its_tombstone_in_the_namespace() {
     b.finish(&id, l[0].fencing_token, &finish(JobState::Dead, 0, "failed")).await.unwrap();
     assert_eq!(server.cli(&["EXISTS", &format!("sftest:job:{id}:history")]), "1", "a superseded attempt");
     assert!(b.ack_result(&id, l[0].fencing_token).await.unwrap());
-    assert_eq!(server.cli(&["ZCARD", "sftest:done:failed"]), "1", "the ack makes it prunable");
+    assert_eq!(server.cli(&["LLEN", "sftest:done:failed"]), "1", "the ack makes it prunable");
     let all = Bound { before_ms: Some(b.now_ms().await.unwrap() + 1_000), keep_newest: None };
     let rule = PruneRule { class: RetainClass::Failed, jobs: all, tombstones: Bound::default() };
     assert_eq!(prune_pass(&b, &[rule], 10).await.unwrap().jobs, 1);
     assert_eq!(server.cli(&["KEYS", "sftest:job:*"]), "", "no job hash or history left");
-    for (key, n) in [("sftest:jobs", "0"), ("sftest:state:dead", "0"), ("sftest:done:failed", "0"), ("sftest:pruned:failed", "1")] {
+    for (key, n) in [("sftest:jobs", "0"), ("sftest:state:dead", "0"), ("sftest:pruned:failed", "1")] {
         assert_eq!(server.cli(&["ZCARD", key]), n, "{key}");
     }
+    assert_eq!(server.cli(&["LLEN", "sftest:done:failed"]), "0");
     assert_eq!(server.cli(&["HLEN", "sftest:pruned"]), "1");
     assert_eq!(server.cli(&["HGET", "sftest:idem", "k1"]), id, "the key stays with the tombstone");
 
@@ -70,8 +71,9 @@ async fn a_pruned_job_leaves_only_its_tombstone_in_the_namespace() {
 }
 
 /// A namespace written by a build before retention: its acknowledged jobs are in no `done:*` set.
-/// The first prune calls file them (walking `jobs` from the oldest, up to 1 000 entries a call)
-/// and prune them; a job whose result is pending is not filed.
+/// The rewrite into layout 4 at connect files them first (walking `jobs` from the oldest, 500
+/// entries a call), then turns the done sets into lists; prune removes them; a job whose result
+/// is pending is not filed.
 #[tokio::test]
 async fn jobs_acknowledged_before_retention_are_backfilled_and_pruned() {
     use skillforge_engine::retention::{Bound, PruneRule, RetainClass, prune_pass};
@@ -94,15 +96,23 @@ async fn jobs_acknowledged_before_retention_are_backfilled_and_pruned() {
         for _, id in ipairs(redis.call('ZRANGE', key, 0, -1)) do \
           redis.call('ZADD', 'sftest:jobs', redis.call('HGET', 'sftest:job:' .. id, 'c'), id) end end \
         return redis.call('ZCARD', 'sftest:jobs')";
-    assert_eq!(server.cli(&["EVAL", index, "0"]), "1200");
+    let index = index.replace("ZRANGE', key", "LRANGE', key").replace(
+        "for _, id in ipairs(redis.call('LRANGE', key, 0, -1)) do",
+        "local ids = (key == 'sftest:results') and redis.call('ZRANGE', key, 0, -1) or redis.call('LRANGE', key, 0, -1) \
+         for _, id in ipairs(ids) do",
+    );
+    assert_eq!(server.cli(&["EVAL", &index, "0"]), "1200");
     server.cli(&["DEL", "sftest:done:succeeded", "sftest:done:backfill"]);
+    server.cli(&["SET", "sftest:layout", "3"]);
+    drop(b);
+    let b = backend(&server).await;
+    assert_eq!(server.cli(&["GET", "sftest:done:backfill"]), "done");
+    assert_eq!(server.cli(&["GET", "sftest:layout"]), "4");
+    assert_eq!(server.cli(&["LLEN", "sftest:done:succeeded"]), "1199", "every acknowledged job filed once");
     let all = Bound { before_ms: Some(b.now_ms().await.unwrap() + 1_000), keep_newest: None };
     let rule = PruneRule { class: RetainClass::Succeeded, jobs: all, tombstones: Bound::default() };
-    let first = b.prune(&rule, 2_000).await.unwrap();
-    assert_eq!(first.jobs, 1_000 - 1, "the first call files the oldest 1 000 (one pending) and prunes them");
-    assert_ne!(server.cli(&["GET", "sftest:done:backfill"]), "done");
-    assert_eq!(prune_pass(&b, &[rule], 10).await.unwrap().jobs, 200);
-    assert_eq!(server.cli(&["GET", "sftest:done:backfill"]), "done");
+    assert_eq!(b.prune_count(&rule).await.unwrap().0, 1199);
+    assert_eq!(prune_pass(&b, &[rule], 400).await.unwrap().jobs, 1199);
     assert!(b.get(&ids[7]).await.unwrap().is_some(), "the pending one stays");
     assert_eq!(server.cli(&["ZCARD", "sftest:jobs"]), "1");
 }
