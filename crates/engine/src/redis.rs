@@ -9,34 +9,40 @@
 //!
 //! | key | type | content |
 //! |-----|------|---------|
-//! | `job:{id}` | hash | the job, layout 3 (below): short fields, every value ≤ 64 bytes |
+//! | `job:{id}` | hash | the job, layout 4 (below): short fields, every value ≤ 64 bytes, none at its default |
 //! | `job:{id}:{p,x,o,e}` | string | a payload, spec extra, outcome or error longer than 64 bytes (the hash field holds '@'); only when needed |
 //! | `job:{id}:history` | list | one JSON [`AttemptRecord`](crate::job::AttemptRecord) per *superseded* closed attempt, at most 100 (the oldest dropped); created only when needed |
-//! | `ready:{queue}` | sorted set | due jobs, score = enqueue sequence (`INCR seq`): FIFO |
+//! | `ready:{queue}` | list | due jobs, FIFO (pushed at the tail, popped from the head; a job handed back goes to the head); lazy: a cancelled job's entry stays until popped, counted in its `sr` |
 //! | `delayed:{queue}` | sorted set | not yet due jobs, score = `not_before` (ms) |
 //! | `queues` | set | every queue name a job was enqueued on (for `list` of queued jobs) |
 //! | `wake:{queue}` | list | wake tokens for idle `lease` waiters (`BLPOP`), capped at 16 |
 //! | `leases` | sorted set | running jobs, score = heartbeat deadline (`heartbeat_at + stale_after`) |
 //! | `idem` | hash | idempotency key → job id (kept while the job or its tombstone is) |
-//! | `done:{class}` | sorted set | acknowledged terminal jobs of a retention class (`succeeded`; `failed` = failed, dead, cancelled), score = finish time: what `prune.lua` may remove (`crate::retention`) |
-//! | `done:backfill` | string | cursor (a creation time in `jobs`) of the one-time walk that files the acknowledged jobs of a namespace written before retention into `done:*`; `done` when finished (set at once for a new namespace) |
-//! | `layout`, `layout:cursor` | strings | `3` once every job hash is in layout 3; the cursor (a creation time in `jobs`) of the rewrite of an older namespace at connect (`redis/migrate.rs`) |
+//! | `done:{class}` | list | acknowledged terminal jobs of a retention class (`succeeded`; `failed` = failed, dead, cancelled) in acknowledgement order: what `prune.lua` may remove, oldest first (`crate::retention`); lazy: a retried job's entry stays until pruning reaches it, counted in its `sd` |
+//! | `done:failed:stale` | string | how many entries of `done:failed` are stale (retried jobs), so a count bound counts live jobs only |
+//! | `done:backfill` | string | cursor (a creation time in `jobs`) of the one-time walk that files the acknowledged jobs of a namespace written before retention into `done:*` (part of the rewrite into layout 4); `done` when finished (set at once for a new namespace) |
+//! | `layout`, `layout:cursor` | strings | `4` once the namespace is in layout 4; the cursor (a creation time in `jobs`) of the rewrite of layouts 1 and 2 at connect (`redis/migrate.rs`) |
 //! | `pruned`, `pruned:{class}` | hash, sorted set | tombstones of pruned jobs: id → `state⇥finished_at⇥pruned_at⇥idem_key`; per class by prune time |
 //! | `results` | sorted set | terminal/stale jobs not yet acknowledged, score = sequence |
 //! | `jobs`, `state:{state}` | sorted sets | job index by creation time: all jobs / per state, for `failed`, `dead`, `cancelled` and `stale` only. The other states are listed from the sets their jobs are in, O(page): `running` from `leases`, `queued` from `ready:*` / `delayed:*`, `succeeded` from `done:succeeded` and `results` |
 //! | `lock:{name}`, `locks`, `locktoken` | hash, sorted set, string | named locks while held (deleted when released or reaped); held locks by heartbeat deadline; the lock token counter |
 //! | `seq` | string | the sequence counter |
-//! | `leasereq:{uuid}` | list | jobs leased by one lease request (10 min), so a retried request is idempotent |
+//! | `leasereq:{uuid}` | list | jobs leased by one lease request, so a retried request is idempotent; deleted by the client's next call once the reply arrived, else after 2 min |
 //! | `out:{id}` | stream | the job's live output ([`crate::output`]): entries `s` (stream), `t` (fencing token), `d` (bytes); at most `OUTPUT_CAP_CHUNKS`, trimmed to `OUTPUT_TAIL_CHUNKS` when the job ends |
 //! | `changed` | pub/sub channel | not a key: a message (`1`) from every script that ends a job (finish, cancel, reap, release into `cancelled`), so a waiter of another process wakes at once (`redis/changes.rs`) |
 //! | `epoch` | string | the namespace epoch: a random id written once into an empty namespace (`epoch.lua`); gone or changed = the data was lost ([`QueueBackend::check_namespace`](crate::QueueBackend::check_namespace)) |
 //!
-//! ## The job hash (layout 3)
+//! ## The job hash (layout 4)
 //!
 //! Redis keeps a hash as a compact listpack only while every value is at most
 //! `hash-max-listpack-value` (64 bytes by default) and it has at most 512 fields; one longer
 //! value turns it into a hashtable of ~60 bytes per field for good. So the fields have short
-//! names and short values (times in ms since the Unix epoch, numbers as decimal text):
+//! names and short values (times in ms since the Unix epoch, numbers as decimal text), and a
+//! field at its default is not stored at all (`redis/defaults.rs`: one frozen table, rendered
+//! into every script and applied by the decoder; `u` and `nb` default to `c`, `hh` to `la`, `ct`
+//! to `t`). A default no-op job stores `c` and `kd` only; `c` is always stored, so its absence
+//! means no such job. Scripts read job fields through `hmget` and write them through `hset`
+//! (`common.lua`), never raw:
 //!
 //! | field | content |
 //! |---|---|
@@ -45,7 +51,8 @@
 //! | `x` | the other spec fields that differ from their defaults, JSON (`redis/spec.rs`); absent for most jobs ('@' = in `job:{id}:x`) |
 //! | `k` | idempotency key (absent = none) |
 //! | `m`, `to`, `hb`, `sa`, `i` | max attempts, timeout ms, heartbeat ms, stale after ms, idempotent (0/1) |
-//! | `s`, `a`, `t`, `n` | state, attempts, fencing token (0 before the first lease), enqueue sequence (FIFO position) |
+//! | `s`, `a`, `t` | state, attempts, fencing token (0 before the first lease) |
+//! | `sr`, `sd` | stale entries of the job in its ready list / in `done:failed` (lazy removal, see the key table) |
 //! | `c`, `u`, `nb` | created, updated, not before |
 //! | `cr`, `ra` | cancel requested, recovery available ('1' = set; absent or '0' = not) |
 //! | `ow`, `oh`, `op`, `la`, `hh` | the last attempt's lease: worker, host, pid, acquired at, heartbeat at |
@@ -66,15 +73,18 @@
 //! (queue, idempotency key, worker, host) are kept in the hash: a long one costs memory, never
 //! correctness.
 //!
-//! **Older layouts.** Layouts 1 and 2 (builds before this one: one `spec` JSON field, long
-//! field names; layout 1 also pushed every closed attempt to the list and deleted the lease
-//! fields) are rewritten into layout 3 when a backend connects (`redis/migrate.rs`). An older
-//! build cannot read layout 3: stop its processes before upgrading, and do not roll back
-//! against a rewritten namespace.
+//! **Older layouts.** Layout 3 (the build before this one) stored every field, kept `n`, the
+//! enqueue sequence, and had ready and done sorted sets; its hashes read the same in layout 4,
+//! and its sets are turned into lists when a backend connects (`migrate4.lua`). Layouts 1 and 2
+//! (one `spec` JSON field, long field names; layout 1 also pushed every closed attempt to the
+//! list and deleted the lease fields) are first rewritten into layout 3 (`redis/migrate.rs`).
+//! An older build cannot read layout 4: stop its processes before upgrading, and do not roll
+//! back against a rewritten namespace.
 //!
 //! Every operation touches O(1) keys per job (O(log n) sorted-set updates), whatever the
 //! backlog: a lease promotes at most [`PROMOTE_LIMIT`] due delayed jobs and pops at most
-//! [`MAX_LEASE_BATCH`] ready ones. Keys are computed inside the scripts, so this backend needs
+//! [`MAX_LEASE_BATCH`] ready ones (plus at most 1 000 stale entries it skips); a cancel or a
+//! retry never searches a list (the entry it leaves is skipped later, O(1)). Keys are computed inside the scripts, so this backend needs
 //! a standalone Redis (or a single-shard deployment), not Redis Cluster.
 //!
 //! # Connections and failures
@@ -298,7 +308,7 @@ impl RedisBackend {
         *backend.epoch.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = epoch;
         let rewritten = backend.migrate_layout().await?;
         if rewritten > 0 {
-            tracing::info!(jobs = rewritten, namespace, "rewrote the namespace's job hashes into layout 3");
+            tracing::info!(jobs = rewritten, namespace, "rewrote the namespace's layout-1/2 job hashes");
         }
         Ok(backend)
     }
