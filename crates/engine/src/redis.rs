@@ -7,6 +7,11 @@
 //!
 //! # Key layout (all under the prefix `{namespace}:`)
 //!
+//! `{id}` below, in keys and in set members alike, is a job's *stored* id (`redis/id.rs`): a
+//! UUID job id (every id the engine makes) as the 22-character base64url text of its 16 bytes,
+//! any other id as it is. For `redis-cli HGETALL ns:job:ID`, [`id::stored`] gives a job's key id,
+//! [`id::public`] the way back.
+//!
 //! | key | type | content |
 //! |-----|------|---------|
 //! | `job:{id}` | hash | the job, layout 4 (below): short fields, every value ≤ 64 bytes, none at its default |
@@ -74,8 +79,10 @@
 //! correctness.
 //!
 //! **Older layouts.** Layout 3 (the build before this one) stored every field, kept `n`, the
-//! enqueue sequence, and had ready and done sorted sets; its hashes read the same in layout 4,
-//! and its sets are turned into lists when a backend connects (`migrate4.lua`). Layouts 1 and 2
+//! enqueue sequence, keyed jobs by their 36-character UUID text and had ready and done sorted
+//! sets; its hashes read the same in layout 4, and its keys, set members and hash entries are
+//! renamed to stored ids and its sets turned into lists when a backend connects
+//! (`migrate4.lua`, resumable: cursors `layout:step`, `layout:scan`). Layouts 1 and 2
 //! (one `spec` JSON field, long field names; layout 1 also pushed every closed attempt to the
 //! list and deleted the lease fields) are first rewritten into layout 3 (`redis/migrate.rs`).
 //! An older build cannot read layout 4: stop its processes before upgrading, and do not roll
@@ -103,6 +110,7 @@ mod batch;
 mod changes;
 mod decode;
 mod defaults;
+pub mod id;
 mod outcome_json;
 mod routes;
 mod scripts;
@@ -463,7 +471,8 @@ impl RedisBackend {
         Ok((jobs, (next_due >= 0).then_some(next_due), now))
     }
 
-    /// Fetches jobs by id in one pipeline, skipping ids that no longer exist.
+    /// Fetches jobs by stored id (`redis/id.rs`: as the sets hold them) in one pipeline,
+    /// skipping ids that no longer exist; each job carries its public id.
     async fn fetch_jobs(&self, ids: &[String]) -> Result<Vec<Job>, EngineError> {
         if ids.is_empty() {
             return Ok(Vec::new());
@@ -492,7 +501,7 @@ impl RedisBackend {
                 ::redis::from_redis_value(side)
                     .map_err(|e| EngineError::redis(format!("job long values: {e}")))?,
             );
-            if let Some(job) = decode::job(id, raw)? {
+            if let Some(job) = decode::job(&id::public(id), raw)? {
                 out.push(job);
             }
         }

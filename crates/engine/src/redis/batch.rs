@@ -166,7 +166,7 @@ async fn run(
             error.push('=');
             error.push_str(e);
         }
-        inv.arg(&item.job_id)
+        inv.arg(super::id::stored(&item.job_id).as_ref())
             .arg(item.token)
             .arg(item.next)
             .arg(item.delay_ms)
@@ -203,7 +203,7 @@ async fn run(
     // the search starts after the previous match.
     let mut cursor = 0;
     for row in leased {
-        let Some(tag) = row.first().cloned().flatten() else {
+        let Some(tag) = row.first().and_then(Option::as_deref).map(super::id::public) else {
             lease_error = Some("lease row without a tag".to_owned());
             continue;
         };

@@ -194,7 +194,8 @@ const ROW_FIXED: usize = 25;
 /// flat: `[tag, id, attempts, token, not_before, created_at, cancel_requested,
 /// recovery_available, outcome, error, acquired_at, heartbeat_at, updated_at, queue, workflow,
 /// stage, kind, payload, idempotency_key, max_attempts, timeout_ms, heartbeat_ms, stale_after,
-/// idempotent, extra, history record…]` (nil = absent; times in ms since the Unix epoch;
+/// idempotent, extra, history record…]` (nil = absent; ids stored as `redis/id.rs` says, returned
+/// public; times in ms since the Unix epoch;
 /// acquired/heartbeat/updated nil = `now`, the script's clock). The tag is the caller's: the
 /// finished job's id in a finish batch, '' in a lease. `owner` is the worker the script leased
 /// the job for.
@@ -205,7 +206,7 @@ pub(super) fn leased(
     owner: &WorkerIdentity,
     now: i64,
 ) -> Result<(String, LeasedJob), EngineError> {
-    let id = row.get(1).cloned().flatten().unwrap_or_default();
+    let id = super::id::public(row.get(1).and_then(Option::as_deref).unwrap_or_default());
     if row.len() < ROW_FIXED {
         return Err(corrupt(&id, format!("lease row of {} fields", row.len())));
     }
@@ -216,7 +217,7 @@ pub(super) fn leased(
     }
     let at = |i: usize| row[i].as_deref();
     let need = |i: usize, name: &str| at(i).ok_or_else(|| corrupt(&id, format!("missing field `{name}`")));
-    let tag = at(0).unwrap_or_default().to_owned();
+    let tag = super::id::public(at(0).unwrap_or_default());
     let attempts: u32 = parse(&id, at(2), "a")?;
     let token: u64 = parse(&id, at(3), "t")?;
     let not_before_ms = parse(&id, at(4), "nb")?;

@@ -25,7 +25,7 @@ type Entry = (String, Vec<Vec<u8>>);
 
 impl RedisBackend {
     fn output_key(&self, job_id: &str) -> String {
-        format!("{}out:{job_id}", self.prefix)
+        format!("{}out:{}", self.prefix, super::id::stored(job_id))
     }
 
     /// See [`crate::QueueBackend::append_output`].
@@ -36,7 +36,7 @@ impl RedisBackend {
         chunks: &[NewOutput],
     ) -> Result<bool, EngineError> {
         let mut inv = APPEND.prepare_invoke();
-        inv.arg(&self.prefix).arg(job_id).arg(fencing_token).arg(OUTPUT_CAP_CHUNKS);
+        inv.arg(&self.prefix).arg(super::id::stored(job_id).as_ref()).arg(fencing_token).arg(OUTPUT_CAP_CHUNKS);
         for c in chunks {
             inv.arg(c.stream.as_str()).arg(c.data.as_slice());
         }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::id::{public, stored};
 use super::{
     RETRY_BUDGET, RedisBackend, SCAN_BATCH, STATE_INDEXED, decode, parse_state, reap_action_name,
     transient, unexpected,
@@ -60,7 +61,7 @@ impl QueueBackend for RedisBackend {
         let parts = super::spec::encode(spec)?;
         let mut inv = self.scripts.enqueue.prepare_invoke();
         inv.arg(&self.prefix)
-            .arg(&id)
+            .arg(stored(&id).as_ref())
             .arg(&spec.queue)
             .arg(spec.idempotency_key.as_deref().unwrap_or(""))
             .arg(spec.max_attempts)
@@ -78,7 +79,7 @@ impl QueueBackend for RedisBackend {
         let (job_id, created): (String, u8) =
             with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
         Ok(Enqueued {
-            job_id,
+            job_id: public(&job_id),
             created: created == 1,
         })
     }
@@ -122,7 +123,7 @@ impl QueueBackend for RedisBackend {
         fencing_token: u64,
     ) -> Result<HeartbeatReply, EngineError> {
         let mut inv = self.scripts.heartbeat.prepare_invoke();
-        inv.arg(&self.prefix).arg(job_id).arg(fencing_token);
+        inv.arg(&self.prefix).arg(stored(job_id).as_ref()).arg(fencing_token);
         let what = format!("heartbeat of job `{job_id}`");
         let reply: String = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
         match reply.as_str() {
@@ -156,7 +157,7 @@ impl QueueBackend for RedisBackend {
 
     async fn release(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
         let mut inv = self.scripts.release.prepare_invoke();
-        inv.arg(&self.prefix).arg(job_id).arg(fencing_token);
+        inv.arg(&self.prefix).arg(stored(job_id).as_ref()).arg(fencing_token);
         let what = format!("release of job `{job_id}`");
         let applied: u8 = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
         Ok(applied == 1)
@@ -175,7 +176,7 @@ impl QueueBackend for RedisBackend {
             .map(
                 |(job_id, fencing_token, attempts, max_attempts, idempotent, cancel)| {
                     ExpiredLease {
-                        job_id,
+                        job_id: public(&job_id),
                         fencing_token,
                         attempts,
                         max_attempts,
@@ -191,7 +192,7 @@ impl QueueBackend for RedisBackend {
         let (name, delay_ms) = reap_action_name(action);
         let mut inv = self.scripts.reap.prepare_invoke();
         inv.arg(&self.prefix)
-            .arg(&lease.job_id)
+            .arg(stored(&lease.job_id).as_ref())
             .arg(lease.fencing_token)
             .arg(name)
             .arg(delay_ms);
@@ -202,7 +203,7 @@ impl QueueBackend for RedisBackend {
 
     async fn cancel(&self, job_id: &str) -> Result<CancelReply, EngineError> {
         let mut inv = self.scripts.cancel.prepare_invoke();
-        inv.arg(&self.prefix).arg(job_id);
+        inv.arg(&self.prefix).arg(stored(job_id).as_ref());
         let what = format!("cancel of job `{job_id}`");
         let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
         match reply.as_slice() {
@@ -218,7 +219,7 @@ impl QueueBackend for RedisBackend {
 
     async fn retry(&self, job_id: &str) -> Result<(), EngineError> {
         let mut inv = self.scripts.retry.prepare_invoke();
-        inv.arg(&self.prefix).arg(job_id);
+        inv.arg(&self.prefix).arg(stored(job_id).as_ref());
         let what = format!("retry of job `{job_id}`");
         let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
         match reply.as_slice() {
@@ -235,7 +236,7 @@ impl QueueBackend for RedisBackend {
 
     async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError> {
         Ok(self
-            .fetch_jobs(&[job_id.to_owned()])
+            .fetch_jobs(&[stored(job_id).into_owned()])
             .await?
             .into_iter()
             .next())
@@ -295,7 +296,7 @@ impl QueueBackend for RedisBackend {
 
     async fn ack_result(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
         let mut inv = self.scripts.ack.prepare_invoke();
-        inv.arg(&self.prefix).arg(job_id).arg(fencing_token);
+        inv.arg(&self.prefix).arg(stored(job_id).as_ref()).arg(fencing_token);
         let what = format!("acknowledge result of job `{job_id}` at fencing token {fencing_token}");
         let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
         match reply.as_slice() {
@@ -407,7 +408,9 @@ impl QueueBackend for RedisBackend {
             with_retry!(self, "list leases", |c| inv.invoke_async(&mut c))?;
         let mut out = Vec::with_capacity(jobs.len() + locks.len());
         for row in &jobs {
-            out.push(decode::lease_row(LeaseKind::Job, row)?);
+            let mut view = decode::lease_row(LeaseKind::Job, row)?;
+            view.name = public(&view.name);
+            out.push(view);
         }
         for row in &locks {
             out.push(decode::lease_row(LeaseKind::Lock, row)?);

@@ -70,7 +70,7 @@ impl RedisBackend {
     /// [`crate::QueueBackend::tombstone`] on this backend.
     pub(super) async fn tombstone_of(&self, job_id: &str) -> Result<Option<Tombstone>, EngineError> {
         let mut cmd = ::redis::cmd("HGET");
-        cmd.arg(format!("{}pruned", self.prefix)).arg(job_id);
+        cmd.arg(format!("{}pruned", self.prefix)).arg(super::id::stored(job_id).as_ref());
         let what = format!("read the tombstone of job `{job_id}`");
         let raw: Option<String> = with_retry!(self, what, |c| cmd.query_async(&mut c))?;
         raw.map(|t| decode_tombstone(job_id, &t)).transpose()

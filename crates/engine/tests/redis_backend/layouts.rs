@@ -2,6 +2,7 @@
 //! the ingestion/ack race, and a namespace that lost its data.
 
 use super::*;
+use skillforge_engine::redis::id;
 
 /// Layout 4 (every job this build enqueues): fields at their defaults are not stored; a terminal
 /// attempt's record stays in the job hash and only superseded attempts are pushed to the history
@@ -12,8 +13,8 @@ async fn terminal_attempt_stays_in_the_hash_and_is_listed_once_superseded() {
     let b = backend(&server).await;
     let w = worker("w");
     let id = b.enqueue(&spec("h")).await.unwrap().job_id;
-    let hkey = format!("sftest:job:{id}");
-    let list = format!("sftest:job:{id}:history");
+    let hkey = format!("sftest:job:{}", id::stored(&id));
+    let list = format!("{hkey}:history");
     let mut fields: Vec<String> = server.cli(&["HKEYS", &hkey]).lines().map(str::to_owned).collect();
     fields.sort();
     assert_eq!(fields, ["c", "kd", "p", "q"], "only what differs from the defaults: no state, attempts, times…");
@@ -405,82 +406,129 @@ async fn a_layout_3_namespace_becomes_layout_4_on_open_and_its_jobs_carry_on() {
     let finish_batch = layout3_script(include_str!("layout3/finish_batch.lua"));
     let ack = layout3_script(include_str!("layout3/ack.lua"));
     let cancel = layout3_script(include_str!("layout3/cancel.lua"));
+    let prune = layout3_script(include_str!("layout3/prune.lua"));
     // The epoch and layout keys as the layout-3 build's connect left them.
     server.cli(&["SET", "sftest:layout", "3"]);
     server.cli(&["SET", "sftest:epoch", "old-epoch"]);
     server.cli(&["SET", "sftest:done:backfill", "done"]);
     let s = spec("l3");
-    let old_enqueue = |id: &'static str, not_before: String| {
+    let old_enqueue = |id: &'static str, not_before: String, key: &'static str| {
         let mut inv = enqueue.prepare_invoke();
-        inv.arg("sftest:").arg(id).arg(&s.queue).arg("").arg(s.max_attempts).arg(s.heartbeat_ms)
+        inv.arg("sftest:").arg(id).arg(&s.queue).arg(key).arg(s.max_attempts).arg(s.heartbeat_ms)
             .arg(s.stale_after_ms).arg(u8::from(s.idempotent)).arg(not_before).arg(&s.workflow)
             .arg(&s.stage).arg(&s.kind).arg(serde_json::to_string(&s.payload).unwrap()).arg(s.timeout_ms).arg("");
         inv
     };
     let later = (b_now(&server) + 3_600_000).to_string();
-    for id in ["l3-run", "l3-ok", "l3-fail", "l3-pending", "l3-cancel", "l3-q1", "l3-q2", "l3-q3"] {
-        let _: (String, i64) = old_enqueue(id, String::new()).invoke_async(&mut c).await.unwrap();
+    for id in [l3("run"), l3("ok"), l3("fail"), l3("pending"), l3("gone"), l3("cancel"), l3("q1"), l3("q2"), l3("q3")] {
+        let _: (String, i64) = old_enqueue(id, String::new(), "").invoke_async(&mut c).await.unwrap();
     }
-    let _: (String, i64) = old_enqueue("l3-later", later).invoke_async(&mut c).await.unwrap();
+    let _: (String, i64) = old_enqueue(l3("keyed"), String::new(), "k-old").invoke_async(&mut c).await.unwrap();
+    let _: (String, i64) = old_enqueue(l3("later"), later, "").invoke_async(&mut c).await.unwrap();
     assert_eq!(server.cli(&["TYPE", "sftest:ready:l3"]), "zset", "the old layout");
     type Leased = (Vec<Vec<Option<String>>>, i64, i64);
-    let (rows, _, _): Leased = lease.prepare_invoke().arg("sftest:").arg("l3").arg(4).arg("old-w").arg("old-h").arg(42)
+    let (rows, _, _): Leased = lease.prepare_invoke().arg("sftest:").arg("l3").arg(5).arg("old-w").arg("old-h").arg(42)
         .arg("req-1").arg(1000).invoke_async(&mut c).await.unwrap();
-    assert_eq!(rows.len(), 4);
+    assert_eq!(rows.len(), 5);
     let passed = serde_json::to_string(&outcome(ExitClass::Passed)).unwrap();
     let mut old_finish = finish_batch.prepare_invoke();
-    old_finish.arg("sftest:").arg("req-2").arg(1000).arg(3).arg(0);
-    for (id, next, label) in [("l3-ok", "succeeded", "passed"), ("l3-fail", "failed", "failed"), ("l3-pending", "succeeded", "passed")] {
+    old_finish.arg("sftest:").arg("req-2").arg(1000).arg(4).arg(0);
+    for (id, next, label) in [(l3("ok"), "succeeded", "passed"), (l3("fail"), "failed", "failed"), (l3("pending"), "succeeded", "passed"), (l3("gone"), "succeeded", "passed")] {
         old_finish.arg(id).arg(1).arg(next).arg(0).arg(label).arg(&passed).arg("").arg(0);
     }
     let _: redis::Value = old_finish.invoke_async(&mut c).await.unwrap();
-    let _: Vec<String> = cancel.prepare_invoke().arg("sftest:").arg("l3-cancel").invoke_async(&mut c).await.unwrap();
-    for (id, token) in [("l3-ok", 1), ("l3-fail", 1), ("l3-cancel", 0)] {
+    for (id, token) in [(l3("ok"), 1), (l3("fail"), 1), (l3("gone"), 1)] {
         let _: Vec<String> = ack.prepare_invoke().arg("sftest:").arg(id).arg(token).invoke_async(&mut c).await.unwrap();
     }
+    // `gone` is pruned by the old build (keep the newest 1: `ok` and `gone` finished at the same
+    // ms, and the sorted set orders them by id).
+    let pruned: Vec<i64> = prune.prepare_invoke().arg("sftest:").arg("succeeded").arg(10).arg("").arg(1).arg("").arg("")
+        .arg("0").invoke_async(&mut c).await.unwrap();
+    assert_eq!(pruned[0], 1);
+    assert!(server.cli(&["HEXISTS", "sftest:pruned", l3("gone")]) == "1");
+    let _: Vec<String> = cancel.prepare_invoke().arg("sftest:").arg(l3("cancel")).invoke_async(&mut c).await.unwrap();
+    let _: Vec<String> = ack.prepare_invoke().arg("sftest:").arg(l3("cancel")).arg(0).invoke_async(&mut c).await.unwrap();
     assert_eq!(server.cli(&["TYPE", "sftest:done:failed"]), "zset");
-    assert_eq!(server.cli(&["HGET", "sftest:job:l3-q1", "s"]), "queued", "layout 3 stores every field");
+    assert_eq!(server.cli(&["HGET", &format!("sftest:job:{}", l3("q1")), "s"]), "queued", "layout 3 stores every field");
 
     // This build connects: the sets become lists, in their order; the hashes stay.
     let b = backend(&server).await;
     assert_eq!(server.cli(&["GET", "sftest:layout"]), "4");
-    let list = |key: &str| server.cli(&["LRANGE", key, "0", "-1"]).lines().map(str::to_owned).collect::<Vec<_>>();
-    assert_eq!(list("sftest:ready:l3"), ["l3-q1", "l3-q2", "l3-q3"]);
-    assert_eq!(list("sftest:done:succeeded"), ["l3-ok"]);
+    let list = |key: &str| server.cli(&["LRANGE", key, "0", "-1"]).lines().map(id::public).collect::<Vec<_>>();
+    assert_eq!(list("sftest:ready:l3"), [l3("q1"), l3("q2"), l3("q3"), l3("keyed")]);
+    assert_eq!(list("sftest:done:succeeded"), [l3("ok")]);
     let mut failed = list("sftest:done:failed");
     failed.sort();
-    assert_eq!(failed, ["l3-cancel", "l3-fail"]);
+    let mut want = vec![l3("cancel"), l3("fail")];
+    want.sort();
+    assert_eq!(failed, want);
     assert_eq!(server.cli(&["KEYS", "sftest:*:l4"]), "", "no staging list left");
+    assert_eq!(server.cli(&["KEYS", "sftest:layout:*"]), "", "no migration cursor left");
     assert_eq!(server.cli(&["ZCARD", "sftest:results"]), "1", "the pending result stays pending");
+    // Every key and member is under the stored (short) ids now, the Lua rule being Rust's.
+    for label in ["run", "ok", "fail", "pending", "cancel", "q1", "q2", "q3", "later", "keyed"] {
+        let key = format!("sftest:job:{}", id::stored(l3(label)));
+        assert_eq!(server.cli(&["EXISTS", &key]), "1", "{label} renamed to {key}");
+        assert_eq!(server.cli(&["EXISTS", &format!("sftest:job:{}", l3(label))]), "0");
+    }
+    assert_eq!(server.cli(&["ZSCORE", "sftest:results", &id::stored(l3("pending"))]).is_empty(), false);
+    assert_eq!(server.cli(&["HGET", "sftest:idem", "k-old"]), id::stored(l3("keyed")));
+    let tomb = b.tombstone(l3("gone")).await.unwrap().expect("the old tombstone, renamed");
+    assert_eq!(tomb.state, JobState::Succeeded);
     drop(backend(&server).await);
 
     // Shown as stored, and they carry on.
-    let run = b.get("l3-run").await.unwrap().unwrap();
+    let run = b.get(l3("run")).await.unwrap().unwrap();
     assert_eq!((run.state, run.lease.as_ref().map(|l| l.owner_worker.as_str())), (JobState::Running, Some("old-w")));
-    assert_eq!(b.get("l3-ok").await.unwrap().unwrap().state, JobState::Succeeded);
-    assert_eq!(b.get("l3-later").await.unwrap().unwrap().state, JobState::Queued);
+    assert_eq!(b.get(l3("ok")).await.unwrap().unwrap().state, JobState::Succeeded);
+    assert_eq!(b.get(l3("later")).await.unwrap().unwrap().state, JobState::Queued);
+    let mut keyed = spec("l3");
+    keyed.idempotency_key = Some("k-old".into());
+    let again = b.enqueue(&keyed).await.unwrap();
+    assert_eq!((again.job_id.as_str(), again.created), (l3("keyed"), false), "the old key still deduplicates");
     let fresh = b.enqueue(&spec("l3")).await.unwrap().job_id;
     let w = worker("new");
     let leased: Vec<String> = b.lease("l3", &w, 10, Duration::ZERO).await.unwrap().into_iter().map(|l| l.job.id).collect();
-    assert_eq!(leased, ["l3-q1", "l3-q2", "l3-q3", fresh.as_str()], "FIFO across the rewrite");
+    assert_eq!(leased, [l3("q1"), l3("q2"), l3("q3"), l3("keyed"), fresh.as_str()], "FIFO across the rewrite");
     assert_eq!(
-        b.finish("l3-run", 1, &finish(JobState::Succeeded, 0, "passed")).await.unwrap(),
+        b.finish(l3("run"), 1, &finish(JobState::Succeeded, 0, "passed")).await.unwrap(),
         FinishReply::Applied(JobState::Succeeded)
     );
+    let running: Vec<String> = b.leases().await.unwrap().into_iter().map(|l| l.name).collect();
+    assert!(running.contains(&l3("q1").to_owned()), "leases are listed by public id: {running:?}");
     let pending: HashSet<String> = b.pending_results(10).await.unwrap().into_iter().map(|j| j.id).collect();
-    assert_eq!(pending, HashSet::from(["l3-pending".to_owned(), "l3-run".to_owned()]));
-    for id in ["l3-pending", "l3-run"] {
+    assert_eq!(pending, HashSet::from([l3("pending").to_owned(), l3("run").to_owned()]));
+    for id in [l3("pending"), l3("run")] {
         assert!(b.ack_result(id, 1).await.unwrap());
     }
-    b.retry("l3-fail").await.unwrap();
+    b.retry(l3("fail")).await.unwrap();
     let again = b.lease("l3", &w, 1, Duration::ZERO).await.unwrap().remove(0);
-    assert_eq!((again.job.id.as_str(), again.fencing_token), ("l3-fail", 2));
+    assert_eq!((again.job.id.as_str(), again.fencing_token), (l3("fail"), 2));
     let succeeded: HashSet<String> = b.list(Some(JobState::Succeeded), 10).await.unwrap().into_iter().map(|j| j.id).collect();
-    assert_eq!(succeeded, HashSet::from(["l3-ok".to_owned(), "l3-pending".to_owned(), "l3-run".to_owned()]));
+    assert_eq!(succeeded, HashSet::from([l3("ok").to_owned(), l3("pending").to_owned(), l3("run").to_owned()]));
     let all = Bound { before_ms: Some(b.now_ms().await.unwrap() + 1_000), keep_newest: None };
     let rule = PruneRule { class: RetainClass::Succeeded, jobs: all, tombstones: Bound::default() };
     assert_eq!(prune_pass(&b, &[rule], 100).await.unwrap().jobs, 3);
-    assert!(b.get("l3-ok").await.unwrap().is_none());
+    assert!(b.get(l3("ok")).await.unwrap().is_none());
+}
+
+/// The fixed UUID job ids of the layout-3 namespace (every hex digit used, so the rename's
+/// base64url text is checked on all its characters).
+fn l3(label: &str) -> &'static str {
+    match label {
+        "run" => "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a01",
+        "ok" => "0193a1b2-c3d4-7e5f-8a9b-ffeeddccbb02",
+        "fail" => "0193a1b2-c3d4-7e5f-8a9b-123456789a03",
+        "pending" => "0193a1b2-c3d4-7e5f-8a9b-abcdef012304",
+        "cancel" => "0193a1b2-c3d4-7e5f-8a9b-0f1e2d3c4b05",
+        "gone" => "0193a1b2-c3d4-7e5f-8a9b-5a6b7c8d9e06",
+        "q1" => "0193a1b2-c3d4-7e5f-8a9b-000000000007",
+        "q2" => "0193a1b2-c3d4-7e5f-8a9b-fffffffffff8",
+        "q3" => "0193a1b2-c3d4-7e5f-8a9b-7777777777a9",
+        "later" => "0193a1b2-c3d4-7e5f-8a9b-0000000000aa",
+        "keyed" => "0193a1b2-c3d4-7e5f-8a9b-0000000000bb",
+        other => panic!("no id for {other}"),
+    }
 }
 
 /// The server's clock, ms.
@@ -501,8 +549,8 @@ async fn a_cancelled_queued_jobs_entry_is_skipped_and_a_retry_leases_it_at_its_n
     let later = b.enqueue(&delayed).await.unwrap().job_id;
     assert_eq!(b.cancel(&ids[1]).await.unwrap(), skillforge_engine::CancelReply::Cancelled);
     assert_eq!(b.cancel(&later).await.unwrap(), skillforge_engine::CancelReply::Cancelled);
-    assert_eq!(server.cli(&["HGET", &format!("sftest:job:{}", ids[1]), "sr"]), "1");
-    assert_eq!(server.cli(&["HEXISTS", &format!("sftest:job:{later}"), "sr"]), "0", "a delayed job leaves no entry");
+    assert_eq!(server.cli(&["HGET", &format!("sftest:job:{}", id::stored(&ids[1])), "sr"]), "1");
+    assert_eq!(server.cli(&["HEXISTS", &format!("sftest:job:{}", id::stored(&later)), "sr"]), "0", "a delayed job leaves no entry");
     assert_eq!(server.cli(&["LLEN", "sftest:ready:lz"]), "3", "the entry stays (no O(n) removal)");
     assert_eq!(server.cli(&["ZCARD", "sftest:delayed:lz"]), "0");
     b.retry(&ids[1]).await.unwrap();
@@ -510,12 +558,12 @@ async fn a_cancelled_queued_jobs_entry_is_skipped_and_a_retry_leases_it_at_its_n
     let w = worker("lz");
     let leased: Vec<String> = b.lease("lz", &w, 10, Duration::ZERO).await.unwrap().into_iter().map(|l| l.job.id).collect();
     assert_eq!(leased, [ids[0].clone(), ids[2].clone(), ids[1].clone(), last], "the stale entry is skipped once");
-    assert_eq!(server.cli(&["HEXISTS", &format!("sftest:job:{}", ids[1]), "sr"]), "0");
+    assert_eq!(server.cli(&["HEXISTS", &format!("sftest:job:{}", id::stored(&ids[1])), "sr"]), "0");
     assert_eq!(server.cli(&["LLEN", "sftest:ready:lz"]), "0");
     // A cancelled job whose entry is never popped before it is pruned: the entry is dropped.
     let gone = b.enqueue(&spec("lz")).await.unwrap().job_id;
     b.cancel(&gone).await.unwrap();
-    server.cli(&["DEL", &format!("sftest:job:{gone}")]);
+    server.cli(&["DEL", &format!("sftest:job:{}", id::stored(&gone))]);
     let next = b.enqueue(&spec("lz")).await.unwrap().job_id;
     let leased: Vec<String> = b.lease("lz", &w, 10, Duration::ZERO).await.unwrap().into_iter().map(|l| l.job.id).collect();
     assert_eq!(leased, [next]);
@@ -564,7 +612,7 @@ async fn a_retried_acknowledged_jobs_done_entry_is_dropped_and_counts_stay_right
         assert!(b.get(id).await.unwrap().is_some(), "{id} kept");
     }
     assert_eq!(server.cli(&["GET", "sftest:done:failed:stale"]), "0");
-    assert_eq!(server.cli(&["HEXISTS", &format!("sftest:job:{}", ids[0]), "sd"]), "0");
+    assert_eq!(server.cli(&["HEXISTS", &format!("sftest:job:{}", id::stored(&ids[0])), "sd"]), "0");
     assert_eq!(server.cli(&["LLEN", "sftest:done:failed"]), "2");
 }
 

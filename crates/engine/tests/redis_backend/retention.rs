@@ -48,7 +48,7 @@ async fn a_pruned_job_leaves_only_its_tombstone_in_the_namespace() {
     b.finish(&id, l[0].fencing_token, &finish(JobState::Queued, 0, "failed")).await.unwrap();
     let l = b.lease("keys", &w, 1, Duration::ZERO).await.unwrap();
     b.finish(&id, l[0].fencing_token, &finish(JobState::Dead, 0, "failed")).await.unwrap();
-    assert_eq!(server.cli(&["EXISTS", &format!("sftest:job:{id}:history")]), "1", "a superseded attempt");
+    assert_eq!(server.cli(&["EXISTS", &format!("sftest:job:{}:history", skillforge_engine::redis::id::stored(&id))]), "1", "a superseded attempt");
     assert!(b.ack_result(&id, l[0].fencing_token).await.unwrap());
     assert_eq!(server.cli(&["LLEN", "sftest:done:failed"]), "1", "the ack makes it prunable");
     let all = Bound { before_ms: Some(b.now_ms().await.unwrap() + 1_000), keep_newest: None };
@@ -60,7 +60,11 @@ async fn a_pruned_job_leaves_only_its_tombstone_in_the_namespace() {
     }
     assert_eq!(server.cli(&["LLEN", "sftest:done:failed"]), "0");
     assert_eq!(server.cli(&["HLEN", "sftest:pruned"]), "1");
-    assert_eq!(server.cli(&["HGET", "sftest:idem", "k1"]), id, "the key stays with the tombstone");
+    assert_eq!(
+        server.cli(&["HGET", "sftest:idem", "k1"]),
+        skillforge_engine::redis::id::stored(&id),
+        "the key stays with the tombstone"
+    );
 
     let tombs = PruneRule { class: RetainClass::Failed, jobs: Bound::default(), tombstones: all };
     assert_eq!(prune_pass(&b, &[tombs], 10).await.unwrap().tombstones, 1);
