@@ -179,7 +179,8 @@ local function lease_one(tag, id, worker, host, pid, now, snow, sets)
   end
   if f[1] ~= 'queued' then return nil end
   local attempts, token = inc(f[2]), inc(f[3])
-  -- The heartbeat starts at the lease (`hh` at its default `la`).
+  -- The heartbeat starts at the lease (`hh` at its default `la`). Every other value written is
+  -- not a default; under token 1 (the first lease ever) no `hh` is stored yet: nothing to delete.
   hset(jk, { 's', 'running', 'a', attempts, 't', token, 'ow', worker, 'oh', host, 'op', pid,
     'la', snow, 'hh', false, 'u', snow }, token == '1')
   local dl = DEADLINE[f[4]]
