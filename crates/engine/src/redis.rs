@@ -8,8 +8,8 @@
 //! # Key layout (all under the prefix `{namespace}:`)
 //!
 //! `{id}` below, in keys and in set members alike, is a job's *stored* id (`redis/id.rs`): a
-//! UUID job id (every id the engine makes) as the 22-character base64url text of its 16 bytes,
-//! any other id as it is. For `redis-cli HGETALL ns:job:ID`, [`id::stored`] gives a job's key id,
+//! UUID job id (every id the engine makes) as the 22-character base64 text of its 16 bytes (an
+//! alphabet in ASCII order, so stored ids sort as the UUIDs do), any other id as it is. For `redis-cli HGETALL ns:job:ID`, [`id::stored`] gives a job's key id,
 //! [`id::public`] the way back.
 //!
 //! | key | type | content |

@@ -6,7 +6,7 @@
 --    (in the `jobs` index by creation time, from the cursor `done:backfill`) are filed into
 --    `done:{class}`, still sorted sets here, so a job filed twice is filed once;
 -- 2. every job's keys (`job:{id}`, its history and long-value keys, `out:{id}`) are renamed to
---    the job's stored id (short_id: a UUID's 22-character base64url form, redis/id.rs), found by
+--    the job's stored id (short_id: a UUID's 22-character base64 form, redis/id.rs), found by
 --    a SCAN from the cursor `layout:scan`;
 -- 3. every set of job ids is rewritten with stored ids, each moved member by member into
 --    `{key}:l4` and renamed to `{key}` once empty (`layout:done`: the keys rewritten so far): `done:succeeded`, `done:failed` and every
@@ -42,8 +42,9 @@ if cursor ~= 'done' then
 end
 
 -- The stored form of job id `id` (the rule of redis/id.rs `stored`): a hyphenated UUID's 16
--- bytes as base64url text without padding, any other id unchanged.
-local B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+-- bytes as base64 text without padding in the order-keeping alphabet of id.rs (`SORTED`), any
+-- other id unchanged.
+local B64 = '-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz'
 local UUID = '^' .. string.rep('%x', 8) .. '%-' .. string.rep('%x', 4) .. '%-' .. string.rep('%x', 4) .. '%-'
   .. string.rep('%x', 4) .. '%-' .. string.rep('%x', 12) .. '$'
 local function short_id(id)

@@ -50,7 +50,7 @@ end
 -- them before anything reads those sets). `delay` is the retry delay (ms, decimal text), `err`
 -- is '' for no error, else '=' followed by the error text. `snow` is `now` as text.
 -- Returns the new state when applied, '#' .. current_token when fenced, '' when missing.
-local P_FINISH = plan('s', 't', 'c')
+local P_FINISH = plan('s', 't', 'c', 'ct', 'cb', 'o', 'e', 'r')
 local P_CLOSER = plan('ct', 'cb')
 local P_REQUEUE = plan('cr', 'q', 'a', 'ow', 'oh', 'op', 'la')
 local function finish_one(id, token, next, delay, result, outcome, err, now, snow, sets)
@@ -82,10 +82,23 @@ local function finish_one(id, token, next, delay, result, outcome, err, now, sno
       push_attempt(id, token, g[3], g[4], g[5], g[6], g[7], now, result, (not terminal) and tonumber(delay) or nil)
     end
   end
-  -- One write. `o` '' = none; `e` is stored as sent: '' = none, '=' .. text (either '@' when
-  -- long). The closing call is this finish of the current token: `ct` and `cb` at their defaults.
-  hset(jk, { 's', next, 'u', snow, 'ct', false, 'cb', 'finish', 'o', put_long(id, 'o', outcome),
-    'e', put_long(id, 'e', err), 'r', keep and result or '' })
+  -- One write of what changes. `o` '' = none; `e` is stored as sent: '' = none, '=' .. text
+  -- (either '@' when long). The closing call is this finish of the current token: `ct` and `cb`
+  -- at their defaults. A field back at its default is deleted only when the hash holds another
+  -- value (f: the values read, defaults filled in), so a first attempt's finish is one HSET.
+  local set, del = { 'u', snow }, {}
+  local function put(name, v, cur)
+    if v ~= DEFAULTS[name] then set[#set + 1] = name; set[#set + 1] = v
+    elseif cur ~= v then del[#del + 1] = name end
+  end
+  put('s', next, f[1])
+  put('o', put_long(id, 'o', outcome), f[6])
+  put('e', put_long(id, 'e', err), f[7])
+  put('r', keep and result or '', f[8])
+  if f[4] ~= token then del[#del + 1] = 'ct' end
+  if f[5] ~= 'finish' then del[#del + 1] = 'cb' end
+  redis.call('HSET', jk, unpack(set))
+  if #del > 0 then redis.call('HDEL', jk, unpack(del)) end
   defer_zrem(sets, K_LEASES, id)
   if INDEXED[next] then defer_zadd(sets, state_key(next), f[3], id) end
   if next == 'queued' then
