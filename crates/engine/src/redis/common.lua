@@ -37,6 +37,15 @@ local function plan(...)
   return { names = names, n = #names, ask = ask, src = src }
 end
 
+-- Adds to plan `p` fields read as stored (absent = false: no default filled in, for a reader
+-- that applies them itself), after its own; `p.raw` is the index of the first in what hmget
+-- returns.
+local function with_raw(p, ...)
+  p.raw = #p.ask + 1
+  for _, n in ipairs({ ... }) do p.ask[#p.ask + 1] = n end
+  return p
+end
+
 -- The plan's fields of the job hash `jk`, each absent one at its default (a field without a
 -- default: false). An empty table when the job does not exist.
 local function hmget(jk, p)

@@ -194,9 +194,9 @@ const ROW_FIXED: usize = 25;
 /// flat: `[tag, id, attempts, token, not_before, created_at, cancel_requested,
 /// recovery_available, outcome, error, acquired_at, heartbeat_at, updated_at, queue, workflow,
 /// stage, kind, payload, idempotency_key, max_attempts, timeout_ms, heartbeat_ms, stale_after,
-/// idempotent, extra, history record…]` (nil = absent; ids stored as `redis/id.rs` says, returned
-/// public; times in ms since the Unix epoch;
-/// acquired/heartbeat/updated nil = `now`, the script's clock). The tag is the caller's: the
+/// idempotent, extra, history record…]` (nil = absent; a spec field nil = its default,
+/// `defaults.rs`; ids stored as `redis/id.rs` says, returned public; times in ms since the Unix
+/// epoch; acquired/heartbeat/updated nil = `now`, the script's clock). The tag is the caller's: the
 /// finished job's id in a finish batch, '' in a lease. `owner` is the worker the script leased
 /// the job for.
 ///
@@ -217,6 +217,11 @@ pub(super) fn leased(
     }
     let at = |i: usize| row[i].as_deref();
     let need = |i: usize, name: &str| at(i).ok_or_else(|| corrupt(&id, format!("missing field `{name}`")));
+    // A spec field comes as stored: absent = its default (`defaults.rs`).
+    let spec_field = |i: usize, name: &str| match at(i) {
+        Some(v) => Ok(v),
+        None => super::defaults::default_of(name).ok_or_else(|| corrupt(&id, format!("missing field `{name}`"))),
+    };
     let tag = super::id::public(at(0).unwrap_or_default());
     let attempts: u32 = parse(&id, at(2), "a")?;
     let token: u64 = parse(&id, at(3), "t")?;
@@ -236,17 +241,17 @@ pub(super) fn leased(
     let spec = spec::decode(
         &id,
         &RawSpec {
-            queue: need(13, "q")?,
-            workflow: need(14, "w")?,
-            stage: need(15, "g")?,
+            queue: spec_field(13, "q")?,
+            workflow: spec_field(14, "w")?,
+            stage: spec_field(15, "g")?,
             kind: need(16, "kd")?,
-            payload: need(17, "p")?,
+            payload: spec_field(17, "p")?,
             idempotency_key: at(18),
-            max_attempts: need(19, "m")?,
-            timeout_ms: need(20, "to")?,
-            heartbeat_ms: need(21, "hb")?,
-            stale_after_ms: need(22, "sa")?,
-            idempotent: need(23, "i")?,
+            max_attempts: spec_field(19, "m")?,
+            timeout_ms: spec_field(20, "to")?,
+            heartbeat_ms: spec_field(21, "hb")?,
+            stale_after_ms: spec_field(22, "sa")?,
+            idempotent: spec_field(23, "i")?,
             extra: at(24),
         },
     )?;

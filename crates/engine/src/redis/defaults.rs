@@ -42,6 +42,11 @@ pub(super) const DEFAULTS: [(&str, &str); 20] = [
 /// one. A relative default's source always has a value (stored, or a static default).
 pub(super) const RELATIVE: [(&str, &str); 4] = [("u", "c"), ("nb", "c"), ("hh", "la"), ("ct", "t")];
 
+/// The static default of field `name`, if it has one.
+pub(super) fn default_of(name: &str) -> Option<&'static str> {
+    DEFAULTS.iter().find(|(k, _)| *k == name).map(|(_, v)| *v)
+}
+
 /// The field every job hash stores (its creation time): absent = no such job.
 pub(super) const PRESENT: &str = "c";
 

@@ -143,9 +143,10 @@ end
 -- attempts, token, not_before, created_at, cancel_requested (nil = 0), recovery_available
 -- (nil = 0), outcome JSON (nil or '' = none), error (nil = none, else the text), acquired_at,
 -- heartbeat_at, updated_at (these three nil = the script's `now`, as for every job it leases
--- itself), then the spec fields (SPEC_FIELDS: queue, workflow, stage, kind, payload JSON,
--- idempotency key (nil = none), max_attempts, timeout_ms, heartbeat_ms, stale_after,
--- idempotent, extra JSON (nil = none)), then the job's history list (closed attempts, JSON),
+-- itself), then the spec fields as stored (SPEC_FIELDS: queue, workflow, stage, kind, payload
+-- JSON, idempotency key (nil = none), max_attempts, timeout_ms, heartbeat_ms, stale_after,
+-- idempotent, extra JSON (nil = none); any other nil = its default, filled in by the client
+-- from the same table, redis/defaults.rs), then the job's history list (closed attempts, JSON),
 -- read only when the token is above 1 (a first lease has none). The owner is the worker the
 -- call leased for (the lessee of the tagged item in finish_batch, the caller in lease).
 local ROW_FIXED = 25
@@ -179,7 +180,7 @@ local DEADLINE = {}
 -- script read and wrote, no second read of the hash), or nil when the job is no longer queued.
 -- A queued job holds no closed attempt in its hash (retry.lua moves it to the list before
 -- requeueing) and has recovery_available 0 (only a stale job has it set).
-local P_LEASE = plan('s', 'a', 't', 'sa', 'c', 'nb', 'cr', 'o', 'e', 'sr', unpack(SPEC_FIELDS))
+local P_LEASE = with_raw(plan('s', 'a', 't', 'sa', 'c', 'nb', 'cr', 'o', 'e', 'sr'), unpack(SPEC_FIELDS))
 local function lease_one(tag, id, worker, host, pid, now, snow, sets)
   local jk = jkey(id)
   local f = hmget(jk, P_LEASE)
@@ -192,16 +193,18 @@ local function lease_one(tag, id, worker, host, pid, now, snow, sets)
   end
   if f[1] ~= 'queued' then return nil end
   local attempts, token = inc(f[2]), inc(f[3])
-  -- The heartbeat starts at the lease (`hh` at its default `la`). Every other value written is
-  -- not a default; under token 1 (the first lease ever) no `hh` is stored yet: nothing to delete.
-  hset(jk, { 's', 'running', 'a', attempts, 't', token, 'ow', worker, 'oh', host, 'op', pid,
-    'la', snow, 'hh', false, 'u', snow }, token == '1')
+  -- None of these values is a default (an attempt and a token are at least 1). The heartbeat
+  -- starts at the lease (`hh` at its default `la`); under token 1 (the first lease ever) no
+  -- `hh` is stored yet.
+  redis.call('HSET', jk, 's', 'running', 'a', attempts, 't', token, 'ow', worker, 'oh', host, 'op', pid,
+    'la', snow, 'u', snow)
+  if token ~= '1' then redis.call('HDEL', jk, 'hh') end
   local dl = DEADLINE[f[4]]
   if not dl then dl = s(now + tonumber(f[4])); DEADLINE[f[4]] = dl end
   defer_zadd(sets, K_LEASES, dl, id)
   local row = { tag, id, attempts, token, f[6], f[5], f[7] or false, false, get_long(id, 'o', f[8]) or false,
     row_error(id, f[9]), false, false, false }
-  append_spec(row, id, f, 11)
+  append_spec(row, id, f, P_LEASE.raw)
   if token ~= '1' then append_history(row, id) end
   return row
 end
