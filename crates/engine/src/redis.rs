@@ -47,7 +47,9 @@
 //! into every script and applied by the decoder; `u` and `nb` default to `c`, `hh` to `la`, `ct`
 //! to `t`). A default no-op job stores `c` and `kd` only; `c` is always stored, so its absence
 //! means no such job. Scripts read job fields through `hmget` and write them through `hset`
-//! (`common.lua`), never raw:
+//! (`common.lua`); only the lease and the finish write with one raw `HSET` of values known not
+//! to be defaults. A lease row carries the spec fields as stored, and the client fills in their
+//! defaults:
 //!
 //! | field | content |
 //! |---|---|

@@ -7,7 +7,9 @@
 -- spec extra, outcome or error is kept in its own string key `job:{id}:{field}` and the hash
 -- field holds '@' (put_long / get_long). A field at its default (DEFAULTS, RELATIVE: rendered
 -- from redis/defaults.rs before this prelude) is not stored: read job fields with hmget and
--- write them with hset, never with raw HMGET / HSET. Older layouts are rewritten on open
+-- write them with hset, never with raw HMGET / HSET (the exceptions, on the lease's and the
+-- finish's hot paths in transitions.lua, write only values known not to be defaults and delete
+-- what goes back to one). Older layouts are rewritten on open
 -- (migrate.rs).
 local NS = ARGV[1]
 
