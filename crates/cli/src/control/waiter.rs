@@ -47,14 +47,24 @@ const POLL_MAX: Duration = Duration::from_millis(250);
 pub struct CliJobs<'a> {
     ctx: &'a Context,
     queue: Arc<dyn QueueBackend>,
-    store: Store,
+    /// `None`: the invocation's store ([`Context::store`]), opened when first needed.
+    store: Option<Store>,
     local_worker: bool,
 }
 
 impl<'a> CliJobs<'a> {
     /// The port over `queue` and `store`, with the local worker allowed.
     pub fn new(ctx: &'a Context, queue: Arc<dyn QueueBackend>, store: Store) -> Self {
-        Self { ctx, queue, store, local_worker: true }
+        Self { ctx, queue, store: Some(store), local_worker: true }
+    }
+
+    /// The store handle, or the invocation's store ([`Context::store`]) for a port made by
+    /// [`await_job`].
+    async fn store(&self) -> Result<Store, EngineError> {
+        match &self.store {
+            Some(store) => Ok(store.clone()),
+            None => self.ctx.store().await.map_err(|e| EngineError::Backend { backend: "store", message: format!("{:#}", e.error) }),
+        }
     }
 
     /// With `allowed` false (`--no-local-worker`), never starts an in-process worker.
@@ -161,13 +171,24 @@ impl<'a> CliJobs<'a> {
         if let Some(b) = bar {
             b.finish_and_clear();
         }
-        if let Some((stop, handle)) = local {
+        // The in-process worker stops (its attempts' scratch dirs removed, its presence
+        // released) while the results are ingested, and is joined before the jobs are returned.
+        let stopping = local.map(|(stop, handle)| {
             stop.cancel();
+            handle
+        });
+        let ingested = if self.ctx.queue_url.is_embedded() {
+            match self.store().await {
+                Ok(store) => ingest_once(self.queue.as_ref(), &store, &Families::for_home(&self.ctx.home)).await.map(drop),
+                Err(e) => Err(e),
+            }
+        } else {
+            Ok(())
+        };
+        if let Some(handle) = stopping {
             let _ = handle.await;
         }
-        if self.ctx.queue_url.is_embedded() {
-            ingest_once(self.queue.as_ref(), &self.store, &Families::for_home(&self.ctx.home)).await?;
-        }
+        ingested?;
         Ok(jobs)
     }
 
@@ -199,6 +220,11 @@ impl<'a> CliJobs<'a> {
         // A bad retention setting is reported by `serve` and `worker`; the short-lived local
         // worker then just prunes nothing.
         config.retention = self.ctx.config.queue.retention().ok();
+        // A one-shot worker: its presence lock, reaper and pruner start one reap period in, so
+        // a job done sooner (a `verify`, a short `submit --wait`) is leased without their writes
+        // queued before it; a longer wait gets them then (stale jobs recovered, presence shown).
+        // Long-lived `serve` and `worker` processes run them from their start.
+        config.housekeeping_after = config.reap_every.unwrap_or_default();
         let worker = Worker::new(config, self.queue.clone(), crate::runners::all());
         let stop = CancellationToken::new();
         let s = stop.clone();
@@ -257,7 +283,7 @@ async fn has_live_worker(queue: &dyn QueueBackend) -> Result<bool, EngineError> 
 #[async_trait::async_trait]
 impl StageJobs for CliJobs<'_> {
     async fn submit(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
-        skillforge_workflows::stage::submit_recorded(self.queue.as_ref(), &self.store, spec).await
+        skillforge_workflows::stage::submit_recorded(self.queue.as_ref(), &self.store().await?, spec).await
     }
 
     async fn get(&self, id: &str) -> Result<Option<Job>, EngineError> {
@@ -305,6 +331,11 @@ pub async fn enqueue_checked(backend: &dyn QueueBackend, spec: &JobSpec) -> Resu
 /// # Errors
 /// Exit 2 for an unknown job; exit 3 when the queue or store fails.
 pub async fn await_job(ctx: &Context, backend: &Arc<dyn QueueBackend>, id: &str, local_worker: bool) -> Result<Job, CliError> {
-    let store = ctx.store().await?;
-    CliJobs::new(ctx, backend.clone(), store).local_worker(local_worker).wait_one(id).await
+    // The store is needed once the job has finished (to ingest its result): it opens while the
+    // wait starts the in-process worker and the job runs, not before.
+    let jobs = CliJobs { ctx, queue: backend.clone(), store: None, local_worker };
+    // A store that cannot be opened ends the wait at once (exit 3), as before the wait began; a
+    // job the in-process worker had leased by then goes stale and the reaper recovers it.
+    let (_, job) = tokio::try_join!(ctx.store(), jobs.wait_one(id))?;
+    Ok(job)
 }
