@@ -74,6 +74,10 @@ pub struct WorkerConfig {
     /// --wait`) sets its reap period here: a job done sooner leases, runs and finishes without
     /// those writes queued before its lease on the process's one write connection, while a
     /// longer wait still gets its presence and its recovery of stale jobs within that period.
+    /// During that period no other process relies on the worker (it shows no presence), so its
+    /// idle leases wait only for this process's changes ([`QueueBackend::changed_here_since`],
+    /// re-checking every [`QUIET_RECHECK`]): the embedded queue's `data_version` poll does not
+    /// run for them.
     pub housekeeping_after: Duration,
 }
 
@@ -161,6 +165,10 @@ pub struct Worker {
     routes: Mutex<(Option<tokio::time::Instant>, Vec<String>)>,
 }
 
+/// How often an idle worker re-checks for work during its `housekeeping_after` period, when only
+/// this process's changes wake it.
+pub const QUIET_RECHECK: Duration = Duration::from_millis(50);
+
 /// How often a worker re-reads the backend's routes.
 const ROUTES_REFRESH: Duration = Duration::from_secs(1);
 
@@ -219,6 +227,7 @@ impl Worker {
         let queues: Arc<[String]> = self.config.queues.clone().into();
         // Opened once: `fstat` of it answers "no scratch dir to remove" without a path lookup.
         let scratch_root_dir = std::fs::File::open(&self.config.scratch_root).ok().map(Arc::new);
+        let quiet_until = (!after.is_zero()).then(|| tokio::time::Instant::now() + after);
         while !shutdown.is_cancelled() {
             while tasks.try_join_next().is_some() {}
             let free = slots.available_permits();
@@ -229,7 +238,10 @@ impl Worker {
                 }
                 continue;
             }
-            let lease = self.lease_round(free, &next_queue, &shutdown);
+            let quiet_left = quiet_until.map(|t| t.saturating_duration_since(tokio::time::Instant::now())).filter(|d| !d.is_zero());
+            let seen = self.backend.change_seq();
+            let wait = if quiet_left.is_some() { Duration::ZERO } else { self.config.poll_wait };
+            let lease = self.lease_round(free, &next_queue, &shutdown, wait);
             tokio::pin!(lease);
             let leased = tokio::select! {
                 jobs = &mut lease => jobs,
@@ -244,6 +256,15 @@ impl Worker {
                     }
                 },
             };
+            if leased.is_empty()
+                && let Some(left) = quiet_left
+            {
+                tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    () = self.backend.changed_here_since(seen, QUIET_RECHECK.min(left)) => {}
+                }
+                continue;
+            }
             for job in leased {
                 counters.hold(&job.job.id, job.fencing_token);
                 let Ok(permit) = slots.clone().try_acquire_owned() else {
@@ -367,15 +388,15 @@ impl Worker {
         queues
     }
 
-    /// Leases up to `free` jobs, trying queues round-robin; only the last queue tried waits, and
-    /// only until `shutdown` fires.
-    async fn lease_round(&self, free: usize, next_queue: &AtomicUsize, shutdown: &CancellationToken) -> Vec<LeasedJob> {
+    /// Leases up to `free` jobs, trying queues round-robin; only the last queue tried waits (up to
+    /// `wait`), and only until `shutdown` fires.
+    async fn lease_round(&self, free: usize, next_queue: &AtomicUsize, shutdown: &CancellationToken, wait: Duration) -> Vec<LeasedJob> {
         let queues = self.lease_queues().await;
         let n = queues.len();
         let first = next_queue.load(Ordering::Relaxed);
         for i in 0..n {
             let queue = &queues[(first + i) % n];
-            let wait = if i + 1 == n { self.config.poll_wait } else { Duration::ZERO };
+            let wait = if i + 1 == n { wait } else { Duration::ZERO };
             match self.backend.lease_or_stop(queue, &self.identity, free, wait, shutdown).await {
                 Ok(jobs) if !jobs.is_empty() => {
                     if let Some(h) = &self.config.health {
@@ -533,10 +554,18 @@ mod tests {
         let stop = CancellationToken::new();
         let running = tokio::spawn(worker.run(stop.clone()));
         wait_succeeded(backend.as_ref(), &job).await;
+        // Idle during the delay, it waits only for this process's changes: an enqueue of this
+        // process wakes it, and another process's (a second handle on the file) is picked up at
+        // its next re-check.
+        let here = backend.enqueue(&JobSpec::new("probe", serde_json::json!({}))).await.unwrap().job_id;
+        wait_succeeded(backend.as_ref(), &here).await;
+        let other: Arc<dyn QueueBackend> = Arc::new(crate::sqlite::SqliteBackend::open(&dir.path().join("queue.db")).await.unwrap());
+        let elsewhere = other.enqueue(&JobSpec::new("probe", serde_json::json!({}))).await.unwrap().job_id;
+        wait_succeeded(backend.as_ref(), &elsewhere).await;
         assert_eq!(presence_locks(&backend.leases().await.unwrap()), 0, "no presence lock before the housekeeping delay");
         stop.cancel();
         let report = tokio::time::timeout(Duration::from_secs(30), running).await.expect("the stop ends the delay at once").unwrap();
-        assert_eq!(report.finished, 1);
+        assert_eq!(report.finished, 3);
 
         // A shorter delay: the presence lock is taken once it has passed.
         let mut config = WorkerConfig::new("later", dir.path().join("scratch"));

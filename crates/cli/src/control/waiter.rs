@@ -98,7 +98,7 @@ impl<'a> CliJobs<'a> {
         let mut noted_no_worker = false;
         let mut noted_unmet = false;
         let mut next_unmet_check = started;
-        let mut local: Option<(CancellationToken, tokio::task::JoinHandle<()>)> = None;
+        let mut local: Option<(CancellationToken, tokio::task::JoinHandle<()>, String)> = None;
         let health = Arc::new(WorkerHealth::default());
         let mut delay = POLL_FIRST;
         let jobs = loop {
@@ -118,7 +118,7 @@ impl<'a> CliJobs<'a> {
             if local.is_some()
                 && let Some(e) = local_worker_failure(self.queue.name(), &health, &jobs)
             {
-                if let Some((stop, handle)) = local.take() {
+                if let Some((stop, handle, _)) = local.take() {
                     stop.cancel();
                     let _ = handle.await;
                 }
@@ -165,7 +165,20 @@ impl<'a> CliJobs<'a> {
             } else {
                 POLL_MAX
             };
-            self.queue.changed_since(seen, delay.min(until_check.max(POLL_FIRST))).await;
+            let timeout = delay.min(until_check.max(POLL_FIRST));
+            // Jobs that all run in the in-process worker end with its (in-process) finish: the
+            // wait need not run the embedded queue's poll for other processes' commits (a
+            // change made elsewhere, a reap, is still seen at the fallback re-read).
+            let all_here = local.as_ref().is_some_and(|(_, _, id)| {
+                jobs.iter().filter(|j| !is_finished(j)).all(|j| {
+                    j.state == JobState::Running && j.lease.as_ref().is_some_and(|l| &l.owner_worker == id)
+                })
+            });
+            if all_here {
+                self.queue.changed_here_since(seen, timeout).await;
+            } else {
+                self.queue.changed_since(seen, timeout).await;
+            }
             delay = (delay * 2).min(POLL_MAX);
         };
         if let Some(b) = bar {
@@ -173,7 +186,7 @@ impl<'a> CliJobs<'a> {
         }
         // The in-process worker stops (its attempts' scratch dirs removed, its presence
         // released) while the results are ingested, and is joined before the jobs are returned.
-        let stopping = local.map(|(stop, handle)| {
+        let stopping = local.map(|(stop, handle, _)| {
             stop.cancel();
             handle
         });
@@ -208,7 +221,7 @@ impl<'a> CliJobs<'a> {
         &self,
         queues: Vec<String>,
         health: Arc<WorkerHealth>,
-    ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    ) -> (CancellationToken, tokio::task::JoinHandle<()>, String) {
         let mut config = WorkerConfig::new("local", self.ctx.scratch_root());
         config.queues = queues;
         // What this machine offers, as a standalone worker detects it: a job requiring more
@@ -226,11 +239,12 @@ impl<'a> CliJobs<'a> {
         // Long-lived `serve` and `worker` processes run them from their start.
         config.housekeeping_after = config.reap_every.unwrap_or_default();
         let worker = Worker::new(config, self.queue.clone(), crate::runners::all());
+        let id = worker.identity().worker_id.clone();
         let stop = CancellationToken::new();
         let s = stop.clone();
         (stop, tokio::spawn(async move {
             worker.run(s).await;
-        }))
+        }), id)
     }
 }
 
