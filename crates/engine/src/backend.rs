@@ -145,6 +145,16 @@ pub trait QueueBackend: Send + Sync + 'static {
         tokio::time::sleep(timeout).await;
     }
 
+    /// [`Self::changed_since`] for a caller that needs only this process's changes at once: a
+    /// waiter whose jobs all run in its own in-process worker, that worker's idle leases while
+    /// no other process relies on it. The embedded queue then does not run its `data_version`
+    /// poll (every 1–2 ms) for this wait: this process's changes wake it at once, another
+    /// process's only while some other wait keeps the poll running, else at `timeout` (pass a
+    /// short one and re-read). The default is [`Self::changed_since`].
+    async fn changed_here_since(&self, seen: u64, timeout: Duration) {
+        self.changed_since(seen, timeout).await;
+    }
+
     /// Appends live output of a running attempt ([`crate::output`]), fenced: nothing is written
     /// (and the reply is `false`) unless the job is `running` under `fencing_token`. A job keeps
     /// at most [`crate::output::OUTPUT_CAP_CHUNKS`] chunks, the oldest dropped first.

@@ -80,6 +80,24 @@ impl ChangeSignal {
     }
 }
 
+impl ChangeSignal {
+    /// [`Self::changed_since`] without counting as a waiter: the watcher does not run for it, so
+    /// this process's signals wake it at once and another process's change only while some
+    /// other waiter keeps the watcher running (else at `timeout`).
+    pub(crate) async fn changed_here_since(&self, seen: u64, timeout: Duration) {
+        let notified = self.changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.generation() != seen {
+            return;
+        }
+        tokio::select! {
+            () = &mut notified => {}
+            () = tokio::time::sleep(timeout) => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -109,5 +127,20 @@ mod tests {
         tokio::time::timeout(DEADLINE, waiter).await.expect("a signal wakes the waiter").unwrap();
         assert!(!s.has_waiters(), "a woken waiter unregisters");
         tokio::time::timeout(DEADLINE, s.changed_since(seen, LONG)).await.expect("a past signal answers at once");
+    }
+
+    #[tokio::test]
+    async fn a_wait_for_this_processs_changes_is_woken_by_a_signal_without_counting_as_a_waiter() {
+        let s = Arc::new(ChangeSignal::default());
+        let seen = s.generation();
+        let waiter = tokio::spawn({
+            let s = s.clone();
+            async move { s.changed_here_since(seen, LONG).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!s.has_waiters(), "the watcher is not asked to run for it");
+        s.signal();
+        tokio::time::timeout(DEADLINE, waiter).await.expect("a signal wakes it").unwrap();
+        tokio::time::timeout(DEADLINE, s.changed_here_since(seen, LONG)).await.expect("a past signal answers at once");
     }
 }

@@ -68,6 +68,17 @@ pub struct WorkerConfig {
     /// Labels this worker advertises ([`crate::labels`]): it also leases the routes of its
     /// queues whose requirements they satisfy. Empty = only jobs that require nothing.
     pub labels: Vec<String>,
+    /// How long after the start the presence lock is first taken and the reaper's and pruner's
+    /// first passes run (then every period as usual). Zero (the default) starts them at once.
+    /// A one-shot worker that a waiting command starts for its own job (`verify`, `jobs submit
+    /// --wait`) sets its reap period here: a job done sooner leases, runs and finishes without
+    /// those writes queued before its lease on the process's one write connection, while a
+    /// longer wait still gets its presence and its recovery of stale jobs within that period.
+    /// During that period no other process relies on the worker (it shows no presence), so its
+    /// idle leases wait only for this process's changes ([`QueueBackend::changed_here_since`],
+    /// re-checking every [`QUIET_RECHECK`]): the embedded queue's `data_version` poll does not
+    /// run for them.
+    pub housekeeping_after: Duration,
 }
 
 impl WorkerConfig {
@@ -84,8 +95,20 @@ impl WorkerConfig {
             poll_wait: Duration::from_millis(500),
             health: None,
             labels: Vec::new(),
+            housekeeping_after: Duration::ZERO,
         }
     }
+}
+
+/// Runs `task` once `delay` has passed (at once for zero), or nothing when `stop` fires first.
+async fn after_delay(delay: Duration, stop: CancellationToken, task: impl std::future::Future<Output = ()>) {
+    if !delay.is_zero() {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(delay) => {}
+        }
+    }
+    task.await;
 }
 
 /// Counts a worker reports when it stops.
@@ -142,6 +165,10 @@ pub struct Worker {
     routes: Mutex<(Option<tokio::time::Instant>, Vec<String>)>,
 }
 
+/// How often an idle worker re-checks for work during its `housekeeping_after` period, when only
+/// this process's changes wake it.
+pub const QUIET_RECHECK: Duration = Duration::from_millis(50);
+
 /// How often a worker re-reads the backend's routes.
 const ROUTES_REFRESH: Duration = Duration::from_secs(1);
 
@@ -173,7 +200,8 @@ impl Worker {
         self.registry.on_worker_start(&self.config.scratch_root);
         self.advertise_labels().await;
         let background = CancellationToken::new();
-        let presence = tokio::spawn(hold_presence(self.backend.clone(), self.identity.clone(), background.clone()));
+        let after = self.config.housekeeping_after;
+        let presence = tokio::spawn(after_delay(after, background.clone(), hold_presence(self.backend.clone(), self.identity.clone(), background.clone())));
         let labels = self.backend.transfer_area().map(|area| {
             let (key, labels, stop) = (labels_key(&worker_id), self.labels_json(), background.clone());
             tokio::spawn(async move { refresh_labels(area.as_ref(), &key, &labels, stop).await })
@@ -181,14 +209,14 @@ impl Worker {
         let reaper = self.config.reap_every.map(|every| {
             let backend = self.backend.clone();
             let stop = background.clone();
-            tokio::spawn(async move { run_reaper(backend.as_ref(), every, stop).await })
+            tokio::spawn(after_delay(after, stop.clone(), async move { run_reaper(backend.as_ref(), every, stop).await }))
         });
         let pruner = self.config.retention.filter(|_| self.config.reap_every.is_some()).map(|retention| {
             let backend = self.backend.clone();
             let stop = background.clone();
-            tokio::spawn(async move {
+            tokio::spawn(after_delay(after, stop.clone(), async move {
                 crate::retention::run_pruner(backend.as_ref(), retention, crate::retention::DEFAULT_PRUNE_EVERY, stop).await
-            })
+            }))
         });
 
         let kill_all = CancellationToken::new();
@@ -199,6 +227,7 @@ impl Worker {
         let queues: Arc<[String]> = self.config.queues.clone().into();
         // Opened once: `fstat` of it answers "no scratch dir to remove" without a path lookup.
         let scratch_root_dir = std::fs::File::open(&self.config.scratch_root).ok().map(Arc::new);
+        let quiet_until = (!after.is_zero()).then(|| tokio::time::Instant::now() + after);
         while !shutdown.is_cancelled() {
             while tasks.try_join_next().is_some() {}
             let free = slots.available_permits();
@@ -209,7 +238,10 @@ impl Worker {
                 }
                 continue;
             }
-            let lease = self.lease_round(free, &next_queue, &shutdown);
+            let quiet_left = quiet_until.map(|t| t.saturating_duration_since(tokio::time::Instant::now())).filter(|d| !d.is_zero());
+            let seen = self.backend.change_seq();
+            let wait = if quiet_left.is_some() { Duration::ZERO } else { self.config.poll_wait };
+            let lease = self.lease_round(free, &next_queue, &shutdown, wait);
             tokio::pin!(lease);
             let leased = tokio::select! {
                 jobs = &mut lease => jobs,
@@ -224,6 +256,15 @@ impl Worker {
                     }
                 },
             };
+            if leased.is_empty()
+                && let Some(left) = quiet_left
+            {
+                tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    () = self.backend.changed_here_since(seen, QUIET_RECHECK.min(left)) => {}
+                }
+                continue;
+            }
             for job in leased {
                 counters.hold(&job.job.id, job.fencing_token);
                 let Ok(permit) = slots.clone().try_acquire_owned() else {
@@ -347,15 +388,15 @@ impl Worker {
         queues
     }
 
-    /// Leases up to `free` jobs, trying queues round-robin; only the last queue tried waits, and
-    /// only until `shutdown` fires.
-    async fn lease_round(&self, free: usize, next_queue: &AtomicUsize, shutdown: &CancellationToken) -> Vec<LeasedJob> {
+    /// Leases up to `free` jobs, trying queues round-robin; only the last queue tried waits (up to
+    /// `wait`), and only until `shutdown` fires.
+    async fn lease_round(&self, free: usize, next_queue: &AtomicUsize, shutdown: &CancellationToken, wait: Duration) -> Vec<LeasedJob> {
         let queues = self.lease_queues().await;
         let n = queues.len();
         let first = next_queue.load(Ordering::Relaxed);
         for i in 0..n {
             let queue = &queues[(first + i) % n];
-            let wait = if i + 1 == n { self.config.poll_wait } else { Duration::ZERO };
+            let wait = if i + 1 == n { wait } else { Duration::ZERO };
             match self.backend.lease_or_stop(queue, &self.identity, free, wait, shutdown).await {
                 Ok(jobs) if !jobs.is_empty() => {
                     if let Some(h) = &self.config.health {
@@ -439,5 +480,106 @@ mod tests {
         running.await.unwrap();
         assert_eq!(*probe.started_with.lock().unwrap(), vec![scratch_root]);
         assert_eq!(*probe.ran_after_start.lock().unwrap(), vec![true]);
+    }
+
+    /// Leaves files in its scratch dir (a directory of them read-only) for the worker to
+    /// remove, as the sandbox runner leaves its clone; records `scratch_removed_after`.
+    #[derive(Default)]
+    struct LeavesFiles {
+        dirs: Mutex<Vec<(PathBuf, bool)>>,
+    }
+
+    #[async_trait::async_trait]
+    impl Runner for LeavesFiles {
+        fn kind(&self) -> &'static str {
+            "leaves"
+        }
+
+        async fn run(&self, _spec: &RunSpec, ctx: &RunContext) -> Result<RunOutcome, RunnerError> {
+            let locked = ctx.scratch_dir.join("clone/locked");
+            std::fs::create_dir_all(locked.join("inner")).unwrap();
+            std::fs::write(locked.join("inner/file"), "x").unwrap();
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o500)).unwrap();
+            }
+            self.dirs.lock().unwrap().push((ctx.scratch_dir.clone(), ctx.scratch_removed_after));
+            let exit = ExitClass::Passed;
+            Ok(RunOutcome { exit, exit_code: Some(0), duration_ms: 0, stdout_tail: String::new(), stderr_tail: String::new(), detail: serde_json::Value::Null })
+        }
+    }
+
+    async fn wait_succeeded(backend: &dyn QueueBackend, job: &str) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while backend.get(job).await.unwrap().is_none_or(|j| j.state != JobState::Succeeded) {
+            assert!(tokio::time::Instant::now() < deadline, "job {job} never succeeded");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn an_attempts_scratch_dir_is_removed_by_the_time_the_worker_stops() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend: Arc<dyn QueueBackend> = Arc::new(crate::sqlite::SqliteBackend::open(&dir.path().join("queue.db")).await.unwrap());
+        let job = backend.enqueue(&JobSpec::new("leaves", serde_json::json!({}))).await.unwrap().job_id;
+        let runner = Arc::new(LeavesFiles::default());
+        let scratch_root = dir.path().join("scratch");
+        std::fs::create_dir_all(&scratch_root).unwrap();
+        let worker = Worker::new(WorkerConfig::new("leaves", scratch_root.clone()), backend.clone(), RunnerRegistry::new().with(runner.clone()));
+        let stop = CancellationToken::new();
+        let running = tokio::spawn(worker.run(stop.clone()));
+        wait_succeeded(backend.as_ref(), &job).await;
+        stop.cancel();
+        running.await.unwrap();
+        let dirs = runner.dirs.lock().unwrap().clone();
+        assert_eq!(dirs.len(), 1);
+        assert!(dirs[0].1, "a worker's run is told the worker removes its scratch dir");
+        assert!(dirs[0].0.starts_with(&scratch_root));
+        assert!(!dirs[0].0.exists(), "the scratch dir (with a read-only directory in it) is gone once the worker stopped");
+    }
+
+    fn presence_locks(leases: &[crate::job::LeaseView]) -> usize {
+        leases.iter().filter(|l| l.kind == crate::job::LeaseKind::Lock && l.name.starts_with(PRESENCE_LOCK_PREFIX)).count()
+    }
+
+    #[tokio::test]
+    async fn a_worker_with_housekeeping_after_runs_a_job_before_taking_its_presence_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend: Arc<dyn QueueBackend> = Arc::new(crate::sqlite::SqliteBackend::open(&dir.path().join("queue.db")).await.unwrap());
+        let job = backend.enqueue(&JobSpec::new("probe", serde_json::json!({}))).await.unwrap().job_id;
+        let mut config = WorkerConfig::new("oneshot", dir.path().join("scratch"));
+        config.housekeeping_after = Duration::from_secs(3600);
+        let worker = Worker::new(config, backend.clone(), RunnerRegistry::new().with(Arc::new(StartProbe::default())));
+        let stop = CancellationToken::new();
+        let running = tokio::spawn(worker.run(stop.clone()));
+        wait_succeeded(backend.as_ref(), &job).await;
+        // Idle during the delay, it waits only for this process's changes: an enqueue of this
+        // process wakes it, and another process's (a second handle on the file) is picked up at
+        // its next re-check.
+        let here = backend.enqueue(&JobSpec::new("probe", serde_json::json!({}))).await.unwrap().job_id;
+        wait_succeeded(backend.as_ref(), &here).await;
+        let other: Arc<dyn QueueBackend> = Arc::new(crate::sqlite::SqliteBackend::open(&dir.path().join("queue.db")).await.unwrap());
+        let elsewhere = other.enqueue(&JobSpec::new("probe", serde_json::json!({}))).await.unwrap().job_id;
+        wait_succeeded(backend.as_ref(), &elsewhere).await;
+        assert_eq!(presence_locks(&backend.leases().await.unwrap()), 0, "no presence lock before the housekeeping delay");
+        stop.cancel();
+        let report = tokio::time::timeout(Duration::from_secs(30), running).await.expect("the stop ends the delay at once").unwrap();
+        assert_eq!(report.finished, 3);
+
+        // A shorter delay: the presence lock is taken once it has passed.
+        let mut config = WorkerConfig::new("later", dir.path().join("scratch"));
+        config.housekeeping_after = Duration::from_millis(50);
+        let worker = Worker::new(config, backend.clone(), RunnerRegistry::new().with(Arc::new(StartProbe::default())));
+        let stop = CancellationToken::new();
+        let running = tokio::spawn(worker.run(stop.clone()));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while presence_locks(&backend.leases().await.unwrap()) == 0 {
+            assert!(tokio::time::Instant::now() < deadline, "the presence lock was never taken");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        stop.cancel();
+        running.await.unwrap();
+        assert_eq!(presence_locks(&backend.leases().await.unwrap()), 0, "released when the worker stopped");
     }
 }

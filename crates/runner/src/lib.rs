@@ -144,6 +144,12 @@ pub struct RunContext {
     /// A directory private to this attempt: a path only. A runner that needs it creates it
     /// (`create_dir_all`); the engine removes it after the run if it exists.
     pub scratch_dir: PathBuf,
+    /// Whether whoever runs the runner removes `scratch_dir` (recursively, read-only
+    /// directories included) once the run has returned: `true` under a worker, which removes it
+    /// right after the run's result is committed (and before the worker stops); `false` for a
+    /// detached run. When `true`, a runner may leave throwaway files under `scratch_dir` instead
+    /// of removing them before it returns, so their removal is off the result's path.
+    pub scratch_removed_after: bool,
     /// 1-based attempt number of the lease this run is under (the job's `attempts` when it was
     /// leased; `jobs retry` starts the count again); 0 when no engine lease backs the run.
     pub attempt: u32,
@@ -153,14 +159,16 @@ pub struct RunContext {
 
 impl RunContext {
     /// A context with a fresh cancellation token, a no-op heartbeat, live output dropped, the
-    /// given scratch dir and no lease (attempt and fencing token 0). Used by tests and by
-    /// commands that run a runner in-process.
+    /// given scratch dir (which nobody removes after the run: `scratch_removed_after` false) and
+    /// no lease (attempt and fencing token 0). Used by tests and by commands that run a runner
+    /// in-process.
     pub fn detached(scratch_dir: PathBuf) -> Self {
         Self {
             cancel: CancellationToken::new(),
             heartbeat: Arc::new(|_| {}),
             output: Arc::new(|_, _| {}),
             scratch_dir,
+            scratch_removed_after: false,
             attempt: 0,
             fencing_token: 0,
         }

@@ -139,8 +139,12 @@ pub struct VerifyReport {
     pub confinement: Confinement,
     /// Whether commands could use the network (always reachable when `confinement` is `none`).
     pub network: bool,
-    /// Whether the sandbox directory was removed afterwards (false only when removal failed;
-    /// `clean_leftovers` then finds it).
+    /// Whether the sandbox directory was removed afterwards: removed before the report, or —
+    /// under a worker ([`RunContext::scratch_removed_after`](skillforge_runner::RunContext)) —
+    /// handed to the worker's removal of the attempt's scratch dir, which runs beside the
+    /// commit of this result and ends before the worker stops (a failure there is logged, and a
+    /// worker that died first leaves it to [`clean_leftovers`](crate::clean_leftovers)). False
+    /// only when the runner's own removal failed.
     pub sandbox_removed: bool,
     /// Wall-clock milliseconds of the whole run, clone included.
     pub duration_ms: u64,

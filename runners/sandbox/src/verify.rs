@@ -67,7 +67,9 @@ impl Verification {
 ///   `skipped` with reason `cancelled` and exit `Killed` — a cancelled run is no evidence.
 ///   Cancellation during the clone takes effect once the clone returns.
 /// * The sandbox directory is removed in every case before returning (also when the future is
-///   dropped, best effort); `sandbox_removed` reports whether that worked.
+///   dropped, best effort); `sandbox_removed` reports whether that worked. Under a worker
+///   (`ctx.scratch_removed_after`), a run that returns leaves it in `ctx.scratch_dir` instead,
+///   whose removal the worker runs beside the commit of the result (off the result's path).
 ///
 /// # Errors
 /// [`SandboxError::RepoMissing`] / [`SandboxError::NotARepo`] naming the path and this worker's
@@ -146,7 +148,7 @@ pub async fn verify_with(
         None => None,
     };
     let dir = SandboxDir::create(&ctx.scratch_dir)?;
-    let guard = RemoveOnDrop(Some(dir));
+    let guard = RemoveOnDrop { dir: Some(dir), left_to_caller: ctx.scratch_removed_after };
     let checkout = guard.checkout();
     let clone = {
         let (repo, resolved, dest) = (payload.repo.clone(), resolved.clone(), checkout.clone());
@@ -401,24 +403,35 @@ impl RunState {
 
 /// Removes the sandbox when finished explicitly or, best effort, when dropped (a dropped run
 /// future: the process runner kills its processes first, as its future is dropped before this).
-struct RemoveOnDrop(Option<SandboxDir>);
+/// With `left_to_caller` (the worker removes the attempt's scratch dir once the result is
+/// committed: `RunContext::scratch_removed_after`) an explicit finish leaves it there; a drop
+/// still removes it (a dropped run's task may never reach the worker's removal).
+struct RemoveOnDrop {
+    dir: Option<SandboxDir>,
+    left_to_caller: bool,
+}
 
 impl RemoveOnDrop {
     fn checkout(&self) -> std::path::PathBuf {
-        self.0
+        self.dir
             .as_ref()
             .map(SandboxDir::checkout)
             .unwrap_or_default()
     }
 
+    /// Whether the sandbox is removed (or left to the caller's removal).
     fn finish(mut self) -> bool {
-        self.0.take().is_none_or(|dir| dir.remove())
+        let dir = self.dir.take();
+        if self.left_to_caller {
+            return true;
+        }
+        dir.is_none_or(|dir| dir.remove())
     }
 }
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
-        if let Some(dir) = self.0.take() {
+        if let Some(dir) = self.dir.take() {
             dir.remove();
         }
     }

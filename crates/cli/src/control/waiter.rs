@@ -47,14 +47,24 @@ const POLL_MAX: Duration = Duration::from_millis(250);
 pub struct CliJobs<'a> {
     ctx: &'a Context,
     queue: Arc<dyn QueueBackend>,
-    store: Store,
+    /// `None`: the invocation's store ([`Context::store`]), opened when first needed.
+    store: Option<Store>,
     local_worker: bool,
 }
 
 impl<'a> CliJobs<'a> {
     /// The port over `queue` and `store`, with the local worker allowed.
     pub fn new(ctx: &'a Context, queue: Arc<dyn QueueBackend>, store: Store) -> Self {
-        Self { ctx, queue, store, local_worker: true }
+        Self { ctx, queue, store: Some(store), local_worker: true }
+    }
+
+    /// The store handle, or the invocation's store ([`Context::store`]) for a port made by
+    /// [`await_job`].
+    async fn store(&self) -> Result<Store, EngineError> {
+        match &self.store {
+            Some(store) => Ok(store.clone()),
+            None => self.ctx.store().await.map_err(|e| EngineError::Backend { backend: "store", message: format!("{:#}", e.error) }),
+        }
     }
 
     /// With `allowed` false (`--no-local-worker`), never starts an in-process worker.
@@ -88,7 +98,7 @@ impl<'a> CliJobs<'a> {
         let mut noted_no_worker = false;
         let mut noted_unmet = false;
         let mut next_unmet_check = started;
-        let mut local: Option<(CancellationToken, tokio::task::JoinHandle<()>)> = None;
+        let mut local: Option<(CancellationToken, tokio::task::JoinHandle<()>, String)> = None;
         let health = Arc::new(WorkerHealth::default());
         let mut delay = POLL_FIRST;
         let jobs = loop {
@@ -108,7 +118,7 @@ impl<'a> CliJobs<'a> {
             if local.is_some()
                 && let Some(e) = local_worker_failure(self.queue.name(), &health, &jobs)
             {
-                if let Some((stop, handle)) = local.take() {
+                if let Some((stop, handle, _)) = local.take() {
                     stop.cancel();
                     let _ = handle.await;
                 }
@@ -155,19 +165,43 @@ impl<'a> CliJobs<'a> {
             } else {
                 POLL_MAX
             };
-            self.queue.changed_since(seen, delay.min(until_check.max(POLL_FIRST))).await;
+            let timeout = delay.min(until_check.max(POLL_FIRST));
+            // Jobs that all run in the in-process worker end with its (in-process) finish: the
+            // wait need not run the embedded queue's poll for other processes' commits (a
+            // change made elsewhere, a reap, is still seen at the fallback re-read).
+            let all_here = local.as_ref().is_some_and(|(_, _, id)| {
+                jobs.iter().filter(|j| !is_finished(j)).all(|j| {
+                    j.state == JobState::Running && j.lease.as_ref().is_some_and(|l| &l.owner_worker == id)
+                })
+            });
+            if all_here {
+                self.queue.changed_here_since(seen, timeout).await;
+            } else {
+                self.queue.changed_since(seen, timeout).await;
+            }
             delay = (delay * 2).min(POLL_MAX);
         };
         if let Some(b) = bar {
             b.finish_and_clear();
         }
-        if let Some((stop, handle)) = local {
+        // The in-process worker stops (its attempts' scratch dirs removed, its presence
+        // released) while the results are ingested, and is joined before the jobs are returned.
+        let stopping = local.map(|(stop, handle, _)| {
             stop.cancel();
+            handle
+        });
+        let ingested = if self.ctx.queue_url.is_embedded() {
+            match self.store().await {
+                Ok(store) => ingest_once(self.queue.as_ref(), &store, &Families::for_home(&self.ctx.home)).await.map(drop),
+                Err(e) => Err(e),
+            }
+        } else {
+            Ok(())
+        };
+        if let Some(handle) = stopping {
             let _ = handle.await;
         }
-        if self.ctx.queue_url.is_embedded() {
-            ingest_once(self.queue.as_ref(), &self.store, &Families::for_home(&self.ctx.home)).await?;
-        }
+        ingested?;
         Ok(jobs)
     }
 
@@ -187,7 +221,7 @@ impl<'a> CliJobs<'a> {
         &self,
         queues: Vec<String>,
         health: Arc<WorkerHealth>,
-    ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    ) -> (CancellationToken, tokio::task::JoinHandle<()>, String) {
         let mut config = WorkerConfig::new("local", self.ctx.scratch_root());
         config.queues = queues;
         // What this machine offers, as a standalone worker detects it: a job requiring more
@@ -199,12 +233,18 @@ impl<'a> CliJobs<'a> {
         // A bad retention setting is reported by `serve` and `worker`; the short-lived local
         // worker then just prunes nothing.
         config.retention = self.ctx.config.queue.retention().ok();
+        // A one-shot worker: its presence lock, reaper and pruner start one reap period in, so
+        // a job done sooner (a `verify`, a short `submit --wait`) is leased without their writes
+        // queued before it; a longer wait gets them then (stale jobs recovered, presence shown).
+        // Long-lived `serve` and `worker` processes run them from their start.
+        config.housekeeping_after = config.reap_every.unwrap_or_default();
         let worker = Worker::new(config, self.queue.clone(), crate::runners::all());
+        let id = worker.identity().worker_id.clone();
         let stop = CancellationToken::new();
         let s = stop.clone();
         (stop, tokio::spawn(async move {
             worker.run(s).await;
-        }))
+        }), id)
     }
 }
 
@@ -257,7 +297,7 @@ async fn has_live_worker(queue: &dyn QueueBackend) -> Result<bool, EngineError> 
 #[async_trait::async_trait]
 impl StageJobs for CliJobs<'_> {
     async fn submit(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
-        skillforge_workflows::stage::submit_recorded(self.queue.as_ref(), &self.store, spec).await
+        skillforge_workflows::stage::submit_recorded(self.queue.as_ref(), &self.store().await?, spec).await
     }
 
     async fn get(&self, id: &str) -> Result<Option<Job>, EngineError> {
@@ -305,6 +345,11 @@ pub async fn enqueue_checked(backend: &dyn QueueBackend, spec: &JobSpec) -> Resu
 /// # Errors
 /// Exit 2 for an unknown job; exit 3 when the queue or store fails.
 pub async fn await_job(ctx: &Context, backend: &Arc<dyn QueueBackend>, id: &str, local_worker: bool) -> Result<Job, CliError> {
-    let store = ctx.store().await?;
-    CliJobs::new(ctx, backend.clone(), store).local_worker(local_worker).wait_one(id).await
+    // The store is needed once the job has finished (to ingest its result): it opens while the
+    // wait starts the in-process worker and the job runs, not before.
+    let jobs = CliJobs { ctx, queue: backend.clone(), store: None, local_worker };
+    // A store that cannot be opened ends the wait at once (exit 3), as before the wait began; a
+    // job the in-process worker had leased by then goes stale and the reaper recovers it.
+    let (_, job) = tokio::try_join!(ctx.store(), jobs.wait_one(id))?;
+    Ok(job)
 }

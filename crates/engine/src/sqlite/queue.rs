@@ -92,6 +92,10 @@ impl QueueBackend for SqliteBackend {
         self.inner.wake.changed_since(seen, timeout).await;
     }
 
+    async fn changed_here_since(&self, seen: u64, timeout: Duration) {
+        self.inner.wake.changed_here_since(seen, timeout).await;
+    }
+
     async fn heartbeat(
         &self,
         job_id: &str,

@@ -65,6 +65,11 @@ impl Wake {
     pub(super) async fn changed_since(&self, seen: u64, timeout: Duration) {
         self.jobs.changed_since(seen, timeout).await;
     }
+
+    /// See `QueueBackend::changed_here_since` and [`ChangeSignal::changed_here_since`].
+    pub(super) async fn changed_here_since(&self, seen: u64, timeout: Duration) {
+        self.jobs.changed_here_since(seen, timeout).await;
+    }
 }
 
 /// Spawns the `data_version` watcher; it stops when `stop` is cancelled.

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use skillforge_runner::{RunContext, RunSpec};
@@ -12,7 +12,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::Counters;
 use super::heartbeat::{LeaseSignals, heartbeat_loop};
-use super::scratch::remove_scratch;
+use super::scratch::start_removal;
 use crate::backend::QueueBackend;
 use crate::health::WorkerHealth;
 use crate::job::{FinishReply, LeasedJob, LockAcquire, WorkerIdentity};
@@ -128,70 +128,90 @@ impl JobTask {
             };
             done.cancel();
             let _ = heartbeat.await;
-            remove_scratch(self.scratch_root_dir.as_deref(), &self.scratch_root, scratch_dir).await;
-            for (name, lock_token) in held.lock().await.drain(..) {
-                if let Err(e) = self.backend.release_lock(&name, lock_token).await {
-                    warn!(lock = %name, error = %e, "lock not released; it goes stale after stale_after");
-                }
-            }
-
-            let operator_cancel = cancelled_by_operator.load(Ordering::SeqCst);
-            if self.kill_all.is_cancelled() && !operator_cancel && !lease_lost.load(Ordering::SeqCst) {
-                match self.backend.release(&job.id, token).await {
-                    Ok(true) => {
-                        self.counters.released.fetch_add(1, Ordering::Relaxed);
-                        info!("job handed back on shutdown");
-                    }
-                    Ok(false) => warn!("job not handed back: lease already superseded"),
-                    Err(e) => {
-                        warn!(error = %e, "job not handed back; the reaper will recover it");
-                        return None;
-                    }
-                }
-                self.counters.resolved(&job.id, token);
-                return None;
-            }
-            let finish =
-                finish_for(job.attempts, job.spec.max_attempts, result, operator_cancel, job.spec.retry_failed_runs);
-            let refill = if self.shutdown.is_cancelled() { None } else { self.refill_queue() };
-            let delivered = match refill {
-                Some(queue) => self.backend.finish_and_lease(&job.id, token, &finish, queue, &self.identity).await,
-                None => self.backend.finish(&job.id, token, &finish).await.map(|reply| (reply, None)),
-            };
-            match delivered {
-                Ok((reply, next)) => {
-                    self.counters.resolved(&job.id, token);
-                    if let Some(n) = &next {
-                        self.counters.hold(&n.job.id, n.fencing_token);
-                    }
-                    match reply {
-                        FinishReply::Applied(state) => {
-                            self.counters.finished.fetch_add(1, Ordering::Relaxed);
-                            info!(state = %state, result = %finish.attempt_result, retry_delay_ms = finish.retry_delay_ms, "job finished");
-                            if state.is_terminal() && wrote_output {
-                                if let Err(e) = self.backend.trim_output(&job.id).await {
-                                    debug!(error = %e, "live output not trimmed");
-                                }
-                            }
-                        }
-                        FinishReply::Fenced { current_token } => {
-                            self.counters.fenced.fetch_add(1, Ordering::Relaxed);
-                            warn!(current_token, "result rejected by fencing: this lease was superseded");
-                        }
-                    }
-                    next
-                }
-                Err(e) => {
-                    warn!(error = %e, "result not delivered; the reaper will recover the job");
-                    if let Some(h) = &self.health {
-                        h.result_not_delivered(&job.id, &e.to_string());
-                    }
-                    None
-                }
-            }
+            // The attempt's scratch dir (a sandbox's clone, a job dir) is removed beside the
+            // hand-over of the result (on a blocking thread), not before it: its removal is off
+            // the result's path. The task joins it before it ends, so a stopping worker still
+            // waits for it.
+            let removal = start_removal(self.scratch_root_dir.as_deref(), &self.scratch_root, scratch_dir);
+            let next = self.hand_over(&job, token, result, wrote_output, &held, (&cancelled_by_operator, &lease_lost)).await;
+            removal.join().await;
+            next
         }
         .instrument(span)
         .await
+    }
+
+    /// Releases the job's locks, then hands the run's `result` to the queue: the lease back on
+    /// shutdown (unless cancelled or lost), else the fenced finish (with the slot's next lease).
+    async fn hand_over(
+        &self,
+        job: &crate::job::Job,
+        token: u64,
+        result: Result<skillforge_runner::RunOutcome, String>,
+        wrote_output: bool,
+        held: &tokio::sync::Mutex<Vec<(String, u64)>>,
+        (cancelled_by_operator, lease_lost): (&AtomicBool, &AtomicBool),
+    ) -> Option<LeasedJob> {
+        for (name, lock_token) in held.lock().await.drain(..) {
+            if let Err(e) = self.backend.release_lock(&name, lock_token).await {
+                warn!(lock = %name, error = %e, "lock not released; it goes stale after stale_after");
+            }
+        }
+
+        let operator_cancel = cancelled_by_operator.load(Ordering::SeqCst);
+        if self.kill_all.is_cancelled() && !operator_cancel && !lease_lost.load(Ordering::SeqCst) {
+            match self.backend.release(&job.id, token).await {
+                Ok(true) => {
+                    self.counters.released.fetch_add(1, Ordering::Relaxed);
+                    info!("job handed back on shutdown");
+                }
+                Ok(false) => warn!("job not handed back: lease already superseded"),
+                Err(e) => {
+                    warn!(error = %e, "job not handed back; the reaper will recover it");
+                    return None;
+                }
+            }
+            self.counters.resolved(&job.id, token);
+            return None;
+        }
+        let finish =
+            finish_for(job.attempts, job.spec.max_attempts, result, operator_cancel, job.spec.retry_failed_runs);
+        let refill = if self.shutdown.is_cancelled() { None } else { self.refill_queue() };
+        let delivered = match refill {
+            Some(queue) => self.backend.finish_and_lease(&job.id, token, &finish, queue, &self.identity).await,
+            None => self.backend.finish(&job.id, token, &finish).await.map(|reply| (reply, None)),
+        };
+        match delivered {
+            Ok((reply, next)) => {
+                self.counters.resolved(&job.id, token);
+                if let Some(n) = &next {
+                    self.counters.hold(&n.job.id, n.fencing_token);
+                }
+                match reply {
+                    FinishReply::Applied(state) => {
+                        self.counters.finished.fetch_add(1, Ordering::Relaxed);
+                        info!(state = %state, result = %finish.attempt_result, retry_delay_ms = finish.retry_delay_ms, "job finished");
+                        if state.is_terminal() && wrote_output {
+                            if let Err(e) = self.backend.trim_output(&job.id).await {
+                                debug!(error = %e, "live output not trimmed");
+                            }
+                        }
+                    }
+                    FinishReply::Fenced { current_token } => {
+                        self.counters.fenced.fetch_add(1, Ordering::Relaxed);
+                        warn!(current_token, "result rejected by fencing: this lease was superseded");
+                    }
+                }
+                next
+            }
+            Err(e) => {
+                warn!(error = %e, "result not delivered; the reaper will recover the job");
+                if let Some(h) = &self.health {
+                    h.result_not_delivered(&job.id, &e.to_string());
+                }
+                None
+            }
+        }
     }
 }
 
@@ -241,6 +261,7 @@ impl JobTask {
             heartbeat: Arc::new(|_| {}),
             output,
             scratch_dir: scratch_dir.to_path_buf(),
+            scratch_removed_after: true,
             attempt: job.attempts,
             fencing_token: token,
         };
