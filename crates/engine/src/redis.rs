@@ -27,6 +27,7 @@
 //! | `done:failed:stale` | string | how many entries of `done:failed` are stale (retried jobs), so a count bound counts live jobs only |
 //! | `done:backfill` | string | cursor (a creation time in `jobs`) of the one-time walk that files the acknowledged jobs of a namespace written before retention into `done:*` (part of the rewrite into layout 4); `done` when finished (set at once for a new namespace) |
 //! | `layout`, `layout:cursor` | strings | `4` once the namespace is in layout 4; the cursor (a creation time in `jobs`) of the rewrite of layouts 1 and 2 at connect (`redis/migrate.rs`) |
+//! | `layout:step`, `layout:scan`, `layout:done` | string, string, set | while a layout-3 namespace is rewritten (`migrate4.lua`): its step, its SCAN / HSCAN cursor, the sets rewritten so far; gone once `layout` is `4` |
 //! | `pruned`, `pruned:{class}` | hash, sorted set | tombstones of pruned jobs: id → `state⇥finished_at⇥pruned_at⇥idem_key`; per class by prune time |
 //! | `results` | sorted set | terminal/stale jobs not yet acknowledged, score = sequence |
 //! | `jobs`, `state:{state}` | sorted sets | job index by creation time: all jobs / per state, for `failed`, `dead`, `cancelled` and `stale` only. The other states are listed from the sets their jobs are in, O(page): `running` from `leases`, `queued` from `ready:*` / `delayed:*`, `succeeded` from `done:succeeded` and `results` |
