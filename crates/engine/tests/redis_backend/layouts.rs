@@ -419,7 +419,7 @@ async fn a_layout_3_namespace_becomes_layout_4_on_open_and_its_jobs_carry_on() {
             .arg(&s.stage).arg(&s.kind).arg(serde_json::to_string(&s.payload).unwrap()).arg(s.timeout_ms).arg("");
         inv
     };
-    let later = (b_now(&server) + 3_600_000).to_string();
+    let later = (server_now_ms(&server) + 3_600_000).to_string();
     for id in [l3("run"), l3("ok"), l3("fail"), l3("pending"), l3("gone"), l3("cancel"), l3("q1"), l3("q2"), l3("q3")] {
         let _: (String, i64) = old_enqueue(id, String::new(), "").invoke_async(&mut c).await.unwrap();
     }
@@ -532,7 +532,7 @@ fn l3(label: &str) -> &'static str {
 }
 
 /// The server's clock, ms.
-fn b_now(server: &RedisServer) -> i64 {
+fn server_now_ms(server: &RedisServer) -> i64 {
     server.cli(&["TIME"]).lines().next().unwrap().parse::<i64>().unwrap() * 1000
 }
 
@@ -543,7 +543,7 @@ fn b_now(server: &RedisServer) -> i64 {
 async fn a_cancelled_queued_jobs_entry_is_skipped_and_a_retry_leases_it_at_its_new_place() {
     let server = RedisServer::start();
     let b = backend(&server).await;
-    let ids: Vec<String> = futures_ids(&b, "lz", 3).await;
+    let ids: Vec<String> = enqueue_in_order(&b, "lz", 3).await;
     let mut delayed = spec("lz");
     delayed.not_before_ms = Some(b.now_ms().await.unwrap() + 3_600_000);
     let later = b.enqueue(&delayed).await.unwrap().job_id;
@@ -570,7 +570,7 @@ async fn a_cancelled_queued_jobs_entry_is_skipped_and_a_retry_leases_it_at_its_n
 }
 
 /// Enqueues `n` jobs on `queue` one after the other (FIFO order).
-async fn futures_ids(b: &RedisBackend, queue: &str, n: usize) -> Vec<String> {
+async fn enqueue_in_order(b: &RedisBackend, queue: &str, n: usize) -> Vec<String> {
     let mut ids = Vec::new();
     for _ in 0..n {
         ids.push(b.enqueue(&spec(queue)).await.unwrap().job_id);
