@@ -18,9 +18,11 @@
 //!
 //! **Architecture Invariant:** nothing a command does through git reaches the live repository:
 //! the clone has its own git dir (config, refs, packed refs, gc, worktree registry), no
-//! alternates and no remote naming the live repository. Object files are hard links shared with
-//! the live repository, so a command that rewrites an object file *in place* (not something git
-//! does) would change it; under bwrap the live repository itself is read-only.
+//! alternates and no remote naming the live repository. Loose objects are packed into a pack of
+//! the clone's own; the live repository's pack files are hard links shared with it (as `git
+//! clone --local` makes them), so a command that rewrites a pack file *in place* (not something
+//! git does) would change it; under bwrap the live repository itself is read-only. (A clone made
+//! by libgit2's fallback, `clone` module docs, also hard-links the loose objects.)
 
 #[cfg(feature = "exec")]
 mod clone;

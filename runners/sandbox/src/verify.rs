@@ -167,8 +167,8 @@ pub async fn verify_with(
         repo: payload.repo.clone(),
         message: format!("clone task failed: {e}"),
     });
-    let confinement = match cloned.and_then(|result| result).and(confinement) {
-        Ok(confinement) => confinement,
+    let (way, confinement) = match cloned.and_then(|result| result).and_then(|way| Ok((way, confinement?))) {
+        Ok(done) => done,
         Err(error) => {
             guard.finish();
             return Err(error);
@@ -176,7 +176,7 @@ pub async fn verify_with(
     };
     let mut run = RunState::new(payload, &resolved, confinement);
     run.report.container = container;
-    tracing::debug!(runner = "sandbox", commit = %resolved.commit, ?confinement, "sandbox provisioned");
+    tracing::debug!(runner = "sandbox", commit = %resolved.commit, ?confinement, clone = ?way, "sandbox provisioned");
     let ran = run_commands(&mut run, &checkout, deadline, ctx, executor).await;
     let is_removed = guard.finish();
     ran?;
