@@ -28,11 +28,13 @@ pub enum Command {
 }
 
 impl Command {
-    /// True when the command is a shell, so exit codes 129..=192 mean "a child died of
-    /// signal code−128": a [`Command::Shell`] line, or an argv whose program's file name is
-    /// a POSIX-style shell (`sh`, `bash`, `dash`, `zsh`, `ksh`, `mksh`, `ash`).
+    /// True when the command reports its children's endings as a shell does, so exit codes
+    /// 129..=192 mean "a child died of signal code−128": a [`Command::Shell`] line, or an argv
+    /// whose program's file name is a POSIX-style shell (`sh`, `bash`, `dash`, `zsh`, `ksh`,
+    /// `mksh`, `ash`) or `bwrap` (bubblewrap exits with its command's code, or 128+n when the
+    /// command died of signal n).
     pub fn is_shell(&self) -> bool {
-        const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"];
+        const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "bwrap"];
         match self {
             Command::Shell(_) => true,
             Command::Argv(argv) => argv.first().is_some_and(|program| {
@@ -140,6 +142,7 @@ mod tests {
             true,
         );
         check(Command::Argv(vec!["/usr/bin/bash".into()]), true);
+        check(Command::Argv(vec!["bwrap".into(), "--unshare-pid".into()]), true);
         check(Command::Argv(vec!["python3".into()]), false);
         check(Command::Argv(vec!["/bin/shx".into()]), false);
         check(Command::Argv(Vec::new()), false);

@@ -171,10 +171,11 @@ async fn run_probe(program: &Path) -> Result<(), String> {
 /// The process payload for one command line with `checkout` as working directory.
 ///
 /// Unconfined: `sh -c LINE`. Under bwrap:
-/// `sh -c 'exec "$@"' sh bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp
+/// `bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp
 /// --ro-bind SANDBOX_ROOT SANDBOX_ROOT --bind CHECKOUT CHECKOUT --unshare-pid --die-with-parent [--unshare-net] --chdir CHECKOUT
-/// /bin/sh -c LINE` — the outer `sh` only `exec`s bwrap with its arguments passed positionally
-/// (no quoting), and keeps the process runner's shell classification (128+n ⇒ killed by n).
+/// /bin/sh -c LINE`, the line one argument (no quoting); bwrap passes on the inner shell's
+/// exit code (128+n when it died of signal n), so the process runner classifies it as a shell
+/// ([`skillforge_runner_process::Command::is_shell`]).
 /// `TMPDIR` is set to the private `/tmp` under bwrap unless `env` sets it.
 pub(crate) fn command_payload(
     confinement: Confinement,
@@ -187,9 +188,7 @@ pub(crate) fn command_payload(
         Confinement::None | Confinement::Container => ProcessPayload::shell(line),
         Confinement::Bwrap => {
             let dir = checkout.to_string_lossy().into_owned();
-            let mut argv: Vec<String> = ["/bin/sh", "-c", "exec \"$@\"", "sh", BWRAP]
-                .map(String::from)
-                .to_vec();
+            let mut argv: Vec<String> = vec![BWRAP.to_owned()];
             argv.extend(
                 [
                     "--ro-bind",

@@ -213,6 +213,25 @@ async fn s38_one_failing_command_fails_the_run() {
     assert_scratch_empty(scratch.path());
 }
 
+// S-38: a command that dies of a signal fails the run as killed by that signal, both
+// unconfined (the shell reports 128+n) and under bwrap (bwrap passes on its shell's 128+n).
+#[tokio::test]
+async fn s38_a_command_killed_by_a_signal_fails_as_killed_in_each_confinement() {
+    let root = target_tempdir();
+    let (repo, _, _) = make_live_repo(root.path());
+    for mode in [ConfinementMode::None, ConfinementMode::Bwrap] {
+        let scratch = target_tempdir();
+        let payload = with_mode(payload(&repo, "HEAD", &["kill -USR1 $$", "touch not-run"]), mode);
+        let outcome = run(&payload, scratch.path()).await.expect("run");
+        let report = report(&outcome);
+        assert_eq!(report.verdict, Verdict::Fail, "{mode:?}: {report:#?}");
+        assert_eq!(outcome.exit, ExitClass::Killed { signal: 10 }, "{mode:?}");
+        assert_eq!(report.commands[0].status, CommandStatus::Killed, "{mode:?}");
+        assert_eq!(report.commands[1].status, CommandStatus::NotRun, "{mode:?}");
+        assert_scratch_empty(scratch.path());
+    }
+}
+
 // S-38 / S-37: all passing ⇒ hard 1.0; a line with commas and operators runs intact.
 #[tokio::test]
 async fn s37_s38_all_passing_commands_pass_with_lines_intact() {
