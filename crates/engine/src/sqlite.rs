@@ -153,7 +153,7 @@ impl SqliteBackend {
             // inside whichever lease/finish/enqueue crosses the threshold): a background task
             // of every open backend checkpoints instead (`watch::spawn_checkpointer`).
             .pragma("wal_autocheckpoint", "0")
-            .pragma("journal_size_limit", "67108864");
+            .pragma("journal_size_limit", skillforge_store::wal_files::JOURNAL_SIZE_LIMIT);
         let open_err = |e: sqlx::Error| {
             EngineError::sqlite(format!("open queue database `{}`: {e}", path.display()))
         };
@@ -183,6 +183,7 @@ impl SqliteBackend {
         schema::migrate(&writer).await?;
         let reader = connect_retrying_busy(|| {
             SqlitePoolOptions::new()
+                .after_connect(skillforge_store::wal_files::after_connect)
                 .max_connections(READ_CONNECTIONS)
                 .min_connections(1)
                 .test_before_acquire(false)

@@ -19,6 +19,7 @@ pub mod review;
 pub mod submitted;
 pub mod templates;
 pub mod train;
+pub mod wal_files;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -62,7 +63,7 @@ async fn open_current(path: &Path, options: &SqliteConnectOptions) -> Option<Sql
     if !path.is_file() {
         return None;
     }
-    let connect = |o: SqliteConnectOptions| SqlitePoolOptions::new().max_connections(4).connect_with(o);
+    let connect = |o: SqliteConnectOptions| SqlitePoolOptions::new().max_connections(4).after_connect(wal_files::after_connect).connect_with(o);
     let pool = match connect(options.clone()).await {
         Ok(pool) => pool,
         // Not writable (read-only, cannot open for writing): read-only. A full or failing disk
@@ -111,7 +112,8 @@ impl Store {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
-            .foreign_keys(true);
+            .foreign_keys(true)
+            .pragma("journal_size_limit", wal_files::JOURNAL_SIZE_LIMIT);
         // Several processes (CLI, serve, workers' control planes) may open a fresh home at the same
         // moment. Neither the first connection (its `PRAGMA journal_mode = WAL` needs an exclusive
         // lock that SQLite's busy handler does not wait for: `database is locked` at once) nor
@@ -126,6 +128,7 @@ impl Store {
             .map_err(|e| StoreError::Migrate(e.to_string()))??;
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
+            .after_connect(wal_files::after_connect)
             .connect_with(options)
             .await
             .map_err(|e| StoreError::Open { path: path.clone(), message: e.to_string() })?;

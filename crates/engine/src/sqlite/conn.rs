@@ -106,6 +106,7 @@ pub(super) async fn connect_writer(options: &SqliteConnectOptions, script_open: 
                     Ok(true)
                 })
             })
+            .after_connect(skillforge_store::wal_files::after_connect)
             .max_connections(1)
             .min_connections(1)
             .test_before_acquire(false)

@@ -89,7 +89,7 @@ pub(super) fn spawn_watcher(options: SqliteConnectOptions, wake: Arc<Wake>, stop
                 continue;
             }
             if conn.is_none() {
-                match options.connect().await {
+                match connect_keeping_wal_files(&options).await {
                     Ok(c) => conn = Some(c),
                     Err(e) => {
                         tracing::warn!(error = %e, "sqlite queue watcher: cannot open its connection");
@@ -144,7 +144,7 @@ pub(super) fn spawn_checkpointer(options: SqliteConnectOptions, stop: Cancellati
                 _ = stop.cancelled() => break,
             }
             if conn.is_none() {
-                match options.connect().await {
+                match connect_keeping_wal_files(&options).await {
                     Ok(c) => conn = Some(c),
                     Err(e) => {
                         tracing::debug!(error = %e, "sqlite queue checkpointer: cannot open its connection");
@@ -160,4 +160,55 @@ pub(super) fn spawn_checkpointer(options: SqliteConnectOptions, stop: Cancellati
             }
         }
     });
+}
+
+/// A dedicated connection, set to keep the `-wal` and `-shm` files like the pools' connections
+/// (`skillforge_store::wal_files`: whichever connection closes last decides).
+async fn connect_keeping_wal_files(options: &SqliteConnectOptions) -> Result<sqlx::SqliteConnection, sqlx::Error> {
+    let mut conn = options.connect().await?;
+    if let Err(reason) = skillforge_store::wal_files::keep_wal_files(&mut conn).await {
+        tracing::debug!(%reason, "SQLite -wal/-shm files not kept between processes");
+    }
+    Ok(conn)
+}
+
+#[cfg(test)]
+mod wal_file_tests {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    use sqlx::Connection;
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
+
+    use super::connect_keeping_wal_files;
+    use crate::sqlite::conn::connect_writer;
+
+    // The queue's writer pool and a dedicated connection (watcher, checkpointer) both keep the
+    // `-wal` and `-shm` files at the last close: `skillforge_store::wal_files`.
+    #[tokio::test]
+    async fn the_queues_connections_keep_the_wal_files_at_the_last_close() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("queue.db");
+        let options = SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .pragma("journal_size_limit", skillforge_store::wal_files::JOURNAL_SIZE_LIMIT);
+        let wal = dir.path().join("queue.db-wal");
+        for dedicated_closes_last in [false, true] {
+            let writer = connect_writer(&options, &Arc::new(AtomicBool::new(false))).await.expect("writer");
+            let dedicated = connect_keeping_wal_files(&options).await.expect("dedicated connection");
+            sqlx::query("CREATE TABLE IF NOT EXISTS t (v INTEGER)").execute(&writer).await.expect("create");
+            sqlx::query("INSERT INTO t VALUES (1)").execute(&writer).await.expect("insert");
+            if dedicated_closes_last {
+                writer.close().await;
+                dedicated.close().await.expect("close");
+            } else {
+                dedicated.close().await.expect("close");
+                writer.close().await;
+            }
+            assert_eq!(std::fs::metadata(&wal).map(|m| m.len()).ok(), Some(0), "dedicated last: {dedicated_closes_last}");
+            assert!(dir.path().join("queue.db-shm").is_file(), "dedicated last: {dedicated_closes_last}");
+        }
+    }
 }
