@@ -321,6 +321,38 @@ impl Home {
         }
     }
 
+    /// Pauses `child` (SIGSTOP) at a moment it holds no write lock of the embedded queue file.
+    ///
+    /// A process stopped inside a SQLite write transaction keeps the file's write lock until it
+    /// resumes (SQLite cannot take a lock from a live process), so every other process's writes
+    /// wait, and recovery cannot run. That is a limit of the embedded queue, not of fencing, which
+    /// is what the pausing tests check: so, on the embedded queue, a stop that lands inside a write
+    /// (`BEGIN IMMEDIATE` from `sqlite3` is refused at once) is undone with SIGCONT and tried
+    /// again, for up to 60 s. On Redis no client holds a lock across a pause;
+    /// one SIGSTOP is sent.
+    pub fn pause_outside_writes(&self, child: &Child) {
+        let queue = self.path().join("queue.db");
+        if self.queue.is_some() || !queue.exists() {
+            signal(child, nix::sys::signal::Signal::SIGSTOP);
+            return;
+        }
+        wait_for(Duration::from_secs(60), "a SIGSTOP outside the queue's write transactions", || {
+            signal(child, nix::sys::signal::Signal::SIGSTOP);
+            let free = Command::new("sqlite3")
+                .arg(&queue)
+                .arg("BEGIN IMMEDIATE; ROLLBACK;")
+                .stdin(Stdio::null())
+                .output()
+                .expect("run sqlite3 (scripts/test installs it)")
+                .status
+                .success();
+            if !free {
+                signal(child, nix::sys::signal::Signal::SIGCONT);
+            }
+            free.then_some(())
+        });
+    }
+
     /// Starts `skillforge worker --name NAME EXTRA...` in the background, its log in the home dir.
     pub fn spawn_worker(&self, name: &str, extra: &[&str]) -> Child {
         self.spawn(&["worker", "--name", name], extra, &format!("worker-{name}"))

@@ -83,7 +83,7 @@ fn sigstop_past_stale_after_then_resumed_is_fenced(b: Backend) {
     let stopped = Reaped(home.spawn_worker("sleepy", &[]));
     let id = home.submit(&["--heartbeat", "0.3", "--stale-after", "1.5"], &["sleep", "1"]);
     home.wait_job(&id, T, "job running on the stopped-to-be worker", |j| state(j) == "running");
-    signal(&stopped.0, Signal::SIGSTOP);
+    home.pause_outside_writes(&stopped.0);
     let _replacement = Reaped(home.spawn_worker("replacement", &[]));
     let done = home.wait_job(&id, T, "replacement to finish the job", |j| state(j) == "succeeded");
     assert_eq!(done["fencing_token"], 2);
@@ -311,7 +311,7 @@ fn sigstopped_worker_survives_a_restart_and_keeps_serving(b: &Backend) {
     let done = home.wait_job(&first, T, "the worker to run a first job", |j| state(j) == "succeeded");
     let worker_id = done["history"][0]["worker"].as_str().unwrap().to_owned();
     for round in 0..3 {
-        signal(&paused.0, Signal::SIGSTOP);
+        home.pause_outside_writes(&paused.0);
         match b {
             Backend::Redis(redis) => redis.restart(),
             Backend::Sqlite => {
