@@ -326,10 +326,13 @@ impl Home {
     /// A process stopped inside a SQLite write transaction keeps the file's write lock until it
     /// resumes (SQLite cannot take a lock from a live process), so every other process's writes
     /// wait, and recovery cannot run. That is a limit of the embedded queue, not of fencing, which
-    /// is what the pausing tests check: so, on the embedded queue, a stop that lands inside a write
+    /// is what the pausing tests check. So on the embedded queue a stop that lands inside a write
     /// (`BEGIN IMMEDIATE` from `sqlite3` is refused at once) is undone with SIGCONT and tried
-    /// again, for up to 60 s. On Redis no client holds a lock across a pause;
-    /// one SIGSTOP is sent.
+    /// again, polling for up to 60 s. On Redis, where no client holds a lock across a pause, one
+    /// SIGSTOP is sent.
+    ///
+    /// # Panics
+    /// When no stop outside a write is found within 60 s, or `sqlite3` cannot be run.
     pub fn pause_outside_writes(&self, child: &Child) {
         let queue = self.path().join("queue.db");
         if self.queue.is_some() || !queue.exists() {
