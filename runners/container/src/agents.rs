@@ -6,7 +6,9 @@ use std::os::unix::fs::MetadataExt;
 use std::time::Duration;
 
 use skillforge_runner::{CancellationToken, RunOutcome, RunnerError};
-use skillforge_runner_agent::{AgentContainerExec, CONTAINER_SCRATCH, CONTAINER_WORKDIR, ContainerAgentRun};
+use skillforge_runner_agent::{
+    AgentContainerExec, CONTAINER_SCRATCH, CONTAINER_WORKDIR, ContainerAgentRun,
+};
 
 use crate::error::ContainerError;
 use crate::payload::{Command, ContainerPayload, Mount, Network};
@@ -65,7 +67,11 @@ async fn run_agent(
     let mut payload = ContainerPayload::new(run.image.clone(), command);
     payload.mount_path = Some(CONTAINER_WORKDIR.to_owned());
     payload.env = run.env.clone();
-    payload.network = if run.network { Network::Default } else { Network::None };
+    payload.network = if run.network {
+        Network::Default
+    } else {
+        Network::None
+    };
     payload.host = run.host.clone();
     payload.max_output_bytes = Some(run.max_output_bytes);
     payload.user = std::fs::metadata(&run.workdir)
@@ -76,10 +82,12 @@ async fn run_agent(
         target: CONTAINER_SCRATCH.to_owned(),
         read_only: false,
     });
-    payload.mounts.extend(run.mounts.iter().map(|(source, target)| Mount {
-        source: source.clone(),
-        target: target.clone(),
-        read_only: true,
-    }));
+    payload
+        .mounts
+        .extend(run.mounts.iter().map(|(source, target)| Mount {
+            source: source.clone(),
+            target: target.clone(),
+            read_only: true,
+        }));
     run_container(&payload, &run.job_id, &run.workdir, timeout, cancel).await
 }

@@ -6,7 +6,8 @@ use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
 use bollard::Docker;
-use bollard::query_parameters::CreateImageOptionsBuilder;
+use bollard::models::ContainerSummary;
+use bollard::query_parameters::{CreateImageOptionsBuilder, ListContainersOptionsBuilder};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +20,13 @@ const DEFAULT_SOCKETS: &[&str] = &["/var/run/docker.sock", "/run/podman/podman.s
 
 /// How long one engine request may take before the engine counts as unreachable, seconds.
 const REQUEST_TIMEOUT_SECS: u64 = 120;
+
+/// How many times a container listing is asked again while the engine reports a container in a
+/// state the Docker API does not have (podman's transient `stopped`), and the first pause, which
+/// doubles up to [`LIST_RETRY_MAX_PAUSE`].
+const LIST_ATTEMPTS: u32 = 12;
+const LIST_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
+const LIST_RETRY_MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
 
 static CONFIGURED_HOST: OnceLock<String> = OnceLock::new();
 static CLIENTS: OnceLock<Mutex<HashMap<String, Engine>>> = OnceLock::new();
@@ -120,6 +128,46 @@ impl Engine {
         let engine = Engine { docker, info };
         lock(clients).insert(host.to_owned(), engine.clone());
         Ok(engine)
+    }
+
+    /// The containers (`all`: also those not running) whose labels match every `label` filter
+    /// (`key` or `key=value`).
+    ///
+    /// Podman (4.3 here; until podman#28359 was fixed) lists a container that has exited but is not
+    /// yet cleaned up as
+    /// `stopped`, a state the Docker API does not have, and the whole listing then fails to
+    /// parse (bollard#701, podman#28359). The state lasts until podman's cleanup, so the listing
+    /// is asked again, [`LIST_ATTEMPTS`] times with a doubling pause (about 3 s in all).
+    ///
+    /// # Errors
+    /// [`ContainerError::Engine`] when the engine refuses the listing, or still reports an
+    /// unknown state after the last attempt.
+    pub async fn list_containers(
+        &self,
+        all: bool,
+        labels: &[String],
+    ) -> Result<Vec<ContainerSummary>, ContainerError> {
+        let filters = HashMap::from([("label", labels.to_vec())]);
+        let mut pause = LIST_RETRY_PAUSE;
+        let mut attempt = 1;
+        loop {
+            let options = ListContainersOptionsBuilder::new()
+                .all(all)
+                .filters(&filters)
+                .build();
+            match self.docker.list_containers(Some(options)).await {
+                Ok(listed) => return Ok(listed),
+                Err(bollard::errors::Error::JsonDataError { message, .. })
+                    if attempt < LIST_ATTEMPTS && message.contains("unknown variant") =>
+                {
+                    tracing::debug!(attempt, %message, "a container is in a transient state; listing again");
+                }
+                Err(error) => return Err(self.error("list containers", error)),
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(LIST_RETRY_MAX_PAUSE);
+            attempt += 1;
+        }
     }
 
     /// An engine failure during `action`.

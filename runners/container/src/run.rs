@@ -1,5 +1,5 @@
-//! One run of a container: create it from the image with the work dir mounted, start it, stream
-//! its logs into capped tails, wait under a timeout and cancellation (SIGTERM, grace, SIGKILL),
+//! One run of a container: create it from the image with the work dir mounted, start it, wait
+//! under a timeout and cancellation (SIGTERM, grace, SIGKILL), read its log into capped tails,
 //! classify the exit like the process runner, and remove the container whatever happened.
 
 use std::path::Path;
@@ -15,7 +15,6 @@ use futures::{Future, StreamExt};
 use serde_json::json;
 use skillforge_runner::{CancellationToken, RunOutcome};
 use skillforge_runner_process::{CensorScanner, Ending, TailBuffer, classify};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::engine::{Engine, ImageInfo, resolve_host};
@@ -23,16 +22,17 @@ use crate::error::ContainerError;
 use crate::payload::ContainerPayload;
 use crate::sweep::labels;
 
-/// How long the log stream may stay open once the container exited; then the tails keep what
-/// they have.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long reading an exited container's log may take; then the tails keep what they have.
+const LOG_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Runs `payload` in a container with `work_dir` (an existing host directory) mounted.
 ///
 /// The container is named `skillforge-<run id>`, labelled with the owning worker, this host and
 /// `job_id` (see [`crate::LABEL_OWNER`]), gets `payload.env` as its environment and the limits and
-/// network of the payload. Its stdout and stderr are streamed from the engine's log into tails of
-/// `max_output_bytes` each (same truncation marker as the process runner).
+/// network of the payload. Once it has exited, its stdout and stderr are read from the engine's
+/// log into tails of `max_output_bytes` each (same truncation marker as the process runner).
+/// The log is read whole after the exit, not followed while it runs: podman's follow of a
+/// container that exits loses the end of a long log (podman issue #21914), a plain read does not.
 ///
 /// On `timeout` (wall clock from start) or `cancel`: SIGTERM, up to `grace_ms` for it to exit,
 /// then SIGKILL. The exit is classified by [`skillforge_runner_process::classify`] as a shell's
@@ -73,7 +73,7 @@ pub async fn run_container(
     Ok(outcome)
 }
 
-/// Starts the container, streams its logs, waits for it (or kills it) and classifies the end.
+/// Starts the container, waits for it (or kills it), reads its log and classifies the end.
 async fn start_and_wait(
     run: &mut Run<'_>,
     container: &Container,
@@ -99,17 +99,13 @@ async fn start_and_wait(
         return Err(engine.error(format!("start container `{}`", run.name), error));
     }
     tracing::debug!(container = %run.name, image = %run.payload.image, "container started");
-    let logs = stream_logs(
-        engine,
-        &container.id,
-        run.payload.effective_max_output_bytes(),
-    );
+    let cap = run.payload.effective_max_output_bytes();
     let mut exited = wait_exit(engine, &container.id);
     let is_timeout = tokio::select! {
         biased;
         code = &mut exited => {
             let code = code?;
-            let logs = logs.drain().await;
+            let logs = read_logs(engine, &container.id, cap).await;
             return Ok(run.finish(started, natural_ending(code), Some(code), logs));
         }
         () = cancel.cancelled() => false,
@@ -123,7 +119,7 @@ async fn start_and_wait(
     } else {
         Ending::Cancelled { signal }
     };
-    let logs = logs.drain().await;
+    let logs = read_logs(engine, &container.id, cap).await;
     Ok(run.finish(started, ending, code, logs))
 }
 
@@ -327,69 +323,49 @@ impl Logs {
     }
 }
 
-/// The background task following a container's log.
-struct LogTask {
-    task: JoinHandle<Logs>,
-    stop: CancellationToken,
-}
-
-impl LogTask {
-    /// Waits up to [`DRAIN_TIMEOUT`] for the log to end, then stops following it.
-    async fn drain(mut self) -> Logs {
-        let stop = self.stop.clone();
-        let joined = tokio::select! {
-            joined = &mut self.task => joined,
-            () = tokio::time::sleep(DRAIN_TIMEOUT) => {
-                stop.cancel();
-                (&mut self.task).await
-            }
-        };
-        joined.unwrap_or_else(|error| {
-            tracing::warn!(%error, "container log task failed; output lost");
-            Logs::empty()
-        })
-    }
-}
-
-fn stream_logs(engine: &Engine, id: &str, cap: usize) -> LogTask {
+/// Reads the whole log of the exited container `id` into tails of `cap` bytes per stream.
+///
+/// Gives up after [`LOG_READ_TIMEOUT`] or at a stream error, keeping what was read (logged).
+async fn read_logs(engine: &Engine, id: &str, cap: usize) -> Logs {
     let options = LogsOptionsBuilder::new()
-        .follow(true)
+        .follow(false)
         .stdout(true)
         .stderr(true)
         .build();
     let mut stream = engine.docker.logs(id, Some(options));
-    let stop = CancellationToken::new();
-    let stopped = stop.clone();
-    let task = tokio::spawn(async move {
-        let mut logs = Logs {
-            stdout: TailBuffer::new(cap),
-            stderr: TailBuffer::new(cap),
-            has_censor_marker: false,
-        };
-        let mut censor = CensorScanner::default();
-        loop {
-            let item = tokio::select! {
-                biased;
-                item = stream.next() => item,
-                () = stopped.cancelled() => None,
-            };
-            match item {
-                Some(Ok(bollard::container::LogOutput::StdErr { message })) => {
-                    logs.stderr.push(&message);
-                    censor.feed(&message);
-                }
-                Some(Ok(output)) => logs.stdout.push(&output.into_bytes()),
-                Some(Err(error)) => {
-                    tracing::debug!(%error, "container log stream ended with an error");
-                    break;
-                }
-                None => break,
+    let mut logs = Logs {
+        stdout: TailBuffer::new(cap),
+        stderr: TailBuffer::new(cap),
+        has_censor_marker: false,
+    };
+    let mut censor = CensorScanner::default();
+    let deadline = Instant::now() + LOG_READ_TIMEOUT;
+    loop {
+        let item = match tokio::time::timeout_at(deadline, stream.next()).await {
+            Ok(item) => item,
+            Err(_) => {
+                tracing::warn!(
+                    container = id,
+                    "reading the container's log timed out; output cut"
+                );
+                break;
             }
+        };
+        match item {
+            Some(Ok(bollard::container::LogOutput::StdErr { message })) => {
+                logs.stderr.push(&message);
+                censor.feed(&message);
+            }
+            Some(Ok(output)) => logs.stdout.push(&output.into_bytes()),
+            Some(Err(error)) => {
+                tracing::warn!(container = id, %error, "reading the container's log failed; output cut");
+                break;
+            }
+            None => break,
         }
-        logs.has_censor_marker = censor.finish();
-        logs
-    });
-    LogTask { task, stop }
+    }
+    logs.has_censor_marker = censor.finish();
+    logs
 }
 
 /// What is known about one run while it goes, for its outcome.

@@ -12,7 +12,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bollard::query_parameters::ListContainersOptionsBuilder;
 use skillforge_runner_process::{owner_alive, owner_marker};
 
 use crate::engine::{Engine, engine_configured, resolve_host};
@@ -53,16 +52,9 @@ pub(crate) fn labels(job_id: &str) -> HashMap<String, String> {
 /// cannot be listed; a container that cannot be removed is logged and skipped.
 pub async fn sweep_leftovers(host: &str) -> Result<Vec<String>, ContainerError> {
     let engine = Engine::connect(host).await?;
-    let filters = HashMap::from([("label", vec![LABEL_OWNER])]);
-    let options = ListContainersOptionsBuilder::new()
-        .all(true)
-        .filters(&filters)
-        .build();
     let listed = engine
-        .docker
-        .list_containers(Some(options))
-        .await
-        .map_err(|e| engine.error("list containers", e))?;
+        .list_containers(true, &[LABEL_OWNER.to_owned()])
+        .await?;
     let this_host = host_name();
     let mut removed = Vec::new();
     for container in listed {

@@ -43,7 +43,11 @@ impl ContainerExec for ContainerCommands {
     ) -> Result<RunOutcome, RunnerError> {
         let mut payload = ContainerPayload::new(image, Command::Shell(line.to_owned()));
         payload.env = env.clone();
-        payload.network = if network { Network::Default } else { Network::None };
+        payload.network = if network {
+            Network::Default
+        } else {
+            Network::None
+        };
         // The image was checked (and pulled) before the clone.
         payload.pull = PullPolicy::Never;
         payload.max_output_bytes = Some(TAIL_BYTES);

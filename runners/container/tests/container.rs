@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use skillforge_runner::{CancellationToken, ExitClass};
 use skillforge_runner_container::{
-    Command, ContainerError, ContainerPayload, Limits, Network, PullPolicy, resolve_host,
-    run_container, sweep_leftovers,
+    Command, ContainerError, ContainerPayload, LABEL_OWNER, Limits, Network, PullPolicy,
+    resolve_host, run_container, sweep_leftovers,
 };
 use support::{containers_of, job_id, run, run_in, shell, test_image, wait_running};
 
@@ -96,7 +96,16 @@ async fn the_outcome_reports_engine_image_digest_and_removal() {
         .docker
         .inspect_container(name, None)
         .await;
-    assert!(inspected.is_err(), "container {name} still exists");
+    assert!(
+        matches!(
+            inspected,
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404,
+                ..
+            })
+        ),
+        "container {name} still exists: {inspected:?}"
+    );
 }
 
 #[tokio::test]
@@ -132,10 +141,20 @@ async fn further_mounts_show_read_only_over_the_work_dir() {
         target: "/work/.skills/x".into(),
         read_only: true,
     });
-    let outcome = run_in(&payload, &job_id(), dir.path(), LONG, &CancellationToken::new()).await;
+    let outcome = run_in(
+        &payload,
+        &job_id(),
+        dir.path(),
+        LONG,
+        &CancellationToken::new(),
+    )
+    .await;
     assert_eq!(outcome.exit, ExitClass::Passed, "{outcome:?}");
     assert_eq!(outcome.stdout_tail, "# handed\nread-only\n");
-    assert_eq!(std::fs::read_to_string(handed.path().join("SKILL.md")).unwrap(), "# handed\n");
+    assert_eq!(
+        std::fs::read_to_string(handed.path().join("SKILL.md")).unwrap(),
+        "# handed\n"
+    );
     assert!(
         !dir.path().join(".skills/x/SKILL.md").exists(),
         "the handed file stays out of the host work dir"
@@ -219,15 +238,42 @@ async fn output_is_capped_per_stream_with_the_truncation_marker() {
     let stdout = outcome
         .stdout_tail
         .strip_prefix("[... truncated 99003 bytes]\n")
-        .expect("marker");
+        .unwrap_or_else(|| panic!("stdout marker: {:?}", head(&outcome.stdout_tail)));
     assert_eq!(stdout, format!("{}END", "a".repeat(997)));
     let stderr = outcome
         .stderr_tail
         .strip_prefix("[... truncated 4000 bytes]\n")
-        .expect("marker");
+        .unwrap_or_else(|| panic!("stderr marker: {:?}", head(&outcome.stderr_tail)));
     assert_eq!(stderr, "b".repeat(1000));
     assert_eq!(outcome.detail["stdout_truncated_bytes"], 99003);
     assert_eq!(outcome.detail["stderr_truncated_bytes"], 4000);
+}
+
+/// A long log, many lines, from a container that exits at once: all of it is kept (podman's
+/// follow of an exiting container drops the end of such a log, podman#21914).
+#[tokio::test]
+async fn a_long_log_of_a_container_that_exits_at_once_is_read_to_its_end() {
+    let Some(image) = test_image() else { return };
+    let mut payload = shell(&image, "seq 1 400000; echo LAST");
+    payload.max_output_bytes = Some(64);
+    let outcome = run(&payload, LONG).await;
+    assert_eq!(outcome.exit, ExitClass::Passed, "{outcome:?}");
+    // `seq 1 400000` prints 2 688 895 bytes; "LAST\n" 5 more.
+    assert_eq!(
+        outcome.detail["stdout_truncated_bytes"],
+        2_688_900 - 64,
+        "{outcome:?}"
+    );
+    assert!(
+        outcome.stdout_tail.ends_with("399999\n400000\nLAST\n"),
+        "{:?}",
+        outcome.stdout_tail
+    );
+}
+
+/// The first 80 characters of `text`, for a failure message.
+fn head(text: &str) -> String {
+    text.chars().take(80).collect()
 }
 
 #[tokio::test]
@@ -361,24 +407,24 @@ async fn a_sigkilled_workers_container_is_removed_by_the_next() {
     wait_running(&id, LONG).await;
     child.kill().expect("SIGKILL the child worker");
     child.wait().expect("reap the child worker");
+    // Every worker on this host sweeps every few seconds, and other tests run workers (and this
+    // binary's other sweeping test) at the same time: one of those sweeps may remove the
+    // container before this one does. Either way it is gone after this sweep, which could only
+    // fail to see it because another sweep removed it first (printed).
     let left = containers_of(&id).await;
-    assert_eq!(
-        left.len(),
-        1,
-        "the dead worker's container is still there: {left:?}"
-    );
-
+    assert!(left.len() <= 1, "one container per run: {left:?}");
     let removed = sweep_leftovers(&resolve_host(None)).await.expect("sweep");
-    let left_name = left[0].trim_start_matches('/');
-    assert!(
-        removed.iter().any(|name| name == left_name),
-        "{removed:?} includes {left_name}"
-    );
     assert_eq!(
         containers_of(&id).await,
         Vec::<String>::new(),
-        "the container is gone"
+        "the dead worker's container is gone"
     );
+    if let [name] = left.as_slice() {
+        let name = name.trim_start_matches('/');
+        if !removed.iter().any(|n| n == name) {
+            eprintln!("{name} was removed by another process's sweep before this one listed it");
+        }
+    }
 }
 
 #[tokio::test]
@@ -403,4 +449,36 @@ async fn a_live_workers_container_is_not_swept() {
     cancel.cancel();
     let outcome = run.await.expect("run task");
     assert_eq!(outcome.exit.label(), "killed");
+}
+
+/// Listing containers while others exit and are removed: podman 4.3 lists an exited container
+/// that is not yet cleaned up as `stopped`, which the Docker API does not have; the listing is
+/// asked again until it parses (bollard#701), so it never fails for it.
+#[tokio::test]
+async fn listing_while_containers_exit_never_fails_on_a_transient_state() {
+    let Some(image) = test_image() else { return };
+    let runs: Vec<_> = (0..6)
+        .map(|_| {
+            let image = image.clone();
+            tokio::spawn(async move {
+                for _ in 0..4 {
+                    let outcome = run(&shell(&image, "true"), LONG).await;
+                    assert_eq!(outcome.exit, ExitClass::Passed, "{outcome:?}");
+                }
+            })
+        })
+        .collect();
+    let engine = support::engine().await;
+    let mut listings = 0;
+    while !runs.iter().all(tokio::task::JoinHandle::is_finished) {
+        engine
+            .list_containers(true, &[LABEL_OWNER.to_owned()])
+            .await
+            .unwrap_or_else(|error| panic!("listing {listings} failed: {error}"));
+        listings += 1;
+    }
+    for joined in runs {
+        joined.await.expect("run task");
+    }
+    assert!(listings > 0, "the engine was listed while containers ran");
 }

@@ -3,11 +3,9 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use bollard::query_parameters::ListContainersOptionsBuilder;
 use skillforge_runner::{CancellationToken, RunOutcome};
 use skillforge_runner_container::{
     Command, ContainerPayload, Engine, LABEL_JOB, resolve_host, run_container,
@@ -87,15 +85,9 @@ pub async fn engine() -> Engine {
 
 /// Names of every container (running or not) labelled with `job_id`.
 pub async fn containers_of(job_id: &str) -> Vec<String> {
-    let filters = HashMap::from([("label", vec![format!("{LABEL_JOB}={job_id}")])]);
-    let options = ListContainersOptionsBuilder::new()
-        .all(true)
-        .filters(&filters)
-        .build();
     engine()
         .await
-        .docker
-        .list_containers(Some(options))
+        .list_containers(true, &[format!("{LABEL_JOB}={job_id}")])
         .await
         .expect("list containers")
         .into_iter()
@@ -107,17 +99,9 @@ pub async fn containers_of(job_id: &str) -> Vec<String> {
 pub async fn wait_running(job_id: &str, timeout: Duration) {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let filters = HashMap::from([
-            ("label", vec![format!("{LABEL_JOB}={job_id}")]),
-            ("status", vec!["running".to_owned()]),
-        ]);
-        let options = ListContainersOptionsBuilder::new()
-            .filters(&filters)
-            .build();
         let running = engine()
             .await
-            .docker
-            .list_containers(Some(options))
+            .list_containers(false, &[format!("{LABEL_JOB}={job_id}")])
             .await
             .expect("list");
         if !running.is_empty() {
