@@ -133,11 +133,10 @@ impl Engine {
     /// The containers (`all`: also those not running) whose labels match every `label` filter
     /// (`key` or `key=value`).
     ///
-    /// Podman (4.3 here; until podman#28359 was fixed) lists a container that has exited but is not
-    /// yet cleaned up as
-    /// `stopped`, a state the Docker API does not have, and the whole listing then fails to
-    /// parse (bollard#701, podman#28359). The state lasts until podman's cleanup, so the listing
-    /// is asked again, [`LIST_ATTEMPTS`] times with a doubling pause (about 3 s in all).
+    /// Podman (4.3 here; until podman#28359 was fixed) lists a container that has exited but is
+    /// not yet cleaned up as `stopped`, a state the Docker API does not have, and the whole
+    /// listing then fails to parse (bollard#701). The state lasts until podman's cleanup, so the
+    /// listing is asked again, [`LIST_ATTEMPTS`] times with a doubling pause (about 3 s in all).
     ///
     /// # Errors
     /// [`ContainerError::Engine`] when the engine refuses the listing, or still reports an
