@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 use bollard::Docker;
 use bollard::models::ContainerSummary;
@@ -21,12 +22,13 @@ const DEFAULT_SOCKETS: &[&str] = &["/var/run/docker.sock", "/run/podman/podman.s
 /// How long one engine request may take before the engine counts as unreachable, seconds.
 const REQUEST_TIMEOUT_SECS: u64 = 120;
 
-/// How many times a container listing is asked again while the engine reports a container in a
-/// state the Docker API does not have (podman's transient `stopped`), and the first pause, which
-/// doubles up to [`LIST_RETRY_MAX_PAUSE`].
+/// How many times a container listing is asked while the engine reports a container in a state
+/// the Docker API does not have (podman's transient `stopped`).
 const LIST_ATTEMPTS: u32 = 12;
-const LIST_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
-const LIST_RETRY_MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
+/// The pause before the second listing; it doubles before each further one.
+const LIST_RETRY_PAUSE: Duration = Duration::from_millis(10);
+/// The longest pause between two listings.
+const LIST_RETRY_MAX_PAUSE: Duration = Duration::from_millis(500);
 
 static CONFIGURED_HOST: OnceLock<String> = OnceLock::new();
 static CLIENTS: OnceLock<Mutex<HashMap<String, Engine>>> = OnceLock::new();
