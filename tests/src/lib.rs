@@ -9,6 +9,7 @@
 pub mod decide;
 pub mod eval;
 pub mod fake_github;
+pub mod fake_model;
 pub mod isolated;
 pub mod loader;
 pub mod webhook;

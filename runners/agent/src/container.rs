@@ -152,7 +152,8 @@ pub fn build_container_run(
             env.insert(name.clone(), value);
         }
     }
-    env.extend(payload.env.clone());
+    // The payload's variables and the access mode's (`[access]`), as a local run gets them.
+    env.extend(invocation.process.env.clone());
     let prompt_file = invocation
         .prompt_file
         .is_some()
@@ -247,10 +248,17 @@ mod tests {
         assert_eq!(prompt_file, None);
         assert!(run.mounts.contains(&("/opt/skillforge".into(), CONTAINER_SKILLFORGE_BIN.into())));
         assert_eq!(run.env.get("FORGE_SAMPLE").map(String::as_str), Some("2"));
-        let mut opencode = AgentPayload::new("opencode", "p");
+        // A runtime that reads its prompt from a file (no shipped one does since OpenCode reads
+        // stdin whole): the file is the container's scratch path.
+        let filed = crate::profile::RuntimeProfile::parse(
+            "filed.toml",
+            "name = \"filed\"\nfamily = \"f\"\ndescription = \"d\"\nprogram = \"filed\"\nargs = [\"--file\", \"{prompt_file}\"]\nprompt = \"file\"\n[transcript]\nformat = \"plain\"\n",
+        )
+        .unwrap();
+        let mut opencode = AgentPayload::new("filed", "p");
         opencode.workdir = Some("/h/w".into());
         let (run, prompt_file) = build_container_run(
-            find("opencode").unwrap(),
+            &filed,
             &opencode,
             &container(),
             "j",

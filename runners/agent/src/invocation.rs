@@ -54,7 +54,8 @@ pub fn resolve_program(
 /// Plans the run of `payload` on `profile` with `program` (from [`resolve_program`]).
 ///
 /// argv is `program`, the profile's `args`, its `project_scope_args` when the payload sets
-/// `project_scope_only`, then its `model_args` when the payload names a model, with
+/// `project_scope_only`, its `model_args` when the payload names a model, then the `[access]`
+/// arguments of the payload's `access` (their variables join the child's env), with
 /// placeholders filled: `{prompt_file}` = `scratch_dir/prompt.md`, `{workdir}` =
 /// the payload's workdir or `scratch_dir`, `{scratch_dir}`, `{model}`. The prompt text is never
 /// placed in argv: it goes to stdin, or to `prompt_file` for the caller to write. The child's
@@ -123,6 +124,8 @@ pub fn build_invocation(
                 .map(|arg| arg.replace("{model}", model)),
         );
     }
+    let access = profile.access.of(payload.access);
+    argv.extend(access.args.iter().map(|arg| arg.replace("{workdir}", &workdir_text)));
     let mut env_allowlist: Vec<String> = DEFAULT_ENV_ALLOWLIST
         .iter()
         .map(|name| name.to_string())
@@ -135,6 +138,9 @@ pub fn build_invocation(
     let mut process = ProcessPayload::argv(argv);
     process.cwd = Some(workdir);
     process.env = payload.env.clone();
+    for (name, value) in access.env.iter().chain(&profile.env) {
+        process.env.entry(name.clone()).or_insert_with(|| value.replace("{workdir}", &workdir_text));
+    }
     process.env_allowlist = Some(env_allowlist);
     process.stdin = match profile.prompt {
         PromptDelivery::Stdin => Some(payload.prompt.clone()),
@@ -149,10 +155,12 @@ pub fn build_invocation(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use skillforge_runner_process::Command;
 
     use super::*;
-    use crate::profile::{all, find};
+    use crate::profile::{Access, all, find};
 
     const PROMPT: &str = "task: generate_options\nSECRET-PROMPT-LINE describe commit 1a2b3c\n";
 
@@ -238,10 +246,9 @@ mod tests {
                 allowlist.iter().any(|n| n == "PATH"),
                 "{runtime}: default allowlist kept"
             );
-            assert!(
-                invocation.process.env.is_empty(),
-                "{runtime}: no explicit env by default"
-            );
+            let profile = find(runtime).unwrap();
+            let expected: BTreeMap<String, String> = profile.access.edit_workdir.env.iter().chain(&profile.env).map(|(k, v)| (k.clone(), v.clone())).collect();
+            assert_eq!(invocation.process.env, expected, "{runtime}: only the profile's own switches are set by default");
         };
         check("claude", "ANTHROPIC_API_KEY");
         check("codex", "OPENAI_API_KEY");
@@ -273,12 +280,14 @@ mod tests {
                 "--verbose",
                 "--model",
                 "sonnet",
+                "--permission-mode",
+                "acceptEdits",
             ],
         );
         check(
             "claude",
             None,
-            &["PROG", "-p", "--output-format", "stream-json", "--verbose"],
+            &["PROG", "-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits"],
         );
         check(
             "codex",
@@ -290,23 +299,20 @@ mod tests {
                 "--skip-git-repo-check",
                 "--cd",
                 "/repo",
+                "-c",
+                "analytics.enabled=false",
+                "-c",
+                "features.plugins=false",
                 "-",
+                "--sandbox",
+                "workspace-write",
+                "-c",
+                "sandbox_workspace_write.exclude_slash_tmp=true",
+                "-c",
+                "sandbox_workspace_write.exclude_tmpdir_env_var=true",
             ],
         );
-        check(
-            "opencode",
-            None,
-            &[
-                "PROG",
-                "run",
-                "--format",
-                "json",
-                "--file",
-                "/s/prompt.md",
-                "--",
-                "Follow the instructions in the attached file.",
-            ],
-        );
+        check("opencode", None, &["PROG", "run", "--format", "json", "--title", "skillforge"]);
         // the scripted agent takes the model too, and records it in its transcript
         check("scripted", Some("scripted-cheap"), &["PROG", "agent-scripted", "--model", "scripted-cheap"]);
         check("scripted", None, &["PROG", "agent-scripted"]);
@@ -321,7 +327,7 @@ mod tests {
         let invocation =
             build_invocation(find("claude").unwrap(), &payload, Path::new("/s"), "claude").unwrap();
         assert_eq!(
-            argv(&invocation)[5..],
+            argv(&invocation)[5..7],
             ["--setting-sources".to_string(), "project,local".to_string()]
         );
         let mut scripted = AgentPayload::new("scripted", "p");
@@ -329,6 +335,25 @@ mod tests {
         let invocation =
             build_invocation(find("scripted").unwrap(), &scripted, Path::new("/s"), "P").unwrap();
         assert_eq!(argv(&invocation), ["P", "agent-scripted"]);
+    }
+
+    /// Issue 31 items 3 and 6: an arm may edit its work dir, a judge only reads; each runtime
+    /// says how.
+    #[test]
+    fn the_access_mode_picks_the_profiles_permission_switches() {
+        let check = |runtime: &str, access: Access, expected: &[&str]| {
+            let mut payload = AgentPayload::new(runtime, "p");
+            payload.access = access;
+            payload.workdir = Some("/repo".into());
+            let invocation = build_invocation(find(runtime).unwrap(), &payload, Path::new("/s"), "P").unwrap();
+            let argv = argv(&invocation);
+            let tail = &argv[argv.len() - expected.len()..];
+            assert_eq!(tail, expected, "{runtime} {access:?}");
+        };
+        check("claude", Access::EditWorkdir, &["--permission-mode", "acceptEdits"]);
+        check("claude", Access::ReadOnly, &["--tools", ""]);
+        check("codex", Access::ReadOnly, &["--sandbox", "read-only"]);
+        check("codex", Access::EditWorkdir, &["--sandbox", "workspace-write", "-c", "sandbox_workspace_write.exclude_slash_tmp=true", "-c", "sandbox_workspace_write.exclude_tmpdir_env_var=true"]);
     }
 
     #[test]

@@ -25,6 +25,10 @@
 pub mod container;
 mod error;
 #[cfg(feature = "exec")]
+pub mod home;
+#[cfg(feature = "exec")]
+mod mirror;
+#[cfg(feature = "exec")]
 mod invocation;
 mod payload;
 pub mod profile;
@@ -32,6 +36,7 @@ mod report;
 #[cfg(feature = "exec")]
 mod runner;
 pub mod scripted;
+mod signals;
 mod transcript;
 
 #[cfg(feature = "exec")]
@@ -47,10 +52,11 @@ pub use invocation::{
 };
 pub use payload::{AgentContainer, AgentMount, AgentPayload, local_engine_only};
 pub use profile::{
-    MODEL_TIERS, PromptDelivery, RUNTIME_SOURCES, RuntimeProfile, SKILLFORGE_BIN_PLACEHOLDER, TranscriptFormat,
+    Access, AccessArgs, AccessSpec, Carry, HomeFile, HomeSpec, MODEL_TIERS, PromptDelivery, RUNTIME_SOURCES, RuntimeProfile, SKILLFORGE_BIN_PLACEHOLDER, TranscriptFormat,
     TranscriptSpec, all, find,
 };
 pub use report::AgentReport;
+pub use signals::{ApiError, ApiErrorKind, PermissionDenial, Spend, Usage};
 #[cfg(feature = "exec")]
 pub use runner::{AgentRunner, AgentRunnerConfig, TRANSCRIPT_TAIL_BYTES};
 pub use scripted::{

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use skillforge_runner::RunnerPayload;
 
+use crate::profile::Access;
+
 /// The `agent` runner's payload (JSON in `RunSpec::payload`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -47,6 +49,14 @@ pub struct AgentPayload {
     /// needs a container engine: [`crate::AgentContainerExec`]). Absent = a local process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<AgentContainer>,
+    /// What the agent may touch: edits inside its work dir (the default) or reads only (a
+    /// judge). The profile's `[access]` table says how (permission mode, sandbox).
+    #[serde(default, skip_serializing_if = "is_default_access")]
+    pub access: Access,
+}
+
+fn is_default_access(access: &Access) -> bool {
+    *access == Access::default()
 }
 
 /// Where and how an agent runs in a container (payload `container`).
@@ -130,6 +140,7 @@ impl AgentPayload {
             transcript_path: None,
             project_scope_only: false,
             container: None,
+            access: Access::default(),
         }
     }
 }

@@ -97,6 +97,11 @@ pub struct RuntimeProfile {
     /// Other variable names inherited from the worker's environment (config dirs, test knobs).
     #[serde(default)]
     pub pass_env: Vec<String>,
+    /// Variables set in every run unless the payload sets them: the CLI's own switches that keep
+    /// a run on its configured API (no telemetry, update checks or other traffic) and bound its
+    /// retries (issue 38 item 9).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
     /// How to install the program; appended to the `not_runnable` reason when it is missing.
     #[serde(default)]
     pub install_hint: Option<String>,
@@ -128,8 +133,126 @@ pub struct RuntimeProfile {
     /// Model tier → model name passed through `model_args` (`[models]`, e.g. `cheap = "haiku"`).
     #[serde(default)]
     pub models: std::collections::BTreeMap<String, String>,
+    /// The private home every run gets (issue 31 item 5): what points into it and what of the
+    /// worker's own login is carried over.
+    #[serde(default)]
+    pub home: HomeSpec,
+    /// What a run may touch: arguments and variables per [`Access`] mode (issue 31 items 3, 6).
+    #[serde(default)]
+    pub access: AccessSpec,
+    /// Transient API errors (rate limit, overload, 5xx) the runner retries itself, after the
+    /// CLI's own retries gave up: how many more runs, at most (default 2).
+    #[serde(default = "default_transient_retries")]
+    pub transient_retries: u32,
     /// How to read the transcript (stdout).
     pub transcript: TranscriptSpec,
+}
+
+fn default_transient_retries() -> u32 {
+    2
+}
+
+/// The private home of a run (`[home]`): the runner makes `<scratch>/home`, sets `HOME` and the
+/// XDG base directories (`XDG_CONFIG_HOME` = `<home>/.config`, `XDG_DATA_HOME` =
+/// `<home>/.local/share`, `XDG_STATE_HOME` = `<home>/.local/state`, `XDG_CACHE_HOME` =
+/// `<home>/.cache`) to it, plus `env`, so no user-level skill, instruction file or setting of the
+/// worker's user reaches the agent; only the files `carry` names are copied in (read-only). A
+/// variable the payload sets explicitly is left as the payload says.
+///
+/// ```toml
+/// [home]
+/// env = { CLAUDE_CONFIG_DIR = ".claude" }     # variable → path inside the private home
+/// carry = [{ from = ["$CLAUDE_CONFIG_DIR/.credentials.json", "~/.claude/.credentials.json"], to = ".claude/.credentials.json" }]
+/// shared_cache = true                          # keep the worker's XDG_CACHE_HOME (downloaded packages)
+/// [[home.files]]                               # written into the private home
+/// path = ".config/opencode/opencode.json"
+/// text = "{ ... }"                             # `{home}` and `{workdir}` are filled in
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HomeSpec {
+    /// Variables set to a path inside the private home (relative, no `..`).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Files carried over from the worker's own setup: the first existing `from` (`~/` = the
+    /// worker's `HOME`, `$VAR/` = that variable, as the child would have seen it) is copied to
+    /// `to` inside the private home, mode 0400.
+    #[serde(default)]
+    pub carry: Vec<Carry>,
+    /// Files written into the private home before the run.
+    #[serde(default)]
+    pub files: Vec<HomeFile>,
+    /// Keep the worker's cache dir (`XDG_CACHE_HOME`, else `~/.cache`) instead of a private one:
+    /// for a runtime that downloads packages into it on first use (OpenCode's providers).
+    #[serde(default)]
+    pub shared_cache: bool,
+}
+
+/// One file carried into the private home (`[[home.carry]]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Carry {
+    /// Candidate sources, first existing wins.
+    pub from: Vec<String>,
+    /// Destination inside the private home (relative).
+    pub to: String,
+}
+
+/// One file written into the private home (`[[home.files]]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HomeFile {
+    /// Destination inside the private home (relative).
+    pub path: String,
+    /// Its text; `{home}` and `{workdir}` are filled in.
+    pub text: String,
+}
+
+/// What a run may touch (payload `access`; seed: skill-eval-loop, arms edit their work dir, the
+/// judge only reads what it is shown).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    /// Edits inside the work dir, nowhere else (the default: arms, option generation,
+    /// experiments).
+    #[default]
+    EditWorkdir,
+    /// Reads only (judges).
+    ReadOnly,
+}
+
+/// Per-[`Access`] arguments and variables (`[access.edit_workdir]`, `[access.read_only]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessSpec {
+    /// For [`Access::EditWorkdir`].
+    #[serde(default)]
+    pub edit_workdir: AccessArgs,
+    /// For [`Access::ReadOnly`].
+    #[serde(default)]
+    pub read_only: AccessArgs,
+}
+
+impl AccessSpec {
+    /// The arguments and variables of `access`.
+    pub fn of(&self, access: Access) -> &AccessArgs {
+        match access {
+            Access::EditWorkdir => &self.edit_workdir,
+            Access::ReadOnly => &self.read_only,
+        }
+    }
+}
+
+/// Arguments appended and variables set for one access mode; `{workdir}` is filled in both.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessArgs {
+    /// Appended after `args`.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Set in the child's environment (unless the payload sets the name).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 impl RuntimeProfile {
@@ -337,7 +460,21 @@ impl RuntimeProfile {
         if !profile.models.is_empty() && profile.model_args.is_empty() {
             return Err(err("`models` without `model_args`: the model would never reach the runtime".into()));
         }
-        for name in profile.credential_env.iter().chain(&profile.pass_env) {
+        for arg in profile.access.edit_workdir.args.iter().chain(&profile.access.read_only.args) {
+            check_placeholders(arg, &["{workdir}"]).map_err(|m| err(format!("`access` args: {m}")))?;
+        }
+        let relative = |path: &str| !path.is_empty() && !path.starts_with('/') && !path.split('/').any(|c| c == "..");
+        for (name, path) in &profile.home.env {
+            if !relative(path) {
+                return Err(err(format!("`home.env.{name}`: `{path}` must be a relative path inside the private home")));
+            }
+        }
+        for path in profile.home.carry.iter().map(|c| &c.to).chain(profile.home.files.iter().map(|f| &f.path)) {
+            if !relative(path) {
+                return Err(err(format!("`home`: `{path}` must be a relative path inside the private home")));
+            }
+        }
+        for name in profile.credential_env.iter().chain(&profile.pass_env).chain(profile.home.env.keys()).chain(profile.env.keys()) {
             if name.is_empty() || name.contains('=') || name.contains('\0') {
                 return Err(err(format!("invalid environment variable name `{name}`")));
             }
@@ -504,7 +641,7 @@ mod tests {
         check(
             "opencode",
             "opencode",
-            PromptDelivery::File,
+            PromptDelivery::Stdin,
             TranscriptFormat::OpencodeJson,
         );
         check(

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use skillforge_runner::ExitClass;
 
+use crate::signals::{ApiError, PermissionDenial, Usage};
+
 /// What one agent run produced, as JSON in `RunOutcome::detail`.
 ///
 /// `skills_offered` / `skills_loaded` are `None` when the runtime's transcript does not record
@@ -48,6 +50,36 @@ pub struct AgentReport {
     /// digest), "container_name"}`. Absent for a local run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<serde_json::Value>,
+    /// Tokens and cost the transcript reported; absent when it reported none ("unknown",
+    /// never 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// The API error that ended the run (the run gave no answer, whatever `final_message`
+    /// says); absent when there was none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_error: Option<ApiError>,
+    /// Tool calls the runtime's permission rules refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub permission_denials: Vec<PermissionDenial>,
+    /// Runs of the CLI this report covers beyond the first (transient API errors retried by the
+    /// runner, issue 31 item 4).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub transient_retries: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl AgentReport {
+    /// The answer the run gave: its final message, unless an API error ended the run (then the
+    /// final message is the CLI talking, never an answer).
+    pub fn answer(&self) -> Option<&str> {
+        match self.api_error {
+            Some(_) => None,
+            None => self.final_message.as_deref(),
+        }
+    }
 }
 
 /// Serializes `Option<Vec<String>>` as the list, or the string `"unknown"` for `None`.
@@ -105,6 +137,10 @@ mod tests {
             model: None,
             exit: ExitClass::Passed,
             container: None,
+            usage: None,
+            api_error: None,
+            permission_denials: Vec::new(),
+            transient_retries: 0,
         }
     }
 

@@ -18,6 +18,7 @@ use crate::container::{AgentContainerExec, build_container_run};
 use crate::invocation::{SKILLFORGE_BIN_ENV, build_invocation, resolve_program};
 use crate::payload::{AgentContainer, AgentPayload};
 use crate::profile::{RuntimeProfile, find};
+use crate::signals::ApiErrorKind;
 use crate::report::AgentReport;
 use crate::transcript::parse_transcript;
 
@@ -36,9 +37,22 @@ pub struct AgentRunnerConfig {
     /// Program per runtime name, replacing the profile's (e.g. `claude` installed outside
     /// `PATH`); profile arguments are kept.
     pub program_overrides: BTreeMap<String, PathBuf>,
+    /// The worker's environment as the runner reads it (the user's `HOME`, credential and
+    /// config variables); `None` = this process's environment. The runner builds each run's
+    /// private home and carries credentials from it; a payload's `env` still wins.
+    pub worker_env: Option<BTreeMap<String, String>>,
 }
 
 impl AgentRunnerConfig {
+    /// The worker's variable `name` ([`AgentRunnerConfig::worker_env`], else the process's),
+    /// `None` when unset.
+    pub fn worker_var(&self, name: &str) -> Option<String> {
+        match &self.worker_env {
+            Some(env) => env.get(name).cloned(),
+            None => std::env::var(name).ok(),
+        }
+    }
+
     /// The path `{skillforge_bin}` resolves to (see [`AgentRunnerConfig::skillforge_bin`]).
     ///
     /// # Errors
@@ -125,7 +139,7 @@ impl AgentRunner {
                 source,
             })?;
         // What the child will see: the payload's env over the worker's inherited names.
-        let child_var = |name: &str| payload.env.get(name).cloned().or_else(|| std::env::var(name).ok());
+        let child_var = |name: &str| payload.env.get(name).cloned().or_else(|| self.config.worker_var(name));
         if let Some(reason) = profile.missing_credential(|n| child_var(n).is_some_and(|v| !v.trim().is_empty()), child_var) {
             tracing::warn!(runtime = %profile.name, %reason, "agent runtime has no credential; not started");
             return Ok(not_started_report(profile, &program, payload, reason));
@@ -133,26 +147,50 @@ impl AgentRunner {
         let timeout = payload
             .timeout_secs
             .map_or(timeout, |secs| timeout.min(Duration::from_secs(secs)));
+        let deadline = tokio::time::Instant::now() + timeout;
         (ctx.heartbeat)(Some(&format!("agent `{}` running", profile.name)));
-        let (mut outcome, program, container) = match &payload.container {
-            None => {
-                let outcome = self
-                    .run_local(profile, payload, &program, timeout, ctx)
-                    .await?;
-                (outcome, program, None)
+        // Issue 31 item 4: a transient API error (rate limit, overload, 5xx) the CLI's own retries
+        // did not get past is run again here, with backoff, while the budget lasts; every other
+        // API error ends the run at once.
+        let mut n_retries = 0;
+        let (mut outcome, program, container, transcript, summary) = loop {
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let (mut outcome, program, container) = match &payload.container {
+                None => {
+                    let outcome = self.run_local(profile, payload, &program, remaining, ctx).await?;
+                    (outcome, program.clone(), None)
+                }
+                Some(container) => self.run_in_container(profile, payload, container, remaining, ctx).await?,
+            };
+            let transcript = std::mem::take(&mut outcome.stdout_tail);
+            let summary = parse_transcript(&profile.transcript, &transcript);
+            let transient = summary.api_error.as_ref().is_some_and(|e| e.kind.is_transient());
+            let backoff = Duration::from_secs(2u64 << (2 * n_retries.min(4)));
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if transient && n_retries < profile.transient_retries && left > backoff * 2 && !ctx.cancel.is_cancelled() {
+                n_retries += 1;
+                let error = summary.api_error.as_ref().map(|e| e.message.clone()).unwrap_or_default();
+                tracing::warn!(runtime = %profile.name, %error, retry = n_retries, backoff_secs = backoff.as_secs(), "transient API error; running the agent again");
+                (ctx.heartbeat)(Some(&format!("agent `{}`: transient API error, retry {n_retries} in {}s", profile.name, backoff.as_secs())));
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {}
+                    () = ctx.cancel.cancelled() => {}
+                }
+                continue;
             }
-            Some(container) => {
-                self.run_in_container(profile, payload, container, timeout, ctx)
-                    .await?
-            }
+            break (outcome, program, container, transcript, summary);
         };
-        let transcript = std::mem::take(&mut outcome.stdout_tail);
         let n_truncated = outcome.detail["stdout_truncated_bytes"]
             .as_u64()
             .unwrap_or(0);
-        let summary = parse_transcript(&profile.transcript, &transcript);
         if let ExitClass::NotRunnable { reason } = &mut outcome.exit {
             *reason = not_runnable_reason(profile, reason);
+        } else if let Some(error) = summary.api_error.as_ref().filter(|e| e.kind == ApiErrorKind::Auth) {
+            // A key the API refuses: every attempt would fail the same way.
+            let hint = profile.login_hint.as_deref().unwrap_or("log the runtime in, or set its credential variables in the worker's environment");
+            let reason = format!("agent runtime `{}` is not authenticated ({}): {hint}", profile.name, error.message);
+            tracing::warn!(runtime = %profile.name, %reason, "agent runtime is not authenticated");
+            outcome.exit = ExitClass::NotRunnable { reason };
         } else if !outcome.exit.is_passed()
             && let Some(reason) = profile.auth_failure(&transcript, summary.final_message.as_deref())
         {
@@ -165,6 +203,15 @@ impl AgentRunner {
             // Offline (or no such host): a retry on this worker meets the same network.
             tracing::warn!(runtime = %profile.name, %reason, "agent runtime could not reach its API");
             outcome.exit = ExitClass::NotRunnable { reason };
+        } else if let Some(error) = &summary.api_error {
+            // An API error is never an answer, whatever the CLI's exit code said.
+            tracing::warn!(runtime = %profile.name, kind = error.kind.label(), status = ?error.status, message = %error.message, "agent run ended on an API error");
+            if outcome.exit.is_passed() {
+                outcome.exit = ExitClass::Failed { code: outcome.exit_code.filter(|c| *c != 0).unwrap_or(1) };
+            }
+            if outcome.stderr_tail.trim().is_empty() {
+                outcome.stderr_tail = format!("agent runtime `{}`: API error: {}\n", profile.name, error.message);
+            }
         }
         let (body, n_dropped) = strip_marker(&transcript, n_truncated);
         let transcript_path = payload
@@ -188,6 +235,10 @@ impl AgentRunner {
             model: summary.model,
             exit: outcome.exit.clone(),
             container,
+            usage: summary.usage,
+            api_error: summary.api_error,
+            permission_denials: summary.denials,
+            transient_retries: n_retries,
         };
         tracing::info!(runtime = %report.runtime, exit = report.exit.label(), duration_ms = outcome.duration_ms, "agent finished");
         outcome.detail = serde_json::to_value(&report)
@@ -197,7 +248,10 @@ impl AgentRunner {
 }
 
 impl AgentRunner {
-    /// The agent as a child process of the worker.
+    /// The agent as a child process of the worker, in its private home (`<scratch>/home`,
+    /// [`crate::home`]); a work dir under a project whose instruction or skill files the runtime
+    /// would read (`CLAUDE.md`, `.claude/`, `AGENTS.md`, `.agents/` … in a parent) is run in a
+    /// clean copy under the system temp dir and mirrored back after the run.
     async fn run_local(
         &self,
         profile: &RuntimeProfile,
@@ -206,13 +260,61 @@ impl AgentRunner {
         timeout: Duration,
         ctx: &RunContext,
     ) -> Result<RunOutcome, RunnerError> {
-        let invocation = build_invocation(profile, payload, &ctx.scratch_dir, program)
+        let io = |context: String| move |e: String| RunnerError::Io { context, source: std::io::Error::other(e) };
+        let workdir = payload.workdir.clone().unwrap_or_else(|| ctx.scratch_dir.clone());
+        let above = crate::home::project_files_above(&workdir);
+        let clean = match above.first() {
+            None => None,
+            Some(first) => {
+                let base = std::env::temp_dir();
+                if let Some(dirty) = crate::home::project_files_above(&base.join("x")).first() {
+                    return Ok(not_started(format!(
+                        "agent runtime `{}`: the work dir `{}` lies under project files the agent would read (`{}`), and so does the temp dir `{}` (`{}`): point TMPDIR at a directory outside any project",
+                        profile.name, workdir.display(), first.display(), base.display(), dirty.display()
+                    )));
+                }
+                let dir = tempfile::Builder::new().prefix("skillforge-agent-").tempdir_in(&base).map_err(|source| RunnerError::Io { context: format!("create a clean work dir under `{}`", base.display()), source })?;
+                let copy = dir.path().join("work");
+                if workdir.exists() {
+                    crate::mirror::mirror(&workdir, &copy).map_err(io(format!("copy the work dir `{}` to a clean place", workdir.display())))?;
+                } else {
+                    std::fs::create_dir_all(&copy).map_err(|source| RunnerError::Io { context: format!("create `{}`", copy.display()), source })?;
+                }
+                tracing::info!(runtime = %profile.name, workdir = %workdir.display(), project_file = %first.display(), clean = %copy.display(), "work dir lies under project files; the agent runs in a clean copy");
+                Some((dir, copy))
+            }
+        };
+        let mut run_payload = payload.clone();
+        if let Some((_, copy)) = &clean {
+            run_payload.workdir = Some(copy.clone());
+        }
+        let mut invocation = build_invocation(profile, &run_payload, &ctx.scratch_dir, program)
             .map_err(invalid_payload)?;
+        let home = ctx.scratch_dir.join(crate::home::PRIVATE_HOME_DIR);
+        let worker_var = |name: &str| payload.env.get(name).cloned().or_else(|| self.config.worker_var(name));
+        let home_env = crate::home::home_env(profile, &home, &worker_var);
+        let run_dir = run_payload.workdir.clone().unwrap_or_else(|| ctx.scratch_dir.clone());
+        crate::home::make_home(profile, &home, &home_env, &run_dir, &worker_var).map_err(io(format!("make the private home `{}`", home.display())))?;
+        for (name, value) in home_env {
+            invocation.process.env.entry(name).or_insert(value);
+        }
+        if let Some(env) = &self.config.worker_env {
+            // The inherited names come from the configured environment, not this process's.
+            for name in invocation.process.env_allowlist.clone().unwrap_or_default() {
+                if let Some(value) = env.get(&name) {
+                    invocation.process.env.entry(name).or_insert_with(|| value.clone());
+                }
+            }
+        }
         if let Some(path) = &invocation.prompt_file {
             write_prompt(path, &payload.prompt)?;
         }
         tracing::info!(runtime = %profile.name, program = %program, timeout_secs = timeout.as_secs(), "agent started");
-        Ok(run_process_with_output(&invocation.process, timeout, &ctx.cancel, Some(&ctx.output)).await?)
+        let outcome = run_process_with_output(&invocation.process, timeout, &ctx.cancel, Some(&ctx.output)).await?;
+        if let Some((_dir, copy)) = &clean {
+            crate::mirror::mirror(copy, &workdir).map_err(io(format!("copy the agent's work back to `{}`", workdir.display())))?;
+        }
+        Ok(outcome)
     }
 
     /// The agent in a container; also returns the program run in it and what the report records
@@ -248,7 +350,7 @@ impl AgentRunner {
             &label,
             &ctx.scratch_dir,
             || self.config.resolve_skillforge_bin(),
-            |name| std::env::var(name).ok().filter(|v| !v.is_empty()),
+            |name| self.config.worker_var(name).filter(|v| !v.is_empty()),
         )
         .map_err(invalid_payload)?;
         if let Some(path) = &prompt_file {
@@ -318,6 +420,10 @@ fn not_started_report(profile: &RuntimeProfile, program: &str, payload: &AgentPa
         model: None,
         exit: exit.clone(),
         container: None,
+        usage: None,
+        api_error: None,
+        permission_denials: Vec::new(),
+        transient_retries: 0,
     };
     RunOutcome {
         exit,

@@ -21,6 +21,7 @@ fn runner(overrides: &[(&str, &Path)]) -> AgentRunner {
             .iter()
             .map(|(name, path)| (name.to_string(), path.to_path_buf()))
             .collect(),
+        ..AgentRunnerConfig::default()
     })
 }
 
@@ -225,7 +226,7 @@ echo "{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\
     let argv = std::fs::read_to_string(record.join("argv")).expect("argv record");
     assert_eq!(
         argv,
-        "-p\n--output-format\nstream-json\n--verbose\n--model\nsonnet\n"
+        "-p\n--output-format\nstream-json\n--verbose\n--model\nsonnet\n--permission-mode\nacceptEdits\n"
     );
     assert_eq!(
         std::fs::read_to_string(record.join("stdin")).expect("stdin"),
@@ -243,9 +244,11 @@ echo "{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\
     assert_eq!(report.family, "claude");
 }
 
-/// A fake `opencode`: the prompt arrives as the file after `--file`, stdin is empty.
+/// A fake `opencode`: the prompt arrives whole on stdin, never in argv (issue 38 item 5: an
+/// attached `--file` was cut at 2 000 characters a line and 50 KB, so a judge never saw the end
+/// of a long answer); 60 KB with a 5 000-character line arrive byte for byte.
 #[tokio::test]
-async fn opencode_profile_gets_prompt_in_a_file() {
+async fn opencode_profile_gets_its_whole_prompt_on_stdin() {
     let dir = tempfile::tempdir().expect("tempdir");
     let record = dir.path().join("record");
     std::fs::create_dir(&record).expect("record dir");
@@ -256,44 +259,25 @@ async fn opencode_profile_gets_prompt_in_a_file() {
             r#"rec={rec}
 printf '%s\n' "$@" > "$rec/argv"
 cat > "$rec/stdin"
-while [ "$#" -gt 0 ]; do
-  if [ "$1" = "--file" ]; then cp "$2" "$rec/prompt"; fi
-  shift
-done
-echo '{{"type":"tool_use","part":{{"tool":"skill","state":{{"input":{{"name":"release-notes"}}}}}}}}'
-echo '{{"type":"text","part":{{"type":"text","text":"read the file"}}}}'
+echo '{{"type":"tool_use","part":{{"tool":"skill","state":{{"status":"completed","input":{{"name":"release-notes"}}}}}}}}'
+echo '{{"type":"tool_use","part":{{"tool":"skill","state":{{"status":"error","input":{{"name":"other"}},"error":"ripgrep execution failed"}}}}}}'
+echo '{{"type":"text","part":{{"type":"text","text":"read the prompt"}}}}'
 "#,
             rec = record.display()
         ),
     );
-    let prompt = "SECRET-PROMPT write release notes\n";
-    let (outcome, report) = run(
-        &runner(&[("opencode", &fake)]),
-        &AgentPayload::new("opencode", prompt),
-    )
-    .await;
-    assert_eq!(
-        outcome.exit,
-        ExitClass::Passed,
-        "stderr: {}",
-        outcome.stderr_tail
-    );
-    assert_eq!(
-        std::fs::read_to_string(record.join("prompt")).expect("prompt file"),
-        prompt
-    );
-    assert_eq!(
-        std::fs::read_to_string(record.join("stdin")).expect("stdin"),
-        ""
-    );
+    let long_line = "x".repeat(5_000);
+    let prompt = format!("SECRET-PROMPT write release notes\n{long_line}\n{}END-OF-PROMPT\n", "a line of the answer\n".repeat(2_800));
+    assert!(prompt.len() > 60_000);
+    let (outcome, report) = run(&runner(&[("opencode", &fake)]), &AgentPayload::new("opencode", prompt.clone())).await;
+    assert_eq!(outcome.exit, ExitClass::Passed, "stderr: {}", outcome.stderr_tail);
+    assert_eq!(std::fs::read_to_string(record.join("stdin")).expect("stdin"), prompt);
     let argv = std::fs::read_to_string(record.join("argv")).expect("argv");
-    assert!(!argv.contains("SECRET-PROMPT"), "{argv}");
-    assert_eq!(report.final_message.as_deref(), Some("read the file"));
+    assert!(!argv.contains("SECRET-PROMPT") && !argv.contains("--file"), "{argv}");
+    assert_eq!(report.final_message.as_deref(), Some("read the prompt"));
     assert_eq!(report.skills_offered, None, "opencode records no offers");
-    assert_eq!(
-        report.skills_loaded,
-        Some(vec!["release-notes".to_string()])
-    );
+    // issue 38 item 4: a skill call that failed is no load
+    assert_eq!(report.skills_loaded, Some(vec!["release-notes".to_string()]));
 }
 
 #[tokio::test]

@@ -13,9 +13,10 @@ mod stream_json;
 use serde_json::Value;
 
 use crate::profile::{TranscriptFormat, TranscriptSpec};
+use crate::signals::{ApiError, PermissionDenial, Usage};
 
 /// What a transcript says about a run.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct TranscriptSummary {
     /// The agent's last answer, when the transcript has one.
     pub final_message: Option<String>,
@@ -28,6 +29,14 @@ pub struct TranscriptSummary {
     /// The model the transcript says the run used (`scripted_jsonl`: its `model` line, the name
     /// the profile's `model_args` gave it); `None` when the format does not record one.
     pub model: Option<String>,
+    /// Tokens and cost the transcript reports, summed over its turns; `None` when it reports
+    /// none.
+    pub usage: Option<Usage>,
+    /// The API error that ended the run, when the transcript reports one (the run then gave no
+    /// answer, whatever its final message says).
+    pub api_error: Option<ApiError>,
+    /// Tool calls the runtime's permission rules refused, in order.
+    pub denials: Vec<PermissionDenial>,
 }
 
 /// Parses `text` (an agent's stdout) as `spec` says.
@@ -47,9 +56,14 @@ pub fn parse_transcript(spec: &TranscriptSpec, text: &str) -> TranscriptSummary 
                 .map(str::to_string),
             skills_offered: None,
             skills_loaded: None,
-            model: None,
+            ..TranscriptSummary::default()
         },
     }
+}
+
+/// `value[key]` as an unsigned integer, if it is one.
+fn u64_field(value: &Value, key: &str) -> Option<u64> {
+    value.get(key).and_then(Value::as_u64)
 }
 
 /// The JSON objects among `text`'s lines, in order.
@@ -113,6 +127,7 @@ mod tests {
                     skills_offered: offered,
                     skills_loaded: loaded,
                     model: None,
+                    ..summary.clone()
                 },
                 "{runtime}"
             );

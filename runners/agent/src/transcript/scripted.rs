@@ -34,5 +34,6 @@ pub(super) fn parse(text: &str) -> TranscriptSummary {
         skills_offered: has_start.then_some(offered),
         skills_loaded: has_start.then_some(loaded),
         model,
+        ..TranscriptSummary::default()
     }
 }

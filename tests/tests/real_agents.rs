@@ -1,0 +1,229 @@
+//! The agent runner with the real CLIs (Claude Code, Codex, OpenCode, installed by
+//! `scripts/test`) against the model API the test serves on loopback (`skillforge_tests::
+//! fake_model`), asserting on what the model was sent (issue 31, issue 38): writes allowed in the
+//! work dir, an API error is never an answer, a user-level or parent-project skill never reaches
+//! the model, tokens and cost read from each transcript.
+
+use std::path::Path;
+use std::time::Duration;
+
+use skillforge_runner::{ExitClass, RunContext, RunOutcome, RunSpec, Runner};
+use skillforge_runner_agent::{Access, AgentPayload, AgentReport, AgentRunner, AgentRunnerConfig, ApiErrorKind};
+use skillforge_tests::fake_model::{Api, FakeModel, Reply, Seen, Tokens};
+
+/// The three real runtimes.
+const RUNTIMES: [&str; 3] = ["claude", "codex", "opencode"];
+
+fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+}
+
+/// A worker's user as a real one would be set up: a home with the runtime pointed at the fake
+/// (Codex's `config.toml`, OpenCode's config) and user-level copies of a skill named `tldr` and
+/// user instructions in every place the three CLIs read them from, each carrying a marker the
+/// model must never be shown.
+struct User {
+    dir: tempfile::TempDir,
+}
+
+const USER_MARKER: &str = "USER-LEVEL-MARKER-7f3a";
+
+impl User {
+    fn new(fake: &FakeModel) -> User {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        let skill = format!("---\nname: tldr\ndescription: {USER_MARKER} the user's own tldr\n---\n\n{USER_MARKER}\n");
+        for at in [".claude/skills/tldr", ".agents/skills/tldr", ".codex/skills/tldr", ".config/opencode/skill/tldr", ".config/opencode/skills/tldr"] {
+            write(&home.join(at).join("SKILL.md"), &skill);
+        }
+        for at in [".claude/CLAUDE.md", ".codex/AGENTS.md", ".config/opencode/AGENTS.md", "AGENTS.md", "CLAUDE.md"] {
+            write(&home.join(at), &format!("{USER_MARKER} user instructions\n"));
+        }
+        write(&home.join(".codex/config.toml"), &fake.codex_config());
+        write(&home.join(".config/opencode/opencode.json"), &fake.opencode_config().to_string());
+        User { dir }
+    }
+
+    fn home(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// A project skill `tldr` in `work`'s install root for `runtime`.
+fn install_skill(work: &Path, runtime: &str, marker: &str) {
+    let root = match runtime {
+        "codex" => ".agents/skills",
+        "opencode" => ".opencode/skill",
+        _ => ".claude/skills",
+    };
+    write(&work.join(root).join("tldr/SKILL.md"), &format!("---\nname: tldr\ndescription: Summarize a text into three lines ({marker}).\n---\n\nWrite three lines.\n"));
+}
+
+/// Runs `prompt` on `runtime` as a worker whose user is `user` would, with the worker's
+/// environment given explicitly (`HOME`, the fake's key and base URL), in `work`.
+async fn run(runtime: &str, user: &User, fake: &FakeModel, work: &Path, prompt: &str, access: Access) -> (RunOutcome, AgentReport) {
+    assert!(on_path(runtime), "`{runtime}` is not on PATH: scripts/test installs it");
+    let scratch = tempfile::tempdir().unwrap();
+    let mut payload = AgentPayload::new(runtime, prompt);
+    payload.workdir = Some(work.to_path_buf());
+    payload.access = access;
+    payload.project_scope_only = true;
+    payload.timeout_secs = Some(120);
+    // The worker's own environment, as the runner reads it: its user's home and the credential.
+    // (The runner builds a private home from these; it must not pass them on.)
+    let worker_env = [
+        ("HOME", user.home().display().to_string()),
+        ("ANTHROPIC_BASE_URL", fake.url.clone()),
+        ("ANTHROPIC_API_KEY", "sk-ant-fake".to_owned()),
+        ("OPENAI_API_KEY", "sk-fake".to_owned()),
+    ];
+    let runner = AgentRunner::new(AgentRunnerConfig { worker_env: Some(worker_env.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect()), ..AgentRunnerConfig::default() });
+    let spec = RunSpec { job_id: format!("job-{runtime}"), payload: serde_json::to_value(&payload).unwrap(), timeout: Duration::from_secs(180) };
+    let ctx = RunContext::detached(scratch.path().to_path_buf());
+    let outcome = runner.run(&spec, &ctx).await.expect("the runner runs");
+    let report: AgentReport = serde_json::from_value(outcome.detail.clone()).unwrap();
+    (outcome, report)
+}
+
+fn api_of(runtime: &str) -> Api {
+    match runtime {
+        "codex" => Api::Responses,
+        "opencode" => Api::Chat,
+        _ => Api::Messages,
+    }
+}
+
+fn agent_turns(fake: &FakeModel) -> Vec<Seen> {
+    fake.requests().into_iter().filter(Seen::is_agent_turn).collect()
+}
+
+/// A clean work dir outside any project (the system temp dir).
+fn work_dir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+// Issue 31 items 3, 5, 7 and 9; issue 38 items 1 and 9: each real CLI, in its private home,
+// writes the file it was asked to inside its work dir, sees the project skill and none of the
+// user's, and its report carries the tokens the fake reported.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_real_cli_edits_its_work_dir_sees_only_the_project_skill_and_reports_its_tokens() {
+    for runtime in RUNTIMES {
+        let fake = FakeModel::start();
+        let user = User::new(&fake);
+        let work = work_dir();
+        install_skill(work.path(), runtime, "PROJECT-SKILL-5c1d");
+        fake.report_tokens(Tokens { input: 1234, output: 56 });
+        fake.respond(|seen: &Seen| match seen.n_tool_results {
+            0 => Reply::Write { path: "NOTES.md".into(), content: "three lines".into() },
+            _ => Reply::Text("Wrote NOTES.md.".into()),
+        });
+        let (outcome, report) = run(runtime, &user, &fake, work.path(), "Write NOTES.md.\n", Access::EditWorkdir).await;
+        let turns = agent_turns(&fake);
+        assert!(!turns.is_empty(), "{runtime}: no model request: {outcome:?}");
+        assert!(turns.iter().all(|t| t.api == api_of(runtime)), "{runtime}");
+        assert!(outcome.exit.is_passed(), "{runtime}: {:?}\n{}\n{}", outcome.exit, outcome.stderr_tail, report.transcript_tail.clone().unwrap_or_default());
+        assert_eq!(std::fs::read_to_string(work.path().join("NOTES.md")).ok().as_deref().map(str::trim), Some("three lines"), "{runtime}: the write reached the work dir: {report:?}");
+        assert!(report.permission_denials.is_empty(), "{runtime}: {:?}", report.permission_denials);
+        assert_eq!(report.final_message.as_deref(), Some("Wrote NOTES.md."), "{runtime}");
+        for turn in &turns {
+            assert!(turn.shows("PROJECT-SKILL-5c1d"), "{runtime}: the project skill is listed to the model");
+            assert!(!turn.shows(USER_MARKER), "{runtime}: a user-level skill or instruction reached the model:\n{}", turn.everything());
+        }
+        let usage = report.usage.expect("usage reported");
+        assert_eq!(usage.output_tokens.map(|o| o >= 56), Some(true), "{runtime}: {usage:?}");
+        assert!(usage.total_tokens().unwrap() >= 1234 + 56, "{runtime}: {usage:?}");
+        match runtime {
+            "codex" => assert_eq!(usage.cost_usd, None, "codex reports no cost: unknown, never 0"),
+            _ => assert!(usage.cost_usd.is_some_and(|c| c > 0.0), "{runtime}: {usage:?}"),
+        }
+        assert!(fake.other_requests().is_empty(), "{runtime}: {:?}", fake.other_requests());
+    }
+}
+
+// Issue 31 item 4: an HTTP 400 is never an answer: the run fails, the report names the API error
+// and carries no answer; a 401 is an environment problem (not_runnable) at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_api_error_is_never_an_answer_and_a_refused_key_is_not_runnable() {
+    for runtime in RUNTIMES {
+        let fake = FakeModel::start();
+        let user = User::new(&fake);
+        let work = work_dir();
+        fake.respond(|_: &Seen| Reply::Error(400, "prompt is too long".into()));
+        let (outcome, report) = run(runtime, &user, &fake, work.path(), "Say hi.\n", Access::EditWorkdir).await;
+        assert!(!outcome.exit.is_passed(), "{runtime}: {outcome:?}");
+        let error = report.api_error.clone().unwrap_or_else(|| panic!("{runtime}: no api error: {report:?}"));
+        assert_eq!(error.kind, ApiErrorKind::Request, "{runtime}: {error:?}\n{}", report.transcript_tail.clone().unwrap_or_default());
+        assert_eq!(report.answer(), None, "{runtime}");
+
+        fake.respond(|_: &Seen| Reply::Error(401, "invalid x-api-key".into()));
+        let (outcome, report) = run(runtime, &user, &fake, work.path(), "Say hi.\n", Access::EditWorkdir).await;
+        let ExitClass::NotRunnable { reason } = &outcome.exit else { panic!("{runtime}: a refused key is not_runnable, got {:?} {report:?}", outcome.exit) };
+        assert!(reason.contains("not authenticated"), "{runtime}: {reason}");
+    }
+}
+
+// Issue 31 item 5: a work dir inside a project (a parent with CLAUDE.md, AGENTS.md, .claude and
+// .agents skills) runs in a clean copy: the parent's files never reach the model, and what the
+// agent wrote comes back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_parent_projects_instructions_and_skills_never_reach_the_model() {
+    const PARENT: &str = "PARENT-PROJECT-MARKER-91b2";
+    for runtime in RUNTIMES {
+        let fake = FakeModel::start();
+        let user = User::new(&fake);
+        let project = tempfile::tempdir().unwrap();
+        for at in ["CLAUDE.md", "AGENTS.md"] {
+            write(&project.path().join(at), &format!("{PARENT} instructions\n"));
+        }
+        for at in [".claude/skills/tldr", ".agents/skills/tldr", ".opencode/skill/tldr"] {
+            write(&project.path().join(at).join("SKILL.md"), &format!("---\nname: tldr\ndescription: {PARENT}\n---\n{PARENT}\n"));
+        }
+        std::process::Command::new("git").arg("init").arg("-q").arg(project.path()).status().unwrap();
+        let work = project.path().join("deep/work");
+        write(&work.join("input.txt"), "some text\n");
+        fake.respond(|seen: &Seen| match seen.n_tool_results {
+            0 => Reply::Write { path: "out.txt".into(), content: "done".into() },
+            _ => Reply::Text("ok".into()),
+        });
+        let (outcome, report) = run(runtime, &user, &fake, &work, "Write out.txt.\n", Access::EditWorkdir).await;
+        assert!(outcome.exit.is_passed(), "{runtime}: {:?} {report:?}", outcome.exit);
+        for turn in agent_turns(&fake) {
+            assert!(!turn.shows(PARENT), "{runtime}: the parent project reached the model:\n{}", turn.everything());
+        }
+        assert_eq!(std::fs::read_to_string(work.join("out.txt")).unwrap().trim(), "done", "{runtime}: the agent's write came back");
+        assert_eq!(std::fs::read_to_string(work.join("input.txt")).unwrap(), "some text\n");
+    }
+}
+
+// Issue 31 item 6: a judge (read-only) cannot write: Claude Code is offered no tool at all;
+// Codex's sandbox refuses the command and tells the model so (Codex 0.171 prints no item for a
+// refused `exec_command` in its `--json` transcript, so the refusal is read off what the model
+// was sent).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_only_run_cannot_write() {
+    for runtime in ["claude", "codex"] {
+        let fake = FakeModel::start();
+        let user = User::new(&fake);
+        let work = work_dir();
+        fake.respond(|seen: &Seen| match seen.n_tool_results {
+            0 if seen.is_agent_turn() => Reply::Shell("echo x > made.txt".into()),
+            _ => Reply::Text("{\"winner\":\"A\"}".into()),
+        });
+        let (outcome, report) = run(runtime, &user, &fake, work.path(), "Judge.\n", Access::ReadOnly).await;
+        assert!(outcome.exit.is_passed(), "{runtime}: {outcome:?}");
+        assert_eq!(report.answer(), Some("{\"winner\":\"A\"}"), "{runtime}");
+        assert!(!work.path().join("made.txt").exists(), "{runtime}: a read-only run wrote a file");
+        let requests = fake.requests();
+        assert!(!requests.is_empty());
+        match runtime {
+            "claude" => assert!(requests.iter().all(|r| r.tools.is_empty()), "claude: tools offered to a judge: {:?}", requests[0].tools),
+            _ => assert!(requests.iter().any(|r| r.messages.contains("Read-only file system")), "codex: the sandbox refused the write"),
+        }
+    }
+}
+
