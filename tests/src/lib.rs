@@ -6,6 +6,7 @@
 //! the README's test command runs first) against real SQLite files, a real `redis-server` started
 //! on a free loopback port, and real child processes.
 
+pub mod agent_user;
 pub mod decide;
 pub mod eval;
 pub mod fake_github;

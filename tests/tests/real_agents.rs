@@ -9,64 +9,19 @@ use std::time::Duration;
 
 use skillforge_runner::{ExitClass, RunContext, RunOutcome, RunSpec, Runner};
 use skillforge_runner_agent::{Access, AgentPayload, AgentReport, AgentRunner, AgentRunnerConfig, ApiErrorKind};
+use skillforge_tests::agent_user::{AgentUser as User, REAL_RUNTIMES, USER_MARKER, install_project_skill as install_skill, on_path};
 use skillforge_tests::fake_model::{Api, FakeModel, Reply, Seen, Tokens};
 
-/// The three real runtimes.
-const RUNTIMES: [&str; 3] = ["claude", "codex", "opencode"];
-
-fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-}
-
-/// A worker's user as a real one would be set up: a home with the runtime pointed at the fake
-/// (Codex's `config.toml`, OpenCode's config) and user-level copies of a skill named `tldr` and
-/// user instructions in every place the three CLIs read them from, each carrying a marker the
-/// model must never be shown.
-struct User {
-    dir: tempfile::TempDir,
-}
-
-const USER_MARKER: &str = "USER-LEVEL-MARKER-7f3a";
-
-impl User {
-    fn new(fake: &FakeModel) -> User {
-        let dir = tempfile::tempdir().unwrap();
-        let home = dir.path();
-        let skill = format!("---\nname: tldr\ndescription: {USER_MARKER} the user's own tldr\n---\n\n{USER_MARKER}\n");
-        for at in [".claude/skills/tldr", ".agents/skills/tldr", ".codex/skills/tldr", ".config/opencode/skill/tldr", ".config/opencode/skills/tldr"] {
-            write(&home.join(at).join("SKILL.md"), &skill);
-        }
-        for at in [".claude/CLAUDE.md", ".codex/AGENTS.md", ".config/opencode/AGENTS.md", "AGENTS.md", "CLAUDE.md"] {
-            write(&home.join(at), &format!("{USER_MARKER} user instructions\n"));
-        }
-        write(&home.join(".codex/config.toml"), &fake.codex_config());
-        write(&home.join(".config/opencode/opencode.json"), &fake.opencode_config().to_string());
-        User { dir }
-    }
-
-    fn home(&self) -> &Path {
-        self.dir.path()
-    }
-}
+const RUNTIMES: [&str; 3] = REAL_RUNTIMES;
 
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, text).unwrap();
 }
 
-/// A project skill `tldr` in `work`'s install root for `runtime`.
-fn install_skill(work: &Path, runtime: &str, marker: &str) {
-    let root = match runtime {
-        "codex" => ".agents/skills",
-        "opencode" => ".opencode/skill",
-        _ => ".claude/skills",
-    };
-    write(&work.join(root).join("tldr/SKILL.md"), &format!("---\nname: tldr\ndescription: Summarize a text into three lines ({marker}).\n---\n\nWrite three lines.\n"));
-}
-
 /// Runs `prompt` on `runtime` as a worker whose user is `user` would, with the worker's
 /// environment given explicitly (`HOME`, the fake's key and base URL), in `work`.
-async fn run(runtime: &str, user: &User, fake: &FakeModel, work: &Path, prompt: &str, access: Access) -> (RunOutcome, AgentReport) {
+async fn run(runtime: &str, user: &User, work: &Path, prompt: &str, access: Access) -> (RunOutcome, AgentReport) {
     assert!(on_path(runtime), "`{runtime}` is not on PATH: scripts/test installs it");
     let scratch = tempfile::tempdir().unwrap();
     let mut payload = AgentPayload::new(runtime, prompt);
@@ -76,13 +31,7 @@ async fn run(runtime: &str, user: &User, fake: &FakeModel, work: &Path, prompt: 
     payload.timeout_secs = Some(120);
     // The worker's own environment, as the runner reads it: its user's home and the credential.
     // (The runner builds a private home from these; it must not pass them on.)
-    let worker_env = [
-        ("HOME", user.home().display().to_string()),
-        ("ANTHROPIC_BASE_URL", fake.url.clone()),
-        ("ANTHROPIC_API_KEY", "sk-ant-fake".to_owned()),
-        ("OPENAI_API_KEY", "sk-fake".to_owned()),
-    ];
-    let runner = AgentRunner::new(AgentRunnerConfig { worker_env: Some(worker_env.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect()), ..AgentRunnerConfig::default() });
+    let runner = AgentRunner::new(AgentRunnerConfig { worker_env: Some(user.env()), ..AgentRunnerConfig::default() });
     let spec = RunSpec { job_id: format!("job-{runtime}"), payload: serde_json::to_value(&payload).unwrap(), timeout: Duration::from_secs(180) };
     let ctx = RunContext::detached(scratch.path().to_path_buf());
     let outcome = runner.run(&spec, &ctx).await.expect("the runner runs");
@@ -122,7 +71,7 @@ async fn each_real_cli_edits_its_work_dir_sees_only_the_project_skill_and_report
             0 => Reply::Write { path: "NOTES.md".into(), content: "three lines".into() },
             _ => Reply::Text("Wrote NOTES.md.".into()),
         });
-        let (outcome, report) = run(runtime, &user, &fake, work.path(), "Write NOTES.md.\n", Access::EditWorkdir).await;
+        let (outcome, report) = run(runtime, &user, work.path(), "Write NOTES.md.\n", Access::EditWorkdir).await;
         let turns = agent_turns(&fake);
         assert!(!turns.is_empty(), "{runtime}: no model request: {outcome:?}");
         assert!(turns.iter().all(|t| t.api == api_of(runtime)), "{runtime}");
@@ -154,14 +103,14 @@ async fn an_api_error_is_never_an_answer_and_a_refused_key_is_not_runnable() {
         let user = User::new(&fake);
         let work = work_dir();
         fake.respond(|_: &Seen| Reply::Error(400, "prompt is too long".into()));
-        let (outcome, report) = run(runtime, &user, &fake, work.path(), "Say hi.\n", Access::EditWorkdir).await;
+        let (outcome, report) = run(runtime, &user, work.path(), "Say hi.\n", Access::EditWorkdir).await;
         assert!(!outcome.exit.is_passed(), "{runtime}: {outcome:?}");
         let error = report.api_error.clone().unwrap_or_else(|| panic!("{runtime}: no api error: {report:?}"));
         assert_eq!(error.kind, ApiErrorKind::Request, "{runtime}: {error:?}\n{}", report.transcript_tail.clone().unwrap_or_default());
         assert_eq!(report.answer(), None, "{runtime}");
 
         fake.respond(|_: &Seen| Reply::Error(401, "invalid x-api-key".into()));
-        let (outcome, report) = run(runtime, &user, &fake, work.path(), "Say hi.\n", Access::EditWorkdir).await;
+        let (outcome, report) = run(runtime, &user, work.path(), "Say hi.\n", Access::EditWorkdir).await;
         let ExitClass::NotRunnable { reason } = &outcome.exit else { panic!("{runtime}: a refused key is not_runnable, got {:?} {report:?}", outcome.exit) };
         assert!(reason.contains("not authenticated"), "{runtime}: {reason}");
     }
@@ -190,7 +139,7 @@ async fn a_parent_projects_instructions_and_skills_never_reach_the_model() {
             0 => Reply::Write { path: "out.txt".into(), content: "done".into() },
             _ => Reply::Text("ok".into()),
         });
-        let (outcome, report) = run(runtime, &user, &fake, &work, "Write out.txt.\n", Access::EditWorkdir).await;
+        let (outcome, report) = run(runtime, &user, &work, "Write out.txt.\n", Access::EditWorkdir).await;
         assert!(outcome.exit.is_passed(), "{runtime}: {:?} {report:?}", outcome.exit);
         for turn in agent_turns(&fake) {
             assert!(!turn.shows(PARENT), "{runtime}: the parent project reached the model:\n{}", turn.everything());
@@ -214,7 +163,7 @@ async fn a_read_only_run_cannot_write() {
             0 if seen.is_agent_turn() => Reply::Shell("echo x > made.txt".into()),
             _ => Reply::Text("{\"winner\":\"A\"}".into()),
         });
-        let (outcome, report) = run(runtime, &user, &fake, work.path(), "Judge.\n", Access::ReadOnly).await;
+        let (outcome, report) = run(runtime, &user, work.path(), "Judge.\n", Access::ReadOnly).await;
         assert!(outcome.exit.is_passed(), "{runtime}: {outcome:?}");
         assert_eq!(report.answer(), Some("{\"winner\":\"A\"}"), "{runtime}");
         assert!(!work.path().join("made.txt").exists(), "{runtime}: a read-only run wrote a file");
