@@ -35,6 +35,7 @@ pub mod predicate;
 pub mod recheck;
 pub mod sample;
 pub mod sessions;
+pub mod spend;
 pub mod stages;
 pub mod stop;
 pub mod theme;

@@ -11,7 +11,9 @@ use skillforge_workflows::evalloop::aggregate::{AGGREGATE_FILE, Aggregate};
 use skillforge_workflows::evalloop::arm::{ArmRecord, ArmSide};
 use skillforge_workflows::evalloop::arm_stage::{FINAL_FILE, RUN_FILE};
 use skillforge_workflows::evalloop::forge::{FORGE_FILE, ForgeState};
+use skillforge_runner_agent::Spend;
 use skillforge_workflows::evalloop::layout::{brief_dir, ledger_path, meta_dir, read_json, sample_dir};
+use skillforge_workflows::evalloop::spend::brief_spend;
 use skillforge_workflows::evalloop::ledger::read_ledger;
 use skillforge_workflows::evalloop::sample::{SampleVerdict, VERDICT_FILE};
 
@@ -66,9 +68,25 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
     let tag = format!("forge:{}", state.forge_id);
     let row = rows.iter().find(|r| r.reason.ends_with(&tag));
     let gate_line = row.map(|r| r.reason.clone()).unwrap_or_else(|| "no ledger verdict".to_owned());
+    let spend = brief_spend(&dir, state.samples);
+    if ctx.json && args.html.is_none() {
+        let samples: Vec<serde_json::Value> = samples
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "sample": s.n,
+                    "verdict": s.verdict,
+                    "arms": s.arms.iter().enumerate().map(|(idx, a)| serde_json::json!({"arm": arm_label(s, idx), "run": a.record, "final_message": a.final_message})).collect::<Vec<_>>(),
+                    "spend": spend.samples.iter().find(|x| x.sample == s.n),
+                })
+            })
+            .collect();
+        crate::output::print_json(&serde_json::json!({"forge": state, "samples": samples, "aggregate": agg, "gate": gate_line, "spend": spend.total}));
+        return Ok(OK);
+    }
     match &args.html {
         Some(path) => {
-            let page = html(&state, &samples, agg.as_ref(), &gate_line);
+            let page = html(&state, &samples, agg.as_ref(), &gate_line, &spend.total);
             std::fs::write(path, page).map_err(|e| CliError::env(anyhow!("write `{}`: {e}", path.display())))?;
             eprintln!("report written to {}", path.display());
         }
@@ -78,16 +96,27 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
                 let (label, reason) = verdict_text(s.verdict.as_ref());
                 println!("sample {}: {label} — {reason}", s.n);
                 for (idx, a) in s.arms.iter().enumerate() {
-                    println!("  [{}] {}", arm_label(s, idx), a.final_message.lines().next().unwrap_or_default());
+                    println!("  [{}] {} ({})", arm_label(s, idx), a.final_message.lines().next().unwrap_or_default(), arm_spend(a));
                 }
             }
             if let Some(a) = &agg {
                 println!("aggregate: {} valid of {}: with {} / without {} / tie {}", a.n_valid, a.n_samples, a.wins_with, a.wins_without, a.ties);
             }
+            println!("spend: {}", spend.total.human());
             println!("gate: {gate_line}");
         }
     }
     Ok(OK)
+}
+
+/// An arm's tokens and cost, as its transcript reported them.
+fn arm_spend(a: &ArmView) -> String {
+    let mut spend = Spend::default();
+    match &a.record {
+        Some(r) => spend.add_run(r.usage.as_ref()),
+        None => return "not run".to_owned(),
+    }
+    spend.human()
 }
 
 /// An arm's label: its side once the sample has a verdict, otherwise only its slot-free index.
@@ -109,13 +138,13 @@ fn verdict_text(v: Option<&SampleVerdict>) -> (String, String) {
     }
 }
 
-fn html(state: &ForgeState, samples: &[SampleView], agg: Option<&Aggregate>, gate_line: &str) -> String {
+fn html(state: &ForgeState, samples: &[SampleView], agg: Option<&Aggregate>, gate_line: &str, spend: &Spend) -> String {
     let mut body = String::new();
     for s in samples {
         let (label, reason) = verdict_text(s.verdict.as_ref());
         let _ = write!(body, "<section class=\"sample\"><h2>Sample {} · <span class=\"verdict\">{}</span></h2><p class=\"reason\">{}</p><div class=\"arms\">", s.n, esc(&label), esc(&reason));
         for (idx, a) in s.arms.iter().enumerate() {
-            let meta = a.record.as_ref().map(|r| format!("exit {} · {} ms · loaded {}", r.exit, r.duration_ms, r.skills_loaded.as_ref().map_or("unknown".to_owned(), |l| if l.is_empty() { "none".to_owned() } else { l.join(", ") }))).unwrap_or_default();
+            let meta = a.record.as_ref().map(|r| format!("exit {} · {} ms · loaded {} · {}", r.exit, r.duration_ms, r.skills_loaded.as_ref().map_or("unknown".to_owned(), |l| if l.is_empty() { "none".to_owned() } else { l.join(", ") }), arm_spend(a))).unwrap_or_default();
             let _ = write!(body, "<article class=\"arm\"><h3>{}</h3><p class=\"meta\">{}</p><pre>{}</pre></article>", esc(&arm_label(s, idx)), esc(&meta), esc(&a.final_message));
         }
         body.push_str("</div></section>");
@@ -128,10 +157,11 @@ body{{font:15px/1.45 system-ui,sans-serif;margin:2rem;color:#111;background:#faf
 pre{{white-space:pre-wrap;font:13px/1.4 ui-monospace,monospace}}.meta,.reason{{color:#555}}.verdict{{color:#0a5}}\
 .gate{{font-weight:600;padding:.75rem;background:#eef;border-radius:6px}}</style></head><body>\
 <h1>Eval report · brief <code>{brief}</code> · skill <code>{skill}</code></h1>{body}\
-<p>Aggregate: {agg}</p><p class=\"gate\">Gate: {gate}</p></body></html>\n",
+<p>Aggregate: {agg}</p><p class=\"spend\">Spend: {spend}</p><p class=\"gate\">Gate: {gate}</p></body></html>\n",
         brief = esc(&state.brief_id),
         skill = esc(&state.skill),
         agg = esc(&agg_line),
         gate = esc(gate_line),
+        spend = esc(&spend.human()),
     )
 }

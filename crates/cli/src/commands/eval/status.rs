@@ -9,6 +9,7 @@ use skillforge_workflows::evalloop::arm::{ArmRecord, ArmSide};
 use skillforge_workflows::evalloop::arm_stage::RUN_FILE;
 use skillforge_workflows::evalloop::forge::{FORGE_FILE, ForgeState};
 use skillforge_workflows::evalloop::layout::{brief_dir, ledger_path, meta_dir, read_json, sample_dir};
+use skillforge_workflows::evalloop::spend::{SampleSpend, brief_spend};
 use skillforge_workflows::evalloop::ledger::read_ledger;
 use skillforge_workflows::evalloop::sample::{SampleVerdict, VERDICT_FILE};
 use skillforge_workflows::evalloop::stages::EVAL_WORKFLOW;
@@ -59,8 +60,13 @@ pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
     let rows = read_ledger(&ledger_path(&ctx.home)).map_err(|e| CliError::env(anyhow!(e)))?;
     let tag = format!("forge:{}", state.forge_id);
     let row = rows.iter().find(|r| r.reason.ends_with(&tag));
+    let spend = brief_spend(&dir, state.samples);
+    for s in &mut samples {
+        let n = s["sample"].as_u64().unwrap_or_default();
+        s["spend"] = json!(spend.samples.iter().find(|x| u64::from(x.sample) == n).map(SampleSpend::total));
+    }
     if ctx.json {
-        print_json(&json!({"forge": state, "samples": samples, "aggregate": agg, "ledger_row": row}));
+        print_json(&json!({"forge": state, "samples": samples, "aggregate": agg, "ledger_row": row, "spend": spend.total}));
         return Ok(OK);
     }
     println!("forge {} of `{}` with `{}`: {}", state.forge_id, state.brief_id, state.skill, state.status);
@@ -73,6 +79,7 @@ pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
             s["winner"].as_str().map(|w| format!(" · winner {w}")).unwrap_or_default()
         );
     }
+    println!("  spend: {}", spend.total.human());
     if let Some(a) = agg {
         println!("  aggregate: {} valid of {} (with {} / without {} / tie {})", a.n_valid, a.n_samples, a.wins_with, a.wins_without, a.ties);
     }
