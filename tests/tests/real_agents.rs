@@ -176,3 +176,20 @@ async fn a_read_only_run_cannot_write() {
     }
 }
 
+
+// Issue 38 item 2: OpenCode jobs at a worker's default concurrency: each run has its own data
+// dir (database), so none breaks on "database is locked" or a migration race.
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_opencode_runs_each_have_their_own_database() {
+    let fake = FakeModel::start();
+    let user = User::new(&fake);
+    fake.respond(|_: &Seen| Reply::Text("ok".into()));
+    let works: Vec<tempfile::TempDir> = (0..4).map(|_| work_dir()).collect();
+    let runs = works.iter().map(|w| run("opencode", &user, w.path(), "Say ok.\n", Access::EditWorkdir));
+    for (outcome, report) in futures::future::join_all(runs).await {
+        let transcript = report.transcript_tail.clone().unwrap_or_default();
+        assert!(outcome.exit.is_passed() && report.answer() == Some("ok"), "{:?} {}\n{transcript}", outcome.exit, outcome.stderr_tail);
+        assert!(!transcript.contains("database is locked") && !outcome.stderr_tail.contains("database is locked"));
+    }
+    assert!(!user.home().join(".local/share/opencode").exists(), "the user's own database was never touched");
+}
