@@ -150,12 +150,12 @@ async fn a_parent_projects_instructions_and_skills_never_reach_the_model() {
 }
 
 // Issue 31 item 6: a judge (read-only) cannot write: Claude Code is offered no tool at all;
-// Codex's sandbox refuses the command and tells the model so (Codex 0.171 prints no item for a
+// OpenCode's acting tools are denied; Codex's sandbox refuses the command and tells the model so (Codex 0.171 prints no item for a
 // refused `exec_command` in its `--json` transcript, so the refusal is read off what the model
 // was sent).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_read_only_run_cannot_write() {
-    for runtime in ["claude", "codex"] {
+    for runtime in RUNTIMES {
         let fake = FakeModel::start();
         let user = User::new(&fake);
         let work = work_dir();
@@ -171,7 +171,11 @@ async fn a_read_only_run_cannot_write() {
         assert!(!requests.is_empty());
         match runtime {
             "claude" => assert!(requests.iter().all(|r| r.tools.is_empty()), "claude: tools offered to a judge: {:?}", requests[0].tools),
-            _ => assert!(requests.iter().any(|r| r.messages.contains("Read-only file system")), "codex: the sandbox refused the write"),
+            "codex" => assert!(requests.iter().any(|r| r.messages.contains("Read-only file system")), "codex: the sandbox refused the write"),
+            _ => {
+                let told: Vec<&str> = requests.iter().map(|r| r.messages.as_str()).collect();
+                assert!(requests.iter().all(|r| !r.tools.iter().any(|t| t == "bash")) || told.iter().any(|m| m.contains("rejected") || m.contains("denied")), "opencode: {told:?} {:?}", requests.last().map(|r| &r.tools));
+            }
         }
     }
 }
