@@ -22,6 +22,11 @@ fn write(path: &Path, text: &str) {
 /// Runs `prompt` on `runtime` as a worker whose user is `user` would, with the worker's
 /// environment given explicitly (`HOME`, the fake's key and base URL), in `work`.
 async fn run(runtime: &str, user: &User, work: &Path, prompt: &str, access: Access) -> (RunOutcome, AgentReport) {
+    run_with(runtime, user, work, prompt, access, None).await
+}
+
+/// [`run`], with the runtime's program replaced by `program` (a wrapper) when given.
+async fn run_with(runtime: &str, user: &User, work: &Path, prompt: &str, access: Access, program: Option<&Path>) -> (RunOutcome, AgentReport) {
     assert!(on_path(runtime), "`{runtime}` is not on PATH: scripts/test installs it");
     let scratch = tempfile::tempdir().unwrap();
     let mut payload = AgentPayload::new(runtime, prompt);
@@ -31,7 +36,8 @@ async fn run(runtime: &str, user: &User, work: &Path, prompt: &str, access: Acce
     payload.timeout_secs = Some(120);
     // The worker's own environment, as the runner reads it: its user's home and the credential.
     // (The runner builds a private home from these; it must not pass them on.)
-    let runner = AgentRunner::new(AgentRunnerConfig { worker_env: Some(user.env()), ..AgentRunnerConfig::default() });
+    let program_overrides = program.map(|p| (runtime.to_owned(), p.to_path_buf())).into_iter().collect();
+    let runner = AgentRunner::new(AgentRunnerConfig { worker_env: Some(user.env()), program_overrides, ..AgentRunnerConfig::default() });
     let spec = RunSpec { job_id: format!("job-{runtime}"), payload: serde_json::to_value(&payload).unwrap(), timeout: Duration::from_secs(180) };
     let ctx = RunContext::detached(scratch.path().to_path_buf());
     let outcome = runner.run(&spec, &ctx).await.expect("the runner runs");
@@ -196,4 +202,48 @@ async fn concurrent_opencode_runs_each_have_their_own_database() {
         assert!(!transcript.contains("database is locked") && !outcome.stderr_tail.contains("database is locked"));
     }
     assert!(!user.home().join(".local/share/opencode").exists(), "the user's own database was never touched");
+}
+
+/// Where `tool` is on `PATH`.
+fn which(tool: &str) -> std::path::PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).map(|d| d.join(tool)).find(|p| p.is_file()).unwrap_or_else(|| panic!("`{tool}` is not on PATH: scripts/test installs it"))
+}
+
+/// Every `connect` in an strace log that leaves loopback or asks a name server (port 53).
+fn outside_connects(log: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.contains("connect(") && (l.contains("AF_INET") || l.contains("AF_INET6")))
+        .filter(|l| l.contains("htons(53)") || !(l.contains("inet_addr(\"127.0.0.1\")") || l.contains("\"::1\"") || l.contains("::ffff:127.0.0.1")))
+        .map(str::to_owned)
+        .collect()
+}
+
+// Issue 38 item 9: with the profiles' switches, each real CLI connects to nothing but the model
+// API it was given: no DNS lookup, no connection beyond loopback (every connect of the CLI and
+// its children, traced with strace). Without them Claude Code looks up api.anthropic.com, Codex
+// ab.chatgpt.com, chatgpt.com and github.com, OpenCode models.opencode.ai and the npm registry.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_real_cli_reaches_nothing_but_its_model_api() {
+    let strace = which("strace");
+    for runtime in RUNTIMES {
+        let fake = FakeModel::start();
+        let user = User::new(&fake);
+        let work = work_dir();
+        let tools = tempfile::tempdir().unwrap();
+        let log = tools.path().join("connect.log");
+        let wrapper = tools.path().join(runtime);
+        std::fs::write(&wrapper, format!("#!/bin/sh\nexec '{}' -f -qq -e trace=connect -o '{}' '{}' \"$@\"\n", strace.display(), log.display(), which(runtime).display())).unwrap();
+        std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        fake.respond(|seen: &Seen| match seen.n_tool_results {
+            0 if seen.is_agent_turn() => Reply::Write { path: "a.txt".into(), content: "a".into() },
+            _ => Reply::Text("done".into()),
+        });
+        let (outcome, report) = run_with(runtime, &user, work.path(), "Write a.txt.\n", Access::EditWorkdir, Some(&wrapper)).await;
+        assert!(outcome.exit.is_passed() && report.answer() == Some("done"), "{runtime}: {:?} {}", outcome.exit, outcome.stderr_tail);
+        let traced = std::fs::read_to_string(&log).unwrap();
+        assert!(traced.contains("127.0.0.1"), "{runtime}: the trace saw the model API connection:\n{traced}");
+        let outside = outside_connects(&traced);
+        assert!(outside.is_empty(), "{runtime} reached beyond loopback:\n{}", outside.join("\n"));
+    }
 }
