@@ -158,6 +158,12 @@ fn default_transient_retries() -> u32 {
     2
 }
 
+impl Default for HomeSpec {
+    fn default() -> Self {
+        Self { env: Default::default(), carry: Vec::new(), files: Vec::new(), shared_cache: false, reads_ancestors: true }
+    }
+}
+
 /// A program a runtime needs beside its own (`[[requires]]`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -198,7 +204,7 @@ impl RuntimeProfile {
 /// path = ".config/opencode/opencode.json"
 /// text = "{ ... }"                             # `{home}` and `{workdir}` are filled in
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HomeSpec {
     /// Variables set to a path inside the private home (relative, no `..`).
@@ -216,6 +222,15 @@ pub struct HomeSpec {
     /// for a runtime that downloads packages into it on first use (OpenCode's providers).
     #[serde(default)]
     pub shared_cache: bool,
+    /// Whether the runtime reads instruction or skill files from the work dir's parents (every
+    /// real CLI does; the scripted agent does not). When it does, a work dir under such files
+    /// runs in a clean copy ([`crate::AgentRunner`]).
+    #[serde(default = "yes")]
+    pub reads_ancestors: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// One file carried into the private home (`[[home.carry]]`).

@@ -270,7 +270,7 @@ impl AgentRunner {
     ) -> Result<RunOutcome, RunnerError> {
         let io = |context: String| move |e: String| RunnerError::Io { context, source: std::io::Error::other(e) };
         let workdir = payload.workdir.clone().unwrap_or_else(|| ctx.scratch_dir.clone());
-        let above = crate::home::project_files_above(&workdir);
+        let above = if profile.home.reads_ancestors { crate::home::project_files_above(&workdir) } else { Vec::new() };
         let clean = match above.first() {
             None => None,
             Some(first) => {
