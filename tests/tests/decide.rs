@@ -344,6 +344,31 @@ fn s60_s61_harvested_outcomes_auto_promote_to_a_canary_that_graduates() {
     assert_eq!(names, ["candidate.awaiting_promotion", "candidate.canary_started", "candidate.auto_promoted"]);
 }
 
+// S-58 (issue 34 item 1): merges with no external CI ("no passing external CI at the merged
+// head") never satisfy `auto_promote_require_external_ci`, however their reasoning reads; merges
+// with external CI do. The harvester writes the rows both times.
+#[test]
+fn s58_merges_without_external_ci_never_promote() {
+    let home = home();
+    config(&home, "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 3\nauto_promote_min_score = 0.5\nauto_promote_require_external_ci = true\n");
+    import(&home, "Plan in steps.\n", 0.8);
+    for pr in 1..=3 {
+        let pr_s = pr.to_string();
+        home.json(&["harvest", "attribute", "--repo", "acme/app", "--pr", &pr_s, "--template", "planner@v2", "--resolved-commit", "c0ffee"]);
+        home.json(&["harvest", "outcome", "--repo", "acme/app", "--pr", &pr_s, "--outcome", "merged", "--ci", "none"]);
+    }
+    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    assert_ne!(decided["decision"]["decision"], "promote", "three no-CI merges promoted: {decided}");
+    assert!(decided.to_string().contains("auto_promote_require_external_ci"), "{decided}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending");
+    for pr in 4..=6 {
+        harvest_outcome(&home, pr, "planner@v2", true);
+    }
+    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    assert_eq!(decided["decision"]["decision"], "promote", "{decided}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "current");
+}
+
 // S-61 (rollback), S-58
 #[test]
 fn s61_a_materially_worse_canary_rolls_back() {

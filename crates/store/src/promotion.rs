@@ -76,24 +76,31 @@ pub struct AutoTraceCounts {
     pub run_exists: bool,
     /// `feedback_events` rows in the run, all legs.
     pub samples: u64,
-    /// Rows with source `auto-trace`, reviewer `gitmoot-auto` and `phrase` in the reasoning.
+    /// The harvester's own floor rows (source `auto-trace`, reviewer `gitmoot-auto`, choice `a`)
+    /// whose item the harvester recorded as merged with external CI (item metadata `outcome` =
+    /// `merged`, `ci` = `external`).
     pub real_ci_positives: u64,
 }
 
 /// Reads the auto-trace evidence of `version_id`: only run `auto-trace:<version_id>`, never a
-/// human review run (S-54). `phrase` is the harvester's real-CI marker (S-58).
+/// human review run (S-54). A real-CI positive (S-58) is decided from the structured fields the
+/// harvester writes on the floor row's item (its outcome and CI class) and the row's choice,
+/// never from the reasoning's text: "no passing external CI" contains "passing external CI".
 ///
 /// # Errors
 /// [`StoreError::Sql`] (callers treat it as feedback unavailable).
-pub async fn auto_trace_counts(db: &sqlx::SqlitePool, version_id: &str, phrase: &str) -> Result<AutoTraceCounts, StoreError> {
+pub async fn auto_trace_counts(db: &sqlx::SqlitePool, version_id: &str) -> Result<AutoTraceCounts, StoreError> {
     let run_id = format!("auto-trace:{version_id}");
     let run_exists: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM eval_runs WHERE id = ?").bind(&run_id).fetch_one(db).await?;
     let (samples, real_ci): (i64, i64) = sqlx::query_as(
-        "SELECT COUNT(*), COALESCE(SUM(CASE WHEN source = 'auto-trace' AND reviewer = 'gitmoot-auto'
-                 AND instr(reasoning, ?) > 0 THEN 1 ELSE 0 END), 0)
-         FROM feedback_events WHERE run_id = ?",
+        "SELECT COUNT(*), COALESCE(SUM(CASE WHEN f.source = 'auto-trace' AND f.reviewer = 'gitmoot-auto' AND f.choice = 'a'
+                 AND json_valid(i.metadata_json)
+                 AND json_extract(i.metadata_json, '$.outcome') = 'merged'
+                 AND json_extract(i.metadata_json, '$.ci') = 'external' THEN 1 ELSE 0 END), 0)
+         FROM feedback_events f
+         LEFT JOIN eval_review_items i ON i.run_id = f.run_id AND i.item_id = f.item_id
+         WHERE f.run_id = ?",
     )
-    .bind(phrase)
     .bind(&run_id)
     .fetch_one(db)
     .await?;
@@ -246,7 +253,6 @@ mod tests {
     use crate::feedback::upsert_feedback_event;
     use crate::review::{NewEvalRun, RunSettings, create_run};
 
-    const PHRASE: &str = "passing external CI";
 
     fn event(reviewer: &str, source: &str, item: &str, reasoning: &str) -> FeedbackEvent {
         FeedbackEvent {
@@ -261,12 +267,13 @@ mod tests {
         }
     }
 
-    // S-58, S-54
+    // S-54 (S-58's real-CI count is tested end to end with the harvester as its producer:
+    // tests/tests/decide.rs `s58_merges_without_external_ci_never_promote`)
     #[tokio::test]
-    async fn s58_only_the_harvesters_own_rows_count_as_real_ci() {
+    async fn s54_only_the_auto_trace_run_is_read_and_outcomes_are_windowed() {
         let home = tempfile::tempdir().unwrap();
         let store = Store::open(home.path()).await.unwrap();
-        let missing = auto_trace_counts(store.pool(), "t@v2", PHRASE).await.unwrap();
+        let missing = auto_trace_counts(store.pool(), "t@v2").await.unwrap();
         assert_eq!(missing, AutoTraceCounts { run_exists: false, samples: 0, real_ci_positives: 0 });
         let mut conn = store.pool().acquire().await.unwrap();
         let run = NewEvalRun {
@@ -278,15 +285,12 @@ mod tests {
             metadata_json: String::new(),
         };
         create_run(&mut conn, &run).await.unwrap();
-        upsert_feedback_event(&mut conn, &event("gitmoot-auto", "auto-trace", "a/b#1", "Merged through an empty gate")).await.unwrap();
+        upsert_feedback_event(&mut conn, &event("gitmoot-auto", "auto-trace", "a/b#1", "Merged with passing external CI")).await.unwrap();
         upsert_feedback_event(&mut conn, &event("gitmoot-review", "auto-trace", "review#a/b#1", "claims passing external CI")).await.unwrap();
-        let counts = auto_trace_counts(store.pool(), "t@v2", PHRASE).await.unwrap();
-        assert_eq!((counts.samples, counts.real_ci_positives), (2, 0), "a sibling review row cannot spoof real CI");
-        upsert_feedback_event(&mut conn, &event("gitmoot-auto", "auto-trace", "a/b#2", "Merged with passing external CI")).await.unwrap();
-        let counts = auto_trace_counts(store.pool(), "t@v2", PHRASE).await.unwrap();
-        assert_eq!((counts.samples, counts.real_ci_positives), (3, 1));
+        let counts = auto_trace_counts(store.pool(), "t@v2").await.unwrap();
+        assert_eq!((counts.samples, counts.real_ci_positives), (2, 0), "text never counts as real CI: no item records external CI");
         let (pos, total) = outcomes_between(store.pool(), "t@v2", "2025-12-31T00:00:00Z", "2026-01-02T00:00:00Z").await.unwrap();
-        assert_eq!((pos, total), (3, 3));
+        assert_eq!((pos, total), (2, 2));
         assert_eq!(outcomes_between(store.pool(), "t@v2", "2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z").await.unwrap(), (0, 0));
     }
 

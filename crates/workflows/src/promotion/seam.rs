@@ -14,7 +14,6 @@ use super::auto_promote::{AutoTraceEvidence, BanditEvidence, Decision, Evidence,
 use super::events::{Detail, Event, EventKind};
 use super::notify::{PromotionEnv, PromotionError, emit};
 use crate::ab::bandit::{Arm, Confidence, NOTIFY_SEED};
-use crate::harvest::outcome::EXTERNAL_CI_PHRASE;
 
 /// What the seam did for one candidate.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -36,7 +35,7 @@ impl SeamReport {
 /// only (a read error ⇒ unavailable), the candidate's score, and the bandit confidence when the
 /// challenger arm exists (Monte Carlo at the notify seam's fixed seed 473; exact when possible).
 async fn evidence(store: &Store, template_id: &str, version_id: &str, score: Option<f64>) -> Result<Evidence, PromotionError> {
-    let feedback = match auto_trace_counts(store.pool(), version_id, EXTERNAL_CI_PHRASE).await {
+    let feedback = match auto_trace_counts(store.pool(), version_id).await {
         Ok(c) if c.run_exists => Ok(AutoTraceEvidence { samples: c.samples, has_real_ci_positive: c.real_ci_positives > 0 }),
         Ok(_) => Ok(AutoTraceEvidence::default()),
         Err(e) => Err(e.to_string()),
