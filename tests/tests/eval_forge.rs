@@ -126,6 +126,33 @@ fn e42_two_both_failed_verify_in_a_row_stop_the_brief() {
     assert!(s.verdict(BRIEF_ID, 1).unwrap()["winner"].is_null(), "no winner over two broken runs");
 }
 
+// Issue 34 item 9: `eval report` and `eval status` show each arm's verify (its exit said
+// "passed" while verify.json said failed); an invalid sample renders as invalid in the HTML.
+#[test]
+fn eval_report_and_status_show_each_arms_verify_and_invalid_samples_as_invalid() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let (_, report, stderr) = s.forge(&s.brief(BRIEF_ID, "", "", VERIFY_SHORT), &skill, &[]);
+    assert_eq!(report["gate"]["decision"], "adopt", "{stderr}");
+    let json = s.home.json(&["eval", "report", "--brief", BRIEF_ID]);
+    let arms = &json["samples"][0]["arms"];
+    assert_eq!((arms[0]["arm"].as_str(), arms[0]["verify"]["passed"].as_bool()), (Some("with"), Some(true)), "{json:#}");
+    assert_eq!((arms[1]["arm"].as_str(), arms[1]["verify"]["passed"].as_bool()), (Some("without"), Some(false)), "{json:#}");
+    assert_eq!(arms[1]["run"]["exit"], "passed", "the run itself passed: only verify tells");
+    let text = String::from_utf8(s.home.run(&["eval", "report", "--brief", BRIEF_ID]).stdout).unwrap();
+    assert!(text.contains("[without]") && text.contains("verify failed (exit 1)") && text.contains("verify passed"), "{text}");
+    let status = String::from_utf8(s.home.run(&["eval", "status", "--brief", BRIEF_ID]).stdout).unwrap();
+    assert!(status.contains("verify: with passed · without failed"), "{status}");
+
+    let broken = Setup::new();
+    let (_, _, stderr) = broken.forge(&broken.brief(BRIEF_ID, "", "", "false"), &broken.skill("tldr", GOOD_SKILL), &[]);
+    let html = broken.path("report.html");
+    let out = broken.home.run(&["eval", "report", "--brief", BRIEF_ID, "--html", html.to_str().unwrap()]);
+    assert!(out.status.success(), "{stderr}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<span class=\"verdict invalid\">invalid (both_arms_failed_verify)</span>"), "{page}");
+}
+
 // E-06
 #[test]
 fn e06_arm_naming_the_skill_is_invalid_not_a_win() {

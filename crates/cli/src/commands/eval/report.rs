@@ -10,6 +10,7 @@ use clap::Args;
 use skillforge_workflows::evalloop::aggregate::{AGGREGATE_FILE, Aggregate};
 use skillforge_workflows::evalloop::arm::{ArmRecord, ArmSide};
 use skillforge_workflows::evalloop::arm_stage::{FINAL_FILE, RUN_FILE};
+use skillforge_workflows::evalloop::judge_stage::{VERIFY_FILE, VerifyResult};
 use skillforge_workflows::evalloop::forge::{FORGE_FILE, ForgeState};
 use skillforge_runner_agent::Spend;
 use skillforge_workflows::evalloop::layout::{brief_dir, ledger_path, meta_dir, read_json, sample_dir};
@@ -34,6 +35,8 @@ pub struct ReportArgs {
 struct ArmView {
     record: Option<ArmRecord>,
     final_message: String,
+    /// The brief's verify in this arm's work dir (`verify.json`), once run.
+    verify: Option<VerifyResult>,
 }
 
 struct SampleView {
@@ -59,6 +62,7 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
             let arm = |side: ArmSide| ArmView {
                 record: read_json(&meta_dir(&sdir, side).join(RUN_FILE)).ok().flatten(),
                 final_message: std::fs::read_to_string(meta_dir(&sdir, side).join(FINAL_FILE)).unwrap_or_default(),
+                verify: read_json(&meta_dir(&sdir, side).join(VERIFY_FILE)).ok().flatten(),
             };
             SampleView { n, verdict: read_json(&sdir.join(VERDICT_FILE)).ok().flatten(), arms: [arm(ArmSide::With), arm(ArmSide::Without)] }
         })
@@ -76,7 +80,7 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
                 serde_json::json!({
                     "sample": s.n,
                     "verdict": s.verdict,
-                    "arms": s.arms.iter().enumerate().map(|(idx, a)| serde_json::json!({"arm": arm_label(s, idx), "run": a.record, "final_message": a.final_message})).collect::<Vec<_>>(),
+                    "arms": s.arms.iter().enumerate().map(|(idx, a)| serde_json::json!({"arm": arm_label(s, idx), "run": a.record, "verify": a.verify, "final_message": a.final_message})).collect::<Vec<_>>(),
                     "spend": spend.samples.iter().find(|x| x.sample == s.n),
                 })
             })
@@ -96,7 +100,7 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
                 let (label, reason) = verdict_text(s.verdict.as_ref());
                 println!("sample {}: {label} — {reason}", s.n);
                 for (idx, a) in s.arms.iter().enumerate() {
-                    println!("  [{}] {} ({})", arm_label(s, idx), a.final_message.lines().next().unwrap_or_default(), arm_spend(a));
+                    println!("  [{}] {} ({}; {})", arm_label(s, idx), a.final_message.lines().next().unwrap_or_default(), verify_text(a), arm_spend(a));
                 }
             }
             if let Some(a) = &agg {
@@ -107,6 +111,16 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
         }
     }
     Ok(OK)
+}
+
+/// An arm's verify result: `verify passed`, `verify failed (exit 1)`, `verify not run`
+/// (issue 34 item 9: the run's own exit said nothing about the deliverable).
+fn verify_text(a: &ArmView) -> String {
+    match &a.verify {
+        None => "verify not run".to_owned(),
+        Some(v) if v.passed => "verify passed".to_owned(),
+        Some(v) => format!("verify failed ({})", v.exit_code.map_or_else(|| v.exit.clone(), |c| format!("exit {c}"))),
+    }
 }
 
 /// An arm's tokens and cost, as its transcript reported them.
@@ -142,9 +156,14 @@ fn html(state: &ForgeState, samples: &[SampleView], agg: Option<&Aggregate>, gat
     let mut body = String::new();
     for s in samples {
         let (label, reason) = verdict_text(s.verdict.as_ref());
-        let _ = write!(body, "<section class=\"sample\"><h2>Sample {} · <span class=\"verdict\">{}</span></h2><p class=\"reason\">{}</p><div class=\"arms\">", s.n, esc(&label), esc(&reason));
+        let class = match s.verdict.as_ref().map(|v| v.valid) {
+            Some(true) => "verdict",
+            Some(false) => "verdict invalid",
+            None => "verdict pending",
+        };
+        let _ = write!(body, "<section class=\"sample\"><h2>Sample {} · <span class=\"{class}\">{}</span></h2><p class=\"reason\">{}</p><div class=\"arms\">", s.n, esc(&label), esc(&reason));
         for (idx, a) in s.arms.iter().enumerate() {
-            let meta = a.record.as_ref().map(|r| format!("exit {} · {} ms · loaded {} · {}", r.exit, r.duration_ms, r.skills_loaded.as_ref().map_or("unknown".to_owned(), |l| if l.is_empty() { "none".to_owned() } else { l.join(", ") }), arm_spend(a))).unwrap_or_default();
+            let meta = a.record.as_ref().map(|r| format!("{} · exit {} · {} ms · loaded {} · {}", verify_text(a), r.exit, r.duration_ms, r.skills_loaded.as_ref().map_or("unknown".to_owned(), |l| if l.is_empty() { "none".to_owned() } else { l.join(", ") }), arm_spend(a))).unwrap_or_default();
             let _ = write!(body, "<article class=\"arm\"><h3>{}</h3><p class=\"meta\">{}</p><pre>{}</pre></article>", esc(&arm_label(s, idx)), esc(&meta), esc(&a.final_message));
         }
         body.push_str("</div></section>");
@@ -154,7 +173,7 @@ fn html(state: &ForgeState, samples: &[SampleView], agg: Option<&Aggregate>, gat
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>eval report: {brief}</title><style>\
 body{{font:15px/1.45 system-ui,sans-serif;margin:2rem;color:#111;background:#fafafa}}h1{{font-size:1.4rem}}\
 .arms{{display:grid;grid-template-columns:1fr 1fr;gap:1rem}}.arm{{background:#fff;border:1px solid #ccc;border-radius:6px;padding:.75rem}}\
-pre{{white-space:pre-wrap;font:13px/1.4 ui-monospace,monospace}}.meta,.reason{{color:#555}}.verdict{{color:#0a5}}\
+pre{{white-space:pre-wrap;font:13px/1.4 ui-monospace,monospace}}.meta,.reason{{color:#555}}.verdict{{color:#0a5}}.verdict.invalid{{color:#b00}}.verdict.pending{{color:#777}}\
 .gate{{font-weight:600;padding:.75rem;background:#eef;border-radius:6px}}</style></head><body>\
 <h1>Eval report · brief <code>{brief}</code> · skill <code>{skill}</code></h1>{body}\
 <p>Aggregate: {agg}</p><p class=\"spend\">Spend: {spend}</p><p class=\"gate\">Gate: {gate}</p></body></html>\n",
