@@ -141,12 +141,15 @@ fn s19_empty_gate_is_stamped_only_after_a_second_zero_observation_min_ci_wait_la
     let (code, ext) = gate(&home, 6, "h6", &["--repo-path", repo_path, "--external-contexts", "1", "--at", T0]);
     assert_eq!((code, ext["decision"].as_str()), (0, Some("external")), "{ext}");
 
-    // Awareness: no workflow file ⇒ no workflow run to wait for, but one look never stamps.
+    // Awareness: no workflow file gets the same window (issue 34 item 3: CI outside GitHub
+    // Actions posts statuses too); it was stamped 1 s after the first look.
     let bare = tempfile::tempdir().unwrap();
     let bare_path = bare.path().to_str().unwrap();
     let (code, a) = gate(&home, 7, "h7", &["--repo-path", bare_path, "--at", T0]);
     assert_eq!((code, a["decision"].as_str(), a["workflows"].as_str()), (4, Some("wait"), Some("absent")), "{a}");
     let (code, b) = gate(&home, 7, "h7", &["--repo-path", bare_path, "--at", "2030-01-01T00:00:01Z"]);
+    assert_eq!((code, b["decision"].as_str(), b["not_before"].as_str()), (4, Some("wait"), Some("2030-01-01T00:01:00.000Z")), "{b}");
+    let (code, b) = gate(&home, 7, "h7", &["--repo-path", bare_path, "--at", T0_PLUS_60S]);
     assert_eq!((code, b["decision"].as_str()), (0, Some("stamp")), "{b}");
     // No repository path: awareness unknown ⇒ treated as workflows present (the full wait).
     gate(&home, 8, "h8", &["--at", T0]);
