@@ -369,6 +369,36 @@ fn s58_merges_without_external_ci_never_promote() {
     assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "current");
 }
 
+// S-61, S-62 (issue 37 item 1): the guardrails' evidence is never the canary's window. Outcomes
+// harvested before `candidate decide` started the canary (in the same second: `created_at` has
+// one-second resolution) do not count; the canary holds until outcomes after its start arrive.
+#[test]
+fn s61_a_canary_window_counts_only_outcomes_after_its_start() {
+    let home = home();
+    config(
+        &home,
+        "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 2\nauto_promote_min_score = 0.5\n\
+         auto_promote_canary = true\nauto_promote_canary_sample = 0.2\n",
+    );
+    import(&home, "Plan in steps.\n", 0.8);
+    for pr in 1..=10 {
+        harvest_outcome(&home, pr, "planner@v2", true);
+        harvest_outcome(&home, 100 + pr, "planner@v1", false);
+    }
+    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    assert_eq!(decided["decision"]["decision"], "promote", "{decided}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "canary");
+    let held = home.json(&["candidate", "canary-check"]);
+    assert_eq!(held[0]["window"]["decision"], "hold", "the guardrails' outcomes were served again as the canary's: {held}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "canary");
+    for pr in 11..=20 {
+        harvest_outcome(&home, pr, "planner@v2", true);
+        harvest_outcome(&home, 100 + pr, "planner@v1", pr % 2 == 0);
+    }
+    let graduated = home.json(&["candidate", "canary-check"]);
+    assert_eq!(graduated[0]["window"]["decision"], "graduate", "{graduated}");
+}
+
 // S-61 (rollback), S-58
 #[test]
 fn s61_a_materially_worse_canary_rolls_back() {

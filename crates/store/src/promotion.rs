@@ -130,6 +130,26 @@ pub async fn outcomes_between(
     Ok((pos as u64, total as u64))
 }
 
+/// `(positives, total)` of `auto-trace:<version_id>` feedback events written after the event
+/// with rowid `after_seq` (a canary's start, [`CanaryRow::canary_started_seq`]) and created
+/// before `until` (RFC 3339): the events of a canary's window, never one written before it
+/// started whatever its one-second `created_at` says (issue 37 item 1; S-61).
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn outcomes_after_seq(db: impl SqliteExecutor<'_>, version_id: &str, after_seq: i64, until: &str) -> Result<(u64, u64), StoreError> {
+    let (pos, total): (i64, i64) = sqlx::query_as(
+        "SELECT COALESCE(SUM(CASE WHEN choice = 'a' THEN 1 ELSE 0 END), 0), COUNT(*) FROM feedback_events
+         WHERE run_id = ? AND rowid > ? AND created_at < ?",
+    )
+    .bind(format!("auto-trace:{version_id}"))
+    .bind(after_seq)
+    .bind(until)
+    .fetch_one(db)
+    .await?;
+    Ok((pos as u64, total as u64))
+}
+
 /// Versions whose candidate decision carries `reason` and for which `event` has not been logged
 /// yet, as `(version_id, template_id)`: the decisions a result handler applied whose notification
 /// the control plane still owes (the outbox of the canary's durable decision jobs, S-61).
@@ -165,6 +185,9 @@ pub struct CanaryRow {
     pub canary_sample: f64,
     /// RFC 3339.
     pub canary_started_at: String,
+    /// The last `feedback_events` rowid when the canary started: its window reads only rows after
+    /// it (issue 37 item 1). `None` for a canary started before the column existed.
+    pub canary_started_seq: Option<i64>,
 }
 
 /// The canary of `template_id`, if any.
@@ -173,7 +196,8 @@ pub struct CanaryRow {
 /// [`StoreError::Sql`].
 pub async fn canary_of(db: impl SqliteExecutor<'_>, template_id: &str) -> Result<Option<CanaryRow>, StoreError> {
     Ok(sqlx::query_as(
-        "SELECT id, template_id, COALESCE(canary_sample, 0.0) AS canary_sample, COALESCE(canary_started_at, '') AS canary_started_at
+        "SELECT id, template_id, COALESCE(canary_sample, 0.0) AS canary_sample, COALESCE(canary_started_at, '') AS canary_started_at,
+                canary_started_seq
          FROM agent_template_versions WHERE template_id = ? AND state = 'canary' ORDER BY version DESC LIMIT 1",
     )
     .bind(template_id)
@@ -187,7 +211,8 @@ pub async fn canary_of(db: impl SqliteExecutor<'_>, template_id: &str) -> Result
 /// [`StoreError::Sql`].
 pub async fn list_canaries(db: impl SqliteExecutor<'_>) -> Result<Vec<CanaryRow>, StoreError> {
     Ok(sqlx::query_as(
-        "SELECT id, template_id, COALESCE(canary_sample, 0.0) AS canary_sample, COALESCE(canary_started_at, '') AS canary_started_at
+        "SELECT id, template_id, COALESCE(canary_sample, 0.0) AS canary_sample, COALESCE(canary_started_at, '') AS canary_started_at,
+                canary_started_seq
          FROM agent_template_versions WHERE state = 'canary' ORDER BY template_id",
     )
     .fetch_all(db)
@@ -210,8 +235,8 @@ pub enum CanaryStart {
 }
 
 /// Puts pending `version_id` behind the live champion as canary with `sample` in (0,1]
-/// (S-60): state `canary`, `canary_sample`, `canary_started_at` = now. The current version is
-/// untouched. Call inside a write transaction.
+/// (S-60): state `canary`, `canary_sample`, `canary_started_at` = now, `canary_started_seq` = the
+/// last feedback event's rowid (its window starts after it). The current version is untouched. Call inside a write transaction.
 ///
 /// # Errors
 /// [`StoreError::Sql`].
@@ -232,7 +257,8 @@ pub async fn start_canary(conn: &mut SqliteConnection, version_id: &str, sample:
     }
     let now = now_rfc3339();
     sqlx::query(
-        "UPDATE agent_template_versions SET state = 'canary', canary_sample = ?, canary_started_at = ?, updated_at = ?
+        "UPDATE agent_template_versions SET state = 'canary', canary_sample = ?, canary_started_at = ?, updated_at = ?,
+                canary_started_seq = (SELECT COALESCE(MAX(rowid), 0) FROM feedback_events)
          WHERE id = ?",
     )
     .bind(sample)

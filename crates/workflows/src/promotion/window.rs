@@ -22,7 +22,7 @@ use skillforge_runner::PayloadError;
 use skillforge_runner_process::ProcessPayload;
 use skillforge_store::Store;
 use skillforge_store::candidates::{promote_candidate_in, reject_candidate_in};
-use skillforge_store::promotion::{CanaryRow, canary_of, decided_without_event, list_canaries, outcomes_between};
+use skillforge_store::promotion::{CanaryRow, canary_of, decided_without_event, list_canaries, outcomes_after_seq, outcomes_between};
 use skillforge_store::templates::{current_version, get_version};
 use sqlx::SqliteConnection;
 
@@ -215,8 +215,20 @@ async fn window_of(store: &Store, canary: &CanaryRow, config: &WindowConfig) -> 
     let read = |r: Result<(u64, u64), skillforge_store::StoreError>| {
         r.map(|(positives, total)| Outcomes { positives, total }).map_err(|e| e.to_string())
     };
-    let canary_outcomes = read(outcomes_between(store.pool(), &canary.id, &since, &until).await);
-    let champion_outcomes = read(outcomes_between(store.pool(), &champion.id, &since, &until).await);
+    // Issue 37 item 1: only outcomes written after the canary started (by the feedback events'
+    // own order; their `created_at` has one-second resolution), so the guardrails' evidence is
+    // never served again as the canary's. A canary started before the order was recorded reads
+    // by time, as it always did.
+    let (canary_outcomes, champion_outcomes) = match canary.canary_started_seq {
+        Some(seq) => (
+            read(outcomes_after_seq(store.pool(), &canary.id, seq, &until).await),
+            read(outcomes_after_seq(store.pool(), &champion.id, seq, &until).await),
+        ),
+        None => (
+            read(outcomes_between(store.pool(), &canary.id, &since, &until).await),
+            read(outcomes_between(store.pool(), &champion.id, &since, &until).await),
+        ),
+    };
     Ok(Window { decision: decide_window(&canary_outcomes, &champion_outcomes, config), champion: Some(champion.version) })
 }
 
