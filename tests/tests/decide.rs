@@ -399,6 +399,52 @@ fn s61_a_canary_window_counts_only_outcomes_after_its_start() {
     assert_eq!(graduated[0]["window"]["decision"], "graduate", "{graduated}");
 }
 
+// Issue 37 items 2 and 4: a second candidate that passes the guardrails while another canary
+// runs is blocked, says so and exits non-zero; promoting a version by hand ends the running
+// canary with an event; a candidate built on the old champion is then refused ("rebase
+// needed", naming both), by the guardrails and by `candidate canary`.
+#[test]
+fn a_blocked_decision_says_so_and_a_stale_base_is_refused() {
+    let home = home();
+    config(
+        &home,
+        "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 2\nauto_promote_min_score = 0.5\n\
+         auto_promote_canary = true\nauto_promote_canary_sample = 0.2\n[events]\njsonl = \"events.jsonl\"\n",
+    );
+    import(&home, "Plan in steps.\n", 0.8);
+    import(&home, "Plan in small steps.\n", 0.8);
+    for pr in 1..=2 {
+        harvest_outcome(&home, pr, "planner@v2", true);
+        harvest_outcome(&home, 10 + pr, "planner@v3", true);
+    }
+    assert_eq!(home.json(&["candidate", "decide", "planner@v2"])["decision"]["decision"], "promote");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "canary");
+    let out = home.run(&["candidate", "decide", "planner@v3"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "a pass that changed nothing is no success: {said}");
+    assert!(said.contains("blocked: planner@v2 is the running canary"), "{said}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v3'"), "pending");
+
+    // A promotion by hand ends the running canary, with an event.
+    let out = home.run(&["candidate", "promote", "planner@v3"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("canary ended: planner@v3 was promoted by hand"));
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending");
+    let ended: Vec<Value> = events(&home).into_iter().filter(|e| e["event"] == "candidate.rolled_back").collect();
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    assert_eq!(ended[0]["job_id"], "planner@v2");
+
+    // planner@v2 was built on planner@v1: rebase needed, by the guardrails and by hand.
+    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    assert_eq!(decided["decision"]["step"], 10, "{decided}");
+    let reason = decided["reason"].as_str().unwrap();
+    assert!(reason.contains("rebase needed") && reason.contains("planner@v1") && reason.contains("planner@v3"), "{reason}");
+    let out = home.run(&["candidate", "canary", "planner@v2", "--sample", "0.5"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("rebase needed"), "{}", stderr(&out));
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending");
+}
+
 // S-61 (rollback), S-58
 #[test]
 fn s61_a_materially_worse_canary_rolls_back() {

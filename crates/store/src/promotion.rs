@@ -150,6 +150,29 @@ pub async fn outcomes_after_seq(db: impl SqliteExecutor<'_>, version_id: &str, a
     Ok((pos as u64, total as u64))
 }
 
+/// Ends the running canary of `template_id`, if any, other than `except`: back to `pending`
+/// (its window measured it against a champion that just changed, so it is decided again
+/// against the new one), its window's start cleared. Returns the ended canary's id. Call inside
+/// the write transaction that changed the template (issue 37 item 2).
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn end_canary(conn: &mut SqliteConnection, template_id: &str, except: &str) -> Result<Option<String>, StoreError> {
+    let Some(canary) = canary_of(&mut *conn, template_id).await? else { return Ok(None) };
+    if canary.id == except {
+        return Ok(None);
+    }
+    sqlx::query(
+        "UPDATE agent_template_versions SET state = 'pending', canary_sample = NULL, canary_started_at = NULL, canary_started_seq = NULL, updated_at = ?
+         WHERE id = ? AND state = 'canary'",
+    )
+    .bind(now_rfc3339())
+    .bind(&canary.id)
+    .execute(conn)
+    .await?;
+    Ok(Some(canary.id))
+}
+
 /// Versions whose candidate decision carries `reason` and for which `event` has not been logged
 /// yet, as `(version_id, template_id)`: the decisions a result handler applied whose notification
 /// the control plane still owes (the outbox of the canary's durable decision jobs, S-61).
@@ -230,11 +253,20 @@ pub enum CanaryStart {
     WrongState(String),
     /// Another version of the template is the canary.
     OtherCanary(String),
+    /// The candidate was built on `base`, which is no longer the champion `champion`
+    /// (issue 37 item 2: "rebase needed").
+    StaleBase {
+        /// The version it was built on.
+        base: String,
+        /// The current champion.
+        champion: String,
+    },
     /// No such version.
     NotFound,
 }
 
-/// Puts pending `version_id` behind the live champion as canary with `sample` in (0,1]
+/// Puts pending `version_id` behind the live champion as canary with `sample` in (0,1], unless
+/// another version is the canary or the candidate's base is not the champion
 /// (S-60): state `canary`, `canary_sample`, `canary_started_at` = now, `canary_started_seq` = the
 /// last feedback event's rowid (its window starts after it). The current version is untouched. Call inside a write transaction.
 ///
@@ -254,6 +286,19 @@ pub async fn start_canary(conn: &mut SqliteConnection, version_id: &str, sample:
     }
     if let Some(other) = canary_of(&mut *conn, &template_id).await? {
         return Ok(CanaryStart::OtherCanary(other.id));
+    }
+    let base: Option<String> = sqlx::query_scalar("SELECT base_version_id FROM agent_template_candidate_reviews WHERE version_id = ?")
+        .bind(version_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    let champion: Option<String> = sqlx::query_scalar("SELECT id FROM agent_template_versions WHERE template_id = ? AND state = 'current'")
+        .bind(&template_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    if let (Some(base), Some(champion)) = (base.filter(|b| !b.is_empty()), champion)
+        && base != champion
+    {
+        return Ok(CanaryStart::StaleBase { base, champion });
     }
     let now = now_rfc3339();
     sqlx::query(

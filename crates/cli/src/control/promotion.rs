@@ -78,7 +78,7 @@ pub async fn emit_job_event(ctx: &Context, store: &Store, event: &Event) -> Resu
 /// Exit 3 when the store fails while applying a decision.
 pub async fn after_import(ctx: &Context, store: &Store, version_id: &str) -> Result<Value, CliError> {
     let report = with_env(ctx, store, false, async |env| seam::after_import(env, version_id).await).await?;
-    Ok(json!({"decision": report.decision, "reason": report.reason, "manual": report.is_manual()}))
+    Ok(json!({"decision": report.decision, "reason": report.reason, "manual": report.is_manual(), "blocked": report.blocked}))
 }
 
 /// Decides every canary's window and, for graduate / roll back, runs its durable decision job
