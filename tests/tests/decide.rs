@@ -87,6 +87,40 @@ fn s65_s68_picks_map_back_accumulate_and_move_the_bandit() {
     assert_eq!(ab_jobs.len(), 6, "{jobs:#}");
 }
 
+// S-65 (issue 34 item 6): the text shown as Option A is the answer of the version the shuffle
+// puts in slot A, read from the job records, and the two answers never overlap in time (the
+// challenger is asked after the champion's answer is in).
+#[test]
+fn s65_option_a_is_the_mapped_versions_answer_and_the_runs_never_overlap() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    for seed in ["1", "2", "3", "4"] {
+        let out = home.cmd().args(["--json", "ab", "planner", "What changed in the parser?", "--pick", "a", "--seed", seed]).output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let shown = stderr(&out);
+        let option_a = shown.split("Option A:\n").nth(1).and_then(|r| r.split("\n\nOption B:\n").next()).unwrap_or_else(|| panic!("{shown}"));
+        let jobs = home.json(&["jobs", "list", "--limit", "1000"]);
+        let mut ab_jobs: Vec<Value> = jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "ab").map(|j| home.job(j["id"].as_str().unwrap())).collect();
+        ab_jobs.sort_by_key(|j| j["created_at"].as_str().map(str::to_owned));
+        let (champion, challenger) = {
+            let last_two: Vec<&Value> = ab_jobs.iter().rev().take(2).collect();
+            let by = |stage: &str| (*last_two.iter().find(|j| j["stage"] == stage).unwrap_or_else(|| panic!("no {stage} job: {last_two:#?}"))).clone();
+            (by("champion"), by("challenger"))
+        };
+        let answer = |job: &Value| job["outcome"]["detail"]["final_message"].as_str().unwrap_or_default().to_owned();
+        let in_a = if report["challenger_label"] == "a" { &challenger } else { &champion };
+        assert_eq!(option_a.trim(), answer(in_a).trim(), "seed {seed}: Option A is the answer of the version in slot A");
+        // RFC 3339 UTC with milliseconds: compared as written.
+        let span = |job: &Value| {
+            let attempt = &job["history"][0];
+            (attempt["started_at"].as_str().unwrap().to_owned(), attempt["ended_at"].as_str().unwrap().to_owned())
+        };
+        let ((_, champion_end), (challenger_start, _)) = (span(&champion), span(&challenger));
+        assert!(champion_end <= challenger_start, "seed {seed}: the runs overlap: champion ended {champion_end}, challenger started {challenger_start}");
+    }
+}
+
 // S-75, S-77, S-79, S-80
 #[test]
 fn s75_s80_judge_rows_are_evidence_only() {
