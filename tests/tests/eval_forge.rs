@@ -153,6 +153,27 @@ fn eval_report_and_status_show_each_arms_verify_and_invalid_samples_as_invalid()
     assert!(page.contains("<span class=\"verdict invalid\">invalid (both_arms_failed_verify)</span>"), "{page}");
 }
 
+// E-13 (resolutions 21, issue 34 item 7): a sample's two arms may run side by side on this
+// machine: both arm jobs of a sample are running at once (their recorded attempts overlap), while
+// a remote engine or a cloud environment is refused before anything starts
+// (tests/tests/eval_containers.rs `e13_*`).
+#[test]
+fn e13_a_samples_two_arms_may_run_side_by_side_on_this_machine() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let (_, report, stderr) = s.forge_env(&s.brief(BRIEF_ID, "", "", VERIFY_SHORT), &skill, &["--samples", "2"], &[("SKILLFORGE_SCRIPTED_DELAY_MS", "1500")]);
+    assert_eq!(report["gate"]["decision"], "adopt", "{stderr}\n{report:#}");
+    let jobs = s.home.json(&["jobs", "list", "--limit", "100"]);
+    let arms: Vec<Value> = jobs.as_array().unwrap().iter().filter(|j| j["stage"] == "arm").map(|j| s.home.job(j["id"].as_str().unwrap())).collect();
+    assert_eq!(arms.len(), 4);
+    let span = |job: &Value| (job["history"][0]["started_at"].as_str().unwrap().to_owned(), job["history"][0]["ended_at"].as_str().unwrap().to_owned());
+    let overlapping = (1..=2).any(|n| {
+        let of: Vec<(String, String)> = arms.iter().filter(|j| j["idempotency_key"].as_str().unwrap().contains(&format!(":{n}:"))).map(span).collect();
+        of.len() == 2 && of[0].0 < of[1].1 && of[1].0 < of[0].1
+    });
+    assert!(overlapping, "no sample's arms ran side by side: {:?}", arms.iter().map(span).collect::<Vec<_>>());
+}
+
 // E-06
 #[test]
 fn e06_arm_naming_the_skill_is_invalid_not_a_win() {

@@ -222,6 +222,11 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
             state.prepared.push(n);
             write_json(&dir.join(FORGE_FILE), &state).map_err(env_err)?;
         }
+        // E-13 (resolutions 21): the seed's "no parallelism" is Harbor's fan-out to cloud sandboxes,
+        // which would ship the arm's live credential to a third party. A sample's two arms are
+        // submitted together and may run side by side on the user's own workers and local
+        // engine; what is refused is a cloud environment or a remote engine, before anything
+        // starts (`arm_runner::check_local_only`, and the worker's agent runner again).
         let mut ids = Vec::new();
         for side in ArmSide::BOTH {
             let job = ArmJob { brief: &req.brief, sample_dir: &sdir, sample: n, side, runtime: &req.runtime, model: req.model.as_deref(), key_prefix: &prefix, runner: &req.runner, ships };
