@@ -141,6 +141,13 @@ fn eval_report_and_status_show_each_arms_verify_and_invalid_samples_as_invalid()
     assert_eq!(arms[1]["run"]["exit"], "passed", "the run itself passed: only verify tells");
     let text = String::from_utf8(s.home.run(&["eval", "report", "--brief", BRIEF_ID]).stdout).unwrap();
     assert!(text.contains("[without]") && text.contains("verify failed (exit 1)") && text.contains("verify passed"), "{text}");
+    // Issue 34 item 13: the verdict with its uncertainty: Wilson intervals, margin, sign test.
+    assert_eq!((json["stats"]["verify"]["with"]["k"].as_u64(), json["stats"]["verify"]["with"]["n"].as_u64()), (Some(3), Some(3)), "{json:#}");
+    assert_eq!(json["stats"]["verify"]["without"]["k"], 0);
+    assert_eq!(json["stats"]["margin"], 3);
+    assert!((json["stats"]["sign_test_p"].as_f64().unwrap() - 0.25).abs() < 1e-9, "3-0 is p = 0.25 two-sided");
+    assert!(text.contains("verify passed: with 3 of 3 (100%, 95% interval 44–100%); without 0 of 3 (0%, 95% interval 0–56%)"), "{text}");
+    assert!(text.contains("candidate won 3 of 3") && text.contains("margin +3") && text.contains("p = 0.250"), "{text}");
     let status = String::from_utf8(s.home.run(&["eval", "status", "--brief", BRIEF_ID]).stdout).unwrap();
     assert!(status.contains("verify: with passed · without failed"), "{status}");
 

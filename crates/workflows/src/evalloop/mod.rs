@@ -37,6 +37,7 @@ pub mod sample;
 pub mod sessions;
 pub mod spend;
 pub mod stages;
+pub mod stats;
 pub mod stop;
 pub mod theme;
 pub mod tool_errors;

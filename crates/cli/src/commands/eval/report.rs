@@ -15,6 +15,7 @@ use skillforge_workflows::evalloop::forge::{FORGE_FILE, ForgeState};
 use skillforge_runner_agent::Spend;
 use skillforge_workflows::evalloop::layout::{brief_dir, ledger_path, meta_dir, read_json, sample_dir};
 use skillforge_workflows::evalloop::spend::brief_spend;
+use skillforge_workflows::evalloop::stats::VerdictStats;
 use skillforge_workflows::evalloop::ledger::read_ledger;
 use skillforge_workflows::evalloop::sample::{SampleVerdict, VERDICT_FILE};
 
@@ -73,6 +74,8 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
     let row = rows.iter().find(|r| r.reason.ends_with(&tag));
     let gate_line = row.map(|r| r.reason.clone()).unwrap_or_else(|| "no ledger verdict".to_owned());
     let spend = brief_spend(&dir, state.samples);
+    let verdicts: Vec<SampleVerdict> = samples.iter().filter_map(|s| s.verdict.clone()).collect();
+    let stats = VerdictStats::of(&verdicts);
     if ctx.json && args.html.is_none() {
         let samples: Vec<serde_json::Value> = samples
             .iter()
@@ -85,12 +88,12 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
                 })
             })
             .collect();
-        crate::output::print_json(&serde_json::json!({"forge": state, "samples": samples, "aggregate": agg, "gate": gate_line, "spend": spend.total}));
+        crate::output::print_json(&serde_json::json!({"forge": state, "samples": samples, "aggregate": agg, "stats": stats, "gate": gate_line, "spend": spend.total}));
         return Ok(OK);
     }
     match &args.html {
         Some(path) => {
-            let page = html(&state, &samples, agg.as_ref(), &gate_line, &spend.total);
+            let page = html(&state, &samples, agg.as_ref(), &gate_line, &spend.total, &stats);
             std::fs::write(path, page).map_err(|e| CliError::env(anyhow!("write `{}`: {e}", path.display())))?;
             eprintln!("report written to {}", path.display());
         }
@@ -105,6 +108,9 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
             }
             if let Some(a) = &agg {
                 println!("aggregate: {} valid of {}: with {} / without {} / tie {}", a.n_valid, a.n_samples, a.wins_with, a.wins_without, a.ties);
+            }
+            for line in stats.human() {
+                println!("{line}");
             }
             println!("spend: {}", spend.total.human());
             println!("gate: {gate_line}");
@@ -152,7 +158,7 @@ fn verdict_text(v: Option<&SampleVerdict>) -> (String, String) {
     }
 }
 
-fn html(state: &ForgeState, samples: &[SampleView], agg: Option<&Aggregate>, gate_line: &str, spend: &Spend) -> String {
+fn html(state: &ForgeState, samples: &[SampleView], agg: Option<&Aggregate>, gate_line: &str, spend: &Spend, stats: &VerdictStats) -> String {
     let mut body = String::new();
     for s in samples {
         let (label, reason) = verdict_text(s.verdict.as_ref());
@@ -176,11 +182,12 @@ body{{font:15px/1.45 system-ui,sans-serif;margin:2rem;color:#111;background:#faf
 pre{{white-space:pre-wrap;font:13px/1.4 ui-monospace,monospace}}.meta,.reason{{color:#555}}.verdict{{color:#0a5}}.verdict.invalid{{color:#b00}}.verdict.pending{{color:#777}}\
 .gate{{font-weight:600;padding:.75rem;background:#eef;border-radius:6px}}</style></head><body>\
 <h1>Eval report · brief <code>{brief}</code> · skill <code>{skill}</code></h1>{body}\
-<p>Aggregate: {agg}</p><p class=\"spend\">Spend: {spend}</p><p class=\"gate\">Gate: {gate}</p></body></html>\n",
+<p>Aggregate: {agg}</p><ul class=\"stats\">{stats}</ul><p class=\"spend\">Spend: {spend}</p><p class=\"gate\">Gate: {gate}</p></body></html>\n",
         brief = esc(&state.brief_id),
         skill = esc(&state.skill),
         agg = esc(&agg_line),
         gate = esc(gate_line),
         spend = esc(&spend.human()),
+        stats = stats.human().iter().map(|l| format!("<li>{}</li>", esc(l))).collect::<String>(),
     )
 }
