@@ -193,8 +193,8 @@ fn s14_harvesting_a_strong_positive_for_a_pending_candidate_writes_only_the_thre
     add_template(&home, CODER_TEMPLATE, "acme/templates");
     let imported = candidate(&home);
     assert_eq!((imported["version_id"].as_str(), imported["state"].as_str()), (Some("coder@v2"), Some("pending")), "{imported}");
-    attribute(&home, 3, &["--template", "coder@v2", "--checkout", repo.path().to_str().unwrap()]);
     config(&home, &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/lib.rs\"]\n"));
+    attribute(&home, 3, &["--template", "coder@v2", "--checkout", repo.path().to_str().unwrap()]);
     let template_before = home.json(&["template", "show", "coder"]);
     let candidates_before = home.json(&["candidate", "list", "--template", "coder"]);
     let before = table_counts(&home);
@@ -284,10 +284,10 @@ fn s31_exported_tags_order_human_floor_checker_cross_family_same_family() {
     let rubric = r#"{"coverage":0.9,"containment":0.8,"fidelity":0.9}"#;
     let bin = fake_claude(home.path(), &rubric_reply(rubric));
     // PR 1: implementer codex, reviewer claude (cross-family); PR 2: implementer claude (same family).
-    attribute(&home, 1, &["--checkout", checkout, "--base", &base, "--runtime", "codex"]);
-    attribute(&home, 2, &["--checkout", checkout, "--base", &base, "--runtime", "claude"]);
     config(&home, &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/lib.rs\"]\n\
         deterministic_checkers_enabled = true\ncross_family_review_enabled = true\nreview_runtimes = [\"claude\"]\n"));
+    attribute(&home, 1, &["--checkout", checkout, "--base", &base, "--runtime", "codex"]);
+    attribute(&home, 2, &["--checkout", checkout, "--base", &base, "--runtime", "claude"]);
     outcome_with_path(&home, &bin, 1, &head);
     outcome_with_path(&home, &bin, 2, &head);
     // A person reviews the PR's change in the same run, through the real blind packet: the item
@@ -359,10 +359,10 @@ fn s41_review_quality_kind_with_hard_verifiers_on_gets_no_hard_row() {
     add_template(&home, CODER_TEMPLATE, "acme/templates");
     let bin = fake_claude(home.path(), &rubric_reply(r#"{"coverage":0.7,"readability":0.9}"#));
     let checkout = repo.path().to_str().unwrap();
-    attribute(&home, 1, &["--kind", "review-quality", "--checkout", checkout, "--base", &base, "--runtime", "codex"]);
-    attribute(&home, 2, &["--checkout", checkout, "--base", &base, "--runtime", "codex"]);
     config(&home, &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/lib.rs\"]\n\
         deterministic_checkers_enabled = true\ncross_family_review_enabled = true\nreview_runtimes = [\"claude\"]\n"));
+    attribute(&home, 1, &["--kind", "review-quality", "--checkout", checkout, "--base", &base, "--runtime", "codex"]);
+    attribute(&home, 2, &["--checkout", checkout, "--base", &base, "--runtime", "codex"]);
     let report = outcome_with_path(&home, &bin, 1, &head);
     assert_eq!(report["legs"].as_array().unwrap().len(), 1, "only the review leg: {report}");
     assert!(report["skipped"].to_string().contains("review-quality"), "{report}");
@@ -385,6 +385,8 @@ fn s33_a_crash_in_each_leg_records_exactly_its_event_and_the_harvest_succeeds() 
     let missing = missing.to_str().unwrap();
     // Hard verifier and checkers: the checkout the workers should run in is gone (the runner
     // cannot even start: a crash, not a verdict). Review: the reviewer's runtime exits 1.
+    // Attributions are recorded only while harvesting is on (issue 37 item 5).
+    config(&home, &on(""));
     attribute(&home, 1, &["--checkout", missing, "--base", &base]);
     attribute(&home, 2, &["--checkout", missing, "--base", &base]);
     attribute(&home, 3, &["--checkout", repo.path().to_str().unwrap(), "--base", &base, "--runtime", "codex"]);
@@ -419,9 +421,9 @@ fn the_harvesters_auto_trace_export_distills_into_a_candidate() {
     add_template(&home, CODER_TEMPLATE, "acme/templates");
     let rubric = r#"{"coverage":0.2,"containment":0.3,"fidelity":0.2,"notes":"Explain why each new function exists."}"#;
     let bin = fake_claude(home.path(), &rubric_reply(rubric));
-    attribute(&home, 1, &["--checkout", repo.path().to_str().unwrap(), "--base", &base, "--runtime", "codex"]);
     config(&home, &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/missing.rs\"]\n\
         deterministic_checkers_enabled = true\ncross_family_review_enabled = true\nreview_runtimes = [\"claude\"]\n"));
+    attribute(&home, 1, &["--checkout", repo.path().to_str().unwrap(), "--base", &base, "--runtime", "codex"]);
     outcome_with_path(&home, &bin, 1, &head);
     let (_, package) = export(&home, RUN);
     assert!(package.get("ranked_feedback_events").is_none(), "the harvester writes A/B rows only: {package:#}");
