@@ -479,6 +479,33 @@ fn a_blocked_decision_says_so_and_a_stale_base_is_refused() {
     assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending");
 }
 
+// Issue 37 item 3: 0.90 against 1.00 "within the margin" held forever, keeping its traffic with
+// no event; a window spent (here `auto_promote_canary_max_outcomes = 10` outcomes on each side)
+// still holding ends inconclusive: the canary is rolled back, the champion stays, the event says so.
+#[test]
+fn a_canary_whose_spent_window_never_decides_is_rolled_back_as_inconclusive() {
+    let home = home();
+    config(&home, "[skillopt]\nauto_trace_enabled = true\nauto_promote_canary_max_outcomes = 10\n[events]\njsonl = \"events.jsonl\"\n");
+    import(&home, "Plan in steps.\n", 0.8);
+    home.json(&["candidate", "canary", "planner@v2", "--sample", "0.2"]);
+    for pr in 1..=9 {
+        harvest_outcome(&home, pr, "planner@v2", pr != 1);
+        harvest_outcome(&home, 100 + pr, "planner@v1", true);
+    }
+    let held = home.json(&["candidate", "canary-check"]);
+    assert_eq!(held[0]["window"]["decision"], "hold", "{held}");
+    harvest_outcome(&home, 10, "planner@v2", true);
+    harvest_outcome(&home, 110, "planner@v1", true);
+    let checked = home.json(&["candidate", "canary-check"]);
+    assert_eq!(checked[0]["window"]["decision"], "inconclusive", "{checked}");
+    assert!(checked[0]["window"]["reason"].as_str().unwrap().contains("10 outcomes on each side"), "{checked}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "rejected");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v1'"), "current", "the champion stays");
+    let rolled: Vec<Value> = events(&home).into_iter().filter(|e| e["event"] == "candidate.rolled_back").collect();
+    assert_eq!(rolled.len(), 1, "{rolled:?}");
+    assert!(rolled[0].to_string().contains("inconclusive"), "{:?}", rolled[0]);
+}
+
 // S-61 (rollback), S-58
 #[test]
 fn s61_a_materially_worse_canary_rolls_back() {
