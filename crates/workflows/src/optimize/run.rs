@@ -315,6 +315,18 @@ pub fn progress(log: &ExperimentLog, spec: &Spec, now: i64) -> Progress {
     }
 }
 
+/// The note to print when `optimize run`/`resume` starts and the spec's Codex workers will run
+/// on the fallback runtime instead ([`super::delegation::startup_note`]); the dispatch logs it
+/// per experiment as well.
+///
+/// # Errors
+/// As [`log::read`].
+pub fn delegation_note(ctx: &Ctx<'_>) -> Result<Option<String>, OptimizeError> {
+    let log = log::read(&ctx.root.root)?;
+    let exec = &ctx.spec.execution;
+    Ok(super::delegation::startup_note(&exec.runtime, &exec.fallback_runtime, super::delegation::Host::detect(&ctx.repo), &log.run_state.delegation))
+}
+
 /// `optimize run` / `resume`: recovers markers and pending waits, then runs ticks until a
 /// stopping criterion holds; writes the report at the end.
 ///
@@ -347,6 +359,9 @@ pub async fn run(ctx: &Ctx<'_>) -> Result<RunSummary, OptimizeError> {
             }
             if ctx.stop.load(Ordering::SeqCst) {
                 return finish(ctx, log, StopReason::ManualStop);
+            }
+            if let Some(reason) = stopping::spend_check(&ctx.spec.stopping, ctx.spec.metric.judge.as_ref().and_then(|j| j.max_total_cost_usd), &log.spend) {
+                return finish(ctx, log, reason);
             }
             match select(ctx, &log) {
                 Selection::Locate(ids) => {
@@ -434,11 +449,7 @@ fn cp4(ctx: &Ctx<'_>, batch: &[u32], started: Instant) -> Result<ExperimentLog, 
             }
         } else {
             tested.insert(e.hypothesis_id.clone());
-            log.spend.run_usd += spec.execution.worker_cost_usd;
         }
-    }
-    if spec.execution.worker_cost_usd > 0.0 && !log.spend.estimated.iter().any(|s| s == "workers") {
-        log.spend.estimated.push("workers".into());
     }
     log.hypothesis_backlog.retain(|h| !tested.contains(&h.id));
     let best_items = log.best.experiment.and_then(|n| log.entry(n)).and_then(|e| e.judge.as_ref()).map(|j| j.items.clone()).unwrap_or_default();

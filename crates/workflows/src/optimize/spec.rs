@@ -413,9 +413,16 @@ pub struct StoppingSpec {
     /// Stop when the current best meets every declared required target.
     #[serde(default)]
     pub target_reached: bool,
-    /// Whole-run spend cap, USD.
+    /// Whole-run spend cap, USD: reported costs plus estimates; a run whose cost is unknown
+    /// (no cost reported, no estimate) stops the loop rather than pass the cap silently
+    /// (`StopReason::SpendUnknown`).
     #[serde(default)]
     pub max_total_cost_usd: Option<f64>,
+    /// Whole-run tokens cap: input + output (cache included) tokens the agent runs reported;
+    /// the loop stops before the next dispatch once they reach it. For runtimes that report no
+    /// cost (Codex).
+    #[serde(default)]
+    pub max_total_tokens: Option<u64>,
 }
 
 /// A user-provided hypothesis in the spec (`hypotheses:`), the seed of the backlog.
