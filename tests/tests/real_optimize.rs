@@ -171,6 +171,20 @@ fn each_real_cli_worker_edit_is_kept_and_its_tokens_and_cost_are_reported() {
         }
         assert!(text.contains(" tokens (in "), "{runtime}: {text}");
 
+        // `jobs show` of the worker's agent job: its tokens and cost, --json and human
+        let jobs = home.json(&["jobs", "list"]);
+        let worker_job = jobs.as_array().unwrap().iter().find(|j| j["kind"] == "agent" && j["stage"] == "experiment").unwrap_or_else(|| panic!("{runtime}: no worker job: {jobs:#}"));
+        let id = worker_job["id"].as_str().unwrap();
+        let shown = home.job(id);
+        assert_eq!(shown["spend"]["usage"], worker["usage"], "{runtime}: {shown:#}");
+        let human = String::from_utf8_lossy(&home.run(&["jobs", "show", id]).stdout).to_string();
+        let line = human.lines().find(|l| l.starts_with("spend")).unwrap_or_else(|| panic!("{runtime}: no spend line:\n{human}"));
+        match runtime {
+            "codex" => assert!(line.contains("cost unknown") && line.contains(" tokens"), "{line}"),
+            _ => assert!(line.contains(&format!("${:.4}", worker["usage"]["cost_usd"].as_f64().unwrap())), "{line}"),
+        }
+        let measure = jobs.as_array().unwrap().iter().find(|j| j["kind"] == "process").expect("a measurement job");
+        assert!(home.job(measure["id"].as_str().unwrap())["spend"].is_null(), "a process job has no agent spend");
     }
 }
 
