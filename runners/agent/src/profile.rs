@@ -58,6 +58,11 @@ pub const SKILLFORGE_BIN_PLACEHOLDER: &str = "{skillforge_bin}";
 /// The model tiers every shipped profile defines in its `[models]` table.
 pub const MODEL_TIERS: &[&str] = &["cheap", "standard", "strong"];
 
+/// A `[models]` value (and so a payload `model`) meaning "the model the runtime's user
+/// configured": the runner passes no `model_args` for it. OpenCode's tiers use it: its model
+/// names are `provider/model` of the providers each user configured, so no name fits every user.
+pub const CONFIGURED_MODEL: &str = "{configured}";
+
 /// Placeholders allowed in `args`.
 const ARG_PLACEHOLDERS: &[&str] = &["{prompt_file}", "{workdir}", "{scratch_dir}"];
 
@@ -256,7 +261,9 @@ pub struct AccessArgs {
 }
 
 impl RuntimeProfile {
-    /// The model the profile's `[models]` table gives model tier `tier` (e.g. `cheap`).
+    /// The model the profile's `[models]` table gives model tier `tier` (e.g. `cheap`); it may be
+    /// [`CONFIGURED_MODEL`] where no model name fits every user (OpenCode: its names are the
+    /// user's own providers'), which the runner turns into no model argument at all.
     ///
     /// # Errors
     /// [`AgentError::UnknownModelTier`] naming the tier, the profile file
@@ -603,6 +610,8 @@ mod tests {
             for tier in MODEL_TIERS {
                 let model = profile.model_for_tier(tier).unwrap_or_else(|e| panic!("{e}"));
                 assert!(!model.trim().is_empty(), "{} {tier}", profile.name);
+                // only where no name fits every user: the model its user configured
+                assert_eq!(model == CONFIGURED_MODEL, profile.name == "opencode", "{} {tier}", profile.name);
             }
         }
         assert_eq!(find("claude").unwrap().model_for_tier("cheap").unwrap(), "haiku");

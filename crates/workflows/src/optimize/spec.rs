@@ -160,7 +160,9 @@ impl JudgeSpec {
 
     /// The model every judge job is given: the tier [`JudgeSpec::model`] resolved by the judge
     /// runtime's profile (`runners/agent/runtimes/<runtime>.toml`, `[models]`; seed:
-    /// judge-prompt-template.md, "the harness resolves the tier to a concrete model").
+    /// judge-prompt-template.md, "the harness resolves the tier to a concrete model"), or
+    /// `skillforge_runner_agent::CONFIGURED_MODEL` where the profile has no name fitting every
+    /// user (OpenCode: the model its user configured runs).
     ///
     /// # Errors
     /// `(key, message)`: `metric.judge.model` for a tier the profile does not define (the
