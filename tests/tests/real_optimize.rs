@@ -289,3 +289,89 @@ fn a_refused_write_is_named_in_the_revert_reason() {
     assert!(!text.contains("no change inside scope.mutable remained"), "{text}");
     assert!(!target.exists());
 }
+
+const CLUSTERS_MEASURE_SH: &str = "\
+#!/bin/sh
+# One cluster per line of src/clusters.txt (`<id> <topics...>`), as judge items.
+n=0; items=''
+while read -r id rest; do
+  [ -z \"$id\" ] && continue
+  n=$((n+1))
+  [ -n \"$items\" ] && items=\"$items,\"
+  items=\"$items{\\\"id\\\": \\\"$id\\\", \\\"content\\\": \\\"$rest\\\"}\"
+done < src/clusters.txt
+echo \"{\\\"metrics\\\": {\\\"clusters\\\": $n}, \\\"items\\\": [$items]}\"
+";
+
+/// The judge's reply to a batch prompt: every item of `<items>` scored 2 when it mixes login and
+/// billing, else 5, with feedback.
+fn judge_reply(prompt: &str) -> Option<Reply> {
+    let items = prompt.split("<items>").nth(1)?.split("</items>").next()?;
+    let items: Vec<serde_json::Value> = serde_json::from_str(items.trim()).ok()?;
+    let scored: Vec<serde_json::Value> = items
+        .iter()
+        .map(|item| {
+            let mixed = item["content"].as_str().unwrap_or_default().contains("login billing");
+            serde_json::json!({"item_id": item["id"], "score": if mixed { 2 } else { 5 }, "reason": if mixed { "two topics" } else { "one topic" }, "feedback": if mixed { "Split login from billing." } else { "Holds one topic." }, "ambiguous": false})
+        })
+        .collect();
+    Some(Reply::Text(serde_json::Value::Array(scored).to_string()))
+}
+
+// Issue 31 "What to build" item 2: the optimize loop's judges on each real CLI (a judge primary:
+// every batch its own agent job): the judges see the items, their scores decide the keep, and
+// the report shows the judges' reported tokens.
+#[test]
+fn each_real_cli_judges_an_optimize_run() {
+    for runtime in REAL_RUNTIMES {
+        let fake = FakeModel::start();
+        let user = AgentUser::new(&fake);
+        fake.respond(|seen: &Seen| {
+            if !seen.is_agent_turn() && !seen.first_user.contains("<items>") {
+                return Reply::Text("title".into());
+            }
+            if let Some(reply) = judge_reply(&seen.first_user) {
+                return reply;
+            }
+            match seen.n_tool_results {
+                0 => Reply::Shell("printf 'c-1 login\\nc-4 billing\\nc-2 search\\n' > src/clusters.txt".into()),
+                _ => Reply::Text("Split login from billing.".into()),
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        git(p, &["init", "-q", "-b", "main"]);
+        std::fs::create_dir_all(p.join("src")).unwrap();
+        std::fs::write(p.join("src/clusters.txt"), "c-1 login billing\nc-2 search\n").unwrap();
+        std::fs::write(p.join("measure.sh"), CLUSTERS_MEASURE_SH).unwrap();
+        git(p, &["add", "-A"]);
+        git(p, &["commit", "-q", "-m", "clusters"]);
+        let work = tempfile::tempdir().unwrap();
+        let spec_path = work.path().join("topics.yaml");
+        std::fs::write(&spec_path, format!(
+            "name: topics\ndescription: clusters that each hold one topic\n\
+metric:\n  primary: {{ name: quality, direction: maximize, type: judge }}\n  degenerate_gates: [\"clusters >= 2\"]\n  \
+judge: {{ rubric: \"Score 1-5: does the cluster hold one topic?\", batch_size: 2, sample_size: 10, sample_seed: 7, score_field: score }}\n\
+measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n\
+scope:\n  mutable: [src]\n  immutable: [measure.sh]\n\
+execution: {{ mode: serial, runtime: {runtime}, worker_timeout_seconds: 240 }}\n\
+stopping: {{ max_iterations: 1 }}\n\
+hypotheses:\n{}", hypothesis("h-split", "Split the login and billing cluster", "algorithm", "high", 0.5))).unwrap();
+        let spec = spec_path.display().to_string();
+        let home = Home::embedded();
+        ok(&optimize(&home, &user, &["--json", "init", "--spec", &spec, "--repo", &p.display().to_string()]), &format!("{runtime}: init"));
+        ok(&optimize(&home, &user, &["--json", "run", "--spec", &spec]), &format!("{runtime}: run"));
+        let status = ok(&optimize(&home, &user, &["--json", "status", "--spec", &spec]), "status");
+        let exp = &status["experiments"][0];
+        assert_eq!(exp["outcome"], "kept", "{runtime}: {status:#}");
+        let judged: Vec<Seen> = fake.requests().into_iter().filter(|s| s.first_user.contains("<rubric>")).collect();
+        assert!(judged.iter().any(|s| s.first_user.contains("login billing")), "{runtime}: the judges saw the items");
+        for seen in fake.requests() {
+            assert!(!seen.shows(USER_MARKER), "{runtime}: a user-level skill or instruction reached the model");
+        }
+        // the baseline's judge batch at init and the candidate's (the reference's items are cached)
+        assert_eq!(status["spend"]["judges"]["runs"], 2, "{runtime}: {:#}", status["spend"]);
+        assert_eq!(exp["spend"]["runs"], 2, "{runtime}: the worker and the candidate's judge: {exp:#}");
+        assert_eq!(status["spend"]["judges"]["runs_without_tokens"], 0, "{runtime}: {:#}", status["spend"]);
+    }
+}
