@@ -64,4 +64,4 @@ pub use scripted::{
     ScriptedRun, ScriptedTask, parse_scripted_prompt, run_scripted, scripted_main, scripted_run,
     scripted_transcript,
 };
-pub use transcript::{TranscriptSummary, parse_transcript};
+pub use transcript::{TranscriptSummary, parse_transcript, session_log_denials};

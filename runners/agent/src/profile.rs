@@ -22,6 +22,7 @@
 //! format = "stream_json"             # stream_json | codex_jsonl | opencode_json | scripted_jsonl | plain
 //! skill_tool = "Skill"               # tool whose calls load a skill; absent: loads unknown
 //! skill_tool_arg = "skill"           # the tool argument naming the skill
+//! session_log_dir = ".codex/sessions" # the runtime's own session log in the private home
 //! ```
 //!
 //! Placeholders in `args`: `{prompt_file}` (the file the prompt was written to; only with
@@ -365,6 +366,11 @@ pub struct TranscriptSpec {
     /// The argument of `skill_tool` that names the skill; required with `skill_tool`.
     #[serde(default)]
     pub skill_tool_arg: Option<String>,
+    /// A directory under the private home where the runtime writes its own session log
+    /// (relative; Codex: `.codex/sessions`, `rollout-*.jsonl`), read after a local run for the
+    /// refused writes its stdout leaves out ([`crate::transcript::session_log_denials`]).
+    #[serde(default)]
+    pub session_log_dir: Option<String>,
 }
 
 /// Transcript formats [`crate::parse_transcript`] reads.
