@@ -257,37 +257,41 @@ fn inside_a_codex_sandbox_the_fallback_is_announced_when_the_run_starts() {
 }
 
 // Issue 31 item 1, issue 38 item 8: a write the runtime refused is named in the revert reason
-// (Claude Code's default permission mode refuses a write outside the work dir).
+// (each runtime refuses a write outside the experiment's work dir: Claude Code's permission mode,
+// Codex's workspace-write sandbox, OpenCode's `external_directory`).
 #[test]
 fn a_refused_write_is_named_in_the_revert_reason() {
-    let fake = FakeModel::start();
-    let user = AgentUser::new(&fake);
-    let outside = tempfile::tempdir().unwrap();
-    let target = outside.path().join("count.sh");
-    let target_text = target.display().to_string();
-    fake.respond(move |seen: &Seen| {
-        if !seen.is_agent_turn() {
-            return Reply::Text("title".into());
-        }
-        match seen.n_tool_results {
-            0 => Reply::Write { path: target_text.clone(), content: "x".into() },
-            _ => Reply::Text("Edited count.sh.".into()),
-        }
-    });
-    let repo = project();
-    let work = tempfile::tempdir().unwrap();
-    let spec = spec(work.path(), "claude", "");
-    let home = Home::embedded();
-    let repo_arg = repo.path().display().to_string();
-    ok(&optimize(&home, &user, &["--json", "init", "--spec", &spec, "--repo", &repo_arg]), "init");
-    ok(&optimize(&home, &user, &["--json", "run", "--spec", &spec]), "run");
-    let status = ok(&optimize(&home, &user, &["--json", "status", "--spec", &spec]), "status");
-    assert_eq!(status["experiments"][0]["outcome"], "reverted", "{status:#}");
-    let report = ok(&optimize(&home, &user, &["--json", "report", "--spec", &spec]), "report");
-    let text = report["text"].as_str().unwrap();
-    assert!(text.contains("the runtime refused") && text.contains("Write") && text.contains("count.sh"), "{text}");
-    assert!(!text.contains("no change inside scope.mutable remained"), "{text}");
-    assert!(!target.exists());
+    for runtime in REAL_RUNTIMES {
+        let fake = FakeModel::start();
+        let user = AgentUser::new(&fake);
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("count.sh");
+        let target_text = target.display().to_string();
+        fake.respond(move |seen: &Seen| {
+            if !seen.is_agent_turn() {
+                return Reply::Text("title".into());
+            }
+            match seen.n_tool_results {
+                0 => Reply::Write { path: target_text.clone(), content: "x".into() },
+                _ => Reply::Text("Edited count.sh.".into()),
+            }
+        });
+        let repo = project();
+        let work = tempfile::tempdir().unwrap();
+        let spec = spec(work.path(), runtime, "");
+        let home = Home::embedded();
+        let repo_arg = repo.path().display().to_string();
+        ok(&optimize(&home, &user, &["--json", "init", "--spec", &spec, "--repo", &repo_arg]), "init");
+        ok(&optimize(&home, &user, &["--json", "run", "--spec", &spec]), "run");
+        let status = ok(&optimize(&home, &user, &["--json", "status", "--spec", &spec]), "status");
+        assert_eq!(status["experiments"][0]["outcome"], "reverted", "{runtime}: {status:#}");
+        assert!(!target.exists(), "{runtime}: the write outside the work dir happened");
+        let report = ok(&optimize(&home, &user, &["--json", "report", "--spec", &spec]), "report");
+        let text = report["text"].as_str().unwrap();
+        let transcript = std::fs::read_to_string(home.path().join("optimize/ops/transcripts/exp-001.jsonl")).unwrap_or_default();
+        assert!(text.contains("the runtime refused") && text.contains("count.sh"), "{runtime}: {text}\ntranscript:\n{transcript}");
+        assert!(!text.contains("no change inside scope.mutable remained"), "{runtime}: {text}");
+    }
 }
 
 const CLUSTERS_MEASURE_SH: &str = "\
