@@ -170,6 +170,15 @@ fn each_real_cli_worker_edit_is_kept_and_its_tokens_and_cost_are_reported() {
             }
         }
         assert!(text.contains(" tokens (in "), "{runtime}: {text}");
+        // `optimize status` for people: the run's and the experiment's spend
+        let human = String::from_utf8_lossy(&optimize(&home, &user, &["status", "--spec", &spec]).stdout).to_string();
+        let spend_line = human.lines().find(|l| l.starts_with("spend: ")).unwrap_or_else(|| panic!("{runtime}: no spend line:\n{human}"));
+        let exp_line = human.lines().find(|l| l.contains("exp-001")).unwrap_or_else(|| panic!("{runtime}:\n{human}"));
+        assert!(exp_line.contains(" tokens (in "), "{runtime}: {exp_line}");
+        match runtime {
+            "codex" => assert!(spend_line.contains("unknown") && !spend_line.contains("$0.00"), "{spend_line}"),
+            _ => assert!(spend_line.contains(&format!("${:.4}", worker["usage"]["cost_usd"].as_f64().unwrap())), "{spend_line}"),
+        }
 
         // `jobs show` of the worker's agent job: its tokens and cost, --json and human
         let jobs = home.json(&["jobs", "list"]);
