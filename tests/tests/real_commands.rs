@@ -1,8 +1,8 @@
 //! Every agent path outside the eval loop and optimize, run with the real Claude Code, Codex and
 //! OpenCode against the model API the test serves on loopback (issue 31 "What to build" item 2,
 //! issue 38): train option generation (`train start` / `continue`, and `train status` showing
-//! the tokens and cost the runs reported), `ask`, `ab --judge`, `review evaluate`'s judge and
-//! `binary run --reviewer`. Each asserts on what the model was sent: the command's prompt reached
+//! the tokens and cost the runs reported), `ask`, `ab --judge`, `review evaluate`'s judge,
+//! `binary run --reviewer`, a jury of the three as jurors and a live A/B. Each asserts on what the model was sent: the command's prompt reached
 //! it, and nothing of the user's own skills or instructions (`USER_MARKER`) did. The tests
 //! setting these paths up with the scripted runtime are `train.rs`, `decide.rs`,
 //! `decide_ask.rs` and `evaluator.rs`.
@@ -222,5 +222,51 @@ fn binary_run_reviewer_runs_on_each_real_cli() {
         let verdicts = run["verdicts"].as_array().unwrap_or_else(|| panic!("{runtime}: {run:#}"));
         assert_eq!(verdicts.len(), 1, "{runtime}: {run:#}");
         assert!(verdicts[0].to_string().contains("It has numbered steps."), "{runtime}: {run:#}");
+    }
+}
+
+// The jury (S-81) with the three real CLIs as its three jurors of three families: each juror's
+// request carries both answers, and the jury's majority is the judge's pick.
+#[test]
+fn a_jury_of_the_three_real_clis_takes_the_majority() {
+    let (fake, user) = fake_and_user();
+    let home = Home::embedded();
+    add_template(&home, &shell_planner(), "owner/repo");
+    import_challenger(&home, "Plan in numbered steps.\n");
+    write(&home.path().join("config.toml"), "[skillopt]\nreview_runtimes = [\"claude\", \"codex\", \"opencode\"]\nmode_b_jury_size = 3\n");
+    let out = json(&home, &user, "jury", &["ab", "planner", "Plan the JURY-PROMPT-31 release", "--judge-only", "--seed", "7"]);
+    let shown_as_a = if out["challenger_label"] == "a" { "challenger" } else { "champion" };
+    assert_eq!(out["judge_winner"], shown_as_a, "every juror picked a: {out:#}");
+    let judged: Vec<Seen> = fake.requests().into_iter().filter(|s| s.is_agent_turn() && s.first_user.contains("You compare two answers")).collect();
+    let apis: std::collections::BTreeSet<String> = judged.iter().map(|s| format!("{:?}", s.api)).collect();
+    assert_eq!(apis.len(), 3, "one juror on each real CLI: {apis:?}");
+    for seen in &judged {
+        assert!(seen.first_user.contains("JURY-PROMPT-31") && seen.first_user.contains("Option B"), "{:?}: the juror saw the request and both answers", seen.api);
+    }
+    for seen in fake.requests() {
+        assert!(!seen.shows(USER_MARKER), "a user-level skill or instruction reached the model:\n{}", seen.everything());
+    }
+}
+
+// A live A/B (an `ask` intercepted at `live_ab_sample_rate = 1.0`) with each real CLI answering:
+// the champion's answer is returned, the challenger answered the same prompt, the pick recorded.
+#[test]
+fn a_live_ab_runs_on_each_real_cli() {
+    for runtime in REAL_RUNTIMES {
+        let (fake, user) = fake_and_user();
+        let home = Home::embedded();
+        add_template(&home, &shell_planner(), "owner/repo");
+        import_challenger(&home, "Plan in numbered steps LIVE-CHALLENGER-31.\n");
+        write(&home.path().join("config.toml"), "[skillopt]\nlive_ab_sample_rate = 1.0\nbandit_min_samples = 2\nreview_runtimes = []\n");
+        for seed in ["1", "2"] {
+            json(&home, &user, runtime, &["ab", "planner", &format!("Warm-up {seed}"), "--pick", "a", "--seed", seed, "--runtime", runtime]);
+        }
+        fake.clear();
+        let live = json(&home, &user, runtime, &["ask", "planner", "What changed in LIVE-PROMPT-31?", "--pick", "b", "--runtime", runtime]);
+        assert_eq!(live["live_ab"]["intercepted"], true, "{runtime}: {live:#}");
+        assert_eq!(live["version"], "planner@v1", "{runtime}: the champion's answer is returned: {live:#}");
+        let turns = assert_sent(&fake, runtime, "live A/B", "LIVE-PROMPT-31");
+        assert!(turns.iter().any(|t| t.everything().contains("LIVE-CHALLENGER-31")), "{runtime}: the challenger answered the same prompt");
+        assert!(turns.iter().any(|t| !t.everything().contains("LIVE-CHALLENGER-31")), "{runtime}: the champion answered");
     }
 }
