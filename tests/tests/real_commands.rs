@@ -2,7 +2,7 @@
 //! OpenCode against the model API the test serves on loopback (issue 31 "What to build" item 2,
 //! issue 38): train option generation (`train start` / `continue`, and `train status` showing
 //! the tokens and cost the runs reported), `ask`, `ab --judge`, `review evaluate`'s judge,
-//! `binary run --reviewer`, a jury of the three as jurors and a live A/B. Each asserts on what the model was sent: the command's prompt reached
+//! `binary run --reviewer`, a jury of the three as jurors, a live A/B and harvest's review leg. Each asserts on what the model was sent: the command's prompt reached
 //! it, and nothing of the user's own skills or instructions (`USER_MARKER`) did. The tests
 //! setting these paths up with the scripted runtime are `train.rs`, `decide.rs`,
 //! `decide_ask.rs` and `evaluator.rs`.
@@ -268,5 +268,39 @@ fn a_live_ab_runs_on_each_real_cli() {
         let turns = assert_sent(&fake, runtime, "live A/B", "LIVE-PROMPT-31");
         assert!(turns.iter().any(|t| t.everything().contains("LIVE-CHALLENGER-31")), "{runtime}: the challenger answered the same prompt");
         assert!(turns.iter().any(|t| !t.everything().contains("LIVE-CHALLENGER-31")), "{runtime}: the champion answered");
+    }
+}
+
+// Harvest's review leg (S-27..S-30) with each real CLI as the reviewer: the reviewer is asked
+// about the merged PR's change and scope, and its rubric becomes the review row of the export.
+#[test]
+fn harvest_review_leg_runs_on_each_real_cli() {
+    for runtime in REAL_RUNTIMES {
+        let fake = FakeModel::start();
+        fake.respond(|seen: &Seen| {
+            if seen.first_user.contains("You are a read-only reviewer") {
+                return Reply::Text("{\"coverage\": 0.9, \"containment\": 0.8, \"fidelity\": 0.7, \"notes\": \"covers the ask REVIEW-NOTES-31\"}".into());
+            }
+            Reply::Text("a title".into())
+        });
+        let user = AgentUser::new(&fake);
+        let (repo, base, head) = skillforge_tests::two_commit_repo();
+        let home = Home::embedded();
+        add_template(&home, skillforge_tests::CODER_TEMPLATE, "acme/templates");
+        json(&home, &user, runtime, &[
+            "harvest", "attribute", "--repo", "acme/app", "--pr", "3", "--template", "coder@v1", "--resolved-commit", "c0ffee",
+            "--checkout", path_arg(repo.path()), "--base", &base, "--runtime", "scripted", "--instructions", "add HARVEST-SCOPE-31",
+        ]);
+        write(&home.path().join("config.toml"), &format!("[skillopt]\nauto_trace_enabled = true\ncross_family_review_enabled = true\nreview_runtimes = [\"{runtime}\"]\n"));
+        json(&home, &user, runtime, &["harvest", "outcome", "--repo", "acme/app", "--pr", "3", "--outcome", "merged", "--ci", "external", "--head", &head, "--wait"]);
+        let turns = assert_sent(&fake, runtime, "harvest review leg", "HARVEST-SCOPE-31");
+        assert!(turns[0].first_user.contains("acme/app#3") && turns[0].first_user.contains(&head), "{runtime}: the PR reached the reviewer");
+        let out = home.path().join("out/export.json");
+        json(&home, &user, runtime, &["export", "--run", "auto-trace:coder@v1", "--output", path_arg(&out)]);
+        let package: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let review: Vec<&Value> = package["feedback_events"].as_array().unwrap().iter().filter(|e| e["item_id"] == "review#acme/app#3").collect();
+        assert_eq!((review.len(), review.first().and_then(|r| r["choice"].as_str())), (1, Some("a")), "{runtime}: mean 0.8 ⇒ a: {package:#}");
+        let meta = &package["items"].as_array().unwrap().iter().find(|i| i["id"] == "review#acme/app#3").unwrap()["metadata"];
+        assert_eq!(meta["reviewer_runtime"], runtime, "{runtime}: {meta:#}");
     }
 }
