@@ -184,6 +184,18 @@ fn template_add_list_show_and_versions() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("planner@v2"));
 }
 
+// Issue 38 item 7: a template may declare OpenCode, a runtime skillforge runs.
+#[test]
+fn template_add_accepts_opencode_in_runtime_compatibility() {
+    let f = Fixture::new();
+    let text = template_text("coder", "Coder", BODY).replace("runtime_compatibility: [codex]", "runtime_compatibility: [opencode, claude]");
+    let file = f.write("coder.md", text.as_bytes());
+    let added = f.home.json(&["template", "add", file.to_str().unwrap()]);
+    assert_eq!(added["version_id"], "coder@v1", "{added}");
+    let shown = f.home.json(&["template", "show", "coder"]);
+    assert_eq!(shown["metadata"]["runtime_compatibility"], json!(["opencode", "claude"]));
+}
+
 #[test]
 fn template_add_refuses_invalid_frontmatter_and_show_refuses_unknown_references() {
     let f = Fixture::new();

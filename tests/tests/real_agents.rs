@@ -156,9 +156,9 @@ async fn a_parent_projects_instructions_and_skills_never_reach_the_model() {
 }
 
 // Issue 31 item 6: a judge (read-only) cannot write: Claude Code is offered no tool at all;
-// OpenCode's acting tools are denied; Codex's sandbox refuses the command and tells the model so (Codex 0.171 prints no item for a
-// refused `exec_command` in its `--json` transcript, so the refusal is read off what the model
-// was sent).
+// OpenCode's acting tools are denied; Codex's sandbox refuses the command and tells the model so
+// (Codex 0.171 prints no item for a refused `exec_command` in its `--json` transcript: the runner
+// reads the refusal from Codex's session log into the report's `permission_denials`).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_read_only_run_cannot_write() {
     for runtime in RUNTIMES {
@@ -177,7 +177,12 @@ async fn a_read_only_run_cannot_write() {
         assert!(!requests.is_empty());
         match runtime {
             "claude" => assert!(requests.iter().all(|r| r.tools.is_empty()), "claude: tools offered to a judge: {:?}", requests[0].tools),
-            "codex" => assert!(requests.iter().any(|r| r.messages.contains("Read-only file system")), "codex: the sandbox refused the write"),
+            "codex" => {
+                assert!(requests.iter().any(|r| r.messages.contains("Read-only file system")), "codex: the sandbox refused the write");
+                // absent from `exec --json`, read from Codex's session log (issue 38 item 8)
+                let denial = report.permission_denials.first().unwrap_or_else(|| panic!("codex: the refusal is not in the report: {report:?}"));
+                assert_eq!((denial.tool.as_str(), denial.path.as_deref().is_some_and(|p| p.ends_with("made.txt"))), ("shell", true), "{denial:?}");
+            }
             _ => {
                 let told: Vec<&str> = requests.iter().map(|r| r.messages.as_str()).collect();
                 assert!(requests.iter().all(|r| !r.tools.iter().any(|t| t == "bash")) || told.iter().any(|m| m.contains("rejected") || m.contains("denied")), "opencode: {told:?} {:?}", requests.last().map(|r| &r.tools));

@@ -13,8 +13,10 @@ pub const AGENT_TEMPLATE_VERSION: i64 = 1;
 /// Allowed `capabilities` values.
 pub const CAPABILITIES: &[&str] = &["ask", "review", "implement"];
 /// Allowed `runtime_compatibility` values. Older external optimizers accept only
-/// codex|claude|shell; `kimi` is accepted here as newer ones do (facts §9).
-pub const RUNTIMES: &[&str] = &["codex", "claude", "kimi", "shell"];
+/// codex|claude|shell; `kimi` is accepted here as newer ones do (facts §9), and `opencode`
+/// because skillforge runs OpenCode as an agent runtime (issue 38 item 7; an external optimizer
+/// that predates it may refuse a package declaring it).
+pub const RUNTIMES: &[&str] = &["codex", "claude", "kimi", "shell", "opencode"];
 
 /// Agent-template metadata, the YAML frontmatter of a template and `template.metadata` /
 /// `candidate.metadata` on the wire. Field order = Go struct order; only `evaluation` is
@@ -39,7 +41,7 @@ pub struct Metadata {
     /// Non-empty subset of `ask`, `review`, `implement`.
     #[serde(default, deserialize_with = "crate::omit::null_as_default")]
     pub capabilities: Vec<String>,
-    /// Non-empty subset of `codex`, `claude`, `kimi`, `shell`.
+    /// Non-empty subset of `codex`, `claude`, `kimi`, `shell`, `opencode`.
     #[serde(default, deserialize_with = "crate::omit::null_as_default")]
     pub runtime_compatibility: Vec<String>,
     /// Non-empty free-form tags.
@@ -298,6 +300,9 @@ pub(crate) mod tests {
         let parsed = parse_template(&template_text("planner", "Planner", "# Plan\nDo it.\n")).unwrap();
         assert_eq!(parsed.metadata.id, "planner");
         assert_eq!(parsed.metadata.runtime_compatibility, vec!["codex", "claude"]);
+        // issue 38 item 7: OpenCode is a runtime a template may declare
+        let opencode = parse_template(&template_text("planner", "Planner", "body\n").replace("[codex, claude]", "[opencode]")).expect("opencode is accepted");
+        assert_eq!(opencode.metadata.runtime_compatibility, vec!["opencode"]);
         assert_eq!(parsed.body, "# Plan\nDo it.\n");
     }
 
@@ -316,6 +321,7 @@ pub(crate) mod tests {
             (good.replace("capabilities: [ask]", "capabilities: []"), "agent template capabilities must not be empty"),
             (good.replace("capabilities: [ask]", "capabilities: [fly]"), "agent template capabilities has unsupported value \"fly\""),
             (good.replace("[codex, claude]", "[gpt]"), "agent template runtime_compatibility has unsupported value"),
+            (good.replace("[codex, claude]", "[opencode, gpt]"), "agent template runtime_compatibility has unsupported value \"gpt\""),
             (good.replace("outputs: [plan]\n", ""), "agent template outputs must not be empty"),
             (good.replace("tags: [planning]", "tags: {a: 1}"), "parse template frontmatter"),
         ];

@@ -116,7 +116,8 @@ pub fn build_invocation(
     if payload.project_scope_only {
         argv.extend(profile.project_scope_args.iter().cloned());
     }
-    if let Some(model) = &payload.model {
+    // `{configured}`: the model the runtime's user configured, so no model argument
+    if let Some(model) = payload.model.as_deref().filter(|m| *m != crate::profile::CONFIGURED_MODEL) {
         argv.extend(
             profile
                 .model_args
@@ -335,6 +336,23 @@ mod tests {
         let invocation =
             build_invocation(find("scripted").unwrap(), &scripted, Path::new("/s"), "P").unwrap();
         assert_eq!(argv(&invocation), ["P", "agent-scripted"]);
+    }
+
+    /// OpenCode's model tiers are `{configured}`: no `--model`, so the model its user configured
+    /// runs (a fixed `anthropic/…` name sent a custom-provider user's judge to the internet);
+    /// another runtime's tier becomes `--model NAME`.
+    #[test]
+    fn the_configured_model_passes_no_model_argument() {
+        let run = |runtime: &str| {
+            let profile = find(runtime).unwrap();
+            let mut payload = AgentPayload::new(runtime, "p");
+            payload.model = Some(profile.model_for_tier("cheap").unwrap().to_owned());
+            argv(&build_invocation(profile, &payload, Path::new("/s"), "P").unwrap()).to_vec()
+        };
+        assert_eq!(find("opencode").unwrap().model_for_tier("cheap").unwrap(), crate::profile::CONFIGURED_MODEL);
+        assert!(!run("opencode").iter().any(|a| a == "--model" || a.contains("configured")), "{:?}", run("opencode"));
+        let claude = run("claude");
+        assert!(claude.windows(2).any(|w| w == ["--model", "haiku"]), "{claude:?}");
     }
 
     /// Issue 31 items 3 and 6: an arm may edit its work dir, a judge only reads; each runtime

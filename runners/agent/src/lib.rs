@@ -52,7 +52,8 @@ pub use invocation::{
 };
 pub use payload::{AgentContainer, AgentMount, AgentPayload, local_engine_only};
 pub use profile::{
-    Access, AccessArgs, AccessSpec, Carry, HomeFile, HomeSpec, MODEL_TIERS, Requirement, PromptDelivery, RUNTIME_SOURCES, RuntimeProfile, SKILLFORGE_BIN_PLACEHOLDER, TranscriptFormat,
+    Access, AccessArgs, AccessSpec, CONFIGURED_MODEL, Carry, HomeFile, HomeSpec, MODEL_TIERS, PromptDelivery, RUNTIME_SOURCES, Requirement, RuntimeProfile,
+    SKILLFORGE_BIN_PLACEHOLDER, TranscriptFormat,
     TranscriptSpec, all, find,
 };
 pub use report::AgentReport;
@@ -64,4 +65,4 @@ pub use scripted::{
     ScriptedRun, ScriptedTask, parse_scripted_prompt, run_scripted, scripted_main, scripted_run,
     scripted_transcript,
 };
-pub use transcript::{TranscriptSummary, parse_transcript};
+pub use transcript::{TranscriptSummary, parse_transcript, session_log_denials};

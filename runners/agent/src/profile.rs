@@ -22,6 +22,7 @@
 //! format = "stream_json"             # stream_json | codex_jsonl | opencode_json | scripted_jsonl | plain
 //! skill_tool = "Skill"               # tool whose calls load a skill; absent: loads unknown
 //! skill_tool_arg = "skill"           # the tool argument naming the skill
+//! session_log_dir = ".codex/sessions" # the runtime's own session log in the private home
 //! ```
 //!
 //! Placeholders in `args`: `{prompt_file}` (the file the prompt was written to; only with
@@ -57,6 +58,11 @@ pub const SKILLFORGE_BIN_PLACEHOLDER: &str = "{skillforge_bin}";
 
 /// The model tiers every shipped profile defines in its `[models]` table.
 pub const MODEL_TIERS: &[&str] = &["cheap", "standard", "strong"];
+
+/// A `[models]` value (and so a payload `model`) meaning "the model the runtime's user
+/// configured": the runner passes no `model_args` for it. OpenCode's tiers use it: its model
+/// names are `provider/model` of the providers each user configured, so no name fits every user.
+pub const CONFIGURED_MODEL: &str = "{configured}";
 
 /// Placeholders allowed in `args`.
 const ARG_PLACEHOLDERS: &[&str] = &["{prompt_file}", "{workdir}", "{scratch_dir}"];
@@ -301,7 +307,9 @@ pub struct AccessArgs {
 }
 
 impl RuntimeProfile {
-    /// The model the profile's `[models]` table gives model tier `tier` (e.g. `cheap`).
+    /// The model the profile's `[models]` table gives model tier `tier` (e.g. `cheap`); it may be
+    /// [`CONFIGURED_MODEL`] where no model name fits every user (OpenCode: its names are the
+    /// user's own providers'), which the runner turns into no model argument at all.
     ///
     /// # Errors
     /// [`AgentError::UnknownModelTier`] naming the tier, the profile file
@@ -403,6 +411,11 @@ pub struct TranscriptSpec {
     /// The argument of `skill_tool` that names the skill; required with `skill_tool`.
     #[serde(default)]
     pub skill_tool_arg: Option<String>,
+    /// A directory under the private home where the runtime writes its own session log
+    /// (relative; Codex: `.codex/sessions`, `rollout-*.jsonl`), read after a local run for the
+    /// refused writes its stdout leaves out ([`crate::transcript::session_log_denials`]).
+    #[serde(default)]
+    pub session_log_dir: Option<String>,
 }
 
 /// Transcript formats [`crate::parse_transcript`] reads.
@@ -659,6 +672,8 @@ mod tests {
             for tier in MODEL_TIERS {
                 let model = profile.model_for_tier(tier).unwrap_or_else(|e| panic!("{e}"));
                 assert!(!model.trim().is_empty(), "{} {tier}", profile.name);
+                // only where no name fits every user: the model its user configured
+                assert_eq!(model == CONFIGURED_MODEL, profile.name == "opencode", "{} {tier}", profile.name);
             }
         }
         assert_eq!(find("claude").unwrap().model_for_tier("cheap").unwrap(), "haiku");

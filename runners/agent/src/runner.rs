@@ -171,7 +171,13 @@ impl AgentRunner {
                 Some(container) => self.run_in_container(profile, payload, container, remaining, ctx).await?,
             };
             let transcript = std::mem::take(&mut outcome.stdout_tail);
-            let summary = parse_transcript(&profile.transcript, &transcript);
+            let mut summary = parse_transcript(&profile.transcript, &transcript);
+            if payload.container.is_none() {
+                // what the runtime's own session log records and its stdout leaves out
+                let logs = session_logs(profile, &ctx.scratch_dir.join(crate::home::PRIVATE_HOME_DIR));
+                let more = crate::transcript::session_log_denials(profile.transcript.format, &logs, &summary.denials);
+                summary.denials.extend(more);
+            }
             let transient = summary.api_error.as_ref().is_some_and(|e| e.kind.is_transient());
             let backoff = Duration::from_secs(2u64 << (2 * n_retries.min(4)));
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -497,6 +503,36 @@ fn tail(body: &str, n_dropped: u64, cap: usize) -> String {
         return body.to_string();
     }
     format!("{}{}", truncation_marker(n_dropped), &body[cut..])
+}
+
+
+/// The largest session-log file read ([`session_logs`]), bytes.
+const SESSION_LOG_MAX_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The `*.jsonl` files under the profile's `session_log_dir` in the private home `home`, each
+/// read whole (files over [`SESSION_LOG_MAX_BYTES`] and unreadable ones skipped); empty when
+/// the profile names none.
+fn session_logs(profile: &RuntimeProfile, home: &std::path::Path) -> Vec<String> {
+    let Some(dir) = profile.transcript.session_log_dir.as_deref() else { return Vec::new() };
+    let mut logs = Vec::new();
+    let mut pending = vec![home.join(dir)];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else { continue };
+            let path = entry.path();
+            if kind.is_dir() {
+                pending.push(path);
+            } else if kind.is_file()
+                && path.extension().is_some_and(|e| e == "jsonl")
+                && entry.metadata().is_ok_and(|m| m.len() <= SESSION_LOG_MAX_BYTES)
+                && let Ok(text) = std::fs::read_to_string(&path)
+            {
+                logs.push(text);
+            }
+        }
+    }
+    logs
 }
 
 #[cfg(test)]

@@ -368,7 +368,23 @@ pub fn job_json(job: &Job, now_ms: i64) -> Value {
         "stderr_tail": job.outcome.as_ref().map(|o| o.stderr_tail.as_str()),
         "payload": job.spec.payload,
         "history": history,
+        "spend": agent_spend(job).map(|s| json!({"runs": s.runs, "usage": s.usage, "runs_without_tokens": s.runs_without_tokens, "runs_without_cost": s.runs_without_cost, "human": s.human()})),
     })
+}
+
+/// The tokens and cost an `agent` job's run reported (issue 31 item 7), as a one-run
+/// [`Spend`](skillforge_runner_agent::Spend): a figure the transcript did not report is counted
+/// in `runs_without_tokens`/`runs_without_cost` ("unknown", never 0). `None` for other runners
+/// and for a job without an outcome yet.
+pub fn agent_spend(job: &Job) -> Option<skillforge_runner_agent::Spend> {
+    if job.spec.kind != "agent" {
+        return None;
+    }
+    let outcome = job.outcome.as_ref()?;
+    let usage: Option<skillforge_runner_agent::Usage> = outcome.detail.get("usage").and_then(|u| serde_json::from_value(u.clone()).ok());
+    let mut spend = skillforge_runner_agent::Spend::default();
+    spend.add_run(usage.as_ref());
+    Some(spend)
 }
 
 async fn list(ctx: &Context, args: ListArgs) -> CliResult {
@@ -488,6 +504,9 @@ async fn show(ctx: &Context, id: &str) -> CliResult {
     }
     for a in &applied {
         println!("applied    result of token {} ({}) at {}", a.fencing_token, a.state, a.applied_at);
+    }
+    if let Some(spend) = agent_spend(&job) {
+        println!("spend      {}", spend.human());
     }
     if let Some(o) = &job.outcome {
         if !o.stdout_tail.is_empty() {

@@ -314,6 +314,9 @@ fn print_status(ctx: &Context, status: &SessionStatus, verbose: bool) {
         "progress: {} items, {} options, {} ranked events, {} pairwise preferences",
         p.counts.review_items, p.generated_options, p.counts.ranked_feedback_events, p.counts.pairwise_preferences
     );
+    if status.option_generation_spend.runs > 0 {
+        println!("option generation: {}", status.option_generation_spend.human());
+    }
     if let Some(url) = &status.issue_url {
         let sync = if status.continue_from_github { " (feedback missing: `train continue` syncs its comments)" } else { "" };
         println!("review issue: {url}{sync}");

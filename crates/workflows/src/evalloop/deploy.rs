@@ -102,16 +102,23 @@ pub fn deploy_tree(tree: &Path, root: &Path, expect: Option<&str>, copy: impl Fn
 /// The `process` job of stage `deploy` that installs `trees` on the worker labelled
 /// `host=<host>`: each tree's files staged into `area` under `in/<name>/…`, the worker's own
 /// `skillforge --json eval deploy [--root ROOT] --expect NAME=sha256:… … <job dir>/in/NAME …`
-/// as the command (`root`: the remote install root, that worker's `~/.agents/skills` when
-/// `None`). Returns the job and every tree's `(name, sha256:<hex>)`.
+/// as the command (`root`: the remote install root; when `None`, the user-level skill directory
+/// on that worker of each of `runtimes` (`--runtime R`), or of every runtime when `runtimes` is
+/// empty: `super::install::user_skill_root`). Returns the job and every tree's
+/// `(name, sha256:<hex>)`.
 ///
 /// # Errors
 /// Not a skill tree, two trees of one name, a file unreadable or over the area's cap, the area's.
-pub async fn deploy_job(area: &dyn TransferArea, stage: &StageDef, trees: &[PathBuf], host: &str, root: Option<&str>) -> Result<(JobSpec, Vec<(String, String)>), String> {
+pub async fn deploy_job(area: &dyn TransferArea, stage: &StageDef, trees: &[PathBuf], host: &str, root: Option<&str>, runtimes: &[String]) -> Result<(JobSpec, Vec<(String, String)>), String> {
     let mut stager = Stager::new(area);
     let mut argv = vec![transfer::WORKER_EXE.to_owned(), "--json".into(), "eval".into(), "deploy".into()];
-    if let Some(root) = root {
-        argv.extend(["--root".to_owned(), root.to_owned()]);
+    match root {
+        Some(root) => argv.extend(["--root".to_owned(), root.to_owned()]),
+        None => {
+            for runtime in runtimes {
+                argv.extend(["--runtime".to_owned(), runtime.clone()]);
+            }
+        }
     }
     let mut expected: Vec<(String, String)> = Vec::new();
     for tree in trees {

@@ -1,8 +1,14 @@
 //! Adoption's install step (seed: skill-eval-loop, "The loop", "recheck.py"; E-18, E-19): stage
 //! the skill into an adopt dir when one is configured, otherwise copy it under
-//! `<home>/eval/installed/<name>` and symlink it into the install root; revoking unlinks every
+//! `<home>/eval/installed/<name>` and symlink it into the install root(s); revoking unlinks every
 //! symlink and moves the copy to `<home>/eval/revoked/`.
+//!
+//! Each runtime reads user-level skills from its own directory ([`user_skill_root`], issue 31
+//! item 8): Claude Code from `$CLAUDE_CONFIG_DIR/skills` (default `~/.claude/skills`; it does not
+//! read `~/.agents/skills`), Codex from `~/.agents/skills`, OpenCode from
+//! `$XDG_CONFIG_HOME/opencode/skills` (default `~/.config/opencode/skills`).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::arm_stage::copy_tree;
@@ -15,6 +21,49 @@ pub enum InstallTarget {
     Stage(PathBuf),
     /// Install by symlink into this root (e.g. `~/.agents/skills`).
     Root(PathBuf),
+    /// Install by symlink into each of these roots (one copy, one symlink per root): what
+    /// [`InstallTarget::for_runtimes`] builds, so each runtime finds the skill where it reads.
+    Roots(Vec<PathBuf>),
+}
+
+/// The runtimes whose user-level skill directory [`user_skill_root`] knows.
+pub const USER_SKILL_RUNTIMES: [&str; 3] = ["claude", "codex", "opencode"];
+
+/// Where `runtime` reads a user's skills, for the user whose home is `user_home` and whose
+/// environment is `env` (`CLAUDE_CONFIG_DIR`, `XDG_CONFIG_HOME` are honoured when set and
+/// absolute): `claude` → `$CLAUDE_CONFIG_DIR/skills` or `~/.claude/skills`; `codex` →
+/// `~/.agents/skills`; `opencode` → `$XDG_CONFIG_HOME/opencode/skills` or
+/// `~/.config/opencode/skills`. Verified against Claude Code 2.1.197, Codex 0.171.0 and OpenCode
+/// 1.18.33 (`tests/tests/real_deploy.rs`).
+///
+/// # Errors
+/// A runtime without a user-level skill directory, naming the ones there are.
+pub fn user_skill_root(runtime: &str, user_home: &Path, env: &BTreeMap<String, String>) -> Result<PathBuf, String> {
+    let dir_from = |name: &str| env.get(name).map(PathBuf::from).filter(|p| p.is_absolute());
+    match runtime {
+        "claude" => Ok(dir_from("CLAUDE_CONFIG_DIR").unwrap_or_else(|| user_home.join(".claude")).join("skills")),
+        "codex" => Ok(user_home.join(".agents/skills")),
+        "opencode" => Ok(dir_from("XDG_CONFIG_HOME").unwrap_or_else(|| user_home.join(".config")).join("opencode/skills")),
+        other => Err(format!("runtime `{other}` has no user-level skill directory (known: {})", USER_SKILL_RUNTIMES.join(", "))),
+    }
+}
+
+impl InstallTarget {
+    /// Symlinks into the user-level skill directory of each of `runtimes` ([`user_skill_root`];
+    /// duplicates dropped, order kept).
+    ///
+    /// # Errors
+    /// As [`user_skill_root`].
+    pub fn for_runtimes(runtimes: &[&str], user_home: &Path, env: &BTreeMap<String, String>) -> Result<InstallTarget, String> {
+        let mut roots: Vec<PathBuf> = Vec::new();
+        for runtime in runtimes {
+            let root = user_skill_root(runtime, user_home, env)?;
+            if !roots.contains(&root) {
+                roots.push(root);
+            }
+        }
+        Ok(InstallTarget::Roots(roots))
+    }
 }
 
 /// Installs or stages `skill_dir`; returns the paths written (the copy first, then the symlink).
@@ -30,18 +79,30 @@ pub fn install(home: &Path, skill_dir: &Path, target: &InstallTarget) -> Result<
             copy_tree(skill_dir, &to)?;
             Ok(vec![to])
         }
-        InstallTarget::Root(root) => {
-            let copy = eval_root(home).join("installed").join(name);
-            let link = root.join(name);
-            refuse_existing(&link)?;
-            if !copy.exists() {
-                copy_tree(skill_dir, &copy)?;
-            }
-            std::fs::create_dir_all(root).map_err(|e| format!("create `{}`: {e}", root.display()))?;
-            std::os::unix::fs::symlink(&copy, &link).map_err(|e| format!("symlink `{}`: {e}", link.display()))?;
-            Ok(vec![copy, link])
-        }
+        InstallTarget::Root(root) => link_into(home, skill_dir, std::slice::from_ref(root)),
+        InstallTarget::Roots(roots) => link_into(home, skill_dir, roots),
     }
+}
+
+/// One copy under `<home>/eval/installed/<name>`, symlinked into every root; every link is
+/// checked before anything is written, so a taken name leaves every root as it was.
+fn link_into(home: &Path, skill_dir: &Path, roots: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let name = skill_dir.file_name().ok_or_else(|| format!("skill dir `{}` has no name", skill_dir.display()))?;
+    let copy = eval_root(home).join("installed").join(name);
+    let links: Vec<PathBuf> = roots.iter().map(|root| root.join(name)).collect();
+    for link in &links {
+        refuse_existing(link)?;
+    }
+    if !copy.exists() {
+        copy_tree(skill_dir, &copy)?;
+    }
+    let mut written = vec![copy.clone()];
+    for (root, link) in roots.iter().zip(links) {
+        std::fs::create_dir_all(root).map_err(|e| format!("create `{}`: {e}", root.display()))?;
+        std::os::unix::fs::symlink(&copy, &link).map_err(|e| format!("symlink `{}`: {e}", link.display()))?;
+        written.push(link);
+    }
+    Ok(written)
 }
 
 fn refuse_existing(path: &Path) -> Result<(), String> {
@@ -108,6 +169,44 @@ mod tests {
         assert!(installed(&paths));
         let moved = uninstall(dir.path(), &paths).unwrap().unwrap();
         assert!(!root.join("tldr").exists() && moved.join("SKILL.md").is_file());
+        assert!(!installed(&paths));
+    }
+
+    // issue 31 item 8: each runtime's user-level skill directory; one copy linked into each
+    #[test]
+    fn an_adoption_lands_where_each_runtime_reads_user_skills() {
+        let home = Path::new("/home/u");
+        let none = BTreeMap::new();
+        let check = |runtime: &str, env: &BTreeMap<String, String>, want: &str| assert_eq!(user_skill_root(runtime, home, env).unwrap(), PathBuf::from(want), "{runtime}");
+        check("claude", &none, "/home/u/.claude/skills");
+        check("codex", &none, "/home/u/.agents/skills");
+        check("opencode", &none, "/home/u/.config/opencode/skills");
+        let env = BTreeMap::from([("CLAUDE_CONFIG_DIR".to_owned(), "/cfg/claude".to_owned()), ("XDG_CONFIG_HOME".to_owned(), "/xdg".to_owned())]);
+        check("claude", &env, "/cfg/claude/skills");
+        check("opencode", &env, "/xdg/opencode/skills");
+        check("codex", &env, "/home/u/.agents/skills");
+        let relative = BTreeMap::from([("XDG_CONFIG_HOME".to_owned(), "rel".to_owned())]);
+        check("opencode", &relative, "/home/u/.config/opencode/skills");
+        assert!(user_skill_root("kimi", home, &none).unwrap_err().contains("known: claude, codex, opencode"));
+
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("user");
+        let skill = dir.path().join("tldr");
+        std::fs::create_dir_all(&skill).unwrap();
+        std::fs::write(skill.join("SKILL.md"), "# tldr").unwrap();
+        let target = InstallTarget::for_runtimes(&["claude", "codex", "opencode", "codex"], &user, &none).unwrap();
+        let InstallTarget::Roots(roots) = &target else { panic!("{target:?}") };
+        assert_eq!(roots.len(), 3, "duplicates dropped");
+        // a taken name in one root refuses the whole install, nothing written
+        std::fs::create_dir_all(user.join(".config/opencode/skills/tldr")).unwrap();
+        assert!(install(dir.path(), &skill, &target).unwrap_err().contains("already exists"));
+        assert!(!user.join(".claude/skills/tldr").exists());
+        std::fs::remove_dir(user.join(".config/opencode/skills/tldr")).unwrap();
+        let paths = install(dir.path(), &skill, &target).unwrap();
+        for at in [".claude/skills/tldr", ".agents/skills/tldr", ".config/opencode/skills/tldr"] {
+            assert!(user.join(at).join("SKILL.md").is_file(), "{at}");
+        }
+        uninstall(dir.path(), &paths).unwrap();
         assert!(!installed(&paths));
     }
 }

@@ -202,6 +202,7 @@ mod tests {
             cost: Default::default(),
             regressions: vec![],
             worker_message: String::new(),
+            spend: Default::default(),
         }
     }
 

@@ -56,6 +56,25 @@ pub fn runtime_for(wanted: &str, fallback: &str, host: Host, state: &Delegation)
     (CODEX.to_owned(), None)
 }
 
+/// What to say when a run starts whose workers will not be Codex although the spec asks for it
+/// (issue 38 item 8: said up front, not only in the report): `None` when `wanted` is not Codex
+/// or Codex will run.
+pub fn startup_note(wanted: &str, fallback: &str, host: Host, state: &Delegation) -> Option<String> {
+    if wanted != CODEX {
+        return None;
+    }
+    let why = if state.codex_disabled {
+        format!("it was disabled earlier in this run after {CASCADE_AFTER} consecutive failures")
+    } else if host.in_codex_sandbox {
+        "this run is inside a Codex sandbox (CODEX_SANDBOX/CODEX_SESSION_ID set)".to_owned()
+    } else if !host.git_writable {
+        "the repository's .git is not writable".to_owned()
+    } else {
+        return None;
+    };
+    Some(format!("execution.runtime is codex, but {why}: experiment workers run on `{fallback}` (execution.fallback_runtime)"))
+}
+
 /// Records a Codex worker's result; returns the log note when the cascade disables Codex.
 pub fn record(state: &mut Delegation, runtime: &str, ok: bool, fallback: &str) -> Option<String> {
     if runtime != CODEX {
@@ -91,6 +110,18 @@ mod tests {
         assert_eq!(rt, "claude");
         assert!(note.unwrap().contains(".git is not writable"));
         assert_eq!(runtime_for("scripted", "claude", Host { in_codex_sandbox: true, git_writable: false }, &s), ("scripted".into(), None));
+    }
+
+    // issue 38 item 8
+    #[test]
+    fn the_fallback_is_announced_at_start_only_when_codex_will_not_run() {
+        let s = Delegation::default();
+        assert_eq!(startup_note("codex", "claude", OK_HOST, &s), None);
+        assert_eq!(startup_note("claude", "claude", Host { in_codex_sandbox: true, git_writable: true }, &s), None);
+        let note = startup_note("codex", "opencode", Host { in_codex_sandbox: true, git_writable: true }, &s).unwrap();
+        assert!(note.contains("inside a Codex sandbox") && note.contains("`opencode`"), "{note}");
+        let off = Delegation { codex_failures: 3, codex_disabled: true };
+        assert!(startup_note("codex", "claude", OK_HOST, &off).unwrap().contains("disabled earlier"));
     }
 
     // O-63

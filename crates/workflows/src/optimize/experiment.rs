@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use skillforge_runner_agent::AgentPayload;
+use skillforge_runner_agent::{AgentPayload, PermissionDenial, Spend as AgentSpend, Usage};
 
 use super::OptimizeError;
 use super::brief;
@@ -123,19 +123,32 @@ pub(crate) async fn collect_worker(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u3
     if ctx.spec.remote_url().is_none() {
         ctx.bring_back_experiment(&job).await?;
     }
-    let message = job.outcome.as_ref().and_then(|o| o.detail.get("final_message")).and_then(|m| m.as_str()).unwrap_or("").to_owned();
+    let detail = job.outcome.as_ref().map(|o| &o.detail);
+    let message = detail.and_then(|d| d.get("final_message")).and_then(|m| m.as_str()).unwrap_or("").to_owned();
+    let usage: Option<Usage> = detail.and_then(|d| d.get("usage")).and_then(|u| serde_json::from_value(u.clone()).ok());
+    let refused: Vec<String> = detail
+        .and_then(|d| d.get("permission_denials"))
+        .and_then(|v| serde_json::from_value::<Vec<PermissionDenial>>(v.clone()).ok())
+        .unwrap_or_default()
+        .iter()
+        .map(PermissionDenial::human)
+        .collect();
     let result = if passed(&job) && ctx.spec.remote_url().is_some() {
         // a remote worker's tree is its own: its scope is checked on the result ref (O-25)
-        WorkerResult { ok: true, message, changed_files: vec![], scope_violations: vec![] }
+        WorkerResult { ok: true, message, changed_files: vec![], scope_violations: vec![], usage, refused }
     } else if passed(&job) {
         let changed = git::changed_paths(&worktree, OWN_FILES)?;
         let (in_scope, outside): (Vec<String>, Vec<String>) = changed.into_iter().partition(|p| ctx.spec.scope.is_mutable(p));
         git::revert_paths(&worktree, &outside)?;
-        WorkerResult { ok: true, message, changed_files: in_scope, scope_violations: outside }
+        WorkerResult { ok: true, message, changed_files: in_scope, scope_violations: outside, usage, refused }
     } else {
         let why = job.error.clone().or_else(|| job.outcome.as_ref().map(|o| format!("{} {}", o.exit.label(), o.stderr_tail.lines().last().unwrap_or("")))).unwrap_or_else(|| job.state.to_string());
-        WorkerResult { ok: false, message: format!("worker job {id} {}: {why}", job.state), changed_files: vec![], scope_violations: vec![] }
+        WorkerResult { ok: false, message: format!("the worker {}: {why}", job.state), changed_files: vec![], scope_violations: vec![], usage, refused }
     };
+    // the worker's spend is booked once, in the same verified save that records the collection
+    if job.outcome.is_some() {
+        log.spend.book("workers", &worker_spend(&result), ctx.spec.execution.worker_cost_usd);
+    }
     let runtime = pending(log, n)?.runtime.clone();
     if let Some(note) = delegation::record(&mut log.run_state.delegation, &runtime, result.ok, &ctx.spec.execution.fallback_runtime) {
         log.notes.push(note.clone());
@@ -146,6 +159,25 @@ pub(crate) async fn collect_worker(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u3
     }
     ctx.save(log, "worker collected", |l| l.run_state.pending_waits.iter().any(|w| w.experiment == n && w.collected.is_some()))?;
     Ok(result)
+}
+
+/// The spend of a collected worker: one run with the usage its transcript reported.
+fn worker_spend(wr: &WorkerResult) -> AgentSpend {
+    let mut spend = AgentSpend::default();
+    spend.add_run(wr.usage.as_ref());
+    spend
+}
+
+/// Why an experiment whose worker left no change inside `scope.mutable` is reverted: the writes
+/// its runtime refused when there were any (issue 38 item 8), else the plain finding.
+pub fn no_change_reason(wr: &WorkerResult) -> String {
+    if wr.refused.is_empty() {
+        return "no change inside scope.mutable remained; treated as non-improving".into();
+    }
+    format!(
+        "the runtime refused the worker's write(s): {}; nothing inside scope.mutable changed (a write outside the experiment's work dir is refused by design; check the runtime's `[access.edit_workdir]` in runners/agent/runtimes/<runtime>.toml)",
+        wr.refused.join("; ")
+    )
 }
 
 pub(crate) fn skeleton(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32, wr: &WorkerResult) -> Result<Entry, OptimizeError> {
@@ -171,6 +203,7 @@ pub(crate) fn skeleton(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32, wr: &WorkerRe
         cost: Default::default(),
         regressions: vec![],
         worker_message: wr.message.clone(),
+        spend: worker_spend(wr),
     })
 }
 
@@ -218,7 +251,7 @@ pub async fn collect(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(
                 return terminal(ctx, log, entry, Outcome::DeferredNeedsApproval, Measured::Ok, format!("needs unapproved dependencies: {}", deps.join(", ")));
             }
             if wr.changed_files.is_empty() {
-                return terminal(ctx, log, entry, Outcome::Reverted, Measured::Ok, "no change inside scope.mutable remained; treated as non-improving".into());
+                return terminal(ctx, log, entry, Outcome::Reverted, Measured::Ok, no_change_reason(&wr));
             }
             if ctx.spec.measurement.stability.mode == super::spec::StabilityMode::Ladder
                 && let Some(smoke) = &ctx.spec.measurement.smoke_command
@@ -325,6 +358,7 @@ pub(crate) async fn ladder(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut E
 /// holdout's or a combination's, O-39) and reports a judge that could not run (O-31).
 pub(crate) fn record_judges(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut Entry, kind: ComparisonKind, judged: &judging::JudgedPair) {
     book_judges(ctx, log, entry.experiment, judged);
+    entry.spend.merge(&judged.spend);
     if kind != ComparisonKind::Standalone {
         return;
     }
@@ -332,20 +366,19 @@ pub(crate) fn record_judges(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut 
     if let Some(record) = &judged.record {
         let mut record = record.clone();
         record.calls = before + judged.calls;
+        // the log keeps spend on the entry; the record's is only the carrier (never written)
+        record.spend = AgentSpend::default();
         entry.judge = Some(record);
     } else if judged.calls > 0 {
         entry.judge.get_or_insert_with(Default::default).calls = before + judged.calls;
     }
 }
 
-/// Books the judge calls of a pair (any kind) and reports a blocker.
+/// Books the judge runs of a pair (any kind): their reported tokens and cost, a run that
+/// reported no cost at `metric.judge.cost_per_batch_usd` (estimated); and reports a blocker.
 pub(crate) fn book_judges(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32, judged: &judging::JudgedPair) {
-    let cost = ctx.spec.metric.judge.as_ref().map_or(0.0, |j| j.cost_per_batch_usd) * f64::from(judged.calls);
-    log.spend.judge_usd += cost;
-    log.spend.run_usd += cost;
-    if cost > 0.0 && !log.spend.estimated.iter().any(|s| s == "judges") {
-        log.spend.estimated.push("judges".into());
-    }
+    let estimate = ctx.spec.metric.judge.as_ref().map_or(0.0, |j| j.cost_per_batch_usd);
+    log.spend.book("judges", &judged.spend, estimate);
     if let Some(reason) = &judged.blocker {
         let note = format!("exp-{n:03}: {}: {reason}; the experiment is error (unmeasured, never eligible) and no score was produced inline", judging::UNDISPATCHABLE);
         log.notes.push(note.clone());

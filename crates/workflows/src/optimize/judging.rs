@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use skillforge_engine::Job;
-use skillforge_runner_agent::AgentPayload;
+use skillforge_runner_agent::{AgentPayload, Spend as AgentSpend, Usage};
 
 use super::OptimizeError;
 use super::judge::{self, JudgeCache, JudgedItem, Reply};
@@ -56,6 +56,9 @@ pub struct JudgedPair {
     pub worst: Vec<WorstCase>,
     /// Judge calls dispatched for both sides.
     pub calls: u32,
+    /// Tokens and cost the judge runs of both sides reported (runs of a side whose judges could
+    /// not all run are not counted).
+    pub spend: AgentSpend,
     /// The undispatchable reason, when a judge could not run.
     pub blocker: Option<String>,
 }
@@ -137,7 +140,7 @@ impl Pass<'_> {
 
 /// One round of judge calls: every batch in `batches` as its own job, all submitted before any
 /// is awaited. `Err` is the undispatchable reason.
-async fn round(ctx: &Ctx<'_>, j: &JudgeSpec, pass: Pass<'_>, batches: &[&Vec<(String, Value)>], tag: &str, call: u32) -> Result<Result<Vec<Reply>, String>, OptimizeError> {
+async fn round(ctx: &Ctx<'_>, j: &JudgeSpec, pass: Pass<'_>, batches: &[&Vec<(String, Value)>], tag: &str, call: u32, spend: &mut AgentSpend) -> Result<Result<Vec<Reply>, String>, OptimizeError> {
     let runtime = j.runtime_for(&ctx.spec.execution);
     // The tier resolved by the runtime's profile; the spec was checked at load.
     let model = j.model_for(&ctx.spec.execution).map_err(|(key, message)| OptimizeError::Invalid(format!("`{key}`: {message}")))?;
@@ -148,6 +151,10 @@ async fn round(ctx: &Ctx<'_>, j: &JudgeSpec, pass: Pass<'_>, batches: &[&Vec<(St
         specs.push(ctx.job("judge", &payload, ctx.key(&format!("judge:{tag}:{}:{call}", batch_digest(batch))), None)?);
     }
     let jobs = super::port::run_all(ctx.port, &specs, "judging").await?;
+    for job in jobs.iter().filter(|job| job.outcome.is_some()) {
+        let usage: Option<Usage> = job.outcome.as_ref().and_then(|o| o.detail.get("usage")).and_then(|u| serde_json::from_value(u.clone()).ok());
+        spend.add_run(usage.as_ref());
+    }
     let mut replies = Vec::with_capacity(jobs.len());
     for (job, batch) in jobs.iter().zip(batches) {
         if !passed(job) {
@@ -190,14 +197,14 @@ async fn run_pass(ctx: &Ctx<'_>, j: &JudgeSpec, pass: Pass<'_>, items: &[Value],
     let plan = judge::plan(&sampled, &cache, pass.rubric, j.batch_size as usize);
     let mut record = JudgeRecord { cached: plan.cached.len() as u32, ..JudgeRecord::default() };
     let all: Vec<&Vec<(String, Value)>> = plan.batches.iter().collect();
-    let first = match round(ctx, j, pass, &all, tag, 0).await? {
+    let first = match round(ctx, j, pass, &all, tag, 0, &mut record.spend).await? {
         Ok(r) => r,
         Err(reason) => return Ok(Judged::Undispatchable(reason)),
     };
     record.calls += all.len() as u32;
     let again: Vec<usize> = first.iter().enumerate().filter(|(_, r)| r.needs_redispatch()).map(|(i, _)| i).collect();
     let retry_batches: Vec<&Vec<(String, Value)>> = again.iter().map(|i| &plan.batches[*i]).collect();
-    let mut second = match round(ctx, j, pass, &retry_batches, tag, 1).await? {
+    let mut second = match round(ctx, j, pass, &retry_batches, tag, 1, &mut record.spend).await? {
         Ok(r) => r.into_iter(),
         Err(reason) => return Ok(Judged::Undispatchable(reason)),
     };
@@ -253,6 +260,7 @@ pub async fn judge_output(ctx: &Ctx<'_>, out: &mut SampleOutput, seed: u64, excl
                     Judged::Undispatchable(reason) => return Ok(Err(reason)),
                     Judged::Scored { record: singles, .. } => {
                         record.calls += singles.calls;
+                        record.spend.merge(&singles.spend);
                         record.cached += singles.cached;
                         out.metrics.extend(judge::singleton_metrics(&singles.items));
                         record.singletons = singles.items;
@@ -272,7 +280,7 @@ pub async fn judge_output(ctx: &Ctx<'_>, out: &mut SampleOutput, seed: u64, excl
 /// # Errors
 /// As [`judge_items`].
 pub async fn judge_pair(ctx: &Ctx<'_>, reference: Sample, candidate: Sample, tag: &str, seed: u64, exclude: &BTreeSet<String>) -> Result<JudgedPair, OptimizeError> {
-    let unjudged = |reference, candidate| JudgedPair { reference, candidate, record: None, worst: vec![], calls: 0, blocker: None };
+    let unjudged = |reference, candidate| JudgedPair { reference, candidate, record: None, worst: vec![], calls: 0, spend: AgentSpend::default(), blocker: None };
     if judges(ctx).is_none() {
         return Ok(unjudged(reference, candidate));
     }
@@ -283,21 +291,24 @@ pub async fn judge_pair(ctx: &Ctx<'_>, reference: Sample, candidate: Sample, tag
     if super::gates::evaluate(&ctx.spec.metric.degenerate_gates, &c.metrics).values().any(|ok| !ok) {
         return Ok(unjudged(Sample::Ok(r), Sample::Ok(c)));
     }
-    let undispatchable = |r: SampleOutput, calls: u32, reason: String| JudgedPair {
+    let undispatchable = |r: SampleOutput, calls: u32, spend: AgentSpend, reason: String| JudgedPair {
         reference: Sample::Ok(r),
         candidate: Sample::Failed(super::decide::Measured::Error(format!("{UNDISPATCHABLE}: {reason}"))),
         record: None,
         worst: vec![],
         calls,
+        spend,
         blocker: Some(reason),
     };
     let (ref_record, _) = match judge_output(ctx, &mut r, seed, exclude, &format!("{tag}:ref")).await? {
         Ok(x) => x,
-        Err(reason) => return Ok(undispatchable(r, 0, reason)),
+        Err(reason) => return Ok(undispatchable(r, 0, AgentSpend::default(), reason)),
     };
     let (record, worst) = match judge_output(ctx, &mut c, seed, exclude, &format!("{tag}:cand")).await? {
         Ok(x) => x,
-        Err(reason) => return Ok(undispatchable(r, ref_record.calls, reason)),
+        Err(reason) => return Ok(undispatchable(r, ref_record.calls, ref_record.spend, reason)),
     };
-    Ok(JudgedPair { reference: Sample::Ok(r), candidate: Sample::Ok(c), calls: ref_record.calls + record.calls, record: Some(record), worst, blocker: None })
+    let mut spend = ref_record.spend;
+    spend.merge(&record.spend);
+    Ok(JudgedPair { reference: Sample::Ok(r), candidate: Sample::Ok(c), calls: ref_record.calls + record.calls, spend, record: Some(record), worst, blocker: None })
 }

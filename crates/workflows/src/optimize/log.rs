@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use skillforge_runner_agent::{Spend as AgentSpend, Usage};
+
 use super::OptimizeError;
 use super::backlog::{Hypothesis, Opportunity};
 use super::decide::{DecideResult, Measured, NextMeasurement};
@@ -123,6 +125,10 @@ pub struct JudgeRecord {
     /// feedback feeds the digest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub singletons: Vec<JudgedItem>,
+    /// Tokens and cost the judge runs of this pass reported (carried to the pair's
+    /// `JudgedPair::spend`; the log keeps the entry's `spend` instead).
+    #[serde(skip)]
+    pub spend: AgentSpend,
 }
 
 /// One experiment (CP-3: exactly one per experiment, updated in place, O-41).
@@ -177,6 +183,12 @@ pub struct Entry {
     /// The worker's final message (its claims are never measurements, O-03).
     #[serde(default)]
     pub worker_message: String,
+    /// Tokens and cost of the experiment's agent runs (its worker and the judges of its sampled
+    /// pairs; a holdout's judges count in the run's totals only) as their
+    /// transcripts reported them; a run that reported none is counted in `runs_without_*`
+    /// ("unknown", never 0; issue 31 item 7).
+    #[serde(default)]
+    pub spend: AgentSpend,
 }
 
 impl Entry {
@@ -215,16 +227,94 @@ pub struct Best {
     pub worst_cases: Vec<WorstCase>,
 }
 
-/// Spend totals, USD.
+/// Spend totals: the USD counted against the caps, and the tokens and cost the agent runs
+/// reported.
+///
+/// A run's cost counts as its transcript reported it; a run that reported none (Codex never
+/// does) counts at the spec's estimate (`execution.worker_cost_usd`, `metric.judge.
+/// cost_per_batch_usd`), named in `estimated`; with no estimate either it is counted in
+/// `unpriced_runs`, and a cost cap then stops the run instead of passing it silently
+/// (`StopReason::SpendUnknown`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct SpendTotals {
-    /// Judge spend.
+    /// Judge spend, USD (reported plus estimated).
     pub judge_usd: f64,
-    /// Whole-run spend (workers + judges + research).
+    /// Whole-run spend, USD (workers + judges + research; reported plus estimated).
     pub run_usd: f64,
     /// Which parts are estimates rather than host-reported usage.
     #[serde(default)]
     pub estimated: Vec<String>,
+    /// Experiment workers' tokens and cost as reported.
+    #[serde(default)]
+    pub workers: AgentSpend,
+    /// Judges' tokens and cost as reported.
+    #[serde(default)]
+    pub judges: AgentSpend,
+    /// Agent runs whose cost is unknown: none reported and no estimate configured.
+    #[serde(default)]
+    pub unpriced_runs: u32,
+    /// Of `unpriced_runs`, the judges' (what `metric.judge.max_total_cost_usd` cannot hold).
+    #[serde(default)]
+    pub unpriced_judge_runs: u32,
+}
+
+impl SpendTotals {
+    /// Every agent run of the run (workers and judges).
+    pub fn agents(&self) -> AgentSpend {
+        let mut all = self.workers;
+        all.merge(&self.judges);
+        all
+    }
+
+    /// Tokens reported so far by every agent run (0 when none reported any).
+    pub fn tokens(&self) -> u64 {
+        self.agents().usage.total_tokens().unwrap_or(0)
+    }
+
+    /// Books `spend` (runs of one kind, `what` = `workers` or `judges`) against the USD totals:
+    /// the reported cost, plus `estimate_each` for every run that reported none (marked
+    /// estimated), or counted in `unpriced_runs` when there is no estimate. Returns the USD
+    /// booked.
+    pub fn book(&mut self, what: &str, spend: &AgentSpend, estimate_each: f64) -> f64 {
+        let known = spend.usage.cost_usd.unwrap_or(0.0);
+        let mut usd = known;
+        if spend.runs_without_cost > 0 {
+            if estimate_each > 0.0 {
+                usd += estimate_each * f64::from(spend.runs_without_cost);
+                if !self.estimated.iter().any(|s| s == what) {
+                    self.estimated.push(what.to_owned());
+                }
+            } else {
+                self.unpriced_runs += spend.runs_without_cost;
+                if what == "judges" {
+                    self.unpriced_judge_runs += spend.runs_without_cost;
+                }
+            }
+        }
+        self.run_usd += usd;
+        match what {
+            "judges" => {
+                self.judge_usd += usd;
+                self.judges.merge(spend);
+            }
+            _ => self.workers.merge(spend),
+        }
+        usd
+    }
+
+    /// The run's cost for people: `$0.0123`, `$0.0123 (estimated: workers)`, `unknown (2 agent
+    /// run(s) reported no cost; $0.0100 known)`, or `unknown (2 agent run(s) reported no cost)`;
+    /// never `$0` for a cost nobody reported.
+    pub fn human_cost(&self) -> String {
+        let estimated = if self.estimated.is_empty() { String::new() } else { format!(" (estimated: {})", self.estimated.join(", ")) };
+        if self.unpriced_runs > 0 && self.run_usd == 0.0 {
+            return format!("unknown ({} agent run(s) reported no cost)", self.unpriced_runs);
+        }
+        if self.unpriced_runs > 0 {
+            return format!("unknown ({} agent run(s) reported no cost; ${:.4} known{estimated})", self.unpriced_runs, self.run_usd);
+        }
+        format!("${:.4}{estimated}", self.run_usd)
+    }
 }
 
 /// An outstanding wait: a dispatched experiment whose result has not been collected (O-23).
@@ -260,6 +350,13 @@ pub struct WorkerResult {
     pub changed_files: Vec<String>,
     /// Out-of-scope files, reverted (O-01).
     pub scope_violations: Vec<String>,
+    /// Tokens and cost the worker's transcript reported (`None`: it reported none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Writes or commands the worker's runtime refused, one line each (`Write of `src/a.sh`
+    /// refused`), from the agent report's `permission_denials`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
 }
 
 /// `run_state`.
@@ -428,6 +525,7 @@ mod tests {
             cost: BTreeMap::new(),
             regressions: vec![],
             worker_message: String::new(),
+            spend: Default::default(),
         }
     }
 

@@ -28,7 +28,9 @@ pub fn render(spec: &Spec, log: &ExperimentLog) -> String {
         }
         _ => s.push_str("No baseline measurement recorded.\n\n"),
     }
-    let _ = writeln!(s, "Spend: run ${:.2}, judges ${:.2}{}.\n", log.spend.run_usd, log.spend.judge_usd, if log.spend.estimated.is_empty() { String::new() } else { format!(" (estimated: {})", log.spend.estimated.join(", ")) });
+    let judges = if log.spend.judges.runs == 0 && log.spend.judge_usd == 0.0 { "none".to_owned() } else { format!("${:.4}", log.spend.judge_usd) };
+    let _ = writeln!(s, "Spend: run {}; judges {judges}.", log.spend.human_cost());
+    let _ = writeln!(s, "Agent runs as reported: workers {}; judges {}.\n", log.spend.workers.human(), log.spend.judges.human());
     s.push_str("## Experiments\n\n");
     if log.experiments.is_empty() {
         s.push_str("None.\n");
@@ -77,6 +79,9 @@ fn explain(s: &mut String, e: &Entry, primary: &str) {
             c.decision.as_ref().map_or("not decided".to_owned(), |d| format!("decision {} ({})", d.decision.label(), d.reason)),
         );
     }
+    if e.spend.runs > 0 {
+        let _ = writeln!(s, "- agent runs: {}", e.spend.human());
+    }
     if !e.scope_violations.is_empty() {
         let _ = writeln!(s, "- out-of-scope changes reverted: {}", e.scope_violations.join(", "));
     }
@@ -108,7 +113,7 @@ mod tests {
             experiment: n, hypothesis_id: format!("h-{n}"), description: "d".into(), category: "c".into(), forecast: None,
             branch: String::new(), base_sha: String::new(), outcome, measured: Measured::Ok, decision: None,
             changed_files: vec![], scope_violations: vec![], comparisons: vec![], worst_cases: vec![], judge: None,
-            learnings: vec![], cost: Default::default(), regressions: vec![], worker_message: String::new(),
+            learnings: vec![], cost: Default::default(), regressions: vec![], worker_message: String::new(), spend: Default::default(),
         };
         let mut log = ExperimentLog::default();
         log.upsert(entry(1, Outcome::Promising));

@@ -206,12 +206,17 @@ async fn init_inner(ctx: &Ctx<'_>, spec_path: &Path, spec_text: &str, created_at
         StabilityMode::Stable | StabilityMode::Ladder => 1,
     };
     let mut baseline = Snapshot::default();
+    // the baseline's judge runs are booked like every other (issue 31 item 7)
+    let mut baseline_judges = skillforge_runner_agent::Spend::default();
     for i in 0..n {
         match ctx.sample(&spec.measurement.command, &ctx.root.integration_worktree(), ctx.key(&format!("baseline:{i}"))).await? {
             Sample::Ok(mut out) => {
                 let seed = super::judging::judges(ctx).map_or(0, |j| j.sample_seed);
                 let worst = match super::judging::judge_output(ctx, &mut out, seed, &BTreeSet::new(), &format!("baseline:{i}")).await? {
-                    Ok((_, worst)) => worst,
+                    Ok((record, worst)) => {
+                        baseline_judges.merge(&record.spend);
+                        worst
+                    }
                     Err(reason) => return Err(OptimizeError::Env(format!("the baseline cannot be judged: {}: {reason} (no score is produced inline)", super::judging::UNDISPATCHABLE))),
                 };
                 baseline.push_sample(&out.metrics);
@@ -241,12 +246,14 @@ async fn init_inner(ctx: &Ctx<'_>, spec_path: &Path, spec_text: &str, created_at
         // O-22: no detached-worker capability is wired into this control plane yet
         notes.push("execution.backend remote: no detached-worker capability on this control plane (no execution.remote); using the worktree backend for the whole run".to_owned());
     }
+    let mut spend = log::SpendTotals::default();
+    spend.book("judges", &baseline_judges, spec.metric.judge.as_ref().map_or(0.0, |j| j.cost_per_batch_usd));
     let log = ExperimentLog {
         spec: spec.name.clone(),
         baseline_sha: base.clone(),
         best: log::Best { experiment: None, sha: base, metrics: baseline.clone(), worst_cases: baseline.worst_cases.clone() },
         baseline,
-        spend: log::SpendTotals::default(),
+        spend,
         hypothesis_backlog: backlog,
         experiments: vec![],
         run_state: RunState { status: "initialised".into(), hypotheses_created: next_id, ..RunState::default() },
@@ -315,6 +322,18 @@ pub fn progress(log: &ExperimentLog, spec: &Spec, now: i64) -> Progress {
     }
 }
 
+/// The note to print when `optimize run`/`resume` starts and the spec's Codex workers will run
+/// on the fallback runtime instead ([`super::delegation::startup_note`]); the dispatch logs it
+/// per experiment as well.
+///
+/// # Errors
+/// As [`log::read`].
+pub fn delegation_note(ctx: &Ctx<'_>) -> Result<Option<String>, OptimizeError> {
+    let log = log::read(&ctx.root.root)?;
+    let exec = &ctx.spec.execution;
+    Ok(super::delegation::startup_note(&exec.runtime, &exec.fallback_runtime, super::delegation::Host::detect(&ctx.repo), &log.run_state.delegation))
+}
+
 /// `optimize run` / `resume`: recovers markers and pending waits, then runs ticks until a
 /// stopping criterion holds; writes the report at the end.
 ///
@@ -347,6 +366,9 @@ pub async fn run(ctx: &Ctx<'_>) -> Result<RunSummary, OptimizeError> {
             }
             if ctx.stop.load(Ordering::SeqCst) {
                 return finish(ctx, log, StopReason::ManualStop);
+            }
+            if let Some(reason) = stopping::spend_check(&ctx.spec.stopping, ctx.spec.metric.judge.as_ref().and_then(|j| j.max_total_cost_usd), &log.spend) {
+                return finish(ctx, log, reason);
             }
             match select(ctx, &log) {
                 Selection::Locate(ids) => {
@@ -434,11 +456,7 @@ fn cp4(ctx: &Ctx<'_>, batch: &[u32], started: Instant) -> Result<ExperimentLog, 
             }
         } else {
             tested.insert(e.hypothesis_id.clone());
-            log.spend.run_usd += spec.execution.worker_cost_usd;
         }
-    }
-    if spec.execution.worker_cost_usd > 0.0 && !log.spend.estimated.iter().any(|s| s == "workers") {
-        log.spend.estimated.push("workers".into());
     }
     log.hypothesis_backlog.retain(|h| !tested.contains(&h.id));
     let best_items = log.best.experiment.and_then(|n| log.entry(n)).and_then(|e| e.judge.as_ref()).map(|j| j.items.clone()).unwrap_or_default();

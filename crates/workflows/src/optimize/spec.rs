@@ -160,7 +160,9 @@ impl JudgeSpec {
 
     /// The model every judge job is given: the tier [`JudgeSpec::model`] resolved by the judge
     /// runtime's profile (`runners/agent/runtimes/<runtime>.toml`, `[models]`; seed:
-    /// judge-prompt-template.md, "the harness resolves the tier to a concrete model").
+    /// judge-prompt-template.md, "the harness resolves the tier to a concrete model"), or
+    /// `skillforge_runner_agent::CONFIGURED_MODEL` where the profile has no name fitting every
+    /// user (OpenCode: the model its user configured runs).
     ///
     /// # Errors
     /// `(key, message)`: `metric.judge.model` for a tier the profile does not define (the
@@ -413,9 +415,16 @@ pub struct StoppingSpec {
     /// Stop when the current best meets every declared required target.
     #[serde(default)]
     pub target_reached: bool,
-    /// Whole-run spend cap, USD.
+    /// Whole-run spend cap, USD: reported costs plus estimates; a run whose cost is unknown
+    /// (no cost reported, no estimate) stops the loop rather than pass the cap silently
+    /// (`StopReason::SpendUnknown`).
     #[serde(default)]
     pub max_total_cost_usd: Option<f64>,
+    /// Whole-run tokens cap: input + output (cache included) tokens the agent runs reported;
+    /// the loop stops before the next dispatch once they reach it. For runtimes that report no
+    /// cost (Codex).
+    #[serde(default)]
+    pub max_total_tokens: Option<u64>,
 }
 
 /// A user-provided hypothesis in the spec (`hypotheses:`), the seed of the backlog.

@@ -180,6 +180,7 @@ pub fn entry_from_marker(marker: &Marker, log: &ExperimentLog, spec: &super::spe
         cost: Default::default(),
         regressions: vec![],
         worker_message: marker.worker_message.clone(),
+        spend: Default::default(),
     }
 }
 

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::log::SpendTotals;
 use super::spec::StoppingSpec;
 
 /// Why the loop stopped.
@@ -27,6 +28,10 @@ pub enum StopReason {
     NothingRunnable,
     /// A locating measurement that would change a keep-or-skip decision cannot be taken.
     Blocked(String),
+    /// A spend cap cannot be enforced: agent runs reported no cost (or no tokens, for a tokens
+    /// cap) and the spec gives no estimate; the detail says which cap and what to do
+    /// (issue 31 item 7: an unknown spend never passes a cap silently).
+    SpendUnknown(String),
 }
 
 impl StopReason {
@@ -42,6 +47,7 @@ impl StopReason {
             StopReason::ManualStop => "stopped by the operator".into(),
             StopReason::NothingRunnable => "no runnable hypothesis left".into(),
             StopReason::Blocked(what) => format!("blocked: {what}"),
+            StopReason::SpendUnknown(why) => format!("spend cap cannot be enforced: {why}"),
         }
     }
 }
@@ -78,6 +84,35 @@ pub fn check(spec: &StoppingSpec, p: &Progress) -> Option<StopReason> {
     }
     if spec.plateau_iterations.is_some_and(|n| n > 0 && p.consecutive_non_improving >= n) {
         return Some(StopReason::Plateau);
+    }
+    None
+}
+
+/// The spend check before each selection (issue 31 item 7): a cost cap (`stopping.
+/// max_total_cost_usd`, `metric.judge.max_total_cost_usd` = `judge_cap`) with agent runs whose
+/// cost is unknown ([`SpendTotals::unpriced_runs`]) stops the run as [`StopReason::SpendUnknown`]
+/// instead of treating the unknown as $0; `stopping.max_total_tokens` stops it once the tokens
+/// reported reach the cap ([`StopReason::SpendCap`]), or as `SpendUnknown` when some run
+/// reported no tokens. Cost caps against estimates are batch selection's ([`super::backlog::Spend`]).
+pub fn spend_check(spec: &StoppingSpec, judge_cap: Option<f64>, spend: &SpendTotals) -> Option<StopReason> {
+    let unpriced = [("stopping.max_total_cost_usd", spec.max_total_cost_usd.is_some(), spend.unpriced_runs), ("metric.judge.max_total_cost_usd", judge_cap.is_some(), spend.unpriced_judge_runs)];
+    if let Some((cap, _, n)) = unpriced.into_iter().find(|(_, capped, n)| *capped && *n > 0) {
+        return Some(StopReason::SpendUnknown(format!(
+            "{cap} cannot be enforced: {n} agent run(s) reported no cost (Codex reports tokens only); set execution.worker_cost_usd \
+             (and metric.judge.cost_per_batch_usd) to book an estimate per run, or cap tokens with stopping.max_total_tokens"
+        )));
+    }
+    if let Some(cap) = spec.max_total_tokens {
+        let agents = spend.agents();
+        if agents.runs_without_tokens > 0 {
+            return Some(StopReason::SpendUnknown(format!(
+                "stopping.max_total_tokens cannot be enforced: {} agent run(s) reported no tokens; cap the cost with stopping.max_total_cost_usd instead",
+                agents.runs_without_tokens
+            )));
+        }
+        if spend.tokens() >= cap {
+            return Some(StopReason::SpendCap(format!("stopping.max_total_tokens ({} of {cap} tokens used)", spend.tokens())));
+        }
     }
     None
 }
@@ -145,6 +180,40 @@ mod tests {
         let s = StoppingSpec { plateau_iterations: Some(5), ..spec() };
         assert_eq!(check(&s, &Progress { consecutive_non_improving: 4, ..Progress::default() }), None);
         assert_eq!(check(&s, &Progress { consecutive_non_improving: 5, ..Progress::default() }), Some(StopReason::Plateau));
+    }
+
+    // issue 31 item 7
+    #[test]
+    fn an_unknown_cost_never_passes_a_cost_cap_and_tokens_caps_hold() {
+        use skillforge_runner_agent::{Spend as AgentSpend, Usage};
+        let run = |tokens: Option<u64>, cost: Option<f64>| {
+            let mut s = AgentSpend::default();
+            s.add_run(Some(&Usage { input_tokens: tokens, cost_usd: cost, ..Usage::default() }));
+            s
+        };
+        let capped = StoppingSpec { max_total_cost_usd: Some(5.0), ..spec() };
+        let mut spend = SpendTotals::default();
+        spend.book("workers", &run(Some(900), Some(0.5)), 0.0);
+        assert_eq!(spend_check(&capped, None, &spend), None, "a reported cost under the cap");
+        spend.book("workers", &run(Some(900), None), 0.0);
+        let Some(StopReason::SpendUnknown(why)) = spend_check(&capped, None, &spend) else { panic!("an unknown cost passed the cap") };
+        assert!(why.contains("stopping.max_total_cost_usd") && why.contains("1 agent run(s) reported no cost"), "{why}");
+        assert_eq!(spend_check(&spec(), None, &spend), None, "no cap: nothing to enforce");
+        assert_eq!(spend_check(&spec(), Some(1.0), &spend), None, "a judge cap holds judges' spend only");
+        let mut judged = SpendTotals::default();
+        judged.book("judges", &run(Some(10), None), 0.0);
+        assert!(matches!(spend_check(&spec(), Some(1.0), &judged), Some(StopReason::SpendUnknown(w)) if w.contains("metric.judge.max_total_cost_usd")));
+        let mut estimated = SpendTotals::default();
+        estimated.book("workers", &run(Some(900), None), 0.25);
+        assert_eq!(spend_check(&capped, None, &estimated), None, "an estimate prices the run");
+        assert_eq!((estimated.run_usd, estimated.estimated.clone()), (0.25, vec!["workers".to_owned()]));
+        let tokens = StoppingSpec { max_total_tokens: Some(2000), ..spec() };
+        assert_eq!(spend_check(&tokens, None, &spend), None, "1800 of 2000 tokens");
+        spend.book("judges", &run(Some(300), Some(0.1)), 0.0);
+        assert!(matches!(spend_check(&tokens, None, &spend), Some(StopReason::SpendCap(w)) if w.contains("2100 of 2000")));
+        let mut silent = SpendTotals::default();
+        silent.book("workers", &run(None, Some(0.1)), 0.0);
+        assert!(matches!(spend_check(&tokens, None, &silent), Some(StopReason::SpendUnknown(w)) if w.contains("reported no tokens")));
     }
 
     #[test]

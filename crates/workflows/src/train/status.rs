@@ -69,6 +69,10 @@ pub struct SessionStatus {
     pub review_packet: Option<String>,
     /// Locks and leases of this session.
     pub active_locks: Vec<LockStatus>,
+    /// Tokens and cost of the iteration's option generation runs as their transcripts reported
+    /// them (issue 31 item 7): a run that reported none, or whose job the queue no longer
+    /// holds, is counted in `runs_without_tokens`/`runs_without_cost` ("unknown", never 0).
+    pub option_generation_spend: skillforge_runner_agent::Spend,
     /// The review watch of a review published on GitHub (absent for local review).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub review_watch: Option<ReviewWatchStatus>,
@@ -399,6 +403,7 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
     };
     let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
     let review_watch = review_watch_status(env, &it).await?;
+    let option_generation_spend = generation_spend(&meta, &jobs);
     Ok(SessionStatus {
         session_id: session.id.clone(),
         iteration_id: it.id.clone(),
@@ -425,9 +430,27 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
         progress,
         review_packet: some(&meta.review.path),
         active_locks,
+        option_generation_spend,
         review_watch,
         verbose,
     })
+}
+
+/// The spend of the finished option generation jobs of `meta` (the `option_generation` entries
+/// of `jobs`, read from the queue); a finished job the queue pruned counts as unknown.
+fn generation_spend(meta: &IterationMeta, jobs: &[(&'static str, Job)]) -> skillforge_runner_agent::Spend {
+    let mut spend = skillforge_runner_agent::Spend::default();
+    let generation: Vec<&Job> = jobs.iter().filter(|(stage, _)| *stage == "option_generation").map(|(_, j)| j).collect();
+    for job in &generation {
+        if let Some(outcome) = &job.outcome {
+            let usage: Option<skillforge_runner_agent::Usage> = outcome.detail.get("usage").and_then(|u| serde_json::from_value(u.clone()).ok());
+            spend.add_run(usage.as_ref());
+        }
+    }
+    for _pruned in generation.len()..meta.generation.job_ids.len() {
+        spend.add_run(None);
+    }
+    spend
 }
 
 /// The review watch of an iteration published on GitHub (`None` for local review).

@@ -61,6 +61,26 @@ pub fn parse_transcript(spec: &TranscriptSpec, text: &str) -> TranscriptSummary 
     }
 }
 
+/// The refused writes and commands a runtime's own session log records (the files under the
+/// profile's `session_log_dir`, each file's text in `logs`) that its stdout transcript leaves
+/// out: Codex's `rollout-*.jsonl` (`format` `codex_jsonl`); no other format has one. Returned
+/// without those already in `seen`.
+pub fn session_log_denials(format: TranscriptFormat, logs: &[String], seen: &[PermissionDenial]) -> Vec<PermissionDenial> {
+    let mut found: Vec<PermissionDenial> = Vec::new();
+    if format != TranscriptFormat::CodexJsonl {
+        return found;
+    }
+    for log in logs {
+        for denial in codex::rollout_denials(log) {
+            let known = |d: &PermissionDenial| d.message == denial.message || (d.path.is_some() && d.path == denial.path);
+            if !seen.iter().any(known) && !found.iter().any(known) {
+                found.push(denial);
+            }
+        }
+    }
+    found
+}
+
 /// `value[key]` as an unsigned integer, if it is one.
 fn u64_field(value: &Value, key: &str) -> Option<u64> {
     value.get(key).and_then(Value::as_u64)
@@ -190,6 +210,7 @@ mod tests {
             format: TranscriptFormat::Plain,
             skill_tool: None,
             skill_tool_arg: None,
+            session_log_dir: None,
         };
         let check = |text: &str, expected: Option<&str>| {
             let summary = parse_transcript(&spec, text);

@@ -1,6 +1,10 @@
-//! `eval deploy [--to HOST] [--root DIR] [--expect NAME=sha256:HEX]... [SKILL_DIR...]` (seed:
-//! skill-eval-loop, "deploy.sh [--to host]"; E-40): copies skill trees — the given ones, or every
-//! open adoption of the ledger — to an install root and verifies each copy by digest. With
+//! `eval deploy [--to HOST] [--root DIR | --runtime R...] [--expect NAME=sha256:HEX]...
+//! [SKILL_DIR...]` (seed: skill-eval-loop, "deploy.sh [--to host]"; E-40): copies skill trees —
+//! the given ones, or every open adoption of the ledger — to an install root and verifies each
+//! copy by digest. Without `--root` the trees go to the user-level skill directory of each
+//! runtime (`--runtime`, default claude, codex and opencode: `~/.claude/skills`,
+//! `~/.agents/skills`, `~/.config/opencode/skills`, [`user_skill_root`]; issue 31 item 8), so
+//! each runtime lists the skill. With
 //! `--to HOST` the trees travel through the queue's transfer area to the worker started with
 //! `--label host=HOST`, which installs them with its own `eval deploy --expect` and checks the
 //! digests there; the control plane then checks the digests it reports. Exit 0 when every tree
@@ -15,6 +19,7 @@ use clap::Args;
 use skillforge_engine::JobState;
 use skillforge_workflows::evalloop::arm_stage::copy_tree;
 use skillforge_workflows::evalloop::deploy::{Deployed, check_remote_report, deploy_job, deploy_tree, skill_tree_name};
+use skillforge_workflows::evalloop::install::{USER_SKILL_RUNTIMES, user_skill_root};
 use skillforge_workflows::evalloop::layout::ledger_path;
 use skillforge_workflows::evalloop::ledger::{open_entries, read_ledger};
 use skillforge_workflows::evalloop::stages::EvalStages;
@@ -31,9 +36,12 @@ pub struct DeployArgs {
     /// Install on another machine: the worker started with `--label host=HOST` receives the trees through the queue's transfer area, installs them and verifies each copy's digest there.
     #[arg(long, value_name = "HOST")]
     to: Option<String>,
-    /// The install root (with `--to`: a path on HOST); default `~/.agents/skills` of the user that installs.
-    #[arg(long, value_name = "DIR")]
+    /// The install root (with `--to`: a path on HOST); default the user-level skill directory of each `--runtime` of the user that installs.
+    #[arg(long, value_name = "DIR", conflicts_with = "runtime")]
     root: Option<PathBuf>,
+    /// Install where this runtime reads user-level skills (repeatable; `claude`: ~/.claude/skills or $CLAUDE_CONFIG_DIR/skills, `codex`: ~/.agents/skills, `opencode`: ~/.config/opencode/skills or $XDG_CONFIG_HOME/opencode/skills); default all three.
+    #[arg(long, value_name = "RUNTIME")]
+    runtime: Vec<String>,
     /// The digest a tree must have, `NAME=sha256:HEX` (repeatable): a tree that differs is refused before anything is installed.
     #[arg(long, value_name = "NAME=DIGEST")]
     expect: Vec<String>,
@@ -89,19 +97,39 @@ pub async fn run(ctx: &Context, args: DeployArgs) -> CliResult {
             if !expect.is_empty() {
                 return Err(CliError::usage(anyhow!("--expect is for the installing side; with --to the digests are computed here and checked on `{host}`")));
             }
-            remote(ctx, &host, args.root.as_deref(), &trees).await
+            remote(ctx, &host, args.root.as_deref(), &args.runtime, &trees).await
         }
         None => {
-            let root = expand_home(args.root.as_deref().unwrap_or(Path::new("~/.agents/skills")))?;
-            local(ctx, &root, &trees, &names, &expect)
+            let roots = match &args.root {
+                Some(root) => vec![expand_home(root)?],
+                None => runtime_roots(&args.runtime)?,
+            };
+            local(ctx, &roots, &trees, &names, &expect)
         }
     }
 }
 
-fn local(ctx: &Context, root: &Path, trees: &[PathBuf], names: &[String], expect: &BTreeMap<String, String>) -> CliResult {
+/// The user-level skill directories of `runtimes` (all of [`USER_SKILL_RUNTIMES`] when empty)
+/// for the user running this command (`HOME`, `CLAUDE_CONFIG_DIR`, `XDG_CONFIG_HOME`).
+fn runtime_roots(runtimes: &[String]) -> Result<Vec<PathBuf>, CliError> {
+    let home = std::env::var_os("HOME").map(PathBuf::from).ok_or_else(|| CliError::env(anyhow!("HOME is not set; pass --root DIR")))?;
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let wanted: Vec<&str> = if runtimes.is_empty() { USER_SKILL_RUNTIMES.to_vec() } else { runtimes.iter().map(String::as_str).collect() };
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for runtime in wanted {
+        let root = user_skill_root(runtime, &home, &env).map_err(|e| CliError::usage(anyhow!("--runtime: {e}")))?;
+        if !roots.contains(&root) {
+            roots.push(root);
+        }
+    }
+    Ok(roots)
+}
+
+fn local(ctx: &Context, roots: &[PathBuf], trees: &[PathBuf], names: &[String], expect: &BTreeMap<String, String>) -> CliResult {
     let mut done: Vec<Deployed> = Vec::new();
     let mut failed = false;
-    for (tree, name) in trees.iter().zip(names) {
+    let each = roots.iter().flat_map(|root| trees.iter().zip(names).map(move |(tree, name)| (root, tree, name)));
+    for (root, tree, name) in each {
         match deploy_tree(tree, root, expect.get(name).map(String::as_str), copy_tree) {
             Ok(d) => {
                 if !ctx.json {
@@ -121,7 +149,7 @@ fn local(ctx: &Context, root: &Path, trees: &[PathBuf], names: &[String], expect
     Ok(if failed { CHECK_FAILED } else { OK })
 }
 
-async fn remote(ctx: &Context, host: &str, root: Option<&Path>, trees: &[PathBuf]) -> CliResult {
+async fn remote(ctx: &Context, host: &str, root: Option<&Path>, runtimes: &[String], trees: &[PathBuf]) -> CliResult {
     if host.is_empty() || host.contains(['/', '=', ',', ' ']) {
         return Err(CliError::usage(anyhow!("--to `{host}` is not a host name (the `host=` label of a worker); for an install root on this machine use --root DIR")));
     }
@@ -133,7 +161,7 @@ async fn remote(ctx: &Context, host: &str, root: Option<&Path>, trees: &[PathBuf
     let queue = ctx.queue().await?;
     let area = queue.transfer_area().ok_or_else(|| CliError::env(anyhow!("the `{}` queue has no transfer area to carry the trees", queue.name())))?;
     let stages = EvalStages::for_home(&ctx.home).map_err(|e| CliError::usage(anyhow!(e.to_string())))?;
-    let (spec, expected) = deploy_job(area.as_ref(), &stages.deploy, trees, host, root).await.map_err(|e| CliError::env(anyhow!(e)))?;
+    let (spec, expected) = deploy_job(area.as_ref(), &stages.deploy, trees, host, root, runtimes).await.map_err(|e| CliError::env(anyhow!(e)))?;
     let store = ctx.store().await?;
     // Never the in-process worker: it is this machine, not `host`.
     let jobs = CliJobs::new(ctx, queue.clone(), store).local_worker(false);

@@ -21,6 +21,7 @@
 //! |---|---|
 //! | `target_reached`, `max_iterations`, `max_hours`, `max_wall_hours`, `plateau`, `spend_cap`, `nothing_runnable` | 0 (a criterion of the spec ended the run) |
 //! | `blocked` (a locating measurement that decides keep-or-skip cannot be taken) | 3 |
+//! | `spend_unknown` (a cost cap with agent runs that reported no cost and no estimate, or a tokens cap with runs that reported no tokens) | 3 |
 //! | `manual_stop` (SIGINT/SIGTERM: paused, `run` again continues the same batch) | 4 |
 
 use std::io::IsTerminal;
@@ -207,6 +208,10 @@ async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
         stop: &stop,
         key_prefix: format!("optimize:{}:{}", spec.name, run_file.created_at),
     };
+    if let Some(note) = run::delegation_note(&octx).map_err(map_err)? {
+        // said when the run starts, whatever the terminal (issue 38 item 8); the log keeps it too
+        eprintln!("note: {note}");
+    }
     let summary = run::run(&octx).await.map_err(map_err)?;
     let reason = summary.stop_reason.as_ref().map(|r| r.describe()).unwrap_or_default();
     if ctx.json {
@@ -220,7 +225,7 @@ async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
 /// The exit code of a finished `run`/`resume` by its stop reason (module docs).
 fn exit_for(reason: Option<&StopReason>) -> u8 {
     match reason {
-        Some(StopReason::Blocked(_)) => ENVIRONMENT,
+        Some(StopReason::Blocked(_) | StopReason::SpendUnknown(_)) => ENVIRONMENT,
         Some(StopReason::ManualStop) => GATE_WAIT,
         _ => OK,
     }
@@ -244,6 +249,7 @@ fn status(ctx: &Context, a: SpecArgs) -> CliResult {
                 "candidate": s.and_then(|c| c.candidate.snapshot.aggregate(primary)),
                 "samples": s.map(|c| c.candidate.snapshot.n_samples()),
                 "scope_violations": e.scope_violations,
+                "spend": e.spend,
             })
         })
         .collect();
@@ -254,13 +260,19 @@ fn status(ctx: &Context, a: SpecArgs) -> CliResult {
         "best": {"experiment": log.best.experiment, "sha": log.best.sha, primary.clone(): log.best.metrics.aggregate(primary)},
         "backlog": log.hypothesis_backlog.iter().map(|h| json!({"id": h.id, "description": h.description, "dep_status": h.dep_status})).collect::<Vec<_>>(),
         "experiments": experiments,
+        "spend": {
+            "run_usd": log.spend.run_usd, "judge_usd": log.spend.judge_usd, "estimated": log.spend.estimated,
+            "unpriced_runs": log.spend.unpriced_runs, "cost_known": log.spend.unpriced_runs == 0,
+            "workers": log.spend.workers, "judges": log.spend.judges, "agents": log.spend.agents(),
+        },
     });
     if ctx.json {
         print_json(&value);
     } else {
         println!("{}: tick {}, status {}, {} experiment(s), best {} {} (baseline {})", spec.name, log.run_state.tick, log.run_state.status, log.experiments.len(), primary, log.best.metrics.aggregate(primary).map_or("-".into(), fmt_num), log.baseline.aggregate(primary).map_or("-".into(), fmt_num));
+        println!("spend: {}; agent runs: {}", log.spend.human_cost(), log.spend.agents().human());
         for e in &log.experiments {
-            println!("  exp-{:03} {:<18} {}", e.experiment, e.outcome.label(), e.description);
+            println!("  exp-{:03} {:<18} {} ({})", e.experiment, e.outcome.label(), e.description, e.spend.human());
         }
         if let Some(r) = &log.run_state.stop_reason {
             println!("stopped: {}", r.describe());
