@@ -44,11 +44,13 @@ impl AgentUser {
         self.dir.path()
     }
 
-    /// The user's environment as a worker process has it: `HOME`, the Anthropic base URL, the
-    /// fake keys, and `CODEX_FORCE_AUTH_JSON=0`.
+    /// The user's environment as a worker process has it: `HOME`, `PATH`, the Anthropic base URL,
+    /// the fake keys, and `CODEX_FORCE_AUTH_JSON=0`.
     pub fn env(&self) -> BTreeMap<String, String> {
         BTreeMap::from([
             ("HOME".to_owned(), self.home().display().to_string()),
+            // The CLIs and their tools (`rg`) where this machine has them.
+            ("PATH".to_owned(), std::env::var("PATH").unwrap_or_default()),
             ("ANTHROPIC_BASE_URL".to_owned(), self.url.clone()),
             ("ANTHROPIC_API_KEY".to_owned(), "sk-ant-fake".to_owned()),
             ("OPENAI_API_KEY".to_owned(), "sk-fake".to_owned()),
