@@ -78,3 +78,101 @@ fn another_sqlite_database_given_as_the_queue_is_refused_and_left_untouched() {
     assert_eq!(tables(&store), before, "the store's tables are unchanged");
 }
 
+/// The password of the test servers; no log line, command line or job environment may show it.
+const PASSWORD: &str = "s3cret-Queue-pw-4711";
+
+/// Issue 32 item 8: a Redis URL with a password is shown without it in every log line of
+/// `serve` and of a worker (the startup lines included), and in the error of a failed connect.
+#[test]
+fn redis_url_passwords_are_redacted_in_every_log_line() {
+    use skillforge_tests::RedisServer;
+    let redis = RedisServer::start_configured(false, Some(PASSWORD), &[]);
+    let url = format!("redis://:{PASSWORD}@127.0.0.1:{}", redis.port);
+    let home = Home::redis(&url);
+    let _serve = Reaped(home.spawn_serve());
+    let _worker = Reaped(home.spawn_worker("w", &["-vv"]));
+    let id = home.submit(&[], &["true"]);
+    home.wait(Duration::from_secs(60), "the result applied", || {
+        home.job(&id)["applied"].as_array().filter(|a| !a.is_empty()).map(|_| ())
+    });
+    home.wait(Duration::from_secs(30), "both startup lines", || {
+        let logs = home.logs();
+        (logs.contains("control plane on") && logs.contains(" labels ")).then_some(())
+    });
+    let logs = home.logs();
+    assert!(!logs.contains(PASSWORD), "{logs}");
+    assert!(logs.contains(&format!("redis queue redis://***@127.0.0.1:{}", redis.port)), "{logs}");
+
+    let wrong = Home::redis(&format!("redis://:wrong-pw-0815@127.0.0.1:{}", redis.port));
+    let out = wrong.run(&["jobs", "list"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("wrong-pw-0815"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("***@127.0.0.1"), "{}", stderr(&out));
+}
+
+/// Issue 32 item 8: the password can be given apart from the URL, by `SKILLFORGE_QUEUE_PASSWORD`
+/// or `[queue] password_file`; then it is on no command line, the worker's jobs do not see it
+/// in their environment or their worker's argv, and no log shows it.
+#[test]
+fn the_queue_password_comes_from_env_or_file_and_reaches_no_job() {
+    use skillforge_tests::RedisServer;
+    let redis = RedisServer::start_configured(false, Some(PASSWORD), &[]);
+    let home = Home::redis(&redis.url());
+    // Without the password the server refuses: exit 3, nothing is guessed.
+    let out = home.run(&["jobs", "list"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+
+    write(&home.path().join("queue.pass"), &format!("{PASSWORD}\n"));
+    write(&home.path().join("config.toml"), "[queue]\npassword_file = \"queue.pass\"\n");
+    let _serve = Reaped(home.spawn_serve());
+    // A worker given the password by the environment (and no password file).
+    let other_home = tempfile::tempdir().unwrap();
+    let log = std::fs::File::create(home.path().join("worker-env.log")).unwrap();
+    let _worker = Reaped(
+        std::process::Command::new(skillforge_tests::bin())
+            .args(["--home"])
+            .arg(other_home.path())
+            .args(["--queue", &redis.url(), "worker", "--name", "env"])
+            .env("SKILLFORGE_QUEUE_PASSWORD", PASSWORD)
+            .env("SKILLFORGE_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    let id = home.submit(
+        &[],
+        &["sh", "-c", "tr '\\0' ' ' </proc/$PPID/cmdline; echo; env; echo end-of-job"],
+    );
+    let job = home.wait_job(&id, Duration::from_secs(60), "the job to succeed", |j| j["state"] == "succeeded");
+    let stdout = job["stdout_tail"].as_str().unwrap();
+    assert!(stdout.contains("worker --name env") && stdout.contains("end-of-job"), "{stdout}");
+    assert!(!stdout.contains(PASSWORD), "the job saw the password: {stdout}");
+    assert!(!stdout.contains("SKILLFORGE_QUEUE_PASSWORD"), "{stdout}");
+    home.wait(Duration::from_secs(60), "the result applied", || {
+        home.job(&id)["applied"].as_array().filter(|a| !a.is_empty()).map(|_| ())
+    });
+    let logs = home.logs();
+    assert!(logs.contains("control plane on"), "{logs}");
+    assert!(!logs.contains(PASSWORD), "{logs}");
+
+    // A password both in the URL and apart from it is refused (exit 2), naming both sources.
+    let both = Home::redis(&format!("redis://:{PASSWORD}@127.0.0.1:{}", redis.port));
+    write(&both.path().join("queue.pass"), PASSWORD);
+    write(&both.path().join("config.toml"), "[queue]\npassword_file = \"queue.pass\"\n");
+    let out = both.run(&["jobs", "list"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("password_file") && !stderr(&out).contains(PASSWORD), "{}", stderr(&out));
+    // A password file that is missing is exit 2 naming it.
+    write(&both.path().join("config.toml"), "[queue]\npassword_file = \"missing.pass\"\n");
+    let out = std::process::Command::new(skillforge_tests::bin())
+        .arg("--home")
+        .arg(both.path())
+        .args(["--queue", &redis.url(), "jobs", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("missing.pass"), "{}", stderr(&out));
+}
+

@@ -195,12 +195,7 @@ impl std::fmt::Debug for RedisBackend {
 
 /// `redis://user:secret@host` → `redis://***@host`, for error messages.
 fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}***{}", &url[..scheme + 3], &url[at..])
-        }
-        _ => url.to_owned(),
-    }
+    crate::redact::redact_urls(url)
 }
 
 /// Whether a failed call may succeed if tried again on a (re)connected connection.
@@ -279,12 +274,37 @@ impl RedisBackend {
     /// [`EngineError::Backend`] when the server cannot be reached within the connection
     /// manager's retries.
     pub async fn connect(url: &str, namespace: &str) -> Result<Self, EngineError> {
+        Self::connect_with_password(url, namespace, None).await
+    }
+
+    /// [`RedisBackend::connect`] with the password (of the URL's user, else the `default` user)
+    /// given apart from the URL, e.g. read from `SKILLFORGE_QUEUE_PASSWORD` or a file, so it
+    /// never shows in a command line or a config file's URL.
+    ///
+    /// Errors: as [`RedisBackend::connect`]; [`EngineError::Config`] when the URL carries a
+    /// password too (one source, so which one is in use is never a guess).
+    pub async fn connect_with_password(url: &str, namespace: &str, password: Option<&str>) -> Result<Self, EngineError> {
+        use ::redis::IntoConnectionInfo as _;
         if namespace.is_empty() {
             return Err(EngineError::Config(
                 "redis namespace must not be empty".to_owned(),
             ));
         }
-        let client = Client::open(url)
+        let mut info = url
+            .into_connection_info()
+            .map_err(|e| EngineError::Config(format!("redis url `{}`: {e}", redact(url))))?;
+        if let Some(password) = password {
+            if info.redis_settings().password().is_some() {
+                return Err(EngineError::Config(format!(
+                    "redis url `{}` carries a password and one is given apart from it too \
+                     (SKILLFORGE_QUEUE_PASSWORD or [queue] password_file): give it once, apart from the URL",
+                    redact(url)
+                )));
+            }
+            let settings = info.redis_settings().clone().set_password(password);
+            info = info.set_redis_settings(settings);
+        }
+        let client = Client::open(info)
             .map_err(|e| EngineError::Config(format!("redis url `{}`: {e}", redact(url))))?;
         let config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(RESPONSE_TIMEOUT))

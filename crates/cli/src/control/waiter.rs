@@ -207,7 +207,7 @@ impl<'a> CliJobs<'a> {
 
     fn no_worker_note(&self, ids: &[String]) -> String {
         let queue = match &self.ctx.queue_url {
-            skillforge_engine::open::QueueUrl::Redis(u) => format!(" --queue {u}"),
+            skillforge_engine::open::QueueUrl::Redis(u) => format!(" --queue {}", skillforge_engine::redact::redact_urls(u)),
             skillforge_engine::open::QueueUrl::Sqlite(_) => String::new(),
         };
         let which = if ids.len() == 1 { format!("job {}", ids[0]) } else { format!("{} jobs", ids.len()) };
