@@ -176,3 +176,39 @@ fn the_queue_password_comes_from_env_or_file_and_reaches_no_job() {
     assert!(stderr(&out).contains("missing.pass"), "{}", stderr(&out));
 }
 
+/// Issue 32 item 8: `jobs submit --secret-env NAME` takes the value from the submitter's
+/// environment (no command line shows it), the job gets it, and `jobs show` / `jobs list`
+/// (`--json` too) and the logs show `***` instead; a variable that is not set is exit 2.
+#[test]
+fn secret_env_reaches_the_job_and_is_never_shown() {
+    const VALUE: &str = "tok-7f3a-secret-value";
+    let home = Home::embedded();
+    let out = home
+        .cmd()
+        .env("DEPLOY_TOKEN", VALUE)
+        .args(["-vv", "jobs", "submit", "--wait", "--secret-env", "DEPLOY_TOKEN", "--env", "PLAIN=visible"])
+        // The command checks the value without naming it (a command line is shown by `jobs list`).
+        .args(["--", "sh", "-c", "case \"$DEPLOY_TOKEN\" in tok-7f3a-*) [ ${#DEPLOY_TOKEN} = 21 ] && echo token-ok;; esac"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("token-ok"));
+    assert!(!stderr(&out).contains(VALUE), "{}", stderr(&out));
+    let jobs = home.json(&["jobs", "list"]);
+    let job = &jobs[0];
+    assert_eq!(job["payload"]["env"]["DEPLOY_TOKEN"], "***", "{job:#}");
+    assert_eq!(job["payload"]["env"]["PLAIN"], "visible", "{job:#}");
+    let id = job["id"].as_str().unwrap();
+    for args in [&["jobs", "list"][..], &["jobs", "show", id], &["--json", "jobs", "list"], &["--json", "jobs", "show", id]] {
+        let out = home.run(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        let shown = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+        assert!(!shown.contains(VALUE), "{args:?}: {shown}");
+    }
+
+    let out = home.cmd().env_remove("NOT_SET_HERE").args(["jobs", "submit", "--secret-env", "NOT_SET_HERE", "--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("NOT_SET_HERE"), "{}", stderr(&out));
+    assert_eq!(home.json(&["jobs", "list"]).as_array().map(Vec::len), Some(1), "nothing more enqueued");
+}
+

@@ -82,6 +82,11 @@ pub struct SubmitArgs {
     /// Environment for the command, `NAME=VALUE` (repeatable); how secrets reach it, never argv.
     #[arg(long = "env", value_name = "NAME=VALUE")]
     env: Vec<String>,
+    /// A secret environment variable for the command (repeatable): its value is taken from this
+    /// command's own environment, so it is on no command line, and it is shown as `***` by
+    /// `jobs show` and `jobs list` (`--json` too) and in every log line.
+    #[arg(long = "secret-env", value_name = "NAME")]
+    secret_env: Vec<String>,
     /// The command's working directory. Default: the current directory on the embedded queue;
     /// on a Redis fleet (whose workers may be other machines) the worker's job dir, an empty dir
     /// of the attempt's scratch dir — there `--cwd` names a directory on the worker (absolute).
@@ -142,7 +147,8 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
     for lock in &args.locks {
         check_name("lock", lock)?;
     }
-    let env = parse_env(&args.env)?;
+    let mut env = parse_env(&args.env)?;
+    add_secret_env(&mut env, &args.secret_env)?;
     if args.image.is_some() && (args.cwd.is_some() || !args.files.is_empty()) {
         return Err(CliError::usage(anyhow!("--cwd and --file are for process jobs; a container job (--image) runs in the attempt's scratch dir")));
     }
@@ -166,11 +172,13 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         Some(image) => {
             let mut payload = ContainerPayload::new(image, Command::Argv(args.command.clone()));
             payload.env = env;
+            payload.secret_env = args.secret_env.clone();
             JobSpec::for_payload(&payload)
         }
         None => {
             let mut payload = ProcessPayload::argv(args.command.clone());
             payload.env = env;
+            payload.secret_env = args.secret_env.clone();
             payload.cwd = cwd;
             JobSpec::for_payload(&payload)
         }
@@ -280,6 +288,53 @@ fn parse_env(pairs: &[String]) -> Result<BTreeMap<String, String>, CliError> {
     Ok(env)
 }
 
+/// Adds each `--secret-env NAME` to `env` with its value from this process's environment, and
+/// registers the value for redaction (so no log line of this process shows it).
+///
+/// # Errors
+/// Exit 2 for an invalid name, a name also given by `--env`, or a variable that is not set
+/// (or not UTF-8) here.
+fn add_secret_env(env: &mut BTreeMap<String, String>, names: &[String]) -> Result<(), CliError> {
+    for name in names {
+        if name.is_empty() || name.contains(['\0', '=']) {
+            return Err(CliError::usage(anyhow!("--secret-env `{name}`: the variable name is empty or invalid")));
+        }
+        if env.contains_key(name) {
+            return Err(CliError::usage(anyhow!("--secret-env `{name}` is also given by --env: give it once")));
+        }
+        let value = std::env::var(name).map_err(|_| {
+            CliError::usage(anyhow!(
+                "--secret-env `{name}`: no such variable in this environment (its value is taken from there)"
+            ))
+        })?;
+        if value.contains('\0') {
+            return Err(CliError::usage(anyhow!("--secret-env `{name}`: the value holds a NUL byte")));
+        }
+        crate::control::redact::register_secret(&value);
+        env.insert(name.clone(), value);
+    }
+    Ok(())
+}
+
+/// `payload` with the values of its `secret_env` names in `env` replaced by `***`: what every
+/// command shows of a job's payload.
+fn shown_payload(payload: &Value) -> Value {
+    let mut shown = payload.clone();
+    let names: Vec<String> = payload
+        .get("secret_env")
+        .and_then(Value::as_array)
+        .map(|names| names.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default();
+    if let Some(env) = shown.get_mut("env").and_then(Value::as_object_mut) {
+        for name in &names {
+            if let Some(value) = env.get_mut(name) {
+                *value = json!("***");
+            }
+        }
+    }
+    shown
+}
+
 /// The error of a `--wait` that failed after its job was enqueued, saying that the job is still
 /// in the queue and how to find or cancel it, so that running the command again is never the
 /// silent second copy of it.
@@ -366,7 +421,7 @@ pub fn job_json(job: &Job, now_ms: i64) -> Value {
         "error": job.error,
         "stdout_tail": job.outcome.as_ref().map(|o| o.stdout_tail.as_str()),
         "stderr_tail": job.outcome.as_ref().map(|o| o.stderr_tail.as_str()),
-        "payload": job.spec.payload,
+        "payload": shown_payload(&job.spec.payload),
         "history": history,
     })
 }
