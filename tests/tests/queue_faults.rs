@@ -212,3 +212,45 @@ fn secret_env_reaches_the_job_and_is_never_shown() {
     assert_eq!(home.json(&["jobs", "list"]).as_array().map(Vec::len), Some(1), "nothing more enqueued");
 }
 
+/// Issue 32 item 4: a finish that Redis refuses with OOM (`maxmemory` reached under
+/// `noeviction`) is sent again while the lease is held, never dropped: once memory is back the
+/// result arrives, the job ran once and `serve` applies it.
+#[test]
+fn a_finish_refused_for_oom_is_retried_until_delivered() {
+    use skillforge_tests::RedisServer;
+    let t = Duration::from_secs(60);
+    let redis = RedisServer::start_configured(false, None, &["--maxmemory-policy", "noeviction"]);
+    let home = Home::redis(&redis.url());
+    let _serve = Reaped(home.spawn_serve());
+    // At debug level the worker logs each refused try of its finish.
+    let log = std::fs::File::create(home.path().join("worker-debug.log")).unwrap();
+    let _worker = Reaped(
+        home.cmd()
+            .env("SKILLFORGE_LOG", "debug")
+            .args(["worker", "--name", "w"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let id = home.submit(
+        &["--cwd", dir.path().to_str().unwrap()],
+        &["sh", "-c", "touch started; while [ ! -e release ]; do sleep 0.05; done; echo ran >> runs"],
+    );
+    home.wait(t, "the job to start", || dir.path().join("started").exists().then_some(()));
+    // Every write is refused from now on: `used_memory` is above a 1-byte `maxmemory`.
+    redis.cli(&["config", "set", "maxmemory", "1"]).expect("config set maxmemory");
+    std::fs::write(dir.path().join("release"), "").unwrap();
+    home.wait(t, "the worker to retry the refused finish", || {
+        home.logs().lines().any(|l| l.contains("OOM") && l.contains("finish") && (l.contains("retrying") || l.contains("sending it again"))).then_some(())
+    });
+    redis.cli(&["config", "set", "maxmemory", "0"]).expect("config set maxmemory");
+    let job = home.wait_job(&id, t, "the job to succeed", |j| j["state"] == "succeeded");
+    assert_eq!(job["attempts"], 1, "ran once: {job:#}\n{}", home.logs());
+    assert_eq!(std::fs::read_to_string(dir.path().join("runs")).unwrap(), "ran\n");
+    home.wait(t, "the result applied", || home.job(&id)["applied"].as_array().filter(|a| !a.is_empty()).map(|_| ()));
+    let logs = home.logs();
+    assert!(!logs.contains("result not delivered"), "{logs}");
+}

@@ -198,9 +198,12 @@ fn redact(url: &str) -> String {
     crate::redact::redact_urls(url)
 }
 
-/// Whether a failed call may succeed if tried again on a (re)connected connection.
+/// Whether a failed call may succeed if tried again on a (re)connected connection, or once the
+/// server recovers: `OOM` (at `maxmemory` under `noeviction`: writes are refused until memory is
+/// freed) and `BUSY` (a script runs too long) pass like `LOADING` does.
 fn transient(e: &RedisError) -> bool {
-    e.is_io_error()
+    matches!(e.code(), Some("OOM" | "BUSY"))
+        || e.is_io_error()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
         || e.is_timeout()
@@ -231,6 +234,7 @@ macro_rules! with_retry {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_secs(1));
                 }
+                Err(e) if transient(&e) => break Err(EngineError::redis_unavailable(format!("{}: {e}", $what))),
                 Err(e) => break Err(EngineError::redis(format!("{}: {e}", $what))),
             }
         }
