@@ -212,6 +212,58 @@ fn secret_env_reaches_the_job_and_is_never_shown() {
     assert_eq!(home.json(&["jobs", "list"]).as_array().map(Vec::len), Some(1), "nothing more enqueued");
 }
 
+/// Runs `skillforge ARGS` in `home` with stderr captured, waiting for it to exit (at most 60 s).
+fn run_to_exit(home: &Home, args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Reaped(
+        home.cmd().args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap(),
+    );
+    let status = wait_exit(&mut child.0, Duration::from_secs(60));
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    (status.code(), err)
+}
+
+/// Issue 32 item 1: on a Redis whose `maxmemory-policy` evicts keys, `worker`, `serve` and
+/// `jobs submit` refuse to start (exit 3) naming the setting and the fix, with nothing
+/// enqueued; with `CONFIG` disabled the policy is read from `INFO memory`; a policy changed
+/// under running processes is logged by each as an error.
+#[test]
+fn an_evicting_redis_is_refused_and_a_policy_change_is_reported() {
+    use skillforge_tests::RedisServer;
+    for extra in [&["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"][..], &[
+        "--maxmemory",
+        "64mb",
+        "--maxmemory-policy",
+        "volatile-lru",
+        "--rename-command",
+        "CONFIG",
+        "",
+    ]] {
+        let redis = RedisServer::start_configured(false, None, extra);
+        let home = Home::redis(&redis.url());
+        for args in [&["worker"][..], &["serve"], &["jobs", "submit", "--", "true"]] {
+            let (code, err) = run_to_exit(&home, args);
+            assert_eq!(code, Some(3), "{extra:?} {args:?}: {err}");
+            assert!(err.contains("maxmemory-policy") && err.contains("noeviction") && err.contains(extra[3]), "{args:?}: {err}");
+        }
+        let jobs = home.json(&["jobs", "list"]);
+        assert_eq!(jobs.as_array().map(Vec::len), Some(0), "nothing enqueued: {jobs:#}");
+    }
+
+    let redis = RedisServer::start_configured(false, None, &["--maxmemory", "64mb", "--maxmemory-policy", "noeviction"]);
+    let home = Home::redis(&redis.url());
+    let _serve = Reaped(home.spawn_serve());
+    let _worker = Reaped(home.spawn_worker("w", &[]));
+    let id = home.submit(&[], &["true"]);
+    home.wait_job(&id, Duration::from_secs(60), "the job to succeed", |j| j["state"] == "succeeded");
+    redis.cli(&["config", "set", "maxmemory-policy", "allkeys-lfu"]).expect("config set");
+    home.wait(Duration::from_secs(60), "serve and the worker to report the policy", || {
+        let logs = home.logs();
+        (logs.lines().filter(|l| l.contains("ERROR") && l.contains("maxmemory-policy") && l.contains("allkeys-lfu")).count() >= 2)
+            .then_some(())
+    });
+}
+
 /// Issue 32 item 4: a finish that Redis refuses with OOM (`maxmemory` reached under
 /// `noeviction`) is sent again while the lease is held, never dropped: once memory is back the
 /// result arrives, the job ran once and `serve` applies it.

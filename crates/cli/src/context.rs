@@ -77,6 +77,20 @@ impl Context {
         })
     }
 
+    /// Opens the queue backend for a process that writes jobs or runs them (`worker`, `serve`,
+    /// `jobs submit`): also refuses a queue server whose settings lose jobs
+    /// (`QueueBackend::check_settings`: Redis `maxmemory-policy` other than `noeviction`).
+    ///
+    /// # Errors
+    /// As [`Context::queue`]; exit 3 naming the setting, its value and how to fix it.
+    pub async fn queue_checked(&self) -> Result<Arc<dyn QueueBackend>, CliError> {
+        let backend = self.queue().await?;
+        if let Some(problem) = backend.check_settings().await.map_err(|e| CliError::env(anyhow::Error::new(e).context("check the queue server's settings")))? {
+            return Err(CliError::env(anyhow::anyhow!("refusing to use the queue: {problem}")));
+        }
+        Ok(backend)
+    }
+
     /// Opens the domain store, once per invocation: later calls return a handle to the same pool
     /// (a failed open is not remembered, so a later call tries again).
     ///

@@ -318,6 +318,18 @@ pub trait QueueBackend: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// A server setting under which the queue cannot keep its jobs, if any: Redis with a
+    /// `maxmemory-policy` other than `noeviction` (keys evicted under memory pressure, jobs
+    /// vanish). `worker`, `serve` and `jobs submit` refuse to start on one; every reaper pass
+    /// loop re-checks it (every [`crate::reaper::SETTINGS_CHECK_EVERY`]) and logs a change as an
+    /// error. The embedded queue has no such setting: the default answers `None`.
+    ///
+    /// # Errors
+    /// [`EngineError::Backend`] when the server cannot be reached.
+    async fn check_settings(&self) -> Result<Option<UnsafeSetting>, EngineError> {
+        Ok(None)
+    }
+
     /// The queue's transfer area (see [`crate::transfer`]): where a job's input files and
     /// uploaded outputs live by content. Redis: chunked keys with a TTL; the embedded queue: the
     /// blob store next to its file. `None` for a backend that has none (then a job with files
@@ -338,6 +350,31 @@ pub trait QueueBackend: Send + Sync + 'static {
     /// hold jobs: workers lease from the ones their labels satisfy. Default: none.
     async fn routes(&self) -> Result<Vec<String>, EngineError> {
         Ok(Vec::new())
+    }
+}
+
+/// A server setting the queue cannot keep its jobs under: see [`QueueBackend::check_settings`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsafeSetting {
+    /// The setting's name as the server spells it, e.g. `maxmemory-policy`.
+    pub setting: String,
+    /// Its value now, e.g. `allkeys-lru`.
+    pub value: String,
+    /// The value skillforge requires, e.g. `noeviction`.
+    pub required: String,
+    /// What goes wrong under the value now.
+    pub why: String,
+    /// How to fix it.
+    pub fix: String,
+}
+
+impl std::fmt::Display for UnsafeSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the queue server's `{}` is `{}`: {}; skillforge requires `{}`: set it with {}",
+            self.setting, self.value, self.why, self.required, self.fix
+        )
     }
 }
 

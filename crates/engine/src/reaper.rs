@@ -12,6 +12,11 @@ use crate::policy::reap_action_for;
 /// How often a reaper looks for stale leases by default.
 pub const DEFAULT_REAP_EVERY: Duration = Duration::from_millis(250);
 
+/// How often a reaper loop re-checks the queue server's settings
+/// ([`QueueBackend::check_settings`]): a setting changed under a running fleet is logged within
+/// this long.
+pub const SETTINGS_CHECK_EVERY: Duration = Duration::from_secs(2);
+
 /// One reaped lease, for logs and tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reaped {
@@ -53,7 +58,9 @@ pub async fn reap_once(backend: &dyn QueueBackend) -> Result<Vec<Reaped>, Engine
 
 /// Runs [`reap_once`] every `every` until `shutdown` fires, and checks after each pass that the
 /// queue still holds its data ([`QueueBackend::check_namespace`]; a loss is logged as an error,
-/// once). Backend errors are logged and retried.
+/// once) and, every [`SETTINGS_CHECK_EVERY`], that the server's settings keep it
+/// ([`QueueBackend::check_settings`]; a setting turning unsafe is logged as an error once per
+/// change, its repair as info). Backend errors are logged and retried.
 /// A pass in flight when `shutdown` fires is dropped (each reap is atomic and fenced, so a
 /// dropped pass applied some reaps or none, never half of one), so a shutdown with the queue
 /// unreachable does not wait out the backend's retries.
@@ -69,8 +76,26 @@ pub async fn run_reaper_reporting(
     shutdown: CancellationToken,
     losses: Option<tokio::sync::mpsc::UnboundedSender<crate::backend::NamespaceLoss>>,
 ) {
+    // The process refused to start on an unsafe setting, so the first one seen is a change.
+    let mut unsafe_setting: Option<crate::backend::UnsafeSetting> = None;
+    let mut settings_checked: Option<tokio::time::Instant> = None;
     loop {
+        let check_settings = settings_checked.is_none_or(|at| at.elapsed() >= SETTINGS_CHECK_EVERY);
+        let unsafe_setting = &mut unsafe_setting;
         let pass = async {
+            if check_settings {
+                match backend.check_settings().await {
+                    Ok(now) if now != *unsafe_setting => {
+                        match &now {
+                            Some(problem) => error!(setting = %problem.setting, value = %problem.value, "{problem}"),
+                            None => info!("the queue server's settings keep jobs again"),
+                        }
+                        *unsafe_setting = now;
+                    }
+                    Ok(_) => {}
+                    Err(e) => debug!(error = %e, "queue server settings check failed"),
+                }
+            }
             match reap_once(backend).await {
                 Ok(r) if !r.is_empty() => debug!(n = r.len(), "reaper pass"),
                 Ok(_) => {}
@@ -92,6 +117,9 @@ pub async fn run_reaper_reporting(
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = pass => {}
+        }
+        if check_settings {
+            settings_checked = Some(tokio::time::Instant::now());
         }
         tokio::select! {
             () = shutdown.cancelled() => return,

@@ -246,6 +246,7 @@ mod migrate;
 mod output;
 mod queue;
 mod retention;
+mod settings;
 
 /// Stable lowercase wire name of a reap action.
 fn reap_action_name(action: &ReapAction) -> (&'static str, u64) {

@@ -165,7 +165,7 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         return Err(CliError::usage(anyhow!("--require: a label is `KEY` or `KEY=VALUE`, without `,` or `@`")));
     }
     // Every check of the arguments is above: files are staged only for a job that is enqueued.
-    let backend = ctx.queue().await?;
+    let backend = ctx.queue_checked().await?;
     let cwd = files::working_dir(backend.as_ref(), args.cwd.as_deref(), !args.files.is_empty())?;
     let inputs = files::stage_files(backend.as_ref(), &args.files).await?;
     let mut spec = match &args.image {

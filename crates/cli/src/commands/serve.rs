@@ -60,7 +60,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     let forge = GitHub::new(&github.client_config()).map_err(|e| CliError::usage(anyhow!(e)))?;
     let every = Duration::from_secs(github.watch_every_secs.unwrap_or(DEFAULT_WATCH_EVERY_SECS).max(1));
     let retention = ctx.config.queue.retention()?;
-    let backend = ctx.queue().await?;
+    let backend = ctx.queue_checked().await?;
     let store = ctx.store().await?;
     let shutdown = shutdown_on_signal();
     let listener = match &listen {

@@ -37,10 +37,11 @@ pub struct WorkerArgs {
 ///
 /// # Errors
 /// Exit 2 for a concurrency of 0 (`--concurrency` or `[worker] concurrency`), before the queue
-/// is opened; exit 3 when the queue cannot be opened.
+/// is opened; exit 3 when the queue cannot be opened or its server loses jobs (Redis
+/// `maxmemory-policy` other than `noeviction`, named with the fix).
 pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
     let concurrency = concurrency(args.concurrency, ctx.config.worker.concurrency)?;
-    let backend = ctx.queue().await?;
+    let backend = ctx.queue_checked().await?;
     let mut config = WorkerConfig::new(
         args.name.or_else(|| ctx.config.worker.name.clone()).unwrap_or_else(|| "worker".to_owned()),
         ctx.scratch_root(),

@@ -11,7 +11,7 @@ use super::{
     RETRY_BUDGET, RedisBackend, SCAN_BATCH, STATE_INDEXED, decode, parse_state, reap_action_name,
     transient, unexpected,
 };
-use crate::backend::{NamespaceLoss, QueueBackend, ReapAction};
+use crate::backend::{NamespaceLoss, QueueBackend, ReapAction, UnsafeSetting};
 use crate::error::EngineError;
 use crate::output::{NewOutput, OutputChunk};
 use crate::retention::{PruneBatch, PruneRule, Tombstone};
@@ -305,6 +305,10 @@ impl QueueBackend for RedisBackend {
             [tag] if tag == "missing" => Err(EngineError::NotFound(job_id.to_owned())),
             _ => Err(unexpected("ack_result", &reply)),
         }
+    }
+
+    async fn check_settings(&self) -> Result<Option<UnsafeSetting>, EngineError> {
+        self.eviction_setting().await
     }
 
     async fn check_namespace(&self) -> Result<Option<NamespaceLoss>, EngineError> {
