@@ -264,6 +264,73 @@ fn an_evicting_redis_is_refused_and_a_policy_change_is_reported() {
     });
 }
 
+/// Issue 32 item 2: a job whose payload key is gone (evicted, deleted by hand) does not stop
+/// anything: `jobs list` shows the other jobs (exit 0) and counts it, `serve` quarantines its
+/// result and logs it once while every other result is applied, `jobs list --state broken`
+/// lists it with the reason and `jobs purge ID` removes it (and refuses a readable job).
+#[test]
+fn an_unreadable_job_record_is_quarantined_and_everything_else_flows() {
+    use skillforge_tests::RedisServer;
+    let t = Duration::from_secs(60);
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    let mut worker = Reaped(home.spawn_worker("w", &[]));
+    // A payload over 64 bytes is kept in its own key, `job:<id>:p`.
+    let long_arg = "x".repeat(100);
+    let broken = home.submit(&[], &["true", &long_arg]);
+    let fine = home.submit(&[], &["true"]);
+    for id in [&broken, &fine] {
+        home.wait_job(id, t, "the job to succeed", |j| j["state"] == "succeeded");
+    }
+    let _ = worker.0.kill();
+    let keys = redis.cli(&["--scan", "--pattern", "skillforge:job:*:p"]).unwrap();
+    let keys: Vec<&str> = keys.lines().filter(|l| !l.is_empty()).collect();
+    let key = keys
+        .iter()
+        .find(|k| redis.cli(&["get", k]).is_some_and(|v| v.contains(&long_arg)))
+        .unwrap_or_else(|| panic!("the long payload's key among {keys:?}"));
+    redis.cli(&["del", key]).unwrap();
+
+    let out = home.run(&["--json", "jobs", "list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<&str> = listed.as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [fine.as_str()], "{listed:#}");
+    assert!(stderr(&out).contains("1 job record(s) could not be read") && stderr(&out).contains(&broken), "{}", stderr(&out));
+
+    let _serve = Reaped(home.spawn_serve());
+    home.wait(t, "the readable result applied", || {
+        home.job(&fine)["applied"].as_array().filter(|a| !a.is_empty()).map(|_| ())
+    });
+    let quarantined = home.wait(t, "the broken record quarantined", || {
+        let list = home.json(&["jobs", "list", "--state", "broken"]);
+        (list.as_array().unwrap().len() == 1).then_some(list)
+    });
+    assert_eq!(quarantined[0]["id"], broken.as_str(), "{quarantined:#}");
+    assert!(quarantined[0]["reason"].as_str().unwrap().contains("`p`"), "{quarantined:#}");
+    assert!(quarantined[0]["quarantined_at"].is_string(), "{quarantined:#}");
+    // Further passes do not log it again, and later results still flow.
+    let mut worker = Reaped(home.spawn_worker("w2", &[]));
+    let later = home.submit(&[], &["true"]);
+    home.wait(t, "a later result applied", || {
+        home.job(&later)["applied"].as_array().filter(|a| !a.is_empty()).map(|_| ())
+    });
+    let _ = worker.0.kill();
+    let logs = home.logs();
+    assert_eq!(logs.lines().filter(|l| l.contains("quarantined") && l.contains(&broken)).count(), 1, "{logs}");
+
+    let (human, _) = skillforge_tests::run_code(&home, &["jobs", "list", "--state", "broken"], 0);
+    assert!(human.contains(&broken) && human.contains("REASON"), "{human}");
+    let out = home.run(&["jobs", "purge", &fine]);
+    assert_eq!(out.status.code(), Some(2), "a readable job is never purged: {}", stderr(&out));
+    assert_eq!(home.job(&fine)["state"], "succeeded");
+    skillforge_tests::ok(&home, &["jobs", "purge", &broken]);
+    assert_eq!(home.json(&["jobs", "list", "--state", "broken"]).as_array().map(Vec::len), Some(0));
+    let broken_keys = format!("{}*", key.trim_end_matches(":p"));
+    let leftovers = redis.cli(&["--scan", "--pattern", &broken_keys]).unwrap();
+    assert!(leftovers.trim().is_empty(), "every key of the purged job is gone: {leftovers}");
+}
+
 /// Issue 32 item 4: a finish that Redis refuses with OOM (`maxmemory` reached under
 /// `noeviction`) is sent again while the lease is held, never dropped: once memory is back the
 /// result arrives, the job ran once and `serve` applies it.

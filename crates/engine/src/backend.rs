@@ -318,6 +318,38 @@ pub trait QueueBackend: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// [`Self::list`] that skips the records it cannot decode instead of failing: the page of
+    /// readable jobs and the unreadable records met on the way (`quarantined_at_ms` = `None`),
+    /// so one bad record does not hide every other job. Default: [`Self::list`], none skipped.
+    ///
+    /// # Errors
+    /// [`EngineError::Backend`] when the queue cannot be read at all.
+    async fn list_readable(&self, state: Option<JobState>, limit: usize) -> Result<(Vec<Job>, Vec<UnreadableRecord>), EngineError> {
+        Ok((self.list(state, limit).await?, Vec::new()))
+    }
+
+    /// The quarantined job records (at most `limit`): pending results ingestion could not
+    /// decode, set aside so that every other result flows (`jobs list --state broken`).
+    /// Default: none (the embedded queue quarantines nothing).
+    ///
+    /// # Errors
+    /// [`EngineError::Backend`] when the queue cannot be read.
+    async fn quarantined(&self, limit: usize) -> Result<Vec<UnreadableRecord>, EngineError> {
+        let _ = limit;
+        Ok(Vec::new())
+    }
+
+    /// Deletes the quarantined record `job_id` with everything of its job (`jobs purge ID`).
+    /// Returns false, deleting nothing, when no such record is quarantined: a readable job is
+    /// never purged. Default: false.
+    ///
+    /// # Errors
+    /// [`EngineError::Backend`] when the queue cannot be written.
+    async fn purge(&self, job_id: &str) -> Result<bool, EngineError> {
+        let _ = job_id;
+        Ok(false)
+    }
+
     /// A server setting under which the queue cannot keep its jobs, if any: Redis with a
     /// `maxmemory-policy` other than `noeviction` (keys evicted under memory pressure, jobs
     /// vanish). `worker`, `serve` and `jobs submit` refuse to start on one; every reaper pass
@@ -351,6 +383,19 @@ pub trait QueueBackend: Send + Sync + 'static {
     async fn routes(&self) -> Result<Vec<String>, EngineError> {
         Ok(Vec::new())
     }
+}
+
+/// A job record that cannot be decoded: see [`QueueBackend::list_readable`] and
+/// [`QueueBackend::quarantined`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadableRecord {
+    /// The job's id.
+    pub job_id: String,
+    /// Why it cannot be read (a missing field, a long value's key gone, a malformed value).
+    pub reason: String,
+    /// When ingestion quarantined it, ms since the Unix epoch (server clock); `None` for a
+    /// record met by a listing and not quarantined (yet).
+    pub quarantined_at_ms: Option<i64>,
 }
 
 /// A server setting the queue cannot keep its jobs under: see [`QueueBackend::check_settings`].

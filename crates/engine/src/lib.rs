@@ -31,7 +31,7 @@ pub mod sqlite;
 pub mod transfer;
 pub mod worker;
 
-pub use backend::{NamespaceLoss, QueueBackend, ReapAction, UnsafeSetting};
+pub use backend::{NamespaceLoss, QueueBackend, ReapAction, UnreadableRecord, UnsafeSetting};
 pub use error::EngineError;
 pub use job::*;
 pub use registry::RunnerRegistry;

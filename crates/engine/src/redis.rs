@@ -242,6 +242,7 @@ macro_rules! with_retry {
 }
 
 // After `with_retry!`, which they use.
+mod broken;
 mod migrate;
 mod output;
 mod queue;
@@ -502,8 +503,19 @@ impl RedisBackend {
     /// Fetches jobs by stored id (`redis/id.rs`: as the sets hold them) in one pipeline,
     /// skipping ids that no longer exist; each job carries its public id.
     async fn fetch_jobs(&self, ids: &[String]) -> Result<Vec<Job>, EngineError> {
+        let fetched = self.fetch_jobs_lenient(ids).await?;
+        match fetched.unreadable.into_iter().next() {
+            Some(bad) => Err(EngineError::Corrupt { job_id: bad.job_id, message: bad.reason }),
+            None => Ok(fetched.jobs),
+        }
+    }
+
+    /// Reads the jobs `ids` (stored ids) in one round trip, keeping apart those whose record
+    /// cannot be decoded (with the reason) and the ids with no record at all.
+    async fn fetch_jobs_lenient(&self, ids: &[String]) -> Result<broken::Fetched, EngineError> {
+        let mut fetched = broken::Fetched::default();
         if ids.is_empty() {
-            return Ok(Vec::new());
+            return Ok(fetched);
         }
         let mut pipe = ::redis::pipe();
         for id in ids {
@@ -517,23 +529,29 @@ impl RedisBackend {
         }
         let flat: Vec<::redis::Value> =
             with_retry!(self, "read jobs", |c| pipe.query_async(&mut c))?;
-        let mut out = Vec::with_capacity(ids.len());
         let mut it = flat.into_iter();
         let mut asked = ids.iter();
         while let (Some(h), Some(hist), Some(side), Some(id)) = (it.next(), it.next(), it.next(), asked.next()) {
-            let raw: RawJob = (
-                ::redis::from_redis_value(h)
-                    .map_err(|e| EngineError::redis(format!("job hash: {e}")))?,
-                ::redis::from_redis_value(hist)
-                    .map_err(|e| EngineError::redis(format!("job history: {e}")))?,
-                ::redis::from_redis_value(side)
-                    .map_err(|e| EngineError::redis(format!("job long values: {e}")))?,
-            );
-            if let Some(job) = decode::job(&id::public(id), raw)? {
-                out.push(job);
+            let public = id::public(id);
+            let raw: Result<RawJob, String> = (|| {
+                Ok((
+                    ::redis::from_redis_value(h).map_err(|e| format!("job hash: {e}"))?,
+                    ::redis::from_redis_value(hist).map_err(|e| format!("job history: {e}"))?,
+                    ::redis::from_redis_value(side).map_err(|e| format!("job long values: {e}"))?,
+                ))
+            })();
+            let decoded = raw.map_err(|reason| EngineError::Corrupt { job_id: public.clone(), message: reason })
+                .and_then(|raw| decode::job(&public, raw));
+            match decoded {
+                Ok(Some(job)) => fetched.jobs.push(job),
+                Ok(None) => fetched.missing.push(id.clone()),
+                Err(EngineError::Corrupt { message, .. }) => {
+                    fetched.unreadable.push(crate::backend::UnreadableRecord { job_id: public, reason: message, quarantined_at_ms: None });
+                }
+                Err(e) => fetched.unreadable.push(crate::backend::UnreadableRecord { job_id: public, reason: e.to_string(), quarantined_at_ms: None }),
             }
         }
-        Ok(out)
+        Ok(fetched)
     }
 
     /// Validates and encodes a finish and hands it to the group-commit task.
