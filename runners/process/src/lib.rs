@@ -50,6 +50,7 @@ pub use payload::{
 };
 #[cfg(feature = "exec")]
 pub use reap::RUN_ID_ENV;
+#[cfg(feature = "exec")]
 pub use spawn::NEVER_INHERITED;
 #[cfg(feature = "exec")]
 pub use run::{run_process, run_process_with_output};
