@@ -133,14 +133,22 @@ pub async fn ingest_once(
         }
         let is_new = record_applied(&mut tx, &row).await.map_err(EngineError::sqlite)?;
         if is_new {
-            // The job's uploaded outputs are in place before its handler reads them.
+            // The job's uploaded outputs are in place before its handler reads them, where the
+            // control plane recorded they go (never where the queued job says).
             if !job.spec.files.outputs.is_empty()
                 && let Some(area) = backend.transfer_area()
-                && let Err(e) = crate::transfer::deliver_outputs(area.as_ref(), &job).await
             {
-                warn!(job_id = %job.id, error = %e, "the job's outputs could not be delivered; result left pending");
-                let _ = tx.rollback().await;
-                continue;
+                let recorded = recorded_outputs(&mut tx, store.home(), &job.id).await?;
+                if let Err(e) = crate::transfer::deliver_outputs(area.as_ref(), &job, &recorded).await {
+                    match &e {
+                        crate::transfer::TransferError::Refused { .. } => {
+                            error!(job_id = %job.id, error = %e, "the job's outputs were refused; result left pending");
+                        }
+                        _ => warn!(job_id = %job.id, error = %e, "the job's outputs could not be delivered; result left pending"),
+                    }
+                    let _ = tx.rollback().await;
+                    continue;
+                }
             }
             if let Err(e) = handler.apply(&mut tx, &job).await {
                 match &e {
@@ -166,6 +174,31 @@ pub async fn ingest_once(
         }
     }
     Ok(report)
+}
+
+/// The control plane's record of where job `job_id`'s output dirs go
+/// ([`skillforge_store::deliveries`]), keeping only dirs inside the home's job areas (a
+/// recorded dir outside them is logged and dropped, so a job naming it is refused).
+///
+/// # Errors
+/// The store's.
+pub async fn recorded_outputs(
+    conn: &mut SqliteConnection,
+    home: &std::path::Path,
+    job_id: &str,
+) -> Result<Vec<crate::transfer::OutputDir>, EngineError> {
+    let rows = skillforge_store::deliveries::deliveries_for(conn, job_id).await.map_err(EngineError::sqlite)?;
+    Ok(rows
+        .into_iter()
+        .filter(|d| match skillforge_store::deliveries::check_delivery_path(home, &d.deliver_to) {
+            Ok(()) => true,
+            Err(why) => {
+                error!(job_id = %job_id, dir = %d.dir, "recorded delivery refused: {why}");
+                false
+            }
+        })
+        .map(|d| crate::transfer::OutputDir { dir: d.dir, deliver_to: d.deliver_to })
+        .collect())
 }
 
 /// Runs [`ingest_once`] every `every` until `shutdown`; errors are logged and retried. A pass

@@ -9,6 +9,7 @@ pub mod bandit;
 pub mod binary;
 pub mod blobs;
 pub mod candidates;
+pub mod deliveries;
 mod error;
 pub mod feedback;
 pub mod github;
