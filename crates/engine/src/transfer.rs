@@ -617,11 +617,19 @@ mod tests {
             not_before_ms: 0, created_at_ms: 0, updated_at_ms: 0, cancel_requested: false, recovery_available: false,
             outcome: None, error: None, history: Vec::new(),
         };
-        assert_eq!(deliver_outputs(&area, &job).await.unwrap(), 0, "token 1 uploaded nothing");
+        // The control plane's record says the same as the queued job.
+        let recorded = job.spec.files.outputs.clone();
+        assert_eq!(deliver_outputs(&area, &job, &recorded).await.unwrap(), 0, "token 1 uploaded nothing");
         assert!(!dir.path().join("delivered").exists());
         job.fencing_token = 2;
-        assert_eq!(deliver_outputs(&area, &job).await.unwrap(), 1);
+        assert_eq!(deliver_outputs(&area, &job, &recorded).await.unwrap(), 1);
         assert_eq!(std::fs::read(dir.path().join("delivered/sub/c.json")).unwrap(), b"{}");
-        assert_eq!(deliver_outputs(&area, &job).await.unwrap(), 1, "delivering again is a no-op");
+        assert_eq!(deliver_outputs(&area, &job, &recorded).await.unwrap(), 1, "delivering again is a no-op");
+        // A record that disagrees with the queued job refuses, writing nothing.
+        let elsewhere = vec![OutputDir { dir: "out".into(), deliver_to: dir.path().join("elsewhere") }];
+        let refused = deliver_outputs(&area, &job, &elsewhere).await.unwrap_err();
+        assert!(matches!(refused, TransferError::Refused { .. }), "{refused}");
+        assert!(deliver_outputs(&area, &job, &[]).await.is_err(), "nothing recorded: refused");
+        assert!(!dir.path().join("elsewhere").exists());
     }
 }
