@@ -259,6 +259,18 @@ pub trait QueueBackend: Send + Sync + 'static {
     /// not acknowledged yet, oldest first, at most `limit`.
     async fn pending_results(&self, limit: usize) -> Result<Vec<Job>, EngineError>;
 
+    /// [`Self::pending_results`] passing over the jobs whose ids are in `skip` (results the
+    /// control plane is backing off from, `ingest::Ingestion`): up to `limit` others, oldest
+    /// first, so results that cannot be applied yet never hide newer ones. Default: reads
+    /// `limit + skip.len()` and filters.
+    ///
+    /// # Errors
+    /// As [`Self::pending_results`].
+    async fn pending_results_skipping(&self, limit: usize, skip: &std::collections::HashSet<String>) -> Result<Vec<Job>, EngineError> {
+        let jobs = self.pending_results(limit.saturating_add(skip.len())).await?;
+        Ok(jobs.into_iter().filter(|j| !skip.contains(&j.id)).take(limit).collect())
+    }
+
     /// The control plane applied this job's result under `fencing_token`: stop listing it in
     /// `pending_results`, fenced like a transition. When the job's current token differs (it was
     /// retried or re-leased since `pending_results` read it, and may already hold a newer

@@ -293,9 +293,19 @@ impl QueueBackend for RedisBackend {
     }
 
     async fn pending_results(&self, limit: usize) -> Result<Vec<Job>, EngineError> {
-        let ids = self
-            .zrange(&format!("{}results", self.prefix), false, limit)
-            .await?;
+        self.pending_results_skipping(limit, &std::collections::HashSet::new()).await
+    }
+
+    async fn pending_results_skipping(&self, limit: usize, skip: &std::collections::HashSet<String>) -> Result<Vec<Job>, EngineError> {
+        // Passed over by id before any hash is read: a backlog of results that cannot be
+        // applied yet costs one index read, not their hashes (issue 32 item 3).
+        let ids: Vec<String> = self
+            .zrange(&format!("{}results", self.prefix), false, limit.saturating_add(skip.len()))
+            .await?
+            .into_iter()
+            .filter(|id| skip.is_empty() || !skip.contains(&public(id)))
+            .take(limit)
+            .collect();
         // The index and the hashes are read in two round trips: a job retried (and maybe leased
         // again) in between is no longer a pending result. Handed out in its new state, it was
         // applied as `queued` or `running` under its token, and its real result under that
