@@ -206,6 +206,45 @@ impl Ingestion {
         // The write lock up front: with another writer on the store this waits (busy timeout)
         // instead of failing the whole pass at its first write.
         let mut tx = store.begin_write().await.map_err(EngineError::sqlite)?;
+        // The job's uploaded outputs are in place before its handler reads them, where the
+        // control plane recorded they go (never where the queued job says). Outputs that
+        // expired before this pass make the result a failure (issue 32 item 6): a result whose
+        // declared outputs are missing is never applied as it ran.
+        let mut expired = None;
+        if !job.spec.files.outputs.is_empty()
+            && let Some(area) = backend.transfer_area()
+        {
+            let recorded = recorded_outputs(&mut tx, store.home(), &job.id).await?;
+            match crate::transfer::deliver_outputs(area.as_ref(), job, &recorded).await {
+                Ok(_) => {}
+                Err(e @ (crate::transfer::TransferError::OutputsExpired { .. } | crate::transfer::TransferError::Missing { .. })) => {
+                    error!(job_id = %job.id, error = %e, "the job's outputs expired before ingestion: its result is applied as failed");
+                    expired = Some(e.to_string());
+                }
+                Err(e) => {
+                    let _ = tx.rollback().await;
+                    let retry_in_ms = self.defer(&job.id).as_millis() as u64;
+                    match &e {
+                        crate::transfer::TransferError::Refused { .. } => {
+                            error!(job_id = %job.id, error = %e, retry_in_ms, "the job's outputs were refused; result left pending");
+                        }
+                        _ => warn!(job_id = %job.id, error = %e, retry_in_ms, "the job's outputs could not be delivered; result left pending"),
+                    }
+                    return Ok(Applied::Deferred);
+                }
+            }
+        }
+        let expired_job;
+        let job = match expired {
+            Some(why) => {
+                let mut failed = job.clone();
+                failed.state = crate::job::JobState::Failed;
+                failed.error = Some(why);
+                expired_job = failed;
+                &expired_job
+            }
+            None => job,
+        };
         let row = AppliedResult {
             job_id: job.id.clone(),
             fencing_token: job.fencing_token as i64,
@@ -231,24 +270,6 @@ impl Ingestion {
         }
         let is_new = record_applied(&mut tx, &row).await.map_err(EngineError::sqlite)?;
         if is_new {
-            // The job's uploaded outputs are in place before its handler reads them, where the
-            // control plane recorded they go (never where the queued job says).
-            if !job.spec.files.outputs.is_empty()
-                && let Some(area) = backend.transfer_area()
-            {
-                let recorded = recorded_outputs(&mut tx, store.home(), &job.id).await?;
-                if let Err(e) = crate::transfer::deliver_outputs(area.as_ref(), job, &recorded).await {
-                    let _ = tx.rollback().await;
-                    let retry_in_ms = self.defer(&job.id).as_millis() as u64;
-                    match &e {
-                        crate::transfer::TransferError::Refused { .. } => {
-                            error!(job_id = %job.id, error = %e, retry_in_ms, "the job's outputs were refused; result left pending");
-                        }
-                        _ => warn!(job_id = %job.id, error = %e, retry_in_ms, "the job's outputs could not be delivered; result left pending"),
-                    }
-                    return Ok(Applied::Deferred);
-                }
-            }
             if let Err(e) = handler.apply(&mut tx, job).await {
                 let _ = tx.rollback().await;
                 let retry_in_ms = self.defer(&job.id).as_millis() as u64;

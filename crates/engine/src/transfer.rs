@@ -106,6 +106,19 @@ pub enum TransferError {
         /// What disagrees.
         reason: String,
     },
+    /// The attempt ran and uploaded its output dirs, but their manifest is gone from the area
+    /// (kept `[queue] transfer_ttl_secs`): the outputs expired before the control plane took them.
+    #[error(
+        "the outputs of job {job_id} (token {token}) expired before the control plane took them: its manifest is no \
+         longer in the transfer area (kept `[queue] transfer_ttl_secs`); run `serve` (or the waiting command) \
+         sooner, or raise the TTL"
+    )]
+    OutputsExpired {
+        /// The job.
+        job_id: String,
+        /// The attempt's fencing token.
+        token: u64,
+    },
     /// A local file operation.
     #[error("{0}")]
     Io(String),
@@ -467,15 +480,22 @@ pub fn check_recorded_outputs(job: &Job, recorded: &[OutputDir]) -> Result<(), T
 /// nothing.
 ///
 /// # Errors
-/// [`TransferError::Refused`]; [`TransferError::Missing`] (expired) or
-/// [`TransferError::Corrupt`] for a file, a write failure: nothing is acknowledged then (the
-/// caller leaves the result pending).
+/// [`TransferError::Refused`]; [`TransferError::OutputsExpired`] when the attempt ran (it has
+/// an outcome) but its manifest is gone, [`TransferError::Missing`] (expired) or
+/// [`TransferError::Corrupt`] for a file, a write failure.
 pub async fn deliver_outputs(area: &dyn TransferArea, job: &Job, recorded: &[OutputDir]) -> Result<usize, TransferError> {
     if job.spec.files.outputs.is_empty() {
         return Ok(0);
     }
     check_recorded_outputs(job, recorded)?;
-    let Some(uploaded) = uploaded_outputs(area, &job.id, job.fencing_token).await? else { return Ok(0) };
+    let Some(uploaded) = uploaded_outputs(area, &job.id, job.fencing_token).await? else {
+        // An attempt whose runner ran (it has an outcome) always records its manifest: gone
+        // means expired, never "nothing to deliver" (issue 32 item 6).
+        if job.outcome.is_some() {
+            return Err(TransferError::OutputsExpired { job_id: job.id.clone(), token: job.fencing_token });
+        }
+        return Ok(0);
+    };
     let mut n = 0;
     for dir in &uploaded {
         let Some(out) = recorded.iter().find(|o| o.dir == dir.dir) else { continue };

@@ -245,6 +245,34 @@ async fn outputs_go_where_the_store_recorded_and_a_rewritten_deliver_to_is_refus
     }
 }
 
+/// Issue 32 item 6: a result ingested after its uploaded outputs expired (the transfer TTL
+/// passed before `serve` ran) is not applied as it ran with nothing delivered: it is applied as
+/// failed, naming the expiry, and nothing is written.
+#[tokio::test]
+async fn outputs_expired_before_ingestion_make_the_result_a_failure() {
+    let server = RedisServer::start();
+    let queue: Arc<dyn QueueBackend> = backend(&server, limits(1 << 20, 1, 1 << 20)).await;
+    let home = tempfile::tempdir().unwrap();
+    let store = skillforge_store::Store::open(home.path()).await.unwrap();
+    let to = home.path().join("train/s1/attempts/attempt-001");
+    let id = copy_job(queue.as_ref(), b"late", &to, false).await;
+    record(&store, &id, &to).await;
+    let job = run_worker(queue.clone(), home.path().join("scratch"), &[id.clone()]).await.remove(0);
+    assert_eq!(job.state, JobState::Succeeded, "{job:?}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !server.cli(&["--scan", "--pattern", "sftest:xfer:*"]).trim().is_empty() {
+        assert!(Instant::now() < deadline, "the uploaded outputs never expired");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let report = ingest_once(queue.as_ref(), &store, &RecordOnly).await.unwrap();
+    assert_eq!(report.applied, 1);
+    let applied = skillforge_store::applied::applied_for_job(store.pool(), &id).await.unwrap();
+    assert_eq!(applied.len(), 1);
+    assert_eq!(applied[0].state, "failed", "applied as a failure, not as the success it ran as");
+    assert!(!to.exists(), "nothing delivered");
+    assert!(queue.pending_results(10).await.unwrap().is_empty(), "the result is taken, not left pending");
+}
+
 #[tokio::test]
 async fn inputs_expired_before_the_worker_started_fail_the_job_with_a_clear_error() {
     let server = RedisServer::start();
