@@ -373,3 +373,43 @@ fn a_finish_refused_for_oom_is_retried_until_delivered() {
     let logs = home.logs();
     assert!(!logs.contains("result not delivered"), "{logs}");
 }
+
+/// Issue 32 item 5: Redis losing its data while no skillforge process runs is reported by the
+/// next `serve`: the store keeps the namespace epoch it last saw, and `serve` compares it at
+/// start and names the store's pending work the queue no longer has.
+#[test]
+fn a_queue_that_lost_its_data_while_nothing_ran_is_reported_by_the_next_serve() {
+    use skillforge_tests::{PLANNER_TEMPLATE, RedisServer, add_template, path_arg};
+    let t = Duration::from_secs(60);
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    add_template(&home, PLANNER_TEMPLATE, "owner/repo");
+    let items = write(&home.path().join("in/items.yml"), "items:\n  - id: one\n    title: One\n    input: the first change\n");
+    let out = home.run(&[
+        "train", "start", "--template", "planner", "--repo", "owner/repo", "--request", "clearer", "--items-file",
+        path_arg(&items), "--yes", "--session", "s1", "--options", "2", "--workspace-repo", "owner/workspace",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = home.run(&["train", "continue", "--session", "s1", "--no-wait"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let ids: Vec<String> =
+        home.json(&["jobs", "list"]).as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap().to_owned()).collect();
+    assert!(!ids.is_empty());
+
+    // A first serve records the epoch, then stops; the data is lost while nothing runs.
+    let mut serve = Reaped(home.spawn_serve());
+    home.wait(t, "serve to start", || home.logs().contains("control plane on").then_some(()));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(serve.0.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    wait_exit(&mut serve.0, t);
+    redis.cli(&["flushall"]).expect("flushall");
+    assert!(!home.logs().contains("lost its data"), "nothing ran to see it");
+
+    let _serve = Reaped(home.spawn_serve());
+    let line = home.wait(t, "the next serve to name the lost work", || {
+        home.logs().lines().find(|l| l.contains("the store awaits are gone from the queue")).map(str::to_owned)
+    });
+    for id in &ids {
+        assert!(line.contains(id.as_str()), "{id}: {line}");
+    }
+    assert_eq!(home.logs().matches("lost its data since this control plane last ran").count(), 1, "{}", home.logs());
+}

@@ -330,6 +330,13 @@ pub trait QueueBackend: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// The namespace epoch this backend knows (Redis: read at connect, replaced when
+    /// [`Self::check_namespace`] reports a loss), for a control plane to keep in its store and
+    /// compare at its next start. `None` for a backend without one (the embedded queue).
+    fn namespace_epoch(&self) -> Option<String> {
+        None
+    }
+
     /// [`Self::list`] that skips the records it cannot decode instead of failing: the page of
     /// readable jobs and the unreadable records met on the way (`quarantined_at_ms` = `None`),
     /// so one bad record does not hide every other job. Default: [`Self::list`], none skipped.

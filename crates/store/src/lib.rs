@@ -16,6 +16,7 @@ pub mod github;
 pub mod harvest;
 pub mod live_ab;
 pub mod promotion;
+pub mod queue_epochs;
 pub mod review;
 pub mod submitted;
 pub mod templates;

@@ -77,6 +77,9 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         }
         None => None,
     };
+    // A queue that lost its data while no process watched it (issue 32 item 5); before the
+    // line below, which says the epoch is read and recorded.
+    check_epoch(ctx, backend.as_ref(), &store).await;
     eprintln!("control plane on {} with store {}", queue_label(ctx), ctx.home.display());
     let handlers = Families::for_home(&ctx.home);
     let pruner = run_pruner(backend.as_ref(), retention, DEFAULT_PRUNE_EVERY, shutdown.clone());
@@ -85,6 +88,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     // A lost queue namespace: say which of the store's pending work went with it (item 6).
     let lost = async {
         while let Some(loss) = losses.recv().await {
+            record_epoch(ctx, &store, &loss.current_epoch).await;
             match skillforge_workflows::stage::lost_work(backend.as_ref(), &store).await {
                 Ok(work) => tracing::error!(namespace = %loss.namespace, missing = work.missing.len(), "{work}"),
                 Err(e) => tracing::error!(error = %e, "could not list the store's pending work the queue lost"),
@@ -131,6 +135,41 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         run_github_watch(GithubWatch { forge, repos: watch_repos, every, home: ctx.home.clone() }, &store, &backend, &harvest_config, shutdown.clone());
     tokio::join!(reaper, pruner, ingestion, events, canaries, lost, github_watch);
     Ok(OK)
+}
+
+/// The queue's identity in the store's `queue_epochs`: its URL without credentials.
+fn queue_key(ctx: &Context) -> String {
+    match &ctx.queue_url {
+        skillforge_engine::open::QueueUrl::Redis(u) => skillforge_engine::redact::redact_urls(u),
+        skillforge_engine::open::QueueUrl::Sqlite(p) => format!("sqlite://{}", p.display()),
+    }
+}
+
+/// Compares the queue's namespace epoch with the one the store recorded when a control plane
+/// last ran, and records the current one. A different epoch means the queue lost its data while
+/// nothing watched it: logged as an error with the store's pending work the queue no longer has.
+async fn check_epoch(ctx: &Context, backend: &dyn skillforge_engine::QueueBackend, store: &skillforge_store::Store) {
+    let Some(epoch) = backend.namespace_epoch() else { return };
+    match skillforge_store::queue_epochs::check_and_record(store.pool(), &queue_key(ctx), &epoch).await {
+        Ok(None) => {}
+        Ok(Some(previous)) => {
+            tracing::error!(previous_epoch = %previous, current_epoch = %epoch,
+                "the queue lost its data since this control plane last ran: epoch `{previous}` recorded by the store is gone \
+                 (now `{epoch}`); every job enqueued before is missing. Was redis-server restarted without persistence or flushed?");
+            match skillforge_workflows::stage::lost_work(backend, store).await {
+                Ok(work) => tracing::error!(missing = work.missing.len(), "{work}"),
+                Err(e) => tracing::error!(error = %e, "could not list the store's pending work the queue lost"),
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "could not compare the queue's epoch with the store's"),
+    }
+}
+
+/// Records `epoch` as the queue's current one in the store (after a loss seen while running).
+async fn record_epoch(ctx: &Context, store: &skillforge_store::Store, epoch: &str) {
+    if let Err(e) = skillforge_store::queue_epochs::check_and_record(store.pool(), &queue_key(ctx), epoch).await {
+        tracing::warn!(error = %e, "could not record the queue's new epoch in the store");
+    }
 }
 
 fn webhook_secret(ctx: &Context) -> Option<Vec<u8>> {

@@ -338,6 +338,10 @@ impl QueueBackend for RedisBackend {
         }
     }
 
+    fn namespace_epoch(&self) -> Option<String> {
+        Some(self.epoch.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone())
+    }
+
     async fn check_settings(&self) -> Result<Option<UnsafeSetting>, EngineError> {
         self.eviction_setting().await
     }
