@@ -413,3 +413,31 @@ fn a_queue_that_lost_its_data_while_nothing_ran_is_reported_by_the_next_serve() 
     }
     assert_eq!(home.logs().matches("lost its data since this control plane last ran").count(), 1, "{}", home.logs());
 }
+
+/// Issue 32 item 10: clients that open connections to `serve --listen` and send nothing are
+/// cut off after the header read timeout, and at most a bounded number are served at once (the
+/// rest wait in the listen backlog, not as `serve`'s file descriptors), so a signed delivery
+/// behind 60 idle connections is still answered and `serve`'s fds stay bounded.
+#[test]
+fn serve_listen_cuts_off_idle_clients_and_caps_its_connections() {
+    use skillforge_tests::webhook::{post, sign, spawn_serve, wait_listening};
+    const SECRET: &str = "webhook-secret-for-tests";
+    let home = Home::embedded();
+    let port = skillforge_tests::free_port();
+    let serve = Reaped(spawn_serve(&home, port, Some(SECRET), &[]));
+    wait_listening(&home, port);
+    let fds = || std::fs::read_dir(format!("/proc/{}/fd", serve.0.id())).map(|d| d.count()).unwrap_or(0);
+    let baseline = fds();
+    let idle: Vec<std::net::TcpStream> =
+        (0..60).map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect")).collect();
+    let (status, body) = post(port, "ping", "{}", Some(&sign(SECRET, "{}")));
+    assert!((200..300).contains(&status), "{status} {body}");
+    let now = fds();
+    assert!(now <= baseline + 36, "serve holds {now} fds (baseline {baseline}) with 60 idle clients\n{}", home.logs());
+    // The first idle clients were cut off by the server (EOF), not kept open.
+    let mut first = &idle[0];
+    first.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut buf = [0u8; 64];
+    let n = std::io::Read::read(&mut first, &mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "the server closed an idle connection");
+}
