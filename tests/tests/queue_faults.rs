@@ -441,3 +441,45 @@ fn serve_listen_cuts_off_idle_clients_and_caps_its_connections() {
     let n = std::io::Read::read(&mut first, &mut buf).unwrap_or(0);
     assert_eq!(n, 0, "the server closed an idle connection");
 }
+
+/// Issue 32 item 9: `rediss://` works (TLS by rustls, certificates verified against the
+/// system's roots, or `SSL_CERT_FILE`): a worker and a submitter reach a `redis-server` that
+/// speaks TLS with a CA made here, and a client that does not trust that CA is refused (exit 3).
+#[test]
+fn rediss_queues_run_jobs_over_verified_tls() {
+    use skillforge_tests::RedisServer;
+    let certs = tempfile::tempdir().unwrap();
+    let dir = certs.path();
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl").args(args).current_dir(dir).output().expect("openssl is installed");
+        assert!(out.status.success(), "openssl {args:?}: {}", stderr(&out));
+    };
+    openssl(&["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=skillforge test CA"]);
+    openssl(&["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"]);
+    write(
+        &dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+    );
+    openssl(&[
+        "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.pem", "-days", "1",
+        "-extfile", "ext.cnf",
+    ]);
+    let tls_port = skillforge_tests::free_port().to_string();
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    let (cert, key, ca) = (path("server.pem"), path("server.key"), path("ca.pem"));
+    let redis = RedisServer::start_configured(false, None, &[
+        "--tls-port", &tls_port, "--tls-cert-file", &cert, "--tls-key-file", &key, "--tls-ca-cert-file", &ca, "--tls-auth-clients", "no",
+    ]);
+    let _ = &redis;
+    let home = Home::redis(&format!("rediss://127.0.0.1:{tls_port}"));
+    let log = std::fs::File::create(home.path().join("worker-tls.log")).unwrap();
+    let _worker = Reaped(
+        home.cmd().env("SSL_CERT_FILE", &ca).args(["worker", "--name", "tls"]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log).spawn().unwrap(),
+    );
+    let out = home.cmd().env("SSL_CERT_FILE", &ca).args(["jobs", "submit", "--wait", "--", "echo", "over-tls"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}\n{}", stderr(&out), home.logs());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("over-tls"));
+    // A client that does not trust the CA does not connect.
+    let out = home.cmd().env("SSL_CERT_FILE", dir.join("server.csr")).args(["jobs", "list"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "an untrusted certificate is refused: {}", stderr(&out));
+}
