@@ -483,3 +483,18 @@ fn rediss_queues_run_jobs_over_verified_tls() {
     let out = home.cmd().env("SSL_CERT_FILE", dir.join("server.csr")).args(["jobs", "list"]).output().unwrap();
     assert_eq!(out.status.code(), Some(3), "an untrusted certificate is refused: {}", stderr(&out));
 }
+
+/// Issue 32 item 12: a Redis at its `maxclients` limit refuses a new client with "max number of
+/// clients reached"; the command's error names the `maxclients` setting and what to do (exit 3).
+#[test]
+fn a_redis_at_maxclients_is_named_in_the_error() {
+    use skillforge_tests::RedisServer;
+    let redis = RedisServer::start_configured(false, None, &["--maxclients", "1"]);
+    // The one client slot is taken (a connection that says nothing still counts).
+    let held = std::net::TcpStream::connect(("127.0.0.1", redis.port)).unwrap();
+    let home = Home::redis(&redis.url());
+    let (code, err) = run_to_exit(&home, &["jobs", "list"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("maxclients"), "names the setting: {err}");
+    drop(held);
+}

@@ -171,6 +171,8 @@ pub struct RedisBackend {
     scripts: Scripts,
     /// Idle dedicated connections for blocking `BLPOP`s.
     blocking: Mutex<Vec<MultiplexedConnection>>,
+    /// Blocking waits that failed in a row (see [`BLOCKING_RETRY_MAX`]).
+    blocking_failures: std::sync::atomic::AtomicU32,
     /// Queue of the group-commit finish task (`redis/batch.rs`).
     finisher: tokio::sync::mpsc::UnboundedSender<batch::Item>,
     /// Lease requests whose replies arrived, shared with the finish task (`redis/batch.rs`).
@@ -197,6 +199,43 @@ impl std::fmt::Debug for RedisBackend {
 fn redact(url: &str) -> String {
     crate::redact::redact_urls(url)
 }
+
+/// `e` as text, with what to do when the server refused a new client at its `maxclients`
+/// limit (its own words, `max number of clients reached`, do not name the setting).
+fn explain(e: &RedisError) -> String {
+    explain_text(&e.to_string())
+}
+
+/// What a plain-TCP Redis at `addr` says on its own right after accepting a connection (a
+/// server at `maxclients` writes `-ERR max number of clients reached` and closes), read for at
+/// most 500 ms; `None` when it says nothing or cannot be reached.
+async fn first_words(addr: &(String, u16)) -> Option<String> {
+    use tokio::io::AsyncReadExt as _;
+    let wait = Duration::from_millis(500);
+    let mut stream = tokio::time::timeout(wait, tokio::net::TcpStream::connect((addr.0.as_str(), addr.1))).await.ok()?.ok()?;
+    let mut buf = [0u8; 256];
+    let n = tokio::time::timeout(wait, stream.read(&mut buf)).await.ok()?.ok()?;
+    let text = String::from_utf8_lossy(&buf[..n]).trim().trim_start_matches('-').to_owned();
+    (!text.is_empty()).then_some(text)
+}
+
+/// [`explain`] of an error's text.
+fn explain_text(text: &str) -> String {
+    let text = text.to_owned();
+    if text.contains("max number of clients reached") {
+        format!(
+            "{text} (the server's `maxclients` limit is reached: raise `maxclients` in redis.conf or with \
+             `CONFIG SET maxclients N`, or run fewer workers; each worker holds a few connections)"
+        )
+    } else {
+        text
+    }
+}
+
+/// Longest pause between two tries of a blocking connection that keeps failing (an idle
+/// worker's wait for work when the server refuses clients): it doubles from 200 ms per failure
+/// in a row, so idle workers back off instead of reconnecting several times a second.
+const BLOCKING_RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// Whether a failed call may succeed if tried again on a (re)connected connection, or once the
 /// server recovers: `OOM` (at `maxmemory` under `noeviction`: writes are refused until memory is
@@ -234,8 +273,8 @@ macro_rules! with_retry {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_secs(1));
                 }
-                Err(e) if transient(&e) => break Err(EngineError::redis_unavailable(format!("{}: {e}", $what))),
-                Err(e) => break Err(EngineError::redis(format!("{}: {e}", $what))),
+                Err(e) if transient(&e) => break Err(EngineError::redis_unavailable(format!("{}: {}", $what, crate::redis::explain(&e)))),
+                Err(e) => break Err(EngineError::redis(format!("{}: {}", $what, crate::redis::explain(&e)))),
             }
         }
     }};
@@ -310,6 +349,10 @@ impl RedisBackend {
             let settings = info.redis_settings().clone().set_password(password);
             info = info.set_redis_settings(settings);
         }
+        let plain_addr = match info.addr() {
+            ::redis::ConnectionAddr::Tcp(host, port) => Some((host.clone(), *port)),
+            _ => None,
+        };
         let client = Client::open(info)
             .map_err(|e| EngineError::Config(format!("redis url `{}`: {e}", redact(url))))?;
         let config = ConnectionManagerConfig::new()
@@ -317,10 +360,19 @@ impl RedisBackend {
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_max_delay(Duration::from_secs(2))
             .set_number_of_retries(6);
-        let conn = client
-            .get_connection_manager_with_config(config)
-            .await
-            .map_err(|e| EngineError::redis(format!("connect to `{}`: {e}", redact(url))))?;
+        let conn = match client.get_connection_manager_with_config(config).await {
+            Ok(conn) => conn,
+            Err(e) => {
+                // A server at `maxclients` says so and closes at once: the client sees only a
+                // reset connection. Ask it once more, reading what it says first.
+                let refusal = match &plain_addr {
+                    Some(addr) if e.is_io_error() || e.is_connection_dropped() => first_words(addr).await,
+                    _ => None,
+                };
+                let said = refusal.map(|r| format!(" (the server said: {})", explain_text(&r))).unwrap_or_default();
+                return Err(EngineError::redis(format!("connect to `{}`: {}{said}", redact(url), explain(&e))));
+            }
+        };
         let prefix = format!("{namespace}:");
         let scripts = Scripts::new();
         let answered = std::sync::Arc::new(batch::Answered::default());
@@ -334,6 +386,7 @@ impl RedisBackend {
             prefix: prefix.clone(),
             scripts,
             blocking: Mutex::new(Vec::new()),
+            blocking_failures: std::sync::atomic::AtomicU32::new(0),
             finisher,
             answered,
             epoch: Mutex::new(String::new()),
@@ -384,6 +437,16 @@ impl RedisBackend {
         self.client
             .get_multiplexed_async_connection_with_config(&config)
             .await
+    }
+
+    /// Counts a failed blocking wait; returns the pause before the next try (200 ms doubling per
+    /// failure in a row, at most [`BLOCKING_RETRY_MAX`]).
+    fn blocking_failed(&self) -> Duration {
+        let n = self.blocking_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed).min(16);
+        if n == 4 {
+            tracing::warn!("redis keeps refusing this process's blocking connections; backing off up to 5 s between tries");
+        }
+        Duration::from_millis(200).saturating_mul(1 << n).min(BLOCKING_RETRY_MAX)
     }
 
     fn return_blocking_conn(&self, c: MultiplexedConnection) {
@@ -441,8 +504,9 @@ impl RedisBackend {
         let mut conn = match self.blocking_conn().await {
             Ok(c) => c,
             Err(e) => {
-                tracing::debug!(error = %e, "redis blocking connection for queue `{queue}` failed");
-                tokio::time::sleep(block.min(Duration::from_millis(200))).await;
+                let pause = self.blocking_failed();
+                tracing::debug!(error = %explain(&e), retry_in_ms = pause.as_millis() as u64, "redis blocking connection for queue `{queue}` failed");
+                tokio::time::sleep(pause).await;
                 return false;
             }
         };
@@ -456,13 +520,15 @@ impl RedisBackend {
             .await;
         match reply {
             Ok(token) => {
+                self.blocking_failures.store(0, std::sync::atomic::Ordering::Relaxed);
                 conn.set_response_timeout(RESPONSE_TIMEOUT);
                 self.return_blocking_conn(conn);
                 token.is_some()
             }
             Err(e) => {
-                tracing::debug!(error = %e, "redis wait on queue `{queue}` failed");
-                tokio::time::sleep(block.min(Duration::from_millis(200))).await;
+                let pause = self.blocking_failed();
+                tracing::debug!(error = %explain(&e), retry_in_ms = pause.as_millis() as u64, "redis wait on queue `{queue}` failed");
+                tokio::time::sleep(pause).await;
                 false
             }
         }

@@ -187,7 +187,7 @@ async fn run(
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(1));
             }
-            Err(e) => return Err((e.to_string(), transient(&e))),
+            Err(e) => return Err((super::explain(&e), transient(&e))),
         }
     };
     if finishes.len() != batch.len() {
