@@ -498,3 +498,34 @@ fn a_redis_at_maxclients_is_named_in_the_error() {
     assert!(err.contains("maxclients"), "names the setting: {err}");
     drop(held);
 }
+
+/// Issue 32 item 1: when the eviction policy changes under a running `serve`, it names the jobs
+/// the store awaits, which the server may now evict.
+#[test]
+fn an_eviction_policy_set_under_serve_names_the_work_at_risk() {
+    use skillforge_tests::{PLANNER_TEMPLATE, RedisServer, add_template, path_arg};
+    let t = Duration::from_secs(60);
+    let redis = RedisServer::start_configured(false, None, &["--maxmemory", "64mb", "--maxmemory-policy", "noeviction"]);
+    let home = Home::redis(&redis.url());
+    add_template(&home, PLANNER_TEMPLATE, "owner/repo");
+    let items = write(&home.path().join("in/items.yml"), "items:\n  - id: one\n    title: One\n    input: the first change\n");
+    let out = home.run(&[
+        "train", "start", "--template", "planner", "--repo", "owner/repo", "--request", "clearer", "--items-file",
+        path_arg(&items), "--yes", "--session", "s1", "--options", "2", "--workspace-repo", "owner/workspace",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = home.run(&["train", "continue", "--session", "s1", "--no-wait"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let ids: Vec<String> =
+        home.json(&["jobs", "list"]).as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap().to_owned()).collect();
+    assert!(!ids.is_empty());
+    let _serve = Reaped(home.spawn_serve());
+    home.wait(t, "serve to start", || home.logs().contains("control plane on").then_some(()));
+    redis.cli(&["config", "set", "maxmemory-policy", "allkeys-lru"]).expect("config set");
+    let line = home.wait(t, "serve to name the work at risk", || {
+        home.logs().lines().find(|l| l.contains("may be evicted from the queue")).map(str::to_owned)
+    });
+    for id in &ids {
+        assert!(line.contains(id.as_str()) && line.contains("train/option_generation"), "{id}: {line}");
+    }
+}

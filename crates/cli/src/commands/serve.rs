@@ -131,10 +131,38 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
             }
         }
     };
+    let settings = watch_settings(backend.as_ref(), &store, shutdown.clone());
     let github_watch =
         run_github_watch(GithubWatch { forge, repos: watch_repos, every, home: ctx.home.clone() }, &store, &backend, &harvest_config, shutdown.clone());
-    tokio::join!(reaper, pruner, ingestion, events, canaries, lost, github_watch);
+    tokio::join!(reaper, pruner, ingestion, events, canaries, lost, settings, github_watch);
     Ok(OK)
+}
+
+/// Re-checks the queue server's settings every `SETTINGS_CHECK_EVERY` (issue 32 item 1): when
+/// one turns unsafe under the running fleet (Redis `maxmemory-policy` changed to an evicting
+/// one), names the store's pending work it puts at risk (the reaper logs the setting itself).
+async fn watch_settings(backend: &dyn skillforge_engine::QueueBackend, store: &skillforge_store::Store, shutdown: tokio_util::sync::CancellationToken) {
+    let mut was_unsafe = false;
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(skillforge_engine::reaper::SETTINGS_CHECK_EVERY) => {}
+        }
+        let Ok(now) = backend.check_settings().await else { continue };
+        let is_unsafe = now.is_some();
+        if let Some(problem) = now.filter(|_| !was_unsafe) {
+            match skillforge_store::submitted::pending(store.pool(), skillforge_workflows::stage::lost::LOST_WORK_CHECK_LIMIT).await {
+                Ok((rows, total)) if total > 0 => {
+                    let ids: Vec<String> = rows.iter().map(|r| format!("{} ({}/{})", r.job_id, r.workflow, r.stage)).collect();
+                    tracing::error!(setting = %problem.setting, value = %problem.value, pending = total,
+                        "{total} job(s) the store awaits may be evicted from the queue: {}", ids.join(", "));
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "could not list the store's pending work"),
+            }
+        }
+        was_unsafe = is_unsafe;
+    }
 }
 
 /// The queue's identity in the store's `queue_epochs`: its URL without credentials.
