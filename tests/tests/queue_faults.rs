@@ -319,6 +319,9 @@ fn an_unreadable_job_record_is_quarantined_and_everything_else_flows() {
     let logs = home.logs();
     assert_eq!(logs.lines().filter(|l| l.contains("quarantined") && l.contains(&broken)).count(), 1, "{logs}");
 
+    let out = home.run(&["jobs", "show", &broken]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("jobs purge"), "says what to do: {}", stderr(&out));
     let (human, _) = skillforge_tests::run_code(&home, &["jobs", "list", "--state", "broken"], 0);
     assert!(human.contains(&broken) && human.contains("REASON"), "{human}");
     let out = home.run(&["jobs", "purge", &fine]);

@@ -537,7 +537,15 @@ fn describe(job: &Job) -> String {
 
 async fn show(ctx: &Context, id: &str) -> CliResult {
     let backend = ctx.queue().await?;
-    let Some(job) = backend.get(id).await? else {
+    let job = backend.get(id).await.map_err(|e| match e {
+        // One bad record (issue 32 item 2): say what can be done about it.
+        EngineError::Corrupt { .. } => CliError::env(anyhow::Error::new(e).context(format!(
+            "job {id}'s record cannot be read; ingestion quarantines it (`skillforge jobs list --state {BROKEN}`) and \
+             `skillforge jobs purge {id}` then removes it"
+        ))),
+        other => CliError::env(other),
+    })?;
+    let Some(job) = job else {
         let Some(t) = backend.tombstone(id).await? else {
             return Err(CliError::usage(anyhow!("no job `{id}`")));
         };
