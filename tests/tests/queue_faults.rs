@@ -470,10 +470,10 @@ fn rediss_queues_run_jobs_over_verified_tls() {
     let tls_port = skillforge_tests::free_port().to_string();
     let path = |name: &str| dir.join(name).to_str().unwrap().to_owned();
     let (cert, key, ca) = (path("server.pem"), path("server.key"), path("ca.pem"));
-    let redis = RedisServer::start_configured(false, None, &[
+    // Kept alive to the end of the test (shut down on drop).
+    let _redis = RedisServer::start_configured(false, None, &[
         "--tls-port", &tls_port, "--tls-cert-file", &cert, "--tls-key-file", &key, "--tls-ca-cert-file", &ca, "--tls-auth-clients", "no",
     ]);
-    let _ = &redis;
     let home = Home::redis(&format!("rediss://127.0.0.1:{tls_port}"));
     let log = std::fs::File::create(home.path().join("worker-tls.log")).unwrap();
     let _worker = Reaped(

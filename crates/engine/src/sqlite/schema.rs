@@ -25,11 +25,11 @@ const MIGRATIONS: &[&str] = &[
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Refuses a file that is some other SQLite database: it has tables but no queue schema version
-/// (`PRAGMA user_version` 0, which every queue file past its first migration has above 0), such as
-/// the domain store given as the queue by mistake. Checked on a plain connection that only reads, before the
-/// queue's own connections open the file (they would switch its journal to WAL and migrate the
-/// queue's tables into it). A missing or empty file, or one this check cannot open, passes: the
-/// open that follows creates it or reports its error.
+/// (`PRAGMA user_version` 0, which every queue file past its first migration has above 0), such
+/// as the domain store given as the queue by mistake. Checked on a plain connection that only
+/// reads, before the queue's own connections open the file (they would switch its journal to
+/// WAL and migrate the queue's tables into it). A missing or empty file, or one this check
+/// cannot open, passes: the open that follows creates it or reports its error.
 ///
 /// # Errors
 /// [`EngineError::Config`] naming the file and its tables (the first few).
