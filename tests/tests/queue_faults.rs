@@ -532,3 +532,36 @@ fn an_eviction_policy_set_under_serve_names_the_work_at_risk() {
         assert!(line.contains(id.as_str()) && line.contains("train/option_generation"), "{id}: {line}");
     }
 }
+
+/// Issue 32 item 10: `serve` raises its soft open-files limit to the hard one at start, so a
+/// low default soft limit (1 024 on many systems) is not what its connections run into.
+#[test]
+fn serve_raises_its_soft_open_files_limit_to_the_hard_one() {
+    let home = Home::embedded();
+    let log = std::fs::File::create(home.path().join("serve-limits.log")).unwrap();
+    let mut cmd = home.cmd();
+    cmd.arg("serve");
+    // `ulimit -Sn 256; exec skillforge --home … serve` (the program and its arguments as $0 $@).
+    let program = cmd.get_program().to_owned();
+    let args: Vec<std::ffi::OsString> = cmd.get_args().map(ToOwned::to_owned).collect();
+    let serve = Reaped(
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -Sn 256 && exec \"$0\" \"$@\"")
+            .arg(program)
+            .args(args)
+            .envs(cmd.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    let limits = home.wait(Duration::from_secs(30), "serve to start", || {
+        home.logs().contains("control plane on").then(|| std::fs::read_to_string(format!("/proc/{}/limits", serve.0.id())).unwrap())
+    });
+    let line = limits.lines().find(|l| l.starts_with("Max open files")).unwrap();
+    let numbers: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
+    assert_eq!(numbers[0], numbers[1], "soft = hard: {line}");
+    assert_ne!(numbers[0], "256", "{line}");
+}

@@ -47,6 +47,7 @@ pub struct ServeArgs {
 
 /// Runs the reaper, the ingestion loop and, with `--listen`, the events endpoint until a signal.
 pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
+    raise_fd_limit();
     let listen = args.listen.clone().or_else(|| ctx.config.server.listen.clone());
     let secret = webhook_secret(ctx);
     if listen.is_some() && secret.is_none() {
@@ -136,6 +137,22 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         run_github_watch(GithubWatch { forge, repos: watch_repos, every, home: ctx.home.clone() }, &store, &backend, &harvest_config, shutdown.clone());
     tokio::join!(reaper, pruner, ingestion, events, canaries, lost, settings, github_watch);
     Ok(OK)
+}
+
+/// Raises the soft limit of open files to the hard one (issue 32 item 10): `serve` holds the
+/// store, the queue's connections, the events endpoint's clients (capped) and the canary
+/// checks' processes at once, and a soft limit of 1 024 (a common default) is reached long
+/// before the hard one. A failure is logged; `serve` runs on with the limit it has.
+fn raise_fd_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return };
+    if soft >= hard {
+        return;
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+        Ok(()) => tracing::info!(from = soft, to = hard, "raised the open-files limit"),
+        Err(e) => tracing::warn!(error = %e, soft, hard, "could not raise the open-files limit"),
+    }
 }
 
 /// Re-checks the queue server's settings every `SETTINGS_CHECK_EVERY` (issue 32 item 1): when
