@@ -565,3 +565,30 @@ fn serve_raises_its_soft_open_files_limit_to_the_hard_one() {
     assert_eq!(numbers[0], numbers[1], "soft = hard: {line}");
     assert_ne!(numbers[0], "256", "{line}");
 }
+
+/// Issue 32 item 5: a `jobs submit --wait` whose job the queue loses (Redis flushed while it
+/// waits) says the job was lost (exit 3), not that it "stays in the queue".
+#[test]
+fn a_waiting_submit_says_its_job_was_lost_when_the_queue_loses_it() {
+    use skillforge_tests::RedisServer;
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    let child = home
+        .cmd()
+        .args(["jobs", "submit", "--wait", "--", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = Reaped(child);
+    home.wait(Duration::from_secs(30), "the job to be queued", || {
+        home.json(&["jobs", "list"]).as_array().filter(|a| !a.is_empty()).map(|_| ())
+    });
+    redis.cli(&["flushall"]).expect("flushall");
+    let status = wait_exit(&mut child.0, Duration::from_secs(60));
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(3), "{err}");
+    assert!(err.contains("was lost") && !err.contains("stays in the queue"), "{err}");
+}

@@ -238,9 +238,21 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         eprintln!("job {} queued", enqueued.job_id);
     }
 
-    let job = await_job(ctx, &backend, &enqueued.job_id, !args.no_local_worker)
-        .await
-        .map_err(|e| left_behind(e, &enqueued.job_id, args.idempotency_key.as_deref()))?;
+    let job = match await_job(ctx, &backend, &enqueued.job_id, !args.no_local_worker).await {
+        Ok(job) => job,
+        Err(e) => {
+            // Gone without a tombstone: the queue lost it (issue 32 item 5), it does not "stay
+            // in the queue".
+            let id = &enqueued.job_id;
+            if matches!(backend.get(id).await, Ok(None)) && matches!(backend.tombstone(id).await, Ok(None)) {
+                return Err(CliError::env(anyhow!(
+                    "job {id} was lost: the queue no longer has it (did it lose its data: a restart without \
+                     persistence, a flush?); nothing of it stays queued, and submitting again runs the work again"
+                )));
+            }
+            return Err(left_behind(e, id, args.idempotency_key.as_deref()));
+        }
+    };
     if ctx.json {
         print_json(&job_json(&job, backend.now_ms().await?));
     } else {
