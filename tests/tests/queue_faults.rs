@@ -592,3 +592,50 @@ fn a_waiting_submit_says_its_job_was_lost_when_the_queue_loses_it() {
     assert_eq!(status.code(), Some(3), "{err}");
     assert!(err.contains("was lost") && !err.contains("stays in the queue"), "{err}");
 }
+
+/// Issue 32 item 11: on the embedded queue a reaper whose clock is 60 s ahead (`serve` under
+/// `faketime +60s`, its monotonic clock real) sees every lease past its deadline, but a live
+/// worker keeps heartbeating: its lease is not reaped, the job runs once and succeeds.
+#[test]
+fn a_forward_clock_step_in_a_reaper_does_not_reap_live_work() {
+    let t = Duration::from_secs(60);
+    let home = Home::embedded();
+    let _worker = Reaped(home.spawn_worker("w", &[]));
+    let dir = tempfile::tempdir().unwrap();
+    let id = home.submit(
+        &["--heartbeat", "0.3", "--stale-after", "2", "--cwd", dir.path().to_str().unwrap()],
+        &["sh", "-c", "echo run >> runs; touch started; while [ ! -e release ]; do sleep 0.05; done"],
+    );
+    home.wait(t, "the job to start", || dir.path().join("started").exists().then_some(()));
+    let mut cmd = home.cmd();
+    cmd.arg("serve");
+    let log = std::fs::File::create(home.path().join("serve-ahead.log")).unwrap();
+    let _serve = Reaped(
+        std::process::Command::new("faketime")
+            .args(["-f", "+60s"])
+            .arg(cmd.get_program())
+            .args(cmd.get_args())
+            .envs(cmd.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))))
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("faketime is installed (apt-get install faketime)"),
+    );
+    home.wait(t, "serve to start", || home.logs().contains("control plane on").then_some(()));
+    // Long enough for any reaper to act: the lease's heartbeat moved on 3 s (10 beats, well past
+    // the 0.9 s confirmation) after serve started, under the same token.
+    let first = home.job(&id)["lease"]["heartbeat_at"].as_str().unwrap().to_owned();
+    let started = std::time::Instant::now();
+    home.wait(t, "the lease to keep heartbeating for 3 s beside the reaper", || {
+        let job = home.job(&id);
+        assert_eq!(job["fencing_token"], 1, "the lease was taken away: {job:#}\n{}", home.logs());
+        (started.elapsed() >= Duration::from_secs(3) && job["lease"]["heartbeat_at"].as_str() != Some(first.as_str())).then_some(())
+    });
+    std::fs::write(dir.path().join("release"), "").unwrap();
+    let job = home.wait_job(&id, t, "the job to succeed", |j| j["state"] == "succeeded");
+    assert_eq!(job["attempts"], 1, "{job:#}\n{}", home.logs());
+    assert_eq!(std::fs::read_to_string(dir.path().join("runs")).unwrap(), "run\n", "ran once");
+    assert!(!home.logs().contains("stale lease reaped"), "{}", home.logs());
+}

@@ -330,6 +330,15 @@ pub trait QueueBackend: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// Whether every process of this queue reads one clock for lease deadlines (Redis: the
+    /// server's `TIME`). False for the embedded queue, whose processes stamp heartbeats and
+    /// judge deadlines with their own wall clocks: there a long-running reaper also confirms a
+    /// lease's staleness on its monotonic clock (`reaper::StaleWatch`), so a wall-clock step
+    /// does not reap live, heartbeating work. Default: false.
+    fn clock_is_shared(&self) -> bool {
+        false
+    }
+
     /// The namespace epoch this backend knows (Redis: read at connect, replaced when
     /// [`Self::check_namespace`] reports a loss), for a control plane to keep in its store and
     /// compare at its next start. `None` for a backend without one (the embedded queue).

@@ -338,6 +338,11 @@ impl QueueBackend for RedisBackend {
         }
     }
 
+    fn clock_is_shared(&self) -> bool {
+        // Every script stamps and judges with the server's `TIME`.
+        true
+    }
+
     fn namespace_epoch(&self) -> Option<String> {
         Some(self.epoch.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone())
     }
