@@ -225,6 +225,11 @@ impl Ingestion {
                     let _ = tx.rollback().await;
                     let retry_in_ms = self.defer(&job.id).as_millis() as u64;
                     match &e {
+                        // The stage port records where outputs go right after the enqueue: a
+                        // fast job's result can come first. Not an alarm until it disagrees.
+                        crate::transfer::TransferError::Refused { .. } if recorded.is_empty() => {
+                            warn!(job_id = %job.id, error = %e, retry_in_ms, "the job's outputs are not recorded (yet); result left pending");
+                        }
                         crate::transfer::TransferError::Refused { .. } => {
                             error!(job_id = %job.id, error = %e, retry_in_ms, "the job's outputs were refused; result left pending");
                         }
