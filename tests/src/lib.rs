@@ -120,6 +120,10 @@ pub struct RedisServer {
     pub port: u16,
     dir: TempDir,
     aof: bool,
+    /// `--requirepass` of the server, which [`RedisServer::cli`] authenticates with.
+    password: Option<String>,
+    /// More `redis-server` arguments (`--maxmemory 10mb`, …), kept for restarts.
+    extra: Vec<String>,
 }
 
 impl RedisServer {
@@ -130,7 +134,19 @@ impl RedisServer {
 
     /// Starts a server; with `aof`, append-only with fsync on every write (survives restarts).
     pub fn start_with(aof: bool) -> Self {
-        let server = Self { port: free_port(), dir: tempfile::tempdir().expect("redis temp dir"), aof };
+        Self::start_configured(aof, None, &[])
+    }
+
+    /// Starts a server without persistence that requires `password` (`--requirepass`) and
+    /// takes the further `redis-server` arguments `extra` (e.g. `["--maxmemory", "10mb"]`).
+    pub fn start_configured(aof: bool, password: Option<&str>, extra: &[&str]) -> Self {
+        let server = Self {
+            port: free_port(),
+            dir: tempfile::tempdir().expect("redis temp dir"),
+            aof,
+            password: password.map(str::to_owned),
+            extra: extra.iter().map(|a| (*a).to_owned()).collect(),
+        };
         server.launch();
         server
     }
@@ -151,6 +167,8 @@ impl RedisServer {
             } else {
                 ["--appendonly", "no", "--appendfsync", "everysec"]
             })
+            .args(self.password.iter().flat_map(|p| ["--requirepass", p.as_str()]))
+            .args(&self.extra)
             .status()
             .expect("redis-server is installed (the README's test command installs it)");
         assert!(status.success(), "redis-server failed to start");
@@ -161,7 +179,12 @@ impl RedisServer {
 
     /// Runs `redis-cli -p PORT ARGS...`; `None` when it fails.
     pub fn cli(&self, args: &[&str]) -> Option<String> {
-        let out = Command::new("redis-cli").args(["-p", &self.port.to_string()]).args(args).output().ok()?;
+        let mut cmd = Command::new("redis-cli");
+        cmd.args(["-p", &self.port.to_string()]);
+        if let Some(password) = &self.password {
+            cmd.args(["--no-auth-warning", "-a", password]);
+        }
+        let out = cmd.args(args).output().ok()?;
         out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
     }
 

@@ -353,9 +353,39 @@ pub struct QueueConfig {
     pub keep_succeeded: Option<KeepSetting>,
     /// Failed, dead and cancelled jobs kept (same forms); default 30 days.
     pub keep_failed: Option<KeepSetting>,
+    /// A file holding the Redis password (its first line; relative paths from the home), so
+    /// the URL on command lines and in this file carries none. `SKILLFORGE_QUEUE_PASSWORD`
+    /// wins over it.
+    pub password_file: Option<PathBuf>,
 }
 
+/// Environment variable holding the Redis password (wins over `[queue] password_file`). A job
+/// never inherits it (the process runner does not copy it into a child's environment).
+pub const QUEUE_PASSWORD_ENV: &str = "SKILLFORGE_QUEUE_PASSWORD";
+
 impl QueueConfig {
+    /// The Redis password given apart from the URL: [`QUEUE_PASSWORD_ENV`] when set and not
+    /// empty, else the first line of `password_file` (relative to `home`), else `None`.
+    ///
+    /// # Errors
+    /// Exit 2 naming the file when it cannot be read or its first line is empty.
+    pub fn password(&self, home: &Path) -> Result<Option<String>, CliError> {
+        if let Some(value) = std::env::var(QUEUE_PASSWORD_ENV).ok().filter(|v| !v.is_empty()) {
+            return Ok(Some(value));
+        }
+        let Some(file) = &self.password_file else { return Ok(None) };
+        let path = home.join(file);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| CliError::usage(anyhow::anyhow!("read [queue] password_file `{}`: {e}", path.display())))?;
+        match text.lines().next().map(|l| l.trim_end_matches('\r')) {
+            Some(line) if !line.is_empty() => Ok(Some(line.to_owned())),
+            _ => Err(CliError::usage(anyhow::anyhow!(
+                "[queue] password_file `{}` is empty: its first line is the Redis password",
+                path.display()
+            ))),
+        }
+    }
+
     /// The transfer area's limits these keys set (defaults where unset).
     pub fn transfer_limits(&self) -> skillforge_engine::transfer::TransferLimits {
         let mut limits = skillforge_engine::transfer::TransferLimits::default();

@@ -121,7 +121,8 @@ fn init_tracing(verbose: u8, quiet: bool) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        // Every log line without URL credentials or registered secrets (issue 32 item 8).
+        .with_writer(control::redact::RedactingStderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .init();
@@ -193,7 +194,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {:#}", e.error);
+            eprintln!("error: {}", control::redact::redact(&format!("{:#}", e.error)));
             ExitCode::from(e.code)
         }
     }

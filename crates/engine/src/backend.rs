@@ -259,6 +259,18 @@ pub trait QueueBackend: Send + Sync + 'static {
     /// not acknowledged yet, oldest first, at most `limit`.
     async fn pending_results(&self, limit: usize) -> Result<Vec<Job>, EngineError>;
 
+    /// [`Self::pending_results`] passing over the jobs whose ids are in `skip` (results the
+    /// control plane is backing off from, `ingest::Ingestion`): up to `limit` others, oldest
+    /// first, so results that cannot be applied yet never hide newer ones. Default: reads
+    /// `limit + skip.len()` and filters.
+    ///
+    /// # Errors
+    /// As [`Self::pending_results`].
+    async fn pending_results_skipping(&self, limit: usize, skip: &std::collections::HashSet<String>) -> Result<Vec<Job>, EngineError> {
+        let jobs = self.pending_results(limit.saturating_add(skip.len())).await?;
+        Ok(jobs.into_iter().filter(|j| !skip.contains(&j.id)).take(limit).collect())
+    }
+
     /// The control plane applied this job's result under `fencing_token`: stop listing it in
     /// `pending_results`, fenced like a transition. When the job's current token differs (it was
     /// retried or re-leased since `pending_results` read it, and may already hold a newer
@@ -318,6 +330,66 @@ pub trait QueueBackend: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// Whether every process of this queue reads one clock for lease deadlines (Redis: the
+    /// server's `TIME`). False for the embedded queue, whose processes stamp heartbeats and
+    /// judge deadlines with their own wall clocks: there a long-running reaper also confirms a
+    /// lease's staleness on its monotonic clock (`reaper::StaleWatch`), so a wall-clock step
+    /// does not reap live, heartbeating work. Default: false.
+    fn clock_is_shared(&self) -> bool {
+        false
+    }
+
+    /// The namespace epoch this backend knows (Redis: read at connect, replaced when
+    /// [`Self::check_namespace`] reports a loss), for a control plane to keep in its store and
+    /// compare at its next start. `None` for a backend without one (the embedded queue).
+    fn namespace_epoch(&self) -> Option<String> {
+        None
+    }
+
+    /// [`Self::list`] that skips the records it cannot decode instead of failing: the page of
+    /// readable jobs and the unreadable records met on the way (`quarantined_at_ms` = `None`),
+    /// so one bad record does not hide every other job. Default: [`Self::list`], none skipped.
+    ///
+    /// # Errors
+    /// [`EngineError::Backend`] when the queue cannot be read at all.
+    async fn list_readable(&self, state: Option<JobState>, limit: usize) -> Result<(Vec<Job>, Vec<UnreadableRecord>), EngineError> {
+        Ok((self.list(state, limit).await?, Vec::new()))
+    }
+
+    /// The quarantined job records (at most `limit`): pending results ingestion could not
+    /// decode, set aside so that every other result flows (`jobs list --state broken`).
+    /// Default: none (the embedded queue quarantines nothing).
+    ///
+    /// # Errors
+    /// [`EngineError::Backend`] when the queue cannot be read.
+    async fn quarantined(&self, limit: usize) -> Result<Vec<UnreadableRecord>, EngineError> {
+        let _ = limit;
+        Ok(Vec::new())
+    }
+
+    /// Deletes the quarantined record `job_id` with everything of its job (`jobs purge ID`).
+    /// Returns false, deleting nothing, when no such record is quarantined: a readable job is
+    /// never purged. Default: false.
+    ///
+    /// # Errors
+    /// [`EngineError::Backend`] when the queue cannot be written.
+    async fn purge(&self, job_id: &str) -> Result<bool, EngineError> {
+        let _ = job_id;
+        Ok(false)
+    }
+
+    /// A server setting under which the queue cannot keep its jobs, if any: Redis with a
+    /// `maxmemory-policy` other than `noeviction` (keys evicted under memory pressure, jobs
+    /// vanish). `worker`, `serve` and `jobs submit` refuse to start on one; every reaper pass
+    /// loop re-checks it (every [`crate::reaper::SETTINGS_CHECK_EVERY`]) and logs a change as an
+    /// error. The embedded queue has no such setting: the default answers `None`.
+    ///
+    /// # Errors
+    /// [`EngineError::Backend`] when the server cannot be reached.
+    async fn check_settings(&self) -> Result<Option<UnsafeSetting>, EngineError> {
+        Ok(None)
+    }
+
     /// The queue's transfer area (see [`crate::transfer`]): where a job's input files and
     /// uploaded outputs live by content. Redis: chunked keys with a TTL; the embedded queue: the
     /// blob store next to its file. `None` for a backend that has none (then a job with files
@@ -338,6 +410,44 @@ pub trait QueueBackend: Send + Sync + 'static {
     /// hold jobs: workers lease from the ones their labels satisfy. Default: none.
     async fn routes(&self) -> Result<Vec<String>, EngineError> {
         Ok(Vec::new())
+    }
+}
+
+/// A job record that cannot be decoded: see [`QueueBackend::list_readable`] and
+/// [`QueueBackend::quarantined`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadableRecord {
+    /// The job's id.
+    pub job_id: String,
+    /// Why it cannot be read (a missing field, a long value's key gone, a malformed value).
+    pub reason: String,
+    /// When ingestion quarantined it, ms since the Unix epoch (server clock); `None` for a
+    /// record met by a listing and not quarantined (yet).
+    pub quarantined_at_ms: Option<i64>,
+}
+
+/// A server setting the queue cannot keep its jobs under: see [`QueueBackend::check_settings`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsafeSetting {
+    /// The setting's name as the server spells it, e.g. `maxmemory-policy`.
+    pub setting: String,
+    /// Its value now, e.g. `allkeys-lru`.
+    pub value: String,
+    /// The value skillforge requires, e.g. `noeviction`.
+    pub required: String,
+    /// What goes wrong under the value now.
+    pub why: String,
+    /// How to fix it.
+    pub fix: String,
+}
+
+impl std::fmt::Display for UnsafeSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the queue server's `{}` is `{}`: {}; skillforge requires `{}`: set it with {}",
+            self.setting, self.value, self.why, self.required, self.fix
+        )
     }
 }
 

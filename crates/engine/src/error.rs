@@ -11,6 +11,16 @@ pub enum EngineError {
         /// What went wrong.
         message: String,
     },
+    /// The queue backend refused the call for a reason that passes (Redis `OOM` under
+    /// `noeviction`, `LOADING`, `BUSY`, a dropped or reset connection) and kept refusing for
+    /// the call's whole retry budget. Trying again later may succeed ([`EngineError::is_transient`]).
+    #[error("queue backend `{backend}`: {message}")]
+    Unavailable {
+        /// `sqlite` or `redis`.
+        backend: &'static str,
+        /// What went wrong.
+        message: String,
+    },
     /// No job with that id.
     #[error("no job `{0}`")]
     NotFound(String),
@@ -46,5 +56,16 @@ impl EngineError {
     /// Wraps a Redis error.
     pub fn redis(e: impl std::fmt::Display) -> Self {
         EngineError::Backend { backend: "redis", message: e.to_string() }
+    }
+
+    /// Wraps a Redis error that passes ([`EngineError::Unavailable`]).
+    pub fn redis_unavailable(e: impl std::fmt::Display) -> Self {
+        EngineError::Unavailable { backend: "redis", message: e.to_string() }
+    }
+
+    /// Whether the call may succeed if made again later ([`EngineError::Unavailable`]): a
+    /// worker keeps retrying such a finish while it holds the lease.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, EngineError::Unavailable { .. })
     }
 }

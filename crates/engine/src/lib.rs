@@ -10,6 +10,7 @@
 //!   running jobs (`jobs logs --follow`).
 //! * [`labels`]: worker labels, job label requirements and the routes between them.
 //! * [`transfer`]: a job's files by content through the queue (inputs, uploaded outputs).
+//! * [`redact`]: credentials out of URLs in anything shown or logged.
 
 pub mod backend;
 mod changes;
@@ -22,6 +23,7 @@ pub mod open;
 pub mod output;
 pub mod policy;
 pub mod reaper;
+pub mod redact;
 pub mod retention;
 pub mod redis;
 pub mod registry;
@@ -29,7 +31,7 @@ pub mod sqlite;
 pub mod transfer;
 pub mod worker;
 
-pub use backend::{NamespaceLoss, QueueBackend, ReapAction};
+pub use backend::{NamespaceLoss, QueueBackend, ReapAction, UnreadableRecord, UnsafeSetting};
 pub use error::EngineError;
 pub use job::*;
 pub use registry::RunnerRegistry;

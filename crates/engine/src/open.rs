@@ -53,17 +53,41 @@ impl QueueUrl {
 /// # Errors
 /// [`EngineError::Config`] for an unknown scheme; the backend's error when it cannot be reached.
 pub async fn open_queue(url: &QueueUrl) -> Result<Arc<dyn QueueBackend>, EngineError> {
-    open_queue_with(url, TransferLimits::default()).await
+    open_queue_with(url, &QueueOptions::default()).await
 }
 
-/// [`open_queue`] with the transfer area's limits (`[queue] transfer_ttl_secs`,
-/// `transfer_max_mb`; they matter where content is staged: the control plane).
+/// How to open a queue beyond its URL.
+#[derive(Clone, Default)]
+pub struct QueueOptions {
+    /// The transfer area's limits (`[queue] transfer_ttl_secs`, `transfer_max_mb`; they matter
+    /// where content is staged: the control plane).
+    pub limits: TransferLimits,
+    /// The Redis password given apart from the URL (`SKILLFORGE_QUEUE_PASSWORD`, `[queue]
+    /// password_file`); ignored by the embedded queue. Never shown by `Debug`.
+    pub password: Option<String>,
+}
+
+impl std::fmt::Debug for QueueOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueOptions")
+            .field("limits", &self.limits)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+/// [`open_queue`] with [`QueueOptions`].
 ///
 /// # Errors
-/// As [`open_queue`].
-pub async fn open_queue_with(url: &QueueUrl, limits: TransferLimits) -> Result<Arc<dyn QueueBackend>, EngineError> {
+/// As [`open_queue`]; [`EngineError::Config`] also when a Redis URL carries a password and
+/// `options.password` gives one too.
+pub async fn open_queue_with(url: &QueueUrl, options: &QueueOptions) -> Result<Arc<dyn QueueBackend>, EngineError> {
     Ok(match url {
         QueueUrl::Sqlite(path) => Arc::new(SqliteBackend::open(path).await?),
-        QueueUrl::Redis(u) => Arc::new(RedisBackend::connect(u, REDIS_NAMESPACE).await?.with_transfer_limits(limits)),
+        QueueUrl::Redis(u) => Arc::new(
+            RedisBackend::connect_with_password(u, REDIS_NAMESPACE, options.password.as_deref())
+                .await?
+                .with_transfer_limits(options.limits),
+        ),
     })
 }

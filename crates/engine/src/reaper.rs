@@ -12,6 +12,11 @@ use crate::policy::reap_action_for;
 /// How often a reaper looks for stale leases by default.
 pub const DEFAULT_REAP_EVERY: Duration = Duration::from_millis(250);
 
+/// How often a reaper loop re-checks the queue server's settings
+/// ([`QueueBackend::check_settings`]): a setting changed under a running fleet is logged within
+/// this long.
+pub const SETTINGS_CHECK_EVERY: Duration = Duration::from_secs(2);
+
 /// One reaped lease, for logs and tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reaped {
@@ -51,9 +56,98 @@ pub async fn reap_once(backend: &dyn QueueBackend) -> Result<Vec<Reaped>, Engine
     Ok(reaped)
 }
 
-/// Runs [`reap_once`] every `every` until `shutdown` fires, and checks after each pass that the
+/// A long-running reaper's own record of when it last saw each running lease's heartbeat
+/// change, on its monotonic clock (issue 32 item 11). On a queue whose processes judge
+/// deadlines by their own wall clocks (the embedded queue, [`QueueBackend::clock_is_shared`]
+/// false), a lease past its deadline is reaped only once this reaper has also seen its
+/// heartbeat unchanged for [`StaleWatch::confirm_after`]: a forward step of the reaper's clock
+/// makes every lease look expired, but a live worker keeps heartbeating, so its lease keeps
+/// changing and is never confirmed. A dead or paused worker's heartbeat stops changing, and a
+/// reaper that watched it all along confirms it by the time its deadline passes; a reaper that
+/// just started waits up to the confirmation time. (A backward step, which stretches
+/// deadlines, is not corrected; `train`'s one-shot [`reap_once`] does not confirm.)
+#[derive(Debug, Default)]
+pub struct StaleWatch {
+    /// (job, token) → (heartbeat seen, when it was first seen with that heartbeat).
+    seen: std::collections::HashMap<(String, u64), (i64, tokio::time::Instant)>,
+}
+
+impl StaleWatch {
+    /// How long a heartbeat must be seen unchanged before its lease counts as stale here:
+    /// three heartbeat periods, at most `stale_after` (a live worker beats every period).
+    pub fn confirm_after(heartbeat: Duration, stale_after: Duration) -> Duration {
+        heartbeat.saturating_mul(3).min(stale_after)
+    }
+
+    /// Records the heartbeats of the running `leases` seen `now` (dropping leases no longer
+    /// running).
+    pub fn observe(&mut self, leases: &[crate::job::LeaseView], now: tokio::time::Instant) {
+        let mut current = std::collections::HashMap::with_capacity(leases.len());
+        for view in leases.iter().filter(|v| v.kind == crate::job::LeaseKind::Job) {
+            let key = (view.name.clone(), view.lease.fencing_token);
+            let since = match self.seen.get(&key) {
+                Some((heartbeat, since)) if *heartbeat == view.lease.heartbeat_at_ms => *since,
+                _ => now,
+            };
+            current.insert(key, (view.lease.heartbeat_at_ms, since));
+        }
+        self.seen = current;
+    }
+
+    /// Whether the lease (job, token) has been seen with an unchanged heartbeat for `needed` by `now`.
+    pub fn confirmed(&self, job_id: &str, token: u64, needed: Duration, now: tokio::time::Instant) -> bool {
+        self.seen
+            .get(&(job_id.to_owned(), token))
+            .is_some_and(|(_, since)| now.saturating_duration_since(*since) >= needed)
+    }
+}
+
+/// [`reap_once`] for a long-running reaper: on a queue without a shared clock, each expired
+/// lease is reaped only when `watch` confirms it (see [`StaleWatch`]).
+///
+/// # Errors
+/// The backend's, when it cannot be reached.
+pub async fn reap_watched(backend: &dyn QueueBackend, watch: &mut StaleWatch) -> Result<Vec<Reaped>, EngineError> {
+    if backend.clock_is_shared() {
+        return reap_once(backend).await;
+    }
+    let views = backend.leases().await?;
+    let now = tokio::time::Instant::now();
+    watch.observe(&views, now);
+    let mut reaped = Vec::new();
+    for lease in backend.expired_leases(1_000).await? {
+        let view = views.iter().find(|v| v.kind == crate::job::LeaseKind::Job && v.name == lease.job_id);
+        let needed = view.map_or(Duration::ZERO, |v| {
+            StaleWatch::confirm_after(Duration::from_millis(v.heartbeat_ms), Duration::from_millis(v.stale_after_ms))
+        });
+        if view.is_some() && !watch.confirmed(&lease.job_id, lease.fencing_token, needed, now) {
+            debug!(job_id = %lease.job_id, fencing_token = lease.fencing_token,
+                   "lease past its deadline by this clock but its heartbeat moved lately: not reaped yet");
+            continue;
+        }
+        let action = reap_action_for(&lease);
+        if backend.reap(&lease, &action).await? {
+            info!(
+                job_id = %lease.job_id,
+                fencing_token = lease.fencing_token,
+                attempts = lease.attempts,
+                action = ?action,
+                "stale lease reaped"
+            );
+            reaped.push(Reaped { job_id: lease.job_id, fencing_token: lease.fencing_token, action });
+        }
+    }
+    for name in backend.reap_locks().await? {
+        info!(lock = %name, "stale named lock freed");
+    }
+    Ok(reaped)
+}
+
+/// Runs [`reap_watched`] every `every` until `shutdown` fires, and checks after each pass that the
 /// queue still holds its data ([`QueueBackend::check_namespace`]; a loss is logged as an error,
-/// once). Backend errors are logged and retried.
+/// once) and, every [`SETTINGS_CHECK_EVERY`], that the server's settings keep it
+/// ([`QueueBackend::check_settings`]; a setting turning unsafe is logged as an error once per
+/// change, its repair as info). Backend errors are logged and retried.
 /// A pass in flight when `shutdown` fires is dropped (each reap is atomic and fenced, so a
 /// dropped pass applied some reaps or none, never half of one), so a shutdown with the queue
 /// unreachable does not wait out the backend's retries.
@@ -69,9 +163,28 @@ pub async fn run_reaper_reporting(
     shutdown: CancellationToken,
     losses: Option<tokio::sync::mpsc::UnboundedSender<crate::backend::NamespaceLoss>>,
 ) {
+    // The process refused to start on an unsafe setting, so the first one seen is a change.
+    let mut unsafe_setting: Option<crate::backend::UnsafeSetting> = None;
+    let mut settings_checked: Option<tokio::time::Instant> = None;
+    let mut watch = StaleWatch::default();
     loop {
+        let check_settings = settings_checked.is_none_or(|at| at.elapsed() >= SETTINGS_CHECK_EVERY);
+        let unsafe_setting = &mut unsafe_setting;
         let pass = async {
-            match reap_once(backend).await {
+            if check_settings {
+                match backend.check_settings().await {
+                    Ok(now) if now != *unsafe_setting => {
+                        match &now {
+                            Some(problem) => error!(setting = %problem.setting, value = %problem.value, "{problem}"),
+                            None => info!("the queue server's settings keep jobs again"),
+                        }
+                        *unsafe_setting = now;
+                    }
+                    Ok(_) => {}
+                    Err(e) => debug!(error = %e, "queue server settings check failed"),
+                }
+            }
+            match reap_watched(backend, &mut watch).await {
                 Ok(r) if !r.is_empty() => debug!(n = r.len(), "reaper pass"),
                 Ok(_) => {}
                 Err(e) => warn!(error = %e, "reaper pass failed"),
@@ -93,9 +206,58 @@ pub async fn run_reaper_reporting(
             () = shutdown.cancelled() => return,
             () = pass => {}
         }
+        if check_settings {
+            settings_checked = Some(tokio::time::Instant::now());
+        }
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(every) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::StaleWatch;
+    use crate::job::{Lease, LeaseKind, LeaseView};
+
+    fn view(job: &str, token: u64, heartbeat_at_ms: i64) -> LeaseView {
+        LeaseView {
+            kind: LeaseKind::Job,
+            name: job.to_owned(),
+            lease: Lease {
+                owner_worker: "w".into(),
+                owner_host: "h".into(),
+                owner_pid: 1,
+                fencing_token: token,
+                acquired_at_ms: 0,
+                heartbeat_at_ms,
+            },
+            heartbeat_ms: 1000,
+            stale_after_ms: 15_000,
+        }
+    }
+
+    #[test]
+    fn a_heartbeat_that_keeps_moving_is_never_confirmed_and_one_that_stopped_is() {
+        let t0 = tokio::time::Instant::now();
+        let need = StaleWatch::confirm_after(Duration::from_secs(1), Duration::from_secs(15));
+        assert_eq!(need, Duration::from_secs(3));
+        let mut w = StaleWatch::default();
+        // A live worker beats every second: each pass sees a new heartbeat.
+        for i in 0..10_i64 {
+            let now = t0 + Duration::from_secs(i as u64);
+            w.observe(&[view("live", 1, 1_000 * i), view("dead", 1, 0)], now);
+            assert!(!w.confirmed("live", 1, need, now), "pass {i}");
+            assert_eq!(w.confirmed("dead", 1, need, now), i >= 3, "pass {i}");
+        }
+        // A new token is a new lease: watched from scratch.
+        let now = t0 + Duration::from_secs(10);
+        w.observe(&[view("dead", 2, 0)], now);
+        assert!(!w.confirmed("dead", 2, need, now));
+        assert!(!w.confirmed("live", 1, need, now), "a lease no longer running is forgotten");
+        assert_eq!(StaleWatch::confirm_after(Duration::from_secs(10), Duration::from_secs(15)), Duration::from_secs(15));
     }
 }

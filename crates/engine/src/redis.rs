@@ -171,6 +171,8 @@ pub struct RedisBackend {
     scripts: Scripts,
     /// Idle dedicated connections for blocking `BLPOP`s.
     blocking: Mutex<Vec<MultiplexedConnection>>,
+    /// Blocking waits that failed in a row (see [`BLOCKING_RETRY_MAX`]).
+    blocking_failures: std::sync::atomic::AtomicU32,
     /// Queue of the group-commit finish task (`redis/batch.rs`).
     finisher: tokio::sync::mpsc::UnboundedSender<batch::Item>,
     /// Lease requests whose replies arrived, shared with the finish task (`redis/batch.rs`).
@@ -195,17 +197,52 @@ impl std::fmt::Debug for RedisBackend {
 
 /// `redis://user:secret@host` → `redis://***@host`, for error messages.
 fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}***{}", &url[..scheme + 3], &url[at..])
-        }
-        _ => url.to_owned(),
+    crate::redact::redact_urls(url)
+}
+
+/// `e` as text, with what to do when the server refused a new client at its `maxclients`
+/// limit (its own words, `max number of clients reached`, do not name the setting).
+fn explain(e: &RedisError) -> String {
+    explain_text(&e.to_string())
+}
+
+/// What a plain-TCP Redis at `addr` says on its own right after accepting a connection (a
+/// server at `maxclients` writes `-ERR max number of clients reached` and closes), read for at
+/// most 500 ms; `None` when it says nothing or cannot be reached.
+async fn first_words(addr: &(String, u16)) -> Option<String> {
+    use tokio::io::AsyncReadExt as _;
+    let wait = Duration::from_millis(500);
+    let mut stream = tokio::time::timeout(wait, tokio::net::TcpStream::connect((addr.0.as_str(), addr.1))).await.ok()?.ok()?;
+    let mut buf = [0u8; 256];
+    let n = tokio::time::timeout(wait, stream.read(&mut buf)).await.ok()?.ok()?;
+    let text = String::from_utf8_lossy(&buf[..n]).trim().trim_start_matches('-').to_owned();
+    (!text.is_empty()).then_some(text)
+}
+
+/// [`explain`] of an error's text.
+fn explain_text(text: &str) -> String {
+    let text = text.to_owned();
+    if text.contains("max number of clients reached") {
+        format!(
+            "{text} (the server's `maxclients` limit is reached: raise `maxclients` in redis.conf or with \
+             `CONFIG SET maxclients N`, or run fewer workers; each worker holds a few connections)"
+        )
+    } else {
+        text
     }
 }
 
-/// Whether a failed call may succeed if tried again on a (re)connected connection.
+/// Longest pause between two tries of a blocking connection that keeps failing (an idle
+/// worker's wait for work when the server refuses clients): it doubles from 200 ms per failure
+/// in a row, so idle workers back off instead of reconnecting several times a second.
+const BLOCKING_RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// Whether a failed call may succeed if tried again on a (re)connected connection, or once the
+/// server recovers: `OOM` (at `maxmemory` under `noeviction`: writes are refused until memory is
+/// freed) and `BUSY` (a script runs too long) pass like `LOADING` does.
 fn transient(e: &RedisError) -> bool {
-    e.is_io_error()
+    matches!(e.code(), Some("OOM" | "BUSY"))
+        || e.is_io_error()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
         || e.is_timeout()
@@ -236,17 +273,20 @@ macro_rules! with_retry {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_secs(1));
                 }
-                Err(e) => break Err(EngineError::redis(format!("{}: {e}", $what))),
+                Err(e) if transient(&e) => break Err(EngineError::redis_unavailable(format!("{}: {}", $what, crate::redis::explain(&e)))),
+                Err(e) => break Err(EngineError::redis(format!("{}: {}", $what, crate::redis::explain(&e)))),
             }
         }
     }};
 }
 
 // After `with_retry!`, which they use.
+mod broken;
 mod migrate;
 mod output;
 mod queue;
 mod retention;
+mod settings;
 
 /// Stable lowercase wire name of a reap action.
 fn reap_action_name(action: &ReapAction) -> (&'static str, u64) {
@@ -279,22 +319,60 @@ impl RedisBackend {
     /// [`EngineError::Backend`] when the server cannot be reached within the connection
     /// manager's retries.
     pub async fn connect(url: &str, namespace: &str) -> Result<Self, EngineError> {
+        Self::connect_with_password(url, namespace, None).await
+    }
+
+    /// [`RedisBackend::connect`] with the password (of the URL's user, else the `default` user)
+    /// given apart from the URL, e.g. read from `SKILLFORGE_QUEUE_PASSWORD` or a file, so it
+    /// never shows in a command line or a config file's URL.
+    ///
+    /// Errors: as [`RedisBackend::connect`]; [`EngineError::Config`] when the URL carries a
+    /// password too (one source, so which one is in use is never a guess).
+    pub async fn connect_with_password(url: &str, namespace: &str, password: Option<&str>) -> Result<Self, EngineError> {
+        use ::redis::IntoConnectionInfo as _;
         if namespace.is_empty() {
             return Err(EngineError::Config(
                 "redis namespace must not be empty".to_owned(),
             ));
         }
-        let client = Client::open(url)
+        let mut info = url
+            .into_connection_info()
+            .map_err(|e| EngineError::Config(format!("redis url `{}`: {e}", redact(url))))?;
+        if let Some(password) = password {
+            if info.redis_settings().password().is_some() {
+                return Err(EngineError::Config(format!(
+                    "redis url `{}` carries a password and one is given apart from it too \
+                     (SKILLFORGE_QUEUE_PASSWORD or [queue] password_file): give it once, apart from the URL",
+                    redact(url)
+                )));
+            }
+            let settings = info.redis_settings().clone().set_password(password);
+            info = info.set_redis_settings(settings);
+        }
+        let plain_addr = match info.addr() {
+            ::redis::ConnectionAddr::Tcp(host, port) => Some((host.clone(), *port)),
+            _ => None,
+        };
+        let client = Client::open(info)
             .map_err(|e| EngineError::Config(format!("redis url `{}`: {e}", redact(url))))?;
         let config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(RESPONSE_TIMEOUT))
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_max_delay(Duration::from_secs(2))
             .set_number_of_retries(6);
-        let conn = client
-            .get_connection_manager_with_config(config)
-            .await
-            .map_err(|e| EngineError::redis(format!("connect to `{}`: {e}", redact(url))))?;
+        let conn = match client.get_connection_manager_with_config(config).await {
+            Ok(conn) => conn,
+            Err(e) => {
+                // A server at `maxclients` says so and closes at once: the client sees only a
+                // reset connection. Ask it once more, reading what it says first.
+                let refusal = match &plain_addr {
+                    Some(addr) if e.is_io_error() || e.is_connection_dropped() => first_words(addr).await,
+                    _ => None,
+                };
+                let said = refusal.map(|r| format!(" (the server said: {})", explain_text(&r))).unwrap_or_default();
+                return Err(EngineError::redis(format!("connect to `{}`: {}{said}", redact(url), explain(&e))));
+            }
+        };
         let prefix = format!("{namespace}:");
         let scripts = Scripts::new();
         let answered = std::sync::Arc::new(batch::Answered::default());
@@ -308,6 +386,7 @@ impl RedisBackend {
             prefix: prefix.clone(),
             scripts,
             blocking: Mutex::new(Vec::new()),
+            blocking_failures: std::sync::atomic::AtomicU32::new(0),
             finisher,
             answered,
             epoch: Mutex::new(String::new()),
@@ -358,6 +437,16 @@ impl RedisBackend {
         self.client
             .get_multiplexed_async_connection_with_config(&config)
             .await
+    }
+
+    /// Counts a failed blocking wait; returns the pause before the next try (200 ms doubling per
+    /// failure in a row, at most [`BLOCKING_RETRY_MAX`]).
+    fn blocking_failed(&self) -> Duration {
+        let n = self.blocking_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed).min(16);
+        if n == 4 {
+            tracing::warn!("redis keeps refusing this process's blocking connections; backing off up to 5 s between tries");
+        }
+        Duration::from_millis(200).saturating_mul(1 << n).min(BLOCKING_RETRY_MAX)
     }
 
     fn return_blocking_conn(&self, c: MultiplexedConnection) {
@@ -415,8 +504,9 @@ impl RedisBackend {
         let mut conn = match self.blocking_conn().await {
             Ok(c) => c,
             Err(e) => {
-                tracing::debug!(error = %e, "redis blocking connection for queue `{queue}` failed");
-                tokio::time::sleep(block.min(Duration::from_millis(200))).await;
+                let pause = self.blocking_failed();
+                tracing::debug!(error = %explain(&e), retry_in_ms = pause.as_millis() as u64, "redis blocking connection for queue `{queue}` failed");
+                tokio::time::sleep(pause).await;
                 return false;
             }
         };
@@ -430,13 +520,15 @@ impl RedisBackend {
             .await;
         match reply {
             Ok(token) => {
+                self.blocking_failures.store(0, std::sync::atomic::Ordering::Relaxed);
                 conn.set_response_timeout(RESPONSE_TIMEOUT);
                 self.return_blocking_conn(conn);
                 token.is_some()
             }
             Err(e) => {
-                tracing::debug!(error = %e, "redis wait on queue `{queue}` failed");
-                tokio::time::sleep(block.min(Duration::from_millis(200))).await;
+                let pause = self.blocking_failed();
+                tracing::debug!(error = %explain(&e), retry_in_ms = pause.as_millis() as u64, "redis wait on queue `{queue}` failed");
+                tokio::time::sleep(pause).await;
                 false
             }
         }
@@ -477,8 +569,19 @@ impl RedisBackend {
     /// Fetches jobs by stored id (`redis/id.rs`: as the sets hold them) in one pipeline,
     /// skipping ids that no longer exist; each job carries its public id.
     async fn fetch_jobs(&self, ids: &[String]) -> Result<Vec<Job>, EngineError> {
+        let fetched = self.fetch_jobs_lenient(ids).await?;
+        match fetched.unreadable.into_iter().next() {
+            Some(bad) => Err(EngineError::Corrupt { job_id: bad.job_id, message: bad.reason }),
+            None => Ok(fetched.jobs),
+        }
+    }
+
+    /// Reads the jobs `ids` (stored ids) in one round trip, keeping apart those whose record
+    /// cannot be decoded (with the reason) and the ids with no record at all.
+    async fn fetch_jobs_lenient(&self, ids: &[String]) -> Result<broken::Fetched, EngineError> {
+        let mut fetched = broken::Fetched::default();
         if ids.is_empty() {
-            return Ok(Vec::new());
+            return Ok(fetched);
         }
         let mut pipe = ::redis::pipe();
         for id in ids {
@@ -492,23 +595,29 @@ impl RedisBackend {
         }
         let flat: Vec<::redis::Value> =
             with_retry!(self, "read jobs", |c| pipe.query_async(&mut c))?;
-        let mut out = Vec::with_capacity(ids.len());
         let mut it = flat.into_iter();
         let mut asked = ids.iter();
         while let (Some(h), Some(hist), Some(side), Some(id)) = (it.next(), it.next(), it.next(), asked.next()) {
-            let raw: RawJob = (
-                ::redis::from_redis_value(h)
-                    .map_err(|e| EngineError::redis(format!("job hash: {e}")))?,
-                ::redis::from_redis_value(hist)
-                    .map_err(|e| EngineError::redis(format!("job history: {e}")))?,
-                ::redis::from_redis_value(side)
-                    .map_err(|e| EngineError::redis(format!("job long values: {e}")))?,
-            );
-            if let Some(job) = decode::job(&id::public(id), raw)? {
-                out.push(job);
+            let public = id::public(id);
+            let raw: Result<RawJob, String> = (|| {
+                Ok((
+                    ::redis::from_redis_value(h).map_err(|e| format!("job hash: {e}"))?,
+                    ::redis::from_redis_value(hist).map_err(|e| format!("job history: {e}"))?,
+                    ::redis::from_redis_value(side).map_err(|e| format!("job long values: {e}"))?,
+                ))
+            })();
+            let decoded = raw.map_err(|reason| EngineError::Corrupt { job_id: public.clone(), message: reason })
+                .and_then(|raw| decode::job(&public, raw));
+            match decoded {
+                Ok(Some(job)) => fetched.jobs.push(job),
+                Ok(None) => fetched.missing.push(id.clone()),
+                Err(EngineError::Corrupt { message, .. }) => {
+                    fetched.unreadable.push(crate::backend::UnreadableRecord { job_id: public, reason: message, quarantined_at_ms: None });
+                }
+                Err(e) => fetched.unreadable.push(crate::backend::UnreadableRecord { job_id: public, reason: e.to_string(), quarantined_at_ms: None }),
             }
         }
-        Ok(out)
+        Ok(fetched)
     }
 
     /// Validates and encodes a finish and hands it to the group-commit task.

@@ -134,13 +134,16 @@ impl SqliteBackend {
     /// read-only: reads work, every write fails naming the file.
     ///
     /// Errors with [`EngineError::Backend`] when the directory or file cannot be created or
-    /// opened, or the schema cannot be migrated (including a file written by a newer build).
+    /// opened, or the schema cannot be migrated (including a file written by a newer build);
+    /// with [`EngineError::Config`] for a file that is another SQLite database (tables but no
+    /// queue schema version, e.g. the domain store), which is left untouched.
     pub async fn open(path: &Path) -> Result<Self, EngineError> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| {
                 EngineError::sqlite(format!("create queue directory `{}`: {e}", parent.display()))
             })?;
         }
+        schema::refuse_foreign_file(path).await?;
         let options = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)

@@ -96,6 +96,29 @@ pub enum TransferError {
     /// A path in a file set that would escape its dir, or is empty.
     #[error("file path `{0}` in a job's file set is not a relative path inside the job dir")]
     BadPath(String),
+    /// A job's output dirs as the queue holds them disagree with where the control plane
+    /// recorded it asked them to go (someone with queue access rewrote them), or the control
+    /// plane recorded none: nothing is written.
+    #[error("refused to deliver the outputs of job {job_id}: {reason}")]
+    Refused {
+        /// The job.
+        job_id: String,
+        /// What disagrees.
+        reason: String,
+    },
+    /// The attempt ran and uploaded its output dirs, but their manifest is gone from the area
+    /// (kept `[queue] transfer_ttl_secs`): the outputs expired before the control plane took them.
+    #[error(
+        "the outputs of job {job_id} (token {token}) expired before the control plane took them: its manifest is no \
+         longer in the transfer area (kept `[queue] transfer_ttl_secs`); run `serve` (or the waiting command) \
+         sooner, or raise the TTL"
+    )]
+    OutputsExpired {
+        /// The job.
+        job_id: String,
+        /// The attempt's fencing token.
+        token: u64,
+    },
     /// A local file operation.
     #[error("{0}")]
     Io(String),
@@ -410,22 +433,72 @@ pub async fn uploaded_outputs(area: &dyn TransferArea, job_id: &str, token: u64)
         .map_err(|e| TransferError::Io(format!("outputs manifest of job {job_id} (token {token}) is unreadable: {e}")))
 }
 
-/// Control-plane side, at ingestion: writes the outputs the job's current attempt uploaded
-/// into each [`OutputDir::deliver_to`], verified by hash. Returns the number of files written
-/// or found in place; 0 when the job declares no outputs or its attempt uploaded none.
-/// Idempotent: delivering again rewrites nothing.
+/// Checks `job`'s output dirs as the queue holds them against `recorded`, the control plane's
+/// own record of where it asked them to go (never read from the queue): the same dirs, each
+/// with the same `deliver_to`. A job without output dirs in the queue passes (nothing to
+/// deliver).
 ///
 /// # Errors
-/// [`TransferError::Missing`] (expired) or [`TransferError::Corrupt`] for a file, a write
-/// failure: nothing is acknowledged then (the caller leaves the result pending).
-pub async fn deliver_outputs(area: &dyn TransferArea, job: &Job) -> Result<usize, TransferError> {
+/// [`TransferError::Refused`] naming the first disagreement, or saying that nothing was
+/// recorded for a job that has output dirs.
+pub fn check_recorded_outputs(job: &Job, recorded: &[OutputDir]) -> Result<(), TransferError> {
+    let refused = |reason: String| TransferError::Refused { job_id: job.id.clone(), reason };
+    let queued = &job.spec.files.outputs;
+    if queued.is_empty() {
+        return Ok(());
+    }
+    if recorded.is_empty() {
+        return Err(refused(
+            "the job names output dirs, but the control plane recorded none for it (not submitted by this control plane's store?)".to_owned(),
+        ));
+    }
+    for out in queued {
+        match recorded.iter().find(|r| r.dir == out.dir) {
+            Some(r) if r.deliver_to == out.deliver_to => {}
+            Some(r) => {
+                return Err(refused(format!(
+                    "the queue says output dir `{}` goes to `{}`, the control plane recorded `{}`",
+                    out.dir,
+                    out.deliver_to.display(),
+                    r.deliver_to.display()
+                )));
+            }
+            None => return Err(refused(format!("output dir `{}` was not recorded by the control plane", out.dir))),
+        }
+    }
+    if let Some(missing) = recorded.iter().find(|r| !queued.iter().any(|q| q.dir == r.dir)) {
+        return Err(refused(format!("recorded output dir `{}` is missing from the queued job", missing.dir)));
+    }
+    Ok(())
+}
+
+/// Control-plane side, at ingestion: writes the outputs the job's current attempt uploaded
+/// into the control plane's `recorded` dirs (its own record of where it asked them to go; see
+/// [`check_recorded_outputs`]: a queued job that disagrees is refused and nothing is written),
+/// verified by hash. Returns the number of files written or found in place; 0 when the job
+/// declares no outputs or its attempt uploaded none. Idempotent: delivering again rewrites
+/// nothing.
+///
+/// # Errors
+/// [`TransferError::Refused`]; [`TransferError::OutputsExpired`] when the attempt ran (it has
+/// an outcome) but its manifest is gone, [`TransferError::Missing`] (expired) or
+/// [`TransferError::Corrupt`] for a file, a write failure.
+pub async fn deliver_outputs(area: &dyn TransferArea, job: &Job, recorded: &[OutputDir]) -> Result<usize, TransferError> {
     if job.spec.files.outputs.is_empty() {
         return Ok(0);
     }
-    let Some(uploaded) = uploaded_outputs(area, &job.id, job.fencing_token).await? else { return Ok(0) };
+    check_recorded_outputs(job, recorded)?;
+    let Some(uploaded) = uploaded_outputs(area, &job.id, job.fencing_token).await? else {
+        // An attempt whose runner ran (it has an outcome) always records its manifest: gone
+        // means expired, never "nothing to deliver" (issue 32 item 6).
+        if job.outcome.is_some() {
+            return Err(TransferError::OutputsExpired { job_id: job.id.clone(), token: job.fencing_token });
+        }
+        return Ok(0);
+    };
     let mut n = 0;
     for dir in &uploaded {
-        let Some(out) = job.spec.files.outputs.iter().find(|o| o.dir == dir.dir) else { continue };
+        let Some(out) = recorded.iter().find(|o| o.dir == dir.dir) else { continue };
         materialize(area, &dir.files, &out.deliver_to).await?;
         n += dir.files.len();
     }
@@ -564,11 +637,19 @@ mod tests {
             not_before_ms: 0, created_at_ms: 0, updated_at_ms: 0, cancel_requested: false, recovery_available: false,
             outcome: None, error: None, history: Vec::new(),
         };
-        assert_eq!(deliver_outputs(&area, &job).await.unwrap(), 0, "token 1 uploaded nothing");
+        // The control plane's record says the same as the queued job.
+        let recorded = job.spec.files.outputs.clone();
+        assert_eq!(deliver_outputs(&area, &job, &recorded).await.unwrap(), 0, "token 1 uploaded nothing");
         assert!(!dir.path().join("delivered").exists());
         job.fencing_token = 2;
-        assert_eq!(deliver_outputs(&area, &job).await.unwrap(), 1);
+        assert_eq!(deliver_outputs(&area, &job, &recorded).await.unwrap(), 1);
         assert_eq!(std::fs::read(dir.path().join("delivered/sub/c.json")).unwrap(), b"{}");
-        assert_eq!(deliver_outputs(&area, &job).await.unwrap(), 1, "delivering again is a no-op");
+        assert_eq!(deliver_outputs(&area, &job, &recorded).await.unwrap(), 1, "delivering again is a no-op");
+        // A record that disagrees with the queued job refuses, writing nothing.
+        let elsewhere = vec![OutputDir { dir: "out".into(), deliver_to: dir.path().join("elsewhere") }];
+        let refused = deliver_outputs(&area, &job, &elsewhere).await.unwrap_err();
+        assert!(matches!(refused, TransferError::Refused { .. }), "{refused}");
+        assert!(deliver_outputs(&area, &job, &[]).await.is_err(), "nothing recorded: refused");
+        assert!(!dir.path().join("elsewhere").exists());
     }
 }

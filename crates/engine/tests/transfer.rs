@@ -153,6 +153,12 @@ async fn copy_job(queue: &dyn QueueBackend, input: &[u8], deliver_to: &std::path
     queue.enqueue(&spec).await.unwrap().job_id
 }
 
+/// Records, as the control plane does when it enqueues, that `job_id`'s `out` dir goes to `to`.
+async fn record(store: &skillforge_store::Store, job_id: &str, to: &std::path::Path) {
+    let delivery = skillforge_store::deliveries::Delivery { dir: "out".into(), deliver_to: to.to_path_buf() };
+    skillforge_store::deliveries::record_deliveries(store.pool(), job_id, &[delivery]).await.unwrap();
+}
+
 /// Runs one worker until every job in `ids` is finished.
 async fn run_worker(queue: Arc<dyn QueueBackend>, scratch: std::path::PathBuf, ids: &[String]) -> Vec<Job> {
     let mut config = WorkerConfig::new("vm", scratch);
@@ -183,9 +189,11 @@ async fn a_jobs_inputs_reach_its_job_dir_and_its_outputs_are_delivered_at_ingest
     let queue: Arc<dyn QueueBackend> = backend(&server, TransferLimits::default()).await;
     let home = tempfile::tempdir().unwrap();
     let store = skillforge_store::Store::open(home.path()).await.unwrap();
-    let (passed_to, failed_to) = (home.path().join("delivered-ok"), home.path().join("delivered-failed"));
+    let (passed_to, failed_to) = (home.path().join("train/delivered-ok"), home.path().join("train/delivered-failed"));
     let ok = copy_job(queue.as_ref(), b"abc", &passed_to, false).await;
     let failed = copy_job(queue.as_ref(), b"xyz", &failed_to, true).await;
+    record(&store, &ok, &passed_to).await;
+    record(&store, &failed, &failed_to).await;
     let jobs = run_worker(queue.clone(), home.path().join("scratch"), &[ok.clone(), failed.clone()]).await;
     assert_eq!(jobs[0].state, JobState::Succeeded, "{:?}", jobs[0]);
     assert_eq!(jobs[1].state, JobState::Failed, "{:?}", jobs[1]);
@@ -197,6 +205,72 @@ async fn a_jobs_inputs_reach_its_job_dir_and_its_outputs_are_delivered_at_ingest
     assert_eq!(std::fs::read_to_string(passed_to.join("nested/result.txt")).unwrap(), "cba");
     assert_eq!(std::fs::read_to_string(failed_to.join("nested/result.txt")).unwrap(), "zyx", "a failed run's files come back too");
     assert!(!home.path().join("scratch").join(format!("{ok}-1")).exists(), "the worker's job dir is removed");
+}
+
+/// Issue 32 item 7: where outputs land is the control plane's record, never the queue's. A
+/// queued job whose `deliver_to` was rewritten (here: pointing at `~/.ssh` of the control plane),
+/// or one the control plane recorded nothing for, is refused at ingestion: nothing is written
+/// anywhere, the result stays pending, and the other jobs' outputs are delivered.
+#[tokio::test]
+async fn outputs_go_where_the_store_recorded_and_a_rewritten_deliver_to_is_refused() {
+    let server = RedisServer::start();
+    let queue: Arc<dyn QueueBackend> = backend(&server, TransferLimits::default()).await;
+    let home = tempfile::tempdir().unwrap();
+    let store = skillforge_store::Store::open(home.path()).await.unwrap();
+    let recorded_to = home.path().join("eval/sample-1/out");
+    let attacker_to = home.path().join(".ssh");
+    // The queue says `.ssh`; the control plane asked for `eval/sample-1/out`.
+    let rewritten = copy_job(queue.as_ref(), b"ssh-ed25519 AAAA attacker", &attacker_to, false).await;
+    record(&store, &rewritten, &recorded_to).await;
+    // Nothing recorded at all (enqueued by someone else with queue access).
+    let foreign = copy_job(queue.as_ref(), b"foreign", &attacker_to, false).await;
+    let fine_to = home.path().join("eval/sample-2/out");
+    let fine = copy_job(queue.as_ref(), b"fine", &fine_to, false).await;
+    record(&store, &fine, &fine_to).await;
+    // A record outside the home's job areas (an old build's row, a hand edit) is not used either.
+    let outside_to = home.path().join("blobs/out");
+    let outside = copy_job(queue.as_ref(), b"outside", &outside_to, false).await;
+    record(&store, &outside, &outside_to).await;
+    run_worker(queue.clone(), home.path().join("scratch"), &[rewritten.clone(), foreign.clone(), fine.clone(), outside.clone()]).await;
+
+    let report = ingest_once(queue.as_ref(), &store, &RecordOnly).await.unwrap();
+    assert_eq!(report.applied, 1, "only the job whose outputs agree with the record is applied");
+    assert_eq!(std::fs::read_to_string(fine_to.join("nested/result.txt")).unwrap(), "enif");
+    assert!(!attacker_to.exists(), "nothing was written where the queue said");
+    assert!(!recorded_to.exists(), "a disagreeing job delivers nothing at all");
+    assert!(!outside_to.exists(), "nothing outside the job areas");
+    let pending: Vec<String> = queue.pending_results(10).await.unwrap().into_iter().map(|j| j.id).collect();
+    for id in [&rewritten, &foreign, &outside] {
+        assert!(pending.contains(id), "{id} stays pending: {pending:?}");
+    }
+}
+
+/// Issue 32 item 6: a result ingested after its uploaded outputs expired (the transfer TTL
+/// passed before `serve` ran) is not applied as it ran with nothing delivered: it is applied as
+/// failed, naming the expiry, and nothing is written.
+#[tokio::test]
+async fn outputs_expired_before_ingestion_make_the_result_a_failure() {
+    let server = RedisServer::start();
+    let queue: Arc<dyn QueueBackend> = backend(&server, limits(1 << 20, 1, 1 << 20)).await;
+    let home = tempfile::tempdir().unwrap();
+    let store = skillforge_store::Store::open(home.path()).await.unwrap();
+    let to = home.path().join("train/s1/attempts/attempt-001");
+    let id = copy_job(queue.as_ref(), b"late", &to, false).await;
+    record(&store, &id, &to).await;
+    let job = run_worker(queue.clone(), home.path().join("scratch"), &[id.clone()]).await.remove(0);
+    assert_eq!(job.state, JobState::Succeeded, "{job:?}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !server.cli(&["--scan", "--pattern", "sftest:xfer:*"]).trim().is_empty() {
+        assert!(Instant::now() < deadline, "the uploaded outputs never expired");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let report = ingest_once(queue.as_ref(), &store, &RecordOnly).await.unwrap();
+    assert_eq!(report.applied, 1);
+    let applied = skillforge_store::applied::applied_for_job(store.pool(), &id).await.unwrap();
+    assert_eq!(applied.len(), 1);
+    assert_eq!(applied[0].state, "failed", "applied as a failure, not as the success it ran as");
+    assert!(!to.exists(), "nothing delivered");
+    assert!(queue.pending_results(10).await.unwrap().is_empty(), "the result is taken, not left pending");
 }
 
 #[tokio::test]

@@ -108,6 +108,10 @@ pub struct ContainerPayload {
     /// Environment of the command (on top of the image's own).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Names of `env` entries whose values are secrets (`jobs submit --secret-env NAME`): set in
+    /// the container like the others, shown as `***` wherever a job is shown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_env: Vec<String>,
     /// Memory, CPU and process limits.
     #[serde(default)]
     pub limits: Limits,
@@ -148,6 +152,7 @@ impl ContainerPayload {
             work_dir: None,
             mount_path: None,
             env: BTreeMap::new(),
+            secret_env: Vec::new(),
             limits: Limits::default(),
             network: Network::Default,
             pull: PullPolicy::Missing,

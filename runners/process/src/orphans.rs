@@ -235,7 +235,6 @@ mod tests {
             .spawn()
             .unwrap();
         let (mut dead, mut live) = (dead, live);
-        let dead_pid = i32::try_from(dead.id()).unwrap();
         let live_pid = i32::try_from(live.id()).unwrap();
         // Right after spawn, /proc may still show the pre-exec environment: wait for the marker.
         for child in [dead.id(), live.id()] {
@@ -246,10 +245,27 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
+        // The sweep is host-wide: another skillforge worker on this machine may sweep first and
+        // kill the orphan itself. Play that worker here (a sweep from another thread that runs
+        // before ours), so the test asserts what the sweep is for, that the orphan is gone, and
+        // not which sweep killed it.
+        let rival = std::thread::spawn(sweep_orphans).join().unwrap();
         let killed = sweep_orphans();
-        assert!(killed.contains(&dead_pid), "killed {killed:?}");
-        assert!(!killed.contains(&live_pid), "killed {killed:?}");
-        let status = dead.wait().unwrap();
+        assert!(
+            !killed.contains(&live_pid) && !rival.contains(&live_pid),
+            "killed {killed:?}, rival killed {rival:?}"
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = dead.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the orphan still runs after the sweeps (killed {killed:?}, rival {rival:?})"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
         assert_eq!(
             std::os::unix::process::ExitStatusExt::signal(&status),
             Some(9)

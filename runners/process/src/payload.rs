@@ -68,6 +68,11 @@ pub struct ProcessPayload {
     /// Variables set explicitly (secrets travel only this way, never in argv).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Names of `env` entries whose values are secrets (`jobs submit --secret-env NAME`): the
+    /// child gets them like any other entry, but what shows a job (`jobs show`, `jobs list`,
+    /// `--json` included) prints `***` for their values. Absent from the JSON when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_env: Vec<String>,
     /// Names inherited from the worker's environment; [`DEFAULT_ENV_ALLOWLIST`] when `None`.
     #[serde(default)]
     pub env_allowlist: Option<Vec<String>>,
@@ -93,6 +98,7 @@ impl ProcessPayload {
             command: Command::Argv(argv),
             cwd: None,
             env: BTreeMap::new(),
+            secret_env: Vec::new(),
             env_allowlist: None,
             stdin: None,
             max_output_bytes: None,

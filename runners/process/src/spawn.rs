@@ -10,13 +10,19 @@ use crate::orphans::{OWNER_ENV, owner_marker};
 use crate::payload::{Command, ProcessPayload, SHELL_PATH};
 use crate::reap::RUN_ID_ENV;
 
+/// Names never copied from the worker's environment, whatever the payload's allowlist says:
+/// the worker's queue password (`SKILLFORGE_QUEUE_PASSWORD`; a job is not given the queue's
+/// credentials by the worker that runs it).
+pub const NEVER_INHERITED: &[&str] = &["SKILLFORGE_QUEUE_PASSWORD"];
+
 /// `ENOEXEC`: the file is executable but not in a format the kernel can run.
 const ENOEXEC: i32 = 8;
 
 /// Builds the child command for `payload`, marked with `SKILLFORGE_RUN_ID=run_id`.
 ///
 /// The child gets: its own process group (pgid = its pid); environment cleared, then the
-/// allowlisted names copied from the worker's environment (when set there), then
+/// allowlisted names copied from the worker's environment (when set there; never the
+/// [`NEVER_INHERITED`] ones), then
 /// `payload.env`, then the markers [`RUN_ID_ENV`] and [`OWNER_ENV`] (which same-named
 /// `payload.env` entries cannot override);
 /// stdin piped when `payload.stdin` is set, else `/dev/null`; stdout and stderr piped.
@@ -63,6 +69,9 @@ pub(crate) fn build_command(
     }
     command.env_clear();
     for name in payload.effective_env_allowlist() {
+        if NEVER_INHERITED.contains(&name) {
+            continue;
+        }
         if let Some(value) = std::env::var_os(name) {
             command.env(name, value);
         }

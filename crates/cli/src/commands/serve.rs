@@ -47,6 +47,7 @@ pub struct ServeArgs {
 
 /// Runs the reaper, the ingestion loop and, with `--listen`, the events endpoint until a signal.
 pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
+    raise_fd_limit();
     let listen = args.listen.clone().or_else(|| ctx.config.server.listen.clone());
     let secret = webhook_secret(ctx);
     if listen.is_some() && secret.is_none() {
@@ -60,7 +61,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     let forge = GitHub::new(&github.client_config()).map_err(|e| CliError::usage(anyhow!(e)))?;
     let every = Duration::from_secs(github.watch_every_secs.unwrap_or(DEFAULT_WATCH_EVERY_SECS).max(1));
     let retention = ctx.config.queue.retention()?;
-    let backend = ctx.queue().await?;
+    let backend = ctx.queue_checked().await?;
     let store = ctx.store().await?;
     let shutdown = shutdown_on_signal();
     let listener = match &listen {
@@ -77,6 +78,9 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         }
         None => None,
     };
+    // A queue that lost its data while no process watched it (issue 32 item 5); before the
+    // line below, which says the epoch is read and recorded.
+    check_epoch(ctx, backend.as_ref(), &store).await;
     eprintln!("control plane on {} with store {}", queue_label(ctx), ctx.home.display());
     let handlers = Families::for_home(&ctx.home);
     let pruner = run_pruner(backend.as_ref(), retention, DEFAULT_PRUNE_EVERY, shutdown.clone());
@@ -85,6 +89,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     // A lost queue namespace: say which of the store's pending work went with it (item 6).
     let lost = async {
         while let Some(loss) = losses.recv().await {
+            record_epoch(ctx, &store, &loss.current_epoch).await;
             match skillforge_workflows::stage::lost_work(backend.as_ref(), &store).await {
                 Ok(work) => tracing::error!(namespace = %loss.namespace, missing = work.missing.len(), "{work}"),
                 Err(e) => tracing::error!(error = %e, "could not list the store's pending work the queue lost"),
@@ -127,10 +132,89 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
             }
         }
     };
+    let settings = watch_settings(backend.as_ref(), &store, shutdown.clone());
     let github_watch =
         run_github_watch(GithubWatch { forge, repos: watch_repos, every, home: ctx.home.clone() }, &store, &backend, &harvest_config, shutdown.clone());
-    tokio::join!(reaper, pruner, ingestion, events, canaries, lost, github_watch);
+    tokio::join!(reaper, pruner, ingestion, events, canaries, lost, settings, github_watch);
     Ok(OK)
+}
+
+/// Raises the soft limit of open files to the hard one (issue 32 item 10): `serve` holds the
+/// store, the queue's connections, the events endpoint's clients (capped) and the canary
+/// checks' processes at once, and a soft limit of 1 024 (a common default) is reached long
+/// before the hard one. A failure is logged; `serve` runs on with the limit it has.
+fn raise_fd_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return };
+    if soft >= hard {
+        return;
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+        Ok(()) => tracing::info!(from = soft, to = hard, "raised the open-files limit"),
+        Err(e) => tracing::warn!(error = %e, soft, hard, "could not raise the open-files limit"),
+    }
+}
+
+/// Re-checks the queue server's settings every `SETTINGS_CHECK_EVERY` (issue 32 item 1): when
+/// one turns unsafe under the running fleet (Redis `maxmemory-policy` changed to an evicting
+/// one), names the store's pending work it puts at risk (the reaper logs the setting itself).
+async fn watch_settings(backend: &dyn skillforge_engine::QueueBackend, store: &skillforge_store::Store, shutdown: tokio_util::sync::CancellationToken) {
+    let mut was_unsafe = false;
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(skillforge_engine::reaper::SETTINGS_CHECK_EVERY) => {}
+        }
+        let Ok(now) = backend.check_settings().await else { continue };
+        let is_unsafe = now.is_some();
+        if let Some(problem) = now.filter(|_| !was_unsafe) {
+            match skillforge_store::submitted::pending(store.pool(), skillforge_workflows::stage::lost::LOST_WORK_CHECK_LIMIT).await {
+                Ok((rows, total)) if total > 0 => {
+                    let ids: Vec<String> = rows.iter().map(|r| format!("{} ({}/{})", r.job_id, r.workflow, r.stage)).collect();
+                    tracing::error!(setting = %problem.setting, value = %problem.value, pending = total,
+                        "{total} job(s) the store awaits may be evicted from the queue: {}", ids.join(", "));
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "could not list the store's pending work"),
+            }
+        }
+        was_unsafe = is_unsafe;
+    }
+}
+
+/// The queue's identity in the store's `queue_epochs`: its URL without credentials.
+fn queue_key(ctx: &Context) -> String {
+    match &ctx.queue_url {
+        skillforge_engine::open::QueueUrl::Redis(u) => skillforge_engine::redact::redact_urls(u),
+        skillforge_engine::open::QueueUrl::Sqlite(p) => format!("sqlite://{}", p.display()),
+    }
+}
+
+/// Compares the queue's namespace epoch with the one the store recorded when a control plane
+/// last ran, and records the current one. A different epoch means the queue lost its data while
+/// nothing watched it: logged as an error with the store's pending work the queue no longer has.
+async fn check_epoch(ctx: &Context, backend: &dyn skillforge_engine::QueueBackend, store: &skillforge_store::Store) {
+    let Some(epoch) = backend.namespace_epoch() else { return };
+    match skillforge_store::queue_epochs::check_and_record(store.pool(), &queue_key(ctx), &epoch).await {
+        Ok(None) => {}
+        Ok(Some(previous)) => {
+            tracing::error!(previous_epoch = %previous, current_epoch = %epoch,
+                "the queue lost its data since this control plane last ran: epoch `{previous}` recorded by the store is gone \
+                 (now `{epoch}`); every job enqueued before is missing. Was redis-server restarted without persistence or flushed?");
+            match skillforge_workflows::stage::lost_work(backend, store).await {
+                Ok(work) => tracing::error!(missing = work.missing.len(), "{work}"),
+                Err(e) => tracing::error!(error = %e, "could not list the store's pending work the queue lost"),
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "could not compare the queue's epoch with the store's"),
+    }
+}
+
+/// Records `epoch` as the queue's current one in the store (after a loss seen while running).
+async fn record_epoch(ctx: &Context, store: &skillforge_store::Store, epoch: &str) {
+    if let Err(e) = skillforge_store::queue_epochs::check_and_record(store.pool(), &queue_key(ctx), epoch).await {
+        tracing::warn!(error = %e, "could not record the queue's new epoch in the store");
+    }
 }
 
 fn webhook_secret(ctx: &Context) -> Option<Vec<u8>> {

@@ -14,7 +14,7 @@ use crate::output::print_json;
 /// Arguments of `skillforge worker`.
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
-    /// Jobs run at once (default `[worker] concurrency`, else 4).
+    /// Jobs run at once, at least 1 (default `[worker] concurrency`, else 4).
     #[arg(long)]
     concurrency: Option<usize>,
     /// Worker name; a random suffix makes the identity unique per process (default `worker`).
@@ -34,15 +34,21 @@ pub struct WorkerArgs {
 
 /// Runs the worker until a signal, then prints what it did. Exits 3 (environment) naming the
 /// jobs whose leases could not be handed back (left to go stale), e.g. with the queue down.
+///
+/// # Errors
+/// Exit 2 for a concurrency of 0 (`--concurrency` or `[worker] concurrency`), before the queue
+/// is opened; exit 3 when the queue cannot be opened or its server loses jobs (Redis
+/// `maxmemory-policy` other than `noeviction`, named with the fix).
 pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
-    let backend = ctx.queue().await?;
+    let concurrency = concurrency(args.concurrency, ctx.config.worker.concurrency)?;
+    let backend = ctx.queue_checked().await?;
     let mut config = WorkerConfig::new(
         args.name.or_else(|| ctx.config.worker.name.clone()).unwrap_or_else(|| "worker".to_owned()),
         ctx.scratch_root(),
     );
     config.queues = args.queues;
     config.retention = Some(ctx.config.queue.retention()?);
-    config.concurrency = args.concurrency.or(ctx.config.worker.concurrency).unwrap_or(4).max(1);
+    config.concurrency = concurrency;
     if let Some(g) = args.grace_secs.or(ctx.config.worker.grace_secs) {
         config.grace = Duration::from_secs(g);
     }
@@ -77,4 +83,22 @@ pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
         ids.len(),
         ids.join(", ")
     )))
+}
+
+/// The worker's concurrency: `--concurrency`, else `[worker] concurrency`, else 4.
+///
+/// # Errors
+/// Exit 2 naming where a 0 came from: a worker that may run no job would idle forever holding a
+/// presence lock, looking live to every waiter.
+fn concurrency(flag: Option<usize>, configured: Option<usize>) -> Result<usize, CliError> {
+    match (flag, configured) {
+        (Some(0), _) => Err(CliError::usage(anyhow::anyhow!(
+            "--concurrency 0 would run no job: give at least 1"
+        ))),
+        (None, Some(0)) => Err(CliError::usage(anyhow::anyhow!(
+            "[worker] concurrency = 0 in config.toml would run no job: set at least 1"
+        ))),
+        (Some(n), _) | (None, Some(n)) => Ok(n),
+        (None, None) => Ok(4),
+    }
 }

@@ -46,10 +46,10 @@ pub fn skillforge_bin() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("skillforge"))
 }
 
-/// A human label of the queue backend in use.
+/// A human label of the queue backend in use (a Redis URL without its credentials).
 pub fn queue_label(ctx: &Context) -> String {
     match &ctx.queue_url {
         skillforge_engine::open::QueueUrl::Sqlite(p) => format!("embedded queue {}", p.display()),
-        skillforge_engine::open::QueueUrl::Redis(u) => format!("redis queue {u}"),
+        skillforge_engine::open::QueueUrl::Redis(u) => format!("redis queue {}", skillforge_engine::redact::redact_urls(u)),
     }
 }

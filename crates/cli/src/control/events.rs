@@ -28,15 +28,68 @@ pub struct EventsState {
     pub secret: Vec<u8>,
 }
 
-/// Serves `POST /events` on `listener` until `shutdown`; a server error is logged.
+/// Connections served at once; more wait in the listen backlog (no file descriptor of `serve`
+/// each), so slow or idle clients cannot use up the fds ingestion and the canary checks need.
+pub const MAX_CONNECTIONS: usize = 32;
+/// Longest wait for a request's headers (slow-header clients are cut off).
+pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// Longest a connection lives, its body and the answer included (slow-body clients are cut off).
+pub const CONNECTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// Largest request body buffered (a GitHub delivery is far smaller); larger is 413 unread.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// Serves `POST /events` on `listener` until `shutdown` (issue 32 item 10): at most
+/// [`MAX_CONNECTIONS`] at once, one request per connection, headers within
+/// [`HEADER_READ_TIMEOUT`], the whole exchange within [`CONNECTION_TIMEOUT`], bodies up to
+/// [`MAX_BODY_BYTES`]; accept errors (e.g. out of fds) are logged and retried after a pause.
 pub async fn serve_events(listener: tokio::net::TcpListener, state: EventsState, shutdown: CancellationToken) {
     if let Ok(addr) = listener.local_addr() {
         eprintln!("listening for events on http://{addr}/events");
     }
-    let app = axum::Router::new().route("/events", post(post_events)).with_state(Arc::new(state));
-    if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await {
-        warn!(error = %e, "events endpoint stopped");
+    let app = axum::Router::new()
+        .route("/events", post(post_events))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(Arc::new(state));
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let connections = tokio_util::task::TaskTracker::new();
+    loop {
+        // A slot first: while every slot is taken, new connections wait in the kernel's backlog.
+        let permit = tokio::select! {
+            () = shutdown.cancelled() => break,
+            permit = slots.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => break },
+        };
+        let (stream, _) = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    warn!(error = %e, "events endpoint: accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let stop = shutdown.clone();
+        connections.spawn(async move {
+            let _permit = permit;
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .keep_alive(false)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::select! {
+                () = stop.cancelled() => {}
+                served = tokio::time::timeout(CONNECTION_TIMEOUT, connection) => match served {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::debug!(error = %e, "events connection ended with an error"),
+                    Err(_) => tracing::debug!("events connection cut off after the connection timeout"),
+                },
+            }
+        });
     }
+    connections.close();
+    connections.wait().await;
 }
 
 type Reply = (StatusCode, axum::Json<Value>);

@@ -1,6 +1,6 @@
 //! CLI plumbing shared by commands, so no command imports another: the one waiter (the stage
 //! port, [`waiter::CliJobs`]), the events endpoint of `serve --listen` ([`events`]), signals,
-//! argument helpers, the GitHub watchers of `serve` ([`github_watch`]), one agent call as a job ([`agent`]), the human pick asked on a terminal ([`pick_prompt`]), the template operations several nouns share ([`templates`]) and the running stage's output tail of status commands ([`tail`]). Commands parse arguments, call the workflows and print.
+//! argument helpers, the GitHub watchers of `serve` ([`github_watch`]), one agent call as a job ([`agent`]), the human pick asked on a terminal ([`pick_prompt`]), the template operations several nouns share ([`templates`]) and the running stage's output tail of status commands ([`tail`]) and the redaction of secrets from everything written to stderr ([`redact`]). Commands parse arguments, call the workflows and print.
 
 pub mod agent;
 pub mod args;
@@ -8,6 +8,7 @@ pub mod events;
 pub mod github_watch;
 pub mod pick_prompt;
 pub mod promotion;
+pub mod redact;
 pub mod signals;
 pub mod tail;
 pub mod templates;

@@ -207,7 +207,7 @@ impl<'a> CliJobs<'a> {
 
     fn no_worker_note(&self, ids: &[String]) -> String {
         let queue = match &self.ctx.queue_url {
-            skillforge_engine::open::QueueUrl::Redis(u) => format!(" --queue {u}"),
+            skillforge_engine::open::QueueUrl::Redis(u) => format!(" --queue {}", skillforge_engine::redact::redact_urls(u)),
             skillforge_engine::open::QueueUrl::Sqlite(_) => String::new(),
         };
         let which = if ids.len() == 1 { format!("job {}", ids[0]) } else { format!("{} jobs", ids.len()) };
@@ -296,6 +296,13 @@ async fn has_live_worker(queue: &dyn QueueBackend) -> Result<bool, EngineError> 
 
 #[async_trait::async_trait]
 impl StageJobs for CliJobs<'_> {
+    async fn recorded_outputs(&self, job_id: &str) -> Result<Vec<skillforge_engine::transfer::OutputDir>, EngineError> {
+        let store = self.store().await?;
+        skillforge_workflows::stage::files::recorded_outputs(&store, job_id)
+            .await
+            .map_err(|message| EngineError::Backend { backend: "store", message })
+    }
+
     async fn submit(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
         skillforge_workflows::stage::submit_recorded(self.queue.as_ref(), &self.store().await?, spec).await
     }

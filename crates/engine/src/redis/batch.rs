@@ -104,12 +104,11 @@ pub(super) fn spawn(
                             let _ = item.reply.send(reply);
                         }
                     }
-                    Err(e) => {
+                    Err((e, is_transient)) => {
                         for item in batch {
-                            let _ = item.reply.send(Err(EngineError::redis(format!(
-                                "finish of job `{}`: {e}",
-                                item.job_id
-                            ))));
+                            let message = format!("finish of job `{}`: {e}", item.job_id);
+                            let error = if is_transient { EngineError::redis_unavailable(message) } else { EngineError::redis(message) };
+                            let _ = item.reply.send(Err(error));
                         }
                     }
                 }
@@ -121,14 +120,15 @@ pub(super) fn spawn(
 }
 
 /// One script call for `batch` (retrying transient failures with the same request id); one
-/// reply per item, in order.
+/// reply per item, in order. The error says whether the last failure was transient (the
+/// server refused for now: OOM, loading, busy, a dropped connection).
 async fn run(
     conn: &ConnectionManager,
     prefix: &str,
     script: &Script,
     batch: &[Item],
     answered: &Answered,
-) -> Result<Vec<Reply>, String> {
+) -> Result<Vec<Reply>, (String, bool)> {
     let request_id = uuid::Uuid::new_v4().to_string();
     // Distinct (queue, worker) pairs that want a next job, sent once; items refer to them by
     // 1-based index (0 = lease nothing). A worker's slots all share one pair.
@@ -187,11 +187,11 @@ async fn run(
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(1));
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err((super::explain(&e), transient(&e))),
         }
     };
     if finishes.len() != batch.len() {
-        return Err(format!("finish batch: {} replies for {} finishes", finishes.len(), batch.len()));
+        return Err((format!("finish batch: {} replies for {} finishes", finishes.len(), batch.len()), false));
     }
     if !leased.is_empty() {
         // The script kept a record of what it leased only when it leased something.

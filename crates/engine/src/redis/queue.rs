@@ -11,7 +11,7 @@ use super::{
     RETRY_BUDGET, RedisBackend, SCAN_BATCH, STATE_INDEXED, decode, parse_state, reap_action_name,
     transient, unexpected,
 };
-use crate::backend::{NamespaceLoss, QueueBackend, ReapAction};
+use crate::backend::{NamespaceLoss, QueueBackend, ReapAction, UnreadableRecord, UnsafeSetting};
 use crate::error::EngineError;
 use crate::output::{NewOutput, OutputChunk};
 use crate::retention::{PruneBatch, PruneRule, Tombstone};
@@ -243,19 +243,19 @@ impl QueueBackend for RedisBackend {
     }
 
     async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>, EngineError> {
+        Ok(self.list_readable(state, limit).await?.0)
+    }
+
+    async fn list_readable(&self, state: Option<JobState>, limit: usize) -> Result<(Vec<Job>, Vec<UnreadableRecord>), EngineError> {
         if state == Some(JobState::Running) {
             // Running jobs are indexed by the `leases` set (by heartbeat deadline), not by a
             // state set: newest first by creation time, like the other states.
             let ids = self.zrange(&format!("{}leases", self.prefix), false, usize::MAX).await?;
-            let mut jobs: Vec<Job> = self
-                .fetch_jobs(&ids)
-                .await?
-                .into_iter()
-                .filter(|j| j.state == JobState::Running)
-                .collect();
+            let fetched = self.fetch_jobs_lenient(&ids).await?;
+            let mut jobs: Vec<Job> = fetched.jobs.into_iter().filter(|j| j.state == JobState::Running).collect();
             jobs.sort_by(|a, b| (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id)));
             jobs.truncate(limit);
-            return Ok(jobs);
+            return Ok((jobs, fetched.unreadable));
         }
         let ids = match state {
             None => self.ids_in_any_state(limit).await?,
@@ -266,9 +266,9 @@ impl QueueBackend for RedisBackend {
         };
         let mut seen = std::collections::HashSet::new();
         let ids: Vec<String> = ids.into_iter().filter(|id| seen.insert(id.clone())).collect();
-        let mut jobs: Vec<Job> = self
-            .fetch_jobs(&ids)
-            .await?
+        let fetched = self.fetch_jobs_lenient(&ids).await?;
+        let mut jobs: Vec<Job> = fetched
+            .jobs
             .into_iter()
             // The index and the hashes are read separately: drop a job that changed state meanwhile.
             .filter(|j| state.is_none_or(|s| j.state == s))
@@ -279,19 +279,50 @@ impl QueueBackend for RedisBackend {
             jobs.dedup_by(|a, b| a.id == b.id);
             jobs.truncate(limit);
         }
-        Ok(jobs)
+        let mut unreadable = fetched.unreadable;
+        unreadable.dedup_by(|a, b| a.job_id == b.job_id);
+        Ok((jobs, unreadable))
+    }
+
+    async fn quarantined(&self, limit: usize) -> Result<Vec<UnreadableRecord>, EngineError> {
+        self.quarantined_records(limit).await
+    }
+
+    async fn purge(&self, job_id: &str) -> Result<bool, EngineError> {
+        self.purge_record(job_id).await
     }
 
     async fn pending_results(&self, limit: usize) -> Result<Vec<Job>, EngineError> {
-        let ids = self
-            .zrange(&format!("{}results", self.prefix), false, limit)
-            .await?;
+        self.pending_results_skipping(limit, &std::collections::HashSet::new()).await
+    }
+
+    async fn pending_results_skipping(&self, limit: usize, skip: &std::collections::HashSet<String>) -> Result<Vec<Job>, EngineError> {
+        // Passed over by id before any hash is read: a backlog of results that cannot be
+        // applied yet costs one index read, not their hashes (issue 32 item 3).
+        let ids: Vec<String> = self
+            .zrange(&format!("{}results", self.prefix), false, limit.saturating_add(skip.len()))
+            .await?
+            .into_iter()
+            .filter(|id| skip.is_empty() || !skip.contains(&public(id)))
+            .take(limit)
+            .collect();
         // The index and the hashes are read in two round trips: a job retried (and maybe leased
         // again) in between is no longer a pending result. Handed out in its new state, it was
         // applied as `queued` or `running` under its token, and its real result under that
         // token was then dropped as a duplicate (found by the fault soak, issue 21).
-        let jobs = self.fetch_jobs(&ids).await?;
-        Ok(jobs.into_iter().filter(|j| j.state.is_terminal() || j.state == JobState::Stale).collect())
+        let fetched = self.fetch_jobs_lenient(&ids).await?;
+        // A result that cannot be read would stop every pass: quarantined, logged once (by the
+        // process that moved it), and the others flow (issue 32 item 2).
+        let gone = fetched.missing.iter().map(|id| (id.clone(), public(id), "the job's record is gone (evicted or deleted)".to_owned()));
+        let bad = fetched.unreadable.iter().map(|u| (stored(&u.job_id).into_owned(), u.job_id.clone(), u.reason.clone()));
+        for (stored_id, job_id, reason) in gone.chain(bad) {
+            if self.quarantine(&stored_id, &reason).await? {
+                tracing::error!(job_id = %job_id, reason = %reason,
+                    "an unreadable job record was quarantined: its result is not applied; \
+                     `skillforge jobs list --state broken` lists it, `skillforge jobs purge ID` removes it");
+            }
+        }
+        Ok(fetched.jobs.into_iter().filter(|j| j.state.is_terminal() || j.state == JobState::Stale).collect())
     }
 
     async fn ack_result(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
@@ -305,6 +336,19 @@ impl QueueBackend for RedisBackend {
             [tag] if tag == "missing" => Err(EngineError::NotFound(job_id.to_owned())),
             _ => Err(unexpected("ack_result", &reply)),
         }
+    }
+
+    fn clock_is_shared(&self) -> bool {
+        // Every script stamps and judges with the server's `TIME`.
+        true
+    }
+
+    fn namespace_epoch(&self) -> Option<String> {
+        Some(self.epoch.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone())
+    }
+
+    async fn check_settings(&self) -> Result<Option<UnsafeSetting>, EngineError> {
+        self.eviction_setting().await
     }
 
     async fn check_namespace(&self) -> Result<Option<NamespaceLoss>, EngineError> {

@@ -3,7 +3,10 @@
 //! Each migration runs inside one `BEGIN IMMEDIATE` transaction together with the
 //! `user_version` bump, so several processes opening a fresh file at once apply it exactly once.
 
-use sqlx::{AssertSqlSafe, SqlitePool};
+use std::path::Path;
+
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{AssertSqlSafe, Connection, SqliteConnection, SqlitePool};
 
 use crate::error::EngineError;
 
@@ -20,6 +23,52 @@ const MIGRATIONS: &[&str] = &[
 
 /// The schema version this build writes.
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Refuses a file that is some other SQLite database: it has tables but no queue schema version
+/// (`PRAGMA user_version` 0, which every queue file past its first migration has above 0), such
+/// as the domain store given as the queue by mistake. Checked on a plain connection that only
+/// reads, before the queue's own connections open the file (they would switch its journal to
+/// WAL and migrate the queue's tables into it). A missing or empty file, or one this check
+/// cannot open, passes: the open that follows creates it or reports its error.
+///
+/// # Errors
+/// [`EngineError::Config`] naming the file and its tables (the first few).
+pub(super) async fn refuse_foreign_file(path: &Path) -> Result<(), EngineError> {
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > 0) {
+        return Ok(());
+    }
+    // Read-write without creating (reading changes nothing, and a WAL file without its `-shm`
+    // needs write access to read), else read-only (a read-only home).
+    let options = SqliteConnectOptions::new().filename(path);
+    let conn = match SqliteConnection::connect_with(&options).await {
+        Ok(conn) => Ok(conn),
+        Err(_) => SqliteConnection::connect_with(&options.clone().read_only(true)).await,
+    };
+    let Ok(mut conn) = conn else {
+        return Ok(());
+    };
+    let version: Result<i64, _> = sqlx::query_scalar("PRAGMA user_version").fetch_one(&mut conn).await;
+    let tables: Result<Vec<String>, _> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+    )
+    .fetch_all(&mut conn)
+    .await;
+    let _ = conn.close().await;
+    let (Ok(0), Ok(tables)) = (version, tables) else {
+        return Ok(());
+    };
+    if tables.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<&str> = tables.iter().take(5).map(String::as_str).collect();
+    let more = if tables.len() > shown.len() { format!(" and {} more", tables.len() - shown.len()) } else { String::new() };
+    Err(EngineError::Config(format!(
+        "`{}` is not a skillforge queue file: it holds tables ({}{more}) but no queue schema version; \
+         is it the domain store or another database? name a new file or an existing queue file (sqlite://PATH)",
+        path.display(),
+        shown.join(", ")
+    )))
+}
 
 /// Brings the database behind `pool` to [`SCHEMA_VERSION`].
 ///

@@ -176,11 +176,7 @@ impl JobTask {
         }
         let finish =
             finish_for(job.attempts, job.spec.max_attempts, result, operator_cancel, job.spec.retry_failed_runs);
-        let refill = if self.shutdown.is_cancelled() { None } else { self.refill_queue() };
-        let delivered = match refill {
-            Some(queue) => self.backend.finish_and_lease(&job.id, token, &finish, queue, &self.identity).await,
-            None => self.backend.finish(&job.id, token, &finish).await.map(|reply| (reply, None)),
-        };
+        let delivered = self.deliver(job, token, &finish).await;
         match delivered {
             Ok((reply, next)) => {
                 self.counters.resolved(&job.id, token);
@@ -215,7 +211,93 @@ impl JobTask {
     }
 }
 
+/// First pause before a finish the queue refused for now is sent again; it doubles up to
+/// [`FINISH_RETRY_MAX`].
+const FINISH_RETRY_FIRST: Duration = Duration::from_millis(200);
+/// Longest pause between two tries of a refused finish.
+const FINISH_RETRY_MAX: Duration = Duration::from_secs(5);
+
 impl JobTask {
+    /// The fenced finish (with the slot's next lease unless the worker stops). A finish the
+    /// queue refuses for a reason that passes ([`crate::EngineError::is_transient`]: Redis OOM
+    /// under `noeviction`, `LOADING`, `BUSY`, a reset connection, each already retried for the
+    /// backend's own budget) is sent again with backoff ([`FINISH_RETRY_FIRST`] doubling to
+    /// [`FINISH_RETRY_MAX`]) while a heartbeat keeps the lease alive (started as soon as a try
+    /// outlasts one heartbeat period, since the backend retries inside a call), until it is delivered,
+    /// refused for good, or the worker is killed (`kill_all`: then the reaper recovers the job).
+    /// A lease the reaper took meanwhile answers the finish `Fenced`, ending the loop. Each
+    /// backoff step is logged once (issue 32 item 4).
+    async fn deliver(
+        &self,
+        job: &crate::job::Job,
+        token: u64,
+        finish: &crate::job::Finish,
+    ) -> Result<(FinishReply, Option<LeasedJob>), crate::EngineError> {
+        let every = Duration::from_millis(job.spec.heartbeat_ms.max(50));
+        let done = CancellationToken::new();
+        let mut heartbeat = None;
+        let start_heartbeat = || {
+            tokio::spawn(heartbeat_loop(
+                self.backend.clone(),
+                job.id.clone(),
+                token,
+                every,
+                LeaseSignals::new(CancellationToken::new()),
+                Arc::default(),
+                done.clone(),
+            ))
+        };
+        // A finish the backend keeps retrying (a refused write, a restart) may take longer than
+        // a heartbeat period: from then on the lease is renewed beside it.
+        let first = self.finish_once(job, token, finish);
+        tokio::pin!(first);
+        let mut delivered = tokio::select! {
+            delivered = &mut first => delivered,
+            () = tokio::time::sleep(every) => {
+                heartbeat = Some(start_heartbeat());
+                first.await
+            }
+        };
+        let mut pause = FINISH_RETRY_FIRST;
+        while let Err(error) = &delivered
+            && error.is_transient()
+        {
+            if heartbeat.is_none() {
+                heartbeat = Some(start_heartbeat());
+            }
+            warn!(error = %error, retry_in_ms = pause.as_millis() as u64,
+                  "the queue refused the result for now; sending it again while the lease is held");
+            tokio::select! {
+                () = self.kill_all.cancelled() => break,
+                () = tokio::time::sleep(pause) => {}
+            }
+            delivered = self.finish_once(job, token, finish).await;
+            pause = (pause * 2).min(FINISH_RETRY_MAX);
+            if delivered.is_ok() {
+                info!("result delivered after the queue refused it for a while");
+            }
+        }
+        done.cancel();
+        if let Some(heartbeat) = heartbeat {
+            let _ = heartbeat.await;
+        }
+        delivered
+    }
+
+    /// One try of the fenced finish, with the slot's next lease unless the worker stops.
+    async fn finish_once(
+        &self,
+        job: &crate::job::Job,
+        token: u64,
+        finish: &crate::job::Finish,
+    ) -> Result<(FinishReply, Option<LeasedJob>), crate::EngineError> {
+        let refill = if self.shutdown.is_cancelled() { None } else { self.refill_queue() };
+        match refill {
+            Some(queue) => self.backend.finish_and_lease(&job.id, token, finish, queue, &self.identity).await,
+            None => self.backend.finish(&job.id, token, finish).await.map(|reply| (reply, None)),
+        }
+    }
+
     /// Runs `job` on `runner`. A job with files ([`crate::transfer`]) first gets its job dir
     /// `<scratch>/job` with the inputs materialized (verified by hash) and its payload's
     /// placeholders filled; its output dirs are uploaded when the runner returns, whatever the

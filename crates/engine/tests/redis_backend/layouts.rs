@@ -644,3 +644,10 @@ async fn lease_request_records_go_once_answered() {
     assert!(b.lease("lr", &w, 1, Duration::ZERO).await.unwrap().is_empty());
     assert_eq!(records(), 0, "a lease call deletes the last one");
 }
+
+/// Issue 32 item 3: see the scenario.
+#[tokio::test]
+async fn results_that_cannot_be_applied_yet_are_skipped_past_with_backoff() {
+    let server = RedisServer::start();
+    scenarios::results_that_cannot_be_applied_yet_are_skipped_past_with_backoff(&backend(&server).await).await;
+}

@@ -386,3 +386,60 @@ pub(crate) async fn a_cancelled_job_keeps_each_attempt_once_under_its_own_token(
     assert_eq!((job.state, job.fencing_token), (JobState::Cancelled, 2));
     assert_eq!(history(job), vec![(1, Some("stale".to_owned()))], "one attempt, under token 1");
 }
+
+/// Issue 32 item 3: results that cannot be applied yet (here 505 of a workflow no handler
+/// knows, older than every other result) no longer block the newer ones: each is deferred with
+/// its own backoff and passed over, so the newer result is applied within a pass or two, and a
+/// deferred result is not offered again (nor logged) before its backoff ends.
+pub(crate) async fn results_that_cannot_be_applied_yet_are_skipped_past_with_backoff(b: &dyn QueueBackend) {
+    use skillforge_engine::ingest::{ApplyError, Ingestion};
+    /// Refuses the workflow `unknown` (as a build without its family does), counting each try.
+    #[derive(Default)]
+    struct Refusing {
+        tries: Mutex<std::collections::HashMap<String, u32>>,
+    }
+    #[async_trait::async_trait]
+    impl ResultHandler for Refusing {
+        async fn apply(&self, _conn: &mut sqlx::SqliteConnection, job: &Job) -> Result<(), ApplyError> {
+            *self.tries.lock().unwrap().entry(job.id.clone()).or_default() += 1;
+            if job.spec.workflow == "unknown" {
+                return Err(ApplyError::NoHandler { workflow: job.spec.workflow.clone(), job_id: job.id.clone() });
+            }
+            Ok(())
+        }
+    }
+    const BLOCKED: usize = 505;
+    let home = tempfile::tempdir().unwrap();
+    let store = Store::open(home.path()).await.unwrap();
+    let w = WorkerIdentity::new("blocked");
+    let mut unknown = spec("q");
+    unknown.workflow = "unknown".into();
+    for _ in 0..BLOCKED {
+        b.enqueue(&unknown).await.unwrap();
+    }
+    let mut finished = 0;
+    while finished < BLOCKED {
+        for leased in b.lease("q", &w, 100, Duration::ZERO).await.unwrap() {
+            b.finish(&leased.job.id, leased.fencing_token, &finish(JobState::Succeeded)).await.unwrap();
+            finished += 1;
+        }
+    }
+    let newer = b.enqueue(&spec("q")).await.unwrap().job_id;
+    let leased = b.lease("q", &w, 1, Duration::ZERO).await.unwrap();
+    b.finish(&newer, leased[0].fencing_token, &finish(JobState::Succeeded)).await.unwrap();
+
+    let handler = Refusing::default();
+    // A backoff no test run outlasts: what is deferred stays passed over.
+    let mut ingestion = Ingestion::with_backoff(Duration::from_secs(3600), Duration::from_secs(3600));
+    let mut applied = 0;
+    for _ in 0..3 {
+        applied += ingestion.pass(b, &store, &handler).await.unwrap().applied;
+    }
+    assert_eq!(applied, 1, "the newer result is applied despite {BLOCKED} older ones that cannot be");
+    assert_eq!(applied_for_job(store.pool(), &newer).await.unwrap().len(), 1);
+    assert_eq!(ingestion.deferred(), BLOCKED);
+    let tries = handler.tries.lock().unwrap().clone();
+    assert_eq!(tries.len(), BLOCKED + 1);
+    assert!(tries.values().all(|n| *n == 1), "each tried once, none again before its backoff ends: {:?}", tries.values().max());
+    assert_eq!(b.pending_results(1000).await.unwrap().len(), BLOCKED, "the deferred results stay pending");
+}

@@ -290,3 +290,9 @@ async fn a_cancelled_job_keeps_each_attempt_once_under_its_own_token() {
     let dir = tempfile::tempdir().unwrap();
     scenarios::a_cancelled_job_keeps_each_attempt_once_under_its_own_token(&open(&dir).await).await;
 }
+
+#[tokio::test]
+async fn results_that_cannot_be_applied_yet_are_skipped_past_with_backoff() {
+    let dir = tempfile::tempdir().unwrap();
+    scenarios::results_that_cannot_be_applied_yet_are_skipped_past_with_backoff(&open(&dir).await).await;
+}

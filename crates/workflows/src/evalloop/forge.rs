@@ -400,7 +400,8 @@ async fn bring_back_arms(env: &ForgeEnv<'_>, ids: &[String]) -> Result<(), Forge
             env.reporter.step(&format!("arm job {id} was pruned from the queue: its work dir stays as delivered (files it deleted cannot be known)"));
             continue;
         };
-        files::bring_back(env.queue.as_ref(), &job, SHIPPED_WORK, &[]).await.map_err(ForgeError::Environment)?;
+        let recorded = files::recorded_outputs(env.store, id).await.map_err(ForgeError::Environment)?;
+        files::bring_back(env.queue.as_ref(), &recorded, &job, SHIPPED_WORK, &[]).await.map_err(ForgeError::Environment)?;
     }
     Ok(())
 }

@@ -89,6 +89,7 @@ impl Ctx<'_> {
         if !self.ships() {
             return Ok(());
         }
-        files::bring_back(self.backend.as_ref(), job, WORK, SKIP).await.map_err(env("the experiment's worktree"))
+        let recorded = self.port.recorded_outputs(&job.id).await.map_err(|e| OptimizeError::Env(format!("the experiment's worktree: {e}")))?;
+        files::bring_back(self.backend.as_ref(), &recorded, job, WORK, SKIP).await.map_err(env("the experiment's worktree"))
     }
 }

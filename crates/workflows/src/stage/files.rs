@@ -80,20 +80,33 @@ fn is_skipped(rel: &str, skip: &[&str]) -> bool {
     skip.contains(&top)
 }
 
-/// Brings `job`'s output dirs back now (the delivery ingestion does, for a step that reads them
-/// as soon as the job is finished; idempotent) and makes the output dir `rel` the worker's copy:
+/// The control plane's record of where `job_id`'s output dirs go (written when the stage port
+/// enqueued it; [`skillforge_store::deliveries`]), the only `deliver_to` a delivery uses.
+///
+/// # Errors
+/// A message naming the job when the store cannot be read.
+pub async fn recorded_outputs(store: &skillforge_store::Store, job_id: &str) -> Result<Vec<OutputDir>, String> {
+    let what = |e: skillforge_engine::EngineError| format!("read where the outputs of job {job_id} go: {e}");
+    let mut conn = store.pool().acquire().await.map_err(|e| format!("read where the outputs of job {job_id} go: {e}"))?;
+    skillforge_engine::ingest::recorded_outputs(&mut conn, store.home(), job_id).await.map_err(what)
+}
+
+/// Brings `job`'s output dirs back now into the `recorded` dirs (the control plane's own
+/// record, [`recorded_outputs`]; a queued job that disagrees is refused) — the delivery
+/// ingestion does, for a step that reads them as soon as the job is finished; idempotent — and
+/// makes the output dir `rel` the worker's copy:
 /// a file of its `deliver_to` the attempt did not upload (the run deleted it) is removed, except
 /// under the top-level names of `skip`. Nothing for a job without outputs or whose attempt
 /// uploaded none.
 ///
 /// # Errors
 /// A message naming the job: an expired or corrupt upload, a file that cannot be written or removed.
-pub async fn bring_back(queue: &dyn QueueBackend, job: &Job, rel: &str, skip: &[&str]) -> Result<(), String> {
+pub async fn bring_back(queue: &dyn QueueBackend, recorded: &[OutputDir], job: &Job, rel: &str, skip: &[&str]) -> Result<(), String> {
     let Some(area) = queue.transfer_area().filter(|_| !job.spec.files.outputs.is_empty()) else { return Ok(()) };
     let what = |e: transfer::TransferError| format!("bring back the files of job {}: {e}", job.id);
-    transfer::deliver_outputs(area.as_ref(), job).await.map_err(what)?;
+    transfer::deliver_outputs(area.as_ref(), job, recorded).await.map_err(what)?;
     let Some(uploaded) = transfer::uploaded_outputs(area.as_ref(), &job.id, job.fencing_token).await.map_err(what)? else { return Ok(()) };
-    let (Some(dir), Some(out)) = (uploaded.iter().find(|d| d.dir == rel), job.spec.files.outputs.iter().find(|o| o.dir == rel)) else { return Ok(()) };
+    let (Some(dir), Some(out)) = (uploaded.iter().find(|d| d.dir == rel), recorded.iter().find(|o| o.dir == rel)) else { return Ok(()) };
     let kept: std::collections::BTreeSet<&str> = dir.files.iter().map(|f| f.path.as_str()).collect();
     for file in regular_files(&out.deliver_to)? {
         let name = file.strip_prefix(&out.deliver_to).unwrap_or(&file).to_string_lossy().into_owned();

@@ -50,6 +50,13 @@ pub trait StageJobs: Send + Sync {
     /// The queue's.
     async fn get(&self, id: &str) -> Result<Option<Job>, EngineError>;
 
+    /// Where the control plane recorded `job_id`'s output dirs go (its store, never the
+    /// queue): what bringing the job's files back writes to. Empty when none were recorded.
+    ///
+    /// # Errors
+    /// The store's, as [`EngineError::Backend`].
+    async fn recorded_outputs(&self, job_id: &str) -> Result<Vec<skillforge_engine::transfer::OutputDir>, EngineError>;
+
     /// Waits until every job in `ids` is terminal or parked `stale`; returns them in order.
     /// `what` names the wait in progress lines (`generating options`).
     ///
@@ -71,9 +78,12 @@ pub async fn submit_recorded(queue: &dyn QueueBackend, store: &Store, spec: &Job
     Ok(enqueued)
 }
 
-/// Records an enqueued job as pending work in `store` (see [`submit_recorded`]); failures are
+/// Records an enqueued job as pending work in `store` (see [`submit_recorded`]), and where its
+/// output dirs go ([`skillforge_store::deliveries`]: the only `deliver_to` a delivery uses; a
+/// dir outside the home's job areas is not recorded, so its delivery is refused); failures are
 /// logged.
 pub async fn record_pending(store: &Store, enqueued: &Enqueued, spec: &JobSpec) {
+    record_deliveries(store, enqueued, spec).await;
     let recorded = skillforge_store::submitted::record_submitted(
         store.pool(),
         &enqueued.job_id,
@@ -84,6 +94,23 @@ pub async fn record_pending(store: &Store, enqueued: &Enqueued, spec: &JobSpec) 
     .await;
     if let Err(e) = recorded {
         warn!(job_id = %enqueued.job_id, error = %e, "the job is enqueued but not recorded as pending in the store");
+    }
+}
+
+async fn record_deliveries(store: &Store, enqueued: &Enqueued, spec: &JobSpec) {
+    use skillforge_store::deliveries::{Delivery, check_delivery_path};
+    if spec.files.outputs.is_empty() {
+        return;
+    }
+    let mut deliveries = Vec::with_capacity(spec.files.outputs.len());
+    for out in &spec.files.outputs {
+        match check_delivery_path(store.home(), &out.deliver_to) {
+            Ok(()) => deliveries.push(Delivery { dir: out.dir.clone(), deliver_to: out.deliver_to.clone() }),
+            Err(why) => tracing::error!(job_id = %enqueued.job_id, dir = %out.dir, "output dir not recorded, its delivery will be refused: {why}"),
+        }
+    }
+    if let Err(e) = skillforge_store::deliveries::record_deliveries(store.pool(), &enqueued.job_id, &deliveries).await {
+        tracing::error!(job_id = %enqueued.job_id, error = %e, "where the job's outputs go is not recorded; their delivery will be refused");
     }
 }
 

@@ -62,17 +62,18 @@ pub async fn stage_inputs(queue: &dyn QueueBackend, training: &Path, blobs: &Blo
 }
 
 /// Delivers what `job`'s current attempt uploaded (see [`transfer::deliver_outputs`]) into its
-/// attempt dir; the same delivery ingestion does, run here because the train steps read the
+/// attempt dir as the store recorded it (never the queue's `deliver_to`); the same delivery ingestion does, run here because the train steps read the
 /// attempt dir as soon as the job is finished. Idempotent; nothing for a job without outputs.
 ///
 /// # Errors
 /// [`TrainError::Env`] for an expired or corrupt upload (named by hash) or a write failure.
-pub async fn deliver(queue: &dyn QueueBackend, job: &Job) -> Result<usize, TrainError> {
+pub async fn deliver(queue: &dyn QueueBackend, store: &skillforge_store::Store, job: &Job) -> Result<usize, TrainError> {
     if job.spec.files.outputs.is_empty() {
         return Ok(0);
     }
     let Some(area) = queue.transfer_area() else { return Ok(0) };
-    transfer::deliver_outputs(area.as_ref(), job)
+    let recorded = crate::stage::files::recorded_outputs(store, &job.id).await.map_err(TrainError::Env)?;
+    transfer::deliver_outputs(area.as_ref(), job, &recorded)
         .await
         .map_err(|e| TrainError::Env(format!("deliver the outputs of optimizer job {}: {e}", job.id)))
 }

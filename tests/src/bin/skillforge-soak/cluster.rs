@@ -35,6 +35,8 @@ pub(crate) struct Cluster {
     /// The Redis server of the Redis backend.
     pub(crate) redis: Option<RedisServer>,
     redis_paused: bool,
+    /// Whether an OOM window is open (`maxmemory` 1 byte).
+    redis_oom: bool,
     concurrency: usize,
     workers: Vec<Slot>,
     serve: Slot,
@@ -63,6 +65,7 @@ impl Cluster {
             logs,
             redis: redis.then(|| RedisServer::start_with(true)),
             redis_paused: false,
+            redis_oom: false,
             concurrency,
             workers: (0..workers).map(|i| slot(format!("worker-{i}"))).collect(),
             serve: slot("serve".to_owned()),
@@ -207,6 +210,26 @@ impl Cluster {
         true
     }
 
+    /// Whether an OOM window is open.
+    pub(crate) fn is_oom(&self) -> bool {
+        self.redis_oom
+    }
+
+    /// Opens (`oom`) or closes an OOM window: `maxmemory` 1 byte (every write refused with `OOM`
+    /// under the default `noeviction`) or 0 (no limit). Not while redis-server is paused (the
+    /// `CONFIG SET` would wait for it): false then, and the caller tries again later.
+    pub(crate) fn oom_redis(&mut self, oom: bool) -> bool {
+        if self.redis_paused || self.redis_oom == oom {
+            return false;
+        }
+        let Some(redis) = &self.redis else { return false };
+        if redis.cli(&["config", "set", "maxmemory", if oom { "1" } else { "0" }]).is_none() {
+            return false;
+        }
+        self.redis_oom = oom;
+        true
+    }
+
     /// Restarts redis-server (its AOF, fsync always, keeps every write).
     pub(crate) fn restart_redis(&mut self) -> bool {
         if self.redis_paused {
@@ -215,6 +238,8 @@ impl Cluster {
         match &self.redis {
             Some(r) => {
                 r.restart();
+                // A restarted server starts without the window's `maxmemory`.
+                self.redis_oom = false;
                 true
             }
             None => false,
@@ -317,6 +342,7 @@ impl Cluster {
     /// Undoes every fault: SIGCONTs what is paused, starts what is not running, waits for the lock holders.
     pub(crate) fn heal(&mut self) {
         self.pause_redis(false);
+        self.oom_redis(false);
         for i in 0..self.workers.len() {
             self.pause_worker(i, false);
             self.ensure(Some(i));

@@ -86,6 +86,9 @@ pub(crate) enum Fault {
     ServeIntoHeldStore { for_ms: u64 },
     /// Hold the embedded queue file's write lock for `for_ms`; embedded backend only.
     HoldQueueLock { for_ms: u64 },
+    /// An OOM window (issue 32 item 4): redis-server's `maxmemory` set to 1 byte under
+    /// `noeviction`, so every write is refused with `OOM`, for `for_ms`; Redis backend only.
+    OomRedis { for_ms: u64 },
 }
 
 impl Fault {
@@ -101,6 +104,7 @@ impl Fault {
             Self::HoldStoreLock { .. } => "hold the domain store's write lock",
             Self::ServeIntoHeldStore { .. } => "restart serve into a held store, retry dead jobs",
             Self::HoldQueueLock { .. } => "hold the queue file's write lock",
+            Self::OomRedis { .. } => "redis OOM window (maxmemory 1 byte, noeviction)",
         }
     }
 }
@@ -200,6 +204,7 @@ fn fault(rng: &mut StdRng, shape: Shape) -> Fault {
         64..76 if shape.redis => Fault::PauseRedis { for_ms: rng.random_range(500..4000) },
         52..76 => Fault::HoldQueueLock { for_ms: rng.random_range(300..2500) },
         76..88 => Fault::HoldStoreLock { for_ms: rng.random_range(1000..5000) },
+        88..94 if shape.redis => Fault::OomRedis { for_ms: rng.random_range(500..4000) },
         _ => Fault::ServeIntoHeldStore { for_ms: rng.random_range(4000..6000) },
     }
 }
@@ -228,9 +233,9 @@ mod tests {
         assert!(p.jobs.iter().any(|j| j.key.is_some()) && p.jobs.iter().any(|j| j.key.is_none()));
         assert!(p.jobs.iter().any(|j| j.cancel_after_ms.is_some()) && p.jobs.iter().any(|j| j.resubmit));
         let names: std::collections::BTreeSet<_> = p.faults.iter().map(|(_, f)| f.name()).collect();
-        assert_eq!(names.len(), 8, "{names:?}");
+        assert_eq!(names.len(), 9, "{names:?}");
         let embedded = plan(1, Shape { redis: false, ..shape() });
-        assert!(embedded.faults.iter().all(|(_, f)| !matches!(f, Fault::RestartRedis | Fault::PauseRedis { .. })));
+        assert!(embedded.faults.iter().all(|(_, f)| !matches!(f, Fault::RestartRedis | Fault::PauseRedis { .. } | Fault::OomRedis { .. })));
     }
 
     #[test]

@@ -251,6 +251,8 @@ enum Undo {
     Resume(usize),
     /// SIGCONT redis-server.
     ResumeRedis,
+    /// Close the OOM window (tried again while redis-server is paused).
+    EndOom,
     /// Ask the operator to retry every dead job now.
     SweepDead,
 }
@@ -281,6 +283,7 @@ fn play_faults(
                 Fault::PauseWorker { slot, for_ms } => c.pause_worker(slot, true).then(|| after(for_ms, Undo::Resume(slot))),
                 Fault::PauseRedis { for_ms } => c.pause_redis(true).then(|| after(for_ms, Undo::ResumeRedis)),
                 Fault::RestartRedis => c.restart_redis().then(Vec::new),
+                Fault::OomRedis { for_ms } => c.oom_redis(true).then(|| after(for_ms, Undo::EndOom)),
                 Fault::HoldStoreLock { for_ms } => c.hold_write_lock(&home.join("skillforge.db"), for_ms).then(Vec::new),
                 Fault::HoldQueueLock { for_ms } => c.hold_write_lock(&home.join("queue.db"), for_ms).then(Vec::new),
                 Fault::ServeIntoHeldStore { for_ms } => (c.kill(None) && c.hold_write_lock(&home.join("skillforge.db"), for_ms)).then(|| {
@@ -295,7 +298,8 @@ fn play_faults(
             }
         }
         let now = Instant::now();
-        for (_, u) in undo.extract_if(.., |(at, _)| *at <= now) {
+        let due: Vec<(Instant, Undo)> = undo.extract_if(.., |(at, _)| *at <= now).collect();
+        for (_, u) in due {
             match u {
                 Undo::Start(which) => {
                     c.ensure(which);
@@ -305,6 +309,11 @@ fn play_faults(
                 }
                 Undo::ResumeRedis => {
                     c.pause_redis(false);
+                }
+                Undo::EndOom => {
+                    if !c.oom_redis(false) && c.is_oom() {
+                        undo.push((now + Duration::from_millis(200), Undo::EndOom));
+                    }
                 }
                 Undo::SweepDead => sweep.store(true, Ordering::SeqCst),
             }

@@ -70,7 +70,7 @@ pub(crate) async fn run_optimizer(
         return Ok(false);
     }
     let job = env.jobs.wait(std::slice::from_ref(&job_id), "optimizer").await?.remove(0);
-    fleet::deliver(env.queue.as_ref(), &job).await?;
+    fleet::deliver(env.queue.as_ref(), env.store, &job).await?;
     settle(env, session, it, &mut meta, &job, report).await
 }
 
@@ -107,7 +107,7 @@ async fn resume_attempt(
     }
     // Recovery: a completed package in this attempt is imported; otherwise a new attempt.
     if let Some(job) = &job {
-        fleet::deliver(env.queue.as_ref(), job).await?;
+        fleet::deliver(env.queue.as_ref(), env.store, job).await?;
     }
     let is_stale = state == Some(JobState::Stale);
     let Some((dir, file)) = completed_attempt(Path::new(&meta.optimizer.attempt_dir)) else {

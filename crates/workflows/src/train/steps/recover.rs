@@ -38,7 +38,7 @@ pub async fn recover(env: &TrainEnv<'_>, session_id: &str, out_root: &Path) -> R
     if !meta.optimizer.job_id.is_empty()
         && let Some(job) = env.queue.get(&meta.optimizer.job_id).await?
     {
-        crate::train::fleet::deliver(env.queue.as_ref(), &job).await?;
+        crate::train::fleet::deliver(env.queue.as_ref(), env.store, &job).await?;
     }
     let (dir, file) = completed_attempt(out_root).ok_or_else(|| {
         TrainError::Invalid(format!("no completed candidate package under `{}` (looked for attempts/attempt-NNN/candidate.json)", out_root.display()))
