@@ -44,14 +44,19 @@ impl AgentUser {
         self.dir.path()
     }
 
-    /// The user's environment as a worker process has it: `HOME`, the Anthropic base URL and the
-    /// fake keys.
+    /// The user's environment as a worker process has it: `HOME`, `PATH`, the Anthropic base URL,
+    /// the fake keys, and `CODEX_FORCE_AUTH_JSON=0`.
     pub fn env(&self) -> BTreeMap<String, String> {
         BTreeMap::from([
             ("HOME".to_owned(), self.home().display().to_string()),
+            // The CLIs and their tools (`rg`) where this machine has them.
+            ("PATH".to_owned(), std::env::var("PATH").unwrap_or_default()),
             ("ANTHROPIC_BASE_URL".to_owned(), self.url.clone()),
             ("ANTHROPIC_API_KEY".to_owned(), "sk-ant-fake".to_owned()),
             ("OPENAI_API_KEY".to_owned(), "sk-fake".to_owned()),
+            // This user runs Codex on an API key, deliberately (the eval loop's preflight
+            // otherwise insists on a ChatGPT login, E-12).
+            ("CODEX_FORCE_AUTH_JSON".to_owned(), "0".to_owned()),
         ])
     }
 

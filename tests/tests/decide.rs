@@ -87,6 +87,40 @@ fn s65_s68_picks_map_back_accumulate_and_move_the_bandit() {
     assert_eq!(ab_jobs.len(), 6, "{jobs:#}");
 }
 
+// S-65 (issue 34 item 6): the text shown as Option A is the answer of the version the shuffle
+// puts in slot A, read from the job records, and the two answers never overlap in time (the
+// challenger is asked after the champion's answer is in).
+#[test]
+fn s65_option_a_is_the_mapped_versions_answer_and_the_runs_never_overlap() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    for seed in ["1", "2", "3", "4"] {
+        let out = home.cmd().args(["--json", "ab", "planner", "What changed in the parser?", "--pick", "a", "--seed", seed]).output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let shown = stderr(&out);
+        let option_a = shown.split("Option A:\n").nth(1).and_then(|r| r.split("\n\nOption B:\n").next()).unwrap_or_else(|| panic!("{shown}"));
+        let jobs = home.json(&["jobs", "list", "--limit", "1000"]);
+        let mut ab_jobs: Vec<Value> = jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "ab").map(|j| home.job(j["id"].as_str().unwrap())).collect();
+        ab_jobs.sort_by_key(|j| j["created_at"].as_str().map(str::to_owned));
+        let (champion, challenger) = {
+            let last_two: Vec<&Value> = ab_jobs.iter().rev().take(2).collect();
+            let by = |stage: &str| (*last_two.iter().find(|j| j["stage"] == stage).unwrap_or_else(|| panic!("no {stage} job: {last_two:#?}"))).clone();
+            (by("champion"), by("challenger"))
+        };
+        let answer = |job: &Value| job["outcome"]["detail"]["final_message"].as_str().unwrap_or_default().to_owned();
+        let in_a = if report["challenger_label"] == "a" { &challenger } else { &champion };
+        assert_eq!(option_a.trim(), answer(in_a).trim(), "seed {seed}: Option A is the answer of the version in slot A");
+        // RFC 3339 UTC with milliseconds: compared as written.
+        let span = |job: &Value| {
+            let attempt = &job["history"][0];
+            (attempt["started_at"].as_str().unwrap().to_owned(), attempt["ended_at"].as_str().unwrap().to_owned())
+        };
+        let ((_, champion_end), (challenger_start, _)) = (span(&champion), span(&challenger));
+        assert!(champion_end <= challenger_start, "seed {seed}: the runs overlap: champion ended {champion_end}, challenger started {challenger_start}");
+    }
+}
+
 // S-75, S-77, S-79, S-80
 #[test]
 fn s75_s80_judge_rows_are_evidence_only() {
@@ -342,6 +376,134 @@ fn s60_s61_harvested_outcomes_auto_promote_to_a_canary_that_graduates() {
     assert_eq!(home.json(&["candidate", "canary-check"]).as_array().unwrap().len(), 0, "idempotent: no canary left");
     let names: Vec<String> = events(&home).iter().map(|e| e["event"].as_str().unwrap().to_owned()).collect();
     assert_eq!(names, ["candidate.awaiting_promotion", "candidate.canary_started", "candidate.auto_promoted"]);
+}
+
+// S-58 (issue 34 item 1): merges with no external CI ("no passing external CI at the merged
+// head") never satisfy `auto_promote_require_external_ci`, however their reasoning reads; merges
+// with external CI do. The harvester writes the rows both times.
+#[test]
+fn s58_merges_without_external_ci_never_promote() {
+    let home = home();
+    config(&home, "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 3\nauto_promote_min_score = 0.5\nauto_promote_require_external_ci = true\n");
+    import(&home, "Plan in steps.\n", 0.8);
+    for pr in 1..=3 {
+        let pr_s = pr.to_string();
+        home.json(&["harvest", "attribute", "--repo", "acme/app", "--pr", &pr_s, "--template", "planner@v2", "--resolved-commit", "c0ffee"]);
+        home.json(&["harvest", "outcome", "--repo", "acme/app", "--pr", &pr_s, "--outcome", "merged", "--ci", "none"]);
+    }
+    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    assert_ne!(decided["decision"]["decision"], "promote", "three no-CI merges promoted: {decided}");
+    assert!(decided.to_string().contains("auto_promote_require_external_ci"), "{decided}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending");
+    for pr in 4..=6 {
+        harvest_outcome(&home, pr, "planner@v2", true);
+    }
+    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    assert_eq!(decided["decision"]["decision"], "promote", "{decided}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "current");
+}
+
+// S-61, S-62 (issue 37 item 1): the guardrails' evidence is never the canary's window. Outcomes
+// harvested before `candidate decide` started the canary (in the same second: `created_at` has
+// one-second resolution) do not count; the canary holds until outcomes after its start arrive.
+#[test]
+fn s61_a_canary_window_counts_only_outcomes_after_its_start() {
+    let home = home();
+    config(
+        &home,
+        "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 2\nauto_promote_min_score = 0.5\n\
+         auto_promote_canary = true\nauto_promote_canary_sample = 0.2\n",
+    );
+    import(&home, "Plan in steps.\n", 0.8);
+    for pr in 1..=10 {
+        harvest_outcome(&home, pr, "planner@v2", true);
+        harvest_outcome(&home, 100 + pr, "planner@v1", false);
+    }
+    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    assert_eq!(decided["decision"]["decision"], "promote", "{decided}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "canary");
+    let held = home.json(&["candidate", "canary-check"]);
+    assert_eq!(held[0]["window"]["decision"], "hold", "the guardrails' outcomes were served again as the canary's: {held}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "canary");
+    for pr in 11..=20 {
+        harvest_outcome(&home, pr, "planner@v2", true);
+        harvest_outcome(&home, 100 + pr, "planner@v1", pr % 2 == 0);
+    }
+    let graduated = home.json(&["candidate", "canary-check"]);
+    assert_eq!(graduated[0]["window"]["decision"], "graduate", "{graduated}");
+}
+
+// Issue 37 items 2 and 4: a second candidate that passes the guardrails while another canary
+// runs is blocked, says so and exits non-zero; promoting a version by hand ends the running
+// canary with an event; a candidate built on the old champion is then refused ("rebase
+// needed", naming both), by the guardrails and by `candidate canary`.
+#[test]
+fn a_blocked_decision_says_so_and_a_stale_base_is_refused() {
+    let home = home();
+    config(
+        &home,
+        "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 2\nauto_promote_min_score = 0.5\n\
+         auto_promote_canary = true\nauto_promote_canary_sample = 0.2\n[events]\njsonl = \"events.jsonl\"\n",
+    );
+    import(&home, "Plan in steps.\n", 0.8);
+    import(&home, "Plan in small steps.\n", 0.8);
+    for pr in 1..=2 {
+        harvest_outcome(&home, pr, "planner@v2", true);
+        harvest_outcome(&home, 10 + pr, "planner@v3", true);
+    }
+    assert_eq!(home.json(&["candidate", "decide", "planner@v2"])["decision"]["decision"], "promote");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "canary");
+    let out = home.run(&["candidate", "decide", "planner@v3"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "a pass that changed nothing is no success: {said}");
+    assert!(said.contains("blocked: planner@v2 is the running canary"), "{said}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v3'"), "pending");
+
+    // A promotion by hand ends the running canary, with an event.
+    let out = home.run(&["candidate", "promote", "planner@v3"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("canary ended: planner@v3 was promoted by hand"));
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending");
+    let ended: Vec<Value> = events(&home).into_iter().filter(|e| e["event"] == "candidate.rolled_back").collect();
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    assert_eq!(ended[0]["job_id"], "planner@v2");
+
+    // planner@v2 was built on planner@v1: rebase needed, by the guardrails and by hand.
+    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    assert_eq!(decided["decision"]["step"], 10, "{decided}");
+    let reason = decided["reason"].as_str().unwrap();
+    assert!(reason.contains("rebase needed") && reason.contains("planner@v1") && reason.contains("planner@v3"), "{reason}");
+    let out = home.run(&["candidate", "canary", "planner@v2", "--sample", "0.5"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("rebase needed"), "{}", stderr(&out));
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending");
+}
+
+// Issue 37 item 3: 0.90 against 1.00 "within the margin" held forever, keeping its traffic with
+// no event; a window spent (here `auto_promote_canary_max_outcomes = 10` outcomes on each side)
+// still holding ends inconclusive: the canary is rolled back, the champion stays, the event says so.
+#[test]
+fn a_canary_whose_spent_window_never_decides_is_rolled_back_as_inconclusive() {
+    let home = home();
+    config(&home, "[skillopt]\nauto_trace_enabled = true\nauto_promote_canary_max_outcomes = 10\n[events]\njsonl = \"events.jsonl\"\n");
+    import(&home, "Plan in steps.\n", 0.8);
+    home.json(&["candidate", "canary", "planner@v2", "--sample", "0.2"]);
+    for pr in 1..=9 {
+        harvest_outcome(&home, pr, "planner@v2", pr != 1);
+        harvest_outcome(&home, 100 + pr, "planner@v1", true);
+    }
+    let held = home.json(&["candidate", "canary-check"]);
+    assert_eq!(held[0]["window"]["decision"], "hold", "{held}");
+    harvest_outcome(&home, 10, "planner@v2", true);
+    harvest_outcome(&home, 110, "planner@v1", true);
+    let checked = home.json(&["candidate", "canary-check"]);
+    assert_eq!(checked[0]["window"]["decision"], "inconclusive", "{checked}");
+    assert!(checked[0]["window"]["reason"].as_str().unwrap().contains("10 outcomes on each side"), "{checked}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "rejected");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v1'"), "current", "the champion stays");
+    let rolled: Vec<Value> = events(&home).into_iter().filter(|e| e["event"] == "candidate.rolled_back").collect();
+    assert_eq!(rolled.len(), 1, "{rolled:?}");
+    assert!(rolled[0].to_string().contains("inconclusive"), "{:?}", rolled[0]);
 }
 
 // S-61 (rollback), S-58

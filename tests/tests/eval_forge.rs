@@ -126,6 +126,61 @@ fn e42_two_both_failed_verify_in_a_row_stop_the_brief() {
     assert!(s.verdict(BRIEF_ID, 1).unwrap()["winner"].is_null(), "no winner over two broken runs");
 }
 
+// Issue 34 item 9: `eval report` and `eval status` show each arm's verify (its exit said
+// "passed" while verify.json said failed); an invalid sample renders as invalid in the HTML.
+#[test]
+fn eval_report_and_status_show_each_arms_verify_and_invalid_samples_as_invalid() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let (_, report, stderr) = s.forge(&s.brief(BRIEF_ID, "", "", VERIFY_SHORT), &skill, &[]);
+    assert_eq!(report["gate"]["decision"], "adopt", "{stderr}");
+    let json = s.home.json(&["eval", "report", "--brief", BRIEF_ID]);
+    let arms = &json["samples"][0]["arms"];
+    assert_eq!((arms[0]["arm"].as_str(), arms[0]["verify"]["passed"].as_bool()), (Some("with"), Some(true)), "{json:#}");
+    assert_eq!((arms[1]["arm"].as_str(), arms[1]["verify"]["passed"].as_bool()), (Some("without"), Some(false)), "{json:#}");
+    assert_eq!(arms[1]["run"]["exit"], "passed", "the run itself passed: only verify tells");
+    let text = String::from_utf8(s.home.run(&["eval", "report", "--brief", BRIEF_ID]).stdout).unwrap();
+    assert!(text.contains("[without]") && text.contains("verify failed (exit 1)") && text.contains("verify passed"), "{text}");
+    // Issue 34 item 13: the verdict with its uncertainty: Wilson intervals, margin, sign test.
+    assert_eq!((json["stats"]["verify"]["with"]["k"].as_u64(), json["stats"]["verify"]["with"]["n"].as_u64()), (Some(3), Some(3)), "{json:#}");
+    assert_eq!(json["stats"]["verify"]["without"]["k"], 0);
+    assert_eq!(json["stats"]["margin"], 3);
+    assert!((json["stats"]["sign_test_p"].as_f64().unwrap() - 0.25).abs() < 1e-9, "3-0 is p = 0.25 two-sided");
+    assert!(text.contains("verify passed: with 3 of 3 (100%, 95% interval 44–100%); without 0 of 3 (0%, 95% interval 0–56%)"), "{text}");
+    assert!(text.contains("candidate won 3 of 3") && text.contains("margin +3") && text.contains("p = 0.250"), "{text}");
+    let status = String::from_utf8(s.home.run(&["eval", "status", "--brief", BRIEF_ID]).stdout).unwrap();
+    assert!(status.contains("verify: with passed · without failed"), "{status}");
+
+    let broken = Setup::new();
+    let (_, _, stderr) = broken.forge(&broken.brief(BRIEF_ID, "", "", "false"), &broken.skill("tldr", GOOD_SKILL), &[]);
+    let html = broken.path("report.html");
+    let out = broken.home.run(&["eval", "report", "--brief", BRIEF_ID, "--html", html.to_str().unwrap()]);
+    assert!(out.status.success(), "{stderr}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<span class=\"verdict invalid\">invalid (both_arms_failed_verify)</span>"), "{page}");
+}
+
+// E-13 (resolutions 21, issue 34 item 7): a sample's two arms may run side by side on this
+// machine: both arm jobs of a sample are running at once (their recorded attempts overlap), while
+// a remote engine or a cloud environment is refused before anything starts
+// (tests/tests/eval_containers.rs `e13_*`).
+#[test]
+fn e13_a_samples_two_arms_may_run_side_by_side_on_this_machine() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let (_, report, stderr) = s.forge_env(&s.brief(BRIEF_ID, "", "", VERIFY_SHORT), &skill, &["--samples", "2"], &[("SKILLFORGE_SCRIPTED_DELAY_MS", "1500")]);
+    assert_eq!(report["gate"]["decision"], "adopt", "{stderr}\n{report:#}");
+    let jobs = s.home.json(&["jobs", "list", "--limit", "100"]);
+    let arms: Vec<Value> = jobs.as_array().unwrap().iter().filter(|j| j["stage"] == "arm").map(|j| s.home.job(j["id"].as_str().unwrap())).collect();
+    assert_eq!(arms.len(), 4);
+    let span = |job: &Value| (job["history"][0]["started_at"].as_str().unwrap().to_owned(), job["history"][0]["ended_at"].as_str().unwrap().to_owned());
+    let overlapping = (1..=2).any(|n| {
+        let of: Vec<(String, String)> = arms.iter().filter(|j| j["idempotency_key"].as_str().unwrap().contains(&format!(":{n}:"))).map(span).collect();
+        of.len() == 2 && of[0].0 < of[1].1 && of[1].0 < of[0].1
+    });
+    assert!(overlapping, "no sample's arms ran side by side: {:?}", arms.iter().map(span).collect::<Vec<_>>());
+}
+
 // E-06
 #[test]
 fn e06_arm_naming_the_skill_is_invalid_not_a_win() {

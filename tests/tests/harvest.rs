@@ -282,9 +282,12 @@ fn s13_s25_mode_a_off_writes_nothing_and_human_exports_are_byte_identical() {
     let (human_before, package) = export(&home, "human-1");
     assert_eq!(package["feedback_context"]["feedback_source"], "imported_human_review");
     assert!(!human_before.contains("automatic_trace"));
-    // Every key off (no [skillopt] at all): nothing is constructed, nothing written, the revert body unread.
-    attribute(&home, 12, &["--checkout", home.path().to_str().unwrap()]);
+    // Every key off (no [skillopt] at all): nothing is constructed, nothing written, the revert body
+    // unread; an attribution neither (issue 37 item 5: it was written while harvesting was off).
     let before = status(&home);
+    attribute(&home, 12, &["--checkout", home.path().to_str().unwrap()]);
+    assert_eq!(status(&home), before, "no attribution written while harvesting is off");
+    assert_eq!(skillforge_tests::decide::sql(&home, "SELECT COUNT(*) FROM harvest_attributions"), "0");
     for args in [
         &["--outcome", "merged", "--ci", "external", "--head", "aaa"][..],
         &["--outcome", "blocked"][..],
@@ -302,6 +305,7 @@ fn s13_s25_mode_a_off_writes_nothing_and_human_exports_are_byte_identical() {
     assert_eq!(export(&home, "human-1").0, human_before);
     // With the harvester on and harvesting the same template version, the human export is unchanged.
     config(&home, &on(""));
+    attribute(&home, 12, &["--checkout", home.path().to_str().unwrap()]);
     outcome(&home, 12, &["--outcome", "merged", "--ci", "external"]);
     assert_eq!(status(&home)["feedback_events"], 2);
     assert_eq!(export(&home, "human-1").0, human_before, "S-25: byte-identical human export");
@@ -312,9 +316,9 @@ fn s26_s39_missing_toolchain_writes_no_hard_row_and_a_failing_verifier_writes_ze
     let (repo, _base, head) = two_commit_repo();
     let home = Home::embedded();
     add_template(&home, CODER_TEMPLATE, "acme/templates");
+    config(&home, &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"no-such-toolchain-xyz --version\"]\n"));
     attribute(&home, 1, &["--checkout", repo.path().to_str().unwrap()]);
     attribute(&home, 2, &["--checkout", repo.path().to_str().unwrap()]);
-    config(&home, &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"no-such-toolchain-xyz --version\"]\n"));
     let report = outcome(&home, 1, &["--outcome", "merged", "--ci", "none", "--head", &head, "--wait"]);
     assert_eq!(report["legs"].as_array().unwrap().len(), 1, "{report}");
     let (_, package) = export(&home, RUN);
@@ -352,8 +356,8 @@ fn s27_s29_s30_checker_and_review_legs_write_their_own_rows() {
     let home = Home::embedded();
     add_template(&home, CODER_TEMPLATE, "acme/templates");
     let bin = fake_claude(home.path(), r#"{"coverage":0.2,"containment":0.3,"fidelity":0.4,"notes":"misses the ask"}"#);
-    attribute(&home, 3, &["--checkout", repo.path().to_str().unwrap(), "--base", &base, "--runtime", "claude", "--instructions", "add f0..f11"]);
     config(&home, &on("deterministic_checkers_enabled = true\ncross_family_review_enabled = true\nreview_runtimes = [\"claude\"]\n"));
+    attribute(&home, 3, &["--checkout", repo.path().to_str().unwrap(), "--base", &base, "--runtime", "claude", "--instructions", "add f0..f11"]);
     let out = home.cmd().env("PATH", path_with(&bin)).arg("--json")
         .args(["harvest", "outcome", "--repo", "acme/app", "--pr", "3", "--outcome", "merged", "--ci", "external", "--head", &head, "--wait"])
         .output().unwrap();
@@ -428,8 +432,8 @@ fn s33_verifier_leg_on_a_redis_fleet_rerun_after_sigkilled_worker_writes_exactly
 fn s33_sigkilled_leg(home: Home) {
     let (repo, _base, head) = two_commit_repo();
     add_template(&home, CODER_TEMPLATE, "acme/templates");
-    attribute(&home, 9, &["--checkout", repo.path().to_str().unwrap()]);
     config(&home, &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"sleep 3 && test -f src/lib.rs\"]\n"));
+    attribute(&home, 9, &["--checkout", repo.path().to_str().unwrap()]);
     let report = outcome(&home, 9, &["--outcome", "merged", "--ci", "none", "--head", &head]);
     let job_id = report["legs"][0]["job_id"].as_str().unwrap().to_owned();
     let mut first = Reaped(home.spawn_worker("w1", &[]));
@@ -457,12 +461,12 @@ fn ci_and_forge_report_to_a_running_serve_with_a_redis_fleet() {
     let home = Home::redis(&redis.url());
     add_template(&home, CODER_TEMPLATE, "acme/templates");
     let bin = fake_claude(home.path(), r#"{"coverage":0.9,"containment":0.8,"fidelity":0.9,"architecture":0.7,"readability":0.8,"abstraction":0.7}"#);
-    attribute(&home, 7, &["--checkout", repo.path().to_str().unwrap(), "--base", &base, "--runtime", "codex", "--title", "Add functions"]);
     config(
         &home,
         &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/lib.rs\"]\n\
              deterministic_checkers_enabled = true\ncross_family_review_enabled = true\nreview_runtimes = [\"codex\", \"claude\"]\n"),
     );
+    attribute(&home, 7, &["--checkout", repo.path().to_str().unwrap(), "--base", &base, "--runtime", "codex", "--title", "Add functions"]);
     let worker = home.cmd().env("PATH", path_with(&bin)).args(["worker", "--name", "fleet"])
         .stdin(Stdio::null()).stdout(Stdio::null())
         .stderr(std::fs::File::create(home.path().join("worker-fleet.log")).unwrap())
@@ -515,11 +519,11 @@ fn a_worker_that_cannot_see_the_checkout_runs_the_hard_verifier_and_checker_legs
     copy_repo(repo.path(), &checkout);
     drop(repo);
     add_template(&home, CODER_TEMPLATE, "acme/templates");
-    attribute(&home, 8, &["--checkout", checkout.to_str().unwrap(), "--base", &base, "--runtime", "codex"]);
     config(
         &home,
         &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/lib.rs\"]\ndeterministic_checkers_enabled = true\n"),
     );
+    attribute(&home, 8, &["--checkout", checkout.to_str().unwrap(), "--base", &base, "--runtime", "codex"]);
     let _vm = Reaped(skillforge_tests::isolated::spawn_isolated_worker(&home, "vm", &[]));
     let port = free_port();
     let _serve = Reaped(spawn_serve(&home, port, Some(SECRET)));
@@ -662,8 +666,8 @@ fn a_delivery_redelivered_after_serve_was_sigkilled_is_applied_once() {
     let (repo, _base, head) = two_commit_repo();
     let home = Home::embedded();
     add_template(&home, CODER_TEMPLATE, "acme/templates");
-    attribute(&home, 5, &["--checkout", repo.path().to_str().unwrap()]);
     config(&home, &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/lib.rs\"]\n"));
+    attribute(&home, 5, &["--checkout", repo.path().to_str().unwrap()]);
     let body = merged_pr(5, &head, "Adds f0..f11");
     let port = free_port();
     let mut first = Reaped(spawn_serve(&home, port, Some(SECRET)));
@@ -693,12 +697,12 @@ fn s27_rerunning_each_leg_twice_keeps_four_rows_and_the_floor_row() {
     let home = Home::embedded();
     add_template(&home, CODER_TEMPLATE, "acme/templates");
     let bin = fake_claude(home.path(), r#"{"coverage":0.9,"containment":0.8,"fidelity":0.7,"notes":"ok"}"#);
-    attribute(&home, 3, &["--checkout", repo.path().to_str().unwrap(), "--base", &base, "--runtime", "codex", "--instructions", "add f0..f11"]);
     config(
         &home,
         &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/lib.rs\"]\n\
              deterministic_checkers_enabled = true\ncross_family_review_enabled = true\nreview_runtimes = [\"claude\"]\n"),
     );
+    attribute(&home, 3, &["--checkout", repo.path().to_str().unwrap(), "--base", &base, "--runtime", "codex", "--instructions", "add f0..f11"]);
     let run = |args: &[&str]| {
         let out = home.cmd().env("PATH", path_with(&bin)).arg("--json").args(args).output().unwrap();
         assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));

@@ -141,12 +141,15 @@ fn s19_empty_gate_is_stamped_only_after_a_second_zero_observation_min_ci_wait_la
     let (code, ext) = gate(&home, 6, "h6", &["--repo-path", repo_path, "--external-contexts", "1", "--at", T0]);
     assert_eq!((code, ext["decision"].as_str()), (0, Some("external")), "{ext}");
 
-    // Awareness: no workflow file ⇒ no workflow run to wait for, but one look never stamps.
+    // Awareness: no workflow file gets the same window (issue 34 item 3: CI outside GitHub
+    // Actions posts statuses too); it was stamped 1 s after the first look.
     let bare = tempfile::tempdir().unwrap();
     let bare_path = bare.path().to_str().unwrap();
     let (code, a) = gate(&home, 7, "h7", &["--repo-path", bare_path, "--at", T0]);
     assert_eq!((code, a["decision"].as_str(), a["workflows"].as_str()), (4, Some("wait"), Some("absent")), "{a}");
     let (code, b) = gate(&home, 7, "h7", &["--repo-path", bare_path, "--at", "2030-01-01T00:00:01Z"]);
+    assert_eq!((code, b["decision"].as_str(), b["not_before"].as_str()), (4, Some("wait"), Some("2030-01-01T00:01:00.000Z")), "{b}");
+    let (code, b) = gate(&home, 7, "h7", &["--repo-path", bare_path, "--at", T0_PLUS_60S]);
     assert_eq!((code, b["decision"].as_str()), (0, Some("stamp")), "{b}");
     // No repository path: awareness unknown ⇒ treated as workflows present (the full wait).
     gate(&home, 8, "h8", &["--at", T0]);
@@ -190,8 +193,8 @@ fn s14_harvesting_a_strong_positive_for_a_pending_candidate_writes_only_the_thre
     add_template(&home, CODER_TEMPLATE, "acme/templates");
     let imported = candidate(&home);
     assert_eq!((imported["version_id"].as_str(), imported["state"].as_str()), (Some("coder@v2"), Some("pending")), "{imported}");
-    attribute(&home, 3, &["--template", "coder@v2", "--checkout", repo.path().to_str().unwrap()]);
     config(&home, &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/lib.rs\"]\n"));
+    attribute(&home, 3, &["--template", "coder@v2", "--checkout", repo.path().to_str().unwrap()]);
     let template_before = home.json(&["template", "show", "coder"]);
     let candidates_before = home.json(&["candidate", "list", "--template", "coder"]);
     let before = table_counts(&home);
@@ -281,10 +284,10 @@ fn s31_exported_tags_order_human_floor_checker_cross_family_same_family() {
     let rubric = r#"{"coverage":0.9,"containment":0.8,"fidelity":0.9}"#;
     let bin = fake_claude(home.path(), &rubric_reply(rubric));
     // PR 1: implementer codex, reviewer claude (cross-family); PR 2: implementer claude (same family).
-    attribute(&home, 1, &["--checkout", checkout, "--base", &base, "--runtime", "codex"]);
-    attribute(&home, 2, &["--checkout", checkout, "--base", &base, "--runtime", "claude"]);
     config(&home, &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/lib.rs\"]\n\
         deterministic_checkers_enabled = true\ncross_family_review_enabled = true\nreview_runtimes = [\"claude\"]\n"));
+    attribute(&home, 1, &["--checkout", checkout, "--base", &base, "--runtime", "codex"]);
+    attribute(&home, 2, &["--checkout", checkout, "--base", &base, "--runtime", "claude"]);
     outcome_with_path(&home, &bin, 1, &head);
     outcome_with_path(&home, &bin, 2, &head);
     // A person reviews the PR's change in the same run, through the real blind packet: the item
@@ -356,10 +359,10 @@ fn s41_review_quality_kind_with_hard_verifiers_on_gets_no_hard_row() {
     add_template(&home, CODER_TEMPLATE, "acme/templates");
     let bin = fake_claude(home.path(), &rubric_reply(r#"{"coverage":0.7,"readability":0.9}"#));
     let checkout = repo.path().to_str().unwrap();
-    attribute(&home, 1, &["--kind", "review-quality", "--checkout", checkout, "--base", &base, "--runtime", "codex"]);
-    attribute(&home, 2, &["--checkout", checkout, "--base", &base, "--runtime", "codex"]);
     config(&home, &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/lib.rs\"]\n\
         deterministic_checkers_enabled = true\ncross_family_review_enabled = true\nreview_runtimes = [\"claude\"]\n"));
+    attribute(&home, 1, &["--kind", "review-quality", "--checkout", checkout, "--base", &base, "--runtime", "codex"]);
+    attribute(&home, 2, &["--checkout", checkout, "--base", &base, "--runtime", "codex"]);
     let report = outcome_with_path(&home, &bin, 1, &head);
     assert_eq!(report["legs"].as_array().unwrap().len(), 1, "only the review leg: {report}");
     assert!(report["skipped"].to_string().contains("review-quality"), "{report}");
@@ -382,6 +385,8 @@ fn s33_a_crash_in_each_leg_records_exactly_its_event_and_the_harvest_succeeds() 
     let missing = missing.to_str().unwrap();
     // Hard verifier and checkers: the checkout the workers should run in is gone (the runner
     // cannot even start: a crash, not a verdict). Review: the reviewer's runtime exits 1.
+    // Attributions are recorded only while harvesting is on (issue 37 item 5).
+    config(&home, &on(""));
     attribute(&home, 1, &["--checkout", missing, "--base", &base]);
     attribute(&home, 2, &["--checkout", missing, "--base", &base]);
     attribute(&home, 3, &["--checkout", repo.path().to_str().unwrap(), "--base", &base, "--runtime", "codex"]);
@@ -416,9 +421,9 @@ fn the_harvesters_auto_trace_export_distills_into_a_candidate() {
     add_template(&home, CODER_TEMPLATE, "acme/templates");
     let rubric = r#"{"coverage":0.2,"containment":0.3,"fidelity":0.2,"notes":"Explain why each new function exists."}"#;
     let bin = fake_claude(home.path(), &rubric_reply(rubric));
-    attribute(&home, 1, &["--checkout", repo.path().to_str().unwrap(), "--base", &base, "--runtime", "codex"]);
     config(&home, &on("hard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/missing.rs\"]\n\
         deterministic_checkers_enabled = true\ncross_family_review_enabled = true\nreview_runtimes = [\"claude\"]\n"));
+    attribute(&home, 1, &["--checkout", repo.path().to_str().unwrap(), "--base", &base, "--runtime", "codex"]);
     outcome_with_path(&home, &bin, 1, &head);
     let (_, package) = export(&home, RUN);
     assert!(package.get("ranked_feedback_events").is_none(), "the harvester writes A/B rows only: {package:#}");

@@ -22,6 +22,11 @@ fn write(path: &Path, text: &str) {
 /// Runs `prompt` on `runtime` as a worker whose user is `user` would, with the worker's
 /// environment given explicitly (`HOME`, the fake's key and base URL), in `work`.
 async fn run(runtime: &str, user: &User, work: &Path, prompt: &str, access: Access) -> (RunOutcome, AgentReport) {
+    run_with(runtime, user, work, prompt, access, None).await
+}
+
+/// [`run`], with the runtime's program replaced by `program` (a wrapper) when given.
+async fn run_with(runtime: &str, user: &User, work: &Path, prompt: &str, access: Access, program: Option<&Path>) -> (RunOutcome, AgentReport) {
     assert!(on_path(runtime), "`{runtime}` is not on PATH: scripts/test installs it");
     let scratch = tempfile::tempdir().unwrap();
     let mut payload = AgentPayload::new(runtime, prompt);
@@ -31,7 +36,8 @@ async fn run(runtime: &str, user: &User, work: &Path, prompt: &str, access: Acce
     payload.timeout_secs = Some(120);
     // The worker's own environment, as the runner reads it: its user's home and the credential.
     // (The runner builds a private home from these; it must not pass them on.)
-    let runner = AgentRunner::new(AgentRunnerConfig { worker_env: Some(user.env()), ..AgentRunnerConfig::default() });
+    let program_overrides = program.map(|p| (runtime.to_owned(), p.to_path_buf())).into_iter().collect();
+    let runner = AgentRunner::new(AgentRunnerConfig { worker_env: Some(user.env()), program_overrides, ..AgentRunnerConfig::default() });
     let spec = RunSpec { job_id: format!("job-{runtime}"), payload: serde_json::to_value(&payload).unwrap(), timeout: Duration::from_secs(180) };
     let ctx = RunContext::detached(scratch.path().to_path_buf());
     let outcome = runner.run(&spec, &ctx).await.expect("the runner runs");
@@ -150,12 +156,12 @@ async fn a_parent_projects_instructions_and_skills_never_reach_the_model() {
 }
 
 // Issue 31 item 6: a judge (read-only) cannot write: Claude Code is offered no tool at all;
-// Codex's sandbox refuses the command and tells the model so (Codex 0.171 prints no item for a
-// refused `exec_command` in its `--json` transcript: the runner reads the refusal from Codex's
-// session log into the report's `permission_denials`).
+// OpenCode's acting tools are denied; Codex's sandbox refuses the command and tells the model so
+// (Codex 0.171 prints no item for a refused `exec_command` in its `--json` transcript: the runner
+// reads the refusal from Codex's session log into the report's `permission_denials`).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_read_only_run_cannot_write() {
-    for runtime in ["claude", "codex"] {
+    for runtime in RUNTIMES {
         let fake = FakeModel::start();
         let user = User::new(&fake);
         let work = work_dir();
@@ -171,13 +177,78 @@ async fn a_read_only_run_cannot_write() {
         assert!(!requests.is_empty());
         match runtime {
             "claude" => assert!(requests.iter().all(|r| r.tools.is_empty()), "claude: tools offered to a judge: {:?}", requests[0].tools),
-            _ => {
+            "codex" => {
                 assert!(requests.iter().any(|r| r.messages.contains("Read-only file system")), "codex: the sandbox refused the write");
                 // absent from `exec --json`, read from Codex's session log (issue 38 item 8)
                 let denial = report.permission_denials.first().unwrap_or_else(|| panic!("codex: the refusal is not in the report: {report:?}"));
                 assert_eq!((denial.tool.as_str(), denial.path.as_deref().is_some_and(|p| p.ends_with("made.txt"))), ("shell", true), "{denial:?}");
             }
+            _ => {
+                let told: Vec<&str> = requests.iter().map(|r| r.messages.as_str()).collect();
+                assert!(requests.iter().all(|r| !r.tools.iter().any(|t| t == "bash")) || told.iter().any(|m| m.contains("rejected") || m.contains("denied")), "opencode: {told:?} {:?}", requests.last().map(|r| &r.tools));
+            }
         }
     }
 }
 
+
+// Issue 38 item 2: OpenCode jobs at a worker's default concurrency: each run has its own data
+// dir (database), so none breaks on "database is locked" or a migration race.
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_opencode_runs_each_have_their_own_database() {
+    let fake = FakeModel::start();
+    let user = User::new(&fake);
+    fake.respond(|_: &Seen| Reply::Text("ok".into()));
+    let works: Vec<tempfile::TempDir> = (0..4).map(|_| work_dir()).collect();
+    let runs = works.iter().map(|w| run("opencode", &user, w.path(), "Say ok.\n", Access::EditWorkdir));
+    for (outcome, report) in futures::future::join_all(runs).await {
+        let transcript = report.transcript_tail.clone().unwrap_or_default();
+        assert!(outcome.exit.is_passed() && report.answer() == Some("ok"), "{:?} {}\n{transcript}", outcome.exit, outcome.stderr_tail);
+        assert!(!transcript.contains("database is locked") && !outcome.stderr_tail.contains("database is locked"));
+    }
+    assert!(!user.home().join(".local/share/opencode").exists(), "the user's own database was never touched");
+}
+
+/// Where `tool` is on `PATH`.
+fn which(tool: &str) -> std::path::PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).map(|d| d.join(tool)).find(|p| p.is_file()).unwrap_or_else(|| panic!("`{tool}` is not on PATH: scripts/test installs it"))
+}
+
+/// Every `connect` in an strace log that leaves loopback or asks a name server (port 53).
+fn outside_connects(log: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.contains("connect(") && (l.contains("AF_INET") || l.contains("AF_INET6")))
+        .filter(|l| l.contains("htons(53)") || !(l.contains("inet_addr(\"127.0.0.1\")") || l.contains("\"::1\"") || l.contains("::ffff:127.0.0.1")))
+        .map(str::to_owned)
+        .collect()
+}
+
+// Issue 38 item 9: with the profiles' switches, each real CLI connects to nothing but the model
+// API it was given: no DNS lookup, no connection beyond loopback (every connect of the CLI and
+// its children, traced with strace). Without them Claude Code looks up api.anthropic.com, Codex
+// ab.chatgpt.com, chatgpt.com and github.com, OpenCode models.opencode.ai and the npm registry.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_real_cli_reaches_nothing_but_its_model_api() {
+    let strace = which("strace");
+    for runtime in RUNTIMES {
+        let fake = FakeModel::start();
+        let user = User::new(&fake);
+        let work = work_dir();
+        let tools = tempfile::tempdir().unwrap();
+        let log = tools.path().join("connect.log");
+        let wrapper = tools.path().join(runtime);
+        std::fs::write(&wrapper, format!("#!/bin/sh\nexec '{}' -f -qq -e trace=connect -o '{}' '{}' \"$@\"\n", strace.display(), log.display(), which(runtime).display())).unwrap();
+        std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        fake.respond(|seen: &Seen| match seen.n_tool_results {
+            0 if seen.is_agent_turn() => Reply::Write { path: "a.txt".into(), content: "a".into() },
+            _ => Reply::Text("done".into()),
+        });
+        let (outcome, report) = run_with(runtime, &user, work.path(), "Write a.txt.\n", Access::EditWorkdir, Some(&wrapper)).await;
+        assert!(outcome.exit.is_passed() && report.answer() == Some("done"), "{runtime}: {:?} {}", outcome.exit, outcome.stderr_tail);
+        let traced = std::fs::read_to_string(&log).unwrap();
+        assert!(traced.contains("127.0.0.1"), "{runtime}: the trace saw the model API connection:\n{traced}");
+        let outside = outside_connects(&traced);
+        assert!(outside.is_empty(), "{runtime} reached beyond loopback:\n{}", outside.join("\n"));
+    }
+}

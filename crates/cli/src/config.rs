@@ -105,6 +105,9 @@ pub struct SkilloptSection {
     pub auto_promote_canary: Option<bool>,
     /// Canary traffic fraction in (0,1]; unset disables the canary.
     pub auto_promote_canary_sample: Option<f64>,
+    /// Outcomes on each side after which a canary window still holding ends inconclusive (the
+    /// champion stays; default 100).
+    pub auto_promote_canary_max_outcomes: Option<u64>,
     /// Mode B bandit confidence floor; unset = ignored.
     pub auto_promote_min_confidence: Option<f64>,
     /// Mode B low-traffic floor (default 30).

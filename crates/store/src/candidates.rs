@@ -280,7 +280,8 @@ pub enum DecisionOutcome {
 }
 
 /// Promotes candidate `version_id` in one transaction: version → `current`, the previous current
-/// → `superseded`, the template row follows, the review row → `promoted` with `reason` and time.
+/// → `superseded`, the template row follows, the review row → `promoted` with `reason` and time; a
+/// running canary of another version of the template goes back to `pending` (issue 37 item 2).
 ///
 /// # Errors
 /// [`StoreError::Sql`].
@@ -288,9 +289,23 @@ pub async fn promote_candidate(store: &Store, version_id: &str, reason: &str) ->
     let mut tx = begin_write(store).await?;
     let outcome = promote_candidate_in(&mut tx, version_id, reason).await?;
     if matches!(outcome, DecisionOutcome::Done { .. }) {
+        end_other_canary(&mut tx, version_id).await?;
         tx.commit().await?;
     }
     Ok(outcome)
+}
+
+/// Issue 37 item 2: a decision on any version of a template ends a running canary of it (the
+/// canary was measured against the champion of its start), in the decision's transaction.
+async fn end_other_canary(conn: &mut SqliteConnection, version_id: &str) -> Result<(), StoreError> {
+    let template: Option<String> = sqlx::query_scalar("SELECT template_id FROM agent_template_versions WHERE id = ?")
+        .bind(version_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    if let Some(template) = template {
+        crate::promotion::end_canary(conn, &template, version_id).await?;
+    }
+    Ok(())
 }
 
 /// [`promote_candidate`] inside the caller's write transaction (a result handler's ingestion
@@ -314,7 +329,8 @@ pub async fn promote_candidate_in(conn: &mut SqliteConnection, version_id: &str,
 }
 
 /// Rejects candidate `version_id` in one transaction: version → `rejected` (so `@latest` never
-/// selects it), review row → `rejected` with `reason` and time, the audit record (S-93).
+/// selects it), review row → `rejected` with `reason` and time, the audit record (S-93); a
+/// running canary of another version of the template goes back to `pending` (issue 37 item 2).
 ///
 /// # Errors
 /// [`StoreError::Sql`].
@@ -322,6 +338,7 @@ pub async fn reject_candidate(store: &Store, version_id: &str, reason: &str) -> 
     let mut tx = begin_write(store).await?;
     let outcome = reject_candidate_in(&mut tx, version_id, reason).await?;
     if matches!(outcome, DecisionOutcome::Done { .. }) {
+        end_other_canary(&mut tx, version_id).await?;
         tx.commit().await?;
     }
     Ok(outcome)

@@ -76,24 +76,31 @@ pub struct AutoTraceCounts {
     pub run_exists: bool,
     /// `feedback_events` rows in the run, all legs.
     pub samples: u64,
-    /// Rows with source `auto-trace`, reviewer `gitmoot-auto` and `phrase` in the reasoning.
+    /// The harvester's own floor rows (source `auto-trace`, reviewer `gitmoot-auto`, choice `a`)
+    /// whose item the harvester recorded as merged with external CI (item metadata `outcome` =
+    /// `merged`, `ci` = `external`).
     pub real_ci_positives: u64,
 }
 
 /// Reads the auto-trace evidence of `version_id`: only run `auto-trace:<version_id>`, never a
-/// human review run (S-54). `phrase` is the harvester's real-CI marker (S-58).
+/// human review run (S-54). A real-CI positive (S-58) is decided from the structured fields the
+/// harvester writes on the floor row's item (its outcome and CI class) and the row's choice,
+/// never from the reasoning's text: "no passing external CI" contains "passing external CI".
 ///
 /// # Errors
 /// [`StoreError::Sql`] (callers treat it as feedback unavailable).
-pub async fn auto_trace_counts(db: &sqlx::SqlitePool, version_id: &str, phrase: &str) -> Result<AutoTraceCounts, StoreError> {
+pub async fn auto_trace_counts(db: &sqlx::SqlitePool, version_id: &str) -> Result<AutoTraceCounts, StoreError> {
     let run_id = format!("auto-trace:{version_id}");
     let run_exists: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM eval_runs WHERE id = ?").bind(&run_id).fetch_one(db).await?;
     let (samples, real_ci): (i64, i64) = sqlx::query_as(
-        "SELECT COUNT(*), COALESCE(SUM(CASE WHEN source = 'auto-trace' AND reviewer = 'gitmoot-auto'
-                 AND instr(reasoning, ?) > 0 THEN 1 ELSE 0 END), 0)
-         FROM feedback_events WHERE run_id = ?",
+        "SELECT COUNT(*), COALESCE(SUM(CASE WHEN f.source = 'auto-trace' AND f.reviewer = 'gitmoot-auto' AND f.choice = 'a'
+                 AND json_valid(i.metadata_json)
+                 AND json_extract(i.metadata_json, '$.outcome') = 'merged'
+                 AND json_extract(i.metadata_json, '$.ci') = 'external' THEN 1 ELSE 0 END), 0)
+         FROM feedback_events f
+         LEFT JOIN eval_review_items i ON i.run_id = f.run_id AND i.item_id = f.item_id
+         WHERE f.run_id = ?",
     )
-    .bind(phrase)
     .bind(&run_id)
     .fetch_one(db)
     .await?;
@@ -121,6 +128,49 @@ pub async fn outcomes_between(
     .fetch_one(db)
     .await?;
     Ok((pos as u64, total as u64))
+}
+
+/// `(positives, total)` of `auto-trace:<version_id>` feedback events written after the event
+/// with rowid `after_seq` (a canary's start, [`CanaryRow::canary_started_seq`]) and created
+/// before `until` (RFC 3339): the events of a canary's window, never one written before it
+/// started whatever its one-second `created_at` says (issue 37 item 1; S-61).
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn outcomes_after_seq(db: impl SqliteExecutor<'_>, version_id: &str, after_seq: i64, until: &str) -> Result<(u64, u64), StoreError> {
+    let (pos, total): (i64, i64) = sqlx::query_as(
+        "SELECT COALESCE(SUM(CASE WHEN choice = 'a' THEN 1 ELSE 0 END), 0), COUNT(*) FROM feedback_events
+         WHERE run_id = ? AND rowid > ? AND created_at < ?",
+    )
+    .bind(format!("auto-trace:{version_id}"))
+    .bind(after_seq)
+    .bind(until)
+    .fetch_one(db)
+    .await?;
+    Ok((pos as u64, total as u64))
+}
+
+/// Ends the running canary of `template_id`, if any, other than `except`: back to `pending`
+/// (its window measured it against a champion that just changed, so it is decided again
+/// against the new one), its window's start cleared. Returns the ended canary's id. Call inside
+/// the write transaction that changed the template (issue 37 item 2).
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn end_canary(conn: &mut SqliteConnection, template_id: &str, except: &str) -> Result<Option<String>, StoreError> {
+    let Some(canary) = canary_of(&mut *conn, template_id).await? else { return Ok(None) };
+    if canary.id == except {
+        return Ok(None);
+    }
+    sqlx::query(
+        "UPDATE agent_template_versions SET state = 'pending', canary_sample = NULL, canary_started_at = NULL, canary_started_seq = NULL, updated_at = ?
+         WHERE id = ? AND state = 'canary'",
+    )
+    .bind(now_rfc3339())
+    .bind(&canary.id)
+    .execute(conn)
+    .await?;
+    Ok(Some(canary.id))
 }
 
 /// Versions whose candidate decision carries `reason` and for which `event` has not been logged
@@ -158,6 +208,9 @@ pub struct CanaryRow {
     pub canary_sample: f64,
     /// RFC 3339.
     pub canary_started_at: String,
+    /// The last `feedback_events` rowid when the canary started: its window reads only rows after
+    /// it (issue 37 item 1). `None` for a canary started before the column existed.
+    pub canary_started_seq: Option<i64>,
 }
 
 /// The canary of `template_id`, if any.
@@ -166,7 +219,8 @@ pub struct CanaryRow {
 /// [`StoreError::Sql`].
 pub async fn canary_of(db: impl SqliteExecutor<'_>, template_id: &str) -> Result<Option<CanaryRow>, StoreError> {
     Ok(sqlx::query_as(
-        "SELECT id, template_id, COALESCE(canary_sample, 0.0) AS canary_sample, COALESCE(canary_started_at, '') AS canary_started_at
+        "SELECT id, template_id, COALESCE(canary_sample, 0.0) AS canary_sample, COALESCE(canary_started_at, '') AS canary_started_at,
+                canary_started_seq
          FROM agent_template_versions WHERE template_id = ? AND state = 'canary' ORDER BY version DESC LIMIT 1",
     )
     .bind(template_id)
@@ -180,7 +234,8 @@ pub async fn canary_of(db: impl SqliteExecutor<'_>, template_id: &str) -> Result
 /// [`StoreError::Sql`].
 pub async fn list_canaries(db: impl SqliteExecutor<'_>) -> Result<Vec<CanaryRow>, StoreError> {
     Ok(sqlx::query_as(
-        "SELECT id, template_id, COALESCE(canary_sample, 0.0) AS canary_sample, COALESCE(canary_started_at, '') AS canary_started_at
+        "SELECT id, template_id, COALESCE(canary_sample, 0.0) AS canary_sample, COALESCE(canary_started_at, '') AS canary_started_at,
+                canary_started_seq
          FROM agent_template_versions WHERE state = 'canary' ORDER BY template_id",
     )
     .fetch_all(db)
@@ -198,13 +253,22 @@ pub enum CanaryStart {
     WrongState(String),
     /// Another version of the template is the canary.
     OtherCanary(String),
+    /// The candidate was built on `base`, which is no longer the champion `champion`
+    /// (issue 37 item 2: "rebase needed").
+    StaleBase {
+        /// The version it was built on.
+        base: String,
+        /// The current champion.
+        champion: String,
+    },
     /// No such version.
     NotFound,
 }
 
-/// Puts pending `version_id` behind the live champion as canary with `sample` in (0,1]
-/// (S-60): state `canary`, `canary_sample`, `canary_started_at` = now. The current version is
-/// untouched. Call inside a write transaction.
+/// Puts pending `version_id` behind the live champion as canary with `sample` in (0,1], unless
+/// another version is the canary or the candidate's base is not the champion
+/// (S-60): state `canary`, `canary_sample`, `canary_started_at` = now, `canary_started_seq` = the
+/// last feedback event's rowid (its window starts after it). The current version is untouched. Call inside a write transaction.
 ///
 /// # Errors
 /// [`StoreError::Sql`].
@@ -223,9 +287,23 @@ pub async fn start_canary(conn: &mut SqliteConnection, version_id: &str, sample:
     if let Some(other) = canary_of(&mut *conn, &template_id).await? {
         return Ok(CanaryStart::OtherCanary(other.id));
     }
+    let base: Option<String> = sqlx::query_scalar("SELECT base_version_id FROM agent_template_candidate_reviews WHERE version_id = ?")
+        .bind(version_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    let champion: Option<String> = sqlx::query_scalar("SELECT id FROM agent_template_versions WHERE template_id = ? AND state = 'current'")
+        .bind(&template_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    if let (Some(base), Some(champion)) = (base.filter(|b| !b.is_empty()), champion)
+        && base != champion
+    {
+        return Ok(CanaryStart::StaleBase { base, champion });
+    }
     let now = now_rfc3339();
     sqlx::query(
-        "UPDATE agent_template_versions SET state = 'canary', canary_sample = ?, canary_started_at = ?, updated_at = ?
+        "UPDATE agent_template_versions SET state = 'canary', canary_sample = ?, canary_started_at = ?, updated_at = ?,
+                canary_started_seq = (SELECT COALESCE(MAX(rowid), 0) FROM feedback_events)
          WHERE id = ?",
     )
     .bind(sample)
@@ -246,7 +324,6 @@ mod tests {
     use crate::feedback::upsert_feedback_event;
     use crate::review::{NewEvalRun, RunSettings, create_run};
 
-    const PHRASE: &str = "passing external CI";
 
     fn event(reviewer: &str, source: &str, item: &str, reasoning: &str) -> FeedbackEvent {
         FeedbackEvent {
@@ -261,12 +338,13 @@ mod tests {
         }
     }
 
-    // S-58, S-54
+    // S-54 (S-58's real-CI count is tested end to end with the harvester as its producer:
+    // tests/tests/decide.rs `s58_merges_without_external_ci_never_promote`)
     #[tokio::test]
-    async fn s58_only_the_harvesters_own_rows_count_as_real_ci() {
+    async fn s54_only_the_auto_trace_run_is_read_and_outcomes_are_windowed() {
         let home = tempfile::tempdir().unwrap();
         let store = Store::open(home.path()).await.unwrap();
-        let missing = auto_trace_counts(store.pool(), "t@v2", PHRASE).await.unwrap();
+        let missing = auto_trace_counts(store.pool(), "t@v2").await.unwrap();
         assert_eq!(missing, AutoTraceCounts { run_exists: false, samples: 0, real_ci_positives: 0 });
         let mut conn = store.pool().acquire().await.unwrap();
         let run = NewEvalRun {
@@ -278,15 +356,12 @@ mod tests {
             metadata_json: String::new(),
         };
         create_run(&mut conn, &run).await.unwrap();
-        upsert_feedback_event(&mut conn, &event("gitmoot-auto", "auto-trace", "a/b#1", "Merged through an empty gate")).await.unwrap();
+        upsert_feedback_event(&mut conn, &event("gitmoot-auto", "auto-trace", "a/b#1", "Merged with passing external CI")).await.unwrap();
         upsert_feedback_event(&mut conn, &event("gitmoot-review", "auto-trace", "review#a/b#1", "claims passing external CI")).await.unwrap();
-        let counts = auto_trace_counts(store.pool(), "t@v2", PHRASE).await.unwrap();
-        assert_eq!((counts.samples, counts.real_ci_positives), (2, 0), "a sibling review row cannot spoof real CI");
-        upsert_feedback_event(&mut conn, &event("gitmoot-auto", "auto-trace", "a/b#2", "Merged with passing external CI")).await.unwrap();
-        let counts = auto_trace_counts(store.pool(), "t@v2", PHRASE).await.unwrap();
-        assert_eq!((counts.samples, counts.real_ci_positives), (3, 1));
+        let counts = auto_trace_counts(store.pool(), "t@v2").await.unwrap();
+        assert_eq!((counts.samples, counts.real_ci_positives), (2, 0), "text never counts as real CI: no item records external CI");
         let (pos, total) = outcomes_between(store.pool(), "t@v2", "2025-12-31T00:00:00Z", "2026-01-02T00:00:00Z").await.unwrap();
-        assert_eq!((pos, total), (3, 3));
+        assert_eq!((pos, total), (2, 2));
         assert_eq!(outcomes_between(store.pool(), "t@v2", "2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z").await.unwrap(), (0, 0));
     }
 

@@ -9,6 +9,7 @@ pub mod families;
 pub mod github_review;
 pub mod github_write;
 pub mod harvest;
+pub mod judge_reply;
 pub mod optimize;
 pub mod packet;
 pub mod promotion;

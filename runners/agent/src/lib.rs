@@ -52,7 +52,8 @@ pub use invocation::{
 };
 pub use payload::{AgentContainer, AgentMount, AgentPayload, local_engine_only};
 pub use profile::{
-    Access, AccessArgs, AccessSpec, CONFIGURED_MODEL, Carry, HomeFile, HomeSpec, MODEL_TIERS, PromptDelivery, RUNTIME_SOURCES, RuntimeProfile, SKILLFORGE_BIN_PLACEHOLDER, TranscriptFormat,
+    Access, AccessArgs, AccessSpec, CONFIGURED_MODEL, Carry, HomeFile, HomeSpec, MODEL_TIERS, PromptDelivery, RUNTIME_SOURCES, Requirement, RuntimeProfile,
+    SKILLFORGE_BIN_PLACEHOLDER, TranscriptFormat,
     TranscriptSpec, all, find,
 };
 pub use report::AgentReport;

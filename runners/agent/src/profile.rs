@@ -111,6 +111,12 @@ pub struct RuntimeProfile {
     /// How to install the program; appended to the `not_runnable` reason when it is missing.
     #[serde(default)]
     pub install_hint: Option<String>,
+    /// Other programs the runtime needs on the worker's `PATH` (`[[requires]]`: `program`,
+    /// `why`, `install`). A local run on a worker without one is refused before the CLI starts
+    /// (`not_runnable`, naming the program, why and how to install it): OpenCode's skill tool
+    /// runs ripgrep, and without it every skill load fails while the run goes on (issue 38 item 4).
+    #[serde(default)]
+    pub requires: Vec<Requirement>,
     /// Text the runtime writes to its transcript when it is not logged in (Claude Code's
     /// `"error":"authentication_failed"`). A run that does not pass and shows one is an
     /// environment problem, not a failed attempt: `not_runnable` (never retried), with
@@ -158,6 +164,36 @@ fn default_transient_retries() -> u32 {
     2
 }
 
+impl Default for HomeSpec {
+    fn default() -> Self {
+        Self { env: Default::default(), carry: Vec::new(), files: Vec::new(), shared_cache: false, reads_ancestors: true }
+    }
+}
+
+/// A program a runtime needs beside its own (`[[requires]]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Requirement {
+    /// The program's name on `PATH`, e.g. `rg`.
+    pub program: String,
+    /// What the runtime uses it for.
+    pub why: String,
+    /// How to install it.
+    pub install: String,
+}
+
+impl RuntimeProfile {
+    /// The `not_runnable` reason for the first of [`RuntimeProfile::requires`] that `on_path`
+    /// does not find; `None` when all are there.
+    pub fn missing_requirement(&self, on_path: impl Fn(&str) -> bool) -> Option<String> {
+        let missing = self.requires.iter().find(|r| !on_path(&r.program))?;
+        Some(format!(
+            "agent runtime `{}` needs `{}` on the worker's PATH ({}); install it: {}",
+            self.name, missing.program, missing.why, missing.install
+        ))
+    }
+}
+
 /// The private home of a run (`[home]`): the runner makes `<scratch>/home`, sets `HOME` and the
 /// XDG base directories (`XDG_CONFIG_HOME` = `<home>/.config`, `XDG_DATA_HOME` =
 /// `<home>/.local/share`, `XDG_STATE_HOME` = `<home>/.local/state`, `XDG_CACHE_HOME` =
@@ -174,7 +210,7 @@ fn default_transient_retries() -> u32 {
 /// path = ".config/opencode/opencode.json"
 /// text = "{ ... }"                             # `{home}` and `{workdir}` are filled in
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HomeSpec {
     /// Variables set to a path inside the private home (relative, no `..`).
@@ -192,6 +228,15 @@ pub struct HomeSpec {
     /// for a runtime that downloads packages into it on first use (OpenCode's providers).
     #[serde(default)]
     pub shared_cache: bool,
+    /// Whether the runtime reads instruction or skill files from the work dir's parents (every
+    /// real CLI does; the scripted agent does not). When it does, a work dir under such files
+    /// runs in a clean copy ([`crate::AgentRunner`]).
+    #[serde(default = "yes")]
+    pub reads_ancestors: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// One file carried into the private home (`[[home.carry]]`).
@@ -594,6 +639,17 @@ mod tests {
         assert!(reason.starts_with("agent runtime `codex` could not reach its model API") && reason.contains("waiting for network"), "{reason}");
         assert!(codex.network_failure("{\"type\":\"turn.completed\"}").is_none());
         assert!(find("claude").unwrap().network_failure(transcript).is_none(), "claude lists no markers");
+    }
+
+    // Issue 38 item 4: OpenCode without ripgrep is refused before it starts, saying why and how
+    // to install it.
+    #[test]
+    fn a_missing_required_program_is_named_with_why_and_how_to_install() {
+        let opencode = find("opencode").unwrap();
+        let reason = opencode.missing_requirement(|p| p != "rg").expect("rg missing");
+        assert!(reason.contains("agent runtime `opencode` needs `rg`") && reason.contains("skill tool") && reason.contains("apt-get install ripgrep"), "{reason}");
+        assert_eq!(opencode.missing_requirement(|_| true), None);
+        assert_eq!(find("claude").unwrap().missing_requirement(|_| false), None, "claude requires nothing else");
     }
 
     #[test]

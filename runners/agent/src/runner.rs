@@ -144,6 +144,14 @@ impl AgentRunner {
             tracing::warn!(runtime = %profile.name, %reason, "agent runtime has no credential; not started");
             return Ok(not_started_report(profile, &program, payload, reason));
         }
+        if payload.container.is_none() {
+            let path = child_var("PATH").unwrap_or_default();
+            let on_path = |program: &str| std::env::split_paths(&path).any(|d| d.join(program).is_file());
+            if let Some(reason) = profile.missing_requirement(on_path) {
+                tracing::warn!(runtime = %profile.name, %reason, "agent runtime is missing a program it needs; not started");
+                return Ok(not_started_report(profile, &program, payload, reason));
+            }
+        }
         let timeout = payload
             .timeout_secs
             .map_or(timeout, |secs| timeout.min(Duration::from_secs(secs)));
@@ -268,7 +276,7 @@ impl AgentRunner {
     ) -> Result<RunOutcome, RunnerError> {
         let io = |context: String| move |e: String| RunnerError::Io { context, source: std::io::Error::other(e) };
         let workdir = payload.workdir.clone().unwrap_or_else(|| ctx.scratch_dir.clone());
-        let above = crate::home::project_files_above(&workdir);
+        let above = if profile.home.reads_ancestors { crate::home::project_files_above(&workdir) } else { Vec::new() };
         let clean = match above.first() {
             None => None,
             Some(first) => {

@@ -30,6 +30,9 @@ pub struct Usage {
     pub cost_usd: Option<f64>,
 }
 
+/// Figures read from JSON are never NaN (JSON has no NaN), so equality is an equivalence.
+impl Eq for Usage {}
+
 impl Usage {
     /// True when no figure is known.
     pub fn is_unknown(&self) -> bool {
@@ -73,6 +76,9 @@ pub struct Spend {
     /// Runs whose transcript reported no cost.
     pub runs_without_cost: u32,
 }
+
+/// As for [`Usage`]: no NaN reaches a spend.
+impl Eq for Spend {}
 
 impl Spend {
     /// Counts one run's usage (`None`: the run reported nothing).

@@ -224,6 +224,17 @@ fn check_pr(repo: &str, pr: i64) -> Result<(), CliError> {
 
 async fn attribute(ctx: &Context, args: AttributeArgs) -> CliResult {
     check_pr(&args.repo, args.pr)?;
+    let config = ctx.config.skillopt.harvest_config(&ctx.home).map_err(CliError::usage)?;
+    if !config.is_enabled() {
+        // S-13 (issue 37 item 5): off means off: no attribution is written either, so the store is
+        // byte-identical to one where nothing was asked.
+        if ctx.json {
+            print_json(&json!({"attributed": false, "reason": "auto_trace_disabled"}));
+        } else {
+            eprintln!("auto-trace harvesting is off ([skillopt] auto_trace_enabled); nothing recorded: turn it on to attribute pull requests");
+        }
+        return Ok(OK);
+    }
     let store = ctx.store().await?;
     let reference = VersionRef::parse(&args.template)
         .ok_or_else(|| CliError::usage(anyhow!("--template `{}` must be ID or ID@vN", args.template)))?;

@@ -23,7 +23,7 @@ use crate::exit::CliError;
 /// The promotion policy of this home's config: `[skillopt]` guardrails, `[events]` sinks, the
 /// canary window's defaults (resolutions 8).
 pub fn policy(ctx: &Context) -> Policy {
-    Policy { guardrails: ctx.config.skillopt.guardrails(), sinks: ctx.config.events.sinks(&ctx.home), window: Default::default() }
+    Policy { guardrails: ctx.config.skillopt.guardrails(), sinks: ctx.config.events.sinks(&ctx.home), window: window_config(ctx) }
 }
 
 fn stages(ctx: &Context) -> Result<PromotionStages, CliError> {
@@ -71,14 +71,24 @@ pub async fn emit_job_event(ctx: &Context, store: &Store, event: &Event) -> Resu
     with_env(ctx, store, false, async |env| notify::emit_job_event(env, event).await).await
 }
 
+/// The canary window's settings: resolutions 8's defaults, `auto_promote_canary_max_outcomes`
+/// from the config (never below the minimum outcomes a decision needs).
+fn window_config(ctx: &Context) -> skillforge_workflows::promotion::canary::WindowConfig {
+    let mut window = skillforge_workflows::promotion::canary::WindowConfig::default();
+    if let Some(n) = ctx.config.skillopt.auto_promote_canary_max_outcomes {
+        window.max_outcomes = n.max(window.min_outcomes);
+    }
+    window
+}
+
 /// The notify seam after an import has returned (see [`seam::after_import`]); a JSON report
-/// `{"decision": …, "reason": …}`.
+/// `{"decision": …, "reason": …, "manual": …, "blocked": …}`.
 ///
 /// # Errors
 /// Exit 3 when the store fails while applying a decision.
 pub async fn after_import(ctx: &Context, store: &Store, version_id: &str) -> Result<Value, CliError> {
     let report = with_env(ctx, store, false, async |env| seam::after_import(env, version_id).await).await?;
-    Ok(json!({"decision": report.decision, "reason": report.reason, "manual": report.is_manual()}))
+    Ok(json!({"decision": report.decision, "reason": report.reason, "manual": report.is_manual(), "blocked": report.blocked}))
 }
 
 /// Decides every canary's window and, for graduate / roll back, runs its durable decision job

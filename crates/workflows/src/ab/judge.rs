@@ -32,24 +32,20 @@ pub enum Verdict {
 }
 
 /// Reads a judge reply leniently (S-78): the first JSON object in the text (bare or fenced) with a
-/// `pick` (or `verdict`, the scripted runtime's key) of `a`/`b` → `Parsed`; `tie`/`even`/`both`
+/// `pick` (or `verdict`, the scripted runtime's key, or `winner`), found as every judge's is
+/// ([`crate::judge_reply::verdict_object`]), of `a`/`b` → `Parsed`; `tie`/`even`/`both`
 /// → `Tie`; anything else, or no such object → `Unreadable`. Optional `scores` must be an object
 /// of per-label objects of numbers in [0,1]; out-of-range values are dropped.
 pub fn parse_verdict(message: &str) -> Verdict {
-    for (start, _) in message.match_indices('{') {
-        let mut stream = serde_json::Deserializer::from_str(&message[start..]).into_iter::<Value>();
-        let Some(Ok(Value::Object(map))) = stream.next() else { continue };
-        let Some(raw) = map.get("pick").or_else(|| map.get("verdict")).and_then(Value::as_str) else { continue };
-        let reasoning = map.get("reasoning").and_then(Value::as_str).unwrap_or_default().to_owned();
-        return match raw.trim().to_ascii_lowercase().as_str() {
-            "tie" | "even" | "both" | "neither" => Verdict::Tie,
-            other => match Label::parse(other) {
-                Some(pick) => Verdict::Parsed { pick, scores: parse_scores(map.get("scores")), reasoning },
-                None => Verdict::Unreadable,
-            },
-        };
+    let Some((map, raw)) = crate::judge_reply::verdict_object(message, &["pick", "verdict", "winner"]) else { return Verdict::Unreadable };
+    let reasoning = map.get("reasoning").or_else(|| map.get("reason")).and_then(Value::as_str).unwrap_or_default().to_owned();
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "tie" | "even" | "both" | "neither" => Verdict::Tie,
+        other => match Label::parse(other) {
+            Some(pick) => Verdict::Parsed { pick, scores: parse_scores(map.get("scores")), reasoning },
+            None => Verdict::Unreadable,
+        },
     }
-    Verdict::Unreadable
 }
 
 fn parse_scores(value: Option<&Value>) -> BTreeMap<String, BTreeMap<String, f64>> {

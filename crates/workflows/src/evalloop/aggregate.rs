@@ -167,6 +167,7 @@ pub(crate) mod tests {
                 with: SkillFacts { installed: names(&["cand"]), offered: Some(names(&["cand"])), loaded: Some(names(&["cand"])) },
                 without: SkillFacts { installed: names(baseline), offered: Some(names(baseline)), loaded: Some(names(baseline_loaded)) },
             }),
+            judge_usage: None,
         }
     }
 

@@ -3,6 +3,7 @@
 //! "Hard rules").
 
 use serde::{Deserialize, Serialize};
+use skillforge_runner_agent::{ApiError, PermissionDenial, Usage};
 
 /// Characters of the runner's error text kept in `run.json` (the seed's 300).
 pub const RUN_ERROR_CHARS: usize = 300;
@@ -113,6 +114,15 @@ pub struct ArmRecord {
     /// container's name, as the agent runner reported them. Absent for a local arm.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<serde_json::Value>,
+    /// Tokens and cost the arm's transcript reported; absent = unknown (never 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// The API error that ended the arm's run (it gave no answer); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_error: Option<ApiError>,
+    /// Writes or commands the runtime's permission rules refused the arm.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub permission_denials: Vec<PermissionDenial>,
 }
 
 /// `Option<Vec<String>>` as a list, or the string `"unknown"` for `None`.
@@ -214,6 +224,9 @@ pub(crate) mod tests {
             skills_offered: Some(vec![]),
             skills_loaded: Some(vec![]),
             tool_errors: Some(0),
+            usage: None,
+            api_error: None,
+            permission_denials: Vec::new(),
             container: None,
         }
     }

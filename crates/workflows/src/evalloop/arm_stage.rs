@@ -218,8 +218,12 @@ pub fn apply_arm(job: &Job) -> Result<(), String> {
         skills_loaded: report.as_ref().and_then(|r| r.skills_loaded.clone()),
         tool_errors: count_tool_errors(&payload.runtime, &transcript),
         container: report.as_ref().and_then(|r| r.container.clone()),
+        usage: report.as_ref().and_then(|r| r.usage),
+        api_error: report.as_ref().and_then(|r| r.api_error.clone()),
+        permission_denials: report.as_ref().map(|r| r.permission_denials.clone()).unwrap_or_default(),
     };
-    if let Some(message) = report.as_ref().and_then(|r| r.final_message.as_deref()) {
+    // An API error's text is the CLI talking, never the arm's answer: no final.txt then.
+    if let Some(message) = report.as_ref().and_then(AgentReport::answer) {
         write_atomic(&meta.join(FINAL_FILE), message.as_bytes()).map_err(|e| format!("write final.txt: {e}"))?;
     }
     write_json(&meta.join(RUN_FILE), &record)

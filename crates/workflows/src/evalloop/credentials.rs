@@ -15,7 +15,8 @@ use serde_json::Value;
 /// * `claude`: an `ANTHROPIC_API_KEY` / `CLAUDE_CODE_OAUTH_TOKEN` in the environment, else
 ///   `~/.claude/.credentials.json`'s `claudeAiOauth.accessToken`, refused when `expiresAt` (ms)
 ///   has passed — an expired token is no token.
-/// * `codex`: with `CODEX_FORCE_AUTH_JSON` unset or truthy, `~/.codex/auth.json` must be
+/// * `codex`: with `CODEX_FORCE_AUTH_JSON` unset or truthy, `$CODEX_HOME/auth.json` (default
+///   `~/.codex/auth.json`) must be
 ///   readable JSON, whatever `OPENAI_API_KEY` says (no quiet fallback to a billed key);
 ///   `CODEX_FORCE_AUTH_JSON=0` chooses the key deliberately.
 /// * other runtimes: nothing to check.
@@ -45,7 +46,10 @@ pub fn preflight(runtime: &str, env: &BTreeMap<String, String>, home: &Path, now
             if env.get("CODEX_FORCE_AUTH_JSON").is_some_and(|v| v.trim() == "0") {
                 return if set("OPENAI_API_KEY") || set("CODEX_API_KEY") { Ok(()) } else { Err("CODEX_FORCE_AUTH_JSON=0 but no OPENAI_API_KEY is set".to_owned()) };
             }
-            let path = home.join(".codex/auth.json");
+            // Issue 31 item 8: the login lives where Codex keeps it, `$CODEX_HOME` (default
+            // `~/.codex`).
+            let codex_home = env.get("CODEX_HOME").filter(|v| !v.trim().is_empty()).map_or_else(|| home.join(".codex"), std::path::PathBuf::from);
+            let path = codex_home.join("auth.json");
             let text = std::fs::read_to_string(&path).map_err(|e| format!("`{}` is unreadable ({e}); not falling back to OPENAI_API_KEY — set CODEX_FORCE_AUTH_JSON=0 to use the key deliberately", path.display()))?;
             parse_json(&path, &text).map(|_| ())
         }
@@ -108,5 +112,17 @@ mod tests {
             let e = preflight(runtime, &env(&[]), home.path(), 0).unwrap_err();
             assert!(e.contains(file) && e.contains("64 levels"), "{runtime}: {e}");
         }
+    }
+
+    // Issue 31 item 8: the Codex login is looked for under $CODEX_HOME when it is set.
+    #[test]
+    fn e12_codex_login_is_read_from_codex_home() {
+        let home = tempfile::tempdir().unwrap();
+        let codex_home = tempfile::tempdir().unwrap();
+        std::fs::write(codex_home.path().join("auth.json"), r#"{"tokens":{}}"#).unwrap();
+        let at = codex_home.path().display().to_string();
+        assert!(preflight("codex", &env(&[("CODEX_HOME", at.as_str())]), home.path(), 0).is_ok());
+        let e = preflight("codex", &env(&[]), home.path(), 0).unwrap_err();
+        assert!(e.contains(".codex/auth.json"), "{e}");
     }
 }

@@ -61,8 +61,11 @@ pub struct ForgeRequest {
     pub runner: ArmRunner,
     /// Judge runtime profile.
     pub judge_runtime: String,
-    /// Model for the arms and judge.
+    /// Model for the arms.
     pub model: Option<String>,
+    /// Model for the judge (issue 31 item 6: `--judge-model`, else the arms' `--model` when the
+    /// judge runs on the arms' runtime, else the judge runtime's `cheap` tier).
+    pub judge_model: Option<String>,
     /// Stop before any eval spend (E-18).
     pub dry_run: bool,
     /// Where an adoption goes.
@@ -219,6 +222,11 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
             state.prepared.push(n);
             write_json(&dir.join(FORGE_FILE), &state).map_err(env_err)?;
         }
+        // E-13 (resolutions 21): the seed's "no parallelism" is Harbor's fan-out to cloud sandboxes,
+        // which would ship the arm's live credential to a third party. A sample's two arms are
+        // submitted together and may run side by side on the user's own workers and local
+        // engine; what is refused is a cloud environment or a remote engine, before anything
+        // starts (`arm_runner::check_local_only`, and the worker's agent runner again).
         let mut ids = Vec::new();
         for side in ArmSide::BOTH {
             let job = ArmJob { brief: &req.brief, sample_dir: &sdir, sample: n, side, runtime: &req.runtime, model: req.model.as_deref(), key_prefix: &prefix, runner: &req.runner, ships };
@@ -252,7 +260,7 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
             env.jobs.wait(&ids, &format!("sample {n} verify")).await.map_err(env_err)?;
             apply_until(env, &verify_files).await?;
         }
-        let judge = JudgeJob { stage: &env.stages.judge, runtime: &req.judge_runtime, key_prefix: &prefix, ships };
+        let judge = JudgeJob { stage: &env.stages.judge, runtime: &req.judge_runtime, model: req.judge_model.as_deref(), key_prefix: &prefix, ships };
         match prepare_judge(&req.brief, &sdir, n, &skill, &judge).map_err(env_err)? {
             PreJudge::Invalid(v) => {
                 env.reporter.step(&format!("sample {n}: invalid ({}): {}", v.invalid_code.map(|c| c.as_str()).unwrap_or_default(), v.reason));
@@ -337,6 +345,7 @@ fn placeholder(n: u32) -> SampleVerdict {
         verify_passed: ArmPair::default(),
         tool_errors: ArmPair::default(),
         skills: None,
+        judge_usage: None,
     }
 }
 

@@ -1,7 +1,10 @@
 //! Invalid-pair codes and their precedence (seed: skill-eval-loop, "Hard rules"; E-06, E-41..E-56).
 //!
 //! Precedence, first match wins: `arm_never_ran` (checked before the mapping is drawn or a model is
-//! called; stops the brief) > `arm_timed_out` (stops nothing, res. 15) > `skill_never_loaded`
+//! called; stops the brief) > `arm_api_error` (an arm's run ended on an API error its runner did
+//! not get past: no answer to judge; stops the brief, issue 31 item 4) > `write_denied` (the
+//! runtime refused an arm's write or command: the deliverable never landed, a setup fault, never
+//! a loss; stops the brief, issue 31 item 3) > `arm_timed_out` (stops nothing, res. 15) > `skill_never_loaded`
 //! (either side, naming the arm; stops nothing; a verify failure stays in its reason) >
 //! `baseline_had_the_skill` (stops the brief) > `skill_named` (an arm names a skill; stops nothing)
 //! > `both_arms_failed_verify` (stops on the second in a row). `unreadable_verdict` comes from
@@ -18,6 +21,10 @@ use super::predicate::never_used_its_skill;
 pub enum InvalidCode {
     /// An arm's agent never started (a runner fault).
     ArmNeverRan,
+    /// An arm's run ended on an API error (HTTP 400, an exhausted rate limit …): no answer.
+    ArmApiError,
+    /// The runtime's permission rules refused an arm's write or command.
+    WriteDenied,
     /// An arm was killed by the clock (exit 124/142).
     ArmTimedOut,
     /// An arm given a skill never loaded it.
@@ -37,6 +44,8 @@ impl InvalidCode {
     pub fn as_str(self) -> &'static str {
         match self {
             InvalidCode::ArmNeverRan => "arm_never_ran",
+            InvalidCode::ArmApiError => "arm_api_error",
+            InvalidCode::WriteDenied => "write_denied",
             InvalidCode::ArmTimedOut => "arm_timed_out",
             InvalidCode::SkillNeverLoaded => "skill_never_loaded",
             InvalidCode::BaselineHadTheSkill => "baseline_had_the_skill",
@@ -48,7 +57,7 @@ impl InvalidCode {
 
     /// Whether this code alone stops the brief on the first sample (E-45, E-55).
     pub fn stops_at_once(self) -> bool {
-        matches!(self, InvalidCode::ArmNeverRan | InvalidCode::BaselineHadTheSkill)
+        matches!(self, InvalidCode::ArmNeverRan | InvalidCode::ArmApiError | InvalidCode::WriteDenied | InvalidCode::BaselineHadTheSkill)
     }
 }
 
@@ -114,6 +123,32 @@ pub fn classify(arms: &ArmPair<ArmFacts>, skill: &str) -> Option<Invalid> {
     if let Some(invalid) = check_never_ran(arms) {
         return Some(invalid);
     }
+    if let Some(side) = ArmSide::BOTH.into_iter().find(|s| arms.get(*s).record.api_error.is_some()) {
+        let r = &arms.get(side).record;
+        let e = r.api_error.as_ref().expect("found above");
+        let status = e.status.map(|s| format!("HTTP {s}, ")).unwrap_or_default();
+        return Some(Invalid {
+            code: InvalidCode::ArmApiError,
+            arm: Some(side),
+            reason: format!(
+                "the {side} arm's {} run ended on an API error ({status}{}): it gave no answer, so the pair measures nothing; fix the runtime's model or API settings and run the brief again",
+                r.runtime, e.message
+            ),
+        });
+    }
+    if let Some(side) = ArmSide::BOTH.into_iter().find(|s| !arms.get(*s).record.permission_denials.is_empty()) {
+        let r = &arms.get(side).record;
+        let denied: Vec<String> = r.permission_denials.iter().map(|d| d.human()).collect();
+        return Some(Invalid {
+            code: InvalidCode::WriteDenied,
+            arm: Some(side),
+            reason: format!(
+                "the {side} arm's {} run was refused: {}; its deliverable never landed, so the pair is no loss and no win (the runtime profile's access settings decide what an arm may write)",
+                r.runtime,
+                denied.join(", ")
+            ),
+        });
+    }
     let both_failed = !arms.with.verify_passed && !arms.without.verify_passed;
     let verify_note = if both_failed { "; both arms also failed verify, so the gate is still unmeasured" } else { "" };
     if let Some(side) = ArmSide::BOTH.into_iter().find(|s| timed_out(&arms.get(*s).record)) {
@@ -135,6 +170,15 @@ pub fn classify(arms: &ArmPair<ArmFacts>, skill: &str) -> Option<Invalid> {
         }
     }
     let baseline = &arms.without.record;
+    // Issue 38 item 1: a baseline that loaded the skill under test (or a same-name copy) was not
+    // handed had it, whatever its offered inventory says (unknown for Codex and OpenCode).
+    if !baseline.skills_installed.iter().any(|s| s == skill) && baseline.skills_loaded.as_ref().is_some_and(|l| l.iter().any(|s| s == skill)) {
+        return Some(Invalid {
+            code: InvalidCode::BaselineHadTheSkill,
+            arm: Some(ArmSide::Without),
+            reason: format!("the without arm loaded a skill named `{skill}` without being handed it (a user-level or project copy reached it); the pair measures nothing"),
+        });
+    }
     if let Some(offered) = &baseline.skills_offered {
         let ambient: Vec<&String> = offered.iter().filter(|s| !baseline.skills_installed.contains(s)).collect();
         if ambient.iter().any(|s| s.as_str() == skill) {
@@ -281,5 +325,45 @@ mod tests {
         assert_eq!(code(&p), Some(InvalidCode::ArmNeverRan), "outranks skill_never_loaded");
         assert!(invalid.code.stops_at_once());
         assert!(invalid.reason.contains("empty transcript"), "{}", invalid.reason);
+    }
+
+    // Issue 31 item 4: an arm whose run ended on an API error (an HTTP 400 on the without-arm)
+    // makes the sample invalid with its own code, before any judge, and stops the brief; never
+    // an adoption "over an empty baseline".
+    #[test]
+    fn an_arm_that_met_an_api_error_is_invalid_and_stops_the_brief() {
+        let mut without = facts(ArmSide::Without, &[], Some(&[]), false);
+        without.record.exit = "failed".into();
+        without.record.exit_code = Some(1);
+        without.record.api_error = Some(skillforge_runner_agent::ApiError::new(Some(400), "API Error: 400 prompt is too long"));
+        without.final_message = None;
+        let p = pair(facts(ArmSide::With, &["tldr"], Some(&["tldr"]), true), without);
+        let invalid = classify(&p, "tldr").unwrap();
+        assert_eq!((invalid.code, invalid.arm), (InvalidCode::ArmApiError, Some(ArmSide::Without)));
+        assert!(invalid.reason.contains("HTTP 400") && invalid.reason.contains("prompt is too long"), "{}", invalid.reason);
+        assert!(invalid.code.stops_at_once());
+    }
+
+    // Issue 31 item 3: a refused write is named, and the sample is invalid (never a loss).
+    #[test]
+    fn a_refused_write_is_named_and_the_sample_is_invalid_not_a_loss() {
+        let mut with = facts(ArmSide::With, &["tldr"], Some(&["tldr"]), false);
+        with.record.permission_denials = vec![skillforge_runner_agent::PermissionDenial { tool: "Write".into(), path: Some("/w/out.md".into()), message: None }];
+        let p = pair(with, facts(ArmSide::Without, &[], Some(&[]), true));
+        let invalid = classify(&p, "tldr").unwrap();
+        assert_eq!((invalid.code, invalid.arm), (InvalidCode::WriteDenied, Some(ArmSide::With)));
+        assert!(invalid.reason.contains("Write of `/w/out.md` refused"), "{}", invalid.reason);
+    }
+
+    // Issue 38 item 1 (E-55's second line): a baseline that loaded the skill under test without
+    // being handed it is baseline_had_the_skill even when its offered inventory is unknown.
+    #[test]
+    fn e55_a_baseline_that_loaded_the_skill_had_it_whatever_the_inventory() {
+        let mut without = facts(ArmSide::Without, &[], Some(&["tldr"]), true);
+        without.record.skills_offered = None;
+        let p = pair(facts(ArmSide::With, &["tldr"], Some(&["tldr"]), true), without);
+        let invalid = classify(&p, "tldr").unwrap();
+        assert_eq!((invalid.code, invalid.arm), (InvalidCode::BaselineHadTheSkill, Some(ArmSide::Without)));
+        assert!(invalid.reason.contains("loaded"), "{}", invalid.reason);
     }
 }

@@ -52,13 +52,21 @@ pub fn skill_roots(workdir: &Path) -> Vec<PathBuf> {
     roots
 }
 
+/// Files a runtime writes into its own project directory for itself, never a deliverable:
+/// OpenCode's `.opencode/.gitignore` (written into the with-arm only, beside the installed
+/// skill, so listing it would break the blind; issue 38 item 6) and its plugin install files.
+pub const RUNTIME_OWN_FILES: [&str; 5] = [".opencode/.gitignore", ".opencode/package.json", ".opencode/bun.lock", ".opencode/node_modules", ".claude/settings.local.json"];
+
 /// The arm's file list as the judge sees it: relative paths of every file under `workdir`,
-/// sorted, without the subtree of any installed skill (E-05).
+/// sorted, without the subtree of any installed skill (E-05) and without the files a runtime
+/// wrote for itself ([`RUNTIME_OWN_FILES`]).
 pub fn judge_manifest(workdir: &Path) -> Vec<String> {
     let roots = skill_roots(workdir);
+    let own: Vec<std::path::PathBuf> = RUNTIME_OWN_FILES.iter().map(|f| workdir.join(f)).collect();
     let mut files: Vec<String> = walk(workdir)
         .into_iter()
         .filter(|f| !roots.iter().any(|r| f.starts_with(r)))
+        .filter(|f| !own.iter().any(|o| f.starts_with(o)))
         .filter_map(|f| f.strip_prefix(workdir).ok().map(|p| p.to_string_lossy().into_owned()))
         .collect();
     files.sort();
@@ -102,6 +110,8 @@ mod tests {
             put(dir.path(), &format!("{layout}/li-post/refs/voice.md"), "v");
             put(dir.path(), "SKILL.md", "the agent's deliverable");
             put(dir.path(), "out/post.md", "post");
+            // E-05 with issue 38 item 6: what a runtime writes for itself is no deliverable either.
+            put(dir.path(), ".opencode/.gitignore", "node_modules");
             let manifest = judge_manifest(dir.path());
             assert_eq!(manifest, ["SKILL.md", "out/post.md"], "{layout}");
             assert!(manifest.iter().all(|f| !f.contains("li-post")), "{layout}");

@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use skillforge_engine::{Job, JobSpec};
 use skillforge_runner::PayloadError;
-use skillforge_runner_agent::{AgentPayload, AgentReport};
+use skillforge_runner_agent::{Access, AgentPayload, AgentReport};
 use skillforge_runner_process::ProcessPayload;
 
 use super::arm::{ArmPair, ArmRecord, ArmSide};
@@ -18,7 +18,7 @@ use super::brief::{Brief, FINAL_ENV};
 use super::invalid::{ArmFacts, Invalid, check_never_ran, classify};
 use super::inventory::judge_manifest;
 use super::layout::{arm_dir, meta_dir, read_json, write_atomic, write_json};
-use super::mapping::{MAPPING_FILE, Mapping, Slot, SlotView, judge_prompt};
+use super::mapping::{MAPPING_FILE, Mapping, Slot, SlotView, deliverable, judge_prompt};
 use super::sample::{SampleVerdict, VERDICT_FILE};
 use super::stages::StageDef;
 use super::verdict::{JudgeReading, parse_verdict};
@@ -127,6 +127,9 @@ pub struct JudgeJob<'a> {
     pub stage: &'a StageDef,
     /// Judge runtime profile.
     pub runtime: &'a str,
+    /// The judge's model (`--judge-model`, else the forge's `--model`, else the runtime's `cheap`
+    /// tier).
+    pub model: Option<&'a str>,
     /// Idempotency key prefix of the forge (`eval:<brief>:<forge>`).
     pub key_prefix: &'a str,
     /// The queue's workers do not share this disk: the transcript goes to the job dir's `out/`.
@@ -140,7 +143,7 @@ pub struct JudgeJob<'a> {
 /// # Errors
 /// Missing arm files, or a file that cannot be written.
 pub fn prepare_judge(brief: &Brief, sample_dir: &Path, sample: u32, skill: &str, judge: &JudgeJob<'_>) -> Result<PreJudge, String> {
-    let JudgeJob { stage, runtime: judge_runtime, key_prefix, ships } = *judge;
+    let JudgeJob { stage, runtime: judge_runtime, model, key_prefix, ships } = *judge;
     let facts = read_facts(sample_dir)?;
     let invalid = |i: Invalid| -> Result<PreJudge, String> {
         let v = SampleVerdict::invalid(sample, &i, &records(&facts), verify(&facts));
@@ -164,12 +167,21 @@ pub fn prepare_judge(brief: &Brief, sample_dir: &Path, sample: u32, skill: &str,
     };
     let view = |slot: Slot| {
         let side = mapping.arm(slot);
-        SlotView { final_message: facts.get(side).final_message.clone().unwrap_or_default(), files: judge_manifest(&arm_dir(sample_dir, side)) }
+        let work = arm_dir(sample_dir, side);
+        let files = judge_manifest(&work);
+        let delivered = if brief.is_reply() { Vec::new() } else { deliverable(&work, &brief.output, &files) };
+        SlotView { final_message: facts.get(side).final_message.clone().unwrap_or_default(), files, delivered }
     };
     let prompt = judge_prompt(brief, &view(Slot::A), &view(Slot::B));
     write_atomic(&sample_dir.join(JUDGE_PROMPT_FILE), prompt.as_bytes()).map_err(|e| format!("write judge prompt: {e}"))?;
     let mut payload = AgentPayload::new(judge_runtime, prompt);
     payload.timeout_secs = Some(stage.timeout_secs);
+    // Issue 31 item 6: the judge reads what its prompt shows it and nothing else: no tools that
+    // act, project scope only (its private home carries no user skill or instruction), and the
+    // model it was given.
+    payload.access = Access::ReadOnly;
+    payload.project_scope_only = true;
+    payload.model = model.map(str::to_owned);
     // On a fleet the transcript is written in the job dir's `out/`, delivered to the sample dir
     // (whose other files, the mapping above all, never reach the judge's worker).
     let transcript_dir = if ships { files::worker_path(JUDGE_OUT) } else { sample_dir.to_path_buf() };
@@ -201,10 +213,12 @@ pub fn apply_judge(job: &Job) -> Result<(), String> {
     let mapping: Mapping = read_json(&sample_dir.join(MAPPING_FILE))?.ok_or_else(|| format!("sample {sample}: {MAPPING_FILE} is missing"))?;
     let facts = read_facts(sample_dir)?;
     let report: Option<AgentReport> = job.outcome.as_ref().and_then(|o| serde_json::from_value(o.detail.clone()).ok());
-    let reading = match report.and_then(|r| r.final_message) {
-        Some(reply) => parse_verdict(&reply),
-        None => JudgeReading::Unreadable(format!("the judge's run ended {} with no reply", job.state)),
+    let reading = match report.as_ref().map(|r| (r.answer(), &r.api_error)) {
+        Some((Some(reply), _)) => parse_verdict(reply),
+        Some((None, Some(error))) => JudgeReading::Unreadable(format!("the judge's run ended on an API error: {}", error.message)),
+        _ => JudgeReading::Unreadable(format!("the judge's run ended {} with no reply", job.state)),
     };
-    let v = SampleVerdict::judged(sample, &reading, mapping, &records(&facts), verify(&facts));
+    let mut v = SampleVerdict::judged(sample, &reading, mapping, &records(&facts), verify(&facts));
+    v.judge_usage = report.and_then(|r| r.usage);
     write_json(&sample_dir.join(VERDICT_FILE), &v)
 }

@@ -63,6 +63,9 @@ pub struct SampleVerdict {
     /// existed: not an empty baseline (E-53).
     #[serde(default)]
     pub skills: Option<ArmPair<SkillFacts>>,
+    /// Tokens and cost the judge's transcript reported; absent = unknown or no judge ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_usage: Option<skillforge_runner_agent::Usage>,
 }
 
 impl SampleVerdict {
@@ -79,6 +82,7 @@ impl SampleVerdict {
             verify_passed: verify,
             tool_errors: ArmPair { with: records.with.tool_errors, without: records.without.tool_errors },
             skills: Some(skill_facts(records)),
+            judge_usage: None,
         }
     }
 
@@ -107,6 +111,7 @@ impl SampleVerdict {
             verify_passed: verify,
             tool_errors: ArmPair { with: records.with.tool_errors, without: records.without.tool_errors },
             skills: Some(skill_facts(records)),
+            judge_usage: None,
         }
     }
 }

@@ -60,6 +60,7 @@ mod tests {
             verify_passed: ArmPair::default(),
             tool_errors: ArmPair::default(),
             skills: None,
+            judge_usage: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Reading the blind judge's reply (seed: skill-eval-loop, "The blind is enforced, not assumed";
-//! resolution 2): parsed to the end of its first complete JSON object, then `Pick(slot) | Tie |
-//! Unreadable`. The eval loop's policy: unreadable is an invalid sample, never a tie.
+//! resolution 2): the first JSON object carrying a verdict, found as every judge's is
+//! ([`crate::judge_reply::verdict_object`]: prose braces before it are skipped, text after it
+//! ignored), then `Pick(slot) | Tie | Unreadable`. The eval loop's policy: unreadable is an invalid sample, never a tie.
 
 use serde_json::Value;
 
@@ -55,20 +56,22 @@ pub fn first_json_object(text: &str) -> Option<&str> {
     None
 }
 
-/// Reads a judge reply (E-07, E-08): the first complete JSON object must carry `winner` (or
-/// `verdict`) of `A`, `B` or `tie` (any case); `reason` (or `reasoning`) is kept. Anything else
+/// Reads a judge reply (E-07, E-08): the first JSON object carrying `winner` (or `verdict`) as a
+/// string must say of `A`, `B` or `tie` (any case); `reason` (or `reasoning`) is kept. Anything else
 /// — prose such as "Run A (with the skill)", a missing or unknown winner — is
 /// [`JudgeReading::Unreadable`] with the reason.
 pub fn parse_verdict(reply: &str) -> JudgeReading {
     if let Err(e) = skillforge_contract::limits::check_json(reply) {
         return JudgeReading::Unreadable(format!("the judge's reply {e}"));
     }
-    let Some(object) = first_json_object(reply) else {
-        return JudgeReading::Unreadable(format!("no JSON object in the judge's reply: {:?}", excerpt(reply)));
-    };
-    let value: Value = match serde_json::from_str(object) {
-        Ok(v) => v,
-        Err(e) => return JudgeReading::Unreadable(format!("the judge's JSON does not parse ({e}): {:?}", excerpt(object))),
+    let Some((value, _)) = crate::judge_reply::verdict_object(reply, &["winner", "verdict"]) else {
+        return match first_json_object(reply) {
+            None => JudgeReading::Unreadable(format!("no JSON object in the judge's reply: {:?}", excerpt(reply))),
+            Some(object) => match serde_json::from_str::<Value>(object) {
+                Err(e) => JudgeReading::Unreadable(format!("the judge's JSON does not parse ({e}): {:?}", excerpt(object))),
+                Ok(_) => JudgeReading::Unreadable("the judge's JSON has no `winner`".to_owned()),
+            },
+        };
     };
     let reason = ["reason", "reasoning"]
         .iter()

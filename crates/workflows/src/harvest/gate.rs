@@ -119,18 +119,15 @@ impl GateDecision {
 ///    observation (strictly after `first_zero_at`) and at least the window after it; else
 ///    [`GateDecision::Wait`] until `first_zero_at + window`.
 ///
-/// **`.github/workflows/` awareness** changes the window: with workflow files at the head
-/// ([`Workflows::Present`]) external CI is expected, so a zero may be a still-racing CI that has
-/// not registered yet, and the window is the full `min_ci_wait`. With no workflow file
-/// ([`Workflows::Absent`]) nothing in the repository starts CI, so the zero is not racing a
-/// workflow run: the gate still needs a second zero-external observation at the same head (a
-/// status-API integration could report late, and one look is never a confirmation), but not the
-/// wait. [`Workflows::Unknown`] (no checkout to look at) is treated as present, so uncertainty
-/// fails safe: it waits.
+/// The grace window is `min_ci_wait` for every repository (S-19, issue 34 item 3): CI outside
+/// GitHub Actions (CircleCI, Jenkins, a status-API integration) posts statuses too, so a
+/// repository without `.github/workflows/` may still be racing its CI. `.github/workflows/`
+/// awareness ([`Workflows`]) is recorded with each observation ([`GateReport::workflows`]) and
+/// never shortens the window.
 pub fn decide(
     config: &MergeGateConfig,
     external_contexts: u64,
-    workflows: Workflows,
+    _workflows: Workflows,
     first_zero_at: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> GateDecision {
@@ -140,11 +137,7 @@ pub fn decide(
     if config.require_external_ci {
         return GateDecision::Blocked;
     }
-    let window = match workflows {
-        Workflows::Present | Workflows::Unknown => config.min_ci_wait,
-        Workflows::Absent => Duration::ZERO,
-    };
-    let window = chrono::Duration::from_std(window).unwrap_or(chrono::Duration::MAX);
+    let window = chrono::Duration::from_std(config.min_ci_wait).unwrap_or(chrono::Duration::MAX);
     let not_before = first_zero_at.checked_add_signed(window).unwrap_or(DateTime::<Utc>::MAX_UTC);
     if now > first_zero_at && now >= not_before {
         GateDecision::Stamp
@@ -287,8 +280,11 @@ mod tests {
         check(&config, 0, Present, 0, 600, "stamp"); // second, at min_ci_wait
         check(&config, 0, Present, 0, 3600, "stamp");
         check(&config, 0, Unknown, 0, 599, "wait"); // unknown awareness fails safe
-        check(&config, 0, Absent, 0, 0, "wait"); // no workflows: still a second observation
-        check(&config, 0, Absent, 0, 1, "stamp");
+        // no workflow files: the same window (CI outside GitHub Actions posts statuses too)
+        check(&config, 0, Absent, 0, 0, "wait");
+        check(&config, 0, Absent, 0, 1, "wait");
+        check(&config, 0, Absent, 0, 599, "wait");
+        check(&config, 0, Absent, 0, 600, "stamp");
         check(&config, 2, Present, 0, 0, "external");
         let strict = MergeGateConfig { require_external_ci: true, ..config };
         check(&strict, 0, Present, 0, 3600, "blocked");

@@ -13,8 +13,9 @@ use super::{FLOOR_REVIEWER, floor_item_id};
 pub const SYNTHETIC_CONTEXT_PREFIXES: [&str; 2] = ["gitmoot/", "skillforge/"];
 /// The empty-gate stamp context.
 pub const EMPTY_GATE_CONTEXT: &str = "gitmoot/ci";
-/// Phrase of the floor reasoning for a merge with passing external CI (the marker
-/// `auto_promote_require_external_ci` reads, seed "Auto-promote").
+/// Phrase of the floor reasoning for a merge with passing external CI, for people. The
+/// `auto_promote_require_external_ci` guardrail never reads text: it reads the item's `outcome`
+/// and `ci` fields written beside it (S-58).
 pub const EXTERNAL_CI_PHRASE: &str = "passing external CI";
 /// Marker of a confirmed empty gate in the floor reasoning (S-18).
 pub const CONFIRMED_EMPTY_GATE: &str = "confirmed empty gate";

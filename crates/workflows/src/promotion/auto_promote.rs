@@ -57,12 +57,17 @@ pub struct Evidence {
     pub score: Option<f64>,
     /// The bandit confidence, when the arms exist.
     pub confidence: Option<BanditEvidence>,
+    /// `Some((base, champion))` when the candidate was built on a version that is no longer the
+    /// champion: promoting or canarying it would throw away what the champion changed since
+    /// (issue 37 item 2).
+    pub stale_base: Option<(String, String)>,
 }
 
 /// Why the decision stopped at notify-only: the step of facts §7 and a one-line reason.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Stop {
-    /// 1..=9, the step of facts §7 that stopped it.
+    /// 1..=9, the step of facts §7 that stopped it; 10 when every guardrail held but the
+    /// candidate's base is not the champion any more.
     pub step: u8,
     /// Human-readable, redacted (no content).
     pub reason: String,
@@ -152,7 +157,10 @@ pub fn decide(g: &Guardrails, e: &Evidence) -> Decision {
             return stop(9, format!("P(challenger > champion) {:.3} < auto_promote_min_confidence {floor}", c.probability));
         }
     }
-    // 10
+    // 10: every guardrail holds; a candidate built on an older champion is refused (issue 37 item 2)
+    if let Some((base, champion)) = &e.stale_base {
+        return stop(10, format!("rebase needed: the candidate was built on {base}, but {champion} is the champion now"));
+    }
     Decision::Promote { canary_sample: if canary_on { g.canary_sample } else { None } }
 }
 
@@ -166,7 +174,7 @@ mod tests {
     }
 
     fn passing() -> Evidence {
-        Evidence { feedback: Ok(AutoTraceEvidence { samples: 5, has_real_ci_positive: true }), score: Some(0.7), confidence: None }
+        Evidence { feedback: Ok(AutoTraceEvidence { samples: 5, has_real_ci_positive: true }), score: Some(0.7), confidence: None, stale_base: None }
     }
 
     fn step_of(d: &Decision) -> u8 {
@@ -301,7 +309,7 @@ mod tests {
             canary_sample: None,
             min_confidence: Some(0.9),
         };
-        let mut e = Evidence { feedback: Err("x".into()), score: None, confidence: None };
+        let mut e = Evidence { feedback: Err("x".into()), score: None, confidence: None, stale_base: None };
         let mut steps = vec![step_of(&decide(&g, &e))];
         g.auto_promote = Some(true);
         steps.push(step_of(&decide(&g, &e)));
@@ -324,5 +332,16 @@ mod tests {
         steps.push(step_of(&decide(&g, &e)));
         assert_eq!(steps, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
         assert_eq!(decide(&g, &e), Decision::Promote { canary_sample: Some(0.2) });
+    }
+
+    // Issue 37 item 2: a candidate built on v1 while v3 is champion is refused, naming both.
+    #[test]
+    fn a_candidate_on_a_stale_base_is_refused_naming_both_versions() {
+        let e = Evidence { stale_base: Some(("planner@v1".into(), "planner@v3".into())), ..passing() };
+        let d = decide(&open(), &e);
+        let Decision::Notify(stop) = d else { panic!("{d:?}") };
+        assert_eq!(stop.step, 10);
+        assert!(stop.reason.contains("rebase needed") && stop.reason.contains("planner@v1") && stop.reason.contains("planner@v3"), "{}", stop.reason);
+        assert!(matches!(decide(&open(), &passing()), Decision::Promote { .. }));
     }
 }

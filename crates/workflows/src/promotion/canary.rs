@@ -16,6 +16,8 @@ pub const DEFAULT_MIN_OUTCOMES: u64 = 10;
 pub const DEFAULT_MATERIAL_REGRESSION: f64 = 0.10;
 /// Length of the regression window (resolutions 8).
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Outcomes on each side after which a window still holding ends inconclusive (issue 37 item 3).
+pub const DEFAULT_MAX_OUTCOMES: u64 = 100;
 
 /// The window's settings (resolutions 8 defaults).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -24,13 +26,22 @@ pub struct WindowConfig {
     pub min_outcomes: u64,
     /// Material-regression margin on the positive rate, in [0,1].
     pub material_regression: f64,
-    /// How long the window stays open after the canary starts.
+    /// How long the window stays open after the canary starts; a window still holding when it
+    /// closes ends inconclusive.
     pub window: Duration,
+    /// Outcomes on each side after which a window still holding ends inconclusive
+    /// (`[skillopt] auto_promote_canary_max_outcomes`).
+    pub max_outcomes: u64,
 }
 
 impl Default for WindowConfig {
     fn default() -> Self {
-        Self { min_outcomes: DEFAULT_MIN_OUTCOMES, material_regression: DEFAULT_MATERIAL_REGRESSION, window: DEFAULT_WINDOW }
+        Self {
+            min_outcomes: DEFAULT_MIN_OUTCOMES,
+            material_regression: DEFAULT_MATERIAL_REGRESSION,
+            window: DEFAULT_WINDOW,
+            max_outcomes: DEFAULT_MAX_OUTCOMES,
+        }
     }
 }
 
@@ -58,6 +69,13 @@ pub enum WindowDecision {
     Graduate,
     /// Material regression: the canary is rejected, the champion stays current (`candidate.rolled_back`).
     RollBack,
+    /// The window is spent (its time closed, or both sides reached `max_outcomes`) and still
+    /// holds: fail-safe, the champion stays and the canary is rolled back as inconclusive
+    /// (`candidate.rolled_back`, reason `inconclusive`; issue 37 item 3).
+    Inconclusive {
+        /// What the window said when it was spent.
+        reason: String,
+    },
     /// Keep sampling; no state change, no event.
     Hold {
         /// Why.
@@ -73,8 +91,30 @@ fn hold(reason: impl Into<String>) -> WindowDecision {
 /// baseline ⇒ hold; canary rate ≥ champion rate ⇒ graduate; canary rate < champion rate −
 /// margin ⇒ roll back; in between ⇒ hold (not confirmed non-regression, not material). The
 /// window's end changes nothing: a thin window keeps holding (never graduate unconfirmed, never
-/// roll back unread).
+/// roll back unread) — until the window is spent (`closed`: its time is over; or both sides
+/// reached `max_outcomes`): a readable window still holding then ends [`WindowDecision::Inconclusive`],
+/// fail-safe (the champion stays). Unreadable evidence holds whatever the time.
 pub fn decide_window(
+    canary: &Result<Outcomes, String>,
+    champion: &Result<Outcomes, String>,
+    config: &WindowConfig,
+    closed: bool,
+) -> WindowDecision {
+    let decision = decide_open_window(canary, champion, config);
+    let (Ok(c), Ok(h)) = (canary, champion) else { return decision };
+    let spent = closed || (c.total >= config.max_outcomes && h.total >= config.max_outcomes);
+    match decision {
+        WindowDecision::Hold { reason } if spent => WindowDecision::Inconclusive {
+            reason: format!(
+                "inconclusive: {reason} when the window was spent ({}); the champion stays",
+                if closed { "its time closed".to_owned() } else { format!("{} outcomes on each side", config.max_outcomes) }
+            ),
+        },
+        other => other,
+    }
+}
+
+fn decide_open_window(
     canary: &Result<Outcomes, String>,
     champion: &Result<Outcomes, String>,
     config: &WindowConfig,
@@ -124,11 +164,25 @@ mod tests {
     #[test]
     fn s61_parity_or_better_graduates_material_regression_rolls_back() {
         let config = WindowConfig::default();
-        assert_eq!(decide_window(&o(8, 10), &o(8, 10), &config), WindowDecision::Graduate, "parity");
-        assert_eq!(decide_window(&o(10, 10), &o(5, 10), &config), WindowDecision::Graduate);
-        assert_eq!(decide_window(&o(2, 10), &o(9, 10), &config), WindowDecision::RollBack);
-        assert!(matches!(decide_window(&o(75, 100), &o(80, 100), &config), WindowDecision::Hold { .. }), "within the margin");
-        assert_eq!(decide_window(&o(69, 100), &o(80, 100), &config), WindowDecision::RollBack, "0.11 below");
+        assert_eq!(decide_window(&o(8, 10), &o(8, 10), &config, false), WindowDecision::Graduate, "parity");
+        assert_eq!(decide_window(&o(10, 10), &o(5, 10), &config, false), WindowDecision::Graduate);
+        assert_eq!(decide_window(&o(2, 10), &o(9, 10), &config, false), WindowDecision::RollBack);
+        assert!(matches!(decide_window(&o(74, 99), &o(79, 99), &config, false), WindowDecision::Hold { .. }), "within the margin");
+        assert_eq!(decide_window(&o(69, 100), &o(80, 100), &config, false), WindowDecision::RollBack, "0.11 below");
+    }
+
+    // Issue 37 item 3: 0.90 against 1.00 over 100 outcomes each held forever; a spent window
+    // ends inconclusive (the champion stays), a closed one too; unread evidence keeps holding.
+    #[test]
+    fn a_spent_window_still_holding_ends_inconclusive() {
+        let config = WindowConfig::default();
+        assert!(matches!(decide_window(&o(90, 99), &o(99, 99), &config, false), WindowDecision::Hold { .. }), "not spent yet");
+        let spent = decide_window(&o(90, 100), &o(100, 100), &config, false);
+        let WindowDecision::Inconclusive { reason } = &spent else { panic!("{spent:?}") };
+        assert!(reason.contains("inconclusive") && reason.contains("100 outcomes on each side"), "{reason}");
+        assert!(matches!(decide_window(&o(3, 5), &o(4, 5), &config, true), WindowDecision::Inconclusive { .. }), "a thin window at its close");
+        assert!(matches!(decide_window(&Err("locked".into()), &o(4, 5), &config, true), WindowDecision::Hold { .. }), "never decided unread");
+        assert_eq!(decide_window(&o(100, 100), &o(90, 100), &config, true), WindowDecision::Graduate, "a decision stands");
     }
 
     // S-62
@@ -136,7 +190,7 @@ mod tests {
     fn s62_thin_or_unread_evidence_holds() {
         let config = WindowConfig::default();
         let check = |canary: Result<Outcomes, String>, champion: Result<Outcomes, String>, needle: &str| {
-            match decide_window(&canary, &champion, &config) {
+            match decide_window(&canary, &champion, &config, false) {
                 WindowDecision::Hold { reason } => assert!(reason.contains(needle), "{reason}"),
                 other => panic!("expected hold, got {other:?}"),
             }

@@ -14,7 +14,6 @@ use super::auto_promote::{AutoTraceEvidence, BanditEvidence, Decision, Evidence,
 use super::events::{Detail, Event, EventKind};
 use super::notify::{PromotionEnv, PromotionError, emit};
 use crate::ab::bandit::{Arm, Confidence, NOTIFY_SEED};
-use crate::harvest::outcome::EXTERNAL_CI_PHRASE;
 
 /// What the seam did for one candidate.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -23,6 +22,10 @@ pub struct SeamReport {
     pub decision: Option<Decision>,
     /// Why, in one line.
     pub reason: String,
+    /// Set when the guardrails passed but nothing could change: another canary of the template
+    /// runs (issue 37 item 4), or the store refused the canary; says which.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<String>,
 }
 
 impl SeamReport {
@@ -35,13 +38,17 @@ impl SeamReport {
 /// The evidence the guardrails read for candidate `version_id` (S-54, S-63): the auto-trace run
 /// only (a read error ⇒ unavailable), the candidate's score, and the bandit confidence when the
 /// challenger arm exists (Monte Carlo at the notify seam's fixed seed 473; exact when possible).
-async fn evidence(store: &Store, template_id: &str, version_id: &str, score: Option<f64>) -> Result<Evidence, PromotionError> {
-    let feedback = match auto_trace_counts(store.pool(), version_id, EXTERNAL_CI_PHRASE).await {
+async fn evidence(store: &Store, template_id: &str, version_id: &str, score: Option<f64>, base: &str) -> Result<Evidence, PromotionError> {
+    let feedback = match auto_trace_counts(store.pool(), version_id).await {
         Ok(c) if c.run_exists => Ok(AutoTraceEvidence { samples: c.samples, has_real_ci_positive: c.real_ci_positives > 0 }),
         Ok(_) => Ok(AutoTraceEvidence::default()),
         Err(e) => Err(e.to_string()),
     };
     let champion = current_version(store.pool(), template_id).await?;
+    let stale_base = match &champion {
+        Some(c) if !base.is_empty() && c.id != base && c.id != version_id => Some((base.to_owned(), c.id.clone())),
+        _ => None,
+    };
     let arm = |r: ArmRow| Arm { alpha: r.alpha, beta: r.beta, pulls: u64::try_from(r.pulls).unwrap_or(0) };
     let confidence = match (get_arm(store.pool(), template_id, version_id).await?, champion) {
         (Some(challenger), Some(champion)) => {
@@ -52,7 +59,7 @@ async fn evidence(store: &Store, template_id: &str, version_id: &str, score: Opt
         }
         _ => None,
     };
-    Ok(Evidence { feedback, score, confidence })
+    Ok(Evidence { feedback, score, confidence, stale_base })
 }
 
 /// The notify seam (S-51, S-52, facts §7): runs after an import has returned. Emits
@@ -66,9 +73,9 @@ async fn evidence(store: &Store, template_id: &str, version_id: &str, score: Opt
 pub async fn after_import(env: &PromotionEnv<'_>, version_id: &str) -> Result<SeamReport, PromotionError> {
     let store = env.store;
     let Some(candidate) = get_candidate(store.pool(), version_id).await? else {
-        return Ok(SeamReport { decision: None, reason: "not an imported candidate".to_owned() });
+        return Ok(SeamReport { decision: None, reason: "not an imported candidate".to_owned(), blocked: None });
     };
-    let evidence = evidence(store, &candidate.template_id, version_id, candidate.score).await?;
+    let evidence = evidence(store, &candidate.template_id, version_id, candidate.score, &candidate.base_version_id).await?;
     let decision = decide(&env.policy.guardrails, &evidence);
     let base = Detail {
         score: candidate.score,
@@ -84,15 +91,30 @@ pub async fn after_import(env: &PromotionEnv<'_>, version_id: &str) -> Result<Se
     };
     let awaiting = Event::new(EventKind::AwaitingPromotion, version_id, &candidate.template_id, base.clone().with_reason(&reason));
     emit(env, &awaiting).await?;
+    let mut reason = reason;
+    let mut blocked = None;
     match &decision {
         Decision::Notify(_) => {}
         Decision::Promote { canary_sample: Some(sample) } => {
             let mut tx = begin_write(store).await?;
             let started = start_canary(&mut tx, version_id, *sample).await?;
             tx.commit().await.map_err(skillforge_store::StoreError::from)?;
-            if started == CanaryStart::Started {
-                let detail = Detail { canary_sample: Some(*sample), ..base.clone() }.with_reason(&reason);
-                emit(env, &Event::new(EventKind::CanaryStarted, version_id, &candidate.template_id, detail)).await?;
+            let why = match &started {
+                CanaryStart::Started => {
+                    let detail = Detail { canary_sample: Some(*sample), ..base.clone() }.with_reason(&reason);
+                    emit(env, &Event::new(EventKind::CanaryStarted, version_id, &candidate.template_id, detail)).await?;
+                    None
+                }
+                CanaryStart::AlreadyCanary => None,
+                CanaryStart::OtherCanary(other) => Some(format!("blocked: {other} is the running canary of `{}`; nothing changed (decide again once it graduates or rolls back)", candidate.template_id)),
+                CanaryStart::StaleBase { base, champion } => Some(format!("blocked: rebase needed, built on {base} while {champion} is the champion")),
+                CanaryStart::WrongState(state) => Some(format!("blocked: the version is {state}")),
+                CanaryStart::NotFound => Some("blocked: no such version".to_owned()),
+            };
+            if let Some(why) = why {
+                tracing::warn!(version = version_id, %why, "guardrails passed but the canary did not start");
+                reason = format!("{reason}, but {why}");
+                blocked = Some(why);
             }
         }
         Decision::Promote { canary_sample: None } => {
@@ -101,5 +123,5 @@ pub async fn after_import(env: &PromotionEnv<'_>, version_id: &str) -> Result<Se
             }
         }
     }
-    Ok(SeamReport { decision: Some(decision), reason })
+    Ok(SeamReport { decision: Some(decision), reason, blocked })
 }

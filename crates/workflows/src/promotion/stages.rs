@@ -17,13 +17,15 @@ pub const WEBHOOK_STAGE: &str = "webhook";
 pub const GRADUATE_STAGE: &str = "graduate";
 /// Stage of the job that rolls a canary back (S-61).
 pub const ROLL_BACK_STAGE: &str = "roll_back";
+/// Stage of the job that rolls back a canary whose spent window never decided (issue 37 item 3).
+pub const INCONCLUSIVE_STAGE: &str = "inconclusive";
 
 /// Where the promotion stages come from.
 pub const SOURCE: StageSource = StageSource {
     family: "promotion",
     workflow: EVENTS_WORKFLOW,
     shipped: SHIPPED_PROMOTION_TOML,
-    stage_names: &[WEBHOOK_STAGE, GRADUATE_STAGE, ROLL_BACK_STAGE],
+    stage_names: &[WEBHOOK_STAGE, GRADUATE_STAGE, ROLL_BACK_STAGE, INCONCLUSIVE_STAGE],
 };
 
 /// The promotion family's resolved stages (the [`Default`] is the shipped file).

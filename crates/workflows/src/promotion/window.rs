@@ -22,20 +22,23 @@ use skillforge_runner::PayloadError;
 use skillforge_runner_process::ProcessPayload;
 use skillforge_store::Store;
 use skillforge_store::candidates::{promote_candidate_in, reject_candidate_in};
-use skillforge_store::promotion::{CanaryRow, canary_of, decided_without_event, list_canaries, outcomes_between};
+use skillforge_store::promotion::{CanaryRow, canary_of, decided_without_event, list_canaries, outcomes_after_seq, outcomes_between};
 use skillforge_store::templates::{current_version, get_version};
 use sqlx::SqliteConnection;
 
 use super::canary::{Outcomes, WindowConfig, WindowDecision, decide_window};
 use super::events::{Detail, EVENTS_WORKFLOW, Event, EventKind};
 use super::notify::{PromotionEnv, PromotionError, emit};
-use super::stages::{GRADUATE_STAGE, PromotionStages, ROLL_BACK_STAGE};
+use super::stages::{GRADUATE_STAGE, INCONCLUSIVE_STAGE, PromotionStages, ROLL_BACK_STAGE};
 use crate::stage::{StageJobs, Wait, wait_for};
 
 /// The candidate decision reason of a graduated canary (and its event's reason).
 pub const GRADUATED_REASON: &str = "canary graduated: parity or better";
 /// The candidate decision reason of a rolled-back canary (and its event's reason).
 pub const ROLLED_BACK_REASON: &str = "canary rolled back: material regression";
+/// The candidate decision reason of a canary whose spent window never decided (and its event's
+/// reason): the champion stays (issue 37 item 3).
+pub const INCONCLUSIVE_REASON: &str = "canary rolled back: inconclusive (the window was spent without a decision; the champion stays)";
 const KEY_PREFIX: &str = "promotion:canary";
 /// Decision jobs of one (canary, champion, outcome) that may end unsucceeded before a check gives up.
 pub const MAX_ROUNDS: u32 = 20;
@@ -62,7 +65,7 @@ pub struct WindowReport {
 /// cancelled, pruned): the next check submits round + 1, so a failed decision is decided again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecisionKey {
-    /// [`GRADUATE_STAGE`] or [`ROLL_BACK_STAGE`].
+    /// [`GRADUATE_STAGE`], [`ROLL_BACK_STAGE`] or [`INCONCLUSIVE_STAGE`].
     pub stage: &'static str,
     /// When the canary started (its `canary_started_at`), unix milliseconds.
     pub started_ms: i64,
@@ -87,6 +90,7 @@ impl DecisionKey {
         let stage = match fields.next()? {
             GRADUATE_STAGE => GRADUATE_STAGE,
             ROLL_BACK_STAGE => ROLL_BACK_STAGE,
+            INCONCLUSIVE_STAGE => INCONCLUSIVE_STAGE,
             _ => return None,
         };
         let started_ms = fields.next()?.parse().ok()?;
@@ -103,6 +107,7 @@ pub fn decision_stage(decision: &WindowDecision) -> Option<&'static str> {
         WindowDecision::Hold { .. } => None,
         WindowDecision::Graduate => Some(GRADUATE_STAGE),
         WindowDecision::RollBack => Some(ROLL_BACK_STAGE),
+        WindowDecision::Inconclusive { .. } => Some(INCONCLUSIVE_STAGE),
     }
 }
 
@@ -144,7 +149,7 @@ pub struct CanaryDecisionHandler;
 #[async_trait::async_trait]
 impl ResultHandler for CanaryDecisionHandler {
     async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), ApplyError> {
-        if job.spec.workflow != EVENTS_WORKFLOW || (job.spec.stage != GRADUATE_STAGE && job.spec.stage != ROLL_BACK_STAGE) {
+        if job.spec.workflow != EVENTS_WORKFLOW || ![GRADUATE_STAGE, ROLL_BACK_STAGE, INCONCLUSIVE_STAGE].contains(&job.spec.stage.as_str()) {
             return Ok(());
         }
         if job.state != JobState::Succeeded {
@@ -158,11 +163,11 @@ impl ResultHandler for CanaryDecisionHandler {
             tracing::info!(job_id = %job.id, version = %key.version_id, "the canary decision arrived after the canary changed: nothing applied");
             return Ok(());
         }
-        if key.stage == GRADUATE_STAGE {
-            promote_candidate_in(conn, &key.version_id, GRADUATED_REASON).await?;
-        } else {
-            reject_candidate_in(conn, &key.version_id, ROLLED_BACK_REASON).await?;
-        }
+        match key.stage {
+            GRADUATE_STAGE => promote_candidate_in(conn, &key.version_id, GRADUATED_REASON).await?,
+            INCONCLUSIVE_STAGE => reject_candidate_in(conn, &key.version_id, INCONCLUSIVE_REASON).await?,
+            _ => reject_candidate_in(conn, &key.version_id, ROLLED_BACK_REASON).await?,
+        };
         Ok(())
     }
 }
@@ -215,9 +220,22 @@ async fn window_of(store: &Store, canary: &CanaryRow, config: &WindowConfig) -> 
     let read = |r: Result<(u64, u64), skillforge_store::StoreError>| {
         r.map(|(positives, total)| Outcomes { positives, total }).map_err(|e| e.to_string())
     };
-    let canary_outcomes = read(outcomes_between(store.pool(), &canary.id, &since, &until).await);
-    let champion_outcomes = read(outcomes_between(store.pool(), &champion.id, &since, &until).await);
-    Ok(Window { decision: decide_window(&canary_outcomes, &champion_outcomes, config), champion: Some(champion.version) })
+    // Issue 37 item 1: only outcomes written after the canary started (by the feedback events'
+    // own order; their `created_at` has one-second resolution), so the guardrails' evidence is
+    // never served again as the canary's. A canary started before the order was recorded reads
+    // by time, as it always did.
+    let (canary_outcomes, champion_outcomes) = match canary.canary_started_seq {
+        Some(seq) => (
+            read(outcomes_after_seq(store.pool(), &canary.id, seq, &until).await),
+            read(outcomes_after_seq(store.pool(), &champion.id, seq, &until).await),
+        ),
+        None => (
+            read(outcomes_between(store.pool(), &canary.id, &since, &until).await),
+            read(outcomes_between(store.pool(), &champion.id, &since, &until).await),
+        ),
+    };
+    let closed = Utc::now() >= end;
+    Ok(Window { decision: decide_window(&canary_outcomes, &champion_outcomes, config, closed), champion: Some(champion.version) })
 }
 
 /// Sends the graduation and rollback events owed for decisions already applied (the event log
@@ -230,7 +248,7 @@ pub async fn send_owed_events(env: &PromotionEnv<'_>) -> Result<usize, Promotion
         return Ok(0);
     }
     let mut sent = 0;
-    for (reason, kind) in [(GRADUATED_REASON, EventKind::AutoPromoted), (ROLLED_BACK_REASON, EventKind::RolledBack)] {
+    for (reason, kind) in [(GRADUATED_REASON, EventKind::AutoPromoted), (ROLLED_BACK_REASON, EventKind::RolledBack), (INCONCLUSIVE_REASON, EventKind::RolledBack)] {
         for (version_id, template_id) in decided_without_event(env.store.pool(), reason, kind.name()).await? {
             let event = Event::new(kind, &version_id, &template_id, Detail::default().with_reason(reason));
             sent += usize::from(emit(env, &event).await?);
@@ -271,7 +289,7 @@ pub async fn check_canaries(env: &PromotionEnv<'_>, wait: Wait) -> Result<Vec<Wi
         let state = get_version(env.store.pool(), &entry.version_id).await?.map(|v| v.state);
         entry.applied = match entry.window {
             WindowDecision::Graduate => state.as_deref() == Some("current"),
-            WindowDecision::RollBack => state.as_deref() == Some("rejected"),
+            WindowDecision::RollBack | WindowDecision::Inconclusive { .. } => state.as_deref() == Some("rejected"),
             WindowDecision::Hold { .. } => false,
         };
     }

@@ -201,11 +201,38 @@ fn refused(id: &str, action: &str, outcome: DecisionOutcome) -> CliError {
     }
 }
 
+/// The running canary of `template_id` other than `version_id`, which a decision on `version_id`
+/// ends (issue 37 item 2).
+async fn canary_to_end(store: &skillforge_store::Store, template_id: &str, version_id: &str) -> Result<Option<String>, CliError> {
+    Ok(skillforge_store::promotion::canary_of(store.pool(), template_id).await?.map(|c| c.id).filter(|c| c != version_id))
+}
+
+/// Says (and sends as `candidate.rolled_back`) that `canary` ended because `version_id` was
+/// decided by hand.
+async fn canary_ended(ctx: &Context, store: &skillforge_store::Store, template_id: &str, canary: &str, version_id: &str, action: &str) -> Result<(), CliError> {
+    let reason = format!("canary ended: {version_id} was {action} by hand; {canary} is pending again and is decided against the new state");
+    let event = skillforge_workflows::promotion::events::Event::new(
+        skillforge_workflows::promotion::events::EventKind::RolledBack,
+        canary,
+        template_id,
+        skillforge_workflows::promotion::events::Detail::default().with_reason(&reason),
+    );
+    crate::control::promotion::emit(ctx, store, &event).await?;
+    if !ctx.json {
+        println!("{reason}");
+    }
+    Ok(())
+}
+
 async fn promote(ctx: &Context, reference: &str, reason: &str) -> CliResult {
     let (store, candidate) = candidate_for(ctx, reference).await?;
     let id = candidate.version_id;
+    let running = canary_to_end(&store, &candidate.template_id, &id).await?;
     match promote_candidate(&store, &id, reason).await? {
         DecisionOutcome::Done { previous } => {
+            if let Some(canary) = &running {
+                canary_ended(ctx, &store, &candidate.template_id, canary, &id, "promoted").await?;
+            }
             if ctx.json {
                 print_json(&json!({"version_id": id, "state": "current", "superseded": previous}));
             } else {
@@ -226,8 +253,12 @@ async fn reject(ctx: &Context, reference: &str, reason: &str) -> CliResult {
     }
     let (store, candidate) = candidate_for(ctx, reference).await?;
     let id = candidate.version_id;
+    let running = canary_to_end(&store, &candidate.template_id, &id).await?;
     match reject_candidate(&store, &id, reason.trim()).await? {
         DecisionOutcome::Done { .. } => {
+            if let Some(canary) = &running {
+                canary_ended(ctx, &store, &candidate.template_id, canary, &id, "rejected").await?;
+            }
             if ctx.json {
                 print_json(&json!({"version_id": id, "state": "rejected", "reason": reason.trim()}));
             } else {

@@ -31,7 +31,9 @@ pub async fn decide_cmd(ctx: &Context, version_id: &str) -> CliResult {
     } else {
         println!("{version_id}: {}", report["reason"].as_str().unwrap_or_default());
     }
-    Ok(OK)
+    // Issue 37 item 4: a pass that changed nothing (another canary runs, the base is stale) is
+    // said and is not success.
+    Ok(if report["blocked"].is_string() { crate::exit::CHECK_FAILED } else { OK })
 }
 
 /// `candidate list --pending`: every pending (or canary) candidate across templates (S-52:
@@ -79,6 +81,11 @@ pub async fn canary(ctx: &Context, version_id: &str, sample: f64) -> CliResult {
         CanaryStart::WrongState(state) => return Err(CliError::usage(anyhow!("`{version_id}` is {state}, not pending"))),
         CanaryStart::OtherCanary(other) => {
             return Err(CliError::usage(anyhow!("template `{}` already has canary `{other}`", candidate.template_id)));
+        }
+        CanaryStart::StaleBase { base, champion } => {
+            return Err(CliError::usage(anyhow!(
+                "rebase needed: `{version_id}` was built on {base}, but {champion} is the champion now; train a candidate on {champion}"
+            )));
         }
         CanaryStart::NotFound => return Err(CliError::usage(anyhow!("no version `{version_id}`"))),
     }

@@ -65,9 +65,12 @@ pub struct ForgeArgs {
     /// Agent runtime of the blind judge; default the arms' runtime.
     #[arg(long = "judge-runtime")]
     judge_runtime: Option<String>,
-    /// Model for arms and judge.
+    /// Model for the arms (and the judge, when it runs on the arms' runtime and `--judge-model` is not given).
     #[arg(long)]
     model: Option<String>,
+    /// Model for the blind judge; default `--model` when the judge runs on the arms' runtime, else the judge runtime's `cheap` tier.
+    #[arg(long = "judge-model")]
+    judge_model: Option<String>,
     /// Stop before any eval spend: print the plan, run nothing.
     #[arg(long = "dry-run")]
     dry_run: bool,
@@ -164,12 +167,21 @@ pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
         (None, None) => return Err(CliError::usage(anyhow!("give --brief FILE or --mode corrections --theme FILE"))),
     };
     let stages = EvalStages::for_home(&ctx.home).map_err(|e| CliError::usage(anyhow!(e.to_string())))?;
+    let judge_runtime = args.judge_runtime.unwrap_or_else(|| args.runtime.clone());
+    let judge_model = match (args.judge_model, &args.model) {
+        (Some(model), _) => model,
+        (None, Some(model)) if judge_runtime == args.runtime => model.clone(),
+        _ => skillforge_runner_agent::find(&judge_runtime)
+            .and_then(|p| p.model_for_tier("cheap").map(str::to_owned))
+            .map_err(|e| CliError::usage(anyhow!("--judge-runtime: {e}")))?,
+    };
     let req = ForgeRequest {
         brief,
         skill_dir: absolute(args.skill_dir),
         samples: args.samples,
         rival: args.rival.map(absolute),
-        judge_runtime: args.judge_runtime.unwrap_or_else(|| args.runtime.clone()),
+        judge_runtime,
+        judge_model: Some(judge_model),
         runtime: args.runtime,
         runner,
         model: args.model,

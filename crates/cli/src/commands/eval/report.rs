@@ -10,8 +10,12 @@ use clap::Args;
 use skillforge_workflows::evalloop::aggregate::{AGGREGATE_FILE, Aggregate};
 use skillforge_workflows::evalloop::arm::{ArmRecord, ArmSide};
 use skillforge_workflows::evalloop::arm_stage::{FINAL_FILE, RUN_FILE};
+use skillforge_workflows::evalloop::judge_stage::{VERIFY_FILE, VerifyResult};
 use skillforge_workflows::evalloop::forge::{FORGE_FILE, ForgeState};
+use skillforge_runner_agent::Spend;
 use skillforge_workflows::evalloop::layout::{brief_dir, ledger_path, meta_dir, read_json, sample_dir};
+use skillforge_workflows::evalloop::spend::brief_spend;
+use skillforge_workflows::evalloop::stats::VerdictStats;
 use skillforge_workflows::evalloop::ledger::read_ledger;
 use skillforge_workflows::evalloop::sample::{SampleVerdict, VERDICT_FILE};
 
@@ -32,6 +36,8 @@ pub struct ReportArgs {
 struct ArmView {
     record: Option<ArmRecord>,
     final_message: String,
+    /// The brief's verify in this arm's work dir (`verify.json`), once run.
+    verify: Option<VerifyResult>,
 }
 
 struct SampleView {
@@ -57,6 +63,7 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
             let arm = |side: ArmSide| ArmView {
                 record: read_json(&meta_dir(&sdir, side).join(RUN_FILE)).ok().flatten(),
                 final_message: std::fs::read_to_string(meta_dir(&sdir, side).join(FINAL_FILE)).unwrap_or_default(),
+                verify: read_json(&meta_dir(&sdir, side).join(VERIFY_FILE)).ok().flatten(),
             };
             SampleView { n, verdict: read_json(&sdir.join(VERDICT_FILE)).ok().flatten(), arms: [arm(ArmSide::With), arm(ArmSide::Without)] }
         })
@@ -66,9 +73,27 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
     let tag = format!("forge:{}", state.forge_id);
     let row = rows.iter().find(|r| r.reason.ends_with(&tag));
     let gate_line = row.map(|r| r.reason.clone()).unwrap_or_else(|| "no ledger verdict".to_owned());
+    let spend = brief_spend(&dir, state.samples);
+    let verdicts: Vec<SampleVerdict> = samples.iter().filter_map(|s| s.verdict.clone()).collect();
+    let stats = VerdictStats::of(&verdicts);
+    if ctx.json && args.html.is_none() {
+        let samples: Vec<serde_json::Value> = samples
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "sample": s.n,
+                    "verdict": s.verdict,
+                    "arms": s.arms.iter().enumerate().map(|(idx, a)| serde_json::json!({"arm": arm_label(s, idx), "run": a.record, "verify": a.verify, "final_message": a.final_message})).collect::<Vec<_>>(),
+                    "spend": spend.samples.iter().find(|x| x.sample == s.n),
+                })
+            })
+            .collect();
+        crate::output::print_json(&serde_json::json!({"forge": state, "samples": samples, "aggregate": agg, "stats": stats, "gate": gate_line, "spend": spend.total}));
+        return Ok(OK);
+    }
     match &args.html {
         Some(path) => {
-            let page = html(&state, &samples, agg.as_ref(), &gate_line);
+            let page = html(&state, &samples, agg.as_ref(), &gate_line, &spend.total, &stats);
             std::fs::write(path, page).map_err(|e| CliError::env(anyhow!("write `{}`: {e}", path.display())))?;
             eprintln!("report written to {}", path.display());
         }
@@ -78,16 +103,40 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
                 let (label, reason) = verdict_text(s.verdict.as_ref());
                 println!("sample {}: {label} — {reason}", s.n);
                 for (idx, a) in s.arms.iter().enumerate() {
-                    println!("  [{}] {}", arm_label(s, idx), a.final_message.lines().next().unwrap_or_default());
+                    println!("  [{}] {} ({}; {})", arm_label(s, idx), a.final_message.lines().next().unwrap_or_default(), verify_text(a), arm_spend(a));
                 }
             }
             if let Some(a) = &agg {
                 println!("aggregate: {} valid of {}: with {} / without {} / tie {}", a.n_valid, a.n_samples, a.wins_with, a.wins_without, a.ties);
             }
+            for line in stats.human() {
+                println!("{line}");
+            }
+            println!("spend: {}", spend.total.human());
             println!("gate: {gate_line}");
         }
     }
     Ok(OK)
+}
+
+/// An arm's verify result: `verify passed`, `verify failed (exit 1)`, `verify not run`
+/// (issue 34 item 9: the run's own exit said nothing about the deliverable).
+fn verify_text(a: &ArmView) -> String {
+    match &a.verify {
+        None => "verify not run".to_owned(),
+        Some(v) if v.passed => "verify passed".to_owned(),
+        Some(v) => format!("verify failed ({})", v.exit_code.map_or_else(|| v.exit.clone(), |c| format!("exit {c}"))),
+    }
+}
+
+/// An arm's tokens and cost, as its transcript reported them.
+fn arm_spend(a: &ArmView) -> String {
+    let mut spend = Spend::default();
+    match &a.record {
+        Some(r) => spend.add_run(r.usage.as_ref()),
+        None => return "not run".to_owned(),
+    }
+    spend.human()
 }
 
 /// An arm's label: its side once the sample has a verdict, otherwise only its slot-free index.
@@ -109,13 +158,18 @@ fn verdict_text(v: Option<&SampleVerdict>) -> (String, String) {
     }
 }
 
-fn html(state: &ForgeState, samples: &[SampleView], agg: Option<&Aggregate>, gate_line: &str) -> String {
+fn html(state: &ForgeState, samples: &[SampleView], agg: Option<&Aggregate>, gate_line: &str, spend: &Spend, stats: &VerdictStats) -> String {
     let mut body = String::new();
     for s in samples {
         let (label, reason) = verdict_text(s.verdict.as_ref());
-        let _ = write!(body, "<section class=\"sample\"><h2>Sample {} · <span class=\"verdict\">{}</span></h2><p class=\"reason\">{}</p><div class=\"arms\">", s.n, esc(&label), esc(&reason));
+        let class = match s.verdict.as_ref().map(|v| v.valid) {
+            Some(true) => "verdict",
+            Some(false) => "verdict invalid",
+            None => "verdict pending",
+        };
+        let _ = write!(body, "<section class=\"sample\"><h2>Sample {} · <span class=\"{class}\">{}</span></h2><p class=\"reason\">{}</p><div class=\"arms\">", s.n, esc(&label), esc(&reason));
         for (idx, a) in s.arms.iter().enumerate() {
-            let meta = a.record.as_ref().map(|r| format!("exit {} · {} ms · loaded {}", r.exit, r.duration_ms, r.skills_loaded.as_ref().map_or("unknown".to_owned(), |l| if l.is_empty() { "none".to_owned() } else { l.join(", ") }))).unwrap_or_default();
+            let meta = a.record.as_ref().map(|r| format!("{} · exit {} · {} ms · loaded {} · {}", verify_text(a), r.exit, r.duration_ms, r.skills_loaded.as_ref().map_or("unknown".to_owned(), |l| if l.is_empty() { "none".to_owned() } else { l.join(", ") }), arm_spend(a))).unwrap_or_default();
             let _ = write!(body, "<article class=\"arm\"><h3>{}</h3><p class=\"meta\">{}</p><pre>{}</pre></article>", esc(&arm_label(s, idx)), esc(&meta), esc(&a.final_message));
         }
         body.push_str("</div></section>");
@@ -125,13 +179,15 @@ fn html(state: &ForgeState, samples: &[SampleView], agg: Option<&Aggregate>, gat
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>eval report: {brief}</title><style>\
 body{{font:15px/1.45 system-ui,sans-serif;margin:2rem;color:#111;background:#fafafa}}h1{{font-size:1.4rem}}\
 .arms{{display:grid;grid-template-columns:1fr 1fr;gap:1rem}}.arm{{background:#fff;border:1px solid #ccc;border-radius:6px;padding:.75rem}}\
-pre{{white-space:pre-wrap;font:13px/1.4 ui-monospace,monospace}}.meta,.reason{{color:#555}}.verdict{{color:#0a5}}\
+pre{{white-space:pre-wrap;font:13px/1.4 ui-monospace,monospace}}.meta,.reason{{color:#555}}.verdict{{color:#0a5}}.verdict.invalid{{color:#b00}}.verdict.pending{{color:#777}}\
 .gate{{font-weight:600;padding:.75rem;background:#eef;border-radius:6px}}</style></head><body>\
 <h1>Eval report · brief <code>{brief}</code> · skill <code>{skill}</code></h1>{body}\
-<p>Aggregate: {agg}</p><p class=\"gate\">Gate: {gate}</p></body></html>\n",
+<p>Aggregate: {agg}</p><ul class=\"stats\">{stats}</ul><p class=\"spend\">Spend: {spend}</p><p class=\"gate\">Gate: {gate}</p></body></html>\n",
         brief = esc(&state.brief_id),
         skill = esc(&state.skill),
         agg = esc(&agg_line),
         gate = esc(gate_line),
+        spend = esc(&spend.human()),
+        stats = stats.human().iter().map(|l| format!("<li>{}</li>", esc(l))).collect::<String>(),
     )
 }

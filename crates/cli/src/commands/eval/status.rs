@@ -9,6 +9,8 @@ use skillforge_workflows::evalloop::arm::{ArmRecord, ArmSide};
 use skillforge_workflows::evalloop::arm_stage::RUN_FILE;
 use skillforge_workflows::evalloop::forge::{FORGE_FILE, ForgeState};
 use skillforge_workflows::evalloop::layout::{brief_dir, ledger_path, meta_dir, read_json, sample_dir};
+use skillforge_workflows::evalloop::spend::{SampleSpend, brief_spend};
+use skillforge_workflows::evalloop::judge_stage::{VERIFY_FILE, VerifyResult};
 use skillforge_workflows::evalloop::ledger::read_ledger;
 use skillforge_workflows::evalloop::sample::{SampleVerdict, VERDICT_FILE};
 use skillforge_workflows::evalloop::stages::EVAL_WORKFLOW;
@@ -40,6 +42,7 @@ pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
         let sdir = sample_dir(&dir, n);
         let arm = |side: ArmSide| -> Option<ArmRecord> { read_json(&meta_dir(&sdir, side).join(RUN_FILE)).ok().flatten() };
         let verdict: Option<SampleVerdict> = read_json(&sdir.join(VERDICT_FILE)).ok().flatten();
+        let verify = |side: ArmSide| -> Option<VerifyResult> { read_json(&meta_dir(&sdir, side).join(VERIFY_FILE)).ok().flatten() };
         let stage = match (state.prepared.contains(&n), arm(ArmSide::With), arm(ArmSide::Without), &verdict) {
             (false, ..) => "not started",
             (true, _, _, Some(_)) => "judged",
@@ -49,8 +52,8 @@ pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
         samples.push(json!({
             "sample": n,
             "stage": stage,
-            "with": arm(ArmSide::With).map(|r| json!({"exit": r.exit, "duration_ms": r.duration_ms, "skills_loaded": r.skills_loaded})),
-            "without": arm(ArmSide::Without).map(|r| json!({"exit": r.exit, "duration_ms": r.duration_ms, "skills_loaded": r.skills_loaded})),
+            "with": arm(ArmSide::With).map(|r| json!({"exit": r.exit, "duration_ms": r.duration_ms, "skills_loaded": r.skills_loaded, "verify": verify(ArmSide::With)})),
+            "without": arm(ArmSide::Without).map(|r| json!({"exit": r.exit, "duration_ms": r.duration_ms, "skills_loaded": r.skills_loaded, "verify": verify(ArmSide::Without)})),
             "invalid_code": verdict.as_ref().and_then(|v| v.invalid_code),
             "winner": verdict.as_ref().and_then(|v| v.winner),
         }));
@@ -59,8 +62,13 @@ pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
     let rows = read_ledger(&ledger_path(&ctx.home)).map_err(|e| CliError::env(anyhow!(e)))?;
     let tag = format!("forge:{}", state.forge_id);
     let row = rows.iter().find(|r| r.reason.ends_with(&tag));
+    let spend = brief_spend(&dir, state.samples);
+    for s in &mut samples {
+        let n = s["sample"].as_u64().unwrap_or_default();
+        s["spend"] = json!(spend.samples.iter().find(|x| u64::from(x.sample) == n).map(SampleSpend::total));
+    }
     if ctx.json {
-        print_json(&json!({"forge": state, "samples": samples, "aggregate": agg, "ledger_row": row}));
+        print_json(&json!({"forge": state, "samples": samples, "aggregate": agg, "ledger_row": row, "spend": spend.total}));
         return Ok(OK);
     }
     println!("forge {} of `{}` with `{}`: {}", state.forge_id, state.brief_id, state.skill, state.status);
@@ -72,7 +80,16 @@ pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
             s["invalid_code"].as_str().map(|c| format!(" · invalid {c}")).unwrap_or_default(),
             s["winner"].as_str().map(|w| format!(" · winner {w}")).unwrap_or_default()
         );
+        let verified = |side: &str| match s[side]["verify"]["passed"].as_bool() {
+            Some(true) => "passed",
+            Some(false) => "failed",
+            None => "not run",
+        };
+        if s["with"].is_object() || s["without"].is_object() {
+            println!("    verify: with {} · without {}", verified("with"), verified("without"));
+        }
     }
+    println!("  spend: {}", spend.total.human());
     if let Some(a) = agg {
         println!("  aggregate: {} valid of {} (with {} / without {} / tie {})", a.n_valid, a.n_samples, a.wins_with, a.wins_without, a.ties);
     }
