@@ -287,11 +287,12 @@ fn harvest_review_leg_runs_on_each_real_cli() {
         let (repo, base, head) = skillforge_tests::two_commit_repo();
         let home = Home::embedded();
         add_template(&home, skillforge_tests::CODER_TEMPLATE, "acme/templates");
+        // auto-trace on first: `attribute` writes nothing while it is off
+        write(&home.path().join("config.toml"), &format!("[skillopt]\nauto_trace_enabled = true\ncross_family_review_enabled = true\nreview_runtimes = [\"{runtime}\"]\n"));
         json(&home, &user, runtime, &[
             "harvest", "attribute", "--repo", "acme/app", "--pr", "3", "--template", "coder@v1", "--resolved-commit", "c0ffee",
             "--checkout", path_arg(repo.path()), "--base", &base, "--runtime", "scripted", "--instructions", "add HARVEST-SCOPE-31",
         ]);
-        write(&home.path().join("config.toml"), &format!("[skillopt]\nauto_trace_enabled = true\ncross_family_review_enabled = true\nreview_runtimes = [\"{runtime}\"]\n"));
         json(&home, &user, runtime, &["harvest", "outcome", "--repo", "acme/app", "--pr", "3", "--outcome", "merged", "--ci", "external", "--head", &head, "--wait"]);
         let turns = assert_sent(&fake, runtime, "harvest review leg", "HARVEST-SCOPE-31");
         assert!(turns[0].first_user.contains("acme/app#3") && turns[0].first_user.contains(&head), "{runtime}: the PR reached the reviewer");
