@@ -287,7 +287,7 @@ fn harvest_review_leg_runs_on_each_real_cli() {
         let (repo, base, head) = skillforge_tests::two_commit_repo();
         let home = Home::embedded();
         add_template(&home, skillforge_tests::CODER_TEMPLATE, "acme/templates");
-        // Attributions are recorded while harvesting is on.
+        // auto-trace on first: `attribute` writes nothing while it is off
         write(&home.path().join("config.toml"), &format!("[skillopt]\nauto_trace_enabled = true\ncross_family_review_enabled = true\nreview_runtimes = [\"{runtime}\"]\n"));
         json(&home, &user, runtime, &[
             "harvest", "attribute", "--repo", "acme/app", "--pr", "3", "--template", "coder@v1", "--resolved-commit", "c0ffee",

@@ -1,8 +1,10 @@
 //! `eval deploy` lands a skill where each real runtime reads user-level skills (issue 31 item 8):
 //! after the deploy, the user's own Claude Code, Codex and OpenCode — run directly as that user,
 //! with `HOME` = the user's home, against the model API the test serves on loopback — list the
-//! skill in their request to the model. (skillforge's own agent runs use a private home and
-//! deliberately never see deployed user-level skills; the user's CLI is the one to check.)
+//! skill in their request to the model; and an adoption's install (a symlink into the install
+//! root) is followed by each CLI when the root is its user-level directory. (skillforge's own agent
+//! runs use a private home and deliberately never see deployed user-level skills; the user's CLI
+//! is the one to check.)
 
 use std::io::Write as _;
 use std::path::Path;
@@ -132,4 +134,36 @@ fn a_deployed_skill_is_listed_by_each_real_cli_of_the_user() {
     let out = sf.cmd().env("HOME", only.path()).args(["eval", "deploy", "--runtime", "kimi"]).arg(&tree).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "an unknown runtime is bad input");
     assert!(String::from_utf8_lossy(&out.stderr).contains("known: claude, codex, opencode"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+// Issue 31 item 8, adoption: an adopted skill is installed by symlink (one copy under the
+// home's `eval/installed`, a link in the install root); each real CLI follows that link when the
+// root is its user-level skill directory (`install::user_skill_root`, the roots
+// `InstallTarget::for_runtimes` links into). The forge runs on the scripted runtime (its arms and
+// judge are not what is checked here); the user's own CLI is.
+#[test]
+fn an_adopted_skill_linked_into_a_runtimes_user_directory_is_listed_by_that_cli() {
+    use skillforge_tests::eval::{BRIEF_ID, GOOD_SKILL, Setup, VERIFY_SHORT};
+    let fake = FakeModel::start();
+    fake.respond(|_: &Seen| Reply::Text("done".into()));
+    for (runtime, root) in [("claude", ".claude/skills"), ("codex", ".agents/skills"), ("opencode", ".config/opencode/skills")] {
+        let s = Setup::new();
+        let skill = s.path("skills/tldr");
+        put(&skill.join("SKILL.md"), &format!("---\nname: tldr\ndescription: Summarize a text into three lines ({MARKER}).\n---\n{GOOD_SKILL}\n"));
+        let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+        let user = user_home(&fake);
+        let install_root = user.path().join(root);
+        let out = s.home.cmd().env("HOME", user.path())
+            .args(["--json", "eval", "forge", "--runtime", "scripted", "--brief"]).arg(&brief)
+            .arg("--skill-dir").arg(&skill).arg("--install-root").arg(&install_root)
+            .output().unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        assert_eq!(report["gate"]["decision"], "adopt", "{runtime}: {}\n{report:#}", String::from_utf8_lossy(&out.stderr));
+        assert!(install_root.join("tldr").symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()), "{runtime}: installed by symlink");
+        fake.clear();
+        let said = run_cli(runtime, user.path(), &fake);
+        let turns: Vec<Seen> = fake.requests().into_iter().filter(Seen::is_agent_turn).collect();
+        assert!(!turns.is_empty(), "{runtime}: no model request:\n{said}");
+        assert!(turns.iter().any(|t| lists_tldr(runtime, t)), "{runtime}: the adopted (symlinked) skill is not listed:\n{}", turns[0].everything());
+    }
 }
