@@ -61,7 +61,11 @@ fn forge_model(deliver: Option<&'static str>) -> impl Fn(&Seen) -> Reply + Send 
 fn forge(s: &Setup, user: &AgentUser, runtime: &str, brief: &std::path::Path, skill: &std::path::Path, extra: &[&str]) -> (i32, Value, String) {
     let mut args: Vec<String> = ["--json", "eval", "forge", "--runtime", runtime, "--samples", "2", "--brief"].iter().map(|a| (*a).to_owned()).collect();
     args.push(brief.display().to_string());
-    args.extend(["--skill-dir".to_owned(), skill.display().to_string(), "--adopt-dir".to_owned(), s.path("adopted").display().to_string()]);
+    args.extend(["--skill-dir".to_owned(), skill.display().to_string()]);
+    if !extra.contains(&"--install") {
+        args.extend(["--adopt-dir".to_owned(), s.path("adopted").display().to_string()]);
+    }
+    let extra: Vec<&str> = extra.iter().copied().filter(|a| *a != "--install").collect();
     if runtime == "opencode" {
         // OpenCode's model names are `provider/model`; the user's only provider is the fake.
         args.extend(["--model".to_owned(), "fake/test".to_owned()]);
@@ -138,6 +142,26 @@ fn the_status_brief_adopts_with_each_real_cli_and_the_baseline_never_sees_the_us
             "codex" => assert!(spend_line.ends_with("cost unknown"), "{spend_line}"),
             _ => assert!(spend_line.contains('$') && !spend_line.contains("unknown"), "{spend_line}"),
         }
+    }
+}
+
+// Issue 31 item 8: without --adopt-dir or --install-root, an adoption lands where the runtime it
+// was measured on reads the user's skills.
+#[test]
+fn an_adoption_lands_where_its_runtime_reads_user_skills() {
+    for (runtime, root) in [("claude", ".claude/skills"), ("codex", ".agents/skills"), ("opencode", ".config/opencode/skills")] {
+        let fake = FakeModel::start();
+        fake.respond(forge_model(None));
+        let user = AgentUser::new(&fake);
+        // This user has no `tldr` of their own in that runtime's directory (an existing one is
+        // never overwritten).
+        std::fs::remove_dir_all(user.home().join(root).join("tldr")).unwrap();
+        let s = Setup::new();
+        let skill = candidate(&s);
+        let (code, report, stderr) = forge(&s, &user, runtime, &reply_brief(&s), &skill, &["--install"]);
+        assert_eq!((code, decision(&report).as_str()), (0, "adopt"), "{runtime}: {stderr}\n{report:#}");
+        let installed = user.home().join(root).join("tldr/SKILL.md");
+        assert!(std::fs::read_to_string(&installed).is_ok_and(|t| t.contains(CANDIDATE_MARK)), "{runtime}: not installed at {}", installed.display());
     }
 }
 

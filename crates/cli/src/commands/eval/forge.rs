@@ -77,7 +77,7 @@ pub struct ForgeArgs {
     /// Stage adoptions here instead of installing them.
     #[arg(long = "adopt-dir", env = "FORGE_ADOPT_DIR", value_name = "DIR")]
     adopt_dir: Option<PathBuf>,
-    /// Install root adoptions are symlinked into; default `~/.agents/skills`.
+    /// Install root adoptions are symlinked into; default: where the arms' runtime reads the user's skills (`~/.claude/skills`, `~/.agents/skills` for Codex, `~/.config/opencode/skills`).
     #[arg(long = "install-root", value_name = "DIR")]
     install_root: Option<PathBuf>,
     /// Allow PROBATION on a clean tie (needs --failure-rate).
@@ -132,8 +132,13 @@ pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
         (Some(dir), _) => InstallTarget::Stage(absolute(dir)),
         (None, Some(root)) => InstallTarget::Root(absolute(root)),
         (None, None) => {
+            // Issue 31 item 8: an adoption lands where the runtime it was measured on reads the
+            // user's skills (Claude Code ~/.claude/skills, Codex ~/.agents/skills, OpenCode
+            // ~/.config/opencode/skills).
             let home = std::env::var_os("HOME").map(PathBuf::from).ok_or_else(|| CliError::env(anyhow!("HOME is not set; pass --install-root or --adopt-dir")))?;
-            InstallTarget::Root(home.join(".agents/skills"))
+            let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+            // A runtime with no user-level skill dir (the scripted agent): the seed's adoption root.
+            InstallTarget::for_runtimes(&[args.runtime.as_str()], &home, &env).unwrap_or_else(|_| InstallTarget::Root(home.join(".agents/skills")))
         }
     };
     if !args.dry_run {
