@@ -354,6 +354,24 @@ mod tests {
     use NextMeasurement as N;
     use StabilityMode as M;
 
+    // O-36: the seed's decide step ran as `node decide.mjs` and could be unavailable (no Node
+    // runtime); here it is this crate's own function, called in process where the experiment is
+    // collected (`experiment::collect`), so it cannot be missing. The failure it guarded against —
+    // an experiment that cannot be decided — is an `error` entry with the reason, and the batch
+    // goes on with the other experiments (`tests/tests/optimize.rs`
+    // `remote_workers_push_results_that_are_checked_confirmed_and_merged_by_head_sha` runs a batch
+    // whose `error` experiments sit beside a kept one).
+    #[test]
+    fn o36_an_undecidable_experiment_is_an_error_with_its_reason_never_an_empty_decision() {
+        let cfg = cfg(M::Stable, ops(), false);
+        let (reference, candidate) = (snap(&[("ops", &[100.0])]), snap(&[]));
+        let d = decide(&cfg, DecideInput { measured: &Measured::Error("measurement exited 127: node not found".into()), reference: &reference, candidate: &candidate, holdout: None });
+        assert_eq!(d.decision, Decision::Error);
+        assert_eq!(d.reason, "measurement exited 127: node not found");
+        assert_eq!(d.next_measurement, NextMeasurement::None);
+        assert!(!d.eligible);
+    }
+
     // O-37, O-38, O-47 (keep only with next_measurement none; promising + holdout is not a keep)
     #[test]
     fn decide_table_every_outcome_and_ladder_step() {
