@@ -639,3 +639,38 @@ fn a_forward_clock_step_in_a_reaper_does_not_reap_live_work() {
     assert_eq!(std::fs::read_to_string(dir.path().join("runs")).unwrap(), "run\n", "ran once");
     assert!(!home.logs().contains("stale lease reaped"), "{}", home.logs());
 }
+
+/// Issue 32 item 2: an unreadable queued job (a field that does not parse) leased in the same
+/// call as a readable one does not cost the readable one its lease (it runs once, attempt 1);
+/// the unreadable one is never run, is freed by the reaper until its attempts are spent, and its
+/// result is quarantined.
+#[test]
+fn an_unreadable_queued_job_does_not_take_the_others_leased_with_it() {
+    use skillforge_tests::RedisServer;
+    let t = Duration::from_secs(60);
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    let long_arg = "y".repeat(100);
+    let broken = home.submit(&["--attempts", "1", "--heartbeat", "0.5", "--stale-after", "2"], &["true", &long_arg]);
+    let fine = home.submit(&["--heartbeat", "0.5", "--stale-after", "2"], &["true"]);
+    let keys = redis.cli(&["--scan", "--pattern", "skillforge:job:*:p"]).unwrap();
+    let key = keys
+        .lines()
+        .find(|k| !k.is_empty() && redis.cli(&["get", k]).is_some_and(|v| v.contains(&long_arg)))
+        .unwrap_or_else(|| panic!("the long payload's key among {keys}"))
+        .to_owned();
+    // Its creation time no longer parses: the lease reply cannot be decoded.
+    redis.cli(&["hset", key.trim_end_matches(":p"), "c", "not-a-time"]).unwrap();
+    let _serve = Reaped(home.spawn_serve());
+    let _worker = Reaped(home.spawn_worker("w", &["--concurrency", "4"]));
+    let job = home.wait_job(&fine, t, "the readable job to succeed", |j| j["state"] == "succeeded");
+    assert_eq!(job["attempts"], 1, "leased once: {job:#}\n{}", home.logs());
+    home.wait(t, "the unreadable job to be quarantined", || {
+        let list = home.json(&["jobs", "list", "--state", "broken"]);
+        list.as_array().unwrap().iter().any(|r| r["id"] == broken.as_str()).then_some(())
+    });
+    skillforge_tests::ok(&home, &["jobs", "purge", &broken]);
+    assert_eq!(home.json(&["jobs", "list", "--state", "broken"]).as_array().map(Vec::len), Some(0));
+    let logs = home.logs();
+    assert_eq!(logs.lines().filter(|l| l.contains("quarantined") && l.contains(&broken)).count(), 1, "logged once: {logs}");
+}

@@ -367,6 +367,18 @@ pub trait QueueBackend: Send + Sync + 'static {
         Ok(Vec::new())
     }
 
+    /// Sets the running job `job_id` aside as an unreadable record with `reason` when the reaper
+    /// cannot reap it (a transition that fails on its record, not on the queue): out of the
+    /// lease index into the quarantined records ([`Self::quarantined`]), so it stops failing
+    /// every reaper pass. Returns whether this call moved it. Default: false (nothing moved).
+    ///
+    /// # Errors
+    /// [`EngineError::Backend`] when the queue cannot be written.
+    async fn quarantine(&self, job_id: &str, reason: &str) -> Result<bool, EngineError> {
+        let _ = (job_id, reason);
+        Ok(false)
+    }
+
     /// Deletes the quarantined record `job_id` with everything of its job (`jobs purge ID`).
     /// Returns false, deleting nothing, when no such record is quarantined: a readable job is
     /// never purged. Default: false.

@@ -39,7 +39,7 @@ pub async fn reap_once(backend: &dyn QueueBackend) -> Result<Vec<Reaped>, Engine
     let mut reaped = Vec::new();
     for lease in backend.expired_leases(1_000).await? {
         let action = reap_action_for(&lease);
-        if backend.reap(&lease, &action).await? {
+        if reap_one(backend, &lease, &action).await? {
             info!(
                 job_id = %lease.job_id,
                 fencing_token = lease.fencing_token,
@@ -54,6 +54,29 @@ pub async fn reap_once(backend: &dyn QueueBackend) -> Result<Vec<Reaped>, Engine
         info!(lock = %name, "stale named lock freed");
     }
     Ok(reaped)
+}
+
+/// Reaps one lease. A reap refused by the job's own record (not by the queue: the error is not
+/// transient) would fail every pass and hold up every lease after it: the job is quarantined
+/// instead ([`QueueBackend::quarantine`], logged once) and the pass goes on (issue 32 item 2).
+///
+/// # Errors
+/// A transient backend error (the queue is unreachable): the pass stops and is retried.
+async fn reap_one(backend: &dyn QueueBackend, lease: &crate::job::ExpiredLease, action: &ReapAction) -> Result<bool, EngineError> {
+    match backend.reap(lease, action).await {
+        Ok(reaped) => Ok(reaped),
+        Err(e) if e.is_transient() => Err(e),
+        Err(e) => {
+            let reason = format!("the reaper cannot reap it: {e}");
+            if backend.quarantine(&lease.job_id, &reason).await? {
+                error!(job_id = %lease.job_id, reason = %reason,
+                    "an unreadable job record was quarantined: `skillforge jobs list --state broken` lists it, `skillforge jobs purge ID` removes it");
+            } else {
+                warn!(job_id = %lease.job_id, error = %e, "stale lease not reaped");
+            }
+            Ok(false)
+        }
+    }
 }
 
 /// A long-running reaper's own record of when it last saw each running lease's heartbeat
@@ -126,7 +149,7 @@ pub async fn reap_watched(backend: &dyn QueueBackend, watch: &mut StaleWatch) ->
             continue;
         }
         let action = reap_action_for(&lease);
-        if backend.reap(&lease, &action).await? {
+        if reap_one(backend, &lease, &action).await? {
             info!(
                 job_id = %lease.job_id,
                 fencing_token = lease.fencing_token,
