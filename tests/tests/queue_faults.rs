@@ -674,3 +674,40 @@ fn an_unreadable_queued_job_does_not_take_the_others_leased_with_it() {
     let logs = home.logs();
     assert_eq!(logs.lines().filter(|l| l.contains("quarantined") && l.contains(&broken)).count(), 1, "logged once: {logs}");
 }
+
+/// Issue 32 item 5: `jobs resubmit-lost` enqueues again, from the specs the store recorded,
+/// the pending work a queue lost, each under its idempotency key; a second run finds nothing
+/// lost.
+#[test]
+fn resubmit_lost_enqueues_the_lost_work_again_under_its_keys() {
+    use skillforge_tests::{PLANNER_TEMPLATE, RedisServer, add_template, path_arg};
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    add_template(&home, PLANNER_TEMPLATE, "owner/repo");
+    let items = write(&home.path().join("in/items.yml"), "items:\n  - id: one\n    title: One\n    input: the first change\n");
+    let out = home.run(&[
+        "train", "start", "--template", "planner", "--repo", "owner/repo", "--request", "clearer", "--items-file",
+        path_arg(&items), "--yes", "--session", "s1", "--options", "2", "--workspace-repo", "owner/workspace",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = home.run(&["train", "continue", "--session", "s1", "--no-wait"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let before = home.json(&["jobs", "list"]);
+    let mut keys: Vec<String> =
+        before.as_array().unwrap().iter().map(|j| j["idempotency_key"].as_str().unwrap().to_owned()).collect();
+    keys.sort();
+    assert!(!keys.is_empty());
+
+    redis.cli(&["flushall"]).expect("flushall");
+    assert_eq!(home.json(&["jobs", "list"]).as_array().map(Vec::len), Some(0));
+    let done = home.json(&["jobs", "resubmit-lost"]);
+    assert_eq!(done["resubmitted"].as_array().map(Vec::len), Some(keys.len()), "{done:#}");
+    assert_eq!(done["skipped"].as_array().map(Vec::len), Some(0), "{done:#}");
+    let after = home.json(&["jobs", "list"]);
+    let mut again: Vec<String> =
+        after.as_array().unwrap().iter().map(|j| j["idempotency_key"].as_str().unwrap().to_owned()).collect();
+    again.sort();
+    assert_eq!(again, keys, "the same work under the same keys");
+    let second = home.json(&["jobs", "resubmit-lost"]);
+    assert_eq!(second["resubmitted"].as_array().map(Vec::len), Some(0), "{second:#}");
+}
