@@ -594,8 +594,9 @@ fn a_waiting_submit_says_its_job_was_lost_when_the_queue_loses_it() {
 }
 
 /// Issue 32 item 11: on the embedded queue a reaper whose clock is 60 s ahead (`serve` under
-/// `faketime +60s`, its monotonic clock real) sees every lease past its deadline, but a live
-/// worker keeps heartbeating: its lease is not reaped, the job runs once and succeeds.
+/// `faketime +60s`, its monotonic clock real) sees every lease and lock past its deadline, but
+/// a live worker keeps heartbeating: neither its job's lease nor the job's named lock nor its
+/// presence lock is taken away, and the job runs once and succeeds.
 #[test]
 fn a_forward_clock_step_in_a_reaper_does_not_reap_live_work() {
     let t = Duration::from_secs(60);
@@ -603,7 +604,7 @@ fn a_forward_clock_step_in_a_reaper_does_not_reap_live_work() {
     let _worker = Reaped(home.spawn_worker("w", &[]));
     let dir = tempfile::tempdir().unwrap();
     let id = home.submit(
-        &["--heartbeat", "0.3", "--stale-after", "2", "--cwd", dir.path().to_str().unwrap()],
+        &["--heartbeat", "0.3", "--stale-after", "2", "--lock", "clock-step", "--cwd", dir.path().to_str().unwrap()],
         &["sh", "-c", "echo run >> runs; touch started; while [ ! -e release ]; do sleep 0.05; done"],
     );
     home.wait(t, "the job to start", || dir.path().join("started").exists().then_some(()));
@@ -637,7 +638,9 @@ fn a_forward_clock_step_in_a_reaper_does_not_reap_live_work() {
     let job = home.wait_job(&id, t, "the job to succeed", |j| j["state"] == "succeeded");
     assert_eq!(job["attempts"], 1, "{job:#}\n{}", home.logs());
     assert_eq!(std::fs::read_to_string(dir.path().join("runs")).unwrap(), "run\n", "ran once");
-    assert!(!home.logs().contains("stale lease reaped"), "{}", home.logs());
+    let logs = home.logs();
+    assert!(!logs.contains("stale lease reaped") && !logs.contains("lock lost"), "{logs}");
+    assert!(!logs.contains("stale named lock freed"), "neither the job's lock nor a presence lock: {logs}");
 }
 
 /// Issue 32 item 2: an unreadable queued job (a field that does not parse) leased in the same

@@ -87,8 +87,9 @@ async fn reap_one(backend: &dyn QueueBackend, lease: &crate::job::ExpiredLease, 
 /// makes every lease look expired, but a live worker keeps heartbeating, so its lease keeps
 /// changing and is never confirmed. A dead or paused worker's heartbeat stops changing, and a
 /// reaper that watched it all along confirms it by the time its deadline passes; a reaper that
-/// just started waits up to the confirmation time. (A backward step, which stretches
-/// deadlines, is not corrected; `train`'s one-shot [`reap_once`] does not confirm.)
+/// just started waits up to the confirmation time. Named locks are watched and freed the same
+/// way, one by one ([`QueueBackend::reap_lock`]). (A backward step, which stretches deadlines,
+/// is not corrected; `train`'s one-shot [`reap_once`] does not confirm.)
 #[derive(Debug, Default)]
 pub struct StaleWatch {
     /// (job, token) → (heartbeat seen, when it was first seen with that heartbeat).
@@ -102,12 +103,20 @@ impl StaleWatch {
         heartbeat.saturating_mul(3).min(stale_after)
     }
 
-    /// Records the heartbeats of the running `leases` seen `now` (dropping leases no longer
-    /// running).
+    /// The watch's key of a job lease or a named lock (they have separate name spaces).
+    fn key(kind: crate::job::LeaseKind, name: &str) -> String {
+        match kind {
+            crate::job::LeaseKind::Job => format!("job:{name}"),
+            crate::job::LeaseKind::Lock => format!("lock:{name}"),
+        }
+    }
+
+    /// Records the heartbeats of the running job leases and held named locks `leases` seen
+    /// `now` (dropping those no longer held).
     pub fn observe(&mut self, leases: &[crate::job::LeaseView], now: tokio::time::Instant) {
         let mut current = std::collections::HashMap::with_capacity(leases.len());
-        for view in leases.iter().filter(|v| v.kind == crate::job::LeaseKind::Job) {
-            let key = (view.name.clone(), view.lease.fencing_token);
+        for view in leases {
+            let key = (Self::key(view.kind, &view.name), view.lease.fencing_token);
             let since = match self.seen.get(&key) {
                 Some((heartbeat, since)) if *heartbeat == view.lease.heartbeat_at_ms => *since,
                 _ => now,
@@ -117,10 +126,15 @@ impl StaleWatch {
         self.seen = current;
     }
 
-    /// Whether the lease (job, token) has been seen with an unchanged heartbeat for `needed` by `now`.
+    /// Whether the job lease (job, token) has been seen with an unchanged heartbeat for `needed` by `now`.
     pub fn confirmed(&self, job_id: &str, token: u64, needed: Duration, now: tokio::time::Instant) -> bool {
+        self.confirmed_as(crate::job::LeaseKind::Job, job_id, token, needed, now)
+    }
+
+    /// [`Self::confirmed`] for a job lease or a named lock.
+    pub fn confirmed_as(&self, kind: crate::job::LeaseKind, name: &str, token: u64, needed: Duration, now: tokio::time::Instant) -> bool {
         self.seen
-            .get(&(job_id.to_owned(), token))
+            .get(&(Self::key(kind, name), token))
             .is_some_and(|(_, since)| now.saturating_duration_since(*since) >= needed)
     }
 }
@@ -160,8 +174,19 @@ pub async fn reap_watched(backend: &dyn QueueBackend, watch: &mut StaleWatch) ->
             reaped.push(Reaped { job_id: lease.job_id, fencing_token: lease.fencing_token, action });
         }
     }
-    for name in backend.reap_locks().await? {
-        info!(lock = %name, "stale named lock freed");
+    // Named locks the same way, one by one: a stepped clock must not free a live holder's lock.
+    let backend_now = backend.now_ms().await?;
+    for view in views.iter().filter(|v| v.kind == crate::job::LeaseKind::Lock) {
+        if view.status(backend_now) != crate::job::LeaseStatus::Stale {
+            continue;
+        }
+        let needed = StaleWatch::confirm_after(Duration::from_millis(view.heartbeat_ms), Duration::from_millis(view.stale_after_ms));
+        if !watch.confirmed_as(crate::job::LeaseKind::Lock, &view.name, view.lease.fencing_token, needed, now) {
+            continue;
+        }
+        if backend.reap_lock(&view.name, view.lease.fencing_token, view.lease.heartbeat_at_ms).await? {
+            info!(lock = %view.name, "stale named lock freed");
+        }
     }
     Ok(reaped)
 }
