@@ -594,8 +594,9 @@ fn a_waiting_submit_says_its_job_was_lost_when_the_queue_loses_it() {
 }
 
 /// Issue 32 item 11: on the embedded queue a reaper whose clock is 60 s ahead (`serve` under
-/// `faketime +60s`, its monotonic clock real) sees every lease past its deadline, but a live
-/// worker keeps heartbeating: its lease is not reaped, the job runs once and succeeds.
+/// `faketime +60s`, its monotonic clock real) sees every lease and lock past its deadline, but
+/// a live worker keeps heartbeating: neither its job's lease nor the job's named lock nor its
+/// presence lock is taken away, and the job runs once and succeeds.
 #[test]
 fn a_forward_clock_step_in_a_reaper_does_not_reap_live_work() {
     let t = Duration::from_secs(60);
@@ -603,7 +604,7 @@ fn a_forward_clock_step_in_a_reaper_does_not_reap_live_work() {
     let _worker = Reaped(home.spawn_worker("w", &[]));
     let dir = tempfile::tempdir().unwrap();
     let id = home.submit(
-        &["--heartbeat", "0.3", "--stale-after", "2", "--cwd", dir.path().to_str().unwrap()],
+        &["--heartbeat", "0.3", "--stale-after", "2", "--lock", "clock-step", "--cwd", dir.path().to_str().unwrap()],
         &["sh", "-c", "echo run >> runs; touch started; while [ ! -e release ]; do sleep 0.05; done"],
     );
     home.wait(t, "the job to start", || dir.path().join("started").exists().then_some(()));
@@ -637,5 +638,79 @@ fn a_forward_clock_step_in_a_reaper_does_not_reap_live_work() {
     let job = home.wait_job(&id, t, "the job to succeed", |j| j["state"] == "succeeded");
     assert_eq!(job["attempts"], 1, "{job:#}\n{}", home.logs());
     assert_eq!(std::fs::read_to_string(dir.path().join("runs")).unwrap(), "run\n", "ran once");
-    assert!(!home.logs().contains("stale lease reaped"), "{}", home.logs());
+    let logs = home.logs();
+    assert!(!logs.contains("stale lease reaped") && !logs.contains("lock lost"), "{logs}");
+    assert!(!logs.contains("stale named lock freed"), "neither the job's lock nor a presence lock: {logs}");
+}
+
+/// Issue 32 item 2: an unreadable queued job (a field that does not parse) leased in the same
+/// call as a readable one does not cost the readable one its lease (it runs once, attempt 1);
+/// the unreadable one is never run, is freed by the reaper until its attempts are spent, and its
+/// result is quarantined.
+#[test]
+fn an_unreadable_queued_job_does_not_take_the_others_leased_with_it() {
+    use skillforge_tests::RedisServer;
+    let t = Duration::from_secs(60);
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    let long_arg = "y".repeat(100);
+    let broken = home.submit(&["--attempts", "1", "--heartbeat", "0.5", "--stale-after", "2"], &["true", &long_arg]);
+    let fine = home.submit(&["--heartbeat", "0.5", "--stale-after", "2"], &["true"]);
+    let keys = redis.cli(&["--scan", "--pattern", "skillforge:job:*:p"]).unwrap();
+    let key = keys
+        .lines()
+        .find(|k| !k.is_empty() && redis.cli(&["get", k]).is_some_and(|v| v.contains(&long_arg)))
+        .unwrap_or_else(|| panic!("the long payload's key among {keys}"))
+        .to_owned();
+    // Its creation time no longer parses: the lease reply cannot be decoded.
+    redis.cli(&["hset", key.trim_end_matches(":p"), "c", "not-a-time"]).unwrap();
+    let _serve = Reaped(home.spawn_serve());
+    let _worker = Reaped(home.spawn_worker("w", &["--concurrency", "4"]));
+    let job = home.wait_job(&fine, t, "the readable job to succeed", |j| j["state"] == "succeeded");
+    assert_eq!(job["attempts"], 1, "leased once: {job:#}\n{}", home.logs());
+    home.wait(t, "the unreadable job to be quarantined", || {
+        let list = home.json(&["jobs", "list", "--state", "broken"]);
+        list.as_array().unwrap().iter().any(|r| r["id"] == broken.as_str()).then_some(())
+    });
+    skillforge_tests::ok(&home, &["jobs", "purge", &broken]);
+    assert_eq!(home.json(&["jobs", "list", "--state", "broken"]).as_array().map(Vec::len), Some(0));
+    let logs = home.logs();
+    assert_eq!(logs.lines().filter(|l| l.contains("quarantined") && l.contains(&broken)).count(), 1, "logged once: {logs}");
+}
+
+/// Issue 32 item 5: `jobs resubmit-lost` enqueues again, from the specs the store recorded,
+/// the pending work a queue lost, each under its idempotency key; a second run finds nothing
+/// lost.
+#[test]
+fn resubmit_lost_enqueues_the_lost_work_again_under_its_keys() {
+    use skillforge_tests::{PLANNER_TEMPLATE, RedisServer, add_template, path_arg};
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    add_template(&home, PLANNER_TEMPLATE, "owner/repo");
+    let items = write(&home.path().join("in/items.yml"), "items:\n  - id: one\n    title: One\n    input: the first change\n");
+    let out = home.run(&[
+        "train", "start", "--template", "planner", "--repo", "owner/repo", "--request", "clearer", "--items-file",
+        path_arg(&items), "--yes", "--session", "s1", "--options", "2", "--workspace-repo", "owner/workspace",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = home.run(&["train", "continue", "--session", "s1", "--no-wait"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let before = home.json(&["jobs", "list"]);
+    let mut keys: Vec<String> =
+        before.as_array().unwrap().iter().map(|j| j["idempotency_key"].as_str().unwrap().to_owned()).collect();
+    keys.sort();
+    assert!(!keys.is_empty());
+
+    redis.cli(&["flushall"]).expect("flushall");
+    assert_eq!(home.json(&["jobs", "list"]).as_array().map(Vec::len), Some(0));
+    let done = home.json(&["jobs", "resubmit-lost"]);
+    assert_eq!(done["resubmitted"].as_array().map(Vec::len), Some(keys.len()), "{done:#}");
+    assert_eq!(done["skipped"].as_array().map(Vec::len), Some(0), "{done:#}");
+    let after = home.json(&["jobs", "list"]);
+    let mut again: Vec<String> =
+        after.as_array().unwrap().iter().map(|j| j["idempotency_key"].as_str().unwrap().to_owned()).collect();
+    again.sort();
+    assert_eq!(again, keys, "the same work under the same keys");
+    let second = home.json(&["jobs", "resubmit-lost"]);
+    assert_eq!(second["resubmitted"].as_array().map(Vec::len), Some(0), "{second:#}");
 }

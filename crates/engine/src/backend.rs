@@ -313,6 +313,19 @@ pub trait QueueBackend: Send + Sync + 'static {
     /// Frees named locks whose heartbeat is past their `stale_after`; returns their names.
     async fn reap_locks(&self) -> Result<Vec<String>, EngineError>;
 
+    /// Frees the named lock `name` if it is still held under `fencing_token` with its heartbeat
+    /// at `heartbeat_at_ms` and is past its stale deadline by this backend's clock: the
+    /// one-lock reap of a reaper that confirmed the lock's staleness on its own monotonic clock
+    /// (`reaper::StaleWatch`). Returns whether it freed it. Default: false (a backend whose
+    /// processes share one clock reaps with [`Self::reap_locks`]).
+    ///
+    /// # Errors
+    /// [`EngineError::Backend`] when the queue cannot be written.
+    async fn reap_lock(&self, name: &str, fencing_token: u64, heartbeat_at_ms: i64) -> Result<bool, EngineError> {
+        let _ = (name, fencing_token, heartbeat_at_ms);
+        Ok(false)
+    }
+
     /// Every active job lease and named lock.
     async fn leases(&self) -> Result<Vec<LeaseView>, EngineError>;
 
@@ -365,6 +378,18 @@ pub trait QueueBackend: Send + Sync + 'static {
     async fn quarantined(&self, limit: usize) -> Result<Vec<UnreadableRecord>, EngineError> {
         let _ = limit;
         Ok(Vec::new())
+    }
+
+    /// Sets the running job `job_id` aside as an unreadable record with `reason` when the reaper
+    /// cannot reap it (a transition that fails on its record, not on the queue): out of the
+    /// lease index into the quarantined records ([`Self::quarantined`]), so it stops failing
+    /// every reaper pass. Returns whether this call moved it. Default: false (nothing moved).
+    ///
+    /// # Errors
+    /// [`EngineError::Backend`] when the queue cannot be written.
+    async fn quarantine(&self, job_id: &str, reason: &str) -> Result<bool, EngineError> {
+        let _ = (job_id, reason);
+        Ok(false)
     }
 
     /// Deletes the quarantined record `job_id` with everything of its job (`jobs purge ID`).

@@ -39,7 +39,7 @@ pub async fn reap_once(backend: &dyn QueueBackend) -> Result<Vec<Reaped>, Engine
     let mut reaped = Vec::new();
     for lease in backend.expired_leases(1_000).await? {
         let action = reap_action_for(&lease);
-        if backend.reap(&lease, &action).await? {
+        if reap_one(backend, &lease, &action).await? {
             info!(
                 job_id = %lease.job_id,
                 fencing_token = lease.fencing_token,
@@ -56,6 +56,29 @@ pub async fn reap_once(backend: &dyn QueueBackend) -> Result<Vec<Reaped>, Engine
     Ok(reaped)
 }
 
+/// Reaps one lease. A reap refused by the job's own record (not by the queue: the error is not
+/// transient) would fail every pass and hold up every lease after it: the job is quarantined
+/// instead ([`QueueBackend::quarantine`], logged once) and the pass goes on (issue 32 item 2).
+///
+/// # Errors
+/// A transient backend error (the queue is unreachable): the pass stops and is retried.
+async fn reap_one(backend: &dyn QueueBackend, lease: &crate::job::ExpiredLease, action: &ReapAction) -> Result<bool, EngineError> {
+    match backend.reap(lease, action).await {
+        Ok(reaped) => Ok(reaped),
+        Err(e) if e.is_transient() => Err(e),
+        Err(e) => {
+            let reason = format!("the reaper cannot reap it: {e}");
+            if backend.quarantine(&lease.job_id, &reason).await? {
+                error!(job_id = %lease.job_id, reason = %reason,
+                    "an unreadable job record was quarantined: `skillforge jobs list --state broken` lists it, `skillforge jobs purge ID` removes it");
+            } else {
+                warn!(job_id = %lease.job_id, error = %e, "stale lease not reaped");
+            }
+            Ok(false)
+        }
+    }
+}
+
 /// A long-running reaper's own record of when it last saw each running lease's heartbeat
 /// change, on its monotonic clock (issue 32 item 11). On a queue whose processes judge
 /// deadlines by their own wall clocks (the embedded queue, [`QueueBackend::clock_is_shared`]
@@ -64,8 +87,9 @@ pub async fn reap_once(backend: &dyn QueueBackend) -> Result<Vec<Reaped>, Engine
 /// makes every lease look expired, but a live worker keeps heartbeating, so its lease keeps
 /// changing and is never confirmed. A dead or paused worker's heartbeat stops changing, and a
 /// reaper that watched it all along confirms it by the time its deadline passes; a reaper that
-/// just started waits up to the confirmation time. (A backward step, which stretches
-/// deadlines, is not corrected; `train`'s one-shot [`reap_once`] does not confirm.)
+/// just started waits up to the confirmation time. Named locks are watched and freed the same
+/// way, one by one ([`QueueBackend::reap_lock`]). (A backward step, which stretches deadlines,
+/// is not corrected; `train`'s one-shot [`reap_once`] does not confirm.)
 #[derive(Debug, Default)]
 pub struct StaleWatch {
     /// (job, token) → (heartbeat seen, when it was first seen with that heartbeat).
@@ -79,12 +103,20 @@ impl StaleWatch {
         heartbeat.saturating_mul(3).min(stale_after)
     }
 
-    /// Records the heartbeats of the running `leases` seen `now` (dropping leases no longer
-    /// running).
+    /// The watch's key of a job lease or a named lock (they have separate name spaces).
+    fn key(kind: crate::job::LeaseKind, name: &str) -> String {
+        match kind {
+            crate::job::LeaseKind::Job => format!("job:{name}"),
+            crate::job::LeaseKind::Lock => format!("lock:{name}"),
+        }
+    }
+
+    /// Records the heartbeats of the running job leases and held named locks `leases` seen
+    /// `now` (dropping those no longer held).
     pub fn observe(&mut self, leases: &[crate::job::LeaseView], now: tokio::time::Instant) {
         let mut current = std::collections::HashMap::with_capacity(leases.len());
-        for view in leases.iter().filter(|v| v.kind == crate::job::LeaseKind::Job) {
-            let key = (view.name.clone(), view.lease.fencing_token);
+        for view in leases {
+            let key = (Self::key(view.kind, &view.name), view.lease.fencing_token);
             let since = match self.seen.get(&key) {
                 Some((heartbeat, since)) if *heartbeat == view.lease.heartbeat_at_ms => *since,
                 _ => now,
@@ -94,10 +126,15 @@ impl StaleWatch {
         self.seen = current;
     }
 
-    /// Whether the lease (job, token) has been seen with an unchanged heartbeat for `needed` by `now`.
+    /// Whether the job lease (job, token) has been seen with an unchanged heartbeat for `needed` by `now`.
     pub fn confirmed(&self, job_id: &str, token: u64, needed: Duration, now: tokio::time::Instant) -> bool {
+        self.confirmed_as(crate::job::LeaseKind::Job, job_id, token, needed, now)
+    }
+
+    /// [`Self::confirmed`] for a job lease or a named lock.
+    pub fn confirmed_as(&self, kind: crate::job::LeaseKind, name: &str, token: u64, needed: Duration, now: tokio::time::Instant) -> bool {
         self.seen
-            .get(&(job_id.to_owned(), token))
+            .get(&(Self::key(kind, name), token))
             .is_some_and(|(_, since)| now.saturating_duration_since(*since) >= needed)
     }
 }
@@ -126,7 +163,7 @@ pub async fn reap_watched(backend: &dyn QueueBackend, watch: &mut StaleWatch) ->
             continue;
         }
         let action = reap_action_for(&lease);
-        if backend.reap(&lease, &action).await? {
+        if reap_one(backend, &lease, &action).await? {
             info!(
                 job_id = %lease.job_id,
                 fencing_token = lease.fencing_token,
@@ -137,8 +174,19 @@ pub async fn reap_watched(backend: &dyn QueueBackend, watch: &mut StaleWatch) ->
             reaped.push(Reaped { job_id: lease.job_id, fencing_token: lease.fencing_token, action });
         }
     }
-    for name in backend.reap_locks().await? {
-        info!(lock = %name, "stale named lock freed");
+    // Named locks the same way, one by one: a stepped clock must not free a live holder's lock.
+    let backend_now = backend.now_ms().await?;
+    for view in views.iter().filter(|v| v.kind == crate::job::LeaseKind::Lock) {
+        if view.status(backend_now) != crate::job::LeaseStatus::Stale {
+            continue;
+        }
+        let needed = StaleWatch::confirm_after(Duration::from_millis(view.heartbeat_ms), Duration::from_millis(view.stale_after_ms));
+        if !watch.confirmed_as(crate::job::LeaseKind::Lock, &view.name, view.lease.fencing_token, needed, now) {
+            continue;
+        }
+        if backend.reap_lock(&view.name, view.lease.fencing_token, view.lease.heartbeat_at_ms).await? {
+            info!(lock = %view.name, "stale named lock freed");
+        }
     }
     Ok(reaped)
 }

@@ -559,10 +559,18 @@ impl RedisBackend {
         if !rows.is_empty() {
             self.answered.push(request_id);
         }
-        let jobs = rows
-            .into_iter()
-            .map(|row| decode::leased(row, worker, now).map(|(_, job)| job))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut jobs = Vec::with_capacity(rows.len());
+        for row in rows {
+            match decode::leased(row, worker, now) {
+                Ok((_, job)) => jobs.push(job),
+                // One unreadable record must not cost the others of the call their lease
+                // (issue 32 item 2): it stays leased to nobody who runs it, the reaper frees it
+                // after `stale_after` until its attempts are spent, and ingestion quarantines
+                // its result.
+                Err(e) => tracing::error!(error = %e,
+                    "a leased job's record cannot be read: not run; the reaper frees it and ingestion quarantines it once it is dead"),
+            }
+        }
         Ok((jobs, (next_due >= 0).then_some(next_due), now))
     }
 

@@ -72,6 +72,27 @@ pub async fn pending(pool: &SqlitePool, limit: u32) -> Result<(Vec<Submitted>, u
     Ok((rows, u64::try_from(total).unwrap_or(0)))
 }
 
+/// Records the spec `job_id` was enqueued with (JSON of the engine's `JobSpec`), so lost work
+/// can be enqueued again ([`spec_of`]). Nothing for a job not (or no longer) recorded.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn record_spec(pool: &SqlitePool, job_id: &str, spec_json: &str) -> Result<(), StoreError> {
+    sqlx::query("UPDATE submitted_jobs SET spec_json = ? WHERE job_id = ?").bind(spec_json).bind(job_id).execute(pool).await?;
+    Ok(())
+}
+
+/// The spec recorded for pending job `job_id` ([`record_spec`]); `None` when the job is not
+/// pending or was recorded without one (by an older build).
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn spec_of(pool: &SqlitePool, job_id: &str) -> Result<Option<String>, StoreError> {
+    let spec: Option<Option<String>> =
+        sqlx::query_scalar("SELECT spec_json FROM submitted_jobs WHERE job_id = ?").bind(job_id).fetch_optional(pool).await?;
+    Ok(spec.flatten())
+}
+
 /// Forgets `job_id`'s record without applying anything (the job was found missing from the
 /// queue and reported, or cancelled before it ran and applied elsewhere).
 ///

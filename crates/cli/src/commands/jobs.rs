@@ -49,6 +49,10 @@ pub enum JobsCommand {
         /// Job id.
         id: String,
     },
+    /// Enqueue again, from the specs the store recorded, the pending work a queue lost (its
+    /// data gone: a restart without persistence, a flush): each job gets its idempotency key
+    /// back, so the workflow step waiting for it finds it.
+    ResubmitLost,
     /// Remove finished jobs past their retention (`[queue] keep_succeeded` / `keep_failed`, or
     /// `--older-than`); a job whose result is not applied yet is never removed.
     Prune(prune::PruneArgs),
@@ -140,6 +144,7 @@ pub async fn run(ctx: &Context, cmd: JobsCommand) -> CliResult {
         JobsCommand::Cancel { id } => cancel(ctx, &id).await,
         JobsCommand::Retry { id } => retry(ctx, &id).await,
         JobsCommand::Purge { id } => purge(ctx, &id).await,
+        JobsCommand::ResubmitLost => resubmit_lost(ctx).await,
         JobsCommand::Prune(args) => prune::prune(ctx, args).await,
     }
 }
@@ -531,6 +536,40 @@ async fn list_broken(ctx: &Context, limit: usize) -> CliResult {
     println!("{:<36} {:<24} REASON", "ID", "QUARANTINED");
     for r in &records {
         println!("{:<36} {:<24} {}", r.job_id, r.quarantined_at_ms.map(rfc3339_ms).unwrap_or_default(), r.reason);
+    }
+    Ok(OK)
+}
+
+/// `jobs resubmit-lost`: the store's pending work the queue lost, enqueued again (issue 32
+/// item 5). Exit 0 whatever was skipped (each skip is named with its reason).
+async fn resubmit_lost(ctx: &Context) -> CliResult {
+    use skillforge_workflows::stage::Resubmitted;
+    let backend = ctx.queue_checked().await?;
+    let store = ctx.store().await?;
+    let done = skillforge_workflows::stage::resubmit_lost(backend.as_ref(), &store).await?;
+    if ctx.json {
+        let (mut again, mut skipped) = (Vec::new(), Vec::new());
+        for r in &done {
+            match r {
+                Resubmitted::Again { lost, new_id } => again.push(json!({
+                    "lost": lost.job_id, "id": new_id, "workflow": lost.workflow, "stage": lost.stage, "idempotency_key": lost.idempotency_key,
+                })),
+                Resubmitted::Skipped { lost, reason } => skipped.push(json!({"lost": lost.job_id, "reason": reason})),
+            }
+        }
+        print_json(&json!({"resubmitted": again, "skipped": skipped}));
+        return Ok(OK);
+    }
+    if done.is_empty() {
+        println!("no lost work: every job the store awaits is still in the queue");
+    }
+    for r in &done {
+        match r {
+            Resubmitted::Again { lost, new_id } => {
+                println!("job {} ({}/{}) was lost; enqueued again as {new_id}", lost.job_id, lost.workflow, lost.stage);
+            }
+            Resubmitted::Skipped { lost, reason } => println!("job {} ({}/{}) was lost; not enqueued again: {reason}", lost.job_id, lost.workflow, lost.stage),
+        }
     }
     Ok(OK)
 }

@@ -34,24 +34,32 @@ pub(super) struct Fetched {
 const INDEX_SETS: [&str; 7] = ["results", "leases", "jobs", "state:failed", "state:dead", "state:cancelled", "state:stale"];
 
 impl RedisBackend {
-    /// Moves the pending result of `stored_id` out of `results` into `broken` with `reason`
-    /// and the server's time.
+    /// Moves the pending result of `stored_id` out of `results` (or its lease out of `leases`:
+    /// a running job the reaper cannot reap) into `broken` with `reason` and the server's time.
     /// Returns whether this call moved it (false: another process did, or it was no longer
     /// pending), so exactly one process logs it.
-    pub(super) async fn quarantine(&self, stored_id: &str, reason: &str) -> Result<bool, EngineError> {
-        // One script: the record enters `broken` only if this call took it out of `results`.
+    pub(super) async fn quarantine_stored(&self, stored_id: &str, reason: &str, whatever_its_index: bool) -> Result<bool, EngineError> {
+        // One script. From ingestion the record enters `broken` only if this call took it out
+        // of `results` (a result acknowledged meanwhile is left alone); from the reaper
+        // (`whatever_its_index`) also when a failed reap script already took it out of
+        // `leases` (a script's writes before its error stay). Either way only the first call
+        // records it (HSETNX), so it is logged once.
         let mut cmd = ::redis::cmd("EVAL");
         cmd.arg(
-            "if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then \
+            "local moved = redis.call('ZREM', KEYS[1], ARGV[1]) + redis.call('ZREM', KEYS[3], ARGV[1]) \
+             if moved > 0 or (ARGV[3] == '1' and redis.call('EXISTS', KEYS[4]) == 1) then \
                local t = redis.call('TIME') \
-               redis.call('HSET', KEYS[2], ARGV[1], (t[1] * 1000 + math.floor(t[2] / 1000)) .. '\t' .. ARGV[2]) \
-               return 1 end return 0",
+               return redis.call('HSETNX', KEYS[2], ARGV[1], (t[1] * 1000 + math.floor(t[2] / 1000)) .. '\t' .. ARGV[2]) \
+             end return 0",
         )
-        .arg(2)
+        .arg(4)
         .arg(format!("{}results", self.prefix))
         .arg(format!("{}broken", self.prefix))
+        .arg(format!("{}leases", self.prefix))
+        .arg(format!("{}job:{stored_id}", self.prefix))
         .arg(stored_id)
-        .arg(reason);
+        .arg(reason)
+        .arg(if whatever_its_index { "1" } else { "0" });
         let moved: u64 = with_retry!(self, "quarantine an unreadable job record", |c| cmd.query_async(&mut c))?;
         Ok(moved == 1)
     }

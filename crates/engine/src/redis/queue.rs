@@ -288,6 +288,10 @@ impl QueueBackend for RedisBackend {
         self.quarantined_records(limit).await
     }
 
+    async fn quarantine(&self, job_id: &str, reason: &str) -> Result<bool, EngineError> {
+        self.quarantine_stored(&stored(job_id), reason, true).await
+    }
+
     async fn purge(&self, job_id: &str) -> Result<bool, EngineError> {
         self.purge_record(job_id).await
     }
@@ -316,7 +320,7 @@ impl QueueBackend for RedisBackend {
         let gone = fetched.missing.iter().map(|id| (id.clone(), public(id), "the job's record is gone (evicted or deleted)".to_owned()));
         let bad = fetched.unreadable.iter().map(|u| (stored(&u.job_id).into_owned(), u.job_id.clone(), u.reason.clone()));
         for (stored_id, job_id, reason) in gone.chain(bad) {
-            if self.quarantine(&stored_id, &reason).await? {
+            if self.quarantine_stored(&stored_id, &reason, false).await? {
                 tracing::error!(job_id = %job_id, reason = %reason,
                     "an unreadable job record was quarantined: its result is not applied; \
                      `skillforge jobs list --state broken` lists it, `skillforge jobs purge ID` removes it");

@@ -459,6 +459,21 @@ impl QueueBackend for SqliteBackend {
         .map_err(self.db("reap stale locks"))
     }
 
+    async fn reap_lock(&self, name: &str, fencing_token: u64, heartbeat_at_ms: i64) -> Result<bool, EngineError> {
+        let freed: Option<String> = sqlx::query_scalar(
+            "DELETE FROM locks WHERE name = ?1 AND fencing_token = ?2 AND heartbeat_at_ms = ?3 \
+             AND heartbeat_at_ms + stale_after_ms < ?4 RETURNING name",
+        )
+        .bind(name)
+        .bind(to_i64(fencing_token))
+        .bind(heartbeat_at_ms)
+        .bind(now_ms())
+        .fetch_optional(&self.inner.writer)
+        .await
+        .map_err(self.db(format!("reap stale lock `{name}`")))?;
+        Ok(freed.is_some())
+    }
+
     async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
         let what = "list leases";
         let mut conn = self.inner.reader.acquire().await.map_err(self.db(what))?;

@@ -94,6 +94,16 @@ pub async fn record_pending(store: &Store, enqueued: &Enqueued, spec: &JobSpec) 
     .await;
     if let Err(e) = recorded {
         warn!(job_id = %enqueued.job_id, error = %e, "the job is enqueued but not recorded as pending in the store");
+        return;
+    }
+    // Its spec too, so the work can be enqueued again if the queue loses it (issue 32 item 5).
+    match serde_json::to_string(spec) {
+        Ok(json) => {
+            if let Err(e) = skillforge_store::submitted::record_spec(store.pool(), &enqueued.job_id, &json).await {
+                warn!(job_id = %enqueued.job_id, error = %e, "the job's spec is not recorded in the store");
+            }
+        }
+        Err(e) => warn!(job_id = %enqueued.job_id, error = %e, "the job's spec does not serialize"),
     }
 }
 

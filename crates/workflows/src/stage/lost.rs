@@ -60,6 +60,67 @@ impl fmt::Display for LostWork {
             }
             write!(f, ", submitted {})", job.submitted_at)?;
         }
-        f.write_str("; their results will never arrive: re-run the workflow steps that submitted them")
+        f.write_str(
+            "; their results will never arrive: `skillforge jobs resubmit-lost` enqueues them again, or re-run the \
+             workflow steps that submitted them",
+        )
     }
+}
+
+/// What [`resubmit_lost`] did with one lost job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resubmitted {
+    /// Enqueued again from its recorded spec (same idempotency key) as job `new_id`.
+    Again {
+        /// The lost job.
+        lost: Submitted,
+        /// The job enqueued in its place.
+        new_id: String,
+    },
+    /// Not enqueued again, and why.
+    Skipped {
+        /// The lost job.
+        lost: Submitted,
+        /// Why (no recorded spec, input files lost with the queue).
+        reason: String,
+    },
+}
+
+/// Enqueues again, from the spec the store recorded ([`skillforge_store::submitted::spec_of`]),
+/// each job of the store's pending work the queue no longer has ([`lost_work`]), through
+/// [`super::submit_recorded`] (the new job replaces the lost one in the outbox; its idempotency
+/// key is the lost job's, so a step waiting by key finds it). A job whose input files travelled
+/// through the queue's transfer area is skipped (they went with the queue's data: re-run the
+/// step that submitted it), as is one recorded without a spec (an older build).
+///
+/// # Errors
+/// The queue's; a store error as [`EngineError::Backend`] with backend `store`.
+pub async fn resubmit_lost(queue: &dyn QueueBackend, store: &Store) -> Result<Vec<Resubmitted>, EngineError> {
+    let store_err = |e: skillforge_store::StoreError| EngineError::Backend { backend: "store", message: e.to_string() };
+    let work = lost_work(queue, store).await?;
+    let mut out = Vec::with_capacity(work.missing.len());
+    for lost in work.missing {
+        let Some(json) = skillforge_store::submitted::spec_of(store.pool(), &lost.job_id).await.map_err(store_err)? else {
+            out.push(Resubmitted::Skipped { lost, reason: "no spec recorded (submitted by an older build): re-run the step that submitted it".into() });
+            continue;
+        };
+        let spec: skillforge_engine::JobSpec = match serde_json::from_str(&json) {
+            Ok(spec) => spec,
+            Err(e) => {
+                out.push(Resubmitted::Skipped { lost, reason: format!("its recorded spec does not parse: {e}") });
+                continue;
+            }
+        };
+        if !spec.files.inputs.is_empty() {
+            out.push(Resubmitted::Skipped {
+                lost,
+                reason: "its input files went with the queue's data: re-run the step that submitted it".into(),
+            });
+            continue;
+        }
+        let enqueued = super::submit_recorded(queue, store, &spec).await?;
+        skillforge_store::submitted::forget(store.pool(), &lost.job_id).await.map_err(store_err)?;
+        out.push(Resubmitted::Again { lost, new_id: enqueued.job_id });
+    }
+    Ok(out)
 }

@@ -12,5 +12,5 @@ pub mod lost;
 pub mod repo;
 
 pub use def::{NoSections, Sections, StageDef, StageSource, StagesError, WorkflowDef};
-pub use lost::{LostWork, lost_work};
+pub use lost::{LostWork, Resubmitted, lost_work, resubmit_lost};
 pub use jobs::{Ran, StageJobs, Wait, record_pending, run_jobs, submit_recorded, wait_for};
