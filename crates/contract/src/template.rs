@@ -47,34 +47,35 @@ pub const DEFAULT_OUTPUTS: &[&str] = &["result"];
 /// omitted when empty (facts §1 "Metadata").
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Metadata {
-    /// Template id, `^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$`.
+    /// Template id, `^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$`; absent = derived from `name` (`PDF Tools` → `pdf-tools`).
     #[serde(default)]
     pub id: String,
-    /// Human name, non-empty.
+    /// Human name, non-empty (a SKILL.md's Agent Skills `name`).
     #[serde(default)]
     pub name: String,
-    /// One-line description, non-empty.
+    /// One-line description, non-empty (a SKILL.md's Agent Skills `description`).
     #[serde(default)]
     pub description: String,
-    /// Always `agent-template`.
+    /// Always `agent-template` (default).
     #[serde(default)]
     pub kind: String,
-    /// Always 1.
+    /// Always 1 (default).
     #[serde(default)]
     pub version: i64,
-    /// Non-empty subset of `ask`, `review`, `implement`.
+    /// Non-empty subset of `ask` (answers a request), `review` (reviews a change), `implement`
+    /// (makes a change); default all three.
     #[serde(default, deserialize_with = "crate::omit::null_as_default")]
     pub capabilities: Vec<String>,
-    /// Non-empty subset of `codex`, `claude`, `kimi`, `shell`.
+    /// Non-empty subset of `codex`, `claude`, `kimi`, `shell`; default `claude`, `codex`.
     #[serde(default, deserialize_with = "crate::omit::null_as_default")]
     pub runtime_compatibility: Vec<String>,
-    /// Non-empty free-form tags.
+    /// Non-empty free-form tags; default `skill`.
     #[serde(default, deserialize_with = "crate::omit::null_as_default")]
     pub tags: Vec<String>,
-    /// Non-empty list of input names.
+    /// Non-empty list of input names; default `task`.
     #[serde(default, deserialize_with = "crate::omit::null_as_default")]
     pub inputs: Vec<String>,
-    /// Non-empty list of output names.
+    /// Non-empty list of output names; default `result`.
     #[serde(default, deserialize_with = "crate::omit::null_as_default")]
     pub outputs: Vec<String>,
     /// Optional evaluator settings (string → string), keys sorted as Go writes maps.

@@ -18,6 +18,7 @@ pub mod optimize;
 pub mod optimizer;
 pub mod pairwise;
 pub mod review;
+pub mod schema;
 pub mod serve;
 pub mod template;
 pub mod train;

@@ -13,8 +13,9 @@ pub const FINAL_ENV: &str = "FORGE_FINAL";
 pub const OUTPUT_REPLY: &str = "reply";
 
 /// One eval brief (E-03).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "skill eval brief")]
 pub struct Brief {
     /// Stable id: `[a-z0-9._-]`, 1..=80 characters; names the run directory and ledger rows.
     pub id: String,
