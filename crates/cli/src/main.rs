@@ -41,6 +41,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Create a home: a commented config.toml, the file schemas and a starter file per family.
+    Init(commands::init::InitArgs),
     /// Print the JSON Schema of a file you write (config, SKILL.md frontmatter, eval brief, items, optimize spec, BINEVAL set, …).
     Schema(commands::schema::SchemaArgs),
     /// Run the whole loop on a real git repository: train iteration to a pending candidate, then a harvest.
@@ -165,8 +167,10 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         // Commands that read no configuration (and so work in a home whose config.toml is broken).
-        if let Command::Schema(args) = cli.command {
-            return commands::schema::run(cli.json, args);
+        match cli.command {
+            Command::Schema(args) => return commands::schema::run(cli.json, args),
+            Command::Init(args) => return commands::init::run(cli.home, cli.json, args),
+            _ => {}
         }
         let ctx = Context::new(cli.home, cli.queue, cli.json)?;
         match cli.command {
@@ -194,7 +198,7 @@ fn main() -> ExitCode {
             Command::LiveAb(cmd) => commands::live_ab::run(&ctx, cmd).await,
             Command::Binary(cmd) => commands::binary::run(&ctx, cmd).await,
             Command::AgentScripted { .. } => unreachable!("handled before the runtime starts"),
-            Command::Schema(_) => unreachable!("handled before the context is built"),
+            Command::Schema(_) | Command::Init(_) => unreachable!("handled before the context is built"),
         }
     });
     match result {

@@ -11,6 +11,7 @@ pub mod export;
 pub mod feedback;
 pub mod harvest;
 pub mod import;
+pub mod init;
 pub mod jobs;
 pub mod live_ab;
 pub mod locks;

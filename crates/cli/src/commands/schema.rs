@@ -34,7 +34,7 @@ pub fn all() -> &'static [Entry] {
     &[
         Entry { name: "config", describes: "<home>/config.toml (every command)", schema: || schema_for!(crate::config::Config) },
         Entry { name: "agent-template-metadata", describes: "a template's or SKILL.md's frontmatter (`template add`)", schema: || schema_for!(c::Metadata) },
-        Entry { name: "eval-brief", describes: "an eval brief, JSON (`eval brief --check`, `eval forge --brief`)", schema: || schema_for!(skillforge_workflows::evalloop::brief::Brief) },
+        Entry { name: "eval-brief", describes: "an eval brief, JSON (`eval brief --check`, `eval forge --brief`)", schema: || with_schema_key(schema_for!(skillforge_workflows::evalloop::brief::Brief)) },
         Entry { name: "train-items", describes: "a train items file, YAML (`train start --items-file`)", schema: skillforge_workflows::train::items::schema },
         Entry { name: "optimize-spec", describes: "an optimize spec, YAML (`optimize init --spec`)", schema: || schema_for!(skillforge_workflows::optimize::spec::Spec) },
         Entry { name: "bineval-question-set", describes: "a BINEVAL question set, YAML or JSON (`binary run --questions`)", schema: skillforge_workflows::bineval::set::schema },
@@ -46,6 +46,18 @@ pub fn all() -> &'static [Entry] {
         Entry { name: "pairwise-secret-map", describes: "a paired-review secret map (`pairwise import`)", schema: || schema_for!(c::PairwiseSecretMap) },
         Entry { name: "pairwise-picks", describes: "paired-review picks (`pairwise import`)", schema: || schema_for!(c::PairwisePicks) },
     ]
+}
+
+/// `schema` with an optional string property `$schema` (the editor's pointer to the schema, which
+/// the file's reader ignores), so a strict schema does not flag it.
+fn with_schema_key(mut schema: Schema) -> Schema {
+    if let Some(props) = schema.get_mut("properties").and_then(serde_json::Value::as_object_mut) {
+        props.insert(
+            "$schema".into(),
+            json!({"description": "The JSON Schema of this file, for editors; ignored by skillforge.", "type": "string"}),
+        );
+    }
+    schema
 }
 
 /// The `docs/schemas/` file name of schema `name`.
