@@ -102,3 +102,85 @@ fn schema_prints_the_checked_in_schema_and_lists_them() {
     assert!(err.contains("no schema `nope`") && err.contains("eval-brief"), "{err}");
     let _: Value = serde_json::from_str(&ok(&home, &["schema", "config"])).unwrap();
 }
+
+fn checks(doc: &Value) -> Vec<(String, String, String)> {
+    doc["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap().to_owned(), c["status"].as_str().unwrap().to_owned(), format!("{} {}", c["detail"], c["fix"])))
+        .collect()
+}
+
+fn doctor(home: &Home, extra: &[&str], path: Option<&str>) -> (i32, Value, String) {
+    let mut cmd = home.cmd();
+    cmd.args(["doctor", "--json"]).args(extra);
+    if let Some(p) = path {
+        cmd.env("PATH", p);
+    }
+    let out = cmd.output().expect("run doctor");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("one JSON document ({e}):\n{}", String::from_utf8_lossy(&out.stdout)));
+    (out.status.code().unwrap(), doc, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn find<'a>(checks: &'a [(String, String, String)], name: &str) -> &'a (String, String, String) {
+    checks.iter().find(|c| c.0 == name).unwrap_or_else(|| panic!("no check {name} in {checks:?}"))
+}
+
+#[test]
+fn doctor_lists_every_check_and_exits_0_when_nothing_needed_is_missing() {
+    let home = Home::embedded();
+    let (code, doc, err) = doctor(&home, &[], None);
+    let all = checks(&doc);
+    assert_eq!(code, 0, "{all:#?}\n{err}");
+    assert_eq!(doc["ok"], true);
+    for name in ["config", "home", "git", "bwrap", "queue", "containers", "runtime claude", "runtime codex", "runtime opencode", "checkers python", "checkers javascript"] {
+        find(&all, name);
+    }
+    assert_eq!(find(&all, "queue").1, "ok");
+    assert!(find(&all, "home").2.contains("free"), "{all:?}");
+    // Human output: one line per check, each with its status first.
+    let human = ok(&home, &["doctor"]);
+    let lines: Vec<&str> = human.lines().collect();
+    assert_eq!(lines.len(), all.len() + 1, "{human}");
+    assert!(lines.iter().take(all.len()).all(|l| ["ok", "warn", "FAIL"].contains(&l.split_whitespace().next().unwrap())), "{human}");
+}
+
+#[test]
+fn doctor_fails_on_a_missing_git_a_broken_config_and_an_unreachable_queue() {
+    let home = Home::embedded();
+    let empty = tempfile::tempdir().unwrap();
+    let (code, doc, _) = doctor(&home, &[], Some(path_arg(empty.path())));
+    let all = checks(&doc);
+    assert_eq!((code, doc["ok"].as_bool()), (1, Some(false)), "{all:#?}");
+    let git = find(&all, "git");
+    assert!(git.1 == "fail" && git.2.contains("not found") && git.2.contains("install git"), "{git:?}");
+    assert_eq!(find(&all, "runtime claude").1, "warn", "a runtime is optional");
+
+    write(&home.path().join("config.toml"), "[worker]\nconcurency = 2\n");
+    let (code, doc, _) = doctor(&home, &[], None);
+    let all = checks(&doc);
+    let config = find(&all, "config");
+    assert!(code == 1 && config.1 == "fail" && config.2.contains("concurency") && config.2.contains("config.toml"), "{config:?}");
+    assert!(all.len() > 5, "the other checks still run: {all:?}");
+    std::fs::remove_file(home.path().join("config.toml")).unwrap();
+
+    let port = skillforge_tests::free_port();
+    let (code, doc, _) = doctor(&home, &["--queue", &format!("redis://127.0.0.1:{port}")], None);
+    let queue = find(&checks(&doc), "queue").clone();
+    assert!(code == 1 && queue.1 == "fail" && queue.2.contains("start redis-server"), "{queue:?}");
+}
+
+#[test]
+fn doctor_reads_the_redis_version_and_refuses_an_evicting_policy() {
+    let redis = skillforge_tests::RedisServer::start();
+    let home = Home::redis(&redis.url());
+    let (code, doc, _) = doctor(&home, &[], None);
+    let queue = find(&checks(&doc), "queue").clone();
+    assert_eq!(code, 0, "{queue:?}");
+    assert!(queue.1 != "fail" && queue.2.contains("Redis ") && queue.2.contains("maxmemory-policy noeviction"), "{queue:?}");
+    redis.cli(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]).expect("config set");
+    let (code, doc, _) = doctor(&home, &[], None);
+    let queue = find(&checks(&doc), "queue").clone();
+    assert!(code == 1 && queue.1 == "fail" && queue.2.contains("allkeys-lru") && queue.2.contains("CONFIG SET maxmemory-policy noeviction"), "{queue:?}");
+}

@@ -6,6 +6,7 @@ pub mod binary;
 pub mod candidate;
 pub mod check;
 pub mod demo;
+pub mod doctor;
 pub mod eval;
 pub mod export;
 pub mod feedback;
