@@ -29,6 +29,7 @@ fn a_skill_directory_is_added_with_derived_defaults_and_its_file_untouched() {
     assert_eq!(shown["metadata"]["id"], "commit-notes");
     assert_eq!(shown["metadata"]["version"], 1);
     assert_eq!(shown["metadata"]["tags"], serde_json::json!(["skill"]));
+    assert_eq!(shown["derived"], serde_json::json!(["id", "kind", "version", "capabilities", "runtime_compatibility", "tags", "inputs", "outputs"]));
     let human = ok(&home, &["template", "show", "commit-notes"]);
     assert!(human.contains("* derived default, not in the file") && human.contains("* kind"), "{human}");
     assert!(human.contains("    name "), "name is from the file, unmarked:\n{human}");

@@ -220,11 +220,11 @@ pub fn derive_missing(metadata: &mut Metadata, present: &[&str]) -> Vec<&'static
     let mut derived = Vec::new();
     let list = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
     let missing = |field: &str| !present.contains(&field);
-    if missing("id") || metadata.id.trim().is_empty() {
-        if let Some(id) = id_from_name(&metadata.name) {
-            metadata.id = id;
-            derived.push("id");
-        }
+    if (missing("id") || metadata.id.trim().is_empty())
+        && let Some(id) = id_from_name(&metadata.name)
+    {
+        metadata.id = id;
+        derived.push("id");
     }
     if missing("kind") {
         metadata.kind = AGENT_TEMPLATE_KIND.to_owned();

@@ -159,8 +159,11 @@ pub fn version_json(v: &VersionRow) -> Value {
 async fn show(ctx: &Context, reference: &str) -> CliResult {
     let store = ctx.store().await?;
     let version = resolve_reference(store.pool(), reference).await?;
+    let derived = skillforge_contract::parse_template(&version.content).map(|p| p.derived).unwrap_or_default();
     if ctx.json {
-        print_json(&version_json(&version));
+        let mut shown = version_json(&version);
+        shown["derived"] = json!(derived);
+        print_json(&shown);
         return Ok(OK);
     }
     println!("version   {} ({})", version.id, version.state);
@@ -169,7 +172,6 @@ async fn show(ctx: &Context, reference: &str) -> CliResult {
     println!("source    {} {} {}", version.source_repo, version.source_ref, version.source_path);
     println!("created   {}", version.created_at);
     let metadata: Value = serde_json::from_str(&version.metadata_json).unwrap_or(Value::Null);
-    let derived = skillforge_contract::parse_template(&version.content).map(|p| p.derived).unwrap_or_default();
     println!("metadata{}", if derived.is_empty() { "" } else { " (* derived default, not in the file)" });
     if let Value::Object(fields) = &metadata {
         for (field, value) in fields {
