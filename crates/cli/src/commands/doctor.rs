@@ -112,7 +112,7 @@ fn home_check(home: &Path) -> Check {
         Ok(s) => s,
         Err(e) => return check("home", Status::Fail, format!("{}: {e}", existing.display()), "pick a home on a readable disk (--home DIR)"),
     };
-    let free = u64::from(stat.blocks_available()).saturating_mul(u64::from(stat.fragment_size()));
+    let free = stat.blocks_available().saturating_mul(stat.fragment_size());
     let writable = nix::unistd::access(existing, nix::unistd::AccessFlags::W_OK).is_ok();
     let detail = format!("{} ({} free{})", home.display(), human_bytes(free), if home.exists() { "" } else { ", created on first use" });
     if !writable {
@@ -243,35 +243,32 @@ fn on_path(program: &str) -> bool {
 }
 
 /// Each shipped agent runtime but the scripted ones (built in): installed, its version, its
-/// credentials and the programs it requires.
+/// credentials and the programs it requires. The runtimes are probed at once (a CLI's
+/// `--version` can take seconds); the lines keep the profiles' order.
 async fn runtime_checks() -> Vec<Check> {
-    let mut out = Vec::new();
-    for profile in skillforge_runner_agent::profile::all() {
-        if profile.program.contains(skillforge_runner_agent::profile::SKILLFORGE_BIN_PLACEHOLDER) {
-            continue;
-        }
-        let name = format!("runtime {}", profile.name);
-        let install = profile.install_hint.clone().unwrap_or_else(|| format!("install `{}`", profile.program));
-        let version = match probe(&profile.program, &["--version"]).await {
-            Ok(v) => v,
-            Err(e) => {
-                out.push(check(name, Status::Warn, e, format!("optional: {install}, to use `--runtime {}`", profile.name)));
-                continue;
-            }
-        };
-        if let Some(missing) = profile.missing_requirement(on_path) {
-            out.push(check(name, Status::Warn, format!("{version}; {missing}"), "install the program it names"));
-            continue;
-        }
-        match profile.missing_credential(|k| std::env::var_os(k).is_some(), |k| std::env::var(k).ok()) {
-            Some(reason) => {
-                let hint = profile.login_hint.clone().filter(|h| !reason.contains(h.as_str())).unwrap_or_default();
-                out.push(check(name, Status::Warn, format!("{version}; {reason}"), hint));
-            }
-            None => out.push(check(name, Status::Ok, version, "")),
-        }
+    let profiles = skillforge_runner_agent::profile::all()
+        .iter()
+        .filter(|p| !p.program.contains(skillforge_runner_agent::profile::SKILLFORGE_BIN_PLACEHOLDER));
+    futures::future::join_all(profiles.map(runtime_check)).await
+}
+
+async fn runtime_check(profile: &skillforge_runner_agent::RuntimeProfile) -> Check {
+    let name = format!("runtime {}", profile.name);
+    let install = profile.install_hint.clone().unwrap_or_else(|| format!("install `{}`", profile.program));
+    let version = match probe(&profile.program, &["--version"]).await {
+        Ok(v) => v,
+        Err(e) => return check(name, Status::Warn, e, format!("optional: {install}, to use `--runtime {}`", profile.name)),
+    };
+    if let Some(missing) = profile.missing_requirement(on_path) {
+        return check(name, Status::Warn, format!("{version}; {missing}"), "install the program it names");
     }
-    out
+    match profile.missing_credential(|k| std::env::var_os(k).is_some(), |k| std::env::var(k).ok()) {
+        Some(reason) => {
+            let hint = profile.login_hint.clone().filter(|h| !reason.contains(h.as_str())).unwrap_or_default();
+            check(name, Status::Warn, format!("{version}; {reason}"), hint)
+        }
+        None => check(name, Status::Ok, version, ""),
+    }
 }
 
 /// The checker tools of each shipped language profile: a dimension is measurable when one of its
