@@ -15,8 +15,9 @@ pub use retention::KeepSetting;
 pub const CONFIG_FILE: &str = "config.toml";
 
 /// The whole configuration file (DESIGN §9). Every section is optional.
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "skillforge config.toml")]
 pub struct Config {
     /// `[queue]`.
     #[serde(default)]
@@ -48,7 +49,7 @@ pub struct Config {
 }
 
 /// `[runners]`: settings of individual runners.
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunnersSection {
     /// `[runners.container]`.
@@ -57,7 +58,7 @@ pub struct RunnersSection {
 }
 
 /// `[runners.container]`: the container runner's engine.
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContainerRunnerSection {
     /// Docker-API engine address (`unix:///run/podman/podman.sock`, `tcp://HOST:2375`), used when
@@ -69,7 +70,7 @@ pub struct ContainerRunnerSection {
 /// and notifications", "Champion-challenger A/B preferences"). Every key is optional; an unset key
 /// is distinct from a zero where the seed says so (`auto_promote_min_samples`,
 /// `auto_promote_min_score`, `auto_promote_canary_sample`, `auto_promote_min_confidence`).
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SkilloptSection {
     /// Mode A harvester on (default false).
@@ -86,6 +87,7 @@ pub struct SkilloptSection {
     pub hard_verifiers_enabled: Option<bool>,
     /// Verifier commands, one `sh -c` line each: a string (one command) or an array of strings.
     #[serde(default, deserialize_with = "one_or_many")]
+    #[schemars(with = "OneOrManyCommands")]
     pub hard_verifier_commands: Vec<String>,
     /// Ours: run the hard verifier's commands in containers from this image (unset = bwrap/none).
     pub hard_verifier_image: Option<String>,
@@ -167,7 +169,7 @@ impl SkilloptSection {
 
 /// `[merge_gate]` (seed: SkillOpt, "Automatic trace-harvested feedback (Mode A, off by default)"
 /// › Outcome → score, the merge side of an empty gate; S-19). Read by `skillforge harvest gate`.
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MergeGateSection {
     /// Grace window before an empty gate is stamped, in seconds (default 600 = 10 min,
@@ -193,7 +195,7 @@ impl MergeGateSection {
 /// `[events]`: the outbound event sinks (seed: SkillOpt, "Promotion policy + notifications");
 /// absent = off. `url` is one sink chosen by its scheme (`redis://` stream, `http(s)://` webhook,
 /// else a JSONL path); the other keys name sinks explicitly, so several can be on at once.
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventsSection {
     /// Master switch (default on when any sink is set; `false` turns every sink off).
@@ -244,7 +246,7 @@ impl EventsSection {
 }
 
 /// `[feedback]`.
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FeedbackSection {
     /// Default `owner/repo` for GitHub feedback packets.
@@ -254,7 +256,7 @@ pub struct FeedbackSection {
 /// `[github]`: the GitHub forge (issue 16). The environment wins over the file for the two
 /// connection keys: `SKILLFORGE_GITHUB_API_URL` over `api_url`, `SKILLFORGE_GITHUB_TOKEN` /
 /// `GITHUB_TOKEN` / `GH_TOKEN` over `token`.
-#[derive(Default, Clone, Deserialize)]
+#[derive(Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GithubSection {
     /// REST base URL: `https://api.github.com` (default) or a GitHub Enterprise server's
@@ -315,13 +317,24 @@ impl GithubSection {
 }
 
 /// `[server]`: `skillforge serve --listen`.
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServerSection {
     /// Default listen address, e.g. `127.0.0.1:8787`.
     pub listen: Option<String>,
     /// HMAC secret of `POST /events` (`SKILLFORGE_WEBHOOK_SECRET` wins when set).
     pub webhook_secret: Option<String>,
+}
+
+/// The schema of [`one_or_many`]'s input: one command or a list of them.
+#[derive(schemars::JsonSchema)]
+#[serde(untagged)]
+#[expect(dead_code, reason = "only its schema is used")]
+enum OneOrManyCommands {
+    /// One command.
+    One(String),
+    /// Several commands.
+    Many(Vec<String>),
 }
 
 fn one_or_many<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
@@ -338,7 +351,7 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<
 }
 
 /// `[queue]`: which backend, and how long finished jobs are kept.
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueueConfig {
     /// `redis://HOST:PORT[/DB]`; absent = the embedded SQLite queue.
@@ -408,7 +421,7 @@ impl QueueConfig {
 }
 
 /// `[worker]`: defaults for `skillforge worker`.
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerSection {
     /// Jobs run at once (default 4).

@@ -41,6 +41,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Create a home: a commented config.toml, the file schemas and a starter file per family.
+    Init(commands::init::InitArgs),
+    /// Check this machine: git, bwrap, the queue, the container engine, agent runtimes, checker tools, disk; exit 1 when something needed is missing.
+    Doctor(commands::doctor::DoctorArgs),
+    /// Print the JSON Schema of a file you write (config, SKILL.md frontmatter, eval brief, items, optimize spec, BINEVAL set, …).
+    Schema(commands::schema::SchemaArgs),
     /// Run the whole loop on a real git repository: train iteration to a pending candidate, then a harvest.
     Demo(commands::demo::DemoArgs),
     /// Submit, inspect, cancel and retry durable jobs.
@@ -163,6 +169,13 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async move {
+        // Commands that read no configuration (and so work in a home whose config.toml is broken).
+        match cli.command {
+            Command::Schema(args) => return commands::schema::run(cli.json, args),
+            Command::Init(args) => return commands::init::run(cli.home, cli.json, args),
+            Command::Doctor(args) => return commands::doctor::run(cli.home, cli.queue, cli.json, args).await,
+            _ => {}
+        }
         let ctx = Context::new(cli.home, cli.queue, cli.json)?;
         match cli.command {
             Command::Demo(args) => commands::demo::run(&ctx, args).await,
@@ -189,6 +202,7 @@ fn main() -> ExitCode {
             Command::LiveAb(cmd) => commands::live_ab::run(&ctx, cmd).await,
             Command::Binary(cmd) => commands::binary::run(&ctx, cmd).await,
             Command::AgentScripted { .. } => unreachable!("handled before the runtime starts"),
+            Command::Schema(_) | Command::Init(_) | Command::Doctor(_) => unreachable!("handled before the context is built"),
         }
     });
     match result {

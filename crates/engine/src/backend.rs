@@ -249,6 +249,19 @@ pub trait QueueBackend: Send + Sync + 'static {
     /// attempt budget (attempt history kept). Errors with [`EngineError::InvalidState`] otherwise.
     async fn retry(&self, job_id: &str) -> Result<(), EngineError>;
 
+    /// [`QueueBackend::retry`] that first replaces the job's payload with `payload` (the same
+    /// runner kind's JSON), in the same atomic step: `jobs retry --env`, and a keyed submit
+    /// starting a new attempt of a job that could not run in the environment it was given. The
+    /// attempt history is kept. A backend without it (a test wrapper) refuses with
+    /// [`EngineError::Config`].
+    ///
+    /// # Errors
+    /// As [`QueueBackend::retry`]; nothing changes on an error.
+    async fn retry_with_payload(&self, job_id: &str, payload: &serde_json::Value) -> Result<(), EngineError> {
+        let _ = payload;
+        Err(EngineError::Config(format!("this queue backend cannot replace the payload of job `{job_id}`")))
+    }
+
     /// One job, or `None` when the id is unknown (or the job was pruned: see [`Self::tombstone`]).
     async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError>;
 

@@ -35,18 +35,19 @@ use crate::output::print_json;
 /// `skillforge harvest …`.
 #[derive(Debug, Subcommand)]
 pub enum HarvestCommand {
-    /// Record the implement job behind a PR: template version and resolved commit (S-16).
+    /// Record the implement job behind a PR: template version and resolved commit.
     Attribute(AttributeArgs),
     /// Report a PR outcome: merged, blocked, changes_requested or reverted.
     Outcome(OutcomeArgs),
-    /// Observe the merge gate of a PR head with no external CI: stamp, wait or blocked (S-19).
+    /// Observe the merge gate of a PR head with no external CI: stamp, wait or blocked.
     ///
-    /// Exit codes: 0 `stamp` (the `gitmoot/ci` "no external CI" stamp is recorded at the head) or
+    /// Exit codes: 0 `stamp` (the `gitmoot/ci` "no external CI" stamp is recorded at the head;
+    /// gitmoot (the Go tool whose SkillOpt formats and status names skillforge keeps)) or
     /// `external` (external CI exists: not an empty gate); 1 `blocked` (`[merge_gate]
     /// require_external_ci = true`: refuse the merge); 4 `wait` (observe again at or after
     /// `not_before`); 2 usage; 3 environment.
     Gate(GateArgs),
-    /// Run one leg of a merged PR again (S-27): its row is re-upserted in place; the floor row
+    /// Run one leg of a merged PR again: its row is re-upserted in place; the floor row
     /// and the other legs' rows are untouched.
     Rerun(RerunArgs),
     /// List the harvester's job events (leg failures, same-family fallbacks, …).
@@ -107,7 +108,8 @@ pub enum OutcomeArg {
 /// `--ci` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CiArg {
-    /// A passing external (non-`gitmoot/`) status or check at the merged head.
+    /// A passing external status or check at the merged head (one not named `gitmoot/…`, the
+    /// stamps of gitmoot (the Go tool whose SkillOpt formats and status names skillforge keeps)).
     External,
     /// No external CI at the merged head (an empty gate).
     None,
@@ -142,7 +144,8 @@ pub struct OutcomeArgs {
     /// Wait for the enqueued legs and apply their rows before returning.
     #[arg(long)]
     wait: bool,
-    /// Exit 3 when the harvest could not be written (default: report it and exit 0, S-24).
+    /// Exit 3 when the harvest could not be written (default: report it and exit 0, so a CI step
+    /// reporting an outcome never fails on the harvester).
     #[arg(long)]
     strict: bool,
 }
@@ -164,7 +167,8 @@ pub struct GateArgs {
     /// unknown, treated as workflows present (the full `min_ci_wait`).
     #[arg(long = "repo-path")]
     repo_path: Option<PathBuf>,
-    /// Non-`gitmoot/` CI contexts at the head (any state); absent = those recorded by webhooks.
+    /// CI contexts at the head not named `gitmoot/…` (any state; gitmoot (the Go tool whose SkillOpt formats and status names skillforge keeps)); absent = those
+    /// recorded by webhooks.
     #[arg(long = "external-contexts")]
     external_contexts: Option<u64>,
     /// Observation time, RFC 3339 (tests and replays); default now.

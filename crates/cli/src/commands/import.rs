@@ -31,7 +31,8 @@ use crate::output::print_json;
 /// Arguments of `import`.
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// The candidate package JSON (`kind: gitmoot-skillopt-candidate-package`).
+    /// The candidate package JSON (`kind: gitmoot-skillopt-candidate-package`; gitmoot (the Go tool whose SkillOpt formats and status names skillforge keeps); `skillforge
+    /// schema candidate-package`).
     #[arg(long, value_name = "FILE")]
     file: PathBuf,
     /// Directory the package's artifact paths are relative to; required when it lists artifacts.

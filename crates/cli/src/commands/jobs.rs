@@ -11,6 +11,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use skillforge_engine::{CancelReply, EngineError, Job, JobSpec, JobState, QueueBackend};
 use skillforge_runner_container::{Command, ContainerPayload};
+use skillforge_runner::ExitClass;
 use skillforge_runner_process::ProcessPayload;
 
 use crate::control::args::{check_name, secs};
@@ -42,6 +43,10 @@ pub enum JobsCommand {
     Retry {
         /// Job id.
         id: String,
+        /// Set an environment variable of the command for the new attempts, replacing its
+        /// value (`NAME=VALUE`, repeatable); e.g. a token the first attempts lacked.
+        #[arg(long = "env", value_name = "NAME=VALUE")]
+        env: Vec<String>,
     },
     /// Delete one quarantined job record (listed by `jobs list --state broken`): a record
     /// that cannot be read, with everything of its job. A readable job is never purged.
@@ -142,7 +147,7 @@ pub async fn run(ctx: &Context, cmd: JobsCommand) -> CliResult {
         JobsCommand::Show { id } => show(ctx, &id).await,
         JobsCommand::Logs(args) => logs::logs(ctx, args).await,
         JobsCommand::Cancel { id } => cancel(ctx, &id).await,
-        JobsCommand::Retry { id } => retry(ctx, &id).await,
+        JobsCommand::Retry { id, env } => retry(ctx, &id, &env).await,
         JobsCommand::Purge { id } => purge(ctx, &id).await,
         JobsCommand::ResubmitLost => resubmit_lost(ctx).await,
         JobsCommand::Prune(args) => prune::prune(ctx, args).await,
@@ -228,12 +233,13 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         let passed = t.state == JobState::Succeeded;
         return Ok(if !args.wait || passed { OK } else { CHECK_FAILED });
     }
+    let restarted = if enqueued.created { None } else { restart_not_runnable(ctx, backend.as_ref(), &enqueued.job_id, &spec).await? };
     if !args.wait {
         if ctx.json {
-            print_json(&json!({"id": enqueued.job_id, "created": enqueued.created}));
+            print_json(&json!({"id": enqueued.job_id, "created": enqueued.created, "restarted": restarted}));
         } else {
             println!("{}", enqueued.job_id);
-            if !enqueued.created {
+            if !enqueued.created && restarted.is_none() {
                 eprintln!("(existing job for idempotency key `{}`)", args.idempotency_key.unwrap_or_default());
             }
         }
@@ -268,6 +274,30 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         eprintln!("job {} {}{}", job.id, job.state, outcome_suffix(&job));
     }
     Ok(if job.state == JobState::Succeeded { OK } else { CHECK_FAILED })
+}
+
+/// When the keyed job `id` this submit returned ended `failed` or `dead` because it could not run
+/// (`not_runnable`: a missing program, a runtime not logged in), starts a new attempt of it with
+/// this submit's payload — its command, env and cwd, i.e. the current environment — and says so
+/// on stderr; returns the old reason. Any other job is left as the queue returned it.
+///
+/// # Errors
+/// Exit 3 when the queue fails.
+async fn restart_not_runnable(ctx: &Context, backend: &dyn QueueBackend, id: &str, spec: &JobSpec) -> Result<Option<String>, CliError> {
+    let Some(job) = backend.get(id).await? else { return Ok(None) };
+    let reason = match (&job.state, job.outcome.as_ref().map(|o| &o.exit)) {
+        (JobState::Failed | JobState::Dead, Some(ExitClass::NotRunnable { reason })) => reason.clone(),
+        _ => return Ok(None),
+    };
+    backend.retry_with_payload(id, &spec.payload).await.map_err(not_found_is_usage)?;
+    if !ctx.json {
+        eprintln!(
+            "(existing job {id} for idempotency key `{}` ended {} because it could not run: {reason}; started a new attempt with this submit's command and environment)",
+            spec.idempotency_key.as_deref().unwrap_or_default(),
+            job.state
+        );
+    }
+    Ok(Some(reason))
 }
 
 /// Refuses (exit 2) a submit whose idempotency key the store shows applied for a job the queue
@@ -720,15 +750,39 @@ async fn cancel(ctx: &Context, id: &str) -> CliResult {
     Ok(OK)
 }
 
-async fn retry(ctx: &Context, id: &str) -> CliResult {
+async fn retry(ctx: &Context, id: &str, env: &[String]) -> CliResult {
+    let env = parse_env(env)?;
     let backend = ctx.queue().await?;
-    backend.retry(id).await.map_err(not_found_is_usage)?;
-    if ctx.json {
-        print_json(&json!({"id": id, "result": "queued"}));
+    if env.is_empty() {
+        backend.retry(id).await.map_err(not_found_is_usage)?;
     } else {
+        let job = backend.get(id).await?.ok_or_else(|| CliError::usage(anyhow!("no job `{id}`")))?;
+        let payload = with_env(&job.spec.payload, &env)
+            .ok_or_else(|| CliError::usage(anyhow!("job {id} is a `{}` job: only process and container jobs take --env", job.spec.kind)))?;
+        backend.retry_with_payload(id, &payload).await.map_err(not_found_is_usage)?;
+    }
+    // Values may be secrets: only the names are printed.
+    let names: Vec<&str> = env.keys().map(String::as_str).collect();
+    if ctx.json {
+        print_json(&json!({"id": id, "result": "queued", "env_replaced": names}));
+    } else if names.is_empty() {
         println!("job {id}: queued again");
+    } else {
+        println!("job {id}: queued again with {} replaced", names.join(", "));
     }
     Ok(OK)
+}
+
+/// `payload` (a process or container payload, which carry `env`) with each of `env` set,
+/// replacing a value it had; `None` for a payload without an `env` map.
+fn with_env(payload: &Value, env: &BTreeMap<String, String>) -> Option<Value> {
+    let mut payload = payload.clone();
+    let obj = payload.as_object_mut()?;
+    let map = obj.entry("env").or_insert_with(|| json!({})).as_object_mut()?;
+    for (k, v) in env {
+        map.insert(k.clone(), Value::String(v.clone()));
+    }
+    Some(payload)
 }
 
 fn not_found_is_usage(e: EngineError) -> CliError {

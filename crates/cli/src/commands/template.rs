@@ -1,7 +1,11 @@
 //! `skillforge template add|list|show`: install agent templates and inspect their versions
 //! (DESIGN §8; seed "Human Feedback Trial Happy Path" uses an installed `planner`).
 //!
-//! `template add FILE` parses and validates the frontmatter. A new id installs version 1 as
+//! `template add PATH` reads a template file or a skill directory's `SKILL.md` and reports every
+//! problem at once. A `SKILL.md` with only the Agent Skills frontmatter (`name`, `description`)
+//! is a template: the skillforge fields it leaves out are derived with the defaults of
+//! `skillforge_contract::derive_missing`, listed by `add` and marked by `show`; the file itself
+//! is only read, and the stored content is its text byte for byte. A new id installs version 1 as
 //! `current`. The seed does not say what adding an installed id does; we treat `template add` as
 //! the operator's explicit install, so new content becomes the next version in state `current`
 //! (the previous current is `superseded`), and content identical to the current version creates
@@ -9,22 +13,29 @@
 
 use std::path::PathBuf;
 
-use anyhow::anyhow;
 use clap::Subcommand;
 use serde_json::{Value, json};
 use skillforge_store::templates::{TemplateRow, VersionRow, list_templates, list_versions};
 
 use crate::context::Context;
-use crate::control::templates::{install, resolve_reference};
-use crate::exit::{CliError, CliResult, OK};
+use crate::control::templates::{check_source, install, read_source, resolve_reference};
+use crate::exit::{CliResult, OK};
 use crate::output::print_json;
 
 /// `skillforge template ...`.
 #[derive(Debug, Subcommand)]
 pub enum TemplateCommand {
-    /// Install an agent template (Markdown with YAML frontmatter) or add a new current version of it.
+    /// Install a skill or agent template, or add a new current version of it.
+    ///
+    /// PATH is a skill directory holding SKILL.md, or a Markdown file with YAML frontmatter. The
+    /// Agent Skills frontmatter (`name`, `description`) is enough: the id is derived from `name`,
+    /// and every other field left out gets its default (kind agent-template, version 1,
+    /// capabilities [ask, review, implement], runtime_compatibility [claude, codex], tags [skill],
+    /// inputs [task], outputs [result]); `template show` marks them. Your file is never modified.
+    /// Schema of the full frontmatter: `skillforge schema agent-template-metadata`.
     Add {
-        /// The template file.
+        /// A skill directory (holding SKILL.md) or a template file.
+        #[arg(value_name = "PATH")]
         file: PathBuf,
         /// Source repository to record (`owner/repo`); default `local`.
         #[arg(long)]
@@ -48,20 +59,43 @@ pub async fn run(ctx: &Context, cmd: TemplateCommand) -> CliResult {
     }
 }
 
-async fn add(ctx: &Context, file: &std::path::Path, repo: Option<&str>) -> CliResult {
-    let content = std::fs::read_to_string(file)
-        .map_err(|e| CliError::usage(anyhow!("read template `{}`: {e}", file.display())))?;
+async fn add(ctx: &Context, path: &std::path::Path, repo: Option<&str>) -> CliResult {
+    let source = read_source(path)?;
+    check_source(&source)?;
     let store = ctx.store().await?;
-    let installed = install(&store, &content, &file.display().to_string(), repo).await?;
+    let installed = install(&store, &source.content, &source.path.display().to_string(), repo).await?;
     let version = &installed.version;
+    let metadata: Value = serde_json::from_str(&version.metadata_json).unwrap_or(Value::Null);
     if ctx.json {
-        print_json(&json!({"template_id": version.template_id, "version_id": version.id, "created": installed.is_new}));
-    } else if installed.is_new {
-        println!("added {} (current)", version.id);
+        print_json(&json!({
+            "template_id": version.template_id, "version_id": version.id, "created": installed.is_new,
+            "derived": installed.derived, "metadata": metadata,
+        }));
+        return Ok(OK);
+    }
+    if installed.is_new {
+        println!("added {} (current) from {}", version.id, source.path.display());
     } else {
         println!("{} unchanged: its current version {} has this content", version.template_id, version.id);
     }
+    if !installed.derived.is_empty() {
+        println!("derived (not in the file, defaults):");
+        for field in &installed.derived {
+            println!("  {field:<22} {}", shown_value(&metadata[*field]));
+        }
+        println!("set any of them in the frontmatter to override; `skillforge template show {}` shows all", version.template_id);
+    }
     Ok(OK)
+}
+
+/// A metadata value as one line: lists as `a, b`, strings bare.
+fn shown_value(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items.iter().map(shown_value).collect::<Vec<_>>().join(", "),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    }
 }
 
 fn template_json(t: &TemplateRow, versions: &[VersionRow]) -> Value {
@@ -125,8 +159,11 @@ pub fn version_json(v: &VersionRow) -> Value {
 async fn show(ctx: &Context, reference: &str) -> CliResult {
     let store = ctx.store().await?;
     let version = resolve_reference(store.pool(), reference).await?;
+    let derived = skillforge_contract::parse_template(&version.content).map(|p| p.derived).unwrap_or_default();
     if ctx.json {
-        print_json(&version_json(&version));
+        let mut shown = version_json(&version);
+        shown["derived"] = json!(derived);
+        print_json(&shown);
         return Ok(OK);
     }
     println!("version   {} ({})", version.id, version.state);
@@ -134,6 +171,14 @@ async fn show(ctx: &Context, reference: &str) -> CliResult {
     println!("hash      {}", version.content_hash);
     println!("source    {} {} {}", version.source_repo, version.source_ref, version.source_path);
     println!("created   {}", version.created_at);
+    let metadata: Value = serde_json::from_str(&version.metadata_json).unwrap_or(Value::Null);
+    println!("metadata{}", if derived.is_empty() { "" } else { " (* derived default, not in the file)" });
+    if let Value::Object(fields) = &metadata {
+        for (field, value) in fields {
+            let mark = if derived.contains(&field.as_str()) { "*" } else { " " };
+            println!("  {mark} {field:<22} {}", shown_value(value));
+        }
+    }
     println!();
     print!("{}", version.content);
     Ok(OK)

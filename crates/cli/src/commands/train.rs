@@ -54,7 +54,7 @@ pub struct StartArgs {
     /// Target repository (`owner/repo`) the template works on.
     #[arg(long)]
     repo: String,
-    /// Workspace repository for review work; without it the session stays at request_confirmed (S-98).
+    /// Workspace repository for review work; without it the session stays at request_confirmed.
     #[arg(long = "workspace-repo")]
     workspace_repo: Option<String>,
     /// `github`: publish review packets and candidate review context as issues and comments of the
@@ -85,7 +85,7 @@ pub struct StartArgs {
     /// Options per item (default by mode: explore 5, else 2).
     #[arg(long)]
     options: Option<i64>,
-    /// Evaluator profile (S-101) that scores the generated options — artifact checks, render
+    /// Evaluator profile that scores the generated options — artifact checks, render
     /// adapters, judge — before each export; stored in the session and review-run metadata
     /// (`evaluator_id`; further profile config can be added to the run metadata).
     #[arg(long, value_name = "ID")]
@@ -134,7 +134,7 @@ pub struct ContinueArgs {
     /// Why the candidate is rejected.
     #[arg(long)]
     reason: Option<String>,
-    /// Start the next iteration (only after the current one is resolved; S-99).
+    /// Start the next iteration (only after the current one's candidate is promoted or rejected).
     #[arg(long = "start-next")]
     start_next: bool,
     /// Enqueue this step's jobs and return without waiting; the next `continue` picks them up.

@@ -7,7 +7,7 @@ use skillforge_engine::retention::{Keep, Retention, parse_age};
 
 /// One retention setting as written in `config.toml`: an age (`"7d"`), a count (`10000`), both
 /// (`{ age = "7d", count = 10000 }`: whichever prunes more), or `"forever"`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum KeepSetting {
     /// A count of the newest jobs kept.

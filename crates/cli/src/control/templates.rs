@@ -21,6 +21,74 @@ pub struct Installed {
     pub version: VersionRow,
     /// False when the current version already had this content (nothing was written).
     pub is_new: bool,
+    /// The skillforge fields the content's frontmatter left out, filled with their defaults
+    /// (`skillforge_contract::derive_missing`); empty for a full agent template.
+    pub derived: Vec<&'static str>,
+}
+
+/// A template's source as `template add` reads it: a Markdown file, or a skill directory whose
+/// `SKILL.md` is the template.
+#[derive(Debug, Clone)]
+pub struct TemplateSource {
+    /// The file's text, never modified.
+    pub content: String,
+    /// The file read (`DIR/SKILL.md` for a directory), as recorded in `source_path`.
+    pub path: std::path::PathBuf,
+    /// The skill directory's name when a directory was given (Agent Skills: `name` equals it).
+    pub dir_name: Option<String>,
+}
+
+/// Reads a template from `path`: a file, or a directory holding `SKILL.md`.
+///
+/// # Errors
+/// Exit 2 naming the path when it cannot be read or a directory has no `SKILL.md`.
+pub fn read_source(path: &std::path::Path) -> Result<TemplateSource, CliError> {
+    let (file, dir_name) = if path.is_dir() {
+        let file = path.join("SKILL.md");
+        if !file.is_file() {
+            return Err(CliError::usage(anyhow!(
+                "skill directory `{}` has no SKILL.md (give the directory holding SKILL.md, or a template file)",
+                path.display()
+            )));
+        }
+        let name = std::fs::canonicalize(path).ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+        (file, name)
+    } else {
+        (path.to_owned(), None)
+    };
+    let content = std::fs::read_to_string(&file)
+        .map_err(|e| CliError::usage(anyhow!("read template `{}`: {e}", file.display())))?;
+    Ok(TemplateSource { content, path: file, dir_name })
+}
+
+/// Every problem of `source` at once: the template's own ([`parse_template`]) and, for a skill
+/// directory, a `name` other than the directory's (Agent Skills requires them equal; the eval
+/// loop names a skill by its directory).
+///
+/// # Errors
+/// Exit 2 listing every problem, naming the file.
+pub fn check_source(source: &TemplateSource) -> Result<skillforge_contract::ParsedTemplate, CliError> {
+    let parsed = parse_template(&source.content);
+    let mut problems = match &parsed {
+        Ok(_) => Vec::new(),
+        Err(e) => e.clone().into_problems().into_iter().map(|p| p.to_string()).collect(),
+    };
+    if let (Some(dir), Some(name)) = (&source.dir_name, skillforge_contract::frontmatter_name(&source.content))
+        && name != *dir
+    {
+        problems.push(format!(
+            "skill name {name:?} differs from its directory {dir:?}; Agent Skills requires them equal (rename one)"
+        ));
+    }
+    match (parsed, problems.len()) {
+        (Ok(parsed), 0) => Ok(parsed),
+        (_, 1) => Err(CliError::usage(anyhow!("invalid template `{}`: {}", source.path.display(), problems[0]))),
+        (_, n) => Err(CliError::usage(anyhow!(
+            "invalid template `{}`: {n} problems:\n{}",
+            source.path.display(),
+            problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n")
+        ))),
+    }
 }
 
 /// Installs template `content` (read from `source_path`, recorded with `repo`, default
@@ -32,6 +100,7 @@ pub struct Installed {
 pub async fn install(store: &Store, content: &str, source_path: &str, repo: Option<&str>) -> Result<Installed, CliError> {
     let parsed =
         parse_template(content).map_err(|e| CliError::usage(anyhow!("invalid template `{source_path}`: {e}")))?;
+    let derived = parsed.derived;
     let metadata = parsed.metadata;
     let hash = content_hash(content);
     let metadata_json = to_go_json_compact(&metadata).map_err(CliError::usage)?;
@@ -39,7 +108,7 @@ pub async fn install(store: &Store, content: &str, source_path: &str, repo: Opti
     if let Some(current) = current_version(&mut *tx, &metadata.id).await?
         && current.content_hash == hash
     {
-        return Ok(Installed { version: current, is_new: false });
+        return Ok(Installed { version: current, is_new: false, derived });
     }
     let version = insert_version(
         &mut tx,
@@ -59,7 +128,7 @@ pub async fn install(store: &Store, content: &str, source_path: &str, repo: Opti
     )
     .await?;
     tx.commit().await?;
-    Ok(Installed { version, is_new: true })
+    Ok(Installed { version, is_new: true, derived })
 }
 
 /// Resolves `ID`, `ID@vN` or `ID@latest` to a stored version.

@@ -334,7 +334,7 @@ pub async fn enqueue_checked(backend: &dyn QueueBackend, spec: &JobSpec) -> Resu
             }
             return Err(CliError::env(anyhow!("job `{}` vanished", enqueued.job_id)));
         };
-        if existing.spec.kind != spec.kind || existing.spec.payload != spec.payload {
+        if existing.spec.kind != spec.kind || (existing.spec.payload != spec.payload && !is_env_retry(&existing, spec)) {
             return Err(CliError::usage(anyhow!(
                 "idempotency key `{}` already belongs to job {} with a different {} (use another key, or the same command)",
                 spec.idempotency_key.as_deref().unwrap_or_default(),
@@ -344,6 +344,22 @@ pub async fn enqueue_checked(backend: &dyn QueueBackend, spec: &JobSpec) -> Resu
         }
     }
     Ok(enqueued)
+}
+
+/// Whether `spec` differs from the keyed job `existing` only in its payload's `env`, and
+/// `existing` ended `failed`/`dead` because it could not run (`not_runnable`): a submit fixing
+/// the environment (a token set now) is a new attempt of the same work, not another command.
+pub fn is_env_retry(existing: &Job, spec: &JobSpec) -> bool {
+    let could_not_run = matches!(existing.state, JobState::Failed | JobState::Dead)
+        && matches!(existing.outcome.as_ref().map(|o| &o.exit), Some(skillforge_runner::ExitClass::NotRunnable { .. }));
+    let without_env = |payload: &serde_json::Value| {
+        let mut p = payload.clone();
+        if let Some(obj) = p.as_object_mut() {
+            obj.remove("env");
+        }
+        p
+    };
+    could_not_run && existing.spec.kind == spec.kind && without_env(&existing.spec.payload) == without_env(&spec.payload)
 }
 
 /// Waits for job `id` on `backend` through a [`CliJobs`] (its liveness rule, its local worker

@@ -218,20 +218,12 @@ impl QueueBackend for RedisBackend {
     }
 
     async fn retry(&self, job_id: &str) -> Result<(), EngineError> {
-        let mut inv = self.scripts.retry.prepare_invoke();
-        inv.arg(&self.prefix).arg(stored(job_id).as_ref());
-        let what = format!("retry of job `{job_id}`");
-        let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
-        match reply.as_slice() {
-            [tag] if tag == "ok" => Ok(()),
-            [tag, state] if tag == "invalid" => Err(EngineError::InvalidState {
-                job_id: job_id.to_owned(),
-                state: parse_state(job_id, state)?,
-                message: "only failed, dead, cancelled or stale jobs can be retried".to_owned(),
-            }),
-            [tag] if tag == "missing" => Err(EngineError::NotFound(job_id.to_owned())),
-            _ => Err(unexpected("retry", &reply)),
-        }
+        self.retry_replacing(job_id, None).await
+    }
+
+    async fn retry_with_payload(&self, job_id: &str, payload: &serde_json::Value) -> Result<(), EngineError> {
+        let json = serde_json::to_string(payload).map_err(|e| EngineError::redis(format!("encode job payload: {e}")))?;
+        self.retry_replacing(job_id, Some(&json)).await
     }
 
     async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError> {
@@ -471,5 +463,28 @@ impl QueueBackend for RedisBackend {
         let (secs, micros): (i64, i64) =
             with_retry!(self, "read server time", |c| cmd.query_async(&mut c))?;
         Ok(secs * 1000 + micros / 1000)
+    }
+}
+
+impl RedisBackend {
+    /// `retry`, with the payload JSON replaced in the same script when `payload` is given.
+    async fn retry_replacing(&self, job_id: &str, payload: Option<&str>) -> Result<(), EngineError> {
+        let mut inv = self.scripts.retry.prepare_invoke();
+        inv.arg(&self.prefix).arg(stored(job_id).as_ref());
+        if let Some(payload) = payload {
+            inv.arg(payload);
+        }
+        let what = format!("retry of job `{job_id}`");
+        let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
+        match reply.as_slice() {
+            [tag] if tag == "ok" => Ok(()),
+            [tag, state] if tag == "invalid" => Err(EngineError::InvalidState {
+                job_id: job_id.to_owned(),
+                state: parse_state(job_id, state)?,
+                message: "only failed, dead, cancelled or stale jobs can be retried".to_owned(),
+            }),
+            [tag] if tag == "missing" => Err(EngineError::NotFound(job_id.to_owned())),
+            _ => Err(unexpected("retry", &reply)),
+        }
     }
 }

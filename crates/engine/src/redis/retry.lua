@@ -1,4 +1,4 @@
--- ARGV: ns, job_id. Returns {'ok'} | {'invalid', state} | {'missing'}.
+-- ARGV: ns, job_id[, payload JSON: replaces the job's `p` field]. Returns {'ok'} | {'invalid', state} | {'missing'}.
 local id = ARGV[2]
 local jk = jkey(id)
 local f = hmget(jk, plan('s', 'q', 'c', 'sd'))
@@ -18,6 +18,7 @@ if redis.call('ZREM', NS .. 'results', id) == 0 and RETAIN_CLASS[st] then
   redis.call('INCR', NS .. 'done:' .. RETAIN_CLASS[st] .. ':stale')
 end
 hset(jk, { 'a', '0', 'cr', '0', 'ra', '0', 'u', s(now), 'sd', sd })
+if ARGV[3] and ARGV[3] ~= '' then hset(jk, { 'p', ARGV[3] }) end
 set_state(id, st, 'queued', f[3])
 schedule(id, f[2], now, now, f[3], false)
 return { 'ok' }

@@ -273,33 +273,11 @@ impl QueueBackend for SqliteBackend {
     }
 
     async fn retry(&self, job_id: &str) -> Result<(), EngineError> {
-        let what = format!("retry job `{job_id}`");
-        let now = now_ms();
-        let mut tx = self.begin(&what).await?;
-        let state = self.state_of(&mut tx, job_id, &what).await?;
-        if !matches!(
-            state,
-            JobState::Failed | JobState::Dead | JobState::Cancelled | JobState::Stale
-        ) {
-            return Err(EngineError::InvalidState {
-                job_id: job_id.to_owned(),
-                state,
-                message: "only failed, dead, cancelled or stale jobs can be retried".to_owned(),
-            });
-        }
-        sqlx::query(
-            "UPDATE jobs SET state = 'queued', attempts = 0, not_before_ms = ?2, \
-             cancel_requested = 0, recovery_available = 0, result_pending = 0, updated_at_ms = ?2 \
-             WHERE id = ?1",
-        )
-        .bind(Key::of(job_id))
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(self.db(&what))?;
-        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
-        self.inner.wake.wake_all();
-        Ok(())
+        self.retry_replacing(job_id, None).await
+    }
+
+    async fn retry_with_payload(&self, job_id: &str, payload: &serde_json::Value) -> Result<(), EngineError> {
+        self.retry_replacing(job_id, Some(payload)).await
     }
 
     async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError> {
@@ -516,5 +494,56 @@ impl QueueBackend for SqliteBackend {
 
     async fn now_ms(&self) -> Result<i64, EngineError> {
         Ok(now_ms())
+    }
+}
+
+impl SqliteBackend {
+    /// `retry`, with the payload replaced first when `payload` is given (one transaction).
+    async fn retry_replacing(&self, job_id: &str, payload: Option<&serde_json::Value>) -> Result<(), EngineError> {
+        let what = format!("retry job `{job_id}`");
+        let now = now_ms();
+        let mut tx = self.begin(&what).await?;
+        let state = self.state_of(&mut tx, job_id, &what).await?;
+        if !matches!(
+            state,
+            JobState::Failed | JobState::Dead | JobState::Cancelled | JobState::Stale
+        ) {
+            return Err(EngineError::InvalidState {
+                job_id: job_id.to_owned(),
+                state,
+                message: "only failed, dead, cancelled or stale jobs can be retried".to_owned(),
+            });
+        }
+        if let Some(payload) = payload {
+            let row = sqlx::query("SELECT spec FROM job_specs WHERE seq = (SELECT seq FROM jobs WHERE id = ?1)")
+                .bind(Key::of(job_id))
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(self.db(&what))?;
+            let text: String = row.try_get(0).map_err(self.db(&what))?;
+            let corrupt = |e: serde_json::Error| EngineError::Corrupt { job_id: job_id.to_owned(), message: e.to_string() };
+            let mut spec: crate::job::JobSpec = super::compact::decode(super::compact::Doc::Spec, &text).map_err(corrupt)?;
+            spec.payload = payload.clone();
+            let text = super::compact::encode(super::compact::Doc::Spec, &spec).map_err(corrupt)?;
+            sqlx::query("UPDATE job_specs SET spec = ?2 WHERE seq = (SELECT seq FROM jobs WHERE id = ?1)")
+                .bind(Key::of(job_id))
+                .bind(text)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.db(&what))?;
+        }
+        sqlx::query(
+            "UPDATE jobs SET state = 'queued', attempts = 0, not_before_ms = ?2, \
+             cancel_requested = 0, recovery_available = 0, result_pending = 0, updated_at_ms = ?2 \
+             WHERE id = ?1",
+        )
+        .bind(Key::of(job_id))
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(self.db(&what))?;
+        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        self.inner.wake.wake_all();
+        Ok(())
     }
 }

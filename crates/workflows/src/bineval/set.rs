@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::BinevalError;
 
 /// One string or a list of strings.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 enum OneOrMany {
     #[default]
@@ -30,44 +30,68 @@ impl OneOrMany {
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// A BINEVAL question set (YAML, or JSON for a `.json` file): dimensions of yes/no questions.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "BINEVAL question set")]
 struct RawSet {
+    /// Format version; only 1 (default 1).
     version: Option<u32>,
+    /// The template or task kind the set is for (free text, optional).
     #[serde(default)]
     template_or_task_kind: String,
+    /// Rubric dimensions, at least one.
     #[serde(default)]
     dimensions: Vec<RawDimension>,
 }
 
-#[derive(Debug, Deserialize)]
+/// A rubric dimension.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawDimension {
+    /// Name, unique in the set.
     #[serde(default)]
     name: String,
+    /// Weight in the overall score, a finite number > 0 (default 1).
     weight: Option<f64>,
+    /// Its yes/no questions, at least one.
     #[serde(default)]
     questions: Vec<RawQuestion>,
 }
 
-#[derive(Debug, Deserialize)]
+/// One yes/no question; "yes" means the output is good. The deterministic assertions, when
+/// given, must all hold for a yes; without any, a model answers.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawQuestion {
+    /// Id, unique across the whole set.
     #[serde(default)]
     id: String,
+    /// The question.
     #[serde(default)]
     text: String,
+    /// What a "no" looks like (optional, shown to a model judge).
     #[serde(default)]
     violation_example: String,
+    /// Weight inside its dimension, > 0 (default 1).
     weight: Option<f64>,
+    /// Substring(s) that must occur.
     #[serde(default)]
     contains: OneOrMany,
+    /// Substring(s) that must not occur.
     #[serde(default)]
     not_contains: OneOrMany,
+    /// Regular expression(s) that must match.
     #[serde(default)]
     regex: OneOrMany,
+    /// Regular expression(s) that must not match.
     #[serde(default)]
     not_regex: OneOrMany,
+}
+
+/// The JSON Schema of a question set file (`docs/schemas/bineval-question-set.json`).
+pub fn schema() -> schemars::Schema {
+    schemars::schema_for!(RawSet)
 }
 
 /// The deterministic assertions of a question (all must hold for a yes).

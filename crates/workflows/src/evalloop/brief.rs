@@ -9,12 +9,15 @@ use serde::{Deserialize, Serialize};
 
 /// Environment variable through which `verify` reads the arm's final reply (a file path).
 pub const FINAL_ENV: &str = "FORGE_FINAL";
+/// A brief's optional top-level key naming its JSON Schema for editors; ignored when a string.
+pub const SCHEMA_KEY: &str = "$schema";
 /// `output` value saying the deliverable is the agent's final chat reply.
 pub const OUTPUT_REPLY: &str = "reply";
 
 /// One eval brief (E-03).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "skill eval brief")]
 pub struct Brief {
     /// Stable id: `[a-z0-9._-]`, 1..=80 characters; names the run directory and ledger rows.
     pub id: String,
@@ -74,13 +77,20 @@ impl Brief {
     ///
     /// # Errors
     /// [`BriefError::Parse`] for a document over the parser limits (`contract::limits`: 16 MiB,
-    /// 64 levels), bad JSON or an unknown/missing field; [`BriefError::Field`] for
+    /// 64 levels), bad JSON or an unknown/missing field (a string `"$schema"` is not one); [`BriefError::Field`] for
     /// a bad id, an empty prompt, verify or rubric, a setup path or output that is not relative
     /// and inside the work dir.
     pub fn parse(text: &str, file: &str) -> Result<Self, BriefError> {
         skillforge_contract::limits::check_json(text).map_err(|e| BriefError::Parse { file: file.to_owned(), message: format!("the document {e}") })?;
-        let brief: Brief =
-            serde_json::from_str(text).map_err(|e| BriefError::Parse { file: file.to_owned(), message: e.to_string() })?;
+        let parse_err = |e: serde_json::Error| BriefError::Parse { file: file.to_owned(), message: e.to_string() };
+        // An editor's `"$schema"` key (`skillforge init` writes one) is not a field of the brief.
+        let brief: Brief = match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(serde_json::Value::Object(mut map)) if map.get(SCHEMA_KEY).is_some_and(serde_json::Value::is_string) => {
+                map.remove(SCHEMA_KEY);
+                serde_json::from_value(serde_json::Value::Object(map)).map_err(parse_err)?
+            }
+            _ => serde_json::from_str(text).map_err(parse_err)?,
+        };
         brief.validate(file)?;
         Ok(brief)
     }

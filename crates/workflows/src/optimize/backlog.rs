@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::spec::ExecutionMode;
 
 /// Whether a hypothesis's dependencies are approved (loop.md 2.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DepStatus {
     /// Nothing to approve, or approved.
@@ -22,7 +22,7 @@ pub enum DepStatus {
 }
 
 /// A numeric estimate behind an opportunity, when one exists.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Estimate {
     /// Expected relative gain on the target metric (0.2 = 20 % better).
@@ -52,7 +52,7 @@ impl Estimate {
 }
 
 /// The log schema's `opportunity` record (loop.md 2.2): every hypothesis carries one (O-12).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Opportunity {
     /// The workload the estimate is about.
@@ -73,7 +73,7 @@ pub struct Opportunity {
 }
 
 /// A locating measurement: a cheap command that finds where the cost sits (loop.md 2.1).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Locating {
     /// Shell command run in the optimization branch's checkout; its stdout may be a JSON object
@@ -85,7 +85,7 @@ pub struct Locating {
 }
 
 /// One hypothesis of the backlog (loop.md 2.4, CP-2 shape).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Hypothesis {
     /// Stable id (`h-NNN` when not given).

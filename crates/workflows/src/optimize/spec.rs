@@ -20,7 +20,7 @@ pub const DEFAULT_MEASUREMENT_TIMEOUT_SECS: u64 = 600;
 pub const DEFAULT_MAX_RUNNER_UP_MERGES: u32 = 2;
 
 /// Which way an objective improves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Direction {
     /// Larger is better.
@@ -48,7 +48,7 @@ impl Direction {
 }
 
 /// Where an objective's value comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MetricKind {
     /// A number the measurement command prints.
@@ -59,7 +59,7 @@ pub enum MetricKind {
 }
 
 /// `metric.primary`: the metric that ranks experiments.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrimarySpec {
     /// Metric name as the measurement prints it (or the judge's scoring field).
@@ -79,7 +79,7 @@ pub struct PrimarySpec {
 }
 
 /// One entry of `metric.objectives`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ObjectiveSpec {
     /// Metric name.
@@ -102,7 +102,7 @@ fn yes() -> bool {
 }
 
 /// `metric.judge.stratification`: sample proportionally from groups of items sharing `field`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StratificationSpec {
     /// The item field whose value names an item's stratum.
@@ -110,7 +110,7 @@ pub struct StratificationSpec {
 }
 
 /// `metric.judge`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JudgeSpec {
     /// The scoring rubric (immutable harness).
@@ -181,7 +181,7 @@ fn cheap() -> String {
 }
 
 /// `metric`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MetricSpec {
     /// The ranking metric.
@@ -201,7 +201,7 @@ pub struct MetricSpec {
 }
 
 /// `measurement.stability.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StabilityMode {
     /// One sample decides.
@@ -214,7 +214,7 @@ pub enum StabilityMode {
 }
 
 /// `measurement.stability`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StabilitySpec {
     /// The sampling protocol.
@@ -226,7 +226,7 @@ pub struct StabilitySpec {
 }
 
 /// `measurement.holdout`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HoldoutSpec {
     /// The held-out measurement command (same output shape as `measurement.command`).
@@ -234,7 +234,7 @@ pub struct HoldoutSpec {
 }
 
 /// `measurement`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MeasurementSpec {
     /// Shell command printing the metrics JSON on stdout (see [`super::measure`]).
@@ -272,7 +272,7 @@ impl MeasurementSpec {
 }
 
 /// `scope`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScopeSpec {
     /// Files or directories (relative to the repo root) a worker may modify.
@@ -295,7 +295,7 @@ impl ScopeSpec {
 }
 
 /// `dependencies`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DependenciesSpec {
     /// Dependencies a worker may add without asking.
@@ -304,7 +304,7 @@ pub struct DependenciesSpec {
 }
 
 /// `execution.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ExecutionMode {
     /// One experiment at a time.
@@ -315,7 +315,7 @@ pub enum ExecutionMode {
 }
 
 /// `execution.backend`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Backend {
     /// A git worktree per experiment on this machine.
@@ -326,7 +326,7 @@ pub enum Backend {
 }
 
 /// `execution`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecutionSpec {
     /// serial | parallel.
@@ -397,7 +397,7 @@ fn scripted() -> String {
 }
 
 /// `stopping`: every criterion is off when unset.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StoppingSpec {
     /// Experiments run (every dispatched one counts, resolutions 16).
@@ -431,8 +431,9 @@ pub struct StoppingSpec {
 pub type HypothesisInput = super::backlog::Hypothesis;
 
 /// A whole spec file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "optimize spec")]
 pub struct Spec {
     /// Identifier: `[a-z0-9][a-z0-9._-]*`, used in branch names.
     pub name: String,

@@ -14,7 +14,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One review item of a session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ItemSpec {
     /// Item id, unique in the file: ASCII letters, digits, `.`, `_`, `-`.
@@ -27,17 +27,27 @@ pub struct ItemSpec {
     pub input: String,
 }
 
-#[derive(Deserialize)]
+/// A train items file (`train start --items-file`): `items:` with a list of review items, or a
+/// bare list of them.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
+#[schemars(title = "train items file")]
 enum ItemsFile {
     Wrapped(Wrapped),
     Bare(Vec<ItemSpec>),
 }
 
-#[derive(Deserialize)]
+/// `items:` with the review items.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Wrapped {
+    /// The review items, at least one; ids unique.
     items: Vec<ItemSpec>,
+}
+
+/// The JSON Schema of an items file (`docs/schemas/train-items.json`).
+pub fn schema() -> schemars::Schema {
+    schemars::schema_for!(ItemsFile)
 }
 
 /// Parses an items file (`file` names it in errors).

@@ -49,7 +49,8 @@ pub struct AbArgs {
     /// Seed of the label shuffle (Monte Carlo uses SEED ^ 0x6a09e667f3bcc908); default time-based.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Also ask a cross-family LLM judge (or `[skillopt] mode_b_judge_enabled`).
+    /// Also ask a cross-family LLM judge (or `[skillopt] mode_b_judge_enabled`); its runtimes come
+    /// from `[skillopt] review_runtimes`, which must be set.
     #[arg(long)]
     pub judge: bool,
     /// Only the judge: no human pick, no bandit update.
@@ -115,8 +116,25 @@ fn read_pick() -> Result<Option<Label>, CliError> {
         .ok_or_else(|| CliError::usage(anyhow!("no pick captured (expected `a` or `b`, got {:?}); nothing recorded", line.trim())))
 }
 
+/// Refuses a judged A/B (`--judge`, `--judge-only`, `[skillopt] mode_b_judge_enabled`) whose
+/// judge runtimes are not configured: none is picked from whatever CLIs happen to be on PATH.
+///
+/// # Errors
+/// Exit 2 naming `[skillopt] review_runtimes` and the config file, before anything runs.
+fn require_judges_configured(ctx: &Context, args: &AbArgs) -> Result<(), CliError> {
+    let judge_on = args.judge || args.judge_only || ctx.config.skillopt.mode_b_judge_enabled == Some(true);
+    if judge_on && ctx.config.skillopt.review_runtimes.is_none() {
+        return Err(CliError::usage(anyhow!(
+            "no judge runtime configured: set `[skillopt] review_runtimes = [\"codex\"]` (agent runtimes of a family other than the template's, in preference order) in `{}`; skillforge assumes none, nothing ran",
+            ctx.home.join(crate::config::CONFIG_FILE).display()
+        )));
+    }
+    Ok(())
+}
+
 /// Runs `skillforge ab`.
 pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
+    require_judges_configured(ctx, &args)?;
     let human_pick = match (&args.pick, args.judge_only) {
         (Some(p), _) => Some(Label::parse(p).ok_or_else(|| CliError::usage(anyhow!("--pick must be `a` or `b`, got `{p}`")))?),
         (None, _) => None,

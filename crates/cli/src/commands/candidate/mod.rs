@@ -53,7 +53,7 @@ pub enum CandidateCommand {
         #[arg(long)]
         no_wait: bool,
     },
-    /// Re-run the notify/auto-promote seam for a pending candidate (e.g. after more A/B picks or
+    /// Re-run the notify/auto-promote decision for a pending candidate (e.g. after more A/B picks or
     /// harvested outcomes); the same guardrails as after import.
     Decide {
         /// Candidate version `ID@vN`.

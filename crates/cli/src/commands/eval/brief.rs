@@ -38,9 +38,10 @@ pub struct BriefArgs {
     /// A correction theme {name, rules, corrections}: a model drafts the brief from it.
     #[arg(long, value_name = "FILE")]
     theme: Option<PathBuf>,
-    /// Agent runtime that drafts from `--theme` (`claude`, `codex`, `opencode`, `scripted`); default `FORGE_AGENT`, else claude.
-    #[arg(long, env = "FORGE_AGENT", default_value = "claude")]
-    runtime: String,
+    /// Agent runtime that drafts from `--theme` (`claude`, `codex`, `opencode`, `scripted`), else
+    /// `FORGE_AGENT`; none is assumed.
+    #[arg(long, env = "FORGE_AGENT")]
+    runtime: Option<String>,
     /// Model of the drafting runtime.
     #[arg(long)]
     model: Option<String>,
@@ -77,6 +78,20 @@ async fn verify_passes(brief: &Brief, example: &str) -> Result<bool, CliError> {
 
 fn read(path: &Path) -> Result<String, CliError> {
     std::fs::read_to_string(path).map_err(|e| CliError::usage(anyhow!("read `{}`: {e}", path.display())))
+}
+
+/// The agent runtime `given` (`--runtime` or `FORGE_AGENT`), for `what`; none is assumed.
+///
+/// # Errors
+/// Exit 2 naming the flag and the variable to set, and the shipped runtimes, when none is given.
+pub(super) fn require_runtime(given: Option<String>, what: &str) -> Result<String, CliError> {
+    given.filter(|r| !r.trim().is_empty()).ok_or_else(|| {
+        let names: Vec<&str> = skillforge_runner_agent::profile::all().iter().map(|p| p.name.as_str()).collect();
+        CliError::usage(anyhow!(
+            "no agent runtime for {what}: give --runtime RUNTIME or set FORGE_AGENT (one of {}; `skillforge doctor` shows which are installed); skillforge assumes none",
+            names.join(", ")
+        ))
+    })
 }
 
 /// Has the runtime draft a brief from the theme at `theme_path` (one `agent` job, waited for);
@@ -123,7 +138,7 @@ pub async fn run(ctx: &Context, args: BriefArgs) -> CliResult {
             (draft, file)
         }
         (None, Some(theme_path)) => {
-            let (draft, file, _) = draft_from_theme(ctx, theme_path, &args.runtime, args.model.as_deref()).await?;
+            let (draft, file, _) = draft_from_theme(ctx, theme_path, &require_runtime(args.runtime.clone(), "drafting the brief")?, args.model.as_deref()).await?;
             (draft, file)
         }
         (None, None) => return Err(CliError::usage(anyhow!("--knowledge-gap needs --draft FILE or --theme FILE"))),

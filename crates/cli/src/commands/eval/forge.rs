@@ -29,7 +29,7 @@ pub struct ForgeArgs {
     /// The brief (JSON: id, prompt, setup, verify, rubric, output).
     #[arg(long, value_name = "FILE", required_unless_present = "theme", conflicts_with = "theme")]
     brief: Option<PathBuf>,
-    /// `brief` (run `--brief`) or `corrections`: a model drafts a knowledge-gap brief from the correction theme `--theme` (written to `<home>/eval/briefs/<id>.json` only when it passes the E-01/E-02 checks), then the forge runs it. `eval theme --skill-dir D --out T` mines that theme from real sessions; its signature rides onto the adoption's ledger row.
+    /// `brief` (run `--brief`) or `corrections`: a model drafts a knowledge-gap brief from the correction theme `--theme` (written to `<home>/eval/briefs/<id>.json` only when its verify passes a good example and fails a bad one, and no rule of the theme leaks into its prompt or fixtures), then the forge runs it. `eval theme --skill-dir D --out T` mines that theme from real sessions; its signature rides onto the adoption's ledger row.
     #[arg(long, default_value = "brief", value_parser = ["brief", "corrections"])]
     mode: String,
     /// With `--mode corrections`: the correction theme {name, rules, corrections}.
@@ -59,9 +59,10 @@ pub struct ForgeArgs {
     /// Container arms: no network (the agent cannot reach a model API; for offline agents).
     #[arg(long = "no-network")]
     no_network: bool,
-    /// Agent runtime of the arms (`claude`, `codex`, `opencode`, `scripted`); default `FORGE_AGENT`, else claude.
-    #[arg(long, env = "FORGE_AGENT", default_value = "claude")]
-    runtime: String,
+    /// Agent runtime of the arms (`claude`, `codex`, `opencode`, `scripted`), else `FORGE_AGENT`;
+    /// none is assumed.
+    #[arg(long, env = "FORGE_AGENT")]
+    runtime: Option<String>,
     /// Agent runtime of the blind judge; default the arms' runtime.
     #[arg(long = "judge-runtime")]
     judge_runtime: Option<String>,
@@ -103,7 +104,12 @@ fn arm_runner(args: &ForgeArgs) -> Result<ArmRunner, CliError> {
 }
 
 /// Runs `eval forge`.
-pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
+///
+/// # Errors
+/// Exit 2 when no arm runtime is given (`--runtime` or `FORGE_AGENT`; none is assumed), for bad
+/// flags or a bad brief; exit 3 for the environment (credentials, queue, store).
+pub async fn run(ctx: &Context, mut args: ForgeArgs) -> CliResult {
+    let runtime = super::brief::require_runtime(args.runtime.take(), "the arms (and, unless --judge-runtime is given, the judge)")?;
     let runner = arm_runner(&args)?;
     if args.samples == 0 {
         return Err(CliError::usage(anyhow!("--samples must be at least 1")));
@@ -138,14 +144,14 @@ pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
             let home = std::env::var_os("HOME").map(PathBuf::from).ok_or_else(|| CliError::env(anyhow!("HOME is not set; pass --install-root or --adopt-dir")))?;
             let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
             // A runtime with no user-level skill dir (the scripted agent): the seed's adoption root.
-            InstallTarget::for_runtimes(&[args.runtime.as_str()], &home, &env).unwrap_or_else(|_| InstallTarget::Root(home.join(".agents/skills")))
+            InstallTarget::for_runtimes(&[runtime.as_str()], &home, &env).unwrap_or_else(|_| InstallTarget::Root(home.join(".agents/skills")))
         }
     };
     if !args.dry_run {
         let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
         let user_home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
         let now_ms = chrono::Utc::now().timestamp_millis();
-        for runtime in [&args.runtime, args.judge_runtime.as_ref().unwrap_or(&args.runtime)] {
+        for runtime in [&runtime, args.judge_runtime.as_ref().unwrap_or(&runtime)] {
             preflight(runtime, &env, &user_home, now_ms).map_err(|e| CliError::env(anyhow!("credential check for runtime `{runtime}` (no arm started): {e}")))?;
         }
     }
@@ -153,7 +159,7 @@ pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
     let brief = match (brief, &args.theme) {
         (Some(brief), _) => brief,
         (None, Some(theme)) if args.dry_run => {
-            let why = format!("dry run: would draft a knowledge-gap brief from theme `{}` on runtime `{}`, then run {} samples × 2 arms ({} runner); nothing ran", theme.display(), args.runtime, args.samples, runner.as_str());
+            let why = format!("dry run: would draft a knowledge-gap brief from theme `{}` on runtime `{}`, then run {} samples × 2 arms ({} runner); nothing ran", theme.display(), runtime, args.samples, runner.as_str());
             if ctx.json {
                 print_json(&serde_json::json!({"skipped": why}));
             } else {
@@ -162,7 +168,7 @@ pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
             return Ok(OK);
         }
         (None, Some(theme)) => {
-            let (draft, file, mined) = super::brief::draft_from_theme(ctx, theme, &args.runtime, args.model.as_deref()).await?;
+            let (draft, file, mined) = super::brief::draft_from_theme(ctx, theme, &runtime, args.model.as_deref()).await?;
             signature = mined.signature;
             let out = eval_root(&ctx.home).join("briefs").join(format!("{}.json", draft.brief.id));
             let brief = super::brief::check_and_write(&draft, &file, &out).await?;
@@ -172,10 +178,10 @@ pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
         (None, None) => return Err(CliError::usage(anyhow!("give --brief FILE or --mode corrections --theme FILE"))),
     };
     let stages = EvalStages::for_home(&ctx.home).map_err(|e| CliError::usage(anyhow!(e.to_string())))?;
-    let judge_runtime = args.judge_runtime.unwrap_or_else(|| args.runtime.clone());
+    let judge_runtime = args.judge_runtime.unwrap_or_else(|| runtime.clone());
     let judge_model = match (args.judge_model, &args.model) {
         (Some(model), _) => model,
-        (None, Some(model)) if judge_runtime == args.runtime => model.clone(),
+        (None, Some(model)) if judge_runtime == runtime => model.clone(),
         _ => skillforge_runner_agent::find(&judge_runtime)
             .and_then(|p| p.model_for_tier("cheap").map(str::to_owned))
             .map_err(|e| CliError::usage(anyhow!("--judge-runtime: {e}")))?,
@@ -187,7 +193,7 @@ pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
         rival: args.rival.map(absolute),
         judge_runtime,
         judge_model: Some(judge_model),
-        runtime: args.runtime,
+        runtime,
         runner,
         model: args.model,
         dry_run: args.dry_run,
