@@ -49,6 +49,11 @@ fn init_writes_a_home_whose_starter_files_are_valid_as_written() {
     let items = h.join("train/items.yml");
     let started = home.json(&["train", "start", "--template", "example-skill", "--repo", "me/project", "--request", "name the effect", "--items-file", path_arg(&items), "--yes", "--session", "first", "--workspace-repo", "me/workspace"]);
     assert_eq!(started["state"], "items_ready", "{started:#}");
+    // Options for every starter item on the starter skill (scripted runtime), then the blind packet.
+    let (out, _) = run_code(&home, &["train", "continue", "--session", "first"], 0);
+    assert!(out.contains("review_published"), "{out}");
+    let status = home.json(&["train", "status", "--session", "first"]);
+    assert_eq!(status["status_phase"], "review_published", "{status:#}");
 
     // The BINEVAL set, deterministically on an output.
     ok(&home, &["review", "create", "--template", "example-skill", "--repo", "me/project", "--run", "b1"]);

@@ -97,6 +97,9 @@ fn review_export_optimize_import_promote_on_a_skill_md() {
     let package: Value = serde_json::from_str(&bytes).unwrap();
     assert_eq!(package["template"]["content"], SKILL_MD);
     assert_eq!(package["template"]["metadata"]["kind"], "agent-template");
+    let loaded = skillforge_tests::loader::load_like_optimizer(&package, &home.path().join("blobs"))
+        .unwrap_or_else(|e| panic!("the optimizer's data loader refuses the package: {e:?}"));
+    assert_eq!(loaded.len(), 2, "both items load");
 
     let out_root = home.path().join("skillopt/r1");
     let candidate = home.path().join("candidate.json");

@@ -11,7 +11,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use skillforge_engine::{CancelReply, EngineError, Job, JobSpec, JobState, QueueBackend};
 use skillforge_runner_container::{Command, ContainerPayload};
-use skillforge_runner::ExitClass;
+use skillforge_runner::{ExitClass, RunnerPayload};
 use skillforge_runner_process::ProcessPayload;
 
 use crate::control::args::{check_name, secs};
@@ -757,7 +757,9 @@ async fn retry(ctx: &Context, id: &str, env: &[String]) -> CliResult {
         backend.retry(id).await.map_err(not_found_is_usage)?;
     } else {
         let job = backend.get(id).await?.ok_or_else(|| CliError::usage(anyhow!("no job `{id}`")))?;
+        let takes_env = job.spec.kind == ProcessPayload::KIND || job.spec.kind == ContainerPayload::KIND;
         let payload = with_env(&job.spec.payload, &env)
+            .filter(|_| takes_env)
             .ok_or_else(|| CliError::usage(anyhow!("job {id} is a `{}` job: only process and container jobs take --env", job.spec.kind)))?;
         backend.retry_with_payload(id, &payload).await.map_err(not_found_is_usage)?;
     }

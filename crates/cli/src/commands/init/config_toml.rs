@@ -12,7 +12,8 @@ pub fn commented_config() -> String {
     let mut out = String::from(
         "#:schema ./schemas/config.json\n\
          # skillforge configuration (`skillforge schema config` prints its JSON Schema).\n\
-         # Every key is optional and shown commented out: remove the leading `# ` of a key line to set it.\n\
+         # Every key is optional and shown commented out: to set one, uncomment its line and put a value\n\
+         # of the type shown in place of `<type>` (e.g. `concurrency = 8`).\n\
          # Unknown keys are an error that names the key and this file.\n",
     );
     section(&mut out, "", &schema, &defs);
@@ -59,10 +60,38 @@ fn section(out: &mut String, path: &str, schema: &Value, defs: &Value) {
 
 fn comment(out: &mut String, description: Option<&Value>) {
     if let Some(text) = description.and_then(Value::as_str) {
+        let text = without_seed_refs(text);
         for line in text.lines() {
             out.push_str(&format!("# {}\n", line.trim_end()).replace("#  \n", "#\n"));
         }
     }
+}
+
+/// `text` without its `(seed: …)` references (where a rule comes from, for maintainers).
+fn without_seed_refs(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(" (seed:") {
+        out.push_str(&rest[..at]);
+        let mut depth = 0usize;
+        let mut end = rest.len();
+        for (idx, c) in rest[at + 1..].char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = at + 1 + idx + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A short type name: `boolean`, `integer`, `number`, `string`, `list of string`, or the
@@ -127,6 +156,12 @@ mod tests {
         }
         let parsed: crate::config::Config = toml::from_str(&text).expect("the commented file is a valid, empty config");
         assert!(parsed.queue.url.is_none());
+    }
+
+    #[test]
+    fn seed_references_are_left_out() {
+        assert_eq!(without_seed_refs("`[x]` (seed: A, \"b (c)\"). Every key"), "`[x]`. Every key");
+        assert!(!commented_config().contains("(seed:"));
     }
 
     #[test]
