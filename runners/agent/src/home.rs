@@ -59,7 +59,7 @@ pub fn make_home(
     }
     let mut carried = Vec::new();
     for carry in &profile.home.carry {
-        let Some(source) = carry.from.iter().filter_map(|f| expand(f, worker_var)).find(|p| p.is_file()) else { continue };
+        let Some(source) = carry.from.iter().filter_map(|f| crate::profile::expand(f, &worker_var)).find(|p| p.is_file()) else { continue };
         let target = home.join(&carry.to);
         if let Some(parent) = target.parent() {
             mkdir(parent)?;
@@ -90,20 +90,6 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
         .open(path)
         .map_err(|e| format!("create `{}`: {e}", path.display()))?;
     file.write_all(bytes).map_err(|e| format!("write `{}`: {e}", path.display()))
-}
-
-/// `~/rest` under `HOME`, `$VAR/rest` under `VAR`, anything else as is; `None` when the variable
-/// is unset or empty.
-pub fn expand(entry: &str, var: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
-    let non_empty = |name: &str| var(name).filter(|v| !v.trim().is_empty());
-    if let Some(rest) = entry.strip_prefix("~/") {
-        return non_empty("HOME").map(|h| Path::new(&h).join(rest));
-    }
-    if let Some(stripped) = entry.strip_prefix('$') {
-        let (name, rest) = stripped.split_once('/').unwrap_or((stripped, ""));
-        return non_empty(name).map(|v| Path::new(&v).join(rest));
-    }
-    Some(PathBuf::from(entry))
 }
 
 /// Files and directories above `workdir` that a runtime would read as project instructions or

@@ -376,7 +376,7 @@ impl RuntimeProfile {
 
 /// `~/rest` under `HOME`, `$VAR/rest` under `VAR`, anything else as is; `None` when the variable
 /// is unset or empty.
-fn expand(entry: &str, var: &impl Fn(&str) -> Option<String>) -> Option<std::path::PathBuf> {
+pub(crate) fn expand(entry: &str, var: &impl Fn(&str) -> Option<String>) -> Option<std::path::PathBuf> {
     let non_empty = |name: &str| var(name).filter(|v| !v.trim().is_empty());
     if let Some(rest) = entry.strip_prefix("~/") {
         return non_empty("HOME").map(|h| std::path::Path::new(&h).join(rest));
