@@ -274,9 +274,10 @@ mod tests {
         assert_eq!(step_of(&decide(&g, &passing())), 10);
     }
 
-    // S-63
+    // S-63 on the auto-trace path (no bandit confidence, or confidence gated by step 9 after the
+    // auto-trace floor): min_confidence is an additional requirement.
     #[test]
-    fn s63_step9_min_confidence() {
+    fn s63_auto_trace_path_min_confidence_is_an_additional_requirement() {
         let g = Guardrails { min_confidence: Some(0.95), min_samples: Some(10), ..open() };
         let with = |p: f64, pulls: u64| Evidence { confidence: Some(BanditEvidence { probability: p, pulls }), ..passing() };
         assert_eq!(step_of(&decide(&g, &with(0.97, 2))), 9, "thin");
@@ -285,14 +286,22 @@ mod tests {
         let nil_enough = Evidence { feedback: Ok(AutoTraceEvidence { samples: 10, has_real_ci_positive: true }), confidence: None, ..passing() };
         assert_eq!(step_of(&decide(&g, &nil_enough)), 9, "nil confidence ⇒ notify");
         assert_eq!(decide(&g, &with(0.97, 100)), Decision::Promote { canary_sample: None });
-        // Mode B: the auto-trace floor is replaced by the pulls floor, and a missing score passes step 7.
+        // Unset ⇒ ignored: the same decision as without any confidence.
+        let unset = Guardrails { min_confidence: None, ..open() };
+        assert_eq!(decide(&unset, &with(0.1, 1)), decide(&unset, &passing()));
+    }
+
+    // S-63 on the Mode B (bandit) path, as facts §7 and resolutions 23 say: with
+    // min_confidence set and a confidence present, the bandit's pulls replace the auto-trace
+    // sample floor and a missing score does not stop the decision.
+    #[test]
+    fn s63_mode_b_path_pulls_replace_the_sample_floor_and_no_score_is_needed() {
+        let g = Guardrails { min_confidence: Some(0.95), min_samples: Some(10), ..open() };
+        let with = |p: f64, pulls: u64| Evidence { confidence: Some(BanditEvidence { probability: p, pulls }), ..passing() };
         let mode_b = Evidence { feedback: Ok(AutoTraceEvidence::default()), score: None, ..with(0.97, 100) };
         assert_eq!(decide(&g, &mode_b), Decision::Promote { canary_sample: None });
         let zero = Guardrails { min_samples: Some(0), ..g };
         assert_eq!(step_of(&decide(&zero, &Evidence { ..with(0.99, 0) })), 9, "zero pulls never promote");
-        // Unset ⇒ ignored: the same decision as without any confidence.
-        let unset = Guardrails { min_confidence: None, ..open() };
-        assert_eq!(decide(&unset, &with(0.1, 1)), decide(&unset, &passing()));
     }
 
     /// The steps run in the facts' order: with everything wrong at once, each fix moves the stop
