@@ -37,6 +37,8 @@ pub(crate) struct Cluster {
     redis_paused: bool,
     /// Whether an OOM window is open (`maxmemory` 1 byte).
     redis_oom: bool,
+    /// Whether `serve` runs (and restarts) under `faketime +60s`.
+    serve_clock_ahead: bool,
     concurrency: usize,
     workers: Vec<Slot>,
     serve: Slot,
@@ -66,6 +68,7 @@ impl Cluster {
             redis: redis.then(|| RedisServer::start_with(true)),
             redis_paused: false,
             redis_oom: false,
+            serve_clock_ahead: false,
             concurrency,
             workers: (0..workers).map(|i| slot(format!("worker-{i}"))).collect(),
             serve: slot("serve".to_owned()),
@@ -109,7 +112,14 @@ impl Cluster {
         let name = format!("{}#{}", slot.name, slot.incarnation);
         let log_path = self.logs.join(format!("{name}.log"));
         let log = File::create(&log_path).expect("create a process log");
-        let mut cmd = Command::new(&self.bin);
+        let mut cmd = if which.is_none() && self.serve_clock_ahead {
+            // A forward clock step for this process only; its monotonic clock stays real.
+            let mut c = Command::new("faketime");
+            c.args(["-f", "+60s"]).arg(&self.bin).env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+            c
+        } else {
+            Command::new(&self.bin)
+        };
         cmd.arg("--home").arg(&self.home);
         if let Some(r) = &self.redis {
             cmd.arg("--queue").arg(r.url());
@@ -207,6 +217,19 @@ impl Cluster {
         }
         self.redis_paused = pause;
         let _ = kill(Pid::from_raw(pid), if pause { Signal::SIGSTOP } else { Signal::SIGCONT });
+        true
+    }
+
+    /// Restarts `serve` with its clock 60 s ahead (`ahead`) or back on the real clock; false
+    /// when nothing changes or `faketime` is not installed.
+    pub(crate) fn serve_clock_ahead(&mut self, ahead: bool) -> bool {
+        let installed = Command::new("faketime").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+        if self.serve_clock_ahead == ahead || (ahead && !installed) {
+            return false;
+        }
+        self.serve_clock_ahead = ahead;
+        self.kill(None);
+        self.ensure(None);
         true
     }
 
@@ -343,6 +366,7 @@ impl Cluster {
     pub(crate) fn heal(&mut self) {
         self.pause_redis(false);
         self.oom_redis(false);
+        self.serve_clock_ahead(false);
         for i in 0..self.workers.len() {
             self.pause_worker(i, false);
             self.ensure(Some(i));

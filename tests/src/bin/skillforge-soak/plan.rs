@@ -89,6 +89,10 @@ pub(crate) enum Fault {
     /// An OOM window (issue 32 item 4): redis-server's `maxmemory` set to 1 byte under
     /// `noeviction`, so every write is refused with `OOM`, for `for_ms`; Redis backend only.
     OomRedis { for_ms: u64 },
+    /// A forward clock step (issue 32 item 11): `serve` restarted under `faketime +60s` (its
+    /// monotonic clock real), back to the real clock `for_ms` later; embedded backend only
+    /// (Redis judges leases by the server's clock).
+    ServeClockAhead { for_ms: u64 },
 }
 
 impl Fault {
@@ -105,6 +109,7 @@ impl Fault {
             Self::ServeIntoHeldStore { .. } => "restart serve into a held store, retry dead jobs",
             Self::HoldQueueLock { .. } => "hold the queue file's write lock",
             Self::OomRedis { .. } => "redis OOM window (maxmemory 1 byte, noeviction)",
+            Self::ServeClockAhead { .. } => "serve's clock 60 s ahead",
         }
     }
 }
@@ -205,6 +210,7 @@ fn fault(rng: &mut StdRng, shape: Shape) -> Fault {
         52..76 => Fault::HoldQueueLock { for_ms: rng.random_range(300..2500) },
         76..88 => Fault::HoldStoreLock { for_ms: rng.random_range(1000..5000) },
         88..94 if shape.redis => Fault::OomRedis { for_ms: rng.random_range(500..4000) },
+        88..94 => Fault::ServeClockAhead { for_ms: rng.random_range(2000..8000) },
         _ => Fault::ServeIntoHeldStore { for_ms: rng.random_range(4000..6000) },
     }
 }
@@ -236,6 +242,9 @@ mod tests {
         assert_eq!(names.len(), 9, "{names:?}");
         let embedded = plan(1, Shape { redis: false, ..shape() });
         assert!(embedded.faults.iter().all(|(_, f)| !matches!(f, Fault::RestartRedis | Fault::PauseRedis { .. } | Fault::OomRedis { .. })));
+        assert!(p.faults.iter().all(|(_, f)| !matches!(f, Fault::ServeClockAhead { .. })), "embedded only");
+        let embedded_names: std::collections::BTreeSet<_> = embedded.faults.iter().map(|(_, f)| f.name()).collect();
+        assert!(embedded_names.contains("serve's clock 60 s ahead"), "{embedded_names:?}");
     }
 
     #[test]

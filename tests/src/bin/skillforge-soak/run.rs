@@ -253,6 +253,8 @@ enum Undo {
     ResumeRedis,
     /// Close the OOM window (tried again while redis-server is paused).
     EndOom,
+    /// Put `serve` back on the real clock.
+    ServeClockBack,
     /// Ask the operator to retry every dead job now.
     SweepDead,
 }
@@ -284,6 +286,7 @@ fn play_faults(
                 Fault::PauseRedis { for_ms } => c.pause_redis(true).then(|| after(for_ms, Undo::ResumeRedis)),
                 Fault::RestartRedis => c.restart_redis().then(Vec::new),
                 Fault::OomRedis { for_ms } => c.oom_redis(true).then(|| after(for_ms, Undo::EndOom)),
+                Fault::ServeClockAhead { for_ms } => c.serve_clock_ahead(true).then(|| after(for_ms, Undo::ServeClockBack)),
                 Fault::HoldStoreLock { for_ms } => c.hold_write_lock(&home.join("skillforge.db"), for_ms).then(Vec::new),
                 Fault::HoldQueueLock { for_ms } => c.hold_write_lock(&home.join("queue.db"), for_ms).then(Vec::new),
                 Fault::ServeIntoHeldStore { for_ms } => (c.kill(None) && c.hold_write_lock(&home.join("skillforge.db"), for_ms)).then(|| {
@@ -309,6 +312,9 @@ fn play_faults(
                 }
                 Undo::ResumeRedis => {
                     c.pause_redis(false);
+                }
+                Undo::ServeClockBack => {
+                    c.serve_clock_ahead(false);
                 }
                 Undo::EndOom => {
                     if !c.oom_redis(false) && c.is_oom() {
