@@ -39,6 +39,8 @@ pub(crate) struct Cluster {
     redis_oom: bool,
     /// Whether `serve` runs (and restarts) under `faketime +60s`.
     serve_clock_ahead: bool,
+    /// Jobs whose records [`Cluster::break_record`] corrupted.
+    pub(crate) broken: Vec<String>,
     concurrency: usize,
     workers: Vec<Slot>,
     serve: Slot,
@@ -69,6 +71,7 @@ impl Cluster {
             redis_paused: false,
             redis_oom: false,
             serve_clock_ahead: false,
+            broken: Vec::new(),
             concurrency,
             workers: (0..workers).map(|i| slot(format!("worker-{i}"))).collect(),
             serve: slot("serve".to_owned()),
@@ -230,6 +233,39 @@ impl Cluster {
         self.serve_clock_ahead = ahead;
         self.kill(None);
         self.ensure(None);
+        true
+    }
+
+    /// Submits an extra job (`true` with a marked argument long enough that its payload is
+    /// kept in its own key) and corrupts its hash at once: its creation time `c` no longer
+    /// parses, so no read, lease or reap of it can decode it. Returns false when Redis is
+    /// unavailable (paused, OOM) or the job cannot be found.
+    pub(crate) fn break_record(&mut self) -> bool {
+        if self.redis_paused || self.redis_oom {
+            return false;
+        }
+        let Some(redis) = &self.redis else { return false };
+        let marker = format!("soak-broken-{}-{}", self.broken.len(), "z".repeat(80));
+        let out = self
+            .cmd()
+            .args(["--json", "jobs", "submit", "--attempts", "1", "--heartbeat", "0.5", "--stale-after", "2", "--", "true", &marker])
+            .output();
+        let Some(id) = out
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+            .and_then(|v| v["id"].as_str().map(str::to_owned))
+        else {
+            return false;
+        };
+        let keys = redis.cli(&["--scan", "--pattern", "skillforge:job:*:p"]).unwrap_or_default();
+        let Some(key) = keys.lines().find(|k| !k.is_empty() && redis.cli(&["get", k]).is_some_and(|v| v.contains(&marker))) else {
+            return false;
+        };
+        if redis.cli(&["hset", key.trim_end_matches(":p"), "c", "not-a-time"]).is_none() {
+            return false;
+        }
+        self.broken.push(id);
         true
     }
 
