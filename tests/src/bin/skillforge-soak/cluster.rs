@@ -37,8 +37,8 @@ pub(crate) struct Cluster {
     redis_paused: bool,
     /// Whether an OOM window is open (`maxmemory` 1 byte).
     redis_oom: bool,
-    /// Whether `serve` runs (and restarts) under `faketime +60s`.
-    serve_clock_ahead: bool,
+    /// The `faketime` offset `serve` runs (and restarts) under, if any (`+60s`, `-60s`).
+    serve_clock: Option<&'static str>,
     /// Jobs whose records [`Cluster::break_record`] corrupted.
     pub(crate) broken: Vec<String>,
     concurrency: usize,
@@ -70,7 +70,7 @@ impl Cluster {
             redis: redis.then(|| RedisServer::start_with(true)),
             redis_paused: false,
             redis_oom: false,
-            serve_clock_ahead: false,
+            serve_clock: None,
             broken: Vec::new(),
             concurrency,
             workers: (0..workers).map(|i| slot(format!("worker-{i}"))).collect(),
@@ -115,10 +115,10 @@ impl Cluster {
         let name = format!("{}#{}", slot.name, slot.incarnation);
         let log_path = self.logs.join(format!("{name}.log"));
         let log = File::create(&log_path).expect("create a process log");
-        let mut cmd = if which.is_none() && self.serve_clock_ahead {
-            // A forward clock step for this process only; its monotonic clock stays real.
+        let mut cmd = if let (None, Some(offset)) = (which, self.serve_clock) {
+            // A clock step for this process only; its monotonic clock stays real.
             let mut c = Command::new("faketime");
-            c.args(["-f", "+60s"]).arg(&self.bin).env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+            c.args(["-f", offset]).arg(&self.bin).env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
             c
         } else {
             Command::new(&self.bin)
@@ -223,14 +223,14 @@ impl Cluster {
         true
     }
 
-    /// Restarts `serve` with its clock 60 s ahead (`ahead`) or back on the real clock; false
-    /// when nothing changes or `faketime` is not installed.
-    pub(crate) fn serve_clock_ahead(&mut self, ahead: bool) -> bool {
+    /// Restarts `serve` with its clock stepped by `offset` (`+60s`, `-60s`; `None`: back on the
+    /// real clock); false when nothing changes or `faketime` is not installed.
+    pub(crate) fn serve_clock(&mut self, offset: Option<&'static str>) -> bool {
         let installed = Command::new("faketime").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
-        if self.serve_clock_ahead == ahead || (ahead && !installed) {
+        if self.serve_clock == offset || (offset.is_some() && !installed) {
             return false;
         }
-        self.serve_clock_ahead = ahead;
+        self.serve_clock = offset;
         self.kill(None);
         self.ensure(None);
         true
@@ -402,7 +402,7 @@ impl Cluster {
     pub(crate) fn heal(&mut self) {
         self.pause_redis(false);
         self.oom_redis(false);
-        self.serve_clock_ahead(false);
+        self.serve_clock(None);
         for i in 0..self.workers.len() {
             self.pause_worker(i, false);
             self.ensure(Some(i));

@@ -89,10 +89,10 @@ pub(crate) enum Fault {
     /// An OOM window (issue 32 item 4): redis-server's `maxmemory` set to 1 byte under
     /// `noeviction`, so every write is refused with `OOM`, for `for_ms`; Redis backend only.
     OomRedis { for_ms: u64 },
-    /// A forward clock step (issue 32 item 11): `serve` restarted under `faketime +60s` (its
-    /// monotonic clock real), back to the real clock `for_ms` later; embedded backend only
-    /// (Redis judges leases by the server's clock).
-    ServeClockAhead { for_ms: u64 },
+    /// A clock step (issue 32 item 11): `serve` restarted under `faketime +60s` (`ahead`) or
+    /// `-60s` (its monotonic clock real), back to the real clock `for_ms` later; embedded
+    /// backend only (Redis judges leases by the server's clock).
+    ServeClockStep { ahead: bool, for_ms: u64 },
     /// A malformed record (issue 32 item 2): an extra job is submitted and its hash corrupted
     /// at once (its creation time no longer parses); it must end quarantined (or applied, when
     /// it ran before the corruption), and nothing else may notice. Redis backend only.
@@ -113,7 +113,8 @@ impl Fault {
             Self::ServeIntoHeldStore { .. } => "restart serve into a held store, retry dead jobs",
             Self::HoldQueueLock { .. } => "hold the queue file's write lock",
             Self::OomRedis { .. } => "redis OOM window (maxmemory 1 byte, noeviction)",
-            Self::ServeClockAhead { .. } => "serve's clock 60 s ahead",
+            Self::ServeClockStep { ahead: true, .. } => "serve's clock 60 s ahead",
+            Self::ServeClockStep { ahead: false, .. } => "serve's clock 60 s behind",
             Self::BreakRecord => "a malformed job record",
         }
     }
@@ -215,7 +216,7 @@ fn fault(rng: &mut StdRng, shape: Shape) -> Fault {
         52..76 => Fault::HoldQueueLock { for_ms: rng.random_range(300..2500) },
         76..88 => Fault::HoldStoreLock { for_ms: rng.random_range(1000..5000) },
         88..94 if shape.redis => Fault::OomRedis { for_ms: rng.random_range(500..4000) },
-        88..94 => Fault::ServeClockAhead { for_ms: rng.random_range(2000..8000) },
+        88..94 => Fault::ServeClockStep { ahead: rng.random_bool(0.5), for_ms: rng.random_range(2000..8000) },
         94..97 if shape.redis => Fault::BreakRecord,
         _ => Fault::ServeIntoHeldStore { for_ms: rng.random_range(4000..6000) },
     }
@@ -250,9 +251,10 @@ mod tests {
         assert_eq!(names.len(), 10, "{names:?}");
         let embedded = plan(1, Shape { redis: false, ..shape() });
         assert!(embedded.faults.iter().all(|(_, f)| !matches!(f, Fault::RestartRedis | Fault::PauseRedis { .. } | Fault::OomRedis { .. })));
-        assert!(p.faults.iter().all(|(_, f)| !matches!(f, Fault::ServeClockAhead { .. })), "embedded only");
-        let embedded_names: std::collections::BTreeSet<_> = embedded.faults.iter().map(|(_, f)| f.name()).collect();
-        assert!(embedded_names.contains("serve's clock 60 s ahead"), "{embedded_names:?}");
+        assert!(p.faults.iter().all(|(_, f)| !matches!(f, Fault::ServeClockStep { .. })), "embedded only");
+        let embedded_names: std::collections::BTreeSet<_> =
+            (1..=5).flat_map(|seed| plan(seed, Shape { redis: false, ..shape() }).faults).map(|(_, f)| f.name()).collect();
+        assert!(embedded_names.contains("serve's clock 60 s ahead") && embedded_names.contains("serve's clock 60 s behind"), "{embedded_names:?}");
     }
 
     #[test]

@@ -305,7 +305,9 @@ fn play_faults(
                 Fault::PauseRedis { for_ms } => c.pause_redis(true).then(|| after(for_ms, Undo::ResumeRedis)),
                 Fault::RestartRedis => c.restart_redis().then(Vec::new),
                 Fault::OomRedis { for_ms } => c.oom_redis(true).then(|| after(for_ms, Undo::EndOom)),
-                Fault::ServeClockAhead { for_ms } => c.serve_clock_ahead(true).then(|| after(for_ms, Undo::ServeClockBack)),
+                Fault::ServeClockStep { ahead, for_ms } => {
+                    c.serve_clock(Some(if ahead { "+60s" } else { "-60s" })).then(|| after(for_ms, Undo::ServeClockBack))
+                }
                 Fault::BreakRecord => c.break_record().then(Vec::new),
                 Fault::HoldStoreLock { for_ms } => c.hold_write_lock(&home.join("skillforge.db"), for_ms).then(Vec::new),
                 Fault::HoldQueueLock { for_ms } => c.hold_write_lock(&home.join("queue.db"), for_ms).then(Vec::new),
@@ -334,7 +336,7 @@ fn play_faults(
                     c.pause_redis(false);
                 }
                 Undo::ServeClockBack => {
-                    c.serve_clock_ahead(false);
+                    c.serve_clock(None);
                 }
                 Undo::EndOom => {
                     if !c.oom_redis(false) && c.is_oom() {
