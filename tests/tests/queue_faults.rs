@@ -714,3 +714,40 @@ fn resubmit_lost_enqueues_the_lost_work_again_under_its_keys() {
     let second = home.json(&["jobs", "resubmit-lost"]);
     assert_eq!(second["resubmitted"].as_array().map(Vec::len), Some(0), "{second:#}");
 }
+
+/// Issue 32 item 11: on the embedded queue a reaper whose clock is 60 s behind (`serve` under
+/// `faketime -60s`) still recovers a dead worker's job after `stale_after` (seen on its own
+/// monotonic clock), not after the 60 s its wall clock adds.
+#[test]
+fn a_backward_clock_step_in_a_reaper_does_not_delay_recovery() {
+    let home = Home::embedded();
+    let mut worker = Reaped(home.spawn_worker("w", &[]));
+    let dir = tempfile::tempdir().unwrap();
+    let id = home.submit(
+        &["--heartbeat", "0.3", "--stale-after", "2", "--cwd", dir.path().to_str().unwrap()],
+        &["sh", "-c", "touch started; while [ ! -e release ]; do sleep 0.05; done"],
+    );
+    home.wait(Duration::from_secs(60), "the job to start", || dir.path().join("started").exists().then_some(()));
+    let mut cmd = home.cmd();
+    cmd.arg("serve");
+    let log = std::fs::File::create(home.path().join("serve-behind.log")).unwrap();
+    let _serve = Reaped(
+        std::process::Command::new("faketime")
+            .args(["-f", "-60s"])
+            .arg(cmd.get_program())
+            .args(cmd.get_args())
+            .envs(cmd.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))))
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("faketime is installed (apt-get install faketime)"),
+    );
+    home.wait(Duration::from_secs(60), "serve to start", || home.logs().contains("control plane on").then_some(()));
+    worker.0.kill().unwrap();
+    let _ = worker.0.wait();
+    // Its wall clock puts the deadline 60 s away; 30 s is far more than stale_after.
+    let job = home.wait_job(&id, Duration::from_secs(30), "the dead worker's job to be recovered", |j| j["state"] != "running");
+    assert_eq!(job["state"], "queued", "requeued for another attempt: {job:#}");
+}

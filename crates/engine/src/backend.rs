@@ -326,6 +326,18 @@ pub trait QueueBackend: Send + Sync + 'static {
     /// Frees named locks whose heartbeat is past their `stale_after`; returns their names.
     async fn reap_locks(&self) -> Result<Vec<String>, EngineError>;
 
+    /// [`Self::reap`] judged by a reaper's own monotonic clock instead of this backend's wall
+    /// clock: fenced on the lease's token and on its heartbeat still being `heartbeat_at_ms`,
+    /// whatever its deadline says (a reaper whose wall clock stepped back would otherwise wait
+    /// out the step; `reaper::StaleWatch`). Returns whether it reaped. Default: false.
+    ///
+    /// # Errors
+    /// [`EngineError::Backend`] when the queue cannot be written.
+    async fn reap_unchanged(&self, lease: &ExpiredLease, action: &ReapAction, heartbeat_at_ms: i64) -> Result<bool, EngineError> {
+        let _ = (lease, action, heartbeat_at_ms);
+        Ok(false)
+    }
+
     /// Frees the named lock `name` if it is still held under `fencing_token` with its heartbeat
     /// at `heartbeat_at_ms` and is past its stale deadline by this backend's clock: the
     /// one-lock reap of a reaper that confirmed the lock's staleness on its own monotonic clock

@@ -88,8 +88,11 @@ async fn reap_one(backend: &dyn QueueBackend, lease: &crate::job::ExpiredLease, 
 /// changing and is never confirmed. A dead or paused worker's heartbeat stops changing, and a
 /// reaper that watched it all along confirms it by the time its deadline passes; a reaper that
 /// just started waits up to the confirmation time. Named locks are watched and freed the same
-/// way, one by one ([`QueueBackend::reap_lock`]). (A backward step, which stretches deadlines,
-/// is not corrected; `train`'s one-shot [`reap_once`] does not confirm.)
+/// way, one by one ([`QueueBackend::reap_lock`]). A backward step, which would stretch
+/// deadlines, is corrected for job leases: one whose heartbeat this reaper has seen unchanged
+/// for its whole `stale_after` is reaped whatever the wall clock says
+/// ([`QueueBackend::reap_unchanged`], fenced on that heartbeat). (`train`'s one-shot
+/// [`reap_once`] does not watch.)
 #[derive(Debug, Default)]
 pub struct StaleWatch {
     /// (job, token) → (heartbeat seen, when it was first seen with that heartbeat).
@@ -171,6 +174,34 @@ pub async fn reap_watched(backend: &dyn QueueBackend, watch: &mut StaleWatch) ->
                 action = ?action,
                 "stale lease reaped"
             );
+            reaped.push(Reaped { job_id: lease.job_id, fencing_token: lease.fencing_token, action });
+        }
+    }
+    // A lease whose heartbeat this reaper has seen unchanged for its whole `stale_after`, on its
+    // monotonic clock, is stale whatever its deadline by the wall clock says: a reaper whose
+    // clock stepped back does not wait out the step.
+    let expired: std::collections::HashSet<String> = reaped.iter().map(|r| r.job_id.clone()).collect();
+    for view in views.iter().filter(|v| v.kind == crate::job::LeaseKind::Job && !expired.contains(v.name.as_str())) {
+        let stale_after = Duration::from_millis(view.stale_after_ms);
+        if !watch.confirmed(&view.name, view.lease.fencing_token, stale_after, now) {
+            continue;
+        }
+        let Some(job) = backend.get(&view.name).await? else { continue };
+        if job.state != crate::job::JobState::Running || job.fencing_token != view.lease.fencing_token {
+            continue;
+        }
+        let lease = crate::job::ExpiredLease {
+            job_id: job.id.clone(),
+            fencing_token: job.fencing_token,
+            attempts: job.attempts,
+            max_attempts: job.spec.max_attempts,
+            idempotent: job.spec.idempotent,
+            cancel_requested: job.cancel_requested,
+        };
+        let action = reap_action_for(&lease);
+        if backend.reap_unchanged(&lease, &action, view.lease.heartbeat_at_ms).await? {
+            info!(job_id = %lease.job_id, fencing_token = lease.fencing_token, attempts = lease.attempts, action = ?action,
+                  "stale lease reaped (its heartbeat stopped for stale_after by this reaper's own clock)");
             reaped.push(Reaped { job_id: lease.job_id, fencing_token: lease.fencing_token, action });
         }
     }

@@ -191,46 +191,11 @@ impl QueueBackend for SqliteBackend {
     }
 
     async fn reap(&self, lease: &ExpiredLease, action: &ReapAction) -> Result<bool, EngineError> {
-        let job_id = lease.job_id.as_str();
-        let what = format!("reap job `{job_id}`");
-        let (next, delay, recovery) = match action {
-            ReapAction::Requeue { delay } => {
-                (JobState::Queued, Some(to_i64(delay.as_millis() as u64)), false)
-            }
-            ReapAction::RecoveryAvailable => (JobState::Stale, None, true),
-            ReapAction::Dead => (JobState::Dead, None, false),
-            ReapAction::Cancelled => (JobState::Cancelled, None, false),
-        };
-        let now = now_ms();
-        let mut tx = self.begin(&what).await?;
-        let state: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "UPDATE jobs SET \
-             state = CASE WHEN ?3 = 'queued' AND cancel_requested = 1 THEN 'cancelled' ELSE ?3 END, \
-             not_before_ms = CASE WHEN ?3 = 'queued' THEN ?4 + ?5 ELSE not_before_ms END, \
-             result_pending = CASE WHEN ?3 = 'queued' AND cancel_requested = 0 THEN 0 ELSE 1 END, \
-             recovery_available = ?6, updated_at_ms = ?4, {CLEAR_LEASE}, \
-             attempt_ended_at_ms = ?4, attempt_result = 'stale', \
-             attempt_retry_delay_ms = CASE WHEN ?3 = 'queued' AND cancel_requested = 0 THEN ?5 END \
-             WHERE id = ?1 AND fencing_token = ?2 AND state = 'running' \
-             AND stale_deadline_ms < ?4 RETURNING state"
-        )))
-        .bind(Key::of(job_id))
-        .bind(to_i64(lease.fencing_token))
-        .bind(next.as_str())
-        .bind(now)
-        .bind(delay.unwrap_or(0))
-        .bind(recovery)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(self.db(&what))?;
-        let Some(state) = state else {
-            return Ok(false);
-        };
-        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
-        if state == "queued" {
-            self.inner.wake.wake_all();
-        }
-        Ok(true)
+        self.reap_if(lease, action, None).await
+    }
+
+    async fn reap_unchanged(&self, lease: &ExpiredLease, action: &ReapAction, heartbeat_at_ms: i64) -> Result<bool, EngineError> {
+        self.reap_if(lease, action, Some(heartbeat_at_ms)).await
     }
 
     async fn cancel(&self, job_id: &str) -> Result<CancelReply, EngineError> {
@@ -545,5 +510,52 @@ impl SqliteBackend {
         tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
         self.inner.wake.wake_all();
         Ok(())
+    }
+
+    /// The reap of a running lease, fenced on its token and on its stale deadline by this
+    /// process's clock (`heartbeat_at_ms` `None`) or on its heartbeat still being
+    /// `heartbeat_at_ms` (a reaper that confirmed it on its own monotonic clock).
+    async fn reap_if(&self, lease: &ExpiredLease, action: &ReapAction, heartbeat_at_ms: Option<i64>) -> Result<bool, EngineError> {
+        let job_id = lease.job_id.as_str();
+        let what = format!("reap job `{job_id}`");
+        let (next, delay, recovery) = match action {
+            ReapAction::Requeue { delay } => {
+                (JobState::Queued, Some(to_i64(delay.as_millis() as u64)), false)
+            }
+            ReapAction::RecoveryAvailable => (JobState::Stale, None, true),
+            ReapAction::Dead => (JobState::Dead, None, false),
+            ReapAction::Cancelled => (JobState::Cancelled, None, false),
+        };
+        let now = now_ms();
+        let mut tx = self.begin(&what).await?;
+        let state: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "UPDATE jobs SET \
+             state = CASE WHEN ?3 = 'queued' AND cancel_requested = 1 THEN 'cancelled' ELSE ?3 END, \
+             not_before_ms = CASE WHEN ?3 = 'queued' THEN ?4 + ?5 ELSE not_before_ms END, \
+             result_pending = CASE WHEN ?3 = 'queued' AND cancel_requested = 0 THEN 0 ELSE 1 END, \
+             recovery_available = ?6, updated_at_ms = ?4, {CLEAR_LEASE}, \
+             attempt_ended_at_ms = ?4, attempt_result = 'stale', \
+             attempt_retry_delay_ms = CASE WHEN ?3 = 'queued' AND cancel_requested = 0 THEN ?5 END \
+             WHERE id = ?1 AND fencing_token = ?2 AND state = 'running' \
+             AND ((?7 IS NULL AND stale_deadline_ms < ?4) OR heartbeat_at_ms = ?7) RETURNING state"
+        )))
+        .bind(Key::of(job_id))
+        .bind(to_i64(lease.fencing_token))
+        .bind(next.as_str())
+        .bind(now)
+        .bind(delay.unwrap_or(0))
+        .bind(recovery)
+        .bind(heartbeat_at_ms)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(self.db(&what))?;
+        let Some(state) = state else {
+            return Ok(false);
+        };
+        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        if state == "queued" {
+            self.inner.wake.wake_all();
+        }
+        Ok(true)
     }
 }

@@ -35,8 +35,12 @@ pub(crate) const RESOURCES_UNBOUNDED: &str = "resources_unbounded";
 /// One idempotency key answered with two different jobs.
 pub(crate) const IDEMPOTENCY_KEY_SPLIT: &str = "idempotency_key_split";
 
+/// A record the soak corrupted that ended neither quarantined nor applied (issue 32 item 2;
+/// checked by the run, not by [`check`]).
+pub(crate) const BROKEN_NOT_QUARANTINED: &str = "broken_record_not_quarantined";
+
 /// Every check, in report order.
-pub(crate) const CHECKS: [&str; 14] = [
+pub(crate) const CHECKS: [&str; 15] = [
     LOST_JOB,
     NOT_SETTLED,
     STUCK_RUNNING,
@@ -51,6 +55,7 @@ pub(crate) const CHECKS: [&str; 14] = [
     SILENT_DEATH,
     RESOURCES_UNBOUNDED,
     IDEMPOTENCY_KEY_SPLIT,
+    BROKEN_NOT_QUARANTINED,
 ];
 
 /// One broken invariant.

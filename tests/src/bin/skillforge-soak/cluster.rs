@@ -37,6 +37,10 @@ pub(crate) struct Cluster {
     redis_paused: bool,
     /// Whether an OOM window is open (`maxmemory` 1 byte).
     redis_oom: bool,
+    /// The `faketime` offset `serve` runs (and restarts) under, if any (`+60s`, `-60s`).
+    serve_clock: Option<&'static str>,
+    /// Jobs whose records [`Cluster::break_record`] corrupted.
+    pub(crate) broken: Vec<String>,
     concurrency: usize,
     workers: Vec<Slot>,
     serve: Slot,
@@ -66,6 +70,8 @@ impl Cluster {
             redis: redis.then(|| RedisServer::start_with(true)),
             redis_paused: false,
             redis_oom: false,
+            serve_clock: None,
+            broken: Vec::new(),
             concurrency,
             workers: (0..workers).map(|i| slot(format!("worker-{i}"))).collect(),
             serve: slot("serve".to_owned()),
@@ -109,7 +115,14 @@ impl Cluster {
         let name = format!("{}#{}", slot.name, slot.incarnation);
         let log_path = self.logs.join(format!("{name}.log"));
         let log = File::create(&log_path).expect("create a process log");
-        let mut cmd = Command::new(&self.bin);
+        let mut cmd = if let (None, Some(offset)) = (which, self.serve_clock) {
+            // A clock step for this process only; its monotonic clock stays real.
+            let mut c = Command::new("faketime");
+            c.args(["-f", offset]).arg(&self.bin).env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+            c
+        } else {
+            Command::new(&self.bin)
+        };
         cmd.arg("--home").arg(&self.home);
         if let Some(r) = &self.redis {
             cmd.arg("--queue").arg(r.url());
@@ -207,6 +220,52 @@ impl Cluster {
         }
         self.redis_paused = pause;
         let _ = kill(Pid::from_raw(pid), if pause { Signal::SIGSTOP } else { Signal::SIGCONT });
+        true
+    }
+
+    /// Restarts `serve` with its clock stepped by `offset` (`+60s`, `-60s`; `None`: back on the
+    /// real clock); false when nothing changes or `faketime` is not installed.
+    pub(crate) fn serve_clock(&mut self, offset: Option<&'static str>) -> bool {
+        let installed = Command::new("faketime").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+        if self.serve_clock == offset || (offset.is_some() && !installed) {
+            return false;
+        }
+        self.serve_clock = offset;
+        self.kill(None);
+        self.ensure(None);
+        true
+    }
+
+    /// Submits an extra job (`true` with a marked argument long enough that its payload is
+    /// kept in its own key) and corrupts its hash at once: its creation time `c` no longer
+    /// parses, so no read, lease or reap of it can decode it. Returns false when Redis is
+    /// unavailable (paused, OOM) or the job cannot be found.
+    pub(crate) fn break_record(&mut self) -> bool {
+        if self.redis_paused || self.redis_oom {
+            return false;
+        }
+        let Some(redis) = &self.redis else { return false };
+        let marker = format!("soak-broken-{}-{}", self.broken.len(), "z".repeat(80));
+        let out = self
+            .cmd()
+            .args(["--json", "jobs", "submit", "--attempts", "1", "--heartbeat", "0.5", "--stale-after", "2", "--", "true", &marker])
+            .output();
+        let Some(id) = out
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+            .and_then(|v| v["id"].as_str().map(str::to_owned))
+        else {
+            return false;
+        };
+        let keys = redis.cli(&["--scan", "--pattern", "skillforge:job:*:p"]).unwrap_or_default();
+        let Some(key) = keys.lines().find(|k| !k.is_empty() && redis.cli(&["get", k]).is_some_and(|v| v.contains(&marker))) else {
+            return false;
+        };
+        if redis.cli(&["hset", key.trim_end_matches(":p"), "c", "not-a-time"]).is_none() {
+            return false;
+        }
+        self.broken.push(id);
         true
     }
 
@@ -343,6 +402,7 @@ impl Cluster {
     pub(crate) fn heal(&mut self) {
         self.pause_redis(false);
         self.oom_redis(false);
+        self.serve_clock(None);
         for i in 0..self.workers.len() {
             self.pause_worker(i, false);
             self.ensure(Some(i));

@@ -108,7 +108,25 @@ pub(crate) fn run(plan: &Plan, setup: &Setup) -> Outcome {
     let submitted_at = started.elapsed().as_secs_f64();
 
     cluster.lock().unwrap().heal();
-    let (jobs, applied) = settle(&cluster, &shared, &home, setup.quiet);
+    let (mut jobs, mut applied) = settle(&cluster, &shared, &home, setup.quiet);
+    // The records the soak corrupted are checked on their own: quarantined, or applied when
+    // the job ran before its corruption; nothing else of the run may notice them.
+    let broken = cluster.lock().unwrap().broken.clone();
+    let quarantined: Vec<String> = json(&cluster, &["jobs", "list", "--state", "broken"])
+        .and_then(|v| v.as_array().map(|a| a.iter().filter_map(|r| r["id"].as_str().map(str::to_owned)).collect()))
+        .unwrap_or_default();
+    let mut broken_violations = Vec::new();
+    for id in &broken {
+        if !quarantined.contains(id) && !applied.iter().any(|a| &a.job == id) {
+            broken_violations.push(checker::Violation {
+                check: checker::BROKEN_NOT_QUARANTINED,
+                subject: id.clone(),
+                detail: "a corrupted record is neither quarantined nor applied".to_owned(),
+            });
+        }
+    }
+    jobs.retain(|id, _| !broken.contains(id));
+    applied.retain(|a| !broken.contains(&a.job));
     let quiet = started.elapsed().as_secs_f64() - submitted_at;
     let unclean_shutdowns = cluster.lock().unwrap().shutdown();
 
@@ -124,7 +142,8 @@ pub(crate) fn run(plan: &Plan, setup: &Setup) -> Outcome {
         processes,
         growth: Some(setup.growth),
     };
-    let violations = checker::check(&history);
+    let mut violations = checker::check(&history);
+    violations.extend(broken_violations);
     Outcome { history, violations, faults, failed_submits: shared.failed_submits, unclean_shutdowns, phases: (submitted_at, quiet) }
 }
 
@@ -253,6 +272,8 @@ enum Undo {
     ResumeRedis,
     /// Close the OOM window (tried again while redis-server is paused).
     EndOom,
+    /// Put `serve` back on the real clock.
+    ServeClockBack,
     /// Ask the operator to retry every dead job now.
     SweepDead,
 }
@@ -284,6 +305,10 @@ fn play_faults(
                 Fault::PauseRedis { for_ms } => c.pause_redis(true).then(|| after(for_ms, Undo::ResumeRedis)),
                 Fault::RestartRedis => c.restart_redis().then(Vec::new),
                 Fault::OomRedis { for_ms } => c.oom_redis(true).then(|| after(for_ms, Undo::EndOom)),
+                Fault::ServeClockStep { ahead, for_ms } => {
+                    c.serve_clock(Some(if ahead { "+60s" } else { "-60s" })).then(|| after(for_ms, Undo::ServeClockBack))
+                }
+                Fault::BreakRecord => c.break_record().then(Vec::new),
                 Fault::HoldStoreLock { for_ms } => c.hold_write_lock(&home.join("skillforge.db"), for_ms).then(Vec::new),
                 Fault::HoldQueueLock { for_ms } => c.hold_write_lock(&home.join("queue.db"), for_ms).then(Vec::new),
                 Fault::ServeIntoHeldStore { for_ms } => (c.kill(None) && c.hold_write_lock(&home.join("skillforge.db"), for_ms)).then(|| {
@@ -309,6 +334,9 @@ fn play_faults(
                 }
                 Undo::ResumeRedis => {
                     c.pause_redis(false);
+                }
+                Undo::ServeClockBack => {
+                    c.serve_clock(None);
                 }
                 Undo::EndOom => {
                     if !c.oom_redis(false) && c.is_oom() {
