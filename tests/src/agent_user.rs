@@ -29,13 +29,13 @@ impl AgentUser {
         let home = dir.path();
         let skill = format!("---\nname: tldr\ndescription: {USER_MARKER} the user's own tldr\n---\n\n{USER_MARKER}\n");
         for at in [".claude/skills/tldr", ".agents/skills/tldr", ".codex/skills/tldr", ".config/opencode/skill/tldr", ".config/opencode/skills/tldr"] {
-            put(&home.join(at).join("SKILL.md"), &skill);
+            crate::write(&home.join(at).join("SKILL.md"), &skill);
         }
         for at in [".claude/CLAUDE.md", ".codex/AGENTS.md", ".config/opencode/AGENTS.md", "AGENTS.md", "CLAUDE.md"] {
-            put(&home.join(at), &format!("{USER_MARKER} user instructions\n"));
+            crate::write(&home.join(at), &format!("{USER_MARKER} user instructions\n"));
         }
-        put(&home.join(".codex/config.toml"), &fake.codex_config());
-        put(&home.join(".config/opencode/opencode.json"), &fake.opencode_config().to_string());
+        crate::write(&home.join(".codex/config.toml"), &fake.codex_config());
+        crate::write(&home.join(".config/opencode/opencode.json"), &fake.opencode_config().to_string());
         AgentUser { dir, url: fake.url.clone() }
     }
 
@@ -78,7 +78,7 @@ pub fn install_project_skill(work: &Path, runtime: &str, marker: &str) {
         "opencode" => ".opencode/skill",
         _ => ".claude/skills",
     };
-    put(&work.join(root).join("tldr/SKILL.md"), &format!("---\nname: tldr\ndescription: Summarize a text into three lines ({marker}).\n---\n\nWrite three lines.\n"));
+    crate::write(&work.join(root).join("tldr/SKILL.md"), &format!("---\nname: tldr\ndescription: Summarize a text into three lines ({marker}).\n---\n\nWrite three lines.\n"));
 }
 
 /// Whether `tool` is on `PATH`.
@@ -86,7 +86,3 @@ pub fn on_path(tool: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
 }
 
-fn put(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-    std::fs::write(path, text).expect("write");
-}

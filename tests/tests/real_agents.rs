@@ -14,10 +14,6 @@ use skillforge_tests::fake_model::{Api, FakeModel, Reply, Seen, Tokens};
 
 const RUNTIMES: [&str; 3] = REAL_RUNTIMES;
 
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
 
 /// Runs `prompt` on `runtime` as a worker whose user is `user` would, with the worker's
 /// environment given explicitly (`HOME`, the fake's key and base URL), in `work`.
@@ -133,14 +129,14 @@ async fn a_parent_projects_instructions_and_skills_never_reach_the_model() {
         let user = User::new(&fake);
         let project = tempfile::tempdir().unwrap();
         for at in ["CLAUDE.md", "AGENTS.md"] {
-            write(&project.path().join(at), &format!("{PARENT} instructions\n"));
+            skillforge_tests::write(&project.path().join(at), &format!("{PARENT} instructions\n"));
         }
         for at in [".claude/skills/tldr", ".agents/skills/tldr", ".opencode/skill/tldr"] {
-            write(&project.path().join(at).join("SKILL.md"), &format!("---\nname: tldr\ndescription: {PARENT}\n---\n{PARENT}\n"));
+            skillforge_tests::write(&project.path().join(at).join("SKILL.md"), &format!("---\nname: tldr\ndescription: {PARENT}\n---\n{PARENT}\n"));
         }
         std::process::Command::new("git").arg("init").arg("-q").arg(project.path()).status().unwrap();
         let work = project.path().join("deep/work");
-        write(&work.join("input.txt"), "some text\n");
+        skillforge_tests::write(&work.join("input.txt"), "some text\n");
         fake.respond(|seen: &Seen| match seen.n_tool_results {
             0 => Reply::Write { path: "out.txt".into(), content: "done".into() },
             _ => Reply::Text("ok".into()),

@@ -34,6 +34,28 @@ pub fn render_schema(schema: &Schema) -> String {
     text
 }
 
+/// The drift check of checked-in schemas (every crate that generates some): compares each
+/// `(file name, schema)` with `dir/<file name>` as [`render_schema`] writes it and returns the
+/// names that differ or are missing; with `bless` (tests run with `SKILLFORGE_BLESS=1`) writes
+/// them instead and returns none.
+///
+/// # Errors
+/// The I/O error of a write when blessing.
+pub fn stale_schemas(dir: &std::path::Path, schemas: impl IntoIterator<Item = (String, Schema)>, bless: bool) -> std::io::Result<Vec<String>> {
+    let mut stale = Vec::new();
+    for (name, schema) in schemas {
+        let path = dir.join(&name);
+        let want = render_schema(&schema);
+        if bless {
+            std::fs::create_dir_all(dir)?;
+            std::fs::write(&path, &want)?;
+        } else if std::fs::read_to_string(&path).ok().as_deref() != Some(want.as_str()) {
+            stale.push(name);
+        }
+    }
+    Ok(stale)
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
@@ -44,17 +66,7 @@ mod tests {
     fn checked_in_schemas_are_current() {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/schemas");
         let bless = std::env::var("SKILLFORGE_BLESS").is_ok_and(|v| v == "1");
-        let mut stale = Vec::new();
-        for (name, schema) in all() {
-            let path = dir.join(name);
-            let want = render_schema(&schema);
-            if bless {
-                std::fs::create_dir_all(&dir).unwrap();
-                std::fs::write(&path, &want).unwrap();
-            } else if std::fs::read_to_string(&path).ok().as_deref() != Some(want.as_str()) {
-                stale.push(name);
-            }
-        }
+        let stale = stale_schemas(&dir, all().into_iter().map(|(n, s)| (n.to_owned(), s)), bless).unwrap();
         assert!(stale.is_empty(), "stale schemas {stale:?}; rerun with SKILLFORGE_BLESS=1");
     }
 }

@@ -101,16 +101,8 @@ mod tests {
     fn checked_in_schemas_are_current() {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/schemas");
         let bless = std::env::var("SKILLFORGE_BLESS").is_ok_and(|v| v == "1");
-        let mut stale = Vec::new();
-        for entry in all() {
-            let path = dir.join(file_name(entry.name));
-            let want = skillforge_contract::schema::render_schema(&(entry.schema)());
-            if bless {
-                std::fs::write(&path, &want).unwrap();
-            } else if std::fs::read_to_string(&path).ok().as_deref() != Some(want.as_str()) {
-                stale.push(entry.name);
-            }
-        }
+        let schemas = all().iter().map(|entry| (file_name(entry.name), (entry.schema)()));
+        let stale = skillforge_contract::schema::stale_schemas(&dir, schemas, bless).unwrap();
         assert!(stale.is_empty(), "stale schemas {stale:?} in docs/schemas; rerun with SKILLFORGE_BLESS=1");
     }
 
