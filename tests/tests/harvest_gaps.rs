@@ -4,7 +4,7 @@
 //! (S-41), and a crash in each leg (S-33) (seed: SkillOpt, "Automatic trace-harvested feedback
 //! (Mode A, off by default)", "Cross-family review soft signal", "Deterministic hard-verifier
 //! tier"; resolutions §8). S-32 is pinned by unit tests next to the prompts
-//! (`harvest::review::tests::s32_*` in skillforge-workflows).
+//! (`harvest::review::tests::s32_*` in skillforge-skillopt).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

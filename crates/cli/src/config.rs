@@ -130,8 +130,8 @@ pub struct SkilloptSection {
 
 impl SkilloptSection {
     /// The auto-promote guardrail keys exactly as given (unset stays unset; facts §7).
-    pub fn guardrails(&self) -> skillforge_workflows::promotion::auto_promote::Guardrails {
-        skillforge_workflows::promotion::auto_promote::Guardrails {
+    pub fn guardrails(&self) -> skillforge_skillopt::promotion::auto_promote::Guardrails {
+        skillforge_skillopt::promotion::auto_promote::Guardrails {
             auto_promote: self.auto_promote,
             min_samples: self.auto_promote_min_samples,
             min_score: self.auto_promote_min_score,
@@ -151,8 +151,8 @@ impl SkilloptSection {
     pub fn harvest_config(
         &self,
         home: &std::path::Path,
-    ) -> Result<skillforge_workflows::harvest::HarvestConfig, skillforge_workflows::stage::StagesError> {
-        Ok(skillforge_workflows::harvest::HarvestConfig {
+    ) -> Result<skillforge_skillopt::harvest::HarvestConfig, skillforge_stage::StagesError> {
+        Ok(skillforge_skillopt::harvest::HarvestConfig {
             auto_trace_enabled: self.auto_trace_enabled.unwrap_or(false),
             revert_detection_enabled: self.revert_detection_enabled,
             cross_family_review_enabled: self.cross_family_review_enabled.unwrap_or(false),
@@ -162,7 +162,7 @@ impl SkilloptSection {
             hard_verifier_commands: self.hard_verifier_commands.clone(),
             hard_verifier_image: self.hard_verifier_image.clone(),
             review_runtimes: self.review_runtimes.clone(),
-            stages: skillforge_workflows::harvest::stages::HarvestStages::for_home(home)?,
+            stages: skillforge_skillopt::harvest::stages::HarvestStages::for_home(home)?,
         })
     }
 }
@@ -183,9 +183,9 @@ pub struct MergeGateSection {
 impl MergeGateSection {
     /// The merge gate's keys with their defaults filled in (`min_ci_wait` 600 s,
     /// `require_external_ci` false).
-    pub fn gate_config(&self) -> skillforge_workflows::harvest::gate::MergeGateConfig {
-        let defaults = skillforge_workflows::harvest::gate::MergeGateConfig::default();
-        skillforge_workflows::harvest::gate::MergeGateConfig {
+    pub fn gate_config(&self) -> skillforge_skillopt::harvest::gate::MergeGateConfig {
+        let defaults = skillforge_skillopt::harvest::gate::MergeGateConfig::default();
+        skillforge_skillopt::harvest::gate::MergeGateConfig {
             min_ci_wait: self.min_ci_wait.map(std::time::Duration::from_secs).unwrap_or(defaults.min_ci_wait),
             require_external_ci: self.require_external_ci.unwrap_or(defaults.require_external_ci),
         }
@@ -216,8 +216,8 @@ pub struct EventsSection {
 
 impl EventsSection {
     /// The sinks, resolved against `home`.
-    pub fn sinks(&self, home: &Path) -> skillforge_workflows::promotion::events::Sinks {
-        use skillforge_workflows::promotion::events::{DEFAULT_STREAM, Sinks};
+    pub fn sinks(&self, home: &Path) -> skillforge_skillopt::promotion::events::Sinks {
+        use skillforge_skillopt::promotion::events::{DEFAULT_STREAM, Sinks};
         if self.enabled == Some(false) {
             return Sinks::default();
         }

@@ -43,9 +43,9 @@ impl<E: Into<anyhow::Error>> From<E> for CliError {
 /// Maps a workflow step's [`TrainError`] to its exit code: `Invalid`/`Refused` 2, `Failed` 1,
 /// `Blocked`/`Env`/`Store`/`Engine` 3 (the `train` command's module docs).
 ///
-/// [`TrainError`]: skillforge_workflows::train::TrainError
-pub fn train_error(e: skillforge_workflows::train::TrainError) -> CliError {
-    use skillforge_workflows::train::TrainError;
+/// [`TrainError`]: skillforge_skillopt::train::TrainError
+pub fn train_error(e: skillforge_skillopt::train::TrainError) -> CliError {
+    use skillforge_skillopt::train::TrainError;
     match e {
         TrainError::Invalid(_) | TrainError::Refused(_) => CliError::usage(anyhow::anyhow!(e)),
         TrainError::Failed(_) => CliError { code: CHECK_FAILED, error: anyhow::anyhow!(e) },

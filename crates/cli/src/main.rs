@@ -6,6 +6,7 @@ mod config;
 mod context;
 mod control;
 mod exit;
+mod families;
 mod output;
 mod runners;
 

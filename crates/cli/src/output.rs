@@ -30,3 +30,20 @@ pub fn age(ms: i64) -> String {
         format!("{}h{:02}m", ms / 3_600_000, (ms / 60_000) % 60)
     }
 }
+
+/// Progress lines of a long step on stderr, each after `prefix` (e.g. `"• "`); nothing with
+/// `quiet`.
+pub struct StderrProgress {
+    /// Printed before each line.
+    pub prefix: &'static str,
+    /// No output at all (`--json` runs keep stderr for errors).
+    pub quiet: bool,
+}
+
+impl skillforge_stage::Progress for StderrProgress {
+    fn step(&self, line: &str) {
+        if !self.quiet {
+            eprintln!("{}{line}", self.prefix);
+        }
+    }
+}

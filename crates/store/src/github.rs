@@ -3,7 +3,7 @@
 //! pull-request watcher's memory (ETags per repository, the `updated_at` last harvested per PR),
 //! and the GitHub writes the `github` family's result handler applied (`github_writes`).
 //!
-//! Repository functions only; what to post and when is decided in `skillforge-workflows`.
+//! Repository functions only; what to post and when is decided in `skillforge-skillopt`.
 
 use sqlx::{SqliteConnection, SqliteExecutor};
 

@@ -5,7 +5,7 @@
 //! feedback (Mode A, off by default)"; facts §5; S-15, S-27).
 //!
 //! Repository functions only; the decisions (scores, choices, which leg runs) live in
-//! `skillforge-workflows`' `harvest` module. Reads take any executor, writes take
+//! `skillforge-skillopt`' `harvest` module. Reads take any executor, writes take
 //! `&mut SqliteConnection` so the caller owns the transaction.
 //!
 //! **Invariant:** the auto-trace run and its items are written by upsert keyed on their ids, and

@@ -3,7 +3,7 @@
 //! [`crate::review`]: adding a generated option to an existing item.
 //!
 //! Repository functions only. Which transitions are allowed is decided by
-//! `skillforge_workflows::train::state`; [`set_iteration_state`] only compares-and-sets, so two
+//! `skillforge_skillopt::train::state`; [`set_iteration_state`] only compares-and-sets, so two
 //! control planes racing on one iteration cannot both move it.
 
 use sqlx::{SqliteConnection, SqliteExecutor};

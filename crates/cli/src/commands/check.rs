@@ -44,7 +44,7 @@ pub async fn run(ctx: &Context, args: CheckArgs) -> CliResult {
         .map_err(|e| CliError::usage(anyhow!("repository path `{}`: {e}", args.repo.display())))?;
     let payload = CheckerPayload::commits(repo, args.base.clone(), args.head.clone(), checkers);
     let mut spec = JobSpec::for_payload(&payload).map_err(CliError::usage)?;
-    spec.workflow = skillforge_workflows::families::CHECK_WORKFLOW.to_owned();
+    spec.workflow = skillforge_stage::family::CHECK_WORKFLOW.to_owned();
     spec.stage = "checkers".to_owned();
     spec.timeout_ms = args.timeout.max(1) * 1000;
     spec.retry_failed_runs = false;

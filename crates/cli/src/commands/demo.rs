@@ -13,7 +13,7 @@
 //!    legs and exports the auto-trace run ([`harvest`]);
 //! 7. prints where everything is and what to run next.
 //!
-//! Every step calls the code the matching command calls (`skillforge_workflows::train::control`,
+//! Every step calls the code the matching command calls (`skillforge_skillopt::train::control`,
 //! the harvester, [`crate::control::templates::install`]). Each run is a new session
 //! `demo-<time>-<pid>`; its own files go to `<home>/demo/<session>/`, the train packets to
 //! `<home>/train/<session>/` as for any session. Re-running is safe: the template install and the
@@ -33,13 +33,13 @@ use anyhow::anyhow;
 use clap::Args;
 use serde_json::json;
 use skillforge_engine::ingest::ingest_once;
-use skillforge_workflows::families::Families;
+use crate::families;
 use skillforge_store::candidates::get_candidate;
 use skillforge_store::templates::{VersionRow, current_version, get_version};
-use skillforge_workflows::train::control::{ContinueRequest, DEFAULT_RUNTIME, StartRequest, StepReport, continue_session, load, start};
-use skillforge_workflows::train::items::parse_items;
-use skillforge_workflows::train::meta::IterationMeta;
-use skillforge_workflows::train::{Reporter, TrainEnv, TrainWorkflow};
+use skillforge_skillopt::train::control::{ContinueRequest, DEFAULT_RUNTIME, StartRequest, StepReport, continue_session, load, start};
+use skillforge_skillopt::train::items::parse_items;
+use skillforge_skillopt::train::meta::IterationMeta;
+use skillforge_skillopt::train::TrainEnv;
 
 use crate::control::args::skillforge_bin;
 use crate::control::waiter::CliJobs;
@@ -104,7 +104,7 @@ struct DemoReporter {
     json: bool,
 }
 
-impl Reporter for DemoReporter {
+impl skillforge_stage::Progress for DemoReporter {
     fn step(&self, line: &str) {
         Out { json: self.json }.detail(&format!("• {}", line.lines().next().unwrap_or_default()));
     }
@@ -177,7 +177,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
     }
     let store = ctx.store().await?;
     let queue = ctx.queue().await?;
-    let workflow = TrainWorkflow::for_home(&ctx.home).map_err(CliError::usage)?;
+    let workflow = skillforge_skillopt::train::stages::for_home(&ctx.home).map_err(CliError::usage)?;
     let jobs = CliJobs::new(ctx, queue.clone(), store.clone());
     let reporter = DemoReporter { json: ctx.json };
     let promotion = crate::control::promotion::policy(ctx);
@@ -248,7 +248,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
         let session = session.clone();
         async move {
             let result = continue_session(env, &session, &req).await;
-            let _ = ingest_once(env.queue.as_ref(), env.store, &Families::for_home(env.home)).await;
+            let _ = ingest_once(env.queue.as_ref(), env.store, &families::for_home(env.home)).await;
             result.map_err(train_error)
         }
     };

@@ -1,7 +1,7 @@
 //! `skillforge feedback markdown export|import`: the blind local review packet (seed "Markdown
 //! Feedback Packet"; facts §4; S-85, S-94, S-95).
 //!
-//! The packet logic lives in [`skillforge_workflows::packet`] (the train workflow publishes and
+//! The packet logic lives in [`skillforge_skillopt::packet`] (the train workflow publishes and
 //! syncs the same packets); this module parses arguments, maps errors to exit codes and prints.
 
 use std::path::PathBuf;
@@ -11,7 +11,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use skillforge_contract::{ASSIGNMENTS_FILE, FEEDBACK_FILE};
 use skillforge_store::blobs::BlobStore;
-use skillforge_workflows::packet::{INDEX_FILE, MARKDOWN_SOURCE, PacketError, export_packet, import_packet};
+use skillforge_skillopt::packet::{INDEX_FILE, MARKDOWN_SOURCE, PacketError, export_packet, import_packet};
 
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
@@ -102,7 +102,7 @@ async fn export(ctx: &Context, args: ExportArgs) -> CliResult {
 
 async fn import(ctx: &Context, args: ImportArgs) -> CliResult {
     if let Some(r) = &args.reviewer {
-        skillforge_workflows::packet::check_reviewer(r).map_err(|e| CliError::usage(anyhow!("--reviewer: {e}")))?;
+        skillforge_skillopt::packet::check_reviewer(r).map_err(|e| CliError::usage(anyhow!("--reviewer: {e}")))?;
     }
     let store = ctx.store().await?;
     let done = import_packet(&store, &args.packet, args.reviewer.as_deref()).await.map_err(packet_error)?;

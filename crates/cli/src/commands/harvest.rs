@@ -22,10 +22,10 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 use skillforge_store::harvest::{Attribution, list_events, upsert_attribution};
 use skillforge_store::templates::{VersionRef, list_versions, resolve};
-use skillforge_workflows::harvest::webhook::parse_outcome;
-use skillforge_workflows::harvest::apply::HARVEST_FAILED_EVENT;
-use skillforge_workflows::harvest::gate::{GateDecision, GateQuery, Workflows, observe};
-use skillforge_workflows::harvest::{HarvestEvent, HarvestReport, available_reviewers, dispatch_legs, harvest};
+use skillforge_skillopt::harvest::webhook::parse_outcome;
+use skillforge_skillopt::harvest::apply::HARVEST_FAILED_EVENT;
+use skillforge_skillopt::harvest::gate::{GateDecision, GateQuery, Workflows, observe};
+use skillforge_skillopt::harvest::{HarvestEvent, HarvestReport, available_reviewers, dispatch_legs, harvest};
 
 use crate::control::waiter::await_job;
 use crate::context::Context;
@@ -358,7 +358,7 @@ async fn harvest_failed(
     ctx: &Context,
     store: &skillforge_store::Store,
     args: &OutcomeArgs,
-    error: skillforge_workflows::harvest::HarvestError,
+    error: skillforge_skillopt::harvest::HarvestError,
 ) -> CliResult {
     let recorded = list_events(store.pool(), Some((&args.repo, args.pr)))
         .await
@@ -424,7 +424,7 @@ async fn gate(ctx: &Context, args: GateArgs) -> CliResult {
     })
 }
 
-fn print_report(ctx: &Context, report: &HarvestReport, legs: &[(skillforge_workflows::harvest::legs::Leg, String)]) {
+fn print_report(ctx: &Context, report: &HarvestReport, legs: &[(skillforge_skillopt::harvest::legs::Leg, String)]) {
     let legs_json: Vec<_> = legs.iter().map(|(leg, id)| json!({"leg": leg.name(), "job_id": id})).collect();
     if ctx.json {
         print_json(&json!({"harvested": !report.rows.is_empty(), "rows": report.rows, "skipped": report.skipped, "legs": legs_json}));
@@ -444,8 +444,8 @@ fn print_report(ctx: &Context, report: &HarvestReport, legs: &[(skillforge_workf
 }
 
 async fn rerun(ctx: &Context, args: RerunArgs) -> CliResult {
-    use skillforge_workflows::harvest::legs::Leg;
-    use skillforge_workflows::harvest::rerun::{RerunError, rerun_leg};
+    use skillforge_skillopt::harvest::legs::Leg;
+    use skillforge_skillopt::harvest::rerun::{RerunError, rerun_leg};
     let Some(leg) = Leg::from_name(&args.leg) else {
         return Err(CliError::usage(anyhow!("--leg `{}` is not hard_verifier, checkers or review", args.leg)));
     };

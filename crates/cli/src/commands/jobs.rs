@@ -573,10 +573,10 @@ async fn list_broken(ctx: &Context, limit: usize) -> CliResult {
 /// `jobs resubmit-lost`: the store's pending work the queue lost, enqueued again (issue 32
 /// item 5). Exit 0 whatever was skipped (each skip is named with its reason).
 async fn resubmit_lost(ctx: &Context) -> CliResult {
-    use skillforge_workflows::stage::Resubmitted;
+    use skillforge_stage::Resubmitted;
     let backend = ctx.queue_checked().await?;
     let store = ctx.store().await?;
-    let done = skillforge_workflows::stage::resubmit_lost(backend.as_ref(), &store).await?;
+    let done = skillforge_stage::resubmit_lost(backend.as_ref(), &store).await?;
     if ctx.json {
         let (mut again, mut skipped) = (Vec::new(), Vec::new());
         for r in &done {

@@ -11,8 +11,8 @@ use clap::Subcommand;
 use serde_json::json;
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::live_ab::{PendingPick, get_pending, list_pending};
-use skillforge_workflows::ab::pick::{Label, Role, Shuffle};
-use skillforge_workflows::ab::record::{AbRecord, record};
+use skillforge_skillopt::ab::pick::{Label, Role, Shuffle};
+use skillforge_skillopt::ab::record::{AbRecord, record};
 
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};

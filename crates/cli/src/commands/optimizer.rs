@@ -1,5 +1,5 @@
 //! `skillforge optimizer distill`: the built-in reference optimizer
-//! ([`skillforge_workflows::distill`]) behind the external optimizer's command line (facts §9:
+//! ([`skillforge_skillopt::distill`]) behind the external optimizer's command line (facts §9:
 //! `--training-package --artifact-root --out-root --candidate-output [--artifact-dir] [--dry-run]`),
 //! so a train backend can run either one. The external optimizer's model, backend, budget and
 //! evaluator flags are accepted and ignored: distill is deterministic and uses no model.
@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use serde_json::json;
-use skillforge_workflows::distill::{DistillConfig, DistillOutput, distill, load_training_package};
+use skillforge_skillopt::distill::{DistillConfig, DistillOutput, distill, load_training_package};
 
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
@@ -54,7 +54,7 @@ pub struct DistillArgs {
     #[arg(long)]
     dry_run: bool,
     /// Most guidance lines in the maintained section.
-    #[arg(long, default_value_t = skillforge_workflows::distill::DEFAULT_MAX_GUIDANCE_LINES)]
+    #[arg(long, default_value_t = skillforge_skillopt::distill::DEFAULT_MAX_GUIDANCE_LINES)]
     max_guidance_lines: usize,
     #[command(flatten)]
     ignored: Box<IgnoredFlags>,

@@ -9,7 +9,7 @@
 //! row count. The run is created (mode validate, 2 options) when the store does not have it yet.
 //! Items that cannot be unblinded are reported and skipped; the rest are written in one
 //! transaction, and the command exits 1 when any item was skipped. The import itself is
-//! [`skillforge_workflows::ab::import_pairwise`]; this module reads the files and prints.
+//! [`skillforge_skillopt::ab::import_pairwise`]; this module reads the files and prints.
 
 use std::path::{Path, PathBuf};
 
@@ -18,7 +18,7 @@ use clap::Args;
 use serde_json::json;
 use skillforge_contract::{PAIRWISE_FILES, parse_pairwise_packet, parse_pairwise_picks, parse_pairwise_secret_map};
 use skillforge_store::blobs::BlobStore;
-use skillforge_workflows::ab::{ImportError, PAIRWISE_SOURCE, PairwiseImport, import_pairwise};
+use skillforge_skillopt::ab::{ImportError, PAIRWISE_SOURCE, PairwiseImport, import_pairwise};
 
 use crate::context::Context;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
@@ -63,7 +63,7 @@ fn read(path: &Path) -> Result<String, CliError> {
 
 async fn import(ctx: &Context, args: PairwiseImportArgs) -> CliResult {
     if let Some(r) = &args.reviewer {
-        skillforge_workflows::packet::check_reviewer(r).map_err(|e| CliError::usage(anyhow!("--reviewer: {e}")))?;
+        skillforge_skillopt::packet::check_reviewer(r).map_err(|e| CliError::usage(anyhow!("--reviewer: {e}")))?;
     }
     let dir = std::fs::canonicalize(&args.dir)
         .map_err(|e| CliError::usage(anyhow!("open pairwise packet directory `{}`: {e}", args.dir.display())))?;

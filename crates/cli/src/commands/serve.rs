@@ -17,8 +17,8 @@ use clap::Args;
 use skillforge_engine::ingest::run_ingestion;
 use skillforge_engine::reaper::{DEFAULT_REAP_EVERY, run_reaper_reporting};
 use skillforge_engine::retention::{DEFAULT_PRUNE_EVERY, run_pruner};
-use skillforge_workflows::families::Families;
-use skillforge_workflows::stage::Wait;
+use crate::families;
+use skillforge_stage::Wait;
 
 use crate::control::args::queue_label;
 use crate::control::events::{EventsState, serve_events};
@@ -82,7 +82,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     // line below, which says the epoch is read and recorded.
     check_epoch(ctx, backend.as_ref(), &store).await;
     eprintln!("control plane on {} with store {}", queue_label(ctx), ctx.home.display());
-    let handlers = Families::for_home(&ctx.home);
+    let handlers = families::for_home(&ctx.home);
     let pruner = run_pruner(backend.as_ref(), retention, DEFAULT_PRUNE_EVERY, shutdown.clone());
     let (loss_tx, mut losses) = tokio::sync::mpsc::unbounded_channel();
     let reaper = run_reaper_reporting(backend.as_ref(), DEFAULT_REAP_EVERY, shutdown.clone(), Some(loss_tx));
@@ -90,7 +90,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     let lost = async {
         while let Some(loss) = losses.recv().await {
             record_epoch(ctx, &store, &loss.current_epoch).await;
-            match skillforge_workflows::stage::lost_work(backend.as_ref(), &store).await {
+            match skillforge_stage::lost_work(backend.as_ref(), &store).await {
                 Ok(work) => tracing::error!(namespace = %loss.namespace, missing = work.missing.len(), "{work}"),
                 Err(e) => tracing::error!(error = %e, "could not list the store's pending work the queue lost"),
             }
@@ -168,7 +168,7 @@ async fn watch_settings(backend: &dyn skillforge_engine::QueueBackend, store: &s
         let Ok(now) = backend.check_settings().await else { continue };
         let is_unsafe = now.is_some();
         if let Some(problem) = now.filter(|_| !was_unsafe) {
-            match skillforge_store::submitted::pending(store.pool(), skillforge_workflows::stage::lost::LOST_WORK_CHECK_LIMIT).await {
+            match skillforge_store::submitted::pending(store.pool(), skillforge_stage::lost::LOST_WORK_CHECK_LIMIT).await {
                 Ok((rows, total)) if total > 0 => {
                     let ids: Vec<String> = rows.iter().map(|r| format!("{} ({}/{})", r.job_id, r.workflow, r.stage)).collect();
                     tracing::error!(setting = %problem.setting, value = %problem.value, pending = total,
@@ -201,7 +201,7 @@ async fn check_epoch(ctx: &Context, backend: &dyn skillforge_engine::QueueBacken
             tracing::error!(previous_epoch = %previous, current_epoch = %epoch,
                 "the queue lost its data since this control plane last ran: epoch `{previous}` recorded by the store is gone \
                  (now `{epoch}`); every job enqueued before is missing. Was redis-server restarted without persistence or flushed?");
-            match skillforge_workflows::stage::lost_work(backend, store).await {
+            match skillforge_stage::lost_work(backend, store).await {
                 Ok(work) => tracing::error!(missing = work.missing.len(), "{work}"),
                 Err(e) => tracing::error!(error = %e, "could not list the store's pending work the queue lost"),
             }

@@ -1,5 +1,5 @@
 //! `skillforge train start|status|continue|recover`: train mode (seed SkillOpt "Complete
-//! train-mode path", steps 1–10; facts §3). The steps live in [`skillforge_workflows::train`];
+//! train-mode path", steps 1–10; facts §3). The steps live in [`skillforge_skillopt::train`];
 //! this module parses arguments, waits for jobs (serving the embedded queue with an in-process
 //! worker when no worker is live), shows progress and maps errors to exit codes.
 //!
@@ -15,15 +15,15 @@ use std::time::Duration;
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use skillforge_engine::ingest::ingest_once;
-use skillforge_workflows::families::Families;
-use skillforge_workflows::train::control::{
+use crate::families;
+use skillforge_skillopt::train::control::{
     ContinueRequest, DEFAULT_RUNTIME, EvaluatorChoice, StartRequest, StepReport, continue_session, recover,
     start_with_evaluator,
 };
-use skillforge_workflows::train::generation::TRAIN_WORKFLOW;
-use skillforge_workflows::train::items::parse_items;
-use skillforge_workflows::train::status::{SessionStatus, session_status};
-use skillforge_workflows::train::{GithubEnv, Reporter, TrainEnv, TrainError, TrainWorkflow};
+use skillforge_skillopt::train::generation::TRAIN_WORKFLOW;
+use skillforge_skillopt::train::items::parse_items;
+use skillforge_skillopt::train::status::{SessionStatus, session_status};
+use skillforge_skillopt::train::{GithubEnv, TrainEnv, TrainError};
 
 use crate::context::Context;
 use crate::control::args::skillforge_bin;
@@ -155,11 +155,11 @@ pub struct RecoverArgs {
 
 /// Dispatches a `train` subcommand.
 pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
-    let workflow = TrainWorkflow::for_home(&ctx.home).map_err(CliError::usage)?;
+    let workflow = skillforge_skillopt::train::stages::for_home(&ctx.home).map_err(CliError::usage)?;
     let store = ctx.store().await?;
     let queue = ctx.queue().await?;
     let jobs = CliJobs::new(ctx, queue.clone(), store.clone());
-    let reporter = StderrReporter { quiet: false };
+    let reporter = crate::output::StderrProgress { prefix: "", quiet: false };
     let promotion = crate::control::promotion::policy(ctx);
     let stale_threshold_secs = ctx.config.github.stale_threshold_secs().map_err(|e| CliError::usage(anyhow!(e)))?;
     let github = skillforge_forge::github::GitHub::new(&ctx.config.github.client_config());
@@ -187,7 +187,7 @@ pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
                 wait: !args.no_wait,
             };
             let result = continue_session(&env, &args.session, &req).await;
-            let _ = ingest_once(queue.as_ref(), &store, &Families::for_home(&ctx.home)).await;
+            let _ = ingest_once(queue.as_ref(), &store, &families::for_home(&ctx.home)).await;
             finish(ctx, result)
         }
         TrainCommand::Recover(args) => {
@@ -354,14 +354,3 @@ fn print_status(ctx: &Context, status: &SessionStatus, verbose: bool) {
     println!("next: {}", status.next_action);
 }
 
-struct StderrReporter {
-    quiet: bool,
-}
-
-impl Reporter for StderrReporter {
-    fn step(&self, line: &str) {
-        if !self.quiet {
-            eprintln!("{line}");
-        }
-    }
-}

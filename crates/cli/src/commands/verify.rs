@@ -10,7 +10,7 @@ use skillforge_runner_sandbox::{ConfinementMode, SandboxPayload, Verdict, Verify
 
 use crate::control::args::secs;
 use crate::control::waiter::{await_job, enqueue_checked};
-use skillforge_workflows::stage::repo::RepoError;
+use skillforge_stage::repo::RepoError;
 use crate::context::Context;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, ENVIRONMENT, OK};
 use crate::output::{age, print_json};
@@ -100,7 +100,7 @@ pub async fn run(ctx: &Context, args: VerifyArgs) -> CliResult {
     payload.image = args.image.clone();
     let mut spec = JobSpec::for_payload(&payload).map_err(CliError::usage)?;
     spec.queue = VERIFY_QUEUE.to_owned();
-    spec.workflow = skillforge_workflows::families::VERIFY_WORKFLOW.to_owned();
+    spec.workflow = skillforge_stage::family::VERIFY_WORKFLOW.to_owned();
     spec.stage = "hard_verifier".to_owned();
     spec.idempotency_key = args.idempotency_key.clone();
     // The clone may take a while beyond the commands' budget; a fail verdict is an answer, not a retry.
@@ -114,7 +114,7 @@ pub async fn run(ctx: &Context, args: VerifyArgs) -> CliResult {
 
     let backend = ctx.queue().await?;
     // A fleet that does not share this disk gets the checkout's remote URL or a bundle.
-    skillforge_workflows::stage::repo::route_repository(backend.as_ref(), &mut spec).await.map_err(|e| match e {
+    skillforge_stage::repo::route_repository(backend.as_ref(), &mut spec).await.map_err(|e| match e {
         RepoError::Invalid(m) => CliError::usage(anyhow!(m)),
         RepoError::Env(m) => CliError::env(anyhow!(m)),
     })?;

@@ -11,8 +11,8 @@ use axum::routing::post;
 use serde_json::{Value, json};
 use skillforge_engine::QueueBackend;
 use skillforge_store::Store;
-use skillforge_workflows::harvest::webhook::{EVENT_HEADER, SIGNATURE_HEADER, WebhookError, parse_event, verify_signature};
-use skillforge_workflows::harvest::{HarvestConfig, available_reviewers, dispatch_legs, harvest};
+use skillforge_skillopt::harvest::webhook::{EVENT_HEADER, SIGNATURE_HEADER, WebhookError, parse_event, verify_signature};
+use skillforge_skillopt::harvest::{HarvestConfig, available_reviewers, dispatch_legs, harvest};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 

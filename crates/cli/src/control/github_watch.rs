@@ -10,10 +10,10 @@ use skillforge_engine::QueueBackend;
 use skillforge_forge::RepoRef;
 use skillforge_forge::github::GitHub;
 use skillforge_store::Store;
-use skillforge_workflows::github_review::review_watch_pass;
-use skillforge_workflows::github_write::WriteJobs;
-use skillforge_workflows::harvest::HarvestConfig;
-use skillforge_workflows::harvest::watcher::poll_repo;
+use skillforge_skillopt::github_review::review_watch_pass;
+use skillforge_skillopt::github_write::WriteJobs;
+use skillforge_skillopt::harvest::HarvestConfig;
+use skillforge_skillopt::harvest::watcher::poll_repo;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 

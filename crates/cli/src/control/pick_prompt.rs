@@ -5,7 +5,7 @@
 use std::io::{BufRead, IsTerminal};
 
 use anyhow::anyhow;
-use skillforge_workflows::ab::pick::Label;
+use skillforge_skillopt::ab::pick::Label;
 
 use crate::exit::CliError;
 

@@ -1,6 +1,6 @@
 //! The CLI's side of promotion on evidence (seed: SkillOpt, "Promotion policy + notifications";
 //! S-51..S-63): the configured [`Policy`] and the step environment over this home's store and
-//! queue. The steps themselves live in `skillforge_workflows::promotion` (the notify seam
+//! queue. The steps themselves live in `skillforge_skillopt::promotion` (the notify seam
 //! [`after_import`], event emission [`emit`] / [`emit_job_event`], the canary's durable decision
 //! jobs [`check_canaries`]); `import`, `train`, `demo`, `ask`, `candidate` and `serve` call them here.
 
@@ -10,11 +10,11 @@ use anyhow::anyhow;
 use serde_json::{Value, json};
 use skillforge_engine::QueueBackend;
 use skillforge_store::Store;
-use skillforge_workflows::promotion::events::Event;
-use skillforge_workflows::promotion::notify::{self, Policy, PromotionEnv, PromotionError};
-use skillforge_workflows::promotion::stages::PromotionStages;
-use skillforge_workflows::promotion::{seam, window};
-use skillforge_workflows::stage::Wait;
+use skillforge_skillopt::promotion::events::Event;
+use skillforge_skillopt::promotion::notify::{self, Policy, PromotionEnv, PromotionError};
+use skillforge_skillopt::promotion::stages::PromotionStages;
+use skillforge_skillopt::promotion::{seam, window};
+use skillforge_stage::Wait;
 
 use crate::context::Context;
 use crate::control::waiter::CliJobs;
@@ -73,8 +73,8 @@ pub async fn emit_job_event(ctx: &Context, store: &Store, event: &Event) -> Resu
 
 /// The canary window's settings: resolutions 8's defaults, `auto_promote_canary_max_outcomes`
 /// from the config (never below the minimum outcomes a decision needs).
-fn window_config(ctx: &Context) -> skillforge_workflows::promotion::canary::WindowConfig {
-    let mut window = skillforge_workflows::promotion::canary::WindowConfig::default();
+fn window_config(ctx: &Context) -> skillforge_skillopt::promotion::canary::WindowConfig {
+    let mut window = skillforge_skillopt::promotion::canary::WindowConfig::default();
     if let Some(n) = ctx.config.skillopt.auto_promote_canary_max_outcomes {
         window.max_outcomes = n.max(window.min_outcomes);
     }

@@ -14,9 +14,9 @@ use skillforge_engine::health::WorkerHealth;
 use skillforge_engine::worker::{PRESENCE_LOCK_PREFIX, Worker, WorkerConfig};
 use skillforge_engine::{Enqueued, EngineError, Job, JobSpec, JobState, LeaseKind, LeaseStatus, QueueBackend};
 use skillforge_store::Store;
-use skillforge_workflows::families::Families;
-use skillforge_workflows::stage::StageJobs;
-use skillforge_workflows::stage::jobs::is_finished;
+use crate::families;
+use skillforge_stage::StageJobs;
+use skillforge_stage::jobs::is_finished;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Context;
@@ -43,7 +43,7 @@ const POLL_MAX: Duration = Duration::from_millis(250);
 /// without waiting for its lock to go stale. Otherwise a one-time note on stderr says how to start
 /// one once a job has been queued for 3 s with nobody live. On the embedded queue this process is
 /// the control plane: after each wait the finished results are ingested through
-/// [`Families`] (every family's handler), before the jobs are returned.
+/// [`skillforge_stage::Families`] (every family's handler), before the jobs are returned.
 pub struct CliJobs<'a> {
     ctx: &'a Context,
     queue: Arc<dyn QueueBackend>,
@@ -192,7 +192,7 @@ impl<'a> CliJobs<'a> {
         });
         let ingested = if self.ctx.queue_url.is_embedded() {
             match self.store().await {
-                Ok(store) => ingest_once(self.queue.as_ref(), &store, &Families::for_home(&self.ctx.home)).await.map(drop),
+                Ok(store) => ingest_once(self.queue.as_ref(), &store, &families::for_home(&self.ctx.home)).await.map(drop),
                 Err(e) => Err(e),
             }
         } else {
@@ -298,13 +298,13 @@ async fn has_live_worker(queue: &dyn QueueBackend) -> Result<bool, EngineError> 
 impl StageJobs for CliJobs<'_> {
     async fn recorded_outputs(&self, job_id: &str) -> Result<Vec<skillforge_engine::transfer::OutputDir>, EngineError> {
         let store = self.store().await?;
-        skillforge_workflows::stage::files::recorded_outputs(&store, job_id)
+        skillforge_stage::files::recorded_outputs(&store, job_id)
             .await
             .map_err(|message| EngineError::Backend { backend: "store", message })
     }
 
     async fn submit(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
-        skillforge_workflows::stage::submit_recorded(self.queue.as_ref(), &self.store().await?, spec).await
+        skillforge_stage::submit_recorded(self.queue.as_ref(), &self.store().await?, spec).await
     }
 
     async fn get(&self, id: &str) -> Result<Option<Job>, EngineError> {

@@ -4,7 +4,7 @@
 //!
 //! Both answers run through the `agent` runner as durable jobs, strictly one after the other, and
 //! are shown label-shuffled as Option A / Option B. The pick is mapped back through the shuffle
-//! and recorded with its bandit update in one transaction (`skillforge_workflows::ab::record`).
+//! and recorded with its bandit update in one transaction (`skillforge_skillopt::ab::record`).
 //! No pending challenger is a clean no-op that writes nothing.
 
 use std::sync::Arc;
@@ -17,12 +17,12 @@ use skillforge_store::bandit::get_arm;
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::promotion::pending_versions;
 use skillforge_store::templates::{current_version, get_template, get_version};
-use skillforge_workflows::ab::ask::{ask_prompt, declared_runtimes};
-use skillforge_workflows::ab::bandit::{Arm, Confidence, MC_SEED_XOR};
-use skillforge_workflows::ab::judge::{JudgeSelection, Verdict, agent_families, judge_pick, judge_prompt, parse_verdict, select_judges};
-use skillforge_workflows::ab::jury::{JuryConfig, aggregate};
-use skillforge_workflows::ab::pick::{ChallengerChoice, Label, Role, Shuffle, choose_challenger};
-use skillforge_workflows::ab::record::{AbRecord, record};
+use skillforge_skillopt::ab::ask::{ask_prompt, declared_runtimes};
+use skillforge_skillopt::ab::bandit::{Arm, Confidence, MC_SEED_XOR};
+use skillforge_skillopt::ab::judge::{JudgeSelection, Verdict, agent_families, judge_pick, judge_prompt, parse_verdict, select_judges};
+use skillforge_skillopt::ab::jury::{JuryConfig, aggregate};
+use skillforge_skillopt::ab::pick::{ChallengerChoice, Label, Role, Shuffle, choose_challenger};
+use skillforge_skillopt::ab::record::{AbRecord, record};
 
 use crate::control::agent::{AgentCall, call_agent};
 use crate::control::pick_prompt;
@@ -153,7 +153,7 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
     let mut answers = Vec::new();
     for (role, version) in [(Role::Champion, &champion), (Role::Challenger, &challenger)] {
         let call = AgentCall {
-            workflow: skillforge_workflows::families::AB_WORKFLOW,
+            workflow: skillforge_skillopt::AB_WORKFLOW,
             stage: role.as_str(),
             runtime: &args.runtime,
             prompt: ask_prompt(&version.content, &args.prompt),
@@ -239,7 +239,7 @@ async fn run_judges(
         veto_dimensions: s.mode_b_jury_veto_dimensions.as_deref().map(JuryConfig::parse_dimensions).unwrap_or_default(),
         veto_floor: s.mode_b_jury_veto_floor.unwrap_or(0.0),
     };
-    let available = skillforge_workflows::harvest::available_reviewers(&s.harvest_config(&ctx.home).map_err(CliError::usage)?);
+    let available = skillforge_skillopt::harvest::available_reviewers(&s.harvest_config(&ctx.home).map_err(CliError::usage)?);
     let wanted = if jury.is_jury() { jury.size as usize } else { 1 };
     let judges = match select_judges(families, &available, wanted) {
         JudgeSelection::Judges(j) => j,
@@ -248,7 +248,7 @@ async fn run_judges(
     let mut verdicts: Vec<Verdict> = Vec::new();
     for (idx, (runtime, _)) in judges.iter().enumerate() {
         let call = AgentCall {
-            workflow: skillforge_workflows::families::AB_WORKFLOW,
+            workflow: skillforge_skillopt::AB_WORKFLOW,
             stage: "judge",
             runtime,
             prompt: judge_prompt(prompt, option_a, option_b),
@@ -294,7 +294,7 @@ struct Notes<'a> {
     pick_skipped: bool,
 }
 
-fn print_outcome(ctx: &Context, arms: &Arms, ab: &AbRecord, recorded: skillforge_workflows::ab::record::Recorded, c: &Confidence, notes: Notes<'_>) {
+fn print_outcome(ctx: &Context, arms: &Arms, ab: &AbRecord, recorded: skillforge_skillopt::ab::record::Recorded, c: &Confidence, notes: Notes<'_>) {
     let judge_note = notes.judge_skipped;
     if ctx.json {
         print_json(&json!({

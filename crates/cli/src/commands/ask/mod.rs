@@ -21,15 +21,15 @@ use skillforge_store::live_ab::{PendingPick, insert_pending};
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::promotion::pending_versions;
 use skillforge_store::templates::{VersionRef, VersionRow, VersionSelector, get_template, get_version};
-use skillforge_workflows::ab::ask::ask_prompt;
-use skillforge_workflows::ab::bandit::DEFAULT_MIN_SAMPLES;
-use skillforge_workflows::ab::live::{Interception, decide};
+use skillforge_skillopt::ab::ask::ask_prompt;
+use skillforge_skillopt::ab::bandit::DEFAULT_MIN_SAMPLES;
+use skillforge_skillopt::ab::live::{Interception, decide};
 use skillforge_engine::WorkerIdentity;
-use skillforge_workflows::ab::pick::{Label, Role, Shuffle};
-use skillforge_workflows::ab::session::{SessionError, SessionLock, session_lock_name};
-use skillforge_workflows::ab::record::{AbRecord, record};
-use skillforge_workflows::promotion::resolve::{draw, version_for_job};
-use skillforge_workflows::promotion::events::{Detail, Event, EventKind};
+use skillforge_skillopt::ab::pick::{Label, Role, Shuffle};
+use skillforge_skillopt::ab::session::{SessionError, SessionLock, session_lock_name};
+use skillforge_skillopt::ab::record::{AbRecord, record};
+use skillforge_skillopt::promotion::resolve::{draw, version_for_job};
+use skillforge_skillopt::promotion::events::{Detail, Event, EventKind};
 
 use crate::control::agent::{AgentAnswer, AgentCall, call_agent};
 use crate::control::pick_prompt;
@@ -97,7 +97,7 @@ pub async fn run(ctx: &Context, args: AskArgs) -> CliResult {
         ctx,
         &backend,
         AgentCall {
-            workflow: skillforge_workflows::families::ASK_WORKFLOW,
+            workflow: skillforge_stage::family::ASK_WORKFLOW,
             stage: "answer",
             runtime: &args.runtime,
             prompt: ask_prompt(&version.content, &args.prompt),
@@ -165,7 +165,7 @@ async fn live_ab(
     };
     let backend = ctx.queue().await?;
     let call = AgentCall {
-        workflow: skillforge_workflows::families::ASK_WORKFLOW,
+        workflow: skillforge_stage::family::ASK_WORKFLOW,
         stage: "live_ab_challenger",
         runtime: &args.runtime,
         prompt: ask_prompt(&challenger.content, &args.prompt),

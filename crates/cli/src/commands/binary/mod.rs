@@ -15,11 +15,11 @@ use serde_json::json;
 use skillforge_store::binary::{VerdictRecord, list_verdicts, replace_lesson_run, upsert_verdict, verdicts_of_template};
 use skillforge_store::review::get_run;
 use skillforge_store::templates::{begin_write, current_version, get_template, get_version};
-use skillforge_workflows::ab::ask::declared_runtimes;
-use skillforge_workflows::ab::judge::{JudgeSelection, agent_families, select_judges};
-use skillforge_workflows::bineval::aggregate::{Scores, VerdictRow, aggregate, parse_answer, question_prompt, run_deterministic};
-use skillforge_workflows::bineval::lessons::{classify, lesson_events, lesson_run_id};
-use skillforge_workflows::bineval::set::{QuestionSet, load};
+use skillforge_skillopt::ab::ask::declared_runtimes;
+use skillforge_skillopt::ab::judge::{JudgeSelection, agent_families, select_judges};
+use skillforge_skillopt::bineval::aggregate::{Scores, VerdictRow, aggregate, parse_answer, question_prompt, run_deterministic};
+use skillforge_skillopt::bineval::lessons::{classify, lesson_events, lesson_run_id};
+use skillforge_skillopt::bineval::set::{QuestionSet, load};
 
 use crate::control::agent::{AgentCall, call_agent};
 use crate::context::Context;
@@ -155,7 +155,7 @@ async fn reviewer_rows(
     let mut unanswered = Vec::new();
     for (dimension, question) in set.questions() {
         let call = AgentCall {
-            workflow: skillforge_workflows::families::BINEVAL_WORKFLOW,
+            workflow: skillforge_skillopt::BINEVAL_WORKFLOW,
             stage: "question",
             runtime: &reviewer,
             prompt: question_prompt(question, source),

@@ -18,7 +18,7 @@ use skillforge_store::candidates::{
     CandidateRow, DecisionOutcome, get_candidate, list_candidates, promote_candidate, reject_candidate,
 };
 use skillforge_store::templates::{get_template, get_version};
-use skillforge_workflows::stage::Wait;
+use skillforge_stage::Wait;
 
 use crate::control::templates::resolve_reference;
 use crate::context::Context;
@@ -211,11 +211,11 @@ async fn canary_to_end(store: &skillforge_store::Store, template_id: &str, versi
 /// decided by hand.
 async fn canary_ended(ctx: &Context, store: &skillforge_store::Store, template_id: &str, canary: &str, version_id: &str, action: &str) -> Result<(), CliError> {
     let reason = format!("canary ended: {version_id} was {action} by hand; {canary} is pending again and is decided against the new state");
-    let event = skillforge_workflows::promotion::events::Event::new(
-        skillforge_workflows::promotion::events::EventKind::RolledBack,
+    let event = skillforge_skillopt::promotion::events::Event::new(
+        skillforge_skillopt::promotion::events::EventKind::RolledBack,
         canary,
         template_id,
-        skillforge_workflows::promotion::events::Detail::default().with_reason(&reason),
+        skillforge_skillopt::promotion::events::Detail::default().with_reason(&reason),
     );
     crate::control::promotion::emit(ctx, store, &event).await?;
     if !ctx.json {

@@ -7,9 +7,9 @@ use serde_json::json;
 use skillforge_store::candidates::{get_candidate, list_candidates};
 use skillforge_store::promotion::{CanaryStart, start_canary};
 use skillforge_store::templates::{begin_write, list_templates};
-use skillforge_workflows::promotion::events::{Detail, Event, EventKind};
+use skillforge_skillopt::promotion::events::{Detail, Event, EventKind};
 
-use skillforge_workflows::stage::Wait;
+use skillforge_stage::Wait;
 
 use crate::context::Context;
 use crate::control::promotion::{after_import, check_canaries, emit};

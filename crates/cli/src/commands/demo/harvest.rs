@@ -16,16 +16,16 @@ use serde::Serialize;
 use skillforge_contract::{serialize_package, validate_training_package};
 use skillforge_engine::QueueBackend;
 use skillforge_engine::ingest::ingest_once;
-use skillforge_workflows::families::Families;
+use crate::families;
 use skillforge_store::Store;
 use skillforge_store::harvest::{Attribution, upsert_attribution};
 use skillforge_store::review::package::training_package;
 use skillforge_store::templates::VersionRow;
-use skillforge_workflows::harvest::webhook::parse_outcome;
-use skillforge_workflows::harvest::{
+use skillforge_skillopt::harvest::webhook::parse_outcome;
+use skillforge_skillopt::harvest::{
     CHECKER_REVIEWER, FLOOR_REVIEWER, HarvestConfig, HarvestEvent, VERIFIER_REVIEWER, dispatch_legs, harvest, run_id,
 };
-use skillforge_workflows::stage::StageJobs;
+use skillforge_stage::StageJobs;
 
 use super::history::{self, Commit, Repo, Selection};
 use crate::exit::CliError;
@@ -186,7 +186,7 @@ pub async fn run(step: &HarvestStep<'_>) -> Result<HarvestSummary, CliError> {
         // The waiter ingests on the embedded queue; on a shared one this process is a control
         // plane as well, so the legs' rows are applied here either way.
         step.jobs.wait(&job_ids, "harvest legs").await.map_err(|e| CliError::env(anyhow!(e)))?;
-        ingest_once(step.queue.as_ref(), step.store, &Families::for_home(step.home)).await.map_err(|e| CliError::env(anyhow!(e)))?;
+        ingest_once(step.queue.as_ref(), step.store, &families::for_home(step.home)).await.map_err(|e| CliError::env(anyhow!(e)))?;
     }
     if summary.changes.is_empty() {
         summary.skipped.push("the history has no merge and no commit with a parent (a shallow clone?); nothing harvested".into());

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::anyhow;
-use skillforge_workflows::train::items::ItemSpec;
+use skillforge_skillopt::train::items::ItemSpec;
 
 use crate::exit::CliError;
 

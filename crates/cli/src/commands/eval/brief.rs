@@ -3,7 +3,7 @@
 //! neither its prompt nor its fixtures (E-02) and its verify passes the good example and fails
 //! the bad one (E-01) — run for real, in a scratch work dir, as an arm's verify is.
 //! `eval brief --knowledge-gap --theme T --out F` has a model draft it from a correction theme
-//! first (an `agent` job of stage `draft`, [`skillforge_workflows::evalloop::draft`]), then runs
+//! first (an `agent` job of stage `draft`, [`skillforge_evalloop::draft`]), then runs
 //! the same checks on the model's draft.
 
 use std::path::{Path, PathBuf};
@@ -13,10 +13,10 @@ use anyhow::anyhow;
 use clap::Args;
 use skillforge_runner_process::{ProcessPayload, run_process};
 use skillforge_runner_agent::AgentReport;
-use skillforge_workflows::evalloop::brief::{Brief, FINAL_ENV, KnowledgeGapDraft, check_rules_absent, check_self_test};
-use skillforge_workflows::evalloop::draft::{DraftTheme, draft_job, parse_draft};
-use skillforge_workflows::evalloop::stages::EvalStages;
-use skillforge_workflows::stage::{Ran, Wait, run_jobs};
+use skillforge_evalloop::brief::{Brief, FINAL_ENV, KnowledgeGapDraft, check_rules_absent, check_self_test};
+use skillforge_evalloop::draft::{DraftTheme, draft_job, parse_draft};
+use skillforge_evalloop::stages::EvalStages;
+use skillforge_stage::{Ran, Wait, run_jobs};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Context;

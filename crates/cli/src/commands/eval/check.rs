@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::anyhow;
 use clap::Args;
-use skillforge_workflows::evalloop::brief::FINAL_ENV;
-use skillforge_workflows::evalloop::check::{delivered_document, violations};
+use skillforge_evalloop::brief::FINAL_ENV;
+use skillforge_evalloop::check::{delivered_document, violations};
 
 use crate::context::Context;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};

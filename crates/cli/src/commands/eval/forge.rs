@@ -6,17 +6,16 @@ use std::path::PathBuf;
 
 use anyhow::anyhow;
 use clap::Args;
-use skillforge_workflows::evalloop::arm_runner::{ArmRunner, ContainerArms, check_local_only};
-use skillforge_workflows::evalloop::brief::Brief;
-use skillforge_workflows::evalloop::credentials::preflight;
-use skillforge_workflows::evalloop::forge::{DEFAULT_SAMPLES, ForgeEnv, ForgeError, ForgeRequest, run_forge};
-use skillforge_workflows::evalloop::gate::Decision;
-use skillforge_workflows::evalloop::install::InstallTarget;
-use skillforge_workflows::evalloop::layout::eval_root;
-use skillforge_workflows::evalloop::stages::EvalStages;
+use skillforge_evalloop::arm_runner::{ArmRunner, ContainerArms, check_local_only};
+use skillforge_evalloop::brief::Brief;
+use skillforge_evalloop::credentials::preflight;
+use skillforge_evalloop::forge::{DEFAULT_SAMPLES, ForgeEnv, ForgeError, ForgeRequest, run_forge};
+use skillforge_evalloop::gate::Decision;
+use skillforge_evalloop::install::InstallTarget;
+use skillforge_evalloop::layout::eval_root;
+use skillforge_evalloop::stages::EvalStages;
 
-use super::StderrReporter;
-use skillforge_workflows::families::Families;
+use crate::families;
 
 use crate::control::waiter::CliJobs;
 use crate::context::Context;
@@ -204,8 +203,8 @@ pub async fn run(ctx: &Context, mut args: ForgeArgs) -> CliResult {
     let store = ctx.store().await?;
     let queue = ctx.queue().await?;
     let jobs = CliJobs::new(ctx, queue.clone(), store.clone());
-    let handler = Families::for_home(&ctx.home);
-    let env = ForgeEnv { queue: &queue, store: &store, home: &ctx.home, stages: &stages, jobs: &jobs, handler: &handler, reporter: &StderrReporter };
+    let handler = families::for_home(&ctx.home);
+    let env = ForgeEnv { queue: &queue, store: &store, home: &ctx.home, stages: &stages, jobs: &jobs, handler: &handler, reporter: &crate::output::StderrProgress { prefix: "• ", quiet: false } };
     let report = run_forge(&env, &req).await.map_err(|e| match e {
         ForgeError::Refused(m) => CliError::usage(anyhow!(m)),
         ForgeError::Environment(m) => CliError::env(anyhow!(m)),

@@ -1,5 +1,5 @@
 //! `skillforge eval ...`: the skill eval loop (seed: skill-eval-loop). The logic lives in
-//! [`skillforge_workflows::evalloop`]; these modules parse arguments, wait for jobs, print and map
+//! [`skillforge_evalloop`]; these modules parse arguments, wait for jobs, print and map
 //! errors to exit codes (0 adopted / probation / nothing to do, 1 the gate did not adopt or a
 //! recheck revoked, 2 invalid input or a refusal, 3 the environment).
 
@@ -13,7 +13,6 @@ mod status;
 mod upkeep;
 
 use clap::Subcommand;
-use skillforge_workflows::train::Reporter;
 
 use crate::context::Context;
 use crate::exit::CliResult;
@@ -56,11 +55,3 @@ pub async fn run(ctx: &Context, cmd: EvalCommand) -> CliResult {
     }
 }
 
-/// Progress lines on stderr.
-pub(crate) struct StderrReporter;
-
-impl Reporter for StderrReporter {
-    fn step(&self, line: &str) {
-        eprintln!("• {line}");
-    }
-}

@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use anyhow::anyhow;
 use chrono::{DateTime, Utc};
 use clap::Args;
-use skillforge_workflows::evalloop::install::{installed, uninstall};
-use skillforge_workflows::evalloop::inventory::walk;
-use skillforge_workflows::evalloop::layout::ledger_path;
-use skillforge_workflows::evalloop::ledger::{LedgerRow, append_row, open_entries, read_ledger};
-use skillforge_workflows::evalloop::recheck::{RecheckConfig, RecheckInput, RecheckVerdict, recheck};
-use skillforge_workflows::evalloop::sessions::{Session, Source, check_limits, parse_session};
+use skillforge_evalloop::install::{installed, uninstall};
+use skillforge_evalloop::inventory::walk;
+use skillforge_evalloop::layout::ledger_path;
+use skillforge_evalloop::ledger::{LedgerRow, append_row, open_entries, read_ledger};
+use skillforge_evalloop::recheck::{RecheckConfig, RecheckInput, RecheckVerdict, recheck};
+use skillforge_evalloop::sessions::{Session, Source, check_limits, parse_session};
 
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};

@@ -7,17 +7,17 @@ use std::path::PathBuf;
 
 use anyhow::anyhow;
 use clap::Args;
-use skillforge_workflows::evalloop::aggregate::{AGGREGATE_FILE, Aggregate};
-use skillforge_workflows::evalloop::arm::{ArmRecord, ArmSide};
-use skillforge_workflows::evalloop::arm_stage::{FINAL_FILE, RUN_FILE};
-use skillforge_workflows::evalloop::judge_stage::{VERIFY_FILE, VerifyResult};
-use skillforge_workflows::evalloop::forge::{FORGE_FILE, ForgeState};
+use skillforge_evalloop::aggregate::{AGGREGATE_FILE, Aggregate};
+use skillforge_evalloop::arm::{ArmRecord, ArmSide};
+use skillforge_evalloop::arm_stage::{FINAL_FILE, RUN_FILE};
+use skillforge_evalloop::judge_stage::{VERIFY_FILE, VerifyResult};
+use skillforge_evalloop::forge::{FORGE_FILE, ForgeState};
 use skillforge_runner_agent::Spend;
-use skillforge_workflows::evalloop::layout::{brief_dir, ledger_path, meta_dir, read_json, sample_dir};
-use skillforge_workflows::evalloop::spend::brief_spend;
-use skillforge_workflows::evalloop::stats::VerdictStats;
-use skillforge_workflows::evalloop::ledger::read_ledger;
-use skillforge_workflows::evalloop::sample::{SampleVerdict, VERDICT_FILE};
+use skillforge_evalloop::layout::{brief_dir, ledger_path, meta_dir, read_json, sample_dir};
+use skillforge_evalloop::spend::brief_spend;
+use skillforge_evalloop::stats::VerdictStats;
+use skillforge_evalloop::ledger::read_ledger;
+use skillforge_evalloop::sample::{SampleVerdict, VERDICT_FILE};
 
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};

@@ -4,16 +4,16 @@
 use anyhow::anyhow;
 use clap::Args;
 use serde_json::json;
-use skillforge_workflows::evalloop::aggregate::{AGGREGATE_FILE, Aggregate};
-use skillforge_workflows::evalloop::arm::{ArmRecord, ArmSide};
-use skillforge_workflows::evalloop::arm_stage::RUN_FILE;
-use skillforge_workflows::evalloop::forge::{FORGE_FILE, ForgeState};
-use skillforge_workflows::evalloop::layout::{brief_dir, ledger_path, meta_dir, read_json, sample_dir};
-use skillforge_workflows::evalloop::spend::{SampleSpend, brief_spend};
-use skillforge_workflows::evalloop::judge_stage::{VERIFY_FILE, VerifyResult};
-use skillforge_workflows::evalloop::ledger::read_ledger;
-use skillforge_workflows::evalloop::sample::{SampleVerdict, VERDICT_FILE};
-use skillforge_workflows::evalloop::stages::EVAL_WORKFLOW;
+use skillforge_evalloop::aggregate::{AGGREGATE_FILE, Aggregate};
+use skillforge_evalloop::arm::{ArmRecord, ArmSide};
+use skillforge_evalloop::arm_stage::RUN_FILE;
+use skillforge_evalloop::forge::{FORGE_FILE, ForgeState};
+use skillforge_evalloop::layout::{brief_dir, ledger_path, meta_dir, read_json, sample_dir};
+use skillforge_evalloop::spend::{SampleSpend, brief_spend};
+use skillforge_evalloop::judge_stage::{VERIFY_FILE, VerifyResult};
+use skillforge_evalloop::ledger::read_ledger;
+use skillforge_evalloop::sample::{SampleVerdict, VERDICT_FILE};
+use skillforge_evalloop::stages::EVAL_WORKFLOW;
 
 use crate::context::Context;
 use crate::control::tail::{print_tail, running_tail};

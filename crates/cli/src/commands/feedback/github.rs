@@ -1,5 +1,5 @@
 //! `skillforge feedback github publish|sync`: review through GitHub issues and PR comments (seed
-//! "GitHub Feedback Collector"; S-96, S-97). The logic is [`skillforge_workflows::github_review`];
+//! "GitHub Feedback Collector"; S-96, S-97). The logic is [`skillforge_skillopt::github_review`];
 //! this module parses arguments, builds the GitHub client (base URL and token from the
 //! environment — `SKILLFORGE_GITHUB_API_URL`, `SKILLFORGE_GITHUB_TOKEN` / `GITHUB_TOKEN` /
 //! `GH_TOKEN` — else `[github] api_url` / `token`), maps errors to exit codes and prints.
@@ -10,8 +10,8 @@ use serde_json::json;
 use skillforge_forge::RepoRef;
 use skillforge_forge::github::GitHub;
 use skillforge_store::blobs::BlobStore;
-use skillforge_workflows::github_review::{GithubReviewError, Target, publish_request, resolve_repo, sync};
-use skillforge_workflows::github_write::{WriteError, WriteJobs, WriteRequest, execute, write_durably};
+use skillforge_skillopt::github_review::{GithubReviewError, Target, publish_request, resolve_repo, sync};
+use skillforge_skillopt::github_write::{WriteError, WriteJobs, WriteRequest, execute, write_durably};
 
 use crate::control::args::skillforge_bin;
 use crate::control::waiter::CliJobs;
@@ -76,7 +76,7 @@ pub struct SyncArgs {
 fn error(e: GithubReviewError) -> CliError {
     match e {
         GithubReviewError::Invalid(_) => CliError::usage(anyhow!(e)),
-        GithubReviewError::Packet(skillforge_workflows::packet::PacketError::Invalid(_)) => CliError::usage(anyhow!(e)),
+        GithubReviewError::Packet(skillforge_skillopt::packet::PacketError::Invalid(_)) => CliError::usage(anyhow!(e)),
         GithubReviewError::Forge(skillforge_forge::ForgeError::Config(_)) => CliError::usage(anyhow!(e)),
         other => CliError::env(anyhow!(other)),
     }

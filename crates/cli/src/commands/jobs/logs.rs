@@ -8,7 +8,7 @@ use anyhow::anyhow;
 use clap::Args;
 use skillforge_engine::output::{OutputChunk, OutputStream};
 use skillforge_engine::{Job, QueueBackend};
-use skillforge_workflows::stage::jobs::is_finished;
+use skillforge_stage::jobs::is_finished;
 
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};

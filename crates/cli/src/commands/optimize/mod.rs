@@ -1,5 +1,5 @@
 //! `skillforge optimize init|run|status|resume|report --spec F`: the optimize loop
-//! ([`skillforge_workflows::optimize`]) with this process as its control plane.
+//! ([`skillforge_optimize`]) with this process as its control plane.
 //!
 //! * `init` validates the spec, creates `optimize/<spec>`, measures the baseline and writes the
 //!   backlog (CP-2) under `<home>/optimize/<spec>/`;
@@ -10,7 +10,7 @@
 //! * `report` writes and prints the wrap-up report.
 //!
 //! `init`, `run` and `resume` hold the run's control-plane lock (`<state-root>/control.lock`,
-//! [`skillforge_workflows::optimize::lock`]) while they work: a second control plane on the same
+//! [`skillforge_optimize::lock`]) while they work: a second control plane on the same
 //! spec is refused with exit 3 and a message naming the holder (pid, host, command, since).
 //!
 //! Exit codes: 0 ok; 2 invalid spec, a spec changed since `init`, or no run; 3 environment
@@ -33,14 +33,14 @@ use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use serde_json::json;
 use skillforge_engine::DEFAULT_QUEUE;
-use skillforge_workflows::optimize::brief::fmt_num;
-use skillforge_workflows::optimize::port;
-use skillforge_workflows::optimize::run::{self, Ctx, Event};
-use skillforge_workflows::optimize::spec::Spec;
-use skillforge_workflows::optimize::lock::RunLock;
-use skillforge_workflows::optimize::state::StateRoot;
-use skillforge_workflows::optimize::stopping::StopReason;
-use skillforge_workflows::optimize::{OptimizeError, log, report};
+use skillforge_optimize::brief::fmt_num;
+use skillforge_optimize::port;
+use skillforge_optimize::run::{self, Ctx, Event};
+use skillforge_optimize::spec::Spec;
+use skillforge_optimize::lock::RunLock;
+use skillforge_optimize::state::StateRoot;
+use skillforge_optimize::stopping::StopReason;
+use skillforge_optimize::{OptimizeError, log, report};
 
 use crate::context::Context;
 use crate::control::waiter::CliJobs;

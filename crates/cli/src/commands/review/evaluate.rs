@@ -6,15 +6,15 @@
 //! "Evaluator profiles and structured failures"; S-101).
 //!
 //! The evaluation itself — stage order, where scores go, judge idempotency keys, render
-//! adapters — is [`skillforge_workflows::evaluator::evaluate_run`], the same function train mode
+//! adapters — is [`skillforge_skillopt::evaluator::evaluate_run`], the same function train mode
 //! calls before its export; this module resolves the profile, waits for the jobs and prints.
 
 use anyhow::anyhow;
 use clap::Args;
 use serde_json::{Value, json};
 use skillforge_contract::EvaluatorProfile;
-use skillforge_workflows::evaluator::{EvalRunError, effective_profile, evaluate_run, judge_runtime_of, known_evaluator_ids};
-use skillforge_workflows::stage::Wait;
+use skillforge_skillopt::evaluator::{EvalRunError, effective_profile, evaluate_run, judge_runtime_of, known_evaluator_ids};
+use skillforge_stage::Wait;
 
 use super::load_run;
 use crate::control::waiter::CliJobs;

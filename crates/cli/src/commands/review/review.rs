@@ -18,7 +18,7 @@ use skillforge_store::review::{
     EvalRunRow, NewEvalRun, NewReviewItem, NewReviewOption, RunSettings, add_item, create_run, list_items,
 };
 use skillforge_store::templates::VersionRef;
-use skillforge_workflows::promotion::resolve::{draw, version_for_job};
+use skillforge_skillopt::promotion::resolve::{draw, version_for_job};
 
 use super::load_run;
 use crate::context::Context;

@@ -1,0 +1,430 @@
+//! `eval forge`: the whole chain for one brief and one skill as a durable workflow (seed:
+//! skill-eval-loop, "The loop"; issue 17 item 7). Arms of a sample run as two parallel `agent`
+//! jobs; the judge of a sample is an `agent` job once both arms are applied, running while the
+//! next sample's arms run; then aggregate → gate → ledger → install.
+//!
+//! On a fleet whose workers do not share this disk (Redis), each arm and verify job carries its
+//! arm's work and meta dirs by content and the judge's transcript comes back the same way
+//! ([`skillforge_stage::files`]): no job names a control-plane path.
+//!
+//! Resume: every job has an idempotency key `eval:<brief>:<forge id>:<n>:<with|without|judge>`
+//! and every effect is a file written once (`run.json`, `verify.json`, `mapping.private.json`,
+//! `verdict.json`, the ledger row carrying the forge id), so re-running the same forge after a
+//! SIGKILL re-enqueues nothing that exists and re-applies nothing already applied.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use skillforge_engine::ingest::{ResultHandler, ingest_once};
+use skillforge_engine::{JobSpec, QueueBackend};
+use skillforge_store::Store;
+
+use super::aggregate::{AGGREGATE_FILE, Aggregate, aggregate};
+use super::arm::{ArmPair, ArmSide};
+use super::arm_runner::ArmRunner;
+use super::arm_stage::{ArmJob, RUN_FILE, SHIPPED_META, SHIPPED_WORK, arm_job, prepare_sample};
+use super::brief::Brief;
+use super::gate::{GateInput, GateOutcome, gate};
+use super::install::{InstallTarget, install};
+use super::judge_stage::{JUDGE_OUT, JudgeJob, PreJudge, VERIFY_FILE, prepare_judge, verify_job};
+use super::layout::{arm_dir, brief_dir, ledger_path, meta_dir, read_json, sample_dir, write_json};
+use super::ledger::{LedgerRow, Signature, append_row, read_ledger, recheck_due, rejected};
+use super::sample::{SampleVerdict, VERDICT_FILE};
+use super::stages::EvalStages;
+use super::stop::brief_stop;
+use skillforge_stage::StageJobs;
+use skillforge_stage::files::{self, ShippedDir};
+use skillforge_stage::Progress;
+
+/// `<brief dir>/forge.json`: the forge in progress or done.
+pub const FORGE_FILE: &str = "forge.json";
+/// Default samples per arm (seed: "One sample is noise: run 3").
+pub const DEFAULT_SAMPLES: u32 = 3;
+
+/// What the forge is asked.
+#[derive(Debug, Clone)]
+pub struct ForgeRequest {
+    /// The brief.
+    pub brief: Brief,
+    /// The candidate skill's directory (holds `SKILL.md`); its name is the directory name.
+    pub skill_dir: PathBuf,
+    /// Samples per arm.
+    pub samples: u32,
+    /// `--rival`: the incumbent installed in the baseline arm.
+    pub rival: Option<PathBuf>,
+    /// Arm runtime profile.
+    pub runtime: String,
+    /// Where the arms run (`--runner local|container`).
+    pub runner: ArmRunner,
+    /// Judge runtime profile.
+    pub judge_runtime: String,
+    /// Model for the arms.
+    pub model: Option<String>,
+    /// Model for the judge (issue 31 item 6: `--judge-model`, else the arms' `--model` when the
+    /// judge runs on the arms' runtime, else the judge runtime's `cheap` tier).
+    pub judge_model: Option<String>,
+    /// Stop before any eval spend (E-18).
+    pub dry_run: bool,
+    /// Where an adoption goes.
+    pub install: InstallTarget,
+    /// `--probation --failure-rate R`.
+    pub probation_failure_rate: Option<f64>,
+    /// The theme the brief was drafted from, when mined from sessions (`--mode corrections` with a
+    /// theme file carrying a signature): written onto an adoption's ledger row for its recheck.
+    pub signature: Option<Signature>,
+}
+
+/// What the forge environment provides.
+pub struct ForgeEnv<'a> {
+    /// The queue.
+    pub queue: &'a Arc<dyn QueueBackend>,
+    /// The store (applied-result records).
+    pub store: &'a Store,
+    /// The home.
+    pub home: &'a Path,
+    /// Stage definitions.
+    pub stages: &'a EvalStages,
+    /// Waits for jobs (the CLI serves the embedded queue in-process).
+    pub jobs: &'a dyn StageJobs,
+    /// Applies results (the CLI's dispatch by workflow).
+    pub handler: &'a dyn ResultHandler,
+    /// Progress lines.
+    pub reporter: &'a dyn Progress,
+}
+
+/// `forge.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForgeState {
+    /// This forge's id.
+    pub forge_id: String,
+    /// The brief.
+    pub brief_id: String,
+    /// The candidate.
+    pub skill: String,
+    /// The candidate's dir.
+    pub skill_dir: PathBuf,
+    /// The rival's dir.
+    pub rival: Option<PathBuf>,
+    /// Samples asked for.
+    pub samples: u32,
+    /// Samples whose dirs this forge prepared.
+    pub prepared: Vec<u32>,
+    /// Job ids per sample: `[with, without, judge?]`.
+    #[serde(default)]
+    pub jobs: Vec<(u32, String, String)>,
+    /// `running` or `done`.
+    pub status: String,
+    /// Where the arms run; absent = local (forges written before container arms).
+    #[serde(default, skip_serializing_if = "is_local")]
+    pub runner: ArmRunner,
+}
+
+fn is_local(runner: &ArmRunner) -> bool {
+    *runner == ArmRunner::Local
+}
+
+/// What a forge ended with.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ForgeReport {
+    /// The brief.
+    pub brief_id: String,
+    /// The candidate.
+    pub skill: String,
+    /// Set when nothing ran (a loser in the ledger, a dry run), with why.
+    pub skipped: Option<String>,
+    /// Sample verdicts, in order.
+    pub samples: Vec<SampleVerdict>,
+    /// The aggregate, when made.
+    pub aggregate: Option<Aggregate>,
+    /// The gate, when asked.
+    pub gate: Option<GateOutcome>,
+    /// The ledger row written (or found from an earlier pass of this forge).
+    pub ledger_row: Option<LedgerRow>,
+    /// The brief's run dir.
+    pub dir: PathBuf,
+}
+
+/// Why a forge could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ForgeError {
+    /// Bad input or a refusal (exit 2): a leftover dir, a missing SKILL.md, another forge's dir.
+    #[error("{0}")]
+    Refused(String),
+    /// Queue, store or file trouble (exit 3).
+    #[error("{0}")]
+    Environment(String),
+}
+
+fn env_err(e: impl std::fmt::Display) -> ForgeError {
+    ForgeError::Environment(e.to_string())
+}
+
+/// Runs (or resumes) a forge; see the module docs.
+///
+/// # Errors
+/// [`ForgeError`].
+pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeReport, ForgeError> {
+    let skill = skill_name(&req.skill_dir)?;
+    if let Some(rival) = &req.rival {
+        skill_name(rival)?;
+    }
+    let dir = brief_dir(env.home, &req.brief.id);
+    let mut report = ForgeReport { brief_id: req.brief.id.clone(), skill: skill.clone(), skipped: None, samples: vec![], aggregate: None, gate: None, ledger_row: None, dir: dir.clone() };
+    let ledger = ledger_path(env.home);
+    let rows = read_ledger(&ledger).map_err(env_err)?;
+    if let Some(row) = rejected(&rows, &skill) {
+        report.skipped = Some(format!("`{skill}` was rejected on {} (brief `{}`) and is never re-evaluated: {}", row.at.format("%Y-%m-%d"), row.brief_id, ledger.display()));
+        return Ok(report);
+    }
+    let existing: Option<ForgeState> = read_json(&dir.join(FORGE_FILE)).map_err(env_err)?;
+    if let Some(state) = &existing
+        && (state.skill != skill || state.samples != req.samples || state.rival != req.rival || state.runner != req.runner)
+    {
+        return Err(ForgeError::Refused(format!(
+            "`{}` holds a forge of `{}` ({} samples, {} runner); its evidence stays: delete the brief's run dir `{}` to forge it again",
+            dir.join(FORGE_FILE).display(), state.skill, state.samples, state.runner.as_str(), dir.display()
+        )));
+    }
+    if req.dry_run {
+        report.skipped = Some(format!(
+            "dry run: would run {} samples × 2 arms of `{}` on runtime `{}` ({} runner; judge `{}`) in {}; no arm ran",
+            req.samples, req.brief.id, req.runtime, req.runner.as_str(), req.judge_runtime, dir.display()
+        ));
+        return Ok(report);
+    }
+    let mut state = existing.unwrap_or_else(|| ForgeState {
+        forge_id: uuid::Uuid::now_v7().simple().to_string()[..12].to_owned(),
+        brief_id: req.brief.id.clone(),
+        skill: skill.clone(),
+        skill_dir: req.skill_dir.clone(),
+        rival: req.rival.clone(),
+        samples: req.samples,
+        prepared: vec![],
+        jobs: vec![],
+        status: "running".to_owned(),
+        runner: req.runner.clone(),
+    });
+    let prefix = format!("eval:{}:{}", req.brief.id, state.forge_id);
+    let ships = files::ships(env.queue.as_ref());
+    let mut so_far: Vec<SampleVerdict> = Vec::new();
+    let mut pending_judges: Vec<(u32, String)> = Vec::new();
+    for n in 1..=req.samples {
+        if let Some(stop) = brief_stop(&so_far) {
+            env.reporter.step(&format!("brief stopped: {}", stop.reason));
+            break;
+        }
+        let sdir = sample_dir(&dir, n);
+        if !state.prepared.contains(&n) {
+            prepare_sample(&sdir, &req.brief, &req.runtime, &req.skill_dir, req.rival.as_deref(), &req.runner).map_err(ForgeError::Refused)?;
+            state.prepared.push(n);
+            write_json(&dir.join(FORGE_FILE), &state).map_err(env_err)?;
+        }
+        // E-13 (resolutions 21): the seed's "no parallelism" is Harbor's fan-out to cloud sandboxes,
+        // which would ship the arm's live credential to a third party. A sample's two arms are
+        // submitted together and may run side by side on the user's own workers and local
+        // engine; what is refused is a cloud environment or a remote engine, before anything
+        // starts (`arm_runner::check_local_only`, and the worker's agent runner again).
+        let mut ids = Vec::new();
+        for side in ArmSide::BOTH {
+            let job = ArmJob { brief: &req.brief, sample_dir: &sdir, sample: n, side, runtime: &req.runtime, model: req.model.as_deref(), key_prefix: &prefix, runner: &req.runner, ships };
+            let mut spec = arm_job(&env.stages.arm, &job).map_err(|e| ForgeError::Refused(e.to_string()))?;
+            ship_arm(env, &mut spec, &sdir, side, ships).await?;
+            ids.push(enqueue(env, &spec).await?);
+        }
+        if !state.jobs.iter().any(|j| j.0 == n) {
+            state.jobs.push((n, ids[0].clone(), ids[1].clone()));
+            write_json(&dir.join(FORGE_FILE), &state).map_err(env_err)?;
+        }
+        env.reporter.step(&format!("sample {n}: arms running (jobs {} and {})", ids[0], ids[1]));
+        env.jobs.wait(&ids, &format!("sample {n} arms")).await.map_err(env_err)?;
+        let files = ArmSide::BOTH.map(|side| meta_dir(&sdir, side).join(RUN_FILE));
+        apply_until(env, &files).await?;
+        if let Some(v) = read_json::<SampleVerdict>(&sdir.join(VERDICT_FILE)).map_err(env_err)? {
+            so_far.push(v);
+            continue;
+        }
+        let verify_files = ArmSide::BOTH.map(|side| meta_dir(&sdir, side).join(VERIFY_FILE));
+        if !verify_files.iter().all(|f| f.exists()) {
+            if ships {
+                bring_back_arms(env, &ids).await?;
+            }
+            let mut ids = Vec::new();
+            for side in ArmSide::BOTH {
+                let mut spec = verify_job(&req.brief, &sdir, n, side, &env.stages.verify, &prefix, ships).map_err(|e| ForgeError::Refused(e.to_string()))?;
+                ship_arm(env, &mut spec, &sdir, side, ships).await?;
+                ids.push(enqueue(env, &spec).await?);
+            }
+            env.jobs.wait(&ids, &format!("sample {n} verify")).await.map_err(env_err)?;
+            apply_until(env, &verify_files).await?;
+        }
+        let judge = JudgeJob { stage: &env.stages.judge, runtime: &req.judge_runtime, model: req.judge_model.as_deref(), key_prefix: &prefix, ships };
+        match prepare_judge(&req.brief, &sdir, n, &skill, &judge).map_err(env_err)? {
+            PreJudge::Invalid(v) => {
+                env.reporter.step(&format!("sample {n}: invalid ({}): {}", v.invalid_code.map(|c| c.as_str()).unwrap_or_default(), v.reason));
+                so_far.push(v);
+            }
+            PreJudge::Judge(mut spec) => {
+                if ships {
+                    let out = [ShippedDir { rel: JUDGE_OUT, local: &sdir, send: false, deliver: true, skip: &[] }];
+                    files::ship_dirs(env.queue.as_ref(), &mut spec, &out).await.map_err(ForgeError::Environment)?;
+                }
+                let id = enqueue(env, &spec).await?;
+                env.reporter.step(&format!("sample {n}: judge job {id}"));
+                pending_judges.push((n, id));
+                so_far.push(placeholder(n));
+            }
+        }
+    }
+    if !pending_judges.is_empty() {
+        let ids: Vec<String> = pending_judges.iter().map(|(_, id)| id.clone()).collect();
+        env.jobs.wait(&ids, "judges").await.map_err(env_err)?;
+        let files: Vec<PathBuf> = pending_judges.iter().map(|(n, _)| sample_dir(&dir, *n).join(VERDICT_FILE)).collect();
+        apply_until(env, &files).await?;
+    }
+    let verdicts = read_verdicts(&dir, req.samples).map_err(env_err)?;
+    report.samples = verdicts.clone();
+    let agg = aggregate(&req.brief.id, &verdicts).map_err(|e| ForgeError::Refused(e.to_string()))?;
+    write_json(&dir.join(AGGREGATE_FILE), &agg).map_err(env_err)?;
+    let outcome = gate(&GateInput { aggregate: &agg, skill: &skill, rival: req.rival.as_deref().and_then(|r| r.file_name()).and_then(|n| n.to_str()), probation_failure_rate: req.probation_failure_rate });
+    report.ledger_row = record_decision(env.home, req, &state, &agg, &outcome)?;
+    report.aggregate = Some(agg);
+    report.gate = Some(outcome);
+    state.status = "done".to_owned();
+    write_json(&dir.join(FORGE_FILE), &state).map_err(env_err)?;
+    Ok(report)
+}
+
+/// Writes the ledger row (and installs an adoption) once per forge.
+fn record_decision(home: &Path, req: &ForgeRequest, state: &ForgeState, agg: &Aggregate, outcome: &GateOutcome) -> Result<Option<LedgerRow>, ForgeError> {
+    if !outcome.decision.is_verdict() {
+        return Ok(None);
+    }
+    let ledger = ledger_path(home);
+    let tag = format!("forge:{}", state.forge_id);
+    let rows = read_ledger(&ledger).map_err(env_err)?;
+    if let Some(row) = rows.iter().find(|r| r.reason.ends_with(&tag)) {
+        return Ok(Some(row.clone()));
+    }
+    let now = Utc::now();
+    let installed = match outcome.decision.recheck_days() {
+        Some(_) => install(home, &req.skill_dir, &req.install).map_err(ForgeError::Refused)?,
+        None => vec![],
+    };
+    let row = LedgerRow {
+        skill: state.skill.clone(),
+        brief_id: req.brief.id.clone(),
+        decision: outcome.decision.as_str().to_owned(),
+        at: now,
+        recheck_due: outcome.decision.recheck_days().map(|d| recheck_due(now, d)),
+        baseline_skills: agg.baseline_skills().map(<[String]>::to_vec).unwrap_or_default(),
+        arms_never_loaded: agg.arms_never_loaded.clone(),
+        n_valid: agg.n_valid,
+        wins_with: agg.wins_with,
+        failure_rate: req.probation_failure_rate.filter(|_| outcome.decision == super::gate::Decision::Probation),
+        signature: req.signature.clone().filter(|_| outcome.decision.recheck_days().is_some()),
+        installed,
+        loads: None,
+        reason: format!("{} {tag}", outcome.lines.first().cloned().unwrap_or_default()),
+    };
+    append_row(&ledger, &row).map_err(env_err)?;
+    Ok(Some(row))
+}
+
+fn placeholder(n: u32) -> SampleVerdict {
+    SampleVerdict {
+        sample: n,
+        valid: true,
+        invalid_code: None,
+        invalid_arm: None,
+        reason: "judge pending".to_owned(),
+        winner: None,
+        mapping: None,
+        verify_passed: ArmPair::default(),
+        tool_errors: ArmPair::default(),
+        skills: None,
+        judge_usage: None,
+    }
+}
+
+/// The name of a skill dir that holds a `SKILL.md`.
+///
+/// # Errors
+/// [`ForgeError::Refused`] naming the dir.
+pub fn skill_name(dir: &Path) -> Result<String, ForgeError> {
+    if !dir.join("SKILL.md").is_file() {
+        return Err(ForgeError::Refused(format!("skill dir `{}` has no SKILL.md", dir.display())));
+    }
+    dir.file_name()
+        .and_then(|n| n.to_str())
+        .map(str::to_owned)
+        .ok_or_else(|| ForgeError::Refused(format!("skill dir `{}` has no usable name", dir.display())))
+}
+
+/// Every `verdict.json` of samples 1..=n that exists.
+///
+/// # Errors
+/// A verdict that does not parse.
+pub fn read_verdicts(dir: &Path, n: u32) -> Result<Vec<SampleVerdict>, String> {
+    let mut out = Vec::new();
+    for k in 1..=n {
+        if let Some(v) = read_json(&sample_dir(dir, k).join(VERDICT_FILE))? {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+/// On a fleet (`ships`), adds an arm's work dir and meta dir to `spec`'s files: sent to the
+/// worker as the job dir's `work/` and `meta/`, delivered back at ingestion.
+async fn ship_arm(env: &ForgeEnv<'_>, spec: &mut JobSpec, sample_dir: &Path, side: ArmSide, ships: bool) -> Result<(), ForgeError> {
+    if !ships {
+        return Ok(());
+    }
+    let (work, meta) = (arm_dir(sample_dir, side), meta_dir(sample_dir, side));
+    let dirs = [
+        ShippedDir { rel: SHIPPED_WORK, local: &work, send: true, deliver: true, skip: &[] },
+        ShippedDir { rel: SHIPPED_META, local: &meta, send: true, deliver: true, skip: &[] },
+    ];
+    files::ship_dirs(env.queue.as_ref(), spec, &dirs).await.map_err(ForgeError::Environment)
+}
+
+/// On a fleet, makes each arm's work dir the worker's copy before its verify is shipped: delivery
+/// writes and never removes, so a file the agent deleted would otherwise reach the verify (and
+/// the judge's diff) again ([`files::bring_back`]; idempotent, so a resumed forge repeats it).
+async fn bring_back_arms(env: &ForgeEnv<'_>, ids: &[String]) -> Result<(), ForgeError> {
+    for id in ids {
+        let Some(job) = env.queue.get(id).await.map_err(env_err)? else {
+            env.reporter.step(&format!("arm job {id} was pruned from the queue: its work dir stays as delivered (files it deleted cannot be known)"));
+            continue;
+        };
+        let recorded = files::recorded_outputs(env.store, id).await.map_err(ForgeError::Environment)?;
+        files::bring_back(env.queue.as_ref(), &recorded, &job, SHIPPED_WORK, &[]).await.map_err(ForgeError::Environment)?;
+    }
+    Ok(())
+}
+
+/// Submits through the stage port (which records the job as the control plane's pending work).
+async fn enqueue(env: &ForgeEnv<'_>, spec: &JobSpec) -> Result<String, ForgeError> {
+    let enqueued = env.jobs.submit(spec).await.map_err(env_err)?;
+    Ok(enqueued.job_id)
+}
+
+/// Ingests until every file in `files` exists (another control plane may be applying them too),
+/// polling with a 60 s deadline.
+async fn apply_until(env: &ForgeEnv<'_>, files: &[PathBuf]) -> Result<(), ForgeError> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        ingest_once(env.queue.as_ref(), env.store, env.handler).await.map_err(env_err)?;
+        if files.iter().all(|f| f.exists()) {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            let missing: Vec<String> = files.iter().filter(|f| !f.exists()).map(|f| f.display().to_string()).collect();
+            return Err(ForgeError::Environment(format!("results were not applied within 60 s: {} missing (is a result handler failing? see the log)", missing.join(", "))));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

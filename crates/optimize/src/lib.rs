@@ -1,0 +1,120 @@
+//! The optimize loop (seed: optimize-loop, all of it; DESIGN §1): a spec, a hypothesis backlog
+//! with opportunity records, experiments in git worktrees as `agent` jobs, measurements as
+//! `process` jobs, degenerate gates, judge batches with a cache, the decide step with noise and
+//! held-out confirmation, integration of the winner and file-disjoint runners-up, checkpointed
+//! persistence with crash recovery, and stopping criteria.
+//!
+//! Pure logic, one concept per file: [`spec`], [`backlog`], [`decide`], [`gates`], [`measure`],
+//! [`judge`], [`remote`], [`stopping`], [`brief`], [`digest`], [`snapshot`]. Persistence:
+//! [`log`] (the experiment log and its verified checkpoints), [`state`] (state root, markers,
+//! recovery scan), [`fleet`] (a job's checkout sent by content to a fleet that does not share
+//! this disk). The loop: [`run`] (ticks over the stage core's [`skillforge_stage::StageJobs`] port, [`port`]), [`git`] (worktrees,
+//! commits, merges).
+//!
+//! **Architecture Invariant:** the experiment log on disk is the source of truth; every
+//! checkpoint (CP-2, CP-3, CP-4) is written and read back before the loop goes on, and every
+//! job is keyed by an idempotency key derived from the spec and experiment number, so a resumed
+//! run finds the jobs it already dispatched instead of dispatching them again.
+
+pub mod backlog;
+pub mod brief;
+pub mod decide;
+pub mod delegation;
+pub mod digest;
+pub mod experiment;
+pub mod fleet;
+pub mod gates;
+pub mod integrate;
+pub mod git;
+pub mod judge;
+pub mod judging;
+pub mod locate;
+pub mod lock;
+pub mod log;
+pub mod measure;
+pub mod port;
+pub mod remote;
+pub mod remote_exp;
+pub mod report;
+pub mod run;
+pub mod snapshot;
+pub mod spec;
+pub mod state;
+pub mod stopping;
+
+/// Refuses YAML past the contract's size and nesting limits before any parser sees it (issue 12
+/// item 7: a 100 000-level document must be a clear error, never a stack overflow); `what` names
+/// the file (or ref) in the message.
+///
+/// # Errors
+/// [`OptimizeError::Invalid`] naming `what` and the limit crossed.
+pub fn check_yaml(text: &str, what: &str) -> Result<(), OptimizeError> {
+    skillforge_contract::limits::check_yaml(text).map_err(|e| OptimizeError::Invalid(format!("{what} {e}")))
+}
+
+/// The workflow name jobs carry.
+pub const WORKFLOW: &str = "optimize";
+
+/// Why an optimize command could not do what was asked. The CLI maps `Invalid` to exit 2 and the
+/// rest (`Busy` included) to exit 3.
+#[derive(Debug, thiserror::Error)]
+pub enum OptimizeError {
+    /// Bad input: an invalid spec, backlog or state file, or a request the state refuses.
+    #[error("{0}")]
+    Invalid(String),
+    /// A file could not be read or written.
+    #[error("{0}")]
+    Env(String),
+    /// A git operation failed.
+    #[error("{0}")]
+    Git(String),
+    /// The queue failed or a job could not be submitted or awaited.
+    #[error("{0}")]
+    Queue(String),
+    /// Another control plane drives this run ([`lock::RunLock`]); the message names it.
+    #[error("{0}")]
+    Busy(String),
+}
+
+#[cfg(test)]
+mod limits_tests {
+    use super::state::StateRoot;
+
+    /// 100 000 nested flow sequences: far past the contract's nesting limit.
+    fn deep() -> String {
+        format!("{}{}", "[".repeat(100_000), "]".repeat(100_000))
+    }
+
+    fn refused(err: super::OptimizeError, file: &str) {
+        let msg = err.to_string();
+        assert!(matches!(err, super::OptimizeError::Invalid(_)), "{msg}");
+        assert!(msg.contains(file) && msg.contains("nests collections deeper than the limit"), "{msg}");
+    }
+
+    #[test]
+    fn every_optimize_reader_refuses_100k_nesting_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = StateRoot::new(dir.path(), "ops");
+        std::fs::create_dir_all(&root.root).unwrap();
+        std::fs::write(super::log::log_path(&root.root), deep()).unwrap();
+        refused(super::log::read(&root.root).unwrap_err(), "experiment-log.yaml");
+        std::fs::write(root.run_file(), deep()).unwrap();
+        refused(super::run::read_run_file(&root).unwrap_err(), "run.yaml");
+        std::fs::write(root.root.join(super::state::MARKER_FILE), deep()).unwrap();
+        refused(super::state::read_marker(&root.root).unwrap_err(), "result.yaml");
+        std::fs::write(root.judge_cache(), deep()).unwrap();
+        refused(super::judging::read_cache(&root).unwrap_err(), "judge-cache.yaml");
+        refused(super::spec::Spec::parse(&deep(), "deep-spec.yaml").unwrap_err(), "deep-spec.yaml");
+        let err = super::measure::parse_output(&deep()).unwrap_err();
+        assert!(err.contains("measurement output") && err.contains("nests"), "{err}");
+    }
+}
+
+/// The optimize loop's line in the family registry. Its decisions are applied where they are
+/// made, by the loop, from each job's applied result; ingestion records the result only.
+pub static FAMILY: skillforge_stage::Family = skillforge_stage::Family {
+    name: "optimize",
+    workflow: WORKFLOW,
+    summary: "the optimize loop: experiment jobs, read back through its job port by the loop; no effect at ingestion",
+    handler: skillforge_stage::family::record_only,
+};

@@ -1,0 +1,72 @@
+//! SkillOpt: review runs and blind feedback ([`train`], [`github_review`], [`github_write`],
+//! [`packet`]), the training/candidate exchange and train mode ([`train`]), trace harvesting
+//! ([`harvest`], [`distill`]), evaluator profiles ([`evaluator`]), and deciding between versions
+//! ([`ab`], [`bineval`], [`promotion`]). Its families are [`FAMILIES`].
+
+use std::sync::Arc;
+
+use skillforge_stage::Family;
+use skillforge_stage::family::record_only;
+use skillforge_store::blobs::BlobStore;
+
+pub mod ab;
+pub mod bineval;
+pub mod distill;
+pub mod evaluator;
+pub mod github_review;
+pub mod github_write;
+pub mod harvest;
+pub mod packet;
+pub mod promotion;
+pub mod train;
+
+/// Workflow of `skillforge ab` agent jobs (both arms' answers, read back by the command).
+pub const AB_WORKFLOW: &str = "ab";
+/// Workflow of `skillforge binary` judge jobs (BINEVAL answers, read back by the command).
+pub const BINEVAL_WORKFLOW: &str = "bineval";
+
+/// SkillOpt's lines in the family registry.
+pub static FAMILIES: [Family; 7] = [
+    Family {
+        name: "train",
+        workflow: train::generation::TRAIN_WORKFLOW,
+        summary: "train mode: option-generation jobs become review options; the optimizer's files are imported by its step",
+        handler: |env| Arc::new(train::TrainResultHandler { blobs: BlobStore::in_home(env.home) }),
+    },
+    Family {
+        name: "harvest",
+        workflow: harvest::WORKFLOW,
+        summary: "Mode A harvesting: hard-verifier, checker and review leg jobs become their feedback rows",
+        handler: |_| Arc::new(harvest::HarvestHandler),
+    },
+    Family {
+        name: "github",
+        workflow: github_write::GITHUB_WORKFLOW,
+        summary: "GitHub writes (review issues, comments): a succeeded write is recorded once under its idempotency key",
+        handler: |_| Arc::new(github_write::GithubWriteHandler),
+    },
+    Family {
+        name: "evaluator",
+        workflow: evaluator::EVALUATE_WORKFLOW,
+        summary: "evaluator profiles: judge and render jobs, read back by the evaluation that enqueued them",
+        handler: |_| Arc::new(evaluator::EvaluatorHandler),
+    },
+    Family {
+        name: "promotion",
+        workflow: promotion::events::EVENTS_WORKFLOW,
+        summary: "promotion: webhook delivery jobs (no domain effect) and canary decision jobs, applied at ingestion (graduate or roll back)",
+        handler: |_| Arc::new(promotion::window::CanaryDecisionHandler),
+    },
+    Family {
+        name: "ab",
+        workflow: AB_WORKFLOW,
+        summary: "`ab`: champion and challenger answers, read back by the command that records the A/B",
+        handler: record_only,
+    },
+    Family {
+        name: "bineval",
+        workflow: BINEVAL_WORKFLOW,
+        summary: "`binary`: BINEVAL judge answers, read back by the command",
+        handler: record_only,
+    },
+];
