@@ -4,11 +4,14 @@
 //! as a fetchable URL or a bundle for a fleet that does not share this disk; [`files`]: a job's
 //! work dirs sent by content and delivered back on such a fleet; [`family`]: the workflow family
 //! as a type and the ingestion dispatcher; [`progress`]: the one progress trait; [`judge_reply`]:
-//! the verdict object of a judge's free-text reply.
+//! the verdict object of a judge's free-text reply; [`fs`] and [`git`]: the control plane's one
+//! atomic write, content hash and git wrapper.
 
 pub mod def;
 pub mod family;
 pub mod files;
+pub mod fs;
+pub mod git;
 pub mod job;
 pub mod jobs;
 pub mod judge_reply;

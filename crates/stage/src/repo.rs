@@ -10,7 +10,6 @@
 //! (`verify --repo`, `harvest attribute --checkout`).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 use skillforge_engine::transfer::{self, Stager};
@@ -37,18 +36,7 @@ fn rev_fields(kind: &str) -> Option<&'static [&'static str]> {
 }
 
 fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .output()
-        .map_err(|e| format!("run `git {}`: {e} (is git installed?)", args.join(" ")))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
-    }
+    crate::git::git(dir, args).map(|out| out.trim().to_owned()).map_err(|e| e.stderr())
 }
 
 /// The checkout's remote (`origin` first, else the first one) and its URL, a local path made
