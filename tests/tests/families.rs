@@ -1,7 +1,7 @@
 //! Workflow families at result ingestion (issue 11, item 1): a finished job's result is applied by
-//! its own family's handler whichever control-plane command ingests it next — `train continue`,
-//! a waiting `jobs submit --wait`, or `serve` — never acknowledged by a command that does not know
-//! the job's workflow.
+//! its own family's handler whichever control plane ingests it next — a waiting command (the
+//! stage port's wait, e.g. `jobs submit --wait`) or `serve` — never acknowledged by a command that
+//! does not know the job's workflow, and never by a command that waits for nothing.
 //!
 //! The data-loss scenario of the issue: a harvest hard-verifier leg finishes on a worker after
 //! `harvest outcome` returned without waiting; the next control-plane command used to be
@@ -73,22 +73,25 @@ fn a_harvest_legs_result_is_applied_whichever_command_ingests_it_next() {
         ]);
     }
 
-    // 1. `train continue` (for a session that does not even exist) is the next control plane.
-    let leg = merged_without_waiting(&home, 1, &head);
-    run_leg_on_a_worker(&home, &leg);
+    // 1. A command that waits for no job (`train continue` for a session that does not exist)
+    //    applies nothing: ingestion belongs to the stage port's wait and to `serve`.
+    let leg1 = merged_without_waiting(&home, 1, &head);
+    run_leg_on_a_worker(&home, &leg1);
     assert_eq!(feedback_events(&home), 1, "the floor row only: the leg's result is not ingested yet");
     let out = home.run(&["train", "continue", "--session", "anything"]);
     assert_eq!(out.status.code(), Some(2), "unknown session: {}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(feedback_events(&home), 2, "the hard-verifier row is written by the train command's ingestion");
-    assert_eq!(applied_tokens(&home.job(&leg)), 1, "applied exactly once");
+    assert_eq!(feedback_events(&home), 1, "a command that waited for nothing ingested nothing");
 
-    // 2. A waiting command of another noun (`jobs submit --wait`) is the next control plane.
+    // 2. A waiting command of another noun (`jobs submit --wait`) is the next control plane: its
+    //    wait applies every pending result, the earlier leg's too.
     let leg = merged_without_waiting(&home, 2, &head);
     run_leg_on_a_worker(&home, &leg);
-    assert_eq!(feedback_events(&home), 3);
+    assert_eq!(feedback_events(&home), 2);
     let done = home.json(&["jobs", "submit", "--wait", "--", "true"]);
     assert_eq!(done["state"], "succeeded", "{done}");
-    assert_eq!(feedback_events(&home), 4, "the hard-verifier row is written by `jobs submit --wait`");
+    assert_eq!(feedback_events(&home), 4, "both hard-verifier rows are written by `jobs submit --wait`");
+    assert_eq!(applied_tokens(&home.job(&leg1)), 1, "applied exactly once");
+    assert_eq!(applied_tokens(&home.job(&leg)), 1, "applied exactly once");
 
     // 3. `serve` is the next control plane.
     let leg = merged_without_waiting(&home, 3, &head);

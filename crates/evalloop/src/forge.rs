@@ -14,11 +14,9 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
-use skillforge_engine::ingest::{ResultHandler, ingest_once};
 use skillforge_engine::{JobSpec, QueueBackend};
 use skillforge_store::Store;
 
@@ -89,8 +87,6 @@ pub struct ForgeEnv<'a> {
     pub stages: &'a EvalStages,
     /// Waits for jobs (the CLI serves the embedded queue in-process).
     pub jobs: &'a dyn StageJobs,
-    /// Applies results (the CLI's dispatch by workflow).
-    pub handler: &'a dyn ResultHandler,
     /// Progress lines.
     pub reporter: &'a dyn Progress,
 }
@@ -241,7 +237,7 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         env.reporter.step(&format!("sample {n}: arms running (jobs {} and {})", ids[0], ids[1]));
         env.jobs.wait(&ids, &format!("sample {n} arms")).await.map_err(env_err)?;
         let files = ArmSide::BOTH.map(|side| meta_dir(&sdir, side).join(RUN_FILE));
-        apply_until(env, &files).await?;
+        applied(&files)?;
         if let Some(v) = read_json::<SampleVerdict>(&sdir.join(VERDICT_FILE)).map_err(env_err)? {
             so_far.push(v);
             continue;
@@ -258,7 +254,7 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
                 ids.push(enqueue(env, &spec).await?);
             }
             env.jobs.wait(&ids, &format!("sample {n} verify")).await.map_err(env_err)?;
-            apply_until(env, &verify_files).await?;
+            applied(&verify_files)?;
         }
         let judge = JudgeJob { stage: &env.stages.judge, runtime: &req.judge_runtime, model: req.judge_model.as_deref(), key_prefix: &prefix, ships };
         match prepare_judge(&req.brief, &sdir, n, &skill, &judge).map_err(env_err)? {
@@ -282,7 +278,7 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         let ids: Vec<String> = pending_judges.iter().map(|(_, id)| id.clone()).collect();
         env.jobs.wait(&ids, "judges").await.map_err(env_err)?;
         let files: Vec<PathBuf> = pending_judges.iter().map(|(n, _)| sample_dir(&dir, *n).join(VERDICT_FILE)).collect();
-        apply_until(env, &files).await?;
+        applied(&files)?;
     }
     let verdicts = read_verdicts(&dir, req.samples).map_err(env_err)?;
     report.samples = verdicts.clone();
@@ -412,19 +408,15 @@ async fn enqueue(env: &ForgeEnv<'_>, spec: &JobSpec) -> Result<String, ForgeErro
     Ok(enqueued.job_id)
 }
 
-/// Ingests until every file in `files` exists (another control plane may be applying them too),
-/// polling with a 60 s deadline.
-async fn apply_until(env: &ForgeEnv<'_>, files: &[PathBuf]) -> Result<(), ForgeError> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        ingest_once(env.queue.as_ref(), env.store, env.handler).await.map_err(env_err)?;
-        if files.iter().all(|f| f.exists()) {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            let missing: Vec<String> = files.iter().filter(|f| !f.exists()).map(|f| f.display().to_string()).collect();
-            return Err(ForgeError::Environment(format!("results were not applied within 60 s: {} missing (is a result handler failing? see the log)", missing.join(", "))));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+/// Checks that the ingestion of the jobs just waited for wrote `files` (the port's `wait` returns
+/// only once their results are applied, so a missing file is a handler that did not write it).
+fn applied(files: &[PathBuf]) -> Result<(), ForgeError> {
+    let missing: Vec<String> = files.iter().filter(|f| !f.exists()).map(|f| f.display().to_string()).collect();
+    if missing.is_empty() {
+        return Ok(());
     }
+    Err(ForgeError::Environment(format!(
+        "the jobs' results were applied but {} missing (did another control plane, with another home, apply them? see the log)",
+        missing.join(", ")
+    )))
 }

@@ -49,7 +49,7 @@ pub async fn run(ctx: &Context, args: CheckArgs) -> CliResult {
     spec.timeout_ms = args.timeout.max(1) * 1000;
     spec.retry_failed_runs = false;
     let backend = ctx.queue().await?;
-    let enqueued = backend.enqueue(&spec).await?;
+    let enqueued = crate::control::waiter::submit_checked(ctx, backend.as_ref(), &spec).await?;
     let job = await_job(ctx, &backend, &enqueued.job_id, !args.no_local_worker).await?;
     let Some(report) = job.outcome.as_ref().and_then(|o| serde_json::from_value::<CheckReport>(o.detail.clone()).ok()) else {
         let why = job.error.clone().unwrap_or_else(|| format!("job ended {} without a report", job.state));

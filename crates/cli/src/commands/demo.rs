@@ -32,8 +32,6 @@ use std::time::Instant;
 use anyhow::anyhow;
 use clap::Args;
 use serde_json::json;
-use skillforge_engine::ingest::ingest_once;
-use crate::families;
 use skillforge_store::candidates::get_candidate;
 use skillforge_store::templates::{VersionRow, current_version, get_version};
 use skillforge_skillopt::train::control::{ContinueRequest, DEFAULT_RUNTIME, StartRequest, StepReport, continue_session, load, start};
@@ -247,9 +245,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
         let env = &env;
         let session = session.clone();
         async move {
-            let result = continue_session(env, &session, &req).await;
-            let _ = ingest_once(env.queue.as_ref(), env.store, &families::for_home(env.home)).await;
-            result.map_err(train_error)
+            continue_session(env, &session, &req).await.map_err(train_error)
         }
     };
     let wait = || ContinueRequest { wait: true, ..ContinueRequest::default() };
@@ -292,7 +288,6 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
         store: &store,
         queue: &queue,
         jobs: &jobs,
-        home: &ctx.home,
         repo: &repo,
         version: &version,
         n_changes: usize::from(args.harvest),

@@ -15,7 +15,7 @@ use skillforge_runner::{ExitClass, RunnerPayload};
 use skillforge_runner_process::ProcessPayload;
 
 use crate::control::args::{check_name, secs};
-use crate::control::waiter::{await_job, enqueue_checked};
+use crate::control::waiter::{await_job, submit_checked};
 use crate::context::Context;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
 use crate::output::{age, print_json, rfc3339_ms};
@@ -219,7 +219,7 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
     if let Some(key) = &spec.idempotency_key {
         refuse_rerun_of_applied(ctx, backend.as_ref(), key).await?;
     }
-    let enqueued = enqueue_checked(backend.as_ref(), &spec).await?;
+    let enqueued = submit_checked(ctx, backend.as_ref(), &spec).await?;
     // The idempotency key's job finished and was pruned since: its tombstone is all there is.
     if !enqueued.created
         && let Some(t) = prune::pruned(backend.as_ref(), &enqueued.job_id).await?

@@ -14,8 +14,6 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
-use skillforge_engine::ingest::ingest_once;
-use crate::families;
 use skillforge_skillopt::train::control::{
     ContinueRequest, DEFAULT_RUNTIME, EvaluatorChoice, StartRequest, StepReport, continue_session, recover,
     start_with_evaluator,
@@ -186,9 +184,7 @@ pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
                 start_next: args.start_next,
                 wait: !args.no_wait,
             };
-            let result = continue_session(&env, &args.session, &req).await;
-            let _ = ingest_once(queue.as_ref(), &store, &families::for_home(&ctx.home)).await;
-            finish(ctx, result)
+            finish(ctx, continue_session(&env, &args.session, &req).await)
         }
         TrainCommand::Recover(args) => {
             let out_root = std::path::absolute(&args.out_root).unwrap_or(args.out_root);

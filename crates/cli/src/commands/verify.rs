@@ -9,7 +9,7 @@ use skillforge_engine::{Job, JobSpec};
 use skillforge_runner_sandbox::{ConfinementMode, SandboxPayload, Verdict, VerifyReport};
 
 use crate::control::args::secs;
-use crate::control::waiter::{await_job, enqueue_checked};
+use crate::control::waiter::{await_job, submit_checked};
 use skillforge_stage::repo::RepoError;
 use crate::context::Context;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, ENVIRONMENT, OK};
@@ -118,7 +118,7 @@ pub async fn run(ctx: &Context, args: VerifyArgs) -> CliResult {
         RepoError::Invalid(m) => CliError::usage(anyhow!(m)),
         RepoError::Env(m) => CliError::env(anyhow!(m)),
     })?;
-    let enqueued = enqueue_checked(backend.as_ref(), &spec).await?;
+    let enqueued = submit_checked(ctx, backend.as_ref(), &spec).await?;
     if args.no_wait {
         if ctx.json {
             print_json(&json!({"id": enqueued.job_id, "created": enqueued.created}));

@@ -9,7 +9,7 @@ use skillforge_engine::{JobSpec, JobState, QueueBackend};
 use skillforge_runner::ExitClass;
 use skillforge_runner_agent::{AgentPayload, AgentReport};
 
-use crate::control::waiter::{await_job, enqueue_checked};
+use crate::control::waiter::{await_job, submit_checked};
 use crate::context::Context;
 use crate::exit::CliError;
 
@@ -48,7 +48,7 @@ pub async fn call_agent(ctx: &Context, backend: &Arc<dyn QueueBackend>, call: Ag
     spec.stage = call.stage.to_owned();
     spec.idempotency_key = Some(call.key);
     spec.timeout_ms = 600_000;
-    let enqueued = enqueue_checked(backend.as_ref(), &spec).await?;
+    let enqueued = submit_checked(ctx, backend.as_ref(), &spec).await?;
     let job = await_job(ctx, backend, &enqueued.job_id, true).await?;
     let report: Option<AgentReport> =
         job.outcome.as_ref().and_then(|o| serde_json::from_value(o.detail.clone()).ok());

@@ -32,6 +32,15 @@ const NO_WORKER_NOTE_AFTER: Duration = Duration::from_secs(3);
 /// fallback poll for a notification that was lost (e.g. across a Redis restart).
 const POLL_FIRST: Duration = Duration::from_millis(5);
 const POLL_MAX: Duration = Duration::from_millis(250);
+/// How long a wait keeps ingesting a finished job whose result its family's handler cannot apply
+/// yet (outputs not recorded yet, a handler error) before it fails naming the job.
+const APPLY_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Whether `job`'s result (this attempt's, or a later one's) is recorded applied in `store`.
+async fn is_applied(store: &Store, job: &Job) -> Result<bool, EngineError> {
+    let records = skillforge_store::applied::applied_for_job(store.pool(), &job.id).await.map_err(EngineError::sqlite)?;
+    Ok(records.iter().any(|r| r.fencing_token >= job.fencing_token as i64))
+}
 
 /// The stage port of the CLI.
 ///
@@ -42,8 +51,9 @@ const POLL_MAX: Duration = Duration::from_millis(250);
 /// — checked at once and every second, so the jobs of a worker that died mid-wait are picked up
 /// without waiting for its lock to go stale. Otherwise a one-time note on stderr says how to start
 /// one once a job has been queued for 3 s with nobody live. On the embedded queue this process is
-/// the control plane: after each wait the finished results are ingested through
-/// [`skillforge_stage::Families`] (every family's handler), before the jobs are returned.
+/// the control plane. On either backend, a wait returns only once every waited job's result is
+/// applied: ingested through [`skillforge_stage::Families`] (every family's handler) into this
+/// home's store, or acknowledged by another control plane.
 pub struct CliJobs<'a> {
     ctx: &'a Context,
     queue: Arc<dyn QueueBackend>,
@@ -190,19 +200,62 @@ impl<'a> CliJobs<'a> {
             stop.cancel();
             handle
         });
-        let ingested = if self.ctx.queue_url.is_embedded() {
-            match self.store().await {
-                Ok(store) => ingest_once(self.queue.as_ref(), &store, &families::for_home(&self.ctx.home)).await.map(drop),
-                Err(e) => Err(e),
-            }
-        } else {
-            Ok(())
-        };
+        let applied = self.until_applied(&jobs).await;
         if let Some(handle) = stopping {
             let _ = handle.await;
         }
-        ingested?;
+        applied?;
         Ok(jobs)
+    }
+
+    /// Ingests until every job of `jobs` (all finished) has its result applied: recorded in
+    /// this control plane's store by its family's handler, or acknowledged by another control
+    /// plane on the queue. This is the port's contract on both backends: once `wait` returns,
+    /// a step reads the job's effects, never polls for them.
+    ///
+    /// # Errors
+    /// The queue's or store's; [`EngineError::Backend`] naming the jobs whose results could not
+    /// be applied within [`APPLY_DEADLINE`] (a handler that keeps failing, logged by ingestion).
+    async fn until_applied(&self, jobs: &[Job]) -> Result<(), EngineError> {
+        let store = self.store().await?;
+        let handlers = families::for_home(&self.ctx.home);
+        let deadline = Instant::now() + APPLY_DEADLINE;
+        let mut delay = POLL_FIRST;
+        loop {
+            let seen = self.queue.change_seq();
+            ingest_once(self.queue.as_ref(), &store, &handlers).await?;
+            let mut unapplied = Vec::new();
+            for job in jobs {
+                if !is_applied(&store, job).await? {
+                    unapplied.push(job.id.as_str());
+                }
+            }
+            if unapplied.is_empty() {
+                return Ok(());
+            }
+            // A result no longer pending was acknowledged by another control plane (a `serve`
+            // over the same queue with another store): applied there.
+            let pending = self.queue.pending_results(skillforge_engine::ingest::PASS_BATCH).await?;
+            if pending.len() < skillforge_engine::ingest::PASS_BATCH {
+                unapplied.retain(|id| pending.iter().any(|p| p.id == *id));
+                if unapplied.is_empty() {
+                    return Ok(());
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(EngineError::Backend {
+                    backend: "store",
+                    message: format!(
+                        "the result of job {} could not be applied within {} s (the log above names why); \
+                         it stays pending and `skillforge serve` applies it once it can",
+                        unapplied.join(", "),
+                        APPLY_DEADLINE.as_secs()
+                    ),
+                });
+            }
+            self.queue.changed_since(seen, delay).await;
+            delay = (delay * 2).min(POLL_MAX);
+        }
     }
 
     fn no_worker_note(&self, ids: &[String]) -> String {
@@ -316,6 +369,19 @@ impl StageJobs for CliJobs<'_> {
     }
 }
 
+/// The one way a command submits a job outside a workflow step: [`enqueue_checked`], then the
+/// job is recorded as this control plane's pending work ([`skillforge_stage::record_pending`]:
+/// what `serve` names and resubmits when the queue loses its data), as the stage port does.
+///
+/// # Errors
+/// As [`enqueue_checked`]; exit 3 when the store cannot be opened.
+pub async fn submit_checked(ctx: &Context, backend: &dyn QueueBackend, spec: &JobSpec) -> Result<Enqueued, CliError> {
+    let enqueued = enqueue_checked(backend, spec).await?;
+    let store = ctx.store().await?;
+    skillforge_stage::record_pending(&store, &enqueued, spec).await;
+    Ok(enqueued)
+}
+
 /// Enqueues `spec`; when its idempotency key names an existing job, checks that the existing job
 /// asked for the same thing (same runner and payload), so a key reused for different work is
 /// refused (exit 2) instead of silently returning the other job's result. A key whose job was
@@ -323,7 +389,7 @@ impl StageJobs for CliJobs<'_> {
 ///
 /// # Errors
 /// Exit 2 for a key reused with a different payload; exit 3 when the queue is unreachable.
-pub async fn enqueue_checked(backend: &dyn QueueBackend, spec: &JobSpec) -> Result<Enqueued, CliError> {
+async fn enqueue_checked(backend: &dyn QueueBackend, spec: &JobSpec) -> Result<Enqueued, CliError> {
     let enqueued = backend.enqueue(spec).await?;
     if !enqueued.created {
         let Some(existing) = backend.get(&enqueued.job_id).await? else {

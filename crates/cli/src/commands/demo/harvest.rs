@@ -15,8 +15,6 @@ use anyhow::anyhow;
 use serde::Serialize;
 use skillforge_contract::{serialize_package, validate_training_package};
 use skillforge_engine::QueueBackend;
-use skillforge_engine::ingest::ingest_once;
-use crate::families;
 use skillforge_store::Store;
 use skillforge_store::harvest::{Attribution, upsert_attribution};
 use skillforge_store::review::package::training_package;
@@ -105,8 +103,6 @@ pub struct HarvestStep<'a> {
     pub queue: &'a std::sync::Arc<dyn QueueBackend>,
     /// Waits for the leg jobs.
     pub jobs: &'a dyn StageJobs,
-    /// The home (ingestion handlers).
-    pub home: &'a std::path::Path,
     /// The repository.
     pub repo: &'a Repo,
     /// The template version changes are attributed to.
@@ -183,10 +179,8 @@ pub async fn run(step: &HarvestStep<'_>) -> Result<HarvestSummary, CliError> {
     }
     summary.n_leg_jobs = job_ids.len();
     if !job_ids.is_empty() {
-        // The waiter ingests on the embedded queue; on a shared one this process is a control
-        // plane as well, so the legs' rows are applied here either way.
+        // The port's wait returns once the legs' rows are applied (on either backend).
         step.jobs.wait(&job_ids, "harvest legs").await.map_err(|e| CliError::env(anyhow!(e)))?;
-        ingest_once(step.queue.as_ref(), step.store, &families::for_home(step.home)).await.map_err(|e| CliError::env(anyhow!(e)))?;
     }
     if summary.changes.is_empty() {
         summary.skipped.push("the history has no merge and no commit with a parent (a shallow clone?); nothing harvested".into());

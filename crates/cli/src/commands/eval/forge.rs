@@ -15,7 +15,6 @@ use skillforge_evalloop::install::InstallTarget;
 use skillforge_evalloop::layout::eval_root;
 use skillforge_evalloop::stages::EvalStages;
 
-use crate::families;
 
 use crate::control::waiter::CliJobs;
 use crate::context::Context;
@@ -203,8 +202,7 @@ pub async fn run(ctx: &Context, mut args: ForgeArgs) -> CliResult {
     let store = ctx.store().await?;
     let queue = ctx.queue().await?;
     let jobs = CliJobs::new(ctx, queue.clone(), store.clone());
-    let handler = families::for_home(&ctx.home);
-    let env = ForgeEnv { queue: &queue, store: &store, home: &ctx.home, stages: &stages, jobs: &jobs, handler: &handler, reporter: &crate::output::StderrProgress { prefix: "• ", quiet: false } };
+    let env = ForgeEnv { queue: &queue, store: &store, home: &ctx.home, stages: &stages, jobs: &jobs, reporter: &crate::output::StderrProgress { prefix: "• ", quiet: false } };
     let report = run_forge(&env, &req).await.map_err(|e| match e {
         ForgeError::Refused(m) => CliError::usage(anyhow!(m)),
         ForgeError::Environment(m) => CliError::env(anyhow!(m)),

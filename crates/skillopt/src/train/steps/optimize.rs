@@ -69,8 +69,9 @@ pub(crate) async fn run_optimizer(
     {
         return Ok(false);
     }
+    // The port's wait returns once the job's result is applied: its outputs are delivered
+    // into the attempt dir by ingestion.
     let job = env.jobs.wait(std::slice::from_ref(&job_id), "optimizer").await?.remove(0);
-    fleet::deliver(env.queue.as_ref(), env.store, &job).await?;
     settle(env, session, it, &mut meta, &job, report).await
 }
 
