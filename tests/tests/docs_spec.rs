@@ -1,11 +1,11 @@
 //! Every rule the code cites resolves inside the repository, and ARCHITECTURE.md stays a map.
 //!
-//! Code comments, docs and test names cite the project's spec (`docs/spec/`, see its README):
-//! rule ids (`S-07`, `E-41`, `O-25`) resolve to a bold label or heading in a
-//! `docs/spec/rules-*.md` file, `facts §N` to section N of `docs/spec/facts.md`, `resolutions N`
-//! (also `resolution N`, `resolutions §N`, lists `12, 13` and ranges `16–18`) to entry N of
-//! `docs/spec/resolutions.md`, and `DESIGN §N` to its row in `docs/spec/README.md`. A citation
-//! that does not resolve fails the test with its file and line.
+//! Code comments, docs, stage definitions, migrations and test names cite the project's spec
+//! (`docs/spec/`, see its README): rule ids (`S-07`, `E-41`, `O-25`) resolve to a bold label or
+//! heading in a `docs/spec/rules-*.md` file, `facts §N` to section N of `docs/spec/facts.md`,
+//! `resolutions N` (also `resolution N`, `resolutions §N`, lists `12, 13` and ranges `16–18`)
+//! to entry N of `docs/spec/resolutions.md`, and `DESIGN §N` to its row in
+//! `docs/spec/README.md`. A citation that does not resolve fails the test with its file and line.
 //!
 //! ARCHITECTURE.md is held to at most 30 000 bytes and carries no issue numbers.
 
@@ -20,8 +20,12 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Every `.rs` file under `dir`, skipping build output and hidden directories.
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Extensions of the files whose comments may cite the spec.
+const CITING: [&str; 6] = ["rs", "toml", "sql", "lua", "md", "sh"];
+
+/// Every file under `dir` with one of the [`CITING`] extensions (and, with `bare`, files without
+/// an extension, e.g. `scripts/test`), skipping build output and hidden directories.
+fn citing_files(dir: &Path, bare: bool, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     let mut entries: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
     entries.sort();
@@ -29,10 +33,14 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         if path.is_dir() {
             if name != "target" && !name.starts_with('.') {
-                rust_files(&path, out);
+                citing_files(&path, bare, out);
             }
-        } else if name.ends_with(".rs") {
-            out.push(path);
+        } else {
+            match path.extension().and_then(|e| e.to_str()) {
+                Some(ext) if CITING.contains(&ext) => out.push(path),
+                None if bare => out.push(path),
+                _ => {}
+            }
         }
     }
 }
@@ -165,11 +173,16 @@ fn every_cited_rule_resolves_in_docs_spec() {
     }
     assert!((1..=9).all(|n| spec.facts.contains(&n)), "facts.md sections: {:?}", spec.facts);
 
+    // The code (`.rs`) and what ships beside it: stage definitions, runtime and tool profiles,
+    // migrations, Lua scripts, scripts, the docs (the spec itself included).
     let mut files = Vec::new();
-    for dir in ["crates", "runners", "tests"] {
-        rust_files(&root.join(dir), &mut files);
+    for dir in ["crates", "runners", "tests", "workflows", "docs"] {
+        citing_files(&root.join(dir), false, &mut files);
     }
-    assert!(files.len() > 200, "found only {} .rs files", files.len());
+    citing_files(&root.join("scripts"), true, &mut files);
+    files.extend(["README.md", "ARCHITECTURE.md", "Cargo.toml"].map(|f| root.join(f)));
+    let n_rs = files.iter().filter(|f| f.extension().is_some_and(|e| e == "rs")).count();
+    assert!(n_rs > 200, "found only {n_rs} .rs files");
     let citations = Citations::new();
     let mut unresolved = Vec::new();
     let mut n_rules = 0;
