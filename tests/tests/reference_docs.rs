@@ -162,10 +162,10 @@ fn documented_keys(text: &str) -> BTreeSet<String> {
     for line in text.lines() {
         if let Some(head) = line.strip_prefix("## ") {
             section = head.strip_prefix("`[").and_then(|h| h.strip_suffix("]`")).map(str::to_owned);
-        } else if let (Some(section), Some(row)) = (&section, line.strip_prefix("| `")) {
-            if let Some((key, _)) = row.split_once('`') {
-                out.insert(format!("{section}.{key}"));
-            }
+        } else if let (Some(section), Some(row)) = (&section, line.strip_prefix("| `"))
+            && let Some((key, _)) = row.split_once('`')
+        {
+            out.insert(format!("{section}.{key}"));
         }
     }
     out
