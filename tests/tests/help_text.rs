@@ -98,3 +98,26 @@ fn no_runtime_is_assumed_for_the_eval_arms_or_the_ab_judge() {
     assert!(out.status.code() == Some(2) && err.contains("[skillopt] review_runtimes") && err.contains("config.toml"), "{err}");
     assert_eq!(home.json(&["jobs", "list"]), serde_json::json!([]), "nothing ran");
 }
+
+/// Global flags are listed once, in their own `Global options:` group after each command's own
+/// options, never interleaved with them (issue 35 item 8).
+#[test]
+fn global_flags_are_listed_once_after_each_commands_own_options() {
+    let global = Regex::new(r"(?m)^\s+(?:-[vq], )?--(home|queue|json|verbose|quiet)(?:\s|\.\.\.|$)").unwrap();
+    let mut found = Vec::new();
+    for (command, text) in every_help() {
+        let Some(at) = text.find("\nGlobal options:\n") else {
+            found.push(format!("{command}: no `Global options:` group"));
+            continue;
+        };
+        let (own, globals) = text.split_at(at);
+        if let Some(m) = global.find(own) {
+            found.push(format!("{command}: `{}` among the command's own options", m.as_str().trim()));
+        }
+        let listed: Vec<&str> = global.captures_iter(globals).map(|c| c.get(1).unwrap().as_str()).collect();
+        if listed != ["home", "queue", "json", "verbose", "quiet"] {
+            found.push(format!("{command}: global group lists {listed:?}"));
+        }
+    }
+    assert!(found.is_empty(), "{} finding(s):\n{}", found.len(), found.join("\n"));
+}

@@ -191,7 +191,7 @@ fn an_auto_trace_export_is_refused_only_for_its_ids_and_export_names_them() {
         assert!(stderr.contains(&format!("item id \"{id}\" is not safe for filesystem output")), "{stderr}");
         assert!(warnings.iter().any(|w| w.as_str().unwrap().contains(&format!("\"{id}\""))), "{warnings:?}");
     }
-    assert!(stderr.contains("README"), "the warning says where it is explained: {stderr}");
+    assert!(stderr.contains("docs/train.md") && std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/train.md")).unwrap().contains("## Exporting for the external optimizer"), "the warning says where it is explained: {stderr}");
 }
 
 /// `skillforge --home rel-home demo` (a relative home) runs to its pending candidate, and the

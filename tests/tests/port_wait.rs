@@ -26,11 +26,22 @@ fn submit_and_wait(home: &Home) -> String {
 }
 
 #[test]
-fn a_wait_on_the_embedded_queue_returns_with_the_result_applied_and_the_job_recorded() {
+fn a_wait_on_the_embedded_queue_returns_with_the_result_applied() {
     let home = Home::embedded();
     let id = submit_and_wait(&home);
     assert_eq!(store_rows(&home, "applied_results", "state", &id), "succeeded", "applied before the command returned");
+    // Applied work is no longer pending (the row goes in the applying transaction).
+    assert_eq!(store_rows(&home, "submitted_jobs", "workflow", &id), "");
+}
+
+#[test]
+fn a_commands_job_is_recorded_as_pending_work_until_it_is_applied() {
+    let home = Home::embedded();
+    let id = home.submit(&["--idempotency-key", "pending-1"], &["true"]);
     assert_eq!(store_rows(&home, "submitted_jobs", "workflow", &id), "adhoc", "recorded as the home's pending work");
+    // The same key again returns the same job and records nothing twice.
+    assert_eq!(home.submit(&["--idempotency-key", "pending-1"], &["true"]), id);
+    assert_eq!(store_rows(&home, "submitted_jobs", "count(*)", &id), "1");
 }
 
 #[test]
@@ -41,7 +52,6 @@ fn a_wait_on_redis_returns_with_the_result_applied_without_serve() {
     let id = submit_and_wait(&home);
     // No `serve` ingests this queue: the waiting command applied the result itself.
     assert_eq!(store_rows(&home, "applied_results", "state", &id), "succeeded", "applied before the command returned\n{}", home.logs());
-    assert_eq!(store_rows(&home, "submitted_jobs", "workflow", &id), "adhoc");
     let pending = home.json(&["jobs", "show", &id]);
     assert_eq!(pending["state"], "succeeded", "{pending:#}");
 }

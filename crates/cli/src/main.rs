@@ -17,24 +17,28 @@ use clap::{Parser, Subcommand};
 
 use crate::context::Context;
 
+/// The help heading of the flags every command takes: one group after each command's own options,
+/// never interleaved with them.
+const GLOBAL_OPTIONS: &str = "Global options";
+
 /// skillforge: improve LLM agent templates ("skills") with evidence, on durable jobs.
 #[derive(Debug, Parser)]
 #[command(name = "skillforge", version, about, propagate_version = true)]
 struct Cli {
     /// Home directory (store, embedded queue, config). Default `$SKILLFORGE_HOME`, else `~/.skillforge`.
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, global = true, value_name = "DIR", help_heading = GLOBAL_OPTIONS)]
     home: Option<PathBuf>,
     /// Queue URL: `redis://HOST:PORT[/DB]` for a fleet; default the embedded SQLite queue (or `[queue] url`).
-    #[arg(long, global = true, value_name = "URL")]
+    #[arg(long, global = true, value_name = "URL", help_heading = GLOBAL_OPTIONS)]
     queue: Option<String>,
     /// Machine-readable JSON on stdout; everything else goes to stderr.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL_OPTIONS)]
     json: bool,
     /// More log output (repeat for more).
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, help_heading = GLOBAL_OPTIONS)]
     verbose: u8,
     /// Less log output.
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, help_heading = GLOBAL_OPTIONS)]
     quiet: bool,
     #[command(subcommand)]
     command: Command,
@@ -107,6 +111,11 @@ enum Command {
     /// The skill eval loop: briefs, forge (arms → blind judge → aggregate → gate → ledger), status, recheck, report.
     #[command(subcommand)]
     Eval(commands::eval::EvalCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) generated from this CLI.
+    Completions(commands::completions::CompletionsArgs),
+    /// Write the generated command reference and man pages (`docs/reference/commands.md`, `docs/man/`).
+    #[command(hide = true)]
+    Docs(commands::docs::DocsArgs),
     /// The scripted agent runtime (deterministic, no model): prompt on stdin, answer on stdout.
     #[command(name = "agent-scripted", hide = true)]
     AgentScripted {
@@ -173,6 +182,8 @@ fn main() -> ExitCode {
         // Commands that read no configuration (and so work in a home whose config.toml is broken).
         match cli.command {
             Command::Schema(args) => return commands::schema::run(cli.json, args),
+            Command::Completions(args) => return commands::completions::run(args),
+            Command::Docs(args) => return commands::docs::run(args),
             Command::Init(args) => return commands::init::run(cli.home, cli.json, args),
             Command::Doctor(args) => return commands::doctor::run(cli.home, cli.queue, cli.json, args).await,
             _ => {}
@@ -203,7 +214,9 @@ fn main() -> ExitCode {
             Command::LiveAb(cmd) => commands::live_ab::run(&ctx, cmd).await,
             Command::Binary(cmd) => commands::binary::run(&ctx, cmd).await,
             Command::AgentScripted { .. } => unreachable!("handled before the runtime starts"),
-            Command::Schema(_) | Command::Init(_) | Command::Doctor(_) => unreachable!("handled before the context is built"),
+            Command::Schema(_) | Command::Init(_) | Command::Doctor(_) | Command::Completions(_) | Command::Docs(_) => {
+                unreachable!("handled before the context is built")
+            }
         }
     });
     match result {

@@ -94,7 +94,7 @@ pub async fn run(ctx: &Context, args: ExportArgs) -> CliResult {
 fn warning_text(run_id: &str, warnings: &[LoaderWarning]) -> String {
     let mut text = format!(
         "warning: run {run_id}: the external optimizer's data loader refuses this package on a real run \
-         (its --dry-run passes); see the README, \"Exporting for the external optimizer\":"
+         (its --dry-run passes); see docs/train.md, \"Exporting for the external optimizer\":"
     );
     for warning in warnings {
         text.push_str(&format!("\n  - {warning}"));
