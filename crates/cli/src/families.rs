@@ -29,6 +29,17 @@ pub(crate) fn for_home(home: &Path) -> Families {
 mod tests {
     use super::*;
 
+    /// A family's own tables, whatever they are (this test checks the stages only).
+    #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+    #[serde(transparent)]
+    struct AnySections(toml::Table);
+
+    impl skillforge_stage::Sections for AnySections {
+        type Override = toml::Table;
+
+        fn apply(&mut self, _: toml::Table) {}
+    }
+
     #[test]
     fn workflows_are_unique_and_every_job_builder_is_registered() {
         let mut seen = std::collections::BTreeSet::new();
@@ -53,6 +64,14 @@ mod tests {
             engine_default.as_str(),
         ] {
             assert!(all().iter().any(|f| f.workflow == workflow), "jobs of workflow `{workflow}` are enqueued but no family owns them");
+        }
+        // Every family's stages are its own: same workflow, and the shipped file loads.
+        for family in all() {
+            if let Some(source) = family.stages {
+                assert_eq!(source.workflow, family.workflow, "family `{}` reads another workflow's stages", family.name);
+                let def: skillforge_stage::WorkflowDef<AnySections> = source.shipped().unwrap_or_else(|e| panic!("{}: {e}", source.shipped_file()));
+                assert_eq!(def.stages.len(), source.stage_names.len(), "{}", source.shipped_file());
+            }
         }
         let families = for_home(Path::new("/nonexistent"));
         assert!(families.handler("bogus").is_none());

@@ -50,5 +50,6 @@ pub static FAMILY: skillforge_stage::Family = skillforge_stage::Family {
     name: "evalloop",
     workflow: stages::EVAL_WORKFLOW,
     summary: "the skill eval loop: arm, verify and judge jobs become their files (run.json, verify.json, verdict.json)",
+    stages: Some(stages::SOURCE),
     handler: |_| std::sync::Arc::new(handler::EvalResultHandler),
 };

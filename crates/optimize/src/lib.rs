@@ -116,5 +116,6 @@ pub static FAMILY: skillforge_stage::Family = skillforge_stage::Family {
     name: "optimize",
     workflow: WORKFLOW,
     summary: "the optimize loop: experiment jobs, read back through its job port by the loop; no effect at ingestion",
+    stages: Some(port::SOURCE),
     handler: skillforge_stage::family::record_only,
 };

@@ -35,8 +35,6 @@ use skillforge_stage::{Ran, StageJobs, Wait, run_jobs};
 pub const GITHUB_WORKFLOW: &str = "github";
 /// Stage of GitHub write jobs.
 pub const WRITE_STAGE: &str = "write";
-/// Attempts of a write job (each waits out GitHub's rate limits in-process first).
-pub const WRITE_ATTEMPTS: u32 = 5;
 
 /// What to write.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,11 +123,20 @@ pub struct WriteJobs<'a> {
     pub api_url: &'a str,
 }
 
-/// The durable job of `req`.
+/// Where GitHub writes' stage comes from: `workflows/github.toml`, `<home>/github.toml` overrides.
+pub const SOURCE: skillforge_stage::StageSource = skillforge_stage::StageSource {
+    family: "github",
+    workflow: GITHUB_WORKFLOW,
+    shipped: include_str!("../../../workflows/github.toml"),
+    stage_names: &[WRITE_STAGE],
+};
+
+/// The durable job of `req`, built from the `write` stage of [`SOURCE`] for `at.home`.
 ///
 /// # Errors
-/// [`PayloadError`] when the payload does not serialize.
-pub fn write_job(at: &WriteJobs<'_>, req: &WriteRequest) -> Result<JobSpec, PayloadError> {
+/// [`WriteError::Stages`] for an invalid `<home>/github.toml`; [`WriteError::Payload`] when the
+/// payload does not serialize.
+pub fn write_job(at: &WriteJobs<'_>, req: &WriteRequest) -> Result<JobSpec, WriteError> {
     let mut payload = ProcessPayload::argv(vec![
         at.skillforge_bin.display().to_string(),
         "--home".into(),
@@ -144,13 +151,8 @@ pub fn write_job(at: &WriteJobs<'_>, req: &WriteRequest) -> Result<JobSpec, Payl
     let mut allow: Vec<String> = DEFAULT_ENV_ALLOWLIST.iter().map(|s| (*s).to_owned()).collect();
     allow.extend(skillforge_forge::github::TOKEN_ENV.iter().map(|s| (*s).to_owned()));
     payload.env_allowlist = Some(allow);
-    let mut spec = JobSpec::for_payload(&payload)?;
-    spec.workflow = GITHUB_WORKFLOW.to_owned();
-    spec.stage = WRITE_STAGE.to_owned();
-    spec.idempotency_key = Some(format!("github:{}", req.key));
-    spec.max_attempts = WRITE_ATTEMPTS;
-    spec.timeout_ms = 20 * 60 * 1000;
-    Ok(spec)
+    let stages: skillforge_stage::WorkflowDef = SOURCE.for_home(at.home)?;
+    Ok(stages.stage(WRITE_STAGE).job(&payload, Some(format!("github:{}", req.key)))?)
 }
 
 /// Why a durable write did not complete.
@@ -159,6 +161,9 @@ pub enum WriteError {
     /// The job could not be built.
     #[error(transparent)]
     Payload(#[from] PayloadError),
+    /// `<home>/github.toml` is invalid.
+    #[error(transparent)]
+    Stages(#[from] skillforge_stage::StagesError),
     /// The queue failed.
     #[error(transparent)]
     Engine(#[from] skillforge_engine::EngineError),
@@ -265,5 +270,24 @@ impl ResultHandler for GithubWriteHandler {
         };
         record_write(conn, &row).await.map_err(|e| unusable(format!("record the write: {e}")))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod stage_tests {
+    use super::*;
+
+    #[test]
+    fn the_write_job_is_built_from_the_shipped_stage() {
+        let home = std::path::Path::new("/nonexistent-home");
+        let at = WriteJobs { skillforge_bin: std::path::Path::new("/bin/skillforge"), home, api_url: "http://127.0.0.1:1" };
+        let stage: skillforge_stage::WorkflowDef = SOURCE.shipped().unwrap();
+        let req = WriteRequest { op: WriteOp::Comment { number: 1 }, repo: "a/b".into(), key: "k1".into(), body: "x".into() };
+        let spec = write_job(&at, &req).unwrap();
+        let write = stage.stage(WRITE_STAGE);
+        assert_eq!((spec.workflow.as_str(), spec.stage.as_str(), spec.kind.as_str()), (GITHUB_WORKFLOW, WRITE_STAGE, "process"));
+        assert_eq!((spec.max_attempts, spec.timeout_ms), (write.attempts, write.timeout_secs * 1000));
+        assert_eq!((spec.max_attempts, spec.timeout_ms), (5, 20 * 60 * 1000), "the attempts and budget GitHub writes have always had");
+        assert_eq!(spec.idempotency_key.as_deref(), Some("github:k1"));
     }
 }

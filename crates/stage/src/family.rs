@@ -30,6 +30,28 @@ pub const ASK_WORKFLOW: &str = "ask";
 /// Workflow of jobs pushed through the apalis adapter (`skillforge-engine-apalis`).
 pub const APALIS_WORKFLOW: &str = "apalis";
 
+/// `ask`'s stages (`workflows/ask.toml`): `answer`, and `live_ab_challenger` for a live A/B.
+pub const ASK_SOURCE: crate::StageSource = crate::StageSource {
+    family: "ask",
+    workflow: ASK_WORKFLOW,
+    shipped: include_str!("../../../workflows/ask.toml"),
+    stage_names: &["answer", "live_ab_challenger"],
+};
+/// `verify`'s stage (`workflows/verify.toml`): `hard_verifier`.
+pub const VERIFY_SOURCE: crate::StageSource = crate::StageSource {
+    family: "verify",
+    workflow: VERIFY_WORKFLOW,
+    shipped: include_str!("../../../workflows/verify.toml"),
+    stage_names: &["hard_verifier"],
+};
+/// `check`'s stage (`workflows/check.toml`): `checkers`.
+pub const CHECK_SOURCE: crate::StageSource = crate::StageSource {
+    family: "check",
+    workflow: CHECK_WORKFLOW,
+    shipped: include_str!("../../../workflows/check.toml"),
+    stage_names: &["checkers"],
+};
+
 /// What a family's handler is built from: the control plane's home.
 #[derive(Debug, Clone, Copy)]
 pub struct HandlerEnv<'a> {
@@ -53,6 +75,9 @@ pub struct Family {
     pub workflow: &'static str,
     /// One line for docs and `--help`: what the family's jobs are and what ingestion writes.
     pub summary: &'static str,
+    /// Where its stages come from (`workflows/<name>.toml`); `None` for a workflow whose jobs
+    /// are specified whole by their submitter (`jobs submit`, the apalis adapter).
+    pub stages: Option<crate::StageSource>,
     /// Builds the family's handler for a control plane.
     pub handler: fn(HandlerEnv<'_>) -> Arc<dyn ResultHandler>,
 }
@@ -76,30 +101,35 @@ pub static COMMAND_FAMILIES: [Family; 5] = [
         name: "ask",
         workflow: ASK_WORKFLOW,
         summary: "`ask`: one answer, read back by the command",
+        stages: Some(ASK_SOURCE),
         handler: record_only,
     },
     Family {
         name: "apalis",
         workflow: APALIS_WORKFLOW,
         summary: "jobs of the apalis adapter: their handlers run in the apalis worker; no domain effect",
+        stages: None,
         handler: record_only,
     },
     Family {
         name: "adhoc",
         workflow: ADHOC_WORKFLOW,
         summary: "`jobs submit`: no domain effect beyond the applied-result record",
+        stages: None,
         handler: record_only,
     },
     Family {
         name: "verify",
         workflow: VERIFY_WORKFLOW,
         summary: "`verify`: one hard-verifier run read back by the command; no domain effect",
+        stages: Some(VERIFY_SOURCE),
         handler: record_only,
     },
     Family {
         name: "check",
         workflow: CHECK_WORKFLOW,
         summary: "`check`: one checker run read back by the command; no domain effect",
+        stages: Some(CHECK_SOURCE),
         handler: record_only,
     },
 ];
@@ -146,5 +176,28 @@ impl ResultHandler for Families {
             Some(handler) => handler.apply(conn, job).await,
             None => Err(ApplyError::NoHandler { workflow: job.spec.workflow.clone(), job_id: job.id.clone() }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_stage_files_are_valid_and_match_what_the_commands_always_built() {
+        for source in [ASK_SOURCE, VERIFY_SOURCE, CHECK_SOURCE] {
+            let def: crate::WorkflowDef = source.shipped().unwrap_or_else(|e| panic!("{}: {e}", source.shipped_file()));
+            for name in source.stage_names {
+                assert_eq!(def.stage(name).workflow, source.workflow);
+            }
+        }
+        let ask: crate::WorkflowDef = ASK_SOURCE.shipped().unwrap();
+        let answer = ask.stage("answer");
+        assert_eq!((answer.timeout_secs + answer.setup_secs, answer.attempts, answer.retry_failed_runs), (600, 3, true));
+        let verify: crate::WorkflowDef = VERIFY_SOURCE.shipped().unwrap();
+        let hv = verify.stage("hard_verifier");
+        assert_eq!((hv.setup_secs, hv.heartbeat_secs, hv.stale_after_secs, hv.retry_failed_runs), (60, 2, 15, false));
+        let check: crate::WorkflowDef = CHECK_SOURCE.shipped().unwrap();
+        assert!(!check.stage("checkers").retry_failed_runs);
     }
 }

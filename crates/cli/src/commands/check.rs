@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::anyhow;
 use clap::Args;
 use serde_json::json;
-use skillforge_engine::JobSpec;
+
 use skillforge_runner_checker::{CheckReport, CheckerPayload, parse_checker_list};
 
 use crate::control::waiter::await_job;
@@ -43,11 +43,11 @@ pub async fn run(ctx: &Context, args: CheckArgs) -> CliResult {
     let repo = std::path::absolute(&args.repo)
         .map_err(|e| CliError::usage(anyhow!("repository path `{}`: {e}", args.repo.display())))?;
     let payload = CheckerPayload::commits(repo, args.base.clone(), args.head.clone(), checkers);
-    let mut spec = JobSpec::for_payload(&payload).map_err(CliError::usage)?;
-    spec.workflow = skillforge_stage::family::CHECK_WORKFLOW.to_owned();
-    spec.stage = "checkers".to_owned();
-    spec.timeout_ms = args.timeout.max(1) * 1000;
-    spec.retry_failed_runs = false;
+    let stages: skillforge_stage::WorkflowDef =
+        skillforge_stage::family::CHECK_SOURCE.for_home(&ctx.home).map_err(CliError::usage)?;
+    let stage = stages.stage("checkers");
+    let mut spec = stage.job(&payload, None).map_err(CliError::usage)?;
+    spec.timeout_ms = (args.timeout.max(1) + stage.setup_secs) * 1000;
     let backend = ctx.queue().await?;
     let enqueued = crate::control::waiter::submit_checked(ctx, backend.as_ref(), &spec).await?;
     let job = await_job(ctx, &backend, &enqueued.job_id, !args.no_local_worker).await?;

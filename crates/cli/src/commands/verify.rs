@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::anyhow;
 use clap::{Args, ValueEnum};
 use serde_json::json;
-use skillforge_engine::{Job, JobSpec};
+use skillforge_engine::Job;
 use skillforge_runner_sandbox::{ConfinementMode, SandboxPayload, Verdict, VerifyReport};
 
 use crate::control::args::secs;
@@ -98,14 +98,13 @@ pub async fn run(ctx: &Context, args: VerifyArgs) -> CliResult {
         ConfinementArg::None => ConfinementMode::None,
     };
     payload.image = args.image.clone();
-    let mut spec = JobSpec::for_payload(&payload).map_err(CliError::usage)?;
+    let stages: skillforge_stage::WorkflowDef =
+        skillforge_stage::family::VERIFY_SOURCE.for_home(&ctx.home).map_err(CliError::usage)?;
+    let stage = stages.stage("hard_verifier");
+    let mut spec = stage.job(&payload, args.idempotency_key.clone()).map_err(CliError::usage)?;
     spec.queue = VERIFY_QUEUE.to_owned();
-    spec.workflow = skillforge_stage::family::VERIFY_WORKFLOW.to_owned();
-    spec.stage = "hard_verifier".to_owned();
-    spec.idempotency_key = args.idempotency_key.clone();
-    // The clone may take a while beyond the commands' budget; a fail verdict is an answer, not a retry.
-    spec.timeout_ms = (args.timeout + 60) * 1000;
-    spec.retry_failed_runs = false;
+    // `--timeout` is the commands' budget; the job gets the stage's `setup_secs` more for the clone.
+    spec.timeout_ms = (args.timeout + stage.setup_secs) * 1000;
     spec.heartbeat_ms = secs("heartbeat", args.heartbeat)?;
     spec.stale_after_ms = secs("stale-after", args.stale_after)?;
     if spec.stale_after_ms <= spec.heartbeat_ms {

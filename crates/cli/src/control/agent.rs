@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use skillforge_engine::{JobSpec, JobState, QueueBackend};
+use skillforge_engine::{JobState, QueueBackend};
 use skillforge_runner::ExitClass;
 use skillforge_runner_agent::{AgentPayload, AgentReport};
 
@@ -16,9 +16,10 @@ use crate::exit::CliError;
 /// An agent call to make.
 #[derive(Debug, Clone)]
 pub struct AgentCall<'a> {
-    /// Workflow tag of the job (`ab`, `ask`, `bineval`).
-    pub workflow: &'a str,
-    /// Stage tag (`champion`, `challenger`, `judge`, `question`, `answer`).
+    /// The command's stages (`workflows/{ab,ask,bineval}.toml`, `<home>` overrides applied).
+    pub stages: &'a skillforge_stage::StageSource,
+    /// The stage the job runs (`champion`, `challenger`, `judge`, `question`, `answer`): one of
+    /// `stages.stage_names`.
     pub stage: &'a str,
     /// Runtime profile name.
     pub runtime: &'a str,
@@ -43,11 +44,8 @@ pub struct AgentAnswer {
 /// Exit 3 when the queue is unreachable or the job did not succeed (its state and error named).
 pub async fn call_agent(ctx: &Context, backend: &Arc<dyn QueueBackend>, call: AgentCall<'_>) -> Result<AgentAnswer, CliError> {
     let payload = AgentPayload::new(call.runtime, call.prompt);
-    let mut spec = JobSpec::for_payload(&payload).map_err(CliError::usage)?;
-    spec.workflow = call.workflow.to_owned();
-    spec.stage = call.stage.to_owned();
-    spec.idempotency_key = Some(call.key);
-    spec.timeout_ms = 600_000;
+    let stages: skillforge_stage::WorkflowDef = call.stages.for_home(&ctx.home).map_err(CliError::usage)?;
+    let spec = stages.stage(call.stage).job(&payload, Some(call.key)).map_err(CliError::usage)?;
     let enqueued = submit_checked(ctx, backend.as_ref(), &spec).await?;
     let job = await_job(ctx, backend, &enqueued.job_id, true).await?;
     let report: Option<AgentReport> =
@@ -60,7 +58,7 @@ pub async fn call_agent(ctx: &Context, backend: &Arc<dyn QueueBackend>, call: Ag
         (state, _) => Err(CliError::env(anyhow!(
             "agent job {} ({} {}, runtime {}) ended {state}: {}",
             job.id,
-            call.workflow,
+            call.stages.workflow,
             call.stage,
             call.runtime,
             job.error.clone().or_else(|| failure_text(&job)).unwrap_or_else(|| "no answer".to_owned())

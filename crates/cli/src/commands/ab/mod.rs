@@ -153,7 +153,7 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
     let mut answers = Vec::new();
     for (role, version) in [(Role::Champion, &champion), (Role::Challenger, &challenger)] {
         let call = AgentCall {
-            workflow: skillforge_skillopt::AB_WORKFLOW,
+            stages: &skillforge_skillopt::AB_SOURCE,
             stage: role.as_str(),
             runtime: &args.runtime,
             prompt: ask_prompt(&version.content, &args.prompt),
@@ -248,7 +248,7 @@ async fn run_judges(
     let mut verdicts: Vec<Verdict> = Vec::new();
     for (idx, (runtime, _)) in judges.iter().enumerate() {
         let call = AgentCall {
-            workflow: skillforge_skillopt::AB_WORKFLOW,
+            stages: &skillforge_skillopt::AB_SOURCE,
             stage: "judge",
             runtime,
             prompt: judge_prompt(prompt, option_a, option_b),

@@ -97,7 +97,7 @@ pub async fn run(ctx: &Context, args: AskArgs) -> CliResult {
         ctx,
         &backend,
         AgentCall {
-            workflow: skillforge_stage::family::ASK_WORKFLOW,
+            stages: &skillforge_stage::family::ASK_SOURCE,
             stage: "answer",
             runtime: &args.runtime,
             prompt: ask_prompt(&version.content, &args.prompt),
@@ -165,7 +165,7 @@ async fn live_ab(
     };
     let backend = ctx.queue().await?;
     let call = AgentCall {
-        workflow: skillforge_stage::family::ASK_WORKFLOW,
+        stages: &skillforge_stage::family::ASK_SOURCE,
         stage: "live_ab_challenger",
         runtime: &args.runtime,
         prompt: ask_prompt(&challenger.content, &args.prompt),

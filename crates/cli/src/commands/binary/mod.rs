@@ -155,7 +155,7 @@ async fn reviewer_rows(
     let mut unanswered = Vec::new();
     for (dimension, question) in set.questions() {
         let call = AgentCall {
-            workflow: skillforge_skillopt::BINEVAL_WORKFLOW,
+            stages: &skillforge_skillopt::BINEVAL_SOURCE,
             stage: "question",
             runtime: &reviewer,
             prompt: question_prompt(question, source),

@@ -116,6 +116,7 @@ async fn run_publish(ctx: &Context, args: PublishArgs) -> CliResult {
     let at = WriteJobs { skillforge_bin: &bin, home: &ctx.home, api_url: forge.api_url() };
     let done = write_durably(&jobs, &store, &at, &req).await.map_err(|e| match e {
         WriteError::Payload(p) => CliError::usage(anyhow!(p)),
+        WriteError::Stages(s) => CliError::usage(anyhow!(s)),
         other => CliError::env(anyhow!(other)),
     })?;
     if ctx.json {

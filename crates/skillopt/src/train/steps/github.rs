@@ -44,6 +44,7 @@ async fn write(env: &TrainEnv<'_>, gh: &GithubEnv<'_>, req: &WriteRequest) -> Re
         WriteError::Store(s) => TrainError::Store(s),
         WriteError::Engine(q) => TrainError::Engine(q),
         WriteError::Payload(p) => TrainError::Invalid(p.to_string()),
+        WriteError::Stages(s) => TrainError::Invalid(s.to_string()),
         failed @ WriteError::Failed { .. } => TrainError::Env(format!("{failed}; run `train continue` again")),
     })
 }
