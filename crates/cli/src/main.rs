@@ -125,9 +125,13 @@ enum Command {
     },
 }
 
-fn init_tracing(verbose: u8, quiet: bool) {
+/// Logging to stderr. A long-running process (`worker`, `serve`) logs at `info` by default: one
+/// line per job started, finished and applied, so its log says what it is doing; every other
+/// command logs warnings only unless `-v`.
+fn init_tracing(verbose: u8, quiet: bool, long_running: bool) {
     let default = match (quiet, verbose) {
         (true, _) => "error",
+        (false, 0) if long_running => "info",
         (false, 0) => "warn",
         (false, 1) => "info",
         (false, 2) => "debug",
@@ -170,7 +174,7 @@ fn main() -> ExitCode {
     if let Command::AgentScripted { args } = cli.command {
         return skillforge_runner_agent::scripted_main(args);
     }
-    init_tracing(cli.verbose, cli.quiet);
+    init_tracing(cli.verbose, cli.quiet, matches!(cli.command, Command::Worker(_) | Command::Serve(_)));
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -47,3 +47,58 @@ impl skillforge_stage::Progress for StderrProgress {
         }
     }
 }
+
+/// Why a finished job did not succeed, in one line for human output: the job's error, else the
+/// reason a run could not start (`not_runnable`), else an agent's API error or final message,
+/// else the last non-empty line of its stderr. `None` for a job that succeeded or says nothing.
+pub fn failure_reason(job: &skillforge_engine::Job) -> Option<String> {
+    if job.state == skillforge_engine::JobState::Succeeded {
+        return None;
+    }
+    let one_line = |s: &str| s.lines().map(str::trim).find(|l| !l.is_empty()).map(str::to_owned);
+    if let Some(e) = job.error.as_deref().and_then(one_line) {
+        return Some(e);
+    }
+    let outcome = job.outcome.as_ref()?;
+    if let skillforge_runner::ExitClass::NotRunnable { reason } = &outcome.exit {
+        return one_line(reason);
+    }
+    if let Some(api) = outcome.detail.get("api_error").filter(|v| !v.is_null()) {
+        let message = api.get("message").and_then(serde_json::Value::as_str).unwrap_or_default();
+        let status = api.get("status").and_then(serde_json::Value::as_u64).map(|s| format!("HTTP {s}: ")).unwrap_or_default();
+        return Some(format!("model API error: {status}{message}"));
+    }
+    outcome.stderr_tail.lines().rev().map(str::trim).find(|l| !l.is_empty()).map(str::to_owned)
+}
+
+/// What a checker dimension's score came from, in a few words: per language, the tool and its
+/// count (`clippy: 57 in rust`), or why a language was skipped. Empty when `raw` names none.
+pub fn dimension_basis(raw: &serde_json::Value) -> String {
+    let Some(languages) = raw.get("languages").and_then(serde_json::Value::as_object) else { return String::new() };
+    languages
+        .iter()
+        .map(|(language, v)| match (v.get("tool").and_then(serde_json::Value::as_str), v.get("count")) {
+            (Some(tool), Some(count)) => format!("{tool}: {count} in {language}"),
+            _ => match v.get("skipped").and_then(serde_json::Value::as_str) {
+                Some(why) => format!("{language} skipped: {why}"),
+                None => language.clone(),
+            },
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dimension_says_what_its_score_came_from() {
+        let raw = serde_json::json!({"languages": {
+            "rust": {"tool": "clippy", "count": 57, "score": 0.0, "files": 3, "failed_attempts": []},
+            "python": {"skipped": "ruff not installed", "files": 1},
+        }});
+        assert_eq!(dimension_basis(&raw), "python skipped: ruff not installed; clippy: 57 in rust");
+        assert_eq!(dimension_basis(&serde_json::json!({"lines": 12})), "", "diff_size's raw names no tool");
+    }
+}

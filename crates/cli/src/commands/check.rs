@@ -40,6 +40,7 @@ pub struct CheckArgs {
 /// Exit 0 when the check ran (even with every dimension skipped: then the mean is absent), 3 when it could not run.
 pub async fn run(ctx: &Context, args: CheckArgs) -> CliResult {
     let checkers = parse_checker_list(&args.checkers).map_err(CliError::usage)?;
+    let announce = checkers_note(&checkers);
     let repo = std::path::absolute(&args.repo)
         .map_err(|e| CliError::usage(anyhow!("repository path `{}`: {e}", args.repo.display())))?;
     let payload = CheckerPayload::commits(repo, args.base.clone(), args.head.clone(), checkers);
@@ -50,6 +51,9 @@ pub async fn run(ctx: &Context, args: CheckArgs) -> CliResult {
     spec.timeout_ms = (args.timeout.max(1) + stage.setup_secs) * 1000;
     let backend = ctx.queue().await?;
     let enqueued = crate::control::waiter::submit_checked(ctx, backend.as_ref(), &spec).await?;
+    if !ctx.json {
+        eprintln!("check job {}: {announce}", enqueued.job_id);
+    }
     let job = await_job(ctx, &backend, &enqueued.job_id, !args.no_local_worker).await?;
     let Some(report) = job.outcome.as_ref().and_then(|o| serde_json::from_value::<CheckReport>(o.detail.clone()).ok()) else {
         let why = job.error.clone().unwrap_or_else(|| format!("job ended {} without a report", job.state));
@@ -69,7 +73,10 @@ pub async fn run(ctx: &Context, args: CheckArgs) -> CliResult {
     println!("check {} {}..{}", args.repo.display(), args.base, args.head);
     for d in &report.dimensions {
         match (d.score, &d.skipped) {
-            (Some(s), _) => println!("  {:<12} {s:.3}", d.name),
+            (Some(s), _) => match crate::output::dimension_basis(&d.raw) {
+                basis if basis.is_empty() => println!("  {:<12} {s:.3}", d.name),
+                basis => println!("  {:<12} {s:.3}  ({basis})", d.name),
+            },
             (None, Some(reason)) => println!("  {:<12} skipped: {reason}", d.name),
             (None, None) => println!("  {:<12} no score", d.name),
         }
@@ -79,4 +86,16 @@ pub async fn run(ctx: &Context, args: CheckArgs) -> CliResult {
         None => println!("mean: none (every dimension skipped; no score is fabricated)"),
     }
     Ok(OK)
+}
+
+/// What a check is about to do, for a person watching: each dimension and, for the tool-based
+/// ones, that the tools run over the checkout (clippy builds a Rust checkout first).
+fn checkers_note(checkers: &[skillforge_runner_checker::Checker]) -> String {
+    use skillforge_runner_checker::Checker;
+    let names: Vec<&str> = checkers.iter().map(|c| c.name()).collect();
+    let mut note = format!("running {} ({})", if names.len() == 1 { "1 checker" } else { "the checkers" }, names.join(", "));
+    if checkers.contains(&Checker::Lint) {
+        note.push_str("; lint runs each language's linter over the changed files (on a Rust checkout `cargo clippy` builds it first: the first run can take minutes)");
+    }
+    note
 }

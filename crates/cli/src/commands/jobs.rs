@@ -415,8 +415,8 @@ fn outcome_suffix(job: &Job) -> String {
         }
         s.push(')');
     }
-    if let Some(e) = &job.error {
-        s.push_str(&format!(": {e}"));
+    if let Some(why) = crate::output::failure_reason(job) {
+        s.push_str(&format!(": {why}"));
     }
     if job.recovery_available {
         s.push_str(" — recovery available (`skillforge jobs retry`)");
