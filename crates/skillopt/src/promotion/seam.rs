@@ -85,7 +85,7 @@ pub async fn after_import(env: &PromotionEnv<'_>, version_id: &str) -> Result<Se
         ..Detail::default()
     };
     let reason = match &decision {
-        Decision::Notify(stop) => format!("notify only (step {}): {}", stop.step, stop.reason),
+        Decision::Notify(stop) => format!("notify only: {}", stop.reason),
         Decision::Promote { canary_sample: Some(s) } => format!("guardrails pass: canary at {s}"),
         Decision::Promote { canary_sample: None } => "guardrails pass: promote".to_owned(),
     };

@@ -59,8 +59,8 @@ pub struct AbArgs {
     /// Agent runtime that answers (default `scripted`).
     #[arg(long, default_value = "scripted")]
     pub runtime: String,
-    /// Monte Carlo draws (default 20000).
-    #[arg(long, default_value_t = 0)]
+    /// Monte Carlo draws of the posterior comparison.
+    #[arg(long, default_value_t = skillforge_skillopt::ab::bandit::DEFAULT_DRAWS, value_parser = clap::value_parser!(u32).range(1..))]
     pub draws: u32,
 }
 

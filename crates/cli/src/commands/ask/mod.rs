@@ -14,7 +14,7 @@
 use anyhow::anyhow;
 use clap::Args;
 use rand::Rng;
-use serde_json::json;
+use serde_json::{Value, json};
 use skillforge_store::Store;
 use skillforge_store::bandit::get_arm;
 use skillforge_store::live_ab::{PendingPick, insert_pending};
@@ -126,8 +126,9 @@ pub async fn run(ctx: &Context, args: AskArgs) -> CliResult {
         print_json(&out);
     } else {
         println!("{}", answer.message);
+        eprintln!("answered by {} (job {})", version.id, answer.job_id);
         if let Some(live) = live {
-            eprintln!("live A/B: {live}");
+            eprintln!("live A/B: {}", live_ab_text(&live));
         }
     }
     Ok(OK)
@@ -235,4 +236,23 @@ fn owed_pick(ab: &AbRecord) -> PendingPick {
         challenger_label: ab.shuffle.label_of(Role::Challenger).as_str().to_owned(),
         created_at: String::new(),
     }
+}
+
+/// The live A/B an `ask` joined, for a person: skipped and why, or the pick to record.
+fn live_ab_text(live: &Value) -> String {
+    if let Some(why) = live.get("skipped").and_then(Value::as_str) {
+        return format!("skipped ({why})");
+    }
+    let mut text = match live.get("pick_id").and_then(Value::as_str) {
+        Some(pick) => format!("shown both answers; pick `{pick}`"),
+        None => "shown both answers".to_owned(),
+    };
+    match live.get("winner").and_then(Value::as_str) {
+        Some(winner) => text.push_str(&format!(", picked {winner}")),
+        None => text.push_str(", no pick yet"),
+    }
+    if let Some(moved) = live.get("arms_moved").and_then(Value::as_bool) {
+        text.push_str(if moved { " (the bandit's arms moved)" } else { "" });
+    }
+    text
 }

@@ -186,7 +186,7 @@ async fn show(ctx: &Context, reference: &str) -> CliResult {
     if !candidate.decision_reason.is_empty() {
         println!("decision    {}", candidate.decision_reason);
     }
-    println!("eval report {}", if candidate.eval_report_json.is_empty() { "-" } else { &candidate.eval_report_json });
+    print_eval_report(&candidate.eval_report_json);
     println!();
     print!("{diff}");
     Ok(OK)
@@ -267,5 +267,25 @@ async fn reject(ctx: &Context, reference: &str, reason: &str) -> CliResult {
             Ok(OK)
         }
         other => Err(refused(&id, "reject", other)),
+    }
+}
+
+/// The candidate's eval report for a person: one `key  value` line per top-level field (nested
+/// values compact), or `-` when there is none; `--json` carries it whole.
+fn print_eval_report(report_json: &str) {
+    let report = raw_json(report_json);
+    match report.as_object() {
+        Some(fields) if !fields.is_empty() => {
+            println!("eval report");
+            for (key, value) in fields {
+                let shown = match value {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                println!("  {key:<22} {shown}");
+            }
+        }
+        _ if report_json.trim().is_empty() => println!("eval report -"),
+        _ => println!("eval report {}", report_json.trim()),
     }
 }

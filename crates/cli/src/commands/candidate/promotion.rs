@@ -113,8 +113,34 @@ pub async fn canary_check(ctx: &Context, wait: Wait) -> CliResult {
         eprintln!("no canaries");
     } else {
         for entry in &report {
-            println!("{:<24} {}{}", entry["version_id"].as_str().unwrap_or_default(), entry["window"], if entry["applied"] == true { " (applied)" } else { "" });
+            println!("{:<24} {}{}", entry["version_id"].as_str().unwrap_or_default(), window_text(&entry["window"]), if entry["applied"] == true { " (applied)" } else { "" });
         }
     }
     Ok(OK)
+}
+
+/// A canary window's decision for a person (`graduate`, `roll back`, `hold: <why>`,
+/// `inconclusive: <why>`), from its JSON form (`{"decision": "hold", "reason": …}`).
+fn window_text(window: &serde_json::Value) -> String {
+    let decision = window.get("decision").and_then(serde_json::Value::as_str).map(|d| d.replace('_', " "));
+    match (decision, window.get("reason").and_then(serde_json::Value::as_str)) {
+        (Some(d), Some(reason)) => format!("{d}: {reason}"),
+        (Some(d), None) => d,
+        (None, _) => window.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_decision_reads_as_words() {
+        let text = |d: skillforge_skillopt::promotion::canary::WindowDecision| window_text(&serde_json::to_value(d).unwrap());
+        use skillforge_skillopt::promotion::canary::WindowDecision as W;
+        assert_eq!(text(W::RollBack), "roll back");
+        assert_eq!(text(W::Graduate), "graduate");
+        assert_eq!(text(W::Hold { reason: "3 of 20 canary outcomes".into() }), "hold: 3 of 20 canary outcomes");
+        assert_eq!(text(W::Inconclusive { reason: "window spent".into() }), "inconclusive: window spent");
+    }
 }
