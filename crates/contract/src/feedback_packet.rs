@@ -208,8 +208,10 @@ fn canonical_for_artifact(artifact_id: &str, assignment: &BlindAssignment) -> Re
     }
 }
 
-/// `feedback.yml`: `{run_id, reviewer, items}`.
+/// `feedback.yml`: `{run_id, reviewer, items}`. Unknown keys are refused at import
+/// ([`parse_feedback_yml`]); the schema says so to editors too.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct FeedbackFile {
     /// Run id (required).
     #[serde(default, deserialize_with = "scalar_string")]
@@ -245,6 +247,7 @@ impl RankingText {
 /// One item's response (facts §4 field order). `quality`, `continue_mode` and `promote` are
 /// always written (empty in a fresh packet).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct FeedbackEntry {
     /// Item id.
     #[serde(default, deserialize_with = "scalar_string")]

@@ -56,7 +56,7 @@ pub struct AbArgs {
     /// Only the judge: no human pick, no bandit update.
     #[arg(long, conflicts_with = "pick")]
     pub judge_only: bool,
-    /// Agent runtime that answers (default `scripted`).
+    /// Agent runtime that answers.
     #[arg(long, default_value = "scripted")]
     pub runtime: String,
     /// Monte Carlo draws of the posterior comparison.

@@ -48,7 +48,7 @@ pub struct AskArgs {
     pub agent: String,
     /// The prompt.
     pub prompt: String,
-    /// Agent runtime (default `scripted`).
+    /// Agent runtime that answers.
     #[arg(long, default_value = "scripted")]
     pub runtime: String,
     /// The pick when this ask is intercepted for a live A/B (`a` or `b`); without it the pick is

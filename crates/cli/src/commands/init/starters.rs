@@ -95,6 +95,21 @@ scope:
   immutable: [measure.sh]
 stopping:
   max_iterations: 5
+# The ideas to try first (the loop proposes more as it learns). Each says what to change and
+# why: where the time goes, what you expect to gain and how sure you are. Replace this one.
+hypotheses:
+  - id: h1
+    description: Read the input once instead of once per iteration
+    category: io
+    priority: high
+    opportunity:
+      workload: the benchmark that measure.sh runs
+      baseline: the loop's first measurement
+      evidence: a profile of the benchmark shows most time spent reading the input
+      expected_benefit: 20% relative
+      confidence: medium
+      cost_and_risk: a small change in src/
+      estimate: { benefit: 0.2, confidence: 0.5 }
 ";
 
 const BINEVAL: &str = "# yaml-language-server: $schema=../schemas/bineval-question-set.json
