@@ -50,7 +50,7 @@ pub async fn run(ctx: &Context, args: CheckArgs) -> CliResult {
     let mut spec = stage.job(&payload, None).map_err(CliError::usage)?;
     spec.timeout_ms = (args.timeout.max(1) + stage.setup_secs) * 1000;
     let backend = ctx.queue().await?;
-    let enqueued = crate::control::waiter::submit_checked(ctx, backend.as_ref(), &spec).await?;
+    let enqueued = crate::control::waiter::submit_checked(ctx, backend.as_ref(), &spec).await?.enqueued;
     if !ctx.json {
         eprintln!("check job {}: {announce}", enqueued.job_id);
     }

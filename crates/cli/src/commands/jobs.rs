@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
-use skillforge_engine::{CancelReply, EngineError, Job, JobSpec, JobState, QueueBackend};
+use skillforge_engine::{CancelReply, EngineError, Job, JobSpec, JobState};
 use skillforge_runner_container::{Command, ContainerPayload};
-use skillforge_runner::{ExitClass, RunnerPayload};
+use skillforge_runner::RunnerPayload;
 use skillforge_runner_process::ProcessPayload;
 
 use crate::control::args::{check_name, secs};
@@ -216,10 +216,8 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         // opened fails the command before anything is enqueued, not after.
         ctx.store().await?;
     }
-    if let Some(key) = &spec.idempotency_key {
-        refuse_rerun_of_applied(ctx, backend.as_ref(), key).await?;
-    }
-    let enqueued = submit_checked(ctx, backend.as_ref(), &spec).await?;
+    let submitted = submit_checked(ctx, backend.as_ref(), &spec).await?;
+    let enqueued = submitted.enqueued;
     // The idempotency key's job finished and was pruned since: its tombstone is all there is.
     if !enqueued.created
         && let Some(t) = prune::pruned(backend.as_ref(), &enqueued.job_id).await?
@@ -233,7 +231,7 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         let passed = t.state == JobState::Succeeded;
         return Ok(if !args.wait || passed { OK } else { CHECK_FAILED });
     }
-    let restarted = if enqueued.created { None } else { restart_not_runnable(ctx, backend.as_ref(), &enqueued.job_id, &spec).await? };
+    let restarted = submitted.restarted;
     if !args.wait {
         if ctx.json {
             print_json(&json!({"id": enqueued.job_id, "created": enqueued.created, "restarted": restarted}));
@@ -276,51 +274,7 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
     Ok(if job.state == JobState::Succeeded { OK } else { CHECK_FAILED })
 }
 
-/// When the keyed job `id` this submit returned ended `failed` or `dead` because it could not run
-/// (`not_runnable`: a missing program, a runtime not logged in), starts a new attempt of it with
-/// this submit's payload — its command, env and cwd, i.e. the current environment — and says so
-/// on stderr; returns the old reason. Any other job is left as the queue returned it.
-///
-/// # Errors
-/// Exit 3 when the queue fails.
-async fn restart_not_runnable(ctx: &Context, backend: &dyn QueueBackend, id: &str, spec: &JobSpec) -> Result<Option<String>, CliError> {
-    let Some(job) = backend.get(id).await? else { return Ok(None) };
-    let reason = match (&job.state, job.outcome.as_ref().map(|o| &o.exit)) {
-        (JobState::Failed | JobState::Dead, Some(ExitClass::NotRunnable { reason })) => reason.clone(),
-        _ => return Ok(None),
-    };
-    backend.retry_with_payload(id, &spec.payload).await.map_err(not_found_is_usage)?;
-    if !ctx.json {
-        eprintln!(
-            "(existing job {id} for idempotency key `{}` ended {} because it could not run: {reason}; started a new attempt with this submit's command and environment)",
-            spec.idempotency_key.as_deref().unwrap_or_default(),
-            job.state
-        );
-    }
-    Ok(Some(reason))
-}
 
-/// Refuses (exit 2) a submit whose idempotency key the store shows applied for a job the queue
-/// no longer has (a Redis namespace that lost its data): enqueueing would run the work again.
-/// A key whose job the queue still has is left to the queue (it returns that job).
-async fn refuse_rerun_of_applied(ctx: &Context, backend: &dyn QueueBackend, key: &str) -> Result<(), CliError> {
-    // The check needs the store; a submit that cannot open it is not refused for that.
-    let Ok(store) = ctx.store().await else { return Ok(()) };
-    let mut conn = store.pool().acquire().await.map_err(CliError::env)?;
-    let applied = skillforge_store::applied::applied_by_key(&mut conn, key, "").await.map_err(CliError::env)?;
-    let Some(first) = applied else { return Ok(()) };
-    // A job the queue still has, or pruned with its key still held by the tombstone, is returned by the queue.
-    if backend.get(&first.job_id).await?.is_some() || backend.tombstone(&first.job_id).await?.is_some() {
-        return Ok(());
-    }
-    Err(CliError::usage(anyhow!(
-        "idempotency key `{key}` was already applied (job {}, {} at {}), and the queue no longer has that job \
-         (pruned under [queue] keep_succeeded / keep_failed, or did it lose its data?): refusing to run the work again",
-        first.job_id,
-        first.state,
-        first.applied_at
-    )))
-}
 
 /// `--env NAME=VALUE` pairs.
 ///

@@ -117,7 +117,7 @@ pub async fn run(ctx: &Context, args: VerifyArgs) -> CliResult {
         RepoError::Invalid(m) => CliError::usage(anyhow!(m)),
         RepoError::Env(m) => CliError::env(anyhow!(m)),
     })?;
-    let enqueued = submit_checked(ctx, backend.as_ref(), &spec).await?;
+    let enqueued = submit_checked(ctx, backend.as_ref(), &spec).await?.enqueued;
     if args.no_wait {
         if ctx.json {
             print_json(&json!({"id": enqueued.job_id, "created": enqueued.created}));

@@ -46,7 +46,7 @@ pub async fn call_agent(ctx: &Context, backend: &Arc<dyn QueueBackend>, call: Ag
     let payload = AgentPayload::new(call.runtime, call.prompt);
     let stages: skillforge_stage::WorkflowDef = call.stages.for_home(&ctx.home).map_err(CliError::usage)?;
     let spec = stages.stage(call.stage).job(&payload, Some(call.key)).map_err(CliError::usage)?;
-    let enqueued = submit_checked(ctx, backend.as_ref(), &spec).await?;
+    let enqueued = submit_checked(ctx, backend.as_ref(), &spec).await?.enqueued;
     let job = await_job(ctx, backend, &enqueued.job_id, true).await?;
     let report: Option<AgentReport> =
         job.outcome.as_ref().and_then(|o| serde_json::from_value(o.detail.clone()).ok());

@@ -369,18 +369,85 @@ impl StageJobs for CliJobs<'_> {
     }
 }
 
-/// The one way a command submits a job outside a workflow step: [`enqueue_checked`], then the
-/// job is recorded as this control plane's pending work ([`skillforge_stage::record_pending`]:
-/// what `serve` names and resubmits when the queue loses its data), as the stage port does.
+/// What [`submit_checked`] did.
+#[derive(Debug, Clone)]
+pub struct Submitted {
+    /// The job (new, or the one its idempotency key names).
+    pub enqueued: Enqueued,
+    /// When the keyed job had ended because it could not run and was started again with this
+    /// submit's payload: why it could not run then.
+    pub restarted: Option<String>,
+}
+
+/// The one way a command submits a job outside a workflow step: a key already applied for a job
+/// the queue lost is refused, [`enqueue_checked`], the job is recorded as this control plane's
+/// pending work ([`skillforge_stage::record_pending`]: what `serve` names and resubmits when
+/// the queue loses its data), as the stage port does; and a keyed job that ended because it
+/// could not run (`not_runnable`) starts again with this submit's payload, saying so.
 ///
 /// # Errors
-/// As [`enqueue_checked`]; exit 3 when the store cannot be opened.
-pub async fn submit_checked(ctx: &Context, backend: &dyn QueueBackend, spec: &JobSpec) -> Result<Enqueued, CliError> {
+/// As [`enqueue_checked`]; exit 2 for a key applied for a job the queue no longer has; exit 3
+/// when the store cannot be opened.
+pub async fn submit_checked(ctx: &Context, backend: &dyn QueueBackend, spec: &JobSpec) -> Result<Submitted, CliError> {
+    if let Some(key) = &spec.idempotency_key {
+        refuse_rerun_of_applied(ctx, backend, key).await?;
+    }
     let enqueued = enqueue_checked(backend, spec).await?;
     let store = ctx.store().await?;
     skillforge_stage::record_pending(&store, &enqueued, spec).await;
-    Ok(enqueued)
+    let restarted = if enqueued.created { None } else { restart_not_runnable(ctx, backend, &enqueued.job_id, spec).await? };
+    Ok(Submitted { enqueued, restarted })
 }
+
+/// When the keyed job `id` this submit returned ended `failed` or `dead` because it could not run
+/// (`not_runnable`: a missing program, a runtime not logged in), starts a new attempt of it with
+/// this submit's payload — its command, env and cwd, i.e. the current environment — and says so
+/// on stderr; returns the old reason. Any other job is left as the queue returned it.
+///
+/// # Errors
+/// Exit 3 when the queue fails.
+async fn restart_not_runnable(ctx: &Context, backend: &dyn QueueBackend, id: &str, spec: &JobSpec) -> Result<Option<String>, CliError> {
+    let Some(job) = backend.get(id).await? else { return Ok(None) };
+    let reason = match (&job.state, job.outcome.as_ref().map(|o| &o.exit)) {
+        (JobState::Failed | JobState::Dead, Some(skillforge_runner::ExitClass::NotRunnable { reason })) => reason.clone(),
+        _ => return Ok(None),
+    };
+    backend.retry_with_payload(id, &spec.payload).await.map_err(|e| match e {
+        EngineError::NotFound(_) | EngineError::InvalidState { .. } => CliError::usage(e),
+        other => CliError::env(other),
+    })?;
+    if !ctx.json {
+        eprintln!(
+            "(existing job {id} for idempotency key `{}` ended {} because it could not run: {reason}; started a new attempt with this submit's command and environment)",
+            spec.idempotency_key.as_deref().unwrap_or_default(),
+            job.state
+        );
+    }
+    Ok(Some(reason))
+}
+
+/// Refuses (exit 2) a submit whose idempotency key the store shows applied for a job the queue
+/// no longer has (a Redis namespace that lost its data): enqueueing would run the work again.
+/// A key whose job the queue still has is left to the queue (it returns that job).
+async fn refuse_rerun_of_applied(ctx: &Context, backend: &dyn QueueBackend, key: &str) -> Result<(), CliError> {
+    // The check needs the store; a submit that cannot open it is not refused for that.
+    let Ok(store) = ctx.store().await else { return Ok(()) };
+    let mut conn = store.pool().acquire().await.map_err(CliError::env)?;
+    let applied = skillforge_store::applied::applied_by_key(&mut conn, key, "").await.map_err(CliError::env)?;
+    let Some(first) = applied else { return Ok(()) };
+    // A job the queue still has, or pruned with its key still held by the tombstone, is returned by the queue.
+    if backend.get(&first.job_id).await?.is_some() || backend.tombstone(&first.job_id).await?.is_some() {
+        return Ok(());
+    }
+    Err(CliError::usage(anyhow!(
+        "idempotency key `{key}` was already applied (job {}, {} at {}), and the queue no longer has that job \
+         (pruned under [queue] keep_succeeded / keep_failed, or did it lose its data?): refusing to run the work again",
+        first.job_id,
+        first.state,
+        first.applied_at
+    )))
+}
+
 
 /// Enqueues `spec`; when its idempotency key names an existing job, checks that the existing job
 /// asked for the same thing (same runner and payload), so a key reused for different work is
