@@ -54,7 +54,7 @@ mod tests {
     use sqlx::{Connection, Row};
 
     use super::*;
-    use crate::backend::QueueBackend;
+    use crate::backend::prelude::*;
     use crate::job::{Finish, JobSpec, JobState, WorkerIdentity};
     use crate::sqlite::SqliteBackend;
 
