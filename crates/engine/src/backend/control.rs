@@ -10,8 +10,8 @@ use super::QueueCore;
 /// steps that cancel or retry their own jobs.
 ///
 /// # Errors
-/// Every call returns [`EngineError::Backend`] when the queue cannot be read or written; the
-/// calls that name a job say which other variants they return.
+/// Every call returns [`EngineError::Backend`] when the queue cannot be read or
+/// written; a call that can return another variant says so.
 #[async_trait::async_trait]
 pub trait QueueControl: QueueCore {
     /// Cancels a job: queued or stale ⇒ `cancelled` now; running ⇒ `cancel_requested`

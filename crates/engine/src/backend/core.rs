@@ -19,11 +19,11 @@ use crate::job::{Enqueued, Finish, FinishReply, HeartbeatReply, Job, JobSpec, Le
 ///
 /// Every mutating call that names a `fencing_token` must be atomic and must do nothing (and
 /// say so) when the job's current token differs or the job is not `running`. Times in ms are
-/// since the Unix epoch on the backend's clock ([`Self::now_ms`]).
+/// since the Unix epoch ([`Self::now_ms`] reads the backend's clock).
 ///
 /// # Errors
-/// Every call returns [`EngineError::Backend`] when the queue cannot be read or written; the
-/// calls that name a job say which other variants they return.
+/// Every call that returns a `Result` returns [`EngineError::Backend`] when the queue cannot be
+/// read or written; a call that can return another variant says so.
 #[async_trait::async_trait]
 pub trait QueueCore: Send + Sync + 'static {
     /// `"sqlite"` or `"redis"`.
