@@ -12,7 +12,8 @@ use skillforge_engine::job::{
     LeaseView, LeasedJob, LockAcquire, WorkerIdentity,
 };
 use skillforge_engine::output::{NewOutput, OutputChunk};
-use skillforge_engine::{EngineError, QueueBackend, ReapAction};
+use skillforge_engine::backend::prelude::*;
+use skillforge_engine::{EngineError, ReapAction};
 use skillforge_engine::retention::{PruneBatch, PruneRule, Tombstone};
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -60,7 +61,7 @@ macro_rules! timed {
 }
 
 #[async_trait::async_trait]
-impl QueueBackend for Timed {
+impl QueueCore for Timed {
     fn name(&self) -> &'static str {
         self.inner.name()
     }
@@ -88,21 +89,6 @@ impl QueueBackend for Timed {
         self.rec.add(if n > 0 { "lease" } else { "lease (empty)" }, t.elapsed(), n);
         r
     }
-    fn change_seq(&self) -> u64 {
-        self.inner.change_seq()
-    }
-    async fn changed_since(&self, seen: u64, timeout: Duration) {
-        self.inner.changed_since(seen, timeout).await;
-    }
-    async fn append_output(&self, job_id: &str, fencing_token: u64, chunks: &[NewOutput]) -> Result<bool, EngineError> {
-        timed!(self, "append_output", self.inner.append_output(job_id, fencing_token, chunks))
-    }
-    async fn read_output(&self, job_id: &str, after: Option<&str>, limit: usize) -> Result<Vec<OutputChunk>, EngineError> {
-        self.inner.read_output(job_id, after, limit).await
-    }
-    async fn trim_output(&self, job_id: &str) -> Result<(), EngineError> {
-        timed!(self, "trim_output", self.inner.trim_output(job_id))
-    }
     async fn heartbeat(&self, job_id: &str, fencing_token: u64) -> Result<HeartbeatReply, EngineError> {
         timed!(self, "heartbeat", self.inner.heartbeat(job_id, fencing_token))
     }
@@ -126,42 +112,75 @@ impl QueueBackend for Timed {
     async fn release(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
         timed!(self, "release", self.inner.release(job_id, fencing_token))
     }
-    async fn expired_leases(&self, limit: usize) -> Result<Vec<ExpiredLease>, EngineError> {
-        timed!(self, "expired_leases", self.inner.expired_leases(limit))
+    async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError> {
+        self.inner.get(job_id).await
     }
-    async fn reap(&self, lease: &ExpiredLease, action: &ReapAction) -> Result<bool, EngineError> {
-        timed!(self, "reap", self.inner.reap(lease, action))
+    async fn now_ms(&self) -> Result<i64, EngineError> {
+        self.inner.now_ms().await
     }
+}
+
+#[async_trait::async_trait]
+impl QueueControl for Timed {
     async fn cancel(&self, job_id: &str) -> Result<CancelReply, EngineError> {
         self.inner.cancel(job_id).await
     }
     async fn retry(&self, job_id: &str) -> Result<(), EngineError> {
         self.inner.retry(job_id).await
     }
-    async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError> {
-        self.inner.get(job_id).await
-    }
     async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>, EngineError> {
         self.inner.list(state, limit).await
     }
+    async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
+        self.inner.leases().await
+    }
+}
+
+#[async_trait::async_trait]
+impl QueueChanges for Timed {
+    fn change_seq(&self) -> u64 {
+        self.inner.change_seq()
+    }
+    async fn changed_since(&self, seen: u64, timeout: Duration) {
+        self.inner.changed_since(seen, timeout).await;
+    }
+}
+
+#[async_trait::async_trait]
+impl QueueResults for Timed {
     async fn pending_results(&self, limit: usize) -> Result<Vec<Job>, EngineError> {
         self.inner.pending_results(limit).await
     }
     async fn ack_result(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
         self.inner.ack_result(job_id, fencing_token).await
     }
-    async fn prune(&self, rule: &PruneRule, limit: usize) -> Result<PruneBatch, EngineError> {
-        timed!(self, "prune", self.inner.prune(rule, limit))
+}
+
+#[async_trait::async_trait]
+impl QueueOutput for Timed {
+    async fn append_output(&self, job_id: &str, fencing_token: u64, chunks: &[NewOutput]) -> Result<bool, EngineError> {
+        timed!(self, "append_output", self.inner.append_output(job_id, fencing_token, chunks))
     }
-    async fn prune_count(&self, rule: &PruneRule) -> Result<(u64, u64), EngineError> {
-        self.inner.prune_count(rule).await
+    async fn read_output(&self, job_id: &str, after: Option<&str>, limit: usize) -> Result<Vec<OutputChunk>, EngineError> {
+        self.inner.read_output(job_id, after, limit).await
     }
-    async fn tombstone(&self, job_id: &str) -> Result<Option<Tombstone>, EngineError> {
-        self.inner.tombstone(job_id).await
+    async fn trim_output(&self, job_id: &str) -> Result<(), EngineError> {
+        timed!(self, "trim_output", self.inner.trim_output(job_id))
     }
-    async fn check_namespace(&self) -> Result<Option<skillforge_engine::NamespaceLoss>, EngineError> {
-        self.inner.check_namespace().await
+}
+
+#[async_trait::async_trait]
+impl QueueRecovery for Timed {
+    async fn expired_leases(&self, limit: usize) -> Result<Vec<ExpiredLease>, EngineError> {
+        timed!(self, "expired_leases", self.inner.expired_leases(limit))
     }
+    async fn reap(&self, lease: &ExpiredLease, action: &ReapAction) -> Result<bool, EngineError> {
+        timed!(self, "reap", self.inner.reap(lease, action))
+    }
+}
+
+#[async_trait::async_trait]
+impl QueueLocks for Timed {
     async fn acquire_lock(&self, name: &str, owner: &WorkerIdentity, heartbeat: Duration, stale_after: Duration) -> Result<LockAcquire, EngineError> {
         timed!(self, "acquire_lock", self.inner.acquire_lock(name, owner, heartbeat, stale_after))
     }
@@ -174,10 +193,28 @@ impl QueueBackend for Timed {
     async fn reap_locks(&self) -> Result<Vec<String>, EngineError> {
         timed!(self, "reap_locks", self.inner.reap_locks())
     }
-    async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
-        self.inner.leases().await
+}
+
+#[async_trait::async_trait]
+impl QueueRetention for Timed {
+    async fn prune(&self, rule: &PruneRule, limit: usize) -> Result<PruneBatch, EngineError> {
+        timed!(self, "prune", self.inner.prune(rule, limit))
     }
-    async fn now_ms(&self) -> Result<i64, EngineError> {
-        self.inner.now_ms().await
+    async fn prune_count(&self, rule: &PruneRule) -> Result<(u64, u64), EngineError> {
+        self.inner.prune_count(rule).await
+    }
+    async fn tombstone(&self, job_id: &str) -> Result<Option<Tombstone>, EngineError> {
+        self.inner.tombstone(job_id).await
+    }
+}
+
+impl QueueRoutes for Timed {}
+
+impl QueueTransfer for Timed {}
+
+#[async_trait::async_trait]
+impl QueueIntegrity for Timed {
+    async fn check_namespace(&self) -> Result<Option<skillforge_engine::NamespaceLoss>, EngineError> {
+        self.inner.check_namespace().await
     }
 }

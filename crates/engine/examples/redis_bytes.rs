@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use skillforge_engine::QueueBackend;
+use skillforge_engine::backend::prelude::*;
 use skillforge_engine::job::JobSpec;
 use skillforge_engine::redis::RedisBackend;
 use skillforge_engine::registry::RunnerRegistry;

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use skillforge_engine::QueueBackend;
+use skillforge_engine::backend::prelude::*;
 use skillforge_engine::job::JobSpec;
 use skillforge_engine::registry::RunnerRegistry;
 use skillforge_engine::sqlite::SqliteBackend;

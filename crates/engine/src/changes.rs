@@ -1,8 +1,11 @@
-//! The change signal behind [`QueueBackend::change_seq`](crate::QueueBackend::change_seq) and
-//! [`QueueBackend::changed_since`](crate::QueueBackend::changed_since), shared by both backends:
+//! The change signal behind [`QueueChanges::change_seq`] and
+//! [`QueueChanges::changed_since`], shared by both backends:
 //! a generation counter, a [`Notify`] for the waiters of this process, and a count of waiters, so
 //! the backend's watcher (SQLite: the `data_version` poll; Redis: the `changed` subscription)
 //! only works while someone waits.
+//!
+//! [`QueueChanges::change_seq`]: crate::backend::QueueChanges::change_seq
+//! [`QueueChanges::changed_since`]: crate::backend::QueueChanges::changed_since
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -56,12 +59,12 @@ impl ChangeSignal {
         self.changed.notify_waiters();
     }
 
-    /// See `QueueBackend::change_seq`.
+    /// See `QueueChanges::change_seq`.
     pub(crate) fn generation(&self) -> u64 {
         self.generation.load(Ordering::SeqCst)
     }
 
-    /// See `QueueBackend::changed_since`. While it waits, it counts as a waiter, so the watcher
+    /// See `QueueChanges::changed_since`. While it waits, it counts as a waiter, so the watcher
     /// runs and another process's change wakes it too. A watcher that was idle re-baselines when
     /// it starts and signals then (a change made before the registration is not missed: the
     /// caller's return is spurious and it re-reads).

@@ -119,8 +119,10 @@ struct Deferred {
 /// Ingestion that remembers, across passes, the results it could not apply yet (a workflow this
 /// build does not know, outputs that fail delivery, a handler's error): each waits out its own
 /// backoff ([`DEFER_FIRST`] doubling to [`DEFER_MAX`]) and is passed over meanwhile
-/// ([`QueueBackend::pending_results_skipping`]), so it never blocks newer results, and its
+/// ([`QueueResults::pending_results_skipping`]), so it never blocks newer results, and its
 /// failure is logged once per backoff step (issue 32 item 3).
+///
+/// [`QueueResults::pending_results_skipping`]: crate::backend::QueueResults::pending_results_skipping
 #[derive(Debug)]
 pub struct Ingestion {
     deferred: std::collections::HashMap<String, Deferred>,

@@ -7,7 +7,7 @@
 //!
 //! Routing is by queue name, so neither backend's lease changes: a job requiring labels is
 //! enqueued on the route `<queue>@<sorted requirements>` ([`route`]); the backend keeps the set
-//! of routes seen ([`crate::QueueBackend::routes`]), and a worker leases from its queues plus
+//! of routes seen ([`crate::backend::QueueRoutes::routes`]), and a worker leases from its queues plus
 //! every route of them its labels satisfy ([`routes_for`]), refreshed every few seconds. Each
 //! worker records its labels in the transfer area under `workers/<worker id>` ([`labels_key`]),
 //! so a waiting command and `jobs show` can say when no live worker can take a job.

@@ -1,8 +1,9 @@
 //! skillforge's job engine: durable jobs with per-job leases, heartbeats, fencing tokens and stale recovery.
 //!
 //! * [`job`]: the envelope, states, leases (DESIGN §4).
-//! * [`backend`]: the [`QueueBackend`] trait; [`sqlite`] (embedded default) and [`redis`] (fleets),
-//!   opened from a URL by [`open`].
+//! * [`backend`]: the [`QueueBackend`] trait, a small core ([`backend::QueueCore`]) plus capability
+//!   traits (control, changes, results, output, recovery, locks, retention, routes, transfer,
+//!   integrity); [`sqlite`] (embedded default) and [`redis`] (fleets), opened from a URL by [`open`].
 //! * [`policy`]: attempts, backoff with jitter, what a stale lease becomes — one place for both backends.
 //! * [`worker`]: the lease → run → heartbeat → fenced result loop; [`reaper`]: stale recovery;
 //!   [`ingest`]: exactly-once application of results to the domain store; [`retention`]: how

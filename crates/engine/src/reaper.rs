@@ -13,8 +13,10 @@ use crate::policy::reap_action_for;
 pub const DEFAULT_REAP_EVERY: Duration = Duration::from_millis(250);
 
 /// How often a reaper loop re-checks the queue server's settings
-/// ([`QueueBackend::check_settings`]): a setting changed under a running fleet is logged within
+/// ([`QueueIntegrity::check_settings`]): a setting changed under a running fleet is logged within
 /// this long.
+///
+/// [`QueueIntegrity::check_settings`]: crate::backend::QueueIntegrity::check_settings
 pub const SETTINGS_CHECK_EVERY: Duration = Duration::from_secs(2);
 
 /// One reaped lease, for logs and tests.
@@ -58,10 +60,12 @@ pub async fn reap_once(backend: &dyn QueueBackend) -> Result<Vec<Reaped>, Engine
 
 /// Reaps one lease. A reap refused by the job's own record (not by the queue: the error is not
 /// transient) would fail every pass and hold up every lease after it: the job is quarantined
-/// instead ([`QueueBackend::quarantine`], logged once) and the pass goes on (issue 32 item 2).
+/// instead ([`QueueIntegrity::quarantine`], logged once) and the pass goes on (issue 32 item 2).
 ///
 /// # Errors
 /// A transient backend error (the queue is unreachable): the pass stops and is retried.
+///
+/// [`QueueIntegrity::quarantine`]: crate::backend::QueueIntegrity::quarantine
 async fn reap_one(backend: &dyn QueueBackend, lease: &crate::job::ExpiredLease, action: &ReapAction) -> Result<bool, EngineError> {
     match backend.reap(lease, action).await {
         Ok(reaped) => Ok(reaped),
@@ -81,18 +85,22 @@ async fn reap_one(backend: &dyn QueueBackend, lease: &crate::job::ExpiredLease, 
 
 /// A long-running reaper's own record of when it last saw each running lease's heartbeat
 /// change, on its monotonic clock (issue 32 item 11). On a queue whose processes judge
-/// deadlines by their own wall clocks (the embedded queue, [`QueueBackend::clock_is_shared`]
+/// deadlines by their own wall clocks (the embedded queue, [`QueueRecovery::clock_is_shared`]
 /// false), a lease past its deadline is reaped only once this reaper has also seen its
 /// heartbeat unchanged for [`StaleWatch::confirm_after`]: a forward step of the reaper's clock
 /// makes every lease look expired, but a live worker keeps heartbeating, so its lease keeps
 /// changing and is never confirmed. A dead or paused worker's heartbeat stops changing, and a
 /// reaper that watched it all along confirms it by the time its deadline passes; a reaper that
 /// just started waits up to the confirmation time. Named locks are watched and freed the same
-/// way, one by one ([`QueueBackend::reap_lock`]). A backward step, which would stretch
+/// way, one by one ([`QueueLocks::reap_lock`]). A backward step, which would stretch
 /// deadlines, is corrected for job leases: one whose heartbeat this reaper has seen unchanged
 /// for its whole `stale_after` is reaped whatever the wall clock says
-/// ([`QueueBackend::reap_unchanged`], fenced on that heartbeat). (`train`'s one-shot
+/// ([`QueueRecovery::reap_unchanged`], fenced on that heartbeat). (`train`'s one-shot
 /// [`reap_once`] does not watch.)
+///
+/// [`QueueRecovery::clock_is_shared`]: crate::backend::QueueRecovery::clock_is_shared
+/// [`QueueLocks::reap_lock`]: crate::backend::QueueLocks::reap_lock
+/// [`QueueRecovery::reap_unchanged`]: crate::backend::QueueRecovery::reap_unchanged
 #[derive(Debug, Default)]
 pub struct StaleWatch {
     /// (job, token) → (heartbeat seen, when it was first seen with that heartbeat).
@@ -223,13 +231,16 @@ pub async fn reap_watched(backend: &dyn QueueBackend, watch: &mut StaleWatch) ->
 }
 
 /// Runs [`reap_watched`] every `every` until `shutdown` fires, and checks after each pass that the
-/// queue still holds its data ([`QueueBackend::check_namespace`]; a loss is logged as an error,
+/// queue still holds its data ([`QueueIntegrity::check_namespace`]; a loss is logged as an error,
 /// once) and, every [`SETTINGS_CHECK_EVERY`], that the server's settings keep it
-/// ([`QueueBackend::check_settings`]; a setting turning unsafe is logged as an error once per
+/// ([`QueueIntegrity::check_settings`]; a setting turning unsafe is logged as an error once per
 /// change, its repair as info). Backend errors are logged and retried.
 /// A pass in flight when `shutdown` fires is dropped (each reap is atomic and fenced, so a
 /// dropped pass applied some reaps or none, never half of one), so a shutdown with the queue
 /// unreachable does not wait out the backend's retries.
+///
+/// [`QueueIntegrity::check_namespace`]: crate::backend::QueueIntegrity::check_namespace
+/// [`QueueIntegrity::check_settings`]: crate::backend::QueueIntegrity::check_settings
 pub async fn run_reaper(backend: &dyn QueueBackend, every: Duration, shutdown: CancellationToken) {
     run_reaper_reporting(backend, every, shutdown, None).await;
 }

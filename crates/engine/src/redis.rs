@@ -3,7 +3,7 @@
 //! Every state transition is one Lua script (see `redis/*.lua`), run atomically by Redis and
 //! fenced on the job's fencing token where the [`QueueBackend`](crate::QueueBackend) contract says so. Every
 //! timestamp is taken from the server clock (`TIME`) inside the script, so all workers share
-//! one clock and [`RedisBackend::now_ms`] returns that clock.
+//! one clock and [`RedisBackend::now_ms`](crate::backend::QueueCore::now_ms) returns that clock.
 //!
 //! # Key layout (all under the prefix `{namespace}:`)
 //!
@@ -36,7 +36,7 @@
 //! | `leasereq:{uuid}` | list | jobs leased by one lease request, so a retried request is idempotent; deleted by the client's next call once the reply arrived, else after 2 min |
 //! | `out:{id}` | stream | the job's live output ([`crate::output`]): entries `s` (stream), `t` (fencing token), `d` (bytes); at most `OUTPUT_CAP_CHUNKS`, trimmed to `OUTPUT_TAIL_CHUNKS` when the job ends |
 //! | `changed` | pub/sub channel | not a key: a message (`1`) from every script that ends a job (finish, cancel, reap, release into `cancelled`), so a waiter of another process wakes at once (`redis/changes.rs`) |
-//! | `epoch` | string | the namespace epoch: a random id written once into an empty namespace (`epoch.lua`); gone or changed = the data was lost ([`QueueBackend::check_namespace`](crate::QueueBackend::check_namespace)) |
+//! | `epoch` | string | the namespace epoch: a random id written once into an empty namespace (`epoch.lua`); gone or changed = the data was lost ([`QueueIntegrity::check_namespace`](crate::backend::QueueIntegrity::check_namespace)) |
 //!
 //! ## The job hash (layout 4)
 //!

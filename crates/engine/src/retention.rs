@@ -3,7 +3,7 @@
 //!
 //! A finished job is *prunable* when its state is terminal (`succeeded`, `failed`, `dead`,
 //! `cancelled`) and the control plane has applied its latest result: the ack of that
-//! (job, fencing token) by [`QueueBackend::ack_result`] (a job whose result is pending, or that
+//! (job, fencing token) by [`QueueResults::ack_result`] (a job whose result is pending, or that
 //! is queued, running or `stale`, is never prunable). Jobs fall in two classes,
 //! [`RetainClass::Succeeded`] and [`RetainClass::Failed`] (`failed`, `dead` and `cancelled`),
 //! each with its own [`Keep`]: by age (since the job finished) and/or by count (the newest N of
@@ -20,6 +20,8 @@
 //! Every backend call removes at most [`PRUNE_BATCH`] jobs (Redis: one script touching a few
 //! thousand keys; SQLite: one short `BEGIN IMMEDIATE` transaction), so pruning never blocks a
 //! backend for long, and a pass killed half-way leaves every batch applied or not at all.
+//!
+//! [`QueueResults::ack_result`]: crate::backend::QueueResults::ack_result
 
 use std::time::Duration;
 

@@ -21,7 +21,7 @@
 //! lease rides in its finish's transaction, and a round of finishes without a fenced one is a
 //! single command to the connection's thread (`sqlite/finish.rs`): each command is a
 //! cross-thread hand-off, which cost more than the SQL itself. A `lease` call dropped while its batch is being applied may
-//! leave its jobs leased to nobody; the reaper recovers them after `stale_after`. Idle [`QueueBackend::lease`](crate::QueueBackend::lease) calls are woken by this backend's own
+//! leave its jobs leased to nobody; the reaper recovers them after `stale_after`. Idle [`QueueCore::lease`](crate::backend::QueueCore::lease) calls are woken by this backend's own
 //! enqueue/retry/release/requeue at once and by other processes' commits through a
 //! `PRAGMA data_version` poll every 1–2 ms (only while someone waits). WAL checkpoints run in a
 //! background task, not inside transitions.
@@ -241,7 +241,7 @@ impl SqliteBackend {
     }
 
     /// Enqueues every spec in one transaction (each with the same semantics as
-    /// [`QueueBackend::enqueue`](crate::QueueBackend::enqueue), idempotency keys included), returning one [`Enqueued`] per
+    /// [`QueueCore::enqueue`](crate::backend::QueueCore::enqueue), idempotency keys included), returning one [`Enqueued`] per
     /// spec in order. Errors with [`EngineError::Backend`]; then nothing was stored.
     pub async fn enqueue_batch(&self, specs: &[JobSpec]) -> Result<Vec<Enqueued>, EngineError> {
         if specs.is_empty() {

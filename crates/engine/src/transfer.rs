@@ -16,7 +16,7 @@
 //! Backends: Redis keeps blobs as chunked keys with a TTL, deduplicated by sha256
 //! (`redis/transfer.rs`); the embedded queue's area is the home's blob store
 //! ([`LocalTransfer`] on `<queue dir>/blobs`, the `--artifact-root` layout), and its workers
-//! share the control plane's disk ([`crate::QueueBackend::shares_disk`]), so stages there keep
+//! share the control plane's disk ([`crate::backend::QueueTransfer::shares_disk`]), so stages there keep
 //! passing paths. Every blob is capped ([`TransferLimits::max_bytes`], also the cap of a job's
 //! whole input set) with an error naming the file and the config key.
 

@@ -60,7 +60,7 @@ pub struct WorkerConfig {
     /// Parent of each attempt's scratch dir.
     pub scratch_root: PathBuf,
     /// Longest a single lease call waits for work before the loop re-checks (a shutdown ends
-    /// the wait at once: `QueueBackend::lease_or_stop`).
+    /// the wait at once: `QueueCore::lease_or_stop`).
     pub poll_wait: Duration,
     /// Where undelivered results and failing lease calls are also reported, for a process that
     /// runs this worker for its own jobs ([`WorkerHealth`]); `None` only logs them.
@@ -75,9 +75,11 @@ pub struct WorkerConfig {
     /// those writes queued before its lease on the process's one write connection, while a
     /// longer wait still gets its presence and its recovery of stale jobs within that period.
     /// During that period no other process relies on the worker (it shows no presence), so its
-    /// idle leases wait only for this process's changes ([`QueueBackend::changed_here_since`],
+    /// idle leases wait only for this process's changes ([`QueueChanges::changed_here_since`],
     /// re-checking every [`QUIET_RECHECK`]): the embedded queue's `data_version` poll does not
     /// run for them.
+    ///
+    /// [`QueueChanges::changed_here_since`]: crate::backend::QueueChanges::changed_here_since
     pub housekeeping_after: Duration,
 }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use skillforge_engine::ingest::{RecordOnly, ingest_once};
+use skillforge_engine::backend::prelude::*;
 use skillforge_engine::redis::RedisBackend;
 use skillforge_engine::transfer::{self, JobFiles, OutputDir, Stager, TransferError, TransferLimits};
 use skillforge_engine::worker::{Worker, WorkerConfig};

@@ -2,7 +2,7 @@
 //! own key gone (evicted, deleted by hand, half written), a value that does not parse.
 //!
 //! One such record must not stop anything else. Reads that list jobs skip it and count it
-//! ([`QueueBackend::list_readable`](crate::QueueBackend::list_readable)); ingestion
+//! ([`QueueIntegrity::list_readable`](crate::backend::QueueIntegrity::list_readable)); ingestion
 //! quarantines a pending result it cannot read, and one whose record is gone altogether: the
 //! id leaves the `results` index and enters the hash `broken` (stored id → `<ms>⇥<reason>`) in
 //! one `MULTI`, and the process that moved it logs it once. `jobs list --state broken` lists

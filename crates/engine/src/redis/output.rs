@@ -28,7 +28,7 @@ impl RedisBackend {
         format!("{}out:{}", self.prefix, super::id::stored(job_id))
     }
 
-    /// See [`crate::QueueBackend::append_output`].
+    /// See [`crate::backend::QueueOutput::append_output`].
     pub(super) async fn append_output_stream(
         &self,
         job_id: &str,
@@ -45,7 +45,7 @@ impl RedisBackend {
         Ok(applied == 1)
     }
 
-    /// See [`crate::QueueBackend::read_output`].
+    /// See [`crate::backend::QueueOutput::read_output`].
     pub(super) async fn read_output_stream(
         &self,
         job_id: &str,
@@ -68,7 +68,7 @@ impl RedisBackend {
         entries.into_iter().map(|(id, fields)| chunk(&what, id, fields)).collect()
     }
 
-    /// See [`crate::QueueBackend::output_since`]: `XREAD BLOCK` (at most `timeout`) on
+    /// See [`crate::backend::QueueOutput::output_since`]: `XREAD BLOCK` (at most `timeout`) on
     /// `out:{id}` after `after` (from the start when `None`; a stream not yet created is waited
     /// for too) on a connection of the blocking pool, raced against `changed_since(seen)`.
     /// A connection whose `XREAD` was abandoned (the change came first) is dropped, not pooled;
@@ -119,7 +119,7 @@ impl RedisBackend {
         }
     }
 
-    /// See [`crate::QueueBackend::trim_output`].
+    /// See [`crate::backend::QueueOutput::trim_output`].
     pub(super) async fn trim_output_stream(&self, job_id: &str) -> Result<(), EngineError> {
         let key = self.output_key(job_id);
         let what = format!("trim output of job `{job_id}`");

@@ -1,5 +1,6 @@
-//! The [`QueueBackend`] implementation of [`RedisBackend`]: each call one Lua script (or one
-//! read), retried on connection-level failures (see the parent module for the key layout).
+//! The queue traits' implementation for [`RedisBackend`] ([`crate::backend`], one `impl` per
+//! trait): each call one Lua script (or one read), retried on connection-level failures (see the
+//! parent module for the key layout).
 
 use std::time::Duration;
 
@@ -11,7 +12,8 @@ use super::{
     RETRY_BUDGET, RedisBackend, SCAN_BATCH, STATE_INDEXED, decode, parse_state, reap_action_name,
     transient, unexpected,
 };
-use crate::backend::{NamespaceLoss, QueueBackend, ReapAction, UnreadableRecord, UnsafeSetting};
+use crate::backend::prelude::*;
+use crate::backend::{NamespaceLoss, ReapAction, UnreadableRecord, UnsafeSetting};
 use crate::error::EngineError;
 use crate::output::{NewOutput, OutputChunk};
 use crate::retention::{PruneBatch, PruneRule, Tombstone};
@@ -21,38 +23,9 @@ use crate::job::{
 };
 
 #[async_trait::async_trait]
-impl QueueBackend for RedisBackend {
+impl QueueCore for RedisBackend {
     fn name(&self) -> &'static str {
         "redis"
-    }
-
-    fn transfer_area(&self) -> Option<std::sync::Arc<dyn crate::transfer::TransferArea>> {
-        Some(std::sync::Arc::new(self.transfer.clone()))
-    }
-
-    fn shares_disk(&self) -> bool {
-        false
-    }
-
-    fn change_seq(&self) -> u64 {
-        self.changes.generation()
-    }
-
-    /// Wakes on a message on the namespace's `changed` channel (any process's finish, cancel,
-    /// reap), within one round trip; at most `timeout` when a message was lost (the caller's
-    /// fallback poll).
-    async fn changed_since(&self, seen: u64, timeout: Duration) {
-        self.changes.changed_since(seen, timeout).await;
-    }
-
-    /// `XREAD BLOCK` on the job's output stream beside the `changed` wait
-    /// (`redis/output.rs`).
-    async fn output_since(&self, job_id: &str, after: Option<&str>, seen: u64, timeout: Duration) {
-        self.wait_output_stream(job_id, after, seen, timeout).await;
-    }
-
-    async fn routes(&self) -> Result<Vec<String>, EngineError> {
-        self.all_routes().await
     }
 
     async fn enqueue(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
@@ -105,18 +78,6 @@ impl QueueBackend for RedisBackend {
         self.lease_waiting(queue, worker, max, wait, Some(stop)).await
     }
 
-    async fn append_output(&self, job_id: &str, fencing_token: u64, chunks: &[NewOutput]) -> Result<bool, EngineError> {
-        self.append_output_stream(job_id, fencing_token, chunks).await
-    }
-
-    async fn read_output(&self, job_id: &str, after: Option<&str>, limit: usize) -> Result<Vec<OutputChunk>, EngineError> {
-        self.read_output_stream(job_id, after, limit).await
-    }
-
-    async fn trim_output(&self, job_id: &str) -> Result<(), EngineError> {
-        self.trim_output_stream(job_id).await
-    }
-
     async fn heartbeat(
         &self,
         job_id: &str,
@@ -163,44 +124,24 @@ impl QueueBackend for RedisBackend {
         Ok(applied == 1)
     }
 
-    async fn expired_leases(&self, limit: usize) -> Result<Vec<ExpiredLease>, EngineError> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let mut inv = self.scripts.expired.prepare_invoke();
-        inv.arg(&self.prefix).arg(limit);
-        let rows: Vec<(String, u64, u32, u32, u8, u8)> =
-            with_retry!(self, "list expired leases", |c| inv.invoke_async(&mut c))?;
-        Ok(rows
+    async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError> {
+        Ok(self
+            .fetch_jobs(&[stored(job_id).into_owned()])
+            .await?
             .into_iter()
-            .map(
-                |(job_id, fencing_token, attempts, max_attempts, idempotent, cancel)| {
-                    ExpiredLease {
-                        job_id: public(&job_id),
-                        fencing_token,
-                        attempts,
-                        max_attempts,
-                        idempotent: idempotent == 1,
-                        cancel_requested: cancel == 1,
-                    }
-                },
-            )
-            .collect())
+            .next())
     }
 
-    async fn reap(&self, lease: &ExpiredLease, action: &ReapAction) -> Result<bool, EngineError> {
-        let (name, delay_ms) = reap_action_name(action);
-        let mut inv = self.scripts.reap.prepare_invoke();
-        inv.arg(&self.prefix)
-            .arg(stored(&lease.job_id).as_ref())
-            .arg(lease.fencing_token)
-            .arg(name)
-            .arg(delay_ms);
-        let what = format!("reap of job `{}`", lease.job_id);
-        let applied: u8 = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
-        Ok(applied == 1)
+    async fn now_ms(&self) -> Result<i64, EngineError> {
+        let cmd = ::redis::cmd("TIME");
+        let (secs, micros): (i64, i64) =
+            with_retry!(self, "read server time", |c| cmd.query_async(&mut c))?;
+        Ok(secs * 1000 + micros / 1000)
     }
+}
 
+#[async_trait::async_trait]
+impl QueueControl for RedisBackend {
     async fn cancel(&self, job_id: &str) -> Result<CancelReply, EngineError> {
         let mut inv = self.scripts.cancel.prepare_invoke();
         inv.arg(&self.prefix).arg(stored(job_id).as_ref());
@@ -226,68 +167,44 @@ impl QueueBackend for RedisBackend {
         self.retry_replacing(job_id, Some(&json)).await
     }
 
-    async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError> {
-        Ok(self
-            .fetch_jobs(&[stored(job_id).into_owned()])
-            .await?
-            .into_iter()
-            .next())
-    }
-
     async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>, EngineError> {
         Ok(self.list_readable(state, limit).await?.0)
     }
 
-    async fn list_readable(&self, state: Option<JobState>, limit: usize) -> Result<(Vec<Job>, Vec<UnreadableRecord>), EngineError> {
-        if state == Some(JobState::Running) {
-            // Running jobs are indexed by the `leases` set (by heartbeat deadline), not by a
-            // state set: newest first by creation time, like the other states.
-            let ids = self.zrange(&format!("{}leases", self.prefix), false, usize::MAX).await?;
-            let fetched = self.fetch_jobs_lenient(&ids).await?;
-            let mut jobs: Vec<Job> = fetched.jobs.into_iter().filter(|j| j.state == JobState::Running).collect();
-            jobs.sort_by(|a, b| (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id)));
-            jobs.truncate(limit);
-            return Ok((jobs, fetched.unreadable));
+    async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
+        let mut inv = self.scripts.leases.prepare_invoke();
+        inv.arg(&self.prefix);
+        let (jobs, locks): (Vec<Vec<String>>, Vec<Vec<String>>) =
+            with_retry!(self, "list leases", |c| inv.invoke_async(&mut c))?;
+        let mut out = Vec::with_capacity(jobs.len() + locks.len());
+        for row in &jobs {
+            let mut view = decode::lease_row(LeaseKind::Job, row)?;
+            view.name = public(&view.name);
+            out.push(view);
         }
-        let ids = match state {
-            None => self.ids_in_any_state(limit).await?,
-            Some(s) if STATE_INDEXED.contains(&s) => {
-                self.zrange(&format!("{}state:{}", self.prefix, s.as_str()), true, limit).await?
-            }
-            Some(s) => self.ids_in_unindexed_state(s, limit).await?,
-        };
-        let mut seen = std::collections::HashSet::new();
-        let ids: Vec<String> = ids.into_iter().filter(|id| seen.insert(id.clone())).collect();
-        let fetched = self.fetch_jobs_lenient(&ids).await?;
-        let mut jobs: Vec<Job> = fetched
-            .jobs
-            .into_iter()
-            // The index and the hashes are read separately: drop a job that changed state meanwhile.
-            .filter(|j| state.is_none_or(|s| j.state == s))
-            .collect();
-        if matches!(state, None | Some(JobState::Queued | JobState::Succeeded)) {
-            // Gathered from several sets: newest first by creation time, like the other states.
-            jobs.sort_by(|a, b| (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id)));
-            jobs.dedup_by(|a, b| a.id == b.id);
-            jobs.truncate(limit);
+        for row in &locks {
+            out.push(decode::lease_row(LeaseKind::Lock, row)?);
         }
-        let mut unreadable = fetched.unreadable;
-        unreadable.dedup_by(|a, b| a.job_id == b.job_id);
-        Ok((jobs, unreadable))
+        Ok(out)
+    }
+}
+
+#[async_trait::async_trait]
+impl QueueChanges for RedisBackend {
+    fn change_seq(&self) -> u64 {
+        self.changes.generation()
     }
 
-    async fn quarantined(&self, limit: usize) -> Result<Vec<UnreadableRecord>, EngineError> {
-        self.quarantined_records(limit).await
+    /// Wakes on a message on the namespace's `changed` channel (any process's finish, cancel,
+    /// reap), within one round trip; at most `timeout` when a message was lost (the caller's
+    /// fallback poll).
+    async fn changed_since(&self, seen: u64, timeout: Duration) {
+        self.changes.changed_since(seen, timeout).await;
     }
+}
 
-    async fn quarantine(&self, job_id: &str, reason: &str) -> Result<bool, EngineError> {
-        self.quarantine_stored(&stored(job_id), reason, true).await
-    }
-
-    async fn purge(&self, job_id: &str) -> Result<bool, EngineError> {
-        self.purge_record(job_id).await
-    }
-
+#[async_trait::async_trait]
+impl QueueResults for RedisBackend {
     async fn pending_results(&self, limit: usize) -> Result<Vec<Job>, EngineError> {
         self.pending_results_skipping(limit, &std::collections::HashSet::new()).await
     }
@@ -333,47 +250,77 @@ impl QueueBackend for RedisBackend {
             _ => Err(unexpected("ack_result", &reply)),
         }
     }
+}
+
+#[async_trait::async_trait]
+impl QueueOutput for RedisBackend {
+    /// `XREAD BLOCK` on the job's output stream beside the `changed` wait
+    /// (`redis/output.rs`).
+    async fn output_since(&self, job_id: &str, after: Option<&str>, seen: u64, timeout: Duration) {
+        self.wait_output_stream(job_id, after, seen, timeout).await;
+    }
+
+    async fn append_output(&self, job_id: &str, fencing_token: u64, chunks: &[NewOutput]) -> Result<bool, EngineError> {
+        self.append_output_stream(job_id, fencing_token, chunks).await
+    }
+
+    async fn read_output(&self, job_id: &str, after: Option<&str>, limit: usize) -> Result<Vec<OutputChunk>, EngineError> {
+        self.read_output_stream(job_id, after, limit).await
+    }
+
+    async fn trim_output(&self, job_id: &str) -> Result<(), EngineError> {
+        self.trim_output_stream(job_id).await
+    }
+}
+
+#[async_trait::async_trait]
+impl QueueRecovery for RedisBackend {
+    async fn expired_leases(&self, limit: usize) -> Result<Vec<ExpiredLease>, EngineError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut inv = self.scripts.expired.prepare_invoke();
+        inv.arg(&self.prefix).arg(limit);
+        let rows: Vec<(String, u64, u32, u32, u8, u8)> =
+            with_retry!(self, "list expired leases", |c| inv.invoke_async(&mut c))?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(job_id, fencing_token, attempts, max_attempts, idempotent, cancel)| {
+                    ExpiredLease {
+                        job_id: public(&job_id),
+                        fencing_token,
+                        attempts,
+                        max_attempts,
+                        idempotent: idempotent == 1,
+                        cancel_requested: cancel == 1,
+                    }
+                },
+            )
+            .collect())
+    }
+
+    async fn reap(&self, lease: &ExpiredLease, action: &ReapAction) -> Result<bool, EngineError> {
+        let (name, delay_ms) = reap_action_name(action);
+        let mut inv = self.scripts.reap.prepare_invoke();
+        inv.arg(&self.prefix)
+            .arg(stored(&lease.job_id).as_ref())
+            .arg(lease.fencing_token)
+            .arg(name)
+            .arg(delay_ms);
+        let what = format!("reap of job `{}`", lease.job_id);
+        let applied: u8 = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
+        Ok(applied == 1)
+    }
 
     fn clock_is_shared(&self) -> bool {
         // Every script stamps and judges with the server's `TIME`.
         true
     }
+}
 
-    fn namespace_epoch(&self) -> Option<String> {
-        Some(self.epoch.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone())
-    }
-
-    async fn check_settings(&self) -> Result<Option<UnsafeSetting>, EngineError> {
-        self.eviction_setting().await
-    }
-
-    async fn check_namespace(&self) -> Result<Option<NamespaceLoss>, EngineError> {
-        let (now, _, jobs) = self.read_epoch().await?;
-        let mut known = self.epoch.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if *known == now {
-            return Ok(None);
-        }
-        let previous = std::mem::replace(&mut *known, now.clone());
-        Ok(Some(NamespaceLoss {
-            namespace: self.prefix.trim_end_matches(':').to_owned(),
-            previous_epoch: previous,
-            current_epoch: now,
-            jobs_now: jobs,
-        }))
-    }
-
-    async fn prune(&self, rule: &PruneRule, limit: usize) -> Result<PruneBatch, EngineError> {
-        self.prune_batch(rule, limit).await
-    }
-
-    async fn prune_count(&self, rule: &PruneRule) -> Result<(u64, u64), EngineError> {
-        self.prune_count_now(rule).await
-    }
-
-    async fn tombstone(&self, job_id: &str) -> Result<Option<Tombstone>, EngineError> {
-        self.tombstone_of(job_id).await
-    }
-
+#[async_trait::async_trait]
+impl QueueLocks for RedisBackend {
     async fn acquire_lock(
         &self,
         name: &str,
@@ -440,29 +387,113 @@ impl QueueBackend for RedisBackend {
             }
         }
     }
+}
 
-    async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
-        let mut inv = self.scripts.leases.prepare_invoke();
-        inv.arg(&self.prefix);
-        let (jobs, locks): (Vec<Vec<String>>, Vec<Vec<String>>) =
-            with_retry!(self, "list leases", |c| inv.invoke_async(&mut c))?;
-        let mut out = Vec::with_capacity(jobs.len() + locks.len());
-        for row in &jobs {
-            let mut view = decode::lease_row(LeaseKind::Job, row)?;
-            view.name = public(&view.name);
-            out.push(view);
-        }
-        for row in &locks {
-            out.push(decode::lease_row(LeaseKind::Lock, row)?);
-        }
-        Ok(out)
+#[async_trait::async_trait]
+impl QueueRetention for RedisBackend {
+    async fn prune(&self, rule: &PruneRule, limit: usize) -> Result<PruneBatch, EngineError> {
+        self.prune_batch(rule, limit).await
     }
 
-    async fn now_ms(&self) -> Result<i64, EngineError> {
-        let cmd = ::redis::cmd("TIME");
-        let (secs, micros): (i64, i64) =
-            with_retry!(self, "read server time", |c| cmd.query_async(&mut c))?;
-        Ok(secs * 1000 + micros / 1000)
+    async fn prune_count(&self, rule: &PruneRule) -> Result<(u64, u64), EngineError> {
+        self.prune_count_now(rule).await
+    }
+
+    async fn tombstone(&self, job_id: &str) -> Result<Option<Tombstone>, EngineError> {
+        self.tombstone_of(job_id).await
+    }
+}
+
+#[async_trait::async_trait]
+impl QueueRoutes for RedisBackend {
+    async fn routes(&self) -> Result<Vec<String>, EngineError> {
+        self.all_routes().await
+    }
+}
+
+impl QueueTransfer for RedisBackend {
+    fn transfer_area(&self) -> Option<std::sync::Arc<dyn crate::transfer::TransferArea>> {
+        Some(std::sync::Arc::new(self.transfer.clone()))
+    }
+
+    fn shares_disk(&self) -> bool {
+        false
+    }
+}
+
+#[async_trait::async_trait]
+impl QueueIntegrity for RedisBackend {
+    async fn list_readable(&self, state: Option<JobState>, limit: usize) -> Result<(Vec<Job>, Vec<UnreadableRecord>), EngineError> {
+        if state == Some(JobState::Running) {
+            // Running jobs are indexed by the `leases` set (by heartbeat deadline), not by a
+            // state set: newest first by creation time, like the other states.
+            let ids = self.zrange(&format!("{}leases", self.prefix), false, usize::MAX).await?;
+            let fetched = self.fetch_jobs_lenient(&ids).await?;
+            let mut jobs: Vec<Job> = fetched.jobs.into_iter().filter(|j| j.state == JobState::Running).collect();
+            jobs.sort_by(|a, b| (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id)));
+            jobs.truncate(limit);
+            return Ok((jobs, fetched.unreadable));
+        }
+        let ids = match state {
+            None => self.ids_in_any_state(limit).await?,
+            Some(s) if STATE_INDEXED.contains(&s) => {
+                self.zrange(&format!("{}state:{}", self.prefix, s.as_str()), true, limit).await?
+            }
+            Some(s) => self.ids_in_unindexed_state(s, limit).await?,
+        };
+        let mut seen = std::collections::HashSet::new();
+        let ids: Vec<String> = ids.into_iter().filter(|id| seen.insert(id.clone())).collect();
+        let fetched = self.fetch_jobs_lenient(&ids).await?;
+        let mut jobs: Vec<Job> = fetched
+            .jobs
+            .into_iter()
+            // The index and the hashes are read separately: drop a job that changed state meanwhile.
+            .filter(|j| state.is_none_or(|s| j.state == s))
+            .collect();
+        if matches!(state, None | Some(JobState::Queued | JobState::Succeeded)) {
+            // Gathered from several sets: newest first by creation time, like the other states.
+            jobs.sort_by(|a, b| (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id)));
+            jobs.dedup_by(|a, b| a.id == b.id);
+            jobs.truncate(limit);
+        }
+        let mut unreadable = fetched.unreadable;
+        unreadable.dedup_by(|a, b| a.job_id == b.job_id);
+        Ok((jobs, unreadable))
+    }
+
+    async fn quarantined(&self, limit: usize) -> Result<Vec<UnreadableRecord>, EngineError> {
+        self.quarantined_records(limit).await
+    }
+
+    async fn quarantine(&self, job_id: &str, reason: &str) -> Result<bool, EngineError> {
+        self.quarantine_stored(&stored(job_id), reason, true).await
+    }
+
+    async fn purge(&self, job_id: &str) -> Result<bool, EngineError> {
+        self.purge_record(job_id).await
+    }
+
+    fn namespace_epoch(&self) -> Option<String> {
+        Some(self.epoch.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone())
+    }
+
+    async fn check_settings(&self) -> Result<Option<UnsafeSetting>, EngineError> {
+        self.eviction_setting().await
+    }
+
+    async fn check_namespace(&self) -> Result<Option<NamespaceLoss>, EngineError> {
+        let (now, _, jobs) = self.read_epoch().await?;
+        let mut known = self.epoch.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *known == now {
+            return Ok(None);
+        }
+        let previous = std::mem::replace(&mut *known, now.clone());
+        Ok(Some(NamespaceLoss {
+            namespace: self.prefix.trim_end_matches(':').to_owned(),
+            previous_epoch: previous,
+            current_epoch: now,
+            jobs_now: jobs,
+        }))
     }
 }
 

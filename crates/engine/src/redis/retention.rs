@@ -40,7 +40,7 @@ impl RedisBackend {
         with_retry!(self, what, |c| inv.invoke_async(&mut c))
     }
 
-    /// [`crate::QueueBackend::prune`] on this backend.
+    /// [`crate::backend::QueueRetention::prune`] on this backend.
     pub(super) async fn prune_batch(&self, rule: &PruneRule, limit: usize) -> Result<PruneBatch, EngineError> {
         match self.run_prune(rule, limit, None).await?.as_slice() {
             &[jobs, tombstones, more] if jobs >= 0 && tombstones >= 0 => {
@@ -50,7 +50,7 @@ impl RedisBackend {
         }
     }
 
-    /// [`crate::QueueBackend::prune_count`] on this backend.
+    /// [`crate::backend::QueueRetention::prune_count`] on this backend.
     pub(super) async fn prune_count_now(&self, rule: &PruneRule) -> Result<(u64, u64), EngineError> {
         let (mut from, mut jobs) = (0i64, 0u64);
         loop {
@@ -67,7 +67,7 @@ impl RedisBackend {
         }
     }
 
-    /// [`crate::QueueBackend::tombstone`] on this backend.
+    /// [`crate::backend::QueueRetention::tombstone`] on this backend.
     pub(super) async fn tombstone_of(&self, job_id: &str) -> Result<Option<Tombstone>, EngineError> {
         let mut cmd = ::redis::cmd("HGET");
         cmd.arg(format!("{}pruned", self.prefix)).arg(super::id::stored(job_id).as_ref());

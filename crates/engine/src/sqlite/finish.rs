@@ -371,7 +371,7 @@ mod tests {
     use sqlx::Connection;
 
     use super::*;
-    use crate::backend::QueueBackend;
+    use crate::backend::prelude::*;
     use crate::sqlite::key::Key;
     use crate::job::JobSpec;
     use crate::sqlite::SqliteBackend;

@@ -1,4 +1,4 @@
-//! The statements of `QueueBackend::list` on SQLite, each reading through an index that holds
+//! The statements of `QueueControl::list` on SQLite, each reading through an index that holds
 //! only its jobs, so a page costs O(page) or O(active) whatever the number of retained jobs
 //! (issue 19): queued through `jobs_due`, running through `jobs_stale`, the rare states through
 //! `jobs_rare_state`, succeeded through `jobs_retained_succeeded` (acknowledged) and
@@ -54,7 +54,7 @@ mod tests {
     use sqlx::{Connection, Row};
 
     use super::*;
-    use crate::backend::QueueBackend;
+    use crate::backend::prelude::*;
     use crate::job::{Finish, JobSpec, JobState, WorkerIdentity};
     use crate::sqlite::SqliteBackend;
 

@@ -10,7 +10,7 @@ use crate::error::EngineError;
 use crate::output::{NewOutput, OUTPUT_CAP_CHUNKS, OUTPUT_TAIL_CHUNKS, OutputChunk, OutputStream};
 
 impl SqliteBackend {
-    /// See [`crate::QueueBackend::append_output`].
+    /// See [`crate::backend::QueueOutput::append_output`].
     pub(super) async fn append_output_rows(
         &self,
         job_id: &str,
@@ -45,7 +45,7 @@ impl SqliteBackend {
         Ok(true)
     }
 
-    /// See [`crate::QueueBackend::read_output`].
+    /// See [`crate::backend::QueueOutput::read_output`].
     pub(super) async fn read_output_rows(
         &self,
         job_id: &str,
@@ -85,7 +85,7 @@ impl SqliteBackend {
             .collect()
     }
 
-    /// See [`crate::QueueBackend::trim_output`].
+    /// See [`crate::backend::QueueOutput::trim_output`].
     pub(super) async fn trim_output_rows(&self, job_id: &str) -> Result<(), EngineError> {
         let what = format!("trim output of job `{job_id}`");
         let mut tx = self.begin(&what).await?;

@@ -1,6 +1,6 @@
-//! The [`QueueBackend`] implementation of [`SqliteBackend`]: every job and lock transition of
-//! the trait, each one `BEGIN IMMEDIATE` transaction or one single-statement write (see the
-//! parent module for the rules they share).
+//! The queue traits' implementation for [`SqliteBackend`] ([`crate::backend`], one `impl` per
+//! trait): every job and lock transition, each one `BEGIN IMMEDIATE` transaction or one
+//! single-statement write (see the parent module for the rules they share).
 
 use std::time::Duration;
 
@@ -10,7 +10,8 @@ use tokio_util::sync::CancellationToken;
 use super::{CLEAR_LEASE, SqliteBackend, to_i64};
 use super::key::{Key, id_of};
 use super::rows::{job_columns, lock_lease_from_row};
-use crate::backend::{QueueBackend, ReapAction};
+use crate::backend::ReapAction;
+use crate::backend::prelude::*;
 use crate::error::EngineError;
 use crate::output::{NewOutput, OutputChunk};
 use crate::retention::{PruneBatch, PruneRule, Tombstone};
@@ -25,19 +26,9 @@ pub(super) const EXPIRED_LEASES: &str = "SELECT id, fencing_token, attempts, max
      FROM jobs WHERE state = 'running' AND stale_deadline_ms < ?1 ORDER BY stale_deadline_ms LIMIT ?2 + 0";
 
 #[async_trait::async_trait]
-impl QueueBackend for SqliteBackend {
+impl QueueCore for SqliteBackend {
     fn name(&self) -> &'static str {
         "sqlite"
-    }
-
-    async fn routes(&self) -> Result<Vec<String>, EngineError> {
-        self.queued_routes().await
-    }
-
-    /// The blob store next to the queue file (`<home>/blobs` for `<home>/queue.db`).
-    fn transfer_area(&self) -> Option<std::sync::Arc<dyn crate::transfer::TransferArea>> {
-        let root = self.inner.path.parent().unwrap_or(std::path::Path::new(".")).join("blobs");
-        Some(std::sync::Arc::new(crate::transfer::LocalTransfer::new(root, crate::transfer::TransferLimits::default())))
     }
 
     async fn enqueue(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
@@ -70,30 +61,6 @@ impl QueueBackend for SqliteBackend {
         stop: &CancellationToken,
     ) -> Result<Vec<LeasedJob>, EngineError> {
         self.lease_waiting(queue, worker, max, wait, Some(stop)).await
-    }
-
-    async fn append_output(&self, job_id: &str, fencing_token: u64, chunks: &[NewOutput]) -> Result<bool, EngineError> {
-        self.append_output_rows(job_id, fencing_token, chunks).await
-    }
-
-    async fn read_output(&self, job_id: &str, after: Option<&str>, limit: usize) -> Result<Vec<OutputChunk>, EngineError> {
-        self.read_output_rows(job_id, after, limit).await
-    }
-
-    async fn trim_output(&self, job_id: &str) -> Result<(), EngineError> {
-        self.trim_output_rows(job_id).await
-    }
-
-    fn change_seq(&self) -> u64 {
-        self.inner.wake.generation()
-    }
-
-    async fn changed_since(&self, seen: u64, timeout: Duration) {
-        self.inner.wake.changed_since(seen, timeout).await;
-    }
-
-    async fn changed_here_since(&self, seen: u64, timeout: Duration) {
-        self.inner.wake.changed_here_since(seen, timeout).await;
     }
 
     async fn heartbeat(
@@ -168,36 +135,23 @@ impl QueueBackend for SqliteBackend {
         Ok(true)
     }
 
-    async fn expired_leases(&self, limit: usize) -> Result<Vec<ExpiredLease>, EngineError> {
-        let rows = sqlx::query(EXPIRED_LEASES)
-        .bind(now_ms())
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(&self.inner.reader)
-        .await
-        .map_err(self.db("list expired leases"))?;
-        rows.iter()
-            .map(|row| {
-                let get = |e: sqlx::Error| EngineError::sqlite(format!("list expired leases: {e}"));
-                Ok(ExpiredLease {
-                    job_id: id_of(row, "id").map_err(get)?,
-                    fencing_token: row.try_get::<i64, _>("fencing_token").map_err(get)? as u64,
-                    attempts: row.try_get::<i64, _>("attempts").map_err(get)? as u32,
-                    max_attempts: row.try_get::<i64, _>("max_attempts").map_err(get)? as u32,
-                    idempotent: row.try_get::<bool, _>("idempotent").map_err(get)?,
-                    cancel_requested: row.try_get::<bool, _>("cancel_requested").map_err(get)?,
-                })
-            })
-            .collect()
+    async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError> {
+        let jobs = self
+            .read_jobs(
+                sqlx::query(concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = ?1")).bind(Key::of(job_id)),
+                &format!("get job `{job_id}`"),
+            )
+            .await?;
+        Ok(jobs.into_iter().next())
     }
 
-    async fn reap(&self, lease: &ExpiredLease, action: &ReapAction) -> Result<bool, EngineError> {
-        self.reap_if(lease, action, None).await
+    async fn now_ms(&self) -> Result<i64, EngineError> {
+        Ok(now_ms())
     }
+}
 
-    async fn reap_unchanged(&self, lease: &ExpiredLease, action: &ReapAction, heartbeat_at_ms: i64) -> Result<bool, EngineError> {
-        self.reap_if(lease, action, Some(heartbeat_at_ms)).await
-    }
-
+#[async_trait::async_trait]
+impl QueueControl for SqliteBackend {
     async fn cancel(&self, job_id: &str) -> Result<CancelReply, EngineError> {
         let what = format!("cancel job `{job_id}`");
         let now = now_ms();
@@ -245,16 +199,6 @@ impl QueueBackend for SqliteBackend {
         self.retry_replacing(job_id, Some(payload)).await
     }
 
-    async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError> {
-        let jobs = self
-            .read_jobs(
-                sqlx::query(concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = ?1")).bind(Key::of(job_id)),
-                &format!("get job `{job_id}`"),
-            )
-            .await?;
-        Ok(jobs.into_iter().next())
-    }
-
     async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>, EngineError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         // Each state reads through an index of its own jobs (see `sqlite/list.rs`).
@@ -268,6 +212,64 @@ impl QueueBackend for SqliteBackend {
         self.read_jobs(query, "list jobs").await
     }
 
+    async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
+        let what = "list leases";
+        let mut conn = self.inner.reader.acquire().await.map_err(self.db(what))?;
+        let job_rows = sqlx::query(
+            "SELECT id, fencing_token, owner_worker, owner_host, owner_pid, acquired_at_ms, \
+             heartbeat_at_ms, heartbeat_ms, stale_after_ms FROM jobs \
+             WHERE state = 'running' AND stale_deadline_ms IS NOT NULL ORDER BY stale_deadline_ms",
+        )
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(self.db(what))?;
+        let lock_rows = sqlx::query(
+            "SELECT name, fencing_token, owner_worker, owner_host, owner_pid, acquired_at_ms, \
+             heartbeat_at_ms, heartbeat_ms, stale_after_ms FROM locks ORDER BY name",
+        )
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(self.db(what))?;
+        let mut out = Vec::with_capacity(job_rows.len() + lock_rows.len());
+        for (kind, rows, key) in [(LeaseKind::Job, &job_rows, "id"), (LeaseKind::Lock, &lock_rows, "name")] {
+            for row in rows {
+                let name: String = match kind {
+                    LeaseKind::Job => id_of(row, key),
+                    LeaseKind::Lock => row.try_get(key),
+                }
+                .map_err(self.db(what))?;
+                let lease = lock_lease_from_row(row, &name)?;
+                out.push(LeaseView {
+                    kind,
+                    lease,
+                    heartbeat_ms: row.try_get::<i64, _>("heartbeat_ms").map_err(self.db(what))?.max(0) as u64,
+                    stale_after_ms: row.try_get::<i64, _>("stale_after_ms").map_err(self.db(what))?.max(0)
+                        as u64,
+                    name,
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait::async_trait]
+impl QueueChanges for SqliteBackend {
+    fn change_seq(&self) -> u64 {
+        self.inner.wake.generation()
+    }
+
+    async fn changed_since(&self, seen: u64, timeout: Duration) {
+        self.inner.wake.changed_since(seen, timeout).await;
+    }
+
+    async fn changed_here_since(&self, seen: u64, timeout: Duration) {
+        self.inner.wake.changed_here_since(seen, timeout).await;
+    }
+}
+
+#[async_trait::async_trait]
+impl QueueResults for SqliteBackend {
     async fn pending_results(&self, limit: usize) -> Result<Vec<Job>, EngineError> {
         self.read_jobs(
             sqlx::query(concat!(
@@ -298,19 +300,58 @@ impl QueueBackend for SqliteBackend {
             None => Err(EngineError::NotFound(job_id.to_owned())),
         }
     }
+}
 
-    async fn prune(&self, rule: &PruneRule, limit: usize) -> Result<PruneBatch, EngineError> {
-        self.prune_batch(rule, limit).await
+#[async_trait::async_trait]
+impl QueueOutput for SqliteBackend {
+    async fn append_output(&self, job_id: &str, fencing_token: u64, chunks: &[NewOutput]) -> Result<bool, EngineError> {
+        self.append_output_rows(job_id, fencing_token, chunks).await
     }
 
-    async fn prune_count(&self, rule: &PruneRule) -> Result<(u64, u64), EngineError> {
-        self.prune_count_now(rule).await
+    async fn read_output(&self, job_id: &str, after: Option<&str>, limit: usize) -> Result<Vec<OutputChunk>, EngineError> {
+        self.read_output_rows(job_id, after, limit).await
     }
 
-    async fn tombstone(&self, job_id: &str) -> Result<Option<Tombstone>, EngineError> {
-        self.tombstone_of(job_id).await
+    async fn trim_output(&self, job_id: &str) -> Result<(), EngineError> {
+        self.trim_output_rows(job_id).await
+    }
+}
+
+#[async_trait::async_trait]
+impl QueueRecovery for SqliteBackend {
+    async fn expired_leases(&self, limit: usize) -> Result<Vec<ExpiredLease>, EngineError> {
+        let rows = sqlx::query(EXPIRED_LEASES)
+        .bind(now_ms())
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&self.inner.reader)
+        .await
+        .map_err(self.db("list expired leases"))?;
+        rows.iter()
+            .map(|row| {
+                let get = |e: sqlx::Error| EngineError::sqlite(format!("list expired leases: {e}"));
+                Ok(ExpiredLease {
+                    job_id: id_of(row, "id").map_err(get)?,
+                    fencing_token: row.try_get::<i64, _>("fencing_token").map_err(get)? as u64,
+                    attempts: row.try_get::<i64, _>("attempts").map_err(get)? as u32,
+                    max_attempts: row.try_get::<i64, _>("max_attempts").map_err(get)? as u32,
+                    idempotent: row.try_get::<bool, _>("idempotent").map_err(get)?,
+                    cancel_requested: row.try_get::<bool, _>("cancel_requested").map_err(get)?,
+                })
+            })
+            .collect()
     }
 
+    async fn reap(&self, lease: &ExpiredLease, action: &ReapAction) -> Result<bool, EngineError> {
+        self.reap_if(lease, action, None).await
+    }
+
+    async fn reap_unchanged(&self, lease: &ExpiredLease, action: &ReapAction, heartbeat_at_ms: i64) -> Result<bool, EngineError> {
+        self.reap_if(lease, action, Some(heartbeat_at_ms)).await
+    }
+}
+
+#[async_trait::async_trait]
+impl QueueLocks for SqliteBackend {
     async fn acquire_lock(
         &self,
         name: &str,
@@ -416,51 +457,39 @@ impl QueueBackend for SqliteBackend {
         .map_err(self.db(format!("reap stale lock `{name}`")))?;
         Ok(freed.is_some())
     }
+}
 
-    async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
-        let what = "list leases";
-        let mut conn = self.inner.reader.acquire().await.map_err(self.db(what))?;
-        let job_rows = sqlx::query(
-            "SELECT id, fencing_token, owner_worker, owner_host, owner_pid, acquired_at_ms, \
-             heartbeat_at_ms, heartbeat_ms, stale_after_ms FROM jobs \
-             WHERE state = 'running' AND stale_deadline_ms IS NOT NULL ORDER BY stale_deadline_ms",
-        )
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(self.db(what))?;
-        let lock_rows = sqlx::query(
-            "SELECT name, fencing_token, owner_worker, owner_host, owner_pid, acquired_at_ms, \
-             heartbeat_at_ms, heartbeat_ms, stale_after_ms FROM locks ORDER BY name",
-        )
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(self.db(what))?;
-        let mut out = Vec::with_capacity(job_rows.len() + lock_rows.len());
-        for (kind, rows, key) in [(LeaseKind::Job, &job_rows, "id"), (LeaseKind::Lock, &lock_rows, "name")] {
-            for row in rows {
-                let name: String = match kind {
-                    LeaseKind::Job => id_of(row, key),
-                    LeaseKind::Lock => row.try_get(key),
-                }
-                .map_err(self.db(what))?;
-                let lease = lock_lease_from_row(row, &name)?;
-                out.push(LeaseView {
-                    kind,
-                    lease,
-                    heartbeat_ms: row.try_get::<i64, _>("heartbeat_ms").map_err(self.db(what))?.max(0) as u64,
-                    stale_after_ms: row.try_get::<i64, _>("stale_after_ms").map_err(self.db(what))?.max(0)
-                        as u64,
-                    name,
-                });
-            }
-        }
-        Ok(out)
+#[async_trait::async_trait]
+impl QueueRetention for SqliteBackend {
+    async fn prune(&self, rule: &PruneRule, limit: usize) -> Result<PruneBatch, EngineError> {
+        self.prune_batch(rule, limit).await
     }
 
-    async fn now_ms(&self) -> Result<i64, EngineError> {
-        Ok(now_ms())
+    async fn prune_count(&self, rule: &PruneRule) -> Result<(u64, u64), EngineError> {
+        self.prune_count_now(rule).await
+    }
+
+    async fn tombstone(&self, job_id: &str) -> Result<Option<Tombstone>, EngineError> {
+        self.tombstone_of(job_id).await
     }
 }
+
+#[async_trait::async_trait]
+impl QueueRoutes for SqliteBackend {
+    async fn routes(&self) -> Result<Vec<String>, EngineError> {
+        self.queued_routes().await
+    }
+}
+
+impl QueueTransfer for SqliteBackend {
+    /// The blob store next to the queue file (`<home>/blobs` for `<home>/queue.db`).
+    fn transfer_area(&self) -> Option<std::sync::Arc<dyn crate::transfer::TransferArea>> {
+        let root = self.inner.path.parent().unwrap_or(std::path::Path::new(".")).join("blobs");
+        Some(std::sync::Arc::new(crate::transfer::LocalTransfer::new(root, crate::transfer::TransferLimits::default())))
+    }
+}
+
+impl QueueIntegrity for SqliteBackend {}
 
 impl SqliteBackend {
     /// `retry`, with the payload replaced first when `payload` is given (one transaction).

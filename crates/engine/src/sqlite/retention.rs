@@ -43,7 +43,7 @@ fn boundary<T: Ord + Clone>(bound: &Bound, newest_excluded: Option<(i64, T)>, an
 }
 
 impl SqliteBackend {
-    /// [`crate::QueueBackend::prune`] on this backend.
+    /// [`crate::backend::QueueRetention::prune`] on this backend.
     pub(super) async fn prune_batch(&self, rule: &PruneRule, limit: usize) -> Result<PruneBatch, EngineError> {
         let what = format!("prune {} jobs", rule.class.as_str());
         let mut tx = self.begin(&what).await?;
@@ -172,7 +172,7 @@ impl SqliteBackend {
         Ok(done.rows_affected())
     }
 
-    /// [`crate::QueueBackend::prune_count`] on this backend (one read transaction).
+    /// [`crate::backend::QueueRetention::prune_count`] on this backend (one read transaction).
     pub(super) async fn prune_count_now(&self, rule: &PruneRule) -> Result<(u64, u64), EngineError> {
         let what = format!("count prunable {} jobs", rule.class.as_str());
         let mut tx = self.inner.reader.begin().await.map_err(self.db(&what))?;
@@ -214,7 +214,7 @@ impl SqliteBackend {
         Ok((jobs.max(0) as u64, tombstones.max(0) as u64))
     }
 
-    /// [`crate::QueueBackend::tombstone`] on this backend.
+    /// [`crate::backend::QueueRetention::tombstone`] on this backend.
     pub(super) async fn tombstone_of(&self, job_id: &str) -> Result<Option<Tombstone>, EngineError> {
         let what = format!("read the tombstone of job `{job_id}`");
         let row = sqlx::query(

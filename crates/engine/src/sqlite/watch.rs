@@ -56,17 +56,17 @@ impl Wake {
         self.jobs.signal();
     }
 
-    /// See `QueueBackend::change_seq`.
+    /// See `QueueChanges::change_seq`.
     pub(super) fn generation(&self) -> u64 {
         self.jobs.generation()
     }
 
-    /// See `QueueBackend::changed_since` and [`ChangeSignal::changed_since`].
+    /// See `QueueChanges::changed_since` and [`ChangeSignal::changed_since`].
     pub(super) async fn changed_since(&self, seen: u64, timeout: Duration) {
         self.jobs.changed_since(seen, timeout).await;
     }
 
-    /// See `QueueBackend::changed_here_since` and [`ChangeSignal::changed_here_since`].
+    /// See `QueueChanges::changed_here_since` and [`ChangeSignal::changed_here_since`].
     pub(super) async fn changed_here_since(&self, seen: u64, timeout: Duration) {
         self.jobs.changed_here_since(seen, timeout).await;
     }

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use skillforge_engine::output::{NewOutput, OutputStream};
-use skillforge_engine::{JobState, QueueBackend, WorkerIdentity};
+use skillforge_engine::backend::prelude::*;
+use skillforge_engine::{JobState, WorkerIdentity};
 
 use super::{RedisServer, backend, scenarios, spec};
 

@@ -7,6 +7,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use skillforge_engine::backend::prelude::*;
 use skillforge_engine::redis::RedisBackend;
 use skillforge_engine::{
     CancelReply, EngineError, ExpiredLease, Finish, FinishReply, HeartbeatReply, JobSpec, JobState,

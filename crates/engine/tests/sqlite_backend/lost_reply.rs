@@ -17,7 +17,7 @@ fn lost() -> EngineError {
 }
 
 #[async_trait::async_trait]
-impl QueueBackend for LostFinishReplies {
+impl QueueCore for LostFinishReplies {
     fn name(&self) -> &'static str {
         self.0.name()
     }
@@ -37,24 +37,6 @@ impl QueueBackend for LostFinishReplies {
     ) -> Result<Vec<LeasedJob>, EngineError> {
         self.0.lease_or_stop(queue, worker, max, wait, stop).await
     }
-    fn change_seq(&self) -> u64 {
-        self.0.change_seq()
-    }
-    async fn changed_since(&self, seen: u64, timeout: Duration) {
-        self.0.changed_since(seen, timeout).await;
-    }
-    async fn append_output(&self, job_id: &str, fencing_token: u64, chunks: &[skillforge_engine::output::NewOutput]) -> Result<bool, EngineError> {
-        self.0.append_output(job_id, fencing_token, chunks).await
-    }
-    async fn read_output(&self, job_id: &str, after: Option<&str>, limit: usize) -> Result<Vec<skillforge_engine::output::OutputChunk>, EngineError> {
-        self.0.read_output(job_id, after, limit).await
-    }
-    async fn trim_output(&self, job_id: &str) -> Result<(), EngineError> {
-        self.0.trim_output(job_id).await
-    }
-    fn shares_disk(&self) -> bool {
-        self.0.shares_disk()
-    }
     async fn heartbeat(&self, job_id: &str, fencing_token: u64) -> Result<HeartbeatReply, EngineError> {
         self.0.heartbeat(job_id, fencing_token).await
     }
@@ -65,39 +47,75 @@ impl QueueBackend for LostFinishReplies {
     async fn release(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
         self.0.release(job_id, fencing_token).await
     }
-    async fn expired_leases(&self, limit: usize) -> Result<Vec<ExpiredLease>, EngineError> {
-        self.0.expired_leases(limit).await
+    async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError> {
+        self.0.get(job_id).await
     }
-    async fn reap(&self, lease: &ExpiredLease, action: &ReapAction) -> Result<bool, EngineError> {
-        self.0.reap(lease, action).await
+    async fn now_ms(&self) -> Result<i64, EngineError> {
+        self.0.now_ms().await
     }
+}
+
+#[async_trait::async_trait]
+impl QueueControl for LostFinishReplies {
     async fn cancel(&self, job_id: &str) -> Result<Cancel, EngineError> {
         self.0.cancel(job_id).await
     }
     async fn retry(&self, job_id: &str) -> Result<(), EngineError> {
         self.0.retry(job_id).await
     }
-    async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError> {
-        self.0.get(job_id).await
-    }
     async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>, EngineError> {
         self.0.list(state, limit).await
     }
+    async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
+        self.0.leases().await
+    }
+}
+
+#[async_trait::async_trait]
+impl QueueChanges for LostFinishReplies {
+    fn change_seq(&self) -> u64 {
+        self.0.change_seq()
+    }
+    async fn changed_since(&self, seen: u64, timeout: Duration) {
+        self.0.changed_since(seen, timeout).await;
+    }
+}
+
+#[async_trait::async_trait]
+impl QueueResults for LostFinishReplies {
     async fn pending_results(&self, limit: usize) -> Result<Vec<Job>, EngineError> {
         self.0.pending_results(limit).await
     }
     async fn ack_result(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
         self.0.ack_result(job_id, fencing_token).await
     }
-    async fn prune(&self, rule: &PruneRule, limit: usize) -> Result<PruneBatch, EngineError> {
-        self.0.prune(rule, limit).await
+}
+
+#[async_trait::async_trait]
+impl QueueOutput for LostFinishReplies {
+    async fn append_output(&self, job_id: &str, fencing_token: u64, chunks: &[skillforge_engine::output::NewOutput]) -> Result<bool, EngineError> {
+        self.0.append_output(job_id, fencing_token, chunks).await
     }
-    async fn prune_count(&self, rule: &PruneRule) -> Result<(u64, u64), EngineError> {
-        self.0.prune_count(rule).await
+    async fn read_output(&self, job_id: &str, after: Option<&str>, limit: usize) -> Result<Vec<skillforge_engine::output::OutputChunk>, EngineError> {
+        self.0.read_output(job_id, after, limit).await
     }
-    async fn tombstone(&self, job_id: &str) -> Result<Option<Tombstone>, EngineError> {
-        self.0.tombstone(job_id).await
+    async fn trim_output(&self, job_id: &str) -> Result<(), EngineError> {
+        self.0.trim_output(job_id).await
     }
+}
+
+#[async_trait::async_trait]
+impl QueueRecovery for LostFinishReplies {
+    async fn expired_leases(&self, limit: usize) -> Result<Vec<ExpiredLease>, EngineError> {
+        self.0.expired_leases(limit).await
+    }
+    async fn reap(&self, lease: &ExpiredLease, action: &ReapAction) -> Result<bool, EngineError> {
+        self.0.reap(lease, action).await
+    }
+}
+
+#[async_trait::async_trait]
+impl QueueLocks for LostFinishReplies {
     async fn acquire_lock(&self, name: &str, owner: &WorkerIdentity, heartbeat: Duration, stale_after: Duration) -> Result<LockAcquire, EngineError> {
         self.0.acquire_lock(name, owner, heartbeat, stale_after).await
     }
@@ -110,13 +128,30 @@ impl QueueBackend for LostFinishReplies {
     async fn reap_locks(&self) -> Result<Vec<String>, EngineError> {
         self.0.reap_locks().await
     }
-    async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
-        self.0.leases().await
+}
+
+#[async_trait::async_trait]
+impl QueueRetention for LostFinishReplies {
+    async fn prune(&self, rule: &PruneRule, limit: usize) -> Result<PruneBatch, EngineError> {
+        self.0.prune(rule, limit).await
     }
-    async fn now_ms(&self) -> Result<i64, EngineError> {
-        self.0.now_ms().await
+    async fn prune_count(&self, rule: &PruneRule) -> Result<(u64, u64), EngineError> {
+        self.0.prune_count(rule).await
+    }
+    async fn tombstone(&self, job_id: &str) -> Result<Option<Tombstone>, EngineError> {
+        self.0.tombstone(job_id).await
     }
 }
+
+impl QueueRoutes for LostFinishReplies {}
+
+impl QueueTransfer for LostFinishReplies {
+    fn shares_disk(&self) -> bool {
+        self.0.shares_disk()
+    }
+}
+
+impl QueueIntegrity for LostFinishReplies {}
 
 struct Passes;
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use skillforge_engine::backend::prelude::*;
 use skillforge_engine::sqlite::SqliteBackend;
 use skillforge_engine::{
     CancelReply, EngineError, ExpiredLease, Finish, FinishReply, HeartbeatReply, JobSpec, JobState,

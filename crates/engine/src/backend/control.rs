@@ -1,0 +1,43 @@
+//! [`QueueControl`]: what an operator (and a workflow acting for one) does to jobs beyond running
+//! them: cancel, retry, list, and see every lease held.
+
+use crate::error::EngineError;
+use crate::job::{CancelReply, Job, JobState, LeaseView};
+
+use super::QueueCore;
+
+/// Operator transitions and listings: `jobs cancel`, `jobs retry`, `jobs list`, `locks`, and the
+/// steps that cancel or retry their own jobs.
+///
+/// # Errors
+/// Every call returns [`EngineError::Backend`] when the queue cannot be read or
+/// written; a call that can return another variant says so.
+#[async_trait::async_trait]
+pub trait QueueControl: QueueCore {
+    /// Cancels a job: queued or stale ⇒ `cancelled` now; running ⇒ `cancel_requested`
+    /// (the worker sees it at its next heartbeat).
+    async fn cancel(&self, job_id: &str) -> Result<CancelReply, EngineError>;
+
+    /// Puts a `failed`, `dead`, `cancelled` or `stale` job back in the queue with a fresh
+    /// attempt budget (attempt history kept). Errors with [`EngineError::InvalidState`] otherwise.
+    async fn retry(&self, job_id: &str) -> Result<(), EngineError>;
+
+    /// [`QueueControl::retry`] that first replaces the job's payload with `payload` (the same
+    /// runner kind's JSON), in the same atomic step: `jobs retry --env`, and a keyed submit
+    /// starting a new attempt of a job that could not run in the environment it was given. The
+    /// attempt history is kept. A backend without it (a test wrapper) refuses with
+    /// [`EngineError::Config`].
+    ///
+    /// # Errors
+    /// As [`QueueControl::retry`]; nothing changes on an error.
+    async fn retry_with_payload(&self, job_id: &str, payload: &serde_json::Value) -> Result<(), EngineError> {
+        let _ = payload;
+        Err(EngineError::Config(format!("this queue backend cannot replace the payload of job `{job_id}`")))
+    }
+
+    /// Jobs, newest first, optionally filtered by state, at most `limit`.
+    async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>, EngineError>;
+
+    /// Every active job lease and named lock.
+    async fn leases(&self) -> Result<Vec<LeaseView>, EngineError>;
+}
