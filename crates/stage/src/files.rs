@@ -4,7 +4,7 @@
 //! files travel by content through the queue's transfer area ([`ship_dirs`]) and come back as
 //! the job's output dirs, delivered at ingestion before the family's handler runs. The handler
 //! maps the payload's paths back with [`delivered_path`]. On a queue whose workers share this
-//! disk ([`QueueBackend::shares_disk`]) none of this is used: the payload names the dirs.
+//! disk ([`skillforge_engine::backend::QueueTransfer::shares_disk`]) none of this is used: the payload names the dirs.
 //!
 //! What comes back is every file of the dir as the run left it; delivery writes and never
 //! removes, so a file the run deleted stays on the control plane unless the step calls

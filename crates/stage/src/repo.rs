@@ -1,5 +1,5 @@
 //! A job's repository on a fleet (issue 20): before a `sandbox` or `checker` job is enqueued on
-//! a queue whose workers do not share this disk ([`QueueBackend::shares_disk`] false: Redis),
+//! a queue whose workers do not share this disk ([`skillforge_engine::backend::QueueTransfer::shares_disk`] false: Redis),
 //! its local checkout path becomes something any worker can fetch — the checkout's remote URL
 //! when the remote has every commit the job names (nothing is pushed), else a `git bundle` of
 //! the checkout sent through the queue's transfer area — and its revs become commit ids. The

@@ -26,7 +26,7 @@ use crate::exit::CliError;
 const WORKER_CHECK_EVERY: Duration = Duration::from_secs(1);
 const NO_WORKER_NOTE_AFTER: Duration = Duration::from_secs(3);
 /// Between two reads of the waited jobs the waiter sleeps until the queue signals a change
-/// ([`QueueBackend::changed_since`]: at once for the in-process worker's finish, within the
+/// ([`skillforge_engine::backend::QueueChanges::changed_since`]: at once for the in-process worker's finish, within the
 /// `data_version` poll for another process's on the embedded queue, on the `changed` channel's
 /// message on Redis), at most this long, growing from the first to the second delay: the
 /// fallback poll for a notification that was lost (e.g. across a Redis restart).

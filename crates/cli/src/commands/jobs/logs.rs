@@ -17,7 +17,7 @@ use crate::exit::{CliError, CliResult, OK};
 const PAGE: usize = 256;
 /// Longest `--follow` waits between two reads when neither new output nor a change of the job
 /// is signalled: the fallback for a lost wake-up (a Redis restart). New output wakes the
-/// follower at once on both backends ([`QueueBackend::output_since`]: the embedded queue's
+/// follower at once on both backends ([`skillforge_engine::backend::QueueOutput::output_since`]: the embedded queue's
 /// change signal; on Redis a blocking `XREAD` on the job's output stream), the job's end on
 /// the queue's change signal. `SKILLFORGE_FOLLOW_FALLBACK_MS` overrides it (tests set it long
 /// to show that the wake-ups, not this poll, deliver the output).
