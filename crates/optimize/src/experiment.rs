@@ -89,7 +89,7 @@ pub async fn submit_worker(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32) -> Result
             let h = log.hypothesis_backlog.iter().find(|h| h.id == wait.hypothesis_id).ok_or_else(|| OptimizeError::Invalid(format!("hypothesis `{}` is not in the backlog", wait.hypothesis_id)))?;
             let digest = std::fs::read_to_string(ctx.root.source_digest()).unwrap_or_default();
             let text = brief::render(&ctx.spec, log, &digest, n, (&h.description, &h.category), remote.as_ref());
-            super::log::write_atomic(&brief_path, &text)?;
+            skillforge_stage::fs::write_atomic(&brief_path, &text)?;
             text
         }
     };

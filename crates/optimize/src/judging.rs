@@ -23,7 +23,8 @@ use skillforge_runner_agent::{AgentPayload, Spend as AgentSpend, Usage};
 
 use super::OptimizeError;
 use super::judge::{self, JudgeCache, JudgedItem, Reply};
-use super::log::{JudgeRecord, write_atomic};
+use super::log::{JudgeRecord};
+use skillforge_stage::fs::write_atomic;
 use super::measure::{Sample, SampleOutput};
 use super::run::{Ctx, passed};
 use super::snapshot::WorstCase;
@@ -92,7 +93,7 @@ pub fn read_cache(root: &super::state::StateRoot) -> Result<JudgeCache, Optimize
 
 fn write_cache(ctx: &Ctx<'_>, cache: &JudgeCache) -> Result<(), OptimizeError> {
     let text = serde_norway::to_string(cache).map_err(|e| OptimizeError::Invalid(e.to_string()))?;
-    write_atomic(&ctx.root.judge_cache(), &text)
+    Ok(write_atomic(&ctx.root.judge_cache(), &text)?)
 }
 
 fn batch_digest(batch: &[(String, Value)]) -> String {

@@ -76,6 +76,20 @@ pub enum OptimizeError {
     Busy(String),
 }
 
+/// A failed atomic write is an [`OptimizeError::Env`] naming the file and the step.
+impl From<skillforge_stage::fs::WriteError> for OptimizeError {
+    fn from(e: skillforge_stage::fs::WriteError) -> Self {
+        OptimizeError::Env(e.to_string())
+    }
+}
+
+/// A failed git command is an [`OptimizeError::Git`]: `git <args> in `<dir>`: <stderr>`.
+impl From<skillforge_stage::git::GitError> for OptimizeError {
+    fn from(e: skillforge_stage::git::GitError) -> Self {
+        OptimizeError::Git(e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod limits_tests {
     use super::state::StateRoot;

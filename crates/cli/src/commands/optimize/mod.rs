@@ -287,7 +287,7 @@ fn print_report(ctx: &Context, a: SpecArgs) -> CliResult {
     run::read_run_file(&root).map_err(map_err)?;
     let log = log::read(&root.root).map_err(map_err)?;
     let text = report::render(&spec, &log);
-    log::write_atomic(&root.report(), &text).map_err(map_err)?;
+    skillforge_stage::fs::write_atomic(&root.report(), &text).map_err(|e| map_err(e.into()))?;
     if ctx.json {
         print_json(&json!({"report": root.report(), "text": text}));
     } else {
