@@ -12,7 +12,8 @@ use super::arm::{ArmRecord, ArmSide, RUN_ERROR_CHARS, truncate_chars};
 use super::brief::Brief;
 use super::arm_runner::ArmRunner;
 use super::inventory::{HANDED_SKILL_DIR, installed_skills};
-use super::layout::{arm_dir, meta_dir, write_atomic, write_json};
+use super::layout::{arm_dir, meta_dir, write_json};
+use skillforge_stage::fs::write_atomic;
 use super::stages::StageDef;
 use super::tool_errors::count_tool_errors;
 use skillforge_stage::files;
@@ -58,7 +59,7 @@ pub fn prepare_sample(sample_dir: &Path, brief: &Brief, runtime: &str, skill_dir
         std::fs::create_dir_all(&work).map_err(|e| format!("create `{}`: {e}", work.display()))?;
         std::fs::create_dir_all(meta_dir(sample_dir, side)).map_err(|e| format!("create meta dir: {e}"))?;
         for (rel, text) in &brief.setup {
-            write_atomic(&work.join(rel), text.as_bytes()).map_err(|e| format!("write setup file `{rel}`: {e}"))?;
+            write_atomic(&work.join(rel), text.as_bytes()).map_err(|e| format!("write setup file `{rel}`: {}", e.source))?;
         }
         let skill = match side {
             ArmSide::With => Some(skill_dir),
@@ -224,7 +225,7 @@ pub fn apply_arm(job: &Job) -> Result<(), String> {
     };
     // An API error's text is the CLI talking, never the arm's answer: no final.txt then.
     if let Some(message) = report.as_ref().and_then(AgentReport::answer) {
-        write_atomic(&meta.join(FINAL_FILE), message.as_bytes()).map_err(|e| format!("write final.txt: {e}"))?;
+        write_atomic(&meta.join(FINAL_FILE), message.as_bytes()).map_err(|e| format!("write final.txt: {}", e.source))?;
     }
     write_json(&meta.join(RUN_FILE), &record)
 }

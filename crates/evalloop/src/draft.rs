@@ -83,9 +83,8 @@ pub fn draft_prompt(theme: &DraftTheme) -> String {
 /// # Errors
 /// [`PayloadError`] when the payload does not serialize.
 pub fn draft_job(stage: &StageDef, theme: &DraftTheme, runtime: &str, model: Option<&str>) -> Result<JobSpec, PayloadError> {
-    use sha2::Digest;
     let prompt = draft_prompt(theme);
-    let digest = hex::encode(&sha2::Sha256::digest(prompt.as_bytes())[..8]);
+    let digest = &skillforge_stage::fs::sha256_hex(prompt.as_bytes())[..16];
     let mut payload = AgentPayload::new(runtime, prompt);
     payload.model = model.map(str::to_owned);
     payload.timeout_secs = Some(stage.timeout_secs);

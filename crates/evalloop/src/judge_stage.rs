@@ -17,7 +17,8 @@ use super::arm_stage::{FINAL_FILE, RUN_FILE, SHIPPED_META, SHIPPED_WORK};
 use super::brief::{Brief, FINAL_ENV};
 use super::invalid::{ArmFacts, Invalid, check_never_ran, classify};
 use super::inventory::judge_manifest;
-use super::layout::{arm_dir, meta_dir, read_json, write_atomic, write_json};
+use super::layout::{arm_dir, meta_dir, read_json, write_json};
+use skillforge_stage::fs::write_atomic;
 use super::mapping::{MAPPING_FILE, Mapping, Slot, SlotView, deliverable, judge_prompt};
 use super::sample::{SampleVerdict, VERDICT_FILE};
 use super::stages::StageDef;
@@ -173,7 +174,7 @@ pub fn prepare_judge(brief: &Brief, sample_dir: &Path, sample: u32, skill: &str,
         SlotView { final_message: facts.get(side).final_message.clone().unwrap_or_default(), files, delivered }
     };
     let prompt = judge_prompt(brief, &view(Slot::A), &view(Slot::B));
-    write_atomic(&sample_dir.join(JUDGE_PROMPT_FILE), prompt.as_bytes()).map_err(|e| format!("write judge prompt: {e}"))?;
+    write_atomic(&sample_dir.join(JUDGE_PROMPT_FILE), prompt.as_bytes()).map_err(|e| format!("write judge prompt: {}", e.source))?;
     let mut payload = AgentPayload::new(judge_runtime, prompt);
     payload.timeout_secs = Some(stage.timeout_secs);
     // Issue 31 item 6: the judge reads what its prompt shows it and nothing else: no tools that

@@ -37,19 +37,6 @@ pub fn meta_dir(sample_dir: &Path, side: ArmSide) -> PathBuf {
     sample_dir.join(format!("{}.meta", side.as_str()))
 }
 
-/// Writes `bytes` to `path` through a temp file and a rename, so a reader never sees half a file.
-///
-/// # Errors
-/// The I/O error.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
-}
-
 /// Reads and parses a JSON file; `Ok(None)` when it does not exist.
 ///
 /// # Errors
@@ -66,13 +53,13 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T
     }
 }
 
-/// Writes `value` as pretty JSON atomically.
+/// Writes `value` as pretty JSON atomically ([`skillforge_stage::fs::write_atomic`]).
 ///
 /// # Errors
 /// A message naming the file.
 pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), String> {
     let text = serde_json::to_vec_pretty(value).map_err(|e| e.to_string())?;
-    write_atomic(path, &text).map_err(|e| format!("write `{}`: {e}", path.display()))
+    skillforge_stage::fs::write_atomic(path, &text).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

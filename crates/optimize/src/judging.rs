@@ -17,14 +17,13 @@
 use std::collections::BTreeSet;
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use skillforge_engine::Job;
 use skillforge_runner_agent::{AgentPayload, Spend as AgentSpend, Usage};
 
 use super::OptimizeError;
 use super::judge::{self, JudgeCache, JudgedItem, Reply};
 use super::log::{JudgeRecord};
-use skillforge_stage::fs::write_atomic;
+use skillforge_stage::fs::{sha256_hex, write_atomic};
 use super::measure::{Sample, SampleOutput};
 use super::run::{Ctx, passed};
 use super::snapshot::WorstCase;
@@ -96,12 +95,10 @@ fn write_cache(ctx: &Ctx<'_>, cache: &JudgeCache) -> Result<(), OptimizeError> {
     Ok(write_atomic(&ctx.root.judge_cache(), &text)?)
 }
 
+/// The first 16 hex digits of the sha256 of the batch's content hashes, concatenated.
 fn batch_digest(batch: &[(String, Value)]) -> String {
-    let mut h = Sha256::new();
-    for (hash, _) in batch {
-        h.update(hash.as_bytes());
-    }
-    hex::encode(h.finalize())[..16].to_owned()
+    let joined: String = batch.iter().map(|(hash, _)| hash.as_str()).collect();
+    sha256_hex(joined.as_bytes())[..16].to_owned()
 }
 
 fn final_message(job: &Job) -> String {
