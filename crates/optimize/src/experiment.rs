@@ -15,7 +15,7 @@ use super::decide::{self, DecideConfig, DecideInput, DecideResult, Decision, Mea
 use super::git;
 use super::log::{Comparison, ComparisonKind, Entry, ExperimentLog, Outcome, PendingWait, WorkerResult};
 use super::measure::{self, Sample};
-use super::run::{Ctx, Event, passed};
+use super::ctx::{Ctx, Event, passed};
 use super::state::{Marker, OWN_FILES, side, write_marker};
 
 /// The prefix of a worker's final-message line naming a dependency it needs and may not install (O-02).

@@ -12,7 +12,7 @@ use super::judging;
 use super::git;
 use super::log::{Best, Comparison, ComparisonKind, Entry, ExperimentLog, Outcome};
 use super::measure::Sample;
-use super::run::{Ctx, Event};
+use super::ctx::{Ctx, Event};
 use super::spec::DEFAULT_MAX_RUNNER_UP_MERGES;
 use super::state::{OWN_FILES, side};
 

@@ -25,7 +25,7 @@ use super::judge::{self, JudgeCache, JudgedItem, Reply};
 use super::log::{JudgeRecord};
 use skillforge_stage::fs::{sha256_hex, write_atomic};
 use super::measure::{Sample, SampleOutput};
-use super::run::{Ctx, passed};
+use super::ctx::{Ctx, passed};
 use super::snapshot::WorstCase;
 use super::spec::{JudgeSpec, MetricKind};
 

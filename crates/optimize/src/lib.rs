@@ -8,8 +8,8 @@
 //! [`judge`], [`remote`], [`stopping`], [`brief`], [`digest`], [`snapshot`]. Persistence:
 //! [`log`] (the experiment log and its verified checkpoints), [`state`] (state root, markers,
 //! recovery scan), [`fleet`] (a job's checkout sent by content to a fleet that does not share
-//! this disk). The loop: [`run`] (ticks over the stage core's [`skillforge_stage::StageJobs`] port, [`port`]), [`git`] (worktrees,
-//! commits, merges).
+//! this disk). The loop: [`run`] (ticks over the stage core's [`skillforge_stage::StageJobs`] port, [`port`]), [`ctx`] (the
+//! context and events every step of the loop shares), [`git`] (worktrees, commits, merges).
 //!
 //! **Architecture Invariant:** the experiment log on disk is the source of truth; every
 //! checkpoint (CP-2, CP-3, CP-4) is written and read back before the loop goes on, and every
@@ -18,6 +18,7 @@
 
 pub mod backlog;
 pub mod brief;
+pub mod ctx;
 pub mod decide;
 pub mod delegation;
 pub mod digest;

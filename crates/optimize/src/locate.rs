@@ -8,7 +8,7 @@
 use super::OptimizeError;
 use super::backlog::Estimate;
 use super::log::ExperimentLog;
-use super::run::{Ctx, Event, passed};
+use super::ctx::{Ctx, Event, passed};
 
 /// Takes the locating measurements of hypotheses `ids`; `Ok(Err(reason))` names a blocker.
 ///

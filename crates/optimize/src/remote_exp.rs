@@ -33,7 +33,7 @@ use super::git;
 use super::log::{Comparison, ComparisonKind, Entry, ExperimentLog, Outcome};
 use skillforge_stage::fs::write_atomic;
 use super::remote::{self, RefFacts};
-use super::run::{Ctx, Event};
+use super::ctx::{Ctx, Event};
 use super::state::{OWN_FILES, side};
 
 /// `measured_by` of a pairing a remote worker produced.
@@ -113,7 +113,7 @@ async fn more_samples(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut Entry,
         let timeout = ctx.spec.execution.worker_timeout_seconds.map(std::time::Duration::from_secs);
         let job = ctx.run_one(ctx.job("experiment", &payload, ctx.key(&format!("exp-{n:03}:worker:more-{round}")), timeout)?, "experiment running").await?;
         let message = job.outcome.as_ref().and_then(|o| o.detail.get("final_message")).and_then(|m| m.as_str()).unwrap_or("").to_owned();
-        let failure = if !super::run::passed(&job) {
+        let failure = if !super::ctx::passed(&job) {
             Some(format!("the sample re-dispatch (job {}) ended {}", job.id, job.state))
         } else {
             message.lines().find_map(|l| l.trim().strip_prefix(BLOCKER)).map(|b| format!("worker blocker on the sample re-dispatch: {}", b.trim()))

@@ -9,7 +9,7 @@ use super::OptimizeError;
 use super::backlog::DepStatus;
 use super::brief::fmt_num;
 use super::log::{ComparisonKind, Entry, ExperimentLog};
-use super::run::Ctx;
+use super::ctx::Ctx;
 use super::snapshot::std_dev;
 use super::spec::Spec;
 
