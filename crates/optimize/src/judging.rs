@@ -238,14 +238,15 @@ async fn run_pass(ctx: &Ctx<'_>, j: &JudgeSpec, pass: Pass<'_>, items: &[Value],
 
 /// Judges one output in place: its sampled items' aggregate becomes `metrics[primary]`
 /// (absent when every item went unscored, so the decide step reports the missing objective).
-/// `Ok(Err(reason))` when a judge could not run.
+/// [`Judged::Scored`] with the record of both passes (an empty one when the primary is not a
+/// judge metric); [`Judged::Undispatchable`] when a judge could not run.
 ///
 /// # Errors
 /// As [`judge_items`].
-pub async fn judge_output(ctx: &Ctx<'_>, out: &mut SampleOutput, seed: u64, exclude: &BTreeSet<String>, tag: &str) -> Result<Result<(JudgeRecord, Vec<WorstCase>), String>, OptimizeError> {
-    let Some(j) = judges(ctx) else { return Ok(Ok((JudgeRecord::default(), Vec::new()))) };
+pub async fn judge_output(ctx: &Ctx<'_>, out: &mut SampleOutput, seed: u64, exclude: &BTreeSet<String>, tag: &str) -> Result<Judged, OptimizeError> {
+    let Some(j) = judges(ctx) else { return Ok(Judged::Scored { record: JudgeRecord::default(), worst: Vec::new() }) };
     match judge_items(ctx, j, &out.items, seed, exclude, tag).await? {
-        Judged::Undispatchable(reason) => Ok(Err(reason)),
+        Judged::Undispatchable(reason) => Ok(Judged::Undispatchable(reason)),
         Judged::Scored { mut record, worst } => {
             if let Some(v) = judge::aggregate(&record.items, score_field(ctx, j)) {
                 out.metrics.insert(ctx.spec.metric.primary.name.clone(), v);
@@ -255,7 +256,7 @@ pub async fn judge_output(ctx: &Ctx<'_>, out: &mut SampleOutput, seed: u64, excl
                 let summaries = summaries(out);
                 let pass = Pass { rubric, sample_size: j.singleton_sample as usize, stratify: None, singleton_summaries: Some(&summaries) };
                 match run_pass(ctx, j, pass, &out.singletons, seed, exclude, &format!("{tag}:singletons")).await? {
-                    Judged::Undispatchable(reason) => return Ok(Err(reason)),
+                    Judged::Undispatchable(reason) => return Ok(Judged::Undispatchable(reason)),
                     Judged::Scored { record: singles, .. } => {
                         record.calls += singles.calls;
                         record.spend.merge(&singles.spend);
@@ -265,7 +266,7 @@ pub async fn judge_output(ctx: &Ctx<'_>, out: &mut SampleOutput, seed: u64, excl
                     }
                 }
             }
-            Ok(Ok((record, worst)))
+            Ok(Judged::Scored { record, worst })
         }
     }
 }
@@ -298,13 +299,13 @@ pub async fn judge_pair(ctx: &Ctx<'_>, reference: Sample, candidate: Sample, tag
         spend,
         blocker: Some(reason),
     };
-    let (ref_record, _) = match judge_output(ctx, &mut r, seed, exclude, &format!("{tag}:ref")).await? {
-        Ok(x) => x,
-        Err(reason) => return Ok(undispatchable(r, 0, AgentSpend::default(), reason)),
+    let ref_record = match judge_output(ctx, &mut r, seed, exclude, &format!("{tag}:ref")).await? {
+        Judged::Scored { record, .. } => record,
+        Judged::Undispatchable(reason) => return Ok(undispatchable(r, 0, AgentSpend::default(), reason)),
     };
     let (record, worst) = match judge_output(ctx, &mut c, seed, exclude, &format!("{tag}:cand")).await? {
-        Ok(x) => x,
-        Err(reason) => return Ok(undispatchable(r, ref_record.calls, ref_record.spend, reason)),
+        Judged::Scored { record, worst } => (record, worst),
+        Judged::Undispatchable(reason) => return Ok(undispatchable(r, ref_record.calls, ref_record.spend, reason)),
     };
     let mut spend = ref_record.spend;
     spend.merge(&record.spend);

@@ -120,7 +120,7 @@ mod limits_tests {
         std::fs::write(root.judge_cache(), deep()).unwrap();
         refused(super::judging::read_cache(&root).unwrap_err(), "judge-cache.yaml");
         refused(super::spec::Spec::parse(&deep(), "deep-spec.yaml").unwrap_err(), "deep-spec.yaml");
-        let err = super::measure::parse_output(&deep()).unwrap_err();
+        let err = super::measure::parse_output(&deep()).unwrap_err().to_string();
         assert!(err.contains("measurement output") && err.contains("nests"), "{err}");
     }
 }

@@ -122,7 +122,7 @@ async fn more_samples(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut Entry,
         let checked = match failure {
             Some(f) => Err(f),
             None => remote::collect(&ctx.repo, url, &entry.branch).map_err(|e| e.to_string()).and_then(|f| {
-                remote::accept(&f, &entry.base_sha, &ctx.spec.scope, &required)?;
+                remote::accept(&f, &entry.base_sha, &ctx.spec.scope, &required).map_err(|e| e.to_string())?;
                 if f.result.head_sha != head {
                     return Err(format!("the re-dispatch reported head_sha {} instead of {head}", f.result.head_sha));
                 }

@@ -17,6 +17,7 @@ use super::backlog::{BatchRequest, DepStatus, Selection, Spend, assign_ids, sele
 use super::ctx::{Ctx, Event};
 use super::digest::{hypotheses_from_themes, themes};
 use super::git::{self, rev_parse};
+use super::judging::Judged;
 use super::log::{self, ExperimentLog, Outcome, RunState};
 use super::measure::{self, Sample};
 use super::snapshot::Snapshot;
@@ -99,11 +100,11 @@ async fn init_inner(ctx: &Ctx<'_>, spec_path: &Path, spec_text: &str, created_at
             Sample::Ok(mut out) => {
                 let seed = super::judging::judges(ctx).map_or(0, |j| j.sample_seed);
                 let worst = match super::judging::judge_output(ctx, &mut out, seed, &BTreeSet::new(), &format!("baseline:{i}")).await? {
-                    Ok((record, worst)) => {
+                    Judged::Scored { record, worst } => {
                         baseline_judges.merge(&record.spend);
                         worst
                     }
-                    Err(reason) => return Err(OptimizeError::Env(format!("the baseline cannot be judged: {}: {reason} (no score is produced inline)", super::judging::UNDISPATCHABLE))),
+                    Judged::Undispatchable(reason) => return Err(OptimizeError::Env(format!("the baseline cannot be judged: {}: {reason} (no score is produced inline)", super::judging::UNDISPATCHABLE))),
                 };
                 baseline.push_sample(&out.metrics);
                 baseline.gates = super::gates::evaluate(&spec.metric.degenerate_gates, &out.metrics);
@@ -258,7 +259,7 @@ pub async fn run(ctx: &Ctx<'_>) -> Result<RunSummary, OptimizeError> {
             }
             match select(ctx, &log) {
                 Selection::Locate(ids) => {
-                    if let Err(reason) = super::locate::locate(ctx, &mut log, &ids).await? {
+                    if let super::locate::Located::Blocked(reason) = super::locate::locate(ctx, &mut log, &ids).await? {
                         return finish(ctx, log, StopReason::Blocked(reason));
                     }
                     continue;
