@@ -28,8 +28,8 @@ impl ResultHandler for EvalResultHandler {
             DRAFT_STAGE => Ok(()),
             // `eval deploy --to` reads the remote's report off the job itself.
             DEPLOY_STAGE => Ok(()),
-            other => Err(format!("evalloop job {} has unknown stage `{other}`", job.id)),
+            other => return Err(ApplyError::Unusable { job_id: job.id.clone(), reason: format!("evalloop job {} has unknown stage `{other}`", job.id) }),
         };
-        applied.map_err(|reason| ApplyError::Unusable { job_id: job.id.clone(), reason })
+        applied.map_err(|e| ApplyError::Unusable { job_id: job.id.clone(), reason: e.to_string() })
     }
 }

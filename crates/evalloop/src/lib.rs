@@ -6,7 +6,8 @@
 //! [`invalid`], [`mapping`], [`verdict`], [`sample`], [`stop`], [`aggregate`], [`gate`],
 //! [`ledger`]; session corpora and the recheck: [`sessions`], [`corrections`], [`words`],
 //! [`recheck`]. The durable forge: [`stages`], [`layout`], [`arm_runner`], [`arm_stage`], [`judge_stage`],
-//! [`tool_errors`], [`handler`] ([`handler::EvalResultHandler`]), [`install`], [`forge`].
+//! [`tool_errors`], [`handler`] ([`handler::EvalResultHandler`]), [`install`], [`forge`]; their
+//! shared errors: [`error`].
 //! Upkeep: [`backfill`], [`theme`], [`deploy`], [`draft`] (a knowledge-gap brief drafted by a model). Helpers: [`check`] (a verify that checks the
 //! delivered document), [`credentials`] (the arms' credential preflight).
 
@@ -21,6 +22,7 @@ pub mod corrections;
 pub mod credentials;
 pub mod deploy;
 pub mod draft;
+pub mod error;
 pub mod forge;
 pub mod gate;
 pub mod handler;
