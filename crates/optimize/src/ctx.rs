@@ -13,7 +13,7 @@ use skillforge_stage::StageJobs;
 
 use super::log::{ExperimentLog, write_verified};
 use super::measure::{self, Sample};
-use super::port::{self, OptimizeStages};
+use super::stages::{self, OptimizeStages};
 use super::spec::Spec;
 use super::state::StateRoot;
 use super::{OptimizeError, decide};
@@ -96,14 +96,14 @@ impl Ctx<'_> {
         format!("{}:{rest}", self.key_prefix)
     }
 
-    /// The job of `stage` running `payload` under `key` on this run's queue (see [`port::job`]).
+    /// The job of `stage` running `payload` under `key` on this run's queue (see [`stages::job`]).
     pub(crate) fn job<P: skillforge_runner::RunnerPayload>(&self, stage: &str, payload: &P, key: String, timeout: Option<std::time::Duration>) -> Result<skillforge_engine::JobSpec, OptimizeError> {
-        port::job(&self.stages, stage, payload, key, timeout, &self.queue)
+        stages::job(&self.stages, stage, payload, key, timeout, &self.queue)
     }
 
     /// Submits `spec` and waits for it through the port.
     pub(crate) async fn run_one(&self, spec: skillforge_engine::JobSpec, what: &str) -> Result<skillforge_engine::Job, OptimizeError> {
-        port::run_one(self.port, spec, what).await
+        stages::run_one(self.port, spec, what).await
     }
 
     pub(crate) fn emit(&self, e: Event) {

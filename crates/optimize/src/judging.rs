@@ -148,7 +148,7 @@ async fn round(ctx: &Ctx<'_>, j: &JudgeSpec, pass: Pass<'_>, batches: &[&Vec<(St
         payload.model = Some(model.clone());
         specs.push(ctx.job("judge", &payload, ctx.key(&format!("judge:{tag}:{}:{call}", batch_digest(batch))), None)?);
     }
-    let jobs = super::port::run_all(ctx.port, &specs, "judging").await?;
+    let jobs = super::stages::run_all(ctx.port, &specs, "judging").await?;
     for job in jobs.iter().filter(|job| job.outcome.is_some()) {
         let usage: Option<Usage> = job.outcome.as_ref().and_then(|o| o.detail.get("usage")).and_then(|u| serde_json::from_value(u.clone()).ok());
         spend.add_run(usage.as_ref());

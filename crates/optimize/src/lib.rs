@@ -8,8 +8,9 @@
 //! [`judge`], [`remote`], [`stopping`], [`brief`], [`digest`], [`snapshot`]. Persistence:
 //! [`log`] (the experiment log and its verified checkpoints), [`state`] (state root, markers,
 //! recovery scan), [`fleet`] (a job's checkout sent by content to a fleet that does not share
-//! this disk). The loop: [`run`] (ticks over the stage core's [`skillforge_stage::StageJobs`] port, [`port`]), [`ctx`] (the
-//! context and events every step of the loop shares), [`git`] (worktrees, commits, merges).
+//! this disk). The loop: [`run`] (ticks over the stage core's [`skillforge_stage::StageJobs`]
+//! port), [`stages`] (its stage definitions, job builder and the one way it runs jobs), [`ctx`]
+//! (the context and events every step of the loop shares), [`git`] (worktrees, commits, merges).
 //!
 //! **Architecture Invariant:** the experiment log on disk is the source of truth; every
 //! checkpoint (CP-2, CP-3, CP-4) is written and read back before the loop goes on, and every
@@ -33,13 +34,13 @@ pub mod locate;
 pub mod lock;
 pub mod log;
 pub mod measure;
-pub mod port;
 pub mod remote;
 pub mod remote_exp;
 pub mod report;
 pub mod run;
 pub mod snapshot;
 pub mod spec;
+pub mod stages;
 pub mod state;
 pub mod stopping;
 

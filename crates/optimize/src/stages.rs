@@ -1,4 +1,4 @@
-//! The optimize stages on the shared stage core (`workflows/optimize.toml` with
+//! The optimize loop's stage definitions on the shared stage core (`workflows/optimize.toml` with
 //! `<home>/optimize.toml` overrides, [`skillforge_stage`]): experiments and judges are `agent` jobs,
 //! measurements and locating measurements are `process` jobs; and the one way the loop runs a job
 //! through the [`StageJobs`] port the CLI implements once.
