@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use skillforge_runner_agent::{AgentContainer, AgentMount};
 
-use super::arm_stage::install_root;
+use super::steps::arm::install_root;
 use super::inventory::HANDED_SKILL_DIR;
 
 /// The agent's working directory in an arm's container (the agent runner mounts the arm's work

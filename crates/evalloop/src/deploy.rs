@@ -284,7 +284,7 @@ pub fn check_remote_report(stdout: &str, expected: &[(String, String)], host: &s
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arm_stage::copy_tree;
+    use crate::steps::arm::copy_tree;
 
     fn tree(dir: &Path) -> PathBuf {
         let tree = dir.join("src/tldr");

@@ -6,8 +6,9 @@ use skillforge_engine::Job;
 use skillforge_engine::ingest::{ApplyError, ResultHandler};
 use sqlx::SqliteConnection;
 
-use super::arm_stage::apply_arm;
-use super::judge_stage::{apply_judge, apply_verify};
+use super::steps::arm::apply_arm;
+use super::steps::judge::apply_judge;
+use super::steps::verify::apply_verify;
 use super::stages::{ARM_STAGE, DEPLOY_STAGE, DRAFT_STAGE, EVAL_WORKFLOW, JUDGE_STAGE, VERIFY_STAGE};
 
 /// Applies `evalloop` jobs (no domain-store tables: the evidence lives in files, as the seed keeps it).

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::arm_stage::copy_tree;
+use super::steps::arm::copy_tree;
 use super::error::IoError;
 use super::layout::eval_root;
 

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use anyhow::anyhow;
 use clap::Args;
 use skillforge_engine::JobState;
-use skillforge_evalloop::arm_stage::copy_tree;
+use skillforge_evalloop::steps::arm::copy_tree;
 use skillforge_evalloop::deploy::{Deployed, check_remote_report, deploy_job, deploy_tree, skill_tree_name};
 use skillforge_evalloop::install::{USER_SKILL_RUNTIMES, user_skill_root};
 use skillforge_evalloop::layout::ledger_path;

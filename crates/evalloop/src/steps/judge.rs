@@ -1,94 +1,36 @@
-//! The judge stage of a forge (seed: skill-eval-loop, "The blind is enforced, not assumed",
-//! "Hard rules"): the brief's verify as a `process` job in each arm's work dir (one gate for every
-//! runner, E-10), the pre-judge checks (`arm_never_ran` before any mapping is drawn, E-45), the
-//! invalid codes in precedence, the mapping kept on disk, the blind judge's `agent` job, and
-//! applying its reply as `verdict.json`.
+//! The judge step of a forge (seed: skill-eval-loop, "The blind is enforced, not assumed",
+//! "Hard rules"): the pre-judge checks on both arms' facts (`arm_never_ran` before any mapping is
+//! drawn, E-45), the invalid codes in precedence, the mapping kept on disk, the blind judge's
+//! `agent` job, and applying its reply as `verdict.json`.
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
 use skillforge_engine::{Job, JobSpec};
-use skillforge_runner::PayloadError;
 use skillforge_runner_agent::{Access, AgentPayload, AgentReport};
-use skillforge_runner_process::ProcessPayload;
-
-use super::arm::{ArmPair, ArmRecord, ArmSide};
-use super::arm_stage::{FINAL_FILE, RUN_FILE, SHIPPED_META, SHIPPED_WORK};
-use super::brief::{Brief, FINAL_ENV};
-use super::error::StepError;
-use super::invalid::{ArmFacts, Invalid, check_never_ran, classify};
-use super::inventory::judge_manifest;
-use super::layout::{arm_dir, meta_dir, read_json, write_json};
-use skillforge_stage::fs::write_atomic;
-use super::mapping::{MAPPING_FILE, Mapping, Slot, SlotView, deliverable, judge_prompt};
-use super::sample::{SampleVerdict, VERDICT_FILE};
-use super::stages::StageDef;
-use super::verdict::{JudgeReading, parse_verdict};
 use skillforge_stage::files;
+use skillforge_stage::fs::write_atomic;
+
+use super::arm::{FINAL_FILE, RUN_FILE};
+use super::verify::{VERIFY_FILE, VerifyResult};
+use crate::arm::{ArmPair, ArmRecord, ArmSide};
+use crate::brief::Brief;
+use crate::error::StepError;
+use crate::invalid::{ArmFacts, Invalid, check_never_ran, classify};
+use crate::inventory::judge_manifest;
+use crate::layout::{arm_dir, meta_dir, read_json, write_json};
+use crate::mapping::{MAPPING_FILE, Mapping, Slot, SlotView, deliverable, judge_prompt};
+use crate::sample::{SampleVerdict, VERDICT_FILE};
+use crate::stages::StageDef;
+use crate::verdict::{JudgeReading, parse_verdict};
 
 /// Name of the judge's output dir in its job dir on a fleet (delivered to the sample dir).
 pub const JUDGE_OUT: &str = "out";
 
-/// `<arm>.meta/verify.json`.
-pub const VERIFY_FILE: &str = "verify.json";
 /// The judge's transcript in the sample dir.
 pub const JUDGE_TRANSCRIPT_FILE: &str = "judge.transcript.jsonl";
 /// The judge's prompt as sent (kept for the report and for checking the blind; the mapping is
 /// in its own file).
 pub const JUDGE_PROMPT_FILE: &str = "judge.prompt.txt";
-
-/// `verify.json`: the brief's verify in one arm's work dir.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VerifyResult {
-    /// Exit 0.
-    pub passed: bool,
-    /// Exit class label.
-    pub exit: String,
-    /// Raw exit code.
-    pub exit_code: Option<i32>,
-}
-
-/// The verify job of one arm: `sh -c <verify>` in the arm's work dir with `$FORGE_FINAL` naming
-/// `<arm>.meta/final.txt` (E-03), key `<prefix>:<n>:<side>:verify`. Whatever runner ran the arm,
-/// this is a `process` job on the host (E-10: one gate). With `ships` the work and meta dirs
-/// are the job dir's `work/` and `meta/`, which the forge sends and gets back.
-///
-/// # Errors
-/// [`PayloadError`] when the payload does not serialize (a path that is not UTF-8).
-pub fn verify_job(brief: &Brief, sample_dir: &Path, sample: u32, side: ArmSide, stage: &StageDef, key_prefix: &str, ships: bool) -> Result<JobSpec, PayloadError> {
-    let mut payload = ProcessPayload::shell(brief.verify.clone());
-    let (work, meta) = match ships {
-        true => (files::worker_path(SHIPPED_WORK), files::worker_path(SHIPPED_META)),
-        false => (arm_dir(sample_dir, side), meta_dir(sample_dir, side)),
-    };
-    payload.cwd = Some(work);
-    payload.env.insert(FINAL_ENV.to_owned(), meta.join(FINAL_FILE).display().to_string());
-    let key = format!("{key_prefix}:{sample}:{side}:verify");
-    stage.job(&payload, Some(key))
-}
-
-/// Applies a finished verify job as `<arm>.meta/verify.json` (kept when it exists). A verify
-/// that could not run at all (no outcome) fails.
-///
-/// # Errors
-/// [`StepError`] when the job is not a verify job of this shape or the file cannot be written.
-pub fn apply_verify(job: &Job) -> Result<(), StepError> {
-    let payload: ProcessPayload = serde_json::from_value(job.spec.payload.clone()).map_err(|source| StepError::Payload { stage: "verify", job_id: job.id.clone(), source })?;
-    let meta = payload
-        .env
-        .get(FINAL_ENV)
-        .and_then(|p| files::delivered_path(job, Path::new(p)).parent().map(Path::to_path_buf))
-        .ok_or_else(|| StepError::NoPath { stage: "verify", job_id: job.id.clone(), what: FINAL_ENV })?;
-    let path = meta.join(VERIFY_FILE);
-    if path.exists() {
-        return Ok(());
-    }
-    let result = match &job.outcome {
-        Some(o) => VerifyResult { passed: o.exit.is_passed(), exit: o.exit.label().to_owned(), exit_code: o.exit_code },
-        None => VerifyResult { passed: false, exit: job.state.to_string(), exit_code: None },
-    };
-    Ok(write_json(&path, &result)?)
-}
 
 /// The stored facts of both arms of a sample (run.json, final.txt, verify.json).
 ///

@@ -1,4 +1,4 @@
-//! The arm stage of a forge: preparing a sample's two work dirs (refusing leftovers, E-46),
+//! The arm step of a forge: preparing a sample's two work dirs (refusing leftovers, E-46),
 //! the `agent` job of one arm, and applying its finished job as `<arm>.meta/run.json` +
 //! `final.txt` (seed: skill-eval-loop, "The loop", "Hard rules").
 
@@ -8,16 +8,17 @@ use skillforge_engine::{Job, JobSpec};
 use skillforge_runner::{ExitClass, PayloadError};
 use skillforge_runner_agent::{AgentPayload, AgentReport};
 
-use super::arm::{ArmRecord, ArmSide, RUN_ERROR_CHARS, truncate_chars};
-use super::error::{IoError, StepError};
-use super::brief::Brief;
-use super::arm_runner::ArmRunner;
-use super::inventory::{HANDED_SKILL_DIR, installed_skills};
-use super::layout::{arm_dir, meta_dir, write_json};
-use skillforge_stage::fs::write_atomic;
-use super::stages::StageDef;
-use super::tool_errors::count_tool_errors;
 use skillforge_stage::files;
+use skillforge_stage::fs::write_atomic;
+
+use crate::arm::{ArmRecord, ArmSide, RUN_ERROR_CHARS, truncate_chars};
+use crate::arm_runner::ArmRunner;
+use crate::brief::Brief;
+use crate::error::{IoError, StepError};
+use crate::inventory::{HANDED_SKILL_DIR, installed_skills};
+use crate::layout::{arm_dir, meta_dir, write_json};
+use crate::stages::StageDef;
+use crate::tool_errors::count_tool_errors;
 
 /// `run.json`, `final.txt`, `transcript.jsonl` in an arm's meta dir.
 pub const RUN_FILE: &str = "run.json";
