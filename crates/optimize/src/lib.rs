@@ -28,6 +28,7 @@ pub mod fleet;
 pub mod gates;
 pub mod integrate;
 pub mod git;
+pub mod handler;
 pub mod judge;
 pub mod judging;
 pub mod locate;
@@ -54,8 +55,8 @@ pub fn check_yaml(text: &str, what: &str) -> Result<(), OptimizeError> {
     skillforge_contract::limits::check_yaml(text).map_err(|e| OptimizeError::Invalid(format!("{what} {e}")))
 }
 
-/// The workflow name jobs carry.
-pub const WORKFLOW: &str = "optimize";
+/// The workflow name jobs carry (defined with the stages).
+pub use stages::WORKFLOW;
 
 /// Why an optimize command could not do what was asked. The CLI maps `Invalid` to exit 2 and the
 /// rest (`Busy` included) to exit 3.
@@ -132,5 +133,5 @@ pub static FAMILY: skillforge_stage::Family = skillforge_stage::Family {
     name: "optimize",
     workflow: WORKFLOW,
     summary: "the optimize loop: experiment jobs, read back through its job port by the loop; no effect at ingestion",
-    handler: skillforge_stage::family::record_only,
+    handler: handler::handler,
 };

@@ -12,9 +12,11 @@ use std::time::Duration;
 use skillforge_engine::{Job, JobSpec};
 use skillforge_runner::RunnerPayload;
 
-use super::{OptimizeError, WORKFLOW};
+use super::OptimizeError;
 use skillforge_stage::{Ran, StageJobs, StageSource, StagesError, Wait, WorkflowDef, run_jobs};
 
+/// The workflow name every optimize job carries.
+pub const WORKFLOW: &str = "optimize";
 /// The shipped stage file.
 pub const SHIPPED_OPTIMIZE_TOML: &str = include_str!("../../../workflows/optimize.toml");
 /// Stage names, in loop order.
