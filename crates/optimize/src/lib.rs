@@ -4,13 +4,18 @@
 //! held-out confirmation, integration of the winner and file-disjoint runners-up, checkpointed
 //! persistence with crash recovery, and stopping criteria.
 //!
+//! The product's skeleton: [`FAMILY`] (its line in the family registry), [`stages`] (its stage
+//! definitions, job builder and the one way it runs jobs through the stage core's
+//! [`skillforge_stage::StageJobs`] port), [`handler`] (ingestion records only), [`steps`] (the
+//! loop's steps, one per file), and the pure decision files.
+//!
 //! Pure logic, one concept per file: [`spec`], [`backlog`], [`decide`], [`gates`], [`measure`],
-//! [`judge`], [`remote`], [`stopping`], [`brief`], [`digest`], [`snapshot`]. Persistence:
-//! [`log`] (the experiment log and its verified checkpoints), [`state`] (state root, markers,
-//! recovery scan), [`fleet`] (a job's checkout sent by content to a fleet that does not share
-//! this disk). The loop: [`run`] (ticks over the stage core's [`skillforge_stage::StageJobs`]
-//! port), [`stages`] (its stage definitions, job builder and the one way it runs jobs), [`ctx`]
-//! (the context and events every step of the loop shares), [`git`] (worktrees, commits, merges).
+//! [`judge`], [`remote`], [`stopping`], [`brief`], [`digest`], [`snapshot`], [`delegation`].
+//! Persistence: [`log`] (the experiment log and its verified checkpoints), [`state`] (state root,
+//! markers, recovery scan), [`lock`] (one control plane per run), [`fleet`] (a job's checkout
+//! sent by content to a fleet that does not share this disk), [`report`] (the wrap-up report).
+//! The loop: [`run`] (init, ticks, resume, stop), [`ctx`] (the context and events every step
+//! shares), [`git`] (worktrees, commits, merges).
 //!
 //! **Architecture Invariant:** the experiment log on disk is the source of truth; every
 //! checkpoint (CP-2, CP-3, CP-4) is written and read back before the loop goes on, and every
@@ -23,25 +28,21 @@ pub mod ctx;
 pub mod decide;
 pub mod delegation;
 pub mod digest;
-pub mod experiment;
 pub mod fleet;
 pub mod gates;
-pub mod integrate;
 pub mod git;
 pub mod handler;
 pub mod judge;
-pub mod judging;
-pub mod locate;
 pub mod lock;
 pub mod log;
 pub mod measure;
 pub mod remote;
-pub mod remote_exp;
 pub mod report;
 pub mod run;
 pub mod snapshot;
 pub mod spec;
 pub mod stages;
+pub mod steps;
 pub mod state;
 pub mod stopping;
 
@@ -120,7 +121,7 @@ mod limits_tests {
         std::fs::write(root.root.join(super::state::MARKER_FILE), deep()).unwrap();
         refused(super::state::read_marker(&root.root).unwrap_err(), "result.yaml");
         std::fs::write(root.judge_cache(), deep()).unwrap();
-        refused(super::judging::read_cache(&root).unwrap_err(), "judge-cache.yaml");
+        refused(super::steps::judging::read_cache(&root).unwrap_err(), "judge-cache.yaml");
         refused(super::spec::Spec::parse(&deep(), "deep-spec.yaml").unwrap_err(), "deep-spec.yaml");
         let err = super::measure::parse_output(&deep()).unwrap_err().to_string();
         assert!(err.contains("measurement output") && err.contains("nests"), "{err}");

@@ -17,7 +17,7 @@ use super::backlog::{BatchRequest, DepStatus, Selection, Spend, assign_ids, sele
 use super::ctx::{Ctx, Event};
 use super::digest::{hypotheses_from_themes, themes};
 use super::git::{self, rev_parse};
-use super::judging::Judged;
+use super::steps::judging::Judged;
 use super::log::{self, ExperimentLog, Outcome, RunState};
 use super::measure::{self, Sample};
 use super::snapshot::Snapshot;
@@ -98,13 +98,13 @@ async fn init_inner(ctx: &Ctx<'_>, spec_path: &Path, spec_text: &str, created_at
     for i in 0..n {
         match ctx.sample(&spec.measurement.command, &ctx.root.integration_worktree(), ctx.key(&format!("baseline:{i}"))).await? {
             Sample::Ok(mut out) => {
-                let seed = super::judging::judges(ctx).map_or(0, |j| j.sample_seed);
-                let worst = match super::judging::judge_output(ctx, &mut out, seed, &BTreeSet::new(), &format!("baseline:{i}")).await? {
+                let seed = super::steps::judging::judges(ctx).map_or(0, |j| j.sample_seed);
+                let worst = match super::steps::judging::judge_output(ctx, &mut out, seed, &BTreeSet::new(), &format!("baseline:{i}")).await? {
                     Judged::Scored { record, worst } => {
                         baseline_judges.merge(&record.spend);
                         worst
                     }
-                    Judged::Undispatchable(reason) => return Err(OptimizeError::Env(format!("the baseline cannot be judged: {}: {reason} (no score is produced inline)", super::judging::UNDISPATCHABLE))),
+                    Judged::Undispatchable(reason) => return Err(OptimizeError::Env(format!("the baseline cannot be judged: {}: {reason} (no score is produced inline)", super::steps::judging::UNDISPATCHABLE))),
                 };
                 baseline.push_sample(&out.metrics);
                 baseline.gates = super::gates::evaluate(&spec.metric.degenerate_gates, &out.metrics);
@@ -259,7 +259,7 @@ pub async fn run(ctx: &Ctx<'_>) -> Result<RunSummary, OptimizeError> {
             }
             match select(ctx, &log) {
                 Selection::Locate(ids) => {
-                    if let super::locate::Located::Blocked(reason) = super::locate::locate(ctx, &mut log, &ids).await? {
+                    if let super::steps::locate::Located::Blocked(reason) = super::steps::locate::locate(ctx, &mut log, &ids).await? {
                         return finish(ctx, log, StopReason::Blocked(reason));
                     }
                     continue;
@@ -268,19 +268,19 @@ pub async fn run(ctx: &Ctx<'_>) -> Result<RunSummary, OptimizeError> {
                 Selection::NothingRunnable => return finish(ctx, log, StopReason::NothingRunnable),
                 Selection::Batch(ids) => {
                     ctx.emit(Event::Tick(log.run_state.tick + 1));
-                    super::experiment::dispatch_batch(ctx, &mut log, &ids).await?
+                    super::steps::experiment::dispatch_batch(ctx, &mut log, &ids).await?
                 }
             }
         } else {
             let pending: Vec<u32> = log.run_state.pending_waits.iter().map(|w| w.experiment).collect();
             ctx.emit(Event::Note(format!("resuming tick {} at its waiting step: {}", log.run_state.tick + 1, pending.iter().map(|n| format!("exp-{n:03}")).collect::<Vec<_>>().join(", "))));
             for n in &pending {
-                super::experiment::submit_worker(ctx, &log, *n).await?;
+                super::steps::experiment::submit_worker(ctx, &log, *n).await?;
             }
             pending
         };
         for n in &batch {
-            super::experiment::collect(ctx, &mut log, *n).await?;
+            super::steps::experiment::collect(ctx, &mut log, *n).await?;
             if ctx.stop.load(Ordering::SeqCst) {
                 log.run_state.active_seconds += started.elapsed().as_secs_f64();
                 ctx.save(&log, "manual stop", |_| true)?;
@@ -288,7 +288,7 @@ pub async fn run(ctx: &Ctx<'_>) -> Result<RunSummary, OptimizeError> {
             }
         }
         let deadline = stopping::wall_deadline_passed(&ctx.spec.stopping, &progress(&log, &ctx.spec, now_secs()));
-        super::integrate::evaluate(ctx, &mut log, &batch, deadline).await?;
+        super::steps::integrate::evaluate(ctx, &mut log, &batch, deadline).await?;
         log = cp4(ctx, &batch, started)?;
         if deadline {
             return finish(ctx, log, StopReason::MaxWallHours);

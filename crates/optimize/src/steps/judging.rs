@@ -20,14 +20,14 @@ use serde_json::Value;
 use skillforge_engine::Job;
 use skillforge_runner_agent::{AgentPayload, Spend as AgentSpend, Usage};
 
-use super::OptimizeError;
-use super::judge::{self, JudgeCache, JudgedItem, Reply};
-use super::log::{JudgeRecord};
+use crate::OptimizeError;
+use crate::judge::{self, JudgeCache, JudgedItem, Reply};
+use crate::log::{JudgeRecord};
 use skillforge_stage::fs::{sha256_hex, write_atomic};
-use super::measure::{Sample, SampleOutput};
-use super::ctx::{Ctx, passed};
-use super::snapshot::WorstCase;
-use super::spec::{JudgeSpec, MetricKind};
+use crate::measure::{Sample, SampleOutput};
+use crate::ctx::{Ctx, passed};
+use crate::snapshot::WorstCase;
+use crate::spec::{JudgeSpec, MetricKind};
 
 /// The judge pass of one output.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,11 +79,11 @@ fn score_field<'a>(ctx: &'a Ctx<'_>, j: &'a JudgeSpec) -> &'a str {
 ///
 /// # Errors
 /// [`OptimizeError::Invalid`] when the file exists but does not parse, naming it.
-pub fn read_cache(root: &super::state::StateRoot) -> Result<JudgeCache, OptimizeError> {
+pub fn read_cache(root: &crate::state::StateRoot) -> Result<JudgeCache, OptimizeError> {
     let path = root.judge_cache();
     match std::fs::read_to_string(&path) {
         Ok(text) => {
-            super::check_yaml(&text, &format!("judge cache `{}`", path.display()))?;
+            crate::check_yaml(&text, &format!("judge cache `{}`", path.display()))?;
             serde_norway::from_str(&text).map_err(|e| OptimizeError::Invalid(format!("`{}`: {e}", path.display())))
         }
         Err(_) => Ok(JudgeCache::default()),
@@ -148,7 +148,7 @@ async fn round(ctx: &Ctx<'_>, j: &JudgeSpec, pass: Pass<'_>, batches: &[&Vec<(St
         payload.model = Some(model.clone());
         specs.push(ctx.job("judge", &payload, ctx.key(&format!("judge:{tag}:{}:{call}", batch_digest(batch))), None)?);
     }
-    let jobs = super::stages::run_all(ctx.port, &specs, "judging").await?;
+    let jobs = crate::stages::run_all(ctx.port, &specs, "judging").await?;
     for job in jobs.iter().filter(|job| job.outcome.is_some()) {
         let usage: Option<Usage> = job.outcome.as_ref().and_then(|o| o.detail.get("usage")).and_then(|u| serde_json::from_value(u.clone()).ok());
         spend.add_run(usage.as_ref());
@@ -287,12 +287,12 @@ pub async fn judge_pair(ctx: &Ctx<'_>, reference: Sample, candidate: Sample, tag
         (Sample::Ok(r), Sample::Ok(c)) => (r, c),
         (reference, candidate) => return Ok(unjudged(reference, candidate)),
     };
-    if super::gates::evaluate(&ctx.spec.metric.degenerate_gates, &c.metrics).values().any(|ok| !ok) {
+    if crate::gates::evaluate(&ctx.spec.metric.degenerate_gates, &c.metrics).values().any(|ok| !ok) {
         return Ok(unjudged(Sample::Ok(r), Sample::Ok(c)));
     }
     let undispatchable = |r: SampleOutput, calls: u32, spend: AgentSpend, reason: String| JudgedPair {
         reference: Sample::Ok(r),
-        candidate: Sample::Failed(super::decide::Measured::Error(format!("{UNDISPATCHABLE}: {reason}"))),
+        candidate: Sample::Failed(crate::decide::Measured::Error(format!("{UNDISPATCHABLE}: {reason}"))),
         record: None,
         worst: vec![],
         calls,

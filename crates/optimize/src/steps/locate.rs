@@ -2,13 +2,13 @@
 //! implementation experiment they would change (seed: optimize-loop, loop.md 2.1 and 3.1; O-14).
 //!
 //! The command runs in the optimization branch's checkout. Its stdout is recorded as evidence;
-//! a JSON object with an `estimate` ([`super::backlog::Estimate`]) sets the hypothesis's numbers.
+//! a JSON object with an `estimate` ([`crate::backlog::Estimate`]) sets the hypothesis's numbers.
 //! A command that cannot be taken is a blocker: the run wraps up naming it.
 
-use super::OptimizeError;
-use super::backlog::Estimate;
-use super::log::ExperimentLog;
-use super::ctx::{Ctx, Event, passed};
+use crate::OptimizeError;
+use crate::backlog::Estimate;
+use crate::log::ExperimentLog;
+use crate::ctx::{Ctx, Event, passed};
 
 /// What [`locate`] ended with.
 #[derive(Debug, Clone, PartialEq, Eq)]
