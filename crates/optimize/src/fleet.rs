@@ -15,7 +15,7 @@ use skillforge_engine::{Job, JobSpec};
 
 use super::OptimizeError;
 use super::measure;
-use super::run::Ctx;
+use super::ctx::Ctx;
 use skillforge_stage::files::{self, ShippedDir};
 
 /// A checkout's dir in the job dir.

@@ -34,9 +34,10 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use skillforge_engine::DEFAULT_QUEUE;
 use skillforge_optimize::brief::fmt_num;
-use skillforge_optimize::port;
-use skillforge_optimize::run::{self, Ctx, Event};
+use skillforge_optimize::ctx::{Ctx, Event};
+use skillforge_optimize::run;
 use skillforge_optimize::spec::Spec;
+use skillforge_optimize::stages;
 use skillforge_optimize::lock::RunLock;
 use skillforge_optimize::state::StateRoot;
 use skillforge_optimize::stopping::StopReason;
@@ -143,7 +144,7 @@ async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
         repo,
         port: &jobs,
         backend: backend.clone(),
-        stages: port::for_home(&ctx.home).map_err(map_err)?,
+        stages: stages::for_home(&ctx.home).map_err(map_err)?,
         queue: DEFAULT_QUEUE.to_owned(),
         machine: machine(),
         events: &events,
@@ -201,7 +202,7 @@ async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
         repo: run_file.repo.clone(),
         port: &jobs,
         backend: backend.clone(),
-        stages: port::for_home(&ctx.home).map_err(map_err)?,
+        stages: stages::for_home(&ctx.home).map_err(map_err)?,
         queue: DEFAULT_QUEUE.to_owned(),
         machine: machine(),
         events: &events,
@@ -287,7 +288,7 @@ fn print_report(ctx: &Context, a: SpecArgs) -> CliResult {
     run::read_run_file(&root).map_err(map_err)?;
     let log = log::read(&root.root).map_err(map_err)?;
     let text = report::render(&spec, &log);
-    log::write_atomic(&root.report(), &text).map_err(map_err)?;
+    skillforge_stage::fs::write_atomic(&root.report(), &text).map_err(|e| map_err(e.into()))?;
     if ctx.json {
         print_json(&json!({"report": root.report(), "text": text}));
     } else {
