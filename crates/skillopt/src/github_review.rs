@@ -155,7 +155,7 @@ pub async fn sync(store: &Store, forge: &dyn Forge, run_id: &str, repo: &RepoRef
     let items = skillforge_store::review::list_items(store.pool(), &run.id).await?;
     let assignments = Assignments {
         run_id: run.id.clone(),
-        items: items.iter().map(|i| item_assignment(&run, i)).collect::<Result<_, _>>().map_err(GithubReviewError::Invalid)?,
+        items: items.iter().map(|i| item_assignment(&run, i)).collect::<Result<_, _>>().map_err(|e| GithubReviewError::Invalid(e.to_string()))?,
     };
     let comments = forge.list_comments(repo, number).await?;
     let mut synced = Synced {

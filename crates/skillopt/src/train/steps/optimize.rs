@@ -13,7 +13,7 @@ use skillforge_store::train::{SessionRow, set_candidate_version};
 
 use crate::train::meta::IterationMeta;
 use crate::train::fleet;
-use crate::train::optimizer::{BackendError, CANDIDATE_FILE, GateResult, attempt_dir, completed_attempt, import_gate, optimizer_job, preflight};
+use crate::train::optimizer::{BackendError, CANDIDATE_FILE, GateError, GateResult, attempt_dir, completed_attempt, import_gate, optimizer_job, preflight};
 use crate::train::phase::is_config_error;
 use crate::train::stages::DEFAULT_BACKEND;
 use crate::train::{TrainEnv, TrainError};
@@ -309,7 +309,7 @@ pub(crate) async fn import_candidate(env: &TrainEnv<'_>, it: &mut Iteration, rep
     let result = if file.is_file() {
         import_gate(env.store, &blobs, &dir, &file).await
     } else {
-        Err(format!("the optimizer wrote no candidate package at `{}`", file.display()))
+        Err(GateError::NoPackage(file.clone()))
     };
     match result {
         Ok(GateResult::Candidate { version_id, is_new }) => {
@@ -353,7 +353,7 @@ pub(crate) async fn import_candidate(env: &TrainEnv<'_>, it: &mut Iteration, rep
         }
         Err(e) => {
             meta.candidate_import.status = "failed".into();
-            meta.candidate_import.error = e.clone();
+            meta.candidate_import.error = e.to_string();
             meta.optimizer.optimizer_attempt_state = "candidate_import_failed".into();
             save_meta(env, it, &meta).await?;
             Err(TrainError::Failed(format!("candidate import failed: {e}")))

@@ -60,7 +60,7 @@ pub async fn recover(env: &TrainEnv<'_>, session_id: &str, out_root: &Path) -> R
             // Already recorded: run the gate again only to report the same result (no writes
             // for a known package or a no-candidate package).
             let blobs = BlobStore::in_home(env.home);
-            match import_gate(env.store, &blobs, &dir, &file).await.map_err(TrainError::Failed)? {
+            match import_gate(env.store, &blobs, &dir, &file).await.map_err(|e| TrainError::Failed(e.to_string()))? {
                 GateResult::Candidate { version_id, .. } => {
                     report.candidate_version = Some(version_id.clone());
                     report.steps.push(format!("already recorded: candidate {version_id} (no duplicate)"));
