@@ -261,7 +261,7 @@ async fn watch_one(
     let have = skillforge_store::feedback::items_with_feedback(store.pool(), &watch.run_id).await?;
     let missing: Vec<String> = watch.expected_item_ids().into_iter().filter(|id| !have.contains(id)).collect();
     let errors = done.refused.iter().map(|r| format!("{}\n{}", r.url, r.reason)).collect::<Vec<_>>().join("\n");
-    let error_hash = if errors.is_empty() { String::new() } else { hex::encode(<sha2::Sha256 as sha2::Digest>::digest(errors.as_bytes())) };
+    let error_hash = if errors.is_empty() { String::new() } else { skillforge_stage::fs::sha256_hex(errors.as_bytes()) };
     let last = i64::try_from(done.last_comment_id).unwrap_or(i64::MAX);
     {
         let mut conn = store.pool().acquire().await.map_err(StoreError::from)?;

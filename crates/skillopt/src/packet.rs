@@ -94,8 +94,7 @@ pub struct FeedbackRead {
 
 impl FeedbackRead {
     fn of(text: &str, items: usize) -> Self {
-        use sha2::Digest as _;
-        Self { bytes: text.len(), lines: text.lines().count(), sha256: hex::encode(sha2::Sha256::digest(text.as_bytes())), items }
+        Self { bytes: text.len(), lines: text.lines().count(), sha256: skillforge_stage::fs::sha256_hex(text.as_bytes()), items }
     }
 }
 

@@ -8,7 +8,6 @@
 //! rubric) and never the option's blind label. A verdict the judge did not state readably is
 //! refused by name (stage `error`), never read as a tie.
 
-use sha2::{Digest, Sha256};
 use serde_json::Value;
 use skillforge_contract::EvaluatorProfile;
 use skillforge_engine::JobSpec;
@@ -147,7 +146,7 @@ pub fn judge_prompt(profile: &EvaluatorProfile, rubric: &str, title: &str, text:
 
 /// `sha256:<hex>` of `text`.
 pub fn prompt_hash(text: &str) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(text.as_bytes())))
+    skillforge_stage::fs::content_hash(text)
 }
 
 /// Why a judge's final message holds no usable verdict; the caller records it as a stage error,

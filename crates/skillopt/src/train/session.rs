@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
+use skillforge_stage::fs::write_atomic;
 use skillforge_store::train::{
     SessionRow, get_session, list_iterations, set_iteration_metadata, set_iteration_state, set_iteration_state_and_metadata,
 };
@@ -187,13 +187,10 @@ pub fn next_action_for(state: TrainState, session_id: &str) -> String {
     }
 }
 
-pub(crate) fn sha256_hex(text: &str) -> String {
-    hex::encode(Sha256::digest(text.as_bytes()))
-}
-
+/// Writes `bytes` to `path` atomically, its parent dirs created ([`write_atomic`]).
+///
+/// # Errors
+/// [`TrainError::Env`] naming the file and the step that failed.
 pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| TrainError::Env(format!("create `{}`: {e}", parent.display())))?;
-    }
-    std::fs::write(path, bytes).map_err(|e| TrainError::Env(format!("write `{}`: {e}", path.display())))
+    write_atomic(path, bytes).map_err(|e| TrainError::Env(e.to_string()))
 }

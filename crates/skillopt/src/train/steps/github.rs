@@ -11,6 +11,7 @@
 
 use skillforge_forge::RepoRef;
 use skillforge_forge::grammar::PACKET_MARKER;
+use skillforge_stage::fs::sha256_hex;
 use skillforge_store::train::SessionRow;
 
 use crate::github_review::{GithubReviewError, Target, publish_request, sync};
@@ -96,7 +97,7 @@ pub(crate) async fn sync_review_issue(env: &TrainEnv<'_>, it: &mut Iteration, re
         skillforge_store::review::list_items(env.store.pool(), &it.eval_run_id).await?.into_iter().map(|i| i.item.item_id).collect();
     let missing: Vec<&String> = expected.iter().filter(|id| !have.contains(*id)).collect();
     let errors = done.refused.iter().map(|r| format!("{}\n{}", r.url, r.reason)).collect::<Vec<_>>().join("\n");
-    let error_hash = if errors.is_empty() { String::new() } else { sha256_hex(&errors) };
+    let error_hash = if errors.is_empty() { String::new() } else { sha256_hex(errors.as_bytes()) };
     {
         let mut conn = env.store.pool().acquire().await?;
         let last = i64::try_from(done.last_comment_id).unwrap_or(i64::MAX);

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use skillforge_stage::fs::sha256_hex;
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::candidates::get_candidate;
 use skillforge_store::train::SessionRow;
@@ -27,7 +28,7 @@ pub(crate) async fn publish_review(env: &TrainEnv<'_>, session: &SessionRow, it:
     let mut meta = IterationMeta::parse(&it.metadata_json);
     meta.review.status = "succeeded".into();
     meta.review.path = dir.display().to_string();
-    meta.review.written_sha256 = sha256_hex(&done.feedback_template);
+    meta.review.written_sha256 = sha256_hex(done.feedback_template.as_bytes());
     meta.feedback_sync.status = "waiting".into();
     if let Some(repo) = github_repo(session)? {
         let url = publish_review_issue(env, &repo, it, &mut meta).await?;
@@ -50,7 +51,7 @@ pub(crate) async fn sync_feedback(env: &TrainEnv<'_>, _session: &SessionRow, it:
     let mut meta = IterationMeta::parse(&it.metadata_json);
     let dir = PathBuf::from(&meta.review.path);
     let text = std::fs::read_to_string(dir.join(skillforge_contract::FEEDBACK_FILE)).unwrap_or_default();
-    if text.is_empty() || sha256_hex(&text) == meta.review.written_sha256 {
+    if text.is_empty() || sha256_hex(text.as_bytes()) == meta.review.written_sha256 {
         return Ok(false);
     }
     let done = crate::packet::import_packet(env.store, &dir, None).await.map_err(|e| match e {
