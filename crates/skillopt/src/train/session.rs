@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use serde::Serialize;
+use sqlx::SqliteConnection;
 use skillforge_stage::fs::write_atomic;
 use skillforge_store::train::{
     SessionRow, get_session, list_iterations, set_iteration_metadata, set_iteration_state, set_iteration_state_and_metadata,
@@ -108,7 +109,8 @@ pub async fn load(env: &TrainEnv<'_>, session_id: &str) -> Result<(SessionRow, I
 /// # Errors
 /// [`TrainError::Refused`] for a transition the table does not allow or a lost compare-and-set.
 pub(crate) async fn advance(env: &TrainEnv<'_>, it: &mut Iteration, to: TrainState) -> Result<(), TrainError> {
-    transition(env, it, to, None).await
+    let mut conn = env.store.pool().acquire().await?;
+    advance_on(&mut conn, it, to, None).await
 }
 
 /// Moves `it` to `to` and records `meta` on it in one store transaction (both written or
@@ -117,25 +119,36 @@ pub(crate) async fn advance(env: &TrainEnv<'_>, it: &mut Iteration, to: TrainSta
 /// # Errors
 /// As [`advance`].
 pub(crate) async fn advance_with_meta(env: &TrainEnv<'_>, it: &mut Iteration, to: TrainState, meta: &IterationMeta) -> Result<(), TrainError> {
-    transition(env, it, to, Some(meta)).await
+    let mut conn = env.store.pool().acquire().await?;
+    advance_on(&mut conn, it, to, Some(meta)).await
 }
 
-async fn transition(env: &TrainEnv<'_>, it: &mut Iteration, to: TrainState, meta: Option<&IterationMeta>) -> Result<(), TrainError> {
+/// [`advance`] (with `meta`: [`advance_with_meta`]) on `conn`. Inside a caller's transaction the
+/// transition commits or rolls back with the caller's other writes of the step; `it` shows the
+/// transition once this returns.
+///
+/// # Errors
+/// As [`advance`].
+pub(crate) async fn advance_on(
+    conn: &mut SqliteConnection,
+    it: &mut Iteration,
+    to: TrainState,
+    meta: Option<&IterationMeta>,
+) -> Result<(), TrainError> {
     let kind = check_transition(it.state, to).map_err(|e| TrainError::Refused(e.to_string()))?;
     let json = meta.map(IterationMeta::to_json);
-    let mut conn = env.store.pool().acquire().await?;
     match kind {
         Transition::NoOp => {
             if let Some(json) = json {
-                set_iteration_metadata(&mut conn, &it.id, &json).await?;
+                set_iteration_metadata(conn, &it.id, &json).await?;
                 it.metadata_json = json;
             }
         }
         Transition::Advance => {
             let (from, to_name) = (it.state.as_str(), to.as_str());
             let is_moved = match &json {
-                Some(json) => set_iteration_state_and_metadata(&mut conn, &it.id, from, to_name, json).await?,
-                None => set_iteration_state(&mut conn, &it.id, from, to_name).await?,
+                Some(json) => set_iteration_state_and_metadata(conn, &it.id, from, to_name, json).await?,
+                None => set_iteration_state(conn, &it.id, from, to_name).await?,
             };
             if !is_moved {
                 return Err(TrainError::Refused(format!(

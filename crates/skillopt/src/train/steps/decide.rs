@@ -46,14 +46,14 @@ pub(crate) async fn decide(env: &TrainEnv<'_>, it: &mut Iteration, req: &Continu
         DecisionOutcome::NotFound => return Err(TrainError::Invalid(format!("candidate `{version}` not found"))),
         DecisionOutcome::WrongState(s) => return Err(TrainError::Refused(format!("candidate `{version}` is `{s}`, not pending"))),
     }
-    {
-        let mut conn = env.store.pool().acquire().await?;
-        set_decision_reason(&mut conn, &it.id, &reason).await?;
-    }
-    it.decision_reason = reason;
     let mut meta = IterationMeta::parse(&it.metadata_json);
     meta.candidate_decision.status = if to == TrainState::Promoted { "promoted".into() } else { "rejected".into() };
-    advance_with_meta(env, it, to, &meta).await?;
+    // The reason, the metadata and the state in one transaction.
+    let mut tx = env.store.begin().await?;
+    set_decision_reason(&mut tx, &it.id, &reason).await?;
+    advance_on(&mut tx, it, to, Some(&meta)).await?;
+    tx.commit().await?;
+    it.decision_reason = reason;
     report.steps.push(format!("candidate {version} {}", if to == TrainState::Promoted { "promoted" } else { "rejected" }));
     report.next_action = next_action_for(it.state, &it.session_id);
     Ok(())

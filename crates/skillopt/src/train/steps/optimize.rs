@@ -313,16 +313,16 @@ pub(crate) async fn import_candidate(env: &TrainEnv<'_>, it: &mut Iteration, rep
     };
     match result {
         Ok(GateResult::Candidate { version_id, is_new }) => {
-            {
-                let mut conn = env.store.pool().acquire().await?;
-                set_candidate_version(&mut conn, &it.id, &version_id).await?;
-            }
-            it.candidate_version_id = version_id.clone();
             meta.candidate_import.status = "succeeded".into();
             meta.candidate_import.error.clear();
             meta.optimizer.optimizer_attempt_state = "completed_candidate".into();
             meta.optimizer.recovery_available = false;
-            advance_with_meta(env, it, TrainState::CandidateCreated, &meta).await?;
+            // The candidate, the metadata and the state in one transaction.
+            let mut tx = env.store.begin().await?;
+            set_candidate_version(&mut tx, &it.id, &version_id).await?;
+            advance_on(&mut tx, it, TrainState::CandidateCreated, Some(&meta)).await?;
+            tx.commit().await?;
+            it.candidate_version_id = version_id.clone();
             report.candidate_version = Some(version_id.clone());
             report.steps.push(format!(
                 "candidate {version_id} imported as pending{}",
