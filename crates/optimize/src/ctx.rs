@@ -59,6 +59,32 @@ pub enum Event {
     Stopped(String),
 }
 
+/// An event as its progress line (`tick 3`, `  exp-004 kept (12 -> 9)`, `  note: …`).
+impl std::fmt::Display for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::brief::fmt_num;
+        match self {
+            Event::Baseline { primary } => write!(f, "baseline: {}", primary.map_or("-".into(), fmt_num)),
+            Event::Tick(t) => write!(f, "tick {t}"),
+            Event::Dispatched { experiment, hypothesis } => write!(f, "  exp-{experiment:03} dispatched: {hypothesis}"),
+            Event::Outcome { experiment, outcome, primary, preliminary } => write!(
+                f,
+                "  exp-{experiment:03} {outcome}{}{}",
+                primary.map_or(String::new(), |(r, c)| format!(" ({} -> {})", fmt_num(r), fmt_num(c))),
+                if *preliminary { " [preliminary]" } else { "" }
+            ),
+            Event::Best { primary, experiment } => write!(
+                f,
+                "  best: {} ({})",
+                primary.map_or("-".into(), fmt_num),
+                experiment.map_or("baseline".into(), |n| format!("exp-{n:03}"))
+            ),
+            Event::Note(n) => write!(f, "  note: {n}"),
+            Event::Stopped(r) => write!(f, "stopped: {r}"),
+        }
+    }
+}
+
 /// Everything one invocation needs.
 pub struct Ctx<'a> {
     /// The spec as loaded.
@@ -77,8 +103,8 @@ pub struct Ctx<'a> {
     pub queue: String,
     /// This host's name (recorded as `machine`).
     pub machine: String,
-    /// Progress sink.
-    pub events: &'a (dyn Fn(Event) + Send + Sync),
+    /// Where progress goes: each [`Event`] as its line ([`Event`]'s `Display`).
+    pub events: &'a dyn skillforge_stage::Progress,
     /// Set by the operator to stop at the next safe point (O-61).
     pub stop: &'a AtomicBool,
     /// Prefix of every idempotency key: `optimize:<spec>:<created_at>`.
@@ -107,7 +133,7 @@ impl Ctx<'_> {
     }
 
     pub(crate) fn emit(&self, e: Event) {
-        (self.events)(e);
+        self.events.step(&e.to_string());
     }
 
     /// Runs one measurement sample of `command` in `checkout` under `key` and classifies it.

@@ -34,7 +34,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use skillforge_engine::DEFAULT_QUEUE;
 use skillforge_optimize::brief::fmt_num;
-use skillforge_optimize::ctx::{Ctx, Event};
+use skillforge_optimize::ctx::Ctx;
 use skillforge_optimize::run;
 use skillforge_optimize::spec::Spec;
 use skillforge_optimize::stages;
@@ -101,27 +101,9 @@ fn load(a: &SpecArgs) -> Result<(Spec, String), CliError> {
     Ok((spec, text))
 }
 
-fn printer(json: bool) -> impl Fn(Event) + Send + Sync {
-    let show = !json && std::io::stderr().is_terminal();
-    move |e: Event| {
-        if !show {
-            return;
-        }
-        let line = match e {
-            Event::Baseline { primary } => format!("baseline: {}", primary.map_or("-".into(), fmt_num)),
-            Event::Tick(t) => format!("tick {t}"),
-            Event::Dispatched { experiment, hypothesis } => format!("  exp-{experiment:03} dispatched: {hypothesis}"),
-            Event::Outcome { experiment, outcome, primary, preliminary } => format!(
-                "  exp-{experiment:03} {outcome}{}{}",
-                primary.map_or(String::new(), |(r, c)| format!(" ({} -> {})", fmt_num(r), fmt_num(c))),
-                if preliminary { " [preliminary]" } else { "" }
-            ),
-            Event::Best { primary, experiment } => format!("  best: {} ({})", primary.map_or("-".into(), fmt_num), experiment.map_or("baseline".into(), |n| format!("exp-{n:03}"))),
-            Event::Note(n) => format!("  note: {n}"),
-            Event::Stopped(r) => format!("stopped: {r}"),
-        };
-        eprintln!("{line}");
-    }
+fn printer(json: bool) -> crate::output::StderrProgress {
+    // Progress lines for a person at a terminal; `--json` and pipes get the report only.
+    crate::output::StderrProgress { prefix: "", quiet: json || !std::io::stderr().is_terminal() }
 }
 
 async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
