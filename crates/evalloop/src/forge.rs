@@ -266,7 +266,7 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
             PreJudge::Judge(mut spec) => {
                 if ships {
                     let out = [ShippedDir { rel: JUDGE_OUT, local: &sdir, send: false, deliver: true, skip: &[] }];
-                    files::ship_dirs(env.queue.as_ref(), &mut spec, &out).await.map_err(ForgeError::Environment)?;
+                    files::ship_dirs(env.queue.as_ref(), &mut spec, &out).await.map_err(|e| ForgeError::Environment(e.to_string()))?;
                 }
                 let id = enqueue(env, &spec).await?;
                 env.reporter.step(&format!("sample {n}: judge job {id}"));
@@ -385,7 +385,7 @@ async fn ship_arm(env: &ForgeEnv<'_>, spec: &mut JobSpec, sample_dir: &Path, sid
         ShippedDir { rel: SHIPPED_WORK, local: &work, send: true, deliver: true, skip: &[] },
         ShippedDir { rel: SHIPPED_META, local: &meta, send: true, deliver: true, skip: &[] },
     ];
-    files::ship_dirs(env.queue.as_ref(), spec, &dirs).await.map_err(ForgeError::Environment)
+    files::ship_dirs(env.queue.as_ref(), spec, &dirs).await.map_err(|e| ForgeError::Environment(e.to_string()))
 }
 
 /// On a fleet, makes each arm's work dir the worker's copy before its verify is shipped: delivery
@@ -397,8 +397,8 @@ async fn bring_back_arms(env: &ForgeEnv<'_>, ids: &[String]) -> Result<(), Forge
             env.reporter.step(&format!("arm job {id} was pruned from the queue: its work dir stays as delivered (files it deleted cannot be known)"));
             continue;
         };
-        let recorded = files::recorded_outputs(env.store, id).await.map_err(ForgeError::Environment)?;
-        files::bring_back(env.queue.as_ref(), &recorded, &job, SHIPPED_WORK, &[]).await.map_err(ForgeError::Environment)?;
+        let recorded = files::recorded_outputs(env.store, id).await.map_err(|e| ForgeError::Environment(e.to_string()))?;
+        files::bring_back(env.queue.as_ref(), &recorded, &job, SHIPPED_WORK, &[]).await.map_err(|e| ForgeError::Environment(e.to_string()))?;
     }
     Ok(())
 }
