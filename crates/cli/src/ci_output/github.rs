@@ -90,6 +90,9 @@ fn details(md: &mut String, case: &Case) {
         Outcome::Failed { detail, .. } | Outcome::Errored { detail, .. } => detail.as_str(),
         _ => "",
     };
+    // A detail that is the tail of an output shown below (a verify command's) is not shown twice.
+    let is_output_tail = [&case.stdout, &case.stderr].iter().any(|out| out.trim_end().ends_with(detail.trim()));
+    let detail = if is_output_tail { "" } else { detail };
     let blocks: Vec<(&str, &str)> =
         [("detail", detail), ("stdout", case.stdout.as_str()), ("stderr", case.stderr.as_str())].into_iter().filter(|(_, t)| !t.trim().is_empty()).collect();
     if blocks.is_empty() {
@@ -182,7 +185,7 @@ mod tests {
     fn the_summary_tables_the_cases_and_folds_the_failures() {
         let mut suite = Suite::new("skillforge verify");
         suite.property("verdict", "fail");
-        let mut fail = Case::new("c", "exit 4 | tee", Outcome::Failed { kind: "failed".into(), message: "exit 4".into(), detail: String::new() });
+        let mut fail = Case::new("c", "exit 4 | tee", Outcome::Failed { kind: "failed".into(), message: "exit 4".into(), detail: "fence".into() });
         fail.stderr = "boom ``` fence\n".into();
         suite.cases = vec![Case::new("c", "true", Outcome::Passed), fail];
         let md = summary(&suite);
@@ -191,5 +194,10 @@ mod tests {
         assert!(md.contains("| ❌ | exit 4 \\| tee | failed: exit 4 | 0.0s |"), "a pipe in a cell is escaped: {md}");
         assert!(md.contains("<details><summary>exit 4 | tee</summary>"), "{md}");
         assert!(md.contains("stderr:\n\n````text\nboom ``` fence\n````\n"), "the fence outruns the text's backticks: {md}");
+        assert!(!md.contains("detail:"), "a detail that is the output's tail is shown once: {md}");
+        if let Outcome::Failed { detail, .. } = &mut suite.cases[1].outcome {
+            *detail = "gate lines".into();
+        }
+        assert!(summary(&suite).contains("detail:\n\n```text\ngate lines\n```\n"), "{}", summary(&suite));
     }
 }

@@ -35,8 +35,7 @@ pub const STEP_SUMMARY_ENV: &str = "GITHUB_STEP_SUMMARY";
 pub enum Format {
     /// Text for a person.
     Human,
-    /// GitHub Actions: the human text folded in a log group, then `::error`/`::warning`
-    /// annotations, and a Markdown job summary appended to `$GITHUB_STEP_SUMMARY` when set.
+    /// GitHub Actions workflow commands and a job summary.
     Github,
 }
 
@@ -46,7 +45,7 @@ pub struct CiArgs {
     /// Also write a JUnit XML report to FILE (one testcase per verify command, checker dimension or eval sample, with failure messages and output tails); written atomically, also when the run fails; the exit code does not change.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
-    /// Output format.
+    /// Output format: `github` prints the report in a folded log group, then a GitHub Actions annotation (`::error`, `::warning`) per case that did not pass, and appends a Markdown job summary to `$GITHUB_STEP_SUMMARY` when it is set; not with `--json`.
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = Format::Human, conflicts_with = "json")]
     pub format: Format,
 }
