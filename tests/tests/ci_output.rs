@@ -138,6 +138,7 @@ fn verify_writes_its_junit_report_when_it_cannot_run() {
     assert_eq!(xpath(&junit, "string(//testcase[1]/error/@type)"), "not_runnable");
     assert_eq!(xpath(&junit, "string(/testsuites/@errors)"), "1");
 
+    std::fs::remove_file(&junit).unwrap();
     let (code, _, stderr) = run(&home, &["verify", "--repo", repo_arg, "--timeout", "0", "--junit", junit.to_str().unwrap(), "--", "true"], &[]);
     assert_eq!(code, Some(2), "{stderr}");
     assert_valid_junit(&junit);
