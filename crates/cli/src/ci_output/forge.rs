@@ -10,10 +10,10 @@
 use std::path::Path;
 
 use skillforge_evalloop::arm::{ArmRecord, ArmSide};
-use skillforge_evalloop::arm_stage::{FINAL_FILE, RUN_FILE};
+use skillforge_evalloop::steps::arm::{FINAL_FILE, RUN_FILE};
 use skillforge_evalloop::forge::ForgeReport;
 use skillforge_evalloop::gate::Decision;
-use skillforge_evalloop::judge_stage::{VERIFY_FILE, VerifyResult};
+use skillforge_evalloop::steps::verify::{VERIFY_FILE, VerifyResult};
 use skillforge_evalloop::layout::{meta_dir, read_json, sample_dir};
 use skillforge_evalloop::sample::{SampleVerdict, Winner};
 
