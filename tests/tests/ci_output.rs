@@ -248,8 +248,14 @@ fn check_junit_and_github_report_each_dimension_with_ruff() {
     assert!(xpath(&junit, "string(//testcase[2]/system-out)").contains(r#""tool": "ruff""#));
     assert_eq!(xpath(&junit, "string(//property[@name='mean']/@value)"), "0.950");
     let commands = workflow_commands(&stdout);
-    assert_eq!(commands[commands.len() - 1], "::warning title=check%3A lint::scored 0.900 of 1 (ruff: 2 in python)", "{stdout}");
-    assert_eq!(commands.iter().filter(|c| c.starts_with("::error") || c.starts_with("::warning")).count(), 1, "{stdout}");
+    let annotations: Vec<&String> = commands.iter().filter(|c| c.starts_with("::error") || c.starts_with("::warning")).collect();
+    assert_eq!(annotations.len(), 3, "the dimension, then each item ruff placed:\n{stdout}");
+    assert_eq!(annotations[0], "::warning title=check%3A lint::scored 0.900 of 1 (ruff: 2 in python)", "{stdout}");
+    // Each unused import at its file (relative to the repository) and line.
+    for (annotation, (line, name)) in annotations[1..].iter().zip([(1, "os"), (2, "sys")]) {
+        let place = format!("::warning file=app.py,line={line},title=check%3A lint (ruff)::");
+        assert!(annotation.starts_with(&place) && annotation.contains(name), "{annotation}\n{stdout}");
+    }
     let md = std::fs::read_to_string(&summary).unwrap();
     assert!(md.contains("1 failed, 1 passed") && md.contains("| ✅ | diff\\_size | passed |"), "{md}");
     assert!(md.contains("| ❌ | lint | failed: scored 0.900 of 1 (ruff: 2 in python) |"), "{md}");

@@ -5,12 +5,12 @@
 //! with its reason. `check` gates nothing (it exits 0 whenever it ran), so its annotations are
 //! warnings. The dimension's `raw` measurement is the case's output.
 //!
-//! No annotation names a file or line: the checker's report keeps, per language, the tool, its
-//! item count and score (`raw.languages.<lang>`), not the items' places.
+//! Each item a tool placed (`raw.languages.<lang>.locations`: file, line, message; the first 50
+//! per language) is also a warning at its file and line.
 
 use skillforge_runner_checker::{CheckReport, DimensionResult};
 
-use super::suite::{Case, Level, Outcome, Suite};
+use super::suite::{Annotation, Case, Level, Outcome, Suite};
 
 const CLASS: &str = "skillforge.check";
 
@@ -67,7 +67,30 @@ fn dimension_case(d: &DimensionResult) -> Case {
         a.level = Level::Warning;
         a.title = format!("check: {}", d.name);
     }
+    case.located = located(d);
     case
+}
+
+/// A warning per item a tool placed, titled with the dimension and the tool.
+fn located(d: &DimensionResult) -> Vec<Annotation> {
+    let Some(languages) = d.raw.get("languages").and_then(serde_json::Value::as_object) else { return Vec::new() };
+    let mut out = Vec::new();
+    for entry in languages.values() {
+        let tool = entry.get("tool").and_then(serde_json::Value::as_str).unwrap_or_default();
+        let Some(locations) = entry.get("locations").and_then(serde_json::Value::as_array) else { continue };
+        for l in locations {
+            let (Some(file), Some(line)) = (l.get("file").and_then(serde_json::Value::as_str), l.get("line").and_then(serde_json::Value::as_u64)) else { continue };
+            let message = l.get("message").and_then(serde_json::Value::as_str).unwrap_or("reported here");
+            out.push(Annotation {
+                level: Level::Warning,
+                title: format!("check: {} ({tool})", d.name),
+                message: message.to_owned(),
+                file: Some(file.to_owned()),
+                line: u32::try_from(line).ok(),
+            });
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -112,7 +112,7 @@ impl CiRun {
             println!("::{token}::");
             println!("::endgroup::");
             for case in &suite.cases {
-                if let Some(a) = &case.annotation {
+                for a in case.annotation.iter().chain(&case.located) {
                     println!("{}", github::annotation(a));
                 }
             }

@@ -118,6 +118,9 @@ pub struct Case {
     pub stderr: String,
     /// What `--format github` prints for it; `None` prints nothing.
     pub annotation: Option<Annotation>,
+    /// Annotations at the places the case's tool reported (a linter's items), printed after
+    /// [`Case::annotation`].
+    pub located: Vec<Annotation>,
 }
 
 impl Case {
@@ -126,7 +129,7 @@ impl Case {
     pub fn new(classname: &str, name: impl Into<String>, outcome: Outcome) -> Self {
         let name = name.into();
         let annotation = Annotation::for_outcome(&name, &outcome);
-        Self { name, classname: classname.to_owned(), time_ms: 0, outcome, stdout: String::new(), stderr: String::new(), annotation }
+        Self { name, classname: classname.to_owned(), time_ms: 0, outcome, stdout: String::new(), stderr: String::new(), annotation, located: Vec::new() }
     }
 }
 
@@ -148,8 +151,8 @@ pub struct Annotation {
     pub title: String,
     /// The message (may span lines: they are escaped into one workflow command).
     pub message: String,
-    /// The file, relative to the repository root, when the report names one. No checker report
-    /// does yet: `runners/checker` keeps counts per language in `raw`, not the items' places.
+    /// The file, relative to the repository root, when the report names one (a checker's
+    /// located items: `raw.languages.<lang>.locations`).
     pub file: Option<String>,
     /// The line in `file`, from 1.
     pub line: Option<u32>,
