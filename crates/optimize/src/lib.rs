@@ -94,6 +94,16 @@ impl From<skillforge_stage::git::GitError> for OptimizeError {
     }
 }
 
+/// The optimize loop's line in the family registry. Its decisions are applied where they are
+/// made, by the loop, from each job's applied result; ingestion records the result only.
+pub static FAMILY: skillforge_stage::Family = skillforge_stage::Family {
+    name: "optimize",
+    workflow: WORKFLOW,
+    summary: "the optimize loop: experiment jobs, read back through its job port by the loop; no effect at ingestion",
+    stages: Some(stages::SOURCE),
+    handler: handler::handler,
+};
+
 #[cfg(test)]
 mod limits_tests {
     use super::state::StateRoot;
@@ -127,13 +137,3 @@ mod limits_tests {
         assert!(err.contains("measurement output") && err.contains("nests"), "{err}");
     }
 }
-
-/// The optimize loop's line in the family registry. Its decisions are applied where they are
-/// made, by the loop, from each job's applied result; ingestion records the result only.
-pub static FAMILY: skillforge_stage::Family = skillforge_stage::Family {
-    name: "optimize",
-    workflow: WORKFLOW,
-    summary: "the optimize loop: experiment jobs, read back through its job port by the loop; no effect at ingestion",
-    stages: Some(stages::SOURCE),
-    handler: handler::handler,
-};

@@ -96,7 +96,7 @@ fn explain(s: &mut String, e: &Entry, primary: &str) {
 /// # Errors
 /// [`OptimizeError::Env`] when it cannot be written.
 pub fn write(ctx: &Ctx<'_>, log: &ExperimentLog) -> Result<(), OptimizeError> {
-    Ok(skillforge_stage::fs::write_atomic(&ctx.root.report(), &render(&ctx.spec, log))?)
+    Ok(skillforge_stage::fs::write_atomic(&ctx.root.report(), render(&ctx.spec, log))?)
 }
 
 #[cfg(test)]

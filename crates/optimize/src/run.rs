@@ -146,7 +146,7 @@ async fn init_inner(ctx: &Ctx<'_>, spec_path: &Path, spec_text: &str, created_at
         run_state: RunState { status: "initialised".into(), hypotheses_created: next_id, ..RunState::default() },
         notes,
     };
-    write_atomic(&ctx.root.source_digest(), &source_digest(spec, &ctx.root.integration_worktree()))?;
+    write_atomic(&ctx.root.source_digest(), source_digest(spec, &ctx.root.integration_worktree()))?;
     ctx.save(&log, "CP-2", log::cp2_ok)?;
     let run = RunFile { repo: ctx.repo.clone(), spec_path: spec_path.to_path_buf(), spec_text: spec_text.to_owned(), created_at };
     write_atomic(&ctx.root.run_file(), &serde_norway::to_string(&run).map_err(|e| OptimizeError::Invalid(e.to_string()))?)?;
