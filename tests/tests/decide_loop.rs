@@ -1,0 +1,89 @@
+//! The closed loop (issue 37 item 7; seed: SkillOpt, "Promotion policy + notifications" ›
+//! Auto-promote; S-51, S-52, S-56, S-60): with `auto_promote` on, a running `serve` re-runs the
+//! guardrails of every pending candidate when new evidence for it arrives (`harvest outcome` from
+//! another process, a signed webhook to its own `POST /events`), once per new evidence, and
+//! starts the canary with no `candidate decide`.
+//! Real binary, embedded queue, the store read back with `sqlite3`, events from the JSONL sink.
+
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+use skillforge_tests::decide::{config, events, harvest_outcome, home, import, sql};
+use skillforge_tests::webhook::{post, sign, wait_listening};
+use skillforge_tests::{Home, Reaped, free_port};
+
+const SECRET: &str = "webhook-s3cret";
+const DECIDED: &str = "guardrails re-run on new evidence";
+
+/// `serve --listen` with the secret, re-running the guardrails every 50 ms; its log in the home.
+fn spawn_serve(home: &Home, port: u16) -> Child {
+    let log = std::fs::File::create(home.path().join("serve.log")).unwrap();
+    let mut cmd = home.cmd();
+    cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--decide-every-ms", "50"])
+        .env("SKILLFORGE_WEBHOOK_SECRET", SECRET)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    cmd.spawn().unwrap()
+}
+
+/// `serve`'s decision lines for `version`, oldest first.
+fn decisions(home: &Home, version: &str) -> Vec<String> {
+    std::fs::read_to_string(home.path().join("serve.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(DECIDED) && l.contains(version))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Waits (polling, 30 s deadline) until `serve` has decided `version` `n` times; returns the lines.
+fn wait_decisions(home: &Home, version: &str, n: usize) -> Vec<String> {
+    home.wait(Duration::from_secs(30), &format!("{n} guardrail decision(s) of {version} by serve"), || {
+        let lines = decisions(home, version);
+        (lines.len() >= n).then_some(lines)
+    })
+}
+
+// S-51, S-52, S-56, S-60 (issue 37 item 7)
+#[test]
+fn serve_reruns_the_guardrails_once_per_new_evidence_and_starts_the_canary() {
+    let home = home();
+    config(
+        &home,
+        "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 2\nauto_promote_min_score = 0.5\n\
+         auto_promote_canary = true\nauto_promote_canary_sample = 0.25\n[events]\njsonl = \"events.jsonl\"\n",
+    );
+    import(&home, "Plan in steps.\n", 0.8);
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending", "S-51");
+    let port = free_port();
+    let _serve = Reaped(spawn_serve(&home, port));
+    wait_listening(&home, port);
+    // First sight: decided once, on no samples (S-56), and left pending.
+    let first = wait_decisions(&home, "planner@v2", 1);
+    assert!(first[0].contains("no auto-trace feedback samples"), "{first:?}");
+    // An outcome harvested by another process is new evidence: one more decision, still short.
+    harvest_outcome(&home, 1, "planner@v2", true);
+    let second = wait_decisions(&home, "planner@v2", 2);
+    assert!(second[1].contains("1 auto-trace samples < auto_promote_min_samples 2"), "{second:?}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending");
+    // A signed CI webhook to serve's own endpoint: the floor is reached and the canary starts.
+    home.json(&["harvest", "attribute", "--repo", "acme/app", "--pr", "2", "--template", "planner@v2", "--resolved-commit", "c0ffee"]);
+    let body = json!({"repo": "acme/app", "pr": 2, "outcome": "merged", "ci": "external"}).to_string();
+    let (code, reply) = post(port, "skillforge_outcome", &body, Some(&sign(SECRET, &body)));
+    assert_eq!((code, reply["rows"].as_array().map(Vec::len)), (200, Some(1)), "{reply}");
+    home.wait(Duration::from_secs(30), "planner@v2 to become the canary", || {
+        (sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'") == "canary").then_some(())
+    });
+    assert_eq!(sql(&home, "SELECT canary_sample FROM agent_template_versions WHERE id = 'planner@v2'"), "0.25", "S-60");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v1'"), "current", "the champion stays current");
+    // Exactly one decision per new evidence, though serve checked every 50 ms all along.
+    wait_decisions(&home, "planner@v2", 3);
+    let all = decisions(&home, "planner@v2");
+    assert_eq!(all.len(), 3, "{all:?}");
+    assert!(all[2].contains("guardrails pass: canary at 0.25"), "{all:?}");
+    let names: Vec<String> = events(&home).iter().map(|e| e["event"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(names, ["candidate.awaiting_promotion", "candidate.canary_started"], "S-52: every event once");
+}
+
