@@ -83,8 +83,12 @@ fn ingest(home: &Home, id: &str) {
     wait_exit(&mut serve.0, Duration::from_secs(30));
 }
 
+/// Graduation events of [`graduating_canary`]'s canary, which a person started: it graduates as
+/// `candidate.canary_graduated`, never `candidate.auto_promoted` (issue 37 item 11).
 fn graduated_events(home: &Home) -> usize {
-    events(home).iter().filter(|e| e["event"] == "candidate.auto_promoted").count()
+    let sent = events(home);
+    assert!(sent.iter().all(|e| e["event"] != "candidate.auto_promoted"), "a hand-started canary is not auto-promoted: {sent:?}");
+    sent.iter().filter(|e| e["event"] == "candidate.canary_graduated").count()
 }
 
 // S-61, S-62: a decision job that did not succeed applies nothing; the next check decides again.

@@ -1,15 +1,17 @@
-//! The closed loop (issue 37 item 7; seed: SkillOpt, "Promotion policy + notifications" ›
-//! Auto-promote; S-51, S-52, S-56, S-60): with `auto_promote` on, a running `serve` re-runs the
-//! guardrails of every pending candidate when new evidence for it arrives (`harvest outcome` from
-//! another process, a signed webhook to its own `POST /events`), once per new evidence, and
-//! starts the canary with no `candidate decide`.
+//! The closed loop and what it says (issue 37 items 7 and 11; seed: SkillOpt, "Promotion policy
+//! + notifications" › Auto-promote; S-51, S-52, S-56, S-60, S-61): with `auto_promote` on, a
+//! running `serve` re-runs the guardrails of every pending candidate when new evidence for it
+//! arrives (`harvest outcome` from another process, a signed webhook to its own `POST /events`),
+//! once per new evidence, and starts the canary with no `candidate decide`; events say when the
+//! blocking guardrail changes, what a person decided, and the counts each decision rests on.
 //! Real binary, embedded queue, the store read back with `sqlite3`, events from the JSONL sink.
 
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use skillforge_tests::decide::{config, events, harvest_outcome, home, import, sql};
+use skillforge_tests::run_code;
 use skillforge_tests::webhook::{post, sign, wait_listening};
 use skillforge_tests::{Home, Reaped, free_port};
 
@@ -87,3 +89,84 @@ fn serve_reruns_the_guardrails_once_per_new_evidence_and_starts_the_canary() {
     assert_eq!(names, ["candidate.awaiting_promotion", "candidate.canary_started"], "S-52: every event once");
 }
 
+/// The events of the sink named `name`, oldest first.
+fn named(home: &Home, name: &str) -> Vec<Value> {
+    events(home).into_iter().filter(|e| e["event"] == name).collect()
+}
+
+// S-52 (issue 37 item 11): `candidate.awaiting_promotion` again when the guardrail that blocks the
+// candidate changes, not once per candidate forever; the same guardrail again says nothing. Each
+// carries the counts it was decided on and the guardrail by its config key, never a step number.
+#[test]
+fn s52_awaiting_promotion_again_when_the_blocking_guardrail_changes() {
+    let home = home();
+    config(
+        &home,
+        "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 2\nauto_promote_min_score = 0.9\n\
+         [events]\njsonl = \"events.jsonl\"\n",
+    );
+    import(&home, "Plan in steps.\n", 0.8);
+    home.json(&["candidate", "decide", "planner@v2"]);
+    harvest_outcome(&home, 1, "planner@v2", true);
+    home.json(&["candidate", "decide", "planner@v2"]);
+    let awaiting = named(&home, "candidate.awaiting_promotion");
+    assert_eq!(awaiting.len(), 1, "one more sample, the same guardrail: nothing new to say: {awaiting:?}");
+    assert_eq!(awaiting[0]["detail"]["guardrail"], "auto_promote_min_samples", "{awaiting:?}");
+    harvest_outcome(&home, 2, "planner@v2", false);
+    let (out, _) = run_code(&home, &["candidate", "decide", "planner@v2"], 0);
+    assert!(out.contains("score 0.8 < auto_promote_min_score 0.9"), "{out}");
+    assert!(!out.contains("step"), "no step numbers in human output: {out}");
+    home.json(&["candidate", "decide", "planner@v2"]);
+    let awaiting = named(&home, "candidate.awaiting_promotion");
+    assert_eq!(awaiting.len(), 2, "the blocking guardrail moved from the sample floor to the score floor: {awaiting:?}");
+    let detail = &awaiting[1]["detail"];
+    assert_eq!(detail["guardrail"], "auto_promote_min_score", "{detail}");
+    assert_eq!((detail["samples"].as_u64(), detail["real_ci_positives"].as_u64(), detail["score"].as_f64()), (Some(2), Some(1), Some(0.8)), "{detail}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending");
+}
+
+// Issue 37 item 11: a decision made by hand is an event too (with `[events]` configured).
+#[test]
+fn promote_and_reject_by_hand_send_their_events() {
+    let home = home();
+    config(&home, "[events]\njsonl = \"events.jsonl\"\n");
+    import(&home, "Plan in steps.\n", 0.8);
+    home.json(&["candidate", "reject", "planner@v2", "--reason", "drops the risk section"]);
+    import(&home, "Plan in small steps.\n", 0.7);
+    home.json(&["candidate", "promote", "planner@v3", "--reason", "reviewed by the team"]);
+    let rejected = named(&home, "candidate.rejected");
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    assert_eq!((rejected[0]["job_id"].as_str(), rejected[0]["root_id"].as_str()), (Some("planner@v2"), Some("planner")));
+    assert_eq!(rejected[0]["detail"]["reason"], "drops the risk section");
+    let promoted = named(&home, "candidate.promoted");
+    assert_eq!(promoted.len(), 1, "{promoted:?}");
+    assert_eq!((promoted[0]["job_id"].as_str(), promoted[0]["detail"]["reason"].as_str()), (Some("planner@v3"), Some("reviewed by the team")));
+    assert_eq!(promoted[0]["detail"]["score"].as_f64(), Some(0.7));
+    assert!(named(&home, "candidate.auto_promoted").is_empty(), "a person promoted it");
+}
+
+// S-61 (issue 37 item 11): a canary started by hand that graduates on its window is
+// `candidate.canary_graduated`, not `candidate.auto_promoted`; the event carries the outcomes and
+// rates of both sides it graduated on.
+#[test]
+fn s61_a_hand_started_canary_graduates_without_an_auto_promoted_event() {
+    let home = home();
+    config(&home, "[skillopt]\nauto_trace_enabled = true\n[events]\njsonl = \"events.jsonl\"\n");
+    import(&home, "Plan in steps.\n", 0.8);
+    home.json(&["candidate", "canary", "planner@v2", "--sample", "0.5"]);
+    for pr in 1..=10 {
+        harvest_outcome(&home, pr, "planner@v2", true);
+        harvest_outcome(&home, 100 + pr, "planner@v1", pr % 2 == 0);
+    }
+    let checked = home.json(&["candidate", "canary-check"]);
+    assert_eq!((checked[0]["window"]["decision"].as_str(), checked[0]["applied"].as_bool()), (Some("graduate"), Some(true)), "{checked}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "current");
+    assert!(named(&home, "candidate.auto_promoted").is_empty(), "a person started this canary: {:?}", events(&home));
+    let graduated = named(&home, "candidate.canary_graduated");
+    assert_eq!(graduated.len(), 1, "{:?}", events(&home));
+    let detail = &graduated[0]["detail"];
+    assert_eq!(detail["canary_outcomes"], json!({"positives": 10, "total": 10, "rate": 1.0}), "{detail}");
+    assert_eq!(detail["champion_outcomes"], json!({"positives": 5, "total": 10, "rate": 0.5}), "{detail}");
+    home.json(&["candidate", "canary-check"]);
+    assert_eq!(named(&home, "candidate.canary_graduated").len(), 1, "sent once");
+}

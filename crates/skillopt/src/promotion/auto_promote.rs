@@ -73,6 +73,28 @@ pub struct Stop {
     pub reason: String,
 }
 
+impl Stop {
+    /// The guardrail that stopped the candidate, by its config key (or what it checks), for
+    /// events: `candidate.awaiting_promotion` is sent again when it changes (issue 37 item 11).
+    pub fn guardrail(&self) -> &'static str {
+        match self.step {
+            1 => "auto_promote",
+            2 => "auto_trace_feedback",
+            3 => "auto_promote_require_measured_judge",
+            4 => "auto_promote_canary_sample",
+            5 => "auto_promote_min_samples_unset",
+            6 => "auto_promote_min_samples",
+            7 => "auto_promote_min_score",
+            8 => "auto_promote_require_external_ci",
+            9 => "auto_promote_min_confidence",
+            _ => "rebase_needed",
+        }
+    }
+}
+
+/// What [`Decision::guardrail`] says when no guardrail stopped the candidate.
+pub const PASSED: &str = "passed";
+
 /// The outcome.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "decision", rename_all = "snake_case")]
@@ -85,6 +107,16 @@ pub enum Decision {
         /// The canary's traffic fraction, `None` for a direct promote.
         canary_sample: Option<f64>,
     },
+}
+
+impl Decision {
+    /// The guardrail that stopped it ([`Stop::guardrail`]), or [`PASSED`].
+    pub fn guardrail(&self) -> &'static str {
+        match self {
+            Decision::Notify(stop) => stop.guardrail(),
+            Decision::Promote { .. } => PASSED,
+        }
+    }
 }
 
 fn stop(step: u8, reason: impl Into<String>) -> Decision {

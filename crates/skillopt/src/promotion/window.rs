@@ -14,6 +14,8 @@
 //! (`candidate.auto_promoted`, `candidate.rolled_back`) is owed from then on: every check first
 //! sends the ones still owed ([`send_owed_events`]), so a crash between apply and send loses none.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use serde::Serialize;
 use skillforge_engine::ingest::{ApplyError, ResultHandler};
@@ -22,12 +24,12 @@ use skillforge_runner::PayloadError;
 use skillforge_runner_process::ProcessPayload;
 use skillforge_store::Store;
 use skillforge_store::candidates::{promote_candidate_in, reject_candidate_in};
-use skillforge_store::promotion::{CanaryRow, canary_of, decided_without_event, list_canaries, outcomes_after_seq, outcomes_between};
+use skillforge_store::promotion::{CanaryRow, canary_of, decided_without_event, event_detail, list_canaries, outcomes_after_seq, outcomes_between};
 use skillforge_store::templates::{current_version, get_version};
 use sqlx::SqliteConnection;
 
 use super::canary::{Outcomes, WindowConfig, WindowDecision, decide_window};
-use super::events::{Detail, EVENTS_WORKFLOW, Event, EventKind};
+use super::events::{Detail, EVENTS_WORKFLOW, Event, EventKind, HAND_STARTED_REASON, WindowCounts};
 use super::notify::{PromotionEnv, PromotionError, emit};
 use super::stages::{GRADUATE_STAGE, INCONCLUSIVE_STAGE, PromotionStages, ROLL_BACK_STAGE};
 use skillforge_stage::{StageJobs, Wait, wait_for};
@@ -201,12 +203,24 @@ async fn submit_decision(
 struct Window {
     decision: WindowDecision,
     champion: Option<i64>,
+    /// The canary's and the champion's outcomes it was decided on (issue 37 item 11), when read.
+    counts: WindowEvidence,
+}
+
+/// The canary's and the champion's outcomes a window was decided on, as its decision event
+/// carries them (issue 37 item 11).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct WindowEvidence {
+    /// The canary's outcomes since it started.
+    pub canary: Option<WindowCounts>,
+    /// The champion's outcomes over the same window.
+    pub champion: Option<WindowCounts>,
 }
 
 /// The window of one canary: its and the champion's auto-trace outcomes since it started (up to
 /// the window's end), each `Err` when unreadable.
 async fn window_of(store: &Store, canary: &CanaryRow, config: &WindowConfig) -> Result<Window, PromotionError> {
-    let hold = |reason: &str| Window { decision: WindowDecision::Hold { reason: reason.to_owned() }, champion: None };
+    let hold = |reason: &str| Window { decision: WindowDecision::Hold { reason: reason.to_owned() }, champion: None, counts: WindowEvidence::default() };
     let Ok(started) = DateTime::parse_from_rfc3339(&canary.canary_started_at).map(|t| t.with_timezone(&Utc)) else {
         return Ok(hold("canary start time unreadable"));
     };
@@ -235,26 +249,47 @@ async fn window_of(store: &Store, canary: &CanaryRow, config: &WindowConfig) -> 
         ),
     };
     let closed = Utc::now() >= end;
-    Ok(Window { decision: decide_window(&canary_outcomes, &champion_outcomes, config, closed), champion: Some(champion.version) })
+    let counts = |o: &Result<Outcomes, String>| o.as_ref().ok().map(|o| WindowCounts::new(o.positives, o.total));
+    let counts = WindowEvidence { canary: counts(&canary_outcomes), champion: counts(&champion_outcomes) };
+    Ok(Window { decision: decide_window(&canary_outcomes, &champion_outcomes, config, closed), champion: Some(champion.version), counts })
 }
 
 /// Sends the graduation and rollback events owed for decisions already applied (the event log
-/// has no row for them yet). Nothing is owed while `[events]` is not configured.
+/// has no row for them yet). Nothing is owed while `[events]` is not configured. A graduation of
+/// a canary started by hand is `candidate.canary_graduated`, not `candidate.auto_promoted`
+/// (issue 37 item 11).
 ///
 /// # Errors
 /// [`PromotionError::Store`].
 pub async fn send_owed_events(env: &PromotionEnv<'_>) -> Result<usize, PromotionError> {
+    send_owed(env, &HashMap::new()).await
+}
+
+/// [`send_owed_events`], each event carrying the window evidence its decision was made on when
+/// `decided` has it (the check that decided it in this process).
+async fn send_owed(env: &PromotionEnv<'_>, decided: &HashMap<String, WindowEvidence>) -> Result<usize, PromotionError> {
     if !env.policy.sinks.is_configured() {
         return Ok(0);
     }
     let mut sent = 0;
     for (reason, kind) in [(GRADUATED_REASON, EventKind::AutoPromoted), (ROLLED_BACK_REASON, EventKind::RolledBack), (INCONCLUSIVE_REASON, EventKind::RolledBack)] {
         for (version_id, template_id) in decided_without_event(env.store.pool(), reason, kind.name()).await? {
-            let event = Event::new(kind, &version_id, &template_id, Detail::default().with_reason(reason));
+            let kind = if kind == EventKind::AutoPromoted && is_hand_started(env.store, &version_id).await? { EventKind::CanaryGraduated } else { kind };
+            let evidence = decided.get(&version_id).copied().unwrap_or_default();
+            let detail = Detail { canary_outcomes: evidence.canary, champion_outcomes: evidence.champion, ..Detail::default() };
+            let event = Event::new(kind, &version_id, &template_id, detail.with_reason(reason));
             sent += usize::from(emit(env, &event).await?);
         }
     }
     Ok(sent)
+}
+
+/// Whether `version_id`'s canary was started by hand (its `candidate.canary_started` says
+/// [`HAND_STARTED_REASON`]).
+async fn is_hand_started(store: &Store, version_id: &str) -> Result<bool, PromotionError> {
+    let detail = event_detail(store.pool(), EventKind::CanaryStarted.name(), version_id).await?;
+    let reason = detail.and_then(|d| serde_json::from_str::<serde_json::Value>(&d).ok()).and_then(|d| d["reason"].as_str().map(str::to_owned));
+    Ok(reason.as_deref() == Some(HAND_STARTED_REASON))
 }
 
 /// Decides every canary's window once and submits the graduate / roll-back jobs (see the module
@@ -271,8 +306,10 @@ pub async fn check_canaries(env: &PromotionEnv<'_>, wait: Wait) -> Result<Vec<Wi
     send_owed_events(env).await?;
     let mut report = Vec::new();
     let mut submitted = Vec::new();
+    let mut decided = HashMap::new();
     for canary in list_canaries(env.store.pool()).await? {
         let window = window_of(env.store, &canary, &env.policy.window).await?;
+        decided.insert(canary.id.clone(), window.counts);
         let mut entry = WindowReport { version_id: canary.id.clone(), window: window.decision, job_id: None, applied: false };
         if let (Some(stage), Some(champion)) = (decision_stage(&entry.window), window.champion) {
             entry.job_id = submit_decision(env, jobs, stage, &canary, champion).await?;
@@ -284,7 +321,7 @@ pub async fn check_canaries(env: &PromotionEnv<'_>, wait: Wait) -> Result<Vec<Wi
         return Ok(report);
     }
     wait_for(jobs, submitted, wait, "canary decisions").await?;
-    send_owed_events(env).await?;
+    send_owed(env, &decided).await?;
     for entry in &mut report {
         let state = get_version(env.store.pool(), &entry.version_id).await?.map(|v| v.state);
         entry.applied = match entry.window {
