@@ -6,7 +6,7 @@
 use serde::Serialize;
 use skillforge_store::Store;
 use skillforge_store::bandit::{ArmRow, get_arm};
-use skillforge_store::candidates::{DecisionOutcome, get_candidate, promote_candidate};
+use skillforge_store::candidates::{CandidateRow, DecisionOutcome, get_candidate, promote_candidate};
 use skillforge_store::promotion::{CanaryStart, auto_trace_counts, start_canary};
 use skillforge_store::templates::{begin_write, current_version};
 
@@ -14,6 +14,7 @@ use super::auto_promote::{AutoTraceEvidence, BanditEvidence, Decision, Evidence,
 use super::events::{Detail, Event, EventKind};
 use super::notify::{PromotionEnv, PromotionError, emit, emit_on_change};
 use crate::ab::bandit::{Arm, Confidence, NOTIFY_SEED};
+use crate::distill::run::SCORE_UNAVAILABLE_KEY;
 
 /// What the seam did for one candidate.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -40,7 +41,12 @@ impl SeamReport {
 /// challenger arm exists (Monte Carlo at the notify seam's fixed seed 473; exact when possible).
 /// Also returns the real-CI positives counted (`None` when the run could not be read), which the
 /// decision events carry.
-async fn evidence(store: &Store, template_id: &str, version_id: &str, score: Option<f64>, base: &str) -> Result<(Evidence, Option<u64>), PromotionError> {
+async fn evidence(store: &Store, candidate: &CandidateRow) -> Result<(Evidence, Option<u64>), PromotionError> {
+    let (template_id, version_id, score, base) =
+        (candidate.template_id.as_str(), candidate.version_id.as_str(), candidate.score, candidate.base_version_id.as_str());
+    let score_unavailable = serde_json::from_str::<serde_json::Value>(&candidate.summary_metadata_json)
+        .ok()
+        .and_then(|m| m.get(SCORE_UNAVAILABLE_KEY).and_then(serde_json::Value::as_str).map(str::to_owned));
     let counts = auto_trace_counts(store.pool(), version_id).await;
     let real_ci_positives = counts.as_ref().ok().map(|c| if c.run_exists { c.real_ci_positives } else { 0 });
     let feedback = match counts {
@@ -63,7 +69,7 @@ async fn evidence(store: &Store, template_id: &str, version_id: &str, score: Opt
         }
         _ => None,
     };
-    Ok((Evidence { feedback, score, confidence, stale_base }, real_ci_positives))
+    Ok((Evidence { feedback, score, score_unavailable, confidence, stale_base }, real_ci_positives))
 }
 
 /// The notify seam (S-51, S-52, facts §7): runs after an import has returned. Decides, emits
@@ -80,7 +86,7 @@ pub async fn after_import(env: &PromotionEnv<'_>, version_id: &str) -> Result<Se
     let Some(candidate) = get_candidate(store.pool(), version_id).await? else {
         return Ok(SeamReport { decision: None, reason: "not an imported candidate".to_owned(), blocked: None });
     };
-    let (evidence, real_ci_positives) = evidence(store, &candidate.template_id, version_id, candidate.score, &candidate.base_version_id).await?;
+    let (evidence, real_ci_positives) = evidence(store, &candidate).await?;
     let decision = decide(&env.policy.guardrails, &evidence);
     // Issue 37 item 11: every decision event carries the counts and rates it decided on.
     let base = Detail {
