@@ -10,10 +10,10 @@ use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use skillforge_tests::decide::{config, events, harvest_outcome, home, import, sql};
+use skillforge_tests::decide::{config, events, harvest_outcome, home, home_on, import, sql};
 use skillforge_tests::run_code;
 use skillforge_tests::webhook::{post, sign, wait_listening};
-use skillforge_tests::{Home, Reaped, free_port};
+use skillforge_tests::{Home, Reaped, RedisServer, free_port};
 
 const SECRET: &str = "webhook-s3cret";
 const DECIDED: &str = "guardrails re-run on new evidence";
@@ -51,41 +51,53 @@ fn wait_decisions(home: &Home, version: &str, n: usize) -> Vec<String> {
 // S-51, S-52, S-56, S-60 (issue 37 item 7)
 #[test]
 fn serve_reruns_the_guardrails_once_per_new_evidence_and_starts_the_canary() {
-    let home = home();
+    serve_closes_the_loop(&home());
+}
+
+// The same on Redis, with serve's canary checks and ingestion on the shared queue.
+#[test]
+fn on_redis_serve_reruns_the_guardrails_once_per_new_evidence() {
+    let redis = RedisServer::start();
+    serve_closes_the_loop(&home_on(Home::redis(&redis.url())));
+}
+
+/// A pending candidate, `serve` running, one outcome by `harvest outcome` and one by a signed
+/// webhook: three decisions by `serve` (first sight, each outcome) and the canary, no `decide`.
+fn serve_closes_the_loop(home: &Home) {
     config(
-        &home,
+        home,
         "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 2\nauto_promote_min_score = 0.5\n\
          auto_promote_canary = true\nauto_promote_canary_sample = 0.25\n[events]\njsonl = \"events.jsonl\"\n",
     );
-    import(&home, "Plan in steps.\n", 0.8);
-    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending", "S-51");
+    import(home, "Plan in steps.\n", 0.8);
+    assert_eq!(sql(home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending", "S-51");
     let port = free_port();
-    let _serve = Reaped(spawn_serve(&home, port));
-    wait_listening(&home, port);
+    let _serve = Reaped(spawn_serve(home, port));
+    wait_listening(home, port);
     // First sight: decided once, on no samples (S-56), and left pending.
-    let first = wait_decisions(&home, "planner@v2", 1);
+    let first = wait_decisions(home, "planner@v2", 1);
     assert!(first[0].contains("no auto-trace feedback samples"), "{first:?}");
     // An outcome harvested by another process is new evidence: one more decision, still short.
-    harvest_outcome(&home, 1, "planner@v2", true);
-    let second = wait_decisions(&home, "planner@v2", 2);
+    harvest_outcome(home, 1, "planner@v2", true);
+    let second = wait_decisions(home, "planner@v2", 2);
     assert!(second[1].contains("1 auto-trace samples < auto_promote_min_samples 2"), "{second:?}");
-    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending");
+    assert_eq!(sql(home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending");
     // A signed CI webhook to serve's own endpoint: the floor is reached and the canary starts.
     home.json(&["harvest", "attribute", "--repo", "acme/app", "--pr", "2", "--template", "planner@v2", "--resolved-commit", "c0ffee"]);
     let body = json!({"repo": "acme/app", "pr": 2, "outcome": "merged", "ci": "external"}).to_string();
     let (code, reply) = post(port, "skillforge_outcome", &body, Some(&sign(SECRET, &body)));
     assert_eq!((code, reply["rows"].as_array().map(Vec::len)), (200, Some(1)), "{reply}");
     home.wait(Duration::from_secs(30), "planner@v2 to become the canary", || {
-        (sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'") == "canary").then_some(())
+        (sql(home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'") == "canary").then_some(())
     });
-    assert_eq!(sql(&home, "SELECT canary_sample FROM agent_template_versions WHERE id = 'planner@v2'"), "0.25", "S-60");
-    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v1'"), "current", "the champion stays current");
+    assert_eq!(sql(home, "SELECT canary_sample FROM agent_template_versions WHERE id = 'planner@v2'"), "0.25", "S-60");
+    assert_eq!(sql(home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v1'"), "current", "the champion stays current");
     // Exactly one decision per new evidence, though serve checked every 50 ms all along.
-    wait_decisions(&home, "planner@v2", 3);
-    let all = decisions(&home, "planner@v2");
+    wait_decisions(home, "planner@v2", 3);
+    let all = decisions(home, "planner@v2");
     assert_eq!(all.len(), 3, "{all:?}");
     assert!(all[2].contains("guardrails pass: canary at 0.25"), "{all:?}");
-    let names: Vec<String> = events(&home).iter().map(|e| e["event"].as_str().unwrap().to_owned()).collect();
+    let names: Vec<String> = events(home).iter().map(|e| e["event"].as_str().unwrap().to_owned()).collect();
     assert_eq!(names, ["candidate.awaiting_promotion", "candidate.canary_started"], "S-52: every event once");
 }
 
