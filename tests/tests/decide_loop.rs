@@ -20,9 +20,14 @@ const DECIDED: &str = "guardrails re-run on new evidence";
 
 /// `serve --listen` with the secret, re-running the guardrails every 50 ms; its log in the home.
 fn spawn_serve(home: &Home, port: u16) -> Child {
+    spawn_serve_every(home, port, "50")
+}
+
+/// [`spawn_serve`] re-running the guardrails every `every_ms` milliseconds.
+fn spawn_serve_every(home: &Home, port: u16, every_ms: &str) -> Child {
     let log = std::fs::File::create(home.path().join("serve.log")).unwrap();
     let mut cmd = home.cmd();
-    cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--decide-every-ms", "50"])
+    cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--decide-every-ms", every_ms])
         .env("SKILLFORGE_WEBHOOK_SECRET", SECRET)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -99,6 +104,32 @@ fn serve_closes_the_loop(home: &Home) {
     assert!(all[2].contains("guardrails pass: canary at 0.25"), "{all:?}");
     let names: Vec<String> = events(home).iter().map(|e| e["event"].as_str().unwrap().to_owned()).collect();
     assert_eq!(names, ["candidate.awaiting_promotion", "candidate.canary_started"], "S-52: every event once");
+}
+
+// S-60 (issue 37 item 7): a webhook that writes feedback wakes the guardrails at once; the timer
+// (ten minutes here) is only the fallback for evidence written by other processes.
+#[test]
+fn a_webhook_outcome_reruns_the_guardrails_without_waiting_for_the_timer() {
+    let home = home();
+    config(
+        &home,
+        "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 2\nauto_promote_min_score = 0.5\n\
+         auto_promote_canary = true\nauto_promote_canary_sample = 0.25\n",
+    );
+    import(&home, "Plan in steps.\n", 0.8);
+    let port = free_port();
+    let _serve = Reaped(spawn_serve_every(&home, port, "600000"));
+    wait_listening(&home, port);
+    wait_decisions(&home, "planner@v2", 1);
+    for pr in [1, 2] {
+        let pr_s = pr.to_string();
+        home.json(&["harvest", "attribute", "--repo", "acme/app", "--pr", &pr_s, "--template", "planner@v2", "--resolved-commit", "c0ffee"]);
+        let body = json!({"repo": "acme/app", "pr": pr, "outcome": "merged", "ci": "external"}).to_string();
+        let (code, reply) = post(port, "skillforge_outcome", &body, Some(&sign(SECRET, &body)));
+        assert_eq!(code, 200, "{reply}");
+        wait_decisions(&home, "planner@v2", 1 + pr);
+    }
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "canary");
 }
 
 /// The events of the sink named `name`, oldest first.

@@ -107,9 +107,11 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         Duration::from_millis(args.ingest_every_ms.max(10)),
         shutdown.clone(),
     );
+    // Woken by the events endpoint when a webhook wrote feedback: the guardrails re-run at once.
+    let evidence = std::sync::Arc::new(tokio::sync::Notify::new());
     let events = async {
         let (Some(listener), Some(secret)) = (listener, secret) else { return };
-        let state = EventsState { store: store.clone(), backend: backend.clone(), config: harvest_config.clone(), secret };
+        let state = EventsState { store: store.clone(), backend: backend.clone(), config: harvest_config.clone(), secret, evidence: evidence.clone() };
         serve_events(listener, state, shutdown.clone()).await;
     };
     let canaries = async {
@@ -140,7 +142,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         if args.decide_every_ms == 0 || ctx.config.skillopt.auto_promote != Some(true) {
             return;
         }
-        redecide_on_evidence(ctx, &store, Duration::from_millis(args.decide_every_ms.max(10)), shutdown.clone()).await;
+        redecide_on_evidence(ctx, &store, Duration::from_millis(args.decide_every_ms.max(10)), &evidence, shutdown.clone()).await;
     };
     let settings = watch_settings(backend.as_ref(), &store, shutdown.clone());
     let github_watch =
@@ -151,11 +153,18 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
 
 /// Re-runs the auto-promote guardrails every `every` for each pending candidate whose evidence
 /// changed since it was last decided (issue 37 item 7): outcomes harvested by `harvest outcome`
-/// or a webhook, A/B picks, a new champion. Once per new evidence: the marks each candidate was
+/// or a webhook, A/B picks, a new champion; at once when `evidence` is woken (a webhook to this
+/// process wrote feedback). Once per new evidence: the marks each candidate was
 /// decided on are kept for the life of this process, and a restart decides each pending candidate
 /// once more (idempotent: the seam sends an event once and starts a canary once). One log line
 /// per decision; a failed pass is logged and retried on the next tick.
-async fn redecide_on_evidence(ctx: &Context, store: &skillforge_store::Store, every: Duration, shutdown: tokio_util::sync::CancellationToken) {
+async fn redecide_on_evidence(
+    ctx: &Context,
+    store: &skillforge_store::Store,
+    every: Duration,
+    evidence: &tokio::sync::Notify,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
     let mut decided = skillforge_skillopt::promotion::reevaluate::Decided::default();
     loop {
         match crate::control::promotion::reevaluate_pending(ctx, store, &mut decided).await {
@@ -170,6 +179,7 @@ async fn redecide_on_evidence(ctx: &Context, store: &skillforge_store::Store, ev
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(every) => {}
+            () = evidence.notified() => {}
         }
     }
 }
