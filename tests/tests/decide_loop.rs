@@ -132,6 +132,32 @@ fn a_webhook_outcome_reruns_the_guardrails_without_waiting_for_the_timer() {
     assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "canary");
 }
 
+// S-60 (issue 37 items 4 and 7): a pass blocked by the template's running canary is decided again
+// by `serve` when that canary ends, with no new outcome for the blocked candidate.
+#[test]
+fn a_pass_blocked_by_a_running_canary_is_decided_again_when_it_ends() {
+    let home = home();
+    config(
+        &home,
+        "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 1\nauto_promote_min_score = 0.5\n\
+         auto_promote_canary = true\nauto_promote_canary_sample = 0.25\n",
+    );
+    import(&home, "Plan in steps.\n", 0.8);
+    home.json(&["candidate", "canary", "planner@v2", "--sample", "0.5"]);
+    import(&home, "Plan in small steps.\n", 0.8);
+    harvest_outcome(&home, 1, "planner@v3", true);
+    let port = free_port();
+    let _serve = Reaped(spawn_serve(&home, port));
+    wait_listening(&home, port);
+    let blocked = wait_decisions(&home, "planner@v3", 1);
+    assert!(blocked[0].contains("planner@v2 is the running canary"), "{blocked:?}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v3'"), "pending");
+    home.json(&["candidate", "reject", "planner@v2", "--reason", "worse on review"]);
+    let again = wait_decisions(&home, "planner@v3", 2);
+    assert!(again[1].contains("guardrails pass: canary at 0.25"), "{again:?}");
+    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v3'"), "canary");
+}
+
 /// The events of the sink named `name`, oldest first.
 fn named(home: &Home, name: &str) -> Vec<Value> {
     events(home).into_iter().filter(|e| e["event"] == name).collect()

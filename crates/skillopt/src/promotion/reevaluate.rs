@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use skillforge_store::Store;
 use skillforge_store::bandit::{ArmRow, get_arm};
 use skillforge_store::candidates::get_candidate;
-use skillforge_store::promotion::{auto_trace_counts, pending_versions};
+use skillforge_store::promotion::{auto_trace_counts, canary_of, pending_versions};
 use skillforge_store::templates::{current_version, list_templates};
 
 use super::notify::{PromotionEnv, PromotionError};
@@ -30,6 +30,8 @@ pub struct EvidenceMark {
     auto_trace: Option<(u64, u64)>,
     /// The current champion's version id.
     champion: Option<String>,
+    /// The template's running canary: a pass blocked by it is decided again once it ends.
+    canary: Option<String>,
     /// The challenger's and the champion's arms: pulls and the bits of alpha, beta (S-63).
     arms: [Option<(i64, u64, u64)>; 2],
     /// The bits of the candidate's `summary.score`.
@@ -48,12 +50,13 @@ fn arm_mark(arm: Option<ArmRow>) -> Option<(i64, u64, u64)> {
 pub async fn evidence_mark(store: &Store, template_id: &str, version_id: &str, score: Option<f64>) -> Result<EvidenceMark, PromotionError> {
     let auto_trace = auto_trace_counts(store.pool(), version_id).await.ok().map(|c| (c.samples, c.real_ci_positives));
     let champion = current_version(store.pool(), template_id).await?.map(|c| c.id);
+    let canary = canary_of(store.pool(), template_id).await?.map(|c| c.id);
     let challenger_arm = arm_mark(get_arm(store.pool(), template_id, version_id).await?);
     let champion_arm = match &champion {
         Some(id) => arm_mark(get_arm(store.pool(), template_id, id).await?),
         None => None,
     };
-    Ok(EvidenceMark { auto_trace, champion, arms: [challenger_arm, champion_arm], score: score.map(f64::to_bits) })
+    Ok(EvidenceMark { auto_trace, champion, canary, arms: [challenger_arm, champion_arm], score: score.map(f64::to_bits) })
 }
 
 /// One re-run of the guardrails: the candidate, the evidence it was decided on, what the seam did.
