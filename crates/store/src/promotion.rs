@@ -79,6 +79,37 @@ pub async fn event_detail(db: impl SqliteExecutor<'_>, event: &str, job_id: &str
         .await?)
 }
 
+/// Records the counts canary `version_id`'s window decision `stage` (`graduate`, `roll_back`,
+/// `inconclusive`) was made on (issue 37 item 11), replacing what an earlier check recorded.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn record_window_evidence(db: impl SqliteExecutor<'_>, version_id: &str, stage: &str, detail_json: &str) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO canary_window_evidence (version_id, stage, detail_json, updated_at) VALUES (?, ?, ?, ?)
+         ON CONFLICT (version_id, stage) DO UPDATE SET detail_json = excluded.detail_json, updated_at = excluded.updated_at",
+    )
+    .bind(version_id)
+    .bind(stage)
+    .bind(detail_json)
+    .bind(now_rfc3339())
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// The counts recorded by [`record_window_evidence`], `None` when none were.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn window_evidence(db: impl SqliteExecutor<'_>, version_id: &str, stage: &str) -> Result<Option<String>, StoreError> {
+    Ok(sqlx::query_scalar("SELECT detail_json FROM canary_window_evidence WHERE version_id = ? AND stage = ?")
+        .bind(version_id)
+        .bind(stage)
+        .fetch_optional(db)
+        .await?)
+}
+
 /// One logged event.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct EventRow {

@@ -120,7 +120,7 @@ pub struct Detail {
 }
 
 /// Outcomes of one side of a canary window, as a decision event carries them.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub struct WindowCounts {
     /// Positive outcomes (merged, not reverted).
     pub positives: u64,

@@ -14,8 +14,6 @@
 //! (`candidate.auto_promoted`, `candidate.rolled_back`) is owed from then on: every check first
 //! sends the ones still owed ([`send_owed_events`]), so a crash between apply and send loses none.
 
-use std::collections::HashMap;
-
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use serde::Serialize;
 use skillforge_engine::ingest::{ApplyError, ResultHandler};
@@ -24,7 +22,10 @@ use skillforge_runner::PayloadError;
 use skillforge_runner_process::ProcessPayload;
 use skillforge_store::Store;
 use skillforge_store::candidates::{promote_candidate_in, reject_candidate_in};
-use skillforge_store::promotion::{CanaryRow, canary_of, decided_without_event, event_detail, list_canaries, outcomes_after_seq, outcomes_between};
+use skillforge_store::promotion::{
+    CanaryRow, canary_of, decided_without_event, event_detail, list_canaries, outcomes_after_seq, outcomes_between, record_window_evidence,
+    window_evidence,
+};
 use skillforge_store::templates::{current_version, get_version};
 use sqlx::SqliteConnection;
 
@@ -208,8 +209,9 @@ struct Window {
 }
 
 /// The canary's and the champion's outcomes a window was decided on, as its decision event
-/// carries them (issue 37 item 11).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// carries them (issue 37 item 11); kept in the store from the check that submitted the decision
+/// until the event is sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct WindowEvidence {
     /// The canary's outcomes since it started.
     pub canary: Option<WindowCounts>,
@@ -256,26 +258,29 @@ async fn window_of(store: &Store, canary: &CanaryRow, config: &WindowConfig) -> 
 
 /// Sends the graduation and rollback events owed for decisions already applied (the event log
 /// has no row for them yet). Nothing is owed while `[events]` is not configured. A graduation of
-/// a canary started by hand is `candidate.canary_graduated`, not `candidate.auto_promoted`
-/// (issue 37 item 11).
+/// a canary started by hand is `candidate.canary_graduated`, not `candidate.auto_promoted`; each
+/// event carries the window counts its decision was made on, as the submitting check recorded
+/// them (issue 37 item 11).
 ///
 /// # Errors
 /// [`PromotionError::Store`].
 pub async fn send_owed_events(env: &PromotionEnv<'_>) -> Result<usize, PromotionError> {
-    send_owed(env, &HashMap::new()).await
-}
-
-/// [`send_owed_events`], each event carrying the window evidence its decision was made on when
-/// `decided` has it (the check that decided it in this process).
-async fn send_owed(env: &PromotionEnv<'_>, decided: &HashMap<String, WindowEvidence>) -> Result<usize, PromotionError> {
     if !env.policy.sinks.is_configured() {
         return Ok(0);
     }
     let mut sent = 0;
-    for (reason, kind) in [(GRADUATED_REASON, EventKind::AutoPromoted), (ROLLED_BACK_REASON, EventKind::RolledBack), (INCONCLUSIVE_REASON, EventKind::RolledBack)] {
+    let owed = [
+        (GRADUATED_REASON, GRADUATE_STAGE, EventKind::AutoPromoted),
+        (ROLLED_BACK_REASON, ROLL_BACK_STAGE, EventKind::RolledBack),
+        (INCONCLUSIVE_REASON, INCONCLUSIVE_STAGE, EventKind::RolledBack),
+    ];
+    for (reason, stage, kind) in owed {
         for (version_id, template_id) in decided_without_event(env.store.pool(), reason, kind.name()).await? {
             let kind = if kind == EventKind::AutoPromoted && is_hand_started(env.store, &version_id).await? { EventKind::CanaryGraduated } else { kind };
-            let evidence = decided.get(&version_id).copied().unwrap_or_default();
+            let evidence: WindowEvidence = window_evidence(env.store.pool(), &version_id, stage)
+                .await?
+                .and_then(|json| serde_json::from_str(&json).ok())
+                .unwrap_or_default();
             let detail = Detail { canary_outcomes: evidence.canary, champion_outcomes: evidence.champion, ..Detail::default() };
             let event = Event::new(kind, &version_id, &template_id, detail.with_reason(reason));
             sent += usize::from(emit(env, &event).await?);
@@ -306,12 +311,15 @@ pub async fn check_canaries(env: &PromotionEnv<'_>, wait: Wait) -> Result<Vec<Wi
     send_owed_events(env).await?;
     let mut report = Vec::new();
     let mut submitted = Vec::new();
-    let mut decided = HashMap::new();
     for canary in list_canaries(env.store.pool()).await? {
         let window = window_of(env.store, &canary, &env.policy.window).await?;
-        decided.insert(canary.id.clone(), window.counts);
         let mut entry = WindowReport { version_id: canary.id.clone(), window: window.decision, job_id: None, applied: false };
         if let (Some(stage), Some(champion)) = (decision_stage(&entry.window), window.champion) {
+            // The counts its event will carry, whichever process sends it (issue 37 item 11).
+            if env.policy.sinks.is_configured() {
+                let counts = serde_json::to_string(&window.counts).unwrap_or_else(|_| "{}".to_owned());
+                record_window_evidence(env.store.pool(), &canary.id, stage, &counts).await?;
+            }
             entry.job_id = submit_decision(env, jobs, stage, &canary, champion).await?;
             submitted.extend(entry.job_id.clone());
         }
@@ -321,7 +329,7 @@ pub async fn check_canaries(env: &PromotionEnv<'_>, wait: Wait) -> Result<Vec<Wi
         return Ok(report);
     }
     wait_for(jobs, submitted, wait, "canary decisions").await?;
-    send_owed(env, &decided).await?;
+    send_owed_events(env).await?;
     for entry in &mut report {
         let state = get_version(env.store.pool(), &entry.version_id).await?.map(|v| v.state);
         entry.applied = match entry.window {

@@ -15,3 +15,13 @@ INSERT INTO promotion_events_new (event, job_id, root_id, detail_json, created_a
     SELECT event, job_id, root_id, detail_json, created_at FROM promotion_events ORDER BY rowid;
 DROP TABLE promotion_events;
 ALTER TABLE promotion_events_new RENAME TO promotion_events;
+
+-- The counts a canary's window decision was made on (issue 37 item 11), kept from the check that
+-- submitted the decision until its event is sent, by whichever process sends it.
+CREATE TABLE canary_window_evidence (
+    version_id  TEXT NOT NULL,
+    stage       TEXT NOT NULL,
+    detail_json TEXT NOT NULL,
+    updated_at  TEXT NOT NULL,
+    PRIMARY KEY (version_id, stage)
+);
