@@ -13,7 +13,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use serde_json::Value;
+use serde_json::{Value, json};
 use skillforge_tests::decide::{config, events, harvest_outcome, home, home_on, import, sql};
 use skillforge_tests::{Home, Reaped, RedisServer, signal, wait_exit};
 
@@ -83,8 +83,12 @@ fn ingest(home: &Home, id: &str) {
     wait_exit(&mut serve.0, Duration::from_secs(30));
 }
 
+/// Graduation events of [`graduating_canary`]'s canary, which a person started: it graduates as
+/// `candidate.canary_graduated`, never `candidate.auto_promoted` (issue 37 item 11).
 fn graduated_events(home: &Home) -> usize {
-    events(home).iter().filter(|e| e["event"] == "candidate.auto_promoted").count()
+    let sent = events(home);
+    assert!(sent.iter().all(|e| e["event"] != "candidate.auto_promoted"), "a hand-started canary is not auto-promoted: {sent:?}");
+    sent.iter().filter(|e| e["event"] == "candidate.canary_graduated").count()
 }
 
 // S-61, S-62: a decision job that did not succeed applies nothing; the next check decides again.
@@ -159,6 +163,26 @@ fn s61_checks_that_see_more_evidence_for_the_same_outcome_submit_one_job() {
     assert_eq!(state(&home, "planner@v2"), "current");
     assert_eq!(decision_jobs(&home).len(), 1);
     assert_eq!(graduated_events(&home), 1);
+}
+
+// S-61 (issue 37 item 11): a graduation applied by a worker and `serve`'s ingestion, its event
+// sent by a later check that no longer sees the canary, still carries the outcomes and rates of
+// both sides the window was decided on.
+#[test]
+fn s61_an_event_sent_by_a_later_check_carries_the_counts_its_decision_was_made_on() {
+    let home = graduating_canary();
+    let first = check_without_waiting(&home);
+    assert_eq!(first["window"]["decision"], "graduate", "{first}");
+    let id = first["job_id"].as_str().unwrap().to_owned();
+    run_on_a_worker(&home, &id, None, |s| s == "succeeded");
+    ingest(&home, &id);
+    assert_eq!(state(&home, "planner@v2"), "current");
+    assert_eq!(graduated_events(&home), 0, "not sent yet");
+    assert_eq!(home.json(&["candidate", "canary-check"]).as_array().map(Vec::len), Some(0), "no canary left");
+    let sent: Vec<Value> = events(&home).into_iter().filter(|e| e["event"] == "candidate.canary_graduated").collect();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0]["detail"]["canary_outcomes"], json!({"positives": 10, "total": 10, "rate": 1.0}), "{sent:?}");
+    assert_eq!(sent[0]["detail"]["champion_outcomes"], json!({"positives": 5, "total": 10, "rate": 0.5}), "{sent:?}");
 }
 
 // S-61 on a shared queue: the CLI's `canary-check` waits through the stage port, whose wait

@@ -109,11 +109,13 @@ fn s61_a_graduation_is_a_durable_job_applied_by_the_promotion_family_at_ingestio
     assert!(key.starts_with("promotion:canary:graduate:") && key.ends_with(":v1:r1:planner@v2"), "{job:#}");
     assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "current");
     assert_eq!(sql(&home, "SELECT decision_reason FROM agent_template_candidate_reviews WHERE version_id = 'planner@v2'"), "canary graduated: parity or better");
-    assert_eq!(events(&home).iter().filter(|e| e["event"] == "candidate.auto_promoted").count(), 1);
+    // A canary started by hand graduates as `candidate.canary_graduated` (issue 37 item 11).
+    assert_eq!(events(&home).iter().filter(|e| e["event"] == "candidate.canary_graduated").count(), 1);
     // Idempotent: no canary left, no second job, no second event.
     assert_eq!(home.json(&["candidate", "canary-check"]).as_array().unwrap().len(), 0);
     assert_eq!(decision_jobs(&home).len(), 1);
-    assert_eq!(events(&home).iter().filter(|e| e["event"] == "candidate.auto_promoted").count(), 1);
+    assert_eq!(events(&home).iter().filter(|e| e["event"] == "candidate.canary_graduated").count(), 1);
+    assert_eq!(events(&home).iter().filter(|e| e["event"] == "candidate.auto_promoted").count(), 0);
 }
 
 fn arms(home: &Home) -> String {

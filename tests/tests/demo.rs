@@ -239,8 +239,13 @@ fn the_demos_candidate_is_decided_with_evidence_end_to_end() {
     let checked = home.json(&["candidate", "canary-check"]);
     assert_eq!((checked[0]["window"]["decision"].as_str(), checked[0]["applied"].as_bool()), (Some("graduate"), Some(true)), "{checked}");
     assert_eq!(state(&candidate), "current");
-    let names = ["candidate.awaiting_promotion", "candidate.canary_started", "candidate.auto_promoted"];
-    assert_eq!(events(&home).iter().map(|e| e["event"].as_str().unwrap()).collect::<Vec<_>>(), names);
+    // Awaiting once more when the blocking guardrail moved from the sample floor to the bandit's
+    // confidence (issue 37 item 11).
+    let names = ["candidate.awaiting_promotion", "candidate.awaiting_promotion", "candidate.canary_started", "candidate.auto_promoted"];
+    let sent = events(&home);
+    assert_eq!(sent.iter().map(|e| e["event"].as_str().unwrap()).collect::<Vec<_>>(), names);
+    let guardrails: Vec<&str> = sent[..2].iter().map(|e| e["detail"]["guardrail"].as_str().unwrap()).collect();
+    assert_eq!(guardrails, ["auto_promote_min_samples", "auto_promote_min_confidence"]);
     let stream = redis.cli(&["XRANGE", "sf:events", "-", "+"]).expect("XRANGE");
     for name in names {
         assert!(stream.contains(name), "{name} in the stream:\n{stream}");

@@ -398,3 +398,53 @@ fn an_invalid_package_exits_2_and_writes_nothing() {
         assert!(!run.path("candidate.json").exists(), "{name}: candidate written");
     }
 }
+
+// S-57 (issue 37 item 6): a distill candidate carries no made-up score; its package says why
+// (`summary.metadata.score_unavailable`), and the guardrails take the path that needs no score: with
+// `auto_promote_canary` on, harvested outcomes put it in a canary (whose outcomes decide it),
+// never a direct promotion on a number nobody measured.
+#[test]
+fn s57_a_distill_candidate_says_why_it_has_no_score_and_goes_to_a_canary() {
+    let run = Run::new();
+    let package = rich_package();
+    let template_file = run.path("planner.md");
+    std::fs::write(&template_file, &package.template.content).unwrap();
+    run.home.json(&["template", "add", template_file.to_str().unwrap()]);
+    stdout_json(&run.distill(&run.write_package(&package), &[]));
+    let candidate = run.candidate();
+    assert_eq!(candidate.summary.score, None, "distill measures nothing: no score");
+    let why = candidate.summary.metadata.as_ref().unwrap()["score_unavailable"].as_str().map(str::to_owned);
+    assert!(why.as_deref().is_some_and(|w| w.contains("measures nothing")), "{:?}", candidate.summary.metadata);
+    std::fs::write(
+        run.home.path().join("config.toml"),
+        "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 2\nauto_promote_min_score = 0.5\n\
+         auto_promote_canary = true\nauto_promote_canary_sample = 0.2\n",
+    )
+    .unwrap();
+    let (file, artifacts) = (run.path("candidate.json"), run.artifact_dir());
+    run.home.json(&["import", "--file", file.to_str().unwrap(), "--artifact-dir", artifacts.to_str().unwrap()]);
+    for pr in ["1", "2"] {
+        run.home.json(&["harvest", "attribute", "--repo", "acme/app", "--pr", pr, "--template", "planner@v2", "--resolved-commit", "c0ffee"]);
+        run.home.json(&["harvest", "outcome", "--repo", "acme/app", "--pr", pr, "--outcome", "merged", "--ci", "external"]);
+    }
+    let decided = run.home.json(&["candidate", "decide", "planner@v2"]);
+    assert_eq!(decided["decision"], json!({"decision": "promote", "canary_sample": 0.2}), "{decided}");
+    let state = run.home.json(&["candidate", "show", "planner@v2"]);
+    assert_eq!(state["state"], "canary", "{state}");
+    // Without a canary there is nothing to measure it: never promoted directly, and it says why.
+    let direct = Run::new();
+    std::fs::write(&template_file, &package.template.content).unwrap();
+    direct.home.json(&["template", "add", template_file.to_str().unwrap()]);
+    std::fs::write(
+        direct.home.path().join("config.toml"),
+        "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 1\nauto_promote_min_score = 0.5\n",
+    )
+    .unwrap();
+    direct.home.json(&["import", "--file", file.to_str().unwrap(), "--artifact-dir", artifacts.to_str().unwrap()]);
+    direct.home.json(&["harvest", "attribute", "--repo", "acme/app", "--pr", "1", "--template", "planner@v2", "--resolved-commit", "c0ffee"]);
+    direct.home.json(&["harvest", "outcome", "--repo", "acme/app", "--pr", "1", "--outcome", "merged", "--ci", "external"]);
+    let out = direct.home.cmd().args(["candidate", "decide", "planner@v2"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("has no score (distill turns ranked reviews") && text.contains("auto_promote_canary"), "{text}");
+    assert_eq!(direct.home.json(&["candidate", "show", "planner@v2"])["state"], "pending");
+}

@@ -20,7 +20,7 @@ pub async fn record_event(
 ) -> Result<bool, StoreError> {
     Ok(sqlx::query(
         "INSERT INTO promotion_events (event, job_id, root_id, detail_json, created_at) VALUES (?, ?, ?, ?, ?)
-         ON CONFLICT (event, job_id) DO NOTHING",
+         ON CONFLICT (event, job_id, change_key) DO NOTHING",
     )
     .bind(event)
     .bind(job_id)
@@ -31,6 +31,83 @@ pub async fn record_event(
     .await?
     .rows_affected()
         == 1)
+}
+
+/// Records `event` for `job_id` when `what` differs from what its last record of that event said
+/// (issue 37 item 11: an event sent again when the thing it reports changes); false when it is the
+/// same (or a concurrent writer recorded the same change first). The n-th change is stored under
+/// `change_key` `<n>:<what>`; a record made by [`record_event`] counts as saying nothing.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn record_event_on_change(
+    conn: &mut SqliteConnection,
+    event: &str,
+    job_id: &str,
+    root_id: &str,
+    detail_json: &str,
+    what: &str,
+) -> Result<bool, StoreError> {
+    Ok(sqlx::query(
+        "INSERT INTO promotion_events (event, job_id, root_id, detail_json, created_at, change_key)
+         SELECT ?1, ?2, ?3, ?4, ?5, (SELECT COUNT(*) FROM promotion_events WHERE event = ?1 AND job_id = ?2) || ':' || ?6
+         WHERE COALESCE((SELECT CASE WHEN instr(change_key, ':') > 0 THEN substr(change_key, instr(change_key, ':') + 1) END
+                         FROM promotion_events WHERE event = ?1 AND job_id = ?2 ORDER BY rowid DESC LIMIT 1), '') IS NOT ?6
+         ON CONFLICT (event, job_id, change_key) DO NOTHING",
+    )
+    .bind(event)
+    .bind(job_id)
+    .bind(root_id)
+    .bind(detail_json)
+    .bind(now_rfc3339())
+    .bind(what)
+    .execute(conn)
+    .await?
+    .rows_affected()
+        == 1)
+}
+
+/// The detail JSON `event` was first logged with for `job_id`, `None` when it was not logged.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn event_detail(db: impl SqliteExecutor<'_>, event: &str, job_id: &str) -> Result<Option<String>, StoreError> {
+    Ok(sqlx::query_scalar("SELECT detail_json FROM promotion_events WHERE event = ? AND job_id = ? ORDER BY rowid LIMIT 1")
+        .bind(event)
+        .bind(job_id)
+        .fetch_optional(db)
+        .await?)
+}
+
+/// Records the counts canary `version_id`'s window decision `stage` (`graduate`, `roll_back`,
+/// `inconclusive`) was made on (issue 37 item 11), replacing what an earlier check recorded.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn record_window_evidence(db: impl SqliteExecutor<'_>, version_id: &str, stage: &str, detail_json: &str) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO canary_window_evidence (version_id, stage, detail_json, updated_at) VALUES (?, ?, ?, ?)
+         ON CONFLICT (version_id, stage) DO UPDATE SET detail_json = excluded.detail_json, updated_at = excluded.updated_at",
+    )
+    .bind(version_id)
+    .bind(stage)
+    .bind(detail_json)
+    .bind(now_rfc3339())
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// The counts recorded by [`record_window_evidence`], `None` when none were.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn window_evidence(db: impl SqliteExecutor<'_>, version_id: &str, stage: &str) -> Result<Option<String>, StoreError> {
+    Ok(sqlx::query_scalar("SELECT detail_json FROM canary_window_evidence WHERE version_id = ? AND stage = ?")
+        .bind(version_id)
+        .bind(stage)
+        .fetch_optional(db)
+        .await?)
 }
 
 /// One logged event.
@@ -372,7 +449,13 @@ mod tests {
         let mut conn = store.pool().acquire().await.unwrap();
         assert!(record_event(&mut conn, "candidate.awaiting_promotion", "t@v2", "t", "{}").await.unwrap());
         assert!(!record_event(&mut conn, "candidate.awaiting_promotion", "t@v2", "t", "{}").await.unwrap());
+        // Issue 37 item 11: sent again only when what it says changes, however often it is asked.
+        let mut said = Vec::new();
+        for what in ["min_samples", "min_samples", "min_score", "min_score", "min_samples"] {
+            said.push(record_event_on_change(&mut conn, "candidate.awaiting_promotion", "t@v3", "t", "{}", what).await.unwrap());
+        }
+        assert_eq!(said, [true, false, true, false, true]);
         assert!(record_event(&mut conn, "candidate.auto_promoted", "t@v2", "t", "{}").await.unwrap());
-        assert_eq!(list_events(store.pool()).await.unwrap().len(), 2);
+        assert_eq!(list_events(store.pool()).await.unwrap().len(), 5);
     }
 }

@@ -43,6 +43,10 @@ pub struct ServeArgs {
     /// Seconds between canary regression-window checks (graduate / roll back / hold); 0 = off.
     #[arg(long, default_value_t = 60)]
     canary_check_every_secs: u64,
+    /// Milliseconds between re-runs of the auto-promote guardrails for pending candidates whose
+    /// evidence changed (harvested outcomes, webhooks, A/B picks); only with `auto_promote` on; 0 = off.
+    #[arg(long, default_value_t = 1000)]
+    decide_every_ms: u64,
 }
 
 /// Runs the reaper, the ingestion loop and, with `--listen`, the events endpoint until a signal.
@@ -103,9 +107,11 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         Duration::from_millis(args.ingest_every_ms.max(10)),
         shutdown.clone(),
     );
+    // Woken by the events endpoint when a webhook wrote feedback: the guardrails re-run at once.
+    let evidence = std::sync::Arc::new(tokio::sync::Notify::new());
     let events = async {
         let (Some(listener), Some(secret)) = (listener, secret) else { return };
-        let state = EventsState { store: store.clone(), backend: backend.clone(), config: harvest_config.clone(), secret };
+        let state = EventsState { store: store.clone(), backend: backend.clone(), config: harvest_config.clone(), secret, evidence: evidence.clone() };
         serve_events(listener, state, shutdown.clone()).await;
     };
     let canaries = async {
@@ -132,11 +138,50 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
             }
         }
     };
+    let guardrails = async {
+        if args.decide_every_ms == 0 || ctx.config.skillopt.auto_promote != Some(true) {
+            return;
+        }
+        redecide_on_evidence(ctx, &store, Duration::from_millis(args.decide_every_ms.max(10)), &evidence, shutdown.clone()).await;
+    };
     let settings = watch_settings(backend.as_ref(), &store, shutdown.clone());
     let github_watch =
         run_github_watch(GithubWatch { forge, repos: watch_repos, every, home: ctx.home.clone() }, &store, &backend, &harvest_config, shutdown.clone());
-    tokio::join!(reaper, pruner, ingestion, events, canaries, lost, settings, github_watch);
+    tokio::join!(reaper, pruner, ingestion, events, canaries, guardrails, lost, settings, github_watch);
     Ok(OK)
+}
+
+/// Re-runs the auto-promote guardrails every `every` for each pending candidate whose evidence
+/// changed since it was last decided (issue 37 item 7): outcomes harvested by `harvest outcome`
+/// or a webhook, A/B picks, a new champion; at once when `evidence` is woken (a webhook to this
+/// process wrote feedback). Once per new evidence: the marks each candidate was
+/// decided on are kept for the life of this process, and a restart decides each pending candidate
+/// once more (idempotent: the seam sends an event once and starts a canary once). One log line
+/// per decision; a failed pass is logged and retried on the next tick.
+async fn redecide_on_evidence(
+    ctx: &Context,
+    store: &skillforge_store::Store,
+    every: Duration,
+    evidence: &tokio::sync::Notify,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let mut decided = skillforge_skillopt::promotion::reevaluate::Decided::default();
+    loop {
+        match crate::control::promotion::reevaluate_pending(ctx, store, &mut decided).await {
+            Ok(redecided) => {
+                for r in redecided {
+                    let samples = r.samples.map_or_else(|| "unreadable".to_owned(), |n| n.to_string());
+                    tracing::info!(version = %r.version_id, samples = %samples, "guardrails re-run on new evidence: {}", r.report.reason);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e.error, "guardrails re-run failed"),
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+            () = evidence.notified() => {}
+        }
+    }
 }
 
 /// Raises the soft limit of open files to the hard one (issue 32 item 10): `serve` holds the

@@ -26,6 +26,9 @@ pub struct EventsState {
     pub config: HarvestConfig,
     /// The webhook secret (HMAC key).
     pub secret: Vec<u8>,
+    /// Woken when an event wrote feedback rows: new evidence the auto-promote guardrails re-run
+    /// on without waiting for their timer (issue 37 item 7).
+    pub evidence: Arc<tokio::sync::Notify>,
 }
 
 /// Connections served at once; more wait in the listen backlog (no file descriptor of `serve`
@@ -137,5 +140,8 @@ async fn post_events(State(state): State<Arc<EventsState>>, headers: HeaderMap, 
         }
     }
     info!(event = kind, n_rows = rows.len(), n_legs = legs.len(), "event harvested");
+    if !rows.is_empty() {
+        state.evidence.notify_one();
+    }
     reply(StatusCode::OK, json!({"event": kind, "rows": rows, "skipped": skipped, "legs": legs}))
 }

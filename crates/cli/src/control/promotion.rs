@@ -13,7 +13,8 @@ use skillforge_store::Store;
 use skillforge_skillopt::promotion::events::Event;
 use skillforge_skillopt::promotion::notify::{self, Policy, PromotionEnv, PromotionError};
 use skillforge_skillopt::promotion::stages::PromotionStages;
-use skillforge_skillopt::promotion::{seam, window};
+use skillforge_skillopt::promotion::reevaluate::{Decided, Redecision};
+use skillforge_skillopt::promotion::{reevaluate, seam, window};
 use skillforge_stage::Wait;
 
 use crate::context::Context;
@@ -100,4 +101,14 @@ pub async fn after_import(ctx: &Context, store: &Store, version_id: &str) -> Res
 pub async fn check_canaries(ctx: &Context, store: &Store, wait: Wait) -> Result<Vec<Value>, CliError> {
     let report = with_env(ctx, store, true, async |env| window::check_canaries(env, wait).await).await?;
     Ok(report.iter().map(|r| serde_json::to_value(r).unwrap_or(Value::Null)).collect())
+}
+
+/// Re-runs the guardrails of every pending candidate whose evidence changed since `decided` last
+/// saw it (see [`reevaluate::reevaluate_pending`]); nothing with `auto_promote` off. Called by
+/// `serve` on a timer.
+///
+/// # Errors
+/// Exit 3 when the store fails while reading evidence or applying a decision.
+pub async fn reevaluate_pending(ctx: &Context, store: &Store, decided: &mut Decided) -> Result<Vec<Redecision>, CliError> {
+    with_env(ctx, store, false, async |env| reevaluate::reevaluate_pending(env, decided).await).await
 }

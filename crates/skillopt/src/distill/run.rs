@@ -29,6 +29,13 @@ pub const OPTIMIZER_NAME: &str = "skillforge-distill";
 pub const NO_ACTIONABLE_FEEDBACK: &str = "no_actionable_feedback";
 /// `--dry-run`, or the revised content equals the base (the external optimizer's dry-run reason).
 pub const CANDIDATE_CONTENT_UNCHANGED: &str = "candidate_content_unchanged";
+/// The `summary.metadata` key saying why a candidate carries no `summary.score` (issue 37 item 6):
+/// the guardrails then never promote it directly, and let its canary outcomes decide it.
+pub const SCORE_UNAVAILABLE_KEY: &str = "score_unavailable";
+/// Why a distill candidate has no score: distill measures nothing, and a made-up number would be
+/// read by the guardrails as evidence.
+pub const SCORE_UNAVAILABLE: &str =
+    "distill turns ranked reviews into guidance and measures nothing: no held-out replay or replay-gate corpus scored this candidate";
 /// Default cap on guidance lines in the section.
 pub const DEFAULT_MAX_GUIDANCE_LINES: usize = 24;
 
@@ -280,6 +287,9 @@ pub fn distill(
         "evidence": plan.counts,
         "guidance": guidance_json,
     });
+    if promotable {
+        summary_metadata[SCORE_UNAVAILABLE_KEY] = json!(SCORE_UNAVAILABLE);
+    }
     if let Some(reason) = plan.no_candidate_reason {
         summary_metadata["no_candidate_reason"] = json!(reason);
         eval_report["no_candidate_reason"] = json!(reason);

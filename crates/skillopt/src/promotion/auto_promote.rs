@@ -55,6 +55,10 @@ pub struct Evidence {
     pub feedback: Result<AutoTraceEvidence, String>,
     /// The candidate's `summary.score`.
     pub score: Option<f64>,
+    /// Why the candidate has no score, as its package says (`summary.metadata.score_unavailable`,
+    /// issue 37 item 6): with `auto_promote_canary` on such a candidate passes the score floor to
+    /// a canary, whose outcomes decide it; it is never promoted directly without a score.
+    pub score_unavailable: Option<String>,
     /// The bandit confidence, when the arms exist.
     pub confidence: Option<BanditEvidence>,
     /// `Some((base, champion))` when the candidate was built on a version that is no longer the
@@ -73,6 +77,28 @@ pub struct Stop {
     pub reason: String,
 }
 
+impl Stop {
+    /// The guardrail that stopped the candidate, by its config key (or what it checks), for
+    /// events: `candidate.awaiting_promotion` is sent again when it changes (issue 37 item 11).
+    pub fn guardrail(&self) -> &'static str {
+        match self.step {
+            1 => "auto_promote",
+            2 => "auto_trace_feedback",
+            3 => "auto_promote_require_measured_judge",
+            4 => "auto_promote_canary_sample",
+            5 => "auto_promote_min_samples_unset",
+            6 => "auto_promote_min_samples",
+            7 => "auto_promote_min_score",
+            8 => "auto_promote_require_external_ci",
+            9 => "auto_promote_min_confidence",
+            _ => "rebase_needed",
+        }
+    }
+}
+
+/// What [`Decision::guardrail`] says when no guardrail stopped the candidate.
+pub const PASSED: &str = "passed";
+
 /// The outcome.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "decision", rename_all = "snake_case")]
@@ -85,6 +111,16 @@ pub enum Decision {
         /// The canary's traffic fraction, `None` for a direct promote.
         canary_sample: Option<f64>,
     },
+}
+
+impl Decision {
+    /// The guardrail that stopped it ([`Stop::guardrail`]), or [`PASSED`].
+    pub fn guardrail(&self) -> &'static str {
+        match self {
+            Decision::Notify(stop) => stop.guardrail(),
+            Decision::Promote { .. } => PASSED,
+        }
+    }
 }
 
 fn stop(step: u8, reason: impl Into<String>) -> Decision {
@@ -134,8 +170,16 @@ pub fn decide(g: &Guardrails, e: &Evidence) -> Decision {
         return stop(7, "auto_promote_min_score is unset");
     };
     match e.score {
-        None if !mode_b => return stop(7, "the candidate has no score"),
-        None => {}
+        // The path that needs no score: the bandit's (S-63), or a canary's outcomes for a
+        // candidate whose package says why it has none (issue 37 item 6).
+        None if mode_b => {}
+        None if canary_on && e.score_unavailable.is_some() => {}
+        None => {
+            return stop(7, match &e.score_unavailable {
+                Some(why) => format!("the candidate has no score ({why}); with auto_promote_canary on its canary outcomes decide it"),
+                None => "the candidate has no score".to_owned(),
+            });
+        }
         Some(score) if !(score >= min_score) => {
             return stop(7, format!("score {score} < auto_promote_min_score {min_score}"));
         }
@@ -174,7 +218,13 @@ mod tests {
     }
 
     fn passing() -> Evidence {
-        Evidence { feedback: Ok(AutoTraceEvidence { samples: 5, has_real_ci_positive: true }), score: Some(0.7), confidence: None, stale_base: None }
+        Evidence {
+            feedback: Ok(AutoTraceEvidence { samples: 5, has_real_ci_positive: true }),
+            score: Some(0.7),
+            score_unavailable: None,
+            confidence: None,
+            stale_base: None,
+        }
     }
 
     fn step_of(d: &Decision) -> u8 {
@@ -265,6 +315,22 @@ mod tests {
         check(Some(0.7), Some(f64::NAN), 7);
     }
 
+    // S-57 (issue 37 item 6): a candidate whose package says why it has no score is not stopped
+    // by the score floor when a canary will measure it; without a canary, or without a reason, it is.
+    #[test]
+    fn s57_a_candidate_without_a_score_goes_to_a_canary_only_when_its_package_says_why() {
+        let why = Some("distill measures nothing".to_owned());
+        let canary = Guardrails { canary: Some(true), canary_sample: Some(0.2), ..open() };
+        let scoreless = |reason: Option<String>| Evidence { score: None, score_unavailable: reason, ..passing() };
+        assert_eq!(decide(&canary, &scoreless(why.clone())), Decision::Promote { canary_sample: Some(0.2) });
+        assert_eq!(step_of(&decide(&canary, &scoreless(None))), 7, "no score and no reason");
+        let Decision::Notify(stop) = decide(&open(), &scoreless(why.clone())) else { panic!("promoted directly without a score") };
+        assert_eq!(stop.step, 7);
+        assert!(stop.reason.contains("distill measures nothing") && stop.reason.contains("auto_promote_canary"), "{}", stop.reason);
+        let unset = Guardrails { min_score: None, ..canary };
+        assert_eq!(step_of(&decide(&unset, &scoreless(why))), 7, "S-57: the floor unset never promotes");
+    }
+
     // S-58
     #[test]
     fn s58_step8_external_ci_needs_a_real_ci_positive() {
@@ -318,7 +384,7 @@ mod tests {
             canary_sample: None,
             min_confidence: Some(0.9),
         };
-        let mut e = Evidence { feedback: Err("x".into()), score: None, confidence: None, stale_base: None };
+        let mut e = Evidence { feedback: Err("x".into()), score: None, score_unavailable: None, confidence: None, stale_base: None };
         let mut steps = vec![step_of(&decide(&g, &e))];
         g.auto_promote = Some(true);
         steps.push(step_of(&decide(&g, &e)));

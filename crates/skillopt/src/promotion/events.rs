@@ -1,6 +1,7 @@
 //! Typed promotion events and their sinks (seed: SkillOpt, "Promotion policy + notifications";
 //! S-52, S-61, S-73): `candidate.awaiting_promotion`, `candidate.auto_promoted`,
-//! `candidate.canary_started`, `candidate.rolled_back`, `live_ab_skipped`.
+//! `candidate.canary_started`, `candidate.rolled_back`, `candidate.canary_graduated`,
+//! `candidate.promoted`, `candidate.rejected`, `live_ab_skipped`.
 //!
 //! An event carries ids and a redacted [`Detail`] — scalars and a short reason, never template
 //! content, prompts or answers — so it is safe to send to any sink. Sinks under `[events]`: a
@@ -23,6 +24,9 @@ use skillforge_stage::StageDef;
 
 /// Longest reason text kept in an event's detail (characters).
 pub const MAX_REASON_CHARS: usize = 200;
+/// The reason of a `candidate.canary_started` event of a canary started by hand (`candidate
+/// canary`): its graduation is `candidate.canary_graduated`, not `candidate.auto_promoted`.
+pub const HAND_STARTED_REASON: &str = "started by hand";
 /// Header carrying a webhook body's signature.
 pub const SIGNATURE_HEADER: &str = "X-Skillforge-Signature-256";
 /// Default Redis stream key.
@@ -45,6 +49,16 @@ pub enum EventKind {
     /// A canary was rejected on a material regression (S-61).
     #[serde(rename = "candidate.rolled_back")]
     RolledBack,
+    /// A canary started by hand (`candidate canary`) graduated on its window: promoted on evidence,
+    /// but not automatically chosen (issue 37 item 11).
+    #[serde(rename = "candidate.canary_graduated")]
+    CanaryGraduated,
+    /// A candidate promoted by hand (`candidate promote`; issue 37 item 11).
+    #[serde(rename = "candidate.promoted")]
+    Promoted,
+    /// A candidate rejected by hand (`candidate reject`; issue 37 item 11).
+    #[serde(rename = "candidate.rejected")]
+    Rejected,
     /// A live A/B fell back to the champion answer (S-73).
     #[serde(rename = "live_ab_skipped")]
     LiveAbSkipped,
@@ -58,6 +72,9 @@ impl EventKind {
             EventKind::AutoPromoted => "candidate.auto_promoted",
             EventKind::CanaryStarted => "candidate.canary_started",
             EventKind::RolledBack => "candidate.rolled_back",
+            EventKind::CanaryGraduated => "candidate.canary_graduated",
+            EventKind::Promoted => "candidate.promoted",
+            EventKind::Rejected => "candidate.rejected",
             EventKind::LiveAbSkipped => "live_ab_skipped",
         }
     }
@@ -81,9 +98,45 @@ pub struct Detail {
     /// The canary's sample.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub canary_sample: Option<f64>,
+    /// Auto-trace events recording a merge that passed real external CI (S-58).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub real_ci_positives: Option<u64>,
+    /// The challenger arm's pulls behind `confidence` (S-63).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pulls: Option<u64>,
+    /// The guardrail that stopped the candidate (`auto_promote_min_samples`, …; `passed` when none
+    /// did), on `candidate.awaiting_promotion` (issue 37 item 11).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guardrail: Option<String>,
+    /// The canary's window: positive outcomes and all outcomes since it started, and their rate in [0,1].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canary_outcomes: Option<WindowCounts>,
+    /// The champion's outcomes over the same window, and their rate in [0,1].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub champion_outcomes: Option<WindowCounts>,
     /// Why (cut to [`MAX_REASON_CHARS`]).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub reason: String,
+}
+
+/// Outcomes of one side of a canary window, as a decision event carries them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+pub struct WindowCounts {
+    /// Positive outcomes (merged, not reverted).
+    pub positives: u64,
+    /// All outcomes.
+    pub total: u64,
+    /// `positives / total` in [0,1]; `None` when there is none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+}
+
+impl WindowCounts {
+    /// The counts with their rate.
+    pub fn new(positives: u64, total: u64) -> Self {
+        let rate = (total > 0).then(|| positives as f64 / total as f64);
+        Self { positives, total, rate }
+    }
 }
 
 impl Detail {
@@ -295,7 +348,15 @@ mod tests {
         let keys: Vec<&str> = value["detail"].as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(keys, ["score", "samples", "reason"]);
         assert_eq!(value["detail"]["reason"].as_str().unwrap().chars().count(), MAX_REASON_CHARS);
-        for kind in [EventKind::AutoPromoted, EventKind::CanaryStarted, EventKind::RolledBack, EventKind::LiveAbSkipped] {
+        for kind in [
+            EventKind::AutoPromoted,
+            EventKind::CanaryStarted,
+            EventKind::RolledBack,
+            EventKind::CanaryGraduated,
+            EventKind::Promoted,
+            EventKind::Rejected,
+            EventKind::LiveAbSkipped,
+        ] {
             let v = serde_json::to_value(kind).unwrap();
             assert_eq!(v.as_str(), Some(kind.name()));
         }

@@ -5,6 +5,7 @@
 //! * [`canary`]: canary routing and the regression window (pure).
 //! * [`resolve`]: the one function deciding which version a job runs (canary routing).
 //! * [`seam`]: the notify / auto-promote step every candidate import goes through.
+//! * [`reevaluate`]: the seam again for every pending candidate whose evidence changed (`serve`).
 //! * [`window`]: the canary's graduate / roll-back decisions as durable jobs and their handler.
 //! * [`notify`]: the step environment and event emission; [`events`]: typed, redacted events and
 //!   the JSONL, Redis stream and webhook sinks; [`stages`]: `workflows/promotion.toml`.
@@ -18,6 +19,7 @@ pub mod auto_promote;
 pub mod canary;
 pub mod events;
 pub mod notify;
+pub mod reevaluate;
 pub mod resolve;
 pub mod seam;
 pub mod stages;

@@ -83,6 +83,28 @@ pub async fn emit(env: &PromotionEnv<'_>, event: &Event) -> Result<bool, Promoti
     Ok(true)
 }
 
+/// Sends `event` to every configured sink when `what` differs from what the last logged
+/// `event` of the same job id said (issue 37 item 11: `candidate.awaiting_promotion` again when
+/// the guardrail that blocks the candidate changes, not once per candidate forever); the same
+/// `what` again sends nothing. No sink configured ⇒ nothing at all (S-52). Returns whether it was
+/// sent now.
+///
+/// # Errors
+/// [`PromotionError::Store`] when the event log cannot be written.
+pub async fn emit_on_change(env: &PromotionEnv<'_>, event: &Event, what: &str) -> Result<bool, PromotionError> {
+    if !env.policy.sinks.is_configured() {
+        return Ok(false);
+    }
+    let detail = serde_json::to_string(&event.detail).unwrap_or_else(|_| "{}".to_owned());
+    let mut conn = env.store.pool().acquire().await.map_err(StoreError::from)?;
+    let logged = skillforge_store::promotion::record_event_on_change(&mut conn, event.event.name(), &event.job_id, &event.root_id, &detail, what).await?;
+    drop(conn);
+    if logged {
+        send(env, event).await;
+    }
+    Ok(logged)
+}
+
 /// A job event (`live_ab_skipped`): always logged in the store (the job's record of what
 /// happened), and sent to the sinks when `[events]` is configured.
 ///

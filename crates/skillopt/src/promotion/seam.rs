@@ -6,14 +6,15 @@
 use serde::Serialize;
 use skillforge_store::Store;
 use skillforge_store::bandit::{ArmRow, get_arm};
-use skillforge_store::candidates::{DecisionOutcome, get_candidate, promote_candidate};
+use skillforge_store::candidates::{CandidateRow, DecisionOutcome, get_candidate, promote_candidate};
 use skillforge_store::promotion::{CanaryStart, auto_trace_counts, start_canary};
 use skillforge_store::templates::{begin_write, current_version};
 
 use super::auto_promote::{AutoTraceEvidence, BanditEvidence, Decision, Evidence, decide};
 use super::events::{Detail, Event, EventKind};
-use super::notify::{PromotionEnv, PromotionError, emit};
+use super::notify::{PromotionEnv, PromotionError, emit, emit_on_change};
 use crate::ab::bandit::{Arm, Confidence, NOTIFY_SEED};
+use crate::distill::run::SCORE_UNAVAILABLE_KEY;
 
 /// What the seam did for one candidate.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -38,8 +39,17 @@ impl SeamReport {
 /// The evidence the guardrails read for candidate `version_id` (S-54, S-63): the auto-trace run
 /// only (a read error ⇒ unavailable), the candidate's score, and the bandit confidence when the
 /// challenger arm exists (Monte Carlo at the notify seam's fixed seed 473; exact when possible).
-async fn evidence(store: &Store, template_id: &str, version_id: &str, score: Option<f64>, base: &str) -> Result<Evidence, PromotionError> {
-    let feedback = match auto_trace_counts(store.pool(), version_id).await {
+/// Also returns the real-CI positives counted (`None` when the run could not be read), which the
+/// decision events carry.
+async fn evidence(store: &Store, candidate: &CandidateRow) -> Result<(Evidence, Option<u64>), PromotionError> {
+    let (template_id, version_id, score, base) =
+        (candidate.template_id.as_str(), candidate.version_id.as_str(), candidate.score, candidate.base_version_id.as_str());
+    let score_unavailable = serde_json::from_str::<serde_json::Value>(&candidate.summary_metadata_json)
+        .ok()
+        .and_then(|m| m.get(SCORE_UNAVAILABLE_KEY).and_then(serde_json::Value::as_str).map(str::to_owned));
+    let counts = auto_trace_counts(store.pool(), version_id).await;
+    let real_ci_positives = counts.as_ref().ok().map(|c| if c.run_exists { c.real_ci_positives } else { 0 });
+    let feedback = match counts {
         Ok(c) if c.run_exists => Ok(AutoTraceEvidence { samples: c.samples, has_real_ci_positive: c.real_ci_positives > 0 }),
         Ok(_) => Ok(AutoTraceEvidence::default()),
         Err(e) => Err(e.to_string()),
@@ -59,11 +69,12 @@ async fn evidence(store: &Store, template_id: &str, version_id: &str, score: Opt
         }
         _ => None,
     };
-    Ok(Evidence { feedback, score, confidence, stale_base })
+    Ok((Evidence { feedback, score, score_unavailable, confidence, stale_base }, real_ci_positives))
 }
 
-/// The notify seam (S-51, S-52, facts §7): runs after an import has returned. Emits
-/// `candidate.awaiting_promotion` (when `[events]` is configured), decides, and on a guardrails
+/// The notify seam (S-51, S-52, facts §7): runs after an import has returned. Decides, emits
+/// `candidate.awaiting_promotion` (when `[events]` is configured; again only when the guardrail
+/// that blocks the candidate changed, issue 37 item 11), and on a guardrails
 /// pass promotes through the normal path (direct, `candidate.auto_promoted`) or starts a canary
 /// (`candidate.canary_started`). Idempotent: an event is sent once, a version already promoted
 /// or already a canary is not changed again.
@@ -75,13 +86,16 @@ pub async fn after_import(env: &PromotionEnv<'_>, version_id: &str) -> Result<Se
     let Some(candidate) = get_candidate(store.pool(), version_id).await? else {
         return Ok(SeamReport { decision: None, reason: "not an imported candidate".to_owned(), blocked: None });
     };
-    let evidence = evidence(store, &candidate.template_id, version_id, candidate.score, &candidate.base_version_id).await?;
+    let (evidence, real_ci_positives) = evidence(store, &candidate).await?;
     let decision = decide(&env.policy.guardrails, &evidence);
+    // Issue 37 item 11: every decision event carries the counts and rates it decided on.
     let base = Detail {
         score: candidate.score,
         samples: evidence.feedback.as_ref().ok().map(|f| f.samples),
         confidence: evidence.confidence.map(|c| c.probability),
+        pulls: evidence.confidence.map(|c| c.pulls),
         external_ci: evidence.feedback.as_ref().ok().map(|f| f.has_real_ci_positive),
+        real_ci_positives,
         ..Detail::default()
     };
     let reason = match &decision {
@@ -89,8 +103,16 @@ pub async fn after_import(env: &PromotionEnv<'_>, version_id: &str) -> Result<Se
         Decision::Promote { canary_sample: Some(s) } => format!("guardrails pass: canary at {s}"),
         Decision::Promote { canary_sample: None } => "guardrails pass: promote".to_owned(),
     };
-    let awaiting = Event::new(EventKind::AwaitingPromotion, version_id, &candidate.template_id, base.clone().with_reason(&reason));
-    emit(env, &awaiting).await?;
+    // Sent again whenever the guardrail that blocks the candidate changes (issue 37 item 11).
+    let guardrail = decision.guardrail();
+    let awaiting_detail = Detail { guardrail: Some(guardrail.to_owned()), ..base.clone() }.with_reason(&reason);
+    let awaiting = Event::new(EventKind::AwaitingPromotion, version_id, &candidate.template_id, awaiting_detail);
+    // A pass is no reason to say "awaiting" again (its canary or promotion event says what
+    // happened); it is said only for a candidate that was never announced (S-52).
+    let is_announced = skillforge_store::promotion::event_detail(store.pool(), EventKind::AwaitingPromotion.name(), version_id).await?.is_some();
+    if matches!(decision, Decision::Notify(_)) || !is_announced {
+        emit_on_change(env, &awaiting, guardrail).await?;
+    }
     let mut reason = reason;
     let mut blocked = None;
     match &decision {

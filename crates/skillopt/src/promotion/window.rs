@@ -22,12 +22,15 @@ use skillforge_runner::PayloadError;
 use skillforge_runner_process::ProcessPayload;
 use skillforge_store::Store;
 use skillforge_store::candidates::{promote_candidate_in, reject_candidate_in};
-use skillforge_store::promotion::{CanaryRow, canary_of, decided_without_event, list_canaries, outcomes_after_seq, outcomes_between};
+use skillforge_store::promotion::{
+    CanaryRow, canary_of, decided_without_event, event_detail, list_canaries, outcomes_after_seq, outcomes_between, record_window_evidence,
+    window_evidence,
+};
 use skillforge_store::templates::{current_version, get_version};
 use sqlx::SqliteConnection;
 
 use super::canary::{Outcomes, WindowConfig, WindowDecision, decide_window};
-use super::events::{Detail, EVENTS_WORKFLOW, Event, EventKind};
+use super::events::{Detail, EVENTS_WORKFLOW, Event, EventKind, HAND_STARTED_REASON, WindowCounts};
 use super::notify::{PromotionEnv, PromotionError, emit};
 use super::stages::{GRADUATE_STAGE, INCONCLUSIVE_STAGE, PromotionStages, ROLL_BACK_STAGE};
 use skillforge_stage::{StageJobs, Wait, wait_for};
@@ -201,12 +204,25 @@ async fn submit_decision(
 struct Window {
     decision: WindowDecision,
     champion: Option<i64>,
+    /// The canary's and the champion's outcomes it was decided on (issue 37 item 11), when read.
+    counts: WindowEvidence,
+}
+
+/// The canary's and the champion's outcomes a window was decided on, as its decision event
+/// carries them (issue 37 item 11); kept in the store from the check that submitted the decision
+/// until the event is sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct WindowEvidence {
+    /// The canary's outcomes since it started.
+    pub canary: Option<WindowCounts>,
+    /// The champion's outcomes over the same window.
+    pub champion: Option<WindowCounts>,
 }
 
 /// The window of one canary: its and the champion's auto-trace outcomes since it started (up to
 /// the window's end), each `Err` when unreadable.
 async fn window_of(store: &Store, canary: &CanaryRow, config: &WindowConfig) -> Result<Window, PromotionError> {
-    let hold = |reason: &str| Window { decision: WindowDecision::Hold { reason: reason.to_owned() }, champion: None };
+    let hold = |reason: &str| Window { decision: WindowDecision::Hold { reason: reason.to_owned() }, champion: None, counts: WindowEvidence::default() };
     let Ok(started) = DateTime::parse_from_rfc3339(&canary.canary_started_at).map(|t| t.with_timezone(&Utc)) else {
         return Ok(hold("canary start time unreadable"));
     };
@@ -235,11 +251,16 @@ async fn window_of(store: &Store, canary: &CanaryRow, config: &WindowConfig) -> 
         ),
     };
     let closed = Utc::now() >= end;
-    Ok(Window { decision: decide_window(&canary_outcomes, &champion_outcomes, config, closed), champion: Some(champion.version) })
+    let counts = |o: &Result<Outcomes, String>| o.as_ref().ok().map(|o| WindowCounts::new(o.positives, o.total));
+    let counts = WindowEvidence { canary: counts(&canary_outcomes), champion: counts(&champion_outcomes) };
+    Ok(Window { decision: decide_window(&canary_outcomes, &champion_outcomes, config, closed), champion: Some(champion.version), counts })
 }
 
 /// Sends the graduation and rollback events owed for decisions already applied (the event log
-/// has no row for them yet). Nothing is owed while `[events]` is not configured.
+/// has no row for them yet). Nothing is owed while `[events]` is not configured. A graduation of
+/// a canary started by hand is `candidate.canary_graduated`, not `candidate.auto_promoted`; each
+/// event carries the window counts its decision was made on, as the submitting check recorded
+/// them (issue 37 item 11).
 ///
 /// # Errors
 /// [`PromotionError::Store`].
@@ -248,13 +269,32 @@ pub async fn send_owed_events(env: &PromotionEnv<'_>) -> Result<usize, Promotion
         return Ok(0);
     }
     let mut sent = 0;
-    for (reason, kind) in [(GRADUATED_REASON, EventKind::AutoPromoted), (ROLLED_BACK_REASON, EventKind::RolledBack), (INCONCLUSIVE_REASON, EventKind::RolledBack)] {
+    let owed = [
+        (GRADUATED_REASON, GRADUATE_STAGE, EventKind::AutoPromoted),
+        (ROLLED_BACK_REASON, ROLL_BACK_STAGE, EventKind::RolledBack),
+        (INCONCLUSIVE_REASON, INCONCLUSIVE_STAGE, EventKind::RolledBack),
+    ];
+    for (reason, stage, kind) in owed {
         for (version_id, template_id) in decided_without_event(env.store.pool(), reason, kind.name()).await? {
-            let event = Event::new(kind, &version_id, &template_id, Detail::default().with_reason(reason));
+            let kind = if kind == EventKind::AutoPromoted && is_hand_started(env.store, &version_id).await? { EventKind::CanaryGraduated } else { kind };
+            let evidence: WindowEvidence = window_evidence(env.store.pool(), &version_id, stage)
+                .await?
+                .and_then(|json| serde_json::from_str(&json).ok())
+                .unwrap_or_default();
+            let detail = Detail { canary_outcomes: evidence.canary, champion_outcomes: evidence.champion, ..Detail::default() };
+            let event = Event::new(kind, &version_id, &template_id, detail.with_reason(reason));
             sent += usize::from(emit(env, &event).await?);
         }
     }
     Ok(sent)
+}
+
+/// Whether `version_id`'s canary was started by hand (its `candidate.canary_started` says
+/// [`HAND_STARTED_REASON`]).
+async fn is_hand_started(store: &Store, version_id: &str) -> Result<bool, PromotionError> {
+    let detail = event_detail(store.pool(), EventKind::CanaryStarted.name(), version_id).await?;
+    let reason = detail.and_then(|d| serde_json::from_str::<serde_json::Value>(&d).ok()).and_then(|d| d["reason"].as_str().map(str::to_owned));
+    Ok(reason.as_deref() == Some(HAND_STARTED_REASON))
 }
 
 /// Decides every canary's window once and submits the graduate / roll-back jobs (see the module
@@ -275,6 +315,11 @@ pub async fn check_canaries(env: &PromotionEnv<'_>, wait: Wait) -> Result<Vec<Wi
         let window = window_of(env.store, &canary, &env.policy.window).await?;
         let mut entry = WindowReport { version_id: canary.id.clone(), window: window.decision, job_id: None, applied: false };
         if let (Some(stage), Some(champion)) = (decision_stage(&entry.window), window.champion) {
+            // The counts its event will carry, whichever process sends it (issue 37 item 11).
+            if env.policy.sinks.is_configured() {
+                let counts = serde_json::to_string(&window.counts).unwrap_or_else(|_| "{}".to_owned());
+                record_window_evidence(env.store.pool(), &canary.id, stage, &counts).await?;
+            }
             entry.job_id = submit_decision(env, jobs, stage, &canary, champion).await?;
             submitted.extend(entry.job_id.clone());
         }

@@ -18,6 +18,7 @@ use skillforge_store::candidates::{
     CandidateRow, DecisionOutcome, get_candidate, list_candidates, promote_candidate, reject_candidate,
 };
 use skillforge_store::templates::{get_template, get_version};
+use skillforge_skillopt::promotion::events::{Detail, Event, EventKind};
 use skillforge_stage::Wait;
 
 use crate::control::templates::resolve_reference;
@@ -224,12 +225,22 @@ async fn canary_ended(ctx: &Context, store: &skillforge_store::Store, template_i
     Ok(())
 }
 
+/// Sends `candidate.promoted` / `candidate.rejected` for a decision made by hand (issue 37 item
+/// 11), with the candidate's score and the reason given.
+async fn decided_by_hand(ctx: &Context, store: &skillforge_store::Store, candidate: &CandidateRow, kind: EventKind, reason: &str) -> Result<(), CliError> {
+    let detail = Detail { score: candidate.score, ..Detail::default() }.with_reason(reason);
+    let event = Event::new(kind, &candidate.version_id, &candidate.template_id, detail);
+    crate::control::promotion::emit(ctx, store, &event).await?;
+    Ok(())
+}
+
 async fn promote(ctx: &Context, reference: &str, reason: &str) -> CliResult {
     let (store, candidate) = candidate_for(ctx, reference).await?;
-    let id = candidate.version_id;
+    let id = candidate.version_id.clone();
     let running = canary_to_end(&store, &candidate.template_id, &id).await?;
     match promote_candidate(&store, &id, reason).await? {
         DecisionOutcome::Done { previous } => {
+            decided_by_hand(ctx, &store, &candidate, EventKind::Promoted, reason).await?;
             if let Some(canary) = &running {
                 canary_ended(ctx, &store, &candidate.template_id, canary, &id, "promoted").await?;
             }
@@ -252,10 +263,11 @@ async fn reject(ctx: &Context, reference: &str, reason: &str) -> CliResult {
         return Err(CliError::usage(anyhow!("--reason must say why the candidate is rejected")));
     }
     let (store, candidate) = candidate_for(ctx, reference).await?;
-    let id = candidate.version_id;
+    let id = candidate.version_id.clone();
     let running = canary_to_end(&store, &candidate.template_id, &id).await?;
     match reject_candidate(&store, &id, reason.trim()).await? {
         DecisionOutcome::Done { .. } => {
+            decided_by_hand(ctx, &store, &candidate, EventKind::Rejected, reason.trim()).await?;
             if let Some(canary) = &running {
                 canary_ended(ctx, &store, &candidate.template_id, canary, &id, "rejected").await?;
             }

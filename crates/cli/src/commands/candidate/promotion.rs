@@ -7,7 +7,7 @@ use serde_json::json;
 use skillforge_store::candidates::{get_candidate, list_candidates};
 use skillforge_store::promotion::{CanaryStart, start_canary};
 use skillforge_store::templates::{begin_write, list_templates};
-use skillforge_skillopt::promotion::events::{Detail, Event, EventKind};
+use skillforge_skillopt::promotion::events::{Detail, Event, EventKind, HAND_STARTED_REASON};
 
 use skillforge_stage::Wait;
 
@@ -90,7 +90,7 @@ pub async fn canary(ctx: &Context, version_id: &str, sample: f64) -> CliResult {
         CanaryStart::NotFound => return Err(CliError::usage(anyhow!("no version `{version_id}`"))),
     }
     if started == CanaryStart::Started {
-        let detail = Detail { canary_sample: Some(sample), score: candidate.score, ..Detail::default() }.with_reason("started by hand");
+        let detail = Detail { canary_sample: Some(sample), score: candidate.score, ..Detail::default() }.with_reason(HAND_STARTED_REASON);
         emit(ctx, &store, &Event::new(EventKind::CanaryStarted, version_id, &candidate.template_id, detail)).await?;
     }
     if ctx.json {
