@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 use skillforge_engine::ingest::ingest_once;
 use skillforge_engine::health::WorkerHealth;
+use skillforge_engine::placement::{PlacementWatch, fail_unplaceable_among};
 use skillforge_engine::worker::{PRESENCE_LOCK_PREFIX, Worker, WorkerConfig};
 use skillforge_engine::{Enqueued, EngineError, Job, JobSpec, JobState, LeaseKind, LeaseStatus, QueueBackend};
 use skillforge_store::Store;
@@ -108,6 +109,11 @@ impl<'a> CliJobs<'a> {
         let mut noted_no_worker = false;
         let mut noted_unmet = false;
         let mut next_unmet_check = started;
+        // The placement deadline for the waited jobs (`[queue] unplaceable_after_secs`), as
+        // `serve` applies it to every job: this wait may be the only control plane running.
+        let unplaceable_after = self.ctx.config.queue.unplaceable_after();
+        let mut placement = PlacementWatch::default();
+        let mut next_placement_check = started;
         let mut local: Option<(CancellationToken, tokio::task::JoinHandle<()>, String)> = None;
         let health = Arc::new(WorkerHealth::default());
         let mut delay = POLL_FIRST;
@@ -139,8 +145,14 @@ impl<'a> CliJobs<'a> {
                 // says so instead of waiting silently.
                 next_unmet_check = Instant::now() + WORKER_CHECK_EVERY;
                 for job in jobs.iter().filter(|j| j.state == JobState::Queued && !j.spec.requires.is_empty()) {
-                    if let Some(note) = skillforge_engine::labels::unmet_note(self.queue.as_ref(), job).await? {
+                    if let Some(mut note) = skillforge_engine::labels::unmet_note(self.queue.as_ref(), job).await? {
                         noted_unmet = true;
+                        if !unplaceable_after.is_zero() {
+                            note.push_str(&format!(
+                                ", and fails after {} s without one ([queue] unplaceable_after_secs)",
+                                unplaceable_after.as_secs()
+                            ));
+                        }
                         match &bar {
                             Some(b) => b.println(format!("note: {note}")),
                             None => eprintln!("note: {note}"),
@@ -148,6 +160,14 @@ impl<'a> CliJobs<'a> {
                         break;
                     }
                 }
+            }
+            if !unplaceable_after.is_zero()
+                && Instant::now() >= next_placement_check
+                && jobs.iter().any(|j| j.state == JobState::Queued && !j.spec.requires.is_empty())
+            {
+                next_placement_check = Instant::now() + WORKER_CHECK_EVERY;
+                let now = tokio::time::Instant::now();
+                fail_unplaceable_among(self.queue.as_ref(), &mut placement, unplaceable_after, now, &jobs).await?;
             }
             if local.is_none() && Instant::now() >= next_worker_check {
                 next_worker_check = Instant::now() + WORKER_CHECK_EVERY;

@@ -195,6 +195,33 @@ impl QueueControl for SqliteBackend {
         self.retry_replacing(job_id, None).await
     }
 
+    async fn fail_queued(&self, job_id: &str, outcome: &skillforge_runner::RunOutcome) -> Result<bool, EngineError> {
+        let what = format!("fail queued job `{job_id}`");
+        let outcome = super::compact::encode(super::compact::Doc::Outcome, outcome)
+            .map_err(|e| EngineError::sqlite(format!("{what}: encode outcome: {e}")))?;
+        let mut tx = self.begin(&what).await?;
+        self.state_of(&mut tx, job_id, &what).await?;
+        // As a cancel: a job leased before gets a new token for this result, its attempt moved
+        // to `job_attempts` by the token change (see `cancel`).
+        let failed: Option<i64> = sqlx::query_scalar(
+            "UPDATE jobs SET state = 'failed', outcome = ?2, error = NULL, recovery_available = 0, result_pending = 1, \
+             fencing_token = fencing_token + (fencing_token > 0), attempt_no = NULL, updated_at_ms = ?3 \
+             WHERE id = ?1 AND state = 'queued' RETURNING 1",
+        )
+        .bind(Key::of(job_id))
+        .bind(outcome)
+        .bind(now_ms())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(self.db(&what))?;
+        if failed.is_none() {
+            return Ok(false);
+        }
+        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        self.inner.wake.jobs_changed();
+        Ok(true)
+    }
+
     async fn retry_with_payload(&self, job_id: &str, payload: &serde_json::Value) -> Result<(), EngineError> {
         self.retry_replacing(job_id, Some(payload)).await
     }
@@ -478,6 +505,14 @@ impl QueueRetention for SqliteBackend {
 impl QueueRoutes for SqliteBackend {
     async fn routes(&self) -> Result<Vec<String>, EngineError> {
         self.queued_routes().await
+    }
+
+    async fn queued_on(&self, queue: &str, limit: usize) -> Result<Vec<Job>, EngineError> {
+        self.read_jobs(
+            sqlx::query(super::list::QUEUED_ON).bind(queue.to_owned()).bind(i64::try_from(limit).unwrap_or(i64::MAX)),
+            "list the jobs queued on a route",
+        )
+        .await
     }
 }
 

@@ -472,3 +472,17 @@ async fn reap_applies_each_action() {
             .is_empty()
     );
 }
+
+/// Issue 35 item 6: see the scenario.
+#[tokio::test]
+async fn fail_queued_fails_only_queued_jobs_as_a_new_result() {
+    let server = RedisServer::start();
+    scenarios::placement::fail_queued_fails_only_queued_jobs_as_a_new_result(&backend(&server).await).await;
+}
+
+/// Issue 35 item 6: see the scenario.
+#[tokio::test]
+async fn the_deadline_fails_only_jobs_no_live_worker_can_take() {
+    let server = RedisServer::start();
+    scenarios::placement::the_deadline_fails_only_jobs_no_live_worker_can_take(&backend(&server).await).await;
+}
