@@ -593,6 +593,37 @@ fn a_waiting_submit_says_its_job_was_lost_when_the_queue_loses_it() {
     assert!(err.contains("was lost") && !err.contains("stays in the queue"), "{err}");
 }
 
+/// Issue 32 item 5, for every waiting command: they all wait through the one waiter, so
+/// `verify` and `check`, whose jobs the queue loses while they wait (Redis flushed), end saying
+/// the job was lost and how to enqueue it again (the store kept its spec), not "no job" and not
+/// that it stays in the queue; nothing is written to the store as a result.
+#[test]
+fn every_waiting_command_says_its_job_was_lost_when_the_queue_loses_it() {
+    use skillforge_tests::RedisServer;
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    let (repo, base, head) = skillforge_tests::two_commit_repo();
+    let repo = repo.path().to_str().unwrap().to_owned();
+    let commands: [&[&str]; 2] = [
+        &["verify", "--repo", &repo, "--", "true"],
+        &["check", "--repo", &repo, "--base", &base, "--head", &head],
+    ];
+    for args in commands {
+        let mut child = Reaped(home.cmd().args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap());
+        home.wait(Duration::from_secs(30), "the command's job to be queued", || {
+            home.json(&["jobs", "list", "--state", "queued"]).as_array().filter(|a| !a.is_empty()).map(|_| ())
+        });
+        redis.cli(&["flushall"]).expect("flushall");
+        let status = wait_exit(&mut child.0, Duration::from_secs(60));
+        let mut err = String::new();
+        std::io::Read::read_to_string(child.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(3), "{args:?}: {err}");
+        assert!(err.contains("was lost: the queue no longer has it"), "{args:?}: {err}");
+        assert!(err.contains("skillforge jobs resubmit-lost"), "{args:?}: {err}");
+        assert!(!err.contains("no job `") && !err.contains("stays in the queue"), "{args:?}: {err}");
+    }
+}
+
 /// Issue 32 item 11: on the embedded queue a reaper whose clock is 60 s ahead (`serve` under
 /// `faketime +60s`, its monotonic clock real) sees every lease and lock past its deadline, but
 /// a live worker keeps heartbeating: neither its job's lease nor the job's named lock nor its

@@ -117,12 +117,20 @@ impl<'a> CliJobs<'a> {
         let mut local: Option<(CancellationToken, tokio::task::JoinHandle<()>, String)> = None;
         let health = Arc::new(WorkerHealth::default());
         let mut delay = POLL_FIRST;
+        // Which waited jobs this wait has read at least once: one gone since was lost.
+        let mut seen_once = vec![false; ids.len()];
         let jobs = loop {
             // Read before the jobs, so a change between the reads and the wait is not missed.
             let seen = self.queue.change_seq();
             let mut jobs = Vec::with_capacity(ids.len());
-            for id in ids {
-                jobs.push(self.queue.get(id).await?.ok_or_else(|| EngineError::NotFound(id.clone()))?);
+            for (job_idx, id) in ids.iter().enumerate() {
+                match self.queue.get(id).await? {
+                    Some(job) => {
+                        seen_once[job_idx] = true;
+                        jobs.push(job);
+                    }
+                    None => return Err(self.missing(id, seen_once[job_idx]).await),
+                }
             }
             let n_done = jobs.iter().filter(|j| is_finished(j)).count();
             if let Some(b) = &bar {
@@ -276,6 +284,32 @@ impl<'a> CliJobs<'a> {
             self.queue.changed_since(seen, delay).await;
             delay = (delay * 2).min(POLL_MAX);
         }
+    }
+
+    /// The error for a waited job the queue does not have (issue 32 item 5): pruned (its
+    /// tombstone says so) or never known ⇒ [`EngineError::NotFound`]; read earlier in this wait,
+    /// or recorded by this home's store as enqueued ⇒ [`EngineError::Lost`], saying how to
+    /// enqueue it again — never that it stays in the queue.
+    async fn missing(&self, id: &str, seen_in_this_wait: bool) -> EngineError {
+        match self.queue.tombstone(id).await {
+            Ok(Some(_)) => return EngineError::NotFound(id.to_owned()),
+            Ok(None) => {}
+            Err(e) => return e,
+        }
+        let spec_kept = match self.store().await {
+            Ok(store) => skillforge_store::submitted::spec_of(store.pool(), id).await.ok().flatten().is_some(),
+            Err(_) => false,
+        };
+        if !seen_in_this_wait && !spec_kept {
+            return EngineError::NotFound(id.to_owned());
+        }
+        let what_now = if spec_kept {
+            "`skillforge jobs resubmit-lost` enqueues it again from the spec this home's store kept (running the \
+             command again submits it anew)"
+        } else {
+            "running the command again submits it anew"
+        };
+        EngineError::Lost { job_id: id.to_owned(), what_now: what_now.to_owned() }
     }
 
     fn no_worker_note(&self, ids: &[String]) -> String {

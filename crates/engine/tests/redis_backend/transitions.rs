@@ -486,3 +486,16 @@ async fn the_deadline_fails_only_jobs_no_live_worker_can_take() {
     let server = RedisServer::start();
     scenarios::placement::the_deadline_fails_only_jobs_no_live_worker_can_take(&backend(&server).await).await;
 }
+
+/// Found by the lost-job test (issue 32 item 5): listing queued jobs of a namespace that has no
+/// queue yet (new, or flushed) answers "none" instead of failing on an empty pipeline.
+#[tokio::test]
+async fn listing_queued_jobs_of_an_empty_namespace_answers_none() {
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    assert!(b.list(Some(JobState::Queued), 10).await.unwrap().is_empty());
+    b.enqueue(&spec("default")).await.unwrap();
+    assert_eq!(b.list(Some(JobState::Queued), 10).await.unwrap().len(), 1);
+    server.cli(&["FLUSHALL"]);
+    assert!(b.list(Some(JobState::Queued), 10).await.unwrap().is_empty(), "flushed");
+}
