@@ -208,6 +208,27 @@ impl Ingestion {
         // The write lock up front: with another writer on the store this waits (busy timeout)
         // instead of failing the whole pass at its first write.
         let mut tx = store.begin_write().await.map_err(EngineError::sqlite)?;
+        // The spec the control plane recorded, when it kept one (jobs with output dirs): a
+        // queued job that disagrees was rewritten on the queue and is refused before anything
+        // is written; otherwise the handler sees the recorded payload and files, so every path
+        // it maps (`stage::files::delivered_path`) comes from the control plane's own record.
+        let trusted_job;
+        let job = match recorded_spec(&mut tx, job).await? {
+            Ok(None) => job,
+            Ok(Some(recorded)) => {
+                let mut trusted = job.clone();
+                trusted.spec.payload = recorded.payload;
+                trusted.spec.files = recorded.files;
+                trusted_job = trusted;
+                &trusted_job
+            }
+            Err(why) => {
+                let _ = tx.rollback().await;
+                let retry_in_ms = self.defer(&job.id).as_millis() as u64;
+                error!(job_id = %job.id, retry_in_ms, "the queued job was refused: {why}; result left pending (nothing written)");
+                return Ok(Applied::Deferred);
+            }
+        };
         // The job's uploaded outputs are in place before its handler reads them, where the
         // control plane recorded they go (never where the queued job says). Outputs that
         // expired before this pass make the result a failure (issue 32 item 6): a result whose
@@ -311,6 +332,28 @@ enum Applied {
     Duplicate,
     /// Not applied; waits out its backoff.
     Deferred,
+}
+
+/// The spec the control plane recorded for `job` ([`skillforge_store::submitted::recorded_spec`]):
+/// `Ok(None)` when it kept none, `Err(why)` when the queued job disagrees with it (or it cannot
+/// be read), naming the field.
+///
+/// # Errors
+/// The store's.
+async fn recorded_spec(conn: &mut SqliteConnection, job: &Job) -> Result<Result<Option<crate::job::JobSpec>, String>, EngineError> {
+    let Some(json) = skillforge_store::submitted::recorded_spec(conn, &job.id).await.map_err(EngineError::sqlite)? else {
+        return Ok(Ok(None));
+    };
+    let recorded: crate::job::JobSpec = match serde_json::from_str(&json) {
+        Ok(spec) => spec,
+        Err(e) => return Ok(Err(format!("the spec this control plane recorded for it does not parse ({e})"))),
+    };
+    Ok(match job.spec.disagreement_with(&recorded) {
+        Some(field) => Err(format!(
+            "its {field} differs from what this control plane submitted (was it rewritten on the queue?)"
+        )),
+        None => Ok(Some(recorded)),
+    })
 }
 
 /// The control plane's record of where job `job_id`'s output dirs go

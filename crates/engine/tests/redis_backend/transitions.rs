@@ -499,3 +499,36 @@ async fn listing_queued_jobs_of_an_empty_namespace_answers_none() {
     server.cli(&["FLUSHALL"]);
     assert!(b.list(Some(JobState::Queued), 10).await.unwrap().is_empty(), "flushed");
 }
+
+/// Issue 32 item 7: see the scenario.
+#[tokio::test]
+async fn a_job_rewritten_on_the_queue_is_refused_at_ingestion() {
+    let server = RedisServer::start();
+    scenarios::trusted_spec::a_job_rewritten_on_the_queue_is_refused_at_ingestion(&backend(&server).await).await;
+}
+
+/// Issue 32 item 7, the attack itself: another job's worker, holding the queue's password,
+/// rewrites a queued job's payload in its Redis key (the transcript path pointed at
+/// `~/.ssh`). The job runs; ingestion refuses its result (nothing applied, the handler never
+/// runs) and keeps it pending.
+#[tokio::test]
+async fn a_payload_rewritten_in_redis_is_refused_at_ingestion() {
+    use scenarios::trusted_spec::{Seen, run_and_fail, submit};
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let home = tempfile::tempdir().unwrap();
+    let store = skillforge_store::Store::open(home.path()).await.unwrap();
+    let (id, spec) = submit(&b, &store, home.path(), "arm:1:with").await;
+    let mut evil = spec.payload.clone();
+    evil["transcript_path"] = "/root/.ssh/transcript.jsonl".into();
+    let evil = serde_json::to_string(&evil).unwrap();
+    let hkey = format!("sftest:job:{}", skillforge_engine::redis::id::stored(&id));
+    assert_eq!(server.cli(&["HGET", &hkey, "p"]), "@", "a long payload is in its own key");
+    server.cli(&["SET", &format!("{hkey}:p"), &evil]);
+    assert_eq!(b.get(&id).await.unwrap().unwrap().spec.payload["transcript_path"], "/root/.ssh/transcript.jsonl");
+    run_and_fail(&b, &id).await;
+    let seen = Seen::default();
+    assert_eq!(skillforge_engine::ingest::ingest_once(&b, &store, &seen).await.unwrap().applied, 0);
+    assert!(seen.0.lock().unwrap().is_empty(), "the handler never ran");
+    assert!(b.pending_results(10).await.unwrap().iter().any(|j| j.id == id), "its result stays pending");
+}

@@ -3,6 +3,7 @@
 //! same behaviour by the same code.
 
 pub(crate) mod placement;
+pub(crate) mod trusted_spec;
 pub(crate) mod retention;
 
 use std::collections::HashSet;

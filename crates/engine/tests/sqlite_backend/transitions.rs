@@ -367,3 +367,10 @@ async fn the_deadline_fails_only_jobs_no_live_worker_can_take() {
     let dir = tempfile::tempdir().unwrap();
     scenarios::placement::the_deadline_fails_only_jobs_no_live_worker_can_take(&open(&dir).await).await;
 }
+
+/// Issue 32 item 7: see the scenario.
+#[tokio::test]
+async fn a_job_rewritten_on_the_queue_is_refused_at_ingestion() {
+    let dir = tempfile::tempdir().unwrap();
+    scenarios::trusted_spec::a_job_rewritten_on_the_queue_is_refused_at_ingestion(&open(&dir).await).await;
+}
