@@ -98,6 +98,18 @@ impl<'a> CliJobs<'a> {
     }
 
     async fn wait_all(&self, ids: &[String], what: &str) -> Result<Vec<Job>, EngineError> {
+        // A job put back in the queue while its result was being applied (an idempotent job
+        // whose outputs expired, `ingest`) is waited for again.
+        loop {
+            if let Some(jobs) = self.wait_round(ids, what).await? {
+                return Ok(jobs);
+            }
+        }
+    }
+
+    /// Waits until every job of `ids` is finished, then until their results are applied;
+    /// `None` when a job was put back in the queue meanwhile (wait again).
+    async fn wait_round(&self, ids: &[String], what: &str) -> Result<Option<Vec<Job>>, EngineError> {
         let can_run_locally = self.ctx.queue_url.is_embedded() && self.local_worker;
         let bar = (!self.ctx.json && std::io::stderr().is_terminal()).then(|| {
             let b = indicatif::ProgressBar::new_spinner();
@@ -232,8 +244,7 @@ impl<'a> CliJobs<'a> {
         if let Some(handle) = stopping {
             let _ = handle.await;
         }
-        applied?;
-        Ok(jobs)
+        Ok(applied?.then_some(jobs))
     }
 
     /// Ingests until every job of `jobs` (all finished) has its result applied: recorded in
@@ -241,10 +252,13 @@ impl<'a> CliJobs<'a> {
     /// plane on the queue. This is the port's contract on both backends: once `wait` returns,
     /// a step reads the job's effects, never polls for them.
     ///
+    /// Returns false as soon as one of them is no longer finished: ingestion put it back in the
+    /// queue to run again (an idempotent job whose outputs expired), so it is to be waited for.
+    ///
     /// # Errors
     /// The queue's or store's; [`EngineError::Backend`] naming the jobs whose results could not
     /// be applied within [`APPLY_DEADLINE`] (a handler that keeps failing, logged by ingestion).
-    async fn until_applied(&self, jobs: &[Job]) -> Result<(), EngineError> {
+    async fn until_applied(&self, jobs: &[Job]) -> Result<bool, EngineError> {
         let store = self.store().await?;
         let handlers = families::for_home(&self.ctx.home);
         let deadline = Instant::now() + APPLY_DEADLINE;
@@ -259,7 +273,12 @@ impl<'a> CliJobs<'a> {
                 }
             }
             if unapplied.is_empty() {
-                return Ok(());
+                return Ok(true);
+            }
+            for id in &unapplied {
+                if self.queue.get(id).await?.is_some_and(|job| !is_finished(&job)) {
+                    return Ok(false);
+                }
             }
             // A result no longer pending was acknowledged by another control plane (a `serve`
             // over the same queue with another store): applied there.
@@ -267,7 +286,7 @@ impl<'a> CliJobs<'a> {
             if pending.len() < skillforge_engine::ingest::PASS_BATCH {
                 unapplied.retain(|id| pending.iter().any(|p| p.id == *id));
                 if unapplied.is_empty() {
-                    return Ok(());
+                    return Ok(true);
                 }
             }
             if Instant::now() >= deadline {

@@ -264,6 +264,19 @@ impl QueueResults for RedisBackend {
             _ => Err(unexpected("ack_result", &reply)),
         }
     }
+
+    async fn rerun_result(&self, job_id: &str, fencing_token: u64, reason: &str) -> Result<bool, EngineError> {
+        let mut inv = self.scripts.rerun.prepare_invoke();
+        inv.arg(&self.prefix).arg(stored(job_id).as_ref()).arg(fencing_token).arg(reason);
+        let what = format!("run job `{job_id}` again after fencing token {fencing_token}");
+        let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
+        match reply.as_slice() {
+            [tag] if tag == "queued" => Ok(true),
+            [tag] if tag == "fenced" => Ok(false),
+            [tag] if tag == "missing" => Err(EngineError::NotFound(job_id.to_owned())),
+            _ => Err(unexpected("rerun_result", &reply)),
+        }
+    }
 }
 
 #[async_trait::async_trait]

@@ -327,6 +327,31 @@ impl QueueResults for SqliteBackend {
             None => Err(EngineError::NotFound(job_id.to_owned())),
         }
     }
+
+    async fn rerun_result(&self, job_id: &str, fencing_token: u64, reason: &str) -> Result<bool, EngineError> {
+        let what = format!("run job `{job_id}` again");
+        let now = now_ms();
+        let mut tx = self.begin(&what).await?;
+        self.state_of(&mut tx, job_id, &what).await?;
+        let requeued: Option<i64> = sqlx::query_scalar(
+            "UPDATE jobs SET state = 'queued', not_before_ms = ?3, error = ?4, cancel_requested = 0, recovery_available = 0, \
+             result_pending = 0, updated_at_ms = ?3 \
+             WHERE id = ?1 AND fencing_token = ?2 AND result_pending = 1 AND state IN ('succeeded', 'failed', 'dead') RETURNING 1",
+        )
+        .bind(Key::of(job_id))
+        .bind(to_i64(fencing_token))
+        .bind(now)
+        .bind(reason)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(self.db(&what))?;
+        if requeued.is_none() {
+            return Ok(false);
+        }
+        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        self.inner.wake.wake_all();
+        Ok(true)
+    }
 }
 
 #[async_trait::async_trait]

@@ -532,3 +532,10 @@ async fn a_payload_rewritten_in_redis_is_refused_at_ingestion() {
     assert!(seen.0.lock().unwrap().is_empty(), "the handler never ran");
     assert!(b.pending_results(10).await.unwrap().iter().any(|j| j.id == id), "its result stays pending");
 }
+
+/// Issue 32 item 6: see the scenario.
+#[tokio::test]
+async fn rerun_result_requeues_only_a_pending_result_under_its_token() {
+    let server = RedisServer::start();
+    scenarios::rerun_result_requeues_only_a_pending_result_under_its_token(&backend(&server).await).await;
+}

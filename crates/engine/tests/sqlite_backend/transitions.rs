@@ -374,3 +374,10 @@ async fn a_job_rewritten_on_the_queue_is_refused_at_ingestion() {
     let dir = tempfile::tempdir().unwrap();
     scenarios::trusted_spec::a_job_rewritten_on_the_queue_is_refused_at_ingestion(&open(&dir).await).await;
 }
+
+/// Issue 32 item 6: see the scenario.
+#[tokio::test]
+async fn rerun_result_requeues_only_a_pending_result_under_its_token() {
+    let dir = tempfile::tempdir().unwrap();
+    scenarios::rerun_result_requeues_only_a_pending_result_under_its_token(&open(&dir).await).await;
+}
