@@ -334,6 +334,75 @@ fn an_unreadable_job_record_is_quarantined_and_everything_else_flows() {
     assert!(leftovers.trim().is_empty(), "every key of the purged job is gone: {leftovers}");
 }
 
+/// Issue 32 item 2 on the embedded queue, as on Redis: a job row whose outcome does not decode
+/// (edited by hand) does not stop anything: `jobs list` shows the other jobs and counts it,
+/// `serve` quarantines its result (logged once) while every other result is applied, `jobs list
+/// --state broken` lists it with the reason, `jobs purge ID` removes every row of it and refuses
+/// a readable job.
+#[test]
+fn an_unreadable_job_record_on_the_embedded_queue_is_quarantined_and_everything_else_flows() {
+    let t = Duration::from_secs(60);
+    let home = Home::embedded();
+    let mut worker = Reaped(home.spawn_worker("w", &[]));
+    let broken = home.submit(&[], &["true"]);
+    let fine = home.submit(&[], &["true"]);
+    for id in [&broken, &fine] {
+        home.wait_job(id, t, "the job to succeed", |j| j["state"] == "succeeded");
+    }
+    let _ = worker.0.kill();
+    let _ = worker.0.wait();
+    let queue = home.path().join("queue.db");
+    let key = format!("X'{}'", broken.replace('-', ""));
+    let sql = |q: &str| {
+        let out = std::process::Command::new("sqlite3").arg(&queue).arg(q).stdin(Stdio::null()).output().expect("run sqlite3");
+        assert!(out.status.success(), "sqlite3 {q}: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    sql(&format!("UPDATE jobs SET outcome = '{{not json' WHERE id = {key};"));
+
+    let out = home.run(&["--json", "jobs", "list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<&str> = listed.as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [fine.as_str()], "{listed:#}");
+    assert!(stderr(&out).contains("1 job record(s) could not be read") && stderr(&out).contains(&broken), "{}", stderr(&out));
+
+    let _serve = Reaped(home.spawn_serve());
+    home.wait(t, "the readable result applied", || {
+        home.job(&fine)["applied"].as_array().filter(|a| !a.is_empty()).map(|_| ())
+    });
+    let quarantined = home.wait(t, "the broken record quarantined", || {
+        let list = home.json(&["jobs", "list", "--state", "broken"]);
+        (list.as_array().unwrap().len() == 1).then_some(list)
+    });
+    assert_eq!(quarantined[0]["id"], broken.as_str(), "{quarantined:#}");
+    assert!(quarantined[0]["reason"].as_str().unwrap().contains("outcome"), "{quarantined:#}");
+    assert!(quarantined[0]["quarantined_at"].is_string(), "{quarantined:#}");
+    let mut worker = Reaped(home.spawn_worker("w2", &[]));
+    let later = home.submit(&[], &["true"]);
+    home.wait(t, "a later result applied", || {
+        home.job(&later)["applied"].as_array().filter(|a| !a.is_empty()).map(|_| ())
+    });
+    let _ = worker.0.kill();
+    let logs = home.logs();
+    assert_eq!(logs.lines().filter(|l| l.contains("quarantined") && l.contains(&broken)).count(), 1, "{logs}");
+
+    let out = home.run(&["jobs", "show", &broken]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("jobs purge"), "says what to do: {}", stderr(&out));
+    let out = home.run(&["jobs", "purge", &fine]);
+    assert_eq!(out.status.code(), Some(2), "a readable job is never purged: {}", stderr(&out));
+    assert_eq!(home.job(&fine)["state"], "succeeded");
+    skillforge_tests::ok(&home, &["jobs", "purge", &broken]);
+    assert_eq!(home.json(&["jobs", "list", "--state", "broken"]).as_array().map(Vec::len), Some(0));
+    let left = sql(&format!(
+        "SELECT (SELECT count(*) FROM jobs WHERE id = {key}) + (SELECT count(*) FROM job_attempts WHERE job_id = {key}) \
+         + (SELECT count(*) FROM broken_jobs WHERE id = {key});"
+    ));
+    assert_eq!(left, "0", "every row of the purged job is gone");
+    assert_eq!(sql("SELECT count(*) FROM job_specs WHERE seq NOT IN (SELECT seq FROM jobs);"), "0", "its spec too");
+}
+
 /// Issue 32 item 4: a finish that Redis refuses with OOM (`maxmemory` reached under
 /// `noeviction`) is sent again while the lease is held, never dropped: once memory is back the
 /// result arrives, the job ran once and `serve` applies it.

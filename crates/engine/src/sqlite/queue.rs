@@ -227,6 +227,17 @@ impl QueueControl for SqliteBackend {
     }
 
     async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>, EngineError> {
+        Ok(self.list_readable(state, limit).await?.0)
+    }
+
+    async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
+        self.lease_views().await
+    }
+}
+
+impl SqliteBackend {
+    /// The page of jobs `list` shows and the unreadable rows met on the way.
+    async fn list_lenient(&self, state: Option<JobState>, limit: usize) -> Result<(Vec<Job>, Vec<crate::backend::UnreadableRecord>), EngineError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         // Each state reads through an index of its own jobs (see `sqlite/list.rs`).
         let query = match state {
@@ -236,10 +247,11 @@ impl QueueControl for SqliteBackend {
             Some(state) => sqlx::query(super::list::RARE).bind(state.as_str()).bind(limit),
             None => sqlx::query(super::list::ALL).bind(limit),
         };
-        self.read_jobs(query, "list jobs").await
+        self.read_jobs_lenient(query, "list jobs").await
     }
 
-    async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
+    /// Every active job lease and named lock.
+    async fn lease_views(&self) -> Result<Vec<LeaseView>, EngineError> {
         let what = "list leases";
         let mut conn = self.inner.reader.acquire().await.map_err(self.db(what))?;
         let job_rows = sqlx::query(
@@ -298,16 +310,27 @@ impl QueueChanges for SqliteBackend {
 #[async_trait::async_trait]
 impl QueueResults for SqliteBackend {
     async fn pending_results(&self, limit: usize) -> Result<Vec<Job>, EngineError> {
-        self.read_jobs(
-            sqlx::query(concat!(
-                "SELECT ",
-                job_columns!(),
-                " FROM jobs WHERE result_pending = 1 ORDER BY updated_at_ms, seq LIMIT ?1 + 0"
-            ))
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX)),
-            "list pending results",
-        )
-        .await
+        let (jobs, unreadable) = self
+            .read_jobs_lenient(
+                sqlx::query(concat!(
+                    "SELECT ",
+                    job_columns!(),
+                    " FROM jobs WHERE result_pending = 1 ORDER BY updated_at_ms, seq LIMIT ?1 + 0"
+                ))
+                .bind(i64::try_from(limit).unwrap_or(i64::MAX)),
+                "list pending results",
+            )
+            .await?;
+        // A result that cannot be read would stop every pass: quarantined, logged once (by the
+        // process that moved it), and the others flow (issue 32 item 2).
+        for bad in unreadable {
+            if self.quarantine_pending(&bad.job_id, &bad.reason).await? {
+                tracing::error!(job_id = %bad.job_id, reason = %bad.reason,
+                    "an unreadable job record was quarantined: its result is not applied; \
+                     `skillforge jobs list --state broken` lists it, `skillforge jobs purge ID` removes it");
+            }
+        }
+        Ok(jobs)
     }
 
     async fn ack_result(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
@@ -549,7 +572,20 @@ impl QueueTransfer for SqliteBackend {
     }
 }
 
-impl QueueIntegrity for SqliteBackend {}
+#[async_trait::async_trait]
+impl QueueIntegrity for SqliteBackend {
+    async fn list_readable(&self, state: Option<JobState>, limit: usize) -> Result<(Vec<Job>, Vec<crate::backend::UnreadableRecord>), EngineError> {
+        self.list_lenient(state, limit).await
+    }
+
+    async fn quarantined(&self, limit: usize) -> Result<Vec<crate::backend::UnreadableRecord>, EngineError> {
+        self.quarantined_records(limit).await
+    }
+
+    async fn purge(&self, job_id: &str) -> Result<bool, EngineError> {
+        self.purge_record(job_id).await
+    }
+}
 
 impl SqliteBackend {
     /// `retry`, with the payload replaced first when `payload` is given (one transaction).
