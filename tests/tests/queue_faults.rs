@@ -851,3 +851,48 @@ fn a_backward_clock_step_in_a_reaper_does_not_delay_recovery() {
     let job = home.wait_job(&id, Duration::from_secs(30), "the dead worker's job to be recovered", |j| j["state"] != "running");
     assert_eq!(job["state"], "queued", "requeued for another attempt: {job:#}");
 }
+
+/// Issue 32 item 11, named locks: on the embedded queue a reaper whose clock is 60 s behind
+/// (`serve` under `faketime -60s`) frees a dead worker's named locks — the job's `--lock` and
+/// the worker's presence lock — after their `stale_after` seen on its own monotonic clock, not
+/// after the 60 s its wall clock adds.
+#[test]
+fn a_backward_clock_step_in_a_reaper_does_not_delay_freeing_named_locks() {
+    let home = Home::embedded();
+    let mut worker = Reaped(home.spawn_worker("w", &[]));
+    let dir = tempfile::tempdir().unwrap();
+    home.submit(
+        &["--heartbeat", "0.3", "--stale-after", "2", "--lock", "clock-back", "--cwd", dir.path().to_str().unwrap()],
+        &["sh", "-c", "touch started; while [ ! -e release ]; do sleep 0.05; done"],
+    );
+    home.wait(Duration::from_secs(60), "the job to start", || dir.path().join("started").exists().then_some(()));
+    let held = |name: &str| {
+        home.json(&["locks"]).as_array().unwrap().iter().any(|l| l["name"].as_str().is_some_and(|n| n.starts_with(name)))
+    };
+    assert!(held("clock-back") && held("worker:w-"), "{:#}", home.json(&["locks"]));
+    let mut cmd = home.cmd();
+    cmd.arg("serve");
+    let log = std::fs::File::create(home.path().join("serve-behind.log")).unwrap();
+    let _serve = Reaped(
+        std::process::Command::new("faketime")
+            .args(["-f", "-60s"])
+            .arg(cmd.get_program())
+            .args(cmd.get_args())
+            .envs(cmd.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))))
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("faketime is installed (apt-get install faketime)"),
+    );
+    home.wait(Duration::from_secs(60), "serve to start", || home.logs().contains("control plane on").then_some(()));
+    worker.0.kill().unwrap();
+    let _ = worker.0.wait();
+    // Their wall-clock deadlines are 60 s away for this reaper; 30 s is far more than the
+    // locks' stale_after (2 s for the job's lock, 5 s for the presence lock).
+    home.wait(Duration::from_secs(30), "the dead worker's locks to be freed", || {
+        (!held("clock-back") && !held("worker:w-")).then_some(())
+    });
+    assert!(home.logs().contains("stale named lock freed"), "{}", home.logs());
+}

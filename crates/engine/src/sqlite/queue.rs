@@ -519,18 +519,11 @@ impl QueueLocks for SqliteBackend {
     }
 
     async fn reap_lock(&self, name: &str, fencing_token: u64, heartbeat_at_ms: i64) -> Result<bool, EngineError> {
-        let freed: Option<String> = sqlx::query_scalar(
-            "DELETE FROM locks WHERE name = ?1 AND fencing_token = ?2 AND heartbeat_at_ms = ?3 \
-             AND heartbeat_at_ms + stale_after_ms < ?4 RETURNING name",
-        )
-        .bind(name)
-        .bind(to_i64(fencing_token))
-        .bind(heartbeat_at_ms)
-        .bind(now_ms())
-        .fetch_optional(&self.inner.writer)
-        .await
-        .map_err(self.db(format!("reap stale lock `{name}`")))?;
-        Ok(freed.is_some())
+        self.reap_lock_if(name, fencing_token, heartbeat_at_ms, Some(now_ms())).await
+    }
+
+    async fn reap_lock_unchanged(&self, name: &str, fencing_token: u64, heartbeat_at_ms: i64) -> Result<bool, EngineError> {
+        self.reap_lock_if(name, fencing_token, heartbeat_at_ms, None).await
     }
 }
 
@@ -588,6 +581,24 @@ impl QueueIntegrity for SqliteBackend {
 }
 
 impl SqliteBackend {
+    /// Frees lock `name` held under `fencing_token` with its heartbeat at `heartbeat_at_ms`, and
+    /// past its stale deadline at `now` by this process's clock (`None`: whatever the deadline
+    /// says, for a reaper that confirmed it on its own monotonic clock).
+    async fn reap_lock_if(&self, name: &str, fencing_token: u64, heartbeat_at_ms: i64, now: Option<i64>) -> Result<bool, EngineError> {
+        let freed: Option<String> = sqlx::query_scalar(
+            "DELETE FROM locks WHERE name = ?1 AND fencing_token = ?2 AND heartbeat_at_ms = ?3 \
+             AND (?4 IS NULL OR heartbeat_at_ms + stale_after_ms < ?4) RETURNING name",
+        )
+        .bind(name)
+        .bind(to_i64(fencing_token))
+        .bind(heartbeat_at_ms)
+        .bind(now)
+        .fetch_optional(&self.inner.writer)
+        .await
+        .map_err(self.db(format!("reap stale lock `{name}`")))?;
+        Ok(freed.is_some())
+    }
+
     /// `retry`, with the payload replaced first when `payload` is given (one transaction).
     async fn retry_replacing(&self, job_id: &str, payload: Option<&serde_json::Value>) -> Result<(), EngineError> {
         let what = format!("retry job `{job_id}`");
