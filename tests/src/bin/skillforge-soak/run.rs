@@ -272,6 +272,8 @@ enum Undo {
     ResumeRedis,
     /// Close the OOM window (tried again while redis-server is paused).
     EndOom,
+    /// Close the eviction-pressure window (tried again while redis-server is paused).
+    EndPressure,
     /// Put `serve` back on the real clock.
     ServeClockBack,
     /// Ask the operator to retry every dead job now.
@@ -305,6 +307,9 @@ fn play_faults(
                 Fault::PauseRedis { for_ms } => c.pause_redis(true).then(|| after(for_ms, Undo::ResumeRedis)),
                 Fault::RestartRedis => c.restart_redis().then(Vec::new),
                 Fault::OomRedis { for_ms } => c.oom_redis(true).then(|| after(for_ms, Undo::EndOom)),
+                Fault::EvictionPressure { volatile, for_ms } => {
+                    c.eviction_pressure(Some(volatile)).then(|| after(for_ms, Undo::EndPressure))
+                }
                 Fault::ServeClockStep { ahead, for_ms } => {
                     c.serve_clock(Some(if ahead { "+60s" } else { "-60s" })).then(|| after(for_ms, Undo::ServeClockBack))
                 }
@@ -341,6 +346,11 @@ fn play_faults(
                 Undo::EndOom => {
                     if !c.oom_redis(false) && c.is_oom() {
                         undo.push((now + Duration::from_millis(200), Undo::EndOom));
+                    }
+                }
+                Undo::EndPressure => {
+                    if !c.eviction_pressure(None) && c.is_under_pressure() {
+                        undo.push((now + Duration::from_millis(200), Undo::EndPressure));
                     }
                 }
                 Undo::SweepDead => sweep.store(true, Ordering::SeqCst),
