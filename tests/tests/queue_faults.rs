@@ -514,6 +514,75 @@ fn serve_listen_cuts_off_idle_clients_and_caps_its_connections() {
     assert_eq!(n, 0, "the server closed an idle connection");
 }
 
+/// The status of a raw `POST /events` whose headers are sent on `stream` (the body, if any, by
+/// the caller): reads the answer with a 10 s timeout; `None` when none came.
+fn events_status(stream: &mut std::net::TcpStream) -> Option<u16> {
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut response = Vec::new();
+    let _ = std::io::Read::read_to_end(stream, &mut response);
+    String::from_utf8_lossy(&response).split(' ').nth(1)?.parse().ok()
+}
+
+/// Opens a connection and sends the headers of a `POST /events` declaring `length` body bytes,
+/// signed `signature` (none: no signature header).
+fn events_request(port: u16, length: usize, signature: Option<&str>) -> std::net::TcpStream {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let sig = signature.map(|s| format!("X-Hub-Signature-256: {s}\r\n")).unwrap_or_default();
+    let head = format!(
+        "POST /events HTTP/1.1\r\nHost: localhost\r\nX-GitHub-Event: ping\r\n{sig}Content-Length: {length}\r\nConnection: close\r\n\r\n"
+    );
+    std::io::Write::write_all(&mut stream, head.as_bytes()).unwrap();
+    stream
+}
+
+/// Issue 32 item 10: `serve --listen` reads no body of a request without a well-formed
+/// signature (401 at once, though 1 MiB was announced and nothing sent), and holds at most a
+/// bounded total of unverified body bytes across clients: past it a body is refused with 503
+/// (a signed one too, until the unverified ones end); once they end, a signed delivery is
+/// answered again.
+#[test]
+fn serve_listen_reads_no_unsigned_body_and_bounds_unverified_ones() {
+    use skillforge_tests::webhook::{post, sign, spawn_serve, wait_listening};
+    const SECRET: &str = "webhook-secret-for-tests";
+    let home = Home::embedded();
+    let port = skillforge_tests::free_port();
+    let _serve = Reaped(spawn_serve(&home, port, Some(SECRET), &[]));
+    wait_listening(&home, port);
+    let started = std::time::Instant::now();
+    let mut unsigned = events_request(port, 1 << 20, None);
+    assert_eq!(events_status(&mut unsigned), Some(401), "refused before its body: {}", home.logs());
+    assert!(started.elapsed() < Duration::from_secs(5), "answered at once, not after the connection timeout");
+    let mut malformed = events_request(port, 1 << 20, Some("sha256=not-hex"));
+    assert_eq!(events_status(&mut malformed), Some(401));
+
+    // Four clients each send all but the last byte of a 1 MiB body under a signature of the
+    // right shape (a wrong one): the unverified budget (4 MiB) is taken.
+    let wrong = format!("sha256={}", "0".repeat(64));
+    let mut holders: Vec<std::net::TcpStream> = (0..4)
+        .map(|_| {
+            let mut s = events_request(port, 1 << 20, Some(&wrong));
+            std::io::Write::write_all(&mut s, &vec![b'x'; (1 << 20) - 1]).unwrap();
+            s
+        })
+        .collect();
+    let body = "{\"zen\": \"x\"}";
+    home.wait(Duration::from_secs(20), "a body over the unverified budget to be refused with 503", || {
+        let mut probe = events_request(port, body.len(), Some(&wrong));
+        std::io::Write::write_all(&mut probe, body.as_bytes()).unwrap();
+        (events_status(&mut probe) == Some(503)).then_some(())
+    });
+    let (status, _) = post(port, "ping", body, Some(&sign(SECRET, body)));
+    assert_eq!(status, 503, "a signed body waits for the unverified ones too");
+    for holder in &mut holders {
+        std::io::Write::write_all(holder, b"x").unwrap();
+        assert_eq!(events_status(holder), Some(401), "verified at its end, and refused");
+    }
+    home.wait(Duration::from_secs(20), "a signed delivery answered again", || {
+        let (status, _) = post(port, "ping", body, Some(&sign(SECRET, body)));
+        (200..300).contains(&status).then_some(())
+    });
+}
+
 /// Issue 32 item 9: `rediss://` works (TLS by rustls, certificates verified against the
 /// system's roots, or `SSL_CERT_FILE`): a worker and a submitter reach a `redis-server` that
 /// speaks TLS with a CA made here, and a client that does not trust that CA is refused (exit 3).

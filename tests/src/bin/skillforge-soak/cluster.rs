@@ -14,8 +14,9 @@ use skillforge_tests::RedisServer;
 use crate::history::{ProcessRecord, Sample};
 
 /// How far above the memory redis-server uses when an eviction-pressure window opens its
-/// `maxmemory` is set: a few hundred jobs' worth, so the window's writes soon reach it.
-const PRESSURE_HEADROOM: u64 = 256 * 1024;
+/// `maxmemory` is set: a few dozen jobs' worth, so the window's writes soon reach it (and the
+/// server's own churn, client buffers and the like, moves it across the limit and back).
+const PRESSURE_HEADROOM: u64 = 64 * 1024;
 
 /// Seconds a stopped worker's running jobs may go on (`worker --grace`): longer than any job of
 /// the mix, so a graceful stop never kills a job mid-effect.
