@@ -18,6 +18,17 @@ use crate::history::{ProcessRecord, Sample};
 /// server's own churn, client buffers and the like, moves it across the limit and back).
 const PRESSURE_HEADROOM: u64 = 64 * 1024;
 
+/// redis-server's count of commands refused with `OOM` (`INFO errorstats`) and of keys it
+/// evicted (`INFO stats`), zero where it does not say.
+fn pressure_counters(redis: &RedisServer) -> (u64, u64) {
+    let field = |section: &str, prefix: &str| {
+        redis.cli(&["info", section]).and_then(|info| {
+            info.lines().find_map(|l| l.strip_prefix(prefix)).and_then(|v| v.trim().trim_start_matches("count=").split(',').next()?.parse().ok())
+        })
+    };
+    (field("errorstats", "errorstat_OOM:").unwrap_or(0), field("stats", "evicted_keys:").unwrap_or(0))
+}
+
 /// Seconds a stopped worker's running jobs may go on (`worker --grace`): longer than any job of
 /// the mix, so a graceful stop never kills a job mid-effect.
 pub(crate) const WORKER_GRACE_SECS: u64 = 10;
@@ -46,6 +57,10 @@ pub(crate) struct Cluster {
     /// `volatile-lru` (keys with a TTL evicted; a start of `worker` or `serve` is refused then,
     /// so none is started until the window closes).
     redis_pressure: Option<bool>,
+    /// redis-server's (OOM refusals, evicted keys) counters when the open pressure window opened.
+    pressure_base: (u64, u64),
+    /// What the pressure windows did so far: writes refused with `OOM`, keys evicted.
+    pub(crate) pressure_effect: (u64, u64),
     /// The `faketime` offset `serve` runs (and restarts) under, if any (`+60s`, `-60s`).
     serve_clock: Option<&'static str>,
     /// Jobs whose records [`Cluster::break_record`] corrupted.
@@ -80,6 +95,8 @@ impl Cluster {
             redis_paused: false,
             redis_oom: false,
             redis_pressure: None,
+            pressure_base: (0, 0),
+            pressure_effect: (0, 0),
             serve_clock: None,
             broken: Vec::new(),
             concurrency,
@@ -315,11 +332,15 @@ impl Cluster {
             let closed = redis.cli(&["config", "set", "maxmemory", "0"]).is_some()
                 && redis.cli(&["config", "set", "maxmemory-policy", "noeviction"]).is_some();
             if closed {
+                let (ooms, evicted) = pressure_counters(redis);
+                self.pressure_effect.0 += ooms.saturating_sub(self.pressure_base.0);
+                self.pressure_effect.1 += evicted.saturating_sub(self.pressure_base.1);
                 self.redis_pressure = None;
                 self.fill_slots();
             }
             return closed;
         };
+        let base = pressure_counters(redis);
         let starting = self.workers.iter().chain([&self.serve]).any(|s| s.child.is_some() && s.started.elapsed() < Duration::from_secs(2));
         if volatile && starting {
             return false;
@@ -335,6 +356,7 @@ impl Cluster {
             return false;
         }
         self.redis_pressure = Some(volatile);
+        self.pressure_base = base;
         true
     }
 

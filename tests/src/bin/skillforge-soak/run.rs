@@ -51,6 +51,8 @@ pub(crate) struct Outcome {
     pub(crate) failed_submits: Vec<String>,
     /// Processes that did not exit 0 at the final SIGTERM.
     pub(crate) unclean_shutdowns: Vec<(String, String)>,
+    /// What the eviction-pressure windows did: writes refused with `OOM`, keys evicted.
+    pub(crate) pressure_effect: (u64, u64),
     /// Seconds: submitting + faults, then the quiet period.
     pub(crate) phases: (f64, f64),
 }
@@ -129,6 +131,7 @@ pub(crate) fn run(plan: &Plan, setup: &Setup) -> Outcome {
     applied.retain(|a| !broken.contains(&a.job));
     let quiet = started.elapsed().as_secs_f64() - submitted_at;
     let unclean_shutdowns = cluster.lock().unwrap().shutdown();
+    let pressure_effect = cluster.lock().unwrap().pressure_effect;
 
     let shared = Arc::try_unwrap(shared).ok().expect("threads joined").into_inner().unwrap();
     let processes = cluster.lock().unwrap().records.clone();
@@ -144,7 +147,7 @@ pub(crate) fn run(plan: &Plan, setup: &Setup) -> Outcome {
     };
     let mut violations = checker::check(&history);
     violations.extend(broken_violations);
-    Outcome { history, violations, faults, failed_submits: shared.failed_submits, unclean_shutdowns, phases: (submitted_at, quiet) }
+    Outcome { history, violations, faults, failed_submits: shared.failed_submits, unclean_shutdowns, pressure_effect, phases: (submitted_at, quiet) }
 }
 
 fn submit(cluster: &Mutex<Cluster>, shared: &Mutex<Shared>, job: &JobPlan, effects: &Path) {
