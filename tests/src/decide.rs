@@ -21,7 +21,11 @@ pub fn stderr(out: &Output) -> String {
 
 /// A home with `planner@v1` current.
 pub fn home() -> Home {
-    let home = Home::embedded();
+    home_on(Home::embedded())
+}
+
+/// [`home`] on a given home (e.g. `Home::redis(url)`).
+pub fn home_on(home: Home) -> Home {
     add_template(&home, PLANNER_TEMPLATE, "acme/templates");
     home
 }

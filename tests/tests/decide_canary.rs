@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
-use skillforge_tests::decide::{config, events, harvest_outcome, home, import, sql};
-use skillforge_tests::{Home, Reaped, signal, wait_exit};
+use skillforge_tests::decide::{config, events, harvest_outcome, home, home_on, import, sql};
+use skillforge_tests::{Home, Reaped, RedisServer, signal, wait_exit};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -34,7 +34,11 @@ fn decision_jobs(home: &Home) -> Vec<Value> {
 /// `planner@v2` a canary at sample 0.5 whose window says graduate: 10 merged outcomes against
 /// the champion's 5 of 10.
 fn graduating_canary() -> Home {
-    let home = home();
+    graduating_canary_on(home())
+}
+
+/// [`graduating_canary`] on a prepared home.
+fn graduating_canary_on(home: Home) -> Home {
     config(&home, "[skillopt]\nauto_trace_enabled = true\n[events]\njsonl = \"events.jsonl\"\n");
     import(&home, "Plan in steps.\n", 0.8);
     home.json(&["candidate", "canary", "planner@v2", "--sample", "0.5"]);
@@ -155,4 +159,20 @@ fn s61_checks_that_see_more_evidence_for_the_same_outcome_submit_one_job() {
     assert_eq!(state(&home, "planner@v2"), "current");
     assert_eq!(decision_jobs(&home).len(), 1);
     assert_eq!(graduated_events(&home), 1);
+}
+
+// S-61 on a shared queue: the CLI's `canary-check` waits through the stage port, whose wait
+// returns once the decision job's result is applied, so on Redis, with a worker and no `serve`,
+// the graduation and its event are applied together before the command returns.
+#[test]
+fn s61_on_redis_canary_check_applies_the_decision_and_its_event_without_serve() {
+    let redis = RedisServer::start();
+    let home = graduating_canary_on(home_on(Home::redis(&redis.url())));
+    let _worker = Reaped(home.spawn_worker("decisions", &[]));
+    let report = home.json(&["candidate", "canary-check"]);
+    assert_eq!(report.as_array().map(Vec::len), Some(1), "{report}");
+    assert_eq!(report[0]["window"]["decision"], "graduate", "{report}");
+    assert_eq!(report[0]["applied"], true, "{report}\n{}", home.logs());
+    assert_eq!(state(&home, "planner@v2"), "current", "graduated before the command returned");
+    assert_eq!(graduated_events(&home), 1, "its event was written with it");
 }

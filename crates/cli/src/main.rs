@@ -2,6 +2,7 @@
 #![expect(unreachable_pub, reason = "a binary crate: `pub` marks what modules offer each other")]
 
 mod commands;
+mod ci_output;
 mod config;
 mod context;
 mod control;

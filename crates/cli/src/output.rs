@@ -98,7 +98,7 @@ mod tests {
             "rust": {"tool": "clippy", "count": 57, "score": 0.0, "files": 3, "failed_attempts": []},
             "python": {"skipped": "ruff not installed", "files": 1},
         }});
-        assert_eq!(dimension_basis(&raw), "python skipped: ruff not installed; clippy: 57 in rust");
+        assert_eq!(dimension_basis(&raw), "clippy: 57 in rust; python skipped: ruff not installed");
         assert_eq!(dimension_basis(&serde_json::json!({"lines": 12})), "", "diff_size's raw names no tool");
     }
 }

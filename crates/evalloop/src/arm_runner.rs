@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use skillforge_runner_agent::{AgentContainer, AgentMount};
 
-use super::arm_stage::install_root;
+use super::steps::arm::install_root;
 use super::inventory::HANDED_SKILL_DIR;
 
 /// The agent's working directory in an arm's container (the agent runner mounts the arm's work
@@ -80,25 +80,38 @@ impl ArmRunner {
     }
 }
 
+/// Why container arms may not run where asked (E-13); each names the value refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LocalOnlyError {
+    /// A cloud environment: its provider would receive the arm's live credential.
+    #[error("container environment `{0}` is a cloud provider: the arm's credential rides in the container's environment and would be shipped to a third party; arms run on the local engine only (`--environment docker`)")]
+    Cloud(String),
+    /// An environment that is neither a cloud provider nor `docker`.
+    #[error("container environment `{0}` is unknown; arms run on the local engine only (`docker`, podman's Docker API included)")]
+    Unknown(String),
+    /// An engine host that is not this machine's ([`skillforge_runner_agent::local_engine_only`]'s
+    /// message).
+    #[error("{0}")]
+    RemoteEngine(String),
+}
+
 /// E-13: container arms run on a local engine only. Refuses a cloud environment (its provider
 /// would receive the arm's live credential, which rides in the container's environment) and an
 /// engine host that is not this machine's ([`skillforge_runner_agent::local_engine_only`], the
 /// same predicate the worker's agent runner applies to the engine it resolves).
 ///
 /// # Errors
-/// What was refused and why, naming the value.
-pub fn check_local_only(environment: &str, host: Option<&str>) -> Result<(), String> {
+/// [`LocalOnlyError`]: what was refused and why, naming the value.
+pub fn check_local_only(environment: &str, host: Option<&str>) -> Result<(), LocalOnlyError> {
     let environment = environment.trim().to_ascii_lowercase();
     if CLOUD_ENVIRONMENTS.contains(&environment.as_str()) {
-        return Err(format!(
-            "container environment `{environment}` is a cloud provider: the arm's credential rides in the container's environment and would be shipped to a third party; arms run on the local engine only (`--environment docker`)"
-        ));
+        return Err(LocalOnlyError::Cloud(environment));
     }
     if environment != "docker" {
-        return Err(format!("container environment `{environment}` is unknown; arms run on the local engine only (`docker`, podman's Docker API included)"));
+        return Err(LocalOnlyError::Unknown(environment));
     }
     let Some(host) = host.map(str::trim).filter(|h| !h.is_empty()) else { return Ok(()) };
-    skillforge_runner_agent::local_engine_only(host)
+    skillforge_runner_agent::local_engine_only(host).map_err(LocalOnlyError::RemoteEngine)
 }
 
 #[cfg(test)]
@@ -109,12 +122,12 @@ mod tests {
     #[test]
     fn e13_cloud_environments_and_remote_engines_are_refused() {
         for cloud in ["daytona", "Modal", "blaxel"] {
-            let e = check_local_only(cloud, None).unwrap_err();
+            let e = check_local_only(cloud, None).unwrap_err().to_string();
             assert!(e.contains("cloud provider") && e.contains(&cloud.to_ascii_lowercase()), "{e}");
         }
-        assert!(check_local_only("kubernetes", None).unwrap_err().contains("unknown"));
+        assert!(check_local_only("kubernetes", None).unwrap_err().to_string().contains("unknown"));
         for remote in ["tcp://10.0.0.5:2375", "ssh://user@box", "tcp://docker.example.com:2376", "https://x"] {
-            let e = check_local_only("docker", Some(remote)).unwrap_err();
+            let e = check_local_only("docker", Some(remote)).unwrap_err().to_string();
             assert!(e.contains(remote) && e.contains("not on this machine"), "{e}");
         }
         for local in [None, Some("unix:///run/podman/podman.sock"), Some("tcp://127.0.0.1:2375"), Some("tcp://localhost:2375"), Some("tcp://[::1]:2375")] {

@@ -5,9 +5,64 @@
 //! environment (the runtime profile's `credential_env`), never argv.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use skillforge_contract::limits::LimitError;
+
+/// Why a runtime has no usable credential: what is missing or expired and how to fix it, naming
+/// the file read.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialError {
+    /// No Claude token in the environment and no readable credentials file.
+    #[error("no Claude credential: no token in the environment and `{}` is unreadable ({source}); log in with `claude` or set CLAUDE_CODE_OAUTH_TOKEN", path.display())]
+    NoClaudeCredential {
+        /// `~/.claude/.credentials.json`.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The credentials file holds no `claudeAiOauth` object.
+    #[error("`{}` holds no claudeAiOauth token", .0.display())]
+    NoOauth(PathBuf),
+    /// The `claudeAiOauth` object holds no access token.
+    #[error("`{}` holds no access token", .0.display())]
+    NoAccessToken(PathBuf),
+    /// The Claude token's `expiresAt` has passed.
+    #[error("the Claude token in `{}` expired; an expired token is no token: run `claude` to refresh it before any arm starts", .0.display())]
+    Expired(PathBuf),
+    /// `CODEX_FORCE_AUTH_JSON=0` without a key.
+    #[error("CODEX_FORCE_AUTH_JSON=0 but no OPENAI_API_KEY is set")]
+    NoCodexKey,
+    /// Codex's `auth.json` cannot be read (and the key is never a quiet fallback).
+    #[error("`{}` is unreadable ({source}); not falling back to OPENAI_API_KEY — set CODEX_FORCE_AUTH_JSON=0 to use the key deliberately", path.display())]
+    NoCodexLogin {
+        /// `$CODEX_HOME/auth.json`.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A credentials file is over the parser limits.
+    #[error("`{}` {source}", path.display())]
+    Limits {
+        /// The file.
+        path: PathBuf,
+        /// The limit crossed.
+        #[source]
+        source: LimitError,
+    },
+    /// A credentials file is not JSON.
+    #[error("`{}` is not JSON: {source}", path.display())]
+    NotJson {
+        /// The file.
+        path: PathBuf,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+}
 
 /// Checks that `runtime` has a usable credential, given the worker's environment `env` and the
 /// user's home `home`.
@@ -22,8 +77,8 @@ use serde_json::Value;
 /// * other runtimes: nothing to check.
 ///
 /// # Errors
-/// What is missing or expired and how to fix it.
-pub fn preflight(runtime: &str, env: &BTreeMap<String, String>, home: &Path, now_ms: i64) -> Result<(), String> {
+/// [`CredentialError`]: what is missing or expired and how to fix it.
+pub fn preflight(runtime: &str, env: &BTreeMap<String, String>, home: &Path, now_ms: i64) -> Result<(), CredentialError> {
     let set = |k: &str| env.get(k).is_some_and(|v| !v.trim().is_empty());
     match runtime {
         "claude" => {
@@ -31,26 +86,26 @@ pub fn preflight(runtime: &str, env: &BTreeMap<String, String>, home: &Path, now
                 return Ok(());
             }
             let path = home.join(".claude/.credentials.json");
-            let text = std::fs::read_to_string(&path).map_err(|e| format!("no Claude credential: no token in the environment and `{}` is unreadable ({e}); log in with `claude` or set CLAUDE_CODE_OAUTH_TOKEN", path.display()))?;
+            let text = std::fs::read_to_string(&path).map_err(|source| CredentialError::NoClaudeCredential { path: path.clone(), source })?;
             let value = parse_json(&path, &text)?;
-            let oauth = value.get("claudeAiOauth").ok_or_else(|| format!("`{}` holds no claudeAiOauth token", path.display()))?;
+            let oauth = value.get("claudeAiOauth").ok_or_else(|| CredentialError::NoOauth(path.clone()))?;
             if oauth.get("accessToken").and_then(Value::as_str).is_none_or(str::is_empty) {
-                return Err(format!("`{}` holds no access token", path.display()));
+                return Err(CredentialError::NoAccessToken(path));
             }
             match oauth.get("expiresAt").and_then(Value::as_i64) {
-                Some(exp) if exp <= now_ms => Err(format!("the Claude token in `{}` expired; an expired token is no token: run `claude` to refresh it before any arm starts", path.display())),
+                Some(exp) if exp <= now_ms => Err(CredentialError::Expired(path)),
                 _ => Ok(()),
             }
         }
         "codex" => {
             if env.get("CODEX_FORCE_AUTH_JSON").is_some_and(|v| v.trim() == "0") {
-                return if set("OPENAI_API_KEY") || set("CODEX_API_KEY") { Ok(()) } else { Err("CODEX_FORCE_AUTH_JSON=0 but no OPENAI_API_KEY is set".to_owned()) };
+                return if set("OPENAI_API_KEY") || set("CODEX_API_KEY") { Ok(()) } else { Err(CredentialError::NoCodexKey) };
             }
             // Issue 31 item 8: the login lives where Codex keeps it, `$CODEX_HOME` (default
             // `~/.codex`).
             let codex_home = env.get("CODEX_HOME").filter(|v| !v.trim().is_empty()).map_or_else(|| home.join(".codex"), std::path::PathBuf::from);
             let path = codex_home.join("auth.json");
-            let text = std::fs::read_to_string(&path).map_err(|e| format!("`{}` is unreadable ({e}); not falling back to OPENAI_API_KEY — set CODEX_FORCE_AUTH_JSON=0 to use the key deliberately", path.display()))?;
+            let text = std::fs::read_to_string(&path).map_err(|source| CredentialError::NoCodexLogin { path: path.clone(), source })?;
             parse_json(&path, &text).map(|_| ())
         }
         _ => Ok(()),
@@ -58,9 +113,9 @@ pub fn preflight(runtime: &str, env: &BTreeMap<String, String>, home: &Path, now
 }
 
 /// A credential file's JSON, over the parser limits refused first (`contract::limits`).
-fn parse_json(path: &Path, text: &str) -> Result<Value, String> {
-    skillforge_contract::limits::check_json(text).map_err(|e| format!("`{}` {e}", path.display()))?;
-    serde_json::from_str(text).map_err(|e| format!("`{}` is not JSON: {e}", path.display()))
+fn parse_json(path: &Path, text: &str) -> Result<Value, CredentialError> {
+    skillforge_contract::limits::check_json(text).map_err(|source| CredentialError::Limits { path: path.to_owned(), source })?;
+    serde_json::from_str(text).map_err(|source| CredentialError::NotJson { path: path.to_owned(), source })
 }
 
 #[cfg(test)]
@@ -78,11 +133,11 @@ mod tests {
         std::fs::create_dir_all(home.path().join(".claude")).unwrap();
         let creds = home.path().join(".claude/.credentials.json");
         std::fs::write(&creds, r#"{"claudeAiOauth":{"accessToken":"sk-ant-oat","expiresAt":1000}}"#).unwrap();
-        let e = preflight("claude", &env(&[]), home.path(), 2000).unwrap_err();
+        let e = preflight("claude", &env(&[]), home.path(), 2000).unwrap_err().to_string();
         assert!(e.contains("expired"), "{e}");
         assert!(preflight("claude", &env(&[]), home.path(), 500).is_ok());
         assert!(preflight("claude", &env(&[("CLAUDE_CODE_OAUTH_TOKEN", "t")]), home.path(), 2000).is_ok());
-        let e = preflight("codex", &env(&[("OPENAI_API_KEY", "sk")]), home.path(), 0).unwrap_err();
+        let e = preflight("codex", &env(&[("OPENAI_API_KEY", "sk")]), home.path(), 0).unwrap_err().to_string();
         assert!(e.contains("auth.json") && e.contains("CODEX_FORCE_AUTH_JSON=0"), "{e}");
         assert!(preflight("codex", &env(&[("OPENAI_API_KEY", "sk"), ("CODEX_FORCE_AUTH_JSON", "0")]), home.path(), 0).is_ok());
         assert!(preflight("scripted", &env(&[]), home.path(), 0).is_ok());
@@ -109,7 +164,7 @@ mod tests {
         for (dir, file, runtime) in [(".claude", ".credentials.json", "claude"), (".codex", "auth.json", "codex")] {
             std::fs::create_dir_all(home.path().join(dir)).unwrap();
             std::fs::write(home.path().join(dir).join(file), "[".repeat(100_000)).unwrap();
-            let e = preflight(runtime, &env(&[]), home.path(), 0).unwrap_err();
+            let e = preflight(runtime, &env(&[]), home.path(), 0).unwrap_err().to_string();
             assert!(e.contains(file) && e.contains("64 levels"), "{runtime}: {e}");
         }
     }
@@ -122,7 +177,7 @@ mod tests {
         std::fs::write(codex_home.path().join("auth.json"), r#"{"tokens":{}}"#).unwrap();
         let at = codex_home.path().display().to_string();
         assert!(preflight("codex", &env(&[("CODEX_HOME", at.as_str())]), home.path(), 0).is_ok());
-        let e = preflight("codex", &env(&[]), home.path(), 0).unwrap_err();
+        let e = preflight("codex", &env(&[]), home.path(), 0).unwrap_err().to_string();
         assert!(e.contains(".codex/auth.json"), "{e}");
     }
 }

@@ -11,6 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 use skillforge_engine::JobSpec;
+use skillforge_contract::limits::LimitError;
 use skillforge_runner::PayloadError;
 use skillforge_runner_agent::AgentPayload;
 
@@ -37,16 +38,55 @@ pub struct DraftTheme {
     pub signature: Option<Signature>,
 }
 
+/// Why a theme file or a drafting model's reply cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DraftError {
+    /// The theme file is over the parser limits.
+    #[error("invalid theme `{file}`: the document {source}")]
+    ThemeLimits {
+        /// The theme file, as named.
+        file: String,
+        /// The limit crossed.
+        #[source]
+        source: LimitError,
+    },
+    /// The theme file is not a theme.
+    #[error("invalid theme `{file}`: {source}")]
+    ThemeParse {
+        /// The theme file, as named.
+        file: String,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The theme has no rule.
+    #[error("invalid theme `{file}`: `rules` is empty (a knowledge-gap brief is about the user's own rules)")]
+    NoRules {
+        /// The theme file, as named.
+        file: String,
+    },
+    /// The model's reply is over the parser limits.
+    #[error("the drafting model's reply {0}")]
+    ReplyLimits(#[source] LimitError),
+    /// The model's reply holds no JSON object.
+    #[error("the drafting model's reply holds no JSON object")]
+    NoObject,
+    /// The reply's first JSON object is not a draft.
+    #[error("the drafting model's draft does not parse: {0}")]
+    DraftParse(#[source] serde_json::Error),
+}
+
 impl DraftTheme {
     /// Parses a theme file's text; `file` names it in messages.
     ///
     /// # Errors
-    /// A message naming the file: over the parser limits, not a theme, or no rule.
-    pub fn parse(text: &str, file: &str) -> Result<Self, String> {
-        skillforge_contract::limits::check_json(text).map_err(|e| format!("invalid theme `{file}`: the document {e}"))?;
-        let theme: Self = serde_json::from_str(text).map_err(|e| format!("invalid theme `{file}`: {e}"))?;
+    /// [`DraftError::ThemeLimits`], [`DraftError::ThemeParse`] or [`DraftError::NoRules`], naming
+    /// the file.
+    pub fn parse(text: &str, file: &str) -> Result<Self, DraftError> {
+        skillforge_contract::limits::check_json(text).map_err(|source| DraftError::ThemeLimits { file: file.to_owned(), source })?;
+        let theme: Self = serde_json::from_str(text).map_err(|source| DraftError::ThemeParse { file: file.to_owned(), source })?;
         if theme.rules.iter().all(|r| r.trim().is_empty()) {
-            return Err(format!("invalid theme `{file}`: `rules` is empty (a knowledge-gap brief is about the user's own rules)"));
+            return Err(DraftError::NoRules { file: file.to_owned() });
         }
         Ok(theme)
     }
@@ -83,9 +123,8 @@ pub fn draft_prompt(theme: &DraftTheme) -> String {
 /// # Errors
 /// [`PayloadError`] when the payload does not serialize.
 pub fn draft_job(stage: &StageDef, theme: &DraftTheme, runtime: &str, model: Option<&str>) -> Result<JobSpec, PayloadError> {
-    use sha2::Digest;
     let prompt = draft_prompt(theme);
-    let digest = hex::encode(&sha2::Sha256::digest(prompt.as_bytes())[..8]);
+    let digest = &skillforge_stage::fs::sha256_hex(prompt.as_bytes())[..16];
     let mut payload = AgentPayload::new(runtime, prompt);
     payload.model = model.map(str::to_owned);
     payload.timeout_secs = Some(stage.timeout_secs);
@@ -97,11 +136,12 @@ pub fn draft_job(stage: &StageDef, theme: &DraftTheme, runtime: &str, model: Opt
 /// the leak check.
 ///
 /// # Errors
-/// What is wrong with the reply.
-pub fn parse_draft(reply: &str, theme: &DraftTheme) -> Result<KnowledgeGapDraft, String> {
-    skillforge_contract::limits::check_json(reply).map_err(|e| format!("the drafting model's reply {e}"))?;
-    let object = first_json_object(reply).ok_or_else(|| "the drafting model's reply holds no JSON object".to_owned())?;
-    let mut draft: KnowledgeGapDraft = serde_json::from_str(object).map_err(|e| format!("the drafting model's draft does not parse: {e}"))?;
+/// [`DraftError::ReplyLimits`], [`DraftError::NoObject`] or [`DraftError::DraftParse`]: what is
+/// wrong with the reply.
+pub fn parse_draft(reply: &str, theme: &DraftTheme) -> Result<KnowledgeGapDraft, DraftError> {
+    skillforge_contract::limits::check_json(reply).map_err(DraftError::ReplyLimits)?;
+    let object = first_json_object(reply).ok_or(DraftError::NoObject)?;
+    let mut draft: KnowledgeGapDraft = serde_json::from_str(object).map_err(DraftError::DraftParse)?;
     for rule in &theme.rules {
         if !draft.rules.contains(rule) {
             draft.rules.push(rule.clone());
@@ -122,8 +162,8 @@ mod tests {
     fn the_prompt_carries_rules_and_corrections_and_the_answer_shape() {
         let p = draft_prompt(&theme());
         assert!(p.contains("- never say synergy") && p.contains("no, drop the buzzwords") && p.contains("good_example"), "{p}");
-        assert!(DraftTheme::parse(r#"{"name": "x", "rules": []}"#, "t.json").unwrap_err().contains("`rules` is empty"));
-        assert!(DraftTheme::parse(&"[".repeat(100_000), "deep.json").unwrap_err().contains("deep.json"));
+        assert!(DraftTheme::parse(r#"{"name": "x", "rules": []}"#, "t.json").unwrap_err().to_string().contains("`rules` is empty"));
+        assert!(DraftTheme::parse(&"[".repeat(100_000), "deep.json").unwrap_err().to_string().contains("deep.json"));
     }
 
     // E-02: the theme's rules are checked whatever the model's draft lists.
@@ -132,6 +172,6 @@ mod tests {
         let reply = r#"Here it is: {"brief": {"id": "b", "prompt": "Reply to the thread.", "verify": "true", "rubric": "r", "output": "reply"}, "rules": [], "good_example": "ok", "bad_example": "synergy"} done"#;
         let draft = parse_draft(reply, &theme()).unwrap();
         assert_eq!(draft.rules, ["never say synergy"]);
-        assert!(parse_draft("I could not do it", &theme()).unwrap_err().contains("no JSON object"));
+        assert!(parse_draft("I could not do it", &theme()).unwrap_err().to_string().contains("no JSON object"));
     }
 }

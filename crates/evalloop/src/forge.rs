@@ -23,12 +23,13 @@ use skillforge_store::Store;
 use super::aggregate::{AGGREGATE_FILE, Aggregate, aggregate};
 use super::arm::{ArmPair, ArmSide};
 use super::arm_runner::ArmRunner;
-use super::arm_stage::{ArmJob, RUN_FILE, SHIPPED_META, SHIPPED_WORK, arm_job, prepare_sample};
+use super::steps::arm::{ArmJob, RUN_FILE, SHIPPED_META, SHIPPED_WORK, arm_job, prepare_sample};
 use super::brief::Brief;
 use super::gate::{GateInput, GateOutcome, gate};
 use super::install::{InstallTarget, install};
-use super::judge_stage::{JUDGE_OUT, JudgeJob, PreJudge, VERIFY_FILE, prepare_judge, verify_job};
-use super::layout::{arm_dir, brief_dir, ledger_path, meta_dir, read_json, sample_dir, write_json};
+use super::steps::judge::{JUDGE_OUT, JudgeJob, PreJudge, prepare_judge};
+use super::steps::verify::{VERIFY_FILE, verify_job};
+use super::layout::{FileError, arm_dir, brief_dir, ledger_path, meta_dir, read_json, sample_dir, write_json};
 use super::ledger::{LedgerRow, Signature, append_row, read_ledger, recheck_due, rejected};
 use super::sample::{SampleVerdict, VERDICT_FILE};
 use super::stages::EvalStages;
@@ -214,7 +215,7 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         }
         let sdir = sample_dir(&dir, n);
         if !state.prepared.contains(&n) {
-            prepare_sample(&sdir, &req.brief, &req.runtime, &req.skill_dir, req.rival.as_deref(), &req.runner).map_err(ForgeError::Refused)?;
+            prepare_sample(&sdir, &req.brief, &req.runtime, &req.skill_dir, req.rival.as_deref(), &req.runner).map_err(|e| ForgeError::Refused(e.to_string()))?;
             state.prepared.push(n);
             write_json(&dir.join(FORGE_FILE), &state).map_err(env_err)?;
         }
@@ -265,7 +266,7 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
             PreJudge::Judge(mut spec) => {
                 if ships {
                     let out = [ShippedDir { rel: JUDGE_OUT, local: &sdir, send: false, deliver: true, skip: &[] }];
-                    files::ship_dirs(env.queue.as_ref(), &mut spec, &out).await.map_err(ForgeError::Environment)?;
+                    files::ship_dirs(env.queue.as_ref(), &mut spec, &out).await.map_err(|e| ForgeError::Environment(e.to_string()))?;
                 }
                 let id = enqueue(env, &spec).await?;
                 env.reporter.step(&format!("sample {n}: judge job {id}"));
@@ -306,7 +307,7 @@ fn record_decision(home: &Path, req: &ForgeRequest, state: &ForgeState, agg: &Ag
     }
     let now = Utc::now();
     let installed = match outcome.decision.recheck_days() {
-        Some(_) => install(home, &req.skill_dir, &req.install).map_err(ForgeError::Refused)?,
+        Some(_) => install(home, &req.skill_dir, &req.install).map_err(|e| ForgeError::Refused(e.to_string()))?,
         None => vec![],
     };
     let row = LedgerRow {
@@ -362,8 +363,8 @@ pub fn skill_name(dir: &Path) -> Result<String, ForgeError> {
 /// Every `verdict.json` of samples 1..=n that exists.
 ///
 /// # Errors
-/// A verdict that does not parse.
-pub fn read_verdicts(dir: &Path, n: u32) -> Result<Vec<SampleVerdict>, String> {
+/// [`FileError`] naming a verdict that cannot be read or does not parse.
+pub fn read_verdicts(dir: &Path, n: u32) -> Result<Vec<SampleVerdict>, FileError> {
     let mut out = Vec::new();
     for k in 1..=n {
         if let Some(v) = read_json(&sample_dir(dir, k).join(VERDICT_FILE))? {
@@ -384,7 +385,7 @@ async fn ship_arm(env: &ForgeEnv<'_>, spec: &mut JobSpec, sample_dir: &Path, sid
         ShippedDir { rel: SHIPPED_WORK, local: &work, send: true, deliver: true, skip: &[] },
         ShippedDir { rel: SHIPPED_META, local: &meta, send: true, deliver: true, skip: &[] },
     ];
-    files::ship_dirs(env.queue.as_ref(), spec, &dirs).await.map_err(ForgeError::Environment)
+    files::ship_dirs(env.queue.as_ref(), spec, &dirs).await.map_err(|e| ForgeError::Environment(e.to_string()))
 }
 
 /// On a fleet, makes each arm's work dir the worker's copy before its verify is shipped: delivery
@@ -396,8 +397,8 @@ async fn bring_back_arms(env: &ForgeEnv<'_>, ids: &[String]) -> Result<(), Forge
             env.reporter.step(&format!("arm job {id} was pruned from the queue: its work dir stays as delivered (files it deleted cannot be known)"));
             continue;
         };
-        let recorded = files::recorded_outputs(env.store, id).await.map_err(ForgeError::Environment)?;
-        files::bring_back(env.queue.as_ref(), &recorded, &job, SHIPPED_WORK, &[]).await.map_err(ForgeError::Environment)?;
+        let recorded = files::recorded_outputs(env.store, id).await.map_err(|e| ForgeError::Environment(e.to_string()))?;
+        files::bring_back(env.queue.as_ref(), &recorded, &job, SHIPPED_WORK, &[]).await.map_err(|e| ForgeError::Environment(e.to_string()))?;
     }
     Ok(())
 }

@@ -6,8 +6,9 @@ use skillforge_engine::Job;
 use skillforge_engine::ingest::{ApplyError, ResultHandler};
 use sqlx::SqliteConnection;
 
-use super::arm_stage::apply_arm;
-use super::judge_stage::{apply_judge, apply_verify};
+use super::steps::arm::apply_arm;
+use super::steps::judge::apply_judge;
+use super::steps::verify::apply_verify;
 use super::stages::{ARM_STAGE, DEPLOY_STAGE, DRAFT_STAGE, EVAL_WORKFLOW, JUDGE_STAGE, VERIFY_STAGE};
 
 /// Applies `evalloop` jobs (no domain-store tables: the evidence lives in files, as the seed keeps it).
@@ -28,8 +29,8 @@ impl ResultHandler for EvalResultHandler {
             DRAFT_STAGE => Ok(()),
             // `eval deploy --to` reads the remote's report off the job itself.
             DEPLOY_STAGE => Ok(()),
-            other => Err(format!("evalloop job {} has unknown stage `{other}`", job.id)),
+            other => return Err(ApplyError::Unusable { job_id: job.id.clone(), reason: format!("evalloop job {} has unknown stage `{other}`", job.id) }),
         };
-        applied.map_err(|reason| ApplyError::Unusable { job_id: job.id.clone(), reason })
+        applied.map_err(|e| ApplyError::Unusable { job_id: job.id.clone(), reason: e.to_string() })
     }
 }

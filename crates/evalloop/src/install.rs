@@ -11,8 +11,37 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::arm_stage::copy_tree;
+use super::steps::arm::copy_tree;
+use super::error::IoError;
 use super::layout::eval_root;
+
+/// Why an install, or its revocation, could not be done; each names the path or runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// The runtime has no user-level skill directory [`user_skill_root`] knows.
+    #[error("runtime `{0}` has no user-level skill directory (known: {known})", known = USER_SKILL_RUNTIMES.join(", "))]
+    UnknownRuntime(String),
+    /// A skill dir ends in `..` or `/`.
+    #[error("skill dir `{}` has no name", .0.display())]
+    NoName(PathBuf),
+    /// The target is taken: an installed skill is never overwritten.
+    #[error("`{}` already exists; not overwriting an installed skill", .0.display())]
+    Exists(PathBuf),
+    /// A revoked copy could not be moved to `<home>/eval/revoked/`.
+    #[error("move `{}` to `{}`: {source}", from.display(), to.display())]
+    Move {
+        /// The installed copy.
+        from: PathBuf,
+        /// Where it was going.
+        to: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A dir, copy, symlink or unlink failed.
+    #[error(transparent)]
+    Io(#[from] IoError),
+}
 
 /// Where an adoption goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,14 +66,15 @@ pub const USER_SKILL_RUNTIMES: [&str; 3] = ["claude", "codex", "opencode"];
 /// 1.18.33 (`tests/tests/real_deploy.rs`).
 ///
 /// # Errors
-/// A runtime without a user-level skill directory, naming the ones there are.
-pub fn user_skill_root(runtime: &str, user_home: &Path, env: &BTreeMap<String, String>) -> Result<PathBuf, String> {
+/// [`InstallError::UnknownRuntime`] for a runtime without a user-level skill directory, naming
+/// the ones there are.
+pub fn user_skill_root(runtime: &str, user_home: &Path, env: &BTreeMap<String, String>) -> Result<PathBuf, InstallError> {
     let dir_from = |name: &str| env.get(name).map(PathBuf::from).filter(|p| p.is_absolute());
     match runtime {
         "claude" => Ok(dir_from("CLAUDE_CONFIG_DIR").unwrap_or_else(|| user_home.join(".claude")).join("skills")),
         "codex" => Ok(user_home.join(".agents/skills")),
         "opencode" => Ok(dir_from("XDG_CONFIG_HOME").unwrap_or_else(|| user_home.join(".config")).join("opencode/skills")),
-        other => Err(format!("runtime `{other}` has no user-level skill directory (known: {})", USER_SKILL_RUNTIMES.join(", "))),
+        other => Err(InstallError::UnknownRuntime(other.to_owned())),
     }
 }
 
@@ -54,7 +84,7 @@ impl InstallTarget {
     ///
     /// # Errors
     /// As [`user_skill_root`].
-    pub fn for_runtimes(runtimes: &[&str], user_home: &Path, env: &BTreeMap<String, String>) -> Result<InstallTarget, String> {
+    pub fn for_runtimes(runtimes: &[&str], user_home: &Path, env: &BTreeMap<String, String>) -> Result<InstallTarget, InstallError> {
         let mut roots: Vec<PathBuf> = Vec::new();
         for runtime in runtimes {
             let root = user_skill_root(runtime, user_home, env)?;
@@ -69,9 +99,10 @@ impl InstallTarget {
 /// Installs or stages `skill_dir`; returns the paths written (the copy first, then the symlink).
 ///
 /// # Errors
-/// A message naming the path; an existing target is refused (never overwritten).
-pub fn install(home: &Path, skill_dir: &Path, target: &InstallTarget) -> Result<Vec<PathBuf>, String> {
-    let name = skill_dir.file_name().ok_or_else(|| format!("skill dir `{}` has no name", skill_dir.display()))?;
+/// [`InstallError`] naming the path; an existing target is refused ([`InstallError::Exists`],
+/// never overwritten).
+pub fn install(home: &Path, skill_dir: &Path, target: &InstallTarget) -> Result<Vec<PathBuf>, InstallError> {
+    let name = skill_dir.file_name().ok_or_else(|| InstallError::NoName(skill_dir.to_owned()))?;
     match target {
         InstallTarget::Stage(dir) => {
             let to = dir.join(name);
@@ -86,8 +117,8 @@ pub fn install(home: &Path, skill_dir: &Path, target: &InstallTarget) -> Result<
 
 /// One copy under `<home>/eval/installed/<name>`, symlinked into every root; every link is
 /// checked before anything is written, so a taken name leaves every root as it was.
-fn link_into(home: &Path, skill_dir: &Path, roots: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
-    let name = skill_dir.file_name().ok_or_else(|| format!("skill dir `{}` has no name", skill_dir.display()))?;
+fn link_into(home: &Path, skill_dir: &Path, roots: &[PathBuf]) -> Result<Vec<PathBuf>, InstallError> {
+    let name = skill_dir.file_name().ok_or_else(|| InstallError::NoName(skill_dir.to_owned()))?;
     let copy = eval_root(home).join("installed").join(name);
     let links: Vec<PathBuf> = roots.iter().map(|root| root.join(name)).collect();
     for link in &links {
@@ -98,16 +129,16 @@ fn link_into(home: &Path, skill_dir: &Path, roots: &[PathBuf]) -> Result<Vec<Pat
     }
     let mut written = vec![copy.clone()];
     for (root, link) in roots.iter().zip(links) {
-        std::fs::create_dir_all(root).map_err(|e| format!("create `{}`: {e}", root.display()))?;
-        std::os::unix::fs::symlink(&copy, &link).map_err(|e| format!("symlink `{}`: {e}", link.display()))?;
+        std::fs::create_dir_all(root).map_err(IoError::on("create", root))?;
+        std::os::unix::fs::symlink(&copy, &link).map_err(IoError::on("symlink", &link))?;
         written.push(link);
     }
     Ok(written)
 }
 
-fn refuse_existing(path: &Path) -> Result<(), String> {
+fn refuse_existing(path: &Path) -> Result<(), InstallError> {
     if path.symlink_metadata().is_ok() {
-        return Err(format!("`{}` already exists; not overwriting an installed skill", path.display()));
+        return Err(InstallError::Exists(path.to_owned()));
     }
     Ok(())
 }
@@ -121,13 +152,13 @@ pub fn installed(paths: &[PathBuf]) -> bool {
 /// (suffixed when taken). Returns where the copy went.
 ///
 /// # Errors
-/// A message naming the path that failed.
-pub fn uninstall(home: &Path, paths: &[PathBuf]) -> Result<Option<PathBuf>, String> {
+/// [`InstallError`] naming the path that failed.
+pub fn uninstall(home: &Path, paths: &[PathBuf]) -> Result<Option<PathBuf>, InstallError> {
     let mut moved = None;
     for path in paths {
         let Ok(meta) = path.symlink_metadata() else { continue };
         if meta.file_type().is_symlink() {
-            std::fs::remove_file(path).map_err(|e| format!("unlink `{}`: {e}", path.display()))?;
+            std::fs::remove_file(path).map_err(IoError::on("unlink", path))?;
         }
     }
     for path in paths {
@@ -135,14 +166,14 @@ pub fn uninstall(home: &Path, paths: &[PathBuf]) -> Result<Option<PathBuf>, Stri
         if meta.is_dir() {
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             let revoked = eval_root(home).join("revoked");
-            std::fs::create_dir_all(&revoked).map_err(|e| format!("create `{}`: {e}", revoked.display()))?;
+            std::fs::create_dir_all(&revoked).map_err(IoError::on("create", &revoked))?;
             let mut to = revoked.join(&name);
             let mut n = 1;
             while to.exists() {
                 n += 1;
                 to = revoked.join(format!("{name}.{n}"));
             }
-            std::fs::rename(path, &to).map_err(|e| format!("move `{}` to `{}`: {e}", path.display(), to.display()))?;
+            std::fs::rename(path, &to).map_err(|source| InstallError::Move { from: path.clone(), to: to.clone(), source })?;
             moved = Some(to);
         }
     }
@@ -187,7 +218,7 @@ mod tests {
         check("codex", &env, "/home/u/.agents/skills");
         let relative = BTreeMap::from([("XDG_CONFIG_HOME".to_owned(), "rel".to_owned())]);
         check("opencode", &relative, "/home/u/.config/opencode/skills");
-        assert!(user_skill_root("kimi", home, &none).unwrap_err().contains("known: claude, codex, opencode"));
+        assert!(user_skill_root("kimi", home, &none).unwrap_err().to_string().contains("known: claude, codex, opencode"));
 
         let dir = tempfile::tempdir().unwrap();
         let user = dir.path().join("user");
@@ -199,7 +230,7 @@ mod tests {
         assert_eq!(roots.len(), 3, "duplicates dropped");
         // a taken name in one root refuses the whole install, nothing written
         std::fs::create_dir_all(user.join(".config/opencode/skills/tldr")).unwrap();
-        assert!(install(dir.path(), &skill, &target).unwrap_err().contains("already exists"));
+        assert!(install(dir.path(), &skill, &target).unwrap_err().to_string().contains("already exists"));
         assert!(!user.join(".claude/skills/tldr").exists());
         std::fs::remove_dir(user.join(".config/opencode/skills/tldr")).unwrap();
         let paths = install(dir.path(), &skill, &target).unwrap();

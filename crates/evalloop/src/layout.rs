@@ -1,7 +1,8 @@
 //! Where a forge keeps its evidence, as the seed lays it out: `<home>/eval/runs/<brief>/s<n>/`
 //! holds each arm's work dir (`with/`, `without/`), its meta dir (`with.meta/`: `run.json`,
 //! `final.txt`, `transcript.jsonl`, `verify.json`), `mapping.private.json` and `verdict.json`;
-//! `<brief>/aggregate.json` and `<brief>/forge.json`; `<home>/eval/ledger.jsonl`.
+//! `<brief>/aggregate.json` and `<brief>/forge.json`; `<home>/eval/ledger.jsonl`. [`read_json`] and
+//! [`write_json`] read and write its JSON files (errors: [`FileError`]).
 
 use std::path::{Path, PathBuf};
 
@@ -37,42 +38,73 @@ pub fn meta_dir(sample_dir: &Path, side: ArmSide) -> PathBuf {
     sample_dir.join(format!("{}.meta", side.as_str()))
 }
 
-/// Writes `bytes` to `path` through a temp file and a rename, so a reader never sees half a file.
-///
-/// # Errors
-/// The I/O error.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+/// Why an evidence file could not be read or written; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// The file exists but cannot be read.
+    #[error("read `{}`: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is over the parser limits (`contract::limits`).
+    #[error("read `{}`: the file {source}", path.display())]
+    Limits {
+        /// The file.
+        path: PathBuf,
+        /// The limit crossed.
+        #[source]
+        source: skillforge_contract::limits::LimitError,
+    },
+    /// The file is not JSON of the expected shape.
+    #[error("read `{}`: {source}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The value does not serialize (a map with non-string keys).
+    #[error("{source}")]
+    Encode {
+        /// The file it was meant for.
+        path: PathBuf,
+        /// The serializer's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The atomic write failed (`write `<path>`: <step>: <io error>`).
+    #[error(transparent)]
+    Write(#[from] skillforge_stage::fs::WriteError),
 }
 
 /// Reads and parses a JSON file; `Ok(None)` when it does not exist.
 ///
 /// # Errors
-/// A message naming the file: unreadable, over the parser limits (`contract::limits`), or not
+/// [`FileError`] naming the file: unreadable, over the parser limits (`contract::limits`), or not
 /// JSON of the shape.
-pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, String> {
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, FileError> {
     match std::fs::read_to_string(path) {
         Ok(text) => {
-            skillforge_contract::limits::check_json(&text).map_err(|e| format!("read `{}`: the file {e}", path.display()))?;
-            serde_json::from_str(&text).map(Some).map_err(|e| format!("read `{}`: {e}", path.display()))
+            skillforge_contract::limits::check_json(&text).map_err(|source| FileError::Limits { path: path.to_owned(), source })?;
+            serde_json::from_str(&text).map(Some).map_err(|source| FileError::Parse { path: path.to_owned(), source })
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("read `{}`: {e}", path.display())),
+        Err(source) => Err(FileError::Read { path: path.to_owned(), source }),
     }
 }
 
-/// Writes `value` as pretty JSON atomically.
+/// Writes `value` as pretty JSON atomically ([`skillforge_stage::fs::write_atomic`]).
 ///
 /// # Errors
-/// A message naming the file.
-pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), String> {
-    let text = serde_json::to_vec_pretty(value).map_err(|e| e.to_string())?;
-    write_atomic(path, &text).map_err(|e| format!("write `{}`: {e}", path.display()))
+/// [`FileError::Encode`] or [`FileError::Write`], naming the file.
+pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), FileError> {
+    let text = serde_json::to_vec_pretty(value).map_err(|source| FileError::Encode { path: path.to_owned(), source })?;
+    Ok(skillforge_stage::fs::write_atomic(path, &text)?)
 }
 
 #[cfg(test)]
@@ -85,8 +117,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("verdict.json");
         std::fs::write(&path, "[".repeat(100_000)).unwrap();
-        let e = read_json::<serde_json::Value>(&path).unwrap_err();
+        let e = read_json::<serde_json::Value>(&path).unwrap_err().to_string();
         assert!(e.contains(&path.display().to_string()) && e.contains("64 levels"), "{e}");
-        assert_eq!(read_json::<serde_json::Value>(&dir.path().join("none.json")), Ok(None));
+        assert!(matches!(read_json::<serde_json::Value>(&dir.path().join("none.json")), Ok(None)));
     }
 }

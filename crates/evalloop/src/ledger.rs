@@ -136,18 +136,17 @@ pub fn append_row(path: &Path, row: &LedgerRow) -> Result<(), LedgerError> {
     file.write_all(format!("{line}\n").as_bytes()).and_then(|()| file.sync_all()).map_err(|e| io(path, e))
 }
 
-/// Replaces the ledger with `rows` atomically (temp file + rename).
+/// Replaces the ledger with `rows` atomically ([`skillforge_stage::fs::write_atomic`]).
 ///
 /// # Errors
 /// [`LedgerError::Io`].
 pub fn rewrite_ledger(path: &Path, rows: &[LedgerRow]) -> Result<(), LedgerError> {
-    let tmp = path.with_extension("jsonl.tmp");
     let mut text = String::new();
     for row in rows {
         text.push_str(&serde_json::to_string(row).map_err(|e| io(path, e))?);
         text.push('\n');
     }
-    std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)).map_err(|e| io(path, e))
+    skillforge_stage::fs::write_atomic(path, text).map_err(|e| io(path, e.source))
 }
 
 /// Copies the ledger to `ledger.jsonl.bak-<UTC timestamp>` next to it and returns the copy's path.

@@ -2,18 +2,22 @@
 //! samples → blind judge with invalid-pair codes → strict-majority aggregate → ADOPT / PROBATION /
 //! REJECT gate → ledger → recheck that confirms or revokes on measured evidence only.
 //!
+//! The product's skeleton: [`FAMILY`] (its line in the family registry), [`stages`] (its stage
+//! definitions), [`handler`] ([`handler::EvalResultHandler`], applying finished jobs as files),
+//! [`steps`] (the forge's steps, one per file: arm, verify, judge), and the pure decision files.
+//!
 //! Pure decision logic, one concept per file: [`brief`], [`arm`], [`inventory`], [`predicate`],
 //! [`invalid`], [`mapping`], [`verdict`], [`sample`], [`stop`], [`aggregate`], [`gate`],
 //! [`ledger`]; session corpora and the recheck: [`sessions`], [`corrections`], [`words`],
-//! [`recheck`]. The durable forge: [`stages`], [`layout`], [`arm_runner`], [`arm_stage`], [`judge_stage`],
-//! [`tool_errors`], [`handler`] ([`handler::EvalResultHandler`]), [`install`], [`forge`].
-//! Upkeep: [`backfill`], [`theme`], [`deploy`], [`draft`] (a knowledge-gap brief drafted by a model). Helpers: [`check`] (a verify that checks the
+//! [`recheck`]. The durable forge: [`forge`] (the chain for one brief and one skill over the
+//! steps), [`layout`] (where its evidence lives), [`arm_runner`], [`tool_errors`], [`install`];
+//! their shared errors: [`error`]. Upkeep: [`backfill`], [`theme`], [`deploy`], [`draft`] (a
+//! knowledge-gap brief drafted by a model). Helpers: [`check`] (a verify that checks the
 //! delivered document), [`credentials`] (the arms' credential preflight).
 
 pub mod aggregate;
 pub mod arm;
 pub mod arm_runner;
-pub mod arm_stage;
 pub mod backfill;
 pub mod brief;
 pub mod check;
@@ -21,13 +25,13 @@ pub mod corrections;
 pub mod credentials;
 pub mod deploy;
 pub mod draft;
+pub mod error;
 pub mod forge;
 pub mod gate;
 pub mod handler;
 pub mod install;
 pub mod invalid;
 pub mod inventory;
-pub mod judge_stage;
 pub mod layout;
 pub mod ledger;
 pub mod mapping;
@@ -38,6 +42,7 @@ pub mod sessions;
 pub mod spend;
 pub mod stages;
 pub mod stats;
+pub mod steps;
 pub mod stop;
 pub mod theme;
 pub mod tool_errors;

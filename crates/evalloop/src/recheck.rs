@@ -156,27 +156,55 @@ pub fn matches(episode_text: &str, words: &BTreeSet<String>, stats: &WordStats, 
     hit.len() >= 2 || hit.first().is_some_and(|w| stats.share(w) < cfg.rare_share)
 }
 
+/// Why a signature cannot measure one theme (E-25, E-26, E-27); its message is the SKIP line's
+/// reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureRefusal {
+    /// E-27: `derived_from` names the skill's own description (`skill_md:`).
+    #[error("the signature was lifted from the skill's own description (derived_from skill_md): refused on sight; mine a theme with `eval theme`")]
+    LiftedFromSkillMd,
+    /// E-27: four in five of its words are in the skill's description.
+    #[error("the signature is the skill's own description, not a mistake it prevents: refused on sight")]
+    IsDescription,
+    /// E-25: too few distinct words left once words common to all corrections are dropped.
+    #[error("the signature has {n_words} distinct word(s) left once words common to all corrections are dropped (needs {min_words})")]
+    TooFewWords {
+        /// Words left.
+        n_words: usize,
+        /// Words needed.
+        min_words: usize,
+    },
+    /// E-26: more distinct words than `max_words`.
+    #[error("the signature matches on {n_words} distinct words, more than {max_words}: too broad to be about one theme")]
+    TooBroad {
+        /// Words it matches on.
+        n_words: usize,
+        /// The cap.
+        max_words: usize,
+    },
+}
+
 /// Refuses a signature that cannot measure one theme (E-25, E-26, E-27); `Ok(words)` otherwise.
 ///
 /// # Errors
-/// The reason, as the SKIP line says it.
-pub fn check_signature(signature: &Signature, description: Option<&str>, stats: &WordStats, cfg: &RecheckConfig) -> Result<BTreeSet<String>, String> {
+/// The [`SignatureRefusal`], as the SKIP line says it.
+pub fn check_signature(signature: &Signature, description: Option<&str>, stats: &WordStats, cfg: &RecheckConfig) -> Result<BTreeSet<String>, SignatureRefusal> {
     if signature.derived_from.as_deref().is_some_and(|d| d.starts_with("skill_md:")) {
-        return Err("the signature was lifted from the skill's own description (derived_from skill_md): refused on sight; mine a theme with `eval theme`".to_owned());
+        return Err(SignatureRefusal::LiftedFromSkillMd);
     }
     if let Some(description) = description {
         let desc = content_words(description);
         let words: BTreeSet<String> = signature.words.iter().map(|w| w.to_lowercase()).filter(|w| !is_stopword(w)).collect();
         if !words.is_empty() && words.iter().filter(|w| desc.contains(*w)).count() * 5 >= words.len() * 4 {
-            return Err("the signature is the skill's own description, not a mistake it prevents: refused on sight".to_owned());
+            return Err(SignatureRefusal::IsDescription);
         }
     }
     let words = usable_words(signature, stats, cfg);
     if words.len() < cfg.min_words {
-        return Err(format!("the signature has {} distinct word(s) left once words common to all corrections are dropped (needs {})", words.len(), cfg.min_words));
+        return Err(SignatureRefusal::TooFewWords { n_words: words.len(), min_words: cfg.min_words });
     }
     if words.len() > cfg.max_words {
-        return Err(format!("the signature matches on {} distinct words, more than {}: too broad to be about one theme", words.len(), cfg.max_words));
+        return Err(SignatureRefusal::TooBroad { n_words: words.len(), max_words: cfg.max_words });
     }
     Ok(words)
 }
@@ -197,7 +225,7 @@ pub fn recheck(input: &RecheckInput<'_>, cfg: &RecheckConfig) -> RecheckOutcome 
     let stats = WordStats::of(&all_episodes);
     let words = match check_signature(signature, input.description, &stats, cfg) {
         Ok(w) => w,
-        Err(reason) => return skip(out, reason),
+        Err(reason) => return skip(out, reason.to_string()),
     };
     if input.now - adopted < Duration::days(cfg.min_days) {
         return skip(out, format!("fewer than {} days of sessions since adoption", cfg.min_days));

@@ -14,6 +14,7 @@
 
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::Value;
+use skillforge_contract::limits::LimitError;
 
 /// Which runtime wrote a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,17 +84,34 @@ impl Session {
     }
 }
 
+/// A session file over the parser limits (`contract::limits`); the CLI prefixes the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionLimitError {
+    /// A whole document (OpenCode's export) is over a limit.
+    #[error(transparent)]
+    Document(#[from] LimitError),
+    /// A JSONL line (Claude Code, Codex) is over a limit.
+    #[error("line {line} {source}")]
+    Line {
+        /// 1-based line.
+        line: usize,
+        /// The limit crossed.
+        #[source]
+        source: LimitError,
+    },
+}
+
 /// The parser limits (`contract::limits`) on a session file's text: per line for the JSONL
 /// sources (Claude Code, Codex), on the whole document for OpenCode's export.
 ///
 /// # Errors
-/// The limit crossed, with the line for JSONL.
-pub fn check_limits(source: Source, text: &str) -> Result<(), String> {
+/// [`SessionLimitError`]: the limit crossed, with the line for JSONL.
+pub fn check_limits(source: Source, text: &str) -> Result<(), SessionLimitError> {
     use skillforge_contract::limits::check_json;
     match source {
-        Source::Opencode => check_json(text).map_err(|e| e.to_string()),
+        Source::Opencode => Ok(check_json(text)?),
         Source::Claude | Source::Codex => match text.lines().enumerate().find_map(|(n, l)| check_json(l).err().map(|e| (n + 1, e))) {
-            Some((n, e)) => Err(format!("line {n} {e}")),
+            Some((line, source)) => Err(SessionLimitError::Line { line, source }),
             None => Ok(()),
         },
     }
@@ -255,8 +273,8 @@ pub(crate) mod tests {
     fn deeply_nested_session_lines_are_refused_with_the_line() {
         let deep = "[".repeat(100_000);
         assert!(check_limits(Source::Claude, CLAUDE).is_ok());
-        let e = check_limits(Source::Claude, &format!("{{}}\n{deep}")).unwrap_err();
+        let e = check_limits(Source::Claude, &format!("{{}}\n{deep}")).unwrap_err().to_string();
         assert!(e.starts_with("line 2 ") && e.contains("64 levels"), "{e}");
-        assert!(check_limits(Source::Opencode, &deep).unwrap_err().contains("64 levels"));
+        assert!(check_limits(Source::Opencode, &deep).unwrap_err().to_string().contains("64 levels"));
     }
 }

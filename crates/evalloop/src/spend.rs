@@ -8,7 +8,7 @@ use serde::Serialize;
 use skillforge_runner_agent::Spend;
 
 use super::arm::{ArmRecord, ArmSide};
-use super::arm_stage::RUN_FILE;
+use super::steps::arm::RUN_FILE;
 use super::layout::{meta_dir, read_json, sample_dir};
 use super::sample::{SampleVerdict, VERDICT_FILE};
 

@@ -76,24 +76,80 @@ fn shares_prefix(a: &str, b: &str, n: usize) -> bool {
     common >= n.min(a.chars().count()).min(b.chars().count()) && common >= 3
 }
 
+/// Why no theme is derived from a skill's corrections ([`derive_theme`]), or no theme file made of
+/// one ([`forge_theme`]). A refusal is the answer, not a failure: the CLI prints it as the reason.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ThemeRefusal {
+    /// No correction episodes at all.
+    #[error("no correction episodes to mine")]
+    NoEpisodes,
+    /// E-37: the seed matches more than `max_seed_share` of all episodes.
+    #[error("the seed matches {:.0}% of all episodes, more than MAX_SEED_SHARE {:.0}%: too broad to find one theme in", .share * 100.0, .max_seed_share * 100.0)]
+    TooBroad {
+        /// The seed's share of all episodes, in [0,1].
+        share: f64,
+        /// The cap, in [0,1].
+        max_seed_share: f64,
+    },
+    /// E-35: fewer than `min_words` words recur in at least `word_floor` seed episodes.
+    #[error("only {n_words} word(s) recur in at least {word_floor} seed episodes (needs {min_words}): nothing but filler to measure by")]
+    TooFewWords {
+        /// Words that recur.
+        n_words: usize,
+        /// Seed episodes a word must recur in.
+        word_floor: usize,
+        /// Words needed.
+        min_words: usize,
+    },
+    /// E-36: no theme word shares a prefix with a word of the skill's name.
+    #[error("the theme {words:?} does not include the word `{skill}` is named after: it drifted off the skill's subject")]
+    OffSubject {
+        /// The theme's words.
+        words: BTreeSet<String>,
+        /// The skill.
+        skill: String,
+    },
+    /// E-38: the theme matches no session before the adoption.
+    #[error("the theme matches no session before the adoption date: no baseline")]
+    NoBaseline,
+    /// E-38: another open install's matcher matches the same sessions.
+    #[error("the theme matches the same sessions as `{other}`'s matcher ({overlap} of {smaller}): one matcher, not two; both are refused")]
+    Duplicate {
+        /// The other skill.
+        other: String,
+        /// Sessions both match.
+        overlap: usize,
+        /// Sessions the smaller matcher matches.
+        smaller: usize,
+    },
+    /// No line of the sources states a rule about the theme ([`forge_theme`]).
+    #[error("no line of {sources} states a rule about the theme {words:?}: give --memory DIR holding the user's rules (notes, CLAUDE.md), or write them in the skill's SKILL.md")]
+    NoRules {
+        /// The sources read, joined with `, ` (`any source` when none).
+        sources: String,
+        /// The theme's words.
+        words: Vec<String>,
+    },
+}
+
 /// Derives a theme or says why not.
 ///
 /// # Errors
-/// The refusal: a seed broader than `max_seed_share` (E-37), fewer than `min_words` recurring
-/// words (E-35), no overlap with the word the skill is named after (E-36), no baseline before
-/// adoption, or another skill's matcher by matched sessions (E-38).
-pub fn derive_theme(input: &ThemeInput<'_>, cfg: &ThemeConfig) -> Result<Theme, String> {
+/// The [`ThemeRefusal`]: a seed broader than `max_seed_share` (E-37), fewer than `min_words`
+/// recurring words (E-35), no overlap with the word the skill is named after (E-36), no baseline
+/// before adoption, or another skill's matcher by matched sessions (E-38).
+pub fn derive_theme(input: &ThemeInput<'_>, cfg: &ThemeConfig) -> Result<Theme, ThemeRefusal> {
     let stats = WordStats::of(input.episodes);
     let name_words: Vec<String> = tokens(&input.skill.replace(['-', '_'], " ")).into_iter().filter(|w| !is_stopword(w)).collect();
     let mut seed_words = content_words(input.description);
     seed_words.extend(name_words.iter().cloned());
     let seed: Vec<&Episode> = input.episodes.iter().filter(|e| matches(&e.text, &seed_words, &stats, &RecheckConfig::default())).collect();
     if input.episodes.is_empty() {
-        return Err("no correction episodes to mine".to_owned());
+        return Err(ThemeRefusal::NoEpisodes);
     }
     let share = seed.len() as f64 / input.episodes.len() as f64;
     if share > cfg.max_seed_share {
-        return Err(format!("the seed matches {:.0}% of all episodes, more than MAX_SEED_SHARE {:.0}%: too broad to find one theme in", share * 100.0, cfg.max_seed_share * 100.0));
+        return Err(ThemeRefusal::TooBroad { share, max_seed_share: cfg.max_seed_share });
     }
     let mut df: BTreeMap<String, usize> = BTreeMap::new();
     for e in &seed {
@@ -105,20 +161,20 @@ pub fn derive_theme(input: &ThemeInput<'_>, cfg: &ThemeConfig) -> Result<Theme, 
     ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let words: BTreeSet<String> = ranked.into_iter().take(cfg.max_words).map(|(w, _)| w).collect();
     if words.len() < cfg.min_words {
-        return Err(format!("only {} word(s) recur in at least {} seed episodes (needs {}): nothing but filler to measure by", words.len(), cfg.word_floor, cfg.min_words));
+        return Err(ThemeRefusal::TooFewWords { n_words: words.len(), word_floor: cfg.word_floor, min_words: cfg.min_words });
     }
     if !words.iter().any(|w| name_words.iter().any(|n| shares_prefix(w, n, cfg.subject_prefix))) {
-        return Err(format!("the theme {:?} does not include the word `{}` is named after: it drifted off the skill's subject", words, input.skill));
+        return Err(ThemeRefusal::OffSubject { words, skill: input.skill.to_owned() });
     }
     let matched = matched_sessions(&words, input.episodes, &stats);
     if !matched.iter().any(|s| input.session_start.get(s).is_some_and(|t| *t < input.adopted_at)) {
-        return Err("the theme matches no session before the adoption date: no baseline".to_owned());
+        return Err(ThemeRefusal::NoBaseline);
     }
     for (other, theirs) in input.others {
         let inter = matched.intersection(theirs).count();
         let smaller = matched.len().min(theirs.len()).max(1);
         if inter as f64 / smaller as f64 >= cfg.duplicate_overlap {
-            return Err(format!("the theme matches the same sessions as `{other}`'s matcher ({inter} of {smaller}): one matcher, not two; both are refused"));
+            return Err(ThemeRefusal::Duplicate { other: other.clone(), overlap: inter, smaller });
         }
     }
     Ok(Theme { signature: Signature { words: words.into_iter().collect(), derived_from: Some(format!("corrections:{}", seed.len())) }, matched_sessions: matched })
@@ -166,9 +222,9 @@ pub fn rule_lines(text: &str, words: &BTreeSet<String>, stats: &WordStats) -> Ve
 /// row carries the matcher its recheck measures by.
 ///
 /// # Errors
-/// No rule line matches the theme (a knowledge-gap brief is about the user's own rules; nothing
-/// would keep them out of the prompt), naming the sources read.
-pub fn forge_theme(name: &str, theme: &Theme, episodes: &[Episode], sources: &[(String, String)]) -> Result<DraftTheme, String> {
+/// [`ThemeRefusal::NoRules`] when no rule line matches the theme (a knowledge-gap brief is about
+/// the user's own rules; nothing would keep them out of the prompt), naming the sources read.
+pub fn forge_theme(name: &str, theme: &Theme, episodes: &[Episode], sources: &[(String, String)]) -> Result<DraftTheme, ThemeRefusal> {
     let stats = WordStats::of(episodes);
     let words: BTreeSet<String> = theme.signature.words.iter().cloned().collect();
     let mut rules: Vec<String> = Vec::new();
@@ -181,11 +237,7 @@ pub fn forge_theme(name: &str, theme: &Theme, episodes: &[Episode], sources: &[(
     }
     if rules.is_empty() {
         let read: Vec<&str> = sources.iter().map(|(w, _)| w.as_str()).collect();
-        return Err(format!(
-            "no line of {} states a rule about the theme {:?}: give --memory DIR holding the user's rules (notes, CLAUDE.md), or write them in the skill's SKILL.md",
-            if read.is_empty() { "any source".to_owned() } else { read.join(", ") },
-            theme.signature.words
-        ));
+        return Err(ThemeRefusal::NoRules { sources: if read.is_empty() { "any source".to_owned() } else { read.join(", ") }, words: theme.signature.words.clone() });
     }
     let mut corrections: Vec<String> = Vec::new();
     let cfg = RecheckConfig::default();
@@ -235,7 +287,7 @@ mod tests {
         let (eps, starts) = corpus();
         let theme = derive_theme(&input("german-umlauts", "Write proper umlauts in german text", &eps, &starts, &[]), &ThemeConfig::default()).unwrap();
         assert!(theme.signature.words.contains(&"umlaute".to_string()), "{:?}", theme.signature.words);
-        let off = derive_theme(&input("asset-reuse", "Reuse existing german text", &eps, &starts, &[]), &ThemeConfig::default()).unwrap_err();
+        let off = derive_theme(&input("asset-reuse", "Reuse existing german text", &eps, &starts, &[]), &ThemeConfig::default()).unwrap_err().to_string();
         assert!(off.contains("drifted off"), "{off}");
     }
 
@@ -244,7 +296,7 @@ mod tests {
     fn e35_filler_and_too_few_recurring_words_refused() {
         let eps: Vec<Episode> = (0..20).map(|i| ep(&format!("s{i}"), if i < 6 { "no but can dont have umlaute ascii" } else { "no, staging deploy first" })).collect();
         let starts = eps.iter().map(|e| (e.session_id.clone(), t0() - Duration::days(1))).collect();
-        let e = derive_theme(&input("umlaute", "umlaute ascii", &eps, &starts, &[]), &ThemeConfig::default()).unwrap_err();
+        let e = derive_theme(&input("umlaute", "umlaute ascii", &eps, &starts, &[]), &ThemeConfig::default()).unwrap_err().to_string();
         assert!(e.contains("only 2 word(s)"), "`but can dont have` are stopwords, never theme words: {e}");
     }
 
@@ -252,7 +304,7 @@ mod tests {
     #[test]
     fn e37_broad_seed_refused_and_the_floor_is_absolute() {
         let (eps, starts) = corpus();
-        let e = derive_theme(&input("deploy-notes", "deploy staging script", &eps, &starts, &[]), &ThemeConfig::default()).unwrap_err();
+        let e = derive_theme(&input("deploy-notes", "deploy staging script", &eps, &starts, &[]), &ThemeConfig::default()).unwrap_err().to_string();
         assert!(e.contains("MAX_SEED_SHARE"), "{e}");
         let tripled: Vec<Episode> = (0..3).flat_map(|k| eps.iter().map(move |e| ep(&format!("{}-{k}", e.session_id), &e.text))).collect();
         let starts3 = tripled.iter().map(|e| (e.session_id.clone(), t0() - Duration::days(1))).collect();
@@ -266,11 +318,11 @@ mod tests {
     fn e38_baseline_needed_and_duplicates_found_on_matched_sessions() {
         let (eps, starts) = corpus();
         let after: BTreeMap<String, DateTime<Utc>> = starts.keys().map(|k| (k.clone(), t0() + Duration::days(1))).collect();
-        let e = derive_theme(&input("german-umlauts", "Write proper umlauts in german text", &eps, &after, &[]), &ThemeConfig::default()).unwrap_err();
+        let e = derive_theme(&input("german-umlauts", "Write proper umlauts in german text", &eps, &after, &[]), &ThemeConfig::default()).unwrap_err().to_string();
         assert!(e.contains("no baseline"), "{e}");
         let same: BTreeSet<String> = (0..6).map(|i| format!("u{i}")).collect();
         let others = vec![("umlaut-fixer".to_string(), same)];
-        let e = derive_theme(&input("german-umlauts", "Write proper umlauts in german text", &eps, &starts, &others), &ThemeConfig::default()).unwrap_err();
+        let e = derive_theme(&input("german-umlauts", "Write proper umlauts in german text", &eps, &starts, &others), &ThemeConfig::default()).unwrap_err().to_string();
         assert!(e.contains("umlaut-fixer") && e.contains("both are refused"), "{e}");
     }
 
@@ -283,7 +335,7 @@ mod tests {
         let stats = WordStats::of(&eps);
         assert!(check_signature(&theme.signature, None, &stats, &RecheckConfig::default()).is_ok());
         let broad = Signature { words: (0..21).map(|i| format!("w{i}")).collect(), derived_from: Some("corrections:8".into()) };
-        assert!(check_signature(&broad, None, &stats, &RecheckConfig::default()).unwrap_err().contains("more than 20"));
+        assert!(check_signature(&broad, None, &stats, &RecheckConfig::default()).unwrap_err().to_string().contains("more than 20"));
     }
 
     // E-39 into the forge's theme file: rules are the sources' lines the theme matches (front
@@ -298,7 +350,7 @@ mod tests {
         assert_eq!(file.rules, ["Write umlaute in german text, never ae oe ue."]);
         assert_eq!(file.corrections, ["no, write the umlaute properly, not ae oe ue in the german text"]);
         assert_eq!(file.signature.as_ref(), Some(&theme.signature));
-        let e = forge_theme("german-umlauts", &theme, &eps, &[("notes.md".into(), "- Deploy to staging first.\n".into())]).unwrap_err();
+        let e = forge_theme("german-umlauts", &theme, &eps, &[("notes.md".into(), "- Deploy to staging first.\n".into())]).unwrap_err().to_string();
         assert!(e.contains("notes.md") && e.contains("--memory"), "{e}");
     }
 }

@@ -15,8 +15,8 @@ use skillforge_engine::{Job, JobSpec};
 
 use super::OptimizeError;
 use super::measure;
-use super::run::Ctx;
-use skillforge_stage::files::{self, ShippedDir};
+use super::ctx::Ctx;
+use skillforge_stage::files::{self, FilesError, ShippedDir};
 
 /// A checkout's dir in the job dir.
 const WORK: &str = "work";
@@ -25,7 +25,7 @@ const OUT: &str = "out";
 /// Never sent: the worktree's `.git` file points at the control plane's repository.
 const SKIP: &[&str] = &[".git"];
 
-fn env(what: &str) -> impl Fn(String) -> OptimizeError + '_ {
+fn env(what: &str) -> impl Fn(FilesError) -> OptimizeError + '_ {
     move |e| OptimizeError::Env(format!("{what}: {e}"))
 }
 

@@ -31,15 +31,42 @@ pub struct Gate {
     pub threshold: f64,
 }
 
+/// Why a gate's text is not a gate; each names the gate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GateError {
+    /// Not three words.
+    #[error("gate `{text}` is not `<metric> <op> <number>`")]
+    Shape {
+        /// The gate as written.
+        text: String,
+    },
+    /// The operator is none of `>= > <= < == !=`.
+    #[error("gate `{text}`: unknown operator `{op}` (expected >= > <= < == !=)")]
+    Operator {
+        /// The gate as written.
+        text: String,
+        /// The operator found.
+        op: String,
+    },
+    /// The threshold does not parse as a number.
+    #[error("gate `{text}`: `{threshold}` is not a number")]
+    Threshold {
+        /// The gate as written.
+        text: String,
+        /// The threshold found.
+        threshold: String,
+    },
+}
+
 impl Gate {
-    /// Parses `clusters >= 2`.
+    /// Parses `clusters >= 2`: `<metric> <op> <number>`, split on whitespace.
     ///
     /// # Errors
-    /// A message naming what is wrong.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    /// [`GateError`] naming the gate and what is wrong with it.
+    pub fn parse(text: &str) -> Result<Self, GateError> {
         let parts: Vec<&str> = text.split_whitespace().collect();
         let [metric, op, threshold] = parts.as_slice() else {
-            return Err(format!("gate `{text}` is not `<metric> <op> <number>`"));
+            return Err(GateError::Shape { text: text.to_owned() });
         };
         let op = match *op {
             ">=" => Op::Ge,
@@ -48,9 +75,9 @@ impl Gate {
             "<" => Op::Lt,
             "==" => Op::Eq,
             "!=" => Op::Ne,
-            other => return Err(format!("gate `{text}`: unknown operator `{other}` (expected >= > <= < == !=)")),
+            other => return Err(GateError::Operator { text: text.to_owned(), op: other.to_owned() }),
         };
-        let threshold: f64 = threshold.parse().map_err(|_| format!("gate `{text}`: `{threshold}` is not a number"))?;
+        let threshold: f64 = threshold.parse().map_err(|_| GateError::Threshold { text: text.to_owned(), threshold: (*threshold).to_owned() })?;
         Ok(Self { metric: (*metric).to_owned(), op, threshold })
     }
 
@@ -98,7 +125,7 @@ mod tests {
         for (text, v, want) in [("a > 1", 1.0, false), ("a < 1", 0.5, true), ("a <= 1", 1.0, true), ("a != 0", 0.0, false)] {
             assert_eq!(Gate::parse(text).unwrap().passes(v), want, "{text} at {v}");
         }
-        assert!(Gate::parse("a ~ 1").unwrap_err().contains("unknown operator"));
-        assert!(Gate::parse("a >= x").unwrap_err().contains("not a number"));
+        assert!(Gate::parse("a ~ 1").unwrap_err().to_string().contains("unknown operator"));
+        assert!(Gate::parse("a >= x").unwrap_err().to_string().contains("not a number"));
     }
 }

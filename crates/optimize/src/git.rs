@@ -3,29 +3,21 @@
 //! 3.2 "Isolate", 3.4 steps 4–5).
 //!
 //! The control plane runs these on its own checkout; they are quick and local, so they are not
-//! jobs. Every call names the repository and the arguments in its error.
+//! jobs. Every call names the repository and the arguments in its error. They run through the
+//! control plane's one wrapper, [`skillforge_stage::git::git`], except [`content_identity`].
 
 use std::path::Path;
 use std::process::Command;
 
 use super::OptimizeError;
 
-/// Runs `git -C dir args…` and returns trimmed stdout.
+/// Runs `git -C dir args…` through the control plane's one wrapper ([`skillforge_stage::git::git`])
+/// and returns its stdout without the trailing newline(s).
 ///
 /// # Errors
-/// [`OptimizeError::Git`] with the command and stderr when git fails or cannot start.
+/// [`OptimizeError::Git`]: `git <args> in `<dir>`: <stderr>` (or why git could not start).
 pub fn git(dir: &Path, args: &[&str]) -> Result<String, OptimizeError> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .output()
-        .map_err(|e| OptimizeError::Git(format!("git {} in `{}`: {e}", args.join(" "), dir.display())))?;
-    if !out.status.success() {
-        return Err(OptimizeError::Git(format!("git {} in `{}`: {}", args.join(" "), dir.display(), String::from_utf8_lossy(&out.stderr).trim())));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
+    Ok(skillforge_stage::git::git(dir, args)?)
 }
 
 /// The commit `rev` names.
@@ -126,6 +118,8 @@ pub fn revert_paths(worktree: &Path, paths: &[String]) -> Result<(), OptimizeErr
 
 /// The tree hash of the worktree's current bytes (tracked changes and untracked files included,
 /// `ignore` left out), without touching the real index: the identity of an uncommitted candidate (O-24).
+/// It runs git itself rather than through [`git`]: its commands need `GIT_INDEX_FILE` set to a
+/// scratch index, which the shared wrapper does not set.
 ///
 /// # Errors
 /// As [`git`].

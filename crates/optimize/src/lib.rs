@@ -4,12 +4,18 @@
 //! held-out confirmation, integration of the winner and file-disjoint runners-up, checkpointed
 //! persistence with crash recovery, and stopping criteria.
 //!
+//! The product's skeleton: [`FAMILY`] (its line in the family registry), [`stages`] (its stage
+//! definitions, job builder and the one way it runs jobs through the stage core's
+//! [`skillforge_stage::StageJobs`] port), [`handler`] (ingestion records only), [`steps`] (the
+//! loop's steps, one per file), and the pure decision files.
+//!
 //! Pure logic, one concept per file: [`spec`], [`backlog`], [`decide`], [`gates`], [`measure`],
-//! [`judge`], [`remote`], [`stopping`], [`brief`], [`digest`], [`snapshot`]. Persistence:
-//! [`log`] (the experiment log and its verified checkpoints), [`state`] (state root, markers,
-//! recovery scan), [`fleet`] (a job's checkout sent by content to a fleet that does not share
-//! this disk). The loop: [`run`] (ticks over the stage core's [`skillforge_stage::StageJobs`] port, [`port`]), [`git`] (worktrees,
-//! commits, merges).
+//! [`judge`], [`remote`], [`stopping`], [`brief`], [`digest`], [`snapshot`], [`delegation`].
+//! Persistence: [`log`] (the experiment log and its verified checkpoints), [`state`] (state root,
+//! markers, recovery scan), [`lock`] (one control plane per run), [`fleet`] (a job's checkout
+//! sent by content to a fleet that does not share this disk), [`report`] (the wrap-up report).
+//! The loop: [`run`] (init, ticks, resume, stop), [`ctx`] (the context and events every step
+//! shares), [`git`] (worktrees, commits, merges).
 //!
 //! **Architecture Invariant:** the experiment log on disk is the source of truth; every
 //! checkpoint (CP-2, CP-3, CP-4) is written and read back before the loop goes on, and every
@@ -18,27 +24,25 @@
 
 pub mod backlog;
 pub mod brief;
+pub mod ctx;
 pub mod decide;
 pub mod delegation;
 pub mod digest;
-pub mod experiment;
 pub mod fleet;
 pub mod gates;
-pub mod integrate;
 pub mod git;
+pub mod handler;
 pub mod judge;
-pub mod judging;
-pub mod locate;
 pub mod lock;
 pub mod log;
 pub mod measure;
-pub mod port;
 pub mod remote;
-pub mod remote_exp;
 pub mod report;
 pub mod run;
 pub mod snapshot;
 pub mod spec;
+pub mod stages;
+pub mod steps;
 pub mod state;
 pub mod stopping;
 
@@ -52,8 +56,8 @@ pub fn check_yaml(text: &str, what: &str) -> Result<(), OptimizeError> {
     skillforge_contract::limits::check_yaml(text).map_err(|e| OptimizeError::Invalid(format!("{what} {e}")))
 }
 
-/// The workflow name jobs carry.
-pub const WORKFLOW: &str = "optimize";
+/// The workflow name jobs carry (defined with the stages).
+pub use stages::WORKFLOW;
 
 /// Why an optimize command could not do what was asked. The CLI maps `Invalid` to exit 2 and the
 /// rest (`Busy` included) to exit 3.
@@ -75,6 +79,30 @@ pub enum OptimizeError {
     #[error("{0}")]
     Busy(String),
 }
+
+/// A failed atomic write is an [`OptimizeError::Env`] naming the file and the step.
+impl From<skillforge_stage::fs::WriteError> for OptimizeError {
+    fn from(e: skillforge_stage::fs::WriteError) -> Self {
+        OptimizeError::Env(e.to_string())
+    }
+}
+
+/// A failed git command is an [`OptimizeError::Git`]: `git <args> in `<dir>`: <stderr>`.
+impl From<skillforge_stage::git::GitError> for OptimizeError {
+    fn from(e: skillforge_stage::git::GitError) -> Self {
+        OptimizeError::Git(e.to_string())
+    }
+}
+
+/// The optimize loop's line in the family registry. Its decisions are applied where they are
+/// made, by the loop, from each job's applied result; ingestion records the result only.
+pub static FAMILY: skillforge_stage::Family = skillforge_stage::Family {
+    name: "optimize",
+    workflow: WORKFLOW,
+    summary: "the optimize loop: experiment jobs, read back through its job port by the loop; no effect at ingestion",
+    stages: Some(stages::SOURCE),
+    handler: handler::handler,
+};
 
 #[cfg(test)]
 mod limits_tests {
@@ -103,19 +131,9 @@ mod limits_tests {
         std::fs::write(root.root.join(super::state::MARKER_FILE), deep()).unwrap();
         refused(super::state::read_marker(&root.root).unwrap_err(), "result.yaml");
         std::fs::write(root.judge_cache(), deep()).unwrap();
-        refused(super::judging::read_cache(&root).unwrap_err(), "judge-cache.yaml");
+        refused(super::steps::judging::read_cache(&root).unwrap_err(), "judge-cache.yaml");
         refused(super::spec::Spec::parse(&deep(), "deep-spec.yaml").unwrap_err(), "deep-spec.yaml");
-        let err = super::measure::parse_output(&deep()).unwrap_err();
+        let err = super::measure::parse_output(&deep()).unwrap_err().to_string();
         assert!(err.contains("measurement output") && err.contains("nests"), "{err}");
     }
 }
-
-/// The optimize loop's line in the family registry. Its decisions are applied where they are
-/// made, by the loop, from each job's applied result; ingestion records the result only.
-pub static FAMILY: skillforge_stage::Family = skillforge_stage::Family {
-    name: "optimize",
-    workflow: WORKFLOW,
-    summary: "the optimize loop: experiment jobs, read back through its job port by the loop; no effect at ingestion",
-    stages: Some(port::SOURCE),
-    handler: skillforge_stage::family::record_only,
-};

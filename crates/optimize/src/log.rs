@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use skillforge_runner_agent::{Spend as AgentSpend, Usage};
 
+use skillforge_stage::fs::write_atomic;
+
 use super::OptimizeError;
 use super::backlog::{Hypothesis, Opportunity};
 use super::decide::{DecideResult, Measured, NextMeasurement};
@@ -451,18 +453,6 @@ pub fn read(state_root: &Path) -> Result<ExperimentLog, OptimizeError> {
     let text = std::fs::read_to_string(&path).map_err(|e| OptimizeError::Env(format!("read `{}`: {e}", path.display())))?;
     super::check_yaml(&text, &format!("experiment log `{}`", path.display()))?;
     serde_norway::from_str(&text).map_err(|e| OptimizeError::Invalid(format!("experiment log `{}`: {e}", path.display())))
-}
-
-/// Writes `text` to `path` atomically (temp file in the same directory, then rename).
-///
-/// # Errors
-/// [`OptimizeError::Env`] when the write or rename fails.
-pub fn write_atomic(path: &Path, text: &str) -> Result<(), OptimizeError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| OptimizeError::Env(format!("create `{}`: {e}", dir.display())))?;
-    let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("write")));
-    std::fs::write(&tmp, text).map_err(|e| OptimizeError::Env(format!("write `{}`: {e}", tmp.display())))?;
-    std::fs::rename(&tmp, path).map_err(|e| OptimizeError::Env(format!("rename to `{}`: {e}", path.display())))
 }
 
 /// Writes the log and reads it back, retrying until `verify(read_back)` holds (O-42).

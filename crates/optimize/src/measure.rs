@@ -111,7 +111,7 @@ pub fn classify(outcome: &RunOutcome) -> Sample {
     match &outcome.exit {
         ExitClass::Passed => match parse_output(&outcome.stdout_tail) {
             Ok(out) => Sample::Ok(out),
-            Err(e) => Sample::Failed(Measured::Error(e)),
+            Err(e) => Sample::Failed(Measured::Error(e.to_string())),
         },
         ExitClass::TimedOut => Sample::Failed(Measured::Timeout),
         ExitClass::Censored => Sample::Failed(Measured::Censored),
@@ -125,24 +125,40 @@ fn last_line(text: &str) -> String {
     text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().chars().take(200).collect()
 }
 
-/// Parses the measurement's stdout (see module docs).
+/// Why a measurement's stdout is not a [`SampleOutput`].
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// Over the parser limits (`contract::limits`).
+    #[error("measurement output {0}")]
+    Limits(#[from] skillforge_contract::limits::LimitError),
+    /// Neither the whole output nor its last non-empty line is the object; the parser's message
+    /// about the whole output.
+    #[error("measurement output is not a JSON object with a `metrics` map of numbers: {0}")]
+    NotMetrics(serde_json::Error),
+    /// The object's `metrics` map is empty.
+    #[error("measurement output has an empty `metrics` map")]
+    EmptyMetrics,
+}
+
+/// Parses the measurement's stdout (see module docs): the whole output, else its last non-empty
+/// line, as a JSON object with a non-empty `metrics` map of numbers.
 ///
 /// # Errors
-/// A message when no JSON object with a `metrics` map of numbers is found.
-pub fn parse_output(stdout: &str) -> Result<SampleOutput, String> {
+/// [`OutputError`]: over the parser limits, no such object, or an empty `metrics` map.
+pub fn parse_output(stdout: &str) -> Result<SampleOutput, OutputError> {
     let trimmed = stdout.trim();
-    skillforge_contract::limits::check_json(trimmed).map_err(|e| format!("measurement output {e}"))?;
+    skillforge_contract::limits::check_json(trimmed)?;
     let whole = serde_json::from_str::<SampleOutput>(trimmed);
     let out = match whole {
         Ok(o) => o,
         Err(first) => {
             let line = trimmed.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
             serde_json::from_str::<SampleOutput>(line.trim())
-                .map_err(|_| format!("measurement output is not a JSON object with a `metrics` map of numbers: {first}"))?
+                .map_err(|_| OutputError::NotMetrics(first))?
         }
     };
     if out.metrics.is_empty() {
-        return Err("measurement output has an empty `metrics` map".into());
+        return Err(OutputError::EmptyMetrics);
     }
     Ok(out)
 }

@@ -73,33 +73,81 @@ pub fn collect(repo: &Path, remote: &str, result_ref: &str) -> Result<RefFacts, 
     Ok(RefFacts { tip, tip_parent, tip_files, range_files, result, text })
 }
 
+/// Why a remote result is rejected: the first acceptance check it fails (O-25), recorded as the
+/// experiment's `error` reason. Its `Display` is that reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    /// `base_sha` is not the base the experiment was dispatched on.
+    #[error("base_sha {base_sha} does not match the dispatched base {dispatched}")]
+    BaseMismatch {
+        /// The result's `base_sha`.
+        base_sha: String,
+        /// The base dispatched.
+        dispatched: String,
+    },
+    /// The tip changes more (or other) files than `result.yaml`.
+    #[error("the result ref's tip must add only {RESULT_FILE}; it changes {}", .files.join(", "))]
+    TipFiles {
+        /// The files the tip changes.
+        files: Vec<String>,
+    },
+    /// The tip's parent is not the result's `head_sha`.
+    #[error("the tip's parent {parent} is not head_sha {head_sha}")]
+    TipParent {
+        /// The tip's first parent.
+        parent: String,
+        /// The result's `head_sha`.
+        head_sha: String,
+    },
+    /// `base..head` touches files outside `scope.mutable`.
+    #[error("base..head touches files outside scope.mutable: {}", .files.join(", "))]
+    OutsideScope {
+        /// The files outside the scope.
+        files: Vec<String>,
+    },
+    /// A snapshot (`baseline` or `candidate`) is missing.
+    #[error("the {side} snapshot is missing")]
+    MissingSnapshot {
+        /// `baseline` or `candidate`.
+        side: &'static str,
+    },
+    /// A snapshot lacks a required objective.
+    #[error("the {side} snapshot lacks required objective `{objective}`")]
+    MissingObjective {
+        /// `baseline` or `candidate`.
+        side: &'static str,
+        /// The objective's name.
+        objective: String,
+    },
+}
+
 /// The acceptance checks, in the seed's order (O-25): `base_sha` equals the dispatched base; the
 /// tip adds only `result.yaml` and its parent is `head_sha`; `base..head` touches only
 /// `scope.mutable`; both snapshots present with every required objective.
 ///
 /// # Errors
-/// The first failed check, as the `error` reason.
-pub fn accept(facts: &RefFacts, dispatched_base: &str, scope: &ScopeSpec, required: &[String]) -> Result<(), String> {
+/// The first failed check, as a [`Rejection`] (its message is the `error` reason).
+pub fn accept(facts: &RefFacts, dispatched_base: &str, scope: &ScopeSpec, required: &[String]) -> Result<(), Rejection> {
     let r = &facts.result;
     if r.base_sha != dispatched_base {
-        return Err(format!("base_sha {} does not match the dispatched base {dispatched_base}", r.base_sha));
+        return Err(Rejection::BaseMismatch { base_sha: r.base_sha.clone(), dispatched: dispatched_base.to_owned() });
     }
     if facts.tip_files != [RESULT_FILE] {
-        return Err(format!("the result ref's tip must add only {RESULT_FILE}; it changes {}", facts.tip_files.join(", ")));
+        return Err(Rejection::TipFiles { files: facts.tip_files.clone() });
     }
     if facts.tip_parent != r.head_sha {
-        return Err(format!("the tip's parent {} is not head_sha {}", facts.tip_parent, r.head_sha));
+        return Err(Rejection::TipParent { parent: facts.tip_parent.clone(), head_sha: r.head_sha.clone() });
     }
-    let outside: Vec<&String> = facts.range_files.iter().filter(|p| !scope.is_mutable(p)).collect();
+    let outside: Vec<String> = facts.range_files.iter().filter(|p| !scope.is_mutable(p)).cloned().collect();
     if !outside.is_empty() {
-        return Err(format!("base..head touches files outside scope.mutable: {}", outside.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")));
+        return Err(Rejection::OutsideScope { files: outside });
     }
     for (side, snap) in [("baseline", &r.baseline), ("candidate", &r.candidate)] {
         let Some(snap) = snap else {
-            return Err(format!("the {side} snapshot is missing"));
+            return Err(Rejection::MissingSnapshot { side });
         };
         if let Some(name) = required.iter().find(|n| snap.aggregate(n).is_none()) {
-            return Err(format!("the {side} snapshot lacks required objective `{name}`"));
+            return Err(Rejection::MissingObjective { side, objective: name.clone() });
         }
     }
     Ok(())
@@ -165,20 +213,20 @@ mod tests {
         assert_eq!(facts.tip_files, ["result.yaml"]);
         assert_eq!(facts.tip_parent, facts.result.head_sha, "O-07: the tip's parent is head_sha");
         accept(&facts, &base, &scope, &required).expect("a clean result is accepted");
-        assert!(accept(&facts, &"0".repeat(40), &scope, &required).unwrap_err().contains("does not match the dispatched base"));
+        assert!(accept(&facts, &"0".repeat(40), &scope, &required).unwrap_err().to_string().contains("does not match the dispatched base"));
 
         worker_run(&origin, 2, &["src/count.sh", "measure.sh"], None, good);
         let facts = collect(&orch, &origin_s, "optimize-exp/ops/exp-002").unwrap();
-        let err = accept(&facts, &base, &scope, &required).unwrap_err();
+        let err = accept(&facts, &base, &scope, &required).unwrap_err().to_string();
         assert!(err.contains("outside scope.mutable") && err.contains("measure.sh"), "{err}");
 
         worker_run(&origin, 3, &["src/count.sh"], Some("src/extra.sh"), good);
         let facts = collect(&orch, &origin_s, "optimize-exp/ops/exp-003").unwrap();
-        assert!(accept(&facts, &base, &scope, &required).unwrap_err().contains("must add only result.yaml"));
+        assert!(accept(&facts, &base, &scope, &required).unwrap_err().to_string().contains("must add only result.yaml"));
 
         worker_run(&origin, 4, &["src/count.sh"], None, "{ latency: { aggregate: 3, samples: [3] } }");
         let facts = collect(&orch, &origin_s, "optimize-exp/ops/exp-004").unwrap();
-        assert!(accept(&facts, &base, &scope, &required).unwrap_err().contains("candidate snapshot lacks required objective `ops`"));
+        assert!(accept(&facts, &base, &scope, &required).unwrap_err().to_string().contains("candidate snapshot lacks required objective `ops`"));
         // the orchestrator's optimization branch never moved
         assert_eq!(g(&orch, &["rev-parse", "optimize/ops"]), base);
 

@@ -9,7 +9,7 @@ use super::OptimizeError;
 use super::backlog::DepStatus;
 use super::brief::fmt_num;
 use super::log::{ComparisonKind, Entry, ExperimentLog};
-use super::run::Ctx;
+use super::ctx::Ctx;
 use super::snapshot::std_dev;
 use super::spec::Spec;
 
@@ -96,7 +96,7 @@ fn explain(s: &mut String, e: &Entry, primary: &str) {
 /// # Errors
 /// [`OptimizeError::Env`] when it cannot be written.
 pub fn write(ctx: &Ctx<'_>, log: &ExperimentLog) -> Result<(), OptimizeError> {
-    super::log::write_atomic(&ctx.root.report(), &render(&ctx.spec, log))
+    Ok(skillforge_stage::fs::write_atomic(&ctx.root.report(), render(&ctx.spec, log))?)
 }
 
 #[cfg(test)]

@@ -6,98 +6,25 @@
 //! unchanged and no new selection (O-62); the experiment log is re-read from disk at every
 //! checkpoint (O-53).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use skillforge_runner::ExitClass;
+use skillforge_stage::fs::write_atomic;
 
 use super::backlog::{BatchRequest, DepStatus, Selection, Spend, assign_ids, select_batch};
+use super::ctx::{Ctx, Event};
 use super::digest::{hypotheses_from_themes, themes};
 use super::git::{self, rev_parse};
-use super::log::{self, ExperimentLog, Outcome, RunState, write_atomic, write_verified};
+use super::steps::judging::Judged;
+use super::log::{self, ExperimentLog, Outcome, RunState};
 use super::measure::{self, Sample};
-use super::port::{self, OptimizeStages};
-use skillforge_stage::StageJobs;
 use super::snapshot::Snapshot;
 use super::spec::{Backend, Spec, StabilityMode};
 use super::state::{RunFile, StateRoot, recover_markers};
 use super::stopping::{self, Progress, StopReason};
 use super::{OptimizeError, decide};
-
-/// What the loop reports as it goes (the CLI prints these on a terminal).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Event {
-    /// Baseline measured.
-    Baseline {
-        /// Primary aggregate.
-        primary: Option<f64>,
-    },
-    /// A tick started (number is the tick about to run, 1-based).
-    Tick(u32),
-    /// An experiment was dispatched.
-    Dispatched {
-        /// Experiment number.
-        experiment: u32,
-        /// Hypothesis description.
-        hypothesis: String,
-    },
-    /// An experiment's outcome changed.
-    Outcome {
-        /// Experiment number.
-        experiment: u32,
-        /// Outcome label.
-        outcome: String,
-        /// Reference → candidate primary aggregates.
-        primary: Option<(f64, f64)>,
-        /// Whether the claim is confirmed (terminal) or preliminary (O-65).
-        preliminary: bool,
-    },
-    /// The current best changed.
-    Best {
-        /// Primary aggregate.
-        primary: Option<f64>,
-        /// From which experiment.
-        experiment: Option<u32>,
-    },
-    /// A note (fallbacks, recoveries, blockers).
-    Note(String),
-    /// The run stopped.
-    Stopped(String),
-}
-
-/// Everything one invocation needs.
-pub struct Ctx<'a> {
-    /// The spec as loaded.
-    pub spec: Spec,
-    /// The state root.
-    pub root: StateRoot,
-    /// The project repository.
-    pub repo: PathBuf,
-    /// The job port.
-    pub port: &'a dyn StageJobs,
-    /// The queue the port submits to (whether its workers share this disk, its transfer area).
-    pub backend: std::sync::Arc<dyn skillforge_engine::QueueBackend>,
-    /// Stage definitions.
-    pub stages: OptimizeStages,
-    /// Queue name jobs go to.
-    pub queue: String,
-    /// This host's name (recorded as `machine`).
-    pub machine: String,
-    /// Progress sink.
-    pub events: &'a (dyn Fn(Event) + Send + Sync),
-    /// Set by the operator to stop at the next safe point (O-61).
-    pub stop: &'a AtomicBool,
-    /// Prefix of every idempotency key: `optimize:<spec>:<created_at>`.
-    pub key_prefix: String,
-}
-
-impl std::fmt::Debug for Ctx<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ctx").field("spec", &self.spec.name).field("root", &self.root).finish_non_exhaustive()
-    }
-}
 
 /// Unix seconds now.
 pub fn now_secs() -> i64 {
@@ -124,46 +51,6 @@ pub fn read_run_file(root: &StateRoot) -> Result<RunFile, OptimizeError> {
     let text = std::fs::read_to_string(&path).map_err(|_| OptimizeError::Invalid(format!("no optimize run at `{}` (run `skillforge optimize init --spec F` first)", root.root.display())))?;
     super::check_yaml(&text, &format!("`{}`", path.display()))?;
     serde_norway::from_str(&text).map_err(|e| OptimizeError::Invalid(format!("`{}`: {e}", path.display())))
-}
-
-impl Ctx<'_> {
-    pub(crate) fn key(&self, rest: &str) -> String {
-        format!("{}:{rest}", self.key_prefix)
-    }
-
-    /// The job of `stage` running `payload` under `key` on this run's queue (see [`port::job`]).
-    pub(crate) fn job<P: skillforge_runner::RunnerPayload>(&self, stage: &str, payload: &P, key: String, timeout: Option<std::time::Duration>) -> Result<skillforge_engine::JobSpec, OptimizeError> {
-        port::job(&self.stages, stage, payload, key, timeout, &self.queue)
-    }
-
-    /// Submits `spec` and waits for it through the port.
-    pub(crate) async fn run_one(&self, spec: skillforge_engine::JobSpec, what: &str) -> Result<skillforge_engine::Job, OptimizeError> {
-        port::run_one(self.port, spec, what).await
-    }
-
-    pub(crate) fn emit(&self, e: Event) {
-        (self.events)(e);
-    }
-
-    /// Runs one measurement sample of `command` in `checkout` under `key` and classifies it.
-    pub(crate) async fn sample(&self, command: &str, checkout: &Path, key: String) -> Result<Sample, OptimizeError> {
-        self.sample_with(command, checkout, key, BTreeMap::new()).await
-    }
-
-    /// [`Self::sample`] with extra environment for the measurement (the censor bound, O-28).
-    pub(crate) async fn sample_with(&self, command: &str, checkout: &Path, key: String, env: BTreeMap<String, String>) -> Result<Sample, OptimizeError> {
-        let spec = self.checkout_job("measurement", command, checkout, env, key).await?;
-        let job = self.run_one(spec, "measuring").await?;
-        Ok(match &job.outcome {
-            Some(outcome) => measure::classify(outcome),
-            None => Sample::Failed(decide::Measured::Error(format!("measurement job {} ended {} without an outcome: {}", job.id, job.state, job.error.unwrap_or_default()))),
-        })
-    }
-
-    /// Writes the log verified with `check`, after re-reading nothing (the caller holds the log it read).
-    pub(crate) fn save(&self, log: &ExperimentLog, checkpoint: &str, check: impl Fn(&ExperimentLog) -> bool) -> Result<(), OptimizeError> {
-        write_verified(&self.root.root, log, checkpoint, check)
-    }
 }
 
 /// `optimize init`: the optimization branch, the baseline measurement with its worst cases, the
@@ -211,13 +98,13 @@ async fn init_inner(ctx: &Ctx<'_>, spec_path: &Path, spec_text: &str, created_at
     for i in 0..n {
         match ctx.sample(&spec.measurement.command, &ctx.root.integration_worktree(), ctx.key(&format!("baseline:{i}"))).await? {
             Sample::Ok(mut out) => {
-                let seed = super::judging::judges(ctx).map_or(0, |j| j.sample_seed);
-                let worst = match super::judging::judge_output(ctx, &mut out, seed, &BTreeSet::new(), &format!("baseline:{i}")).await? {
-                    Ok((record, worst)) => {
+                let seed = super::steps::judging::judges(ctx).map_or(0, |j| j.sample_seed);
+                let worst = match super::steps::judging::judge_output(ctx, &mut out, seed, &BTreeSet::new(), &format!("baseline:{i}")).await? {
+                    Judged::Scored { record, worst } => {
                         baseline_judges.merge(&record.spend);
                         worst
                     }
-                    Err(reason) => return Err(OptimizeError::Env(format!("the baseline cannot be judged: {}: {reason} (no score is produced inline)", super::judging::UNDISPATCHABLE))),
+                    Judged::Undispatchable(reason) => return Err(OptimizeError::Env(format!("the baseline cannot be judged: {}: {reason} (no score is produced inline)", super::steps::judging::UNDISPATCHABLE))),
                 };
                 baseline.push_sample(&out.metrics);
                 baseline.gates = super::gates::evaluate(&spec.metric.degenerate_gates, &out.metrics);
@@ -259,7 +146,7 @@ async fn init_inner(ctx: &Ctx<'_>, spec_path: &Path, spec_text: &str, created_at
         run_state: RunState { status: "initialised".into(), hypotheses_created: next_id, ..RunState::default() },
         notes,
     };
-    write_atomic(&ctx.root.source_digest(), &source_digest(spec, &ctx.root.integration_worktree()))?;
+    write_atomic(&ctx.root.source_digest(), source_digest(spec, &ctx.root.integration_worktree()))?;
     ctx.save(&log, "CP-2", log::cp2_ok)?;
     let run = RunFile { repo: ctx.repo.clone(), spec_path: spec_path.to_path_buf(), spec_text: spec_text.to_owned(), created_at };
     write_atomic(&ctx.root.run_file(), &serde_norway::to_string(&run).map_err(|e| OptimizeError::Invalid(e.to_string()))?)?;
@@ -372,7 +259,7 @@ pub async fn run(ctx: &Ctx<'_>) -> Result<RunSummary, OptimizeError> {
             }
             match select(ctx, &log) {
                 Selection::Locate(ids) => {
-                    if let Err(reason) = super::locate::locate(ctx, &mut log, &ids).await? {
+                    if let super::steps::locate::Located::Blocked(reason) = super::steps::locate::locate(ctx, &mut log, &ids).await? {
                         return finish(ctx, log, StopReason::Blocked(reason));
                     }
                     continue;
@@ -381,19 +268,19 @@ pub async fn run(ctx: &Ctx<'_>) -> Result<RunSummary, OptimizeError> {
                 Selection::NothingRunnable => return finish(ctx, log, StopReason::NothingRunnable),
                 Selection::Batch(ids) => {
                     ctx.emit(Event::Tick(log.run_state.tick + 1));
-                    super::experiment::dispatch_batch(ctx, &mut log, &ids).await?
+                    super::steps::experiment::dispatch_batch(ctx, &mut log, &ids).await?
                 }
             }
         } else {
             let pending: Vec<u32> = log.run_state.pending_waits.iter().map(|w| w.experiment).collect();
             ctx.emit(Event::Note(format!("resuming tick {} at its waiting step: {}", log.run_state.tick + 1, pending.iter().map(|n| format!("exp-{n:03}")).collect::<Vec<_>>().join(", "))));
             for n in &pending {
-                super::experiment::submit_worker(ctx, &log, *n).await?;
+                super::steps::experiment::submit_worker(ctx, &log, *n).await?;
             }
             pending
         };
         for n in &batch {
-            super::experiment::collect(ctx, &mut log, *n).await?;
+            super::steps::experiment::collect(ctx, &mut log, *n).await?;
             if ctx.stop.load(Ordering::SeqCst) {
                 log.run_state.active_seconds += started.elapsed().as_secs_f64();
                 ctx.save(&log, "manual stop", |_| true)?;
@@ -401,7 +288,7 @@ pub async fn run(ctx: &Ctx<'_>) -> Result<RunSummary, OptimizeError> {
             }
         }
         let deadline = stopping::wall_deadline_passed(&ctx.spec.stopping, &progress(&log, &ctx.spec, now_secs()));
-        super::integrate::evaluate(ctx, &mut log, &batch, deadline).await?;
+        super::steps::integrate::evaluate(ctx, &mut log, &batch, deadline).await?;
         log = cp4(ctx, &batch, started)?;
         if deadline {
             return finish(ctx, log, StopReason::MaxWallHours);
@@ -497,9 +384,4 @@ fn finish(ctx: &Ctx<'_>, mut log: ExperimentLog, reason: StopReason) -> Result<R
     super::report::write(ctx, &log)?;
     ctx.emit(Event::Stopped(reason.describe()));
     Ok(summary(&log))
-}
-
-/// Whether a job's outcome passed.
-pub(crate) fn passed(job: &skillforge_engine::Job) -> bool {
-    job.outcome.as_ref().is_some_and(|o| o.exit == ExitClass::Passed)
 }

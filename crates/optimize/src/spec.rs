@@ -570,7 +570,7 @@ impl Spec {
         }
         for (idx, gate) in self.metric.degenerate_gates.iter().enumerate() {
             if let Err(e) = super::gates::Gate::parse(gate) {
-                return bad(&format!("metric.degenerate_gates[{idx}]"), &e);
+                return bad(&format!("metric.degenerate_gates[{idx}]"), &e.to_string());
             }
         }
         match (&self.metric.judge, self.metric.primary.kind) {

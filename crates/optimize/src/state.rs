@@ -22,7 +22,8 @@ use serde::{Deserialize, Serialize};
 
 use super::OptimizeError;
 use super::decide::Measured;
-use super::log::{Comparison, ComparisonKind, Entry, ExperimentLog, Outcome, Side, write_atomic};
+use super::log::{Comparison, ComparisonKind, Entry, ExperimentLog, Outcome, Side};
+use skillforge_stage::fs::write_atomic;
 use super::snapshot::{Snapshot, WorstCase};
 
 /// The marker's file name inside an experiment worktree (never committed, never a scope change).
@@ -129,7 +130,7 @@ pub struct Marker {
 /// [`OptimizeError::Env`] when it cannot be written.
 pub fn write_marker(worktree: &Path, marker: &Marker) -> Result<(), OptimizeError> {
     let text = serde_norway::to_string(marker).map_err(|e| OptimizeError::Invalid(format!("serialize marker: {e}")))?;
-    write_atomic(&worktree.join(MARKER_FILE), &text)
+    Ok(write_atomic(&worktree.join(MARKER_FILE), &text)?)
 }
 
 /// Reads a marker, `None` when absent.

@@ -155,7 +155,7 @@ pub async fn sync(store: &Store, forge: &dyn Forge, run_id: &str, repo: &RepoRef
     let items = skillforge_store::review::list_items(store.pool(), &run.id).await?;
     let assignments = Assignments {
         run_id: run.id.clone(),
-        items: items.iter().map(|i| item_assignment(&run, i)).collect::<Result<_, _>>().map_err(GithubReviewError::Invalid)?,
+        items: items.iter().map(|i| item_assignment(&run, i)).collect::<Result<_, _>>().map_err(|e| GithubReviewError::Invalid(e.to_string()))?,
     };
     let comments = forge.list_comments(repo, number).await?;
     let mut synced = Synced {
@@ -261,7 +261,7 @@ async fn watch_one(
     let have = skillforge_store::feedback::items_with_feedback(store.pool(), &watch.run_id).await?;
     let missing: Vec<String> = watch.expected_item_ids().into_iter().filter(|id| !have.contains(id)).collect();
     let errors = done.refused.iter().map(|r| format!("{}\n{}", r.url, r.reason)).collect::<Vec<_>>().join("\n");
-    let error_hash = if errors.is_empty() { String::new() } else { hex::encode(<sha2::Sha256 as sha2::Digest>::digest(errors.as_bytes())) };
+    let error_hash = if errors.is_empty() { String::new() } else { skillforge_stage::fs::sha256_hex(errors.as_bytes()) };
     let last = i64::try_from(done.last_comment_id).unwrap_or(i64::MAX);
     {
         let mut conn = store.pool().acquire().await.map_err(StoreError::from)?;

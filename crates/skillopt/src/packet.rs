@@ -94,9 +94,39 @@ pub struct FeedbackRead {
 
 impl FeedbackRead {
     fn of(text: &str, items: usize) -> Self {
-        use sha2::Digest as _;
-        Self { bytes: text.len(), lines: text.lines().count(), sha256: hex::encode(sha2::Sha256::digest(text.as_bytes())), items }
+        Self { bytes: text.len(), lines: text.lines().count(), sha256: skillforge_stage::fs::sha256_hex(text.as_bytes()), items }
     }
+}
+
+/// Why an item cannot be reviewed as its run's mode requires ([`item_assignment`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AssignmentError {
+    /// A ranked run's item without options.
+    #[error("item `{item_id}` has no options, but run `{run_id}` is ranked")]
+    NoOptions {
+        /// The item.
+        item_id: String,
+        /// Its run.
+        run_id: String,
+    },
+    /// An A/B item without both artifacts.
+    #[error("item `{item_id}` needs both a baseline and a candidate artifact")]
+    NoPair {
+        /// The item.
+        item_id: String,
+    },
+    /// A ranked run's item with another number of options than the run's.
+    #[error("item `{item_id}` has {n_options} options, run `{run_id}` expects {options_count}")]
+    OptionCount {
+        /// The item.
+        item_id: String,
+        /// Its options.
+        n_options: usize,
+        /// Its run.
+        run_id: String,
+        /// The run's `options_count`.
+        options_count: i64,
+    },
 }
 
 /// The assignment of one item (facts §4): an A/B item is blinded by
@@ -104,27 +134,26 @@ impl FeedbackRead {
 /// have exactly `options_count` options.
 ///
 /// # Errors
-/// A message naming the item when it cannot be reviewed as the run's mode requires.
-pub fn item_assignment(run: &EvalRunRow, item: &ReviewItem) -> Result<BlindAssignment, String> {
+/// [`AssignmentError`] naming the item when it cannot be reviewed as the run's mode requires.
+pub fn item_assignment(run: &EvalRunRow, item: &ReviewItem) -> Result<BlindAssignment, AssignmentError> {
     let row = &item.item;
     if item.options.is_empty() {
         if is_ranked_mode(&run.mode, run.options_count) {
-            return Err(format!("item `{}` has no options, but run `{}` is ranked", row.item_id, run.id));
+            return Err(AssignmentError::NoOptions { item_id: row.item_id.clone(), run_id: run.id.clone() });
         }
         if row.baseline_artifact_id.is_empty() || row.candidate_artifact_id.is_empty() {
-            return Err(format!("item `{}` needs both a baseline and a candidate artifact", row.item_id));
+            return Err(AssignmentError::NoPair { item_id: row.item_id.clone() });
         }
         return Ok(blind_assignment(&run.id, &row.item_id, &row.baseline_artifact_id, &row.candidate_artifact_id));
     }
     let n_options = i64::try_from(item.options.len()).unwrap_or(i64::MAX);
     if is_ranked_mode(&run.mode, run.options_count) && n_options != run.options_count {
-        return Err(format!(
-            "item `{}` has {} options, run `{}` expects {}",
-            row.item_id,
-            item.options.len(),
-            run.id,
-            run.options_count
-        ));
+        return Err(AssignmentError::OptionCount {
+            item_id: row.item_id.clone(),
+            n_options: item.options.len(),
+            run_id: run.id.clone(),
+            options_count: run.options_count,
+        });
     }
     Ok(BlindAssignment {
         item_id: row.item_id.clone(),
@@ -434,19 +463,41 @@ pub const MAX_REVIEWER_CHARS: usize = 128;
 /// rows and reports that show it.
 ///
 /// # Errors
-/// A message naming what is wrong.
-pub fn check_reviewer(name: &str) -> Result<(), String> {
+/// [`ReviewerError`] naming what is wrong.
+pub fn check_reviewer(name: &str) -> Result<(), ReviewerError> {
     if name.trim().is_empty() {
-        return Err("the reviewer name is empty".to_owned());
+        return Err(ReviewerError::Empty);
     }
     if let Some(c) = name.chars().find(|c| c.is_control()) {
-        return Err(format!("the reviewer name `{}` holds the control character {c:?}", name.escape_debug()));
+        return Err(ReviewerError::ControlCharacter { escaped_name: name.escape_debug().to_string(), c });
     }
-    let n = name.chars().count();
-    if n > MAX_REVIEWER_CHARS {
-        return Err(format!("the reviewer name is {n} characters long, over the limit of {MAX_REVIEWER_CHARS}"));
+    let n_chars = name.chars().count();
+    if n_chars > MAX_REVIEWER_CHARS {
+        return Err(ReviewerError::TooLong { n_chars });
     }
     Ok(())
+}
+
+/// Why a reviewer name is refused ([`check_reviewer`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReviewerError {
+    /// Empty or only whitespace.
+    #[error("the reviewer name is empty")]
+    Empty,
+    /// It holds a control character.
+    #[error("the reviewer name `{escaped_name}` holds the control character {c:?}")]
+    ControlCharacter {
+        /// The name, escaped for display.
+        escaped_name: String,
+        /// The first control character.
+        c: char,
+    },
+    /// Longer than [`MAX_REVIEWER_CHARS`].
+    #[error("the reviewer name is {n_chars} characters long, over the limit of {MAX_REVIEWER_CHARS}")]
+    TooLong {
+        /// Its length in characters.
+        n_chars: usize,
+    },
 }
 
 /// Validates the packet in `dir` (assignments, `feedback.yml`, the run as stored) without writing:

@@ -13,8 +13,74 @@
 
 use std::path::{Path, PathBuf};
 
-use skillforge_engine::transfer::{self, OutputDir, Stager};
+use skillforge_engine::transfer::{self, OutputDir, Stager, TransferError};
 use skillforge_engine::{Job, JobSpec, QueueBackend};
+
+/// Why a job's dirs could not be shipped or brought back; every message names the dir, file or
+/// job.
+#[derive(Debug, thiserror::Error)]
+pub enum FilesError {
+    /// The queue has no transfer area.
+    #[error("the `{queue}` queue has no transfer area for a job's dirs")]
+    NoTransferArea {
+        /// The queue's name.
+        queue: String,
+    },
+    /// A dir's name in the job dir is not a plain relative path.
+    #[error(transparent)]
+    BadRel(TransferError),
+    /// A dir or one of its entries cannot be read.
+    #[error("read `{}`: {error}", path.display())]
+    Read {
+        /// The dir or entry.
+        path: PathBuf,
+        /// The I/O error.
+        error: std::io::Error,
+    },
+    /// A file could not be staged (unreadable, over the cap `[queue] transfer_max_mb`, the queue
+    /// failed).
+    #[error("send `{}` to the worker: {error}", dir.display())]
+    Send {
+        /// The control-plane dir.
+        dir: PathBuf,
+        /// The transfer area's error.
+        error: TransferError,
+    },
+    /// The store cannot be opened for reading the job's record.
+    #[error("read where the outputs of job {job_id} go: {error}")]
+    RecordPool {
+        /// The job.
+        job_id: String,
+        /// The pool's error.
+        error: sqlx::Error,
+    },
+    /// The job's record cannot be read.
+    #[error("read where the outputs of job {job_id} go: {error}")]
+    Record {
+        /// The job.
+        job_id: String,
+        /// The engine's error.
+        error: skillforge_engine::EngineError,
+    },
+    /// The job's upload is expired or corrupt, or a file cannot be written.
+    #[error("bring back the files of job {job_id}: {error}")]
+    BringBack {
+        /// The job.
+        job_id: String,
+        /// The transfer area's error.
+        error: TransferError,
+    },
+    /// A file the run deleted cannot be removed.
+    #[error("remove `{}` (job {job_id} deleted it): {error}", file.display())]
+    Remove {
+        /// The file.
+        file: PathBuf,
+        /// The job.
+        job_id: String,
+        /// The I/O error.
+        error: std::io::Error,
+    },
+}
 
 /// A control-plane dir a job works in on a fleet.
 #[derive(Debug, Clone, Copy)]
@@ -48,13 +114,13 @@ pub fn ships(queue: &dyn QueueBackend) -> bool {
 /// `<rel>/`, and each dir an output delivered to its `local`.
 ///
 /// # Errors
-/// A message naming the dir or file: the queue has no transfer area, a file is unreadable or
-/// over the cap (`[queue] transfer_max_mb`), the queue fails.
-pub async fn ship_dirs(queue: &dyn QueueBackend, spec: &mut JobSpec, dirs: &[ShippedDir<'_>]) -> Result<(), String> {
-    let area = queue.transfer_area().ok_or_else(|| format!("the `{}` queue has no transfer area for a job's dirs", queue.name()))?;
+/// [`FilesError`] naming the dir or file: the queue has no transfer area, a file is unreadable
+/// or over the cap (`[queue] transfer_max_mb`), the queue fails.
+pub async fn ship_dirs(queue: &dyn QueueBackend, spec: &mut JobSpec, dirs: &[ShippedDir<'_>]) -> Result<(), FilesError> {
+    let area = queue.transfer_area().ok_or_else(|| FilesError::NoTransferArea { queue: queue.name().to_owned() })?;
     let mut stager = Stager::new(area.as_ref());
     for dir in dirs {
-        transfer::checked_rel(dir.rel).map_err(|e| e.to_string())?;
+        transfer::checked_rel(dir.rel).map_err(FilesError::BadRel)?;
         if dir.send {
             for file in regular_files(dir.local)? {
                 let rel = file.strip_prefix(dir.local).unwrap_or(&file).to_string_lossy().into_owned();
@@ -64,7 +130,7 @@ pub async fn ship_dirs(queue: &dyn QueueBackend, spec: &mut JobSpec, dirs: &[Shi
                 stager
                     .add_file(&format!("{}/{rel}", dir.rel), &file)
                     .await
-                    .map_err(|e| format!("send `{}` to the worker: {e}", dir.local.display()))?;
+                    .map_err(|error| FilesError::Send { dir: dir.local.to_path_buf(), error })?;
             }
         }
         if dir.deliver {
@@ -84,11 +150,13 @@ fn is_skipped(rel: &str, skip: &[&str]) -> bool {
 /// enqueued it; [`skillforge_store::deliveries`]), the only `deliver_to` a delivery uses.
 ///
 /// # Errors
-/// A message naming the job when the store cannot be read.
-pub async fn recorded_outputs(store: &skillforge_store::Store, job_id: &str) -> Result<Vec<OutputDir>, String> {
-    let what = |e: skillforge_engine::EngineError| format!("read where the outputs of job {job_id} go: {e}");
-    let mut conn = store.pool().acquire().await.map_err(|e| format!("read where the outputs of job {job_id} go: {e}"))?;
-    skillforge_engine::ingest::recorded_outputs(&mut conn, store.home(), job_id).await.map_err(what)
+/// [`FilesError::RecordPool`] or [`FilesError::Record`] naming the job when the store cannot be
+/// read.
+pub async fn recorded_outputs(store: &skillforge_store::Store, job_id: &str) -> Result<Vec<OutputDir>, FilesError> {
+    let mut conn = store.pool().acquire().await.map_err(|error| FilesError::RecordPool { job_id: job_id.to_owned(), error })?;
+    skillforge_engine::ingest::recorded_outputs(&mut conn, store.home(), job_id)
+        .await
+        .map_err(|error| FilesError::Record { job_id: job_id.to_owned(), error })
 }
 
 /// Brings `job`'s output dirs back now into the `recorded` dirs (the control plane's own
@@ -100,10 +168,11 @@ pub async fn recorded_outputs(store: &skillforge_store::Store, job_id: &str) -> 
 /// uploaded none.
 ///
 /// # Errors
-/// A message naming the job: an expired or corrupt upload, a file that cannot be written or removed.
-pub async fn bring_back(queue: &dyn QueueBackend, recorded: &[OutputDir], job: &Job, rel: &str, skip: &[&str]) -> Result<(), String> {
+/// [`FilesError`] naming the job: an expired or corrupt upload, a file that cannot be written
+/// or removed.
+pub async fn bring_back(queue: &dyn QueueBackend, recorded: &[OutputDir], job: &Job, rel: &str, skip: &[&str]) -> Result<(), FilesError> {
     let Some(area) = queue.transfer_area().filter(|_| !job.spec.files.outputs.is_empty()) else { return Ok(()) };
-    let what = |e: transfer::TransferError| format!("bring back the files of job {}: {e}", job.id);
+    let what = |error: TransferError| FilesError::BringBack { job_id: job.id.clone(), error };
     transfer::deliver_outputs(area.as_ref(), job, recorded).await.map_err(what)?;
     let Some(uploaded) = transfer::uploaded_outputs(area.as_ref(), &job.id, job.fencing_token).await.map_err(what)? else { return Ok(()) };
     let (Some(dir), Some(out)) = (uploaded.iter().find(|d| d.dir == rel), recorded.iter().find(|o| o.dir == rel)) else { return Ok(()) };
@@ -111,7 +180,7 @@ pub async fn bring_back(queue: &dyn QueueBackend, recorded: &[OutputDir], job: &
     for file in regular_files(&out.deliver_to)? {
         let name = file.strip_prefix(&out.deliver_to).unwrap_or(&file).to_string_lossy().into_owned();
         if !kept.contains(name.as_str()) && !is_skipped(&name, skip) {
-            std::fs::remove_file(&file).map_err(|e| format!("remove `{}` (job {} deleted it): {e}", file.display(), job.id))?;
+            std::fs::remove_file(&file).map_err(|error| FilesError::Remove { file: file.clone(), job_id: job.id.clone(), error })?;
         }
     }
     Ok(())
@@ -132,18 +201,18 @@ pub fn delivered_path(job: &Job, path: &Path) -> PathBuf {
 
 /// Regular files under `dir`, recursively, sorted (symlinks are not followed); none when `dir`
 /// does not exist.
-fn regular_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+fn regular_files(dir: &Path) -> Result<Vec<PathBuf>, FilesError> {
     let mut out = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {
         let entries = match std::fs::read_dir(&d) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && d == dir => return Ok(out),
-            Err(e) => return Err(format!("read `{}`: {e}", d.display())),
+            Err(error) => return Err(FilesError::Read { path: d, error }),
         };
         for entry in entries {
-            let entry = entry.map_err(|e| format!("read `{}`: {e}", d.display()))?;
-            let kind = entry.file_type().map_err(|e| format!("read `{}`: {e}", entry.path().display()))?;
+            let entry = entry.map_err(|error| FilesError::Read { path: d.clone(), error })?;
+            let kind = entry.file_type().map_err(|error| FilesError::Read { path: entry.path(), error })?;
             if kind.is_dir() {
                 todo.push(entry.path());
             } else if kind.is_file() {

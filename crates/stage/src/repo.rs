@@ -15,6 +15,8 @@ use serde_json::Value;
 use skillforge_engine::transfer::{self, Stager};
 use skillforge_engine::{JobSpec, QueueBackend};
 
+use crate::git::git;
+
 /// Why a job's repository could not be made fetchable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RepoError {
@@ -33,10 +35,6 @@ fn rev_fields(kind: &str) -> Option<&'static [&'static str]> {
         "checker" => Some(&["base", "head"]),
         _ => None,
     }
-}
-
-fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
-    crate::git::git(dir, args).map(|out| out.trim().to_owned()).map_err(|e| e.stderr())
 }
 
 /// The checkout's remote (`origin` first, else the first one) and its URL, a local path made
@@ -66,7 +64,7 @@ pub async fn route_repository(queue: &dyn QueueBackend, spec: &mut JobSpec) -> R
     let Some(repo) = spec.payload.get("repo").and_then(Value::as_str).map(PathBuf::from) else { return Ok(()) };
     let checkout = std::path::absolute(&repo).map_err(|e| RepoError::Invalid(format!("repository path `{}`: {e}", repo.display())))?;
     git(&checkout, &["rev-parse", "--git-dir"])
-        .map_err(|e| RepoError::Invalid(format!("`{}` is not a git checkout: {e}", checkout.display())))?;
+        .map_err(|e| RepoError::Invalid(format!("`{}` is not a git checkout: {}", checkout.display(), e.stderr())))?;
     let mut commits = Vec::new();
     for field in fields {
         let Some(rev) = spec.payload.get(*field).and_then(Value::as_str).map(str::to_owned) else { continue };
@@ -93,7 +91,7 @@ pub async fn route_repository(queue: &dyn QueueBackend, spec: &mut JobSpec) -> R
             spec.files.inputs.extend(stager.finish());
             // The mirror's name: this host and checkout, hashed (not a path the worker could open).
             let host = skillforge_engine::WorkerIdentity::new("cp").host;
-            let id = transfer::sha256_hex(format!("{host}:{}", checkout.display()).as_bytes());
+            let id = crate::fs::sha256_hex(format!("{host}:{}", checkout.display()).as_bytes());
             serde_json::json!({"url": format!("{}/in/repo.bundle", transfer::JOB_DIR), "key": format!("bundle:{}", &id[..16])})
         }
     };
@@ -107,7 +105,7 @@ fn bundle(checkout: &Path) -> Result<Vec<u8>, RepoError> {
     let file = std::env::temp_dir().join(format!("skillforge-{}.bundle", uuid::Uuid::now_v7()));
     let shown = file.display().to_string();
     let made = git(checkout, &["bundle", "create", "--quiet", &shown, "--all", "HEAD"])
-        .map_err(|e| RepoError::Env(format!("bundle `{}`: {e}", checkout.display())));
+        .map_err(|e| RepoError::Env(format!("bundle `{}`: {}", checkout.display(), e.stderr())));
     let bytes = made.and_then(|_| std::fs::read(&file).map_err(|e| RepoError::Env(format!("read bundle `{shown}`: {e}"))));
     let _ = std::fs::remove_file(&file);
     bytes

@@ -3,10 +3,11 @@
 //! [`crate::review`]: adding a generated option to an existing item.
 //!
 //! Repository functions only. Which transitions are allowed is decided by
-//! `skillforge_skillopt::train::state`; [`set_iteration_state`] only compares-and-sets, so two
-//! control planes racing on one iteration cannot both move it.
+//! `skillforge_skillopt::train::state`; [`set_iteration_state`] and
+//! [`set_iteration_state_and_metadata`] only compare-and-set (the latter writing the metadata in
+//! the same transaction), so two control planes racing on one iteration cannot both move it.
 
-use sqlx::{SqliteConnection, SqliteExecutor};
+use sqlx::{Connection, SqliteConnection, SqliteExecutor};
 
 use crate::StoreError;
 use crate::templates::now_rfc3339;
@@ -227,21 +228,56 @@ pub async fn get_iteration(db: impl SqliteExecutor<'_>, id: &str) -> Result<Opti
         .await?)
 }
 
-/// Moves an iteration from `from` to `to` (compare-and-set) and mirrors `to` on its session.
-/// Returns false (writing nothing) when the iteration is no longer in `from`.
+/// Moves an iteration from `from` to `to` (compare-and-set) and mirrors `to` on its session, in
+/// one transaction. Returns false (writing nothing) when the iteration is no longer in `from`.
 ///
 /// # Errors
 /// [`StoreError::Sql`].
 pub async fn set_iteration_state(conn: &mut SqliteConnection, id: &str, from: &str, to: &str) -> Result<bool, StoreError> {
+    compare_and_set_state(conn, id, from, to, None).await
+}
+
+/// Replaces an iteration's metadata JSON and moves it from `from` to `to` (compare-and-set),
+/// mirroring `to` on its session, all in one transaction: either the metadata and the state are
+/// both written or neither is. Returns false (writing nothing) when the iteration is no longer
+/// in `from`.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn set_iteration_state_and_metadata(
+    conn: &mut SqliteConnection,
+    id: &str,
+    from: &str,
+    to: &str,
+    metadata_json: &str,
+) -> Result<bool, StoreError> {
+    compare_and_set_state(conn, id, from, to, Some(metadata_json)).await
+}
+
+/// The one compare-and-set of an iteration's state (and, with `metadata_json`, its metadata),
+/// mirrored on its session, in a transaction (a savepoint when `conn` is already in one).
+async fn compare_and_set_state(
+    conn: &mut SqliteConnection,
+    id: &str,
+    from: &str,
+    to: &str,
+    metadata_json: Option<&str>,
+) -> Result<bool, StoreError> {
     let now = now_rfc3339();
-    let done = sqlx::query("UPDATE skillopt_train_iterations SET state = ?, updated_at = ? WHERE id = ? AND state = ?")
-        .bind(to)
-        .bind(&now)
-        .bind(id)
-        .bind(from)
-        .execute(&mut *conn)
-        .await?;
+    let mut tx = conn.begin().await?;
+    let done = sqlx::query(
+        "UPDATE skillopt_train_iterations SET state = ?, metadata_json = COALESCE(?, metadata_json), updated_at = ?
+         WHERE id = ? AND state = ?",
+    )
+    .bind(to)
+    .bind(metadata_json)
+    .bind(&now)
+    .bind(id)
+    .bind(from)
+    .execute(&mut *tx)
+    .await?;
     if done.rows_affected() != 1 {
+        tx.rollback().await?;
         return Ok(false);
     }
     sqlx::query(
@@ -251,8 +287,9 @@ pub async fn set_iteration_state(conn: &mut SqliteConnection, id: &str, from: &s
     .bind(to)
     .bind(&now)
     .bind(id)
-    .execute(conn)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(true)
 }
 
@@ -396,5 +433,50 @@ mod tests {
         assert!(!set_iteration_state(&mut conn, "s1-i001", "request_confirmed", "workspace_ready").await.unwrap());
         assert_eq!(get_session(store.pool(), "s1").await.unwrap().unwrap().state, "workspace_ready");
         assert_eq!(list_iterations(store.pool(), "s1").await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_transition_with_metadata_writes_both_or_neither() {
+        let home = tempfile::tempdir().unwrap();
+        let store = Store::open(home.path()).await.unwrap();
+        let mut tx = store.begin().await.unwrap();
+        let s = NewSession {
+            id: "s1",
+            template_id: "t",
+            template_version_id: "t@v1",
+            target_repo: "o/r",
+            workspace_repo: "",
+            request_summary: "r",
+            task_kind: "custom",
+            metadata_json: "{}",
+        };
+        create_session(&mut tx, &s).await.unwrap();
+        let it = NewIteration {
+            id: "s1-i001",
+            session_id: "s1",
+            eval_run_id: "s1-i001",
+            base_template_version_id: "t@v1",
+            mode: "explore",
+            exploration_level: "high",
+            metadata_json: "{}",
+        };
+        create_iteration(&mut tx, &it).await.unwrap();
+        tx.commit().await.unwrap();
+        let mut conn = store.pool().acquire().await.unwrap();
+        let moved = set_iteration_state_and_metadata(&mut conn, "s1-i001", "request_confirmed", "workspace_ready", r#"{"a":1}"#);
+        assert!(moved.await.unwrap());
+        let row = get_iteration(store.pool(), "s1-i001").await.unwrap().unwrap();
+        assert_eq!((row.state.as_str(), row.metadata_json.as_str()), ("workspace_ready", r#"{"a":1}"#));
+        assert_eq!(get_session(store.pool(), "s1").await.unwrap().unwrap().state, "workspace_ready");
+        // A lost compare-and-set writes neither the metadata nor the state.
+        let lost = set_iteration_state_and_metadata(&mut conn, "s1-i001", "request_confirmed", "items_ready", r#"{"b":2}"#);
+        assert!(!lost.await.unwrap());
+        let row = get_iteration(store.pool(), "s1-i001").await.unwrap().unwrap();
+        assert_eq!((row.state.as_str(), row.metadata_json.as_str()), ("workspace_ready", r#"{"a":1}"#));
+        // Inside a caller's transaction it is a savepoint: the caller's rollback undoes it.
+        let mut tx = store.begin().await.unwrap();
+        assert!(set_iteration_state_and_metadata(&mut tx, "s1-i001", "workspace_ready", "items_ready", "{}").await.unwrap());
+        tx.rollback().await.unwrap();
+        assert_eq!(get_iteration(store.pool(), "s1-i001").await.unwrap().unwrap().state, "workspace_ready");
     }
 }

@@ -177,14 +177,16 @@ async fn tool_dimension(
             Ok(Measured {
                 tool,
                 count,
+                locations,
                 attempts,
             }) => {
                 let score = dimension.normalize.score(count);
                 scores.push(score);
-                raw.insert(
-                    language.into(),
-                    json!({"tool": tool, "count": count, "score": score, "files": files.len(), "failed_attempts": attempts}),
-                );
+                let mut entry = json!({"tool": tool, "count": count, "score": score, "files": files.len(), "failed_attempts": attempts});
+                if !locations.is_empty() {
+                    entry["locations"] = json!(locations);
+                }
+                raw.insert(language.into(), entry);
             }
             Err(attempts) => {
                 let reason = attempts.join("; ");
@@ -211,8 +213,13 @@ async fn tool_dimension(
 struct Measured {
     tool: String,
     count: u64,
+    /// The first [`MAX_LOCATIONS`] items' places, files relative to the checkout.
+    locations: Vec<crate::count::Location>,
     attempts: Vec<String>,
 }
+
+/// Items located per language and dimension at most (annotations, not a full listing).
+pub(crate) const MAX_LOCATIONS: usize = 50;
 
 /// Tries `dimension`'s tools in order; `Err` holds one reason per failed attempt.
 async fn measure(
@@ -235,10 +242,11 @@ async fn measure(
         }
         let out_dir = out_base.join(format!("{tool_idx}-{}", tool.name));
         match run_tool(tool, files, checkout, &out_dir, remaining, cancel).await {
-            Ok(count) => {
+            Ok((count, locations)) => {
                 return Ok(Measured {
                     tool: tool.name.clone(),
                     count,
+                    locations,
                     attempts,
                 });
             }
@@ -287,7 +295,7 @@ async fn run_tool(
     out_dir: &Path,
     timeout: Duration,
     cancel: &CancellationToken,
-) -> Result<u64, ToolFailure> {
+) -> Result<(u64, Vec<crate::count::Location>), ToolFailure> {
     let name = &tool.name;
     std::fs::create_dir_all(out_dir).map_err(|e| {
         failure(format!(
@@ -360,9 +368,26 @@ async fn run_tool(
         }
         None => outcome.stdout_tail,
     };
-    tool.count
+    let count = tool.count
         .count(&output)
-        .map_err(|e| failure(format!("tool `{name}`: {e}")))
+        .map_err(|e| failure(format!("tool `{name}`: {e}")))?;
+    let locations = match &tool.locate {
+        Some(locate) => tool
+            .count
+            .locate(&output, locate, MAX_LOCATIONS)
+            .into_iter()
+            .map(|mut l| {
+                // Tools print absolute paths inside the worker's checkout: the annotation wants
+                // the repository's path.
+                if let Ok(rel) = Path::new(&l.file).strip_prefix(checkout) {
+                    l.file = rel.to_string_lossy().into_owned();
+                }
+                l
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    Ok((count, locations))
 }
 
 fn resolve_report(checkout: &Path, report: &str) -> PathBuf {

@@ -158,6 +158,11 @@ impl CountSpec {
 }
 
 fn count_items(doc: &Value, select: &[String], filters: &[Filter]) -> u64 {
+    select_items(doc, select, filters).len() as u64
+}
+
+/// The items `select` reaches from `doc` that meet every filter.
+fn select_items<'v>(doc: &'v Value, select: &[String], filters: &[Filter]) -> Vec<&'v Value> {
     let mut items = vec![doc];
     for step in select {
         items = items
@@ -182,16 +187,66 @@ fn count_items(doc: &Value, select: &[String], filters: &[Filter]) -> u64 {
     items
         .into_iter()
         .filter(|item| filters.iter().all(|f| f.matches(item)))
-        .count() as u64
+        .collect()
+}
+
+/// The value at dotted `path` inside `item` (object keys, array indices).
+fn at<'v>(item: &'v Value, path: &str) -> Option<&'v Value> {
+    path.split('.').try_fold(item, |v, key| match v {
+        Value::Object(map) => map.get(key),
+        Value::Array(values) => key.parse::<usize>().ok().and_then(|i| values.get(i)),
+        _ => None,
+    })
+}
+
+/// Where a counted item is, as dotted paths inside each item (a profile's `locate` table): the
+/// file, the 1-based line and, optionally, the message. JSON formats only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Locate {
+    /// Path of the file name, e.g. `filename`.
+    pub file: String,
+    /// Path of the 1-based line number, e.g. `location.row`.
+    pub line: String,
+    /// Path of the item's message, e.g. `message`.
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// One located item: `{file, line, message}` (the file as the tool printed it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Location {
+    /// The file.
+    pub file: String,
+    /// The 1-based line.
+    pub line: u64,
+    /// The tool's message ('' when the profile names none).
+    pub message: String,
+}
+
+impl CountSpec {
+    /// The first `limit` counted items of `output` that `locate` can place (a file and a line),
+    /// in output order; empty for the non-JSON formats or output that does not parse.
+    pub fn locate(&self, output: &str, locate: &Locate, limit: usize) -> Vec<Location> {
+        let place = |item: &Value| -> Option<Location> {
+            let file = at(item, &locate.file)?.as_str()?.to_owned();
+            let line = at(item, &locate.line)?.as_u64()?;
+            let message = locate.message.as_deref().and_then(|m| at(item, m)).and_then(Value::as_str).unwrap_or_default().to_owned();
+            Some(Location { file, line, message })
+        };
+        let docs: Vec<Value> = match self {
+            CountSpec::Json { .. } => serde_json::Deserializer::from_str(output).into_iter::<Value>().next().and_then(Result::ok).into_iter().collect(),
+            CountSpec::JsonLines { .. } => output.lines().filter(|l| !l.trim().is_empty()).filter_map(|l| serde_json::from_str(l).ok()).collect(),
+            CountSpec::Lines { .. } | CountSpec::NumberAfter { .. } => return Vec::new(),
+        };
+        let (CountSpec::Json { select, filters } | CountSpec::JsonLines { select, filters }) = self else { return Vec::new() };
+        docs.iter().flat_map(|doc| select_items(doc, select, filters)).filter_map(place).take(limit).collect()
+    }
 }
 
 impl Filter {
     fn matches(&self, item: &Value) -> bool {
-        let found = self.path.split('.').try_fold(item, |v, key| match v {
-            Value::Object(map) => map.get(key),
-            Value::Array(values) => key.parse::<usize>().ok().and_then(|i| values.get(i)),
-            _ => None,
-        });
+        let found = at(item, &self.path);
         let number = |v: &Value| v.as_f64();
         match (self.op, found) {
             (FilterOp::Eq, Some(v)) => *v == self.value,
@@ -374,4 +429,28 @@ mod tests {
             assert_eq!(filter.matches(&item), expected, "{filter:?}");
         }
     }
+
+    #[test]
+    fn located_items_are_the_counted_ones_with_a_file_and_a_line() {
+        let ruff = r#"[{"filename":"/w/src/a.py","location":{"row":3,"column":1},"message":"unused import","code":"F401"},
+                       {"filename":"/w/src/b.py","location":{"row":9,"column":5},"message":"undefined name","code":"F821"}]"#;
+        let spec = CountSpec::Json { select: vec!["*".into()], filters: vec![] };
+        let locate = Locate { file: "filename".into(), line: "location.row".into(), message: Some("message".into()) };
+        let found = spec.locate(ruff, &locate, 50);
+        assert_eq!(found.len() as u64, spec.count(ruff).unwrap(), "every counted item is placed");
+        assert_eq!(found[1], Location { file: "/w/src/b.py".into(), line: 9, message: "undefined name".into() });
+        assert_eq!(spec.locate(ruff, &locate, 1).len(), 1, "at most the limit");
+        // clippy's JSON lines: only the counted diagnostics (warnings with a lint code) are placed.
+        let clippy = concat!(
+            r#"{"reason":"compiler-message","message":{"level":"warning","code":{"code":"clippy::x"},"message":"needless borrow","spans":[{"file_name":"src/lib.rs","line_start":7}]}}"#, "\n",
+            r#"{"reason":"compiler-message","message":{"level":"warning","code":null,"message":"summary","spans":[]}}"#, "\n",
+            r#"{"reason":"build-finished","success":true}"#, "\n",
+        );
+        let rust = crate::profile::LanguageProfile::parse("rust.toml", include_str!("../tools/rust.toml")).unwrap();
+        let tool = &rust.dimensions[&crate::checker::Checker::Lint].tools[0];
+        let found = tool.count.locate(clippy, tool.locate.as_ref().expect("clippy is located"), 50);
+        assert_eq!(found, vec![Location { file: "src/lib.rs".into(), line: 7, message: "needless borrow".into() }]);
+        assert_eq!(CountSpec::Lines { contains: None }.locate("a\nb\n", &locate, 50), vec![], "line counts have no places");
+    }
+
 }

@@ -84,6 +84,10 @@ pub struct ToolSpec {
     pub inherit_env: Vec<String>,
     /// How to count items in the output.
     pub count: CountSpec,
+    /// Where each counted item is (file and line), for annotations; `None` for tools whose
+    /// items have no location (clone counts, number summaries).
+    #[serde(default)]
+    pub locate: Option<crate::count::Locate>,
 }
 
 fn default_ok_exit_codes() -> Vec<i32> {

@@ -255,6 +255,7 @@ fn python_profile(argv: &[&str]) -> LanguageProfile {
                         select: vec!["*".into()],
                         filters: vec![],
                     },
+                    locate: None,
                 }],
             },
         )]

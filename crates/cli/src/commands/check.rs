@@ -8,6 +8,8 @@ use serde_json::json;
 
 use skillforge_runner_checker::{CheckReport, CheckerPayload, parse_checker_list};
 
+use crate::ci_output::{self, CiArgs, CiRun, Finished};
+use crate::ci_output::check::Range;
 use crate::control::waiter::await_job;
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, ENVIRONMENT, OK};
@@ -34,11 +36,19 @@ pub struct CheckArgs {
     /// With the embedded queue, do not start an in-process worker when none is live.
     #[arg(long = "no-local-worker")]
     no_local_worker: bool,
+    #[command(flatten)]
+    ci: CiArgs,
 }
 
-/// Enqueues a checker job, waits, prints each dimension's score or skip reason and the mean.
+/// Enqueues a checker job, waits, prints each dimension's score or skip reason and the mean (one
+/// JUnit testcase per dimension with `--junit`, annotations with `--format github`).
 /// Exit 0 when the check ran (even with every dimension skipped: then the mean is absent), 3 when it could not run.
 pub async fn run(ctx: &Context, args: CheckArgs) -> CliResult {
+    let ci = CiRun::start(args.ci.clone(), "check", ctx.json)?;
+    ci.finish(check(ctx, args).await)
+}
+
+async fn check(ctx: &Context, args: CheckArgs) -> Result<Finished, CliError> {
     let checkers = parse_checker_list(&args.checkers).map_err(CliError::usage)?;
     let announce = checkers_note(&checkers);
     let repo = std::path::absolute(&args.repo)
@@ -55,6 +65,8 @@ pub async fn run(ctx: &Context, args: CheckArgs) -> CliResult {
         eprintln!("check job {}: {announce}", enqueued.job_id);
     }
     let job = await_job(ctx, &backend, &enqueued.job_id, !args.no_local_worker).await?;
+    let repo_text = args.repo.display().to_string();
+    let range = Range { repo: &repo_text, base: &args.base, head: &args.head };
     let Some(report) = job.outcome.as_ref().and_then(|o| serde_json::from_value::<CheckReport>(o.detail.clone()).ok()) else {
         let why = job.error.clone().unwrap_or_else(|| format!("job ended {} without a report", job.state));
         if ctx.json {
@@ -62,13 +74,14 @@ pub async fn run(ctx: &Context, args: CheckArgs) -> CliResult {
         } else {
             eprintln!("check job {} could not run: {why}", job.id);
         }
-        return Ok(ENVIRONMENT);
+        return Ok(Finished { code: ENVIRONMENT, suite: ci_output::check::no_report(&job.id, range, &why) });
     };
+    let finished = Finished { code: OK, suite: ci_output::check::suite(&job.id, range, &report) };
     if ctx.json {
         let mut value = serde_json::to_value(&report).map_err(CliError::env)?;
         value["job_id"] = json!(job.id);
         print_json(&value);
-        return Ok(OK);
+        return Ok(finished);
     }
     println!("check {} {}..{}", args.repo.display(), args.base, args.head);
     for d in &report.dimensions {
@@ -85,7 +98,7 @@ pub async fn run(ctx: &Context, args: CheckArgs) -> CliResult {
         Some(m) => println!("mean: {m:.3}"),
         None => println!("mean: none (every dimension skipped; no score is fabricated)"),
     }
-    Ok(OK)
+    Ok(finished)
 }
 
 /// What a check is about to do, for a person watching: each dimension and, for the tool-based

@@ -361,6 +361,11 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
             for line in lines.iter().take(6) {
                 println!("  + {line}");
             }
+            println!(
+                "  (its `human` support counts are the demo's stand-in reviewer, `{}`: a fixed rule, not a person,\n   \
+                 filling the review packet a person would; the optimizer weighs a packet's answers as a person's review)",
+                reviewer::DEMO_REVIEWER
+            );
         }
         _ => println!("\nno candidate: {}", meta.optimizer.no_candidate_reason),
     }

@@ -8,6 +8,7 @@ use serde_json::json;
 use skillforge_engine::Job;
 use skillforge_runner_sandbox::{ConfinementMode, SandboxPayload, Verdict, VerifyReport};
 
+use crate::ci_output::{self, CiArgs, CiRun, Finished, Suite};
 use crate::control::args::secs;
 use crate::control::waiter::{await_job, submit_checked};
 use skillforge_stage::repo::RepoError;
@@ -51,7 +52,7 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "SECS", default_value_t = 900)]
     timeout: u64,
     /// Enqueue and print the job id without waiting.
-    #[arg(long = "no-wait")]
+    #[arg(long = "no-wait", conflicts_with_all = ["junit", "format"])]
     no_wait: bool,
     /// Network for the commands.
     #[arg(long, value_enum, default_value_t = Network::On)]
@@ -78,11 +79,19 @@ pub struct VerifyArgs {
     /// Commands, each run with `sh -c` in order inside the sandbox (may contain commas and shell operators).
     #[arg(last = true, required = true, value_name = "CMD")]
     commands: Vec<String>,
+    #[command(flatten)]
+    ci: CiArgs,
 }
 
-/// Enqueues one verification job and, unless `--no-wait`, prints its report.
+/// Enqueues one verification job and, unless `--no-wait`, prints its report (one JUnit testcase
+/// per command with `--junit`, annotations with `--format github`).
 /// Exit 0 pass, 1 fail, 3 skipped (not runnable) or could not run.
 pub async fn run(ctx: &Context, args: VerifyArgs) -> CliResult {
+    let ci = CiRun::start(args.ci.clone(), "verify", ctx.json)?;
+    ci.finish(verify(ctx, args).await)
+}
+
+async fn verify(ctx: &Context, args: VerifyArgs) -> Result<Finished, CliError> {
     if args.timeout == 0 {
         return Err(CliError::usage(anyhow!("--timeout must be at least 1 second")));
     }
@@ -124,7 +133,8 @@ pub async fn run(ctx: &Context, args: VerifyArgs) -> CliResult {
         } else {
             println!("{}", enqueued.job_id);
         }
-        return Ok(OK);
+        // `--no-wait` conflicts with `--junit` and `--format`: nothing reads this suite.
+        return Ok(Finished { code: OK, suite: Suite::new("skillforge verify") });
     }
     if !enqueued.created && !ctx.json {
         eprintln!("recorded result of job {} (idempotency key)", enqueued.job_id);
@@ -133,8 +143,8 @@ pub async fn run(ctx: &Context, args: VerifyArgs) -> CliResult {
     report_verification(ctx, &job)
 }
 
-/// Prints a finished verification job and returns its exit code (also used by `jobs show`-like views).
-pub fn report_verification(ctx: &Context, job: &Job) -> CliResult {
+/// Prints a finished verification job; returns its exit code and its report as a CI suite.
+fn report_verification(ctx: &Context, job: &Job) -> Result<Finished, CliError> {
     let Some(report) = job.outcome.as_ref().and_then(|o| VerifyReport::from_json(&o.detail).ok()) else {
         let why = job.error.clone().unwrap_or_else(|| format!("job ended {} without a report", job.state));
         if ctx.json {
@@ -142,7 +152,7 @@ pub fn report_verification(ctx: &Context, job: &Job) -> CliResult {
         } else {
             eprintln!("verification job {} could not run: {why}", job.id);
         }
-        return Ok(ENVIRONMENT);
+        return Ok(Finished { code: ENVIRONMENT, suite: ci_output::verify::no_report(&job.id, &why) });
     };
     if ctx.json {
         let mut value = report.to_json();
@@ -166,11 +176,12 @@ pub fn report_verification(ctx: &Context, job: &Job) -> CliResult {
         let reason = report.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
         println!("verdict: {}{reason}", verdict_label(report.verdict));
     }
-    Ok(match report.verdict {
+    let code = match report.verdict {
         Verdict::Pass => OK,
         Verdict::Fail => CHECK_FAILED,
         Verdict::Skipped => ENVIRONMENT,
-    })
+    };
+    Ok(Finished { code, suite: ci_output::verify::suite(&job.id, &report) })
 }
 
 fn verdict_label(v: Verdict) -> &'static str {

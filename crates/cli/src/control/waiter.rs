@@ -426,7 +426,7 @@ impl StageJobs for CliJobs<'_> {
         let store = self.store().await?;
         skillforge_stage::files::recorded_outputs(&store, job_id)
             .await
-            .map_err(|message| EngineError::Backend { backend: "store", message })
+            .map_err(|e| EngineError::Backend { backend: "store", message: e.to_string() })
     }
 
     async fn submit(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {

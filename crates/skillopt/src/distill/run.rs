@@ -15,6 +15,7 @@ use skillforge_contract::{
     parse_template,
     read_training_package, serialize_package,
 };
+use skillforge_stage::fs::{WriteError, write_atomic};
 
 use super::evidence::{SourceCounts, gather_evidence};
 use super::guidance::{GuidanceLine, Support, rank_guidance};
@@ -95,14 +96,9 @@ pub enum DistillError {
         /// What is wrong.
         source: TemplateError,
     },
-    /// An output file cannot be written.
-    #[error("write `{path}`: {message}")]
-    Write {
-        /// The file or directory.
-        path: PathBuf,
-        /// OS error text.
-        message: String,
-    },
+    /// An output file cannot be written (``write `<path>`: <step>: <OS error>``).
+    #[error(transparent)]
+    Write(#[from] WriteError),
     /// JSON encoding failed.
     #[error("encode {what}: {message}")]
     Encode {
@@ -294,9 +290,9 @@ pub fn distill(
     }
     let report_text = pretty(&eval_report, "eval report")?;
 
-    write_file(&out.out_root.join("initial_skill.md"), plan.base_content.as_bytes())?;
-    write_file(&out.out_root.join("candidate_skill.md"), plan.content.as_bytes())?;
-    write_file(&out.out_root.join("guidance.json"), pretty(&plan.guidance, "guidance")?.as_bytes())?;
+    write_atomic(&out.out_root.join("initial_skill.md"), plan.base_content.as_bytes())?;
+    write_atomic(&out.out_root.join("candidate_skill.md"), plan.content.as_bytes())?;
+    write_atomic(&out.out_root.join("guidance.json"), pretty(&plan.guidance, "guidance")?.as_bytes())?;
     let diff_ref = write_artifact(&out.artifact_dir, &diff_id, &diff_path, "text/x-diff", diff.as_bytes())?;
     let report_ref =
         write_artifact(&out.artifact_dir, &report_id, &report_path, "application/json", report_text.as_bytes())?;
@@ -385,7 +381,7 @@ fn write_artifact(
     media_type: &str,
     bytes: &[u8],
 ) -> Result<CandidateArtifactRef, DistillError> {
-    write_file(&dir.join(rel_path), bytes)?;
+    write_atomic(&dir.join(rel_path), bytes)?;
     Ok(CandidateArtifactRef {
         id: id.to_owned(),
         path: rel_path.to_owned(),
@@ -394,21 +390,6 @@ fn write_artifact(
         driver: driver_for_media_type(media_type).to_owned(),
         size_bytes: Some(i64::try_from(bytes.len()).unwrap_or(i64::MAX)),
     })
-}
-
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), DistillError> {
-    let err = |p: &Path, e: std::io::Error| DistillError::Write { path: p.to_owned(), message: e.to_string() };
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        fs::create_dir_all(parent).map_err(|e| err(parent, e))?;
-    }
-    fs::write(path, bytes).map_err(|e| err(path, e))
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DistillError> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "candidate".into());
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    write_file(&tmp, bytes)?;
-    fs::rename(&tmp, path).map_err(|e| DistillError::Write { path: path.to_owned(), message: e.to_string() })
 }
 
 #[cfg(test)]

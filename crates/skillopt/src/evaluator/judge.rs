@@ -8,7 +8,6 @@
 //! rubric) and never the option's blind label. A verdict the judge did not state readably is
 //! refused by name (stage `error`), never read as a tie.
 
-use sha2::{Digest, Sha256};
 use serde_json::Value;
 use skillforge_contract::EvaluatorProfile;
 use skillforge_engine::JobSpec;
@@ -147,30 +146,46 @@ pub fn judge_prompt(profile: &EvaluatorProfile, rubric: &str, title: &str, text:
 
 /// `sha256:<hex>` of `text`.
 pub fn prompt_hash(text: &str) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(text.as_bytes())))
+    skillforge_stage::fs::content_hash(text)
+}
+
+/// Why a judge's final message holds no usable verdict; the caller records it as a stage error,
+/// never as a tie.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerdictError {
+    /// No JSON object in the message (the parser's error text).
+    #[error("judge verdict unreadable: the final message is not a JSON object: {0}")]
+    NotJson(String),
+    /// The object has no `verdict` field.
+    #[error("judge verdict unreadable: no `verdict` field")]
+    NoVerdict,
+    /// A verdict other than a, b or tie (lowercased).
+    #[error("judge verdict unreadable: `{0}` is not a, b or tie")]
+    Unknown(String),
 }
 
 /// Reads `{"verdict": "a"|"b"|"tie", "reasoning": …}` from a judge's final message (a JSON object
 /// embedded in prose — first `{` to last `}` — is accepted; the verdict is case-insensitive).
+/// Returns the verdict and the trimmed reasoning ('' when absent).
 ///
 /// # Errors
-/// A reason naming what was wrong (no JSON object, no verdict, a verdict other than a/b/tie); the
-/// caller records it as a stage error, never as a tie.
-pub fn parse_judge_verdict(final_message: &str) -> Result<(JudgeVerdict, String), String> {
+/// [`VerdictError`] naming what was wrong (no JSON object, no verdict, a verdict other than
+/// a/b/tie).
+pub fn parse_judge_verdict(final_message: &str) -> Result<(JudgeVerdict, String), VerdictError> {
     let text = final_message.trim();
     let value: Value = serde_json::from_str(text)
         .or_else(|e| match (text.find('{'), text.rfind('}')) {
             (Some(a), Some(b)) if a < b => serde_json::from_str(&text[a..=b]),
             _ => Err(e),
         })
-        .map_err(|e| format!("judge verdict unreadable: the final message is not a JSON object: {e}"))?;
+        .map_err(|e| VerdictError::NotJson(e.to_string()))?;
     let verdict = value.get("verdict").and_then(Value::as_str).map(|v| v.trim().to_ascii_lowercase());
     let verdict = match verdict.as_deref() {
         Some("a") => JudgeVerdict::Meets,
         Some("b") => JudgeVerdict::FallsShort,
         Some("tie") => JudgeVerdict::Tie,
-        Some(other) => return Err(format!("judge verdict unreadable: `{other}` is not a, b or tie")),
-        None => return Err("judge verdict unreadable: no `verdict` field".to_owned()),
+        Some(other) => return Err(VerdictError::Unknown(other.to_owned())),
+        None => return Err(VerdictError::NoVerdict),
     };
     let reasoning = value.get("reasoning").and_then(Value::as_str).unwrap_or("").trim().to_owned();
     Ok((verdict, reasoning))

@@ -233,7 +233,7 @@ fn judge_outcome(job: &Job) -> JudgeOutcome {
         Ok((verdict, reasoning)) => {
             JudgeOutcome::Verdict { verdict, reasoning, runtime: report.runtime, family: report.family, job_id }
         }
-        Err(reason) => JudgeOutcome::Error { reason, job_id },
+        Err(e) => JudgeOutcome::Error { reason: e.to_string(), job_id },
     }
 }
 

@@ -60,7 +60,7 @@ impl StageEnv for Recorder {
                     family: "scripted".into(),
                     job_id: "job-1".into(),
                 },
-                Err(reason) => JudgeOutcome::Error { reason, job_id: "job-1".into() },
+                Err(e) => JudgeOutcome::Error { reason: e.to_string(), job_id: "job-1".into() },
             },
             Err(reason) => JudgeOutcome::Error { reason: reason.into(), job_id: String::new() },
         }

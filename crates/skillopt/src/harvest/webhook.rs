@@ -80,26 +80,37 @@ fn repo_of(event: &str, body: &Value) -> Result<String, WebhookError> {
         .ok_or_else(|| payload_error(event, "`repository.full_name` (owner/repo) is required"))
 }
 
+/// Why an outcome name or its options are refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OutcomeError {
+    /// A `ci` value other than external, none or gitmoot.
+    #[error("ci `{0}` is invalid; use external, none or gitmoot")]
+    Ci(String),
+    /// An outcome name other than merged, blocked, changes_requested or reverted.
+    #[error("outcome `{0}` is invalid; use merged, blocked, changes_requested or reverted")]
+    Name(String),
+}
+
 /// Parses an outcome name with its options, as `skillforge harvest outcome` takes them: `merged`
 /// (`ci`: `external` | `none` | `gitmoot`, absent = read the recorded observations), `blocked`,
 /// `changes_requested` (`rounds` ≥ 1, default 1), `reverted`.
 ///
 /// # Errors
-/// A message naming the bad value.
-pub fn parse_outcome(name: &str, ci: Option<&str>, rounds: Option<u32>) -> Result<Outcome, String> {
+/// [`OutcomeError`] naming the bad value.
+pub fn parse_outcome(name: &str, ci: Option<&str>, rounds: Option<u32>) -> Result<Outcome, OutcomeError> {
     let ci = match ci {
         None => None,
         Some("external") => Some(CiEvidence::External { context: "external".into() }),
         Some("none") => Some(CiEvidence::EmptyGate { confirmed: false }),
         Some("gitmoot") => Some(CiEvidence::EmptyGate { confirmed: true }),
-        Some(other) => return Err(format!("ci `{other}` is invalid; use external, none or gitmoot")),
+        Some(other) => return Err(OutcomeError::Ci(other.to_owned())),
     };
     match name {
         "merged" => Ok(Outcome::Merged { ci }),
         "blocked" => Ok(Outcome::Blocked),
         "changes_requested" => Ok(Outcome::ChangesRequested { rounds: rounds.unwrap_or(1).max(1) }),
         "reverted" => Ok(Outcome::Reverted { by_pr: None }),
-        other => Err(format!("outcome `{other}` is invalid; use merged, blocked, changes_requested or reverted")),
+        other => Err(OutcomeError::Name(other.to_owned())),
     }
 }
 
@@ -198,7 +209,7 @@ fn skillforge_outcome(event: &str, json: &Value) -> Result<Vec<HarvestEvent>, We
     let pr = json.get("pr").and_then(Value::as_i64).filter(|n| *n > 0).ok_or_else(|| payload_error(event, "`pr` ≥ 1 is required"))?;
     let name = str_at(json, &["outcome"]).ok_or_else(|| payload_error(event, "`outcome` is required"))?;
     let rounds = json.get("rounds").and_then(Value::as_u64).map(|r| r.min(u64::from(u32::MAX)) as u32);
-    let outcome = parse_outcome(name, str_at(json, &["ci"]), rounds).map_err(|m| payload_error(event, m))?;
+    let outcome = parse_outcome(name, str_at(json, &["ci"]), rounds).map_err(|e| payload_error(event, e.to_string()))?;
     let head = str_at(json, &["head"]).map(str::to_owned);
     Ok(vec![HarvestEvent::Outcome {
         repo,

@@ -149,30 +149,87 @@ impl Sinks {
     }
 }
 
+/// Why an event did not reach a sink; the caller logs it and goes on (notifications never fail
+/// a command).
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    /// The JSONL sink's directory could not be created.
+    #[error("create `{}`: {error}", dir.display())]
+    CreateDir {
+        /// The directory.
+        dir: PathBuf,
+        /// The I/O error.
+        error: std::io::Error,
+    },
+    /// The JSONL sink could not be opened.
+    #[error("open `{}`: {error}", path.display())]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        error: std::io::Error,
+    },
+    /// The line could not be appended.
+    #[error("append to `{}`: {error}", path.display())]
+    Append {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        error: std::io::Error,
+    },
+    /// The Redis URL is invalid.
+    #[error("redis url `{url}`: {error}")]
+    RedisUrl {
+        /// The URL.
+        url: String,
+        /// The client's error.
+        error: redis::RedisError,
+    },
+    /// The Redis server cannot be reached.
+    #[error("connect to `{url}`: {error}")]
+    Connect {
+        /// The URL.
+        url: String,
+        /// The client's error.
+        error: redis::RedisError,
+    },
+    /// The server refused the XADD.
+    #[error("XADD {stream}: {error}")]
+    Xadd {
+        /// The stream.
+        stream: String,
+        /// The server's error.
+        error: redis::RedisError,
+    },
+}
+
 /// Appends one line to the JSONL sink (created 0600 with parents if missing).
 ///
 /// # Errors
-/// The I/O error, naming the file.
-pub fn append_jsonl(path: &Path, event: &Event) -> Result<(), String> {
+/// [`SinkError::CreateDir`], [`SinkError::Open`] or [`SinkError::Append`], naming the file.
+pub fn append_jsonl(path: &Path, event: &Event) -> Result<(), SinkError> {
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| format!("create `{}`: {e}", parent.display()))?;
+        std::fs::create_dir_all(parent).map_err(|error| SinkError::CreateDir { dir: parent.to_owned(), error })?;
     }
     let mut options = std::fs::OpenOptions::new();
     options.create(true).append(true);
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(path).map_err(|e| format!("open `{}`: {e}", path.display()))?;
+    let mut file = options.open(path).map_err(|error| SinkError::Open { path: path.to_owned(), error })?;
     let mut line = event.to_json();
     line.push('\n');
-    file.write_all(line.as_bytes()).map_err(|e| format!("append to `{}`: {e}", path.display()))
+    file.write_all(line.as_bytes()).map_err(|error| SinkError::Append { path: path.to_owned(), error })
 }
 
 /// XADDs one event to `stream` on the Redis server at `url`: fields `event` and `payload`.
+/// Returns the entry id the server assigned.
 ///
 /// # Errors
-/// A message when the server cannot be reached or refuses the command.
-pub async fn xadd(url: &str, stream: &str, event: &Event) -> Result<String, String> {
-    let client = redis::Client::open(url).map_err(|e| format!("redis url `{url}`: {e}"))?;
-    let mut conn = client.get_multiplexed_async_connection().await.map_err(|e| format!("connect to `{url}`: {e}"))?;
+/// [`SinkError::RedisUrl`], [`SinkError::Connect`] or [`SinkError::Xadd`] when the server cannot
+/// be reached or refuses the command.
+pub async fn xadd(url: &str, stream: &str, event: &Event) -> Result<String, SinkError> {
+    let client = redis::Client::open(url).map_err(|error| SinkError::RedisUrl { url: url.to_owned(), error })?;
+    let mut conn =
+        client.get_multiplexed_async_connection().await.map_err(|error| SinkError::Connect { url: url.to_owned(), error })?;
     redis::cmd("XADD")
         .arg(stream)
         .arg("*")
@@ -182,7 +239,7 @@ pub async fn xadd(url: &str, stream: &str, event: &Event) -> Result<String, Stri
         .arg(event.to_json())
         .query_async::<String>(&mut conn)
         .await
-        .map_err(|e| format!("XADD {stream}: {e}"))
+        .map_err(|error| SinkError::Xadd { stream: stream.to_owned(), error })
 }
 
 /// `sha256=<hex>` of HMAC-SHA256(`secret`, `body`).

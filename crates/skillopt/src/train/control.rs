@@ -9,13 +9,14 @@
 //! finished ones, and scores replace (never add to) the items' `evaluator_scores`.
 //!
 //! Each step checks the transition with [`super::state::check_transition`] and writes it with a
-//! compare-and-set, so a step that already happened is not repeated and a racing control plane
+//! compare-and-set (in the same store transaction as the step's metadata), so a step that already happened is not repeated and a racing control plane
 //! cannot move the iteration twice. Job results are applied by [`TrainResultHandler`], which is
 //! idempotent; candidate imports go through [`import_gate`], which never imports the same package
 //! file twice.
 
+use crate::train::iteration::Iteration;
 use crate::train::meta::IterationMeta;
-use skillforge_store::train::{IterationRow, SessionRow};
+use skillforge_store::train::SessionRow;
 
 use crate::train::state::{TrainState, check_start_next};
 use crate::train::{TrainEnv, TrainError};
@@ -41,29 +42,29 @@ pub async fn continue_session(env: &TrainEnv<'_>, session_id: &str, req: &Contin
     let mut report = StepReport { session_id: session.id.clone(), iteration_id: it.id.clone(), ..Default::default() };
     if req.promote.is_some() || req.reject.is_some() {
         decide(env, &mut it, req, &mut report).await?;
-        report.state = it.state.clone();
+        report.state = it.state;
         return Ok(report);
     }
     if req.start_next {
-        check_start_next(&it.state, &it.decision_reason).map_err(|e| TrainError::Refused(format!("--start-next refused (S-99): {e}")))?;
+        check_start_next(it.state, &it.decision_reason).map_err(|e| TrainError::Refused(format!("--start-next refused (S-99): {e}")))?;
         let (session, mut next) = start_next(env, &session, &it, &mut report).await?;
         prepare_items(env, &session, &mut next, &mut report).await?;
         report.iteration_id = next.id.clone();
-        report.state = next.state.clone();
+        report.state = next.state;
         report.next_action = format!("skillforge train continue --session {}", session.id);
         return Ok(report);
     }
     loop {
-        report.state = it.state.clone();
-        let Some(step) = TrainState::parse(&it.state).and_then(step_for) else {
-            report.next_action = next_action_for(&it.state, &session.id);
+        report.state = it.state;
+        let Some(step) = step_for(it.state) else {
+            report.next_action = next_action_for(it.state, &session.id);
             break;
         };
         if run_step(step, env, &session, &mut it, req, &mut report).await? == Flow::Stop {
             break;
         }
     }
-    report.state = it.state.clone();
+    report.state = it.state;
     if !it.candidate_version_id.is_empty() {
         report.candidate_version = Some(it.candidate_version_id.clone());
     }
@@ -114,7 +115,7 @@ async fn run_step(
     step: Step,
     env: &TrainEnv<'_>,
     session: &SessionRow,
-    it: &mut IterationRow,
+    it: &mut Iteration,
     req: &ContinueRequest,
     report: &mut StepReport,
 ) -> Result<Flow, TrainError> {
@@ -177,12 +178,12 @@ async fn run_step(
         }
         Step::ImportCandidate => {
             import_candidate(env, it, report).await?;
-            report.next_action = next_action_for(&it.state, &session.id);
+            report.next_action = next_action_for(it.state, &session.id);
             return Ok(Flow::Stop);
         }
         Step::PublishCandidateReview => {
             publish_candidate_review(env, session, it, report).await?;
-            report.next_action = next_action_for(&it.state, &session.id);
+            report.next_action = next_action_for(it.state, &session.id);
             return Ok(Flow::Stop);
         }
     }

@@ -72,7 +72,7 @@ pub async fn deliver(queue: &dyn QueueBackend, store: &skillforge_store::Store, 
         return Ok(0);
     }
     let Some(area) = queue.transfer_area() else { return Ok(0) };
-    let recorded = skillforge_stage::files::recorded_outputs(store, &job.id).await.map_err(TrainError::Env)?;
+    let recorded = skillforge_stage::files::recorded_outputs(store, &job.id).await.map_err(|e| TrainError::Env(e.to_string()))?;
     transfer::deliver_outputs(area.as_ref(), job, &recorded)
         .await
         .map_err(|e| TrainError::Env(format!("deliver the outputs of optimizer job {}: {e}", job.id)))

@@ -79,12 +79,17 @@ struct OptionsMessage {
     options: Vec<GeneratedOption>,
 }
 
+/// An agent's final message without `{"options":[...]}` (the parser's error text).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the agent's final message is not {{\"options\":[...]}}: {0}")]
+pub struct OptionsError(pub String);
+
 /// Reads `{"options":[{label, content}]}` from an agent's final message; a JSON object embedded
 /// in prose (the first `{` to the last `}`) is accepted.
 ///
 /// # Errors
-/// A message when no such object is found.
-pub fn parse_options(final_message: &str) -> Result<Vec<GeneratedOption>, String> {
+/// [`OptionsError`] when no such object is found.
+pub fn parse_options(final_message: &str) -> Result<Vec<GeneratedOption>, OptionsError> {
     let text = final_message.trim();
     let parsed: Result<OptionsMessage, _> = serde_json::from_str(text).or_else(|e| {
         match (text.find('{'), text.rfind('}')) {
@@ -92,7 +97,7 @@ pub fn parse_options(final_message: &str) -> Result<Vec<GeneratedOption>, String
             _ => Err(e),
         }
     });
-    parsed.map(|m| m.options).map_err(|e| format!("the agent's final message is not {{\"options\":[...]}}: {e}"))
+    parsed.map(|m| m.options).map_err(|e| OptionsError(e.to_string()))
 }
 
 /// Applies train job results to the domain store (DESIGN §3: the control plane is the only writer).

@@ -50,30 +50,72 @@ pub fn schema() -> schemars::Schema {
     schemars::schema_for!(ItemsFile)
 }
 
-/// Parses an items file (`file` names it in errors).
+/// Why an items file is refused; every message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ItemsError {
+    /// Over the document limits.
+    #[error("items file `{file}` {error}")]
+    Limit {
+        /// The file.
+        file: String,
+        /// The limit it breaks.
+        error: skillforge_contract::limits::LimitError,
+    },
+    /// Bad YAML or keys.
+    #[error("invalid items file `{file}`: {error} (expected `items:` with a list of {{id, title, input}}; no other keys)")]
+    Invalid {
+        /// The file.
+        file: String,
+        /// The parser's error.
+        error: serde_norway::Error,
+    },
+    /// No items.
+    #[error("items file `{file}` has no items")]
+    Empty {
+        /// The file.
+        file: String,
+    },
+    /// An empty or unsafe id.
+    #[error("items file `{file}`: item id {id:?} must be non-empty ASCII letters, digits, `.`, `_` or `-`")]
+    BadId {
+        /// The file.
+        file: String,
+        /// The id.
+        id: String,
+    },
+    /// An id twice.
+    #[error("items file `{file}`: item id `{id}` appears twice")]
+    Duplicate {
+        /// The file.
+        file: String,
+        /// The id.
+        id: String,
+    },
+}
+
+/// Parses an items file (`file` names it in errors) into its items, in file order.
 ///
 /// # Errors
-/// A message naming the file: bad YAML or keys, no items, an empty, duplicate or unsafe id.
-pub fn parse_items(text: &str, file: &str) -> Result<Vec<ItemSpec>, String> {
-    skillforge_contract::limits::check_yaml(text).map_err(|e| format!("items file `{file}` {e}"))?;
-    let parsed: ItemsFile = serde_norway::from_str(text).map_err(|e| {
-        format!("invalid items file `{file}`: {e} (expected `items:` with a list of {{id, title, input}}; no other keys)")
-    })?;
+/// [`ItemsError`] naming the file: bad YAML or keys, no items, an empty, duplicate or unsafe id.
+pub fn parse_items(text: &str, file: &str) -> Result<Vec<ItemSpec>, ItemsError> {
+    let file_name = || file.to_owned();
+    skillforge_contract::limits::check_yaml(text).map_err(|error| ItemsError::Limit { file: file_name(), error })?;
+    let parsed: ItemsFile = serde_norway::from_str(text).map_err(|error| ItemsError::Invalid { file: file_name(), error })?;
     let items = match parsed {
         ItemsFile::Wrapped(w) => w.items,
         ItemsFile::Bare(items) => items,
     };
     if items.is_empty() {
-        return Err(format!("items file `{file}` has no items"));
+        return Err(ItemsError::Empty { file: file_name() });
     }
     let mut seen = std::collections::BTreeSet::new();
     for item in &items {
         let id = item.id.as_str();
         if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')) || id.starts_with('.') {
-            return Err(format!("items file `{file}`: item id {id:?} must be non-empty ASCII letters, digits, `.`, `_` or `-`"));
+            return Err(ItemsError::BadId { file: file_name(), id: id.to_owned() });
         }
         if !seen.insert(id) {
-            return Err(format!("items file `{file}`: item id `{id}` appears twice"));
+            return Err(ItemsError::Duplicate { file: file_name(), id: id.to_owned() });
         }
     }
     Ok(items)
@@ -95,7 +137,7 @@ mod tests {
             ("items:\n  - id: a/b\n", "must be"),
             ("items:\n  - id: a\n    prompt: x\n", "invalid items file"),
         ] {
-            let err = parse_items(text, "f.yml").unwrap_err();
+            let err = parse_items(text, "f.yml").unwrap_err().to_string();
             assert!(err.contains(want), "{text:?}: {err}");
         }
     }

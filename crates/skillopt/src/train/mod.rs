@@ -4,8 +4,10 @@
 //! review context, and start the next iteration only after a human decision.
 //!
 //! * [`stages`]: the stage definitions of `workflows/train.toml` and optimizer backends;
-//! * [`state`]: the iteration state machine (pure); [`phase`]: `status_phase` derivation (pure);
-//! * [`items`], [`meta`]: the items file and what sessions/iterations record;
+//! * [`state`]: the iteration state machine, its transition table as data (pure); [`phase`]:
+//!   `status_phase` derivation (pure);
+//! * [`items`], [`meta`]: the items file and what sessions/iterations record; [`iteration`]: an
+//!   iteration with its state parsed once, at load;
 //! * [`generation`]: option-generation jobs and the [`TrainResultHandler`];
 //! * [`optimizer`]: backend preflight, the optimizer job, attempt dirs and the import gate;
 //! * [`fleet`]: the optimizer's files through the queue's transfer area when workers do not
@@ -24,6 +26,7 @@ pub mod control;
 pub mod fleet;
 pub mod generation;
 pub mod items;
+pub mod iteration;
 pub mod meta;
 pub mod optimizer;
 pub mod phase;

@@ -14,7 +14,8 @@ use skillforge_contract::{CandidatePackage, ImportOptions, ImportState, validate
 use skillforge_engine::JobSpec;
 use skillforge_runner::PayloadError;
 use skillforge_runner_process::ProcessPayload;
-use skillforge_store::Store;
+use skillforge_store::artifacts::StoreArtifactError;
+use skillforge_store::{Store, StoreError};
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::candidates::{import_verified, list_candidates, load_import_state};
 
@@ -196,34 +197,86 @@ pub enum GateResult {
     },
 }
 
+/// Why a candidate package could not go through the import gate; every message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    /// The optimizer left no package file where the attempt said it would.
+    #[error("the optimizer wrote no candidate package at `{}`", .0.display())]
+    NoPackage(PathBuf),
+    /// The file could not be read.
+    #[error("read candidate package `{file}`: {error}")]
+    Read {
+        /// The file.
+        file: String,
+        /// The I/O error.
+        error: std::io::Error,
+    },
+    /// The file is over the document limits.
+    #[error("candidate package `{file}` {error}")]
+    Limit {
+        /// The file.
+        file: String,
+        /// The limit it breaks.
+        error: skillforge_contract::limits::LimitError,
+    },
+    /// The file is not a candidate package.
+    #[error("parse candidate package `{file}`: {error}")]
+    Parse {
+        /// The file.
+        file: String,
+        /// The parser's error.
+        error: serde_json::Error,
+    },
+    /// Reading what the gate checks against failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// No store connection.
+    #[error(transparent)]
+    Pool(#[from] sqlx::Error),
+    /// The gate refused the package (facts §2).
+    #[error("import candidate package `{file}`: {error}")]
+    Refused {
+        /// The file.
+        file: String,
+        /// The broken rule.
+        error: skillforge_contract::ImportError,
+    },
+    /// Writing the verified candidate failed.
+    #[error("store candidate from `{file}`: {error}")]
+    Write {
+        /// The file.
+        file: String,
+        /// The store's error.
+        error: StoreArtifactError,
+    },
+}
+
 /// Imports `candidate_file` through the same gate as `skillforge import` (facts §2: every check
 /// before anything is written; never promotes). A package already imported from the same path
 /// returns its version instead of a duplicate. Artifact paths are relative to
 /// `<attempt dir>/artifacts`.
 ///
 /// # Errors
-/// A message for an unreadable or refused package, or a store failure.
-pub async fn import_gate(store: &Store, blobs: &BlobStore, attempt_dir: &Path, candidate_file: &Path) -> Result<GateResult, String> {
+/// [`GateError`] for an unreadable or refused package, or a store failure.
+pub async fn import_gate(store: &Store, blobs: &BlobStore, attempt_dir: &Path, candidate_file: &Path) -> Result<GateResult, GateError> {
     let file = candidate_file.display().to_string();
-    let bytes = std::fs::read(candidate_file).map_err(|e| format!("read candidate package `{file}`: {e}"))?;
-    skillforge_contract::limits::check_json_bytes(&bytes).map_err(|e| format!("candidate package `{file}` {e}"))?;
+    let bytes = std::fs::read(candidate_file).map_err(|error| GateError::Read { file: file.clone(), error })?;
+    skillforge_contract::limits::check_json_bytes(&bytes).map_err(|error| GateError::Limit { file: file.clone(), error })?;
     let package: CandidatePackage =
-        serde_json::from_slice(&bytes).map_err(|e| format!("parse candidate package `{file}`: {e}"))?;
-    let existing = list_candidates(store.pool(), &package.template_id).await.map_err(|e| e.to_string())?;
+        serde_json::from_slice(&bytes).map_err(|error| GateError::Parse { file: file.clone(), error })?;
+    let existing = list_candidates(store.pool(), &package.template_id).await?;
     if let Some(found) = existing.iter().find(|c| c.source_path == file) {
         return Ok(GateResult::Candidate { version_id: found.version_id.clone(), is_new: false });
     }
     let state = {
-        let mut conn = store.pool().acquire().await.map_err(|e| e.to_string())?;
-        load_import_state(&mut conn, &ImportState::needed(&package)).await.map_err(|e| e.to_string())?
+        let mut conn = store.pool().acquire().await?;
+        load_import_state(&mut conn, &ImportState::needed(&package)).await?
     };
     let artifact_dir = attempt_dir.join("artifacts");
     let options = ImportOptions { artifact_dir: Some(&artifact_dir), has_blob_store: true };
     match validate_candidate_import(&package, options, &state) {
         Ok(verified) => {
-            let imported = import_verified(store, blobs, &verified, &file)
-                .await
-                .map_err(|e| format!("store candidate from `{file}`: {e}"))?;
+            let imported = import_verified(store, blobs, &verified, &file).await.map_err(|error| GateError::Write { file, error })?;
             Ok(GateResult::Candidate { version_id: imported.version.id, is_new: true })
         }
         Err(e) if e.is_no_candidate() => {
@@ -233,7 +286,7 @@ pub async fn import_gate(store: &Store, blobs: &BlobStore, attempt_dir: &Path, c
             };
             Ok(GateResult::NoCandidate { reason, details: package.eval_report.clone() })
         }
-        Err(e) => Err(format!("import candidate package `{file}`: {e}")),
+        Err(error) => Err(GateError::Refused { file, error }),
     }
 }
 

@@ -11,6 +11,8 @@
 //! `optimizer_completed_candidate`; (4) recovery available → `recovery_available`;
 //! (5) the current state.
 
+use crate::train::state::TrainState;
+
 /// A lock's status as the engine reports it (`LeaseView::status`; facts §3 lock status).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LockState {
@@ -38,7 +40,7 @@ pub struct PhaseInput<'a> {
     /// Metadata generation status (`running` while jobs are queued or running).
     pub generation_status: &'a str,
     /// The iteration state (`current_phase`).
-    pub current_phase: &'a str,
+    pub current_phase: TrainState,
     /// Whether recovery is available (a stale optimizer job, or a failed one that left a
     /// completed candidate package).
     pub recovery_available: bool,
@@ -98,8 +100,8 @@ pub fn derive_status_phase(input: &PhaseInput<'_>) -> String {
         return "failed_unrecoverable".into();
     }
     match input.current_phase {
-        "optimizer_completed_no_candidate" => return "optimizer_completed_no_candidate".into(),
-        "candidate_created" | "candidate_review_published" | "candidate_promoted" | "candidate_rejected" => {
+        TrainState::NoCandidate => return TrainState::NoCandidate.as_str().into(),
+        TrainState::CandidateCreated | TrainState::CandidateReviewPublished | TrainState::Promoted | TrainState::Rejected => {
             return "optimizer_completed_candidate".into();
         }
         _ => {}
@@ -107,12 +109,12 @@ pub fn derive_status_phase(input: &PhaseInput<'_>) -> String {
     if input.recovery_available {
         return "recovery_available".into();
     }
-    if input.generation_status == "running" && input.current_phase == "items_ready" {
+    if input.generation_status == "running" && input.current_phase == TrainState::ItemsReady {
         // Jobs queued (not yet leased) or re-queued after a stale lease: still generating, so
         // polling does not look frozen at items_ready (seed step 2).
         return "generating_options".into();
     }
-    input.current_phase.to_owned()
+    input.current_phase.as_str().to_owned()
 }
 
 #[cfg(test)]
@@ -122,7 +124,7 @@ mod tests {
 
     #[test]
     fn derivation_order_table() {
-        let base = PhaseInput { current_phase: "training_package_created", ..Default::default() };
+        let base = PhaseInput { current_phase: TrainState::TrainingPackageCreated, ..Default::default() };
         let check = |input: PhaseInput<'_>, want: &str| assert_eq!(derive_status_phase(&input), want, "{input:?}");
         check(PhaseInput { optimizer_lock: Some(Active), ..base.clone() }, "optimizer_running");
         check(PhaseInput { optimizer_lock: Some(ActiveExpiredHeartbeat), ..base.clone() }, "optimizer_heartbeat_stale");
@@ -132,7 +134,7 @@ mod tests {
             PhaseInput { optimizer_lock: Some(Active), generation_lock: Some(Stale), optimizer_status: "failed", ..base.clone() },
             "optimizer_running",
         );
-        let items = PhaseInput { current_phase: "items_ready", ..Default::default() };
+        let items = PhaseInput { current_phase: TrainState::ItemsReady, ..Default::default() };
         check(PhaseInput { generation_lock: Some(Active), ..items.clone() }, "generating_options");
         check(PhaseInput { generation_lock: Some(ActiveExpiredHeartbeat), ..items.clone() }, "generating_options_heartbeat_stale");
         check(PhaseInput { generation_lock: Some(Stale), ..items.clone() }, "blocked_stale_lock");
@@ -150,9 +152,10 @@ mod tests {
         );
         check(PhaseInput { optimizer_status: "failed", optimizer_error: "exit 1", ..base.clone() }, "failed_unrecoverable");
         check(PhaseInput { candidate_import_status: "failed", ..base.clone() }, "failed_unrecoverable");
-        check(PhaseInput { current_phase: "optimizer_completed_no_candidate", ..Default::default() }, "optimizer_completed_no_candidate");
+        check(PhaseInput { current_phase: TrainState::NoCandidate, ..Default::default() }, "optimizer_completed_no_candidate");
         for s in ["candidate_created", "candidate_review_published", "candidate_promoted", "candidate_rejected"] {
-            check(PhaseInput { current_phase: s, recovery_available: true, ..Default::default() }, "optimizer_completed_candidate");
+            let current_phase = s.parse().unwrap();
+            check(PhaseInput { current_phase, recovery_available: true, ..Default::default() }, "optimizer_completed_candidate");
         }
         check(PhaseInput { recovery_available: true, ..base.clone() }, "recovery_available");
         check(base, "training_package_created");

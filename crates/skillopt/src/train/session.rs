@@ -1,19 +1,22 @@
 //! The session plumbing every train step shares: what a step reports ([`StepReport`]), what
 //! `train continue` may carry ([`ContinueRequest`]), loading a session, advancing its iteration
-//! through the state machine (compare-and-set) and saving the iteration's metadata.
+//! through the state machine (compare-and-set, with the metadata of the step in the same store
+//! transaction) and saving the iteration's metadata.
 
 use std::path::Path;
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
+use sqlx::SqliteConnection;
+use skillforge_stage::fs::write_atomic;
 use skillforge_store::train::{
-    IterationRow, SessionRow, get_session, list_iterations, set_iteration_metadata, set_iteration_state,
+    SessionRow, get_session, list_iterations, set_iteration_metadata, set_iteration_state, set_iteration_state_and_metadata,
 };
 
+use crate::train::iteration::Iteration;
 use crate::train::meta::IterationMeta;
 use crate::train::optimizer::Preflight;
 use crate::train::state::TrainState;
-use crate::train::state::{Transition, check_transition, is_terminal};
+use crate::train::state::{Transition, check_transition};
 use crate::train::{TrainEnv, TrainError};
 
 /// Default agent runtime for option generation.
@@ -41,8 +44,8 @@ pub struct StepReport {
     pub session_id: String,
     /// Current iteration id.
     pub iteration_id: String,
-    /// Iteration state afterwards.
-    pub state: String,
+    /// Iteration state afterwards (serialized as its stored name).
+    pub state: TrainState,
     /// Human lines, one per step taken.
     pub steps: Vec<String>,
     /// What the operator does next.
@@ -85,11 +88,12 @@ pub(crate) fn iteration_id(session_id: &str, n: usize) -> String {
     format!("{session_id}-i{n:03}")
 }
 
-/// Loads a session and its current (newest) iteration.
+/// Loads a session and its current (newest) iteration, the iteration's state parsed.
 ///
 /// # Errors
-/// [`TrainError::Invalid`] for an unknown session.
-pub async fn load(env: &TrainEnv<'_>, session_id: &str) -> Result<(SessionRow, IterationRow), TrainError> {
+/// [`TrainError::Invalid`] for an unknown session, a session without an iteration, or a stored
+/// state outside the vocabulary.
+pub async fn load(env: &TrainEnv<'_>, session_id: &str) -> Result<(SessionRow, Iteration), TrainError> {
     let session = get_session(env.store.pool(), session_id)
         .await?
         .ok_or_else(|| TrainError::Invalid(format!("train session `{session_id}` not found; start one with `skillforge train start`")))?;
@@ -97,29 +101,75 @@ pub async fn load(env: &TrainEnv<'_>, session_id: &str) -> Result<(SessionRow, I
         .await?
         .pop()
         .ok_or_else(|| TrainError::Invalid(format!("train session `{session_id}` has no iteration")))?;
-    Ok((session, iteration))
+    Ok((session, Iteration::try_from(iteration)?))
 }
 
 /// Moves `it` to `to` after checking the transition; a no-op when already there.
-pub(crate) async fn advance(env: &TrainEnv<'_>, it: &mut IterationRow, to: TrainState) -> Result<(), TrainError> {
-    let to = to.as_str();
-    match check_transition(&it.state, to).map_err(|e| TrainError::Refused(e.to_string()))? {
-        Transition::NoOp => Ok(()),
+///
+/// # Errors
+/// [`TrainError::Refused`] for a transition the table does not allow or a lost compare-and-set.
+pub(crate) async fn advance(env: &TrainEnv<'_>, it: &mut Iteration, to: TrainState) -> Result<(), TrainError> {
+    let mut conn = env.store.pool().acquire().await?;
+    advance_on(&mut conn, it, to, None).await
+}
+
+/// Moves `it` to `to` and records `meta` on it in one store transaction (both written or
+/// neither); when `it` is already at `to`, only `meta` is written.
+///
+/// # Errors
+/// As [`advance`].
+pub(crate) async fn advance_with_meta(env: &TrainEnv<'_>, it: &mut Iteration, to: TrainState, meta: &IterationMeta) -> Result<(), TrainError> {
+    let mut conn = env.store.pool().acquire().await?;
+    advance_on(&mut conn, it, to, Some(meta)).await
+}
+
+/// [`advance`] (with `meta`: [`advance_with_meta`]) on `conn`. Inside a caller's transaction the
+/// transition commits or rolls back with the caller's other writes of the step; `it` shows the
+/// transition once this returns.
+///
+/// # Errors
+/// As [`advance`].
+pub(crate) async fn advance_on(
+    conn: &mut SqliteConnection,
+    it: &mut Iteration,
+    to: TrainState,
+    meta: Option<&IterationMeta>,
+) -> Result<(), TrainError> {
+    let kind = check_transition(it.state, to).map_err(|e| TrainError::Refused(e.to_string()))?;
+    let json = meta.map(IterationMeta::to_json);
+    match kind {
+        Transition::NoOp => {
+            if let Some(json) = json {
+                set_iteration_metadata(conn, &it.id, &json).await?;
+                it.metadata_json = json;
+            }
+        }
         Transition::Advance => {
-            let mut conn = env.store.pool().acquire().await?;
-            if !set_iteration_state(&mut conn, &it.id, &it.state, to).await? {
+            let (from, to_name) = (it.state.as_str(), to.as_str());
+            let is_moved = match &json {
+                Some(json) => set_iteration_state_and_metadata(conn, &it.id, from, to_name, json).await?,
+                None => set_iteration_state(conn, &it.id, from, to_name).await?,
+            };
+            if !is_moved {
                 return Err(TrainError::Refused(format!(
                     "iteration `{}` changed while this command ran (another `train continue`?); run `train status`",
                     it.id
                 )));
             }
-            it.state = to.to_owned();
-            Ok(())
+            it.state = to;
+            if let Some(json) = json {
+                it.metadata_json = json;
+            }
         }
     }
+    Ok(())
 }
 
-pub(crate) async fn save_meta(env: &TrainEnv<'_>, it: &mut IterationRow, meta: &IterationMeta) -> Result<(), TrainError> {
+/// Records `meta` on `it` (no state change).
+///
+/// # Errors
+/// Store errors.
+pub(crate) async fn save_meta(env: &TrainEnv<'_>, it: &mut Iteration, meta: &IterationMeta) -> Result<(), TrainError> {
     let json = meta.to_json();
     let mut conn = env.store.pool().acquire().await?;
     set_iteration_metadata(&mut conn, &it.id, &json).await?;
@@ -128,25 +178,32 @@ pub(crate) async fn save_meta(env: &TrainEnv<'_>, it: &mut IterationRow, meta: &
 }
 
 /// The next action for a state where `continue` stops (facts §3 `next_action`).
-pub fn next_action_for(state: &str, session_id: &str) -> String {
+pub fn next_action_for(state: TrainState, session_id: &str) -> String {
     match state {
-        "request_confirmed" => "start a session with --workspace-repo (S-98)".into(),
-        "candidate_created" => format!("skillforge train continue --session {session_id} (publish candidate review context)"),
-        "candidate_review_published" => format!(
+        TrainState::RequestConfirmed => "start a session with --workspace-repo (S-98)".into(),
+        TrainState::CandidateCreated => {
+            format!("skillforge train continue --session {session_id} (publish candidate review context)")
+        }
+        TrainState::CandidateReviewPublished => format!(
             "decide: skillforge train continue --session {session_id} --promote VERSION, or --reject VERSION --reason TEXT"
         ),
-        s if is_terminal(s) => format!("skillforge train continue --session {session_id} --start-next"),
-        _ => format!("skillforge train continue --session {session_id}"),
+        TrainState::NoCandidate | TrainState::Promoted | TrainState::Rejected | TrainState::Abandoned => {
+            format!("skillforge train continue --session {session_id} --start-next")
+        }
+        TrainState::WorkspaceReady
+        | TrainState::ItemsReady
+        | TrainState::OptionsGenerated
+        | TrainState::ReviewPublished
+        | TrainState::FeedbackSynced
+        | TrainState::TrainingPackageCreated
+        | TrainState::OptimizerCompleted => format!("skillforge train continue --session {session_id}"),
     }
 }
 
-pub(crate) fn sha256_hex(text: &str) -> String {
-    hex::encode(Sha256::digest(text.as_bytes()))
-}
-
+/// Writes `bytes` to `path` atomically, its parent dirs created ([`write_atomic`]).
+///
+/// # Errors
+/// [`TrainError::Env`] naming the file and the step that failed.
 pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| TrainError::Env(format!("create `{}`: {e}", parent.display())))?;
-    }
-    std::fs::write(path, bytes).map_err(|e| TrainError::Env(format!("write `{}`: {e}", path.display())))
+    write_atomic(path, bytes).map_err(|e| TrainError::Env(e.to_string()))
 }

@@ -1,43 +1,26 @@
-//! The train iteration state machine (facts §3; seed "Complete train-mode path"): pure functions.
+//! The train iteration state machine (facts §3; seed "Complete train-mode path"): the state as a
+//! type ([`TrainState`]), its transition table as data ([`TRANSITIONS`]) and pure checks.
 //!
 //! Linear states advance one step at a time (index → index + 1 only). Terminal states have fixed
 //! predecessors: `optimizer_completed_no_candidate` only from `optimizer_completed`,
 //! `candidate_promoted` / `candidate_rejected` only from `candidate_review_published`,
 //! `run_abandoned` from any non-terminal state. Moving to the same state is a no-op. An empty
-//! "from" is `request_confirmed`. A next iteration may start only after
+//! stored state is `request_confirmed`. A next iteration may start only after
 //! `optimizer_completed_no_candidate`, `candidate_promoted`, `run_abandoned` or
 //! `candidate_rejected` — the last one only with a decision reason (S-99).
 
-/// The linear states, in order (facts §3).
-pub const LINEAR_STATES: [&str; 10] = [
-    "request_confirmed",
-    "workspace_ready",
-    "items_ready",
-    "options_generated",
-    "review_published",
-    "feedback_synced",
-    "training_package_created",
-    "optimizer_completed",
-    "candidate_created",
-    "candidate_review_published",
-];
+use std::str::FromStr;
 
-/// Terminal: the optimizer finished without promotable content (S-100).
-pub const NO_CANDIDATE: &str = "optimizer_completed_no_candidate";
-/// Terminal: the candidate was promoted.
-pub const PROMOTED: &str = "candidate_promoted";
-/// Terminal: the candidate was rejected (with a reason).
-pub const REJECTED: &str = "candidate_rejected";
-/// Terminal: the run was abandoned.
-pub const ABANDONED: &str = "run_abandoned";
-/// Every terminal state.
-pub const TERMINAL_STATES: [&str; 4] = [NO_CANDIDATE, PROMOTED, REJECTED, ABANDONED];
+use TrainState::*;
 
-/// A train iteration's state as a type: the linear states in order, then the terminal ones. Its
-/// [`TrainState::as_str`] is the stored name (facts §3), exactly the string constants above.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A train iteration's state: the linear states in order, then the terminal ones. Its
+/// [`TrainState::as_str`] is the stored name (facts §3), in the store's `state` columns and in
+/// every JSON output; it is parsed once, when an iteration is loaded. The default is
+/// `request_confirmed`, the state of an empty stored name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum TrainState {
     /// `request_confirmed`.
+    #[default]
     RequestConfirmed,
     /// `workspace_ready`.
     WorkspaceReady,
@@ -57,59 +40,141 @@ pub enum TrainState {
     CandidateCreated,
     /// `candidate_review_published`.
     CandidateReviewPublished,
-    /// [`NO_CANDIDATE`].
+    /// Terminal `optimizer_completed_no_candidate`: the optimizer finished without promotable
+    /// content (S-100).
     NoCandidate,
-    /// [`PROMOTED`].
+    /// Terminal `candidate_promoted`: the candidate was promoted.
     Promoted,
-    /// [`REJECTED`].
+    /// Terminal `candidate_rejected`: the candidate was rejected (with a reason).
     Rejected,
-    /// [`ABANDONED`].
+    /// Terminal `run_abandoned`: the run was abandoned.
     Abandoned,
 }
+
+/// The transition table (facts §3): every state with the states it may move to, in the order of
+/// [`TrainState::ALL`]. `run_abandoned` follows every non-terminal state; a terminal state has no
+/// successor.
+pub const TRANSITIONS: [(TrainState, &[TrainState]); 14] = [
+    (RequestConfirmed, &[WorkspaceReady, Abandoned]),
+    (WorkspaceReady, &[ItemsReady, Abandoned]),
+    (ItemsReady, &[OptionsGenerated, Abandoned]),
+    (OptionsGenerated, &[ReviewPublished, Abandoned]),
+    (ReviewPublished, &[FeedbackSynced, Abandoned]),
+    (FeedbackSynced, &[TrainingPackageCreated, Abandoned]),
+    (TrainingPackageCreated, &[OptimizerCompleted, Abandoned]),
+    (OptimizerCompleted, &[CandidateCreated, NoCandidate, Abandoned]),
+    (CandidateCreated, &[CandidateReviewPublished, Abandoned]),
+    (CandidateReviewPublished, &[Promoted, Rejected, Abandoned]),
+    (NoCandidate, &[]),
+    (Promoted, &[]),
+    (Rejected, &[]),
+    (Abandoned, &[]),
+];
 
 impl TrainState {
     /// Every state: the linear ones in order, then the terminal ones.
     pub const ALL: [TrainState; 14] = [
-        TrainState::RequestConfirmed,
-        TrainState::WorkspaceReady,
-        TrainState::ItemsReady,
-        TrainState::OptionsGenerated,
-        TrainState::ReviewPublished,
-        TrainState::FeedbackSynced,
-        TrainState::TrainingPackageCreated,
-        TrainState::OptimizerCompleted,
-        TrainState::CandidateCreated,
-        TrainState::CandidateReviewPublished,
-        TrainState::NoCandidate,
-        TrainState::Promoted,
-        TrainState::Rejected,
-        TrainState::Abandoned,
+        RequestConfirmed,
+        WorkspaceReady,
+        ItemsReady,
+        OptionsGenerated,
+        ReviewPublished,
+        FeedbackSynced,
+        TrainingPackageCreated,
+        OptimizerCompleted,
+        CandidateCreated,
+        CandidateReviewPublished,
+        NoCandidate,
+        Promoted,
+        Rejected,
+        Abandoned,
     ];
+
+    /// The linear states, in order (facts §3).
+    pub const LINEAR: [TrainState; 10] = [
+        RequestConfirmed,
+        WorkspaceReady,
+        ItemsReady,
+        OptionsGenerated,
+        ReviewPublished,
+        FeedbackSynced,
+        TrainingPackageCreated,
+        OptimizerCompleted,
+        CandidateCreated,
+        CandidateReviewPublished,
+    ];
+
+    /// The terminal states.
+    pub const TERMINAL: [TrainState; 4] = [NoCandidate, Promoted, Rejected, Abandoned];
 
     /// The stored name (facts §3).
     pub fn as_str(self) -> &'static str {
-        let idx = TrainState::ALL.iter().position(|s| *s == self).unwrap_or_default();
-        match LINEAR_STATES.get(idx) {
-            Some(name) => name,
-            None => TERMINAL_STATES[idx - LINEAR_STATES.len()],
+        match self {
+            RequestConfirmed => "request_confirmed",
+            WorkspaceReady => "workspace_ready",
+            ItemsReady => "items_ready",
+            OptionsGenerated => "options_generated",
+            ReviewPublished => "review_published",
+            FeedbackSynced => "feedback_synced",
+            TrainingPackageCreated => "training_package_created",
+            OptimizerCompleted => "optimizer_completed",
+            CandidateCreated => "candidate_created",
+            CandidateReviewPublished => "candidate_review_published",
+            NoCandidate => "optimizer_completed_no_candidate",
+            Promoted => "candidate_promoted",
+            Rejected => "candidate_rejected",
+            Abandoned => "run_abandoned",
         }
     }
 
     /// The state named `name`; `None` outside the vocabulary. An empty name is `request_confirmed`.
     pub fn parse(name: &str) -> Option<TrainState> {
-        let name = if name.trim().is_empty() { LINEAR_STATES[0] } else { name };
+        if name.trim().is_empty() {
+            return Some(RequestConfirmed);
+        }
         TrainState::ALL.into_iter().find(|s| s.as_str() == name)
     }
 
-    /// Whether the state is terminal.
+    /// The states this one may move to ([`TRANSITIONS`]); empty for a terminal state.
+    pub fn successors(self) -> &'static [TrainState] {
+        TRANSITIONS.iter().find(|(from, _)| *from == self).map_or(&[], |(_, to)| *to)
+    }
+
+    /// Whether the state is terminal (it has no successor).
     pub fn is_terminal(self) -> bool {
-        is_terminal(self.as_str())
+        self.successors().is_empty()
+    }
+
+    /// Position among [`TrainState::LINEAR`]; `None` for a terminal state.
+    pub fn linear_index(self) -> Option<usize> {
+        TrainState::LINEAR.iter().position(|s| *s == self)
+    }
+
+    /// The next linear state; `None` after `candidate_review_published` and for terminal states.
+    pub fn next_linear(self) -> Option<TrainState> {
+        self.linear_index().and_then(|i| TrainState::LINEAR.get(i + 1)).copied()
     }
 }
 
 impl std::fmt::Display for TrainState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// Parses a stored name as [`TrainState::parse`] does.
+impl FromStr for TrainState {
+    type Err = TransitionError;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        TrainState::parse(name).ok_or_else(|| TransitionError::Unknown(name.to_owned()))
+    }
+}
+
+/// Serializes as the stored name, so JSON output carries the same strings as the store.
+impl serde::Serialize for TrainState {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
     }
 }
 
@@ -123,23 +188,23 @@ pub enum TransitionError {
     #[error("train state `{from}` is terminal; it cannot move to `{to}`")]
     FromTerminal {
         /// Current state.
-        from: String,
+        from: TrainState,
         /// Requested state.
-        to: String,
+        to: TrainState,
     },
     /// Not the next step (skips or goes back), or a terminal state from the wrong predecessor.
     #[error("train state cannot move from `{from}` to `{to}`{hint}")]
     NotNext {
         /// Current state.
-        from: String,
+        from: TrainState,
         /// Requested state.
-        to: String,
+        to: TrainState,
         /// What would be allowed, as `; expected …`.
         hint: String,
     },
     /// Start-next before the iteration was resolved (S-99).
     #[error("the iteration is at `{0}`; start the next one only after it is resolved (promoted, rejected with a reason, no candidate, or abandoned)")]
-    Unresolved(String),
+    Unresolved(TrainState),
     /// Start-next after a rejection without a recorded reason.
     #[error("the rejected iteration has no decision reason; reject with --reason before starting the next iteration")]
     RejectedWithoutReason,
@@ -154,55 +219,26 @@ pub enum Transition {
     Advance,
 }
 
-/// Index of a linear state.
-pub fn linear_index(state: &str) -> Option<usize> {
-    LINEAR_STATES.iter().position(|s| *s == state)
-}
-
-/// Whether `state` is terminal.
-pub fn is_terminal(state: &str) -> bool {
-    TERMINAL_STATES.contains(&state)
-}
-
-fn known(state: &str) -> bool {
-    linear_index(state).is_some() || is_terminal(state)
-}
-
-/// Checks a transition `from → to` (facts §3). `from` empty means `request_confirmed`.
+/// Checks a transition `from → to` against [`TRANSITIONS`] (facts §3).
 ///
 /// # Errors
-/// [`TransitionError`] naming both states.
-pub fn check_transition(from: &str, to: &str) -> Result<Transition, TransitionError> {
-    let from = if from.trim().is_empty() { LINEAR_STATES[0] } else { from };
-    for s in [from, to] {
-        if !known(s) {
-            return Err(TransitionError::Unknown(s.to_owned()));
-        }
-    }
+/// [`TransitionError::FromTerminal`] or [`TransitionError::NotNext`] naming both states.
+pub fn check_transition(from: TrainState, to: TrainState) -> Result<Transition, TransitionError> {
     if from == to {
         return Ok(Transition::NoOp);
     }
-    if is_terminal(from) {
-        return Err(TransitionError::FromTerminal { from: from.to_owned(), to: to.to_owned() });
+    if from.is_terminal() {
+        return Err(TransitionError::FromTerminal { from, to });
     }
-    let not_next = |hint: String| TransitionError::NotNext { from: from.to_owned(), to: to.to_owned(), hint };
-    let from_idx = linear_index(from).unwrap_or_default();
-    match to {
-        ABANDONED => Ok(Transition::Advance),
-        NO_CANDIDATE if from == "optimizer_completed" => Ok(Transition::Advance),
-        NO_CANDIDATE => Err(not_next("; only optimizer_completed may end without a candidate".into())),
-        PROMOTED | REJECTED if from == "candidate_review_published" => Ok(Transition::Advance),
-        PROMOTED | REJECTED => Err(not_next("; decide only after candidate_review_published".into())),
-        _ => {
-            let to_idx = linear_index(to).unwrap_or_default();
-            if to_idx == from_idx + 1 {
-                Ok(Transition::Advance)
-            } else {
-                let hint = LINEAR_STATES.get(from_idx + 1).map(|n| format!("; expected `{n}`")).unwrap_or_default();
-                Err(not_next(hint))
-            }
-        }
+    if from.successors().contains(&to) {
+        return Ok(Transition::Advance);
     }
+    let hint = match to {
+        NoCandidate => "; only optimizer_completed may end without a candidate".to_owned(),
+        Promoted | Rejected => "; decide only after candidate_review_published".to_owned(),
+        _ => from.next_linear().map(|n| format!("; expected `{n}`")).unwrap_or_default(),
+    };
+    Err(TransitionError::NotNext { from, to, hint })
 }
 
 /// Whether the next iteration may start after an iteration in `state` whose decision reason is
@@ -210,12 +246,15 @@ pub fn check_transition(from: &str, to: &str) -> Result<Transition, TransitionEr
 ///
 /// # Errors
 /// [`TransitionError::Unresolved`] or [`TransitionError::RejectedWithoutReason`].
-pub fn check_start_next(state: &str, decision_reason: &str) -> Result<(), TransitionError> {
+pub fn check_start_next(state: TrainState, decision_reason: &str) -> Result<(), TransitionError> {
     match state {
-        NO_CANDIDATE | PROMOTED | ABANDONED => Ok(()),
-        REJECTED if !decision_reason.trim().is_empty() => Ok(()),
-        REJECTED => Err(TransitionError::RejectedWithoutReason),
-        other => Err(TransitionError::Unresolved(other.to_owned())),
+        NoCandidate | Promoted | Abandoned => Ok(()),
+        Rejected if !decision_reason.trim().is_empty() => Ok(()),
+        Rejected => Err(TransitionError::RejectedWithoutReason),
+        RequestConfirmed | WorkspaceReady | ItemsReady | OptionsGenerated | ReviewPublished | FeedbackSynced
+        | TrainingPackageCreated | OptimizerCompleted | CandidateCreated | CandidateReviewPublished => {
+            Err(TransitionError::Unresolved(state))
+        }
     }
 }
 
@@ -223,11 +262,29 @@ pub fn check_start_next(state: &str, decision_reason: &str) -> Result<(), Transi
 mod tests {
     use super::*;
 
+    const LINEAR_NAMES: [&str; 10] = [
+        "request_confirmed",
+        "workspace_ready",
+        "items_ready",
+        "options_generated",
+        "review_published",
+        "feedback_synced",
+        "training_package_created",
+        "optimizer_completed",
+        "candidate_created",
+        "candidate_review_published",
+    ];
+    const NO_CANDIDATE: &str = "optimizer_completed_no_candidate";
+    const PROMOTED: &str = "candidate_promoted";
+    const REJECTED: &str = "candidate_rejected";
+    const ABANDONED: &str = "run_abandoned";
+    const TERMINAL_NAMES: [&str; 4] = [NO_CANDIDATE, PROMOTED, REJECTED, ABANDONED];
+
     #[test]
     fn transitions_table() {
         use Transition::*;
         let check = |from: &str, to: &str, want: Result<Transition, &str>| {
-            let got = check_transition(from, to);
+            let got = from.parse().and_then(|f| to.parse().and_then(|t| check_transition(f, t)));
             match (&got, want) {
                 (Ok(g), Ok(w)) => assert_eq!(*g, w, "{from} → {to}"),
                 (Err(e), Err(fragment)) => assert!(e.to_string().contains(fragment), "{from} → {to}: {e}"),
@@ -235,7 +292,7 @@ mod tests {
             }
         };
         // Each linear step to index + 1 only.
-        for pair in LINEAR_STATES.windows(2) {
+        for pair in LINEAR_NAMES.windows(2) {
             check(pair[0], pair[1], Ok(Advance));
             check(pair[1], pair[0], Err("cannot move"));
         }
@@ -251,10 +308,10 @@ mod tests {
         check("candidate_review_published", REJECTED, Ok(Advance));
         check("candidate_created", PROMOTED, Err("after candidate_review_published"));
         check("optimizer_completed", REJECTED, Err("after candidate_review_published"));
-        for s in LINEAR_STATES {
+        for s in LINEAR_NAMES {
             check(s, ABANDONED, Ok(Advance));
         }
-        for t in TERMINAL_STATES {
+        for t in TERMINAL_NAMES {
             if t != ABANDONED {
                 check(t, ABANDONED, Err("terminal"));
             }
@@ -266,19 +323,33 @@ mod tests {
     #[test]
     fn the_state_enum_names_every_state_in_order() {
         let names: Vec<&str> = TrainState::ALL.iter().map(|s| s.as_str()).collect();
-        let want: Vec<&str> = LINEAR_STATES.iter().chain(TERMINAL_STATES.iter()).copied().collect();
+        let want: Vec<&str> = LINEAR_NAMES.iter().chain(TERMINAL_NAMES.iter()).copied().collect();
         assert_eq!(names, want);
+        let linear: Vec<&str> = TrainState::LINEAR.iter().map(|s| s.as_str()).collect();
+        assert_eq!(linear, LINEAR_NAMES);
         for state in TrainState::ALL {
             assert_eq!(TrainState::parse(state.as_str()), Some(state));
-            assert_eq!(state.is_terminal(), TERMINAL_STATES.contains(&state.as_str()));
+            assert_eq!(state.is_terminal(), TERMINAL_NAMES.contains(&state.as_str()));
+            assert_eq!(serde_json::to_value(state).unwrap(), serde_json::json!(state.as_str()));
         }
         assert_eq!(TrainState::parse(""), Some(TrainState::RequestConfirmed));
         assert_eq!(TrainState::parse("bogus"), None);
+        assert_eq!(TrainState::default(), TrainState::RequestConfirmed);
+    }
+
+    #[test]
+    fn the_transition_table_lists_every_state_once_in_order() {
+        let from: Vec<TrainState> = TRANSITIONS.iter().map(|(s, _)| *s).collect();
+        assert_eq!(from, TrainState::ALL);
+        for (state, successors) in TRANSITIONS {
+            assert_eq!(successors.contains(&TrainState::Abandoned), !state.is_terminal(), "{state}");
+        }
     }
 
     #[test]
     fn start_next_table() {
         let check = |state: &str, reason: &str, ok: bool| {
+            let state: TrainState = state.parse().unwrap();
             assert_eq!(check_start_next(state, reason).is_ok(), ok, "{state} {reason:?}");
         };
         check(NO_CANDIDATE, "", true);
@@ -286,7 +357,7 @@ mod tests {
         check(ABANDONED, "", true);
         check(REJECTED, "too generic", true);
         check(REJECTED, "  ", false);
-        for s in LINEAR_STATES {
+        for s in LINEAR_NAMES {
             check(s, "because", false);
         }
     }

@@ -12,7 +12,8 @@ use crate::distill::{LEARNED_FIELDS, NO_ACTIONABLE_FEEDBACK};
 use super::meta::{IterationMeta, SessionMeta};
 use super::optimizer::optimizer_lock_key;
 use super::phase::{LockState, PhaseInput, derive_status_phase};
-use super::state::{LINEAR_STATES, TrainState, linear_index};
+use super::iteration::{Iteration, parse_state};
+use super::state::TrainState;
 use super::{TrainEnv, TrainError};
 
 /// `train status` (facts §3): the session's current iteration, its phase, progress and locks.
@@ -35,11 +36,11 @@ pub struct SessionStatus {
     /// Derived phase (facts §3 priority), e.g. `generating_options`, `review_published`.
     pub status_phase: String,
     /// The iteration's state.
-    pub current_phase: String,
+    pub current_phase: TrainState,
     /// The next linear state (the state itself when terminal).
-    pub current_step: String,
+    pub current_step: TrainState,
     /// Linear states done, in order.
-    pub completed_steps: Vec<String>,
+    pub completed_steps: Vec<TrainState>,
     /// The stage a blocking phase is about (`optimizer`, `option_generation`).
     pub blocked_step: Option<&'static str>,
     /// What the operator does next.
@@ -312,8 +313,8 @@ pub struct MetadataStatus {
 pub struct IterationStatus {
     /// Iteration id.
     pub id: String,
-    /// State.
-    pub state: String,
+    /// State (serialized as its stored name).
+    pub state: TrainState,
     /// Candidate version id.
     pub candidate_version_id: String,
 }
@@ -377,7 +378,7 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
         } else {
             ""
         },
-        current_phase: &it.state,
+        current_phase: it.state,
         recovery_available,
     });
 
@@ -386,10 +387,10 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
     let n_options: usize = items.iter().map(|i| i.options.len()).sum();
     let progress = Progress { counts: counts.clone(), generated_options: n_options, eta: "unknown" };
 
-    let (completed_steps, current_step) = step_progress(&it.state);
+    let (completed_steps, current_step) = step_progress(it.state);
     let generation_blocked = meta.generation.status == "blocked_config";
     let blocked_step = blocked_step(&status_phase, generation_blocked, optimizer_lock.is_some());
-    let next_action = next_action(&status_phase, &session.id, &it.state, &meta, &optimizer_status);
+    let next_action = next_action(&status_phase, &session.id, it.state, &meta, &optimizer_status);
     let no_candidate_reason = (!meta.optimizer.no_candidate_reason.is_empty()).then(|| meta.optimizer.no_candidate_reason.clone());
 
     // Locks and leases of this session, with owner and heartbeat age, at the top level too (the
@@ -413,14 +414,14 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
         workspace_repo: some(&session.workspace_repo),
         task_kind: session.task_kind.clone(),
         status_phase,
-        current_phase: it.state.clone(),
+        current_phase: it.state,
         current_step,
         completed_steps,
         blocked_step,
         next_action,
         issue_url: some(&it.issue_url),
         pull_request_url: some(&it.pull_request_url),
-        continue_from_github: it.issue_number > 0 && it.state == TrainState::ReviewPublished.as_str(),
+        continue_from_github: it.issue_number > 0 && it.state == TrainState::ReviewPublished,
         candidate_version: some(&it.candidate_version_id),
         recovery_available,
         no_candidate_reason,
@@ -454,7 +455,7 @@ fn generation_spend(meta: &IterationMeta, jobs: &[(&'static str, Job)]) -> skill
 }
 
 /// The review watch of an iteration published on GitHub (`None` for local review).
-async fn review_watch_status(env: &TrainEnv<'_>, it: &skillforge_store::train::IterationRow) -> Result<Option<ReviewWatchStatus>, TrainError> {
+async fn review_watch_status(env: &TrainEnv<'_>, it: &Iteration) -> Result<Option<ReviewWatchStatus>, TrainError> {
     if it.issue_number == 0 {
         return Ok(None);
     }
@@ -502,15 +503,14 @@ fn session_leases<'a>(
     (ours, optimizer_lock, generation_lock)
 }
 
-/// `(completed steps, current step)` of an iteration in `state` along [`LINEAR_STATES`].
-fn step_progress(state: &str) -> (Vec<String>, String) {
-    let idx = linear_index(state);
-    let completed: Vec<String> = match idx {
-        Some(i) => LINEAR_STATES[..=i].iter().map(|s| (*s).to_owned()).collect(),
-        None => LINEAR_STATES.iter().map(|s| (*s).to_owned()).collect(),
+/// `(completed steps, current step)` of an iteration in `state` along [`TrainState::LINEAR`]:
+/// a terminal state has completed every linear step and is its own current step.
+fn step_progress(state: TrainState) -> (Vec<TrainState>, TrainState) {
+    let completed = match state.linear_index() {
+        Some(i) => TrainState::LINEAR[..=i].to_vec(),
+        None => TrainState::LINEAR.to_vec(),
     };
-    let current = idx.and_then(|i| LINEAR_STATES.get(i + 1)).copied().unwrap_or(state);
-    (completed, current.to_owned())
+    (completed, state.next_linear().unwrap_or(state))
 }
 
 /// The jobs of this iteration (generation, evaluator, optimizer) the queue still has, each with
@@ -580,7 +580,7 @@ fn blocked_step(status_phase: &str, generation_blocked: bool, optimizer_locked: 
 }
 
 /// The command (or human step) that moves the session on from `status_phase`.
-fn next_action(status_phase: &str, session_id: &str, state: &str, meta: &IterationMeta, optimizer_status: &str) -> String {
+fn next_action(status_phase: &str, session_id: &str, state: TrainState, meta: &IterationMeta, optimizer_status: &str) -> String {
     let generation_blocked = meta.generation.status == "blocked_config";
     match status_phase {
         "recovery_available" if optimizer_status == "failed" => {
@@ -638,7 +638,7 @@ struct VerboseFacts<'a> {
 async fn verbose_block(
     env: &TrainEnv<'_>,
     session: &skillforge_store::train::SessionRow,
-    it: &skillforge_store::train::IterationRow,
+    it: &Iteration,
     meta: &IterationMeta,
     facts: &VerboseFacts<'_>,
     active_locks: Vec<LockStatus>,
@@ -661,7 +661,11 @@ async fn verbose_block(
     let mut optimizer = serde_json::to_value(&meta.optimizer).unwrap_or_default();
     optimizer["status"] = json!(facts.optimizer_status);
     optimizer["recovery_available"] = json!(facts.recovery_available);
-    let iterations = skillforge_store::train::list_iterations(env.store.pool(), &session.id).await?;
+    let mut iterations = Vec::new();
+    for row in skillforge_store::train::list_iterations(env.store.pool(), &session.id).await? {
+        let state = parse_state(&row.id, &row.state)?;
+        iterations.push(IterationStatus { id: row.id, state, candidate_version_id: row.candidate_version_id });
+    }
     Ok(VerboseStatus {
         eval_run_id: it.eval_run_id.clone(),
         base_template_version_id: it.base_template_version_id.clone(),
@@ -714,10 +718,7 @@ async fn verbose_block(
             candidate_review: meta.candidate_review.status.clone(),
             candidate_decision: meta.candidate_decision.status.clone(),
         },
-        iterations: iterations
-            .iter()
-            .map(|i| IterationStatus { id: i.id.clone(), state: i.state.clone(), candidate_version_id: i.candidate_version_id.clone() })
-            .collect(),
+        iterations,
     })
 }
 

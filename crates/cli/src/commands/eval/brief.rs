@@ -99,7 +99,7 @@ pub(super) fn require_runtime(given: Option<String>, what: &str) -> Result<Strin
 /// outcome (`jobs show`).
 pub(super) async fn draft_from_theme(ctx: &Context, theme_path: &Path, runtime: &str, model: Option<&str>) -> Result<(KnowledgeGapDraft, String, DraftTheme), CliError> {
     let file = theme_path.display().to_string();
-    let theme = DraftTheme::parse(&read(theme_path)?, &file).map_err(|e| CliError::usage(anyhow!(e)))?;
+    let theme = DraftTheme::parse(&read(theme_path)?, &file).map_err(|e| CliError::usage(anyhow!("{e}")))?;
     let stages = EvalStages::for_home(&ctx.home).map_err(|e| CliError::usage(anyhow!(e.to_string())))?;
     let spec = draft_job(&stages.draft, &theme, runtime, model).map_err(|e| CliError::usage(anyhow!(e.to_string())))?;
     let store = ctx.store().await?;

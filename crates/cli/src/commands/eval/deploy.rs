@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use anyhow::anyhow;
 use clap::Args;
 use skillforge_engine::JobState;
-use skillforge_evalloop::arm_stage::copy_tree;
+use skillforge_evalloop::steps::arm::copy_tree;
 use skillforge_evalloop::deploy::{Deployed, check_remote_report, deploy_job, deploy_tree, skill_tree_name};
 use skillforge_evalloop::install::{USER_SKILL_RUNTIMES, user_skill_root};
 use skillforge_evalloop::layout::ledger_path;
@@ -161,7 +161,7 @@ async fn remote(ctx: &Context, host: &str, root: Option<&Path>, runtimes: &[Stri
     let queue = ctx.queue().await?;
     let area = queue.transfer_area().ok_or_else(|| CliError::env(anyhow!("the `{}` queue has no transfer area to carry the trees", queue.name())))?;
     let stages = EvalStages::for_home(&ctx.home).map_err(|e| CliError::usage(anyhow!(e.to_string())))?;
-    let (spec, expected) = deploy_job(area.as_ref(), &stages.deploy, trees, host, root, runtimes).await.map_err(|e| CliError::env(anyhow!(e)))?;
+    let (spec, expected) = deploy_job(area.as_ref(), &stages.deploy, trees, host, root, runtimes).await.map_err(|e| CliError::env(anyhow!("{e}")))?;
     let store = ctx.store().await?;
     // Never the in-process worker: it is this machine, not `host`.
     let jobs = CliJobs::new(ctx, queue.clone(), store).local_worker(false);

@@ -16,6 +16,7 @@ use skillforge_evalloop::layout::eval_root;
 use skillforge_evalloop::stages::EvalStages;
 
 
+use crate::ci_output::{self, Case, CiArgs, CiRun, Finished, Outcome, Suite};
 use crate::control::waiter::CliJobs;
 use crate::context::Context;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
@@ -85,6 +86,8 @@ pub struct ForgeArgs {
     /// The production failure rate the probation claim rests on, in [0,1].
     #[arg(long = "failure-rate", value_name = "R")]
     failure_rate: Option<f64>,
+    #[command(flatten)]
+    ci: CiArgs,
 }
 
 /// The arms' runner from `--runner` and the container flags (E-13: a local engine only).
@@ -101,12 +104,18 @@ fn arm_runner(args: &ForgeArgs) -> Result<ArmRunner, CliError> {
     Ok(ArmRunner::Container(ContainerArms { image, host: args.container_host.clone(), network: !args.no_network }))
 }
 
-/// Runs `eval forge`.
+/// Runs `eval forge` (one JUnit testcase per sample and one for the gate with `--junit`,
+/// annotations with `--format github`).
 ///
 /// # Errors
 /// Exit 2 when no arm runtime is given (`--runtime` or `FORGE_AGENT`; none is assumed), for bad
 /// flags or a bad brief; exit 3 for the environment (credentials, queue, store).
-pub async fn run(ctx: &Context, mut args: ForgeArgs) -> CliResult {
+pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
+    let ci = CiRun::start(args.ci.clone(), "eval forge", ctx.json)?;
+    ci.finish(forge(ctx, args).await)
+}
+
+async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError> {
     let runtime = super::brief::require_runtime(args.runtime.take(), "the arms (and, unless --judge-runtime is given, the judge)")?;
     let runner = arm_runner(&args)?;
     if args.samples == 0 {
@@ -163,7 +172,9 @@ pub async fn run(ctx: &Context, mut args: ForgeArgs) -> CliResult {
             } else {
                 println!("{why}");
             }
-            return Ok(OK);
+            let mut suite = Suite::new(format!("skillforge eval forge --theme {}", theme.display()));
+            suite.cases.push(Case::new("skillforge.eval.forge", "forge", Outcome::Skipped { reason: why }));
+            return Ok(Finished { code: OK, suite });
         }
         (None, Some(theme)) => {
             let (draft, file, mined) = super::brief::draft_from_theme(ctx, theme, &runtime, args.model.as_deref()).await?;
@@ -231,8 +242,9 @@ pub async fn run(ctx: &Context, mut args: ForgeArgs) -> CliResult {
         }
         println!("evidence: {}", report.dir.display());
     }
-    Ok(match report.gate.map(|g| g.decision) {
+    let code = match report.gate.as_ref().map(|g| g.decision) {
         None | Some(Decision::Adopt | Decision::Probation) => OK,
         Some(_) => CHECK_FAILED,
-    })
+    };
+    Ok(Finished { code, suite: ci_output::forge::suite(&report) })
 }

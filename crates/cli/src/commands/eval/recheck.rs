@@ -113,7 +113,7 @@ pub fn run(ctx: &Context, args: RecheckArgs) -> CliResult {
             let decision = match outcome.verdict {
                 RecheckVerdict::AdoptConfirmed => Some("adopt-confirmed"),
                 RecheckVerdict::Revoked => {
-                    uninstall(&ctx.home, &entry.installed).map_err(|e| CliError::env(anyhow!(e)))?;
+                    uninstall(&ctx.home, &entry.installed).map_err(|e| CliError::env(anyhow!("{e}")))?;
                     Some("revoked")
                 }
                 RecheckVerdict::Skip { .. } => None,

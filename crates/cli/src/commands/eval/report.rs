@@ -9,8 +9,8 @@ use anyhow::anyhow;
 use clap::Args;
 use skillforge_evalloop::aggregate::{AGGREGATE_FILE, Aggregate};
 use skillforge_evalloop::arm::{ArmRecord, ArmSide};
-use skillforge_evalloop::arm_stage::{FINAL_FILE, RUN_FILE};
-use skillforge_evalloop::judge_stage::{VERIFY_FILE, VerifyResult};
+use skillforge_evalloop::steps::arm::{FINAL_FILE, RUN_FILE};
+use skillforge_evalloop::steps::verify::{VERIFY_FILE, VerifyResult};
 use skillforge_evalloop::forge::{FORGE_FILE, ForgeState};
 use skillforge_runner_agent::Spend;
 use skillforge_evalloop::layout::{brief_dir, ledger_path, meta_dir, read_json, sample_dir};
@@ -54,7 +54,7 @@ fn esc(s: &str) -> String {
 pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
     let dir = brief_dir(&ctx.home, &args.brief);
     let state: ForgeState = read_json(&dir.join(FORGE_FILE))
-        .map_err(|e| CliError::env(anyhow!(e)))?
+        .map_err(|e| CliError::env(anyhow!("{e}")))?
         .ok_or_else(|| CliError::usage(anyhow!("no forge of brief `{}` in `{}`", args.brief, dir.display())))?;
     let samples: Vec<SampleView> = (1..=state.samples)
         .filter(|n| state.prepared.contains(n))
@@ -68,7 +68,7 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
             SampleView { n, verdict: read_json(&sdir.join(VERDICT_FILE)).ok().flatten(), arms: [arm(ArmSide::With), arm(ArmSide::Without)] }
         })
         .collect();
-    let agg: Option<Aggregate> = read_json(&dir.join(AGGREGATE_FILE)).map_err(|e| CliError::env(anyhow!(e)))?;
+    let agg: Option<Aggregate> = read_json(&dir.join(AGGREGATE_FILE)).map_err(|e| CliError::env(anyhow!("{e}")))?;
     let rows = read_ledger(&ledger_path(&ctx.home)).map_err(|e| CliError::env(anyhow!(e)))?;
     let tag = format!("forge:{}", state.forge_id);
     let row = rows.iter().find(|r| r.reason.ends_with(&tag));

@@ -6,11 +6,11 @@ use clap::Args;
 use serde_json::json;
 use skillforge_evalloop::aggregate::{AGGREGATE_FILE, Aggregate};
 use skillforge_evalloop::arm::{ArmRecord, ArmSide};
-use skillforge_evalloop::arm_stage::RUN_FILE;
+use skillforge_evalloop::steps::arm::RUN_FILE;
 use skillforge_evalloop::forge::{FORGE_FILE, ForgeState};
 use skillforge_evalloop::layout::{brief_dir, ledger_path, meta_dir, read_json, sample_dir};
 use skillforge_evalloop::spend::{SampleSpend, brief_spend};
-use skillforge_evalloop::judge_stage::{VERIFY_FILE, VerifyResult};
+use skillforge_evalloop::steps::verify::{VERIFY_FILE, VerifyResult};
 use skillforge_evalloop::ledger::read_ledger;
 use skillforge_evalloop::sample::{SampleVerdict, VERDICT_FILE};
 use skillforge_evalloop::stages::EVAL_WORKFLOW;
@@ -35,7 +35,7 @@ const TAIL_LINES: usize = 5;
 pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
     let dir = brief_dir(&ctx.home, &args.brief);
     let state: ForgeState = read_json(&dir.join(FORGE_FILE))
-        .map_err(|e| CliError::env(anyhow!(e)))?
+        .map_err(|e| CliError::env(anyhow!("{e}")))?
         .ok_or_else(|| CliError::usage(anyhow!("no forge of brief `{}` in `{}`", args.brief, dir.display())))?;
     let mut samples = Vec::new();
     for n in 1..=state.samples {
@@ -58,7 +58,7 @@ pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
             "winner": verdict.as_ref().and_then(|v| v.winner),
         }));
     }
-    let agg: Option<Aggregate> = read_json(&dir.join(AGGREGATE_FILE)).map_err(|e| CliError::env(anyhow!(e)))?;
+    let agg: Option<Aggregate> = read_json(&dir.join(AGGREGATE_FILE)).map_err(|e| CliError::env(anyhow!("{e}")))?;
     let rows = read_ledger(&ledger_path(&ctx.home)).map_err(|e| CliError::env(anyhow!(e)))?;
     let tag = format!("forge:{}", state.forge_id);
     let row = rows.iter().find(|r| r.reason.ends_with(&tag));

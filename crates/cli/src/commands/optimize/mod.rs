@@ -34,9 +34,10 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use skillforge_engine::DEFAULT_QUEUE;
 use skillforge_optimize::brief::fmt_num;
-use skillforge_optimize::port;
-use skillforge_optimize::run::{self, Ctx, Event};
+use skillforge_optimize::ctx::Ctx;
+use skillforge_optimize::run;
 use skillforge_optimize::spec::Spec;
+use skillforge_optimize::stages;
 use skillforge_optimize::lock::RunLock;
 use skillforge_optimize::state::StateRoot;
 use skillforge_optimize::stopping::StopReason;
@@ -100,27 +101,9 @@ fn load(a: &SpecArgs) -> Result<(Spec, String), CliError> {
     Ok((spec, text))
 }
 
-fn printer(json: bool) -> impl Fn(Event) + Send + Sync {
-    let show = !json && std::io::stderr().is_terminal();
-    move |e: Event| {
-        if !show {
-            return;
-        }
-        let line = match e {
-            Event::Baseline { primary } => format!("baseline: {}", primary.map_or("-".into(), fmt_num)),
-            Event::Tick(t) => format!("tick {t}"),
-            Event::Dispatched { experiment, hypothesis } => format!("  exp-{experiment:03} dispatched: {hypothesis}"),
-            Event::Outcome { experiment, outcome, primary, preliminary } => format!(
-                "  exp-{experiment:03} {outcome}{}{}",
-                primary.map_or(String::new(), |(r, c)| format!(" ({} -> {})", fmt_num(r), fmt_num(c))),
-                if preliminary { " [preliminary]" } else { "" }
-            ),
-            Event::Best { primary, experiment } => format!("  best: {} ({})", primary.map_or("-".into(), fmt_num), experiment.map_or("baseline".into(), |n| format!("exp-{n:03}"))),
-            Event::Note(n) => format!("  note: {n}"),
-            Event::Stopped(r) => format!("stopped: {r}"),
-        };
-        eprintln!("{line}");
-    }
+fn printer(json: bool) -> crate::output::StderrProgress {
+    // Progress lines for a person at a terminal; `--json` and pipes get the report only.
+    crate::output::StderrProgress { prefix: "", quiet: json || !std::io::stderr().is_terminal() }
 }
 
 async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
@@ -143,7 +126,7 @@ async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
         repo,
         port: &jobs,
         backend: backend.clone(),
-        stages: port::for_home(&ctx.home).map_err(map_err)?,
+        stages: stages::for_home(&ctx.home).map_err(map_err)?,
         queue: DEFAULT_QUEUE.to_owned(),
         machine: machine(),
         events: &events,
@@ -201,7 +184,7 @@ async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
         repo: run_file.repo.clone(),
         port: &jobs,
         backend: backend.clone(),
-        stages: port::for_home(&ctx.home).map_err(map_err)?,
+        stages: stages::for_home(&ctx.home).map_err(map_err)?,
         queue: DEFAULT_QUEUE.to_owned(),
         machine: machine(),
         events: &events,
@@ -287,7 +270,7 @@ fn print_report(ctx: &Context, a: SpecArgs) -> CliResult {
     run::read_run_file(&root).map_err(map_err)?;
     let log = log::read(&root.root).map_err(map_err)?;
     let text = report::render(&spec, &log);
-    log::write_atomic(&root.report(), &text).map_err(map_err)?;
+    skillforge_stage::fs::write_atomic(&root.report(), &text).map_err(|e| map_err(e.into()))?;
     if ctx.json {
         print_json(&json!({"report": root.report(), "text": text}));
     } else {

@@ -1,17 +1,18 @@
 //! `--promote V` / `--reject V --reason R` (seed step 9): the human decision on the candidate.
 
 use skillforge_store::candidates::{DecisionOutcome, promote_candidate, reject_candidate};
-use skillforge_store::train::{IterationRow, set_decision_reason};
+use skillforge_store::train::set_decision_reason;
 
 use crate::train::meta::IterationMeta;
 use crate::train::state::check_transition;
 use crate::train::{TrainEnv, TrainError};
+use crate::train::iteration::Iteration;
 use crate::train::session::*;
 use crate::train::state::TrainState;
 
 /// `--promote V` / `--reject V --reason R` (seed step 9): only at candidate_review_published and
 /// only for this iteration's candidate.
-pub(crate) async fn decide(env: &TrainEnv<'_>, it: &mut IterationRow, req: &ContinueRequest, report: &mut StepReport) -> Result<(), TrainError> {
+pub(crate) async fn decide(env: &TrainEnv<'_>, it: &mut Iteration, req: &ContinueRequest, report: &mut StepReport) -> Result<(), TrainError> {
     let (version, reason, to) = match (&req.promote, &req.reject) {
         (Some(v), None) => (v.clone(), String::new(), TrainState::Promoted),
         (None, Some((v, r))) => {
@@ -22,7 +23,7 @@ pub(crate) async fn decide(env: &TrainEnv<'_>, it: &mut IterationRow, req: &Cont
         }
         _ => return Err(TrainError::Invalid("give either --promote or --reject, not both".into())),
     };
-    if it.state != TrainState::CandidateReviewPublished.as_str() {
+    if it.state != TrainState::CandidateReviewPublished {
         return Err(TrainError::Refused(format!(
             "iteration `{}` is at `{}`; promote or reject only after the candidate review is published",
             it.id, it.state
@@ -34,7 +35,7 @@ pub(crate) async fn decide(env: &TrainEnv<'_>, it: &mut IterationRow, req: &Cont
             it.candidate_version_id
         )));
     }
-    check_transition(&it.state, to.as_str()).map_err(|e| TrainError::Refused(e.to_string()))?;
+    check_transition(it.state, to).map_err(|e| TrainError::Refused(e.to_string()))?;
     let outcome = if to == TrainState::Promoted {
         promote_candidate(env.store, &version, &reason).await?
     } else {
@@ -45,16 +46,15 @@ pub(crate) async fn decide(env: &TrainEnv<'_>, it: &mut IterationRow, req: &Cont
         DecisionOutcome::NotFound => return Err(TrainError::Invalid(format!("candidate `{version}` not found"))),
         DecisionOutcome::WrongState(s) => return Err(TrainError::Refused(format!("candidate `{version}` is `{s}`, not pending"))),
     }
-    {
-        let mut conn = env.store.pool().acquire().await?;
-        set_decision_reason(&mut conn, &it.id, &reason).await?;
-    }
-    it.decision_reason = reason;
     let mut meta = IterationMeta::parse(&it.metadata_json);
     meta.candidate_decision.status = if to == TrainState::Promoted { "promoted".into() } else { "rejected".into() };
-    save_meta(env, it, &meta).await?;
-    advance(env, it, to).await?;
+    // The reason, the metadata and the state in one transaction.
+    let mut tx = env.store.begin().await?;
+    set_decision_reason(&mut tx, &it.id, &reason).await?;
+    advance_on(&mut tx, it, to, Some(&meta)).await?;
+    tx.commit().await?;
+    it.decision_reason = reason;
     report.steps.push(format!("candidate {version} {}", if to == TrainState::Promoted { "promoted" } else { "rejected" }));
-    report.next_action = next_action_for(&it.state, &it.session_id);
+    report.next_action = next_action_for(it.state, &it.session_id);
     Ok(())
 }

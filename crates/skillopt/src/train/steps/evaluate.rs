@@ -2,10 +2,10 @@
 //! scores every option through [`crate::evaluator::evaluate_run`], the function `review evaluate` calls.
 
 use skillforge_store::review::get_run;
-use skillforge_store::train::IterationRow;
 
 use crate::train::meta::IterationMeta;
 use crate::train::{TrainEnv, TrainError};
+use crate::train::iteration::Iteration;
 use crate::train::session::*;
 use crate::evaluator::{EvalRunError, effective_profile, evaluate_run, judge_runtime_of};
 use skillforge_stage::Wait;
@@ -16,7 +16,7 @@ use skillforge_stage::Wait;
 /// metadata written). Done once per iteration (`evaluation.status` `succeeded`); a re-run after
 /// a failure or `--no-wait` reuses the judge jobs already enqueued (idempotency key by prompt)
 /// and replaces the scores. Returns false when a job is still running and `wait` is false.
-pub(crate) async fn evaluate_options(env: &TrainEnv<'_>, it: &mut IterationRow, wait: bool, report: &mut StepReport) -> Result<bool, TrainError> {
+pub(crate) async fn evaluate_options(env: &TrainEnv<'_>, it: &mut Iteration, wait: bool, report: &mut StepReport) -> Result<bool, TrainError> {
     let run = get_run(env.store.pool(), &it.eval_run_id)
         .await?
         .ok_or_else(|| TrainError::Invalid(format!("review run `{}` is missing", it.eval_run_id)))?;

@@ -5,11 +5,12 @@ use skillforge_engine::{Job, JobState};
 use skillforge_runner_agent::AgentPayload;
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::review::{get_run, list_items};
-use skillforge_store::train::{IterationRow, SessionRow};
+use skillforge_store::train::SessionRow;
 
 use crate::train::generation::{generation_job, generation_key, generation_prompt};
 use crate::train::meta::{IterationMeta, SessionMeta};
 use crate::train::{TrainEnv, TrainError, TrainResultHandler};
+use crate::train::iteration::Iteration;
 use crate::train::session::*;
 use crate::train::state::TrainState;
 
@@ -19,7 +20,7 @@ use crate::train::state::TrainState;
 pub(crate) async fn generate_options(
     env: &TrainEnv<'_>,
     session: &SessionRow,
-    it: &mut IterationRow,
+    it: &mut Iteration,
     wait: bool,
     report: &mut StepReport,
 ) -> Result<bool, TrainError> {
@@ -103,8 +104,7 @@ pub(crate) async fn generate_options(
         return Err(TrainError::Failed(format!("items without options after generation: {}", missing.join(", "))));
     }
     meta.generation.status = "succeeded".into();
-    save_meta(env, it, &meta).await?;
-    advance(env, it, TrainState::OptionsGenerated).await?;
+    advance_with_meta(env, it, TrainState::OptionsGenerated, &meta).await?;
     report.steps.push(format!("options generated: {} items × {} options", items.len(), run.options_count));
     Ok(true)
 }

@@ -11,11 +11,13 @@
 
 use skillforge_forge::RepoRef;
 use skillforge_forge::grammar::PACKET_MARKER;
-use skillforge_store::train::{IterationRow, SessionRow};
+use skillforge_stage::fs::sha256_hex;
+use skillforge_store::train::SessionRow;
 
 use crate::github_review::{GithubReviewError, Target, publish_request, sync};
 use crate::github_write::{WriteError, WriteJobs, WriteOp, WriteRequest, WriteResult, write_durably};
 use crate::train::meta::{IterationMeta, SessionMeta};
+use crate::train::iteration::Iteration;
 use crate::train::session::*;
 use crate::train::state::TrainState;
 use crate::train::{GithubEnv, TrainEnv, TrainError};
@@ -61,7 +63,7 @@ fn forge_error(e: GithubReviewError) -> TrainError {
 
 /// After the local packet is written: opens (or finds) the review issue, records it on the
 /// iteration and starts its review watch.
-pub(crate) async fn publish_review_issue(env: &TrainEnv<'_>, repo: &RepoRef, it: &mut IterationRow, meta: &mut IterationMeta) -> Result<String, TrainError> {
+pub(crate) async fn publish_review_issue(env: &TrainEnv<'_>, repo: &RepoRef, it: &mut Iteration, meta: &mut IterationMeta) -> Result<String, TrainError> {
     let gh = github(env)?;
     let blobs = skillforge_store::blobs::BlobStore::in_home(env.home);
     let req = publish_request(env.store, &blobs, &it.eval_run_id, repo, Target::NewIssue).await.map_err(forge_error)?;
@@ -82,7 +84,7 @@ pub(crate) async fn publish_review_issue(env: &TrainEnv<'_>, repo: &RepoRef, it:
 /// review_published → feedback_synced for a GitHub review: syncs the issue's comments (all pages)
 /// and moves on once every item of the run has feedback; false while some are missing. Malformed
 /// comments are reported with their URLs and skipped.
-pub(crate) async fn sync_review_issue(env: &TrainEnv<'_>, it: &mut IterationRow, report: &mut StepReport) -> Result<bool, TrainError> {
+pub(crate) async fn sync_review_issue(env: &TrainEnv<'_>, it: &mut Iteration, report: &mut StepReport) -> Result<bool, TrainError> {
     let gh = github(env)?;
     let repo = RepoRef::parse(&it.issue_repo).map_err(|e| TrainError::Invalid(format!("review issue repo: {e}")))?;
     let number = u64::try_from(it.issue_number).unwrap_or(0);
@@ -95,7 +97,7 @@ pub(crate) async fn sync_review_issue(env: &TrainEnv<'_>, it: &mut IterationRow,
         skillforge_store::review::list_items(env.store.pool(), &it.eval_run_id).await?.into_iter().map(|i| i.item.item_id).collect();
     let missing: Vec<&String> = expected.iter().filter(|id| !have.contains(*id)).collect();
     let errors = done.refused.iter().map(|r| format!("{}\n{}", r.url, r.reason)).collect::<Vec<_>>().join("\n");
-    let error_hash = if errors.is_empty() { String::new() } else { sha256_hex(&errors) };
+    let error_hash = if errors.is_empty() { String::new() } else { sha256_hex(errors.as_bytes()) };
     {
         let mut conn = env.store.pool().acquire().await?;
         let last = i64::try_from(done.last_comment_id).unwrap_or(i64::MAX);
@@ -122,14 +124,13 @@ pub(crate) async fn sync_review_issue(env: &TrainEnv<'_>, it: &mut IterationRow,
     meta.feedback_sync.status = "succeeded".into();
     meta.feedback_sync.error.clear();
     meta.feedback_sync.url = it.issue_url.clone();
-    save_meta(env, it, &meta).await?;
-    advance(env, it, TrainState::FeedbackSynced).await?;
+    advance_with_meta(env, it, TrainState::FeedbackSynced, &meta).await?;
     Ok(true)
 }
 
 /// The candidate review context as a comment on the review issue (seed step 8), skipped by
 /// sync as a packet body. Returns its URL.
-pub(crate) async fn publish_candidate_comment(env: &TrainEnv<'_>, it: &IterationRow, text: &str) -> Result<String, TrainError> {
+pub(crate) async fn publish_candidate_comment(env: &TrainEnv<'_>, it: &Iteration, text: &str) -> Result<String, TrainError> {
     let gh = github(env)?;
     let repo = RepoRef::parse(&it.issue_repo).map_err(|e| TrainError::Invalid(format!("review issue repo: {e}")))?;
     let number = u64::try_from(it.issue_number).unwrap_or(0);

@@ -5,22 +5,24 @@ use std::path::{Path, PathBuf};
 
 use skillforge_contract::{serialize_package, validate_training_package};
 use skillforge_engine::{Job, JobState};
+use skillforge_runner::ExitClass;
 use skillforge_engine::transfer;
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::review::package::{PackageError, training_package};
-use skillforge_store::train::{IterationRow, SessionRow, set_candidate_version};
+use skillforge_store::train::{SessionRow, set_candidate_version};
 
 use crate::train::meta::IterationMeta;
 use crate::train::fleet;
-use crate::train::optimizer::{BackendError, CANDIDATE_FILE, GateResult, attempt_dir, completed_attempt, import_gate, optimizer_job, preflight};
+use crate::train::optimizer::{BackendError, CANDIDATE_FILE, GateError, GateResult, attempt_dir, completed_attempt, import_gate, optimizer_job, preflight};
 use crate::train::phase::is_config_error;
 use crate::train::stages::DEFAULT_BACKEND;
 use crate::train::{TrainEnv, TrainError};
+use crate::train::iteration::Iteration;
 use crate::train::session::*;
 use crate::train::state::TrainState;
 
 /// feedback_synced → training_package_created: `<iteration>/training.json`.
-pub(crate) async fn export(env: &TrainEnv<'_>, session: &SessionRow, it: &mut IterationRow, report: &mut StepReport) -> Result<(), TrainError> {
+pub(crate) async fn export(env: &TrainEnv<'_>, session: &SessionRow, it: &mut Iteration, report: &mut StepReport) -> Result<(), TrainError> {
     let package = training_package(env.store.pool(), &it.eval_run_id).await.map_err(|e| match e {
         PackageError::Store(s) => TrainError::Store(s),
         other => TrainError::Failed(format!("export training package: {other}")),
@@ -33,8 +35,7 @@ pub(crate) async fn export(env: &TrainEnv<'_>, session: &SessionRow, it: &mut It
     let mut meta = IterationMeta::parse(&it.metadata_json);
     meta.export.status = "succeeded".into();
     meta.export.path = path.display().to_string();
-    save_meta(env, it, &meta).await?;
-    advance(env, it, TrainState::TrainingPackageCreated).await?;
+    advance_with_meta(env, it, TrainState::TrainingPackageCreated, &meta).await?;
     report.steps.push(format!(
         "training package exported: {} ({} ranked events, {} pairwise preferences)",
         path.display(),
@@ -53,7 +54,7 @@ pub(crate) async fn export(env: &TrainEnv<'_>, session: &SessionRow, it: &mut It
 pub(crate) async fn run_optimizer(
     env: &TrainEnv<'_>,
     session: &SessionRow,
-    it: &mut IterationRow,
+    it: &mut Iteration,
     req: &ContinueRequest,
     report: &mut StepReport,
 ) -> Result<bool, TrainError> {
@@ -92,7 +93,7 @@ enum Resume {
 /// attempt is due.
 async fn resume_attempt(
     env: &TrainEnv<'_>,
-    it: &mut IterationRow,
+    it: &mut Iteration,
     meta: &mut IterationMeta,
     req: &ContinueRequest,
     report: &mut StepReport,
@@ -128,9 +129,8 @@ async fn resume_attempt(
     }
     meta.optimizer.status = "recovered".into();
     meta.optimizer.recovery_available = false;
-    save_meta(env, it, meta).await?;
+    advance_with_meta(env, it, TrainState::OptimizerCompleted, meta).await?;
     report.steps.push(format!("recovered the completed optimizer attempt {}", dir.display()));
-    advance(env, it, TrainState::OptimizerCompleted).await?;
     Ok(Resume::Recovered)
 }
 
@@ -167,7 +167,7 @@ impl WorkerPaths {
 async fn enqueue_attempt(
     env: &TrainEnv<'_>,
     session: &SessionRow,
-    it: &mut IterationRow,
+    it: &mut Iteration,
     meta: &mut IterationMeta,
     req: &ContinueRequest,
     report: &mut StepReport,
@@ -234,7 +234,7 @@ async fn enqueue_attempt(
 async fn settle(
     env: &TrainEnv<'_>,
     session: &SessionRow,
-    it: &mut IterationRow,
+    it: &mut Iteration,
     meta: &mut IterationMeta,
     job: &Job,
     report: &mut StepReport,
@@ -242,8 +242,7 @@ async fn settle(
     match job.state {
         JobState::Succeeded => {
             meta.optimizer.status = "succeeded".into();
-            save_meta(env, it, meta).await?;
-            advance(env, it, TrainState::OptimizerCompleted).await?;
+            advance_with_meta(env, it, TrainState::OptimizerCompleted, meta).await?;
             report.steps.push(format!("optimizer attempt {} finished", meta.optimizer.attempt));
             Ok(true)
         }
@@ -264,7 +263,7 @@ async fn settle(
 async fn settle_failure(
     env: &TrainEnv<'_>,
     session: &SessionRow,
-    it: &mut IterationRow,
+    it: &mut Iteration,
     meta: &mut IterationMeta,
     job: &Job,
 ) -> Result<bool, TrainError> {
@@ -273,7 +272,7 @@ async fn settle_failure(
         .clone()
         .or_else(|| job.outcome.as_ref().map(|o| format!("{} (exit {:?}): {}", o.exit.label(), o.exit_code, o.stderr_tail.trim())))
         .unwrap_or_else(|| format!("job ended {}", job.state));
-    let is_not_runnable = job.outcome.as_ref().is_some_and(|o| o.exit.label() == "not_runnable");
+    let is_not_runnable = job.outcome.as_ref().is_some_and(|o| matches!(o.exit, ExitClass::NotRunnable { .. }));
     let recovery = completed_attempt(Path::new(&meta.optimizer.attempt_dir)).is_some();
     meta.optimizer.status = "failed".into();
     meta.optimizer.error = if is_not_runnable { format!("executable not runnable: {why}") } else { why.clone() };
@@ -302,7 +301,7 @@ async fn after_import(env: &TrainEnv<'_>, version_id: &str) -> Result<crate::pro
 
 /// optimizer_completed → candidate_created | optimizer_completed_no_candidate through the import
 /// gate (S-100), then the notify seam.
-pub(crate) async fn import_candidate(env: &TrainEnv<'_>, it: &mut IterationRow, report: &mut StepReport) -> Result<(), TrainError> {
+pub(crate) async fn import_candidate(env: &TrainEnv<'_>, it: &mut Iteration, report: &mut StepReport) -> Result<(), TrainError> {
     let mut meta = IterationMeta::parse(&it.metadata_json);
     let dir = PathBuf::from(&meta.optimizer.attempt_dir);
     let file = PathBuf::from(&meta.optimizer.candidate_output);
@@ -310,21 +309,20 @@ pub(crate) async fn import_candidate(env: &TrainEnv<'_>, it: &mut IterationRow, 
     let result = if file.is_file() {
         import_gate(env.store, &blobs, &dir, &file).await
     } else {
-        Err(format!("the optimizer wrote no candidate package at `{}`", file.display()))
+        Err(GateError::NoPackage(file.clone()))
     };
     match result {
         Ok(GateResult::Candidate { version_id, is_new }) => {
-            {
-                let mut conn = env.store.pool().acquire().await?;
-                set_candidate_version(&mut conn, &it.id, &version_id).await?;
-            }
-            it.candidate_version_id = version_id.clone();
             meta.candidate_import.status = "succeeded".into();
             meta.candidate_import.error.clear();
             meta.optimizer.optimizer_attempt_state = "completed_candidate".into();
             meta.optimizer.recovery_available = false;
-            save_meta(env, it, &meta).await?;
-            advance(env, it, TrainState::CandidateCreated).await?;
+            // The candidate, the metadata and the state in one transaction.
+            let mut tx = env.store.begin().await?;
+            set_candidate_version(&mut tx, &it.id, &version_id).await?;
+            advance_on(&mut tx, it, TrainState::CandidateCreated, Some(&meta)).await?;
+            tx.commit().await?;
+            it.candidate_version_id = version_id.clone();
             report.candidate_version = Some(version_id.clone());
             report.steps.push(format!(
                 "candidate {version_id} imported as pending{}",
@@ -349,14 +347,13 @@ pub(crate) async fn import_candidate(env: &TrainEnv<'_>, it: &mut IterationRow, 
             meta.optimizer.no_candidate_reason = reason.clone();
             meta.optimizer.no_candidate_details = details;
             meta.optimizer.recovery_available = false;
-            save_meta(env, it, &meta).await?;
-            advance(env, it, TrainState::NoCandidate).await?;
+            advance_with_meta(env, it, TrainState::NoCandidate, &meta).await?;
             report.steps.push(format!("optimizer produced no candidate: {reason} (no pending version)"));
             Ok(())
         }
         Err(e) => {
             meta.candidate_import.status = "failed".into();
-            meta.candidate_import.error = e.clone();
+            meta.candidate_import.error = e.to_string();
             meta.optimizer.optimizer_attempt_state = "candidate_import_failed".into();
             save_meta(env, it, &meta).await?;
             Err(TrainError::Failed(format!("candidate import failed: {e}")))

@@ -43,9 +43,8 @@ pub async fn recover(env: &TrainEnv<'_>, session_id: &str, out_root: &Path) -> R
     let (dir, file) = completed_attempt(out_root).ok_or_else(|| {
         TrainError::Invalid(format!("no completed candidate package under `{}` (looked for attempts/attempt-NNN/candidate.json)", out_root.display()))
     })?;
-    let state = TrainState::parse(&it.state);
-    match state {
-        Some(TrainState::TrainingPackageCreated | TrainState::OptimizerCompleted) => {
+    match it.state {
+        TrainState::TrainingPackageCreated | TrainState::OptimizerCompleted => {
             meta.optimizer.attempt_dir = dir.display().to_string();
             meta.optimizer.candidate_output = file.display().to_string();
             meta.optimizer.status = "recovered".into();
@@ -53,16 +52,15 @@ pub async fn recover(env: &TrainEnv<'_>, session_id: &str, out_root: &Path) -> R
             if meta.optimizer.out_root.is_empty() {
                 meta.optimizer.out_root = out_root.display().to_string();
             }
-            save_meta(env, &mut it, &meta).await?;
-            advance(env, &mut it, TrainState::OptimizerCompleted).await?;
+            advance_with_meta(env, &mut it, TrainState::OptimizerCompleted, &meta).await?;
             report.steps.push(format!("recovering the completed optimizer attempt {}", dir.display()));
             import_candidate(env, &mut it, &mut report).await?;
         }
-        _ if state == Some(TrainState::NoCandidate) || !it.candidate_version_id.is_empty() => {
+        _ if it.state == TrainState::NoCandidate || !it.candidate_version_id.is_empty() => {
             // Already recorded: run the gate again only to report the same result (no writes
             // for a known package or a no-candidate package).
             let blobs = BlobStore::in_home(env.home);
-            match import_gate(env.store, &blobs, &dir, &file).await.map_err(TrainError::Failed)? {
+            match import_gate(env.store, &blobs, &dir, &file).await.map_err(|e| TrainError::Failed(e.to_string()))? {
                 GateResult::Candidate { version_id, .. } => {
                     report.candidate_version = Some(version_id.clone());
                     report.steps.push(format!("already recorded: candidate {version_id} (no duplicate)"));
@@ -72,7 +70,7 @@ pub async fn recover(env: &TrainEnv<'_>, session_id: &str, out_root: &Path) -> R
                 }
             }
         }
-        Some(TrainState::Abandoned) => return Err(TrainError::Refused(format!("iteration `{}` was abandoned", it.id))),
+        TrainState::Abandoned => return Err(TrainError::Refused(format!("iteration `{}` was abandoned", it.id))),
         _ => {
             return Err(TrainError::Refused(format!(
                 "iteration `{}` is at `{}`; recover applies after the training package was exported",
@@ -80,8 +78,8 @@ pub async fn recover(env: &TrainEnv<'_>, session_id: &str, out_root: &Path) -> R
             )));
         }
     }
-    report.state = it.state.clone();
-    report.next_action = next_action_for(&it.state, &session.id);
+    report.state = it.state;
+    report.next_action = next_action_for(it.state, &session.id);
     if !it.candidate_version_id.is_empty() {
         report.candidate_version = Some(it.candidate_version_id.clone());
     }

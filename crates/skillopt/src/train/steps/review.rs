@@ -4,18 +4,20 @@
 
 use std::path::PathBuf;
 
+use skillforge_stage::fs::sha256_hex;
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::candidates::get_candidate;
-use skillforge_store::train::{IterationRow, SessionRow};
+use skillforge_store::train::SessionRow;
 
 use crate::train::meta::IterationMeta;
 use crate::train::{TrainEnv, TrainError};
+use crate::train::iteration::Iteration;
 use crate::train::session::*;
 use crate::train::state::TrainState;
 use crate::train::steps::github::{github_repo, publish_candidate_comment, publish_review_issue, sync_review_issue};
 
 /// options_generated → review_published: the blind Markdown packet in `<iteration>/review`.
-pub(crate) async fn publish_review(env: &TrainEnv<'_>, session: &SessionRow, it: &mut IterationRow, report: &mut StepReport) -> Result<PathBuf, TrainError> {
+pub(crate) async fn publish_review(env: &TrainEnv<'_>, session: &SessionRow, it: &mut Iteration, report: &mut StepReport) -> Result<PathBuf, TrainError> {
     let dir = env.iteration_dir(&session.id, &it.id).join(REVIEW_DIR);
     let blobs = BlobStore::in_home(env.home);
     let done = crate::packet::export_packet(env.store, &blobs, &it.eval_run_id, &dir, true).await.map_err(|e| match e {
@@ -26,22 +28,21 @@ pub(crate) async fn publish_review(env: &TrainEnv<'_>, session: &SessionRow, it:
     let mut meta = IterationMeta::parse(&it.metadata_json);
     meta.review.status = "succeeded".into();
     meta.review.path = dir.display().to_string();
-    meta.review.written_sha256 = sha256_hex(&done.feedback_template);
+    meta.review.written_sha256 = sha256_hex(done.feedback_template.as_bytes());
     meta.feedback_sync.status = "waiting".into();
     if let Some(repo) = github_repo(session)? {
         let url = publish_review_issue(env, &repo, it, &mut meta).await?;
         report.steps.push(format!("review issue published: {url} ({} items)", done.n_items));
         report.issue_url = Some(url);
     }
-    save_meta(env, it, &meta).await?;
-    advance(env, it, TrainState::ReviewPublished).await?;
+    advance_with_meta(env, it, TrainState::ReviewPublished, &meta).await?;
     report.steps.push(format!("review packet published: {} ({} items)", dir.display(), done.n_items));
     Ok(dir)
 }
 
 /// review_published → feedback_synced when a human filled `feedback.yml`; false while it is
 /// still the template as written.
-pub(crate) async fn sync_feedback(env: &TrainEnv<'_>, _session: &SessionRow, it: &mut IterationRow, report: &mut StepReport) -> Result<bool, TrainError> {
+pub(crate) async fn sync_feedback(env: &TrainEnv<'_>, _session: &SessionRow, it: &mut Iteration, report: &mut StepReport) -> Result<bool, TrainError> {
     if it.issue_number > 0 {
         // Published on GitHub: `continue` syncs the issue's comments while feedback is missing.
         report.issue_url = Some(it.issue_url.clone());
@@ -50,7 +51,7 @@ pub(crate) async fn sync_feedback(env: &TrainEnv<'_>, _session: &SessionRow, it:
     let mut meta = IterationMeta::parse(&it.metadata_json);
     let dir = PathBuf::from(&meta.review.path);
     let text = std::fs::read_to_string(dir.join(skillforge_contract::FEEDBACK_FILE)).unwrap_or_default();
-    if text.is_empty() || sha256_hex(&text) == meta.review.written_sha256 {
+    if text.is_empty() || sha256_hex(text.as_bytes()) == meta.review.written_sha256 {
         return Ok(false);
     }
     let done = crate::packet::import_packet(env.store, &dir, None).await.map_err(|e| match e {
@@ -59,8 +60,7 @@ pub(crate) async fn sync_feedback(env: &TrainEnv<'_>, _session: &SessionRow, it:
     })?;
     meta.feedback_sync.status = "succeeded".into();
     meta.feedback_sync.path = done.source_url.clone();
-    save_meta(env, it, &meta).await?;
-    advance(env, it, TrainState::FeedbackSynced).await?;
+    advance_with_meta(env, it, TrainState::FeedbackSynced, &meta).await?;
     report.steps.push(format!(
         "feedback synced from {} ({} ranked, {} A/B events)",
         done.reviewer,
@@ -72,7 +72,7 @@ pub(crate) async fn sync_feedback(env: &TrainEnv<'_>, _session: &SessionRow, it:
 
 /// candidate_created → candidate_review_published: `<iteration>/candidate-review.md` with the
 /// selection score, evaluator report, no-op status, promotability and the diff (seed step 8).
-pub(crate) async fn publish_candidate_review(env: &TrainEnv<'_>, session: &SessionRow, it: &mut IterationRow, report: &mut StepReport) -> Result<(), TrainError> {
+pub(crate) async fn publish_candidate_review(env: &TrainEnv<'_>, session: &SessionRow, it: &mut Iteration, report: &mut StepReport) -> Result<(), TrainError> {
     let candidate = get_candidate(env.store.pool(), &it.candidate_version_id)
         .await?
         .ok_or_else(|| TrainError::Failed(format!("candidate `{}` is missing", it.candidate_version_id)))?;
@@ -115,8 +115,7 @@ pub(crate) async fn publish_candidate_review(env: &TrainEnv<'_>, session: &Sessi
     meta.candidate_review.status = "succeeded".into();
     meta.candidate_review.path = path.display().to_string();
     meta.candidate_decision.status = "waiting".into();
-    save_meta(env, it, &meta).await?;
-    advance(env, it, TrainState::CandidateReviewPublished).await?;
+    advance_with_meta(env, it, TrainState::CandidateReviewPublished, &meta).await?;
     report.steps.push(format!("candidate review published: {}", path.display()));
     Ok(())
 }

@@ -6,13 +6,14 @@ use std::path::Path;
 use skillforge_store::review::{NewEvalRun, NewReviewItem, RunSettings, create_run, get_run};
 use skillforge_store::templates::{VersionRef, VersionSelector};
 use skillforge_store::train::{
-    IterationRow, NewIteration, NewSession, SessionRow, create_iteration, create_session, list_iterations,
+    NewIteration, NewSession, SessionRow, create_iteration, create_session, list_iterations,
 };
 
 use crate::promotion::resolve::{draw, version_for_job};
 use crate::train::items::ItemSpec;
 use crate::train::meta::SessionMeta;
 use crate::train::{TrainEnv, TrainError};
+use crate::train::iteration::Iteration;
 use crate::train::session::*;
 use crate::train::state::TrainState;
 
@@ -134,7 +135,7 @@ pub async fn start_with_evaluator(
         prepare_items(env, &session, &mut it, &mut report).await?;
         report.next_action = format!("skillforge train continue --session {session_id}");
     }
-    report.state = it.state.clone();
+    report.state = it.state;
     Ok(report)
 }
 
@@ -242,7 +243,7 @@ pub(crate) fn check_start_request(req: &StartRequest) -> Result<(), TrainError> 
 }
 
 /// request_confirmed → workspace_ready → items_ready: the iteration's review run and items.
-pub(crate) async fn prepare_items(env: &TrainEnv<'_>, session: &SessionRow, it: &mut IterationRow, report: &mut StepReport) -> Result<(), TrainError> {
+pub(crate) async fn prepare_items(env: &TrainEnv<'_>, session: &SessionRow, it: &mut Iteration, report: &mut StepReport) -> Result<(), TrainError> {
     if session.workspace_repo.trim().is_empty() {
         return Err(TrainError::Refused(format!(
             "train session `{}` has no workspace repo, so it stays at request_confirmed and cannot generate options (S-98); \
@@ -250,13 +251,13 @@ pub(crate) async fn prepare_items(env: &TrainEnv<'_>, session: &SessionRow, it: 
             session.id
         )));
     }
-    if it.state == TrainState::RequestConfirmed.as_str() {
+    if it.state == TrainState::RequestConfirmed {
         std::fs::create_dir_all(env.iteration_dir(&session.id, &it.id))
             .map_err(|e| TrainError::Env(format!("create the iteration directory: {e}")))?;
         advance(env, it, TrainState::WorkspaceReady).await?;
         report.steps.push(format!("workspace {} ready", session.workspace_repo));
     }
-    if it.state == TrainState::WorkspaceReady.as_str() {
+    if it.state == TrainState::WorkspaceReady {
         let smeta = SessionMeta::parse(&session.metadata_json);
         let settings = RunSettings::normalize(Some(&it.mode), Some(&it.exploration_level), Some(smeta.options_count.max(2)))
             .map_err(|e| TrainError::Invalid(e.to_string()))?;
@@ -308,7 +309,7 @@ pub(crate) async fn prepare_items(env: &TrainEnv<'_>, session: &SessionRow, it: 
 
 /// `--start-next` (seed step 10): a new iteration on the template's current version (or its
 /// canary for the sampled fraction, S-60).
-pub(crate) async fn start_next(env: &TrainEnv<'_>, session: &SessionRow, prev: &IterationRow, report: &mut StepReport) -> Result<(SessionRow, IterationRow), TrainError> {
+pub(crate) async fn start_next(env: &TrainEnv<'_>, session: &SessionRow, prev: &Iteration, report: &mut StepReport) -> Result<(SessionRow, Iteration), TrainError> {
     let iterations = list_iterations(env.store.pool(), &session.id).await?;
     let reference = VersionRef { template_id: session.template_id.clone(), selector: VersionSelector::Current };
     let base = version_for_job(env.store.pool(), &reference, draw())

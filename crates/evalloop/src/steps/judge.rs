@@ -1,102 +1,46 @@
-//! The judge stage of a forge (seed: skill-eval-loop, "The blind is enforced, not assumed",
-//! "Hard rules"): the brief's verify as a `process` job in each arm's work dir (one gate for every
-//! runner, E-10), the pre-judge checks (`arm_never_ran` before any mapping is drawn, E-45), the
-//! invalid codes in precedence, the mapping kept on disk, the blind judge's `agent` job, and
-//! applying its reply as `verdict.json`.
+//! The judge step of a forge (seed: skill-eval-loop, "The blind is enforced, not assumed",
+//! "Hard rules"): the pre-judge checks on both arms' facts (`arm_never_ran` before any mapping is
+//! drawn, E-45), the invalid codes in precedence, the mapping kept on disk, the blind judge's
+//! `agent` job, and applying its reply as `verdict.json`.
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
 use skillforge_engine::{Job, JobSpec};
-use skillforge_runner::PayloadError;
 use skillforge_runner_agent::{Access, AgentPayload, AgentReport};
-use skillforge_runner_process::ProcessPayload;
-
-use super::arm::{ArmPair, ArmRecord, ArmSide};
-use super::arm_stage::{FINAL_FILE, RUN_FILE, SHIPPED_META, SHIPPED_WORK};
-use super::brief::{Brief, FINAL_ENV};
-use super::invalid::{ArmFacts, Invalid, check_never_ran, classify};
-use super::inventory::judge_manifest;
-use super::layout::{arm_dir, meta_dir, read_json, write_atomic, write_json};
-use super::mapping::{MAPPING_FILE, Mapping, Slot, SlotView, deliverable, judge_prompt};
-use super::sample::{SampleVerdict, VERDICT_FILE};
-use super::stages::StageDef;
-use super::verdict::{JudgeReading, parse_verdict};
 use skillforge_stage::files;
+use skillforge_stage::fs::write_atomic;
+
+use super::arm::{FINAL_FILE, RUN_FILE};
+use super::verify::{VERIFY_FILE, VerifyResult};
+use crate::arm::{ArmPair, ArmRecord, ArmSide};
+use crate::brief::Brief;
+use crate::error::StepError;
+use crate::invalid::{ArmFacts, Invalid, check_never_ran, classify};
+use crate::inventory::judge_manifest;
+use crate::layout::{arm_dir, meta_dir, read_json, write_json};
+use crate::mapping::{MAPPING_FILE, Mapping, Slot, SlotView, deliverable, judge_prompt};
+use crate::sample::{SampleVerdict, VERDICT_FILE};
+use crate::stages::StageDef;
+use crate::verdict::{JudgeReading, parse_verdict};
 
 /// Name of the judge's output dir in its job dir on a fleet (delivered to the sample dir).
 pub const JUDGE_OUT: &str = "out";
 
-/// `<arm>.meta/verify.json`.
-pub const VERIFY_FILE: &str = "verify.json";
 /// The judge's transcript in the sample dir.
 pub const JUDGE_TRANSCRIPT_FILE: &str = "judge.transcript.jsonl";
 /// The judge's prompt as sent (kept for the report and for checking the blind; the mapping is
 /// in its own file).
 pub const JUDGE_PROMPT_FILE: &str = "judge.prompt.txt";
 
-/// `verify.json`: the brief's verify in one arm's work dir.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VerifyResult {
-    /// Exit 0.
-    pub passed: bool,
-    /// Exit class label.
-    pub exit: String,
-    /// Raw exit code.
-    pub exit_code: Option<i32>,
-}
-
-/// The verify job of one arm: `sh -c <verify>` in the arm's work dir with `$FORGE_FINAL` naming
-/// `<arm>.meta/final.txt` (E-03), key `<prefix>:<n>:<side>:verify`. Whatever runner ran the arm,
-/// this is a `process` job on the host (E-10: one gate). With `ships` the work and meta dirs
-/// are the job dir's `work/` and `meta/`, which the forge sends and gets back.
-///
-/// # Errors
-/// [`PayloadError`] when the payload does not serialize (a path that is not UTF-8).
-pub fn verify_job(brief: &Brief, sample_dir: &Path, sample: u32, side: ArmSide, stage: &StageDef, key_prefix: &str, ships: bool) -> Result<JobSpec, PayloadError> {
-    let mut payload = ProcessPayload::shell(brief.verify.clone());
-    let (work, meta) = match ships {
-        true => (files::worker_path(SHIPPED_WORK), files::worker_path(SHIPPED_META)),
-        false => (arm_dir(sample_dir, side), meta_dir(sample_dir, side)),
-    };
-    payload.cwd = Some(work);
-    payload.env.insert(FINAL_ENV.to_owned(), meta.join(FINAL_FILE).display().to_string());
-    let key = format!("{key_prefix}:{sample}:{side}:verify");
-    stage.job(&payload, Some(key))
-}
-
-/// Applies a finished verify job as `<arm>.meta/verify.json` (kept when it exists). A verify
-/// that could not run at all (no outcome) fails.
-///
-/// # Errors
-/// A message when the job is not a verify job of this shape or the file cannot be written.
-pub fn apply_verify(job: &Job) -> Result<(), String> {
-    let payload: ProcessPayload = serde_json::from_value(job.spec.payload.clone()).map_err(|e| format!("verify job {}: payload: {e}", job.id))?;
-    let meta = payload
-        .env
-        .get(FINAL_ENV)
-        .and_then(|p| files::delivered_path(job, Path::new(p)).parent().map(Path::to_path_buf))
-        .ok_or_else(|| format!("verify job {} has no {FINAL_ENV}", job.id))?;
-    let path = meta.join(VERIFY_FILE);
-    if path.exists() {
-        return Ok(());
-    }
-    let result = match &job.outcome {
-        Some(o) => VerifyResult { passed: o.exit.is_passed(), exit: o.exit.label().to_owned(), exit_code: o.exit_code },
-        None => VerifyResult { passed: false, exit: job.state.to_string(), exit_code: None },
-    };
-    write_json(&path, &result)
-}
-
 /// The stored facts of both arms of a sample (run.json, final.txt, verify.json).
 ///
 /// # Errors
-/// A message naming a missing or unreadable file.
-pub fn read_facts(sample_dir: &Path) -> Result<ArmPair<ArmFacts>, String> {
-    let one = |side: ArmSide| -> Result<ArmFacts, String> {
+/// [`StepError::Missing`] or [`StepError::File`], naming the file.
+pub fn read_facts(sample_dir: &Path) -> Result<ArmPair<ArmFacts>, StepError> {
+    let one = |side: ArmSide| -> Result<ArmFacts, StepError> {
         let meta = meta_dir(sample_dir, side);
-        let record: ArmRecord = read_json(&meta.join(RUN_FILE))?.ok_or_else(|| format!("`{}` is missing", meta.join(RUN_FILE).display()))?;
-        let verify: VerifyResult = read_json(&meta.join(VERIFY_FILE))?.ok_or_else(|| format!("`{}` is missing", meta.join(VERIFY_FILE).display()))?;
+        let record: ArmRecord = read_json(&meta.join(RUN_FILE))?.ok_or_else(|| StepError::Missing(meta.join(RUN_FILE)))?;
+        let verify: VerifyResult = read_json(&meta.join(VERIFY_FILE))?.ok_or_else(|| StepError::Missing(meta.join(VERIFY_FILE)))?;
         let final_message = std::fs::read_to_string(meta.join(FINAL_FILE)).ok();
         Ok(ArmFacts { record, final_message, verify_passed: verify.passed })
     };
@@ -141,11 +85,11 @@ pub struct JudgeJob<'a> {
 /// job (key `<prefix>:<n>:judge`).
 ///
 /// # Errors
-/// Missing arm files, or a file that cannot be written.
-pub fn prepare_judge(brief: &Brief, sample_dir: &Path, sample: u32, skill: &str, judge: &JudgeJob<'_>) -> Result<PreJudge, String> {
+/// [`StepError`]: missing arm files, or a file that cannot be written.
+pub fn prepare_judge(brief: &Brief, sample_dir: &Path, sample: u32, skill: &str, judge: &JudgeJob<'_>) -> Result<PreJudge, StepError> {
     let JudgeJob { stage, runtime: judge_runtime, model, key_prefix, ships } = *judge;
     let facts = read_facts(sample_dir)?;
-    let invalid = |i: Invalid| -> Result<PreJudge, String> {
+    let invalid = |i: Invalid| -> Result<PreJudge, StepError> {
         let v = SampleVerdict::invalid(sample, &i, &records(&facts), verify(&facts));
         write_json(&sample_dir.join(VERDICT_FILE), &v)?;
         Ok(PreJudge::Invalid(v))
@@ -173,7 +117,7 @@ pub fn prepare_judge(brief: &Brief, sample_dir: &Path, sample: u32, skill: &str,
         SlotView { final_message: facts.get(side).final_message.clone().unwrap_or_default(), files, delivered }
     };
     let prompt = judge_prompt(brief, &view(Slot::A), &view(Slot::B));
-    write_atomic(&sample_dir.join(JUDGE_PROMPT_FILE), prompt.as_bytes()).map_err(|e| format!("write judge prompt: {e}"))?;
+    write_atomic(&sample_dir.join(JUDGE_PROMPT_FILE), prompt.as_bytes()).map_err(|source| StepError::Write { what: "judge prompt", source })?;
     let mut payload = AgentPayload::new(judge_runtime, prompt);
     payload.timeout_secs = Some(stage.timeout_secs);
     // Issue 31 item 6: the judge reads what its prompt shows it and nothing else: no tools that
@@ -187,7 +131,7 @@ pub fn prepare_judge(brief: &Brief, sample_dir: &Path, sample: u32, skill: &str,
     let transcript_dir = if ships { files::worker_path(JUDGE_OUT) } else { sample_dir.to_path_buf() };
     payload.transcript_path = Some(transcript_dir.join(JUDGE_TRANSCRIPT_FILE));
     let key = format!("{key_prefix}:{sample}:judge");
-    let spec = stage.job(&payload, Some(key)).map_err(|e| e.to_string())?;
+    let spec = stage.job(&payload, Some(key))?;
     Ok(PreJudge::Judge(Box::new(spec)))
 }
 
@@ -196,21 +140,21 @@ pub fn prepare_judge(brief: &Brief, sample_dir: &Path, sample: u32, skill: &str,
 /// `unreadable_verdict`, never a tie. Idempotent (an existing verdict is kept).
 ///
 /// # Errors
-/// A message when the job's key or files are not a judge's, or the verdict cannot be written.
-pub fn apply_judge(job: &Job) -> Result<(), String> {
+/// [`StepError`] when the job's key or files are not a judge's, or the verdict cannot be written.
+pub fn apply_judge(job: &Job) -> Result<(), StepError> {
     let key = job.spec.idempotency_key.as_deref().unwrap_or_default();
     let sample: u32 = key
         .strip_suffix(":judge")
         .and_then(|k| k.rsplit(':').next())
         .and_then(|n| n.parse().ok())
-        .ok_or_else(|| format!("judge job {} has no judge key ({key:?})", job.id))?;
-    let payload: AgentPayload = serde_json::from_value(job.spec.payload.clone()).map_err(|e| format!("judge job {}: payload: {e}", job.id))?;
+        .ok_or_else(|| StepError::NoKey { stage: "judge", job_id: job.id.clone(), key: key.to_owned() })?;
+    let payload: AgentPayload = serde_json::from_value(job.spec.payload.clone()).map_err(|source| StepError::Payload { stage: "judge", job_id: job.id.clone(), source })?;
     let transcript = payload.transcript_path.as_deref().map(|p| files::delivered_path(job, p));
-    let sample_dir = transcript.as_deref().and_then(Path::parent).ok_or_else(|| format!("judge job {} has no transcript path", job.id))?;
+    let sample_dir = transcript.as_deref().and_then(Path::parent).ok_or_else(|| StepError::NoPath { stage: "judge", job_id: job.id.clone(), what: "transcript path" })?;
     if sample_dir.join(VERDICT_FILE).exists() {
         return Ok(());
     }
-    let mapping: Mapping = read_json(&sample_dir.join(MAPPING_FILE))?.ok_or_else(|| format!("sample {sample}: {MAPPING_FILE} is missing"))?;
+    let mapping: Mapping = read_json(&sample_dir.join(MAPPING_FILE))?.ok_or(StepError::NoMapping { sample, file: MAPPING_FILE })?;
     let facts = read_facts(sample_dir)?;
     let report: Option<AgentReport> = job.outcome.as_ref().and_then(|o| serde_json::from_value(o.detail.clone()).ok());
     let reading = match report.as_ref().map(|r| (r.answer(), &r.api_error)) {
@@ -220,5 +164,5 @@ pub fn apply_judge(job: &Job) -> Result<(), String> {
     };
     let mut v = SampleVerdict::judged(sample, &reading, mapping, &records(&facts), verify(&facts));
     v.judge_usage = report.and_then(|r| r.usage);
-    write_json(&sample_dir.join(VERDICT_FILE), &v)
+    Ok(write_json(&sample_dir.join(VERDICT_FILE), &v)?)
 }

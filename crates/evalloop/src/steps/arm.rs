@@ -1,4 +1,4 @@
-//! The arm stage of a forge: preparing a sample's two work dirs (refusing leftovers, E-46),
+//! The arm step of a forge: preparing a sample's two work dirs (refusing leftovers, E-46),
 //! the `agent` job of one arm, and applying its finished job as `<arm>.meta/run.json` +
 //! `final.txt` (seed: skill-eval-loop, "The loop", "Hard rules").
 
@@ -8,14 +8,17 @@ use skillforge_engine::{Job, JobSpec};
 use skillforge_runner::{ExitClass, PayloadError};
 use skillforge_runner_agent::{AgentPayload, AgentReport};
 
-use super::arm::{ArmRecord, ArmSide, RUN_ERROR_CHARS, truncate_chars};
-use super::brief::Brief;
-use super::arm_runner::ArmRunner;
-use super::inventory::{HANDED_SKILL_DIR, installed_skills};
-use super::layout::{arm_dir, meta_dir, write_atomic, write_json};
-use super::stages::StageDef;
-use super::tool_errors::count_tool_errors;
 use skillforge_stage::files;
+use skillforge_stage::fs::write_atomic;
+
+use crate::arm::{ArmRecord, ArmSide, RUN_ERROR_CHARS, truncate_chars};
+use crate::arm_runner::ArmRunner;
+use crate::brief::Brief;
+use crate::error::{IoError, StepError};
+use crate::inventory::{HANDED_SKILL_DIR, installed_skills};
+use crate::layout::{arm_dir, meta_dir, write_json};
+use crate::stages::StageDef;
+use crate::tool_errors::count_tool_errors;
 
 /// `run.json`, `final.txt`, `transcript.jsonl` in an arm's meta dir.
 pub const RUN_FILE: &str = "run.json";
@@ -33,39 +36,67 @@ pub fn install_root(runtime: &str) -> &'static str {
     }
 }
 
+/// Why a sample's work dirs could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// E-46: an arm's work or meta dir is already there (an earlier run's evidence, never cleaned).
+    #[error("`{}` already exists: an earlier run left evidence there; read it, then delete the sample dir `{}` to run this sample again", dir.display(), sample_dir.display())]
+    Leftover {
+        /// The dir found.
+        dir: PathBuf,
+        /// The sample dir to delete.
+        sample_dir: PathBuf,
+    },
+    /// An arm's meta dir could not be created.
+    #[error("create meta dir: {0}")]
+    MetaDir(#[source] std::io::Error),
+    /// A setup file of the brief could not be written.
+    #[error("write setup file `{rel}`: {}", .source.source)]
+    SetupFile {
+        /// The file, relative to the work dir.
+        rel: String,
+        /// The atomic write's error (its I/O error is the message).
+        #[source]
+        source: skillforge_stage::fs::WriteError,
+    },
+    /// A skill dir ends in `..` or `/`.
+    #[error("skill dir `{}` has no name", .0.display())]
+    NoSkillName(PathBuf),
+    /// A dir could not be created or a skill tree copied.
+    #[error(transparent)]
+    Io(#[from] IoError),
+}
+
 /// Creates sample `n`'s work dirs: the brief's setup files in both, the candidate skill installed
 /// in `with`, the rival (if any) in `without` — copied into the runtime's project install root
 /// of the work dir on the local runner, handed over as `<arm>.meta/skill/<name>` on the
 /// container runner (mounted read-only into that arm's container only; E-09, E-49).
 ///
 /// # Errors
-/// E-46: a message naming the sample dir when an arm's work dir or meta dir already exists (the
-/// earlier run is evidence: it is never cleaned); I/O errors naming the path.
-pub fn prepare_sample(sample_dir: &Path, brief: &Brief, runtime: &str, skill_dir: &Path, rival: Option<&Path>, runner: &ArmRunner) -> Result<(), String> {
+/// E-46: [`PrepareError::Leftover`] naming the sample dir when an arm's work dir or meta dir
+/// already exists (the earlier run is evidence: it is never cleaned); otherwise the I/O step that
+/// failed, naming the path.
+pub fn prepare_sample(sample_dir: &Path, brief: &Brief, runtime: &str, skill_dir: &Path, rival: Option<&Path>, runner: &ArmRunner) -> Result<(), PrepareError> {
     for side in ArmSide::BOTH {
         for dir in [arm_dir(sample_dir, side), meta_dir(sample_dir, side)] {
             if dir.exists() {
-                return Err(format!(
-                    "`{}` already exists: an earlier run left evidence there; read it, then delete the sample dir `{}` to run this sample again",
-                    dir.display(),
-                    sample_dir.display()
-                ));
+                return Err(PrepareError::Leftover { dir, sample_dir: sample_dir.to_owned() });
             }
         }
     }
     for side in ArmSide::BOTH {
         let work = arm_dir(sample_dir, side);
-        std::fs::create_dir_all(&work).map_err(|e| format!("create `{}`: {e}", work.display()))?;
-        std::fs::create_dir_all(meta_dir(sample_dir, side)).map_err(|e| format!("create meta dir: {e}"))?;
+        std::fs::create_dir_all(&work).map_err(IoError::on("create", &work))?;
+        std::fs::create_dir_all(meta_dir(sample_dir, side)).map_err(PrepareError::MetaDir)?;
         for (rel, text) in &brief.setup {
-            write_atomic(&work.join(rel), text.as_bytes()).map_err(|e| format!("write setup file `{rel}`: {e}"))?;
+            write_atomic(&work.join(rel), text.as_bytes()).map_err(|source| PrepareError::SetupFile { rel: rel.clone(), source })?;
         }
         let skill = match side {
             ArmSide::With => Some(skill_dir),
             ArmSide::Without => rival,
         };
         if let Some(skill) = skill {
-            let name = skill.file_name().ok_or_else(|| format!("skill dir `{}` has no name", skill.display()))?;
+            let name = skill.file_name().ok_or_else(|| PrepareError::NoSkillName(skill.to_owned()))?;
             let target = match runner.hands_skills_over() {
                 true => meta_dir(sample_dir, side).join(HANDED_SKILL_DIR).join(name),
                 false => work.join(install_root(runtime)).join(name),
@@ -79,18 +110,18 @@ pub fn prepare_sample(sample_dir: &Path, brief: &Brief, runtime: &str, skill_dir
 /// Copies the directory tree `from` to `to` (regular files and directories).
 ///
 /// # Errors
-/// A message naming the path that failed.
-pub fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(to).map_err(|e| format!("create `{}`: {e}", to.display()))?;
-    let entries = std::fs::read_dir(from).map_err(|e| format!("read `{}`: {e}", from.display()))?;
+/// [`IoError`] naming the path that failed.
+pub fn copy_tree(from: &Path, to: &Path) -> Result<(), IoError> {
+    std::fs::create_dir_all(to).map_err(IoError::on("create", to))?;
+    let entries = std::fs::read_dir(from).map_err(IoError::on("read", from))?;
     for entry in entries {
-        let entry = entry.map_err(|e| format!("read `{}`: {e}", from.display()))?;
-        let kind = entry.file_type().map_err(|e| e.to_string())?;
+        let entry = entry.map_err(IoError::on("read", from))?;
+        let kind = entry.file_type().map_err(IoError::on("read", entry.path()))?;
         let target = to.join(entry.file_name());
         if kind.is_dir() {
             copy_tree(&entry.path(), &target)?;
         } else if kind.is_file() {
-            std::fs::copy(entry.path(), &target).map_err(|e| format!("copy `{}`: {e}", entry.path().display()))?;
+            std::fs::copy(entry.path(), &target).map_err(IoError::on("copy", entry.path()))?;
         }
     }
     Ok(())
@@ -178,12 +209,12 @@ pub fn parse_arm_key(key: &str) -> Option<(u32, ArmSide)> {
 /// alone, so a second delivery changes nothing.
 ///
 /// # Errors
-/// A message when the job is not an arm job of this shape or a file cannot be written.
-pub fn apply_arm(job: &Job) -> Result<(), String> {
+/// [`StepError`] when the job is not an arm job of this shape or a file cannot be written.
+pub fn apply_arm(job: &Job) -> Result<(), StepError> {
     let key = job.spec.idempotency_key.as_deref().unwrap_or_default();
-    let (sample, side) = parse_arm_key(key).ok_or_else(|| format!("arm job {} has no arm key ({key:?})", job.id))?;
-    let payload: AgentPayload = serde_json::from_value(job.spec.payload.clone()).map_err(|e| format!("arm job {}: payload: {e}", job.id))?;
-    let transcript_path = payload.transcript_path.clone().ok_or_else(|| format!("arm job {} has no transcript path", job.id))?;
+    let (sample, side) = parse_arm_key(key).ok_or_else(|| StepError::NoKey { stage: "arm", job_id: job.id.clone(), key: key.to_owned() })?;
+    let payload: AgentPayload = serde_json::from_value(job.spec.payload.clone()).map_err(|source| StepError::Payload { stage: "arm", job_id: job.id.clone(), source })?;
+    let transcript_path = payload.transcript_path.clone().ok_or_else(|| StepError::NoPath { stage: "arm", job_id: job.id.clone(), what: "transcript path" })?;
     // On a fleet the payload names the worker's job dir; its dirs were delivered back here.
     let transcript_path = files::delivered_path(job, &transcript_path);
     let meta = transcript_path.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -224,9 +255,9 @@ pub fn apply_arm(job: &Job) -> Result<(), String> {
     };
     // An API error's text is the CLI talking, never the arm's answer: no final.txt then.
     if let Some(message) = report.as_ref().and_then(AgentReport::answer) {
-        write_atomic(&meta.join(FINAL_FILE), message.as_bytes()).map_err(|e| format!("write final.txt: {e}"))?;
+        write_atomic(&meta.join(FINAL_FILE), message.as_bytes()).map_err(|source| StepError::Write { what: FINAL_FILE, source })?;
     }
-    write_json(&meta.join(RUN_FILE), &record)
+    Ok(write_json(&meta.join(RUN_FILE), &record)?)
 }
 
 #[cfg(test)]
@@ -244,7 +275,7 @@ mod tests {
         let brief: Brief = serde_json::from_value(serde_json::json!({"id": "b", "prompt": "p", "verify": "true", "rubric": "r", "output": "reply"})).unwrap();
         std::fs::create_dir_all(sample.join("with.meta")).unwrap();
         std::fs::write(sample.join("with.meta/final.txt"), "earlier answer").unwrap();
-        let e = prepare_sample(&sample, &brief, "claude", &skill, None, &ArmRunner::Local).unwrap_err();
+        let e = prepare_sample(&sample, &brief, "claude", &skill, None, &ArmRunner::Local).unwrap_err().to_string();
         assert!(e.contains("delete the sample dir") && e.contains(&sample.display().to_string()), "{e}");
         assert_eq!(std::fs::read_to_string(sample.join("with.meta/final.txt")).unwrap(), "earlier answer");
         assert!(!sample.join("with").exists() && !sample.join("without").exists());

@@ -7,16 +7,16 @@ use std::path::Path;
 
 use skillforge_runner_agent::{AgentPayload, PermissionDenial, Spend as AgentSpend, Usage};
 
-use super::OptimizeError;
-use super::brief;
+use crate::OptimizeError;
+use crate::brief;
 use super::judging;
-use super::delegation;
-use super::decide::{self, DecideConfig, DecideInput, DecideResult, Decision, Measured, NextMeasurement};
-use super::git;
-use super::log::{Comparison, ComparisonKind, Entry, ExperimentLog, Outcome, PendingWait, WorkerResult};
-use super::measure::{self, Sample};
-use super::run::{Ctx, Event, passed};
-use super::state::{Marker, OWN_FILES, side, write_marker};
+use crate::delegation;
+use crate::decide::{self, DecideConfig, DecideInput, DecideResult, Decision, Measured, NextMeasurement};
+use crate::git;
+use crate::log::{Comparison, ComparisonKind, Entry, ExperimentLog, Outcome, PendingWait, WorkerResult};
+use crate::measure::{self, Sample};
+use crate::ctx::{Ctx, Event, passed};
+use crate::state::{Marker, OWN_FILES, side, write_marker};
 
 /// The prefix of a worker's final-message line naming a dependency it needs and may not install (O-02).
 pub const NEEDS_DEPENDENCY: &str = "needs_dependency:";
@@ -89,7 +89,7 @@ pub async fn submit_worker(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32) -> Result
             let h = log.hypothesis_backlog.iter().find(|h| h.id == wait.hypothesis_id).ok_or_else(|| OptimizeError::Invalid(format!("hypothesis `{}` is not in the backlog", wait.hypothesis_id)))?;
             let digest = std::fs::read_to_string(ctx.root.source_digest()).unwrap_or_default();
             let text = brief::render(&ctx.spec, log, &digest, n, (&h.description, &h.category), remote.as_ref());
-            super::log::write_atomic(&brief_path, &text)?;
+            skillforge_stage::fs::write_atomic(&brief_path, &text)?;
             text
         }
     };
@@ -253,7 +253,7 @@ pub async fn collect(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(
             if wr.changed_files.is_empty() {
                 return terminal(ctx, log, entry, Outcome::Reverted, Measured::Ok, no_change_reason(&wr));
             }
-            if ctx.spec.measurement.stability.mode == super::spec::StabilityMode::Ladder
+            if ctx.spec.measurement.stability.mode == crate::spec::StabilityMode::Ladder
                 && let Some(smoke) = &ctx.spec.measurement.smoke_command
             {
                 let spec = ctx.checkout_job("measurement", smoke, &worktree, Default::default(), ctx.key(&format!("exp-{n:03}:smoke"))).await?;
@@ -415,7 +415,7 @@ fn apply_pair(ctx: &Ctx<'_>, entry: &mut Entry, kind: ComparisonKind, r: Sample,
         (Sample::Ok(ro), Sample::Ok(co)) => {
             comp.reference.snapshot.push_sample(&ro.metrics);
             comp.candidate.snapshot.push_sample(&co.metrics);
-            for (gate, ok) in super::gates::evaluate(gates, &co.metrics) {
+            for (gate, ok) in crate::gates::evaluate(gates, &co.metrics) {
                 let slot = comp.candidate.snapshot.gates.entry(gate).or_insert(true);
                 *slot &= ok;
             }

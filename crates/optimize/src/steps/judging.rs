@@ -17,17 +17,17 @@
 use std::collections::BTreeSet;
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use skillforge_engine::Job;
 use skillforge_runner_agent::{AgentPayload, Spend as AgentSpend, Usage};
 
-use super::OptimizeError;
-use super::judge::{self, JudgeCache, JudgedItem, Reply};
-use super::log::{JudgeRecord, write_atomic};
-use super::measure::{Sample, SampleOutput};
-use super::run::{Ctx, passed};
-use super::snapshot::WorstCase;
-use super::spec::{JudgeSpec, MetricKind};
+use crate::OptimizeError;
+use crate::judge::{self, JudgeCache, JudgedItem, Reply};
+use crate::log::{JudgeRecord};
+use skillforge_stage::fs::{sha256_hex, write_atomic};
+use crate::measure::{Sample, SampleOutput};
+use crate::ctx::{Ctx, passed};
+use crate::snapshot::WorstCase;
+use crate::spec::{JudgeSpec, MetricKind};
 
 /// The judge pass of one output.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,11 +79,11 @@ fn score_field<'a>(ctx: &'a Ctx<'_>, j: &'a JudgeSpec) -> &'a str {
 ///
 /// # Errors
 /// [`OptimizeError::Invalid`] when the file exists but does not parse, naming it.
-pub fn read_cache(root: &super::state::StateRoot) -> Result<JudgeCache, OptimizeError> {
+pub fn read_cache(root: &crate::state::StateRoot) -> Result<JudgeCache, OptimizeError> {
     let path = root.judge_cache();
     match std::fs::read_to_string(&path) {
         Ok(text) => {
-            super::check_yaml(&text, &format!("judge cache `{}`", path.display()))?;
+            crate::check_yaml(&text, &format!("judge cache `{}`", path.display()))?;
             serde_norway::from_str(&text).map_err(|e| OptimizeError::Invalid(format!("`{}`: {e}", path.display())))
         }
         Err(_) => Ok(JudgeCache::default()),
@@ -92,15 +92,13 @@ pub fn read_cache(root: &super::state::StateRoot) -> Result<JudgeCache, Optimize
 
 fn write_cache(ctx: &Ctx<'_>, cache: &JudgeCache) -> Result<(), OptimizeError> {
     let text = serde_norway::to_string(cache).map_err(|e| OptimizeError::Invalid(e.to_string()))?;
-    write_atomic(&ctx.root.judge_cache(), &text)
+    Ok(write_atomic(&ctx.root.judge_cache(), &text)?)
 }
 
+/// The first 16 hex digits of the sha256 of the batch's content hashes, concatenated.
 fn batch_digest(batch: &[(String, Value)]) -> String {
-    let mut h = Sha256::new();
-    for (hash, _) in batch {
-        h.update(hash.as_bytes());
-    }
-    hex::encode(h.finalize())[..16].to_owned()
+    let joined: String = batch.iter().map(|(hash, _)| hash.as_str()).collect();
+    sha256_hex(joined.as_bytes())[..16].to_owned()
 }
 
 fn final_message(job: &Job) -> String {
@@ -150,7 +148,7 @@ async fn round(ctx: &Ctx<'_>, j: &JudgeSpec, pass: Pass<'_>, batches: &[&Vec<(St
         payload.model = Some(model.clone());
         specs.push(ctx.job("judge", &payload, ctx.key(&format!("judge:{tag}:{}:{call}", batch_digest(batch))), None)?);
     }
-    let jobs = super::port::run_all(ctx.port, &specs, "judging").await?;
+    let jobs = crate::stages::run_all(ctx.port, &specs, "judging").await?;
     for job in jobs.iter().filter(|job| job.outcome.is_some()) {
         let usage: Option<Usage> = job.outcome.as_ref().and_then(|o| o.detail.get("usage")).and_then(|u| serde_json::from_value(u.clone()).ok());
         spend.add_run(usage.as_ref());
@@ -240,14 +238,15 @@ async fn run_pass(ctx: &Ctx<'_>, j: &JudgeSpec, pass: Pass<'_>, items: &[Value],
 
 /// Judges one output in place: its sampled items' aggregate becomes `metrics[primary]`
 /// (absent when every item went unscored, so the decide step reports the missing objective).
-/// `Ok(Err(reason))` when a judge could not run.
+/// [`Judged::Scored`] with the record of both passes (an empty one when the primary is not a
+/// judge metric); [`Judged::Undispatchable`] when a judge could not run.
 ///
 /// # Errors
 /// As [`judge_items`].
-pub async fn judge_output(ctx: &Ctx<'_>, out: &mut SampleOutput, seed: u64, exclude: &BTreeSet<String>, tag: &str) -> Result<Result<(JudgeRecord, Vec<WorstCase>), String>, OptimizeError> {
-    let Some(j) = judges(ctx) else { return Ok(Ok((JudgeRecord::default(), Vec::new()))) };
+pub async fn judge_output(ctx: &Ctx<'_>, out: &mut SampleOutput, seed: u64, exclude: &BTreeSet<String>, tag: &str) -> Result<Judged, OptimizeError> {
+    let Some(j) = judges(ctx) else { return Ok(Judged::Scored { record: JudgeRecord::default(), worst: Vec::new() }) };
     match judge_items(ctx, j, &out.items, seed, exclude, tag).await? {
-        Judged::Undispatchable(reason) => Ok(Err(reason)),
+        Judged::Undispatchable(reason) => Ok(Judged::Undispatchable(reason)),
         Judged::Scored { mut record, worst } => {
             if let Some(v) = judge::aggregate(&record.items, score_field(ctx, j)) {
                 out.metrics.insert(ctx.spec.metric.primary.name.clone(), v);
@@ -257,7 +256,7 @@ pub async fn judge_output(ctx: &Ctx<'_>, out: &mut SampleOutput, seed: u64, excl
                 let summaries = summaries(out);
                 let pass = Pass { rubric, sample_size: j.singleton_sample as usize, stratify: None, singleton_summaries: Some(&summaries) };
                 match run_pass(ctx, j, pass, &out.singletons, seed, exclude, &format!("{tag}:singletons")).await? {
-                    Judged::Undispatchable(reason) => return Ok(Err(reason)),
+                    Judged::Undispatchable(reason) => return Ok(Judged::Undispatchable(reason)),
                     Judged::Scored { record: singles, .. } => {
                         record.calls += singles.calls;
                         record.spend.merge(&singles.spend);
@@ -267,7 +266,7 @@ pub async fn judge_output(ctx: &Ctx<'_>, out: &mut SampleOutput, seed: u64, excl
                     }
                 }
             }
-            Ok(Ok((record, worst)))
+            Ok(Judged::Scored { record, worst })
         }
     }
 }
@@ -288,25 +287,25 @@ pub async fn judge_pair(ctx: &Ctx<'_>, reference: Sample, candidate: Sample, tag
         (Sample::Ok(r), Sample::Ok(c)) => (r, c),
         (reference, candidate) => return Ok(unjudged(reference, candidate)),
     };
-    if super::gates::evaluate(&ctx.spec.metric.degenerate_gates, &c.metrics).values().any(|ok| !ok) {
+    if crate::gates::evaluate(&ctx.spec.metric.degenerate_gates, &c.metrics).values().any(|ok| !ok) {
         return Ok(unjudged(Sample::Ok(r), Sample::Ok(c)));
     }
     let undispatchable = |r: SampleOutput, calls: u32, spend: AgentSpend, reason: String| JudgedPair {
         reference: Sample::Ok(r),
-        candidate: Sample::Failed(super::decide::Measured::Error(format!("{UNDISPATCHABLE}: {reason}"))),
+        candidate: Sample::Failed(crate::decide::Measured::Error(format!("{UNDISPATCHABLE}: {reason}"))),
         record: None,
         worst: vec![],
         calls,
         spend,
         blocker: Some(reason),
     };
-    let (ref_record, _) = match judge_output(ctx, &mut r, seed, exclude, &format!("{tag}:ref")).await? {
-        Ok(x) => x,
-        Err(reason) => return Ok(undispatchable(r, 0, AgentSpend::default(), reason)),
+    let ref_record = match judge_output(ctx, &mut r, seed, exclude, &format!("{tag}:ref")).await? {
+        Judged::Scored { record, .. } => record,
+        Judged::Undispatchable(reason) => return Ok(undispatchable(r, 0, AgentSpend::default(), reason)),
     };
     let (record, worst) = match judge_output(ctx, &mut c, seed, exclude, &format!("{tag}:cand")).await? {
-        Ok(x) => x,
-        Err(reason) => return Ok(undispatchable(r, ref_record.calls, ref_record.spend, reason)),
+        Judged::Scored { record, worst } => (record, worst),
+        Judged::Undispatchable(reason) => return Ok(undispatchable(r, ref_record.calls, ref_record.spend, reason)),
     };
     let mut spend = ref_record.spend;
     spend.merge(&record.spend);

@@ -5,16 +5,16 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::OptimizeError;
-use super::decide::{self, DecideConfig, DecideInput, Decision, NextMeasurement};
+use crate::OptimizeError;
+use crate::decide::{self, DecideConfig, DecideInput, Decision, NextMeasurement};
 use super::experiment::{book_judges, ladder, outcome_of, pair};
 use super::judging;
-use super::git;
-use super::log::{Best, Comparison, ComparisonKind, Entry, ExperimentLog, Outcome};
-use super::measure::Sample;
-use super::run::{Ctx, Event};
-use super::spec::DEFAULT_MAX_RUNNER_UP_MERGES;
-use super::state::{OWN_FILES, side};
+use crate::git;
+use crate::log::{Best, Comparison, ComparisonKind, Entry, ExperimentLog, Outcome};
+use crate::measure::Sample;
+use crate::ctx::{Ctx, Event};
+use crate::spec::DEFAULT_MAX_RUNNER_UP_MERGES;
+use crate::state::{OWN_FILES, side};
 
 /// Evaluates `batch` (loop.md 3.4). With `deadline_passed` nothing is integrated (O-58).
 ///

@@ -1,4 +1,4 @@
-//! The optimize stages on the shared stage core (`workflows/optimize.toml` with
+//! The optimize loop's stage definitions on the shared stage core (`workflows/optimize.toml` with
 //! `<home>/optimize.toml` overrides, [`skillforge_stage`]): experiments and judges are `agent` jobs,
 //! measurements and locating measurements are `process` jobs; and the one way the loop runs a job
 //! through the [`StageJobs`] port the CLI implements once.
@@ -12,9 +12,11 @@ use std::time::Duration;
 use skillforge_engine::{Job, JobSpec};
 use skillforge_runner::RunnerPayload;
 
-use super::{OptimizeError, WORKFLOW};
+use super::OptimizeError;
 use skillforge_stage::{Ran, StageJobs, StageSource, StagesError, Wait, WorkflowDef, run_jobs};
 
+/// The workflow name every optimize job carries.
+pub const WORKFLOW: &str = "optimize";
 /// The shipped stage file.
 pub const SHIPPED_OPTIMIZE_TOML: &str = include_str!("../../../workflows/optimize.toml");
 /// Stage names, in loop order.

@@ -2,19 +2,30 @@
 //! implementation experiment they would change (seed: optimize-loop, loop.md 2.1 and 3.1; O-14).
 //!
 //! The command runs in the optimization branch's checkout. Its stdout is recorded as evidence;
-//! a JSON object with an `estimate` ([`super::backlog::Estimate`]) sets the hypothesis's numbers.
+//! a JSON object with an `estimate` ([`crate::backlog::Estimate`]) sets the hypothesis's numbers.
 //! A command that cannot be taken is a blocker: the run wraps up naming it.
 
-use super::OptimizeError;
-use super::backlog::Estimate;
-use super::log::ExperimentLog;
-use super::run::{Ctx, Event, passed};
+use crate::OptimizeError;
+use crate::backlog::Estimate;
+use crate::log::ExperimentLog;
+use crate::ctx::{Ctx, Event, passed};
 
-/// Takes the locating measurements of hypotheses `ids`; `Ok(Err(reason))` names a blocker.
+/// What [`locate`] ended with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Located {
+    /// Every locating measurement asked for was taken (and recorded at a verified checkpoint).
+    Taken,
+    /// One could not be taken: the blocker, naming the hypothesis and the command; the run wraps
+    /// up with it.
+    Blocked(String),
+}
+
+/// Takes the locating measurements of hypotheses `ids`, in order, stopping at the first that
+/// cannot be taken ([`Located::Blocked`], also noted in the log).
 ///
 /// # Errors
 /// As the job port and the verified write.
-pub async fn locate(ctx: &Ctx<'_>, log: &mut ExperimentLog, ids: &[String]) -> Result<Result<(), String>, OptimizeError> {
+pub async fn locate(ctx: &Ctx<'_>, log: &mut ExperimentLog, ids: &[String]) -> Result<Located, OptimizeError> {
     for id in ids {
         let Some(command) = log.hypothesis_backlog.iter().find(|h| &h.id == id).and_then(|h| h.locating.as_ref()).map(|l| l.command.clone()) else { continue };
         let spec = ctx.checkout_job("locating", &command, &ctx.root.integration_worktree(), Default::default(), ctx.key(&format!("locate:{id}"))).await?;
@@ -24,7 +35,7 @@ pub async fn locate(ctx: &Ctx<'_>, log: &mut ExperimentLog, ids: &[String]) -> R
             let reason = format!("the locating measurement for {id} (`{command}`) could not be taken: {why}; implementing without it is not allowed");
             log.notes.push(reason.clone());
             ctx.save(log, "blocker", |_| true)?;
-            return Ok(Err(reason));
+            return Ok(Located::Blocked(reason));
         }
         let stdout = job.outcome.as_ref().map(|o| o.stdout_tail.trim().to_owned()).unwrap_or_default();
         let estimate = serde_json::from_str::<serde_json::Value>(&stdout).ok().and_then(|v| v.get("estimate").cloned()).and_then(|e| serde_json::from_value::<Estimate>(e).ok());
@@ -44,5 +55,5 @@ pub async fn locate(ctx: &Ctx<'_>, log: &mut ExperimentLog, ids: &[String]) -> R
         ctx.save(log, "locating", move |l| l.hypothesis_backlog.iter().any(|h| h.id == id2 && !h.needs_locating()))?;
         ctx.emit(Event::Note(format!("locating measurement for {id} taken")));
     }
-    Ok(Ok(()))
+    Ok(Located::Taken)
 }

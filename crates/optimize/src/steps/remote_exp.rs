@@ -5,7 +5,7 @@
 //! "Collecting a remote result", 3.4 step 3; O-06, O-07, O-25, O-26, O-46, O-48).
 //!
 //! Collecting: a worker's `blocker:` line is a blocker report, never a result (O-06); the result
-//! ref is fetched and accepted only under every check of [`super::remote::accept`], else the
+//! ref is fetched and accepted only under every check of [`crate::remote::accept`], else the
 //! experiment is `error` with the reason and the worker's numbers are never repaired (O-25); an
 //! accepted `result.yaml` is copied to `<state-root>/exp-NNN-result.yaml` and its pairing is the
 //! `standalone` comparison with the worker's `machine` and `measured_by: worker` (O-26). The
@@ -26,14 +26,15 @@
 //! checks, and the same `head_sha`) is appended to the worker's pairing of the same entry, copied
 //! to `exp-NNN-result-K.yaml`, and decided again: the entry stays one experiment.
 
-use super::OptimizeError;
-use super::decide::{self, DecideConfig, DecideInput, Decision, Measured, NextMeasurement};
+use crate::OptimizeError;
+use crate::decide::{self, DecideConfig, DecideInput, Decision, Measured, NextMeasurement};
 use super::experiment::{NEEDS_DEPENDENCY, collect_worker, ladder, outcome_of, skeleton, terminal};
-use super::git;
-use super::log::{Comparison, ComparisonKind, Entry, ExperimentLog, Outcome, write_atomic};
-use super::remote::{self, RefFacts};
-use super::run::{Ctx, Event};
-use super::state::{OWN_FILES, side};
+use crate::git;
+use crate::log::{Comparison, ComparisonKind, Entry, ExperimentLog, Outcome};
+use skillforge_stage::fs::write_atomic;
+use crate::remote::{self, RefFacts};
+use crate::ctx::{Ctx, Event};
+use crate::state::{OWN_FILES, side};
 
 /// `measured_by` of a pairing a remote worker produced.
 pub const MEASURED_BY_WORKER: &str = "worker";
@@ -112,7 +113,7 @@ async fn more_samples(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut Entry,
         let timeout = ctx.spec.execution.worker_timeout_seconds.map(std::time::Duration::from_secs);
         let job = ctx.run_one(ctx.job("experiment", &payload, ctx.key(&format!("exp-{n:03}:worker:more-{round}")), timeout)?, "experiment running").await?;
         let message = job.outcome.as_ref().and_then(|o| o.detail.get("final_message")).and_then(|m| m.as_str()).unwrap_or("").to_owned();
-        let failure = if !super::run::passed(&job) {
+        let failure = if !crate::ctx::passed(&job) {
             Some(format!("the sample re-dispatch (job {}) ended {}", job.id, job.state))
         } else {
             message.lines().find_map(|l| l.trim().strip_prefix(BLOCKER)).map(|b| format!("worker blocker on the sample re-dispatch: {}", b.trim()))
@@ -121,7 +122,7 @@ async fn more_samples(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut Entry,
         let checked = match failure {
             Some(f) => Err(f),
             None => remote::collect(&ctx.repo, url, &entry.branch).map_err(|e| e.to_string()).and_then(|f| {
-                remote::accept(&f, &entry.base_sha, &ctx.spec.scope, &required)?;
+                remote::accept(&f, &entry.base_sha, &ctx.spec.scope, &required).map_err(|e| e.to_string())?;
                 if f.result.head_sha != head {
                     return Err(format!("the re-dispatch reported head_sha {} instead of {head}", f.result.head_sha));
                 }
@@ -141,7 +142,7 @@ async fn more_samples(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut Entry,
         append(&mut pairing.reference.snapshot, facts.result.baseline.as_ref());
         append(&mut pairing.candidate.snapshot, facts.result.candidate.as_ref());
         let aggregates = pairing.candidate.snapshot.metrics.iter().map(|(k, m)| (k.clone(), m.aggregate)).collect();
-        pairing.candidate.snapshot.gates = super::gates::evaluate(&ctx.spec.metric.degenerate_gates, &aggregates);
+        pairing.candidate.snapshot.gates = crate::gates::evaluate(&ctx.spec.metric.degenerate_gates, &aggregates);
         let d = decide::decide(&cfg, DecideInput { measured: &Measured::Ok, reference: &pairing.reference.snapshot, candidate: &pairing.candidate.snapshot, holdout: None });
         pairing.decision = Some(d.clone());
         entry.decision = Some(d.clone());
@@ -157,7 +158,7 @@ async fn more_samples(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut Entry,
 }
 
 /// Appends every sample of `extra` to `snap`.
-fn append(snap: &mut super::snapshot::Snapshot, extra: Option<&super::snapshot::Snapshot>) {
+fn append(snap: &mut crate::snapshot::Snapshot, extra: Option<&crate::snapshot::Snapshot>) {
     for (name, m) in extra.map(|e| e.metrics.iter()).into_iter().flatten() {
         for v in &m.samples {
             snap.metrics.entry(name.clone()).or_default().push(*v);
@@ -219,7 +220,7 @@ fn accepted(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut Entry, facts: &R
     reference.snapshot = r.baseline.clone().unwrap_or_default();
     candidate.snapshot = r.candidate.clone().unwrap_or_default();
     let aggregates = candidate.snapshot.metrics.iter().map(|(k, m)| (k.clone(), m.aggregate)).collect();
-    candidate.snapshot.gates = super::gates::evaluate(&ctx.spec.metric.degenerate_gates, &aggregates);
+    candidate.snapshot.gates = crate::gates::evaluate(&ctx.spec.metric.degenerate_gates, &aggregates);
     let cfg = DecideConfig::from_spec(&ctx.spec);
     let d = decide::decide(&cfg, DecideInput { measured: &Measured::Ok, reference: &reference.snapshot, candidate: &candidate.snapshot, holdout: None });
     entry.changed_files = facts.range_files.clone();

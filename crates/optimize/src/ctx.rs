@@ -1,0 +1,163 @@
+//! The optimize loop's context, shared by every module of the loop: [`Ctx`] (the spec, state
+//! root, repository, job port, stage definitions and progress sink of one invocation) with the
+//! helpers each step uses to build, run and measure jobs and to checkpoint the log, the
+//! [`Event`]s it reports, and [`passed`]. The loop's modules import it from here; none imports
+//! [`super::run`] back.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use skillforge_runner::ExitClass;
+use skillforge_stage::StageJobs;
+
+use super::log::{ExperimentLog, write_verified};
+use super::measure::{self, Sample};
+use super::stages::{self, OptimizeStages};
+use super::spec::Spec;
+use super::state::StateRoot;
+use super::{OptimizeError, decide};
+
+/// What the loop reports as it goes (the CLI prints these on a terminal).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Baseline measured.
+    Baseline {
+        /// Primary aggregate.
+        primary: Option<f64>,
+    },
+    /// A tick started (number is the tick about to run, 1-based).
+    Tick(u32),
+    /// An experiment was dispatched.
+    Dispatched {
+        /// Experiment number.
+        experiment: u32,
+        /// Hypothesis description.
+        hypothesis: String,
+    },
+    /// An experiment's outcome changed.
+    Outcome {
+        /// Experiment number.
+        experiment: u32,
+        /// Outcome label.
+        outcome: String,
+        /// Reference → candidate primary aggregates.
+        primary: Option<(f64, f64)>,
+        /// Whether the claim is confirmed (terminal) or preliminary (O-65).
+        preliminary: bool,
+    },
+    /// The current best changed.
+    Best {
+        /// Primary aggregate.
+        primary: Option<f64>,
+        /// From which experiment.
+        experiment: Option<u32>,
+    },
+    /// A note (fallbacks, recoveries, blockers).
+    Note(String),
+    /// The run stopped.
+    Stopped(String),
+}
+
+/// An event as its progress line (`tick 3`, `  exp-004 kept (12 -> 9)`, `  note: …`).
+impl std::fmt::Display for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::brief::fmt_num;
+        match self {
+            Event::Baseline { primary } => write!(f, "baseline: {}", primary.map_or("-".into(), fmt_num)),
+            Event::Tick(t) => write!(f, "tick {t}"),
+            Event::Dispatched { experiment, hypothesis } => write!(f, "  exp-{experiment:03} dispatched: {hypothesis}"),
+            Event::Outcome { experiment, outcome, primary, preliminary } => write!(
+                f,
+                "  exp-{experiment:03} {outcome}{}{}",
+                primary.map_or(String::new(), |(r, c)| format!(" ({} -> {})", fmt_num(r), fmt_num(c))),
+                if *preliminary { " [preliminary]" } else { "" }
+            ),
+            Event::Best { primary, experiment } => write!(
+                f,
+                "  best: {} ({})",
+                primary.map_or("-".into(), fmt_num),
+                experiment.map_or("baseline".into(), |n| format!("exp-{n:03}"))
+            ),
+            Event::Note(n) => write!(f, "  note: {n}"),
+            Event::Stopped(r) => write!(f, "stopped: {r}"),
+        }
+    }
+}
+
+/// Everything one invocation needs.
+pub struct Ctx<'a> {
+    /// The spec as loaded.
+    pub spec: Spec,
+    /// The state root.
+    pub root: StateRoot,
+    /// The project repository.
+    pub repo: PathBuf,
+    /// The job port.
+    pub port: &'a dyn StageJobs,
+    /// The queue the port submits to (whether its workers share this disk, its transfer area).
+    pub backend: std::sync::Arc<dyn skillforge_engine::QueueBackend>,
+    /// Stage definitions.
+    pub stages: OptimizeStages,
+    /// Queue name jobs go to.
+    pub queue: String,
+    /// This host's name (recorded as `machine`).
+    pub machine: String,
+    /// Where progress goes: each [`Event`] as its line ([`Event`]'s `Display`).
+    pub events: &'a dyn skillforge_stage::Progress,
+    /// Set by the operator to stop at the next safe point (O-61).
+    pub stop: &'a AtomicBool,
+    /// Prefix of every idempotency key: `optimize:<spec>:<created_at>`.
+    pub key_prefix: String,
+}
+
+impl std::fmt::Debug for Ctx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx").field("spec", &self.spec.name).field("root", &self.root).finish_non_exhaustive()
+    }
+}
+
+impl Ctx<'_> {
+    pub(crate) fn key(&self, rest: &str) -> String {
+        format!("{}:{rest}", self.key_prefix)
+    }
+
+    /// The job of `stage` running `payload` under `key` on this run's queue (see [`stages::job`]).
+    pub(crate) fn job<P: skillforge_runner::RunnerPayload>(&self, stage: &str, payload: &P, key: String, timeout: Option<std::time::Duration>) -> Result<skillforge_engine::JobSpec, OptimizeError> {
+        stages::job(&self.stages, stage, payload, key, timeout, &self.queue)
+    }
+
+    /// Submits `spec` and waits for it through the port.
+    pub(crate) async fn run_one(&self, spec: skillforge_engine::JobSpec, what: &str) -> Result<skillforge_engine::Job, OptimizeError> {
+        stages::run_one(self.port, spec, what).await
+    }
+
+    pub(crate) fn emit(&self, e: Event) {
+        self.events.step(&e.to_string());
+    }
+
+    /// Runs one measurement sample of `command` in `checkout` under `key` and classifies it.
+    pub(crate) async fn sample(&self, command: &str, checkout: &Path, key: String) -> Result<Sample, OptimizeError> {
+        self.sample_with(command, checkout, key, BTreeMap::new()).await
+    }
+
+    /// [`Self::sample`] with extra environment for the measurement (the censor bound, O-28).
+    pub(crate) async fn sample_with(&self, command: &str, checkout: &Path, key: String, env: BTreeMap<String, String>) -> Result<Sample, OptimizeError> {
+        let spec = self.checkout_job("measurement", command, checkout, env, key).await?;
+        let job = self.run_one(spec, "measuring").await?;
+        Ok(match &job.outcome {
+            Some(outcome) => measure::classify(outcome),
+            None => Sample::Failed(decide::Measured::Error(format!("measurement job {} ended {} without an outcome: {}", job.id, job.state, job.error.unwrap_or_default()))),
+        })
+    }
+
+    /// Writes the log verified with `check`, after re-reading nothing (the caller holds the log it read).
+    pub(crate) fn save(&self, log: &ExperimentLog, checkpoint: &str, check: impl Fn(&ExperimentLog) -> bool) -> Result<(), OptimizeError> {
+        write_verified(&self.root.root, log, checkpoint, check)
+    }
+}
+
+/// Whether a job's outcome passed.
+pub(crate) fn passed(job: &skillforge_engine::Job) -> bool {
+    job.outcome.as_ref().is_some_and(|o| o.exit == ExitClass::Passed)
+}
