@@ -321,7 +321,7 @@ async fn an_idempotent_job_whose_outputs_expired_before_ingestion_runs_again() {
     // Its input is still to be had (staged again here; the TTL passed), so attempt 2 runs; its
     // outputs are ingested within the TTL (3 s) and delivered.
     queue.transfer_area().unwrap().put(b"late").await.unwrap();
-    let job = run_worker(queue.clone(), home.path().join("scratch"), &[id.clone()]).await.remove(0);
+    let job = run_worker(queue.clone(), home.path().join("scratch"), std::slice::from_ref(&id)).await.remove(0);
     assert_eq!((job.state, job.attempts), (JobState::Succeeded, 2), "{job:?}");
     let report = ingest_once(queue.as_ref(), &store, &RecordOnly).await.unwrap();
     assert_eq!((report.applied, report.rerun), (1, 0));
