@@ -334,6 +334,75 @@ fn an_unreadable_job_record_is_quarantined_and_everything_else_flows() {
     assert!(leftovers.trim().is_empty(), "every key of the purged job is gone: {leftovers}");
 }
 
+/// Issue 32 item 2 on the embedded queue, as on Redis: a job row whose outcome does not decode
+/// (edited by hand) does not stop anything: `jobs list` shows the other jobs and counts it,
+/// `serve` quarantines its result (logged once) while every other result is applied, `jobs list
+/// --state broken` lists it with the reason, `jobs purge ID` removes every row of it and refuses
+/// a readable job.
+#[test]
+fn an_unreadable_job_record_on_the_embedded_queue_is_quarantined_and_everything_else_flows() {
+    let t = Duration::from_secs(60);
+    let home = Home::embedded();
+    let mut worker = Reaped(home.spawn_worker("w", &[]));
+    let broken = home.submit(&[], &["true"]);
+    let fine = home.submit(&[], &["true"]);
+    for id in [&broken, &fine] {
+        home.wait_job(id, t, "the job to succeed", |j| j["state"] == "succeeded");
+    }
+    let _ = worker.0.kill();
+    let _ = worker.0.wait();
+    let queue = home.path().join("queue.db");
+    let key = format!("X'{}'", broken.replace('-', ""));
+    let sql = |q: &str| {
+        let out = std::process::Command::new("sqlite3").arg(&queue).arg(q).stdin(Stdio::null()).output().expect("run sqlite3");
+        assert!(out.status.success(), "sqlite3 {q}: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    sql(&format!("UPDATE jobs SET outcome = '{{not json' WHERE id = {key};"));
+
+    let out = home.run(&["--json", "jobs", "list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<&str> = listed.as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [fine.as_str()], "{listed:#}");
+    assert!(stderr(&out).contains("1 job record(s) could not be read") && stderr(&out).contains(&broken), "{}", stderr(&out));
+
+    let _serve = Reaped(home.spawn_serve());
+    home.wait(t, "the readable result applied", || {
+        home.job(&fine)["applied"].as_array().filter(|a| !a.is_empty()).map(|_| ())
+    });
+    let quarantined = home.wait(t, "the broken record quarantined", || {
+        let list = home.json(&["jobs", "list", "--state", "broken"]);
+        (list.as_array().unwrap().len() == 1).then_some(list)
+    });
+    assert_eq!(quarantined[0]["id"], broken.as_str(), "{quarantined:#}");
+    assert!(quarantined[0]["reason"].as_str().unwrap().contains("outcome"), "{quarantined:#}");
+    assert!(quarantined[0]["quarantined_at"].is_string(), "{quarantined:#}");
+    let mut worker = Reaped(home.spawn_worker("w2", &[]));
+    let later = home.submit(&[], &["true"]);
+    home.wait(t, "a later result applied", || {
+        home.job(&later)["applied"].as_array().filter(|a| !a.is_empty()).map(|_| ())
+    });
+    let _ = worker.0.kill();
+    let logs = home.logs();
+    assert_eq!(logs.lines().filter(|l| l.contains("quarantined") && l.contains(&broken)).count(), 1, "{logs}");
+
+    let out = home.run(&["jobs", "show", &broken]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("jobs purge"), "says what to do: {}", stderr(&out));
+    let out = home.run(&["jobs", "purge", &fine]);
+    assert_eq!(out.status.code(), Some(2), "a readable job is never purged: {}", stderr(&out));
+    assert_eq!(home.job(&fine)["state"], "succeeded");
+    skillforge_tests::ok(&home, &["jobs", "purge", &broken]);
+    assert_eq!(home.json(&["jobs", "list", "--state", "broken"]).as_array().map(Vec::len), Some(0));
+    let left = sql(&format!(
+        "SELECT (SELECT count(*) FROM jobs WHERE id = {key}) + (SELECT count(*) FROM job_attempts WHERE job_id = {key}) \
+         + (SELECT count(*) FROM broken_jobs WHERE id = {key});"
+    ));
+    assert_eq!(left, "0", "every row of the purged job is gone");
+    assert_eq!(sql("SELECT count(*) FROM job_specs WHERE seq NOT IN (SELECT seq FROM jobs);"), "0", "its spec too");
+}
+
 /// Issue 32 item 4: a finish that Redis refuses with OOM (`maxmemory` reached under
 /// `noeviction`) is sent again while the lease is held, never dropped: once memory is back the
 /// result arrives, the job ran once and `serve` applies it.
@@ -443,6 +512,75 @@ fn serve_listen_cuts_off_idle_clients_and_caps_its_connections() {
     let mut buf = [0u8; 64];
     let n = std::io::Read::read(&mut first, &mut buf).unwrap_or(0);
     assert_eq!(n, 0, "the server closed an idle connection");
+}
+
+/// The status of a raw `POST /events` whose headers are sent on `stream` (the body, if any, by
+/// the caller): reads the answer with a 10 s timeout; `None` when none came.
+fn events_status(stream: &mut std::net::TcpStream) -> Option<u16> {
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut response = Vec::new();
+    let _ = std::io::Read::read_to_end(stream, &mut response);
+    String::from_utf8_lossy(&response).split(' ').nth(1)?.parse().ok()
+}
+
+/// Opens a connection and sends the headers of a `POST /events` declaring `length` body bytes,
+/// signed `signature` (none: no signature header).
+fn events_request(port: u16, length: usize, signature: Option<&str>) -> std::net::TcpStream {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let sig = signature.map(|s| format!("X-Hub-Signature-256: {s}\r\n")).unwrap_or_default();
+    let head = format!(
+        "POST /events HTTP/1.1\r\nHost: localhost\r\nX-GitHub-Event: ping\r\n{sig}Content-Length: {length}\r\nConnection: close\r\n\r\n"
+    );
+    std::io::Write::write_all(&mut stream, head.as_bytes()).unwrap();
+    stream
+}
+
+/// Issue 32 item 10: `serve --listen` reads no body of a request without a well-formed
+/// signature (401 at once, though 1 MiB was announced and nothing sent), and holds at most a
+/// bounded total of unverified body bytes across clients: past it a body is refused with 503
+/// (a signed one too, until the unverified ones end); once they end, a signed delivery is
+/// answered again.
+#[test]
+fn serve_listen_reads_no_unsigned_body_and_bounds_unverified_ones() {
+    use skillforge_tests::webhook::{post, sign, spawn_serve, wait_listening};
+    const SECRET: &str = "webhook-secret-for-tests";
+    let home = Home::embedded();
+    let port = skillforge_tests::free_port();
+    let _serve = Reaped(spawn_serve(&home, port, Some(SECRET), &[]));
+    wait_listening(&home, port);
+    let started = std::time::Instant::now();
+    let mut unsigned = events_request(port, 1 << 20, None);
+    assert_eq!(events_status(&mut unsigned), Some(401), "refused before its body: {}", home.logs());
+    assert!(started.elapsed() < Duration::from_secs(5), "answered at once, not after the connection timeout");
+    let mut malformed = events_request(port, 1 << 20, Some("sha256=not-hex"));
+    assert_eq!(events_status(&mut malformed), Some(401));
+
+    // Four clients each send all but the last byte of a 1 MiB body under a signature of the
+    // right shape (a wrong one): the unverified budget (4 MiB) is taken.
+    let wrong = format!("sha256={}", "0".repeat(64));
+    let mut holders: Vec<std::net::TcpStream> = (0..4)
+        .map(|_| {
+            let mut s = events_request(port, 1 << 20, Some(&wrong));
+            std::io::Write::write_all(&mut s, &vec![b'x'; (1 << 20) - 1]).unwrap();
+            s
+        })
+        .collect();
+    let body = "{\"zen\": \"x\"}";
+    home.wait(Duration::from_secs(20), "a body over the unverified budget to be refused with 503", || {
+        let mut probe = events_request(port, body.len(), Some(&wrong));
+        std::io::Write::write_all(&mut probe, body.as_bytes()).unwrap();
+        (events_status(&mut probe) == Some(503)).then_some(())
+    });
+    let (status, _) = post(port, "ping", body, Some(&sign(SECRET, body)));
+    assert_eq!(status, 503, "a signed body waits for the unverified ones too");
+    for holder in &mut holders {
+        std::io::Write::write_all(holder, b"x").unwrap();
+        assert_eq!(events_status(holder), Some(401), "verified at its end, and refused");
+    }
+    home.wait(Duration::from_secs(20), "a signed delivery answered again", || {
+        let (status, _) = post(port, "ping", body, Some(&sign(SECRET, body)));
+        (200..300).contains(&status).then_some(())
+    });
 }
 
 /// Issue 32 item 9: `rediss://` works (TLS by rustls, certificates verified against the
@@ -591,6 +729,37 @@ fn a_waiting_submit_says_its_job_was_lost_when_the_queue_loses_it() {
     std::io::Read::read_to_string(child.0.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert_eq!(status.code(), Some(3), "{err}");
     assert!(err.contains("was lost") && !err.contains("stays in the queue"), "{err}");
+}
+
+/// Issue 32 item 5, for every waiting command: they all wait through the one waiter, so
+/// `verify` and `check`, whose jobs the queue loses while they wait (Redis flushed), end saying
+/// the job was lost and how to enqueue it again (the store kept its spec), not "no job" and not
+/// that it stays in the queue; nothing is written to the store as a result.
+#[test]
+fn every_waiting_command_says_its_job_was_lost_when_the_queue_loses_it() {
+    use skillforge_tests::RedisServer;
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    let (repo, base, head) = skillforge_tests::two_commit_repo();
+    let repo = repo.path().to_str().unwrap().to_owned();
+    let commands: [&[&str]; 2] = [
+        &["verify", "--repo", &repo, "--", "true"],
+        &["check", "--repo", &repo, "--base", &base, "--head", &head],
+    ];
+    for args in commands {
+        let mut child = Reaped(home.cmd().args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap());
+        home.wait(Duration::from_secs(30), "the command's job to be queued", || {
+            home.json(&["jobs", "list", "--state", "queued"]).as_array().filter(|a| !a.is_empty()).map(|_| ())
+        });
+        redis.cli(&["flushall"]).expect("flushall");
+        let status = wait_exit(&mut child.0, Duration::from_secs(60));
+        let mut err = String::new();
+        std::io::Read::read_to_string(child.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(3), "{args:?}: {err}");
+        assert!(err.contains("was lost: the queue no longer has it"), "{args:?}: {err}");
+        assert!(err.contains("skillforge jobs resubmit-lost"), "{args:?}: {err}");
+        assert!(!err.contains("no job `") && !err.contains("stays in the queue"), "{args:?}: {err}");
+    }
 }
 
 /// Issue 32 item 11: on the embedded queue a reaper whose clock is 60 s ahead (`serve` under
@@ -750,4 +919,49 @@ fn a_backward_clock_step_in_a_reaper_does_not_delay_recovery() {
     // Its wall clock puts the deadline 60 s away; 30 s is far more than stale_after.
     let job = home.wait_job(&id, Duration::from_secs(30), "the dead worker's job to be recovered", |j| j["state"] != "running");
     assert_eq!(job["state"], "queued", "requeued for another attempt: {job:#}");
+}
+
+/// Issue 32 item 11, named locks: on the embedded queue a reaper whose clock is 60 s behind
+/// (`serve` under `faketime -60s`) frees a dead worker's named locks — the job's `--lock` and
+/// the worker's presence lock — after their `stale_after` seen on its own monotonic clock, not
+/// after the 60 s its wall clock adds.
+#[test]
+fn a_backward_clock_step_in_a_reaper_does_not_delay_freeing_named_locks() {
+    let home = Home::embedded();
+    let mut worker = Reaped(home.spawn_worker("w", &[]));
+    let dir = tempfile::tempdir().unwrap();
+    home.submit(
+        &["--heartbeat", "0.3", "--stale-after", "2", "--lock", "clock-back", "--cwd", dir.path().to_str().unwrap()],
+        &["sh", "-c", "touch started; while [ ! -e release ]; do sleep 0.05; done"],
+    );
+    home.wait(Duration::from_secs(60), "the job to start", || dir.path().join("started").exists().then_some(()));
+    let held = |name: &str| {
+        home.json(&["locks"]).as_array().unwrap().iter().any(|l| l["name"].as_str().is_some_and(|n| n.starts_with(name)))
+    };
+    assert!(held("clock-back") && held("worker:w-"), "{:#}", home.json(&["locks"]));
+    let mut cmd = home.cmd();
+    cmd.arg("serve");
+    let log = std::fs::File::create(home.path().join("serve-behind.log")).unwrap();
+    let _serve = Reaped(
+        std::process::Command::new("faketime")
+            .args(["-f", "-60s"])
+            .arg(cmd.get_program())
+            .args(cmd.get_args())
+            .envs(cmd.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))))
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("faketime is installed (apt-get install faketime)"),
+    );
+    home.wait(Duration::from_secs(60), "serve to start", || home.logs().contains("control plane on").then_some(()));
+    worker.0.kill().unwrap();
+    let _ = worker.0.wait();
+    // Their wall-clock deadlines are 60 s away for this reaper; 30 s is far more than the
+    // locks' stale_after (2 s for the job's lock, 5 s for the presence lock).
+    home.wait(Duration::from_secs(30), "the dead worker's locks to be freed", || {
+        (!held("clock-back") && !held("worker:w-")).then_some(())
+    });
+    assert!(home.logs().contains("stale named lock freed"), "{}", home.logs());
 }

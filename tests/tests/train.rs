@@ -383,7 +383,17 @@ fn sigkill_during_option_generation(home: Home, fleet: Option<&RedisServer>) {
 
 #[test]
 fn sigkill_during_the_optimizer_goes_stale_then_recovery_available_and_recovers_once() {
-    sigkill_during_the_optimizer(Home::embedded(), None);
+    sigkill_during_the_optimizer(Home::embedded(), None, true);
+}
+
+// Issue 32 item 11: with no `serve` running, the stale optimizer job is recovered by the next
+// continue alone: its one-shot reap (confirmed on its own monotonic clock, so a clock step of
+// the continue's process cannot reap live work) parks the job, and the continue starts a fresh
+// attempt and imports once. (Left to the wait's in-process reaper instead, the job would end
+// the continue as "went stale" and only the one after would recover it.)
+#[test]
+fn a_stale_optimizer_is_recovered_by_train_continue_without_serve() {
+    sigkill_during_the_optimizer(Home::embedded(), None, false);
 }
 
 // Issue 13 item 10: a stale optimizer on a Redis fleet: `serve` parks it with recovery
@@ -394,10 +404,52 @@ fn sigkill_during_the_optimizer_goes_stale_then_recovery_available_and_recovers_
 fn a_stale_optimizer_on_a_redis_fleet_is_recovery_available_and_recovers_once() {
     let redis = RedisServer::start();
     let home = Home::redis(&redis.url());
-    sigkill_during_the_optimizer(home, Some(&redis));
+    sigkill_during_the_optimizer(home, Some(&redis), true);
 }
 
-fn sigkill_during_the_optimizer(home: Home, fleet: Option<&RedisServer>) {
+// Issue 32 item 11: `train continue`'s one-shot reap in a process whose clock is 60 s ahead
+// (under `faketime +60s`, its monotonic clock real) sees the running optimizer's lease past its
+// deadline, but its worker keeps heartbeating: the lease is not reaped (the job keeps running
+// under token 1, not parked as stale), the continue says the optimizer is running.
+#[test]
+fn a_train_continue_whose_clock_is_ahead_does_not_reap_the_running_optimizer() {
+    let home = Home::embedded();
+    let (script, _pidfile) = slow_optimizer(&home);
+    train_config(&home, &format!("[backends.slow]\ncommand = [\"sh\", \"{}\"]\n", path_arg(&script)));
+    start(&home, true);
+    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    fill_feedback(&home, true);
+    let _worker = Reaped(home.spawn_worker("w1", &[]));
+    run_code(&home, &["train", "continue", "--session", SESSION, "--backend", "slow", "--no-wait"], 0);
+    wait_phase(&home, "optimizer_running");
+    let job = home.json(&["jobs", "list"]).as_array().unwrap().iter().find(|j| j["stage"] == "optimizer").cloned().expect("the optimizer job");
+    let id = job["id"].as_str().unwrap().to_owned();
+    let mut cmd = home.cmd();
+    cmd.args(["train", "continue", "--session", SESSION, "--no-wait"]);
+    let log = home.path().join("continue-ahead.txt");
+    let mut ahead = Reaped(
+        std::process::Command::new("faketime")
+            .args(["-f", "+60s"])
+            .arg(cmd.get_program())
+            .args(cmd.get_args())
+            .envs(cmd.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))))
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("faketime is installed (apt-get install faketime)"),
+    );
+    wait_exit(&mut ahead.0, WAIT);
+    let said = std::fs::read_to_string(&log).unwrap();
+    let job = home.job(&id);
+    assert_eq!((job["state"].as_str(), job["fencing_token"].as_u64()), (Some("running"), Some(1)), "{job:#}\n{said}");
+    assert!(!said.contains("stale lease reaped"), "{said}");
+}
+
+/// The `slow` optimizer backend of the stale-optimizer tests: its first run writes its pid to
+/// the returned pid file and sleeps 30 s; later runs are the real distiller.
+fn slow_optimizer(home: &Home) -> (PathBuf, PathBuf) {
     let mark = write(&home.path().join("slow.mark"), "");
     let pidfile = home.path().join("slow.pid");
     let script = write(
@@ -409,6 +461,13 @@ fn sigkill_during_the_optimizer(home: Home, fleet: Option<&RedisServer>) {
             bin = bin().display()
         ),
     );
+    (script, pidfile)
+}
+
+/// `serve_parks`: a `serve` parks the stale job before the next continue; else the continue
+/// alone finds it stale.
+fn sigkill_during_the_optimizer(home: Home, fleet: Option<&RedisServer>, serve_parks: bool) {
+    let (script, pidfile) = slow_optimizer(&home);
     train_config(&home, &format!("[backends.slow]\ncommand = [\"sh\", \"{}\"]\n", path_arg(&script)));
     start(&home, true);
     let generator = fleet.map(|_| Reaped(home.spawn_worker("gen", &[])));
@@ -428,12 +487,16 @@ fn sigkill_during_the_optimizer(home: Home, fleet: Option<&RedisServer>) {
     wait_phase(&home, "optimizer_heartbeat_stale");
     let st = wait_phase(&home, "blocked_stale_lock");
     assert_eq!(st["blocked_step"], "optimizer");
-    // A control plane's reaper parks the non-idempotent job: recovery available.
-    let serve = Reaped(home.spawn_serve());
-    let st = wait_phase(&home, "recovery_available");
-    assert_eq!(st["recovery_available"], true);
-    drop(serve);
-    let out_root = st["verbose"]["optimizer"]["out_root"].as_str().unwrap_or_default().to_owned();
+    let out_root = if serve_parks {
+        // A control plane's reaper parks the non-idempotent job: recovery available.
+        let serve = Reaped(home.spawn_serve());
+        let st = wait_phase(&home, "recovery_available");
+        assert_eq!(st["recovery_available"], true);
+        drop(serve);
+        st["verbose"]["optimizer"]["out_root"].as_str().unwrap_or_default().to_owned()
+    } else {
+        String::new()
+    };
     if fleet.is_some() {
         // Nothing was written by the killed attempt: recover imports nothing.
         let out = home.run(&["train", "recover", "--session", SESSION, "--out-root", &out_root]);

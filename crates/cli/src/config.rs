@@ -366,6 +366,10 @@ pub struct QueueConfig {
     pub keep_succeeded: Option<KeepSetting>,
     /// Failed, dead and cancelled jobs kept (same forms); default 30 days.
     pub keep_failed: Option<KeepSetting>,
+    /// Seconds a queued job may wait while no live worker offers the labels it requires
+    /// (`--require`, a stage's `requires`, `eval deploy --to`) before it fails naming them
+    /// (default 600; 0 = wait for ever). Applied by `serve` and by a command waiting for the job.
+    pub unplaceable_after_secs: Option<u64>,
     /// A file holding the Redis password (its first line; relative paths from the home), so
     /// the URL on command lines and in this file carries none. `SKILLFORGE_QUEUE_PASSWORD`
     /// wins over it.
@@ -409,6 +413,13 @@ impl QueueConfig {
             limits.max_bytes = mb.saturating_mul(1 << 20);
         }
         limits
+    }
+
+    /// How long a job no live worker can take waits before it fails
+    /// ([`skillforge_engine::placement`]); zero = never.
+    pub fn unplaceable_after(&self) -> std::time::Duration {
+        self.unplaceable_after_secs
+            .map_or(skillforge_engine::placement::DEFAULT_UNPLACEABLE_AFTER, std::time::Duration::from_secs)
     }
 
     /// The retention these settings give (unset = the documented defaults).

@@ -24,6 +24,19 @@ pub enum EngineError {
     /// No job with that id.
     #[error("no job `{0}`")]
     NotFound(String),
+    /// A job known to have been enqueued (seen earlier, or recorded by the control plane's store)
+    /// that the queue no longer has, without the tombstone a pruned job leaves: the queue lost
+    /// it (its data flushed, or a restart without persistence). Nothing of it stays queued.
+    #[error(
+        "job `{job_id}` was lost: the queue no longer has it (did it lose its data: a restart without persistence, \
+         a flush?); nothing of it stays queued or will report: {what_now}"
+    )]
+    Lost {
+        /// The job.
+        job_id: String,
+        /// What to do about it, e.g. which command enqueues it again.
+        what_now: String,
+    },
     /// The job is in a state that does not allow the operation.
     #[error("job `{job_id}` is {state}: {message}")]
     InvalidState {

@@ -84,6 +84,9 @@ pub struct IngestReport {
     pub applied: usize,
     /// Results found already applied (a re-delivery), acknowledged without effect.
     pub duplicates: usize,
+    /// Results not applied because their job was put back in the queue to run again (an
+    /// idempotent job whose outputs expired before ingestion).
+    pub rerun: usize,
 }
 
 /// Results one pass reads at most.
@@ -166,7 +169,11 @@ impl Ingestion {
     /// its newer result pending, applied by the next pass. A result whose idempotency key the
     /// store shows applied by another job (the queue lost that job and the work ran again) is
     /// acknowledged without effect and logged as an error. A result that cannot be applied yet
-    /// is deferred (see the type's docs).
+    /// is deferred (see the type's docs). A result whose uploaded outputs expired before this
+    /// pass is applied as failed, unless its job is idempotent with an attempt left: then the
+    /// job runs again ([`QueueResults::rerun_result`]; counted in [`IngestReport::rerun`]).
+    ///
+    /// [`QueueResults::rerun_result`]: crate::backend::QueueResults::rerun_result
     ///
     /// # Errors
     /// Queue or store unavailable. A handler error leaves that result pending and is logged (an
@@ -192,6 +199,7 @@ impl Ingestion {
             match self.apply_one(backend, store, handler, &job).await? {
                 Applied::New => report.applied += 1,
                 Applied::Duplicate => report.duplicates += 1,
+                Applied::Rerun => report.rerun += 1,
                 Applied::Deferred => {}
             }
         }
@@ -208,10 +216,32 @@ impl Ingestion {
         // The write lock up front: with another writer on the store this waits (busy timeout)
         // instead of failing the whole pass at its first write.
         let mut tx = store.begin_write().await.map_err(EngineError::sqlite)?;
+        // The spec the control plane recorded, when it kept one (jobs with output dirs): a
+        // queued job that disagrees was rewritten on the queue and is refused before anything
+        // is written; otherwise the handler sees the recorded payload and files, so every path
+        // it maps (`stage::files::delivered_path`) comes from the control plane's own record.
+        let trusted_job;
+        let job = match recorded_spec(&mut tx, job).await? {
+            Ok(None) => job,
+            Ok(Some(recorded)) => {
+                let mut trusted = job.clone();
+                trusted.spec.payload = recorded.payload;
+                trusted.spec.files = recorded.files;
+                trusted_job = trusted;
+                &trusted_job
+            }
+            Err(why) => {
+                let _ = tx.rollback().await;
+                let retry_in_ms = self.defer(&job.id).as_millis() as u64;
+                error!(job_id = %job.id, retry_in_ms, "the queued job was refused: {why}; result left pending (nothing written)");
+                return Ok(Applied::Deferred);
+            }
+        };
         // The job's uploaded outputs are in place before its handler reads them, where the
         // control plane recorded they go (never where the queued job says). Outputs that
-        // expired before this pass make the result a failure (issue 32 item 6): a result whose
-        // declared outputs are missing is never applied as it ran.
+        // expired before this pass (issue 32 item 6) send an idempotent job with an attempt
+        // left back to the queue to run again; any other job's result is applied as a
+        // failure: a result whose declared outputs are missing is never applied as it ran.
         let mut expired = None;
         if !job.spec.files.outputs.is_empty()
             && let Some(area) = backend.transfer_area()
@@ -220,6 +250,20 @@ impl Ingestion {
             match crate::transfer::deliver_outputs(area.as_ref(), job, &recorded).await {
                 Ok(_) => {}
                 Err(e @ (crate::transfer::TransferError::OutputsExpired { .. } | crate::transfer::TransferError::Missing { .. })) => {
+                    // An idempotent job with an attempt left runs again instead: its next
+                    // attempt's outputs are delivered if they are ingested in time.
+                    if job.spec.idempotent && job.attempts < job.spec.max_attempts {
+                        let _ = tx.rollback().await;
+                        let reason = format!("the outputs of attempt {} expired before ingestion ({e}); run again", job.attempts);
+                        if backend.rerun_result(&job.id, job.fencing_token, &reason).await? {
+                            self.deferred.remove(&job.id);
+                            warn!(job_id = %job.id, attempt = job.attempts, max_attempts = job.spec.max_attempts, error = %e,
+                                  "the job's outputs expired before ingestion: an idempotent job, run again");
+                            return Ok(Applied::Rerun);
+                        }
+                        // A newer attempt (or another control plane) moved the job on: offered again.
+                        return Ok(Applied::Deferred);
+                    }
                     error!(job_id = %job.id, error = %e, "the job's outputs expired before ingestion: its result is applied as failed");
                     expired = Some(e.to_string());
                 }
@@ -311,6 +355,30 @@ enum Applied {
     Duplicate,
     /// Not applied; waits out its backoff.
     Deferred,
+    /// Not applied: the job was put back in the queue to run again.
+    Rerun,
+}
+
+/// The spec the control plane recorded for `job` ([`skillforge_store::submitted::recorded_spec`]):
+/// `Ok(None)` when it kept none, `Err(why)` when the queued job disagrees with it (or it cannot
+/// be read), naming the field.
+///
+/// # Errors
+/// The store's.
+async fn recorded_spec(conn: &mut SqliteConnection, job: &Job) -> Result<Result<Option<crate::job::JobSpec>, String>, EngineError> {
+    let Some(json) = skillforge_store::submitted::recorded_spec(conn, &job.id).await.map_err(EngineError::sqlite)? else {
+        return Ok(Ok(None));
+    };
+    let recorded: crate::job::JobSpec = match serde_json::from_str(&json) {
+        Ok(spec) => spec,
+        Err(e) => return Ok(Err(format!("the spec this control plane recorded for it does not parse ({e})"))),
+    };
+    Ok(match job.spec.disagreement_with(&recorded) {
+        Some(field) => Err(format!(
+            "its {field} differs from what this control plane submitted (was it rewritten on the queue?)"
+        )),
+        None => Ok(Some(recorded)),
+    })
 }
 
 /// The control plane's record of where job `job_id`'s output dirs go

@@ -69,6 +69,38 @@ pub struct JobSpec {
     pub requires: Vec<String>,
 }
 
+impl JobSpec {
+    /// Which field the control plane relies on at ingestion differs between this spec (read
+    /// back from the queue) and `recorded` (the one the control plane recorded when it enqueued
+    /// the job), or `None` when they agree: runner kind, workflow, stage, idempotency key,
+    /// files, and the payload apart from its `env` (which a control plane replaces when it
+    /// starts a job again with the current environment: `jobs retry --env`, a keyed submit
+    /// restarting a job that could not run). Anyone with queue access can rewrite a queued spec;
+    /// a disagreement means it was (issue 32 item 7).
+    pub fn disagreement_with(&self, recorded: &JobSpec) -> Option<&'static str> {
+        let without_env = |payload: &serde_json::Value| {
+            let mut p = payload.clone();
+            if let Some(obj) = p.as_object_mut() {
+                obj.remove("env");
+            }
+            p
+        };
+        if self.kind != recorded.kind {
+            Some("runner kind")
+        } else if self.workflow != recorded.workflow || self.stage != recorded.stage {
+            Some("workflow or stage")
+        } else if self.idempotency_key != recorded.idempotency_key {
+            Some("idempotency key")
+        } else if self.files != recorded.files {
+            Some("files")
+        } else if without_env(&self.payload) != without_env(&recorded.payload) {
+            Some("payload")
+        } else {
+            None
+        }
+    }
+}
+
 fn retry_failed_runs_default() -> bool {
     true
 }
@@ -438,4 +470,37 @@ pub fn now_ms() -> i64 {
 /// A new job id: UUID v7 (time-ordered) as text.
 pub fn new_job_id() -> String {
     uuid::Uuid::now_v7().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::JobSpec;
+
+    /// What the control plane relies on must agree with its record; `env` and the fields a
+    /// queue may normalise (queue, timings, not_before) may differ.
+    #[test]
+    fn a_queued_spec_disagrees_with_the_record_only_where_the_control_plane_relies_on_it() {
+        let recorded = {
+            let mut s = JobSpec::new("agent", serde_json::json!({"transcript_path": "@job_dir@/meta/t.jsonl", "env": {"A": "1"}}));
+            s.workflow = "evalloop".into();
+            s.idempotency_key = Some("k".into());
+            s.files.outputs.push(crate::transfer::OutputDir { dir: "meta".into(), deliver_to: "/h/eval/s1/meta".into() });
+            s
+        };
+        let check = |change: &dyn Fn(&mut JobSpec), expected: Option<&str>| {
+            let mut queued = recorded.clone();
+            change(&mut queued);
+            assert_eq!(queued.disagreement_with(&recorded), expected);
+        };
+        check(&|_| {}, None);
+        check(&|s| s.payload["env"]["A"] = "2".into(), None);
+        check(&|s| s.payload["env"]["B"] = "new".into(), None);
+        check(&|s| s.queue = "default@gpu".into(), None);
+        check(&|s| s.max_attempts = 9, None);
+        check(&|s| s.payload["transcript_path"] = "/root/.ssh/t.jsonl".into(), Some("payload"));
+        check(&|s| s.files.outputs[0].deliver_to = "/root/.ssh".into(), Some("files"));
+        check(&|s| s.kind = "process".into(), Some("runner kind"));
+        check(&|s| s.stage = "judge".into(), Some("workflow or stage"));
+        check(&|s| s.idempotency_key = None, Some("idempotency key"));
+    }
 }

@@ -94,18 +94,32 @@ pub fn labels_key(worker_id: &str) -> String {
     format!("workers/{worker_id}")
 }
 
-/// Why no live worker can take `job` (queued, requiring labels), or `None` when one can or when
-/// it cannot be known: live = holding an active presence lock; each one's labels from its
-/// `workers/<id>` record. The text names the requirements, the live workers' labels and what to
-/// start (used by `jobs show` and the waiting commands).
+/// A worker holding an active presence lock, with the labels its `workers/<id>` record holds
+/// (none without a record; `None` when the record cannot be read or decoded: what it offers is
+/// unknown).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveWorker {
+    /// The worker id (`name-<suffix>`).
+    pub id: String,
+    /// Its labels, or `None` when its record is missing or unreadable.
+    pub labels: Option<Vec<String>>,
+}
+
+impl LiveWorker {
+    /// Whether this worker can take a job requiring `requires`: its labels satisfy them, or
+    /// they are unknown (a worker whose record cannot be read is given the benefit of the doubt).
+    pub fn may_take(&self, requires: &[String]) -> bool {
+        self.labels.as_ref().is_none_or(|labels| satisfies(labels, requires))
+    }
+}
+
+/// The live workers of `backend` (holding an active presence lock `worker:<id>`) with their
+/// labels; empty when the backend has no transfer area to hold labels records.
 ///
 /// # Errors
 /// The queue's.
-pub async fn unmet_note(backend: &dyn crate::QueueBackend, job: &crate::Job) -> Result<Option<String>, crate::EngineError> {
-    if job.state != crate::JobState::Queued || job.spec.requires.is_empty() {
-        return Ok(None);
-    }
-    let Some(area) = backend.transfer_area() else { return Ok(None) };
+pub async fn live_workers(backend: &dyn crate::QueueBackend) -> Result<Vec<LiveWorker>, crate::EngineError> {
+    let Some(area) = backend.transfer_area() else { return Ok(Vec::new()) };
     let now = backend.now_ms().await?;
     let mut live = Vec::new();
     for lease in backend.leases().await? {
@@ -113,22 +127,68 @@ pub async fn unmet_note(backend: &dyn crate::QueueBackend, job: &crate::Job) -> 
         if lease.kind != crate::LeaseKind::Lock || lease.status(now) != crate::LeaseStatus::Active {
             continue;
         }
-        let labels: Vec<String> = match area.get_record(&labels_key(id)).await {
-            Ok(Some(bytes)) => serde_json::from_slice(&bytes).unwrap_or_default(),
-            _ => Vec::new(),
+        // No record: a worker that advertises nothing (the apalis adapter's); unreadable: unknown.
+        let labels = match area.get_record(&labels_key(id)).await {
+            Ok(Some(bytes)) => serde_json::from_slice::<Vec<String>>(&bytes).ok(),
+            Ok(None) => Some(Vec::new()),
+            Err(_) => None,
         };
-        if satisfies(&labels, &job.spec.requires) {
-            return Ok(None);
-        }
-        live.push(format!("{id} [{}]", labels.join(", ")));
+        live.push(LiveWorker { id: id.to_owned(), labels });
     }
-    let workers = if live.is_empty() { "none is live".to_owned() } else { format!("live: {}", live.join("; ")) };
-    let flags: Vec<String> = job.spec.requires.iter().map(|r| format!("--label {r}")).collect();
+    Ok(live)
+}
+
+/// Of `requires`, the requirements no worker of `live` meets on its own (labels nobody offers);
+/// empty when each is offered by some worker (then no single one offers them all, or one does).
+pub fn offered_by_none(live: &[LiveWorker], requires: &[String]) -> Vec<String> {
+    requires
+        .iter()
+        .filter(|r| !live.iter().any(|w| w.may_take(std::slice::from_ref(r))))
+        .cloned()
+        .collect()
+}
+
+/// `id [label, …]` of each live worker, or `none is live`, for notes and failure reasons.
+pub fn describe_live(live: &[LiveWorker]) -> String {
+    if live.is_empty() {
+        return "none is live".to_owned();
+    }
+    let each: Vec<String> = live
+        .iter()
+        .map(|w| match &w.labels {
+            Some(labels) => format!("{} [{}]", w.id, labels.join(", ")),
+            None => format!("{} [labels unknown]", w.id),
+        })
+        .collect();
+    format!("live: {}", each.join("; "))
+}
+
+/// The `skillforge worker --label …` flags that offer `requires`.
+pub fn label_flags(requires: &[String]) -> String {
+    requires.iter().map(|r| format!("--label {r}")).collect::<Vec<_>>().join(" ")
+}
+
+/// Why no live worker can take `job` (queued, requiring labels), or `None` when one can or when
+/// it cannot be known: live = holding an active presence lock; each one's labels from its
+/// `workers/<id>` record ([`live_workers`]). The text names the requirements, the live workers'
+/// labels and what to start (used by `jobs show` and the waiting commands).
+///
+/// # Errors
+/// The queue's.
+pub async fn unmet_note(backend: &dyn crate::QueueBackend, job: &crate::Job) -> Result<Option<String>, crate::EngineError> {
+    if job.state != crate::JobState::Queued || job.spec.requires.is_empty() || backend.transfer_area().is_none() {
+        return Ok(None);
+    }
+    let live = live_workers(backend).await?;
+    if live.iter().any(|w| w.may_take(&job.spec.requires)) {
+        return Ok(None);
+    }
     Ok(Some(format!(
-        "no live worker can take job {}: it requires {} ({workers}); it waits until one starts (`skillforge worker {}`)",
+        "no live worker can take job {}: it requires {} ({}); it waits until one starts (`skillforge worker {}`)",
         job.id,
         job.spec.requires.join(", "),
-        flags.join(" ")
+        describe_live(&live),
+        label_flags(&job.spec.requires)
     )))
 }
 

@@ -9,7 +9,8 @@
 //!   [`ingest`]: exactly-once application of results to the domain store; [`retention`]: how
 //!   long finished jobs are kept and the bounded pruning passes; [`output`]: live output of
 //!   running jobs (`jobs logs --follow`).
-//! * [`labels`]: worker labels, job label requirements and the routes between them.
+//! * [`labels`]: worker labels, job label requirements and the routes between them;
+//!   [`placement`]: the deadline after which a job no live worker can take fails.
 //! * [`transfer`]: a job's files by content through the queue (inputs, uploaded outputs).
 //! * [`redact`]: credentials out of URLs in anything shown or logged.
 
@@ -22,6 +23,7 @@ pub mod job;
 pub mod labels;
 pub mod open;
 pub mod output;
+pub mod placement;
 pub mod policy;
 pub mod reaper;
 pub mod redact;

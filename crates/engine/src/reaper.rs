@@ -30,7 +30,21 @@ pub struct Reaped {
     pub action: ReapAction,
 }
 
-/// One pass: reaps every expired job lease (up to 1 000) and every stale named lock.
+/// Longest a one-shot [`reap_once`] waits to confirm, on its own monotonic clock, that the
+/// leases past their deadline by its wall clock really stopped heartbeating.
+pub const ONE_SHOT_CONFIRM_MAX: Duration = Duration::from_secs(10);
+/// How often a one-shot [`reap_once`] looks again while it confirms.
+const ONE_SHOT_POLL: Duration = Duration::from_millis(100);
+
+/// A one-shot reap for a command that runs no reaper loop (`train recover`): reaps every
+/// expired job lease (up to 1 000) and every stale named lock, then returns.
+///
+/// On a queue whose processes share one clock (Redis) that is one pass. On one whose processes
+/// judge deadlines by their own wall clocks (the embedded queue), a lease past its deadline by
+/// this process's clock is reaped only once this call has seen its heartbeat unchanged for
+/// [`StaleWatch::confirm_after`] on its monotonic clock, as the long-running reapers do (issue
+/// 32 item 11): a forward step of this process's clock does not reap live work. The call then
+/// waits up to that long (at most [`ONE_SHOT_CONFIRM_MAX`]), only when such a lease exists.
 ///
 /// Safe to run from many processes at once: each reap is fenced on the lease's token and
 /// re-checks the deadline atomically, so a lease is reaped once.
@@ -38,6 +52,35 @@ pub struct Reaped {
 /// # Errors
 /// The backend's, when it cannot be reached.
 pub async fn reap_once(backend: &dyn QueueBackend) -> Result<Vec<Reaped>, EngineError> {
+    if backend.clock_is_shared() {
+        return reap_expired(backend).await;
+    }
+    let mut watch = StaleWatch::default();
+    let started = tokio::time::Instant::now();
+    let mut reaped = Vec::new();
+    loop {
+        reaped.extend(reap_watched(backend, &mut watch).await?);
+        // What still looks stale by this clock, and how long its confirmation takes.
+        let now = backend.now_ms().await?;
+        let unconfirmed = backend
+            .leases()
+            .await?
+            .iter()
+            .filter(|v| v.status(now) == crate::job::LeaseStatus::Stale)
+            .map(|v| StaleWatch::confirm_after(Duration::from_millis(v.heartbeat_ms), Duration::from_millis(v.stale_after_ms)))
+            .max();
+        match unconfirmed {
+            Some(needed) if started.elapsed() < needed.min(ONE_SHOT_CONFIRM_MAX) + ONE_SHOT_POLL => {
+                tokio::time::sleep(ONE_SHOT_POLL).await;
+            }
+            _ => return Ok(reaped),
+        }
+    }
+}
+
+/// One pass by the backend's deadlines alone: every expired job lease (up to 1 000) and every
+/// stale named lock (a queue with one clock for all its processes).
+async fn reap_expired(backend: &dyn QueueBackend) -> Result<Vec<Reaped>, EngineError> {
     let mut reaped = Vec::new();
     for lease in backend.expired_leases(1_000).await? {
         let action = reap_action_for(&lease);
@@ -93,13 +136,14 @@ async fn reap_one(backend: &dyn QueueBackend, lease: &crate::job::ExpiredLease, 
 /// reaper that watched it all along confirms it by the time its deadline passes; a reaper that
 /// just started waits up to the confirmation time. Named locks are watched and freed the same
 /// way, one by one ([`QueueLocks::reap_lock`]). A backward step, which would stretch
-/// deadlines, is corrected for job leases: one whose heartbeat this reaper has seen unchanged
-/// for its whole `stale_after` is reaped whatever the wall clock says
-/// ([`QueueRecovery::reap_unchanged`], fenced on that heartbeat). (`train`'s one-shot
-/// [`reap_once`] does not watch.)
+/// deadlines, is corrected for job leases and named locks alike: one whose heartbeat this
+/// reaper has seen unchanged for its whole `stale_after` is reaped whatever the wall clock says
+/// ([`QueueRecovery::reap_unchanged`], [`QueueLocks::reap_lock_unchanged`], fenced on that
+/// heartbeat). The one-shot [`reap_once`] watches for the confirmation time only.
 ///
 /// [`QueueRecovery::clock_is_shared`]: crate::backend::QueueRecovery::clock_is_shared
 /// [`QueueLocks::reap_lock`]: crate::backend::QueueLocks::reap_lock
+/// [`QueueLocks::reap_lock_unchanged`]: crate::backend::QueueLocks::reap_lock_unchanged
 /// [`QueueRecovery::reap_unchanged`]: crate::backend::QueueRecovery::reap_unchanged
 #[derive(Debug, Default)]
 pub struct StaleWatch {
@@ -150,14 +194,15 @@ impl StaleWatch {
     }
 }
 
-/// [`reap_once`] for a long-running reaper: on a queue without a shared clock, each expired
-/// lease is reaped only when `watch` confirms it (see [`StaleWatch`]).
+/// One pass of a long-running reaper: on a queue without a shared clock, each expired lease is
+/// reaped only when `watch` confirms it (see [`StaleWatch`]); on one with a shared clock, every
+/// expired lease and stale lock.
 ///
 /// # Errors
 /// The backend's, when it cannot be reached.
 pub async fn reap_watched(backend: &dyn QueueBackend, watch: &mut StaleWatch) -> Result<Vec<Reaped>, EngineError> {
     if backend.clock_is_shared() {
-        return reap_once(backend).await;
+        return reap_expired(backend).await;
     }
     let views = backend.leases().await?;
     let now = tokio::time::Instant::now();
@@ -213,18 +258,26 @@ pub async fn reap_watched(backend: &dyn QueueBackend, watch: &mut StaleWatch) ->
             reaped.push(Reaped { job_id: lease.job_id, fencing_token: lease.fencing_token, action });
         }
     }
-    // Named locks the same way, one by one: a stepped clock must not free a live holder's lock.
+    // Named locks the same way, one by one: a stepped clock must not free a live holder's lock
+    // (forward), nor keep a dead holder's (backward).
     let backend_now = backend.now_ms().await?;
     for view in views.iter().filter(|v| v.kind == crate::job::LeaseKind::Lock) {
+        let (name, token, heartbeat_at) = (&view.name, view.lease.fencing_token, view.lease.heartbeat_at_ms);
+        let stale_after = Duration::from_millis(view.stale_after_ms);
+        if watch.confirmed_as(crate::job::LeaseKind::Lock, name, token, stale_after, now) {
+            if backend.reap_lock_unchanged(name, token, heartbeat_at).await? {
+                info!(lock = %name, "stale named lock freed (its heartbeat stopped for stale_after by this reaper's own clock)");
+            }
+            continue;
+        }
         if view.status(backend_now) != crate::job::LeaseStatus::Stale {
             continue;
         }
-        let needed = StaleWatch::confirm_after(Duration::from_millis(view.heartbeat_ms), Duration::from_millis(view.stale_after_ms));
-        if !watch.confirmed_as(crate::job::LeaseKind::Lock, &view.name, view.lease.fencing_token, needed, now) {
-            continue;
-        }
-        if backend.reap_lock(&view.name, view.lease.fencing_token, view.lease.heartbeat_at_ms).await? {
-            info!(lock = %view.name, "stale named lock freed");
+        let needed = StaleWatch::confirm_after(Duration::from_millis(view.heartbeat_ms), stale_after);
+        if watch.confirmed_as(crate::job::LeaseKind::Lock, name, token, needed, now)
+            && backend.reap_lock(name, token, heartbeat_at).await?
+        {
+            info!(lock = %name, "stale named lock freed");
         }
     }
     Ok(reaped)

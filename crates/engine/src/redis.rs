@@ -718,6 +718,10 @@ impl RedisBackend {
                 let mut cmd = ::redis::cmd("SMEMBERS");
                 cmd.arg(format!("{}queues", self.prefix));
                 let queues: Vec<String> = with_retry!(self, "read the queue names", |c| cmd.query_async(&mut c))?;
+                // No queue yet: nothing queued (an empty pipeline is refused by the client).
+                if queues.is_empty() {
+                    return Ok(ids);
+                }
                 let mut pipe = ::redis::pipe();
                 for q in &queues {
                     newest(&mut pipe, &format!("{}ready:{q}", self.prefix), true, limit);

@@ -34,6 +34,7 @@
 //! One rule beyond the trait: a job whose cancellation was requested never goes back to
 //! `queued`. A finish, release or reap that would re-queue it makes it `cancelled` instead.
 
+mod broken;
 mod compact;
 mod conn;
 mod key;

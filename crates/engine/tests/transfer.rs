@@ -141,6 +141,11 @@ impl Runner for CopyRunner {
 }
 
 async fn copy_job(queue: &dyn QueueBackend, input: &[u8], deliver_to: &std::path::Path, fail: bool) -> String {
+    copy_job_with(queue, input, deliver_to, fail, |_| {}).await
+}
+
+/// [`copy_job`] with `tweak` applied to the spec before the enqueue.
+async fn copy_job_with(queue: &dyn QueueBackend, input: &[u8], deliver_to: &std::path::Path, fail: bool, tweak: impl Fn(&mut JobSpec)) -> String {
     let area = queue.transfer_area().unwrap();
     let mut stager = Stager::new(area.as_ref());
     stager.add_bytes("in/input.txt", input, false).await.unwrap();
@@ -151,6 +156,7 @@ async fn copy_job(queue: &dyn QueueBackend, input: &[u8], deliver_to: &std::path
     spec.max_attempts = 1;
     spec.retry_failed_runs = false;
     spec.files = JobFiles { inputs: stager.finish(), outputs: vec![OutputDir { dir: "out".into(), deliver_to: deliver_to.to_path_buf() }] };
+    tweak(&mut spec);
     queue.enqueue(&spec).await.unwrap().job_id
 }
 
@@ -272,6 +278,56 @@ async fn outputs_expired_before_ingestion_make_the_result_a_failure() {
     assert_eq!(applied[0].state, "failed", "applied as a failure, not as the success it ran as");
     assert!(!to.exists(), "nothing delivered");
     assert!(queue.pending_results(10).await.unwrap().is_empty(), "the result is taken, not left pending");
+}
+
+/// Issue 32 item 6, the idempotent case (the choice: run it again): an idempotent job with an
+/// attempt left whose outputs expired before ingestion is not applied but put back in the queue,
+/// saying why; its next attempt's outputs, ingested in time, are delivered and applied. A
+/// non-idempotent job with attempts left is applied as failed, as one without attempts left.
+#[tokio::test]
+async fn an_idempotent_job_whose_outputs_expired_before_ingestion_runs_again() {
+    let server = RedisServer::start();
+    let queue: Arc<dyn QueueBackend> = backend(&server, limits(1 << 20, 3, 1 << 20)).await;
+    let home = tempfile::tempdir().unwrap();
+    let store = skillforge_store::Store::open(home.path()).await.unwrap();
+    let to = home.path().join("train/s1/attempts/attempt-001");
+    let id = copy_job_with(queue.as_ref(), b"late", &to, false, |s| s.max_attempts = 2).await;
+    record(&store, &id, &to).await;
+    let once = home.path().join("train/s1/attempts/attempt-002");
+    let not_idempotent = copy_job_with(queue.as_ref(), b"late", &once, false, |s| {
+        s.max_attempts = 2;
+        s.idempotent = false;
+    })
+    .await;
+    record(&store, &not_idempotent, &once).await;
+    let jobs = run_worker(queue.clone(), home.path().join("scratch"), &[id.clone(), not_idempotent.clone()]).await;
+    assert!(jobs.iter().all(|j| j.state == JobState::Succeeded), "{jobs:?}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !server.cli(&["--scan", "--pattern", "sftest:xfer:*"]).trim().is_empty() {
+        assert!(Instant::now() < deadline, "the uploaded outputs never expired");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let report = ingest_once(queue.as_ref(), &store, &RecordOnly).await.unwrap();
+    assert_eq!((report.applied, report.rerun), (1, 1), "{report:?}");
+    let applied = skillforge_store::applied::applied_for_job(store.pool(), &not_idempotent).await.unwrap();
+    assert_eq!(applied[0].state, "failed", "not idempotent: applied as failed");
+    assert!(skillforge_store::applied::applied_for_job(store.pool(), &id).await.unwrap().is_empty(), "not applied");
+    let job = queue.get(&id).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempts), (JobState::Queued, 1), "{job:?}");
+    let error = job.error.unwrap_or_default();
+    assert!(error.contains("outputs of attempt 1 expired before ingestion") && error.contains("run again"), "{error}");
+    assert!(queue.pending_results(10).await.unwrap().iter().all(|j| j.id != id), "its old result is no longer pending");
+
+    // Its input is still to be had (staged again here; the TTL passed), so attempt 2 runs; its
+    // outputs are ingested within the TTL (3 s) and delivered.
+    queue.transfer_area().unwrap().put(b"late").await.unwrap();
+    let job = run_worker(queue.clone(), home.path().join("scratch"), std::slice::from_ref(&id)).await.remove(0);
+    assert_eq!((job.state, job.attempts), (JobState::Succeeded, 2), "{job:?}");
+    let report = ingest_once(queue.as_ref(), &store, &RecordOnly).await.unwrap();
+    assert_eq!((report.applied, report.rerun), (1, 0));
+    let applied = skillforge_store::applied::applied_for_job(store.pool(), &id).await.unwrap();
+    assert_eq!(applied.iter().map(|a| a.state.as_str()).collect::<Vec<_>>(), ["succeeded"]);
+    assert_eq!(std::fs::read_to_string(to.join("nested/result.txt")).unwrap(), "etal");
 }
 
 #[tokio::test]

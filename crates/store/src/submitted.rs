@@ -73,13 +73,39 @@ pub async fn pending(pool: &SqlitePool, limit: u32) -> Result<(Vec<Submitted>, u
 }
 
 /// Records the spec `job_id` was enqueued with (JSON of the engine's `JobSpec`), so lost work
-/// can be enqueued again ([`spec_of`]). Nothing for a job not (or no longer) recorded.
+/// can be enqueued again ([`spec_of`]): nothing for a job not (or no longer) pending. A job with
+/// recorded output dirs ([`crate::deliveries`], recorded first) also keeps its spec for good
+/// ([`recorded_spec`]; the first record wins: a re-submit returning the same job does not
+/// replace the spec it was created with).
 ///
 /// # Errors
 /// [`StoreError::Sql`].
 pub async fn record_spec(pool: &SqlitePool, job_id: &str, spec_json: &str) -> Result<(), StoreError> {
-    sqlx::query("UPDATE submitted_jobs SET spec_json = ? WHERE job_id = ?").bind(spec_json).bind(job_id).execute(pool).await?;
+    let mut tx = pool.begin().await?;
+    sqlx::query("UPDATE submitted_jobs SET spec_json = ? WHERE job_id = ?").bind(spec_json).bind(job_id).execute(&mut *tx).await?;
+    sqlx::query(
+        "INSERT INTO recorded_specs (job_id, spec_json, recorded_at)
+         SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM job_deliveries WHERE job_id = ?)
+         ON CONFLICT (job_id) DO NOTHING",
+    )
+    .bind(job_id)
+    .bind(spec_json)
+    .bind(now_rfc3339())
+    .bind(job_id)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
     Ok(())
+}
+
+/// The spec job `job_id` (one with output dirs) was created with, as the control plane recorded
+/// it ([`record_spec`]), whether or not its result was applied since; `None` for a job without
+/// output dirs, or recorded by an older build. Read in the ingestion transaction.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn recorded_spec(conn: &mut sqlx::SqliteConnection, job_id: &str) -> Result<Option<String>, StoreError> {
+    Ok(sqlx::query_scalar("SELECT spec_json FROM recorded_specs WHERE job_id = ?").bind(job_id).fetch_optional(&mut *conn).await?)
 }
 
 /// The spec recorded for pending job `job_id` ([`record_spec`]); `None` when the job is not
@@ -147,6 +173,28 @@ mod tests {
         assert_eq!(pending(store.pool(), 10).await.unwrap().1, 1, "an applied job is never pending again");
         forget(store.pool(), "j2").await.unwrap();
         assert_eq!(pending(store.pool(), 10).await.unwrap().1, 0);
+    }
+
+    /// A job with output dirs keeps the spec it was created with after its result is applied
+    /// (the first record wins); a job without output dirs keeps none beyond its pending record.
+    #[tokio::test]
+    async fn a_job_with_outputs_keeps_its_first_spec_for_good() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).await.unwrap();
+        let delivery = crate::deliveries::Delivery { dir: "out".into(), deliver_to: dir.path().join("eval/s1/out") };
+        crate::deliveries::record_deliveries(store.pool(), "j1", &[delivery]).await.unwrap();
+        for job in ["j1", "j2"] {
+            record_submitted(store.pool(), job, "evalloop", "arm", None).await.unwrap();
+            record_spec(store.pool(), job, "{\"first\":1}").await.unwrap();
+            record_spec(store.pool(), job, "{\"second\":1}").await.unwrap();
+        }
+        let mut tx = store.begin().await.unwrap();
+        assert!(record_applied(&mut tx, &applied("j1")).await.unwrap());
+        assert!(record_applied(&mut tx, &applied("j2")).await.unwrap());
+        assert_eq!(recorded_spec(&mut tx, "j1").await.unwrap().as_deref(), Some("{\"first\":1}"));
+        assert_eq!(recorded_spec(&mut tx, "j2").await.unwrap(), None, "no output dirs, nothing kept");
+        tx.commit().await.unwrap();
+        assert_eq!(spec_of(store.pool(), "j1").await.unwrap(), None, "no longer pending");
     }
 
     /// The key lookup of `applied_by_key` uses its index, not a scan of every result.

@@ -1,4 +1,5 @@
-//! `skillforge serve`: the control plane — reaper, pruning of finished jobs past their retention
+//! `skillforge serve`: the control plane — reaper, the placement deadline (`[queue]
+//! unplaceable_after_secs`), pruning of finished jobs past their retention
 //! (`[queue] keep_succeeded` / `keep_failed`), result ingestion, the GitHub watchers (`[github]
 //! watch_repos` pull requests, review watches) and, with `--listen ADDR`, `POST /events` for CI
 //! pipelines and forge webhooks — until SIGTERM/SIGINT.
@@ -15,6 +16,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use clap::Args;
 use skillforge_engine::ingest::run_ingestion;
+use skillforge_engine::placement::{PLACEMENT_CHECK_EVERY, run_placement_deadline};
 use skillforge_engine::reaper::{DEFAULT_REAP_EVERY, run_reaper_reporting};
 use skillforge_engine::retention::{DEFAULT_PRUNE_EVERY, run_pruner};
 use crate::families;
@@ -90,6 +92,8 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     let pruner = run_pruner(backend.as_ref(), retention, DEFAULT_PRUNE_EVERY, shutdown.clone());
     let (loss_tx, mut losses) = tokio::sync::mpsc::unbounded_channel();
     let reaper = run_reaper_reporting(backend.as_ref(), DEFAULT_REAP_EVERY, shutdown.clone(), Some(loss_tx));
+    // Jobs no live worker can take fail after `[queue] unplaceable_after_secs` (issue 35 item 6).
+    let placement = run_placement_deadline(backend.as_ref(), ctx.config.queue.unplaceable_after(), PLACEMENT_CHECK_EVERY, shutdown.clone());
     // A lost queue namespace: say which of the store's pending work went with it (item 6).
     let lost = async {
         while let Some(loss) = losses.recv().await {
@@ -147,7 +151,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     let settings = watch_settings(backend.as_ref(), &store, shutdown.clone());
     let github_watch =
         run_github_watch(GithubWatch { forge, repos: watch_repos, every, home: ctx.home.clone() }, &store, &backend, &harvest_config, shutdown.clone());
-    tokio::join!(reaper, pruner, ingestion, events, canaries, guardrails, lost, settings, github_watch);
+    tokio::join!(reaper, placement, pruner, ingestion, events, canaries, guardrails, lost, settings, github_watch);
     Ok(OK)
 }
 

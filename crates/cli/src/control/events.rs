@@ -40,6 +40,18 @@ pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_s
 pub const CONNECTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Largest request body buffered (a GitHub delivery is far smaller); larger is 413 unread.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
+/// Bytes of request bodies read but not yet verified, across every connection: a body that
+/// would take more is 503 at once (its client may try again). An HMAC over the whole body can
+/// only be checked once the body is read, so this bounds what unauthenticated clients can make
+/// `serve` hold (32 connections × 1 MiB before), while a delivery of up to [`MAX_BODY_BYTES`]
+/// always fits when nobody else is sending.
+pub const UNVERIFIED_BODY_BUDGET_BYTES: usize = 4 << 20;
+
+/// The router's state: the endpoint's [`EventsState`] and its budget of unverified body bytes.
+struct Endpoint {
+    state: EventsState,
+    unverified: Arc<tokio::sync::Semaphore>,
+}
 
 /// Serves `POST /events` on `listener` until `shutdown` (issue 32 item 10): at most
 /// [`MAX_CONNECTIONS`] at once, one request per connection, headers within
@@ -52,7 +64,7 @@ pub async fn serve_events(listener: tokio::net::TcpListener, state: EventsState,
     let app = axum::Router::new()
         .route("/events", post(post_events))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(Arc::new(state));
+        .with_state(Arc::new(Endpoint { state, unverified: Arc::new(tokio::sync::Semaphore::new(UNVERIFIED_BODY_BUDGET_BYTES)) }));
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let connections = tokio_util::task::TaskTracker::new();
     loop {
@@ -101,12 +113,63 @@ fn reply(status: StatusCode, body: Value) -> Reply {
     (status, axum::Json(body))
 }
 
-/// `POST /events`: verify, parse, harvest, dispatch legs. 401 bad/missing signature, 400 bad
-/// payload, 500 when the harvest could not be written (recorded as `auto_trace_harvest_failed`),
-/// 202 when the harvester is off (S-13: the body is not even parsed), else 200 with the rows.
-async fn post_events(State(state): State<Arc<EventsState>>, headers: HeaderMap, body: Bytes) -> Reply {
+/// Whether `header` has the shape of a signature (`sha256=` and 64 hex digits): a request
+/// without one is refused before its body is read.
+fn is_signature_shaped(header: Option<&str>) -> bool {
+    header
+        .and_then(|h| h.trim().strip_prefix("sha256="))
+        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Reads `body` up to [`MAX_BODY_BYTES`], each chunk first taking its size from the endpoint's
+/// budget of unverified bytes (held until the caller verifies the body and drops the permit).
+/// A declared or actual size over the cap is 413, a budget used up by other clients 503.
+async fn read_body(endpoint: &Endpoint, headers: &HeaderMap, body: axum::body::Body) -> Result<(Bytes, tokio::sync::OwnedSemaphorePermit), Reply> {
+    use futures::StreamExt;
+    let too_large = || reply(StatusCode::PAYLOAD_TOO_LARGE, json!({"error": format!("the body is over {MAX_BODY_BYTES} bytes")}));
+    let busy = || {
+        warn!("refused an event body: too many unverified bodies are being read");
+        reply(StatusCode::SERVICE_UNAVAILABLE, json!({"error": "too many event bodies are being read at once; try again"}))
+    };
+    let declared = headers.get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
+        return Err(too_large());
+    }
+    let mut held = endpoint.unverified.clone().try_acquire_many_owned(0).map_err(|_| busy())?;
+    let mut buf = Vec::with_capacity(declared.unwrap_or(0));
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| reply(StatusCode::BAD_REQUEST, json!({"error": format!("read the body: {e}")})))?;
+        if buf.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(too_large());
+        }
+        let n = u32::try_from(chunk.len()).map_err(|_| too_large())?;
+        held.merge(endpoint.unverified.clone().try_acquire_many_owned(n).map_err(|_| busy())?);
+        buf.extend_from_slice(&chunk);
+    }
+    Ok((Bytes::from(buf), held))
+}
+
+/// `POST /events`: verify, parse, harvest, dispatch legs. 401 bad/missing signature (a missing
+/// or malformed one before the body is read), 413 a body over [`MAX_BODY_BYTES`], 503 when
+/// [`UNVERIFIED_BODY_BUDGET_BYTES`] are being read unverified, 400 bad payload, 500 when the
+/// harvest could not be written (recorded as `auto_trace_harvest_failed`), 202 when the
+/// harvester is off (S-13: the body is not even parsed), else 200 with the rows.
+async fn post_events(State(endpoint): State<Arc<Endpoint>>, headers: HeaderMap, body: axum::body::Body) -> Reply {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Err(e) = verify_signature(&state.secret, &body, header(SIGNATURE_HEADER)) {
+    if !is_signature_shaped(header(SIGNATURE_HEADER)) {
+        let e = if header(SIGNATURE_HEADER).is_none() { WebhookError::MissingSignature } else { WebhookError::BadSignature };
+        warn!(error = %e, "refused an unsigned or mis-signed event");
+        return reply(StatusCode::UNAUTHORIZED, json!({"error": e.to_string()}));
+    }
+    let (body, unverified) = match read_body(&endpoint, &headers, body).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
+    };
+    let state = &endpoint.state;
+    let verified = verify_signature(&state.secret, &body, header(SIGNATURE_HEADER));
+    drop(unverified);
+    if let Err(e) = verified {
         warn!(error = %e, "refused an unsigned or mis-signed event");
         return reply(StatusCode::UNAUTHORIZED, json!({"error": e.to_string()}));
     }

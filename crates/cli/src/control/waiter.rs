@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 use skillforge_engine::ingest::ingest_once;
 use skillforge_engine::health::WorkerHealth;
+use skillforge_engine::placement::{PlacementWatch, fail_unplaceable_among};
 use skillforge_engine::worker::{PRESENCE_LOCK_PREFIX, Worker, WorkerConfig};
 use skillforge_engine::{Enqueued, EngineError, Job, JobSpec, JobState, LeaseKind, LeaseStatus, QueueBackend};
 use skillforge_store::Store;
@@ -97,6 +98,18 @@ impl<'a> CliJobs<'a> {
     }
 
     async fn wait_all(&self, ids: &[String], what: &str) -> Result<Vec<Job>, EngineError> {
+        // A job put back in the queue while its result was being applied (an idempotent job
+        // whose outputs expired, `ingest`) is waited for again.
+        loop {
+            if let Some(jobs) = self.wait_round(ids, what).await? {
+                return Ok(jobs);
+            }
+        }
+    }
+
+    /// Waits until every job of `ids` is finished, then until their results are applied;
+    /// `None` when a job was put back in the queue meanwhile (wait again).
+    async fn wait_round(&self, ids: &[String], what: &str) -> Result<Option<Vec<Job>>, EngineError> {
         let can_run_locally = self.ctx.queue_url.is_embedded() && self.local_worker;
         let bar = (!self.ctx.json && std::io::stderr().is_terminal()).then(|| {
             let b = indicatif::ProgressBar::new_spinner();
@@ -108,15 +121,28 @@ impl<'a> CliJobs<'a> {
         let mut noted_no_worker = false;
         let mut noted_unmet = false;
         let mut next_unmet_check = started;
+        // The placement deadline for the waited jobs (`[queue] unplaceable_after_secs`), as
+        // `serve` applies it to every job: this wait may be the only control plane running.
+        let unplaceable_after = self.ctx.config.queue.unplaceable_after();
+        let mut placement = PlacementWatch::default();
+        let mut next_placement_check = started;
         let mut local: Option<(CancellationToken, tokio::task::JoinHandle<()>, String)> = None;
         let health = Arc::new(WorkerHealth::default());
         let mut delay = POLL_FIRST;
+        // Which waited jobs this wait has read at least once: one gone since was lost.
+        let mut seen_once = vec![false; ids.len()];
         let jobs = loop {
             // Read before the jobs, so a change between the reads and the wait is not missed.
             let seen = self.queue.change_seq();
             let mut jobs = Vec::with_capacity(ids.len());
-            for id in ids {
-                jobs.push(self.queue.get(id).await?.ok_or_else(|| EngineError::NotFound(id.clone()))?);
+            for (job_idx, id) in ids.iter().enumerate() {
+                match self.queue.get(id).await? {
+                    Some(job) => {
+                        seen_once[job_idx] = true;
+                        jobs.push(job);
+                    }
+                    None => return Err(self.missing(id, seen_once[job_idx]).await),
+                }
             }
             let n_done = jobs.iter().filter(|j| is_finished(j)).count();
             if let Some(b) = &bar {
@@ -139,8 +165,14 @@ impl<'a> CliJobs<'a> {
                 // says so instead of waiting silently.
                 next_unmet_check = Instant::now() + WORKER_CHECK_EVERY;
                 for job in jobs.iter().filter(|j| j.state == JobState::Queued && !j.spec.requires.is_empty()) {
-                    if let Some(note) = skillforge_engine::labels::unmet_note(self.queue.as_ref(), job).await? {
+                    if let Some(mut note) = skillforge_engine::labels::unmet_note(self.queue.as_ref(), job).await? {
                         noted_unmet = true;
+                        if !unplaceable_after.is_zero() {
+                            note.push_str(&format!(
+                                ", and fails after {} s without one ([queue] unplaceable_after_secs)",
+                                unplaceable_after.as_secs()
+                            ));
+                        }
                         match &bar {
                             Some(b) => b.println(format!("note: {note}")),
                             None => eprintln!("note: {note}"),
@@ -148,6 +180,14 @@ impl<'a> CliJobs<'a> {
                         break;
                     }
                 }
+            }
+            if !unplaceable_after.is_zero()
+                && Instant::now() >= next_placement_check
+                && jobs.iter().any(|j| j.state == JobState::Queued && !j.spec.requires.is_empty())
+            {
+                next_placement_check = Instant::now() + WORKER_CHECK_EVERY;
+                let now = tokio::time::Instant::now();
+                fail_unplaceable_among(self.queue.as_ref(), &mut placement, unplaceable_after, now, &jobs).await?;
             }
             if local.is_none() && Instant::now() >= next_worker_check {
                 next_worker_check = Instant::now() + WORKER_CHECK_EVERY;
@@ -204,8 +244,7 @@ impl<'a> CliJobs<'a> {
         if let Some(handle) = stopping {
             let _ = handle.await;
         }
-        applied?;
-        Ok(jobs)
+        Ok(applied?.then_some(jobs))
     }
 
     /// Ingests until every job of `jobs` (all finished) has its result applied: recorded in
@@ -213,10 +252,13 @@ impl<'a> CliJobs<'a> {
     /// plane on the queue. This is the port's contract on both backends: once `wait` returns,
     /// a step reads the job's effects, never polls for them.
     ///
+    /// Returns false as soon as one of them is no longer finished: ingestion put it back in the
+    /// queue to run again (an idempotent job whose outputs expired), so it is to be waited for.
+    ///
     /// # Errors
     /// The queue's or store's; [`EngineError::Backend`] naming the jobs whose results could not
     /// be applied within [`APPLY_DEADLINE`] (a handler that keeps failing, logged by ingestion).
-    async fn until_applied(&self, jobs: &[Job]) -> Result<(), EngineError> {
+    async fn until_applied(&self, jobs: &[Job]) -> Result<bool, EngineError> {
         let store = self.store().await?;
         let handlers = families::for_home(&self.ctx.home);
         let deadline = Instant::now() + APPLY_DEADLINE;
@@ -231,7 +273,12 @@ impl<'a> CliJobs<'a> {
                 }
             }
             if unapplied.is_empty() {
-                return Ok(());
+                return Ok(true);
+            }
+            for id in &unapplied {
+                if self.queue.get(id).await?.is_some_and(|job| !is_finished(&job)) {
+                    return Ok(false);
+                }
             }
             // A result no longer pending was acknowledged by another control plane (a `serve`
             // over the same queue with another store): applied there.
@@ -239,7 +286,7 @@ impl<'a> CliJobs<'a> {
             if pending.len() < skillforge_engine::ingest::PASS_BATCH {
                 unapplied.retain(|id| pending.iter().any(|p| p.id == *id));
                 if unapplied.is_empty() {
-                    return Ok(());
+                    return Ok(true);
                 }
             }
             if Instant::now() >= deadline {
@@ -256,6 +303,32 @@ impl<'a> CliJobs<'a> {
             self.queue.changed_since(seen, delay).await;
             delay = (delay * 2).min(POLL_MAX);
         }
+    }
+
+    /// The error for a waited job the queue does not have (issue 32 item 5): pruned (its
+    /// tombstone says so) or never known ⇒ [`EngineError::NotFound`]; read earlier in this wait,
+    /// or recorded by this home's store as enqueued ⇒ [`EngineError::Lost`], saying how to
+    /// enqueue it again — never that it stays in the queue.
+    async fn missing(&self, id: &str, seen_in_this_wait: bool) -> EngineError {
+        match self.queue.tombstone(id).await {
+            Ok(Some(_)) => return EngineError::NotFound(id.to_owned()),
+            Ok(None) => {}
+            Err(e) => return e,
+        }
+        let spec_kept = match self.store().await {
+            Ok(store) => skillforge_store::submitted::spec_of(store.pool(), id).await.ok().flatten().is_some(),
+            Err(_) => false,
+        };
+        if !seen_in_this_wait && !spec_kept {
+            return EngineError::NotFound(id.to_owned());
+        }
+        let what_now = if spec_kept {
+            "`skillforge jobs resubmit-lost` enqueues it again from the spec this home's store kept (running the \
+             command again submits it anew)"
+        } else {
+            "running the command again submits it anew"
+        };
+        EngineError::Lost { job_id: id.to_owned(), what_now: what_now.to_owned() }
     }
 
     fn no_worker_note(&self, ids: &[String]) -> String {

@@ -35,6 +35,20 @@ pub trait QueueControl: QueueCore {
         Err(EngineError::Config(format!("this queue backend cannot replace the payload of job `{job_id}`")))
     }
 
+    /// Fails the queued job `job_id` without running it, with `outcome` as its result: state
+    /// `failed`, attempts unchanged, a pending result like any other failure (ingestion applies
+    /// it through the family's handler). A job that ran before gets a new fencing token for this
+    /// result, as a cancel gives it. Used by the placement deadline ([`crate::placement`]).
+    /// Returns false, changing nothing, when the job is no longer `queued`. Default: false (a
+    /// backend without it fails nothing).
+    ///
+    /// # Errors
+    /// [`EngineError::NotFound`] for an unknown job; [`EngineError::Backend`] as every call.
+    async fn fail_queued(&self, job_id: &str, outcome: &skillforge_runner::RunOutcome) -> Result<bool, EngineError> {
+        let _ = (job_id, outcome);
+        Ok(false)
+    }
+
     /// Jobs, newest first, optionally filtered by state, at most `limit`.
     async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>, EngineError>;
 

@@ -6,9 +6,11 @@ use crate::job::{Job, JobState};
 
 use super::QueueControl;
 
-/// Checks a queue server can fail and the embedded queue cannot: every default is the answer of a
-/// queue that keeps its data (no loss, no unsafe setting, no unreadable record). Redis implements
-/// them all; `serve`, `worker`, `jobs submit` and every reaper pass call the checks.
+/// Checks a queue server can fail (data loss, unsafe settings) and records that cannot be read:
+/// every default is the answer of a queue that keeps its data (no loss, no unsafe setting, no
+/// unreadable record). Redis implements them all, the embedded queue the unreadable records
+/// (`list_readable`, `quarantined`, `purge`); `serve`, `worker`, `jobs submit` and every reaper
+/// pass call the checks.
 #[async_trait::async_trait]
 pub trait QueueIntegrity: QueueControl {
     /// Whether the queue's data is still the data this backend first saw. Redis keeps a
@@ -56,7 +58,7 @@ pub trait QueueIntegrity: QueueControl {
 
     /// The quarantined job records (at most `limit`): pending results ingestion could not
     /// decode, set aside so that every other result flows (`jobs list --state broken`).
-    /// Default: none (the embedded queue quarantines nothing).
+    /// Default: none.
     ///
     /// # Errors
     /// [`EngineError::Backend`] when the queue cannot be read.
@@ -68,7 +70,8 @@ pub trait QueueIntegrity: QueueControl {
     /// Sets the running job `job_id` aside as an unreadable record with `reason` when the reaper
     /// cannot reap it (a transition that fails on its record, not on the queue): out of the
     /// lease index into the quarantined records ([`Self::quarantined`]), so it stops failing
-    /// every reaper pass. Returns whether this call moved it. Default: false (nothing moved).
+    /// every reaper pass. Returns whether this call moved it. Default: false (nothing moved; the
+    /// embedded queue's reap decodes nothing of the record, so it cannot fail on one).
     ///
     /// # Errors
     /// [`EngineError::Backend`] when the queue cannot be written.

@@ -48,4 +48,18 @@ pub trait QueueLocks: QueueCore {
         let _ = (name, fencing_token, heartbeat_at_ms);
         Ok(false)
     }
+
+    /// [`Self::reap_lock`] judged by a reaper's own monotonic clock instead of this backend's
+    /// wall clock: frees `name` if it is still held under `fencing_token` with its heartbeat at
+    /// `heartbeat_at_ms`, whatever its deadline says (a reaper whose wall clock stepped back
+    /// would otherwise wait out the step; `reaper::StaleWatch`, as
+    /// [`QueueRecovery::reap_unchanged`](super::QueueRecovery::reap_unchanged) for job leases).
+    /// Returns whether it freed it. Default: false.
+    ///
+    /// # Errors
+    /// [`EngineError::Backend`] when the queue cannot be written.
+    async fn reap_lock_unchanged(&self, name: &str, fencing_token: u64, heartbeat_at_ms: i64) -> Result<bool, EngineError> {
+        let _ = (name, fencing_token, heartbeat_at_ms);
+        Ok(false)
+    }
 }

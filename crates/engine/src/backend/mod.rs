@@ -8,14 +8,14 @@
 //! | trait | for | methods |
 //! |---|---|---|
 //! | [`QueueCore`] | submitters and workers: run a job once | `name`, `enqueue`, `lease`, `lease_or_stop`, `heartbeat`, `finish`, `finish_and_lease`, `release`, `get`, `now_ms` |
-//! | [`QueueControl`] | operators: `jobs cancel/retry/list`, `locks` | `cancel`, `retry`, `retry_with_payload`, `list`, `leases` |
+//! | [`QueueControl`] | operators: `jobs cancel/retry/list`, `locks` | `cancel`, `retry`, `retry_with_payload`, `fail_queued`, `list`, `leases` |
 //! | [`QueueChanges`] | waiters: wake on a change instead of polling | `change_seq`, `changed_since`, `changed_here_since` |
 //! | [`QueueResults`] | ingestion: results to apply exactly once | `pending_results`, `pending_results_skipping`, `ack_result` |
 //! | [`QueueOutput`] | live output (`jobs logs --follow`) | `append_output`, `read_output`, `output_since`, `trim_output` |
 //! | [`QueueRecovery`] | the reaper: expired job leases | `expired_leases`, `reap`, `reap_unchanged`, `clock_is_shared` |
 //! | [`QueueLocks`] | named locks (presence, lock-holding jobs, sessions) | `acquire_lock`, `renew_lock`, `release_lock`, `reap_locks`, `reap_lock` |
 //! | [`QueueRetention`] | pruning finished jobs, tombstones | `prune`, `prune_count`, `tombstone` |
-//! | [`QueueRoutes`] | labelled queues a worker leases from | `routes` |
+//! | [`QueueRoutes`] | labelled queues a worker leases from | `routes`, `queued_on` |
 //! | [`QueueTransfer`] | a job's files: shared disk or transfer area | `transfer_area`, `shares_disk` |
 //! | [`QueueIntegrity`] | data loss, unsafe settings, unreadable records | `check_namespace`, `namespace_epoch`, `check_settings`, `list_readable`, `quarantined`, `quarantine`, `purge` |
 //!

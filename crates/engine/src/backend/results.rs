@@ -38,4 +38,19 @@ pub trait QueueResults: QueueCore {
     /// attempt's result), nothing changes and the reply is `false`: the newer result stays
     /// pending. Errors with [`EngineError::NotFound`] when the id is unknown.
     async fn ack_result(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError>;
+
+    /// Puts a finished job whose result is pending under `fencing_token` back in the queue to run
+    /// again, instead of applying that result: state `queued`, due now, its attempts counted so
+    /// far kept (the attempt that ran is one of them), `error` = `reason`, the result no longer
+    /// pending. What ingestion does with an idempotent job whose uploaded outputs expired before
+    /// they could be delivered ([`crate::ingest`], issue 32 item 6). Returns false, changing
+    /// nothing, when the job's token is not `fencing_token` or its result is not pending.
+    /// Default: false (ingestion then applies the result as failed).
+    ///
+    /// # Errors
+    /// [`EngineError::NotFound`] for an unknown job; [`EngineError::Backend`] as every call.
+    async fn rerun_result(&self, job_id: &str, fencing_token: u64, reason: &str) -> Result<bool, EngineError> {
+        let _ = (job_id, fencing_token, reason);
+        Ok(false)
+    }
 }

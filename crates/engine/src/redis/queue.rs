@@ -162,6 +162,20 @@ impl QueueControl for RedisBackend {
         self.retry_replacing(job_id, None).await
     }
 
+    async fn fail_queued(&self, job_id: &str, outcome: &skillforge_runner::RunOutcome) -> Result<bool, EngineError> {
+        let encoded = super::outcome_json::encode(job_id, outcome)?;
+        let mut inv = self.scripts.fail_queued.prepare_invoke();
+        inv.arg(&self.prefix).arg(stored(job_id).as_ref()).arg(&encoded);
+        let what = format!("fail of queued job `{job_id}`");
+        let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
+        match reply.as_slice() {
+            [tag] if tag == "failed" => Ok(true),
+            [tag, _] if tag == "not_queued" => Ok(false),
+            [tag] if tag == "missing" => Err(EngineError::NotFound(job_id.to_owned())),
+            _ => Err(unexpected("fail_queued", &reply)),
+        }
+    }
+
     async fn retry_with_payload(&self, job_id: &str, payload: &serde_json::Value) -> Result<(), EngineError> {
         let json = serde_json::to_string(payload).map_err(|e| EngineError::redis(format!("encode job payload: {e}")))?;
         self.retry_replacing(job_id, Some(&json)).await
@@ -248,6 +262,19 @@ impl QueueResults for RedisBackend {
             [tag, _current] if tag == "fenced" => Ok(false),
             [tag] if tag == "missing" => Err(EngineError::NotFound(job_id.to_owned())),
             _ => Err(unexpected("ack_result", &reply)),
+        }
+    }
+
+    async fn rerun_result(&self, job_id: &str, fencing_token: u64, reason: &str) -> Result<bool, EngineError> {
+        let mut inv = self.scripts.rerun.prepare_invoke();
+        inv.arg(&self.prefix).arg(stored(job_id).as_ref()).arg(fencing_token).arg(reason);
+        let what = format!("run job `{job_id}` again after fencing token {fencing_token}");
+        let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
+        match reply.as_slice() {
+            [tag] if tag == "queued" => Ok(true),
+            [tag] if tag == "fenced" => Ok(false),
+            [tag] if tag == "missing" => Err(EngineError::NotFound(job_id.to_owned())),
+            _ => Err(unexpected("rerun_result", &reply)),
         }
     }
 }
@@ -408,6 +435,10 @@ impl QueueRetention for RedisBackend {
 impl QueueRoutes for RedisBackend {
     async fn routes(&self) -> Result<Vec<String>, EngineError> {
         self.all_routes().await
+    }
+
+    async fn queued_on(&self, queue: &str, limit: usize) -> Result<Vec<Job>, EngineError> {
+        self.jobs_queued_on(queue, limit).await
     }
 }
 

@@ -14,6 +14,14 @@ pub(super) const QUEUED: &str = concat!(
     " FROM jobs INDEXED BY jobs_due WHERE state = 'queued' ORDER BY seq DESC LIMIT ?1 + 0"
 );
 
+/// `?1` = queue name, `?2` = limit. The jobs queued on one queue or route, oldest due first
+/// (O(page), a range of `jobs_due`).
+pub(super) const QUEUED_ON: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM jobs INDEXED BY jobs_due WHERE state = 'queued' AND queue = ?1 ORDER BY not_before_ms, seq LIMIT ?2 + 0"
+);
+
 /// `?1` = limit. Running jobs, newest first (O(running)).
 pub(super) const RUNNING: &str = concat!(
     "SELECT ",
@@ -100,6 +108,9 @@ mod tests {
             b.enqueue(&spec).await.unwrap();
         }
         assert_eq!(b.routes().await.unwrap(), ["a@x", "gpu@cuda"], "routed queue names, each once, in order");
+        let on_route = b.queued_on("gpu@cuda", 10).await.unwrap();
+        assert_eq!(on_route.len(), 2, "the jobs queued on that route only");
+        assert!(on_route.iter().all(|j| j.spec.queue == "gpu@cuda" && j.state == JobState::Queued));
         let listed = b.list(Some(JobState::Succeeded), 60).await.unwrap();
         assert_eq!(listed.len(), 60);
         assert!(listed.windows(2).all(|p| p[0].created_at_ms >= p[1].created_at_ms), "newest first");
@@ -111,6 +122,7 @@ mod tests {
         let lease = &*crate::sqlite::lease::LEASE_STATEMENT;
         for (name, sql, binds) in [
             ("queued", QUEUED, &["50"][..]),
+            ("queued on a route", QUEUED_ON, &["gpu@cuda", "50"]),
             ("running", RUNNING, &["50"]),
             ("succeeded", SUCCEEDED, &["50"]),
             ("rare", RARE, &["dead", "50"]),

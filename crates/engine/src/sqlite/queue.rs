@@ -195,11 +195,49 @@ impl QueueControl for SqliteBackend {
         self.retry_replacing(job_id, None).await
     }
 
+    async fn fail_queued(&self, job_id: &str, outcome: &skillforge_runner::RunOutcome) -> Result<bool, EngineError> {
+        let what = format!("fail queued job `{job_id}`");
+        let outcome = super::compact::encode(super::compact::Doc::Outcome, outcome)
+            .map_err(|e| EngineError::sqlite(format!("{what}: encode outcome: {e}")))?;
+        let mut tx = self.begin(&what).await?;
+        self.state_of(&mut tx, job_id, &what).await?;
+        // As a cancel: a job leased before gets a new token for this result, its attempt moved
+        // to `job_attempts` by the token change (see `cancel`).
+        let failed: Option<i64> = sqlx::query_scalar(
+            "UPDATE jobs SET state = 'failed', outcome = ?2, error = NULL, recovery_available = 0, result_pending = 1, \
+             fencing_token = fencing_token + (fencing_token > 0), attempt_no = NULL, updated_at_ms = ?3 \
+             WHERE id = ?1 AND state = 'queued' RETURNING 1",
+        )
+        .bind(Key::of(job_id))
+        .bind(outcome)
+        .bind(now_ms())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(self.db(&what))?;
+        if failed.is_none() {
+            return Ok(false);
+        }
+        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        self.inner.wake.jobs_changed();
+        Ok(true)
+    }
+
     async fn retry_with_payload(&self, job_id: &str, payload: &serde_json::Value) -> Result<(), EngineError> {
         self.retry_replacing(job_id, Some(payload)).await
     }
 
     async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>, EngineError> {
+        Ok(self.list_readable(state, limit).await?.0)
+    }
+
+    async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
+        self.lease_views().await
+    }
+}
+
+impl SqliteBackend {
+    /// The page of jobs `list` shows and the unreadable rows met on the way.
+    async fn list_lenient(&self, state: Option<JobState>, limit: usize) -> Result<(Vec<Job>, Vec<crate::backend::UnreadableRecord>), EngineError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         // Each state reads through an index of its own jobs (see `sqlite/list.rs`).
         let query = match state {
@@ -209,10 +247,11 @@ impl QueueControl for SqliteBackend {
             Some(state) => sqlx::query(super::list::RARE).bind(state.as_str()).bind(limit),
             None => sqlx::query(super::list::ALL).bind(limit),
         };
-        self.read_jobs(query, "list jobs").await
+        self.read_jobs_lenient(query, "list jobs").await
     }
 
-    async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
+    /// Every active job lease and named lock.
+    async fn lease_views(&self) -> Result<Vec<LeaseView>, EngineError> {
         let what = "list leases";
         let mut conn = self.inner.reader.acquire().await.map_err(self.db(what))?;
         let job_rows = sqlx::query(
@@ -271,16 +310,27 @@ impl QueueChanges for SqliteBackend {
 #[async_trait::async_trait]
 impl QueueResults for SqliteBackend {
     async fn pending_results(&self, limit: usize) -> Result<Vec<Job>, EngineError> {
-        self.read_jobs(
-            sqlx::query(concat!(
-                "SELECT ",
-                job_columns!(),
-                " FROM jobs WHERE result_pending = 1 ORDER BY updated_at_ms, seq LIMIT ?1 + 0"
-            ))
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX)),
-            "list pending results",
-        )
-        .await
+        let (jobs, unreadable) = self
+            .read_jobs_lenient(
+                sqlx::query(concat!(
+                    "SELECT ",
+                    job_columns!(),
+                    " FROM jobs WHERE result_pending = 1 ORDER BY updated_at_ms, seq LIMIT ?1 + 0"
+                ))
+                .bind(i64::try_from(limit).unwrap_or(i64::MAX)),
+                "list pending results",
+            )
+            .await?;
+        // A result that cannot be read would stop every pass: quarantined, logged once (by the
+        // process that moved it), and the others flow (issue 32 item 2).
+        for bad in unreadable {
+            if self.quarantine_pending(&bad.job_id, &bad.reason).await? {
+                tracing::error!(job_id = %bad.job_id, reason = %bad.reason,
+                    "an unreadable job record was quarantined: its result is not applied; \
+                     `skillforge jobs list --state broken` lists it, `skillforge jobs purge ID` removes it");
+            }
+        }
+        Ok(jobs)
     }
 
     async fn ack_result(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
@@ -299,6 +349,31 @@ impl QueueResults for SqliteBackend {
             Some(_) => Ok(false),
             None => Err(EngineError::NotFound(job_id.to_owned())),
         }
+    }
+
+    async fn rerun_result(&self, job_id: &str, fencing_token: u64, reason: &str) -> Result<bool, EngineError> {
+        let what = format!("run job `{job_id}` again");
+        let now = now_ms();
+        let mut tx = self.begin(&what).await?;
+        self.state_of(&mut tx, job_id, &what).await?;
+        let requeued: Option<i64> = sqlx::query_scalar(
+            "UPDATE jobs SET state = 'queued', not_before_ms = ?3, error = ?4, cancel_requested = 0, recovery_available = 0, \
+             result_pending = 0, updated_at_ms = ?3 \
+             WHERE id = ?1 AND fencing_token = ?2 AND result_pending = 1 AND state IN ('succeeded', 'failed', 'dead') RETURNING 1",
+        )
+        .bind(Key::of(job_id))
+        .bind(to_i64(fencing_token))
+        .bind(now)
+        .bind(reason)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(self.db(&what))?;
+        if requeued.is_none() {
+            return Ok(false);
+        }
+        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        self.inner.wake.wake_all();
+        Ok(true)
     }
 }
 
@@ -444,18 +519,11 @@ impl QueueLocks for SqliteBackend {
     }
 
     async fn reap_lock(&self, name: &str, fencing_token: u64, heartbeat_at_ms: i64) -> Result<bool, EngineError> {
-        let freed: Option<String> = sqlx::query_scalar(
-            "DELETE FROM locks WHERE name = ?1 AND fencing_token = ?2 AND heartbeat_at_ms = ?3 \
-             AND heartbeat_at_ms + stale_after_ms < ?4 RETURNING name",
-        )
-        .bind(name)
-        .bind(to_i64(fencing_token))
-        .bind(heartbeat_at_ms)
-        .bind(now_ms())
-        .fetch_optional(&self.inner.writer)
-        .await
-        .map_err(self.db(format!("reap stale lock `{name}`")))?;
-        Ok(freed.is_some())
+        self.reap_lock_if(name, fencing_token, heartbeat_at_ms, Some(now_ms())).await
+    }
+
+    async fn reap_lock_unchanged(&self, name: &str, fencing_token: u64, heartbeat_at_ms: i64) -> Result<bool, EngineError> {
+        self.reap_lock_if(name, fencing_token, heartbeat_at_ms, None).await
     }
 }
 
@@ -479,6 +547,14 @@ impl QueueRoutes for SqliteBackend {
     async fn routes(&self) -> Result<Vec<String>, EngineError> {
         self.queued_routes().await
     }
+
+    async fn queued_on(&self, queue: &str, limit: usize) -> Result<Vec<Job>, EngineError> {
+        self.read_jobs(
+            sqlx::query(super::list::QUEUED_ON).bind(queue.to_owned()).bind(i64::try_from(limit).unwrap_or(i64::MAX)),
+            "list the jobs queued on a route",
+        )
+        .await
+    }
 }
 
 impl QueueTransfer for SqliteBackend {
@@ -489,9 +565,40 @@ impl QueueTransfer for SqliteBackend {
     }
 }
 
-impl QueueIntegrity for SqliteBackend {}
+#[async_trait::async_trait]
+impl QueueIntegrity for SqliteBackend {
+    async fn list_readable(&self, state: Option<JobState>, limit: usize) -> Result<(Vec<Job>, Vec<crate::backend::UnreadableRecord>), EngineError> {
+        self.list_lenient(state, limit).await
+    }
+
+    async fn quarantined(&self, limit: usize) -> Result<Vec<crate::backend::UnreadableRecord>, EngineError> {
+        self.quarantined_records(limit).await
+    }
+
+    async fn purge(&self, job_id: &str) -> Result<bool, EngineError> {
+        self.purge_record(job_id).await
+    }
+}
 
 impl SqliteBackend {
+    /// Frees lock `name` held under `fencing_token` with its heartbeat at `heartbeat_at_ms`, and
+    /// past its stale deadline at `now` by this process's clock (`None`: whatever the deadline
+    /// says, for a reaper that confirmed it on its own monotonic clock).
+    async fn reap_lock_if(&self, name: &str, fencing_token: u64, heartbeat_at_ms: i64, now: Option<i64>) -> Result<bool, EngineError> {
+        let freed: Option<String> = sqlx::query_scalar(
+            "DELETE FROM locks WHERE name = ?1 AND fencing_token = ?2 AND heartbeat_at_ms = ?3 \
+             AND (?4 IS NULL OR heartbeat_at_ms + stale_after_ms < ?4) RETURNING name",
+        )
+        .bind(name)
+        .bind(to_i64(fencing_token))
+        .bind(heartbeat_at_ms)
+        .bind(now)
+        .fetch_optional(&self.inner.writer)
+        .await
+        .map_err(self.db(format!("reap stale lock `{name}`")))?;
+        Ok(freed.is_some())
+    }
+
     /// `retry`, with the payload replaced first when `payload` is given (one transaction).
     async fn retry_replacing(&self, job_id: &str, payload: Option<&serde_json::Value>) -> Result<(), EngineError> {
         let what = format!("retry job `{job_id}`");

@@ -19,6 +19,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0005_compact_json.sql"),
     include_str!("migrations/0006_binary_ids.sql"),
     include_str!("migrations/0007_lock_tokens.sql"),
+    include_str!("migrations/0008_broken_jobs.sql"),
 ];
 
 /// The schema version this build writes.

@@ -472,3 +472,70 @@ async fn reap_applies_each_action() {
             .is_empty()
     );
 }
+
+/// Issue 35 item 6: see the scenario.
+#[tokio::test]
+async fn fail_queued_fails_only_queued_jobs_as_a_new_result() {
+    let server = RedisServer::start();
+    scenarios::placement::fail_queued_fails_only_queued_jobs_as_a_new_result(&backend(&server).await).await;
+}
+
+/// Issue 35 item 6: see the scenario.
+#[tokio::test]
+async fn the_deadline_fails_only_jobs_no_live_worker_can_take() {
+    let server = RedisServer::start();
+    scenarios::placement::the_deadline_fails_only_jobs_no_live_worker_can_take(&backend(&server).await).await;
+}
+
+/// Found by the lost-job test (issue 32 item 5): listing queued jobs of a namespace that has no
+/// queue yet (new, or flushed) answers "none" instead of failing on an empty pipeline.
+#[tokio::test]
+async fn listing_queued_jobs_of_an_empty_namespace_answers_none() {
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    assert!(b.list(Some(JobState::Queued), 10).await.unwrap().is_empty());
+    b.enqueue(&spec("default")).await.unwrap();
+    assert_eq!(b.list(Some(JobState::Queued), 10).await.unwrap().len(), 1);
+    server.cli(&["FLUSHALL"]);
+    assert!(b.list(Some(JobState::Queued), 10).await.unwrap().is_empty(), "flushed");
+}
+
+/// Issue 32 item 7: see the scenario.
+#[tokio::test]
+async fn a_job_rewritten_on_the_queue_is_refused_at_ingestion() {
+    let server = RedisServer::start();
+    scenarios::trusted_spec::a_job_rewritten_on_the_queue_is_refused_at_ingestion(&backend(&server).await).await;
+}
+
+/// Issue 32 item 7, the attack itself: another job's worker, holding the queue's password,
+/// rewrites a queued job's payload in its Redis key (the transcript path pointed at
+/// `~/.ssh`). The job runs; ingestion refuses its result (nothing applied, the handler never
+/// runs) and keeps it pending.
+#[tokio::test]
+async fn a_payload_rewritten_in_redis_is_refused_at_ingestion() {
+    use scenarios::trusted_spec::{Seen, run_and_fail, submit};
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let home = tempfile::tempdir().unwrap();
+    let store = skillforge_store::Store::open(home.path()).await.unwrap();
+    let (id, spec) = submit(&b, &store, home.path(), "arm:1:with").await;
+    let mut evil = spec.payload.clone();
+    evil["transcript_path"] = "/root/.ssh/transcript.jsonl".into();
+    let evil = serde_json::to_string(&evil).unwrap();
+    let hkey = format!("sftest:job:{}", skillforge_engine::redis::id::stored(&id));
+    assert_eq!(server.cli(&["HGET", &hkey, "p"]), "@", "a long payload is in its own key");
+    server.cli(&["SET", &format!("{hkey}:p"), &evil]);
+    assert_eq!(b.get(&id).await.unwrap().unwrap().spec.payload["transcript_path"], "/root/.ssh/transcript.jsonl");
+    run_and_fail(&b, &id).await;
+    let seen = Seen::default();
+    assert_eq!(skillforge_engine::ingest::ingest_once(&b, &store, &seen).await.unwrap().applied, 0);
+    assert!(seen.0.lock().unwrap().is_empty(), "the handler never ran");
+    assert!(b.pending_results(10).await.unwrap().iter().any(|j| j.id == id), "its result stays pending");
+}
+
+/// Issue 32 item 6: see the scenario.
+#[tokio::test]
+async fn rerun_result_requeues_only_a_pending_result_under_its_token() {
+    let server = RedisServer::start();
+    scenarios::rerun_result_requeues_only_a_pending_result_under_its_token(&backend(&server).await).await;
+}

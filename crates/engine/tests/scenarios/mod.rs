@@ -2,6 +2,8 @@
 //! [`QueueBackend`] and is run by a test in both files, so the two backends are held to the
 //! same behaviour by the same code.
 
+pub(crate) mod placement;
+pub(crate) mod trusted_spec;
 pub(crate) mod retention;
 
 use std::collections::HashSet;
@@ -442,4 +444,28 @@ pub(crate) async fn results_that_cannot_be_applied_yet_are_skipped_past_with_bac
     assert_eq!(tries.len(), BLOCKED + 1);
     assert!(tries.values().all(|n| *n == 1), "each tried once, none again before its backoff ends: {:?}", tries.values().max());
     assert_eq!(b.pending_results(1000).await.unwrap().len(), BLOCKED, "the deferred results stay pending");
+}
+
+/// Issue 32 item 6: `rerun_result` puts a finished job whose result is pending under that token
+/// back in the queue (attempts kept, the reason as its error, no longer a pending result); a
+/// wrong token, or a result no longer pending, changes nothing.
+pub(crate) async fn rerun_result_requeues_only_a_pending_result_under_its_token(b: &dyn QueueBackend) {
+    let w = WorkerIdentity::new("rerun");
+    let id = b.enqueue(&spec("r")).await.unwrap().job_id;
+    let leased = b.lease("r", &w, 1, Duration::ZERO).await.unwrap();
+    let token = leased[0].fencing_token;
+    b.finish(&id, token, &finish(JobState::Succeeded)).await.unwrap();
+    assert!(!b.rerun_result(&id, token + 1, "x").await.unwrap(), "another token");
+    assert!(b.rerun_result(&id, token, "outputs expired").await.unwrap());
+    let job = b.get(&id).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempts, job.error.as_deref()), (JobState::Queued, 1, Some("outputs expired")));
+    assert!(b.pending_results(10).await.unwrap().is_empty(), "no longer a pending result");
+    assert!(!b.rerun_result(&id, token, "again").await.unwrap(), "not pending any more");
+    let again = b.lease("r", &w, 1, Duration::ZERO).await.unwrap();
+    assert_eq!((again[0].job.id.as_str(), again[0].fencing_token, again[0].job.attempts), (id.as_str(), token + 1, 2));
+    b.finish(&id, token + 1, &finish(JobState::Succeeded)).await.unwrap();
+    let job = b.get(&id).await.unwrap().unwrap();
+    assert_eq!((job.state, job.error), (JobState::Succeeded, None), "the next finish clears the error");
+    assert_eq!(job.history.iter().map(|a| a.fencing_token).collect::<Vec<_>>(), vec![token, token + 1], "both attempts, once each");
+    assert!(matches!(b.rerun_result("no-such-job", 1, "x").await, Err(skillforge_engine::EngineError::NotFound(_))));
 }

@@ -353,3 +353,31 @@ async fn retry_of_dead_job() {
     assert_eq!(leased[0].job.history.len(), 2);
     assert!(matches!(q.retry("nope").await, Err(EngineError::NotFound(_))));
 }
+
+/// Issue 35 item 6: see the scenario.
+#[tokio::test]
+async fn fail_queued_fails_only_queued_jobs_as_a_new_result() {
+    let dir = tempfile::tempdir().unwrap();
+    scenarios::placement::fail_queued_fails_only_queued_jobs_as_a_new_result(&open(&dir).await).await;
+}
+
+/// Issue 35 item 6: see the scenario.
+#[tokio::test]
+async fn the_deadline_fails_only_jobs_no_live_worker_can_take() {
+    let dir = tempfile::tempdir().unwrap();
+    scenarios::placement::the_deadline_fails_only_jobs_no_live_worker_can_take(&open(&dir).await).await;
+}
+
+/// Issue 32 item 7: see the scenario.
+#[tokio::test]
+async fn a_job_rewritten_on_the_queue_is_refused_at_ingestion() {
+    let dir = tempfile::tempdir().unwrap();
+    scenarios::trusted_spec::a_job_rewritten_on_the_queue_is_refused_at_ingestion(&open(&dir).await).await;
+}
+
+/// Issue 32 item 6: see the scenario.
+#[tokio::test]
+async fn rerun_result_requeues_only_a_pending_result_under_its_token() {
+    let dir = tempfile::tempdir().unwrap();
+    scenarios::rerun_result_requeues_only_a_pending_result_under_its_token(&open(&dir).await).await;
+}

@@ -13,6 +13,22 @@ use skillforge_tests::RedisServer;
 
 use crate::history::{ProcessRecord, Sample};
 
+/// How far above the memory redis-server uses when an eviction-pressure window opens its
+/// `maxmemory` is set: a few dozen jobs' worth, so the window's writes soon reach it (and the
+/// server's own churn, client buffers and the like, moves it across the limit and back).
+const PRESSURE_HEADROOM: u64 = 64 * 1024;
+
+/// redis-server's count of commands refused with `OOM` (`INFO errorstats`) and of keys it
+/// evicted (`INFO stats`), zero where it does not say.
+fn pressure_counters(redis: &RedisServer) -> (u64, u64) {
+    let field = |section: &str, prefix: &str| {
+        redis.cli(&["info", section]).and_then(|info| {
+            info.lines().find_map(|l| l.strip_prefix(prefix)).and_then(|v| v.trim().trim_start_matches("count=").split(',').next()?.parse().ok())
+        })
+    };
+    (field("errorstats", "errorstat_OOM:").unwrap_or(0), field("stats", "evicted_keys:").unwrap_or(0))
+}
+
 /// Seconds a stopped worker's running jobs may go on (`worker --grace`): longer than any job of
 /// the mix, so a graceful stop never kills a job mid-effect.
 pub(crate) const WORKER_GRACE_SECS: u64 = 10;
@@ -37,6 +53,14 @@ pub(crate) struct Cluster {
     redis_paused: bool,
     /// Whether an OOM window is open (`maxmemory` 1 byte).
     redis_oom: bool,
+    /// An eviction-pressure window: `None` when none is open, else whether its policy is
+    /// `volatile-lru` (keys with a TTL evicted; a start of `worker` or `serve` is refused then,
+    /// so none is started until the window closes).
+    redis_pressure: Option<bool>,
+    /// redis-server's (OOM refusals, evicted keys) counters when the open pressure window opened.
+    pressure_base: (u64, u64),
+    /// What the pressure windows did so far: writes refused with `OOM`, keys evicted.
+    pub(crate) pressure_effect: (u64, u64),
     /// The `faketime` offset `serve` runs (and restarts) under, if any (`+60s`, `-60s`).
     serve_clock: Option<&'static str>,
     /// Jobs whose records [`Cluster::break_record`] corrupted.
@@ -70,6 +94,9 @@ impl Cluster {
             redis: redis.then(|| RedisServer::start_with(true)),
             redis_paused: false,
             redis_oom: false,
+            redis_pressure: None,
+            pressure_base: (0, 0),
+            pressure_effect: (0, 0),
             serve_clock: None,
             broken: Vec::new(),
             concurrency,
@@ -200,9 +227,11 @@ impl Cluster {
         true
     }
 
-    /// Starts worker slot `which` (`None`: `serve`) when it is not running.
+    /// Starts worker slot `which` (`None`: `serve`) when it is not running. Not while an
+    /// eviction-pressure window with a volatile policy is open: the start would be refused (issue
+    /// 32 item 1), so the slot is filled when the window closes ([`Cluster::fill_slots`]).
     pub(crate) fn ensure(&mut self, which: Option<usize>) -> bool {
-        if self.slot(which).child.is_some() {
+        if self.slot(which).child.is_some() || self.redis_pressure == Some(true) {
             return false;
         }
         match which {
@@ -274,11 +303,68 @@ impl Cluster {
         self.redis_oom
     }
 
+    /// Whether an eviction-pressure window is open.
+    pub(crate) fn is_under_pressure(&self) -> bool {
+        self.redis_pressure.is_some()
+    }
+
+    /// Starts every worker slot and `serve` that is not running.
+    pub(crate) fn fill_slots(&mut self) {
+        for i in 0..self.workers.len() {
+            self.ensure(Some(i));
+        }
+        self.ensure(None);
+    }
+
+    /// Opens (`Some(volatile)`) or closes (`None`) an eviction-pressure window: `maxmemory` set
+    /// [`PRESSURE_HEADROOM`] above the memory redis-server uses now, under `noeviction` (writes
+    /// that need more are refused with `OOM` as the queue grows, others go through) or
+    /// `volatile-lru` (keys with a TTL — lease-request records, transfer records — are evicted
+    /// first); closing puts `maxmemory` 0 and `noeviction` back. Not while redis-server is paused
+    /// or an OOM window is open, nor (volatile) while a process of the soak is still starting (it
+    /// would refuse the policy): false then.
+    pub(crate) fn eviction_pressure(&mut self, window: Option<bool>) -> bool {
+        if self.redis_paused || self.redis_oom || self.redis_pressure.is_some() == window.is_some() {
+            return false;
+        }
+        let Some(redis) = &self.redis else { return false };
+        let Some(volatile) = window else {
+            let closed = redis.cli(&["config", "set", "maxmemory", "0"]).is_some()
+                && redis.cli(&["config", "set", "maxmemory-policy", "noeviction"]).is_some();
+            if closed {
+                let (ooms, evicted) = pressure_counters(redis);
+                self.pressure_effect.0 += ooms.saturating_sub(self.pressure_base.0);
+                self.pressure_effect.1 += evicted.saturating_sub(self.pressure_base.1);
+                self.redis_pressure = None;
+                self.fill_slots();
+            }
+            return closed;
+        };
+        let base = pressure_counters(redis);
+        let starting = self.workers.iter().chain([&self.serve]).any(|s| s.child.is_some() && s.started.elapsed() < Duration::from_secs(2));
+        if volatile && starting {
+            return false;
+        }
+        let used = redis
+            .cli(&["info", "memory"])
+            .and_then(|info| info.lines().find_map(|l| l.strip_prefix("used_memory:").and_then(|v| v.trim().parse::<u64>().ok())));
+        let Some(used) = used else { return false };
+        let policy = if volatile { "volatile-lru" } else { "noeviction" };
+        if redis.cli(&["config", "set", "maxmemory-policy", policy]).is_none()
+            || redis.cli(&["config", "set", "maxmemory", &(used + PRESSURE_HEADROOM).to_string()]).is_none()
+        {
+            return false;
+        }
+        self.redis_pressure = Some(volatile);
+        self.pressure_base = base;
+        true
+    }
+
     /// Opens (`oom`) or closes an OOM window: `maxmemory` 1 byte (every write refused with `OOM`
     /// under the default `noeviction`) or 0 (no limit). Not while redis-server is paused (the
     /// `CONFIG SET` would wait for it): false then, and the caller tries again later.
     pub(crate) fn oom_redis(&mut self, oom: bool) -> bool {
-        if self.redis_paused || self.redis_oom == oom {
+        if self.redis_paused || self.redis_oom == oom || self.redis_pressure.is_some() {
             return false;
         }
         let Some(redis) = &self.redis else { return false };
@@ -297,8 +383,11 @@ impl Cluster {
         match &self.redis {
             Some(r) => {
                 r.restart();
-                // A restarted server starts without the window's `maxmemory`.
+                // A restarted server starts without the window's `maxmemory` and policy.
                 self.redis_oom = false;
+                if self.redis_pressure.take().is_some() {
+                    self.fill_slots();
+                }
                 true
             }
             None => false,
@@ -402,6 +491,7 @@ impl Cluster {
     pub(crate) fn heal(&mut self) {
         self.pause_redis(false);
         self.oom_redis(false);
+        self.eviction_pressure(None);
         self.serve_clock(None);
         for i in 0..self.workers.len() {
             self.pause_worker(i, false);

@@ -89,6 +89,12 @@ pub(crate) enum Fault {
     /// An OOM window (issue 32 item 4): redis-server's `maxmemory` set to 1 byte under
     /// `noeviction`, so every write is refused with `OOM`, for `for_ms`; Redis backend only.
     OomRedis { for_ms: u64 },
+    /// Eviction pressure (issue 32 item 1): redis-server's `maxmemory` set just above the
+    /// memory it uses, under `noeviction` (writes that need more are refused with `OOM` while
+    /// others go through) or `volatile-lru` (`volatile`: keys with a TTL are evicted first; no
+    /// `worker` or `serve` starts meanwhile, as each refuses the policy), for `for_ms`; Redis
+    /// backend only.
+    EvictionPressure { volatile: bool, for_ms: u64 },
     /// A clock step (issue 32 item 11): `serve` restarted under `faketime +60s` (`ahead`) or
     /// `-60s` (its monotonic clock real), back to the real clock `for_ms` later; embedded
     /// backend only (Redis judges leases by the server's clock).
@@ -113,6 +119,8 @@ impl Fault {
             Self::ServeIntoHeldStore { .. } => "restart serve into a held store, retry dead jobs",
             Self::HoldQueueLock { .. } => "hold the queue file's write lock",
             Self::OomRedis { .. } => "redis OOM window (maxmemory 1 byte, noeviction)",
+            Self::EvictionPressure { volatile: false, .. } => "redis eviction pressure (maxmemory near use, noeviction)",
+            Self::EvictionPressure { volatile: true, .. } => "redis eviction pressure (maxmemory near use, volatile-lru)",
             Self::ServeClockStep { ahead: true, .. } => "serve's clock 60 s ahead",
             Self::ServeClockStep { ahead: false, .. } => "serve's clock 60 s behind",
             Self::BreakRecord => "a malformed job record",
@@ -215,7 +223,8 @@ fn fault(rng: &mut StdRng, shape: Shape) -> Fault {
         64..76 if shape.redis => Fault::PauseRedis { for_ms: rng.random_range(500..4000) },
         52..76 => Fault::HoldQueueLock { for_ms: rng.random_range(300..2500) },
         76..88 => Fault::HoldStoreLock { for_ms: rng.random_range(1000..5000) },
-        88..94 if shape.redis => Fault::OomRedis { for_ms: rng.random_range(500..4000) },
+        88..91 if shape.redis => Fault::OomRedis { for_ms: rng.random_range(500..4000) },
+        91..94 if shape.redis => Fault::EvictionPressure { volatile: rng.random_bool(0.5), for_ms: rng.random_range(1000..5000) },
         88..94 => Fault::ServeClockStep { ahead: rng.random_bool(0.5), for_ms: rng.random_range(2000..8000) },
         94..97 if shape.redis => Fault::BreakRecord,
         _ => Fault::ServeIntoHeldStore { for_ms: rng.random_range(4000..6000) },
@@ -245,12 +254,15 @@ mod tests {
         }
         assert!(p.jobs.iter().any(|j| j.key.is_some()) && p.jobs.iter().any(|j| j.key.is_none()));
         assert!(p.jobs.iter().any(|j| j.cancel_after_ms.is_some()) && p.jobs.iter().any(|j| j.resubmit));
-        // Every Redis fault kind within a few seeds (the rarest is drawn 3 times in 100).
+        // Every Redis fault kind within a few seeds (the rarest is drawn 1.5 times in 100).
         let names: std::collections::BTreeSet<_> =
-            (1..=5).flat_map(|seed| plan(seed, shape()).faults).map(|(_, f)| f.name()).collect();
-        assert_eq!(names.len(), 10, "{names:?}");
+            (1..=8).flat_map(|seed| plan(seed, shape()).faults).map(|(_, f)| f.name()).collect();
+        assert_eq!(names.len(), 12, "{names:?}");
         let embedded = plan(1, Shape { redis: false, ..shape() });
-        assert!(embedded.faults.iter().all(|(_, f)| !matches!(f, Fault::RestartRedis | Fault::PauseRedis { .. } | Fault::OomRedis { .. })));
+        assert!(embedded.faults.iter().all(|(_, f)| !matches!(
+            f,
+            Fault::RestartRedis | Fault::PauseRedis { .. } | Fault::OomRedis { .. } | Fault::EvictionPressure { .. }
+        )));
         assert!(p.faults.iter().all(|(_, f)| !matches!(f, Fault::ServeClockStep { .. })), "embedded only");
         let embedded_names: std::collections::BTreeSet<_> =
             (1..=5).flat_map(|seed| plan(seed, Shape { redis: false, ..shape() }).faults).map(|(_, f)| f.name()).collect();

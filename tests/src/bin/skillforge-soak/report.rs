@@ -87,6 +87,10 @@ pub(crate) fn render(plan: &Plan, setup: &Setup, o: &Outcome, replay: &str) -> S
     );
     let faults = o.faults.iter().map(|(k, n)| format!("{k} ×{n}")).collect::<Vec<_>>().join(", ");
     let _ = writeln!(r, "- faults: {} injected ({faults})", o.faults.values().sum::<usize>());
+    if o.faults.keys().any(|k| k.starts_with("redis eviction pressure")) {
+        let (ooms, evicted) = o.pressure_effect;
+        let _ = writeln!(r, "- eviction pressure: {ooms} commands refused with OOM, {evicted} keys evicted");
+    }
     let (rss, fds) = h.processes.iter().fold((0, 0), |(r, f), p| (r.max(p.max_rss_kb), f.max(p.max_fds)));
     let _ = writeln!(
         r,

@@ -51,6 +51,8 @@ pub(crate) struct Outcome {
     pub(crate) failed_submits: Vec<String>,
     /// Processes that did not exit 0 at the final SIGTERM.
     pub(crate) unclean_shutdowns: Vec<(String, String)>,
+    /// What the eviction-pressure windows did: writes refused with `OOM`, keys evicted.
+    pub(crate) pressure_effect: (u64, u64),
     /// Seconds: submitting + faults, then the quiet period.
     pub(crate) phases: (f64, f64),
 }
@@ -129,6 +131,7 @@ pub(crate) fn run(plan: &Plan, setup: &Setup) -> Outcome {
     applied.retain(|a| !broken.contains(&a.job));
     let quiet = started.elapsed().as_secs_f64() - submitted_at;
     let unclean_shutdowns = cluster.lock().unwrap().shutdown();
+    let pressure_effect = cluster.lock().unwrap().pressure_effect;
 
     let shared = Arc::try_unwrap(shared).ok().expect("threads joined").into_inner().unwrap();
     let processes = cluster.lock().unwrap().records.clone();
@@ -144,7 +147,7 @@ pub(crate) fn run(plan: &Plan, setup: &Setup) -> Outcome {
     };
     let mut violations = checker::check(&history);
     violations.extend(broken_violations);
-    Outcome { history, violations, faults, failed_submits: shared.failed_submits, unclean_shutdowns, phases: (submitted_at, quiet) }
+    Outcome { history, violations, faults, failed_submits: shared.failed_submits, unclean_shutdowns, pressure_effect, phases: (submitted_at, quiet) }
 }
 
 fn submit(cluster: &Mutex<Cluster>, shared: &Mutex<Shared>, job: &JobPlan, effects: &Path) {
@@ -272,6 +275,8 @@ enum Undo {
     ResumeRedis,
     /// Close the OOM window (tried again while redis-server is paused).
     EndOom,
+    /// Close the eviction-pressure window (tried again while redis-server is paused).
+    EndPressure,
     /// Put `serve` back on the real clock.
     ServeClockBack,
     /// Ask the operator to retry every dead job now.
@@ -305,6 +310,9 @@ fn play_faults(
                 Fault::PauseRedis { for_ms } => c.pause_redis(true).then(|| after(for_ms, Undo::ResumeRedis)),
                 Fault::RestartRedis => c.restart_redis().then(Vec::new),
                 Fault::OomRedis { for_ms } => c.oom_redis(true).then(|| after(for_ms, Undo::EndOom)),
+                Fault::EvictionPressure { volatile, for_ms } => {
+                    c.eviction_pressure(Some(volatile)).then(|| after(for_ms, Undo::EndPressure))
+                }
                 Fault::ServeClockStep { ahead, for_ms } => {
                     c.serve_clock(Some(if ahead { "+60s" } else { "-60s" })).then(|| after(for_ms, Undo::ServeClockBack))
                 }
@@ -341,6 +349,11 @@ fn play_faults(
                 Undo::EndOom => {
                     if !c.oom_redis(false) && c.is_oom() {
                         undo.push((now + Duration::from_millis(200), Undo::EndOom));
+                    }
+                }
+                Undo::EndPressure => {
+                    if !c.eviction_pressure(None) && c.is_under_pressure() {
+                        undo.push((now + Duration::from_millis(200), Undo::EndPressure));
                     }
                 }
                 Undo::SweepDead => sweep.store(true, Ordering::SeqCst),
