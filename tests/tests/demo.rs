@@ -251,3 +251,60 @@ fn the_demos_candidate_is_decided_with_evidence_end_to_end() {
         assert!(stream.contains(name), "{name} in the stream:\n{stream}");
     }
 }
+
+/// Whether `text` is exactly one JSON document (surrounding whitespace aside).
+fn one_json_document(text: &str) -> bool {
+    let mut docs = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    matches!(docs.next(), Some(Ok(_))) && docs.next().is_none()
+}
+
+// Every read command honours `--json` with one JSON document, and its human output is never raw
+// JSON: run each both ways on the home a demo leaves (a template, a session, a candidate, jobs,
+// harvested events).
+#[test]
+fn every_read_command_answers_one_json_document_with_json_and_text_without() {
+    let (repo, _, _) = repo_with_a_merge();
+    let home = Home::embedded();
+    let (code, stdout, stderr) = run(&home, &["demo", "--repo", repo.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let session_id = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("session "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(str::to_owned);
+    assert!(session_id.is_some(), "the demo names its session:\n{stdout}");
+    let job = home.json(&["jobs", "list"])[0]["id"].as_str().unwrap().to_owned();
+    let candidate = format!("{TEMPLATE_ID}@v2");
+    let mut commands: Vec<Vec<String>> = [
+        &["jobs", "list"][..],
+        &["jobs", "show", &job],
+        &["locks"],
+        &["template", "list"],
+        &["template", "show", TEMPLATE_ID],
+        &["candidate", "list", "--template", TEMPLATE_ID],
+        &["candidate", "list", "--pending"],
+        &["candidate", "show", &candidate],
+        &["harvest", "status"],
+        &["harvest", "events"],
+    ]
+    .iter()
+    .map(|a| a.iter().map(|s| s.to_string()).collect())
+    .collect();
+    if let Some(id) = session_id {
+        commands.push(vec!["train".into(), "status".into(), "--session".into(), id]);
+    }
+    for args in &commands {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut with_json = vec!["--json"];
+        with_json.extend_from_slice(&args);
+        let json = home.run(&with_json);
+        let out = String::from_utf8_lossy(&json.stdout);
+        assert!(json.status.success(), "{args:?} --json: {}", String::from_utf8_lossy(&json.stderr));
+        assert!(one_json_document(&out), "{args:?} --json does not print one JSON document:\n{out}");
+        let text = home.run(&args);
+        let out = String::from_utf8_lossy(&text.stdout);
+        assert!(text.status.success(), "{args:?}: {}", String::from_utf8_lossy(&text.stderr));
+        assert!(!out.trim().is_empty(), "{args:?} prints nothing in human mode");
+        assert!(!one_json_document(&out), "{args:?} prints raw JSON in human mode:\n{out}");
+    }
+}

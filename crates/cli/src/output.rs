@@ -88,9 +88,47 @@ pub fn dimension_basis(raw: &serde_json::Value) -> String {
         .join("; ")
 }
 
+/// `rows` under `header` as aligned columns (two spaces apart, each as wide as its widest cell;
+/// the columns whose index is in `right` right-aligned, the last column never padded).
+pub fn table(header: &[&str], rows: &[Vec<String>], right: &[usize]) -> String {
+    let width = |col: usize| {
+        rows.iter().map(|r| r.get(col).map_or(0, |c| c.chars().count())).chain([header[col].chars().count()]).max().unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..header.len()).map(width).collect();
+    let line = |cells: Vec<&str>| {
+        let last = cells.len().saturating_sub(1);
+        let mut out = String::new();
+        for (col, cell) in cells.into_iter().enumerate() {
+            let pad = widths[col].saturating_sub(cell.chars().count());
+            match (col == last, right.contains(&col)) {
+                (_, true) => out.push_str(&format!("{}{cell}", " ".repeat(pad))),
+                (true, false) => out.push_str(cell),
+                (false, false) => out.push_str(&format!("{cell}{}", " ".repeat(pad))),
+            }
+            if col != last {
+                out.push_str("  ");
+            }
+        }
+        out.trim_end().to_owned()
+    };
+    let mut out = line(header.to_vec());
+    for row in rows {
+        out.push('\n');
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_table_aligns_every_column_to_its_widest_cell() {
+        let rows = vec![vec!["a1".to_owned(), "queued".to_owned(), "0/3".to_owned(), "sh -c echo".to_owned()], vec!["b".to_owned(), "succeeded".to_owned(), "10/10".to_owned(), "true".to_owned()]];
+        let text = table(&["ID", "STATE", "ATTEMPTS", "WHAT"], &rows, &[2]);
+        assert_eq!(text, "ID  STATE      ATTEMPTS  WHAT\na1  queued          0/3  sh -c echo\nb   succeeded     10/10  true");
+    }
 
     #[test]
     fn a_dimension_says_what_its_score_came_from() {

@@ -475,6 +475,8 @@ async fn events(ctx: &Context, args: EventsArgs) -> CliResult {
             .map(|e| json!({"job_id": e.job_id, "repo": e.repo, "pr": e.pr, "event": e.event, "detail": e.detail, "created_at": e.created_at}))
             .collect();
         print_json(&rows);
+    } else if events.is_empty() {
+        println!("no harvest events{}", filter.map(|(repo, pr)| format!(" for {repo}#{pr}")).unwrap_or_default());
     } else {
         for e in &events {
             println!("{} {}#{} {} {}", e.created_at, e.repo, e.pr, e.event, e.detail);
@@ -506,7 +508,13 @@ async fn status(ctx: &Context) -> CliResult {
     if ctx.json {
         print_json(&value);
     } else {
-        println!("{value:#}");
+        let enabled = value["auto_trace_enabled"] == true;
+        println!("harvesting          {} ([skillopt] auto_trace_enabled)", if enabled { "on" } else { "off" });
+        println!("eval runs           {}", value["eval_runs"]);
+        println!("review items        {}", value["eval_review_items"]);
+        println!("feedback events     {}", value["feedback_events"]);
+        let runs: Vec<&str> = value["auto_trace_runs"].as_array().map(|a| a.iter().filter_map(serde_json::Value::as_str).collect()).unwrap_or_default();
+        println!("auto-trace runs     {}", if runs.is_empty() { "none".to_owned() } else { runs.join(", ") });
     }
     Ok(OK)
 }

@@ -482,18 +482,20 @@ async fn list(ctx: &Context, args: ListArgs) -> CliResult {
         println!("no jobs");
         return Ok(OK);
     }
-    println!("{:<36} {:<10} {:<8} {:>8} {:<24} WHAT", "ID", "STATE", "KIND", "ATTEMPTS", "CREATED");
-    for j in &jobs {
-        println!(
-            "{:<36} {:<10} {:<8} {:>8} {:<24} {}",
-            j.id,
-            j.state,
-            j.spec.kind,
-            format!("{}/{}", j.attempts, j.spec.max_attempts),
-            rfc3339_ms(j.created_at_ms),
-            describe(j)
-        );
-    }
+    let rows: Vec<Vec<String>> = jobs
+        .iter()
+        .map(|j| {
+            vec![
+                j.id.clone(),
+                j.state.to_string(),
+                j.spec.kind.clone(),
+                format!("{}/{}", j.attempts, j.spec.max_attempts),
+                rfc3339_ms(j.created_at_ms),
+                describe(j),
+            ]
+        })
+        .collect();
+    println!("{}", crate::output::table(&["ID", "STATE", "KIND", "ATTEMPTS", "CREATED", "WHAT"], &rows, &[3]));
     Ok(OK)
 }
 
