@@ -83,7 +83,7 @@ fn demo_on_a_real_repository_ends_with_a_pending_candidate_and_an_auto_trace_exp
     }
     assert!(stdout.contains("pending candidate: change-summarizer@v2"), "{stdout}");
     assert!(stdout.contains("stand-in reviewer, `demo-reviewer`: a fixed rule, not a person"), "the stand-in reviewer is named as such: {stdout}");
-    assert!(stdout.contains("1 recent merges attributed"), "the history has a merge:\n{stdout}");
+    assert!(stdout.contains("1 recent merge attributed"), "the history has a merge:\n{stdout}");
     let home_dir = home.path().display().to_string();
     assert!(stdout.contains(&format!("skillforge --home {home_dir} candidate promote change-summarizer@v2")), "{stdout}");
     assert!(stdout.contains(&format!("skillforge --home {home_dir} train status --session demo-")), "{stdout}");

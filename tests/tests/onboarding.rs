@@ -174,6 +174,11 @@ fn doctor_fails_on_a_missing_git_a_broken_config_and_an_unreachable_queue() {
     let (code, doc, _) = doctor(&home, &["--queue", &format!("redis://127.0.0.1:{port}")], None);
     let queue = find(&checks(&doc), "queue").clone();
     assert!(code == 1 && queue.1 == "fail" && queue.2.contains("start redis-server"), "{queue:?}");
+
+    // A URL every command refuses is a failure here too, never the embedded default.
+    let (code, doc, _) = doctor(&home, &["--queue", "reddis://127.0.0.1:6379"], None);
+    let queue = find(&checks(&doc), "queue").clone();
+    assert!(code == 1 && queue.1 == "fail" && queue.2.contains("reddis://") && queue.2.contains("rediss://"), "{queue:?}");
 }
 
 #[test]

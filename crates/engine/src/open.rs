@@ -37,7 +37,7 @@ impl QueueUrl {
                 path => Ok(QueueUrl::Sqlite(path.into())),
             },
             Some(u) => Err(EngineError::Config(format!(
-                "queue url `{u}` is neither redis://HOST:PORT[/DB] nor sqlite://PATH"
+                "queue url `{u}` is neither redis://HOST:PORT[/DB] (rediss:// for TLS) nor sqlite://PATH"
             ))),
         }
     }

@@ -384,7 +384,13 @@ async fn run_tool(
                 }
                 l
             })
-            .collect(),
+            // One place once: clippy reports a lint of shared code for each target it builds.
+            .fold(Vec::new(), |mut seen: Vec<crate::count::Location>, l| {
+                if !seen.contains(&l) {
+                    seen.push(l);
+                }
+                seen
+            }),
         None => Vec::new(),
     };
     Ok((count, locations))

@@ -300,7 +300,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
     out.detail(&format!(
         "• {} recent {}{} attributed to {} and reported merged; {} leg jobs run",
         harvested.changes.len(),
-        harvested.source,
+        if harvested.changes.len() == 1 { harvested.source.trim_end_matches('s') } else { harvested.source },
         if harvested.source == "commits" { " (the history has no merges)" } else { "" },
         version.id,
         harvested.n_leg_jobs

@@ -177,9 +177,13 @@ async fn bwrap_check() -> Check {
 /// The queue: the embedded file, or a Redis server's reachability, version, eviction policy and
 /// persistence.
 async fn queue_check(url: Option<String>, home: &Path) -> Check {
-    let Some(url) = url.filter(|u| u.starts_with("redis://") || u.starts_with("rediss://")) else {
-        let file = home.join("queue.db");
-        return check("queue", Status::Ok, format!("embedded SQLite queue in {} (one machine; `--queue redis://…` for a fleet)", file.parent().unwrap_or(home).display()), "");
+    // The same parse every command does: a URL they refuse is a failure here, never the default.
+    let url = match skillforge_engine::open::QueueUrl::parse(url.as_deref(), home) {
+        Err(e) => return check("queue", Status::Fail, e.to_string(), "fix `--queue` / `[queue] url`: redis://HOST:PORT[/DB], rediss:// for TLS, or sqlite://PATH"),
+        Ok(skillforge_engine::open::QueueUrl::Sqlite(file)) => {
+            return check("queue", Status::Ok, format!("embedded SQLite queue {} (one machine; `--queue redis://…` for a fleet)", file.display()), "");
+        }
+        Ok(skillforge_engine::open::QueueUrl::Redis(url)) => url,
     };
     match tokio::time::timeout(PROBE_TIMEOUT, redis_facts(&url)).await {
         Err(_) => check("queue", Status::Fail, format!("{url}: no answer within {} s", PROBE_TIMEOUT.as_secs()), "start redis-server or fix `--queue` / `[queue] url`"),
@@ -279,7 +283,9 @@ fn checker_checks() -> Vec<Check> {
         let mut found = Vec::new();
         let mut skipped = Vec::new();
         for (dimension, spec) in &profile.dimensions {
-            let programs: Vec<&str> = spec.tools.iter().filter_map(|t| t.argv.first().map(String::as_str)).collect();
+            let mut programs: Vec<&str> = spec.tools.iter().filter_map(|t| t.argv.first().map(String::as_str)).collect();
+            // Alternatives of one program (golangci-lint's v2 and v1 spellings) are named once.
+            programs.dedup();
             match programs.iter().find(|p| on_path(p)) {
                 Some(p) => found.push(format!("{dimension}: {p}")),
                 None => skipped.push(format!("{dimension} (needs one of {})", programs.join(", "))),

@@ -290,14 +290,26 @@ fn print_eval_report(report_json: &str) {
         Some(fields) if !fields.is_empty() => {
             println!("eval report");
             for (key, value) in fields {
-                let shown = match value {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
+                let shown = human_value(value);
                 println!("  {key:<22} {shown}");
             }
         }
         _ if report_json.trim().is_empty() => println!("eval report -"),
         _ => println!("eval report {}", report_json.trim()),
+    }
+}
+
+/// A JSON value for a person: text as is, an object as `key value` pairs, a list of objects as
+/// its count and the first one's fields.
+fn human_value(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".to_owned(),
+        Value::Object(fields) => fields.iter().map(|(k, v)| format!("{} {}", k.replace('_', " "), human_value(v))).collect::<Vec<_>>().join(", "),
+        Value::Array(items) if items.iter().all(|i| !i.is_object() && !i.is_array()) => {
+            items.iter().map(human_value).collect::<Vec<_>>().join(", ")
+        }
+        Value::Array(items) => format!("{} entries", items.len()),
+        other => other.to_string(),
     }
 }

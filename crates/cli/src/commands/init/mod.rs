@@ -49,9 +49,10 @@ pub fn run(home_flag: Option<PathBuf>, json_out: bool, args: InitArgs) -> CliRes
     let existing: Vec<&str> = files.iter().filter(|(rel, _)| home.join(rel).exists()).map(|(rel, _)| rel.as_str()).collect();
     if !existing.is_empty() {
         return Err(CliError::usage(anyhow!(
-            "init `{}`: {} already exist(s), nothing was written (move them away or pick another DIR): {}",
+            "init `{}`: {} already {}, nothing was written (move them away or pick another DIR): {}",
             home.display(),
             existing.len(),
+            if existing.len() == 1 { "exists" } else { "exist" },
             existing.join(", ")
         )));
     }

@@ -148,7 +148,8 @@ async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
     if ctx.json {
         print_json(&json!({"spec": spec.name, "state_root": root.root, "baseline_sha": log.baseline_sha, "baseline": log.baseline.metrics, "backlog": log.hypothesis_backlog.len()}));
     } else {
-        eprintln!("initialised optimize run `{}` at {} (baseline {}, {} hypotheses)", spec.name, root.root.display(), &log.baseline_sha[..12], log.hypothesis_backlog.len());
+        let n = log.hypothesis_backlog.len();
+        eprintln!("initialised optimize run `{}` at {} (baseline {}, {n} {})", spec.name, root.root.display(), &log.baseline_sha[..12], if n == 1 { "hypothesis" } else { "hypotheses" });
     }
     Ok(OK)
 }
