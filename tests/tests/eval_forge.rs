@@ -53,6 +53,16 @@ fn e14_forge_adopts_through_judge_aggregate_gate_and_ledger() {
     assert!(page.contains("SHORT: shipped 1.2") && page.contains("LONG status") && page.contains("winner: with"), "{page}");
     let status = s.home.json(&["eval", "status", "--brief", BRIEF_ID]);
     assert_eq!(status["ledger_row"]["decision"], "adopt");
+    // The human report says where the adoption went (the recorded forge again: nothing new).
+    let root = s.path("agents-skills");
+    let again = s.home.run(&[
+        "eval", "forge", "--runtime", "scripted", "--brief", brief.to_str().unwrap(), "--skill-dir", skill.to_str().unwrap(),
+        "--install-root", root.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    let installed = stdout.lines().find(|l| l.starts_with("installed: ")).unwrap_or_else(|| panic!("no installed line:\n{stdout}"));
+    assert!(installed.contains(&root.join("tldr").display().to_string()), "{installed}");
+    assert_eq!(s.ledger().len(), 1, "the same forge records nothing again");
 }
 
 // E-48, E-54

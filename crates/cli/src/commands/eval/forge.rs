@@ -239,6 +239,12 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
         }
         if let Some(row) = &report.ledger_row {
             println!("ledger: {} {}", row.decision, row.skill);
+            // Where the adoption went (the ledger row's record, also for a forge that had
+            // already decided: a re-run installs nothing again).
+            match row.installed.as_slice() {
+                [] => println!("installed: nowhere ({} installs nothing)", row.decision),
+                paths => println!("installed: {}", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")),
+            }
         }
         println!("evidence: {}", report.dir.display());
     }
