@@ -291,3 +291,23 @@ fn verify_on_a_worker_that_cannot_see_the_checkout_with_and_without_a_remote() {
     assert!(payload.contains("repo.bundle"), "{payload}");
     assert_eq!(git(&remote, &["rev-parse", "HEAD"]), head, "the remote is unchanged");
 }
+
+// A revision the repository does not have is the user's mistake: exit 2 naming it and how to get
+// it, checked before any job is queued (nothing enqueued).
+#[test]
+fn an_unknown_revision_is_refused_before_anything_is_queued() {
+    let (repo, _, _) = skillforge_tests::two_commit_repo();
+    let home = Home::embedded();
+    let path = repo.path().to_str().unwrap();
+    for args in [
+        vec!["verify", "--repo", path, "--rev", "no-such-rev", "--", "true"],
+        vec!["check", "--repo", path, "--base", "origin/main", "--head", "HEAD"],
+    ] {
+        let out = home.run(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        let rev = if args[0] == "verify" { "no-such-rev" } else { "origin/main" };
+        assert!(stderr.contains(rev) && stderr.contains("git fetch"), "{args:?}: {stderr}");
+    }
+    assert_eq!(home.json(&["jobs", "list"]), serde_json::json!([]), "nothing enqueued");
+}

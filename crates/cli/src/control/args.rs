@@ -53,3 +53,22 @@ pub fn queue_label(ctx: &Context) -> String {
         skillforge_engine::open::QueueUrl::Redis(u) => format!("redis queue {}", skillforge_engine::redact::redact_urls(u)),
     }
 }
+
+/// Refuses (exit 2) a revision that a repository on this machine does not have, before any job
+/// is queued: `flag` names where it came from (`--base`). A path that is not a git repository
+/// here (one only the workers see) is left to the job.
+///
+/// # Errors
+/// Exit 2 naming the revision, the repository and how to get it.
+pub fn check_revision(repo: &std::path::Path, rev: &str, flag: &str) -> Result<(), crate::exit::CliError> {
+    if skillforge_stage::git::git(repo, &["rev-parse", "--git-dir"]).is_err() {
+        return Ok(());
+    }
+    match skillforge_stage::git::git(repo, &["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")]) {
+        Ok(_) => Ok(()),
+        Err(_) => Err(crate::exit::CliError::usage(anyhow::anyhow!(
+            "{flag} `{rev}` is not a commit of {}: fetch it (e.g. `git fetch origin main`) or name another one",
+            repo.display()
+        ))),
+    }
+}
