@@ -48,12 +48,15 @@ pub(super) async fn refuse_foreign_file(path: &Path) -> Result<(), EngineError> 
     let Ok(mut conn) = conn else {
         return Ok(());
     };
-    let version: Result<i64, _> = sqlx::query_scalar("PRAGMA user_version").fetch_one(&mut conn).await;
+    // Tables first, then the version: a first open that migrates the file concurrently commits
+    // its tables and its version together, so a version of 0 read after tables were seen means no
+    // migration (the other order could see 0 before that commit and the tables after it).
     let tables: Result<Vec<String>, _> = sqlx::query_scalar(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
     )
     .fetch_all(&mut conn)
     .await;
+    let version: Result<i64, _> = sqlx::query_scalar("PRAGMA user_version").fetch_one(&mut conn).await;
     let _ = conn.close().await;
     let (Ok(0), Ok(tables)) = (version, tables) else {
         return Ok(());
