@@ -9,11 +9,71 @@ fn a_job_that_cannot_run_says_why_on_its_status_line() {
     let out = home.run(&["jobs", "submit", "--wait", "--", "/nonexistent/program-xyz"]);
     assert_ne!(out.status.code(), Some(0));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let line = stderr.lines().find(|l| l.starts_with("job ") && l.contains("(not_runnable)")).unwrap_or_else(|| panic!("no status line:\n{stderr}"));
-    let (_, reason) = line.split_once("(not_runnable): ").unwrap_or_else(|| panic!("no reason after the exit class: {line}"));
-    assert!(reason.contains("program-xyz"), "the reason names the program: {line}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("job ") && l.contains("(not_runnable)"))
+        .unwrap_or_else(|| panic!("no status line:\n{stderr}"));
+    let (_, reason) = line
+        .split_once("(not_runnable): ")
+        .unwrap_or_else(|| panic!("no reason after the exit class: {line}"));
+    assert!(
+        reason.contains("program-xyz"),
+        "the reason names the program: {line}"
+    );
     // `jobs show` says the same.
     let id = line.split_whitespace().nth(1).unwrap();
     let shown = home.run(&["jobs", "show", id]);
-    assert!(String::from_utf8_lossy(&shown.stdout).contains("program-xyz"), "{}", String::from_utf8_lossy(&shown.stdout));
+    assert!(
+        String::from_utf8_lossy(&shown.stdout).contains("program-xyz"),
+        "{}",
+        String::from_utf8_lossy(&shown.stdout)
+    );
+}
+
+/// A command that fails every attempt ends `dead`; the status line says how many attempts ran and
+/// why, and the next line says how to run a command once.
+#[test]
+fn a_command_failing_every_attempt_says_it_was_retried_and_how_to_run_it_once() {
+    let home = Home::embedded();
+    let out = home.run(&[
+        "jobs",
+        "submit",
+        "--wait",
+        "--attempts",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "echo boom >&2; exit 3",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("job ") && l.contains(" dead "))
+        .unwrap_or_else(|| panic!("no status line:\n{stderr}"));
+    assert!(
+        line.contains("dead after 2 of 2 attempts (failed, exit 3): boom"),
+        "{line}"
+    );
+    assert!(
+        stderr.contains("it ran 2 times") && stderr.contains("--attempts 1"),
+        "{stderr}"
+    );
+    let once = home.run(&[
+        "jobs",
+        "submit",
+        "--wait",
+        "--attempts",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        "exit 3",
+    ]);
+    let stderr = String::from_utf8_lossy(&once.stderr);
+    assert!(
+        !stderr.contains("it ran"),
+        "one attempt says nothing of retries: {stderr}"
+    );
 }

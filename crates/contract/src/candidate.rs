@@ -38,7 +38,11 @@ pub struct CandidatePackage {
     #[serde(default)]
     pub summary: CandidateSummary,
     /// Files under `--artifact-dir` to store (S-90, S-91).
-    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::omit::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub artifacts: Vec<CandidateArtifactRef>,
 }
 

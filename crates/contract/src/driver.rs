@@ -42,7 +42,9 @@ pub fn driver_for_media_type(media_type: &str) -> &'static str {
 /// [`driver_for_media_type`]; any other driver (one an optimizer wrote into a candidate package,
 /// e.g. `gitmoot-skillopt`) is kept as stored.
 pub fn export_driver(stored: &str, media_type: &str) -> String {
-    if stored.trim().is_empty() || LEGACY_DRIVERS.contains(&stored.trim().to_ascii_lowercase().as_str()) {
+    if stored.trim().is_empty()
+        || LEGACY_DRIVERS.contains(&stored.trim().to_ascii_lowercase().as_str())
+    {
         driver_for_media_type(media_type).to_owned()
     } else {
         stored.to_owned()
@@ -60,11 +62,13 @@ pub fn loader_artifact_refusal(driver: &str, media_type: &str) -> Option<String>
     let driver_key = driver.trim().to_ascii_lowercase();
     let media = media_type.trim().to_ascii_lowercase();
     if LOADER_TEXT_DRIVERS.contains(&driver_key.as_str()) {
-        let readable = media.is_empty() || media.starts_with("text/") || media == "application/markdown";
+        let readable =
+            media.is_empty() || media.starts_with("text/") || media == "application/markdown";
         return (!readable).then(|| format!("artifact media type not supported yet: {media_type}"));
     }
     if LOADER_PREVIEW_DRIVERS.contains(&driver_key.as_str()) {
-        return (media != "application/json").then(|| format!("preview artifact media type not supported yet: {media_type}"));
+        return (media != "application/json")
+            .then(|| format!("preview artifact media type not supported yet: {media_type}"));
     }
     Some(format!("artifact driver not supported yet: {driver}"))
 }
@@ -89,7 +93,10 @@ impl fmt::Display for LoaderWarning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LoaderWarning::UnsafeItemId(id) => {
-                write!(f, "item id {id:?} is not safe for filesystem output (the optimizer refuses `/`, `\\`, `.`, `..`)")
+                write!(
+                    f,
+                    "item id {id:?} is not safe for filesystem output (the optimizer refuses `/`, `\\`, `.`, `..`)"
+                )
             }
             LoaderWarning::Artifact { id, reason } => write!(f, "artifact {id:?}: {reason}"),
             LoaderWarning::Splits(reason) => f.write_str(reason),
@@ -109,10 +116,21 @@ pub fn loader_warnings(package: &TrainingPackage) -> Vec<LoaderWarning> {
         .filter(|item| !is_loader_safe_item_id(&item.id))
         .map(|item| LoaderWarning::UnsafeItemId(item.id.clone()))
         .collect();
-    let referenced: Vec<&str> = package.items.iter().flat_map(|item| item.artifact_ids()).collect();
-    for artifact in package.artifacts.iter().filter(|a| referenced.contains(&a.id.as_str())) {
+    let referenced: Vec<&str> = package
+        .items
+        .iter()
+        .flat_map(|item| item.artifact_ids())
+        .collect();
+    for artifact in package
+        .artifacts
+        .iter()
+        .filter(|a| referenced.contains(&a.id.as_str()))
+    {
         if let Some(reason) = loader_artifact_refusal(&artifact.driver, &artifact.media_type) {
-            warnings.push(LoaderWarning::Artifact { id: artifact.id.clone(), reason });
+            warnings.push(LoaderWarning::Artifact {
+                id: artifact.id.clone(),
+                reason,
+            });
         }
     }
     warnings.extend(split_warning(package).map(LoaderWarning::Splits));
@@ -127,7 +145,12 @@ fn split_warning(package: &TrainingPackage) -> Option<String> {
         .items
         .iter()
         .map(|item| {
-            let split = item.metadata.as_ref().and_then(|m| m.get("split")).and_then(|s| s.as_str()).unwrap_or("");
+            let split = item
+                .metadata
+                .as_ref()
+                .and_then(|m| m.get("split"))
+                .and_then(|s| s.as_str())
+                .unwrap_or("");
             split.trim().to_owned()
         })
         .collect();
@@ -144,12 +167,18 @@ fn split_warning(package: &TrainingPackage) -> Option<String> {
         };
         filled[index] = true;
     }
-    (!filled.iter().all(|f| *f)).then(|| "metadata.split must provide non-empty train, val, and test splits".to_owned())
+    (!filled.iter().all(|f| *f))
+        .then(|| "metadata.split must provide non-empty train, val, and test splits".to_owned())
 }
 
 /// `type/subtype` of a media type, lowercased, parameters dropped.
 fn essence(media_type: &str) -> String {
-    media_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase()
+    media_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
 }
 
 #[cfg(test)]
@@ -172,8 +201,17 @@ mod tests {
         for (media_type, want) in table {
             assert_eq!(driver_for_media_type(media_type), want, "{media_type}");
         }
-        for media_type in ["text/markdown", "application/markdown", "text/plain", "text/x-diff"] {
-            assert_eq!(loader_artifact_refusal(driver_for_media_type(media_type), media_type), None, "{media_type}");
+        for media_type in [
+            "text/markdown",
+            "application/markdown",
+            "text/plain",
+            "text/x-diff",
+        ] {
+            assert_eq!(
+                loader_artifact_refusal(driver_for_media_type(media_type), media_type),
+                None,
+                "{media_type}"
+            );
         }
     }
 
@@ -183,19 +221,31 @@ mod tests {
         assert_eq!(export_driver("LOCAL", "text/plain"), "text");
         assert_eq!(export_driver("skillforge-distill", "text/x-diff"), "text");
         assert_eq!(export_driver("", "text/plain"), "text");
-        assert_eq!(export_driver("gitmoot-skillopt", "text/x-diff"), "gitmoot-skillopt");
+        assert_eq!(
+            export_driver("gitmoot-skillopt", "text/x-diff"),
+            "gitmoot-skillopt"
+        );
         assert_eq!(export_driver("vue-vite", "application/json"), "vue-vite");
     }
 
     #[test]
     fn the_loader_refuses_unknown_drivers_and_unreadable_media_types_with_its_own_words() {
-        assert_eq!(loader_artifact_refusal("local", "text/plain").unwrap(), "artifact driver not supported yet: local");
-        assert_eq!(loader_artifact_refusal("text", "image/png").unwrap(), "artifact media type not supported yet: image/png");
+        assert_eq!(
+            loader_artifact_refusal("local", "text/plain").unwrap(),
+            "artifact driver not supported yet: local"
+        );
+        assert_eq!(
+            loader_artifact_refusal("text", "image/png").unwrap(),
+            "artifact media type not supported yet: image/png"
+        );
         assert_eq!(
             loader_artifact_refusal("vue-vite", "text/html").unwrap(),
             "preview artifact media type not supported yet: text/html"
         );
-        assert_eq!(loader_artifact_refusal("vue-vite", "application/json"), None);
+        assert_eq!(
+            loader_artifact_refusal("vue-vite", "application/json"),
+            None
+        );
         assert_eq!(loader_artifact_refusal(" Markdown ", "text/markdown"), None);
     }
 
@@ -212,13 +262,28 @@ mod tests {
                     ..Default::default()
                 })
                 .collect();
-            loader_warnings(&package).iter().map(ToString::to_string).collect::<Vec<_>>()
+            loader_warnings(&package)
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
         };
-        assert!(with_splits(&["", ""]).is_empty(), "no explicit split: the loader plans a holdout");
+        assert!(
+            with_splits(&["", ""]).is_empty(),
+            "no explicit split: the loader plans a holdout"
+        );
         assert!(with_splits(&["train", "selection", "valid_unseen"]).is_empty());
-        assert!(with_splits(&["", "val", "test"]).is_empty(), "blank is train");
-        assert_eq!(with_splits(&["train", "train"]), ["metadata.split must provide non-empty train, val, and test splits"]);
-        assert_eq!(with_splits(&["train", "dev", "test"]), ["metadata.split \"dev\" is not supported"]);
+        assert!(
+            with_splits(&["", "val", "test"]).is_empty(),
+            "blank is train"
+        );
+        assert_eq!(
+            with_splits(&["train", "train"]),
+            ["metadata.split must provide non-empty train, val, and test splits"]
+        );
+        assert_eq!(
+            with_splits(&["train", "dev", "test"]),
+            ["metadata.split \"dev\" is not supported"]
+        );
     }
 
     #[test]
@@ -235,8 +300,16 @@ mod tests {
     fn warnings_name_unsafe_items_and_unreadable_referenced_artifacts_only() {
         let mut package = crate::training::tests::minimal_package();
         package.items = vec![
-            EvalItem { id: "checker#o/r#3".into(), ..Default::default() },
-            EvalItem { id: "ok".into(), baseline_artifact_id: "png".into(), candidate_artifact_id: "md".into(), ..Default::default() },
+            EvalItem {
+                id: "checker#o/r#3".into(),
+                ..Default::default()
+            },
+            EvalItem {
+                id: "ok".into(),
+                baseline_artifact_id: "png".into(),
+                candidate_artifact_id: "md".into(),
+                ..Default::default()
+            },
         ];
         let artifact = |id: &str, media_type: &str, driver: &str| ArtifactRef {
             id: id.into(),
@@ -245,9 +318,15 @@ mod tests {
             size_bytes: 1,
             driver: driver.into(),
         };
-        package.artifacts =
-            vec![artifact("md", "text/markdown", "markdown"), artifact("png", "image/png", "text"), artifact("unused", "x/y", "local")];
-        let warnings: Vec<String> = loader_warnings(&package).iter().map(ToString::to_string).collect();
+        package.artifacts = vec![
+            artifact("md", "text/markdown", "markdown"),
+            artifact("png", "image/png", "text"),
+            artifact("unused", "x/y", "local"),
+        ];
+        let warnings: Vec<String> = loader_warnings(&package)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         assert_eq!(
             warnings,
             [

@@ -27,7 +27,11 @@ pub struct EvaluatorProfile {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub preview_adapter: String,
     /// Ordered cheap checks.
-    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::omit::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub checks: Vec<EvaluatorCheckConfig>,
     /// LLM judge configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -79,7 +83,11 @@ pub struct EvaluatorJudgeConfig {
 /// `landing_page_v1` / `vue_landing_page_v1` (case-insensitive) → the Vue landing-page profile;
 /// any other non-empty id → `{profile_id: <as given>, task_kind: "generic"}` with the default judge.
 /// `model` (may be empty) goes on the judge; `config` becomes `metadata`. Returns `None` for an empty id.
-pub fn build_evaluator_profile(evaluator_id: &str, model: &str, config: Option<Value>) -> Option<EvaluatorProfile> {
+pub fn build_evaluator_profile(
+    evaluator_id: &str,
+    model: &str,
+    config: Option<Value>,
+) -> Option<EvaluatorProfile> {
     let id = evaluator_id.trim();
     if id.is_empty() {
         return None;
@@ -114,7 +122,11 @@ pub fn build_evaluator_profile(evaluator_id: &str, model: &str, config: Option<V
             ..Default::default()
         }
     } else {
-        EvaluatorProfile { profile_id: id.to_owned(), task_kind: "generic".into(), ..Default::default() }
+        EvaluatorProfile {
+            profile_id: id.to_owned(),
+            task_kind: "generic".into(),
+            ..Default::default()
+        }
     };
     profile.judge = Some(judge);
     profile.metadata = config;
@@ -147,7 +159,11 @@ pub struct EvaluatorScore {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soft: Option<f64>,
     /// Per-dimension scores, keys sorted.
-    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::omit::null_as_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub dimension_scores: BTreeMap<String, f64>,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -159,7 +175,11 @@ pub struct EvaluatorScore {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate_rejection: Option<GateRejectionPacket>,
     /// Per-stage status.
-    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::omit::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub stage_status: Vec<EvaluatorStageStatus>,
     /// Raw extra data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -188,13 +208,25 @@ pub struct EvaluatorFailurePacket {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub optimizer_hint: String,
     /// Failed checks.
-    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::omit::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub failed_checks: Vec<EvaluatorCheckResult>,
     /// Evidence lines.
-    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::omit::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub evidence: Vec<String>,
     /// Per-stage status.
-    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::omit::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub stage_status: Vec<EvaluatorStageStatus>,
 }
 
@@ -211,7 +243,11 @@ pub struct EvaluatorCheckResult {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
     /// Evidence lines.
-    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::omit::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub evidence: Vec<String>,
     /// Raw extra data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -282,10 +318,18 @@ pub struct GateRejectionPacket {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub optimizer_hint: String,
     /// Dimensions that failed.
-    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::omit::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub failed_dimensions: Vec<String>,
     /// Evidence lines.
-    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::omit::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub evidence: Vec<String>,
     /// Raw human feedback context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -322,6 +366,9 @@ mod tests {
     #[test]
     fn gate_rejection_always_writes_both_sides() {
         let packet = GateRejectionPacket::default();
-        assert_eq!(to_go_json_compact(&packet).unwrap(), r#"{"baseline":{},"candidate":{}}"#);
+        assert_eq!(
+            to_go_json_compact(&packet).unwrap(),
+            r#"{"baseline":{},"candidate":{}}"#
+        );
     }
 }

@@ -47,7 +47,11 @@ pub struct BlindAssignment {
     #[serde(default)]
     pub candidate: String,
     /// Ranked options, sorted by label (ranked mode only).
-    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::omit::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub options: Vec<AssignmentOption>,
 }
 
@@ -84,8 +88,17 @@ pub fn shows_candidate_as_a(run_id: &str, item_id: &str) -> bool {
 
 /// The deterministic blind assignment of an A/B item: baseline as A and candidate as B, swapped
 /// when [`shows_candidate_as_a`].
-pub fn blind_assignment(run_id: &str, item_id: &str, baseline: &str, candidate: &str) -> BlindAssignment {
-    let (a, b) = if shows_candidate_as_a(run_id, item_id) { (candidate, baseline) } else { (baseline, candidate) };
+pub fn blind_assignment(
+    run_id: &str,
+    item_id: &str,
+    baseline: &str,
+    candidate: &str,
+) -> BlindAssignment {
+    let (a, b) = if shows_candidate_as_a(run_id, item_id) {
+        (candidate, baseline)
+    } else {
+        (baseline, candidate)
+    };
     BlindAssignment {
         item_id: item_id.to_owned(),
         a: a.to_owned(),
@@ -114,7 +127,13 @@ pub enum Choice {
 
 impl Choice {
     /// All choices in wire order.
-    pub const ALL: [Choice; 5] = [Choice::A, Choice::B, Choice::Tie, Choice::Neither, Choice::Skip];
+    pub const ALL: [Choice; 5] = [
+        Choice::A,
+        Choice::B,
+        Choice::Tie,
+        Choice::Neither,
+        Choice::Skip,
+    ];
 
     /// Parses a choice, trimmed and case-insensitive: exactly a|b|tie|neither|skip (S-94).
     ///
@@ -149,7 +168,10 @@ impl Choice {
 /// # Errors
 /// [`FeedbackPacketError::BadAssignment`] when baseline/candidate are missing or equal, or the
 /// shown artifact is neither.
-pub fn deblind_choice(displayed: Choice, assignment: &BlindAssignment) -> Result<Choice, FeedbackPacketError> {
+pub fn deblind_choice(
+    displayed: Choice,
+    assignment: &BlindAssignment,
+) -> Result<Choice, FeedbackPacketError> {
     let shown = match displayed {
         Choice::A => &assignment.a,
         Choice::B => &assignment.b,
@@ -162,7 +184,10 @@ pub fn deblind_choice(displayed: Choice, assignment: &BlindAssignment) -> Result
 ///
 /// # Errors
 /// As [`deblind_choice`].
-pub fn blind_choice(stored: Choice, assignment: &BlindAssignment) -> Result<Choice, FeedbackPacketError> {
+pub fn blind_choice(
+    stored: Choice,
+    assignment: &BlindAssignment,
+) -> Result<Choice, FeedbackPacketError> {
     if !matches!(stored, Choice::A | Choice::B) {
         return Ok(stored);
     }
@@ -171,7 +196,10 @@ pub fn blind_choice(stored: Choice, assignment: &BlindAssignment) -> Result<Choi
             return Ok(displayed);
         }
     }
-    Err(bad_assignment(assignment, "options a and b must map to different baseline/candidate artifacts"))
+    Err(bad_assignment(
+        assignment,
+        "options a and b must map to different baseline/candidate artifacts",
+    ))
 }
 
 /// Checks an A/B assignment: baseline and candidate set and distinct, and options a and b show
@@ -183,28 +211,46 @@ pub fn validate_assignment(assignment: &BlindAssignment) -> Result<(), FeedbackP
     let a = deblind_choice(Choice::A, assignment)?;
     let b = deblind_choice(Choice::B, assignment)?;
     if a == b {
-        return Err(bad_assignment(assignment, "options a and b must map to different baseline/candidate artifacts"));
+        return Err(bad_assignment(
+            assignment,
+            "options a and b must map to different baseline/candidate artifacts",
+        ));
     }
     Ok(())
 }
 
 fn bad_assignment(assignment: &BlindAssignment, reason: &str) -> FeedbackPacketError {
-    FeedbackPacketError::BadAssignment { item_id: assignment.item_id.clone(), reason: reason.to_owned() }
+    FeedbackPacketError::BadAssignment {
+        item_id: assignment.item_id.clone(),
+        reason: reason.to_owned(),
+    }
 }
 
-fn canonical_for_artifact(artifact_id: &str, assignment: &BlindAssignment) -> Result<Choice, FeedbackPacketError> {
+fn canonical_for_artifact(
+    artifact_id: &str,
+    assignment: &BlindAssignment,
+) -> Result<Choice, FeedbackPacketError> {
     let baseline = assignment.baseline.trim();
     let candidate = assignment.candidate.trim();
     if baseline.is_empty() || candidate.is_empty() {
-        return Err(bad_assignment(assignment, "assignment missing baseline or candidate mapping"));
+        return Err(bad_assignment(
+            assignment,
+            "assignment missing baseline or candidate mapping",
+        ));
     }
     if baseline == candidate {
-        return Err(bad_assignment(assignment, "baseline and candidate artifacts must be distinct"));
+        return Err(bad_assignment(
+            assignment,
+            "baseline and candidate artifacts must be distinct",
+        ));
     }
     match artifact_id.trim() {
         id if id == baseline => Ok(Choice::A),
         id if id == candidate => Ok(Choice::B),
-        id => Err(bad_assignment(assignment, &format!("assignment artifact {id:?} is not baseline or candidate"))),
+        id => Err(bad_assignment(
+            assignment,
+            &format!("assignment artifact {id:?} is not baseline or candidate"),
+        )),
     }
 }
 
@@ -259,7 +305,11 @@ pub struct FeedbackEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ranking: Option<RankingText>,
     /// Ranked items: the winner (must be ranked first).
-    #[serde(default, skip_serializing_if = "String::is_empty", deserialize_with = "scalar_string")]
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "scalar_string"
+    )]
     pub winner: String,
     /// `{label: [trait]}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -280,7 +330,11 @@ pub struct FeedbackEntry {
     #[serde(default, deserialize_with = "scalar_string")]
     pub promote: String,
     /// Notes.
-    #[serde(default, skip_serializing_if = "String::is_empty", deserialize_with = "scalar_string")]
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "scalar_string"
+    )]
     pub reasoning: String,
 }
 
@@ -408,22 +462,34 @@ const ITEM_KEYS_LISTED: &str = "item_id, choice, ranking, winner, useful_traits,
 fn check_keys(value: &serde_norway::Value) -> Result<(), FeedbackPacketError> {
     let key_text = |k: &serde_norway::Value| match k {
         serde_norway::Value::String(s) => s.clone(),
-        other => serde_norway::to_string(other).unwrap_or_default().trim().to_owned(),
+        other => serde_norway::to_string(other)
+            .unwrap_or_default()
+            .trim()
+            .to_owned(),
     };
-    let Some(top) = value.as_mapping() else { return Ok(()) };
+    let Some(top) = value.as_mapping() else {
+        return Ok(());
+    };
     for key in top.keys() {
         let key = key_text(key);
         if !TOP_KEYS.contains(&key.as_str()) {
             return Err(FeedbackPacketError::UnknownKey { key });
         }
     }
-    let Some(items) = top.get("items").and_then(serde_norway::Value::as_sequence) else { return Ok(()) };
+    let Some(items) = top.get("items").and_then(serde_norway::Value::as_sequence) else {
+        return Ok(());
+    };
     for (idx, item) in items.iter().enumerate() {
-        let Some(item) = item.as_mapping() else { continue };
+        let Some(item) = item.as_mapping() else {
+            continue;
+        };
         for key in item.keys() {
             let key = key_text(key);
             if !ITEM_KEYS.contains(&key.as_str()) {
-                return Err(FeedbackPacketError::UnknownItemKey { index: idx + 1, key });
+                return Err(FeedbackPacketError::UnknownItemKey {
+                    index: idx + 1,
+                    key,
+                });
             }
         }
     }
@@ -437,8 +503,10 @@ fn check_keys(value: &serde_norway::Value) -> Result<(), FeedbackPacketError> {
 /// [`FeedbackPacketError::Yaml`], [`FeedbackPacketError::UnknownKey`],
 /// [`FeedbackPacketError::UnknownItemKey`] or [`FeedbackPacketError::MissingRunId`].
 pub fn parse_feedback_yml(text: &str) -> Result<FeedbackFile, FeedbackPacketError> {
-    crate::limits::check_yaml(text).map_err(|e| FeedbackPacketError::Yaml(format!("feedback.yml {e}")))?;
-    let value: serde_norway::Value = serde_norway::from_str(text).map_err(|e| FeedbackPacketError::Yaml(e.to_string()))?;
+    crate::limits::check_yaml(text)
+        .map_err(|e| FeedbackPacketError::Yaml(format!("feedback.yml {e}")))?;
+    let value: serde_norway::Value =
+        serde_norway::from_str(text).map_err(|e| FeedbackPacketError::Yaml(e.to_string()))?;
     check_keys(&value)?;
     let mut file: FeedbackFile =
         serde_norway::from_value(value).map_err(|e| FeedbackPacketError::Yaml(e.to_string()))?;
@@ -462,9 +530,10 @@ pub fn render_feedback_yml(file: &FeedbackFile) -> Result<String, FeedbackPacket
 /// # Errors
 /// [`FeedbackPacketError::AssignmentsJson`] or [`FeedbackPacketError::AssignmentsMissingRunId`].
 pub fn parse_assignments(text: &str) -> Result<Assignments, FeedbackPacketError> {
-    crate::limits::check_json(text).map_err(|e| FeedbackPacketError::AssignmentsJson(format!("the file {e}")))?;
-    let mut assignments: Assignments =
-        serde_json::from_str(text).map_err(|e| FeedbackPacketError::AssignmentsJson(e.to_string()))?;
+    crate::limits::check_json(text)
+        .map_err(|e| FeedbackPacketError::AssignmentsJson(format!("the file {e}")))?;
+    let mut assignments: Assignments = serde_json::from_str(text)
+        .map_err(|e| FeedbackPacketError::AssignmentsJson(e.to_string()))?;
     assignments.run_id = assignments.run_id.trim().to_owned();
     if assignments.run_id.is_empty() {
         return Err(FeedbackPacketError::AssignmentsMissingRunId);
@@ -558,7 +627,9 @@ pub fn resolve_feedback(
             return Err(FeedbackPacketError::AssignmentEmptyItem);
         }
         if by_item.insert(item_id, assignment).is_some() {
-            return Err(FeedbackPacketError::AssignmentDuplicateItem(item_id.to_owned()));
+            return Err(FeedbackPacketError::AssignmentDuplicateItem(
+                item_id.to_owned(),
+            ));
         }
         if assignment.options.is_empty() {
             validate_assignment(assignment)?;
@@ -568,30 +639,45 @@ pub fn resolve_feedback(
     let mut entries = Vec::with_capacity(feedback.items.len());
     for entry in &feedback.items {
         let item_id = entry.item_id.trim();
-        let assignment = by_item.get(item_id).ok_or_else(|| FeedbackPacketError::UnknownItem(item_id.to_owned()))?;
+        let assignment = by_item
+            .get(item_id)
+            .ok_or_else(|| FeedbackPacketError::UnknownItem(item_id.to_owned()))?;
         if !seen.insert(item_id) {
             return Err(FeedbackPacketError::DuplicateItem(item_id.to_owned()));
         }
-        let resolved = resolve_entry(entry, assignment).map_err(|source| FeedbackPacketError::Item {
-            item_id: item_id.to_owned(),
-            source: Box::new(source),
-        })?;
+        let resolved =
+            resolve_entry(entry, assignment).map_err(|source| FeedbackPacketError::Item {
+                item_id: item_id.to_owned(),
+                source: Box::new(source),
+            })?;
         entries.push(resolved);
     }
     if let Some(missing) = by_item.keys().find(|id| !seen.contains(*id)) {
         return Err(FeedbackPacketError::MissingItem((*missing).to_owned()));
     }
-    Ok(ResolvedFeedback { run_id: run_id.to_owned(), reviewer: reviewer.to_owned(), entries })
+    Ok(ResolvedFeedback {
+        run_id: run_id.to_owned(),
+        reviewer: reviewer.to_owned(),
+        entries,
+    })
 }
 
 /// Validates and de-blinds one entry. `quality`, `continue_mode` and `promote` are checked against
 /// their vocabularies for every item (facts §4 lists them for every item); an A/B event has no
 /// place for them (facts §1 `FeedbackEvent`, §8 `feedback_events`), so for A/B items they are
 /// validated but not stored, and the A/B template does not offer them.
-fn resolve_entry(entry: &FeedbackEntry, assignment: &BlindAssignment) -> Result<ResolvedEntry, FeedbackPacketError> {
+fn resolve_entry(
+    entry: &FeedbackEntry,
+    assignment: &BlindAssignment,
+) -> Result<ResolvedEntry, FeedbackPacketError> {
     let item_id = entry.item_id.trim().to_owned();
     let reasoning = entry.reasoning.trim().to_owned();
-    let quality = vocabulary("quality", &entry.quality, &["poor", "acceptable", "strong"], "poor, acceptable, strong")?;
+    let quality = vocabulary(
+        "quality",
+        &entry.quality,
+        &["poor", "acceptable", "strong"],
+        "poor, acceptable, strong",
+    )?;
     let continue_mode = vocabulary(
         "continue_mode",
         &entry.continue_mode,
@@ -599,14 +685,35 @@ fn resolve_entry(entry: &FeedbackEntry, assignment: &BlindAssignment) -> Result<
         "explore, refine, distill, validate",
     )?;
     let promote = normalize_promote(&entry.promote)?;
-    let has_ranking = entry.ranking.as_ref().is_some_and(|r| r.parts().iter().any(|p| !p.trim().is_empty()));
-    if assignment.options.is_empty() || (!has_ranking && entry.choice.trim().eq_ignore_ascii_case("skip")) {
+    let has_ranking = entry
+        .ranking
+        .as_ref()
+        .is_some_and(|r| r.parts().iter().any(|p| !p.trim().is_empty()));
+    if assignment.options.is_empty()
+        || (!has_ranking && entry.choice.trim().eq_ignore_ascii_case("skip"))
+    {
         let displayed = Choice::parse(&entry.choice)?;
-        let choice = if assignment.options.is_empty() { deblind_choice(displayed, assignment)? } else { displayed };
-        return Ok(ResolvedEntry::Choice { item_id, choice, reasoning });
+        let choice = if assignment.options.is_empty() {
+            deblind_choice(displayed, assignment)?
+        } else {
+            displayed
+        };
+        return Ok(ResolvedEntry::Choice {
+            item_id,
+            choice,
+            reasoning,
+        });
     }
-    let ranking_text = entry.ranking.as_ref().filter(|_| has_ranking).ok_or(FeedbackPacketError::RankingRequired)?;
-    let labels: Vec<String> = assignment.options.iter().map(|o| o.label.trim().to_lowercase()).collect();
+    let ranking_text = entry
+        .ranking
+        .as_ref()
+        .filter(|_| has_ranking)
+        .ok_or(FeedbackPacketError::RankingRequired)?;
+    let labels: Vec<String> = assignment
+        .options
+        .iter()
+        .map(|o| o.label.trim().to_lowercase())
+        .collect();
     let ranking = parse_ranking(&ranking_text.parts(), Some(&labels))?;
     let winner = resolve_winner(&ranking, &entry.winner)?;
     let useful_traits = normalize_traits("useful_traits", &entry.useful_traits, &labels)?;
@@ -641,7 +748,11 @@ fn normalize_traits(
         if !labels.contains(&label) {
             return Err(FeedbackPacketError::UnknownTraitLabel { field, label });
         }
-        let values: Vec<String> = values.iter().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty()).collect();
+        let values: Vec<String> = values
+            .iter()
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+            .collect();
         if !values.is_empty() {
             out.entry(label).or_default().extend(values);
         }
@@ -659,7 +770,11 @@ fn vocabulary(
     if value.is_empty() || allowed.contains(&value.as_str()) {
         Ok(value)
     } else {
-        Err(FeedbackPacketError::InvalidValue { field, value, allowed: listed })
+        Err(FeedbackPacketError::InvalidValue {
+            field,
+            value,
+            allowed: listed,
+        })
     }
 }
 

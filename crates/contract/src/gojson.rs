@@ -42,12 +42,16 @@ pub fn to_go_json_compact<T: Serialize + ?Sized>(value: &T) -> Result<String, se
     write_with(value, GoFormatter(CompactFormatter))
 }
 
-fn write_with<T: Serialize + ?Sized, F: Formatter>(value: &T, formatter: F) -> Result<String, serde_json::Error> {
+fn write_with<T: Serialize + ?Sized, F: Formatter>(
+    value: &T,
+    formatter: F,
+) -> Result<String, serde_json::Error> {
     let mut buf = Vec::new();
     let mut ser = serde_json::Serializer::with_formatter(&mut buf, formatter);
     value.serialize(&mut ser)?;
     // serde_json only writes valid UTF-8 built from `str` fragments and ASCII escapes.
-    Ok(String::from_utf8(buf).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+    Ok(String::from_utf8(buf)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
 }
 
 /// Go's float text: shortest round-trip digits, `'f'` form in [1e-6, 1e21), else `'e'` form with
@@ -82,7 +86,11 @@ impl<F: Formatter> Formatter for GoFormatter<F> {
         writer.write_all(go_float(wide).as_bytes())
     }
 
-    fn write_string_fragment<W: ?Sized + io::Write>(&mut self, writer: &mut W, fragment: &str) -> io::Result<()> {
+    fn write_string_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
         let mut start = 0;
         for (idx, ch) in fragment.char_indices() {
             let escape = match ch {
@@ -100,7 +108,11 @@ impl<F: Formatter> Formatter for GoFormatter<F> {
         writer.write_all(&fragment.as_bytes()[start..])
     }
 
-    fn write_char_escape<W: ?Sized + io::Write>(&mut self, writer: &mut W, char_escape: CharEscape) -> io::Result<()> {
+    fn write_char_escape<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        char_escape: CharEscape,
+    ) -> io::Result<()> {
         self.0.write_char_escape(writer, char_escape)
     }
 
@@ -112,7 +124,11 @@ impl<F: Formatter> Formatter for GoFormatter<F> {
         self.0.end_array(writer)
     }
 
-    fn begin_array_value<W: ?Sized + io::Write>(&mut self, writer: &mut W, first: bool) -> io::Result<()> {
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
         self.0.begin_array_value(writer, first)
     }
 
@@ -128,7 +144,11 @@ impl<F: Formatter> Formatter for GoFormatter<F> {
         self.0.end_object(writer)
     }
 
-    fn begin_object_key<W: ?Sized + io::Write>(&mut self, writer: &mut W, first: bool) -> io::Result<()> {
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
         self.0.begin_object_key(writer, first)
     }
 

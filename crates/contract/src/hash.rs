@@ -35,7 +35,9 @@ pub fn content_hash(bytes: impl AsRef<[u8]>) -> String {
 pub fn normalize_hash(declared: &str) -> Result<String, HashError> {
     let trimmed = declared.trim();
     let hex_part = match trimmed.get(..SHA256_PREFIX.len()) {
-        Some(prefix) if prefix.eq_ignore_ascii_case(SHA256_PREFIX) => &trimmed[SHA256_PREFIX.len()..],
+        Some(prefix) if prefix.eq_ignore_ascii_case(SHA256_PREFIX) => {
+            &trimmed[SHA256_PREFIX.len()..]
+        }
         _ => trimmed,
     };
     if hex_part.len() != 64 {

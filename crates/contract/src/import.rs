@@ -14,7 +14,9 @@ use serde_json::Value;
 use crate::candidate::{CANDIDATE_PACKAGE_KIND, CandidateArtifactRef, CandidatePackage};
 use crate::gojson::to_go_json_compact;
 use crate::hash::{HashError, content_hash, normalize_hash};
-use crate::template::{Metadata, TemplateError, normalize_metadata, parse_template, validate_template_id};
+use crate::template::{
+    Metadata, TemplateError, normalize_metadata, parse_template, validate_template_id,
+};
 use crate::training::CONTRACT_VERSION;
 
 /// A stored template version as import needs it.
@@ -282,7 +284,10 @@ pub enum ImportError {
     ArtifactExists(String),
     /// The no-candidate gate (S-88, S-89). The message names the field the reason came from,
     /// since `eval_report` and `summary.metadata` can disagree (one promotable, the other not).
-    #[error("optimizer produced no candidate: {reason} (from {field}{note}){}", hint_suffix(hint))]
+    #[error(
+        "optimizer produced no candidate: {reason} (from {field}{note}){}",
+        hint_suffix(hint)
+    )]
     NoCandidate {
         /// `no_candidate_reason`, or that the content is unchanged.
         reason: String,
@@ -303,7 +308,11 @@ impl ImportError {
 }
 
 fn hint_suffix(hint: &str) -> String {
-    if hint.is_empty() { String::new() } else { format!(" ({hint})") }
+    if hint.is_empty() {
+        String::new()
+    } else {
+        format!(" ({hint})")
+    }
 }
 
 /// Reason text when the candidate content equals the base (S-89).
@@ -328,7 +337,9 @@ pub fn validate_candidate_import(
     let artifacts = if package.artifacts.is_empty() {
         Vec::new()
     } else {
-        let dir = options.artifact_dir.ok_or(ImportError::ArtifactDirRequired)?;
+        let dir = options
+            .artifact_dir
+            .ok_or(ImportError::ArtifactDirRequired)?;
         verify_artifacts(&package.artifacts, dir)?
     };
     if !artifacts.is_empty() && !options.has_blob_store {
@@ -348,7 +359,8 @@ pub fn validate_candidate_import(
         .as_ref()
         .filter(|t| t.id == template_id)
         .ok_or_else(|| ImportError::TemplateNotInstalled(template_id.to_owned()))?;
-    let parsed = parse_template(&package.candidate.content).map_err(ImportError::CandidateTemplate)?;
+    let parsed =
+        parse_template(&package.candidate.content).map_err(ImportError::CandidateTemplate)?;
     if parsed.metadata.id != template_id {
         return Err(ImportError::CandidateIdMismatch {
             candidate: parsed.metadata.id,
@@ -364,15 +376,30 @@ pub fn validate_candidate_import(
         && !artifacts.iter().any(|a| a.id == diff_artifact_id)
         && !state.existing_artifact_ids.contains(diff_artifact_id)
     {
-        return Err(ImportError::DiffArtifactNotFound(diff_artifact_id.to_owned()));
+        return Err(ImportError::DiffArtifactNotFound(
+            diff_artifact_id.to_owned(),
+        ));
     }
 
-    if let Some(taken) = artifacts.iter().find(|a| state.existing_artifact_ids.contains(&a.id)) {
+    if let Some(taken) = artifacts
+        .iter()
+        .find(|a| state.existing_artifact_ids.contains(&a.id))
+    {
         return Err(ImportError::ArtifactExists(taken.id.clone()));
     }
 
-    if let Some(NoCandidateGate { reason, field, note }) = no_candidate_reason(package, base) {
-        return Err(ImportError::NoCandidate { reason, field, note, hint: no_candidate_hint(package) });
+    if let Some(NoCandidateGate {
+        reason,
+        field,
+        note,
+    }) = no_candidate_reason(package, base)
+    {
+        return Err(ImportError::NoCandidate {
+            reason,
+            field,
+            note,
+            hint: no_candidate_hint(package),
+        });
     }
 
     Ok(VerifiedCandidate {
@@ -391,7 +418,9 @@ pub fn validate_candidate_import(
 }
 
 fn compact_or_empty(value: Option<&Value>) -> String {
-    value.and_then(|v| to_go_json_compact(v).ok()).unwrap_or_default()
+    value
+        .and_then(|v| to_go_json_compact(v).ok())
+        .unwrap_or_default()
 }
 
 fn resolve_base<'s>(
@@ -437,25 +466,52 @@ pub struct NoCandidateGate {
 /// `promotable` not `true` and a non-empty `no_candidate_reason` → that reason; else the content
 /// hash equal to the base's stored hash or to the hash of its content →
 /// [`UNCHANGED_CONTENT_REASON`]. `None` means there is a candidate.
-pub fn no_candidate_reason(package: &CandidatePackage, base: &BaseVersion) -> Option<NoCandidateGate> {
-    let promotable = |source: Option<&Value>| source.and_then(|v| v.get("promotable")).and_then(Value::as_bool) == Some(true);
-    let sources = [("eval_report", package.eval_report.as_ref()), ("summary.metadata", package.summary.metadata.as_ref())];
+pub fn no_candidate_reason(
+    package: &CandidatePackage,
+    base: &BaseVersion,
+) -> Option<NoCandidateGate> {
+    let promotable = |source: Option<&Value>| {
+        source
+            .and_then(|v| v.get("promotable"))
+            .and_then(Value::as_bool)
+            == Some(true)
+    };
+    let sources = [
+        ("eval_report", package.eval_report.as_ref()),
+        ("summary.metadata", package.summary.metadata.as_ref()),
+    ];
     for (field, source) in sources {
-        let Some(Value::Object(map)) = source else { continue };
-        let reason = map.get("no_candidate_reason").and_then(Value::as_str).map(str::trim).unwrap_or("");
+        let Some(Value::Object(map)) = source else {
+            continue;
+        };
+        let reason = map
+            .get("no_candidate_reason")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .unwrap_or("");
         if !promotable(source) && !reason.is_empty() {
             let note = if field == "summary.metadata" && promotable(package.eval_report.as_ref()) {
                 "; eval_report says promotable: true".to_owned()
             } else {
                 String::new()
             };
-            return Some(NoCandidateGate { reason: reason.to_owned(), field, note });
+            return Some(NoCandidateGate {
+                reason: reason.to_owned(),
+                field,
+                note,
+            });
         }
     }
     let candidate_hash = content_hash(&package.candidate.content);
     let stored = normalize_hash(&base.content_hash).ok();
-    if stored.as_deref() == Some(candidate_hash.as_str()) || content_hash(&base.content) == candidate_hash {
-        return Some(NoCandidateGate { reason: UNCHANGED_CONTENT_REASON.to_owned(), field: "candidate.content", note: String::new() });
+    if stored.as_deref() == Some(candidate_hash.as_str())
+        || content_hash(&base.content) == candidate_hash
+    {
+        return Some(NoCandidateGate {
+            reason: UNCHANGED_CONTENT_REASON.to_owned(),
+            field: "candidate.content",
+            note: String::new(),
+        });
     }
     None
 }
@@ -463,12 +519,20 @@ pub fn no_candidate_reason(package: &CandidatePackage, base: &BaseVersion) -> Op
 /// The optimizer's `no_candidate_hint` (a skillforge addition: which feedback fields to fill),
 /// read from `eval_report`, then `summary.metadata`; empty when neither carries one.
 pub fn no_candidate_hint(package: &CandidatePackage) -> String {
-    [package.eval_report.as_ref(), package.summary.metadata.as_ref()]
-        .into_iter()
-        .flatten()
-        .find_map(|v| v.get("no_candidate_hint").and_then(Value::as_str).map(str::trim).filter(|h| !h.is_empty()))
-        .unwrap_or("")
-        .to_owned()
+    [
+        package.eval_report.as_ref(),
+        package.summary.metadata.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .find_map(|v| {
+        v.get("no_candidate_hint")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|h| !h.is_empty())
+    })
+    .unwrap_or("")
+    .to_owned()
 }
 
 /// Go's `filepath.IsLocal` on Unix: non-empty, not absolute, and `..` never climbs above the start.
@@ -492,7 +556,10 @@ pub fn is_local_path(path: &str) -> bool {
     true
 }
 
-fn verify_artifacts(refs: &[CandidateArtifactRef], dir: &Path) -> Result<Vec<VerifiedArtifact>, ImportError> {
+fn verify_artifacts(
+    refs: &[CandidateArtifactRef],
+    dir: &Path,
+) -> Result<Vec<VerifiedArtifact>, ImportError> {
     let mut seen = HashSet::new();
     let mut verified = Vec::with_capacity(refs.len());
     let mut root: Option<PathBuf> = None;
@@ -516,21 +583,28 @@ fn verify_artifacts(refs: &[CandidateArtifactRef], dir: &Path) -> Result<Vec<Ver
             return Err(ImportError::ArtifactNegativeSize(id.to_owned()));
         }
         let declared_hash =
-            normalize_hash(&artifact.hash).map_err(|source| ImportError::ArtifactHash { id: id.to_owned(), source })?;
+            normalize_hash(&artifact.hash).map_err(|source| ImportError::ArtifactHash {
+                id: id.to_owned(),
+                source,
+            })?;
         let path = artifact.path.trim();
         if path.is_empty() {
             return Err(ImportError::ArtifactPathRequired(id.to_owned()));
         }
         if !is_local_path(path) {
-            return Err(ImportError::ArtifactPathNotLocal { id: id.to_owned(), path: path.to_owned() });
+            return Err(ImportError::ArtifactPathNotLocal {
+                id: id.to_owned(),
+                path: path.to_owned(),
+            });
         }
         let root = match &root {
             Some(root) => root.clone(),
             None => {
-                let resolved = fs::canonicalize(dir).map_err(|e| ImportError::ArtifactDirUnreadable {
-                    path: dir.to_owned(),
-                    message: e.to_string(),
-                })?;
+                let resolved =
+                    fs::canonicalize(dir).map_err(|e| ImportError::ArtifactDirUnreadable {
+                        path: dir.to_owned(),
+                        message: e.to_string(),
+                    })?;
                 root = Some(resolved.clone());
                 resolved
             }
@@ -542,14 +616,21 @@ fn verify_artifacts(refs: &[CandidateArtifactRef], dir: &Path) -> Result<Vec<Ver
         };
         let resolved = fs::canonicalize(root.join(path)).map_err(read_err)?;
         if !resolved.starts_with(&root) {
-            return Err(ImportError::ArtifactEscapes { id: id.to_owned(), path: path.to_owned() });
+            return Err(ImportError::ArtifactEscapes {
+                id: id.to_owned(),
+                path: path.to_owned(),
+            });
         }
         let bytes = fs::read(&resolved).map_err(read_err)?;
         let actual_size = i64::try_from(bytes.len()).unwrap_or(i64::MAX);
         if let Some(declared) = artifact.size_bytes
             && declared != actual_size
         {
-            return Err(ImportError::ArtifactSize { id: id.to_owned(), declared, actual: actual_size });
+            return Err(ImportError::ArtifactSize {
+                id: id.to_owned(),
+                declared,
+                actual: actual_size,
+            });
         }
         let actual_hash = content_hash(&bytes);
         if actual_hash != declared_hash {

@@ -32,7 +32,10 @@ pub enum LimitError {
 
 fn check_size(len: usize) -> Result<(), LimitError> {
     if len > MAX_DOCUMENT_BYTES {
-        return Err(LimitError::TooLarge { size: len, limit: MAX_DOCUMENT_BYTES });
+        return Err(LimitError::TooLarge {
+            size: len,
+            limit: MAX_DOCUMENT_BYTES,
+        });
     }
     Ok(())
 }
@@ -69,7 +72,10 @@ pub fn check_json_bytes(bytes: &[u8]) -> Result<(), LimitError> {
             b'[' | b'{' => {
                 depth += 1;
                 if depth > MAX_NESTING_DEPTH {
-                    return Err(LimitError::TooDeep { limit: MAX_NESTING_DEPTH, line });
+                    return Err(LimitError::TooDeep {
+                        limit: MAX_NESTING_DEPTH,
+                        line,
+                    });
                 }
             }
             b']' | b'}' => depth = depth.saturating_sub(1),
@@ -95,7 +101,10 @@ pub fn check_yaml(text: &str) -> Result<(), LimitError> {
     let mut flow = 0usize;
     // Indentation of the node whose block scalar is being skipped.
     let mut block_scalar: Option<usize> = None;
-    let too_deep = |line: usize| LimitError::TooDeep { limit: MAX_NESTING_DEPTH, line };
+    let too_deep = |line: usize| LimitError::TooDeep {
+        limit: MAX_NESTING_DEPTH,
+        line,
+    };
     for (i, raw) in text.split('\n').enumerate() {
         let line = raw.strip_suffix('\r').unwrap_or(raw);
         let indent = line.len() - line.trim_start_matches(' ').len();
@@ -106,7 +115,10 @@ pub fn check_yaml(text: &str) -> Result<(), LimitError> {
             }
             block_scalar = None;
         }
-        if rest.is_empty() || rest.starts_with('#') || (flow == 0 && (rest.starts_with("---") || rest.starts_with("..."))) {
+        if rest.is_empty()
+            || rest.starts_with('#')
+            || (flow == 0 && (rest.starts_with("---") || rest.starts_with("...")))
+        {
             continue;
         }
         let bytes = rest.as_bytes();
@@ -117,7 +129,10 @@ pub fn check_yaml(text: &str) -> Result<(), LimitError> {
             }
             blocks.push(indent);
             // Compact nested entries: `- - x`, `- key: v`, `? - x`.
-            while pos + 1 < bytes.len() && matches!(bytes[pos], b'-' | b'?') && bytes[pos + 1] == b' ' {
+            while pos + 1 < bytes.len()
+                && matches!(bytes[pos], b'-' | b'?')
+                && bytes[pos + 1] == b' '
+            {
                 pos += 2;
                 while pos < bytes.len() && bytes[pos] == b' ' {
                     pos += 1;
@@ -139,7 +154,12 @@ pub fn check_yaml(text: &str) -> Result<(), LimitError> {
 }
 
 /// Flow brackets of one line (from where its content starts), outside quotes and comments.
-fn scan_yaml_line(bytes: &[u8], flow: &mut usize, blocks: usize, line: usize) -> Result<(), LimitError> {
+fn scan_yaml_line(
+    bytes: &[u8],
+    flow: &mut usize,
+    blocks: usize,
+    line: usize,
+) -> Result<(), LimitError> {
     let mut value_start = true;
     let mut quote: Option<u8> = None;
     let mut prev = b' ';
@@ -157,7 +177,10 @@ fn scan_yaml_line(bytes: &[u8], flow: &mut usize, blocks: usize, line: usize) ->
             b'[' | b'{' if value_start || *flow > 0 => {
                 *flow += 1;
                 if blocks + *flow > MAX_NESTING_DEPTH {
-                    return Err(LimitError::TooDeep { limit: MAX_NESTING_DEPTH, line });
+                    return Err(LimitError::TooDeep {
+                        limit: MAX_NESTING_DEPTH,
+                        line,
+                    });
                 }
             }
             b']' | b'}' if *flow > 0 => *flow -= 1,
@@ -182,10 +205,16 @@ fn ends_with_block_scalar(rest: &str) -> bool {
     }
     .trim_end();
     let header = content.rsplit([' ', '\t']).next().unwrap_or(content);
-    let Some(first) = header.chars().next() else { return false };
+    let Some(first) = header.chars().next() else {
+        return false;
+    };
     let before = content.len() - header.len();
     let at_value = before == 0 || content[..before].trim_end().ends_with([':', '-', '?']);
-    matches!(first, '|' | '>') && at_value && header[1..].chars().all(|c| matches!(c, '+' | '-' | '1'..='9'))
+    matches!(first, '|' | '>')
+        && at_value
+        && header[1..]
+            .chars()
+            .all(|c| matches!(c, '+' | '-' | '1'..='9'))
 }
 
 #[cfg(test)]
@@ -196,7 +225,10 @@ mod tests {
     fn ordinary_documents_pass() {
         let yaml = "run_id: r1\nreviewer: ann\nitems:\n  - item_id: a\n    comment: |\n      see [1 and {x\n      [[[[[[[[\n    tags: [short, {k: v}]\n    best: 'B [x'\n  - - nested\n    - more\n";
         assert_eq!(check_yaml(yaml), Ok(()));
-        assert_eq!(check_json(r#"{"a": [1, {"b": "]]]]["}], "c": "x\"[["}"#), Ok(()));
+        assert_eq!(
+            check_json(r#"{"a": [1, {"b": "]]]]["}], "c": "x\"[["}"#),
+            Ok(())
+        );
     }
 
     #[test]
@@ -205,24 +237,43 @@ mod tests {
         let started = std::time::Instant::now();
         let e = check_yaml(&deep).unwrap_err();
         assert!(started.elapsed() < std::time::Duration::from_secs(1));
-        assert_eq!(e, LimitError::TooDeep { limit: MAX_NESTING_DEPTH, line: 1 });
+        assert_eq!(
+            e,
+            LimitError::TooDeep {
+                limit: MAX_NESTING_DEPTH,
+                line: 1
+            }
+        );
         assert!(e.to_string().contains("64 levels"), "{e}");
     }
 
     #[test]
     fn deep_block_yaml_is_refused() {
         let compact = format!("{}x\n", "- ".repeat(65));
-        assert!(matches!(check_yaml(&compact), Err(LimitError::TooDeep { .. })));
-        let indented: String = (0..65).map(|i| format!("{}k{i}:\n", " ".repeat(i))).collect();
-        assert!(matches!(check_yaml(&indented), Err(LimitError::TooDeep { line: 65, .. })));
-        let ok: String = (0..60).map(|i| format!("{}k{i}:\n", " ".repeat(i))).collect();
+        assert!(matches!(
+            check_yaml(&compact),
+            Err(LimitError::TooDeep { .. })
+        ));
+        let indented: String = (0..65)
+            .map(|i| format!("{}k{i}:\n", " ".repeat(i)))
+            .collect();
+        assert!(matches!(
+            check_yaml(&indented),
+            Err(LimitError::TooDeep { line: 65, .. })
+        ));
+        let ok: String = (0..60)
+            .map(|i| format!("{}k{i}:\n", " ".repeat(i)))
+            .collect();
         assert_eq!(check_yaml(&ok), Ok(()));
     }
 
     #[test]
     fn deep_json_and_large_documents_are_refused() {
         let deep = format!("{}{}", "[".repeat(65), "]".repeat(65));
-        assert_eq!(check_json(&deep), Err(LimitError::TooDeep { limit: 64, line: 1 }));
+        assert_eq!(
+            check_json(&deep),
+            Err(LimitError::TooDeep { limit: 64, line: 1 })
+        );
         let big = " ".repeat(MAX_DOCUMENT_BYTES + 1);
         assert!(matches!(check_json(&big), Err(LimitError::TooLarge { .. })));
         assert!(matches!(check_yaml(&big), Err(LimitError::TooLarge { .. })));

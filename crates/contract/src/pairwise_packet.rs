@@ -18,7 +18,11 @@ pub const PAIRWISE_SECRET_MAP_KIND: &str = "gitmoot-skillopt-pairwise-secret-map
 /// `kind` of the picks file.
 pub const PAIRWISE_PICKS_KIND: &str = "gitmoot-skillopt-pairwise-picks";
 /// Default file names inside a packet dir.
-pub const PAIRWISE_FILES: [&str; 3] = ["pairwise-review.json", "pairwise-secret-map.json", "pairwise-picks.json"];
+pub const PAIRWISE_FILES: [&str; 3] = [
+    "pairwise-review.json",
+    "pairwise-secret-map.json",
+    "pairwise-picks.json",
+];
 /// Role the unblinding yields for the promoted (current) version.
 pub const CHAMPION: &str = "champion";
 /// Role the unblinding yields for the candidate.
@@ -173,7 +177,10 @@ pub struct PairwisePick {
 impl PairwisePick {
     /// A pick of `label` for `item_id`.
     pub fn new(item_id: impl Into<String>, label: impl Into<String>) -> Self {
-        PairwisePick { item_id: item_id.into(), pick: label.into() }
+        PairwisePick {
+            item_id: item_id.into(),
+            pick: label.into(),
+        }
     }
 }
 
@@ -241,9 +248,18 @@ pub enum PairwiseError {
     },
 }
 
-fn check_header(what: &'static str, want: &'static str, kind: &str, version: i64) -> Result<(), PairwiseError> {
+fn check_header(
+    what: &'static str,
+    want: &'static str,
+    kind: &str,
+    version: i64,
+) -> Result<(), PairwiseError> {
     if kind != want {
-        return Err(PairwiseError::Kind { what, want, got: kind.to_owned() });
+        return Err(PairwiseError::Kind {
+            what,
+            want,
+            got: kind.to_owned(),
+        });
     }
     if version != CONTRACT_VERSION {
         return Err(PairwiseError::ContractVersion { what, got: version });
@@ -251,12 +267,21 @@ fn check_header(what: &'static str, want: &'static str, kind: &str, version: i64
     Ok(())
 }
 
-fn decode<T: serde::de::DeserializeOwned>(what: &'static str, text: &str) -> Result<T, PairwiseError> {
+fn decode<T: serde::de::DeserializeOwned>(
+    what: &'static str,
+    text: &str,
+) -> Result<T, PairwiseError> {
     if text.trim().is_empty() {
         return Err(PairwiseError::Empty(what));
     }
-    crate::limits::check_json(text).map_err(|e| PairwiseError::Decode { what, message: format!("the file {e}") })?;
-    serde_json::from_str(text).map_err(|e| PairwiseError::Decode { what, message: e.to_string() })
+    crate::limits::check_json(text).map_err(|e| PairwiseError::Decode {
+        what,
+        message: format!("the file {e}"),
+    })?;
+    serde_json::from_str(text).map_err(|e| PairwiseError::Decode {
+        what,
+        message: e.to_string(),
+    })
 }
 
 /// Parses the blinded packet: kind, contract_version 1, run_id, at least one item.
@@ -266,7 +291,12 @@ fn decode<T: serde::de::DeserializeOwned>(what: &'static str, text: &str) -> Res
 pub fn parse_pairwise_packet(text: &str) -> Result<PairwiseReviewPacket, PairwiseError> {
     const WHAT: &str = "pairwise review packet";
     let packet: PairwiseReviewPacket = decode(WHAT, text)?;
-    check_header(WHAT, PAIRWISE_PACKET_KIND, &packet.kind, packet.contract_version)?;
+    check_header(
+        WHAT,
+        PAIRWISE_PACKET_KIND,
+        &packet.kind,
+        packet.contract_version,
+    )?;
     if packet.run_id.trim().is_empty() {
         return Err(PairwiseError::RunIdRequired);
     }
@@ -283,7 +313,12 @@ pub fn parse_pairwise_packet(text: &str) -> Result<PairwiseReviewPacket, Pairwis
 pub fn parse_pairwise_secret_map(text: &str) -> Result<PairwiseSecretMap, PairwiseError> {
     const WHAT: &str = "pairwise secret map";
     let secret: PairwiseSecretMap = decode(WHAT, text)?;
-    check_header(WHAT, PAIRWISE_SECRET_MAP_KIND, &secret.kind, secret.contract_version)?;
+    check_header(
+        WHAT,
+        PAIRWISE_SECRET_MAP_KIND,
+        &secret.kind,
+        secret.contract_version,
+    )?;
     Ok(secret)
 }
 
@@ -295,29 +330,48 @@ pub fn parse_pairwise_secret_map(text: &str) -> Result<PairwiseSecretMap, Pairwi
 pub fn parse_pairwise_picks(text: &str) -> Result<PairwisePicks, PairwiseError> {
     const WHAT: &str = "pairwise picks file";
     let raw: Value = decode(WHAT, text)?;
-    let field = |key: &str| raw.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
+    let field = |key: &str| {
+        raw.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
     let picks = match raw.get("picks") {
         Some(Value::Array(list)) => {
             let list: Vec<PairwisePick> = serde_json::from_value(Value::Array(list.clone()))
-                .map_err(|e| PairwiseError::Decode { what: WHAT, message: e.to_string() })?;
+                .map_err(|e| PairwiseError::Decode {
+                    what: WHAT,
+                    message: e.to_string(),
+                })?;
             list
         }
         Some(Value::Object(map)) => map
             .iter()
             .map(|(item, pick)| match pick.as_str() {
                 Some(p) => Ok(PairwisePick::new(item.clone(), p)),
-                None => Err(PairwiseError::Decode { what: WHAT, message: format!("pick for {item:?} is not a string") }),
+                None => Err(PairwiseError::Decode {
+                    what: WHAT,
+                    message: format!("pick for {item:?} is not a string"),
+                }),
             })
             .collect::<Result<Vec<_>, _>>()?,
         Some(Value::Null) | None => Vec::new(),
         Some(_) => {
-            return Err(PairwiseError::Decode { what: WHAT, message: "picks must be an array or object".into() });
+            return Err(PairwiseError::Decode {
+                what: WHAT,
+                message: "picks must be an array or object".into(),
+            });
         }
     };
     if picks.is_empty() {
         return Err(PairwiseError::NoItems(WHAT));
     }
-    Ok(PairwisePicks { kind: field("kind"), run_id: field("run_id"), reviewer: field("reviewer"), picks })
+    Ok(PairwisePicks {
+        kind: field("kind"),
+        run_id: field("run_id"),
+        reviewer: field("reviewer"),
+        picks,
+    })
 }
 
 /// Checks that the secret map and picks describe the packet's run (when they name one).
@@ -330,9 +384,16 @@ pub fn check_pairwise_runs(
     picks: &PairwisePicks,
 ) -> Result<(), PairwiseError> {
     let want = packet.run_id.trim();
-    for (what, got) in [("secret map", secret.run_id.trim()), ("picks", picks.run_id.trim())] {
+    for (what, got) in [
+        ("secret map", secret.run_id.trim()),
+        ("picks", picks.run_id.trim()),
+    ] {
         if !got.is_empty() && got != want {
-            return Err(PairwiseError::RunIdMismatch { what, got: got.to_owned(), want: want.to_owned() });
+            return Err(PairwiseError::RunIdMismatch {
+                what,
+                got: got.to_owned(),
+                want: want.to_owned(),
+            });
         }
     }
     Ok(())
@@ -372,7 +433,9 @@ fn role_for_label(secret: &PairwiseSecretItem, label: &str) -> Result<&'static s
     let champion = norm_label(&secret.champion_label);
     let challenger = norm_label(&secret.challenger_label);
     if !champion.is_empty() && champion == challenger {
-        return Err(format!("secret map champion and challenger share label {champion:?}"));
+        return Err(format!(
+            "secret map champion and challenger share label {champion:?}"
+        ));
     }
     let mut from_mapping = None;
     for (raw_label, raw_role) in &secret.mapping {
@@ -382,7 +445,11 @@ fn role_for_label(secret: &PairwiseSecretItem, label: &str) -> Result<&'static s
         from_mapping = Some(match raw_role.trim().to_lowercase().as_str() {
             "promoted" => CHAMPION,
             "candidate" => CHALLENGER,
-            _ => return Err(format!("secret map label {label:?} has unknown role {raw_role:?}")),
+            _ => {
+                return Err(format!(
+                    "secret map label {label:?} has unknown role {raw_role:?}"
+                ));
+            }
         });
     }
     let from_labels = if !champion.is_empty() && label == champion {
@@ -393,9 +460,13 @@ fn role_for_label(secret: &PairwiseSecretItem, label: &str) -> Result<&'static s
         None
     };
     match (from_mapping, from_labels) {
-        (Some(m), Some(l)) if m != l => Err(format!("secret map mapping and labels disagree for {label:?}")),
+        (Some(m), Some(l)) if m != l => Err(format!(
+            "secret map mapping and labels disagree for {label:?}"
+        )),
         (Some(role), _) | (None, Some(role)) => Ok(role),
-        (None, None) => Err(format!("secret map has no champion/challenger entry for label {label:?}")),
+        (None, None) => Err(format!(
+            "secret map has no champion/challenger entry for label {label:?}"
+        )),
     }
 }
 
@@ -406,15 +477,25 @@ pub fn unblind_pairwise(
     secret: &PairwiseSecretMap,
     picks: &PairwisePicks,
 ) -> Vec<Result<UnblindedPick, PairwiseError>> {
-    let secrets: BTreeMap<&str, &PairwiseSecretItem> = secret.items.iter().map(|s| (s.item_id.trim(), s)).collect();
-    let chosen: BTreeMap<&str, &str> = picks.picks.iter().map(|p| (p.item_id.trim(), p.pick.as_str())).collect();
+    let secrets: BTreeMap<&str, &PairwiseSecretItem> =
+        secret.items.iter().map(|s| (s.item_id.trim(), s)).collect();
+    let chosen: BTreeMap<&str, &str> = picks
+        .picks
+        .iter()
+        .map(|p| (p.item_id.trim(), p.pick.as_str()))
+        .collect();
     packet
         .items
         .iter()
         .map(|item| {
             let item_id = item.item_id.trim();
-            let unblind = |reason: String| PairwiseError::Unblind { item_id: item_id.to_owned(), reason };
-            let secret_item = secrets.get(item_id).ok_or_else(|| PairwiseError::NoSecret(item_id.to_owned()))?;
+            let unblind = |reason: String| PairwiseError::Unblind {
+                item_id: item_id.to_owned(),
+                reason,
+            };
+            let secret_item = secrets
+                .get(item_id)
+                .ok_or_else(|| PairwiseError::NoSecret(item_id.to_owned()))?;
             let pick = chosen
                 .get(item_id)
                 .map(|p| norm_label(p))
@@ -424,12 +505,22 @@ pub fn unblind_pairwise(
             let champion_label = norm_label(&secret_item.champion_label);
             let challenger_label = norm_label(&secret_item.challenger_label);
             if champion_label.is_empty() || challenger_label.is_empty() {
-                return Err(unblind("secret map item is missing champion/challenger label".into()));
+                return Err(unblind(
+                    "secret map item is missing champion/challenger label".into(),
+                ));
             }
-            let response = |label: &str| item.outputs.iter().find(|o| norm_label(&o.label) == label).map(|o| o.response.clone());
-            let (Some(champion_response), Some(challenger_response)) = (response(&champion_label), response(&challenger_label))
+            let response = |label: &str| {
+                item.outputs
+                    .iter()
+                    .find(|o| norm_label(&o.label) == label)
+                    .map(|o| o.response.clone())
+            };
+            let (Some(champion_response), Some(challenger_response)) =
+                (response(&champion_label), response(&challenger_label))
             else {
-                return Err(unblind("missing an output for the champion or challenger side".into()));
+                return Err(unblind(
+                    "missing an output for the champion or challenger side".into(),
+                ));
             };
             let title = [&item.title, &item.prompt]
                 .into_iter()
@@ -442,7 +533,11 @@ pub fn unblind_pairwise(
                 title,
                 pick,
                 winner,
-                loser: if winner == CHAMPION { CHALLENGER } else { CHAMPION },
+                loser: if winner == CHAMPION {
+                    CHALLENGER
+                } else {
+                    CHAMPION
+                },
                 champion_response,
                 challenger_response,
             })
@@ -489,29 +584,78 @@ mod tests {
 
     #[test]
     fn unblinds_from_the_secret_map_only() {
-        let picks = parse_pairwise_picks(r#"{"run_id": "r1", "picks": {"i1": "a", "i2": "A", "i3": "A"}}"#).unwrap();
+        let picks =
+            parse_pairwise_picks(r#"{"run_id": "r1", "picks": {"i1": "a", "i2": "A", "i3": "A"}}"#)
+                .unwrap();
         check_pairwise_runs(&packet(), &secret(), &picks).unwrap();
         let results = unblind_pairwise(&packet(), &secret(), &picks);
         let first = results[0].as_ref().unwrap();
-        assert_eq!((first.winner, first.loser, first.pick.as_str()), (CHALLENGER, CHAMPION, "A"));
-        assert_eq!((first.champion_response.as_str(), first.challenger_response.as_str()), ("two", "one"));
+        assert_eq!(
+            (first.winner, first.loser, first.pick.as_str()),
+            (CHALLENGER, CHAMPION, "A")
+        );
+        assert_eq!(
+            (
+                first.champion_response.as_str(),
+                first.challenger_response.as_str()
+            ),
+            ("two", "one")
+        );
         assert_eq!(first.title, "p1");
-        assert!(results[1].as_ref().unwrap_err().to_string().contains("mapping and labels disagree"));
-        assert!(results[2].as_ref().unwrap_err().to_string().contains("missing an output"));
+        assert!(
+            results[1]
+                .as_ref()
+                .unwrap_err()
+                .to_string()
+                .contains("mapping and labels disagree")
+        );
+        assert!(
+            results[2]
+                .as_ref()
+                .unwrap_err()
+                .to_string()
+                .contains("missing an output")
+        );
     }
 
     #[test]
     fn pairwise_file_refusals() {
-        assert!(parse_pairwise_packet("").unwrap_err().to_string().contains("is empty"));
-        let wrong_kind = json!({"kind": "x", "contract_version": 1, "run_id": "r", "items": [{}]}).to_string();
-        assert!(parse_pairwise_packet(&wrong_kind).unwrap_err().to_string().contains("kind must be"));
+        assert!(
+            parse_pairwise_packet("")
+                .unwrap_err()
+                .to_string()
+                .contains("is empty")
+        );
+        let wrong_kind =
+            json!({"kind": "x", "contract_version": 1, "run_id": "r", "items": [{}]}).to_string();
+        assert!(
+            parse_pairwise_packet(&wrong_kind)
+                .unwrap_err()
+                .to_string()
+                .contains("kind must be")
+        );
         let no_items = json!({"kind": PAIRWISE_PACKET_KIND, "contract_version": 1, "run_id": "r", "items": []}).to_string();
-        assert_eq!(parse_pairwise_packet(&no_items).unwrap_err(), PairwiseError::NoItems("pairwise review packet"));
+        assert_eq!(
+            parse_pairwise_packet(&no_items).unwrap_err(),
+            PairwiseError::NoItems("pairwise review packet")
+        );
         assert!(parse_pairwise_picks(r#"{"picks": 3}"#).is_err());
         assert!(parse_pairwise_picks(r#"{"picks": []}"#).is_err());
-        let picks = parse_pairwise_picks(r#"{"run_id": "other", "picks": [{"item_id": "i1", "pick": "A"}]}"#).unwrap();
-        assert!(matches!(check_pairwise_runs(&packet(), &secret(), &picks), Err(PairwiseError::RunIdMismatch { .. })));
-        let none = PairwisePicks { picks: vec![PairwisePick::new("zz", "A")], ..Default::default() };
-        assert!(matches!(unblind_pairwise(&packet(), &secret(), &none)[0], Err(PairwiseError::NoPick(_))));
+        let picks = parse_pairwise_picks(
+            r#"{"run_id": "other", "picks": [{"item_id": "i1", "pick": "A"}]}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            check_pairwise_runs(&packet(), &secret(), &picks),
+            Err(PairwiseError::RunIdMismatch { .. })
+        ));
+        let none = PairwisePicks {
+            picks: vec![PairwisePick::new("zz", "A")],
+            ..Default::default()
+        };
+        assert!(matches!(
+            unblind_pairwise(&packet(), &secret(), &none)[0],
+            Err(PairwiseError::NoPick(_))
+        ));
     }
 }

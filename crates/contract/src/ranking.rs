@@ -22,7 +22,11 @@ impl Ranking {
 
     /// Groups of two or more tied labels (the wire `tie_groups` field).
     pub fn tie_groups(&self) -> Vec<Vec<String>> {
-        self.groups.iter().filter(|g| g.len() > 1).cloned().collect()
+        self.groups
+            .iter()
+            .filter(|g| g.len() > 1)
+            .cloned()
+            .collect()
     }
 
     /// The sole label of the first group, if it has exactly one (the automatic winner).
@@ -95,7 +99,10 @@ pub enum RankingError {
 ///
 /// # Errors
 /// A [`RankingError`] naming the label.
-pub fn parse_ranking<S: AsRef<str>>(texts: &[S], options: Option<&[String]>) -> Result<Ranking, RankingError> {
+pub fn parse_ranking<S: AsRef<str>>(
+    texts: &[S],
+    options: Option<&[String]>,
+) -> Result<Ranking, RankingError> {
     let mut groups = Vec::new();
     for text in texts {
         let text = text.as_ref();
@@ -132,7 +139,10 @@ pub fn parse_ranking<S: AsRef<str>>(texts: &[S], options: Option<&[String]>) -> 
         let known: BTreeSet<String> = options.iter().map(|o| o.trim().to_lowercase()).collect();
         let listed = known.iter().cloned().collect::<Vec<_>>().join(", ");
         if let Some(label) = labels.iter().find(|l| !known.contains(*l)) {
-            return Err(RankingError::UnknownLabel { label: label.clone(), options: listed });
+            return Err(RankingError::UnknownLabel {
+                label: label.clone(),
+                options: listed,
+            });
         }
         if let Some(missing) = known.iter().find(|o| !seen.contains(o.as_str())) {
             return Err(RankingError::MissingOption(missing.clone()));
@@ -155,7 +165,10 @@ pub fn resolve_winner(ranking: &Ranking, winner: &str) -> Result<Option<String>,
     if first.contains(&winner) {
         Ok(Some(winner))
     } else {
-        Err(RankingError::WinnerNotFirst { winner, first: first.join(", ") })
+        Err(RankingError::WinnerNotFirst {
+            winner,
+            first: first.join(", "),
+        })
     }
 }
 
@@ -195,7 +208,13 @@ pub fn derive_pairwise(event: &RankedFeedbackEvent) -> Vec<PairwisePreference> {
         .collect()
 }
 
-fn event_key_hash(run_id: &str, item_id: &str, reviewer: &str, source: &str, source_url: &str) -> String {
+fn event_key_hash(
+    run_id: &str,
+    item_id: &str,
+    reviewer: &str,
+    source: &str,
+    source_url: &str,
+) -> String {
     let key = [run_id, item_id, reviewer, source, source_url];
     // A string array always serialises.
     sha256_hex(to_go_json_compact(&key).unwrap_or_default().as_bytes())
@@ -203,13 +222,31 @@ fn event_key_hash(run_id: &str, item_id: &str, reviewer: &str, source: &str, sou
 
 /// `feedback:` + sha256 hex of the JSON array `[run_id,item_id,reviewer,source,source_url]`
 /// (facts §4): stable under the five-column conflict key, so re-imports upsert.
-pub fn feedback_event_id(run_id: &str, item_id: &str, reviewer: &str, source: &str, source_url: &str) -> String {
-    format!("feedback:{}", event_key_hash(run_id, item_id, reviewer, source, source_url))
+pub fn feedback_event_id(
+    run_id: &str,
+    item_id: &str,
+    reviewer: &str,
+    source: &str,
+    source_url: &str,
+) -> String {
+    format!(
+        "feedback:{}",
+        event_key_hash(run_id, item_id, reviewer, source, source_url)
+    )
 }
 
 /// `ranked-feedback:` + the same hash as [`feedback_event_id`].
-pub fn ranked_feedback_event_id(run_id: &str, item_id: &str, reviewer: &str, source: &str, source_url: &str) -> String {
-    format!("ranked-feedback:{}", event_key_hash(run_id, item_id, reviewer, source, source_url))
+pub fn ranked_feedback_event_id(
+    run_id: &str,
+    item_id: &str,
+    reviewer: &str,
+    source: &str,
+    source_url: &str,
+) -> String {
+    format!(
+        "ranked-feedback:{}",
+        event_key_hash(run_id, item_id, reviewer, source, source_url)
+    )
 }
 
 #[cfg(test)]
@@ -217,7 +254,10 @@ mod tests {
     use super::*;
 
     fn g(groups: &[&[&str]]) -> Vec<Vec<String>> {
-        groups.iter().map(|grp| grp.iter().map(|s| (*s).to_owned()).collect()).collect()
+        groups
+            .iter()
+            .map(|grp| grp.iter().map(|s| (*s).to_owned()).collect())
+            .collect()
     }
 
     #[test]
@@ -232,13 +272,20 @@ mod tests {
             (&[" C >A "], g(&[&["c"], &["a"]])),
         ];
         for (input, want) in table {
-            assert_eq!(&parse_ranking(input, None).unwrap().groups, want, "input {input:?}");
+            assert_eq!(
+                &parse_ranking(input, None).unwrap().groups,
+                want,
+                "input {input:?}"
+            );
         }
     }
 
     #[test]
     fn ranking_refusals() {
-        let opts: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| (*s).to_owned()).collect();
+        let opts: Vec<String> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
         let table: &[(&[&str], RankingError)] = &[
             (&[""], RankingError::Empty),
             (&["a > > b"], RankingError::EmptyLabel("a > > b".into())),
@@ -246,12 +293,19 @@ mod tests {
             (&["a > b > A > c > d"], RankingError::Duplicate("a".into())),
             (
                 &["a > b > c > e"],
-                RankingError::UnknownLabel { label: "e".into(), options: "a, b, c, d".into() },
+                RankingError::UnknownLabel {
+                    label: "e".into(),
+                    options: "a, b, c, d".into(),
+                },
             ),
             (&["a > b > c"], RankingError::MissingOption("d".into())),
         ];
         for (input, want) in table {
-            assert_eq!(&parse_ranking(input, Some(&opts)).unwrap_err(), want, "input {input:?}");
+            assert_eq!(
+                &parse_ranking(input, Some(&opts)).unwrap_err(),
+                want,
+                "input {input:?}"
+            );
         }
     }
 
@@ -260,7 +314,10 @@ mod tests {
         let strict = parse_ranking(&["c > a > b"], None).unwrap();
         assert_eq!(resolve_winner(&strict, "").unwrap().as_deref(), Some("c"));
         assert_eq!(resolve_winner(&strict, "C").unwrap().as_deref(), Some("c"));
-        assert!(matches!(resolve_winner(&strict, "a"), Err(RankingError::WinnerNotFirst { .. })));
+        assert!(matches!(
+            resolve_winner(&strict, "a"),
+            Err(RankingError::WinnerNotFirst { .. })
+        ));
         let tied = parse_ranking(&["c = a > b"], None).unwrap();
         assert_eq!(resolve_winner(&tied, "").unwrap(), None);
         assert_eq!(resolve_winner(&tied, "a").unwrap().as_deref(), Some("a"));
@@ -275,22 +332,41 @@ mod tests {
             useful_traits: Some(serde_json::json!({"c": ["bold"]})),
             ..Default::default()
         };
-        let pairs: Vec<(String, String)> =
-            derive_pairwise(&event).into_iter().map(|p| (p.preferred, p.rejected)).collect();
-        let want: Vec<(String, String)> = [("c", "a"), ("c", "d"), ("c", "b"), ("a", "d"), ("a", "b"), ("d", "b")]
-            .iter()
-            .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        let pairs: Vec<(String, String)> = derive_pairwise(&event)
+            .into_iter()
+            .map(|p| (p.preferred, p.rejected))
             .collect();
+        let want: Vec<(String, String)> = [
+            ("c", "a"),
+            ("c", "d"),
+            ("c", "b"),
+            ("a", "d"),
+            ("a", "b"),
+            ("d", "b"),
+        ]
+        .iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect();
         assert_eq!(pairs, want);
-        assert!(derive_pairwise(&event).iter().all(|p| p.ranked_event_id == "ranked-feedback:x"));
+        assert!(
+            derive_pairwise(&event)
+                .iter()
+                .all(|p| p.ranked_event_id == "ranked-feedback:x")
+        );
     }
 
     #[test]
     fn s05_ties_produce_no_pairs_within_a_group() {
         let table: &[(&str, &[(&str, &str)])] = &[
-            ("c > a = d > b", &[("c", "a"), ("c", "d"), ("c", "b"), ("a", "b"), ("d", "b")]),
+            (
+                "c > a = d > b",
+                &[("c", "a"), ("c", "d"), ("c", "b"), ("a", "b"), ("d", "b")],
+            ),
             ("a = b", &[]),
-            ("a = b > c = d", &[("a", "c"), ("a", "d"), ("b", "c"), ("b", "d")]),
+            (
+                "a = b > c = d",
+                &[("a", "c"), ("a", "d"), ("b", "c"), ("b", "d")],
+            ),
         ];
         for (input, want) in table {
             let ranking = parse_ranking(&[*input], None).unwrap();
@@ -298,7 +374,10 @@ mod tests {
             let rebuilt = Ranking::from_wire(&ranking.labels(), &ranking.tie_groups());
             assert_eq!(rebuilt, ranking, "{input}");
             let got = preference_pairs(&rebuilt);
-            let want: Vec<(String, String)> = want.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect();
+            let want: Vec<(String, String)> = want
+                .iter()
+                .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+                .collect();
             assert_eq!(got, want, "{input}");
         }
     }
@@ -306,7 +385,10 @@ mod tests {
     #[test]
     fn event_ids_are_stable_and_prefixed() {
         let a = feedback_event_id("run", "item", "alice", "markdown", "/p");
-        assert_eq!(a, feedback_event_id("run", "item", "alice", "markdown", "/p"));
+        assert_eq!(
+            a,
+            feedback_event_id("run", "item", "alice", "markdown", "/p")
+        );
         assert!(a.starts_with("feedback:") && a.len() == "feedback:".len() + 64);
         let expected = sha256_hex(br#"["run","item","alice","markdown","/p"]"#);
         assert_eq!(a, format!("feedback:{expected}"));

@@ -7,7 +7,9 @@ use serde::Deserializer;
 use serde::de::{self, Visitor};
 
 /// Deserialises any scalar (string, bool, integer, float, null) as a `String`; null → `""`.
-pub(crate) fn scalar_string<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+pub(crate) fn scalar_string<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<String, D::Error> {
     deserializer.deserialize_any(ScalarVisitor)
 }
 

@@ -4,8 +4,8 @@
 use schemars::{JsonSchema, Schema, schema_for};
 
 use crate::{
-    Assignments, CandidatePackage, FeedbackFile, Metadata, PairwisePicks, PairwiseReviewPacket, PairwiseSecretMap,
-    TrainingPackage,
+    Assignments, CandidatePackage, FeedbackFile, Metadata, PairwisePicks, PairwiseReviewPacket,
+    PairwiseSecretMap, TrainingPackage,
 };
 
 /// Every schema as `(file name, schema)`, in a fixed order.
@@ -16,7 +16,10 @@ pub fn all() -> Vec<(&'static str, Schema)> {
         ("agent-template-metadata.json", schema_for!(Metadata)),
         ("feedback-yml.json", schema_for!(FeedbackFile)),
         ("assignments.json", schema_for!(Assignments)),
-        ("pairwise-review-packet.json", schema_for!(PairwiseReviewPacket)),
+        (
+            "pairwise-review-packet.json",
+            schema_for!(PairwiseReviewPacket),
+        ),
         ("pairwise-secret-map.json", schema_for!(PairwiseSecretMap)),
         ("pairwise-picks.json", schema_for!(PairwisePicks)),
     ]
@@ -41,7 +44,11 @@ pub fn render_schema(schema: &Schema) -> String {
 ///
 /// # Errors
 /// The I/O error of a write when blessing.
-pub fn stale_schemas(dir: &std::path::Path, schemas: impl IntoIterator<Item = (String, Schema)>, bless: bool) -> std::io::Result<Vec<String>> {
+pub fn stale_schemas(
+    dir: &std::path::Path,
+    schemas: impl IntoIterator<Item = (String, Schema)>,
+    bless: bool,
+) -> std::io::Result<Vec<String>> {
     let mut stale = Vec::new();
     for (name, schema) in schemas {
         let path = dir.join(&name);
@@ -66,7 +73,15 @@ mod tests {
     fn checked_in_schemas_are_current() {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/schemas");
         let bless = std::env::var("SKILLFORGE_BLESS").is_ok_and(|v| v == "1");
-        let stale = stale_schemas(&dir, all().into_iter().map(|(n, s)| (n.to_owned(), s)), bless).unwrap();
-        assert!(stale.is_empty(), "stale schemas {stale:?}; rerun with SKILLFORGE_BLESS=1");
+        let stale = stale_schemas(
+            &dir,
+            all().into_iter().map(|(n, s)| (n.to_owned(), s)),
+            bless,
+        )
+        .unwrap();
+        assert!(
+            stale.is_empty(),
+            "stale schemas {stale:?}; rerun with SKILLFORGE_BLESS=1"
+        );
     }
 }

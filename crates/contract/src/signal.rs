@@ -48,11 +48,19 @@ pub struct SignalInput<'a> {
 impl<'a> SignalInput<'a> {
     /// Takes scores from `score` (hard, soft, dimension_scores; the optimizer hint from
     /// `failure`, else `gate_rejection`) and text from `event` (improvements, traits, reasoning).
-    pub fn from_parts(score: Option<&'a EvaluatorScore>, event: Option<&'a RankedFeedbackEvent>) -> Self {
+    pub fn from_parts(
+        score: Option<&'a EvaluatorScore>,
+        event: Option<&'a RankedFeedbackEvent>,
+    ) -> Self {
         let hint = score
             .and_then(|s| {
-                let from_failure = s.failure.as_ref().map(|f| f.optimizer_hint.as_str()).filter(|h| !h.trim().is_empty());
-                from_failure.or_else(|| s.gate_rejection.as_ref().map(|g| g.optimizer_hint.as_str()))
+                let from_failure = s
+                    .failure
+                    .as_ref()
+                    .map(|f| f.optimizer_hint.as_str())
+                    .filter(|h| !h.trim().is_empty());
+                from_failure
+                    .or_else(|| s.gate_rejection.as_ref().map(|g| g.optimizer_hint.as_str()))
             })
             .unwrap_or("");
         SignalInput {
@@ -85,7 +93,11 @@ impl<'a> SignalInput<'a> {
 /// trait labels sorted; a section that does not decode is skipped; capped per [`cap_feedback`].
 pub fn project_signal(input: &SignalInput<'_>) -> NormalizedSignal {
     let (score, has_score) = project_score(input);
-    NormalizedSignal { score, has_score, feedback: cap_feedback(assemble_feedback(input)) }
+    NormalizedSignal {
+        score,
+        has_score,
+        feedback: cap_feedback(assemble_feedback(input)),
+    }
 }
 
 fn finite(v: Option<f64>) -> Option<f64> {
@@ -97,10 +109,13 @@ fn project_score(input: &SignalInput<'_>) -> (f64, bool) {
     if hard.is_some_and(|h| h <= 0.0) {
         return (0.0, true);
     }
-    let mean = input.dimension_scores.filter(|d| !d.is_empty()).and_then(|d| {
-        let values: Vec<f64> = d.values().copied().filter(|v| !v.is_nan()).collect();
-        (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
-    });
+    let mean = input
+        .dimension_scores
+        .filter(|d| !d.is_empty())
+        .and_then(|d| {
+            let values: Vec<f64> = d.values().copied().filter(|v| !v.is_nan()).collect();
+            (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+        });
     match finite(input.soft).or(mean).or(hard) {
         Some(component) => (component.clamp(0.0, 1.0), true),
         None => (0.0, false),
@@ -117,7 +132,10 @@ fn assemble_feedback(input: &SignalInput<'_>) -> String {
         let body: Vec<String> = lines.iter().map(|l| format!("- {l}")).collect();
         sections.push(format!("Required improvements:\n{}", body.join("\n")));
     }
-    for (header, raw) in [("Useful traits:", input.useful_traits), ("Rejected traits:", input.rejected_traits)] {
+    for (header, raw) in [
+        ("Useful traits:", input.useful_traits),
+        ("Rejected traits:", input.rejected_traits),
+    ] {
         if let Some(body) = raw.and_then(trait_lines) {
             sections.push(format!("{header}\n{body}"));
         }
@@ -173,7 +191,13 @@ fn trait_lines(value: &Value) -> Option<String> {
         }
         Value::Array(_) => {
             let lines = string_list(value)?;
-            Some(lines.iter().map(|l| format!("- {l}")).collect::<Vec<_>>().join("\n"))
+            Some(
+                lines
+                    .iter()
+                    .map(|l| format!("- {l}"))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            )
         }
         _ => None,
     }
@@ -204,13 +228,28 @@ mod tests {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
     }
 
-    fn score_of(hard: Option<f64>, soft: Option<f64>, d: Option<&BTreeMap<String, f64>>) -> (f64, bool) {
-        let s = project_signal(&SignalInput { hard, soft, dimension_scores: d, ..Default::default() });
+    fn score_of(
+        hard: Option<f64>,
+        soft: Option<f64>,
+        d: Option<&BTreeMap<String, f64>>,
+    ) -> (f64, bool) {
+        let s = project_signal(&SignalInput {
+            hard,
+            soft,
+            dimension_scores: d,
+            ..Default::default()
+        });
         (s.score, s.has_score)
     }
 
     /// (name, hard, soft, dimension_scores, (score, has_score)).
-    type ScoreCase<'a> = (&'a str, Option<f64>, Option<f64>, Option<&'a BTreeMap<String, f64>>, (f64, bool));
+    type ScoreCase<'a> = (
+        &'a str,
+        Option<f64>,
+        Option<f64>,
+        Option<&'a BTreeMap<String, f64>>,
+        (f64, bool),
+    );
 
     #[test]
     fn s07_s08_s09_score_precedence_table() {
@@ -220,29 +259,74 @@ mod tests {
         let empty = dims(&[]);
         let table: &[ScoreCase<'_>] = &[
             // S-07: hard 0 overrides soft and dimensions.
-            ("s07 hard zero wins", Some(0.0), Some(0.9), Some(&d_1), (0.0, true)),
+            (
+                "s07 hard zero wins",
+                Some(0.0),
+                Some(0.9),
+                Some(&d_1),
+                (0.0, true),
+            ),
             ("s07 hard zero alone", Some(0.0), None, None, (0.0, true)),
             // resolutions §5: negative hard is a failed gate.
             ("negative hard", Some(-1.0), Some(0.9), None, (0.0, true)),
             // S-08: soft > mean(dims) > hard>0.
-            ("s08 soft over hard", Some(0.5), Some(0.6), None, (0.6, true)),
-            ("s08 soft over dims", None, Some(0.6), Some(&d_1), (0.6, true)),
-            ("s08 mean over hard", Some(1.0), None, Some(&d_02_04), (0.3, true)),
+            (
+                "s08 soft over hard",
+                Some(0.5),
+                Some(0.6),
+                None,
+                (0.6, true),
+            ),
+            (
+                "s08 soft over dims",
+                None,
+                Some(0.6),
+                Some(&d_1),
+                (0.6, true),
+            ),
+            (
+                "s08 mean over hard",
+                Some(1.0),
+                None,
+                Some(&d_02_04),
+                (0.3, true),
+            ),
             ("s08 hard alone", Some(1.0), None, None, (1.0, true)),
-            ("s08 hard is a gate not a multiplier", Some(0.5), Some(0.8), None, (0.8, true)),
+            (
+                "s08 hard is a gate not a multiplier",
+                Some(0.5),
+                Some(0.8),
+                None,
+                (0.8, true),
+            ),
             ("s08 clamp soft high", None, Some(1.4), None, (1.0, true)),
             ("s08 clamp soft low", None, Some(-0.2), None, (0.0, true)),
             ("s08 clamp mean", None, None, Some(&d_high), (1.0, true)),
             ("s08 clamp hard", Some(7.0), None, None, (1.0, true)),
-            ("s08 empty dims fall to hard", Some(0.4), None, Some(&empty), (0.4, true)),
+            (
+                "s08 empty dims fall to hard",
+                Some(0.4),
+                None,
+                Some(&empty),
+                (0.4, true),
+            ),
             // S-09: nothing usable.
             ("s09 empty input", None, None, None, (0.0, false)),
             ("s09 empty dims", None, None, Some(&empty), (0.0, false)),
-            ("nan soft is absent", None, Some(f64::NAN), None, (0.0, false)),
+            (
+                "nan soft is absent",
+                None,
+                Some(f64::NAN),
+                None,
+                (0.0, false),
+            ),
         ];
         for (name, hard, soft, d, want) in table {
             let got = score_of(*hard, *soft, *d);
-            assert!((got.0 - want.0).abs() < 1e-12 && got.1 == want.1, "{name}: got {got:?}, want {want:?}");
+            assert!(
+                (got.0 - want.0).abs() < 1e-12 && got.1 == want.1,
+                "{name}: got {got:?}, want {want:?}"
+            );
         }
     }
 
@@ -250,7 +334,8 @@ mod tests {
     fn s10_sections_in_fixed_order_with_sorted_labels() {
         let improvements = json!(["add tests", "  ", "name files"]);
         let useful_a = json!({"c": ["bold"], "a": ["short", "clear"]});
-        let useful_b: Value = serde_json::from_str(r#"{"a": ["short", "clear"], "c": ["bold"]}"#).unwrap();
+        let useful_b: Value =
+            serde_json::from_str(r#"{"a": ["short", "clear"], "c": ["bold"]}"#).unwrap();
         let rejected = json!(["vague"]);
         let make = |useful: &Value| {
             project_signal(&SignalInput {
@@ -265,14 +350,22 @@ mod tests {
         };
         let want = "Optimizer hint:\ntighten scope\n\nRequired improvements:\n- add tests\n- name files\n\nUseful traits:\na: short\na: clear\nc: bold\n\nRejected traits:\n- vague\n\nReasoning:\nC was clearest";
         assert_eq!(make(&useful_a), want);
-        assert_eq!(make(&useful_b), want, "trait key order must not change the bytes");
+        assert_eq!(
+            make(&useful_b),
+            want,
+            "trait key order must not change the bytes"
+        );
     }
 
     #[test]
     fn s10_no_text_gives_empty_feedback() {
         assert_eq!(project_signal(&SignalInput::default()).feedback, "");
         let empty = json!({});
-        let s = project_signal(&SignalInput { useful_traits: Some(&empty), reasoning: "  ", ..Default::default() });
+        let s = project_signal(&SignalInput {
+            useful_traits: Some(&empty),
+            reasoning: "  ",
+            ..Default::default()
+        });
         assert_eq!(s.feedback, "");
     }
 
@@ -289,7 +382,10 @@ mod tests {
                 reasoning: "ok",
                 ..Default::default()
             });
-            assert_eq!(s.feedback, "Required improvements:\n- keep\n\nReasoning:\nok");
+            assert_eq!(
+                s.feedback,
+                "Required improvements:\n- keep\n\nReasoning:\nok"
+            );
             assert!(!s.feedback.contains("42") && !s.feedback.contains('7'));
         }
     }
@@ -301,24 +397,41 @@ mod tests {
 
     #[test]
     fn s12_feedback_truncated_at_8_kib() {
-        assert_eq!((FEEDBACK_CAP_BYTES, TRUNCATION_MARKER), (S12_CAP, S12_MARKER));
+        assert_eq!(
+            (FEEDBACK_CAP_BYTES, TRUNCATION_MARKER),
+            (S12_CAP, S12_MARKER)
+        );
         // 10,000 three-byte characters: the cut lands inside a code point.
         let reasoning = "€".repeat(10_000);
-        let s = project_signal(&SignalInput { reasoning: &reasoning, ..Default::default() });
+        let s = project_signal(&SignalInput {
+            reasoning: &reasoning,
+            ..Default::default()
+        });
         assert!(s.feedback.len() <= 8192, "{}", s.feedback.len());
         // At most 8192 − 15 = 8177 bytes before the marker, backed up to a code-point boundary.
-        assert_eq!(s.feedback.len(), "Reasoning:\n".len() + 3 * ((8177 - "Reasoning:\n".len()) / 3) + 15);
+        assert_eq!(
+            s.feedback.len(),
+            "Reasoning:\n".len() + 3 * ((8177 - "Reasoning:\n".len()) / 3) + 15
+        );
         assert!(s.feedback.ends_with("… (truncated)"));
         assert!(s.feedback.starts_with("Reasoning:\n€"));
         let body = s.feedback.strip_suffix("… (truncated)").unwrap();
-        assert!(body.trim_start_matches("Reasoning:\n").chars().all(|c| c == '€'));
+        assert!(
+            body.trim_start_matches("Reasoning:\n")
+                .chars()
+                .all(|c| c == '€')
+        );
     }
 
     #[test]
     fn s12_cap_boundaries() {
         assert_eq!(S12_MARKER.len(), 15);
         let exact = "a".repeat(8192);
-        assert_eq!(cap_feedback(exact.clone()), exact, "exactly 8192 bytes is kept whole");
+        assert_eq!(
+            cap_feedback(exact.clone()),
+            exact,
+            "exactly 8192 bytes is kept whole"
+        );
         let over = "a".repeat(8193);
         let capped = cap_feedback(over);
         assert_eq!(capped.len(), 8192);
@@ -334,13 +447,25 @@ mod tests {
     fn from_parts_reads_score_and_event() {
         let score = EvaluatorScore {
             soft: Some(0.7),
-            failure: Some(crate::evaluator::EvaluatorFailurePacket { optimizer_hint: "hint".into(), ..Default::default() }),
+            failure: Some(crate::evaluator::EvaluatorFailurePacket {
+                optimizer_hint: "hint".into(),
+                ..Default::default()
+            }),
             ..Default::default()
         };
-        let event = RankedFeedbackEvent { reasoning: "why".into(), ..Default::default() };
+        let event = RankedFeedbackEvent {
+            reasoning: "why".into(),
+            ..Default::default()
+        };
         let s = project_signal(&SignalInput::from_parts(Some(&score), Some(&event)));
         assert_eq!((s.score, s.has_score), (0.7, true));
         assert_eq!(s.feedback, "Optimizer hint:\nhint\n\nReasoning:\nwhy");
-        assert!(SignalInput { hard: Some(-0.5), ..Default::default() }.has_malformed_hard());
+        assert!(
+            SignalInput {
+                hard: Some(-0.5),
+                ..Default::default()
+            }
+            .has_malformed_hard()
+        );
     }
 }

@@ -81,7 +81,11 @@ pub struct Metadata {
     #[serde(default, deserialize_with = "crate::omit::null_as_default")]
     pub outputs: Vec<String>,
     /// Optional evaluator settings (string → string), keys sorted as Go writes maps.
-    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::omit::null_as_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub evaluation: BTreeMap<String, String>,
 }
 
@@ -155,7 +159,9 @@ pub enum TemplateError {
         detail: String,
     },
     /// `id` was left out and cannot be derived from `name`.
-    #[error("agent template id cannot be derived from name {0:?}; give `id:` (lowercase letters, numbers, single dashes) or such a name")]
+    #[error(
+        "agent template id cannot be derived from name {0:?}; give `id:` (lowercase letters, numbers, single dashes) or such a name"
+    )]
     IdUnderivable(String),
     /// More than one problem; each on its own line.
     #[error("{} problems:\n{}", .0.len(), .0.iter().map(|e| format!("  - {e}")).collect::<Vec<_>>().join("\n"))]
@@ -178,7 +184,9 @@ impl TemplateError {
     /// The frontmatter field a single problem is about, if any.
     pub fn field(&self) -> Option<&'static str> {
         match self {
-            TemplateError::IdRequired | TemplateError::IdInvalid(_) | TemplateError::IdUnderivable(_) => Some("id"),
+            TemplateError::IdRequired
+            | TemplateError::IdInvalid(_)
+            | TemplateError::IdUnderivable(_) => Some("id"),
             TemplateError::Kind(_) => Some("kind"),
             TemplateError::Version(_) => Some("version"),
             TemplateError::FieldRequired(f)
@@ -237,8 +245,16 @@ pub fn derive_missing(metadata: &mut Metadata, present: &[&str]) -> Vec<&'static
         derived.push("version");
     }
     let lists: [(&'static str, &mut Vec<String>, &[&str]); 5] = [
-        ("capabilities", &mut metadata.capabilities, DEFAULT_CAPABILITIES),
-        ("runtime_compatibility", &mut metadata.runtime_compatibility, DEFAULT_RUNTIMES),
+        (
+            "capabilities",
+            &mut metadata.capabilities,
+            DEFAULT_CAPABILITIES,
+        ),
+        (
+            "runtime_compatibility",
+            &mut metadata.runtime_compatibility,
+            DEFAULT_RUNTIMES,
+        ),
         ("tags", &mut metadata.tags, DEFAULT_TAGS),
         ("inputs", &mut metadata.inputs, DEFAULT_INPUTS),
         ("outputs", &mut metadata.outputs, DEFAULT_OUTPUTS),
@@ -291,7 +307,13 @@ pub fn normalize_metadata(metadata: &Metadata) -> Metadata {
     let trim_all = |values: &[String], lower: bool| -> Vec<String> {
         values
             .iter()
-            .map(|v| if lower { v.trim().to_lowercase() } else { v.trim().to_owned() })
+            .map(|v| {
+                if lower {
+                    v.trim().to_lowercase()
+                } else {
+                    v.trim().to_owned()
+                }
+            })
             .collect()
     };
     Metadata {
@@ -343,16 +365,35 @@ fn metadata_problems(m: &Metadata) -> Vec<TemplateError> {
     if m.version != AGENT_TEMPLATE_VERSION {
         problems.push(TemplateError::Version(m.version));
     }
-    let capabilities = CAPABILITY_MEANINGS.iter().map(|(v, what)| format!("{v} ({what})")).collect::<Vec<_>>().join(", ");
-    check_list(&mut problems, "capabilities", &m.capabilities, Some((CAPABILITIES, &capabilities)));
-    check_list(&mut problems, "runtime_compatibility", &m.runtime_compatibility, Some((RUNTIMES, &RUNTIMES.join(", "))));
+    let capabilities = CAPABILITY_MEANINGS
+        .iter()
+        .map(|(v, what)| format!("{v} ({what})"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    check_list(
+        &mut problems,
+        "capabilities",
+        &m.capabilities,
+        Some((CAPABILITIES, &capabilities)),
+    );
+    check_list(
+        &mut problems,
+        "runtime_compatibility",
+        &m.runtime_compatibility,
+        Some((RUNTIMES, &RUNTIMES.join(", "))),
+    );
     check_list(&mut problems, "tags", &m.tags, None);
     check_list(&mut problems, "inputs", &m.inputs, None);
     check_list(&mut problems, "outputs", &m.outputs, None);
     problems
 }
 
-fn check_list(problems: &mut Vec<TemplateError>, field: &'static str, values: &[String], allowed: Option<(&[&str], &str)>) {
+fn check_list(
+    problems: &mut Vec<TemplateError>,
+    field: &'static str,
+    values: &[String],
+    allowed: Option<(&[&str], &str)>,
+) {
     if values.is_empty() {
         problems.push(TemplateError::EmptyList(field));
         return;
@@ -363,7 +404,11 @@ fn check_list(problems: &mut Vec<TemplateError>, field: &'static str, values: &[
         } else if let Some((allowed, explained)) = allowed
             && !allowed.contains(&value.as_str())
         {
-            problems.push(TemplateError::Unsupported { field, value: value.clone(), allowed: explained.to_owned() });
+            problems.push(TemplateError::Unsupported {
+                field,
+                value: value.clone(),
+                allowed: explained.to_owned(),
+            });
         }
     }
 }
@@ -407,11 +452,14 @@ pub fn parse_template(content: &str) -> Result<ParsedTemplate, TemplateError> {
     let mut raw = Metadata::default();
     let mut present: Vec<&str> = Vec::new();
     if !yaml.trim().is_empty() {
-        crate::limits::check_yaml(yaml).map_err(|e| TemplateError::FrontmatterYaml(format!("the frontmatter {e}")))?;
-        let value: serde_norway::Value =
-            serde_norway::from_str(yaml).map_err(|e| TemplateError::FrontmatterYaml(e.to_string()))?;
+        crate::limits::check_yaml(yaml)
+            .map_err(|e| TemplateError::FrontmatterYaml(format!("the frontmatter {e}")))?;
+        let value: serde_norway::Value = serde_norway::from_str(yaml)
+            .map_err(|e| TemplateError::FrontmatterYaml(e.to_string()))?;
         let serde_norway::Value::Mapping(map) = value else {
-            return Err(TemplateError::FrontmatterYaml("the frontmatter is not a mapping of `key: value` lines".into()));
+            return Err(TemplateError::FrontmatterYaml(
+                "the frontmatter is not a mapping of `key: value` lines".into(),
+            ));
         };
         read_fields(&map, &mut raw, &mut present, &mut problems);
     }
@@ -422,12 +470,20 @@ pub fn parse_template(content: &str) -> Result<ParsedTemplate, TemplateError> {
     let metadata = normalize_metadata(&raw);
     // A field of the wrong type, or an id that cannot be derived, is reported once.
     let reported: Vec<&'static str> = problems.iter().filter_map(TemplateError::field).collect();
-    problems.extend(metadata_problems(&metadata).into_iter().filter(|p| p.field().is_none_or(|f| !reported.contains(&f))));
+    problems.extend(
+        metadata_problems(&metadata)
+            .into_iter()
+            .filter(|p| p.field().is_none_or(|f| !reported.contains(&f))),
+    );
     if body.trim().is_empty() {
         problems.push(TemplateError::EmptyBody);
     }
     TemplateError::from_problems(problems)?;
-    Ok(ParsedTemplate { metadata, body: body.to_owned(), derived })
+    Ok(ParsedTemplate {
+        metadata,
+        body: body.to_owned(),
+        derived,
+    })
 }
 
 /// The frontmatter's `name` as written (trimmed), when the content has a frontmatter mapping with
@@ -459,7 +515,10 @@ fn read_fields(
         match serde_norway::from_value::<T>(value.clone()) {
             Ok(v) => Some(v),
             Err(e) => {
-                problems.push(TemplateError::FieldType { field, detail: e.to_string() });
+                problems.push(TemplateError::FieldType {
+                    field,
+                    detail: e.to_string(),
+                });
                 None
             }
         }
@@ -472,11 +531,19 @@ fn read_fields(
             _ => None,
         }
     };
-    for (field, slot) in [("id", &mut raw.id), ("name", &mut raw.name), ("description", &mut raw.description), ("kind", &mut raw.kind)] {
+    for (field, slot) in [
+        ("id", &mut raw.id),
+        ("name", &mut raw.name),
+        ("description", &mut raw.description),
+        ("kind", &mut raw.kind),
+    ] {
         if let Some(value) = take::<serde_norway::Value>(map, field, present, problems) {
             match scalar(Some(value)) {
                 Some(s) => *slot = s,
-                None => problems.push(TemplateError::FieldType { field, detail: "expected a string".into() }),
+                None => problems.push(TemplateError::FieldType {
+                    field,
+                    detail: "expected a string".into(),
+                }),
             }
         }
     }
@@ -494,7 +561,8 @@ fn read_fields(
             *slot = values;
         }
     }
-    if let Some(evaluation) = take::<BTreeMap<String, String>>(map, "evaluation", present, problems) {
+    if let Some(evaluation) = take::<BTreeMap<String, String>>(map, "evaluation", present, problems)
+    {
         raw.evaluation = evaluation;
     }
 }
@@ -529,11 +597,18 @@ pub(crate) mod tests {
 
     #[test]
     fn parses_valid_template() {
-        let parsed = parse_template(&template_text("planner", "Planner", "# Plan\nDo it.\n")).unwrap();
+        let parsed =
+            parse_template(&template_text("planner", "Planner", "# Plan\nDo it.\n")).unwrap();
         assert_eq!(parsed.metadata.id, "planner");
-        assert_eq!(parsed.metadata.runtime_compatibility, vec!["codex", "claude"]);
+        assert_eq!(
+            parsed.metadata.runtime_compatibility,
+            vec!["codex", "claude"]
+        );
         // issue 38 item 7: OpenCode is a runtime a template may declare
-        let opencode = parse_template(&template_text("planner", "Planner", "body\n").replace("[codex, claude]", "[opencode]")).expect("opencode is accepted");
+        let opencode = parse_template(
+            &template_text("planner", "Planner", "body\n").replace("[codex, claude]", "[opencode]"),
+        )
+        .expect("opencode is accepted");
         assert_eq!(opencode.metadata.runtime_compatibility, vec!["opencode"]);
         assert_eq!(parsed.body, "# Plan\nDo it.\n");
     }
@@ -543,24 +618,69 @@ pub(crate) mod tests {
         let good = template_text("planner", "Planner", "body\n");
         let table: Vec<(String, &str)> = vec![
             (String::new(), "template content is empty"),
-            ("# no frontmatter".into(), "template must start with YAML frontmatter"),
-            ("---\nid: x\n".into(), "template frontmatter is missing closing ---"),
-            (template_text("planner", "Planner", "  \n"), "template body is empty"),
-            (template_text("Bad_Id", "Planner", "b"), "invalid agent template id \"Bad_Id\""),
-            (template_text("planner", "''", "b"), "agent template name is required"),
-            (good.replace("kind: agent-template", "kind: agent"), "agent template kind must be"),
-            (good.replace("version: 1", "version: 2"), "agent template version must be 1, got 2"),
-            (good.replace("capabilities: [ask]", "capabilities: []"), "agent template capabilities must not be empty"),
-            (good.replace("capabilities: [ask]", "capabilities: [fly]"), "agent template capabilities has unsupported value \"fly\""),
-            (good.replace("[codex, claude]", "[gpt]"), "agent template runtime_compatibility has unsupported value"),
-            (good.replace("[codex, claude]", "[opencode, gpt]"), "agent template runtime_compatibility has unsupported value \"gpt\""),
-            (good.replace("outputs: [plan]", "outputs: []"), "agent template outputs must not be empty"),
-            (good.replace("tags: [planning]", "tags: {a: 1}"), "agent template tags: invalid type: map"),
-            ("---\n- a\n---\nb".into(), "parse template frontmatter: the frontmatter is not a mapping"),
+            (
+                "# no frontmatter".into(),
+                "template must start with YAML frontmatter",
+            ),
+            (
+                "---\nid: x\n".into(),
+                "template frontmatter is missing closing ---",
+            ),
+            (
+                template_text("planner", "Planner", "  \n"),
+                "template body is empty",
+            ),
+            (
+                template_text("Bad_Id", "Planner", "b"),
+                "invalid agent template id \"Bad_Id\"",
+            ),
+            (
+                template_text("planner", "''", "b"),
+                "agent template name is required",
+            ),
+            (
+                good.replace("kind: agent-template", "kind: agent"),
+                "agent template kind must be",
+            ),
+            (
+                good.replace("version: 1", "version: 2"),
+                "agent template version must be 1, got 2",
+            ),
+            (
+                good.replace("capabilities: [ask]", "capabilities: []"),
+                "agent template capabilities must not be empty",
+            ),
+            (
+                good.replace("capabilities: [ask]", "capabilities: [fly]"),
+                "agent template capabilities has unsupported value \"fly\"",
+            ),
+            (
+                good.replace("[codex, claude]", "[gpt]"),
+                "agent template runtime_compatibility has unsupported value",
+            ),
+            (
+                good.replace("[codex, claude]", "[opencode, gpt]"),
+                "agent template runtime_compatibility has unsupported value \"gpt\"",
+            ),
+            (
+                good.replace("outputs: [plan]", "outputs: []"),
+                "agent template outputs must not be empty",
+            ),
+            (
+                good.replace("tags: [planning]", "tags: {a: 1}"),
+                "agent template tags: invalid type: map",
+            ),
+            (
+                "---\n- a\n---\nb".into(),
+                "parse template frontmatter: the frontmatter is not a mapping",
+            ),
         ];
         for (content, want) in table {
             let err = parse_template(&content).unwrap_err().to_string();
-            assert!(err.starts_with(want), "content {content:?}: got {err:?}, want prefix {want:?}");
+            assert!(
+                err.starts_with(want),
+                "content {content:?}: got {err:?}, want prefix {want:?}"
+            );
         }
     }
 
@@ -569,15 +689,47 @@ pub(crate) mod tests {
         let skill = "---\nname: pdf-processing\ndescription: Extracts text from PDF files\nlicense: MIT\nallowed-tools: Read\n---\n# PDF\nUse pdftotext.\n";
         let parsed = parse_template(skill).unwrap();
         let m = &parsed.metadata;
-        assert_eq!((m.id.as_str(), m.name.as_str(), m.kind.as_str(), m.version), ("pdf-processing", "pdf-processing", "agent-template", 1));
+        assert_eq!(
+            (m.id.as_str(), m.name.as_str(), m.kind.as_str(), m.version),
+            ("pdf-processing", "pdf-processing", "agent-template", 1)
+        );
         assert_eq!(m.capabilities, DEFAULT_CAPABILITIES);
         assert_eq!(m.runtime_compatibility, DEFAULT_RUNTIMES);
-        assert_eq!((&m.tags, &m.inputs, &m.outputs), (&vec!["skill".to_owned()], &vec!["task".to_owned()], &vec!["result".to_owned()]));
-        assert_eq!(parsed.derived, ["id", "kind", "version", "capabilities", "runtime_compatibility", "tags", "inputs", "outputs"]);
+        assert_eq!(
+            (&m.tags, &m.inputs, &m.outputs),
+            (
+                &vec!["skill".to_owned()],
+                &vec!["task".to_owned()],
+                &vec!["result".to_owned()]
+            )
+        );
+        assert_eq!(
+            parsed.derived,
+            [
+                "id",
+                "kind",
+                "version",
+                "capabilities",
+                "runtime_compatibility",
+                "tags",
+                "inputs",
+                "outputs"
+            ]
+        );
         // A full template derives nothing; one given field is kept, the rest derived.
-        assert!(parse_template(&template_text("planner", "Planner", "b\n")).unwrap().derived.is_empty());
-        let tagged = parse_template("---\nname: Planner Bot\ndescription: d\ntags: [plans]\n---\nb\n").unwrap();
-        assert_eq!((tagged.metadata.id.as_str(), tagged.metadata.tags.as_slice()), ("planner-bot", &["plans".to_owned()][..]));
+        assert!(
+            parse_template(&template_text("planner", "Planner", "b\n"))
+                .unwrap()
+                .derived
+                .is_empty()
+        );
+        let tagged =
+            parse_template("---\nname: Planner Bot\ndescription: d\ntags: [plans]\n---\nb\n")
+                .unwrap();
+        assert_eq!(
+            (tagged.metadata.id.as_str(), tagged.metadata.tags.as_slice()),
+            ("planner-bot", &["plans".to_owned()][..])
+        );
         assert!(!tagged.derived.contains(&"tags"));
     }
 
@@ -598,7 +750,8 @@ pub(crate) mod tests {
 
     #[test]
     fn every_problem_is_reported_at_once() {
-        let text = "---\nname: ''\nkind: agent\nversion: 2\ncapabilities: [fly]\ntags: {a: 1}\n---\n  \n";
+        let text =
+            "---\nname: ''\nkind: agent\nversion: 2\ncapabilities: [fly]\ntags: {a: 1}\n---\n  \n";
         let err = parse_template(text).unwrap_err();
         let shown = err.to_string();
         let problems = err.into_problems();
@@ -615,8 +768,16 @@ pub(crate) mod tests {
             assert!(shown.contains(want), "missing {want:?} in:\n{shown}");
         }
         assert!(shown.starts_with("8 problems:\n  - "), "{shown}");
-        assert!(matches!(problems.last(), Some(TemplateError::EmptyBody)), "{problems:?}");
-        let underivable = parse_template("---\nname: '1st'\ndescription: d\n---\nb\n").unwrap_err().to_string();
-        assert!(underivable.starts_with("agent template id cannot be derived from name \"1st\""), "{underivable}");
+        assert!(
+            matches!(problems.last(), Some(TemplateError::EmptyBody)),
+            "{problems:?}"
+        );
+        let underivable = parse_template("---\nname: '1st'\ndescription: d\n---\nb\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            underivable.starts_with("agent template id cannot be derived from name \"1st\""),
+            "{underivable}"
+        );
     }
 }

@@ -45,10 +45,18 @@ pub struct TrainingPackage {
     #[serde(deserialize_with = "crate::omit::null_as_default")]
     pub feedback_events: Vec<FeedbackEvent>,
     /// Ranked (N-way) feedback events.
-    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::omit::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub ranked_feedback_events: Vec<RankedFeedbackEvent>,
     /// Pairwise preferences derived from the ranked events (S-05, [`crate::derive_pairwise`]).
-    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::omit::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub pairwise_preferences: Vec<PairwisePreference>,
     /// Feedback provenance (see [`FeedbackContext`]); only when the run has feedback (S-04).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -60,7 +68,11 @@ pub struct TrainingPackage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evaluator_profile: Option<EvaluatorProfile>,
     /// BINEVAL verdicts; absent without any (S-02).
-    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::omit::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub binary_verdicts: Vec<BinaryVerdict>,
 }
 
@@ -186,7 +198,11 @@ pub struct EvalItem {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub diff_artifact_id: String,
     /// Ranked options, sorted by label.
-    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::omit::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub options: Vec<EvalReviewOption>,
     /// Raw item metadata.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -277,7 +293,11 @@ pub struct RankedFeedbackEvent {
     #[serde(deserialize_with = "crate::omit::null_as_default")]
     pub ranking: Vec<String>,
     /// Groups of tied labels (each ≥ 2 labels).
-    #[serde(default, deserialize_with = "crate::omit::null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::omit::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub tie_groups: Vec<Vec<String>>,
     /// First-place label.
     #[serde(default, skip_serializing_if = "String::is_empty")]

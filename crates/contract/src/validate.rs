@@ -130,7 +130,8 @@ pub enum PackageValidationError {
 /// [`PackageValidationError::Decode`] when the text is not the package shape, else the first
 /// broken rule.
 pub fn read_training_package(text: &str) -> Result<TrainingPackage, PackageValidationError> {
-    let package: TrainingPackage = serde_json::from_str(text).map_err(|e| PackageValidationError::Decode(e.to_string()))?;
+    let package: TrainingPackage =
+        serde_json::from_str(text).map_err(|e| PackageValidationError::Decode(e.to_string()))?;
     validate_training_package(&package)?;
     Ok(package)
 }
@@ -140,9 +141,13 @@ pub fn read_training_package(text: &str) -> Result<TrainingPackage, PackageValid
 ///
 /// # Errors
 /// The first broken rule.
-pub fn validate_training_package_json(text: &str) -> Result<TrainingPackage, PackageValidationError> {
-    crate::limits::check_json(text).map_err(|e| PackageValidationError::Decode(format!("the package {e}")))?;
-    let raw: Value = serde_json::from_str(text).map_err(|e| PackageValidationError::Decode(e.to_string()))?;
+pub fn validate_training_package_json(
+    text: &str,
+) -> Result<TrainingPackage, PackageValidationError> {
+    crate::limits::check_json(text)
+        .map_err(|e| PackageValidationError::Decode(format!("the package {e}")))?;
+    let raw: Value =
+        serde_json::from_str(text).map_err(|e| PackageValidationError::Decode(e.to_string()))?;
     for key in ["items", "artifacts", "feedback_events"] {
         if !raw.get(key).is_some_and(Value::is_array) {
             return Err(PackageValidationError::NotArray(key));
@@ -174,7 +179,10 @@ pub fn validate_training_package(package: &TrainingPackage) -> Result<(), Packag
     let template = &package.template;
     let actual = content_hash(&template.content);
     if normalize_hash(&template.content_hash).ok().as_deref() != Some(actual.as_str()) {
-        return Err(E::ContentHash { declared: template.content_hash.clone(), actual });
+        return Err(E::ContentHash {
+            declared: template.content_hash.clone(),
+            actual,
+        });
     }
     if template.version_state.trim().is_empty() {
         return Err(E::Required("template version_state"));
@@ -184,10 +192,16 @@ pub fn validate_training_package(package: &TrainingPackage) -> Result<(), Packag
         return Err(E::Required("eval_run state"));
     }
     if run.template_id != template.id {
-        return Err(E::RunTemplate { run: run.template_id.clone(), template: template.id.clone() });
+        return Err(E::RunTemplate {
+            run: run.template_id.clone(),
+            template: template.id.clone(),
+        });
     }
     if !run.template_version_id.is_empty() && run.template_version_id != template.version_id {
-        return Err(E::RunTemplateVersion { run: run.template_version_id.clone(), template: template.version_id.clone() });
+        return Err(E::RunTemplateVersion {
+            run: run.template_version_id.clone(),
+            template: template.version_id.clone(),
+        });
     }
     let mut artifact_ids = BTreeSet::new();
     for artifact in &package.artifacts {
@@ -200,21 +214,39 @@ pub fn validate_training_package(package: &TrainingPackage) -> Result<(), Packag
         let mut labels = BTreeSet::new();
         for option in &item.options {
             if !labels.insert(option.label.as_str()) {
-                return Err(E::DuplicateOption { item: item.id.clone(), label: option.label.clone() });
+                return Err(E::DuplicateOption {
+                    item: item.id.clone(),
+                    label: option.label.clone(),
+                });
             }
         }
         if options_by_item.insert(item.id.as_str(), labels).is_some() {
             return Err(E::DuplicateItem(item.id.clone()));
         }
-        if let Some(missing) = item.artifact_ids().into_iter().find(|id| !artifact_ids.contains(id)) {
-            return Err(E::MissingArtifact { item: item.id.clone(), artifact: missing.to_owned() });
+        if let Some(missing) = item
+            .artifact_ids()
+            .into_iter()
+            .find(|id| !artifact_ids.contains(id))
+        {
+            return Err(E::MissingArtifact {
+                item: item.id.clone(),
+                artifact: missing.to_owned(),
+            });
         }
     }
     let check_event = |what: &'static str, run_id: &str, item_id: &str| {
         if run_id != run.id {
-            return Err(E::EventRun { what, item: item_id.to_owned(), run: run_id.to_owned(), want: run.id.clone() });
+            return Err(E::EventRun {
+                what,
+                item: item_id.to_owned(),
+                run: run_id.to_owned(),
+                want: run.id.clone(),
+            });
         }
-        options_by_item.get(item_id).ok_or_else(|| E::EventItem { what, item: item_id.to_owned() })
+        options_by_item.get(item_id).ok_or_else(|| E::EventItem {
+            what,
+            item: item_id.to_owned(),
+        })
     };
     for event in &package.feedback_events {
         check_event("feedback event", &event.run_id, &event.item_id)?;
@@ -224,14 +256,24 @@ pub fn validate_training_package(package: &TrainingPackage) -> Result<(), Packag
         let mut seen = BTreeSet::new();
         for label in &event.ranking {
             if !options.contains(label.as_str()) {
-                return Err(E::RankedLabel { event: event.id.clone(), item: event.item_id.clone(), label: label.clone() });
+                return Err(E::RankedLabel {
+                    event: event.id.clone(),
+                    item: event.item_id.clone(),
+                    label: label.clone(),
+                });
             }
             if !seen.insert(label.as_str()) {
-                return Err(E::RankedDuplicate { event: event.id.clone(), label: label.clone() });
+                return Err(E::RankedDuplicate {
+                    event: event.id.clone(),
+                    label: label.clone(),
+                });
             }
         }
         if !event.winner.is_empty() && !seen.contains(event.winner.as_str()) {
-            return Err(E::WinnerNotRanked { event: event.id.clone(), winner: event.winner.clone() });
+            return Err(E::WinnerNotRanked {
+                event: event.id.clone(),
+                winner: event.winner.clone(),
+            });
         }
     }
     Ok(())
@@ -249,13 +291,41 @@ mod tests {
     #[test]
     fn strict_validator_refusals() {
         let table: &[(&str, Mutation, &str)] = &[
-            ("kind", |p| p.kind = "x".into(), "training package kind must be"),
-            ("version", |p| p.contract_version = 2, "contract_version must be 1, got 2"),
-            ("content hash", |p| p.template.content.push('x'), "template content_hash"),
-            ("version state", |p| p.template.version_state.clear(), "template version_state is required"),
-            ("run state", |p| p.eval_run.state.clear(), "eval_run state is required"),
-            ("run template", |p| p.eval_run.template_id = "other".into(), "eval_run template_id \"other\""),
-            ("run version", |p| p.eval_run.template_version_id = "planner@v9".into(), "template_version_id \"planner@v9\""),
+            (
+                "kind",
+                |p| p.kind = "x".into(),
+                "training package kind must be",
+            ),
+            (
+                "version",
+                |p| p.contract_version = 2,
+                "contract_version must be 1, got 2",
+            ),
+            (
+                "content hash",
+                |p| p.template.content.push('x'),
+                "template content_hash",
+            ),
+            (
+                "version state",
+                |p| p.template.version_state.clear(),
+                "template version_state is required",
+            ),
+            (
+                "run state",
+                |p| p.eval_run.state.clear(),
+                "eval_run state is required",
+            ),
+            (
+                "run template",
+                |p| p.eval_run.template_id = "other".into(),
+                "eval_run template_id \"other\"",
+            ),
+            (
+                "run version",
+                |p| p.eval_run.template_version_id = "planner@v9".into(),
+                "template_version_id \"planner@v9\"",
+            ),
             (
                 "duplicate artifact",
                 |p| {
@@ -280,20 +350,48 @@ mod tests {
                 },
                 "option label \"a\" is duplicated",
             ),
-            ("missing artifact", |p| p.items[0].diff_artifact_id = "nope".into(), "references artifact \"nope\""),
+            (
+                "missing artifact",
+                |p| p.items[0].diff_artifact_id = "nope".into(),
+                "references artifact \"nope\"",
+            ),
             (
                 "feedback run",
-                |p| p.feedback_events.push(FeedbackEvent { run_id: "r2".into(), item_id: "item-1".into(), ..Default::default() }),
+                |p| {
+                    p.feedback_events.push(FeedbackEvent {
+                        run_id: "r2".into(),
+                        item_id: "item-1".into(),
+                        ..Default::default()
+                    })
+                },
                 "feedback event for item \"item-1\" has run_id \"r2\"",
             ),
             (
                 "feedback item",
-                |p| p.feedback_events.push(FeedbackEvent { run_id: "run-1".into(), item_id: "zz".into(), ..Default::default() }),
+                |p| {
+                    p.feedback_events.push(FeedbackEvent {
+                        run_id: "run-1".into(),
+                        item_id: "zz".into(),
+                        ..Default::default()
+                    })
+                },
                 "feedback event item \"zz\" is not in items",
             ),
-            ("ranked label", |p| p.ranked_feedback_events[0].ranking[0] = "e".into(), "label \"e\" is not an option"),
-            ("ranked duplicate", |p| p.ranked_feedback_events[0].ranking[1] = "c".into(), "ranks \"c\" twice"),
-            ("winner", |p| p.ranked_feedback_events[0].winner = "z".into(), "winner \"z\" is not in its ranking"),
+            (
+                "ranked label",
+                |p| p.ranked_feedback_events[0].ranking[0] = "e".into(),
+                "label \"e\" is not an option",
+            ),
+            (
+                "ranked duplicate",
+                |p| p.ranked_feedback_events[0].ranking[1] = "c".into(),
+                "ranks \"c\" twice",
+            ),
+            (
+                "winner",
+                |p| p.ranked_feedback_events[0].winner = "z".into(),
+                "winner \"z\" is not in its ranking",
+            ),
         ];
         for (name, mutate, want) in table {
             let mut pkg = ranked_package();
@@ -311,15 +409,25 @@ mod tests {
         let err = validate_training_package_json(&value.to_string()).unwrap_err();
         assert_eq!(err, PackageValidationError::NotArray("items"));
         value.as_object_mut().unwrap().remove("items");
-        assert_eq!(validate_training_package_json(&value.to_string()).unwrap_err(), PackageValidationError::NotArray("items"));
+        assert_eq!(
+            validate_training_package_json(&value.to_string()).unwrap_err(),
+            PackageValidationError::NotArray("items")
+        );
     }
 
     #[test]
     fn prefixless_uppercase_content_hash_is_accepted() {
         let mut pkg = ranked_package();
-        pkg.template.content_hash = pkg.template.content_hash.trim_start_matches("sha256:").to_uppercase();
+        pkg.template.content_hash = pkg
+            .template
+            .content_hash
+            .trim_start_matches("sha256:")
+            .to_uppercase();
         validate_training_package(&pkg).unwrap();
-        pkg.artifacts.push(ArtifactRef { id: "extra".into(), ..Default::default() });
+        pkg.artifacts.push(ArtifactRef {
+            id: "extra".into(),
+            ..Default::default()
+        });
         validate_training_package(&pkg).unwrap();
     }
 }

@@ -99,7 +99,13 @@ impl<Args> SkillforgeBackend<Args> {
         let mut options = options;
         options.template.queue = options.queue.clone();
         let state = Mutex::new(PollState::new(options.concurrency));
-        Self { queue, options: Arc::new(options), counters: Arc::default(), state, _args: PhantomData }
+        Self {
+            queue,
+            options: Arc::new(options),
+            counters: Arc::default(),
+            state,
+            _args: PhantomData,
+        }
     }
 
     /// The options.
@@ -128,7 +134,11 @@ impl<Args> SkillforgeBackend<Args> {
 
     /// The lease-holder identity of this instance, once an apalis worker has started polling it.
     pub fn identity(&self) -> Option<WorkerIdentity> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner).identity.clone()
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .identity
+            .clone()
     }
 
     fn state(&mut self) -> &mut PollState {
@@ -167,7 +177,11 @@ impl<Args: Serialize> SkillforgeBackend<Args> {
             spec.max_attempts = u32::try_from(n).unwrap_or(u32::MAX).max(1);
         }
         if let Some(at_secs) = task.run_at() {
-            spec.not_before_ms = Some(i64::try_from(at_secs).unwrap_or(i64::MAX / 1000).saturating_mul(1000));
+            spec.not_before_ms = Some(
+                i64::try_from(at_secs)
+                    .unwrap_or(i64::MAX / 1000)
+                    .saturating_mul(1000),
+            );
         }
         Ok(spec)
     }
@@ -202,7 +216,10 @@ impl<Args> SkillforgeBackend<Args> {
         let queue = self.queue.clone();
         let reap_every = self.options.reap_every;
         let state = self.state();
-        let identity = state.identity.get_or_insert_with(|| WorkerIdentity::new(worker.name())).clone();
+        let identity = state
+            .identity
+            .get_or_insert_with(|| WorkerIdentity::new(worker.name()))
+            .clone();
         if state.background.is_none() {
             state.background = Some(Background::start(queue, identity.clone(), reap_every));
         }
@@ -214,7 +231,11 @@ impl<Args: DeserializeOwned + Send + 'static> Backend for SkillforgeBackend<Args
     type Task = Task<Args>;
     type Error = AdapterError;
 
-    fn poll_ready(&mut self, _cx: &mut Context<'_>, worker: &WorkerContext) -> Poll<Result<(), AdapterError>> {
+    fn poll_ready(
+        &mut self,
+        _cx: &mut Context<'_>,
+        worker: &WorkerContext,
+    ) -> Poll<Result<(), AdapterError>> {
         self.ensure_started(worker);
         Poll::Ready(Ok(()))
     }
@@ -278,7 +299,11 @@ impl<Args: DeserializeOwned + Send + 'static> Backend for SkillforgeBackend<Args
         }
     }
 
-    fn poll_close(&mut self, cx: &mut Context<'_>, _worker: &WorkerContext) -> Poll<Result<(), AdapterError>> {
+    fn poll_close(
+        &mut self,
+        cx: &mut Context<'_>,
+        _worker: &WorkerContext,
+    ) -> Poll<Result<(), AdapterError>> {
         let state = self.state();
         let closing = state.closing.get_or_insert_with(|| {
             let leasing = state.leasing.take();
@@ -319,7 +344,15 @@ async fn lease_round(
     let leased = backend.lease(&queue, &identity, max, wait).await?;
     Ok(leased
         .into_iter()
-        .map(|job| Attempt::start(backend.clone(), job, identity.clone(), slots.clone(), counters.clone()))
+        .map(|job| {
+            Attempt::start(
+                backend.clone(),
+                job,
+                identity.clone(),
+                slots.clone(),
+                counters.clone(),
+            )
+        })
         .collect())
 }
 
@@ -338,17 +371,27 @@ fn into_task<Args: DeserializeOwned>(attempt: Attempt) -> Option<Task<Args>> {
     let args = match serde_json::from_value::<Args>(job.spec.payload.clone()) {
         Ok(args) => args,
         Err(e) => {
-            let why = format!("job payload does not decode as `{}`: {e}", std::any::type_name::<Args>());
+            let why = format!(
+                "job payload does not decode as `{}`: {e}",
+                std::any::type_name::<Args>()
+            );
             refuse(attempt, why);
             return None;
         }
     };
     let mut builder = TaskBuilder::new(args)
-        .task_id(TaskId::from_string(format!("{}:{}", job.id, attempt.leased.fencing_token)))
+        .task_id(TaskId::from_string(format!(
+            "{}:{}",
+            job.id, attempt.leased.fencing_token
+        )))
         .attempt(job.attempts.saturating_sub(1) as usize)
         .max_attempts(job.spec.max_attempts as usize)
         .lock_by(Some(attempt.lease.worker.worker_id.clone()))
-        .lock_at(job.lease.as_ref().map(|l| u64::try_from(l.acquired_at_ms / 1000).unwrap_or(0)))
+        .lock_at(
+            job.lease
+                .as_ref()
+                .map(|l| u64::try_from(l.acquired_at_ms / 1000).unwrap_or(0)),
+        )
         .run_at_timestamp(u64::try_from(job.not_before_ms / 1000).unwrap_or(0))
         .data(attempt.lease.clone());
     if let Some(key) = &job.spec.idempotency_key {
@@ -378,7 +421,9 @@ impl<Args> BackendConfig for SkillforgeBackend<Args> {
 
     fn middleware(&mut self, worker: &mut WorkerContext) -> LeaseLayer {
         let state = self.state();
-        state.identity.get_or_insert_with(|| WorkerIdentity::new(worker.name()));
+        state
+            .identity
+            .get_or_insert_with(|| WorkerIdentity::new(worker.name()));
         LeaseLayer
     }
 }

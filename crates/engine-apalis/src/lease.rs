@@ -140,7 +140,11 @@ pub(crate) struct Slots {
 
 impl Slots {
     pub(crate) fn new(limit: usize) -> Self {
-        Self { limit: limit.max(1), used: AtomicUsize::new(0), waker: AtomicWaker::new() }
+        Self {
+            limit: limit.max(1),
+            used: AtomicUsize::new(0),
+            waker: AtomicWaker::new(),
+        }
     }
 
     pub(crate) fn free(&self) -> usize {
@@ -195,7 +199,10 @@ pub(crate) struct Attempt {
 
 impl std::fmt::Debug for Attempt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Attempt").field("lease", &self.lease).field("settled", &self.settled).finish()
+        f.debug_struct("Attempt")
+            .field("lease", &self.lease)
+            .field("settled", &self.settled)
+            .finish()
     }
 }
 
@@ -227,7 +234,10 @@ impl Attempt {
             cancel: cancel.clone(),
         };
         let signals = LeaseSignals::new(cancel);
-        let (operator_cancel, lease_lost) = (signals.cancelled_by_operator.clone(), signals.lease_lost.clone());
+        let (operator_cancel, lease_lost) = (
+            signals.cancelled_by_operator.clone(),
+            signals.lease_lost.clone(),
+        );
         let stop = CancellationToken::new();
         let heartbeat = tokio::spawn(heartbeat_loop(
             backend.clone(),
@@ -287,9 +297,18 @@ impl Attempt {
             Verdict::Aborted => Ok(outcome(ExitClass::Killed { signal: 9 }, String::new())),
             Verdict::Refused(error) => Err(error),
         };
-        let finish =
-            finish_for(job.attempts, job.spec.max_attempts, result, operator_cancel, job.spec.retry_failed_runs);
-        match self.backend.finish(&job.id, self.leased.fencing_token, &finish).await {
+        let finish = finish_for(
+            job.attempts,
+            job.spec.max_attempts,
+            result,
+            operator_cancel,
+            job.spec.retry_failed_runs,
+        );
+        match self
+            .backend
+            .finish(&job.id, self.leased.fencing_token, &finish)
+            .await
+        {
             Ok(FinishReply::Applied(state)) => {
                 self.counters.finished.fetch_add(1, Ordering::Relaxed);
                 info!(job_id = %job.id, fencing_token = self.leased.fencing_token, attempt = job.attempts,
@@ -325,8 +344,12 @@ async fn release(backend: &dyn QueueBackend, leased: &LeasedJob, counters: &Coun
             counters.released.fetch_add(1, Ordering::Relaxed);
             info!(job_id = %leased.job.id, "job handed back before it ran");
         }
-        Ok(false) => warn!(job_id = %leased.job.id, "job not handed back: lease already superseded"),
-        Err(e) => warn!(job_id = %leased.job.id, error = %e, "job not handed back; the reaper will recover it"),
+        Ok(false) => {
+            warn!(job_id = %leased.job.id, "job not handed back: lease already superseded")
+        }
+        Err(e) => {
+            warn!(job_id = %leased.job.id, error = %e, "job not handed back; the reaper will recover it")
+        }
     }
 }
 
@@ -342,9 +365,13 @@ impl Drop for Attempt {
                     let leased = self.leased.clone();
                     let counters = self.counters.clone();
                     let tracker = counters.clone();
-                    tracker.track(rt.spawn(async move { release(&*backend, &leased, &counters).await }));
+                    tracker.track(
+                        rt.spawn(async move { release(&*backend, &leased, &counters).await }),
+                    );
                 }
-                Err(_) => debug!(job_id = %self.leased.job.id, "attempt dropped outside a runtime; the reaper will recover it"),
+                Err(_) => {
+                    debug!(job_id = %self.leased.job.id, "attempt dropped outside a runtime; the reaper will recover it")
+                }
             }
         }
         self.slots.give();
@@ -375,4 +402,3 @@ fn outcome(exit: ExitClass, error: String) -> RunOutcome {
         detail: serde_json::json!({ "runner": "apalis" }),
     }
 }
-

@@ -18,9 +18,17 @@ pub(crate) struct Background {
 impl Background {
     /// Starts holding `worker:<id>` (as `skillforge worker` does, so `skillforge locks` lists the
     /// apalis worker) and, with `reap_every`, a reaper. Must run inside a tokio runtime.
-    pub(crate) fn start(backend: Arc<dyn QueueBackend>, identity: WorkerIdentity, reap_every: Option<Duration>) -> Self {
+    pub(crate) fn start(
+        backend: Arc<dyn QueueBackend>,
+        identity: WorkerIdentity,
+        reap_every: Option<Duration>,
+    ) -> Self {
         let stop = CancellationToken::new();
-        let mut tasks = vec![tokio::spawn(hold_presence(backend.clone(), identity, stop.clone()))];
+        let mut tasks = vec![tokio::spawn(hold_presence(
+            backend.clone(),
+            identity,
+            stop.clone(),
+        ))];
         if let Some(every) = reap_every {
             let stop = stop.clone();
             tasks.push(tokio::spawn(async move {

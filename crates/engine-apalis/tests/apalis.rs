@@ -49,31 +49,53 @@ async fn real_queue(flavor: Flavor) -> RealQueue {
     let dir = tempfile::tempdir().expect("temp dir");
     match flavor {
         Flavor::Sqlite => {
-            let backend = SqliteBackend::open(&dir.path().join("queue.db")).await.expect("open sqlite queue");
-            RealQueue { backend: Arc::new(backend), _dir: dir, _redis: None }
+            let backend = SqliteBackend::open(&dir.path().join("queue.db"))
+                .await
+                .expect("open sqlite queue");
+            RealQueue {
+                backend: Arc::new(backend),
+                _dir: dir,
+                _redis: None,
+            }
         }
         Flavor::Redis => {
             let server = RedisServer::start();
-            let backend = RedisBackend::connect(&server.url(), "skillforge").await.expect("connect redis queue");
-            RealQueue { backend: Arc::new(backend), _dir: dir, _redis: Some(server) }
+            let backend = RedisBackend::connect(&server.url(), "skillforge")
+                .await
+                .expect("connect redis queue");
+            RealQueue {
+                backend: Arc::new(backend),
+                _dir: dir,
+                _redis: Some(server),
+            }
         }
     }
 }
 
 /// Polls `check` every 20 ms until it returns `Some`, or panics with `what` after [`DEADLINE`].
-async fn wait_until<T, F: Future<Output = Option<T>>>(what: &str, mut check: impl FnMut() -> F) -> T {
+async fn wait_until<T, F: Future<Output = Option<T>>>(
+    what: &str,
+    mut check: impl FnMut() -> F,
+) -> T {
     let deadline = tokio::time::Instant::now() + DEADLINE;
     loop {
         if let Some(v) = check().await {
             return v;
         }
-        assert!(tokio::time::Instant::now() < deadline, "timed out after {DEADLINE:?} waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {DEADLINE:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
 async fn job(queue: &dyn QueueBackend, id: &str) -> Job {
-    queue.get(id).await.expect("get job").unwrap_or_else(|| panic!("job `{id}` exists"))
+    queue
+        .get(id)
+        .await
+        .expect("get job")
+        .unwrap_or_else(|| panic!("job `{id}` exists"))
 }
 
 /// Waits until job `id` is in `state`.
@@ -94,8 +116,11 @@ struct Running {
 impl Running {
     async fn stop(self) {
         let _ = self.stop.send(());
-        let ran = tokio::time::timeout(DEADLINE, self.join).await.expect("apalis worker stops within the deadline");
-        ran.expect("worker task did not panic").expect("apalis worker ran without error");
+        let ran = tokio::time::timeout(DEADLINE, self.join)
+            .await
+            .expect("apalis worker stops within the deadline");
+        ran.expect("worker task did not panic")
+            .expect("apalis worker ran without error");
     }
 }
 
@@ -104,7 +129,10 @@ impl Running {
 macro_rules! spawn_worker {
     ($name:expr, $backend:expr, $data:expr, $handler:expr) => {{
         let (stop, stopped) = oneshot::channel::<()>();
-        let worker = WorkerBuilder::new($name).backend($backend).data($data).build($handler);
+        let worker = WorkerBuilder::new($name)
+            .backend($backend)
+            .data($data)
+            .build($handler);
         let join = tokio::spawn(worker.run_until(async move {
             let _ = stopped.await;
             Ok::<(), std::io::Error>(())
@@ -144,9 +172,22 @@ on_both_backends!(
 
 type Seen = Arc<Mutex<HashMap<String, u32>>>;
 
-async fn record_run(_work: Work, lease: JobLease, task_id: TaskId, seen: Data<Seen>) -> Result<(), BoxDynError> {
-    assert_eq!(task_id.to_string(), format!("{}:{}", lease.job_id, lease.fencing_token), "apalis task id");
-    *seen.lock().expect("seen lock").entry(lease.job_id).or_default() += 1;
+async fn record_run(
+    _work: Work,
+    lease: JobLease,
+    task_id: TaskId,
+    seen: Data<Seen>,
+) -> Result<(), BoxDynError> {
+    assert_eq!(
+        task_id.to_string(),
+        format!("{}:{}", lease.job_id, lease.fencing_token),
+        "apalis task id"
+    );
+    *seen
+        .lock()
+        .expect("seen lock")
+        .entry(lease.job_id)
+        .or_default() += 1;
     tokio::time::sleep(Duration::from_millis(5)).await;
     Ok(())
 }
@@ -156,17 +197,33 @@ async fn record_run(_work: Work, lease: JobLease, task_id: TaskId, seen: Data<Se
 async fn every_job_runs_exactly_once(flavor: Flavor) {
     const N_JOBS: usize = 40;
     let q = real_queue(flavor).await;
-    let backend = SkillforgeBackend::<Work>::new(q.backend.clone(), SkillforgeOptions::new("apalis-once").concurrency(4));
+    let backend = SkillforgeBackend::<Work>::new(
+        q.backend.clone(),
+        SkillforgeOptions::new("apalis-once").concurrency(4),
+    );
     let mut producer = backend.clone();
-    producer.push_bulk((0..N_JOBS as u32).map(|n| Work { n }).collect()).await.expect("push tasks");
+    producer
+        .push_bulk((0..N_JOBS as u32).map(|n| Work { n }).collect())
+        .await
+        .expect("push tasks");
 
     let seen = Seen::default();
     let (stop, stopped) = oneshot::channel::<()>();
     let monitor = {
         let (b1, b2, s1, s2) = (backend.clone(), backend.clone(), seen.clone(), seen.clone());
         Monitor::new()
-            .register(move |_| WorkerBuilder::new("apalis-once-a").backend(b1.clone()).data(s1.clone()).build(record_run))
-            .register(move |_| WorkerBuilder::new("apalis-once-b").backend(b2.clone()).data(s2.clone()).build(record_run))
+            .register(move |_| {
+                WorkerBuilder::new("apalis-once-a")
+                    .backend(b1.clone())
+                    .data(s1.clone())
+                    .build(record_run)
+            })
+            .register(move |_| {
+                WorkerBuilder::new("apalis-once-b")
+                    .backend(b2.clone())
+                    .data(s2.clone())
+                    .build(record_run)
+            })
     };
     let monitor = tokio::spawn(monitor.run_with_signal(async move {
         let _ = stopped.await;
@@ -174,7 +231,11 @@ async fn every_job_runs_exactly_once(flavor: Flavor) {
     }));
 
     let done = wait_until(&format!("{N_JOBS} jobs to succeed"), || async {
-        let done = q.backend.list(Some(JobState::Succeeded), 1_000).await.expect("list");
+        let done = q
+            .backend
+            .list(Some(JobState::Succeeded), 1_000)
+            .await
+            .expect("list");
         (done.len() == N_JOBS).then_some(done)
     })
     .await;
@@ -189,12 +250,27 @@ async fn every_job_runs_exactly_once(flavor: Flavor) {
     assert_eq!(seen.len(), N_JOBS, "every job reached a handler: {seen:?}");
     for j in &done {
         assert_eq!(seen.get(&j.id), Some(&1), "job {} ran once", j.id);
-        assert_eq!(j.attempts, 1, "job {} used one attempt: {:?}", j.id, j.history);
+        assert_eq!(
+            j.attempts, 1,
+            "job {} used one attempt: {:?}",
+            j.id, j.history
+        );
         assert_eq!(j.spec.kind, skillforge_engine_apalis::APALIS_KIND);
     }
     let report = backend.report();
-    assert_eq!((report.finished, report.fenced, report.undelivered), (N_JOBS as u64, 0, 0), "{report:?}");
-    assert!(q.backend.list(Some(JobState::Running), 10).await.expect("list").is_empty(), "no lease left running");
+    assert_eq!(
+        (report.finished, report.fenced, report.undelivered),
+        (N_JOBS as u64, 0, 0),
+        "{report:?}"
+    );
+    assert!(
+        q.backend
+            .list(Some(JobState::Running), 10)
+            .await
+            .expect("list")
+            .is_empty(),
+        "no lease left running"
+    );
 }
 
 async fn always_fail(_work: Work, calls: Data<Arc<AtomicU32>>) -> Result<(), BoxDynError> {
@@ -206,19 +282,46 @@ async fn always_fail(_work: Work, calls: Data<Arc<AtomicU32>>) -> Result<(), Box
 /// the job is `dead`. No apalis retry layer is involved.
 async fn failing_handler_uses_every_attempt_then_dies(flavor: Flavor) {
     let q = real_queue(flavor).await;
-    let backend =
-        SkillforgeBackend::<Work>::new(q.backend.clone(), SkillforgeOptions::new("apalis-fail").max_attempts(3));
-    let id = backend.enqueue(&Work { n: 1 }).await.expect("enqueue").job_id;
+    let backend = SkillforgeBackend::<Work>::new(
+        q.backend.clone(),
+        SkillforgeOptions::new("apalis-fail").max_attempts(3),
+    );
+    let id = backend
+        .enqueue(&Work { n: 1 })
+        .await
+        .expect("enqueue")
+        .job_id;
     let calls = Arc::new(AtomicU32::new(0));
     let worker = spawn_worker!("apalis-fail", backend.clone(), calls.clone(), always_fail);
 
     let dead = wait_state(&*q.backend, &id, JobState::Dead).await;
     worker.stop().await;
-    assert_eq!(calls.load(Ordering::SeqCst), 3, "the handler ran once per attempt");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        3,
+        "the handler ran once per attempt"
+    );
     assert_eq!(dead.attempts, 3);
-    assert_eq!(results(&dead), ["failed", "failed", "failed"], "{:?}", dead.history);
-    assert!(dead.history[..2].iter().all(|a| a.retry_delay_ms.unwrap_or(0) > 0), "engine backoff: {:?}", dead.history);
-    assert!(dead.outcome.expect("last outcome").stderr_tail.contains("boom"), "handler error kept");
+    assert_eq!(
+        results(&dead),
+        ["failed", "failed", "failed"],
+        "{:?}",
+        dead.history
+    );
+    assert!(
+        dead.history[..2]
+            .iter()
+            .all(|a| a.retry_delay_ms.unwrap_or(0) > 0),
+        "engine backoff: {:?}",
+        dead.history
+    );
+    assert!(
+        dead.outcome
+            .expect("last outcome")
+            .stderr_tail
+            .contains("boom"),
+        "handler error kept"
+    );
 }
 
 async fn slow_success(_work: Work, calls: Data<Arc<AtomicU32>>) -> Result<(), BoxDynError> {
@@ -235,14 +338,23 @@ async fn heartbeat_keeps_a_long_handler_leased(flavor: Flavor) {
         .heartbeat(Duration::from_millis(100))
         .stale_after(Duration::from_millis(600));
     let backend = SkillforgeBackend::<Work>::new(q.backend.clone(), options);
-    let id = backend.enqueue(&Work { n: 1 }).await.expect("enqueue").job_id;
+    let id = backend
+        .enqueue(&Work { n: 1 })
+        .await
+        .expect("enqueue")
+        .job_id;
     let calls = Arc::new(AtomicU32::new(0));
     let worker = spawn_worker!("apalis-slow", backend.clone(), calls.clone(), slow_success);
 
     let done = wait_state(&*q.backend, &id, JobState::Succeeded).await;
     worker.stop().await;
     assert_eq!(calls.load(Ordering::SeqCst), 1, "no second run");
-    assert_eq!((done.attempts, done.fencing_token), (1, 1), "{:?}", done.history);
+    assert_eq!(
+        (done.attempts, done.fencing_token),
+        (1, 1),
+        "{:?}",
+        done.history
+    );
     assert_eq!(backend.report().fenced, 0);
 }
 
@@ -256,7 +368,11 @@ struct Gate {
 /// Workers A and B of one name on `q` for the superseded-lease scenarios: concurrency 1, leases
 /// stale after 300 ms while heartbeating every `heartbeat`, no reaper of their own (the test
 /// reaps with [`reap`]); and the id of one job enqueued.
-async fn rivals(q: &RealQueue, name: &str, heartbeat: Duration) -> (SkillforgeBackend<Work>, SkillforgeBackend<Work>, String) {
+async fn rivals(
+    q: &RealQueue,
+    name: &str,
+    heartbeat: Duration,
+) -> (SkillforgeBackend<Work>, SkillforgeBackend<Work>, String) {
     let options = SkillforgeOptions::new(name)
         .heartbeat(heartbeat)
         .stale_after(Duration::from_millis(300))
@@ -271,21 +387,37 @@ async fn rivals(q: &RealQueue, name: &str, heartbeat: Duration) -> (SkillforgeBa
 /// Runs the engine's reaper on `q` until it has recovered job `id`'s stale lease.
 async fn reap(q: &RealQueue, id: &str) -> skillforge_engine::reaper::Reaped {
     wait_until("the stale lease to be reaped", || async {
-        let reaped = skillforge_engine::reaper::reap_once(&*q.backend).await.expect("reap");
+        let reaped = skillforge_engine::reaper::reap_once(&*q.backend)
+            .await
+            .expect("reap");
         reaped.into_iter().find(|r| r.job_id == id)
     })
     .await
 }
 
-async fn stuck_then_fail(_work: Work, lease: JobLease, gate: Data<Gate>) -> Result<(), BoxDynError> {
-    assert_eq!(lease.fencing_token, 1, "the stuck worker runs the first lease");
+async fn stuck_then_fail(
+    _work: Work,
+    lease: JobLease,
+    gate: Data<Gate>,
+) -> Result<(), BoxDynError> {
+    assert_eq!(
+        lease.fencing_token, 1,
+        "the stuck worker runs the first lease"
+    );
     gate.started.notify_one();
     gate.open.notified().await;
     Err("late failure of a superseded lease".into())
 }
 
-async fn replacement(_work: Work, lease: JobLease, _calls: Data<Arc<AtomicU32>>) -> Result<(), BoxDynError> {
-    assert!(lease.fencing_token >= 2, "the replacement runs under a newer lease");
+async fn replacement(
+    _work: Work,
+    lease: JobLease,
+    _calls: Data<Arc<AtomicU32>>,
+) -> Result<(), BoxDynError> {
+    assert!(
+        lease.fencing_token >= 2,
+        "the replacement runs under a newer lease"
+    );
     Ok(())
 }
 
@@ -298,22 +430,45 @@ async fn late_result_of_a_superseded_lease_is_fenced(flavor: Flavor) {
 
     let gate = Gate::default();
     let worker_a = spawn_worker!("apalis-fence-a", a.clone(), gate.clone(), stuck_then_fail);
-    tokio::time::timeout(DEADLINE, gate.started.notified()).await.expect("worker A's handler starts");
+    tokio::time::timeout(DEADLINE, gate.started.notified())
+        .await
+        .expect("worker A's handler starts");
 
     let reaped = reap(&q, &id).await;
-    assert_eq!((reaped.fencing_token, reaped.action), (1, ReapAction::Requeue { delay: Duration::ZERO }));
+    assert_eq!(
+        (reaped.fencing_token, reaped.action),
+        (
+            1,
+            ReapAction::Requeue {
+                delay: Duration::ZERO
+            }
+        )
+    );
 
-    let worker_b = spawn_worker!("apalis-fence-b", b.clone(), Arc::new(AtomicU32::new(0)), replacement);
+    let worker_b = spawn_worker!(
+        "apalis-fence-b",
+        b.clone(),
+        Arc::new(AtomicU32::new(0)),
+        replacement
+    );
     let done = wait_state(&*q.backend, &id, JobState::Succeeded).await;
     assert_eq!(done.fencing_token, 2);
 
     gate.open.notify_one();
-    wait_until("A's late result to be fenced", || async { (a.report().fenced == 1).then_some(()) }).await;
+    wait_until("A's late result to be fenced", || async {
+        (a.report().fenced == 1).then_some(())
+    })
+    .await;
     worker_a.stop().await;
     worker_b.stop().await;
 
     let last = job(&*q.backend, &id).await;
-    assert_eq!((last.state, last.fencing_token, last.attempts), (JobState::Succeeded, 2, 2), "{:?}", last.history);
+    assert_eq!(
+        (last.state, last.fencing_token, last.attempts),
+        (JobState::Succeeded, 2, 2),
+        "{:?}",
+        last.history
+    );
     assert_eq!(results(&last), ["stale", "passed"], "{:?}", last.history);
     assert_eq!((a.report().finished, b.report().finished), (0, 1));
 }
@@ -348,19 +503,41 @@ async fn cancel_aborts_the_running_handler(flavor: Flavor) {
     let q = real_queue(flavor).await;
     let options = SkillforgeOptions::new("apalis-cancel").heartbeat(Duration::from_millis(100));
     let backend = SkillforgeBackend::<Work>::new(q.backend.clone(), options);
-    let id = backend.enqueue(&Work { n: 1 }).await.expect("enqueue").job_id;
+    let id = backend
+        .enqueue(&Work { n: 1 })
+        .await
+        .expect("enqueue")
+        .job_id;
     let probe = Probe::default();
-    let worker = spawn_worker!("apalis-cancel", backend.clone(), probe.clone(), run_until_aborted);
-    tokio::time::timeout(DEADLINE, probe.started.notified()).await.expect("handler starts");
+    let worker = spawn_worker!(
+        "apalis-cancel",
+        backend.clone(),
+        probe.clone(),
+        run_until_aborted
+    );
+    tokio::time::timeout(DEADLINE, probe.started.notified())
+        .await
+        .expect("handler starts");
 
-    assert_eq!(q.backend.cancel(&id).await.expect("cancel"), CancelReply::Requested);
+    assert_eq!(
+        q.backend.cancel(&id).await.expect("cancel"),
+        CancelReply::Requested
+    );
     let cancelled = wait_state(&*q.backend, &id, JobState::Cancelled).await;
-    wait_until("the handler's future to be dropped", || async { probe.dropped.load(Ordering::SeqCst).then_some(()) })
-        .await;
+    wait_until("the handler's future to be dropped", || async {
+        probe.dropped.load(Ordering::SeqCst).then_some(())
+    })
+    .await;
     worker.stop().await;
-    assert!(!probe.completed.load(Ordering::SeqCst), "the handler was aborted, not run to completion");
+    assert!(
+        !probe.completed.load(Ordering::SeqCst),
+        "the handler was aborted, not run to completion"
+    );
     assert_eq!(cancelled.attempts, 1);
-    assert_eq!(cancelled.history.last().and_then(|a| a.result.as_deref()), Some("cancelled"));
+    assert_eq!(
+        cancelled.history.last().and_then(|a| a.result.as_deref()),
+        Some("cancelled")
+    );
     assert_eq!(backend.report().finished, 1);
 }
 
@@ -376,18 +553,39 @@ async fn panic_then_count(work: Work, calls: Data<Arc<AtomicU32>>) -> Result<(),
 /// taking the worker down or being handed back forever; the worker goes on with the next job.
 async fn panicking_handler_uses_its_attempt(flavor: Flavor) {
     let q = real_queue(flavor).await;
-    let backend =
-        SkillforgeBackend::<Work>::new(q.backend.clone(), SkillforgeOptions::new("apalis-panic").max_attempts(1));
-    let bad = backend.enqueue(&Work { n: 0 }).await.expect("enqueue").job_id;
-    let good = backend.enqueue(&Work { n: 1 }).await.expect("enqueue").job_id;
+    let backend = SkillforgeBackend::<Work>::new(
+        q.backend.clone(),
+        SkillforgeOptions::new("apalis-panic").max_attempts(1),
+    );
+    let bad = backend
+        .enqueue(&Work { n: 0 })
+        .await
+        .expect("enqueue")
+        .job_id;
+    let good = backend
+        .enqueue(&Work { n: 1 })
+        .await
+        .expect("enqueue")
+        .job_id;
     let calls = Arc::new(AtomicU32::new(0));
-    let worker = spawn_worker!("apalis-panic", backend.clone(), calls.clone(), panic_then_count);
+    let worker = spawn_worker!(
+        "apalis-panic",
+        backend.clone(),
+        calls.clone(),
+        panic_then_count
+    );
 
     let dead = wait_state(&*q.backend, &bad, JobState::Dead).await;
     wait_state(&*q.backend, &good, JobState::Succeeded).await;
     worker.stop().await;
     assert_eq!(calls.load(Ordering::SeqCst), 2);
-    assert!(dead.outcome.expect("outcome").stderr_tail.contains("handler bug"), "panic message kept");
+    assert!(
+        dead.outcome
+            .expect("outcome")
+            .stderr_tail
+            .contains("handler bug"),
+        "panic message kept"
+    );
 }
 
 /// apalis's `TaskSink::push_task`: the task's idempotency key, `max_attempts` and `run_at` reach
@@ -396,43 +594,86 @@ async fn panicking_handler_uses_its_attempt(flavor: Flavor) {
 async fn pushed_task_context_shapes_the_job() {
     use apalis_core::task::builder::TaskBuilder;
     let q = real_queue(Flavor::Sqlite).await;
-    let mut backend = SkillforgeBackend::<Work>::new(q.backend.clone(), SkillforgeOptions::new("apalis-push"));
+    let mut backend =
+        SkillforgeBackend::<Work>::new(q.backend.clone(), SkillforgeOptions::new("apalis-push"));
     for _ in 0..2 {
-        let task = TaskBuilder::new(Work { n: 7 }).idempotency_key("push-once").max_attempts(7).run_after(Duration::from_secs(3_600));
+        let task = TaskBuilder::new(Work { n: 7 })
+            .idempotency_key("push-once")
+            .max_attempts(7)
+            .run_after(Duration::from_secs(3_600));
         backend.push_task(task.build()).await.expect("push task");
     }
     let jobs = q.backend.list(None, 10).await.expect("list");
     assert_eq!(jobs.len(), 1, "one job per idempotency key: {jobs:?}");
     let spec = &jobs[0].spec;
-    assert_eq!((spec.queue.as_str(), spec.max_attempts, spec.idempotency_key.as_deref()), ("apalis-push", 7, Some("push-once")));
+    assert_eq!(
+        (
+            spec.queue.as_str(),
+            spec.max_attempts,
+            spec.idempotency_key.as_deref()
+        ),
+        ("apalis-push", 7, Some("push-once"))
+    );
     assert_eq!(spec.payload, serde_json::json!({ "n": 7 }));
     let not_before = spec.not_before_ms.expect("not_before set from run_at");
-    assert!(not_before > skillforge_engine::now_ms() + 3_500_000, "delayed by about an hour: {not_before}");
+    assert!(
+        not_before > skillforge_engine::now_ms() + 3_500_000,
+        "delayed by about an hour: {not_before}"
+    );
 }
 
 /// (7) The spec's `timeout_ms` bounds the handler: its future is dropped and the attempt counts
 /// as timed out (here the only attempt: the job is `dead`).
 async fn timeout_stops_the_handler_and_uses_the_attempt(flavor: Flavor) {
     let q = real_queue(flavor).await;
-    let options = SkillforgeOptions::new("apalis-timeout").timeout(Duration::from_millis(200)).max_attempts(1);
+    let options = SkillforgeOptions::new("apalis-timeout")
+        .timeout(Duration::from_millis(200))
+        .max_attempts(1);
     let backend = SkillforgeBackend::<Work>::new(q.backend.clone(), options);
-    let id = backend.enqueue(&Work { n: 1 }).await.expect("enqueue").job_id;
+    let id = backend
+        .enqueue(&Work { n: 1 })
+        .await
+        .expect("enqueue")
+        .job_id;
     let probe = Probe::default();
-    let worker = spawn_worker!("apalis-timeout", backend.clone(), probe.clone(), run_until_aborted);
+    let worker = spawn_worker!(
+        "apalis-timeout",
+        backend.clone(),
+        probe.clone(),
+        run_until_aborted
+    );
 
     let dead = wait_state(&*q.backend, &id, JobState::Dead).await;
     worker.stop().await;
-    assert!(probe.dropped.load(Ordering::SeqCst) && !probe.completed.load(Ordering::SeqCst), "handler stopped");
-    assert_eq!(dead.history.last().and_then(|a| a.result.as_deref()), Some("timed_out"), "{:?}", dead.history);
+    assert!(
+        probe.dropped.load(Ordering::SeqCst) && !probe.completed.load(Ordering::SeqCst),
+        "handler stopped"
+    );
+    assert_eq!(
+        dead.history.last().and_then(|a| a.result.as_deref()),
+        Some("timed_out"),
+        "{:?}",
+        dead.history
+    );
 }
 
 /// The results of every attempt of `job`, oldest first.
 fn results(job: &Job) -> Vec<String> {
-    job.history.iter().map(|a| a.result.clone().unwrap_or_default()).collect()
+    job.history
+        .iter()
+        .map(|a| a.result.clone().unwrap_or_default())
+        .collect()
 }
 
-async fn replacement_held(_work: Work, lease: JobLease, gate: Data<Gate>) -> Result<(), BoxDynError> {
-    assert!(lease.fencing_token >= 2, "the replacement runs under a newer lease");
+async fn replacement_held(
+    _work: Work,
+    lease: JobLease,
+    gate: Data<Gate>,
+) -> Result<(), BoxDynError> {
+    assert!(
+        lease.fencing_token >= 2,
+        "the replacement runs under a newer lease"
+    );
     gate.started.notify_one();
     gate.open.notified().await;
     Ok(())
@@ -449,26 +690,47 @@ async fn lost_lease_aborts_the_running_handler(flavor: Flavor) {
 
     let probe = Probe::default();
     let worker_a = spawn_worker!("apalis-lost-a", a.clone(), probe.clone(), run_until_aborted);
-    tokio::time::timeout(DEADLINE, probe.started.notified()).await.expect("worker A's handler starts");
-    assert_eq!(job(&*q.backend, &id).await.fencing_token, 1, "A runs the first lease");
+    tokio::time::timeout(DEADLINE, probe.started.notified())
+        .await
+        .expect("worker A's handler starts");
+    assert_eq!(
+        job(&*q.backend, &id).await.fencing_token,
+        1,
+        "A runs the first lease"
+    );
 
     // B waits on the queue first, so it (not A, whose only slot is busy) takes the requeued job.
     let gate = Gate::default();
     let worker_b = spawn_worker!("apalis-lost-b", b.clone(), gate.clone(), replacement_held);
     let reaped = reap(&q, &id).await;
     assert_eq!(reaped.fencing_token, 1, "A's lease was the one reaped");
-    tokio::time::timeout(DEADLINE, gate.started.notified()).await.expect("worker B re-leases the job and starts");
+    tokio::time::timeout(DEADLINE, gate.started.notified())
+        .await
+        .expect("worker B re-leases the job and starts");
 
-    wait_until("A's handler future to be dropped at its next heartbeat", || async {
-        probe.dropped.load(Ordering::SeqCst).then_some(())
+    wait_until(
+        "A's handler future to be dropped at its next heartbeat",
+        || async { probe.dropped.load(Ordering::SeqCst).then_some(()) },
+    )
+    .await;
+    assert!(
+        !probe.completed.load(Ordering::SeqCst),
+        "A's handler was aborted, not run to completion"
+    );
+    wait_until("A's aborted result to be fenced", || async {
+        (a.report().fenced == 1).then_some(())
     })
     .await;
-    assert!(!probe.completed.load(Ordering::SeqCst), "A's handler was aborted, not run to completion");
-    wait_until("A's aborted result to be fenced", || async { (a.report().fenced == 1).then_some(()) }).await;
     let running = job(&*q.backend, &id).await;
-    let holder = running.lease.as_ref().map(|l| l.owner_worker.clone()).unwrap_or_default();
+    let holder = running
+        .lease
+        .as_ref()
+        .map(|l| l.owner_worker.clone())
+        .unwrap_or_default();
     assert!(
-        running.state == JobState::Running && running.fencing_token == 2 && holder.starts_with("apalis-lost-b-"),
+        running.state == JobState::Running
+            && running.fencing_token == 2
+            && holder.starts_with("apalis-lost-b-"),
         "A's abort changed nothing: B still holds the job ({:?}, token {}, holder `{holder}`): {:?}",
         running.state,
         running.fencing_token,
@@ -479,15 +741,35 @@ async fn lost_lease_aborts_the_running_handler(flavor: Flavor) {
     let done = wait_state(&*q.backend, &id, JobState::Succeeded).await;
     worker_a.stop().await;
     worker_b.stop().await;
-    assert_eq!((done.fencing_token, done.attempts), (2, 2), "{:?}", done.history);
+    assert_eq!(
+        (done.fencing_token, done.attempts),
+        (2, 2),
+        "{:?}",
+        done.history
+    );
     assert_eq!(results(&done), ["stale", "passed"], "{:?}", done.history);
-    assert_eq!((a.report().finished, a.report().fenced, b.report().finished), (0, 1, 1));
+    assert_eq!(
+        (a.report().finished, a.report().fenced, b.report().finished),
+        (0, 1, 1)
+    );
 }
 
 /// Records the run, then holds apalis's only concurrency slot until the worker shuts down.
-async fn run_until_shutdown(_work: Work, lease: JobLease, worker: WorkerContext, seen: Data<Seen>) -> Result<(), BoxDynError> {
-    *seen.lock().expect("seen lock").entry(lease.job_id).or_default() += 1;
-    wait_until("the worker to be told to stop", || async { worker.is_shutting_down().then_some(()) }).await;
+async fn run_until_shutdown(
+    _work: Work,
+    lease: JobLease,
+    worker: WorkerContext,
+    seen: Data<Seen>,
+) -> Result<(), BoxDynError> {
+    *seen
+        .lock()
+        .expect("seen lock")
+        .entry(lease.job_id)
+        .or_default() += 1;
+    wait_until("the worker to be told to stop", || async {
+        worker.is_shutting_down().then_some(())
+    })
+    .await;
     Ok(())
 }
 
@@ -499,7 +781,9 @@ async fn run_until_shutdown(_work: Work, lease: JobLease, worker: WorkerContext,
 async fn close_hands_back_leased_jobs_not_started(flavor: Flavor) {
     const N_JOBS: usize = 4;
     let q = real_queue(flavor).await;
-    let options = SkillforgeOptions::new("apalis-close").concurrency(N_JOBS).stale_after(Duration::from_secs(600));
+    let options = SkillforgeOptions::new("apalis-close")
+        .concurrency(N_JOBS)
+        .stale_after(Duration::from_secs(600));
     let a = SkillforgeBackend::<Work>::new(q.backend.clone(), options);
     let mut ids = Vec::new();
     for n in 0..N_JOBS as u32 {
@@ -520,16 +804,27 @@ async fn close_hands_back_leased_jobs_not_started(flavor: Flavor) {
         }));
         Running { stop, join }
     };
-    wait_until(&format!("worker A to lease all {N_JOBS} jobs and start one"), || async {
-        let running = q.backend.list(Some(JobState::Running), 100).await.expect("list");
-        (running.len() == N_JOBS && seen_a.lock().expect("seen lock").len() == 1).then_some(())
-    })
+    wait_until(
+        &format!("worker A to lease all {N_JOBS} jobs and start one"),
+        || async {
+            let running = q
+                .backend
+                .list(Some(JobState::Running), 100)
+                .await
+                .expect("list");
+            (running.len() == N_JOBS && seen_a.lock().expect("seen lock").len() == 1).then_some(())
+        },
+    )
     .await;
     worker_a.stop().await;
 
     let seen_a = seen_a.lock().expect("seen lock").clone();
     let (ran, _) = seen_a.iter().next().expect("A ran one job");
-    assert_eq!(job(&*q.backend, ran).await.state, JobState::Succeeded, "A's running job finished normally");
+    assert_eq!(
+        job(&*q.backend, ran).await.state,
+        JobState::Succeeded,
+        "A's running job finished normally"
+    );
     let handed_back: Vec<String> = ids.iter().filter(|id| *id != ran).cloned().collect();
     for id in &handed_back {
         let j = job(&*q.backend, id).await;
@@ -541,22 +836,44 @@ async fn close_hands_back_leased_jobs_not_started(flavor: Flavor) {
         );
         assert_eq!(results(&j), ["released"], "job {id}: {:?}", j.history);
     }
-    assert_eq!((a.report().released, a.report().finished), (handed_back.len() as u64, 1), "{:?}", a.report());
+    assert_eq!(
+        (a.report().released, a.report().finished),
+        (handed_back.len() as u64, 1),
+        "{:?}",
+        a.report()
+    );
 
-    let b = SkillforgeBackend::<Work>::new(q.backend.clone(), SkillforgeOptions::new("apalis-close"));
+    let b =
+        SkillforgeBackend::<Work>::new(q.backend.clone(), SkillforgeOptions::new("apalis-close"));
     let seen_b = Seen::default();
     let worker_b = spawn_worker!("apalis-close-b", b.clone(), seen_b.clone(), record_run);
     for id in &handed_back {
         let done = wait_state(&*q.backend, id, JobState::Succeeded).await;
-        assert_eq!(done.attempts, 1, "job {id}: the hand-back did not use an attempt: {:?}", done.history);
-        assert_eq!(results(&done), ["released", "passed"], "job {id}: {:?}", done.history);
+        assert_eq!(
+            done.attempts, 1,
+            "job {id}: the hand-back did not use an attempt: {:?}",
+            done.history
+        );
+        assert_eq!(
+            results(&done),
+            ["released", "passed"],
+            "job {id}: {:?}",
+            done.history
+        );
     }
     worker_b.stop().await;
     let seen_b = seen_b.lock().expect("seen lock").clone();
     for id in &handed_back {
-        assert_eq!(seen_b.get(id), Some(&1), "B ran job {id} exactly once: {seen_b:?}");
+        assert_eq!(
+            seen_b.get(id),
+            Some(&1),
+            "B ran job {id} exactly once: {seen_b:?}"
+        );
     }
-    assert!(!seen_b.contains_key(ran), "A's finished job did not run again: {seen_b:?}");
+    assert!(
+        !seen_b.contains_key(ran),
+        "A's finished job did not run again: {seen_b:?}"
+    );
 }
 
 /// (10) A `Monitor` whose shutdown grace (`with_terminator`, what `shutdown_timeout` installs)
@@ -580,7 +897,12 @@ async fn task_dropped_by_the_monitor_is_handed_back(flavor: Flavor) {
     let monitor = {
         let (a, probe) = (a.clone(), probe.clone());
         Monitor::new()
-            .register(move |_| WorkerBuilder::new("apalis-drop-a").backend(a.clone()).data(probe.clone()).build(run_until_aborted))
+            .register(move |_| {
+                WorkerBuilder::new("apalis-drop-a")
+                    .backend(a.clone())
+                    .data(probe.clone())
+                    .build(run_until_aborted)
+            })
             // The grace period starts when the signal has fired (the async block is first polled then).
             .with_terminator(async { tokio::time::sleep(Duration::from_millis(300)).await })
     };
@@ -588,7 +910,9 @@ async fn task_dropped_by_the_monitor_is_handed_back(flavor: Flavor) {
         let _ = stopped.await;
         Ok(())
     }));
-    tokio::time::timeout(DEADLINE, probe.started.notified()).await.expect("the handler starts");
+    tokio::time::timeout(DEADLINE, probe.started.notified())
+        .await
+        .expect("the handler starts");
     assert_eq!(job(&*q.backend, &id).await.state, JobState::Running);
 
     let _ = stop.send(());
@@ -597,23 +921,51 @@ async fn task_dropped_by_the_monitor_is_handed_back(flavor: Flavor) {
         .expect("monitor stops within the deadline")
         .expect("monitor task did not panic")
         .expect("monitor ran without error");
-    assert!(probe.dropped.load(Ordering::SeqCst), "the monitor dropped the running handler's future");
-    assert!(!probe.completed.load(Ordering::SeqCst), "the handler did not run to completion");
+    assert!(
+        probe.dropped.load(Ordering::SeqCst),
+        "the monitor dropped the running handler's future"
+    );
+    assert!(
+        !probe.completed.load(Ordering::SeqCst),
+        "the handler did not run to completion"
+    );
 
     // `settle` returns once the hand-back reached the queue: no polling needed after it (a
     // process may exit right here).
-    tokio::time::timeout(DEADLINE, a.settle()).await.expect("hand-backs settle");
+    tokio::time::timeout(DEADLINE, a.settle())
+        .await
+        .expect("hand-backs settle");
     let back = job(&*q.backend, &id).await;
-    assert_eq!(back.state, JobState::Queued, "handed back by the time settle returns: {:?}", back.history);
-    assert_eq!((back.attempts, back.lease.is_some()), (0, false), "attempt refunded, lease cleared: {:?}", back.history);
+    assert_eq!(
+        back.state,
+        JobState::Queued,
+        "handed back by the time settle returns: {:?}",
+        back.history
+    );
+    assert_eq!(
+        (back.attempts, back.lease.is_some()),
+        (0, false),
+        "attempt refunded, lease cleared: {:?}",
+        back.history
+    );
     assert_eq!(results(&back), ["released"], "{:?}", back.history);
     assert_eq!((a.report().released, a.report().finished), (1, 0));
 
-    let b = SkillforgeBackend::<Work>::new(q.backend.clone(), SkillforgeOptions::new("apalis-drop"));
+    let b =
+        SkillforgeBackend::<Work>::new(q.backend.clone(), SkillforgeOptions::new("apalis-drop"));
     let seen = Seen::default();
     let worker_b = spawn_worker!("apalis-drop-b", b.clone(), seen.clone(), record_run);
     let done = wait_state(&*q.backend, &id, JobState::Succeeded).await;
     worker_b.stop().await;
-    assert_eq!(seen.lock().expect("seen lock").get(&id), Some(&1), "B ran it once");
-    assert_eq!((done.attempts, results(&done)), (1, vec!["released".to_owned(), "passed".to_owned()]), "{:?}", done.history);
+    assert_eq!(
+        seen.lock().expect("seen lock").get(&id),
+        Some(&1),
+        "B ran it once"
+    );
+    assert_eq!(
+        (done.attempts, results(&done)),
+        (1, vec!["released".to_owned(), "passed".to_owned()]),
+        "{:?}",
+        done.history
+    );
 }

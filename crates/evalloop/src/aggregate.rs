@@ -74,13 +74,17 @@ pub enum AggregateError {
     #[error("brief `{0}` has no sample verdicts to aggregate")]
     NoSamples(String),
     /// A verdict lacks the arm inventory.
-    #[error("sample {sample}'s verdict does not record what the arms were given; re-judge it (its stored arm outputs are enough, no eval spend)")]
+    #[error(
+        "sample {sample}'s verdict does not record what the arms were given; re-judge it (its stored arm outputs are enough, no eval spend)"
+    )]
     MissingInventory {
         /// The sample.
         sample: u32,
     },
     /// Samples disagree about what an arm was given (E-53).
-    #[error("samples disagree about what the {side} arm was given (sample {first}: {first_skills:?}, sample {other}: {other_skills:?}); those are two experiments, not one comparison")]
+    #[error(
+        "samples disagree about what the {side} arm was given (sample {first}: {first_skills:?}, sample {other}: {other_skills:?}); those are two experiments, not one comparison"
+    )]
     InventoryDisagrees {
         /// The arm.
         side: ArmSide,
@@ -102,13 +106,26 @@ pub enum AggregateError {
 pub fn aggregate(brief_id: &str, verdicts: &[SampleVerdict]) -> Result<Aggregate, AggregateError> {
     let mut sorted: Vec<&SampleVerdict> = verdicts.iter().collect();
     sorted.sort_by_key(|v| v.sample);
-    let Some(first) = sorted.first() else { return Err(AggregateError::NoSamples(brief_id.to_owned())) };
-    let first_skills = first.skills.as_ref().ok_or(AggregateError::MissingInventory { sample: first.sample })?;
+    let Some(first) = sorted.first() else {
+        return Err(AggregateError::NoSamples(brief_id.to_owned()));
+    };
+    let first_skills = first
+        .skills
+        .as_ref()
+        .ok_or(AggregateError::MissingInventory {
+            sample: first.sample,
+        })?;
     let mut never_loaded = ArmPair::<u32>::default();
     for v in &sorted {
-        let skills = v.skills.as_ref().ok_or(AggregateError::MissingInventory { sample: v.sample })?;
+        let skills = v
+            .skills
+            .as_ref()
+            .ok_or(AggregateError::MissingInventory { sample: v.sample })?;
         for side in ArmSide::BOTH {
-            let (a, b) = (&first_skills.get(side).installed, &skills.get(side).installed);
+            let (a, b) = (
+                &first_skills.get(side).installed,
+                &skills.get(side).installed,
+            );
             if a != b {
                 return Err(AggregateError::InventoryDisagrees {
                     side,
@@ -126,7 +143,11 @@ pub fn aggregate(brief_id: &str, verdicts: &[SampleVerdict]) -> Result<Aggregate
     }
     let valid: Vec<&&SampleVerdict> = sorted.iter().filter(|v| v.valid).collect();
     let count = |w: Winner| valid.iter().filter(|v| v.winner == Some(w)).count() as u32;
-    let sum = |side: ArmSide| valid.iter().try_fold(0u32, |acc, v| v.tool_errors.get(side).map(|n| acc + n));
+    let sum = |side: ArmSide| {
+        valid
+            .iter()
+            .try_fold(0u32, |acc, v| v.tool_errors.get(side).map(|n| acc + n))
+    };
     Ok(Aggregate {
         brief_id: brief_id.to_owned(),
         n_samples: sorted.len() as u32,
@@ -135,12 +156,24 @@ pub fn aggregate(brief_id: &str, verdicts: &[SampleVerdict]) -> Result<Aggregate
         wins_without: count(Winner::Without),
         ties: count(Winner::Tie),
         with_verify_passes: valid.iter().filter(|v| v.verify_passed.with).count() as u32,
-        tool_errors: ArmPair { with: sum(ArmSide::With), without: sum(ArmSide::Without) },
+        tool_errors: ArmPair {
+            with: sum(ArmSide::With),
+            without: sum(ArmSide::Without),
+        },
         invalid: sorted
             .iter()
-            .filter_map(|v| v.invalid_code.map(|code| InvalidSample { sample: v.sample, code, arm: v.invalid_arm }))
+            .filter_map(|v| {
+                v.invalid_code.map(|code| InvalidSample {
+                    sample: v.sample,
+                    code,
+                    arm: v.invalid_arm,
+                })
+            })
             .collect(),
-        skills_installed: Some(ArmPair { with: first_skills.with.installed.clone(), without: first_skills.without.installed.clone() }),
+        skills_installed: Some(ArmPair {
+            with: first_skills.with.installed.clone(),
+            without: first_skills.without.installed.clone(),
+        }),
         arms_never_loaded: never_loaded,
         stopped: brief_stop(verdicts).map(|s| s.reason),
     })
@@ -151,7 +184,13 @@ pub(crate) mod tests {
     use super::*;
     use crate::sample::SkillFacts;
 
-    pub(crate) fn verdict(sample: u32, winner: Option<Winner>, code: Option<InvalidCode>, baseline: &[&str], baseline_loaded: &[&str]) -> SampleVerdict {
+    pub(crate) fn verdict(
+        sample: u32,
+        winner: Option<Winner>,
+        code: Option<InvalidCode>,
+        baseline: &[&str],
+        baseline_loaded: &[&str],
+    ) -> SampleVerdict {
         let names = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         SampleVerdict {
             sample,
@@ -161,11 +200,25 @@ pub(crate) mod tests {
             reason: "r".into(),
             winner,
             mapping: None,
-            verify_passed: ArmPair { with: true, without: true },
-            tool_errors: ArmPair { with: Some(0), without: Some(0) },
+            verify_passed: ArmPair {
+                with: true,
+                without: true,
+            },
+            tool_errors: ArmPair {
+                with: Some(0),
+                without: Some(0),
+            },
             skills: Some(ArmPair {
-                with: SkillFacts { installed: names(&["cand"]), offered: Some(names(&["cand"])), loaded: Some(names(&["cand"])) },
-                without: SkillFacts { installed: names(baseline), offered: Some(names(baseline)), loaded: Some(names(baseline_loaded)) },
+                with: SkillFacts {
+                    installed: names(&["cand"]),
+                    offered: Some(names(&["cand"])),
+                    loaded: Some(names(&["cand"])),
+                },
+                without: SkillFacts {
+                    installed: names(baseline),
+                    offered: Some(names(baseline)),
+                    loaded: Some(names(baseline_loaded)),
+                },
             }),
             judge_usage: None,
         }
@@ -187,13 +240,30 @@ pub(crate) mod tests {
     // E-53
     #[test]
     fn e53_disagreeing_inventories_stop_and_missing_is_not_empty() {
-        let vs = [verdict(1, Some(Winner::With), None, &[], &[]), verdict(2, Some(Winner::With), None, &["z"], &["z"]), verdict(3, Some(Winner::With), None, &[], &[])];
+        let vs = [
+            verdict(1, Some(Winner::With), None, &[], &[]),
+            verdict(2, Some(Winner::With), None, &["z"], &["z"]),
+            verdict(3, Some(Winner::With), None, &[], &[]),
+        ];
         let e = aggregate("b", &vs).unwrap_err();
-        assert!(matches!(e, AggregateError::InventoryDisagrees { side: ArmSide::Without, other: 2, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                AggregateError::InventoryDisagrees {
+                    side: ArmSide::Without,
+                    other: 2,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         let mut invalid_disagrees = vs.clone();
         invalid_disagrees[1].valid = false;
         invalid_disagrees[1].invalid_code = Some(InvalidCode::SkillNamed);
-        assert!(aggregate("b", &invalid_disagrees).is_err(), "read off every sample, valid or not");
+        assert!(
+            aggregate("b", &invalid_disagrees).is_err(),
+            "read off every sample, valid or not"
+        );
         let mut old = vs.clone();
         old[1].skills = None;
         let e = aggregate("b", &old).unwrap_err().to_string();
@@ -203,9 +273,14 @@ pub(crate) mod tests {
     // E-54
     #[test]
     fn e54_silent_arms_counted_per_side_unknown_never() {
-        let vs: Vec<_> = (1..=3).map(|n| verdict(n, None, Some(InvalidCode::SkillNeverLoaded), &["inc"], &[])).collect();
+        let vs: Vec<_> = (1..=3)
+            .map(|n| verdict(n, None, Some(InvalidCode::SkillNeverLoaded), &["inc"], &[]))
+            .collect();
         let agg = aggregate("b", &vs).unwrap();
-        assert_eq!((agg.arms_never_loaded.with, agg.arms_never_loaded.without), (0, 3));
+        assert_eq!(
+            (agg.arms_never_loaded.with, agg.arms_never_loaded.without),
+            (0, 3)
+        );
         let mut codex = vs.clone();
         for v in &mut codex {
             v.skills.as_mut().unwrap().without.loaded = None;

@@ -140,7 +140,10 @@ pub mod known_or_unknown {
     ///
     /// # Errors
     /// The serializer's.
-    pub fn serialize<S: Serializer>(value: &Option<Vec<String>>, serializer: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(
+        value: &Option<Vec<String>>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
         match value {
             Some(names) => names.serialize(serializer),
             None => serializer.serialize_str("unknown"),
@@ -151,11 +154,15 @@ pub mod known_or_unknown {
     ///
     /// # Errors
     /// Any other string.
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Vec<String>>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Vec<String>>, D::Error> {
         match Wire::deserialize(deserializer)? {
             Wire::Known(names) => Ok(Some(names)),
             Wire::Marker(m) if m == "unknown" => Ok(None),
-            Wire::Marker(other) => Err(serde::de::Error::custom(format!("expected a list or \"unknown\", got \"{other}\""))),
+            Wire::Marker(other) => Err(serde::de::Error::custom(format!(
+                "expected a list or \"unknown\", got \"{other}\""
+            ))),
         }
     }
 }
@@ -180,10 +187,16 @@ pub fn never_ran(record: &ArmRecord, final_message: Option<&str>) -> Option<Neve
     if failed && record.transcript_bytes == 0 && final_message.is_none() {
         return Some(NeverRanShape::NoTrace);
     }
-    let error = record.error.as_deref().map(str::trim).filter(|e| !e.is_empty());
+    let error = record
+        .error
+        .as_deref()
+        .map(str::trim)
+        .filter(|e| !e.is_empty());
     if let (true, Some(error), Some(message)) = (failed, error, final_message) {
         let error = truncate_chars(error, RUN_ERROR_CHARS);
-        if message.starts_with(error) || (message.chars().count() < error.chars().count() && error.starts_with(message)) {
+        if message.starts_with(error)
+            || (message.chars().count() < error.chars().count() && error.starts_with(message))
+        {
             return Some(NeverRanShape::RunnerError);
         }
     }
@@ -193,7 +206,9 @@ pub fn never_ran(record: &ArmRecord, final_message: Option<&str>) -> Option<Neve
 /// Whether the clock killed the arm (E-56): our own timeout, exit 124 (`timeout(1)`), or 142 /
 /// SIGALRM (the perl alarm) — resolution 1.
 pub fn timed_out(record: &ArmRecord) -> bool {
-    record.exit == "timed_out" || matches!(record.exit_code, Some(124 | 142)) || record.signal == Some(14)
+    record.exit == "timed_out"
+        || matches!(record.exit_code, Some(124 | 142))
+        || record.signal == Some(14)
 }
 
 /// `text` cut to at most `n` characters.
@@ -208,7 +223,12 @@ pub fn truncate_chars(text: &str, n: usize) -> &str {
 pub(crate) mod tests {
     use super::*;
 
-    pub(crate) fn record(exit: &str, code: Option<i32>, transcript_bytes: u64, error: Option<&str>) -> ArmRecord {
+    pub(crate) fn record(
+        exit: &str,
+        code: Option<i32>,
+        transcript_bytes: u64,
+        error: Option<&str>,
+    ) -> ArmRecord {
         ArmRecord {
             side: ArmSide::With,
             sample: 1,
@@ -235,11 +255,27 @@ pub(crate) mod tests {
     #[test]
     fn e43_never_ran_needs_all_three_signs() {
         let check = |r: ArmRecord, final_message: Option<&str>, want: Option<NeverRanShape>| {
-            assert_eq!(never_ran(&r, final_message), want, "{r:?} {final_message:?}");
+            assert_eq!(
+                never_ran(&r, final_message),
+                want,
+                "{r:?} {final_message:?}"
+            );
         };
-        check(record("not_runnable", Some(127), 0, Some("program not found")), None, Some(NeverRanShape::NoTrace));
-        check(record("timed_out", Some(124), 500, Some("killed")), Some("Now rendering..."), None);
-        check(record("failed", Some(1), 0, None), Some("edited files only"), None);
+        check(
+            record("not_runnable", Some(127), 0, Some("program not found")),
+            None,
+            Some(NeverRanShape::NoTrace),
+        );
+        check(
+            record("timed_out", Some(124), 500, Some("killed")),
+            Some("Now rendering..."),
+            None,
+        );
+        check(
+            record("failed", Some(1), 0, None),
+            Some("edited files only"),
+            None,
+        );
         check(record("failed", Some(1), 400, None), None, None);
         check(record("passed", Some(0), 0, None), None, None);
     }
@@ -247,11 +283,30 @@ pub(crate) mod tests {
     // E-44
     #[test]
     fn e44_final_message_opening_with_the_runner_error_is_the_runner_talking() {
-        let long_error = format!("Failed to authenticate: OAuth session expired and could not be refreshed {}", "x".repeat(400));
-        let r = record("failed", Some(1), 200, Some(truncate_chars(&long_error, RUN_ERROR_CHARS)));
-        assert_eq!(never_ran(&r, Some(&long_error)), Some(NeverRanShape::RunnerError));
-        let real = record("timed_out", Some(124), 200, Some("timeout: sending signal TERM"));
-        assert_eq!(never_ran(&real, Some("Here is the summary you asked for")), None);
+        let long_error = format!(
+            "Failed to authenticate: OAuth session expired and could not be refreshed {}",
+            "x".repeat(400)
+        );
+        let r = record(
+            "failed",
+            Some(1),
+            200,
+            Some(truncate_chars(&long_error, RUN_ERROR_CHARS)),
+        );
+        assert_eq!(
+            never_ran(&r, Some(&long_error)),
+            Some(NeverRanShape::RunnerError)
+        );
+        let real = record(
+            "timed_out",
+            Some(124),
+            200,
+            Some("timeout: sending signal TERM"),
+        );
+        assert_eq!(
+            never_ran(&real, Some("Here is the summary you asked for")),
+            None
+        );
     }
 
     // E-56
@@ -268,6 +323,11 @@ pub(crate) mod tests {
         r.skills_loaded = None;
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["skills_loaded"], "unknown");
-        assert_eq!(serde_json::from_value::<ArmRecord>(v).unwrap().skills_loaded, None);
+        assert_eq!(
+            serde_json::from_value::<ArmRecord>(v)
+                .unwrap()
+                .skills_loaded,
+            None
+        );
     }
 }

@@ -9,8 +9,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use skillforge_runner_agent::{AgentContainer, AgentMount};
 
-use super::steps::arm::install_root;
 use super::inventory::HANDED_SKILL_DIR;
+use super::steps::arm::install_root;
 
 /// The agent's working directory in an arm's container (the agent runner mounts the arm's work
 /// dir there).
@@ -63,20 +63,37 @@ impl ArmRunner {
     /// install root in the container. `None` on the local runner. A baseline handed nothing gets
     /// no mount at all, so its container holds no skills directory (E-09).
     pub fn container_for(&self, meta: &Path, runtime: &str) -> Option<AgentContainer> {
-        let ArmRunner::Container(arms) = self else { return None };
+        let ArmRunner::Container(arms) = self else {
+            return None;
+        };
         let mut mounts = Vec::new();
         let handed = meta.join(HANDED_SKILL_DIR);
         let mut names: Vec<_> = std::fs::read_dir(&handed)
-            .map(|entries| entries.filter_map(Result::ok).filter(|e| e.path().join("SKILL.md").is_file()).map(|e| e.file_name()).collect())
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .filter(|e| e.path().join("SKILL.md").is_file())
+                    .map(|e| e.file_name())
+                    .collect()
+            })
             .unwrap_or_default();
         names.sort();
         for name in names {
             mounts.push(AgentMount {
                 source: handed.join(&name),
-                target: format!("{CONTAINER_WORKDIR}/{}/{}", install_root(runtime), name.to_string_lossy()),
+                target: format!(
+                    "{CONTAINER_WORKDIR}/{}/{}",
+                    install_root(runtime),
+                    name.to_string_lossy()
+                ),
             });
         }
-        Some(AgentContainer { image: arms.image.clone(), mounts, network: arms.network, host: arms.host.clone() })
+        Some(AgentContainer {
+            image: arms.image.clone(),
+            mounts,
+            network: arms.network,
+            host: arms.host.clone(),
+        })
     }
 }
 
@@ -84,10 +101,14 @@ impl ArmRunner {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LocalOnlyError {
     /// A cloud environment: its provider would receive the arm's live credential.
-    #[error("container environment `{0}` is a cloud provider: the arm's credential rides in the container's environment and would be shipped to a third party; arms run on the local engine only (`--environment docker`)")]
+    #[error(
+        "container environment `{0}` is a cloud provider: the arm's credential rides in the container's environment and would be shipped to a third party; arms run on the local engine only (`--environment docker`)"
+    )]
     Cloud(String),
     /// An environment that is neither a cloud provider nor `docker`.
-    #[error("container environment `{0}` is unknown; arms run on the local engine only (`docker`, podman's Docker API included)")]
+    #[error(
+        "container environment `{0}` is unknown; arms run on the local engine only (`docker`, podman's Docker API included)"
+    )]
     Unknown(String),
     /// An engine host that is not this machine's ([`skillforge_runner_agent::local_engine_only`]'s
     /// message).
@@ -110,7 +131,9 @@ pub fn check_local_only(environment: &str, host: Option<&str>) -> Result<(), Loc
     if environment != "docker" {
         return Err(LocalOnlyError::Unknown(environment));
     }
-    let Some(host) = host.map(str::trim).filter(|h| !h.is_empty()) else { return Ok(()) };
+    let Some(host) = host.map(str::trim).filter(|h| !h.is_empty()) else {
+        return Ok(());
+    };
     skillforge_runner_agent::local_engine_only(host).map_err(LocalOnlyError::RemoteEngine)
 }
 
@@ -123,14 +146,38 @@ mod tests {
     fn e13_cloud_environments_and_remote_engines_are_refused() {
         for cloud in ["daytona", "Modal", "blaxel"] {
             let e = check_local_only(cloud, None).unwrap_err().to_string();
-            assert!(e.contains("cloud provider") && e.contains(&cloud.to_ascii_lowercase()), "{e}");
+            assert!(
+                e.contains("cloud provider") && e.contains(&cloud.to_ascii_lowercase()),
+                "{e}"
+            );
         }
-        assert!(check_local_only("kubernetes", None).unwrap_err().to_string().contains("unknown"));
-        for remote in ["tcp://10.0.0.5:2375", "ssh://user@box", "tcp://docker.example.com:2376", "https://x"] {
-            let e = check_local_only("docker", Some(remote)).unwrap_err().to_string();
-            assert!(e.contains(remote) && e.contains("not on this machine"), "{e}");
+        assert!(
+            check_local_only("kubernetes", None)
+                .unwrap_err()
+                .to_string()
+                .contains("unknown")
+        );
+        for remote in [
+            "tcp://10.0.0.5:2375",
+            "ssh://user@box",
+            "tcp://docker.example.com:2376",
+            "https://x",
+        ] {
+            let e = check_local_only("docker", Some(remote))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(remote) && e.contains("not on this machine"),
+                "{e}"
+            );
         }
-        for local in [None, Some("unix:///run/podman/podman.sock"), Some("tcp://127.0.0.1:2375"), Some("tcp://localhost:2375"), Some("tcp://[::1]:2375")] {
+        for local in [
+            None,
+            Some("unix:///run/podman/podman.sock"),
+            Some("tcp://127.0.0.1:2375"),
+            Some("tcp://localhost:2375"),
+            Some("tcp://[::1]:2375"),
+        ] {
             assert_eq!(check_local_only("docker", local), Ok(()), "{local:?}");
         }
     }
@@ -140,15 +187,28 @@ mod tests {
     #[test]
     fn e09_without_arm_container_gets_no_skill_mount() {
         let dir = tempfile::tempdir().unwrap();
-        let (with, without) = (dir.path().join("with.meta"), dir.path().join("without.meta"));
+        let (with, without) = (
+            dir.path().join("with.meta"),
+            dir.path().join("without.meta"),
+        );
         std::fs::create_dir_all(with.join("skill/tldr")).unwrap();
         std::fs::write(with.join("skill/tldr/SKILL.md"), "# tldr").unwrap();
         std::fs::create_dir_all(&without).unwrap();
-        let runner = ArmRunner::Container(ContainerArms { image: "img".into(), host: None, network: true });
+        let runner = ArmRunner::Container(ContainerArms {
+            image: "img".into(),
+            host: None,
+            network: true,
+        });
         let c = runner.container_for(&without, "claude").unwrap();
         assert!(c.mounts.is_empty(), "{c:?}");
         let c = runner.container_for(&with, "claude").unwrap();
-        assert_eq!(c.mounts, [AgentMount { source: with.join("skill/tldr"), target: "/work/.claude/skills/tldr".into() }]);
+        assert_eq!(
+            c.mounts,
+            [AgentMount {
+                source: with.join("skill/tldr"),
+                target: "/work/.claude/skills/tldr".into()
+            }]
+        );
         assert_eq!(ArmRunner::Local.container_for(&with, "claude"), None);
     }
 }

@@ -29,7 +29,10 @@ pub fn lift_signature(path: &Path, text: &str) -> Signature {
         }
     }
     let mut counts: Vec<(String, usize)> = Vec::new();
-    for t in tokens(&source).into_iter().filter(|t| !super::words::is_stopword(t)) {
+    for t in tokens(&source)
+        .into_iter()
+        .filter(|t| !super::words::is_stopword(t))
+    {
         match counts.iter_mut().find(|(w, _)| *w == t) {
             Some((_, n)) => *n += 1,
             None => counts.push((t, 1)),
@@ -37,7 +40,11 @@ pub fn lift_signature(path: &Path, text: &str) -> Signature {
     }
     counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     Signature {
-        words: counts.into_iter().take(MAX_LIFTED_WORDS).map(|(w, _)| w).collect(),
+        words: counts
+            .into_iter()
+            .take(MAX_LIFTED_WORDS)
+            .map(|(w, _)| w)
+            .collect(),
         derived_from: Some(format!("skill_md:{}", path.display())),
     }
 }
@@ -45,10 +52,18 @@ pub fn lift_signature(path: &Path, text: &str) -> Signature {
 /// Fills signatures on open install rows: missing ones always; with `redo`, those backfill
 /// wrote before (`skill_md:`). `skill_md(row)` finds the installed SKILL.md (path, text).
 /// Returns the skills whose rows changed.
-pub fn backfill(rows: &mut [LedgerRow], redo: bool, skill_md: impl Fn(&LedgerRow) -> Option<(std::path::PathBuf, String)>) -> Vec<String> {
+pub fn backfill(
+    rows: &mut [LedgerRow],
+    redo: bool,
+    skill_md: impl Fn(&LedgerRow) -> Option<(std::path::PathBuf, String)>,
+) -> Vec<String> {
     let mut changed = Vec::new();
     for row in rows.iter_mut().filter(|r| r.is_open_install()) {
-        let ours = row.signature.as_ref().is_some_and(|s| s.derived_from.as_deref().is_some_and(|d| d.starts_with("skill_md:")));
+        let ours = row.signature.as_ref().is_some_and(|s| {
+            s.derived_from
+                .as_deref()
+                .is_some_and(|d| d.starts_with("skill_md:"))
+        });
         if row.signature.is_some() && !(redo && ours) {
             continue;
         }
@@ -74,21 +89,37 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ledger = dir.path().join("ledger.jsonl");
         let mut hand = row("hand", "adopt", Utc::now());
-        hand.signature = Some(Signature { words: vec!["umlaute".into(), "ascii".into()], derived_from: None });
+        hand.signature = Some(Signature {
+            words: vec!["umlaute".into(), "ascii".into()],
+            derived_from: None,
+        });
         let mut rows = vec![row("tldr", "adopt", Utc::now()), hand.clone()];
         rewrite_ledger(&ledger, &rows).unwrap();
         let md = "---\nname: tldr\ndescription: Keep status replies short and scannable\n---\n> \"no, three lines max\"\n";
-        let find = |r: &LedgerRow| Some((dir.path().join(&r.skill).join("SKILL.md"), md.to_owned()));
+        let find =
+            |r: &LedgerRow| Some((dir.path().join(&r.skill).join("SKILL.md"), md.to_owned()));
         let backup = backup_ledger(&ledger, Utc::now()).unwrap();
         assert!(backup.is_file());
         let changed = backfill(&mut rows, true, find);
-        assert_eq!(changed, ["tldr"], "the hand-written signature is untouched by --redo");
+        assert_eq!(
+            changed,
+            ["tldr"],
+            "the hand-written signature is untouched by --redo"
+        );
         let sig = rows[0].signature.clone().unwrap();
         assert!(sig.derived_from.unwrap().starts_with("skill_md:"));
-        assert!(sig.words.contains(&"short".to_string()) && sig.words.contains(&"lines".to_string()), "{:?}", sig.words);
+        assert!(
+            sig.words.contains(&"short".to_string()) && sig.words.contains(&"lines".to_string()),
+            "{:?}",
+            sig.words
+        );
         assert_eq!(rows[1], hand);
         rewrite_ledger(&ledger, &rows).unwrap();
         assert_eq!(read_ledger(&ledger).unwrap().len(), 2);
-        assert_eq!(read_ledger(&backup).unwrap()[0].signature, None, "the backup holds the ledger as it was");
+        assert_eq!(
+            read_ledger(&backup).unwrap()[0].signature,
+            None,
+            "the backup holds the ledger as it was"
+        );
     }
 }

@@ -6,9 +6,34 @@ use super::sessions::{Role, Session};
 
 /// Phrases that open or carry a correction (English and German), lowercase.
 pub const CORRECTION_PHRASES: &[&str] = &[
-    "no,", "no.", "nope", "don't", "dont", "do not", "stop", "that's wrong", "thats wrong", "that is wrong", "wrong",
-    "i said", "i told you", "instead", "not what i", "you forgot", "you missed", "never ", "why did you",
-    "nein", "nicht so", "falsch", "ich sagte", "ich habe gesagt", "stattdessen", "bitte nicht", "hör auf", "hoer auf",
+    "no,",
+    "no.",
+    "nope",
+    "don't",
+    "dont",
+    "do not",
+    "stop",
+    "that's wrong",
+    "thats wrong",
+    "that is wrong",
+    "wrong",
+    "i said",
+    "i told you",
+    "instead",
+    "not what i",
+    "you forgot",
+    "you missed",
+    "never ",
+    "why did you",
+    "nein",
+    "nicht so",
+    "falsch",
+    "ich sagte",
+    "ich habe gesagt",
+    "stattdessen",
+    "bitte nicht",
+    "hör auf",
+    "hoer auf",
 ];
 
 /// One correction episode.
@@ -31,31 +56,43 @@ pub fn is_eligible(session: &Session) -> bool {
 fn candidate_turns(session: &Session) -> impl Iterator<Item = usize> + '_ {
     let mut seen_user = false;
     let mut seen_assistant_after_user = false;
-    session.turns.iter().enumerate().filter_map(move |(idx, turn)| match turn.role {
-        Role::Assistant => {
-            seen_assistant_after_user |= seen_user;
-            None
-        }
-        Role::User => {
-            let candidate = seen_user && seen_assistant_after_user && session.turns[idx - 1].role == Role::Assistant;
-            seen_user = true;
-            candidate.then_some(idx)
-        }
-    })
+    session
+        .turns
+        .iter()
+        .enumerate()
+        .filter_map(move |(idx, turn)| match turn.role {
+            Role::Assistant => {
+                seen_assistant_after_user |= seen_user;
+                None
+            }
+            Role::User => {
+                let candidate = seen_user
+                    && seen_assistant_after_user
+                    && session.turns[idx - 1].role == Role::Assistant;
+                seen_user = true;
+                candidate.then_some(idx)
+            }
+        })
 }
 
 /// The correction episodes of `session`, in order.
 pub fn episodes(session: &Session) -> Vec<Episode> {
     candidate_turns(session)
         .filter(|idx| is_correction(&session.turns[*idx].text))
-        .map(|idx| Episode { session_id: session.id.clone(), turn_idx: idx, text: session.turns[idx].text.clone() })
+        .map(|idx| Episode {
+            session_id: session.id.clone(),
+            turn_idx: idx,
+            text: session.turns[idx].text.clone(),
+        })
         .collect()
 }
 
 /// Whether `text` reads as a correction (a phrase of [`CORRECTION_PHRASES`] in its first 200 characters).
 pub fn is_correction(text: &str) -> bool {
     let head: String = text.to_lowercase().chars().take(200).collect();
-    CORRECTION_PHRASES.iter().any(|p| head.starts_with(p) || head.contains(&format!(" {p}")))
+    CORRECTION_PHRASES
+        .iter()
+        .any(|p| head.starts_with(p) || head.contains(&format!(" {p}")))
 }
 
 #[cfg(test)]
@@ -74,7 +111,10 @@ mod tests {
         let mut one_shot = session.clone();
         one_shot.turns.truncate(2);
         one_shot.turns[0].text = "no, don't do that".into();
-        assert!(!is_eligible(&one_shot), "a one-shot question cannot carry a correction");
+        assert!(
+            !is_eligible(&one_shot),
+            "a one-shot question cannot carry a correction"
+        );
         assert!(episodes(&one_shot).is_empty());
         assert!(is_correction("Nein, ich sagte kurz"));
         assert!(!is_correction("thanks, looks great"));

@@ -78,18 +78,37 @@ pub enum CredentialError {
 ///
 /// # Errors
 /// [`CredentialError`]: what is missing or expired and how to fix it.
-pub fn preflight(runtime: &str, env: &BTreeMap<String, String>, home: &Path, now_ms: i64) -> Result<(), CredentialError> {
+pub fn preflight(
+    runtime: &str,
+    env: &BTreeMap<String, String>,
+    home: &Path,
+    now_ms: i64,
+) -> Result<(), CredentialError> {
     let set = |k: &str| env.get(k).is_some_and(|v| !v.trim().is_empty());
     match runtime {
         "claude" => {
-            if set("ANTHROPIC_API_KEY") || set("CLAUDE_CODE_OAUTH_TOKEN") || set("ANTHROPIC_AUTH_TOKEN") {
+            if set("ANTHROPIC_API_KEY")
+                || set("CLAUDE_CODE_OAUTH_TOKEN")
+                || set("ANTHROPIC_AUTH_TOKEN")
+            {
                 return Ok(());
             }
             let path = home.join(".claude/.credentials.json");
-            let text = std::fs::read_to_string(&path).map_err(|source| CredentialError::NoClaudeCredential { path: path.clone(), source })?;
+            let text = std::fs::read_to_string(&path).map_err(|source| {
+                CredentialError::NoClaudeCredential {
+                    path: path.clone(),
+                    source,
+                }
+            })?;
             let value = parse_json(&path, &text)?;
-            let oauth = value.get("claudeAiOauth").ok_or_else(|| CredentialError::NoOauth(path.clone()))?;
-            if oauth.get("accessToken").and_then(Value::as_str).is_none_or(str::is_empty) {
+            let oauth = value
+                .get("claudeAiOauth")
+                .ok_or_else(|| CredentialError::NoOauth(path.clone()))?;
+            if oauth
+                .get("accessToken")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
                 return Err(CredentialError::NoAccessToken(path));
             }
             match oauth.get("expiresAt").and_then(Value::as_i64) {
@@ -98,14 +117,28 @@ pub fn preflight(runtime: &str, env: &BTreeMap<String, String>, home: &Path, now
             }
         }
         "codex" => {
-            if env.get("CODEX_FORCE_AUTH_JSON").is_some_and(|v| v.trim() == "0") {
-                return if set("OPENAI_API_KEY") || set("CODEX_API_KEY") { Ok(()) } else { Err(CredentialError::NoCodexKey) };
+            if env
+                .get("CODEX_FORCE_AUTH_JSON")
+                .is_some_and(|v| v.trim() == "0")
+            {
+                return if set("OPENAI_API_KEY") || set("CODEX_API_KEY") {
+                    Ok(())
+                } else {
+                    Err(CredentialError::NoCodexKey)
+                };
             }
             // Issue 31 item 8: the login lives where Codex keeps it, `$CODEX_HOME` (default
             // `~/.codex`).
-            let codex_home = env.get("CODEX_HOME").filter(|v| !v.trim().is_empty()).map_or_else(|| home.join(".codex"), std::path::PathBuf::from);
+            let codex_home = env
+                .get("CODEX_HOME")
+                .filter(|v| !v.trim().is_empty())
+                .map_or_else(|| home.join(".codex"), std::path::PathBuf::from);
             let path = codex_home.join("auth.json");
-            let text = std::fs::read_to_string(&path).map_err(|source| CredentialError::NoCodexLogin { path: path.clone(), source })?;
+            let text =
+                std::fs::read_to_string(&path).map_err(|source| CredentialError::NoCodexLogin {
+                    path: path.clone(),
+                    source,
+                })?;
             parse_json(&path, &text).map(|_| ())
         }
         _ => Ok(()),
@@ -114,8 +147,14 @@ pub fn preflight(runtime: &str, env: &BTreeMap<String, String>, home: &Path, now
 
 /// A credential file's JSON, over the parser limits refused first (`contract::limits`).
 fn parse_json(path: &Path, text: &str) -> Result<Value, CredentialError> {
-    skillforge_contract::limits::check_json(text).map_err(|source| CredentialError::Limits { path: path.to_owned(), source })?;
-    serde_json::from_str(text).map_err(|source| CredentialError::NotJson { path: path.to_owned(), source })
+    skillforge_contract::limits::check_json(text).map_err(|source| CredentialError::Limits {
+        path: path.to_owned(),
+        source,
+    })?;
+    serde_json::from_str(text).map_err(|source| CredentialError::NotJson {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 #[cfg(test)]
@@ -123,7 +162,10 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     // E-12
@@ -132,14 +174,41 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(home.path().join(".claude")).unwrap();
         let creds = home.path().join(".claude/.credentials.json");
-        std::fs::write(&creds, r#"{"claudeAiOauth":{"accessToken":"sk-ant-oat","expiresAt":1000}}"#).unwrap();
-        let e = preflight("claude", &env(&[]), home.path(), 2000).unwrap_err().to_string();
+        std::fs::write(
+            &creds,
+            r#"{"claudeAiOauth":{"accessToken":"sk-ant-oat","expiresAt":1000}}"#,
+        )
+        .unwrap();
+        let e = preflight("claude", &env(&[]), home.path(), 2000)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("expired"), "{e}");
         assert!(preflight("claude", &env(&[]), home.path(), 500).is_ok());
-        assert!(preflight("claude", &env(&[("CLAUDE_CODE_OAUTH_TOKEN", "t")]), home.path(), 2000).is_ok());
-        let e = preflight("codex", &env(&[("OPENAI_API_KEY", "sk")]), home.path(), 0).unwrap_err().to_string();
-        assert!(e.contains("auth.json") && e.contains("CODEX_FORCE_AUTH_JSON=0"), "{e}");
-        assert!(preflight("codex", &env(&[("OPENAI_API_KEY", "sk"), ("CODEX_FORCE_AUTH_JSON", "0")]), home.path(), 0).is_ok());
+        assert!(
+            preflight(
+                "claude",
+                &env(&[("CLAUDE_CODE_OAUTH_TOKEN", "t")]),
+                home.path(),
+                2000
+            )
+            .is_ok()
+        );
+        let e = preflight("codex", &env(&[("OPENAI_API_KEY", "sk")]), home.path(), 0)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("auth.json") && e.contains("CODEX_FORCE_AUTH_JSON=0"),
+            "{e}"
+        );
+        assert!(
+            preflight(
+                "codex",
+                &env(&[("OPENAI_API_KEY", "sk"), ("CODEX_FORCE_AUTH_JSON", "0")]),
+                home.path(),
+                0
+            )
+            .is_ok()
+        );
         assert!(preflight("scripted", &env(&[]), home.path(), 0).is_ok());
     }
 
@@ -149,11 +218,18 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(home.path().join(".claude")).unwrap();
         let creds = home.path().join(".claude/.credentials.json");
-        std::fs::write(&creds, r#"{"claudeAiOauth":{"accessToken":"sk-ant-oat","expiresAt":99999999999999}}"#).unwrap();
+        std::fs::write(
+            &creds,
+            r#"{"claudeAiOauth":{"accessToken":"sk-ant-oat","expiresAt":99999999999999}}"#,
+        )
+        .unwrap();
         let before = std::fs::metadata(&creds).unwrap().modified().unwrap();
         let bytes = std::fs::read(&creds).unwrap();
         preflight("claude", &env(&[]), home.path(), 0).unwrap();
-        assert_eq!(std::fs::metadata(&creds).unwrap().modified().unwrap(), before);
+        assert_eq!(
+            std::fs::metadata(&creds).unwrap().modified().unwrap(),
+            before
+        );
         assert_eq!(std::fs::read(&creds).unwrap(), bytes);
     }
 
@@ -161,11 +237,19 @@ mod tests {
     #[test]
     fn deeply_nested_credential_files_are_refused_naming_them() {
         let home = tempfile::tempdir().unwrap();
-        for (dir, file, runtime) in [(".claude", ".credentials.json", "claude"), (".codex", "auth.json", "codex")] {
+        for (dir, file, runtime) in [
+            (".claude", ".credentials.json", "claude"),
+            (".codex", "auth.json", "codex"),
+        ] {
             std::fs::create_dir_all(home.path().join(dir)).unwrap();
             std::fs::write(home.path().join(dir).join(file), "[".repeat(100_000)).unwrap();
-            let e = preflight(runtime, &env(&[]), home.path(), 0).unwrap_err().to_string();
-            assert!(e.contains(file) && e.contains("64 levels"), "{runtime}: {e}");
+            let e = preflight(runtime, &env(&[]), home.path(), 0)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(file) && e.contains("64 levels"),
+                "{runtime}: {e}"
+            );
         }
     }
 
@@ -176,8 +260,18 @@ mod tests {
         let codex_home = tempfile::tempdir().unwrap();
         std::fs::write(codex_home.path().join("auth.json"), r#"{"tokens":{}}"#).unwrap();
         let at = codex_home.path().display().to_string();
-        assert!(preflight("codex", &env(&[("CODEX_HOME", at.as_str())]), home.path(), 0).is_ok());
-        let e = preflight("codex", &env(&[]), home.path(), 0).unwrap_err().to_string();
+        assert!(
+            preflight(
+                "codex",
+                &env(&[("CODEX_HOME", at.as_str())]),
+                home.path(),
+                0
+            )
+            .is_ok()
+        );
+        let e = preflight("codex", &env(&[]), home.path(), 0)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(".codex/auth.json"), "{e}");
     }
 }

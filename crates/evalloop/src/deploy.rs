@@ -151,7 +151,10 @@ pub struct Deployed {
 /// # Errors
 /// [`IoError`] naming a file that cannot be read.
 pub fn tree_digest(dir: &Path) -> Result<String, IoError> {
-    let mut files: Vec<_> = walk(dir).into_iter().filter_map(|f| f.strip_prefix(dir).ok().map(Path::to_path_buf)).collect();
+    let mut files: Vec<_> = walk(dir)
+        .into_iter()
+        .filter_map(|f| f.strip_prefix(dir).ok().map(Path::to_path_buf))
+        .collect();
     files.sort();
     let mut hasher = Sha256::new();
     for rel in files {
@@ -172,7 +175,11 @@ pub fn skill_tree_name(tree: &Path) -> Result<String, DeployError> {
     if !tree.join("SKILL.md").is_file() {
         return Err(DeployError::NotSkillTree(tree.to_owned()));
     }
-    tree.file_name().and_then(|n| n.to_str()).filter(|n| !n.starts_with('.')).map(str::to_owned).ok_or_else(|| DeployError::NoUsableName(tree.to_owned()))
+    tree.file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| !n.starts_with('.'))
+        .map(str::to_owned)
+        .ok_or_else(|| DeployError::NoUsableName(tree.to_owned()))
 }
 
 /// Installs `tree` as `root/<name>` with `copy`: the copy goes to a hidden sibling first, its
@@ -183,34 +190,66 @@ pub fn skill_tree_name(tree: &Path) -> Result<String, DeployError> {
 /// # Errors
 /// [`DeployError`]: not a skill tree, a symlinked destination, the copy's error, or a digest
 /// mismatch naming the tree and both digests; the install root is unchanged in each case.
-pub fn deploy_tree(tree: &Path, root: &Path, expect: Option<&str>, copy: impl Fn(&Path, &Path) -> Result<(), IoError>) -> Result<Deployed, DeployError> {
+pub fn deploy_tree(
+    tree: &Path,
+    root: &Path,
+    expect: Option<&str>,
+    copy: impl Fn(&Path, &Path) -> Result<(), IoError>,
+) -> Result<Deployed, DeployError> {
     let name = skill_tree_name(tree)?;
     let to = root.join(&name);
-    if to.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+    if to
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink())
+    {
         return Err(DeployError::Symlink(to));
     }
     let want = format!("sha256:{}", tree_digest(tree)?);
     if let Some(expect) = expect.filter(|e| *e != want) {
-        return Err(DeployError::NotSent { name, tree: tree.to_owned(), got: want, expected: expect.to_owned() });
+        return Err(DeployError::NotSent {
+            name,
+            tree: tree.to_owned(),
+            got: want,
+            expected: expect.to_owned(),
+        });
     }
     std::fs::create_dir_all(root).map_err(IoError::on("create", root))?;
     let staging = root.join(format!(".{name}.deploying-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&staging);
-    let verified = copy(tree, &staging).and_then(|()| tree_digest(&staging)).map_err(DeployError::from).and_then(|got| {
-        let got = format!("sha256:{got}");
-        if got == want { Ok(()) } else { Err(DeployError::BadCopy { name: name.clone(), source_digest: want.clone(), to: to.clone(), copy_digest: got }) }
-    });
+    let verified = copy(tree, &staging)
+        .and_then(|()| tree_digest(&staging))
+        .map_err(DeployError::from)
+        .and_then(|got| {
+            let got = format!("sha256:{got}");
+            if got == want {
+                Ok(())
+            } else {
+                Err(DeployError::BadCopy {
+                    name: name.clone(),
+                    source_digest: want.clone(),
+                    to: to.clone(),
+                    copy_digest: got,
+                })
+            }
+        });
     if let Err(e) = verified {
         let _ = std::fs::remove_dir_all(&staging);
         return Err(e);
     }
     let old = root.join(format!(".{name}.replaced-{}", std::process::id()));
     if to.exists() {
-        std::fs::rename(&to, &old).map_err(|source| DeployError::MoveAside { path: to.clone(), source })?;
+        std::fs::rename(&to, &old).map_err(|source| DeployError::MoveAside {
+            path: to.clone(),
+            source,
+        })?;
     }
     std::fs::rename(&staging, &to).map_err(IoError::on("install", &to))?;
     let _ = std::fs::remove_dir_all(&old);
-    Ok(Deployed { skill: name, digest: want, path: to })
+    Ok(Deployed {
+        skill: name,
+        digest: want,
+        path: to,
+    })
 }
 
 /// The `process` job of stage `deploy` that installs `trees` on the worker labelled
@@ -224,9 +263,21 @@ pub fn deploy_tree(tree: &Path, root: &Path, expect: Option<&str>, copy: impl Fn
 /// # Errors
 /// [`DeployError`]: not a skill tree, two trees of one name, a file unreadable or over the area's
 /// cap, the area's.
-pub async fn deploy_job(area: &dyn TransferArea, stage: &StageDef, trees: &[PathBuf], host: &str, root: Option<&str>, runtimes: &[String]) -> Result<(JobSpec, Vec<(String, String)>), DeployError> {
+pub async fn deploy_job(
+    area: &dyn TransferArea,
+    stage: &StageDef,
+    trees: &[PathBuf],
+    host: &str,
+    root: Option<&str>,
+    runtimes: &[String],
+) -> Result<(JobSpec, Vec<(String, String)>), DeployError> {
     let mut stager = Stager::new(area);
-    let mut argv = vec![transfer::WORKER_EXE.to_owned(), "--json".into(), "eval".into(), "deploy".into()];
+    let mut argv = vec![
+        transfer::WORKER_EXE.to_owned(),
+        "--json".into(),
+        "eval".into(),
+        "deploy".into(),
+    ];
     match root {
         Some(root) => argv.extend(["--root".to_owned(), root.to_owned()]),
         None => {
@@ -239,27 +290,49 @@ pub async fn deploy_job(area: &dyn TransferArea, stage: &StageDef, trees: &[Path
     for tree in trees {
         let name = skill_tree_name(tree)?;
         if expected.iter().any(|(n, _)| *n == name) {
-            return Err(DeployError::DuplicateName { name, host: host.to_owned() });
+            return Err(DeployError::DuplicateName {
+                name,
+                host: host.to_owned(),
+            });
         }
         let digest = format!("sha256:{}", tree_digest(tree)?);
         let mut files = walk(tree);
         files.sort();
         for file in files {
             // `walk(tree)` yields paths under `tree` only.
-            let Ok(rel) = file.strip_prefix(tree).map(|r| r.to_string_lossy().into_owned()) else { continue };
-            stager.add_file(&format!("in/{name}/{rel}"), &file).await.map_err(|source| DeployError::Stage { path: file.clone(), host: host.to_owned(), source })?;
+            let Ok(rel) = file
+                .strip_prefix(tree)
+                .map(|r| r.to_string_lossy().into_owned())
+            else {
+                continue;
+            };
+            stager
+                .add_file(&format!("in/{name}/{rel}"), &file)
+                .await
+                .map_err(|source| DeployError::Stage {
+                    path: file.clone(),
+                    host: host.to_owned(),
+                    source,
+                })?;
         }
         argv.extend(["--expect".to_owned(), format!("{name}={digest}")]);
         expected.push((name, digest));
     }
-    argv.extend(expected.iter().map(|(name, _)| format!("{}/in/{name}", transfer::JOB_DIR)));
+    argv.extend(
+        expected
+            .iter()
+            .map(|(name, _)| format!("{}/in/{name}", transfer::JOB_DIR)),
+    );
     let payload = ProcessPayload::argv(argv);
     // No idempotency key: a deploy run again is meant to install again (the remote copy may have
     // changed since), not to return the last run's job.
     let mut spec = stage.job(&payload, None)?;
     spec.requires = skillforge_engine::labels::normalize(&[format!("host={host}")]);
     spec.queue = skillforge_engine::labels::route(&spec.queue, &spec.requires);
-    spec.files = JobFiles { inputs: stager.finish(), outputs: vec![] };
+    spec.files = JobFiles {
+        inputs: stager.finish(),
+        outputs: vec![],
+    };
     Ok((spec, expected))
 }
 
@@ -269,13 +342,39 @@ pub async fn deploy_job(area: &dyn TransferArea, stage: &StageDef, trees: &[Path
 /// # Errors
 /// [`DeployError`]: an unreadable report, a tree missing from it, or a digest that differs,
 /// naming the tree and the host.
-pub fn check_remote_report(stdout: &str, expected: &[(String, String)], host: &str) -> Result<Vec<Deployed>, DeployError> {
-    skillforge_contract::limits::check_json(stdout).map_err(|source| DeployError::ReportLimits { host: host.to_owned(), source })?;
-    let report: Vec<Deployed> = serde_json::from_str(stdout.trim()).map_err(|source| DeployError::ReportParse { host: host.to_owned(), source, report: stdout.trim().to_owned() })?;
+pub fn check_remote_report(
+    stdout: &str,
+    expected: &[(String, String)],
+    host: &str,
+) -> Result<Vec<Deployed>, DeployError> {
+    skillforge_contract::limits::check_json(stdout).map_err(|source| {
+        DeployError::ReportLimits {
+            host: host.to_owned(),
+            source,
+        }
+    })?;
+    let report: Vec<Deployed> =
+        serde_json::from_str(stdout.trim()).map_err(|source| DeployError::ReportParse {
+            host: host.to_owned(),
+            source,
+            report: stdout.trim().to_owned(),
+        })?;
     for (name, digest) in expected {
-        let got = report.iter().find(|d| d.skill == *name).ok_or_else(|| DeployError::NotReported { host: host.to_owned(), name: name.clone() })?;
+        let got =
+            report
+                .iter()
+                .find(|d| d.skill == *name)
+                .ok_or_else(|| DeployError::NotReported {
+                    host: host.to_owned(),
+                    name: name.clone(),
+                })?;
         if got.digest != *digest {
-            return Err(DeployError::RemoteMismatch { name: name.clone(), host: host.to_owned(), sent: digest.clone(), installed: got.digest.clone() });
+            return Err(DeployError::RemoteMismatch {
+                name: name.clone(),
+                host: host.to_owned(),
+                sent: digest.clone(),
+                installed: got.digest.clone(),
+            });
         }
     }
     Ok(report)
@@ -301,18 +400,37 @@ mod tests {
         let tree = tree(dir.path());
         let root = dir.path().join("root");
         let ok = deploy_tree(&tree, &root, None, copy_tree).unwrap();
-        assert_eq!(ok.digest, format!("sha256:{}", tree_digest(&root.join("tldr")).unwrap()));
+        assert_eq!(
+            ok.digest,
+            format!("sha256:{}", tree_digest(&root.join("tldr")).unwrap())
+        );
         let corrupting = |from: &Path, to: &Path| {
             copy_tree(from, to)?;
-            std::fs::write(to.join("refs/voice.md"), "long").map_err(IoError::on("write", to.join("refs/voice.md")))
+            std::fs::write(to.join("refs/voice.md"), "long")
+                .map_err(IoError::on("write", to.join("refs/voice.md")))
         };
         std::fs::write(tree.join("refs/voice.md"), "shorter").unwrap();
-        let e = deploy_tree(&tree, &root, None, corrupting).unwrap_err().to_string();
+        let e = deploy_tree(&tree, &root, None, corrupting)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("digest mismatch for `tldr`"), "{e}");
-        assert_eq!(std::fs::read_to_string(root.join("tldr/refs/voice.md")).unwrap(), "short", "the installed tree is untouched");
-        let e = deploy_tree(&tree, &root, Some("sha256:00"), copy_tree).unwrap_err().to_string();
-        assert!(e.contains("digest mismatch") && e.contains("sha256:00"), "{e}");
-        assert_eq!(std::fs::read_dir(&root).unwrap().count(), 1, "no staging dir is left behind");
+        assert_eq!(
+            std::fs::read_to_string(root.join("tldr/refs/voice.md")).unwrap(),
+            "short",
+            "the installed tree is untouched"
+        );
+        let e = deploy_tree(&tree, &root, Some("sha256:00"), copy_tree)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("digest mismatch") && e.contains("sha256:00"),
+            "{e}"
+        );
+        assert_eq!(
+            std::fs::read_dir(&root).unwrap().count(),
+            1,
+            "no staging dir is left behind"
+        );
         // A verified copy replaces the old tree whole: a file the new tree dropped is gone.
         std::fs::remove_file(tree.join("refs/voice.md")).unwrap();
         deploy_tree(&tree, &root, None, copy_tree).unwrap();
@@ -324,9 +442,22 @@ mod tests {
     fn e40_remote_report_must_carry_the_senders_digest() {
         let expected = vec![("tldr".to_owned(), "sha256:aa".to_owned())];
         let good = r#"[{"skill": "tldr", "digest": "sha256:aa", "path": "/r/tldr"}]"#;
-        assert_eq!(check_remote_report(good, &expected, "box").unwrap().len(), 1);
+        assert_eq!(
+            check_remote_report(good, &expected, "box").unwrap().len(),
+            1
+        );
         let bad = r#"[{"skill": "tldr", "digest": "sha256:bb", "path": "/r/tldr"}]"#;
-        assert!(check_remote_report(bad, &expected, "box").unwrap_err().to_string().contains("digest mismatch for `tldr` on `box`"));
-        assert!(check_remote_report("[]", &expected, "box").unwrap_err().to_string().contains("no install of `tldr`"));
+        assert!(
+            check_remote_report(bad, &expected, "box")
+                .unwrap_err()
+                .to_string()
+                .contains("digest mismatch for `tldr` on `box`")
+        );
+        assert!(
+            check_remote_report("[]", &expected, "box")
+                .unwrap_err()
+                .to_string()
+                .contains("no install of `tldr`")
+        );
     }
 }

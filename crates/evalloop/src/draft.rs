@@ -10,8 +10,8 @@
 //! from real sessions (with its `signature`; [`super::theme::forge_theme`]).
 
 use serde::{Deserialize, Serialize};
-use skillforge_engine::JobSpec;
 use skillforge_contract::limits::LimitError;
+use skillforge_engine::JobSpec;
 use skillforge_runner::PayloadError;
 use skillforge_runner_agent::AgentPayload;
 
@@ -60,7 +60,9 @@ pub enum DraftError {
         source: serde_json::Error,
     },
     /// The theme has no rule.
-    #[error("invalid theme `{file}`: `rules` is empty (a knowledge-gap brief is about the user's own rules)")]
+    #[error(
+        "invalid theme `{file}`: `rules` is empty (a knowledge-gap brief is about the user's own rules)"
+    )]
     NoRules {
         /// The theme file, as named.
         file: String,
@@ -83,10 +85,20 @@ impl DraftTheme {
     /// [`DraftError::ThemeLimits`], [`DraftError::ThemeParse`] or [`DraftError::NoRules`], naming
     /// the file.
     pub fn parse(text: &str, file: &str) -> Result<Self, DraftError> {
-        skillforge_contract::limits::check_json(text).map_err(|source| DraftError::ThemeLimits { file: file.to_owned(), source })?;
-        let theme: Self = serde_json::from_str(text).map_err(|source| DraftError::ThemeParse { file: file.to_owned(), source })?;
+        skillforge_contract::limits::check_json(text).map_err(|source| {
+            DraftError::ThemeLimits {
+                file: file.to_owned(),
+                source,
+            }
+        })?;
+        let theme: Self = serde_json::from_str(text).map_err(|source| DraftError::ThemeParse {
+            file: file.to_owned(),
+            source,
+        })?;
         if theme.rules.iter().all(|r| r.trim().is_empty()) {
-            return Err(DraftError::NoRules { file: file.to_owned() });
+            return Err(DraftError::NoRules {
+                file: file.to_owned(),
+            });
         }
         Ok(theme)
     }
@@ -104,7 +116,10 @@ pub fn draft_prompt(theme: &DraftTheme) -> String {
          - Give a `good_example` that follows every rule and a `bad_example` that breaks them: the verify must pass the first and fail the second.\n\
          Answer with one JSON object and nothing else: {\"brief\": {\"id\", \"prompt\", \"setup\": {path: text}, \"verify\", \"rubric\", \"output\"}, \"rules\": [..], \"good_example\", \"bad_example\"}.\n\n",
     );
-    p.push_str(&format!("## Theme: {}\n\n### The user's rules\n", theme.name));
+    p.push_str(&format!(
+        "## Theme: {}\n\n### The user's rules\n",
+        theme.name
+    ));
     for rule in &theme.rules {
         p.push_str(&format!("- {rule}\n"));
     }
@@ -122,13 +137,21 @@ pub fn draft_prompt(theme: &DraftTheme) -> String {
 ///
 /// # Errors
 /// [`PayloadError`] when the payload does not serialize.
-pub fn draft_job(stage: &StageDef, theme: &DraftTheme, runtime: &str, model: Option<&str>) -> Result<JobSpec, PayloadError> {
+pub fn draft_job(
+    stage: &StageDef,
+    theme: &DraftTheme,
+    runtime: &str,
+    model: Option<&str>,
+) -> Result<JobSpec, PayloadError> {
     let prompt = draft_prompt(theme);
     let digest = &skillforge_stage::fs::sha256_hex(prompt.as_bytes())[..16];
     let mut payload = AgentPayload::new(runtime, prompt);
     payload.model = model.map(str::to_owned);
     payload.timeout_secs = Some(stage.timeout_secs);
-    stage.job(&payload, Some(format!("eval:draft:{}:{digest}", theme.name)))
+    stage.job(
+        &payload,
+        Some(format!("eval:draft:{}:{digest}", theme.name)),
+    )
 }
 
 /// The model's draft from its reply, read to the end of the first JSON object (E-08). The rules
@@ -141,7 +164,8 @@ pub fn draft_job(stage: &StageDef, theme: &DraftTheme, runtime: &str, model: Opt
 pub fn parse_draft(reply: &str, theme: &DraftTheme) -> Result<KnowledgeGapDraft, DraftError> {
     skillforge_contract::limits::check_json(reply).map_err(DraftError::ReplyLimits)?;
     let object = first_json_object(reply).ok_or(DraftError::NoObject)?;
-    let mut draft: KnowledgeGapDraft = serde_json::from_str(object).map_err(DraftError::DraftParse)?;
+    let mut draft: KnowledgeGapDraft =
+        serde_json::from_str(object).map_err(DraftError::DraftParse)?;
     for rule in &theme.rules {
         if !draft.rules.contains(rule) {
             draft.rules.push(rule.clone());
@@ -161,9 +185,24 @@ mod tests {
     #[test]
     fn the_prompt_carries_rules_and_corrections_and_the_answer_shape() {
         let p = draft_prompt(&theme());
-        assert!(p.contains("- never say synergy") && p.contains("no, drop the buzzwords") && p.contains("good_example"), "{p}");
-        assert!(DraftTheme::parse(r#"{"name": "x", "rules": []}"#, "t.json").unwrap_err().to_string().contains("`rules` is empty"));
-        assert!(DraftTheme::parse(&"[".repeat(100_000), "deep.json").unwrap_err().to_string().contains("deep.json"));
+        assert!(
+            p.contains("- never say synergy")
+                && p.contains("no, drop the buzzwords")
+                && p.contains("good_example"),
+            "{p}"
+        );
+        assert!(
+            DraftTheme::parse(r#"{"name": "x", "rules": []}"#, "t.json")
+                .unwrap_err()
+                .to_string()
+                .contains("`rules` is empty")
+        );
+        assert!(
+            DraftTheme::parse(&"[".repeat(100_000), "deep.json")
+                .unwrap_err()
+                .to_string()
+                .contains("deep.json")
+        );
     }
 
     // E-02: the theme's rules are checked whatever the model's draft lists.
@@ -172,6 +211,11 @@ mod tests {
         let reply = r#"Here it is: {"brief": {"id": "b", "prompt": "Reply to the thread.", "verify": "true", "rubric": "r", "output": "reply"}, "rules": [], "good_example": "ok", "bad_example": "synergy"} done"#;
         let draft = parse_draft(reply, &theme()).unwrap();
         assert_eq!(draft.rules, ["never say synergy"]);
-        assert!(parse_draft("I could not do it", &theme()).unwrap_err().to_string().contains("no JSON object"));
+        assert!(
+            parse_draft("I could not do it", &theme())
+                .unwrap_err()
+                .to_string()
+                .contains("no JSON object")
+        );
     }
 }

@@ -24,9 +24,16 @@ pub struct IoError {
 
 impl IoError {
     /// A closure for `map_err` that wraps an [`std::io::Error`] as `action` on `path`.
-    pub fn on(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> IoError {
+    pub fn on(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> IoError {
         let path = path.into();
-        move |source| IoError { action, path, source }
+        move |source| IoError {
+            action,
+            path,
+            source,
+        }
     }
 }
 

@@ -23,20 +23,22 @@ use skillforge_store::Store;
 use super::aggregate::{AGGREGATE_FILE, Aggregate, aggregate};
 use super::arm::{ArmPair, ArmSide};
 use super::arm_runner::ArmRunner;
-use super::steps::arm::{ArmJob, RUN_FILE, SHIPPED_META, SHIPPED_WORK, arm_job, prepare_sample};
 use super::brief::Brief;
 use super::gate::{GateInput, GateOutcome, gate};
 use super::install::{InstallTarget, install};
-use super::steps::judge::{JUDGE_OUT, JudgeJob, PreJudge, prepare_judge};
-use super::steps::verify::{VERIFY_FILE, verify_job};
-use super::layout::{FileError, arm_dir, brief_dir, ledger_path, meta_dir, read_json, sample_dir, write_json};
+use super::layout::{
+    FileError, arm_dir, brief_dir, ledger_path, meta_dir, read_json, sample_dir, write_json,
+};
 use super::ledger::{LedgerRow, Signature, append_row, read_ledger, recheck_due, rejected};
 use super::sample::{SampleVerdict, VERDICT_FILE};
 use super::stages::EvalStages;
+use super::steps::arm::{ArmJob, RUN_FILE, SHIPPED_META, SHIPPED_WORK, arm_job, prepare_sample};
+use super::steps::judge::{JUDGE_OUT, JudgeJob, PreJudge, prepare_judge};
+use super::steps::verify::{VERIFY_FILE, verify_job};
 use super::stop::brief_stop;
+use skillforge_stage::Progress;
 use skillforge_stage::StageJobs;
 use skillforge_stage::files::{self, ShippedDir};
-use skillforge_stage::Progress;
 
 /// `<brief dir>/forge.json`: the forge in progress or done.
 pub const FORGE_FILE: &str = "forge.json";
@@ -169,26 +171,52 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         skill_name(rival)?;
     }
     let dir = brief_dir(env.home, &req.brief.id);
-    let mut report = ForgeReport { brief_id: req.brief.id.clone(), skill: skill.clone(), skipped: None, samples: vec![], aggregate: None, gate: None, ledger_row: None, dir: dir.clone() };
+    let mut report = ForgeReport {
+        brief_id: req.brief.id.clone(),
+        skill: skill.clone(),
+        skipped: None,
+        samples: vec![],
+        aggregate: None,
+        gate: None,
+        ledger_row: None,
+        dir: dir.clone(),
+    };
     let ledger = ledger_path(env.home);
     let rows = read_ledger(&ledger).map_err(env_err)?;
     if let Some(row) = rejected(&rows, &skill) {
-        report.skipped = Some(format!("`{skill}` was rejected on {} (brief `{}`) and is never re-evaluated: {}", row.at.format("%Y-%m-%d"), row.brief_id, ledger.display()));
+        report.skipped = Some(format!(
+            "`{skill}` was rejected on {} (brief `{}`) and is never re-evaluated: {}",
+            row.at.format("%Y-%m-%d"),
+            row.brief_id,
+            ledger.display()
+        ));
         return Ok(report);
     }
     let existing: Option<ForgeState> = read_json(&dir.join(FORGE_FILE)).map_err(env_err)?;
     if let Some(state) = &existing
-        && (state.skill != skill || state.samples != req.samples || state.rival != req.rival || state.runner != req.runner)
+        && (state.skill != skill
+            || state.samples != req.samples
+            || state.rival != req.rival
+            || state.runner != req.runner)
     {
         return Err(ForgeError::Refused(format!(
             "`{}` holds a forge of `{}` ({} samples, {} runner); its evidence stays: delete the brief's run dir `{}` to forge it again",
-            dir.join(FORGE_FILE).display(), state.skill, state.samples, state.runner.as_str(), dir.display()
+            dir.join(FORGE_FILE).display(),
+            state.skill,
+            state.samples,
+            state.runner.as_str(),
+            dir.display()
         )));
     }
     if req.dry_run {
         report.skipped = Some(format!(
             "dry run: would run {} samples × 2 arms of `{}` on runtime `{}` ({} runner; judge `{}`) in {}; no arm ran",
-            req.samples, req.brief.id, req.runtime, req.runner.as_str(), req.judge_runtime, dir.display()
+            req.samples,
+            req.brief.id,
+            req.runtime,
+            req.runner.as_str(),
+            req.judge_runtime,
+            dir.display()
         ));
         return Ok(report);
     }
@@ -210,12 +238,21 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
     let mut pending_judges: Vec<(u32, String)> = Vec::new();
     for n in 1..=req.samples {
         if let Some(stop) = brief_stop(&so_far) {
-            env.reporter.step(&format!("brief stopped: {}", stop.reason));
+            env.reporter
+                .step(&format!("brief stopped: {}", stop.reason));
             break;
         }
         let sdir = sample_dir(&dir, n);
         if !state.prepared.contains(&n) {
-            prepare_sample(&sdir, &req.brief, &req.runtime, &req.skill_dir, req.rival.as_deref(), &req.runner).map_err(|e| ForgeError::Refused(e.to_string()))?;
+            prepare_sample(
+                &sdir,
+                &req.brief,
+                &req.runtime,
+                &req.skill_dir,
+                req.rival.as_deref(),
+                &req.runner,
+            )
+            .map_err(|e| ForgeError::Refused(e.to_string()))?;
             state.prepared.push(n);
             write_json(&dir.join(FORGE_FILE), &state).map_err(env_err)?;
         }
@@ -226,8 +263,19 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         // starts (`arm_runner::check_local_only`, and the worker's agent runner again).
         let mut ids = Vec::new();
         for side in ArmSide::BOTH {
-            let job = ArmJob { brief: &req.brief, sample_dir: &sdir, sample: n, side, runtime: &req.runtime, model: req.model.as_deref(), key_prefix: &prefix, runner: &req.runner, ships };
-            let mut spec = arm_job(&env.stages.arm, &job).map_err(|e| ForgeError::Refused(e.to_string()))?;
+            let job = ArmJob {
+                brief: &req.brief,
+                sample_dir: &sdir,
+                sample: n,
+                side,
+                runtime: &req.runtime,
+                model: req.model.as_deref(),
+                key_prefix: &prefix,
+                runner: &req.runner,
+                ships,
+            };
+            let mut spec =
+                arm_job(&env.stages.arm, &job).map_err(|e| ForgeError::Refused(e.to_string()))?;
             ship_arm(env, &mut spec, &sdir, side, ships).await?;
             ids.push(enqueue(env, &spec).await?);
         }
@@ -235,8 +283,14 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
             state.jobs.push((n, ids[0].clone(), ids[1].clone()));
             write_json(&dir.join(FORGE_FILE), &state).map_err(env_err)?;
         }
-        env.reporter.step(&format!("sample {n}: arms running (jobs {} and {})", ids[0], ids[1]));
-        env.jobs.wait(&ids, &format!("sample {n} arms")).await.map_err(env_err)?;
+        env.reporter.step(&format!(
+            "sample {n}: arms running (jobs {} and {})",
+            ids[0], ids[1]
+        ));
+        env.jobs
+            .wait(&ids, &format!("sample {n} arms"))
+            .await
+            .map_err(env_err)?;
         let files = ArmSide::BOTH.map(|side| meta_dir(&sdir, side).join(RUN_FILE));
         applied(&files)?;
         if let Some(v) = read_json::<SampleVerdict>(&sdir.join(VERDICT_FILE)).map_err(env_err)? {
@@ -250,23 +304,53 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
             }
             let mut ids = Vec::new();
             for side in ArmSide::BOTH {
-                let mut spec = verify_job(&req.brief, &sdir, n, side, &env.stages.verify, &prefix, ships).map_err(|e| ForgeError::Refused(e.to_string()))?;
+                let mut spec = verify_job(
+                    &req.brief,
+                    &sdir,
+                    n,
+                    side,
+                    &env.stages.verify,
+                    &prefix,
+                    ships,
+                )
+                .map_err(|e| ForgeError::Refused(e.to_string()))?;
                 ship_arm(env, &mut spec, &sdir, side, ships).await?;
                 ids.push(enqueue(env, &spec).await?);
             }
-            env.jobs.wait(&ids, &format!("sample {n} verify")).await.map_err(env_err)?;
+            env.jobs
+                .wait(&ids, &format!("sample {n} verify"))
+                .await
+                .map_err(env_err)?;
             applied(&verify_files)?;
         }
-        let judge = JudgeJob { stage: &env.stages.judge, runtime: &req.judge_runtime, model: req.judge_model.as_deref(), key_prefix: &prefix, ships };
+        let judge = JudgeJob {
+            stage: &env.stages.judge,
+            runtime: &req.judge_runtime,
+            model: req.judge_model.as_deref(),
+            key_prefix: &prefix,
+            ships,
+        };
         match prepare_judge(&req.brief, &sdir, n, &skill, &judge).map_err(env_err)? {
             PreJudge::Invalid(v) => {
-                env.reporter.step(&format!("sample {n}: invalid ({}): {}", v.invalid_code.map(|c| c.as_str()).unwrap_or_default(), v.reason));
+                env.reporter.step(&format!(
+                    "sample {n}: invalid ({}): {}",
+                    v.invalid_code.map(|c| c.as_str()).unwrap_or_default(),
+                    v.reason
+                ));
                 so_far.push(v);
             }
             PreJudge::Judge(mut spec) => {
                 if ships {
-                    let out = [ShippedDir { rel: JUDGE_OUT, local: &sdir, send: false, deliver: true, skip: &[] }];
-                    files::ship_dirs(env.queue.as_ref(), &mut spec, &out).await.map_err(|e| ForgeError::Environment(e.to_string()))?;
+                    let out = [ShippedDir {
+                        rel: JUDGE_OUT,
+                        local: &sdir,
+                        send: false,
+                        deliver: true,
+                        skip: &[],
+                    }];
+                    files::ship_dirs(env.queue.as_ref(), &mut spec, &out)
+                        .await
+                        .map_err(|e| ForgeError::Environment(e.to_string()))?;
                 }
                 let id = enqueue(env, &spec).await?;
                 env.reporter.step(&format!("sample {n}: judge job {id}"));
@@ -278,14 +362,27 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
     if !pending_judges.is_empty() {
         let ids: Vec<String> = pending_judges.iter().map(|(_, id)| id.clone()).collect();
         env.jobs.wait(&ids, "judges").await.map_err(env_err)?;
-        let files: Vec<PathBuf> = pending_judges.iter().map(|(n, _)| sample_dir(&dir, *n).join(VERDICT_FILE)).collect();
+        let files: Vec<PathBuf> = pending_judges
+            .iter()
+            .map(|(n, _)| sample_dir(&dir, *n).join(VERDICT_FILE))
+            .collect();
         applied(&files)?;
     }
     let verdicts = read_verdicts(&dir, req.samples).map_err(env_err)?;
     report.samples = verdicts.clone();
-    let agg = aggregate(&req.brief.id, &verdicts).map_err(|e| ForgeError::Refused(e.to_string()))?;
+    let agg =
+        aggregate(&req.brief.id, &verdicts).map_err(|e| ForgeError::Refused(e.to_string()))?;
     write_json(&dir.join(AGGREGATE_FILE), &agg).map_err(env_err)?;
-    let outcome = gate(&GateInput { aggregate: &agg, skill: &skill, rival: req.rival.as_deref().and_then(|r| r.file_name()).and_then(|n| n.to_str()), probation_failure_rate: req.probation_failure_rate });
+    let outcome = gate(&GateInput {
+        aggregate: &agg,
+        skill: &skill,
+        rival: req
+            .rival
+            .as_deref()
+            .and_then(|r| r.file_name())
+            .and_then(|n| n.to_str()),
+        probation_failure_rate: req.probation_failure_rate,
+    });
     report.ledger_row = record_decision(env.home, req, &state, &agg, &outcome)?;
     report.aggregate = Some(agg);
     report.gate = Some(outcome);
@@ -295,7 +392,13 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
 }
 
 /// Writes the ledger row (and installs an adoption) once per forge.
-fn record_decision(home: &Path, req: &ForgeRequest, state: &ForgeState, agg: &Aggregate, outcome: &GateOutcome) -> Result<Option<LedgerRow>, ForgeError> {
+fn record_decision(
+    home: &Path,
+    req: &ForgeRequest,
+    state: &ForgeState,
+    agg: &Aggregate,
+    outcome: &GateOutcome,
+) -> Result<Option<LedgerRow>, ForgeError> {
     if !outcome.decision.is_verdict() {
         return Ok(None);
     }
@@ -307,7 +410,8 @@ fn record_decision(home: &Path, req: &ForgeRequest, state: &ForgeState, agg: &Ag
     }
     let now = Utc::now();
     let installed = match outcome.decision.recheck_days() {
-        Some(_) => install(home, &req.skill_dir, &req.install).map_err(|e| ForgeError::Refused(e.to_string()))?,
+        Some(_) => install(home, &req.skill_dir, &req.install)
+            .map_err(|e| ForgeError::Refused(e.to_string()))?,
         None => vec![],
     };
     let row = LedgerRow {
@@ -316,15 +420,26 @@ fn record_decision(home: &Path, req: &ForgeRequest, state: &ForgeState, agg: &Ag
         decision: outcome.decision.as_str().to_owned(),
         at: now,
         recheck_due: outcome.decision.recheck_days().map(|d| recheck_due(now, d)),
-        baseline_skills: agg.baseline_skills().map(<[String]>::to_vec).unwrap_or_default(),
+        baseline_skills: agg
+            .baseline_skills()
+            .map(<[String]>::to_vec)
+            .unwrap_or_default(),
         arms_never_loaded: agg.arms_never_loaded.clone(),
         n_valid: agg.n_valid,
         wins_with: agg.wins_with,
-        failure_rate: req.probation_failure_rate.filter(|_| outcome.decision == super::gate::Decision::Probation),
-        signature: req.signature.clone().filter(|_| outcome.decision.recheck_days().is_some()),
+        failure_rate: req
+            .probation_failure_rate
+            .filter(|_| outcome.decision == super::gate::Decision::Probation),
+        signature: req
+            .signature
+            .clone()
+            .filter(|_| outcome.decision.recheck_days().is_some()),
         installed,
         loads: None,
-        reason: format!("{} {tag}", outcome.lines.first().cloned().unwrap_or_default()),
+        reason: format!(
+            "{} {tag}",
+            outcome.lines.first().cloned().unwrap_or_default()
+        ),
     };
     append_row(&ledger, &row).map_err(env_err)?;
     Ok(Some(row))
@@ -352,12 +467,17 @@ fn placeholder(n: u32) -> SampleVerdict {
 /// [`ForgeError::Refused`] naming the dir.
 pub fn skill_name(dir: &Path) -> Result<String, ForgeError> {
     if !dir.join("SKILL.md").is_file() {
-        return Err(ForgeError::Refused(format!("skill dir `{}` has no SKILL.md", dir.display())));
+        return Err(ForgeError::Refused(format!(
+            "skill dir `{}` has no SKILL.md",
+            dir.display()
+        )));
     }
     dir.file_name()
         .and_then(|n| n.to_str())
         .map(str::to_owned)
-        .ok_or_else(|| ForgeError::Refused(format!("skill dir `{}` has no usable name", dir.display())))
+        .ok_or_else(|| {
+            ForgeError::Refused(format!("skill dir `{}` has no usable name", dir.display()))
+        })
 }
 
 /// Every `verdict.json` of samples 1..=n that exists.
@@ -376,16 +496,36 @@ pub fn read_verdicts(dir: &Path, n: u32) -> Result<Vec<SampleVerdict>, FileError
 
 /// On a fleet (`ships`), adds an arm's work dir and meta dir to `spec`'s files: sent to the
 /// worker as the job dir's `work/` and `meta/`, delivered back at ingestion.
-async fn ship_arm(env: &ForgeEnv<'_>, spec: &mut JobSpec, sample_dir: &Path, side: ArmSide, ships: bool) -> Result<(), ForgeError> {
+async fn ship_arm(
+    env: &ForgeEnv<'_>,
+    spec: &mut JobSpec,
+    sample_dir: &Path,
+    side: ArmSide,
+    ships: bool,
+) -> Result<(), ForgeError> {
     if !ships {
         return Ok(());
     }
     let (work, meta) = (arm_dir(sample_dir, side), meta_dir(sample_dir, side));
     let dirs = [
-        ShippedDir { rel: SHIPPED_WORK, local: &work, send: true, deliver: true, skip: &[] },
-        ShippedDir { rel: SHIPPED_META, local: &meta, send: true, deliver: true, skip: &[] },
+        ShippedDir {
+            rel: SHIPPED_WORK,
+            local: &work,
+            send: true,
+            deliver: true,
+            skip: &[],
+        },
+        ShippedDir {
+            rel: SHIPPED_META,
+            local: &meta,
+            send: true,
+            deliver: true,
+            skip: &[],
+        },
     ];
-    files::ship_dirs(env.queue.as_ref(), spec, &dirs).await.map_err(|e| ForgeError::Environment(e.to_string()))
+    files::ship_dirs(env.queue.as_ref(), spec, &dirs)
+        .await
+        .map_err(|e| ForgeError::Environment(e.to_string()))
 }
 
 /// On a fleet, makes each arm's work dir the worker's copy before its verify is shipped: delivery
@@ -397,8 +537,12 @@ async fn bring_back_arms(env: &ForgeEnv<'_>, ids: &[String]) -> Result<(), Forge
             env.reporter.step(&format!("arm job {id} was pruned from the queue: its work dir stays as delivered (files it deleted cannot be known)"));
             continue;
         };
-        let recorded = files::recorded_outputs(env.store, id).await.map_err(|e| ForgeError::Environment(e.to_string()))?;
-        files::bring_back(env.queue.as_ref(), &recorded, &job, SHIPPED_WORK, &[]).await.map_err(|e| ForgeError::Environment(e.to_string()))?;
+        let recorded = files::recorded_outputs(env.store, id)
+            .await
+            .map_err(|e| ForgeError::Environment(e.to_string()))?;
+        files::bring_back(env.queue.as_ref(), &recorded, &job, SHIPPED_WORK, &[])
+            .await
+            .map_err(|e| ForgeError::Environment(e.to_string()))?;
     }
     Ok(())
 }
@@ -412,7 +556,11 @@ async fn enqueue(env: &ForgeEnv<'_>, spec: &JobSpec) -> Result<String, ForgeErro
 /// Checks that the ingestion of the jobs just waited for wrote `files` (the port's `wait` returns
 /// only once their results are applied, so a missing file is a handler that did not write it).
 fn applied(files: &[PathBuf]) -> Result<(), ForgeError> {
-    let missing: Vec<String> = files.iter().filter(|f| !f.exists()).map(|f| f.display().to_string()).collect();
+    let missing: Vec<String> = files
+        .iter()
+        .filter(|f| !f.exists())
+        .map(|f| f.display().to_string())
+        .collect();
     if missing.is_empty() {
         return Ok(());
     }

@@ -41,7 +41,10 @@ impl Decision {
 
     /// Whether a ledger row is written.
     pub fn is_verdict(self) -> bool {
-        matches!(self, Decision::Adopt | Decision::Probation | Decision::Reject)
+        matches!(
+            self,
+            Decision::Adopt | Decision::Probation | Decision::Reject
+        )
     }
 
     /// Days to the recheck, for the two installs.
@@ -82,7 +85,10 @@ pub fn gate(input: &GateInput<'_>) -> GateOutcome {
     let agg = input.aggregate;
     let out = |decision, lines: Vec<String>| GateOutcome { decision, lines };
     if let Some(why) = &agg.stopped {
-        return out(Decision::Stopped, vec![format!("STOPPED: {why}"), "no ledger verdict".to_owned()]);
+        return out(
+            Decision::Stopped,
+            vec![format!("STOPPED: {why}"), "no ledger verdict".to_owned()],
+        );
     }
     let Some(baseline) = agg.baseline_skills() else {
         return out(
@@ -93,13 +99,24 @@ pub fn gate(input: &GateInput<'_>) -> GateOutcome {
     if let (Some(rival), true) = (input.rival, baseline.is_empty()) {
         return out(
             Decision::Stopped,
-            vec![format!("STOPPED: --rival `{rival}` was asked for but the baseline arm installed nothing; no contest happened, no ledger verdict")],
+            vec![format!(
+                "STOPPED: --rival `{rival}` was asked for but the baseline arm installed nothing; no contest happened, no ledger verdict"
+            )],
         );
     }
-    let over = if baseline.is_empty() { "over an empty baseline".to_owned() } else { format!("over baseline {}", baseline.join(", ")) };
-    let tally = format!("{} valid of {} samples: with {} / without {} / tie {}", agg.n_valid, agg.n_samples, agg.wins_with, agg.wins_without, agg.ties);
+    let over = if baseline.is_empty() {
+        "over an empty baseline".to_owned()
+    } else {
+        format!("over baseline {}", baseline.join(", "))
+    };
+    let tally = format!(
+        "{} valid of {} samples: with {} / without {} / tie {}",
+        agg.n_valid, agg.n_samples, agg.wins_with, agg.wins_without, agg.ties
+    );
     if agg.n_valid < 2 {
-        let mut lines = vec![format!("UNDECIDED: {tally}; neither adoption is available on fewer than two valid samples")];
+        let mut lines = vec![format!(
+            "UNDECIDED: {tally}; neither adoption is available on fewer than two valid samples"
+        )];
         let silent = &agg.arms_never_loaded;
         if silent.without > 0 && !baseline.is_empty() {
             lines.push(format!(
@@ -107,7 +124,10 @@ pub fn gate(input: &GateInput<'_>) -> GateOutcome {
                 baseline.join(", "), silent.without, agg.n_samples
             ));
         } else if silent.with > 0 {
-            lines.push(format!("the candidate `{}` was passed over in {} of {} samples", input.skill, silent.with, agg.n_samples));
+            lines.push(format!(
+                "the candidate `{}` was passed over in {} of {} samples",
+                input.skill, silent.with, agg.n_samples
+            ));
         } else {
             lines.push("fix whatever invalidated the others and rerun the brief".to_owned());
         }
@@ -116,29 +136,53 @@ pub fn gate(input: &GateInput<'_>) -> GateOutcome {
     let majority = |n: u32| n * 2 > agg.n_valid;
     let tool_line = match (agg.tool_errors.with, agg.tool_errors.without) {
         (Some(w), Some(b)) => (w <= b, format!("tool errors with {w} / without {b}")),
-        _ => (true, "tool errors could not be compared (a runtime records none)".to_owned()),
+        _ => (
+            true,
+            "tool errors could not be compared (a runtime records none)".to_owned(),
+        ),
     };
     if majority(agg.wins_with) && majority(agg.with_verify_passes) && tool_line.0 {
-        return out(Decision::Adopt, vec![format!("ADOPT `{}` {over}: {tally}", input.skill), tool_line.1]);
+        return out(
+            Decision::Adopt,
+            vec![
+                format!("ADOPT `{}` {over}: {tally}", input.skill),
+                tool_line.1,
+            ],
+        );
     }
     let clean_tie = agg.wins_with == agg.wins_without;
     if clean_tie {
         if let Some(rate) = input.probation_failure_rate {
             return out(
                 Decision::Probation,
-                vec![format!("PROBATION `{}` {over}: clean tie ({tally}); production failure rate {rate} claimed by the operator; recheck in {PROBATION_RECHECK_DAYS} days", input.skill)],
+                vec![format!(
+                    "PROBATION `{}` {over}: clean tie ({tally}); production failure rate {rate} claimed by the operator; recheck in {PROBATION_RECHECK_DAYS} days",
+                    input.skill
+                )],
             );
         }
-        return out(Decision::Reject, vec![format!("REJECT `{}`: clean tie ({tally}) without --probation --failure-rate R", input.skill)]);
+        return out(
+            Decision::Reject,
+            vec![format!(
+                "REJECT `{}`: clean tie ({tally}) without --probation --failure-rate R",
+                input.skill
+            )],
+        );
     }
     let why = if !majority(agg.wins_with) {
         "no strict majority of valid samples".to_owned()
     } else if !majority(agg.with_verify_passes) {
-        format!("the with-arm passed verify in only {} of {} valid samples", agg.with_verify_passes, agg.n_valid)
+        format!(
+            "the with-arm passed verify in only {} of {} valid samples",
+            agg.with_verify_passes, agg.n_valid
+        )
     } else {
         format!("more tool errors than the baseline ({})", tool_line.1)
     };
-    out(Decision::Reject, vec![format!("REJECT `{}`: {why}; {tally}", input.skill)])
+    out(
+        Decision::Reject,
+        vec![format!("REJECT `{}`: {why}; {tally}", input.skill)],
+    )
 }
 
 #[cfg(test)]
@@ -150,15 +194,36 @@ mod tests {
     use crate::invalid::InvalidCode;
     use crate::sample::Winner;
 
-    fn input<'a>(agg: &'a Aggregate, rival: Option<&'a str>, probation: Option<f64>) -> GateInput<'a> {
-        GateInput { aggregate: agg, skill: "cand", rival, probation_failure_rate: probation }
+    fn input<'a>(
+        agg: &'a Aggregate,
+        rival: Option<&'a str>,
+        probation: Option<f64>,
+    ) -> GateInput<'a> {
+        GateInput {
+            aggregate: agg,
+            skill: "cand",
+            rival,
+            probation_failure_rate: probation,
+        }
     }
 
     fn agg_of(winners: &[Option<Winner>]) -> Aggregate {
         let vs: Vec<_> = winners
             .iter()
             .enumerate()
-            .map(|(i, w)| verdict(i as u32 + 1, *w, if w.is_none() { Some(InvalidCode::SkillNamed) } else { None }, &[], &[]))
+            .map(|(i, w)| {
+                verdict(
+                    i as u32 + 1,
+                    *w,
+                    if w.is_none() {
+                        Some(InvalidCode::SkillNamed)
+                    } else {
+                        None
+                    },
+                    &[],
+                    &[],
+                )
+            })
             .collect();
         aggregate("b", &vs).unwrap()
     }
@@ -166,10 +231,20 @@ mod tests {
     // E-14
     #[test]
     fn e14_adopt_needs_majority_verify_and_no_more_tool_errors() {
-        let mut agg = agg_of(&[Some(Winner::With), Some(Winner::With), Some(Winner::Without)]);
-        agg.tool_errors = ArmPair { with: Some(3), without: Some(2) };
+        let mut agg = agg_of(&[
+            Some(Winner::With),
+            Some(Winner::With),
+            Some(Winner::Without),
+        ]);
+        agg.tool_errors = ArmPair {
+            with: Some(3),
+            without: Some(2),
+        };
         assert_eq!(gate(&input(&agg, None, None)).decision, Decision::Reject);
-        agg.tool_errors = ArmPair { with: Some(2), without: Some(2) };
+        agg.tool_errors = ArmPair {
+            with: Some(2),
+            without: Some(2),
+        };
         let g = gate(&input(&agg, None, None));
         assert_eq!(g.decision, Decision::Adopt);
         agg.with_verify_passes = 1;
@@ -177,7 +252,11 @@ mod tests {
         agg.with_verify_passes = 3;
         agg.tool_errors.without = None;
         let g = gate(&input(&agg, None, None));
-        assert_eq!(g.decision, Decision::Adopt, "an unknown count never blocks on its own");
+        assert_eq!(
+            g.decision,
+            Decision::Adopt,
+            "an unknown count never blocks on its own"
+        );
         assert!(g.lines.iter().any(|l| l.contains("could not be compared")));
     }
 
@@ -186,7 +265,11 @@ mod tests {
     fn e15_no_adoption_on_fewer_than_two_valid() {
         let agg = agg_of(&[Some(Winner::With), None, None]);
         let g = gate(&input(&agg, None, Some(0.4)));
-        assert_eq!(g.decision, Decision::Undecided, "resolution 12: undecided, not reject");
+        assert_eq!(
+            g.decision,
+            Decision::Undecided,
+            "resolution 12: undecided, not reject"
+        );
         assert!(!g.decision.is_verdict());
     }
 
@@ -198,8 +281,15 @@ mod tests {
         let g = gate(&input(&agg, None, Some(0.3)));
         assert_eq!(g.decision, Decision::Probation);
         assert_eq!(g.decision.recheck_days(), Some(7));
-        let lost = agg_of(&[Some(Winner::Without), Some(Winner::Without), Some(Winner::Tie)]);
-        assert_eq!(gate(&input(&lost, None, Some(0.3))).decision, Decision::Reject);
+        let lost = agg_of(&[
+            Some(Winner::Without),
+            Some(Winner::Without),
+            Some(Winner::Tie),
+        ]);
+        assert_eq!(
+            gate(&input(&lost, None, Some(0.3))).decision,
+            Decision::Reject
+        );
     }
 
     // E-52
@@ -207,7 +297,11 @@ mod tests {
     fn e52_empty_baseline_said_out_loud_and_rival_without_install_stops() {
         let agg = agg_of(&[Some(Winner::With), Some(Winner::With), Some(Winner::With)]);
         let g = gate(&input(&agg, None, None));
-        assert!(g.lines[0].contains("over an empty baseline"), "{:?}", g.lines);
+        assert!(
+            g.lines[0].contains("over an empty baseline"),
+            "{:?}",
+            g.lines
+        );
         let g = gate(&input(&agg, Some("z"), None));
         assert_eq!(g.decision, Decision::Stopped);
         assert!(g.lines[0].contains("--rival `z`"));
@@ -220,7 +314,9 @@ mod tests {
     // E-54
     #[test]
     fn e54_gate_names_the_passed_over_incumbent_without_rerun_text() {
-        let vs: Vec<_> = (1..=3).map(|n| verdict(n, None, Some(InvalidCode::SkillNeverLoaded), &["inc"], &[])).collect();
+        let vs: Vec<_> = (1..=3)
+            .map(|n| verdict(n, None, Some(InvalidCode::SkillNeverLoaded), &["inc"], &[]))
+            .collect();
         let agg = aggregate("b", &vs).unwrap();
         let g = gate(&input(&agg, Some("inc"), None));
         assert_eq!(g.decision, Decision::Undecided);

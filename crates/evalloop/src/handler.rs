@@ -6,10 +6,12 @@ use skillforge_engine::Job;
 use skillforge_engine::ingest::{ApplyError, ResultHandler};
 use sqlx::SqliteConnection;
 
+use super::stages::{
+    ARM_STAGE, DEPLOY_STAGE, DRAFT_STAGE, EVAL_WORKFLOW, JUDGE_STAGE, VERIFY_STAGE,
+};
 use super::steps::arm::apply_arm;
 use super::steps::judge::apply_judge;
 use super::steps::verify::apply_verify;
-use super::stages::{ARM_STAGE, DEPLOY_STAGE, DRAFT_STAGE, EVAL_WORKFLOW, JUDGE_STAGE, VERIFY_STAGE};
 
 /// Applies `evalloop` jobs (no domain-store tables: the evidence lives in files, as the seed keeps it).
 #[derive(Debug, Clone, Copy, Default)]
@@ -18,7 +20,9 @@ pub struct EvalResultHandler;
 #[async_trait::async_trait]
 impl ResultHandler for EvalResultHandler {
     async fn apply(&self, _conn: &mut SqliteConnection, job: &Job) -> Result<(), ApplyError> {
-        if job.spec.workflow != EVAL_WORKFLOW || !(job.state.is_terminal() || job.state == skillforge_engine::JobState::Stale) {
+        if job.spec.workflow != EVAL_WORKFLOW
+            || !(job.state.is_terminal() || job.state == skillforge_engine::JobState::Stale)
+        {
             return Ok(());
         }
         let applied = match job.spec.stage.as_str() {
@@ -29,8 +33,16 @@ impl ResultHandler for EvalResultHandler {
             DRAFT_STAGE => Ok(()),
             // `eval deploy --to` reads the remote's report off the job itself.
             DEPLOY_STAGE => Ok(()),
-            other => return Err(ApplyError::Unusable { job_id: job.id.clone(), reason: format!("evalloop job {} has unknown stage `{other}`", job.id) }),
+            other => {
+                return Err(ApplyError::Unusable {
+                    job_id: job.id.clone(),
+                    reason: format!("evalloop job {} has unknown stage `{other}`", job.id),
+                });
+            }
         };
-        applied.map_err(|e| ApplyError::Unusable { job_id: job.id.clone(), reason: e.to_string() })
+        applied.map_err(|e| ApplyError::Unusable {
+            job_id: job.id.clone(),
+            reason: e.to_string(),
+        })
     }
 }

@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::steps::arm::copy_tree;
 use super::error::IoError;
 use super::layout::eval_root;
+use super::steps::arm::copy_tree;
 
 /// Why an install, or its revocation, could not be done; each names the path or runtime.
 #[derive(Debug, thiserror::Error)]
@@ -68,12 +68,20 @@ pub const USER_SKILL_RUNTIMES: [&str; 3] = ["claude", "codex", "opencode"];
 /// # Errors
 /// [`InstallError::UnknownRuntime`] for a runtime without a user-level skill directory, naming
 /// the ones there are.
-pub fn user_skill_root(runtime: &str, user_home: &Path, env: &BTreeMap<String, String>) -> Result<PathBuf, InstallError> {
+pub fn user_skill_root(
+    runtime: &str,
+    user_home: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<PathBuf, InstallError> {
     let dir_from = |name: &str| env.get(name).map(PathBuf::from).filter(|p| p.is_absolute());
     match runtime {
-        "claude" => Ok(dir_from("CLAUDE_CONFIG_DIR").unwrap_or_else(|| user_home.join(".claude")).join("skills")),
+        "claude" => Ok(dir_from("CLAUDE_CONFIG_DIR")
+            .unwrap_or_else(|| user_home.join(".claude"))
+            .join("skills")),
         "codex" => Ok(user_home.join(".agents/skills")),
-        "opencode" => Ok(dir_from("XDG_CONFIG_HOME").unwrap_or_else(|| user_home.join(".config")).join("opencode/skills")),
+        "opencode" => Ok(dir_from("XDG_CONFIG_HOME")
+            .unwrap_or_else(|| user_home.join(".config"))
+            .join("opencode/skills")),
         other => Err(InstallError::UnknownRuntime(other.to_owned())),
     }
 }
@@ -84,7 +92,11 @@ impl InstallTarget {
     ///
     /// # Errors
     /// As [`user_skill_root`].
-    pub fn for_runtimes(runtimes: &[&str], user_home: &Path, env: &BTreeMap<String, String>) -> Result<InstallTarget, InstallError> {
+    pub fn for_runtimes(
+        runtimes: &[&str],
+        user_home: &Path,
+        env: &BTreeMap<String, String>,
+    ) -> Result<InstallTarget, InstallError> {
         let mut roots: Vec<PathBuf> = Vec::new();
         for runtime in runtimes {
             let root = user_skill_root(runtime, user_home, env)?;
@@ -101,8 +113,14 @@ impl InstallTarget {
 /// # Errors
 /// [`InstallError`] naming the path; an existing target is refused ([`InstallError::Exists`],
 /// never overwritten).
-pub fn install(home: &Path, skill_dir: &Path, target: &InstallTarget) -> Result<Vec<PathBuf>, InstallError> {
-    let name = skill_dir.file_name().ok_or_else(|| InstallError::NoName(skill_dir.to_owned()))?;
+pub fn install(
+    home: &Path,
+    skill_dir: &Path,
+    target: &InstallTarget,
+) -> Result<Vec<PathBuf>, InstallError> {
+    let name = skill_dir
+        .file_name()
+        .ok_or_else(|| InstallError::NoName(skill_dir.to_owned()))?;
     match target {
         InstallTarget::Stage(dir) => {
             let to = dir.join(name);
@@ -117,8 +135,14 @@ pub fn install(home: &Path, skill_dir: &Path, target: &InstallTarget) -> Result<
 
 /// One copy under `<home>/eval/installed/<name>`, symlinked into every root; every link is
 /// checked before anything is written, so a taken name leaves every root as it was.
-fn link_into(home: &Path, skill_dir: &Path, roots: &[PathBuf]) -> Result<Vec<PathBuf>, InstallError> {
-    let name = skill_dir.file_name().ok_or_else(|| InstallError::NoName(skill_dir.to_owned()))?;
+fn link_into(
+    home: &Path,
+    skill_dir: &Path,
+    roots: &[PathBuf],
+) -> Result<Vec<PathBuf>, InstallError> {
+    let name = skill_dir
+        .file_name()
+        .ok_or_else(|| InstallError::NoName(skill_dir.to_owned()))?;
     let copy = eval_root(home).join("installed").join(name);
     let links: Vec<PathBuf> = roots.iter().map(|root| root.join(name)).collect();
     for link in &links {
@@ -156,15 +180,22 @@ pub fn installed(paths: &[PathBuf]) -> bool {
 pub fn uninstall(home: &Path, paths: &[PathBuf]) -> Result<Option<PathBuf>, InstallError> {
     let mut moved = None;
     for path in paths {
-        let Ok(meta) = path.symlink_metadata() else { continue };
+        let Ok(meta) = path.symlink_metadata() else {
+            continue;
+        };
         if meta.file_type().is_symlink() {
             std::fs::remove_file(path).map_err(IoError::on("unlink", path))?;
         }
     }
     for path in paths {
-        let Ok(meta) = path.symlink_metadata() else { continue };
+        let Ok(meta) = path.symlink_metadata() else {
+            continue;
+        };
         if meta.is_dir() {
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             let revoked = eval_root(home).join("revoked");
             std::fs::create_dir_all(&revoked).map_err(IoError::on("create", &revoked))?;
             let mut to = revoked.join(&name);
@@ -173,7 +204,11 @@ pub fn uninstall(home: &Path, paths: &[PathBuf]) -> Result<Option<PathBuf>, Inst
                 n += 1;
                 to = revoked.join(format!("{name}.{n}"));
             }
-            std::fs::rename(path, &to).map_err(|source| InstallError::Move { from: path.clone(), to: to.clone(), source })?;
+            std::fs::rename(path, &to).map_err(|source| InstallError::Move {
+                from: path.clone(),
+                to: to.clone(),
+                source,
+            })?;
             moved = Some(to);
         }
     }
@@ -192,7 +227,12 @@ mod tests {
         std::fs::create_dir_all(&skill).unwrap();
         std::fs::write(skill.join("SKILL.md"), "# tldr").unwrap();
         let root = dir.path().join("agents-skills");
-        let paths = install(dir.path(), &skill, &InstallTarget::Stage(dir.path().join("adopt"))).unwrap();
+        let paths = install(
+            dir.path(),
+            &skill,
+            &InstallTarget::Stage(dir.path().join("adopt")),
+        )
+        .unwrap();
         assert!(paths[0].join("SKILL.md").is_file());
         assert!(!root.exists(), "the install root is untouched when staging");
         let paths = install(dir.path(), &skill, &InstallTarget::Root(root.clone())).unwrap();
@@ -208,33 +248,60 @@ mod tests {
     fn an_adoption_lands_where_each_runtime_reads_user_skills() {
         let home = Path::new("/home/u");
         let none = BTreeMap::new();
-        let check = |runtime: &str, env: &BTreeMap<String, String>, want: &str| assert_eq!(user_skill_root(runtime, home, env).unwrap(), PathBuf::from(want), "{runtime}");
+        let check = |runtime: &str, env: &BTreeMap<String, String>, want: &str| {
+            assert_eq!(
+                user_skill_root(runtime, home, env).unwrap(),
+                PathBuf::from(want),
+                "{runtime}"
+            )
+        };
         check("claude", &none, "/home/u/.claude/skills");
         check("codex", &none, "/home/u/.agents/skills");
         check("opencode", &none, "/home/u/.config/opencode/skills");
-        let env = BTreeMap::from([("CLAUDE_CONFIG_DIR".to_owned(), "/cfg/claude".to_owned()), ("XDG_CONFIG_HOME".to_owned(), "/xdg".to_owned())]);
+        let env = BTreeMap::from([
+            ("CLAUDE_CONFIG_DIR".to_owned(), "/cfg/claude".to_owned()),
+            ("XDG_CONFIG_HOME".to_owned(), "/xdg".to_owned()),
+        ]);
         check("claude", &env, "/cfg/claude/skills");
         check("opencode", &env, "/xdg/opencode/skills");
         check("codex", &env, "/home/u/.agents/skills");
         let relative = BTreeMap::from([("XDG_CONFIG_HOME".to_owned(), "rel".to_owned())]);
         check("opencode", &relative, "/home/u/.config/opencode/skills");
-        assert!(user_skill_root("kimi", home, &none).unwrap_err().to_string().contains("known: claude, codex, opencode"));
+        assert!(
+            user_skill_root("kimi", home, &none)
+                .unwrap_err()
+                .to_string()
+                .contains("known: claude, codex, opencode")
+        );
 
         let dir = tempfile::tempdir().unwrap();
         let user = dir.path().join("user");
         let skill = dir.path().join("tldr");
         std::fs::create_dir_all(&skill).unwrap();
         std::fs::write(skill.join("SKILL.md"), "# tldr").unwrap();
-        let target = InstallTarget::for_runtimes(&["claude", "codex", "opencode", "codex"], &user, &none).unwrap();
-        let InstallTarget::Roots(roots) = &target else { panic!("{target:?}") };
+        let target =
+            InstallTarget::for_runtimes(&["claude", "codex", "opencode", "codex"], &user, &none)
+                .unwrap();
+        let InstallTarget::Roots(roots) = &target else {
+            panic!("{target:?}")
+        };
         assert_eq!(roots.len(), 3, "duplicates dropped");
         // a taken name in one root refuses the whole install, nothing written
         std::fs::create_dir_all(user.join(".config/opencode/skills/tldr")).unwrap();
-        assert!(install(dir.path(), &skill, &target).unwrap_err().to_string().contains("already exists"));
+        assert!(
+            install(dir.path(), &skill, &target)
+                .unwrap_err()
+                .to_string()
+                .contains("already exists")
+        );
         assert!(!user.join(".claude/skills/tldr").exists());
         std::fs::remove_dir(user.join(".config/opencode/skills/tldr")).unwrap();
         let paths = install(dir.path(), &skill, &target).unwrap();
-        for at in [".claude/skills/tldr", ".agents/skills/tldr", ".config/opencode/skills/tldr"] {
+        for at in [
+            ".claude/skills/tldr",
+            ".agents/skills/tldr",
+            ".config/opencode/skills/tldr",
+        ] {
             assert!(user.join(at).join("SKILL.md").is_file(), "{at}");
         }
         uninstall(dir.path(), &paths).unwrap();

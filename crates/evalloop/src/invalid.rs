@@ -57,7 +57,13 @@ impl InvalidCode {
 
     /// Whether this code alone stops the brief on the first sample (E-45, E-55).
     pub fn stops_at_once(self) -> bool {
-        matches!(self, InvalidCode::ArmNeverRan | InvalidCode::ArmApiError | InvalidCode::WriteDenied | InvalidCode::BaselineHadTheSkill)
+        matches!(
+            self,
+            InvalidCode::ArmNeverRan
+                | InvalidCode::ArmApiError
+                | InvalidCode::WriteDenied
+                | InvalidCode::BaselineHadTheSkill
+        )
     }
 }
 
@@ -113,7 +119,9 @@ pub fn check_never_ran(arms: &ArmPair<ArmFacts>) -> Option<Invalid> {
 }
 
 fn exit_text(record: &ArmRecord) -> String {
-    record.exit_code.map_or_else(|| record.exit.clone(), |c| c.to_string())
+    record
+        .exit_code
+        .map_or_else(|| record.exit.clone(), |c| c.to_string())
 }
 
 /// Classifies a pair in the precedence of the module docs; `None` = valid, judge it.
@@ -123,7 +131,10 @@ pub fn classify(arms: &ArmPair<ArmFacts>, skill: &str) -> Option<Invalid> {
     if let Some(invalid) = check_never_ran(arms) {
         return Some(invalid);
     }
-    if let Some(side) = ArmSide::BOTH.into_iter().find(|s| arms.get(*s).record.api_error.is_some()) {
+    if let Some(side) = ArmSide::BOTH
+        .into_iter()
+        .find(|s| arms.get(*s).record.api_error.is_some())
+    {
         let r = &arms.get(side).record;
         let e = r.api_error.as_ref().expect("found above");
         let status = e.status.map(|s| format!("HTTP {s}, ")).unwrap_or_default();
@@ -136,7 +147,10 @@ pub fn classify(arms: &ArmPair<ArmFacts>, skill: &str) -> Option<Invalid> {
             ),
         });
     }
-    if let Some(side) = ArmSide::BOTH.into_iter().find(|s| !arms.get(*s).record.permission_denials.is_empty()) {
+    if let Some(side) = ArmSide::BOTH
+        .into_iter()
+        .find(|s| !arms.get(*s).record.permission_denials.is_empty())
+    {
         let r = &arms.get(side).record;
         let denied: Vec<String> = r.permission_denials.iter().map(|d| d.human()).collect();
         return Some(Invalid {
@@ -150,13 +164,24 @@ pub fn classify(arms: &ArmPair<ArmFacts>, skill: &str) -> Option<Invalid> {
         });
     }
     let both_failed = !arms.with.verify_passed && !arms.without.verify_passed;
-    let verify_note = if both_failed { "; both arms also failed verify, so the gate is still unmeasured" } else { "" };
-    if let Some(side) = ArmSide::BOTH.into_iter().find(|s| timed_out(&arms.get(*s).record)) {
+    let verify_note = if both_failed {
+        "; both arms also failed verify, so the gate is still unmeasured"
+    } else {
+        ""
+    };
+    if let Some(side) = ArmSide::BOTH
+        .into_iter()
+        .find(|s| timed_out(&arms.get(*s).record))
+    {
         let r = &arms.get(side).record;
         return Some(Invalid {
             code: InvalidCode::ArmTimedOut,
             arm: Some(side),
-            reason: format!("the {side} arm was killed by the clock after {} ms (exit {}); not a verdict on the brief{verify_note}", r.duration_ms, exit_text(r)),
+            reason: format!(
+                "the {side} arm was killed by the clock after {} ms (exit {}); not a verdict on the brief{verify_note}",
+                r.duration_ms,
+                exit_text(r)
+            ),
         });
     }
     for side in ArmSide::BOTH {
@@ -165,40 +190,71 @@ pub fn classify(arms: &ArmPair<ArmFacts>, skill: &str) -> Option<Invalid> {
             return Some(Invalid {
                 code: InvalidCode::SkillNeverLoaded,
                 arm: Some(side),
-                reason: format!("the {side} arm was given {} and never loaded it{verify_note}", r.skills_installed.join(", ")),
+                reason: format!(
+                    "the {side} arm was given {} and never loaded it{verify_note}",
+                    r.skills_installed.join(", ")
+                ),
             });
         }
     }
     let baseline = &arms.without.record;
     // Issue 38 item 1: a baseline that loaded the skill under test (or a same-name copy) was not
     // handed had it, whatever its offered inventory says (unknown for Codex and OpenCode).
-    if !baseline.skills_installed.iter().any(|s| s == skill) && baseline.skills_loaded.as_ref().is_some_and(|l| l.iter().any(|s| s == skill)) {
+    if !baseline.skills_installed.iter().any(|s| s == skill)
+        && baseline
+            .skills_loaded
+            .as_ref()
+            .is_some_and(|l| l.iter().any(|s| s == skill))
+    {
         return Some(Invalid {
             code: InvalidCode::BaselineHadTheSkill,
             arm: Some(ArmSide::Without),
-            reason: format!("the without arm loaded a skill named `{skill}` without being handed it (a user-level or project copy reached it); the pair measures nothing"),
+            reason: format!(
+                "the without arm loaded a skill named `{skill}` without being handed it (a user-level or project copy reached it); the pair measures nothing"
+            ),
         });
     }
     if let Some(offered) = &baseline.skills_offered {
-        let ambient: Vec<&String> = offered.iter().filter(|s| !baseline.skills_installed.contains(s)).collect();
+        let ambient: Vec<&String> = offered
+            .iter()
+            .filter(|s| !baseline.skills_installed.contains(s))
+            .collect();
         if ambient.iter().any(|s| s.as_str() == skill) {
             return Some(Invalid {
                 code: InvalidCode::BaselineHadTheSkill,
                 arm: Some(ArmSide::Without),
-                reason: format!("the without arm was offered `{skill}` without being handed it (an ambient install); the pair measures nothing"),
+                reason: format!(
+                    "the without arm was offered `{skill}` without being handed it (an ambient install); the pair measures nothing"
+                ),
             });
         }
     }
-    let mut names: Vec<&String> = arms.with.record.skills_installed.iter().chain(&baseline.skills_installed).collect();
+    let mut names: Vec<&String> = arms
+        .with
+        .record
+        .skills_installed
+        .iter()
+        .chain(&baseline.skills_installed)
+        .collect();
     names.sort();
     names.dedup();
     for side in ArmSide::BOTH {
-        let message = arms.get(side).final_message.as_deref().unwrap_or_default().to_lowercase();
-        if let Some(name) = names.iter().find(|n| names_word(&message, &n.to_lowercase())) {
+        let message = arms
+            .get(side)
+            .final_message
+            .as_deref()
+            .unwrap_or_default()
+            .to_lowercase();
+        if let Some(name) = names
+            .iter()
+            .find(|n| names_word(&message, &n.to_lowercase()))
+        {
             return Some(Invalid {
                 code: InvalidCode::SkillNamed,
                 arm: Some(side),
-                reason: format!("the {side} arm's output names the skill `{name}`; not a blind verdict"),
+                reason: format!(
+                    "the {side} arm's output names the skill `{name}`; not a blind verdict"
+                ),
             });
         }
     }
@@ -233,7 +289,11 @@ mod tests {
         r.skills_installed = installed.iter().map(|s| s.to_string()).collect();
         r.skills_offered = Some(r.skills_installed.clone());
         r.skills_loaded = loaded.map(|l| l.iter().map(|s| s.to_string()).collect());
-        ArmFacts { record: r, final_message: Some("a real answer".into()), verify_passed: verify }
+        ArmFacts {
+            record: r,
+            final_message: Some("a real answer".into()),
+            verify_passed: verify,
+        }
     }
 
     fn pair(with: ArmFacts, without: ArmFacts) -> ArmPair<ArmFacts> {
@@ -247,18 +307,30 @@ mod tests {
     // E-41
     #[test]
     fn e41_both_arms_failed_verify_is_invalid() {
-        let p = pair(facts(ArmSide::With, &["tldr"], Some(&["tldr"]), false), facts(ArmSide::Without, &[], Some(&[]), false));
+        let p = pair(
+            facts(ArmSide::With, &["tldr"], Some(&["tldr"]), false),
+            facts(ArmSide::Without, &[], Some(&[]), false),
+        );
         assert_eq!(code(&p), Some(InvalidCode::BothArmsFailedVerify));
-        let ok = pair(facts(ArmSide::With, &["tldr"], Some(&["tldr"]), true), facts(ArmSide::Without, &[], Some(&[]), false));
+        let ok = pair(
+            facts(ArmSide::With, &["tldr"], Some(&["tldr"]), true),
+            facts(ArmSide::Without, &[], Some(&[]), false),
+        );
         assert_eq!(code(&ok), None);
     }
 
     // E-50
     #[test]
     fn e50_never_loaded_outranks_both_failed_and_keeps_the_verify_note() {
-        let p = pair(facts(ArmSide::With, &["tldr"], Some(&[]), false), facts(ArmSide::Without, &[], Some(&[]), false));
+        let p = pair(
+            facts(ArmSide::With, &["tldr"], Some(&[]), false),
+            facts(ArmSide::Without, &[], Some(&[]), false),
+        );
         let invalid = classify(&p, "tldr").unwrap();
-        assert_eq!((invalid.code, invalid.arm), (InvalidCode::SkillNeverLoaded, Some(ArmSide::With)));
+        assert_eq!(
+            (invalid.code, invalid.arm),
+            (InvalidCode::SkillNeverLoaded, Some(ArmSide::With))
+        );
         assert!(invalid.reason.contains("verify"), "{}", invalid.reason);
         assert!(!invalid.code.stops_at_once());
     }
@@ -266,10 +338,20 @@ mod tests {
     // E-51
     #[test]
     fn e51_rival_never_loaded_names_the_baseline_arm() {
-        let p = pair(facts(ArmSide::With, &["tldr"], Some(&["tldr"]), true), facts(ArmSide::Without, &["incumbent"], Some(&[]), true));
+        let p = pair(
+            facts(ArmSide::With, &["tldr"], Some(&["tldr"]), true),
+            facts(ArmSide::Without, &["incumbent"], Some(&[]), true),
+        );
         let invalid = classify(&p, "tldr").unwrap();
-        assert_eq!((invalid.code, invalid.arm), (InvalidCode::SkillNeverLoaded, Some(ArmSide::Without)));
-        assert!(invalid.reason.contains("without arm") && invalid.reason.contains("incumbent"), "{}", invalid.reason);
+        assert_eq!(
+            (invalid.code, invalid.arm),
+            (InvalidCode::SkillNeverLoaded, Some(ArmSide::Without))
+        );
+        assert!(
+            invalid.reason.contains("without arm") && invalid.reason.contains("incumbent"),
+            "{}",
+            invalid.reason
+        );
     }
 
     // E-55
@@ -278,24 +360,49 @@ mod tests {
         let mut without = facts(ArmSide::Without, &["incumbent"], Some(&["incumbent"]), true);
         without.record.skills_offered = Some(vec!["incumbent".into(), "tldr".into()]);
         let with = facts(ArmSide::With, &["tldr"], Some(&["tldr"]), true);
-        assert_eq!(code(&pair(with.clone(), without.clone())), Some(InvalidCode::BaselineHadTheSkill));
+        assert_eq!(
+            code(&pair(with.clone(), without.clone())),
+            Some(InvalidCode::BaselineHadTheSkill)
+        );
         assert!(InvalidCode::BaselineHadTheSkill.stops_at_once());
         without.record.skills_offered = None;
-        assert_eq!(code(&pair(with.clone(), without.clone())), None, "unknown inventory is not an empty one, and not checked");
+        assert_eq!(
+            code(&pair(with.clone(), without.clone())),
+            None,
+            "unknown inventory is not an empty one, and not checked"
+        );
         let mut handed = facts(ArmSide::Without, &["tldr"], Some(&["tldr"]), true);
         handed.record.skills_offered = Some(vec!["tldr".into()]);
-        assert_ne!(code(&pair(with, handed)), Some(InvalidCode::BaselineHadTheSkill), "what the baseline was handed is subtracted");
+        assert_ne!(
+            code(&pair(with, handed)),
+            Some(InvalidCode::BaselineHadTheSkill),
+            "what the baseline was handed is subtracted"
+        );
     }
 
     // E-06
     #[test]
     fn e06_an_arm_naming_the_skill_is_invalid_not_a_win() {
-        let mut with = facts(ArmSide::With, &["li-post-fede"], Some(&["li-post-fede"]), true);
+        let mut with = facts(
+            ArmSide::With,
+            &["li-post-fede"],
+            Some(&["li-post-fede"]),
+            true,
+        );
         with.final_message = Some("Following the li-post-fede skill, here is the post.".into());
         let p = pair(with.clone(), facts(ArmSide::Without, &[], Some(&[]), true));
-        assert_eq!(classify(&p, "li-post-fede").map(|i| i.code), Some(InvalidCode::SkillNamed));
+        assert_eq!(
+            classify(&p, "li-post-fede").map(|i| i.code),
+            Some(InvalidCode::SkillNamed)
+        );
         with.final_message = Some("Here is the li-post-fedex summary.".into());
-        assert_eq!(classify(&pair(with, facts(ArmSide::Without, &[], Some(&[]), true)), "li-post-fede"), None);
+        assert_eq!(
+            classify(
+                &pair(with, facts(ArmSide::Without, &[], Some(&[]), true)),
+                "li-post-fede"
+            ),
+            None
+        );
     }
 
     // E-56
@@ -321,10 +428,21 @@ mod tests {
         without.final_message = None;
         let p = pair(facts(ArmSide::With, &["tldr"], Some(&[]), false), without);
         let invalid = check_never_ran(&p).unwrap();
-        assert_eq!((invalid.code, invalid.arm), (InvalidCode::ArmNeverRan, Some(ArmSide::Without)));
-        assert_eq!(code(&p), Some(InvalidCode::ArmNeverRan), "outranks skill_never_loaded");
+        assert_eq!(
+            (invalid.code, invalid.arm),
+            (InvalidCode::ArmNeverRan, Some(ArmSide::Without))
+        );
+        assert_eq!(
+            code(&p),
+            Some(InvalidCode::ArmNeverRan),
+            "outranks skill_never_loaded"
+        );
         assert!(invalid.code.stops_at_once());
-        assert!(invalid.reason.contains("empty transcript"), "{}", invalid.reason);
+        assert!(
+            invalid.reason.contains("empty transcript"),
+            "{}",
+            invalid.reason
+        );
     }
 
     // Issue 31 item 4: an arm whose run ended on an API error (an HTTP 400 on the without-arm)
@@ -335,12 +453,25 @@ mod tests {
         let mut without = facts(ArmSide::Without, &[], Some(&[]), false);
         without.record.exit = "failed".into();
         without.record.exit_code = Some(1);
-        without.record.api_error = Some(skillforge_runner_agent::ApiError::new(Some(400), "API Error: 400 prompt is too long"));
+        without.record.api_error = Some(skillforge_runner_agent::ApiError::new(
+            Some(400),
+            "API Error: 400 prompt is too long",
+        ));
         without.final_message = None;
-        let p = pair(facts(ArmSide::With, &["tldr"], Some(&["tldr"]), true), without);
+        let p = pair(
+            facts(ArmSide::With, &["tldr"], Some(&["tldr"]), true),
+            without,
+        );
         let invalid = classify(&p, "tldr").unwrap();
-        assert_eq!((invalid.code, invalid.arm), (InvalidCode::ArmApiError, Some(ArmSide::Without)));
-        assert!(invalid.reason.contains("HTTP 400") && invalid.reason.contains("prompt is too long"), "{}", invalid.reason);
+        assert_eq!(
+            (invalid.code, invalid.arm),
+            (InvalidCode::ArmApiError, Some(ArmSide::Without))
+        );
+        assert!(
+            invalid.reason.contains("HTTP 400") && invalid.reason.contains("prompt is too long"),
+            "{}",
+            invalid.reason
+        );
         assert!(invalid.code.stops_at_once());
     }
 
@@ -348,11 +479,22 @@ mod tests {
     #[test]
     fn a_refused_write_is_named_and_the_sample_is_invalid_not_a_loss() {
         let mut with = facts(ArmSide::With, &["tldr"], Some(&["tldr"]), false);
-        with.record.permission_denials = vec![skillforge_runner_agent::PermissionDenial { tool: "Write".into(), path: Some("/w/out.md".into()), message: None }];
+        with.record.permission_denials = vec![skillforge_runner_agent::PermissionDenial {
+            tool: "Write".into(),
+            path: Some("/w/out.md".into()),
+            message: None,
+        }];
         let p = pair(with, facts(ArmSide::Without, &[], Some(&[]), true));
         let invalid = classify(&p, "tldr").unwrap();
-        assert_eq!((invalid.code, invalid.arm), (InvalidCode::WriteDenied, Some(ArmSide::With)));
-        assert!(invalid.reason.contains("Write of `/w/out.md` refused"), "{}", invalid.reason);
+        assert_eq!(
+            (invalid.code, invalid.arm),
+            (InvalidCode::WriteDenied, Some(ArmSide::With))
+        );
+        assert!(
+            invalid.reason.contains("Write of `/w/out.md` refused"),
+            "{}",
+            invalid.reason
+        );
     }
 
     // Issue 38 item 1 (E-55's second line): a baseline that loaded the skill under test without
@@ -361,9 +503,15 @@ mod tests {
     fn e55_a_baseline_that_loaded_the_skill_had_it_whatever_the_inventory() {
         let mut without = facts(ArmSide::Without, &[], Some(&["tldr"]), true);
         without.record.skills_offered = None;
-        let p = pair(facts(ArmSide::With, &["tldr"], Some(&["tldr"]), true), without);
+        let p = pair(
+            facts(ArmSide::With, &["tldr"], Some(&["tldr"]), true),
+            without,
+        );
         let invalid = classify(&p, "tldr").unwrap();
-        assert_eq!((invalid.code, invalid.arm), (InvalidCode::BaselineHadTheSkill, Some(ArmSide::Without)));
+        assert_eq!(
+            (invalid.code, invalid.arm),
+            (InvalidCode::BaselineHadTheSkill, Some(ArmSide::Without))
+        );
         assert!(invalid.reason.contains("loaded"), "{}", invalid.reason);
     }
 }

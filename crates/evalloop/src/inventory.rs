@@ -37,10 +37,13 @@ pub fn installed_skills(workdir: &Path, meta: &Path) -> Vec<String> {
 pub fn skill_roots(workdir: &Path) -> Vec<PathBuf> {
     let mut roots = Vec::new();
     for file in walk(workdir) {
-        let Ok(rel) = file.strip_prefix(workdir) else { continue };
-        let in_dot_dir = rel
-            .parent()
-            .is_some_and(|p| p.components().any(|c| c.as_os_str().to_string_lossy().starts_with('.')));
+        let Ok(rel) = file.strip_prefix(workdir) else {
+            continue;
+        };
+        let in_dot_dir = rel.parent().is_some_and(|p| {
+            p.components()
+                .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+        });
         if file.file_name().is_some_and(|n| n == "SKILL.md") && in_dot_dir {
             if let Some(dir) = file.parent() {
                 roots.push(dir.to_path_buf());
@@ -55,7 +58,13 @@ pub fn skill_roots(workdir: &Path) -> Vec<PathBuf> {
 /// Files a runtime writes into its own project directory for itself, never a deliverable:
 /// OpenCode's `.opencode/.gitignore` (written into the with-arm only, beside the installed
 /// skill, so listing it would break the blind; issue 38 item 6) and its plugin install files.
-pub const RUNTIME_OWN_FILES: [&str; 5] = [".opencode/.gitignore", ".opencode/package.json", ".opencode/bun.lock", ".opencode/node_modules", ".claude/settings.local.json"];
+pub const RUNTIME_OWN_FILES: [&str; 5] = [
+    ".opencode/.gitignore",
+    ".opencode/package.json",
+    ".opencode/bun.lock",
+    ".opencode/node_modules",
+    ".claude/settings.local.json",
+];
 
 /// The arm's file list as the judge sees it: relative paths of every file under `workdir`,
 /// sorted, without the subtree of any installed skill (E-05) and without the files a runtime
@@ -67,7 +76,11 @@ pub fn judge_manifest(workdir: &Path) -> Vec<String> {
         .into_iter()
         .filter(|f| !roots.iter().any(|r| f.starts_with(r)))
         .filter(|f| !own.iter().any(|o| f.starts_with(o)))
-        .filter_map(|f| f.strip_prefix(workdir).ok().map(|p| p.to_string_lossy().into_owned()))
+        .filter_map(|f| {
+            f.strip_prefix(workdir)
+                .ok()
+                .map(|p| p.to_string_lossy().into_owned())
+        })
         .collect();
     files.sort();
     files
@@ -78,9 +91,13 @@ pub fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for entry in entries.filter_map(Result::ok) {
-            let Ok(kind) = entry.file_type() else { continue };
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
             if kind.is_dir() {
                 stack.push(entry.path());
             } else if kind.is_file() {
@@ -104,9 +121,18 @@ mod tests {
     // E-05
     #[test]
     fn e05_skill_subtrees_dropped_in_every_layout_deliverable_kept() {
-        for layout in [".claude/skills", ".agents/skills", ".opencode/skill", ".foo/skills"] {
+        for layout in [
+            ".claude/skills",
+            ".agents/skills",
+            ".opencode/skill",
+            ".foo/skills",
+        ] {
             let dir = tempfile::tempdir().unwrap();
-            put(dir.path(), &format!("{layout}/li-post/SKILL.md"), "# li-post");
+            put(
+                dir.path(),
+                &format!("{layout}/li-post/SKILL.md"),
+                "# li-post",
+            );
             put(dir.path(), &format!("{layout}/li-post/refs/voice.md"), "v");
             put(dir.path(), "SKILL.md", "the agent's deliverable");
             put(dir.path(), "out/post.md", "post");
@@ -115,7 +141,11 @@ mod tests {
             let manifest = judge_manifest(dir.path());
             assert_eq!(manifest, ["SKILL.md", "out/post.md"], "{layout}");
             assert!(manifest.iter().all(|f| !f.contains("li-post")), "{layout}");
-            assert_eq!(installed_skills(dir.path(), &dir.path().join("x.meta")), ["li-post"], "{layout}");
+            assert_eq!(
+                installed_skills(dir.path(), &dir.path().join("x.meta")),
+                ["li-post"],
+                "{layout}"
+            );
         }
     }
 
@@ -128,7 +158,11 @@ mod tests {
         put(&meta, "skill/li-post/SKILL.md", "# li-post");
         assert_eq!(installed_skills(&work, &meta), ["li-post"]);
         put(&work, ".claude/skills/li-post/SKILL.md", "# li-post");
-        assert_eq!(installed_skills(&work, &meta), ["li-post"], "the work dir copy and the handed copy are one skill");
+        assert_eq!(
+            installed_skills(&work, &meta),
+            ["li-post"],
+            "the work dir copy and the handed copy are one skill"
+        );
         assert!(installed_skills(&work, &dir.path().join("none")).contains(&"li-post".to_string()));
     }
 }

@@ -90,11 +90,22 @@ pub enum FileError {
 pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, FileError> {
     match std::fs::read_to_string(path) {
         Ok(text) => {
-            skillforge_contract::limits::check_json(&text).map_err(|source| FileError::Limits { path: path.to_owned(), source })?;
-            serde_json::from_str(&text).map(Some).map_err(|source| FileError::Parse { path: path.to_owned(), source })
+            skillforge_contract::limits::check_json(&text).map_err(|source| FileError::Limits {
+                path: path.to_owned(),
+                source,
+            })?;
+            serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|source| FileError::Parse {
+                    path: path.to_owned(),
+                    source,
+                })
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(FileError::Read { path: path.to_owned(), source }),
+        Err(source) => Err(FileError::Read {
+            path: path.to_owned(),
+            source,
+        }),
     }
 }
 
@@ -103,7 +114,10 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T
 /// # Errors
 /// [`FileError::Encode`] or [`FileError::Write`], naming the file.
 pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), FileError> {
-    let text = serde_json::to_vec_pretty(value).map_err(|source| FileError::Encode { path: path.to_owned(), source })?;
+    let text = serde_json::to_vec_pretty(value).map_err(|source| FileError::Encode {
+        path: path.to_owned(),
+        source,
+    })?;
     Ok(skillforge_stage::fs::write_atomic(path, &text)?)
 }
 
@@ -117,8 +131,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("verdict.json");
         std::fs::write(&path, "[".repeat(100_000)).unwrap();
-        let e = read_json::<serde_json::Value>(&path).unwrap_err().to_string();
-        assert!(e.contains(&path.display().to_string()) && e.contains("64 levels"), "{e}");
-        assert!(matches!(read_json::<serde_json::Value>(&dir.path().join("none.json")), Ok(None)));
+        let e = read_json::<serde_json::Value>(&path)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&path.display().to_string()) && e.contains("64 levels"),
+            "{e}"
+        );
+        assert!(matches!(
+            read_json::<serde_json::Value>(&dir.path().join("none.json")),
+            Ok(None)
+        ));
     }
 }

@@ -100,7 +100,10 @@ pub enum LedgerError {
 }
 
 fn io(path: &Path, e: impl std::fmt::Display) -> LedgerError {
-    LedgerError::Io { path: path.display().to_string(), message: e.to_string() }
+    LedgerError::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
 }
 
 /// Every row of `path`; a missing file is an empty ledger.
@@ -117,8 +120,16 @@ pub fn read_ledger(path: &Path) -> Result<Vec<LedgerRow>, LedgerError> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(idx, l)| {
-            skillforge_contract::limits::check_json(l).map_err(|e| LedgerError::Row { path: path.display().to_string(), line: idx + 1, message: format!("the row {e}") })?;
-            serde_json::from_str(l).map_err(|e| LedgerError::Row { path: path.display().to_string(), line: idx + 1, message: e.to_string() })
+            skillforge_contract::limits::check_json(l).map_err(|e| LedgerError::Row {
+                path: path.display().to_string(),
+                line: idx + 1,
+                message: format!("the row {e}"),
+            })?;
+            serde_json::from_str(l).map_err(|e| LedgerError::Row {
+                path: path.display().to_string(),
+                line: idx + 1,
+                message: e.to_string(),
+            })
         })
         .collect()
 }
@@ -132,8 +143,14 @@ pub fn append_row(path: &Path, row: &LedgerRow) -> Result<(), LedgerError> {
         std::fs::create_dir_all(dir).map_err(|e| io(path, e))?;
     }
     let line = serde_json::to_string(row).map_err(|e| io(path, e))?;
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| io(path, e))?;
-    file.write_all(format!("{line}\n").as_bytes()).and_then(|()| file.sync_all()).map_err(|e| io(path, e))
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| io(path, e))?;
+    file.write_all(format!("{line}\n").as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|e| io(path, e))
 }
 
 /// Replaces the ledger with `rows` atomically ([`skillforge_stage::fs::write_atomic`]).
@@ -161,7 +178,8 @@ pub fn backup_ledger(path: &Path, now: DateTime<Utc>) -> Result<PathBuf, LedgerE
 
 /// The row that made `skill` a loser, if any (E-17: losers are never re-evaluated).
 pub fn rejected<'a>(rows: &'a [LedgerRow], skill: &str) -> Option<&'a LedgerRow> {
-    rows.iter().find(|r| r.skill == skill && r.decision == "reject")
+    rows.iter()
+        .find(|r| r.skill == skill && r.decision == "reject")
 }
 
 /// Open entries: per skill, its latest row when that row is an adopt or probation install.
@@ -178,7 +196,9 @@ pub fn open_entries(rows: &[LedgerRow]) -> Vec<&LedgerRow> {
 
 /// The first open install of `skill`'s current entry (its adoption row).
 pub fn adoption_of<'a>(rows: &'a [LedgerRow], skill: &str) -> Option<&'a LedgerRow> {
-    rows.iter().rev().find(|r| r.skill == skill && r.is_open_install())
+    rows.iter()
+        .rev()
+        .find(|r| r.skill == skill && r.is_open_install())
 }
 
 #[cfg(test)]
@@ -218,7 +238,12 @@ pub(crate) mod tests {
         assert!(rejected(&rows, "a").is_none());
         assert_eq!(open_entries(&rows).len(), 1);
         std::fs::write(&path, "{\"skill\":1}\n").unwrap();
-        assert!(read_ledger(&path).unwrap_err().to_string().contains("line 1"));
+        assert!(
+            read_ledger(&path)
+                .unwrap_err()
+                .to_string()
+                .contains("line 1")
+        );
     }
 
     // E-20
@@ -227,7 +252,10 @@ pub(crate) mod tests {
         let t0 = "2026-09-17T00:00:00Z".parse::<DateTime<Utc>>().unwrap();
         let due = recheck_due(t0, super::super::gate::ADOPT_RECHECK_DAYS);
         assert!(t0 + Duration::days(13) < due && t0 + Duration::days(14) >= due);
-        assert_eq!(recheck_due(t0, super::super::gate::PROBATION_RECHECK_DAYS), t0 + Duration::days(7));
+        assert_eq!(
+            recheck_due(t0, super::super::gate::PROBATION_RECHECK_DAYS),
+            t0 + Duration::days(7)
+        );
     }
 
     // Issue 12 item 7: a 100 000-level row is refused by the parser limits, naming file and line.
@@ -237,6 +265,11 @@ pub(crate) mod tests {
         let path = dir.path().join("ledger.jsonl");
         std::fs::write(&path, format!("\n{}\n", "[".repeat(100_000))).unwrap();
         let e = read_ledger(&path).unwrap_err().to_string();
-        assert!(e.contains(&path.display().to_string()) && e.contains("line 2") && e.contains("64 levels"), "{e}");
+        assert!(
+            e.contains(&path.display().to_string())
+                && e.contains("line 2")
+                && e.contains("64 levels"),
+            "{e}"
+        );
     }
 }

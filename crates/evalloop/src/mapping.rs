@@ -33,9 +33,15 @@ impl Mapping {
     /// The mapping with the `with` arm in slot A when `with_in_a`.
     pub fn new(with_in_a: bool) -> Self {
         if with_in_a {
-            Self { a: ArmSide::With, b: ArmSide::Without }
+            Self {
+                a: ArmSide::With,
+                b: ArmSide::Without,
+            }
         } else {
-            Self { a: ArmSide::Without, b: ArmSide::With }
+            Self {
+                a: ArmSide::Without,
+                b: ArmSide::With,
+            }
         }
     }
 
@@ -76,9 +82,16 @@ pub const DELIVERED_SLOT_BYTES: usize = 64 * 1024;
 /// [`DELIVERED_FILE_BYTES`] and the slot at [`DELIVERED_SLOT_BYTES`], every cut marked
 /// `[... truncated N bytes]`; a file that is not UTF-8 is shown as `(binary file, N bytes)`; a
 /// missing deliverable as `(not delivered)`.
-pub fn deliverable(workdir: &std::path::Path, output: &str, manifest: &[String]) -> Vec<(String, String)> {
+pub fn deliverable(
+    workdir: &std::path::Path,
+    output: &str,
+    manifest: &[String],
+) -> Vec<(String, String)> {
     let output = output.trim_end_matches('/');
-    let mut paths: Vec<&String> = manifest.iter().filter(|f| f.as_str() == output || f.starts_with(&format!("{output}/"))).collect();
+    let mut paths: Vec<&String> = manifest
+        .iter()
+        .filter(|f| f.as_str() == output || f.starts_with(&format!("{output}/")))
+        .collect();
     paths.sort();
     if paths.is_empty() {
         return vec![(output.to_owned(), "(not delivered)".to_owned())];
@@ -97,7 +110,11 @@ pub fn deliverable(workdir: &std::path::Path, output: &str, manifest: &[String])
                 }
                 budget -= cut;
                 match cut < text.len() {
-                    true => format!("{}\n[... truncated {} bytes]", &text[..cut], text.len() - cut),
+                    true => format!(
+                        "{}\n[... truncated {} bytes]",
+                        &text[..cut],
+                        text.len() - cut
+                    ),
                     false => text,
                 }
             }
@@ -114,10 +131,19 @@ pub fn deliverable(workdir: &std::path::Path, output: &str, manifest: &[String])
 /// runner path is added.
 pub fn judge_prompt(brief: &Brief, a: &SlotView, b: &SlotView) -> String {
     let slot = |name: &str, view: &SlotView| {
-        let files = if view.files.is_empty() { "(no files)".to_owned() } else { view.files.join("\n") };
-        let mut text = format!("### {name}\nFinal message:\n{}\n\nFiles:\n{files}\n", view.final_message.trim());
+        let files = if view.files.is_empty() {
+            "(no files)".to_owned()
+        } else {
+            view.files.join("\n")
+        };
+        let mut text = format!(
+            "### {name}\nFinal message:\n{}\n\nFiles:\n{files}\n",
+            view.final_message.trim()
+        );
         for (path, content) in &view.delivered {
-            text.push_str(&format!("\nDelivered file `{path}`:\n~~~~\n{content}\n~~~~\n"));
+            text.push_str(&format!(
+                "\nDelivered file `{path}`:\n~~~~\n{content}\n~~~~\n"
+            ));
         }
         text
     };
@@ -139,20 +165,46 @@ mod tests {
     // E-04
     #[test]
     fn e04_mapping_is_random_and_prompt_has_no_arm_identity() {
-        let n_with_in_a = (0..400).filter(|_| Mapping::draw().a == ArmSide::With).count();
-        assert!((120..=280).contains(&n_with_in_a), "with-arm in slot A {n_with_in_a}/400 times");
+        let n_with_in_a = (0..400)
+            .filter(|_| Mapping::draw().a == ArmSide::With)
+            .count();
+        assert!(
+            (120..=280).contains(&n_with_in_a),
+            "with-arm in slot A {n_with_in_a}/400 times"
+        );
         let brief: Brief = serde_json::from_value(serde_json::json!({
             "id": "b", "prompt": "Write it.", "verify": "true", "rubric": "Better?", "output": "reply"
         }))
         .unwrap();
-        let view = |m: &str| SlotView { final_message: m.into(), files: vec!["out.md".into()], delivered: vec![("out.md".into(), format!("{m} in the file"))] };
+        let view = |m: &str| SlotView {
+            final_message: m.into(),
+            files: vec!["out.md".into()],
+            delivered: vec![("out.md".into(), format!("{m} in the file"))],
+        };
         let prompt = judge_prompt(&brief, &view("one"), &view("two"));
-        for leak in ["with", "without", "skill", "baseline", "candidate", ".claude", "mapping"] {
-            assert!(!prompt.to_lowercase().contains(leak), "prompt leaks {leak:?}: {prompt}");
+        for leak in [
+            "with",
+            "without",
+            "skill",
+            "baseline",
+            "candidate",
+            ".claude",
+            "mapping",
+        ] {
+            assert!(
+                !prompt.to_lowercase().contains(leak),
+                "prompt leaks {leak:?}: {prompt}"
+            );
         }
-        assert!(prompt.contains("one in the file") && prompt.contains("two in the file"), "{prompt}");
+        assert!(
+            prompt.contains("one in the file") && prompt.contains("two in the file"),
+            "{prompt}"
+        );
         let m = Mapping::new(false);
-        assert_eq!(serde_json::to_value(m).unwrap(), serde_json::json!({"A": "without", "B": "with"}));
+        assert_eq!(
+            serde_json::to_value(m).unwrap(),
+            serde_json::json!({"A": "without", "B": "with"})
+        );
         assert_eq!(m.arm(Slot::B), ArmSide::With);
     }
 
@@ -163,14 +215,29 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("out")).unwrap();
         std::fs::write(dir.path().join("out/a.md"), "alpha").unwrap();
-        std::fs::write(dir.path().join("out/big.md"), "x".repeat(DELIVERED_FILE_BYTES + 10)).unwrap();
+        std::fs::write(
+            dir.path().join("out/big.md"),
+            "x".repeat(DELIVERED_FILE_BYTES + 10),
+        )
+        .unwrap();
         std::fs::write(dir.path().join("other.md"), "not the output").unwrap();
-        let manifest = vec!["other.md".to_owned(), "out/a.md".to_owned(), "out/big.md".to_owned()];
+        let manifest = vec![
+            "other.md".to_owned(),
+            "out/a.md".to_owned(),
+            "out/big.md".to_owned(),
+        ];
         let shown = deliverable(dir.path(), "out/", &manifest);
         assert_eq!(shown.len(), 2);
         assert_eq!(shown[0], ("out/a.md".to_owned(), "alpha".to_owned()));
-        assert!(shown[1].1.ends_with("[... truncated 10 bytes]"), "{}", &shown[1].1[shown[1].1.len() - 40..]);
-        assert_eq!(deliverable(dir.path(), "missing.md", &manifest), [("missing.md".to_owned(), "(not delivered)".to_owned())]);
+        assert!(
+            shown[1].1.ends_with("[... truncated 10 bytes]"),
+            "{}",
+            &shown[1].1[shown[1].1.len() - 40..]
+        );
+        assert_eq!(
+            deliverable(dir.path(), "missing.md", &manifest),
+            [("missing.md".to_owned(), "(not delivered)".to_owned())]
+        );
         std::fs::write(dir.path().join("report.md"), "y".repeat(20_000)).unwrap();
         let one = deliverable(dir.path(), "report.md", &["report.md".to_owned()]);
         assert_eq!(one[0].1.len(), 20_000, "under the caps nothing is cut");

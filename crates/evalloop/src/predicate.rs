@@ -25,7 +25,11 @@ mod tests {
     fn e54_one_predicate_unknown_is_never_counted() {
         let check = |installed: &[&str], loaded: Option<&[&str]>, want: bool| {
             let loaded = loaded.map(v);
-            assert_eq!(never_used_its_skill(&v(installed), loaded.as_deref()), want, "{installed:?} {loaded:?}");
+            assert_eq!(
+                never_used_its_skill(&v(installed), loaded.as_deref()),
+                want,
+                "{installed:?} {loaded:?}"
+            );
         };
         check(&["s"], Some(&[]), true);
         check(&["s"], Some(&["other"]), true);

@@ -41,7 +41,15 @@ pub struct RecheckConfig {
 
 impl Default for RecheckConfig {
     fn default() -> Self {
-        Self { confirm_drop: 0.30, min_days: 5, min_sessions: 10, min_words: 2, max_words: 20, common_share: 0.25, rare_share: 0.125 }
+        Self {
+            confirm_drop: 0.30,
+            min_days: 5,
+            min_sessions: 10,
+            min_words: 2,
+            max_words: 20,
+            common_share: 0.25,
+            rare_share: 0.125,
+        }
     }
 }
 
@@ -83,13 +91,28 @@ impl RecheckOutcome {
     /// One human line: verdict, rates, load count.
     pub fn line(&self) -> String {
         let rates = match (self.rate_before, self.rate_after) {
-            (Some(b), Some(a)) => format!(" (rate {:.0}% → {:.0}%, {} / {} sessions)", b * 100.0, a * 100.0, self.n_before, self.n_after),
+            (Some(b), Some(a)) => format!(
+                " (rate {:.0}% → {:.0}%, {} / {} sessions)",
+                b * 100.0,
+                a * 100.0,
+                self.n_before,
+                self.n_after
+            ),
             _ => String::new(),
         };
         match &self.verdict {
-            RecheckVerdict::AdoptConfirmed => format!("{}: adopt-confirmed{rates}, loaded {} times", self.skill, self.loads),
-            RecheckVerdict::Revoked => format!("{}: revoked{rates}, loaded {} times", self.skill, self.loads),
-            RecheckVerdict::Skip { reason } => format!("{}: SKIP — {reason}{rates}; loaded {} times", self.skill, self.loads),
+            RecheckVerdict::AdoptConfirmed => format!(
+                "{}: adopt-confirmed{rates}, loaded {} times",
+                self.skill, self.loads
+            ),
+            RecheckVerdict::Revoked => format!(
+                "{}: revoked{rates}, loaded {} times",
+                self.skill, self.loads
+            ),
+            RecheckVerdict::Skip { reason } => format!(
+                "{}: SKIP — {reason}{rates}; loaded {} times",
+                self.skill, self.loads
+            ),
         }
     }
 }
@@ -127,7 +150,10 @@ impl WordStats {
                 *df.entry(w).or_insert(0) += 1;
             }
         }
-        Self { n_episodes: episodes.len(), df }
+        Self {
+            n_episodes: episodes.len(),
+            df,
+        }
     }
 
     fn share(&self, word: &str) -> f64 {
@@ -140,7 +166,11 @@ impl WordStats {
 
 /// The signature's matching words: distinct, lowercase, without stopwords or words common across
 /// all corrections (E-25).
-pub fn usable_words(signature: &Signature, stats: &WordStats, cfg: &RecheckConfig) -> BTreeSet<String> {
+pub fn usable_words(
+    signature: &Signature,
+    stats: &WordStats,
+    cfg: &RecheckConfig,
+) -> BTreeSet<String> {
     signature
         .words
         .iter()
@@ -151,8 +181,16 @@ pub fn usable_words(signature: &Signature, stats: &WordStats, cfg: &RecheckConfi
 
 /// Whether `episode` matches: one rare word (in under [`RecheckConfig::rare_share`] of episodes)
 /// or two signature words (E-28).
-pub fn matches(episode_text: &str, words: &BTreeSet<String>, stats: &WordStats, cfg: &RecheckConfig) -> bool {
-    let hit: Vec<String> = content_words(episode_text).into_iter().filter(|w| words.contains(w)).collect();
+pub fn matches(
+    episode_text: &str,
+    words: &BTreeSet<String>,
+    stats: &WordStats,
+    cfg: &RecheckConfig,
+) -> bool {
+    let hit: Vec<String> = content_words(episode_text)
+        .into_iter()
+        .filter(|w| words.contains(w))
+        .collect();
     hit.len() >= 2 || hit.first().is_some_and(|w| stats.share(w) < cfg.rare_share)
 }
 
@@ -161,13 +199,19 @@ pub fn matches(episode_text: &str, words: &BTreeSet<String>, stats: &WordStats, 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SignatureRefusal {
     /// E-27: `derived_from` names the skill's own description (`skill_md:`).
-    #[error("the signature was lifted from the skill's own description (derived_from skill_md): refused on sight; mine a theme with `eval theme`")]
+    #[error(
+        "the signature was lifted from the skill's own description (derived_from skill_md): refused on sight; mine a theme with `eval theme`"
+    )]
     LiftedFromSkillMd,
     /// E-27: four in five of its words are in the skill's description.
-    #[error("the signature is the skill's own description, not a mistake it prevents: refused on sight")]
+    #[error(
+        "the signature is the skill's own description, not a mistake it prevents: refused on sight"
+    )]
     IsDescription,
     /// E-25: too few distinct words left once words common to all corrections are dropped.
-    #[error("the signature has {n_words} distinct word(s) left once words common to all corrections are dropped (needs {min_words})")]
+    #[error(
+        "the signature has {n_words} distinct word(s) left once words common to all corrections are dropped (needs {min_words})"
+    )]
     TooFewWords {
         /// Words left.
         n_words: usize,
@@ -175,7 +219,9 @@ pub enum SignatureRefusal {
         min_words: usize,
     },
     /// E-26: more distinct words than `max_words`.
-    #[error("the signature matches on {n_words} distinct words, more than {max_words}: too broad to be about one theme")]
+    #[error(
+        "the signature matches on {n_words} distinct words, more than {max_words}: too broad to be about one theme"
+    )]
     TooBroad {
         /// Words it matches on.
         n_words: usize,
@@ -188,23 +234,45 @@ pub enum SignatureRefusal {
 ///
 /// # Errors
 /// The [`SignatureRefusal`], as the SKIP line says it.
-pub fn check_signature(signature: &Signature, description: Option<&str>, stats: &WordStats, cfg: &RecheckConfig) -> Result<BTreeSet<String>, SignatureRefusal> {
-    if signature.derived_from.as_deref().is_some_and(|d| d.starts_with("skill_md:")) {
+pub fn check_signature(
+    signature: &Signature,
+    description: Option<&str>,
+    stats: &WordStats,
+    cfg: &RecheckConfig,
+) -> Result<BTreeSet<String>, SignatureRefusal> {
+    if signature
+        .derived_from
+        .as_deref()
+        .is_some_and(|d| d.starts_with("skill_md:"))
+    {
         return Err(SignatureRefusal::LiftedFromSkillMd);
     }
     if let Some(description) = description {
         let desc = content_words(description);
-        let words: BTreeSet<String> = signature.words.iter().map(|w| w.to_lowercase()).filter(|w| !is_stopword(w)).collect();
-        if !words.is_empty() && words.iter().filter(|w| desc.contains(*w)).count() * 5 >= words.len() * 4 {
+        let words: BTreeSet<String> = signature
+            .words
+            .iter()
+            .map(|w| w.to_lowercase())
+            .filter(|w| !is_stopword(w))
+            .collect();
+        if !words.is_empty()
+            && words.iter().filter(|w| desc.contains(*w)).count() * 5 >= words.len() * 4
+        {
             return Err(SignatureRefusal::IsDescription);
         }
     }
     let words = usable_words(signature, stats, cfg);
     if words.len() < cfg.min_words {
-        return Err(SignatureRefusal::TooFewWords { n_words: words.len(), min_words: cfg.min_words });
+        return Err(SignatureRefusal::TooFewWords {
+            n_words: words.len(),
+            min_words: cfg.min_words,
+        });
     }
     if words.len() > cfg.max_words {
-        return Err(SignatureRefusal::TooBroad { n_words: words.len(), max_words: cfg.max_words });
+        return Err(SignatureRefusal::TooBroad {
+            n_words: words.len(),
+            max_words: cfg.max_words,
+        });
     }
     Ok(words)
 }
@@ -213,14 +281,31 @@ pub fn check_signature(signature: &Signature, description: Option<&str>, stats: 
 pub fn recheck(input: &RecheckInput<'_>, cfg: &RecheckConfig) -> RecheckOutcome {
     let entry = input.entry;
     let adopted = entry.at;
-    let after: Vec<&Session> = input.sessions.iter().filter(|s| s.started_at >= adopted && s.started_at <= input.now).collect();
+    let after: Vec<&Session> = input
+        .sessions
+        .iter()
+        .filter(|s| s.started_at >= adopted && s.started_at <= input.now)
+        .collect();
     let loads: u32 = after.iter().map(|s| s.loads_of(&entry.skill)).sum();
-    let mut out = RecheckOutcome { skill: entry.skill.clone(), verdict: RecheckVerdict::AdoptConfirmed, loads, rate_before: None, rate_after: None, n_before: 0, n_after: 0 };
+    let mut out = RecheckOutcome {
+        skill: entry.skill.clone(),
+        verdict: RecheckVerdict::AdoptConfirmed,
+        loads,
+        rate_before: None,
+        rate_after: None,
+        n_before: 0,
+        n_after: 0,
+    };
     let skip = |mut out: RecheckOutcome, reason: String| {
         out.verdict = RecheckVerdict::Skip { reason };
         out
     };
-    let Some(signature) = &entry.signature else { return skip(out, "no recorded signature: nothing to measure the skill by".to_owned()) };
+    let Some(signature) = &entry.signature else {
+        return skip(
+            out,
+            "no recorded signature: nothing to measure the skill by".to_owned(),
+        );
+    };
     let all_episodes: Vec<Episode> = input.sessions.iter().flat_map(episodes).collect();
     let stats = WordStats::of(&all_episodes);
     let words = match check_signature(signature, input.description, &stats, cfg) {
@@ -228,32 +313,72 @@ pub fn recheck(input: &RecheckInput<'_>, cfg: &RecheckConfig) -> RecheckOutcome 
         Err(reason) => return skip(out, reason.to_string()),
     };
     if input.now - adopted < Duration::days(cfg.min_days) {
-        return skip(out, format!("fewer than {} days of sessions since adoption", cfg.min_days));
+        return skip(
+            out,
+            format!(
+                "fewer than {} days of sessions since adoption",
+                cfg.min_days
+            ),
+        );
     }
     if all_episodes.is_empty() {
-        return skip(out, "no corrections to count on this machine (run the recheck where the user types)".to_owned());
+        return skip(
+            out,
+            "no corrections to count on this machine (run the recheck where the user types)"
+                .to_owned(),
+        );
     }
     let eligible = |s: &&Session| is_eligible(s);
-    let before: Vec<&Session> = input.sessions.iter().filter(|s| s.started_at < adopted).filter(eligible).collect();
+    let before: Vec<&Session> = input
+        .sessions
+        .iter()
+        .filter(|s| s.started_at < adopted)
+        .filter(eligible)
+        .collect();
     let after: Vec<&Session> = after.into_iter().filter(eligible).collect();
     (out.n_before, out.n_after) = (before.len(), after.len());
     if before.is_empty() {
-        return skip(out, "no baseline: no eligible session before the adoption date".to_owned());
+        return skip(
+            out,
+            "no baseline: no eligible session before the adoption date".to_owned(),
+        );
     }
     if before.len() < cfg.min_sessions || after.len() < cfg.min_sessions {
-        return skip(out, format!("too few sessions: {} before and {} after adoption (needs {} each)", before.len(), after.len(), cfg.min_sessions));
+        return skip(
+            out,
+            format!(
+                "too few sessions: {} before and {} after adoption (needs {} each)",
+                before.len(),
+                after.len(),
+                cfg.min_sessions
+            ),
+        );
     }
-    let failed = |s: &Session| episodes(s).iter().any(|e| matches(&e.text, &words, &stats, cfg));
+    let failed = |s: &Session| {
+        episodes(s)
+            .iter()
+            .any(|e| matches(&e.text, &words, &stats, cfg))
+    };
     let rate = |w: &[&Session]| w.iter().filter(|s| failed(s)).count() as f64 / w.len() as f64;
     let (rate_before, rate_after) = (rate(&before), rate(&after));
     (out.rate_before, out.rate_after) = (Some(rate_before), Some(rate_after));
     if rate_before == 0.0 {
-        return skip(out, "a baseline of zero: a rate of zero cannot drop".to_owned());
+        return skip(
+            out,
+            "a baseline of zero: a rate of zero cannot drop".to_owned(),
+        );
     }
     if let Some(shift) = length_shift(&before, &after, &failed)
         && shift >= cfg.confirm_drop
     {
-        return skip(out, format!("session length alone moves the expected rate by {:.0}%, as much as the verdict's own {:.0}% factor (length confound)", shift * 100.0, cfg.confirm_drop * 100.0));
+        return skip(
+            out,
+            format!(
+                "session length alone moves the expected rate by {:.0}%, as much as the verdict's own {:.0}% factor (length confound)",
+                shift * 100.0,
+                cfg.confirm_drop * 100.0
+            ),
+        );
     }
     if loads == 0 {
         let kind = if input.installed {
@@ -261,16 +386,27 @@ pub fn recheck(input: &RecheckInput<'_>, cfg: &RecheckConfig) -> RecheckOutcome 
         } else {
             "not installed in a root these sessions could reach"
         };
-        return skip(out, format!("the skill was loaded 0 times since adoption: {kind}; the entry stays due"));
+        return skip(
+            out,
+            format!("the skill was loaded 0 times since adoption: {kind}; the entry stays due"),
+        );
     }
-    out.verdict = if (rate_before - rate_after) / rate_before >= cfg.confirm_drop { RecheckVerdict::AdoptConfirmed } else { RecheckVerdict::Revoked };
+    out.verdict = if (rate_before - rate_after) / rate_before >= cfg.confirm_drop {
+        RecheckVerdict::AdoptConfirmed
+    } else {
+        RecheckVerdict::Revoked
+    };
     out
 }
 
 /// E-30: the relative change between the two windows' expected rates read off session lengths
 /// alone (user turns, capped at 12), with per-length rates pooled over both windows; `None`
 /// when the before-window's expected rate is zero.
-fn length_shift(before: &[&Session], after: &[&Session], failed: &dyn Fn(&Session) -> bool) -> Option<f64> {
+fn length_shift(
+    before: &[&Session],
+    after: &[&Session],
+    failed: &dyn Fn(&Session) -> bool,
+) -> Option<f64> {
     let bucket = |s: &Session| s.n_user_turns().min(12);
     let mut by_len: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
     for s in before.iter().chain(after) {
@@ -278,7 +414,12 @@ fn length_shift(before: &[&Session], after: &[&Session], failed: &dyn Fn(&Sessio
         e.0 += usize::from(failed(s));
         e.1 += 1;
     }
-    let expected = |w: &[&Session]| w.iter().map(|s| by_len[&bucket(s)].0 as f64 / by_len[&bucket(s)].1 as f64).sum::<f64>() / w.len() as f64;
+    let expected = |w: &[&Session]| {
+        w.iter()
+            .map(|s| by_len[&bucket(s)].0 as f64 / by_len[&bucket(s)].1 as f64)
+            .sum::<f64>()
+            / w.len() as f64
+    };
     let (b, a) = (expected(before), expected(after));
     (b > 0.0).then(|| ((b - a) / b).abs())
 }

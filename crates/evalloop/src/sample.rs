@@ -70,7 +70,12 @@ pub struct SampleVerdict {
 
 impl SampleVerdict {
     /// The verdict of a pair found invalid before (or without) the judge.
-    pub fn invalid(sample: u32, invalid: &Invalid, records: &ArmPair<ArmRecord>, verify: ArmPair<bool>) -> Self {
+    pub fn invalid(
+        sample: u32,
+        invalid: &Invalid,
+        records: &ArmPair<ArmRecord>,
+        verify: ArmPair<bool>,
+    ) -> Self {
         Self {
             sample,
             valid: false,
@@ -80,7 +85,10 @@ impl SampleVerdict {
             winner: None,
             mapping: None,
             verify_passed: verify,
-            tool_errors: ArmPair { with: records.with.tool_errors, without: records.without.tool_errors },
+            tool_errors: ArmPair {
+                with: records.with.tool_errors,
+                without: records.without.tool_errors,
+            },
             skills: Some(skill_facts(records)),
             judge_usage: None,
         }
@@ -88,7 +96,13 @@ impl SampleVerdict {
 
     /// The verdict from the judge's reading, de-blinded through `mapping`; an unreadable reply is
     /// invalid (`unreadable_verdict`), never a tie (E-07).
-    pub fn judged(sample: u32, reading: &JudgeReading, mapping: Mapping, records: &ArmPair<ArmRecord>, verify: ArmPair<bool>) -> Self {
+    pub fn judged(
+        sample: u32,
+        reading: &JudgeReading,
+        mapping: Mapping,
+        records: &ArmPair<ArmRecord>,
+        verify: ArmPair<bool>,
+    ) -> Self {
         let (valid, code, reason, winner) = match reading {
             JudgeReading::Pick { slot, reason } => {
                 let w = match mapping.arm(*slot) {
@@ -98,7 +112,12 @@ impl SampleVerdict {
                 (true, None, reason.clone(), Some(w))
             }
             JudgeReading::Tie { reason } => (true, None, reason.clone(), Some(Winner::Tie)),
-            JudgeReading::Unreadable(why) => (false, Some(InvalidCode::UnreadableVerdict), format!("unreadable verdict: {why}"), None),
+            JudgeReading::Unreadable(why) => (
+                false,
+                Some(InvalidCode::UnreadableVerdict),
+                format!("unreadable verdict: {why}"),
+                None,
+            ),
         };
         Self {
             sample,
@@ -109,7 +128,10 @@ impl SampleVerdict {
             winner,
             mapping: Some(mapping),
             verify_passed: verify,
-            tool_errors: ArmPair { with: records.with.tool_errors, without: records.without.tool_errors },
+            tool_errors: ArmPair {
+                with: records.with.tool_errors,
+                without: records.without.tool_errors,
+            },
             skills: Some(skill_facts(records)),
             judge_usage: None,
         }
@@ -118,6 +140,13 @@ impl SampleVerdict {
 
 /// The three stored facts per arm, from the arms' records.
 pub fn skill_facts(records: &ArmPair<ArmRecord>) -> ArmPair<SkillFacts> {
-    let f = |r: &ArmRecord| SkillFacts { installed: r.skills_installed.clone(), offered: r.skills_offered.clone(), loaded: r.skills_loaded.clone() };
-    ArmPair { with: f(&records.with), without: f(&records.without) }
+    let f = |r: &ArmRecord| SkillFacts {
+        installed: r.skills_installed.clone(),
+        offered: r.skills_offered.clone(),
+        loaded: r.skills_loaded.clone(),
+    };
+    ArmPair {
+        with: f(&records.with),
+        without: f(&records.without),
+    }
 }

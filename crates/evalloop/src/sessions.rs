@@ -80,7 +80,9 @@ impl Session {
 
     /// Loads of `skill` (0 when unknown).
     pub fn loads_of(&self, skill: &str) -> u32 {
-        self.loads.as_ref().map_or(0, |l| l.iter().filter(|n| *n == skill).count() as u32)
+        self.loads
+            .as_ref()
+            .map_or(0, |l| l.iter().filter(|n| *n == skill).count() as u32)
     }
 }
 
@@ -110,7 +112,11 @@ pub fn check_limits(source: Source, text: &str) -> Result<(), SessionLimitError>
     use skillforge_contract::limits::check_json;
     match source {
         Source::Opencode => Ok(check_json(text)?),
-        Source::Claude | Source::Codex => match text.lines().enumerate().find_map(|(n, l)| check_json(l).err().map(|e| (n + 1, e))) {
+        Source::Claude | Source::Codex => match text
+            .lines()
+            .enumerate()
+            .find_map(|(n, l)| check_json(l).err().map(|e| (n + 1, e)))
+        {
             Some((line, source)) => Err(SessionLimitError::Line { line, source }),
             None => Ok(()),
         },
@@ -127,13 +133,17 @@ pub fn parse_session(source: Source, text: &str) -> Option<Session> {
 }
 
 fn lines(text: &str) -> impl Iterator<Item = Value> + '_ {
-    text.lines().filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok()).filter(Value::is_object)
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
+        .filter(Value::is_object)
 }
 
 fn time(v: Option<&Value>) -> Option<DateTime<Utc>> {
     match v? {
         Value::String(s) => s.parse().ok(),
-        Value::Number(n) => n.as_i64().and_then(|ms| Utc.timestamp_millis_opt(ms).single()),
+        Value::Number(n) => n
+            .as_i64()
+            .and_then(|ms| Utc.timestamp_millis_opt(ms).single()),
         _ => None,
     }
 }
@@ -150,7 +160,11 @@ fn parse_claude(text: &str) -> Option<Session> {
     for v in lines(text) {
         let kind = v.get("type").and_then(Value::as_str);
         if id.is_none() {
-            id = v.get("sessionId").or_else(|| v.get("session_id")).and_then(Value::as_str).map(str::to_owned);
+            id = v
+                .get("sessionId")
+                .or_else(|| v.get("session_id"))
+                .and_then(Value::as_str)
+                .map(str::to_owned);
         }
         if started.is_none() {
             started = time(v.get("timestamp"));
@@ -167,9 +181,17 @@ fn parse_claude(text: &str) -> Option<Session> {
             Some(Value::Array(blocks)) => {
                 for b in blocks {
                     match b.get("type").and_then(Value::as_str) {
-                        Some("text") => texts.extend(b.get("text").and_then(Value::as_str).map(str::to_owned)),
-                        Some("tool_use") if b.get("name").and_then(Value::as_str) == Some("Skill") => {
-                            loads.extend(b.pointer("/input/skill").and_then(Value::as_str).map(str::to_owned));
+                        Some("text") => {
+                            texts.extend(b.get("text").and_then(Value::as_str).map(str::to_owned))
+                        }
+                        Some("tool_use")
+                            if b.get("name").and_then(Value::as_str) == Some("Skill") =>
+                        {
+                            loads.extend(
+                                b.pointer("/input/skill")
+                                    .and_then(Value::as_str)
+                                    .map(str::to_owned),
+                            );
                         }
                         _ => {}
                     }
@@ -179,7 +201,13 @@ fn parse_claude(text: &str) -> Option<Session> {
         }
         push(&mut turns, role, texts.join("\n"));
     }
-    Some(Session { id: id.unwrap_or_default(), source: Source::Claude, started_at: started?, turns, loads: Some(loads) })
+    Some(Session {
+        id: id.unwrap_or_default(),
+        source: Source::Claude,
+        started_at: started?,
+        turns,
+        loads: Some(loads),
+    })
 }
 
 fn parse_opencode(text: &str) -> Option<Session> {
@@ -187,26 +215,52 @@ fn parse_opencode(text: &str) -> Option<Session> {
     let info = v.get("info")?;
     let started = time(info.pointer("/time/created"))?;
     let (mut turns, mut loads) = (Vec::new(), Vec::new());
-    for m in v.get("messages").and_then(Value::as_array).into_iter().flatten() {
+    for m in v
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let role = match m.pointer("/info/role").and_then(Value::as_str) {
             Some("user") => Role::User,
             Some("assistant") => Role::Assistant,
             _ => continue,
         };
         let mut texts = Vec::new();
-        for p in m.get("parts").and_then(Value::as_array).into_iter().flatten() {
+        for p in m
+            .get("parts")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             match p.get("type").and_then(Value::as_str) {
-                Some("text") => texts.extend(p.get("text").and_then(Value::as_str).map(str::to_owned)),
+                Some("text") => {
+                    texts.extend(p.get("text").and_then(Value::as_str).map(str::to_owned))
+                }
                 Some("tool") if p.get("tool").and_then(Value::as_str) == Some("skill") => {
-                    loads.extend(p.pointer("/state/input/name").and_then(Value::as_str).map(str::to_owned));
+                    loads.extend(
+                        p.pointer("/state/input/name")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned),
+                    );
                 }
                 _ => {}
             }
         }
         push(&mut turns, role, texts.join("\n"));
     }
-    let id = info.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
-    Some(Session { id, source: Source::Opencode, started_at: started, turns, loads: Some(loads) })
+    let id = info
+        .get("id")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    Some(Session {
+        id,
+        source: Source::Opencode,
+        started_at: started,
+        turns,
+        loads: Some(loads),
+    })
 }
 
 fn parse_codex(text: &str) -> Option<Session> {
@@ -217,9 +271,18 @@ fn parse_codex(text: &str) -> Option<Session> {
         }
         let payload = v.get("payload");
         match v.get("type").and_then(Value::as_str) {
-            Some("session_meta") => id = payload.and_then(|p| p.get("id")).and_then(Value::as_str).map(str::to_owned),
+            Some("session_meta") => {
+                id = payload
+                    .and_then(|p| p.get("id"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            }
             Some("response_item") => {
-                let Some(p) = payload.filter(|p| p.get("type").and_then(Value::as_str) == Some("message")) else { continue };
+                let Some(p) =
+                    payload.filter(|p| p.get("type").and_then(Value::as_str) == Some("message"))
+                else {
+                    continue;
+                };
                 let role = match p.get("role").and_then(Value::as_str) {
                     Some("user") => Role::User,
                     Some("assistant") => Role::Assistant,
@@ -233,7 +296,10 @@ fn parse_codex(text: &str) -> Option<Session> {
                     .filter_map(|c| c.get("text").and_then(Value::as_str))
                     .collect();
                 let text = text.join("\n");
-                if role == Role::User && (text.starts_with("<environment_context>") || text.starts_with("<user_instructions>")) {
+                if role == Role::User
+                    && (text.starts_with("<environment_context>")
+                        || text.starts_with("<user_instructions>"))
+                {
                     continue;
                 }
                 push(&mut turns, role, text);
@@ -241,7 +307,13 @@ fn parse_codex(text: &str) -> Option<Session> {
             _ => {}
         }
     }
-    Some(Session { id: id.unwrap_or_default(), source: Source::Codex, started_at: started?, turns, loads: None })
+    Some(Session {
+        id: id.unwrap_or_default(),
+        source: Source::Codex,
+        started_at: started?,
+        turns,
+        loads: None,
+    })
 }
 
 #[cfg(test)]
@@ -257,14 +329,22 @@ pub(crate) mod tests {
     fn e33_loads_read_per_runtime_spelling_codex_unknown() {
         let claude = parse_session(Source::Claude, CLAUDE).unwrap();
         assert_eq!(claude.loads, Some(vec!["tldr-replies".to_string()]));
-        assert_eq!(claude.n_user_turns(), 2, "tool_result lines are not user turns");
+        assert_eq!(
+            claude.n_user_turns(),
+            2,
+            "tool_result lines are not user turns"
+        );
         let opencode = parse_session(Source::Opencode, OPENCODE).unwrap();
         assert_eq!(opencode.loads, Some(vec!["tldr-replies".to_string()]));
         assert_eq!(opencode.n_user_turns(), 2);
         let codex = parse_session(Source::Codex, CODEX).unwrap();
         assert_eq!(codex.loads, None);
         assert_eq!(codex.loads_of("tldr-replies"), 0);
-        assert_eq!(codex.n_user_turns(), 2, "injected environment context is not a turn");
+        assert_eq!(
+            codex.n_user_turns(),
+            2,
+            "injected environment context is not a turn"
+        );
         assert_eq!(codex.id, "0199a1b2-codex");
     }
 
@@ -273,8 +353,15 @@ pub(crate) mod tests {
     fn deeply_nested_session_lines_are_refused_with_the_line() {
         let deep = "[".repeat(100_000);
         assert!(check_limits(Source::Claude, CLAUDE).is_ok());
-        let e = check_limits(Source::Claude, &format!("{{}}\n{deep}")).unwrap_err().to_string();
+        let e = check_limits(Source::Claude, &format!("{{}}\n{deep}"))
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("line 2 ") && e.contains("64 levels"), "{e}");
-        assert!(check_limits(Source::Opencode, &deep).unwrap_err().to_string().contains("64 levels"));
+        assert!(
+            check_limits(Source::Opencode, &deep)
+                .unwrap_err()
+                .to_string()
+                .contains("64 levels")
+        );
     }
 }

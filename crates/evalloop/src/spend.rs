@@ -8,9 +8,9 @@ use serde::Serialize;
 use skillforge_runner_agent::Spend;
 
 use super::arm::{ArmRecord, ArmSide};
-use super::steps::arm::RUN_FILE;
 use super::layout::{meta_dir, read_json, sample_dir};
 use super::sample::{SampleVerdict, VERDICT_FILE};
+use super::steps::arm::RUN_FILE;
 
 /// One sample's spend.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -49,9 +49,14 @@ pub fn brief_spend(brief_dir: &Path, n: u32) -> BriefSpend {
     let mut spend = BriefSpend::default();
     for sample in 1..=n {
         let sdir = sample_dir(brief_dir, sample);
-        let mut s = SampleSpend { sample, ..SampleSpend::default() };
+        let mut s = SampleSpend {
+            sample,
+            ..SampleSpend::default()
+        };
         for side in ArmSide::BOTH {
-            let record: Option<ArmRecord> = read_json(&meta_dir(&sdir, side).join(RUN_FILE)).ok().flatten();
+            let record: Option<ArmRecord> = read_json(&meta_dir(&sdir, side).join(RUN_FILE))
+                .ok()
+                .flatten();
             if let Some(record) = record {
                 let slot = match side {
                     ArmSide::With => &mut s.with,

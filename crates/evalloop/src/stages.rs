@@ -28,7 +28,13 @@ pub const SOURCE: StageSource = StageSource {
     family: "evalloop",
     workflow: EVAL_WORKFLOW,
     shipped: SHIPPED_EVALLOOP_TOML,
-    stage_names: &[ARM_STAGE, VERIFY_STAGE, JUDGE_STAGE, DRAFT_STAGE, DEPLOY_STAGE],
+    stage_names: &[
+        ARM_STAGE,
+        VERIFY_STAGE,
+        JUDGE_STAGE,
+        DRAFT_STAGE,
+        DEPLOY_STAGE,
+    ],
 };
 
 /// The stages, resolved.
@@ -83,7 +89,11 @@ impl Default for EvalStages {
     /// # Panics
     /// When the embedded file is invalid (a build defect the unit test below guards).
     fn default() -> Self {
-        Self::from_def(&SOURCE.shipped().unwrap_or_else(|e| panic!("shipped evalloop.toml: {e}")))
+        Self::from_def(
+            &SOURCE
+                .shipped()
+                .unwrap_or_else(|e| panic!("shipped evalloop.toml: {e}")),
+        )
     }
 }
 
@@ -95,11 +105,25 @@ mod tests {
     fn shipped_file_is_valid_and_overrides_are_checked() {
         let s = EvalStages::default();
         assert_eq!(s.arm.timeout_secs, 1200);
-        assert_eq!([s.arm.runner.as_deref(), s.verify.runner.as_deref(), s.judge.runner.as_deref()], [Some("agent"), Some("process"), Some("agent")]);
-        assert!(!s.arm.retry_failed_runs && !s.verify.retry_failed_runs && !s.judge.retry_failed_runs, "a failing run is the answer");
-        let e = EvalStages::with_override("[stages.jduge]\ntimeout_secs = 5\n", "h/evalloop.toml").unwrap_err().to_string();
+        assert_eq!(
+            [
+                s.arm.runner.as_deref(),
+                s.verify.runner.as_deref(),
+                s.judge.runner.as_deref()
+            ],
+            [Some("agent"), Some("process"), Some("agent")]
+        );
+        assert!(
+            !s.arm.retry_failed_runs && !s.verify.retry_failed_runs && !s.judge.retry_failed_runs,
+            "a failing run is the answer"
+        );
+        let e = EvalStages::with_override("[stages.jduge]\ntimeout_secs = 5\n", "h/evalloop.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("h/evalloop.toml") && e.contains("jduge"), "{e}");
-        let e = EvalStages::with_override("[stages.arm]\nretries = 1\n", "f").unwrap_err().to_string();
+        let e = EvalStages::with_override("[stages.arm]\nretries = 1\n", "f")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("retries"), "{e}");
         let s = EvalStages::with_override("[stages.arm]\ntimeout_secs = 30\n", "f").unwrap();
         assert_eq!((s.arm.timeout_secs, s.judge.timeout_secs), (30, 600));

@@ -25,7 +25,14 @@ pub fn brief_stop(verdicts: &[SampleVerdict]) -> Option<Stopped> {
     for v in sorted {
         match v.invalid_code {
             Some(code) if code.stops_at_once() => {
-                return Some(Stopped { sample: v.sample, code, reason: format!("sample {}: {} stops the brief: {}", v.sample, code, v.reason) });
+                return Some(Stopped {
+                    sample: v.sample,
+                    code,
+                    reason: format!(
+                        "sample {}: {} stops the brief: {}",
+                        v.sample, code, v.reason
+                    ),
+                });
             }
             Some(InvalidCode::BothArmsFailedVerify) => {
                 run += 1;
@@ -33,7 +40,11 @@ pub fn brief_stop(verdicts: &[SampleVerdict]) -> Option<Stopped> {
                     return Some(Stopped {
                         sample: v.sample,
                         code: InvalidCode::BothArmsFailedVerify,
-                        reason: format!("samples {} and {} both had both arms fail verify: a gate nothing passes; fix the brief", v.sample - 1, v.sample),
+                        reason: format!(
+                            "samples {} and {} both had both arms fail verify: a gate nothing passes; fix the brief",
+                            v.sample - 1,
+                            v.sample
+                        ),
                     });
                 }
             }
@@ -69,14 +80,38 @@ mod tests {
     fn e42_two_both_failed_in_a_row_stop_one_does_not() {
         use InvalidCode::*;
         let check = |codes: &[Option<InvalidCode>], want: Option<u32>| {
-            let vs: Vec<_> = codes.iter().enumerate().map(|(i, c)| v(i as u32 + 1, *c)).collect();
+            let vs: Vec<_> = codes
+                .iter()
+                .enumerate()
+                .map(|(i, c)| v(i as u32 + 1, *c))
+                .collect();
             assert_eq!(brief_stop(&vs).map(|s| s.sample), want, "{codes:?}");
         };
         check(&[Some(BothArmsFailedVerify)], None);
-        check(&[Some(BothArmsFailedVerify), Some(BothArmsFailedVerify)], Some(2));
-        check(&[Some(BothArmsFailedVerify), Some(SkillNamed), Some(BothArmsFailedVerify)], None);
-        check(&[Some(SkillNamed), Some(SkillNamed), Some(SkillNamed)], None);
-        check(&[Some(ArmTimedOut), Some(BothArmsFailedVerify), Some(ArmTimedOut)], None);
+        check(
+            &[Some(BothArmsFailedVerify), Some(BothArmsFailedVerify)],
+            Some(2),
+        );
+        check(
+            &[
+                Some(BothArmsFailedVerify),
+                Some(SkillNamed),
+                Some(BothArmsFailedVerify),
+            ],
+            None,
+        );
+        check(
+            &[Some(SkillNamed), Some(SkillNamed), Some(SkillNamed)],
+            None,
+        );
+        check(
+            &[
+                Some(ArmTimedOut),
+                Some(BothArmsFailedVerify),
+                Some(ArmTimedOut),
+            ],
+            None,
+        );
         check(&[None, Some(ArmNeverRan)], Some(2));
         check(&[Some(BaselineHadTheSkill)], Some(1));
     }

@@ -35,7 +35,14 @@ pub struct ThemeConfig {
 
 impl Default for ThemeConfig {
     fn default() -> Self {
-        Self { max_seed_share: 0.35, word_floor: 3, min_words: 4, max_words: 8, duplicate_overlap: 0.5, subject_prefix: 5 }
+        Self {
+            max_seed_share: 0.35,
+            word_floor: 3,
+            min_words: 4,
+            max_words: 8,
+            duplicate_overlap: 0.5,
+            subject_prefix: 5,
+        }
     }
 }
 
@@ -66,9 +73,17 @@ pub struct Theme {
 }
 
 /// Sessions with an episode matching `words`.
-pub fn matched_sessions(words: &BTreeSet<String>, episodes: &[Episode], stats: &WordStats) -> BTreeSet<String> {
+pub fn matched_sessions(
+    words: &BTreeSet<String>,
+    episodes: &[Episode],
+    stats: &WordStats,
+) -> BTreeSet<String> {
     let cfg = RecheckConfig::default();
-    episodes.iter().filter(|e| matches(&e.text, words, stats, &cfg)).map(|e| e.session_id.clone()).collect()
+    episodes
+        .iter()
+        .filter(|e| matches(&e.text, words, stats, &cfg))
+        .map(|e| e.session_id.clone())
+        .collect()
 }
 
 fn shares_prefix(a: &str, b: &str, n: usize) -> bool {
@@ -92,7 +107,9 @@ pub enum ThemeRefusal {
         max_seed_share: f64,
     },
     /// E-35: fewer than `min_words` words recur in at least `word_floor` seed episodes.
-    #[error("only {n_words} word(s) recur in at least {word_floor} seed episodes (needs {min_words}): nothing but filler to measure by")]
+    #[error(
+        "only {n_words} word(s) recur in at least {word_floor} seed episodes (needs {min_words}): nothing but filler to measure by"
+    )]
     TooFewWords {
         /// Words that recur.
         n_words: usize,
@@ -102,7 +119,9 @@ pub enum ThemeRefusal {
         min_words: usize,
     },
     /// E-36: no theme word shares a prefix with a word of the skill's name.
-    #[error("the theme {words:?} does not include the word `{skill}` is named after: it drifted off the skill's subject")]
+    #[error(
+        "the theme {words:?} does not include the word `{skill}` is named after: it drifted off the skill's subject"
+    )]
     OffSubject {
         /// The theme's words.
         words: BTreeSet<String>,
@@ -113,7 +132,9 @@ pub enum ThemeRefusal {
     #[error("the theme matches no session before the adoption date: no baseline")]
     NoBaseline,
     /// E-38: another open install's matcher matches the same sessions.
-    #[error("the theme matches the same sessions as `{other}`'s matcher ({overlap} of {smaller}): one matcher, not two; both are refused")]
+    #[error(
+        "the theme matches the same sessions as `{other}`'s matcher ({overlap} of {smaller}): one matcher, not two; both are refused"
+    )]
     Duplicate {
         /// The other skill.
         other: String,
@@ -123,7 +144,9 @@ pub enum ThemeRefusal {
         smaller: usize,
     },
     /// No line of the sources states a rule about the theme ([`forge_theme`]).
-    #[error("no line of {sources} states a rule about the theme {words:?}: give --memory DIR holding the user's rules (notes, CLAUDE.md), or write them in the skill's SKILL.md")]
+    #[error(
+        "no line of {sources} states a rule about the theme {words:?}: give --memory DIR holding the user's rules (notes, CLAUDE.md), or write them in the skill's SKILL.md"
+    )]
     NoRules {
         /// The sources read, joined with `, ` (`any source` when none).
         sources: String,
@@ -140,16 +163,26 @@ pub enum ThemeRefusal {
 /// before adoption, or another skill's matcher by matched sessions (E-38).
 pub fn derive_theme(input: &ThemeInput<'_>, cfg: &ThemeConfig) -> Result<Theme, ThemeRefusal> {
     let stats = WordStats::of(input.episodes);
-    let name_words: Vec<String> = tokens(&input.skill.replace(['-', '_'], " ")).into_iter().filter(|w| !is_stopword(w)).collect();
+    let name_words: Vec<String> = tokens(&input.skill.replace(['-', '_'], " "))
+        .into_iter()
+        .filter(|w| !is_stopword(w))
+        .collect();
     let mut seed_words = content_words(input.description);
     seed_words.extend(name_words.iter().cloned());
-    let seed: Vec<&Episode> = input.episodes.iter().filter(|e| matches(&e.text, &seed_words, &stats, &RecheckConfig::default())).collect();
+    let seed: Vec<&Episode> = input
+        .episodes
+        .iter()
+        .filter(|e| matches(&e.text, &seed_words, &stats, &RecheckConfig::default()))
+        .collect();
     if input.episodes.is_empty() {
         return Err(ThemeRefusal::NoEpisodes);
     }
     let share = seed.len() as f64 / input.episodes.len() as f64;
     if share > cfg.max_seed_share {
-        return Err(ThemeRefusal::TooBroad { share, max_seed_share: cfg.max_seed_share });
+        return Err(ThemeRefusal::TooBroad {
+            share,
+            max_seed_share: cfg.max_seed_share,
+        });
     }
     let mut df: BTreeMap<String, usize> = BTreeMap::new();
     for e in &seed {
@@ -157,27 +190,60 @@ pub fn derive_theme(input: &ThemeInput<'_>, cfg: &ThemeConfig) -> Result<Theme, 
             *df.entry(w).or_insert(0) += 1;
         }
     }
-    let mut ranked: Vec<(String, usize)> = df.into_iter().filter(|(_, n)| *n >= cfg.word_floor).collect();
+    let mut ranked: Vec<(String, usize)> = df
+        .into_iter()
+        .filter(|(_, n)| *n >= cfg.word_floor)
+        .collect();
     ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    let words: BTreeSet<String> = ranked.into_iter().take(cfg.max_words).map(|(w, _)| w).collect();
+    let words: BTreeSet<String> = ranked
+        .into_iter()
+        .take(cfg.max_words)
+        .map(|(w, _)| w)
+        .collect();
     if words.len() < cfg.min_words {
-        return Err(ThemeRefusal::TooFewWords { n_words: words.len(), word_floor: cfg.word_floor, min_words: cfg.min_words });
+        return Err(ThemeRefusal::TooFewWords {
+            n_words: words.len(),
+            word_floor: cfg.word_floor,
+            min_words: cfg.min_words,
+        });
     }
-    if !words.iter().any(|w| name_words.iter().any(|n| shares_prefix(w, n, cfg.subject_prefix))) {
-        return Err(ThemeRefusal::OffSubject { words, skill: input.skill.to_owned() });
+    if !words.iter().any(|w| {
+        name_words
+            .iter()
+            .any(|n| shares_prefix(w, n, cfg.subject_prefix))
+    }) {
+        return Err(ThemeRefusal::OffSubject {
+            words,
+            skill: input.skill.to_owned(),
+        });
     }
     let matched = matched_sessions(&words, input.episodes, &stats);
-    if !matched.iter().any(|s| input.session_start.get(s).is_some_and(|t| *t < input.adopted_at)) {
+    if !matched.iter().any(|s| {
+        input
+            .session_start
+            .get(s)
+            .is_some_and(|t| *t < input.adopted_at)
+    }) {
         return Err(ThemeRefusal::NoBaseline);
     }
     for (other, theirs) in input.others {
         let inter = matched.intersection(theirs).count();
         let smaller = matched.len().min(theirs.len()).max(1);
         if inter as f64 / smaller as f64 >= cfg.duplicate_overlap {
-            return Err(ThemeRefusal::Duplicate { other: other.clone(), overlap: inter, smaller });
+            return Err(ThemeRefusal::Duplicate {
+                other: other.clone(),
+                overlap: inter,
+                smaller,
+            });
         }
     }
-    Ok(Theme { signature: Signature { words: words.into_iter().collect(), derived_from: Some(format!("corrections:{}", seed.len())) }, matched_sessions: matched })
+    Ok(Theme {
+        signature: Signature {
+            words: words.into_iter().collect(),
+            derived_from: Some(format!("corrections:{}", seed.len())),
+        },
+        matched_sessions: matched,
+    })
 }
 
 /// Most corrections a forge theme carries (the drafting prompt's evidence).
@@ -206,7 +272,11 @@ pub fn rule_lines(text: &str, words: &BTreeSet<String>, stats: &WordStats) -> Ve
         if t.starts_with('#') || t.starts_with("```") || t.starts_with("scripted") {
             continue;
         }
-        let t = t.trim_start_matches(['-', '*', '+', ' ']).trim_start_matches(|c: char| c.is_ascii_digit()).trim_start_matches(['.', ')', ' ']).trim();
+        let t = t
+            .trim_start_matches(['-', '*', '+', ' '])
+            .trim_start_matches(|c: char| c.is_ascii_digit())
+            .trim_start_matches(['.', ')', ' '])
+            .trim();
         if tokens(t).len() < 3 || !matches(t, words, stats, &cfg) || out.iter().any(|o| o == t) {
             continue;
         }
@@ -224,7 +294,12 @@ pub fn rule_lines(text: &str, words: &BTreeSet<String>, stats: &WordStats) -> Ve
 /// # Errors
 /// [`ThemeRefusal::NoRules`] when no rule line matches the theme (a knowledge-gap brief is about
 /// the user's own rules; nothing would keep them out of the prompt), naming the sources read.
-pub fn forge_theme(name: &str, theme: &Theme, episodes: &[Episode], sources: &[(String, String)]) -> Result<DraftTheme, ThemeRefusal> {
+pub fn forge_theme(
+    name: &str,
+    theme: &Theme,
+    episodes: &[Episode],
+    sources: &[(String, String)],
+) -> Result<DraftTheme, ThemeRefusal> {
     let stats = WordStats::of(episodes);
     let words: BTreeSet<String> = theme.signature.words.iter().cloned().collect();
     let mut rules: Vec<String> = Vec::new();
@@ -237,16 +312,31 @@ pub fn forge_theme(name: &str, theme: &Theme, episodes: &[Episode], sources: &[(
     }
     if rules.is_empty() {
         let read: Vec<&str> = sources.iter().map(|(w, _)| w.as_str()).collect();
-        return Err(ThemeRefusal::NoRules { sources: if read.is_empty() { "any source".to_owned() } else { read.join(", ") }, words: theme.signature.words.clone() });
+        return Err(ThemeRefusal::NoRules {
+            sources: if read.is_empty() {
+                "any source".to_owned()
+            } else {
+                read.join(", ")
+            },
+            words: theme.signature.words.clone(),
+        });
     }
     let mut corrections: Vec<String> = Vec::new();
     let cfg = RecheckConfig::default();
-    for e in episodes.iter().filter(|e| matches(&e.text, &words, &stats, &cfg)) {
+    for e in episodes
+        .iter()
+        .filter(|e| matches(&e.text, &words, &stats, &cfg))
+    {
         if corrections.len() < MAX_THEME_CORRECTIONS && !corrections.contains(&e.text) {
             corrections.push(e.text.clone());
         }
     }
-    Ok(DraftTheme { name: name.to_owned(), rules, corrections, signature: Some(theme.signature.clone()) })
+    Ok(DraftTheme {
+        name: name.to_owned(),
+        rules,
+        corrections,
+        signature: Some(theme.signature.clone()),
+    })
 }
 
 #[cfg(test)]
@@ -257,7 +347,11 @@ mod tests {
     use crate::recheck::check_signature;
 
     fn ep(id: &str, text: &str) -> Episode {
-        Episode { session_id: id.into(), turn_idx: 2, text: text.into() }
+        Episode {
+            session_id: id.into(),
+            turn_idx: 2,
+            text: text.into(),
+        }
     }
 
     fn t0() -> DateTime<Utc> {
@@ -268,48 +362,150 @@ mod tests {
     fn corpus() -> (Vec<Episode>, BTreeMap<String, DateTime<Utc>>) {
         let mut eps = Vec::new();
         for i in 0..8 {
-            eps.push(ep(&format!("u{i}"), "no, write the umlaute properly, not ae oe ue in the german text"));
+            eps.push(ep(
+                &format!("u{i}"),
+                "no, write the umlaute properly, not ae oe ue in the german text",
+            ));
         }
         for i in 0..32 {
-            eps.push(ep(&format!("o{i}"), &format!("no, the deploy script {i} goes to staging first")));
+            eps.push(ep(
+                &format!("o{i}"),
+                &format!("no, the deploy script {i} goes to staging first"),
+            ));
         }
-        let starts = eps.iter().enumerate().map(|(i, e)| (e.session_id.clone(), t0() + Duration::days(i as i64 % 2 * 2 - 1))).collect();
+        let starts = eps
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                (
+                    e.session_id.clone(),
+                    t0() + Duration::days(i as i64 % 2 * 2 - 1),
+                )
+            })
+            .collect();
         (eps, starts)
     }
 
-    fn input<'a>(skill: &'a str, description: &'a str, eps: &'a [Episode], starts: &'a BTreeMap<String, DateTime<Utc>>, others: &'a [(String, BTreeSet<String>)]) -> ThemeInput<'a> {
-        ThemeInput { skill, description, episodes: eps, session_start: starts, adopted_at: t0(), others }
+    fn input<'a>(
+        skill: &'a str,
+        description: &'a str,
+        eps: &'a [Episode],
+        starts: &'a BTreeMap<String, DateTime<Utc>>,
+        others: &'a [(String, BTreeSet<String>)],
+    ) -> ThemeInput<'a> {
+        ThemeInput {
+            skill,
+            description,
+            episodes: eps,
+            session_start: starts,
+            adopted_at: t0(),
+            others,
+        }
     }
 
     // E-36
     #[test]
     fn e36_theme_must_include_the_word_the_skill_is_named_after() {
         let (eps, starts) = corpus();
-        let theme = derive_theme(&input("german-umlauts", "Write proper umlauts in german text", &eps, &starts, &[]), &ThemeConfig::default()).unwrap();
-        assert!(theme.signature.words.contains(&"umlaute".to_string()), "{:?}", theme.signature.words);
-        let off = derive_theme(&input("asset-reuse", "Reuse existing german text", &eps, &starts, &[]), &ThemeConfig::default()).unwrap_err().to_string();
+        let theme = derive_theme(
+            &input(
+                "german-umlauts",
+                "Write proper umlauts in german text",
+                &eps,
+                &starts,
+                &[],
+            ),
+            &ThemeConfig::default(),
+        )
+        .unwrap();
+        assert!(
+            theme.signature.words.contains(&"umlaute".to_string()),
+            "{:?}",
+            theme.signature.words
+        );
+        let off = derive_theme(
+            &input(
+                "asset-reuse",
+                "Reuse existing german text",
+                &eps,
+                &starts,
+                &[],
+            ),
+            &ThemeConfig::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(off.contains("drifted off"), "{off}");
     }
 
     // E-35
     #[test]
     fn e35_filler_and_too_few_recurring_words_refused() {
-        let eps: Vec<Episode> = (0..20).map(|i| ep(&format!("s{i}"), if i < 6 { "no but can dont have umlaute ascii" } else { "no, staging deploy first" })).collect();
-        let starts = eps.iter().map(|e| (e.session_id.clone(), t0() - Duration::days(1))).collect();
-        let e = derive_theme(&input("umlaute", "umlaute ascii", &eps, &starts, &[]), &ThemeConfig::default()).unwrap_err().to_string();
-        assert!(e.contains("only 2 word(s)"), "`but can dont have` are stopwords, never theme words: {e}");
+        let eps: Vec<Episode> = (0..20)
+            .map(|i| {
+                ep(
+                    &format!("s{i}"),
+                    if i < 6 {
+                        "no but can dont have umlaute ascii"
+                    } else {
+                        "no, staging deploy first"
+                    },
+                )
+            })
+            .collect();
+        let starts = eps
+            .iter()
+            .map(|e| (e.session_id.clone(), t0() - Duration::days(1)))
+            .collect();
+        let e = derive_theme(
+            &input("umlaute", "umlaute ascii", &eps, &starts, &[]),
+            &ThemeConfig::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("only 2 word(s)"),
+            "`but can dont have` are stopwords, never theme words: {e}"
+        );
     }
 
     // E-37
     #[test]
     fn e37_broad_seed_refused_and_the_floor_is_absolute() {
         let (eps, starts) = corpus();
-        let e = derive_theme(&input("deploy-notes", "deploy staging script", &eps, &starts, &[]), &ThemeConfig::default()).unwrap_err().to_string();
+        let e = derive_theme(
+            &input("deploy-notes", "deploy staging script", &eps, &starts, &[]),
+            &ThemeConfig::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("MAX_SEED_SHARE"), "{e}");
-        let tripled: Vec<Episode> = (0..3).flat_map(|k| eps.iter().map(move |e| ep(&format!("{}-{k}", e.session_id), &e.text))).collect();
-        let starts3 = tripled.iter().map(|e| (e.session_id.clone(), t0() - Duration::days(1))).collect();
-        let theme = derive_theme(&input("german-umlauts", "Write proper umlauts in german text", &tripled, &starts3, &[]), &ThemeConfig::default()).unwrap();
-        assert_eq!(ThemeConfig::default().word_floor, 3, "the floor does not grow with the corpus");
+        let tripled: Vec<Episode> = (0..3)
+            .flat_map(|k| {
+                eps.iter()
+                    .map(move |e| ep(&format!("{}-{k}", e.session_id), &e.text))
+            })
+            .collect();
+        let starts3 = tripled
+            .iter()
+            .map(|e| (e.session_id.clone(), t0() - Duration::days(1)))
+            .collect();
+        let theme = derive_theme(
+            &input(
+                "german-umlauts",
+                "Write proper umlauts in german text",
+                &tripled,
+                &starts3,
+                &[],
+            ),
+            &ThemeConfig::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            ThemeConfig::default().word_floor,
+            3,
+            "the floor does not grow with the corpus"
+        );
         assert!(theme.signature.words.len() >= 4);
     }
 
@@ -317,25 +513,74 @@ mod tests {
     #[test]
     fn e38_baseline_needed_and_duplicates_found_on_matched_sessions() {
         let (eps, starts) = corpus();
-        let after: BTreeMap<String, DateTime<Utc>> = starts.keys().map(|k| (k.clone(), t0() + Duration::days(1))).collect();
-        let e = derive_theme(&input("german-umlauts", "Write proper umlauts in german text", &eps, &after, &[]), &ThemeConfig::default()).unwrap_err().to_string();
+        let after: BTreeMap<String, DateTime<Utc>> = starts
+            .keys()
+            .map(|k| (k.clone(), t0() + Duration::days(1)))
+            .collect();
+        let e = derive_theme(
+            &input(
+                "german-umlauts",
+                "Write proper umlauts in german text",
+                &eps,
+                &after,
+                &[],
+            ),
+            &ThemeConfig::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("no baseline"), "{e}");
         let same: BTreeSet<String> = (0..6).map(|i| format!("u{i}")).collect();
         let others = vec![("umlaut-fixer".to_string(), same)];
-        let e = derive_theme(&input("german-umlauts", "Write proper umlauts in german text", &eps, &starts, &others), &ThemeConfig::default()).unwrap_err().to_string();
-        assert!(e.contains("umlaut-fixer") && e.contains("both are refused"), "{e}");
+        let e = derive_theme(
+            &input(
+                "german-umlauts",
+                "Write proper umlauts in german text",
+                &eps,
+                &starts,
+                &others,
+            ),
+            &ThemeConfig::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("umlaut-fixer") && e.contains("both are refused"),
+            "{e}"
+        );
     }
 
     // E-39
     #[test]
     fn e39_applied_theme_is_tagged_and_the_recheck_still_refuses_it_when_too_broad() {
         let (eps, starts) = corpus();
-        let theme = derive_theme(&input("german-umlauts", "Write proper umlauts in german text", &eps, &starts, &[]), &ThemeConfig::default()).unwrap();
-        assert_eq!(theme.signature.derived_from.as_deref(), Some("corrections:8"));
+        let theme = derive_theme(
+            &input(
+                "german-umlauts",
+                "Write proper umlauts in german text",
+                &eps,
+                &starts,
+                &[],
+            ),
+            &ThemeConfig::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            theme.signature.derived_from.as_deref(),
+            Some("corrections:8")
+        );
         let stats = WordStats::of(&eps);
         assert!(check_signature(&theme.signature, None, &stats, &RecheckConfig::default()).is_ok());
-        let broad = Signature { words: (0..21).map(|i| format!("w{i}")).collect(), derived_from: Some("corrections:8".into()) };
-        assert!(check_signature(&broad, None, &stats, &RecheckConfig::default()).unwrap_err().to_string().contains("more than 20"));
+        let broad = Signature {
+            words: (0..21).map(|i| format!("w{i}")).collect(),
+            derived_from: Some("corrections:8".into()),
+        };
+        assert!(
+            check_signature(&broad, None, &stats, &RecheckConfig::default())
+                .unwrap_err()
+                .to_string()
+                .contains("more than 20")
+        );
     }
 
     // E-39 into the forge's theme file: rules are the sources' lines the theme matches (front
@@ -344,13 +589,42 @@ mod tests {
     #[test]
     fn e39_forge_theme_carries_matched_rules_corrections_and_the_signature() {
         let (eps, starts) = corpus();
-        let theme = derive_theme(&input("german-umlauts", "Write proper umlauts in german text", &eps, &starts, &[]), &ThemeConfig::default()).unwrap();
+        let theme = derive_theme(
+            &input(
+                "german-umlauts",
+                "Write proper umlauts in german text",
+                &eps,
+                &starts,
+                &[],
+            ),
+            &ThemeConfig::default(),
+        )
+        .unwrap();
         let skill_md = "---\ndescription: umlaute ascii german text\n---\n# Umlaute\n- Write umlaute in german text, never ae oe ue.\n- Deploy to staging first.\n- umlaute\n".to_owned();
-        let file = forge_theme("german-umlauts", &theme, &eps, &[("SKILL.md".into(), skill_md)]).unwrap();
-        assert_eq!(file.rules, ["Write umlaute in german text, never ae oe ue."]);
-        assert_eq!(file.corrections, ["no, write the umlaute properly, not ae oe ue in the german text"]);
+        let file = forge_theme(
+            "german-umlauts",
+            &theme,
+            &eps,
+            &[("SKILL.md".into(), skill_md)],
+        )
+        .unwrap();
+        assert_eq!(
+            file.rules,
+            ["Write umlaute in german text, never ae oe ue."]
+        );
+        assert_eq!(
+            file.corrections,
+            ["no, write the umlaute properly, not ae oe ue in the german text"]
+        );
         assert_eq!(file.signature.as_ref(), Some(&theme.signature));
-        let e = forge_theme("german-umlauts", &theme, &eps, &[("notes.md".into(), "- Deploy to staging first.\n".into())]).unwrap_err().to_string();
+        let e = forge_theme(
+            "german-umlauts",
+            &theme,
+            &eps,
+            &[("notes.md".into(), "- Deploy to staging first.\n".into())],
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("notes.md") && e.contains("--memory"), "{e}");
     }
 }

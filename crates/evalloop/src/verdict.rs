@@ -64,11 +64,19 @@ pub fn parse_verdict(reply: &str) -> JudgeReading {
     if let Err(e) = skillforge_contract::limits::check_json(reply) {
         return JudgeReading::Unreadable(format!("the judge's reply {e}"));
     }
-    let Some((value, _)) = skillforge_stage::judge_reply::verdict_object(reply, &["winner", "verdict"]) else {
+    let Some((value, _)) =
+        skillforge_stage::judge_reply::verdict_object(reply, &["winner", "verdict"])
+    else {
         return match first_json_object(reply) {
-            None => JudgeReading::Unreadable(format!("no JSON object in the judge's reply: {:?}", excerpt(reply))),
+            None => JudgeReading::Unreadable(format!(
+                "no JSON object in the judge's reply: {:?}",
+                excerpt(reply)
+            )),
             Some(object) => match serde_json::from_str::<Value>(object) {
-                Err(e) => JudgeReading::Unreadable(format!("the judge's JSON does not parse ({e}): {:?}", excerpt(object))),
+                Err(e) => JudgeReading::Unreadable(format!(
+                    "the judge's JSON does not parse ({e}): {:?}",
+                    excerpt(object)
+                )),
                 Ok(_) => JudgeReading::Unreadable("the judge's JSON has no `winner`".to_owned()),
             },
         };
@@ -78,12 +86,22 @@ pub fn parse_verdict(reply: &str) -> JudgeReading {
         .find_map(|k| value.get(*k).and_then(Value::as_str))
         .unwrap_or_default()
         .to_owned();
-    let winner = ["winner", "verdict"].iter().find_map(|k| value.get(*k).and_then(Value::as_str));
+    let winner = ["winner", "verdict"]
+        .iter()
+        .find_map(|k| value.get(*k).and_then(Value::as_str));
     match winner.map(|w| w.trim().to_ascii_lowercase()).as_deref() {
-        Some("a") => JudgeReading::Pick { slot: Slot::A, reason },
-        Some("b") => JudgeReading::Pick { slot: Slot::B, reason },
+        Some("a") => JudgeReading::Pick {
+            slot: Slot::A,
+            reason,
+        },
+        Some("b") => JudgeReading::Pick {
+            slot: Slot::B,
+            reason,
+        },
         Some("tie") => JudgeReading::Tie { reason },
-        Some(other) => JudgeReading::Unreadable(format!("the judge's winner {other:?} is not A, B or tie")),
+        Some(other) => {
+            JudgeReading::Unreadable(format!("the judge's winner {other:?} is not A, B or tie"))
+        }
         None => JudgeReading::Unreadable("the judge's JSON has no `winner`".to_owned()),
     }
 }
@@ -99,20 +117,40 @@ mod tests {
     // E-08
     #[test]
     fn e08_parsed_to_the_end_of_the_first_object() {
-        let check = |reply: &str, want: JudgeReading| assert_eq!(parse_verdict(reply), want, "{reply}");
-        check(r#"{"winner":"A"} and some more commentary {"winner":"B"}"#, JudgeReading::Pick { slot: Slot::A, reason: String::new() });
+        let check =
+            |reply: &str, want: JudgeReading| assert_eq!(parse_verdict(reply), want, "{reply}");
+        check(
+            r#"{"winner":"A"} and some more commentary {"winner":"B"}"#,
+            JudgeReading::Pick {
+                slot: Slot::A,
+                reason: String::new(),
+            },
+        );
         check(
             "Verdict:\n{\"winner\": \"b\", \"reason\": \"tighter {really}\"}\nThanks!",
-            JudgeReading::Pick { slot: Slot::B, reason: "tighter {really}".into() },
+            JudgeReading::Pick {
+                slot: Slot::B,
+                reason: "tighter {really}".into(),
+            },
         );
-        check(r#"{"verdict":"tie","reasoning":"same"}"#, JudgeReading::Tie { reason: "same".into() });
+        check(
+            r#"{"verdict":"tie","reasoning":"same"}"#,
+            JudgeReading::Tie {
+                reason: "same".into(),
+            },
+        );
         assert_eq!(first_json_object(r#"x {"a":"}"} y"#), Some(r#"{"a":"}"}"#));
     }
 
     // E-07
     #[test]
     fn e07_unreadable_is_refused_by_name_never_a_tie() {
-        for reply in ["Run A (with the skill)", r#"{"winner":"both"}"#, r#"{"score":3}"#, "{\"winner\":"] {
+        for reply in [
+            "Run A (with the skill)",
+            r#"{"winner":"both"}"#,
+            r#"{"score":3}"#,
+            "{\"winner\":",
+        ] {
             match parse_verdict(reply) {
                 JudgeReading::Unreadable(why) => assert!(!why.is_empty()),
                 other => panic!("{reply:?} read as {other:?}"),

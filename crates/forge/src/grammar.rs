@@ -57,7 +57,11 @@ pub fn parse_comment(body: &str) -> CommentFeedback {
         }
     }
     let has_quotes = body.lines().any(|l| l.trim_start().starts_with('>'));
-    if blocks.is_empty() && !has_quotes && has_yaml_keys(body) && let Some(parsed) = whole_body_yaml(body) {
+    if blocks.is_empty()
+        && !has_quotes
+        && has_yaml_keys(body)
+        && let Some(parsed) = whole_body_yaml(body)
+    {
         return parsed;
     }
     short_form(body)
@@ -71,13 +75,25 @@ fn fenced_blocks(body: &str) -> Vec<String> {
         let trimmed = line.trim_start();
         match &mut current {
             None => {
-                let fence: String = trimmed.chars().take_while(|c| *c == '`' || *c == '~').collect();
-                if fence.len() >= 3 && fence.chars().all(|c| c == fence.chars().next().unwrap_or('`')) {
+                let fence: String = trimmed
+                    .chars()
+                    .take_while(|c| *c == '`' || *c == '~')
+                    .collect();
+                if fence.len() >= 3
+                    && fence
+                        .chars()
+                        .all(|c| c == fence.chars().next().unwrap_or('`'))
+                {
                     current = Some((fence, Vec::new()));
                 }
             }
             Some((fence, lines)) => {
-                if trimmed.starts_with(fence.as_str()) && trimmed.trim_start_matches(fence.chars().next().unwrap_or('`')).trim().is_empty() {
+                if trimmed.starts_with(fence.as_str())
+                    && trimmed
+                        .trim_start_matches(fence.chars().next().unwrap_or('`'))
+                        .trim()
+                        .is_empty()
+                {
                     blocks.push(lines.join("\n"));
                     current = None;
                 } else {
@@ -119,10 +135,18 @@ fn whole_body_yaml(body: &str) -> Option<CommentFeedback> {
 fn parse_yaml(text: &str) -> Result<FeedbackFile, String> {
     // Issue 12 item 7: the parser limits run before the YAML parser sees the text.
     skillforge_contract::limits::check_yaml(text).map_err(|e| format!("the YAML block {e}"))?;
-    let value: serde_norway::Value = serde_norway::from_str(text).map_err(|e| format!("YAML does not parse: {e}"))?;
-    let has_run = value.as_mapping().and_then(|m| m.get("run_id")).is_some_and(|v| !matches!(v, serde_norway::Value::Null));
+    let value: serde_norway::Value =
+        serde_norway::from_str(text).map_err(|e| format!("YAML does not parse: {e}"))?;
+    let has_run = value
+        .as_mapping()
+        .and_then(|m| m.get("run_id"))
+        .is_some_and(|v| !matches!(v, serde_norway::Value::Null));
     // `parse_feedback_yml` requires `run_id` and checks every key; give it a placeholder when absent.
-    let text = if has_run { text.to_owned() } else { format!("run_id: __comment__\n{text}") };
+    let text = if has_run {
+        text.to_owned()
+    } else {
+        format!("run_id: __comment__\n{text}")
+    };
     let mut file = parse_feedback_yml(&text).map_err(|e| e.to_string())?;
     if !has_run {
         file.run_id.clear();
@@ -136,16 +160,27 @@ fn parse_yaml(text: &str) -> Result<FeedbackFile, String> {
 const ID: &str = r"[A-Za-z0-9][A-Za-z0-9._/-]*";
 const LABEL: &str = r"[A-Za-z0-9]+";
 
-static META: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^(run_id|reviewer)\s*:\s*(.+)$").expect("static regex"));
-static SIGNAL: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(&format!(r"^({ID})\s+(quality|continue_mode|promote)\s*:\s*(.+)$")).expect("static regex"));
-static RANKING: LazyLock<Regex> = LazyLock::new(|| Regex::new(&format!(r"^({ID})\s+ranking\s*:\s*(.+)$")).expect("static regex"));
-static DIRECT_RANKING: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&format!(r"^({ID})\s*:\s*({LABEL}(?:\s*(?:>|=|,|\|)\s*{LABEL})+)(?:\s+-\s*(.*))?$")).expect("static regex")
+static META: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(run_id|reviewer)\s*:\s*(.+)$").expect("static regex"));
+static SIGNAL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"^({ID})\s+(quality|continue_mode|promote)\s*:\s*(.+)$"
+    ))
+    .expect("static regex")
 });
-static CHOICE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(&format!(r"^({ID})\s*:\s*([A-Za-z]+)(?:\s*-\s*(.*))?$")).expect("static regex"));
-static TRAIT: LazyLock<Regex> = LazyLock::new(|| Regex::new(&format!(r"^[-*]\s*({LABEL})\s*:\s*(.+)$")).expect("static regex"));
+static RANKING: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(&format!(r"^({ID})\s+ranking\s*:\s*(.+)$")).expect("static regex"));
+static DIRECT_RANKING: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"^({ID})\s*:\s*({LABEL}(?:\s*(?:>|=|,|\|)\s*{LABEL})+)(?:\s+-\s*(.*))?$"
+    ))
+    .expect("static regex")
+});
+static CHOICE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(r"^({ID})\s*:\s*([A-Za-z]+)(?:\s*-\s*(.*))?$")).expect("static regex")
+});
+static TRAIT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(&format!(r"^[-*]\s*({LABEL})\s*:\s*(.+)$")).expect("static regex"));
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum TraitList {
@@ -169,25 +204,43 @@ fn short_form(body: &str) -> CommentFeedback {
     let mut saw_feedback_line = false;
     for raw in body.lines() {
         let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with("```") || line.starts_with('>') {
+        if line.is_empty()
+            || line.starts_with('#')
+            || line.starts_with("```")
+            || line.starts_with('>')
+        {
             continue;
         }
-        if line.ends_with(':') && let Some(list) = trait_header(line) {
+        if line.ends_with(':')
+            && let Some(list) = trait_header(line)
+        {
             traits = Some(list);
             continue;
         }
         if let (Some(list), Some(caps)) = (traits, TRAIT.captures(line)) {
             let Some(entry) = file.items.last_mut() else {
-                return CommentFeedback::Malformed(format!("trait line `{line}` comes before any item line"));
+                return CommentFeedback::Malformed(format!(
+                    "trait line `{line}` comes before any item line"
+                ));
             };
-            let map = if list == TraitList::Useful { &mut entry.useful_traits } else { &mut entry.rejected_traits };
-            map.entry(caps[1].to_lowercase()).or_default().push(caps[2].trim().to_owned());
+            let map = if list == TraitList::Useful {
+                &mut entry.useful_traits
+            } else {
+                &mut entry.rejected_traits
+            };
+            map.entry(caps[1].to_lowercase())
+                .or_default()
+                .push(caps[2].trim().to_owned());
             continue;
         }
         traits = None;
         if let Some(caps) = META.captures(line) {
             let value = caps[2].trim().to_owned();
-            if &caps[1] == "run_id" { file.run_id = value } else { file.reviewer = value }
+            if &caps[1] == "run_id" {
+                file.run_id = value
+            } else {
+                file.reviewer = value
+            }
             continue;
         }
         if let Some(caps) = SIGNAL.captures(line) {
@@ -229,7 +282,11 @@ fn short_form(body: &str) -> CommentFeedback {
             saw_feedback_line = true;
         }
     }
-    if saw_feedback_line { CommentFeedback::Feedback(file) } else { CommentFeedback::Unrelated }
+    if saw_feedback_line {
+        CommentFeedback::Feedback(file)
+    } else {
+        CommentFeedback::Unrelated
+    }
 }
 
 /// `C > A > D > B - reason` → (`C > A > D > B`, `reason`): a ` - ` after the ranking starts the reason.
@@ -246,7 +303,10 @@ fn entry_for<'a>(file: &'a mut FeedbackFile, item_id: &str) -> &'a mut FeedbackE
         let entry = file.items.remove(pos);
         file.items.push(entry);
     } else {
-        file.items.push(FeedbackEntry { item_id: item_id.to_owned(), ..Default::default() });
+        file.items.push(FeedbackEntry {
+            item_id: item_id.to_owned(),
+            ..Default::default()
+        });
     }
     file.items.last_mut().expect("just pushed")
 }
@@ -270,7 +330,12 @@ pub enum CommentImport {
 /// comment answers are required (a reviewer may answer some items per comment), and every answer
 /// is validated and de-blinded exactly as a `feedback.yml` (S-94, S-95), so a comment is either
 /// imported whole or not at all.
-pub fn resolve_comment(body: &str, author: Option<&str>, run_id: &str, assignments: &skillforge_contract::Assignments) -> CommentImport {
+pub fn resolve_comment(
+    body: &str,
+    author: Option<&str>,
+    run_id: &str,
+    assignments: &skillforge_contract::Assignments,
+) -> CommentImport {
     let mut file = match parse_comment(body) {
         CommentFeedback::Packet | CommentFeedback::Unrelated => return CommentImport::Skipped,
         CommentFeedback::Malformed(reason) => return CommentImport::Malformed(reason),
@@ -280,16 +345,34 @@ pub fn resolve_comment(body: &str, author: Option<&str>, run_id: &str, assignmen
         return CommentImport::Skipped;
     }
     file.run_id = run_id.to_owned();
-    let reviewer = author.map(str::trim).filter(|a| !a.is_empty()).map(str::to_owned).unwrap_or_else(|| {
-        if file.reviewer.trim().is_empty() { "github".to_owned() } else { file.reviewer.trim().to_owned() }
-    });
+    let reviewer = author
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_owned)
+        .unwrap_or_else(|| {
+            if file.reviewer.trim().is_empty() {
+                "github".to_owned()
+            } else {
+                file.reviewer.trim().to_owned()
+            }
+        });
     let answered: Vec<&str> = file.items.iter().map(|e| e.item_id.trim()).collect();
-    if let Some(unknown) = answered.iter().find(|id| !assignments.items.iter().any(|a| a.item_id == **id)) {
-        return CommentImport::Malformed(format!("item `{unknown}` is not in review run `{run_id}`"));
+    if let Some(unknown) = answered
+        .iter()
+        .find(|id| !assignments.items.iter().any(|a| a.item_id == **id))
+    {
+        return CommentImport::Malformed(format!(
+            "item `{unknown}` is not in review run `{run_id}`"
+        ));
     }
     let subset = skillforge_contract::Assignments {
         run_id: run_id.to_owned(),
-        items: assignments.items.iter().filter(|a| answered.contains(&a.item_id.as_str())).cloned().collect(),
+        items: assignments
+            .items
+            .iter()
+            .filter(|a| answered.contains(&a.item_id.as_str()))
+            .cloned()
+            .collect(),
     };
     match skillforge_contract::resolve_feedback(&subset, &file, Some(&reviewer)) {
         Ok(resolved) => CommentImport::Resolved(resolved),

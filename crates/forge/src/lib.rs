@@ -34,8 +34,16 @@ impl RepoRef {
     pub fn parse(text: &str) -> Result<RepoRef, String> {
         let text = text.trim();
         match text.split_once('/') {
-            Some((owner, name)) if !owner.is_empty() && !name.is_empty() && !name.contains('/') && !text.contains(char::is_whitespace) => {
-                Ok(RepoRef { owner: owner.to_owned(), name: name.to_owned() })
+            Some((owner, name))
+                if !owner.is_empty()
+                    && !name.is_empty()
+                    && !name.contains('/')
+                    && !text.contains(char::is_whitespace) =>
+            {
+                Ok(RepoRef {
+                    owner: owner.to_owned(),
+                    name: name.to_owned(),
+                })
             }
             _ => Err(format!("repository `{text}` is not owner/repo")),
         }
@@ -236,7 +244,12 @@ impl ForgeError {
 #[async_trait]
 pub trait Forge: Send + Sync {
     /// Opens an issue.
-    async fn create_issue(&self, repo: &RepoRef, title: &str, body: &str) -> Result<Issue, ForgeError>;
+    async fn create_issue(
+        &self,
+        repo: &RepoRef,
+        title: &str,
+        body: &str,
+    ) -> Result<Issue, ForgeError>;
     /// Every issue and pull request of `repo` (state `all`) whose body contains `needle`, newest first.
     async fn find_issues(&self, repo: &RepoRef, needle: &str) -> Result<Vec<Issue>, ForgeError>;
     /// An issue or PR by number.
@@ -244,20 +257,42 @@ pub trait Forge: Send + Sync {
     /// Comments on an issue or PR conversation (all pages, oldest first).
     async fn list_comments(&self, repo: &RepoRef, number: u64) -> Result<Vec<Comment>, ForgeError>;
     /// One comment; `None` once deleted (404).
-    async fn get_comment(&self, repo: &RepoRef, comment_id: u64) -> Result<Option<Comment>, ForgeError>;
+    async fn get_comment(
+        &self,
+        repo: &RepoRef,
+        comment_id: u64,
+    ) -> Result<Option<Comment>, ForgeError>;
     /// Comments on an issue or PR conversation.
-    async fn create_comment(&self, repo: &RepoRef, number: u64, body: &str) -> Result<Comment, ForgeError>;
+    async fn create_comment(
+        &self,
+        repo: &RepoRef,
+        number: u64,
+        body: &str,
+    ) -> Result<Comment, ForgeError>;
     /// Rewrites a comment's body.
-    async fn update_comment(&self, repo: &RepoRef, comment_id: u64, body: &str) -> Result<Comment, ForgeError>;
+    async fn update_comment(
+        &self,
+        repo: &RepoRef,
+        comment_id: u64,
+        body: &str,
+    ) -> Result<Comment, ForgeError>;
     /// A pull request.
     async fn get_pull(&self, repo: &RepoRef, number: u64) -> Result<PullRequest, ForgeError>;
     /// Pull requests of every state, most recently updated first (first page, 100), conditional on
     /// `etag` (a 304 costs no rate limit on GitHub).
-    async fn list_recent_pulls(&self, repo: &RepoRef, etag: Option<&str>) -> Result<Conditional<Vec<PullRequest>>, ForgeError>;
+    async fn list_recent_pulls(
+        &self,
+        repo: &RepoRef,
+        etag: Option<&str>,
+    ) -> Result<Conditional<Vec<PullRequest>>, ForgeError>;
     /// Reviews of a pull request (all pages).
     async fn list_reviews(&self, repo: &RepoRef, number: u64) -> Result<Vec<Review>, ForgeError>;
     /// Commit statuses at `sha` (the combined status's `statuses`).
-    async fn commit_statuses(&self, repo: &RepoRef, sha: &str) -> Result<Vec<CommitStatus>, ForgeError>;
+    async fn commit_statuses(
+        &self,
+        repo: &RepoRef,
+        sha: &str,
+    ) -> Result<Vec<CommitStatus>, ForgeError>;
     /// Check runs at `sha`.
     async fn check_runs(&self, repo: &RepoRef, sha: &str) -> Result<Vec<CheckRun>, ForgeError>;
 }

@@ -15,11 +15,22 @@ use http::{HeaderMap, StatusCode};
 
 /// How long to wait after a rate-limited response, or `None` when it is not one. `attempt` is
 /// 1 for the first retry; `now_epoch` is the current Unix time in seconds.
-pub fn rate_limit_wait(status: StatusCode, headers: &HeaderMap, body: &str, attempt: u32, now_epoch: u64) -> Option<Duration> {
+pub fn rate_limit_wait(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &str,
+    attempt: u32,
+    now_epoch: u64,
+) -> Option<Duration> {
     if status != StatusCode::FORBIDDEN && status != StatusCode::TOO_MANY_REQUESTS {
         return None;
     }
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
     if let Some(secs) = header("retry-after").and_then(|v| v.parse::<u64>().ok()) {
         return Some(Duration::from_secs(secs));
     }
@@ -29,8 +40,9 @@ pub fn rate_limit_wait(status: StatusCode, headers: &HeaderMap, body: &str, atte
         return Some(Duration::from_secs(reset.saturating_sub(now_epoch).max(1)));
     }
     let secondary = body.to_lowercase().contains("secondary rate limit");
-    (secondary || status == StatusCode::TOO_MANY_REQUESTS)
-        .then(|| Duration::from_secs(60u64.saturating_mul(1u64 << attempt.saturating_sub(1).min(6))))
+    (secondary || status == StatusCode::TOO_MANY_REQUESTS).then(|| {
+        Duration::from_secs(60u64.saturating_mul(1u64 << attempt.saturating_sub(1).min(6)))
+    })
 }
 
 #[cfg(test)]
@@ -50,19 +62,74 @@ mod tests {
         let forbidden = StatusCode::FORBIDDEN;
         let table = [
             (forbidden, headers(&[("retry-after", "7")]), "", 1, Some(7)),
-            (StatusCode::TOO_MANY_REQUESTS, headers(&[("retry-after", "3")]), "", 1, Some(3)),
-            (forbidden, headers(&[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "1030")]), "", 1, Some(30)),
-            (forbidden, headers(&[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "900")]), "", 1, Some(1)),
-            (forbidden, headers(&[]), "You have exceeded a secondary rate limit", 1, Some(60)),
-            (forbidden, headers(&[]), "You have exceeded a secondary rate limit", 3, Some(240)),
-            (StatusCode::TOO_MANY_REQUESTS, headers(&[]), "", 2, Some(120)),
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                headers(&[("retry-after", "3")]),
+                "",
+                1,
+                Some(3),
+            ),
+            (
+                forbidden,
+                headers(&[
+                    ("x-ratelimit-remaining", "0"),
+                    ("x-ratelimit-reset", "1030"),
+                ]),
+                "",
+                1,
+                Some(30),
+            ),
+            (
+                forbidden,
+                headers(&[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "900")]),
+                "",
+                1,
+                Some(1),
+            ),
+            (
+                forbidden,
+                headers(&[]),
+                "You have exceeded a secondary rate limit",
+                1,
+                Some(60),
+            ),
+            (
+                forbidden,
+                headers(&[]),
+                "You have exceeded a secondary rate limit",
+                3,
+                Some(240),
+            ),
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                headers(&[]),
+                "",
+                2,
+                Some(120),
+            ),
             // A plain 403 (no permission) and the remaining-not-zero case are not rate limits.
-            (forbidden, headers(&[("x-ratelimit-remaining", "4999")]), "Resource not accessible by integration", 1, None),
-            (StatusCode::NOT_FOUND, headers(&[("retry-after", "5")]), "", 1, None),
+            (
+                forbidden,
+                headers(&[("x-ratelimit-remaining", "4999")]),
+                "Resource not accessible by integration",
+                1,
+                None,
+            ),
+            (
+                StatusCode::NOT_FOUND,
+                headers(&[("retry-after", "5")]),
+                "",
+                1,
+                None,
+            ),
             (StatusCode::OK, headers(&[]), "", 1, None),
         ];
         for (status, map, body, attempt, want) in table {
-            assert_eq!(rate_limit_wait(status, &map, body, attempt, 1000), want.map(Duration::from_secs), "{status} {map:?} {body}");
+            assert_eq!(
+                rate_limit_wait(status, &map, body, attempt, 1000),
+                want.map(Duration::from_secs),
+                "{status} {map:?} {body}"
+            );
         }
     }
 }

@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use super::spec::ExecutionMode;
 
 /// Whether a hypothesis's dependencies are approved (loop.md 2.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum DepStatus {
     /// Nothing to approve, or approved.
@@ -47,7 +49,8 @@ fn unit() -> f64 {
 impl Estimate {
     /// The ranking score: benefit × confidence × (1 − risk) ÷ cost.
     pub fn score(&self) -> f64 {
-        self.benefit * self.confidence * (1.0 - self.risk.clamp(0.0, 1.0)) / self.cost.max(f64::EPSILON)
+        self.benefit * self.confidence * (1.0 - self.risk.clamp(0.0, 1.0))
+            / self.cost.max(f64::EPSILON)
     }
 }
 
@@ -128,17 +131,37 @@ impl Hypothesis {
             return Err(("category".into(), "must not be empty".into()));
         }
         let Some(o) = &self.opportunity else {
-            return Err(("opportunity".into(), "is required on every hypothesis (CP-2)".into()));
+            return Err((
+                "opportunity".into(),
+                "is required on every hypothesis (CP-2)".into(),
+            ));
         };
-        for (key, v) in [("workload", &o.workload), ("baseline", &o.baseline), ("evidence", &o.evidence), ("expected_benefit", &o.expected_benefit), ("confidence", &o.confidence), ("cost_and_risk", &o.cost_and_risk)] {
+        for (key, v) in [
+            ("workload", &o.workload),
+            ("baseline", &o.baseline),
+            ("evidence", &o.evidence),
+            ("expected_benefit", &o.expected_benefit),
+            ("confidence", &o.confidence),
+            ("cost_and_risk", &o.cost_and_risk),
+        ] {
             if v.trim().is_empty() {
-                return Err((format!("opportunity.{key}"), "must not be empty (write `unknown` and the cheapest resolving measurement)".into()));
+                return Err((
+                    format!("opportunity.{key}"),
+                    "must not be empty (write `unknown` and the cheapest resolving measurement)"
+                        .into(),
+                ));
             }
         }
         if let Some(e) = &o.estimate
-            && !(e.benefit.is_finite() && (0.0..=1.0).contains(&e.confidence) && e.cost > 0.0 && (0.0..=1.0).contains(&e.risk))
+            && !(e.benefit.is_finite()
+                && (0.0..=1.0).contains(&e.confidence)
+                && e.cost > 0.0
+                && (0.0..=1.0).contains(&e.risk))
         {
-            return Err(("opportunity.estimate".into(), "needs a finite benefit, confidence and risk in [0,1], cost > 0".into()));
+            return Err((
+                "opportunity.estimate".into(),
+                "needs a finite benefit, confidence and risk in [0,1], cost > 0".into(),
+            ));
         }
         Ok(())
     }
@@ -146,18 +169,27 @@ impl Hypothesis {
     /// Whether a locating measurement is still to be taken before this hypothesis may run (O-14):
     /// the benefit is unknown and a locating command exists that has not run.
     pub fn needs_locating(&self) -> bool {
-        let unknown = self.opportunity.as_ref().is_none_or(|o| o.estimate.is_none());
+        let unknown = self
+            .opportunity
+            .as_ref()
+            .is_none_or(|o| o.estimate.is_none());
         unknown && self.locating.as_ref().is_some_and(|l| l.result.is_none())
     }
 
     /// The ranking score; an unknown benefit ranks 0 (below every positive estimate).
     pub fn score(&self) -> f64 {
-        self.opportunity.as_ref().and_then(|o| o.estimate).map_or(0.0, |e| e.score())
+        self.opportunity
+            .as_ref()
+            .and_then(|o| o.estimate)
+            .map_or(0.0, |e| e.score())
     }
 
     /// Whether the estimate says the hypothesis cannot help (benefit ≤ 0): skipped, not run.
     pub fn is_skip(&self) -> bool {
-        self.opportunity.as_ref().and_then(|o| o.estimate).is_some_and(|e| e.benefit <= 0.0)
+        self.opportunity
+            .as_ref()
+            .and_then(|o| o.estimate)
+            .is_some_and(|e| e.benefit <= 0.0)
     }
 }
 
@@ -193,15 +225,29 @@ impl Spend {
         let fit = |spent: f64, cap: Option<f64>, each: f64| -> u32 {
             match cap {
                 None => u32::MAX,
-                Some(cap) if each <= 0.0 => if spent <= cap { u32::MAX } else { 0 },
+                Some(cap) if each <= 0.0 => {
+                    if spent <= cap {
+                        u32::MAX
+                    } else {
+                        0
+                    }
+                }
                 Some(cap) => {
                     let n = ((cap - spent) / each + 1e-9).floor();
-                    if n <= 0.0 { 0 } else { n.min(f64::from(u32::MAX)) as u32 }
+                    if n <= 0.0 {
+                        0
+                    } else {
+                        n.min(f64::from(u32::MAX)) as u32
+                    }
                 }
             }
         };
-        fit(self.run_spent, self.run_cap, self.worker_estimate + self.judge_estimate)
-            .min(fit(self.judge_spent, self.judge_cap, self.judge_estimate))
+        fit(
+            self.run_spent,
+            self.run_cap,
+            self.worker_estimate + self.judge_estimate,
+        )
+        .min(fit(self.judge_spent, self.judge_cap, self.judge_estimate))
     }
 }
 
@@ -262,7 +308,9 @@ pub fn select_batch(backlog: &[Hypothesis], req: &BatchRequest) -> Selection {
     let mut size = if req.mode == ExecutionMode::Serial || req.attribute_one_lever {
         1
     } else {
-        u32::try_from(runnable.len()).unwrap_or(u32::MAX).min(req.max_concurrent)
+        u32::try_from(runnable.len())
+            .unwrap_or(u32::MAX)
+            .min(req.max_concurrent)
     };
     if let Some(cap) = req.max_per_tick {
         size = size.min(cap);
@@ -275,8 +323,13 @@ pub fn select_batch(backlog: &[Hypothesis], req: &BatchRequest) -> Selection {
     let mut chosen: Vec<&Hypothesis> = Vec::new();
     while chosen.len() < size as usize && !runnable.is_empty() {
         let top = runnable[0].1.score();
-        let tied: Vec<usize> = (0..runnable.len()).filter(|&i| runnable[i].1.score() == top).collect();
-        let fresh = |h: &Hypothesis| !chosen.iter().any(|c| c.category == h.category) && !req.tried_categories.contains(&h.category);
+        let tied: Vec<usize> = (0..runnable.len())
+            .filter(|&i| runnable[i].1.score() == top)
+            .collect();
+        let fresh = |h: &Hypothesis| {
+            !chosen.iter().any(|c| c.category == h.category)
+                && !req.tried_categories.contains(&h.category)
+        };
         let new_in_batch = |h: &Hypothesis| !chosen.iter().any(|c| c.category == h.category);
         let pick = tied
             .iter()
@@ -293,7 +346,12 @@ pub fn select_batch(backlog: &[Hypothesis], req: &BatchRequest) -> Selection {
 pub(crate) mod tests {
     use super::*;
 
-    pub(crate) fn hyp(id: &str, category: &str, priority: &str, benefit: Option<f64>) -> Hypothesis {
+    pub(crate) fn hyp(
+        id: &str,
+        category: &str,
+        priority: &str,
+        benefit: Option<f64>,
+    ) -> Hypothesis {
         Hypothesis {
             id: id.into(),
             description: format!("hypothesis {id}"),
@@ -305,10 +363,19 @@ pub(crate) mod tests {
                 workload: "fixture".into(),
                 baseline: "CP-1 baseline".into(),
                 evidence: "reading".into(),
-                expected_benefit: benefit.map_or("unknown; cheapest resolve: a profile".into(), |b| format!("{b} relative")),
+                expected_benefit: benefit
+                    .map_or("unknown; cheapest resolve: a profile".into(), |b| {
+                        format!("{b} relative")
+                    }),
                 confidence: "medium".into(),
                 cost_and_risk: "small".into(),
-                estimate: benefit.map(|b| Estimate { benefit: b, benefit_high: None, confidence: 0.5, cost: 1.0, risk: 0.0 }),
+                estimate: benefit.map(|b| Estimate {
+                    benefit: b,
+                    benefit_high: None,
+                    confidence: 0.5,
+                    cost: 1.0,
+                    risk: 0.0,
+                }),
             }),
             locating: None,
             source: None,
@@ -316,7 +383,14 @@ pub(crate) mod tests {
     }
 
     fn req(mode: ExecutionMode, max_concurrent: u32, max_per_tick: Option<u32>) -> BatchRequest {
-        BatchRequest { mode, max_concurrent, max_per_tick, attribute_one_lever: false, spend: Spend::default(), tried_categories: BTreeSet::new() }
+        BatchRequest {
+            mode,
+            max_concurrent,
+            max_per_tick,
+            attribute_one_lever: false,
+            spend: Spend::default(),
+            tried_categories: BTreeSet::new(),
+        }
     }
 
     // O-12
@@ -334,25 +408,50 @@ pub(crate) mod tests {
     // O-13
     #[test]
     fn o13_priority_label_never_ranks_expected_benefit_does() {
-        let backlog = vec![hyp("a", "algorithm", "high", Some(0.02)), hyp("b", "algorithm", "low", Some(0.4))];
-        assert_eq!(select_batch(&backlog, &req(ExecutionMode::Serial, 1, None)), Selection::Batch(vec!["b".into()]));
+        let backlog = vec![
+            hyp("a", "algorithm", "high", Some(0.02)),
+            hyp("b", "algorithm", "low", Some(0.4)),
+        ];
+        assert_eq!(
+            select_batch(&backlog, &req(ExecutionMode::Serial, 1, None)),
+            Selection::Batch(vec!["b".into()])
+        );
         // category diversity breaks a tie
-        let backlog = vec![hyp("a", "algorithm", "low", Some(0.2)), hyp("b", "algorithm", "low", Some(0.2)), hyp("c", "preprocessing", "low", Some(0.2))];
-        assert_eq!(select_batch(&backlog, &req(ExecutionMode::Parallel, 2, None)), Selection::Batch(vec!["a".into(), "c".into()]));
+        let backlog = vec![
+            hyp("a", "algorithm", "low", Some(0.2)),
+            hyp("b", "algorithm", "low", Some(0.2)),
+            hyp("c", "preprocessing", "low", Some(0.2)),
+        ];
+        assert_eq!(
+            select_batch(&backlog, &req(ExecutionMode::Parallel, 2, None)),
+            Selection::Batch(vec!["a".into(), "c".into()])
+        );
     }
 
     // O-14
     #[test]
     fn o14_locating_measurement_comes_before_any_implementation() {
         let mut unknown = hyp("u", "algorithm", "high", None);
-        unknown.locating = Some(Locating { command: "sh profile.sh".into(), result: None });
+        unknown.locating = Some(Locating {
+            command: "sh profile.sh".into(),
+            result: None,
+        });
         let backlog = vec![unknown.clone(), hyp("k", "algorithm", "low", Some(0.1))];
-        assert_eq!(select_batch(&backlog, &req(ExecutionMode::Parallel, 4, None)), Selection::Locate(vec!["u".into()]));
+        assert_eq!(
+            select_batch(&backlog, &req(ExecutionMode::Parallel, 4, None)),
+            Selection::Locate(vec!["u".into()])
+        );
         unknown.locating.as_mut().unwrap().result = Some("{}".into());
         assert!(!unknown.needs_locating());
         // an unknown benefit with no locating measurement available stays runnable (ranked last)
-        let backlog = vec![hyp("u2", "a", "high", None), hyp("k", "b", "low", Some(0.1))];
-        assert_eq!(select_batch(&backlog, &req(ExecutionMode::Parallel, 4, None)), Selection::Batch(vec!["k".into(), "u2".into()]));
+        let backlog = vec![
+            hyp("u2", "a", "high", None),
+            hyp("k", "b", "low", Some(0.1)),
+        ];
+        assert_eq!(
+            select_batch(&backlog, &req(ExecutionMode::Parallel, 4, None)),
+            Selection::Batch(vec!["k".into(), "u2".into()])
+        );
     }
 
     // O-15
@@ -360,15 +459,23 @@ pub(crate) mod tests {
     fn o15_needs_approval_hypotheses_are_never_runnable() {
         let mut h = hyp("d", "algorithm", "high", Some(0.5));
         h.dep_status = DepStatus::NeedsApproval;
-        assert_eq!(select_batch(&[h.clone()], &req(ExecutionMode::Parallel, 4, None)), Selection::NothingRunnable);
+        assert_eq!(
+            select_batch(&[h.clone()], &req(ExecutionMode::Parallel, 4, None)),
+            Selection::NothingRunnable
+        );
         let backlog = vec![h, hyp("k", "algorithm", "low", Some(0.1))];
-        assert_eq!(select_batch(&backlog, &req(ExecutionMode::Parallel, 4, None)), Selection::Batch(vec!["k".into()]));
+        assert_eq!(
+            select_batch(&backlog, &req(ExecutionMode::Parallel, 4, None)),
+            Selection::Batch(vec!["k".into()])
+        );
     }
 
     // O-16
     #[test]
     fn o16_batch_size_follows_mode_concurrency_and_tick_cap() {
-        let backlog: Vec<_> = (0..7).map(|i| hyp(&format!("h{i}"), &format!("c{i}"), "low", Some(0.1))).collect();
+        let backlog: Vec<_> = (0..7)
+            .map(|i| hyp(&format!("h{i}"), &format!("c{i}"), "low", Some(0.1)))
+            .collect();
         let batch_len = |r: BatchRequest| match select_batch(&backlog, &r) {
             Selection::Batch(ids) => ids.len(),
             other => panic!("{other:?}"),
@@ -385,32 +492,81 @@ pub(crate) mod tests {
     // O-17
     #[test]
     fn o17_batch_shrinks_to_fit_spend_caps_and_stops_when_none_fits() {
-        let backlog: Vec<_> = (0..4).map(|i| hyp(&format!("h{i}"), &format!("c{i}"), "low", Some(0.1))).collect();
+        let backlog: Vec<_> = (0..4)
+            .map(|i| hyp(&format!("h{i}"), &format!("c{i}"), "low", Some(0.1)))
+            .collect();
         let mut r = req(ExecutionMode::Parallel, 4, None);
-        r.spend = Spend { run_spent: 9.0, run_cap: Some(10.0), worker_estimate: 0.4, ..Spend::default() };
-        assert_eq!(select_batch(&backlog, &r), Selection::Batch(vec!["h0".into(), "h1".into()]));
-        r.spend = Spend { run_spent: 9.5, run_cap: Some(10.0), worker_estimate: 0.8, ..Spend::default() };
+        r.spend = Spend {
+            run_spent: 9.0,
+            run_cap: Some(10.0),
+            worker_estimate: 0.4,
+            ..Spend::default()
+        };
+        assert_eq!(
+            select_batch(&backlog, &r),
+            Selection::Batch(vec!["h0".into(), "h1".into()])
+        );
+        r.spend = Spend {
+            run_spent: 9.5,
+            run_cap: Some(10.0),
+            worker_estimate: 0.8,
+            ..Spend::default()
+        };
         assert_eq!(select_batch(&backlog, &r), Selection::SpendCap);
-        r.spend = Spend { judge_spent: 1.0, judge_cap: Some(1.5), judge_estimate: 0.5, ..Spend::default() };
-        assert_eq!(select_batch(&backlog, &r), Selection::Batch(vec!["h0".into()]));
+        r.spend = Spend {
+            judge_spent: 1.0,
+            judge_cap: Some(1.5),
+            judge_estimate: 0.5,
+            ..Spend::default()
+        };
+        assert_eq!(
+            select_batch(&backlog, &r),
+            Selection::Batch(vec!["h0".into()])
+        );
         // exactly at the cap is allowed (resolutions 16)
-        r.spend = Spend { run_spent: 9.2, run_cap: Some(10.0), worker_estimate: 0.8, ..Spend::default() };
-        assert_eq!(select_batch(&backlog, &r), Selection::Batch(vec!["h0".into()]));
+        r.spend = Spend {
+            run_spent: 9.2,
+            run_cap: Some(10.0),
+            worker_estimate: 0.8,
+            ..Spend::default()
+        };
+        assert_eq!(
+            select_batch(&backlog, &r),
+            Selection::Batch(vec!["h0".into()])
+        );
     }
 
     // O-59
     #[test]
     fn o59_a_cap_limits_spend_before_the_dispatch_never_after() {
-        let s = Spend { run_spent: 9.5, run_cap: Some(10.0), worker_estimate: 0.8, ..Spend::default() };
+        let s = Spend {
+            run_spent: 9.5,
+            run_cap: Some(10.0),
+            worker_estimate: 0.8,
+            ..Spend::default()
+        };
         assert_eq!(s.experiments_that_fit(), 0);
-        let s = Spend { judge_spent: 2.0, judge_cap: Some(2.0), judge_estimate: 0.1, ..Spend::default() };
+        let s = Spend {
+            judge_spent: 2.0,
+            judge_cap: Some(2.0),
+            judge_estimate: 0.1,
+            ..Spend::default()
+        };
         assert_eq!(s.experiments_that_fit(), 0);
-        assert_eq!(Spend::default().experiments_that_fit(), u32::MAX, "no cap configured: nothing limits");
+        assert_eq!(
+            Spend::default().experiments_that_fit(),
+            u32::MAX,
+            "no cap configured: nothing limits"
+        );
     }
 
     #[test]
     fn ids_are_assigned_once() {
-        let mut backlog = vec![hyp("", "a", "low", None), hyp("mine", "a", "low", None), hyp("", "a", "low", None)];
+        let mut backlog = vec![
+            hyp("", "a", "low", None),
+            hyp("mine", "a", "low", None),
+            hyp("", "a", "low", None),
+        ];
         let mut next = 0;
         assign_ids(&mut backlog, &mut next);
         let ids: Vec<_> = backlog.iter().map(|h| h.id.as_str()).collect();

@@ -40,7 +40,11 @@ fn metrics_block(s: &Snapshot) -> String {
     if s.metrics.is_empty() {
         return "(not measured)".into();
     }
-    s.metrics.iter().map(|(k, m)| format!("{k}: {}", fmt_num(m.aggregate))).collect::<Vec<_>>().join("\n")
+    s.metrics
+        .iter()
+        .map(|(k, m)| format!("{k}: {}", fmt_num(m.aggregate)))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// A number without trailing zeros.
@@ -48,7 +52,10 @@ pub fn fmt_num(x: f64) -> String {
     if x.fract() == 0.0 && x.abs() < 1e15 {
         format!("{x:.0}")
     } else {
-        format!("{x:.4}").trim_end_matches('0').trim_end_matches('.').to_owned()
+        format!("{x:.4}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_owned()
     }
 }
 
@@ -56,26 +63,58 @@ fn list(items: &[String], empty: &str) -> String {
     if items.is_empty() {
         return empty.to_owned();
     }
-    items.iter().map(|i| format!("- {i}")).collect::<Vec<_>>().join("\n")
+    items
+        .iter()
+        .map(|i| format!("- {i}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn failure_cases(cases: &[WorstCase]) -> String {
     if cases.is_empty() {
         return NONE_RECORDED.to_owned();
     }
-    cases.iter().map(|c| format!("- {} ({}): {}", c.id, fmt_num(c.value), if c.reason.is_empty() { "no reason recorded" } else { &c.reason })).collect::<Vec<_>>().join("\n")
+    cases
+        .iter()
+        .map(|c| {
+            format!(
+                "- {} ({}): {}",
+                c.id,
+                fmt_num(c.value),
+                if c.reason.is_empty() {
+                    "no reason recorded"
+                } else {
+                    &c.reason
+                }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Two or three lines for one experiment: hypothesis, outcome with the selection numbers, learnings.
 pub fn summary(entry: &Entry, primary: &str) -> String {
-    let mut s = format!("- exp-{:03} [{}] {}\n  outcome: {}", entry.experiment, entry.category, entry.description, entry.outcome.label());
+    let mut s = format!(
+        "- exp-{:03} [{}] {}\n  outcome: {}",
+        entry.experiment,
+        entry.category,
+        entry.description,
+        entry.outcome.label()
+    );
     if let Some(c) = entry.standalone()
-        && let (Some(r), Some(k)) = (c.reference.snapshot.aggregate(primary), c.candidate.snapshot.aggregate(primary))
+        && let (Some(r), Some(k)) = (
+            c.reference.snapshot.aggregate(primary),
+            c.candidate.snapshot.aggregate(primary),
+        )
     {
         let _ = write!(s, "; {primary} {} -> {}", fmt_num(r), fmt_num(k));
     }
     if !entry.scope_violations.is_empty() {
-        let _ = write!(s, "; out-of-scope edits reverted: {}", entry.scope_violations.join(", "));
+        let _ = write!(
+            s,
+            "; out-of-scope edits reverted: {}",
+            entry.scope_violations.join(", ")
+        );
     }
     if let Some(l) = entry.learnings.last() {
         let _ = write!(s, "\n  learnings: {l}");
@@ -89,13 +128,32 @@ pub fn recent_summaries(log: &ExperimentLog, primary: &str) -> String {
     if window.is_empty() {
         return "none yet".into();
     }
-    window.iter().map(|e| summary(e, primary)).collect::<Vec<_>>().join("\n")
+    window
+        .iter()
+        .map(|e| summary(e, primary))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Renders the worker brief for experiment `iteration` of `hypothesis` (description, category).
-pub fn render(spec: &Spec, log: &ExperimentLog, source_digest: &str, iteration: u32, hypothesis: (&str, &str), remote: Option<&RemoteVars>) -> String {
-    let best_cases: &[WorstCase] = if log.best.experiment.is_some() { &log.best.worst_cases } else { &log.baseline.worst_cases };
-    let current_best = if log.best.metrics.metrics.is_empty() { &log.baseline } else { &log.best.metrics };
+pub fn render(
+    spec: &Spec,
+    log: &ExperimentLog,
+    source_digest: &str,
+    iteration: u32,
+    hypothesis: (&str, &str),
+    remote: Option<&RemoteVars>,
+) -> String {
+    let best_cases: &[WorstCase] = if log.best.experiment.is_some() {
+        &log.best.worst_cases
+    } else {
+        &log.baseline.worst_cases
+    };
+    let current_best = if log.best.metrics.metrics.is_empty() {
+        &log.baseline
+    } else {
+        &log.best.metrics
+    };
     let instruction4 = if remote.is_some() {
         "4. Measure PAIRED as the remote-worker block below says (the harness is immutable)"
     } else {
@@ -141,7 +199,9 @@ Focus on implementing the hypothesis well. The orchestrator will measure and eva
         let branch = spec.branch();
         let result_ref = spec.experiment_branch(iteration);
         let command = match spec.measurement.working_directory.as_deref() {
-            Some(dir) if dir != "." && !dir.is_empty() => format!("cd {dir} && {}", spec.measurement.command),
+            Some(dir) if dir != "." && !dir.is_empty() => {
+                format!("cd {dir} && {}", spec.measurement.command)
+            }
             _ => spec.measurement.command.clone(),
         };
         let _ = write!(
@@ -211,18 +271,43 @@ mod tests {
     fn o04_brief_has_every_variable_a_window_of_ten_and_never_invents_failures() {
         let s = spec("ladder");
         let mut log = ExperimentLog::default();
-        log.baseline.metrics.insert("ops".into(), MetricSamples::from_samples(vec![120.0]));
+        log.baseline
+            .metrics
+            .insert("ops".into(), MetricSamples::from_samples(vec![120.0]));
         for n in 1..=25 {
             log.upsert(entry(n));
         }
-        let brief = render(&s, &log, "the counter walks data/input.txt", 26, ("use a lookup table", "algorithm"), None);
-        for want in ["Experiment: #26 for optimization target: ops", "Hypothesis: use a lookup table", "Category: algorithm", "ops: 120", "- src", "- measure.sh", "- keep output identical", "- jq", "the counter walks data/input.txt", "Do NOT run the measurement harness"] {
+        let brief = render(
+            &s,
+            &log,
+            "the counter walks data/input.txt",
+            26,
+            ("use a lookup table", "algorithm"),
+            None,
+        );
+        for want in [
+            "Experiment: #26 for optimization target: ops",
+            "Hypothesis: use a lookup table",
+            "Category: algorithm",
+            "ops: 120",
+            "- src",
+            "- measure.sh",
+            "- keep output identical",
+            "- jq",
+            "the counter walks data/input.txt",
+            "Do NOT run the measurement harness",
+        ] {
             assert!(brief.contains(want), "brief lacks {want:?}:\n{brief}");
         }
         assert_eq!(brief.matches("- exp-").count(), 10, "rolling window of 10");
-        assert!(brief.contains("exp-016") && brief.contains("exp-025") && !brief.contains("exp-015 "));
+        assert!(
+            brief.contains("exp-016") && brief.contains("exp-025") && !brief.contains("exp-015 ")
+        );
         assert!(brief.contains("<failure-evidence>") && brief.contains(NONE_RECORDED));
-        assert!(!brief.contains('{') || !brief.contains("{spec_name}"), "no unfilled variable");
+        assert!(
+            !brief.contains('{') || !brief.contains("{spec_name}"),
+            "no unfilled variable"
+        );
         assert!(!brief.contains("<remote-worker>"));
     }
 
@@ -233,10 +318,27 @@ mod tests {
         assert_eq!(sample_count(&spec("stable")), 1);
         assert_eq!(sample_count(&spec("repeat")), 5);
         let s = spec("repeat");
-        let brief = render(&s, &ExperimentLog::default(), "d", 3, ("h", "c"), Some(&RemoteVars { base_sha: "abc123".into(), sample_count: sample_count(&s), url: "file:///r.git".into() }));
+        let brief = render(
+            &s,
+            &ExperimentLog::default(),
+            "d",
+            3,
+            ("h", "c"),
+            Some(&RemoteVars {
+                base_sha: "abc123".into(),
+                sample_count: sample_count(&s),
+                url: "file:///r.git".into(),
+            }),
+        );
         assert!(brief.contains("run `sh measure.sh` 5 time(s)"), "{brief}");
-        assert!(brief.contains("push to `optimize-exp/ops/exp-003`") && brief.contains("Do not push to optimize/ops"));
+        assert!(
+            brief.contains("push to `optimize-exp/ops/exp-003`")
+                && brief.contains("Do not push to optimize/ops")
+        );
         assert!(brief.contains("verify your HEAD is exactly abc123"));
-        assert!(!brief.contains("Do NOT run the measurement harness"), "instruction 4 is replaced");
+        assert!(
+            !brief.contains("Do NOT run the measurement harness"),
+            "instruction 4 is replaced"
+        );
     }
 }

@@ -13,8 +13,8 @@ use skillforge_stage::StageJobs;
 
 use super::log::{ExperimentLog, write_verified};
 use super::measure::{self, Sample};
-use super::stages::{self, OptimizeStages};
 use super::spec::Spec;
+use super::stages::{self, OptimizeStages};
 use super::state::StateRoot;
 use super::{OptimizeError, decide};
 
@@ -64,16 +64,33 @@ impl std::fmt::Display for Event {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         use crate::brief::fmt_num;
         match self {
-            Event::Baseline { primary } => write!(f, "baseline: {}", primary.map_or("-".into(), fmt_num)),
+            Event::Baseline { primary } => {
+                write!(f, "baseline: {}", primary.map_or("-".into(), fmt_num))
+            }
             Event::Tick(t) => write!(f, "tick {t}"),
-            Event::Dispatched { experiment, hypothesis } => write!(f, "  exp-{experiment:03} dispatched: {hypothesis}"),
-            Event::Outcome { experiment, outcome, primary, preliminary } => write!(
+            Event::Dispatched {
+                experiment,
+                hypothesis,
+            } => write!(f, "  exp-{experiment:03} dispatched: {hypothesis}"),
+            Event::Outcome {
+                experiment,
+                outcome,
+                primary,
+                preliminary,
+            } => write!(
                 f,
                 "  exp-{experiment:03} {outcome}{}{}",
-                primary.map_or(String::new(), |(r, c)| format!(" ({} -> {})", fmt_num(r), fmt_num(c))),
+                primary.map_or(String::new(), |(r, c)| format!(
+                    " ({} -> {})",
+                    fmt_num(r),
+                    fmt_num(c)
+                )),
                 if *preliminary { " [preliminary]" } else { "" }
             ),
-            Event::Best { primary, experiment } => write!(
+            Event::Best {
+                primary,
+                experiment,
+            } => write!(
                 f,
                 "  best: {} ({})",
                 primary.map_or("-".into(), fmt_num),
@@ -113,7 +130,10 @@ pub struct Ctx<'a> {
 
 impl std::fmt::Debug for Ctx<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ctx").field("spec", &self.spec.name).field("root", &self.root).finish_non_exhaustive()
+        f.debug_struct("Ctx")
+            .field("spec", &self.spec.name)
+            .field("root", &self.root)
+            .finish_non_exhaustive()
     }
 }
 
@@ -123,12 +143,22 @@ impl Ctx<'_> {
     }
 
     /// The job of `stage` running `payload` under `key` on this run's queue (see [`stages::job`]).
-    pub(crate) fn job<P: skillforge_runner::RunnerPayload>(&self, stage: &str, payload: &P, key: String, timeout: Option<std::time::Duration>) -> Result<skillforge_engine::JobSpec, OptimizeError> {
+    pub(crate) fn job<P: skillforge_runner::RunnerPayload>(
+        &self,
+        stage: &str,
+        payload: &P,
+        key: String,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<skillforge_engine::JobSpec, OptimizeError> {
         stages::job(&self.stages, stage, payload, key, timeout, &self.queue)
     }
 
     /// Submits `spec` and waits for it through the port.
-    pub(crate) async fn run_one(&self, spec: skillforge_engine::JobSpec, what: &str) -> Result<skillforge_engine::Job, OptimizeError> {
+    pub(crate) async fn run_one(
+        &self,
+        spec: skillforge_engine::JobSpec,
+        what: &str,
+    ) -> Result<skillforge_engine::Job, OptimizeError> {
         stages::run_one(self.port, spec, what).await
     }
 
@@ -137,27 +167,53 @@ impl Ctx<'_> {
     }
 
     /// Runs one measurement sample of `command` in `checkout` under `key` and classifies it.
-    pub(crate) async fn sample(&self, command: &str, checkout: &Path, key: String) -> Result<Sample, OptimizeError> {
-        self.sample_with(command, checkout, key, BTreeMap::new()).await
+    pub(crate) async fn sample(
+        &self,
+        command: &str,
+        checkout: &Path,
+        key: String,
+    ) -> Result<Sample, OptimizeError> {
+        self.sample_with(command, checkout, key, BTreeMap::new())
+            .await
     }
 
     /// [`Self::sample`] with extra environment for the measurement (the censor bound, O-28).
-    pub(crate) async fn sample_with(&self, command: &str, checkout: &Path, key: String, env: BTreeMap<String, String>) -> Result<Sample, OptimizeError> {
-        let spec = self.checkout_job("measurement", command, checkout, env, key).await?;
+    pub(crate) async fn sample_with(
+        &self,
+        command: &str,
+        checkout: &Path,
+        key: String,
+        env: BTreeMap<String, String>,
+    ) -> Result<Sample, OptimizeError> {
+        let spec = self
+            .checkout_job("measurement", command, checkout, env, key)
+            .await?;
         let job = self.run_one(spec, "measuring").await?;
         Ok(match &job.outcome {
             Some(outcome) => measure::classify(outcome),
-            None => Sample::Failed(decide::Measured::Error(format!("measurement job {} ended {} without an outcome: {}", job.id, job.state, job.error.unwrap_or_default()))),
+            None => Sample::Failed(decide::Measured::Error(format!(
+                "measurement job {} ended {} without an outcome: {}",
+                job.id,
+                job.state,
+                job.error.unwrap_or_default()
+            ))),
         })
     }
 
     /// Writes the log verified with `check`, after re-reading nothing (the caller holds the log it read).
-    pub(crate) fn save(&self, log: &ExperimentLog, checkpoint: &str, check: impl Fn(&ExperimentLog) -> bool) -> Result<(), OptimizeError> {
+    pub(crate) fn save(
+        &self,
+        log: &ExperimentLog,
+        checkpoint: &str,
+        check: impl Fn(&ExperimentLog) -> bool,
+    ) -> Result<(), OptimizeError> {
         write_verified(&self.root.root, log, checkpoint, check)
     }
 }
 
 /// Whether a job's outcome passed.
 pub(crate) fn passed(job: &skillforge_engine::Job) -> bool {
-    job.outcome.as_ref().is_some_and(|o| o.exit == ExitClass::Passed)
+    job.outcome
+        .as_ref()
+        .is_some_and(|o| o.exit == ExitClass::Passed)
 }

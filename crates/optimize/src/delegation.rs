@@ -37,12 +37,20 @@ impl Host {
         let set = |k: &str| std::env::var(k).is_ok_and(|v| !v.is_empty());
         let git = repo.join(".git");
         let git_writable = std::fs::metadata(&git).is_ok_and(|m| !m.permissions().readonly());
-        Self { in_codex_sandbox: set("CODEX_SANDBOX") || set("CODEX_SESSION_ID"), git_writable }
+        Self {
+            in_codex_sandbox: set("CODEX_SANDBOX") || set("CODEX_SESSION_ID"),
+            git_writable,
+        }
     }
 }
 
 /// The runtime for the next worker, and a note to log when it falls back.
-pub fn runtime_for(wanted: &str, fallback: &str, host: Host, state: &Delegation) -> (String, Option<String>) {
+pub fn runtime_for(
+    wanted: &str,
+    fallback: &str,
+    host: Host,
+    state: &Delegation,
+) -> (String, Option<String>) {
     if wanted != CODEX {
         return (wanted.to_owned(), None);
     }
@@ -50,8 +58,17 @@ pub fn runtime_for(wanted: &str, fallback: &str, host: Host, state: &Delegation)
         return (fallback.to_owned(), None);
     }
     if host.in_codex_sandbox || !host.git_writable {
-        let why = if host.in_codex_sandbox { "inside a Codex sandbox (CODEX_SANDBOX/CODEX_SESSION_ID set)" } else { ".git is not writable" };
-        return (fallback.to_owned(), Some(format!("codex delegation skipped: {why}; using `{fallback}` for this experiment")));
+        let why = if host.in_codex_sandbox {
+            "inside a Codex sandbox (CODEX_SANDBOX/CODEX_SESSION_ID set)"
+        } else {
+            ".git is not writable"
+        };
+        return (
+            fallback.to_owned(),
+            Some(format!(
+                "codex delegation skipped: {why}; using `{fallback}` for this experiment"
+            )),
+        );
     }
     (CODEX.to_owned(), None)
 }
@@ -59,7 +76,12 @@ pub fn runtime_for(wanted: &str, fallback: &str, host: Host, state: &Delegation)
 /// What to say when a run starts whose workers will not be Codex although the spec asks for it
 /// (issue 38 item 8: said up front, not only in the report): `None` when `wanted` is not Codex
 /// or Codex will run.
-pub fn startup_note(wanted: &str, fallback: &str, host: Host, state: &Delegation) -> Option<String> {
+pub fn startup_note(
+    wanted: &str,
+    fallback: &str,
+    host: Host,
+    state: &Delegation,
+) -> Option<String> {
     if wanted != CODEX {
         return None;
     }
@@ -72,7 +94,9 @@ pub fn startup_note(wanted: &str, fallback: &str, host: Host, state: &Delegation
     } else {
         return None;
     };
-    Some(format!("execution.runtime is codex, but {why}: experiment workers run on `{fallback}` (execution.fallback_runtime)"))
+    Some(format!(
+        "execution.runtime is codex, but {why}: experiment workers run on `{fallback}` (execution.fallback_runtime)"
+    ))
 }
 
 /// Records a Codex worker's result; returns the log note when the cascade disables Codex.
@@ -87,7 +111,9 @@ pub fn record(state: &mut Delegation, runtime: &str, ok: bool, fallback: &str) -
     state.codex_failures += 1;
     if state.codex_failures >= CASCADE_AFTER && !state.codex_disabled {
         state.codex_disabled = true;
-        return Some(format!("codex disabled after {CASCADE_AFTER} consecutive delegation failures; workers use `{fallback}` for the rest of the run"));
+        return Some(format!(
+            "codex disabled after {CASCADE_AFTER} consecutive delegation failures; workers use `{fallback}` for the rest of the run"
+        ));
     }
     None
 }
@@ -96,20 +122,53 @@ pub fn record(state: &mut Delegation, runtime: &str, ok: bool, fallback: &str) -
 mod tests {
     use super::*;
 
-    const OK_HOST: Host = Host { in_codex_sandbox: false, git_writable: true };
+    const OK_HOST: Host = Host {
+        in_codex_sandbox: false,
+        git_writable: true,
+    };
 
     // O-21
     #[test]
     fn o21_codex_only_outside_a_sandbox_with_writable_git() {
         let s = Delegation::default();
-        assert_eq!(runtime_for("codex", "claude", OK_HOST, &s), ("codex".into(), None));
-        let (rt, note) = runtime_for("codex", "claude", Host { in_codex_sandbox: true, git_writable: true }, &s);
+        assert_eq!(
+            runtime_for("codex", "claude", OK_HOST, &s),
+            ("codex".into(), None)
+        );
+        let (rt, note) = runtime_for(
+            "codex",
+            "claude",
+            Host {
+                in_codex_sandbox: true,
+                git_writable: true,
+            },
+            &s,
+        );
         assert_eq!(rt, "claude");
         assert!(note.unwrap().contains("Codex sandbox"));
-        let (rt, note) = runtime_for("codex", "claude", Host { in_codex_sandbox: false, git_writable: false }, &s);
+        let (rt, note) = runtime_for(
+            "codex",
+            "claude",
+            Host {
+                in_codex_sandbox: false,
+                git_writable: false,
+            },
+            &s,
+        );
         assert_eq!(rt, "claude");
         assert!(note.unwrap().contains(".git is not writable"));
-        assert_eq!(runtime_for("scripted", "claude", Host { in_codex_sandbox: true, git_writable: false }, &s), ("scripted".into(), None));
+        assert_eq!(
+            runtime_for(
+                "scripted",
+                "claude",
+                Host {
+                    in_codex_sandbox: true,
+                    git_writable: false
+                },
+                &s
+            ),
+            ("scripted".into(), None)
+        );
     }
 
     // issue 38 item 8
@@ -117,11 +176,41 @@ mod tests {
     fn the_fallback_is_announced_at_start_only_when_codex_will_not_run() {
         let s = Delegation::default();
         assert_eq!(startup_note("codex", "claude", OK_HOST, &s), None);
-        assert_eq!(startup_note("claude", "claude", Host { in_codex_sandbox: true, git_writable: true }, &s), None);
-        let note = startup_note("codex", "opencode", Host { in_codex_sandbox: true, git_writable: true }, &s).unwrap();
-        assert!(note.contains("inside a Codex sandbox") && note.contains("`opencode`"), "{note}");
-        let off = Delegation { codex_failures: 3, codex_disabled: true };
-        assert!(startup_note("codex", "claude", OK_HOST, &off).unwrap().contains("disabled earlier"));
+        assert_eq!(
+            startup_note(
+                "claude",
+                "claude",
+                Host {
+                    in_codex_sandbox: true,
+                    git_writable: true
+                },
+                &s
+            ),
+            None
+        );
+        let note = startup_note(
+            "codex",
+            "opencode",
+            Host {
+                in_codex_sandbox: true,
+                git_writable: true,
+            },
+            &s,
+        )
+        .unwrap();
+        assert!(
+            note.contains("inside a Codex sandbox") && note.contains("`opencode`"),
+            "{note}"
+        );
+        let off = Delegation {
+            codex_failures: 3,
+            codex_disabled: true,
+        };
+        assert!(
+            startup_note("codex", "claude", OK_HOST, &off)
+                .unwrap()
+                .contains("disabled earlier")
+        );
     }
 
     // O-63
@@ -129,11 +218,19 @@ mod tests {
     fn o63_three_consecutive_codex_failures_disable_codex() {
         let mut s = Delegation::default();
         assert_eq!(record(&mut s, "codex", false, "claude"), None);
-        assert_eq!(record(&mut s, "codex", true, "claude"), None, "a success resets the count");
+        assert_eq!(
+            record(&mut s, "codex", true, "claude"),
+            None,
+            "a success resets the count"
+        );
         assert_eq!(record(&mut s, "codex", false, "claude"), None);
         assert_eq!(record(&mut s, "codex", false, "claude"), None);
         let note = record(&mut s, "codex", false, "claude").expect("third consecutive failure");
         assert!(note.contains("codex disabled"), "{note}");
-        assert_eq!(runtime_for("codex", "claude", OK_HOST, &s).0, "claude", "the 4th goes to the fallback");
+        assert_eq!(
+            runtime_for("codex", "claude", OK_HOST, &s).0,
+            "claude",
+            "the 4th goes to the fallback"
+        );
     }
 }

@@ -14,8 +14,8 @@ use std::time::Duration;
 use skillforge_engine::{Job, JobSpec};
 
 use super::OptimizeError;
-use super::measure;
 use super::ctx::Ctx;
+use super::measure;
 use skillforge_stage::files::{self, FilesError, ShippedDir};
 
 /// A checkout's dir in the job dir.
@@ -43,23 +43,59 @@ impl Ctx<'_> {
     /// # Errors
     /// [`OptimizeError::Invalid`] for a payload that does not serialize; [`OptimizeError::Env`]
     /// when the checkout cannot be sent.
-    pub(crate) async fn checkout_job(&self, stage: &str, command: &str, checkout: &Path, vars: BTreeMap<String, String>, key: String) -> Result<JobSpec, OptimizeError> {
+    pub(crate) async fn checkout_job(
+        &self,
+        stage: &str,
+        command: &str,
+        checkout: &Path,
+        vars: BTreeMap<String, String>,
+        key: String,
+    ) -> Result<JobSpec, OptimizeError> {
         let is_measurement = stage == "measurement";
-        let wd = if is_measurement { self.spec.measurement.working_directory.as_deref() } else { None };
-        let timeout = is_measurement.then(|| Duration::from_secs(self.spec.measurement.timeout_secs()));
-        let at = if self.ships() { files::worker_path(WORK) } else { checkout.to_path_buf() };
-        let mut spec = self.job(stage, &measure::payload(command, &at, wd, vars), key, timeout)?;
+        let wd = if is_measurement {
+            self.spec.measurement.working_directory.as_deref()
+        } else {
+            None
+        };
+        let timeout =
+            is_measurement.then(|| Duration::from_secs(self.spec.measurement.timeout_secs()));
+        let at = if self.ships() {
+            files::worker_path(WORK)
+        } else {
+            checkout.to_path_buf()
+        };
+        let mut spec = self.job(
+            stage,
+            &measure::payload(command, &at, wd, vars),
+            key,
+            timeout,
+        )?;
         if self.ships() {
-            let dirs = [ShippedDir { rel: WORK, local: checkout, send: true, deliver: false, skip: SKIP }];
-            files::ship_dirs(self.backend.as_ref(), &mut spec, &dirs).await.map_err(env("send the checkout"))?;
+            let dirs = [ShippedDir {
+                rel: WORK,
+                local: checkout,
+                send: true,
+                deliver: false,
+                skip: SKIP,
+            }];
+            files::ship_dirs(self.backend.as_ref(), &mut spec, &dirs)
+                .await
+                .map_err(env("send the checkout"))?;
         }
         Ok(spec)
     }
 
     /// The experiment's workdir and transcript path as its payload names them.
-    pub(crate) fn experiment_paths(&self, worktree: &Path, transcript: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    pub(crate) fn experiment_paths(
+        &self,
+        worktree: &Path,
+        transcript: &Path,
+    ) -> (std::path::PathBuf, std::path::PathBuf) {
         match self.ships() {
-            true => (files::worker_path(WORK), files::worker_path(OUT).join(transcript.file_name().unwrap_or_default())),
+            true => (
+                files::worker_path(WORK),
+                files::worker_path(OUT).join(transcript.file_name().unwrap_or_default()),
+            ),
             false => (worktree.to_path_buf(), transcript.to_path_buf()),
         }
     }
@@ -69,15 +105,34 @@ impl Ctx<'_> {
     ///
     /// # Errors
     /// [`OptimizeError::Env`] when the worktree cannot be sent.
-    pub(crate) async fn ship_experiment(&self, spec: &mut JobSpec, worktree: &Path, transcripts: &Path) -> Result<(), OptimizeError> {
+    pub(crate) async fn ship_experiment(
+        &self,
+        spec: &mut JobSpec,
+        worktree: &Path,
+        transcripts: &Path,
+    ) -> Result<(), OptimizeError> {
         if !self.ships() {
             return Ok(());
         }
         let dirs = [
-            ShippedDir { rel: WORK, local: worktree, send: true, deliver: true, skip: SKIP },
-            ShippedDir { rel: OUT, local: transcripts, send: false, deliver: true, skip: &[] },
+            ShippedDir {
+                rel: WORK,
+                local: worktree,
+                send: true,
+                deliver: true,
+                skip: SKIP,
+            },
+            ShippedDir {
+                rel: OUT,
+                local: transcripts,
+                send: false,
+                deliver: true,
+                skip: &[],
+            },
         ];
-        files::ship_dirs(self.backend.as_ref(), spec, &dirs).await.map_err(env("send the experiment's worktree"))
+        files::ship_dirs(self.backend.as_ref(), spec, &dirs)
+            .await
+            .map_err(env("send the experiment's worktree"))
     }
 
     /// On a fleet, makes the worktree the worker's copy once the experiment's job is finished
@@ -89,7 +144,13 @@ impl Ctx<'_> {
         if !self.ships() {
             return Ok(());
         }
-        let recorded = self.port.recorded_outputs(&job.id).await.map_err(|e| OptimizeError::Env(format!("the experiment's worktree: {e}")))?;
-        files::bring_back(self.backend.as_ref(), &recorded, job, WORK, SKIP).await.map_err(env("the experiment's worktree"))
+        let recorded = self
+            .port
+            .recorded_outputs(&job.id)
+            .await
+            .map_err(|e| OptimizeError::Env(format!("the experiment's worktree: {e}")))?;
+        files::bring_back(self.backend.as_ref(), &recorded, job, WORK, SKIP)
+            .await
+            .map_err(env("the experiment's worktree"))
     }
 }

@@ -66,7 +66,9 @@ impl Gate {
     pub fn parse(text: &str) -> Result<Self, GateError> {
         let parts: Vec<&str> = text.split_whitespace().collect();
         let [metric, op, threshold] = parts.as_slice() else {
-            return Err(GateError::Shape { text: text.to_owned() });
+            return Err(GateError::Shape {
+                text: text.to_owned(),
+            });
         };
         let op = match *op {
             ">=" => Op::Ge,
@@ -75,10 +77,22 @@ impl Gate {
             "<" => Op::Lt,
             "==" => Op::Eq,
             "!=" => Op::Ne,
-            other => return Err(GateError::Operator { text: text.to_owned(), op: other.to_owned() }),
+            other => {
+                return Err(GateError::Operator {
+                    text: text.to_owned(),
+                    op: other.to_owned(),
+                });
+            }
         };
-        let threshold: f64 = threshold.parse().map_err(|_| GateError::Threshold { text: text.to_owned(), threshold: (*threshold).to_owned() })?;
-        Ok(Self { metric: (*metric).to_owned(), op, threshold })
+        let threshold: f64 = threshold.parse().map_err(|_| GateError::Threshold {
+            text: text.to_owned(),
+            threshold: (*threshold).to_owned(),
+        })?;
+        Ok(Self {
+            metric: (*metric).to_owned(),
+            op,
+            threshold,
+        })
     }
 
     /// Whether `value` passes.
@@ -102,7 +116,9 @@ pub fn evaluate(gates: &[String], values: &BTreeMap<String, f64>) -> BTreeMap<St
     gates
         .iter()
         .map(|text| {
-            let passed = Gate::parse(text).ok().is_some_and(|g| values.get(&g.metric).is_some_and(|v| g.passes(*v)));
+            let passed = Gate::parse(text)
+                .ok()
+                .is_some_and(|g| values.get(&g.metric).is_some_and(|v| g.passes(*v)));
             (text.clone(), passed)
         })
         .collect()
@@ -122,10 +138,25 @@ mod tests {
         assert!(got["correct == 1"]);
         let got = evaluate(&gates, &BTreeMap::from([("clusters".to_string(), 3.0)]));
         assert!(!got["correct == 1"], "missing metric must fail the gate");
-        for (text, v, want) in [("a > 1", 1.0, false), ("a < 1", 0.5, true), ("a <= 1", 1.0, true), ("a != 0", 0.0, false)] {
+        for (text, v, want) in [
+            ("a > 1", 1.0, false),
+            ("a < 1", 0.5, true),
+            ("a <= 1", 1.0, true),
+            ("a != 0", 0.0, false),
+        ] {
             assert_eq!(Gate::parse(text).unwrap().passes(v), want, "{text} at {v}");
         }
-        assert!(Gate::parse("a ~ 1").unwrap_err().to_string().contains("unknown operator"));
-        assert!(Gate::parse("a >= x").unwrap_err().to_string().contains("not a number"));
+        assert!(
+            Gate::parse("a ~ 1")
+                .unwrap_err()
+                .to_string()
+                .contains("unknown operator")
+        );
+        assert!(
+            Gate::parse("a >= x")
+                .unwrap_err()
+                .to_string()
+                .contains("not a number")
+        );
     }
 }

@@ -25,12 +25,24 @@ pub fn git(dir: &Path, args: &[&str]) -> Result<String, OptimizeError> {
 /// # Errors
 /// As [`git`].
 pub fn rev_parse(dir: &Path, rev: &str) -> Result<String, OptimizeError> {
-    git(dir, &["rev-parse", "--verify", &format!("{rev}^{{commit}}")])
+    git(
+        dir,
+        &["rev-parse", "--verify", &format!("{rev}^{{commit}}")],
+    )
 }
 
 /// Whether branch `name` exists.
 pub fn branch_exists(repo: &Path, name: &str) -> bool {
-    git(repo, &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{name}")]).is_ok()
+    git(
+        repo,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("refs/heads/{name}"),
+        ],
+    )
+    .is_ok()
 }
 
 /// Creates (or reuses, when it already exists there) a worktree at `path` on a new branch
@@ -38,7 +50,12 @@ pub fn branch_exists(repo: &Path, name: &str) -> bool {
 ///
 /// # Errors
 /// As [`git`].
-pub fn worktree_for_branch(repo: &Path, path: &Path, branch: &str, start: &str) -> Result<(), OptimizeError> {
+pub fn worktree_for_branch(
+    repo: &Path,
+    path: &Path,
+    branch: &str,
+    start: &str,
+) -> Result<(), OptimizeError> {
     if path.join(".git").exists() {
         return Ok(());
     }
@@ -58,7 +75,11 @@ pub fn worktree_detached(repo: &Path, path: &Path, sha: &str) -> Result<(), Opti
     if path.join(".git").exists() {
         return Ok(());
     }
-    git(repo, &["worktree", "add", "--detach", &path.to_string_lossy(), sha]).map(drop)
+    git(
+        repo,
+        &["worktree", "add", "--detach", &path.to_string_lossy(), sha],
+    )
+    .map(drop)
 }
 
 /// Removes a worktree (forced) and prunes; missing ones are fine.
@@ -67,7 +88,10 @@ pub fn worktree_detached(repo: &Path, path: &Path, sha: &str) -> Result<(), Opti
 /// As [`git`].
 pub fn remove_worktree(repo: &Path, path: &Path) -> Result<(), OptimizeError> {
     if path.exists() {
-        git(repo, &["worktree", "remove", "--force", &path.to_string_lossy()])?;
+        git(
+            repo,
+            &["worktree", "remove", "--force", &path.to_string_lossy()],
+        )?;
     }
     git(repo, &["worktree", "prune"]).map(drop)
 }
@@ -78,7 +102,10 @@ pub fn remove_worktree(repo: &Path, path: &Path) -> Result<(), OptimizeError> {
 /// # Errors
 /// As [`git`].
 pub fn changed_paths(worktree: &Path, ignore: &[&str]) -> Result<Vec<String>, OptimizeError> {
-    let out = git(worktree, &["status", "--porcelain=v1", "-z", "--untracked-files=all"])?;
+    let out = git(
+        worktree,
+        &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
+    )?;
     let mut paths = Vec::new();
     let mut fields = out.split('\0').filter(|s| !s.is_empty());
     while let Some(rec) = fields.next() {
@@ -107,9 +134,11 @@ pub fn revert_paths(worktree: &Path, paths: &[String]) -> Result<(), OptimizeErr
         } else {
             let full = worktree.join(p);
             if full.is_dir() {
-                std::fs::remove_dir_all(&full).map_err(|e| OptimizeError::Env(format!("remove `{}`: {e}", full.display())))?;
+                std::fs::remove_dir_all(&full)
+                    .map_err(|e| OptimizeError::Env(format!("remove `{}`: {e}", full.display())))?;
             } else if full.exists() {
-                std::fs::remove_file(&full).map_err(|e| OptimizeError::Env(format!("remove `{}`: {e}", full.display())))?;
+                std::fs::remove_file(&full)
+                    .map_err(|e| OptimizeError::Env(format!("remove `{}`: {e}", full.display())))?;
             }
         }
     }
@@ -135,7 +164,12 @@ pub fn content_identity(worktree: &Path, ignore: &[&str]) -> Result<String, Opti
             .output()
             .map_err(|e| OptimizeError::Git(format!("git {}: {e}", args.join(" "))))?;
         if !out.status.success() {
-            return Err(OptimizeError::Git(format!("git {} in `{}`: {}", args.join(" "), worktree.display(), String::from_utf8_lossy(&out.stderr).trim())));
+            return Err(OptimizeError::Git(format!(
+                "git {} in `{}`: {}",
+                args.join(" "),
+                worktree.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
         }
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     };
@@ -156,11 +190,27 @@ pub fn content_identity(worktree: &Path, ignore: &[&str]) -> Result<String, Opti
 ///
 /// # Errors
 /// As [`git`].
-pub fn commit_paths(worktree: &Path, paths: &[String], message: &str) -> Result<String, OptimizeError> {
+pub fn commit_paths(
+    worktree: &Path,
+    paths: &[String],
+    message: &str,
+) -> Result<String, OptimizeError> {
     let mut add = vec!["add", "-A", "--"];
     add.extend(paths.iter().map(String::as_str));
     git(worktree, &add)?;
-    git(worktree, &["-c", "user.name=skillforge optimize", "-c", "user.email=optimize@skillforge.invalid", "commit", "--no-verify", "-m", message])?;
+    git(
+        worktree,
+        &[
+            "-c",
+            "user.name=skillforge optimize",
+            "-c",
+            "user.email=optimize@skillforge.invalid",
+            "commit",
+            "--no-verify",
+            "-m",
+            message,
+        ],
+    )?;
     rev_parse(worktree, "HEAD")
 }
 
@@ -169,7 +219,13 @@ pub fn commit_paths(worktree: &Path, paths: &[String], message: &str) -> Result<
 /// # Errors
 /// As [`git`].
 pub fn files_between(repo: &Path, from: &str, to: &str) -> Result<Vec<String>, OptimizeError> {
-    Ok(git(repo, &["diff", "--name-only", "--no-renames", from, to])?.lines().map(str::to_owned).filter(|l| !l.is_empty()).collect())
+    Ok(
+        git(repo, &["diff", "--name-only", "--no-renames", from, to])?
+            .lines()
+            .map(str::to_owned)
+            .filter(|l| !l.is_empty())
+            .collect(),
+    )
 }
 
 /// Whether `ancestor` is an ancestor of (or equal to) `rev`.

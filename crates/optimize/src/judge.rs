@@ -31,10 +31,19 @@ fn order_key(seed: u64, id: &str) -> [u8; 32] {
 
 /// Draws up to `sample_size` items, stratified by `field` when given, with `seed`, never drawing
 /// an id in `exclude` (the holdout draws with `confirmation_seed` excluding the selection ids, O-38).
-pub fn sample(items: &[Value], sample_size: usize, seed: u64, field: Option<&str>, exclude: &BTreeSet<String>) -> Vec<Value> {
+pub fn sample(
+    items: &[Value],
+    sample_size: usize,
+    seed: u64,
+    field: Option<&str>,
+    exclude: &BTreeSet<String>,
+) -> Vec<Value> {
     let mut strata: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
     for item in items.iter().filter(|i| !exclude.contains(&item_id(i))) {
-        let key = field.and_then(|f| item.get(f)).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)).unwrap_or_default();
+        let key = field
+            .and_then(|f| item.get(f))
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+            .unwrap_or_default();
         strata.entry(key).or_default().push(item);
     }
     let total: usize = strata.values().map(Vec::len).sum();
@@ -170,7 +179,11 @@ Rules:\n- Evaluate each item independently\n\
 
 /// The singleton prompt for one batch (judge-prompt-template.md, singleton evaluation template):
 /// items in no cluster, with the existing clusters' summaries (titles/themes only).
-pub fn render_singleton_prompt(rubric: &str, batch: &[(String, Value)], cluster_summaries: &[Value]) -> String {
+pub fn render_singleton_prompt(
+    rubric: &str,
+    batch: &[(String, Value)],
+    cluster_summaries: &[Value],
+) -> String {
     let items: Vec<&Value> = batch.iter().map(|(_, v)| v).collect();
     let singletons = serde_json::to_string_pretty(&items).unwrap_or_default();
     let summaries = serde_json::to_string_pretty(cluster_summaries).unwrap_or_default();
@@ -195,7 +208,11 @@ pub const SINGLETON_MARKER: &str = "You are a quality judge evaluating singleton
 /// Reads a singleton reply against `batch`: every returned item's numeric fields, booleans as
 /// 1/0 (no `feedback` is asked for); a missing item is re-dispatched once (resolutions 17).
 pub fn read_singleton_reply(text: &str, batch: &[(String, Value)]) -> Reply {
-    let array = text.find('[').and_then(|start| text.rfind(']').map(|end| &text[start..=end])).and_then(|s| serde_json::from_str::<Vec<Value>>(s).ok()).unwrap_or_default();
+    let array = text
+        .find('[')
+        .and_then(|start| text.rfind(']').map(|end| &text[start..=end]))
+        .and_then(|s| serde_json::from_str::<Vec<Value>>(s).ok())
+        .unwrap_or_default();
     let mut reply = Reply::default();
     for (hash, item) in batch {
         let id = item_id(item);
@@ -205,9 +222,25 @@ pub fn read_singleton_reply(text: &str, batch: &[(String, Value)]) -> Reply {
         };
         let scores = el
             .as_object()
-            .map(|o| o.iter().filter_map(|(k, v)| v.as_f64().or_else(|| v.as_bool().map(|b| if b { 1.0 } else { 0.0 })).map(|f| (k.clone(), f))).collect())
+            .map(|o| {
+                o.iter()
+                    .filter_map(|(k, v)| {
+                        v.as_f64()
+                            .or_else(|| v.as_bool().map(|b| if b { 1.0 } else { 0.0 }))
+                            .map(|f| (k.clone(), f))
+                    })
+                    .collect()
+            })
             .unwrap_or_default();
-        reply.items.push(JudgedItem { item_id: id, content_hash: hash.clone(), scores, reason: String::new(), feedback: String::new(), ambiguous: false, unscored: false });
+        reply.items.push(JudgedItem {
+            item_id: id,
+            content_hash: hash.clone(),
+            scores,
+            reason: String::new(),
+            feedback: String::new(),
+            ambiguous: false,
+            unscored: false,
+        });
     }
     reply
 }
@@ -220,7 +253,10 @@ pub fn singleton_metrics(items: &[JudgedItem]) -> BTreeMap<String, f64> {
             fields.entry(format!("singleton_{k}")).or_default().push(*v);
         }
     }
-    fields.into_iter().map(|(k, xs)| (k, super::snapshot::mean(&xs))).collect()
+    fields
+        .into_iter()
+        .map(|(k, xs)| (k, super::snapshot::mean(&xs)))
+        .collect()
 }
 
 /// A judge reply read against its batch.
@@ -244,7 +280,11 @@ impl Reply {
 /// Reads a reply (a JSON array, possibly after prose) against `batch`; `score_field` must be a
 /// number on each element. An unreadable reply counts every item missing.
 pub fn read_reply(text: &str, batch: &[(String, Value)], score_field: &str) -> Reply {
-    let array = text.find('[').and_then(|start| text.rfind(']').map(|end| &text[start..=end])).and_then(|s| serde_json::from_str::<Vec<Value>>(s).ok()).unwrap_or_default();
+    let array = text
+        .find('[')
+        .and_then(|start| text.rfind(']').map(|end| &text[start..=end]))
+        .and_then(|s| serde_json::from_str::<Vec<Value>>(s).ok())
+        .unwrap_or_default();
     let mut by_id: BTreeMap<String, &Value> = BTreeMap::new();
     for el in &array {
         by_id.entry(item_id_of_reply(el)).or_insert(el);
@@ -252,20 +292,42 @@ pub fn read_reply(text: &str, batch: &[(String, Value)], score_field: &str) -> R
     let mut reply = Reply::default();
     for (hash, item) in batch {
         let id = item_id(item);
-        let Some(el) = by_id.get(&id).filter(|el| el.get(score_field).and_then(Value::as_f64).is_some()) else {
+        let Some(el) = by_id
+            .get(&id)
+            .filter(|el| el.get(score_field).and_then(Value::as_f64).is_some())
+        else {
             reply.missing.push(id);
             continue;
         };
-        let scores = el.as_object().map(|o| o.iter().filter_map(|(k, v)| v.as_f64().map(|f| (k.clone(), f))).collect()).unwrap_or_default();
-        let feedback = el.get("feedback").and_then(Value::as_str).unwrap_or("").trim().to_owned();
+        let scores = el
+            .as_object()
+            .map(|o| {
+                o.iter()
+                    .filter_map(|(k, v)| v.as_f64().map(|f| (k.clone(), f)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let feedback = el
+            .get("feedback")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .trim()
+            .to_owned();
         reply.lacks_feedback |= feedback.is_empty();
         reply.items.push(JudgedItem {
             item_id: id,
             content_hash: hash.clone(),
             scores,
-            reason: el.get("reason").and_then(Value::as_str).unwrap_or("").to_owned(),
+            reason: el
+                .get("reason")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
             feedback,
-            ambiguous: el.get("ambiguous").and_then(Value::as_bool).unwrap_or(false),
+            ambiguous: el
+                .get("ambiguous")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
             unscored: false,
         });
     }
@@ -289,7 +351,15 @@ pub fn settle(batch: &[(String, Value)], first: Reply, second: Option<Reply>) ->
     for (hash, item) in batch {
         let id = item_id(item);
         if !out.iter().any(|j| j.item_id == id) {
-            out.push(JudgedItem { item_id: id, content_hash: hash.clone(), scores: BTreeMap::new(), reason: String::new(), feedback: String::new(), ambiguous: false, unscored: true });
+            out.push(JudgedItem {
+                item_id: id,
+                content_hash: hash.clone(),
+                scores: BTreeMap::new(),
+                reason: String::new(),
+                feedback: String::new(),
+                ambiguous: false,
+                unscored: true,
+            });
         }
     }
     out
@@ -297,7 +367,11 @@ pub fn settle(batch: &[(String, Value)], first: Reply, second: Option<Reply>) ->
 
 /// Mean of `field` over scored items (ambiguous ones included, O-08); `None` when none scored.
 pub fn aggregate(items: &[JudgedItem], field: &str) -> Option<f64> {
-    let xs: Vec<f64> = items.iter().filter(|i| !i.unscored).filter_map(|i| i.scores.get(field).copied()).collect();
+    let xs: Vec<f64> = items
+        .iter()
+        .filter(|i| !i.unscored)
+        .filter_map(|i| i.scores.get(field).copied())
+        .collect();
     (!xs.is_empty()).then(|| super::snapshot::mean(&xs))
 }
 
@@ -306,7 +380,13 @@ pub fn worst_items(items: &[JudgedItem], field: &str, direction: Direction) -> V
     let cases: Vec<super::measure::Case> = items
         .iter()
         .filter(|i| !i.unscored)
-        .filter_map(|i| i.scores.get(field).map(|v| super::measure::Case { id: i.item_id.clone(), value: *v, reason: i.reason.clone() }))
+        .filter_map(|i| {
+            i.scores.get(field).map(|v| super::measure::Case {
+                id: i.item_id.clone(),
+                value: *v,
+                reason: i.reason.clone(),
+            })
+        })
         .collect();
     super::measure::worst_cases(&cases, direction)
 }
@@ -329,10 +409,21 @@ mod tests {
         let b = sample(&all, 30, 7, Some("stratum"), &BTreeSet::new());
         assert_eq!(a, b, "same seed → same items");
         assert_eq!(a.len(), 30);
-        assert_eq!(a.iter().filter(|i| i["stratum"] == "big").count(), 10, "proportional: 20 of 60 are big");
-        assert_ne!(sample(&all, 30, 8, Some("stratum"), &BTreeSet::new()), a, "another seed → another sample");
+        assert_eq!(
+            a.iter().filter(|i| i["stratum"] == "big").count(),
+            10,
+            "proportional: 20 of 60 are big"
+        );
+        assert_ne!(
+            sample(&all, 30, 8, Some("stratum"), &BTreeSet::new()),
+            a,
+            "another seed → another sample"
+        );
         assert_eq!(n_batches(30, 8), 4);
-        assert_eq!(plan(&a, &JudgeCache::default(), "rubric", 8).batches.len(), 4);
+        assert_eq!(
+            plan(&a, &JudgeCache::default(), "rubric", 8).batches.len(),
+            4
+        );
     }
 
     // O-38
@@ -343,30 +434,66 @@ mod tests {
         let drawn: BTreeSet<String> = selection.iter().map(item_id).collect();
         let holdout = sample(&all, 10, 2, None, &drawn);
         assert_eq!(holdout.len(), 10);
-        assert!(holdout.iter().all(|i| !drawn.contains(&item_id(i))), "holdout items are disjoint from selection items");
+        assert!(
+            holdout.iter().all(|i| !drawn.contains(&item_id(i))),
+            "holdout items are disjoint from selection items"
+        );
     }
 
     // O-32
     #[test]
     fn o32_cached_items_are_not_dispatched_and_identical_items_once() {
-        let sampled = vec![json!({"id": "a", "content": "x"}), json!({"id": "b", "content": "x2"}), json!({"id": "a", "content": "x"})];
+        let sampled = vec![
+            json!({"id": "a", "content": "x"}),
+            json!({"id": "b", "content": "x2"}),
+            json!({"id": "a", "content": "x"}),
+        ];
         let p = plan(&sampled, &JudgeCache::default(), "r", 8);
-        assert_eq!(p.batches.iter().map(Vec::len).sum::<usize>(), 2, "identical output scored once");
+        assert_eq!(
+            p.batches.iter().map(Vec::len).sum::<usize>(),
+            2,
+            "identical output scored once"
+        );
         let mut cache = JudgeCache::default();
         for (hash, item) in &p.batches[0] {
-            cache.items.insert(hash.clone(), JudgedItem { item_id: item_id(item), content_hash: hash.clone(), scores: BTreeMap::from([("score".into(), 4.0)]), reason: "r".into(), feedback: "f".into(), ambiguous: false, unscored: false });
+            cache.items.insert(
+                hash.clone(),
+                JudgedItem {
+                    item_id: item_id(item),
+                    content_hash: hash.clone(),
+                    scores: BTreeMap::from([("score".into(), 4.0)]),
+                    reason: "r".into(),
+                    feedback: "f".into(),
+                    ambiguous: false,
+                    unscored: false,
+                },
+            );
         }
         let p = plan(&sampled, &cache, "r", 8);
-        assert!(p.batches.is_empty(), "a batch served from the cache does not dispatch");
+        assert!(
+            p.batches.is_empty(),
+            "a batch served from the cache does not dispatch"
+        );
         assert_eq!(p.cached.len(), 3);
-        assert_eq!(plan(&sampled, &cache, "another rubric", 8).batches.len(), 1, "the key includes the rubric");
+        assert_eq!(
+            plan(&sampled, &cache, "another rubric", 8).batches.len(),
+            1,
+            "the key includes the rubric"
+        );
     }
 
     // O-08
     #[test]
     fn o08_ambiguous_items_keep_their_score_and_count() {
-        let batch = vec![("h1".to_string(), json!({"id": "a"})), ("h2".to_string(), json!({"id": "b"}))];
-        let reply = read_reply(r#"[{"item_id":"a","score":3,"reason":"r","feedback":"f","ambiguous":true},{"item_id":"b","score":5,"reason":"r","feedback":"f","ambiguous":false}]"#, &batch, "score");
+        let batch = vec![
+            ("h1".to_string(), json!({"id": "a"})),
+            ("h2".to_string(), json!({"id": "b"})),
+        ];
+        let reply = read_reply(
+            r#"[{"item_id":"a","score":3,"reason":"r","feedback":"f","ambiguous":true},{"item_id":"b","score":5,"reason":"r","feedback":"f","ambiguous":false}]"#,
+            &batch,
+            "score",
+        );
         assert!(!reply.needs_redispatch());
         assert!(reply.items[0].ambiguous && reply.items[0].scores["score"] == 3.0);
         assert_eq!(aggregate(&reply.items, "score"), Some(4.0));
@@ -375,8 +502,15 @@ mod tests {
     // O-10
     #[test]
     fn o10_reason_never_changes_the_score() {
-        let batch = vec![("h1".to_string(), json!({"id": "a"})), ("h2".to_string(), json!({"id": "b"}))];
-        let one = read_reply(r#"[{"item_id":"a","score":3,"reason":"short","feedback":"f"},{"item_id":"b","score":3,"reason":"a long and different reason","feedback":"f"}]"#, &batch, "score");
+        let batch = vec![
+            ("h1".to_string(), json!({"id": "a"})),
+            ("h2".to_string(), json!({"id": "b"})),
+        ];
+        let one = read_reply(
+            r#"[{"item_id":"a","score":3,"reason":"short","feedback":"f"},{"item_id":"b","score":3,"reason":"a long and different reason","feedback":"f"}]"#,
+            &batch,
+            "score",
+        );
         assert_eq!(aggregate(&one.items, "score"), Some(3.0));
         assert_eq!(one.items[0].scores, one.items[1].scores);
     }
@@ -385,31 +519,67 @@ mod tests {
     #[test]
     fn o33_missing_feedback_redispatches_once_and_keeps_the_second_reply() {
         let batch = vec![("h1".to_string(), json!({"id": "a"}))];
-        let first = read_reply(r#"[{"item_id":"a","score":3,"reason":"r"}]"#, &batch, "score");
+        let first = read_reply(
+            r#"[{"item_id":"a","score":3,"reason":"r"}]"#,
+            &batch,
+            "score",
+        );
         assert!(first.needs_redispatch());
-        let second = read_reply(r#"[{"item_id":"a","score":2,"reason":"r2"}]"#, &batch, "score");
+        let second = read_reply(
+            r#"[{"item_id":"a","score":2,"reason":"r2"}]"#,
+            &batch,
+            "score",
+        );
         let settled = settle(&batch, first, Some(second));
         assert_eq!(settled.len(), 1);
-        assert_eq!((settled[0].scores["score"], settled[0].content_hash.as_str()), (2.0, "h1"));
+        assert_eq!(
+            (settled[0].scores["score"], settled[0].content_hash.as_str()),
+            (2.0, "h1")
+        );
     }
 
     #[test]
     fn singleton_replies_read_booleans_and_numbers_and_average_them() {
-        let batch = vec![("h1".to_string(), json!({"id": "s-1"})), ("h2".to_string(), json!({"id": "s-2"}))];
-        let prompt = render_singleton_prompt("should it cluster?", &batch, &[json!({"id": "c-1", "title": "login"})]);
-        assert!(prompt.starts_with(SINGLETON_MARKER) && prompt.contains("<existing-clusters>") && prompt.contains("\"title\": \"login\""), "{prompt}");
-        let reply = read_singleton_reply(r#"[{"item_id":"s-1","should_cluster":true,"confidence":4},{"item_id":"s-2","should_cluster":false,"confidence":2}]"#, &batch);
+        let batch = vec![
+            ("h1".to_string(), json!({"id": "s-1"})),
+            ("h2".to_string(), json!({"id": "s-2"})),
+        ];
+        let prompt = render_singleton_prompt(
+            "should it cluster?",
+            &batch,
+            &[json!({"id": "c-1", "title": "login"})],
+        );
+        assert!(
+            prompt.starts_with(SINGLETON_MARKER)
+                && prompt.contains("<existing-clusters>")
+                && prompt.contains("\"title\": \"login\""),
+            "{prompt}"
+        );
+        let reply = read_singleton_reply(
+            r#"[{"item_id":"s-1","should_cluster":true,"confidence":4},{"item_id":"s-2","should_cluster":false,"confidence":2}]"#,
+            &batch,
+        );
         assert!(!reply.needs_redispatch());
         let m = singleton_metrics(&reply.items);
-        assert_eq!((m["singleton_should_cluster"], m["singleton_confidence"]), (0.5, 3.0));
+        assert_eq!(
+            (m["singleton_should_cluster"], m["singleton_confidence"]),
+            (0.5, 3.0)
+        );
         assert_eq!(read_singleton_reply("[]", &batch).missing, ["s-1", "s-2"]);
     }
 
     // O-31 (the unscored half: resolutions 17)
     #[test]
     fn res17_an_item_missing_twice_is_unscored_and_excluded() {
-        let batch = vec![("h1".to_string(), json!({"id": "a"})), ("h2".to_string(), json!({"id": "b"}))];
-        let first = read_reply(r#"[{"item_id":"a","score":3,"reason":"r","feedback":"f"}]"#, &batch, "score");
+        let batch = vec![
+            ("h1".to_string(), json!({"id": "a"})),
+            ("h2".to_string(), json!({"id": "b"})),
+        ];
+        let first = read_reply(
+            r#"[{"item_id":"a","score":3,"reason":"r","feedback":"f"}]"#,
+            &batch,
+            "score",
+        );
         assert_eq!(first.missing, ["b"]);
         let second = read_reply("sorry, no JSON", &batch, "score");
         let settled = settle(&batch, first, Some(second));

@@ -42,8 +42,8 @@ pub mod run;
 pub mod snapshot;
 pub mod spec;
 pub mod stages;
-pub mod steps;
 pub mod state;
+pub mod steps;
 pub mod stopping;
 
 /// Refuses YAML past the contract's size and nesting limits before any parser sees it (issue 12
@@ -53,7 +53,8 @@ pub mod stopping;
 /// # Errors
 /// [`OptimizeError::Invalid`] naming `what` and the limit crossed.
 pub fn check_yaml(text: &str, what: &str) -> Result<(), OptimizeError> {
-    skillforge_contract::limits::check_yaml(text).map_err(|e| OptimizeError::Invalid(format!("{what} {e}")))
+    skillforge_contract::limits::check_yaml(text)
+        .map_err(|e| OptimizeError::Invalid(format!("{what} {e}")))
 }
 
 /// The workflow name jobs carry (defined with the stages).
@@ -116,7 +117,10 @@ mod limits_tests {
     fn refused(err: super::OptimizeError, file: &str) {
         let msg = err.to_string();
         assert!(matches!(err, super::OptimizeError::Invalid(_)), "{msg}");
-        assert!(msg.contains(file) && msg.contains("nests collections deeper than the limit"), "{msg}");
+        assert!(
+            msg.contains(file) && msg.contains("nests collections deeper than the limit"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -125,15 +129,32 @@ mod limits_tests {
         let root = StateRoot::new(dir.path(), "ops");
         std::fs::create_dir_all(&root.root).unwrap();
         std::fs::write(super::log::log_path(&root.root), deep()).unwrap();
-        refused(super::log::read(&root.root).unwrap_err(), "experiment-log.yaml");
+        refused(
+            super::log::read(&root.root).unwrap_err(),
+            "experiment-log.yaml",
+        );
         std::fs::write(root.run_file(), deep()).unwrap();
         refused(super::run::read_run_file(&root).unwrap_err(), "run.yaml");
         std::fs::write(root.root.join(super::state::MARKER_FILE), deep()).unwrap();
-        refused(super::state::read_marker(&root.root).unwrap_err(), "result.yaml");
+        refused(
+            super::state::read_marker(&root.root).unwrap_err(),
+            "result.yaml",
+        );
         std::fs::write(root.judge_cache(), deep()).unwrap();
-        refused(super::steps::judging::read_cache(&root).unwrap_err(), "judge-cache.yaml");
-        refused(super::spec::Spec::parse(&deep(), "deep-spec.yaml").unwrap_err(), "deep-spec.yaml");
-        let err = super::measure::parse_output(&deep()).unwrap_err().to_string();
-        assert!(err.contains("measurement output") && err.contains("nests"), "{err}");
+        refused(
+            super::steps::judging::read_cache(&root).unwrap_err(),
+            "judge-cache.yaml",
+        );
+        refused(
+            super::spec::Spec::parse(&deep(), "deep-spec.yaml").unwrap_err(),
+            "deep-spec.yaml",
+        );
+        let err = super::measure::parse_output(&deep())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("measurement output") && err.contains("nests"),
+            "{err}"
+        );
     }
 }

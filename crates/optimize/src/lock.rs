@@ -33,16 +33,28 @@ impl RunLock {
     /// [`OptimizeError::Env`] when the lock file cannot be created or locked.
     pub fn acquire(root: &StateRoot, command: &str, host: &str) -> Result<Self, OptimizeError> {
         let path = root.root.join(LOCK_FILE);
-        let env = |what: &str, e: std::io::Error| OptimizeError::Env(format!("{what} `{}`: {e}", path.display()));
+        let env = |what: &str, e: std::io::Error| {
+            OptimizeError::Env(format!("{what} `{}`: {e}", path.display()))
+        };
         std::fs::create_dir_all(&root.root).map_err(|e| env("create the state root for", e))?;
-        let mut file = OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path).map_err(|e| env("open the control lock", e))?;
+        let mut file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| env("open the control lock", e))?;
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
                 let mut holder = String::new();
                 let _ = file.read_to_string(&mut holder);
                 let holder = holder.trim();
-                let holder = if holder.is_empty() { "another process (it has not recorded itself yet)" } else { holder };
+                let holder = if holder.is_empty() {
+                    "another process (it has not recorded itself yet)"
+                } else {
+                    holder
+                };
                 return Err(OptimizeError::Busy(format!(
                     "optimize run at `{}` is already driven by {holder}; refusing to start a second control plane on it (lock `{}`); wait for it to stop, or stop it with SIGINT",
                     root.root.display(),
@@ -52,8 +64,15 @@ impl RunLock {
             Err(TryLockError::Error(e)) => return Err(env("lock", e)),
         }
         let since = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        let me = format!("pid {} on host {host} (`skillforge optimize {command}`, since {since})\n", std::process::id());
-        file.set_len(0).and_then(|()| file.rewind()).and_then(|()| file.write_all(me.as_bytes())).and_then(|()| file.sync_all()).map_err(|e| env("record the holder in", e))?;
+        let me = format!(
+            "pid {} on host {host} (`skillforge optimize {command}`, since {since})\n",
+            std::process::id()
+        );
+        file.set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| file.write_all(me.as_bytes()))
+            .and_then(|()| file.sync_all())
+            .map_err(|e| env("record the holder in", e))?;
         Ok(Self { _file: file, path })
     }
 }
@@ -70,7 +89,13 @@ mod tests {
         let err = RunLock::acquire(&root, "resume", "box-1").unwrap_err();
         let msg = err.to_string();
         assert!(matches!(err, OptimizeError::Busy(_)), "{msg}");
-        assert!(msg.contains(&format!("pid {}", std::process::id())) && msg.contains("optimize run") && msg.contains("box-1") && msg.contains(LOCK_FILE), "{msg}");
+        assert!(
+            msg.contains(&format!("pid {}", std::process::id()))
+                && msg.contains("optimize run")
+                && msg.contains("box-1")
+                && msg.contains(LOCK_FILE),
+            "{msg}"
+        );
         drop(first);
         RunLock::acquire(&root, "resume", "box-1").expect("free after drop");
     }

@@ -67,7 +67,10 @@ impl Outcome {
 
     /// Snake-case label.
     pub fn label(self) -> String {
-        serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default()
     }
 }
 
@@ -197,11 +200,18 @@ impl Entry {
     /// The standalone comparison, if measured (the independent one for a remote experiment).
     pub fn standalone(&self) -> Option<&Comparison> {
         // the last one: a remote experiment's independent confirmation after the worker's own pair
-        self.comparisons.iter().rev().find(|c| c.kind == ComparisonKind::Standalone)
+        self.comparisons
+            .iter()
+            .rev()
+            .find(|c| c.kind == ComparisonKind::Standalone)
     }
 
     /// The comparison of `kind`, mutable, created from `make` when absent.
-    pub fn comparison_mut(&mut self, kind: ComparisonKind, make: impl FnOnce() -> Comparison) -> &mut Comparison {
+    pub fn comparison_mut(
+        &mut self,
+        kind: ComparisonKind,
+        make: impl FnOnce() -> Comparison,
+    ) -> &mut Comparison {
         if let Some(idx) = self.comparisons.iter().position(|c| c.kind == kind) {
             return &mut self.comparisons[idx];
         }
@@ -211,7 +221,9 @@ impl Entry {
 
     /// The next measurement the last decision asked for.
     pub fn next_measurement(&self) -> NextMeasurement {
-        self.decision.as_ref().map_or(NextMeasurement::None, |d| d.next_measurement)
+        self.decision
+            .as_ref()
+            .map_or(NextMeasurement::None, |d| d.next_measurement)
     }
 }
 
@@ -308,12 +320,22 @@ impl SpendTotals {
     /// run(s) reported no cost; $0.0100 known)`, or `unknown (2 agent run(s) reported no cost)`;
     /// never `$0` for a cost nobody reported.
     pub fn human_cost(&self) -> String {
-        let estimated = if self.estimated.is_empty() { String::new() } else { format!(" (estimated: {})", self.estimated.join(", ")) };
+        let estimated = if self.estimated.is_empty() {
+            String::new()
+        } else {
+            format!(" (estimated: {})", self.estimated.join(", "))
+        };
         if self.unpriced_runs > 0 && self.run_usd == 0.0 {
-            return format!("unknown ({} agent run(s) reported no cost)", self.unpriced_runs);
+            return format!(
+                "unknown ({} agent run(s) reported no cost)",
+                self.unpriced_runs
+            );
         }
         if self.unpriced_runs > 0 {
-            return format!("unknown ({} agent run(s) reported no cost; ${:.4} known{estimated})", self.unpriced_runs, self.run_usd);
+            return format!(
+                "unknown ({} agent run(s) reported no cost; ${:.4} known{estimated})",
+                self.unpriced_runs, self.run_usd
+            );
         }
         format!("${:.4}{estimated}", self.run_usd)
     }
@@ -450,9 +472,11 @@ pub fn log_path(state_root: &Path) -> PathBuf {
 /// [`OptimizeError::Env`] when the file cannot be read; [`OptimizeError::Invalid`] when it does not parse.
 pub fn read(state_root: &Path) -> Result<ExperimentLog, OptimizeError> {
     let path = log_path(state_root);
-    let text = std::fs::read_to_string(&path).map_err(|e| OptimizeError::Env(format!("read `{}`: {e}", path.display())))?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| OptimizeError::Env(format!("read `{}`: {e}", path.display())))?;
     super::check_yaml(&text, &format!("experiment log `{}`", path.display()))?;
-    serde_norway::from_str(&text).map_err(|e| OptimizeError::Invalid(format!("experiment log `{}`: {e}", path.display())))
+    serde_norway::from_str(&text)
+        .map_err(|e| OptimizeError::Invalid(format!("experiment log `{}`: {e}", path.display())))
 }
 
 /// Writes the log and reads it back, retrying until `verify(read_back)` holds (O-42).
@@ -461,16 +485,32 @@ pub fn read(state_root: &Path) -> Result<ExperimentLog, OptimizeError> {
 ///
 /// # Errors
 /// [`OptimizeError::Env`] when no attempt verifies.
-pub fn write_verified(state_root: &Path, log: &ExperimentLog, checkpoint: &str, verify: impl Fn(&ExperimentLog) -> bool) -> Result<(), OptimizeError> {
+pub fn write_verified(
+    state_root: &Path,
+    log: &ExperimentLog,
+    checkpoint: &str,
+    verify: impl Fn(&ExperimentLog) -> bool,
+) -> Result<(), OptimizeError> {
     write_verified_with(state_root, log, checkpoint, verify, 0)
 }
 
-pub(crate) fn write_verified_with(state_root: &Path, log: &ExperimentLog, checkpoint: &str, verify: impl Fn(&ExperimentLog) -> bool, fail_first: u32) -> Result<(), OptimizeError> {
-    let text = serde_norway::to_string(log).map_err(|e| OptimizeError::Invalid(format!("serialize experiment log: {e}")))?;
+pub(crate) fn write_verified_with(
+    state_root: &Path,
+    log: &ExperimentLog,
+    checkpoint: &str,
+    verify: impl Fn(&ExperimentLog) -> bool,
+    fail_first: u32,
+) -> Result<(), OptimizeError> {
+    let text = serde_norway::to_string(log)
+        .map_err(|e| OptimizeError::Invalid(format!("serialize experiment log: {e}")))?;
     let path = log_path(state_root);
     let mut last = String::new();
     for attempt in 0..MAX_WRITE_ATTEMPTS {
-        let body = if attempt < fail_first { "spec: [truncated" } else { text.as_str() };
+        let body = if attempt < fail_first {
+            "spec: [truncated"
+        } else {
+            text.as_str()
+        };
         if let Err(e) = write_atomic(&path, body) {
             last = e.to_string();
             continue;
@@ -482,7 +522,10 @@ pub(crate) fn write_verified_with(state_root: &Path, log: &ExperimentLog, checkp
         }
         tracing::warn!(checkpoint, attempt, error = %last, "experiment log write not verified; retrying");
     }
-    Err(OptimizeError::Env(format!("{checkpoint} verification failed after {MAX_WRITE_ATTEMPTS} writes of `{}`: {last}", path.display())))
+    Err(OptimizeError::Env(format!(
+        "{checkpoint} verification failed after {MAX_WRITE_ATTEMPTS} writes of `{}`: {last}",
+        path.display()
+    )))
 }
 
 /// CP-2 check: every hypothesis carries a complete opportunity record (O-12).
@@ -523,14 +566,31 @@ mod tests {
     #[test]
     fn o42_a_failed_write_is_retried_until_the_read_back_verifies() {
         let dir = tempfile::tempdir().unwrap();
-        let mut log = ExperimentLog { spec: "ops".into(), ..ExperimentLog::default() };
+        let mut log = ExperimentLog {
+            spec: "ops".into(),
+            ..ExperimentLog::default()
+        };
         log.upsert(entry(1));
-        write_verified_with(dir.path(), &log, "CP-3", |l| l.entry(1).is_some(), 1).expect("second attempt verifies");
+        write_verified_with(dir.path(), &log, "CP-3", |l| l.entry(1).is_some(), 1)
+            .expect("second attempt verifies");
         assert_eq!(read(dir.path()).unwrap(), log);
-        let err = write_verified_with(dir.path(), &log, "CP-3", |l| l.entry(1).is_some(), MAX_WRITE_ATTEMPTS).unwrap_err();
-        assert!(err.to_string().contains("CP-3 verification failed"), "{err}");
+        let err = write_verified_with(
+            dir.path(),
+            &log,
+            "CP-3",
+            |l| l.entry(1).is_some(),
+            MAX_WRITE_ATTEMPTS,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("CP-3 verification failed"),
+            "{err}"
+        );
         let err = write_verified(dir.path(), &log, "CP-3", |l| l.entry(2).is_some()).unwrap_err();
-        assert!(err.to_string().contains("CP-3"), "a failing check never passes: {err}");
+        assert!(
+            err.to_string().contains("CP-3"),
+            "a failing check never passes: {err}"
+        );
     }
 
     // O-41
@@ -544,7 +604,15 @@ mod tests {
         log.upsert(again);
         assert_eq!(log.experiments.len(), 2);
         assert_eq!(log.entry(1).unwrap().outcome, Outcome::Promising);
-        assert_eq!(log.entry(2).unwrap().outcome, Outcome::Measured, "another experiment's entry is untouched");
-        assert!(!Outcome::Promising.is_terminal() && !Outcome::Measured.is_terminal() && Outcome::Kept.is_terminal());
+        assert_eq!(
+            log.entry(2).unwrap().outcome,
+            Outcome::Measured,
+            "another experiment's entry is untouched"
+        );
+        assert!(
+            !Outcome::Promising.is_terminal()
+                && !Outcome::Measured.is_terminal()
+                && Outcome::Kept.is_terminal()
+        );
     }
 }

@@ -73,7 +73,12 @@ pub enum Sample {
 }
 
 /// The process payload of one measurement sample: `sh -c command` in `checkout/working_directory`.
-pub fn payload(command: &str, checkout: &Path, working_directory: Option<&str>, env: BTreeMap<String, String>) -> ProcessPayload {
+pub fn payload(
+    command: &str,
+    checkout: &Path,
+    working_directory: Option<&str>,
+    env: BTreeMap<String, String>,
+) -> ProcessPayload {
     let mut p = ProcessPayload::shell(command);
     p.cwd = Some(match working_directory {
         Some(dir) if !dir.is_empty() && dir != "." => checkout.join(dir),
@@ -115,14 +120,28 @@ pub fn classify(outcome: &RunOutcome) -> Sample {
         },
         ExitClass::TimedOut => Sample::Failed(Measured::Timeout),
         ExitClass::Censored => Sample::Failed(Measured::Censored),
-        ExitClass::Failed { code } => Sample::Failed(Measured::Error(format!("measurement exited {code}: {}", last_line(&outcome.stderr_tail)))),
-        ExitClass::Killed { signal } => Sample::Failed(Measured::Error(format!("measurement killed by signal {signal}"))),
-        ExitClass::NotRunnable { reason } => Sample::Failed(Measured::Error(format!("measurement could not run: {reason}"))),
+        ExitClass::Failed { code } => Sample::Failed(Measured::Error(format!(
+            "measurement exited {code}: {}",
+            last_line(&outcome.stderr_tail)
+        ))),
+        ExitClass::Killed { signal } => Sample::Failed(Measured::Error(format!(
+            "measurement killed by signal {signal}"
+        ))),
+        ExitClass::NotRunnable { reason } => Sample::Failed(Measured::Error(format!(
+            "measurement could not run: {reason}"
+        ))),
     }
 }
 
 fn last_line(text: &str) -> String {
-    text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().chars().take(200).collect()
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .chars()
+        .take(200)
+        .collect()
 }
 
 /// Why a measurement's stdout is not a [`SampleOutput`].
@@ -152,7 +171,11 @@ pub fn parse_output(stdout: &str) -> Result<SampleOutput, OutputError> {
     let out = match whole {
         Ok(o) => o,
         Err(first) => {
-            let line = trimmed.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+            let line = trimmed
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
             serde_json::from_str::<SampleOutput>(line.trim())
                 .map_err(|_| OutputError::NotMetrics(first))?
         }
@@ -171,7 +194,15 @@ pub fn worst_cases(cases: &[Case], direction: Direction) -> Vec<WorstCase> {
         Direction::Maximize => a.value.total_cmp(&b.value),
         Direction::Minimize => b.value.total_cmp(&a.value),
     });
-    sorted.into_iter().take(N_WORST_CASES).map(|c| WorstCase { id: c.id.clone(), value: c.value, reason: c.reason.clone() }).collect()
+    sorted
+        .into_iter()
+        .take(N_WORST_CASES)
+        .map(|c| WorstCase {
+            id: c.id.clone(),
+            value: c.value,
+            reason: c.reason.clone(),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -179,21 +210,51 @@ mod tests {
     use super::*;
 
     fn outcome(exit: ExitClass, stdout: &str, stderr: &str) -> RunOutcome {
-        RunOutcome { exit, exit_code: None, duration_ms: 1, stdout_tail: stdout.into(), stderr_tail: stderr.into(), detail: serde_json::Value::Null }
+        RunOutcome {
+            exit,
+            exit_code: None,
+            duration_ms: 1,
+            stdout_tail: stdout.into(),
+            stderr_tail: stderr.into(),
+            detail: serde_json::Value::Null,
+        }
     }
 
     // O-64
     #[test]
     fn o64_measurement_failures_are_classified_from_what_the_process_signalled() {
-        assert_eq!(classify(&outcome(ExitClass::Censored, "", "SKILLFORGE_CENSORED")), Sample::Failed(Measured::Censored));
-        assert_eq!(classify(&outcome(ExitClass::TimedOut, "", "")), Sample::Failed(Measured::Timeout));
-        match classify(&outcome(ExitClass::Failed { code: 125 }, "", "no marker here")) {
-            Sample::Failed(Measured::Error(reason)) => assert!(reason.contains("125") && reason.contains("no marker"), "{reason}"),
+        assert_eq!(
+            classify(&outcome(ExitClass::Censored, "", "SKILLFORGE_CENSORED")),
+            Sample::Failed(Measured::Censored)
+        );
+        assert_eq!(
+            classify(&outcome(ExitClass::TimedOut, "", "")),
+            Sample::Failed(Measured::Timeout)
+        );
+        match classify(&outcome(
+            ExitClass::Failed { code: 125 },
+            "",
+            "no marker here",
+        )) {
+            Sample::Failed(Measured::Error(reason)) => assert!(
+                reason.contains("125") && reason.contains("no marker"),
+                "{reason}"
+            ),
             other => panic!("125 without the marker must be error: {other:?}"),
         }
-        assert!(matches!(classify(&outcome(ExitClass::Killed { signal: 9 }, "", "")), Sample::Failed(Measured::Error(_))));
-        assert!(matches!(classify(&outcome(ExitClass::Passed, "not json", "")), Sample::Failed(Measured::Error(_))));
-        match classify(&outcome(ExitClass::Passed, "log line\n{\"metrics\":{\"ops\":12}}\n", "")) {
+        assert!(matches!(
+            classify(&outcome(ExitClass::Killed { signal: 9 }, "", "")),
+            Sample::Failed(Measured::Error(_))
+        ));
+        assert!(matches!(
+            classify(&outcome(ExitClass::Passed, "not json", "")),
+            Sample::Failed(Measured::Error(_))
+        ));
+        match classify(&outcome(
+            ExitClass::Passed,
+            "log line\n{\"metrics\":{\"ops\":12}}\n",
+            "",
+        )) {
             Sample::Ok(out) => assert_eq!(out.metrics["ops"], 12.0),
             other => panic!("{other:?}"),
         }
@@ -202,22 +263,53 @@ mod tests {
     // O-28
     #[test]
     fn o28_censoring_only_when_every_required_objective_is_hopeless_by_elapsed_time() {
-        let spec = |objectives: &str| super::super::spec::Spec::parse(&format!("name: t\ndescription: d\nmetric:\n  primary: {{ name: seconds, direction: minimize, elapsed: true }}\n{objectives}measurement: {{ command: sh m.sh }}\nscope: {{ mutable: [src] }}\n"), "t.yaml").unwrap();
+        let spec = |objectives: &str| {
+            super::super::spec::Spec::parse(&format!("name: t\ndescription: d\nmetric:\n  primary: {{ name: seconds, direction: minimize, elapsed: true }}\n{objectives}measurement: {{ command: sh m.sh }}\nscope: {{ mutable: [src] }}\n"), "t.yaml").unwrap()
+        };
         let reference = BTreeMap::from([("seconds".to_string(), 10.0), ("ops".to_string(), 50.0)]);
-        assert_eq!(censor_after(&spec(""), &reference), Some(10), "only the elapsed primary: hopeless past 9.9 s");
-        let with_ops = spec("  objectives:\n    - { name: seconds, direction: minimize, elapsed: true }\n    - { name: ops, direction: minimize }\n");
-        assert_eq!(censor_after(&with_ops, &reference), None, "ops could still win: the measurement runs to completion");
-        let optional_ops = spec("  objectives:\n    - { name: seconds, direction: minimize, elapsed: true }\n    - { name: ops, direction: minimize, required: false }\n");
-        assert_eq!(censor_after(&optional_ops, &reference), Some(10), "an optional objective does not keep a hopeless run alive");
-        assert_eq!(censor_after(&spec(""), &BTreeMap::new()), None, "no reference value, no bound");
+        assert_eq!(
+            censor_after(&spec(""), &reference),
+            Some(10),
+            "only the elapsed primary: hopeless past 9.9 s"
+        );
+        let with_ops = spec(
+            "  objectives:\n    - { name: seconds, direction: minimize, elapsed: true }\n    - { name: ops, direction: minimize }\n",
+        );
+        assert_eq!(
+            censor_after(&with_ops, &reference),
+            None,
+            "ops could still win: the measurement runs to completion"
+        );
+        let optional_ops = spec(
+            "  objectives:\n    - { name: seconds, direction: minimize, elapsed: true }\n    - { name: ops, direction: minimize, required: false }\n",
+        );
+        assert_eq!(
+            censor_after(&optional_ops, &reference),
+            Some(10),
+            "an optional objective does not keep a hopeless run alive"
+        );
+        assert_eq!(
+            censor_after(&spec(""), &BTreeMap::new()),
+            None,
+            "no reference value, no bound"
+        );
     }
 
     // O-34
     #[test]
     fn o34_about_five_worst_cases_are_kept_with_reasons() {
-        let cases: Vec<Case> = (0..10).map(|i| Case { id: format!("c{i}"), value: f64::from(i), reason: format!("r{i}") }).collect();
+        let cases: Vec<Case> = (0..10)
+            .map(|i| Case {
+                id: format!("c{i}"),
+                value: f64::from(i),
+                reason: format!("r{i}"),
+            })
+            .collect();
         let worst = worst_cases(&cases, Direction::Maximize);
-        assert_eq!(worst.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), ["c0", "c1", "c2", "c3", "c4"]);
+        assert_eq!(
+            worst.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(),
+            ["c0", "c1", "c2", "c3", "c4"]
+        );
         assert_eq!(worst[0].reason, "r0");
         let worst = worst_cases(&cases, Direction::Minimize);
         assert_eq!(worst[0].id, "c9");

@@ -17,7 +17,10 @@ pub struct MetricSamples {
 impl MetricSamples {
     /// From samples (aggregate = mean; 0 when empty).
     pub fn from_samples(samples: Vec<f64>) -> Self {
-        Self { aggregate: mean(&samples), samples }
+        Self {
+            aggregate: mean(&samples),
+            samples,
+        }
     }
 
     /// Appends one sample and recomputes the aggregate.
@@ -65,12 +68,19 @@ impl Snapshot {
 
     /// Samples collected (the smallest count over the metrics; 0 when none).
     pub fn n_samples(&self) -> usize {
-        self.metrics.values().map(|m| m.samples.len()).min().unwrap_or(0)
+        self.metrics
+            .values()
+            .map(|m| m.samples.len())
+            .min()
+            .unwrap_or(0)
     }
 
     /// The aggregate of `name`, if measured.
     pub fn aggregate(&self, name: &str) -> Option<f64> {
-        self.metrics.get(name).filter(|m| !m.samples.is_empty()).map(|m| m.aggregate)
+        self.metrics
+            .get(name)
+            .filter(|m| !m.samples.is_empty())
+            .map(|m| m.aggregate)
     }
 }
 

@@ -48,7 +48,9 @@ impl Direction {
 }
 
 /// Where an objective's value comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum MetricKind {
     /// A number the measurement command prints.
@@ -169,9 +171,16 @@ impl JudgeSpec {
     /// message names the profile file and its tiers); the runtime's key for an unknown runtime.
     pub fn model_for(&self, execution: &ExecutionSpec) -> Result<String, (String, String)> {
         let runtime = self.runtime_for(execution);
-        let key = if self.runtime.is_some() { "metric.judge.runtime" } else { "execution.runtime" };
-        let profile = skillforge_runner_agent::find(runtime).map_err(|e| (key.to_owned(), e.to_string()))?;
-        let model = profile.model_for_tier(&self.model).map_err(|e| ("metric.judge.model".to_owned(), e.to_string()))?;
+        let key = if self.runtime.is_some() {
+            "metric.judge.runtime"
+        } else {
+            "execution.runtime"
+        };
+        let profile =
+            skillforge_runner_agent::find(runtime).map_err(|e| (key.to_owned(), e.to_string()))?;
+        let model = profile
+            .model_for_tier(&self.model)
+            .map_err(|e| ("metric.judge.model".to_owned(), e.to_string()))?;
         Ok(model.to_owned())
     }
 }
@@ -201,7 +210,9 @@ pub struct MetricSpec {
 }
 
 /// `measurement.stability.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum StabilityMode {
     /// One sample decides.
@@ -262,7 +273,8 @@ pub struct MeasurementSpec {
 impl MeasurementSpec {
     /// The sample budget, defaulted.
     pub fn timeout_secs(&self) -> u64 {
-        self.timeout_seconds.unwrap_or(DEFAULT_MEASUREMENT_TIMEOUT_SECS)
+        self.timeout_seconds
+            .unwrap_or(DEFAULT_MEASUREMENT_TIMEOUT_SECS)
     }
 
     /// `repeat_count`, defaulted to 3.
@@ -304,7 +316,9 @@ pub struct DependenciesSpec {
 }
 
 /// `execution.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ExecutionMode {
     /// One experiment at a time.
@@ -315,7 +329,9 @@ pub enum ExecutionMode {
 }
 
 /// `execution.backend`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Backend {
     /// A git worktree per experiment on this machine.
@@ -492,7 +508,9 @@ impl Spec {
                 format!("invalid spec `{file}`: `{path}`: {inner}")
             })
         })?;
-        spec.validate().map_err(|(key, message)| OptimizeError::Invalid(format!("invalid spec `{file}`: `{key}`: {message}")))?;
+        spec.validate().map_err(|(key, message)| {
+            OptimizeError::Invalid(format!("invalid spec `{file}`: `{key}`: {message}"))
+        })?;
         Ok(spec)
     }
 
@@ -510,23 +528,40 @@ impl Spec {
     pub fn objectives(&self) -> Vec<Objective> {
         if self.metric.objectives.is_empty() {
             let p = &self.metric.primary;
-            return vec![Objective { name: p.name.clone(), direction: p.direction, target: p.target, required: true }];
+            return vec![Objective {
+                name: p.name.clone(),
+                direction: p.direction,
+                target: p.target,
+                required: true,
+            }];
         }
         self.metric
             .objectives
             .iter()
-            .map(|o| Objective { name: o.name.clone(), direction: o.direction, target: o.target, required: o.required })
+            .map(|o| Objective {
+                name: o.name.clone(),
+                direction: o.direction,
+                target: o.target,
+                required: o.required,
+            })
             .collect()
     }
 
     /// The remote detached workers use, when the backend is `remote` and one is configured.
     pub fn remote_url(&self) -> Option<&str> {
-        (self.execution.backend == Backend::Remote).then_some(self.execution.remote.as_deref()).flatten()
+        (self.execution.backend == Backend::Remote)
+            .then_some(self.execution.remote.as_deref())
+            .flatten()
     }
 
     /// Whether metric `name` is declared `elapsed` (the measurement's wall time, seconds).
     pub fn is_elapsed(&self, name: &str) -> bool {
-        (self.metric.primary.name == name && self.metric.primary.elapsed) || self.metric.objectives.iter().any(|o| o.name == name && o.elapsed)
+        (self.metric.primary.name == name && self.metric.primary.elapsed)
+            || self
+                .metric
+                .objectives
+                .iter()
+                .any(|o| o.name == name && o.elapsed)
     }
 
     /// The optimization branch, `optimize/<name>`.
@@ -542,11 +577,21 @@ impl Spec {
     fn validate(&self) -> Result<(), (String, String)> {
         let bad = |key: &str, message: &str| Err((key.to_owned(), message.to_owned()));
         let name_ok = !self.name.is_empty()
-            && self.name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-            && self.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
+            && self
+                .name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
             && !self.name.contains("..");
         if !name_ok {
-            return bad("name", "must match [a-z0-9][a-z0-9._-]* (it names git branches)");
+            return bad(
+                "name",
+                "must match [a-z0-9][a-z0-9._-]* (it names git branches)",
+            );
         }
         if self.description.trim().is_empty() {
             return bad("description", "must not be empty");
@@ -562,11 +607,18 @@ impl Spec {
         let mut seen = BTreeSet::new();
         for (idx, o) in self.metric.objectives.iter().enumerate() {
             if !seen.insert(o.name.as_str()) {
-                return bad(&format!("metric.objectives[{idx}].name"), &format!("duplicate objective `{}`", o.name));
+                return bad(
+                    &format!("metric.objectives[{idx}].name"),
+                    &format!("duplicate objective `{}`", o.name),
+                );
             }
         }
-        if !self.metric.objectives.is_empty() && !self.metric.objectives.iter().any(|o| o.required) {
-            return bad("metric.objectives", "at least one objective must be required");
+        if !self.metric.objectives.is_empty() && !self.metric.objectives.iter().any(|o| o.required)
+        {
+            return bad(
+                "metric.objectives",
+                "at least one objective must be required",
+            );
         }
         for (idx, gate) in self.metric.degenerate_gates.iter().enumerate() {
             if let Err(e) = super::gates::Gate::parse(gate) {
@@ -574,7 +626,12 @@ impl Spec {
             }
         }
         match (&self.metric.judge, self.metric.primary.kind) {
-            (None, MetricKind::Judge) => return bad("metric.judge", "is required when metric.primary.type is judge"),
+            (None, MetricKind::Judge) => {
+                return bad(
+                    "metric.judge",
+                    "is required when metric.primary.type is judge",
+                );
+            }
             (Some(j), _) => {
                 if j.batch_size == 0 {
                     return bad("metric.judge.batch_size", "must be at least 1");
@@ -583,7 +640,10 @@ impl Spec {
                     return bad("metric.judge.sample_size", "must be at least 1");
                 }
                 if j.confirmation_seed == Some(j.sample_seed) {
-                    return bad("metric.judge.confirmation_seed", "must differ from sample_seed");
+                    return bad(
+                        "metric.judge.confirmation_seed",
+                        "must differ from sample_seed",
+                    );
                 }
                 if j.rubric.trim().is_empty() {
                     return bad("metric.judge.rubric", "must not be empty");
@@ -604,10 +664,16 @@ impl Spec {
         if self.scope.mutable.is_empty() {
             return bad("scope.mutable", "must list at least one path");
         }
-        for (key, list) in [("scope.mutable", &self.scope.mutable), ("scope.immutable", &self.scope.immutable)] {
+        for (key, list) in [
+            ("scope.mutable", &self.scope.mutable),
+            ("scope.immutable", &self.scope.immutable),
+        ] {
             for (idx, p) in list.iter().enumerate() {
                 if p.starts_with('/') || p.split('/').any(|c| c == "..") || p.trim().is_empty() {
-                    return bad(&format!("{key}[{idx}]"), "must be a relative path inside the repository");
+                    return bad(
+                        &format!("{key}[{idx}]"),
+                        "must be a relative path inside the repository",
+                    );
                 }
             }
         }
@@ -617,7 +683,14 @@ impl Spec {
         if self.execution.max_experiments_per_tick == Some(0) {
             return bad("execution.max_experiments_per_tick", "must be at least 1");
         }
-        for (key, v) in [("stopping.max_hours", self.stopping.max_hours), ("stopping.max_wall_hours", self.stopping.max_wall_hours), ("stopping.max_total_cost_usd", self.stopping.max_total_cost_usd)] {
+        for (key, v) in [
+            ("stopping.max_hours", self.stopping.max_hours),
+            ("stopping.max_wall_hours", self.stopping.max_wall_hours),
+            (
+                "stopping.max_total_cost_usd",
+                self.stopping.max_total_cost_usd,
+            ),
+        ] {
             if let Some(v) = v
                 && !(v.is_finite() && v >= 0.0)
             {
@@ -658,7 +731,10 @@ stopping: { max_iterations: 10, plateau_iterations: 5, target_reached: true }
     fn a_valid_spec_parses_with_defaults() {
         let spec = Spec::parse(SPEC, "ops.yaml").expect("valid");
         assert_eq!(spec.measurement.repeat_count(), 3);
-        assert_eq!(spec.measurement.timeout_secs(), DEFAULT_MEASUREMENT_TIMEOUT_SECS);
+        assert_eq!(
+            spec.measurement.timeout_secs(),
+            DEFAULT_MEASUREMENT_TIMEOUT_SECS
+        );
         assert_eq!(spec.execution.runtime, "scripted");
         assert_eq!(spec.branch(), "optimize/ops");
         assert_eq!(spec.experiment_branch(7), "optimize-exp/ops/exp-007");
@@ -670,21 +746,56 @@ stopping: { max_iterations: 10, plateau_iterations: 5, target_reached: true }
     #[test]
     fn errors_name_the_key_and_the_file() {
         let check = |text: String, want: &[&str]| {
-            let err = Spec::parse(&text, "x/ops.yaml").expect_err(&text).to_string();
+            let err = Spec::parse(&text, "x/ops.yaml")
+                .expect_err(&text)
+                .to_string();
             for w in want {
                 assert!(err.contains(w), "{err:?} should contain {w:?}");
             }
         };
-        check(SPEC.replace("max_concurrent: 4", "max_concurent: 4"), &["x/ops.yaml", "execution", "max_concurent"]);
-        check(SPEC.replace("direction: minimize", "direction: down"), &["metric.primary.direction", "down"]);
-        check(SPEC.replace("name: ops\n", "name: Ops Run\n"), &["`name`", "[a-z0-9]"]);
-        check(SPEC.replace("mutable: [src]", "mutable: []"), &["scope.mutable"]);
-        check(SPEC.replace("mutable: [src]", "mutable: [../up]"), &["scope.mutable[0]"]);
-        check(SPEC.replace("correct == 1", "correct ~ 1"), &["metric.degenerate_gates[0]"]);
-        check(SPEC.replace("repeat_count: 3", "repeat_count: 0"), &["measurement.stability.repeat_count"]);
-        check(SPEC.replace("max_concurrent: 4", "max_concurrent: 0"), &["execution.max_concurrent"]);
-        check(SPEC.replace("  degenerate_gates", "  primary2: 1\n  degenerate_gates"), &["metric", "primary2"]);
-        check(SPEC.replace("{ name: ops, direction: minimize, target: 10 }", "{ name: ops, direction: minimize, type: judge }"), &["metric.judge"]);
+        check(
+            SPEC.replace("max_concurrent: 4", "max_concurent: 4"),
+            &["x/ops.yaml", "execution", "max_concurent"],
+        );
+        check(
+            SPEC.replace("direction: minimize", "direction: down"),
+            &["metric.primary.direction", "down"],
+        );
+        check(
+            SPEC.replace("name: ops\n", "name: Ops Run\n"),
+            &["`name`", "[a-z0-9]"],
+        );
+        check(
+            SPEC.replace("mutable: [src]", "mutable: []"),
+            &["scope.mutable"],
+        );
+        check(
+            SPEC.replace("mutable: [src]", "mutable: [../up]"),
+            &["scope.mutable[0]"],
+        );
+        check(
+            SPEC.replace("correct == 1", "correct ~ 1"),
+            &["metric.degenerate_gates[0]"],
+        );
+        check(
+            SPEC.replace("repeat_count: 3", "repeat_count: 0"),
+            &["measurement.stability.repeat_count"],
+        );
+        check(
+            SPEC.replace("max_concurrent: 4", "max_concurrent: 0"),
+            &["execution.max_concurrent"],
+        );
+        check(
+            SPEC.replace("  degenerate_gates", "  primary2: 1\n  degenerate_gates"),
+            &["metric", "primary2"],
+        );
+        check(
+            SPEC.replace(
+                "{ name: ops, direction: minimize, target: 10 }",
+                "{ name: ops, direction: minimize, type: judge }",
+            ),
+            &["metric.judge"],
+        );
         check(
             format!("{SPEC}hypotheses:\n  - {{ description: d, category: c, priority: high }}\n"),
             &["hypotheses[0]", "opportunity"],
@@ -693,12 +804,18 @@ stopping: { max_iterations: 10, plateau_iterations: 5, target_reached: true }
 
     #[test]
     fn scope_membership_prefers_immutable() {
-        let scope = ScopeSpec { mutable: vec!["src".into(), ".".into()], immutable: vec!["src/fixtures".into(), "measure.sh".into()] };
+        let scope = ScopeSpec {
+            mutable: vec!["src".into(), ".".into()],
+            immutable: vec!["src/fixtures".into(), "measure.sh".into()],
+        };
         assert!(scope.is_mutable("src/count.sh"));
         assert!(scope.is_mutable("README"));
         assert!(!scope.is_mutable("src/fixtures/a.txt"));
         assert!(!scope.is_mutable("measure.sh"));
-        let narrow = ScopeSpec { mutable: vec!["src/".into()], immutable: vec![] };
+        let narrow = ScopeSpec {
+            mutable: vec!["src/".into()],
+            immutable: vec![],
+        };
         assert!(!narrow.is_mutable("srcx/a"));
         assert!(narrow.is_mutable("src/a"));
     }

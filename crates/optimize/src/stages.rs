@@ -23,7 +23,12 @@ pub const SHIPPED_OPTIMIZE_TOML: &str = include_str!("../../../workflows/optimiz
 pub const STAGES: [&str; 4] = ["experiment", "measurement", "locating", "judge"];
 
 /// Where the optimize stages come from.
-pub const SOURCE: StageSource = StageSource { family: "optimize", workflow: WORKFLOW, shipped: SHIPPED_OPTIMIZE_TOML, stage_names: &STAGES };
+pub const SOURCE: StageSource = StageSource {
+    family: "optimize",
+    workflow: WORKFLOW,
+    shipped: SHIPPED_OPTIMIZE_TOML,
+    stage_names: &STAGES,
+};
 
 /// The optimize loop's resolved stages.
 pub type OptimizeStages = WorkflowDef;
@@ -53,8 +58,18 @@ pub fn for_home(home: &Path) -> Result<OptimizeStages, OptimizeError> {
 ///
 /// # Errors
 /// [`OptimizeError::Invalid`] when the payload does not serialize.
-pub fn job<P: RunnerPayload>(stages: &OptimizeStages, stage: &str, payload: &P, key: String, timeout: Option<Duration>, queue: &str) -> Result<JobSpec, OptimizeError> {
-    let mut spec = stages.stage(stage).job(payload, Some(key)).map_err(|e| OptimizeError::Invalid(format!("{stage} payload: {e}")))?;
+pub fn job<P: RunnerPayload>(
+    stages: &OptimizeStages,
+    stage: &str,
+    payload: &P,
+    key: String,
+    timeout: Option<Duration>,
+    queue: &str,
+) -> Result<JobSpec, OptimizeError> {
+    let mut spec = stages
+        .stage(stage)
+        .job(payload, Some(key))
+        .map_err(|e| OptimizeError::Invalid(format!("{stage} payload: {e}")))?;
     spec.queue = queue.to_owned();
     if let Some(t) = timeout {
         spec.timeout_ms = u64::try_from(t.as_millis()).unwrap_or(u64::MAX);
@@ -66,10 +81,20 @@ pub fn job<P: RunnerPayload>(stages: &OptimizeStages, stage: &str, payload: &P, 
 ///
 /// # Errors
 /// [`OptimizeError::Queue`] when the queue fails.
-pub async fn run_all(jobs: &dyn StageJobs, specs: &[JobSpec], what: &str) -> Result<Vec<Job>, OptimizeError> {
-    match run_jobs(jobs, specs, Wait::Block, what).await.map_err(|e| OptimizeError::Queue(format!("{what}: {e}")))? {
+pub async fn run_all(
+    jobs: &dyn StageJobs,
+    specs: &[JobSpec],
+    what: &str,
+) -> Result<Vec<Job>, OptimizeError> {
+    match run_jobs(jobs, specs, Wait::Block, what)
+        .await
+        .map_err(|e| OptimizeError::Queue(format!("{what}: {e}")))?
+    {
         Ran::Done(jobs) => Ok(jobs),
-        Ran::Pending(ids) => Err(OptimizeError::Queue(format!("{what}: jobs {} still pending after a blocking wait", ids.join(", ")))),
+        Ran::Pending(ids) => Err(OptimizeError::Queue(format!(
+            "{what}: jobs {} still pending after a blocking wait",
+            ids.join(", ")
+        ))),
     }
 }
 
@@ -77,9 +102,14 @@ pub async fn run_all(jobs: &dyn StageJobs, specs: &[JobSpec], what: &str) -> Res
 ///
 /// # Errors
 /// As [`run_all`].
-pub async fn run_one(jobs: &dyn StageJobs, spec: JobSpec, what: &str) -> Result<Job, OptimizeError> {
+pub async fn run_one(
+    jobs: &dyn StageJobs,
+    spec: JobSpec,
+    what: &str,
+) -> Result<Job, OptimizeError> {
     let mut done = run_all(jobs, std::slice::from_ref(&spec), what).await?;
-    done.pop().ok_or_else(|| OptimizeError::Queue(format!("{what}: no job came back")))
+    done.pop()
+        .ok_or_else(|| OptimizeError::Queue(format!("{what}: no job came back")))
 }
 
 #[cfg(test)]
@@ -92,22 +122,73 @@ mod tests {
     #[test]
     fn shipped_stages_are_valid() {
         let s = shipped().expect("shipped optimize.toml");
-        let job = job(&s, "measurement", &ProcessPayload::shell("true"), "k".into(), Some(Duration::from_secs(5)), "default").unwrap();
-        assert_eq!((job.kind.as_str(), job.workflow.as_str(), job.stage.as_str()), ("process", WORKFLOW, "measurement"));
-        assert_eq!((job.idempotency_key.as_deref(), job.timeout_ms), (Some("k"), 5000));
+        let job = job(
+            &s,
+            "measurement",
+            &ProcessPayload::shell("true"),
+            "k".into(),
+            Some(Duration::from_secs(5)),
+            "default",
+        )
+        .unwrap();
+        assert_eq!(
+            (job.kind.as_str(), job.workflow.as_str(), job.stage.as_str()),
+            ("process", WORKFLOW, "measurement")
+        );
+        assert_eq!(
+            (job.idempotency_key.as_deref(), job.timeout_ms),
+            (Some("k"), 5000)
+        );
         assert!(job.idempotent);
-        let worker = super::job(&s, "experiment", &AgentPayload::new("scripted", "p"), "k2".into(), None, "default").unwrap();
-        assert_eq!((worker.kind.as_str(), worker.timeout_ms), ("agent", 1_800_000));
-        assert_eq!(super::job(&s, "judge", &AgentPayload::new("scripted", "p"), "k3".into(), None, "q").unwrap().kind, "agent");
+        let worker = super::job(
+            &s,
+            "experiment",
+            &AgentPayload::new("scripted", "p"),
+            "k2".into(),
+            None,
+            "default",
+        )
+        .unwrap();
+        assert_eq!(
+            (worker.kind.as_str(), worker.timeout_ms),
+            ("agent", 1_800_000)
+        );
+        assert_eq!(
+            super::job(
+                &s,
+                "judge",
+                &AgentPayload::new("scripted", "p"),
+                "k3".into(),
+                None,
+                "q"
+            )
+            .unwrap()
+            .kind,
+            "agent"
+        );
     }
 
     #[test]
     fn a_home_override_changes_the_stage_times() {
         let home = tempfile::tempdir().unwrap();
-        std::fs::write(home.path().join("optimize.toml"), "[stages.judge]\ntimeout_secs = 42\n").unwrap();
-        assert_eq!(for_home(home.path()).unwrap().stage("judge").timeout_secs, 42);
-        std::fs::write(home.path().join("optimize.toml"), "[stages.judge]\nrunner = \"process\"\n").unwrap();
+        std::fs::write(
+            home.path().join("optimize.toml"),
+            "[stages.judge]\ntimeout_secs = 42\n",
+        )
+        .unwrap();
+        assert_eq!(
+            for_home(home.path()).unwrap().stage("judge").timeout_secs,
+            42
+        );
+        std::fs::write(
+            home.path().join("optimize.toml"),
+            "[stages.judge]\nrunner = \"process\"\n",
+        )
+        .unwrap();
         let err = for_home(home.path()).unwrap_err().to_string();
-        assert!(err.contains("optimize.toml") && err.contains("runner"), "{err}");
+        assert!(
+            err.contains("optimize.toml") && err.contains("runner"),
+            "{err}"
+        );
     }
 }

@@ -45,7 +45,10 @@ pub trait RunnerPayload: Serialize {
     /// [`PayloadError`] when it does not serialize (a path that is not UTF-8, a map whose keys
     /// are not strings): a job never carries a `null` payload in its place.
     fn to_json(&self) -> Result<serde_json::Value, PayloadError> {
-        serde_json::to_value(self).map_err(|source| PayloadError { kind: Self::KIND, source })
+        serde_json::to_value(self).map_err(|source| PayloadError {
+            kind: Self::KIND,
+            source,
+        })
     }
 }
 
@@ -81,8 +84,13 @@ pub fn current_exe() -> std::io::Result<std::path::PathBuf> {
 ///
 /// # Errors
 /// [`RunnerError::InvalidPayload`] naming `P::KIND` and serde's message when it does not parse.
-pub fn parse_payload<P: RunnerPayload + DeserializeOwned>(spec: &RunSpec) -> Result<P, RunnerError> {
-    P::deserialize(&spec.payload).map_err(|e| RunnerError::InvalidPayload { runner: P::KIND, message: e.to_string() })
+pub fn parse_payload<P: RunnerPayload + DeserializeOwned>(
+    spec: &RunSpec,
+) -> Result<P, RunnerError> {
+    P::deserialize(&spec.payload).map_err(|e| RunnerError::InvalidPayload {
+        runner: P::KIND,
+        message: e.to_string(),
+    })
 }
 
 /// Where a worker fetches a repository from (the `fetch` field of the `sandbox` and `checker`
@@ -293,7 +301,11 @@ mod tests {
     #[test]
     fn current_exe_is_this_test_binary() {
         let exe = super::current_exe().unwrap();
-        assert_eq!(exe, std::env::current_exe().unwrap(), "not replaced: the same path");
+        assert_eq!(
+            exe,
+            std::env::current_exe().unwrap(),
+            "not replaced: the same path"
+        );
         assert!(exe.exists());
     }
 
@@ -338,7 +350,11 @@ mod tests {
         std::fs::write(dir.path().join("go"), b"").unwrap();
         assert!(child.wait().unwrap().success());
         let seen = std::fs::read_to_string(dir.path().join("exe")).unwrap();
-        assert_eq!(seen, installed.to_str().unwrap(), "the installed binary, not `… (deleted)`");
+        assert_eq!(
+            seen,
+            installed.to_str().unwrap(),
+            "the installed binary, not `… (deleted)`"
+        );
     }
 
     use std::ffi::OsStr;
@@ -357,19 +373,38 @@ mod tests {
 
     #[test]
     fn a_payload_that_does_not_serialize_is_an_error_naming_its_kind_never_null() {
-        let good = Probe { dir: "/work/x".into() };
-        assert_eq!(good.to_json().unwrap(), serde_json::json!({"dir": "/work/x"}));
-        let bad = Probe { dir: OsStr::from_bytes(b"/work/\xff").into() };
+        let good = Probe {
+            dir: "/work/x".into(),
+        };
+        assert_eq!(
+            good.to_json().unwrap(),
+            serde_json::json!({"dir": "/work/x"})
+        );
+        let bad = Probe {
+            dir: OsStr::from_bytes(b"/work/\xff").into(),
+        };
         let error = bad.to_json().unwrap_err();
         assert_eq!(error.kind, "probe");
-        assert_eq!(error.to_string(), "serialize the `probe` job payload: path contains invalid UTF-8 characters");
+        assert_eq!(
+            error.to_string(),
+            "serialize the `probe` job payload: path contains invalid UTF-8 characters"
+        );
     }
 
     #[test]
     fn parse_payload_reads_the_runners_type_and_names_the_runner_when_it_does_not_parse() {
-        let spec = |payload| RunSpec { job_id: "j1".into(), payload, timeout: Duration::from_secs(1) };
+        let spec = |payload| RunSpec {
+            job_id: "j1".into(),
+            payload,
+            timeout: Duration::from_secs(1),
+        };
         let parsed: Probe = parse_payload(&spec(serde_json::json!({"dir": "/work/x"}))).unwrap();
-        assert_eq!(parsed, Probe { dir: "/work/x".into() });
+        assert_eq!(
+            parsed,
+            Probe {
+                dir: "/work/x".into()
+            }
+        );
         match parse_payload::<Probe>(&spec(serde_json::json!({"dir": 3}))) {
             Err(RunnerError::InvalidPayload { runner, message }) => {
                 assert_eq!(runner, "probe");

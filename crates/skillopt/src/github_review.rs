@@ -17,7 +17,9 @@ use skillforge_contract::Assignments;
 use skillforge_forge::grammar::{CommentImport, PACKET_MARKER, resolve_comment};
 use skillforge_forge::{Forge, ForgeError, RepoRef};
 use skillforge_store::blobs::BlobStore;
-use skillforge_store::feedback::{WriteCounts, delete_superseded, event_created_at_now, write_resolved};
+use skillforge_store::feedback::{
+    WriteCounts, delete_superseded, event_created_at_now, write_resolved,
+};
 use skillforge_store::{Store, StoreError};
 
 use crate::github_write::{WriteJobs, WriteOp, WriteRequest, submit_write};
@@ -58,9 +60,15 @@ pub enum Target {
 ///
 /// # Errors
 /// [`GithubReviewError::Invalid`] naming `--repo`.
-pub fn resolve_repo(flag: Option<&str>, run_target: &str, template_source: &str, config_repo: Option<&str>) -> Result<RepoRef, GithubReviewError> {
+pub fn resolve_repo(
+    flag: Option<&str>,
+    run_target: &str,
+    template_source: &str,
+    config_repo: Option<&str>,
+) -> Result<RepoRef, GithubReviewError> {
     if let Some(flag) = flag {
-        return RepoRef::parse(flag).map_err(|e| GithubReviewError::Invalid(format!("--repo: {e}")));
+        return RepoRef::parse(flag)
+            .map_err(|e| GithubReviewError::Invalid(format!("--repo: {e}")));
     }
     [run_target, template_source, config_repo.unwrap_or("")]
         .into_iter()
@@ -87,7 +95,13 @@ pub fn publish_key(run_id: &str, repo: &RepoRef, target: Target) -> String {
 ///
 /// # Errors
 /// [`GithubReviewError::Packet`] for a run that cannot be rendered.
-pub async fn publish_request(store: &Store, blobs: &BlobStore, run_id: &str, repo: &RepoRef, target: Target) -> Result<WriteRequest, GithubReviewError> {
+pub async fn publish_request(
+    store: &Store,
+    blobs: &BlobStore,
+    run_id: &str,
+    repo: &RepoRef,
+    target: Target,
+) -> Result<WriteRequest, GithubReviewError> {
     let (run, items, _) = render_body(store, blobs, run_id).await?;
     let key = publish_key(&run.id, repo, target);
     let body = format!(
@@ -100,10 +114,17 @@ pub async fn publish_request(store: &Store, blobs: &BlobStore, run_id: &str, rep
         mode = run.mode,
     );
     let op = match target {
-        Target::NewIssue => WriteOp::CreateIssue { title: format!("skillforge review: {}", run.id) },
+        Target::NewIssue => WriteOp::CreateIssue {
+            title: format!("skillforge review: {}", run.id),
+        },
         Target::PullRequest(number) => WriteOp::Comment { number },
     };
-    Ok(WriteRequest { op, repo: repo.to_string(), key, body })
+    Ok(WriteRequest {
+        op,
+        repo: repo.to_string(),
+        key,
+        body,
+    })
 }
 
 fn entry_item(entry: &skillforge_contract::ResolvedEntry) -> &str {
@@ -148,14 +169,28 @@ pub struct Synced {
 /// # Errors
 /// [`GithubReviewError::Invalid`] for an unknown run; [`GithubReviewError::Forge`] when the
 /// comments cannot be read (nothing is written then); [`GithubReviewError::Store`].
-pub async fn sync(store: &Store, forge: &dyn Forge, run_id: &str, repo: &RepoRef, number: u64) -> Result<Synced, GithubReviewError> {
+pub async fn sync(
+    store: &Store,
+    forge: &dyn Forge,
+    run_id: &str,
+    repo: &RepoRef,
+    number: u64,
+) -> Result<Synced, GithubReviewError> {
     let run = skillforge_store::review::get_run(store.pool(), run_id)
         .await?
-        .ok_or_else(|| GithubReviewError::Invalid(format!("review run `{run_id}` not found; create it with `skillforge review create`")))?;
+        .ok_or_else(|| {
+            GithubReviewError::Invalid(format!(
+                "review run `{run_id}` not found; create it with `skillforge review create`"
+            ))
+        })?;
     let items = skillforge_store::review::list_items(store.pool(), &run.id).await?;
     let assignments = Assignments {
         run_id: run.id.clone(),
-        items: items.iter().map(|i| item_assignment(&run, i)).collect::<Result<_, _>>().map_err(|e| GithubReviewError::Invalid(e.to_string()))?,
+        items: items
+            .iter()
+            .map(|i| item_assignment(&run, i))
+            .collect::<Result<_, _>>()
+            .map_err(|e| GithubReviewError::Invalid(e.to_string()))?,
     };
     let comments = forge.list_comments(repo, number).await?;
     let mut synced = Synced {
@@ -166,7 +201,11 @@ pub async fn sync(store: &Store, forge: &dyn Forge, run_id: &str, repo: &RepoRef
     };
     let mut resolved = Vec::new();
     for comment in &comments {
-        let url = if comment.html_url.is_empty() { format!("github-comment:{}", comment.id) } else { comment.html_url.clone() };
+        let url = if comment.html_url.is_empty() {
+            format!("github-comment:{}", comment.id)
+        } else {
+            comment.html_url.clone()
+        };
         let author = comment.user.as_ref().map(|u| u.login.as_str());
         match resolve_comment(&comment.body, author, &run.id, &assignments) {
             CommentImport::Skipped => synced.skipped += 1,
@@ -180,8 +219,13 @@ pub async fn sync(store: &Store, forge: &dyn Forge, run_id: &str, repo: &RepoRef
     let created_at = event_created_at_now();
     let mut tx = store.begin().await?;
     for (feedback, url) in &resolved {
-        let answered: std::collections::BTreeSet<String> = feedback.entries.iter().map(|e| entry_item(e).to_owned()).collect();
-        synced.superseded += delete_superseded(&mut tx, &run.id, GITHUB_SOURCE, url, &answered).await?;
+        let answered: std::collections::BTreeSet<String> = feedback
+            .entries
+            .iter()
+            .map(|e| entry_item(e).to_owned())
+            .collect();
+        synced.superseded +=
+            delete_superseded(&mut tx, &run.id, GITHUB_SOURCE, url, &answered).await?;
         let counts = write_resolved(&mut tx, feedback, GITHUB_SOURCE, url, &created_at).await?;
         synced.counts.feedback_inserted += counts.feedback_inserted;
         synced.counts.feedback_updated += counts.feedback_updated;
@@ -210,7 +254,11 @@ fn reminder_body(run_id: &str, missing: &[String], threshold_secs: i64) -> Strin
         "{PACKET_MARKER}\nReminder: review run `{run_id}` has had no feedback for {} on {}. Reply with one comment per review \
          (short form such as `{}: b - reason`, or a fenced YAML block).",
         humanize(threshold_secs),
-        missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
+        missing
+            .iter()
+            .map(|m| format!("`{m}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
         missing.first().map_or("item-001", String::as_str),
     )
 }
@@ -242,7 +290,9 @@ pub async fn review_watch_pass(
         let issue = format!("{}#{}", watch.repo, watch.issue_number);
         match watch_one(store, forge, writes, &watch, now).await {
             Ok(pass) => out.push(pass),
-            Err(e) => tracing::warn!(issue = %issue, error = %e, "review watch pass failed; retried next pass"),
+            Err(e) => {
+                tracing::warn!(issue = %issue, error = %e, "review watch pass failed; retried next pass")
+            }
         }
     }
     Ok(out)
@@ -259,13 +309,34 @@ async fn watch_one(
     let number = u64::try_from(watch.issue_number).unwrap_or(0);
     let done = sync(store, forge, &watch.run_id, &repo, number).await?;
     let have = skillforge_store::feedback::items_with_feedback(store.pool(), &watch.run_id).await?;
-    let missing: Vec<String> = watch.expected_item_ids().into_iter().filter(|id| !have.contains(id)).collect();
-    let errors = done.refused.iter().map(|r| format!("{}\n{}", r.url, r.reason)).collect::<Vec<_>>().join("\n");
-    let error_hash = if errors.is_empty() { String::new() } else { skillforge_stage::fs::sha256_hex(errors.as_bytes()) };
+    let missing: Vec<String> = watch
+        .expected_item_ids()
+        .into_iter()
+        .filter(|id| !have.contains(id))
+        .collect();
+    let errors = done
+        .refused
+        .iter()
+        .map(|r| format!("{}\n{}", r.url, r.reason))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let error_hash = if errors.is_empty() {
+        String::new()
+    } else {
+        skillforge_stage::fs::sha256_hex(errors.as_bytes())
+    };
     let last = i64::try_from(done.last_comment_id).unwrap_or(i64::MAX);
     {
         let mut conn = store.pool().acquire().await.map_err(StoreError::from)?;
-        skillforge_store::github::record_watch_sync(&mut conn, &watch.repo, watch.issue_number, last, &error_hash, missing.is_empty()).await?;
+        skillforge_store::github::record_watch_sync(
+            &mut conn,
+            &watch.repo,
+            watch.issue_number,
+            last,
+            &error_hash,
+            missing.is_empty(),
+        )
+        .await?;
     }
     let due = chrono::DateTime::parse_from_rfc3339(&watch.stale_after).is_ok_and(|t| now >= t);
     let mut reminded = None;
@@ -278,12 +349,19 @@ async fn watch_one(
         };
         // A durable write job keyed by the reminder: submitting it again returns the same job,
         // and its marker keeps a retried attempt from posting twice.
-        let job_id = submit_write(queue, store, at, &req).await.map_err(|e| GithubReviewError::Invalid(format!("submit the stale reminder: {e}")))?;
+        let job_id = submit_write(queue, store, at, &req)
+            .await
+            .map_err(|e| GithubReviewError::Invalid(format!("submit the stale reminder: {e}")))?;
         let mut conn = store.pool().acquire().await.map_err(StoreError::from)?;
-        skillforge_store::github::mark_stale_notified(&mut conn, &watch.repo, watch.issue_number).await?;
+        skillforge_store::github::mark_stale_notified(&mut conn, &watch.repo, watch.issue_number)
+            .await?;
         reminded = Some(job_id);
     }
-    Ok(WatchPass { issue: done.review_issue, missing, reminded })
+    Ok(WatchPass {
+        issue: done.review_issue,
+        missing,
+        reminded,
+    })
 }
 
 #[cfg(test)]
@@ -294,12 +372,18 @@ mod tests {
     #[test]
     fn s96_publish_target_precedence() {
         let r = |flag, run, tpl, cfg| resolve_repo(flag, run, tpl, cfg).map(|r| r.to_string());
-        assert_eq!(r(Some("a/flag"), "b/run", "c/tpl", Some("d/cfg")).unwrap(), "a/flag");
+        assert_eq!(
+            r(Some("a/flag"), "b/run", "c/tpl", Some("d/cfg")).unwrap(),
+            "a/flag"
+        );
         assert_eq!(r(None, "b/run", "c/tpl", Some("d/cfg")).unwrap(), "b/run");
         assert_eq!(r(None, "", "c/tpl", Some("d/cfg")).unwrap(), "c/tpl");
         assert_eq!(r(None, "", "", Some("d/cfg")).unwrap(), "d/cfg");
         // A local path as template source is not a repository.
-        assert_eq!(r(None, "", "/home/me/templates", Some("d/cfg")).unwrap(), "d/cfg");
+        assert_eq!(
+            r(None, "", "/home/me/templates", Some("d/cfg")).unwrap(),
+            "d/cfg"
+        );
         let err = r(None, "", "", None).unwrap_err().to_string();
         assert!(err.contains("--repo"), "{err}");
     }

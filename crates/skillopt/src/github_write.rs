@@ -22,8 +22,8 @@ use serde::{Deserialize, Serialize};
 use skillforge_engine::ingest::{ApplyError, ResultHandler};
 use skillforge_engine::{Job, JobSpec, JobState};
 use skillforge_forge::{Forge, ForgeError, RepoRef};
-use skillforge_runner::{ExitClass, PayloadError};
 use skillforge_runner::RunnerPayload;
+use skillforge_runner::{ExitClass, PayloadError};
 use skillforge_runner_process::{DEFAULT_ENV_ALLOWLIST, ProcessPayload};
 use skillforge_store::Store;
 use skillforge_store::github::{AppliedWrite, get_write, record_write};
@@ -96,17 +96,42 @@ pub async fn execute(forge: &dyn Forge, req: &WriteRequest) -> Result<WriteResul
     match &req.op {
         WriteOp::CreateIssue { title } => {
             if let Some(existing) = forge.find_issues(&repo, &marker).await?.into_iter().next() {
-                return Ok(WriteResult { repo: req.repo.clone(), number: existing.number, url: existing.html_url, created: false });
+                return Ok(WriteResult {
+                    repo: req.repo.clone(),
+                    number: existing.number,
+                    url: existing.html_url,
+                    created: false,
+                });
             }
             let issue = forge.create_issue(&repo, title, &body).await?;
-            Ok(WriteResult { repo: req.repo.clone(), number: issue.number, url: issue.html_url, created: true })
+            Ok(WriteResult {
+                repo: req.repo.clone(),
+                number: issue.number,
+                url: issue.html_url,
+                created: true,
+            })
         }
         WriteOp::Comment { number } => {
-            if let Some(existing) = forge.list_comments(&repo, *number).await?.into_iter().find(|c| c.body.contains(&marker)) {
-                return Ok(WriteResult { repo: req.repo.clone(), number: *number, url: existing.html_url, created: false });
+            if let Some(existing) = forge
+                .list_comments(&repo, *number)
+                .await?
+                .into_iter()
+                .find(|c| c.body.contains(&marker))
+            {
+                return Ok(WriteResult {
+                    repo: req.repo.clone(),
+                    number: *number,
+                    url: existing.html_url,
+                    created: false,
+                });
             }
             let comment = forge.create_comment(&repo, *number, &body).await?;
-            Ok(WriteResult { repo: req.repo.clone(), number: *number, url: comment.html_url, created: true })
+            Ok(WriteResult {
+                repo: req.repo.clone(),
+                number: *number,
+                url: comment.html_url,
+                created: true,
+            })
         }
     }
 }
@@ -147,12 +172,24 @@ pub fn write_job(at: &WriteJobs<'_>, req: &WriteRequest) -> Result<JobSpec, Writ
         "--api-url".into(),
         at.api_url.to_owned(),
     ]);
-    payload.stdin = Some(serde_json::to_string(req).map_err(|source| PayloadError { kind: ProcessPayload::KIND, source })?);
-    let mut allow: Vec<String> = DEFAULT_ENV_ALLOWLIST.iter().map(|s| (*s).to_owned()).collect();
-    allow.extend(skillforge_forge::github::TOKEN_ENV.iter().map(|s| (*s).to_owned()));
+    payload.stdin = Some(serde_json::to_string(req).map_err(|source| PayloadError {
+        kind: ProcessPayload::KIND,
+        source,
+    })?);
+    let mut allow: Vec<String> = DEFAULT_ENV_ALLOWLIST
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    allow.extend(
+        skillforge_forge::github::TOKEN_ENV
+            .iter()
+            .map(|s| (*s).to_owned()),
+    );
     payload.env_allowlist = Some(allow);
     let stages: skillforge_stage::WorkflowDef = SOURCE.for_home(at.home)?;
-    Ok(stages.stage(WRITE_STAGE).job(&payload, Some(format!("github:{}", req.key)))?)
+    Ok(stages
+        .stage(WRITE_STAGE)
+        .job(&payload, Some(format!("github:{}", req.key)))?)
 }
 
 /// Why a durable write did not complete.
@@ -189,10 +226,18 @@ pub enum WriteError {
 ///
 /// # Errors
 /// [`WriteError`].
-pub async fn write_durably(jobs: &dyn StageJobs, store: &Store, at: &WriteJobs<'_>, req: &WriteRequest) -> Result<WriteResult, WriteError> {
+pub async fn write_durably(
+    jobs: &dyn StageJobs,
+    store: &Store,
+    at: &WriteJobs<'_>,
+    req: &WriteRequest,
+) -> Result<WriteResult, WriteError> {
     if let Some(done) = get_write(store.pool(), &req.key).await? {
         // Written by an earlier call: nothing is submitted, and nothing was created now.
-        return Ok(WriteResult { created: false, ..applied(done) });
+        return Ok(WriteResult {
+            created: false,
+            ..applied(done)
+        });
     }
     let spec = write_job(at, req)?;
     let Ran::Done(done) = run_jobs(jobs, &[spec], Wait::Block, "writing to GitHub").await? else {
@@ -205,7 +250,10 @@ pub async fn write_durably(jobs: &dyn StageJobs, store: &Store, at: &WriteJobs<'
     Err(WriteError::Failed {
         key: req.key.clone(),
         job_id: job.as_ref().map(|j| j.id.clone()).unwrap_or_default(),
-        state: job.as_ref().map(|j| format!("{:?}", j.state).to_lowercase()).unwrap_or_default(),
+        state: job
+            .as_ref()
+            .map(|j| format!("{:?}", j.state).to_lowercase())
+            .unwrap_or_default(),
         why: job.as_ref().map(failure_text).unwrap_or_default(),
     })
 }
@@ -215,18 +263,38 @@ pub async fn write_durably(jobs: &dyn StageJobs, store: &Store, at: &WriteJobs<'
 ///
 /// # Errors
 /// [`WriteError`].
-pub async fn submit_write(queue: &dyn skillforge_engine::QueueBackend, store: &Store, at: &WriteJobs<'_>, req: &WriteRequest) -> Result<String, WriteError> {
+pub async fn submit_write(
+    queue: &dyn skillforge_engine::QueueBackend,
+    store: &Store,
+    at: &WriteJobs<'_>,
+    req: &WriteRequest,
+) -> Result<String, WriteError> {
     let spec = write_job(at, req)?;
-    Ok(skillforge_stage::submit_recorded(queue, store, &spec).await?.job_id)
+    Ok(skillforge_stage::submit_recorded(queue, store, &spec)
+        .await?
+        .job_id)
 }
 
 fn applied(row: AppliedWrite) -> WriteResult {
-    WriteResult { repo: row.repo, number: u64::try_from(row.number).unwrap_or(0), url: row.url, created: row.created != 0 }
+    WriteResult {
+        repo: row.repo,
+        number: u64::try_from(row.number).unwrap_or(0),
+        url: row.url,
+        created: row.created != 0,
+    }
 }
 
 fn failure_text(job: &Job) -> String {
-    let tail = job.outcome.as_ref().map(|o| o.stderr_tail.trim().to_owned()).unwrap_or_default();
-    let text = if tail.is_empty() { job.error.clone().unwrap_or_default() } else { tail };
+    let tail = job
+        .outcome
+        .as_ref()
+        .map(|o| o.stderr_tail.trim().to_owned())
+        .unwrap_or_default();
+    let text = if tail.is_empty() {
+        job.error.clone().unwrap_or_default()
+    } else {
+        tail
+    };
     text.lines().last().unwrap_or("").to_owned()
 }
 
@@ -236,7 +304,11 @@ pub fn result_of(job: &Job) -> Option<WriteResult> {
     if !matches!(outcome.exit, ExitClass::Passed) {
         return None;
     }
-    outcome.stdout_tail.lines().rev().find_map(|l| serde_json::from_str(l.trim()).ok())
+    outcome
+        .stdout_tail
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l.trim()).ok())
 }
 
 /// Result handler of workflow [`GITHUB_WORKFLOW`]: a succeeded write's result is recorded in
@@ -251,14 +323,20 @@ impl ResultHandler for GithubWriteHandler {
         if job.state != JobState::Succeeded {
             return Ok(());
         }
-        let unusable = |reason: String| ApplyError::Unusable { job_id: job.id.clone(), reason };
+        let unusable = |reason: String| ApplyError::Unusable {
+            job_id: job.id.clone(),
+            reason,
+        };
         let key = job
             .spec
             .idempotency_key
             .as_deref()
             .and_then(|k| k.strip_prefix("github:"))
-            .ok_or_else(|| unusable("GitHub write job without a `github:` idempotency key".into()))?;
-        let result = result_of(job).ok_or_else(|| unusable("GitHub write job printed no result line".into()))?;
+            .ok_or_else(|| {
+                unusable("GitHub write job without a `github:` idempotency key".into())
+            })?;
+        let result = result_of(job)
+            .ok_or_else(|| unusable("GitHub write job printed no result line".into()))?;
         let row = AppliedWrite {
             write_key: key.to_owned(),
             repo: result.repo,
@@ -268,7 +346,9 @@ impl ResultHandler for GithubWriteHandler {
             job_id: job.id.clone(),
             applied_at: String::new(),
         };
-        record_write(conn, &row).await.map_err(|e| unusable(format!("record the write: {e}")))?;
+        record_write(conn, &row)
+            .await
+            .map_err(|e| unusable(format!("record the write: {e}")))?;
         Ok(())
     }
 }
@@ -280,14 +360,37 @@ mod stage_tests {
     #[test]
     fn the_write_job_is_built_from_the_shipped_stage() {
         let home = std::path::Path::new("/nonexistent-home");
-        let at = WriteJobs { skillforge_bin: std::path::Path::new("/bin/skillforge"), home, api_url: "http://127.0.0.1:1" };
+        let at = WriteJobs {
+            skillforge_bin: std::path::Path::new("/bin/skillforge"),
+            home,
+            api_url: "http://127.0.0.1:1",
+        };
         let stage: skillforge_stage::WorkflowDef = SOURCE.shipped().unwrap();
-        let req = WriteRequest { op: WriteOp::Comment { number: 1 }, repo: "a/b".into(), key: "k1".into(), body: "x".into() };
+        let req = WriteRequest {
+            op: WriteOp::Comment { number: 1 },
+            repo: "a/b".into(),
+            key: "k1".into(),
+            body: "x".into(),
+        };
         let spec = write_job(&at, &req).unwrap();
         let write = stage.stage(WRITE_STAGE);
-        assert_eq!((spec.workflow.as_str(), spec.stage.as_str(), spec.kind.as_str()), (GITHUB_WORKFLOW, WRITE_STAGE, "process"));
-        assert_eq!((spec.max_attempts, spec.timeout_ms), (write.attempts, write.timeout_secs * 1000));
-        assert_eq!((spec.max_attempts, spec.timeout_ms), (5, 20 * 60 * 1000), "the attempts and budget GitHub writes have always had");
+        assert_eq!(
+            (
+                spec.workflow.as_str(),
+                spec.stage.as_str(),
+                spec.kind.as_str()
+            ),
+            (GITHUB_WORKFLOW, WRITE_STAGE, "process")
+        );
+        assert_eq!(
+            (spec.max_attempts, spec.timeout_ms),
+            (write.attempts, write.timeout_secs * 1000)
+        );
+        assert_eq!(
+            (spec.max_attempts, spec.timeout_ms),
+            (5, 20 * 60 * 1000),
+            "the attempts and budget GitHub writes have always had"
+        );
         assert_eq!(spec.idempotency_key.as_deref(), Some("github:k1"));
     }
 }

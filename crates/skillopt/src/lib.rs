@@ -47,7 +47,11 @@ pub static FAMILIES: [Family; 7] = [
         workflow: train::generation::TRAIN_WORKFLOW,
         summary: "train mode: option-generation jobs become review options; the optimizer's files are imported by its step",
         stages: Some(train::stages::SOURCE),
-        handler: |env| Arc::new(train::TrainResultHandler { blobs: BlobStore::in_home(env.home) }),
+        handler: |env| {
+            Arc::new(train::TrainResultHandler {
+                blobs: BlobStore::in_home(env.home),
+            })
+        },
     },
     Family {
         name: "harvest",

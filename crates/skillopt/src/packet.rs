@@ -19,8 +19,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use skillforge_contract::{
-    ASSIGNMENTS_FILE, AssignmentOption, Assignments, BlindAssignment, FEEDBACK_FILE, ResolvedFeedback,
-    blind_assignment, is_ranked_mode, parse_assignments, parse_feedback_yml, resolve_feedback,
+    ASSIGNMENTS_FILE, AssignmentOption, Assignments, BlindAssignment, FEEDBACK_FILE,
+    ResolvedFeedback, blind_assignment, is_ranked_mode, parse_assignments, parse_feedback_yml,
+    resolve_feedback,
 };
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::feedback::{WriteCounts, event_created_at_now, write_resolved};
@@ -94,7 +95,12 @@ pub struct FeedbackRead {
 
 impl FeedbackRead {
     fn of(text: &str, items: usize) -> Self {
-        Self { bytes: text.len(), lines: text.lines().count(), sha256: skillforge_stage::fs::sha256_hex(text.as_bytes()), items }
+        Self {
+            bytes: text.len(),
+            lines: text.lines().count(),
+            sha256: skillforge_stage::fs::sha256_hex(text.as_bytes()),
+            items,
+        }
     }
 }
 
@@ -135,16 +141,29 @@ pub enum AssignmentError {
 ///
 /// # Errors
 /// [`AssignmentError`] naming the item when it cannot be reviewed as the run's mode requires.
-pub fn item_assignment(run: &EvalRunRow, item: &ReviewItem) -> Result<BlindAssignment, AssignmentError> {
+pub fn item_assignment(
+    run: &EvalRunRow,
+    item: &ReviewItem,
+) -> Result<BlindAssignment, AssignmentError> {
     let row = &item.item;
     if item.options.is_empty() {
         if is_ranked_mode(&run.mode, run.options_count) {
-            return Err(AssignmentError::NoOptions { item_id: row.item_id.clone(), run_id: run.id.clone() });
+            return Err(AssignmentError::NoOptions {
+                item_id: row.item_id.clone(),
+                run_id: run.id.clone(),
+            });
         }
         if row.baseline_artifact_id.is_empty() || row.candidate_artifact_id.is_empty() {
-            return Err(AssignmentError::NoPair { item_id: row.item_id.clone() });
+            return Err(AssignmentError::NoPair {
+                item_id: row.item_id.clone(),
+            });
         }
-        return Ok(blind_assignment(&run.id, &row.item_id, &row.baseline_artifact_id, &row.candidate_artifact_id));
+        return Ok(blind_assignment(
+            &run.id,
+            &row.item_id,
+            &row.baseline_artifact_id,
+            &row.candidate_artifact_id,
+        ));
     }
     let n_options = i64::try_from(item.options.len()).unwrap_or(i64::MAX);
     if is_ranked_mode(&run.mode, run.options_count) && n_options != run.options_count {
@@ -174,8 +193,16 @@ pub fn item_assignment(run: &EvalRunRow, item: &ReviewItem) -> Result<BlindAssig
 /// File name of the `index`-th item (0-based) under `items/`: `NNN-<item id with anything but
 /// ASCII letters, digits, `.`, `_`, `-` replaced by `-`>.md`.
 pub fn item_file_name(index: usize, item_id: &str) -> String {
-    let slug: String =
-        item_id.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' }).collect();
+    let slug: String = item_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
     format!("{:03}-{}.md", index + 1, slug.trim_matches('.'))
 }
 
@@ -197,7 +224,10 @@ fn fenced(content: &str) -> String {
 fn artifact_block(bytes: &[u8], media_type: &str) -> String {
     match std::str::from_utf8(bytes) {
         Ok(text) => fenced(text),
-        Err(_) => format!("_Binary artifact ({media_type}, {} bytes); not shown inline._\n", bytes.len()),
+        Err(_) => format!(
+            "_Binary artifact ({media_type}, {} bytes); not shown inline._\n",
+            bytes.len()
+        ),
     }
 }
 
@@ -211,7 +241,11 @@ type Contents = BTreeMap<String, (Vec<u8>, String)>;
 
 /// The blind assignments of `run`'s `items`; an item that does not fit the run's mode is
 /// [`PacketError::Invalid`], its message starting with `what` (`"publish"`, …).
-fn run_assignments(run: &EvalRunRow, items: &[ReviewItem], what: &str) -> Result<Assignments, PacketError> {
+fn run_assignments(
+    run: &EvalRunRow,
+    items: &[ReviewItem],
+    what: &str,
+) -> Result<Assignments, PacketError> {
     Ok(Assignments {
         run_id: run.id.clone(),
         items: items
@@ -228,7 +262,11 @@ fn run_assignments(run: &EvalRunRow, items: &[ReviewItem], what: &str) -> Result
 /// # Errors
 /// [`PacketError::Invalid`] for an unregistered artifact; [`PacketError::Io`] for an unreadable
 /// blob; [`PacketError::Store`].
-async fn artifact_contents(store: &Store, blobs: &BlobStore, assignments: &Assignments) -> Result<Contents, PacketError> {
+async fn artifact_contents(
+    store: &Store,
+    blobs: &BlobStore,
+    assignments: &Assignments,
+) -> Result<Contents, PacketError> {
     let mut contents = Contents::new();
     for assignment in &assignments.items {
         let ids = [assignment.a.clone(), assignment.b.clone()]
@@ -238,30 +276,66 @@ async fn artifact_contents(store: &Store, blobs: &BlobStore, assignments: &Assig
         for id in ids {
             let row = skillforge_store::artifacts::get_artifact(store.pool(), &id)
                 .await?
-                .ok_or_else(|| PacketError::Invalid(format!("artifact `{id}` is not registered")))?;
-            let bytes = blobs.get(&row.hash).map_err(|e| PacketError::Io(format!("read artifact `{id}`: {e}")))?;
+                .ok_or_else(|| {
+                    PacketError::Invalid(format!("artifact `{id}` is not registered"))
+                })?;
+            let bytes = blobs
+                .get(&row.hash)
+                .map_err(|e| PacketError::Io(format!("read artifact `{id}`: {e}")))?;
             contents.insert(id, (bytes, row.media_type));
         }
     }
     Ok(contents)
 }
 
-fn render_item(index: usize, item: &ReviewItem, assignment: &BlindAssignment, contents: &Contents) -> Result<String, PacketError> {
+fn render_item(
+    index: usize,
+    item: &ReviewItem,
+    assignment: &BlindAssignment,
+    contents: &Contents,
+) -> Result<String, PacketError> {
     let row = &item.item;
-    let title = if row.title.is_empty() { row.item_id.as_str() } else { row.title.as_str() };
-    let mut out = format!("# Item {}: {title}\n\nItem id: `{}`\n", index + 1, row.item_id);
-    if let Some(metadata) = serde_json::from_str::<Value>(&row.metadata_json).ok().filter(|m| m.as_object().is_some_and(|o| !o.is_empty())) {
-        out.push_str(&format!("\n## Context\n\n{}", fenced(&serde_json::to_string_pretty(&metadata).unwrap_or_default())));
+    let title = if row.title.is_empty() {
+        row.item_id.as_str()
+    } else {
+        row.title.as_str()
+    };
+    let mut out = format!(
+        "# Item {}: {title}\n\nItem id: `{}`\n",
+        index + 1,
+        row.item_id
+    );
+    if let Some(metadata) = serde_json::from_str::<Value>(&row.metadata_json)
+        .ok()
+        .filter(|m| m.as_object().is_some_and(|o| !o.is_empty()))
+    {
+        out.push_str(&format!(
+            "\n## Context\n\n{}",
+            fenced(&serde_json::to_string_pretty(&metadata).unwrap_or_default())
+        ));
     }
     let sides: Vec<(String, &str, String)> = if assignment.options.is_empty() {
-        vec![("A".into(), assignment.a.as_str(), String::new()), ("B".into(), assignment.b.as_str(), String::new())]
+        vec![
+            ("A".into(), assignment.a.as_str(), String::new()),
+            ("B".into(), assignment.b.as_str(), String::new()),
+        ]
     } else {
-        assignment.options.iter().map(|o| (o.label.to_uppercase(), o.artifact_id.as_str(), o.metadata_json.clone())).collect()
+        assignment
+            .options
+            .iter()
+            .map(|o| {
+                (
+                    o.label.to_uppercase(),
+                    o.artifact_id.as_str(),
+                    o.metadata_json.clone(),
+                )
+            })
+            .collect()
     };
     for (label, artifact_id, metadata_json) in sides {
-        let (bytes, media_type) = contents
-            .get(artifact_id)
-            .ok_or_else(|| PacketError::Invalid(format!("artifact `{artifact_id}` is not registered")))?;
+        let (bytes, media_type) = contents.get(artifact_id).ok_or_else(|| {
+            PacketError::Invalid(format!("artifact `{artifact_id}` is not registered"))
+        })?;
         out.push_str(&format!("\n## Option {label}\n\n"));
         if let Some(url) = preview_url(&metadata_json) {
             out.push_str(&format!("Preview: <{url}>\n\n"));
@@ -271,7 +345,12 @@ fn render_item(index: usize, item: &ReviewItem, assignment: &BlindAssignment, co
     Ok(out)
 }
 
-fn render_index(run: &EvalRunRow, items: &[ReviewItem], files: &[String], is_ranked: bool) -> String {
+fn render_index(
+    run: &EvalRunRow,
+    items: &[ReviewItem],
+    files: &[String],
+    is_ranked: bool,
+) -> String {
     let mut out = format!(
         "# skillforge review packet: {}\n\nTemplate version: `{}` · mode: {} · items: {}\n\n## How to review\n\n",
         run.id,
@@ -304,8 +383,16 @@ fn render_index(run: &EvalRunRow, items: &[ReviewItem], files: &[String], is_ran
     );
     for (index, (item, file)) in items.iter().zip(files).enumerate() {
         let row = &item.item;
-        let title = if row.title.is_empty() { row.item_id.as_str() } else { row.title.as_str() };
-        out.push_str(&format!("{}. [{title}]({ITEMS_DIR}/{file}) (`{}`)\n", index + 1, row.item_id));
+        let title = if row.title.is_empty() {
+            row.item_id.as_str()
+        } else {
+            row.title.as_str()
+        };
+        out.push_str(&format!(
+            "{}. [{title}]({ITEMS_DIR}/{file}) (`{}`)\n",
+            index + 1,
+            row.item_id
+        ));
     }
     out
 }
@@ -323,9 +410,14 @@ fn feedback_template(run: &EvalRunRow, assignments: &Assignments) -> Result<Stri
     };
     let mut yaml = format!("run_id: {}\nreviewer: ''\nitems:\n", quote(&run.id)?);
     for assignment in &assignments.items {
-        yaml.push_str(&format!("- item_id: {}\n  choice: ''\n", quote(&assignment.item_id)?));
+        yaml.push_str(&format!(
+            "- item_id: {}\n  choice: ''\n",
+            quote(&assignment.item_id)?
+        ));
         if assignment.options.is_empty() {
-            yaml.push_str("  reasoning: ''  # what the better option did; the optimizer learns from this\n");
+            yaml.push_str(
+                "  reasoning: ''  # what the better option did; the optimizer learns from this\n",
+            );
         } else {
             yaml.push_str(
                 "  ranking: ''\n  \
@@ -337,7 +429,8 @@ fn feedback_template(run: &EvalRunRow, assignments: &Assignments) -> Result<Stri
         }
     }
     // The template must parse as it is written (and be refused only for its empty answers).
-    parse_feedback_yml(&yaml).map_err(|e| PacketError::Invalid(format!("render feedback.yml: {e}")))?;
+    parse_feedback_yml(&yaml)
+        .map_err(|e| PacketError::Invalid(format!("render feedback.yml: {e}")))?;
     Ok(format!(
         "# skillforge feedback for review run {}: set reviewer, then answer every item (see index.md).\n\
          # A/B items: choice is one of a, b, tie, neither, skip; reasoning is what the optimizer learns from.\n\
@@ -348,13 +441,16 @@ fn feedback_template(run: &EvalRunRow, assignments: &Assignments) -> Result<Stri
 }
 
 fn write(path: &Path, text: &str) -> Result<(), PacketError> {
-    std::fs::write(path, text).map_err(|e| PacketError::Io(format!("write `{}`: {e}", path.display())))
+    std::fs::write(path, text)
+        .map_err(|e| PacketError::Io(format!("write `{}`: {e}", path.display())))
 }
 
 /// Loads run `run_id` or says how to create it.
 async fn load_run(store: &Store, run_id: &str) -> Result<EvalRunRow, PacketError> {
     get_run(store.pool(), run_id).await?.ok_or_else(|| {
-        PacketError::Invalid(format!("review run `{run_id}` not found; create it with `skillforge review create`"))
+        PacketError::Invalid(format!(
+            "review run `{run_id}` not found; create it with `skillforge review create`"
+        ))
     })
 }
 
@@ -367,21 +463,37 @@ async fn load_run(store: &Store, run_id: &str) -> Result<EvalRunRow, PacketError
 /// [`PacketError::Invalid`] for an unknown run, a run without items, an item that does not fit
 /// the run's mode, an unregistered artifact or an existing `feedback.yml`; [`PacketError::Io`]
 /// when a file or blob cannot be read or written; [`PacketError::Store`].
-pub async fn export_packet(store: &Store, blobs: &BlobStore, run_id: &str, dir: &Path, force: bool) -> Result<PacketExport, PacketError> {
+pub async fn export_packet(
+    store: &Store,
+    blobs: &BlobStore,
+    run_id: &str,
+    dir: &Path,
+    force: bool,
+) -> Result<PacketExport, PacketError> {
     let run = load_run(store, run_id).await?;
     let mut items = list_items(store.pool(), &run.id).await?;
     // An auto-trace run's harvested items (one per PR and leg) carry no artifacts to show; a
     // person reviews the items added to it with `review item add`, so the packet holds those.
-    let is_auto_trace = run.metadata().and_then(|m| m.get("feedback_source").cloned())
+    let is_auto_trace = run
+        .metadata()
+        .and_then(|m| m.get("feedback_source").cloned())
         == Some(Value::from(crate::harvest::AUTOMATIC_TRACE));
     if is_auto_trace {
-        items.retain(|i| !i.options.is_empty() || !i.item.baseline_artifact_id.is_empty() || !i.item.candidate_artifact_id.is_empty());
+        items.retain(|i| {
+            !i.options.is_empty()
+                || !i.item.baseline_artifact_id.is_empty()
+                || !i.item.candidate_artifact_id.is_empty()
+        });
     }
     if items.is_empty() {
         return Err(PacketError::Invalid(format!(
             "review run `{}` has no items{}; add them with `skillforge review item add`",
             run.id,
-            if is_auto_trace { " with artifacts to review" } else { "" }
+            if is_auto_trace {
+                " with artifacts to review"
+            } else {
+                ""
+            }
         )));
     }
     let assignments = run_assignments(&run, &items, "export packet for")?;
@@ -394,45 +506,84 @@ pub async fn export_packet(store: &Store, blobs: &BlobStore, run_id: &str, dir: 
     }
     let contents = artifact_contents(store, blobs, &assignments).await?;
     let items_dir = dir.join(ITEMS_DIR);
-    std::fs::create_dir_all(&items_dir)
-        .map_err(|e| PacketError::Io(format!("create packet directory `{}`: {e}", items_dir.display())))?;
+    std::fs::create_dir_all(&items_dir).map_err(|e| {
+        PacketError::Io(format!(
+            "create packet directory `{}`: {e}",
+            items_dir.display()
+        ))
+    })?;
     let mut files = Vec::new();
     for (index, (item, assignment)) in items.iter().zip(&assignments.items).enumerate() {
         let name = item_file_name(index, &item.item.item_id);
-        write(&items_dir.join(&name), &render_item(index, item, assignment, &contents)?)?;
+        write(
+            &items_dir.join(&name),
+            &render_item(index, item, assignment, &contents)?,
+        )?;
         files.push(name);
     }
     let is_ranked = assignments.items.iter().any(|a| !a.options.is_empty());
-    write(&dir.join(INDEX_FILE), &render_index(&run, &items, &files, is_ranked))?;
-    let mut assignments_text =
-        serde_json::to_string_pretty(&assignments).map_err(|e| PacketError::Io(format!("encode assignments: {e}")))?;
+    write(
+        &dir.join(INDEX_FILE),
+        &render_index(&run, &items, &files, is_ranked),
+    )?;
+    let mut assignments_text = serde_json::to_string_pretty(&assignments)
+        .map_err(|e| PacketError::Io(format!("encode assignments: {e}")))?;
     assignments_text.push('\n');
     write(&dir.join(ASSIGNMENTS_FILE), &assignments_text)?;
     let template = feedback_template(&run, &assignments)?;
     write(&feedback_path, &template)?;
-    Ok(PacketExport { run_id: run.id, dir: dir.to_path_buf(), n_items: items.len(), is_ranked, feedback_template: template })
+    Ok(PacketExport {
+        run_id: run.id,
+        dir: dir.to_path_buf(),
+        n_items: items.len(),
+        is_ranked,
+        feedback_template: template,
+    })
 }
 
 /// Checks that a packet still describes the run as stored: every assigned item exists and shows the
 /// same artifacts (A/B) or the same option labels and artifacts (ranked).
-fn check_packet_matches(run: &EvalRunRow, assignments: &Assignments, items: &[ReviewItem]) -> Result<(), String> {
+fn check_packet_matches(
+    run: &EvalRunRow,
+    assignments: &Assignments,
+    items: &[ReviewItem],
+) -> Result<(), String> {
     for assignment in &assignments.items {
         let item_id = assignment.item_id.trim();
         let item = items
             .iter()
             .find(|i| i.item.item_id == item_id)
             .ok_or_else(|| format!("packet item `{item_id}` is not in review run `{}`", run.id))?;
-        let stale = || format!("packet item `{item_id}` no longer matches review run `{}`; export a fresh packet", run.id);
+        let stale = || {
+            format!(
+                "packet item `{item_id}` no longer matches review run `{}`; export a fresh packet",
+                run.id
+            )
+        };
         if assignment.options.is_empty() {
-            if assignment.baseline != item.item.baseline_artifact_id || assignment.candidate != item.item.candidate_artifact_id {
+            if assignment.baseline != item.item.baseline_artifact_id
+                || assignment.candidate != item.item.candidate_artifact_id
+            {
                 return Err(stale());
             }
         } else {
-            let stored: Vec<(&str, &str)> = item.options.iter().map(|o| (o.label.as_str(), o.artifact_id.as_str())).collect();
-            let mut packet: Vec<(String, &str)> =
-                assignment.options.iter().map(|o| (o.label.trim().to_lowercase(), o.artifact_id.as_str())).collect();
+            let stored: Vec<(&str, &str)> = item
+                .options
+                .iter()
+                .map(|o| (o.label.as_str(), o.artifact_id.as_str()))
+                .collect();
+            let mut packet: Vec<(String, &str)> = assignment
+                .options
+                .iter()
+                .map(|o| (o.label.trim().to_lowercase(), o.artifact_id.as_str()))
+                .collect();
             packet.sort();
-            if stored.len() != packet.len() || stored.iter().zip(&packet).any(|(s, p)| s.0 != p.0 || s.1 != p.1) {
+            if stored.len() != packet.len()
+                || stored
+                    .iter()
+                    .zip(&packet)
+                    .any(|(s, p)| s.0 != p.0 || s.1 != p.1)
+            {
                 return Err(stale());
             }
         }
@@ -452,7 +603,8 @@ fn read_packet_file(dir: &Path, name: &str) -> Result<String, PacketError> {
             meta.len()
         )));
     }
-    std::fs::read_to_string(&path).map_err(|e| PacketError::Invalid(format!("read packet file `{}`: {e}", path.display())))
+    std::fs::read_to_string(&path)
+        .map_err(|e| PacketError::Invalid(format!("read packet file `{}`: {e}", path.display())))
 }
 
 /// Longest reviewer name accepted, in characters.
@@ -469,7 +621,10 @@ pub fn check_reviewer(name: &str) -> Result<(), ReviewerError> {
         return Err(ReviewerError::Empty);
     }
     if let Some(c) = name.chars().find(|c| c.is_control()) {
-        return Err(ReviewerError::ControlCharacter { escaped_name: name.escape_debug().to_string(), c });
+        return Err(ReviewerError::ControlCharacter {
+            escaped_name: name.escape_debug().to_string(),
+            c,
+        });
     }
     let n_chars = name.chars().count();
     if n_chars > MAX_REVIEWER_CHARS {
@@ -493,7 +648,9 @@ pub enum ReviewerError {
         c: char,
     },
     /// Longer than [`MAX_REVIEWER_CHARS`].
-    #[error("the reviewer name is {n_chars} characters long, over the limit of {MAX_REVIEWER_CHARS}")]
+    #[error(
+        "the reviewer name is {n_chars} characters long, over the limit of {MAX_REVIEWER_CHARS}"
+    )]
     TooLong {
         /// Its length in characters.
         n_chars: usize,
@@ -505,12 +662,24 @@ pub enum ReviewerError {
 ///
 /// # Errors
 /// [`PacketError::Invalid`] naming the packet and what is wrong (nothing is written).
-pub async fn resolve_packet(store: &Store, dir: &Path, reviewer: Option<&str>) -> Result<(ResolvedFeedback, PathBuf), PacketError> {
-    let dir = std::fs::canonicalize(dir)
-        .map_err(|e| PacketError::Invalid(format!("open packet directory `{}`: {e}", dir.display())))?;
-    let refuse = |e: &dyn std::fmt::Display| PacketError::Invalid(format!("import packet `{}`: {e}; nothing was written", dir.display()));
-    let assignments = parse_assignments(&read_packet_file(&dir, ASSIGNMENTS_FILE)?).map_err(|e| refuse(&e))?;
-    let feedback = parse_feedback_yml(&read_packet_file(&dir, FEEDBACK_FILE)?).map_err(|e| refuse(&e))?;
+pub async fn resolve_packet(
+    store: &Store,
+    dir: &Path,
+    reviewer: Option<&str>,
+) -> Result<(ResolvedFeedback, PathBuf), PacketError> {
+    let dir = std::fs::canonicalize(dir).map_err(|e| {
+        PacketError::Invalid(format!("open packet directory `{}`: {e}", dir.display()))
+    })?;
+    let refuse = |e: &dyn std::fmt::Display| {
+        PacketError::Invalid(format!(
+            "import packet `{}`: {e}; nothing was written",
+            dir.display()
+        ))
+    };
+    let assignments =
+        parse_assignments(&read_packet_file(&dir, ASSIGNMENTS_FILE)?).map_err(|e| refuse(&e))?;
+    let feedback =
+        parse_feedback_yml(&read_packet_file(&dir, FEEDBACK_FILE)?).map_err(|e| refuse(&e))?;
     let resolved = resolve_feedback(&assignments, &feedback, reviewer).map_err(|e| refuse(&e))?;
     check_reviewer(&resolved.reviewer).map_err(|e| refuse(&e))?;
     let run = load_run(store, &resolved.run_id).await?;
@@ -526,14 +695,34 @@ pub async fn resolve_packet(store: &Store, dir: &Path, reviewer: Option<&str>) -
 ///
 /// # Errors
 /// [`PacketError::Invalid`] when the packet is refused (nothing written); [`PacketError::Store`].
-pub async fn import_packet(store: &Store, dir: &Path, reviewer: Option<&str>) -> Result<PacketImport, PacketError> {
+pub async fn import_packet(
+    store: &Store,
+    dir: &Path,
+    reviewer: Option<&str>,
+) -> Result<PacketImport, PacketError> {
     let (resolved, dir) = resolve_packet(store, dir, reviewer).await?;
-    let read = FeedbackRead::of(&read_packet_file(&dir, FEEDBACK_FILE)?, resolved.entries.len());
+    let read = FeedbackRead::of(
+        &read_packet_file(&dir, FEEDBACK_FILE)?,
+        resolved.entries.len(),
+    );
     let source_url = dir.display().to_string();
     let mut tx = store.begin().await?;
-    let counts = write_resolved(&mut tx, &resolved, MARKDOWN_SOURCE, &source_url, &event_created_at_now()).await?;
+    let counts = write_resolved(
+        &mut tx,
+        &resolved,
+        MARKDOWN_SOURCE,
+        &source_url,
+        &event_created_at_now(),
+    )
+    .await?;
     tx.commit().await.map_err(StoreError::from)?;
-    Ok(PacketImport { run_id: resolved.run_id, reviewer: resolved.reviewer, source_url, counts, read })
+    Ok(PacketImport {
+        run_id: resolved.run_id,
+        reviewer: resolved.reviewer,
+        source_url,
+        counts,
+        read,
+    })
 }
 
 /// The blind packet of run `run_id` as one Markdown body (a GitHub issue or PR comment): every
@@ -542,18 +731,30 @@ pub async fn import_packet(store: &Store, dir: &Path, reviewer: Option<&str>) ->
 ///
 /// # Errors
 /// As [`export_packet`].
-pub async fn render_body(store: &Store, blobs: &BlobStore, run_id: &str) -> Result<(EvalRunRow, String, Assignments), PacketError> {
+pub async fn render_body(
+    store: &Store,
+    blobs: &BlobStore,
+    run_id: &str,
+) -> Result<(EvalRunRow, String, Assignments), PacketError> {
     let run = load_run(store, run_id).await?;
     let items = list_items(store.pool(), &run.id).await?;
     if items.is_empty() {
-        return Err(PacketError::Invalid(format!("review run `{}` has no items; add them with `skillforge review item add`", run.id)));
+        return Err(PacketError::Invalid(format!(
+            "review run `{}` has no items; add them with `skillforge review item add`",
+            run.id
+        )));
     }
     let assignments = run_assignments(&run, &items, "publish")?;
     let contents = artifact_contents(store, blobs, &assignments).await?;
     let mut body = String::new();
     for (index, (item, assignment)) in items.iter().zip(&assignments.items).enumerate() {
         body.push_str("\n---\n\n");
-        body.push_str(&render_item(index, item, assignment, &contents)?.replacen("# Item", "## Item", 1).replace("\n## Option", "\n### Option").replace("\n## Context", "\n### Context"));
+        body.push_str(
+            &render_item(index, item, assignment, &contents)?
+                .replacen("# Item", "## Item", 1)
+                .replace("\n## Option", "\n### Option")
+                .replace("\n## Context", "\n### Context"),
+        );
     }
     Ok((run, body, assignments))
 }

@@ -168,20 +168,35 @@ pub struct WorkflowDef<S = NoSections> {
 }
 
 fn split_stages(text: &str, file: &str) -> Result<(toml::Table, toml::Table), StagesError> {
-    let parse = |message: String| StagesError::Parse { file: file.to_owned(), message };
+    let parse = |message: String| StagesError::Parse {
+        file: file.to_owned(),
+        message,
+    };
     let mut table: toml::Table = toml::from_str(text).map_err(|e| parse(e.to_string()))?;
     let stages = match table.remove("stages") {
         None => toml::Table::new(),
         Some(toml::Value::Table(t)) => t,
-        Some(other) => return Err(parse(format!("`stages` must be a table of stages, not a {}", other.type_str()))),
+        Some(other) => {
+            return Err(parse(format!(
+                "`stages` must be a table of stages, not a {}",
+                other.type_str()
+            )));
+        }
     };
     Ok((stages, table))
 }
 
-fn from_table<T: DeserializeOwned>(table: toml::Table, file: &str, what: &str) -> Result<T, StagesError> {
+fn from_table<T: DeserializeOwned>(
+    table: toml::Table,
+    file: &str,
+    what: &str,
+) -> Result<T, StagesError> {
     toml::Value::Table(table)
         .try_into()
-        .map_err(|e: toml::de::Error| StagesError::Parse { file: file.to_owned(), message: format!("{what}: {}", e.message()) })
+        .map_err(|e: toml::de::Error| StagesError::Parse {
+            file: file.to_owned(),
+            message: format!("{what}: {}", e.message()),
+        })
 }
 
 impl StageSource {
@@ -214,7 +229,12 @@ impl StageSource {
         match std::fs::read_to_string(&path) {
             Ok(text) => def.apply_override(&text, &path.display().to_string())?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(StagesError::Read { file: path.display().to_string(), message: e.to_string() }),
+            Err(e) => {
+                return Err(StagesError::Read {
+                    file: path.display().to_string(),
+                    message: e.to_string(),
+                });
+            }
         }
         Ok(def)
     }
@@ -225,14 +245,24 @@ impl StageSource {
     /// [`StagesError::Parse`] for bad TOML or an unknown key; [`StagesError::Invalid`] for a
     /// missing or unknown stage, a stage with neither or both of runner/handler, a zero time or
     /// attempt count, or `stale_after_secs <= heartbeat_secs`.
-    pub fn parse<S: Sections>(&self, text: &str, file: &str) -> Result<WorkflowDef<S>, StagesError> {
+    pub fn parse<S: Sections>(
+        &self,
+        text: &str,
+        file: &str,
+    ) -> Result<WorkflowDef<S>, StagesError> {
         let (stage_tables, rest) = split_stages(text, file)?;
         let mut stages = BTreeMap::new();
         for (name, value) in stage_tables {
             let table = match value {
                 toml::Value::Table(t) => t,
                 other => {
-                    return Err(StagesError::Parse { file: file.to_owned(), message: format!("stage `{name}` must be a table, not a {}", other.type_str()) });
+                    return Err(StagesError::Parse {
+                        file: file.to_owned(),
+                        message: format!(
+                            "stage `{name}` must be a table, not a {}",
+                            other.type_str()
+                        ),
+                    });
                 }
             };
             let mut stage: StageDef = from_table(table, file, &format!("stage `{name}`"))?;
@@ -241,7 +271,11 @@ impl StageSource {
             stages.insert(name, stage);
         }
         let sections: S = from_table(rest, file, "top level")?;
-        let def = WorkflowDef { source: *self, stages, sections };
+        let def = WorkflowDef {
+            source: *self,
+            stages,
+            sections,
+        };
         def.validate(file)?;
         Ok(def)
     }
@@ -260,14 +294,23 @@ impl<S: Sections> WorkflowDef<S> {
             let o: StageOverride = match value {
                 toml::Value::Table(t) => from_table(t, file, &format!("stage `{name}`"))?,
                 other => {
-                    return Err(StagesError::Parse { file: file.to_owned(), message: format!("stage `{name}` must be a table, not a {}", other.type_str()) });
+                    return Err(StagesError::Parse {
+                        file: file.to_owned(),
+                        message: format!(
+                            "stage `{name}` must be a table, not a {}",
+                            other.type_str()
+                        ),
+                    });
                 }
             };
             let known = self.source.stage_names.join(", ");
-            let stage = self.stages.get_mut(&name).ok_or_else(|| StagesError::Invalid {
-                file: file.to_owned(),
-                message: format!("unknown stage `{name}` (expected one of {known})"),
-            })?;
+            let stage = self
+                .stages
+                .get_mut(&name)
+                .ok_or_else(|| StagesError::Invalid {
+                    file: file.to_owned(),
+                    message: format!("unknown stage `{name}` (expected one of {known})"),
+                })?;
             let set = |field: &mut u64, v: Option<u64>| {
                 if let Some(v) = v {
                     *field = v;
@@ -296,7 +339,10 @@ impl<S: Sections> WorkflowDef<S> {
     }
 
     fn validate(&self, file: &str) -> Result<(), StagesError> {
-        let invalid = |message: String| StagesError::Invalid { file: file.to_owned(), message };
+        let invalid = |message: String| StagesError::Invalid {
+            file: file.to_owned(),
+            message,
+        };
         let names = self.source.stage_names;
         for name in names {
             if !self.stages.contains_key(*name) {
@@ -305,16 +351,25 @@ impl<S: Sections> WorkflowDef<S> {
         }
         for (name, stage) in &self.stages {
             if !names.contains(&name.as_str()) {
-                return Err(invalid(format!("unknown stage `{name}` (expected one of {})", names.join(", "))));
+                return Err(invalid(format!(
+                    "unknown stage `{name}` (expected one of {})",
+                    names.join(", ")
+                )));
             }
             if stage.runner.is_some() == stage.handler.is_some() {
-                return Err(invalid(format!("stage `{name}` needs exactly one of `runner` and `handler`")));
+                return Err(invalid(format!(
+                    "stage `{name}` needs exactly one of `runner` and `handler`"
+                )));
             }
             if stage.timeout_secs == 0 || stage.heartbeat_secs == 0 || stage.attempts == 0 {
-                return Err(invalid(format!("stage `{name}`: timeout_secs, heartbeat_secs and attempts must be at least 1")));
+                return Err(invalid(format!(
+                    "stage `{name}`: timeout_secs, heartbeat_secs and attempts must be at least 1"
+                )));
             }
             if stage.stale_after_secs <= stage.heartbeat_secs {
-                return Err(invalid(format!("stage `{name}`: stale_after_secs must be longer than heartbeat_secs")));
+                return Err(invalid(format!(
+                    "stage `{name}`: stale_after_secs must be longer than heartbeat_secs"
+                )));
             }
         }
         self.sections.validate().map_err(invalid)
@@ -325,7 +380,12 @@ impl<S: Sections> WorkflowDef<S> {
     /// # Panics
     /// When `name` is not a stage of the family (a programming error).
     pub fn stage(&self, name: &str) -> &StageDef {
-        self.stages.get(name).unwrap_or_else(|| panic!("{} stage `{name}` is declared by validation", self.source.family))
+        self.stages.get(name).unwrap_or_else(|| {
+            panic!(
+                "{} stage `{name}` is declared by validation",
+                self.source.family
+            )
+        })
     }
 }
 
@@ -334,40 +394,95 @@ mod tests {
     use super::*;
 
     const TEXT: &str = "[stages.run]\nrunner = \"process\"\ntimeout_secs = 5\nheartbeat_secs = 1\nstale_after_secs = 3\nattempts = 2\nidempotent = true\n";
-    const SOURCE: StageSource = StageSource { family: "probe", workflow: "probe", shipped: TEXT, stage_names: &["run"] };
+    const SOURCE: StageSource = StageSource {
+        family: "probe",
+        workflow: "probe",
+        shipped: TEXT,
+        stage_names: &["run"],
+    };
 
     #[test]
     fn loads_with_workflow_and_name_and_defaults() {
         let def: WorkflowDef = SOURCE.shipped().unwrap();
         let stage = def.stage("run");
-        assert_eq!((stage.workflow.as_str(), stage.name.as_str(), stage.setup_secs, stage.retry_failed_runs), ("probe", "run", 0, true));
+        assert_eq!(
+            (
+                stage.workflow.as_str(),
+                stage.name.as_str(),
+                stage.setup_secs,
+                stage.retry_failed_runs
+            ),
+            ("probe", "run", 0, true)
+        );
     }
 
     #[test]
     fn refusals_name_the_key_and_the_file() {
         let check = |text: &str, want: &[&str]| {
-            let err = SOURCE.parse::<NoSections>(text, "x/probe.toml").expect_err(text).to_string();
+            let err = SOURCE
+                .parse::<NoSections>(text, "x/probe.toml")
+                .expect_err(text)
+                .to_string();
             for w in want {
                 assert!(err.contains(w), "{err:?} should contain {w:?}");
             }
         };
-        check(&TEXT.replace("attempts = 2", "attempts = 2\nretries = 1"), &["x/probe.toml", "retries"]);
-        check(&format!("{TEXT}[backends.x]\ncommand = [\"a\"]\n"), &["x/probe.toml", "backends"]);
-        check(&TEXT.replace("runner = \"process\"\n", ""), &["run", "runner"]);
-        check(&TEXT.replace("stale_after_secs = 3", "stale_after_secs = 1"), &["stale_after_secs"]);
+        check(
+            &TEXT.replace("attempts = 2", "attempts = 2\nretries = 1"),
+            &["x/probe.toml", "retries"],
+        );
+        check(
+            &format!("{TEXT}[backends.x]\ncommand = [\"a\"]\n"),
+            &["x/probe.toml", "backends"],
+        );
+        check(
+            &TEXT.replace("runner = \"process\"\n", ""),
+            &["run", "runner"],
+        );
+        check(
+            &TEXT.replace("stale_after_secs = 3", "stale_after_secs = 1"),
+            &["stale_after_secs"],
+        );
         check("[stages]\n", &["stage `run` is missing"]);
     }
 
     #[test]
     fn home_override_changes_times_only() {
         let home = tempfile::tempdir().unwrap();
-        std::fs::write(home.path().join("probe.toml"), "[stages.run]\ntimeout_secs = 9\nsetup_secs = 4\n").unwrap();
+        std::fs::write(
+            home.path().join("probe.toml"),
+            "[stages.run]\ntimeout_secs = 9\nsetup_secs = 4\n",
+        )
+        .unwrap();
         let def: WorkflowDef = SOURCE.for_home(home.path()).unwrap();
-        assert_eq!((def.stage("run").timeout_secs, def.stage("run").setup_secs), (9, 4));
-        std::fs::write(home.path().join("probe.toml"), "[stages.run]\nrunner = \"agent\"\n").unwrap();
-        let err = SOURCE.for_home::<NoSections>(home.path()).unwrap_err().to_string();
-        assert!(err.contains("probe.toml") && err.contains("runner"), "{err}");
-        std::fs::write(home.path().join("probe.toml"), "[stages.other]\ntimeout_secs = 1\n").unwrap();
-        assert!(SOURCE.for_home::<NoSections>(home.path()).unwrap_err().to_string().contains("unknown stage `other`"));
+        assert_eq!(
+            (def.stage("run").timeout_secs, def.stage("run").setup_secs),
+            (9, 4)
+        );
+        std::fs::write(
+            home.path().join("probe.toml"),
+            "[stages.run]\nrunner = \"agent\"\n",
+        )
+        .unwrap();
+        let err = SOURCE
+            .for_home::<NoSections>(home.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("probe.toml") && err.contains("runner"),
+            "{err}"
+        );
+        std::fs::write(
+            home.path().join("probe.toml"),
+            "[stages.other]\ntimeout_secs = 1\n",
+        )
+        .unwrap();
+        assert!(
+            SOURCE
+                .for_home::<NoSections>(home.path())
+                .unwrap_err()
+                .to_string()
+                .contains("unknown stage `other`")
+        );
     }
 }

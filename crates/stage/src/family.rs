@@ -84,7 +84,10 @@ pub struct Family {
 
 impl std::fmt::Debug for Family {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Family").field("name", &self.name).field("workflow", &self.workflow).finish_non_exhaustive()
+        f.debug_struct("Family")
+            .field("name", &self.name)
+            .field("workflow", &self.workflow)
+            .finish_non_exhaustive()
     }
 }
 
@@ -150,7 +153,11 @@ impl Families {
         let mut handlers = BTreeMap::new();
         for family in families {
             let previous = handlers.insert(family.workflow, (family.handler)(env));
-            assert!(previous.is_none(), "workflow `{}` registered twice", family.workflow);
+            assert!(
+                previous.is_none(),
+                "workflow `{}` registered twice",
+                family.workflow
+            );
         }
         Self { handlers }
     }
@@ -163,7 +170,9 @@ impl Families {
 
 impl std::fmt::Debug for Families {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Families").field("workflows", &self.handlers.keys().collect::<Vec<_>>()).finish()
+        f.debug_struct("Families")
+            .field("workflows", &self.handlers.keys().collect::<Vec<_>>())
+            .finish()
     }
 }
 
@@ -174,7 +183,10 @@ impl ResultHandler for Families {
     async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), ApplyError> {
         match self.handler(&job.spec.workflow) {
             Some(handler) => handler.apply(conn, job).await,
-            None => Err(ApplyError::NoHandler { workflow: job.spec.workflow.clone(), job_id: job.id.clone() }),
+            None => Err(ApplyError::NoHandler {
+                workflow: job.spec.workflow.clone(),
+                job_id: job.id.clone(),
+            }),
         }
     }
 }
@@ -186,17 +198,34 @@ mod tests {
     #[test]
     fn the_command_stage_files_are_valid_and_match_what_the_commands_always_built() {
         for source in [ASK_SOURCE, VERIFY_SOURCE, CHECK_SOURCE] {
-            let def: crate::WorkflowDef = source.shipped().unwrap_or_else(|e| panic!("{}: {e}", source.shipped_file()));
+            let def: crate::WorkflowDef = source
+                .shipped()
+                .unwrap_or_else(|e| panic!("{}: {e}", source.shipped_file()));
             for name in source.stage_names {
                 assert_eq!(def.stage(name).workflow, source.workflow);
             }
         }
         let ask: crate::WorkflowDef = ASK_SOURCE.shipped().unwrap();
         let answer = ask.stage("answer");
-        assert_eq!((answer.timeout_secs + answer.setup_secs, answer.attempts, answer.retry_failed_runs), (600, 3, true));
+        assert_eq!(
+            (
+                answer.timeout_secs + answer.setup_secs,
+                answer.attempts,
+                answer.retry_failed_runs
+            ),
+            (600, 3, true)
+        );
         let verify: crate::WorkflowDef = VERIFY_SOURCE.shipped().unwrap();
         let hv = verify.stage("hard_verifier");
-        assert_eq!((hv.setup_secs, hv.heartbeat_secs, hv.stale_after_secs, hv.retry_failed_runs), (60, 2, 15, false));
+        assert_eq!(
+            (
+                hv.setup_secs,
+                hv.heartbeat_secs,
+                hv.stale_after_secs,
+                hv.retry_failed_runs
+            ),
+            (60, 2, 15, false)
+        );
         let check: crate::WorkflowDef = CHECK_SOURCE.shipped().unwrap();
         assert!(!check.stage("checkers").retry_failed_runs);
     }

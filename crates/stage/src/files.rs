@@ -116,25 +116,43 @@ pub fn ships(queue: &dyn QueueBackend) -> bool {
 /// # Errors
 /// [`FilesError`] naming the dir or file: the queue has no transfer area, a file is unreadable
 /// or over the cap (`[queue] transfer_max_mb`), the queue fails.
-pub async fn ship_dirs(queue: &dyn QueueBackend, spec: &mut JobSpec, dirs: &[ShippedDir<'_>]) -> Result<(), FilesError> {
-    let area = queue.transfer_area().ok_or_else(|| FilesError::NoTransferArea { queue: queue.name().to_owned() })?;
+pub async fn ship_dirs(
+    queue: &dyn QueueBackend,
+    spec: &mut JobSpec,
+    dirs: &[ShippedDir<'_>],
+) -> Result<(), FilesError> {
+    let area = queue
+        .transfer_area()
+        .ok_or_else(|| FilesError::NoTransferArea {
+            queue: queue.name().to_owned(),
+        })?;
     let mut stager = Stager::new(area.as_ref());
     for dir in dirs {
         transfer::checked_rel(dir.rel).map_err(FilesError::BadRel)?;
         if dir.send {
             for file in regular_files(dir.local)? {
-                let rel = file.strip_prefix(dir.local).unwrap_or(&file).to_string_lossy().into_owned();
+                let rel = file
+                    .strip_prefix(dir.local)
+                    .unwrap_or(&file)
+                    .to_string_lossy()
+                    .into_owned();
                 if is_skipped(&rel, dir.skip) {
                     continue;
                 }
                 stager
                     .add_file(&format!("{}/{rel}", dir.rel), &file)
                     .await
-                    .map_err(|error| FilesError::Send { dir: dir.local.to_path_buf(), error })?;
+                    .map_err(|error| FilesError::Send {
+                        dir: dir.local.to_path_buf(),
+                        error,
+                    })?;
             }
         }
         if dir.deliver {
-            spec.files.outputs.push(OutputDir { dir: dir.rel.to_owned(), deliver_to: dir.local.to_path_buf() });
+            spec.files.outputs.push(OutputDir {
+                dir: dir.rel.to_owned(),
+                deliver_to: dir.local.to_path_buf(),
+            });
         }
     }
     spec.files.inputs.extend(stager.finish());
@@ -152,11 +170,24 @@ fn is_skipped(rel: &str, skip: &[&str]) -> bool {
 /// # Errors
 /// [`FilesError::RecordPool`] or [`FilesError::Record`] naming the job when the store cannot be
 /// read.
-pub async fn recorded_outputs(store: &skillforge_store::Store, job_id: &str) -> Result<Vec<OutputDir>, FilesError> {
-    let mut conn = store.pool().acquire().await.map_err(|error| FilesError::RecordPool { job_id: job_id.to_owned(), error })?;
+pub async fn recorded_outputs(
+    store: &skillforge_store::Store,
+    job_id: &str,
+) -> Result<Vec<OutputDir>, FilesError> {
+    let mut conn = store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|error| FilesError::RecordPool {
+            job_id: job_id.to_owned(),
+            error,
+        })?;
     skillforge_engine::ingest::recorded_outputs(&mut conn, store.home(), job_id)
         .await
-        .map_err(|error| FilesError::Record { job_id: job_id.to_owned(), error })
+        .map_err(|error| FilesError::Record {
+            job_id: job_id.to_owned(),
+            error,
+        })
 }
 
 /// Brings `job`'s output dirs back now into the `recorded` dirs (the control plane's own
@@ -170,17 +201,52 @@ pub async fn recorded_outputs(store: &skillforge_store::Store, job_id: &str) -> 
 /// # Errors
 /// [`FilesError`] naming the job: an expired or corrupt upload, a file that cannot be written
 /// or removed.
-pub async fn bring_back(queue: &dyn QueueBackend, recorded: &[OutputDir], job: &Job, rel: &str, skip: &[&str]) -> Result<(), FilesError> {
-    let Some(area) = queue.transfer_area().filter(|_| !job.spec.files.outputs.is_empty()) else { return Ok(()) };
-    let what = |error: TransferError| FilesError::BringBack { job_id: job.id.clone(), error };
-    transfer::deliver_outputs(area.as_ref(), job, recorded).await.map_err(what)?;
-    let Some(uploaded) = transfer::uploaded_outputs(area.as_ref(), &job.id, job.fencing_token).await.map_err(what)? else { return Ok(()) };
-    let (Some(dir), Some(out)) = (uploaded.iter().find(|d| d.dir == rel), recorded.iter().find(|o| o.dir == rel)) else { return Ok(()) };
-    let kept: std::collections::BTreeSet<&str> = dir.files.iter().map(|f| f.path.as_str()).collect();
+pub async fn bring_back(
+    queue: &dyn QueueBackend,
+    recorded: &[OutputDir],
+    job: &Job,
+    rel: &str,
+    skip: &[&str],
+) -> Result<(), FilesError> {
+    let Some(area) = queue
+        .transfer_area()
+        .filter(|_| !job.spec.files.outputs.is_empty())
+    else {
+        return Ok(());
+    };
+    let what = |error: TransferError| FilesError::BringBack {
+        job_id: job.id.clone(),
+        error,
+    };
+    transfer::deliver_outputs(area.as_ref(), job, recorded)
+        .await
+        .map_err(what)?;
+    let Some(uploaded) = transfer::uploaded_outputs(area.as_ref(), &job.id, job.fencing_token)
+        .await
+        .map_err(what)?
+    else {
+        return Ok(());
+    };
+    let (Some(dir), Some(out)) = (
+        uploaded.iter().find(|d| d.dir == rel),
+        recorded.iter().find(|o| o.dir == rel),
+    ) else {
+        return Ok(());
+    };
+    let kept: std::collections::BTreeSet<&str> =
+        dir.files.iter().map(|f| f.path.as_str()).collect();
     for file in regular_files(&out.deliver_to)? {
-        let name = file.strip_prefix(&out.deliver_to).unwrap_or(&file).to_string_lossy().into_owned();
+        let name = file
+            .strip_prefix(&out.deliver_to)
+            .unwrap_or(&file)
+            .to_string_lossy()
+            .into_owned();
         if !kept.contains(name.as_str()) && !is_skipped(&name, skip) {
-            std::fs::remove_file(&file).map_err(|error| FilesError::Remove { file: file.clone(), job_id: job.id.clone(), error })?;
+            std::fs::remove_file(&file).map_err(|error| FilesError::Remove {
+                file: file.clone(),
+                job_id: job.id.clone(),
+                error,
+            })?;
         }
     }
     Ok(())
@@ -190,7 +256,9 @@ pub async fn bring_back(queue: &dyn QueueBackend, recorded: &[OutputDir], job: &
 /// is one of the job's output dirs becomes `<its deliver_to>/<rest>`; any other path is returned
 /// as it is (a job that shipped nothing names control-plane paths).
 pub fn delivered_path(job: &Job, path: &Path) -> PathBuf {
-    let Ok(rest) = path.strip_prefix(transfer::JOB_DIR) else { return path.to_path_buf() };
+    let Ok(rest) = path.strip_prefix(transfer::JOB_DIR) else {
+        return path.to_path_buf();
+    };
     for out in &job.spec.files.outputs {
         if let Ok(tail) = rest.strip_prefix(&out.dir) {
             return out.deliver_to.join(tail);
@@ -211,8 +279,14 @@ fn regular_files(dir: &Path) -> Result<Vec<PathBuf>, FilesError> {
             Err(error) => return Err(FilesError::Read { path: d, error }),
         };
         for entry in entries {
-            let entry = entry.map_err(|error| FilesError::Read { path: d.clone(), error })?;
-            let kind = entry.file_type().map_err(|error| FilesError::Read { path: entry.path(), error })?;
+            let entry = entry.map_err(|error| FilesError::Read {
+                path: d.clone(),
+                error,
+            })?;
+            let kind = entry.file_type().map_err(|error| FilesError::Read {
+                path: entry.path(),
+                error,
+            })?;
             if kind.is_dir() {
                 todo.push(entry.path());
             } else if kind.is_file() {
@@ -231,16 +305,44 @@ mod tests {
     #[test]
     fn payload_paths_in_an_output_dir_map_back_to_the_control_plane() {
         let mut spec = JobSpec::new("agent", serde_json::json!({}));
-        spec.files.outputs.push(OutputDir { dir: "meta".into(), deliver_to: "/cp/s1/with.meta".into() });
+        spec.files.outputs.push(OutputDir {
+            dir: "meta".into(),
+            deliver_to: "/cp/s1/with.meta".into(),
+        });
         let job = Job {
-            id: "j".into(), spec, state: skillforge_engine::JobState::Succeeded, attempts: 1, fencing_token: 1, lease: None,
-            not_before_ms: 0, created_at_ms: 0, updated_at_ms: 0, cancel_requested: false, recovery_available: false,
-            outcome: None, error: None, history: Vec::new(),
+            id: "j".into(),
+            spec,
+            state: skillforge_engine::JobState::Succeeded,
+            attempts: 1,
+            fencing_token: 1,
+            lease: None,
+            not_before_ms: 0,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+            cancel_requested: false,
+            recovery_available: false,
+            outcome: None,
+            error: None,
+            history: Vec::new(),
         };
-        assert_eq!(delivered_path(&job, &worker_path("meta").join("transcript.jsonl")), PathBuf::from("/cp/s1/with.meta/transcript.jsonl"));
-        assert_eq!(delivered_path(&job, &worker_path("meta")), PathBuf::from("/cp/s1/with.meta"));
-        assert_eq!(delivered_path(&job, Path::new("/cp/s1/with")), PathBuf::from("/cp/s1/with"), "a control-plane path stays");
-        assert_eq!(delivered_path(&job, &worker_path("metadata/x")), worker_path("metadata/x"), "whole components only");
+        assert_eq!(
+            delivered_path(&job, &worker_path("meta").join("transcript.jsonl")),
+            PathBuf::from("/cp/s1/with.meta/transcript.jsonl")
+        );
+        assert_eq!(
+            delivered_path(&job, &worker_path("meta")),
+            PathBuf::from("/cp/s1/with.meta")
+        );
+        assert_eq!(
+            delivered_path(&job, Path::new("/cp/s1/with")),
+            PathBuf::from("/cp/s1/with"),
+            "a control-plane path stays"
+        );
+        assert_eq!(
+            delivered_path(&job, &worker_path("metadata/x")),
+            worker_path("metadata/x"),
+            "whole components only"
+        );
     }
 
     #[test]
@@ -251,6 +353,10 @@ mod tests {
         std::fs::write(dir.path().join("a/notes.md"), "n").unwrap();
         let files = regular_files(&dir.path().join("a")).unwrap();
         assert_eq!(files.len(), 2);
-        assert!(regular_files(&dir.path().join("missing")).unwrap().is_empty());
+        assert!(
+            regular_files(&dir.path().join("missing"))
+                .unwrap()
+                .is_empty()
+        );
     }
 }

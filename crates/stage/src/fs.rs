@@ -29,14 +29,25 @@ pub struct WriteError {
 /// [`WriteError`] naming `path` and the failed step.
 pub fn write_atomic(path: &Path, bytes: impl AsRef<[u8]>) -> Result<(), WriteError> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
-    let fail = |step, source| WriteError { path: path.to_owned(), step, source };
+    let fail = |step, source| WriteError {
+        path: path.to_owned(),
+        step,
+        source,
+    };
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
     std::fs::create_dir_all(dir).map_err(|e| fail("create its dir", e))?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}-{}.tmp", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(
+        ".{name}.{}-{}.tmp",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
     let written = std::fs::File::create(&tmp).and_then(|mut f| {
         f.write_all(bytes.as_ref())?;
         f.sync_all()
@@ -62,7 +73,10 @@ mod tests {
         write_atomic(&path, "one").unwrap();
         write_atomic(&path, b"two").unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "two");
-        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("state.json")]);
     }
 
@@ -75,8 +89,15 @@ mod tests {
         let blocked = dir.path().join("blocked");
         std::fs::create_dir_all(blocked.join("x")).unwrap();
         let err = write_atomic(&blocked, "new").unwrap_err();
-        assert!(err.to_string().contains("blocked") && err.step == "rename into place", "{err}");
+        assert!(
+            err.to_string().contains("blocked") && err.step == "rename into place",
+            "{err}"
+        );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2, "no temp file left");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            2,
+            "no temp file left"
+        );
     }
 }

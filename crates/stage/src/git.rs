@@ -53,10 +53,18 @@ pub fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
         .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")
         .output()
-        .map_err(|source| GitError::Start { command: command.clone(), dir: dir.to_owned(), source })?;
+        .map_err(|source| GitError::Start {
+            command: command.clone(),
+            dir: dir.to_owned(),
+            source,
+        })?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-        return Err(GitError::Failed { command, dir: dir.to_owned(), stderr });
+        return Err(GitError::Failed {
+            command,
+            dir: dir.to_owned(),
+            stderr,
+        });
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
 }

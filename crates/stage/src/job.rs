@@ -17,8 +17,18 @@ impl StageDef {
     ///
     /// # Errors
     /// [`PayloadError`] when `payload` does not serialize (never a `null` payload).
-    pub fn job<P: RunnerPayload>(&self, payload: &P, idempotency_key: Option<String>) -> Result<JobSpec, PayloadError> {
-        debug_assert_eq!(self.runner.as_deref(), Some(P::KIND), "{} stage `{}` runs on another runner", self.workflow, self.name);
+    pub fn job<P: RunnerPayload>(
+        &self,
+        payload: &P,
+        idempotency_key: Option<String>,
+    ) -> Result<JobSpec, PayloadError> {
+        debug_assert_eq!(
+            self.runner.as_deref(),
+            Some(P::KIND),
+            "{} stage `{}` runs on another runner",
+            self.workflow,
+            self.name
+        );
         let mut spec = JobSpec::for_payload(payload)?;
         spec.workflow = self.workflow.clone();
         spec.stage = self.name.clone();
@@ -66,11 +76,38 @@ mod tests {
 
     #[test]
     fn the_job_carries_every_field_of_the_stage() {
-        let spec = stage().job(&ProcessPayload::argv(vec!["true".into()]), Some("k".into())).unwrap();
-        assert_eq!((spec.kind.as_str(), spec.workflow.as_str(), spec.stage.as_str()), ("process", "probe", "run"));
-        assert_eq!((spec.idempotency_key.as_deref(), spec.max_attempts, spec.timeout_ms), (Some("k"), 3, 15_000));
-        assert_eq!((spec.heartbeat_ms, spec.stale_after_ms, spec.idempotent, spec.retry_failed_runs), (2000, 15_000, false, false));
-        assert_eq!(spec.payload, serde_json::to_value(ProcessPayload::argv(vec!["true".into()])).unwrap());
+        let spec = stage()
+            .job(&ProcessPayload::argv(vec!["true".into()]), Some("k".into()))
+            .unwrap();
+        assert_eq!(
+            (
+                spec.kind.as_str(),
+                spec.workflow.as_str(),
+                spec.stage.as_str()
+            ),
+            ("process", "probe", "run")
+        );
+        assert_eq!(
+            (
+                spec.idempotency_key.as_deref(),
+                spec.max_attempts,
+                spec.timeout_ms
+            ),
+            (Some("k"), 3, 15_000)
+        );
+        assert_eq!(
+            (
+                spec.heartbeat_ms,
+                spec.stale_after_ms,
+                spec.idempotent,
+                spec.retry_failed_runs
+            ),
+            (2000, 15_000, false, false)
+        );
+        assert_eq!(
+            spec.payload,
+            serde_json::to_value(ProcessPayload::argv(vec!["true".into()])).unwrap()
+        );
     }
 
     #[test]

@@ -55,7 +55,10 @@ pub trait StageJobs: Send + Sync {
     ///
     /// # Errors
     /// The store's, as [`EngineError::Backend`].
-    async fn recorded_outputs(&self, job_id: &str) -> Result<Vec<skillforge_engine::transfer::OutputDir>, EngineError>;
+    async fn recorded_outputs(
+        &self,
+        job_id: &str,
+    ) -> Result<Vec<skillforge_engine::transfer::OutputDir>, EngineError>;
 
     /// Waits until every job in `ids` is terminal or parked `stale`; returns them in order.
     /// `what` names the wait in progress lines (`generating options`).
@@ -72,7 +75,11 @@ pub trait StageJobs: Send + Sync {
 ///
 /// # Errors
 /// The queue's.
-pub async fn submit_recorded(queue: &dyn QueueBackend, store: &Store, spec: &JobSpec) -> Result<Enqueued, EngineError> {
+pub async fn submit_recorded(
+    queue: &dyn QueueBackend,
+    store: &Store,
+    spec: &JobSpec,
+) -> Result<Enqueued, EngineError> {
     let enqueued = queue.enqueue(spec).await?;
     record_pending(store, &enqueued, spec).await;
     Ok(enqueued)
@@ -99,7 +106,10 @@ pub async fn record_pending(store: &Store, enqueued: &Enqueued, spec: &JobSpec) 
     // Its spec too, so the work can be enqueued again if the queue loses it (issue 32 item 5).
     match serde_json::to_string(spec) {
         Ok(json) => {
-            if let Err(e) = skillforge_store::submitted::record_spec(store.pool(), &enqueued.job_id, &json).await {
+            if let Err(e) =
+                skillforge_store::submitted::record_spec(store.pool(), &enqueued.job_id, &json)
+                    .await
+            {
                 warn!(job_id = %enqueued.job_id, error = %e, "the job's spec is not recorded in the store");
             }
         }
@@ -115,11 +125,19 @@ async fn record_deliveries(store: &Store, enqueued: &Enqueued, spec: &JobSpec) {
     let mut deliveries = Vec::with_capacity(spec.files.outputs.len());
     for out in &spec.files.outputs {
         match check_delivery_path(store.home(), &out.deliver_to) {
-            Ok(()) => deliveries.push(Delivery { dir: out.dir.clone(), deliver_to: out.deliver_to.clone() }),
-            Err(why) => tracing::error!(job_id = %enqueued.job_id, dir = %out.dir, "output dir not recorded, its delivery will be refused: {why}"),
+            Ok(()) => deliveries.push(Delivery {
+                dir: out.dir.clone(),
+                deliver_to: out.deliver_to.clone(),
+            }),
+            Err(why) => {
+                tracing::error!(job_id = %enqueued.job_id, dir = %out.dir, "output dir not recorded, its delivery will be refused: {why}")
+            }
         }
     }
-    if let Err(e) = skillforge_store::deliveries::record_deliveries(store.pool(), &enqueued.job_id, &deliveries).await {
+    if let Err(e) =
+        skillforge_store::deliveries::record_deliveries(store.pool(), &enqueued.job_id, &deliveries)
+            .await
+    {
         tracing::error!(job_id = %enqueued.job_id, error = %e, "where the job's outputs go is not recorded; their delivery will be refused");
     }
 }
@@ -134,7 +152,12 @@ pub fn is_finished(job: &Job) -> bool {
 ///
 /// # Errors
 /// The port's.
-pub async fn run_jobs(jobs: &dyn StageJobs, specs: &[JobSpec], wait: Wait, what: &str) -> Result<Ran, EngineError> {
+pub async fn run_jobs(
+    jobs: &dyn StageJobs,
+    specs: &[JobSpec],
+    wait: Wait,
+    what: &str,
+) -> Result<Ran, EngineError> {
     let mut ids = Vec::with_capacity(specs.len());
     for spec in specs {
         ids.push(jobs.submit(spec).await?.job_id);
@@ -146,7 +169,12 @@ pub async fn run_jobs(jobs: &dyn StageJobs, specs: &[JobSpec], wait: Wait, what:
 ///
 /// # Errors
 /// The port's; [`EngineError::NotFound`] for an unknown id.
-pub async fn wait_for(jobs: &dyn StageJobs, ids: Vec<String>, wait: Wait, what: &str) -> Result<Ran, EngineError> {
+pub async fn wait_for(
+    jobs: &dyn StageJobs,
+    ids: Vec<String>,
+    wait: Wait,
+    what: &str,
+) -> Result<Ran, EngineError> {
     match wait {
         Wait::Block => Ok(Ran::Done(jobs.wait(&ids, what).await?)),
         Wait::Return => {

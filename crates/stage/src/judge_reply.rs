@@ -14,8 +14,13 @@ use serde_json::{Map, Value};
 pub fn verdict_object(reply: &str, keys: &[&str]) -> Option<(Map<String, Value>, String)> {
     for (start, _) in reply.match_indices('{') {
         let mut stream = serde_json::Deserializer::from_str(&reply[start..]).into_iter::<Value>();
-        let Some(Ok(Value::Object(map))) = stream.next() else { continue };
-        if let Some(value) = keys.iter().find_map(|k| map.get(*k).and_then(Value::as_str)) {
+        let Some(Ok(Value::Object(map))) = stream.next() else {
+            continue;
+        };
+        if let Some(value) = keys
+            .iter()
+            .find_map(|k| map.get(*k).and_then(Value::as_str))
+        {
             let value = value.to_owned();
             return Some((map, value));
         }
@@ -32,9 +37,19 @@ mod tests {
     fn prose_braces_and_drafts_without_a_verdict_are_skipped() {
         let keys = ["winner"];
         let pick = |reply: &str| verdict_object(reply, &keys).map(|(_, v)| v);
-        assert_eq!(pick("Both use a {placeholder} style. {\"winner\": \"B\", \"reason\": \"r\"}"), Some("B".into()));
-        assert_eq!(pick("```json\n{\"note\": 1}\n```\n```json\n{\"winner\": \"tie\"}\n```"), Some("tie".into()));
-        assert_eq!(pick(r#"{"winner":"A"} then {"winner":"B"}"#), Some("A".into()), "the first verdict object wins (E-08)");
+        assert_eq!(
+            pick("Both use a {placeholder} style. {\"winner\": \"B\", \"reason\": \"r\"}"),
+            Some("B".into())
+        );
+        assert_eq!(
+            pick("```json\n{\"note\": 1}\n```\n```json\n{\"winner\": \"tie\"}\n```"),
+            Some("tie".into())
+        );
+        assert_eq!(
+            pick(r#"{"winner":"A"} then {"winner":"B"}"#),
+            Some("A".into()),
+            "the first verdict object wins (E-08)"
+        );
         assert_eq!(pick("no json {at all"), None);
         assert_eq!(pick(r#"{"winner": 3}"#), None);
     }

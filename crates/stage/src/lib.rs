@@ -20,7 +20,7 @@ pub mod progress;
 pub mod repo;
 
 pub use def::{NoSections, Sections, StageDef, StageSource, StagesError, WorkflowDef};
-pub use lost::{LostWork, Resubmitted, lost_work, resubmit_lost};
-pub use jobs::{Ran, StageJobs, Wait, record_pending, run_jobs, submit_recorded, wait_for};
 pub use family::{Families, Family, HandlerEnv};
+pub use jobs::{Ran, StageJobs, Wait, record_pending, run_jobs, submit_recorded, wait_for};
+pub use lost::{LostWork, Resubmitted, lost_work, resubmit_lost};
 pub use progress::Progress;

@@ -30,9 +30,13 @@ pub struct LostWork {
 /// # Errors
 /// The queue's; a store error as [`EngineError::Backend`] with backend `store`.
 pub async fn lost_work(queue: &dyn QueueBackend, store: &Store) -> Result<LostWork, EngineError> {
-    let (rows, pending_total) = pending(store.pool(), LOST_WORK_CHECK_LIMIT)
-        .await
-        .map_err(|e| EngineError::Backend { backend: "store", message: e.to_string() })?;
+    let (rows, pending_total) =
+        pending(store.pool(), LOST_WORK_CHECK_LIMIT)
+            .await
+            .map_err(|e| EngineError::Backend {
+                backend: "store",
+                message: e.to_string(),
+            })?;
     let checked = rows.len();
     let mut missing = Vec::new();
     for row in rows {
@@ -40,17 +44,33 @@ pub async fn lost_work(queue: &dyn QueueBackend, store: &Store) -> Result<LostWo
             missing.push(row);
         }
     }
-    Ok(LostWork { missing, checked, pending_total })
+    Ok(LostWork {
+        missing,
+        checked,
+        pending_total,
+    })
 }
 
 impl fmt::Display for LostWork {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.missing.is_empty() {
-            return write!(f, "the store's pending work is all still in the queue ({} job(s) checked)", self.checked);
+            return write!(
+                f,
+                "the store's pending work is all still in the queue ({} job(s) checked)",
+                self.checked
+            );
         }
-        write!(f, "{} job(s) the store awaits are gone from the queue", self.missing.len())?;
+        write!(
+            f,
+            "{} job(s) the store awaits are gone from the queue",
+            self.missing.len()
+        )?;
         if self.checked < usize::try_from(self.pending_total).unwrap_or(usize::MAX) {
-            write!(f, " (first {} of {} pending checked)", self.checked, self.pending_total)?;
+            write!(
+                f,
+                " (first {} of {} pending checked)",
+                self.checked, self.pending_total
+            )?;
         }
         f.write_str(":")?;
         for job in &self.missing {
@@ -95,32 +115,51 @@ pub enum Resubmitted {
 ///
 /// # Errors
 /// The queue's; a store error as [`EngineError::Backend`] with backend `store`.
-pub async fn resubmit_lost(queue: &dyn QueueBackend, store: &Store) -> Result<Vec<Resubmitted>, EngineError> {
-    let store_err = |e: skillforge_store::StoreError| EngineError::Backend { backend: "store", message: e.to_string() };
+pub async fn resubmit_lost(
+    queue: &dyn QueueBackend,
+    store: &Store,
+) -> Result<Vec<Resubmitted>, EngineError> {
+    let store_err = |e: skillforge_store::StoreError| EngineError::Backend {
+        backend: "store",
+        message: e.to_string(),
+    };
     let work = lost_work(queue, store).await?;
     let mut out = Vec::with_capacity(work.missing.len());
     for lost in work.missing {
-        let Some(json) = skillforge_store::submitted::spec_of(store.pool(), &lost.job_id).await.map_err(store_err)? else {
+        let Some(json) = skillforge_store::submitted::spec_of(store.pool(), &lost.job_id)
+            .await
+            .map_err(store_err)?
+        else {
             out.push(Resubmitted::Skipped { lost, reason: "no spec recorded (submitted by an older build): re-run the step that submitted it".into() });
             continue;
         };
         let spec: skillforge_engine::JobSpec = match serde_json::from_str(&json) {
             Ok(spec) => spec,
             Err(e) => {
-                out.push(Resubmitted::Skipped { lost, reason: format!("its recorded spec does not parse: {e}") });
+                out.push(Resubmitted::Skipped {
+                    lost,
+                    reason: format!("its recorded spec does not parse: {e}"),
+                });
                 continue;
             }
         };
         if !spec.files.inputs.is_empty() {
             out.push(Resubmitted::Skipped {
                 lost,
-                reason: "its input files went with the queue's data: re-run the step that submitted it".into(),
+                reason:
+                    "its input files went with the queue's data: re-run the step that submitted it"
+                        .into(),
             });
             continue;
         }
         let enqueued = super::submit_recorded(queue, store, &spec).await?;
-        skillforge_store::submitted::forget(store.pool(), &lost.job_id).await.map_err(store_err)?;
-        out.push(Resubmitted::Again { lost, new_id: enqueued.job_id });
+        skillforge_store::submitted::forget(store.pool(), &lost.job_id)
+            .await
+            .map_err(store_err)?;
+        out.push(Resubmitted::Again {
+            lost,
+            new_id: enqueued.job_id,
+        });
     }
     Ok(out)
 }

@@ -46,7 +46,11 @@ fn remote_of(checkout: &Path) -> Option<(String, String)> {
     let name = names.first()?.to_string();
     let url = git(checkout, &["remote", "get-url", &name]).ok()?;
     let local = url.starts_with('/') || url.starts_with('.') || !url.contains(':');
-    let url = if local && Path::new(&url).is_relative() { checkout.join(&url).display().to_string() } else { url };
+    let url = if local && Path::new(&url).is_relative() {
+        checkout.join(&url).display().to_string()
+    } else {
+        url
+    };
     Some((name, url))
 }
 
@@ -56,38 +60,97 @@ fn remote_of(checkout: &Path) -> Option<(String, String)> {
 /// # Errors
 /// [`RepoError::Invalid`] for a path that is not a checkout or a rev that does not resolve;
 /// [`RepoError::Env`] when git or the transfer area fails.
-pub async fn route_repository(queue: &dyn QueueBackend, spec: &mut JobSpec) -> Result<(), RepoError> {
-    let Some(fields) = rev_fields(&spec.kind) else { return Ok(()) };
+pub async fn route_repository(
+    queue: &dyn QueueBackend,
+    spec: &mut JobSpec,
+) -> Result<(), RepoError> {
+    let Some(fields) = rev_fields(&spec.kind) else {
+        return Ok(());
+    };
     if queue.shares_disk() || spec.payload.get("fetch").is_some_and(|f| !f.is_null()) {
         return Ok(());
     }
-    let Some(repo) = spec.payload.get("repo").and_then(Value::as_str).map(PathBuf::from) else { return Ok(()) };
-    let checkout = std::path::absolute(&repo).map_err(|e| RepoError::Invalid(format!("repository path `{}`: {e}", repo.display())))?;
-    git(&checkout, &["rev-parse", "--git-dir"])
-        .map_err(|e| RepoError::Invalid(format!("`{}` is not a git checkout: {}", checkout.display(), e.stderr())))?;
+    let Some(repo) = spec
+        .payload
+        .get("repo")
+        .and_then(Value::as_str)
+        .map(PathBuf::from)
+    else {
+        return Ok(());
+    };
+    let checkout = std::path::absolute(&repo)
+        .map_err(|e| RepoError::Invalid(format!("repository path `{}`: {e}", repo.display())))?;
+    git(&checkout, &["rev-parse", "--git-dir"]).map_err(|e| {
+        RepoError::Invalid(format!(
+            "`{}` is not a git checkout: {}",
+            checkout.display(),
+            e.stderr()
+        ))
+    })?;
     let mut commits = Vec::new();
     for field in fields {
-        let Some(rev) = spec.payload.get(*field).and_then(Value::as_str).map(str::to_owned) else { continue };
-        let commit = git(&checkout, &["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")])
-            .map_err(|_| RepoError::Invalid(format!("rev `{rev}` is not a commit of `{}`", checkout.display())))?;
+        let Some(rev) = spec
+            .payload
+            .get(*field)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            continue;
+        };
+        let commit = git(
+            &checkout,
+            &[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("{rev}^{{commit}}"),
+            ],
+        )
+        .map_err(|_| {
+            RepoError::Invalid(format!(
+                "rev `{rev}` is not a commit of `{}`",
+                checkout.display()
+            ))
+        })?;
         spec.payload[*field] = Value::String(commit.clone());
         commits.push(commit);
     }
     let remote = remote_of(&checkout).filter(|(name, _)| {
         commits.iter().all(|c| {
-            git(&checkout, &["branch", "-r", "--contains", c, "--list", &format!("{name}/*")]).is_ok_and(|out| !out.is_empty())
+            git(
+                &checkout,
+                &[
+                    "branch",
+                    "-r",
+                    "--contains",
+                    c,
+                    "--list",
+                    &format!("{name}/*"),
+                ],
+            )
+            .is_ok_and(|out| !out.is_empty())
         })
     });
     let fetch = match remote {
         Some((_, url)) => serde_json::json!({"url": url, "key": url}),
         None => {
             let bundle = bundle(&checkout)?;
-            let area = queue.transfer_area().ok_or_else(|| RepoError::Env(format!("the `{}` queue has no transfer area for a bundle", queue.name())))?;
+            let area = queue.transfer_area().ok_or_else(|| {
+                RepoError::Env(format!(
+                    "the `{}` queue has no transfer area for a bundle",
+                    queue.name()
+                ))
+            })?;
             let mut stager = Stager::new(area.as_ref());
             stager
                 .add_bytes("in/repo.bundle", &bundle, false)
                 .await
-                .map_err(|e| RepoError::Env(format!("send a bundle of `{}` (it has no remote holding the commits): {e}", checkout.display())))?;
+                .map_err(|e| {
+                    RepoError::Env(format!(
+                        "send a bundle of `{}` (it has no remote holding the commits): {e}",
+                        checkout.display()
+                    ))
+                })?;
             spec.files.inputs.extend(stager.finish());
             // The mirror's name: this host and checkout, hashed (not a path the worker could open).
             let host = skillforge_engine::WorkerIdentity::new("cp").host;
@@ -104,9 +167,14 @@ pub async fn route_repository(queue: &dyn QueueBackend, spec: &mut JobSpec) -> R
 fn bundle(checkout: &Path) -> Result<Vec<u8>, RepoError> {
     let file = std::env::temp_dir().join(format!("skillforge-{}.bundle", uuid::Uuid::now_v7()));
     let shown = file.display().to_string();
-    let made = git(checkout, &["bundle", "create", "--quiet", &shown, "--all", "HEAD"])
-        .map_err(|e| RepoError::Env(format!("bundle `{}`: {}", checkout.display(), e.stderr())));
-    let bytes = made.and_then(|_| std::fs::read(&file).map_err(|e| RepoError::Env(format!("read bundle `{shown}`: {e}"))));
+    let made = git(
+        checkout,
+        &["bundle", "create", "--quiet", &shown, "--all", "HEAD"],
+    )
+    .map_err(|e| RepoError::Env(format!("bundle `{}`: {}", checkout.display(), e.stderr())));
+    let bytes = made.and_then(|_| {
+        std::fs::read(&file).map_err(|e| RepoError::Env(format!("read bundle `{shown}`: {e}")))
+    });
     let _ = std::fs::remove_file(&file);
     bytes
 }

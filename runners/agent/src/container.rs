@@ -143,7 +143,9 @@ pub fn build_container_run(
     let argv = match invocation.process.command {
         Command::Argv(argv) => argv,
         Command::Shell(line) => {
-            return Err(invalid(format!("agent runs never go through a shell: {line}")));
+            return Err(invalid(format!(
+                "agent runs never go through a shell: {line}"
+            )));
         }
     };
     let mut env = BTreeMap::new();
@@ -196,8 +198,11 @@ mod tests {
     }
 
     fn worker_env(name: &str) -> Option<String> {
-        matches!(name, "CLAUDE_CODE_OAUTH_TOKEN" | "OPENAI_API_KEY" | "OPENROUTER_API_KEY")
-            .then(|| TOKEN.to_owned())
+        matches!(
+            name,
+            "CLAUDE_CODE_OAUTH_TOKEN" | "OPENAI_API_KEY" | "OPENROUTER_API_KEY"
+        )
+        .then(|| TOKEN.to_owned())
     }
 
     // E-11: in a container the token rides in the container's environment, read from the worker's
@@ -218,13 +223,38 @@ mod tests {
             )
             .unwrap();
             for arg in &run.argv {
-                assert!(!arg.contains(TOKEN), "{}: token in argv {arg}", profile.name);
-                assert!(!arg.contains("SECRET-PROMPT-LINE"), "{}: prompt in argv", profile.name);
-                assert!(!arg.starts_with("/h/") && !arg.starts_with("/scratch"), "{}: host path {arg}", profile.name);
+                assert!(
+                    !arg.contains(TOKEN),
+                    "{}: token in argv {arg}",
+                    profile.name
+                );
+                assert!(
+                    !arg.contains("SECRET-PROMPT-LINE"),
+                    "{}: prompt in argv",
+                    profile.name
+                );
+                assert!(
+                    !arg.starts_with("/h/") && !arg.starts_with("/scratch"),
+                    "{}: host path {arg}",
+                    profile.name
+                );
             }
-            let crosses = profile.credential_env.iter().any(|n| worker_env(n).is_some());
-            assert_eq!(run.env.values().any(|v| v == TOKEN), crosses, "{}: {:?}", profile.name, run.env);
-            assert!(!run.env.contains_key("PATH"), "{}: the image keeps its own PATH", profile.name);
+            let crosses = profile
+                .credential_env
+                .iter()
+                .any(|n| worker_env(n).is_some());
+            assert_eq!(
+                run.env.values().any(|v| v == TOKEN),
+                crosses,
+                "{}: {:?}",
+                profile.name,
+                run.env
+            );
+            assert!(
+                !run.env.contains_key("PATH"),
+                "{}: the image keeps its own PATH",
+                profile.name
+            );
         }
     }
 
@@ -246,7 +276,10 @@ mod tests {
         assert_eq!(run.argv, [CONTAINER_SKILLFORGE_BIN, "agent-scripted"]);
         assert_eq!(run.stdin.as_deref(), Some("p"));
         assert_eq!(prompt_file, None);
-        assert!(run.mounts.contains(&("/opt/skillforge".into(), CONTAINER_SKILLFORGE_BIN.into())));
+        assert!(
+            run.mounts
+                .contains(&("/opt/skillforge".into(), CONTAINER_SKILLFORGE_BIN.into()))
+        );
         assert_eq!(run.env.get("FORGE_SAMPLE").map(String::as_str), Some("2"));
         // A runtime that reads its prompt from a file (no shipped one does since OpenCode reads
         // stdin whole): the file is the container's scratch path.
@@ -267,11 +300,23 @@ mod tests {
             |_| None,
         )
         .unwrap();
-        assert!(run.argv.contains(&format!("{CONTAINER_SCRATCH}/prompt.md")), "{:?}", run.argv);
+        assert!(
+            run.argv.contains(&format!("{CONTAINER_SCRATCH}/prompt.md")),
+            "{:?}",
+            run.argv
+        );
         assert_eq!(prompt_file, Some(PathBuf::from("/scratch/j/prompt.md")));
         let no_workdir = AgentPayload::new("scripted", "p");
-        let e = build_container_run(find("scripted").unwrap(), &no_workdir, &container(), "j", Path::new("/s"), || Ok("/x".into()), |_| None)
-            .unwrap_err();
+        let e = build_container_run(
+            find("scripted").unwrap(),
+            &no_workdir,
+            &container(),
+            "j",
+            Path::new("/s"),
+            || Ok("/x".into()),
+            |_| None,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("absolute `workdir`"), "{e}");
     }
 }

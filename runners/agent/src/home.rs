@@ -14,7 +14,11 @@ pub const PRIVATE_HOME_DIR: &str = "home";
 /// The variables of the private home at `home` for `profile`: `HOME`, the four XDG base
 /// directories (the cache the worker's own with `shared_cache`), the profile's `home.env`.
 /// `worker_var` reads the environment the child would otherwise inherit.
-pub fn home_env(profile: &RuntimeProfile, home: &Path, worker_var: &dyn Fn(&str) -> Option<String>) -> BTreeMap<String, String> {
+pub fn home_env(
+    profile: &RuntimeProfile,
+    home: &Path,
+    worker_var: &dyn Fn(&str) -> Option<String>,
+) -> BTreeMap<String, String> {
     let at = |rel: &str| home.join(rel).display().to_string();
     let mut env = BTreeMap::from([
         ("HOME".to_owned(), home.display().to_string()),
@@ -26,7 +30,11 @@ pub fn home_env(profile: &RuntimeProfile, home: &Path, worker_var: &dyn Fn(&str)
     if profile.home.shared_cache
         && let Some(cache) = worker_var("XDG_CACHE_HOME")
             .filter(|v| !v.trim().is_empty())
-            .or_else(|| worker_var("HOME").filter(|h| !h.trim().is_empty()).map(|h| format!("{h}/.cache")))
+            .or_else(|| {
+                worker_var("HOME")
+                    .filter(|h| !h.trim().is_empty())
+                    .map(|h| format!("{h}/.cache"))
+            })
     {
         env.insert("XDG_CACHE_HOME".to_owned(), cache);
     }
@@ -49,7 +57,9 @@ pub fn make_home(
     workdir: &Path,
     worker_var: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<(PathBuf, PathBuf)>, String> {
-    let mkdir = |dir: &Path| std::fs::create_dir_all(dir).map_err(|e| format!("create `{}`: {e}", dir.display()));
+    let mkdir = |dir: &Path| {
+        std::fs::create_dir_all(dir).map_err(|e| format!("create `{}`: {e}", dir.display()))
+    };
     mkdir(home)?;
     for value in env.values() {
         let path = Path::new(value);
@@ -59,12 +69,20 @@ pub fn make_home(
     }
     let mut carried = Vec::new();
     for carry in &profile.home.carry {
-        let Some(source) = carry.from.iter().filter_map(|f| crate::profile::expand(f, &worker_var)).find(|p| p.is_file()) else { continue };
+        let Some(source) = carry
+            .from
+            .iter()
+            .filter_map(|f| crate::profile::expand(f, &worker_var))
+            .find(|p| p.is_file())
+        else {
+            continue;
+        };
         let target = home.join(&carry.to);
         if let Some(parent) = target.parent() {
             mkdir(parent)?;
         }
-        let bytes = std::fs::read(&source).map_err(|e| format!("read `{}`: {e}", source.display()))?;
+        let bytes =
+            std::fs::read(&source).map_err(|e| format!("read `{}`: {e}", source.display()))?;
         write_private(&target, &bytes)?;
         carried.push((source, target));
     }
@@ -73,7 +91,10 @@ pub fn make_home(
         if let Some(parent) = target.parent() {
             mkdir(parent)?;
         }
-        let text = file.text.replace("{home}", &home.display().to_string()).replace("{workdir}", &workdir.display().to_string());
+        let text = file
+            .text
+            .replace("{home}", &home.display().to_string())
+            .replace("{workdir}", &workdir.display().to_string());
         write_private(&target, text.as_bytes())?;
     }
     Ok(carried)
@@ -89,7 +110,8 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
         .mode(0o600)
         .open(path)
         .map_err(|e| format!("create `{}`: {e}", path.display()))?;
-    file.write_all(bytes).map_err(|e| format!("write `{}`: {e}", path.display()))
+    file.write_all(bytes)
+        .map_err(|e| format!("write `{}`: {e}", path.display()))
 }
 
 /// Files and directories above `workdir` that a runtime would read as project instructions or
@@ -97,7 +119,15 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
 /// nearest first. An agent run in such a work dir is moved to a clean copy
 /// ([`crate::AgentRunner`]).
 pub fn project_files_above(workdir: &Path) -> Vec<PathBuf> {
-    const MARKERS: [&str; 7] = ["CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", ".claude", ".agents", ".opencode", ".codex"];
+    const MARKERS: [&str; 7] = [
+        "CLAUDE.md",
+        "CLAUDE.local.md",
+        "AGENTS.md",
+        ".claude",
+        ".agents",
+        ".opencode",
+        ".codex",
+    ];
     let mut found = Vec::new();
     let mut dir = workdir.parent();
     while let Some(d) = dir {
@@ -121,8 +151,16 @@ mod tests {
     fn the_private_home_points_every_base_dir_inside_and_carries_only_named_files() {
         let user = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(user.path().join(".claude/skills/tldr")).unwrap();
-        std::fs::write(user.path().join(".claude/skills/tldr/SKILL.md"), "user copy").unwrap();
-        std::fs::write(user.path().join(".claude/.credentials.json"), "{\"token\":1}").unwrap();
+        std::fs::write(
+            user.path().join(".claude/skills/tldr/SKILL.md"),
+            "user copy",
+        )
+        .unwrap();
+        std::fs::write(
+            user.path().join(".claude/.credentials.json"),
+            "{\"token\":1}",
+        )
+        .unwrap();
         std::fs::write(user.path().join(".claude/CLAUDE.md"), "user instructions").unwrap();
         let scratch = tempfile::tempdir().unwrap();
         let home = scratch.path().join(PRIVATE_HOME_DIR);
@@ -131,12 +169,25 @@ mod tests {
         let profile = find("claude").unwrap();
         let env = home_env(profile, &home, &var);
         assert_eq!(env["HOME"], home.display().to_string());
-        for name in ["XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "CLAUDE_CONFIG_DIR"] {
-            assert!(Path::new(&env[name]).starts_with(&home), "{name} = {}", env[name]);
+        for name in [
+            "XDG_CONFIG_HOME",
+            "XDG_DATA_HOME",
+            "XDG_STATE_HOME",
+            "XDG_CACHE_HOME",
+            "CLAUDE_CONFIG_DIR",
+        ] {
+            assert!(
+                Path::new(&env[name]).starts_with(&home),
+                "{name} = {}",
+                env[name]
+            );
         }
         let carried = make_home(profile, &home, &env, Path::new("/w"), &var).unwrap();
         assert_eq!(carried.len(), 1, "{carried:?}");
-        assert_eq!(std::fs::read_to_string(home.join(".claude/.credentials.json")).unwrap(), "{\"token\":1}");
+        assert_eq!(
+            std::fs::read_to_string(home.join(".claude/.credentials.json")).unwrap(),
+            "{\"token\":1}"
+        );
         assert!(!home.join(".claude/skills").exists() && !home.join(".claude/CLAUDE.md").exists());
     }
 
@@ -147,8 +198,18 @@ mod tests {
         std::fs::create_dir_all(&work).unwrap();
         std::fs::write(root.path().join("proj/CLAUDE.md"), "x").unwrap();
         std::fs::create_dir_all(root.path().join("proj/sub/.agents/skills")).unwrap();
-        std::fs::write(work.join("AGENTS.md"), "inside the work dir is the brief's own").unwrap();
+        std::fs::write(
+            work.join("AGENTS.md"),
+            "inside the work dir is the brief's own",
+        )
+        .unwrap();
         let found = project_files_above(&work);
-        assert_eq!(found[..2], [root.path().join("proj/sub/.agents"), root.path().join("proj/CLAUDE.md")]);
+        assert_eq!(
+            found[..2],
+            [
+                root.path().join("proj/sub/.agents"),
+                root.path().join("proj/CLAUDE.md")
+            ]
+        );
     }
 }

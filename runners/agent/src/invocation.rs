@@ -117,7 +117,11 @@ pub fn build_invocation(
         argv.extend(profile.project_scope_args.iter().cloned());
     }
     // `{configured}`: the model the runtime's user configured, so no model argument
-    if let Some(model) = payload.model.as_deref().filter(|m| *m != crate::profile::CONFIGURED_MODEL) {
+    if let Some(model) = payload
+        .model
+        .as_deref()
+        .filter(|m| *m != crate::profile::CONFIGURED_MODEL)
+    {
         argv.extend(
             profile
                 .model_args
@@ -126,7 +130,12 @@ pub fn build_invocation(
         );
     }
     let access = profile.access.of(payload.access);
-    argv.extend(access.args.iter().map(|arg| arg.replace("{workdir}", &workdir_text)));
+    argv.extend(
+        access
+            .args
+            .iter()
+            .map(|arg| arg.replace("{workdir}", &workdir_text)),
+    );
     let mut env_allowlist: Vec<String> = DEFAULT_ENV_ALLOWLIST
         .iter()
         .map(|name| name.to_string())
@@ -140,7 +149,10 @@ pub fn build_invocation(
     process.cwd = Some(workdir);
     process.env = payload.env.clone();
     for (name, value) in access.env.iter().chain(&profile.env) {
-        process.env.entry(name.clone()).or_insert_with(|| value.replace("{workdir}", &workdir_text));
+        process
+            .env
+            .entry(name.clone())
+            .or_insert_with(|| value.replace("{workdir}", &workdir_text));
     }
     process.env_allowlist = Some(env_allowlist);
     process.stdin = match profile.prompt {
@@ -248,8 +260,18 @@ mod tests {
                 "{runtime}: default allowlist kept"
             );
             let profile = find(runtime).unwrap();
-            let expected: BTreeMap<String, String> = profile.access.edit_workdir.env.iter().chain(&profile.env).map(|(k, v)| (k.clone(), v.clone())).collect();
-            assert_eq!(invocation.process.env, expected, "{runtime}: only the profile's own switches are set by default");
+            let expected: BTreeMap<String, String> = profile
+                .access
+                .edit_workdir
+                .env
+                .iter()
+                .chain(&profile.env)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            assert_eq!(
+                invocation.process.env, expected,
+                "{runtime}: only the profile's own switches are set by default"
+            );
         };
         check("claude", "ANTHROPIC_API_KEY");
         check("codex", "OPENAI_API_KEY");
@@ -288,7 +310,15 @@ mod tests {
         check(
             "claude",
             None,
-            &["PROG", "-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits"],
+            &[
+                "PROG",
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--permission-mode",
+                "acceptEdits",
+            ],
         );
         check(
             "codex",
@@ -313,9 +343,17 @@ mod tests {
                 "sandbox_workspace_write.exclude_tmpdir_env_var=true",
             ],
         );
-        check("opencode", None, &["PROG", "run", "--format", "json", "--title", "skillforge"]);
+        check(
+            "opencode",
+            None,
+            &["PROG", "run", "--format", "json", "--title", "skillforge"],
+        );
         // the scripted agent takes the model too, and records it in its transcript
-        check("scripted", Some("scripted-cheap"), &["PROG", "agent-scripted", "--model", "scripted-cheap"]);
+        check(
+            "scripted",
+            Some("scripted-cheap"),
+            &["PROG", "agent-scripted", "--model", "scripted-cheap"],
+        );
         check("scripted", None, &["PROG", "agent-scripted"]);
     }
 
@@ -349,10 +387,22 @@ mod tests {
             payload.model = Some(profile.model_for_tier("cheap").unwrap().to_owned());
             argv(&build_invocation(profile, &payload, Path::new("/s"), "P").unwrap()).to_vec()
         };
-        assert_eq!(find("opencode").unwrap().model_for_tier("cheap").unwrap(), crate::profile::CONFIGURED_MODEL);
-        assert!(!run("opencode").iter().any(|a| a == "--model" || a.contains("configured")), "{:?}", run("opencode"));
+        assert_eq!(
+            find("opencode").unwrap().model_for_tier("cheap").unwrap(),
+            crate::profile::CONFIGURED_MODEL
+        );
+        assert!(
+            !run("opencode")
+                .iter()
+                .any(|a| a == "--model" || a.contains("configured")),
+            "{:?}",
+            run("opencode")
+        );
         let claude = run("claude");
-        assert!(claude.windows(2).any(|w| w == ["--model", "haiku"]), "{claude:?}");
+        assert!(
+            claude.windows(2).any(|w| w == ["--model", "haiku"]),
+            "{claude:?}"
+        );
     }
 
     /// Issue 31 items 3 and 6: an arm may edit its work dir, a judge only reads; each runtime
@@ -363,15 +413,31 @@ mod tests {
             let mut payload = AgentPayload::new(runtime, "p");
             payload.access = access;
             payload.workdir = Some("/repo".into());
-            let invocation = build_invocation(find(runtime).unwrap(), &payload, Path::new("/s"), "P").unwrap();
+            let invocation =
+                build_invocation(find(runtime).unwrap(), &payload, Path::new("/s"), "P").unwrap();
             let argv = argv(&invocation);
             let tail = &argv[argv.len() - expected.len()..];
             assert_eq!(tail, expected, "{runtime} {access:?}");
         };
-        check("claude", Access::EditWorkdir, &["--permission-mode", "acceptEdits"]);
+        check(
+            "claude",
+            Access::EditWorkdir,
+            &["--permission-mode", "acceptEdits"],
+        );
         check("claude", Access::ReadOnly, &["--tools", ""]);
         check("codex", Access::ReadOnly, &["--sandbox", "read-only"]);
-        check("codex", Access::EditWorkdir, &["--sandbox", "workspace-write", "-c", "sandbox_workspace_write.exclude_slash_tmp=true", "-c", "sandbox_workspace_write.exclude_tmpdir_env_var=true"]);
+        check(
+            "codex",
+            Access::EditWorkdir,
+            &[
+                "--sandbox",
+                "workspace-write",
+                "-c",
+                "sandbox_workspace_write.exclude_slash_tmp=true",
+                "-c",
+                "sandbox_workspace_write.exclude_tmpdir_env_var=true",
+            ],
+        );
     }
 
     #[test]

@@ -27,9 +27,9 @@ mod error;
 #[cfg(feature = "exec")]
 pub mod home;
 #[cfg(feature = "exec")]
-mod mirror;
-#[cfg(feature = "exec")]
 mod invocation;
+#[cfg(feature = "exec")]
+mod mirror;
 mod payload;
 pub mod profile;
 mod report;
@@ -52,12 +52,11 @@ pub use invocation::{
 };
 pub use payload::{AgentContainer, AgentMount, AgentPayload, local_engine_only};
 pub use profile::{
-    Access, AccessArgs, AccessSpec, CONFIGURED_MODEL, Carry, HomeFile, HomeSpec, MODEL_TIERS, PromptDelivery, RUNTIME_SOURCES, Requirement, RuntimeProfile,
-    SKILLFORGE_BIN_PLACEHOLDER, TranscriptFormat,
-    TranscriptSpec, all, find,
+    Access, AccessArgs, AccessSpec, CONFIGURED_MODEL, Carry, HomeFile, HomeSpec, MODEL_TIERS,
+    PromptDelivery, RUNTIME_SOURCES, Requirement, RuntimeProfile, SKILLFORGE_BIN_PLACEHOLDER,
+    TranscriptFormat, TranscriptSpec, all, find,
 };
 pub use report::AgentReport;
-pub use signals::{ApiError, ApiErrorKind, PermissionDenial, Spend, Usage};
 #[cfg(feature = "exec")]
 pub use runner::{AgentRunner, AgentRunnerConfig, TRANSCRIPT_TAIL_BYTES};
 pub use scripted::{
@@ -65,4 +64,5 @@ pub use scripted::{
     ScriptedRun, ScriptedTask, parse_scripted_prompt, run_scripted, scripted_main, scripted_run,
     scripted_transcript,
 };
+pub use signals::{ApiError, ApiErrorKind, PermissionDenial, Spend, Usage};
 pub use transcript::{TranscriptSummary, parse_transcript, session_log_denials};

@@ -25,19 +25,25 @@ pub(crate) fn mirror(from: &Path, to: &Path) -> Result<(), String> {
         if kind.is_dir() {
             mirror(&source, &target)?;
         } else if kind.is_symlink() {
-            let link = std::fs::read_link(&source).map_err(|e| format!("read link `{}`: {e}", source.display()))?;
+            let link = std::fs::read_link(&source)
+                .map_err(|e| format!("read link `{}`: {e}", source.display()))?;
             if std::fs::read_link(&target).ok().as_ref() != Some(&link) {
                 remove(&target)?;
-                std::os::unix::fs::symlink(&link, &target).map_err(|e| format!("link `{}`: {e}", target.display()))?;
+                std::os::unix::fs::symlink(&link, &target)
+                    .map_err(|e| format!("link `{}`: {e}", target.display()))?;
             }
         } else if kind.is_file() {
-            let bytes = std::fs::read(&source).map_err(|e| format!("read `{}`: {e}", source.display()))?;
-            let same = std::fs::symlink_metadata(&target).is_ok_and(|m| m.is_file()) && std::fs::read(&target).is_ok_and(|b| b == bytes);
+            let bytes =
+                std::fs::read(&source).map_err(|e| format!("read `{}`: {e}", source.display()))?;
+            let same = std::fs::symlink_metadata(&target).is_ok_and(|m| m.is_file())
+                && std::fs::read(&target).is_ok_and(|b| b == bytes);
             if !same {
                 remove(&target)?;
-                std::fs::write(&target, &bytes).map_err(|e| format!("write `{}`: {e}", target.display()))?;
+                std::fs::write(&target, &bytes)
+                    .map_err(|e| format!("write `{}`: {e}", target.display()))?;
                 let mode = entry.metadata().map_err(|e| e.to_string())?.permissions();
-                std::fs::set_permissions(&target, mode).map_err(|e| format!("chmod `{}`: {e}", target.display()))?;
+                std::fs::set_permissions(&target, mode)
+                    .map_err(|e| format!("chmod `{}`: {e}", target.display()))?;
             }
         }
     }
@@ -53,8 +59,12 @@ pub(crate) fn mirror(from: &Path, to: &Path) -> Result<(), String> {
 fn remove(path: &Path) -> Result<(), String> {
     match std::fs::symlink_metadata(path) {
         Err(_) => Ok(()),
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path).map_err(|e| format!("remove `{}`: {e}", path.display())),
-        Ok(_) => std::fs::remove_file(path).map_err(|e| format!("remove `{}`: {e}", path.display())),
+        Ok(m) if m.is_dir() => {
+            std::fs::remove_dir_all(path).map_err(|e| format!("remove `{}`: {e}", path.display()))
+        }
+        Ok(_) => {
+            std::fs::remove_file(path).map_err(|e| format!("remove `{}`: {e}", path.display()))
+        }
     }
 }
 
@@ -74,11 +84,26 @@ mod tests {
         std::fs::write(b.path().join("gone"), "deleted by the agent").unwrap();
         std::fs::create_dir_all(b.path().join("d")).unwrap();
         std::fs::write(b.path().join("d/x"), "old").unwrap();
-        let before = std::fs::metadata(b.path().join("same")).unwrap().modified().unwrap();
+        let before = std::fs::metadata(b.path().join("same"))
+            .unwrap()
+            .modified()
+            .unwrap();
         mirror(a.path(), b.path()).unwrap();
-        assert_eq!(std::fs::read_to_string(b.path().join("d/x")).unwrap(), "new");
+        assert_eq!(
+            std::fs::read_to_string(b.path().join("d/x")).unwrap(),
+            "new"
+        );
         assert!(!b.path().join("gone").exists());
-        assert_eq!(std::fs::read_link(b.path().join("link")).unwrap(), Path::new("d/x"));
-        assert_eq!(std::fs::metadata(b.path().join("same")).unwrap().modified().unwrap(), before);
+        assert_eq!(
+            std::fs::read_link(b.path().join("link")).unwrap(),
+            Path::new("d/x")
+        );
+        assert_eq!(
+            std::fs::metadata(b.path().join("same"))
+                .unwrap()
+                .modified()
+                .unwrap(),
+            before
+        );
     }
 }

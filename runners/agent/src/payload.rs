@@ -95,10 +95,20 @@ pub fn local_engine_only(host: &str) -> Result<(), String> {
     if host.starts_with("unix://") || host.starts_with('/') {
         return Ok(());
     }
-    if let Some(rest) = host.strip_prefix("tcp://").or_else(|| host.strip_prefix("http://")) {
+    if let Some(rest) = host
+        .strip_prefix("tcp://")
+        .or_else(|| host.strip_prefix("http://"))
+    {
         let authority = rest.split('/').next().unwrap_or_default();
-        let name = authority.rsplit_once(':').map_or(authority, |(name, _)| name).trim_matches(['[', ']']);
-        if name == "localhost" || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) {
+        let name = authority
+            .rsplit_once(':')
+            .map_or(authority, |(name, _)| name)
+            .trim_matches(['[', ']']);
+        if name == "localhost"
+            || name
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+        {
             return Ok(());
         }
     }

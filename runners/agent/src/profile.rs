@@ -48,8 +48,14 @@ pub const RUNTIME_SOURCES: &[(&str, &str)] = &[
     ("codex.toml", include_str!("../runtimes/codex.toml")),
     ("opencode.toml", include_str!("../runtimes/opencode.toml")),
     ("scripted.toml", include_str!("../runtimes/scripted.toml")),
-    ("scripted-b.toml", include_str!("../runtimes/scripted-b.toml")),
-    ("scripted-c.toml", include_str!("../runtimes/scripted-c.toml")),
+    (
+        "scripted-b.toml",
+        include_str!("../runtimes/scripted-b.toml"),
+    ),
+    (
+        "scripted-c.toml",
+        include_str!("../runtimes/scripted-c.toml"),
+    ),
 ];
 
 /// The program placeholder that resolves to the running skillforge binary (see
@@ -166,7 +172,13 @@ fn default_transient_retries() -> u32 {
 
 impl Default for HomeSpec {
     fn default() -> Self {
-        Self { env: Default::default(), carry: Vec::new(), files: Vec::new(), shared_cache: false, reads_ancestors: true }
+        Self {
+            env: Default::default(),
+            carry: Vec::new(),
+            files: Vec::new(),
+            shared_cache: false,
+            reads_ancestors: true,
+        }
     }
 }
 
@@ -315,11 +327,14 @@ impl RuntimeProfile {
     /// [`AgentError::UnknownModelTier`] naming the tier, the profile file
     /// (`runners/agent/runtimes/<name>.toml`) and the tiers it defines.
     pub fn model_for_tier(&self, tier: &str) -> Result<&str, AgentError> {
-        self.models.get(tier).map(String::as_str).ok_or_else(|| AgentError::UnknownModelTier {
-            tier: tier.to_owned(),
-            file: format!("runners/agent/runtimes/{}.toml", self.name),
-            known: self.models.keys().cloned().collect::<Vec<_>>().join(", "),
-        })
+        self.models
+            .get(tier)
+            .map(String::as_str)
+            .ok_or_else(|| AgentError::UnknownModelTier {
+                tier: tier.to_owned(),
+                file: format!("runners/agent/runtimes/{}.toml", self.name),
+                known: self.models.keys().cloned().collect::<Vec<_>>().join(", "),
+            })
     }
 }
 
@@ -327,10 +342,21 @@ impl RuntimeProfile {
     /// The `not_runnable` reason when a run that did not pass shows an authentication failure in
     /// `transcript`: names the runtime, the agent's own message and what to do; `None` otherwise.
     pub fn auth_failure(&self, transcript: &str, final_message: Option<&str>) -> Option<String> {
-        let marker = self.auth_failure_markers.iter().find(|m| !m.is_empty() && transcript.contains(m.as_str()))?;
-        let said = final_message.map(str::trim).filter(|m| !m.is_empty()).unwrap_or(marker.as_str());
-        let hint = self.login_hint.as_deref().unwrap_or("log the runtime in, or set its credential variables in the worker's environment");
-        Some(format!("agent runtime `{}` is not authenticated ({said}): {hint}", self.name))
+        let marker = self
+            .auth_failure_markers
+            .iter()
+            .find(|m| !m.is_empty() && transcript.contains(m.as_str()))?;
+        let said = final_message
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .unwrap_or(marker.as_str());
+        let hint = self.login_hint.as_deref().unwrap_or(
+            "log the runtime in, or set its credential variables in the worker's environment",
+        );
+        Some(format!(
+            "agent runtime `{}` is not authenticated ({said}): {hint}",
+            self.name
+        ))
     }
 }
 
@@ -339,7 +365,11 @@ impl RuntimeProfile {
     /// (`credential_files` empty), a credential variable is set (`is_set`) or a login file exists
     /// (`var` reads the child's environment, for `HOME` and `$VAR/` entries); else the
     /// `not_runnable` reason naming the runtime, what was looked for and what to do.
-    pub fn missing_credential(&self, is_set: impl Fn(&str) -> bool, var: impl Fn(&str) -> Option<String>) -> Option<String> {
+    pub fn missing_credential(
+        &self,
+        is_set: impl Fn(&str) -> bool,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Option<String> {
         if self.credential_files.is_empty() {
             return None;
         }
@@ -347,25 +377,43 @@ impl RuntimeProfile {
         if names.iter().any(|n| is_set(n)) {
             return None;
         }
-        let files: Vec<std::path::PathBuf> = self.credential_files.iter().filter_map(|f| expand(f, &var)).collect();
+        let files: Vec<std::path::PathBuf> = self
+            .credential_files
+            .iter()
+            .filter_map(|f| expand(f, &var))
+            .collect();
         if files.iter().any(|f| f.is_file()) {
             return None;
         }
-        let hint = self.login_hint.as_deref().unwrap_or("log the runtime in, or set its credential variables in the worker's environment");
+        let hint = self.login_hint.as_deref().unwrap_or(
+            "log the runtime in, or set its credential variables in the worker's environment",
+        );
         let shown: Vec<String> = files.iter().map(|f| format!("`{}`", f.display())).collect();
         Some(format!(
             "agent runtime `{}` is not authenticated: none of {} is set and no login file exists ({}): {hint}",
             self.name,
             names.join(", "),
-            if shown.is_empty() { "none to look at".to_owned() } else { shown.join(", ") }
+            if shown.is_empty() {
+                "none to look at".to_owned()
+            } else {
+                shown.join(", ")
+            }
         ))
     }
 
     /// The `not_runnable` reason when a run that did not pass shows that the runtime could not
     /// reach its model API: names the runtime and its last line holding a marker; `None` otherwise.
     pub fn network_failure(&self, transcript: &str) -> Option<String> {
-        let markers: Vec<&str> = self.network_failure_markers.iter().map(String::as_str).filter(|m| !m.is_empty()).collect();
-        let line = transcript.lines().rev().find(|l| markers.iter().any(|m| l.contains(m)))?;
+        let markers: Vec<&str> = self
+            .network_failure_markers
+            .iter()
+            .map(String::as_str)
+            .filter(|m| !m.is_empty())
+            .collect();
+        let line = transcript
+            .lines()
+            .rev()
+            .find(|l| markers.iter().any(|m| l.contains(m)))?;
         let said: String = line.trim().chars().take(300).collect();
         Some(format!(
             "agent runtime `{}` could not reach its model API ({said}): check the worker's network, proxy and the runtime's base URL",
@@ -376,7 +424,10 @@ impl RuntimeProfile {
 
 /// `~/rest` under `HOME`, `$VAR/rest` under `VAR`, anything else as is; `None` when the variable
 /// is unset or empty.
-pub(crate) fn expand(entry: &str, var: &impl Fn(&str) -> Option<String>) -> Option<std::path::PathBuf> {
+pub(crate) fn expand(
+    entry: &str,
+    var: &impl Fn(&str) -> Option<String>,
+) -> Option<std::path::PathBuf> {
     let non_empty = |name: &str| var(name).filter(|v| !v.trim().is_empty());
     if let Some(rest) = entry.strip_prefix("~/") {
         return non_empty("HOME").map(|h| std::path::Path::new(&h).join(rest));
@@ -512,27 +563,56 @@ impl RuntimeProfile {
         }
         for (tier, model) in &profile.models {
             if tier.trim().is_empty() || model.trim().is_empty() || model.contains('\n') {
-                return Err(err(format!("`models.{tier}`: a tier and its model must be non-empty single-line names")));
+                return Err(err(format!(
+                    "`models.{tier}`: a tier and its model must be non-empty single-line names"
+                )));
             }
         }
         if !profile.models.is_empty() && profile.model_args.is_empty() {
-            return Err(err("`models` without `model_args`: the model would never reach the runtime".into()));
+            return Err(err(
+                "`models` without `model_args`: the model would never reach the runtime".into(),
+            ));
         }
-        for arg in profile.access.edit_workdir.args.iter().chain(&profile.access.read_only.args) {
-            check_placeholders(arg, &["{workdir}"]).map_err(|m| err(format!("`access` args: {m}")))?;
+        for arg in profile
+            .access
+            .edit_workdir
+            .args
+            .iter()
+            .chain(&profile.access.read_only.args)
+        {
+            check_placeholders(arg, &["{workdir}"])
+                .map_err(|m| err(format!("`access` args: {m}")))?;
         }
-        let relative = |path: &str| !path.is_empty() && !path.starts_with('/') && !path.split('/').any(|c| c == "..");
+        let relative = |path: &str| {
+            !path.is_empty() && !path.starts_with('/') && !path.split('/').any(|c| c == "..")
+        };
         for (name, path) in &profile.home.env {
             if !relative(path) {
-                return Err(err(format!("`home.env.{name}`: `{path}` must be a relative path inside the private home")));
+                return Err(err(format!(
+                    "`home.env.{name}`: `{path}` must be a relative path inside the private home"
+                )));
             }
         }
-        for path in profile.home.carry.iter().map(|c| &c.to).chain(profile.home.files.iter().map(|f| &f.path)) {
+        for path in profile
+            .home
+            .carry
+            .iter()
+            .map(|c| &c.to)
+            .chain(profile.home.files.iter().map(|f| &f.path))
+        {
             if !relative(path) {
-                return Err(err(format!("`home`: `{path}` must be a relative path inside the private home")));
+                return Err(err(format!(
+                    "`home`: `{path}` must be a relative path inside the private home"
+                )));
             }
         }
-        for name in profile.credential_env.iter().chain(&profile.pass_env).chain(profile.home.env.keys()).chain(profile.env.keys()) {
+        for name in profile
+            .credential_env
+            .iter()
+            .chain(&profile.pass_env)
+            .chain(profile.home.env.keys())
+            .chain(profile.env.keys())
+        {
             if name.is_empty() || name.contains('=') || name.contains('\0') {
                 return Err(err(format!("invalid environment variable name `{name}`")));
             }
@@ -612,21 +692,55 @@ mod tests {
         let codex = find("codex").unwrap();
         let home = tempfile::tempdir().unwrap();
         let home_s = home.path().display().to_string();
-        let env = |pairs: Vec<(&'static str, String)>| move |n: &str| pairs.iter().find(|(k, _)| *k == n).map(|(_, v)| v.clone());
+        let env = |pairs: Vec<(&'static str, String)>| {
+            move |n: &str| pairs.iter().find(|(k, _)| *k == n).map(|(_, v)| v.clone())
+        };
         let var = env(vec![("HOME", home_s.clone())]);
-        let reason = codex.missing_credential(|_| false, &var).expect("no key, no file");
-        assert!(reason.contains("OPENAI_API_KEY, CODEX_API_KEY") && reason.contains(".codex/auth.json") && reason.contains("codex login"), "{reason}");
-        assert!(codex.missing_credential(|n| n == "CODEX_API_KEY", &var).is_none(), "a key is a credential");
-        assert!(codex.missing_credential(|n| n == "OPENAI_BASE_URL", &var).is_some(), "a base URL is not");
+        let reason = codex
+            .missing_credential(|_| false, &var)
+            .expect("no key, no file");
+        assert!(
+            reason.contains("OPENAI_API_KEY, CODEX_API_KEY")
+                && reason.contains(".codex/auth.json")
+                && reason.contains("codex login"),
+            "{reason}"
+        );
+        assert!(
+            codex
+                .missing_credential(|n| n == "CODEX_API_KEY", &var)
+                .is_none(),
+            "a key is a credential"
+        );
+        assert!(
+            codex
+                .missing_credential(|n| n == "OPENAI_BASE_URL", &var)
+                .is_some(),
+            "a base URL is not"
+        );
         std::fs::create_dir_all(home.path().join(".codex")).unwrap();
         std::fs::write(home.path().join(".codex/auth.json"), "{}").unwrap();
-        assert!(codex.missing_credential(|_| false, &var).is_none(), "~/.codex/auth.json is a login");
+        assert!(
+            codex.missing_credential(|_| false, &var).is_none(),
+            "~/.codex/auth.json is a login"
+        );
         let elsewhere = tempfile::tempdir().unwrap();
-        let var = env(vec![("HOME", elsewhere.path().display().to_string()), ("CODEX_HOME", home_s.clone() + "/.codex")]);
-        assert!(codex.missing_credential(|_| false, &var).is_none(), "$CODEX_HOME/auth.json is a login");
+        let var = env(vec![
+            ("HOME", elsewhere.path().display().to_string()),
+            ("CODEX_HOME", home_s.clone() + "/.codex"),
+        ]);
+        assert!(
+            codex.missing_credential(|_| false, &var).is_none(),
+            "$CODEX_HOME/auth.json is a login"
+        );
         // Runtimes whose profile cannot tell are never refused.
         for name in ["claude", "opencode", "scripted"] {
-            assert!(find(name).unwrap().missing_credential(|_| false, |_| None).is_none(), "{name}");
+            assert!(
+                find(name)
+                    .unwrap()
+                    .missing_credential(|_| false, |_| None)
+                    .is_none(),
+                "{name}"
+            );
         }
     }
 
@@ -636,9 +750,23 @@ mod tests {
         let transcript = "{\"type\":\"thread.started\"}\n{\"type\":\"error\",\"message\":\"Reconnecting... 2/5 (failed to lookup address information)\"}\n\
                           {\"type\":\"error\",\"message\":\"Reconnecting... waiting for network (Connection failed)\"}\n";
         let reason = codex.network_failure(transcript).unwrap();
-        assert!(reason.starts_with("agent runtime `codex` could not reach its model API") && reason.contains("waiting for network"), "{reason}");
-        assert!(codex.network_failure("{\"type\":\"turn.completed\"}").is_none());
-        assert!(find("claude").unwrap().network_failure(transcript).is_none(), "claude lists no markers");
+        assert!(
+            reason.starts_with("agent runtime `codex` could not reach its model API")
+                && reason.contains("waiting for network"),
+            "{reason}"
+        );
+        assert!(
+            codex
+                .network_failure("{\"type\":\"turn.completed\"}")
+                .is_none()
+        );
+        assert!(
+            find("claude")
+                .unwrap()
+                .network_failure(transcript)
+                .is_none(),
+            "claude lists no markers"
+        );
     }
 
     // Issue 38 item 4: OpenCode without ripgrep is refused before it starts, saying why and how
@@ -646,10 +774,21 @@ mod tests {
     #[test]
     fn a_missing_required_program_is_named_with_why_and_how_to_install() {
         let opencode = find("opencode").unwrap();
-        let reason = opencode.missing_requirement(|p| p != "rg").expect("rg missing");
-        assert!(reason.contains("agent runtime `opencode` needs `rg`") && reason.contains("skill tool") && reason.contains("apt-get install ripgrep"), "{reason}");
+        let reason = opencode
+            .missing_requirement(|p| p != "rg")
+            .expect("rg missing");
+        assert!(
+            reason.contains("agent runtime `opencode` needs `rg`")
+                && reason.contains("skill tool")
+                && reason.contains("apt-get install ripgrep"),
+            "{reason}"
+        );
         assert_eq!(opencode.missing_requirement(|_| true), None);
-        assert_eq!(find("claude").unwrap().missing_requirement(|_| false), None, "claude requires nothing else");
+        assert_eq!(
+            find("claude").unwrap().missing_requirement(|_| false),
+            None,
+            "claude requires nothing else"
+        );
     }
 
     #[test]
@@ -658,11 +797,29 @@ mod tests {
             RuntimeProfile::parse(file, text).unwrap_or_else(|e| panic!("{e}"));
         }
         let names: Vec<_> = all().iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["claude", "codex", "opencode", "scripted", "scripted-b", "scripted-c"]);
+        assert_eq!(
+            names,
+            [
+                "claude",
+                "codex",
+                "opencode",
+                "scripted",
+                "scripted-b",
+                "scripted-c"
+            ]
+        );
         // The scripted agent's other families are personas of the same program.
         for (name, persona) in [("scripted-b", "b"), ("scripted-c", "c")] {
             let p = find(name).unwrap();
-            assert_eq!((p.family.as_str(), p.args.as_slice()), (name, ["agent-scripted", "--persona", persona].map(String::from).as_slice()));
+            assert_eq!(
+                (p.family.as_str(), p.args.as_slice()),
+                (
+                    name,
+                    ["agent-scripted", "--persona", persona]
+                        .map(String::from)
+                        .as_slice()
+                )
+            );
         }
     }
 
@@ -670,22 +827,48 @@ mod tests {
     fn every_shipped_profile_maps_every_model_tier_and_an_unknown_tier_names_the_file() {
         for profile in all() {
             for tier in MODEL_TIERS {
-                let model = profile.model_for_tier(tier).unwrap_or_else(|e| panic!("{e}"));
+                let model = profile
+                    .model_for_tier(tier)
+                    .unwrap_or_else(|e| panic!("{e}"));
                 assert!(!model.trim().is_empty(), "{} {tier}", profile.name);
                 // only where no name fits every user: the model its user configured
-                assert_eq!(model == CONFIGURED_MODEL, profile.name == "opencode", "{} {tier}", profile.name);
+                assert_eq!(
+                    model == CONFIGURED_MODEL,
+                    profile.name == "opencode",
+                    "{} {tier}",
+                    profile.name
+                );
             }
         }
-        assert_eq!(find("claude").unwrap().model_for_tier("cheap").unwrap(), "haiku");
-        assert_eq!(find("scripted").unwrap().model_for_tier("strong").unwrap(), "scripted-strong");
-        let e = find("scripted").unwrap().model_for_tier("huge").unwrap_err().to_string();
-        assert_eq!(e, "unknown model tier `huge` in `runners/agent/runtimes/scripted.toml` [models] (it defines: cheap, standard, strong)");
+        assert_eq!(
+            find("claude").unwrap().model_for_tier("cheap").unwrap(),
+            "haiku"
+        );
+        assert_eq!(
+            find("scripted").unwrap().model_for_tier("strong").unwrap(),
+            "scripted-strong"
+        );
+        let e = find("scripted")
+            .unwrap()
+            .model_for_tier("huge")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "unknown model tier `huge` in `runners/agent/runtimes/scripted.toml` [models] (it defines: cheap, standard, strong)"
+        );
         let base = "name = \"x\"\nfamily = \"x\"\ndescription = \"\"\nprogram = \"x\"\nprompt = \"stdin\"\n";
         let no_args = format!("{base}[models]\ncheap = \"m\"\n[transcript]\nformat = \"plain\"\n");
-        let e = RuntimeProfile::parse("x.toml", &no_args).unwrap_err().to_string();
+        let e = RuntimeProfile::parse("x.toml", &no_args)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("`models` without `model_args`"), "{e}");
-        let empty = format!("{base}model_args = [\"-m\", \"{{model}}\"]\n[models]\ncheap = \"\"\n[transcript]\nformat = \"plain\"\n");
-        let e = RuntimeProfile::parse("x.toml", &empty).unwrap_err().to_string();
+        let empty = format!(
+            "{base}model_args = [\"-m\", \"{{model}}\"]\n[models]\ncheap = \"\"\n[transcript]\nformat = \"plain\"\n"
+        );
+        let e = RuntimeProfile::parse("x.toml", &empty)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("`models.cheap`"), "{e}");
     }
 

@@ -18,8 +18,8 @@ use crate::container::{AgentContainerExec, build_container_run};
 use crate::invocation::{SKILLFORGE_BIN_ENV, build_invocation, resolve_program};
 use crate::payload::{AgentContainer, AgentPayload};
 use crate::profile::{RuntimeProfile, find};
-use crate::signals::ApiErrorKind;
 use crate::report::AgentReport;
+use crate::signals::ApiErrorKind;
 use crate::transcript::parse_transcript;
 
 /// Bytes of transcript kept in the report's `transcript_tail` (and in `RunOutcome::stdout_tail`)
@@ -139,14 +139,24 @@ impl AgentRunner {
                 source,
             })?;
         // What the child will see: the payload's env over the worker's inherited names.
-        let child_var = |name: &str| payload.env.get(name).cloned().or_else(|| self.config.worker_var(name));
-        if let Some(reason) = profile.missing_credential(|n| child_var(n).is_some_and(|v| !v.trim().is_empty()), child_var) {
+        let child_var = |name: &str| {
+            payload
+                .env
+                .get(name)
+                .cloned()
+                .or_else(|| self.config.worker_var(name))
+        };
+        if let Some(reason) = profile.missing_credential(
+            |n| child_var(n).is_some_and(|v| !v.trim().is_empty()),
+            child_var,
+        ) {
             tracing::warn!(runtime = %profile.name, %reason, "agent runtime has no credential; not started");
             return Ok(not_started_report(profile, &program, payload, reason));
         }
         if payload.container.is_none() {
             let path = child_var("PATH").unwrap_or_default();
-            let on_path = |program: &str| std::env::split_paths(&path).any(|d| d.join(program).is_file());
+            let on_path =
+                |program: &str| std::env::split_paths(&path).any(|d| d.join(program).is_file());
             if let Some(reason) = profile.missing_requirement(on_path) {
                 tracing::warn!(runtime = %profile.name, %reason, "agent runtime is missing a program it needs; not started");
                 return Ok(not_started_report(profile, &program, payload, reason));
@@ -165,27 +175,54 @@ impl AgentRunner {
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
             let (mut outcome, program, container) = match &payload.container {
                 None => {
-                    let outcome = self.run_local(profile, payload, &program, remaining, ctx).await?;
+                    let outcome = self
+                        .run_local(profile, payload, &program, remaining, ctx)
+                        .await?;
                     (outcome, program.clone(), None)
                 }
-                Some(container) => self.run_in_container(profile, payload, container, remaining, ctx).await?,
+                Some(container) => {
+                    self.run_in_container(profile, payload, container, remaining, ctx)
+                        .await?
+                }
             };
             let transcript = std::mem::take(&mut outcome.stdout_tail);
             let mut summary = parse_transcript(&profile.transcript, &transcript);
             if payload.container.is_none() {
                 // what the runtime's own session log records and its stdout leaves out
-                let logs = session_logs(profile, &ctx.scratch_dir.join(crate::home::PRIVATE_HOME_DIR));
-                let more = crate::transcript::session_log_denials(profile.transcript.format, &logs, &summary.denials);
+                let logs = session_logs(
+                    profile,
+                    &ctx.scratch_dir.join(crate::home::PRIVATE_HOME_DIR),
+                );
+                let more = crate::transcript::session_log_denials(
+                    profile.transcript.format,
+                    &logs,
+                    &summary.denials,
+                );
                 summary.denials.extend(more);
             }
-            let transient = summary.api_error.as_ref().is_some_and(|e| e.kind.is_transient());
+            let transient = summary
+                .api_error
+                .as_ref()
+                .is_some_and(|e| e.kind.is_transient());
             let backoff = Duration::from_secs(2u64 << (2 * n_retries.min(4)));
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if transient && n_retries < profile.transient_retries && left > backoff * 2 && !ctx.cancel.is_cancelled() {
+            if transient
+                && n_retries < profile.transient_retries
+                && left > backoff * 2
+                && !ctx.cancel.is_cancelled()
+            {
                 n_retries += 1;
-                let error = summary.api_error.as_ref().map(|e| e.message.clone()).unwrap_or_default();
+                let error = summary
+                    .api_error
+                    .as_ref()
+                    .map(|e| e.message.clone())
+                    .unwrap_or_default();
                 tracing::warn!(runtime = %profile.name, %error, retry = n_retries, backoff_secs = backoff.as_secs(), "transient API error; running the agent again");
-                (ctx.heartbeat)(Some(&format!("agent `{}`: transient API error, retry {n_retries} in {}s", profile.name, backoff.as_secs())));
+                (ctx.heartbeat)(Some(&format!(
+                    "agent `{}`: transient API error, retry {n_retries} in {}s",
+                    profile.name,
+                    backoff.as_secs()
+                )));
                 tokio::select! {
                     () = tokio::time::sleep(backoff) => {}
                     () = ctx.cancel.cancelled() => {}
@@ -199,14 +236,24 @@ impl AgentRunner {
             .unwrap_or(0);
         if let ExitClass::NotRunnable { reason } = &mut outcome.exit {
             *reason = not_runnable_reason(profile, reason);
-        } else if let Some(error) = summary.api_error.as_ref().filter(|e| e.kind == ApiErrorKind::Auth) {
+        } else if let Some(error) = summary
+            .api_error
+            .as_ref()
+            .filter(|e| e.kind == ApiErrorKind::Auth)
+        {
             // A key the API refuses: every attempt would fail the same way.
-            let hint = profile.login_hint.as_deref().unwrap_or("log the runtime in, or set its credential variables in the worker's environment");
-            let reason = format!("agent runtime `{}` is not authenticated ({}): {hint}", profile.name, error.message);
+            let hint = profile.login_hint.as_deref().unwrap_or(
+                "log the runtime in, or set its credential variables in the worker's environment",
+            );
+            let reason = format!(
+                "agent runtime `{}` is not authenticated ({}): {hint}",
+                profile.name, error.message
+            );
             tracing::warn!(runtime = %profile.name, %reason, "agent runtime is not authenticated");
             outcome.exit = ExitClass::NotRunnable { reason };
         } else if !outcome.exit.is_passed()
-            && let Some(reason) = profile.auth_failure(&transcript, summary.final_message.as_deref())
+            && let Some(reason) =
+                profile.auth_failure(&transcript, summary.final_message.as_deref())
         {
             // Not logged in: every attempt would fail the same way, so it is no attempt at all.
             tracing::warn!(runtime = %profile.name, %reason, "agent runtime is not authenticated");
@@ -221,10 +268,15 @@ impl AgentRunner {
             // An API error is never an answer, whatever the CLI's exit code said.
             tracing::warn!(runtime = %profile.name, kind = error.kind.label(), status = ?error.status, message = %error.message, "agent run ended on an API error");
             if outcome.exit.is_passed() {
-                outcome.exit = ExitClass::Failed { code: outcome.exit_code.filter(|c| *c != 0).unwrap_or(1) };
+                outcome.exit = ExitClass::Failed {
+                    code: outcome.exit_code.filter(|c| *c != 0).unwrap_or(1),
+                };
             }
             if outcome.stderr_tail.trim().is_empty() {
-                outcome.stderr_tail = format!("agent runtime `{}`: API error: {}\n", profile.name, error.message);
+                outcome.stderr_tail = format!(
+                    "agent runtime `{}`: API error: {}\n",
+                    profile.name, error.message
+                );
             }
         }
         let (body, n_dropped) = strip_marker(&transcript, n_truncated);
@@ -274,9 +326,21 @@ impl AgentRunner {
         timeout: Duration,
         ctx: &RunContext,
     ) -> Result<RunOutcome, RunnerError> {
-        let io = |context: String| move |e: String| RunnerError::Io { context, source: std::io::Error::other(e) };
-        let workdir = payload.workdir.clone().unwrap_or_else(|| ctx.scratch_dir.clone());
-        let above = if profile.home.reads_ancestors { crate::home::project_files_above(&workdir) } else { Vec::new() };
+        let io = |context: String| {
+            move |e: String| RunnerError::Io {
+                context,
+                source: std::io::Error::other(e),
+            }
+        };
+        let workdir = payload
+            .workdir
+            .clone()
+            .unwrap_or_else(|| ctx.scratch_dir.clone());
+        let above = if profile.home.reads_ancestors {
+            crate::home::project_files_above(&workdir)
+        } else {
+            Vec::new()
+        };
         let clean = match above.first() {
             None => None,
             Some(first) => {
@@ -284,15 +348,31 @@ impl AgentRunner {
                 if let Some(dirty) = crate::home::project_files_above(&base.join("x")).first() {
                     return Ok(not_started(format!(
                         "agent runtime `{}`: the work dir `{}` lies under project files the agent would read (`{}`), and so does the temp dir `{}` (`{}`): point TMPDIR at a directory outside any project",
-                        profile.name, workdir.display(), first.display(), base.display(), dirty.display()
+                        profile.name,
+                        workdir.display(),
+                        first.display(),
+                        base.display(),
+                        dirty.display()
                     )));
                 }
-                let dir = tempfile::Builder::new().prefix("skillforge-agent-").tempdir_in(&base).map_err(|source| RunnerError::Io { context: format!("create a clean work dir under `{}`", base.display()), source })?;
+                let dir = tempfile::Builder::new()
+                    .prefix("skillforge-agent-")
+                    .tempdir_in(&base)
+                    .map_err(|source| RunnerError::Io {
+                        context: format!("create a clean work dir under `{}`", base.display()),
+                        source,
+                    })?;
                 let copy = dir.path().join("work");
                 if workdir.exists() {
-                    crate::mirror::mirror(&workdir, &copy).map_err(io(format!("copy the work dir `{}` to a clean place", workdir.display())))?;
+                    crate::mirror::mirror(&workdir, &copy).map_err(io(format!(
+                        "copy the work dir `{}` to a clean place",
+                        workdir.display()
+                    )))?;
                 } else {
-                    std::fs::create_dir_all(&copy).map_err(|source| RunnerError::Io { context: format!("create `{}`", copy.display()), source })?;
+                    std::fs::create_dir_all(&copy).map_err(|source| RunnerError::Io {
+                        context: format!("create `{}`", copy.display()),
+                        source,
+                    })?;
                 }
                 tracing::info!(runtime = %profile.name, workdir = %workdir.display(), project_file = %first.display(), clean = %copy.display(), "work dir lies under project files; the agent runs in a clean copy");
                 Some((dir, copy))
@@ -305,10 +385,20 @@ impl AgentRunner {
         let mut invocation = build_invocation(profile, &run_payload, &ctx.scratch_dir, program)
             .map_err(invalid_payload)?;
         let home = ctx.scratch_dir.join(crate::home::PRIVATE_HOME_DIR);
-        let worker_var = |name: &str| payload.env.get(name).cloned().or_else(|| self.config.worker_var(name));
+        let worker_var = |name: &str| {
+            payload
+                .env
+                .get(name)
+                .cloned()
+                .or_else(|| self.config.worker_var(name))
+        };
         let home_env = crate::home::home_env(profile, &home, &worker_var);
-        let run_dir = run_payload.workdir.clone().unwrap_or_else(|| ctx.scratch_dir.clone());
-        crate::home::make_home(profile, &home, &home_env, &run_dir, &worker_var).map_err(io(format!("make the private home `{}`", home.display())))?;
+        let run_dir = run_payload
+            .workdir
+            .clone()
+            .unwrap_or_else(|| ctx.scratch_dir.clone());
+        crate::home::make_home(profile, &home, &home_env, &run_dir, &worker_var)
+            .map_err(io(format!("make the private home `{}`", home.display())))?;
         for (name, value) in home_env {
             invocation.process.env.entry(name).or_insert(value);
         }
@@ -316,7 +406,11 @@ impl AgentRunner {
             // The inherited names come from the configured environment, not this process's.
             for name in invocation.process.env_allowlist.clone().unwrap_or_default() {
                 if let Some(value) = env.get(&name) {
-                    invocation.process.env.entry(name).or_insert_with(|| value.clone());
+                    invocation
+                        .process
+                        .env
+                        .entry(name)
+                        .or_insert_with(|| value.clone());
                 }
             }
         }
@@ -324,9 +418,14 @@ impl AgentRunner {
             write_prompt(path, &payload.prompt)?;
         }
         tracing::info!(runtime = %profile.name, program = %program, timeout_secs = timeout.as_secs(), "agent started");
-        let outcome = run_process_with_output(&invocation.process, timeout, &ctx.cancel, Some(&ctx.output)).await?;
+        let outcome =
+            run_process_with_output(&invocation.process, timeout, &ctx.cancel, Some(&ctx.output))
+                .await?;
         if let Some((_dir, copy)) = &clean {
-            crate::mirror::mirror(copy, &workdir).map_err(io(format!("copy the agent's work back to `{}`", workdir.display())))?;
+            crate::mirror::mirror(copy, &workdir).map_err(io(format!(
+                "copy the agent's work back to `{}`",
+                workdir.display()
+            )))?;
         }
         Ok(outcome)
     }
@@ -343,7 +442,11 @@ impl AgentRunner {
     ) -> Result<(RunOutcome, String, Option<serde_json::Value>), RunnerError> {
         let Some(containers) = &self.containers else {
             let reason = "this worker runs no agents in containers (it has no container engine)";
-            return Ok((not_started(reason.to_owned()), profile.program.clone(), None));
+            return Ok((
+                not_started(reason.to_owned()),
+                profile.program.clone(),
+                None,
+            ));
         };
         // E-13: the credential rides in the container's environment; an engine that is not on
         // this machine (the payload's or this worker's own `DOCKER_HOST`) never receives it.
@@ -418,7 +521,12 @@ impl Runner for AgentRunner {
 }
 
 /// The outcome of a run refused before its CLI started (credential preflight).
-fn not_started_report(profile: &RuntimeProfile, program: &str, payload: &AgentPayload, reason: String) -> RunOutcome {
+fn not_started_report(
+    profile: &RuntimeProfile,
+    program: &str,
+    payload: &AgentPayload,
+    reason: String,
+) -> RunOutcome {
     let exit = ExitClass::NotRunnable { reason };
     let report = AgentReport {
         runtime: profile.name.clone(),
@@ -505,7 +613,6 @@ fn tail(body: &str, n_dropped: u64, cap: usize) -> String {
     format!("{}{}", truncation_marker(n_dropped), &body[cut..])
 }
 
-
 /// The largest session-log file read ([`session_logs`]), bytes.
 const SESSION_LOG_MAX_BYTES: u64 = 16 * 1024 * 1024;
 
@@ -513,19 +620,27 @@ const SESSION_LOG_MAX_BYTES: u64 = 16 * 1024 * 1024;
 /// read whole (files over [`SESSION_LOG_MAX_BYTES`] and unreadable ones skipped); empty when
 /// the profile names none.
 fn session_logs(profile: &RuntimeProfile, home: &std::path::Path) -> Vec<String> {
-    let Some(dir) = profile.transcript.session_log_dir.as_deref() else { return Vec::new() };
+    let Some(dir) = profile.transcript.session_log_dir.as_deref() else {
+        return Vec::new();
+    };
     let mut logs = Vec::new();
     let mut pending = vec![home.join(dir)];
     while let Some(dir) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for entry in entries.flatten() {
-            let Ok(kind) = entry.file_type() else { continue };
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
             let path = entry.path();
             if kind.is_dir() {
                 pending.push(path);
             } else if kind.is_file()
                 && path.extension().is_some_and(|e| e == "jsonl")
-                && entry.metadata().is_ok_and(|m| m.len() <= SESSION_LOG_MAX_BYTES)
+                && entry
+                    .metadata()
+                    .is_ok_and(|m| m.len() <= SESSION_LOG_MAX_BYTES)
                 && let Ok(text) = std::fs::read_to_string(&path)
             {
                 logs.push(text);

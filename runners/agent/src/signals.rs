@@ -41,8 +41,16 @@ impl Usage {
 
     /// Input plus output tokens (cache reads and writes included), when any token figure is known.
     pub fn total_tokens(&self) -> Option<u64> {
-        let parts = [self.input_tokens, self.output_tokens, self.cache_read_tokens, self.cache_write_tokens];
-        parts.iter().any(Option::is_some).then(|| parts.iter().flatten().sum())
+        let parts = [
+            self.input_tokens,
+            self.output_tokens,
+            self.cache_read_tokens,
+            self.cache_write_tokens,
+        ];
+        parts
+            .iter()
+            .any(Option::is_some)
+            .then(|| parts.iter().flatten().sum())
     }
 
     /// Adds `other` field by field; a field known on either side stays known.
@@ -113,7 +121,9 @@ impl Spend {
             (Some(total), missing) => {
                 let mut s = format!(
                     "{total} tokens (in {}, out {})",
-                    self.usage.input_tokens.unwrap_or(0) + self.usage.cache_read_tokens.unwrap_or(0) + self.usage.cache_write_tokens.unwrap_or(0),
+                    self.usage.input_tokens.unwrap_or(0)
+                        + self.usage.cache_read_tokens.unwrap_or(0)
+                        + self.usage.cache_write_tokens.unwrap_or(0),
                     self.usage.output_tokens.unwrap_or(0)
                 );
                 if missing > 0 {
@@ -125,7 +135,9 @@ impl Spend {
         let cost = match (self.usage.cost_usd, self.runs_without_cost) {
             (None, _) => "cost unknown".to_owned(),
             (Some(c), 0) => format!("${c:.4}"),
-            (Some(c), missing) => format!("${c:.4} (cost unknown for {missing} of {} runs)", self.runs),
+            (Some(c), missing) => {
+                format!("${c:.4} (cost unknown for {missing} of {} runs)", self.runs)
+            }
         };
         format!("{tokens}, {cost}")
     }
@@ -164,7 +176,10 @@ impl ApiErrorKind {
 
     /// Whether a later try may succeed (rate limit, overload, 5xx).
     pub fn is_transient(self) -> bool {
-        matches!(self, ApiErrorKind::RateLimit | ApiErrorKind::Overloaded | ApiErrorKind::Server)
+        matches!(
+            self,
+            ApiErrorKind::RateLimit | ApiErrorKind::Overloaded | ApiErrorKind::Server
+        )
     }
 
     /// `auth`, `rate_limit`, `overloaded`, `server`, `request`, `other`.
@@ -205,9 +220,15 @@ impl ApiError {
         if kind == ApiErrorKind::Other {
             if lower.contains("overloaded") {
                 kind = ApiErrorKind::Overloaded;
-            } else if lower.contains("rate limit") || lower.contains("rate_limit") || lower.contains("too many requests") {
+            } else if lower.contains("rate limit")
+                || lower.contains("rate_limit")
+                || lower.contains("too many requests")
+            {
                 kind = ApiErrorKind::RateLimit;
-            } else if lower.contains("unauthorized") || lower.contains("invalid api key") || lower.contains("authentication") {
+            } else if lower.contains("unauthorized")
+                || lower.contains("invalid api key")
+                || lower.contains("authentication")
+            {
                 kind = ApiErrorKind::Auth;
             } else if lower.contains("high demand") || lower.contains("temporarily unavailable") {
                 // Codex's wording for a 5xx (it drops the status).
@@ -216,7 +237,11 @@ impl ApiError {
                 kind = ApiErrorKind::Request;
             }
         }
-        ApiError { kind, status, message: message.trim().chars().take(500).collect() }
+        ApiError {
+            kind,
+            status,
+            message: message.trim().chars().take(500).collect(),
+        }
     }
 }
 
@@ -224,9 +249,18 @@ impl ApiError {
 /// Many Requests`, `status code 500`.
 fn status_in(message: &str) -> Option<u16> {
     let lower = message.to_ascii_lowercase();
-    for marker in ["api error: ", "unexpected status ", "status code ", "status: ", "http "] {
+    for marker in [
+        "api error: ",
+        "unexpected status ",
+        "status code ",
+        "status: ",
+        "http ",
+    ] {
         if let Some(at) = lower.find(marker) {
-            let digits: String = lower[at + marker.len()..].chars().take_while(char::is_ascii_digit).collect();
+            let digits: String = lower[at + marker.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
             if let Ok(code) = digits.parse::<u16>()
                 && (400..600).contains(&code)
             {
@@ -274,14 +308,38 @@ mod tests {
             let e = ApiError::new(None, message);
             assert_eq!((e.status, e.kind), (status, kind), "{message}");
         };
-        check("API Error: 400 {\"type\":\"error\"}", Some(400), ApiErrorKind::Request);
-        check("unexpected status 429 Too Many Requests: slow down", Some(429), ApiErrorKind::RateLimit);
-        check("API Error: 529 overloaded", Some(529), ApiErrorKind::Overloaded);
-        check("unexpected status 503 Service Unavailable", Some(503), ApiErrorKind::Server);
-        check("API Error: 401 invalid x-api-key", Some(401), ApiErrorKind::Auth);
+        check(
+            "API Error: 400 {\"type\":\"error\"}",
+            Some(400),
+            ApiErrorKind::Request,
+        );
+        check(
+            "unexpected status 429 Too Many Requests: slow down",
+            Some(429),
+            ApiErrorKind::RateLimit,
+        );
+        check(
+            "API Error: 529 overloaded",
+            Some(529),
+            ApiErrorKind::Overloaded,
+        );
+        check(
+            "unexpected status 503 Service Unavailable",
+            Some(503),
+            ApiErrorKind::Server,
+        );
+        check(
+            "API Error: 401 invalid x-api-key",
+            Some(401),
+            ApiErrorKind::Auth,
+        );
         check("Overloaded", None, ApiErrorKind::Overloaded);
         check("something broke", None, ApiErrorKind::Other);
-        assert!(ApiErrorKind::Server.is_transient() && !ApiErrorKind::Request.is_transient() && !ApiErrorKind::Auth.is_transient());
+        assert!(
+            ApiErrorKind::Server.is_transient()
+                && !ApiErrorKind::Request.is_transient()
+                && !ApiErrorKind::Auth.is_transient()
+        );
     }
 
     #[test]
@@ -290,11 +348,22 @@ mod tests {
         assert_eq!(spend.human(), "no runs");
         spend.add_run(None);
         assert_eq!(spend.human(), "tokens unknown, cost unknown");
-        spend.add_run(Some(&Usage { input_tokens: Some(100), output_tokens: Some(20), cost_usd: Some(0.5), ..Usage::default() }));
-        assert_eq!(spend.human(), "120 tokens (in 100, out 20), unknown for 1 of 2 runs, $0.5000 (cost unknown for 1 of 2 runs)");
+        spend.add_run(Some(&Usage {
+            input_tokens: Some(100),
+            output_tokens: Some(20),
+            cost_usd: Some(0.5),
+            ..Usage::default()
+        }));
+        assert_eq!(
+            spend.human(),
+            "120 tokens (in 100, out 20), unknown for 1 of 2 runs, $0.5000 (cost unknown for 1 of 2 runs)"
+        );
         assert_eq!((spend.runs_without_tokens, spend.runs_without_cost), (1, 1));
         let back: Spend = serde_json::from_value(serde_json::to_value(spend).unwrap()).unwrap();
         assert_eq!(back, spend);
-        assert_eq!(serde_json::to_value(Usage::default()).unwrap(), serde_json::json!({}));
+        assert_eq!(
+            serde_json::to_value(Usage::default()).unwrap(),
+            serde_json::json!({})
+        );
     }
 }

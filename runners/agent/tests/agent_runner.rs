@@ -179,7 +179,9 @@ async fn missing_program_on_path_is_not_runnable() {
     let name = Path::new("skillforge-test-no-such-codex");
     // A credential, so the runtime's credential preflight passes and the program is what fails.
     let mut payload = AgentPayload::new("codex", "hi");
-    payload.env.insert("OPENAI_API_KEY".into(), "sk-test".into());
+    payload
+        .env
+        .insert("OPENAI_API_KEY".into(), "sk-test".into());
     let (outcome, _) = run(&runner(&[("codex", name)]), &payload).await;
     assert!(
         matches!(&outcome.exit, ExitClass::NotRunnable { reason } if reason.contains("`codex`") && reason.contains("skillforge-test-no-such-codex")),
@@ -267,17 +269,38 @@ echo '{{"type":"text","part":{{"type":"text","text":"read the prompt"}}}}'
         ),
     );
     let long_line = "x".repeat(5_000);
-    let prompt = format!("SECRET-PROMPT write release notes\n{long_line}\n{}END-OF-PROMPT\n", "a line of the answer\n".repeat(2_800));
+    let prompt = format!(
+        "SECRET-PROMPT write release notes\n{long_line}\n{}END-OF-PROMPT\n",
+        "a line of the answer\n".repeat(2_800)
+    );
     assert!(prompt.len() > 60_000);
-    let (outcome, report) = run(&runner(&[("opencode", &fake)]), &AgentPayload::new("opencode", prompt.clone())).await;
-    assert_eq!(outcome.exit, ExitClass::Passed, "stderr: {}", outcome.stderr_tail);
-    assert_eq!(std::fs::read_to_string(record.join("stdin")).expect("stdin"), prompt);
+    let (outcome, report) = run(
+        &runner(&[("opencode", &fake)]),
+        &AgentPayload::new("opencode", prompt.clone()),
+    )
+    .await;
+    assert_eq!(
+        outcome.exit,
+        ExitClass::Passed,
+        "stderr: {}",
+        outcome.stderr_tail
+    );
+    assert_eq!(
+        std::fs::read_to_string(record.join("stdin")).expect("stdin"),
+        prompt
+    );
     let argv = std::fs::read_to_string(record.join("argv")).expect("argv");
-    assert!(!argv.contains("SECRET-PROMPT") && !argv.contains("--file"), "{argv}");
+    assert!(
+        !argv.contains("SECRET-PROMPT") && !argv.contains("--file"),
+        "{argv}"
+    );
     assert_eq!(report.final_message.as_deref(), Some("read the prompt"));
     assert_eq!(report.skills_offered, None, "opencode records no offers");
     // issue 38 item 4: a skill call that failed is no load
-    assert_eq!(report.skills_loaded, Some(vec!["release-notes".to_string()]));
+    assert_eq!(
+        report.skills_loaded,
+        Some(vec!["release-notes".to_string()])
+    );
 }
 
 #[tokio::test]

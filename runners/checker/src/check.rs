@@ -368,7 +368,8 @@ async fn run_tool(
         }
         None => outcome.stdout_tail,
     };
-    let count = tool.count
+    let count = tool
+        .count
         .count(&output)
         .map_err(|e| failure(format!("tool `{name}`: {e}")))?;
     let locations = match &tool.locate {

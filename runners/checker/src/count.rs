@@ -231,16 +231,42 @@ impl CountSpec {
         let place = |item: &Value| -> Option<Location> {
             let file = at(item, &locate.file)?.as_str()?.to_owned();
             let line = at(item, &locate.line)?.as_u64()?;
-            let message = locate.message.as_deref().and_then(|m| at(item, m)).and_then(Value::as_str).unwrap_or_default().to_owned();
-            Some(Location { file, line, message })
+            let message = locate
+                .message
+                .as_deref()
+                .and_then(|m| at(item, m))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            Some(Location {
+                file,
+                line,
+                message,
+            })
         };
         let docs: Vec<Value> = match self {
-            CountSpec::Json { .. } => serde_json::Deserializer::from_str(output).into_iter::<Value>().next().and_then(Result::ok).into_iter().collect(),
-            CountSpec::JsonLines { .. } => output.lines().filter(|l| !l.trim().is_empty()).filter_map(|l| serde_json::from_str(l).ok()).collect(),
+            CountSpec::Json { .. } => serde_json::Deserializer::from_str(output)
+                .into_iter::<Value>()
+                .next()
+                .and_then(Result::ok)
+                .into_iter()
+                .collect(),
+            CountSpec::JsonLines { .. } => output
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect(),
             CountSpec::Lines { .. } | CountSpec::NumberAfter { .. } => return Vec::new(),
         };
-        let (CountSpec::Json { select, filters } | CountSpec::JsonLines { select, filters }) = self else { return Vec::new() };
-        docs.iter().flat_map(|doc| select_items(doc, select, filters)).filter_map(place).take(limit).collect()
+        let (CountSpec::Json { select, filters } | CountSpec::JsonLines { select, filters }) = self
+        else {
+            return Vec::new();
+        };
+        docs.iter()
+            .flat_map(|doc| select_items(doc, select, filters))
+            .filter_map(place)
+            .take(limit)
+            .collect()
     }
 }
 
@@ -434,23 +460,58 @@ mod tests {
     fn located_items_are_the_counted_ones_with_a_file_and_a_line() {
         let ruff = r#"[{"filename":"/w/src/a.py","location":{"row":3,"column":1},"message":"unused import","code":"F401"},
                        {"filename":"/w/src/b.py","location":{"row":9,"column":5},"message":"undefined name","code":"F821"}]"#;
-        let spec = CountSpec::Json { select: vec!["*".into()], filters: vec![] };
-        let locate = Locate { file: "filename".into(), line: "location.row".into(), message: Some("message".into()) };
+        let spec = CountSpec::Json {
+            select: vec!["*".into()],
+            filters: vec![],
+        };
+        let locate = Locate {
+            file: "filename".into(),
+            line: "location.row".into(),
+            message: Some("message".into()),
+        };
         let found = spec.locate(ruff, &locate, 50);
-        assert_eq!(found.len() as u64, spec.count(ruff).unwrap(), "every counted item is placed");
-        assert_eq!(found[1], Location { file: "/w/src/b.py".into(), line: 9, message: "undefined name".into() });
+        assert_eq!(
+            found.len() as u64,
+            spec.count(ruff).unwrap(),
+            "every counted item is placed"
+        );
+        assert_eq!(
+            found[1],
+            Location {
+                file: "/w/src/b.py".into(),
+                line: 9,
+                message: "undefined name".into()
+            }
+        );
         assert_eq!(spec.locate(ruff, &locate, 1).len(), 1, "at most the limit");
         // clippy's JSON lines: only the counted diagnostics (warnings with a lint code) are placed.
         let clippy = concat!(
-            r#"{"reason":"compiler-message","message":{"level":"warning","code":{"code":"clippy::x"},"message":"needless borrow","spans":[{"file_name":"src/lib.rs","line_start":7}]}}"#, "\n",
-            r#"{"reason":"compiler-message","message":{"level":"warning","code":null,"message":"summary","spans":[]}}"#, "\n",
-            r#"{"reason":"build-finished","success":true}"#, "\n",
+            r#"{"reason":"compiler-message","message":{"level":"warning","code":{"code":"clippy::x"},"message":"needless borrow","spans":[{"file_name":"src/lib.rs","line_start":7}]}}"#,
+            "\n",
+            r#"{"reason":"compiler-message","message":{"level":"warning","code":null,"message":"summary","spans":[]}}"#,
+            "\n",
+            r#"{"reason":"build-finished","success":true}"#,
+            "\n",
         );
-        let rust = crate::profile::LanguageProfile::parse("rust.toml", include_str!("../tools/rust.toml")).unwrap();
+        let rust =
+            crate::profile::LanguageProfile::parse("rust.toml", include_str!("../tools/rust.toml"))
+                .unwrap();
         let tool = &rust.dimensions[&crate::checker::Checker::Lint].tools[0];
-        let found = tool.count.locate(clippy, tool.locate.as_ref().expect("clippy is located"), 50);
-        assert_eq!(found, vec![Location { file: "src/lib.rs".into(), line: 7, message: "needless borrow".into() }]);
-        assert_eq!(CountSpec::Lines { contains: None }.locate("a\nb\n", &locate, 50), vec![], "line counts have no places");
+        let found = tool
+            .count
+            .locate(clippy, tool.locate.as_ref().expect("clippy is located"), 50);
+        assert_eq!(
+            found,
+            vec![Location {
+                file: "src/lib.rs".into(),
+                line: 7,
+                message: "needless borrow".into()
+            }]
+        );
+        assert_eq!(
+            CountSpec::Lines { contains: None }.locate("a\nb\n", &locate, 50),
+            vec![],
+            "line counts have no places"
+        );
     }
-
 }

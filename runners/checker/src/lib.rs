@@ -41,8 +41,8 @@ pub use error::CheckerError;
 #[cfg(feature = "exec")]
 pub use git::{diff_between, diff_text_between, export_tree};
 pub use normalize::{DIFF_SIZE_SOFT_CAP_LINES, DIFF_SIZE_ZERO_AT_LINES, DiffSizeConfig, Normalize};
+pub use payload::CheckerPayload;
 pub use profile::{DimensionProfile, LanguageProfile, PROFILE_SOURCES, ToolSpec, shipped_profiles};
 pub use report::{CheckReport, DimensionResult};
-pub use payload::CheckerPayload;
 #[cfg(feature = "exec")]
 pub use runner::{CANCEL_SIGNAL, CheckerRunner, check};

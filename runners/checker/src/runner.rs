@@ -134,7 +134,11 @@ impl Runner for CheckerRunner {
         if let Some(fetch) = payload.fetch.clone() {
             // A fleet job's repository: read from this worker's mirror cache.
             let root = skillforge_runner_process::mirror::mirror_root(&ctx.scratch_dir);
-            let revs: Vec<String> = [&payload.base, &payload.head].into_iter().flatten().cloned().collect();
+            let revs: Vec<String> = [&payload.base, &payload.head]
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect();
             let mirror = tokio::task::spawn_blocking(move || {
                 let revs: Vec<&str> = revs.iter().map(String::as_str).collect();
                 skillforge_runner_process::mirror::ensure_mirror(&root, &fetch, &revs)

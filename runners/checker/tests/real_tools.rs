@@ -91,15 +91,11 @@ fn profile(language: &str) -> LanguageProfile {
 
 /// (tool, count, score) of `language` in dimension `name`; panics with the report when absent.
 fn measured(report: &CheckReport, name: &str, language: &str) -> (String, u64, f64) {
-    let dimension = report
-        .dimensions
-        .iter()
-        .find(|d| d.name == name)
-        .unwrap();
+    let dimension = report.dimensions.iter().find(|d| d.name == name).unwrap();
     let entry: &Value = &dimension.raw["languages"][language];
-    let tool = entry["tool"].as_str().unwrap_or_else(|| {
-        panic!("{name}/{language} was not measured: {dimension:?}")
-    });
+    let tool = entry["tool"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{name}/{language} was not measured: {dimension:?}"));
     (
         tool.to_owned(),
         entry["count"].as_u64().unwrap(),
@@ -133,7 +129,14 @@ fn python_clones() -> Vec<(&'static str, String)> {
                 text.push_str(&format!("    total = total + values[{i}] * {i}\n"));
             }
             text.push_str("    return total\n");
-            (if *name == "dup1" { "pkg/dup1.py" } else { "pkg/dup2.py" }, text)
+            (
+                if *name == "dup1" {
+                    "pkg/dup1.py"
+                } else {
+                    "pkg/dup2.py"
+                },
+                text,
+            )
         })
         .collect()
 }
@@ -152,13 +155,25 @@ async fn python_profile_measures_ruff_radon_and_jscpd_output() {
     )
     .await;
     let (tool, count, score) = measured(&report, "lint", "python");
-    assert_eq!((tool.as_str(), count), ("ruff", 2), "F401 twice: {report:?}");
+    assert_eq!(
+        (tool.as_str(), count),
+        ("ruff", 2),
+        "F401 twice: {report:?}"
+    );
     assert!(close(score, 0.9), "1 - 0.05 * 2: {score}");
     let (tool, count, score) = measured(&report, "complexity", "python");
-    assert_eq!((tool.as_str(), count), ("radon", 1), "pick() is over 15: {report:?}");
+    assert_eq!(
+        (tool.as_str(), count),
+        ("radon", 1),
+        "pick() is over 15: {report:?}"
+    );
     assert!(close(score, 0.9), "1 - 0.1 * 1: {score}");
     let (tool, count, score) = measured(&report, "duplication", "python");
-    assert_eq!((tool.as_str(), count), ("jscpd", 1), "one clone: {report:?}");
+    assert_eq!(
+        (tool.as_str(), count),
+        ("jscpd", 1),
+        "one clone: {report:?}"
+    );
     assert!(close(score, 0.9), "{score}");
 }
 
@@ -169,7 +184,11 @@ async fn python_complexity_falls_back_to_lizard() {
     let mut python = profile("python");
     let complexity = python.dimensions.get_mut(&Checker::Complexity).unwrap();
     complexity.tools.retain(|t| t.name == "lizard");
-    assert_eq!(complexity.tools.len(), 1, "the shipped profile lists lizard");
+    assert_eq!(
+        complexity.tools.len(),
+        1,
+        "the shipped profile lists lizard"
+    );
     let report = measure(
         &[("pkg/pick.py", python_module())],
         vec![Checker::Complexity],
@@ -191,7 +210,9 @@ fn javascript_files() -> Vec<(&'static str, String)> {
         for i in 0..14 {
             text.push_str(&format!("  total = total + values[{i}] * {i};\n"));
         }
-        text.push_str(&format!("  return total;\n}}\nmodule.exports = {{ sum_{n} }};\n"));
+        text.push_str(&format!(
+            "  return total;\n}}\nmodule.exports = {{ sum_{n} }};\n"
+        ));
         text
     };
     let mut branches = String::from("function g(x) {\n");
@@ -234,7 +255,11 @@ async fn javascript_profile_measures_eslint_jscpd_and_lizard_output() {
     assert_eq!((tool.as_str(), count), ("jscpd", 1), "{report:?}");
     assert!(close(score, 0.9), "{score}");
     let (tool, count, score) = measured(&report, "complexity", "javascript");
-    assert_eq!((tool.as_str(), count), ("lizard", 1), "g() is over 15: {report:?}");
+    assert_eq!(
+        (tool.as_str(), count),
+        ("lizard", 1),
+        "g() is over 15: {report:?}"
+    );
     assert!(close(score, 0.9), "{score}");
 }
 

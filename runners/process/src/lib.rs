@@ -51,8 +51,8 @@ pub use payload::{
 #[cfg(feature = "exec")]
 pub use reap::RUN_ID_ENV;
 #[cfg(feature = "exec")]
-pub use spawn::NEVER_INHERITED;
-#[cfg(feature = "exec")]
 pub use run::{run_process, run_process_with_output};
 #[cfg(feature = "exec")]
 pub use runner::{ATTEMPT_ENV, FENCING_TOKEN_ENV, JOB_ID_ENV, ProcessRunner};
+#[cfg(feature = "exec")]
+pub use spawn::NEVER_INHERITED;

@@ -28,11 +28,20 @@ fn git(dir: Option<&Path>, args: &[&str]) -> Result<String, String> {
         cmd.arg("-C").arg(d);
     }
     cmd.args(args).env("GIT_TERMINAL_PROMPT", "0");
-    let out = cmd.output().map_err(|e| format!("run `git {}`: {e} (is git installed on this worker?)", args.join(" ")))?;
+    let out = cmd.output().map_err(|e| {
+        format!(
+            "run `git {}`: {e} (is git installed on this worker?)",
+            args.join(" ")
+        )
+    })?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     } else {
-        Err(format!("`git {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+        Err(format!(
+            "`git {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
     }
 }
 
@@ -43,26 +52,49 @@ fn git(dir: Option<&Path>, args: &[&str]) -> Result<String, String> {
 /// # Errors
 /// A message naming the URL and the git error, or the commit the URL does not have.
 pub fn ensure_mirror(root: &Path, fetch: &RepoFetch, commits: &[&str]) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(root).map_err(|e| format!("create mirror cache `{}`: {e}", root.display()))?;
+    std::fs::create_dir_all(root)
+        .map_err(|e| format!("create mirror cache `{}`: {e}", root.display()))?;
     let name = hex::encode(Sha256::digest(fetch.key.as_bytes()))[..16].to_owned();
     let lock_path = root.join(format!("{name}.lock"));
-    let lock = std::fs::File::create(&lock_path).map_err(|e| format!("create `{}`: {e}", lock_path.display()))?;
-    lock.lock().map_err(|e| format!("lock `{}`: {e}", lock_path.display()))?;
+    let lock = std::fs::File::create(&lock_path)
+        .map_err(|e| format!("create `{}`: {e}", lock_path.display()))?;
+    lock.lock()
+        .map_err(|e| format!("lock `{}`: {e}", lock_path.display()))?;
     let mirror = root.join(format!("{name}.git"));
     if !mirror.join("HEAD").is_file() {
         let shown = mirror.display().to_string();
         git(None, &["init", "--quiet", "--bare", &shown])?;
     }
-    let have = |c: &str| git(Some(&mirror), &["cat-file", "-e", &format!("{c}^{{commit}}")]).is_ok();
+    let have = |c: &str| {
+        git(
+            Some(&mirror),
+            &["cat-file", "-e", &format!("{c}^{{commit}}")],
+        )
+        .is_ok()
+    };
     if !commits.iter().all(|c| have(c)) {
-        git(Some(&mirror), &["fetch", "--quiet", "--force", "--prune", "--tags", &fetch.url, "+refs/heads/*:refs/heads/*"])
-            .map_err(|e| format!("fetch `{}` into the mirror cache: {e}", fetch.url))?;
+        git(
+            Some(&mirror),
+            &[
+                "fetch",
+                "--quiet",
+                "--force",
+                "--prune",
+                "--tags",
+                &fetch.url,
+                "+refs/heads/*:refs/heads/*",
+            ],
+        )
+        .map_err(|e| format!("fetch `{}` into the mirror cache: {e}", fetch.url))?;
     }
     for commit in commits {
         if !have(commit) {
             let fetched = git(Some(&mirror), &["fetch", "--quiet", &fetch.url, commit]);
             if fetched.is_err() || !have(commit) {
-                return Err(format!("commit `{commit}` is not in `{}` (push it, or verify a checkout without that remote)", fetch.url));
+                return Err(format!(
+                    "commit `{commit}` is not in `{}` (push it, or verify a checkout without that remote)",
+                    fetch.url
+                ));
             }
         }
     }
@@ -85,7 +117,11 @@ mod tests {
             .env("GIT_COMMITTER_EMAIL", "t@t")
             .output()
             .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 
@@ -100,18 +136,36 @@ mod tests {
         run(&src, &["commit", "-qm", "one"]);
         let first = run(&src, &["rev-parse", "HEAD"]);
         let root = dir.path().join("mirrors");
-        let by_url = RepoFetch { url: src.display().to_string(), key: src.display().to_string() };
+        let by_url = RepoFetch {
+            url: src.display().to_string(),
+            key: src.display().to_string(),
+        };
         let mirror = ensure_mirror(&root, &by_url, &[&first]).unwrap();
         assert!(mirror.join("HEAD").is_file());
         std::fs::write(src.join("a"), "2").unwrap();
         run(&src, &["commit", "-qam", "two"]);
         let second = run(&src, &["rev-parse", "HEAD"]);
-        assert_eq!(ensure_mirror(&root, &by_url, &[&second]).unwrap(), mirror, "the same key reuses its mirror");
-        let err = ensure_mirror(&root, &by_url, &["0123456789012345678901234567890123456789"]).unwrap_err();
+        assert_eq!(
+            ensure_mirror(&root, &by_url, &[&second]).unwrap(),
+            mirror,
+            "the same key reuses its mirror"
+        );
+        let err = ensure_mirror(
+            &root,
+            &by_url,
+            &["0123456789012345678901234567890123456789"],
+        )
+        .unwrap_err();
         assert!(err.contains("is not in"), "{err}");
         let bundle = dir.path().join("repo.bundle");
-        run(&src, &["bundle", "create", &bundle.display().to_string(), "--all"]);
-        let by_bundle = RepoFetch { url: bundle.display().to_string(), key: "bundle:h:/src".into() };
+        run(
+            &src,
+            &["bundle", "create", &bundle.display().to_string(), "--all"],
+        );
+        let by_bundle = RepoFetch {
+            url: bundle.display().to_string(),
+            key: "bundle:h:/src".into(),
+        };
         let other = ensure_mirror(&root, &by_bundle, &[&second]).unwrap();
         assert_ne!(other, mirror);
     }

@@ -148,7 +148,10 @@ mod tests {
             true,
         );
         check(Command::Argv(vec!["/usr/bin/bash".into()]), true);
-        check(Command::Argv(vec!["bwrap".into(), "--unshare-pid".into()]), true);
+        check(
+            Command::Argv(vec!["bwrap".into(), "--unshare-pid".into()]),
+            true,
+        );
         check(Command::Argv(vec!["python3".into()]), false);
         check(Command::Argv(vec!["/bin/shx".into()]), false);
         check(Command::Argv(Vec::new()), false);

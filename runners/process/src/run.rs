@@ -101,20 +101,14 @@ pub async fn run_process_with_output(
     let stdin_task = feed_stdin(&mut child, payload.stdin.as_deref());
     let stop_reading = CancellationToken::new();
     let cap = payload.effective_max_output_bytes();
-    let stdout_task = child
-        .stdout
-        .take()
-        .map(|pipe| {
-            let live = output.map(|o| (o.clone(), OutputStream::Stdout));
-            tokio::spawn(capture_stream(pipe, cap, false, stop_reading.clone(), live))
-        });
-    let stderr_task = child
-        .stderr
-        .take()
-        .map(|pipe| {
-            let live = output.map(|o| (o.clone(), OutputStream::Stderr));
-            tokio::spawn(capture_stream(pipe, cap, true, stop_reading.clone(), live))
-        });
+    let stdout_task = child.stdout.take().map(|pipe| {
+        let live = output.map(|o| (o.clone(), OutputStream::Stdout));
+        tokio::spawn(capture_stream(pipe, cap, false, stop_reading.clone(), live))
+    });
+    let stderr_task = child.stderr.take().map(|pipe| {
+        let live = output.map(|o| (o.clone(), OutputStream::Stderr));
+        tokio::spawn(capture_stream(pipe, cap, true, stop_reading.clone(), live))
+    });
 
     let waited = wait_or_terminate(
         &mut child,

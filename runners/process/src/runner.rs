@@ -2,7 +2,9 @@
 
 use std::path::Path;
 
-use skillforge_runner::{RunContext, RunOutcome, RunSpec, Runner, RunnerError, RunnerPayload, parse_payload};
+use skillforge_runner::{
+    RunContext, RunOutcome, RunSpec, Runner, RunnerError, RunnerPayload, parse_payload,
+};
 
 use crate::orphans::start_orphan_sweeper;
 use crate::payload::ProcessPayload;
@@ -44,9 +46,15 @@ impl Runner for ProcessRunner {
     async fn run(&self, spec: &RunSpec, ctx: &RunContext) -> Result<RunOutcome, RunnerError> {
         let mut payload: ProcessPayload = parse_payload(spec)?;
         if ctx.fencing_token > 0 {
-            payload.env.insert(JOB_ID_ENV.to_owned(), spec.job_id.clone());
-            payload.env.insert(ATTEMPT_ENV.to_owned(), ctx.attempt.to_string());
-            payload.env.insert(FENCING_TOKEN_ENV.to_owned(), ctx.fencing_token.to_string());
+            payload
+                .env
+                .insert(JOB_ID_ENV.to_owned(), spec.job_id.clone());
+            payload
+                .env
+                .insert(ATTEMPT_ENV.to_owned(), ctx.attempt.to_string());
+            payload
+                .env
+                .insert(FENCING_TOKEN_ENV.to_owned(), ctx.fencing_token.to_string());
         }
         run_process_with_output(&payload, spec.timeout, &ctx.cancel, Some(&ctx.output)).await
     }

@@ -581,7 +581,11 @@ async fn a_leased_run_sees_its_job_id_attempt_and_fencing_token() {
     let dir = tempfile::tempdir().expect("tempdir");
     let line = "echo \"$SKILLFORGE_JOB_ID/$SKILLFORGE_JOB_ATTEMPT/$SKILLFORGE_FENCING_TOKEN\"";
     let mut payload = serde_json::json!({ "command": { "shell": line }, "env": { "SKILLFORGE_FENCING_TOKEN": "99" } });
-    let spec = RunSpec { job_id: "job-7".into(), payload: payload.take(), timeout: LONG };
+    let spec = RunSpec {
+        job_id: "job-7".into(),
+        payload: payload.take(),
+        timeout: LONG,
+    };
     let mut ctx = RunContext::detached(dir.path().to_owned());
     let unleased = ProcessRunner.run(&spec, &ctx).await.expect("run");
     assert_eq!(unleased.stdout_tail, "//99\n");

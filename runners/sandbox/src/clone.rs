@@ -81,12 +81,15 @@ pub(crate) fn resolve_rev(repo: &Path, rev: &str) -> Result<ResolvedRev, Sandbox
 }
 
 fn open_live(repo: &Path) -> Result<Repository, SandboxError> {
-    Repository::open_ext(repo, RepositoryOpenFlags::NO_SEARCH, std::iter::empty::<&str>()).map_err(|e| {
-        SandboxError::NotARepo {
-            path: repo.to_owned(),
-            host: worker_host(),
-            message: e.message().to_owned(),
-        }
+    Repository::open_ext(
+        repo,
+        RepositoryOpenFlags::NO_SEARCH,
+        std::iter::empty::<&str>(),
+    )
+    .map_err(|e| SandboxError::NotARepo {
+        path: repo.to_owned(),
+        host: worker_host(),
+        message: e.message().to_owned(),
     })
 }
 
@@ -97,12 +100,21 @@ fn open_live(repo: &Path) -> Result<Repository, SandboxError> {
 /// # Errors
 /// [`SandboxError::Provision`] naming `dest` and `repo` when libgit2's clone or checkout fails
 /// (a failure of the direct way is not an error: it falls back).
-pub(crate) fn clone_at(repo: &Path, resolved: &ResolvedRev, dest: &Path) -> Result<CloneWay, SandboxError> {
+pub(crate) fn clone_at(
+    repo: &Path,
+    resolved: &ResolvedRev,
+    dest: &Path,
+) -> Result<CloneWay, SandboxError> {
     clone_with_limit(repo, resolved, dest, MAX_LOOSE_TO_PACK)
 }
 
 /// [`clone_at`] with `max_loose` in place of [`MAX_LOOSE_TO_PACK`].
-fn clone_with_limit(repo: &Path, resolved: &ResolvedRev, dest: &Path, max_loose: usize) -> Result<CloneWay, SandboxError> {
+fn clone_with_limit(
+    repo: &Path,
+    resolved: &ResolvedRev,
+    dest: &Path,
+    max_loose: usize,
+) -> Result<CloneWay, SandboxError> {
     let reason = match clone_direct(resolved, dest, max_loose) {
         Ok(()) => return Ok(CloneWay::Direct),
         Err(Fallback::Unsupported(reason)) => reason,
@@ -147,22 +159,30 @@ fn clone_direct(resolved: &ResolvedRev, dest: &Path, max_loose: usize) -> Result
             return Err(Fallback::Unsupported(format!("the repository has {what}")));
         }
     }
-    let live = Repository::open_ext(source, RepositoryOpenFlags::NO_SEARCH | RepositoryOpenFlags::BARE, std::iter::empty::<&str>())
-        .map_err(|e| Fallback::Unsupported(format!("open {}: {}", source.display(), e.message())))?;
+    let live = Repository::open_ext(
+        source,
+        RepositoryOpenFlags::NO_SEARCH | RepositoryOpenFlags::BARE,
+        std::iter::empty::<&str>(),
+    )
+    .map_err(|e| Fallback::Unsupported(format!("open {}: {}", source.display(), e.message())))?;
     let format = git2::Config::open(&source.join("config"))
         .and_then(|config| config.get_i32("core.repositoryformatversion"))
         .unwrap_or(0);
     if format != 0 {
-        return Err(Fallback::Unsupported(format!("repository format version {format}")));
+        return Err(Fallback::Unsupported(format!(
+            "repository format version {format}"
+        )));
     }
-    let loose = loose_objects(&objects).map_err(|e| Fallback::Unsupported(format!("list loose objects: {e}")))?;
+    let loose = loose_objects(&objects)
+        .map_err(|e| Fallback::Unsupported(format!("list loose objects: {e}")))?;
     if loose.len() > max_loose {
         return Err(Fallback::Unsupported(format!(
             "{} loose objects (more than {max_loose} are hard-linked, not packed)",
             loose.len()
         )));
     }
-    let refs = kept_refs(&live).map_err(|e| Fallback::Unsupported(format!("read refs: {}", e.message())))?;
+    let refs = kept_refs(&live)
+        .map_err(|e| Fallback::Unsupported(format!("read refs: {}", e.message())))?;
 
     let git_dir = dest.join(".git");
     let pack_dir = git_dir.join("objects/pack");
@@ -170,28 +190,44 @@ fn clone_direct(resolved: &ResolvedRev, dest: &Path, max_loose: usize) -> Result
     for dir in ["refs/heads", "refs/tags"] {
         fs::create_dir_all(git_dir.join(dir)).map_err(|e| failed("create refs")(e.to_string()))?;
     }
-    link_packs(&objects.join("pack"), &pack_dir).map_err(|e| failed("link packs")(e.to_string()))?;
+    link_packs(&objects.join("pack"), &pack_dir)
+        .map_err(|e| failed("link packs")(e.to_string()))?;
     if !loose.is_empty() {
-        let mut builder = live.packbuilder().map_err(|e| failed("pack builder")(e.message().to_owned()))?;
+        let mut builder = live
+            .packbuilder()
+            .map_err(|e| failed("pack builder")(e.message().to_owned()))?;
         for oid in &loose {
             builder
                 .insert_object(*oid, None)
                 .map_err(|e| failed("pack loose objects")(format!("{oid}: {}", e.message())))?;
         }
-        builder.write(&pack_dir, 0).map_err(|e| failed("write the pack")(e.message().to_owned()))?;
+        builder
+            .write(&pack_dir, 0)
+            .map_err(|e| failed("write the pack")(e.message().to_owned()))?;
     }
     let mut packed = String::from("# pack-refs with: sorted \n");
     for (name, oid) in &refs {
         packed.push_str(&format!("{oid} {name}\n"));
     }
     let config = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n";
-    for (file, text) in [("packed-refs", packed.as_str()), ("config", config), ("HEAD", &format!("{}\n", resolved.commit))] {
+    for (file, text) in [
+        ("packed-refs", packed.as_str()),
+        ("config", config),
+        ("HEAD", &format!("{}\n", resolved.commit)),
+    ] {
         fs::write(git_dir.join(file), text).map_err(|e| failed(file)(e.to_string()))?;
     }
-    let clone = Repository::open_ext(dest, RepositoryOpenFlags::NO_SEARCH, std::iter::empty::<&str>())
-        .map_err(|e| failed("open the clone")(e.message().to_owned()))?;
-    let oid = Oid::from_str(&resolved.commit).map_err(|e| failed("commit id")(e.message().to_owned()))?;
-    let commit = clone.find_commit(oid).map_err(|e| failed("find the commit in the clone")(e.message().to_owned()))?;
+    let clone = Repository::open_ext(
+        dest,
+        RepositoryOpenFlags::NO_SEARCH,
+        std::iter::empty::<&str>(),
+    )
+    .map_err(|e| failed("open the clone")(e.message().to_owned()))?;
+    let oid =
+        Oid::from_str(&resolved.commit).map_err(|e| failed("commit id")(e.message().to_owned()))?;
+    let commit = clone
+        .find_commit(oid)
+        .map_err(|e| failed("find the commit in the clone")(e.message().to_owned()))?;
     let mut checkout = CheckoutBuilder::new();
     checkout.force();
     clone
@@ -211,13 +247,19 @@ fn loose_objects(objects: &Path) -> io::Result<Vec<Oid>> {
     for entry in entries {
         let entry = entry?;
         let name = entry.file_name();
-        let Some(prefix) = name.to_str().filter(|n| n.len() == 2 && n.bytes().all(|b| b.is_ascii_hexdigit())) else {
+        let Some(prefix) = name
+            .to_str()
+            .filter(|n| n.len() == 2 && n.bytes().all(|b| b.is_ascii_hexdigit()))
+        else {
             continue;
         };
         for object in fs::read_dir(entry.path())? {
             let object = object?;
             let rest = object.file_name();
-            let Some(rest) = rest.to_str().filter(|n| n.len() == 38 && n.bytes().all(|b| b.is_ascii_hexdigit())) else {
+            let Some(rest) = rest
+                .to_str()
+                .filter(|n| n.len() == 38 && n.bytes().all(|b| b.is_ascii_hexdigit()))
+            else {
                 continue; // a temporary file of a writer
             };
             if let Ok(oid) = Oid::from_str(&format!("{prefix}{rest}")) {
@@ -262,7 +304,9 @@ fn link_packs(from: &Path, to: &Path) -> io::Result<()> {
     for entry in entries {
         let entry = entry?;
         let name = entry.file_name();
-        let wanted = name.to_str().is_some_and(|n| n.starts_with("pack-") || n.starts_with("multi-pack-index"));
+        let wanted = name
+            .to_str()
+            .is_some_and(|n| n.starts_with("pack-") || n.starts_with("multi-pack-index"));
         if !wanted || !entry.file_type()?.is_file() {
             continue;
         }
@@ -331,7 +375,12 @@ mod tests {
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .output()
             .expect("run git");
-        assert!(output.status.success(), "git {args:?} in {}: {}", dir.display(), String::from_utf8_lossy(&output.stderr));
+        assert!(
+            output.status.success(),
+            "git {args:?} in {}: {}",
+            dir.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
         String::from_utf8_lossy(&output.stdout).trim().to_owned()
     }
 
@@ -355,7 +404,11 @@ mod tests {
         commit_file(&repo, "c.txt", "c\n");
         git(&repo, &["tag", "light"]);
         commit_file(&repo, "d.sh", "#!/bin/sh\n");
-        std::process::Command::new("chmod").arg("+x").arg(repo.join("d.sh")).status().expect("chmod");
+        std::process::Command::new("chmod")
+            .arg("+x")
+            .arg(repo.join("d.sh"))
+            .status()
+            .expect("chmod");
         git(&repo, &["add", "d.sh"]);
         git(&repo, &["commit", "-q", "-m", "mode"]);
         repo
@@ -368,11 +421,18 @@ mod tests {
     /// What a verifier can see of a clone through git: HEAD, whether it is detached, the refs,
     /// the history, the checked-out files, the work tree's status, remotes and `describe`.
     fn observed(clone: &Path) -> Vec<String> {
-        let detached = Command::new("git").args(["symbolic-ref", "-q", "HEAD"]).current_dir(clone).status().expect("git");
+        let detached = Command::new("git")
+            .args(["symbolic-ref", "-q", "HEAD"])
+            .current_dir(clone)
+            .status()
+            .expect("git");
         vec![
             git(clone, &["rev-parse", "HEAD"]),
             format!("detached={}", !detached.success()),
-            git(clone, &["for-each-ref", "--format=%(refname) %(objectname)"]),
+            git(
+                clone,
+                &["for-each-ref", "--format=%(refname) %(objectname)"],
+            ),
             git(clone, &["log", "--format=%H %s", "HEAD"]),
             git(clone, &["ls-files", "-s"]),
             git(clone, &["status", "--porcelain", "--untracked-files=all"]),
@@ -400,17 +460,29 @@ mod tests {
         let head = resolved(&repo, "HEAD");
         let direct = root.path().join("direct");
         let full = root.path().join("full");
-        assert_eq!(clone_at(&repo, &head, &direct).expect("direct clone"), CloneWay::Direct);
+        assert_eq!(
+            clone_at(&repo, &head, &direct).expect("direct clone"),
+            CloneWay::Direct
+        );
         clone_libgit2(&repo, &head, &full).expect("libgit2 clone");
         assert_eq!(observed(&direct), observed(&full));
         git(&direct, &["fsck", "--full", "--strict", "--no-dangling"]);
         assert!(!direct.join(".git/objects/info/alternates").exists());
-        assert_eq!(std::fs::read_to_string(direct.join("d.sh")).expect("read"), "#!/bin/sh\n");
-        assert!(direct.join("d.sh").metadata().expect("meta").mode() & 0o100 != 0, "the executable bit is checked out");
+        assert_eq!(
+            std::fs::read_to_string(direct.join("d.sh")).expect("read"),
+            "#!/bin/sh\n"
+        );
+        assert!(
+            direct.join("d.sh").metadata().expect("meta").mode() & 0o100 != 0,
+            "the executable bit is checked out"
+        );
         // An older rev: the commit checked out, the same refs.
         let older = resolved(&repo, "v1");
         let at_v1 = root.path().join("at-v1");
-        assert_eq!(clone_at(&repo, &older, &at_v1).expect("clone at v1"), CloneWay::Direct);
+        assert_eq!(
+            clone_at(&repo, &older, &at_v1).expect("clone at v1"),
+            CloneWay::Direct
+        );
         assert_eq!(git(&at_v1, &["rev-parse", "HEAD"]), older.commit);
         assert!(!at_v1.join("c.txt").exists());
         assert_eq!(git(&at_v1, &["status", "--porcelain"]), "");
@@ -421,17 +493,30 @@ mod tests {
         let root = tempfile::tempdir().expect("tempdir");
         let repo = live_repo(root.path());
         let dest = root.path().join("clone");
-        assert_eq!(clone_at(&repo, &resolved(&repo, "HEAD"), &dest).expect("clone"), CloneWay::Direct);
+        assert_eq!(
+            clone_at(&repo, &resolved(&repo, "HEAD"), &dest).expect("clone"),
+            CloneWay::Direct
+        );
         let mut live_loose = BTreeSet::new();
-        for entry in std::fs::read_dir(repo.join(".git/objects")).expect("read").flatten() {
+        for entry in std::fs::read_dir(repo.join(".git/objects"))
+            .expect("read")
+            .flatten()
+        {
             if entry.file_name().len() == 2 {
                 inodes(&entry.path(), &mut live_loose);
             }
         }
-        assert!(live_loose.len() >= 6, "the fixture has loose objects: {}", live_loose.len());
+        assert!(
+            live_loose.len() >= 6,
+            "the fixture has loose objects: {}",
+            live_loose.len()
+        );
         let mut cloned = BTreeSet::new();
         inodes(&dest.join(".git"), &mut cloned);
-        assert!(live_loose.is_disjoint(&cloned), "a loose object of the live repository is hard-linked into the clone");
+        assert!(
+            live_loose.is_disjoint(&cloned),
+            "a loose object of the live repository is hard-linked into the clone"
+        );
         // The packs are hard-linked, as `git clone --local` does.
         let mut live_packs = BTreeSet::new();
         inodes(&repo.join(".git/objects/pack"), &mut live_packs);
@@ -445,25 +530,49 @@ mod tests {
         // Too many loose objects for the limit.
         let dest = root.path().join("over-limit");
         let way = clone_with_limit(&repo, &resolved(&repo, "HEAD"), &dest, 3).expect("clone");
-        assert!(matches!(&way, CloneWay::Libgit2 { reason } if reason.contains("loose objects")), "{way:?}");
+        assert!(
+            matches!(&way, CloneWay::Libgit2 { reason } if reason.contains("loose objects")),
+            "{way:?}"
+        );
         assert_eq!(git(&dest, &["status", "--porcelain"]), "");
 
         // A repository borrowing objects through alternates.
         let borrower = root.path().join("borrower");
-        git(root.path(), &["clone", "-q", "--shared", repo.to_str().expect("utf-8"), "borrower"]);
+        git(
+            root.path(),
+            &[
+                "clone",
+                "-q",
+                "--shared",
+                repo.to_str().expect("utf-8"),
+                "borrower",
+            ],
+        );
         let dest = root.path().join("from-borrower");
         let way = clone_at(&borrower, &resolved(&borrower, "HEAD"), &dest).expect("clone");
-        assert!(matches!(&way, CloneWay::Libgit2 { reason } if reason.contains("alternates")), "{way:?}");
-        assert_eq!(git(&dest, &["rev-parse", "HEAD"]), resolved(&repo, "HEAD").commit);
+        assert!(
+            matches!(&way, CloneWay::Libgit2 { reason } if reason.contains("alternates")),
+            "{way:?}"
+        );
+        assert_eq!(
+            git(&dest, &["rev-parse", "HEAD"]),
+            resolved(&repo, "HEAD").commit
+        );
 
         // A repository format with extensions.
         let extended = root.path().join("extended");
-        git(root.path(), &["clone", "-q", repo.to_str().expect("utf-8"), "extended"]);
+        git(
+            root.path(),
+            &["clone", "-q", repo.to_str().expect("utf-8"), "extended"],
+        );
         git(&extended, &["config", "core.repositoryformatversion", "1"]);
         git(&extended, &["config", "extensions.worktreeConfig", "true"]);
         let dest = root.path().join("from-extended");
         let way = clone_at(&extended, &resolved(&extended, "HEAD"), &dest).expect("clone");
-        assert!(matches!(&way, CloneWay::Libgit2 { reason } if reason.contains("format version 1")), "{way:?}");
+        assert!(
+            matches!(&way, CloneWay::Libgit2 { reason } if reason.contains("format version 1")),
+            "{way:?}"
+        );
     }
 
     #[test]
@@ -474,11 +583,18 @@ mod tests {
         // clone links it without reading it, as git does.
         let corrupt = repo.join(".git/objects/ab");
         std::fs::create_dir_all(&corrupt).expect("mkdir");
-        std::fs::write(corrupt.join("cdef0123456789abcdef0123456789abcdef01"), b"not zlib").expect("write");
+        std::fs::write(
+            corrupt.join("cdef0123456789abcdef0123456789abcdef01"),
+            b"not zlib",
+        )
+        .expect("write");
         let dest = root.path().join("clone");
         let head = resolved(&repo, "HEAD");
         let way = clone_at(&repo, &head, &dest).expect("clone");
-        assert!(matches!(&way, CloneWay::Libgit2 { reason } if reason.contains("pack loose objects")), "{way:?}");
+        assert!(
+            matches!(&way, CloneWay::Libgit2 { reason } if reason.contains("pack loose objects")),
+            "{way:?}"
+        );
         assert_eq!(git(&dest, &["rev-parse", "HEAD"]), head.commit);
         assert_eq!(git(&dest, &["status", "--porcelain"]), "");
         assert!(!dest.join(".git/packed-refs").exists() || git(&dest, &["remote"]).is_empty());

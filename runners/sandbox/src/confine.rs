@@ -83,7 +83,9 @@ pub fn probe_key(program: &Path) -> Option<String> {
         "/proc/sys/kernel/unprivileged_userns_clone",
         "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
     ] {
-        let value = std::fs::read_to_string(switch).map(|v| v.trim().to_owned()).unwrap_or_else(|_| "-".into());
+        let value = std::fs::read_to_string(switch)
+            .map(|v| v.trim().to_owned())
+            .unwrap_or_else(|_| "-".into());
         key.push_str(&format!("{switch}={value}\n"));
     }
     Some(key)
@@ -92,11 +94,14 @@ pub fn probe_key(program: &Path) -> Option<String> {
 /// `program` itself when it has a directory part, else the first executable file of that name
 /// on `PATH`.
 fn find_program(program: &Path) -> Option<PathBuf> {
-    let is_executable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0);
+    let is_executable =
+        |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0);
     if program.components().count() > 1 {
         return is_executable(program).then(|| program.to_owned());
     }
-    std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(program)).find(|p| is_executable(p))
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|p| is_executable(p))
 }
 
 /// The probe of `program`, skipped when `cache` holds the current [`probe_key`]; a success is

@@ -68,10 +68,14 @@ impl Runner for SandboxRunner {
             // from the mirror like any live repository (hard links, origin removed).
             let root = skillforge_runner_process::mirror::mirror_root(&ctx.scratch_dir);
             let rev = payload.rev.clone();
-            let mirror = tokio::task::spawn_blocking(move || skillforge_runner_process::mirror::ensure_mirror(&root, &fetch, &[&rev]))
-                .await
-                .map_err(|e| RunnerError::Other(format!("mirror task failed: {e}")))?
-                .map_err(|e| RunnerError::Other(format!("on worker {}: {e}", crate::error::worker_host())))?;
+            let mirror = tokio::task::spawn_blocking(move || {
+                skillforge_runner_process::mirror::ensure_mirror(&root, &fetch, &[&rev])
+            })
+            .await
+            .map_err(|e| RunnerError::Other(format!("mirror task failed: {e}")))?
+            .map_err(|e| {
+                RunnerError::Other(format!("on worker {}: {e}", crate::error::worker_host()))
+            })?;
             payload.repo = mirror;
         }
         let budget = payload.run_budget(spec.timeout);

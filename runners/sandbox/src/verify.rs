@@ -148,7 +148,10 @@ pub async fn verify_with(
         None => None,
     };
     let dir = SandboxDir::create(&ctx.scratch_dir)?;
-    let guard = RemoveOnDrop { dir: Some(dir), left_to_caller: ctx.scratch_removed_after };
+    let guard = RemoveOnDrop {
+        dir: Some(dir),
+        left_to_caller: ctx.scratch_removed_after,
+    };
     let checkout = guard.checkout();
     let clone = {
         let (repo, resolved, dest) = (payload.repo.clone(), resolved.clone(), checkout.clone());
@@ -167,7 +170,10 @@ pub async fn verify_with(
         repo: payload.repo.clone(),
         message: format!("clone task failed: {e}"),
     });
-    let (way, confinement) = match cloned.and_then(|result| result).and_then(|way| Ok((way, confinement?))) {
+    let (way, confinement) = match cloned
+        .and_then(|result| result)
+        .and_then(|way| Ok((way, confinement?)))
+    {
         Ok(done) => done,
         Err(error) => {
             guard.finish();

@@ -221,7 +221,10 @@ async fn s38_a_command_killed_by_a_signal_fails_as_killed_in_each_confinement() 
     let (repo, _, _) = make_live_repo(root.path());
     for mode in [ConfinementMode::None, ConfinementMode::Bwrap] {
         let scratch = target_tempdir();
-        let payload = with_mode(payload(&repo, "HEAD", &["kill -USR1 $$", "touch not-run"]), mode);
+        let payload = with_mode(
+            payload(&repo, "HEAD", &["kill -USR1 $$", "touch not-run"]),
+            mode,
+        );
         let outcome = run(&payload, scratch.path()).await.expect("run");
         let report = report(&outcome);
         assert_eq!(report.verdict, Verdict::Fail, "{mode:?}: {report:#?}");

@@ -17,11 +17,19 @@ fn ab_assignments() -> Assignments {
 fn ranked_assignments() -> Assignments {
     let options = ["a", "b", "c", "d"]
         .iter()
-        .map(|l| AssignmentOption { label: (*l).into(), artifact_id: format!("art-{l}"), ..Default::default() })
+        .map(|l| AssignmentOption {
+            label: (*l).into(),
+            artifact_id: format!("art-{l}"),
+            ..Default::default()
+        })
         .collect();
     Assignments {
         run_id: "run-r".into(),
-        items: vec![BlindAssignment { item_id: "item-1".into(), options, ..Default::default() }],
+        items: vec![BlindAssignment {
+            item_id: "item-1".into(),
+            options,
+            ..Default::default()
+        }],
     }
 }
 
@@ -42,7 +50,10 @@ fn blinding_follows_the_first_hash_byte() {
 
 #[test]
 fn s95_candidate_shown_as_a_picked_a_is_stored_b() {
-    let item = (0..64).map(|n| format!("item-{n}")).find(|i| shows_candidate_as_a("run-1", i)).unwrap();
+    let item = (0..64)
+        .map(|n| format!("item-{n}"))
+        .find(|i| shows_candidate_as_a("run-1", i))
+        .unwrap();
     let asg = blind_assignment("run-1", &item, "base", "cand");
     assert_eq!(asg.a, "cand");
     assert_eq!(deblind_choice(Choice::A, &asg).unwrap(), Choice::B);
@@ -57,11 +68,21 @@ fn s94_valid_ab_response_resolves() {
     let resolved = resolve_feedback(&ab_assignments(), &file, None).unwrap();
     assert_eq!(resolved.reviewer, "alice");
     let asg = &ab_assignments().items[0];
-    let ResolvedEntry::Choice { choice, reasoning, .. } = &resolved.entries[0] else { panic!("not a choice") };
+    let ResolvedEntry::Choice {
+        choice, reasoning, ..
+    } = &resolved.entries[0]
+    else {
+        panic!("not a choice")
+    };
     assert_eq!(*choice, deblind_choice(Choice::B, asg).unwrap());
     assert_eq!(reasoning, "More concrete.");
     // The override wins over the file.
-    assert_eq!(resolve_feedback(&ab_assignments(), &file, Some("bob")).unwrap().reviewer, "bob");
+    assert_eq!(
+        resolve_feedback(&ab_assignments(), &file, Some("bob"))
+            .unwrap()
+            .reviewer,
+        "bob"
+    );
 }
 
 #[test]
@@ -70,19 +91,45 @@ fn s94_whole_response_refused_on_any_bad_item() {
     let ok1 = "  - item_id: item-001\n    choice: a\n";
     let ok2 = "  - item_id: item-002\n    choice: b\n";
     let table: Vec<(String, &str)> = vec![
-        (format!("{head}{ok1}  - item_id: item-002\n    choice: maybe\n"), "item item-002: invalid feedback choice \"maybe\""),
-        (format!("{head}{ok1}"), "feedback.yml missing feedback for item_id \"item-002\""),
-        (format!("{head}{ok1}{ok2}  - item_id: item-003\n    choice: a\n"), "unknown feedback item_id \"item-003\""),
-        (format!("{head}{ok1}{ok1}{ok2}"), "duplicate feedback item_id \"item-001\""),
-        (format!("run_id: run-2\nreviewer: a\nitems:\n{ok1}{ok2}"), "feedback run_id \"run-2\" does not match"),
-        (format!("run_id: run-1\nitems:\n{ok1}{ok2}"), "feedback reviewer is required"),
-        (format!("{head}{ok1}  - item_id: item-002\n    choice: ''\n"), "invalid feedback choice"),
+        (
+            format!("{head}{ok1}  - item_id: item-002\n    choice: maybe\n"),
+            "item item-002: invalid feedback choice \"maybe\"",
+        ),
+        (
+            format!("{head}{ok1}"),
+            "feedback.yml missing feedback for item_id \"item-002\"",
+        ),
+        (
+            format!("{head}{ok1}{ok2}  - item_id: item-003\n    choice: a\n"),
+            "unknown feedback item_id \"item-003\"",
+        ),
+        (
+            format!("{head}{ok1}{ok1}{ok2}"),
+            "duplicate feedback item_id \"item-001\"",
+        ),
+        (
+            format!("run_id: run-2\nreviewer: a\nitems:\n{ok1}{ok2}"),
+            "feedback run_id \"run-2\" does not match",
+        ),
+        (
+            format!("run_id: run-1\nitems:\n{ok1}{ok2}"),
+            "feedback reviewer is required",
+        ),
+        (
+            format!("{head}{ok1}  - item_id: item-002\n    choice: ''\n"),
+            "invalid feedback choice",
+        ),
     ];
     for (yml, want) in table {
-        let err = parse_feedback_yml(&yml).and_then(|f| resolve_feedback(&ab_assignments(), &f, None)).unwrap_err();
+        let err = parse_feedback_yml(&yml)
+            .and_then(|f| resolve_feedback(&ab_assignments(), &f, None))
+            .unwrap_err();
         assert!(err.to_string().contains(want), "got {err}, want {want}");
     }
-    assert_eq!(parse_feedback_yml("reviewer: a\n").unwrap_err(), FeedbackPacketError::MissingRunId);
+    assert_eq!(
+        parse_feedback_yml("reviewer: a\n").unwrap_err(),
+        FeedbackPacketError::MissingRunId
+    );
 }
 
 #[test]
@@ -90,10 +137,16 @@ fn bad_assignment_maps_are_refused() {
     let mut asg = ab_assignments();
     asg.items[0].candidate = asg.items[0].baseline.clone();
     let file = parse_feedback_yml("run_id: run-1\nreviewer: a\nitems: []\n").unwrap();
-    assert!(matches!(resolve_feedback(&asg, &file, None), Err(FeedbackPacketError::BadAssignment { .. })));
+    assert!(matches!(
+        resolve_feedback(&asg, &file, None),
+        Err(FeedbackPacketError::BadAssignment { .. })
+    ));
     let mut asg = ab_assignments();
     asg.items[0].b = asg.items[0].a.clone();
-    assert!(matches!(resolve_feedback(&asg, &file, None), Err(FeedbackPacketError::BadAssignment { .. })));
+    assert!(matches!(
+        resolve_feedback(&asg, &file, None),
+        Err(FeedbackPacketError::BadAssignment { .. })
+    ));
 }
 
 #[test]
@@ -118,42 +171,92 @@ items:
 "#;
     let file = parse_feedback_yml(yml).unwrap();
     let resolved = resolve_feedback(&ranked_assignments(), &file, None).unwrap();
-    let ResolvedEntry::Ranked(entry) = &resolved.entries[0] else { panic!("not ranked") };
+    let ResolvedEntry::Ranked(entry) = &resolved.entries[0] else {
+        panic!("not ranked")
+    };
     assert_eq!(entry.ranking.labels(), vec!["c", "a", "d", "b"]);
-    assert_eq!(entry.ranking.tie_groups(), vec![vec!["a".to_owned(), "d".to_owned()]]);
+    assert_eq!(
+        entry.ranking.tie_groups(),
+        vec![vec!["a".to_owned(), "d".to_owned()]]
+    );
     assert_eq!(entry.winner.as_deref(), Some("c"));
     assert_eq!(entry.useful_traits["c"], vec!["bold headline"]);
-    assert_eq!((entry.quality.as_str(), entry.continue_mode.as_str(), entry.promote.as_str()), ("strong", "refine", "yes"));
+    assert_eq!(
+        (
+            entry.quality.as_str(),
+            entry.continue_mode.as_str(),
+            entry.promote.as_str()
+        ),
+        ("strong", "refine", "yes")
+    );
 }
 
 #[test]
 fn ranked_response_refusals() {
     let base = "run_id: run-r\nreviewer: c\nitems:\n  - item_id: item-1\n";
     let table: &[(&str, &str)] = &[
-        ("    ranking: c > a > b\n", "ranking is missing option \"d\""),
-        ("    ranking: c > a > b > e\n", "ranking label \"e\" is not an option"),
-        ("    ranking: c > a > b > c\n", "ranking label \"c\" is duplicated"),
-        ("    ranking: c > a > b > d\n    winner: a\n", "winner \"a\" is not ranked first"),
+        (
+            "    ranking: c > a > b\n",
+            "ranking is missing option \"d\"",
+        ),
+        (
+            "    ranking: c > a > b > e\n",
+            "ranking label \"e\" is not an option",
+        ),
+        (
+            "    ranking: c > a > b > c\n",
+            "ranking label \"c\" is duplicated",
+        ),
+        (
+            "    ranking: c > a > b > d\n    winner: a\n",
+            "winner \"a\" is not ranked first",
+        ),
         ("    choice: a\n", "ranking is required for a ranked item"),
-        ("    ranking: [c, a, b, d]\n    useful_traits: {z: [x]}\n", "useful_traits label \"z\" is not an option"),
-        ("    ranking: c > a > b > d\n    quality: great\n", "quality \"great\" is invalid"),
-        ("    ranking: c > a > b > d\n    continue_mode: stop\n", "continue_mode \"stop\" is invalid"),
-        ("    ranking: c > a > b > d\n    promote: maybe\n", "promote \"maybe\" is invalid"),
+        (
+            "    ranking: [c, a, b, d]\n    useful_traits: {z: [x]}\n",
+            "useful_traits label \"z\" is not an option",
+        ),
+        (
+            "    ranking: c > a > b > d\n    quality: great\n",
+            "quality \"great\" is invalid",
+        ),
+        (
+            "    ranking: c > a > b > d\n    continue_mode: stop\n",
+            "continue_mode \"stop\" is invalid",
+        ),
+        (
+            "    ranking: c > a > b > d\n    promote: maybe\n",
+            "promote \"maybe\" is invalid",
+        ),
     ];
     for (tail, want) in table {
         let file = parse_feedback_yml(&format!("{base}{tail}")).unwrap();
-        let err = resolve_feedback(&ranked_assignments(), &file, None).unwrap_err().to_string();
+        let err = resolve_feedback(&ranked_assignments(), &file, None)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(want), "tail {tail:?}: got {err}, want {want}");
     }
     // A skipped ranked item needs no ranking.
     let file = parse_feedback_yml(&format!("{base}    choice: skip\n")).unwrap();
     let resolved = resolve_feedback(&ranked_assignments(), &file, None).unwrap();
-    assert!(matches!(resolved.entries[0], ResolvedEntry::Choice { choice: Choice::Skip, .. }));
+    assert!(matches!(
+        resolved.entries[0],
+        ResolvedEntry::Choice {
+            choice: Choice::Skip,
+            ..
+        }
+    ));
 }
 
 #[test]
 fn ranked_mode_rule() {
-    for (mode, count, want) in [("", 2, false), ("validate", 2, false), ("explore", 2, true), ("", 3, true), ("validate", 5, true)] {
+    for (mode, count, want) in [
+        ("", 2, false),
+        ("validate", 2, false),
+        ("explore", 2, true),
+        ("", 3, true),
+        ("validate", 5, true),
+    ] {
         assert_eq!(is_ranked_mode(mode, count), want, "{mode} {count}");
     }
 }
@@ -163,10 +266,16 @@ fn packet_files_round_trip() {
     let file = FeedbackFile {
         run_id: "run-1".into(),
         reviewer: String::new(),
-        items: vec![FeedbackEntry { item_id: "item-001".into(), ..Default::default() }],
+        items: vec![FeedbackEntry {
+            item_id: "item-001".into(),
+            ..Default::default()
+        }],
     };
     let text = render_feedback_yml(&file).unwrap();
-    assert!(text.contains("quality: ''") && !text.contains("ranking"), "{text}");
+    assert!(
+        text.contains("quality: ''") && !text.contains("ranking"),
+        "{text}"
+    );
     assert_eq!(parse_feedback_yml(&text).unwrap(), file);
     let json = serde_json::to_string(&ab_assignments()).unwrap();
     assert_eq!(parse_assignments(&json).unwrap(), ab_assignments());
@@ -177,7 +286,10 @@ fn packet_files_round_trip() {
 fn lenient_scalars_in_feedback_yml() {
     let file = parse_feedback_yml("run_id: 2026\nreviewer: alice\nitems:\n  - item_id: 001\n    choice: a\n    promote: false\n    reasoning:\n").unwrap();
     assert_eq!(file.run_id, "2026");
-    assert_eq!(file.items[0].item_id, "001", "YAML 1.2: a leading zero stays a string");
+    assert_eq!(
+        file.items[0].item_id, "001",
+        "YAML 1.2: a leading zero stays a string"
+    );
     assert_eq!(file.items[0].promote, "false");
     assert_eq!(file.items[0].reasoning, "");
 }
@@ -186,15 +298,33 @@ fn lenient_scalars_in_feedback_yml() {
 fn ab_items_check_quality_continue_mode_and_promote() {
     let head = "run_id: run-1\nreviewer: alice\nitems:\n  - item_id: item-002\n    choice: b\n  - item_id: item-001\n    choice: a\n";
     let table = [
-        ("    quality: great\n", Some("item item-001: quality \"great\" is invalid; use one of poor, acceptable, strong")),
-        ("    continue_mode: wander\n", Some("item item-001: continue_mode \"wander\" is invalid")),
-        ("    promote: maybe\n", Some("item item-001: promote \"maybe\" is invalid; use one of yes, no")),
-        ("    quality: Strong\n    continue_mode: refine\n    promote: y\n", None),
+        (
+            "    quality: great\n",
+            Some(
+                "item item-001: quality \"great\" is invalid; use one of poor, acceptable, strong",
+            ),
+        ),
+        (
+            "    continue_mode: wander\n",
+            Some("item item-001: continue_mode \"wander\" is invalid"),
+        ),
+        (
+            "    promote: maybe\n",
+            Some("item item-001: promote \"maybe\" is invalid; use one of yes, no"),
+        ),
+        (
+            "    quality: Strong\n    continue_mode: refine\n    promote: y\n",
+            None,
+        ),
     ];
     for (tail, want) in table {
-        let result = parse_feedback_yml(&format!("{head}{tail}")).and_then(|f| resolve_feedback(&ab_assignments(), &f, None));
+        let result = parse_feedback_yml(&format!("{head}{tail}"))
+            .and_then(|f| resolve_feedback(&ab_assignments(), &f, None));
         match want {
-            Some(want) => assert!(result.as_ref().is_err_and(|e| e.to_string().contains(want)), "{tail}: {result:?}"),
+            Some(want) => assert!(
+                result.as_ref().is_err_and(|e| e.to_string().contains(want)),
+                "{tail}: {result:?}"
+            ),
             None => assert!(result.is_ok(), "{tail}: {result:?}"),
         }
     }
@@ -204,11 +334,18 @@ fn ab_items_check_quality_continue_mode_and_promote() {
 fn unknown_keys_are_refused_with_their_name() {
     let ok = "run_id: run-1\nreviewer: alice\nitems:\n  - item_id: item-001\n    choice: a\n";
     assert_eq!(
-        parse_feedback_yml(&format!("{ok}reviewr: bob\n")).unwrap_err().to_string(),
+        parse_feedback_yml(&format!("{ok}reviewr: bob\n"))
+            .unwrap_err()
+            .to_string(),
         "feedback.yml: unknown key \"reviewr\"; use run_id, reviewer, items"
     );
-    let err = parse_feedback_yml(&format!("{ok}    reasonning: typo\n")).unwrap_err().to_string();
-    assert!(err.starts_with("feedback.yml item 1: unknown key \"reasonning\"; use item_id, choice"), "{err}");
+    let err = parse_feedback_yml(&format!("{ok}    reasonning: typo\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("feedback.yml item 1: unknown key \"reasonning\"; use item_id, choice"),
+        "{err}"
+    );
     assert!(parse_feedback_yml(ok).is_ok());
 }
 
@@ -266,13 +403,29 @@ proptest! {
 /// message naming the limit, before the YAML parser runs (which took 38 s of CPU on it).
 #[test]
 fn deeply_nested_feedback_yml_is_refused_at_once_naming_the_limit() {
-    let deep = format!("run_id: run-1\nitems: {}x{}\n", "[".repeat(100_000), "]".repeat(100_000));
+    let deep = format!(
+        "run_id: run-1\nitems: {}x{}\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
     let started = std::time::Instant::now();
     let e = parse_feedback_yml(&deep).unwrap_err();
     let message = e.to_string();
-    assert!(message.contains("feedback.yml") && message.contains("64 levels"), "{message}");
+    assert!(
+        message.contains("feedback.yml") && message.contains("64 levels"),
+        "{message}"
+    );
     // Far below the parser's time on it; not a benchmark, a sanity bound.
-    assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     let blocks = format!("run_id: run-1\nitems:\n{}x\n", "- ".repeat(100_000));
-    assert!(parse_feedback_yml(&blocks).unwrap_err().to_string().contains("64 levels"));
+    assert!(
+        parse_feedback_yml(&blocks)
+            .unwrap_err()
+            .to_string()
+            .contains("64 levels")
+    );
 }

@@ -61,7 +61,11 @@ pub(crate) fn ranked_package() -> TrainingPackage {
         title: "README plan".into(),
         options: labels
             .iter()
-            .map(|l| EvalReviewOption { label: (*l).into(), artifact_id: format!("art-{l}"), ..Default::default() })
+            .map(|l| EvalReviewOption {
+                label: (*l).into(),
+                artifact_id: format!("art-{l}"),
+                ..Default::default()
+            })
             .collect(),
         metadata: Some(json!({"split": "train"})),
         ..Default::default()
@@ -91,12 +95,40 @@ pub(crate) fn ranked_package() -> TrainingPackage {
 fn s01_s02_minimal_package_top_level_keys_in_go_order() {
     let text = serialize_package(&minimal_package()).unwrap();
     let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let keys: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(keys, ["kind", "contract_version", "template", "eval_run", "items", "artifacts", "feedback_events"]);
-    assert!(text.starts_with("{\n  \"kind\": \"gitmoot-skillopt-training-package\",\n  \"contract_version\": 1,\n"));
-    assert!(text.contains("\n  \"items\": [],\n  \"artifacts\": [],\n  \"feedback_events\": []\n}\n"), "{text}");
+    let keys: Vec<&str> = value
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "kind",
+            "contract_version",
+            "template",
+            "eval_run",
+            "items",
+            "artifacts",
+            "feedback_events"
+        ]
+    );
+    assert!(text.starts_with(
+        "{\n  \"kind\": \"gitmoot-skillopt-training-package\",\n  \"contract_version\": 1,\n"
+    ));
+    assert!(
+        text.contains("\n  \"items\": [],\n  \"artifacts\": [],\n  \"feedback_events\": []\n}\n"),
+        "{text}"
+    );
     // S-02: no binary_verdicts key without verdicts; S-06: no projection fields.
-    for absent in ["binary_verdicts", "has_score", "normalized", "feedback_context", "evaluator_profile", "training_mode"] {
+    for absent in [
+        "binary_verdicts",
+        "has_score",
+        "normalized",
+        "feedback_context",
+        "evaluator_profile",
+        "training_mode",
+    ] {
         assert!(!text.contains(absent), "{absent} must be absent");
     }
 }
@@ -104,7 +136,10 @@ fn s01_s02_minimal_package_top_level_keys_in_go_order() {
 #[test]
 fn go_escapes_html_in_template_content() {
     let text = serialize_package(&minimal_package()).unwrap();
-    assert!(text.contains(r"# Plan \u003ccarefully\u003e \u0026 well\n"), "{text}");
+    assert!(
+        text.contains(r"# Plan \u003ccarefully\u003e \u0026 well\n"),
+        "{text}"
+    );
     assert!(!text.contains("<carefully>"));
 }
 
@@ -112,18 +147,48 @@ fn go_escapes_html_in_template_content() {
 fn template_snapshot_and_metadata_field_order() {
     let text = serialize_package(&minimal_package().template).unwrap();
     let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let keys: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
+    let keys: Vec<&str> = value
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     assert_eq!(
         keys,
         [
-            "id", "version_id", "version_number", "version_state", "content_hash", "source_repo", "source_ref",
-            "source_path", "resolved_commit", "metadata", "content"
+            "id",
+            "version_id",
+            "version_number",
+            "version_state",
+            "content_hash",
+            "source_repo",
+            "source_ref",
+            "source_path",
+            "resolved_commit",
+            "metadata",
+            "content"
         ]
     );
-    let meta: Vec<&str> = value["metadata"].as_object().unwrap().keys().map(String::as_str).collect();
+    let meta: Vec<&str> = value["metadata"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     assert_eq!(
         meta,
-        ["id", "name", "description", "kind", "version", "capabilities", "runtime_compatibility", "tags", "inputs", "outputs"]
+        [
+            "id",
+            "name",
+            "description",
+            "kind",
+            "version",
+            "capabilities",
+            "runtime_compatibility",
+            "tags",
+            "inputs",
+            "outputs"
+        ]
     );
 }
 
@@ -155,7 +220,12 @@ fn s03_training_mode_is_top_level_only() {
     pkg.evaluator_config = Some(json!({"mode": "render-v1", "evaluator_id": "render-v1"}));
     let text = serialize_package(&pkg).unwrap();
     let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let keys: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
+    let keys: Vec<&str> = value
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     assert_eq!(&keys[..3], ["kind", "contract_version", "training_mode"]);
     assert_eq!(value["evaluator_config"]["mode"], "render-v1");
 }
@@ -186,22 +256,48 @@ fn s05_ranked_package_with_ties_passes_the_strict_validator() {
     // Round trip is byte-stable.
     assert_eq!(serialize_package(&parsed).unwrap(), text);
     let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(value["ranked_feedback_events"][0]["tie_groups"], json!([["a", "d"]]));
-    assert!(value["pairwise_preferences"].as_array().unwrap().iter().all(|p| p.get("useful_traits").is_none()));
+    assert_eq!(
+        value["ranked_feedback_events"][0]["tie_groups"],
+        json!([["a", "d"]])
+    );
+    assert!(
+        value["pairwise_preferences"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p.get("useful_traits").is_none())
+    );
 }
 
 #[test]
 fn omitempty_rules_of_nested_types() {
-    let item = EvalItem { id: "i".into(), ..Default::default() };
-    assert_eq!(crate::gojson::to_go_json_compact(&item).unwrap(), r#"{"id":"i"}"#);
-    let event = FeedbackEvent { choice: "a".into(), ..Default::default() };
+    let item = EvalItem {
+        id: "i".into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        crate::gojson::to_go_json_compact(&item).unwrap(),
+        r#"{"id":"i"}"#
+    );
+    let event = FeedbackEvent {
+        choice: "a".into(),
+        ..Default::default()
+    };
     assert_eq!(
         crate::gojson::to_go_json_compact(&event).unwrap(),
         r#"{"run_id":"","item_id":"","choice":"a","reviewer":"","source":"","created_at":""}"#
     );
-    let run = EvalRun { options_count: 0, metadata: Some(serde_json::Value::Null), ..Default::default() };
+    let run = EvalRun {
+        options_count: 0,
+        metadata: Some(serde_json::Value::Null),
+        ..Default::default()
+    };
     // A present-but-null raw field is written, as Go writes a non-empty RawMessage "null".
-    assert!(crate::gojson::to_go_json_compact(&run).unwrap().ends_with(r#""state":"","metadata":null}"#));
+    assert!(
+        crate::gojson::to_go_json_compact(&run)
+            .unwrap()
+            .ends_with(r#""state":"","metadata":null}"#)
+    );
 }
 
 /// Bytes shaped as Go's `json.MarshalIndent` writes a package built from nil slices: the
@@ -231,17 +327,35 @@ fn go_shaped_bytes_with_null_lists_and_no_omitempty_fields_parse_as_empty() {
 "#
     );
     let package = crate::validate::read_training_package(&go).expect("Go-shaped bytes read");
-    assert!(package.items.is_empty() && package.artifacts.is_empty() && package.feedback_events.is_empty());
-    assert!(package.template.metadata.tags.is_empty() && package.template.metadata.outputs.is_empty());
-    assert_eq!((package.training_mode.as_str(), package.eval_run.options_count), ("", 0));
+    assert!(
+        package.items.is_empty()
+            && package.artifacts.is_empty()
+            && package.feedback_events.is_empty()
+    );
+    assert!(
+        package.template.metadata.tags.is_empty() && package.template.metadata.outputs.is_empty()
+    );
+    assert_eq!(
+        (
+            package.training_mode.as_str(),
+            package.eval_run.options_count
+        ),
+        ("", 0)
+    );
     assert_eq!(package.feedback_context, None);
     // The Python optimizer's view still refuses the `null` lists (it crashes on them).
-    assert_eq!(validate_training_package_json(&go).unwrap_err().to_string(), "training package items must be an array");
+    assert_eq!(
+        validate_training_package_json(&go).unwrap_err().to_string(),
+        "training package items must be an array"
+    );
 
     // Nested lists: an item without options (omitempty) and an event whose ranking is `null`.
     let event = r#"{"id": "ranked-feedback:x", "run_id": "run-1", "item_id": "i1", "ranking": null, "reviewer": "r", "source": "markdown", "created_at": "t"}"#;
     let event: RankedFeedbackEvent = serde_json::from_str(event).unwrap();
-    assert!(event.ranking.is_empty() && event.tie_groups.is_empty() && event.useful_traits.is_none());
-    let item: EvalItem = serde_json::from_str(r#"{"id": "i1", "options": null, "metadata": null}"#).unwrap();
+    assert!(
+        event.ranking.is_empty() && event.tie_groups.is_empty() && event.useful_traits.is_none()
+    );
+    let item: EvalItem =
+        serde_json::from_str(r#"{"id": "i1", "options": null, "metadata": null}"#).unwrap();
     assert_eq!((item.options.len(), item.metadata), (0, None));
 }

@@ -30,9 +30,15 @@ pub trait QueueControl: QueueCore {
     ///
     /// # Errors
     /// As [`QueueControl::retry`]; nothing changes on an error.
-    async fn retry_with_payload(&self, job_id: &str, payload: &serde_json::Value) -> Result<(), EngineError> {
+    async fn retry_with_payload(
+        &self,
+        job_id: &str,
+        payload: &serde_json::Value,
+    ) -> Result<(), EngineError> {
         let _ = payload;
-        Err(EngineError::Config(format!("this queue backend cannot replace the payload of job `{job_id}`")))
+        Err(EngineError::Config(format!(
+            "this queue backend cannot replace the payload of job `{job_id}`"
+        )))
     }
 
     /// Fails the queued job `job_id` without running it, with `outcome` as its result: state
@@ -44,7 +50,11 @@ pub trait QueueControl: QueueCore {
     ///
     /// # Errors
     /// [`EngineError::NotFound`] for an unknown job; [`EngineError::Backend`] as every call.
-    async fn fail_queued(&self, job_id: &str, outcome: &skillforge_runner::RunOutcome) -> Result<bool, EngineError> {
+    async fn fail_queued(
+        &self,
+        job_id: &str,
+        outcome: &skillforge_runner::RunOutcome,
+    ) -> Result<bool, EngineError> {
         let _ = (job_id, outcome);
         Ok(false)
     }

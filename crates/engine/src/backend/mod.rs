@@ -91,7 +91,7 @@ impl<T> QueueBackend for T where
 /// one: `use skillforge_engine::backend::prelude::*;`.
 pub mod prelude {
     pub use super::{
-        QueueBackend, QueueChanges, QueueControl, QueueCore, QueueIntegrity, QueueLocks, QueueOutput,
-        QueueRecovery, QueueResults, QueueRetention, QueueRoutes, QueueTransfer,
+        QueueBackend, QueueChanges, QueueControl, QueueCore, QueueIntegrity, QueueLocks,
+        QueueOutput, QueueRecovery, QueueResults, QueueRetention, QueueRoutes, QueueTransfer,
     };
 }

@@ -41,7 +41,11 @@ pub(super) struct Scripts {
 
 /// The layout constants and `common.lua`, the start of every script.
 static PRELUDE: LazyLock<String> = LazyLock::new(|| {
-    format!("{}local LAYOUT = '{}'\n{COMMON}", super::defaults::lua_prelude(), super::migrate::LAYOUT)
+    format!(
+        "{}local LAYOUT = '{}'\n{COMMON}",
+        super::defaults::lua_prelude(),
+        super::migrate::LAYOUT
+    )
 });
 
 pub(super) fn with_prelude(body: &str) -> Script {

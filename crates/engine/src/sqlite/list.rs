@@ -53,7 +53,11 @@ pub(super) const RARE: &str = concat!(
 );
 
 /// `?1` = limit. All jobs, newest first (O(page)).
-pub(super) const ALL: &str = concat!("SELECT ", job_columns!(), " FROM jobs ORDER BY seq DESC LIMIT ?1 + 0");
+pub(super) const ALL: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM jobs ORDER BY seq DESC LIMIT ?1 + 0"
+);
 
 #[cfg(test)]
 mod tests {
@@ -73,7 +77,12 @@ mod tests {
         for b in binds {
             q = q.bind(*b);
         }
-        q.fetch_all(c).await.unwrap().iter().map(|r| r.get::<String, _>("detail")).collect()
+        q.fetch_all(c)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<String, _>("detail"))
+            .collect()
     }
 
     /// Every list statement and the lease statement read through an index, never a scan of
@@ -93,9 +102,17 @@ mod tests {
             error: None,
         };
         for i in 0..300 {
-            let id = b.enqueue(&JobSpec::new("noop", serde_json::json!({}))).await.unwrap().job_id;
+            let id = b
+                .enqueue(&JobSpec::new("noop", serde_json::json!({})))
+                .await
+                .unwrap()
+                .job_id;
             if i < 200 {
-                let l = b.lease("default", &w, 1, Duration::ZERO).await.unwrap().remove(0);
+                let l = b
+                    .lease("default", &w, 1, Duration::ZERO)
+                    .await
+                    .unwrap()
+                    .remove(0);
                 b.finish(&id, l.fencing_token, &done).await.unwrap();
                 if i < 150 {
                     b.ack_result(&id, l.fencing_token).await.unwrap();
@@ -107,13 +124,26 @@ mod tests {
             spec.queue = queue.into();
             b.enqueue(&spec).await.unwrap();
         }
-        assert_eq!(b.routes().await.unwrap(), ["a@x", "gpu@cuda"], "routed queue names, each once, in order");
+        assert_eq!(
+            b.routes().await.unwrap(),
+            ["a@x", "gpu@cuda"],
+            "routed queue names, each once, in order"
+        );
         let on_route = b.queued_on("gpu@cuda", 10).await.unwrap();
         assert_eq!(on_route.len(), 2, "the jobs queued on that route only");
-        assert!(on_route.iter().all(|j| j.spec.queue == "gpu@cuda" && j.state == JobState::Queued));
+        assert!(
+            on_route
+                .iter()
+                .all(|j| j.spec.queue == "gpu@cuda" && j.state == JobState::Queued)
+        );
         let listed = b.list(Some(JobState::Succeeded), 60).await.unwrap();
         assert_eq!(listed.len(), 60);
-        assert!(listed.windows(2).all(|p| p[0].created_at_ms >= p[1].created_at_ms), "newest first");
+        assert!(
+            listed
+                .windows(2)
+                .all(|p| p[0].created_at_ms >= p[1].created_at_ms),
+            "newest first"
+        );
         assert!(listed.iter().all(|j| j.state == JobState::Succeeded));
 
         let url = format!("sqlite://{}", path.display());
@@ -127,24 +157,43 @@ mod tests {
             ("succeeded", SUCCEEDED, &["50"]),
             ("rare", RARE, &["dead", "50"]),
             ("all", ALL, &["50"]),
-            ("lease", lease.as_str(), &["0", "default", "10", "w", "h", "1"]),
+            (
+                "lease",
+                lease.as_str(),
+                &["0", "default", "10", "w", "h", "1"],
+            ),
             ("routes", crate::sqlite::routes::ROUTES, &[]),
             ("reaper", crate::sqlite::queue::EXPIRED_LEASES, &["0", "50"]),
         ] {
             let lines = plan(&mut c, sql, binds).await;
-            let scans: Vec<&String> = lines.iter().filter(|l| l.starts_with("SCAN jobs") && !l.contains("INDEX")).collect();
+            let scans: Vec<&String> = lines
+                .iter()
+                .filter(|l| l.starts_with("SCAN jobs") && !l.contains("INDEX"))
+                .collect();
             let all_by_seq = name == "all" && lines.iter().any(|l| l == "SCAN jobs");
-            assert!(scans.is_empty() || all_by_seq, "{name} scans `jobs`: {lines:?}");
+            assert!(
+                scans.is_empty() || all_by_seq,
+                "{name} scans `jobs`: {lines:?}"
+            );
             // The routes skip-scan seeks one queue name at a time: even a walk of an index
             // would read every queued job (the `SELECT DISTINCT` it replaced did).
             if name == "routes" {
-                assert!(!lines.iter().any(|l| l.starts_with("SCAN jobs")), "routes walks `jobs`: {lines:?}");
+                assert!(
+                    !lines.iter().any(|l| l.starts_with("SCAN jobs")),
+                    "routes walks `jobs`: {lines:?}"
+                );
             }
             if name == "reaper" {
-                assert!(lines.iter().any(|l| l.contains("INDEX jobs_stale")), "{lines:?}");
+                assert!(
+                    lines.iter().any(|l| l.contains("INDEX jobs_stale")),
+                    "{lines:?}"
+                );
             }
             if name == "lease" {
-                assert!(lines.iter().any(|l| l.contains("INDEX jobs_due")), "{lines:?}");
+                assert!(
+                    lines.iter().any(|l| l.contains("INDEX jobs_due")),
+                    "{lines:?}"
+                );
             }
         }
     }

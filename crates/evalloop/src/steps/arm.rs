@@ -76,11 +76,21 @@ pub enum PrepareError {
 /// E-46: [`PrepareError::Leftover`] naming the sample dir when an arm's work dir or meta dir
 /// already exists (the earlier run is evidence: it is never cleaned); otherwise the I/O step that
 /// failed, naming the path.
-pub fn prepare_sample(sample_dir: &Path, brief: &Brief, runtime: &str, skill_dir: &Path, rival: Option<&Path>, runner: &ArmRunner) -> Result<(), PrepareError> {
+pub fn prepare_sample(
+    sample_dir: &Path,
+    brief: &Brief,
+    runtime: &str,
+    skill_dir: &Path,
+    rival: Option<&Path>,
+    runner: &ArmRunner,
+) -> Result<(), PrepareError> {
     for side in ArmSide::BOTH {
         for dir in [arm_dir(sample_dir, side), meta_dir(sample_dir, side)] {
             if dir.exists() {
-                return Err(PrepareError::Leftover { dir, sample_dir: sample_dir.to_owned() });
+                return Err(PrepareError::Leftover {
+                    dir,
+                    sample_dir: sample_dir.to_owned(),
+                });
             }
         }
     }
@@ -89,14 +99,21 @@ pub fn prepare_sample(sample_dir: &Path, brief: &Brief, runtime: &str, skill_dir
         std::fs::create_dir_all(&work).map_err(IoError::on("create", &work))?;
         std::fs::create_dir_all(meta_dir(sample_dir, side)).map_err(PrepareError::MetaDir)?;
         for (rel, text) in &brief.setup {
-            write_atomic(&work.join(rel), text.as_bytes()).map_err(|source| PrepareError::SetupFile { rel: rel.clone(), source })?;
+            write_atomic(&work.join(rel), text.as_bytes()).map_err(|source| {
+                PrepareError::SetupFile {
+                    rel: rel.clone(),
+                    source,
+                }
+            })?;
         }
         let skill = match side {
             ArmSide::With => Some(skill_dir),
             ArmSide::Without => rival,
         };
         if let Some(skill) = skill {
-            let name = skill.file_name().ok_or_else(|| PrepareError::NoSkillName(skill.to_owned()))?;
+            let name = skill
+                .file_name()
+                .ok_or_else(|| PrepareError::NoSkillName(skill.to_owned()))?;
             let target = match runner.hands_skills_over() {
                 true => meta_dir(sample_dir, side).join(HANDED_SKILL_DIR).join(name),
                 false => work.join(install_root(runtime)).join(name),
@@ -116,7 +133,9 @@ pub fn copy_tree(from: &Path, to: &Path) -> Result<(), IoError> {
     let entries = std::fs::read_dir(from).map_err(IoError::on("read", from))?;
     for entry in entries {
         let entry = entry.map_err(IoError::on("read", from))?;
-        let kind = entry.file_type().map_err(IoError::on("read", entry.path()))?;
+        let kind = entry
+            .file_type()
+            .map_err(IoError::on("read", entry.path()))?;
         let target = to.join(entry.file_name());
         if kind.is_dir() {
             copy_tree(&entry.path(), &target)?;
@@ -174,7 +193,10 @@ pub fn arm_job(stage: &StageDef, job: &ArmJob<'_>) -> Result<JobSpec, PayloadErr
     payload.project_scope_only = true;
     payload.container = job.runner.container_for(&meta, job.runtime);
     let (work_at, meta_at) = match job.ships {
-        true => (files::worker_path(SHIPPED_WORK), files::worker_path(SHIPPED_META)),
+        true => (
+            files::worker_path(SHIPPED_WORK),
+            files::worker_path(SHIPPED_META),
+        ),
         false => (work, meta.clone()),
     };
     if let Some(container) = payload.container.as_mut() {
@@ -186,7 +208,9 @@ pub fn arm_job(stage: &StageDef, job: &ArmJob<'_>) -> Result<JobSpec, PayloadErr
         }
     }
     payload.workdir = Some(work_at);
-    payload.env.insert("FORGE_SAMPLE".to_owned(), job.sample.to_string());
+    payload
+        .env
+        .insert("FORGE_SAMPLE".to_owned(), job.sample.to_string());
     payload.timeout_secs = Some(stage.timeout_secs);
     payload.transcript_path = Some(meta_at.join(TRANSCRIPT_FILE));
     let key = format!("{}:{}:{}", job.key_prefix, job.sample, job.side);
@@ -212,23 +236,57 @@ pub fn parse_arm_key(key: &str) -> Option<(u32, ArmSide)> {
 /// [`StepError`] when the job is not an arm job of this shape or a file cannot be written.
 pub fn apply_arm(job: &Job) -> Result<(), StepError> {
     let key = job.spec.idempotency_key.as_deref().unwrap_or_default();
-    let (sample, side) = parse_arm_key(key).ok_or_else(|| StepError::NoKey { stage: "arm", job_id: job.id.clone(), key: key.to_owned() })?;
-    let payload: AgentPayload = serde_json::from_value(job.spec.payload.clone()).map_err(|source| StepError::Payload { stage: "arm", job_id: job.id.clone(), source })?;
-    let transcript_path = payload.transcript_path.clone().ok_or_else(|| StepError::NoPath { stage: "arm", job_id: job.id.clone(), what: "transcript path" })?;
+    let (sample, side) = parse_arm_key(key).ok_or_else(|| StepError::NoKey {
+        stage: "arm",
+        job_id: job.id.clone(),
+        key: key.to_owned(),
+    })?;
+    let payload: AgentPayload =
+        serde_json::from_value(job.spec.payload.clone()).map_err(|source| StepError::Payload {
+            stage: "arm",
+            job_id: job.id.clone(),
+            source,
+        })?;
+    let transcript_path = payload
+        .transcript_path
+        .clone()
+        .ok_or_else(|| StepError::NoPath {
+            stage: "arm",
+            job_id: job.id.clone(),
+            what: "transcript path",
+        })?;
     // On a fleet the payload names the worker's job dir; its dirs were delivered back here.
     let transcript_path = files::delivered_path(job, &transcript_path);
-    let meta = transcript_path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let meta = transcript_path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
     let work: PathBuf = files::delivered_path(job, &payload.workdir.clone().unwrap_or_default());
     if meta.join(RUN_FILE).exists() {
         return Ok(());
     }
     let outcome = job.outcome.as_ref();
-    let report: Option<AgentReport> = outcome.and_then(|o| serde_json::from_value(o.detail.clone()).ok());
+    let report: Option<AgentReport> =
+        outcome.and_then(|o| serde_json::from_value(o.detail.clone()).ok());
     let transcript = std::fs::read_to_string(&transcript_path).unwrap_or_default();
-    let exit = outcome.map_or_else(|| ExitClass::NotRunnable { reason: job.error.clone().unwrap_or_else(|| format!("job ended {}", job.state)) }, |o| o.exit.clone());
+    let exit = outcome.map_or_else(
+        || ExitClass::NotRunnable {
+            reason: job
+                .error
+                .clone()
+                .unwrap_or_else(|| format!("job ended {}", job.state)),
+        },
+        |o| o.exit.clone(),
+    );
     let error = match &exit {
         ExitClass::NotRunnable { reason } => Some(reason.clone()),
-        _ => outcome.and_then(|o| o.stderr_tail.lines().rev().find(|l| !l.trim().is_empty()).map(str::to_owned)),
+        _ => outcome.and_then(|o| {
+            o.stderr_tail
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(str::to_owned)
+        }),
     };
     let record = ArmRecord {
         side,
@@ -251,11 +309,19 @@ pub fn apply_arm(job: &Job) -> Result<(), StepError> {
         container: report.as_ref().and_then(|r| r.container.clone()),
         usage: report.as_ref().and_then(|r| r.usage),
         api_error: report.as_ref().and_then(|r| r.api_error.clone()),
-        permission_denials: report.as_ref().map(|r| r.permission_denials.clone()).unwrap_or_default(),
+        permission_denials: report
+            .as_ref()
+            .map(|r| r.permission_denials.clone())
+            .unwrap_or_default(),
     };
     // An API error's text is the CLI talking, never the arm's answer: no final.txt then.
     if let Some(message) = report.as_ref().and_then(AgentReport::answer) {
-        write_atomic(&meta.join(FINAL_FILE), message.as_bytes()).map_err(|source| StepError::Write { what: FINAL_FILE, source })?;
+        write_atomic(&meta.join(FINAL_FILE), message.as_bytes()).map_err(|source| {
+            StepError::Write {
+                what: FINAL_FILE,
+                source,
+            }
+        })?;
     }
     Ok(write_json(&meta.join(RUN_FILE), &record)?)
 }
@@ -275,9 +341,17 @@ mod tests {
         let brief: Brief = serde_json::from_value(serde_json::json!({"id": "b", "prompt": "p", "verify": "true", "rubric": "r", "output": "reply"})).unwrap();
         std::fs::create_dir_all(sample.join("with.meta")).unwrap();
         std::fs::write(sample.join("with.meta/final.txt"), "earlier answer").unwrap();
-        let e = prepare_sample(&sample, &brief, "claude", &skill, None, &ArmRunner::Local).unwrap_err().to_string();
-        assert!(e.contains("delete the sample dir") && e.contains(&sample.display().to_string()), "{e}");
-        assert_eq!(std::fs::read_to_string(sample.join("with.meta/final.txt")).unwrap(), "earlier answer");
+        let e = prepare_sample(&sample, &brief, "claude", &skill, None, &ArmRunner::Local)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("delete the sample dir") && e.contains(&sample.display().to_string()),
+            "{e}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(sample.join("with.meta/final.txt")).unwrap(),
+            "earlier answer"
+        );
         assert!(!sample.join("with").exists() && !sample.join("without").exists());
         std::fs::remove_dir_all(&sample).unwrap();
         prepare_sample(&sample, &brief, "codex", &skill, None, &ArmRunner::Local).unwrap();
@@ -287,7 +361,10 @@ mod tests {
 
     #[test]
     fn arm_keys_round_trip() {
-        assert_eq!(parse_arm_key("eval:b:f1:2:without"), Some((2, ArmSide::Without)));
+        assert_eq!(
+            parse_arm_key("eval:b:f1:2:without"),
+            Some((2, ArmSide::Without))
+        );
         assert_eq!(parse_arm_key("eval:b:f1:2:judge"), None);
     }
 }

@@ -39,20 +39,35 @@ pub const JUDGE_PROMPT_FILE: &str = "judge.prompt.txt";
 pub fn read_facts(sample_dir: &Path) -> Result<ArmPair<ArmFacts>, StepError> {
     let one = |side: ArmSide| -> Result<ArmFacts, StepError> {
         let meta = meta_dir(sample_dir, side);
-        let record: ArmRecord = read_json(&meta.join(RUN_FILE))?.ok_or_else(|| StepError::Missing(meta.join(RUN_FILE)))?;
-        let verify: VerifyResult = read_json(&meta.join(VERIFY_FILE))?.ok_or_else(|| StepError::Missing(meta.join(VERIFY_FILE)))?;
+        let record: ArmRecord = read_json(&meta.join(RUN_FILE))?
+            .ok_or_else(|| StepError::Missing(meta.join(RUN_FILE)))?;
+        let verify: VerifyResult = read_json(&meta.join(VERIFY_FILE))?
+            .ok_or_else(|| StepError::Missing(meta.join(VERIFY_FILE)))?;
         let final_message = std::fs::read_to_string(meta.join(FINAL_FILE)).ok();
-        Ok(ArmFacts { record, final_message, verify_passed: verify.passed })
+        Ok(ArmFacts {
+            record,
+            final_message,
+            verify_passed: verify.passed,
+        })
     };
-    Ok(ArmPair { with: one(ArmSide::With)?, without: one(ArmSide::Without)? })
+    Ok(ArmPair {
+        with: one(ArmSide::With)?,
+        without: one(ArmSide::Without)?,
+    })
 }
 
 fn records(facts: &ArmPair<ArmFacts>) -> ArmPair<ArmRecord> {
-    ArmPair { with: facts.with.record.clone(), without: facts.without.record.clone() }
+    ArmPair {
+        with: facts.with.record.clone(),
+        without: facts.without.record.clone(),
+    }
 }
 
 fn verify(facts: &ArmPair<ArmFacts>) -> ArmPair<bool> {
-    ArmPair { with: facts.with.verify_passed, without: facts.without.verify_passed }
+    ArmPair {
+        with: facts.with.verify_passed,
+        without: facts.without.verify_passed,
+    }
 }
 
 /// What the pre-judge step decided for a sample.
@@ -86,8 +101,20 @@ pub struct JudgeJob<'a> {
 ///
 /// # Errors
 /// [`StepError`]: missing arm files, or a file that cannot be written.
-pub fn prepare_judge(brief: &Brief, sample_dir: &Path, sample: u32, skill: &str, judge: &JudgeJob<'_>) -> Result<PreJudge, StepError> {
-    let JudgeJob { stage, runtime: judge_runtime, model, key_prefix, ships } = *judge;
+pub fn prepare_judge(
+    brief: &Brief,
+    sample_dir: &Path,
+    sample: u32,
+    skill: &str,
+    judge: &JudgeJob<'_>,
+) -> Result<PreJudge, StepError> {
+    let JudgeJob {
+        stage,
+        runtime: judge_runtime,
+        model,
+        key_prefix,
+        ships,
+    } = *judge;
     let facts = read_facts(sample_dir)?;
     let invalid = |i: Invalid| -> Result<PreJudge, StepError> {
         let v = SampleVerdict::invalid(sample, &i, &records(&facts), verify(&facts));
@@ -113,11 +140,24 @@ pub fn prepare_judge(brief: &Brief, sample_dir: &Path, sample: u32, skill: &str,
         let side = mapping.arm(slot);
         let work = arm_dir(sample_dir, side);
         let files = judge_manifest(&work);
-        let delivered = if brief.is_reply() { Vec::new() } else { deliverable(&work, &brief.output, &files) };
-        SlotView { final_message: facts.get(side).final_message.clone().unwrap_or_default(), files, delivered }
+        let delivered = if brief.is_reply() {
+            Vec::new()
+        } else {
+            deliverable(&work, &brief.output, &files)
+        };
+        SlotView {
+            final_message: facts.get(side).final_message.clone().unwrap_or_default(),
+            files,
+            delivered,
+        }
     };
     let prompt = judge_prompt(brief, &view(Slot::A), &view(Slot::B));
-    write_atomic(&sample_dir.join(JUDGE_PROMPT_FILE), prompt.as_bytes()).map_err(|source| StepError::Write { what: "judge prompt", source })?;
+    write_atomic(&sample_dir.join(JUDGE_PROMPT_FILE), prompt.as_bytes()).map_err(|source| {
+        StepError::Write {
+            what: "judge prompt",
+            source,
+        }
+    })?;
     let mut payload = AgentPayload::new(judge_runtime, prompt);
     payload.timeout_secs = Some(stage.timeout_secs);
     // Issue 31 item 6: the judge reads what its prompt shows it and nothing else: no tools that
@@ -128,7 +168,11 @@ pub fn prepare_judge(brief: &Brief, sample_dir: &Path, sample: u32, skill: &str,
     payload.model = model.map(str::to_owned);
     // On a fleet the transcript is written in the job dir's `out/`, delivered to the sample dir
     // (whose other files, the mapping above all, never reach the judge's worker).
-    let transcript_dir = if ships { files::worker_path(JUDGE_OUT) } else { sample_dir.to_path_buf() };
+    let transcript_dir = if ships {
+        files::worker_path(JUDGE_OUT)
+    } else {
+        sample_dir.to_path_buf()
+    };
     payload.transcript_path = Some(transcript_dir.join(JUDGE_TRANSCRIPT_FILE));
     let key = format!("{key_prefix}:{sample}:judge");
     let spec = stage.job(&payload, Some(key))?;
@@ -147,19 +191,48 @@ pub fn apply_judge(job: &Job) -> Result<(), StepError> {
         .strip_suffix(":judge")
         .and_then(|k| k.rsplit(':').next())
         .and_then(|n| n.parse().ok())
-        .ok_or_else(|| StepError::NoKey { stage: "judge", job_id: job.id.clone(), key: key.to_owned() })?;
-    let payload: AgentPayload = serde_json::from_value(job.spec.payload.clone()).map_err(|source| StepError::Payload { stage: "judge", job_id: job.id.clone(), source })?;
-    let transcript = payload.transcript_path.as_deref().map(|p| files::delivered_path(job, p));
-    let sample_dir = transcript.as_deref().and_then(Path::parent).ok_or_else(|| StepError::NoPath { stage: "judge", job_id: job.id.clone(), what: "transcript path" })?;
+        .ok_or_else(|| StepError::NoKey {
+            stage: "judge",
+            job_id: job.id.clone(),
+            key: key.to_owned(),
+        })?;
+    let payload: AgentPayload =
+        serde_json::from_value(job.spec.payload.clone()).map_err(|source| StepError::Payload {
+            stage: "judge",
+            job_id: job.id.clone(),
+            source,
+        })?;
+    let transcript = payload
+        .transcript_path
+        .as_deref()
+        .map(|p| files::delivered_path(job, p));
+    let sample_dir = transcript
+        .as_deref()
+        .and_then(Path::parent)
+        .ok_or_else(|| StepError::NoPath {
+            stage: "judge",
+            job_id: job.id.clone(),
+            what: "transcript path",
+        })?;
     if sample_dir.join(VERDICT_FILE).exists() {
         return Ok(());
     }
-    let mapping: Mapping = read_json(&sample_dir.join(MAPPING_FILE))?.ok_or(StepError::NoMapping { sample, file: MAPPING_FILE })?;
+    let mapping: Mapping =
+        read_json(&sample_dir.join(MAPPING_FILE))?.ok_or(StepError::NoMapping {
+            sample,
+            file: MAPPING_FILE,
+        })?;
     let facts = read_facts(sample_dir)?;
-    let report: Option<AgentReport> = job.outcome.as_ref().and_then(|o| serde_json::from_value(o.detail.clone()).ok());
+    let report: Option<AgentReport> = job
+        .outcome
+        .as_ref()
+        .and_then(|o| serde_json::from_value(o.detail.clone()).ok());
     let reading = match report.as_ref().map(|r| (r.answer(), &r.api_error)) {
         Some((Some(reply), _)) => parse_verdict(reply),
-        Some((None, Some(error))) => JudgeReading::Unreadable(format!("the judge's run ended on an API error: {}", error.message)),
+        Some((None, Some(error))) => JudgeReading::Unreadable(format!(
+            "the judge's run ended on an API error: {}",
+            error.message
+        )),
         _ => JudgeReading::Unreadable(format!("the judge's run ended {} with no reply", job.state)),
     };
     let mut v = SampleVerdict::judged(sample, &reading, mapping, &records(&facts), verify(&facts));

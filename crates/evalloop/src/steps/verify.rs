@@ -37,14 +37,28 @@ pub struct VerifyResult {
 ///
 /// # Errors
 /// [`PayloadError`] when the payload does not serialize (a path that is not UTF-8).
-pub fn verify_job(brief: &Brief, sample_dir: &Path, sample: u32, side: ArmSide, stage: &StageDef, key_prefix: &str, ships: bool) -> Result<JobSpec, PayloadError> {
+pub fn verify_job(
+    brief: &Brief,
+    sample_dir: &Path,
+    sample: u32,
+    side: ArmSide,
+    stage: &StageDef,
+    key_prefix: &str,
+    ships: bool,
+) -> Result<JobSpec, PayloadError> {
     let mut payload = ProcessPayload::shell(brief.verify.clone());
     let (work, meta) = match ships {
-        true => (files::worker_path(SHIPPED_WORK), files::worker_path(SHIPPED_META)),
+        true => (
+            files::worker_path(SHIPPED_WORK),
+            files::worker_path(SHIPPED_META),
+        ),
         false => (arm_dir(sample_dir, side), meta_dir(sample_dir, side)),
     };
     payload.cwd = Some(work);
-    payload.env.insert(FINAL_ENV.to_owned(), meta.join(FINAL_FILE).display().to_string());
+    payload.env.insert(
+        FINAL_ENV.to_owned(),
+        meta.join(FINAL_FILE).display().to_string(),
+    );
     let key = format!("{key_prefix}:{sample}:{side}:verify");
     stage.job(&payload, Some(key))
 }
@@ -55,19 +69,40 @@ pub fn verify_job(brief: &Brief, sample_dir: &Path, sample: u32, side: ArmSide, 
 /// # Errors
 /// [`StepError`] when the job is not a verify job of this shape or the file cannot be written.
 pub fn apply_verify(job: &Job) -> Result<(), StepError> {
-    let payload: ProcessPayload = serde_json::from_value(job.spec.payload.clone()).map_err(|source| StepError::Payload { stage: "verify", job_id: job.id.clone(), source })?;
+    let payload: ProcessPayload =
+        serde_json::from_value(job.spec.payload.clone()).map_err(|source| StepError::Payload {
+            stage: "verify",
+            job_id: job.id.clone(),
+            source,
+        })?;
     let meta = payload
         .env
         .get(FINAL_ENV)
-        .and_then(|p| files::delivered_path(job, Path::new(p)).parent().map(Path::to_path_buf))
-        .ok_or_else(|| StepError::NoPath { stage: "verify", job_id: job.id.clone(), what: FINAL_ENV })?;
+        .and_then(|p| {
+            files::delivered_path(job, Path::new(p))
+                .parent()
+                .map(Path::to_path_buf)
+        })
+        .ok_or_else(|| StepError::NoPath {
+            stage: "verify",
+            job_id: job.id.clone(),
+            what: FINAL_ENV,
+        })?;
     let path = meta.join(VERIFY_FILE);
     if path.exists() {
         return Ok(());
     }
     let result = match &job.outcome {
-        Some(o) => VerifyResult { passed: o.exit.is_passed(), exit: o.exit.label().to_owned(), exit_code: o.exit_code },
-        None => VerifyResult { passed: false, exit: job.state.to_string(), exit_code: None },
+        Some(o) => VerifyResult {
+            passed: o.exit.is_passed(),
+            exit: o.exit.label().to_owned(),
+            exit_code: o.exit_code,
+        },
+        None => VerifyResult {
+            passed: false,
+            exit: job.state.to_string(),
+            exit_code: None,
+        },
     };
     Ok(write_json(&path, &result)?)
 }

@@ -21,13 +21,13 @@ use skillforge_engine::Job;
 use skillforge_runner_agent::{AgentPayload, Spend as AgentSpend, Usage};
 
 use crate::OptimizeError;
-use crate::judge::{self, JudgeCache, JudgedItem, Reply};
-use crate::log::{JudgeRecord};
-use skillforge_stage::fs::{sha256_hex, write_atomic};
-use crate::measure::{Sample, SampleOutput};
 use crate::ctx::{Ctx, passed};
+use crate::judge::{self, JudgeCache, JudgedItem, Reply};
+use crate::log::JudgeRecord;
+use crate::measure::{Sample, SampleOutput};
 use crate::snapshot::WorstCase;
 use crate::spec::{JudgeSpec, MetricKind};
+use skillforge_stage::fs::{sha256_hex, write_atomic};
 
 /// The judge pass of one output.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,11 +68,15 @@ pub const UNDISPATCHABLE: &str = "judges undispatchable";
 
 /// Whether this run judges its primary.
 pub fn judges<'a>(ctx: &'a Ctx<'_>) -> Option<&'a JudgeSpec> {
-    (ctx.spec.metric.primary.kind == MetricKind::Judge).then_some(ctx.spec.metric.judge.as_ref()).flatten()
+    (ctx.spec.metric.primary.kind == MetricKind::Judge)
+        .then_some(ctx.spec.metric.judge.as_ref())
+        .flatten()
 }
 
 fn score_field<'a>(ctx: &'a Ctx<'_>, j: &'a JudgeSpec) -> &'a str {
-    j.score_field.as_deref().unwrap_or(&ctx.spec.metric.primary.name)
+    j.score_field
+        .as_deref()
+        .unwrap_or(&ctx.spec.metric.primary.name)
 }
 
 /// Reads `judge-cache.yaml` (empty when absent).
@@ -84,7 +88,8 @@ pub fn read_cache(root: &crate::state::StateRoot) -> Result<JudgeCache, Optimize
     match std::fs::read_to_string(&path) {
         Ok(text) => {
             crate::check_yaml(&text, &format!("judge cache `{}`", path.display()))?;
-            serde_norway::from_str(&text).map_err(|e| OptimizeError::Invalid(format!("`{}`: {e}", path.display())))
+            serde_norway::from_str(&text)
+                .map_err(|e| OptimizeError::Invalid(format!("`{}`: {e}", path.display())))
         }
         Err(_) => Ok(JudgeCache::default()),
     }
@@ -102,12 +107,28 @@ fn batch_digest(batch: &[(String, Value)]) -> String {
 }
 
 fn final_message(job: &Job) -> String {
-    job.outcome.as_ref().and_then(|o| o.detail.get("final_message")).and_then(Value::as_str).unwrap_or("").to_owned()
+    job.outcome
+        .as_ref()
+        .and_then(|o| o.detail.get("final_message"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned()
 }
 
 fn why_not(job: &Job) -> String {
-    let outcome = job.outcome.as_ref().map(|o| format!("{} {}", o.exit.label(), o.stderr_tail.lines().last().unwrap_or("").trim()));
-    format!("judge job {} ended {}: {}", job.id, job.state, job.error.clone().or(outcome).unwrap_or_default().trim())
+    let outcome = job.outcome.as_ref().map(|o| {
+        format!(
+            "{} {}",
+            o.exit.label(),
+            o.stderr_tail.lines().last().unwrap_or("").trim()
+        )
+    });
+    format!(
+        "judge job {} ended {}: {}",
+        job.id,
+        job.state,
+        job.error.clone().or(outcome).unwrap_or_default().trim()
+    )
 }
 
 /// What one pass scores: the items under `metric.judge.rubric`, or the singletons under
@@ -138,19 +159,38 @@ impl Pass<'_> {
 
 /// One round of judge calls: every batch in `batches` as its own job, all submitted before any
 /// is awaited. `Err` is the undispatchable reason.
-async fn round(ctx: &Ctx<'_>, j: &JudgeSpec, pass: Pass<'_>, batches: &[&Vec<(String, Value)>], tag: &str, call: u32, spend: &mut AgentSpend) -> Result<Result<Vec<Reply>, String>, OptimizeError> {
+async fn round(
+    ctx: &Ctx<'_>,
+    j: &JudgeSpec,
+    pass: Pass<'_>,
+    batches: &[&Vec<(String, Value)>],
+    tag: &str,
+    call: u32,
+    spend: &mut AgentSpend,
+) -> Result<Result<Vec<Reply>, String>, OptimizeError> {
     let runtime = j.runtime_for(&ctx.spec.execution);
     // The tier resolved by the runtime's profile; the spec was checked at load.
-    let model = j.model_for(&ctx.spec.execution).map_err(|(key, message)| OptimizeError::Invalid(format!("`{key}`: {message}")))?;
+    let model = j
+        .model_for(&ctx.spec.execution)
+        .map_err(|(key, message)| OptimizeError::Invalid(format!("`{key}`: {message}")))?;
     let mut specs = Vec::with_capacity(batches.len());
     for batch in batches {
         let mut payload = AgentPayload::new(runtime, pass.prompt(batch));
         payload.model = Some(model.clone());
-        specs.push(ctx.job("judge", &payload, ctx.key(&format!("judge:{tag}:{}:{call}", batch_digest(batch))), None)?);
+        specs.push(ctx.job(
+            "judge",
+            &payload,
+            ctx.key(&format!("judge:{tag}:{}:{call}", batch_digest(batch))),
+            None,
+        )?);
     }
     let jobs = crate::stages::run_all(ctx.port, &specs, "judging").await?;
     for job in jobs.iter().filter(|job| job.outcome.is_some()) {
-        let usage: Option<Usage> = job.outcome.as_ref().and_then(|o| o.detail.get("usage")).and_then(|u| serde_json::from_value(u.clone()).ok());
+        let usage: Option<Usage> = job
+            .outcome
+            .as_ref()
+            .and_then(|o| o.detail.get("usage"))
+            .and_then(|u| serde_json::from_value(u.clone()).ok());
         spend.add_run(usage.as_ref());
     }
     let mut replies = Vec::with_capacity(jobs.len());
@@ -169,8 +209,20 @@ async fn round(ctx: &Ctx<'_>, j: &JudgeSpec, pass: Pass<'_>, batches: &[&Vec<(St
 ///
 /// # Errors
 /// As the port and the cache file; a judge that cannot run is [`Judged::Undispatchable`].
-pub async fn judge_items(ctx: &Ctx<'_>, j: &JudgeSpec, items: &[Value], seed: u64, exclude: &BTreeSet<String>, tag: &str) -> Result<Judged, OptimizeError> {
-    let pass = Pass { rubric: &j.rubric, sample_size: j.sample_size as usize, stratify: j.stratification.as_ref().map(|s| s.field.as_str()), singleton_summaries: None };
+pub async fn judge_items(
+    ctx: &Ctx<'_>,
+    j: &JudgeSpec,
+    items: &[Value],
+    seed: u64,
+    exclude: &BTreeSet<String>,
+    tag: &str,
+) -> Result<Judged, OptimizeError> {
+    let pass = Pass {
+        rubric: &j.rubric,
+        sample_size: j.sample_size as usize,
+        stratify: j.stratification.as_ref().map(|s| s.field.as_str()),
+        singleton_summaries: None,
+    };
     run_pass(ctx, j, pass, items, seed, exclude, tag).await
 }
 
@@ -189,19 +241,36 @@ fn summaries(out: &SampleOutput) -> Vec<Value> {
         .collect()
 }
 
-async fn run_pass(ctx: &Ctx<'_>, j: &JudgeSpec, pass: Pass<'_>, items: &[Value], seed: u64, exclude: &BTreeSet<String>, tag: &str) -> Result<Judged, OptimizeError> {
+async fn run_pass(
+    ctx: &Ctx<'_>,
+    j: &JudgeSpec,
+    pass: Pass<'_>,
+    items: &[Value],
+    seed: u64,
+    exclude: &BTreeSet<String>,
+    tag: &str,
+) -> Result<Judged, OptimizeError> {
     let sampled = judge::sample(items, pass.sample_size, seed, pass.stratify, exclude);
     let mut cache = read_cache(&ctx.root)?;
     let plan = judge::plan(&sampled, &cache, pass.rubric, j.batch_size as usize);
-    let mut record = JudgeRecord { cached: plan.cached.len() as u32, ..JudgeRecord::default() };
+    let mut record = JudgeRecord {
+        cached: plan.cached.len() as u32,
+        ..JudgeRecord::default()
+    };
     let all: Vec<&Vec<(String, Value)>> = plan.batches.iter().collect();
     let first = match round(ctx, j, pass, &all, tag, 0, &mut record.spend).await? {
         Ok(r) => r,
         Err(reason) => return Ok(Judged::Undispatchable(reason)),
     };
     record.calls += all.len() as u32;
-    let again: Vec<usize> = first.iter().enumerate().filter(|(_, r)| r.needs_redispatch()).map(|(i, _)| i).collect();
-    let retry_batches: Vec<&Vec<(String, Value)>> = again.iter().map(|i| &plan.batches[*i]).collect();
+    let again: Vec<usize> = first
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.needs_redispatch())
+        .map(|(i, _)| i)
+        .collect();
+    let retry_batches: Vec<&Vec<(String, Value)>> =
+        again.iter().map(|i| &plan.batches[*i]).collect();
     let mut second = match round(ctx, j, pass, &retry_batches, tag, 1, &mut record.spend).await? {
         Ok(r) => r.into_iter(),
         Err(reason) => return Ok(Judged::Undispatchable(reason)),
@@ -209,7 +278,11 @@ async fn run_pass(ctx: &Ctx<'_>, j: &JudgeSpec, pass: Pass<'_>, items: &[Value],
     record.calls += retry_batches.len() as u32;
     let mut scored: Vec<JudgedItem> = Vec::new();
     for (i, (batch, reply)) in plan.batches.iter().zip(first).enumerate() {
-        let retry = if again.contains(&i) { second.next() } else { None };
+        let retry = if again.contains(&i) {
+            second.next()
+        } else {
+            None
+        };
         for item in judge::settle(batch, reply, retry) {
             if !item.unscored {
                 cache.items.insert(item.content_hash.clone(), item.clone());
@@ -224,14 +297,23 @@ async fn run_pass(ctx: &Ctx<'_>, j: &JudgeSpec, pass: Pass<'_>, items: &[Value],
     let mut items_out = Vec::with_capacity(sampled.len());
     for item in &sampled {
         let (id, hash) = (judge::item_id(item), judge::content_hash(pass.rubric, item));
-        let found = plan.cached.iter().chain(&scored).find(|x| x.content_hash == hash).cloned();
+        let found = plan
+            .cached
+            .iter()
+            .chain(&scored)
+            .find(|x| x.content_hash == hash)
+            .cloned();
         if let Some(mut x) = found {
             x.item_id = id;
             items_out.push(x);
         }
     }
     record.unscored = items_out.iter().filter(|i| i.unscored).count() as u32;
-    let worst = judge::worst_items(&items_out, score_field(ctx, j), ctx.spec.metric.primary.direction);
+    let worst = judge::worst_items(
+        &items_out,
+        score_field(ctx, j),
+        ctx.spec.metric.primary.direction,
+    );
     record.items = items_out;
     Ok(Judged::Scored { record, worst })
 }
@@ -243,8 +325,19 @@ async fn run_pass(ctx: &Ctx<'_>, j: &JudgeSpec, pass: Pass<'_>, items: &[Value],
 ///
 /// # Errors
 /// As [`judge_items`].
-pub async fn judge_output(ctx: &Ctx<'_>, out: &mut SampleOutput, seed: u64, exclude: &BTreeSet<String>, tag: &str) -> Result<Judged, OptimizeError> {
-    let Some(j) = judges(ctx) else { return Ok(Judged::Scored { record: JudgeRecord::default(), worst: Vec::new() }) };
+pub async fn judge_output(
+    ctx: &Ctx<'_>,
+    out: &mut SampleOutput,
+    seed: u64,
+    exclude: &BTreeSet<String>,
+    tag: &str,
+) -> Result<Judged, OptimizeError> {
+    let Some(j) = judges(ctx) else {
+        return Ok(Judged::Scored {
+            record: JudgeRecord::default(),
+            worst: Vec::new(),
+        });
+    };
     match judge_items(ctx, j, &out.items, seed, exclude, tag).await? {
         Judged::Undispatchable(reason) => Ok(Judged::Undispatchable(reason)),
         Judged::Scored { mut record, worst } => {
@@ -252,12 +345,32 @@ pub async fn judge_output(ctx: &Ctx<'_>, out: &mut SampleOutput, seed: u64, excl
                 out.metrics.insert(ctx.spec.metric.primary.name.clone(), v);
             }
             // singleton evaluation (loop.md 3.3 step 5): its own judges, its own metrics
-            if let (Some(rubric), true) = (j.singleton_rubric.as_deref(), j.singleton_sample > 0 && !out.singletons.is_empty()) {
+            if let (Some(rubric), true) = (
+                j.singleton_rubric.as_deref(),
+                j.singleton_sample > 0 && !out.singletons.is_empty(),
+            ) {
                 let summaries = summaries(out);
-                let pass = Pass { rubric, sample_size: j.singleton_sample as usize, stratify: None, singleton_summaries: Some(&summaries) };
-                match run_pass(ctx, j, pass, &out.singletons, seed, exclude, &format!("{tag}:singletons")).await? {
+                let pass = Pass {
+                    rubric,
+                    sample_size: j.singleton_sample as usize,
+                    stratify: None,
+                    singleton_summaries: Some(&summaries),
+                };
+                match run_pass(
+                    ctx,
+                    j,
+                    pass,
+                    &out.singletons,
+                    seed,
+                    exclude,
+                    &format!("{tag}:singletons"),
+                )
+                .await?
+                {
                     Judged::Undispatchable(reason) => return Ok(Judged::Undispatchable(reason)),
-                    Judged::Scored { record: singles, .. } => {
+                    Judged::Scored {
+                        record: singles, ..
+                    } => {
                         record.calls += singles.calls;
                         record.spend.merge(&singles.spend);
                         record.cached += singles.cached;
@@ -278,8 +391,23 @@ pub async fn judge_output(ctx: &Ctx<'_>, out: &mut SampleOutput, seed: u64, excl
 ///
 /// # Errors
 /// As [`judge_items`].
-pub async fn judge_pair(ctx: &Ctx<'_>, reference: Sample, candidate: Sample, tag: &str, seed: u64, exclude: &BTreeSet<String>) -> Result<JudgedPair, OptimizeError> {
-    let unjudged = |reference, candidate| JudgedPair { reference, candidate, record: None, worst: vec![], calls: 0, spend: AgentSpend::default(), blocker: None };
+pub async fn judge_pair(
+    ctx: &Ctx<'_>,
+    reference: Sample,
+    candidate: Sample,
+    tag: &str,
+    seed: u64,
+    exclude: &BTreeSet<String>,
+) -> Result<JudgedPair, OptimizeError> {
+    let unjudged = |reference, candidate| JudgedPair {
+        reference,
+        candidate,
+        record: None,
+        worst: vec![],
+        calls: 0,
+        spend: AgentSpend::default(),
+        blocker: None,
+    };
     if judges(ctx).is_none() {
         return Ok(unjudged(reference, candidate));
     }
@@ -287,27 +415,51 @@ pub async fn judge_pair(ctx: &Ctx<'_>, reference: Sample, candidate: Sample, tag
         (Sample::Ok(r), Sample::Ok(c)) => (r, c),
         (reference, candidate) => return Ok(unjudged(reference, candidate)),
     };
-    if crate::gates::evaluate(&ctx.spec.metric.degenerate_gates, &c.metrics).values().any(|ok| !ok) {
+    if crate::gates::evaluate(&ctx.spec.metric.degenerate_gates, &c.metrics)
+        .values()
+        .any(|ok| !ok)
+    {
         return Ok(unjudged(Sample::Ok(r), Sample::Ok(c)));
     }
-    let undispatchable = |r: SampleOutput, calls: u32, spend: AgentSpend, reason: String| JudgedPair {
-        reference: Sample::Ok(r),
-        candidate: Sample::Failed(crate::decide::Measured::Error(format!("{UNDISPATCHABLE}: {reason}"))),
-        record: None,
-        worst: vec![],
-        calls,
-        spend,
-        blocker: Some(reason),
-    };
+    let undispatchable =
+        |r: SampleOutput, calls: u32, spend: AgentSpend, reason: String| JudgedPair {
+            reference: Sample::Ok(r),
+            candidate: Sample::Failed(crate::decide::Measured::Error(format!(
+                "{UNDISPATCHABLE}: {reason}"
+            ))),
+            record: None,
+            worst: vec![],
+            calls,
+            spend,
+            blocker: Some(reason),
+        };
     let ref_record = match judge_output(ctx, &mut r, seed, exclude, &format!("{tag}:ref")).await? {
         Judged::Scored { record, .. } => record,
-        Judged::Undispatchable(reason) => return Ok(undispatchable(r, 0, AgentSpend::default(), reason)),
+        Judged::Undispatchable(reason) => {
+            return Ok(undispatchable(r, 0, AgentSpend::default(), reason));
+        }
     };
-    let (record, worst) = match judge_output(ctx, &mut c, seed, exclude, &format!("{tag}:cand")).await? {
-        Judged::Scored { record, worst } => (record, worst),
-        Judged::Undispatchable(reason) => return Ok(undispatchable(r, ref_record.calls, ref_record.spend, reason)),
-    };
+    let (record, worst) =
+        match judge_output(ctx, &mut c, seed, exclude, &format!("{tag}:cand")).await? {
+            Judged::Scored { record, worst } => (record, worst),
+            Judged::Undispatchable(reason) => {
+                return Ok(undispatchable(
+                    r,
+                    ref_record.calls,
+                    ref_record.spend,
+                    reason,
+                ));
+            }
+        };
     let mut spend = ref_record.spend;
     spend.merge(&record.spend);
-    Ok(JudgedPair { reference: Sample::Ok(r), candidate: Sample::Ok(c), calls: ref_record.calls + record.calls, spend, record: Some(record), worst, blocker: None })
+    Ok(JudgedPair {
+        reference: Sample::Ok(r),
+        candidate: Sample::Ok(c),
+        calls: ref_record.calls + record.calls,
+        spend,
+        record: Some(record),
+        worst,
+        blocker: None,
+    })
 }

@@ -7,8 +7,8 @@
 
 use crate::OptimizeError;
 use crate::backlog::Estimate;
-use crate::log::ExperimentLog;
 use crate::ctx::{Ctx, Event, passed};
+use crate::log::ExperimentLog;
 
 /// What [`locate`] ended with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,34 +25,77 @@ pub enum Located {
 ///
 /// # Errors
 /// As the job port and the verified write.
-pub async fn locate(ctx: &Ctx<'_>, log: &mut ExperimentLog, ids: &[String]) -> Result<Located, OptimizeError> {
+pub async fn locate(
+    ctx: &Ctx<'_>,
+    log: &mut ExperimentLog,
+    ids: &[String],
+) -> Result<Located, OptimizeError> {
     for id in ids {
-        let Some(command) = log.hypothesis_backlog.iter().find(|h| &h.id == id).and_then(|h| h.locating.as_ref()).map(|l| l.command.clone()) else { continue };
-        let spec = ctx.checkout_job("locating", &command, &ctx.root.integration_worktree(), Default::default(), ctx.key(&format!("locate:{id}"))).await?;
+        let Some(command) = log
+            .hypothesis_backlog
+            .iter()
+            .find(|h| &h.id == id)
+            .and_then(|h| h.locating.as_ref())
+            .map(|l| l.command.clone())
+        else {
+            continue;
+        };
+        let spec = ctx
+            .checkout_job(
+                "locating",
+                &command,
+                &ctx.root.integration_worktree(),
+                Default::default(),
+                ctx.key(&format!("locate:{id}")),
+            )
+            .await?;
         let job = ctx.run_one(spec, "locating").await?;
         if !passed(&job) {
-            let why = job.outcome.as_ref().map_or_else(|| job.state.to_string(), |o| format!("{} {}", o.exit.label(), o.stderr_tail.trim()));
-            let reason = format!("the locating measurement for {id} (`{command}`) could not be taken: {why}; implementing without it is not allowed");
+            let why = job.outcome.as_ref().map_or_else(
+                || job.state.to_string(),
+                |o| format!("{} {}", o.exit.label(), o.stderr_tail.trim()),
+            );
+            let reason = format!(
+                "the locating measurement for {id} (`{command}`) could not be taken: {why}; implementing without it is not allowed"
+            );
             log.notes.push(reason.clone());
             ctx.save(log, "blocker", |_| true)?;
             return Ok(Located::Blocked(reason));
         }
-        let stdout = job.outcome.as_ref().map(|o| o.stdout_tail.trim().to_owned()).unwrap_or_default();
-        let estimate = serde_json::from_str::<serde_json::Value>(&stdout).ok().and_then(|v| v.get("estimate").cloned()).and_then(|e| serde_json::from_value::<Estimate>(e).ok());
-        let h = log.hypothesis_backlog.iter_mut().find(|h| &h.id == id).expect("found above");
+        let stdout = job
+            .outcome
+            .as_ref()
+            .map(|o| o.stdout_tail.trim().to_owned())
+            .unwrap_or_default();
+        let estimate = serde_json::from_str::<serde_json::Value>(&stdout)
+            .ok()
+            .and_then(|v| v.get("estimate").cloned())
+            .and_then(|e| serde_json::from_value::<Estimate>(e).ok());
+        let h = log
+            .hypothesis_backlog
+            .iter_mut()
+            .find(|h| &h.id == id)
+            .expect("found above");
         let excerpt: String = stdout.chars().take(2000).collect();
         if let Some(o) = h.opportunity.as_mut() {
             o.evidence = format!("{}; locating measurement: {excerpt}", o.evidence);
             if let Some(e) = estimate {
                 o.estimate = Some(e);
-                o.expected_benefit = format!("{:.1}% relative (from the locating measurement)", e.benefit * 100.0);
+                o.expected_benefit = format!(
+                    "{:.1}% relative (from the locating measurement)",
+                    e.benefit * 100.0
+                );
             }
         }
         if let Some(l) = h.locating.as_mut() {
             l.result = Some(excerpt);
         }
         let id2 = id.clone();
-        ctx.save(log, "locating", move |l| l.hypothesis_backlog.iter().any(|h| h.id == id2 && !h.needs_locating()))?;
+        ctx.save(log, "locating", move |l| {
+            l.hypothesis_backlog
+                .iter()
+                .any(|h| h.id == id2 && !h.needs_locating())
+        })?;
         ctx.emit(Event::Note(format!("locating measurement for {id} taken")));
     }
     Ok(Located::Taken)

@@ -6,7 +6,10 @@ use serde_json::Value;
 /// The prompt of one ask: the user's request first (the scripted runtime quotes the first input
 /// line), then the template version's full content as the instructions to follow.
 pub fn ask_prompt(template_content: &str, user_prompt: &str) -> String {
-    format!("{}\n\nFollow this agent template:\n\n{template_content}\n", user_prompt.trim())
+    format!(
+        "{}\n\nFollow this agent template:\n\n{template_content}\n",
+        user_prompt.trim()
+    )
 }
 
 /// The `runtime_compatibility` list of a version's stored metadata JSON (empty when absent or
@@ -28,7 +31,10 @@ mod tests {
         let prompt = ask_prompt("---\nid: t\n---\nBe brief.\n", "  What changed?  ");
         assert!(prompt.starts_with("What changed?\n"), "{prompt}");
         assert!(prompt.contains("Be brief."));
-        assert_eq!(declared_runtimes(r#"{"runtime_compatibility":["codex","claude"]}"#), ["codex", "claude"]);
+        assert_eq!(
+            declared_runtimes(r#"{"runtime_compatibility":["codex","claude"]}"#),
+            ["codex", "claude"]
+        );
         assert!(declared_runtimes("").is_empty());
     }
 }

@@ -45,12 +45,24 @@ impl Default for Arm {
 
 impl Arm {
     /// The uniform Beta(1,1) prior, no pulls.
-    pub const PRIOR: Arm = Arm { alpha: 1.0, beta: 1.0, pulls: 0 };
+    pub const PRIOR: Arm = Arm {
+        alpha: 1.0,
+        beta: 1.0,
+        pulls: 0,
+    };
 
     /// The arm after one more win (`alpha + 1`) or loss (`beta + 1`).
     pub fn updated(self, won: bool) -> Arm {
-        let (alpha, beta) = if won { (self.alpha + 1.0, self.beta) } else { (self.alpha, self.beta + 1.0) };
-        Arm { alpha, beta, pulls: self.pulls + 1 }
+        let (alpha, beta) = if won {
+            (self.alpha + 1.0, self.beta)
+        } else {
+            (self.alpha, self.beta + 1.0)
+        };
+        Arm {
+            alpha,
+            beta,
+            pulls: self.pulls + 1,
+        }
     }
 
     /// Posterior mean `alpha / (alpha + beta)`.
@@ -60,7 +72,8 @@ impl Arm {
 
     /// `(alpha, beta)` as integers ≥ 1 when both are whole numbers (every arm this store writes).
     fn integer_params(self) -> Option<(u64, u64)> {
-        let whole = |x: f64| (x.is_finite() && x >= 1.0 && x.fract() == 0.0 && x < 1e9).then_some(x as u64);
+        let whole =
+            |x: f64| (x.is_finite() && x >= 1.0 && x.fract() == 0.0 && x < 1e9).then_some(x as u64);
         Some((whole(self.alpha)?, whole(self.beta)?))
     }
 }
@@ -91,7 +104,11 @@ pub fn p_exact(challenger: Arm, champion: Arm) -> Option<f64> {
     let base = ln_beta(&lf, ah, bh);
     let total: f64 = (0..ac)
         .map(|i| {
-            (ln_beta(&lf, ah + i, bh + bc) - ((bc + i) as f64).ln() - ln_beta(&lf, 1 + i, bc) - base).exp()
+            (ln_beta(&lf, ah + i, bh + bc)
+                - ((bc + i) as f64).ln()
+                - ln_beta(&lf, 1 + i, bc)
+                - base)
+                .exp()
         })
         .sum();
     Some(total.clamp(0.0, 1.0))
@@ -142,7 +159,9 @@ fn beta_draw(rng: &mut StdRng, arm: Arm) -> f64 {
 pub fn p_monte_carlo(challenger: Arm, champion: Arm, draws: u32, seed: u64) -> f64 {
     let draws = if draws == 0 { DEFAULT_DRAWS } else { draws };
     let mut rng = StdRng::seed_from_u64(seed);
-    let wins = (0..draws).filter(|_| beta_draw(&mut rng, challenger) > beta_draw(&mut rng, champion)).count();
+    let wins = (0..draws)
+        .filter(|_| beta_draw(&mut rng, challenger) > beta_draw(&mut rng, champion))
+        .count();
     wins as f64 / f64::from(draws)
 }
 
@@ -157,7 +176,12 @@ fn beta_cdf(lf: &[f64], a: u64, b: u64, x: f64) -> f64 {
     let n = a + b - 1;
     let (lx, l1x) = (x.ln(), (1.0 - x).ln());
     (a..=n)
-        .map(|k| (lf[n as usize] - lf[k as usize] - lf[(n - k) as usize] + k as f64 * lx + (n - k) as f64 * l1x).exp())
+        .map(|k| {
+            (lf[n as usize] - lf[k as usize] - lf[(n - k) as usize]
+                + k as f64 * lx
+                + (n - k) as f64 * l1x)
+                .exp()
+        })
         .sum::<f64>()
         .clamp(0.0, 1.0)
 }
@@ -172,7 +196,11 @@ pub fn credible_interval(arm: Arm, level: f64) -> Option<(f64, f64)> {
         let (mut lo, mut hi) = (0.0_f64, 1.0_f64);
         while hi - lo > 1e-9 {
             let mid = 0.5 * (lo + hi);
-            if beta_cdf(&lf, a, b, mid) < q { lo = mid } else { hi = mid }
+            if beta_cdf(&lf, a, b, mid) < q {
+                lo = mid
+            } else {
+                hi = mid
+            }
         }
         0.5 * (lo + hi)
     };
@@ -219,7 +247,11 @@ impl Confidence {
     /// The seed's summary line, from the Monte Carlo estimate: `"NN% likely better over K samples"`
     /// (facts §6: `"%.0f%% likely better over %d samples"`).
     pub fn summary(&self) -> String {
-        format!("{:.0}% likely better over {} samples", self.p_monte_carlo * 100.0, self.draws)
+        format!(
+            "{:.0}% likely better over {} samples",
+            self.p_monte_carlo * 100.0,
+            self.draws
+        )
     }
 
     /// The probability the guardrails read (exact when available, else Monte Carlo).
@@ -233,7 +265,11 @@ mod tests {
     use super::*;
 
     fn arm(alpha: f64, beta: f64) -> Arm {
-        Arm { alpha, beta, pulls: (alpha + beta - 2.0) as u64 }
+        Arm {
+            alpha,
+            beta,
+            pulls: (alpha + beta - 2.0) as u64,
+        }
     }
 
     // S-68
@@ -241,15 +277,32 @@ mod tests {
     fn s68_a_win_bumps_alpha_a_loss_bumps_beta() {
         let challenger = Arm::PRIOR.updated(true);
         let champion = Arm::PRIOR.updated(false);
-        assert_eq!(challenger, Arm { alpha: 2.0, beta: 1.0, pulls: 1 });
-        assert_eq!(champion, Arm { alpha: 1.0, beta: 2.0, pulls: 1 });
+        assert_eq!(
+            challenger,
+            Arm {
+                alpha: 2.0,
+                beta: 1.0,
+                pulls: 1
+            }
+        );
+        assert_eq!(
+            champion,
+            Arm {
+                alpha: 1.0,
+                beta: 2.0,
+                pulls: 1
+            }
+        );
     }
 
     #[test]
     fn exact_matches_hand_computed_values() {
         let check = |c: Arm, h: Arm, expected: f64| {
             let got = p_exact(c, h).unwrap();
-            assert!((got - expected).abs() < 1e-12, "{c:?} vs {h:?}: {got} != {expected}");
+            assert!(
+                (got - expected).abs() < 1e-12,
+                "{c:?} vs {h:?}: {got} != {expected}"
+            );
         };
         check(Arm::PRIOR, Arm::PRIOR, 0.5);
         // ∫∫_{x>y} 2x · 2(1-y) = 5/6
@@ -257,12 +310,20 @@ mod tests {
         check(arm(1.0, 2.0), arm(2.0, 1.0), 1.0 / 6.0);
         // Beta(2,1) vs the uniform prior: ∫ 2x · x dx = 2/3
         check(arm(2.0, 1.0), Arm::PRIOR, 2.0 / 3.0);
-        assert_eq!(p_exact(arm(1.5, 1.0), Arm::PRIOR), None, "non-integer ⇒ missing, not approximated");
+        assert_eq!(
+            p_exact(arm(1.5, 1.0), Arm::PRIOR),
+            None,
+            "non-integer ⇒ missing, not approximated"
+        );
     }
 
     #[test]
     fn exact_is_complementary_and_symmetric() {
-        for (c, h) in [((3.0, 7.0), (5.0, 2.0)), ((12.0, 4.0), (9.0, 9.0)), ((40.0, 31.0), (38.0, 35.0))] {
+        for (c, h) in [
+            ((3.0, 7.0), (5.0, 2.0)),
+            ((12.0, 4.0), (9.0, 9.0)),
+            ((40.0, 31.0), (38.0, 35.0)),
+        ] {
             let (c, h) = (arm(c.0, c.1), arm(h.0, h.1));
             let sum = p_exact(c, h).unwrap() + p_exact(h, c).unwrap();
             assert!((sum - 1.0).abs() < 1e-9, "P(c>h) + P(h>c) = {sum}");
@@ -281,8 +342,13 @@ mod tests {
                     let exact = p_exact(c, h).unwrap();
                     let mc = p_monte_carlo(c, h, DEFAULT_DRAWS, seed);
                     seed += 1;
-                    let se = (exact * (1.0 - exact) / f64::from(DEFAULT_DRAWS)).sqrt().max(1.0 / f64::from(DEFAULT_DRAWS));
-                    assert!((mc - exact).abs() <= 3.0 * se, "{c:?} vs {h:?}: mc {mc} exact {exact} se {se}");
+                    let se = (exact * (1.0 - exact) / f64::from(DEFAULT_DRAWS))
+                        .sqrt()
+                        .max(1.0 / f64::from(DEFAULT_DRAWS));
+                    assert!(
+                        (mc - exact).abs() <= 3.0 * se,
+                        "{c:?} vs {h:?}: mc {mc} exact {exact} se {se}"
+                    );
                 }
             }
         }
@@ -297,9 +363,18 @@ mod tests {
         assert_eq!(first, second);
         assert_eq!(first.draws, DEFAULT_DRAWS);
         assert_eq!(first.summary(), second.summary());
-        assert!(first.summary().ends_with("% likely better over 20000 samples"), "{}", first.summary());
+        assert!(
+            first
+                .summary()
+                .ends_with("% likely better over 20000 samples"),
+            "{}",
+            first.summary()
+        );
         let other = p_monte_carlo(c, h, 0, 43);
-        assert_ne!(first.p_monte_carlo, other, "another seed draws another stream");
+        assert_ne!(
+            first.p_monte_carlo, other,
+            "another seed draws another stream"
+        );
     }
 
     #[test]
@@ -313,10 +388,16 @@ mod tests {
     fn credible_intervals_are_the_beta_quantiles() {
         // Beta(1,1): uniform ⇒ [0.025, 0.975].
         let (lo, hi) = credible_interval(Arm::PRIOR, 0.95).unwrap();
-        assert!((lo - 0.025).abs() < 1e-6 && (hi - 0.975).abs() < 1e-6, "{lo} {hi}");
+        assert!(
+            (lo - 0.025).abs() < 1e-6 && (hi - 0.975).abs() < 1e-6,
+            "{lo} {hi}"
+        );
         // Beta(2,1): CDF x² ⇒ quantiles sqrt(0.025), sqrt(0.975).
         let (lo, hi) = credible_interval(arm(2.0, 1.0), 0.95).unwrap();
-        assert!((lo - 0.025_f64.sqrt()).abs() < 1e-6 && (hi - 0.975_f64.sqrt()).abs() < 1e-6, "{lo} {hi}");
+        assert!(
+            (lo - 0.025_f64.sqrt()).abs() < 1e-6 && (hi - 0.975_f64.sqrt()).abs() < 1e-6,
+            "{lo} {hi}"
+        );
         // More pulls ⇒ a narrower interval around the mean.
         let (lo_w, hi_w) = credible_interval(arm(11.0, 11.0), 0.95).unwrap();
         let (lo_n, hi_n) = credible_interval(arm(101.0, 101.0), 0.95).unwrap();

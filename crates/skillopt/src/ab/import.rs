@@ -10,18 +10,19 @@
 //! store transaction (all or nothing).
 
 use skillforge_contract::{
-    CHALLENGER, CHAMPION, PairwisePicks,
-    driver_for_media_type, PairwiseReviewPacket, PairwiseSecretMap, RankedFeedbackEvent, UnblindedPick,
-    check_pairwise_runs, ranked_feedback_event_id, unblind_pairwise,
+    CHALLENGER, CHAMPION, PairwisePicks, PairwiseReviewPacket, PairwiseSecretMap,
+    RankedFeedbackEvent, UnblindedPick, check_pairwise_runs, driver_for_media_type,
+    ranked_feedback_event_id, unblind_pairwise,
 };
+use skillforge_store::Store;
 use skillforge_store::artifacts::store_artifact;
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::feedback::{Upserted, event_created_at_now, upsert_ranked_event};
 use skillforge_store::review::{
-    NewEvalRun, NewReviewItem, NewReviewOption, ReviewItem, RunSettings, add_item, create_run, get_run, list_items,
+    NewEvalRun, NewReviewItem, NewReviewOption, ReviewItem, RunSettings, add_item, create_run,
+    get_run, list_items,
 };
 use skillforge_store::templates::get_version;
-use skillforge_store::Store;
 
 /// `source` of events imported from a pairwise review packet.
 pub const PAIRWISE_SOURCE: &str = "pairwise-review";
@@ -59,15 +60,21 @@ impl PairwiseImport<'_> {
     /// # Errors
     /// [`ImportError::Invalid`] for runs that disagree or no reviewer.
     pub fn check(&self) -> Result<String, ImportError> {
-        check_pairwise_runs(self.packet, self.secret, self.picks).map_err(|e| ImportError::Invalid(e.to_string()))?;
-        let reviewer =
-            self.reviewer.map(str::trim).filter(|r| !r.is_empty()).unwrap_or_else(|| self.picks.reviewer.trim()).to_owned();
+        check_pairwise_runs(self.packet, self.secret, self.picks)
+            .map_err(|e| ImportError::Invalid(e.to_string()))?;
+        let reviewer = self
+            .reviewer
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| self.picks.reviewer.trim())
+            .to_owned();
         if reviewer.is_empty() {
             return Err(ImportError::Invalid(
                 "pairwise reviewer is required: pass --reviewer or set `reviewer` in the picks file".into(),
             ));
         }
-        crate::packet::check_reviewer(&reviewer).map_err(|e| ImportError::Invalid(format!("pairwise import: {e}")))?;
+        crate::packet::check_reviewer(&reviewer)
+            .map_err(|e| ImportError::Invalid(format!("pairwise import: {e}")))?;
         Ok(reviewer)
     }
 }
@@ -99,22 +106,36 @@ fn env(what: &str) -> impl Fn(skillforge_store::StoreError) -> ImportError + '_ 
 /// [`ImportError::Invalid`] for runs that disagree, no reviewer, a packet whose template differs
 /// from the stored run's, or a new run whose base version is not installed;
 /// [`ImportError::Env`] when the store or blob store fails.
-pub async fn import_pairwise(store: &Store, blobs: &BlobStore, req: &PairwiseImport<'_>) -> Result<ImportReport, ImportError> {
+pub async fn import_pairwise(
+    store: &Store,
+    blobs: &BlobStore,
+    req: &PairwiseImport<'_>,
+) -> Result<ImportReport, ImportError> {
     let (packet, secret, picks) = (req.packet, req.secret, req.picks);
     let reviewer = req.check()?;
     let run_id = packet.run_id.trim().to_owned();
-    let existing_run = get_run(store.pool(), &run_id).await.map_err(env("read review run"))?;
+    let existing_run = get_run(store.pool(), &run_id)
+        .await
+        .map_err(env("read review run"))?;
     let template_id = packet.template_id.trim();
-    if let Some(run) = existing_run.as_ref().filter(|r| !template_id.is_empty() && r.template_id != template_id) {
+    if let Some(run) = existing_run
+        .as_ref()
+        .filter(|r| !template_id.is_empty() && r.template_id != template_id)
+    {
         return Err(ImportError::Invalid(format!(
             "pairwise packet template `{template_id}` does not match review run `{run_id}` template `{}`",
             run.template_id
         )));
     }
-    let items = list_items(store.pool(), &run_id).await.map_err(env("read review items"))?;
+    let items = list_items(store.pool(), &run_id)
+        .await
+        .map_err(env("read review items"))?;
     let mut skipped: Vec<(String, String)> = Vec::new();
     let mut good: Vec<UnblindedPick> = Vec::new();
-    for (result, item) in unblind_pairwise(packet, secret, picks).into_iter().zip(&packet.items) {
+    for (result, item) in unblind_pairwise(packet, secret, picks)
+        .into_iter()
+        .zip(&packet.items)
+    {
         match result {
             Err(e) => skipped.push((item.item_id.trim().to_owned(), e.to_string())),
             Ok(pick) => match items.iter().find(|i| i.item.item_id == pick.item_id) {
@@ -127,7 +148,10 @@ pub async fn import_pairwise(store: &Store, blobs: &BlobStore, req: &PairwiseImp
         }
     }
     let created_at = event_created_at_now();
-    let mut tx = store.begin().await.map_err(env("begin the pairwise import"))?;
+    let mut tx = store
+        .begin()
+        .await
+        .map_err(env("begin the pairwise import"))?;
     if existing_run.is_none() {
         let base_version = packet.base_version_id.trim();
         let version = get_version(store.pool(), base_version).await.map_err(env("read template version"))?.ok_or_else(|| {
@@ -140,10 +164,13 @@ pub async fn import_pairwise(store: &Store, blobs: &BlobStore, req: &PairwiseImp
             template_id: version.template_id.clone(),
             template_version_id: version.id.clone(),
             target_repo: String::new(),
-            settings: RunSettings::normalize(Some("validate"), None, Some(2)).map_err(|e| ImportError::Invalid(e.to_string()))?,
+            settings: RunSettings::normalize(Some("validate"), None, Some(2))
+                .map_err(|e| ImportError::Invalid(e.to_string()))?,
             metadata_json: String::new(),
         };
-        create_run(&mut tx, &new).await.map_err(env("create review run"))?;
+        create_run(&mut tx, &new)
+            .await
+            .map_err(env("create review run"))?;
     }
     let (mut inserted, mut updated) = (0, 0);
     for pick in &good {
@@ -151,7 +178,13 @@ pub async fn import_pairwise(store: &Store, blobs: &BlobStore, req: &PairwiseImp
             add_pick_item(&mut tx, blobs, &run_id, pick).await?;
         }
         let event = RankedFeedbackEvent {
-            id: ranked_feedback_event_id(&run_id, &pick.item_id, &reviewer, PAIRWISE_SOURCE, req.source_url),
+            id: ranked_feedback_event_id(
+                &run_id,
+                &pick.item_id,
+                &reviewer,
+                PAIRWISE_SOURCE,
+                req.source_url,
+            ),
             run_id: run_id.clone(),
             item_id: pick.item_id.clone(),
             ranking: vec![pick.winner.to_owned(), pick.loser.to_owned()],
@@ -162,13 +195,25 @@ pub async fn import_pairwise(store: &Store, blobs: &BlobStore, req: &PairwiseImp
             created_at: created_at.clone(),
             ..Default::default()
         };
-        match upsert_ranked_event(&mut tx, &event).await.map_err(env("store ranked feedback event"))? {
+        match upsert_ranked_event(&mut tx, &event)
+            .await
+            .map_err(env("store ranked feedback event"))?
+        {
             Upserted::Inserted => inserted += 1,
             Upserted::Updated => updated += 1,
         }
     }
-    tx.commit().await.map_err(|e| ImportError::Env(format!("commit pairwise import: {e}")))?;
-    Ok(ImportReport { run_id, reviewer, imported: good, inserted, updated, skipped })
+    tx.commit()
+        .await
+        .map_err(|e| ImportError::Env(format!("commit pairwise import: {e}")))?;
+    Ok(ImportReport {
+        run_id,
+        reviewer,
+        imported: good,
+        inserted,
+        updated,
+        skipped,
+    })
 }
 
 /// The two-option item (`champion`, `challenger`) of a pick, its outputs stored as artifacts.
@@ -178,15 +223,36 @@ async fn add_pick_item(
     run_id: &str,
     pick: &UnblindedPick,
 ) -> Result<(), ImportError> {
-    let mut new = NewReviewItem { item_id: pick.item_id.clone(), title: pick.title.clone(), ..Default::default() };
-    for (role, response) in [(CHAMPION, &pick.champion_response), (CHALLENGER, &pick.challenger_response)] {
+    let mut new = NewReviewItem {
+        item_id: pick.item_id.clone(),
+        title: pick.title.clone(),
+        ..Default::default()
+    };
+    for (role, response) in [
+        (CHAMPION, &pick.champion_response),
+        (CHALLENGER, &pick.challenger_response),
+    ] {
         let artifact_id = format!("{run_id}/{}/{role}", pick.item_id);
-        store_artifact(&mut *tx, blobs, &artifact_id, response.as_bytes(), "text/plain", driver_for_media_type("text/plain"))
-            .await
-            .map_err(|e| ImportError::Env(format!("store artifact `{artifact_id}`: {e}")))?;
-        new.options.push(NewReviewOption { label: role.to_owned(), artifact_id, role: role.to_owned(), metadata_json: String::new() });
+        store_artifact(
+            &mut *tx,
+            blobs,
+            &artifact_id,
+            response.as_bytes(),
+            "text/plain",
+            driver_for_media_type("text/plain"),
+        )
+        .await
+        .map_err(|e| ImportError::Env(format!("store artifact `{artifact_id}`: {e}")))?;
+        new.options.push(NewReviewOption {
+            label: role.to_owned(),
+            artifact_id,
+            role: role.to_owned(),
+            metadata_json: String::new(),
+        });
     }
-    add_item(&mut *tx, run_id, &new).await.map_err(env("add review item"))?;
+    add_item(&mut *tx, run_id, &new)
+        .await
+        .map_err(env("add review item"))?;
     Ok(())
 }
 

@@ -37,27 +37,48 @@ pub enum Verdict {
 /// → `Tie`; anything else, or no such object → `Unreadable`. Optional `scores` must be an object
 /// of per-label objects of numbers in [0,1]; out-of-range values are dropped.
 pub fn parse_verdict(message: &str) -> Verdict {
-    let Some((map, raw)) = skillforge_stage::judge_reply::verdict_object(message, &["pick", "verdict", "winner"]) else { return Verdict::Unreadable };
-    let reasoning = map.get("reasoning").or_else(|| map.get("reason")).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let Some((map, raw)) =
+        skillforge_stage::judge_reply::verdict_object(message, &["pick", "verdict", "winner"])
+    else {
+        return Verdict::Unreadable;
+    };
+    let reasoning = map
+        .get("reasoning")
+        .or_else(|| map.get("reason"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     match raw.trim().to_ascii_lowercase().as_str() {
         "tie" | "even" | "both" | "neither" => Verdict::Tie,
         other => match Label::parse(other) {
-            Some(pick) => Verdict::Parsed { pick, scores: parse_scores(map.get("scores")), reasoning },
+            Some(pick) => Verdict::Parsed {
+                pick,
+                scores: parse_scores(map.get("scores")),
+                reasoning,
+            },
             None => Verdict::Unreadable,
         },
     }
 }
 
 fn parse_scores(value: Option<&Value>) -> BTreeMap<String, BTreeMap<String, f64>> {
-    let Some(Value::Object(per_label)) = value else { return BTreeMap::new() };
+    let Some(Value::Object(per_label)) = value else {
+        return BTreeMap::new();
+    };
     per_label
         .iter()
         .filter_map(|(label, dims)| {
             let label = Label::parse(label)?.as_str().to_owned();
-            let Value::Object(dims) = dims else { return None };
+            let Value::Object(dims) = dims else {
+                return None;
+            };
             let dims: BTreeMap<String, f64> = dims
                 .iter()
-                .filter_map(|(d, v)| v.as_f64().filter(|x| (0.0..=1.0).contains(x)).map(|x| (d.to_ascii_lowercase(), x)))
+                .filter_map(|(d, v)| {
+                    v.as_f64()
+                        .filter(|x| (0.0..=1.0).contains(x))
+                        .map(|x| (d.to_ascii_lowercase(), x))
+                })
                 .collect();
             Some((label, dims))
         })
@@ -98,7 +119,11 @@ pub enum JudgeSelection {
 /// each of a family not in `agent_families` and distinct from the others (S-76, S-81). None left
 /// ⇒ [`JudgeSelection::SelfFamily`] with a clear message. `agent_families` are the template's
 /// declared family and the family of the runtime that answered ([`agent_families`]).
-pub fn select_judges(agent_families: &[String], available: &[(String, String)], n: usize) -> JudgeSelection {
+pub fn select_judges(
+    agent_families: &[String],
+    available: &[(String, String)],
+    n: usize,
+) -> JudgeSelection {
     let mut chosen: Vec<(String, String)> = Vec::new();
     for (runtime, family) in available {
         if chosen.len() >= n.max(1) {
@@ -114,7 +139,11 @@ pub fn select_judges(agent_families: &[String], available: &[(String, String)], 
             "no judge of a family other than `{}` is available (runtimes: {}); skipping the judge \
              rather than judging the template's own family",
             agent_families.join("`, `"),
-            if seen.is_empty() { "none".to_owned() } else { seen.join(", ") }
+            if seen.is_empty() {
+                "none".to_owned()
+            } else {
+                seen.join(", ")
+            }
         ));
     }
     JudgeSelection::Judges(chosen)
@@ -126,9 +155,15 @@ pub fn select_judges(agent_families: &[String], available: &[(String, String)], 
 /// family (a deterministic stand-in cannot prefer itself). Deduplicated, in that order.
 pub fn agent_families(declared_runtimes: &[String], answering_runtime: &str) -> Vec<String> {
     let family = |runtime: &str| {
-        skillforge_runner_agent::find(runtime).map(|p| p.family.clone()).unwrap_or_else(|_| runtime.to_owned())
+        skillforge_runner_agent::find(runtime)
+            .map(|p| p.family.clone())
+            .unwrap_or_else(|_| runtime.to_owned())
     };
-    let mut families: Vec<String> = declared_runtimes.first().map(|r| family(r.trim())).into_iter().collect();
+    let mut families: Vec<String> = declared_runtimes
+        .first()
+        .map(|r| family(r.trim()))
+        .into_iter()
+        .collect();
     let answering = family(answering_runtime);
     if answering != "scripted" && !families.contains(&answering) {
         families.push(answering);
@@ -147,7 +182,10 @@ mod tests {
             assert_eq!(judge_pick(&parse_verdict(reply)), expected, "{reply:?}");
         };
         check(r#"{"pick": "a"}"#, Some(Label::A));
-        check("Sure.\n```json\n{\"pick\": \"B\", \"reasoning\": \"tighter\"}\n```", Some(Label::B));
+        check(
+            "Sure.\n```json\n{\"pick\": \"B\", \"reasoning\": \"tighter\"}\n```",
+            Some(Label::B),
+        );
         check(r#"{"verdict":"b","reasoning":"scripted"}"#, Some(Label::B));
         check(r#"{"pick":"tie"}"#, None);
         check("both are fine", None);
@@ -160,9 +198,9 @@ mod tests {
 
     #[test]
     fn scores_are_kept_per_label_within_range() {
-        let Verdict::Parsed { scores, .. } =
-            parse_verdict(r#"{"pick":"a","scores":{"A":{"Safety":0.2,"style":3},"b":{"safety":0.9}}}"#)
-        else {
+        let Verdict::Parsed { scores, .. } = parse_verdict(
+            r#"{"pick":"a","scores":{"A":{"Safety":0.2,"style":3},"b":{"safety":0.9}}}"#,
+        ) else {
             panic!("parsed")
         };
         assert_eq!(scores["a"], BTreeMap::from([("safety".to_owned(), 0.2)]));
@@ -174,26 +212,50 @@ mod tests {
     fn s77_judge_prompt_is_blind() {
         let prompt = judge_prompt("What is 2+2?", "four", "4");
         for word in ["champion", "challenger", "@v"] {
-            assert!(!prompt.to_ascii_lowercase().contains(word), "prompt names `{word}`: {prompt}");
+            assert!(
+                !prompt.to_ascii_lowercase().contains(word),
+                "prompt names `{word}`: {prompt}"
+            );
         }
-        assert!(prompt.starts_with("task: judge\n") && prompt.contains("Option A:\nfour") && prompt.contains("Option B:\n4"));
+        assert!(
+            prompt.starts_with("task: judge\n")
+                && prompt.contains("Option A:\nfour")
+                && prompt.contains("Option B:\n4")
+        );
     }
 
     // S-76, S-81
     #[test]
     fn s76_s81_judges_are_other_and_distinct_families() {
-        let pairs = |v: &[(&str, &str)]| v.iter().map(|(r, f)| ((*r).to_owned(), (*f).to_owned())).collect::<Vec<_>>();
-        let available = pairs(&[("claude", "claude"), ("claude-2", "claude"), ("codex", "codex"), ("opencode", "opencode")]);
+        let pairs = |v: &[(&str, &str)]| {
+            v.iter()
+                .map(|(r, f)| ((*r).to_owned(), (*f).to_owned()))
+                .collect::<Vec<_>>()
+        };
+        let available = pairs(&[
+            ("claude", "claude"),
+            ("claude-2", "claude"),
+            ("codex", "codex"),
+            ("opencode", "opencode"),
+        ]);
         let fam = |f: &str| vec![f.to_owned()];
-        assert_eq!(select_judges(&fam("claude"), &available, 1), JudgeSelection::Judges(pairs(&[("codex", "codex")])));
+        assert_eq!(
+            select_judges(&fam("claude"), &available, 1),
+            JudgeSelection::Judges(pairs(&[("codex", "codex")]))
+        );
         assert_eq!(
             select_judges(&fam("codex"), &available, 3),
             JudgeSelection::Judges(pairs(&[("claude", "claude"), ("opencode", "opencode")])),
             "distinct families only; fewer than asked when that is all there is"
         );
         let both = vec!["codex".to_owned(), "claude".to_owned()];
-        assert_eq!(select_judges(&both, &available, 2), JudgeSelection::Judges(pairs(&[("opencode", "opencode")])));
-        let JudgeSelection::SelfFamily(message) = select_judges(&fam("claude"), &pairs(&[("claude", "claude")]), 1) else {
+        assert_eq!(
+            select_judges(&both, &available, 2),
+            JudgeSelection::Judges(pairs(&[("opencode", "opencode")]))
+        );
+        let JudgeSelection::SelfFamily(message) =
+            select_judges(&fam("claude"), &pairs(&[("claude", "claude")]), 1)
+        else {
             panic!("only the agent's own family ⇒ skipped")
         };
         assert!(message.contains("other than `claude`"), "{message}");
@@ -202,7 +264,11 @@ mod tests {
     #[test]
     fn agent_families_are_declared_plus_answering_model_family() {
         let declared = vec!["codex".to_owned(), "claude".to_owned()];
-        assert_eq!(agent_families(&declared, "scripted"), ["codex"], "scripted is no model family");
+        assert_eq!(
+            agent_families(&declared, "scripted"),
+            ["codex"],
+            "scripted is no model family"
+        );
         assert_eq!(agent_families(&declared, "claude"), ["codex", "claude"]);
         assert_eq!(agent_families(&[], "codex"), ["codex"]);
         assert_eq!(agent_families(&["shell".to_owned()], "scripted"), ["shell"]);

@@ -24,7 +24,11 @@ pub fn decide(rate: f64, champion_pulls: u64, min_samples: u64, u: f64) -> Inter
     if champion_pulls < min_samples {
         return Interception::BelowFloor;
     }
-    if u < rate { Interception::Intercept } else { Interception::NotSampled }
+    if u < rate {
+        Interception::Intercept
+    } else {
+        Interception::NotSampled
+    }
 }
 
 #[cfg(test)]
@@ -45,7 +49,9 @@ mod tests {
         assert_eq!(decide(1.0, 30, 30, 0.999), Interception::Intercept);
         assert_eq!(decide(0.25, 30, 30, 0.2), Interception::Intercept);
         assert_eq!(decide(0.25, 30, 30, 0.3), Interception::NotSampled);
-        let hits = (0..1000).filter(|i| decide(0.1, 30, 30, f64::from(*i) / 1000.0) == Interception::Intercept).count();
+        let hits = (0..1000)
+            .filter(|i| decide(0.1, 30, 30, f64::from(*i) / 1000.0) == Interception::Intercept)
+            .count();
         assert_eq!(hits, 100);
     }
 }

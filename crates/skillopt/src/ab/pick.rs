@@ -90,7 +90,9 @@ pub struct Shuffle {
 impl Shuffle {
     /// A fair coin from `seed` (`ab --seed N` uses N itself, facts §6).
     pub fn from_seed(seed: u64) -> Shuffle {
-        Shuffle { challenger_is_a: StdRng::seed_from_u64(seed).random::<bool>() }
+        Shuffle {
+            challenger_is_a: StdRng::seed_from_u64(seed).random::<bool>(),
+        }
     }
 
     /// The role shown under `label`.
@@ -103,7 +105,11 @@ impl Shuffle {
 
     /// The label `role` is shown under.
     pub fn label_of(self, role: Role) -> Label {
-        if self.role_of(Label::A) == role { Label::A } else { Label::B }
+        if self.role_of(Label::A) == role {
+            Label::A
+        } else {
+            Label::B
+        }
     }
 }
 
@@ -136,10 +142,19 @@ impl PickRecord {
     /// The contract event: ranking `[winner, loser]`, winner label, created now.
     pub fn to_event(&self, created_at: &str) -> RankedFeedbackEvent {
         RankedFeedbackEvent {
-            id: ranked_feedback_event_id(&self.run_id, &self.item_id, &self.reviewer, &self.source, &self.source_url),
+            id: ranked_feedback_event_id(
+                &self.run_id,
+                &self.item_id,
+                &self.reviewer,
+                &self.source,
+                &self.source_url,
+            ),
             run_id: self.run_id.clone(),
             item_id: self.item_id.clone(),
-            ranking: vec![self.winner.as_str().to_owned(), self.winner.other().as_str().to_owned()],
+            ranking: vec![
+                self.winner.as_str().to_owned(),
+                self.winner.other().as_str().to_owned(),
+            ],
             winner: self.winner.as_str().to_owned(),
             reasoning: self.reasoning.clone(),
             reviewer: self.reviewer.clone(),
@@ -188,7 +203,11 @@ mod tests {
         let mut seen = [false, false];
         for seed in 0..64 {
             let shuffle = Shuffle::from_seed(seed);
-            assert_eq!(shuffle, Shuffle::from_seed(seed), "seeded shuffle reproduces");
+            assert_eq!(
+                shuffle,
+                Shuffle::from_seed(seed),
+                "seeded shuffle reproduces"
+            );
             seen[usize::from(shuffle.challenger_is_a)] = true;
             for role in [Role::Champion, Role::Challenger] {
                 assert_eq!(shuffle.role_of(shuffle.label_of(role)), role);
@@ -196,7 +215,9 @@ mod tests {
             assert_ne!(shuffle.role_of(Label::A), shuffle.role_of(Label::B));
         }
         assert!(seen[0] && seen[1], "both orders occur");
-        let challenger_a = Shuffle { challenger_is_a: true };
+        let challenger_a = Shuffle {
+            challenger_is_a: true,
+        };
         assert_eq!(challenger_a.role_of(Label::A), Role::Challenger);
         let record = PickRecord {
             run_id: run_id("planner@v2"),
@@ -219,19 +240,32 @@ mod tests {
     fn s64_challenger_choice() {
         let ids = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         assert_eq!(choose_challenger(&[], None), ChallengerChoice::NoneToAb);
-        assert_eq!(choose_challenger(&ids(&["t@v2"]), None), ChallengerChoice::Chosen("t@v2".into()));
+        assert_eq!(
+            choose_challenger(&ids(&["t@v2"]), None),
+            ChallengerChoice::Chosen("t@v2".into())
+        );
         assert_eq!(
             choose_challenger(&ids(&["t@v2", "t@v3"]), None),
             ChallengerChoice::Ambiguous(ids(&["t@v2", "t@v3"]))
         );
-        assert_eq!(choose_challenger(&ids(&["t@v2", "t@v3"]), Some("t@v3")), ChallengerChoice::Chosen("t@v3".into()));
-        assert_eq!(choose_challenger(&ids(&["t@v2"]), Some("t@v1")), ChallengerChoice::NotPending("t@v1".into()));
+        assert_eq!(
+            choose_challenger(&ids(&["t@v2", "t@v3"]), Some("t@v3")),
+            ChallengerChoice::Chosen("t@v3".into())
+        );
+        assert_eq!(
+            choose_challenger(&ids(&["t@v2"]), Some("t@v1")),
+            ChallengerChoice::NotPending("t@v1".into())
+        );
     }
 
     // S-67
     #[test]
     fn s67_each_pick_has_its_own_source_url() {
         assert_ne!(pick_source_url("job-1"), pick_source_url("job-2"));
-        assert_eq!(pick_source_url("job-1"), pick_source_url("job-1"), "a retry of one job keeps its url");
+        assert_eq!(
+            pick_source_url("job-1"),
+            pick_source_url("job-1"),
+            "a retry of one job keeps its url"
+        );
     }
 }

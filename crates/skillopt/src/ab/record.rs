@@ -8,12 +8,15 @@ use skillforge_store::artifacts::{get_artifact, store_artifact};
 use skillforge_store::bandit::{NewPick, record_pick};
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::feedback::{event_created_at_now, upsert_ranked_event};
-use skillforge_store::review::{NewEvalRun, NewReviewItem, NewReviewOption, RunSettings, add_item, create_run};
+use skillforge_store::review::{
+    NewEvalRun, NewReviewItem, NewReviewOption, RunSettings, add_item, create_run,
+};
 use skillforge_store::templates::begin_write;
 use skillforge_store::{Store, StoreError};
 
 use super::pick::{
-    FEEDBACK_SOURCE, HUMAN_REVIEWER, HUMAN_SOURCE, JUDGE_SOURCE, PickRecord, Role, Shuffle, pick_source_url, run_id,
+    FEEDBACK_SOURCE, HUMAN_REVIEWER, HUMAN_SOURCE, JUDGE_SOURCE, PickRecord, Role, Shuffle,
+    pick_source_url, run_id,
 };
 
 /// Media type of stored answers.
@@ -77,14 +80,19 @@ pub enum RecordError {
 ///
 /// # Errors
 /// A [`RecordError`]; nothing is written then.
-pub async fn record(store: &Store, blobs: &BlobStore, ab: &AbRecord) -> Result<Recorded, RecordError> {
+pub async fn record(
+    store: &Store,
+    blobs: &BlobStore,
+    ab: &AbRecord,
+) -> Result<Recorded, RecordError> {
     if ab.human.is_none() && ab.judge.is_none() {
         // S-78: no pick and no readable judge verdict ⇒ nothing at all is written.
         return Ok(Recorded::default());
     }
     let run = run_id(&ab.challenger);
     let mut tx = begin_write(store).await?;
-    let settings = RunSettings::normalize(Some("validate"), None, Some(2)).map_err(|e| StoreError::Migrate(e.to_string()))?;
+    let settings = RunSettings::normalize(Some("validate"), None, Some(2))
+        .map_err(|e| StoreError::Migrate(e.to_string()))?;
     create_run(
         &mut tx,
         &NewEvalRun {
@@ -93,17 +101,29 @@ pub async fn record(store: &Store, blobs: &BlobStore, ab: &AbRecord) -> Result<R
             template_version_id: ab.challenger.clone(),
             target_repo: String::new(),
             settings,
-            metadata_json: json!({"feedback_source": FEEDBACK_SOURCE, "champion_version_id": ab.champion}).to_string(),
+            metadata_json:
+                json!({"feedback_source": FEEDBACK_SOURCE, "champion_version_id": ab.champion})
+                    .to_string(),
         },
     )
     .await?;
     let mut options = Vec::new();
-    for (role, answer) in [(Role::Champion, &ab.champion_answer), (Role::Challenger, &ab.challenger_answer)] {
+    for (role, answer) in [
+        (Role::Champion, &ab.champion_answer),
+        (Role::Challenger, &ab.challenger_answer),
+    ] {
         let artifact_id = format!("{run}/{}/answer-{}", ab.pick_id, role.as_str());
         if get_artifact(&mut *tx, &artifact_id).await?.is_none() {
-            store_artifact(&mut tx, blobs, &artifact_id, answer.as_bytes(), ANSWER_MEDIA_TYPE, "local")
-                .await
-                .map_err(|e| RecordError::Artifact(e.to_string()))?;
+            store_artifact(
+                &mut tx,
+                blobs,
+                &artifact_id,
+                answer.as_bytes(),
+                ANSWER_MEDIA_TYPE,
+                "local",
+            )
+            .await
+            .map_err(|e| RecordError::Artifact(e.to_string()))?;
         }
         options.push(NewReviewOption {
             label: role.as_str().to_owned(),
@@ -130,18 +150,22 @@ pub async fn record(store: &Store, blobs: &BlobStore, ab: &AbRecord) -> Result<R
         },
     )
     .await?;
-    let labels: Vec<String> =
-        sqlx::query_scalar("SELECT label FROM eval_review_options WHERE run_id = ? AND item_id = ?")
-            .bind(&run)
-            .bind(&ab.pick_id)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(StoreError::from)?;
+    let labels: Vec<String> = sqlx::query_scalar(
+        "SELECT label FROM eval_review_options WHERE run_id = ? AND item_id = ?",
+    )
+    .bind(&run)
+    .bind(&ab.pick_id)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(StoreError::from)?;
     let now = event_created_at_now();
     let mut recorded = Recorded::default();
     let rows = [
-        ab.human.map(|winner| (winner, HUMAN_REVIEWER, HUMAN_SOURCE, String::new())),
-        ab.judge.as_ref().map(|(winner, why)| (*winner, JUDGE_SOURCE, JUDGE_SOURCE, why.clone())),
+        ab.human
+            .map(|winner| (winner, HUMAN_REVIEWER, HUMAN_SOURCE, String::new())),
+        ab.judge
+            .as_ref()
+            .map(|(winner, why)| (*winner, JUDGE_SOURCE, JUDGE_SOURCE, why.clone())),
     ];
     for (winner, reviewer, source, reasoning) in rows.into_iter().flatten() {
         let event = PickRecord {
@@ -155,7 +179,10 @@ pub async fn record(store: &Store, blobs: &BlobStore, ab: &AbRecord) -> Result<R
         }
         .to_event(&now);
         if let Some(missing) = event.ranking.iter().find(|l| !labels.contains(l)) {
-            return Err(RecordError::UnknownOption(missing.clone(), ab.pick_id.clone()));
+            return Err(RecordError::UnknownOption(
+                missing.clone(),
+                ab.pick_id.clone(),
+            ));
         }
         upsert_ranked_event(&mut tx, &event).await?;
         if source == HUMAN_SOURCE {

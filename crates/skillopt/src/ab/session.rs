@@ -33,7 +33,9 @@ pub fn session_lock_name(template_id: &str, runtime: &str) -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
     /// This process already holds the session: a second lock would wait for itself.
-    #[error("session is busy: `{name}` is already held by this ask (a second lock on it would self-deadlock)")]
+    #[error(
+        "session is busy: `{name}` is already held by this ask (a second lock on it would self-deadlock)"
+    )]
     Reentrant {
         /// The lock.
         name: String,
@@ -79,24 +81,41 @@ impl SessionLock {
         let started = Instant::now();
         let mut on_busy = Some(on_busy);
         loop {
-            match backend.acquire_lock(name, owner, SESSION_HEARTBEAT, SESSION_STALE_AFTER).await? {
+            match backend
+                .acquire_lock(name, owner, SESSION_HEARTBEAT, SESSION_STALE_AFTER)
+                .await?
+            {
                 LockAcquire::Acquired { fencing_token } => {
-                    let renewer = tokio::spawn(renew(backend.clone(), name.to_owned(), fencing_token));
-                    return Ok(Self { backend, name: name.to_owned(), fencing_token, renewer });
+                    let renewer =
+                        tokio::spawn(renew(backend.clone(), name.to_owned(), fencing_token));
+                    return Ok(Self {
+                        backend,
+                        name: name.to_owned(),
+                        fencing_token,
+                        renewer,
+                    });
                 }
                 LockAcquire::Held(lease) if lease.owner_worker == owner.worker_id => {
-                    return Err(SessionError::Reentrant { name: name.to_owned() });
+                    return Err(SessionError::Reentrant {
+                        name: name.to_owned(),
+                    });
                 }
                 LockAcquire::Held(lease) if started.elapsed() >= wait => {
                     return Err(SessionError::Busy {
                         name: name.to_owned(),
-                        holder: format!("{}@{}:{}", lease.owner_worker, lease.owner_host, lease.owner_pid),
+                        holder: format!(
+                            "{}@{}:{}",
+                            lease.owner_worker, lease.owner_host, lease.owner_pid
+                        ),
                         waited_secs: started.elapsed().as_secs(),
                     });
                 }
                 LockAcquire::Held(lease) => {
                     if let Some(tell) = on_busy.take() {
-                        tell(&format!("{}@{}:{}", lease.owner_worker, lease.owner_host, lease.owner_pid));
+                        tell(&format!(
+                            "{}@{}:{}",
+                            lease.owner_worker, lease.owner_host, lease.owner_pid
+                        ));
                     }
                     tokio::time::sleep(POLL).await;
                 }
@@ -120,13 +139,19 @@ impl SessionLock {
     /// [`SessionError::Queue`].
     pub async fn release(self) -> Result<bool, SessionError> {
         self.renewer.abort();
-        Ok(self.backend.release_lock(&self.name, self.fencing_token).await?)
+        Ok(self
+            .backend
+            .release_lock(&self.name, self.fencing_token)
+            .await?)
     }
 }
 
 impl std::fmt::Debug for SessionLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SessionLock").field("name", &self.name).field("fencing_token", &self.fencing_token).finish_non_exhaustive()
+        f.debug_struct("SessionLock")
+            .field("name", &self.name)
+            .field("fencing_token", &self.fencing_token)
+            .finish_non_exhaustive()
     }
 }
 
@@ -145,7 +170,9 @@ async fn renew(backend: Arc<dyn QueueBackend>, name: String, token: u64) {
                 tracing::warn!(lock = %name, "the session lock is no longer ours");
                 return;
             }
-            Err(e) => tracing::warn!(lock = %name, error = %e, "session lock heartbeat failed; retrying"),
+            Err(e) => {
+                tracing::warn!(lock = %name, error = %e, "session lock heartbeat failed; retrying")
+            }
         }
     }
 }
@@ -160,21 +187,62 @@ mod tests {
     #[tokio::test]
     async fn s72_a_held_session_is_never_locked_twice_and_others_wait_for_it() {
         let dir = tempfile::tempdir().unwrap();
-        let queue: Arc<dyn QueueBackend> = Arc::new(SqliteBackend::open(&dir.path().join("queue.db")).await.unwrap());
+        let queue: Arc<dyn QueueBackend> = Arc::new(
+            SqliteBackend::open(&dir.path().join("queue.db"))
+                .await
+                .unwrap(),
+        );
         let (ask, other) = (WorkerIdentity::new("ask"), WorkerIdentity::new("other-ask"));
         let name = session_lock_name("planner", "scripted");
-        let held = SessionLock::acquire(queue.clone(), &ask, &name, Duration::from_secs(5), |_| panic!("free")).await.unwrap();
+        let held = SessionLock::acquire(queue.clone(), &ask, &name, Duration::from_secs(5), |_| {
+            panic!("free")
+        })
+        .await
+        .unwrap();
         // A second lock by the holder is refused at once, never a wait on itself.
-        let again = SessionLock::acquire(queue.clone(), &ask, &name, Duration::from_secs(3600), |_| {}).await.unwrap_err();
-        assert!(matches!(again, SessionError::Reentrant { .. }) && again.to_string().contains("session is busy"), "{again}");
+        let again = SessionLock::acquire(
+            queue.clone(),
+            &ask,
+            &name,
+            Duration::from_secs(3600),
+            |_| {},
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(again, SessionError::Reentrant { .. })
+                && again.to_string().contains("session is busy"),
+            "{again}"
+        );
         // Another ask announces its wait, waits its bound, then is told who holds it.
         let mut told = None;
-        let busy = SessionLock::acquire(queue.clone(), &other, &name, Duration::from_millis(250), |h| told = Some(h.to_owned())).await.unwrap_err();
-        assert!(matches!(&busy, SessionError::Busy { holder, .. } if holder.starts_with(&ask.worker_id)), "{busy}");
-        assert!(told.is_some_and(|h| h.starts_with(&ask.worker_id)), "the wait is announced with its holder");
-        assert!(queue.leases().await.unwrap().iter().any(|l| l.name == name), "listed by `skillforge locks`");
+        let busy = SessionLock::acquire(
+            queue.clone(),
+            &other,
+            &name,
+            Duration::from_millis(250),
+            |h| told = Some(h.to_owned()),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&busy, SessionError::Busy { holder, .. } if holder.starts_with(&ask.worker_id)),
+            "{busy}"
+        );
+        assert!(
+            told.is_some_and(|h| h.starts_with(&ask.worker_id)),
+            "the wait is announced with its holder"
+        );
+        assert!(
+            queue.leases().await.unwrap().iter().any(|l| l.name == name),
+            "listed by `skillforge locks`"
+        );
         assert!(held.release().await.unwrap());
-        let next = SessionLock::acquire(queue.clone(), &other, &name, Duration::ZERO, |_| panic!("released")).await.unwrap();
+        let next = SessionLock::acquire(queue.clone(), &other, &name, Duration::ZERO, |_| {
+            panic!("released")
+        })
+        .await
+        .unwrap();
         assert!(next.release().await.unwrap());
     }
 }

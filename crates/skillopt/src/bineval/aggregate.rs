@@ -40,16 +40,34 @@ pub struct Scores {
 pub fn aggregate(rows: &[VerdictRow]) -> Scores {
     let mut by_dim: BTreeMap<&str, (f64, f64, f64)> = BTreeMap::new();
     for row in rows {
-        let entry = by_dim.entry(row.dimension.as_str()).or_insert((0.0, 0.0, row.dimension_weight));
+        let entry =
+            by_dim
+                .entry(row.dimension.as_str())
+                .or_insert((0.0, 0.0, row.dimension_weight));
         entry.0 += if row.yes { row.question_weight } else { 0.0 };
         entry.1 += row.question_weight;
     }
-    let dimensions: BTreeMap<String, f64> =
-        by_dim.iter().map(|(d, (yes, total, _))| ((*d).to_owned(), if *total > 0.0 { yes / total } else { 0.0 })).collect();
+    let dimensions: BTreeMap<String, f64> = by_dim
+        .iter()
+        .map(|(d, (yes, total, _))| {
+            (
+                (*d).to_owned(),
+                if *total > 0.0 { yes / total } else { 0.0 },
+            )
+        })
+        .collect();
     let weight_sum: f64 = by_dim.values().map(|(_, _, w)| w).sum();
-    let overall = (!rows.is_empty() && weight_sum > 0.0)
-        .then(|| by_dim.iter().map(|(d, (_, _, w))| w * dimensions[*d]).sum::<f64>() / weight_sum);
-    Scores { dimensions, overall }
+    let overall = (!rows.is_empty() && weight_sum > 0.0).then(|| {
+        by_dim
+            .iter()
+            .map(|(d, (_, _, w))| w * dimensions[*d])
+            .sum::<f64>()
+            / weight_sum
+    });
+    Scores {
+        dimensions,
+        overall,
+    }
 }
 
 /// The deterministic runner (S-43): every assertion of `question` on `source` must hold for a yes.
@@ -60,10 +78,30 @@ pub fn answer_deterministic(question: &Question, source: &str) -> Option<(bool, 
         return None;
     }
     let mut failed = Vec::new();
-    failed.extend(a.contains.iter().filter(|s| !source.contains(s.as_str())).map(|s| format!("missing `{s}`")));
-    failed.extend(a.not_contains.iter().filter(|s| source.contains(s.as_str())).map(|s| format!("contains `{s}`")));
-    failed.extend(a.regex.iter().filter(|r| !r.is_match(source)).map(|r| format!("no match for /{}/", r.as_str())));
-    failed.extend(a.not_regex.iter().filter(|r| r.is_match(source)).map(|r| format!("matches /{}/", r.as_str())));
+    failed.extend(
+        a.contains
+            .iter()
+            .filter(|s| !source.contains(s.as_str()))
+            .map(|s| format!("missing `{s}`")),
+    );
+    failed.extend(
+        a.not_contains
+            .iter()
+            .filter(|s| source.contains(s.as_str()))
+            .map(|s| format!("contains `{s}`")),
+    );
+    failed.extend(
+        a.regex
+            .iter()
+            .filter(|r| !r.is_match(source))
+            .map(|r| format!("no match for /{}/", r.as_str())),
+    );
+    failed.extend(
+        a.not_regex
+            .iter()
+            .filter(|r| r.is_match(source))
+            .map(|r| format!("matches /{}/", r.as_str())),
+    );
     Some(if failed.is_empty() {
         (true, "every assertion holds".to_owned())
     } else {
@@ -116,8 +154,12 @@ pub fn question_prompt(question: &Question, source: &str) -> String {
 pub fn parse_answer(message: &str) -> Option<(bool, String)> {
     for (start, _) in message.match_indices('{') {
         let mut stream = serde_json::Deserializer::from_str(&message[start..]).into_iter::<Value>();
-        let Some(Ok(Value::Object(map))) = stream.next() else { continue };
-        let Some(verdict) = map.get("verdict").and_then(Value::as_str) else { continue };
+        let Some(Ok(Value::Object(map))) = stream.next() else {
+            continue;
+        };
+        let Some(verdict) = map.get("verdict").and_then(Value::as_str) else {
+            continue;
+        };
         let explanation = ["explanation", "reasoning"]
             .iter()
             .find_map(|k| map.get(*k).and_then(Value::as_str))
@@ -138,7 +180,14 @@ mod tests {
     use super::*;
 
     fn row(q: &str, d: &str, yes: bool, qw: f64, dw: f64) -> VerdictRow {
-        VerdictRow { question_id: q.into(), dimension: d.into(), yes, explanation: String::new(), question_weight: qw, dimension_weight: dw }
+        VerdictRow {
+            question_id: q.into(),
+            dimension: d.into(),
+            yes,
+            explanation: String::new(),
+            question_weight: qw,
+            dimension_weight: dw,
+        }
     }
 
     // S-45
@@ -148,26 +197,52 @@ mod tests {
             let scores = aggregate(rows);
             assert_eq!(scores.dimensions.len(), dims.len());
             for (d, expected) in dims {
-                assert!((scores.dimensions[*d] - expected).abs() < 1e-12, "{d}: {scores:?}");
+                assert!(
+                    (scores.dimensions[*d] - expected).abs() < 1e-12,
+                    "{d}: {scores:?}"
+                );
             }
             match (scores.overall, overall) {
-                (Some(got), Some(want)) => assert!((got - want).abs() < 1e-12, "overall {got} != {want}"),
+                (Some(got), Some(want)) => {
+                    assert!((got - want).abs() < 1e-12, "overall {got} != {want}")
+                }
                 (got, want) => assert_eq!(got, want),
             }
         };
         check(&[], &[], None);
-        check(&[row("q1", "c", true, 1.0, 1.0), row("q2", "c", false, 1.0, 1.0)], &[("c", 0.5)], Some(0.5));
+        check(
+            &[
+                row("q1", "c", true, 1.0, 1.0),
+                row("q2", "c", false, 1.0, 1.0),
+            ],
+            &[("c", 0.5)],
+            Some(0.5),
+        );
         // question weights 2/1 inside a dimension: (2·yes + 1·no) / 3
-        check(&[row("q1", "c", true, 2.0, 1.0), row("q2", "c", false, 1.0, 1.0)], &[("c", 2.0 / 3.0)], Some(2.0 / 3.0));
+        check(
+            &[
+                row("q1", "c", true, 2.0, 1.0),
+                row("q2", "c", false, 1.0, 1.0),
+            ],
+            &[("c", 2.0 / 3.0)],
+            Some(2.0 / 3.0),
+        );
         // dimension weights 2/1: (2·1.0 + 1·0.0) / 3
         check(
-            &[row("q1", "c", true, 1.0, 2.0), row("q2", "s", false, 1.0, 1.0)],
+            &[
+                row("q1", "c", true, 1.0, 2.0),
+                row("q2", "s", false, 1.0, 1.0),
+            ],
             &[("c", 1.0), ("s", 0.0)],
             Some(2.0 / 3.0),
         );
         // both: c = (3·yes + 1·no)/4 = 0.75 with weight 2, s = 1.0 with weight 1 ⇒ (1.5 + 1)/3
         check(
-            &[row("a", "c", true, 3.0, 2.0), row("b", "c", false, 1.0, 2.0), row("x", "s", true, 0.5, 1.0)],
+            &[
+                row("a", "c", true, 3.0, 2.0),
+                row("b", "c", false, 1.0, 2.0),
+                row("x", "s", true, 0.5, 1.0),
+            ],
             &[("c", 0.75), ("s", 1.0)],
             Some(2.5 / 3.0),
         );
@@ -185,19 +260,42 @@ mod tests {
         .unwrap();
         let source = "package x\nfunc Add() {}\npanic(\"x\")\n";
         let first = run_deterministic(&set, source);
-        assert_eq!(first, run_deterministic(&set, source), "same input ⇒ same verdicts");
+        assert_eq!(
+            first,
+            run_deterministic(&set, source),
+            "same input ⇒ same verdicts"
+        );
         let (rows, unanswerable) = first;
-        assert_eq!(rows.iter().map(|r| (r.question_id.as_str(), r.yes)).collect::<Vec<_>>(), [("has_test", false), ("no_panic", false)]);
-        assert!(rows[0].explanation.contains("missing `func Test`"), "{}", rows[0].explanation);
-        assert_eq!(unanswerable, ["free"], "a question without assertions is not answered deterministically");
+        assert_eq!(
+            rows.iter()
+                .map(|r| (r.question_id.as_str(), r.yes))
+                .collect::<Vec<_>>(),
+            [("has_test", false), ("no_panic", false)]
+        );
+        assert!(
+            rows[0].explanation.contains("missing `func Test`"),
+            "{}",
+            rows[0].explanation
+        );
+        assert_eq!(
+            unanswerable,
+            ["free"],
+            "a question without assertions is not answered deterministically"
+        );
         let (rows, _) = run_deterministic(&set, "func TestAdd(t *testing.T) {}");
         assert!(rows.iter().all(|r| r.yes));
     }
 
     #[test]
     fn reviewer_answers_parse_yes_no_or_nothing() {
-        assert_eq!(parse_answer(r#"{"verdict":"YES","explanation":"adds TestX"}"#), Some((true, "adds TestX".into())));
-        assert_eq!(parse_answer(r#"{"verdict":"b","reasoning":"r"}"#), Some((false, "r".into())));
+        assert_eq!(
+            parse_answer(r#"{"verdict":"YES","explanation":"adds TestX"}"#),
+            Some((true, "adds TestX".into()))
+        );
+        assert_eq!(
+            parse_answer(r#"{"verdict":"b","reasoning":"r"}"#),
+            Some((false, "r".into()))
+        );
         assert_eq!(parse_answer(r#"{"verdict":"tie"}"#), None);
         assert_eq!(parse_answer("probably"), None);
     }

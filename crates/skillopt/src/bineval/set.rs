@@ -110,7 +110,10 @@ pub struct Assertions {
 impl Assertions {
     /// Whether the question has no assertion at all (the deterministic runner cannot answer it).
     pub fn is_empty(&self) -> bool {
-        self.contains.is_empty() && self.not_contains.is_empty() && self.regex.is_empty() && self.not_regex.is_empty()
+        self.contains.is_empty()
+            && self.not_contains.is_empty()
+            && self.regex.is_empty()
+            && self.not_regex.is_empty()
     }
 }
 
@@ -152,7 +155,9 @@ pub struct QuestionSet {
 impl QuestionSet {
     /// Every `(dimension, question)` in file order.
     pub fn questions(&self) -> impl Iterator<Item = (&Dimension, &Question)> {
-        self.dimensions.iter().flat_map(|d| d.questions.iter().map(move |q| (d, q)))
+        self.dimensions
+            .iter()
+            .flat_map(|d| d.questions.iter().map(move |q| (d, q)))
     }
 
     /// The question with id `id`.
@@ -170,9 +175,13 @@ impl QuestionSet {
 /// without id or text, a duplicate question id anywhere in the set (S-42), a weight that is not a
 /// finite number > 0, an invalid regex.
 pub fn load(path: &Path) -> Result<QuestionSet, BinevalError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| BinevalError::Read { path: path.display().to_string(), message: e.to_string() })?;
-    let is_json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    let text = std::fs::read_to_string(path).map_err(|e| BinevalError::Read {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let is_json = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
     parse(&path.display().to_string(), &text, is_json)
 }
 
@@ -181,10 +190,17 @@ pub fn load(path: &Path) -> Result<QuestionSet, BinevalError> {
 /// # Errors
 /// As [`load`].
 pub fn parse(file: &str, text: &str, is_json: bool) -> Result<QuestionSet, BinevalError> {
-    let invalid = |message: String| BinevalError::Set { file: file.to_owned(), message };
+    let invalid = |message: String| BinevalError::Set {
+        file: file.to_owned(),
+        message,
+    };
     // Issue 12 item 7: the size and nesting limits are checked in one linear pass before the
     // parser runs, so a hostile document is refused at once with the limit named.
-    let limits = if is_json { skillforge_contract::limits::check_json(text) } else { skillforge_contract::limits::check_yaml(text) };
+    let limits = if is_json {
+        skillforge_contract::limits::check_json(text)
+    } else {
+        skillforge_contract::limits::check_yaml(text)
+    };
     limits.map_err(|e| invalid(format!("the question set {e}")))?;
     let raw: RawSet = if is_json {
         serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?
@@ -192,7 +208,9 @@ pub fn parse(file: &str, text: &str, is_json: bool) -> Result<QuestionSet, Binev
         serde_norway::from_str(text).map_err(|e| invalid(e.to_string()))?
     };
     if let Some(v) = raw.version.filter(|v| *v != 1) {
-        return Err(invalid(format!("version {v} is not supported (expected 1)")));
+        return Err(invalid(format!(
+            "version {v} is not supported (expected 1)"
+        )));
     }
     if raw.dimensions.is_empty() {
         return Err(invalid("no dimensions".to_owned()));
@@ -221,10 +239,15 @@ pub fn parse(file: &str, text: &str, is_json: bool) -> Result<QuestionSet, Binev
         for (q_idx, q) in d.questions.into_iter().enumerate() {
             let id = q.id.trim().to_owned();
             if id.is_empty() {
-                return Err(invalid(format!("dimension `{name}`, question {}: no id", q_idx + 1)));
+                return Err(invalid(format!(
+                    "dimension `{name}`, question {}: no id",
+                    q_idx + 1
+                )));
             }
             if !ids.insert(id.clone()) {
-                return Err(invalid(format!("question id `{id}` appears twice (ids are unique across the whole set)")));
+                return Err(invalid(format!(
+                    "question id `{id}` appears twice (ids are unique across the whole set)"
+                )));
             }
             if q.text.trim().is_empty() {
                 return Err(invalid(format!("question `{id}`: no text")));
@@ -232,7 +255,11 @@ pub fn parse(file: &str, text: &str, is_json: bool) -> Result<QuestionSet, Binev
             let compile = |patterns: Vec<String>| -> Result<Vec<Regex>, BinevalError> {
                 patterns
                     .iter()
-                    .map(|p| Regex::new(p).map_err(|e| invalid(format!("question `{id}`: invalid regex `{p}`: {e}"))))
+                    .map(|p| {
+                        Regex::new(p).map_err(|e| {
+                            invalid(format!("question `{id}`: invalid regex `{p}`: {e}"))
+                        })
+                    })
                     .collect()
             };
             let assertions = Assertions {
@@ -249,9 +276,16 @@ pub fn parse(file: &str, text: &str, is_json: bool) -> Result<QuestionSet, Binev
                 assertions,
             });
         }
-        dimensions.push(Dimension { name, weight: d_weight, questions });
+        dimensions.push(Dimension {
+            name,
+            weight: d_weight,
+            questions,
+        });
     }
-    Ok(QuestionSet { kind: raw.template_or_task_kind, dimensions })
+    Ok(QuestionSet {
+        kind: raw.template_or_task_kind,
+        dimensions,
+    })
 }
 
 #[cfg(test)]
@@ -280,11 +314,22 @@ dimensions:
     #[test]
     fn a_set_nested_100_000_levels_deep_is_refused_naming_the_limit_before_parsing() {
         let deep = 100_000;
-        let yaml = format!("version: 1\ndimensions: {}{}\n", "[".repeat(deep), "]".repeat(deep));
-        let json = format!("{{\"version\":1,\"dimensions\":{}{}}}", "[".repeat(deep), "]".repeat(deep));
+        let yaml = format!(
+            "version: 1\ndimensions: {}{}\n",
+            "[".repeat(deep),
+            "]".repeat(deep)
+        );
+        let json = format!(
+            "{{\"version\":1,\"dimensions\":{}{}}}",
+            "[".repeat(deep),
+            "]".repeat(deep)
+        );
         for (text, is_json) in [(yaml, false), (json, true)] {
             let err = parse("deep.yml", &text, is_json).unwrap_err().to_string();
-            assert!(err.contains("deep.yml") && err.contains("deeper than the limit of 64 levels"), "{err}");
+            assert!(
+                err.contains("deep.yml") && err.contains("deeper than the limit of 64 levels"),
+                "{err}"
+            );
         }
     }
 
@@ -293,31 +338,70 @@ dimensions:
         let set = parse("set.yml", SEED_SET, false).unwrap();
         assert_eq!(set.kind, "bugfix");
         assert_eq!(set.dimensions[0].weight, 2.0);
-        assert_eq!(set.dimensions[1].weight, 1.0, "S-42: dimension weight defaults to 1");
-        assert_eq!(set.question("no_todo").unwrap().weight, 1.0, "S-42: question weight defaults to 1");
-        assert_eq!(set.question("no_todo").unwrap().assertions.not_contains, ["TODO", "FIXME"]);
+        assert_eq!(
+            set.dimensions[1].weight, 1.0,
+            "S-42: dimension weight defaults to 1"
+        );
+        assert_eq!(
+            set.question("no_todo").unwrap().weight,
+            1.0,
+            "S-42: question weight defaults to 1"
+        );
+        assert_eq!(
+            set.question("no_todo").unwrap().assertions.not_contains,
+            ["TODO", "FIXME"]
+        );
         let json = r#"{"version":1,"dimensions":[{"name":"c","questions":[{"id":"q","text":"t?","regex":"^fn "}]}]}"#;
-        assert_eq!(parse("set.json", json, true).unwrap().question("q").unwrap().assertions.regex.len(), 1);
+        assert_eq!(
+            parse("set.json", json, true)
+                .unwrap()
+                .question("q")
+                .unwrap()
+                .assertions
+                .regex
+                .len(),
+            1
+        );
     }
 
     // S-42
     #[test]
     fn s42_question_set_validation_errors_name_file_and_question() {
         let check = |text: &str, expected: &str| {
-            let err = parse("sets/bugfix.yml", text, false).expect_err(text).to_string();
+            let err = parse("sets/bugfix.yml", text, false)
+                .expect_err(text)
+                .to_string();
             assert!(err.contains("sets/bugfix.yml"), "{err}");
             assert!(err.contains(expected), "expected `{expected}` in {err}");
         };
         let dup = SEED_SET.replace("id: no_todo", "id: has_test");
         check(&dup, "question id `has_test` appears twice");
-        check(&SEED_SET.replace("weight: 2", "weight: 0"), "dimension `correctness`: weight 0");
-        check(&SEED_SET.replace("weight: 1\n", "weight: -1\n"), "question `has_test`: weight -1");
-        check(&SEED_SET.replace("contains: \"func Test\"", "regex: \"(\""), "question `has_test`: invalid regex");
-        check(&SEED_SET.replace("text: Is it free of TODOs?", "text: \"\""), "question `no_todo`: no text");
+        check(
+            &SEED_SET.replace("weight: 2", "weight: 0"),
+            "dimension `correctness`: weight 0",
+        );
+        check(
+            &SEED_SET.replace("weight: 1\n", "weight: -1\n"),
+            "question `has_test`: weight -1",
+        );
+        check(
+            &SEED_SET.replace("contains: \"func Test\"", "regex: \"(\""),
+            "question `has_test`: invalid regex",
+        );
+        check(
+            &SEED_SET.replace("text: Is it free of TODOs?", "text: \"\""),
+            "question `no_todo`: no text",
+        );
         check(&SEED_SET.replace("version: 1", "version: 2"), "version 2");
         check("version: 1\ndimensions: []\n", "no dimensions");
-        check(&SEED_SET.replace("name: style", "name: correctness"), "dimension `correctness` appears twice");
-        check(&SEED_SET.replace("violation_example:", "violation_exampel:"), "unknown field `violation_exampel`");
+        check(
+            &SEED_SET.replace("name: style", "name: correctness"),
+            "dimension `correctness` appears twice",
+        );
+        check(
+            &SEED_SET.replace("violation_example:", "violation_exampel:"),
+            "unknown field `violation_exampel`",
+        );
         check("dimensions: [", "");
     }
 }

@@ -2,8 +2,8 @@
 
 use serde_json::{Value, json};
 use skillforge_contract::{
-    BinaryVerdict, EvalItem, EvalRun, FeedbackEvent, Metadata, RankedFeedbackEvent, TemplateSnapshot, TrainingPackage,
-    content_hash, parse_template, ranked_feedback_event_id,
+    BinaryVerdict, EvalItem, EvalRun, FeedbackEvent, Metadata, RankedFeedbackEvent,
+    TemplateSnapshot, TrainingPackage, content_hash, parse_template, ranked_feedback_event_id,
 };
 
 pub(crate) const RUN: &str = "run-1";
@@ -42,8 +42,16 @@ pub(crate) fn package_with_content(content: &str) -> TrainingPackage {
     let mut package = TrainingPackage::new(template, run);
     package.training_mode = "distill".into();
     package.items = vec![
-        EvalItem { id: "item-1".into(), title: "first".into(), ..EvalItem::default() },
-        EvalItem { id: "item-2".into(), title: "second".into(), ..EvalItem::default() },
+        EvalItem {
+            id: "item-1".into(),
+            title: "first".into(),
+            ..EvalItem::default()
+        },
+        EvalItem {
+            id: "item-2".into(),
+            title: "second".into(),
+            ..EvalItem::default()
+        },
     ];
     package
 }
@@ -75,7 +83,13 @@ pub(crate) fn ranked(
     }
 }
 
-pub(crate) fn feedback(item: &str, choice: &str, reasoning: &str, reviewer: &str, source: &str) -> FeedbackEvent {
+pub(crate) fn feedback(
+    item: &str,
+    choice: &str,
+    reasoning: &str,
+    reviewer: &str,
+    source: &str,
+) -> FeedbackEvent {
     FeedbackEvent {
         run_id: RUN.into(),
         item_id: item.into(),
@@ -88,7 +102,12 @@ pub(crate) fn feedback(item: &str, choice: &str, reasoning: &str, reviewer: &str
     }
 }
 
-pub(crate) fn verdict(question: &str, dimension: &str, verdict: &str, explanation: &str) -> BinaryVerdict {
+pub(crate) fn verdict(
+    question: &str,
+    dimension: &str,
+    verdict: &str,
+    explanation: &str,
+) -> BinaryVerdict {
     BinaryVerdict {
         question_id: question.into(),
         dimension: dimension.into(),
@@ -110,7 +129,14 @@ pub(crate) fn rich_package() -> TrainingPackage {
             json!({"B": ["Marketing fluff"], "C": ["marketing fluff."]}),
             json!({"A": ["Short summary first"]}),
         ),
-        ranked("item-2", "gitmoot-review", "auto-trace", json!(["add a test-plan"]), Value::Null, Value::Null),
+        ranked(
+            "item-2",
+            "gitmoot-review",
+            "auto-trace",
+            json!(["add a test-plan"]),
+            Value::Null,
+            Value::Null,
+        ),
     ];
     p.feedback_events = vec![
         feedback("item-1", "b", "More concrete steps.", "bob", "markdown"),

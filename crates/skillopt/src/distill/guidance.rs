@@ -46,7 +46,10 @@ impl Support {
 
     /// Σ items × [`EvidenceTier::weight`].
     pub fn weight(&self) -> u32 {
-        EvidenceTier::ALL.iter().map(|t| self.of(*t) * t.weight()).sum()
+        EvidenceTier::ALL
+            .iter()
+            .map(|t| self.of(*t) * t.weight())
+            .sum()
     }
 
     /// The most trusted tier with any support (`None` when empty).
@@ -93,7 +96,11 @@ impl GuidanceLine {
             GuidanceKind::Keep => format!("Keep: {}", self.text),
             GuidanceKind::Lesson => format!("Make sure {}", self.text),
         };
-        let end = if body.ends_with(['.', '!', '?', '…']) { "" } else { "." };
+        let end = if body.ends_with(['.', '!', '?', '…']) {
+            ""
+        } else {
+            "."
+        };
         format!("- {body}{end} ({})", self.support.describe())
     }
 }
@@ -214,7 +221,12 @@ mod tests {
                 max: 2,
                 want: vec![("Keep: a", 1), ("Keep: c", 1)],
             },
-            Case { name: "nothing", evidence: vec![], max: 5, want: vec![] },
+            Case {
+                name: "nothing",
+                evidence: vec![],
+                max: 5,
+                want: vec![],
+            },
         ];
         for case in cases {
             let got = rank_guidance(&case.evidence, case.max);
@@ -222,11 +234,20 @@ mod tests {
                 .iter()
                 .map(|l| {
                     let rendered = l.render();
-                    let body = rendered.trim_start_matches("- ").split(" (support").next().unwrap_or("").to_owned();
+                    let body = rendered
+                        .trim_start_matches("- ")
+                        .split(" (support")
+                        .next()
+                        .unwrap_or("")
+                        .to_owned();
                     (body.trim_end_matches('.').to_owned(), l.support.total())
                 })
                 .collect();
-            let want: Vec<(String, u32)> = case.want.iter().map(|(t, n)| ((*t).to_owned(), *n)).collect();
+            let want: Vec<(String, u32)> = case
+                .want
+                .iter()
+                .map(|(t, n)| ((*t).to_owned(), *n))
+                .collect();
             assert_eq!(got, want, "{}", case.name);
         }
     }
@@ -244,7 +265,10 @@ mod tests {
             support,
             origins: BTreeSet::new(),
         };
-        assert_eq!(line.render(), "- Avoid: marketing fluff. (support 3: human 2, judge 1)");
+        assert_eq!(
+            line.render(),
+            "- Avoid: marketing fluff. (support 3: human 2, judge 1)"
+        );
         assert_eq!(support.weight(), 9);
     }
 }

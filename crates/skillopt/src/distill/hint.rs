@@ -15,8 +15,7 @@ use skillforge_contract::TrainingPackage;
 use crate::packet::MARKDOWN_SOURCE;
 
 /// The fields distill learns from, as a reviewer reads them in `feedback.yml`.
-pub const LEARNED_FIELDS: &str =
-    "useful_traits, rejected_traits or required_improvements (ranked items) and reasoning (A/B items)";
+pub const LEARNED_FIELDS: &str = "useful_traits, rejected_traits or required_improvements (ranked items) and reasoning (A/B items)";
 
 /// One sentence for a no-candidate package: how many feedback rows the package had, which fields
 /// were missing, and which `feedback.yml` to fill (the Markdown packet directories of the events,
@@ -28,14 +27,23 @@ pub fn no_actionable_hint(package: &TrainingPackage) -> String {
         .ranked_feedback_events
         .iter()
         .map(|e| (e.source.as_str(), e.source_url.as_str()))
-        .chain(package.feedback_events.iter().map(|e| (e.source.as_str(), e.source_url.as_str())))
+        .chain(
+            package
+                .feedback_events
+                .iter()
+                .map(|e| (e.source.as_str(), e.source_url.as_str())),
+        )
         .filter(|(source, url)| *source == MARKDOWN_SOURCE && !url.trim().is_empty())
         .map(|(_, url)| url.trim())
         .collect();
     let file = if packets.is_empty() {
         "the review packet's feedback.yml".to_owned()
     } else {
-        packets.iter().map(|dir| format!("`{}/feedback.yml`", dir.trim_end_matches('/'))).collect::<Vec<_>>().join(", ")
+        packets
+            .iter()
+            .map(|dir| format!("`{}/feedback.yml`", dir.trim_end_matches('/')))
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     let seen = if n_ranked + n_ab == 0 {
         "the package has no feedback events".to_owned()
@@ -73,7 +81,10 @@ mod tests {
         });
         let hint = no_actionable_hint(&pkg);
         assert!(hint.contains("1 ranked and 0 A/B"), "{hint}");
-        assert!(hint.contains("useful_traits, rejected_traits or required_improvements"), "{hint}");
+        assert!(
+            hint.contains("useful_traits, rejected_traits or required_improvements"),
+            "{hint}"
+        );
         assert!(hint.contains("reasoning (A/B items)"), "{hint}");
         assert!(hint.contains("`/packets/run-1/feedback.yml`"), "{hint}");
     }
@@ -81,7 +92,10 @@ mod tests {
     #[test]
     fn without_events_says_so() {
         let hint = no_actionable_hint(&package());
-        assert!(hint.starts_with("the package has no feedback events;"), "{hint}");
+        assert!(
+            hint.starts_with("the package has no feedback events;"),
+            "{hint}"
+        );
         assert!(hint.contains("the review packet's feedback.yml"), "{hint}");
     }
 }

@@ -22,13 +22,15 @@ pub mod run;
 pub mod section;
 pub mod tier;
 
-pub use evidence::{Evidence, EvidenceOrigin, GatheredEvidence, GuidanceKind, SourceCounts, gather_evidence};
+pub use evidence::{
+    Evidence, EvidenceOrigin, GatheredEvidence, GuidanceKind, SourceCounts, gather_evidence,
+};
 pub use guidance::{GuidanceLine, Support, rank_guidance};
 pub use hint::{LEARNED_FIELDS, no_actionable_hint};
 pub use run::{
     CANDIDATE_CONTENT_UNCHANGED, DEFAULT_MAX_GUIDANCE_LINES, DistillConfig, DistillError,
-    DistillOutput, DistillPlan, DistillReport, EvidenceCounts, NO_ACTIONABLE_FEEDBACK, OPTIMIZER_NAME, distill,
-    load_training_package, plan,
+    DistillOutput, DistillPlan, DistillReport, EvidenceCounts, NO_ACTIONABLE_FEEDBACK,
+    OPTIMIZER_NAME, distill, load_training_package, plan,
 };
 pub use section::{GUIDANCE_HEADING, apply_section, render_section};
 pub use tier::{EvidenceTier, classify_tier};

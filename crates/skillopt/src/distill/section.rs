@@ -36,7 +36,11 @@ pub fn render_section(lines: &[GuidanceLine]) -> String {
 pub fn apply_section(content: &str, section: &str) -> Result<String, TemplateError> {
     let (_, body) = split_frontmatter(content)?;
     let frontmatter = &content[..content.len() - body.len()];
-    let section = if section.ends_with('\n') { section.to_owned() } else { format!("{section}\n") };
+    let section = if section.ends_with('\n') {
+        section.to_owned()
+    } else {
+        format!("{section}\n")
+    };
     let new_body = match find_section(body) {
         Some((start, end)) => {
             let rest = &body[end..];
@@ -51,7 +55,11 @@ pub fn apply_section(content: &str, section: &str) -> Result<String, TemplateErr
         }
         None => {
             let kept = body.trim_end_matches(['\n', '\r', ' ', '\t']);
-            if kept.is_empty() { section } else { format!("{kept}\n\n{section}") }
+            if kept.is_empty() {
+                section
+            } else {
+                format!("{kept}\n\n{section}")
+            }
         }
     };
     Ok(format!("{frontmatter}{new_body}"))
@@ -89,8 +97,16 @@ mod tests {
     fn apply_section_table() {
         let section = "## Guidance from review evidence\n\n- Do it. (support 1: human 1)\n";
         let table: &[(&str, &str, &str)] = &[
-            ("append after body", "Plan the task.\n", "Plan the task.\n\n{S}"),
-            ("append trims trailing blank lines", "Plan the task.\n\n\n", "Plan the task.\n\n{S}"),
+            (
+                "append after body",
+                "Plan the task.\n",
+                "Plan the task.\n\n{S}",
+            ),
+            (
+                "append trims trailing blank lines",
+                "Plan the task.\n\n\n",
+                "Plan the task.\n\n{S}",
+            ),
             (
                 "replace at end",
                 "Plan.\n\n## Guidance from review evidence\n\n- Old. (support 9: judge 9)\n",
@@ -117,13 +133,20 @@ mod tests {
             let got = apply_section(&content, section).unwrap();
             let want = format!("{FM}{}", want.replace("{S}", section));
             assert_eq!(got, want, "{name}");
-            assert_eq!(apply_section(&got, section).unwrap(), got, "{name}: not idempotent");
+            assert_eq!(
+                apply_section(&got, section).unwrap(),
+                got,
+                "{name}: not idempotent"
+            );
             assert!(got.starts_with(FM), "{name}: frontmatter changed");
         }
     }
 
     #[test]
     fn apply_section_needs_frontmatter() {
-        assert_eq!(apply_section("no frontmatter", "x"), Err(TemplateError::MissingFrontmatter));
+        assert_eq!(
+            apply_section("no frontmatter", "x"),
+            Err(TemplateError::MissingFrontmatter)
+        );
     }
 }

@@ -6,8 +6,15 @@ use serde::Serialize;
 
 /// Sources whose rows a person wrote: the Markdown packet, GitHub comments, the paired-review
 /// packet, the champion/challenger A/B pick, and hand-entered feedback.
-pub const HUMAN_SOURCES: &[&str] =
-    &["markdown", "github", "pairwise-review", "pairwise", "skillopt-ab", "human", "manual"];
+pub const HUMAN_SOURCES: &[&str] = &[
+    "markdown",
+    "github",
+    "pairwise-review",
+    "pairwise",
+    "skillopt-ab",
+    "human",
+    "manual",
+];
 
 /// Reviewer sentinels of the verifiable floor in an auto-trace run: the merge/CI outcome
 /// (`gitmoot-auto`), the objective checker (`gitmoot-checker`) and the hard verifier
@@ -28,7 +35,11 @@ pub enum EvidenceTier {
 
 impl EvidenceTier {
     /// Every tier, most trusted first.
-    pub const ALL: [EvidenceTier; 3] = [EvidenceTier::HumanGold, EvidenceTier::VerifiableFloor, EvidenceTier::Judge];
+    pub const ALL: [EvidenceTier; 3] = [
+        EvidenceTier::HumanGold,
+        EvidenceTier::VerifiableFloor,
+        EvidenceTier::Judge,
+    ];
 
     /// Weight of one supporting item: human gold 4, verifiable floor 2, judge 1. Chosen so two
     /// verifiable rows equal one human row and a judge row never outweighs a verifiable one.
@@ -103,18 +114,37 @@ mod tests {
             (("GitHub", "bob", "item-1"), HumanGold),
             (("pairwise-review", "carol", "item-1"), HumanGold),
             (("skillopt-ab", "human", "q-1"), HumanGold),
-            (("auto-trace", "gitmoot-auto", "owner/repo#12"), VerifiableFloor),
-            (("auto-trace", "gitmoot-checker", "checker#owner/repo#12"), VerifiableFloor),
-            (("auto-trace", "gitmoot-verifier", "hard#owner/repo#12"), VerifiableFloor),
-            (("auto-trace", "someone", "hard#owner/repo#12"), VerifiableFloor),
-            (("auto-trace", "gitmoot-review", "review#owner/repo#12"), Judge),
+            (
+                ("auto-trace", "gitmoot-auto", "owner/repo#12"),
+                VerifiableFloor,
+            ),
+            (
+                ("auto-trace", "gitmoot-checker", "checker#owner/repo#12"),
+                VerifiableFloor,
+            ),
+            (
+                ("auto-trace", "gitmoot-verifier", "hard#owner/repo#12"),
+                VerifiableFloor,
+            ),
+            (
+                ("auto-trace", "someone", "hard#owner/repo#12"),
+                VerifiableFloor,
+            ),
+            (
+                ("auto-trace", "gitmoot-review", "review#owner/repo#12"),
+                Judge,
+            ),
             (("markdown", "llm-judge", "item-1"), Judge),
             (("binary-disagreement", "alice", "item-1"), Judge),
             (("auto-trace", "unknown", "owner/repo#12"), Judge),
             (("somewhere-else", "alice", "item-1"), Judge),
         ];
         for ((source, reviewer, item), want) in table {
-            assert_eq!(classify_tier(source, reviewer, item), *want, "{source}/{reviewer}/{item}");
+            assert_eq!(
+                classify_tier(source, reviewer, item),
+                *want,
+                "{source}/{reviewer}/{item}"
+            );
         }
     }
 

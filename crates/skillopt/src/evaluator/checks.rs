@@ -83,7 +83,11 @@ impl CheckOutcome {
 
 /// The id a check is reported under: its `id`, else its `type`.
 pub fn check_id(check: &EvaluatorCheckConfig) -> String {
-    if check.id.trim().is_empty() { check.check_type.trim().to_owned() } else { check.id.trim().to_owned() }
+    if check.id.trim().is_empty() {
+        check.check_type.trim().to_owned()
+    } else {
+        check.id.trim().to_owned()
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -102,9 +106,16 @@ struct ContractConfig {
 /// Runs the artifact contract `check` over `bytes` (see the module docs for the rules). Pure.
 /// A failing artifact is `Ok`-shaped: the outcome's state is [`CheckState::Failed`].
 pub fn run_artifact_check(check: &EvaluatorCheckConfig, bytes: &[u8]) -> CheckOutcome {
-    let config: ContractConfig = match check.config.clone().map(serde_json::from_value).transpose() {
+    let config: ContractConfig = match check.config.clone().map(serde_json::from_value).transpose()
+    {
         Ok(config) => config.unwrap_or_default(),
-        Err(e) => return CheckOutcome::new(check, CheckState::Error, format!("check config does not parse: {e}")),
+        Err(e) => {
+            return CheckOutcome::new(
+                check,
+                CheckState::Error,
+                format!("check config does not parse: {e}"),
+            );
+        }
     };
     let text = String::from_utf8_lossy(bytes);
     let n_bytes = bytes.len() as u64;
@@ -115,17 +126,32 @@ pub fn run_artifact_check(check: &EvaluatorCheckConfig, bytes: &[u8]) -> CheckOu
         hints.push("Always produce a non-empty output.".into());
     }
     if let Some(min) = config.min_bytes.filter(|min| n_bytes < *min) {
-        violations.push(format!("the artifact is {n_bytes} bytes, below the minimum of {min}"));
+        violations.push(format!(
+            "the artifact is {n_bytes} bytes, below the minimum of {min}"
+        ));
         hints.push(format!("Write outputs of at least {min} bytes."));
     }
     if let Some(max) = config.max_bytes.filter(|max| n_bytes > *max) {
-        violations.push(format!("the artifact is {n_bytes} bytes, above the maximum of {max}"));
+        violations.push(format!(
+            "the artifact is {n_bytes} bytes, above the maximum of {max}"
+        ));
         hints.push(format!("Keep outputs under {max} bytes."));
     }
-    let missing_sections: Vec<&String> = config.required_sections.iter().filter(|s| !has_section(&text, s)).collect();
+    let missing_sections: Vec<&String> = config
+        .required_sections
+        .iter()
+        .filter(|s| !has_section(&text, s))
+        .collect();
     if !missing_sections.is_empty() {
-        violations.extend(missing_sections.iter().map(|s| format!("missing section `{}`", s.trim())));
-        hints.push(format!("Include these sections in every output: {}.", code_list(&missing_sections)));
+        violations.extend(
+            missing_sections
+                .iter()
+                .map(|s| format!("missing section `{}`", s.trim())),
+        );
+        hints.push(format!(
+            "Include these sections in every output: {}.",
+            code_list(&missing_sections)
+        ));
     }
     let files = bundle_files(&text);
     let missing_files: Vec<&String> = config
@@ -137,25 +163,60 @@ pub fn run_artifact_check(check: &EvaluatorCheckConfig, bytes: &[u8]) -> CheckOu
         })
         .collect();
     if !missing_files.is_empty() {
-        violations.extend(missing_files.iter().map(|f| format!("missing file `{}`", f.trim())));
-        hints.push(format!("Produce every required file: {}.", code_list(&missing_files)));
+        violations.extend(
+            missing_files
+                .iter()
+                .map(|f| format!("missing file `{}`", f.trim())),
+        );
+        hints.push(format!(
+            "Produce every required file: {}.",
+            code_list(&missing_files)
+        ));
     }
-    let missing_strings: Vec<&String> = config.required_strings.iter().filter(|s| !text.contains(s.as_str())).collect();
+    let missing_strings: Vec<&String> = config
+        .required_strings
+        .iter()
+        .filter(|s| !text.contains(s.as_str()))
+        .collect();
     if !missing_strings.is_empty() {
-        violations.extend(missing_strings.iter().map(|s| format!("missing required text `{s}`")));
-        hints.push(format!("Include {} in every output.", code_list(&missing_strings)));
+        violations.extend(
+            missing_strings
+                .iter()
+                .map(|s| format!("missing required text `{s}`")),
+        );
+        hints.push(format!(
+            "Include {} in every output.",
+            code_list(&missing_strings)
+        ));
     }
-    let present_forbidden: Vec<&String> =
-        config.forbidden_strings.iter().filter(|s| !s.is_empty() && text.contains(s.as_str())).collect();
+    let present_forbidden: Vec<&String> = config
+        .forbidden_strings
+        .iter()
+        .filter(|s| !s.is_empty() && text.contains(s.as_str()))
+        .collect();
     if !present_forbidden.is_empty() {
-        violations.extend(present_forbidden.iter().map(|s| format!("contains forbidden text `{s}`")));
-        hints.push(format!("Never include {} in the output.", code_list(&present_forbidden)));
+        violations.extend(
+            present_forbidden
+                .iter()
+                .map(|s| format!("contains forbidden text `{s}`")),
+        );
+        hints.push(format!(
+            "Never include {} in the output.",
+            code_list(&present_forbidden)
+        ));
     }
     let mut outcome = if violations.is_empty() {
-        CheckOutcome::new(check, CheckState::Passed, format!("artifact contract holds ({n_bytes} bytes)"))
+        CheckOutcome::new(
+            check,
+            CheckState::Passed,
+            format!("artifact contract holds ({n_bytes} bytes)"),
+        )
     } else {
         let mut failed = CheckOutcome::new(check, CheckState::Failed, violations.join("; "));
-        failed.optimizer_hint = config.optimizer_hint.filter(|h| !h.trim().is_empty()).unwrap_or_else(|| hints.join(" "));
+        failed.optimizer_hint = config
+            .optimizer_hint
+            .filter(|h| !h.trim().is_empty())
+            .unwrap_or_else(|| hints.join(" "));
         failed
     };
     outcome.evidence = violations;
@@ -164,7 +225,14 @@ pub fn run_artifact_check(check: &EvaluatorCheckConfig, bytes: &[u8]) -> CheckOu
 
 /// Whether some line of `text` names section `name` (see the module docs).
 fn has_section(text: &str, name: &str) -> bool {
-    let normalize = |s: &str| s.trim().trim_start_matches('#').trim().trim_end_matches(':').trim().to_lowercase();
+    let normalize = |s: &str| {
+        s.trim()
+            .trim_start_matches('#')
+            .trim()
+            .trim_end_matches(':')
+            .trim()
+            .to_lowercase()
+    };
     let wanted = normalize(name);
     !wanted.is_empty() && text.lines().any(|line| normalize(line) == wanted)
 }
@@ -186,5 +254,9 @@ fn bundle_files(text: &str) -> Option<Vec<String>> {
 }
 
 fn code_list(items: &[&String]) -> String {
-    items.iter().map(|s| format!("`{}`", s.trim())).collect::<Vec<_>>().join(", ")
+    items
+        .iter()
+        .map(|s| format!("`{}`", s.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

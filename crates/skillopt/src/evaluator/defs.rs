@@ -38,8 +38,23 @@ mod tests {
     fn shipped_file_keeps_the_judge_and_render_budgets() {
         let def: EvaluatorStages = SOURCE.shipped().expect("shipped evaluator.toml");
         let judge = def.stage(JUDGE_STAGE);
-        assert_eq!((judge.runner.as_deref(), judge.timeout_secs, judge.setup_secs, judge.retry_failed_runs), (Some("agent"), 600, 60, false));
+        assert_eq!(
+            (
+                judge.runner.as_deref(),
+                judge.timeout_secs,
+                judge.setup_secs,
+                judge.retry_failed_runs
+            ),
+            (Some("agent"), 600, 60, false)
+        );
         let render = def.stage(STAGE_RENDER);
-        assert_eq!((render.runner.as_deref(), render.timeout_secs, render.retry_failed_runs), (Some("process"), 120, false));
+        assert_eq!(
+            (
+                render.runner.as_deref(),
+                render.timeout_secs,
+                render.retry_failed_runs
+            ),
+            (Some("process"), 120, false)
+        );
     }
 }

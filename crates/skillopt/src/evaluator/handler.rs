@@ -25,7 +25,10 @@ impl ResultHandler for EvaluatorHandler {
         }
         Err(ApplyError::Unusable {
             job_id: job.id.clone(),
-            reason: format!("evaluator job of unknown stage `{}` (expected `{JUDGE_STAGE}` or `{STAGE_RENDER}`)", job.spec.stage),
+            reason: format!(
+                "evaluator job of unknown stage `{}` (expected `{JUDGE_STAGE}` or `{STAGE_RENDER}`)",
+                job.spec.stage
+            ),
         })
     }
 }

@@ -112,16 +112,31 @@ pub enum JudgeOutcome {
 /// The rubric for `profile`: `(text, prompt_version)`.
 pub fn judge_rubric(profile: &EvaluatorProfile) -> (String, String) {
     let config = profile.judge.as_ref().and_then(|j| j.config.as_ref());
-    let version = config.and_then(|c| c.get("judge_prompt_version")).and_then(Value::as_str).unwrap_or("").trim().to_owned();
+    let version = config
+        .and_then(|c| c.get("judge_prompt_version"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .trim()
+        .to_owned();
     let templates = config.and_then(|c| c.get("judge_prompt_templates"));
     let configured = templates
-        .and_then(|t| t.get(profile.task_kind.as_str()).or_else(|| t.get("_global")))
+        .and_then(|t| {
+            t.get(profile.task_kind.as_str())
+                .or_else(|| t.get("_global"))
+        })
         .and_then(Value::as_str)
         .map(str::trim)
         .filter(|s| !s.is_empty());
     match configured {
         Some(text) => (text.to_owned(), version),
-        None => (DEFAULT_RUBRIC.to_owned(), if version.is_empty() { DEFAULT_JUDGE_PROMPT_VERSION.to_owned() } else { version }),
+        None => (
+            DEFAULT_RUBRIC.to_owned(),
+            if version.is_empty() {
+                DEFAULT_JUDGE_PROMPT_VERSION.to_owned()
+            } else {
+                version
+            },
+        ),
     }
 }
 
@@ -132,8 +147,16 @@ pub fn judge_prompt(profile: &EvaluatorProfile, rubric: &str, title: &str, text:
     while !text.is_char_boundary(cut) {
         cut -= 1;
     }
-    let note = if cut < text.len() { format!("\n[… cut: {} more bytes]", text.len() - cut) } else { String::new() };
-    let task_kind = if profile.task_kind.is_empty() { "generic" } else { profile.task_kind.as_str() };
+    let note = if cut < text.len() {
+        format!("\n[… cut: {} more bytes]", text.len() - cut)
+    } else {
+        String::new()
+    };
+    let task_kind = if profile.task_kind.is_empty() {
+        "generic"
+    } else {
+        profile.task_kind.as_str()
+    };
     format!(
         "task: judge\n\nYou are the last stage of the evaluator `{profile_id}` (task kind `{task_kind}`); its cheap \
          checks already ran.\n{rubric}\n\nAnswer with JSON only: {{\"verdict\":\"a\"|\"b\"|\"tie\",\"reasoning\":\"...\"}} \
@@ -179,7 +202,10 @@ pub fn parse_judge_verdict(final_message: &str) -> Result<(JudgeVerdict, String)
             _ => Err(e),
         })
         .map_err(|e| VerdictError::NotJson(e.to_string()))?;
-    let verdict = value.get("verdict").and_then(Value::as_str).map(|v| v.trim().to_ascii_lowercase());
+    let verdict = value
+        .get("verdict")
+        .and_then(Value::as_str)
+        .map(|v| v.trim().to_ascii_lowercase());
     let verdict = match verdict.as_deref() {
         Some("a") => JudgeVerdict::Meets,
         Some("b") => JudgeVerdict::FallsShort,
@@ -187,7 +213,12 @@ pub fn parse_judge_verdict(final_message: &str) -> Result<(JudgeVerdict, String)
         Some(other) => return Err(VerdictError::Unknown(other.to_owned())),
         None => return Err(VerdictError::NoVerdict),
     };
-    let reasoning = value.get("reasoning").and_then(Value::as_str).unwrap_or("").trim().to_owned();
+    let reasoning = value
+        .get("reasoning")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .trim()
+        .to_owned();
     Ok((verdict, reasoning))
 }
 
@@ -200,17 +231,23 @@ pub fn judge_runtime_problem(runtime: &str) -> Option<String> {
         Ok(profile) => profile,
         Err(e) => return Some(format!("judge runtime `{runtime}` is unknown: {e}")),
     };
-    if profile.program == skillforge_runner_agent::SKILLFORGE_BIN_PLACEHOLDER || program_on_path(&profile.program) {
+    if profile.program == skillforge_runner_agent::SKILLFORGE_BIN_PLACEHOLDER
+        || program_on_path(&profile.program)
+    {
         return None;
     }
-    Some(format!("judge runtime `{runtime}`: program `{}` not found on PATH", profile.program))
+    Some(format!(
+        "judge runtime `{runtime}`: program `{}` not found on PATH",
+        profile.program
+    ))
 }
 
 fn program_on_path(program: &str) -> bool {
     if program.contains('/') {
         return std::path::Path::new(program).is_file();
     }
-    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
 /// The engine job of one judge run: the `judge` stage of `workflows/evaluator.toml` (runner
@@ -219,7 +256,11 @@ fn program_on_path(program: &str) -> bool {
 ///
 /// # Errors
 /// [`PayloadError`] when the payload does not serialize.
-pub fn judge_job(stage: &StageDef, request: &JudgeRequest, key: String) -> Result<JobSpec, PayloadError> {
+pub fn judge_job(
+    stage: &StageDef,
+    request: &JudgeRequest,
+    key: String,
+) -> Result<JobSpec, PayloadError> {
     let mut payload = AgentPayload::new(request.runtime.clone(), request.prompt.clone());
     payload.model = request.model.clone();
     payload.timeout_secs = Some(stage.timeout_secs);

@@ -34,13 +34,17 @@ mod stages;
 pub use checks::{CheckOutcome, CheckState, run_artifact_check};
 pub use handler::EvaluatorHandler;
 pub use judge::{
-    DEFAULT_JUDGE_PROMPT_VERSION, EVALUATE_WORKFLOW, JUDGE_STAGE, JudgeOutcome, JudgeRequest, JudgeVerdict, VerdictError,
-    judge_job, judge_runtime_problem, parse_judge_verdict,
+    DEFAULT_JUDGE_PROMPT_VERSION, EVALUATE_WORKFLOW, JUDGE_STAGE, JudgeOutcome, JudgeRequest,
+    JudgeVerdict, VerdictError, judge_job, judge_runtime_problem, parse_judge_verdict,
 };
-pub use profile::{BUILTIN_EVALUATOR_IDS, CheckClass, check_class, effective_profile, judge_runtime_of, known_evaluator_ids};
+pub use profile::{
+    BUILTIN_EVALUATOR_IDS, CheckClass, check_class, effective_profile, judge_runtime_of,
+    known_evaluator_ids,
+};
 pub use run::{EvalRunError, RunEvaluation, evaluate_run};
 pub use stages::{
-    Artifact, Evaluation, JudgeStep, RenderStep, STAGE_ARTIFACT_CHECKS, STAGE_JUDGE, STAGE_RENDER, StageEnv, evaluate,
+    Artifact, Evaluation, JudgeStep, RenderStep, STAGE_ARTIFACT_CHECKS, STAGE_JUDGE, STAGE_RENDER,
+    StageEnv, evaluate,
 };
 
 #[cfg(test)]

@@ -28,9 +28,14 @@ pub const BUILTIN_EVALUATOR_IDS: &[&str] = &["landing_page_v1", "vue_landing_pag
 /// built-ins, then the id the run's own evaluator config names (any other id builds a bare
 /// generic profile, which is almost always a typo).
 pub fn known_evaluator_ids(metadata: Option<&Value>) -> Vec<String> {
-    let mut ids: Vec<String> = BUILTIN_EVALUATOR_IDS.iter().map(|id| (*id).to_owned()).collect();
+    let mut ids: Vec<String> = BUILTIN_EVALUATOR_IDS
+        .iter()
+        .map(|id| (*id).to_owned())
+        .collect();
     if let Some(profile) = effective_profile(metadata, None)
-        && !ids.iter().any(|id| id.eq_ignore_ascii_case(&profile.profile_id))
+        && !ids
+            .iter()
+            .any(|id| id.eq_ignore_ascii_case(&profile.profile_id))
     {
         ids.push(profile.profile_id);
     }
@@ -61,22 +66,41 @@ pub fn check_class(check_type: &str) -> CheckClass {
 /// `evaluator_id` / `evaluation.evaluator_id`, judge model from `judge_model`, then the overlay
 /// described in the module docs. `metadata` is the run's metadata object. Returns `None` when no
 /// evaluator is named.
-pub fn effective_profile(metadata: Option<&Value>, evaluator_override: Option<&str>) -> Option<EvaluatorProfile> {
+pub fn effective_profile(
+    metadata: Option<&Value>,
+    evaluator_override: Option<&str>,
+) -> Option<EvaluatorProfile> {
     let config = evaluator_config(metadata);
     let field = |key: &str| -> String {
         config
             .as_ref()
-            .and_then(|c| c.get(key).or_else(|| c.get("evaluation").and_then(|e| e.get(key))))
+            .and_then(|c| {
+                c.get(key)
+                    .or_else(|| c.get("evaluation").and_then(|e| e.get(key)))
+            })
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_owned()
     };
-    let id = evaluator_override.map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).unwrap_or_else(|| field("evaluator_id"));
+    let id = evaluator_override
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .unwrap_or_else(|| field("evaluator_id"));
     let mut profile = build_evaluator_profile(&id, &field("judge_model"), config.clone())?;
-    let Some(Value::Object(config)) = config else { return Some(profile) };
+    let Some(Value::Object(config)) = config else {
+        return Some(profile);
+    };
     if let Some(Value::Array(list)) = config.get("checks") {
-        for check in list.iter().filter_map(|v| serde_json::from_value::<EvaluatorCheckConfig>(v.clone()).ok()) {
-            match profile.checks.iter_mut().find(|c| !c.id.is_empty() && c.id == check.id) {
+        for check in list
+            .iter()
+            .filter_map(|v| serde_json::from_value::<EvaluatorCheckConfig>(v.clone()).ok())
+        {
+            match profile
+                .checks
+                .iter_mut()
+                .find(|c| !c.id.is_empty() && c.id == check.id)
+            {
                 Some(slot) => *slot = check,
                 None => profile.checks.push(check),
             }

@@ -34,7 +34,9 @@ use skillforge_store::review::{EvalRunRow, ReviewItem, list_items, set_item_meta
 use skillforge_store::{Store, StoreError};
 
 use super::checks::{CheckOutcome, CheckState};
-use super::judge::{JUDGE_STAGE, JudgeOutcome, judge_job, judge_runtime_problem, parse_judge_verdict, prompt_hash};
+use super::judge::{
+    JUDGE_STAGE, JudgeOutcome, judge_job, judge_runtime_problem, parse_judge_verdict, prompt_hash,
+};
 use super::stages::{Artifact, Evaluation, JudgeStep, RenderStep, STAGE_RENDER};
 use skillforge_stage::{Ran, StageDef, StageJobs, Wait, run_jobs};
 
@@ -101,13 +103,23 @@ struct Target {
 
 fn targets(item: &ReviewItem) -> Vec<Target> {
     if !item.options.is_empty() {
-        return item.options.iter().map(|o| Target { label: o.label.clone(), artifact_id: o.artifact_id.clone() }).collect();
+        return item
+            .options
+            .iter()
+            .map(|o| Target {
+                label: o.label.clone(),
+                artifact_id: o.artifact_id.clone(),
+            })
+            .collect();
     }
     let candidate = &item.item.candidate_artifact_id;
     if candidate.is_empty() {
         return Vec::new();
     }
-    vec![Target { label: "candidate".into(), artifact_id: candidate.clone() }]
+    vec![Target {
+        label: "candidate".into(),
+        artifact_id: candidate.clone(),
+    }]
 }
 
 /// Evaluates every item of `run` with `profile` (judge on `runtime`, none ⇒ the judge stage is
@@ -135,14 +147,27 @@ pub async fn evaluate_run(
         let item_id = item.item.item_id.clone();
         let mut scores: Vec<(String, EvaluatorScore)> = Vec::new();
         for target in targets(item) {
-            let row = get_artifact(store.pool(), &target.artifact_id).await?.ok_or_else(|| {
-                EvalRunError::Invalid(format!("artifact `{}` of item `{item_id}` is not registered", target.artifact_id))
+            let row = get_artifact(store.pool(), &target.artifact_id)
+                .await?
+                .ok_or_else(|| {
+                    EvalRunError::Invalid(format!(
+                        "artifact `{}` of item `{item_id}` is not registered",
+                        target.artifact_id
+                    ))
+                })?;
+            let bytes = blobs.get(&row.hash).map_err(|e| {
+                EvalRunError::Env(format!("read blob of artifact `{}`: {e}", row.id))
             })?;
-            let bytes = blobs
-                .get(&row.hash)
-                .map_err(|e| EvalRunError::Env(format!("read blob of artifact `{}`: {e}", row.id)))?;
-            let title = if item.item.title.is_empty() { item_id.as_str() } else { item.item.title.as_str() };
-            let artifact = Artifact { id: &target.artifact_id, title, bytes: &bytes };
+            let title = if item.item.title.is_empty() {
+                item_id.as_str()
+            } else {
+                item.item.title.as_str()
+            };
+            let artifact = Artifact {
+                id: &target.artifact_id,
+                title,
+                bytes: &bytes,
+            };
             let mut evaluation = Evaluation::start(profile, &artifact);
             let started_at = Utc::now();
             let mut outcomes = Vec::new();
@@ -150,8 +175,20 @@ pub async fn evaluate_run(
                 outcomes.push(match step {
                     RenderStep::Skip(outcome) => outcome,
                     RenderStep::Run(check) => {
-                        let place = home.join("evaluate").join(&run.id).join(&item_id).join(&target.label);
-                        run_render((jobs, wait), stages.stage(STAGE_RENDER), &check, &place, &bytes, &mut out.job_ids).await?
+                        let place = home
+                            .join("evaluate")
+                            .join(&run.id)
+                            .join(&item_id)
+                            .join(&target.label);
+                        run_render(
+                            (jobs, wait),
+                            stages.stage(STAGE_RENDER),
+                            &check,
+                            &place,
+                            &bytes,
+                            &mut out.job_ids,
+                        )
+                        .await?
                     }
                 });
             }
@@ -161,7 +198,12 @@ pub async fn evaluate_run(
                 JudgeStep::Skip(reason) => evaluation.record_judge_skip(&reason, Utc::now()),
                 JudgeStep::Run(request) => {
                     let started_at = Utc::now();
-                    let key = format!("evaluate:{}:{item_id}:{}:{}", run.id, target.label, prompt_hash(&request.prompt));
+                    let key = format!(
+                        "evaluate:{}:{item_id}:{}:{}",
+                        run.id,
+                        target.label,
+                        prompt_hash(&request.prompt)
+                    );
                     let spec = judge_job(stages.stage(JUDGE_STAGE), &request, key)?;
                     let job = run_job(jobs, wait, &spec).await?;
                     push_unique(&mut out.job_ids, &job.id);
@@ -170,9 +212,11 @@ pub async fn evaluate_run(
                 }
             }
             let mut score = evaluation.finish();
-            score.metadata = Some(json!({"artifact_id": target.artifact_id, "option": target.label}));
+            score.metadata =
+                Some(json!({"artifact_id": target.artifact_id, "option": target.label}));
             out.n_failures += usize::from(score.failure.is_some());
-            out.evaluations.push(summary(&item_id, &target.label, &score));
+            out.evaluations
+                .push(summary(&item_id, &target.label, &score));
             scores.push((target.label, score));
         }
         if scores.is_empty() {
@@ -181,7 +225,10 @@ pub async fn evaluate_run(
         let metadata = item_metadata(&item.item.metadata_json, !item.options.is_empty(), &scores)?;
         let mut tx = store.begin().await?;
         if !set_item_metadata(&mut tx, &run.id, &item_id, &metadata).await? {
-            return Err(EvalRunError::Invalid(format!("review run `{}` has no item `{item_id}`", run.id)));
+            return Err(EvalRunError::Invalid(format!(
+                "review run `{}` has no item `{item_id}`",
+                run.id
+            )));
         }
         tx.commit().await?;
     }
@@ -196,7 +243,11 @@ fn push_unique(ids: &mut Vec<String>, id: &str) {
 
 /// The item's metadata object with `evaluator_score` (A/B) or `evaluator_scores` (ranked)
 /// replaced; other keys kept.
-fn item_metadata(existing: &str, is_ranked: bool, scores: &[(String, EvaluatorScore)]) -> Result<String, EvalRunError> {
+fn item_metadata(
+    existing: &str,
+    is_ranked: bool,
+    scores: &[(String, EvaluatorScore)],
+) -> Result<String, EvalRunError> {
     let mut map = match serde_json::from_str::<Value>(existing) {
         Ok(Value::Object(map)) => map,
         _ => Map::new(),
@@ -204,10 +255,14 @@ fn item_metadata(existing: &str, is_ranked: bool, scores: &[(String, EvaluatorSc
     map.remove("evaluator_score");
     map.remove("evaluator_scores");
     let to_value = |s: &EvaluatorScore| {
-        serde_json::to_value(s).map_err(|e| EvalRunError::Invalid(format!("serialize evaluator score: {e}")))
+        serde_json::to_value(s)
+            .map_err(|e| EvalRunError::Invalid(format!("serialize evaluator score: {e}")))
     };
     if is_ranked {
-        let list = scores.iter().map(|(_, s)| to_value(s)).collect::<Result<Vec<_>, _>>()?;
+        let list = scores
+            .iter()
+            .map(|(_, s)| to_value(s))
+            .collect::<Result<Vec<_>, _>>()?;
         map.insert("evaluator_scores".into(), Value::Array(list));
     } else if let Some((_, score)) = scores.first() {
         map.insert("evaluator_score".into(), to_value(score)?);
@@ -218,22 +273,44 @@ fn item_metadata(existing: &str, is_ranked: bool, scores: &[(String, EvaluatorSc
 /// The judge's verdict from a finished `agent` job; anything else is a stage error.
 fn judge_outcome(job: &Job) -> JudgeOutcome {
     let job_id = job.id.clone();
-    let report = job.outcome.as_ref().and_then(|o| serde_json::from_value::<AgentReport>(o.detail.clone()).ok());
+    let report = job
+        .outcome
+        .as_ref()
+        .and_then(|o| serde_json::from_value::<AgentReport>(o.detail.clone()).ok());
     if job.state != JobState::Succeeded {
-        let why = job.error.clone().unwrap_or_else(|| format!("ended {}", job.state));
-        return JudgeOutcome::Error { reason: format!("judge job failed: {why}"), job_id };
+        let why = job
+            .error
+            .clone()
+            .unwrap_or_else(|| format!("ended {}", job.state));
+        return JudgeOutcome::Error {
+            reason: format!("judge job failed: {why}"),
+            job_id,
+        };
     }
     let Some(report) = report else {
-        return JudgeOutcome::Error { reason: "judge job left no agent report".into(), job_id };
+        return JudgeOutcome::Error {
+            reason: "judge job left no agent report".into(),
+            job_id,
+        };
     };
     let Some(message) = report.final_message.as_deref() else {
-        return JudgeOutcome::Error { reason: "judge verdict unreadable: no final message".into(), job_id };
+        return JudgeOutcome::Error {
+            reason: "judge verdict unreadable: no final message".into(),
+            job_id,
+        };
     };
     match parse_judge_verdict(message) {
-        Ok((verdict, reasoning)) => {
-            JudgeOutcome::Verdict { verdict, reasoning, runtime: report.runtime, family: report.family, job_id }
-        }
-        Err(e) => JudgeOutcome::Error { reason: e.to_string(), job_id },
+        Ok((verdict, reasoning)) => JudgeOutcome::Verdict {
+            verdict,
+            reasoning,
+            runtime: report.runtime,
+            family: report.family,
+            job_id,
+        },
+        Err(e) => JudgeOutcome::Error {
+            reason: e.to_string(),
+            job_id,
+        },
     }
 }
 
@@ -249,27 +326,47 @@ async fn run_render(
     job_ids: &mut Vec<String>,
 ) -> Result<CheckOutcome, EvalRunError> {
     let config = check.config.clone().unwrap_or(Value::Null);
-    let tool = config.get("tool").and_then(Value::as_str).unwrap_or("playwright").to_owned();
+    let tool = config
+        .get("tool")
+        .and_then(Value::as_str)
+        .unwrap_or("playwright")
+        .to_owned();
     if !on_path(&tool) {
-        return Ok(CheckOutcome::new(check, CheckState::Skipped, format!("render tool `{tool}` not found on PATH")));
+        return Ok(CheckOutcome::new(
+            check,
+            CheckState::Skipped,
+            format!("render tool `{tool}` not found on PATH"),
+        ));
     }
     let command: Vec<String> = config
         .get("command")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default();
     if command.is_empty() {
         return Ok(CheckOutcome::new(
             check,
             CheckState::Skipped,
-            format!("render tool `{tool}` is present but check `{}` configures no `command`", check.id),
+            format!(
+                "render tool `{tool}` is present but check `{}` configures no `command`",
+                check.id
+            ),
         ));
     }
-    std::fs::create_dir_all(dir).map_err(|e| EvalRunError::Env(format!("create `{}`: {e}", dir.display())))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| EvalRunError::Env(format!("create `{}`: {e}", dir.display())))?;
     let path = dir.join("artifact");
-    std::fs::write(&path, bytes).map_err(|e| EvalRunError::Env(format!("write `{}`: {e}", path.display())))?;
+    std::fs::write(&path, bytes)
+        .map_err(|e| EvalRunError::Env(format!("write `{}`: {e}", path.display())))?;
     let mut payload = ProcessPayload::argv(command);
-    payload.env.insert("SKILLFORGE_ARTIFACT".into(), path.display().to_string());
+    payload
+        .env
+        .insert("SKILLFORGE_ARTIFACT".into(), path.display().to_string());
     payload.cwd = Some(dir.to_path_buf());
     let mut spec = stage.job(&payload, None)?;
     if let Some(secs) = config.get("timeout_secs").and_then(Value::as_u64) {
@@ -277,12 +374,27 @@ async fn run_render(
     }
     let job = run_job(jobs, wait, &spec).await?;
     push_unique(job_ids, &job.id);
-    let tail = job.outcome.as_ref().map(|o| format!("{}{}", o.stdout_tail, o.stderr_tail)).unwrap_or_default();
+    let tail = job
+        .outcome
+        .as_ref()
+        .map(|o| format!("{}{}", o.stdout_tail, o.stderr_tail))
+        .unwrap_or_default();
     let mut outcome = if job.state == JobState::Succeeded {
-        CheckOutcome::new(check, CheckState::Passed, format!("render command exited 0 (job {})", job.id))
+        CheckOutcome::new(
+            check,
+            CheckState::Passed,
+            format!("render command exited 0 (job {})", job.id),
+        )
     } else {
-        let why = job.error.clone().unwrap_or_else(|| format!("ended {}", job.state));
-        let mut failed = CheckOutcome::new(check, CheckState::Failed, format!("render command failed: {why}"));
+        let why = job
+            .error
+            .clone()
+            .unwrap_or_else(|| format!("ended {}", job.state));
+        let mut failed = CheckOutcome::new(
+            check,
+            CheckState::Failed,
+            format!("render command failed: {why}"),
+        );
         failed.optimizer_hint = config
             .get("optimizer_hint")
             .and_then(Value::as_str)
@@ -292,7 +404,15 @@ async fn run_render(
     };
     let tail = tail.trim();
     if !tail.is_empty() {
-        outcome.evidence.push(tail.chars().rev().take(400).collect::<Vec<_>>().into_iter().rev().collect());
+        outcome.evidence.push(
+            tail.chars()
+                .rev()
+                .take(400)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect(),
+        );
     }
     Ok(outcome)
 }
@@ -301,12 +421,19 @@ fn on_path(program: &str) -> bool {
     if program.contains('/') {
         return Path::new(program).is_file();
     }
-    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
 /// One evaluated artifact's report line: item, option, statuses, stage statuses, failure.
 fn summary(item_id: &str, label: &str, score: &EvaluatorScore) -> Value {
-    let stage = |name: &str| score.stage_status.iter().find(|s| s.stage == name).map(|s| s.status.clone());
+    let stage = |name: &str| {
+        score
+            .stage_status
+            .iter()
+            .find(|s| s.stage == name)
+            .map(|s| s.status.clone())
+    };
     json!({
         "item_id": item_id,
         "option": label,

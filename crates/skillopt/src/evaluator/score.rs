@@ -23,7 +23,9 @@ use super::stages::{Evaluation, STAGE_JUDGE};
 pub(super) fn assemble(evaluation: &Evaluation) -> EvaluatorScore {
     let checks: Vec<&CheckOutcome> = evaluation.checks.iter().chain(&evaluation.render).collect();
     let is_required = |state: CheckState| checks.iter().any(|c| c.required && c.state == state);
-    let has_ran = checks.iter().any(|c| matches!(c.state, CheckState::Passed | CheckState::Failed));
+    let has_ran = checks
+        .iter()
+        .any(|c| matches!(c.state, CheckState::Passed | CheckState::Failed));
     let (contract_status, hard) = if is_required(CheckState::Failed) {
         ("failed", Some(0.0))
     } else if is_required(CheckState::Error) {
@@ -45,7 +47,15 @@ pub(super) fn assemble(evaluation: &Evaluation) -> EvaluatorScore {
     };
     let mut judge_rejection: Option<String> = None;
     match &evaluation.judge {
-        Some((request, JudgeOutcome::Verdict { verdict, reasoning, runtime, .. })) => {
+        Some((
+            request,
+            JudgeOutcome::Verdict {
+                verdict,
+                reasoning,
+                runtime,
+                ..
+            },
+        )) => {
             score.quality_status = verdict.quality_status().to_owned();
             score.soft = Some(verdict.soft());
             score.judge_evaluator_id = runtime.clone();
@@ -55,29 +65,56 @@ pub(super) fn assemble(evaluation: &Evaluation) -> EvaluatorScore {
                 judge_rejection = Some(reasoning.clone());
             }
         }
-        Some((_, JudgeOutcome::Error { .. })) => score.quality_status = CheckState::Error.as_str().into(),
+        Some((_, JudgeOutcome::Error { .. })) => {
+            score.quality_status = CheckState::Error.as_str().into()
+        }
         None => {
             let judge_stage = evaluation.stages.iter().find(|s| s.stage == STAGE_JUDGE);
-            score.quality_status = judge_stage.map(|s| s.status.clone()).unwrap_or_else(|| "skipped".into());
+            score.quality_status = judge_stage
+                .map(|s| s.status.clone())
+                .unwrap_or_else(|| "skipped".into());
         }
     }
-    let failed: Vec<&&CheckOutcome> = checks.iter().filter(|c| c.state == CheckState::Failed).collect();
+    let failed: Vec<&&CheckOutcome> = checks
+        .iter()
+        .filter(|c| c.state == CheckState::Failed)
+        .collect();
     let required_failed: Vec<&&&CheckOutcome> = failed.iter().filter(|c| c.required).collect();
     if required_failed.is_empty() && judge_rejection.is_none() {
         return score;
     }
-    let mut hints: Vec<String> = required_failed.iter().map(|c| c.optimizer_hint.clone()).filter(|h| !h.is_empty()).collect();
-    let mut human: Vec<String> =
-        required_failed.iter().map(|c| format!("required check `{}` failed: {}", c.check_id, c.reason)).collect();
+    let mut hints: Vec<String> = required_failed
+        .iter()
+        .map(|c| c.optimizer_hint.clone())
+        .filter(|h| !h.is_empty())
+        .collect();
+    let mut human: Vec<String> = required_failed
+        .iter()
+        .map(|c| format!("required check `{}` failed: {}", c.check_id, c.reason))
+        .collect();
     let mut evidence = vec![format!("artifact `{}`", evaluation.artifact_id)];
-    evidence.extend(failed.iter().flat_map(|c| c.evidence.iter().map(move |e| format!("{}: {e}", c.check_id))));
+    evidence.extend(failed.iter().flat_map(|c| {
+        c.evidence
+            .iter()
+            .map(move |e| format!("{}: {e}", c.check_id))
+    }));
     if let Some(reasoning) = &judge_rejection {
-        let reasoning = if reasoning.trim().is_empty() { "no reasoning given" } else { reasoning.trim() };
-        human.push(format!("the judge found the output falls short: {reasoning}"));
+        let reasoning = if reasoning.trim().is_empty() {
+            "no reasoning given"
+        } else {
+            reasoning.trim()
+        };
+        human.push(format!(
+            "the judge found the output falls short: {reasoning}"
+        ));
         hints.push(format!("Address the judge's concern: {reasoning}"));
         evidence.push(format!("judge: {reasoning}"));
     }
-    let primary_reason = if required_failed.is_empty() { "judge_rejected" } else { "required_check_failed" };
+    let primary_reason = if required_failed.is_empty() {
+        "judge_rejected"
+    } else {
+        "required_check_failed"
+    };
     score.fail_reason = human.first().cloned().unwrap_or_default();
     score.failure = Some(EvaluatorFailurePacket {
         primary_reason: primary_reason.to_owned(),

@@ -5,7 +5,9 @@
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
-use skillforge_contract::{EvaluatorCheckConfig, EvaluatorProfile, EvaluatorScore, EvaluatorStageStatus};
+use skillforge_contract::{
+    EvaluatorCheckConfig, EvaluatorProfile, EvaluatorScore, EvaluatorStageStatus,
+};
 
 use super::checks::{CheckOutcome, CheckState, run_artifact_check};
 use super::judge::{JudgeOutcome, JudgeRequest, judge_prompt, judge_rubric, prompt_hash};
@@ -63,8 +65,12 @@ impl StageRecord {
             stage: self.stage.to_owned(),
             status: self.status.clone(),
             started_at: self.started_at.to_rfc3339_opts(SecondsFormat::Millis, true),
-            finished_at: self.finished_at.to_rfc3339_opts(SecondsFormat::Millis, true),
-            duration_ms: (self.finished_at - self.started_at).num_milliseconds().max(0),
+            finished_at: self
+                .finished_at
+                .to_rfc3339_opts(SecondsFormat::Millis, true),
+            duration_ms: (self.finished_at - self.started_at)
+                .num_milliseconds()
+                .max(0),
             details: Some(self.details.clone()),
         }
     }
@@ -105,7 +111,13 @@ impl Evaluation {
             }
         }
         let empty_reason = "the profile has no artifact checks";
-        let stage = stage_record(STAGE_ARTIFACT_CHECKS, &checks, empty_reason, started_at, Utc::now());
+        let stage = stage_record(
+            STAGE_ARTIFACT_CHECKS,
+            &checks,
+            empty_reason,
+            started_at,
+            Utc::now(),
+        );
         Self {
             profile: profile.clone(),
             artifact_id: artifact.id.to_owned(),
@@ -152,8 +164,19 @@ impl Evaluation {
 
     /// Records stage 2: `outcomes` of every render step (skips included), run between
     /// `started_at` and `finished_at`.
-    pub fn record_render(&mut self, outcomes: Vec<CheckOutcome>, started_at: DateTime<Utc>, finished_at: DateTime<Utc>) {
-        let stage = stage_record(STAGE_RENDER, &outcomes, "the profile has no render adapters", started_at, finished_at);
+    pub fn record_render(
+        &mut self,
+        outcomes: Vec<CheckOutcome>,
+        started_at: DateTime<Utc>,
+        finished_at: DateTime<Utc>,
+    ) {
+        let stage = stage_record(
+            STAGE_RENDER,
+            &outcomes,
+            "the profile has no render adapters",
+            started_at,
+            finished_at,
+        );
         self.render = outcomes;
         self.stages.retain(|s| s.stage != STAGE_RENDER);
         self.stages.push(stage);
@@ -163,16 +186,24 @@ impl Evaluation {
     /// (unless `judge.when` is `always`), an artifact that is not UTF-8 text, no `runtime`, and
     /// `runtime_problem` each give `Skip` with that reason; otherwise `Run` with the prompt.
     pub fn judge_step(&self, runtime: Option<&str>, runtime_problem: Option<String>) -> JudgeStep {
-        let Some(judge) = &self.profile.judge else { return JudgeStep::Skip("the profile has no judge".into()) };
+        let Some(judge) = &self.profile.judge else {
+            return JudgeStep::Skip("the profile has no judge".into());
+        };
         let blocked = self.required_not_passed();
-        let when = if judge.when.trim().is_empty() { "checks_pass" } else { judge.when.trim() };
+        let when = if judge.when.trim().is_empty() {
+            "checks_pass"
+        } else {
+            judge.when.trim()
+        };
         if !blocked.is_empty() && !when.eq_ignore_ascii_case("always") {
             return JudgeStep::Skip(format!(
                 "required check {} did not pass; the judge runs only when checks pass (when: {when})",
                 id_list(&blocked)
             ));
         }
-        let Some(text) = &self.text else { return JudgeStep::Skip("the artifact is not UTF-8 text".into()) };
+        let Some(text) = &self.text else {
+            return JudgeStep::Skip("the artifact is not UTF-8 text".into());
+        };
         let Some(runtime) = runtime.map(str::trim).filter(|r| !r.is_empty()) else {
             return JudgeStep::Skip(
                 "no judge runtime configured (pass --judge-runtime or set `judge_runtime` in the run metadata)".into(),
@@ -182,7 +213,11 @@ impl Evaluation {
             return JudgeStep::Skip(problem);
         }
         let (rubric, prompt_version) = judge_rubric(&self.profile);
-        let title = if self.title.is_empty() { self.artifact_id.as_str() } else { self.title.as_str() };
+        let title = if self.title.is_empty() {
+            self.artifact_id.as_str()
+        } else {
+            self.title.as_str()
+        };
         JudgeStep::Run(JudgeRequest {
             runtime: runtime.to_owned(),
             model: Some(judge.model.trim().to_owned()).filter(|m| !m.is_empty()),
@@ -213,7 +248,13 @@ impl Evaluation {
         finished_at: DateTime<Utc>,
     ) {
         let (status, details) = match &outcome {
-            JudgeOutcome::Verdict { verdict, reasoning, runtime, family, job_id } => (
+            JudgeOutcome::Verdict {
+                verdict,
+                reasoning,
+                runtime,
+                family,
+                job_id,
+            } => (
                 verdict.quality_status().to_owned(),
                 json!({"runtime": runtime, "family": family, "job_id": job_id, "verdict": verdict.as_str(),
                        "reasoning": reasoning, "judge_prompt_version": request.prompt_version,
@@ -225,7 +266,13 @@ impl Evaluation {
             ),
         };
         self.stages.retain(|s| s.stage != STAGE_JUDGE);
-        self.stages.push(StageRecord { stage: STAGE_JUDGE, status, started_at, finished_at, details });
+        self.stages.push(StageRecord {
+            stage: STAGE_JUDGE,
+            status,
+            started_at,
+            finished_at,
+            details,
+        });
         self.judge = Some((request, outcome));
     }
 
@@ -245,7 +292,11 @@ impl Evaluation {
                 });
             }
         }
-        let rank = |s: &str| [STAGE_ARTIFACT_CHECKS, STAGE_RENDER, STAGE_JUDGE].iter().position(|x| *x == s);
+        let rank = |s: &str| {
+            [STAGE_ARTIFACT_CHECKS, STAGE_RENDER, STAGE_JUDGE]
+                .iter()
+                .position(|x| *x == s)
+        };
         self.stages.sort_by_key(|s| rank(s.stage));
         assemble(&self)
     }
@@ -265,7 +316,11 @@ pub trait StageEnv {
 
 /// Evaluates `artifact` against `profile` through all three stages in order, with `env` running
 /// render adapters and the judge. Never fails: what could not run is recorded in the score.
-pub fn evaluate(profile: &EvaluatorProfile, artifact: &Artifact<'_>, env: &mut dyn StageEnv) -> EvaluatorScore {
+pub fn evaluate(
+    profile: &EvaluatorProfile,
+    artifact: &Artifact<'_>,
+    env: &mut dyn StageEnv,
+) -> EvaluatorScore {
     let mut evaluation = Evaluation::start(profile, artifact);
     let started_at = Utc::now();
     let outcomes = evaluation
@@ -278,7 +333,9 @@ pub fn evaluate(profile: &EvaluatorProfile, artifact: &Artifact<'_>, env: &mut d
         .collect();
     evaluation.record_render(outcomes, started_at, Utc::now());
     let runtime = env.judge_runtime();
-    let problem = runtime.as_deref().and_then(|r| env.judge_runtime_problem(r));
+    let problem = runtime
+        .as_deref()
+        .and_then(|r| env.judge_runtime_problem(r));
     match evaluation.judge_step(runtime.as_deref(), problem) {
         JudgeStep::Skip(reason) => evaluation.record_judge_skip(&reason, Utc::now()),
         JudgeStep::Run(request) => {
@@ -291,7 +348,11 @@ pub fn evaluate(profile: &EvaluatorProfile, artifact: &Artifact<'_>, env: &mut d
 }
 
 fn id_list(checks: &[(String, CheckState)]) -> String {
-    checks.iter().map(|(id, _)| format!("`{id}`")).collect::<Vec<_>>().join(", ")
+    checks
+        .iter()
+        .map(|(id, _)| format!("`{id}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A check stage's record: `failed` when a required check failed, else `error` when a required
@@ -305,7 +366,9 @@ fn stage_record(
     finished_at: DateTime<Utc>,
 ) -> StageRecord {
     let has_required = |state: CheckState| outcomes.iter().any(|c| c.required && c.state == state);
-    let has_ran = outcomes.iter().any(|c| matches!(c.state, CheckState::Passed | CheckState::Failed));
+    let has_ran = outcomes
+        .iter()
+        .any(|c| matches!(c.state, CheckState::Passed | CheckState::Failed));
     let status = if has_required(CheckState::Failed) {
         CheckState::Failed
     } else if has_required(CheckState::Error) {
@@ -320,7 +383,13 @@ fn stage_record(
     } else {
         json!({ "checks": outcomes.iter().map(check_details).collect::<Vec<_>>() })
     };
-    StageRecord { stage, status: status.as_str().to_owned(), started_at, finished_at, details }
+    StageRecord {
+        stage,
+        status: status.as_str().to_owned(),
+        started_at,
+        finished_at,
+        details,
+    }
 }
 
 fn check_details(c: &CheckOutcome) -> Value {

@@ -1,7 +1,9 @@
 //! Table tests: stage order, when each stage runs, and the failure packet (S-101).
 
 use serde_json::{Value, json};
-use skillforge_contract::{EvaluatorCheckConfig, EvaluatorProfile, EvaluatorScore, build_evaluator_profile};
+use skillforge_contract::{
+    EvaluatorCheckConfig, EvaluatorProfile, EvaluatorScore, build_evaluator_profile,
+};
 
 use super::*;
 
@@ -32,7 +34,11 @@ impl StageEnv for Recorder {
     fn render(&mut self, check: &EvaluatorCheckConfig, _artifact: &Artifact<'_>) -> CheckOutcome {
         self.calls.push(format!("render:{}", check.id));
         if !self.tool_present {
-            return CheckOutcome::new(check, CheckState::Skipped, "tool `playwright` not found on PATH");
+            return CheckOutcome::new(
+                check,
+                CheckState::Skipped,
+                "tool `playwright` not found on PATH",
+            );
         }
         if self.render_passes {
             CheckOutcome::new(check, CheckState::Passed, "rendered")
@@ -50,7 +56,11 @@ impl StageEnv for Recorder {
     }
     fn judge(&mut self, request: &JudgeRequest) -> JudgeOutcome {
         self.calls.push("judge".into());
-        assert!(request.prompt.starts_with("task: judge\n"), "{}", request.prompt);
+        assert!(
+            request.prompt.starts_with("task: judge\n"),
+            "{}",
+            request.prompt
+        );
         match self.judge_answer {
             Ok(msg) => match parse_judge_verdict(msg) {
                 Ok((verdict, reasoning)) => JudgeOutcome::Verdict {
@@ -60,9 +70,15 @@ impl StageEnv for Recorder {
                     family: "scripted".into(),
                     job_id: "job-1".into(),
                 },
-                Err(e) => JudgeOutcome::Error { reason: e.to_string(), job_id: "job-1".into() },
+                Err(e) => JudgeOutcome::Error {
+                    reason: e.to_string(),
+                    job_id: "job-1".into(),
+                },
             },
-            Err(reason) => JudgeOutcome::Error { reason: reason.into(), job_id: String::new() },
+            Err(reason) => JudgeOutcome::Error {
+                reason: reason.into(),
+                job_id: String::new(),
+            },
         }
     }
 }
@@ -72,13 +88,20 @@ fn sections_check(required: bool) -> EvaluatorCheckConfig {
         id: "required_sections".into(),
         check_type: "artifact_contract".into(),
         required,
-        config: Some(json!({"required_sections": ["## Summary", "## Testing"], "max_bytes": 10_000})),
+        config: Some(
+            json!({"required_sections": ["## Summary", "## Testing"], "max_bytes": 10_000}),
+        ),
         ..Default::default()
     }
 }
 
 fn render_check() -> EvaluatorCheckConfig {
-    EvaluatorCheckConfig { id: "render_smoke".into(), check_type: "playwright".into(), when: "checks_pass".into(), ..Default::default() }
+    EvaluatorCheckConfig {
+        id: "render_smoke".into(),
+        check_type: "playwright".into(),
+        when: "checks_pass".into(),
+        ..Default::default()
+    }
 }
 
 /// A generic profile with the render check listed BEFORE the artifact check, to prove the order
@@ -93,15 +116,29 @@ const GOOD: &str = "# Notes\n## Summary\nDid a thing.\n## Testing\nRan the suite
 const MISSING_TESTING: &str = "# Notes\n## Summary\nDid a thing.\n";
 
 fn run(profile: &EvaluatorProfile, text: &str, env: &mut Recorder) -> EvaluatorScore {
-    evaluate(profile, &Artifact { id: "run/item/option-a", title: "Release notes", bytes: text.as_bytes() }, env)
+    evaluate(
+        profile,
+        &Artifact {
+            id: "run/item/option-a",
+            title: "Release notes",
+            bytes: text.as_bytes(),
+        },
+        env,
+    )
 }
 
 fn stages(score: &EvaluatorScore) -> Vec<(String, String)> {
-    score.stage_status.iter().map(|s| (s.stage.clone(), s.status.clone())).collect()
+    score
+        .stage_status
+        .iter()
+        .map(|s| (s.stage.clone(), s.status.clone()))
+        .collect()
 }
 
 fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
-    list.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect()
+    list.iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect()
 }
 
 #[test]
@@ -123,7 +160,11 @@ fn s101_stage_order_and_when_each_stage_runs() {
             required: true,
             tweak: |_| {},
             calls: &["render:render_smoke", "judge"],
-            stages: &[("artifact_checks", "passed"), ("render", "passed"), ("judge", "passed")],
+            stages: &[
+                ("artifact_checks", "passed"),
+                ("render", "passed"),
+                ("judge", "passed"),
+            ],
             contract: "passed",
             quality: "passed",
         },
@@ -133,7 +174,11 @@ fn s101_stage_order_and_when_each_stage_runs() {
             required: true,
             tweak: |_| {},
             calls: &[],
-            stages: &[("artifact_checks", "failed"), ("render", "skipped"), ("judge", "skipped")],
+            stages: &[
+                ("artifact_checks", "failed"),
+                ("render", "skipped"),
+                ("judge", "skipped"),
+            ],
             contract: "failed",
             quality: "skipped",
         },
@@ -143,7 +188,11 @@ fn s101_stage_order_and_when_each_stage_runs() {
             required: false,
             tweak: |_| {},
             calls: &["render:render_smoke", "judge"],
-            stages: &[("artifact_checks", "passed"), ("render", "passed"), ("judge", "passed")],
+            stages: &[
+                ("artifact_checks", "passed"),
+                ("render", "passed"),
+                ("judge", "passed"),
+            ],
             contract: "passed",
             quality: "passed",
         },
@@ -153,7 +202,11 @@ fn s101_stage_order_and_when_each_stage_runs() {
             required: true,
             tweak: |r| r.tool_present = false,
             calls: &["render:render_smoke", "judge"],
-            stages: &[("artifact_checks", "passed"), ("render", "skipped"), ("judge", "passed")],
+            stages: &[
+                ("artifact_checks", "passed"),
+                ("render", "skipped"),
+                ("judge", "passed"),
+            ],
             contract: "passed",
             quality: "passed",
         },
@@ -163,7 +216,11 @@ fn s101_stage_order_and_when_each_stage_runs() {
             required: true,
             tweak: |r| r.runtime = None,
             calls: &["render:render_smoke"],
-            stages: &[("artifact_checks", "passed"), ("render", "passed"), ("judge", "skipped")],
+            stages: &[
+                ("artifact_checks", "passed"),
+                ("render", "passed"),
+                ("judge", "skipped"),
+            ],
             contract: "passed",
             quality: "skipped",
         },
@@ -173,7 +230,11 @@ fn s101_stage_order_and_when_each_stage_runs() {
             required: true,
             tweak: |r| r.runtime_problem = Some("program `claude` not found on PATH".into()),
             calls: &["render:render_smoke"],
-            stages: &[("artifact_checks", "passed"), ("render", "passed"), ("judge", "skipped")],
+            stages: &[
+                ("artifact_checks", "passed"),
+                ("render", "passed"),
+                ("judge", "skipped"),
+            ],
             contract: "passed",
             quality: "skipped",
         },
@@ -183,7 +244,11 @@ fn s101_stage_order_and_when_each_stage_runs() {
             required: true,
             tweak: |r| r.judge_answer = Ok(r#"{"verdict":"b","reasoning":"no rollback step"}"#),
             calls: &["render:render_smoke", "judge"],
-            stages: &[("artifact_checks", "passed"), ("render", "passed"), ("judge", "failed")],
+            stages: &[
+                ("artifact_checks", "passed"),
+                ("render", "passed"),
+                ("judge", "failed"),
+            ],
             contract: "passed",
             quality: "failed",
         },
@@ -193,7 +258,11 @@ fn s101_stage_order_and_when_each_stage_runs() {
             required: true,
             tweak: |r| r.judge_answer = Ok("Run A (with the skill)"),
             calls: &["render:render_smoke", "judge"],
-            stages: &[("artifact_checks", "passed"), ("render", "passed"), ("judge", "error")],
+            stages: &[
+                ("artifact_checks", "passed"),
+                ("render", "passed"),
+                ("judge", "error"),
+            ],
             contract: "passed",
             quality: "error",
         },
@@ -204,20 +273,40 @@ fn s101_stage_order_and_when_each_stage_runs() {
         let score = run(&profile(case.required), case.text, &mut env);
         assert_eq!(env.calls, case.calls, "{}: calls", case.name);
         assert_eq!(stages(&score), pairs(case.stages), "{}: stages", case.name);
-        assert_eq!(score.contract_status, case.contract, "{}: contract", case.name);
+        assert_eq!(
+            score.contract_status, case.contract,
+            "{}: contract",
+            case.name
+        );
         assert_eq!(score.quality_status, case.quality, "{}: quality", case.name);
         if case.quality == "skipped" || case.quality == "error" {
             assert_eq!(score.soft, None, "{}: no judge, no soft", case.name);
             assert!(score.judge_evaluator_id.is_empty(), "{}", case.name);
         }
         for stage in &score.stage_status {
-            assert!(!stage.started_at.is_empty() && !stage.finished_at.is_empty(), "{}: times", case.name);
+            assert!(
+                !stage.started_at.is_empty() && !stage.finished_at.is_empty(),
+                "{}: times",
+                case.name
+            );
             let details = stage.details.as_ref().expect("details");
             if stage.status == "skipped" {
-                let reason = details.get("reason").and_then(Value::as_str).map(str::to_owned).or_else(|| {
-                    details["checks"].as_array().and_then(|c| c.first()).and_then(|c| c["reason"].as_str()).map(str::to_owned)
-                });
-                assert!(reason.is_some_and(|r| !r.is_empty()), "{}: a skipped stage says why: {details}", case.name);
+                let reason = details
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .or_else(|| {
+                        details["checks"]
+                            .as_array()
+                            .and_then(|c| c.first())
+                            .and_then(|c| c["reason"].as_str())
+                            .map(str::to_owned)
+                    });
+                assert!(
+                    reason.is_some_and(|r| !r.is_empty()),
+                    "{}: a skipped stage says why: {details}",
+                    case.name
+                );
             }
         }
     }
@@ -231,29 +320,112 @@ fn s101_failure_packet_of_a_failed_required_check() {
     assert_eq!(score.soft, None, "the judge did not run, so no soft score");
     let failure = score.failure.as_ref().expect("a failure packet");
     assert_eq!(failure.primary_reason, "required_check_failed");
-    assert!(failure.human_reason.contains("required_sections") && failure.human_reason.contains("## Testing"), "{failure:?}");
-    assert_eq!(failure.optimizer_hint, "Include these sections in every output: `## Testing`.");
+    assert!(
+        failure.human_reason.contains("required_sections")
+            && failure.human_reason.contains("## Testing"),
+        "{failure:?}"
+    );
+    assert_eq!(
+        failure.optimizer_hint,
+        "Include these sections in every output: `## Testing`."
+    );
     assert_eq!(failure.failed_checks.len(), 1);
     assert_eq!(failure.failed_checks[0].check, "required_sections");
     assert_eq!(failure.failed_checks[0].severity, "error");
-    assert_eq!(failure.failed_checks[0].evidence, ["missing section `## Testing`"]);
-    assert!(failure.evidence.iter().any(|e| e.contains("run/item/option-a")), "{:?}", failure.evidence);
+    assert_eq!(
+        failure.failed_checks[0].evidence,
+        ["missing section `## Testing`"]
+    );
+    assert!(
+        failure
+            .evidence
+            .iter()
+            .any(|e| e.contains("run/item/option-a")),
+        "{:?}",
+        failure.evidence
+    );
     assert_eq!(failure.stage_status, score.stage_status);
-    let judge = score.stage_status.iter().find(|s| s.stage == "judge").unwrap();
-    assert!(judge.details.as_ref().unwrap()["reason"].as_str().unwrap().contains("checks pass"), "{judge:?}");
+    let judge = score
+        .stage_status
+        .iter()
+        .find(|s| s.stage == "judge")
+        .unwrap();
+    assert!(
+        judge.details.as_ref().unwrap()["reason"]
+            .as_str()
+            .unwrap()
+            .contains("checks pass"),
+        "{judge:?}"
+    );
 }
 
 #[test]
 fn failure_packet_table() {
     // (case, text, required, judge answer, primary_reason, hint contains, failed checks)
-    type Case = (&'static str, &'static str, bool, &'static str, Option<&'static str>, &'static str, usize);
+    type Case = (
+        &'static str,
+        &'static str,
+        bool,
+        &'static str,
+        Option<&'static str>,
+        &'static str,
+        usize,
+    );
     let cases: &[Case] = &[
-        ("passing: no packet", GOOD, true, r#"{"verdict":"a","reasoning":"ok"}"#, None, "", 0),
-        ("tie: no packet", GOOD, true, r#"{"verdict":"tie","reasoning":"unsure"}"#, None, "", 0),
-        ("judge rejects", GOOD, true, r#"{"verdict":"B","reasoning":"no rollback step"}"#, Some("judge_rejected"), "Address the judge's concern: no rollback step", 0),
-        ("optional failure + judge rejects: warning listed", MISSING_TESTING, false, r#"{"verdict":"b","reasoning":"thin"}"#, Some("judge_rejected"), "thin", 1),
-        ("optional failure + judge passes: no packet", MISSING_TESTING, false, r#"{"verdict":"a","reasoning":"ok"}"#, None, "", 0),
-        ("required failure", MISSING_TESTING, true, r#"{"verdict":"a","reasoning":"ok"}"#, Some("required_check_failed"), "`## Testing`", 1),
+        (
+            "passing: no packet",
+            GOOD,
+            true,
+            r#"{"verdict":"a","reasoning":"ok"}"#,
+            None,
+            "",
+            0,
+        ),
+        (
+            "tie: no packet",
+            GOOD,
+            true,
+            r#"{"verdict":"tie","reasoning":"unsure"}"#,
+            None,
+            "",
+            0,
+        ),
+        (
+            "judge rejects",
+            GOOD,
+            true,
+            r#"{"verdict":"B","reasoning":"no rollback step"}"#,
+            Some("judge_rejected"),
+            "Address the judge's concern: no rollback step",
+            0,
+        ),
+        (
+            "optional failure + judge rejects: warning listed",
+            MISSING_TESTING,
+            false,
+            r#"{"verdict":"b","reasoning":"thin"}"#,
+            Some("judge_rejected"),
+            "thin",
+            1,
+        ),
+        (
+            "optional failure + judge passes: no packet",
+            MISSING_TESTING,
+            false,
+            r#"{"verdict":"a","reasoning":"ok"}"#,
+            None,
+            "",
+            0,
+        ),
+        (
+            "required failure",
+            MISSING_TESTING,
+            true,
+            r#"{"verdict":"a","reasoning":"ok"}"#,
+            Some("required_check_failed"),
+            "`## Testing`",
+            1,
+        ),
     ];
     for (name, text, required, answer, primary, hint, n_failed) in cases.iter().copied() {
         let mut env = Recorder::new();
@@ -262,9 +434,16 @@ fn failure_packet_table() {
         match primary {
             None => assert!(score.failure.is_none(), "{name}: {:?}", score.failure),
             Some(primary) => {
-                let f = score.failure.as_ref().unwrap_or_else(|| panic!("{name}: packet"));
+                let f = score
+                    .failure
+                    .as_ref()
+                    .unwrap_or_else(|| panic!("{name}: packet"));
                 assert_eq!(f.primary_reason, primary, "{name}");
-                assert!(f.optimizer_hint.contains(hint), "{name}: {}", f.optimizer_hint);
+                assert!(
+                    f.optimizer_hint.contains(hint),
+                    "{name}: {}",
+                    f.optimizer_hint
+                );
                 assert_eq!(f.failed_checks.len(), n_failed, "{name}");
                 assert!(!score.fail_reason.is_empty(), "{name}");
             }
@@ -275,7 +454,11 @@ fn failure_packet_table() {
     let mut p = profile(true);
     p.checks[0].required = true;
     let score = run(&p, GOOD, &mut env);
-    assert_eq!(env.calls, ["render:render_smoke"], "a failed required render check blocks the judge");
+    assert_eq!(
+        env.calls,
+        ["render:render_smoke"],
+        "a failed required render check blocks the judge"
+    );
     let f = score.failure.unwrap();
     assert_eq!(f.failed_checks[0].check, "render_smoke");
     assert_eq!(f.optimizer_hint, "Render a visible hero section.");
@@ -284,25 +467,90 @@ fn failure_packet_table() {
 #[test]
 fn artifact_contract_rules_table() {
     let check = |config: Value, text: &str, state: CheckState, evidence: &[&str]| {
-        let c = EvaluatorCheckConfig { id: "c".into(), check_type: "artifact_contract".into(), config: Some(config.clone()), ..Default::default() };
+        let c = EvaluatorCheckConfig {
+            id: "c".into(),
+            check_type: "artifact_contract".into(),
+            config: Some(config.clone()),
+            ..Default::default()
+        };
         let got = run_artifact_check(&c, text.as_bytes());
         assert_eq!(got.state, state, "{config} on {text:?}: {got:?}");
         assert_eq!(got.evidence, evidence, "{config} on {text:?}");
     };
     check(json!({}), "x", CheckState::Passed, &[]);
-    check(json!({}), "  \n", CheckState::Failed, &["the artifact is empty"]);
+    check(
+        json!({}),
+        "  \n",
+        CheckState::Failed,
+        &["the artifact is empty"],
+    );
     check(json!({"non_empty": false}), "", CheckState::Passed, &[]);
-    check(json!({"min_bytes": 5}), "abc", CheckState::Failed, &["the artifact is 3 bytes, below the minimum of 5"]);
-    check(json!({"max_bytes": 2}), "abc", CheckState::Failed, &["the artifact is 3 bytes, above the maximum of 2"]);
-    check(json!({"required_sections": ["## Testing"]}), "Testing:\nok", CheckState::Passed, &[]);
-    check(json!({"required_sections": ["Testing"]}), "# testing\nok", CheckState::Passed, &[]);
-    check(json!({"required_sections": ["## Testing"]}), "we did testing", CheckState::Failed, &["missing section `## Testing`"]);
-    check(json!({"required_files": ["src/App.vue"]}), r#"{"files":{"src/App.vue":"<template/>"}}"#, CheckState::Passed, &[]);
-    check(json!({"required_files": ["index.html"]}), r#"{"files":[{"path":"src/App.vue"}]}"#, CheckState::Failed, &["missing file `index.html`"]);
-    check(json!({"required_files": ["index.html"]}), "--- index.html\n<html>", CheckState::Passed, &[]);
-    check(json!({"required_strings": ["rollback"]}), "no", CheckState::Failed, &["missing required text `rollback`"]);
-    check(json!({"forbidden_strings": ["TODO"]}), "TODO", CheckState::Failed, &["contains forbidden text `TODO`"]);
-    check(json!({"required_sections": "## Testing"}), "x", CheckState::Error, &[]);
+    check(
+        json!({"min_bytes": 5}),
+        "abc",
+        CheckState::Failed,
+        &["the artifact is 3 bytes, below the minimum of 5"],
+    );
+    check(
+        json!({"max_bytes": 2}),
+        "abc",
+        CheckState::Failed,
+        &["the artifact is 3 bytes, above the maximum of 2"],
+    );
+    check(
+        json!({"required_sections": ["## Testing"]}),
+        "Testing:\nok",
+        CheckState::Passed,
+        &[],
+    );
+    check(
+        json!({"required_sections": ["Testing"]}),
+        "# testing\nok",
+        CheckState::Passed,
+        &[],
+    );
+    check(
+        json!({"required_sections": ["## Testing"]}),
+        "we did testing",
+        CheckState::Failed,
+        &["missing section `## Testing`"],
+    );
+    check(
+        json!({"required_files": ["src/App.vue"]}),
+        r#"{"files":{"src/App.vue":"<template/>"}}"#,
+        CheckState::Passed,
+        &[],
+    );
+    check(
+        json!({"required_files": ["index.html"]}),
+        r#"{"files":[{"path":"src/App.vue"}]}"#,
+        CheckState::Failed,
+        &["missing file `index.html`"],
+    );
+    check(
+        json!({"required_files": ["index.html"]}),
+        "--- index.html\n<html>",
+        CheckState::Passed,
+        &[],
+    );
+    check(
+        json!({"required_strings": ["rollback"]}),
+        "no",
+        CheckState::Failed,
+        &["missing required text `rollback`"],
+    );
+    check(
+        json!({"forbidden_strings": ["TODO"]}),
+        "TODO",
+        CheckState::Failed,
+        &["contains forbidden text `TODO`"],
+    );
+    check(
+        json!({"required_sections": "## Testing"}),
+        "x",
+        CheckState::Error,
+        &[],
+    );
     let c = EvaluatorCheckConfig {
         id: "c".into(),
         check_type: "artifact_contract".into(),
@@ -326,31 +574,71 @@ fn effective_profile_overlays_the_config() {
     let p = effective_profile(Some(&metadata), None).unwrap();
     let ids: Vec<&str> = p.checks.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(ids, ["required_files", "render_smoke", "no_todo"]);
-    assert_eq!(p.checks[0].config, Some(json!({"required_files": ["index.html"]})));
+    assert_eq!(
+        p.checks[0].config,
+        Some(json!({"required_files": ["index.html"]}))
+    );
     assert_eq!(judge_runtime_of(&p).as_deref(), Some("scripted"));
     let (rubric, version) = judge::judge_rubric(&p);
-    assert_eq!((rubric.as_str(), version.as_str()), ("Is the page usable?", "jp-3"));
-    assert_eq!(p.metadata.as_ref().unwrap().get("mode"), None, "the workflow mode is not evaluator config");
+    assert_eq!(
+        (rubric.as_str(), version.as_str()),
+        ("Is the page usable?", "jp-3")
+    );
+    assert_eq!(
+        p.metadata.as_ref().unwrap().get("mode"),
+        None,
+        "the workflow mode is not evaluator config"
+    );
     assert!(effective_profile(Some(&json!({"mode": "refine"})), None).is_none());
-    assert_eq!(effective_profile(None, Some("x_v1")).unwrap().task_kind, "generic");
+    assert_eq!(
+        effective_profile(None, Some("x_v1")).unwrap().task_kind,
+        "generic"
+    );
     let generic = effective_profile(Some(&metadata), Some("notes_v1")).unwrap();
-    assert_eq!(generic.checks.len(), 1, "override id: base has no checks, config adds one");
+    assert_eq!(
+        generic.checks.len(),
+        1,
+        "override id: base has no checks, config adds one"
+    );
     let (rubric, version) = judge::judge_rubric(&generic);
     assert_eq!(version, "jp-3");
-    assert!(rubric.contains("careful human reviewer"), "no template for `generic`: the built-in rubric");
+    assert!(
+        rubric.contains("careful human reviewer"),
+        "no template for `generic`: the built-in rubric"
+    );
 }
 
 #[test]
 fn judge_prompt_carries_the_template_and_the_output_but_no_label() {
     let mut p = profile(true);
-    p.judge.as_mut().unwrap().config = Some(json!({"judge_prompt_templates": {"generic": "RUBRIC-XYZ"}}));
-    let e = Evaluation::start(&p, &Artifact { id: "run/item/option-b", title: "Notes for PR 7", bytes: GOOD.as_bytes() });
-    let JudgeStep::Run(request) = e.judge_step(Some("scripted"), None) else { panic!("judge due") };
+    p.judge.as_mut().unwrap().config =
+        Some(json!({"judge_prompt_templates": {"generic": "RUBRIC-XYZ"}}));
+    let e = Evaluation::start(
+        &p,
+        &Artifact {
+            id: "run/item/option-b",
+            title: "Notes for PR 7",
+            bytes: GOOD.as_bytes(),
+        },
+    );
+    let JudgeStep::Run(request) = e.judge_step(Some("scripted"), None) else {
+        panic!("judge due")
+    };
     assert!(request.prompt.starts_with("task: judge\n"));
-    assert!(request.prompt.contains("RUBRIC-XYZ") && request.prompt.contains("Ran the suite.") && request.prompt.contains("Notes for PR 7"));
-    assert!(!request.prompt.contains("option-b"), "the blind label stays out of the prompt");
+    assert!(
+        request.prompt.contains("RUBRIC-XYZ")
+            && request.prompt.contains("Ran the suite.")
+            && request.prompt.contains("Notes for PR 7")
+    );
+    assert!(
+        !request.prompt.contains("option-b"),
+        "the blind label stays out of the prompt"
+    );
     assert_eq!(request.prompt_hash, judge::prompt_hash("RUBRIC-XYZ"));
-    assert_eq!(request.prompt_version, "", "a configured template without a version records none");
+    assert_eq!(
+        request.prompt_version, "",
+        "a configured template without a version records none"
+    );
 }
 
 #[test]

@@ -48,9 +48,14 @@ impl HarvestConfig {
     /// The hard-verifier commands when the leg is on: harvester on, `hard_verifiers_enabled`, and
     /// at least one non-blank command line (S-26); else `None`.
     pub fn hard_verifier_commands(&self) -> Option<Vec<String>> {
-        let commands: Vec<String> =
-            self.hard_verifier_commands.iter().map(|c| c.trim().to_owned()).filter(|c| !c.is_empty()).collect();
-        (self.is_enabled() && self.hard_verifiers_enabled && !commands.is_empty()).then_some(commands)
+        let commands: Vec<String> = self
+            .hard_verifier_commands
+            .iter()
+            .map(|c| c.trim().to_owned())
+            .filter(|c| !c.is_empty())
+            .collect();
+        (self.is_enabled() && self.hard_verifiers_enabled && !commands.is_empty())
+            .then_some(commands)
     }
 
     /// Whether the checker leg is on (harvester on and `deterministic_checkers_enabled`).
@@ -77,18 +82,31 @@ mod tests {
             hard_verifier_commands: vec!["true".into()],
             ..HarvestConfig::default()
         };
-        assert!(!config.review_leg() && !config.checkers_leg() && config.hard_verifier_commands().is_none());
+        assert!(
+            !config.review_leg()
+                && !config.checkers_leg()
+                && config.hard_verifier_commands().is_none()
+        );
         assert!(!config.revert_detection());
         config.auto_trace_enabled = true;
         assert!(config.review_leg() && config.checkers_leg());
-        assert_eq!(config.hard_verifier_commands(), Some(vec!["true".to_owned()]));
+        assert_eq!(
+            config.hard_verifier_commands(),
+            Some(vec!["true".to_owned()])
+        );
         config.hard_verifier_commands = vec!["  ".into()];
-        assert!(config.hard_verifier_commands().is_none(), "no command line ⇒ no hard leg");
+        assert!(
+            config.hard_verifier_commands().is_none(),
+            "no command line ⇒ no hard leg"
+        );
     }
 
     #[test]
     fn s23_revert_detection_unset_is_on_false_is_off() {
-        let mut config = HarvestConfig { auto_trace_enabled: true, ..HarvestConfig::default() };
+        let mut config = HarvestConfig {
+            auto_trace_enabled: true,
+            ..HarvestConfig::default()
+        };
         assert!(config.revert_detection());
         config.revert_detection_enabled = Some(false);
         assert!(!config.revert_detection());

@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use skillforge_store::harvest::{GateObservation, ci_at, first_zero_observation, record_ci, record_gate_observation};
+use skillforge_store::harvest::{
+    GateObservation, ci_at, first_zero_observation, record_ci, record_gate_observation,
+};
 use skillforge_store::{Store, StoreError};
 
 use super::HarvestError;
@@ -42,7 +44,10 @@ pub struct MergeGateConfig {
 
 impl Default for MergeGateConfig {
     fn default() -> Self {
-        Self { min_ci_wait: DEFAULT_MIN_CI_WAIT, require_external_ci: false }
+        Self {
+            min_ci_wait: DEFAULT_MIN_CI_WAIT,
+            require_external_ci: false,
+        }
     }
 }
 
@@ -68,7 +73,10 @@ impl Workflows {
         match std::fs::read_dir(&dir) {
             Ok(entries) => {
                 let is_workflow = |name: &str| name.ends_with(".yml") || name.ends_with(".yaml");
-                if entries.flatten().any(|e| is_workflow(&e.file_name().to_string_lossy())) {
+                if entries
+                    .flatten()
+                    .any(|e| is_workflow(&e.file_name().to_string_lossy()))
+                {
                     Workflows::Present
                 } else {
                     Workflows::Absent
@@ -138,12 +146,20 @@ pub fn decide(
         return GateDecision::Blocked;
     }
     let window = chrono::Duration::from_std(config.min_ci_wait).unwrap_or(chrono::Duration::MAX);
-    let not_before = first_zero_at.checked_add_signed(window).unwrap_or(DateTime::<Utc>::MAX_UTC);
+    let not_before = first_zero_at
+        .checked_add_signed(window)
+        .unwrap_or(DateTime::<Utc>::MAX_UTC);
     if now > first_zero_at && now >= not_before {
         GateDecision::Stamp
     } else {
-        let not_before = if now > first_zero_at { not_before } else { not_before.max(now + chrono::Duration::milliseconds(1)) };
-        GateDecision::Wait { not_before: not_before.to_rfc3339_opts(chrono::SecondsFormat::Millis, true) }
+        let not_before = if now > first_zero_at {
+            not_before
+        } else {
+            not_before.max(now + chrono::Duration::milliseconds(1))
+        };
+        GateDecision::Wait {
+            not_before: not_before.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        }
     }
 }
 
@@ -202,20 +218,34 @@ pub struct GateQuery<'a> {
 ///
 /// # Errors
 /// [`HarvestError::Store`] when the store refuses a read or write (nothing is recorded).
-pub async fn observe(store: &Store, config: &MergeGateConfig, query: &GateQuery<'_>) -> Result<GateReport, HarvestError> {
-    let GateQuery { repo, pr, head, workflows, external_contexts, now } = *query;
+pub async fn observe(
+    store: &Store,
+    config: &MergeGateConfig,
+    query: &GateQuery<'_>,
+) -> Result<GateReport, HarvestError> {
+    let GateQuery {
+        repo,
+        pr,
+        head,
+        workflows,
+        external_contexts,
+        now,
+    } = *query;
     let mut tx = skillforge_store::templates::begin_write(store).await?;
     let external = match external_contexts {
         Some(n) => n,
         None => {
             let seen = ci_at(&mut *tx, repo, head).await?;
-            let is_external = |c: &str| !SYNTHETIC_CONTEXT_PREFIXES.iter().any(|p| c.starts_with(p));
+            let is_external =
+                |c: &str| !SYNTHETIC_CONTEXT_PREFIXES.iter().any(|p| c.starts_with(p));
             seen.iter().filter(|o| is_external(&o.context)).count() as u64
         }
     };
     let observed_at = rfc3339(now);
     let recorded = first_zero_observation(&mut *tx, repo, pr, head).await?;
-    let recorded = recorded.and_then(|t| DateTime::parse_from_rfc3339(&t).ok()).map(|t| t.with_timezone(&Utc));
+    let recorded = recorded
+        .and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
+        .map(|t| t.with_timezone(&Utc));
     let first_zero = match (external, recorded) {
         (0, Some(first)) => Some(first.min(now)),
         (0, None) => Some(now),
@@ -242,7 +272,15 @@ pub async fn observe(store: &Store, config: &MergeGateConfig, query: &GateQuery<
     .await?;
     let stamped = decision == GateDecision::Stamp;
     if stamped {
-        record_ci(&mut tx, repo, head, STAMP_CONTEXT, "success", STAMP_DESCRIPTION).await?;
+        record_ci(
+            &mut tx,
+            repo,
+            head,
+            STAMP_CONTEXT,
+            "success",
+            STAMP_DESCRIPTION,
+        )
+        .await?;
     }
     tx.commit().await.map_err(StoreError::from)?;
     Ok(GateReport {
@@ -266,14 +304,28 @@ mod tests {
         DateTime::from_timestamp(1_700_000_000 + secs, 0).unwrap()
     }
 
-    fn check(config: &MergeGateConfig, external: u64, workflows: Workflows, first: i64, now: i64, want: &str) {
+    fn check(
+        config: &MergeGateConfig,
+        external: u64,
+        workflows: Workflows,
+        first: i64,
+        now: i64,
+        want: &str,
+    ) {
         let got = decide(config, external, workflows, at(first), at(now));
-        assert_eq!(got.name(), want, "external {external}, {workflows:?}, first {first}, now {now}: {got:?}");
+        assert_eq!(
+            got.name(),
+            want,
+            "external {external}, {workflows:?}, first {first}, now {now}: {got:?}"
+        );
     }
 
     #[test]
     fn s19_grace_window_table() {
-        let config = MergeGateConfig { min_ci_wait: Duration::from_secs(600), require_external_ci: false };
+        let config = MergeGateConfig {
+            min_ci_wait: Duration::from_secs(600),
+            require_external_ci: false,
+        };
         use Workflows::*;
         check(&config, 0, Present, 0, 0, "wait"); // the first observation never stamps
         check(&config, 0, Present, 0, 599, "wait"); // second, before min_ci_wait
@@ -286,7 +338,10 @@ mod tests {
         check(&config, 0, Absent, 0, 599, "wait");
         check(&config, 0, Absent, 0, 600, "stamp");
         check(&config, 2, Present, 0, 0, "external");
-        let strict = MergeGateConfig { require_external_ci: true, ..config };
+        let strict = MergeGateConfig {
+            require_external_ci: true,
+            ..config
+        };
         check(&strict, 0, Present, 0, 3600, "blocked");
         check(&strict, 0, Absent, 0, 3600, "blocked");
         check(&strict, 1, Present, 0, 0, "external");
@@ -294,9 +349,17 @@ mod tests {
 
     #[test]
     fn wait_names_when_to_look_again() {
-        let config = MergeGateConfig { min_ci_wait: Duration::from_secs(60), require_external_ci: false };
+        let config = MergeGateConfig {
+            min_ci_wait: Duration::from_secs(60),
+            require_external_ci: false,
+        };
         let got = decide(&config, 0, Workflows::Present, at(0), at(10));
-        assert_eq!(got, GateDecision::Wait { not_before: at(60).to_rfc3339_opts(chrono::SecondsFormat::Millis, true) });
+        assert_eq!(
+            got,
+            GateDecision::Wait {
+                not_before: at(60).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+            }
+        );
     }
 
     #[test]

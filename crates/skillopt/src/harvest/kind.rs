@@ -50,10 +50,16 @@ mod tests {
     #[test]
     fn s16_s41_kinds_and_their_legs() {
         assert_eq!(JobKind::parse("implement"), Some(JobKind::Testable));
-        assert_eq!(JobKind::parse("review-quality"), Some(JobKind::ReviewQuality));
+        assert_eq!(
+            JobKind::parse("review-quality"),
+            Some(JobKind::ReviewQuality)
+        );
         assert_eq!(JobKind::parse("coordinator"), None);
         assert!(Leg::ALL.into_iter().all(|l| JobKind::Testable.has_leg(l)));
-        assert!(!JobKind::ReviewQuality.has_leg(Leg::HardVerifier), "S-41: no hard verifier on a review-quality kind");
+        assert!(
+            !JobKind::ReviewQuality.has_leg(Leg::HardVerifier),
+            "S-41: no hard verifier on a review-quality kind"
+        );
         assert!(!JobKind::ReviewQuality.has_leg(Leg::Checkers));
         assert!(JobKind::ReviewQuality.has_leg(Leg::Review));
     }

@@ -29,14 +29,17 @@ pub mod kind;
 pub mod legs;
 pub mod outcome;
 pub mod rerun;
-pub mod review;
 pub mod revert;
+pub mod review;
 pub mod stages;
 pub mod tier;
 pub mod watcher;
 pub mod webhook;
 
-pub use apply::{HarvestError, HarvestHandler, HarvestReport, LegDispatch, apply_event, available_reviewers, dispatch_legs, harvest};
+pub use apply::{
+    HarvestError, HarvestHandler, HarvestReport, LegDispatch, apply_event, available_reviewers,
+    dispatch_legs, harvest,
+};
 pub use config::HarvestConfig;
 pub use outcome::{CiEvidence, HarvestEvent, Outcome, RowPlan};
 

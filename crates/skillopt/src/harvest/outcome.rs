@@ -40,14 +40,23 @@ impl CiEvidence {
     /// Classifies `(context, state, description)` observations at the merged head: any
     /// `success` of a non-synthetic context is external CI; else an empty gate, confirmed when a
     /// `gitmoot/ci` (or `skillforge/ci`) status says "no external CI".
-    pub fn classify<'a>(observations: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>) -> Self {
+    pub fn classify<'a>(
+        observations: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>,
+    ) -> Self {
         let mut confirmed = false;
         for (context, state, description) in observations {
-            let synthetic = SYNTHETIC_CONTEXT_PREFIXES.iter().any(|p| context.starts_with(p));
+            let synthetic = SYNTHETIC_CONTEXT_PREFIXES
+                .iter()
+                .any(|p| context.starts_with(p));
             if !synthetic && state.eq_ignore_ascii_case("success") {
-                return CiEvidence::External { context: context.to_owned() };
+                return CiEvidence::External {
+                    context: context.to_owned(),
+                };
             }
-            if synthetic && context.ends_with("/ci") && description.to_ascii_lowercase().contains("no external ci") {
+            if synthetic
+                && context.ends_with("/ci")
+                && description.to_ascii_lowercase().contains("no external ci")
+            {
                 confirmed = true;
             }
         }
@@ -169,13 +178,23 @@ pub fn changes_requested_score(rounds: u32) -> f64 {
 /// | reverted | hard 0 | b |
 ///
 /// The item is tagged `evidence_tier = verifiable_floor`, `evidence_rank = 2` (S-31, [`super::tier`]).
-pub fn floor_row(repo: &str, pr: i64, outcome: &Outcome, ci: Option<&CiEvidence>, head: Option<&str>) -> RowPlan {
+pub fn floor_row(
+    repo: &str,
+    pr: i64,
+    outcome: &Outcome,
+    ci: Option<&CiEvidence>,
+    head: Option<&str>,
+) -> RowPlan {
     let at = head.map(|h| format!(" at {h}")).unwrap_or_default();
     let mut score = EvaluatorScore::default();
     let (choice, reasoning, ci_label) = match (outcome, ci) {
         (Outcome::Merged { .. }, Some(CiEvidence::External { context })) => {
             score.soft = Some(1.0);
-            ("a", format!("Merged with {EXTERNAL_CI_PHRASE} ({context}){at}."), "external")
+            (
+                "a",
+                format!("Merged with {EXTERNAL_CI_PHRASE} ({context}){at}."),
+                "external",
+            )
         }
         (Outcome::Merged { .. }, Some(CiEvidence::EmptyGate { confirmed: true })) => (
             "a",
@@ -187,7 +206,9 @@ pub fn floor_row(repo: &str, pr: i64, outcome: &Outcome, ci: Option<&CiEvidence>
         ),
         (Outcome::Merged { .. }, _) => (
             "a",
-            format!("Merged through an empty gate{at}: no passing external CI at the merged head. No quality score is recorded."),
+            format!(
+                "Merged through an empty gate{at}: no passing external CI at the merged head. No quality score is recorded."
+            ),
             "none",
         ),
         (Outcome::Blocked, _) => {
@@ -196,7 +217,14 @@ pub fn floor_row(repo: &str, pr: i64, outcome: &Outcome, ci: Option<&CiEvidence>
         }
         (Outcome::ChangesRequested { rounds }, _) => {
             score.soft = Some(changes_requested_score(*rounds));
-            ("b", format!("A review requested changes ({} fix round(s)).", rounds.max(&1)), "")
+            (
+                "b",
+                format!(
+                    "A review requested changes ({} fix round(s)).",
+                    rounds.max(&1)
+                ),
+                "",
+            )
         }
         (Outcome::Reverted { by_pr }, _) => {
             score.hard = Some(0.0);
@@ -244,19 +272,49 @@ mod tests {
     fn check(outcome: Outcome, ci: Option<CiEvidence>, want_choice: &str, want_score: Option<f64>) {
         let row = floor_row("acme/app", 12, &outcome, ci.as_ref(), Some("abc"));
         assert_eq!(row.choice, want_choice, "{outcome:?}");
-        assert_eq!(row.signal.has_score.then_some(row.signal.score), want_score, "{outcome:?}");
+        assert_eq!(
+            row.signal.has_score.then_some(row.signal.score),
+            want_score,
+            "{outcome:?}"
+        );
         assert_eq!(row.item_id, "acme/app#12");
         assert_eq!(row.reviewer, "gitmoot-auto");
-        assert!(row.signal.feedback.starts_with("Reasoning:\n"), "{}", row.signal.feedback);
+        assert!(
+            row.signal.feedback.starts_with("Reasoning:\n"),
+            "{}",
+            row.signal.feedback
+        );
     }
 
     #[test]
     fn s17_s18_s20_s21_s22_outcome_table() {
-        check(Outcome::Merged { ci: None }, Some(CiEvidence::External { context: "ci/build".into() }), "a", Some(1.0));
-        check(Outcome::Merged { ci: None }, Some(CiEvidence::EmptyGate { confirmed: false }), "a", None);
-        check(Outcome::Merged { ci: None }, Some(CiEvidence::EmptyGate { confirmed: true }), "a", None);
+        check(
+            Outcome::Merged { ci: None },
+            Some(CiEvidence::External {
+                context: "ci/build".into(),
+            }),
+            "a",
+            Some(1.0),
+        );
+        check(
+            Outcome::Merged { ci: None },
+            Some(CiEvidence::EmptyGate { confirmed: false }),
+            "a",
+            None,
+        );
+        check(
+            Outcome::Merged { ci: None },
+            Some(CiEvidence::EmptyGate { confirmed: true }),
+            "a",
+            None,
+        );
         check(Outcome::Blocked, None, "b", Some(0.0));
-        check(Outcome::ChangesRequested { rounds: 1 }, None, "b", Some(0.6));
+        check(
+            Outcome::ChangesRequested { rounds: 1 },
+            None,
+            "b",
+            Some(0.6),
+        );
         check(Outcome::Reverted { by_pr: Some(13) }, None, "b", Some(0.0));
     }
 
@@ -271,11 +329,23 @@ mod tests {
 
     #[test]
     fn s18_empty_gate_marks_confirmation_and_never_half() {
-        let row = floor_row("acme/app", 1, &Outcome::Merged { ci: None }, Some(&CiEvidence::EmptyGate { confirmed: true }), None);
+        let row = floor_row(
+            "acme/app",
+            1,
+            &Outcome::Merged { ci: None },
+            Some(&CiEvidence::EmptyGate { confirmed: true }),
+            None,
+        );
         assert!(row.signal.feedback.contains(CONFIRMED_EMPTY_GATE));
         assert_eq!(row.item_metadata["score"], Value::Null);
         assert!(!row.item_metadata.to_string().contains("0.5"));
-        let row = floor_row("acme/app", 1, &Outcome::Merged { ci: None }, Some(&CiEvidence::EmptyGate { confirmed: false }), None);
+        let row = floor_row(
+            "acme/app",
+            1,
+            &Outcome::Merged { ci: None },
+            Some(&CiEvidence::EmptyGate { confirmed: false }),
+            None,
+        );
         assert!(!row.signal.feedback.contains(CONFIRMED_EMPTY_GATE));
     }
 
@@ -284,10 +354,24 @@ mod tests {
         let check = |obs: &[(&str, &str, &str)], want: CiEvidence| {
             assert_eq!(CiEvidence::classify(obs.iter().copied()), want, "{obs:?}");
         };
-        check(&[("ci/build", "success", "")], CiEvidence::External { context: "ci/build".into() });
-        check(&[("gitmoot/ci", "success", "no external CI")], CiEvidence::EmptyGate { confirmed: true });
-        check(&[("gitmoot/ci", "success", "")], CiEvidence::EmptyGate { confirmed: false });
-        check(&[("ci/build", "failure", "")], CiEvidence::EmptyGate { confirmed: false });
+        check(
+            &[("ci/build", "success", "")],
+            CiEvidence::External {
+                context: "ci/build".into(),
+            },
+        );
+        check(
+            &[("gitmoot/ci", "success", "no external CI")],
+            CiEvidence::EmptyGate { confirmed: true },
+        );
+        check(
+            &[("gitmoot/ci", "success", "")],
+            CiEvidence::EmptyGate { confirmed: false },
+        );
+        check(
+            &[("ci/build", "failure", "")],
+            CiEvidence::EmptyGate { confirmed: false },
+        );
         check(&[], CiEvidence::EmptyGate { confirmed: false });
     }
 }

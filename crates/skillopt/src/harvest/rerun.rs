@@ -54,28 +54,72 @@ pub enum RerunError {
 /// # Errors
 /// [`RerunError::NotDispatched`], [`RerunError::JobGone`] (usage: exit 2 at the CLI); otherwise
 /// the store's or queue's.
-pub async fn rerun_leg(backend: &dyn QueueBackend, store: &Store, repo: &str, pr: i64, leg: Leg) -> Result<String, RerunError> {
-    let dispatches = leg_jobs_of(store.pool(), repo, pr, leg.name()).await.map_err(HarvestError::from)?;
-    let not_dispatched = || RerunError::NotDispatched { repo: repo.to_owned(), pr, leg: leg.name() };
-    let base = dispatches.first().ok_or_else(not_dispatched)?;
-    let last = dispatches.iter().rev().find(|d| !d.job_id.is_empty()).ok_or_else(not_dispatched)?;
-    let job = backend.get(&last.job_id).await.map_err(HarvestError::from)?.ok_or_else(|| RerunError::JobGone {
+pub async fn rerun_leg(
+    backend: &dyn QueueBackend,
+    store: &Store,
+    repo: &str,
+    pr: i64,
+    leg: Leg,
+) -> Result<String, RerunError> {
+    let dispatches = leg_jobs_of(store.pool(), repo, pr, leg.name())
+        .await
+        .map_err(HarvestError::from)?;
+    let not_dispatched = || RerunError::NotDispatched {
         repo: repo.to_owned(),
         pr,
         leg: leg.name(),
-        job_id: last.job_id.clone(),
-    })?;
+    };
+    let base = dispatches.first().ok_or_else(not_dispatched)?;
+    let last = dispatches
+        .iter()
+        .rev()
+        .find(|d| !d.job_id.is_empty())
+        .ok_or_else(not_dispatched)?;
+    let job = backend
+        .get(&last.job_id)
+        .await
+        .map_err(HarvestError::from)?
+        .ok_or_else(|| RerunError::JobGone {
+            repo: repo.to_owned(),
+            pr,
+            leg: leg.name(),
+            job_id: last.job_id.clone(),
+        })?;
     let key = format!("{}#rerun-{}", base.dispatch_key, dispatches.len());
     let mut spec = job.spec;
     spec.idempotency_key = Some(key.clone());
     spec.not_before_ms = None;
     let mut tx = store.begin().await.map_err(HarvestError::from)?;
-    record_leg_job(&mut tx, &LegJob { dispatch_key: key, job_id: String::new(), ..last.clone() }).await.map_err(HarvestError::from)?;
-    tx.commit().await.map_err(|e| HarvestError::from(skillforge_store::StoreError::from(e)))?;
-    let enqueued = dispatch_legs(backend, store, &[LegDispatch { leg, spec, repo: repo.to_owned(), pr }]).await?;
+    record_leg_job(
+        &mut tx,
+        &LegJob {
+            dispatch_key: key,
+            job_id: String::new(),
+            ..last.clone()
+        },
+    )
+    .await
+    .map_err(HarvestError::from)?;
+    tx.commit()
+        .await
+        .map_err(|e| HarvestError::from(skillforge_store::StoreError::from(e)))?;
+    let enqueued = dispatch_legs(
+        backend,
+        store,
+        &[LegDispatch {
+            leg,
+            spec,
+            repo: repo.to_owned(),
+            pr,
+        }],
+    )
+    .await?;
     // `dispatch_legs` records a refused enqueue as the leg's failure event; say it here too.
     let (_, job_id) = enqueued.into_iter().next().ok_or_else(|| {
-        HarvestError::Queue(skillforge_engine::EngineError::Config(format!("the queue refused the re-run of the `{}` leg", leg.name())))
+        HarvestError::Queue(skillforge_engine::EngineError::Config(format!(
+            "the queue refused the re-run of the `{}` leg",
+            leg.name()
+        )))
     })?;
     Ok(job_id)
 }

@@ -13,7 +13,10 @@ pub fn reverted_pr(body: &str, repo: &str) -> Option<i64> {
         let same_repo = target.is_empty() || target.eq_ignore_ascii_case(repo);
         let number = number.trim();
         let is_number = !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit());
-        (same_repo && is_number).then(|| number.parse::<i64>().ok()).flatten().filter(|n| *n > 0)
+        (same_repo && is_number)
+            .then(|| number.parse::<i64>().ok())
+            .flatten()
+            .filter(|n| *n > 0)
     })
 }
 
@@ -23,7 +26,9 @@ mod tests {
 
     #[test]
     fn s23_revert_bodies() {
-        let check = |body: &str, want: Option<i64>| assert_eq!(reverted_pr(body, "acme/app"), want, "{body:?}");
+        let check = |body: &str, want: Option<i64>| {
+            assert_eq!(reverted_pr(body, "acme/app"), want, "{body:?}")
+        };
         check("Reverts #12", Some(12));
         check("Reverts acme/app#12", Some(12));
         check("Reverts ACME/App#7\n\nbecause it broke main", Some(7));

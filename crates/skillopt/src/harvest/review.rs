@@ -7,7 +7,14 @@ use serde_json::Value;
 
 /// The six rubric dimensions, each scored in `[0,1]` (seed: "scores subjective quality and
 /// scope-fidelity as ONE rubric").
-pub const RUBRIC_DIMENSIONS: [&str; 6] = ["coverage", "containment", "fidelity", "architecture", "readability", "abstraction"];
+pub const RUBRIC_DIMENSIONS: [&str; 6] = [
+    "coverage",
+    "containment",
+    "fidelity",
+    "architecture",
+    "readability",
+    "abstraction",
+];
 
 /// The rubric as the reviewer reads it. **Anti-gaming (S-32):** this text is only ever placed in a
 /// review-leg prompt ([`review_prompt`]), never in an implementer's prompt.
@@ -39,16 +46,34 @@ pub struct Reviewer {
 /// review row). An unknown implementer family (`""`) takes the first available reviewer, not
 /// tagged same-family.
 pub fn pick_reviewer(implementer_family: &str, available: &[(String, String)]) -> Option<Reviewer> {
-    if let Some((runtime, family)) = available.iter().find(|(_, f)| implementer_family.is_empty() || f != implementer_family) {
-        return Some(Reviewer { runtime: runtime.clone(), family: family.clone(), self_family: false });
+    if let Some((runtime, family)) = available
+        .iter()
+        .find(|(_, f)| implementer_family.is_empty() || f != implementer_family)
+    {
+        return Some(Reviewer {
+            runtime: runtime.clone(),
+            family: family.clone(),
+            self_family: false,
+        });
     }
-    available.first().map(|(runtime, family)| Reviewer { runtime: runtime.clone(), family: family.clone(), self_family: true })
+    available.first().map(|(runtime, family)| Reviewer {
+        runtime: runtime.clone(),
+        family: family.clone(),
+        self_family: true,
+    })
 }
 
 /// The review prompt: read-only instructions, the intended scope (title and the implement job's
 /// instructions), the PR coordinates, and [`REVIEW_RUBRIC`]. The scripted runtime reads the
 /// `task: judge` header (its answer carries no rubric, so it writes no row, S-30).
-pub fn review_prompt(repo: &str, pr: i64, head: &str, base: &str, title: &str, instructions: &str) -> String {
+pub fn review_prompt(
+    repo: &str,
+    pr: i64,
+    head: &str,
+    base: &str,
+    title: &str,
+    instructions: &str,
+) -> String {
     format!(
         "task: judge\n\
          You are a read-only reviewer. Do not modify any file, branch or pull request.\n\
@@ -66,7 +91,9 @@ pub fn review_prompt(repo: &str, pr: i64, head: &str, base: &str, title: &str, i
 pub fn parse_rubric(message: &str) -> (BTreeMap<String, f64>, String) {
     for (start, _) in message.match_indices('{') {
         let mut stream = serde_json::Deserializer::from_str(&message[start..]).into_iter::<Value>();
-        let Some(Ok(Value::Object(map))) = stream.next() else { continue };
+        let Some(Ok(Value::Object(map))) = stream.next() else {
+            continue;
+        };
         let source = match map.get("dimensions") {
             Some(Value::Object(inner)) => inner.clone(),
             _ => map.clone(),
@@ -96,13 +123,20 @@ mod tests {
     use super::*;
 
     fn available(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(r, f)| ((*r).to_owned(), (*f).to_owned())).collect()
+        pairs
+            .iter()
+            .map(|(r, f)| ((*r).to_owned(), (*f).to_owned()))
+            .collect()
     }
 
     #[test]
     fn s28_s29_reviewer_selection() {
         let both = available(&[("codex", "codex"), ("claude", "claude")]);
-        assert_eq!(pick_reviewer("codex", &both).unwrap().runtime, "claude", "never the implementer's family");
+        assert_eq!(
+            pick_reviewer("codex", &both).unwrap().runtime,
+            "claude",
+            "never the implementer's family"
+        );
         assert_eq!(pick_reviewer("claude", &both).unwrap().runtime, "codex");
         let only_codex = available(&[("codex", "codex")]);
         let fallback = pick_reviewer("codex", &only_codex).unwrap();
@@ -113,19 +147,34 @@ mod tests {
 
     #[test]
     fn s30_rubric_parsing() {
-        let (dims, notes) = parse_rubric("Here:\n```json\n{\"coverage\": 0.2, \"fidelity\": 0.4, \"readability\": 2, \"notes\": \"thin\"}\n```");
+        let (dims, notes) = parse_rubric(
+            "Here:\n```json\n{\"coverage\": 0.2, \"fidelity\": 0.4, \"readability\": 2, \"notes\": \"thin\"}\n```",
+        );
         assert_eq!(dims.len(), 2, "{dims:?}");
         assert_eq!(notes, "thin");
         let (dims, _) = parse_rubric("{\"dimensions\": {\"architecture\": 0.9}}");
         assert_eq!(dims.get("architecture"), Some(&0.9));
-        assert!(parse_rubric("{\"verdict\":\"a\",\"reasoning\":\"x\"}").0.is_empty(), "a judge verdict is no rubric");
+        assert!(
+            parse_rubric("{\"verdict\":\"a\",\"reasoning\":\"x\"}")
+                .0
+                .is_empty(),
+            "a judge verdict is no rubric"
+        );
         assert!(parse_rubric("no json at all").0.is_empty());
     }
 
     /// The rubric's wording: every dimension line of [`REVIEW_RUBRIC`] and its reply shape.
     fn rubric_phrases() -> Vec<&'static str> {
-        let mut phrases: Vec<&str> = REVIEW_RUBRIC.lines().filter(|l| l.starts_with("- ")).collect();
-        phrases.extend(["Score each dimension from 0.0", "\"containment\":", "no creep beyond the ask", "not something adjacent"]);
+        let mut phrases: Vec<&str> = REVIEW_RUBRIC
+            .lines()
+            .filter(|l| l.starts_with("- "))
+            .collect();
+        phrases.extend([
+            "Score each dimension from 0.0",
+            "\"containment\":",
+            "no creep beyond the ask",
+            "not something adjacent",
+        ]);
         phrases
     }
 
@@ -137,16 +186,31 @@ mod tests {
         // prompt (the only agent job outside the review leg and the evaluator's judge); build it
         // over empty and realistic inputs and look for the rubric's wording.
         let items = [
-            ItemSpec { id: "i1".into(), title: String::new(), input: String::new() },
-            ItemSpec { id: "c-1a2b".into(), title: "Summarize the change".into(), input: "diff --git a/x b/x\n+fn f() {}".into() },
+            ItemSpec {
+                id: "i1".into(),
+                title: String::new(),
+                input: String::new(),
+            },
+            ItemSpec {
+                id: "c-1a2b".into(),
+                title: "Summarize the change".into(),
+                input: "diff --git a/x b/x\n+fn f() {}".into(),
+            },
         ];
-        let templates = ["", "---\nid: coder\n---\n# Code\nDo the ask; keep the change small.\n"];
+        let templates = [
+            "",
+            "---\nid: coder\n---\n# Code\nDo the ask; keep the change small.\n",
+        ];
         for item in &items {
             for template in templates {
                 for n in [1, 2, 4] {
-                    let prompt = generation_prompt("Implement the request", item, n, "coder@v1", template);
+                    let prompt =
+                        generation_prompt("Implement the request", item, n, "coder@v1", template);
                     for phrase in rubric_phrases() {
-                        assert!(!prompt.contains(phrase), "S-32: generation prompt carries rubric wording `{phrase}`:\n{prompt}");
+                        assert!(
+                            !prompt.contains(phrase),
+                            "S-32: generation prompt carries rubric wording `{phrase}`:\n{prompt}"
+                        );
                     }
                 }
             }
@@ -163,7 +227,13 @@ mod tests {
         // evaluator or the CLI's prompt builders.
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let mut offenders = Vec::new();
-        let mut stack = vec![root.join("skillopt/src"), root.join("evalloop/src"), root.join("optimize/src"), root.join("stage/src"), root.join("cli/src")];
+        let mut stack = vec![
+            root.join("skillopt/src"),
+            root.join("evalloop/src"),
+            root.join("optimize/src"),
+            root.join("stage/src"),
+            root.join("cli/src"),
+        ];
         while let Some(dir) = stack.pop() {
             for entry in std::fs::read_dir(&dir).unwrap().flatten() {
                 let path = entry.path();
@@ -171,20 +241,28 @@ mod tests {
                     stack.push(path);
                     continue;
                 }
-                let allowed = path.ends_with("harvest/review.rs") || path.ends_with("harvest/apply.rs");
+                let allowed =
+                    path.ends_with("harvest/review.rs") || path.ends_with("harvest/apply.rs");
                 let text = std::fs::read_to_string(&path).unwrap_or_default();
                 if !allowed && (text.contains("REVIEW_RUBRIC") || text.contains("review_prompt(")) {
                     offenders.push(path.display().to_string());
                 }
             }
         }
-        assert!(offenders.is_empty(), "S-32: the rubric is used outside the review leg: {offenders:?}");
+        assert!(
+            offenders.is_empty(),
+            "S-32: the rubric is used outside the review leg: {offenders:?}"
+        );
     }
 
     #[test]
     fn review_prompt_carries_scope_and_rubric() {
         let prompt = review_prompt("acme/app", 1, "h", "b", "Add x", "do x");
         assert!(prompt.starts_with("task: judge\n"));
-        assert!(prompt.contains(REVIEW_RUBRIC) && prompt.contains("do x") && prompt.contains("acme/app#1"));
+        assert!(
+            prompt.contains(REVIEW_RUBRIC)
+                && prompt.contains("do x")
+                && prompt.contains("acme/app#1")
+        );
     }
 }

@@ -39,7 +39,11 @@ impl Default for HarvestStages {
     /// # Panics
     /// When the embedded file is invalid (a build defect the unit test below guards).
     fn default() -> Self {
-        Self(SOURCE.shipped().unwrap_or_else(|e| panic!("shipped harvest.toml: {e}")))
+        Self(
+            SOURCE
+                .shipped()
+                .unwrap_or_else(|e| panic!("shipped harvest.toml: {e}")),
+        )
     }
 }
 
@@ -59,6 +63,9 @@ mod tests {
         assert_eq!(budget(Leg::HardVerifier), (900, 60, false));
         assert_eq!(budget(Leg::Checkers), (600, 60, false));
         assert_eq!(budget(Leg::Review), (600, 60, false));
-        assert_eq!(stages.0.stage("hard_verifier").runner.as_deref(), Some("sandbox"));
+        assert_eq!(
+            stages.0.stage("hard_verifier").runner.as_deref(),
+            Some("sandbox")
+        );
     }
 }

@@ -96,7 +96,10 @@ pub fn tier_of_row(source: &str, item_metadata: &Value) -> Option<EvidenceTier> 
     if HUMAN_SOURCES.contains(&source.as_str()) {
         return Some(EvidenceTier::HumanGold);
     }
-    item_metadata.get(TIER_KEY).and_then(Value::as_str).and_then(EvidenceTier::from_name)
+    item_metadata
+        .get(TIER_KEY)
+        .and_then(Value::as_str)
+        .and_then(EvidenceTier::from_name)
 }
 
 #[cfg(test)]
@@ -121,8 +124,15 @@ mod tests {
         let mut floor = json!({"outcome": "merged"});
         EvidenceTier::VerifiableFloor.tag(&mut floor);
         assert_eq!(floor[RANK_KEY], 2);
-        assert_eq!(tier_of_row("auto-trace", &floor), Some(EvidenceTier::VerifiableFloor));
-        assert_eq!(tier_of_row("markdown", &floor), Some(EvidenceTier::HumanGold), "a person's row on a harvested item");
+        assert_eq!(
+            tier_of_row("auto-trace", &floor),
+            Some(EvidenceTier::VerifiableFloor)
+        );
+        assert_eq!(
+            tier_of_row("markdown", &floor),
+            Some(EvidenceTier::HumanGold),
+            "a person's row on a harvested item"
+        );
         assert_eq!(tier_of_row("auto-trace", &json!({})), None);
     }
 }

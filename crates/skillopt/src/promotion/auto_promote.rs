@@ -124,7 +124,10 @@ impl Decision {
 }
 
 fn stop(step: u8, reason: impl Into<String>) -> Decision {
-    Decision::Notify(Stop { step, reason: reason.into() })
+    Decision::Notify(Stop {
+        step,
+        reason: reason.into(),
+    })
 }
 
 fn valid_fraction(x: f64) -> bool {
@@ -144,12 +147,18 @@ pub fn decide(g: &Guardrails, e: &Evidence) -> Decision {
     };
     // 3
     if g.require_measured_judge == Some(true) {
-        return stop(3, "auto_promote_require_measured_judge is set and deferred: notify only");
+        return stop(
+            3,
+            "auto_promote_require_measured_judge is set and deferred: notify only",
+        );
     }
     // 4
     let canary_on = g.canary == Some(true);
     if canary_on && !g.canary_sample.is_some_and(valid_fraction) {
-        return stop(4, "auto_promote_canary is on but auto_promote_canary_sample is unset or outside (0,1]");
+        return stop(
+            4,
+            "auto_promote_canary is on but auto_promote_canary_sample is unset or outside (0,1]",
+        );
     }
     // 5
     let Some(min_samples) = g.min_samples else {
@@ -159,10 +168,19 @@ pub fn decide(g: &Guardrails, e: &Evidence) -> Decision {
     // 6
     if !mode_b {
         if feedback.samples == 0 {
-            return stop(6, "no auto-trace feedback samples (zero evidence never promotes)");
+            return stop(
+                6,
+                "no auto-trace feedback samples (zero evidence never promotes)",
+            );
         }
         if feedback.samples < min_samples {
-            return stop(6, format!("{} auto-trace samples < auto_promote_min_samples {min_samples}", feedback.samples));
+            return stop(
+                6,
+                format!(
+                    "{} auto-trace samples < auto_promote_min_samples {min_samples}",
+                    feedback.samples
+                ),
+            );
         }
     }
     // 7
@@ -175,37 +193,70 @@ pub fn decide(g: &Guardrails, e: &Evidence) -> Decision {
         None if mode_b => {}
         None if canary_on && e.score_unavailable.is_some() => {}
         None => {
-            return stop(7, match &e.score_unavailable {
-                Some(why) => format!("the candidate has no score ({why}); with auto_promote_canary on its canary outcomes decide it"),
-                None => "the candidate has no score".to_owned(),
-            });
+            return stop(
+                7,
+                match &e.score_unavailable {
+                    Some(why) => format!(
+                        "the candidate has no score ({why}); with auto_promote_canary on its canary outcomes decide it"
+                    ),
+                    None => "the candidate has no score".to_owned(),
+                },
+            );
         }
         Some(score) if !(score >= min_score) => {
-            return stop(7, format!("score {score} < auto_promote_min_score {min_score}"));
+            return stop(
+                7,
+                format!("score {score} < auto_promote_min_score {min_score}"),
+            );
         }
         Some(_) => {}
     }
     // 8
     if g.require_external_ci == Some(true) && !feedback.has_real_ci_positive {
-        return stop(8, "auto_promote_require_external_ci: no auto-trace event records a merge that passed real external CI");
+        return stop(
+            8,
+            "auto_promote_require_external_ci: no auto-trace event records a merge that passed real external CI",
+        );
     }
     // 9
     if let Some(floor) = g.min_confidence {
         let Some(c) = e.confidence else {
-            return stop(9, "auto_promote_min_confidence is set but there is no bandit confidence");
+            return stop(
+                9,
+                "auto_promote_min_confidence is set but there is no bandit confidence",
+            );
         };
         if c.pulls == 0 || c.pulls < min_samples {
-            return stop(9, format!("bandit confidence rests on {} pulls < auto_promote_min_samples {min_samples}", c.pulls));
+            return stop(
+                9,
+                format!(
+                    "bandit confidence rests on {} pulls < auto_promote_min_samples {min_samples}",
+                    c.pulls
+                ),
+            );
         }
         if !(c.probability >= floor) {
-            return stop(9, format!("P(challenger > champion) {:.3} < auto_promote_min_confidence {floor}", c.probability));
+            return stop(
+                9,
+                format!(
+                    "P(challenger > champion) {:.3} < auto_promote_min_confidence {floor}",
+                    c.probability
+                ),
+            );
         }
     }
     // 10: every guardrail holds; a candidate built on an older champion is refused (issue 37 item 2)
     if let Some((base, champion)) = &e.stale_base {
-        return stop(10, format!("rebase needed: the candidate was built on {base}, but {champion} is the champion now"));
+        return stop(
+            10,
+            format!(
+                "rebase needed: the candidate was built on {base}, but {champion} is the champion now"
+            ),
+        );
     }
-    Decision::Promote { canary_sample: if canary_on { g.canary_sample } else { None } }
+    Decision::Promote {
+        canary_sample: if canary_on { g.canary_sample } else { None },
+    }
 }
 
 #[cfg(test)]
@@ -214,12 +265,20 @@ mod tests {
 
     /// A config where every guardrail passes for [`passing`] evidence.
     fn open() -> Guardrails {
-        Guardrails { auto_promote: Some(true), min_samples: Some(5), min_score: Some(0.7), ..Guardrails::default() }
+        Guardrails {
+            auto_promote: Some(true),
+            min_samples: Some(5),
+            min_score: Some(0.7),
+            ..Guardrails::default()
+        }
     }
 
     fn passing() -> Evidence {
         Evidence {
-            feedback: Ok(AutoTraceEvidence { samples: 5, has_real_ci_positive: true }),
+            feedback: Ok(AutoTraceEvidence {
+                samples: 5,
+                has_real_ci_positive: true,
+            }),
             score: Some(0.7),
             score_unavailable: None,
             confidence: None,
@@ -236,14 +295,25 @@ mod tests {
 
     #[test]
     fn every_guardrail_met_promotes_directly() {
-        assert_eq!(decide(&open(), &passing()), Decision::Promote { canary_sample: None });
+        assert_eq!(
+            decide(&open(), &passing()),
+            Decision::Promote {
+                canary_sample: None
+            }
+        );
     }
 
     // S-53
     #[test]
     fn s53_step1_auto_promote_absent_or_false_is_manual() {
         for flag in [None, Some(false)] {
-            let d = decide(&Guardrails { auto_promote: flag, ..open() }, &passing());
+            let d = decide(
+                &Guardrails {
+                    auto_promote: flag,
+                    ..open()
+                },
+                &passing(),
+            );
             assert_eq!(step_of(&d), 1, "{flag:?}");
         }
     }
@@ -251,16 +321,25 @@ mod tests {
     // S-54
     #[test]
     fn s54_step2_unreadable_feedback_notifies() {
-        let e = Evidence { feedback: Err("database is locked".into()), ..passing() };
+        let e = Evidence {
+            feedback: Err("database is locked".into()),
+            ..passing()
+        };
         assert_eq!(step_of(&decide(&open(), &e)), 2);
     }
 
     // S-59
     #[test]
     fn s59_step3_require_measured_judge_is_deferred() {
-        let g = Guardrails { require_measured_judge: Some(true), ..open() };
+        let g = Guardrails {
+            require_measured_judge: Some(true),
+            ..open()
+        };
         assert_eq!(step_of(&decide(&g, &passing())), 3);
-        let g = Guardrails { require_measured_judge: Some(false), ..open() };
+        let g = Guardrails {
+            require_measured_judge: Some(false),
+            ..open()
+        };
         assert_eq!(step_of(&decide(&g, &passing())), 10);
     }
 
@@ -268,22 +347,63 @@ mod tests {
     #[test]
     fn s60_step4_canary_needs_a_sample_in_0_1() {
         for sample in [None, Some(0.0), Some(1.5), Some(f64::NAN), Some(-0.1)] {
-            let g = Guardrails { canary: Some(true), canary_sample: sample, ..open() };
+            let g = Guardrails {
+                canary: Some(true),
+                canary_sample: sample,
+                ..open()
+            };
             assert_eq!(step_of(&decide(&g, &passing())), 4, "{sample:?}");
         }
-        let g = Guardrails { canary: Some(true), canary_sample: Some(0.1), ..open() };
-        assert_eq!(decide(&g, &passing()), Decision::Promote { canary_sample: Some(0.1) });
-        let g = Guardrails { canary: Some(true), canary_sample: Some(1.0), ..open() };
-        assert_eq!(decide(&g, &passing()), Decision::Promote { canary_sample: Some(1.0) });
-        let g = Guardrails { canary: Some(false), canary_sample: Some(0.1), ..open() };
-        assert_eq!(decide(&g, &passing()), Decision::Promote { canary_sample: None }, "canary off ⇒ direct");
+        let g = Guardrails {
+            canary: Some(true),
+            canary_sample: Some(0.1),
+            ..open()
+        };
+        assert_eq!(
+            decide(&g, &passing()),
+            Decision::Promote {
+                canary_sample: Some(0.1)
+            }
+        );
+        let g = Guardrails {
+            canary: Some(true),
+            canary_sample: Some(1.0),
+            ..open()
+        };
+        assert_eq!(
+            decide(&g, &passing()),
+            Decision::Promote {
+                canary_sample: Some(1.0)
+            }
+        );
+        let g = Guardrails {
+            canary: Some(false),
+            canary_sample: Some(0.1),
+            ..open()
+        };
+        assert_eq!(
+            decide(&g, &passing()),
+            Decision::Promote {
+                canary_sample: None
+            },
+            "canary off ⇒ direct"
+        );
     }
 
     // S-55
     #[test]
     fn s55_step5_min_samples_unset_never_promotes() {
-        let g = Guardrails { min_samples: None, ..open() };
-        let e = Evidence { feedback: Ok(AutoTraceEvidence { samples: 1_000, has_real_ci_positive: true }), ..passing() };
+        let g = Guardrails {
+            min_samples: None,
+            ..open()
+        };
+        let e = Evidence {
+            feedback: Ok(AutoTraceEvidence {
+                samples: 1_000,
+                has_real_ci_positive: true,
+            }),
+            ..passing()
+        };
         assert_eq!(step_of(&decide(&g, &e)), 5);
     }
 
@@ -291,9 +411,22 @@ mod tests {
     #[test]
     fn s56_step6_zero_samples_never_promote_and_the_floor_is_inclusive() {
         let check = |min: u64, samples: u64, expected: u8| {
-            let g = Guardrails { min_samples: Some(min), ..open() };
-            let e = Evidence { feedback: Ok(AutoTraceEvidence { samples, has_real_ci_positive: true }), ..passing() };
-            assert_eq!(step_of(&decide(&g, &e)), expected, "min {min} samples {samples}");
+            let g = Guardrails {
+                min_samples: Some(min),
+                ..open()
+            };
+            let e = Evidence {
+                feedback: Ok(AutoTraceEvidence {
+                    samples,
+                    has_real_ci_positive: true,
+                }),
+                ..passing()
+            };
+            assert_eq!(
+                step_of(&decide(&g, &e)),
+                expected,
+                "min {min} samples {samples}"
+            );
         };
         check(0, 0, 6);
         check(5, 4, 6);
@@ -304,9 +437,16 @@ mod tests {
     #[test]
     fn s57_step7_score_floor() {
         let check = |floor: Option<f64>, score: Option<f64>, expected: u8| {
-            let g = Guardrails { min_score: floor, ..open() };
+            let g = Guardrails {
+                min_score: floor,
+                ..open()
+            };
             let e = Evidence { score, ..passing() };
-            assert_eq!(step_of(&decide(&g, &e)), expected, "floor {floor:?} score {score:?}");
+            assert_eq!(
+                step_of(&decide(&g, &e)),
+                expected,
+                "floor {floor:?} score {score:?}"
+            );
         };
         check(Some(0.7), Some(0.7), 10);
         check(Some(0.7), Some(0.69), 7);
@@ -320,22 +460,62 @@ mod tests {
     #[test]
     fn s57_a_candidate_without_a_score_goes_to_a_canary_only_when_its_package_says_why() {
         let why = Some("distill measures nothing".to_owned());
-        let canary = Guardrails { canary: Some(true), canary_sample: Some(0.2), ..open() };
-        let scoreless = |reason: Option<String>| Evidence { score: None, score_unavailable: reason, ..passing() };
-        assert_eq!(decide(&canary, &scoreless(why.clone())), Decision::Promote { canary_sample: Some(0.2) });
-        assert_eq!(step_of(&decide(&canary, &scoreless(None))), 7, "no score and no reason");
-        let Decision::Notify(stop) = decide(&open(), &scoreless(why.clone())) else { panic!("promoted directly without a score") };
+        let canary = Guardrails {
+            canary: Some(true),
+            canary_sample: Some(0.2),
+            ..open()
+        };
+        let scoreless = |reason: Option<String>| Evidence {
+            score: None,
+            score_unavailable: reason,
+            ..passing()
+        };
+        assert_eq!(
+            decide(&canary, &scoreless(why.clone())),
+            Decision::Promote {
+                canary_sample: Some(0.2)
+            }
+        );
+        assert_eq!(
+            step_of(&decide(&canary, &scoreless(None))),
+            7,
+            "no score and no reason"
+        );
+        let Decision::Notify(stop) = decide(&open(), &scoreless(why.clone())) else {
+            panic!("promoted directly without a score")
+        };
         assert_eq!(stop.step, 7);
-        assert!(stop.reason.contains("distill measures nothing") && stop.reason.contains("auto_promote_canary"), "{}", stop.reason);
-        let unset = Guardrails { min_score: None, ..canary };
-        assert_eq!(step_of(&decide(&unset, &scoreless(why))), 7, "S-57: the floor unset never promotes");
+        assert!(
+            stop.reason.contains("distill measures nothing")
+                && stop.reason.contains("auto_promote_canary"),
+            "{}",
+            stop.reason
+        );
+        let unset = Guardrails {
+            min_score: None,
+            ..canary
+        };
+        assert_eq!(
+            step_of(&decide(&unset, &scoreless(why))),
+            7,
+            "S-57: the floor unset never promotes"
+        );
     }
 
     // S-58
     #[test]
     fn s58_step8_external_ci_needs_a_real_ci_positive() {
-        let g = Guardrails { require_external_ci: Some(true), ..open() };
-        let e = Evidence { feedback: Ok(AutoTraceEvidence { samples: 5, has_real_ci_positive: false }), ..passing() };
+        let g = Guardrails {
+            require_external_ci: Some(true),
+            ..open()
+        };
+        let e = Evidence {
+            feedback: Ok(AutoTraceEvidence {
+                samples: 5,
+                has_real_ci_positive: false,
+            }),
+            ..passing()
+        };
         assert_eq!(step_of(&decide(&g, &e)), 8);
         assert_eq!(step_of(&decide(&g, &passing())), 10);
     }
@@ -344,16 +524,55 @@ mod tests {
     // auto-trace floor): min_confidence is an additional requirement.
     #[test]
     fn s63_auto_trace_path_min_confidence_is_an_additional_requirement() {
-        let g = Guardrails { min_confidence: Some(0.95), min_samples: Some(10), ..open() };
-        let with = |p: f64, pulls: u64| Evidence { confidence: Some(BanditEvidence { probability: p, pulls }), ..passing() };
+        let g = Guardrails {
+            min_confidence: Some(0.95),
+            min_samples: Some(10),
+            ..open()
+        };
+        let with = |p: f64, pulls: u64| Evidence {
+            confidence: Some(BanditEvidence {
+                probability: p,
+                pulls,
+            }),
+            ..passing()
+        };
         assert_eq!(step_of(&decide(&g, &with(0.97, 2))), 9, "thin");
         assert_eq!(step_of(&decide(&g, &with(0.90, 100))), 9, "low");
-        assert_eq!(step_of(&decide(&g, &Evidence { confidence: None, ..passing() })), 6, "nil: not Mode B, 5 samples < 10");
-        let nil_enough = Evidence { feedback: Ok(AutoTraceEvidence { samples: 10, has_real_ci_positive: true }), confidence: None, ..passing() };
-        assert_eq!(step_of(&decide(&g, &nil_enough)), 9, "nil confidence ⇒ notify");
-        assert_eq!(decide(&g, &with(0.97, 100)), Decision::Promote { canary_sample: None });
+        assert_eq!(
+            step_of(&decide(
+                &g,
+                &Evidence {
+                    confidence: None,
+                    ..passing()
+                }
+            )),
+            6,
+            "nil: not Mode B, 5 samples < 10"
+        );
+        let nil_enough = Evidence {
+            feedback: Ok(AutoTraceEvidence {
+                samples: 10,
+                has_real_ci_positive: true,
+            }),
+            confidence: None,
+            ..passing()
+        };
+        assert_eq!(
+            step_of(&decide(&g, &nil_enough)),
+            9,
+            "nil confidence ⇒ notify"
+        );
+        assert_eq!(
+            decide(&g, &with(0.97, 100)),
+            Decision::Promote {
+                canary_sample: None
+            }
+        );
         // Unset ⇒ ignored: the same decision as without any confidence.
-        let unset = Guardrails { min_confidence: None, ..open() };
+        let unset = Guardrails {
+            min_confidence: None,
+            ..open()
+        };
         assert_eq!(decide(&unset, &with(0.1, 1)), decide(&unset, &passing()));
     }
 
@@ -362,12 +581,38 @@ mod tests {
     // sample floor and a missing score does not stop the decision.
     #[test]
     fn s63_mode_b_path_pulls_replace_the_sample_floor_and_no_score_is_needed() {
-        let g = Guardrails { min_confidence: Some(0.95), min_samples: Some(10), ..open() };
-        let with = |p: f64, pulls: u64| Evidence { confidence: Some(BanditEvidence { probability: p, pulls }), ..passing() };
-        let mode_b = Evidence { feedback: Ok(AutoTraceEvidence::default()), score: None, ..with(0.97, 100) };
-        assert_eq!(decide(&g, &mode_b), Decision::Promote { canary_sample: None });
-        let zero = Guardrails { min_samples: Some(0), ..g };
-        assert_eq!(step_of(&decide(&zero, &Evidence { ..with(0.99, 0) })), 9, "zero pulls never promote");
+        let g = Guardrails {
+            min_confidence: Some(0.95),
+            min_samples: Some(10),
+            ..open()
+        };
+        let with = |p: f64, pulls: u64| Evidence {
+            confidence: Some(BanditEvidence {
+                probability: p,
+                pulls,
+            }),
+            ..passing()
+        };
+        let mode_b = Evidence {
+            feedback: Ok(AutoTraceEvidence::default()),
+            score: None,
+            ..with(0.97, 100)
+        };
+        assert_eq!(
+            decide(&g, &mode_b),
+            Decision::Promote {
+                canary_sample: None
+            }
+        );
+        let zero = Guardrails {
+            min_samples: Some(0),
+            ..g
+        };
+        assert_eq!(
+            step_of(&decide(&zero, &Evidence { ..with(0.99, 0) })),
+            9,
+            "zero pulls never promote"
+        );
     }
 
     /// The steps run in the facts' order: with everything wrong at once, each fix moves the stop
@@ -384,7 +629,13 @@ mod tests {
             canary_sample: None,
             min_confidence: Some(0.9),
         };
-        let mut e = Evidence { feedback: Err("x".into()), score: None, score_unavailable: None, confidence: None, stale_base: None };
+        let mut e = Evidence {
+            feedback: Err("x".into()),
+            score: None,
+            score_unavailable: None,
+            confidence: None,
+            stale_base: None,
+        };
         let mut steps = vec![step_of(&decide(&g, &e))];
         g.auto_promote = Some(true);
         steps.push(step_of(&decide(&g, &e)));
@@ -396,27 +647,55 @@ mod tests {
         steps.push(step_of(&decide(&g, &e)));
         g.min_samples = Some(3);
         steps.push(step_of(&decide(&g, &e)));
-        e.feedback = Ok(AutoTraceEvidence { samples: 3, has_real_ci_positive: false });
+        e.feedback = Ok(AutoTraceEvidence {
+            samples: 3,
+            has_real_ci_positive: false,
+        });
         steps.push(step_of(&decide(&g, &e)));
         g.min_score = Some(0.5);
         e.score = Some(0.6);
         steps.push(step_of(&decide(&g, &e)));
-        e.feedback = Ok(AutoTraceEvidence { samples: 3, has_real_ci_positive: true });
+        e.feedback = Ok(AutoTraceEvidence {
+            samples: 3,
+            has_real_ci_positive: true,
+        });
         steps.push(step_of(&decide(&g, &e)));
-        e.confidence = Some(BanditEvidence { probability: 0.95, pulls: 3 });
+        e.confidence = Some(BanditEvidence {
+            probability: 0.95,
+            pulls: 3,
+        });
         steps.push(step_of(&decide(&g, &e)));
         assert_eq!(steps, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
-        assert_eq!(decide(&g, &e), Decision::Promote { canary_sample: Some(0.2) });
+        assert_eq!(
+            decide(&g, &e),
+            Decision::Promote {
+                canary_sample: Some(0.2)
+            }
+        );
     }
 
     // Issue 37 item 2: a candidate built on v1 while v3 is champion is refused, naming both.
     #[test]
     fn a_candidate_on_a_stale_base_is_refused_naming_both_versions() {
-        let e = Evidence { stale_base: Some(("planner@v1".into(), "planner@v3".into())), ..passing() };
+        let e = Evidence {
+            stale_base: Some(("planner@v1".into(), "planner@v3".into())),
+            ..passing()
+        };
         let d = decide(&open(), &e);
-        let Decision::Notify(stop) = d else { panic!("{d:?}") };
+        let Decision::Notify(stop) = d else {
+            panic!("{d:?}")
+        };
         assert_eq!(stop.step, 10);
-        assert!(stop.reason.contains("rebase needed") && stop.reason.contains("planner@v1") && stop.reason.contains("planner@v3"), "{}", stop.reason);
-        assert!(matches!(decide(&open(), &passing()), Decision::Promote { .. }));
+        assert!(
+            stop.reason.contains("rebase needed")
+                && stop.reason.contains("planner@v1")
+                && stop.reason.contains("planner@v3"),
+            "{}",
+            stop.reason
+        );
+        assert!(matches!(
+            decide(&open(), &passing()),
+            Decision::Promote { .. }
+        ));
     }
 }

@@ -84,7 +84,9 @@ pub enum WindowDecision {
 }
 
 fn hold(reason: impl Into<String>) -> WindowDecision {
-    WindowDecision::Hold { reason: reason.into() }
+    WindowDecision::Hold {
+        reason: reason.into(),
+    }
 }
 
 /// Decides the window (S-61, S-62): unreadable evidence, too few canary outcomes or no champion
@@ -101,13 +103,19 @@ pub fn decide_window(
     closed: bool,
 ) -> WindowDecision {
     let decision = decide_open_window(canary, champion, config);
-    let (Ok(c), Ok(h)) = (canary, champion) else { return decision };
+    let (Ok(c), Ok(h)) = (canary, champion) else {
+        return decision;
+    };
     let spent = closed || (c.total >= config.max_outcomes && h.total >= config.max_outcomes);
     match decision {
         WindowDecision::Hold { reason } if spent => WindowDecision::Inconclusive {
             reason: format!(
                 "inconclusive: {reason} when the window was spent ({}); the champion stays",
-                if closed { "its time closed".to_owned() } else { format!("{} outcomes on each side", config.max_outcomes) }
+                if closed {
+                    "its time closed".to_owned()
+                } else {
+                    format!("{} outcomes on each side", config.max_outcomes)
+                }
             ),
         },
         other => other,
@@ -138,7 +146,10 @@ fn decide_open_window(
     } else if c < h - config.material_regression {
         WindowDecision::RollBack
     } else {
-        hold(format!("canary rate {c:.3} slightly below champion {h:.3}, within the {} margin", config.material_regression))
+        hold(format!(
+            "canary rate {c:.3} slightly below champion {h:.3}, within the {} margin",
+            config.material_regression
+        ))
     }
 }
 
@@ -164,11 +175,31 @@ mod tests {
     #[test]
     fn s61_parity_or_better_graduates_material_regression_rolls_back() {
         let config = WindowConfig::default();
-        assert_eq!(decide_window(&o(8, 10), &o(8, 10), &config, false), WindowDecision::Graduate, "parity");
-        assert_eq!(decide_window(&o(10, 10), &o(5, 10), &config, false), WindowDecision::Graduate);
-        assert_eq!(decide_window(&o(2, 10), &o(9, 10), &config, false), WindowDecision::RollBack);
-        assert!(matches!(decide_window(&o(74, 99), &o(79, 99), &config, false), WindowDecision::Hold { .. }), "within the margin");
-        assert_eq!(decide_window(&o(69, 100), &o(80, 100), &config, false), WindowDecision::RollBack, "0.11 below");
+        assert_eq!(
+            decide_window(&o(8, 10), &o(8, 10), &config, false),
+            WindowDecision::Graduate,
+            "parity"
+        );
+        assert_eq!(
+            decide_window(&o(10, 10), &o(5, 10), &config, false),
+            WindowDecision::Graduate
+        );
+        assert_eq!(
+            decide_window(&o(2, 10), &o(9, 10), &config, false),
+            WindowDecision::RollBack
+        );
+        assert!(
+            matches!(
+                decide_window(&o(74, 99), &o(79, 99), &config, false),
+                WindowDecision::Hold { .. }
+            ),
+            "within the margin"
+        );
+        assert_eq!(
+            decide_window(&o(69, 100), &o(80, 100), &config, false),
+            WindowDecision::RollBack,
+            "0.11 below"
+        );
     }
 
     // Issue 37 item 3: 0.90 against 1.00 over 100 outcomes each held forever; a spent window
@@ -176,25 +207,53 @@ mod tests {
     #[test]
     fn a_spent_window_still_holding_ends_inconclusive() {
         let config = WindowConfig::default();
-        assert!(matches!(decide_window(&o(90, 99), &o(99, 99), &config, false), WindowDecision::Hold { .. }), "not spent yet");
+        assert!(
+            matches!(
+                decide_window(&o(90, 99), &o(99, 99), &config, false),
+                WindowDecision::Hold { .. }
+            ),
+            "not spent yet"
+        );
         let spent = decide_window(&o(90, 100), &o(100, 100), &config, false);
-        let WindowDecision::Inconclusive { reason } = &spent else { panic!("{spent:?}") };
-        assert!(reason.contains("inconclusive") && reason.contains("100 outcomes on each side"), "{reason}");
-        assert!(matches!(decide_window(&o(3, 5), &o(4, 5), &config, true), WindowDecision::Inconclusive { .. }), "a thin window at its close");
-        assert!(matches!(decide_window(&Err("locked".into()), &o(4, 5), &config, true), WindowDecision::Hold { .. }), "never decided unread");
-        assert_eq!(decide_window(&o(100, 100), &o(90, 100), &config, true), WindowDecision::Graduate, "a decision stands");
+        let WindowDecision::Inconclusive { reason } = &spent else {
+            panic!("{spent:?}")
+        };
+        assert!(
+            reason.contains("inconclusive") && reason.contains("100 outcomes on each side"),
+            "{reason}"
+        );
+        assert!(
+            matches!(
+                decide_window(&o(3, 5), &o(4, 5), &config, true),
+                WindowDecision::Inconclusive { .. }
+            ),
+            "a thin window at its close"
+        );
+        assert!(
+            matches!(
+                decide_window(&Err("locked".into()), &o(4, 5), &config, true),
+                WindowDecision::Hold { .. }
+            ),
+            "never decided unread"
+        );
+        assert_eq!(
+            decide_window(&o(100, 100), &o(90, 100), &config, true),
+            WindowDecision::Graduate,
+            "a decision stands"
+        );
     }
 
     // S-62
     #[test]
     fn s62_thin_or_unread_evidence_holds() {
         let config = WindowConfig::default();
-        let check = |canary: Result<Outcomes, String>, champion: Result<Outcomes, String>, needle: &str| {
-            match decide_window(&canary, &champion, &config, false) {
-                WindowDecision::Hold { reason } => assert!(reason.contains(needle), "{reason}"),
-                other => panic!("expected hold, got {other:?}"),
-            }
-        };
+        let check =
+            |canary: Result<Outcomes, String>, champion: Result<Outcomes, String>, needle: &str| {
+                match decide_window(&canary, &champion, &config, false) {
+                    WindowDecision::Hold { reason } => assert!(reason.contains(needle), "{reason}"),
+                    other => panic!("expected hold, got {other:?}"),
+                }
+            };
         check(o(1, 1), o(10, 20), "too few");
         check(o(0, 30), o(5, 9), "too few");
         check(o(0, 30), o(0, 0), "no champion baseline");
@@ -206,7 +265,9 @@ mod tests {
     #[test]
     fn s60_sampled_fraction_routes_to_the_canary() {
         assert_eq!(route("t@v1", None, 0.0), "t@v1");
-        let hits = (0..1000).filter(|i| route("t@v1", Some(("t@v2", 0.1)), f64::from(*i) / 1000.0) == "t@v2").count();
+        let hits = (0..1000)
+            .filter(|i| route("t@v1", Some(("t@v2", 0.1)), f64::from(*i) / 1000.0) == "t@v2")
+            .count();
         assert_eq!(hits, 100);
         assert_eq!(route("t@v1", Some(("t@v2", 1.0)), 0.999), "t@v2");
     }

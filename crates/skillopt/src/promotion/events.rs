@@ -135,7 +135,11 @@ impl WindowCounts {
     /// The counts with their rate.
     pub fn new(positives: u64, total: u64) -> Self {
         let rate = (total > 0).then(|| positives as f64 / total as f64);
-        Self { positives, total, rate }
+        Self {
+            positives,
+            total,
+            rate,
+        }
     }
 }
 
@@ -262,15 +266,25 @@ pub enum SinkError {
 /// [`SinkError::CreateDir`], [`SinkError::Open`] or [`SinkError::Append`], naming the file.
 pub fn append_jsonl(path: &Path, event: &Event) -> Result<(), SinkError> {
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|error| SinkError::CreateDir { dir: parent.to_owned(), error })?;
+        std::fs::create_dir_all(parent).map_err(|error| SinkError::CreateDir {
+            dir: parent.to_owned(),
+            error,
+        })?;
     }
     let mut options = std::fs::OpenOptions::new();
     options.create(true).append(true);
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(path).map_err(|error| SinkError::Open { path: path.to_owned(), error })?;
+    let mut file = options.open(path).map_err(|error| SinkError::Open {
+        path: path.to_owned(),
+        error,
+    })?;
     let mut line = event.to_json();
     line.push('\n');
-    file.write_all(line.as_bytes()).map_err(|error| SinkError::Append { path: path.to_owned(), error })
+    file.write_all(line.as_bytes())
+        .map_err(|error| SinkError::Append {
+            path: path.to_owned(),
+            error,
+        })
 }
 
 /// XADDs one event to `stream` on the Redis server at `url`: fields `event` and `payload`.
@@ -280,9 +294,17 @@ pub fn append_jsonl(path: &Path, event: &Event) -> Result<(), SinkError> {
 /// [`SinkError::RedisUrl`], [`SinkError::Connect`] or [`SinkError::Xadd`] when the server cannot
 /// be reached or refuses the command.
 pub async fn xadd(url: &str, stream: &str, event: &Event) -> Result<String, SinkError> {
-    let client = redis::Client::open(url).map_err(|error| SinkError::RedisUrl { url: url.to_owned(), error })?;
-    let mut conn =
-        client.get_multiplexed_async_connection().await.map_err(|error| SinkError::Connect { url: url.to_owned(), error })?;
+    let client = redis::Client::open(url).map_err(|error| SinkError::RedisUrl {
+        url: url.to_owned(),
+        error,
+    })?;
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|error| SinkError::Connect {
+            url: url.to_owned(),
+            error,
+        })?;
     redis::cmd("XADD")
         .arg(stream)
         .arg("*")
@@ -292,12 +314,16 @@ pub async fn xadd(url: &str, stream: &str, event: &Event) -> Result<String, Sink
         .arg(event.to_json())
         .query_async::<String>(&mut conn)
         .await
-        .map_err(|error| SinkError::Xadd { stream: stream.to_owned(), error })
+        .map_err(|error| SinkError::Xadd {
+            stream: stream.to_owned(),
+            error,
+        })
 }
 
 /// `sha256=<hex>` of HMAC-SHA256(`secret`, `body`).
 pub fn sign(secret: &[u8], body: &[u8]) -> String {
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret).expect("HMAC takes a key of any length");
+    let mut mac =
+        <Hmac<Sha256> as KeyInit>::new_from_slice(secret).expect("HMAC takes a key of any length");
     mac.update(body);
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
@@ -310,7 +336,12 @@ pub fn sign(secret: &[u8], body: &[u8]) -> String {
 ///
 /// # Errors
 /// [`PayloadError`] when the payload does not serialize.
-pub fn webhook_job(stage: &StageDef, url: &str, secret: &str, event: &Event) -> Result<JobSpec, PayloadError> {
+pub fn webhook_job(
+    stage: &StageDef,
+    url: &str,
+    secret: &str,
+    event: &Event,
+) -> Result<JobSpec, PayloadError> {
     let body = event.to_json();
     let signature = sign(secret.as_bytes(), body.as_bytes());
     let mut payload = ProcessPayload::argv(vec![
@@ -331,7 +362,15 @@ pub fn webhook_job(stage: &StageDef, url: &str, secret: &str, event: &Event) -> 
         url.to_owned(),
     ]);
     payload.stdin = Some(body);
-    stage.job(&payload, Some(format!("events:webhook:{}:{}:{}", event.event.name(), event.job_id, event.created_at)))
+    stage.job(
+        &payload,
+        Some(format!(
+            "events:webhook:{}:{}:{}",
+            event.event.name(),
+            event.job_id,
+            event.created_at
+        )),
+    )
 }
 
 #[cfg(test)]
@@ -340,14 +379,35 @@ mod tests {
 
     #[test]
     fn events_serialize_with_their_wire_names_and_only_redacted_fields() {
-        let detail = Detail { score: Some(0.8), samples: Some(4), ..Detail::default() }.with_reason(&"x".repeat(500));
-        let event = Event::new(EventKind::AwaitingPromotion, "planner@v2", "planner", detail);
+        let detail = Detail {
+            score: Some(0.8),
+            samples: Some(4),
+            ..Detail::default()
+        }
+        .with_reason(&"x".repeat(500));
+        let event = Event::new(
+            EventKind::AwaitingPromotion,
+            "planner@v2",
+            "planner",
+            detail,
+        );
         let value: serde_json::Value = serde_json::from_str(&event.to_json()).unwrap();
         assert_eq!(value["event"], "candidate.awaiting_promotion");
-        assert_eq!((value["job_id"].as_str(), value["root_id"].as_str()), (Some("planner@v2"), Some("planner")));
-        let keys: Vec<&str> = value["detail"].as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            (value["job_id"].as_str(), value["root_id"].as_str()),
+            (Some("planner@v2"), Some("planner"))
+        );
+        let keys: Vec<&str> = value["detail"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
         assert_eq!(keys, ["score", "samples", "reason"]);
-        assert_eq!(value["detail"]["reason"].as_str().unwrap().chars().count(), MAX_REASON_CHARS);
+        assert_eq!(
+            value["detail"]["reason"].as_str().unwrap().chars().count(),
+            MAX_REASON_CHARS
+        );
         for kind in [
             EventKind::AutoPromoted,
             EventKind::CanaryStarted,
@@ -371,7 +431,10 @@ mod tests {
         append_jsonl(&path, &event).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text.lines().count(), 2);
-        assert!(text.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["event"] == "candidate.rolled_back"));
+        assert!(text.lines().all(
+            |l| serde_json::from_str::<serde_json::Value>(l).unwrap()["event"]
+                == "candidate.rolled_back"
+        ));
     }
 
     #[test]
@@ -382,7 +445,13 @@ mod tests {
             "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
         let event = Event::new(EventKind::AutoPromoted, "t@v2", "t", Detail::default());
-        let spec = webhook_job(crate::promotion::stages::PromotionStages::default().stage("webhook"), "http://127.0.0.1:9/hook", "s3cret-value", &event).unwrap();
+        let spec = webhook_job(
+            crate::promotion::stages::PromotionStages::default().stage("webhook"),
+            "http://127.0.0.1:9/hook",
+            "s3cret-value",
+            &event,
+        )
+        .unwrap();
         let text = spec.payload.to_string();
         assert!(!text.contains("s3cret-value"));
         assert!(text.contains(&sign(b"s3cret-value", event.to_json().as_bytes())));

@@ -41,7 +41,10 @@ pub struct PromotionEnv<'a> {
 
 impl std::fmt::Debug for PromotionEnv<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PromotionEnv").field("policy", self.policy).field("has_jobs", &self.jobs.is_some()).finish_non_exhaustive()
+        f.debug_struct("PromotionEnv")
+            .field("policy", self.policy)
+            .field("has_jobs", &self.jobs.is_some())
+            .finish_non_exhaustive()
     }
 }
 
@@ -91,13 +94,25 @@ pub async fn emit(env: &PromotionEnv<'_>, event: &Event) -> Result<bool, Promoti
 ///
 /// # Errors
 /// [`PromotionError::Store`] when the event log cannot be written.
-pub async fn emit_on_change(env: &PromotionEnv<'_>, event: &Event, what: &str) -> Result<bool, PromotionError> {
+pub async fn emit_on_change(
+    env: &PromotionEnv<'_>,
+    event: &Event,
+    what: &str,
+) -> Result<bool, PromotionError> {
     if !env.policy.sinks.is_configured() {
         return Ok(false);
     }
     let detail = serde_json::to_string(&event.detail).unwrap_or_else(|_| "{}".to_owned());
     let mut conn = env.store.pool().acquire().await.map_err(StoreError::from)?;
-    let logged = skillforge_store::promotion::record_event_on_change(&mut conn, event.event.name(), &event.job_id, &event.root_id, &detail, what).await?;
+    let logged = skillforge_store::promotion::record_event_on_change(
+        &mut conn,
+        event.event.name(),
+        &event.job_id,
+        &event.root_id,
+        &detail,
+        what,
+    )
+    .await?;
     drop(conn);
     if logged {
         send(env, event).await;
@@ -120,7 +135,14 @@ pub async fn emit_job_event(env: &PromotionEnv<'_>, event: &Event) -> Result<(),
 async fn log_event(store: &Store, event: &Event) -> Result<bool, StoreError> {
     let detail = serde_json::to_string(&event.detail).unwrap_or_else(|_| "{}".to_owned());
     let mut conn = store.pool().acquire().await?;
-    skillforge_store::promotion::record_event(&mut conn, event.event.name(), &event.job_id, &event.root_id, &detail).await
+    skillforge_store::promotion::record_event(
+        &mut conn,
+        event.event.name(),
+        &event.job_id,
+        &event.root_id,
+        &detail,
+    )
+    .await
 }
 
 async fn send(env: &PromotionEnv<'_>, event: &Event) {
@@ -136,8 +158,15 @@ async fn send(env: &PromotionEnv<'_>, event: &Event) {
         warn!(error = %e, event = event.event.name(), "event not added to the Redis stream");
     }
     if let (Some(url), Some(secret)) = (&sinks.webhook_url, &sinks.webhook_secret) {
-        let enqueued = match (webhook_job(env.stages.stage(WEBHOOK_STAGE), url, secret, event), env.jobs) {
-            (Ok(spec), Some(jobs)) => jobs.submit(&spec).await.map(|_| ()).map_err(|e| e.to_string()),
+        let enqueued = match (
+            webhook_job(env.stages.stage(WEBHOOK_STAGE), url, secret, event),
+            env.jobs,
+        ) {
+            (Ok(spec), Some(jobs)) => jobs
+                .submit(&spec)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
             (Ok(_), None) => Err("no job queue open".to_owned()),
             (Err(e), _) => Err(e.to_string()),
         };

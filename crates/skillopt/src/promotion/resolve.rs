@@ -9,7 +9,9 @@
 use rand::Rng;
 use skillforge_store::StoreError;
 use skillforge_store::promotion::canary_of;
-use skillforge_store::templates::{VersionRef, VersionRow, VersionSelector, current_version, get_version, resolve};
+use skillforge_store::templates::{
+    VersionRef, VersionRow, VersionSelector, current_version, get_version, resolve,
+};
 use sqlx::SqlitePool;
 
 use super::canary::route;
@@ -35,22 +37,46 @@ pub fn draw() -> f64 {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn version_for_job(db: &SqlitePool, reference: &VersionRef, u: f64) -> Result<Option<Resolved>, StoreError> {
+pub async fn version_for_job(
+    db: &SqlitePool,
+    reference: &VersionRef,
+    u: f64,
+) -> Result<Option<Resolved>, StoreError> {
     if reference.selector != VersionSelector::Current {
-        return Ok(resolve(db, reference).await?.map(|version| Resolved { version, canary: false }));
+        return Ok(resolve(db, reference).await?.map(|version| Resolved {
+            version,
+            canary: false,
+        }));
     }
     let Some(current) = current_version(db, &reference.template_id).await? else {
         return Ok(None);
     };
     let Some(canary) = canary_of(db, &reference.template_id).await? else {
-        return Ok(Some(Resolved { version: current, canary: false }));
+        return Ok(Some(Resolved {
+            version: current,
+            canary: false,
+        }));
     };
-    if route(&current.id, Some((canary.id.as_str(), canary.canary_sample)), u) == current.id {
-        return Ok(Some(Resolved { version: current, canary: false }));
+    if route(
+        &current.id,
+        Some((canary.id.as_str(), canary.canary_sample)),
+        u,
+    ) == current.id
+    {
+        return Ok(Some(Resolved {
+            version: current,
+            canary: false,
+        }));
     }
     // The canary vanished between the two reads: the champion serves.
     Ok(Some(match get_version(db, &canary.id).await? {
-        Some(version) => Resolved { version, canary: true },
-        None => Resolved { version: current, canary: false },
+        Some(version) => Resolved {
+            version,
+            canary: true,
+        },
+        None => Resolved {
+            version: current,
+            canary: false,
+        },
     }))
 }

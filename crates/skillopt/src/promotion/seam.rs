@@ -6,7 +6,9 @@
 use serde::Serialize;
 use skillforge_store::Store;
 use skillforge_store::bandit::{ArmRow, get_arm};
-use skillforge_store::candidates::{CandidateRow, DecisionOutcome, get_candidate, promote_candidate};
+use skillforge_store::candidates::{
+    CandidateRow, DecisionOutcome, get_candidate, promote_candidate,
+};
 use skillforge_store::promotion::{CanaryStart, auto_trace_counts, start_canary};
 use skillforge_store::templates::{begin_write, current_version};
 
@@ -41,35 +43,76 @@ impl SeamReport {
 /// challenger arm exists (Monte Carlo at the notify seam's fixed seed 473; exact when possible).
 /// Also returns the real-CI positives counted (`None` when the run could not be read), which the
 /// decision events carry.
-async fn evidence(store: &Store, candidate: &CandidateRow) -> Result<(Evidence, Option<u64>), PromotionError> {
-    let (template_id, version_id, score, base) =
-        (candidate.template_id.as_str(), candidate.version_id.as_str(), candidate.score, candidate.base_version_id.as_str());
-    let score_unavailable = serde_json::from_str::<serde_json::Value>(&candidate.summary_metadata_json)
-        .ok()
-        .and_then(|m| m.get(SCORE_UNAVAILABLE_KEY).and_then(serde_json::Value::as_str).map(str::to_owned));
+async fn evidence(
+    store: &Store,
+    candidate: &CandidateRow,
+) -> Result<(Evidence, Option<u64>), PromotionError> {
+    let (template_id, version_id, score, base) = (
+        candidate.template_id.as_str(),
+        candidate.version_id.as_str(),
+        candidate.score,
+        candidate.base_version_id.as_str(),
+    );
+    let score_unavailable =
+        serde_json::from_str::<serde_json::Value>(&candidate.summary_metadata_json)
+            .ok()
+            .and_then(|m| {
+                m.get(SCORE_UNAVAILABLE_KEY)
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned)
+            });
     let counts = auto_trace_counts(store.pool(), version_id).await;
-    let real_ci_positives = counts.as_ref().ok().map(|c| if c.run_exists { c.real_ci_positives } else { 0 });
+    let real_ci_positives = counts
+        .as_ref()
+        .ok()
+        .map(|c| if c.run_exists { c.real_ci_positives } else { 0 });
     let feedback = match counts {
-        Ok(c) if c.run_exists => Ok(AutoTraceEvidence { samples: c.samples, has_real_ci_positive: c.real_ci_positives > 0 }),
+        Ok(c) if c.run_exists => Ok(AutoTraceEvidence {
+            samples: c.samples,
+            has_real_ci_positive: c.real_ci_positives > 0,
+        }),
         Ok(_) => Ok(AutoTraceEvidence::default()),
         Err(e) => Err(e.to_string()),
     };
     let champion = current_version(store.pool(), template_id).await?;
     let stale_base = match &champion {
-        Some(c) if !base.is_empty() && c.id != base && c.id != version_id => Some((base.to_owned(), c.id.clone())),
-        _ => None,
-    };
-    let arm = |r: ArmRow| Arm { alpha: r.alpha, beta: r.beta, pulls: u64::try_from(r.pulls).unwrap_or(0) };
-    let confidence = match (get_arm(store.pool(), template_id, version_id).await?, champion) {
-        (Some(challenger), Some(champion)) => {
-            let champion_arm = get_arm(store.pool(), template_id, &champion.id).await?.map_or(Arm::PRIOR, arm);
-            let challenger_arm = arm(challenger);
-            let c = Confidence::compute(challenger_arm, champion_arm, 0, NOTIFY_SEED);
-            Some(BanditEvidence { probability: c.probability(), pulls: challenger_arm.pulls })
+        Some(c) if !base.is_empty() && c.id != base && c.id != version_id => {
+            Some((base.to_owned(), c.id.clone()))
         }
         _ => None,
     };
-    Ok((Evidence { feedback, score, score_unavailable, confidence, stale_base }, real_ci_positives))
+    let arm = |r: ArmRow| Arm {
+        alpha: r.alpha,
+        beta: r.beta,
+        pulls: u64::try_from(r.pulls).unwrap_or(0),
+    };
+    let confidence = match (
+        get_arm(store.pool(), template_id, version_id).await?,
+        champion,
+    ) {
+        (Some(challenger), Some(champion)) => {
+            let champion_arm = get_arm(store.pool(), template_id, &champion.id)
+                .await?
+                .map_or(Arm::PRIOR, arm);
+            let challenger_arm = arm(challenger);
+            let c = Confidence::compute(challenger_arm, champion_arm, 0, NOTIFY_SEED);
+            Some(BanditEvidence {
+                probability: c.probability(),
+                pulls: challenger_arm.pulls,
+            })
+        }
+        _ => None,
+    };
+    Ok((
+        Evidence {
+            feedback,
+            score,
+            score_unavailable,
+            confidence,
+            stale_base,
+        },
+        real_ci_positives,
+    ))
 }
 
 /// The notify seam (S-51, S-52, facts §7): runs after an import has returned. Decides, emits
@@ -81,10 +124,17 @@ async fn evidence(store: &Store, candidate: &CandidateRow) -> Result<(Evidence, 
 ///
 /// # Errors
 /// [`PromotionError::Store`] when the store fails while reading evidence or applying a decision.
-pub async fn after_import(env: &PromotionEnv<'_>, version_id: &str) -> Result<SeamReport, PromotionError> {
+pub async fn after_import(
+    env: &PromotionEnv<'_>,
+    version_id: &str,
+) -> Result<SeamReport, PromotionError> {
     let store = env.store;
     let Some(candidate) = get_candidate(store.pool(), version_id).await? else {
-        return Ok(SeamReport { decision: None, reason: "not an imported candidate".to_owned(), blocked: None });
+        return Ok(SeamReport {
+            decision: None,
+            reason: "not an imported candidate".to_owned(),
+            blocked: None,
+        });
     };
     let (evidence, real_ci_positives) = evidence(store, &candidate).await?;
     let decision = decide(&env.policy.guardrails, &evidence);
@@ -94,22 +144,45 @@ pub async fn after_import(env: &PromotionEnv<'_>, version_id: &str) -> Result<Se
         samples: evidence.feedback.as_ref().ok().map(|f| f.samples),
         confidence: evidence.confidence.map(|c| c.probability),
         pulls: evidence.confidence.map(|c| c.pulls),
-        external_ci: evidence.feedback.as_ref().ok().map(|f| f.has_real_ci_positive),
+        external_ci: evidence
+            .feedback
+            .as_ref()
+            .ok()
+            .map(|f| f.has_real_ci_positive),
         real_ci_positives,
         ..Detail::default()
     };
     let reason = match &decision {
         Decision::Notify(stop) => format!("notify only: {}", stop.reason),
-        Decision::Promote { canary_sample: Some(s) } => format!("guardrails pass: canary at {s}"),
-        Decision::Promote { canary_sample: None } => "guardrails pass: promote".to_owned(),
+        Decision::Promote {
+            canary_sample: Some(s),
+        } => format!("guardrails pass: canary at {s}"),
+        Decision::Promote {
+            canary_sample: None,
+        } => "guardrails pass: promote".to_owned(),
     };
     // Sent again whenever the guardrail that blocks the candidate changes (issue 37 item 11).
     let guardrail = decision.guardrail();
-    let awaiting_detail = Detail { guardrail: Some(guardrail.to_owned()), ..base.clone() }.with_reason(&reason);
-    let awaiting = Event::new(EventKind::AwaitingPromotion, version_id, &candidate.template_id, awaiting_detail);
+    let awaiting_detail = Detail {
+        guardrail: Some(guardrail.to_owned()),
+        ..base.clone()
+    }
+    .with_reason(&reason);
+    let awaiting = Event::new(
+        EventKind::AwaitingPromotion,
+        version_id,
+        &candidate.template_id,
+        awaiting_detail,
+    );
     // A pass is no reason to say "awaiting" again (its canary or promotion event says what
     // happened); it is said only for a candidate that was never announced (S-52).
-    let is_announced = skillforge_store::promotion::event_detail(store.pool(), EventKind::AwaitingPromotion.name(), version_id).await?.is_some();
+    let is_announced = skillforge_store::promotion::event_detail(
+        store.pool(),
+        EventKind::AwaitingPromotion.name(),
+        version_id,
+    )
+    .await?
+    .is_some();
     if matches!(decision, Decision::Notify(_)) || !is_announced {
         emit_on_change(env, &awaiting, guardrail).await?;
     }
@@ -117,19 +190,41 @@ pub async fn after_import(env: &PromotionEnv<'_>, version_id: &str) -> Result<Se
     let mut blocked = None;
     match &decision {
         Decision::Notify(_) => {}
-        Decision::Promote { canary_sample: Some(sample) } => {
+        Decision::Promote {
+            canary_sample: Some(sample),
+        } => {
             let mut tx = begin_write(store).await?;
             let started = start_canary(&mut tx, version_id, *sample).await?;
-            tx.commit().await.map_err(skillforge_store::StoreError::from)?;
+            tx.commit()
+                .await
+                .map_err(skillforge_store::StoreError::from)?;
             let why = match &started {
                 CanaryStart::Started => {
-                    let detail = Detail { canary_sample: Some(*sample), ..base.clone() }.with_reason(&reason);
-                    emit(env, &Event::new(EventKind::CanaryStarted, version_id, &candidate.template_id, detail)).await?;
+                    let detail = Detail {
+                        canary_sample: Some(*sample),
+                        ..base.clone()
+                    }
+                    .with_reason(&reason);
+                    emit(
+                        env,
+                        &Event::new(
+                            EventKind::CanaryStarted,
+                            version_id,
+                            &candidate.template_id,
+                            detail,
+                        ),
+                    )
+                    .await?;
                     None
                 }
                 CanaryStart::AlreadyCanary => None,
-                CanaryStart::OtherCanary(other) => Some(format!("blocked: {other} is the running canary of `{}`; nothing changed (decide again once it graduates or rolls back)", candidate.template_id)),
-                CanaryStart::StaleBase { base, champion } => Some(format!("blocked: rebase needed, built on {base} while {champion} is the champion")),
+                CanaryStart::OtherCanary(other) => Some(format!(
+                    "blocked: {other} is the running canary of `{}`; nothing changed (decide again once it graduates or rolls back)",
+                    candidate.template_id
+                )),
+                CanaryStart::StaleBase { base, champion } => Some(format!(
+                    "blocked: rebase needed, built on {base} while {champion} is the champion"
+                )),
                 CanaryStart::WrongState(state) => Some(format!("blocked: the version is {state}")),
                 CanaryStart::NotFound => Some("blocked: no such version".to_owned()),
             };
@@ -139,11 +234,28 @@ pub async fn after_import(env: &PromotionEnv<'_>, version_id: &str) -> Result<Se
                 blocked = Some(why);
             }
         }
-        Decision::Promote { canary_sample: None } => {
-            if let DecisionOutcome::Done { .. } = promote_candidate(store, version_id, &format!("auto-promote: {reason}")).await? {
-                emit(env, &Event::new(EventKind::AutoPromoted, version_id, &candidate.template_id, base.with_reason(&reason))).await?;
+        Decision::Promote {
+            canary_sample: None,
+        } => {
+            if let DecisionOutcome::Done { .. } =
+                promote_candidate(store, version_id, &format!("auto-promote: {reason}")).await?
+            {
+                emit(
+                    env,
+                    &Event::new(
+                        EventKind::AutoPromoted,
+                        version_id,
+                        &candidate.template_id,
+                        base.with_reason(&reason),
+                    ),
+                )
+                .await?;
             }
         }
     }
-    Ok(SeamReport { decision: Some(decision), reason, blocked })
+    Ok(SeamReport {
+        decision: Some(decision),
+        reason,
+        blocked,
+    })
 }

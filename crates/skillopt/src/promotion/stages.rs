@@ -25,7 +25,12 @@ pub const SOURCE: StageSource = StageSource {
     family: "promotion",
     workflow: EVENTS_WORKFLOW,
     shipped: SHIPPED_PROMOTION_TOML,
-    stage_names: &[WEBHOOK_STAGE, GRADUATE_STAGE, ROLL_BACK_STAGE, INCONCLUSIVE_STAGE],
+    stage_names: &[
+        WEBHOOK_STAGE,
+        GRADUATE_STAGE,
+        ROLL_BACK_STAGE,
+        INCONCLUSIVE_STAGE,
+    ],
 };
 
 /// The promotion family's resolved stages (the [`Default`] is the shipped file).
@@ -53,7 +58,11 @@ impl Default for PromotionStages {
     /// # Panics
     /// When the embedded file is invalid (a build defect the unit test below guards).
     fn default() -> Self {
-        Self(SOURCE.shipped().unwrap_or_else(|e| panic!("shipped promotion.toml: {e}")))
+        Self(
+            SOURCE
+                .shipped()
+                .unwrap_or_else(|e| panic!("shipped promotion.toml: {e}")),
+        )
     }
 }
 
@@ -65,8 +74,16 @@ mod tests {
     fn shipped_file_declares_every_stage_as_a_process_job() {
         let stages = PromotionStages::default();
         for name in SOURCE.stage_names {
-            assert_eq!(stages.stage(name).runner.as_deref(), Some("process"), "{name}");
+            assert_eq!(
+                stages.stage(name).runner.as_deref(),
+                Some("process"),
+                "{name}"
+            );
         }
-        assert_eq!(stages.stage(WEBHOOK_STAGE).attempts, 5, "a failed delivery is retried");
+        assert_eq!(
+            stages.stage(WEBHOOK_STAGE).attempts,
+            5,
+            "a failed delivery is retried"
+        );
     }
 }

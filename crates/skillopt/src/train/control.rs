@@ -19,12 +19,12 @@ use crate::train::meta::IterationMeta;
 use skillforge_store::train::SessionRow;
 
 use crate::train::state::{TrainState, check_start_next};
-use crate::train::{TrainEnv, TrainError};
 use crate::train::steps::{decide::*, evaluate::*, generate::*, optimize::*, review::*, start::*};
+use crate::train::{TrainEnv, TrainError};
 
 pub use crate::train::session::{
-    CANDIDATE_REVIEW_FILE, ContinueRequest, DEFAULT_MODE, DEFAULT_RUNTIME, OPTIMIZER_DIR, REVIEW_DIR, StepReport, TRAINING_FILE, load,
-    next_action_for,
+    CANDIDATE_REVIEW_FILE, ContinueRequest, DEFAULT_MODE, DEFAULT_RUNTIME, OPTIMIZER_DIR,
+    REVIEW_DIR, StepReport, TRAINING_FILE, load, next_action_for,
 };
 pub use crate::train::steps::recover::recover;
 pub use crate::train::steps::start::{EvaluatorChoice, StartRequest, start, start_with_evaluator};
@@ -36,17 +36,26 @@ pub use crate::train::steps::start::{EvaluatorChoice, StartRequest, start, start
 /// [`TrainError::Refused`] when the request does not fit the state (S-98, S-99, deciding before
 /// the candidate review); [`TrainError::Failed`] when a stage failed; [`TrainError::Blocked`]
 /// for a missing optimizer executable; store/queue errors.
-pub async fn continue_session(env: &TrainEnv<'_>, session_id: &str, req: &ContinueRequest) -> Result<StepReport, TrainError> {
+pub async fn continue_session(
+    env: &TrainEnv<'_>,
+    session_id: &str,
+    req: &ContinueRequest,
+) -> Result<StepReport, TrainError> {
     let (session, mut it) = load(env, session_id).await?;
     let _ = skillforge_engine::reaper::reap_once(env.queue.as_ref()).await;
-    let mut report = StepReport { session_id: session.id.clone(), iteration_id: it.id.clone(), ..Default::default() };
+    let mut report = StepReport {
+        session_id: session.id.clone(),
+        iteration_id: it.id.clone(),
+        ..Default::default()
+    };
     if req.promote.is_some() || req.reject.is_some() {
         decide(env, &mut it, req, &mut report).await?;
         report.state = it.state;
         return Ok(report);
     }
     if req.start_next {
-        check_start_next(it.state, &it.decision_reason).map_err(|e| TrainError::Refused(format!("--start-next refused (S-99): {e}")))?;
+        check_start_next(it.state, &it.decision_reason)
+            .map_err(|e| TrainError::Refused(format!("--start-next refused (S-99): {e}")))?;
         let (session, mut next) = start_next(env, &session, &it, &mut report).await?;
         prepare_items(env, &session, &mut next, &mut report).await?;
         report.iteration_id = next.id.clone();
@@ -99,7 +108,10 @@ const CONTINUE_TABLE: [(TrainState, Step); 9] = [
 ];
 
 fn step_for(state: TrainState) -> Option<Step> {
-    CONTINUE_TABLE.iter().find(|(s, _)| *s == state).map(|(_, step)| *step)
+    CONTINUE_TABLE
+        .iter()
+        .find(|(s, _)| *s == state)
+        .map(|(_, step)| *step)
 }
 
 /// Whether `continue` goes on after a step.
@@ -119,7 +131,12 @@ async fn run_step(
     req: &ContinueRequest,
     report: &mut StepReport,
 ) -> Result<Flow, TrainError> {
-    let again = |what: &str| format!("{what}; run `skillforge train continue --session {}` again", session.id);
+    let again = |what: &str| {
+        format!(
+            "{what}; run `skillforge train continue --session {}` again",
+            session.id
+        )
+    };
     match step {
         Step::PrepareItems => prepare_items(env, session, it, report).await?,
         Step::GenerateOptions => {
@@ -172,7 +189,10 @@ async fn run_step(
         }
         Step::RunOptimizer => {
             if !run_optimizer(env, session, it, req, report).await? {
-                report.next_action = format!("the optimizer is running; `skillforge train status --session {}` shows it", session.id);
+                report.next_action = format!(
+                    "the optimizer is running; `skillforge train status --session {}` shows it",
+                    session.id
+                );
                 return Ok(Flow::Stop);
             }
         }

@@ -39,26 +39,55 @@ pub fn out_root_path() -> String {
 /// # Errors
 /// [`TrainError::Env`] when the queue has no transfer area, a file is unreadable or over the
 /// cap (the message names it and `[queue] transfer_max_mb`), or the queue fails.
-pub async fn stage_inputs(queue: &dyn QueueBackend, training: &Path, blobs: &BlobStore, attempt_dir: &Path) -> Result<JobFiles, TrainError> {
-    let area = queue
-        .transfer_area()
-        .ok_or_else(|| TrainError::Env(format!("the `{}` queue has no transfer area for the optimizer's files", queue.name())))?;
-    let env = |e: transfer::TransferError| TrainError::Env(format!("stage the optimizer's inputs: {e}"));
-    let bytes = std::fs::read(training).map_err(|e| TrainError::Env(format!("read training package `{}`: {e}", training.display())))?;
-    let package: TrainingPackage = serde_json::from_slice(&bytes)
-        .map_err(|e| TrainError::Failed(format!("training package `{}` is unreadable: {e}", training.display())))?;
+pub async fn stage_inputs(
+    queue: &dyn QueueBackend,
+    training: &Path,
+    blobs: &BlobStore,
+    attempt_dir: &Path,
+) -> Result<JobFiles, TrainError> {
+    let area = queue.transfer_area().ok_or_else(|| {
+        TrainError::Env(format!(
+            "the `{}` queue has no transfer area for the optimizer's files",
+            queue.name()
+        ))
+    })?;
+    let env =
+        |e: transfer::TransferError| TrainError::Env(format!("stage the optimizer's inputs: {e}"));
+    let bytes = std::fs::read(training).map_err(|e| {
+        TrainError::Env(format!(
+            "read training package `{}`: {e}",
+            training.display()
+        ))
+    })?;
+    let package: TrainingPackage = serde_json::from_slice(&bytes).map_err(|e| {
+        TrainError::Failed(format!(
+            "training package `{}` is unreadable: {e}",
+            training.display()
+        ))
+    })?;
     let mut stager = Stager::new(area.as_ref());
-    stager.add_bytes("in/training.json", &bytes, false).await.map_err(env)?;
+    stager
+        .add_bytes("in/training.json", &bytes, false)
+        .await
+        .map_err(env)?;
     let mut hashes: Vec<&str> = package.artifacts.iter().map(|a| a.hash.as_str()).collect();
     hashes.sort_unstable();
     hashes.dedup();
     for hash in hashes {
         let hex = hash.trim_start_matches("sha256:");
-        let blob = blobs.get(hash).map_err(|e| TrainError::Env(format!("read artifact blob {hash} to stage it: {e}")))?;
+        let blob = blobs
+            .get(hash)
+            .map_err(|e| TrainError::Env(format!("read artifact blob {hash} to stage it: {e}")))?;
         let rel = format!("in/blobs/sha256/{}/{hex}", hex.get(..2).unwrap_or("00"));
         stager.add_bytes(&rel, &blob, false).await.map_err(env)?;
     }
-    Ok(JobFiles { inputs: stager.finish(), outputs: vec![OutputDir { dir: "out".into(), deliver_to: attempt_dir.to_path_buf() }] })
+    Ok(JobFiles {
+        inputs: stager.finish(),
+        outputs: vec![OutputDir {
+            dir: "out".into(),
+            deliver_to: attempt_dir.to_path_buf(),
+        }],
+    })
 }
 
 /// Delivers what `job`'s current attempt uploaded (see [`transfer::deliver_outputs`]) into its
@@ -67,13 +96,26 @@ pub async fn stage_inputs(queue: &dyn QueueBackend, training: &Path, blobs: &Blo
 ///
 /// # Errors
 /// [`TrainError::Env`] for an expired or corrupt upload (named by hash) or a write failure.
-pub async fn deliver(queue: &dyn QueueBackend, store: &skillforge_store::Store, job: &Job) -> Result<usize, TrainError> {
+pub async fn deliver(
+    queue: &dyn QueueBackend,
+    store: &skillforge_store::Store,
+    job: &Job,
+) -> Result<usize, TrainError> {
     if job.spec.files.outputs.is_empty() {
         return Ok(0);
     }
-    let Some(area) = queue.transfer_area() else { return Ok(0) };
-    let recorded = skillforge_stage::files::recorded_outputs(store, &job.id).await.map_err(|e| TrainError::Env(e.to_string()))?;
+    let Some(area) = queue.transfer_area() else {
+        return Ok(0);
+    };
+    let recorded = skillforge_stage::files::recorded_outputs(store, &job.id)
+        .await
+        .map_err(|e| TrainError::Env(e.to_string()))?;
     transfer::deliver_outputs(area.as_ref(), job, &recorded)
         .await
-        .map_err(|e| TrainError::Env(format!("deliver the outputs of optimizer job {}: {e}", job.id)))
+        .map_err(|e| {
+            TrainError::Env(format!(
+                "deliver the outputs of optimizer job {}: {e}",
+                job.id
+            ))
+        })
 }

@@ -46,8 +46,18 @@ pub fn option_artifact_id(run_id: &str, item_id: &str, label: &str) -> String {
 
 /// The prompt of one item: the scripted runtime's header (`task: generate_options`,
 /// `options: N`), then the request, the item and the template the options must follow.
-pub fn generation_prompt(request: &str, item: &ItemSpec, n_options: i64, template_version: &str, template: &str) -> String {
-    let title = if item.title.is_empty() { &item.id } else { &item.title };
+pub fn generation_prompt(
+    request: &str,
+    item: &ItemSpec,
+    n_options: i64,
+    template_version: &str,
+    template: &str,
+) -> String {
+    let title = if item.title.is_empty() {
+        &item.id
+    } else {
+        &item.title
+    };
     format!(
         "task: generate_options\noptions: {n_options}\n\n\
          Write {n_options} clearly different options for the review item below, each following the agent \
@@ -61,7 +71,11 @@ pub fn generation_prompt(request: &str, item: &ItemSpec, n_options: i64, templat
 ///
 /// # Errors
 /// [`PayloadError`] when the payload does not serialize.
-pub fn generation_job(stage: &StageDef, payload: &AgentPayload, key: String) -> Result<JobSpec, PayloadError> {
+pub fn generation_job(
+    stage: &StageDef,
+    payload: &AgentPayload,
+    key: String,
+) -> Result<JobSpec, PayloadError> {
     stage.job(payload, Some(key))
 }
 
@@ -91,13 +105,14 @@ pub struct OptionsError(pub String);
 /// [`OptionsError`] when no such object is found.
 pub fn parse_options(final_message: &str) -> Result<Vec<GeneratedOption>, OptionsError> {
     let text = final_message.trim();
-    let parsed: Result<OptionsMessage, _> = serde_json::from_str(text).or_else(|e| {
-        match (text.find('{'), text.rfind('}')) {
+    let parsed: Result<OptionsMessage, _> =
+        serde_json::from_str(text).or_else(|e| match (text.find('{'), text.rfind('}')) {
             (Some(a), Some(b)) if a < b => serde_json::from_str(&text[a..=b]),
             _ => Err(e),
-        }
-    });
-    parsed.map(|m| m.options).map_err(|e| OptionsError(e.to_string()))
+        });
+    parsed
+        .map(|m| m.options)
+        .map_err(|e| OptionsError(e.to_string()))
 }
 
 /// Applies train job results to the domain store (DESIGN §3: the control plane is the only writer).
@@ -128,20 +143,43 @@ impl TrainResultHandler {
     /// [`ApplyError::Unusable`] when the job succeeded but its report has no usable options (or
     /// its review run is gone); [`ApplyError::Env`] when a blob cannot be written;
     /// [`ApplyError::Store`].
-    pub async fn apply_generation(&self, conn: &mut SqliteConnection, job: &Job) -> Result<AppliedOptions, ApplyError> {
+    pub async fn apply_generation(
+        &self,
+        conn: &mut SqliteConnection,
+        job: &Job,
+    ) -> Result<AppliedOptions, ApplyError> {
         let mut applied = AppliedOptions::default();
-        if job.spec.workflow != TRAIN_WORKFLOW || job.spec.stage != GENERATION_STAGE || job.state != JobState::Succeeded {
+        if job.spec.workflow != TRAIN_WORKFLOW
+            || job.spec.stage != GENERATION_STAGE
+            || job.state != JobState::Succeeded
+        {
             return Ok(applied);
         }
-        let unusable = |reason: String| ApplyError::Unusable { job_id: job.id.clone(), reason };
-        let Some((_, run_id, item_id)) = job.spec.idempotency_key.as_deref().and_then(parse_generation_key) else {
-            return Err(unusable(format!("generation job {} has no train idempotency key", job.id)));
+        let unusable = |reason: String| ApplyError::Unusable {
+            job_id: job.id.clone(),
+            reason,
+        };
+        let Some((_, run_id, item_id)) = job
+            .spec
+            .idempotency_key
+            .as_deref()
+            .and_then(parse_generation_key)
+        else {
+            return Err(unusable(format!(
+                "generation job {} has no train idempotency key",
+                job.id
+            )));
         };
         let n_wanted: i64 = sqlx::query_scalar("SELECT options_count FROM eval_runs WHERE id = ?")
             .bind(run_id)
             .fetch_optional(&mut *conn)
             .await?
-            .ok_or_else(|| unusable(format!("review run `{run_id}` of job {} is missing", job.id)))?;
+            .ok_or_else(|| {
+                unusable(format!(
+                    "review run `{run_id}` of job {} is missing",
+                    job.id
+                ))
+            })?;
         let have = count_item_options(&mut *conn, run_id, item_id).await?;
         if have >= n_wanted {
             applied.existing = usize::try_from(have).unwrap_or(0);
@@ -152,27 +190,54 @@ impl TrainResultHandler {
             .as_ref()
             .ok_or_else(|| unusable(format!("generation job {} has no outcome", job.id)))
             .and_then(|o| {
-                serde_json::from_value(o.detail.clone()).map_err(|e| unusable(format!("generation job {}: agent report: {e}", job.id)))
+                serde_json::from_value(o.detail.clone())
+                    .map_err(|e| unusable(format!("generation job {}: agent report: {e}", job.id)))
             })?;
         let message = report.final_message.unwrap_or_default();
-        let options = parse_options(&message).map_err(|e| unusable(format!("generation job {} (item `{item_id}`): {e}", job.id)))?;
+        let options = parse_options(&message)
+            .map_err(|e| unusable(format!("generation job {} (item `{item_id}`): {e}", job.id)))?;
         let n = usize::try_from(n_wanted).unwrap_or(0);
         if options.len() < n {
-            return Err(unusable(format!("generation job {} (item `{item_id}`) returned {} options, {n} needed", job.id, options.len())));
+            return Err(unusable(format!(
+                "generation job {} (item `{item_id}`) returned {} options, {n} needed",
+                job.id,
+                options.len()
+            )));
         }
-        let role_meta = serde_json::json!({"generated_by": report.runtime, "job_id": job.id}).to_string();
+        let role_meta =
+            serde_json::json!({"generated_by": report.runtime, "job_id": job.id}).to_string();
         for option in options.into_iter().take(n) {
             let label = option.label.trim().to_lowercase();
             let artifact_id = option_artifact_id(run_id, item_id, &label);
             if get_artifact(&mut *conn, &artifact_id).await?.is_none() {
-                store_artifact(&mut *conn, &self.blobs, &artifact_id, option.content.as_bytes(), OPTION_MEDIA_TYPE, driver_for_media_type(OPTION_MEDIA_TYPE))
-                    .await
-                    .map_err(|e| match e {
-                        StoreArtifactError::Store(s) => ApplyError::Store(s),
-                        StoreArtifactError::Blob(b) => ApplyError::Env { job_id: job.id.clone(), reason: format!("write option blob: {b}") },
-                    })?;
+                store_artifact(
+                    &mut *conn,
+                    &self.blobs,
+                    &artifact_id,
+                    option.content.as_bytes(),
+                    OPTION_MEDIA_TYPE,
+                    driver_for_media_type(OPTION_MEDIA_TYPE),
+                )
+                .await
+                .map_err(|e| match e {
+                    StoreArtifactError::Store(s) => ApplyError::Store(s),
+                    StoreArtifactError::Blob(b) => ApplyError::Env {
+                        job_id: job.id.clone(),
+                        reason: format!("write option blob: {b}"),
+                    },
+                })?;
             }
-            if insert_generated_option(&mut *conn, run_id, item_id, &label, &artifact_id, "", &role_meta).await? {
+            if insert_generated_option(
+                &mut *conn,
+                run_id,
+                item_id,
+                &label,
+                &artifact_id,
+                "",
+                &role_meta,
+            )
+            .await?
+            {
                 applied.inserted += 1;
             } else {
                 applied.existing += 1;
@@ -202,7 +267,10 @@ mod tests {
         let stage = workflow.stage(GENERATION_STAGE);
         let payload = AgentPayload::new("scripted", "task: generate_options");
         let spec = generation_job(stage, &payload, "s:i:item:options".into()).unwrap();
-        assert_eq!((spec.kind.as_str(), stage.runner.as_deref()), ("agent", Some("agent")));
+        assert_eq!(
+            (spec.kind.as_str(), stage.runner.as_deref()),
+            ("agent", Some("agent"))
+        );
         assert_eq!(spec.payload, serde_json::to_value(&payload).unwrap());
         let mut unserializable = payload;
         unserializable.workdir = Some(OsStr::from_bytes(b"/work/\xff").into());
@@ -215,7 +283,10 @@ mod tests {
     fn keys_round_trip() {
         let key = generation_key("ts-1", "ts-1-i001", "item-a");
         assert_eq!(key, "ts-1:ts-1-i001:item-a:options");
-        assert_eq!(parse_generation_key(&key), Some(("ts-1", "ts-1-i001", "item-a")));
+        assert_eq!(
+            parse_generation_key(&key),
+            Some(("ts-1", "ts-1-i001", "item-a"))
+        );
         assert_eq!(parse_generation_key("other"), None);
     }
 
@@ -223,7 +294,10 @@ mod tests {
     fn options_parse_plain_and_embedded() {
         let plain = r#"{"options":[{"label":"a","content":"x"}]}"#;
         assert_eq!(parse_options(plain).unwrap().len(), 1);
-        assert_eq!(parse_options(&format!("Here:\n{plain}\nDone.")).unwrap()[0].content, "x");
+        assert_eq!(
+            parse_options(&format!("Here:\n{plain}\nDone.")).unwrap()[0].content,
+            "x"
+        );
         assert!(parse_options("no json").is_err());
     }
 }

@@ -62,7 +62,9 @@ pub enum ItemsError {
         error: skillforge_contract::limits::LimitError,
     },
     /// Bad YAML or keys.
-    #[error("invalid items file `{file}`: {error} (expected `items:` with a list of {{id, title, input}}; no other keys)")]
+    #[error(
+        "invalid items file `{file}`: {error} (expected `items:` with a list of {{id, title, input}}; no other keys)"
+    )]
     Invalid {
         /// The file.
         file: String,
@@ -76,7 +78,9 @@ pub enum ItemsError {
         file: String,
     },
     /// An empty or unsafe id.
-    #[error("items file `{file}`: item id {id:?} must be non-empty ASCII letters, digits, `.`, `_` or `-`")]
+    #[error(
+        "items file `{file}`: item id {id:?} must be non-empty ASCII letters, digits, `.`, `_` or `-`"
+    )]
     BadId {
         /// The file.
         file: String,
@@ -99,8 +103,14 @@ pub enum ItemsError {
 /// [`ItemsError`] naming the file: bad YAML or keys, no items, an empty, duplicate or unsafe id.
 pub fn parse_items(text: &str, file: &str) -> Result<Vec<ItemSpec>, ItemsError> {
     let file_name = || file.to_owned();
-    skillforge_contract::limits::check_yaml(text).map_err(|error| ItemsError::Limit { file: file_name(), error })?;
-    let parsed: ItemsFile = serde_norway::from_str(text).map_err(|error| ItemsError::Invalid { file: file_name(), error })?;
+    skillforge_contract::limits::check_yaml(text).map_err(|error| ItemsError::Limit {
+        file: file_name(),
+        error,
+    })?;
+    let parsed: ItemsFile = serde_norway::from_str(text).map_err(|error| ItemsError::Invalid {
+        file: file_name(),
+        error,
+    })?;
     let items = match parsed {
         ItemsFile::Wrapped(w) => w.items,
         ItemsFile::Bare(items) => items,
@@ -111,11 +121,22 @@ pub fn parse_items(text: &str, file: &str) -> Result<Vec<ItemSpec>, ItemsError> 
     let mut seen = std::collections::BTreeSet::new();
     for item in &items {
         let id = item.id.as_str();
-        if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')) || id.starts_with('.') {
-            return Err(ItemsError::BadId { file: file_name(), id: id.to_owned() });
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            || id.starts_with('.')
+        {
+            return Err(ItemsError::BadId {
+                file: file_name(),
+                id: id.to_owned(),
+            });
         }
         if !seen.insert(id) {
-            return Err(ItemsError::Duplicate { file: file_name(), id: id.to_owned() });
+            return Err(ItemsError::Duplicate {
+                file: file_name(),
+                id: id.to_owned(),
+            });
         }
     }
     Ok(items)
@@ -127,7 +148,11 @@ mod tests {
 
     #[test]
     fn items_files_table() {
-        let ok = parse_items("items:\n  - id: a\n    title: A\n    input: x\n  - id: b\n", "f").unwrap();
+        let ok = parse_items(
+            "items:\n  - id: a\n    title: A\n    input: x\n  - id: b\n",
+            "f",
+        )
+        .unwrap();
         assert_eq!(ok.len(), 2);
         assert_eq!(ok[1].title, "");
         assert_eq!(parse_items("- id: a\n", "f").unwrap()[0].id, "a");

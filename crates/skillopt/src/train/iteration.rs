@@ -106,7 +106,8 @@ impl TryFrom<IterationRow> for Iteration {
 /// # Errors
 /// [`TrainError::Invalid`]: ``iteration `<id>`: unknown train state `<name>` ``.
 pub(crate) fn parse_state(id: &str, name: &str) -> Result<TrainState, TrainError> {
-    name.parse().map_err(|e| TrainError::Invalid(format!("iteration `{id}`: {e}")))
+    name.parse()
+        .map_err(|e| TrainError::Invalid(format!("iteration `{id}`: {e}")))
 }
 
 #[cfg(test)]
@@ -136,9 +137,18 @@ mod tests {
             updated_at: String::new(),
         };
         let it = Iteration::try_from(row("optimizer_completed_no_candidate")).unwrap();
-        assert_eq!((it.id.as_str(), it.state), ("s-i001", TrainState::NoCandidate));
-        assert_eq!(Iteration::try_from(row("")).unwrap().state, TrainState::RequestConfirmed);
+        assert_eq!(
+            (it.id.as_str(), it.state),
+            ("s-i001", TrainState::NoCandidate)
+        );
+        assert_eq!(
+            Iteration::try_from(row("")).unwrap().state,
+            TrainState::RequestConfirmed
+        );
         let err = Iteration::try_from(row("bogus")).unwrap_err();
-        assert_eq!(err.to_string(), "iteration `s-i001`: unknown train state `bogus`");
+        assert_eq!(
+            err.to_string(),
+            "iteration `s-i001`: unknown train state `bogus`"
+        );
     }
 }

@@ -10,14 +10,16 @@
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use skillforge_contract::{CandidatePackage, ImportOptions, ImportState, validate_candidate_import};
+use skillforge_contract::{
+    CandidatePackage, ImportOptions, ImportState, validate_candidate_import,
+};
 use skillforge_engine::JobSpec;
 use skillforge_runner::PayloadError;
 use skillforge_runner_process::ProcessPayload;
 use skillforge_store::artifacts::StoreArtifactError;
-use skillforge_store::{Store, StoreError};
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::candidates::{import_verified, list_candidates, load_import_state};
+use skillforge_store::{Store, StoreError};
 
 use super::stages::{BackendDef, SKILLFORGE_BIN_PLACEHOLDER, StageDef, TrainWorkflow};
 
@@ -33,7 +35,9 @@ pub fn optimizer_lock_key(session_id: &str) -> String {
 
 /// `<out-root>/attempts/attempt-NNN`.
 pub fn attempt_dir(out_root: &Path, attempt: u32) -> PathBuf {
-    out_root.join("attempts").join(format!("attempt-{attempt:03}"))
+    out_root
+        .join("attempts")
+        .join(format!("attempt-{attempt:03}"))
 }
 
 /// The preflight report printed before an optimizer run (seed step 6).
@@ -61,7 +65,9 @@ pub struct Preflight {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BackendError {
     /// `--backend NAME` is not configured.
-    #[error("unknown optimizer backend `{name}` (configured: {known}; add [backends.{name}] to <home>/train.toml)")]
+    #[error(
+        "unknown optimizer backend `{name}` (configured: {known}; add [backends.{name}] to <home>/train.toml)"
+    )]
     Unknown {
         /// The name.
         name: String,
@@ -69,7 +75,9 @@ pub enum BackendError {
         known: String,
     },
     /// The program is missing (facts §3: error text with "executable"/"not found" ⇒ blocked_config).
-    #[error("optimizer backend `{name}`: executable `{program}` not found (install it, or fix [backends.{name}] command in <home>/train.toml)")]
+    #[error(
+        "optimizer backend `{name}`: executable `{program}` not found (install it, or fix [backends.{name}] command in <home>/train.toml)"
+    )]
     MissingExecutable {
         /// Backend name.
         name: String,
@@ -82,12 +90,19 @@ pub enum BackendError {
 /// name is searched on `PATH`.
 pub fn resolve_program(program: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let is_exec = |p: &Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    let is_exec = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
     if program.contains('/') {
         let p = PathBuf::from(program);
         return is_exec(&p).then_some(p);
     }
-    std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(program)).find(|p| is_exec(p)))
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(program))
+            .find(|p| is_exec(p))
+    })
 }
 
 /// Resolves backend `name` into the attempt's argv and preflight report.
@@ -103,19 +118,37 @@ pub fn preflight(
     attempt_dir: &Path,
     session_id: &str,
 ) -> Result<Preflight, BackendError> {
-    let def: &BackendDef = workflow.sections.backends.get(name).ok_or_else(|| BackendError::Unknown {
-        name: name.to_owned(),
-        known: workflow.sections.backends.keys().cloned().collect::<Vec<_>>().join(", "),
-    })?;
+    let def: &BackendDef =
+        workflow
+            .sections
+            .backends
+            .get(name)
+            .ok_or_else(|| BackendError::Unknown {
+                name: name.to_owned(),
+                known: workflow
+                    .sections
+                    .backends
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
     let bin = skillforge_bin.display().to_string();
-    let mut argv: Vec<String> = def.command.iter().map(|a| a.replace(SKILLFORGE_BIN_PLACEHOLDER, &bin)).collect();
+    let mut argv: Vec<String> = def
+        .command
+        .iter()
+        .map(|a| a.replace(SKILLFORGE_BIN_PLACEHOLDER, &bin))
+        .collect();
     let program = argv[0].clone();
     // A fleet worker runs its own skillforge: nothing to resolve on this machine.
     let resolved = if program == skillforge_engine::transfer::WORKER_EXE {
         program.clone()
     } else {
         resolve_program(&program)
-            .ok_or_else(|| BackendError::MissingExecutable { name: name.to_owned(), program: program.clone() })?
+            .ok_or_else(|| BackendError::MissingExecutable {
+                name: name.to_owned(),
+                program: program.clone(),
+            })?
             .display()
             .to_string()
     };
@@ -149,7 +182,11 @@ pub fn preflight(
 ///
 /// # Errors
 /// [`PayloadError`] when the payload does not serialize.
-pub fn optimizer_job(stage: &StageDef, preflight: &Preflight, key: String) -> Result<JobSpec, PayloadError> {
+pub fn optimizer_job(
+    stage: &StageDef,
+    preflight: &Preflight,
+    key: String,
+) -> Result<JobSpec, PayloadError> {
     let mut payload = ProcessPayload::argv(preflight.argv.clone());
     payload.cwd = Some(PathBuf::from(&preflight.attempt_dir));
     let mut spec = stage.job(&payload, Some(key))?;
@@ -169,13 +206,19 @@ pub fn completed_attempt(out_root: &Path) -> Option<(PathBuf, PathBuf)> {
         .ok()?
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("attempt-")))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("attempt-"))
+        })
         .collect();
     dirs.sort();
-    dirs.into_iter().rev().find(|d| d.join(CANDIDATE_FILE).is_file()).map(|d| {
-        let f = d.join(CANDIDATE_FILE);
-        (d, f)
-    })
+    dirs.into_iter()
+        .rev()
+        .find(|d| d.join(CANDIDATE_FILE).is_file())
+        .map(|d| {
+            let f = d.join(CANDIDATE_FILE);
+            (d, f)
+        })
 }
 
 /// What the import gate decided.
@@ -258,33 +301,61 @@ pub enum GateError {
 ///
 /// # Errors
 /// [`GateError`] for an unreadable or refused package, or a store failure.
-pub async fn import_gate(store: &Store, blobs: &BlobStore, attempt_dir: &Path, candidate_file: &Path) -> Result<GateResult, GateError> {
+pub async fn import_gate(
+    store: &Store,
+    blobs: &BlobStore,
+    attempt_dir: &Path,
+    candidate_file: &Path,
+) -> Result<GateResult, GateError> {
     let file = candidate_file.display().to_string();
-    let bytes = std::fs::read(candidate_file).map_err(|error| GateError::Read { file: file.clone(), error })?;
-    skillforge_contract::limits::check_json_bytes(&bytes).map_err(|error| GateError::Limit { file: file.clone(), error })?;
+    let bytes = std::fs::read(candidate_file).map_err(|error| GateError::Read {
+        file: file.clone(),
+        error,
+    })?;
+    skillforge_contract::limits::check_json_bytes(&bytes).map_err(|error| GateError::Limit {
+        file: file.clone(),
+        error,
+    })?;
     let package: CandidatePackage =
-        serde_json::from_slice(&bytes).map_err(|error| GateError::Parse { file: file.clone(), error })?;
+        serde_json::from_slice(&bytes).map_err(|error| GateError::Parse {
+            file: file.clone(),
+            error,
+        })?;
     let existing = list_candidates(store.pool(), &package.template_id).await?;
     if let Some(found) = existing.iter().find(|c| c.source_path == file) {
-        return Ok(GateResult::Candidate { version_id: found.version_id.clone(), is_new: false });
+        return Ok(GateResult::Candidate {
+            version_id: found.version_id.clone(),
+            is_new: false,
+        });
     }
     let state = {
         let mut conn = store.pool().acquire().await?;
         load_import_state(&mut conn, &ImportState::needed(&package)).await?
     };
     let artifact_dir = attempt_dir.join("artifacts");
-    let options = ImportOptions { artifact_dir: Some(&artifact_dir), has_blob_store: true };
+    let options = ImportOptions {
+        artifact_dir: Some(&artifact_dir),
+        has_blob_store: true,
+    };
     match validate_candidate_import(&package, options, &state) {
         Ok(verified) => {
-            let imported = import_verified(store, blobs, &verified, &file).await.map_err(|error| GateError::Write { file, error })?;
-            Ok(GateResult::Candidate { version_id: imported.version.id, is_new: true })
+            let imported = import_verified(store, blobs, &verified, &file)
+                .await
+                .map_err(|error| GateError::Write { file, error })?;
+            Ok(GateResult::Candidate {
+                version_id: imported.version.id,
+                is_new: true,
+            })
         }
         Err(e) if e.is_no_candidate() => {
             let reason = match e {
                 skillforge_contract::ImportError::NoCandidate { reason, .. } => reason,
                 other => other.to_string(),
             };
-            Ok(GateResult::NoCandidate { reason, details: package.eval_report.clone() })
+            Ok(GateResult::NoCandidate {
+                reason,
+                details: package.eval_report.clone(),
+            })
         }
         Err(error) => Err(GateError::Refused { file, error }),
     }
@@ -298,8 +369,16 @@ mod tests {
     fn preflight_builds_the_external_optimizer_command_line() {
         let w = crate::train::stages::shipped().unwrap();
         let bin = std::env::current_exe().unwrap();
-        let p = preflight(&w, "distill", &bin, Path::new("/t/training.json"), Path::new("/h/blobs"), Path::new("/o/attempts/attempt-001"), "s1")
-            .unwrap();
+        let p = preflight(
+            &w,
+            "distill",
+            &bin,
+            Path::new("/t/training.json"),
+            Path::new("/h/blobs"),
+            Path::new("/o/attempts/attempt-001"),
+            "s1",
+        )
+        .unwrap();
         assert_eq!(p.argv[1..3], ["optimizer".to_owned(), "distill".to_owned()]);
         let tail: Vec<&str> = p.argv[3..].iter().map(String::as_str).collect();
         assert_eq!(
@@ -316,14 +395,50 @@ mod tests {
             ]
         );
         assert_eq!(p.lock, "skillopt-train:s1");
-        let dry = preflight(&w, "distill-dry-run", &bin, Path::new("t"), Path::new("b"), Path::new("o"), "s1").unwrap();
+        let dry = preflight(
+            &w,
+            "distill-dry-run",
+            &bin,
+            Path::new("t"),
+            Path::new("b"),
+            Path::new("o"),
+            "s1",
+        )
+        .unwrap();
         assert_eq!(dry.argv.last().map(String::as_str), Some("--dry-run"));
-        let missing = BackendDef { command: vec!["/nonexistent/optimizer".into()], extra_args: vec![], description: String::new() };
+        let missing = BackendDef {
+            command: vec!["/nonexistent/optimizer".into()],
+            extra_args: vec![],
+            description: String::new(),
+        };
         let mut w2 = w.clone();
         w2.sections.backends.insert("gone".into(), missing);
-        let err = preflight(&w2, "gone", &bin, Path::new("t"), Path::new("b"), Path::new("o"), "s1").unwrap_err();
-        assert!(super::super::phase::is_config_error(&err.to_string()), "{err}");
-        assert!(matches!(preflight(&w, "nope", &bin, Path::new("t"), Path::new("b"), Path::new("o"), "s1"), Err(BackendError::Unknown { .. })));
+        let err = preflight(
+            &w2,
+            "gone",
+            &bin,
+            Path::new("t"),
+            Path::new("b"),
+            Path::new("o"),
+            "s1",
+        )
+        .unwrap_err();
+        assert!(
+            super::super::phase::is_config_error(&err.to_string()),
+            "{err}"
+        );
+        assert!(matches!(
+            preflight(
+                &w,
+                "nope",
+                &bin,
+                Path::new("t"),
+                Path::new("b"),
+                Path::new("o"),
+                "s1"
+            ),
+            Err(BackendError::Unknown { .. })
+        ));
     }
 
     #[test]
@@ -334,6 +449,9 @@ mod tests {
             std::fs::create_dir_all(attempt_dir(dir.path(), n)).unwrap();
         }
         std::fs::write(attempt_dir(dir.path(), 2).join(CANDIDATE_FILE), "{}").unwrap();
-        assert_eq!(completed_attempt(dir.path()).unwrap().0, attempt_dir(dir.path(), 2));
+        assert_eq!(
+            completed_attempt(dir.path()).unwrap().0,
+            attempt_dir(dir.path(), 2)
+        );
     }
 }

@@ -76,10 +76,18 @@ pub fn derive_status_phase(input: &PhaseInput<'_>) -> String {
             LockState::Stale => "blocked_stale_lock".to_owned(),
         })
     };
-    if let Some(p) = lock_phase(input.optimizer_lock, "optimizer_running", "optimizer_heartbeat_stale") {
+    if let Some(p) = lock_phase(
+        input.optimizer_lock,
+        "optimizer_running",
+        "optimizer_heartbeat_stale",
+    ) {
         return p;
     }
-    if let Some(p) = lock_phase(input.generation_lock, "generating_options", "generating_options_heartbeat_stale") {
+    if let Some(p) = lock_phase(
+        input.generation_lock,
+        "generating_options",
+        "generating_options_heartbeat_stale",
+    ) {
         return p;
     }
     // Option generation blocked on its environment (a runtime not installed or not logged in).
@@ -101,7 +109,10 @@ pub fn derive_status_phase(input: &PhaseInput<'_>) -> String {
     }
     match input.current_phase {
         TrainState::NoCandidate => return TrainState::NoCandidate.as_str().into(),
-        TrainState::CandidateCreated | TrainState::CandidateReviewPublished | TrainState::Promoted | TrainState::Rejected => {
+        TrainState::CandidateCreated
+        | TrainState::CandidateReviewPublished
+        | TrainState::Promoted
+        | TrainState::Rejected => {
             return "optimizer_completed_candidate".into();
         }
         _ => {}
@@ -117,47 +128,232 @@ pub fn derive_status_phase(input: &PhaseInput<'_>) -> String {
     input.current_phase.as_str().to_owned()
 }
 
+/// A `status_phase` (or a train state name) in words for people: what the session is doing or
+/// waiting for. The names themselves stay in `--json` (facts §3); an unknown name is returned
+/// as it is, its underscores as spaces.
+pub fn describe(status_phase: &str) -> String {
+    phase_words(status_phase).map_or_else(|| status_phase.replace('_', " "), str::to_owned)
+}
+
+/// The words of [`describe`] for a known `status_phase` or train state name.
+fn phase_words(status_phase: &str) -> Option<&'static str> {
+    Some(match status_phase {
+        "optimizer_running" => "the optimizer is running",
+        "optimizer_heartbeat_stale" => "the optimizer is running, but its heartbeat is late",
+        "blocked_stale_lock" => {
+            "blocked: the worker of a stage stopped (stale lock); `train continue` recovers it"
+        }
+        "generating_options" => "generating options for review",
+        "generating_options_heartbeat_stale" => {
+            "generating options, but a generator's heartbeat is late"
+        }
+        "blocked_config" => {
+            "blocked by the environment (a runtime or optimizer that cannot run here)"
+        }
+        "preflight_running" => "checking the optimizer before it runs",
+        "recovery_available" => "the optimizer failed; a recovery run is available",
+        "failed_unrecoverable" => "failed (the optimizer or the candidate import)",
+        "optimizer_completed_candidate" => "finished with a candidate",
+        "optimizer_completed_no_candidate" => "finished without a candidate",
+        "request_confirmed" => "request confirmed",
+        "workspace_ready" => "workspace ready",
+        "items_ready" => "review items ready",
+        "options_generated" => "options generated",
+        "review_published" => "review published, waiting for feedback",
+        "feedback_synced" => "feedback received",
+        "training_package_created" => "training package written",
+        "optimizer_completed" => "the optimizer finished",
+        "candidate_created" => "candidate created",
+        "candidate_review_published" => "candidate published for review",
+        "candidate_promoted" => "candidate promoted",
+        "candidate_rejected" => "candidate rejected",
+        "run_abandoned" => "abandoned",
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
+    /// Every state and every phase `derive_status_phase` can return has words of its own.
+    #[test]
+    fn every_phase_and_state_is_described_in_words() {
+        let phases = [
+            "optimizer_running",
+            "optimizer_heartbeat_stale",
+            "blocked_stale_lock",
+            "generating_options",
+            "generating_options_heartbeat_stale",
+            "blocked_config",
+            "preflight_running",
+            "recovery_available",
+            "failed_unrecoverable",
+            "optimizer_completed_candidate",
+        ];
+        for name in phases
+            .into_iter()
+            .chain(TrainState::ALL.iter().map(|s| s.as_str()))
+        {
+            assert!(phase_words(name).is_some(), "`{name}` has no words");
+        }
+        assert_eq!(
+            describe("review_published"),
+            "review published, waiting for feedback"
+        );
+    }
+
     use super::*;
     use LockState::*;
 
     #[test]
     fn derivation_order_table() {
-        let base = PhaseInput { current_phase: TrainState::TrainingPackageCreated, ..Default::default() };
-        let check = |input: PhaseInput<'_>, want: &str| assert_eq!(derive_status_phase(&input), want, "{input:?}");
-        check(PhaseInput { optimizer_lock: Some(Active), ..base.clone() }, "optimizer_running");
-        check(PhaseInput { optimizer_lock: Some(ActiveExpiredHeartbeat), ..base.clone() }, "optimizer_heartbeat_stale");
-        check(PhaseInput { optimizer_lock: Some(Stale), ..base.clone() }, "blocked_stale_lock");
-        // The optimizer lock wins over generation and over metadata.
+        let base = PhaseInput {
+            current_phase: TrainState::TrainingPackageCreated,
+            ..Default::default()
+        };
+        let check = |input: PhaseInput<'_>, want: &str| {
+            assert_eq!(derive_status_phase(&input), want, "{input:?}")
+        };
         check(
-            PhaseInput { optimizer_lock: Some(Active), generation_lock: Some(Stale), optimizer_status: "failed", ..base.clone() },
+            PhaseInput {
+                optimizer_lock: Some(Active),
+                ..base.clone()
+            },
             "optimizer_running",
         );
-        let items = PhaseInput { current_phase: TrainState::ItemsReady, ..Default::default() };
-        check(PhaseInput { generation_lock: Some(Active), ..items.clone() }, "generating_options");
-        check(PhaseInput { generation_lock: Some(ActiveExpiredHeartbeat), ..items.clone() }, "generating_options_heartbeat_stale");
-        check(PhaseInput { generation_lock: Some(Stale), ..items.clone() }, "blocked_stale_lock");
-        check(PhaseInput { generation_status: "running", ..items.clone() }, "generating_options");
-        check(PhaseInput { generation_status: "blocked_config", ..items.clone() }, "blocked_config");
-        check(items.clone(), "items_ready");
-        check(PhaseInput { optimizer_status: "preflight_running", recovery_available: true, ..base.clone() }, "preflight_running");
         check(
-            PhaseInput { optimizer_status: "failed", optimizer_error: "executable not found", recovery_available: true, ..base.clone() },
+            PhaseInput {
+                optimizer_lock: Some(ActiveExpiredHeartbeat),
+                ..base.clone()
+            },
+            "optimizer_heartbeat_stale",
+        );
+        check(
+            PhaseInput {
+                optimizer_lock: Some(Stale),
+                ..base.clone()
+            },
+            "blocked_stale_lock",
+        );
+        // The optimizer lock wins over generation and over metadata.
+        check(
+            PhaseInput {
+                optimizer_lock: Some(Active),
+                generation_lock: Some(Stale),
+                optimizer_status: "failed",
+                ..base.clone()
+            },
+            "optimizer_running",
+        );
+        let items = PhaseInput {
+            current_phase: TrainState::ItemsReady,
+            ..Default::default()
+        };
+        check(
+            PhaseInput {
+                generation_lock: Some(Active),
+                ..items.clone()
+            },
+            "generating_options",
+        );
+        check(
+            PhaseInput {
+                generation_lock: Some(ActiveExpiredHeartbeat),
+                ..items.clone()
+            },
+            "generating_options_heartbeat_stale",
+        );
+        check(
+            PhaseInput {
+                generation_lock: Some(Stale),
+                ..items.clone()
+            },
+            "blocked_stale_lock",
+        );
+        check(
+            PhaseInput {
+                generation_status: "running",
+                ..items.clone()
+            },
+            "generating_options",
+        );
+        check(
+            PhaseInput {
+                generation_status: "blocked_config",
+                ..items.clone()
+            },
+            "blocked_config",
+        );
+        check(items.clone(), "items_ready");
+        check(
+            PhaseInput {
+                optimizer_status: "preflight_running",
+                recovery_available: true,
+                ..base.clone()
+            },
+            "preflight_running",
+        );
+        check(
+            PhaseInput {
+                optimizer_status: "failed",
+                optimizer_error: "executable not found",
+                recovery_available: true,
+                ..base.clone()
+            },
             "recovery_available",
         );
         check(
-            PhaseInput { optimizer_status: "failed", optimizer_error: "optimizer backend `x`: executable `y` not found", ..base.clone() },
+            PhaseInput {
+                optimizer_status: "failed",
+                optimizer_error: "optimizer backend `x`: executable `y` not found",
+                ..base.clone()
+            },
             "blocked_config",
         );
-        check(PhaseInput { optimizer_status: "failed", optimizer_error: "exit 1", ..base.clone() }, "failed_unrecoverable");
-        check(PhaseInput { candidate_import_status: "failed", ..base.clone() }, "failed_unrecoverable");
-        check(PhaseInput { current_phase: TrainState::NoCandidate, ..Default::default() }, "optimizer_completed_no_candidate");
-        for s in ["candidate_created", "candidate_review_published", "candidate_promoted", "candidate_rejected"] {
+        check(
+            PhaseInput {
+                optimizer_status: "failed",
+                optimizer_error: "exit 1",
+                ..base.clone()
+            },
+            "failed_unrecoverable",
+        );
+        check(
+            PhaseInput {
+                candidate_import_status: "failed",
+                ..base.clone()
+            },
+            "failed_unrecoverable",
+        );
+        check(
+            PhaseInput {
+                current_phase: TrainState::NoCandidate,
+                ..Default::default()
+            },
+            "optimizer_completed_no_candidate",
+        );
+        for s in [
+            "candidate_created",
+            "candidate_review_published",
+            "candidate_promoted",
+            "candidate_rejected",
+        ] {
             let current_phase = s.parse().unwrap();
-            check(PhaseInput { current_phase, recovery_available: true, ..Default::default() }, "optimizer_completed_candidate");
+            check(
+                PhaseInput {
+                    current_phase,
+                    recovery_available: true,
+                    ..Default::default()
+                },
+                "optimizer_completed_candidate",
+            );
         }
-        check(PhaseInput { recovery_available: true, ..base.clone() }, "recovery_available");
+        check(
+            PhaseInput {
+                recovery_available: true,
+                ..base.clone()
+            },
+            "recovery_available",
+        );
         check(base, "training_package_created");
     }
 }

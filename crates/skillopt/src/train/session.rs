@@ -6,11 +6,12 @@
 use std::path::Path;
 
 use serde::Serialize;
-use sqlx::SqliteConnection;
 use skillforge_stage::fs::write_atomic;
 use skillforge_store::train::{
-    SessionRow, get_session, list_iterations, set_iteration_metadata, set_iteration_state, set_iteration_state_and_metadata,
+    SessionRow, get_session, list_iterations, set_iteration_metadata, set_iteration_state,
+    set_iteration_state_and_metadata,
 };
+use sqlx::SqliteConnection;
 
 use crate::train::iteration::Iteration;
 use crate::train::meta::IterationMeta;
@@ -93,14 +94,23 @@ pub(crate) fn iteration_id(session_id: &str, n: usize) -> String {
 /// # Errors
 /// [`TrainError::Invalid`] for an unknown session, a session without an iteration, or a stored
 /// state outside the vocabulary.
-pub async fn load(env: &TrainEnv<'_>, session_id: &str) -> Result<(SessionRow, Iteration), TrainError> {
+pub async fn load(
+    env: &TrainEnv<'_>,
+    session_id: &str,
+) -> Result<(SessionRow, Iteration), TrainError> {
     let session = get_session(env.store.pool(), session_id)
         .await?
-        .ok_or_else(|| TrainError::Invalid(format!("train session `{session_id}` not found; start one with `skillforge train start`")))?;
+        .ok_or_else(|| {
+            TrainError::Invalid(format!(
+                "train session `{session_id}` not found; start one with `skillforge train start`"
+            ))
+        })?;
     let iteration = list_iterations(env.store.pool(), session_id)
         .await?
         .pop()
-        .ok_or_else(|| TrainError::Invalid(format!("train session `{session_id}` has no iteration")))?;
+        .ok_or_else(|| {
+            TrainError::Invalid(format!("train session `{session_id}` has no iteration"))
+        })?;
     Ok((session, Iteration::try_from(iteration)?))
 }
 
@@ -108,7 +118,11 @@ pub async fn load(env: &TrainEnv<'_>, session_id: &str) -> Result<(SessionRow, I
 ///
 /// # Errors
 /// [`TrainError::Refused`] for a transition the table does not allow or a lost compare-and-set.
-pub(crate) async fn advance(env: &TrainEnv<'_>, it: &mut Iteration, to: TrainState) -> Result<(), TrainError> {
+pub(crate) async fn advance(
+    env: &TrainEnv<'_>,
+    it: &mut Iteration,
+    to: TrainState,
+) -> Result<(), TrainError> {
     let mut conn = env.store.pool().acquire().await?;
     advance_on(&mut conn, it, to, None).await
 }
@@ -118,7 +132,12 @@ pub(crate) async fn advance(env: &TrainEnv<'_>, it: &mut Iteration, to: TrainSta
 ///
 /// # Errors
 /// As [`advance`].
-pub(crate) async fn advance_with_meta(env: &TrainEnv<'_>, it: &mut Iteration, to: TrainState, meta: &IterationMeta) -> Result<(), TrainError> {
+pub(crate) async fn advance_with_meta(
+    env: &TrainEnv<'_>,
+    it: &mut Iteration,
+    to: TrainState,
+    meta: &IterationMeta,
+) -> Result<(), TrainError> {
     let mut conn = env.store.pool().acquire().await?;
     advance_on(&mut conn, it, to, Some(meta)).await
 }
@@ -147,7 +166,9 @@ pub(crate) async fn advance_on(
         Transition::Advance => {
             let (from, to_name) = (it.state.as_str(), to.as_str());
             let is_moved = match &json {
-                Some(json) => set_iteration_state_and_metadata(conn, &it.id, from, to_name, json).await?,
+                Some(json) => {
+                    set_iteration_state_and_metadata(conn, &it.id, from, to_name, json).await?
+                }
                 None => set_iteration_state(conn, &it.id, from, to_name).await?,
             };
             if !is_moved {
@@ -169,7 +190,11 @@ pub(crate) async fn advance_on(
 ///
 /// # Errors
 /// Store errors.
-pub(crate) async fn save_meta(env: &TrainEnv<'_>, it: &mut Iteration, meta: &IterationMeta) -> Result<(), TrainError> {
+pub(crate) async fn save_meta(
+    env: &TrainEnv<'_>,
+    it: &mut Iteration,
+    meta: &IterationMeta,
+) -> Result<(), TrainError> {
     let json = meta.to_json();
     let mut conn = env.store.pool().acquire().await?;
     set_iteration_metadata(&mut conn, &it.id, &json).await?;
@@ -182,12 +207,17 @@ pub fn next_action_for(state: TrainState, session_id: &str) -> String {
     match state {
         TrainState::RequestConfirmed => "start a session with --workspace-repo (S-98)".into(),
         TrainState::CandidateCreated => {
-            format!("skillforge train continue --session {session_id} (publish candidate review context)")
+            format!(
+                "skillforge train continue --session {session_id} (publish candidate review context)"
+            )
         }
         TrainState::CandidateReviewPublished => format!(
             "decide: skillforge train continue --session {session_id} --promote VERSION, or --reject VERSION --reason TEXT"
         ),
-        TrainState::NoCandidate | TrainState::Promoted | TrainState::Rejected | TrainState::Abandoned => {
+        TrainState::NoCandidate
+        | TrainState::Promoted
+        | TrainState::Rejected
+        | TrainState::Abandoned => {
             format!("skillforge train continue --session {session_id} --start-next")
         }
         TrainState::WorkspaceReady
@@ -196,7 +226,9 @@ pub fn next_action_for(state: TrainState, session_id: &str) -> String {
         | TrainState::ReviewPublished
         | TrainState::FeedbackSynced
         | TrainState::TrainingPackageCreated
-        | TrainState::OptimizerCompleted => format!("skillforge train continue --session {session_id}"),
+        | TrainState::OptimizerCompleted => {
+            format!("skillforge train continue --session {session_id}")
+        }
     }
 }
 

@@ -11,8 +11,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-pub use skillforge_stage::{StageDef, StagesError};
 use skillforge_stage::{Sections, StageSource, WorkflowDef};
+pub use skillforge_stage::{StageDef, StagesError};
 
 use super::generation::TRAIN_WORKFLOW;
 
@@ -35,8 +35,12 @@ pub const STAGE_NAMES: [&str; 7] = [
 ];
 
 /// Where train's stages come from.
-pub const SOURCE: StageSource =
-    StageSource { family: "train", workflow: TRAIN_WORKFLOW, shipped: SHIPPED_TRAIN_TOML, stage_names: &STAGE_NAMES };
+pub const SOURCE: StageSource = StageSource {
+    family: "train",
+    workflow: TRAIN_WORKFLOW,
+    shipped: SHIPPED_TRAIN_TOML,
+    stage_names: &STAGE_NAMES,
+};
 
 /// An optimizer backend: the argv before the external optimizer's flags (facts §9).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -69,7 +73,11 @@ impl Sections for TrainSections {
     }
 
     fn validate(&self) -> Result<(), String> {
-        match self.backends.iter().find(|(_, b)| b.command.first().is_none_or(|p| p.trim().is_empty())) {
+        match self
+            .backends
+            .iter()
+            .find(|(_, b)| b.command.first().is_none_or(|p| p.trim().is_empty()))
+        {
             Some((name, _)) => Err(format!("backend `{name}` has an empty command")),
             None => Ok(()),
         }
@@ -111,7 +119,10 @@ mod tests {
     fn shipped_file_is_valid_and_complete() {
         let w = shipped().expect("shipped train.toml");
         assert_eq!(w.stages.len(), STAGE_NAMES.len());
-        assert_eq!(w.stage("option_generation").runner.as_deref(), Some("agent"));
+        assert_eq!(
+            w.stage("option_generation").runner.as_deref(),
+            Some("agent")
+        );
         assert_eq!(w.stage("optimizer").runner.as_deref(), Some("process"));
         assert!(!w.stage("optimizer").idempotent);
         assert!(w.sections.backends.contains_key(DEFAULT_BACKEND));
@@ -125,13 +136,17 @@ mod tests {
                 assert!(err.contains(w), "{err:?} should contain {w:?}");
             }
         };
-        let unknown_key = SHIPPED_TRAIN_TOML.replacen("attempts = 3", "attempts = 3\nretries = 2", 1);
+        let unknown_key =
+            SHIPPED_TRAIN_TOML.replacen("attempts = 3", "attempts = 3\nretries = 2", 1);
         check(&unknown_key, &["x/train.toml", "retries"]);
         let no_runner = SHIPPED_TRAIN_TOML.replacen("runner = \"agent\"\n", "", 1);
         check(&no_runner, &["option_generation", "runner"]);
-        let bad_stale = SHIPPED_TRAIN_TOML.replacen("stale_after_secs = 15", "stale_after_secs = 1", 1);
+        let bad_stale =
+            SHIPPED_TRAIN_TOML.replacen("stale_after_secs = 15", "stale_after_secs = 1", 1);
         check(&bad_stale, &["stale_after_secs"]);
-        let extra = format!("{SHIPPED_TRAIN_TOML}\n[stages.bogus]\nhandler = \"x\"\ntimeout_secs = 1\nheartbeat_secs = 1\nstale_after_secs = 2\nattempts = 1\nidempotent = true\n");
+        let extra = format!(
+            "{SHIPPED_TRAIN_TOML}\n[stages.bogus]\nhandler = \"x\"\ntimeout_secs = 1\nheartbeat_secs = 1\nstale_after_secs = 2\nattempts = 1\nidempotent = true\n"
+        );
         check(&extra, &["unknown stage `bogus`"]);
     }
 
@@ -143,9 +158,21 @@ mod tests {
             "home/train.toml",
         )
         .unwrap();
-        assert_eq!((w.stage("optimizer").heartbeat_secs, w.stage("optimizer").stale_after_secs), (1, 3));
+        assert_eq!(
+            (
+                w.stage("optimizer").heartbeat_secs,
+                w.stage("optimizer").stale_after_secs
+            ),
+            (1, 3)
+        );
         assert_eq!(w.sections.backends["slow"].command, vec!["sh", "slow.sh"]);
-        let err = w.apply_override("[stages.optimizer]\nrunner = \"x\"\n", "home/train.toml").unwrap_err().to_string();
-        assert!(err.contains("home/train.toml") && err.contains("runner"), "{err}");
+        let err = w
+            .apply_override("[stages.optimizer]\nrunner = \"x\"\n", "home/train.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("home/train.toml") && err.contains("runner"),
+            "{err}"
+        );
     }
 }

@@ -62,7 +62,10 @@ pub const TRANSITIONS: [(TrainState, &[TrainState]); 14] = [
     (ReviewPublished, &[FeedbackSynced, Abandoned]),
     (FeedbackSynced, &[TrainingPackageCreated, Abandoned]),
     (TrainingPackageCreated, &[OptimizerCompleted, Abandoned]),
-    (OptimizerCompleted, &[CandidateCreated, NoCandidate, Abandoned]),
+    (
+        OptimizerCompleted,
+        &[CandidateCreated, NoCandidate, Abandoned],
+    ),
     (CandidateCreated, &[CandidateReviewPublished, Abandoned]),
     (CandidateReviewPublished, &[Promoted, Rejected, Abandoned]),
     (NoCandidate, &[]),
@@ -137,7 +140,10 @@ impl TrainState {
 
     /// The states this one may move to ([`TRANSITIONS`]); empty for a terminal state.
     pub fn successors(self) -> &'static [TrainState] {
-        TRANSITIONS.iter().find(|(from, _)| *from == self).map_or(&[], |(_, to)| *to)
+        TRANSITIONS
+            .iter()
+            .find(|(from, _)| *from == self)
+            .map_or(&[], |(_, to)| *to)
     }
 
     /// Whether the state is terminal (it has no successor).
@@ -152,7 +158,9 @@ impl TrainState {
 
     /// The next linear state; `None` after `candidate_review_published` and for terminal states.
     pub fn next_linear(self) -> Option<TrainState> {
-        self.linear_index().and_then(|i| TrainState::LINEAR.get(i + 1)).copied()
+        self.linear_index()
+            .and_then(|i| TrainState::LINEAR.get(i + 1))
+            .copied()
     }
 }
 
@@ -203,10 +211,14 @@ pub enum TransitionError {
         hint: String,
     },
     /// Start-next before the iteration was resolved (S-99).
-    #[error("the iteration is at `{0}`; start the next one only after it is resolved (promoted, rejected with a reason, no candidate, or abandoned)")]
+    #[error(
+        "the iteration is at `{0}`; start the next one only after it is resolved (promoted, rejected with a reason, no candidate, or abandoned)"
+    )]
     Unresolved(TrainState),
     /// Start-next after a rejection without a recorded reason.
-    #[error("the rejected iteration has no decision reason; reject with --reason before starting the next iteration")]
+    #[error(
+        "the rejected iteration has no decision reason; reject with --reason before starting the next iteration"
+    )]
     RejectedWithoutReason,
 }
 
@@ -236,7 +248,10 @@ pub fn check_transition(from: TrainState, to: TrainState) -> Result<Transition, 
     let hint = match to {
         NoCandidate => "; only optimizer_completed may end without a candidate".to_owned(),
         Promoted | Rejected => "; decide only after candidate_review_published".to_owned(),
-        _ => from.next_linear().map(|n| format!("; expected `{n}`")).unwrap_or_default(),
+        _ => from
+            .next_linear()
+            .map(|n| format!("; expected `{n}`"))
+            .unwrap_or_default(),
     };
     Err(TransitionError::NotNext { from, to, hint })
 }
@@ -251,10 +266,16 @@ pub fn check_start_next(state: TrainState, decision_reason: &str) -> Result<(), 
         NoCandidate | Promoted | Abandoned => Ok(()),
         Rejected if !decision_reason.trim().is_empty() => Ok(()),
         Rejected => Err(TransitionError::RejectedWithoutReason),
-        RequestConfirmed | WorkspaceReady | ItemsReady | OptionsGenerated | ReviewPublished | FeedbackSynced
-        | TrainingPackageCreated | OptimizerCompleted | CandidateCreated | CandidateReviewPublished => {
-            Err(TransitionError::Unresolved(state))
-        }
+        RequestConfirmed
+        | WorkspaceReady
+        | ItemsReady
+        | OptionsGenerated
+        | ReviewPublished
+        | FeedbackSynced
+        | TrainingPackageCreated
+        | OptimizerCompleted
+        | CandidateCreated
+        | CandidateReviewPublished => Err(TransitionError::Unresolved(state)),
     }
 }
 
@@ -284,10 +305,14 @@ mod tests {
     fn transitions_table() {
         use Transition::*;
         let check = |from: &str, to: &str, want: Result<Transition, &str>| {
-            let got = from.parse().and_then(|f| to.parse().and_then(|t| check_transition(f, t)));
+            let got = from
+                .parse()
+                .and_then(|f| to.parse().and_then(|t| check_transition(f, t)));
             match (&got, want) {
                 (Ok(g), Ok(w)) => assert_eq!(*g, w, "{from} → {to}"),
-                (Err(e), Err(fragment)) => assert!(e.to_string().contains(fragment), "{from} → {to}: {e}"),
+                (Err(e), Err(fragment)) => {
+                    assert!(e.to_string().contains(fragment), "{from} → {to}: {e}")
+                }
                 _ => panic!("{from} → {to}: got {got:?}, want {want:?}"),
             }
         };
@@ -297,17 +322,37 @@ mod tests {
             check(pair[1], pair[0], Err("cannot move"));
         }
         check("", "workspace_ready", Ok(Advance));
-        check("request_confirmed", "items_ready", Err("expected `workspace_ready`"));
-        check("items_ready", "review_published", Err("expected `options_generated`"));
+        check(
+            "request_confirmed",
+            "items_ready",
+            Err("expected `workspace_ready`"),
+        );
+        check(
+            "items_ready",
+            "review_published",
+            Err("expected `options_generated`"),
+        );
         check("items_ready", "items_ready", Ok(NoOp));
         check(PROMOTED, PROMOTED, Ok(NoOp));
         // Terminal states and their only predecessors.
         check("optimizer_completed", NO_CANDIDATE, Ok(Advance));
-        check("candidate_created", NO_CANDIDATE, Err("only optimizer_completed"));
+        check(
+            "candidate_created",
+            NO_CANDIDATE,
+            Err("only optimizer_completed"),
+        );
         check("candidate_review_published", PROMOTED, Ok(Advance));
         check("candidate_review_published", REJECTED, Ok(Advance));
-        check("candidate_created", PROMOTED, Err("after candidate_review_published"));
-        check("optimizer_completed", REJECTED, Err("after candidate_review_published"));
+        check(
+            "candidate_created",
+            PROMOTED,
+            Err("after candidate_review_published"),
+        );
+        check(
+            "optimizer_completed",
+            REJECTED,
+            Err("after candidate_review_published"),
+        );
         for s in LINEAR_NAMES {
             check(s, ABANDONED, Ok(Advance));
         }
@@ -323,14 +368,24 @@ mod tests {
     #[test]
     fn the_state_enum_names_every_state_in_order() {
         let names: Vec<&str> = TrainState::ALL.iter().map(|s| s.as_str()).collect();
-        let want: Vec<&str> = LINEAR_NAMES.iter().chain(TERMINAL_NAMES.iter()).copied().collect();
+        let want: Vec<&str> = LINEAR_NAMES
+            .iter()
+            .chain(TERMINAL_NAMES.iter())
+            .copied()
+            .collect();
         assert_eq!(names, want);
         let linear: Vec<&str> = TrainState::LINEAR.iter().map(|s| s.as_str()).collect();
         assert_eq!(linear, LINEAR_NAMES);
         for state in TrainState::ALL {
             assert_eq!(TrainState::parse(state.as_str()), Some(state));
-            assert_eq!(state.is_terminal(), TERMINAL_NAMES.contains(&state.as_str()));
-            assert_eq!(serde_json::to_value(state).unwrap(), serde_json::json!(state.as_str()));
+            assert_eq!(
+                state.is_terminal(),
+                TERMINAL_NAMES.contains(&state.as_str())
+            );
+            assert_eq!(
+                serde_json::to_value(state).unwrap(),
+                serde_json::json!(state.as_str())
+            );
         }
         assert_eq!(TrainState::parse(""), Some(TrainState::RequestConfirmed));
         assert_eq!(TrainState::parse("bogus"), None);
@@ -342,7 +397,11 @@ mod tests {
         let from: Vec<TrainState> = TRANSITIONS.iter().map(|(s, _)| *s).collect();
         assert_eq!(from, TrainState::ALL);
         for (state, successors) in TRANSITIONS {
-            assert_eq!(successors.contains(&TrainState::Abandoned), !state.is_terminal(), "{state}");
+            assert_eq!(
+                successors.contains(&TrainState::Abandoned),
+                !state.is_terminal(),
+                "{state}"
+            );
         }
     }
 
@@ -350,7 +409,11 @@ mod tests {
     fn start_next_table() {
         let check = |state: &str, reason: &str, ok: bool| {
             let state: TrainState = state.parse().unwrap();
-            assert_eq!(check_start_next(state, reason).is_ok(), ok, "{state} {reason:?}");
+            assert_eq!(
+                check_start_next(state, reason).is_ok(),
+                ok,
+                "{state} {reason:?}"
+            );
         };
         check(NO_CANDIDATE, "", true);
         check(PROMOTED, "", true);

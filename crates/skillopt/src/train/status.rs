@@ -4,17 +4,17 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 use skillforge_engine::{Job, JobState, LeaseKind, LeaseStatus, LeaseView};
-use skillforge_store::feedback::{list_ranked_events, count_events};
+use skillforge_store::feedback::{count_events, list_ranked_events};
 use skillforge_store::review::list_items;
 
 use super::control::{load, next_action_for};
-use crate::distill::{LEARNED_FIELDS, NO_ACTIONABLE_FEEDBACK};
+use super::iteration::{Iteration, parse_state};
 use super::meta::{IterationMeta, SessionMeta};
 use super::optimizer::optimizer_lock_key;
 use super::phase::{LockState, PhaseInput, derive_status_phase};
-use super::iteration::{Iteration, parse_state};
 use super::state::TrainState;
 use super::{TrainEnv, TrainError};
+use crate::distill::{LEARNED_FIELDS, NO_ACTIONABLE_FEEDBACK};
 
 /// `train status` (facts §3): the session's current iteration, its phase, progress and locks.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -118,7 +118,14 @@ pub struct PreviewPolicy {
 
 impl Default for PreviewPolicy {
     fn default() -> Self {
-        Self { mode: "local", renderer: "markdown", publisher: "local", repo: None, route_template: None, expected_review_repo: None }
+        Self {
+            mode: "local",
+            renderer: "markdown",
+            publisher: "local",
+            repo: None,
+            route_template: None,
+            expected_review_repo: None,
+        }
     }
 }
 
@@ -343,7 +350,10 @@ fn rfc3339(ms: i64) -> String {
 
 /// Pairwise preferences a ranking of `k` options expands to: k(k−1)/2 minus pairs inside tie groups.
 fn pairwise_count(k: usize, tie_groups: &[Vec<String>]) -> usize {
-    let ties: usize = tie_groups.iter().map(|g| g.len() * g.len().saturating_sub(1) / 2).sum();
+    let ties: usize = tie_groups
+        .iter()
+        .map(|g| g.len() * g.len().saturating_sub(1) / 2)
+        .sum();
     (k * k.saturating_sub(1) / 2).saturating_sub(ties)
 }
 
@@ -352,19 +362,31 @@ fn pairwise_count(k: usize, tie_groups: &[Vec<String>]) -> usize {
 ///
 /// # Errors
 /// [`TrainError::Invalid`] for an unknown session; store/queue errors.
-pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool) -> Result<SessionStatus, TrainError> {
+pub async fn session_status(
+    env: &TrainEnv<'_>,
+    session_id: &str,
+    verbose: bool,
+) -> Result<SessionStatus, TrainError> {
     let (session, it) = load(env, session_id).await?;
     let meta = IterationMeta::parse(&it.metadata_json);
     let now = env.queue.now_ms().await?;
     let leases = env.queue.leases().await?;
 
     let (jobs, optimizer_job) = iteration_jobs(env, &meta).await?;
-    let (ours, optimizer_lock, generation_lock) = session_leases(&leases, &session.id, &jobs, optimizer_job.as_ref(), &meta, now);
+    let (ours, optimizer_lock, generation_lock) = session_leases(
+        &leases,
+        &session.id,
+        &jobs,
+        optimizer_job.as_ref(),
+        &meta,
+        now,
+    );
 
-    let (optimizer_status, optimizer_error, recovery_available) = effective_optimizer(&meta, optimizer_job.as_ref());
-    let generation_running = jobs
-        .iter()
-        .any(|(stage, j)| *stage == "option_generation" && matches!(j.state, JobState::Queued | JobState::Running));
+    let (optimizer_status, optimizer_error, recovery_available) =
+        effective_optimizer(&meta, optimizer_job.as_ref());
+    let generation_running = jobs.iter().any(|(stage, j)| {
+        *stage == "option_generation" && matches!(j.state, JobState::Queued | JobState::Running)
+    });
     let status_phase = derive_status_phase(&PhaseInput {
         optimizer_lock,
         generation_lock,
@@ -385,19 +407,36 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
     let items = list_items(env.store.pool(), &it.eval_run_id).await?;
     let counts = feedback_counts(env, &it.eval_run_id, items.len()).await?;
     let n_options: usize = items.iter().map(|i| i.options.len()).sum();
-    let progress = Progress { counts: counts.clone(), generated_options: n_options, eta: "unknown" };
+    let progress = Progress {
+        counts: counts.clone(),
+        generated_options: n_options,
+        eta: "unknown",
+    };
 
     let (completed_steps, current_step) = step_progress(it.state);
     let generation_blocked = meta.generation.status == "blocked_config";
     let blocked_step = blocked_step(&status_phase, generation_blocked, optimizer_lock.is_some());
-    let next_action = next_action(&status_phase, &session.id, it.state, &meta, &optimizer_status);
-    let no_candidate_reason = (!meta.optimizer.no_candidate_reason.is_empty()).then(|| meta.optimizer.no_candidate_reason.clone());
+    let next_action = next_action(
+        &status_phase,
+        &session.id,
+        it.state,
+        &meta,
+        &optimizer_status,
+    );
+    let no_candidate_reason = (!meta.optimizer.no_candidate_reason.is_empty())
+        .then(|| meta.optimizer.no_candidate_reason.clone());
 
     // Locks and leases of this session, with owner and heartbeat age, at the top level too (the
     // README's `train status --json`); facts §3 lists them in the verbose block, kept there.
     let active_locks = lock_statuses(&ours, now, optimizer_job.as_ref());
     let verbose = if verbose {
-        let facts = VerboseFacts { jobs: &jobs, items: &items, optimizer_status: &optimizer_status, recovery_available, now };
+        let facts = VerboseFacts {
+            jobs: &jobs,
+            items: &items,
+            optimizer_status: &optimizer_status,
+            recovery_available,
+            now,
+        };
         Some(verbose_block(env, &session, &it, &meta, &facts, active_locks.clone()).await?)
     } else {
         None
@@ -439,12 +478,22 @@ pub async fn session_status(env: &TrainEnv<'_>, session_id: &str, verbose: bool)
 
 /// The spend of the finished option generation jobs of `meta` (the `option_generation` entries
 /// of `jobs`, read from the queue); a finished job the queue pruned counts as unknown.
-fn generation_spend(meta: &IterationMeta, jobs: &[(&'static str, Job)]) -> skillforge_runner_agent::Spend {
+fn generation_spend(
+    meta: &IterationMeta,
+    jobs: &[(&'static str, Job)],
+) -> skillforge_runner_agent::Spend {
     let mut spend = skillforge_runner_agent::Spend::default();
-    let generation: Vec<&Job> = jobs.iter().filter(|(stage, _)| *stage == "option_generation").map(|(_, j)| j).collect();
+    let generation: Vec<&Job> = jobs
+        .iter()
+        .filter(|(stage, _)| *stage == "option_generation")
+        .map(|(_, j)| j)
+        .collect();
     for job in &generation {
         if let Some(outcome) = &job.outcome {
-            let usage: Option<skillforge_runner_agent::Usage> = outcome.detail.get("usage").and_then(|u| serde_json::from_value(u.clone()).ok());
+            let usage: Option<skillforge_runner_agent::Usage> = outcome
+                .detail
+                .get("usage")
+                .and_then(|u| serde_json::from_value(u.clone()).ok());
             spend.add_run(usage.as_ref());
         }
     }
@@ -455,11 +504,19 @@ fn generation_spend(meta: &IterationMeta, jobs: &[(&'static str, Job)]) -> skill
 }
 
 /// The review watch of an iteration published on GitHub (`None` for local review).
-async fn review_watch_status(env: &TrainEnv<'_>, it: &Iteration) -> Result<Option<ReviewWatchStatus>, TrainError> {
+async fn review_watch_status(
+    env: &TrainEnv<'_>,
+    it: &Iteration,
+) -> Result<Option<ReviewWatchStatus>, TrainError> {
     if it.issue_number == 0 {
         return Ok(None);
     }
-    let watch = skillforge_store::github::get_review_watch(env.store.pool(), &it.issue_repo, it.issue_number).await?;
+    let watch = skillforge_store::github::get_review_watch(
+        env.store.pool(),
+        &it.issue_repo,
+        it.issue_number,
+    )
+    .await?;
     Ok(watch.map(|w| ReviewWatchStatus {
         issue: format!("{}#{}", w.repo, w.issue_number),
         expected_item_ids: w.expected_item_ids(),
@@ -486,14 +543,22 @@ fn session_leases<'a>(
     let ours: Vec<&LeaseView> = leases
         .iter()
         .filter(|l| match l.kind {
-            LeaseKind::Lock => l.name == lock_key || l.name.starts_with("skillopt-train-") && l.name.contains(session_id),
+            LeaseKind::Lock => {
+                l.name == lock_key
+                    || l.name.starts_with("skillopt-train-") && l.name.contains(session_id)
+            }
             LeaseKind::Job => job_ids.contains(&l.name.as_str()),
         })
         .collect();
     let optimizer_lock = ours
         .iter()
         .find(|l| l.kind == LeaseKind::Lock && l.name == lock_key)
-        .or_else(|| ours.iter().find(|l| l.kind == LeaseKind::Job && Some(l.name.as_str()) == optimizer_job.map(|j| j.id.as_str())))
+        .or_else(|| {
+            ours.iter().find(|l| {
+                l.kind == LeaseKind::Job
+                    && Some(l.name.as_str()) == optimizer_job.map(|j| j.id.as_str())
+            })
+        })
         .map(|l| lock_state(l.status(now)));
     let generation_lock = ours
         .iter()
@@ -515,7 +580,10 @@ fn step_progress(state: TrainState) -> (Vec<TrainState>, TrainState) {
 
 /// The jobs of this iteration (generation, evaluator, optimizer) the queue still has, each with
 /// its stage, and the optimizer's job on its own.
-async fn iteration_jobs(env: &TrainEnv<'_>, meta: &IterationMeta) -> Result<(Vec<(&'static str, Job)>, Option<Job>), TrainError> {
+async fn iteration_jobs(
+    env: &TrainEnv<'_>,
+    meta: &IterationMeta,
+) -> Result<(Vec<(&'static str, Job)>, Option<Job>), TrainError> {
     let mut jobs: Vec<(&'static str, Job)> = Vec::new();
     for id in &meta.generation.job_ids {
         if let Some(job) = env.queue.get(id).await? {
@@ -527,7 +595,11 @@ async fn iteration_jobs(env: &TrainEnv<'_>, meta: &IterationMeta) -> Result<(Vec
             jobs.push(("evaluation", job));
         }
     }
-    let optimizer_job = if meta.optimizer.job_id.is_empty() { None } else { env.queue.get(&meta.optimizer.job_id).await? };
+    let optimizer_job = if meta.optimizer.job_id.is_empty() {
+        None
+    } else {
+        env.queue.get(&meta.optimizer.job_id).await?
+    };
     if let Some(job) = &optimizer_job {
         jobs.push(("optimizer", job.clone()));
     }
@@ -536,7 +608,10 @@ async fn iteration_jobs(env: &TrainEnv<'_>, meta: &IterationMeta) -> Result<(Vec
 
 /// The optimizer's effective `(status, error, recovery_available)`: its metadata, refined by
 /// its job while the metadata says `running` or `stale`.
-fn effective_optimizer(meta: &IterationMeta, optimizer_job: Option<&Job>) -> (String, String, bool) {
+fn effective_optimizer(
+    meta: &IterationMeta,
+    optimizer_job: Option<&Job>,
+) -> (String, String, bool) {
     let mut status = meta.optimizer.status.clone();
     let mut error = meta.optimizer.error.clone();
     let mut recovery_available = meta.optimizer.recovery_available;
@@ -550,8 +625,14 @@ fn effective_optimizer(meta: &IterationMeta, optimizer_job: Option<&Job>) -> (St
             }
             JobState::Failed | JobState::Dead | JobState::Cancelled => {
                 status = "failed".into();
-                error = job.error.clone().unwrap_or_else(|| format!("job ended {}", job.state));
-                recovery_available = super::optimizer::completed_attempt(std::path::Path::new(&meta.optimizer.attempt_dir)).is_some();
+                error = job
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| format!("job ended {}", job.state));
+                recovery_available = super::optimizer::completed_attempt(std::path::Path::new(
+                    &meta.optimizer.attempt_dir,
+                ))
+                .is_some();
             }
             JobState::Succeeded => status = "succeeded".into(),
             _ => {}
@@ -561,18 +642,37 @@ fn effective_optimizer(meta: &IterationMeta, optimizer_job: Option<&Job>) -> (St
 }
 
 /// Facts §3 counts of run `eval_run_id` with `review_items` items.
-async fn feedback_counts(env: &TrainEnv<'_>, eval_run_id: &str, review_items: usize) -> Result<Counts, TrainError> {
+async fn feedback_counts(
+    env: &TrainEnv<'_>,
+    eval_run_id: &str,
+    review_items: usize,
+) -> Result<Counts, TrainError> {
     let (n_feedback, n_ranked) = count_events(env.store.pool(), eval_run_id).await?;
     let ranked = list_ranked_events(env.store.pool(), eval_run_id).await?;
-    let n_pairwise: usize = ranked.iter().map(|e| pairwise_count(e.ranking.len(), &e.tie_groups)).sum();
-    Ok(Counts { review_items, feedback_events: n_feedback, ranked_feedback_events: n_ranked, pairwise_preferences: n_pairwise })
+    let n_pairwise: usize = ranked
+        .iter()
+        .map(|e| pairwise_count(e.ranking.len(), &e.tie_groups))
+        .sum();
+    Ok(Counts {
+        review_items,
+        feedback_events: n_feedback,
+        ranked_feedback_events: n_ranked,
+        pairwise_preferences: n_pairwise,
+    })
 }
 
 /// The step a blocked `status_phase` is blocked at, if any.
-fn blocked_step(status_phase: &str, generation_blocked: bool, optimizer_locked: bool) -> Option<&'static str> {
+fn blocked_step(
+    status_phase: &str,
+    generation_blocked: bool,
+    optimizer_locked: bool,
+) -> Option<&'static str> {
     match status_phase {
         "blocked_config" if generation_blocked => Some("option_generation"),
-        "blocked_config" | "failed_unrecoverable" | "recovery_available" | "optimizer_heartbeat_stale" => Some("optimizer"),
+        "blocked_config"
+        | "failed_unrecoverable"
+        | "recovery_available"
+        | "optimizer_heartbeat_stale" => Some("optimizer"),
         "blocked_stale_lock" if optimizer_locked => Some("optimizer"),
         "blocked_stale_lock" | "generating_options_heartbeat_stale" => Some("option_generation"),
         _ => None,
@@ -580,25 +680,49 @@ fn blocked_step(status_phase: &str, generation_blocked: bool, optimizer_locked: 
 }
 
 /// The command (or human step) that moves the session on from `status_phase`.
-fn next_action(status_phase: &str, session_id: &str, state: TrainState, meta: &IterationMeta, optimizer_status: &str) -> String {
+fn next_action(
+    status_phase: &str,
+    session_id: &str,
+    state: TrainState,
+    meta: &IterationMeta,
+    optimizer_status: &str,
+) -> String {
     let generation_blocked = meta.generation.status == "blocked_config";
     match status_phase {
         "recovery_available" if optimizer_status == "failed" => {
-            format!("skillforge train recover --session {session_id} --out-root {}", meta.optimizer.out_root)
+            format!(
+                "skillforge train recover --session {session_id} --out-root {}",
+                meta.optimizer.out_root
+            )
         }
-        "recovery_available" | "blocked_stale_lock" | "generating_options_heartbeat_stale" | "optimizer_heartbeat_stale" => {
+        "recovery_available"
+        | "blocked_stale_lock"
+        | "generating_options_heartbeat_stale"
+        | "optimizer_heartbeat_stale" => {
             format!("skillforge train continue --session {session_id} (recovers the stale job)")
         }
         "blocked_config" if generation_blocked => {
-            format!("{}; then skillforge train continue --session {session_id}", meta.generation.error)
+            format!(
+                "{}; then skillforge train continue --session {session_id}",
+                meta.generation.error
+            )
         }
-        "blocked_config" => format!("fix the optimizer backend, then skillforge train continue --session {session_id} --backend NAME"),
-        "review_published" => format!("fill {}/feedback.yml, then skillforge train continue --session {session_id}", meta.review.path),
-        "optimizer_completed_no_candidate" if meta.optimizer.no_candidate_reason == NO_ACTIONABLE_FEEDBACK => format!(
-            "the optimizer learns from {LEARNED_FIELDS}, and {}/feedback.yml filled none of them; start the next \
-             iteration with skillforge train continue --session {session_id} --start-next and fill those fields in its packet",
+        "blocked_config" => format!(
+            "fix the optimizer backend, then skillforge train continue --session {session_id} --backend NAME"
+        ),
+        "review_published" => format!(
+            "fill {}/feedback.yml, then skillforge train continue --session {session_id}",
             meta.review.path
         ),
+        "optimizer_completed_no_candidate"
+            if meta.optimizer.no_candidate_reason == NO_ACTIONABLE_FEEDBACK =>
+        {
+            format!(
+                "the optimizer learns from {LEARNED_FIELDS}, and {}/feedback.yml filled none of them; start the next \
+             iteration with skillforge train continue --session {session_id} --start-next and fill those fields in its packet",
+                meta.review.path
+            )
+        }
         _ => next_action_for(state, session_id),
     }
 }
@@ -606,20 +730,29 @@ fn next_action(status_phase: &str, session_id: &str, state: TrainState, meta: &I
 /// Locks and leases of this session, with owner and heartbeat age (the README's `train status
 /// --json` shows them at the top level; facts §3 lists them in the verbose block, kept there).
 fn lock_statuses(ours: &[&LeaseView], now: i64, optimizer_job: Option<&Job>) -> Vec<LockStatus> {
-    ours
-        .iter()
+    ours.iter()
         .map(|l| LockStatus {
-            name: if l.kind == LeaseKind::Lock { l.name.clone() } else { format!("job:{}", l.name) },
+            name: if l.kind == LeaseKind::Lock {
+                l.name.clone()
+            } else {
+                format!("job:{}", l.name)
+            },
             key: l.name.clone(),
             status: status_word(l.status(now)),
-            owner_job_id: if l.kind == LeaseKind::Job { Some(l.name.clone()) } else { optimizer_job.map(|j| j.id.clone()) },
+            owner_job_id: if l.kind == LeaseKind::Job {
+                Some(l.name.clone())
+            } else {
+                optimizer_job.map(|j| j.id.clone())
+            },
             owner_pid: l.lease.owner_pid,
             owner_hostname: l.lease.owner_host.clone(),
             owner_worker: l.lease.owner_worker.clone(),
             command_hash: None,
             acquired_at: rfc3339(l.lease.acquired_at_ms),
             updated_at: rfc3339(l.lease.heartbeat_at_ms),
-            expires_at: rfc3339(l.lease.heartbeat_at_ms + i64::try_from(l.stale_after_ms).unwrap_or(0)),
+            expires_at: rfc3339(
+                l.lease.heartbeat_at_ms + i64::try_from(l.stale_after_ms).unwrap_or(0),
+            ),
             elapsed: format!("{}ms", now - l.lease.acquired_at_ms),
             heartbeat_age_ms: now - l.lease.heartbeat_at_ms,
         })
@@ -664,7 +797,11 @@ async fn verbose_block(
     let mut iterations = Vec::new();
     for row in skillforge_store::train::list_iterations(env.store.pool(), &session.id).await? {
         let state = parse_state(&row.id, &row.state)?;
-        iterations.push(IterationStatus { id: row.id, state, candidate_version_id: row.candidate_version_id });
+        iterations.push(IterationStatus {
+            id: row.id,
+            state,
+            candidate_version_id: row.candidate_version_id,
+        });
     }
     Ok(VerboseStatus {
         eval_run_id: it.eval_run_id.clone(),
@@ -676,7 +813,11 @@ async fn verbose_block(
         elapsed: chrono::DateTime::parse_from_rfc3339(&it.created_at)
             .map(|t| format!("{}s", (facts.now - t.timestamp_millis()) / 1000))
             .unwrap_or_default(),
-        review_issue: ReviewIssue { repo: it.issue_repo.clone(), number: it.issue_number, url: it.issue_url.clone() },
+        review_issue: ReviewIssue {
+            repo: it.issue_repo.clone(),
+            number: it.issue_number,
+            url: it.issue_url.clone(),
+        },
         candidate: CandidateStatus {
             version_id: it.candidate_version_id.clone(),
             pull_request_url: it.pull_request_url.clone(),
@@ -695,7 +836,13 @@ async fn verbose_block(
             other: count(&|s| matches!(s, JobState::Cancelled | JobState::Stale)),
             items: jobs
                 .iter()
-                .map(|(stage, j)| JobStatus { id: j.id.clone(), agent: j.spec.kind.clone(), kind: (*stage).to_owned(), state: j.state, attempts: j.attempts })
+                .map(|(stage, j)| JobStatus {
+                    id: j.id.clone(),
+                    agent: j.spec.kind.clone(),
+                    kind: (*stage).to_owned(),
+                    state: j.state,
+                    attempts: j.attempts,
+                })
                 .collect(),
         },
         active_locks,

@@ -34,7 +34,12 @@ use std::path::{Path, PathBuf};
 pub const SAMPLE_ENV: &str = "FORGE_SAMPLE";
 
 /// Skill install roots under a work dir, in discovery order.
-pub const SKILL_ROOTS: [&str; 4] = [".claude/skills", ".agents/skills", ".opencode/skill", ".opencode/skills"];
+pub const SKILL_ROOTS: [&str; 4] = [
+    ".claude/skills",
+    ".agents/skills",
+    ".opencode/skill",
+    ".opencode/skills",
+];
 
 /// The longest a `wait-for` directive waits for its file.
 pub const WAIT_FOR_BOUND: std::time::Duration = std::time::Duration::from_secs(120);
@@ -76,17 +81,23 @@ impl Directives {
     /// Reads the directives of `text` that apply to `sample` and merges them over `self`.
     pub fn merge_from(&mut self, text: &str, sample: Option<&str>) {
         for line in text.lines().map(str::trim) {
-            let Some((head, rest)) = line.split_once(':') else { continue };
+            let Some((head, rest)) = line.split_once(':') else {
+                continue;
+            };
             let applies = match head.strip_prefix("scripted") {
                 Some("") => true,
-                Some(tail) => tail.strip_prefix('@').is_some_and(|n| Some(n.trim()) == sample),
+                Some(tail) => tail
+                    .strip_prefix('@')
+                    .is_some_and(|n| Some(n.trim()) == sample),
                 None => false,
             };
             if !applies {
                 continue;
             }
             let rest = rest.trim();
-            let (key, value) = rest.split_once(' ').map_or((rest, ""), |(k, v)| (k, v.trim()));
+            let (key, value) = rest
+                .split_once(' ')
+                .map_or((rest, ""), |(k, v)| (k, v.trim()));
             let unescape = |v: &str| v.replace("\\n", "\n");
             match key {
                 "reply" => self.reply = Some(unescape(value)),
@@ -105,7 +116,11 @@ impl Directives {
                 "prefer" => self.prefer = Some(value.to_string()),
                 "judge-reply" => self.judge_reply = Some(unescape(value)),
                 "offer" => self.offers.push(value.to_string()),
-                "effects" => self.effects = value.split_once(' ').map(|(p, l)| (p.to_owned(), l.trim().to_owned())),
+                "effects" => {
+                    self.effects = value
+                        .split_once(' ')
+                        .map(|(p, l)| (p.to_owned(), l.trim().to_owned()))
+                }
                 "wait-for" => self.wait_for = Some(value.to_string()),
                 _ => {}
             }
@@ -135,12 +150,15 @@ pub struct FoundSkill {
 pub fn discover_skills(workdir: &Path) -> Vec<FoundSkill> {
     let mut found: Vec<FoundSkill> = Vec::new();
     for root in SKILL_ROOTS {
-        let Ok(entries) = std::fs::read_dir(workdir.join(root)) else { continue };
+        let Ok(entries) = std::fs::read_dir(workdir.join(root)) else {
+            continue;
+        };
         let mut names: Vec<(String, PathBuf)> = entries
             .filter_map(Result::ok)
             .filter_map(|e| {
                 let path = e.path().join("SKILL.md");
-                path.is_file().then(|| (e.file_name().to_string_lossy().into_owned(), path))
+                path.is_file()
+                    .then(|| (e.file_name().to_string_lossy().into_owned(), path))
             })
             .collect();
         names.sort();
@@ -191,14 +209,27 @@ mod tests {
     #[test]
     fn directives_apply_by_sample_and_override_in_order() {
         let mut d = Directives::default();
-        d.merge_from("scripted: reply one\nscripted@2: reply two\nscripted@3: exit 124\nplain: x", Some("2"));
+        d.merge_from(
+            "scripted: reply one\nscripted@2: reply two\nscripted@3: exit 124\nplain: x",
+            Some("2"),
+        );
         assert_eq!(d.reply.as_deref(), Some("two"));
         assert_eq!(d.exit_code, None);
-        d.merge_from("scripted: write out/a.txt line1\\nline2\nscripted: no-load", None);
-        assert_eq!(d.writes, vec![("out/a.txt".to_string(), "line1\nline2".to_string())]);
+        d.merge_from(
+            "scripted: write out/a.txt line1\\nline2\nscripted: no-load",
+            None,
+        );
+        assert_eq!(
+            d.writes,
+            vec![("out/a.txt".to_string(), "line1\nline2".to_string())]
+        );
         assert!(d.no_load);
         d.merge_from("scripted: delete notes.md\nscripted: delete", None);
-        assert_eq!(d.deletes, vec!["notes.md".to_string()], "a `delete` without a path is ignored");
+        assert_eq!(
+            d.deletes,
+            vec!["notes.md".to_string()],
+            "a `delete` without a path is ignored"
+        );
         assert!(!Directives::says_no_load("scripted@1: no-load", Some("2")));
     }
 
@@ -206,19 +237,29 @@ mod tests {
     fn preferred_slot_reads_sections() {
         let prompt = "rubric\nscripted: prefer GOOD\n### A\nmeh\n### B\nthis is GOOD\n";
         assert_eq!(preferred_slot(prompt, "GOOD"), Some("b"));
-        assert_eq!(preferred_slot("### Slot A\nGOOD\n### Slot B\nGOOD", "GOOD"), None);
+        assert_eq!(
+            preferred_slot("### Slot A\nGOOD\n### Slot B\nGOOD", "GOOD"),
+            None
+        );
     }
 
     #[test]
     fn skills_are_discovered_in_every_root() {
         let dir = tempfile::tempdir().unwrap();
-        for (root, name) in [(".claude/skills", "x"), (".agents/skills", "y"), (".opencode/skill", "x")] {
+        for (root, name) in [
+            (".claude/skills", "x"),
+            (".agents/skills", "y"),
+            (".opencode/skill", "x"),
+        ] {
             let skill = dir.path().join(root).join(name);
             std::fs::create_dir_all(&skill).unwrap();
             std::fs::write(skill.join("SKILL.md"), format!("# {name}")).unwrap();
         }
         std::fs::create_dir_all(dir.path().join(".claude/skills/empty")).unwrap();
-        let names: Vec<String> = discover_skills(dir.path()).into_iter().map(|s| s.name).collect();
+        let names: Vec<String> = discover_skills(dir.path())
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
         assert_eq!(names, ["x", "y"]);
     }
 }

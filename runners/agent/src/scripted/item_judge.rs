@@ -30,7 +30,8 @@ use sha2::{Digest, Sha256};
 use crate::AgentError;
 
 /// The first line of the optimize judge prompt.
-pub const JUDGE_MARKER: &str = "You are a quality judge evaluating output items for an optimization experiment.";
+pub const JUDGE_MARKER: &str =
+    "You are a quality judge evaluating output items for an optimization experiment.";
 /// The first line of the optimize singleton judge prompt.
 pub const SINGLETON_MARKER: &str = "You are a quality judge evaluating singleton items";
 
@@ -138,7 +139,9 @@ pub fn judge_run(prompt: &str, plan: Option<&JudgePlan>) -> Result<Option<JudgeR
         .and_then(|(_, rest)| rest.split_once("</items>"))
         .map(|(inside, _)| inside.trim())
         .ok_or_else(|| AgentError::Scripted("judge prompt has no <items> block".into()))?;
-    let items: Vec<Value> = serde_json::from_str(items).map_err(|e| AgentError::Scripted(format!("judge prompt <items> is not a JSON array: {e}")))?;
+    let items: Vec<Value> = serde_json::from_str(items).map_err(|e| {
+        AgentError::Scripted(format!("judge prompt <items> is not a JSON array: {e}"))
+    })?;
     if let Some(when) = plan.sleep_when.as_deref().filter(|w| !w.is_empty())
         && items.iter().any(|item| item.to_string().contains(when))
     {
@@ -148,13 +151,23 @@ pub fn judge_run(prompt: &str, plan: Option<&JudgePlan>) -> Result<Option<JudgeR
     for item in &items {
         let text = item.to_string();
         if plan.fail_when.as_deref().is_some_and(|f| text.contains(f)) {
-            return Ok(Some(JudgeRun::Fail("scripted judge: this batch cannot be judged".into())));
+            return Ok(Some(JudgeRun::Fail(
+                "scripted judge: this batch cannot be judged".into(),
+            )));
         }
-        let rule = plan.rules.iter().find(|r| !r.when.is_empty() && text.contains(&r.when)).unwrap_or(&plan.default);
+        let rule = plan
+            .rules
+            .iter()
+            .find(|r| !r.when.is_empty() && text.contains(&r.when))
+            .unwrap_or(&plan.default);
         if rule.omit {
             continue;
         }
-        let id = item.get("id").or_else(|| item.get("item_id")).cloned().unwrap_or(Value::Null);
+        let id = item
+            .get("id")
+            .or_else(|| item.get("item_id"))
+            .cloned()
+            .unwrap_or(Value::Null);
         let mut el = json!({"item_id": id, "reason": rule.reason, "ambiguous": false});
         el[plan.field.as_str()] = json!(rule.score);
         if let Some(f) = &rule.feedback {
@@ -167,21 +180,38 @@ pub fn judge_run(prompt: &str, plan: Option<&JudgePlan>) -> Result<Option<JudgeR
     Ok(Some(JudgeRun::Reply(format!("{start}\n{fin}\n"))))
 }
 
-fn singleton_run(prompt: &str, plan: Option<&SingletonPlan>) -> Result<Option<JudgeRun>, AgentError> {
+fn singleton_run(
+    prompt: &str,
+    plan: Option<&SingletonPlan>,
+) -> Result<Option<JudgeRun>, AgentError> {
     let Some(plan) = plan else { return Ok(None) };
     let items = prompt
         .split_once("<singletons>")
         .and_then(|(_, rest)| rest.split_once("</singletons>"))
         .map(|(inside, _)| inside.trim())
         .ok_or_else(|| AgentError::Scripted("singleton prompt has no <singletons> block".into()))?;
-    let items: Vec<Value> = serde_json::from_str(items).map_err(|e| AgentError::Scripted(format!("singleton prompt <singletons> is not a JSON array: {e}")))?;
+    let items: Vec<Value> = serde_json::from_str(items).map_err(|e| {
+        AgentError::Scripted(format!(
+            "singleton prompt <singletons> is not a JSON array: {e}"
+        ))
+    })?;
     let reply: Vec<Value> = items
         .iter()
         .map(|item| {
             let text = item.to_string();
-            let fields = plan.rules.iter().find(|r| text.contains(&r.when)).map_or(&plan.default, |r| &r.fields);
+            let fields = plan
+                .rules
+                .iter()
+                .find(|r| text.contains(&r.when))
+                .map_or(&plan.default, |r| &r.fields);
             let mut el = fields.clone();
-            el.insert("item_id".into(), item.get("id").or_else(|| item.get("item_id")).cloned().unwrap_or(Value::Null));
+            el.insert(
+                "item_id".into(),
+                item.get("id")
+                    .or_else(|| item.get("item_id"))
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            );
             Value::Object(el)
         })
         .collect();
@@ -203,7 +233,9 @@ mod tests {
     }
 
     fn reply(run: JudgeRun) -> Vec<Value> {
-        let JudgeRun::Reply(t) = run else { panic!("{run:?}") };
+        let JudgeRun::Reply(t) = run else {
+            panic!("{run:?}")
+        };
         let fin: Value = serde_json::from_str(t.lines().nth(1).unwrap()).unwrap();
         serde_json::from_str(fin["text"].as_str().unwrap()).unwrap()
     }
@@ -213,17 +245,49 @@ mod tests {
         let items = json!([{"id": "a", "content": "login and billing"}, {"id": "b", "content": "login"}, {"id": "c", "content": "terse"}, {"id": "d", "content": "skipme"}]);
         let r = reply(judge_run(&prompt(&items), Some(&plan())).unwrap().unwrap());
         assert_eq!(r.len(), 3, "the omitted item is left out: {r:?}");
-        assert_eq!((r[0]["item_id"].as_str(), r[0]["score"].as_f64(), r[0]["feedback"].as_str()), (Some("a"), Some(2.0), Some("split it")));
+        assert_eq!(
+            (
+                r[0]["item_id"].as_str(),
+                r[0]["score"].as_f64(),
+                r[0]["feedback"].as_str()
+            ),
+            (Some("a"), Some(2.0), Some("split it"))
+        );
         assert_eq!(r[1]["score"].as_f64(), Some(5.0));
-        assert!(r[2].get("feedback").is_none(), "a rule without feedback leaves it out");
-        assert!(matches!(judge_run(&prompt(&json!([{"id": "x", "content": "unjudgeable"}])), Some(&plan())).unwrap(), Some(JudgeRun::Fail(_))));
+        assert!(
+            r[2].get("feedback").is_none(),
+            "a rule without feedback leaves it out"
+        );
+        assert!(matches!(
+            judge_run(
+                &prompt(&json!([{"id": "x", "content": "unjudgeable"}])),
+                Some(&plan())
+            )
+            .unwrap(),
+            Some(JudgeRun::Fail(_))
+        ));
         assert!(judge_run("task: judge\n", Some(&plan())).unwrap().is_none());
         assert!(judge_run(&prompt(&items), None).unwrap().is_none());
-        assert!(judge_run(&format!("{JUDGE_MARKER}\n<items>\nnot json\n</items>"), Some(&plan())).is_err());
+        assert!(
+            judge_run(
+                &format!("{JUDGE_MARKER}\n<items>\nnot json\n</items>"),
+                Some(&plan())
+            )
+            .is_err()
+        );
         let mut p = plan();
         p.singleton = Some(serde_json::from_value(json!({"rules": [{"when": "refund", "fields": {"should_cluster": true}}], "default": {"should_cluster": false}})).unwrap());
-        let singles = format!("{SINGLETON_MARKER} -- x\n<singletons>\n[{{\"id\": \"s-1\", \"content\": \"refund\"}}, {{\"id\": \"s-2\", \"content\": \"other\"}}]\n</singletons>\n");
+        let singles = format!(
+            "{SINGLETON_MARKER} -- x\n<singletons>\n[{{\"id\": \"s-1\", \"content\": \"refund\"}}, {{\"id\": \"s-2\", \"content\": \"other\"}}]\n</singletons>\n"
+        );
         let r = reply(judge_run(&singles, Some(&p)).unwrap().unwrap());
-        assert_eq!((r[0]["item_id"].as_str(), r[0]["should_cluster"].as_bool(), r[1]["should_cluster"].as_bool()), (Some("s-1"), Some(true), Some(false)));
+        assert_eq!(
+            (
+                r[0]["item_id"].as_str(),
+                r[0]["should_cluster"].as_bool(),
+                r[1]["should_cluster"].as_bool()
+            ),
+            (Some("s-1"), Some(true), Some(false))
+        );
     }
 }

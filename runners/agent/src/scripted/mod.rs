@@ -28,8 +28,8 @@
 pub mod directive;
 pub mod edits;
 pub mod item_judge;
-pub mod remote_worker;
 mod program;
+pub mod remote_worker;
 
 use std::path::Path;
 
@@ -265,18 +265,27 @@ pub struct ScriptedRun {
 ///
 /// # Errors
 /// As [`parse_scripted_prompt`].
-pub fn scripted_run(prompt: &str, workdir: Option<&Path>, sample: Option<&str>) -> Result<ScriptedRun, AgentError> {
+pub fn scripted_run(
+    prompt: &str,
+    workdir: Option<&Path>,
+    sample: Option<&str>,
+) -> Result<ScriptedRun, AgentError> {
     let parsed = parse_scripted_prompt(prompt)?;
     let mut directives = Directives::default();
     directives.merge_from(prompt, sample);
-    let has_skills_header = prompt.lines().any(|l| l.trim_start().starts_with("skills:"));
+    let has_skills_header = prompt
+        .lines()
+        .any(|l| l.trim_start().starts_with("skills:"));
     let (offered, loaded) = match workdir {
         Some(dir) if !has_skills_header => {
             let found = discover_skills(dir);
             let offered: Vec<String> = found.iter().map(|s| s.name.clone()).collect();
             let mut loaded = Vec::new();
             if !directives.no_load {
-                for skill in found.iter().filter(|s| !Directives::says_no_load(&s.text, sample)) {
+                for skill in found
+                    .iter()
+                    .filter(|s| !Directives::says_no_load(&s.text, sample))
+                {
                     loaded.push(skill.name.clone());
                     directives.merge_from(&skill.text, sample);
                 }
@@ -284,7 +293,11 @@ pub fn scripted_run(prompt: &str, workdir: Option<&Path>, sample: Option<&str>) 
             (offered, loaded)
         }
         _ => {
-            let loaded = if directives.no_load { Vec::new() } else { parsed.skills_loaded.clone() };
+            let loaded = if directives.no_load {
+                Vec::new()
+            } else {
+                parsed.skills_loaded.clone()
+            };
             (parsed.skills_offered.clone(), loaded)
         }
     };
@@ -300,7 +313,9 @@ pub fn scripted_run(prompt: &str, workdir: Option<&Path>, sample: Option<&str>) 
         }
     }
     let text = match (&directives.reply, parsed.task, &directives.prefer) {
-        (_, ScriptedTask::Judge, _) if directives.judge_reply.is_some() => directives.judge_reply.clone().unwrap_or_default(),
+        (_, ScriptedTask::Judge, _) if directives.judge_reply.is_some() => {
+            directives.judge_reply.clone().unwrap_or_default()
+        }
         (Some(reply), task, _) if task != ScriptedTask::Judge => reply.clone(),
         (_, ScriptedTask::Judge, Some(needle)) => {
             let verdict = preferred_slot(prompt, needle).unwrap_or("tie");
@@ -324,7 +339,11 @@ pub fn scripted_run(prompt: &str, workdir: Option<&Path>, sample: Option<&str>) 
         lines.push(serde_json::json!({ "type": "tool_error", "text": format!("scripted tool error {}", idx + 1) }));
     }
     lines.push(serde_json::json!({ "type": "final", "text": text }));
-    let stdout = if directives.silent { String::new() } else { lines.iter().map(|line| format!("{line}\n")).collect() };
+    let stdout = if directives.silent {
+        String::new()
+    } else {
+        lines.iter().map(|line| format!("{line}\n")).collect()
+    };
     Ok(ScriptedRun {
         stdout,
         stderr: directives.stderr,
@@ -479,15 +498,40 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let skill = dir.path().join(".claude/skills/tidy");
         std::fs::create_dir_all(&skill).unwrap();
-        std::fs::write(skill.join("SKILL.md"), "# tidy\nscripted: reply tidy reply\nscripted@2: no-load\n").unwrap();
-        let run = |sample: &str| scripted_run("scripted: reply plain\nscripted: exit 3\nwrite it", Some(dir.path()), Some(sample)).unwrap();
+        std::fs::write(
+            skill.join("SKILL.md"),
+            "# tidy\nscripted: reply tidy reply\nscripted@2: no-load\n",
+        )
+        .unwrap();
+        let run = |sample: &str| {
+            scripted_run(
+                "scripted: reply plain\nscripted: exit 3\nwrite it",
+                Some(dir.path()),
+                Some(sample),
+            )
+            .unwrap()
+        };
         let loaded = run("1");
-        assert!(loaded.stdout.contains(r#""type":"skill_loaded","name":"tidy""#), "{}", loaded.stdout);
+        assert!(
+            loaded
+                .stdout
+                .contains(r#""type":"skill_loaded","name":"tidy""#),
+            "{}",
+            loaded.stdout
+        );
         assert!(loaded.stdout.contains("tidy reply"), "{}", loaded.stdout);
         assert_eq!(loaded.exit_code, 3);
         let passed_over = run("2");
-        assert!(passed_over.stdout.contains(r#""type":"skill_offered","name":"tidy""#));
-        assert!(!passed_over.stdout.contains("skill_loaded"), "{}", passed_over.stdout);
+        assert!(
+            passed_over
+                .stdout
+                .contains(r#""type":"skill_offered","name":"tidy""#)
+        );
+        assert!(
+            !passed_over.stdout.contains("skill_loaded"),
+            "{}",
+            passed_over.stdout
+        );
         assert!(passed_over.stdout.contains("plain"));
         let silent = scripted_run("scripted: silent\nscripted: exit 1", None, None).unwrap();
         assert_eq!((silent.stdout.as_str(), silent.exit_code), ("", 1));
@@ -495,7 +539,16 @@ mod tests {
 
     #[test]
     fn judge_prefers_the_marked_slot() {
-        let run = scripted_run("task: judge\nscripted: prefer GOOD\n### A\nbad\n### B\nGOOD here\n", None, None).unwrap();
-        assert!(run.stdout.contains(r#"\"verdict\":\"b\""#), "{}", run.stdout);
+        let run = scripted_run(
+            "task: judge\nscripted: prefer GOOD\n### A\nbad\n### B\nGOOD here\n",
+            None,
+            None,
+        )
+        .unwrap();
+        assert!(
+            run.stdout.contains(r#"\"verdict\":\"b\""#),
+            "{}",
+            run.stdout
+        );
     }
 }

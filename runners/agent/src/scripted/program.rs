@@ -53,7 +53,11 @@ impl ScriptedFlags {
             let slot = match arg.as_str() {
                 "--persona" => &mut flags.persona,
                 "--model" => &mut flags.model,
-                _ => return Err(format!("unexpected argument `{arg}` (the prompt is read from stdin; only `--persona NAME` and `--model NAME`)")),
+                _ => {
+                    return Err(format!(
+                        "unexpected argument `{arg}` (the prompt is read from stdin; only `--persona NAME` and `--model NAME`)"
+                    ));
+                }
             };
             match args.next().filter(|v| !v.is_empty()) {
                 Some(value) if slot.is_none() => *slot = Some(value),
@@ -116,7 +120,10 @@ pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
         Ok(Some(super::item_judge::JudgeRun::Reply(transcript))) => {
             let mut stdout = std::io::stdout().lock();
             let transcript = format!("{}{transcript}", model_line.as_deref().unwrap_or(""));
-            return match stdout.write_all(transcript.as_bytes()).and_then(|()| stdout.flush()) {
+            return match stdout
+                .write_all(transcript.as_bytes())
+                .and_then(|()| stdout.flush())
+            {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {
                     eprintln!("scripted agent: write transcript to stdout: {error}");
@@ -138,7 +145,14 @@ pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
         None => Ok(None),
     };
     let run = match edited.and_then(|edited| match edited {
-        Some(stdout) => Ok(ScriptedRun { stdout, stderr: None, exit_code: 0, sleep_ms: None, writes: Vec::new(), deletes: Vec::new() }),
+        Some(stdout) => Ok(ScriptedRun {
+            stdout,
+            stderr: None,
+            exit_code: 0,
+            sleep_ms: None,
+            writes: Vec::new(),
+            deletes: Vec::new(),
+        }),
         None => scripted_run(&prompt, workdir.as_deref(), sample.as_deref()),
     }) {
         Ok(run) => run,
@@ -158,21 +172,29 @@ pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
     if let Some(path) = &directives.wait_for
         && !wait_for(Path::new(path))
     {
-        eprintln!("scripted agent: `{path}` did not appear within {} s", super::directive::WAIT_FOR_BOUND.as_secs());
+        eprintln!(
+            "scripted agent: `{path}` did not appear within {} s",
+            super::directive::WAIT_FOR_BOUND.as_secs()
+        );
         return ExitCode::from(1);
     }
     // The stderr line comes first, before any sleep: a slow agent shows it live (`jobs logs`).
     if let Some(line) = &run.stderr {
         eprintln!("{line}");
     }
-    let delay_ms = std::env::var(SCRIPTED_DELAY_ENV).ok().and_then(|v| v.trim().parse::<u64>().ok());
+    let delay_ms = std::env::var(SCRIPTED_DELAY_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok());
     if let Some(delay_ms) = run.sleep_ms.or(delay_ms) {
         std::thread::sleep(Duration::from_millis(delay_ms));
     }
     if let Some(dir) = &workdir {
         for (path, text) in &run.writes {
             let target = dir.join(path);
-            let written = target.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| std::fs::write(&target, text));
+            let written = target
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| std::fs::write(&target, text));
             if let Err(error) = written {
                 eprintln!("scripted agent: write `{}`: {error}", target.display());
                 return ExitCode::from(1);
@@ -192,7 +214,10 @@ pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
     }
     let mut stdout = std::io::stdout().lock();
     let transcript = format!("{}{}", model_line.as_deref().unwrap_or(""), run.stdout);
-    if let Err(error) = stdout.write_all(transcript.as_bytes()).and_then(|()| stdout.flush()) {
+    if let Err(error) = stdout
+        .write_all(transcript.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
         eprintln!("scripted agent: write transcript to stdout: {error}");
         return ExitCode::from(1);
     }
@@ -202,7 +227,11 @@ pub fn scripted_main(args: impl IntoIterator<Item = String>) -> ExitCode {
 
 /// Appends `line` to the `effects` file (one `write` of the whole line, `O_APPEND`).
 fn append_effect(path: &str, line: &str) {
-    let appended = std::fs::OpenOptions::new().create(true).append(true).open(path).and_then(|mut f| f.write_all(line.as_bytes()));
+    let appended = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
     if let Err(error) = appended {
         eprintln!("scripted agent: append to `{path}`: {error}");
     }
@@ -227,12 +256,27 @@ mod tests {
     #[test]
     fn flags_take_a_persona_and_a_model_in_any_order_and_refuse_anything_else() {
         let parse = |args: &[&str]| ScriptedFlags::parse(args.iter().map(|a| a.to_string()));
-        let both = ScriptedFlags { persona: Some("b".into()), model: Some("m-1".into()) };
-        assert_eq!(parse(&["agent-scripted", "--persona", "b", "--model", "m-1"]), Ok(both));
-        let both = ScriptedFlags { persona: Some("b".into()), model: Some("m-1".into()) };
+        let both = ScriptedFlags {
+            persona: Some("b".into()),
+            model: Some("m-1".into()),
+        };
+        assert_eq!(
+            parse(&["agent-scripted", "--persona", "b", "--model", "m-1"]),
+            Ok(both)
+        );
+        let both = ScriptedFlags {
+            persona: Some("b".into()),
+            model: Some("m-1".into()),
+        };
         assert_eq!(parse(&["--model", "m-1", "--persona", "b"]), Ok(both));
         assert_eq!(parse(&["agent-scripted"]), Ok(ScriptedFlags::default()));
-        for bad in [&["--model"][..], &["--model", ""], &["--model", "a", "--model", "b"], &["extra"], &["--persona", "b", "x"]] {
+        for bad in [
+            &["--model"][..],
+            &["--model", ""],
+            &["--model", "a", "--model", "b"],
+            &["extra"],
+            &["--persona", "b", "x"],
+        ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
     }
@@ -240,12 +284,23 @@ mod tests {
     #[test]
     fn a_persona_reads_its_own_directive_lines_as_its_own() {
         let prompt = "task: judge\nscripted: judge-reply one\n  scripted%b: judge-reply two\nscripted%c: judge-reply three\n";
-        assert_eq!(as_persona(prompt, "b"), "task: judge\nscripted: judge-reply one\nscripted: judge-reply two\nscripted%c: judge-reply three\n");
+        assert_eq!(
+            as_persona(prompt, "b"),
+            "task: judge\nscripted: judge-reply one\nscripted: judge-reply two\nscripted%c: judge-reply three\n"
+        );
         let mut d = super::super::Directives::default();
         d.merge_from(&as_persona(prompt, "c"), None);
-        assert_eq!(d.judge_reply.as_deref(), Some("three"), "the persona's line comes later and wins");
+        assert_eq!(
+            d.judge_reply.as_deref(),
+            Some("three"),
+            "the persona's line comes later and wins"
+        );
         let mut plain = super::super::Directives::default();
         plain.merge_from(prompt, None);
-        assert_eq!(plain.judge_reply.as_deref(), Some("one"), "without a persona, persona lines apply to nobody");
+        assert_eq!(
+            plain.judge_reply.as_deref(),
+            Some("one"),
+            "without a persona, persona lines apply to nobody"
+        );
     }
 }

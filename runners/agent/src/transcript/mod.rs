@@ -65,14 +65,20 @@ pub fn parse_transcript(spec: &TranscriptSpec, text: &str) -> TranscriptSummary 
 /// profile's `session_log_dir`, each file's text in `logs`) that its stdout transcript leaves
 /// out: Codex's `rollout-*.jsonl` (`format` `codex_jsonl`); no other format has one. Returned
 /// without those already in `seen`.
-pub fn session_log_denials(format: TranscriptFormat, logs: &[String], seen: &[PermissionDenial]) -> Vec<PermissionDenial> {
+pub fn session_log_denials(
+    format: TranscriptFormat,
+    logs: &[String],
+    seen: &[PermissionDenial],
+) -> Vec<PermissionDenial> {
     let mut found: Vec<PermissionDenial> = Vec::new();
     if format != TranscriptFormat::CodexJsonl {
         return found;
     }
     for log in logs {
         for denial in codex::rollout_denials(log) {
-            let known = |d: &PermissionDenial| d.message == denial.message || (d.path.is_some() && d.path == denial.path);
+            let known = |d: &PermissionDenial| {
+                d.message == denial.message || (d.path.is_some() && d.path == denial.path)
+            };
             if !seen.iter().any(known) && !found.iter().any(known) {
                 found.push(denial);
             }

@@ -42,19 +42,31 @@ pub(super) fn parse(text: &str, skill_tool: Option<(&str, &str)>) -> TranscriptS
                 let Some(part) = part else { continue };
                 let failed = part.pointer("/state/status").and_then(Value::as_str) == Some("error");
                 if failed {
-                    let said = part.pointer("/state/error").and_then(Value::as_str).unwrap_or_default();
+                    let said = part
+                        .pointer("/state/error")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
                     let lower = said.to_ascii_lowercase();
-                    if lower.contains("permission") || lower.contains("denied") || lower.contains("rejected") {
+                    if lower.contains("permission")
+                        || lower.contains("denied")
+                        || lower.contains("rejected")
+                    {
                         let input = part.pointer("/state/input");
                         denials.push(PermissionDenial {
                             tool: str_field(part, "tool").unwrap_or("tool").to_owned(),
-                            path: input.and_then(|i| str_field(i, "filePath").or_else(|| str_field(i, "command"))).map(str::to_owned),
+                            path: input
+                                .and_then(|i| {
+                                    str_field(i, "filePath").or_else(|| str_field(i, "command"))
+                                })
+                                .map(str::to_owned),
                             message: Some(said.chars().take(300).collect()),
                         });
                     }
                 } else if let Some((tool, arg)) = skill_tool
                     && str_field(part, "tool") == Some(tool)
-                    && let Some(name) = part.pointer("/state/input").and_then(|input| str_field(input, arg))
+                    && let Some(name) = part
+                        .pointer("/state/input")
+                        .and_then(|input| str_field(input, arg))
                 {
                     push_unique(&mut loaded, name);
                 }
@@ -63,7 +75,8 @@ pub(super) fn parse(text: &str, skill_tool: Option<(&str, &str)>) -> TranscriptS
                 has_events = true;
                 if let Some(part) = part {
                     let tokens = part.get("tokens");
-                    let field = |path: &str| tokens.and_then(|t| t.pointer(path)).and_then(Value::as_u64);
+                    let field =
+                        |path: &str| tokens.and_then(|t| t.pointer(path)).and_then(Value::as_u64);
                     let output = match (field("/output"), field("/reasoning")) {
                         (Some(o), r) => Some(o + r.unwrap_or(0)),
                         (None, r) => r,
@@ -83,7 +96,10 @@ pub(super) fn parse(text: &str, skill_tool: Option<(&str, &str)>) -> TranscriptS
             Some("error") => {
                 has_events = true;
                 let error = event.get("error").unwrap_or(&Value::Null);
-                let status = error.pointer("/data/statusCode").and_then(Value::as_u64).and_then(|s| u16::try_from(s).ok());
+                let status = error
+                    .pointer("/data/statusCode")
+                    .and_then(Value::as_u64)
+                    .and_then(|s| u16::try_from(s).ok());
                 let message = error
                     .pointer("/data/message")
                     .and_then(Value::as_str)
@@ -93,7 +109,10 @@ pub(super) fn parse(text: &str, skill_tool: Option<(&str, &str)>) -> TranscriptS
                 let mut e = ApiError::new(status, &message);
                 if e.kind == crate::signals::ApiErrorKind::Other {
                     // No status (a `ContextOverflowError`, say): the API's own body tells.
-                    let body = error.pointer("/data/responseBody").and_then(Value::as_str).unwrap_or_default();
+                    let body = error
+                        .pointer("/data/responseBody")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
                     e.kind = ApiError::new(status, body).kind;
                 }
                 api_error = Some(e);

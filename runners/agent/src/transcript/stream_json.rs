@@ -79,12 +79,19 @@ pub(super) fn parse(text: &str, skill_tool: Option<(&str, &str)>) -> TranscriptS
                 }
                 if let Some(kind) = str_field(&event, "error") {
                     let said = texts.join("\n");
-                    assistant_error = Some(ApiError::new(status_of_error_kind(kind), if said.is_empty() { kind } else { &said }));
+                    assistant_error = Some(ApiError::new(
+                        status_of_error_kind(kind),
+                        if said.is_empty() { kind } else { &said },
+                    ));
                 }
             }
             Some("user") => {
                 has_events = true;
-                let blocks = event.pointer("/message/content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+                let blocks = event
+                    .pointer("/message/content")
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
                 for block in blocks {
                     if str_field(block, "type") == Some("tool_result")
                         && block.get("is_error").and_then(Value::as_bool) == Some(true)
@@ -101,19 +108,37 @@ pub(super) fn parse(text: &str, skill_tool: Option<(&str, &str)>) -> TranscriptS
                 }
                 usage = Some(result_usage(&event)).filter(|u: &Usage| !u.is_unknown());
                 if event.get("is_error").and_then(Value::as_bool) == Some(true) {
-                    let status = u64_field(&event, "api_error_status").and_then(|s| u16::try_from(s).ok());
+                    let status =
+                        u64_field(&event, "api_error_status").and_then(|s| u16::try_from(s).ok());
                     let message = str_field(&event, "result")
                         .map(str::to_owned)
-                        .or_else(|| event.get("errors").and_then(Value::as_array).and_then(|e| e.first()).map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_owned)))
-                        .unwrap_or_else(|| str_field(&event, "subtype").unwrap_or("error").to_owned());
+                        .or_else(|| {
+                            event
+                                .get("errors")
+                                .and_then(Value::as_array)
+                                .and_then(|e| e.first())
+                                .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_owned))
+                        })
+                        .unwrap_or_else(|| {
+                            str_field(&event, "subtype").unwrap_or("error").to_owned()
+                        });
                     api_error = Some(ApiError::new(status, &message));
                 } else {
                     api_error = None;
                     assistant_error = None;
                 }
-                for denial in event.get("permission_denials").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
+                for denial in event
+                    .get("permission_denials")
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                {
                     let input = denial.get("tool_input");
-                    let path = input.and_then(|i| str_field(i, "file_path").or_else(|| str_field(i, "path")).or_else(|| str_field(i, "command")));
+                    let path = input.and_then(|i| {
+                        str_field(i, "file_path")
+                            .or_else(|| str_field(i, "path"))
+                            .or_else(|| str_field(i, "command"))
+                    });
                     denials.push(PermissionDenial {
                         tool: str_field(denial, "tool_name").unwrap_or("tool").to_owned(),
                         path: path.map(str::to_owned),

@@ -54,4 +54,3 @@ pub async fn run(ctx: &Context, cmd: EvalCommand) -> CliResult {
         EvalCommand::Deploy(args) => deploy::run(ctx, args).await,
     }
 }
-

@@ -3,16 +3,21 @@
 use skillforge_store::candidates::{DecisionOutcome, promote_candidate, reject_candidate};
 use skillforge_store::train::set_decision_reason;
 
-use crate::train::meta::IterationMeta;
-use crate::train::state::check_transition;
-use crate::train::{TrainEnv, TrainError};
 use crate::train::iteration::Iteration;
+use crate::train::meta::IterationMeta;
 use crate::train::session::*;
 use crate::train::state::TrainState;
+use crate::train::state::check_transition;
+use crate::train::{TrainEnv, TrainError};
 
 /// `--promote V` / `--reject V --reason R` (seed step 9): only at candidate_review_published and
 /// only for this iteration's candidate.
-pub(crate) async fn decide(env: &TrainEnv<'_>, it: &mut Iteration, req: &ContinueRequest, report: &mut StepReport) -> Result<(), TrainError> {
+pub(crate) async fn decide(
+    env: &TrainEnv<'_>,
+    it: &mut Iteration,
+    req: &ContinueRequest,
+    report: &mut StepReport,
+) -> Result<(), TrainError> {
     let (version, reason, to) = match (&req.promote, &req.reject) {
         (Some(v), None) => (v.clone(), String::new(), TrainState::Promoted),
         (None, Some((v, r))) => {
@@ -21,7 +26,11 @@ pub(crate) async fn decide(env: &TrainEnv<'_>, it: &mut Iteration, req: &Continu
             }
             (v.clone(), r.clone(), TrainState::Rejected)
         }
-        _ => return Err(TrainError::Invalid("give either --promote or --reject, not both".into())),
+        _ => {
+            return Err(TrainError::Invalid(
+                "give either --promote or --reject, not both".into(),
+            ));
+        }
     };
     if it.state != TrainState::CandidateReviewPublished {
         return Err(TrainError::Refused(format!(
@@ -43,18 +52,37 @@ pub(crate) async fn decide(env: &TrainEnv<'_>, it: &mut Iteration, req: &Continu
     };
     match outcome {
         DecisionOutcome::Done { .. } => {}
-        DecisionOutcome::NotFound => return Err(TrainError::Invalid(format!("candidate `{version}` not found"))),
-        DecisionOutcome::WrongState(s) => return Err(TrainError::Refused(format!("candidate `{version}` is `{s}`, not pending"))),
+        DecisionOutcome::NotFound => {
+            return Err(TrainError::Invalid(format!(
+                "candidate `{version}` not found"
+            )));
+        }
+        DecisionOutcome::WrongState(s) => {
+            return Err(TrainError::Refused(format!(
+                "candidate `{version}` is `{s}`, not pending"
+            )));
+        }
     }
     let mut meta = IterationMeta::parse(&it.metadata_json);
-    meta.candidate_decision.status = if to == TrainState::Promoted { "promoted".into() } else { "rejected".into() };
+    meta.candidate_decision.status = if to == TrainState::Promoted {
+        "promoted".into()
+    } else {
+        "rejected".into()
+    };
     // The reason, the metadata and the state in one transaction.
     let mut tx = env.store.begin().await?;
     set_decision_reason(&mut tx, &it.id, &reason).await?;
     advance_on(&mut tx, it, to, Some(&meta)).await?;
     tx.commit().await?;
     it.decision_reason = reason;
-    report.steps.push(format!("candidate {version} {}", if to == TrainState::Promoted { "promoted" } else { "rejected" }));
+    report.steps.push(format!(
+        "candidate {version} {}",
+        if to == TrainState::Promoted {
+            "promoted"
+        } else {
+            "rejected"
+        }
+    ));
     report.next_action = next_action_for(it.state, &it.session_id);
     Ok(())
 }

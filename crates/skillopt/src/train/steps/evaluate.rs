@@ -3,11 +3,11 @@
 
 use skillforge_store::review::get_run;
 
-use crate::train::meta::IterationMeta;
-use crate::train::{TrainEnv, TrainError};
-use crate::train::iteration::Iteration;
-use crate::train::session::*;
 use crate::evaluator::{EvalRunError, effective_profile, evaluate_run, judge_runtime_of};
+use crate::train::iteration::Iteration;
+use crate::train::meta::IterationMeta;
+use crate::train::session::*;
+use crate::train::{TrainEnv, TrainError};
 use skillforge_stage::Wait;
 
 /// Seed step 5, at feedback_synced before the export: when the review run names an evaluator,
@@ -16,11 +16,20 @@ use skillforge_stage::Wait;
 /// metadata written). Done once per iteration (`evaluation.status` `succeeded`); a re-run after
 /// a failure or `--no-wait` reuses the judge jobs already enqueued (idempotency key by prompt)
 /// and replaces the scores. Returns false when a job is still running and `wait` is false.
-pub(crate) async fn evaluate_options(env: &TrainEnv<'_>, it: &mut Iteration, wait: bool, report: &mut StepReport) -> Result<bool, TrainError> {
+pub(crate) async fn evaluate_options(
+    env: &TrainEnv<'_>,
+    it: &mut Iteration,
+    wait: bool,
+    report: &mut StepReport,
+) -> Result<bool, TrainError> {
     let run = get_run(env.store.pool(), &it.eval_run_id)
         .await?
-        .ok_or_else(|| TrainError::Invalid(format!("review run `{}` is missing", it.eval_run_id)))?;
-    let Some(profile) = effective_profile(run.metadata().as_ref(), None) else { return Ok(true) };
+        .ok_or_else(|| {
+            TrainError::Invalid(format!("review run `{}` is missing", it.eval_run_id))
+        })?;
+    let Some(profile) = effective_profile(run.metadata().as_ref(), None) else {
+        return Ok(true);
+    };
     let mut meta = IterationMeta::parse(&it.metadata_json);
     if meta.evaluation.status == "succeeded" {
         return Ok(true);
@@ -31,7 +40,17 @@ pub(crate) async fn evaluate_options(env: &TrainEnv<'_>, it: &mut Iteration, wai
     meta.evaluation.judge_runtime = runtime.clone().unwrap_or_default();
     meta.evaluation.error.clear();
     save_meta(env, it, &meta).await?;
-    match evaluate_run(env.store, env.home, &run, &profile, runtime.as_deref(), env.jobs, Wait::from_flag(wait)).await {
+    match evaluate_run(
+        env.store,
+        env.home,
+        &run,
+        &profile,
+        runtime.as_deref(),
+        env.jobs,
+        Wait::from_flag(wait),
+    )
+    .await
+    {
         Ok(done) => {
             for id in &done.job_ids {
                 if !meta.evaluation.job_ids.contains(id) {
@@ -56,7 +75,10 @@ pub(crate) async fn evaluate_options(env: &TrainEnv<'_>, it: &mut Iteration, wai
                 meta.evaluation.job_ids.push(job_id.clone());
             }
             save_meta(env, it, &meta).await?;
-            report.steps.push(format!("evaluator {}: job {job_id} enqueued", profile.profile_id));
+            report.steps.push(format!(
+                "evaluator {}: job {job_id} enqueued",
+                profile.profile_id
+            ));
             Ok(false)
         }
         Err(e) => {

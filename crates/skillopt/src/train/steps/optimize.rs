@@ -4,32 +4,46 @@
 use std::path::{Path, PathBuf};
 
 use skillforge_contract::{serialize_package, validate_training_package};
+use skillforge_engine::transfer;
 use skillforge_engine::{Job, JobState};
 use skillforge_runner::ExitClass;
-use skillforge_engine::transfer;
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::review::package::{PackageError, training_package};
 use skillforge_store::train::{SessionRow, set_candidate_version};
 
-use crate::train::meta::IterationMeta;
 use crate::train::fleet;
-use crate::train::optimizer::{BackendError, CANDIDATE_FILE, GateError, GateResult, attempt_dir, completed_attempt, import_gate, optimizer_job, preflight};
-use crate::train::phase::is_config_error;
-use crate::train::stages::DEFAULT_BACKEND;
-use crate::train::{TrainEnv, TrainError};
 use crate::train::iteration::Iteration;
+use crate::train::meta::IterationMeta;
+use crate::train::optimizer::{
+    BackendError, CANDIDATE_FILE, GateError, GateResult, attempt_dir, completed_attempt,
+    import_gate, optimizer_job, preflight,
+};
+use crate::train::phase::is_config_error;
 use crate::train::session::*;
+use crate::train::stages::DEFAULT_BACKEND;
 use crate::train::state::TrainState;
+use crate::train::{TrainEnv, TrainError};
 
 /// feedback_synced → training_package_created: `<iteration>/training.json`.
-pub(crate) async fn export(env: &TrainEnv<'_>, session: &SessionRow, it: &mut Iteration, report: &mut StepReport) -> Result<(), TrainError> {
-    let package = training_package(env.store.pool(), &it.eval_run_id).await.map_err(|e| match e {
-        PackageError::Store(s) => TrainError::Store(s),
-        other => TrainError::Failed(format!("export training package: {other}")),
+pub(crate) async fn export(
+    env: &TrainEnv<'_>,
+    session: &SessionRow,
+    it: &mut Iteration,
+    report: &mut StepReport,
+) -> Result<(), TrainError> {
+    let package = training_package(env.store.pool(), &it.eval_run_id)
+        .await
+        .map_err(|e| match e {
+            PackageError::Store(s) => TrainError::Store(s),
+            other => TrainError::Failed(format!("export training package: {other}")),
+        })?;
+    validate_training_package(&package).map_err(|e| {
+        TrainError::Failed(format!(
+            "export training package: the optimizer would refuse it: {e}"
+        ))
     })?;
-    validate_training_package(&package)
-        .map_err(|e| TrainError::Failed(format!("export training package: the optimizer would refuse it: {e}")))?;
-    let bytes = serialize_package(&package).map_err(|e| TrainError::Failed(format!("encode training package: {e}")))?;
+    let bytes = serialize_package(&package)
+        .map_err(|e| TrainError::Failed(format!("encode training package: {e}")))?;
     let path = env.iteration_dir(&session.id, &it.id).join(TRAINING_FILE);
     write_file(&path, bytes.as_bytes())?;
     let mut meta = IterationMeta::parse(&it.metadata_json);
@@ -43,7 +57,9 @@ pub(crate) async fn export(env: &TrainEnv<'_>, session: &SessionRow, it: &mut It
         package.pairwise_preferences.len()
     ));
     for warning in skillforge_contract::loader_warnings(&package) {
-        report.steps.push(format!("warning: the external optimizer's data loader refuses this package: {warning}"));
+        report.steps.push(format!(
+            "warning: the external optimizer's data loader refuses this package: {warning}"
+        ));
     }
     Ok(())
 }
@@ -72,7 +88,11 @@ pub(crate) async fn run_optimizer(
     }
     // The port's wait returns once the job's result is applied: its outputs are delivered
     // into the attempt dir by ingestion.
-    let job = env.jobs.wait(std::slice::from_ref(&job_id), "optimizer").await?.remove(0);
+    let job = env
+        .jobs
+        .wait(std::slice::from_ref(&job_id), "optimizer")
+        .await?
+        .remove(0);
     settle(env, session, it, &mut meta, &job, report).await
 }
 
@@ -104,7 +124,10 @@ async fn resume_attempt(
     }
     let job = env.queue.get(&job_id).await?;
     let state = job.as_ref().map(|j| j.state);
-    if matches!(state, Some(JobState::Queued | JobState::Running | JobState::Succeeded)) {
+    if matches!(
+        state,
+        Some(JobState::Queued | JobState::Running | JobState::Succeeded)
+    ) {
         return Ok(Resume::Wait(job_id));
     }
     // Recovery: a completed package in this attempt is imported; otherwise a new attempt.
@@ -115,7 +138,9 @@ async fn resume_attempt(
     let Some((dir, file)) = completed_attempt(Path::new(&meta.optimizer.attempt_dir)) else {
         if is_stale {
             let _ = env.queue.cancel(&job_id).await;
-            report.steps.push(format!("optimizer job {job_id} went stale without a result; starting a new attempt"));
+            report.steps.push(format!(
+                "optimizer job {job_id} went stale without a result; starting a new attempt"
+            ));
         }
         return Ok(Resume::NewAttempt);
     };
@@ -130,7 +155,10 @@ async fn resume_attempt(
     meta.optimizer.status = "recovered".into();
     meta.optimizer.recovery_available = false;
     advance_with_meta(env, it, TrainState::OptimizerCompleted, meta).await?;
-    report.steps.push(format!("recovered the completed optimizer attempt {}", dir.display()));
+    report.steps.push(format!(
+        "recovered the completed optimizer attempt {}",
+        dir.display()
+    ));
     Ok(Resume::Recovered)
 }
 
@@ -148,8 +176,18 @@ struct WorkerPaths {
 impl WorkerPaths {
     fn for_attempt(env: &TrainEnv<'_>, training: &Path, blobs: &BlobStore, dir: &Path) -> Self {
         if env.queue.shares_disk() {
-            let (bin, package, artifact_root) = (env.skillforge_bin.clone(), training.to_path_buf(), blobs.root().to_path_buf());
-            return Self { bin, package, artifact_root, out: dir.to_path_buf(), is_fleet: false };
+            let (bin, package, artifact_root) = (
+                env.skillforge_bin.clone(),
+                training.to_path_buf(),
+                blobs.root().to_path_buf(),
+            );
+            return Self {
+                bin,
+                package,
+                artifact_root,
+                out: dir.to_path_buf(),
+                is_fleet: false,
+            };
         }
         Self {
             bin: PathBuf::from(transfer::WORKER_EXE),
@@ -172,7 +210,10 @@ async fn enqueue_attempt(
     req: &ContinueRequest,
     report: &mut StepReport,
 ) -> Result<String, TrainError> {
-    let backend = req.backend.clone().or_else(|| (!meta.optimizer.backend.is_empty()).then(|| meta.optimizer.backend.clone()));
+    let backend = req
+        .backend
+        .clone()
+        .or_else(|| (!meta.optimizer.backend.is_empty()).then(|| meta.optimizer.backend.clone()));
     let backend = backend.unwrap_or_else(|| DEFAULT_BACKEND.to_owned());
     let out_root = env.iteration_dir(&session.id, &it.id).join(OPTIMIZER_DIR);
     let attempt = meta.optimizer.attempt + 1;
@@ -184,7 +225,15 @@ async fn enqueue_attempt(
     let training = PathBuf::from(&meta.export.path);
     let blobs = BlobStore::in_home(env.home);
     let paths = WorkerPaths::for_attempt(env, &training, &blobs, &dir);
-    let pre = match preflight(env.workflow, &backend, &paths.bin, &paths.package, &paths.artifact_root, &paths.out, &session.id) {
+    let pre = match preflight(
+        env.workflow,
+        &backend,
+        &paths.bin,
+        &paths.package,
+        &paths.artifact_root,
+        &paths.out,
+        &session.id,
+    ) {
         Ok(p) => p,
         Err(e) => {
             meta.optimizer.status = "failed".into();
@@ -193,21 +242,40 @@ async fn enqueue_attempt(
             save_meta(env, it, meta).await?;
             return Err(match e {
                 BackendError::Unknown { .. } => TrainError::Invalid(e.to_string()),
-                BackendError::MissingExecutable { .. } => TrainError::Blocked(format!("blocked_config: {e}")),
+                BackendError::MissingExecutable { .. } => {
+                    TrainError::Blocked(format!("blocked_config: {e}"))
+                }
             });
         }
     };
-    std::fs::create_dir_all(&dir).map_err(|e| TrainError::Env(format!("create `{}`: {e}", dir.display())))?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| TrainError::Env(format!("create `{}`: {e}", dir.display())))?;
     env.reporter.step(&format!(
         "optimizer preflight: backend {} ({}) → {}; attempt {}; lock {}\n  argv: {}",
         pre.backend,
-        if pre.description.is_empty() { "configured" } else { &pre.description },
+        if pre.description.is_empty() {
+            "configured"
+        } else {
+            &pre.description
+        },
         pre.resolved_program.as_deref().unwrap_or("?"),
-        if paths.is_fleet { format!("{} (on the worker {}, uploaded here when it ends)", dir.display(), pre.attempt_dir) } else { pre.attempt_dir.clone() },
+        if paths.is_fleet {
+            format!(
+                "{} (on the worker {}, uploaded here when it ends)",
+                dir.display(),
+                pre.attempt_dir
+            )
+        } else {
+            pre.attempt_dir.clone()
+        },
         pre.lock,
         pre.argv.join(" ")
     ));
-    let mut spec = optimizer_job(env.workflow.stage("optimizer"), &pre, format!("{}:{}:optimizer:attempt-{attempt:03}", session.id, it.id))?;
+    let mut spec = optimizer_job(
+        env.workflow.stage("optimizer"),
+        &pre,
+        format!("{}:{}:optimizer:attempt-{attempt:03}", session.id, it.id),
+    )?;
     if paths.is_fleet {
         spec.files = fleet::stage_inputs(env.queue.as_ref(), &training, &blobs, &dir).await?;
     }
@@ -222,7 +290,10 @@ async fn enqueue_attempt(
     meta.optimizer.error.clear();
     meta.optimizer.recovery_available = false;
     save_meta(env, it, meta).await?;
-    report.steps.push(format!("optimizer attempt {attempt} enqueued as job {} (backend {backend})", enqueued.job_id));
+    report.steps.push(format!(
+        "optimizer attempt {attempt} enqueued as job {} (backend {backend})",
+        enqueued.job_id
+    ));
     report.preflight = Some(pre);
     Ok(enqueued.job_id)
 }
@@ -243,7 +314,10 @@ async fn settle(
         JobState::Succeeded => {
             meta.optimizer.status = "succeeded".into();
             advance_with_meta(env, it, TrainState::OptimizerCompleted, meta).await?;
-            report.steps.push(format!("optimizer attempt {} finished", meta.optimizer.attempt));
+            report.steps.push(format!(
+                "optimizer attempt {} finished",
+                meta.optimizer.attempt
+            ));
             Ok(true)
         }
         JobState::Stale => {
@@ -270,12 +344,28 @@ async fn settle_failure(
     let why = job
         .error
         .clone()
-        .or_else(|| job.outcome.as_ref().map(|o| format!("{} (exit {:?}): {}", o.exit.label(), o.exit_code, o.stderr_tail.trim())))
+        .or_else(|| {
+            job.outcome.as_ref().map(|o| {
+                format!(
+                    "{} (exit {:?}): {}",
+                    o.exit.label(),
+                    o.exit_code,
+                    o.stderr_tail.trim()
+                )
+            })
+        })
         .unwrap_or_else(|| format!("job ended {}", job.state));
-    let is_not_runnable = job.outcome.as_ref().is_some_and(|o| matches!(o.exit, ExitClass::NotRunnable { .. }));
+    let is_not_runnable = job
+        .outcome
+        .as_ref()
+        .is_some_and(|o| matches!(o.exit, ExitClass::NotRunnable { .. }));
     let recovery = completed_attempt(Path::new(&meta.optimizer.attempt_dir)).is_some();
     meta.optimizer.status = "failed".into();
-    meta.optimizer.error = if is_not_runnable { format!("executable not runnable: {why}") } else { why.clone() };
+    meta.optimizer.error = if is_not_runnable {
+        format!("executable not runnable: {why}")
+    } else {
+        why.clone()
+    };
     meta.optimizer.recovery_available = recovery;
     save_meta(env, it, meta).await?;
     if recovery {
@@ -285,23 +375,38 @@ async fn settle_failure(
             session.id, meta.optimizer.out_root
         )))
     } else if is_config_error(&meta.optimizer.error) {
-        Err(TrainError::Blocked(format!("blocked_config: optimizer failed: {}", meta.optimizer.error)))
+        Err(TrainError::Blocked(format!(
+            "blocked_config: optimizer failed: {}",
+            meta.optimizer.error
+        )))
     } else {
         Err(TrainError::Failed(format!("optimizer failed: {why}")))
     }
 }
 
 /// The notify seam for a candidate train imported ([`crate::promotion::seam::after_import`]).
-async fn after_import(env: &TrainEnv<'_>, version_id: &str) -> Result<crate::promotion::seam::SeamReport, crate::promotion::notify::PromotionError> {
+async fn after_import(
+    env: &TrainEnv<'_>,
+    version_id: &str,
+) -> Result<crate::promotion::seam::SeamReport, crate::promotion::notify::PromotionError> {
     let stages = crate::promotion::stages::PromotionStages::for_home(env.home)
         .map_err(|e| crate::promotion::notify::PromotionError::Stages(e.to_string()))?;
-    let promotion = crate::promotion::notify::PromotionEnv { store: env.store, policy: env.promotion, stages: &stages, jobs: Some(env.jobs) };
+    let promotion = crate::promotion::notify::PromotionEnv {
+        store: env.store,
+        policy: env.promotion,
+        stages: &stages,
+        jobs: Some(env.jobs),
+    };
     crate::promotion::seam::after_import(&promotion, version_id).await
 }
 
 /// optimizer_completed → candidate_created | optimizer_completed_no_candidate through the import
 /// gate (S-100), then the notify seam.
-pub(crate) async fn import_candidate(env: &TrainEnv<'_>, it: &mut Iteration, report: &mut StepReport) -> Result<(), TrainError> {
+pub(crate) async fn import_candidate(
+    env: &TrainEnv<'_>,
+    it: &mut Iteration,
+    report: &mut StepReport,
+) -> Result<(), TrainError> {
     let mut meta = IterationMeta::parse(&it.metadata_json);
     let dir = PathBuf::from(&meta.optimizer.attempt_dir);
     let file = PathBuf::from(&meta.optimizer.candidate_output);
@@ -326,7 +431,11 @@ pub(crate) async fn import_candidate(env: &TrainEnv<'_>, it: &mut Iteration, rep
             report.candidate_version = Some(version_id.clone());
             report.steps.push(format!(
                 "candidate {version_id} imported as pending{}",
-                if is_new { "" } else { " (already imported from this package; no duplicate)" }
+                if is_new {
+                    ""
+                } else {
+                    " (already imported from this package; no duplicate)"
+                }
             ));
             // The import has returned: the same notify / auto-promote seam as `skillforge import`
             // (S-51). It never fails the step: the candidate stays pending, `candidate decide`
@@ -348,7 +457,9 @@ pub(crate) async fn import_candidate(env: &TrainEnv<'_>, it: &mut Iteration, rep
             meta.optimizer.no_candidate_details = details;
             meta.optimizer.recovery_available = false;
             advance_with_meta(env, it, TrainState::NoCandidate, &meta).await?;
-            report.steps.push(format!("optimizer produced no candidate: {reason} (no pending version)"));
+            report.steps.push(format!(
+                "optimizer produced no candidate: {reason} (no pending version)"
+            ));
             Ok(())
         }
         Err(e) => {

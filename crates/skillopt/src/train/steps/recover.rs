@@ -7,10 +7,10 @@ use skillforge_store::blobs::BlobStore;
 
 use crate::train::meta::IterationMeta;
 use crate::train::optimizer::{GateResult, completed_attempt, import_gate};
-use crate::train::{TrainEnv, TrainError};
 use crate::train::session::*;
 use crate::train::state::TrainState;
 use crate::train::steps::optimize::import_candidate;
+use crate::train::{TrainEnv, TrainError};
 
 /// `train recover` (seed step 7): imports a completed candidate from `out_root` (its newest
 /// `attempts/attempt-NNN/candidate.json`, or `out_root/candidate.json`) or records the completed
@@ -20,10 +20,18 @@ use crate::train::steps::optimize::import_candidate;
 /// # Errors
 /// [`TrainError::Refused`] while the optimizer still runs or before the package was exported;
 /// [`TrainError::Invalid`] when `out_root` holds no completed package.
-pub async fn recover(env: &TrainEnv<'_>, session_id: &str, out_root: &Path) -> Result<StepReport, TrainError> {
+pub async fn recover(
+    env: &TrainEnv<'_>,
+    session_id: &str,
+    out_root: &Path,
+) -> Result<StepReport, TrainError> {
     let (session, mut it) = load(env, session_id).await?;
     let _ = skillforge_engine::reaper::reap_once(env.queue.as_ref()).await;
-    let mut report = StepReport { session_id: session.id.clone(), iteration_id: it.id.clone(), ..Default::default() };
+    let mut report = StepReport {
+        session_id: session.id.clone(),
+        iteration_id: it.id.clone(),
+        ..Default::default()
+    };
     let mut meta = IterationMeta::parse(&it.metadata_json);
     if !meta.optimizer.job_id.is_empty()
         && let Some(job) = env.queue.get(&meta.optimizer.job_id).await?
@@ -53,24 +61,39 @@ pub async fn recover(env: &TrainEnv<'_>, session_id: &str, out_root: &Path) -> R
                 meta.optimizer.out_root = out_root.display().to_string();
             }
             advance_with_meta(env, &mut it, TrainState::OptimizerCompleted, &meta).await?;
-            report.steps.push(format!("recovering the completed optimizer attempt {}", dir.display()));
+            report.steps.push(format!(
+                "recovering the completed optimizer attempt {}",
+                dir.display()
+            ));
             import_candidate(env, &mut it, &mut report).await?;
         }
         _ if it.state == TrainState::NoCandidate || !it.candidate_version_id.is_empty() => {
             // Already recorded: run the gate again only to report the same result (no writes
             // for a known package or a no-candidate package).
             let blobs = BlobStore::in_home(env.home);
-            match import_gate(env.store, &blobs, &dir, &file).await.map_err(|e| TrainError::Failed(e.to_string()))? {
+            match import_gate(env.store, &blobs, &dir, &file)
+                .await
+                .map_err(|e| TrainError::Failed(e.to_string()))?
+            {
                 GateResult::Candidate { version_id, .. } => {
                     report.candidate_version = Some(version_id.clone());
-                    report.steps.push(format!("already recorded: candidate {version_id} (no duplicate)"));
+                    report.steps.push(format!(
+                        "already recorded: candidate {version_id} (no duplicate)"
+                    ));
                 }
                 GateResult::NoCandidate { reason, .. } => {
-                    report.steps.push(format!("already recorded: optimizer produced no candidate ({reason})"));
+                    report.steps.push(format!(
+                        "already recorded: optimizer produced no candidate ({reason})"
+                    ));
                 }
             }
         }
-        TrainState::Abandoned => return Err(TrainError::Refused(format!("iteration `{}` was abandoned", it.id))),
+        TrainState::Abandoned => {
+            return Err(TrainError::Refused(format!(
+                "iteration `{}` was abandoned",
+                it.id
+            )));
+        }
         _ => {
             return Err(TrainError::Refused(format!(
                 "iteration `{}` is at `{}`; recover applies after the training package was exported",

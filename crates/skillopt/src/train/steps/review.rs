@@ -9,22 +9,31 @@ use skillforge_store::blobs::BlobStore;
 use skillforge_store::candidates::get_candidate;
 use skillforge_store::train::SessionRow;
 
-use crate::train::meta::IterationMeta;
-use crate::train::{TrainEnv, TrainError};
 use crate::train::iteration::Iteration;
+use crate::train::meta::IterationMeta;
 use crate::train::session::*;
 use crate::train::state::TrainState;
-use crate::train::steps::github::{github_repo, publish_candidate_comment, publish_review_issue, sync_review_issue};
+use crate::train::steps::github::{
+    github_repo, publish_candidate_comment, publish_review_issue, sync_review_issue,
+};
+use crate::train::{TrainEnv, TrainError};
 
 /// options_generated → review_published: the blind Markdown packet in `<iteration>/review`.
-pub(crate) async fn publish_review(env: &TrainEnv<'_>, session: &SessionRow, it: &mut Iteration, report: &mut StepReport) -> Result<PathBuf, TrainError> {
+pub(crate) async fn publish_review(
+    env: &TrainEnv<'_>,
+    session: &SessionRow,
+    it: &mut Iteration,
+    report: &mut StepReport,
+) -> Result<PathBuf, TrainError> {
     let dir = env.iteration_dir(&session.id, &it.id).join(REVIEW_DIR);
     let blobs = BlobStore::in_home(env.home);
-    let done = crate::packet::export_packet(env.store, &blobs, &it.eval_run_id, &dir, true).await.map_err(|e| match e {
-        crate::packet::PacketError::Store(s) => TrainError::Store(s),
-        crate::packet::PacketError::Io(m) => TrainError::Env(m),
-        crate::packet::PacketError::Invalid(m) => TrainError::Failed(m),
-    })?;
+    let done = crate::packet::export_packet(env.store, &blobs, &it.eval_run_id, &dir, true)
+        .await
+        .map_err(|e| match e {
+            crate::packet::PacketError::Store(s) => TrainError::Store(s),
+            crate::packet::PacketError::Io(m) => TrainError::Env(m),
+            crate::packet::PacketError::Invalid(m) => TrainError::Failed(m),
+        })?;
     let mut meta = IterationMeta::parse(&it.metadata_json);
     meta.review.status = "succeeded".into();
     meta.review.path = dir.display().to_string();
@@ -32,17 +41,29 @@ pub(crate) async fn publish_review(env: &TrainEnv<'_>, session: &SessionRow, it:
     meta.feedback_sync.status = "waiting".into();
     if let Some(repo) = github_repo(session)? {
         let url = publish_review_issue(env, &repo, it, &mut meta).await?;
-        report.steps.push(format!("review issue published: {url} ({} items)", done.n_items));
+        report.steps.push(format!(
+            "review issue published: {url} ({} items)",
+            done.n_items
+        ));
         report.issue_url = Some(url);
     }
     advance_with_meta(env, it, TrainState::ReviewPublished, &meta).await?;
-    report.steps.push(format!("review packet published: {} ({} items)", dir.display(), done.n_items));
+    report.steps.push(format!(
+        "review packet published: {} ({} items)",
+        dir.display(),
+        done.n_items
+    ));
     Ok(dir)
 }
 
 /// review_published → feedback_synced when a human filled `feedback.yml`; false while it is
 /// still the template as written.
-pub(crate) async fn sync_feedback(env: &TrainEnv<'_>, _session: &SessionRow, it: &mut Iteration, report: &mut StepReport) -> Result<bool, TrainError> {
+pub(crate) async fn sync_feedback(
+    env: &TrainEnv<'_>,
+    _session: &SessionRow,
+    it: &mut Iteration,
+    report: &mut StepReport,
+) -> Result<bool, TrainError> {
     if it.issue_number > 0 {
         // Published on GitHub: `continue` syncs the issue's comments while feedback is missing.
         report.issue_url = Some(it.issue_url.clone());
@@ -50,14 +71,19 @@ pub(crate) async fn sync_feedback(env: &TrainEnv<'_>, _session: &SessionRow, it:
     }
     let mut meta = IterationMeta::parse(&it.metadata_json);
     let dir = PathBuf::from(&meta.review.path);
-    let text = std::fs::read_to_string(dir.join(skillforge_contract::FEEDBACK_FILE)).unwrap_or_default();
+    let text =
+        std::fs::read_to_string(dir.join(skillforge_contract::FEEDBACK_FILE)).unwrap_or_default();
     if text.is_empty() || sha256_hex(text.as_bytes()) == meta.review.written_sha256 {
         return Ok(false);
     }
-    let done = crate::packet::import_packet(env.store, &dir, None).await.map_err(|e| match e {
-        crate::packet::PacketError::Store(s) => TrainError::Store(s),
-        other => TrainError::Invalid(format!("{other}; fix feedback.yml and run `train continue` again")),
-    })?;
+    let done = crate::packet::import_packet(env.store, &dir, None)
+        .await
+        .map_err(|e| match e {
+            crate::packet::PacketError::Store(s) => TrainError::Store(s),
+            other => TrainError::Invalid(format!(
+                "{other}; fix feedback.yml and run `train continue` again"
+            )),
+        })?;
     meta.feedback_sync.status = "succeeded".into();
     meta.feedback_sync.path = done.source_url.clone();
     advance_with_meta(env, it, TrainState::FeedbackSynced, &meta).await?;
@@ -72,21 +98,46 @@ pub(crate) async fn sync_feedback(env: &TrainEnv<'_>, _session: &SessionRow, it:
 
 /// candidate_created → candidate_review_published: `<iteration>/candidate-review.md` with the
 /// selection score, evaluator report, no-op status, promotability and the diff (seed step 8).
-pub(crate) async fn publish_candidate_review(env: &TrainEnv<'_>, session: &SessionRow, it: &mut Iteration, report: &mut StepReport) -> Result<(), TrainError> {
+pub(crate) async fn publish_candidate_review(
+    env: &TrainEnv<'_>,
+    session: &SessionRow,
+    it: &mut Iteration,
+    report: &mut StepReport,
+) -> Result<(), TrainError> {
     let candidate = get_candidate(env.store.pool(), &it.candidate_version_id)
         .await?
-        .ok_or_else(|| TrainError::Failed(format!("candidate `{}` is missing", it.candidate_version_id)))?;
-    let eval_report: Option<serde_json::Value> = serde_json::from_str(&candidate.eval_report_json).ok();
-    let promotable = eval_report.as_ref().and_then(|r| r.get("promotable")).map_or("unknown".to_owned(), |v| v.to_string());
+        .ok_or_else(|| {
+            TrainError::Failed(format!(
+                "candidate `{}` is missing",
+                it.candidate_version_id
+            ))
+        })?;
+    let eval_report: Option<serde_json::Value> =
+        serde_json::from_str(&candidate.eval_report_json).ok();
+    let promotable = eval_report
+        .as_ref()
+        .and_then(|r| r.get("promotable"))
+        .map_or("unknown".to_owned(), |v| v.to_string());
     let diff = if candidate.diff_artifact_id.is_empty() {
         String::new()
     } else {
-        match skillforge_store::artifacts::get_artifact(env.store.pool(), &candidate.diff_artifact_id).await? {
-            Some(a) => BlobStore::in_home(env.home).get(&a.hash).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default(),
+        match skillforge_store::artifacts::get_artifact(
+            env.store.pool(),
+            &candidate.diff_artifact_id,
+        )
+        .await?
+        {
+            Some(a) => BlobStore::in_home(env.home)
+                .get(&a.hash)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default(),
             None => String::new(),
         }
     };
-    let base_content = skillforge_store::templates::get_version(env.store.pool(), &candidate.base_version_id).await?.map(|v| v.content_hash);
+    let base_content =
+        skillforge_store::templates::get_version(env.store.pool(), &candidate.base_version_id)
+            .await?
+            .map(|v| v.content_hash);
     let is_noop = base_content.as_deref() == Some(candidate.content_hash.as_str());
     let text = format!(
         "# Candidate review: {v}\n\nSession `{s}` · iteration `{i}` · base `{b}`\n\n\
@@ -98,24 +149,40 @@ pub(crate) async fn publish_candidate_review(env: &TrainEnv<'_>, session: &Sessi
         s = session.id,
         i = it.id,
         b = candidate.base_version_id,
-        score = candidate.score.map_or("none".to_owned(), |s| format!("{s:.3}")),
-        eval = if candidate.eval_report_json.is_empty() { "none".to_owned() } else { format!("`{}`", candidate.eval_report_json) },
+        score = candidate
+            .score
+            .map_or("none".to_owned(), |s| format!("{s:.3}")),
+        eval = if candidate.eval_report_json.is_empty() {
+            "none".to_owned()
+        } else {
+            format!("`{}`", candidate.eval_report_json)
+        },
         noop = if is_noop { "yes" } else { "no" },
-        pref = if candidate.preference_summary.is_empty() { "none" } else { &candidate.preference_summary },
+        pref = if candidate.preference_summary.is_empty() {
+            "none"
+        } else {
+            &candidate.preference_summary
+        },
         diff = diff.trim_end(),
     );
-    let path = env.iteration_dir(&session.id, &it.id).join(CANDIDATE_REVIEW_FILE);
+    let path = env
+        .iteration_dir(&session.id, &it.id)
+        .join(CANDIDATE_REVIEW_FILE);
     write_file(&path, text.as_bytes())?;
     let mut meta = IterationMeta::parse(&it.metadata_json);
     if it.issue_number > 0 {
         let url = publish_candidate_comment(env, it, &text).await?;
-        report.steps.push(format!("candidate review context published: {url}"));
+        report
+            .steps
+            .push(format!("candidate review context published: {url}"));
         meta.candidate_review.url = url;
     }
     meta.candidate_review.status = "succeeded".into();
     meta.candidate_review.path = path.display().to_string();
     meta.candidate_decision.status = "waiting".into();
     advance_with_meta(env, it, TrainState::CandidateReviewPublished, &meta).await?;
-    report.steps.push(format!("candidate review published: {}", path.display()));
+    report
+        .steps
+        .push(format!("candidate review published: {}", path.display()));
     Ok(())
 }

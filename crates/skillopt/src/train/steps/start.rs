@@ -11,11 +11,11 @@ use skillforge_store::train::{
 
 use crate::promotion::resolve::{draw, version_for_job};
 use crate::train::items::ItemSpec;
-use crate::train::meta::SessionMeta;
-use crate::train::{TrainEnv, TrainError};
 use crate::train::iteration::Iteration;
+use crate::train::meta::SessionMeta;
 use crate::train::session::*;
 use crate::train::state::TrainState;
+use crate::train::{TrainEnv, TrainError};
 
 /// What `train start` asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,7 +64,12 @@ pub struct EvaluatorChoice {
 }
 
 /// Run-metadata keys train mode writes itself.
-pub(crate) const RESERVED_RUN_KEYS: &[&str] = &["train_session", "train_iteration", "evaluator_id", "judge_runtime"];
+pub(crate) const RESERVED_RUN_KEYS: &[&str] = &[
+    "train_session",
+    "train_iteration",
+    "evaluator_id",
+    "judge_runtime",
+];
 
 /// `train start` (seed step 1): resolves the template, records the session and its first
 /// iteration at `request_confirmed`; with a workspace repo, moves on to `workspace_ready` and
@@ -89,17 +94,37 @@ pub async fn start_with_evaluator(
 ) -> Result<StepReport, TrainError> {
     check_start_request(req)?;
     let (evaluator_id, judge_runtime, evaluator_config) = check_evaluator(evaluator)?;
-    let reference = VersionRef::parse(&req.template)
-        .ok_or_else(|| TrainError::Invalid(format!("--template `{}`: expected ID, ID@vN or ID@latest", req.template)))?;
-    // S-60: a bare `ID` starts on the canary for its sampled fraction (the one resolution rule).
-    let version = version_for_job(env.store.pool(), &reference, draw()).await?.map(|r| r.version).ok_or_else(|| {
-        TrainError::Invalid(format!("template `{}` is not installed; add it with `skillforge template add`", req.template))
+    let reference = VersionRef::parse(&req.template).ok_or_else(|| {
+        TrainError::Invalid(format!(
+            "--template `{}`: expected ID, ID@vN or ID@latest",
+            req.template
+        ))
     })?;
-    let settings = RunSettings::normalize(Some(req.mode.as_deref().unwrap_or(DEFAULT_MODE)), None, req.options)
-        .map_err(|e| TrainError::Invalid(e.to_string()))?;
+    // S-60: a bare `ID` starts on the canary for its sampled fraction (the one resolution rule).
+    let version = version_for_job(env.store.pool(), &reference, draw())
+        .await?
+        .map(|r| r.version)
+        .ok_or_else(|| {
+            TrainError::Invalid(format!(
+                "template `{}` is not installed; add it with `skillforge template add`",
+                req.template
+            ))
+        })?;
+    let settings = RunSettings::normalize(
+        Some(req.mode.as_deref().unwrap_or(DEFAULT_MODE)),
+        None,
+        req.options,
+    )
+    .map_err(|e| TrainError::Invalid(e.to_string()))?;
     let session_id = req.session_id.clone().unwrap_or_else(new_session_id);
-    if session_id.is_empty() || !session_id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')) {
-        return Err(TrainError::Invalid(format!("session id {session_id:?} must be ASCII letters, digits, `_` or `-`")));
+    if session_id.is_empty()
+        || !session_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+    {
+        return Err(TrainError::Invalid(format!(
+            "session id {session_id:?} must be ASCII letters, digits, `_` or `-`"
+        )));
     }
     let meta = SessionMeta {
         items: req.items.clone(),
@@ -121,13 +146,24 @@ pub async fn start_with_evaluator(
         target_repo: &req.repo,
         workspace_repo: &workspace,
         request_summary: &req.request,
-        task_kind: if req.task_kind.is_empty() { "custom" } else { &req.task_kind },
+        task_kind: if req.task_kind.is_empty() {
+            "custom"
+        } else {
+            &req.task_kind
+        },
         metadata_json: &serde_json::to_string(&meta).unwrap_or_default(),
     };
     create_session_and_first_iteration(env, &session, &settings).await?;
     let (session, mut it) = load(env, &session_id).await?;
-    let mut report = StepReport { session_id: session_id.clone(), iteration_id: it.id.clone(), ..Default::default() };
-    report.steps.push(format!("session {session_id} for {} (request confirmed)", version.id));
+    let mut report = StepReport {
+        session_id: session_id.clone(),
+        iteration_id: it.id.clone(),
+        ..Default::default()
+    };
+    report.steps.push(format!(
+        "session {session_id} for {} (request confirmed)",
+        version.id
+    ));
     if workspace.is_empty() {
         report.next_action =
             "no --workspace-repo: the session stays at request_confirmed (S-98); start a session with --workspace-repo".into();
@@ -147,18 +183,37 @@ pub async fn start_with_evaluator(
 /// train mode sets itself ([`RESERVED_RUN_KEYS`]).
 fn check_evaluator(
     evaluator: Option<&EvaluatorChoice>,
-) -> Result<(Option<String>, Option<String>, Option<serde_json::Map<String, serde_json::Value>>), TrainError> {
+) -> Result<
+    (
+        Option<String>,
+        Option<String>,
+        Option<serde_json::Map<String, serde_json::Value>>,
+    ),
+    TrainError,
+> {
     let evaluator_id = evaluator.map(|e| e.evaluator_id.trim().to_owned());
     if evaluator_id.as_deref() == Some("") {
         return Err(TrainError::Invalid("--evaluator needs a profile id".into()));
     }
-    let judge_runtime = evaluator.and_then(|e| e.judge_runtime.as_deref()).map(str::trim).filter(|r| !r.is_empty()).map(str::to_owned);
+    let judge_runtime = evaluator
+        .and_then(|e| e.judge_runtime.as_deref())
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .map(str::to_owned);
     if let Some(runtime) = &judge_runtime {
-        skillforge_runner_agent::find(runtime).map_err(|e| TrainError::Invalid(format!("--judge-runtime: {e}")))?;
+        skillforge_runner_agent::find(runtime)
+            .map_err(|e| TrainError::Invalid(format!("--judge-runtime: {e}")))?;
     }
-    let evaluator_config = evaluator.and_then(|e| e.config.clone()).filter(|c| !c.is_empty());
-    if let Some(key) = evaluator_config.as_ref().and_then(|c| c.keys().find(|k| RESERVED_RUN_KEYS.contains(&k.as_str()))) {
-        return Err(TrainError::Invalid(format!("evaluator config: `{key}` is set by train mode; use --evaluator / --judge-runtime")));
+    let evaluator_config = evaluator
+        .and_then(|e| e.config.clone())
+        .filter(|c| !c.is_empty());
+    if let Some(key) = evaluator_config
+        .as_ref()
+        .and_then(|c| c.keys().find(|k| RESERVED_RUN_KEYS.contains(&k.as_str())))
+    {
+        return Err(TrainError::Invalid(format!(
+            "evaluator config: `{key}` is set by train mode; use --evaluator / --judge-runtime"
+        )));
     }
     Ok((evaluator_id, judge_runtime, evaluator_config))
 }
@@ -175,7 +230,10 @@ async fn create_session_and_first_iteration(
     let it_id = iteration_id(session.id, 1);
     let mut tx = env.store.begin().await?;
     if !create_session(&mut tx, session).await? {
-        return Err(TrainError::Invalid(format!("train session `{}` already exists", session.id)));
+        return Err(TrainError::Invalid(format!(
+            "train session `{}` already exists",
+            session.id
+        )));
     }
     create_iteration(
         &mut tx,
@@ -199,11 +257,15 @@ async fn create_session_and_first_iteration(
 /// ASCII letters, digits, `.`, `_`, `-`, neither starting with `.`. Anything else is a local path.
 pub(crate) fn is_remote_repo(workspace: &str) -> bool {
     let mut parts = workspace.split('/');
-    let (Some(owner), Some(name), None) = (parts.next(), parts.next(), parts.next()) else { return false };
+    let (Some(owner), Some(name), None) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
     [owner, name].iter().all(|part| {
         !part.is_empty()
             && !part.starts_with('.')
-            && part.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            && part
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
     })
 }
 
@@ -215,10 +277,17 @@ pub(crate) fn is_remote_repo(workspace: &str) -> bool {
 /// [`TrainError::Invalid`] naming the flag and its value.
 pub(crate) fn check_start_request(req: &StartRequest) -> Result<(), TrainError> {
     if req.request.trim().is_empty() {
-        return Err(TrainError::Invalid("--request must not be empty: say what the template should learn".into()));
+        return Err(TrainError::Invalid(
+            "--request must not be empty: say what the template should learn".into(),
+        ));
     }
-    let runtime = if req.runtime.trim().is_empty() { DEFAULT_RUNTIME } else { req.runtime.trim() };
-    skillforge_runner_agent::find(runtime).map_err(|e| TrainError::Invalid(format!("--runtime `{runtime}`: {e}")))?;
+    let runtime = if req.runtime.trim().is_empty() {
+        DEFAULT_RUNTIME
+    } else {
+        req.runtime.trim()
+    };
+    skillforge_runner_agent::find(runtime)
+        .map_err(|e| TrainError::Invalid(format!("--runtime `{runtime}`: {e}")))?;
     match req.forge.as_deref() {
         None => {}
         Some("github") => {
@@ -229,9 +298,17 @@ pub(crate) fn check_start_request(req: &StartRequest) -> Result<(), TrainError> 
                 )));
             }
         }
-        Some(other) => return Err(TrainError::Invalid(format!("--forge `{other}` is unknown; use github (or leave it out for local packets)"))),
+        Some(other) => {
+            return Err(TrainError::Invalid(format!(
+                "--forge `{other}` is unknown; use github (or leave it out for local packets)"
+            )));
+        }
     }
-    if let Some(workspace) = req.workspace_repo.as_deref().map(str::trim).filter(|w| !w.is_empty())
+    if let Some(workspace) = req
+        .workspace_repo
+        .as_deref()
+        .map(str::trim)
+        .filter(|w| !w.is_empty())
         && !is_remote_repo(workspace)
         && !Path::new(workspace).is_dir()
     {
@@ -243,7 +320,12 @@ pub(crate) fn check_start_request(req: &StartRequest) -> Result<(), TrainError> 
 }
 
 /// request_confirmed → workspace_ready → items_ready: the iteration's review run and items.
-pub(crate) async fn prepare_items(env: &TrainEnv<'_>, session: &SessionRow, it: &mut Iteration, report: &mut StepReport) -> Result<(), TrainError> {
+pub(crate) async fn prepare_items(
+    env: &TrainEnv<'_>,
+    session: &SessionRow,
+    it: &mut Iteration,
+    report: &mut StepReport,
+) -> Result<(), TrainError> {
     if session.workspace_repo.trim().is_empty() {
         return Err(TrainError::Refused(format!(
             "train session `{}` has no workspace repo, so it stays at request_confirmed and cannot generate options (S-98); \
@@ -255,13 +337,20 @@ pub(crate) async fn prepare_items(env: &TrainEnv<'_>, session: &SessionRow, it: 
         std::fs::create_dir_all(env.iteration_dir(&session.id, &it.id))
             .map_err(|e| TrainError::Env(format!("create the iteration directory: {e}")))?;
         advance(env, it, TrainState::WorkspaceReady).await?;
-        report.steps.push(format!("workspace {} ready", session.workspace_repo));
+        report
+            .steps
+            .push(format!("workspace {} ready", session.workspace_repo));
     }
     if it.state == TrainState::WorkspaceReady {
         let smeta = SessionMeta::parse(&session.metadata_json);
-        let settings = RunSettings::normalize(Some(&it.mode), Some(&it.exploration_level), Some(smeta.options_count.max(2)))
-            .map_err(|e| TrainError::Invalid(e.to_string()))?;
-        let mut run_metadata = serde_json::json!({"train_session": session.id, "train_iteration": it.id});
+        let settings = RunSettings::normalize(
+            Some(&it.mode),
+            Some(&it.exploration_level),
+            Some(smeta.options_count.max(2)),
+        )
+        .map_err(|e| TrainError::Invalid(e.to_string()))?;
+        let mut run_metadata =
+            serde_json::json!({"train_session": session.id, "train_iteration": it.id});
         for (key, value) in smeta.evaluator_config.iter().flatten() {
             run_metadata[key.as_str()] = value.clone();
         }
@@ -287,7 +376,8 @@ pub(crate) async fn prepare_items(env: &TrainEnv<'_>, session: &SessionRow, it: 
             .await?;
         }
         for item in &smeta.items {
-            let metadata = serde_json::json!({"request": session.request_summary, "input": item.input});
+            let metadata =
+                serde_json::json!({"request": session.request_summary, "input": item.input});
             skillforge_store::review::add_item(
                 &mut tx,
                 &it.eval_run_id,
@@ -302,16 +392,28 @@ pub(crate) async fn prepare_items(env: &TrainEnv<'_>, session: &SessionRow, it: 
         }
         tx.commit().await?;
         advance(env, it, TrainState::ItemsReady).await?;
-        report.steps.push(format!("{} review items ready in run {}", smeta.items.len(), it.eval_run_id));
+        report.steps.push(format!(
+            "{} review items ready in run {}",
+            smeta.items.len(),
+            it.eval_run_id
+        ));
     }
     Ok(())
 }
 
 /// `--start-next` (seed step 10): a new iteration on the template's current version (or its
 /// canary for the sampled fraction, S-60).
-pub(crate) async fn start_next(env: &TrainEnv<'_>, session: &SessionRow, prev: &Iteration, report: &mut StepReport) -> Result<(SessionRow, Iteration), TrainError> {
+pub(crate) async fn start_next(
+    env: &TrainEnv<'_>,
+    session: &SessionRow,
+    prev: &Iteration,
+    report: &mut StepReport,
+) -> Result<(SessionRow, Iteration), TrainError> {
     let iterations = list_iterations(env.store.pool(), &session.id).await?;
-    let reference = VersionRef { template_id: session.template_id.clone(), selector: VersionSelector::Current };
+    let reference = VersionRef {
+        template_id: session.template_id.clone(),
+        selector: VersionSelector::Current,
+    };
     let base = version_for_job(env.store.pool(), &reference, draw())
         .await?
         .map_or_else(|| prev.base_template_version_id.clone(), |r| r.version.id);
@@ -330,8 +432,16 @@ pub(crate) async fn start_next(env: &TrainEnv<'_>, session: &SessionRow, prev: &
         },
     )
     .await?;
-    skillforge_store::train::set_session_state(&mut conn, &session.id, TrainState::RequestConfirmed.as_str()).await?;
+    skillforge_store::train::set_session_state(
+        &mut conn,
+        &session.id,
+        TrainState::RequestConfirmed.as_str(),
+    )
+    .await?;
     drop(conn);
-    report.steps.push(format!("iteration {id} started on {base} (previous iteration {} is {})", prev.id, prev.state));
+    report.steps.push(format!(
+        "iteration {id} started on {base} (previous iteration {} is {})",
+        prev.id, prev.state
+    ));
     load(env, &session.id).await
 }
