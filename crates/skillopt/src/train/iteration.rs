@@ -6,47 +6,30 @@ use skillforge_store::train::IterationRow;
 use crate::train::TrainError;
 use crate::train::state::TrainState;
 
-/// One train iteration: the columns of its [`IterationRow`], the state typed. Steps compare and
-/// match [`TrainState`] values; the stored name is written only by the store's compare-and-set
+/// One train iteration: its stored [`IterationRow`] (every column, read through `Deref`, e.g.
+/// `it.session_id`) with the state typed. Steps compare and match [`TrainState`] values through
+/// `it.state` (this struct's field, which shadows the row's text column; that column is not
+/// read after load); the stored name is written only by the store's compare-and-set
 /// (`crate::train::session::advance`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Iteration {
-    /// Iteration id (`<session>-iNNN`).
-    pub id: String,
-    /// Session id.
-    pub session_id: String,
-    /// The review run of this iteration.
-    pub eval_run_id: String,
-    /// Template version reviewed in this iteration.
-    pub base_template_version_id: String,
-    /// Imported candidate version, '' until imported.
-    pub candidate_version_id: String,
-    /// Review mode.
-    pub mode: String,
-    /// Exploration level.
-    pub exploration_level: String,
-    /// Iteration state (facts §3).
+    row: IterationRow,
+    /// Iteration state (facts §3), parsed at load.
     pub state: TrainState,
-    /// Review issue repo or ''.
-    pub issue_repo: String,
-    /// Review issue number or 0.
-    pub issue_number: i64,
-    /// Review issue URL or ''.
-    pub issue_url: String,
-    /// Candidate pull request repo or ''.
-    pub pull_request_repo: String,
-    /// Candidate pull request number or 0.
-    pub pull_request_number: i64,
-    /// Candidate pull request URL or ''.
-    pub pull_request_url: String,
-    /// Reason given with promote/reject.
-    pub decision_reason: String,
-    /// '' or a JSON object (per-stage status, job ids, paths, errors).
-    pub metadata_json: String,
-    /// RFC 3339.
-    pub created_at: String,
-    /// RFC 3339.
-    pub updated_at: String,
+}
+
+impl std::ops::Deref for Iteration {
+    type Target = IterationRow;
+
+    fn deref(&self) -> &IterationRow {
+        &self.row
+    }
+}
+
+impl std::ops::DerefMut for Iteration {
+    fn deref_mut(&mut self) -> &mut IterationRow {
+        &mut self.row
+    }
 }
 
 impl TryFrom<IterationRow> for Iteration {
@@ -57,47 +40,8 @@ impl TryFrom<IterationRow> for Iteration {
     /// # Errors
     /// [`TrainError::Invalid`] for a state outside the vocabulary, naming the iteration.
     fn try_from(row: IterationRow) -> Result<Self, TrainError> {
-        let IterationRow {
-            id,
-            session_id,
-            eval_run_id,
-            base_template_version_id,
-            candidate_version_id,
-            mode,
-            exploration_level,
-            state,
-            issue_repo,
-            issue_number,
-            issue_url,
-            pull_request_repo,
-            pull_request_number,
-            pull_request_url,
-            decision_reason,
-            metadata_json,
-            created_at,
-            updated_at,
-        } = row;
-        let state = parse_state(&id, &state)?;
-        Ok(Iteration {
-            id,
-            session_id,
-            eval_run_id,
-            base_template_version_id,
-            candidate_version_id,
-            mode,
-            exploration_level,
-            state,
-            issue_repo,
-            issue_number,
-            issue_url,
-            pull_request_repo,
-            pull_request_number,
-            pull_request_url,
-            decision_reason,
-            metadata_json,
-            created_at,
-            updated_at,
-        })
+        let state = parse_state(&row.id, &row.state)?;
+        Ok(Iteration { row, state })
     }
 }
 
