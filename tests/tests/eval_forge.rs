@@ -104,8 +104,12 @@ fn e14_forge_adopts_through_judge_aggregate_gate_and_ledger() {
     let stdout = String::from_utf8_lossy(&again.stdout);
     let installed = stdout
         .lines()
-        .find(|l| l.starts_with("installed: "))
+        .find(|l| l.starts_with("installed then: "))
         .unwrap_or_else(|| panic!("no installed line:\n{stdout}"));
+    assert!(
+        stdout.contains("already forged") && stdout.contains("nothing ran"),
+        "{stdout}"
+    );
     assert!(
         installed.contains(&root.join("tldr").display().to_string()),
         "{installed}"
@@ -473,17 +477,123 @@ fn e17_a_rejected_skill_is_never_evaluated_again() {
         (1, Some("reject")),
         "clean tie without --probation: {stderr}"
     );
+    assert!(
+        s.ledger()[0]["skill_digest"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("sha256:")),
+        "{:#?}",
+        s.ledger()
+    );
+    // The same content: skipped citing the ledger, and the reject stands for CI (exit 1).
     let other = s.brief("another-brief", "", "", "true");
     let (code, report, _) = s.forge(&other, &skill, &[]);
-    assert_eq!(code, 0);
+    assert_eq!(code, 1, "{report:#}");
+    let skipped = report["skipped"].as_str().unwrap();
     assert!(
-        report["skipped"]
-            .as_str()
-            .unwrap()
-            .contains("never re-evaluated"),
+        skipped.contains("never evaluated again") && skipped.contains("ledger.jsonl"),
         "{report:#}"
     );
     assert!(!s.run_dir("another-brief").exists());
+    // An edited skill is a new candidate: evaluated.
+    let edited = s.skill("tldr", GOOD_SKILL);
+    let (code, report, stderr) = s.forge(&other, &edited, &[]);
+    assert_eq!(
+        (code, report["gate"]["decision"].as_str()),
+        (0, Some("adopt")),
+        "{stderr}\n{report:#}"
+    );
+    assert!(report["skipped"].is_null(), "{report:#}");
+}
+
+// E-07: the scripted judge without a `prefer` line picks by digest and says it did not assess
+// the answers; the forge counts no such pick, so it ends undecided: nothing adopted, installed or
+// recorded as a loss.
+#[test]
+fn e07_a_judge_that_did_not_assess_the_answers_decides_nothing() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.path("no-prefer.json");
+    std::fs::write(
+        &brief,
+        json!({"id": "no-prefer", "prompt": "Write the team's status reply from notes.md.", "setup": {"notes.md": "- shipped 1.2\n"},
+               "verify": "true", "rubric": "Which reply would the team rather read?", "output": "reply"})
+        .to_string(),
+    )
+    .unwrap();
+    let (code, report, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(
+        codes(&report),
+        vec![Some("unreadable_verdict".to_owned()); 3],
+        "{stderr}\n{report:#}"
+    );
+    assert!(
+        report["samples"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("did not assess"),
+        "{report:#}"
+    );
+    assert_ne!(report["gate"]["decision"], "adopt");
+    assert_ne!(code, 0);
+    assert!(
+        s.ledger()
+            .iter()
+            .all(|r| r["decision"] != "reject" && r["decision"] != "adopt"),
+        "{:#?}",
+        s.ledger()
+    );
+    assert!(!s.path("agents-skills/tldr").exists());
+}
+
+// The same brief forged again: its earlier results are read again (and said to be); after the
+// skill changed, the forge is refused naming the change and how to forge again.
+#[test]
+fn a_brief_forged_again_says_its_results_are_the_earlier_forges_and_refuses_an_edited_skill() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let (code, first, _) = s.forge(&brief, &skill, &[]);
+    assert_eq!(code, 0, "{first:#}");
+    assert!(first["reused"].is_null(), "{first:#}");
+    let (code, again, _) = s.forge(&brief, &skill, &[]);
+    assert_eq!(
+        (code, again["reused"].as_bool()),
+        (0, Some(true)),
+        "{again:#}"
+    );
+    assert_eq!(s.ledger().len(), 1, "read again, not recorded again");
+    s.skill("tldr", "scripted: reply SHORT: shipped 1.2 (edited)");
+    let (code, _, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("changed since this brief's forge") && stderr.contains("new id"),
+        "{stderr}"
+    );
+}
+
+// An edited skill adopted again under the same name: the install (the home's copy behind the
+// link) holds the content adopted now, and the link already there is kept.
+#[test]
+fn a_second_adoption_of_an_edited_skill_installs_its_new_content() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let (code, report, _) = s.forge(&s.brief(BRIEF_ID, "", "", VERIFY_SHORT), &skill, &[]);
+    assert_eq!(
+        (code, report["gate"]["decision"].as_str()),
+        (0, Some("adopt")),
+        "{report:#}"
+    );
+    let edited_body = "scripted: reply SHORT: shipped 1.2 (v2)";
+    s.skill("tldr", edited_body);
+    let (code, report, stderr) =
+        s.forge(&s.brief("second-brief", "", "", VERIFY_SHORT), &skill, &[]);
+    assert_eq!(
+        (code, report["gate"]["decision"].as_str()),
+        (0, Some("adopt")),
+        "{stderr}\n{report:#}"
+    );
+    let installed = std::fs::read_to_string(s.path("agents-skills/tldr/SKILL.md")).unwrap();
+    assert!(installed.contains(edited_body), "{installed}");
 }
 
 // E-16

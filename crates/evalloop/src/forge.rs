@@ -119,6 +119,10 @@ pub struct ForgeState {
     /// Where the arms run; absent = local (forges written before container arms).
     #[serde(default, skip_serializing_if = "is_local")]
     pub runner: ArmRunner,
+    /// `sha256:<hex>` of the skill's tree when the forge started; absent in forges written
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill_digest: Option<String>,
 }
 
 fn is_local(runner: &ArmRunner) -> bool {
@@ -144,6 +148,10 @@ pub struct ForgeReport {
     pub ledger_row: Option<LedgerRow>,
     /// The brief's run dir.
     pub dir: PathBuf,
+    /// Set when this brief's forge had already finished: the report is its evidence, read
+    /// again; nothing ran.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reused: bool,
 }
 
 /// Why a forge could not run.
@@ -180,12 +188,23 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         gate: None,
         ledger_row: None,
         dir: dir.clone(),
+        reused: false,
     };
+    let digest = format!(
+        "sha256:{}",
+        crate::deploy::tree_digest(&req.skill_dir)
+            .map_err(|e| ForgeError::Refused(e.to_string()))?
+    );
     let ledger = ledger_path(env.home);
     let rows = read_ledger(&ledger).map_err(env_err)?;
-    if let Some(row) = rejected(&rows, &skill) {
+    if let Some(row) = rejected(&rows, &skill, &digest) {
+        let how = if row.skill_digest.is_some() {
+            "this content is never evaluated again; an edited skill is a new candidate and is evaluated"
+        } else {
+            "it is never evaluated again under this name (the ledger row predates content digests)"
+        };
         report.skipped = Some(format!(
-            "`{skill}` was rejected on {} (brief `{}`) and is never re-evaluated: {}",
+            "`{skill}` was rejected on {} (brief `{}`): {how}; ledger {}",
             row.at.format("%Y-%m-%d"),
             row.brief_id,
             ledger.display()
@@ -193,6 +212,17 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         return Ok(report);
     }
     let existing: Option<ForgeState> = read_json(&dir.join(FORGE_FILE)).map_err(env_err)?;
+    if let Some(state) = &existing
+        && state.skill == skill
+        && state.skill_digest.as_ref().is_some_and(|d| *d != digest)
+    {
+        return Err(ForgeError::Refused(format!(
+            "`{skill}` changed since this brief's forge in `{}` ({} then, {digest} now); its evidence stays: \
+             delete that dir to forge the brief again, or give the brief a new id",
+            dir.display(),
+            state.skill_digest.as_deref().unwrap_or_default()
+        )));
+    }
     if let Some(state) = &existing
         && (state.skill != skill
             || state.samples != req.samples
@@ -231,7 +261,9 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         jobs: vec![],
         status: "running".to_owned(),
         runner: req.runner.clone(),
+        skill_digest: Some(digest.clone()),
     });
+    report.reused = state.status == "done";
     let prefix = format!("eval:{}:{}", req.brief.id, state.forge_id);
     let ships = files::ships(env.queue.as_ref());
     let mut so_far: Vec<SampleVerdict> = Vec::new();
@@ -436,6 +468,7 @@ fn record_decision(
             .filter(|_| outcome.decision.recheck_days().is_some()),
         installed,
         loads: None,
+        skill_digest: state.skill_digest.clone(),
         reason: format!(
             "{} {tag}",
             outcome.lines.first().cloned().unwrap_or_default()

@@ -25,7 +25,11 @@ pub enum InstallError {
     #[error("skill dir `{}` has no name", .0.display())]
     NoName(PathBuf),
     /// The target is taken: an installed skill is never overwritten.
-    #[error("`{}` already exists; not overwriting an installed skill", .0.display())]
+    #[error(
+        "`{}` already exists and is not this home's install of the skill; not overwriting it: move it away, \
+         or install elsewhere with --install-root DIR",
+        .0.display()
+    )]
     Exists(PathBuf),
     /// A revoked copy could not be moved to `<home>/eval/revoked/`.
     #[error("move `{}` to `{}`: {source}", from.display(), to.display())]
@@ -145,19 +149,48 @@ fn link_into(
         .ok_or_else(|| InstallError::NoName(skill_dir.to_owned()))?;
     let copy = eval_root(home).join("installed").join(name);
     let links: Vec<PathBuf> = roots.iter().map(|root| root.join(name)).collect();
-    for link in &links {
+    // A link that already points at this home's copy is an earlier adoption of the same skill:
+    // kept, and the copy below brought up to the content adopted now.
+    let ours = |link: &Path| std::fs::read_link(link).is_ok_and(|target| target == copy);
+    for link in links.iter().filter(|l| !ours(l)) {
         refuse_existing(link)?;
     }
-    if !copy.exists() {
-        copy_tree(skill_dir, &copy)?;
-    }
+    refresh_copy(skill_dir, &copy)?;
     let mut written = vec![copy.clone()];
     for (root, link) in roots.iter().zip(links) {
-        std::fs::create_dir_all(root).map_err(IoError::on("create", root))?;
-        std::os::unix::fs::symlink(&copy, &link).map_err(IoError::on("symlink", &link))?;
+        if !ours(&link) {
+            std::fs::create_dir_all(root).map_err(IoError::on("create", root))?;
+            std::os::unix::fs::symlink(&copy, &link).map_err(IoError::on("symlink", &link))?;
+        }
         written.push(link);
     }
     Ok(written)
+}
+
+/// Makes `copy` hold exactly `skill_dir`'s files: written when missing; when it holds other
+/// content (an earlier adoption of an edited skill), the new tree is copied next to it and
+/// swapped in by renames, so the links never point at a half-written copy.
+fn refresh_copy(skill_dir: &Path, copy: &Path) -> Result<(), InstallError> {
+    if !copy.exists() {
+        return Ok(copy_tree(skill_dir, copy)?);
+    }
+    if crate::deploy::tree_digest(copy)? == crate::deploy::tree_digest(skill_dir)? {
+        return Ok(());
+    }
+    let file = |suffix: &str| {
+        copy.with_file_name(format!(
+            ".{}.{suffix}-{}",
+            copy.file_name().unwrap_or_default().to_string_lossy(),
+            std::process::id()
+        ))
+    };
+    let (fresh, old) = (file("new"), file("old"));
+    let _ = std::fs::remove_dir_all(&fresh);
+    copy_tree(skill_dir, &fresh)?;
+    std::fs::rename(copy, &old).map_err(IoError::on("rename", copy))?;
+    std::fs::rename(&fresh, copy).map_err(IoError::on("rename", &fresh))?;
+    let _ = std::fs::remove_dir_all(&old);
+    Ok(())
 }
 
 fn refuse_existing(path: &Path) -> Result<(), InstallError> {

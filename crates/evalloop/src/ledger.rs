@@ -62,6 +62,10 @@ pub struct LedgerRow {
     /// Human reason / the gate's headline.
     #[serde(default)]
     pub reason: String,
+    /// `sha256:<hex>` of the skill's tree the forge decided on ([`crate::deploy::tree_digest`]);
+    /// absent on rows written before it was recorded and on rows no forge wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill_digest: Option<String>,
 }
 
 impl LedgerRow {
@@ -176,10 +180,18 @@ pub fn backup_ledger(path: &Path, now: DateTime<Utc>) -> Result<PathBuf, LedgerE
     Ok(backup)
 }
 
-/// The row that made `skill` a loser, if any (E-17: losers are never re-evaluated).
-pub fn rejected<'a>(rows: &'a [LedgerRow], skill: &str) -> Option<&'a LedgerRow> {
+/// The row that makes `skill` (its tree's `digest`, `sha256:<hex>`) a loser, if any (E-17:
+/// losers are never re-evaluated): the skill's latest forge decision when that is a reject of
+/// the same content. A reject recorded without a digest (before digests were recorded) stands
+/// for any content; a later adopt or probation ends it; an edited skill (another digest) is a
+/// new candidate and is evaluated.
+pub fn rejected<'a>(rows: &'a [LedgerRow], skill: &str, digest: &str) -> Option<&'a LedgerRow> {
     rows.iter()
-        .find(|r| r.skill == skill && r.decision == "reject")
+        .rev()
+        .find(|r| {
+            r.skill == skill && matches!(r.decision.as_str(), "reject" | "adopt" | "probation")
+        })
+        .filter(|r| r.decision == "reject" && r.skill_digest.as_deref().is_none_or(|d| d == digest))
 }
 
 /// Open entries: per skill, its latest row when that row is an adopt or probation install.
@@ -221,6 +233,7 @@ pub(crate) mod tests {
             installed: vec![],
             loads: None,
             reason: String::new(),
+            skill_digest: None,
         }
     }
 
@@ -234,8 +247,11 @@ pub(crate) mod tests {
         append_row(&path, &row("l", "reject", now)).unwrap();
         let rows = read_ledger(&path).unwrap();
         assert_eq!(rows.len(), 2);
-        assert!(rejected(&rows, "l").is_some());
-        assert!(rejected(&rows, "a").is_none());
+        assert!(
+            rejected(&rows, "l", "sha256:1").is_some(),
+            "a reject without a digest stands for any content"
+        );
+        assert!(rejected(&rows, "a", "sha256:1").is_none());
         assert_eq!(open_entries(&rows).len(), 1);
         std::fs::write(&path, "{\"skill\":1}\n").unwrap();
         assert!(
@@ -243,6 +259,43 @@ pub(crate) mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("line 1")
+        );
+    }
+
+    // E-17: the same content that lost is never evaluated again; an edited skill is a new
+    // candidate; the skill's latest forge decision is the one that counts.
+    #[test]
+    fn e17_only_the_content_that_lost_is_never_evaluated_again() {
+        let now = Utc::now();
+        let with = |decision: &str, digest: &str| LedgerRow {
+            skill_digest: Some(digest.into()),
+            ..row("s", decision, now)
+        };
+        let rows = vec![with("reject", "sha256:1")];
+        assert_eq!(
+            rejected(&rows, "s", "sha256:1").map(|r| r.decision.as_str()),
+            Some("reject")
+        );
+        assert!(
+            rejected(&rows, "s", "sha256:2").is_none(),
+            "edited content is evaluated"
+        );
+        let rows = vec![with("reject", "sha256:1"), with("adopt", "sha256:2")];
+        assert!(
+            rejected(&rows, "s", "sha256:1").is_none(),
+            "a later adopt ends the reject"
+        );
+        let rows = vec![
+            with("adopt", "sha256:2"),
+            with("reject", "sha256:3"),
+            LedgerRow {
+                reason: "revoked".into(),
+                ..row("s", "revoked", now)
+            },
+        ];
+        assert!(
+            rejected(&rows, "s", "sha256:3").is_some(),
+            "a recheck row is not a forge decision"
         );
     }
 

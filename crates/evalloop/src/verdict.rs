@@ -86,6 +86,14 @@ pub fn parse_verdict(reply: &str) -> JudgeReading {
         .find_map(|k| value.get(*k).and_then(Value::as_str))
         .unwrap_or_default()
         .to_owned();
+    // A pick the judge says it did not make by reading the answers (the scripted runtime's judge
+    // without a `prefer` line) is no evidence: an invalid sample, never a win or a tie.
+    if value.get("assessed") == Some(&Value::Bool(false)) {
+        return JudgeReading::Unreadable(format!(
+            "the judge did not assess the answers ({reason}); for the scripted runtime, give the rubric a \
+             `scripted: prefer TEXT` line, or judge with a model runtime"
+        ));
+    }
     let winner = ["winner", "verdict"]
         .iter()
         .find_map(|k| value.get(*k).and_then(Value::as_str));
@@ -113,6 +121,23 @@ fn excerpt(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // E-07: a pick its judge says it did not make by reading the answers is no verdict.
+    #[test]
+    fn e07_a_pick_not_made_by_assessing_the_answers_is_unreadable() {
+        let r = parse_verdict(r#"{"verdict": "a", "reasoning": "digest", "assessed": false}"#);
+        let JudgeReading::Unreadable(why) = r else {
+            panic!("{r:?}")
+        };
+        assert!(
+            why.contains("did not assess") && why.contains("scripted: prefer TEXT"),
+            "{why}"
+        );
+        assert!(matches!(
+            parse_verdict(r#"{"verdict": "a", "assessed": true}"#),
+            JudgeReading::Pick { slot: Slot::A, .. }
+        ));
+    }
 
     // E-08
     #[test]

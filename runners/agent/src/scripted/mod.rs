@@ -149,6 +149,10 @@ fn name_list(text: &str) -> Vec<String> {
     names
 }
 
+/// Key of a judge verdict set to `false` when the pick was not made by reading the answers (the
+/// scripted judge's digest pick, with no `prefer` directive).
+pub const ASSESSED_KEY: &str = "assessed";
+
 /// The scripted agent's final message for `prompt` under `task`: deterministic in the prompt's
 /// bytes (see module docs for the shapes). Pure; never fails.
 pub fn run_scripted(prompt: &str, task: ScriptedTask) -> String {
@@ -171,10 +175,13 @@ pub fn run_scripted(prompt: &str, task: ScriptedTask) -> String {
             let verdict = ["a", "b", "tie"][usize::from(digest[1]) % 3];
             let reasoning = format!(
                 "scripted judge {tag}: read {} input lines and picked `{verdict}` from the prompt \
-                 digest; it does not assess quality",
+                 digest; it does not assess quality (a `scripted: prefer TEXT` line decides by content)",
                 input_lines.len()
             );
-            serde_json::json!({ "verdict": verdict, "reasoning": reasoning }).to_string()
+            // `assessed: false`: consumers that must not count a placeholder pick as evidence
+            // (the eval forge's gate) read it; the others take the verdict as before.
+            serde_json::json!({ "verdict": verdict, "reasoning": reasoning, ASSESSED_KEY: false })
+                .to_string()
         }
         ScriptedTask::Answer => match input_lines.first() {
             Some(first) => format!(

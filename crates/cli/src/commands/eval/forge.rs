@@ -309,6 +309,13 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
         if let Some(why) = &report.skipped {
             println!("{why}");
         }
+        if report.reused {
+            println!(
+                "this brief was already forged: the results below are that forge's, read again (nothing ran); \
+                 to forge it again, delete {} or give the brief a new id",
+                report.dir.display()
+            );
+        }
         for v in &report.samples {
             let what = match (v.invalid_code, v.winner) {
                 (Some(code), _) => format!("invalid: {code}"),
@@ -329,13 +336,23 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
             }
         }
         if let Some(row) = &report.ledger_row {
-            println!("ledger: {} {}", row.decision, row.skill);
+            let when = if report.reused {
+                format!(" (recorded {})", row.at.format("%Y-%m-%d %H:%M UTC"))
+            } else {
+                String::new()
+            };
+            println!("ledger: {} {}{when}", row.decision, row.skill);
             // Where the adoption went (the ledger row's record, also for a forge that had
             // already decided: a re-run installs nothing again).
+            let installed = if report.reused {
+                "installed then"
+            } else {
+                "installed"
+            };
             match row.installed.as_slice() {
-                [] => println!("installed: nowhere ({} installs nothing)", row.decision),
+                [] => println!("{installed}: nowhere ({} installs nothing)", row.decision),
                 paths => println!(
-                    "installed: {}",
+                    "{installed}: {}",
                     paths
                         .iter()
                         .map(|p| p.display().to_string())
@@ -346,7 +363,10 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
         }
         println!("evidence: {}", report.dir.display());
     }
+    // A skill skipped as a loser (E-17) keeps its verdict: not a pass for CI.
+    let rejected_before = report.skipped.is_some() && !req.dry_run;
     let code = match report.gate.as_ref().map(|g| g.decision) {
+        None if rejected_before => CHECK_FAILED,
         None | Some(Decision::Adopt | Decision::Probation) => OK,
         Some(_) => CHECK_FAILED,
     };
