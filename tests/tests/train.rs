@@ -216,7 +216,10 @@ fn review_promote_next(home: &Home, version: &str) {
         &["train", "continue", "--session", SESSION, "--start-next"],
         2,
     );
-    assert!(err.contains("S-99"), "{err}");
+    assert!(
+        err.contains("--start-next refused") && !err.contains("S-99"),
+        "{err}"
+    );
     run_code(home, &["train", "continue", "--session", SESSION], 0);
     let st = status(home);
     assert_eq!(st["current_phase"], "candidate_review_published");
@@ -279,6 +282,59 @@ fn train_full_iteration_embedded_s99() {
     assert_eq!(version, "planner@v2");
     assert_eq!(candidates(&home).len(), 1);
     review_promote_next(&home, &version);
+}
+
+/// A candidate promoted with `candidate promote` (outside the session): `train status` says so and
+/// how to record it, `train continue` records it, and the next iteration starts (S-99: the
+/// iteration is resolved).
+#[test]
+fn s99_a_candidate_promoted_outside_the_session_is_recorded_and_the_next_iteration_starts() {
+    let home = Home::embedded();
+    start(&home, true);
+    let version = iterate_to_candidate(&home);
+    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    assert_eq!(status(&home)["current_phase"], "candidate_review_published");
+    run_code(
+        &home,
+        &["candidate", "promote", &version, "--reason", "looks right"],
+        0,
+    );
+    let st = status(&home);
+    let next = st["next_action"].as_str().unwrap();
+    assert!(
+        next.contains("promoted outside this session") && next.contains("train continue --session"),
+        "{st:#}"
+    );
+    let (out, err) = run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    assert!(
+        format!("{out}{err}").contains("was promoted outside this session"),
+        "{out}{err}"
+    );
+    let st = status(&home);
+    assert_eq!(st["current_phase"], "candidate_promoted", "{st:#}");
+    // The documented decision again is a no-op that says so; then the next iteration starts.
+    let (out, err) = run_code(
+        &home,
+        &[
+            "train",
+            "continue",
+            "--session",
+            SESSION,
+            "--promote",
+            &version,
+        ],
+        0,
+    );
+    assert!(
+        format!("{out}{err}").contains("already promoted"),
+        "{out}{err}"
+    );
+    run_code(
+        &home,
+        &["train", "continue", "--session", SESSION, "--start-next"],
+        0,
+    );
+    assert_eq!(status(&home)["iteration_id"], "s1-i002");
 }
 
 #[test]

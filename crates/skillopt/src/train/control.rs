@@ -48,6 +48,10 @@ pub async fn continue_session(
         iteration_id: it.id.clone(),
         ..Default::default()
     };
+    if reconcile_decision(env, &mut it, &mut report).await? {
+        report.state = it.state;
+        report.next_action = next_action_for(it.state, &session.id);
+    }
     if req.promote.is_some() || req.reject.is_some() {
         decide(env, &mut it, req, &mut report).await?;
         report.state = it.state;
@@ -55,7 +59,7 @@ pub async fn continue_session(
     }
     if req.start_next {
         check_start_next(it.state, &it.decision_reason)
-            .map_err(|e| TrainError::Refused(format!("--start-next refused (S-99): {e}")))?;
+            .map_err(|e| TrainError::Refused(format!("--start-next refused: {e}")))?;
         let (session, mut next) = start_next(env, &session, &it, &mut report).await?;
         prepare_items(env, &session, &mut next, &mut report).await?;
         report.iteration_id = next.id.clone();
@@ -72,6 +76,10 @@ pub async fn continue_session(
         if run_step(step, env, &session, &mut it, req, &mut report).await? == Flow::Stop {
             break;
         }
+    }
+    // The candidate review just published for a candidate already decided elsewhere.
+    if reconcile_decision(env, &mut it, &mut report).await? {
+        report.next_action = next_action_for(it.state, &session.id);
     }
     report.state = it.state;
     if !it.candidate_version_id.is_empty() {

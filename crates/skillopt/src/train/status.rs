@@ -416,13 +416,30 @@ pub async fn session_status(
     let (completed_steps, current_step) = step_progress(it.state);
     let generation_blocked = meta.generation.status == "blocked_config";
     let blocked_step = blocked_step(&status_phase, generation_blocked, optimizer_lock.is_some());
-    let next_action = next_action(
+    let mut next_action = next_action(
         &status_phase,
         &session.id,
         it.state,
         &meta,
         &optimizer_status,
     );
+    if it.state == TrainState::CandidateReviewPublished && !it.candidate_version_id.is_empty() {
+        let (v, sid) = (&it.candidate_version_id, &session.id);
+        let state = skillforge_store::candidates::get_candidate(env.store.pool(), v)
+            .await?
+            .map(|c| c.version_state);
+        next_action = match state.as_deref() {
+            Some("current" | "superseded") => format!(
+                "{v} was promoted outside this session: skillforge train continue --session {sid} records it, then --start-next"
+            ),
+            Some("rejected") => format!(
+                "{v} was rejected outside this session: skillforge train continue --session {sid} records it, then --start-next"
+            ),
+            _ => format!(
+                "decide: skillforge train continue --session {sid} --promote {v}, or --reject {v} --reason TEXT"
+            ),
+        };
+    }
     let no_candidate_reason = (!meta.optimizer.no_candidate_reason.is_empty())
         .then(|| meta.optimizer.no_candidate_reason.clone());
 

@@ -1,6 +1,8 @@
 //! `--promote V` / `--reject V --reason R` (seed step 9): the human decision on the candidate.
 
-use skillforge_store::candidates::{DecisionOutcome, promote_candidate, reject_candidate};
+use skillforge_store::candidates::{
+    DecisionOutcome, get_candidate, promote_candidate, reject_candidate,
+};
 use skillforge_store::train::set_decision_reason;
 
 use crate::train::iteration::Iteration;
@@ -32,6 +34,24 @@ pub(crate) async fn decide(
             ));
         }
     };
+    // Already decided outside the session (and recorded by `reconcile_decision`): the same
+    // decision again is a no-op that says so.
+    if matches!(
+        (it.state, to),
+        (TrainState::Promoted, TrainState::Promoted) | (TrainState::Rejected, TrainState::Rejected)
+    ) && version == it.candidate_version_id
+    {
+        report.steps.push(format!(
+            "candidate {version} was already {}",
+            if to == TrainState::Promoted {
+                "promoted"
+            } else {
+                "rejected"
+            }
+        ));
+        report.next_action = next_action_for(it.state, &it.session_id);
+        return Ok(());
+    }
     if it.state != TrainState::CandidateReviewPublished {
         return Err(TrainError::Refused(format!(
             "iteration `{}` is at `{}`; promote or reject only after the candidate review is published",
@@ -85,4 +105,45 @@ pub(crate) async fn decide(
     ));
     report.next_action = next_action_for(it.state, &it.session_id);
     Ok(())
+}
+
+/// Records a decision made outside the session (seed step 9): at candidate_review_published,
+/// when this iteration's candidate was promoted (`candidate promote`, auto-promotion, a canary's
+/// graduation: the version is now `current` or later `superseded`) or rejected (`candidate
+/// reject`, a roll-back), the iteration moves to promoted / rejected with the candidate's
+/// decision reason, as `--promote` / `--reject` would have, and the report says so. A candidate
+/// still pending or in canary changes nothing. Returns whether it recorded a decision.
+///
+/// # Errors
+/// Store errors.
+pub(crate) async fn reconcile_decision(
+    env: &TrainEnv<'_>,
+    it: &mut Iteration,
+    report: &mut StepReport,
+) -> Result<bool, TrainError> {
+    if it.state != TrainState::CandidateReviewPublished || it.candidate_version_id.is_empty() {
+        return Ok(false);
+    }
+    let Some(candidate) = get_candidate(env.store.pool(), &it.candidate_version_id).await? else {
+        return Ok(false);
+    };
+    let (to, word) = match candidate.version_state.as_str() {
+        "current" | "superseded" => (TrainState::Promoted, "promoted"),
+        "rejected" => (TrainState::Rejected, "rejected"),
+        _ => return Ok(false),
+    };
+    check_transition(it.state, to).map_err(|e| TrainError::Refused(e.to_string()))?;
+    let mut meta = IterationMeta::parse(&it.metadata_json);
+    meta.candidate_decision.status = word.into();
+    let reason = candidate.decision_reason.clone();
+    let mut tx = env.store.begin().await?;
+    set_decision_reason(&mut tx, &it.id, &reason).await?;
+    advance_on(&mut tx, it, to, Some(&meta)).await?;
+    tx.commit().await?;
+    it.decision_reason = reason;
+    report.steps.push(format!(
+        "candidate {} was {word} outside this session; the session records it",
+        it.candidate_version_id
+    ));
+    Ok(true)
 }
