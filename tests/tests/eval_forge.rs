@@ -1096,3 +1096,49 @@ fn forge_mode_corrections_drafts_the_brief_from_a_theme_then_adopts() {
     assert_eq!(report["gate"]["decision"], "adopt", "{report:#}");
     assert_eq!(s.ledger()[0]["brief_id"], "kg-status");
 }
+
+// What `eval forge` refuses before anything runs names the flag or file to fix: a mistyped
+// runtime names `--runtime`; a SKILL.md given for the skill dir names the dir; a skill whose
+// name differs from its directory is refused as `template add` refuses it.
+#[test]
+fn forge_input_errors_name_what_to_fix() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let (code, _, stderr) = s.forge(&brief, &skill, &["--runtime", "scriptd"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--runtime: ") && !stderr.contains("--judge-runtime"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = s.forge(&brief, &skill.join("SKILL.md"), &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("give its directory") && stderr.contains(skill.to_str().unwrap()),
+        "{stderr}"
+    );
+    let odd = s.path("skills/other-dir");
+    std::fs::create_dir_all(&odd).unwrap();
+    std::fs::write(odd.join("SKILL.md"), "---\nname: tldr\n---\nbody\n").unwrap();
+    let (code, _, stderr) = s.forge(&brief, &odd, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("differs from its directory") && stderr.contains("problems"),
+        "{stderr}"
+    );
+    assert!(!s.run_dir(BRIEF_ID).exists(), "nothing ran");
+    // `eval brief --check --json` answers one JSON document.
+    let out = s.home.run(&[
+        "--json",
+        "eval",
+        "brief",
+        "--check",
+        brief.to_str().unwrap(),
+    ]);
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(
+        (doc["valid"].as_bool(), doc["brief"]["id"].as_str()),
+        (Some(true), Some(BRIEF_ID))
+    );
+}

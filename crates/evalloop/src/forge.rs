@@ -499,18 +499,61 @@ fn placeholder(n: u32) -> SampleVerdict {
 /// # Errors
 /// [`ForgeError::Refused`] naming the dir.
 pub fn skill_name(dir: &Path) -> Result<String, ForgeError> {
-    if !dir.join("SKILL.md").is_file() {
+    if dir.file_name().is_some_and(|n| n == "SKILL.md") && dir.is_file() {
+        return Err(ForgeError::Refused(format!(
+            "`{}` is the skill's SKILL.md: give its directory, `{}`",
+            dir.display(),
+            dir.parent().unwrap_or(dir).display()
+        )));
+    }
+    let file = dir.join("SKILL.md");
+    if !file.is_file() {
         return Err(ForgeError::Refused(format!(
             "skill dir `{}` has no SKILL.md",
             dir.display()
         )));
     }
-    dir.file_name()
+    let name = dir
+        .file_name()
         .and_then(|n| n.to_str())
         .map(str::to_owned)
         .ok_or_else(|| {
             ForgeError::Refused(format!("skill dir `{}` has no usable name", dir.display()))
-        })
+        })?;
+    // The checks `template add` makes, so a skill the eval loop runs is one train can take.
+    let content = std::fs::read_to_string(&file)
+        .map_err(|e| ForgeError::Environment(format!("read `{}`: {e}", file.display())))?;
+    let mut problems: Vec<String> = match skillforge_contract::parse_template(&content) {
+        Ok(_) => Vec::new(),
+        Err(e) => e
+            .into_problems()
+            .into_iter()
+            .map(|p| p.to_string())
+            .collect(),
+    };
+    if let Some(named) = skillforge_contract::frontmatter_name(&content)
+        && named != name
+    {
+        problems.push(format!(
+            "skill name {named:?} differs from its directory {name:?}; Agent Skills requires them equal (rename one)"
+        ));
+    }
+    match problems.as_slice() {
+        [] => Ok(name),
+        [one] => Err(ForgeError::Refused(format!(
+            "invalid skill `{}`: {one}",
+            file.display()
+        ))),
+        many => Err(ForgeError::Refused(format!(
+            "invalid skill `{}`: {} problems:\n{}",
+            file.display(),
+            many.len(),
+            many.iter()
+                .map(|p| format!("  - {p}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ))),
+    }
 }
 
 /// Every `verdict.json` of samples 1..=n that exists.

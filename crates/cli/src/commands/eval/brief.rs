@@ -164,12 +164,18 @@ pub async fn run(ctx: &Context, args: BriefArgs) -> CliResult {
     if let Some(path) = &args.check {
         let brief =
             Brief::parse(&read(path)?, &path.display().to_string()).map_err(CliError::usage)?;
-        println!(
-            "brief `{}` is valid ({} setup files, output {})",
-            brief.id,
-            brief.setup.len(),
-            brief.output
-        );
+        if ctx.json {
+            crate::output::print_json(
+                &serde_json::json!({"valid": true, "file": path, "brief": brief}),
+            );
+        } else {
+            println!(
+                "brief `{}` is valid ({} setup files, output {})",
+                brief.id,
+                brief.setup.len(),
+                brief.output
+            );
+        }
         return Ok(OK);
     }
     let Some(out) = &args.out else {

@@ -146,6 +146,8 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
         args.runtime.take(),
         "the arms (and, unless --judge-runtime is given, the judge)",
     )?;
+    skillforge_runner_agent::find(&runtime)
+        .map_err(|e| CliError::usage(anyhow!("--runtime: {e}")))?;
     let runner = arm_runner(&args)?;
     if args.samples == 0 {
         return Err(CliError::usage(anyhow!("--samples must be at least 1")));
@@ -258,13 +260,18 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
     };
     let stages =
         EvalStages::for_home(&ctx.home).map_err(|e| CliError::usage(anyhow!(e.to_string())))?;
+    let judge_flag = if args.judge_runtime.is_some() {
+        "--judge-runtime"
+    } else {
+        "--runtime"
+    };
     let judge_runtime = args.judge_runtime.unwrap_or_else(|| runtime.clone());
     let judge_model = match (args.judge_model, &args.model) {
         (Some(model), _) => model,
         (None, Some(model)) if judge_runtime == runtime => model.clone(),
         _ => skillforge_runner_agent::find(&judge_runtime)
             .and_then(|p| p.model_for_tier("cheap").map(str::to_owned))
-            .map_err(|e| CliError::usage(anyhow!("--judge-runtime: {e}")))?,
+            .map_err(|e| CliError::usage(anyhow!("{judge_flag}: {e}")))?,
     };
     let req = ForgeRequest {
         brief,
