@@ -356,8 +356,18 @@ impl Worker {
         })
         .await;
         let hand_back_by = tokio::time::Instant::now() + self.config.grace.max(MIN_HAND_BACK);
+        // Tasks whose jobs are all finished are only removing scratch dirs (a sandbox's clone, a
+        // build's target dir): waited for, nothing killed, nothing to warn about.
+        let drained = match drained {
+            Err(_) if counters.unresolved().is_empty() => {
+                info!(worker = %worker_id, running = tasks.len(), "every job finished; waiting for their scratch dirs to be removed");
+                while tasks.join_next().await.is_some() {}
+                Ok(())
+            }
+            other => other,
+        };
         if drained.is_err() {
-            warn!(worker = %worker_id, running = tasks.len(), "grace period over: killing running jobs and handing their leases back");
+            warn!(worker = %worker_id, running = counters.unresolved().len(), "grace period over: killing running jobs and handing their leases back");
             kill_all.cancel();
             let handed = tokio::time::timeout_at(hand_back_by, async {
                 while tasks.join_next().await.is_some() {}
