@@ -157,3 +157,37 @@ fn a_second_serve_on_one_home_refuses_to_start_and_names_the_first() {
     });
     assert!(second.0.try_wait().unwrap().is_none(), "{}", home.logs());
 }
+
+/// A command run on a home that does not exist (a mistyped `--home`) says it starts an empty one
+/// there, once; on the next run, the home exists and nothing is said.
+#[test]
+fn a_command_on_a_missing_home_says_it_starts_an_empty_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("typo-home");
+    let run = || {
+        std::process::Command::new(skillforge_tests::bin())
+            .args(["--home", home.to_str().unwrap(), "template", "list"])
+            .output()
+            .unwrap()
+    };
+    let first = run();
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert!(first.status.success(), "{stderr}");
+    assert_eq!(
+        stderr
+            .matches("did not exist; starting an empty one")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("typo-home") && stderr.contains("skillforge init"),
+        "{stderr}"
+    );
+    let second = run();
+    assert!(
+        !String::from_utf8_lossy(&second.stderr).contains("did not exist"),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+}

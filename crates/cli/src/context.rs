@@ -27,6 +27,11 @@ pub struct Context {
     /// The domain store, opened on first use and shared by every later `store()` call of this
     /// invocation: one open (and one migration check), and no checkpoint-and-reopen in between.
     store: tokio::sync::OnceCell<Store>,
+    /// Whether the home directory existed when the command started: a command that creates it
+    /// says so once (a mistyped `--home` otherwise starts an empty home silently).
+    home_existed: bool,
+    /// Set once the note about a new home is printed.
+    noted_new_home: std::sync::atomic::AtomicBool,
 }
 
 impl Context {
@@ -40,6 +45,7 @@ impl Context {
     /// resolved (no current directory).
     pub fn new(home: Option<PathBuf>, queue: Option<String>, json: bool) -> Result<Self, CliError> {
         let home = resolve_home(home)?;
+        let home_existed = home.exists();
         let config = Config::load(&home).map_err(CliError::usage)?;
         let url = queue.or_else(|| config.queue.url.clone());
         let queue_url = QueueUrl::parse(url.as_deref(), &home).map_err(CliError::usage)?;
@@ -62,7 +68,35 @@ impl Context {
             json,
             queue_options,
             store: tokio::sync::OnceCell::new(),
+            home_existed,
+            noted_new_home: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// For commands whose purpose includes making a home (`demo`): no note when they create it.
+    pub fn expect_new_home(&self) {
+        self.noted_new_home
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Creates the home directory when missing; the first time a command of this invocation
+    /// creates it, says so on stderr with what to check.
+    fn ensure_home(&self) -> Result<(), CliError> {
+        std::fs::create_dir_all(&self.home)
+            .with_context(|| format!("create home `{}`", self.home.display()))
+            .map_err(CliError::env)?;
+        if !self.home_existed
+            && !self
+                .noted_new_home
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            eprintln!(
+                "note: the home `{}` did not exist; starting an empty one there (check --home / SKILLFORGE_HOME; \
+                 `skillforge init` writes a commented config and starter files)",
+                self.home.display()
+            );
+        }
+        Ok(())
     }
 
     /// Opens the queue backend.
@@ -70,9 +104,7 @@ impl Context {
     /// # Errors
     /// Exit 3 when the queue cannot be opened or reached.
     pub async fn queue(&self) -> Result<Arc<dyn QueueBackend>, CliError> {
-        std::fs::create_dir_all(&self.home)
-            .with_context(|| format!("create home `{}`", self.home.display()))
-            .map_err(CliError::env)?;
+        self.ensure_home()?;
         open_queue_with(&self.queue_url, &self.queue_options).await.map_err(|e| match e {
             // A URL that does not parse is the user's input (exit 2), not the environment.
             EngineError::Config(_) => CliError::usage(anyhow::Error::new(e).context("open the job queue")),
@@ -112,6 +144,7 @@ impl Context {
     /// Exit 3 when the store cannot be opened.
     pub async fn store(&self) -> Result<Store, CliError> {
         let file = self.home.join(skillforge_store::DB_FILE);
+        self.ensure_home()?;
         self.store
             .get_or_try_init(|| Store::open(&self.home))
             .await

@@ -215,6 +215,7 @@ async fn diff_stat(
 
 /// Runs the demo.
 pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
+    ctx.expect_new_home();
     let started = Instant::now();
     let out = Out { json: ctx.json };
     let path = match &args.repo {

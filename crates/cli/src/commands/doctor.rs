@@ -82,12 +82,20 @@ pub async fn run(
     let config = match Config::load(&home) {
         Ok(config) => {
             let file = home.join(crate::config::CONFIG_FILE);
-            let detail = if file.exists() {
-                format!("{} loads", file.display())
+            let (detail, fix) = if file.exists() {
+                (format!("{} loads", file.display()), String::new())
+            } else if !home.exists() {
+                (
+                    format!("no home at {} yet: defaults", home.display()),
+                    format!(
+                        "`skillforge --home {} init` makes one (or check --home / SKILLFORGE_HOME)",
+                        home.display()
+                    ),
+                )
             } else {
-                "no config.toml: defaults".to_owned()
+                ("no config.toml: defaults".to_owned(), String::new())
             };
-            checks.push(check("config", Status::Ok, detail, ""));
+            checks.push(check("config", Status::Ok, detail, fix));
             config
         }
         Err(e) => {
