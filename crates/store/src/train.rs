@@ -173,6 +173,22 @@ pub async fn get_session(
     .await?)
 }
 
+/// The ids of the sessions, newest first, at most `limit`.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn list_session_ids(
+    db: impl SqliteExecutor<'_>,
+    limit: u32,
+) -> Result<Vec<String>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM skillopt_train_sessions ORDER BY created_at DESC, id DESC LIMIT ?",
+    )
+    .bind(i64::from(limit))
+    .fetch_all(db)
+    .await?)
+}
+
 /// Sets the session's mirrored state.
 ///
 /// # Errors

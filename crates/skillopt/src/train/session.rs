@@ -98,13 +98,16 @@ pub async fn load(
     env: &TrainEnv<'_>,
     session_id: &str,
 ) -> Result<(SessionRow, Iteration), TrainError> {
-    let session = get_session(env.store.pool(), session_id)
-        .await?
-        .ok_or_else(|| {
-            TrainError::Invalid(format!(
-                "train session `{session_id}` not found; start one with `skillforge train start`"
-            ))
-        })?;
+    let Some(session) = get_session(env.store.pool(), session_id).await? else {
+        let known = skillforge_store::train::list_session_ids(env.store.pool(), 10).await?;
+        let which = match known.as_slice() {
+            [] => "this home has none yet".to_owned(),
+            ids => format!("this home has: {}", ids.join(", ")),
+        };
+        return Err(TrainError::Invalid(format!(
+            "train session `{session_id}` not found ({which}); start one with `skillforge train start`"
+        )));
+    };
     let iteration = list_iterations(env.store.pool(), session_id)
         .await?
         .pop()

@@ -15,6 +15,41 @@ mod upkeep;
 use clap::Subcommand;
 
 use crate::context::Context;
+use crate::exit::CliError;
+
+/// The error for `--brief ID` naming no forge of this home: says when the argument is a brief
+/// file (whose id is what `--brief` takes here) and lists the forges there are.
+fn no_forge(home: &std::path::Path, brief: &str) -> CliError {
+    let runs = skillforge_evalloop::layout::eval_root(home).join("runs");
+    let mut ids: Vec<String> = std::fs::read_dir(&runs)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.path().is_dir())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort();
+    let from_file = std::fs::read_to_string(brief)
+        .ok()
+        .and_then(|text| skillforge_evalloop::brief::Brief::parse(&text, brief).ok())
+        .map(|b| {
+            format!(
+                "; `{brief}` is a brief file: --brief here takes its id, `{}`",
+                b.id
+            )
+        })
+        .unwrap_or_default();
+    let which = if ids.is_empty() {
+        "this home has no forge yet".to_owned()
+    } else {
+        format!("forges here: {}", ids.join(", "))
+    };
+    CliError::usage(anyhow::anyhow!(
+        "no forge of brief `{brief}` in `{}` ({which}){from_file}",
+        runs.display()
+    ))
+}
 use crate::exit::CliResult;
 
 /// `skillforge eval ...`.

@@ -58,13 +58,7 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
     let dir = brief_dir(&ctx.home, &args.brief);
     let state: ForgeState = read_json(&dir.join(FORGE_FILE))
         .map_err(|e| CliError::env(anyhow!("{e}")))?
-        .ok_or_else(|| {
-            CliError::usage(anyhow!(
-                "no forge of brief `{}` in `{}`",
-                args.brief,
-                dir.display()
-            ))
-        })?;
+        .ok_or_else(|| super::no_forge(&ctx.home, &args.brief))?;
     let samples: Vec<SampleView> = (1..=state.samples)
         .filter(|n| state.prepared.contains(n))
         .map(|n| {

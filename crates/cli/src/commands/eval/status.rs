@@ -36,13 +36,7 @@ pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
     let dir = brief_dir(&ctx.home, &args.brief);
     let state: ForgeState = read_json(&dir.join(FORGE_FILE))
         .map_err(|e| CliError::env(anyhow!("{e}")))?
-        .ok_or_else(|| {
-            CliError::usage(anyhow!(
-                "no forge of brief `{}` in `{}`",
-                args.brief,
-                dir.display()
-            ))
-        })?;
+        .ok_or_else(|| super::no_forge(&ctx.home, &args.brief))?;
     let mut samples = Vec::new();
     for n in 1..=state.samples {
         let sdir = sample_dir(&dir, n);
