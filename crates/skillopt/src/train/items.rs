@@ -107,9 +107,22 @@ pub fn parse_items(text: &str, file: &str) -> Result<Vec<ItemSpec>, ItemsError> 
         file: file_name(),
         error,
     })?;
-    let parsed: ItemsFile = serde_norway::from_str(text).map_err(|error| ItemsError::Invalid {
-        file: file_name(),
-        error,
+    // The untagged enum's own error says only that no shape matched: on failure the shape the
+    // document has is parsed alone, whose error names the item and key.
+    let parsed: ItemsFile = serde_norway::from_str(text).map_err(|untagged| {
+        let error = match serde_norway::from_str::<serde_norway::Value>(text) {
+            Ok(serde_norway::Value::Mapping(m)) if m.contains_key("items") => {
+                serde_norway::from_str::<Wrapped>(text).err()
+            }
+            Ok(serde_norway::Value::Sequence(_)) => {
+                serde_norway::from_str::<Vec<ItemSpec>>(text).err()
+            }
+            _ => None,
+        };
+        ItemsError::Invalid {
+            file: file_name(),
+            error: error.unwrap_or(untagged),
+        }
     })?;
     let items = match parsed {
         ItemsFile::Wrapped(w) => w.items,
@@ -145,6 +158,23 @@ pub fn parse_items(text: &str, file: &str) -> Result<Vec<ItemSpec>, ItemsError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_item_with_a_bad_key_is_named_with_its_position() {
+        let e = parse_items("items:\n  - id: a\n    titel: x\n", "f.yml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("items[0]")
+                && e.contains("unknown field `titel`")
+                && !e.contains("untagged"),
+            "{e}"
+        );
+        let e = parse_items("- id: a\n  input: [i]\n", "f.yml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("[0].input") && !e.contains("untagged"), "{e}");
+    }
 
     #[test]
     fn items_files_table() {
