@@ -608,3 +608,52 @@ fn every_read_command_answers_one_json_document_with_json_and_text_without() {
         );
     }
 }
+
+/// A promoted candidate is current: adding the older file would silently drop its guidance, so
+/// it is refused naming how to write the current version back; `template show --content` writes
+/// it, and the file then adds as unchanged (`--force` replaces anyway).
+#[test]
+fn template_add_refuses_to_replace_a_promoted_candidate_with_an_older_file() {
+    let (repo, _, _) = repo_with_a_merge();
+    let home = Home::embedded();
+    let (code, stdout, stderr) = run(&home, &["demo", "--repo", repo.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    run(&home, &["candidate", "promote", "change-summarizer@v2"]);
+    let file = home.path().join("mine/change-summarizer.md");
+    write(&file, skillforge_cli_template());
+    let (code, _, stderr) = run(&home, &["template", "add", file.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("change-summarizer@v2")
+            && stderr.contains("template show change-summarizer@v2 --content"),
+        "{stderr}"
+    );
+    let (code, content, _) = run(
+        &home,
+        &["template", "show", "change-summarizer", "--content"],
+    );
+    assert_eq!(code, 0);
+    assert!(
+        content.contains("## Guidance from review evidence"),
+        "{content}"
+    );
+    std::fs::write(&file, &content).unwrap();
+    let (code, stdout, stderr) = run(&home, &["template", "add", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("unchanged"), "{stdout}");
+    write(&file, skillforge_cli_template());
+    let (code, stdout, stderr) = run(
+        &home,
+        &["template", "add", "--force", file.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("change-summarizer@v3 (current)"),
+        "{stdout}"
+    );
+}
+
+/// The demo's bundled template as shipped.
+fn skillforge_cli_template() -> &'static str {
+    include_str!("../../crates/cli/assets/demo/change-summarizer.md")
+}

@@ -365,7 +365,7 @@ fn s51_valid_import_is_pending_until_promoted() {
         .into_owned();
     for needle in [
         "pending",
-        "gitmoot-skillopt",
+        "candidate package",
         "planner@v1",
         "0.8",
         "candidate preferred 3/4",

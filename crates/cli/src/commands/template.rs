@@ -13,13 +13,16 @@
 
 use std::path::PathBuf;
 
+use anyhow::anyhow;
 use clap::Subcommand;
 use serde_json::{Value, json};
-use skillforge_store::templates::{TemplateRow, VersionRow, list_templates, list_versions};
+use skillforge_store::templates::{
+    TemplateRow, VersionRow, current_version, list_templates, list_versions,
+};
 
 use crate::context::Context;
 use crate::control::templates::{check_source, install, read_source, resolve_reference};
-use crate::exit::{CliResult, OK};
+use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
 
 /// `skillforge template ...`.
@@ -40,6 +43,10 @@ pub enum TemplateCommand {
         /// Source repository to record (`owner/repo`); default `local`.
         #[arg(long)]
         repo: Option<String>,
+        /// Replace a current version that is a promoted candidate even though the file lacks
+        /// its changes (without it, that is refused).
+        #[arg(long)]
+        force: bool,
     },
     /// List installed templates with their current and latest versions.
     List,
@@ -47,22 +54,43 @@ pub enum TemplateCommand {
     Show {
         /// `ID`, `ID@vN` or `ID@latest`.
         reference: String,
+        /// Print only the version's content (the SKILL.md / template file, byte for byte), e.g.
+        /// to write a promoted version back to your file (`--json` does not apply).
+        #[arg(long)]
+        content: bool,
     },
 }
 
 /// Dispatches a `template` subcommand.
 pub async fn run(ctx: &Context, cmd: TemplateCommand) -> CliResult {
     match cmd {
-        TemplateCommand::Add { file, repo } => add(ctx, &file, repo.as_deref()).await,
+        TemplateCommand::Add { file, repo, force } => add(ctx, &file, repo.as_deref(), force).await,
         TemplateCommand::List => list(ctx).await,
-        TemplateCommand::Show { reference } => show(ctx, &reference).await,
+        TemplateCommand::Show { reference, content } => show(ctx, &reference, content).await,
     }
 }
 
-async fn add(ctx: &Context, path: &std::path::Path, repo: Option<&str>) -> CliResult {
+async fn add(ctx: &Context, path: &std::path::Path, repo: Option<&str>, force: bool) -> CliResult {
     let source = read_source(path)?;
-    check_source(&source)?;
+    let parsed = check_source(&source)?;
     let store = ctx.store().await?;
+    // A promoted candidate's guidance lives only in the store until written back to the file:
+    // adding the older file would silently replace it.
+    if let Some(current) = current_version(store.pool(), &parsed.metadata.id).await?
+        && current.source_repo == skillforge_store::candidates::CANDIDATE_SOURCE_REPO
+        && current.content != source.content
+        && !force
+    {
+        return Err(CliError::usage(anyhow!(
+            "`{}` is a promoted candidate and is current; `{}` does not hold its changes, so adding it would replace \
+             them. Write the current version into your file first (`skillforge template show {} --content > {}`), \
+             or pass --force to replace it",
+            current.id,
+            source.path.display(),
+            current.id,
+            source.path.display()
+        )));
+    }
     let installed = install(
         &store,
         &source.content,
@@ -176,9 +204,13 @@ pub fn version_json(v: &VersionRow) -> Value {
     })
 }
 
-async fn show(ctx: &Context, reference: &str) -> CliResult {
+async fn show(ctx: &Context, reference: &str, content_only: bool) -> CliResult {
     let store = ctx.store().await?;
     let version = resolve_reference(store.pool(), reference).await?;
+    if content_only {
+        print!("{}", version.content);
+        return Ok(OK);
+    }
     let derived = skillforge_contract::parse_template(&version.content)
         .map(|p| p.derived)
         .unwrap_or_default();

@@ -182,7 +182,7 @@ async fn candidate_for(
 /// the exchange's `source_repo` `gitmoot-skillopt`, kept as is in `--json`) and the optimizer
 /// that built it when its eval report names one.
 fn source_words(candidate: &CandidateRow) -> String {
-    if candidate.source_repo != "gitmoot-skillopt" {
+    if candidate.source_repo != skillforge_store::candidates::CANDIDATE_SOURCE_REPO {
         return format!(
             "{} {} {}",
             candidate.source_repo, candidate.source_ref, candidate.source_path
