@@ -419,13 +419,18 @@ pub enum FeedbackPacketError {
         key: String,
     },
     /// An item key of `feedback.yml` that is not in facts §4.
-    #[error("feedback.yml item {index}: unknown key {key:?}; use {ITEM_KEYS_LISTED}")]
+    #[error("feedback.yml item {index}{}: unknown key {key:?}; use {ITEM_KEYS_LISTED}", item_id.as_ref().map(|id| format!(" ({id})")).unwrap_or_default())]
     UnknownItemKey {
         /// 1-based position of the item in `items`.
         index: usize,
+        /// The item's `item_id`, when it has one.
+        item_id: Option<String>,
         /// The key as written.
         key: String,
     },
+    /// More than one problem, each as its own error (the file is fixed in one pass).
+    #[error("feedback.yml has {} problems:\n{}", .0.len(), .0.iter().map(|e| format!("  - {e}")).collect::<Vec<_>>().join("\n"))]
+    Several(Vec<FeedbackPacketError>),
     /// A value outside its vocabulary.
     #[error("{field} {value:?} is invalid; use one of {allowed}")]
     InvalidValue {
@@ -470,30 +475,46 @@ fn check_keys(value: &serde_norway::Value) -> Result<(), FeedbackPacketError> {
     let Some(top) = value.as_mapping() else {
         return Ok(());
     };
+    let mut problems = Vec::new();
     for key in top.keys() {
         let key = key_text(key);
         if !TOP_KEYS.contains(&key.as_str()) {
-            return Err(FeedbackPacketError::UnknownKey { key });
+            problems.push(FeedbackPacketError::UnknownKey { key });
         }
     }
-    let Some(items) = top.get("items").and_then(serde_norway::Value::as_sequence) else {
-        return Ok(());
-    };
-    for (idx, item) in items.iter().enumerate() {
+    let items = top.get("items").and_then(serde_norway::Value::as_sequence);
+    for (idx, item) in items.into_iter().flatten().enumerate() {
         let Some(item) = item.as_mapping() else {
             continue;
         };
+        let item_id = item
+            .get("item_id")
+            .and_then(serde_norway::Value::as_str)
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty());
         for key in item.keys() {
             let key = key_text(key);
             if !ITEM_KEYS.contains(&key.as_str()) {
-                return Err(FeedbackPacketError::UnknownItemKey {
+                problems.push(FeedbackPacketError::UnknownItemKey {
                     index: idx + 1,
+                    item_id: item_id.clone(),
                     key,
                 });
             }
         }
     }
-    Ok(())
+    FeedbackPacketError::from_problems(problems)
+}
+
+impl FeedbackPacketError {
+    /// `Ok` for none, the one problem itself, or [`FeedbackPacketError::Several`].
+    fn from_problems(mut problems: Vec<FeedbackPacketError>) -> Result<(), FeedbackPacketError> {
+        match problems.len() {
+            0 => Ok(()),
+            1 => Err(problems.remove(0)),
+            _ => Err(FeedbackPacketError::Several(problems)),
+        }
+    }
 }
 
 /// Parses `feedback.yml` leniently (scalars read as strings), refuses keys outside facts §4 and
@@ -600,7 +621,8 @@ pub struct ResolvedFeedback {
 /// valid quality / continue_mode / promote. Returns only when everything is valid.
 ///
 /// # Errors
-/// The first problem as a [`FeedbackPacketError`]; item problems wrapped in `Item`.
+/// The problem as a [`FeedbackPacketError`] (item problems wrapped in `Item`); when entries have
+/// more than one, all of them in [`FeedbackPacketError::Several`].
 pub fn resolve_feedback(
     assignments: &Assignments,
     feedback: &FeedbackFile,
@@ -635,26 +657,32 @@ pub fn resolve_feedback(
             validate_assignment(assignment)?;
         }
     }
+    // Every item's problem is reported at once (the reviewer fixes the file in one pass).
     let mut seen = BTreeSet::new();
     let mut entries = Vec::with_capacity(feedback.items.len());
+    let mut problems = Vec::new();
     for entry in &feedback.items {
         let item_id = entry.item_id.trim();
-        let assignment = by_item
-            .get(item_id)
-            .ok_or_else(|| FeedbackPacketError::UnknownItem(item_id.to_owned()))?;
+        let Some(assignment) = by_item.get(item_id) else {
+            problems.push(FeedbackPacketError::UnknownItem(item_id.to_owned()));
+            continue;
+        };
         if !seen.insert(item_id) {
-            return Err(FeedbackPacketError::DuplicateItem(item_id.to_owned()));
+            problems.push(FeedbackPacketError::DuplicateItem(item_id.to_owned()));
+            continue;
         }
-        let resolved =
-            resolve_entry(entry, assignment).map_err(|source| FeedbackPacketError::Item {
+        match resolve_entry(entry, assignment) {
+            Ok(resolved) => entries.push(resolved),
+            Err(source) => problems.push(FeedbackPacketError::Item {
                 item_id: item_id.to_owned(),
                 source: Box::new(source),
-            })?;
-        entries.push(resolved);
+            }),
+        }
     }
-    if let Some(missing) = by_item.keys().find(|id| !seen.contains(*id)) {
-        return Err(FeedbackPacketError::MissingItem((*missing).to_owned()));
+    for missing in by_item.keys().filter(|id| !seen.contains(*id)) {
+        problems.push(FeedbackPacketError::MissingItem((*missing).to_owned()));
     }
+    FeedbackPacketError::from_problems(problems)?;
     Ok(ResolvedFeedback {
         run_id: run_id.to_owned(),
         reviewer: reviewer.to_owned(),

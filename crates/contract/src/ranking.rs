@@ -81,6 +81,9 @@ pub enum RankingError {
     /// An option the ranking leaves out.
     #[error("ranking is missing option {0:?}")]
     MissingOption(String),
+    /// Several options the ranking leaves out (each must be ranked).
+    #[error("ranking is missing options {}", .0.iter().map(|o| format!("{o:?}")).collect::<Vec<_>>().join(", "))]
+    MissingOptions(Vec<String>),
     /// A winner outside the first group.
     #[error("winner {winner:?} is not ranked first (first: {first})")]
     WinnerNotFirst {
@@ -144,8 +147,15 @@ pub fn parse_ranking<S: AsRef<str>>(
                 options: listed,
             });
         }
-        if let Some(missing) = known.iter().find(|o| !seen.contains(o.as_str())) {
-            return Err(RankingError::MissingOption(missing.clone()));
+        let mut missing: Vec<String> = known
+            .iter()
+            .filter(|o| !seen.contains(o.as_str()))
+            .cloned()
+            .collect();
+        match missing.len() {
+            0 => {}
+            1 => return Err(RankingError::MissingOption(missing.remove(0))),
+            _ => return Err(RankingError::MissingOptions(missing)),
         }
     }
     Ok(ranking)
@@ -299,6 +309,10 @@ mod tests {
                 },
             ),
             (&["a > b > c"], RankingError::MissingOption("d".into())),
+            (
+                &["a > b"],
+                RankingError::MissingOptions(vec!["c".into(), "d".into()]),
+            ),
         ];
         for (input, want) in table {
             assert_eq!(

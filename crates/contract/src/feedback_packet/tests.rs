@@ -132,6 +132,33 @@ fn s94_whole_response_refused_on_any_bad_item() {
     );
 }
 
+// S-94: the whole response is refused, and every bad item is named in that one refusal.
+#[test]
+fn s94_every_bad_item_is_named_at_once() {
+    let yml = "run_id: run-1\nreviewer: alice\nitems:\n  - item_id: item-001\n    choice: maybe\n  - item_id: item-009\n    choice: a\n";
+    let err = parse_feedback_yml(yml)
+        .and_then(|f| resolve_feedback(&ab_assignments(), &f, None))
+        .unwrap_err();
+    let FeedbackPacketError::Several(problems) = &err else {
+        panic!("{err:?}")
+    };
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(text.len(), 3, "{text:#?}");
+    assert!(
+        text[0].starts_with("item item-001: invalid feedback choice \"maybe\""),
+        "{text:#?}"
+    );
+    assert_eq!(text[1], "unknown feedback item_id \"item-009\"");
+    assert_eq!(
+        text[2],
+        "feedback.yml missing feedback for item_id \"item-002\""
+    );
+    assert!(
+        err.to_string().starts_with("feedback.yml has 3 problems:"),
+        "{err}"
+    );
+}
+
 #[test]
 fn bad_assignment_maps_are_refused() {
     let mut asg = ab_assignments();
@@ -343,10 +370,22 @@ fn unknown_keys_are_refused_with_their_name() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.starts_with("feedback.yml item 1: unknown key \"reasonning\"; use item_id, choice"),
+        err.starts_with(
+            "feedback.yml item 1 (item-001): unknown key \"reasonning\"; use item_id, choice"
+        ),
         "{err}"
     );
     assert!(parse_feedback_yml(ok).is_ok());
+    // Every unknown key at once.
+    let err = parse_feedback_yml(&format!(
+        "{ok}    reasonning: typo\n    qualty: strong\nreviewr: bob\n"
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(err.starts_with("feedback.yml has 3 problems:\n"), "{err}");
+    for key in ["reasonning", "qualty", "reviewr"] {
+        assert!(err.contains(&format!("unknown key \"{key}\"")), "{err}");
+    }
 }
 
 fn choice_strategy() -> impl Strategy<Value = Choice> {
