@@ -251,7 +251,7 @@ fn ab_signals_and_unknown_keys_are_refused_and_nothing_is_written() {
         ),
         (
             format!("{ok}    reasonning: typo\n"),
-            "feedback.yml item 2: unknown key \"reasonning\"",
+            "feedback.yml item 2 (i2): unknown key \"reasonning\"",
         ),
     ];
     let dir = std::fs::canonicalize(&packet).unwrap();
