@@ -513,6 +513,14 @@ fn s100_no_candidate_is_recorded_and_recover_does_not_duplicate() {
         "{next}"
     );
     assert!(candidates(&home).is_empty(), "no pending version");
+    // In words, with one way on: the next iteration (not the optimizer's re-import hint).
+    let (text, _) = run_code(&home, &["train", "status", "--session", SESSION], 0);
+    assert!(
+        text.contains("not what to change")
+            && text.contains("--start-next")
+            && !text.contains("import it again"),
+        "{text}"
+    );
     let out_root = st["verbose"]["optimizer"]["out_root"]
         .as_str()
         .unwrap()

@@ -396,11 +396,20 @@ fn print_status(ctx: &Context, status: &SessionStatus, verbose: bool) {
         println!("candidate: {v}");
     }
     if let Some(r) = &status.no_candidate_reason {
-        println!("no candidate: {r}");
+        if r == skillforge_skillopt::distill::NO_ACTIONABLE_FEEDBACK {
+            println!("no candidate: the feedback said which options won but not what to change");
+        } else {
+            println!("no candidate: {r}");
+        }
+        // The optimizer's own hint is for a package handled by hand (re-import, re-export); in a
+        // session the next step below is the way on (the next iteration's packet), so a
+        // no-actionable-feedback stop shows only that.
+        let in_session = r == skillforge_skillopt::distill::NO_ACTIONABLE_FEEDBACK;
         if let Some(hint) = status
             .no_candidate_details
             .as_ref()
             .and_then(|d| d["no_candidate_hint"].as_str())
+            .filter(|_| !in_session)
         {
             println!("  {hint}");
         }
