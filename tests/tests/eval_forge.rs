@@ -628,7 +628,15 @@ fn e18_dry_run_runs_nothing_and_adopt_dir_stages() {
     let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
     let (code, report, _) = s.forge(&brief, &skill, &["--dry-run"]);
     assert_eq!(code, 0);
-    assert!(report["skipped"].as_str().unwrap().contains("dry run"));
+    let skipped = report["skipped"].as_str().unwrap();
+    assert!(skipped.contains("dry run"));
+    assert!(
+        skipped.contains(&format!(
+            "an adoption would go to {}",
+            s.path("agents-skills").display()
+        )),
+        "{skipped}"
+    );
     assert!(!s.run_dir(BRIEF_ID).exists(), "no arm ran");
     let adopt = s.path("adopt");
     let (code, _, stderr) = s.forge(&brief, &skill, &["--adopt-dir", adopt.to_str().unwrap()]);

@@ -454,7 +454,9 @@ pub fn parse_template(content: &str) -> Result<ParsedTemplate, TemplateError> {
     if !yaml.trim().is_empty() {
         crate::limits::check_yaml(yaml)
             .map_err(|e| TemplateError::FrontmatterYaml(format!("the frontmatter {e}")))?;
-        let value: serde_norway::Value = serde_norway::from_str(yaml)
+        // Parsed one line down, so the parser's line numbers are the file's (the frontmatter
+        // starts on line 2, after `---`).
+        let value: serde_norway::Value = serde_norway::from_str(&format!("\n{yaml}"))
             .map_err(|e| TemplateError::FrontmatterYaml(e.to_string()))?;
         let serde_norway::Value::Mapping(map) = value else {
             return Err(TemplateError::FrontmatterYaml(
@@ -569,6 +571,15 @@ fn read_fields(
 
 #[cfg(test)]
 pub(crate) mod tests {
+
+    /// A YAML error in the frontmatter names the line of the file, not of the frontmatter.
+    #[test]
+    fn a_frontmatter_yaml_error_names_the_files_line() {
+        let e = parse_template("---\nname: x\ndescription: \"unclosed\n---\nbody\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 3"), "{e}");
+    }
     use super::*;
 
     pub(crate) fn template_text(id: &str, name: &str, body: &str) -> String {

@@ -240,13 +240,15 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
     }
     if req.dry_run {
         report.skipped = Some(format!(
-            "dry run: would run {} samples × 2 arms of `{}` on runtime `{}` ({} runner; judge `{}`) in {}; no arm ran",
+            "dry run: would run {} samples × 2 arms of `{}` on runtime `{}` ({} runner; judge `{}`) in {}; an \
+             adoption would go to {}; no arm ran",
             req.samples,
             req.brief.id,
             req.runtime,
             req.runner.as_str(),
             req.judge_runtime,
-            dir.display()
+            dir.display(),
+            install_words(&req.install)
         ));
         return Ok(report);
     }
@@ -553,6 +555,20 @@ pub fn skill_name(dir: &Path) -> Result<String, ForgeError> {
                 .collect::<Vec<_>>()
                 .join("\n")
         ))),
+    }
+}
+
+/// Where an adoption would be installed, for the dry run's line.
+fn install_words(target: &crate::install::InstallTarget) -> String {
+    use crate::install::InstallTarget;
+    match target {
+        InstallTarget::Stage(dir) => format!("{} (staged, not installed)", dir.display()),
+        InstallTarget::Root(root) => root.display().to_string(),
+        InstallTarget::Roots(roots) => roots
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
     }
 }
 

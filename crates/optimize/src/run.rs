@@ -44,7 +44,8 @@ pub fn repo_of(spec_path: &Path) -> Result<PathBuf, OptimizeError> {
         .map(PathBuf::from)
         .map_err(|e| {
             OptimizeError::Invalid(format!(
-                "spec `{}` is not inside a git repository: {e}",
+                "spec `{}` is not inside a git repository ({e}): keep the spec in the project it optimizes, or \
+                 give that project with --repo DIR",
                 spec_path.display()
             ))
         })

@@ -378,8 +378,9 @@ fn render_index(
     }
     out.push_str(
         "\nSet `reviewer` at the top of `feedback.yml`, then run \
-         `skillforge feedback markdown import --packet <this directory>`. Every item needs an answer; nothing is \
-         stored unless the whole file is valid. Do not edit `.assignments.json`.\n\n## Items\n\n",
+         `skillforge feedback markdown import --packet <this directory>` (for a train session's packet, \
+         `skillforge train continue --session <session>` imports it for you). Every item needs an answer; \
+         nothing is stored unless the whole file is valid. Do not edit `.assignments.json`.\n\n## Items\n\n",
     );
     for (index, (item, file)) in items.iter().zip(files).enumerate() {
         let row = &item.item;

@@ -271,6 +271,17 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
                     args.idempotency_key.unwrap_or_default()
                 );
             }
+            // Nothing runs a queued job until a worker does: say so when none is live.
+            if matches!(
+                crate::control::waiter::has_live_worker(backend.as_ref()).await,
+                Ok(false)
+            ) {
+                eprintln!(
+                    "queued; no worker is running on this queue: start one with `skillforge worker`, or submit with \
+                     --wait to run it in this process (see it with `skillforge jobs show {}`)",
+                    enqueued.job_id
+                );
+            }
         }
         return Ok(OK);
     }

@@ -494,7 +494,7 @@ fn progress(what: &str, jobs: &[Job], n_done: usize) -> String {
 }
 
 /// Whether some worker holds a presence lock whose heartbeat is within its period.
-async fn has_live_worker(queue: &dyn QueueBackend) -> Result<bool, EngineError> {
+pub async fn has_live_worker(queue: &dyn QueueBackend) -> Result<bool, EngineError> {
     let now = queue.now_ms().await?;
     Ok(queue.leases().await?.iter().any(|l| {
         l.kind == LeaseKind::Lock

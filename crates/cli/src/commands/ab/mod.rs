@@ -138,7 +138,8 @@ fn read_pick() -> Result<Option<Label>, CliError> {
     pick_prompt::read_stdin_line(&mut line)?;
     Label::parse(&line).map(Some).ok_or_else(|| {
         CliError::usage(anyhow!(
-            "no pick captured (expected `a` or `b`, got {:?}); nothing recorded",
+            "no pick captured (expected `a` or `b`, got {:?}); nothing recorded (without a terminal, give --pick a|b \
+             or pipe the pick on stdin)",
             line.trim()
         ))
     })

@@ -231,7 +231,8 @@ async fn create_session_and_first_iteration(
     let mut tx = env.store.begin().await?;
     if !create_session(&mut tx, session).await? {
         return Err(TrainError::Invalid(format!(
-            "train session `{}` already exists",
+            "train session `{0}` already exists: see it with `skillforge train status --session {0}`, go on with \
+             `skillforge train continue --session {0}`, or start another with a new --session id",
             session.id
         )));
     }
