@@ -187,6 +187,7 @@ mod tests {
             }),
             ledger_row: None,
             dir: dir.path().to_path_buf(),
+            reused: false,
         };
         let s = suite(&report);
         let names: Vec<&str> = s.cases.iter().map(|c| c.name.as_str()).collect();
