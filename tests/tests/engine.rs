@@ -113,9 +113,13 @@ fn sigstop_past_stale_after_then_resumed_is_fenced(b: Backend) {
     let home = b.home();
     let _serve = Reaped(home.spawn_serve());
     let stopped = Reaped(home.spawn_worker("sleepy", &[]));
+    // The first attempt runs until killed (so it cannot finish before the kill, however loaded
+    // the machine), the recovered one ends at once.
+    let marker = home.path().join("twin-first-attempt");
+    let script = format!("if [ -e '{0}' ]; then exit 0; fi; touch '{0}'; sleep 120", marker.display());
     let id = home.submit(
         &["--heartbeat", "0.3", "--stale-after", "1.5"],
-        &["sleep", "1"],
+        &["sh", "-c", &script],
     );
     home.wait_job(&id, T, "job running on the stopped-to-be worker", |j| {
         state(j) == "running"
@@ -216,11 +220,16 @@ fn two_workers_with_the_same_name_never_mask_each_other(b: Backend) {
         (names.len() == 2).then_some(names)
     });
     assert_ne!(owners[0], owners[1]);
+    // The first attempt runs until killed (so it cannot finish before the kill, however loaded
+    // the machine), the recovered one ends at once.
+    let marker = home.path().join("twin-first-attempt");
+    let script = format!("if [ -e '{0}' ]; then exit 0; fi; touch '{0}'; sleep 120", marker.display());
     let id = home.submit(
         &["--heartbeat", "0.3", "--stale-after", "1.5"],
-        &["sleep", "1"],
+        &["sh", "-c", &script],
     );
     let running = home.wait_job(&id, T, "job running", |j| state(j) == "running");
+    wait_for(T, "the first attempt to start its command", || marker.exists().then_some(()));
     let first = owner(&running).unwrap();
     // SIGKILL whichever twin holds the job; the other must notice and recover it.
     let pid = running["lease"]["owner_pid"].as_u64().unwrap() as i32;
