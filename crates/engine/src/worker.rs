@@ -131,6 +131,8 @@ pub struct WorkerReport {
 
 #[derive(Default)]
 struct Counters {
+    /// The embedding process's view of this worker (`worker --metrics`), when it has one.
+    health: Option<Arc<WorkerHealth>>,
     finished: AtomicU64,
     fenced: AtomicU64,
     released: AtomicU64,
@@ -141,6 +143,9 @@ struct Counters {
 impl Counters {
     fn hold(&self, job_id: &str, token: u64) {
         self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(job_id.to_owned(), token);
+        if let Some(h) = &self.health {
+            h.leased();
+        }
     }
 
     /// The lease of `job_id` under `token` is resolved: the queue answered for it.
@@ -148,6 +153,9 @@ impl Counters {
         let mut held = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if held.get(job_id) == Some(&token) {
             held.remove(job_id);
+            if let Some(h) = &self.health {
+                h.lease_resolved();
+            }
         }
     }
 
@@ -222,7 +230,7 @@ impl Worker {
         });
 
         let kill_all = CancellationToken::new();
-        let counters = Arc::new(Counters::default());
+        let counters = Arc::new(Counters { health: self.config.health.clone(), ..Counters::default() });
         let slots = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
         let mut tasks = JoinSet::new();
         let next_queue = Arc::new(AtomicUsize::new(0));

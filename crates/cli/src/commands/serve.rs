@@ -1,15 +1,18 @@
 //! `skillforge serve`: the control plane — reaper, the placement deadline (`[queue]
 //! unplaceable_after_secs`), pruning of finished jobs past their retention
 //! (`[queue] keep_succeeded` / `keep_failed`), result ingestion, the GitHub watchers (`[github]
-//! watch_repos` pull requests, review watches) and, with `--listen ADDR`, `POST /events` for CI
+//! watch_repos` pull requests, review watches) and, with `--listen ADDR`, one HTTP server
+//! ([`crate::control::http`]) with `GET /metrics`, `/health`, `/ready` and `POST /events` for CI
 //! pipelines and forge webhooks — until SIGTERM/SIGINT.
 //!
 //! `POST /events` takes GitHub webhook deliveries (`X-GitHub-Event`: `pull_request`, `status`,
 //! `check_suite`, `pull_request_review`, `ping`) and CI reports (`skillforge_outcome`), each signed
 //! with HMAC-SHA256 in `X-Hub-Signature-256` under `SKILLFORGE_WEBHOOK_SECRET` or
-//! `[server] webhook_secret`. With no secret configured `--listen` refuses to start; a missing or
-//! wrong signature is 401 and a bad payload 400, with nothing written (seed: SkillOpt, "Automatic
-//! trace-harvested feedback (Mode A, off by default)"; issue 6 item 2).
+//! `[server] webhook_secret`. With no secret configured `/events` answers 503 naming the setting
+//! (`serve` says so when it starts); a missing or wrong signature is 401 and a bad payload 400,
+//! with nothing written (seed: SkillOpt, "Automatic trace-harvested feedback (Mode A, off by
+//! default)"; issue 6 item 2). `/metrics`, `/health` and `/ready`: [`crate::control::metrics`]
+//! (issue 36 item 2).
 
 use std::time::Duration;
 
@@ -23,7 +26,7 @@ use crate::families;
 use skillforge_stage::Wait;
 
 use crate::control::args::queue_label;
-use crate::control::events::{EventsState, serve_events};
+use crate::control::events::EventsState;
 use crate::control::github_watch::{DEFAULT_WATCH_EVERY_SECS, GithubWatch, run_github_watch};
 use skillforge_forge::github::GitHub;
 use crate::control::signals::shutdown_on_signal;
@@ -39,7 +42,8 @@ pub struct ServeArgs {
     /// Milliseconds between result-ingestion passes.
     #[arg(long, default_value_t = 200)]
     ingest_every_ms: u64,
-    /// Serve `POST /events` on this address (e.g. `127.0.0.1:8787`); default `[server] listen`, else off.
+    /// Serve HTTP on this address (e.g. `127.0.0.1:8787`): `GET /metrics`, `/health`, `/ready`,
+    /// and `POST /events` (which needs a webhook secret); default `[server] listen`, else off.
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
     /// Seconds between canary regression-window checks (graduate / roll back / hold); 0 = off.
@@ -51,16 +55,11 @@ pub struct ServeArgs {
     decide_every_ms: u64,
 }
 
-/// Runs the reaper, the ingestion loop and, with `--listen`, the events endpoint until a signal.
+/// Runs the reaper, the ingestion loop and, with `--listen`, the HTTP server until a signal.
 pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     raise_fd_limit();
     let listen = args.listen.clone().or_else(|| ctx.config.server.listen.clone());
     let secret = webhook_secret(ctx);
-    if listen.is_some() && secret.is_none() {
-        return Err(CliError::usage(anyhow!(
-            "refusing to serve /events without a webhook secret: set {WEBHOOK_SECRET_ENV} or [server] webhook_secret"
-        )));
-    }
     let harvest_config = ctx.config.skillopt.harvest_config(&ctx.home).map_err(CliError::usage)?;
     let github = &ctx.config.github;
     let watch_repos = github.watch_repos().map_err(|e| CliError::usage(anyhow!(e)))?;
@@ -71,17 +70,8 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     let store = ctx.store().await?;
     let shutdown = shutdown_on_signal();
     let listener = match &listen {
-        Some(addr) => {
-            // A malformed address is the user's input (exit 2); a bind failure is the environment's.
-            let parsed: std::net::SocketAddr = addr
-                .parse()
-                .map_err(|e| CliError::usage(anyhow!("--listen `{addr}` is not HOST:PORT (e.g. 127.0.0.1:8787): {e}")))?;
-            Some(
-                tokio::net::TcpListener::bind(parsed)
-                    .await
-                    .map_err(|e| CliError::env(anyhow!("listen on `{addr}`: {e}")))?,
-            )
-        }
+        // A malformed address is the user's input (exit 2); a bind failure is the environment's.
+        Some(addr) => Some(crate::control::http::bind("--listen", addr).await?),
         None => None,
     };
     // A queue that lost its data while no process watched it (issue 32 item 5); before the
@@ -113,10 +103,28 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     );
     // Woken by the events endpoint when a webhook wrote feedback: the guardrails re-run at once.
     let evidence = std::sync::Arc::new(tokio::sync::Notify::new());
-    let events = async {
-        let (Some(listener), Some(secret)) = (listener, secret) else { return };
-        let state = EventsState { store: store.clone(), backend: backend.clone(), config: harvest_config.clone(), secret, evidence: evidence.clone() };
-        serve_events(listener, state, shutdown.clone()).await;
+    let http = async {
+        let Some(listener) = listener else { return };
+        // The server's parts, composed in this one place: each is a router with its own state.
+        let metrics = crate::control::metrics::MetricsState { backend: backend.clone(), store: Some(store.clone()), worker: None };
+        let mut parts = vec![crate::control::metrics::router(metrics)];
+        match secret {
+            Some(secret) => parts.push(crate::control::events::router(EventsState {
+                store: store.clone(),
+                backend: backend.clone(),
+                config: harvest_config.clone(),
+                secret,
+                evidence: evidence.clone(),
+            })),
+            None => {
+                eprintln!("POST /events answers 503: set {WEBHOOK_SECRET_ENV} or [server] webhook_secret to receive webhooks and CI reports");
+                parts.push(crate::control::events::router_off(WEBHOOK_SECRET_ENV));
+            }
+        }
+        if let Ok(addr) = listener.local_addr() {
+            eprintln!("listening on http://{addr}: /metrics, /health, /ready, /events");
+        }
+        crate::control::http::serve(listener, crate::control::http::router(parts), shutdown.clone()).await;
     };
     let canaries = async {
         if args.canary_check_every_secs == 0 {
@@ -151,7 +159,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     let settings = watch_settings(backend.as_ref(), &store, shutdown.clone());
     let github_watch =
         run_github_watch(GithubWatch { forge, repos: watch_repos, every, home: ctx.home.clone() }, &store, &backend, &harvest_config, shutdown.clone());
-    tokio::join!(reaper, placement, pruner, ingestion, events, canaries, guardrails, lost, settings, github_watch);
+    tokio::join!(reaper, placement, pruner, ingestion, http, canaries, guardrails, lost, settings, github_watch);
     Ok(OK)
 }
 

@@ -13,7 +13,6 @@ use skillforge_engine::QueueBackend;
 use skillforge_store::Store;
 use skillforge_skillopt::harvest::webhook::{EVENT_HEADER, SIGNATURE_HEADER, WebhookError, parse_event, verify_signature};
 use skillforge_skillopt::harvest::{HarvestConfig, available_reviewers, dispatch_legs, harvest};
-use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 /// What the endpoint needs: the control plane's store and queue, the harvester's config, the secret.
@@ -31,20 +30,13 @@ pub struct EventsState {
     pub evidence: Arc<tokio::sync::Notify>,
 }
 
-/// Connections served at once; more wait in the listen backlog (no file descriptor of `serve`
-/// each), so slow or idle clients cannot use up the fds ingestion and the canary checks need.
-pub const MAX_CONNECTIONS: usize = 32;
-/// Longest wait for a request's headers (slow-header clients are cut off).
-pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-/// Longest a connection lives, its body and the answer included (slow-body clients are cut off).
-pub const CONNECTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Largest request body buffered (a GitHub delivery is far smaller); larger is 413 unread.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 /// Bytes of request bodies read but not yet verified, across every connection: a body that
 /// would take more is 503 at once (its client may try again). An HMAC over the whole body can
 /// only be checked once the body is read, so this bounds what unauthenticated clients can make
-/// `serve` hold (32 connections × 1 MiB before), while a delivery of up to [`MAX_BODY_BYTES`]
-/// always fits when nobody else is sending.
+/// `serve` hold ([`super::http::MAX_CONNECTIONS`] connections × 1 MiB before), while a delivery of
+/// up to [`MAX_BODY_BYTES`] always fits when nobody else is sending.
 pub const UNVERIFIED_BODY_BUDGET_BYTES: usize = 4 << 20;
 
 /// The router's state: the endpoint's [`EventsState`] and its budget of unverified body bytes.
@@ -53,58 +45,28 @@ struct Endpoint {
     unverified: Arc<tokio::sync::Semaphore>,
 }
 
-/// Serves `POST /events` on `listener` until `shutdown` (issue 32 item 10): at most
-/// [`MAX_CONNECTIONS`] at once, one request per connection, headers within
-/// [`HEADER_READ_TIMEOUT`], the whole exchange within [`CONNECTION_TIMEOUT`], bodies up to
-/// [`MAX_BODY_BYTES`]; accept errors (e.g. out of fds) are logged and retried after a pause.
-pub async fn serve_events(listener: tokio::net::TcpListener, state: EventsState, shutdown: CancellationToken) {
-    if let Ok(addr) = listener.local_addr() {
-        eprintln!("listening for events on http://{addr}/events");
-    }
-    let app = axum::Router::new()
+/// The `POST /events` part of the server's router ([`super::http::router`]): bodies up to
+/// [`MAX_BODY_BYTES`], at most [`UNVERIFIED_BODY_BUDGET_BYTES`] read unverified at once; the
+/// connection limits are the server's ([`super::http`]).
+pub fn router(state: EventsState) -> axum::Router {
+    axum::Router::new()
         .route("/events", post(post_events))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(Arc::new(Endpoint { state, unverified: Arc::new(tokio::sync::Semaphore::new(UNVERIFIED_BODY_BUDGET_BYTES)) }));
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    let connections = tokio_util::task::TaskTracker::new();
-    loop {
-        // A slot first: while every slot is taken, new connections wait in the kernel's backlog.
-        let permit = tokio::select! {
-            () = shutdown.cancelled() => break,
-            permit = slots.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => break },
-        };
-        let (stream, _) = tokio::select! {
-            () = shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    warn!(error = %e, "events endpoint: accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        let stop = shutdown.clone();
-        connections.spawn(async move {
-            let _permit = permit;
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .keep_alive(false)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            tokio::select! {
-                () = stop.cancelled() => {}
-                served = tokio::time::timeout(CONNECTION_TIMEOUT, connection) => match served {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => tracing::debug!(error = %e, "events connection ended with an error"),
-                    Err(_) => tracing::debug!("events connection cut off after the connection timeout"),
-                },
-            }
-        });
-    }
-    connections.close();
-    connections.wait().await;
+        .with_state(Arc::new(Endpoint { state, unverified: Arc::new(tokio::sync::Semaphore::new(UNVERIFIED_BODY_BUDGET_BYTES)) }))
+}
+
+/// The `POST /events` part when no webhook secret is configured: every request is 503 with the
+/// reason, its body unread and nothing written (an unsigned event is never accepted).
+pub fn router_off(secret_env: &'static str) -> axum::Router {
+    axum::Router::new().route(
+        "/events",
+        post(move || async move {
+            reply(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": format!("POST /events is off: no webhook secret is configured; set {secret_env} or [server] webhook_secret and restart serve")}),
+            )
+        }),
+    )
 }
 
 type Reply = (StatusCode, axum::Json<Value>);

@@ -89,8 +89,9 @@ impl JobTask {
                               stage = %job.spec.stage, attempt = job.attempts, fencing_token = token);
         async move {
             info!(kind = %job.spec.kind, worker = %self.identity.worker_id, "job started");
-            let signals = LeaseSignals::new(self.kill_all.child_token());
-            let LeaseSignals { cancel, cancelled_by_operator, lease_lost } = signals.clone();
+            let mut signals = LeaseSignals::new(self.kill_all.child_token());
+            signals.health = self.health.clone();
+            let LeaseSignals { cancel, cancelled_by_operator, lease_lost, .. } = signals.clone();
             let done = CancellationToken::new();
             let every = Duration::from_millis(job.spec.heartbeat_ms.max(50));
             let held = Arc::new(tokio::sync::Mutex::new(Vec::<(String, u64)>::new()));
@@ -163,6 +164,9 @@ impl JobTask {
             match self.backend.release(&job.id, token).await {
                 Ok(true) => {
                     self.counters.released.fetch_add(1, Ordering::Relaxed);
+                    if let Some(h) = &self.health {
+                        h.handed_back();
+                    }
                     info!("job handed back on shutdown");
                 }
                 Ok(false) => warn!("job not handed back: lease already superseded"),
@@ -186,6 +190,9 @@ impl JobTask {
                 match reply {
                     FinishReply::Applied(state) => {
                         self.counters.finished.fetch_add(1, Ordering::Relaxed);
+                        if let Some(h) = &self.health {
+                            h.result_applied(true);
+                        }
                         info!(state = %state, result = %finish.attempt_result, retry_delay_ms = finish.retry_delay_ms, "job finished");
                         if state.is_terminal() && wrote_output {
                             if let Err(e) = self.backend.trim_output(&job.id).await {
@@ -195,6 +202,9 @@ impl JobTask {
                     }
                     FinishReply::Fenced { current_token } => {
                         self.counters.fenced.fetch_add(1, Ordering::Relaxed);
+                        if let Some(h) = &self.health {
+                            h.result_applied(false);
+                        }
                         warn!(current_token, "result rejected by fencing: this lease was superseded");
                     }
                 }

@@ -120,3 +120,9 @@ async fn jobs_acknowledged_before_retention_are_backfilled_and_pruned() {
     assert!(b.get(&ids[7]).await.unwrap().is_some(), "the pending one stays");
     assert_eq!(server.cli(&["ZCARD", "sftest:jobs"]), "1");
 }
+
+#[tokio::test]
+async fn metrics_counters_move_with_every_transition() {
+    let server = RedisServer::start();
+    scenarios::metrics::counters_move_with_every_transition(&backend(&server).await).await;
+}
