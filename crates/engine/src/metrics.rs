@@ -4,7 +4,10 @@
 //!
 //! Both backends keep the same rows (see `sqlite/migrations/0009_metrics.sql` for their
 //! meaning); [`MetricsSnapshot`] is what one read returns. Counters count from the queue's
-//! creation, or from its upgrade to a build that keeps them; depth is exact from then on.
+//! creation, or from its upgrade to a build that keeps them; depth is exact from then on, with
+//! one exception: a Redis job record quarantined as unreadable (`QueueIntegrity::quarantine`)
+//! stays counted in the depth of its last state, which cannot be read (on SQLite the row's
+//! delete trigger takes it out). Processes of an older build on the same queue do not count.
 
 /// Upper bounds (ms) of the histogram buckets of `wait_ms` and `run_ms`; a larger observation
 /// falls in the `+Inf` bucket (stored as `le` −1). The same on both backends.

@@ -148,13 +148,16 @@ local function observe(name, queue, wf, st, ms)
 end
 local FINAL = { succeeded = true, failed = true, dead = true, cancelled = true, stale = true }
 -- Counts a job's move from state `old` to `new` (depth; `finished` into a final state; the
--- attempt's run time when it leaves `running`, `la` its start, `now` the time).
+-- attempt's run time when it leaves `running`, `la` its start, `now` the time). A start that is
+-- missing or does not parse (an unreadable record) is not observed: counting never fails a
+-- transition.
 local function count_move(queue, wf, st, old, new, la, now)
   if old == new then return end
   if old then metric('depth', queue, '', '', old, -1) end
   metric('depth', queue, '', '', new, 1)
   if FINAL[new] then metric('finished', queue, wf, st, new, 1) end
-  if old == 'running' and la then observe('run_ms', queue, wf, st, now - tonumber(la)) end
+  local started = la and tonumber(la)
+  if old == 'running' and started then observe('run_ms', queue, wf, st, now - started) end
 end
 
 -- Stores the state and moves the job between the index sets.

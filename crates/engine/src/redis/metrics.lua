@@ -9,6 +9,7 @@ local lag = ''
 local first = redis.call('ZRANGE', NS .. 'results', 0, 0)
 if first[1] then
   local f = hmget(jkey(first[1]), plan('u'))
-  if f[1] then lag = s(math.max(0, now - tonumber(f[1]))) end
+  local written = f[1] and tonumber(f[1])
+  if written then lag = s(math.max(0, now - written)) end
 end
 return { s(now), s(alive), lag, redis.call('HGETALL', K_METRICS) }

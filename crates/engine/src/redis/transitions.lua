@@ -204,7 +204,8 @@ local function lease_one(tag, id, worker, host, pid, now, snow, sets)
   if token ~= '1' then redis.call('HDEL', jk, 'hh') end
   count_move(f[11], f[12], f[13], 'queued', 'running', nil, now)
   metric('started', f[11], f[12], f[13], '', 1)
-  observe('wait_ms', f[11], f[12], f[13], now - tonumber(f[6]))
+  local due = tonumber(f[6])
+  if due then observe('wait_ms', f[11], f[12], f[13], now - due) end
   local dl = DEADLINE[f[4]]
   if not dl then dl = s(now + tonumber(f[4])); DEADLINE[f[4]] = dl end
   defer_zadd(sets, K_LEASES, dl, id)

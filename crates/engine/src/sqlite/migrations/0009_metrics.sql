@@ -29,11 +29,12 @@ CREATE TABLE metrics (
 INSERT INTO metrics (name, queue, outcome, value) SELECT 'depth', queue, state, count(*) FROM jobs GROUP BY queue, state;
 
 -- A job's workflow and stage: from its spec (left out of the compact spec when at the
--- baseline, `sqlite/compact.rs`: 'adhoc' and 'run').
+-- baseline, `sqlite/compact.rs`: 'adhoc' and 'run'; an unreadable spec counts as the baseline, so
+-- counting never fails a transition).
 CREATE TRIGGER metrics_enqueued AFTER INSERT ON job_specs
 BEGIN
     INSERT INTO metrics (name, queue, workflow, stage, value)
-    SELECT 'enqueued', j.queue, coalesce(NEW.spec ->> '$.workflow', 'adhoc'), coalesce(NEW.spec ->> '$.stage', 'run'), 1
+    SELECT 'enqueued', j.queue, coalesce(CASE WHEN json_valid(NEW.spec) THEN NEW.spec ->> '$.workflow' END, 'adhoc'), coalesce(CASE WHEN json_valid(NEW.spec) THEN NEW.spec ->> '$.stage' END, 'run'), 1
     FROM jobs j WHERE j.seq = NEW.seq
     ON CONFLICT DO UPDATE SET value = value + 1;
 END;
@@ -57,7 +58,7 @@ BEGIN
     INSERT INTO metrics (name, queue, outcome, value) VALUES ('depth', NEW.queue, NEW.state, 1)
     ON CONFLICT DO UPDATE SET value = value + 1;
     INSERT INTO metrics (name, queue, workflow, stage, outcome, value)
-    SELECT 'finished', NEW.queue, coalesce(s.spec ->> '$.workflow', 'adhoc'), coalesce(s.spec ->> '$.stage', 'run'), NEW.state, 1
+    SELECT 'finished', NEW.queue, coalesce(CASE WHEN json_valid(s.spec) THEN s.spec ->> '$.workflow' END, 'adhoc'), coalesce(CASE WHEN json_valid(s.spec) THEN s.spec ->> '$.stage' END, 'run'), NEW.state, 1
     FROM job_specs s WHERE s.seq = NEW.seq AND NEW.state IN ('succeeded', 'failed', 'dead', 'cancelled', 'stale')
     ON CONFLICT DO UPDATE SET value = value + 1;
     INSERT INTO metrics (name, queue, value)
@@ -69,7 +70,7 @@ BEGIN
     WHERE OLD.state = 'running' AND NEW.attempt_result = 'stale'
     ON CONFLICT DO UPDATE SET value = value + 1;
     INSERT INTO metrics (name, queue, workflow, stage, le, value, sum)
-    SELECT 'run_ms', NEW.queue, coalesce(s.spec ->> '$.workflow', 'adhoc'), coalesce(s.spec ->> '$.stage', 'run'),
+    SELECT 'run_ms', NEW.queue, coalesce(CASE WHEN json_valid(s.spec) THEN s.spec ->> '$.workflow' END, 'adhoc'), coalesce(CASE WHEN json_valid(s.spec) THEN s.spec ->> '$.stage' END, 'run'),
         CASE WHEN d.ms <= 10 THEN 10 WHEN d.ms <= 100 THEN 100 WHEN d.ms <= 1000 THEN 1000
              WHEN d.ms <= 5000 THEN 5000 WHEN d.ms <= 30000 THEN 30000 WHEN d.ms <= 120000 THEN 120000
              WHEN d.ms <= 600000 THEN 600000 WHEN d.ms <= 3600000 THEN 3600000 ELSE -1 END,
@@ -84,11 +85,11 @@ CREATE TRIGGER metrics_started AFTER UPDATE OF fencing_token ON jobs
 WHEN NEW.state = 'running' AND NEW.fencing_token > OLD.fencing_token
 BEGIN
     INSERT INTO metrics (name, queue, workflow, stage, value)
-    SELECT 'started', NEW.queue, coalesce(s.spec ->> '$.workflow', 'adhoc'), coalesce(s.spec ->> '$.stage', 'run'), 1
+    SELECT 'started', NEW.queue, coalesce(CASE WHEN json_valid(s.spec) THEN s.spec ->> '$.workflow' END, 'adhoc'), coalesce(CASE WHEN json_valid(s.spec) THEN s.spec ->> '$.stage' END, 'run'), 1
     FROM job_specs s WHERE s.seq = NEW.seq
     ON CONFLICT DO UPDATE SET value = value + 1;
     INSERT INTO metrics (name, queue, workflow, stage, le, value, sum)
-    SELECT 'wait_ms', NEW.queue, coalesce(s.spec ->> '$.workflow', 'adhoc'), coalesce(s.spec ->> '$.stage', 'run'),
+    SELECT 'wait_ms', NEW.queue, coalesce(CASE WHEN json_valid(s.spec) THEN s.spec ->> '$.workflow' END, 'adhoc'), coalesce(CASE WHEN json_valid(s.spec) THEN s.spec ->> '$.stage' END, 'run'),
         CASE WHEN d.ms <= 10 THEN 10 WHEN d.ms <= 100 THEN 100 WHEN d.ms <= 1000 THEN 1000
              WHEN d.ms <= 5000 THEN 5000 WHEN d.ms <= 30000 THEN 30000 WHEN d.ms <= 120000 THEN 120000
              WHEN d.ms <= 600000 THEN 600000 WHEN d.ms <= 3600000 THEN 3600000 ELSE -1 END,
