@@ -218,3 +218,10 @@ impl QueueIntegrity for Timed {
         self.inner.check_namespace().await
     }
 }
+
+#[async_trait::async_trait]
+impl QueueMetrics for Timed {
+    async fn metrics(&self) -> Result<Option<skillforge_engine::metrics::MetricsSnapshot>, EngineError> {
+        self.inner.metrics().await
+    }
+}

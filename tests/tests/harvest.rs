@@ -770,20 +770,37 @@ fn spawn_serve(home: &Home, port: u16, secret: Option<&str>) -> std::process::Ch
 }
 
 #[test]
-fn webhook_signature_good_bad_missing_and_no_secret_refuses_to_start() {
+fn webhook_signature_good_bad_missing_and_no_secret_refuses_every_event() {
     let home = Home::embedded();
     add_template(&home, CODER_TEMPLATE, "acme/templates");
     config(&home, &on(""));
-    // No secret ⇒ `serve --listen` refuses to start.
-    let mut refused = spawn_serve(&home, free_port(), None);
-    let code = skillforge_tests::wait_exit(&mut refused, Duration::from_secs(30));
-    assert_eq!(code.code(), Some(2), "{}", home.logs());
     attribute(&home, 5, &[]);
+    let body = json!({"repo": "acme/app", "pr": 5, "outcome": "blocked"}).to_string();
+    // No secret ⇒ `serve --listen` serves /metrics and the rest, but /events refuses every
+    // event, signed or not, naming the setting, and writes nothing.
+    let before = status(&home);
+    {
+        let port = free_port();
+        let _off = Reaped(spawn_serve(&home, port, None));
+        wait_listening(&home, port);
+        let (code, reply) = post(port, "skillforge_outcome", &body, Some(&sign(&body)));
+        assert_eq!(code, 503, "no secret: {reply}");
+        assert!(
+            reply["error"]
+                .as_str()
+                .unwrap()
+                .contains("SKILLFORGE_WEBHOOK_SECRET"),
+            "{reply}"
+        );
+    }
+    assert_eq!(
+        status(&home),
+        before,
+        "events refused for want of a secret write nothing"
+    );
     let port = free_port();
     let _serve = Reaped(spawn_serve(&home, port, Some(SECRET)));
     wait_listening(&home, port);
-    let body = json!({"repo": "acme/app", "pr": 5, "outcome": "blocked"}).to_string();
-    let before = status(&home);
     let (code, reply) = post(port, "skillforge_outcome", &body, None);
     assert_eq!(code, 401, "missing signature: {reply}");
     let (code, reply) = post(port, "skillforge_outcome", &body, Some("sha256=00ff"));

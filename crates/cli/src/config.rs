@@ -471,6 +471,9 @@ pub struct WorkerSection {
     pub name: Option<String>,
     /// Shutdown grace period in seconds (default 10).
     pub grace_secs: Option<u64>,
+    /// Address `skillforge worker` serves `/metrics`, `/health` and `/ready` on, e.g.
+    /// `127.0.0.1:9187` (`--metrics` wins); unset = off.
+    pub metrics: Option<String>,
 }
 
 impl Config {

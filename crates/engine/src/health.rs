@@ -1,5 +1,6 @@
 //! What a worker tells the process it runs in about calls to the queue that keep failing:
-//! results it could not deliver and lease calls failing in a row.
+//! results it could not deliver and lease calls failing in a row; and its own figures for
+//! `worker --metrics` ([`WorkerFigures`]: leases, results, heartbeats).
 //!
 //! A standalone `skillforge worker` logs these and retries (a full disk or an unreachable queue
 //! may heal). A process that runs a worker for its own jobs (`jobs submit --wait`, `verify` on
@@ -7,7 +8,7 @@
 //! arrive, so waiting on it would hang (issue 12 item 3).
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Shared between a [`crate::worker::Worker`] (which writes) and the process embedding it
 /// (which reads); see the module docs. `Default` is healthy.
@@ -19,6 +20,38 @@ pub struct WorkerHealth {
     lease_failures: AtomicU32,
     /// The error of the last failed lease call.
     last_lease_error: Mutex<Option<String>>,
+    leased: AtomicU64,
+    resolved: AtomicU64,
+    finished: AtomicU64,
+    fenced: AtomicU64,
+    released: AtomicU64,
+    heartbeats: AtomicU64,
+    heartbeat_errors: AtomicU64,
+    leases_lost: AtomicU64,
+    undelivered_count: AtomicU64,
+}
+
+/// A worker's own counts since it started (`worker --metrics`, issue 36 item 2).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerFigures {
+    /// Leases this worker took.
+    pub leased: u64,
+    /// Leases it holds now (taken and not yet resolved by a finish, a fence or a hand-back).
+    pub running: u64,
+    /// Results it delivered that were applied.
+    pub finished: u64,
+    /// Results it delivered that fencing rejected (the lease had been superseded).
+    pub fenced: u64,
+    /// Jobs it handed back on shutdown.
+    pub released: u64,
+    /// Results it could not deliver (left to the reaper).
+    pub undelivered: u64,
+    /// Lease heartbeats the queue answered.
+    pub heartbeats: u64,
+    /// Lease heartbeats that failed (queue errors; retried at the next beat).
+    pub heartbeat_errors: u64,
+    /// Leases its heartbeats found lost (stale and reaped, or a held lock taken over).
+    pub leases_lost: u64,
 }
 
 impl WorkerHealth {
@@ -38,6 +71,47 @@ impl WorkerHealth {
 
     pub(crate) fn result_not_delivered(&self, job_id: &str, error: &str) {
         lock(&self.undelivered).push((job_id.to_owned(), error.to_owned()));
+        self.undelivered_count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// This worker's counts so far.
+    pub fn figures(&self) -> WorkerFigures {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        WorkerFigures {
+            leased: get(&self.leased),
+            running: get(&self.leased).saturating_sub(get(&self.resolved)),
+            finished: get(&self.finished),
+            fenced: get(&self.fenced),
+            released: get(&self.released),
+            undelivered: get(&self.undelivered_count),
+            heartbeats: get(&self.heartbeats),
+            heartbeat_errors: get(&self.heartbeat_errors),
+            leases_lost: get(&self.leases_lost),
+        }
+    }
+
+    pub(crate) fn leased(&self) {
+        self.leased.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A lease this worker held is resolved (finished, fenced, handed back, or given up).
+    pub(crate) fn lease_resolved(&self) {
+        self.resolved.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn result_applied(&self, applied: bool) {
+        if applied { &self.finished } else { &self.fenced }.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn handed_back(&self) {
+        self.released.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn heartbeat(&self, answered: bool, lost: bool) {
+        if answered { &self.heartbeats } else { &self.heartbeat_errors }.fetch_add(1, Ordering::Relaxed);
+        if lost {
+            self.leases_lost.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn lease_failed(&self, error: &str) {

@@ -12,6 +12,7 @@
 //! * [`labels`]: worker labels, job label requirements and the routes between them;
 //!   [`placement`]: the deadline after which a job no live worker can take fails.
 //! * [`transfer`]: a job's files by content through the queue (inputs, uploaded outputs).
+//! * [`metrics`]: the counters the queue keeps for `/metrics`.
 //! * [`redact`]: credentials out of URLs in anything shown or logged.
 
 pub mod backend;
@@ -21,6 +22,7 @@ pub mod health;
 pub mod ingest;
 pub mod job;
 pub mod labels;
+pub mod metrics;
 pub mod open;
 pub mod output;
 pub mod placement;

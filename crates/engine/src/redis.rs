@@ -450,7 +450,20 @@ impl RedisBackend {
                 "rewrote the namespace's layout-1/2 job hashes"
             );
         }
+        backend.seed_metrics().await?;
         Ok(backend)
+    }
+
+    /// Counts the depth of a namespace written before the `/metrics` counters existed, once
+    /// (`metrics_seed.lua`; a no-op on every later open).
+    async fn seed_metrics(&self) -> Result<(), EngineError> {
+        let mut inv = self.scripts.metrics_seed.prepare_invoke();
+        inv.arg(&self.prefix);
+        let counted: u64 = with_retry!(self, "seed the queue's metrics", |c| inv.invoke_async(&mut c))?;
+        if counted > 0 {
+            tracing::info!(jobs = counted, "counted the namespace's jobs by state for /metrics");
+        }
+        Ok(())
     }
 
     /// The namespace's epoch (created when missing), whether this call created it, and the

@@ -134,6 +134,14 @@ fn to_i64(v: u64) -> i64 {
 /// a lease only while `running`.
 pub(super) const CLEAR_LEASE: &str = "stale_deadline_ms = NULL";
 
+/// The `/metrics` rows (schema v9): one small table, never the jobs.
+pub const METRICS_SQL: &str =
+    "SELECT name, queue, workflow, stage, outcome, le, value, sum FROM metrics";
+/// When the oldest result awaiting ingestion was written: one step of the `jobs_pending` index
+/// (a test holds its query plan to that), never a scan of the jobs.
+pub const OLDEST_PENDING_RESULT_SQL: &str =
+    "SELECT min(updated_at_ms) FROM jobs WHERE result_pending = 1";
+
 impl SqliteBackend {
     /// Opens (creating the file and its parent directory when missing) the queue database at
     /// `path`: WAL journal, `synchronous = NORMAL`, [`BUSY_TIMEOUT`], foreign keys on, schema

@@ -15,6 +15,7 @@ pub mod feedback;
 pub mod github;
 pub mod harvest;
 pub mod live_ab;
+pub mod metrics;
 pub mod promotion;
 pub mod queue_epochs;
 pub mod review;

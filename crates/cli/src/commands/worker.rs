@@ -5,9 +5,9 @@ use std::time::Duration;
 use clap::Args;
 use skillforge_engine::worker::{Worker, WorkerConfig};
 
-use crate::context::Context;
 use crate::control::args::queue_label;
 use crate::control::signals::shutdown_on_signal;
+use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
 
@@ -30,6 +30,11 @@ pub struct WorkerArgs {
     /// that require it. `os=…`, `arch=…` and `tool:<name>` for tools on PATH are added.
     #[arg(long = "label", value_name = "LABEL")]
     labels: Vec<String>,
+    /// Serve `GET /metrics`, `/health` and `/ready` on this address (e.g. `127.0.0.1:9187`): this
+    /// worker's leases, results and heartbeats, and the queue's figures; default `[worker]
+    /// metrics`, else off.
+    #[arg(long = "metrics", value_name = "ADDR")]
+    metrics: Option<String>,
 }
 
 /// Runs the worker until a signal, then prints what it did. Exits 3 (environment) naming the
@@ -41,11 +46,14 @@ pub struct WorkerArgs {
 /// `maxmemory-policy` other than `noeviction`, named with the fix).
 pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
     let concurrency = concurrency(args.concurrency, ctx.config.worker.concurrency)?;
+    // Bound before the queue is opened: a bad address is the user's input (exit 2).
+    let listener = match args.metrics.as_deref().or(ctx.config.worker.metrics.as_deref()) {
+        Some(addr) => Some(crate::control::http::bind("--metrics", addr).await?),
+        None => None,
+    };
     let backend = ctx.queue_checked().await?;
     let mut config = WorkerConfig::new(
-        args.name
-            .or_else(|| ctx.config.worker.name.clone())
-            .unwrap_or_else(|| "worker".to_owned()),
+        args.name.or_else(|| ctx.config.worker.name.clone()).unwrap_or_else(|| "worker".to_owned()),
         ctx.scratch_root(),
     );
     config.queues = args.queues;
@@ -57,18 +65,30 @@ pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
     let mut labels = args.labels;
     labels.extend(skillforge_engine::labels::detect());
     config.labels = skillforge_engine::labels::normalize(&labels);
-    let worker = Worker::new(config, backend, crate::runners::all());
+    let health = std::sync::Arc::new(skillforge_engine::health::WorkerHealth::default());
+    config.health = Some(health.clone());
+    let worker = Worker::new(config, backend.clone(), crate::runners::all());
     let identity = worker.identity().clone();
     let labels_shown = skillforge_engine::labels::normalize(&labels).join(", ");
-    eprintln!(
-        "worker {} (host {}, pid {}) on {}; labels {}",
-        identity.worker_id,
-        identity.host,
-        identity.pid,
-        queue_label(ctx),
-        labels_shown
-    );
-    let report = worker.run(shutdown_on_signal()).await;
+    eprintln!("worker {} (host {}, pid {}) on {}; labels {}", identity.worker_id, identity.host, identity.pid, queue_label(ctx), labels_shown);
+    let shutdown = shutdown_on_signal();
+    let http = listener.map(|listener| {
+        if let Ok(addr) = listener.local_addr() {
+            eprintln!("metrics on http://{addr}/metrics (and /health, /ready)");
+        }
+        let state = crate::control::metrics::MetricsState {
+            backend,
+            store: None,
+            worker: Some(crate::control::metrics::WorkerView { worker_id: identity.worker_id.clone(), health }),
+        };
+        let app = crate::control::http::router([crate::control::metrics::router(state)]);
+        tokio::spawn(crate::control::http::serve(listener, app, shutdown.clone()))
+    });
+    let report = worker.run(shutdown.clone()).await;
+    if let Some(server) = http {
+        shutdown.cancel();
+        let _ = server.await;
+    }
     if ctx.json {
         print_json(&serde_json::json!({
             "worker_id": identity.worker_id,
@@ -86,11 +106,7 @@ pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
     if report.left_stale.is_empty() {
         return Ok(OK);
     }
-    let ids: Vec<&str> = report
-        .left_stale
-        .iter()
-        .map(|(id, _)| id.as_str())
-        .collect();
+    let ids: Vec<&str> = report.left_stale.iter().map(|(id, _)| id.as_str()).collect();
     Err(CliError::env(anyhow::anyhow!(
         "{} lease(s) could not be handed back ({}): they go stale after their stale_after and the reaper recovers them",
         ids.len(),

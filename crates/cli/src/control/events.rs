@@ -10,12 +10,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use serde_json::{Value, json};
 use skillforge_engine::QueueBackend;
-use skillforge_skillopt::harvest::webhook::{
-    EVENT_HEADER, SIGNATURE_HEADER, WebhookError, parse_event, verify_signature,
-};
-use skillforge_skillopt::harvest::{HarvestConfig, available_reviewers, dispatch_legs, harvest};
 use skillforge_store::Store;
-use tokio_util::sync::CancellationToken;
+use skillforge_skillopt::harvest::webhook::{EVENT_HEADER, SIGNATURE_HEADER, WebhookError, parse_event, verify_signature};
+use skillforge_skillopt::harvest::{HarvestConfig, available_reviewers, dispatch_legs, harvest};
 use tracing::{info, warn};
 
 /// What the endpoint needs: the control plane's store and queue, the harvester's config, the secret.
@@ -33,20 +30,13 @@ pub struct EventsState {
     pub evidence: Arc<tokio::sync::Notify>,
 }
 
-/// Connections served at once; more wait in the listen backlog (no file descriptor of `serve`
-/// each), so slow or idle clients cannot use up the fds ingestion and the canary checks need.
-pub const MAX_CONNECTIONS: usize = 32;
-/// Longest wait for a request's headers (slow-header clients are cut off).
-pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-/// Longest a connection lives, its body and the answer included (slow-body clients are cut off).
-pub const CONNECTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Largest request body buffered (a GitHub delivery is far smaller); larger is 413 unread.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 /// Bytes of request bodies read but not yet verified, across every connection: a body that
 /// would take more is 503 at once (its client may try again). An HMAC over the whole body can
 /// only be checked once the body is read, so this bounds what unauthenticated clients can make
-/// `serve` hold (32 connections × 1 MiB before), while a delivery of up to [`MAX_BODY_BYTES`]
-/// always fits when nobody else is sending.
+/// `serve` hold ([`super::http::MAX_CONNECTIONS`] connections × 1 MiB before), while a delivery of
+/// up to [`MAX_BODY_BYTES`] always fits when nobody else is sending.
 pub const UNVERIFIED_BODY_BUDGET_BYTES: usize = 4 << 20;
 
 /// The router's state: the endpoint's [`EventsState`] and its budget of unverified body bytes.
@@ -55,65 +45,28 @@ struct Endpoint {
     unverified: Arc<tokio::sync::Semaphore>,
 }
 
-/// Serves `POST /events` on `listener` until `shutdown` (issue 32 item 10): at most
-/// [`MAX_CONNECTIONS`] at once, one request per connection, headers within
-/// [`HEADER_READ_TIMEOUT`], the whole exchange within [`CONNECTION_TIMEOUT`], bodies up to
-/// [`MAX_BODY_BYTES`]; accept errors (e.g. out of fds) are logged and retried after a pause.
-pub async fn serve_events(
-    listener: tokio::net::TcpListener,
-    state: EventsState,
-    shutdown: CancellationToken,
-) {
-    if let Ok(addr) = listener.local_addr() {
-        eprintln!("listening for events on http://{addr}/events");
-    }
-    let app = axum::Router::new()
+/// The `POST /events` part of the server's router ([`super::http::router`]): bodies up to
+/// [`MAX_BODY_BYTES`], at most [`UNVERIFIED_BODY_BUDGET_BYTES`] read unverified at once; the
+/// connection limits are the server's ([`super::http`]).
+pub fn router(state: EventsState) -> axum::Router {
+    axum::Router::new()
         .route("/events", post(post_events))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(Arc::new(Endpoint {
-            state,
-            unverified: Arc::new(tokio::sync::Semaphore::new(UNVERIFIED_BODY_BUDGET_BYTES)),
-        }));
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    let connections = tokio_util::task::TaskTracker::new();
-    loop {
-        // A slot first: while every slot is taken, new connections wait in the kernel's backlog.
-        let permit = tokio::select! {
-            () = shutdown.cancelled() => break,
-            permit = slots.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => break },
-        };
-        let (stream, _) = tokio::select! {
-            () = shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    warn!(error = %e, "events endpoint: accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        let stop = shutdown.clone();
-        connections.spawn(async move {
-            let _permit = permit;
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .keep_alive(false)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            tokio::select! {
-                () = stop.cancelled() => {}
-                served = tokio::time::timeout(CONNECTION_TIMEOUT, connection) => match served {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => tracing::debug!(error = %e, "events connection ended with an error"),
-                    Err(_) => tracing::debug!("events connection cut off after the connection timeout"),
-                },
-            }
-        });
-    }
-    connections.close();
-    connections.wait().await;
+        .with_state(Arc::new(Endpoint { state, unverified: Arc::new(tokio::sync::Semaphore::new(UNVERIFIED_BODY_BUDGET_BYTES)) }))
+}
+
+/// The `POST /events` part when no webhook secret is configured: every request is 503 with the
+/// reason, its body unread and nothing written (an unsigned event is never accepted).
+pub fn router_off(secret_env: &'static str) -> axum::Router {
+    axum::Router::new().route(
+        "/events",
+        post(move || async move {
+            reply(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": format!("POST /events is off: no webhook secret is configured; set {secret_env} or [server] webhook_secret and restart serve")}),
+            )
+        }),
+    )
 }
 
 type Reply = (StatusCode, axum::Json<Value>);
@@ -133,57 +86,27 @@ fn is_signature_shaped(header: Option<&str>) -> bool {
 /// Reads `body` up to [`MAX_BODY_BYTES`], each chunk first taking its size from the endpoint's
 /// budget of unverified bytes (held until the caller verifies the body and drops the permit).
 /// A declared or actual size over the cap is 413, a budget used up by other clients 503.
-async fn read_body(
-    endpoint: &Endpoint,
-    headers: &HeaderMap,
-    body: axum::body::Body,
-) -> Result<(Bytes, tokio::sync::OwnedSemaphorePermit), Reply> {
+async fn read_body(endpoint: &Endpoint, headers: &HeaderMap, body: axum::body::Body) -> Result<(Bytes, tokio::sync::OwnedSemaphorePermit), Reply> {
     use futures::StreamExt;
-    let too_large = || {
-        reply(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            json!({"error": format!("the body is over {MAX_BODY_BYTES} bytes")}),
-        )
-    };
+    let too_large = || reply(StatusCode::PAYLOAD_TOO_LARGE, json!({"error": format!("the body is over {MAX_BODY_BYTES} bytes")}));
     let busy = || {
         warn!("refused an event body: too many unverified bodies are being read");
-        reply(
-            StatusCode::SERVICE_UNAVAILABLE,
-            json!({"error": "too many event bodies are being read at once; try again"}),
-        )
+        reply(StatusCode::SERVICE_UNAVAILABLE, json!({"error": "too many event bodies are being read at once; try again"}))
     };
-    let declared = headers
-        .get(axum::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
+    let declared = headers.get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
         return Err(too_large());
     }
-    let mut held = endpoint
-        .unverified
-        .clone()
-        .try_acquire_many_owned(0)
-        .map_err(|_| busy())?;
+    let mut held = endpoint.unverified.clone().try_acquire_many_owned(0).map_err(|_| busy())?;
     let mut buf = Vec::with_capacity(declared.unwrap_or(0));
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| {
-            reply(
-                StatusCode::BAD_REQUEST,
-                json!({"error": format!("read the body: {e}")}),
-            )
-        })?;
+        let chunk = chunk.map_err(|e| reply(StatusCode::BAD_REQUEST, json!({"error": format!("read the body: {e}")})))?;
         if buf.len() + chunk.len() > MAX_BODY_BYTES {
             return Err(too_large());
         }
         let n = u32::try_from(chunk.len()).map_err(|_| too_large())?;
-        held.merge(
-            endpoint
-                .unverified
-                .clone()
-                .try_acquire_many_owned(n)
-                .map_err(|_| busy())?,
-        );
+        held.merge(endpoint.unverified.clone().try_acquire_many_owned(n).map_err(|_| busy())?);
         buf.extend_from_slice(&chunk);
     }
     Ok((Bytes::from(buf), held))
@@ -194,18 +117,10 @@ async fn read_body(
 /// [`UNVERIFIED_BODY_BUDGET_BYTES`] are being read unverified, 400 bad payload, 500 when the
 /// harvest could not be written (recorded as `auto_trace_harvest_failed`), 202 when the
 /// harvester is off (S-13: the body is not even parsed), else 200 with the rows.
-async fn post_events(
-    State(endpoint): State<Arc<Endpoint>>,
-    headers: HeaderMap,
-    body: axum::body::Body,
-) -> Reply {
+async fn post_events(State(endpoint): State<Arc<Endpoint>>, headers: HeaderMap, body: axum::body::Body) -> Reply {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     if !is_signature_shaped(header(SIGNATURE_HEADER)) {
-        let e = if header(SIGNATURE_HEADER).is_none() {
-            WebhookError::MissingSignature
-        } else {
-            WebhookError::BadSignature
-        };
+        let e = if header(SIGNATURE_HEADER).is_none() { WebhookError::MissingSignature } else { WebhookError::BadSignature };
         warn!(error = %e, "refused an unsigned or mis-signed event");
         return reply(StatusCode::UNAUTHORIZED, json!({"error": e.to_string()}));
     }
@@ -221,16 +136,10 @@ async fn post_events(
         return reply(StatusCode::UNAUTHORIZED, json!({"error": e.to_string()}));
     }
     let Some(kind) = header(EVENT_HEADER) else {
-        return reply(
-            StatusCode::BAD_REQUEST,
-            json!({"error": WebhookError::MissingEvent.to_string()}),
-        );
+        return reply(StatusCode::BAD_REQUEST, json!({"error": WebhookError::MissingEvent.to_string()}));
     };
     if !state.config.is_enabled() {
-        return reply(
-            StatusCode::ACCEPTED,
-            json!({"harvested": false, "reason": "auto_trace_disabled"}),
-        );
+        return reply(StatusCode::ACCEPTED, json!({"harvested": false, "reason": "auto_trace_disabled"}));
     }
     let events = match parse_event(kind, &body) {
         Ok(events) => events,
@@ -244,35 +153,20 @@ async fn post_events(
         match harvest(&state.store, &state.config, event, &reviewers).await {
             Ok(report) => {
                 match dispatch_legs(state.backend.as_ref(), &state.store, &report.legs).await {
-                    Ok(enqueued) => legs.extend(
-                        enqueued
-                            .into_iter()
-                            .map(|(leg, id)| json!({"leg": leg.name(), "job_id": id})),
-                    ),
+                    Ok(enqueued) => legs.extend(enqueued.into_iter().map(|(leg, id)| json!({"leg": leg.name(), "job_id": id}))),
                     Err(e) => warn!(error = %e, "harvest legs not dispatched"),
                 }
                 rows.extend(report.rows);
                 skipped.extend(report.skipped);
             }
             Err(e) => {
-                return reply(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    json!({"error": format!("harvest failed: {e}")}),
-                );
+                return reply(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": format!("harvest failed: {e}")}));
             }
         }
     }
-    info!(
-        event = kind,
-        n_rows = rows.len(),
-        n_legs = legs.len(),
-        "event harvested"
-    );
+    info!(event = kind, n_rows = rows.len(), n_legs = legs.len(), "event harvested");
     if !rows.is_empty() {
         state.evidence.notify_one();
     }
-    reply(
-        StatusCode::OK,
-        json!({"event": kind, "rows": rows, "skipped": skipped, "legs": legs}),
-    )
+    reply(StatusCode::OK, json!({"event": kind, "rows": rows, "skipped": skipped, "legs": legs}))
 }

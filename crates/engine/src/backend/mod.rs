@@ -18,6 +18,7 @@
 //! | [`QueueRoutes`] | labelled queues a worker leases from | `routes`, `queued_on` |
 //! | [`QueueTransfer`] | a job's files: shared disk or transfer area | `transfer_area`, `shares_disk` |
 //! | [`QueueIntegrity`] | data loss, unsafe settings, unreadable records | `check_namespace`, `namespace_epoch`, `check_settings`, `list_readable`, `quarantined`, `quarantine`, `purge` |
+//! | [`QueueMetrics`] | `/metrics`: counters kept as jobs change state | `metrics` |
 //!
 //! Every capability has [`QueueCore`] as a supertrait; [`QueueBackend`] is all of them at once,
 //! implemented for every type that implements each, and is what the engine's parts hold
@@ -33,6 +34,7 @@ mod control;
 mod core;
 mod integrity;
 mod locks;
+mod metrics;
 mod output;
 mod recovery;
 mod results;
@@ -46,6 +48,7 @@ pub use self::control::QueueControl;
 pub use self::core::QueueCore;
 pub use self::integrity::{NamespaceLoss, QueueIntegrity, UnreadableRecord, UnsafeSetting};
 pub use self::locks::QueueLocks;
+pub use self::metrics::QueueMetrics;
 pub use self::output::QueueOutput;
 pub use self::recovery::{QueueRecovery, ReapAction};
 pub use self::results::QueueResults;
@@ -69,6 +72,7 @@ pub trait QueueBackend:
     + QueueRoutes
     + QueueTransfer
     + QueueIntegrity
+    + QueueMetrics
 {
 }
 
@@ -84,6 +88,7 @@ impl<T> QueueBackend for T where
         + QueueRoutes
         + QueueTransfer
         + QueueIntegrity
+        + QueueMetrics
 {
 }
 
@@ -91,7 +96,7 @@ impl<T> QueueBackend for T where
 /// one: `use skillforge_engine::backend::prelude::*;`.
 pub mod prelude {
     pub use super::{
-        QueueBackend, QueueChanges, QueueControl, QueueCore, QueueIntegrity, QueueLocks,
+        QueueBackend, QueueChanges, QueueControl, QueueCore, QueueIntegrity, QueueLocks, QueueMetrics,
         QueueOutput, QueueRecovery, QueueResults, QueueRetention, QueueRoutes, QueueTransfer,
     };
 }

@@ -125,11 +125,48 @@ local INDEXED = { failed = true, dead = true, cancelled = true, stale = true }
 -- `done:failed:stale`; prune.lua drops such entries.
 local RETAIN_CLASS = { succeeded = 'succeeded', failed = 'failed', dead = 'failed', cancelled = 'failed' }
 
+-- Counters of `/metrics` (issue 36 item 2), kept in the hash `metrics` by the script of each
+-- transition: field `name US queue US workflow US stage US outcome US le` (US = byte 31) holds
+-- the count, a histogram bucket's field + US 'sum' its ms (metrics.rs: the names and buckets;
+-- sqlite/migrations/0009_metrics.sql: their meaning). `seeded` marks a namespace whose depth
+-- was counted (metrics_seed.lua).
+local K_METRICS = NS .. 'metrics'
+local US = '\31'
+local function metric(name, queue, wf, st, outcome, n)
+  redis.call('HINCRBY', K_METRICS, name .. US .. queue .. US .. wf .. US .. st .. US .. outcome .. US .. '0', n)
+end
+local BUCKETS_MS = { 10, 100, 1000, 5000, 30000, 120000, 600000, 3600000 }
+local function observe(name, queue, wf, st, ms)
+  if ms < 0 then ms = 0 end
+  local le = -1
+  for _, b in ipairs(BUCKETS_MS) do
+    if ms <= b then le = b; break end
+  end
+  local f = name .. US .. queue .. US .. wf .. US .. st .. US .. US .. s(le)
+  redis.call('HINCRBY', K_METRICS, f, 1)
+  redis.call('HINCRBY', K_METRICS, f .. US .. 'sum', ms)
+end
+local FINAL = { succeeded = true, failed = true, dead = true, cancelled = true, stale = true }
+-- Counts a job's move from state `old` to `new` (depth; `finished` into a final state; the
+-- attempt's run time when it leaves `running`, `la` its start, `now` the time). A start that is
+-- missing or does not parse (an unreadable record) is not observed: counting never fails a
+-- transition.
+local function count_move(queue, wf, st, old, new, la, now)
+  if old == new then return end
+  if old then metric('depth', queue, '', '', old, -1) end
+  metric('depth', queue, '', '', new, 1)
+  if FINAL[new] then metric('finished', queue, wf, st, new, 1) end
+  local started = la and tonumber(la)
+  if old == 'running' and started then observe('run_ms', queue, wf, st, now - started) end
+end
+
 -- Stores the state and moves the job between the index sets.
 local function set_state(id, old, new, created)
   if old ~= new then
     if old and INDEXED[old] then redis.call('ZREM', NS .. 'state:' .. old, id) end
     if INDEXED[new] then redis.call('ZADD', NS .. 'state:' .. new, created, id) end
+    local m = redis.call('HMGET', jkey(id), 'q', 'w', 'g', 'la')
+    count_move(m[1] or DEFAULTS.q, m[2] or DEFAULTS.w, m[3] or DEFAULTS.g, old, new, m[4], now_ms())
   end
   hset(jkey(id), { 's', new })
 end

@@ -28,6 +28,8 @@ if idem ~= '' then
   redis.call('HSET', NS .. 'idem', idem, id)
 end
 hset(jk, f, true)
+metric('enqueued', queue, ARGV[10], ARGV[11], '', 1)
+metric('depth', queue, '', '', 'queued', 1)
 redis.call('SADD', NS .. 'queues', queue)
 schedule(id, queue, not_before, now, now, false, true)
 return { id, 1 }

@@ -53,7 +53,7 @@ local before_n = tonumber(before)
 -- (the job's `sd` counts it), 'drop' or 'take'; stops at the first entry neither selects
 -- (returns 'stop'), at the end ('end'), or after `budget` entries or `max_take` takes
 -- ('budget'). Also returns the position it stopped at.
-local P = plan('s', 'u', 'k', 'sd')
+local P = plan('s', 'u', 'k', 'sd', 'q')
 local function walk(from, taken, budget, max_take, visit)
   local looked, took = 0, 0
   local pos = from
@@ -105,6 +105,7 @@ if limit > 0 and (excess > 0 or before_n) then
       redis.call('DECR', stale_k)
     elseif verdict == 'take' then
       redis.call('DEL', unpack(job_keys(id)))
+      metric('depth', f[5], '', '', f[1], -1)
       -- Its stale entries (a succeeded job retried once) now have no job: plain drops.
       if f[4] ~= '0' then redis.call('DECRBY', NS .. 'done:failed:stale', f[4]) end
       if INDEXED[f[1]] then redis.call('ZREM', NS .. 'state:' .. f[1], id) end

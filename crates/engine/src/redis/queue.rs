@@ -650,3 +650,50 @@ impl RedisBackend {
         }
     }
 }
+
+#[async_trait::async_trait]
+impl QueueMetrics for RedisBackend {
+    /// The `metrics` hash (kept by each transition's script), the fresh presence locks and the
+    /// oldest pending result, in one script call: O(fields + held locks), never O(jobs).
+    async fn metrics(&self) -> Result<Option<crate::metrics::MetricsSnapshot>, EngineError> {
+        let mut inv = self.scripts.metrics.prepare_invoke();
+        inv.arg(&self.prefix);
+        let (_now, alive, lag, fields): (String, u64, String, Vec<String>) =
+            with_retry!(self, "read the queue's metrics", |c| inv
+                .invoke_async(&mut c))?;
+        let mut rows: std::collections::BTreeMap<[String; 6], crate::metrics::MetricRow> =
+            std::collections::BTreeMap::new();
+        for pair in fields.chunks(2) {
+            let [field, value] = pair else { continue };
+            let value: i64 = value.parse().unwrap_or(0);
+            let parts: Vec<&str> = field.split('\u{1f}').collect();
+            let (key, is_sum) = match parts.as_slice() {
+                [n, q, w, g, o, le] => ([*n, *q, *w, *g, *o, *le], false),
+                [n, q, w, g, o, le, "sum"] => ([*n, *q, *w, *g, *o, *le], true),
+                _ => continue,
+            };
+            let row =
+                rows.entry(key.map(str::to_owned))
+                    .or_insert_with(|| crate::metrics::MetricRow {
+                        name: key[0].to_owned(),
+                        queue: key[1].to_owned(),
+                        workflow: key[2].to_owned(),
+                        stage: key[3].to_owned(),
+                        outcome: key[4].to_owned(),
+                        le_ms: key[5].parse().unwrap_or(0),
+                        value: 0,
+                        sum_ms: 0,
+                    });
+            if is_sum {
+                row.sum_ms = value;
+            } else {
+                row.value = value;
+            }
+        }
+        Ok(Some(crate::metrics::MetricsSnapshot {
+            rows: rows.into_values().collect(),
+            workers_alive: alive,
+            oldest_pending_result_ms: lag.parse().ok(),
+        }))
+    }
+}

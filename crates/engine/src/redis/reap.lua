@@ -18,6 +18,7 @@ else
 end
 clear_lease(id)
 hset(jk, { 'u', s(now), 'ct', token, 'cb', 'reap' })
+metric('lease_recoveries', f[5], '', '', '', 1)
 if action == 'requeue' then
   set_state(id, 'running', 'queued', f[6])
   schedule(id, f[5], now + delay, now, f[6], false)

@@ -37,6 +37,8 @@ pub(super) struct Scripts {
     pub(super) migrate: Script,
     pub(super) migrate4: Script,
     pub(super) pick: Script,
+    pub(super) metrics: Script,
+    pub(super) metrics_seed: Script,
 }
 
 /// The layout constants and `common.lua`, the start of every script.
@@ -81,6 +83,8 @@ impl Scripts {
             migrate: with_prelude(include_str!("migrate.lua")),
             migrate4: with_prelude(include_str!("migrate4.lua")),
             pick: with_prelude(include_str!("pick.lua")),
+            metrics: with_prelude(include_str!("metrics.lua")),
+            metrics_seed: with_prelude(include_str!("metrics_seed.lua")),
         }
     }
 }

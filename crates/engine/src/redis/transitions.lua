@@ -50,7 +50,7 @@ end
 -- them before anything reads those sets). `delay` is the retry delay (ms, decimal text), `err`
 -- is '' for no error, else '=' followed by the error text. `snow` is `now` as text.
 -- Returns the new state when applied, '#' .. current_token when fenced, '' when missing.
-local P_FINISH = plan('s', 't', 'c', 'ct', 'cb', 'o', 'e', 'r')
+local P_FINISH = plan('s', 't', 'c', 'ct', 'cb', 'o', 'e', 'r', 'q', 'w', 'g', 'la')
 local P_CLOSER = plan('ct', 'cb')
 local P_REQUEUE = plan('cr', 'q', 'a', 'ow', 'oh', 'op', 'la')
 local function finish_one(id, token, next, delay, result, outcome, err, now, snow, sets)
@@ -63,6 +63,7 @@ local function finish_one(id, token, next, delay, result, outcome, err, now, sno
       local c = hmget(jk, P_CLOSER)
       if c[1] == token and c[2] == 'finish' then return f[1] end
     end
+    metric('fencing_rejections', '', '', '', '', 1)
     return '#' .. f[2]
   end
   -- What a retry needs besides (a terminal finish reads nothing more).
@@ -100,6 +101,8 @@ local function finish_one(id, token, next, delay, result, outcome, err, now, sno
   redis.call('HSET', jk, unpack(set))
   if #del > 0 then redis.call('HDEL', jk, unpack(del)) end
   defer_zrem(sets, K_LEASES, id)
+  count_move(f[9], f[10], f[11], 'running', next, f[12], now)
+  if next == 'queued' then metric('retries', f[9], '', '', '', 1) end
   if INDEXED[next] then defer_zadd(sets, state_key(next), f[3], id) end
   if next == 'queued' then
     schedule(id, g[2], now + tonumber(delay), now, f[3], false)
@@ -180,7 +183,7 @@ local DEADLINE = {}
 -- script read and wrote, no second read of the hash), or nil when the job is no longer queued.
 -- A queued job holds no closed attempt in its hash (retry.lua moves it to the list before
 -- requeueing) and has recovery_available 0 (only a stale job has it set).
-local P_LEASE = with_raw(plan('s', 'a', 't', 'sa', 'c', 'nb', 'cr', 'o', 'e', 'sr'), unpack(SPEC_FIELDS))
+local P_LEASE = with_raw(plan('s', 'a', 't', 'sa', 'c', 'nb', 'cr', 'o', 'e', 'sr', 'q', 'w', 'g'), unpack(SPEC_FIELDS))
 local function lease_one(tag, id, worker, host, pid, now, snow, sets)
   local jk = jkey(id)
   local f = hmget(jk, P_LEASE)
@@ -199,6 +202,10 @@ local function lease_one(tag, id, worker, host, pid, now, snow, sets)
   redis.call('HSET', jk, 's', 'running', 'a', attempts, 't', token, 'ow', worker, 'oh', host, 'op', pid,
     'la', snow, 'u', snow)
   if token ~= '1' then redis.call('HDEL', jk, 'hh') end
+  count_move(f[11], f[12], f[13], 'queued', 'running', nil, now)
+  metric('started', f[11], f[12], f[13], '', 1)
+  local due = tonumber(f[6])
+  if due then observe('wait_ms', f[11], f[12], f[13], now - due) end
   local dl = DEADLINE[f[4]]
   if not dl then dl = s(now + tonumber(f[4])); DEADLINE[f[4]] = dl end
   defer_zadd(sets, K_LEASES, dl, id)

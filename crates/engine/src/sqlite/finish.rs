@@ -379,6 +379,17 @@ async fn apply_step_by_step(
             let token: i64 = row.try_get(1).map_err(|e| format!("read token: {e}"))?;
             current.insert(id, token);
         }
+        // `/metrics`: finishes refused by fencing, counted in the same transaction.
+        if !current.is_empty() {
+            sqlx::query(
+                "INSERT INTO metrics (name, queue, value) VALUES ('fencing_rejections', '', ?1) \
+                 ON CONFLICT DO UPDATE SET value = value + excluded.value",
+            )
+            .bind(current.len() as i64)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| format!("count fenced finishes: {e}"))?;
+        }
     }
     // The finishing slots' next jobs, leased in the same transaction (grouped per queue).
     let mut next: Vec<Option<LeasedJob>> = (0..round.len()).map(|_| None).collect();

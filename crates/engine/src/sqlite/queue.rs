@@ -825,3 +825,48 @@ impl SqliteBackend {
         Ok(true)
     }
 }
+
+#[async_trait::async_trait]
+impl QueueMetrics for SqliteBackend {
+    /// The `metrics` rows (schema v9, kept by triggers), the fresh presence locks and the oldest
+    /// pending result (an index lookup): O(label sets + live workers), never O(jobs).
+    async fn metrics(&self) -> Result<Option<crate::metrics::MetricsSnapshot>, EngineError> {
+        let what = "read the queue's metrics";
+        let now = crate::job::now_ms();
+        let mut conn = self.inner.reader.acquire().await.map_err(self.db(what))?;
+        let rows = sqlx::query(super::METRICS_SQL)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(self.db(what))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            out.push(crate::metrics::MetricRow {
+                name: row.try_get(0).map_err(self.db(what))?,
+                queue: row.try_get(1).map_err(self.db(what))?,
+                workflow: row.try_get(2).map_err(self.db(what))?,
+                stage: row.try_get(3).map_err(self.db(what))?,
+                outcome: row.try_get(4).map_err(self.db(what))?,
+                le_ms: row.try_get(5).map_err(self.db(what))?,
+                value: row.try_get(6).map_err(self.db(what))?,
+                sum_ms: row.try_get(7).map_err(self.db(what))?,
+            });
+        }
+        let alive: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM locks WHERE name >= 'worker:' AND name < 'worker;' \
+             AND heartbeat_at_ms + stale_after_ms >= ?1",
+        )
+        .bind(now)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(self.db(what))?;
+        let oldest: Option<i64> = sqlx::query_scalar(super::OLDEST_PENDING_RESULT_SQL)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(self.db(what))?;
+        Ok(Some(crate::metrics::MetricsSnapshot {
+            rows: out,
+            workers_alive: u64::try_from(alive).unwrap_or(0),
+            oldest_pending_result_ms: oldest.map(|t| (now - t).max(0)),
+        }))
+    }
+}

@@ -20,6 +20,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0006_binary_ids.sql"),
     include_str!("migrations/0007_lock_tokens.sql"),
     include_str!("migrations/0008_broken_jobs.sql"),
+    include_str!("migrations/0009_metrics.sql"),
 ];
 
 /// The schema version this build writes.

@@ -21,16 +21,14 @@ pub struct LeaseSignals {
     pub cancelled_by_operator: Arc<AtomicBool>,
     /// Set when the lease (heartbeat reply `LeaseLost`: stale and reaped) or a held lock was lost.
     pub lease_lost: Arc<AtomicBool>,
+    /// Where the loop counts its heartbeats (`worker --metrics`); `None` counts nothing.
+    pub health: Option<Arc<crate::health::WorkerHealth>>,
 }
 
 impl LeaseSignals {
     /// Signals that fire `cancel`, both flags unset.
     pub fn new(cancel: CancellationToken) -> Self {
-        Self {
-            cancel,
-            cancelled_by_operator: Arc::default(),
-            lease_lost: Arc::default(),
-        }
+        Self { cancel, cancelled_by_operator: Arc::default(), lease_lost: Arc::default(), health: None }
     }
 }
 
@@ -49,11 +47,12 @@ pub async fn heartbeat_loop(
     held: Arc<tokio::sync::Mutex<Vec<(String, u64)>>>,
     done: CancellationToken,
 ) {
-    let LeaseSignals {
-        cancel,
-        cancelled_by_operator,
-        lease_lost,
-    } = signals;
+    let LeaseSignals { cancel, cancelled_by_operator, lease_lost, health } = signals;
+    let count = |answered: bool, lost: bool| {
+        if let Some(h) = &health {
+            h.heartbeat(answered, lost);
+        }
+    };
     loop {
         tokio::select! {
             () = done.cancelled() => return,
@@ -67,12 +66,12 @@ pub async fn heartbeat_loop(
                     lease_lost.store(true, Ordering::SeqCst);
                     cancel.cancel();
                 }
-                Err(e) => {
-                    warn!(job_id = %job_id, lock = %name, error = %e, "lock renewal failed; retrying")
-                }
+                Err(e) => warn!(job_id = %job_id, lock = %name, error = %e, "lock renewal failed; retrying"),
             }
         }
-        match backend.heartbeat(&job_id, token).await {
+        let reply = backend.heartbeat(&job_id, token).await;
+        count(reply.is_ok(), matches!(reply, Ok(HeartbeatReply::LeaseLost)));
+        match reply {
             Ok(HeartbeatReply::Renewed) => {}
             Ok(HeartbeatReply::CancelRequested) => {
                 if !cancelled_by_operator.swap(true, Ordering::SeqCst) {

@@ -191,3 +191,36 @@ async fn jobs_acknowledged_before_retention_are_backfilled_and_pruned() {
     );
     assert_eq!(server.cli(&["ZCARD", "sftest:jobs"]), "1");
 }
+
+#[tokio::test]
+async fn metrics_counters_move_with_every_transition() {
+    let server = RedisServer::start();
+    scenarios::metrics::counters_move_with_every_transition(&backend(&server).await).await;
+}
+
+/// A namespace whose jobs were written before the `/metrics` counters existed (or that lost its
+/// counters) gets its depth counted from the jobs at the next open, once, exactly.
+#[tokio::test]
+async fn metrics_depth_of_an_older_namespace_is_counted_at_open() {
+    let server = RedisServer::start();
+    let b = backend(&server).await;
+    let w = WorkerIdentity::new("older");
+    for _ in 0..3 {
+        b.enqueue(&spec("old")).await.unwrap();
+    }
+    b.lease("old", &w, 1, Duration::ZERO).await.unwrap();
+    // As an older build left it: no counters at all.
+    server.cli(&["DEL", "sftest:metrics"]);
+    assert!(b.metrics().await.unwrap().unwrap().rows.is_empty());
+    drop(b);
+    let depth = |m: &skillforge_engine::metrics::MetricsSnapshot, state: &str| {
+        m.rows.iter().filter(|r| r.name == "depth" && r.queue == "old" && r.outcome == state).map(|r| r.value).sum::<i64>()
+    };
+    let reopened = backend(&server).await;
+    let m = reopened.metrics().await.unwrap().unwrap();
+    assert_eq!((depth(&m, "queued"), depth(&m, "running")), (2, 1), "{m:?}");
+    // Counted once: a second open adds nothing.
+    let again = backend(&server).await;
+    let m = again.metrics().await.unwrap().unwrap();
+    assert_eq!((depth(&m, "queued"), depth(&m, "running")), (2, 1), "{m:?}");
+}

@@ -2,6 +2,7 @@
 //! [`QueueBackend`] and is run by a test in both files, so the two backends are held to the
 //! same behaviour by the same code.
 
+pub(crate) mod metrics;
 pub(crate) mod placement;
 pub(crate) mod retention;
 pub(crate) mod trusted_spec;

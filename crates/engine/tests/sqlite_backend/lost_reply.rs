@@ -188,6 +188,8 @@ impl QueueTransfer for LostFinishReplies {
 }
 
 impl QueueIntegrity for LostFinishReplies {}
+#[async_trait::async_trait]
+impl QueueMetrics for LostFinishReplies {}
 
 struct Passes;
 

@@ -86,3 +86,43 @@ async fn a_pruned_job_leaves_only_its_tombstone_in_the_file() {
         assert_eq!(n, expect, "rows left in {table}");
     }
 }
+
+#[tokio::test]
+async fn metrics_counters_move_with_every_transition() {
+    let dir = tempfile::tempdir().unwrap();
+    scenarios::metrics::counters_move_with_every_transition(&open(&dir).await).await;
+}
+
+/// `/metrics` reads the queue in O(label sets): its queries never scan the jobs table (issue 36,
+/// "Speed"), whatever the number of jobs.
+#[tokio::test]
+async fn metrics_queries_never_scan_the_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = open(&dir).await;
+    drop(backend);
+    let pool = sqlx::SqlitePool::connect(&format!(
+        "sqlite://{}",
+        dir.path().join("queue.db").display()
+    ))
+    .await
+    .unwrap();
+    for sql in [
+        skillforge_engine::sqlite::METRICS_SQL,
+        skillforge_engine::sqlite::OLDEST_PENDING_RESULT_SQL,
+    ] {
+        let plan: Vec<(i64, i64, i64, String)> =
+            sqlx::query_as(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+        let details: Vec<&str> = plan.iter().map(|r| r.3.as_str()).collect();
+        // Every step that reads `jobs` goes through an index (a plain `SCAN jobs` or `SEARCH jobs`
+        // without one reads every row).
+        let on_jobs = |d: &str| d.starts_with("SCAN jobs") || d.starts_with("SEARCH jobs");
+        assert!(
+            details.iter().filter(|d| on_jobs(d)).all(|d| d.contains(" USING ")),
+            "{sql}: {details:?}"
+        );
+        assert!(!details.is_empty());
+    }
+}
