@@ -9,9 +9,14 @@
 //! * **Protocol**: `stable` decides on one pair; `repeat` on `repeat_count` pairs (fewer ⇒
 //!   `measured` + `add_sample`); `ladder` takes one exploratory pair, asks `confirm` when it is
 //!   promising, then `add_sample` up to `repeat_count`; then `holdout` when configured (O-38).
+//! * **PACE** (`stability.mode: pace`, issue 34 item 10): one pair at a time until the betting
+//!   e-process over the primary objective's pairs commits (eligible; then the holdout) or spends
+//!   its budget (reverted); a required objective that regressed still reverts.
 //! * **Keep** only with `next_measurement: none` (O-37, O-47).
 
 use serde::{Deserialize, Serialize};
+
+use skillforge_contract::pace::{Pace, PaceReport, Pair, Verdict};
 
 use super::snapshot::{Snapshot, mean, std_dev};
 use super::spec::{DEFAULT_MIN_RELATIVE_CHANGE, Objective, Spec, StabilityMode};
@@ -153,12 +158,35 @@ pub struct DecideResult {
     pub objectives: Vec<ObjectiveResult>,
     /// Why, in one line.
     pub reason: String,
+    /// The PACE keep rule's state over the primary objective's pairs (`stability.mode: pace`
+    /// only; issue 34 item 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace: Option<PaceReport>,
 }
 
 impl DecideResult {
     fn terminal(decision: Decision, reason: impl Into<String>) -> Self {
-        Self { decision, next_measurement: NextMeasurement::None, eligible: false, rank_score: None, target_reached: false, objectives: vec![], reason: reason.into() }
+        Self { decision, next_measurement: NextMeasurement::None, eligible: false, rank_score: None, target_reached: false, objectives: vec![], reason: reason.into(), pace: None }
     }
+}
+
+/// PACE over the primary objective's pairs (the i-th reference sample against the i-th candidate
+/// sample): a relative gain beyond `min_relative_change` is a win, a loss beyond it a loss, else a tie.
+fn pace_of_pairs(cfg: &DecideConfig, reference: &Snapshot, candidate: &Snapshot) -> PaceReport {
+    let direction = cfg.objectives.iter().find(|o| o.name == cfg.primary).map_or(1.0, |o| o.direction.sign());
+    let samples = |s: &Snapshot| s.metrics.get(&cfg.primary).map(|m| m.samples.clone()).unwrap_or_default();
+    let (r, c) = (samples(reference), samples(candidate));
+    let pairs = r.iter().zip(&c).map(|(r, c)| {
+        let gain = direction * (c - r) / r.abs().max(f64::EPSILON);
+        if gain > cfg.min_relative_change {
+            Pair::Win
+        } else if gain < -cfg.min_relative_change {
+            Pair::Loss
+        } else {
+            Pair::Tie
+        }
+    });
+    Pace::default().run(pairs)
 }
 
 /// The payload: the candidate's status plus the selection pair and, once collected, the holdout pair.
@@ -247,19 +275,45 @@ pub fn decide(cfg: &DecideConfig, input: DecideInput<'_>) -> DecideResult {
         target_reached: target_reached(&cfg.objectives, input.candidate),
         objectives: results.clone(),
         reason: String::new(),
+        pace: None,
     };
     let n = input.reference.n_samples().min(input.candidate.n_samples());
     let full = match cfg.mode {
-        StabilityMode::Stable => 1,
+        StabilityMode::Stable | StabilityMode::Pace => 1,
         StabilityMode::Repeat | StabilityMode::Ladder => cfg.repeat_count.max(1),
     };
     let any_regressed = results.iter().any(|r| r.required && r.verdict == "regressed");
+    // Issue 34 item 10: the PACE keep rule decides eligibility pair by pair.
+    if cfg.mode == StabilityMode::Pace {
+        let report = pace_of_pairs(cfg, input.reference, input.candidate);
+        out.reason = report.reason.clone();
+        out.eligible = report.committed() && !any_regressed;
+        match report.verdict {
+            Verdict::Continue => {
+                out.next_measurement = NextMeasurement::AddSample;
+                out.pace = Some(report);
+                return out;
+            }
+            Verdict::Reject => {
+                out.decision = Decision::Reverted;
+                out.pace = Some(report);
+                return out;
+            }
+            Verdict::Commit if any_regressed => {
+                out.decision = Decision::Reverted;
+                out.reason = format!("{}, but a required objective regressed beyond noise", report.reason);
+                out.pace = Some(report);
+                return out;
+            }
+            Verdict::Commit => out.pace = Some(report),
+        }
+    }
     if cfg.mode == StabilityMode::Repeat && n < full {
         out.next_measurement = NextMeasurement::AddSample;
         out.reason = format!("repeat protocol: {n} of {full} pairs");
         return out;
     }
-    if !is_eligible {
+    if !is_eligible && cfg.mode != StabilityMode::Pace {
         out.decision = if any_regressed { Decision::Reverted } else { Decision::Inconclusive };
         out.reason = if any_regressed { "a required objective regressed beyond noise".into() } else { "no required objective moved beyond noise".into() };
         return out;
@@ -272,7 +326,9 @@ pub fn decide(cfg: &DecideConfig, input: DecideInput<'_>) -> DecideResult {
     }
     if !cfg.has_holdout {
         out.decision = Decision::Keep;
-        out.reason = format!("eligible on {n} pair(s)");
+        if out.pace.is_none() {
+            out.reason = format!("eligible on {n} pair(s)");
+        }
         return out;
     }
     let Some((h_ref, h_cand)) = input.holdout else {
@@ -485,5 +541,38 @@ mod tests {
         assert!(!target_reached(&[obj("ops", Direction::Minimize, None, true)], &snap(&[("ops", &[1.0])])), "no declared target");
         let optional = vec![obj("ops", Direction::Minimize, Some(50.0), true), obj("latency", Direction::Minimize, Some(5.0), false)];
         assert!(target_reached(&optional, &snap(&[("ops", &[40.0]), ("latency", &[7.0])])));
+    }
+
+    // Issue 34 item 10: the PACE keep rule, one pair at a time (ops minimized: 100 → 90 is a win,
+    // 100 → 110 a loss, within 1 % a tie).
+    #[test]
+    fn pace_keep_rule_pairs_until_the_e_process_commits_or_spends_its_budget() {
+        let run = |c: &DecideConfig, r: &[f64], cand: &[f64]| {
+            decide(c, DecideInput { measured: &Measured::Ok, reference: &snap(&[("ops", r)]), candidate: &snap(&[("ops", cand)]), holdout: None })
+        };
+        let c = cfg(StabilityMode::Pace, ops(), false);
+        let cases: &[(&[f64], Decision, NextMeasurement, bool, u64)] = &[
+            // (candidate samples against 100 each, decision, next, eligible, discordant pairs)
+            (&[90.0; 7], Decision::Measured, NextMeasurement::AddSample, false, 7),
+            (&[90.0; 8], Decision::Keep, NextMeasurement::None, true, 8),
+            (&[99.5; 8], Decision::Measured, NextMeasurement::AddSample, false, 0),
+            // A loss first halves the wealth: nine wins after it (19.2) are not enough, ten are (28.8).
+            (&[110.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0], Decision::Measured, NextMeasurement::AddSample, false, 10),
+            (&[110.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0], Decision::Keep, NextMeasurement::None, true, 11),
+        ];
+        for (cand, decision, next, eligible, pairs) in cases {
+            let d = run(&c, &vec![100.0; cand.len()], cand);
+            assert_eq!((d.decision, d.next_measurement, d.eligible), (*decision, *next, *eligible), "{cand:?}: {}", d.reason);
+            assert_eq!(d.pace.as_ref().map(|p| p.pairs), Some(*pairs), "{cand:?}");
+        }
+        let alternating: Vec<f64> = (0..200).map(|i| if i % 2 == 0 { 90.0 } else { 110.0 }).collect();
+        let d = run(&c, &[100.0; 200], &alternating);
+        assert_eq!((d.decision, d.next_measurement), (Decision::Reverted, NextMeasurement::None), "{}", d.reason);
+        assert!(d.reason.starts_with("PACE rejects"), "{}", d.reason);
+        // A commit still waits for the holdout when one is configured.
+        let d = run(&cfg(StabilityMode::Pace, ops(), true), &[100.0; 8], &[90.0; 8]);
+        assert_eq!((d.decision, d.next_measurement), (Decision::Promising, NextMeasurement::Holdout));
+        // Off (any other mode): no PACE field at all.
+        assert_eq!(run(&cfg(StabilityMode::Stable, ops(), false), &[100.0], &[90.0]).pace, None);
     }
 }

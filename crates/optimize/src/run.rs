@@ -90,7 +90,7 @@ async fn init_inner(ctx: &Ctx<'_>, spec_path: &Path, spec_text: &str, created_at
     git::worktree_for_branch(&ctx.repo, &ctx.root.integration_worktree(), &spec.branch(), &base)?;
     let n = match spec.measurement.stability.mode {
         StabilityMode::Repeat => spec.measurement.repeat_count() as usize,
-        StabilityMode::Stable | StabilityMode::Ladder => 1,
+        StabilityMode::Stable | StabilityMode::Ladder | StabilityMode::Pace => 1,
     };
     let mut baseline = Snapshot::default();
     // the baseline's judge runs are booked like every other (issue 31 item 7)

@@ -124,6 +124,7 @@ mod tests {
             aggregate: None,
             gate: Some(GateOutcome { decision: Decision::Reject, lines: vec!["REJECT: the baseline won".into(), "more".into()] }),
             ledger_row: None,
+            pace: None,
             dir: dir.path().to_path_buf(),
         };
         let s = suite(&report);

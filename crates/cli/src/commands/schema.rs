@@ -38,6 +38,7 @@ pub fn all() -> &'static [Entry] {
         Entry { name: "train-items", describes: "a train items file, YAML (`train start --items-file`)", schema: skillforge_skillopt::train::items::schema },
         Entry { name: "optimize-spec", describes: "an optimize spec, YAML (`optimize init --spec`)", schema: || schema_for!(skillforge_optimize::spec::Spec) },
         Entry { name: "bineval-question-set", describes: "a BINEVAL question set, YAML or JSON (`binary run --set`)", schema: skillforge_skillopt::bineval::set::schema },
+        Entry { name: "replay-corpus", describes: "a replay corpus, JSON (`candidate gate --corpus`)", schema: skillforge_skillopt::gate::corpus::schema },
         Entry { name: "feedback-yml", describes: "a review packet's feedback.yml (`feedback markdown import`)", schema: || schema_for!(c::FeedbackFile) },
         Entry { name: "training-package", describes: "a training package (`export`; read by optimizers)", schema: || schema_for!(c::TrainingPackage) },
         Entry { name: "candidate-package", describes: "a candidate package (written by optimizers; `import`)", schema: || schema_for!(c::CandidatePackage) },

@@ -24,7 +24,13 @@ use crate::exit::CliError;
 /// The promotion policy of this home's config: `[skillopt]` guardrails, `[events]` sinks, the
 /// canary window's defaults (resolutions 8).
 pub fn policy(ctx: &Context) -> Policy {
-    Policy { guardrails: ctx.config.skillopt.guardrails(), sinks: ctx.config.events.sinks(&ctx.home), window: window_config(ctx) }
+    Policy {
+        guardrails: ctx.config.skillopt.guardrails(),
+        sinks: ctx.config.events.sinks(&ctx.home),
+        window: window_config(ctx),
+        pace: ctx.config.skillopt.pace(),
+        gate_enabled: ctx.config.skillopt.gate_enabled == Some(true),
+    }
 }
 
 fn stages(ctx: &Context) -> Result<PromotionStages, CliError> {

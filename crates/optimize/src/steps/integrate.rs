@@ -304,6 +304,7 @@ mod tests {
             decision: Decision::Keep, next_measurement: NextMeasurement::None, eligible: true, rank_score: Some(gain), target_reached: false,
             objectives: vec![ObjectiveResult { name: "ops".into(), required: true, reference: 100.0, candidate: 100.0 * (1.0 - gain), relative_gain: gain, threshold: 0.01, verdict: "improved".into() }],
             reason: String::new(),
+            pace: None,
         };
         e.decision = Some(decision(0.15));
         assert_eq!(anti_gaming_note(&e, "ops"), None);

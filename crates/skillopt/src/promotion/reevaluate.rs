@@ -36,6 +36,8 @@ pub struct EvidenceMark {
     arms: [Option<(i64, u64, u64)>; 2],
     /// The bits of the candidate's `summary.score`.
     score: Option<u64>,
+    /// Replay gate runs recorded for the candidate (issue 34 item 11).
+    gate_runs: usize,
 }
 
 fn arm_mark(arm: Option<ArmRow>) -> Option<(i64, u64, u64)> {
@@ -56,7 +58,8 @@ pub async fn evidence_mark(store: &Store, template_id: &str, version_id: &str, s
         Some(id) => arm_mark(get_arm(store.pool(), template_id, id).await?),
         None => None,
     };
-    Ok(EvidenceMark { auto_trace, champion, canary, arms: [challenger_arm, champion_arm], score: score.map(f64::to_bits) })
+    let gate_runs = skillforge_store::gates::gate_runs(store.pool(), version_id).await?.len();
+    Ok(EvidenceMark { auto_trace, champion, canary, arms: [challenger_arm, champion_arm], score: score.map(f64::to_bits), gate_runs })
 }
 
 /// One re-run of the guardrails: the candidate, the evidence it was decided on, what the seam did.

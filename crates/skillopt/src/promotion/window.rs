@@ -30,6 +30,8 @@ use skillforge_store::templates::{current_version, get_version};
 use sqlx::SqliteConnection;
 
 use super::canary::{Outcomes, WindowConfig, WindowDecision, decide_window};
+use skillforge_contract::pace::{Pace, PaceReport, Pair, Verdict};
+use skillforge_store::gates::outcome_sequence;
 use super::events::{Detail, EVENTS_WORKFLOW, Event, EventKind, HAND_STARTED_REASON, WindowCounts};
 use super::notify::{PromotionEnv, PromotionError, emit};
 use super::stages::{GRADUATE_STAGE, INCONCLUSIVE_STAGE, PromotionStages, ROLL_BACK_STAGE};
@@ -58,6 +60,10 @@ pub struct WindowReport {
     pub job_id: Option<String>,
     /// Whether the decision is applied now (the version is current, or rejected).
     pub applied: bool,
+    /// The PACE gate over the window's paired outcomes, when `pace_enabled` is on and the window
+    /// held (issue 34 item 10, issue 37 item 3).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pace: Option<PaceReport>,
 }
 
 /// What a canary decision job is about, written into its idempotency key
@@ -211,17 +217,20 @@ struct Window {
 /// The canary's and the champion's outcomes a window was decided on, as its decision event
 /// carries them (issue 37 item 11); kept in the store from the check that submitted the decision
 /// until the event is sent.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct WindowEvidence {
     /// The canary's outcomes since it started.
     pub canary: Option<WindowCounts>,
     /// The champion's outcomes over the same window.
     pub champion: Option<WindowCounts>,
+    /// The PACE gate that decided a holding window (only when `pace_enabled` is on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace: Option<PaceReport>,
 }
 
 /// The window of one canary: its and the champion's auto-trace outcomes since it started (up to
 /// the window's end), each `Err` when unreadable.
-async fn window_of(store: &Store, canary: &CanaryRow, config: &WindowConfig) -> Result<Window, PromotionError> {
+async fn window_of(store: &Store, canary: &CanaryRow, config: &WindowConfig, pace: Option<Pace>) -> Result<Window, PromotionError> {
     let hold = |reason: &str| Window { decision: WindowDecision::Hold { reason: reason.to_owned() }, champion: None, counts: WindowEvidence::default() };
     let Ok(started) = DateTime::parse_from_rfc3339(&canary.canary_started_at).map(|t| t.with_timezone(&Utc)) else {
         return Ok(hold("canary start time unreadable"));
@@ -252,8 +261,25 @@ async fn window_of(store: &Store, canary: &CanaryRow, config: &WindowConfig) -> 
     };
     let closed = Utc::now() >= end;
     let counts = |o: &Result<Outcomes, String>| o.as_ref().ok().map(|o| WindowCounts::new(o.positives, o.total));
-    let counts = WindowEvidence { canary: counts(&canary_outcomes), champion: counts(&champion_outcomes) };
-    Ok(Window { decision: decide_window(&canary_outcomes, &champion_outcomes, config, closed), champion: Some(champion.version), counts })
+    let mut counts = WindowEvidence { canary: counts(&canary_outcomes), champion: counts(&champion_outcomes), pace: None };
+    let mut decision = decide_window(&canary_outcomes, &champion_outcomes, config, closed);
+    // Issue 34 item 10, issue 37 item 3: with PACE on, a readable window that holds (or was spent
+    // holding) is decided by PACE over its paired outcomes (the i-th of each side, in order):
+    // commit graduates, a spent budget rolls back fail-safe, continuing changes nothing.
+    if let (Some(pace), Some(seq), Ok(_), Ok(_)) = (pace, canary.canary_started_seq, &canary_outcomes, &champion_outcomes)
+        && matches!(decision, WindowDecision::Hold { .. } | WindowDecision::Inconclusive { .. })
+    {
+        let canary_seq = outcome_sequence(store.pool(), &canary.id, seq, &until).await?;
+        let champion_seq = outcome_sequence(store.pool(), &champion.id, seq, &until).await?;
+        let report = pace.run(canary_seq.into_iter().zip(champion_seq).map(|(c, h)| Pair::of(c, h)));
+        decision = match report.verdict {
+            Verdict::Commit => WindowDecision::Graduate,
+            Verdict::Reject => WindowDecision::Inconclusive { reason: format!("inconclusive: {}; the champion stays", report.reason) },
+            Verdict::Continue => decision,
+        };
+        counts.pace = Some(report);
+    }
+    Ok(Window { decision, champion: Some(champion.version), counts })
 }
 
 /// Sends the graduation and rollback events owed for decisions already applied (the event log
@@ -281,7 +307,7 @@ pub async fn send_owed_events(env: &PromotionEnv<'_>) -> Result<usize, Promotion
                 .await?
                 .and_then(|json| serde_json::from_str(&json).ok())
                 .unwrap_or_default();
-            let detail = Detail { canary_outcomes: evidence.canary, champion_outcomes: evidence.champion, ..Detail::default() };
+            let detail = Detail { canary_outcomes: evidence.canary, champion_outcomes: evidence.champion, pace: evidence.pace, ..Detail::default() };
             let event = Event::new(kind, &version_id, &template_id, detail.with_reason(reason));
             sent += usize::from(emit(env, &event).await?);
         }
@@ -312,8 +338,9 @@ pub async fn check_canaries(env: &PromotionEnv<'_>, wait: Wait) -> Result<Vec<Wi
     let mut report = Vec::new();
     let mut submitted = Vec::new();
     for canary in list_canaries(env.store.pool()).await? {
-        let window = window_of(env.store, &canary, &env.policy.window).await?;
-        let mut entry = WindowReport { version_id: canary.id.clone(), window: window.decision, job_id: None, applied: false };
+        let window = window_of(env.store, &canary, &env.policy.window, env.policy.pace).await?;
+        let mut entry =
+            WindowReport { version_id: canary.id.clone(), window: window.decision, job_id: None, applied: false, pace: window.counts.pace.clone() };
         if let (Some(stage), Some(champion)) = (decision_stage(&entry.window), window.champion) {
             // The counts its event will carry, whichever process sends it (issue 37 item 11).
             if env.policy.sinks.is_configured() {
