@@ -144,7 +144,7 @@ fn pace_off_run(cfg: &str) -> Vec<String> {
     }
     let decided = home.json(&["candidate", "decide", "planner@v2"]);
     let mut shown = home.json(&["candidate", "show", "planner@v2"]);
-    for volatile in ["created_at", "decided_at", "diff", "content"] {
+    for volatile in ["created_at", "decided_at", "diff", "content", "source_path"] {
         shown.as_object_mut().unwrap().remove(volatile);
     }
     let store = sql(&home, "SELECT group_concat(id || ':' || state, ',') FROM agent_template_versions");
@@ -178,8 +178,8 @@ fn pace_off_is_byte_identical_to_no_key() {
 // ---------------------------------------------------------------------------------------------
 // The replay gate
 
-/// A replay corpus whose `replay_command` passes an item when the side's template (on stdin)
-/// contains the item's expected text (`grep` prints the line, exit 0; no line, exit 1).
+/// A replay corpus whose `replay_command` passes an item when the side's template
+/// (`$SKILLFORGE_REPLAY_TEMPLATE`) contains the item's expected text (`grep` prints the line, exit 0; no line, exit 1).
 fn corpus(home: &Home, name: &str, command: &str) -> String {
     let corpus = serde_json::json!({
         "kind": "skillforge-replay-corpus",
@@ -194,7 +194,7 @@ fn corpus(home: &Home, name: &str, command: &str) -> String {
     skillforge_tests::write(&home.path().join(name), &corpus.to_string()).display().to_string()
 }
 
-const GREP: &str = "grep -F -- \"$SKILLFORGE_REPLAY_EXPECTED\"";
+const GREP: &str = "printf %s \"$SKILLFORGE_REPLAY_TEMPLATE\" | grep -F -- \"$SKILLFORGE_REPLAY_EXPECTED\"";
 
 // Issue 34 item 11, facts §7 `gate_enabled` → `gate_blocked`: on a Redis queue with a worker, a
 // candidate that passes every guardrail is `gate_blocked` until `candidate gate` replays the corpus
@@ -270,7 +270,7 @@ fn replay_gate_refuses_an_equal_mean_an_unscorable_item_and_a_bad_corpus() {
         &format!("if [ \"$SKILLFORGE_REPLAY_SIDE\" = candidate ] && [ \"$SKILLFORGE_REPLAY_ITEM\" = tests ]; then exit 127; fi; {GREP}"),
     );
     let out = home.cmd().args(["--json", "candidate", "gate", "planner@v3", "--corpus", &flaky]).output().unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(1), "{}: {}", out.status, stderr(&out));
     let run: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(run["accepted"], false, "{run}");
     assert_eq!(run["candidate_mean"], Value::Null, "no mean over an unscorable item, never a made-up one: {run}");

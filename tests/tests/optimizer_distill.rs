@@ -471,10 +471,10 @@ fn a_distill_candidate_with_a_corpus_gets_its_score_from_the_replay_gate() {
     run.home.json(&["import", "--file", file.to_str().unwrap(), "--artifact-dir", artifacts.to_str().unwrap()]);
     let before = run.home.json(&["candidate", "show", "planner@v2"]);
     assert_eq!(before["score"], Value::Null, "{before}");
-    // The corpus: does the side's template (on stdin) carry the maintained guidance section?
+    // The corpus: does the side's template carry the maintained guidance section?
     let corpus = json!({
         "kind": "skillforge-replay-corpus", "version": 1,
-        "replay_command": "grep -F -- \"$SKILLFORGE_REPLAY_EXPECTED\"",
+        "replay_command": "printf %s \"$SKILLFORGE_REPLAY_TEMPLATE\" | grep -F -- \"$SKILLFORGE_REPLAY_EXPECTED\"",
         "items": [
             {"id": "guidance", "prompt": "Is the guidance there?", "expected": HEADING},
             {"id": "planner", "prompt": "Is it a planner?", "expected": "id: planner"},

@@ -27,8 +27,8 @@ pub struct Corpus {
     /// The corpus's own version, a positive integer: bump it when items change. Every gate run
     /// records the version it replayed, so an accepted run names the corpus it passed.
     pub version: u32,
-    /// A shell line (`sh -c`) that replays one item for one side, run as a `process` job: the
-    /// side's template on stdin; `SKILLFORGE_REPLAY_ITEM`, `SKILLFORGE_REPLAY_PROMPT`,
+    /// A shell line (`sh -c`) that replays one item for one side, run as a `process` job:
+    /// `SKILLFORGE_REPLAY_TEMPLATE` (the side's template), `SKILLFORGE_REPLAY_ITEM`, `SKILLFORGE_REPLAY_PROMPT`,
     /// `SKILLFORGE_REPLAY_EXPECTED`, `SKILLFORGE_REPLAY_VERSION` (the version id) and
     /// `SKILLFORGE_REPLAY_SIDE` (`champion` | `candidate`) in its environment. Exit 0 with
     /// `expected` in its stdout passes the item; another exit code fails it; a command that

@@ -76,9 +76,11 @@ const SIDES: [&str; 2] = ["champion", "candidate"];
 fn replay_job(stages: &WorkflowDef, corpus: &Corpus, item: &CorpusItem, side: &str, version_id: &str, content: &str, runtime: &str, key: String) -> Result<skillforge_engine::JobSpec, skillforge_runner::PayloadError> {
     match &corpus.replay_command {
         Some(line) => {
+            // The template travels in the environment, not on stdin: a command that exits without
+            // reading its stdin would break the pipe under the worker writing it.
             let mut payload = ProcessPayload::shell(line.clone());
-            payload.stdin = Some(content.to_owned());
             payload.env = BTreeMap::from([
+                ("SKILLFORGE_REPLAY_TEMPLATE".to_owned(), content.to_owned()),
                 ("SKILLFORGE_REPLAY_ITEM".to_owned(), item.id.clone()),
                 ("SKILLFORGE_REPLAY_PROMPT".to_owned(), item.prompt.clone()),
                 ("SKILLFORGE_REPLAY_EXPECTED".to_owned(), item.expected.clone()),
