@@ -15,7 +15,11 @@ const MODE_B: &str = "[skillopt]\nauto_promote = true\nauto_promote_min_samples 
 /// `StdRng::seed_from_u64(seed)`'s first bool says "challenger is A").
 fn challenger_label(seed: u64) -> &'static str {
     use rand::{Rng, SeedableRng};
-    if rand::rngs::StdRng::seed_from_u64(seed).random::<bool>() { "a" } else { "b" }
+    if rand::rngs::StdRng::seed_from_u64(seed).random::<bool>() {
+        "a"
+    } else {
+        "b"
+    }
 }
 
 /// One A/B pick (`ab --json`, seed `round`) won by the challenger (`challenger_wins`) or the champion.
@@ -26,14 +30,37 @@ fn pick(home: &Home, round: u64, challenger_wins: bool) -> Value {
         (false, "a") => "b",
         (false, _) => "a",
     };
-    let reply = ab(home, &[&format!("Question {round}"), "--pick", label, "--seed", &round.to_string()]);
-    assert_eq!(reply["challenger_label"], shown, "the shuffle of seed {round}: {reply}");
-    assert_eq!(reply["human_winner"], if challenger_wins { "challenger" } else { "champion" }, "{reply}");
+    let reply = ab(
+        home,
+        &[
+            &format!("Question {round}"),
+            "--pick",
+            label,
+            "--seed",
+            &round.to_string(),
+        ],
+    );
+    assert_eq!(
+        reply["challenger_label"], shown,
+        "the shuffle of seed {round}: {reply}"
+    );
+    assert_eq!(
+        reply["human_winner"],
+        if challenger_wins {
+            "challenger"
+        } else {
+            "champion"
+        },
+        "{reply}"
+    );
     reply
 }
 
 fn state(home: &Home, version: &str) -> String {
-    sql(home, &format!("SELECT state FROM agent_template_versions WHERE id = '{version}'"))
+    sql(
+        home,
+        &format!("SELECT state FROM agent_template_versions WHERE id = '{version}'"),
+    )
 }
 
 // Issue 34 item 10, facts §7: with `pace_enabled`, a Mode B pick that passes every guardrail is
@@ -43,25 +70,42 @@ fn state(home: &Home, version: &str) -> String {
 #[test]
 fn pace_blocks_a_mode_b_promotion_until_the_picks_commit() {
     let home = home();
-    config(&home, &format!("{MODE_B}pace_enabled = true\n[events]\njsonl = \"events.jsonl\"\n"));
+    config(
+        &home,
+        &format!("{MODE_B}pace_enabled = true\n[events]\njsonl = \"events.jsonl\"\n"),
+    );
     import(&home, "Plan in numbered steps.\n", 0.8);
     // Three challenger wins pass every guardrail (P ≈ 0.98 ≥ 0.9 on 3 pulls); PACE has 1.5^3.
     for round in 1..=3 {
         let reply = pick(&home, round, true);
-        assert_eq!(reply["pace"]["wins"], round, "ab reports PACE beside the posterior: {reply}");
+        assert_eq!(
+            reply["pace"]["wins"], round,
+            "ab reports PACE beside the posterior: {reply}"
+        );
     }
     let decided = home.json(&["candidate", "decide", "planner@v2"]);
     assert_eq!(decided["decision"]["step"], 11, "{decided}");
     let reason = decided["reason"].as_str().unwrap();
-    assert!(reason.contains("pace_blocked") && reason.contains("wealth 3.38 of 20"), "{reason}");
+    assert!(
+        reason.contains("pace_blocked") && reason.contains("wealth 3.38 of 20"),
+        "{reason}"
+    );
     assert_eq!(state(&home, "planner@v2"), "pending");
     let shown = home.json(&["candidate", "show", "planner@v2"]);
     assert_eq!(shown["pace"]["verdict"], "continue", "{shown}");
     assert_eq!(shown["pace"]["pairs"], 3);
-    assert!((shown["pace"]["wealth"].as_f64().unwrap() - 3.375).abs() < 1e-9, "{shown}");
+    assert!(
+        (shown["pace"]["wealth"].as_f64().unwrap() - 3.375).abs() < 1e-9,
+        "{shown}"
+    );
     let text = home.run(&["candidate", "show", "planner@v2"]);
     let text = String::from_utf8_lossy(&text.stdout).into_owned();
-    assert!(text.contains("pace        PACE continues: wealth 3.38 of 20 after 3 of 200 discordant pairs"), "{text}");
+    assert!(
+        text.contains(
+            "pace        PACE continues: wealth 3.38 of 20 after 3 of 200 discordant pairs"
+        ),
+        "{text}"
+    );
     // A champion win halves the wealth (1.69); four more challenger wins reach 8.54, still blocked.
     pick(&home, 4, false);
     for round in 5..=8 {
@@ -69,12 +113,21 @@ fn pace_blocks_a_mode_b_promotion_until_the_picks_commit() {
     }
     let decided = home.json(&["candidate", "decide", "planner@v2"]);
     assert_eq!(decided["decision"]["step"], 11, "{decided}");
-    assert!(decided["reason"].as_str().unwrap().contains("wealth 8.54 of 20"), "{decided}");
+    assert!(
+        decided["reason"]
+            .as_str()
+            .unwrap()
+            .contains("wealth 8.54 of 20"),
+        "{decided}"
+    );
     // Two more: 19.22 < 20 — then the eleventh pick commits (28.83).
     for round in 9..=10 {
         pick(&home, round, true);
     }
-    assert_eq!(home.json(&["candidate", "decide", "planner@v2"])["decision"]["step"], 11);
+    assert_eq!(
+        home.json(&["candidate", "decide", "planner@v2"])["decision"]["step"],
+        11
+    );
     assert_eq!(state(&home, "planner@v2"), "pending");
     let last = pick(&home, 11, true);
     assert_eq!(last["pace"]["verdict"], "commit", "{last}");
@@ -83,14 +136,33 @@ fn pace_blocks_a_mode_b_promotion_until_the_picks_commit() {
     assert_eq!(decided["decision"]["decision"], "promote", "{decided}");
     assert_eq!(state(&home, "planner@v2"), "current");
     let all = events(&home);
-    let blocked: Vec<&Value> = all.iter().filter(|e| e["detail"]["guardrail"] == "pace_blocked").collect();
-    assert!(!blocked.is_empty(), "the block is announced with its guardrail: {all:?}");
+    let blocked: Vec<&Value> = all
+        .iter()
+        .filter(|e| e["detail"]["guardrail"] == "pace_blocked")
+        .collect();
+    assert!(
+        !blocked.is_empty(),
+        "the block is announced with its guardrail: {all:?}"
+    );
     assert_eq!(blocked[0]["event"], "candidate.awaiting_promotion");
-    assert_eq!(blocked[0]["detail"]["pace"]["verdict"], "continue", "{:?}", blocked[0]);
-    let promoted = all.iter().find(|e| e["event"] == "candidate.auto_promoted").expect("auto_promoted");
-    assert_eq!(promoted["detail"]["pace"]["verdict"], "commit", "{promoted}");
+    assert_eq!(
+        blocked[0]["detail"]["pace"]["verdict"], "continue",
+        "{:?}",
+        blocked[0]
+    );
+    let promoted = all
+        .iter()
+        .find(|e| e["event"] == "candidate.auto_promoted")
+        .expect("auto_promoted");
+    assert_eq!(
+        promoted["detail"]["pace"]["verdict"], "commit",
+        "{promoted}"
+    );
     assert_eq!(promoted["detail"]["pace"]["wins"], wins);
-    assert!(promoted["detail"]["pace"]["wealth"].as_f64().unwrap() >= 20.0, "{promoted}");
+    assert!(
+        promoted["detail"]["pace"]["wealth"].as_f64().unwrap() >= 20.0,
+        "{promoted}"
+    );
 }
 
 // Issue 34 item 10, issue 37 item 3: with `pace_enabled`, a canary window that holds (here on too
@@ -100,7 +172,10 @@ fn pace_blocks_a_mode_b_promotion_until_the_picks_commit() {
 #[test]
 fn pace_graduates_a_holding_canary_window_on_its_paired_outcomes() {
     let home = home();
-    config(&home, "[skillopt]\nauto_trace_enabled = true\npace_enabled = true\n[events]\njsonl = \"events.jsonl\"\n");
+    config(
+        &home,
+        "[skillopt]\nauto_trace_enabled = true\npace_enabled = true\n[events]\njsonl = \"events.jsonl\"\n",
+    );
     import(&home, "Plan in steps.\n", 0.8);
     let out = home.run(&["candidate", "canary", "planner@v2", "--sample", "0.2"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -114,25 +189,48 @@ fn pace_graduates_a_holding_canary_window_on_its_paired_outcomes() {
     let held = home.json(&["candidate", "canary-check"]);
     assert_eq!(held[0]["window"]["decision"], "hold", "{held}");
     assert_eq!(held[0]["pace"]["verdict"], "continue", "{held}");
-    assert_eq!((held[0]["pace"]["wins"].as_u64(), held[0]["pace"]["ties"].as_u64()), (Some(7), Some(1)), "{held}");
+    assert_eq!(
+        (
+            held[0]["pace"]["wins"].as_u64(),
+            held[0]["pace"]["ties"].as_u64()
+        ),
+        (Some(7), Some(1)),
+        "{held}"
+    );
     assert_eq!(state(&home, "planner@v2"), "canary");
     harvest_outcome(&home, 9, "planner@v2", true);
     harvest_outcome(&home, 109, "planner@v1", false);
     let out = home.run(&["candidate", "canary-check"]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(text.contains("graduate") && text.contains("PACE commits: wealth 25.63 reached 20 after 8 discordant pairs"), "{text}");
+    assert!(
+        text.contains("graduate")
+            && text.contains("PACE commits: wealth 25.63 reached 20 after 8 discordant pairs"),
+        "{text}"
+    );
     assert_eq!(state(&home, "planner@v2"), "current");
-    let graduated = events(&home).into_iter().find(|e| e["event"] == "candidate.canary_graduated").expect("graduated event");
-    assert_eq!(graduated["detail"]["pace"]["verdict"], "commit", "{graduated}");
-    assert_eq!(graduated["detail"]["canary_outcomes"]["total"], 9, "{graduated}");
+    let graduated = events(&home)
+        .into_iter()
+        .find(|e| e["event"] == "candidate.canary_graduated")
+        .expect("graduated event");
+    assert_eq!(
+        graduated["detail"]["pace"]["verdict"], "commit",
+        "{graduated}"
+    );
+    assert_eq!(
+        graduated["detail"]["canary_outcomes"]["total"], 9,
+        "{graduated}"
+    );
 }
 
 /// Everything a PACE-off run shows: the store's decision-bearing rows, `candidate show --json`,
 /// `ab --json` (minus its answers' ids), `canary-check --json` and the events (minus times).
 fn pace_off_run(cfg: &str) -> Vec<String> {
     let home = home();
-    config(&home, &format!("{MODE_B}auto_trace_enabled = true\n{cfg}[events]\njsonl = \"events.jsonl\"\n"));
+    config(
+        &home,
+        &format!("{MODE_B}auto_trace_enabled = true\n{cfg}[events]\njsonl = \"events.jsonl\"\n"),
+    );
     import(&home, "Plan in numbered steps.\n", 0.8);
     let mut replies = Vec::new();
     for round in 1..=4 {
@@ -147,8 +245,14 @@ fn pace_off_run(cfg: &str) -> Vec<String> {
     for volatile in ["created_at", "decided_at", "diff", "content", "source_path"] {
         shown.as_object_mut().unwrap().remove(volatile);
     }
-    let store = sql(&home, "SELECT group_concat(id || ':' || state, ',') FROM agent_template_versions");
-    let picks = sql(&home, "SELECT group_concat(winner, ',') FROM skillopt_ab_picks");
+    let store = sql(
+        &home,
+        "SELECT group_concat(id || ':' || state, ',') FROM agent_template_versions",
+    );
+    let picks = sql(
+        &home,
+        "SELECT group_concat(winner, ',') FROM skillopt_ab_picks",
+    );
     let events: Vec<String> = events(&home)
         .into_iter()
         .map(|mut e| {
@@ -171,7 +275,10 @@ fn pace_off_is_byte_identical_to_no_key() {
     assert_eq!(absent.len(), off.len());
     for (a, b) in absent.iter().zip(&off) {
         assert_eq!(a, b);
-        assert!(!a.contains("\"pace\"") && !a.contains("PACE") && !a.contains("pace_blocked"), "PACE leaked into an off run: {a}");
+        assert!(
+            !a.contains("\"pace\"") && !a.contains("PACE") && !a.contains("pace_blocked"),
+            "PACE leaked into an off run: {a}"
+        );
     }
 }
 
@@ -191,10 +298,13 @@ fn corpus(home: &Home, name: &str, command: &str) -> String {
             {"id": "title", "prompt": "Plan anything", "expected": "# Plan"},
         ],
     });
-    skillforge_tests::write(&home.path().join(name), &corpus.to_string()).display().to_string()
+    skillforge_tests::write(&home.path().join(name), &corpus.to_string())
+        .display()
+        .to_string()
 }
 
-const GREP: &str = "printf %s \"$SKILLFORGE_REPLAY_TEMPLATE\" | grep -F -- \"$SKILLFORGE_REPLAY_EXPECTED\"";
+const GREP: &str =
+    "printf %s \"$SKILLFORGE_REPLAY_TEMPLATE\" | grep -F -- \"$SKILLFORGE_REPLAY_EXPECTED\"";
 
 // Issue 34 item 11, facts §7 `gate_enabled` → `gate_blocked`: on a Redis queue with a worker, a
 // candidate that passes every guardrail is `gate_blocked` until `candidate gate` replays the corpus
@@ -210,42 +320,103 @@ fn replay_gate_blocks_until_a_corpus_replay_on_a_worker_accepts_the_candidate() 
         "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 2\nauto_promote_min_score = 0.5\n\
          gate_enabled = true\n[events]\njsonl = \"events.jsonl\"\n",
     );
-    import(&home, "# Plan\nWrite numbered steps.\nName the tests to run.\n", 0.8);
+    import(
+        &home,
+        "# Plan\nWrite numbered steps.\nName the tests to run.\n",
+        0.8,
+    );
     for pr in 1..=2 {
         harvest_outcome(&home, pr, "planner@v2", true);
     }
     let decided = home.json(&["candidate", "decide", "planner@v2"]);
     assert_eq!(decided["decision"]["step"], 12, "{decided}");
-    assert!(decided["reason"].as_str().unwrap().contains("gate_blocked"), "{decided}");
+    assert!(
+        decided["reason"].as_str().unwrap().contains("gate_blocked"),
+        "{decided}"
+    );
     assert_eq!(state(&home, "planner@v2"), "pending");
 
     let _worker = skillforge_tests::Reaped(home.spawn_worker("replay", &[]));
     let file = corpus(&home, "corpus.json", GREP);
-    let out = home.cmd().args(["--json", "candidate", "gate", "planner@v2", "--corpus", &file]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}\n{}", stderr(&out), home.logs());
+    let out = home
+        .cmd()
+        .args([
+            "--json",
+            "candidate",
+            "gate",
+            "planner@v2",
+            "--corpus",
+            &file,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stderr(&out),
+        home.logs()
+    );
     let run: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(run["accepted"], true, "{run}");
-    assert_eq!((run["corpus_version"].as_i64(), run["corpus_items"].as_i64(), run["attempts"].as_i64()), (Some(3), Some(3), Some(1)));
-    assert!((run["champion_mean"].as_f64().unwrap() - 1.0 / 3.0).abs() < 1e-9, "{run}");
+    assert_eq!(
+        (
+            run["corpus_version"].as_i64(),
+            run["corpus_items"].as_i64(),
+            run["attempts"].as_i64()
+        ),
+        (Some(3), Some(3), Some(1))
+    );
+    assert!(
+        (run["champion_mean"].as_f64().unwrap() - 1.0 / 3.0).abs() < 1e-9,
+        "{run}"
+    );
     assert_eq!(run["candidate_mean"], 1.0);
-    let deltas: Vec<(String, Option<f64>)> =
-        run["deltas"].as_array().unwrap().iter().map(|d| (d["id"].as_str().unwrap().to_owned(), d["delta"].as_f64())).collect();
-    assert_eq!(deltas, [("steps".to_owned(), Some(1.0)), ("tests".to_owned(), Some(1.0)), ("title".to_owned(), Some(0.0))]);
+    let deltas: Vec<(String, Option<f64>)> = run["deltas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["id"].as_str().unwrap().to_owned(), d["delta"].as_f64()))
+        .collect();
+    assert_eq!(
+        deltas,
+        [
+            ("steps".to_owned(), Some(1.0)),
+            ("tests".to_owned(), Some(1.0)),
+            ("title".to_owned(), Some(0.0))
+        ]
+    );
     // Six replay jobs (three items, two sides) ran on the queue.
     let jobs = home.json(&["jobs", "list"]);
-    let replays = jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "replay").count();
+    let replays = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["workflow"] == "replay")
+        .count();
     assert_eq!(replays, 6, "{jobs:#}");
     // Kept for audit: `candidate show` has the run and its per-item deltas, in text and JSON.
     let shown = home.json(&["candidate", "show", "planner@v2"]);
-    assert_eq!(shown["gate_runs"][0]["deltas"].as_array().unwrap().len(), 3, "{shown}");
-    let text = String::from_utf8_lossy(&home.run(&["candidate", "show", "planner@v2"]).stdout).into_owned();
-    assert!(text.contains("gate        accepted against planner@v1 (corpus version 3, attempt 1)"), "{text}");
+    assert_eq!(
+        shown["gate_runs"][0]["deltas"].as_array().unwrap().len(),
+        3,
+        "{shown}"
+    );
+    let text = String::from_utf8_lossy(&home.run(&["candidate", "show", "planner@v2"]).stdout)
+        .into_owned();
+    assert!(
+        text.contains("gate        accepted against planner@v1 (corpus version 3, attempt 1)"),
+        "{text}"
+    );
     assert!(text.contains("steps            delta +1"), "{text}");
 
     let decided = home.json(&["candidate", "decide", "planner@v2"]);
     assert_eq!(decided["decision"]["decision"], "promote", "{decided}");
     assert_eq!(state(&home, "planner@v2"), "current");
-    let promoted = events(&home).into_iter().find(|e| e["event"] == "candidate.auto_promoted").expect("auto_promoted");
+    let promoted = events(&home)
+        .into_iter()
+        .find(|e| e["event"] == "candidate.auto_promoted")
+        .expect("auto_promoted");
     assert_eq!(promoted["detail"]["gate_run"], run["id"], "{promoted}");
 }
 
@@ -257,32 +428,100 @@ fn replay_gate_refuses_an_equal_mean_an_unscorable_item_and_a_bad_corpus() {
     let home = home();
     import(&home, "# Plan\nDo it quickly.\n", 0.8);
     let file = corpus(&home, "corpus.json", GREP);
-    let out = home.cmd().args(["--json", "candidate", "gate", "planner@v2", "--corpus", &file]).output().unwrap();
+    let out = home
+        .cmd()
+        .args([
+            "--json",
+            "candidate",
+            "gate",
+            "planner@v2",
+            "--corpus",
+            &file,
+        ])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let run: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!((run["accepted"].as_bool(), run["candidate_mean"].as_f64()), (Some(false), run["champion_mean"].as_f64()));
-    assert!(run["reason"].as_str().unwrap().contains("is not above"), "{run}");
+    assert_eq!(
+        (run["accepted"].as_bool(), run["candidate_mean"].as_f64()),
+        (Some(false), run["champion_mean"].as_f64())
+    );
+    assert!(
+        run["reason"].as_str().unwrap().contains("is not above"),
+        "{run}"
+    );
 
-    import(&home, "# Plan\nWrite numbered steps.\nName the tests to run.\n", 0.8);
+    import(
+        &home,
+        "# Plan\nWrite numbered steps.\nName the tests to run.\n",
+        0.8,
+    );
     let flaky = corpus(
         &home,
         "flaky.json",
-        &format!("if [ \"$SKILLFORGE_REPLAY_SIDE\" = candidate ] && [ \"$SKILLFORGE_REPLAY_ITEM\" = tests ]; then exit 127; fi; {GREP}"),
+        &format!(
+            "if [ \"$SKILLFORGE_REPLAY_SIDE\" = candidate ] && [ \"$SKILLFORGE_REPLAY_ITEM\" = tests ]; then exit 127; fi; {GREP}"
+        ),
     );
-    let out = home.cmd().args(["--json", "candidate", "gate", "planner@v3", "--corpus", &flaky]).output().unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}: {}", out.status, stderr(&out));
+    let out = home
+        .cmd()
+        .args([
+            "--json",
+            "candidate",
+            "gate",
+            "planner@v3",
+            "--corpus",
+            &flaky,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}: {}",
+        out.status,
+        stderr(&out)
+    );
     let run: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(run["accepted"], false, "{run}");
-    assert_eq!(run["candidate_mean"], Value::Null, "no mean over an unscorable item, never a made-up one: {run}");
-    assert!(run["reason"].as_str().unwrap().contains("tests (candidate"), "{run}");
-    assert_eq!(run["deltas"][1]["candidate"]["status"], "unscorable", "{run}");
+    assert_eq!(
+        run["candidate_mean"],
+        Value::Null,
+        "no mean over an unscorable item, never a made-up one: {run}"
+    );
+    assert!(
+        run["reason"].as_str().unwrap().contains("tests (candidate"),
+        "{run}"
+    );
+    assert_eq!(
+        run["deltas"][1]["candidate"]["status"], "unscorable",
+        "{run}"
+    );
 
     let before = sql(&home, "SELECT COUNT(*) FROM skillopt_gate_runs");
-    let bad = skillforge_tests::write(&home.path().join("bad.json"), r#"{"kind": "skillforge-replay-corpus", "version": 1, "items": [{"id": "a", "prompt": "p"}]}"#);
-    let out = home.run(&["candidate", "gate", "planner@v3", "--corpus", bad.to_str().unwrap()]);
+    let bad = skillforge_tests::write(
+        &home.path().join("bad.json"),
+        r#"{"kind": "skillforge-replay-corpus", "version": 1, "items": [{"id": "a", "prompt": "p"}]}"#,
+    );
+    let out = home.run(&[
+        "candidate",
+        "gate",
+        "planner@v3",
+        "--corpus",
+        bad.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("bad.json") && stderr(&out).contains("items[0] (`a`): `expected` is empty"), "{}", stderr(&out));
-    assert_eq!(sql(&home, "SELECT COUNT(*) FROM skillopt_gate_runs"), before, "store unchanged");
+    assert!(
+        stderr(&out).contains("bad.json")
+            && stderr(&out).contains("items[0] (`a`): `expected` is empty"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        sql(&home, "SELECT COUNT(*) FROM skillopt_gate_runs"),
+        before,
+        "store unchanged"
+    );
 }
 
 // Issue 34 item 11: off by default — with `gate_enabled` absent, a recorded gate run changes no
@@ -290,12 +529,19 @@ fn replay_gate_refuses_an_equal_mean_an_unscorable_item_and_a_bad_corpus() {
 #[test]
 fn replay_gate_off_changes_no_decision() {
     let home = home();
-    config(&home, "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 2\nauto_promote_min_score = 0.5\n[events]\njsonl = \"events.jsonl\"\n");
+    config(
+        &home,
+        "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 2\nauto_promote_min_score = 0.5\n[events]\njsonl = \"events.jsonl\"\n",
+    );
     import(&home, "# Plan\nWrite numbered steps.\n", 0.8);
     for pr in 1..=2 {
         harvest_outcome(&home, pr, "planner@v2", true);
     }
     let decided = home.json(&["candidate", "decide", "planner@v2"]);
     assert_eq!(decided["decision"]["decision"], "promote", "{decided}");
-    assert!(events(&home).iter().all(|e| e["detail"].get("gate_run").is_none()));
+    assert!(
+        events(&home)
+            .iter()
+            .all(|e| e["detail"].get("gate_run").is_none())
+    );
 }

@@ -39,7 +39,11 @@ pub struct Pace {
 
 impl Default for Pace {
     fn default() -> Self {
-        Self { alpha: DEFAULT_ALPHA, lambda: DEFAULT_LAMBDA, max_pairs: DEFAULT_MAX_PAIRS }
+        Self {
+            alpha: DEFAULT_ALPHA,
+            lambda: DEFAULT_LAMBDA,
+            max_pairs: DEFAULT_MAX_PAIRS,
+        }
     }
 }
 
@@ -123,7 +127,11 @@ impl PaceReport {
 impl Pace {
     /// Whether the settings are usable: α and λ in (0, 1), a budget of at least one pair.
     pub fn is_valid(&self) -> bool {
-        self.alpha > 0.0 && self.alpha < 1.0 && self.lambda > 0.0 && self.lambda < 1.0 && self.max_pairs >= 1
+        self.alpha > 0.0
+            && self.alpha < 1.0
+            && self.lambda > 0.0
+            && self.lambda < 1.0
+            && self.max_pairs >= 1
     }
 
     /// The commit threshold 1/α.
@@ -174,15 +182,26 @@ impl Pace {
                 self.max_pairs
             ),
         };
-        PaceReport { verdict, wealth, threshold, pairs, wins, losses, ties, max_pairs: self.max_pairs, reason }
+        PaceReport {
+            verdict,
+            wealth,
+            threshold,
+            pairs,
+            wins,
+            losses,
+            ties,
+            max_pairs: self.max_pairs,
+            reason,
+        }
     }
 
     /// Runs the e-process over aggregate counts: the losses first, then the wins (ties carry no
     /// bet), so a count summary never commits earlier than any real order of the same pairs could.
     pub fn from_counts(&self, wins: u64, losses: u64, ties: u64) -> PaceReport {
         let mut report = self.run(
-            std::iter::repeat_n(Pair::Loss, usize::try_from(losses).unwrap_or(usize::MAX))
-                .chain(std::iter::repeat_n(Pair::Win, usize::try_from(wins).unwrap_or(usize::MAX))),
+            std::iter::repeat_n(Pair::Loss, usize::try_from(losses).unwrap_or(usize::MAX)).chain(
+                std::iter::repeat_n(Pair::Win, usize::try_from(wins).unwrap_or(usize::MAX)),
+            ),
         );
         report.ties = ties;
         report
@@ -210,21 +229,38 @@ mod tests {
             (&[W, W, W, W, W, W, W], Verdict::Continue, 17.0859375, 7),
             (&[W, W, W, W, W, W, W, W], Verdict::Commit, 25.62890625, 8),
             // Ties between are discarded: the same eight wins commit.
-            (&[W, T, W, W, T, W, W, W, W, T, W], Verdict::Commit, 25.62890625, 8),
+            (
+                &[W, T, W, W, T, W, W, W, W, T, W],
+                Verdict::Commit,
+                25.62890625,
+                8,
+            ),
             // The gate stops at the commit: the loss after it is not read.
-            (&[W, W, W, W, W, W, W, W, L], Verdict::Commit, 25.62890625, 8),
+            (
+                &[W, W, W, W, W, W, W, W, L],
+                Verdict::Commit,
+                25.62890625,
+                8,
+            ),
         ];
         for (pairs, verdict, wealth, read) in cases {
             let r = pace.run(pairs.iter().copied());
             assert_eq!(r.verdict, *verdict, "{pairs:?}: {}", r.reason);
-            assert!((r.wealth - wealth).abs() < 1e-9, "{pairs:?}: wealth {} != {wealth}", r.wealth);
+            assert!(
+                (r.wealth - wealth).abs() < 1e-9,
+                "{pairs:?}: wealth {} != {wealth}",
+                r.wealth
+            );
             assert_eq!(r.pairs, *read, "{pairs:?}");
         }
     }
 
     #[test]
     fn pace_rejects_when_the_budget_of_discordant_pairs_is_spent() {
-        let pace = Pace { max_pairs: 4, ..Pace::default() };
+        let pace = Pace {
+            max_pairs: 4,
+            ..Pace::default()
+        };
         let r = pace.run([W, L, T, W, L, W, W, W, W, W, W]);
         assert_eq!(r.verdict, Verdict::Reject, "{}", r.reason);
         assert_eq!((r.pairs, r.wins, r.losses, r.ties), (4, 2, 2, 1));
@@ -240,15 +276,27 @@ mod tests {
     #[test]
     fn pace_from_counts_feeds_the_losses_first() {
         let pace = Pace::default();
-        assert_eq!(pace.run([W, W, W, W, W, W, W, W, W, L]).verdict, Verdict::Commit);
+        assert_eq!(
+            pace.run([W, W, W, W, W, W, W, W, W, L]).verdict,
+            Verdict::Commit
+        );
         let r = pace.from_counts(9, 1, 3);
         assert_eq!(r.verdict, Verdict::Continue, "{}", r.reason);
         assert!((r.wealth - 0.5 * 1.5f64.powi(9)).abs() < 1e-9);
         assert_eq!((r.wins, r.losses, r.ties), (9, 1, 3));
         let r = pace.from_counts(10, 1, 0);
-        assert_eq!(r.verdict, Verdict::Commit, "0.5 · 1.5^10 = 28.8: {}", r.reason);
+        assert_eq!(
+            r.verdict,
+            Verdict::Commit,
+            "0.5 · 1.5^10 = 28.8: {}",
+            r.reason
+        );
         // A budget spent on losses rejects before any win is read.
-        let r = Pace { max_pairs: 5, ..pace }.from_counts(50, 5, 0);
+        let r = Pace {
+            max_pairs: 5,
+            ..pace
+        }
+        .from_counts(50, 5, 0);
         assert_eq!((r.verdict, r.wins, r.losses), (Verdict::Reject, 0, 5));
     }
 
@@ -263,7 +311,20 @@ mod tests {
     #[test]
     fn pace_settings_are_validated() {
         assert!(Pace::default().is_valid());
-        for bad in [Pace { alpha: 0.0, ..Pace::default() }, Pace { lambda: 1.0, ..Pace::default() }, Pace { max_pairs: 0, ..Pace::default() }] {
+        for bad in [
+            Pace {
+                alpha: 0.0,
+                ..Pace::default()
+            },
+            Pace {
+                lambda: 1.0,
+                ..Pace::default()
+            },
+            Pace {
+                max_pairs: 0,
+                ..Pace::default()
+            },
+        ] {
             assert!(!bad.is_valid(), "{bad:?}");
         }
     }

@@ -34,24 +34,36 @@ fn pair_of(v: &SampleVerdict) -> Option<Pair> {
 /// (forge ids are time-ordered), and how many forges they came from. Unreadable forge dirs are
 /// skipped (their evidence cannot be read, so it is not counted).
 fn earlier_samples(home: &Path, skill: &str, forge_id: &str) -> (Vec<SampleVerdict>, u32) {
-    let Ok(entries) = std::fs::read_dir(eval_root(home).join("runs")) else { return (Vec::new(), 0) };
+    let Ok(entries) = std::fs::read_dir(eval_root(home).join("runs")) else {
+        return (Vec::new(), 0);
+    };
     let mut forges: Vec<(String, std::path::PathBuf, u32)> = entries
         .filter_map(Result::ok)
         .filter_map(|e| {
             let dir = e.path();
             let state: ForgeState = read_json(&dir.join(FORGE_FILE)).ok().flatten()?;
-            (state.skill == skill && state.status == "done" && state.forge_id != forge_id).then_some((state.forge_id, dir, state.samples))
+            (state.skill == skill && state.status == "done" && state.forge_id != forge_id)
+                .then_some((state.forge_id, dir, state.samples))
         })
         .collect();
     forges.sort();
     let n = u32::try_from(forges.len()).unwrap_or(u32::MAX);
-    let samples = forges.into_iter().flat_map(|(_, dir, k)| read_verdicts(&dir, k).unwrap_or_default()).collect();
+    let samples = forges
+        .into_iter()
+        .flat_map(|(_, dir, k)| read_verdicts(&dir, k).unwrap_or_default())
+        .collect();
     (samples, n)
 }
 
 /// PACE over every forge of `skill` so far and this forge's `samples`; returns the report and the
 /// number of forges it read (this one included).
-pub fn pace_over_forges(pace: Pace, home: &Path, skill: &str, forge_id: &str, samples: &[SampleVerdict]) -> (PaceReport, u32) {
+pub fn pace_over_forges(
+    pace: Pace,
+    home: &Path,
+    skill: &str,
+    forge_id: &str,
+    samples: &[SampleVerdict],
+) -> (PaceReport, u32) {
     let (mut all, earlier) = earlier_samples(home, skill, forge_id);
     all.extend_from_slice(samples);
     (pace.run(all.iter().filter_map(pair_of)), earlier + 1)
@@ -59,18 +71,43 @@ pub fn pace_over_forges(pace: Pace, home: &Path, skill: &str, forge_id: &str, sa
 
 /// The gate's outcome with PACE deciding (see the module docs); the majority gate's own lines
 /// follow as context.
-pub fn pace_gate(skill: &str, majority: &GateOutcome, report: &PaceReport, forges: u32) -> GateOutcome {
+pub fn pace_gate(
+    skill: &str,
+    majority: &GateOutcome,
+    report: &PaceReport,
+    forges: u32,
+) -> GateOutcome {
     if majority.decision == Decision::Stopped {
         return majority.clone();
     }
-    let over = format!("over {forges} forge{} of `{skill}`", if forges == 1 { "" } else { "s" });
+    let over = format!(
+        "over {forges} forge{} of `{skill}`",
+        if forges == 1 { "" } else { "s" }
+    );
     let (decision, headline) = match report.verdict {
-        Verdict::Commit => (Decision::Adopt, format!("ADOPT `{skill}` (PACE): {} {over}", report.reason)),
-        Verdict::Reject => (Decision::Reject, format!("REJECT `{skill}` (PACE): {} {over}", report.reason)),
-        Verdict::Continue => (Decision::Undecided, format!("UNDECIDED (PACE): {} {over}; forge `{skill}` again on another brief", report.reason)),
+        Verdict::Commit => (
+            Decision::Adopt,
+            format!("ADOPT `{skill}` (PACE): {} {over}", report.reason),
+        ),
+        Verdict::Reject => (
+            Decision::Reject,
+            format!("REJECT `{skill}` (PACE): {} {over}", report.reason),
+        ),
+        Verdict::Continue => (
+            Decision::Undecided,
+            format!(
+                "UNDECIDED (PACE): {} {over}; forge `{skill}` again on another brief",
+                report.reason
+            ),
+        ),
     };
     let mut lines = vec![headline];
-    lines.extend(majority.lines.iter().map(|l| format!("this forge alone: {l}")));
+    lines.extend(
+        majority
+            .lines
+            .iter()
+            .map(|l| format!("this forge alone: {l}")),
+    );
     GateOutcome { decision, lines }
 }
 
@@ -79,7 +116,10 @@ mod tests {
     use super::*;
 
     fn outcome(decision: Decision) -> GateOutcome {
-        GateOutcome { decision, lines: vec!["ADOPT `s`: 3 valid of 3 samples".into()] }
+        GateOutcome {
+            decision,
+            lines: vec!["ADOPT `s`: 3 valid of 3 samples".into()],
+        }
     }
 
     #[test]
@@ -88,12 +128,35 @@ mod tests {
         let commit = pace.from_counts(8, 0, 0);
         let g = pace_gate("s", &outcome(Decision::Reject), &commit, 3);
         assert_eq!(g.decision, Decision::Adopt);
-        assert!(g.lines[0].starts_with("ADOPT `s` (PACE): PACE commits") && g.lines[0].ends_with("over 3 forges of `s`"), "{:?}", g.lines);
-        assert!(g.lines[1].starts_with("this forge alone: "), "{:?}", g.lines);
+        assert!(
+            g.lines[0].starts_with("ADOPT `s` (PACE): PACE commits")
+                && g.lines[0].ends_with("over 3 forges of `s`"),
+            "{:?}",
+            g.lines
+        );
+        assert!(
+            g.lines[1].starts_with("this forge alone: "),
+            "{:?}",
+            g.lines
+        );
         let going = pace.from_counts(3, 0, 1);
-        assert_eq!(pace_gate("s", &outcome(Decision::Adopt), &going, 1).decision, Decision::Undecided, "a majority of three is not enough for PACE");
-        let spent = Pace { max_pairs: 2, ..pace }.from_counts(0, 2, 0);
-        assert_eq!(pace_gate("s", &outcome(Decision::Adopt), &spent, 1).decision, Decision::Reject);
-        assert_eq!(pace_gate("s", &outcome(Decision::Stopped), &commit, 1).decision, Decision::Stopped);
+        assert_eq!(
+            pace_gate("s", &outcome(Decision::Adopt), &going, 1).decision,
+            Decision::Undecided,
+            "a majority of three is not enough for PACE"
+        );
+        let spent = Pace {
+            max_pairs: 2,
+            ..pace
+        }
+        .from_counts(0, 2, 0);
+        assert_eq!(
+            pace_gate("s", &outcome(Decision::Adopt), &spent, 1).decision,
+            Decision::Reject
+        );
+        assert_eq!(
+            pace_gate("s", &outcome(Decision::Stopped), &commit, 1).decision,
+            Decision::Stopped
+        );
     }
 }

@@ -11,7 +11,11 @@ use crate::StoreError;
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn pick_sequence(db: impl SqliteExecutor<'_>, challenger: &str, champion: &str) -> Result<Vec<bool>, StoreError> {
+pub async fn pick_sequence(
+    db: impl SqliteExecutor<'_>,
+    challenger: &str,
+    champion: &str,
+) -> Result<Vec<bool>, StoreError> {
     let rows: Vec<(String,)> = sqlx::query_as(
         "SELECT winner FROM skillopt_ab_picks WHERE challenger_version_id = ? AND champion_version_id = ? ORDER BY rowid",
     )
@@ -28,7 +32,12 @@ pub async fn pick_sequence(db: impl SqliteExecutor<'_>, challenger: &str, champi
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn outcome_sequence(db: impl SqliteExecutor<'_>, version_id: &str, after_seq: i64, until: &str) -> Result<Vec<bool>, StoreError> {
+pub async fn outcome_sequence(
+    db: impl SqliteExecutor<'_>,
+    version_id: &str,
+    after_seq: i64,
+    until: &str,
+) -> Result<Vec<bool>, StoreError> {
     let rows: Vec<(String,)> = sqlx::query_as(
         "SELECT choice FROM feedback_events WHERE run_id = ? AND rowid > ? AND created_at < ? ORDER BY rowid",
     )
@@ -79,7 +88,10 @@ pub struct GateRunRow {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn record_gate_run(db: impl SqliteExecutor<'_>, run: &GateRunRow) -> Result<(), StoreError> {
+pub async fn record_gate_run(
+    db: impl SqliteExecutor<'_>,
+    run: &GateRunRow,
+) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO skillopt_gate_runs (id, template_id, candidate_version_id, champion_version_id, corpus_path, corpus_version,
            corpus_items, attempts, accepted, champion_mean, candidate_mean, reason, deltas_json, created_at, corpus_hash)
@@ -109,11 +121,16 @@ pub async fn record_gate_run(db: impl SqliteExecutor<'_>, run: &GateRunRow) -> R
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn gate_runs(db: impl SqliteExecutor<'_>, candidate: &str) -> Result<Vec<GateRunRow>, StoreError> {
-    Ok(sqlx::query_as("SELECT * FROM skillopt_gate_runs WHERE candidate_version_id = ? ORDER BY rowid")
-        .bind(candidate)
-        .fetch_all(db)
-        .await?)
+pub async fn gate_runs(
+    db: impl SqliteExecutor<'_>,
+    candidate: &str,
+) -> Result<Vec<GateRunRow>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT * FROM skillopt_gate_runs WHERE candidate_version_id = ? ORDER BY rowid",
+    )
+    .bind(candidate)
+    .fetch_all(db)
+    .await?)
 }
 
 /// The latest accepted gate run of `candidate` against `champion` (facts §7: `gate_enabled`
@@ -121,7 +138,11 @@ pub async fn gate_runs(db: impl SqliteExecutor<'_>, candidate: &str) -> Result<V
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn accepted_gate_run(db: impl SqliteExecutor<'_>, candidate: &str, champion: &str) -> Result<Option<GateRunRow>, StoreError> {
+pub async fn accepted_gate_run(
+    db: impl SqliteExecutor<'_>,
+    candidate: &str,
+    champion: &str,
+) -> Result<Option<GateRunRow>, StoreError> {
     Ok(sqlx::query_as(
         "SELECT * FROM skillopt_gate_runs WHERE candidate_version_id = ? AND champion_version_id = ? AND accepted = 1
          ORDER BY rowid DESC LIMIT 1",
@@ -138,7 +159,12 @@ pub async fn accepted_gate_run(db: impl SqliteExecutor<'_>, candidate: &str, cha
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn score_from_gate(db: impl SqliteExecutor<'_>, candidate: &str, score: f64, evidence: &str) -> Result<bool, StoreError> {
+pub async fn score_from_gate(
+    db: impl SqliteExecutor<'_>,
+    candidate: &str,
+    score: f64,
+    evidence: &str,
+) -> Result<bool, StoreError> {
     let changed = sqlx::query(
         "UPDATE agent_template_candidate_reviews
          SET score = ?,

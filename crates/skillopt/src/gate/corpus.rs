@@ -76,12 +76,20 @@ impl Corpus {
     /// # Errors
     /// [`CorpusError`] for an unreadable, oversized or invalid file, naming the field or item.
     pub fn load(path: &Path) -> Result<Self, CorpusError> {
-        let err = |message: String| CorpusError { path: path.display().to_string(), message };
-        let size = std::fs::metadata(path).map_err(|e| err(format!("cannot read it: {e}")))?.len();
+        let err = |message: String| CorpusError {
+            path: path.display().to_string(),
+            message,
+        };
+        let size = std::fs::metadata(path)
+            .map_err(|e| err(format!("cannot read it: {e}")))?
+            .len();
         if size > MAX_CORPUS_BYTES {
-            return Err(err(format!("{size} bytes, more than the {MAX_CORPUS_BYTES} a corpus may have")));
+            return Err(err(format!(
+                "{size} bytes, more than the {MAX_CORPUS_BYTES} a corpus may have"
+            )));
         }
-        let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read it: {e}")))?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| err(format!("cannot read it: {e}")))?;
         Self::parse(&text).map_err(err)
     }
 
@@ -93,7 +101,11 @@ impl Corpus {
         let de = &mut serde_json::Deserializer::from_str(text);
         let corpus: Corpus = serde_path_to_error::deserialize(de).map_err(|e| {
             let at = e.path().to_string();
-            if at == "." { e.inner().to_string() } else { format!("at `{at}`: {}", e.inner()) }
+            if at == "." {
+                e.inner().to_string()
+            } else {
+                format!("at `{at}`: {}", e.inner())
+            }
         })?;
         corpus.validate()?;
         Ok(corpus)
@@ -101,13 +113,25 @@ impl Corpus {
 
     fn validate(&self) -> Result<(), String> {
         if self.kind != CORPUS_KIND {
-            return Err(format!("`kind` is `{}`, expected `{CORPUS_KIND}`", self.kind));
+            return Err(format!(
+                "`kind` is `{}`, expected `{CORPUS_KIND}`",
+                self.kind
+            ));
         }
         if self.version == 0 {
-            return Err("`version` must be a positive integer (bump it when the items change)".to_owned());
+            return Err(
+                "`version` must be a positive integer (bump it when the items change)".to_owned(),
+            );
         }
-        if self.replay_command.as_deref().is_some_and(|c| c.trim().is_empty()) {
-            return Err("`replay_command` is empty: remove it to ask an agent, or give a shell line".to_owned());
+        if self
+            .replay_command
+            .as_deref()
+            .is_some_and(|c| c.trim().is_empty())
+        {
+            return Err(
+                "`replay_command` is empty: remove it to ask an agent, or give a shell line"
+                    .to_owned(),
+            );
         }
         if self.items.is_empty() {
             return Err("`items` is empty: a corpus needs at least one item".to_owned());
@@ -115,8 +139,16 @@ impl Corpus {
         let mut seen = HashSet::new();
         for (i, item) in self.items.iter().enumerate() {
             let at = format!("items[{i}]");
-            if item.id.is_empty() || !item.id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-                return Err(format!("{at}: `id` {:?} must be non-empty letters, digits, `-`, `_` or `.`", item.id));
+            if item.id.is_empty()
+                || !item
+                    .id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                return Err(format!(
+                    "{at}: `id` {:?} must be non-empty letters, digits, `-`, `_` or `.`",
+                    item.id
+                ));
             }
             if !seen.insert(item.id.as_str()) {
                 return Err(format!("{at}: `id` `{}` appears twice", item.id));
@@ -136,8 +168,15 @@ impl Corpus {
 
     /// The content hash of the corpus (its canonical JSON), so a run names exactly what it replayed.
     pub fn hash(&self) -> String {
-        let canonical = Corpus { schema: None, ..self.clone() };
-        skillforge_contract::sha256_hex(serde_json::to_string(&canonical).unwrap_or_default().as_bytes())
+        let canonical = Corpus {
+            schema: None,
+            ..self.clone()
+        };
+        skillforge_contract::sha256_hex(
+            serde_json::to_string(&canonical)
+                .unwrap_or_default()
+                .as_bytes(),
+        )
     }
 }
 
@@ -151,22 +190,51 @@ mod tests {
 
     #[test]
     fn a_valid_corpus_parses_with_its_version() {
-        let c = Corpus::parse(&corpus(r#"[{"id": "a", "prompt": "Add 2+2", "expected": "4"}]"#)).unwrap();
-        assert_eq!((c.version, c.items.len(), c.replay_command.as_deref()), (2, 1, None));
+        let c = Corpus::parse(&corpus(
+            r#"[{"id": "a", "prompt": "Add 2+2", "expected": "4"}]"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            (c.version, c.items.len(), c.replay_command.as_deref()),
+            (2, 1, None)
+        );
         assert_eq!(c.hash().len(), 64);
     }
 
     #[test]
     fn bad_corpora_are_refused_naming_the_field_or_item() {
         let cases = [
-            (r#"{"kind": "other", "version": 1, "items": []}"#.to_owned(), "`kind` is `other`"),
-            (r#"{"kind": "skillforge-replay-corpus", "version": 0, "items": []}"#.to_owned(), "`version`"),
+            (
+                r#"{"kind": "other", "version": 1, "items": []}"#.to_owned(),
+                "`kind` is `other`",
+            ),
+            (
+                r#"{"kind": "skillforge-replay-corpus", "version": 0, "items": []}"#.to_owned(),
+                "`version`",
+            ),
             (corpus("[]"), "`items` is empty"),
-            (corpus(r#"[{"id": "a", "prompt": "p", "expected": "x"}, {"id": "a", "prompt": "q", "expected": "y"}]"#), "items[1]: `id` `a` appears twice"),
-            (corpus(r#"[{"id": "a", "prompt": " ", "expected": "x"}]"#), "items[0] (`a`): `prompt` is empty"),
-            (corpus(r#"[{"id": "a", "prompt": "p"}]"#), "`expected` is empty"),
-            (corpus(r#"[{"id": "a b", "prompt": "p", "expected": "x"}]"#), "`id` \"a b\""),
-            (corpus(r#"[{"id": "a", "prompt": "p", "expected": "x", "extra": 1}]"#), "at `items[0].extra`: unknown field"),
+            (
+                corpus(
+                    r#"[{"id": "a", "prompt": "p", "expected": "x"}, {"id": "a", "prompt": "q", "expected": "y"}]"#,
+                ),
+                "items[1]: `id` `a` appears twice",
+            ),
+            (
+                corpus(r#"[{"id": "a", "prompt": " ", "expected": "x"}]"#),
+                "items[0] (`a`): `prompt` is empty",
+            ),
+            (
+                corpus(r#"[{"id": "a", "prompt": "p"}]"#),
+                "`expected` is empty",
+            ),
+            (
+                corpus(r#"[{"id": "a b", "prompt": "p", "expected": "x"}]"#),
+                "`id` \"a b\"",
+            ),
+            (
+                corpus(r#"[{"id": "a", "prompt": "p", "expected": "x", "extra": 1}]"#),
+                "at `items[0].extra`: unknown field",
+            ),
         ];
         for (text, needle) in cases {
             let e = Corpus::parse(&text).unwrap_err();
@@ -177,6 +245,9 @@ mod tests {
     #[test]
     fn a_replay_command_lets_expected_be_empty() {
         let text = r#"{"kind": "skillforge-replay-corpus", "version": 1, "replay_command": "make check", "items": [{"id": "a", "prompt": "p"}]}"#;
-        assert_eq!(Corpus::parse(text).unwrap().replay_command.as_deref(), Some("make check"));
+        assert_eq!(
+            Corpus::parse(text).unwrap().replay_command.as_deref(),
+            Some("make check")
+        );
     }
 }

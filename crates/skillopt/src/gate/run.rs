@@ -72,8 +72,20 @@ pub struct GateOutcome {
 
 const SIDES: [&str; 2] = ["champion", "candidate"];
 
-#[expect(clippy::too_many_arguments, reason = "one replay: the corpus, its item, the side and its template")]
-fn replay_job(stages: &WorkflowDef, corpus: &Corpus, item: &CorpusItem, side: &str, version_id: &str, content: &str, runtime: &str, key: String) -> Result<skillforge_engine::JobSpec, skillforge_runner::PayloadError> {
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one replay: the corpus, its item, the side and its template"
+)]
+fn replay_job(
+    stages: &WorkflowDef,
+    corpus: &Corpus,
+    item: &CorpusItem,
+    side: &str,
+    version_id: &str,
+    content: &str,
+    runtime: &str,
+    key: String,
+) -> Result<skillforge_engine::JobSpec, skillforge_runner::PayloadError> {
     match &corpus.replay_command {
         Some(line) => {
             // The template travels in the environment, not on stdin: a command that exits without
@@ -83,14 +95,21 @@ fn replay_job(stages: &WorkflowDef, corpus: &Corpus, item: &CorpusItem, side: &s
                 ("SKILLFORGE_REPLAY_TEMPLATE".to_owned(), content.to_owned()),
                 ("SKILLFORGE_REPLAY_ITEM".to_owned(), item.id.clone()),
                 ("SKILLFORGE_REPLAY_PROMPT".to_owned(), item.prompt.clone()),
-                ("SKILLFORGE_REPLAY_EXPECTED".to_owned(), item.expected.clone()),
-                ("SKILLFORGE_REPLAY_VERSION".to_owned(), version_id.to_owned()),
+                (
+                    "SKILLFORGE_REPLAY_EXPECTED".to_owned(),
+                    item.expected.clone(),
+                ),
+                (
+                    "SKILLFORGE_REPLAY_VERSION".to_owned(),
+                    version_id.to_owned(),
+                ),
                 ("SKILLFORGE_REPLAY_SIDE".to_owned(), side.to_owned()),
             ]);
             stages.stage(COMMAND_STAGE).job(&payload, Some(key))
         }
         None => {
-            let payload = AgentPayload::new(runtime, crate::ab::ask::ask_prompt(content, &item.prompt));
+            let payload =
+                AgentPayload::new(runtime, crate::ab::ask::ask_prompt(content, &item.prompt));
             stages.stage(ASK_STAGE).job(&payload, Some(key))
         }
     }
@@ -99,16 +118,32 @@ fn replay_job(stages: &WorkflowDef, corpus: &Corpus, item: &CorpusItem, side: &s
 /// The score of a finished replay job and its output (for the failing log).
 fn score_job(job: &Job, corpus: &Corpus, expected: &str) -> (ItemScore, String) {
     let Some(outcome) = job.outcome.as_ref() else {
-        return (score_replay(None, "", expected), job.error.clone().unwrap_or_default());
+        return (
+            score_replay(None, "", expected),
+            job.error.clone().unwrap_or_default(),
+        );
     };
     if corpus.replay_command.is_some() {
-        return (score_replay(Some(&outcome.exit), &outcome.stdout_tail, expected), format!("{}{}", outcome.stdout_tail, outcome.stderr_tail));
+        return (
+            score_replay(Some(&outcome.exit), &outcome.stdout_tail, expected),
+            format!("{}{}", outcome.stdout_tail, outcome.stderr_tail),
+        );
     }
     // An agent replay: a run that did not pass gave no answer to score (not a wrong answer).
-    let answer = serde_json::from_value::<AgentReport>(outcome.detail.clone()).ok().and_then(|r| r.final_message);
+    let answer = serde_json::from_value::<AgentReport>(outcome.detail.clone())
+        .ok()
+        .and_then(|r| r.final_message);
     match (&outcome.exit, answer) {
-        (ExitClass::Passed, Some(answer)) => (score_replay(Some(&ExitClass::Passed), &answer, expected), answer),
-        (exit, _) => (ItemScore::Unscorable { note: format!("the agent gave no answer ({})", exit.label()) }, outcome.stderr_tail.clone()),
+        (ExitClass::Passed, Some(answer)) => (
+            score_replay(Some(&ExitClass::Passed), &answer, expected),
+            answer,
+        ),
+        (exit, _) => (
+            ItemScore::Unscorable {
+                note: format!("the agent gave no answer ({})", exit.label()),
+            },
+            outcome.stderr_tail.clone(),
+        ),
     }
 }
 
@@ -118,7 +153,12 @@ fn score_job(job: &Job, corpus: &Corpus, expected: &str) -> (ItemScore, String) 
 ///
 /// # Errors
 /// [`GateRunError`]: no champion, the candidate is the champion, or the store or queue failed.
-pub async fn run_gate(store: &Store, jobs: &dyn StageJobs, stages: &WorkflowDef, req: &GateRequest<'_>) -> Result<GateOutcome, GateRunError> {
+pub async fn run_gate(
+    store: &Store,
+    jobs: &dyn StageJobs,
+    stages: &WorkflowDef,
+    req: &GateRequest<'_>,
+) -> Result<GateOutcome, GateRunError> {
     let candidate = req.candidate;
     let champion = current_version(store.pool(), &candidate.template_id)
         .await?
@@ -126,15 +166,37 @@ pub async fn run_gate(store: &Store, jobs: &dyn StageJobs, stages: &WorkflowDef,
     if champion.id == candidate.version_id {
         return Err(GateRunError::IsChampion(candidate.version_id.clone()));
     }
-    let candidate_content = get_version(store.pool(), &candidate.version_id).await?.map(|v| v.content).unwrap_or_default();
+    let candidate_content = get_version(store.pool(), &candidate.version_id)
+        .await?
+        .map(|v| v.content)
+        .unwrap_or_default();
     let hash = req.corpus.hash();
     let mut ids = Vec::new();
     for item in &req.corpus.items {
         for side in SIDES {
-            let (version_id, content) =
-                if side == "champion" { (champion.id.as_str(), champion.content.as_str()) } else { (candidate.version_id.as_str(), candidate_content.as_str()) };
-            let key = format!("replay:{}:{}:{}:a{}:{}:{side}", candidate.version_id, champion.id, &hash[..16], req.attempt, item.id);
-            let spec = replay_job(stages, req.corpus, item, side, version_id, content, req.runtime, key)?;
+            let (version_id, content) = if side == "champion" {
+                (champion.id.as_str(), champion.content.as_str())
+            } else {
+                (candidate.version_id.as_str(), candidate_content.as_str())
+            };
+            let key = format!(
+                "replay:{}:{}:{}:a{}:{}:{side}",
+                candidate.version_id,
+                champion.id,
+                &hash[..16],
+                req.attempt,
+                item.id
+            );
+            let spec = replay_job(
+                stages,
+                req.corpus,
+                item,
+                side,
+                version_id,
+                content,
+                req.runtime,
+                key,
+            )?;
             ids.push(jobs.submit(&spec).await?.job_id);
         }
     }
@@ -186,5 +248,11 @@ pub async fn run_gate(store: &Store, jobs: &dyn StageJobs, stages: &WorkflowDef,
         }
         None => false,
     };
-    Ok(GateOutcome { row, deltas, verdict, scored_candidate, failing_log })
+    Ok(GateOutcome {
+        row,
+        deltas,
+        verdict,
+        scored_candidate,
+        failing_log,
+    })
 }

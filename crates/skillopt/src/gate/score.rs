@@ -53,13 +53,26 @@ fn contains_expected(output: &str, expected: &str) -> bool {
 /// a run outcome: dead, cancelled), `output` its stdout (the agent's final message for an ask).
 pub fn score_replay(exit: Option<&ExitClass>, output: &str, expected: &str) -> ItemScore {
     let Some(exit) = exit else {
-        return ItemScore::Unscorable { note: "the replay job ended without a result".to_owned() };
+        return ItemScore::Unscorable {
+            note: "the replay job ended without a result".to_owned(),
+        };
     };
     match exit {
-        ExitClass::Passed if contains_expected(output, expected) => ItemScore::Scored { score: 1.0, note: "passed".to_owned() },
-        ExitClass::Passed => ItemScore::Scored { score: 0.0, note: "the output does not contain the expected text".to_owned() },
-        ExitClass::Failed { code } => ItemScore::Scored { score: 0.0, note: format!("the replay exited {code}") },
-        other => ItemScore::Unscorable { note: format!("the replay could not give a verdict ({})", other.label()) },
+        ExitClass::Passed if contains_expected(output, expected) => ItemScore::Scored {
+            score: 1.0,
+            note: "passed".to_owned(),
+        },
+        ExitClass::Passed => ItemScore::Scored {
+            score: 0.0,
+            note: "the output does not contain the expected text".to_owned(),
+        },
+        ExitClass::Failed { code } => ItemScore::Scored {
+            score: 0.0,
+            note: format!("the replay exited {code}"),
+        },
+        other => ItemScore::Unscorable {
+            note: format!("the replay could not give a verdict ({})", other.label()),
+        },
     }
 }
 
@@ -83,7 +96,12 @@ impl ItemDelta {
             (Some(h), Some(c)) => Some(c - h),
             _ => None,
         };
-        Self { id: id.to_owned(), champion, candidate, delta }
+        Self {
+            id: id.to_owned(),
+            champion,
+            candidate,
+            delta,
+        }
     }
 }
 
@@ -102,29 +120,75 @@ pub struct GateVerdict {
 
 fn mean(scores: &[Option<f64>]) -> Option<f64> {
     let all: Option<Vec<f64>> = scores.iter().copied().collect();
-    all.filter(|v| !v.is_empty()).map(|v| v.iter().sum::<f64>() / v.len() as f64)
+    all.filter(|v| !v.is_empty())
+        .map(|v| v.iter().sum::<f64>() / v.len() as f64)
 }
 
 /// Decides the gate over the per-item deltas.
 pub fn decide_gate(deltas: &[ItemDelta]) -> GateVerdict {
-    let champion_mean = mean(&deltas.iter().map(|d| d.champion.score()).collect::<Vec<_>>());
-    let candidate_mean = mean(&deltas.iter().map(|d| d.candidate.score()).collect::<Vec<_>>());
+    let champion_mean = mean(
+        &deltas
+            .iter()
+            .map(|d| d.champion.score())
+            .collect::<Vec<_>>(),
+    );
+    let candidate_mean = mean(
+        &deltas
+            .iter()
+            .map(|d| d.candidate.score())
+            .collect::<Vec<_>>(),
+    );
     let unscorable: Vec<String> = deltas
         .iter()
         .filter(|d| d.delta.is_none())
         .map(|d| {
-            let side = if d.champion.score().is_none() { "champion" } else { "candidate" };
-            format!("{} ({side}: {})", d.id, if side == "champion" { d.champion.note() } else { d.candidate.note() })
+            let side = if d.champion.score().is_none() {
+                "champion"
+            } else {
+                "candidate"
+            };
+            format!(
+                "{} ({side}: {})",
+                d.id,
+                if side == "champion" {
+                    d.champion.note()
+                } else {
+                    d.candidate.note()
+                }
+            )
         })
         .collect();
     let (accepted, reason) = match (champion_mean, candidate_mean) {
         _ if deltas.is_empty() => (false, "no items were replayed".to_owned()),
-        _ if !unscorable.is_empty() => (false, format!("not every item is scorable on both sides: {}", unscorable.join(", "))),
-        (Some(h), Some(c)) if c > h => (true, format!("the candidate's corpus mean {c:.3} is above the champion's {h:.3} over {} items", deltas.len())),
-        (Some(h), Some(c)) => (false, format!("the candidate's corpus mean {c:.3} is not above the champion's {h:.3} over {} items", deltas.len())),
+        _ if !unscorable.is_empty() => (
+            false,
+            format!(
+                "not every item is scorable on both sides: {}",
+                unscorable.join(", ")
+            ),
+        ),
+        (Some(h), Some(c)) if c > h => (
+            true,
+            format!(
+                "the candidate's corpus mean {c:.3} is above the champion's {h:.3} over {} items",
+                deltas.len()
+            ),
+        ),
+        (Some(h), Some(c)) => (
+            false,
+            format!(
+                "the candidate's corpus mean {c:.3} is not above the champion's {h:.3} over {} items",
+                deltas.len()
+            ),
+        ),
         _ => (false, "a corpus mean is missing".to_owned()),
     };
-    GateVerdict { accepted, champion_mean, candidate_mean, reason }
+    GateVerdict {
+        accepted,
+        champion_mean,
+        candidate_mean,
+        reason,
+    }
 }
 
 #[cfg(test)]
@@ -132,23 +196,53 @@ mod tests {
     use super::*;
 
     fn pass() -> ItemScore {
-        ItemScore::Scored { score: 1.0, note: "passed".into() }
+        ItemScore::Scored {
+            score: 1.0,
+            note: "passed".into(),
+        }
     }
     fn fail() -> ItemScore {
-        ItemScore::Scored { score: 0.0, note: "failed".into() }
+        ItemScore::Scored {
+            score: 0.0,
+            note: "failed".into(),
+        }
     }
     fn gone() -> ItemScore {
-        ItemScore::Unscorable { note: "timed out".into() }
+        ItemScore::Unscorable {
+            note: "timed out".into(),
+        }
     }
 
     #[test]
     fn a_replay_is_scored_by_its_exit_and_the_expected_text() {
-        assert_eq!(score_replay(Some(&ExitClass::Passed), "the answer is 4\n", " 4 ").score(), Some(1.0));
-        assert_eq!(score_replay(Some(&ExitClass::Passed), "five", "4").score(), Some(0.0));
-        assert_eq!(score_replay(Some(&ExitClass::Passed), "anything", "").score(), Some(1.0), "a command alone decides");
-        assert_eq!(score_replay(Some(&ExitClass::Failed { code: 1 }), "4", "4").score(), Some(0.0));
-        for unscorable in [ExitClass::TimedOut, ExitClass::Killed { signal: 9 }, ExitClass::NotRunnable { reason: "x".into() }, ExitClass::Censored] {
-            assert_eq!(score_replay(Some(&unscorable), "4", "4").score(), None, "{unscorable:?}");
+        assert_eq!(
+            score_replay(Some(&ExitClass::Passed), "the answer is 4\n", " 4 ").score(),
+            Some(1.0)
+        );
+        assert_eq!(
+            score_replay(Some(&ExitClass::Passed), "five", "4").score(),
+            Some(0.0)
+        );
+        assert_eq!(
+            score_replay(Some(&ExitClass::Passed), "anything", "").score(),
+            Some(1.0),
+            "a command alone decides"
+        );
+        assert_eq!(
+            score_replay(Some(&ExitClass::Failed { code: 1 }), "4", "4").score(),
+            Some(0.0)
+        );
+        for unscorable in [
+            ExitClass::TimedOut,
+            ExitClass::Killed { signal: 9 },
+            ExitClass::NotRunnable { reason: "x".into() },
+            ExitClass::Censored,
+        ] {
+            assert_eq!(
+                score_replay(Some(&unscorable), "4", "4").score(),
+                None,
+                "{unscorable:?}"
+            );
         }
         assert_eq!(score_replay(None, "", "4").score(), None);
     }
@@ -156,19 +250,64 @@ mod tests {
     // Table: (champion, candidate) per item → accepted, means.
     #[test]
     fn the_gate_accepts_only_a_strict_improvement_with_every_item_scorable() {
-        type Case = (Vec<(ItemScore, ItemScore)>, bool, Option<f64>, Option<f64>, &'static str);
+        type Case = (
+            Vec<(ItemScore, ItemScore)>,
+            bool,
+            Option<f64>,
+            Option<f64>,
+            &'static str,
+        );
         let cases: Vec<Case> = vec![
-            (vec![(fail(), pass()), (pass(), pass())], true, Some(0.5), Some(1.0), "above"),
-            (vec![(pass(), pass()), (pass(), pass())], false, Some(1.0), Some(1.0), "not above"),
-            (vec![(pass(), fail()), (fail(), pass())], false, Some(0.5), Some(0.5), "not above"),
-            (vec![(fail(), pass()), (fail(), gone())], false, Some(0.0), None, "not every item is scorable"),
-            (vec![(gone(), pass()), (fail(), pass())], false, None, Some(1.0), "i0 (champion: timed out)"),
+            (
+                vec![(fail(), pass()), (pass(), pass())],
+                true,
+                Some(0.5),
+                Some(1.0),
+                "above",
+            ),
+            (
+                vec![(pass(), pass()), (pass(), pass())],
+                false,
+                Some(1.0),
+                Some(1.0),
+                "not above",
+            ),
+            (
+                vec![(pass(), fail()), (fail(), pass())],
+                false,
+                Some(0.5),
+                Some(0.5),
+                "not above",
+            ),
+            (
+                vec![(fail(), pass()), (fail(), gone())],
+                false,
+                Some(0.0),
+                None,
+                "not every item is scorable",
+            ),
+            (
+                vec![(gone(), pass()), (fail(), pass())],
+                false,
+                None,
+                Some(1.0),
+                "i0 (champion: timed out)",
+            ),
             (vec![], false, None, None, "no items"),
         ];
         for (pairs, accepted, champion_mean, candidate_mean, needle) in cases {
-            let deltas: Vec<ItemDelta> = pairs.into_iter().enumerate().map(|(i, (h, c))| ItemDelta::new(&format!("i{i}"), h, c)).collect();
+            let deltas: Vec<ItemDelta> = pairs
+                .into_iter()
+                .enumerate()
+                .map(|(i, (h, c))| ItemDelta::new(&format!("i{i}"), h, c))
+                .collect();
             let v = decide_gate(&deltas);
-            assert_eq!((v.accepted, v.champion_mean, v.candidate_mean), (accepted, champion_mean, candidate_mean), "{}", v.reason);
+            assert_eq!(
+                (v.accepted, v.champion_mean, v.candidate_mean),
+                (accepted, champion_mean, candidate_mean),
+                "{}",
+                v.reason
+            );
             assert!(v.reason.contains(needle), "{}", v.reason);
         }
     }

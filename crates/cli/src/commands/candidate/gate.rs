@@ -19,7 +19,12 @@ use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
 use crate::output::print_json;
 
 /// `candidate gate`.
-pub async fn gate_cmd(ctx: &Context, version_id: &str, corpus: Option<PathBuf>, runtime: &str) -> CliResult {
+pub async fn gate_cmd(
+    ctx: &Context,
+    version_id: &str,
+    corpus: Option<PathBuf>,
+    runtime: &str,
+) -> CliResult {
     let path = match (corpus, ctx.config.skillopt.gate_corpus.as_deref()) {
         (Some(p), _) => p,
         (None, Some(p)) => ctx.home.join(p),
@@ -32,27 +37,49 @@ pub async fn gate_cmd(ctx: &Context, version_id: &str, corpus: Option<PathBuf>, 
     };
     let corpus = Corpus::load(&path).map_err(CliError::usage)?;
     if corpus.replay_command.is_none() {
-        skillforge_runner_agent::find(runtime).map_err(|e| CliError::usage(anyhow!("--runtime: {e}")))?;
+        skillforge_runner_agent::find(runtime)
+            .map_err(|e| CliError::usage(anyhow!("--runtime: {e}")))?;
     }
     let store = ctx.store().await?;
     let candidate = get_candidate(store.pool(), version_id).await?.ok_or_else(|| {
         CliError::usage(anyhow!("`{version_id}` is not an imported candidate (see `skillforge candidate list --pending`)"))
     })?;
     if candidate.version_state != "pending" && candidate.version_state != "canary" {
-        return Err(CliError::usage(anyhow!("`{version_id}` is {}: only a pending or canary candidate is gated", candidate.version_state)));
+        return Err(CliError::usage(anyhow!(
+            "`{version_id}` is {}: only a pending or canary candidate is gated",
+            candidate.version_state
+        )));
     }
-    let stages: skillforge_stage::WorkflowDef = skillforge_skillopt::gate::SOURCE.for_home(&ctx.home).map_err(CliError::usage)?;
+    let stages: skillforge_stage::WorkflowDef = skillforge_skillopt::gate::SOURCE
+        .for_home(&ctx.home)
+        .map_err(CliError::usage)?;
     let jobs = CliJobs::new(ctx, ctx.queue().await?, store.clone());
     let path_text = path.display().to_string();
-    let request = GateRequest { corpus: &corpus, corpus_path: &path_text, candidate: &candidate, runtime, attempt: 1 };
-    let outcome = run_gate(&store, &jobs, &stages, &request).await.map_err(|e| match e {
-        GateRunError::NoChampion(_) | GateRunError::IsChampion(_) => CliError::usage(anyhow!(e)),
-        other => CliError::env(anyhow!(other)),
-    })?;
+    let request = GateRequest {
+        corpus: &corpus,
+        corpus_path: &path_text,
+        candidate: &candidate,
+        runtime,
+        attempt: 1,
+    };
+    let outcome = run_gate(&store, &jobs, &stages, &request)
+        .await
+        .map_err(|e| match e {
+            GateRunError::NoChampion(_) | GateRunError::IsChampion(_) => {
+                CliError::usage(anyhow!(e))
+            }
+            other => CliError::env(anyhow!(other)),
+        })?;
     // The replays the candidate did not pass, kept beside the store for the optimizer's next round.
-    let log = (!outcome.failing_log.is_empty()).then(|| ctx.home.join("gate").join(format!("{}.log", outcome.row.id)));
+    let log = (!outcome.failing_log.is_empty()).then(|| {
+        ctx.home
+            .join("gate")
+            .join(format!("{}.log", outcome.row.id))
+    });
     if let Some(log) = &log {
-        std::fs::create_dir_all(ctx.home.join("gate")).and_then(|()| std::fs::write(log, &outcome.failing_log)).map_err(|e| CliError::env(anyhow!("write `{}`: {e}", log.display())))?;
+        std::fs::create_dir_all(ctx.home.join("gate"))
+            .and_then(|()| std::fs::write(log, &outcome.failing_log))
+            .map_err(|e| CliError::env(anyhow!("write `{}`: {e}", log.display())))?;
     }
     if ctx.json {
         let mut out = outcome_json(&outcome);
@@ -64,7 +91,11 @@ pub async fn gate_cmd(ctx: &Context, version_id: &str, corpus: Option<PathBuf>, 
             println!("the candidate's failing replays: {}", log.display());
         }
     }
-    Ok(if outcome.verdict.accepted { OK } else { CHECK_FAILED })
+    Ok(if outcome.verdict.accepted {
+        OK
+    } else {
+        CHECK_FAILED
+    })
 }
 
 /// A gate run as JSON: the stored row with its deltas parsed.
@@ -79,7 +110,10 @@ pub fn outcome_json(outcome: &GateOutcome) -> Value {
 }
 
 fn mean_text(mean: Option<f64>) -> String {
-    mean.map_or_else(|| "none (an item was unscorable)".to_owned(), |m| format!("{m:.3}"))
+    mean.map_or_else(
+        || "none (an item was unscorable)".to_owned(),
+        |m| format!("{m:.3}"),
+    )
 }
 
 /// The per-item lines of a gate run, for `candidate gate` and `candidate show`.
@@ -91,8 +125,15 @@ pub fn delta_lines(deltas: &[ItemDelta]) -> Vec<String> {
     deltas
         .iter()
         .map(|d| {
-            let delta = d.delta.map_or_else(|| "n/a".to_owned(), |v| format!("{v:+.0}"));
-            format!("  {:<16} delta {delta:<4} champion {}; candidate {}", d.id, side(&d.champion), side(&d.candidate))
+            let delta = d
+                .delta
+                .map_or_else(|| "n/a".to_owned(), |v| format!("{v:+.0}"));
+            format!(
+                "  {:<16} delta {delta:<4} champion {}; candidate {}",
+                d.id,
+                side(&d.champion),
+                side(&d.candidate)
+            )
         })
         .collect()
 }
@@ -101,21 +142,33 @@ fn print_outcome(outcome: &GateOutcome) {
     let row = &outcome.row;
     println!(
         "replay gate {}: {} against {} over {} items of corpus version {}",
-        if row.accepted { "accepted" } else { "not accepted" },
+        if row.accepted {
+            "accepted"
+        } else {
+            "not accepted"
+        },
         row.candidate_version_id,
         row.champion_version_id,
         row.corpus_items,
         row.corpus_version
     );
-    println!("  corpus mean: candidate {}, champion {}", mean_text(row.candidate_mean), mean_text(row.champion_mean));
+    println!(
+        "  corpus mean: candidate {}, champion {}",
+        mean_text(row.candidate_mean),
+        mean_text(row.champion_mean)
+    );
     for line in delta_lines(&outcome.deltas) {
         println!("{line}");
     }
     println!("{}", row.reason);
     if outcome.scored_candidate {
-        println!("the candidate had no score: its corpus mean is now its score (the guardrails read it)");
+        println!(
+            "the candidate had no score: its corpus mean is now its score (the guardrails read it)"
+        );
     }
     if !row.accepted {
-        println!("next: improve the candidate (the failing replays are above) and run `skillforge candidate gate` again");
+        println!(
+            "next: improve the candidate (the failing replays are above) and run `skillforge candidate gate` again"
+        );
     }
 }
