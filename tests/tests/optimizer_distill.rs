@@ -645,3 +645,52 @@ fn s57_a_distill_candidate_says_why_it_has_no_score_and_goes_to_a_canary() {
         "pending"
     );
 }
+
+// Issue 37 item 6: a distill candidate gets a real score from real jobs, never a made-up one —
+// `candidate gate` replays a corpus for the champion and the candidate as durable jobs, and the
+// candidate (which had none) takes its corpus mean as its score, with where it came from in its
+// summary metadata; the guardrails then read that score and promote it directly.
+#[test]
+fn a_distill_candidate_with_a_corpus_gets_its_score_from_the_replay_gate() {
+    let run = Run::new();
+    let package = rich_package();
+    let template_file = run.path("planner.md");
+    std::fs::write(&template_file, &package.template.content).unwrap();
+    run.home.json(&["template", "add", template_file.to_str().unwrap()]);
+    stdout_json(&run.distill(&run.write_package(&package), &[]));
+    std::fs::write(
+        run.home.path().join("config.toml"),
+        "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 1\nauto_promote_min_score = 0.5\n\
+         gate_corpus = \"corpus.json\"\n",
+    )
+    .unwrap();
+    let (file, artifacts) = (run.path("candidate.json"), run.artifact_dir());
+    run.home.json(&["import", "--file", file.to_str().unwrap(), "--artifact-dir", artifacts.to_str().unwrap()]);
+    let before = run.home.json(&["candidate", "show", "planner@v2"]);
+    assert_eq!(before["score"], Value::Null, "{before}");
+    // The corpus: does the side's template carry the maintained guidance section?
+    let corpus = json!({
+        "kind": "skillforge-replay-corpus", "version": 1,
+        "replay_command": "printf %s \"$SKILLFORGE_REPLAY_TEMPLATE\" | grep -F -- \"$SKILLFORGE_REPLAY_EXPECTED\"",
+        "items": [
+            {"id": "guidance", "prompt": "Is the guidance there?", "expected": HEADING},
+            {"id": "planner", "prompt": "Is it a planner?", "expected": "id: planner"},
+        ],
+    });
+    std::fs::write(run.home.path().join("corpus.json"), corpus.to_string()).unwrap();
+    let gated = run.home.json(&["candidate", "gate", "planner@v2"]);
+    assert_eq!((gated["accepted"].as_bool(), gated["candidate_mean"].as_f64(), gated["champion_mean"].as_f64()), (Some(true), Some(1.0), Some(0.5)), "{gated}");
+    assert_eq!(gated["candidate_scored"], true, "{gated}");
+    let after = run.home.json(&["candidate", "show", "planner@v2"]);
+    assert_eq!(after["score"], 1.0, "the corpus mean, measured: {after}");
+    let metadata = &after["summary_metadata"];
+    assert!(metadata.get("score_unavailable").is_none(), "{metadata}");
+    assert!(metadata["score_evidence"].as_str().unwrap().contains(gated["id"].as_str().unwrap()), "{metadata}");
+    let jobs = run.home.json(&["jobs", "list"]);
+    assert_eq!(jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "replay" && j["state"] == "succeeded").count(), 3, "{jobs:#}");
+    run.home.json(&["harvest", "attribute", "--repo", "acme/app", "--pr", "1", "--template", "planner@v2", "--resolved-commit", "c0ffee"]);
+    run.home.json(&["harvest", "outcome", "--repo", "acme/app", "--pr", "1", "--outcome", "merged", "--ci", "external"]);
+    let decided = run.home.json(&["candidate", "decide", "planner@v2"]);
+    assert_eq!(decided["decision"], json!({"decision": "promote", "canary_sample": null}), "{decided}");
+    assert_eq!(run.home.json(&["candidate", "show", "planner@v2"])["state"], "current");
+}

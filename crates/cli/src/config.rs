@@ -112,6 +112,16 @@ pub struct SkilloptSection {
     pub auto_promote_canary_max_outcomes: Option<u64>,
     /// Mode B bandit confidence floor; unset = ignored.
     pub auto_promote_min_confidence: Option<f64>,
+    /// The anytime-valid PACE gate (default false): a promotion the guardrails pass must also be
+    /// committed by a betting e-process over the A/B picks (α 0.05, λ 0.5, 200 pairs), else
+    /// `pace_blocked`; a canary window that holds is decided by it.
+    pub pace_enabled: Option<bool>,
+    /// The replay gate (default false): a promotion the guardrails pass needs an accepted
+    /// `candidate gate` run against the current champion, else `gate_blocked`.
+    pub gate_enabled: Option<bool>,
+    /// The replay corpus `candidate gate` reads when `--corpus` is not given (a path, relative
+    /// to the home). See `skillforge schema replay-corpus`.
+    pub gate_corpus: Option<String>,
     /// Mode B low-traffic floor (default 30).
     pub bandit_min_samples: Option<u64>,
     /// Fraction of foreground asks to A/B (default 0.0 = never).
@@ -141,6 +151,11 @@ impl SkilloptSection {
             canary_sample: self.auto_promote_canary_sample,
             min_confidence: self.auto_promote_min_confidence,
         }
+    }
+
+    /// The PACE gate's settings when `pace_enabled` is on (facts §7 defaults), else `None`.
+    pub fn pace(&self) -> Option<skillforge_contract::pace::Pace> {
+        (self.pace_enabled == Some(true)).then(skillforge_contract::pace::Pace::default)
     }
 
     /// The harvester's switches (all off when unset) and the legs' stages of `home`

@@ -11,6 +11,7 @@
 //! * Pairwise review packet ([`PairwiseReviewPacket`], [`unblind_pairwise`]).
 //! * Rankings ([`parse_ranking`], [`derive_pairwise`]) and the signal projection ([`project_signal`]).
 //! * Parser limits for what users hand in ([`limits`]: size and nesting depth).
+//! * The anytime-valid promotion gate PACE ([`pace`]: its e-process and report).
 //! * JSON Schemas of the wire types ([`schema::all`]), checked into `docs/schemas/`.
 
 mod candidate;
@@ -22,6 +23,7 @@ mod hash;
 mod import;
 pub mod limits;
 mod omit;
+pub mod pace;
 mod pairwise_packet;
 mod ranking;
 mod scalar;

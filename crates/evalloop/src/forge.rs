@@ -25,6 +25,7 @@ use super::arm::{ArmPair, ArmSide};
 use super::arm_runner::ArmRunner;
 use super::brief::Brief;
 use super::gate::{GateInput, GateOutcome, gate};
+use super::pace::{PACE_FILE, pace_gate, pace_over_forges};
 use super::install::{InstallTarget, install};
 use super::layout::{
     FileError, arm_dir, brief_dir, ledger_path, meta_dir, read_json, sample_dir, write_json,
@@ -73,6 +74,9 @@ pub struct ForgeRequest {
     pub install: InstallTarget,
     /// `--probation --failure-rate R`.
     pub probation_failure_rate: Option<f64>,
+    /// `--pace`: the gate is PACE over every forge of this skill so far (see [`super::pace`]);
+    /// `None` = the majority gate alone (the default).
+    pub pace: Option<skillforge_contract::pace::Pace>,
     /// The theme the brief was drafted from, when mined from sessions (`--mode corrections` with a
     /// theme file carrying a signature): written onto an adoption's ledger row for its recheck.
     pub signature: Option<Signature>,
@@ -146,6 +150,9 @@ pub struct ForgeReport {
     pub gate: Option<GateOutcome>,
     /// The ledger row written (or found from an earlier pass of this forge).
     pub ledger_row: Option<LedgerRow>,
+    /// PACE over every forge of the skill, with `--pace` (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pace: Option<skillforge_contract::pace::PaceReport>,
     /// The brief's run dir.
     pub dir: PathBuf,
     /// Set when this brief's forge had already finished: the report is its evidence, read
@@ -187,6 +194,7 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         aggregate: None,
         gate: None,
         ledger_row: None,
+        pace: None,
         dir: dir.clone(),
         reused: false,
     };
@@ -407,16 +415,18 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
     let agg =
         aggregate(&req.brief.id, &verdicts).map_err(|e| ForgeError::Refused(e.to_string()))?;
     write_json(&dir.join(AGGREGATE_FILE), &agg).map_err(env_err)?;
-    let outcome = gate(&GateInput {
-        aggregate: &agg,
-        skill: &skill,
-        rival: req
-            .rival
-            .as_deref()
-            .and_then(|r| r.file_name())
-            .and_then(|n| n.to_str()),
-        probation_failure_rate: req.probation_failure_rate,
-    });
+    let outcome = gate(&GateInput { aggregate: &agg, skill: &skill, rival: req.rival.as_deref().and_then(|r| r.file_name()).and_then(|n| n.to_str()), probation_failure_rate: req.probation_failure_rate });
+    // Issue 34 item 10: with `--pace`, PACE over every forge of the skill decides.
+    let outcome = match req.pace {
+        Some(pace) => {
+            let (pace_report, forges) = pace_over_forges(pace, env.home, &skill, &state.forge_id, &verdicts);
+            write_json(&dir.join(PACE_FILE), &pace_report).map_err(env_err)?;
+            let decided = pace_gate(&skill, &outcome, &pace_report, forges);
+            report.pace = Some(pace_report);
+            decided
+        }
+        None => outcome,
+    };
     report.ledger_row = record_decision(env.home, req, &state, &agg, &outcome)?;
     report.aggregate = Some(agg);
     report.gate = Some(outcome);

@@ -7,7 +7,7 @@
 //! [`steps`] (the forge's steps, one per file: arm, verify, judge), and the pure decision files.
 //!
 //! Pure decision logic, one concept per file: [`brief`], [`arm`], [`inventory`], [`predicate`],
-//! [`invalid`], [`mapping`], [`verdict`], [`sample`], [`stop`], [`aggregate`], [`gate`],
+//! [`invalid`], [`mapping`], [`verdict`], [`sample`], [`stop`], [`aggregate`], [`gate`], [`pace`],
 //! [`ledger`]; session corpora and the recheck: [`sessions`], [`corrections`], [`words`],
 //! [`recheck`]. The durable forge: [`forge`] (the chain for one brief and one skill over the
 //! steps), [`layout`] (where its evidence lives), [`arm_runner`], [`tool_errors`], [`install`];
@@ -35,6 +35,7 @@ pub mod inventory;
 pub mod layout;
 pub mod ledger;
 pub mod mapping;
+pub mod pace;
 pub mod predicate;
 pub mod recheck;
 pub mod sample;

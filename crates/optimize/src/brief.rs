@@ -32,7 +32,7 @@ pub struct RemoteVars {
 pub fn sample_count(spec: &Spec) -> u32 {
     match spec.measurement.stability.mode {
         StabilityMode::Repeat => spec.measurement.repeat_count(),
-        StabilityMode::Stable | StabilityMode::Ladder => 1,
+        StabilityMode::Stable | StabilityMode::Ladder | StabilityMode::Pace => 1,
     }
 }
 

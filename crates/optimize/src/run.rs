@@ -133,7 +133,7 @@ async fn init_inner(
     )?;
     let n = match spec.measurement.stability.mode {
         StabilityMode::Repeat => spec.measurement.repeat_count() as usize,
-        StabilityMode::Stable | StabilityMode::Ladder => 1,
+        StabilityMode::Stable | StabilityMode::Ladder | StabilityMode::Pace => 1,
     };
     let mut baseline = Snapshot::default();
     // the baseline's judge runs are booked like every other (issue 31 item 7)

@@ -222,6 +222,11 @@ pub enum StabilityMode {
     Repeat,
     /// One exploratory pair, then pairs up to `repeat_count` while promising, then the holdout.
     Ladder,
+    /// PACE, the anytime-valid keep rule: pairs one at a time until a betting e-process over the
+    /// primary objective's pairs commits (keep, then the holdout when configured) or spends 200
+    /// discordant pairs (reverted). A pair is a win when the candidate's sample beats the
+    /// reference's by more than `min_relative_change`, a loss when it is worse by more, else a tie.
+    Pace,
 }
 
 /// `measurement.stability`.

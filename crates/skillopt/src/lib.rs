@@ -1,7 +1,7 @@
 //! SkillOpt: review runs and blind feedback ([`train`], [`github_review`], [`github_write`],
 //! [`packet`]), the training/candidate exchange and train mode ([`train`]), trace harvesting
 //! ([`harvest`], [`distill`]), evaluator profiles ([`evaluator`]), and deciding between versions
-//! ([`ab`], [`bineval`], [`promotion`]). Its families are [`FAMILIES`].
+//! ([`ab`], [`bineval`], [`promotion`], the replay [`gate`]). Its families are [`FAMILIES`].
 
 use std::sync::Arc;
 
@@ -13,6 +13,7 @@ pub mod ab;
 pub mod bineval;
 pub mod distill;
 pub mod evaluator;
+pub mod gate;
 pub mod github_review;
 pub mod github_write;
 pub mod harvest;
@@ -41,7 +42,7 @@ pub const BINEVAL_SOURCE: skillforge_stage::StageSource = skillforge_stage::Stag
 };
 
 /// SkillOpt's lines in the family registry.
-pub static FAMILIES: [Family; 7] = [
+pub static FAMILIES: [Family; 8] = [
     Family {
         name: "train",
         workflow: train::generation::TRAIN_WORKFLOW,
@@ -86,6 +87,13 @@ pub static FAMILIES: [Family; 7] = [
         workflow: AB_WORKFLOW,
         summary: "`ab`: champion and challenger answers, read back by the command that records the A/B",
         stages: Some(AB_SOURCE),
+        handler: record_only,
+    },
+    Family {
+        name: "replay",
+        workflow: gate::REPLAY_WORKFLOW,
+        summary: "the replay gate: champion and candidate replays of a corpus, read back and scored by `candidate gate`",
+        stages: Some(gate::SOURCE),
         handler: record_only,
     },
     Family {

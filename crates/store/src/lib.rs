@@ -12,6 +12,7 @@ pub mod candidates;
 pub mod deliveries;
 mod error;
 pub mod feedback;
+pub mod gates;
 pub mod github;
 pub mod harvest;
 pub mod live_ab;

@@ -186,6 +186,7 @@ mod tests {
                 lines: vec!["REJECT: the baseline won".into(), "more".into()],
             }),
             ledger_row: None,
+            pace: None,
             dir: dir.path().to_path_buf(),
             reused: false,
         };

@@ -583,6 +583,7 @@ mod tests {
                 verdict: "improved".into(),
             }],
             reason: String::new(),
+            pace: None,
         };
         e.decision = Some(decision(0.15));
         assert_eq!(anti_gaming_note(&e, "ops"), None);

@@ -71,7 +71,8 @@ pub struct Evidence {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Stop {
     /// 1..=9, the step of facts §7 that stopped it; 10 when every guardrail held but the
-    /// candidate's base is not the champion any more.
+    /// candidate's base is not the champion any more; [`PACE_STEP`] when the PACE gate did not
+    /// commit; [`GATE_STEP`] when the replay gate has not accepted it.
     pub step: u8,
     /// Human-readable, redacted (no content).
     pub reason: String,
@@ -91,10 +92,21 @@ impl Stop {
             7 => "auto_promote_min_score",
             8 => "auto_promote_require_external_ci",
             9 => "auto_promote_min_confidence",
+            PACE_STEP => skillforge_contract::pace::PACE_BLOCKED,
+            GATE_STEP => crate::gate::GATE_BLOCKED,
             _ => "rebase_needed",
         }
     }
 }
+
+/// The step of a promotion every guardrail passed but the PACE gate did not commit (facts §7:
+/// after the guardrails, on the promote path, `pace_enabled` → `pace_blocked`; issue 34 item 10).
+pub const PACE_STEP: u8 = 11;
+
+/// The step of a promotion every guardrail (and PACE, when on) passed but that has no accepted
+/// replay gate run against the current champion (facts §7: `gate_enabled` → `gate_blocked`;
+/// issue 34 item 11).
+pub const GATE_STEP: u8 = 12;
 
 /// What [`Decision::guardrail`] says when no guardrail stopped the candidate.
 pub const PASSED: &str = "passed";

@@ -114,6 +114,13 @@ pub struct Detail {
     /// The champion's outcomes over the same window, and their rate in [0,1].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub champion_outcomes: Option<WindowCounts>,
+    /// The PACE gate's state (wealth, discordant pairs, verdict and why), when `pace_enabled` is
+    /// on and it was read (issue 34 item 10).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pace: Option<skillforge_contract::pace::PaceReport>,
+    /// The accepted replay gate run the promotion rests on, when `gate_enabled` is on (issue 34 item 11).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate_run: Option<String>,
     /// Why (cut to [`MAX_REASON_CHARS`]).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub reason: String,

@@ -23,6 +23,14 @@ pub struct Policy {
     pub sinks: Sinks,
     /// The canary's regression window.
     pub window: WindowConfig,
+    /// The PACE gate (`[skillopt] pace_enabled`; `None` = off, the default): a promotion the
+    /// guardrails pass must also be committed by PACE over the A/B picks (`pace_blocked`), and a
+    /// canary window that holds is decided by PACE over its paired outcomes (issue 34 item 10).
+    pub pace: Option<skillforge_contract::pace::Pace>,
+    /// The replay gate (`[skillopt] gate_enabled`, default false): a promotion the guardrails
+    /// pass needs an accepted gate run against the current champion, else `gate_blocked`
+    /// (issue 34 item 11).
+    pub gate_enabled: bool,
 }
 
 /// What a promotion step runs with.

@@ -12,11 +12,13 @@ use skillforge_store::candidates::{
 use skillforge_store::promotion::{CanaryStart, auto_trace_counts, start_canary};
 use skillforge_store::templates::{begin_write, current_version};
 
-use super::auto_promote::{AutoTraceEvidence, BanditEvidence, Decision, Evidence, decide};
+use super::auto_promote::{AutoTraceEvidence, BanditEvidence, Decision, Evidence, GATE_STEP, PACE_STEP, Stop, decide};
+use crate::gate::GATE_BLOCKED;
 use super::events::{Detail, Event, EventKind};
 use super::notify::{PromotionEnv, PromotionError, emit, emit_on_change};
 use crate::ab::bandit::{Arm, Confidence, NOTIFY_SEED};
 use crate::distill::run::SCORE_UNAVAILABLE_KEY;
+use skillforge_contract::pace::{PACE_BLOCKED, Pace, PaceReport, Pair};
 
 /// What the seam did for one candidate.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -115,6 +117,19 @@ async fn evidence(
     ))
 }
 
+/// PACE over the candidate's A/B picks against the current champion, in the order they were
+/// recorded (each pick is one paired comparison; issue 34 item 10). No champion ⇒ no pairs.
+///
+/// # Errors
+/// [`PromotionError::Store`].
+pub async fn pace_of_picks(store: &Store, candidate: &CandidateRow, pace: Pace) -> Result<PaceReport, PromotionError> {
+    let picks = match current_version(store.pool(), &candidate.template_id).await? {
+        Some(champion) => skillforge_store::gates::pick_sequence(store.pool(), &candidate.version_id, &champion.id).await?,
+        None => Vec::new(),
+    };
+    Ok(pace.run(picks.into_iter().map(|won| if won { Pair::Win } else { Pair::Loss })))
+}
+
 /// The notify seam (S-51, S-52, facts §7): runs after an import has returned. Decides, emits
 /// `candidate.awaiting_promotion` (when `[events]` is configured; again only when the guardrail
 /// that blocks the candidate changed, issue 37 item 11), and on a guardrails
@@ -138,6 +153,36 @@ pub async fn after_import(
     };
     let (evidence, real_ci_positives) = evidence(store, &candidate).await?;
     let decision = decide(&env.policy.guardrails, &evidence);
+    // facts §7: a promotion the guardrails pass must also be committed by PACE when it is on
+    // (issue 34 item 10); off ⇒ nothing read, nothing recorded.
+    let pace = match (&decision, env.policy.pace) {
+        (Decision::Promote { .. }, Some(pace)) => Some(pace_of_picks(store, &candidate, pace).await?),
+        _ => None,
+    };
+    let decision = match &pace {
+        Some(report) if !report.committed() => {
+            Decision::Notify(Stop { step: PACE_STEP, reason: format!("{PACE_BLOCKED}: {}", report.reason) })
+        }
+        _ => decision,
+    };
+    // facts §7: then the replay gate, when on: an accepted gate run against the current champion
+    // (issue 34 item 11).
+    let gate_on = env.policy.gate_enabled && matches!(decision, Decision::Promote { .. });
+    let gate_run = match gate_on {
+        true => match current_version(store.pool(), &candidate.template_id).await? {
+            Some(champion) => skillforge_store::gates::accepted_gate_run(store.pool(), version_id, &champion.id).await?.map(|r| r.id),
+            None => None,
+        },
+        false => None,
+    };
+    let decision = if gate_on && gate_run.is_none() {
+        Decision::Notify(Stop {
+            step: GATE_STEP,
+            reason: format!("{GATE_BLOCKED}: no accepted replay gate run against the current champion (run `skillforge candidate gate {version_id}`)"),
+        })
+    } else {
+        decision
+    };
     // Issue 37 item 11: every decision event carries the counts and rates it decided on.
     let base = Detail {
         score: candidate.score,
@@ -150,6 +195,8 @@ pub async fn after_import(
             .ok()
             .map(|f| f.has_real_ci_positive),
         real_ci_positives,
+        pace: pace.clone(),
+        gate_run: gate_run.clone(),
         ..Detail::default()
     };
     let reason = match &decision {

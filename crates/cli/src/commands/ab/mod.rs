@@ -12,6 +12,7 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use clap::Args;
 use serde_json::json;
+use skillforge_contract::pace::{PaceReport, Pair};
 use skillforge_engine::QueueBackend;
 use skillforge_skillopt::ab::ask::{ask_prompt, declared_runtimes};
 use skillforge_skillopt::ab::bandit::{Arm, Confidence, MC_SEED_XOR};
@@ -271,19 +272,17 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
     };
     let challenger_arm = arm(get_arm(store.pool(), &arms.template, &arms.challenger).await?);
     let champion_arm = arm(get_arm(store.pool(), &arms.template, &arms.champion).await?);
-    let confidence =
-        Confidence::compute(challenger_arm, champion_arm, args.draws, seed ^ MC_SEED_XOR);
-    print_outcome(
-        ctx,
-        &arms,
-        &ab,
-        recorded,
-        &confidence,
-        Notes {
-            judge_skipped: judge_note.as_deref(),
-            pick_skipped: skipped,
-        },
-    );
+    let confidence = Confidence::compute(challenger_arm, champion_arm, args.draws, seed ^ MC_SEED_XOR);
+    // Issue 34 items 10, 13: the PACE wealth beside the posterior, when the gate is on.
+    let pace = match ctx.config.skillopt.pace() {
+        Some(pace) => {
+            let picks = skillforge_store::gates::pick_sequence(store.pool(), &arms.challenger, &arms.champion).await?;
+            Some(pace.run(picks.into_iter().map(|won| if won { Pair::Win } else { Pair::Loss })))
+        }
+        None => None,
+    };
+    let notes = Notes { judge_skipped: judge_note.as_deref(), pick_skipped: skipped, pace: pace.as_ref() };
+    print_outcome(ctx, &arms, &ab, recorded, &confidence, notes);
     Ok(OK)
 }
 
@@ -385,6 +384,8 @@ struct Notes<'a> {
     judge_skipped: Option<&'a str>,
     /// The human skipped the pick at the prompt.
     pick_skipped: bool,
+    /// The PACE gate over the picks so far (`pace_enabled` on).
+    pace: Option<&'a PaceReport>,
 }
 
 fn print_outcome(
@@ -397,7 +398,7 @@ fn print_outcome(
 ) {
     let judge_note = notes.judge_skipped;
     if ctx.json {
-        print_json(&json!({
+        let mut out = json!({
             "template": arms.template,
             "champion": arms.champion,
             "challenger": arms.challenger,
@@ -410,7 +411,11 @@ fn print_outcome(
             "arms_moved": recorded.arms_moved,
             "confidence": c,
             "summary": c.summary(),
-        }));
+        });
+        if let Some(pace) = notes.pace {
+            out["pace"] = json!(pace);
+        }
+        print_json(&out);
         return;
     }
     let fmt_ci = |ci: Option<(f64, f64)>| {
@@ -452,4 +457,7 @@ fn print_outcome(
         fmt_ci(c.champion_ci95),
     );
     println!("(a posterior probability from the Beta-Bernoulli arms, not a p-value)");
+    if let Some(pace) = notes.pace {
+        println!("{} (anytime-valid gate over the picks; promotion needs a commit)", pace.reason);
+    }
 }

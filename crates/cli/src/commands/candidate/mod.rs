@@ -8,6 +8,7 @@
 //! `promote` makes the candidate current (the previous current becomes superseded) and `reject`
 //! records the reason, after which `@latest` never selects it (S-93); each is one transaction.
 
+mod gate;
 mod promotion;
 
 use anyhow::anyhow;
@@ -61,6 +62,19 @@ pub enum CandidateCommand {
         /// Candidate version `ID@vN`.
         id: String,
     },
+    /// Replay a corpus for the champion and the candidate as jobs, score both, and record whether
+    /// the candidate is accepted (a strict improvement of the corpus mean, every item scorable).
+    /// Exit 1 when not accepted. A candidate without a score takes its corpus mean as its score.
+    Gate {
+        /// Candidate version `ID@vN`.
+        id: String,
+        /// Replay corpus (JSON, `skillforge schema replay-corpus`); default `[skillopt] gate_corpus`.
+        #[arg(long, value_name = "FILE")]
+        corpus: Option<std::path::PathBuf>,
+        /// Agent runtime that answers the items of a corpus without a `replay_command`.
+        #[arg(long, default_value = "scripted")]
+        runtime: String,
+    },
     /// Show a candidate: state, source, hash, base, score, preference summary, eval report, diff.
     Show {
         /// Candidate version (`ID@vN`, or `ID@latest`).
@@ -96,6 +110,7 @@ pub async fn run(ctx: &Context, cmd: CandidateCommand) -> CliResult {
             promotion::canary_check(ctx, Wait::from_flag(!no_wait)).await
         }
         CandidateCommand::Decide { id } => promotion::decide_cmd(ctx, &id).await,
+        CandidateCommand::Gate { id, corpus, runtime } => gate::gate_cmd(ctx, &id, corpus, &runtime).await,
         CandidateCommand::Show { id } => show(ctx, &id).await,
         CandidateCommand::Promote { id, reason } => promote(ctx, &id, &reason).await,
         CandidateCommand::Reject { id, reason } => reject(ctx, &id, &reason).await,
@@ -216,8 +231,25 @@ async fn show(ctx: &Context, reference: &str) -> CliResult {
             &format!("b/{}", candidate.version_id),
         )
         .to_string();
+    // Issue 34 item 10: the PACE gate over the candidate's A/B picks, only when it is on.
+    let pace = match ctx.config.skillopt.pace() {
+        Some(pace) => Some(
+            skillforge_skillopt::promotion::seam::pace_of_picks(&store, &candidate, pace)
+                .await
+                .map_err(|e| CliError::env(anyhow!("read the A/B picks: {e}")))?,
+        ),
+        None => None,
+    };
+    // Issue 34 item 11: the replay gate runs with their per-item deltas (none ⇒ nothing shown).
+    let gate_runs = skillforge_store::gates::gate_runs(store.pool(), &candidate.version_id).await?;
     if ctx.json {
         let mut out = candidate_json(&candidate);
+        if let Some(pace) = &pace {
+            out["pace"] = json!(pace);
+        }
+        if !gate_runs.is_empty() {
+            out["gate_runs"] = json!(gate_runs.iter().map(gate_run_json).collect::<Vec<_>>());
+        }
         out["eval_report"] = raw_json(&candidate.eval_report_json);
         out["summary_metadata"] = raw_json(&candidate.summary_metadata_json);
         out["diff"] = Value::String(diff);
@@ -242,10 +274,37 @@ async fn show(ctx: &Context, reference: &str) -> CliResult {
     if !candidate.decision_reason.is_empty() {
         println!("decision    {}", candidate.decision_reason);
     }
+    if let Some(pace) = &pace {
+        println!("pace        {}", pace.reason);
+    }
+    for run in &gate_runs {
+        let deltas: Vec<skillforge_skillopt::gate::score::ItemDelta> = serde_json::from_str(&run.deltas_json).unwrap_or_default();
+        println!(
+            "gate        {} against {} (corpus version {}, attempt {}): {}",
+            if run.accepted { "accepted" } else { "not accepted" },
+            run.champion_version_id,
+            run.corpus_version,
+            run.attempts,
+            run.reason
+        );
+        for line in gate::delta_lines(&deltas) {
+            println!("  {line}");
+        }
+    }
     print_eval_report(&candidate.eval_report_json);
     println!();
     print!("{diff}");
     Ok(OK)
+}
+
+/// A stored gate run as JSON, its deltas parsed.
+fn gate_run_json(run: &skillforge_store::gates::GateRunRow) -> Value {
+    let mut v = serde_json::to_value(run).unwrap_or(Value::Null);
+    if let Some(map) = v.as_object_mut() {
+        let deltas = map.remove("deltas_json").and_then(|d| d.as_str().and_then(|t| serde_json::from_str::<Value>(t).ok())).unwrap_or(Value::Null);
+        map.insert("deltas".into(), deltas);
+    }
+    v
 }
 
 fn refused(id: &str, action: &str, outcome: DecisionOutcome) -> CliError {

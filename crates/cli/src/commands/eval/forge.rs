@@ -84,6 +84,11 @@ pub struct ForgeArgs {
     /// Install root adoptions are symlinked into; default: where the arms' runtime reads the user's skills (`~/.claude/skills`, `~/.agents/skills` for Codex, `~/.config/opencode/skills`).
     #[arg(long = "install-root", value_name = "DIR")]
     install_root: Option<PathBuf>,
+    /// Decide with PACE, the anytime-valid betting gate, over every forge of this skill so far
+    /// (with-arm wins against without-arm wins; commit ⇒ ADOPT, 200 discordant samples spent ⇒
+    /// REJECT, else UNDECIDED: forge it again on another brief). Off: the majority gate alone.
+    #[arg(long)]
+    pace: bool,
     /// Allow PROBATION on a clean tie (needs --failure-rate).
     #[arg(long, requires = "failure_rate")]
     probation: bool,
@@ -285,11 +290,8 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
         model: args.model,
         dry_run: args.dry_run,
         install,
-        probation_failure_rate: if args.probation {
-            args.failure_rate
-        } else {
-            None
-        },
+        probation_failure_rate: if args.probation { args.failure_rate } else { None },
+        pace: args.pace.then(skillforge_contract::pace::Pace::default),
         signature,
     };
     let store = ctx.store().await?;

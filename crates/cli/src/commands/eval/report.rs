@@ -91,6 +91,8 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
     let spend = brief_spend(&dir, state.samples);
     let verdicts: Vec<SampleVerdict> = samples.iter().filter_map(|s| s.verdict.clone()).collect();
     let stats = VerdictStats::of(&verdicts);
+    // Issue 34 item 10: a forge run with `--pace` kept its PACE report beside the aggregate.
+    let pace: Option<skillforge_contract::pace::PaceReport> = read_json(&dir.join(skillforge_evalloop::pace::PACE_FILE)).ok().flatten();
     if ctx.json && args.html.is_none() {
         let samples: Vec<serde_json::Value> = samples
             .iter()
@@ -103,9 +105,11 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
                 })
             })
             .collect();
-        crate::output::print_json(
-            &serde_json::json!({"forge": state, "samples": samples, "aggregate": agg, "stats": stats, "gate": gate_line, "spend": spend.total}),
-        );
+        let mut out = serde_json::json!({"forge": state, "samples": samples, "aggregate": agg, "stats": stats, "gate": gate_line, "spend": spend.total});
+        if let Some(pace) = &pace {
+            out["pace"] = serde_json::json!(pace);
+        }
+        crate::output::print_json(&out);
         return Ok(OK);
     }
     match &args.html {
@@ -150,6 +154,9 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
                 println!("{line}");
             }
             println!("spend: {}", spend.total.human());
+            if let Some(pace) = &pace {
+                println!("pace (across forges of `{}`): {}", state.skill, pace.reason);
+            }
             println!("gate: {gate_line}");
         }
     }
