@@ -1,7 +1,7 @@
 //! A fake GitHub REST API on loopback for the forge tests: the one stand-in the brief allows (GitHub
 //! cannot run here). It answers the routes skillforge calls with bodies shaped like GitHub's
 //! documented REST responses (issues, issue comments with `Link`-header pagination, pulls, reviews,
-//! combined status, check runs) and lets a test inject what GitHub does: a 403 secondary rate
+//! a pull's commits, combined status, check runs) and lets a test inject what GitHub does: a 403 secondary rate
 //! limit with `retry-after`, a deleted comment (404), an edited comment, `ETag`/304.
 //!
 //! Web addresses (`html_url`) are GitHub's own shape (`https://github.com/o/r/issues/N#issuecomment-ID`),
@@ -32,6 +32,8 @@ pub struct FakeState {
     pub statuses: BTreeMap<String, Vec<Value>>,
     /// `owner/repo@sha` → check runs JSON.
     pub check_runs: BTreeMap<String, Vec<Value>>,
+    /// `owner/repo#N` → the PR's commits JSON, oldest first (`GET /pulls/{n}/commits`).
+    pub pull_commits: BTreeMap<String, Vec<Value>>,
     /// The next this many requests get a 403 secondary rate limit with `retry-after: 1`.
     pub rate_limit_next: u32,
     /// Every request seen: (method, path with query, whether authorized with the expected token).
@@ -173,6 +175,34 @@ impl FakeState {
         if let Some(pull) = self.pulls.get_mut(repo).and_then(|m| m.get_mut(&number)) {
             pull["updated_at"] = json!(stamp);
         }
+    }
+
+    /// Appends a commit to pull request `repo#number`, shaped as an item of GitHub's
+    /// `GET /repos/{o}/{r}/pulls/{n}/commits` (oldest first, as GitHub lists them).
+    pub fn add_pull_commit(&mut self, repo: &str, number: u64, sha: &str, message: &str) {
+        let commits = self.pull_commits.entry(format!("{repo}#{number}")).or_default();
+        let parent = commits.last().and_then(|c| c["sha"].as_str()).unwrap_or("base0").to_owned();
+        let person = json!({"name": "skillforge-bot", "email": "bot@example.com", "date": "2026-12-01T10:00:00Z"});
+        let user = json!({"login": "skillforge-bot", "id": 1, "type": "User"});
+        commits.push(json!({
+            "url": format!("/repos/{repo}/commits/{sha}"),
+            "sha": sha,
+            "node_id": format!("C_{sha}"),
+            "html_url": format!("https://github.com/{repo}/commit/{sha}"),
+            "comments_url": format!("/repos/{repo}/commits/{sha}/comments"),
+            "commit": {
+                "url": format!("/repos/{repo}/git/commits/{sha}"),
+                "author": person,
+                "committer": person,
+                "message": message,
+                "tree": {"url": format!("/repos/{repo}/git/trees/t{sha}"), "sha": format!("t{sha}")},
+                "comment_count": 0,
+                "verification": {"verified": false, "reason": "unsigned", "signature": null, "payload": null, "verified_at": null},
+            },
+            "author": user,
+            "committer": user,
+            "parents": [{"url": format!("/repos/{repo}/commits/{parent}"), "sha": parent, "html_url": format!("https://github.com/{repo}/commit/{parent}")}],
+        }));
     }
 
     /// Adds a commit status at `repo@sha`.
@@ -433,6 +463,25 @@ async fn reviews(
     paged(&shared.1, &path, &q, s.page_size, items)
 }
 
+async fn pull_commits(
+    State(shared): State<Shared>,
+    Path((owner, name, number)): Path<(String, String, u64)>,
+    Query(q): Query<BTreeMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let repo = format!("{owner}/{name}");
+    let path = format!("/repos/{repo}/pulls/{number}/commits");
+    if let Some(r) = gate(&shared, "GET", &uri_of(&path, &q), &headers) {
+        return r;
+    }
+    let s = shared.0.lock().expect("fake state");
+    if !s.pulls.get(&repo).is_some_and(|m| m.contains_key(&number)) {
+        return not_found();
+    }
+    let items = s.pull_commits.get(&format!("{repo}#{number}")).cloned().unwrap_or_default();
+    paged(&shared.1, &path, &q, s.page_size, items)
+}
+
 async fn status(State(shared): State<Shared>, Path((owner, name, sha)): Path<(String, String, String)>, headers: HeaderMap) -> Response {
     let repo = format!("{owner}/{name}");
     if let Some(r) = gate(&shared, "GET", &format!("/repos/{repo}/commits/{sha}/status"), &headers) {
@@ -474,6 +523,7 @@ impl FakeGitHub {
             .route("/repos/{owner}/{name}/pulls", get(pulls))
             .route("/repos/{owner}/{name}/pulls/{number}", get(pull))
             .route("/repos/{owner}/{name}/pulls/{number}/reviews", get(reviews))
+            .route("/repos/{owner}/{name}/pulls/{number}/commits", get(pull_commits))
             .route("/repos/{owner}/{name}/commits/{sha}/status", get(status))
             .route("/repos/{owner}/{name}/commits/{sha}/check-runs", get(check_runs))
             .with_state(shared);

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tracing::{debug, warn};
 
 use crate::ratelimit::rate_limit_wait;
-use crate::{CheckRun, Comment, CommitStatus, Conditional, Forge, ForgeError, Issue, PullRequest, RepoRef, Review};
+use crate::{CheckRun, Comment, CommitStatus, Conditional, Forge, ForgeError, Issue, PullCommit, PullRequest, RepoRef, Review};
 
 /// GitHub's public API.
 pub const DEFAULT_API_URL: &str = "https://api.github.com";
@@ -328,6 +328,10 @@ impl Forge for GitHub {
 
     async fn list_reviews(&self, repo: &RepoRef, number: u64) -> Result<Vec<Review>, ForgeError> {
         self.all_pages(&format!("/repos/{repo}/pulls/{number}/reviews"), whole).await
+    }
+
+    async fn list_pull_commits(&self, repo: &RepoRef, number: u64) -> Result<Vec<PullCommit>, ForgeError> {
+        self.all_pages(&format!("/repos/{repo}/pulls/{number}/commits"), whole).await
     }
 
     async fn commit_statuses(&self, repo: &RepoRef, sha: &str) -> Result<Vec<CommitStatus>, ForgeError> {

@@ -27,6 +27,9 @@ pub struct AgentCall<'a> {
     pub prompt: String,
     /// Idempotency key: the same key is the same job (a retry, never a second call).
     pub key: String,
+    /// The template version the agent answers as (`ask`): its commits carry the
+    /// `Skillforge-Template` trailer (issue 37 item 8). `None` for judges and reviewers.
+    pub template_version: Option<String>,
 }
 
 /// The answer of a finished call.
@@ -43,7 +46,8 @@ pub struct AgentAnswer {
 /// # Errors
 /// Exit 3 when the queue is unreachable or the job did not succeed (its state and error named).
 pub async fn call_agent(ctx: &Context, backend: &Arc<dyn QueueBackend>, call: AgentCall<'_>) -> Result<AgentAnswer, CliError> {
-    let payload = AgentPayload::new(call.runtime, call.prompt);
+    let mut payload = AgentPayload::new(call.runtime, call.prompt);
+    payload.template_version = call.template_version;
     let stages: skillforge_stage::WorkflowDef = call.stages.for_home(&ctx.home).map_err(CliError::usage)?;
     let spec = stages.stage(call.stage).job(&payload, Some(call.key)).map_err(CliError::usage)?;
     let enqueued = submit_checked(ctx, backend.as_ref(), &spec).await?.enqueued;

@@ -20,6 +20,12 @@
 //!   `gate_rejection.optimizer_hint` ([`GuidanceKind::Improve`]), each failed check's reason
 //!   ([`GuidanceKind::Improve`], verifiable floor), `fail_reason` when no packet explains it
 //!   ([`GuidanceKind::Address`]).
+//! * harvested checker and hard-verifier rows (reviewers `gitmoot-checker`, `gitmoot-verifier`):
+//!   never their summary reasoning (plain, or the `Reasoning:` section; "Deterministic checkers
+//!   over 1 dimension(s)." is no rule); when the row is against the change (`b`), each `rule` of
+//!   its item's `metadata.findings` (the tools' messages) is a [`GuidanceKind::Improve`] line
+//!   (verifiable floor; issue 37 item 10); projected hint, improvement and trait sections count
+//!   as for any row.
 //! * BINEVAL verdicts: every `no` verdict is a lesson for its question ([`GuidanceKind::Lesson`],
 //!   keyed by question id so repeated failures of one question add support). The verdict rows do
 //!   not say whether a deterministic or an LLM runner answered, so they count as judge evidence.
@@ -85,6 +91,12 @@ pub enum EvidenceOrigin {
     FailedCheck,
     /// A BINEVAL `no` verdict.
     BinaryLesson,
+    /// A line of the template's maintained guidance section: the evidence of earlier runs
+    /// ([`super::prior`]).
+    PriorGuidance,
+    /// A harvested checker or hard-verifier finding (item metadata `findings`: the tool's message
+    /// as a rule; issue 37 item 10).
+    Finding,
 }
 
 /// One piece of evidence for one guidance line.
@@ -196,9 +208,14 @@ pub fn gather_evidence(package: &TrainingPackage) -> GatheredEvidence {
         counts.ranked_feedback_events += 1;
         gather_ranked(&mut sink, event);
     }
+    let findings: BTreeMap<&str, Vec<String>> = package.items.iter().filter_map(|i| Some((i.id.as_str(), item_findings(i)?))).collect();
     for (idx, event) in package.feedback_events.iter().enumerate() {
         counts.feedback_events += 1;
-        gather_feedback(&mut sink, event, idx);
+        let leg_row = is_leg_row(event);
+        if leg_row {
+            gather_findings(&mut sink, event, findings.get(event.item_id.as_str()), idx);
+        }
+        gather_feedback(&mut sink, event, idx, !leg_row);
     }
     for item in &package.items {
         for (idx, score) in item_scores(item).iter().enumerate() {
@@ -243,7 +260,9 @@ fn gather_ranked(sink: &mut Sink, event: &RankedFeedbackEvent) {
     }
 }
 
-fn gather_feedback(sink: &mut Sink, event: &FeedbackEvent, idx: usize) {
+/// `summary_is_guidance`: false for checker and verifier rows, whose plain reasoning (and the
+/// `Reasoning:` section of projected reasoning) only summarises the run.
+fn gather_feedback(sink: &mut Sink, event: &FeedbackEvent, idx: usize, summary_is_guidance: bool) {
     let tier = classify_tier(&event.source, &event.reviewer, &event.item_id);
     let is_human = tier == EvidenceTier::HumanGold;
     let kind = match event.choice.trim().to_ascii_lowercase().as_str() {
@@ -259,7 +278,9 @@ fn gather_feedback(sink: &mut Sink, event: &FeedbackEvent, idx: usize) {
     }
     let sections = projected_sections(reasoning);
     if sections.is_empty() {
-        sink.push(kind, reasoning, tier, EvidenceOrigin::FeedbackReasoning, &source_ref);
+        if summary_is_guidance {
+            sink.push(kind, reasoning, tier, EvidenceOrigin::FeedbackReasoning, &source_ref);
+        }
         return;
     }
     // Only a negative outcome's hints and improvements are instructions; a preferred or kept
@@ -279,9 +300,39 @@ fn gather_feedback(sink: &mut Sink, event: &FeedbackEvent, idx: usize) {
                 Section::Rejected => {
                     sink.push(GuidanceKind::Avoid, &text, tier, EvidenceOrigin::RejectedTrait, &source_ref)
                 }
-                _ => sink.push(kind, &text, tier, EvidenceOrigin::FeedbackReasoning, &source_ref),
+                _ if summary_is_guidance => sink.push(kind, &text, tier, EvidenceOrigin::FeedbackReasoning, &source_ref),
+                _ => {}
             }
         }
+    }
+}
+
+/// Whether `event` is a harvested checker or hard-verifier row (reviewer `gitmoot-checker` /
+/// `gitmoot-verifier`): its reasoning only summarises ("Deterministic checkers over 1
+/// dimension(s).") and is never a guidance line; its item's findings are.
+fn is_leg_row(event: &FeedbackEvent) -> bool {
+    let reviewer = event.reviewer.trim().to_ascii_lowercase();
+    reviewer == crate::harvest::CHECKER_REVIEWER || reviewer == crate::harvest::VERIFIER_REVIEWER
+}
+
+/// The `rule`s of an item's `metadata.findings` (written by the harvest's checker and verifier
+/// legs); `None` when it has none.
+fn item_findings(item: &EvalItem) -> Option<Vec<String>> {
+    let list = item.metadata.as_ref()?.get(crate::harvest::legs::FINDINGS_KEY)?.as_array()?;
+    let rules: Vec<String> = list.iter().filter_map(|f| f.get("rule")?.as_str()).map(str::to_owned).collect();
+    (!rules.is_empty()).then_some(rules)
+}
+
+/// A checker or verifier row against the change (`b`): each finding of its item is a rule
+/// ([`GuidanceKind::Improve`], verifiable floor); a passing row or one without findings says
+/// nothing to change.
+fn gather_findings(sink: &mut Sink, event: &FeedbackEvent, findings: Option<&Vec<String>>, idx: usize) {
+    if !event.choice.trim().eq_ignore_ascii_case("b") {
+        return;
+    }
+    let source_ref = format!("feedback:{idx}:{}", event.item_id);
+    for rule in findings.into_iter().flatten() {
+        sink.push(GuidanceKind::Improve, rule, EvidenceTier::VerifiableFloor, EvidenceOrigin::Finding, &source_ref);
     }
 }
 

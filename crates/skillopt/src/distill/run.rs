@@ -20,7 +20,8 @@ use skillforge_stage::fs::{WriteError, write_atomic};
 use super::evidence::{SourceCounts, gather_evidence};
 use super::guidance::{GuidanceLine, Support, rank_guidance};
 use super::hint::no_actionable_hint;
-use super::section::{apply_section, render_section};
+use super::prior::{merge_guidance, prior_guidance};
+use super::section::{apply_section, render_section, section_runs};
 use super::tier::EvidenceTier;
 
 /// `optimizer` name in the eval report and summary metadata.
@@ -186,7 +187,17 @@ pub fn plan(package: &TrainingPackage, config: &DistillConfig) -> Result<Distill
         by_tier.add(item.tier);
     }
     let counts = EvidenceCounts { sources: gathered.counts, evidence_items: gathered.items.len(), by_tier };
-    let guidance = rank_guidance(&gathered.items, config.max_guidance_lines);
+    // Issue 37 item 10: this run's evidence merged into the section's (earlier runs'), never in
+    // place of it; with no new evidence there is nothing to propose.
+    let fresh = rank_guidance(&gathered.items, usize::MAX);
+    let has_fresh = !fresh.is_empty();
+    let run = package.eval_run.id.trim().to_owned();
+    let mut runs = section_runs(base);
+    let already_merged = !run.is_empty() && runs.contains(&run);
+    let guidance = merge_guidance(prior_guidance(base), fresh, config.max_guidance_lines, already_merged);
+    if !already_merged && !run.is_empty() {
+        runs.push(run);
+    }
     let unchanged = |reason| DistillPlan {
         base_content: base.clone(),
         content: base.clone(),
@@ -195,13 +206,17 @@ pub fn plan(package: &TrainingPackage, config: &DistillConfig) -> Result<Distill
         no_candidate_reason: Some(reason),
         no_candidate_hint: None,
     };
-    if guidance.is_empty() {
-        return Ok(DistillPlan { no_candidate_hint: Some(no_actionable_hint(package)), ..unchanged(NO_ACTIONABLE_FEEDBACK) });
+    if !has_fresh {
+        return Ok(DistillPlan {
+            guidance: Vec::new(),
+            no_candidate_hint: Some(no_actionable_hint(package)),
+            ..unchanged(NO_ACTIONABLE_FEEDBACK)
+        });
     }
     if config.dry_run {
         return Ok(unchanged(CANDIDATE_CONTENT_UNCHANGED));
     }
-    let revised = apply_section(base, &render_section(&guidance))
+    let revised = apply_section(base, &render_section(&guidance, &runs))
         .map_err(|source| DistillError::InvalidTemplate { version_id: package.template.version_id.clone(), source })?;
     if revised == *base {
         return Ok(unchanged(CANDIDATE_CONTENT_UNCHANGED));

@@ -15,7 +15,7 @@ use skillforge_runner_checker::{CheckReport, parse_checker_list};
 use skillforge_runner_sandbox::VerifyReport;
 use skillforge_store::feedback::{Upserted, event_created_at_now, upsert_feedback_event};
 use skillforge_store::harvest::{
-    Attribution, AutoTraceRun, LegJob, ci_at, get_attribution, item_outcome, get_leg_job, record_ci, record_event, record_leg_job,
+    ATTRIBUTION_TRAILER, Attribution, AutoTraceRun, upsert_attribution, LegJob, ci_at, get_attribution, item_outcome, list_events, get_leg_job, record_ci, record_event, record_leg_job,
     record_review_round, set_leg_job_id, upsert_auto_trace_run, upsert_item,
 };
 use skillforge_store::{Store, StoreError};
@@ -28,6 +28,8 @@ use super::legs::{Leg, checker_row, checkers_spec, dispatch_key, hard_row, hard_
 use super::outcome::{CiEvidence, HarvestEvent, Outcome, RowPlan, floor_row};
 use super::review::{Reviewer, pick_reviewer, review_prompt};
 use super::revert::reverted_pr;
+use super::trailer::{TEMPLATE_TRAILER, TRAILER_DISAGREES_EVENT, TRAILER_UNKNOWN_EVENT, TemplateTrailer};
+use skillforge_store::templates::{VersionRef, resolve};
 use super::{AUTO_TRACE_RUN_STATE, AUTO_TRACE_SOURCE, AUTOMATIC_TRACE, WORKFLOW, run_id};
 
 /// Job event of a harvest that could not be written (S-24).
@@ -88,6 +90,9 @@ pub struct HarvestReport {
     /// Legs to enqueue.
     #[serde(skip)]
     pub legs: Vec<LegDispatch>,
+    /// Attributions written from a `Skillforge-Template` trailer (`owner/repo#N → id@vN (from …)`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attributed: Vec<String>,
 }
 
 /// What the review leg needs beyond the config: reviewer runtimes available, as
@@ -147,6 +152,9 @@ pub async fn apply_event(
         HarvestEvent::Ci { repo, sha, context, state, description } => {
             record_ci(conn, repo, sha, context, state, description).await?;
         }
+        HarvestEvent::Attributed { repo, pr, trailer } => {
+            attribute_by_trailer(conn, repo, *pr, trailer, &mut report).await?;
+        }
         HarvestEvent::ChangesRequested { repo, pr, review_id } => {
             let rounds = record_review_round(conn, repo, *pr, review_id).await?;
             let outcome = Outcome::ChangesRequested { rounds: u32::try_from(rounds).unwrap_or(u32::MAX) };
@@ -196,6 +204,75 @@ pub async fn apply_event(
         }
     }
     Ok(report)
+}
+
+/// Attributes `repo#pr` from its trailer ([`super::trailer`]): a manual attribution is kept (a
+/// trailer naming another version records [`TRAILER_DISAGREES_EVENT`]); a version this store does
+/// not hold records [`TRAILER_UNKNOWN_EVENT`] and attributes nothing; otherwise the attribution is
+/// written (or rewritten) with source `trailer` and the version's resolved commit.
+async fn attribute_by_trailer(
+    conn: &mut SqliteConnection,
+    repo: &str,
+    pr: i64,
+    trailer: &TemplateTrailer,
+    report: &mut HarvestReport,
+) -> Result<(), HarvestError> {
+    let found = match VersionRef::parse(&trailer.version) {
+        Some(reference) => resolve(&mut *conn, &reference).await?.filter(|v| v.id == trailer.version),
+        None => None,
+    };
+    let Some(version) = found else {
+        let why = format!("{TEMPLATE_TRAILER}: {} in {} names no installed template version", trailer.version, trailer.place);
+        record_event_once(conn, repo, pr, TRAILER_UNKNOWN_EVENT, &why).await?;
+        report.skipped.push(format!("{repo}#{pr}: {why}; not attributed"));
+        return Ok(());
+    };
+    let existing = get_attribution(&mut *conn, repo, pr).await?;
+    if let Some(a) = &existing
+        && a.source != ATTRIBUTION_TRAILER
+    {
+        if a.template_version_id != version.id {
+            let why = format!(
+                "{TEMPLATE_TRAILER}: {} in {} disagrees with the manual attribution to {}; the manual attribution is kept",
+                version.id, trailer.place, a.template_version_id
+            );
+            warn!(repo, pr, "{why}");
+            record_event_once(conn, repo, pr, TRAILER_DISAGREES_EVENT, &why).await?;
+            report.skipped.push(format!("{repo}#{pr}: {why}"));
+        }
+        return Ok(());
+    }
+    let runtime = trailer.runtime.clone().unwrap_or_default();
+    if let Some(a) = &existing
+        && (a.template_version_id.as_str(), a.kind.as_str(), a.implementer_runtime.as_str()) == (version.id.as_str(), trailer.kind.as_str(), runtime.as_str())
+    {
+        return Ok(());
+    }
+    let attribution = Attribution {
+        repo: repo.to_owned(),
+        pr,
+        template_id: version.template_id.clone(),
+        template_version_id: version.id.clone(),
+        resolved_commit: version.resolved_commit.clone(),
+        kind: trailer.kind.clone(),
+        implementer_runtime: runtime,
+        source: ATTRIBUTION_TRAILER.to_owned(),
+        ..existing.unwrap_or_default()
+    };
+    upsert_attribution(conn, &attribution).await?;
+    info!(repo, pr, version = %version.id, from = %trailer.place, "attributed by trailer");
+    report.attributed.push(format!("{repo}#{pr} → {} (from {})", version.id, trailer.place));
+    Ok(())
+}
+
+/// Records a PR's event unless the same event with the same detail is already recorded (a
+/// webhook re-delivered, or seen again by the watcher, says it once).
+async fn record_event_once(conn: &mut SqliteConnection, repo: &str, pr: i64, event: &str, detail: &str) -> Result<(), HarvestError> {
+    let seen = list_events(&mut *conn, Some((repo, pr))).await?.iter().any(|e| e.event == event && e.detail == detail);
+    if !seen {
+        record_event(conn, "", repo, pr, event, detail).await?;
+    }
+    Ok(())
 }
 
 /// The attribution of `repo#pr` when it is an implement-family change (S-16); else a skip note.
@@ -528,7 +605,9 @@ pub async fn harvest(
         Err(e) => {
             let _ = tx.rollback().await;
             let (repo, pr) = match event {
-                HarvestEvent::Outcome { repo, pr, .. } | HarvestEvent::ChangesRequested { repo, pr, .. } => (repo.as_str(), *pr),
+                HarvestEvent::Outcome { repo, pr, .. }
+                | HarvestEvent::ChangesRequested { repo, pr, .. }
+                | HarvestEvent::Attributed { repo, pr, .. } => (repo.as_str(), *pr),
                 HarvestEvent::Ci { repo, .. } => (repo.as_str(), 0),
             };
             warn!(repo, pr, error = %e, "harvest failed; recorded auto_trace_harvest_failed");

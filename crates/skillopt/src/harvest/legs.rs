@@ -146,6 +146,74 @@ fn choice_for(score: f64) -> &'static str {
     if score >= CHOICE_THRESHOLD { "a" } else { "b" }
 }
 
+/// Item metadata key of a checker or verifier row's findings: what the tools said, one concrete
+/// rule per entry, which `optimizer distill` writes into the template as guidance (issue 37
+/// item 10). Each entry is `{"dimension", "rule", "message"}`: `rule` is the instruction, keyed on
+/// the tool's message without its location so one finding across PRs adds support.
+pub const FINDINGS_KEY: &str = "findings";
+/// Most findings kept per dimension or command.
+pub const MAX_FINDINGS: usize = 5;
+
+/// The last non-empty line of `text`, cut to 200 characters.
+fn last_line(text: &str) -> Option<String> {
+    let line = text.lines().map(str::trim).rfind(|l| !l.is_empty() && !l.starts_with("…"))?;
+    Some(line.chars().take(200).collect())
+}
+
+/// Findings of a failed verification: each command that failed, with the last line it printed
+/// (stderr, else stdout).
+pub fn verifier_findings(report: &VerifyReport) -> Vec<serde_json::Value> {
+    report
+        .commands
+        .iter()
+        .filter(|c| c.exit_code.is_some_and(|code| code != 0))
+        .take(MAX_FINDINGS)
+        .map(|c| {
+            let said = last_line(&c.stderr_tail).or_else(|| last_line(&c.stdout_tail));
+            let code = c.exit_code.unwrap_or_default();
+            let rule = match &said {
+                Some(line) => format!("Make `{}` pass before finishing (it exited {code}: {line})", c.command),
+                None => format!("Make `{}` pass before finishing (it exited {code})", c.command),
+            };
+            json!({"dimension": "hard_verifier", "rule": rule, "message": said.unwrap_or_default()})
+        })
+        .collect()
+}
+
+/// Findings of a checker report: `diff_size` over its soft cap, and each located tool finding of a
+/// dimension that scored below 1 (the tool's message; up to [`MAX_FINDINGS`] per dimension).
+pub fn checker_findings(report: &CheckReport) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    for d in report.dimensions.iter().filter(|d| d.score.is_some_and(|s| s < 1.0)) {
+        if d.name == Checker::DiffSize.name() {
+            let (changed, cap) = (d.raw["changed_lines"].as_u64(), d.raw["soft_cap_lines"].as_u64());
+            if let (Some(changed), Some(cap)) = (changed, cap)
+                && changed > cap
+            {
+                let rule = format!("Keep a change under {cap} changed lines: split larger work into smaller pull requests");
+                out.push(json!({"dimension": d.name, "rule": rule, "message": format!("{changed} changed lines")}));
+            }
+            continue;
+        }
+        let Some(languages) = d.raw["languages"].as_object() else { continue };
+        let mut n = 0;
+        for entry in languages.values() {
+            let tool = entry["tool"].as_str().unwrap_or(&d.name);
+            for location in entry["locations"].as_array().into_iter().flatten() {
+                let message = location["message"].as_str().unwrap_or("").trim();
+                if message.is_empty() || n >= MAX_FINDINGS {
+                    continue;
+                }
+                n += 1;
+                let rule = format!("Leave no {} finding from {tool} such as: {message}", d.name);
+                let at = format!("{}:{}", location["file"].as_str().unwrap_or(""), location["line"].as_u64().unwrap_or(0));
+                out.push(json!({"dimension": d.name, "rule": rule, "message": format!("{at}: {message}")}));
+            }
+        }
+    }
+    out
+}
+
 /// The hard row (`hard#<repo>#<pr>`, `gitmoot-verifier`): pass → hard 1.0 / a, fail → hard 0.0 /
 /// b; a skipped verdict (not runnable, no commands) → `None`, no row (S-38, S-39). Item tags:
 /// `hard_verifier`, `hard_passed`, `hard_score`, `command_results`, tier `verifiable_floor` (S-31).
@@ -171,6 +239,10 @@ pub fn hard_row(repo: &str, pr: i64, report: &VerifyReport) -> Option<RowPlan> {
         "command_results": command_results,
         "head": report.commit,
     });
+    let findings = verifier_findings(report);
+    if !findings.is_empty() {
+        metadata[FINDINGS_KEY] = json!(findings);
+    }
     EvidenceTier::VerifiableFloor.tag(&mut metadata);
     Some(RowPlan {
         item_id: Leg::HardVerifier.item_id(repo, pr),
@@ -205,6 +277,10 @@ pub fn checker_row(repo: &str, pr: i64, report: &CheckReport) -> Option<RowPlan>
     let score = EvaluatorScore { dimension_scores: dimensions.clone(), ..EvaluatorScore::default() };
     let signal = project(&score, &text);
     let mut metadata = json!({"objective": true, "checker_score": signal.score, "dimension_scores": dimensions});
+    let findings = checker_findings(report);
+    if !findings.is_empty() {
+        metadata[FINDINGS_KEY] = json!(findings);
+    }
     EvidenceTier::ObjectiveChecker.tag(&mut metadata);
     Some(RowPlan {
         item_id: Leg::Checkers.item_id(repo, pr),

@@ -9,8 +9,10 @@
 //! * reviews with `CHANGES_REQUESTED` → one [`HarvestEvent::ChangesRequested`] per review id
 //!   (fix rounds);
 //! * once merged: the commit statuses and check runs at the PR head and the merge commit → CI
-//!   observations, then the merged outcome with the PR body (a `Reverts owner/repo#NN` body flips
-//!   the original PR's row; same repository only).
+//!   observations; the PR's `Skillforge-Template` trailer (its body, else its commits, read from
+//!   `GET /pulls/{n}/commits` only when the body has none) → an attribution ([`super::trailer`],
+//!   issue 37 item 8); then the merged outcome with the PR body (a `Reverts owner/repo#NN` body
+//!   flips the original PR's row; same repository only).
 //!
 //! The ETag and each PR's `updated_at` are recorded only after its events were harvested, so a
 //! poll that fails half-way is simply repeated (every write is idempotent).
@@ -22,6 +24,7 @@ use tracing::warn;
 use super::apply::{HarvestReport, available_reviewers, dispatch_legs, harvest};
 use super::config::HarvestConfig;
 use super::outcome::{HarvestEvent, Outcome};
+use super::trailer;
 use skillforge_engine::QueueBackend;
 
 /// ETag resource name of the pulls list.
@@ -57,8 +60,15 @@ pub enum WatchError {
 }
 
 /// The events of one PR (pure): changes-requested reviews, and when merged the CI observations
-/// at its head and merge commit followed by the merged outcome, shaped exactly as the webhook's.
-pub fn pull_events(repo: &str, pull: &PullRequest, reviews: &[Review], ci: &[(String, Vec<CommitStatus>, Vec<CheckRun>)]) -> Vec<HarvestEvent> {
+/// at its head and merge commit, the trailer's attribution (body, else the newest of `commits`
+/// `(sha, message)` that has one), then the merged outcome, shaped exactly as the webhook's.
+pub fn pull_events(
+    repo: &str,
+    pull: &PullRequest,
+    reviews: &[Review],
+    ci: &[(String, Vec<CommitStatus>, Vec<CheckRun>)],
+    commits: &[(String, String)],
+) -> Vec<HarvestEvent> {
     let pr = i64::try_from(pull.number).unwrap_or(i64::MAX);
     let mut events: Vec<HarvestEvent> = reviews
         .iter()
@@ -87,6 +97,9 @@ pub fn pull_events(repo: &str, pull: &PullRequest, reviews: &[Review], ci: &[(St
                 description: String::new(),
             });
         }
+    }
+    if let Some(trailer) = trailer::find(Some(&pull.body), commits) {
+        events.push(HarvestEvent::Attributed { repo: repo.to_owned(), pr, trailer });
     }
     let pr_head = Some(pull.head.sha.clone()).filter(|s| !s.is_empty());
     let merge_sha = pull.merge_commit_sha.clone().filter(|s| !s.is_empty());
@@ -133,6 +146,10 @@ pub async fn poll_repo(store: &Store, backend: &dyn QueueBackend, forge: &dyn Fo
         }
         let reviews = forge.list_reviews(repo, pull.number).await?;
         let mut ci = Vec::new();
+        let mut commits = Vec::new();
+        if pull.merged_at.is_some() && trailer::parse(&pull.body, trailer::TrailerPlace::Body).is_none() {
+            commits = forge.list_pull_commits(repo, pull.number).await?.into_iter().map(|c| (c.sha, c.commit.message)).collect();
+        }
         if pull.merged_at.is_some() {
             let shas = [Some(pull.head.sha.clone()), pull.merge_commit_sha.clone()];
             for sha in shas.into_iter().flatten().filter(|s| !s.is_empty()) {
@@ -141,8 +158,8 @@ pub async fn poll_repo(store: &Store, backend: &dyn QueueBackend, forge: &dyn Fo
                 ci.push((sha, statuses, checks));
             }
         }
-        for event in pull_events(&name, pull, &reviews, &ci) {
-            let HarvestReport { rows, skipped, legs } = harvest(store, config, &event, &reviewers).await?;
+        for event in pull_events(&name, pull, &reviews, &ci, &commits) {
+            let HarvestReport { rows, skipped, legs, .. } = harvest(store, config, &event, &reviewers).await?;
             if let Err(e) = dispatch_legs(backend, store, &legs).await {
                 warn!(repo = %name, pr, error = %e, "harvest legs not dispatched");
             }
@@ -186,7 +203,7 @@ mod tests {
             Review { id: 2, state: "CHANGES_REQUESTED".into(), user: None },
             Review { id: 3, state: "COMMENTED".into(), user: None },
         ];
-        let events = pull_events("o/r", &pull(false, ""), &reviews, &[]);
+        let events = pull_events("o/r", &pull(false, ""), &reviews, &[], &[]);
         assert_eq!(events, vec![HarvestEvent::ChangesRequested { repo: "o/r".into(), pr: 7, review_id: "2".into() }]);
     }
 
@@ -196,12 +213,28 @@ mod tests {
         let queued = CheckRun { name: "lint".into(), status: "queued".into(), conclusion: None };
         let done = CheckRun { name: "build".into(), status: "completed".into(), conclusion: Some("failure".into()) };
         let ci = vec![("h7".to_owned(), vec![status], vec![queued, done]), ("m7".to_owned(), vec![], vec![])];
-        let events = pull_events("o/r", &pull(true, "Reverts o/r#3"), &[], &ci);
+        let events = pull_events("o/r", &pull(true, "Reverts o/r#3"), &[], &ci, &[]);
         assert_eq!(events.len(), 3, "{events:?}");
         assert!(matches!(&events[0], HarvestEvent::Ci { sha, context, state, .. } if sha == "h7" && context == "ci/test" && state == "success"));
         assert!(matches!(&events[1], HarvestEvent::Ci { context, state, .. } if context == "check_run/build" && state == "failure"));
         let HarvestEvent::Outcome { head, ci_shas, body, outcome, .. } = &events[2] else { panic!("{events:?}") };
         assert_eq!((head.as_deref(), ci_shas.as_slice(), body.as_deref()), (Some("m7"), &["h7".to_owned(), "m7".to_owned()][..], Some("Reverts o/r#3")));
         assert_eq!(*outcome, Outcome::Merged { ci: None });
+    }
+
+    #[test]
+    fn a_merged_pr_is_attributed_by_its_newest_commit_trailer_before_its_outcome() {
+        let commits = vec![
+            ("c1".to_owned(), "one\n\nSkillforge-Template: coder@v1".to_owned()),
+            ("c2".to_owned(), "two\n\nSkillforge-Template: coder@v2".to_owned()),
+        ];
+        let events = pull_events("o/r", &pull(true, "no trailer"), &[], &[], &commits);
+        assert!(
+            matches!(&events[..], [HarvestEvent::Attributed { trailer, .. }, HarvestEvent::Outcome { .. }] if trailer.version == "coder@v2"),
+            "{events:?}"
+        );
+        let events = pull_events("o/r", &pull(true, "Body\n\nSkillforge-Template: coder@v3"), &[], &[], &commits);
+        assert!(matches!(&events[0], HarvestEvent::Attributed { trailer, .. } if trailer.version == "coder@v3"), "the body wins: {events:?}");
+        assert!(pull_events("o/r", &pull(false, "Skillforge-Template: coder@v1"), &[], &[], &[]).is_empty(), "an open PR is not attributed");
     }
 }

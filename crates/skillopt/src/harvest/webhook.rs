@@ -3,7 +3,8 @@
 //! feedback (Mode A, off by default)"; issue 6 item 2).
 //!
 //! Accepted event types (the `X-GitHub-Event` header): `pull_request` (closed and merged →
-//! a merged outcome, its body read for `Reverts …`), `status` and `check_suite` (completed) → CI
+//! a merged outcome, its body read for `Reverts …` and for a `Skillforge-Template` trailer, which
+//! attributes the PR first: [`super::trailer`]), `status` and `check_suite` (completed) → CI
 //! observations, `pull_request_review` (submitted, `changes_requested`) → a fix round, `ping` →
 //! nothing, and `skillforge_outcome` — a CI pipeline's report with the fields of
 //! `skillforge harvest outcome` (`{"repo","pr","outcome","ci"?,"rounds"?,"head"?,"reverts_body"?}`).
@@ -13,6 +14,7 @@ use serde_json::Value;
 use sha2::Sha256;
 
 use super::outcome::{CiEvidence, HarvestEvent, Outcome};
+use super::trailer::{self, TrailerPlace};
 
 /// Header carrying `sha256=<hex HMAC-SHA256 of the raw body>`.
 pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
@@ -191,14 +193,30 @@ fn pull_request(event: &str, json: &Value) -> Result<Vec<HarvestEvent>, WebhookE
     let merge_sha = str_at(pr_json, &["merge_commit_sha"]).map(str::to_owned);
     let head = merge_sha.clone().or_else(|| pr_head.clone());
     let ci_shas = [pr_head, merge_sha].into_iter().flatten().collect();
-    Ok(vec![HarvestEvent::Outcome {
-        repo,
-        pr,
-        outcome: Outcome::Merged { ci: None },
-        head,
-        ci_shas,
-        body: str_at(pr_json, &["body"]).map(str::to_owned),
-    }])
+    let body = str_at(pr_json, &["body"]).map(str::to_owned);
+    // Issue 37 item 8: a trailer in the body attributes the PR before its outcome is applied; one
+    // in its commits is read by the endpoint from the commits list ([`needs_commit_trailer`]).
+    let mut events: Vec<HarvestEvent> = body
+        .as_deref()
+        .and_then(|b| trailer::parse(b, TrailerPlace::Body))
+        .map(|trailer| HarvestEvent::Attributed { repo: repo.clone(), pr, trailer })
+        .into_iter()
+        .collect();
+    events.push(HarvestEvent::Outcome { repo, pr, outcome: Outcome::Merged { ci: None }, head, ci_shas, body });
+    Ok(events)
+}
+
+/// The merged PR (`owner/repo`, number) of a delivery's events whose body carried no
+/// `Skillforge-Template` trailer: the one whose commits the endpoint reads for a trailer
+/// (`GET /repos/{o}/{r}/pulls/{n}/commits`) when a GitHub token is configured (issue 37 item 8).
+pub fn needs_commit_trailer(events: &[HarvestEvent]) -> Option<(String, i64)> {
+    if events.iter().any(|e| matches!(e, HarvestEvent::Attributed { .. })) {
+        return None;
+    }
+    events.iter().find_map(|e| match e {
+        HarvestEvent::Outcome { repo, pr, outcome: Outcome::Merged { .. }, .. } => Some((repo.clone(), *pr)),
+        _ => None,
+    })
 }
 
 fn skillforge_outcome(event: &str, json: &Value) -> Result<Vec<HarvestEvent>, WebhookError> {
@@ -244,6 +262,15 @@ mod tests {
             "pull_request":{"number":13,"merged":true,"merge_commit_sha":"m1","head":{"sha":"h1"},"body":"Reverts #12"}});
         let events = parse_event("pull_request", merged.to_string().as_bytes()).unwrap();
         assert!(matches!(&events[..], [HarvestEvent::Outcome { pr: 13, head: Some(h), body: Some(b), .. }] if h == "m1" && b == "Reverts #12"));
+        assert_eq!(needs_commit_trailer(&events), Some(("acme/app".into(), 13)));
+        let trailered = json!({"action":"closed","repository":{"full_name":"acme/app"},
+            "pull_request":{"number":14,"merged":true,"merge_commit_sha":"m2","head":{"sha":"h2"},"body":"Adds X\n\nSkillforge-Template: planner@v3"}});
+        let events = parse_event("pull_request", trailered.to_string().as_bytes()).unwrap();
+        assert!(
+            matches!(&events[..], [HarvestEvent::Attributed { pr: 14, trailer, .. }, HarvestEvent::Outcome { pr: 14, .. }] if trailer.version == "planner@v3"),
+            "{events:?}"
+        );
+        assert_eq!(needs_commit_trailer(&events), None, "the body's trailer wins: no commits are read");
         let closed = json!({"action":"closed","repository":{"full_name":"acme/app"},"pull_request":{"number":13,"merged":false}});
         assert!(parse_event("pull_request", closed.to_string().as_bytes()).unwrap().is_empty());
         let review = json!({"action":"submitted","repository":{"full_name":"acme/app"},"review":{"id":5,"state":"changes_requested"},"pull_request":{"number":3}});

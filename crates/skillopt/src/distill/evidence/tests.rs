@@ -91,13 +91,12 @@ fn gather_evidence_table() {
         "auto-trace",
     )];
     check(
-        "projected reasoning of a negative outcome is split into its sections",
+        "projected reasoning of a negative outcome is split into its sections; a verifier's summary is no line",
         &p,
         &[
             (Improve, "Run the tests before finishing", VerifiableFloor, OptimizerHint),
             (Improve, "Add a test", VerifiableFloor, RequiredImprovement),
             (Avoid, "skipping tests", VerifiableFloor, RejectedTrait),
-            (Address, "hard verifier failed", VerifiableFloor, FeedbackReasoning),
         ],
     );
 

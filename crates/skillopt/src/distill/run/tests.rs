@@ -85,17 +85,20 @@ fn distilling_its_own_output_with_the_same_evidence_is_stable() {
     assert_eq!(second.no_candidate_reason, Some(CANDIDATE_CONTENT_UNCHANGED));
 }
 
+// Issue 37 item 10: a new run's evidence is merged into the section, never in place of it.
 #[test]
-fn new_evidence_replaces_the_section() {
+fn new_evidence_is_merged_into_the_section() {
     let first = plan(&rich_package(), &DistillConfig::default()).unwrap();
     let mut next = package_with_content(&first.content);
+    next.eval_run.id = "run-2".into();
     next.feedback_events =
         vec![crate::distill::fixtures::feedback("item-1", "neither", "Too vague", "bob", "markdown")];
     let second = plan(&next, &DistillConfig::default()).unwrap();
     assert!(second.no_candidate_reason.is_none());
     assert_eq!(second.content.matches(GUIDANCE_HEADING).count(), 1);
     assert!(second.content.contains("- Address: Too vague. (support 1: human 1)"));
-    assert!(!second.content.contains("Add a test plan"), "{}", second.content);
+    assert!(second.content.contains("Add a test plan"), "the earlier run's guidance stays: {}", second.content);
+    assert!(second.content.contains("<!-- Evidence from runs: run-1, run-2 -->"), "{}", second.content);
 }
 
 #[test]
