@@ -58,7 +58,11 @@ fn hook_script(name: &str) -> String {
 ///
 /// # Errors
 /// The I/O error of writing a hook.
-pub fn commit_hooks(scratch: &Path, version: &str, env: &BTreeMap<String, String>) -> std::io::Result<BTreeMap<String, String>> {
+pub fn commit_hooks(
+    scratch: &Path,
+    version: &str,
+    env: &BTreeMap<String, String>,
+) -> std::io::Result<BTreeMap<String, String>> {
     let dir: PathBuf = scratch.join(HOOKS_DIR);
     std::fs::create_dir_all(&dir)?;
     for name in CHAINED_HOOKS {
@@ -70,7 +74,10 @@ pub fn commit_hooks(scratch: &Path, version: &str, env: &BTreeMap<String, String
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
         }
     }
-    let n: usize = env.get("GIT_CONFIG_COUNT").and_then(|c| c.parse().ok()).unwrap_or(0);
+    let n: usize = env
+        .get("GIT_CONFIG_COUNT")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
     Ok(BTreeMap::from([
         (TEMPLATE_ENV.to_owned(), version.to_owned()),
         ("GIT_CONFIG_COUNT".to_owned(), (n + 1).to_string()),
@@ -94,7 +101,11 @@ mod tests {
             .env("GIT_COMMITTER_EMAIL", "a@x")
             .output()
             .expect("git runs");
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
@@ -107,7 +118,11 @@ mod tests {
         let none = BTreeMap::new();
         git(repo.path(), &none, &["init", "-q"]);
         let own = repo.path().join(".git/hooks/commit-msg");
-        std::fs::write(&own, "#!/bin/sh\necho ran >> \"$(git rev-parse --git-dir)/own-hook-ran\"\n").unwrap();
+        std::fs::write(
+            &own,
+            "#!/bin/sh\necho ran >> \"$(git rev-parse --git-dir)/own-hook-ran\"\n",
+        )
+        .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o755)).unwrap();
         let env = commit_hooks(scratch.path(), "planner@v3", &none).unwrap();
@@ -117,13 +132,47 @@ mod tests {
         git(repo.path(), &env, &["commit", "-q", "-m", "Add a"]);
         std::fs::write(repo.path().join("b.txt"), "b").unwrap();
         git(repo.path(), &env, &["add", "b.txt"]);
-        git(repo.path(), &env, &["commit", "-q", "-m", "Add b\n\nSkillforge-Template: planner@v1"]);
+        git(
+            repo.path(),
+            &env,
+            &[
+                "commit",
+                "-q",
+                "-m",
+                "Add b\n\nSkillforge-Template: planner@v1",
+            ],
+        );
         let log = git(repo.path(), &none, &["log", "--format=%B%x00"]);
-        let messages: Vec<&str> = log.split('\0').map(str::trim).filter(|m| !m.is_empty()).collect();
-        assert_eq!(messages, ["Add b\n\nSkillforge-Template: planner@v3", "Add a\n\nSkillforge-Template: planner@v3"]);
+        let messages: Vec<&str> = log
+            .split('\0')
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "Add b\n\nSkillforge-Template: planner@v3",
+                "Add a\n\nSkillforge-Template: planner@v3"
+            ]
+        );
         let ran = std::fs::read_to_string(repo.path().join(".git/own-hook-ran")).unwrap();
-        assert_eq!(ran.lines().count(), 2, "the repository's commit-msg hook ran for each commit");
-        let more = commit_hooks(scratch.path(), "planner@v3", &BTreeMap::from([("GIT_CONFIG_COUNT".into(), "2".into())])).unwrap();
-        assert_eq!((more["GIT_CONFIG_COUNT"].as_str(), more["GIT_CONFIG_KEY_2"].as_str()), ("3", "core.hooksPath"));
+        assert_eq!(
+            ran.lines().count(),
+            2,
+            "the repository's commit-msg hook ran for each commit"
+        );
+        let more = commit_hooks(
+            scratch.path(),
+            "planner@v3",
+            &BTreeMap::from([("GIT_CONFIG_COUNT".into(), "2".into())]),
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                more["GIT_CONFIG_COUNT"].as_str(),
+                more["GIT_CONFIG_KEY_2"].as_str()
+            ),
+            ("3", "core.hooksPath")
+        );
     }
 }

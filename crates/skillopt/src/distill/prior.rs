@@ -43,7 +43,9 @@ fn parse_support(text: &str) -> Option<Support> {
     for part in tiers.split(',') {
         let (label, n) = part.trim().rsplit_once(' ')?;
         let n: u32 = n.parse().ok()?;
-        let tier = super::tier::EvidenceTier::ALL.into_iter().find(|t| t.label() == label)?;
+        let tier = super::tier::EvidenceTier::ALL
+            .into_iter()
+            .find(|t| t.label() == label)?;
         for _ in 0..n {
             support.add(tier);
         }
@@ -55,12 +57,20 @@ fn parse_support(text: &str) -> Option<Support> {
 /// support written on each; empty when it has no section. Lines that do not read as distill
 /// wrote them (edited by hand) are left out: the section says edits there are replaced.
 pub fn prior_guidance(content: &str) -> Vec<GuidanceLine> {
-    let Some(section) = section_body(content) else { return Vec::new() };
+    let Some(section) = section_body(content) else {
+        return Vec::new();
+    };
     let mut out: Vec<GuidanceLine> = Vec::new();
     for line in section.lines() {
-        let Some(item) = line.trim_end().strip_prefix("- ") else { continue };
-        let Some((body, support)) = item.rsplit_once(" (support ") else { continue };
-        let Some(support) = support.strip_suffix(')').and_then(parse_support) else { continue };
+        let Some(item) = line.trim_end().strip_prefix("- ") else {
+            continue;
+        };
+        let Some((body, support)) = item.rsplit_once(" (support ") else {
+            continue;
+        };
+        let Some(support) = support.strip_suffix(')').and_then(parse_support) else {
+            continue;
+        };
         let body = body.strip_suffix('.').unwrap_or(body);
         let (kind, text) = kind_of(body);
         if text.trim().is_empty() {
@@ -95,7 +105,10 @@ fn subject(key: &str) -> &str {
 /// Whether `a` and `b` ask opposite things of the same text.
 fn contradicts(a: &GuidanceLine, b: &GuidanceLine) -> bool {
     use GuidanceKind::{Avoid, Keep, Prefer};
-    let opposite = matches!((a.kind, b.kind), (Keep | Prefer, Avoid) | (Avoid, Keep | Prefer));
+    let opposite = matches!(
+        (a.kind, b.kind),
+        (Keep | Prefer, Avoid) | (Avoid, Keep | Prefer)
+    );
     opposite && subject(&a.key) == subject(&b.key)
 }
 
@@ -104,14 +117,23 @@ fn contradicts(a: &GuidanceLine, b: &GuidanceLine) -> bool {
 /// [`super::rank_guidance`] and keeps the first `max_lines`.
 /// With `already_merged` (the section already holds this run's evidence) supports are merged by
 /// the larger count per tier instead of the sum.
-pub fn merge_guidance(prior: Vec<GuidanceLine>, fresh: Vec<GuidanceLine>, max_lines: usize, already_merged: bool) -> Vec<GuidanceLine> {
+pub fn merge_guidance(
+    prior: Vec<GuidanceLine>,
+    fresh: Vec<GuidanceLine>,
+    max_lines: usize,
+    already_merged: bool,
+) -> Vec<GuidanceLine> {
     let mut kept: Vec<GuidanceLine> = Vec::new();
     let mut fresh = fresh;
     for mut old in prior {
         if let Some(idx) = fresh.iter().position(|f| f.key == old.key) {
             let new = fresh.remove(idx);
             for tier in super::tier::EvidenceTier::ALL {
-                let more = if already_merged { new.support.of(tier).saturating_sub(old.support.of(tier)) } else { new.support.of(tier) };
+                let more = if already_merged {
+                    new.support.of(tier).saturating_sub(old.support.of(tier))
+                } else {
+                    new.support.of(tier)
+                };
                 for _ in 0..more {
                     old.support.add(tier);
                 }
@@ -126,7 +148,9 @@ pub fn merge_guidance(prior: Vec<GuidanceLine>, fresh: Vec<GuidanceLine>, max_li
     // Contradictions between a kept prior line and a fresh one: the heavier stays.
     let mut dropped_fresh = BTreeSet::new();
     kept.retain(|old| {
-        let Some((idx, new)) = fresh.iter().enumerate().find(|(_, f)| contradicts(old, f)) else { return true };
+        let Some((idx, new)) = fresh.iter().enumerate().find(|(_, f)| contradicts(old, f)) else {
+            return true;
+        };
         if old.support.weight() > new.support.weight() {
             dropped_fresh.insert(idx);
             true
@@ -134,7 +158,13 @@ pub fn merge_guidance(prior: Vec<GuidanceLine>, fresh: Vec<GuidanceLine>, max_li
             false
         }
     });
-    kept.extend(fresh.into_iter().enumerate().filter(|(i, _)| !dropped_fresh.contains(i)).map(|(_, l)| l));
+    kept.extend(
+        fresh
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| !dropped_fresh.contains(i))
+            .map(|(_, l)| l),
+    );
     sort_lines(&mut kept);
     kept.truncate(max_lines);
     kept
@@ -168,17 +198,39 @@ mod tests {
     fn a_rendered_section_reads_back_as_the_same_lines() {
         let lines = rank_guidance(
             &[
-                ev(GuidanceKind::Improve, "add a test plan", EvidenceTier::HumanGold, "1"),
-                ev(GuidanceKind::Avoid, "marketing fluff", EvidenceTier::Judge, "2"),
-                ev(GuidanceKind::Keep, "short summary first!", EvidenceTier::VerifiableFloor, "3"),
+                ev(
+                    GuidanceKind::Improve,
+                    "add a test plan",
+                    EvidenceTier::HumanGold,
+                    "1",
+                ),
+                ev(
+                    GuidanceKind::Avoid,
+                    "marketing fluff",
+                    EvidenceTier::Judge,
+                    "2",
+                ),
+                ev(
+                    GuidanceKind::Keep,
+                    "short summary first!",
+                    EvidenceTier::VerifiableFloor,
+                    "3",
+                ),
             ],
             10,
         );
-        let content = apply_section(&template_content("Plan the task.\n"), &render_section(&lines, &["run-1".to_owned()])).unwrap();
+        let content = apply_section(
+            &template_content("Plan the task.\n"),
+            &render_section(&lines, &["run-1".to_owned()]),
+        )
+        .unwrap();
         assert_eq!(crate::distill::section::section_runs(&content), ["run-1"]);
         let back = prior_guidance(&content);
         assert_eq!(rendered(&back), rendered(&lines));
-        assert_eq!(back.iter().map(|l| l.key.clone()).collect::<Vec<_>>(), lines.iter().map(|l| l.key.clone()).collect::<Vec<_>>());
+        assert_eq!(
+            back.iter().map(|l| l.key.clone()).collect::<Vec<_>>(),
+            lines.iter().map(|l| l.key.clone()).collect::<Vec<_>>()
+        );
         assert!(prior_guidance(&template_content("Plan.\n")).is_empty());
     }
 
@@ -186,18 +238,43 @@ mod tests {
     fn prior_lines_are_kept_supported_or_outweighed() {
         let prior = rank_guidance(
             &[
-                ev(GuidanceKind::Improve, "add a test plan", EvidenceTier::HumanGold, "1"),
-                ev(GuidanceKind::Keep, "short intro", EvidenceTier::HumanGold, "2"),
+                ev(
+                    GuidanceKind::Improve,
+                    "add a test plan",
+                    EvidenceTier::HumanGold,
+                    "1",
+                ),
+                ev(
+                    GuidanceKind::Keep,
+                    "short intro",
+                    EvidenceTier::HumanGold,
+                    "2",
+                ),
                 ev(GuidanceKind::Avoid, "tables", EvidenceTier::Judge, "3"),
             ],
             10,
         );
         let fresh = rank_guidance(
             &[
-                ev(GuidanceKind::Improve, "Add a test plan.", EvidenceTier::VerifiableFloor, "a"),
+                ev(
+                    GuidanceKind::Improve,
+                    "Add a test plan.",
+                    EvidenceTier::VerifiableFloor,
+                    "a",
+                ),
                 ev(GuidanceKind::Avoid, "short intro", EvidenceTier::Judge, "b"),
-                ev(GuidanceKind::Keep, "tables", EvidenceTier::VerifiableFloor, "c"),
-                ev(GuidanceKind::Improve, "run the linter", EvidenceTier::VerifiableFloor, "d"),
+                ev(
+                    GuidanceKind::Keep,
+                    "tables",
+                    EvidenceTier::VerifiableFloor,
+                    "c",
+                ),
+                ev(
+                    GuidanceKind::Improve,
+                    "run the linter",
+                    EvidenceTier::VerifiableFloor,
+                    "d",
+                ),
             ],
             usize::MAX,
         );
@@ -213,6 +290,10 @@ mod tests {
             "the human line outweighs the judge's contradiction; a verifiable line outweighs a judge's prior line"
         );
         let again = merge_guidance(prior, fresh, 10, true);
-        assert_eq!(again[0].render(), "- Add a test plan. (support 2: human 1, verifiable 1)", "the larger count per tier, not the sum");
+        assert_eq!(
+            again[0].render(),
+            "- Add a test plan. (support 2: human 1, verifiable 1)",
+            "the larger count per tier, not the sum"
+        );
     }
 }

@@ -67,21 +67,36 @@ pub struct TemplateTrailer {
 
 fn value_of<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     let (k, v) = line.trim().split_once(':')?;
-    (k.trim().eq_ignore_ascii_case(key)).then(|| v.trim()).filter(|v| !v.is_empty())
+    (k.trim().eq_ignore_ascii_case(key))
+        .then(|| v.trim())
+        .filter(|v| !v.is_empty())
 }
 
 /// Whether `version` is shaped `<id>@v<N>` (N ≥ 1 digits, id without spaces).
 fn is_version_id(version: &str) -> bool {
     version.rsplit_once("@v").is_some_and(|(id, n)| {
-        !id.is_empty() && !id.contains(char::is_whitespace) && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+        !id.is_empty()
+            && !id.contains(char::is_whitespace)
+            && !n.is_empty()
+            && n.bytes().all(|b| b.is_ascii_digit())
     })
 }
 
 /// The trailer in `text` (the last `Skillforge-Template: <id>@v<N>` line), with the runtime and
 /// kind lines of the same text; `None` when it has none (a malformed value counts as none).
 pub fn parse(text: &str, place: TrailerPlace) -> Option<TemplateTrailer> {
-    let last = |key: &str| text.lines().filter_map(|l| value_of(l, key)).last().map(str::to_owned);
-    let version = text.lines().filter_map(|l| value_of(l, TEMPLATE_TRAILER)).filter(|v| is_version_id(v)).last()?.to_owned();
+    let last = |key: &str| {
+        text.lines()
+            .rev()
+            .find_map(|l| value_of(l, key))
+            .map(str::to_owned)
+    };
+    let version = text
+        .lines()
+        .rev()
+        .filter_map(|l| value_of(l, TEMPLATE_TRAILER))
+        .find(|v| is_version_id(v))?
+        .to_owned();
     Some(TemplateTrailer {
         version,
         runtime: last(RUNTIME_TRAILER),
@@ -93,8 +108,12 @@ pub fn parse(text: &str, place: TrailerPlace) -> Option<TemplateTrailer> {
 /// The trailer of a PR: its body's when it has one, else the newest of `commits` (`(sha,
 /// message)`, oldest first as GitHub lists them) that has one.
 pub fn find(body: Option<&str>, commits: &[(String, String)]) -> Option<TemplateTrailer> {
-    body.and_then(|b| parse(b, TrailerPlace::Body))
-        .or_else(|| commits.iter().rev().find_map(|(sha, message)| parse(message, TrailerPlace::Commit(sha.clone()))))
+    body.and_then(|b| parse(b, TrailerPlace::Body)).or_else(|| {
+        commits
+            .iter()
+            .rev()
+            .find_map(|(sha, message)| parse(message, TrailerPlace::Commit(sha.clone())))
+    })
 }
 
 #[cfg(test)]
@@ -103,11 +122,28 @@ mod tests {
 
     #[test]
     fn the_last_well_formed_line_counts_and_the_key_is_case_insensitive() {
-        let t = parse("Fix the cache\n\nskillforge-template:  planner@v2\nSkillforge-Template: planner@v3 \n", TrailerPlace::Body).unwrap();
-        assert_eq!((t.version.as_str(), t.kind.as_str(), t.runtime), ("planner@v3", "implement", None));
+        let t = parse(
+            "Fix the cache\n\nskillforge-template:  planner@v2\nSkillforge-Template: planner@v3 \n",
+            TrailerPlace::Body,
+        )
+        .unwrap();
+        assert_eq!(
+            (t.version.as_str(), t.kind.as_str(), t.runtime),
+            ("planner@v3", "implement", None)
+        );
         let t = parse("x\n\nSkillforge-Template: a.b@v12\nSkillforge-Runtime: codex\nSkillforge-Kind: review-quality", TrailerPlace::Body).unwrap();
-        assert_eq!((t.version.as_str(), t.kind.as_str(), t.runtime.as_deref()), ("a.b@v12", "review-quality", Some("codex")));
-        for bad in ["", "Skillforge-Template:", "Skillforge-Template: planner", "Skillforge-Template: planner@vx", "Skillforge-Template: @v1", "Template: p@v1"] {
+        assert_eq!(
+            (t.version.as_str(), t.kind.as_str(), t.runtime.as_deref()),
+            ("a.b@v12", "review-quality", Some("codex"))
+        );
+        for bad in [
+            "",
+            "Skillforge-Template:",
+            "Skillforge-Template: planner",
+            "Skillforge-Template: planner@vx",
+            "Skillforge-Template: @v1",
+            "Template: p@v1",
+        ] {
             assert_eq!(parse(bad, TrailerPlace::Body), None, "{bad}");
         }
     }
@@ -115,12 +151,21 @@ mod tests {
     #[test]
     fn the_body_wins_over_commits_and_the_newest_commit_over_older_ones() {
         let commits = vec![
-            ("c1".to_owned(), "first\n\nSkillforge-Template: p@v1".to_owned()),
-            ("c2".to_owned(), "second\n\nSkillforge-Template: p@v2".to_owned()),
+            (
+                "c1".to_owned(),
+                "first\n\nSkillforge-Template: p@v1".to_owned(),
+            ),
+            (
+                "c2".to_owned(),
+                "second\n\nSkillforge-Template: p@v2".to_owned(),
+            ),
             ("c3".to_owned(), "fixup without a trailer".to_owned()),
         ];
         let t = find(Some("no trailer here"), &commits).unwrap();
-        assert_eq!((t.version.as_str(), t.place), ("p@v2", TrailerPlace::Commit("c2".into())));
+        assert_eq!(
+            (t.version.as_str(), t.place),
+            ("p@v2", TrailerPlace::Commit("c2".into()))
+        );
         let t = find(Some("body\n\nSkillforge-Template: p@v9"), &commits).unwrap();
         assert_eq!((t.version.as_str(), t.place), ("p@v9", TrailerPlace::Body));
         assert_eq!(find(None, &[]), None);
