@@ -154,6 +154,23 @@ pub struct Review {
     pub user: Option<User>,
 }
 
+/// One commit of a pull request (`GET /repos/{o}/{r}/pulls/{n}/commits`, oldest first).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PullCommit {
+    /// Commit SHA.
+    pub sha: String,
+    /// The git commit (`commit.message` is what skillforge reads).
+    pub commit: GitCommit,
+}
+
+/// The git side of a [`PullCommit`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GitCommit {
+    /// Full commit message.
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub message: String,
+}
+
 /// One commit status context (`GET /repos/{o}/{r}/commits/{ref}/status` → `statuses[]`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommitStatus {
@@ -287,6 +304,8 @@ pub trait Forge: Send + Sync {
     ) -> Result<Conditional<Vec<PullRequest>>, ForgeError>;
     /// Reviews of a pull request (all pages).
     async fn list_reviews(&self, repo: &RepoRef, number: u64) -> Result<Vec<Review>, ForgeError>;
+    /// Commits of a pull request, oldest first (all pages; GitHub lists at most 250).
+    async fn list_pull_commits(&self, repo: &RepoRef, number: u64) -> Result<Vec<PullCommit>, ForgeError>;
     /// Commit statuses at `sha` (the combined status's `statuses`).
     async fn commit_statuses(
         &self,

@@ -46,10 +46,19 @@ pub struct Attribution {
     pub created_at: String,
     /// RFC 3339.
     pub updated_at: String,
+    /// Where the attribution came from: [`ATTRIBUTION_MANUAL`] (`harvest attribute`; also the
+    /// default) or [`ATTRIBUTION_TRAILER`] (a `Skillforge-Template:` trailer on the PR; migration
+    /// `0017_attribution_source.sql`).
+    pub source: String,
 }
 
+/// [`Attribution::source`] of a row written by `skillforge harvest attribute`.
+pub const ATTRIBUTION_MANUAL: &str = "manual";
+/// [`Attribution::source`] of a row written from a `Skillforge-Template:` trailer.
+pub const ATTRIBUTION_TRAILER: &str = "trailer";
+
 /// Records `a` (insert, or overwrite the row of the same `(repo, pr)`); `created_at` of an
-/// existing row is kept. Returns true when a new row was created.
+/// existing row is kept; an empty `source` is recorded as [`ATTRIBUTION_MANUAL`]. Returns true when a new row was created.
 ///
 /// # Errors
 /// [`StoreError::Sql`].
@@ -61,13 +70,13 @@ pub async fn upsert_attribution(
     let now = now_rfc3339();
     sqlx::query(
         "INSERT INTO harvest_attributions (repo, pr, template_id, template_version_id, resolved_commit, kind,
-            implementer_runtime, checkout, base, title, instructions, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            implementer_runtime, checkout, base, title, instructions, created_at, updated_at, source)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (repo, pr) DO UPDATE SET template_id = excluded.template_id,
            template_version_id = excluded.template_version_id, resolved_commit = excluded.resolved_commit,
            kind = excluded.kind, implementer_runtime = excluded.implementer_runtime, checkout = excluded.checkout,
            base = excluded.base, title = excluded.title, instructions = excluded.instructions,
-           updated_at = excluded.updated_at",
+           updated_at = excluded.updated_at, source = excluded.source",
     )
     .bind(&a.repo)
     .bind(a.pr)
@@ -82,6 +91,7 @@ pub async fn upsert_attribution(
     .bind(&a.instructions)
     .bind(&now)
     .bind(&now)
+    .bind(if a.source.is_empty() { ATTRIBUTION_MANUAL } else { a.source.as_str() })
     .execute(conn)
     .await?;
     Ok(!existed)
@@ -98,7 +108,7 @@ pub async fn get_attribution(
 ) -> Result<Option<Attribution>, StoreError> {
     Ok(sqlx::query_as::<_, Attribution>(
         "SELECT repo, pr, template_id, template_version_id, resolved_commit, kind, implementer_runtime, checkout,
-                base, title, instructions, created_at, updated_at
+                base, title, instructions, created_at, updated_at, source
          FROM harvest_attributions WHERE repo = ? AND pr = ?",
     )
     .bind(repo)

@@ -36,6 +36,8 @@ mod report;
 #[cfg(feature = "exec")]
 mod runner;
 pub mod scripted;
+#[cfg(feature = "exec")]
+pub mod trailer;
 mod signals;
 mod transcript;
 

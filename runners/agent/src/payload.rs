@@ -53,6 +53,12 @@ pub struct AgentPayload {
     /// judge). The profile's `[access]` table says how (permission mode, sandbox).
     #[serde(default, skip_serializing_if = "is_default_access")]
     pub access: Access,
+    /// The template version `<id>@v<N>` this job answers as (`ask` while harvesting is on): the
+    /// agent's commits carry the trailer `Skillforge-Template: <id>@v<N>` and its environment
+    /// `SKILLFORGE_TEMPLATE` (the runner's `trailer` module), so the PR it leads to is attributed
+    /// to that version (issue 37 item 8). Absent = nothing is added; container runs ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_version: Option<String>,
 }
 
 fn is_default_access(access: &Access) -> bool {
@@ -151,6 +157,7 @@ impl AgentPayload {
             project_scope_only: false,
             container: None,
             access: Access::default(),
+            template_version: None,
         }
     }
 }

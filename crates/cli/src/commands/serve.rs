@@ -64,6 +64,10 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     let github = &ctx.config.github;
     let watch_repos = github.watch_repos().map_err(|e| CliError::usage(anyhow!(e)))?;
     let forge = GitHub::new(&github.client_config()).map_err(|e| CliError::usage(anyhow!(e)))?;
+    // A webhook's PR commits are read for a `Skillforge-Template` trailer only with a token: an
+    // anonymous `serve` makes no GitHub call on a delivery (issue 37 item 8).
+    let commits_forge: Option<std::sync::Arc<dyn skillforge_forge::Forge>> =
+        github.client_config().token.is_some().then(|| std::sync::Arc::new(forge.clone()) as std::sync::Arc<dyn skillforge_forge::Forge>);
     let every = Duration::from_secs(github.watch_every_secs.unwrap_or(DEFAULT_WATCH_EVERY_SECS).max(1));
     let retention = ctx.config.queue.retention()?;
     let backend = ctx.queue_checked().await?;
@@ -116,6 +120,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
                 backend: backend.clone(),
                 config: harvest_config.clone(),
                 secret,
+                forge: commits_forge,
                 evidence: evidence.clone(),
             })),
             None => {

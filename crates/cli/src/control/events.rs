@@ -1,5 +1,7 @@
 //! `POST /events` of `skillforge serve --listen ADDR`: GitHub webhook deliveries and CI reports,
-//! HMAC-SHA256-signed in `X-Hub-Signature-256`, harvested and their legs dispatched (seed:
+//! HMAC-SHA256-signed in `X-Hub-Signature-256`, harvested and their legs dispatched; a merged PR is
+//! attributed by its `Skillforge-Template` trailer (body, else its commits when a GitHub token is
+//! configured; issue 37 item 8) (seed:
 //! SkillOpt, "Automatic trace-harvested feedback (Mode A, off by default)"; issue 6 item 2).
 
 use std::sync::Arc;
@@ -11,8 +13,8 @@ use axum::routing::post;
 use serde_json::{Value, json};
 use skillforge_engine::QueueBackend;
 use skillforge_store::Store;
-use skillforge_skillopt::harvest::webhook::{EVENT_HEADER, SIGNATURE_HEADER, WebhookError, parse_event, verify_signature};
-use skillforge_skillopt::harvest::{HarvestConfig, available_reviewers, dispatch_legs, harvest};
+use skillforge_skillopt::harvest::webhook::{EVENT_HEADER, SIGNATURE_HEADER, WebhookError, needs_commit_trailer, parse_event, verify_signature};
+use skillforge_skillopt::harvest::{HarvestConfig, HarvestEvent, available_reviewers, dispatch_legs, harvest, trailer};
 use tracing::{info, warn};
 
 /// What the endpoint needs: the control plane's store and queue, the harvester's config, the secret.
@@ -25,6 +27,9 @@ pub struct EventsState {
     pub config: HarvestConfig,
     /// The webhook secret (HMAC key).
     pub secret: Vec<u8>,
+    /// GitHub, when a token is configured: a merged PR whose body has no `Skillforge-Template`
+    /// trailer has its commits read for one (issue 37 item 8). `None`: the body only.
+    pub forge: Option<Arc<dyn skillforge_forge::Forge>>,
     /// Woken when an event wrote feedback rows: new evidence the auto-promote guardrails re-run
     /// on without waiting for their timer (issue 37 item 7).
     pub evidence: Arc<tokio::sync::Notify>,
@@ -141,13 +146,17 @@ async fn post_events(State(endpoint): State<Arc<Endpoint>>, headers: HeaderMap, 
     if !state.config.is_enabled() {
         return reply(StatusCode::ACCEPTED, json!({"harvested": false, "reason": "auto_trace_disabled"}));
     }
-    let events = match parse_event(kind, &body) {
+    let mut events = match parse_event(kind, &body) {
         Ok(events) => events,
         Err(e) => return reply(StatusCode::BAD_REQUEST, json!({"error": e.to_string()})),
     };
+    if let (Some(forge), Some((repo, pr))) = (&state.forge, needs_commit_trailer(&events)) {
+        commit_trailer(forge.as_ref(), &repo, pr, &mut events).await;
+    }
     let reviewers = available_reviewers(&state.config);
     let mut rows = Vec::new();
     let mut skipped = Vec::new();
+    let mut attributed = Vec::new();
     let mut legs = Vec::new();
     for event in &events {
         match harvest(&state.store, &state.config, event, &reviewers).await {
@@ -158,6 +167,7 @@ async fn post_events(State(endpoint): State<Arc<Endpoint>>, headers: HeaderMap, 
                 }
                 rows.extend(report.rows);
                 skipped.extend(report.skipped);
+                attributed.extend(report.attributed);
             }
             Err(e) => {
                 return reply(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": format!("harvest failed: {e}")}));
@@ -168,5 +178,28 @@ async fn post_events(State(endpoint): State<Arc<Endpoint>>, headers: HeaderMap, 
     if !rows.is_empty() {
         state.evidence.notify_one();
     }
-    reply(StatusCode::OK, json!({"event": kind, "rows": rows, "skipped": skipped, "legs": legs}))
+    let mut answer = json!({"event": kind, "rows": rows, "skipped": skipped, "legs": legs});
+    if !attributed.is_empty() {
+        answer["attributed"] = json!(attributed);
+    }
+    reply(StatusCode::OK, answer)
+}
+
+/// Reads the commits of merged `repo#pr` (`GET /repos/{o}/{r}/pulls/{n}/commits`) and, when one
+/// carries a `Skillforge-Template` trailer (the newest that does), puts its attribution before
+/// the PR's outcome in `events`. A failed read is logged and the delivery goes on unattributed
+/// (the PR watcher, or `harvest attribute`, can still attribute it).
+async fn commit_trailer(forge: &dyn skillforge_forge::Forge, repo: &str, pr: i64, events: &mut Vec<HarvestEvent>) {
+    let (Ok(reference), Ok(number)) = (skillforge_forge::RepoRef::parse(repo), u64::try_from(pr)) else { return };
+    let commits = match forge.list_pull_commits(&reference, number).await {
+        Ok(commits) => commits.into_iter().map(|c| (c.sha, c.commit.message)).collect::<Vec<_>>(),
+        Err(e) => {
+            warn!(repo, pr, error = %e, "could not read the PR's commits for a Skillforge-Template trailer");
+            return;
+        }
+    };
+    if let Some(trailer) = trailer::find(None, &commits) {
+        let at = events.iter().position(|e| matches!(e, HarvestEvent::Outcome { .. })).unwrap_or(0);
+        events.insert(at, HarvestEvent::Attributed { repo: repo.to_owned(), pr, trailer });
+    }
 }

@@ -141,6 +141,14 @@ pub fn rank_guidance(evidence: &[Evidence], max_lines: usize) -> Vec<GuidanceLin
             text_tier[idx] = item.tier;
         }
     }
+    sort_lines(&mut lines);
+    lines.truncate(max_lines);
+    lines
+}
+
+/// The order of guidance lines: Σ tier weights descending, then the best tier, then the item
+/// count, then the key (total and deterministic).
+pub fn sort_lines(lines: &mut [GuidanceLine]) {
     lines.sort_by(|a, b| {
         b.support
             .weight()
@@ -149,8 +157,6 @@ pub fn rank_guidance(evidence: &[Evidence], max_lines: usize) -> Vec<GuidanceLin
             .then_with(|| b.support.total().cmp(&a.support.total()))
             .then_with(|| a.key.cmp(&b.key))
     });
-    lines.truncate(max_lines);
-    lines
 }
 
 #[cfg(test)]

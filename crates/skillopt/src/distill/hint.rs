@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 
 use skillforge_contract::TrainingPackage;
 
+use crate::harvest::AUTO_TRACE_SOURCE;
 use crate::packet::MARKDOWN_SOURCE;
 
 /// The fields distill learns from, as a reviewer reads them in `feedback.yml`.
@@ -45,6 +46,20 @@ pub fn no_actionable_hint(package: &TrainingPackage) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let automatic_positive = package
+        .feedback_events
+        .iter()
+        .filter(|e| e.source.trim() == AUTO_TRACE_SOURCE && e.choice.trim().eq_ignore_ascii_case("a"))
+        .count();
+    if n_ranked == 0 && n_ab > 0 && automatic_positive == n_ab {
+        // Issue 37 item 10: harvested rows carry reasoning; what they lack is a direction.
+        return format!(
+            "the package's {n_ab} feedback event(s) are harvested outcomes that all went well (merged, passing \
+             verifier and checkers): a good outcome confirms the template and names nothing to change; a candidate \
+             needs a negative outcome (blocked, changes requested, reverted, a failing verifier or a checker \
+             finding) or human feedback ({LEARNED_FIELDS})"
+        );
+    }
     let seen = if n_ranked + n_ab == 0 {
         "the package has no feedback events".to_owned()
     } else {

@@ -8,9 +8,11 @@
 //!    optimizer hints and failed checks, BINEVAL `no` verdicts → [`Evidence`] items;
 //! 2. [`tier`]: each item weighted by its tier, human gold > verifiable floor > judge;
 //! 3. [`guidance`]: items merged per normalised line, support counted, most supported first;
-//! 4. [`section`]: the lines rendered as the `## Guidance from review evidence` section, which
+//! 4. [`prior`]: the lines merged with those the template's section already carries (the
+//!    evidence of earlier runs, support per tier), contradictions settled by weight;
+//! 5. [`section`]: the lines rendered as the `## Guidance from review evidence` section, which
 //!    replaces the previous one in the template body (frontmatter untouched);
-//! 5. [`run`]: [`plan`] decides candidate vs no candidate, [`distill`] writes the files.
+//! 6. [`run`]: [`plan`] decides candidate vs no candidate, [`distill`] writes the files.
 //!
 //! **API Boundary**: [`distill`] is what the train workflow calls in-process; the CLI command is
 //! a thin wrapper that adds argument parsing and exit codes.
@@ -18,6 +20,7 @@
 pub mod evidence;
 pub mod guidance;
 pub mod hint;
+pub mod prior;
 pub mod run;
 pub mod section;
 pub mod tier;

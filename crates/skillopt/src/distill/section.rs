@@ -13,11 +13,16 @@ pub const GUIDANCE_HEADING: &str = "## Guidance from review evidence";
 /// The fixed note under the heading.
 pub const GUIDANCE_NOTE: &str = "<!-- Maintained by `skillforge optimizer distill`: regenerated from review evidence on each run; edits here are replaced. -->";
 
-/// The section text: heading, note, an intro sentence and one list item per line, ending with
-/// `\n`. No run ids or times, so the same lines always render the same bytes.
-pub fn render_section(lines: &[GuidanceLine]) -> String {
+/// Start of the comment naming the runs whose evidence the section holds (issue 37 item 10).
+pub const RUNS_NOTE_PREFIX: &str = "<!-- Evidence from runs: ";
+
+/// The section text: heading, note, the runs whose evidence it holds (a comment; none when
+/// `runs` is empty), an intro sentence and one list item per line, ending with `\n`. No times, so
+/// the same lines and runs always render the same bytes.
+pub fn render_section(lines: &[GuidanceLine], runs: &[String]) -> String {
+    let runs_note = if runs.is_empty() { String::new() } else { format!("{RUNS_NOTE_PREFIX}{} -->\n\n", runs.join(", ")) };
     let mut out = format!(
-        "{GUIDANCE_HEADING}\n\n{GUIDANCE_NOTE}\n\nApply these rules, learned from reviewed outputs (most supported first):\n\n"
+        "{GUIDANCE_HEADING}\n\n{GUIDANCE_NOTE}\n\n{runs_note}Apply these rules, learned from reviewed outputs (most supported first):\n\n"
     );
     for line in lines {
         out.push_str(&line.render());
@@ -63,6 +68,24 @@ pub fn apply_section(content: &str, section: &str) -> Result<String, TemplateErr
         }
     };
     Ok(format!("{frontmatter}{new_body}"))
+}
+
+/// The guidance section of `content`'s body (heading included), when it has one and well-formed
+/// frontmatter.
+pub fn section_body(content: &str) -> Option<&str> {
+    let (_, body) = split_frontmatter(content).ok()?;
+    find_section(body).map(|(start, end)| &body[start..end])
+}
+
+/// The runs named by the section's runs comment ([`render_section`]), in order; empty without
+/// a section or comment.
+pub fn section_runs(content: &str) -> Vec<String> {
+    let Some(section) = section_body(content) else { return Vec::new() };
+    section
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(RUNS_NOTE_PREFIX)?.strip_suffix("-->").map(str::trim))
+        .map(|list| list.split(", ").map(str::trim).filter(|r| !r.is_empty()).map(str::to_owned).collect())
+        .unwrap_or_default()
 }
 
 /// Byte range of the guidance section in `body`: its heading line up to (not including) the next

@@ -14,6 +14,8 @@
 //! * [`tier`]: the `evidence_tier` / `evidence_rank` item tags of every harvested row (S-31).
 //! * [`webhook`]: GitHub webhook signatures and payloads → [`HarvestEvent`]s (pure).
 //! * [`watcher`]: the ETag-conditional pull-request poller of `serve` → the same events.
+//! * [`trailer`]: the `Skillforge-Template: <id>@v<N>` trailer of a PR body or commit, which
+//!   attributes a PR without `harvest attribute` (issue 37 item 8).
 //! * [`rerun`]: one leg of a merged PR run again, re-upserting only its own row (S-27).
 //! * [`apply`]: the control-plane writes: events → rows in one transaction, leg dispatch, and
 //!   [`HarvestHandler`], the engine `ResultHandler` that turns a finished leg job into its row.
@@ -33,6 +35,7 @@ pub mod revert;
 pub mod review;
 pub mod stages;
 pub mod tier;
+pub mod trailer;
 pub mod watcher;
 pub mod webhook;
 

@@ -131,6 +131,17 @@ pub enum HarvestEvent {
         /// Status description.
         description: String,
     },
+    /// A `Skillforge-Template` trailer found on `repo#pr` (issue 37 item 8): attributes the PR to
+    /// the version it names unless a manual attribution exists ([`super::trailer`]). Delivered
+    /// before the PR's outcome, so the outcome finds the attribution.
+    Attributed {
+        /// `owner/repo`.
+        repo: String,
+        /// PR number.
+        pr: i64,
+        /// The trailer and where it was read.
+        trailer: super::trailer::TemplateTrailer,
+    },
     /// A submitted review that requested changes (counted once per `review_id`).
     ChangesRequested {
         /// `owner/repo`.

@@ -9,21 +9,22 @@
 //! * reviews with `CHANGES_REQUESTED` → one [`HarvestEvent::ChangesRequested`] per review id
 //!   (fix rounds);
 //! * once merged: the commit statuses and check runs at the PR head and the merge commit → CI
-//!   observations, then the merged outcome with the PR body (a `Reverts owner/repo#NN` body flips
-//!   the original PR's row; same repository only).
+//!   observations; the PR's `Skillforge-Template` trailer (its body, else its commits, read from
+//!   `GET /pulls/{n}/commits` only when the body has none) → an attribution ([`super::trailer`],
+//!   issue 37 item 8); then the merged outcome with the PR body (a `Reverts owner/repo#NN` body
+//!   flips the original PR's row; same repository only).
 //!
 //! The ETag and each PR's `updated_at` are recorded only after its events were harvested, so a
 //! poll that fails half-way is simply repeated (every write is idempotent).
 
-use skillforge_forge::{
-    CheckRun, CommitStatus, Conditional, Forge, ForgeError, PullRequest, RepoRef, Review,
-};
+use skillforge_forge::{CheckRun, CommitStatus, Conditional, Forge, ForgeError, PullRequest, RepoRef, Review};
 use skillforge_store::Store;
 use tracing::warn;
 
 use super::apply::{HarvestReport, available_reviewers, dispatch_legs, harvest};
 use super::config::HarvestConfig;
 use super::outcome::{HarvestEvent, Outcome};
+use super::trailer;
 use skillforge_engine::QueueBackend;
 
 /// ETag resource name of the pulls list.
@@ -59,22 +60,20 @@ pub enum WatchError {
 }
 
 /// The events of one PR (pure): changes-requested reviews, and when merged the CI observations
-/// at its head and merge commit followed by the merged outcome, shaped exactly as the webhook's.
+/// at its head and merge commit, the trailer's attribution (body, else the newest of `commits`
+/// `(sha, message)` that has one), then the merged outcome, shaped exactly as the webhook's.
 pub fn pull_events(
     repo: &str,
     pull: &PullRequest,
     reviews: &[Review],
     ci: &[(String, Vec<CommitStatus>, Vec<CheckRun>)],
+    commits: &[(String, String)],
 ) -> Vec<HarvestEvent> {
     let pr = i64::try_from(pull.number).unwrap_or(i64::MAX);
     let mut events: Vec<HarvestEvent> = reviews
         .iter()
         .filter(|r| r.state.eq_ignore_ascii_case("changes_requested"))
-        .map(|r| HarvestEvent::ChangesRequested {
-            repo: repo.to_owned(),
-            pr,
-            review_id: r.id.to_string(),
-        })
+        .map(|r| HarvestEvent::ChangesRequested { repo: repo.to_owned(), pr, review_id: r.id.to_string() })
         .collect();
     if pull.merged_at.is_none() {
         return events;
@@ -98,6 +97,9 @@ pub fn pull_events(
                 description: String::new(),
             });
         }
+    }
+    if let Some(trailer) = trailer::find(Some(&pull.body), commits) {
+        events.push(HarvestEvent::Attributed { repo: repo.to_owned(), pr, trailer });
     }
     let pr_head = Some(pull.head.sha.clone()).filter(|s| !s.is_empty());
     let merge_sha = pull.merge_commit_sha.clone().filter(|s| !s.is_empty());
@@ -125,13 +127,7 @@ fn pull_state(pull: &PullRequest) -> &'static str {
 ///
 /// # Errors
 /// [`WatchError`]; nothing is recorded as seen for the PR that failed, so the next poll retries it.
-pub async fn poll_repo(
-    store: &Store,
-    backend: &dyn QueueBackend,
-    forge: &dyn Forge,
-    config: &HarvestConfig,
-    repo: &RepoRef,
-) -> Result<PollReport, WatchError> {
+pub async fn poll_repo(store: &Store, backend: &dyn QueueBackend, forge: &dyn Forge, config: &HarvestConfig, repo: &RepoRef) -> Result<PollReport, WatchError> {
     let name = repo.to_string();
     let mut report = PollReport::default();
     let etag = skillforge_store::github::get_etag(store.pool(), &name, PULLS_RESOURCE).await?;
@@ -145,15 +141,15 @@ pub async fn poll_repo(
     let reviewers = available_reviewers(config);
     for pull in &pulls {
         let pr = i64::try_from(pull.number).unwrap_or(i64::MAX);
-        if skillforge_store::github::pull_seen_at(store.pool(), &name, pr)
-            .await?
-            .as_deref()
-            == Some(pull.updated_at.as_str())
-        {
+        if skillforge_store::github::pull_seen_at(store.pool(), &name, pr).await?.as_deref() == Some(pull.updated_at.as_str()) {
             continue;
         }
         let reviews = forge.list_reviews(repo, pull.number).await?;
         let mut ci = Vec::new();
+        let mut commits = Vec::new();
+        if pull.merged_at.is_some() && trailer::parse(&pull.body, trailer::TrailerPlace::Body).is_none() {
+            commits = forge.list_pull_commits(repo, pull.number).await?.into_iter().map(|c| (c.sha, c.commit.message)).collect();
+        }
         if pull.merged_at.is_some() {
             let shas = [Some(pull.head.sha.clone()), pull.merge_commit_sha.clone()];
             for sha in shas.into_iter().flatten().filter(|s| !s.is_empty()) {
@@ -162,12 +158,8 @@ pub async fn poll_repo(
                 ci.push((sha, statuses, checks));
             }
         }
-        for event in pull_events(&name, pull, &reviews, &ci) {
-            let HarvestReport {
-                rows,
-                skipped,
-                legs,
-            } = harvest(store, config, &event, &reviewers).await?;
+        for event in pull_events(&name, pull, &reviews, &ci, &commits) {
+            let HarvestReport { rows, skipped, legs, .. } = harvest(store, config, &event, &reviewers).await?;
             if let Err(e) = dispatch_legs(backend, store, &legs).await {
                 warn!(repo = %name, pr, error = %e, "harvest legs not dispatched");
             }
@@ -175,27 +167,12 @@ pub async fn poll_repo(
             report.rows += rows.len();
             report.skipped.extend(skipped);
         }
-        let mut conn = store
-            .pool()
-            .acquire()
-            .await
-            .map_err(skillforge_store::StoreError::from)?;
-        skillforge_store::github::set_pull_seen(
-            &mut conn,
-            &name,
-            pr,
-            &pull.updated_at,
-            pull_state(pull),
-        )
-        .await?;
+        let mut conn = store.pool().acquire().await.map_err(skillforge_store::StoreError::from)?;
+        skillforge_store::github::set_pull_seen(&mut conn, &name, pr, &pull.updated_at, pull_state(pull)).await?;
         report.pulls_harvested += 1;
     }
     if let Some(tag) = new_etag {
-        let mut conn = store
-            .pool()
-            .acquire()
-            .await
-            .map_err(skillforge_store::StoreError::from)?;
+        let mut conn = store.pool().acquire().await.map_err(skillforge_store::StoreError::from)?;
         skillforge_store::github::set_etag(&mut conn, &name, PULLS_RESOURCE, &tag).await?;
     }
     Ok(report)
@@ -210,11 +187,7 @@ mod tests {
         PullRequest {
             number: 7,
             html_url: String::new(),
-            state: if merged {
-                "closed".into()
-            } else {
-                "open".into()
-            },
+            state: if merged { "closed".into() } else { "open".into() },
             body: body.into(),
             merged_at: merged.then(|| "2026-12-01T10:00:00Z".into()),
             merge_commit_sha: merged.then(|| "m7".into()),
@@ -226,80 +199,42 @@ mod tests {
     #[test]
     fn an_open_pr_gives_its_changes_requested_reviews_only() {
         let reviews = [
-            Review {
-                id: 1,
-                state: "APPROVED".into(),
-                user: None,
-            },
-            Review {
-                id: 2,
-                state: "CHANGES_REQUESTED".into(),
-                user: None,
-            },
-            Review {
-                id: 3,
-                state: "COMMENTED".into(),
-                user: None,
-            },
+            Review { id: 1, state: "APPROVED".into(), user: None },
+            Review { id: 2, state: "CHANGES_REQUESTED".into(), user: None },
+            Review { id: 3, state: "COMMENTED".into(), user: None },
         ];
-        let events = pull_events("o/r", &pull(false, ""), &reviews, &[]);
-        assert_eq!(
-            events,
-            vec![HarvestEvent::ChangesRequested {
-                repo: "o/r".into(),
-                pr: 7,
-                review_id: "2".into()
-            }]
-        );
+        let events = pull_events("o/r", &pull(false, ""), &reviews, &[], &[]);
+        assert_eq!(events, vec![HarvestEvent::ChangesRequested { repo: "o/r".into(), pr: 7, review_id: "2".into() }]);
     }
 
     #[test]
     fn a_merged_pr_gives_ci_at_head_and_merge_then_the_outcome_with_its_body() {
-        let status = CommitStatus {
-            context: "ci/test".into(),
-            state: "success".into(),
-            description: String::new(),
-        };
-        let queued = CheckRun {
-            name: "lint".into(),
-            status: "queued".into(),
-            conclusion: None,
-        };
-        let done = CheckRun {
-            name: "build".into(),
-            status: "completed".into(),
-            conclusion: Some("failure".into()),
-        };
-        let ci = vec![
-            ("h7".to_owned(), vec![status], vec![queued, done]),
-            ("m7".to_owned(), vec![], vec![]),
-        ];
-        let events = pull_events("o/r", &pull(true, "Reverts o/r#3"), &[], &ci);
+        let status = CommitStatus { context: "ci/test".into(), state: "success".into(), description: String::new() };
+        let queued = CheckRun { name: "lint".into(), status: "queued".into(), conclusion: None };
+        let done = CheckRun { name: "build".into(), status: "completed".into(), conclusion: Some("failure".into()) };
+        let ci = vec![("h7".to_owned(), vec![status], vec![queued, done]), ("m7".to_owned(), vec![], vec![])];
+        let events = pull_events("o/r", &pull(true, "Reverts o/r#3"), &[], &ci, &[]);
         assert_eq!(events.len(), 3, "{events:?}");
-        assert!(
-            matches!(&events[0], HarvestEvent::Ci { sha, context, state, .. } if sha == "h7" && context == "ci/test" && state == "success")
-        );
-        assert!(
-            matches!(&events[1], HarvestEvent::Ci { context, state, .. } if context == "check_run/build" && state == "failure")
-        );
-        let HarvestEvent::Outcome {
-            head,
-            ci_shas,
-            body,
-            outcome,
-            ..
-        } = &events[2]
-        else {
-            panic!("{events:?}")
-        };
-        assert_eq!(
-            (head.as_deref(), ci_shas.as_slice(), body.as_deref()),
-            (
-                Some("m7"),
-                &["h7".to_owned(), "m7".to_owned()][..],
-                Some("Reverts o/r#3")
-            )
-        );
+        assert!(matches!(&events[0], HarvestEvent::Ci { sha, context, state, .. } if sha == "h7" && context == "ci/test" && state == "success"));
+        assert!(matches!(&events[1], HarvestEvent::Ci { context, state, .. } if context == "check_run/build" && state == "failure"));
+        let HarvestEvent::Outcome { head, ci_shas, body, outcome, .. } = &events[2] else { panic!("{events:?}") };
+        assert_eq!((head.as_deref(), ci_shas.as_slice(), body.as_deref()), (Some("m7"), &["h7".to_owned(), "m7".to_owned()][..], Some("Reverts o/r#3")));
         assert_eq!(*outcome, Outcome::Merged { ci: None });
+    }
+
+    #[test]
+    fn a_merged_pr_is_attributed_by_its_newest_commit_trailer_before_its_outcome() {
+        let commits = vec![
+            ("c1".to_owned(), "one\n\nSkillforge-Template: coder@v1".to_owned()),
+            ("c2".to_owned(), "two\n\nSkillforge-Template: coder@v2".to_owned()),
+        ];
+        let events = pull_events("o/r", &pull(true, "no trailer"), &[], &[], &commits);
+        assert!(
+            matches!(&events[..], [HarvestEvent::Attributed { trailer, .. }, HarvestEvent::Outcome { .. }] if trailer.version == "coder@v2"),
+            "{events:?}"
+        );
+        let events = pull_events("o/r", &pull(true, "Body\n\nSkillforge-Template: coder@v3"), &[], &[], &commits);
+        assert!(matches!(&events[0], HarvestEvent::Attributed { trailer, .. } if trailer.version == "coder@v3"), "the body wins: {events:?}");
+        assert!(pull_events("o/r", &pull(false, "Skillforge-Template: coder@v1"), &[], &[], &[]).is_empty(), "an open PR is not attributed");
     }
 }

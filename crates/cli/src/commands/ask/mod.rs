@@ -74,6 +74,13 @@ async fn resolve_version(store: &Store, template: &str) -> Result<(VersionRow, b
     Ok((resolved.version, resolved.canary))
 }
 
+/// Whether the ask's agent job carries its template version into its commits (the
+/// `Skillforge-Template` trailer, issue 37 item 8): only while harvesting is on (`[skillopt]
+/// auto_trace_enabled`), so with it off the ask's job is byte-identical to before.
+fn trailer_on(ctx: &Context) -> bool {
+    ctx.config.skillopt.harvest_config(&ctx.home).is_ok_and(|c| c.is_enabled())
+}
+
 /// Runs `skillforge ask`.
 pub async fn run(ctx: &Context, args: AskArgs) -> CliResult {
     skillforge_runner_agent::find(&args.runtime)
@@ -111,6 +118,7 @@ pub async fn run(ctx: &Context, args: AskArgs) -> CliResult {
     } else {
         None
     };
+    let trailer = trailer_on(ctx);
     let answer = call_agent(
         ctx,
         &backend,
@@ -120,6 +128,7 @@ pub async fn run(ctx: &Context, args: AskArgs) -> CliResult {
             runtime: &args.runtime,
             prompt: ask_prompt(&version.content, &args.prompt),
             key: format!("ask:{}:{nonce}", version.id),
+            template_version: trailer.then(|| version.id.clone()),
         },
     )
     .await?;
@@ -208,6 +217,7 @@ async fn live_ab(
         runtime: &args.runtime,
         prompt: ask_prompt(&challenger.content, &args.prompt),
         key: format!("ask:{}:{nonce}:challenger", challenger.id),
+        template_version: trailer_on(ctx).then(|| challenger.id.clone()),
     };
     // Under the session the ask holds: the challenger's call takes no lock of its own (S-72).
     tracing::debug!(

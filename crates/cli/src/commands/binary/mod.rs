@@ -179,6 +179,7 @@ async fn reviewer_rows(
             runtime: &reviewer,
             prompt: question_prompt(question, source),
             key: format!("bineval:{}:{nonce}:{}", args.run, question.id),
+            template_version: None,
         };
         let answer = call_agent(ctx, &backend, call).await?;
         match parse_answer(&answer.message) {

@@ -1,0 +1,268 @@
+//! Round two of the loop (issue 37 item 10): `optimizer distill` on the auto-trace export of a
+//! version whose guidance came from human review keeps that guidance (evidence merged across runs,
+//! weighted by tier), turns a failing hard verifier's message into a concrete rule instead of
+//! "Address: Hard verifier failed …", and calls a run of merged outcomes only "no actionable
+//! feedback" for the right reason. Every run is written by the real producers: a Markdown review
+//! packet imported by `feedback markdown import`, and `harvest outcome --wait` with a hard-verifier
+//! leg running real commands in a real clone (seed: SkillOpt, "Cross-family review soft signal":
+//! human gold > verifiable floor > judge; "Automatic trace-harvested feedback (Mode A, off by
+//! default)").
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use skillforge_tests::{CODER_TEMPLATE, Home, add_template, path_arg, two_commit_repo, write};
+
+/// Round one: a ranked human review of `coder@v1` through a Markdown packet.
+fn human_run(home: &Home) {
+    home.json(&[
+        "review",
+        "create",
+        "--template",
+        "coder",
+        "--repo",
+        "acme/app",
+        "--run",
+        "rk-1",
+        "--mode",
+        "explore",
+        "--options",
+        "2",
+    ]);
+    let (a, b) = (
+        write(&home.path().join("in/a.md"), "option a\n"),
+        write(&home.path().join("in/b.md"), "option b\n"),
+    );
+    home.json(&[
+        "review",
+        "item",
+        "add",
+        "--run",
+        "rk-1",
+        "--item",
+        "add-cache",
+        "--option",
+        &format!("a={}", a.display()),
+        "--option",
+        &format!("b={}", b.display()),
+    ]);
+    let packet = home.path().join("packet");
+    home.json(&[
+        "feedback",
+        "markdown",
+        "export",
+        "--run",
+        "rk-1",
+        "--output",
+        path_arg(&packet),
+        "--force",
+    ]);
+    write(
+        &packet.join("feedback.yml"),
+        "run_id: rk-1\nreviewer: alice\nitems:\n  - item_id: add-cache\n    ranking: \"b > a\"\n    useful_traits:\n      B: [names the files it changes first]\n    required_improvements: [state the test plan before editing]\n",
+    );
+    home.json(&[
+        "feedback",
+        "markdown",
+        "import",
+        "--packet",
+        path_arg(&packet),
+    ]);
+}
+
+/// `skillforge optimizer distill` of `run`'s export; returns (report, candidate file, artifacts dir).
+fn distill(home: &Home, run: &str, tag: &str) -> (Value, PathBuf, PathBuf) {
+    let training = home.path().join(format!("{tag}-training.json"));
+    home.json(&["export", "--run", run, "--output", path_arg(&training)]);
+    let out_root = home.path().join(format!("{tag}-out"));
+    let candidate = home.path().join(format!("{tag}-candidate.json"));
+    let report = home.json(&[
+        "optimizer",
+        "distill",
+        "--training-package",
+        path_arg(&training),
+        "--artifact-root",
+        path_arg(&home.path().join("blobs")),
+        "--out-root",
+        path_arg(&out_root),
+        "--candidate-output",
+        path_arg(&candidate),
+    ]);
+    (report, candidate, out_root.join("artifacts"))
+}
+
+fn content(candidate: &Path) -> String {
+    let package: Value =
+        serde_json::from_str(&std::fs::read_to_string(candidate).unwrap()).unwrap();
+    package["candidate"]["content"].as_str().unwrap().to_owned()
+}
+
+fn guidance(content: &str) -> Vec<String> {
+    content
+        .lines()
+        .filter(|l| l.starts_with("- "))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn on(home: &Home, extra: &str) {
+    write(
+        &home.path().join("config.toml"),
+        &format!("[skillopt]\nauto_trace_enabled = true\n{extra}"),
+    );
+}
+
+#[test]
+fn round_two_keeps_the_human_guidance_and_turns_a_verifier_failure_into_a_rule() {
+    let (repo, _base, head) = two_commit_repo();
+    let home = Home::embedded();
+    std::fs::create_dir_all(home.path().join("blobs")).unwrap();
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
+    human_run(&home);
+    let (report, candidate, artifacts) = distill(&home, "rk-1", "round1");
+    assert_eq!(report["promotable"], true, "{report:#}");
+    let round1 = guidance(&content(&candidate));
+    assert_eq!(
+        round1,
+        [
+            "- State the test plan before editing. (support 1: human 1)",
+            "- Keep: names the files it changes first. (support 1: human 1)"
+        ],
+        "{round1:#?}"
+    );
+    let imported = home.json(&[
+        "import",
+        "--file",
+        path_arg(&candidate),
+        "--artifact-dir",
+        path_arg(&artifacts),
+    ]);
+    assert_eq!(imported["version_id"], "coder@v2", "{imported}");
+    home.json(&["candidate", "promote", "coder@v2"]);
+
+    // Round two: v2's pull requests, harvested. #1 merged with passing CI; #2 merged and its hard
+    // verifier failed with a message; the guidance must come from that message.
+    on(
+        &home,
+        "hard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/lib.rs\", \"echo 'error: parse_date has no test for leap years' >&2; exit 1\"]\n",
+    );
+    for pr in ["1", "2"] {
+        home.json(&[
+            "harvest",
+            "attribute",
+            "--repo",
+            "acme/app",
+            "--pr",
+            pr,
+            "--template",
+            "coder@v2",
+            "--resolved-commit",
+            "c0ffee",
+            "--checkout",
+            path_arg(repo.path()),
+        ]);
+    }
+    home.json(&[
+        "harvest",
+        "outcome",
+        "--repo",
+        "acme/app",
+        "--pr",
+        "1",
+        "--outcome",
+        "merged",
+        "--ci",
+        "external",
+    ]);
+    let outcome = home.json(&[
+        "harvest",
+        "outcome",
+        "--repo",
+        "acme/app",
+        "--pr",
+        "2",
+        "--outcome",
+        "merged",
+        "--ci",
+        "external",
+        "--head",
+        &head,
+        "--wait",
+    ]);
+    assert_eq!(
+        outcome["legs"].as_array().map(Vec::len),
+        Some(1),
+        "{outcome:#}"
+    );
+    let (report, candidate, _) = distill(&home, "auto-trace:coder@v2", "round2");
+    assert_eq!(report["promotable"], true, "{report:#}");
+    let round2 = guidance(&content(&candidate));
+    assert_eq!(
+        round2,
+        [
+            "- State the test plan before editing. (support 1: human 1)",
+            "- Keep: names the files it changes first. (support 1: human 1)",
+            "- Make `echo 'error: parse_date has no test for leap years' >&2; exit 1` pass before finishing (it exited 1: error: parse_date has no test for leap years). (support 1: verifiable 1)",
+        ],
+        "the human lines survive and the verifier's message is the rule: {round2:#?}"
+    );
+    let text = content(&candidate);
+    for vacuous in [
+        "Hard verifier failed",
+        "Deterministic checkers over",
+        "Address: Merged",
+    ] {
+        assert!(
+            !text.contains(vacuous),
+            "no line nobody can act on ({vacuous}):\n{text}"
+        );
+    }
+}
+
+#[test]
+fn an_auto_trace_run_of_merged_outcomes_only_has_no_actionable_feedback_for_the_right_reason() {
+    let home = Home::embedded();
+    std::fs::create_dir_all(home.path().join("blobs")).unwrap();
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
+    on(&home, "");
+    for pr in ["1", "2"] {
+        home.json(&[
+            "harvest",
+            "attribute",
+            "--repo",
+            "acme/app",
+            "--pr",
+            pr,
+            "--template",
+            "coder@v1",
+            "--resolved-commit",
+            "c0ffee",
+        ]);
+        home.json(&[
+            "harvest",
+            "outcome",
+            "--repo",
+            "acme/app",
+            "--pr",
+            pr,
+            "--outcome",
+            "merged",
+            "--ci",
+            "external",
+        ]);
+    }
+    let (report, _, _) = distill(&home, "auto-trace:coder@v1", "merged");
+    assert_eq!(
+        report["no_candidate_reason"], "no_actionable_feedback",
+        "{report:#}"
+    );
+    let hint = report["no_candidate_hint"].as_str().unwrap();
+    assert!(
+        hint.contains("2 feedback event(s) are harvested outcomes that all went well"),
+        "{hint}"
+    );
+    assert!(
+        !hint.contains("carry no"),
+        "its events do carry reasoning: {hint}"
+    );
+}
