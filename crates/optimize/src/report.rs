@@ -28,6 +28,9 @@ pub fn render(spec: &Spec, log: &ExperimentLog) -> String {
         }
         _ => s.push_str("No baseline measurement recorded.\n\n"),
     }
+    if let Some(floor) = &log.noise_floor {
+        let _ = writeln!(s, "Measurement noise: {}; effects below are 95% paired intervals read against it.\n", floor.human());
+    }
     let judges = if log.spend.judges.runs == 0 && log.spend.judge_usd == 0.0 { "none".to_owned() } else { format!("${:.4}", log.spend.judge_usd) };
     let _ = writeln!(s, "Spend: run {}; judges {judges}.", log.spend.human_cost());
     let _ = writeln!(s, "Agent runs as reported: workers {}; judges {}.\n", log.spend.workers.human(), log.spend.judges.human());
@@ -37,6 +40,11 @@ pub fn render(spec: &Spec, log: &ExperimentLog) -> String {
     }
     for e in &log.experiments {
         explain(&mut s, e, primary);
+        if let Some(effect) = log.noise_floor.as_ref().and_then(|f| super::noise::keep_effect(e, f)) {
+            // after the entry's lines, before its blank line
+            s.pop();
+            let _ = writeln!(s, "- {}\n", effect.human(primary));
+        }
     }
     let deferred: Vec<_> = log.hypothesis_backlog.iter().filter(|h| h.dep_status == DepStatus::NeedsApproval).collect();
     if !deferred.is_empty() {

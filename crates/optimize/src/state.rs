@@ -241,7 +241,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = StateRoot { root: dir.path().to_path_buf() };
         let mut log = ExperimentLog { hypothesis_backlog: vec![hyp("h-1", "algorithm", "low", Some(0.3))], ..ExperimentLog::default() };
-        log.run_state.pending_waits.push(PendingWait { experiment: 1, hypothesis_id: "h-1".into(), observable: "k".into(), action: "collect".into(), base_sha: "b".into(), runtime: String::new(), collected: None });
+        log.run_state.pending_waits.push(PendingWait { experiment: 1, hypothesis_id: "h-1".into(), observable: "k".into(), action: "collect".into(), base_sha: "b".into(), runtime: String::new(), collected: None, backpressure: 0 });
         std::fs::create_dir_all(root.experiment_worktree(1)).unwrap();
         write_marker(&root.experiment_worktree(1), &marker(1, 1)).unwrap();
         assert_eq!(recover_markers(&root, &mut log, &spec(), "m").unwrap(), vec![1]);

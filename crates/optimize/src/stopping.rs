@@ -123,6 +123,13 @@ pub fn wall_deadline_passed(spec: &StoppingSpec, p: &Progress) -> bool {
     spec.max_wall_hours.is_some_and(|h| p.wall_seconds >= h * 3600.0)
 }
 
+/// The calendar deadline of a run (O-58): Unix seconds (fractional) at which
+/// `stopping.max_wall_hours` since `run_state.phase3_started_at` passes; `None` without the key or
+/// before phase 3 started. Waits for workers end at it, and no measurement starts after it.
+pub fn wall_deadline(spec: &StoppingSpec, phase3_started_at: Option<i64>) -> Option<f64> {
+    Some(phase3_started_at? as f64 + spec.max_wall_hours? * 3600.0)
+}
+
 /// Remaining experiments before `max_iterations` (`u32::MAX` when unset), for batch sizing (O-56).
 pub fn iterations_left(spec: &StoppingSpec, experiments_run: u32) -> u32 {
     spec.max_iterations.map_or(u32::MAX, |n| n.saturating_sub(experiments_run))
@@ -172,6 +179,9 @@ mod tests {
         assert!(wall_deadline_passed(&s, &p));
         assert_eq!(check(&s, &p), Some(StopReason::MaxWallHours));
         assert!(!wall_deadline_passed(&s, &Progress { wall_seconds: 7199.0, ..Progress::default() }));
+        assert_eq!(wall_deadline(&s, Some(1_000)), Some(8_200.0));
+        assert_eq!(wall_deadline(&s, None), None, "before phase 3 there is no deadline");
+        assert_eq!(wall_deadline(&spec(), Some(1_000)), None);
     }
 
     // O-60

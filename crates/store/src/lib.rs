@@ -14,6 +14,7 @@ mod error;
 pub mod feedback;
 pub mod github;
 pub mod harvest;
+pub mod judge_verdicts;
 pub mod live_ab;
 pub mod promotion;
 pub mod queue_epochs;

@@ -105,6 +105,7 @@ async fn pick(ctx: &Context, pick_id: &str, label: &str) -> CliResult {
         human: Some(shuffle.role_of(label)),
         judge: None,
         origin: "live",
+        jurors: vec![],
     };
     let recorded = record(&store, &BlobStore::in_home(&ctx.home), &ab).await.map_err(|e| CliError::env(anyhow!("record the live A/B pick: {e}")))?;
     let winner = shuffle.role_of(label);

@@ -53,7 +53,7 @@ pub async fn dispatch_batch(ctx: &Ctx<'_>, log: &mut ExperimentLog, ids: &[Strin
             log.notes.push(format!("exp-{n:03}: {note}"));
             ctx.emit(Event::Note(note));
         }
-        log.run_state.pending_waits.push(PendingWait { experiment: n, hypothesis_id: id.clone(), observable: ctx.key(&format!("exp-{n:03}:worker")), action: "collect through loop.md 3.3".into(), base_sha, runtime, collected: None });
+        log.run_state.pending_waits.push(PendingWait { experiment: n, hypothesis_id: id.clone(), observable: ctx.key(&format!("exp-{n:03}:worker")), action: "collect through loop.md 3.3".into(), base_sha, runtime, collected: None, backpressure: 0 });
         ctx.save(log, "receipt", |l| l.run_state.pending_waits.iter().any(|w| w.experiment == n))?;
         submit_worker(ctx, log, n).await?;
         let description = log.hypothesis_backlog.iter().find(|h| &h.id == id).map(|h| h.description.clone()).unwrap_or_default();
@@ -111,14 +111,70 @@ pub async fn submit_worker(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32) -> Result
     ctx.port.submit(&spec).await.map(|e| e.job_id).map_err(|e| OptimizeError::Queue(format!("enqueue the exp-{n:03} worker: {e}")))
 }
 
+/// The capacity class of a worker job that ended on its runtime's rate limit or overload (429,
+/// 529/`overloaded`, 5xx: the agent runner's transient API errors, read from the job's agent
+/// report `api_error.kind`), after the runner's own retries: `rate_limit`, `overloaded` or
+/// `server`. `None` for every other ending (O-20: only capacity is backpressure).
+pub fn capacity_class(job: &skillforge_engine::Job) -> Option<&'static str> {
+    if passed(job) {
+        return None;
+    }
+    let error: skillforge_runner_agent::ApiError = serde_json::from_value(job.outcome.as_ref()?.detail.get("api_error")?.clone()).ok()?;
+    error.kind.is_transient().then(|| error.kind.label())
+}
+
+/// Seconds to hold a worker that met its runtime's capacity before queueing it again (O-20):
+/// 2, 4, 8 … doubling per time, at most 60.
+pub fn backpressure_delay(times: u32) -> u64 {
+    (1u64 << times.clamp(1, 6)).min(60)
+}
+
 /// Waits for the worker, enforces the scope (reverting out-of-scope changes, O-01) and records
 /// what it found on the pending wait, verified, so a resumed run keeps it.
-pub(crate) async fn collect_worker(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<WorkerResult, OptimizeError> {
+///
+/// A worker that ended on its runtime's capacity or rate limit ([`capacity_class`]) is
+/// backpressure (O-20): after [`backpressure_delay`] its job is queued again (it runs when a
+/// worker slot frees) and the count is kept on the pending wait; it is never an `error`.
+///
+/// `None` when the run's wall-clock deadline (O-58) passed before the worker arrived: it is not
+/// waited for and its job is cancelled.
+pub(crate) async fn collect_worker(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<Option<WorkerResult>, OptimizeError> {
     if let Some(done) = pending(log, n)?.collected.clone() {
-        return Ok(done);
+        return Ok(Some(done));
     }
     let id = submit_worker(ctx, log, n).await?;
-    let job = ctx.port.wait(std::slice::from_ref(&id), "experiment running").await.map_err(|e| OptimizeError::Queue(format!("wait for the exp-{n:03} worker: {e}")))?.pop().ok_or_else(|| OptimizeError::Queue(format!("job {id} vanished")))?;
+    let deadline = ctx.wall_deadline(log);
+    let job = loop {
+        let Some(job) = ctx.wait_until(&id, deadline, "experiment running").await? else {
+            // O-58: nothing arrived by the deadline: no waiting, and nobody will read its result
+            let _ = ctx.backend.cancel(&id).await;
+            return Ok(None);
+        };
+        let Some(class) = capacity_class(&job) else { break job };
+        let times = pending(log, n)?.backpressure + 1;
+        if let Some(w) = log.run_state.pending_waits.iter_mut().find(|w| w.experiment == n) {
+            w.backpressure = times;
+        }
+        let delay = backpressure_delay(times);
+        let note = format!("exp-{n:03}: the worker's runtime answered at capacity ({class}); queued again in {delay}s (backpressure {times}, not a failure)");
+        log.notes.push(note.clone());
+        ctx.save(log, "backpressure", |l| l.run_state.pending_waits.iter().any(|w| w.experiment == n && w.backpressure == times))?;
+        ctx.emit(Event::Note(note));
+        let until = crate::ctx::now_f64() + delay as f64;
+        while crate::ctx::now_f64() < until && !ctx.stop.load(std::sync::atomic::Ordering::SeqCst) && !ctx.past_deadline(log) {
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+        if ctx.past_deadline(log) {
+            // O-58: the deadline passed during the pause: nothing is queued again
+            return Ok(None);
+        }
+        if ctx.spec.remote_url().is_none() && ctx.root.experiment_worktree(n).exists() && !ctx.ships() {
+            // the next attempt starts from the base again, not from a half-done edit
+            let worktree = ctx.root.experiment_worktree(n);
+            git::revert_paths(&worktree, &git::changed_paths(&worktree, OWN_FILES)?)?;
+        }
+        ctx.backend.retry(&id).await.map_err(|e| OptimizeError::Queue(format!("queue the exp-{n:03} worker again: {e}")))?;
+    };
     let worktree = ctx.root.experiment_worktree(n);
     if ctx.spec.remote_url().is_none() {
         ctx.bring_back_experiment(&job).await?;
@@ -158,7 +214,7 @@ pub(crate) async fn collect_worker(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u3
         w.collected = Some(result.clone());
     }
     ctx.save(log, "worker collected", |l| l.run_state.pending_waits.iter().any(|w| w.experiment == n && w.collected.is_some()))?;
-    Ok(result)
+    Ok(Some(result))
 }
 
 /// The spend of a collected worker: one run with the usage its transcript reported.
@@ -231,7 +287,9 @@ pub async fn collect(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(
     let mut entry = match log.entry(n) {
         Some(e) => e.clone(),
         None => {
-            let wr = collect_worker(ctx, log, n).await?;
+            let Some(wr) = collect_worker(ctx, log, n).await? else {
+                return not_arrived(ctx, log, n);
+            };
             let mut entry = skeleton(ctx, log, n, &wr)?;
             if !wr.ok {
                 return terminal(ctx, log, entry, Outcome::Error, Measured::Error(wr.message.clone()), wr.message);
@@ -252,6 +310,9 @@ pub async fn collect(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(
             }
             if wr.changed_files.is_empty() {
                 return terminal(ctx, log, entry, Outcome::Reverted, Measured::Ok, no_change_reason(&wr));
+            }
+            if ctx.past_deadline(log) {
+                return arrived_unmeasured(ctx, log, entry);
             }
             if ctx.spec.measurement.stability.mode == crate::spec::StabilityMode::Ladder
                 && let Some(smoke) = &ctx.spec.measurement.smoke_command
@@ -277,13 +338,46 @@ pub async fn collect(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(
             entry
         }
     };
-    if entry.outcome.is_terminal() {
+    if entry.outcome.is_terminal() || ctx.past_deadline(log) {
+        // O-58: an entry measured in part keeps its samples; no further sample is taken
         return Ok(());
     }
     let reference_dir = ctx.root.reference_worktree(&entry.base_sha);
     git::worktree_detached(&ctx.repo, &reference_dir, &entry.base_sha)?;
     ladder(ctx, log, &mut entry, ComparisonKind::Standalone, &reference_dir, &worktree, "sel").await?;
     Ok(())
+}
+
+/// The learning of an experiment whose worker had not returned when the wall-clock deadline
+/// passed (O-58).
+pub const NOT_ARRIVED: &str = "the worker had not returned when stopping.max_wall_hours passed: not waited for (its job is cancelled), not measured, not merged";
+
+/// The learning of an experiment whose worker returned but which was not measured because the
+/// wall-clock deadline had passed (O-58).
+pub const ARRIVED_UNMEASURED: &str = "the worker returned but stopping.max_wall_hours had passed: its change is persisted, not measured, not merged";
+
+/// O-58: experiment `n`'s worker had not arrived by the deadline: it is recorded as `timeout`
+/// (never measured, never eligible) so the report accounts for every dispatched experiment.
+pub(crate) fn not_arrived(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(), OptimizeError> {
+    let wr = WorkerResult { ok: false, message: "not returned by the wall-clock deadline".into(), changed_files: vec![], scope_violations: vec![], usage: None, refused: vec![] };
+    let mut entry = skeleton(ctx, log, n, &wr)?;
+    // no run was collected: nothing to book
+    entry.spend = AgentSpend::default();
+    terminal(ctx, log, entry, Outcome::Timeout, Measured::Timeout, NOT_ARRIVED.into())
+}
+
+/// O-58: the worker of `entry` arrived but the deadline has passed: its in-scope change is
+/// persisted as `<state-root>/patches/exp-NNN.patch` (the worktree is removed at wrap-up) and the
+/// entry is `inconclusive`, unmeasured.
+fn arrived_unmeasured(ctx: &Ctx<'_>, log: &mut ExperimentLog, mut entry: Entry) -> Result<(), OptimizeError> {
+    let n = entry.experiment;
+    let worktree = ctx.root.experiment_worktree(n);
+    let tree = git::content_identity(&worktree, OWN_FILES)?;
+    let patch = git::git(&ctx.repo, &["diff", "--binary", &entry.base_sha, tree.trim_start_matches("tree:")])?;
+    let path = ctx.root.root.join("patches").join(format!("exp-{n:03}.patch"));
+    skillforge_stage::fs::write_atomic(&path, &format!("{patch}\n"))?;
+    entry.learnings.push(format!("{ARRIVED_UNMEASURED} (`{}`)", path.display()));
+    terminal(ctx, log, entry, Outcome::Inconclusive, Measured::Ok, "no sample was taken".into())
 }
 
 /// Whether `c` is the orchestrator's pairing of `kind` (a remote worker's own pairing is never
@@ -302,6 +396,12 @@ pub(crate) async fn ladder(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut E
         if let Some(d) = &comp.decision
             && !matches!(d.next_measurement, NextMeasurement::AddSample | NextMeasurement::Confirm)
         {
+            return Ok(d.clone());
+        }
+        if ctx.past_deadline(log)
+            && let Some(d) = &comp.decision
+        {
+            // O-58: no sample starts after the deadline; the decision so far stands
             return Ok(d.clone());
         }
         let i = comp.candidate.snapshot.n_samples();

@@ -16,6 +16,9 @@ use crate::ctx::{Ctx, Event};
 use crate::spec::DEFAULT_MAX_RUNNER_UP_MERGES;
 use crate::state::{OWN_FILES, side};
 
+/// The learning of an eligible experiment left unmerged because the wall-clock deadline passed (O-58).
+pub const DEADLINE_NOT_MERGED: &str = "max_wall_hours passed before integration; not merged";
+
 /// Evaluates `batch` (loop.md 3.4). With `deadline_passed` nothing is integrated (O-58).
 ///
 /// # Errors
@@ -30,7 +33,7 @@ pub async fn evaluate(ctx: &Ctx<'_>, log: &mut ExperimentLog, batch: &[u32], dea
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     if deadline_passed {
         for (n, _) in &ranked {
-            close(log, *n, Outcome::NotSelected, "max_wall_hours passed before integration; not merged");
+            close(log, *n, Outcome::NotSelected, DEADLINE_NOT_MERGED);
         }
         ctx.save(log, "CP-3", |_| true)?;
         return cleanup(ctx, batch);
@@ -38,6 +41,11 @@ pub async fn evaluate(ctx: &Ctx<'_>, log: &mut ExperimentLog, batch: &[u32], dea
     let mut winner = batch.iter().copied().find(|n| log.entry(*n).is_some_and(|e| e.outcome == Outcome::Kept));
     if winner.is_none() {
         for (n, _) in ranked.clone() {
+            if ctx.past_deadline(log) {
+                // O-58: the deadline passed during integration: nothing more is measured or merged
+                close(log, n, Outcome::NotSelected, DEADLINE_NOT_MERGED);
+                continue;
+            }
             if log.entry(n).is_some_and(|e| e.next_measurement() == NextMeasurement::Holdout) {
                 holdout(ctx, log, n).await?;
             }
@@ -62,6 +70,10 @@ pub async fn evaluate(ctx: &Ctx<'_>, log: &mut ExperimentLog, batch: &[u32], dea
     for (n, _) in ranked {
         let Some(e) = log.entry(n) else { continue };
         if e.outcome.is_terminal() {
+            continue;
+        }
+        if ctx.past_deadline(log) {
+            close(log, n, Outcome::NotSelected, DEADLINE_NOT_MERGED);
             continue;
         }
         if failed || tried >= max {

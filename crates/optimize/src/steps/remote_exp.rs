@@ -68,7 +68,8 @@ pub async fn collect(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32, url: &str) 
             None => return Ok(()),
         },
     };
-    if entry.outcome.is_terminal() {
+    if entry.outcome.is_terminal() || ctx.past_deadline(log) {
+        // O-58: the worker's result is persisted; no re-dispatch or confirmation after the deadline
         return Ok(());
     }
     if !more_samples(ctx, log, &mut entry, url).await? {
@@ -172,7 +173,10 @@ fn pending_runtime(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32) -> String {
 
 /// Waits for the worker and reads its result: `None` when the experiment ended terminal.
 async fn worker_result(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32, url: &str) -> Result<Option<Entry>, OptimizeError> {
-    let wr = collect_worker(ctx, log, n).await?;
+    let Some(wr) = collect_worker(ctx, log, n).await? else {
+        super::experiment::not_arrived(ctx, log, n)?;
+        return Ok(None);
+    };
     let mut entry = skeleton(ctx, log, n, &wr)?;
     entry.branch = ctx.spec.experiment_branch(n);
     if !wr.ok {

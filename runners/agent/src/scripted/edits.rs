@@ -16,6 +16,10 @@
 //! ]}
 //! ```
 //!
+//! An entry may also hold the worker back (`"wait_for": "/abs/path"`, until the file exists) or
+//! end its first runs on an API error (`"api_error": {"status": 529, "times": 3, "tally":
+//! "/abs/tally"}`: a transcript `error` event, no edit).
+//!
 //! Edits are idempotent (a `replace` whose text is already gone is a no-op), so a re-run attempt
 //! leaves the same tree.
 
@@ -69,12 +73,50 @@ struct PlanEntry {
     message: Option<String>,
     #[serde(default)]
     sleep_ms: Option<u64>,
+    /// Waits, before editing, until this absolute path exists (at most
+    /// [`super::directive::WAIT_FOR_BOUND`], then the run fails): a worker still out.
+    #[serde(default)]
+    wait_for: Option<String>,
+    /// Ends the run on this API error instead of editing, while fewer than `times` runs have
+    /// (counted in the `tally` file): a runtime at capacity or rate-limited.
+    #[serde(default)]
+    api_error: Option<PlanApiError>,
     /// Remote worker knob: work from this rev and report it as `base_sha` ([`super::remote_worker`]).
     #[serde(default)]
     remote_base: Option<String>,
     /// Remote worker knob: report these candidate aggregates instead of the measured ones.
     #[serde(default)]
     claim: std::collections::BTreeMap<String, f64>,
+}
+
+/// `api_error` of a plan entry: the first `times` runs (one line each appended to the absolute
+/// `tally` file) end with a transcript `error` event of `status` and `message`, no edit made.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanApiError {
+    status: u16,
+    #[serde(default)]
+    message: Option<String>,
+    times: u32,
+    tally: String,
+}
+
+impl PlanApiError {
+    /// Counts this run in the tally; whether it is one of the first `times`.
+    fn fires(&self) -> Result<bool, AgentError> {
+        let seen = std::fs::read_to_string(&self.tally).map(|t| t.lines().count()).unwrap_or(0);
+        if seen >= self.times as usize {
+            return Ok(false);
+        }
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.tally)
+            .and_then(|mut f| f.write_all(b"api error\n"))
+            .map_err(|e| AgentError::Scripted(format!("append to the api_error tally `{}`: {e}", self.tally)))?;
+        Ok(true)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -105,6 +147,23 @@ pub fn experiment_transcript(prompt: &str, plan_path: Option<&str>, workdir: &Pa
     let hypothesis = prompt.lines().find_map(|l| l.trim().strip_prefix("Hypothesis: ")).unwrap_or("");
     let plan = read_plan(plan_path)?;
     let entry = plan.experiments.iter().find(|e| hypothesis.contains(&e.when));
+    let start = serde_json::json!({"type": "start", "task": "experiment", "prompt_sha256": hex::encode(Sha256::digest(prompt.as_bytes()))});
+    if let Some(path) = entry.and_then(|e| e.wait_for.as_deref()) {
+        let until = std::time::Instant::now() + super::directive::WAIT_FOR_BOUND;
+        while !Path::new(path).exists() {
+            if std::time::Instant::now() >= until {
+                return Err(AgentError::Scripted(format!("`{path}` did not appear within {} s", super::directive::WAIT_FOR_BOUND.as_secs())));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    if let Some(error) = entry.and_then(|e| e.api_error.as_ref())
+        && error.fires()?
+    {
+        let message = error.message.clone().unwrap_or_else(|| format!("API Error: {} (scripted)", error.status));
+        let event = serde_json::json!({"type": "error", "status": error.status, "message": message});
+        return Ok(Some(format!("{start}\n{event}\n")));
+    }
     let message = match entry {
         None => format!("no scripted edit for hypothesis `{hypothesis}`"),
         Some(entry) => {
@@ -127,7 +186,6 @@ pub fn experiment_transcript(prompt: &str, plan_path: Option<&str>, workdir: &Pa
             }
         }
     };
-    let start = serde_json::json!({"type": "start", "task": "experiment", "prompt_sha256": hex::encode(Sha256::digest(prompt.as_bytes()))});
     let fin = serde_json::json!({"type": "final", "text": message});
     Ok(Some(format!("{start}\n{fin}\n")))
 }
