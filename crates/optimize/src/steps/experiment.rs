@@ -375,7 +375,7 @@ fn arrived_unmeasured(ctx: &Ctx<'_>, log: &mut ExperimentLog, mut entry: Entry) 
     let tree = git::content_identity(&worktree, OWN_FILES)?;
     let patch = git::git(&ctx.repo, &["diff", "--binary", &entry.base_sha, tree.trim_start_matches("tree:")])?;
     let path = ctx.root.root.join("patches").join(format!("exp-{n:03}.patch"));
-    skillforge_stage::fs::write_atomic(&path, &format!("{patch}\n"))?;
+    skillforge_stage::fs::write_atomic(&path, format!("{patch}\n"))?;
     entry.learnings.push(format!("{ARRIVED_UNMEASURED} (`{}`)", path.display()));
     terminal(ctx, log, entry, Outcome::Inconclusive, Measured::Ok, "no sample was taken".into())
 }

@@ -110,7 +110,8 @@ mod tests {
     #[test]
     fn kappa_matches_published_examples_and_its_interval_the_standard_error() {
         // (table, κ, interval)
-        let cases: [([[u32; 2]; 2], f64, Option<(f64, f64)>); 3] = [
+        type Case = ([[u32; 2]; 2], f64, Option<(f64, f64)>);
+        let cases: [Case; 3] = [
             // 50 readers: yes/yes 20, yes/no 5, no/yes 10, no/no 15: p_o 0.7, p_e 0.5, κ 0.4;
             // SE √(0.21 / (50 · 0.25)) = 0.12961 → 0.4 ± 0.25403
             ([[20, 5], [10, 15]], 0.4, Some((0.14597, 0.65403))),
