@@ -136,9 +136,42 @@ pub struct SkilloptSection {
     pub mode_b_jury_veto_floor: Option<f64>,
     /// Jury disagreement threshold (default 0.0 = off).
     pub mode_b_jury_disagreement_tau: Option<f64>,
+    /// Measured-judge gate: the floor of a judge's Cohen's κ 95% interval lower bound against
+    /// the human picks of the same A/Bs, in [-1, 1] (issue 34 item 12; unset = no gate, judges
+    /// count as before). Needs `judge_min_paired_picks`.
+    pub judge_kappa_floor: Option<f64>,
+    /// Measured-judge gate: the paired picks (a human and the judge on the same A/B) a judge
+    /// needs before its κ can pass `judge_kappa_floor` (at least 1).
+    pub judge_min_paired_picks: Option<u32>,
+}
+
+/// The measured-judge gate of `[skillopt]` (issue 34 item 12): a judge's verdicts count only
+/// when its κ against the humans passes [`JudgeGate::floor`] on at least
+/// [`JudgeGate::min_picks`] paired picks ([`skillforge_skillopt::ab::agreement`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct JudgeGate {
+    /// `judge_kappa_floor`.
+    pub floor: f64,
+    /// `judge_min_paired_picks`.
+    pub min_picks: u32,
 }
 
 impl SkilloptSection {
+    /// The measured-judge gate: `Ok(None)` when neither key is set (off).
+    ///
+    /// # Errors
+    /// One key without the other, a floor outside [-1, 1] or 0 picks, naming the key.
+    pub fn judge_gate(&self) -> Result<Option<JudgeGate>, String> {
+        match (self.judge_kappa_floor, self.judge_min_paired_picks) {
+            (None, None) => Ok(None),
+            (Some(floor), _) if !(floor.is_finite() && (-1.0..=1.0).contains(&floor)) => Err(format!("[skillopt] judge_kappa_floor = {floor}: must be in [-1, 1] (a Cohen's κ)")),
+            (_, Some(0)) => Err("[skillopt] judge_min_paired_picks = 0: must be at least 1".to_owned()),
+            (Some(floor), Some(min_picks)) => Ok(Some(JudgeGate { floor, min_picks })),
+            (Some(_), None) => Err("[skillopt] judge_kappa_floor is set without judge_min_paired_picks: set both to gate judges".to_owned()),
+            (None, Some(_)) => Err("[skillopt] judge_min_paired_picks is set without judge_kappa_floor: set both to gate judges".to_owned()),
+        }
+    }
+
     /// The auto-promote guardrail keys exactly as given (unset stays unset; facts §7).
     pub fn guardrails(&self) -> skillforge_skillopt::promotion::auto_promote::Guardrails {
         skillforge_skillopt::promotion::auto_promote::Guardrails {

@@ -99,6 +99,9 @@ enum Command {
     /// Automatic trace harvesting (Mode A): attributions, outcomes, leg events, status.
     #[command(subcommand)]
     Harvest(commands::harvest::HarvestCommand),
+    /// A/B judges measured against the human picks: agreement and Cohen's κ per judge.
+    #[command(subcommand)]
+    Judge(commands::judge::JudgeCommand),
     /// Ask an agent: its current version (or its canary, for the sampled fraction) answers.
     Ask(commands::ask::AskArgs),
     /// Champion/challenger A/B of a template: both answers, a blind pick, the bandit's posterior.
@@ -235,6 +238,7 @@ fn main() -> ExitCode {
             Command::Harvest(cmd) => commands::harvest::run(&ctx, cmd).await,
             Command::Train(cmd) => commands::train::run(&ctx, cmd).await,
             Command::Ab(args) => commands::ab::run(&ctx, args).await,
+            Command::Judge(cmd) => commands::judge::run(&ctx, cmd).await,
             Command::Ask(args) => commands::ask::run(&ctx, args).await,
             Command::LiveAb(cmd) => commands::live_ab::run(&ctx, cmd).await,
             Command::Binary(cmd) => commands::binary::run(&ctx, cmd).await,

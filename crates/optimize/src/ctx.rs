@@ -162,6 +162,45 @@ impl Ctx<'_> {
         stages::run_one(self.port, spec, what).await
     }
 
+    /// The run's wall-clock deadline (O-58, [`super::stopping::wall_deadline`]): Unix seconds.
+    pub(crate) fn wall_deadline(&self, log: &ExperimentLog) -> Option<f64> {
+        super::stopping::wall_deadline(&self.spec.stopping, log.run_state.phase3_started_at)
+    }
+
+    /// Whether the run's wall-clock deadline has passed (O-58): no wait and no measurement
+    /// starts after it.
+    pub(crate) fn past_deadline(&self, log: &ExperimentLog) -> bool {
+        self.wall_deadline(log).is_some_and(|at| now_f64() >= at)
+    }
+
+    /// Waits for job `id` until it is terminal (or parked stale), but never past `deadline`
+    /// (Unix seconds, O-58): `None` when the deadline came first, and the job's state then is
+    /// left to the caller. A job already terminal at or after the deadline is returned (it has
+    /// arrived).
+    ///
+    /// # Errors
+    /// The queue's, as [`OptimizeError::Queue`].
+    pub(crate) async fn wait_until(&self, id: &str, deadline: Option<f64>, what: &str) -> Result<Option<skillforge_engine::Job>, OptimizeError> {
+        let queue = |e: skillforge_engine::EngineError| OptimizeError::Queue(format!("wait for job {id}: {e}"));
+        let ids = [id.to_owned()];
+        let Some(at) = deadline else {
+            return Ok(self.port.wait(&ids, what).await.map_err(queue)?.pop());
+        };
+        if let Some(job) = self.port.get(id).await.map_err(queue)?
+            && (job.state.is_terminal() || job.state == skillforge_engine::JobState::Stale)
+        {
+            return Ok(Some(job));
+        }
+        let left = at - now_f64();
+        if left <= 0.0 {
+            return Ok(None);
+        }
+        tokio::select! {
+            r = self.port.wait(&ids, what) => Ok(r.map_err(queue)?.pop()),
+            () = tokio::time::sleep(std::time::Duration::from_secs_f64(left)) => Ok(None),
+        }
+    }
+
     pub(crate) fn emit(&self, e: Event) {
         self.events.step(&e.to_string());
     }
@@ -209,6 +248,11 @@ impl Ctx<'_> {
     ) -> Result<(), OptimizeError> {
         write_verified(&self.root.root, log, checkpoint, check)
     }
+}
+
+/// Unix seconds now, fractional.
+pub(crate) fn now_f64() -> f64 {
+    chrono::Utc::now().timestamp_millis() as f64 / 1000.0
 }
 
 /// Whether a job's outcome passed.

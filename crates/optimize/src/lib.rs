@@ -36,6 +36,7 @@ pub mod judge;
 pub mod lock;
 pub mod log;
 pub mod measure;
+pub mod noise;
 pub mod remote;
 pub mod report;
 pub mod run;

@@ -361,6 +361,14 @@ pub struct PendingWait {
     /// what was reverted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collected: Option<WorkerResult>,
+    /// Times the worker ended on its runtime's capacity or rate limit and was queued again
+    /// (O-20: backpressure, never a failure); absent when never.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub backpressure: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// What the orchestrator recorded when a worker finished.
@@ -434,6 +442,10 @@ pub struct ExperimentLog {
     /// Logged notes (fallbacks, blockers, recoveries).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// The measured noise floor of the primary metric (`measurement.noise_floor_samples`,
+    /// [`crate::noise`]); absent when not configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_floor: Option<crate::noise::NoiseFloor>,
 }
 
 impl ExperimentLog {

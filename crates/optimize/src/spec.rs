@@ -273,6 +273,11 @@ pub struct MeasurementSpec {
     /// Whether the harness reports per-case results (`cases`).
     #[serde(default)]
     pub per_case: bool,
+    /// Repeated measurements of the unchanged baseline taken at `init` to measure the noise
+    /// floor of the primary metric, 2 to 100 ([`crate::noise`], issue 34 item 13); absent: no
+    /// noise floor is measured and nothing about it is reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_floor_samples: Option<u32>,
 }
 
 impl MeasurementSpec {
@@ -662,6 +667,9 @@ impl Spec {
         }
         if self.measurement.timeout_seconds == Some(0) {
             return bad("measurement.timeout_seconds", "must be at least 1");
+        }
+        if self.measurement.noise_floor_samples.is_some_and(|n| !(2..=100).contains(&n)) {
+            return bad("measurement.noise_floor_samples", "must be 2 to 100 (repeated baseline measurements; one says nothing about noise)");
         }
         if self.measurement.stability.repeat_count == Some(0) {
             return bad("measurement.stability.repeat_count", "must be at least 1");

@@ -15,6 +15,7 @@ pub mod feedback;
 pub mod gates;
 pub mod github;
 pub mod harvest;
+pub mod judge_verdicts;
 pub mod live_ab;
 pub mod metrics;
 pub mod promotion;

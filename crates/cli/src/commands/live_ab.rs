@@ -116,6 +116,7 @@ async fn pick(ctx: &Context, pick_id: &str, label: &str) -> CliResult {
         human: Some(shuffle.role_of(label)),
         judge: None,
         origin: "live",
+        jurors: vec![],
     };
     let recorded = record(&store, &BlobStore::in_home(&ctx.home), &ab)
         .await

@@ -13,6 +13,7 @@ pub mod eval;
 pub mod export;
 pub mod feedback;
 pub mod harvest;
+pub mod judge;
 pub mod import;
 pub mod init;
 pub mod jobs;

@@ -39,6 +39,8 @@ pub struct AgentAnswer {
     pub job_id: String,
     /// The agent's final message ('' when it had none).
     pub message: String,
+    /// The model its transcript named, when it named one.
+    pub model: Option<String>,
 }
 
 /// Runs `call` as a durable `agent` job and waits for it.
@@ -58,6 +60,7 @@ pub async fn call_agent(ctx: &Context, backend: &Arc<dyn QueueBackend>, call: Ag
         (JobState::Succeeded, Some(report)) if report.exit == ExitClass::Passed => Ok(AgentAnswer {
             job_id: job.id.clone(),
             message: report.final_message.unwrap_or_default(),
+            model: report.model,
         }),
         (state, _) => Err(CliError::env(anyhow!(
             "agent job {} ({} {}, runtime {}) ended {state}: {}",

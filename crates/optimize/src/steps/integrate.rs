@@ -16,6 +16,9 @@ use crate::measure::Sample;
 use crate::spec::DEFAULT_MAX_RUNNER_UP_MERGES;
 use crate::state::{OWN_FILES, side};
 
+/// The learning of an eligible experiment left unmerged because the wall-clock deadline passed (O-58).
+pub const DEADLINE_NOT_MERGED: &str = "max_wall_hours passed before integration; not merged";
+
 /// Evaluates `batch` (loop.md 3.4). With `deadline_passed` nothing is integrated (O-58).
 ///
 /// # Errors
@@ -43,12 +46,7 @@ pub async fn evaluate(
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     if deadline_passed {
         for (n, _) in &ranked {
-            close(
-                log,
-                *n,
-                Outcome::NotSelected,
-                "max_wall_hours passed before integration; not merged",
-            );
+            close(log, *n, Outcome::NotSelected, DEADLINE_NOT_MERGED);
         }
         ctx.save(log, "CP-3", |_| true)?;
         return cleanup(ctx, batch);
@@ -59,10 +57,12 @@ pub async fn evaluate(
         .find(|n| log.entry(*n).is_some_and(|e| e.outcome == Outcome::Kept));
     if winner.is_none() {
         for (n, _) in ranked.clone() {
-            if log
-                .entry(n)
-                .is_some_and(|e| e.next_measurement() == NextMeasurement::Holdout)
-            {
+            if ctx.past_deadline(log) {
+                // O-58: the deadline passed during integration: nothing more is measured or merged
+                close(log, n, Outcome::NotSelected, DEADLINE_NOT_MERGED);
+                continue;
+            }
+            if log.entry(n).is_some_and(|e| e.next_measurement() == NextMeasurement::Holdout) {
                 holdout(ctx, log, n).await?;
             }
             let e = log.entry(n).expect("ranked from the log");
@@ -102,6 +102,10 @@ pub async fn evaluate(
     for (n, _) in ranked {
         let Some(e) = log.entry(n) else { continue };
         if e.outcome.is_terminal() {
+            continue;
+        }
+        if ctx.past_deadline(log) {
+            close(log, n, Outcome::NotSelected, DEADLINE_NOT_MERGED);
             continue;
         }
         if failed || tried >= max {

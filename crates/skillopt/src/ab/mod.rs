@@ -10,6 +10,8 @@
 //! * [`pick`]: the challenger choice, the label shuffle, a pick mapped back to its role, the
 //!   ranked event one pick writes (pure).
 //! * [`judge`]: the blind judge prompt, lenient verdict parsing, cross-family judge selection (pure).
+//! * [`agreement`]: a judge's agreement with the humans (raw, Cohen's κ with its 95% interval)
+//!   and whether it is measured (pure).
 //! * [`jury`]: majority, disagreement and veto over several judges (pure).
 //! * [`record`]: one A/B's rows and its bandit update in one transaction.
 //! * [`live`]: whether a foreground ask is intercepted (pure).
@@ -18,6 +20,7 @@
 //! **Architecture Invariant:** judge and jury rows are evidence only; only a human pick moves an
 //! arm (S-80).
 
+pub mod agreement;
 pub mod ask;
 pub mod bandit;
 pub mod import;

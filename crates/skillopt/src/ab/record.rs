@@ -47,6 +47,21 @@ pub struct AbRecord {
     pub judge: Option<(Role, String)>,
     /// `manual` | `live`.
     pub origin: &'static str,
+    /// Each juror's own verdict (one for a single judge), recorded beside the rows so the
+    /// judge's agreement with the human pick can be measured (issue 34 item 12); empty without a
+    /// judge.
+    pub jurors: Vec<JurorVerdict>,
+}
+
+/// One juror's own verdict on an A/B.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JurorVerdict {
+    /// The judge's agent runtime.
+    pub runtime: String,
+    /// The model its transcript named (`""` when none).
+    pub model: String,
+    /// Its pick mapped back to a role; `None` for a tie or an unreadable verdict.
+    pub winner: Option<Role>,
 }
 
 /// What [`record`] wrote.
@@ -204,6 +219,16 @@ pub async fn record(
             // S-80: a judge row never touches an arm.
             recorded.judge_row = true;
         }
+    }
+    for (juror, v) in ab.jurors.iter().enumerate() {
+        let verdict = skillforge_store::judge_verdicts::NewJudgeVerdict {
+            pick_id: &ab.pick_id,
+            juror: i64::try_from(juror).unwrap_or(i64::MAX),
+            runtime: &v.runtime,
+            model: &v.model,
+            winner: v.winner.map(Role::as_str),
+        };
+        skillforge_store::judge_verdicts::record_judge_verdict(&mut tx, &verdict).await?;
     }
     // A live pick recorded after its ask: it is no longer owed (same transaction).
     if recorded.human_row {

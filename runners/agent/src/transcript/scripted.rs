@@ -3,7 +3,9 @@
 //! Lines: `{"type":"start","task":...,"prompt_sha256":...}`, then one
 //! `{"type":"skill_offered","name":...}` per offered skill, one
 //! `{"type":"skill_loaded","name":...}` per loaded skill, and `{"type":"final","text":...}`;
-//! a run given a model (`--model NAME`) starts with `{"type":"model","model":NAME}`.
+//! a run given a model (`--model NAME`) starts with `{"type":"model","model":NAME}`; an
+//! optimize worker whose edit plan says so ends on `{"type":"error","status":529,"message":...}`
+//! (an API error, [`crate::ApiError`]).
 //! The scripted agent always records offers and loads, so both are known (possibly empty)
 //! once the `start` line is seen.
 
@@ -17,6 +19,7 @@ pub(super) fn parse(text: &str) -> TranscriptSummary {
     let mut loaded = Vec::new();
     let mut final_message = None;
     let mut model = None;
+    let mut api_error = None;
     for event in json_objects(text) {
         let event = Value::Object(event);
         let name = str_field(&event, "name");
@@ -26,6 +29,10 @@ pub(super) fn parse(text: &str) -> TranscriptSummary {
             Some("skill_loaded") => name.into_iter().for_each(|n| push_unique(&mut loaded, n)),
             Some("final") => final_message = str_field(&event, "text").map(str::to_string),
             Some("model") => model = str_field(&event, "model").map(str::to_string),
+            Some("error") => {
+                let status = event.get("status").and_then(serde_json::Value::as_u64).and_then(|s| u16::try_from(s).ok());
+                api_error = Some(crate::ApiError::new(status, str_field(&event, "message").unwrap_or("")));
+            }
             _ => {}
         }
     }
@@ -34,6 +41,7 @@ pub(super) fn parse(text: &str) -> TranscriptSummary {
         skills_offered: has_start.then_some(offered),
         skills_loaded: has_start.then_some(loaded),
         model,
+        api_error,
         ..TranscriptSummary::default()
     }
 }

@@ -21,7 +21,7 @@ use skillforge_skillopt::ab::judge::{
 };
 use skillforge_skillopt::ab::jury::{JuryConfig, aggregate};
 use skillforge_skillopt::ab::pick::{ChallengerChoice, Label, Role, Shuffle, choose_challenger};
-use skillforge_skillopt::ab::record::{AbRecord, record};
+use skillforge_skillopt::ab::record::{AbRecord, JurorVerdict, record};
 use skillforge_store::bandit::get_arm;
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::promotion::pending_versions;
@@ -166,6 +166,7 @@ fn require_judges_configured(ctx: &Context, args: &AbArgs) -> Result<(), CliErro
 /// Runs `skillforge ab`.
 pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
     require_judges_configured(ctx, &args)?;
+    let gate = crate::commands::judge::gate(ctx)?;
     let human_pick = match (&args.pick, args.judge_only) {
         (Some(p), _) => Some(
             Label::parse(p)
@@ -224,7 +225,8 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
     let judge_on =
         args.judge || args.judge_only || ctx.config.skillopt.mode_b_judge_enabled == Some(true);
     let mut judge_note = None;
-    let judge = if judge_on {
+    let mut jurors = Vec::new();
+    let mut judge = if judge_on {
         let families = agent_families(&declared_runtimes(&champion.metadata_json), &args.runtime);
         let outcome = run_judges(
             ctx,
@@ -238,7 +240,13 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
         )
         .await?;
         match outcome {
-            Ok((label, why)) => label.map(|l| (shuffle.role_of(l), why)),
+            Ok((label, why, votes)) => {
+                jurors = votes
+                    .into_iter()
+                    .map(|(runtime, model, pick)| JurorVerdict { runtime, model, winner: pick.map(|l| shuffle.role_of(l)) })
+                    .collect::<Vec<_>>();
+                label.map(|l| (shuffle.role_of(l), why))
+            }
             Err(message) => {
                 eprintln!("{message}");
                 judge_note = Some(message);
@@ -248,6 +256,22 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
     } else {
         None
     };
+    // Issue 34 item 12: with the measured-judge gate on, a `--judge-only` pick counts (is written
+    // as a judge row) only when every juror that gave it is measured against the humans.
+    let mut not_measured = None;
+    if args.judge_only
+        && judge.is_some()
+        && let Some(gate) = gate
+    {
+        for j in &jurors {
+            if let Err(why) = crate::commands::judge::measured(ctx, gate, &j.runtime, &j.model).await? {
+                let name = crate::commands::judge::JudgeAgreement { runtime: j.runtime.clone(), model: j.model.clone(), agreement: skillforge_skillopt::ab::agreement::Agreement::of(&[]) }.name();
+                not_measured = Some(format!("the judge {name} is not measured ({why}); its pick is not counted"));
+                judge = None;
+                break;
+            }
+        }
+    }
     let ab = AbRecord {
         pick_id: format!("pick-{}", champion_answer.job_id),
         template_id: arms.template.clone(),
@@ -260,6 +284,7 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
         human: human.map(|l| shuffle.role_of(l)),
         judge: judge.clone(),
         origin: "manual",
+        jurors: if not_measured.is_some() { vec![] } else { jurors },
     };
     let recorded = record(&store, &BlobStore::in_home(&ctx.home), &ab)
         .await
@@ -282,7 +307,12 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
         }
         None => None,
     };
-    let notes = Notes { judge_skipped: judge_note.as_deref(), pick_skipped: skipped, pace: pace.as_ref() };
+    let notes = Notes {
+        judge_skipped: judge_note.as_deref(),
+        pick_skipped: skipped,
+        pace: pace.as_ref(),
+        judge_not_measured: not_measured.as_deref(),
+    };
     print_outcome(ctx, &arms, &ab, recorded, &confidence, notes);
     Ok(OK)
 }
@@ -303,7 +333,7 @@ async fn run_judges(
     option_b: &str,
     nonce: &str,
     judge_only: bool,
-) -> Result<Result<(Option<Label>, String), String>, CliError> {
+) -> Result<Result<JudgeOutcome, String>, CliError> {
     let s = &ctx.config.skillopt;
     let jury = JuryConfig {
         size: s.mode_b_jury_size.unwrap_or(1),
@@ -328,6 +358,7 @@ async fn run_judges(
         JudgeSelection::SelfFamily(message) => return Ok(Err(message)),
     };
     let mut verdicts: Vec<Verdict> = Vec::new();
+    let mut jurors: Vec<(String, String, Option<Label>)> = Vec::new();
     for (idx, (runtime, _)) in judges.iter().enumerate() {
         let call = AgentCall {
             stages: &skillforge_skillopt::AB_SOURCE,
@@ -340,7 +371,11 @@ async fn run_judges(
         // A judge that cannot answer is an unreadable verdict, never a failed A/B: the human pick
         // is still recorded (S-78: the judge result is dropped, no error).
         match call_agent(ctx, backend, call).await {
-            Ok(answer) => verdicts.push(parse_verdict(&answer.message)),
+            Ok(answer) => {
+                let verdict = parse_verdict(&answer.message);
+                jurors.push((runtime.clone(), answer.model.unwrap_or_default(), judge_pick(&verdict)));
+                verdicts.push(verdict);
+            }
             Err(e) if judge_only && e.code == crate::exit::ENVIRONMENT => return Err(e),
             Err(e) => {
                 eprintln!(
@@ -371,14 +406,18 @@ async fn run_judges(
                 .map(|(d, s)| format!(", vetoed on {d} = {s}"))
                 .unwrap_or_default()
         );
-        return Ok(Ok((outcome.pick, why)));
+        return Ok(Ok((outcome.pick, why, jurors)));
     }
     let why = match &verdicts[0] {
         Verdict::Parsed { reasoning, .. } => reasoning.clone(),
         _ => String::new(),
     };
-    Ok(Ok((judge_pick(&verdicts[0]), why)))
+    Ok(Ok((judge_pick(&verdicts[0]), why, jurors)))
 }
+
+/// A judge or jury's blind pick (`None`: no readable one), its reasoning, and each juror's own
+/// (runtime, model, blind pick).
+type JudgeOutcome = (Option<Label>, String, Vec<(String, String, Option<Label>)>);
 
 /// What an A/B did not do, for its output.
 struct Notes<'a> {
@@ -388,6 +427,8 @@ struct Notes<'a> {
     pick_skipped: bool,
     /// The PACE gate over the picks so far (`pace_enabled` on).
     pace: Option<&'a PaceReport>,
+    /// Why a `--judge-only` pick was not counted (the measured-judge gate).
+    judge_not_measured: Option<&'a str>,
 }
 
 fn print_outcome(
@@ -416,6 +457,10 @@ fn print_outcome(
         });
         if let Some(pace) = notes.pace {
             out["pace"] = json!(pace);
+        }
+        // only with the measured-judge gate on and a judge that did not pass it (issue 34 item 12)
+        if let Some(why) = notes.judge_not_measured {
+            out["judge_not_measured"] = json!(why);
         }
         print_json(&out);
         return;
@@ -446,8 +491,13 @@ fn print_outcome(
             winner.as_str()
         );
     }
+    if let Some(why) = notes.judge_not_measured {
+        println!("judge: {why}");
+    }
+    // Issue 34 item 13: the posterior with each arm's credible interval. The anytime-valid gate's
+    // wealth (PACE, issue 34 item 10) is printed on its own line right after this one.
     println!(
-        "posterior P(challenger > champion): {} (exact {}); challenger Beta({}, {}) 95% CI {}, champion Beta({}, {}) 95% CI {}",
+        "posterior P(challenger > champion): {} (exact {}); challenger Beta({}, {}) 95% credible interval {}, champion Beta({}, {}) 95% credible interval {}",
         c.summary(),
         c.p_exact
             .map_or_else(|| "n/a".to_owned(), |p| format!("{p:.4}")),

@@ -254,6 +254,7 @@ async fn live_ab(
         human: None,
         judge: None,
         origin: "live",
+        jurors: vec![],
     };
     // Without --pick, a human at a terminal is asked (S-65); a skip, or stdin not a terminal,
     // leaves the pick owed (S-73).

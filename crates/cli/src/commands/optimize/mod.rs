@@ -263,7 +263,7 @@ fn status(ctx: &Context, a: SpecArgs) -> CliResult {
         .iter()
         .map(|e| {
             let s = e.standalone();
-            json!({
+            let mut v = json!({
                 "experiment": e.experiment, "hypothesis_id": e.hypothesis_id, "description": e.description,
                 "outcome": e.outcome, "terminal": e.outcome.is_terminal(),
                 "reference": s.and_then(|c| c.reference.snapshot.aggregate(primary)),
@@ -271,10 +271,15 @@ fn status(ctx: &Context, a: SpecArgs) -> CliResult {
                 "samples": s.map(|c| c.candidate.snapshot.n_samples()),
                 "scope_violations": e.scope_violations,
                 "spend": e.spend,
-            })
+            });
+            // issue 34 item 13: only with a measured noise floor (absent otherwise, byte-identical)
+            if let Some(effect) = log.noise_floor.as_ref().and_then(|f| skillforge_optimize::noise::keep_effect(e, f)) {
+                v["effect"] = json!(effect);
+            }
+            v
         })
         .collect();
-    let value = json!({
+    let mut value = json!({
         "spec": spec.name,
         "run_state": log.run_state,
         "baseline": log.baseline.aggregate(primary),
@@ -287,35 +292,22 @@ fn status(ctx: &Context, a: SpecArgs) -> CliResult {
             "workers": log.spend.workers, "judges": log.spend.judges, "agents": log.spend.agents(),
         },
     });
+    if let Some(floor) = &log.noise_floor {
+        value["noise_floor"] = json!(floor);
+    }
     if ctx.json {
         print_json(&value);
     } else {
-        println!(
-            "{}: tick {}, status {}, {} experiment(s), best {} {} (baseline {})",
-            spec.name,
-            log.run_state.tick,
-            log.run_state.status,
-            log.experiments.len(),
-            primary,
-            log.best
-                .metrics
-                .aggregate(primary)
-                .map_or("-".into(), fmt_num),
-            log.baseline.aggregate(primary).map_or("-".into(), fmt_num)
-        );
-        println!(
-            "spend: {}; agent runs: {}",
-            log.spend.human_cost(),
-            log.spend.agents().human()
-        );
+        println!("{}: tick {}, status {}, {} experiment(s), best {} {} (baseline {})", spec.name, log.run_state.tick, log.run_state.status, log.experiments.len(), primary, log.best.metrics.aggregate(primary).map_or("-".into(), fmt_num), log.baseline.aggregate(primary).map_or("-".into(), fmt_num));
+        println!("spend: {}; agent runs: {}", log.spend.human_cost(), log.spend.agents().human());
+        if let Some(floor) = &log.noise_floor {
+            println!("measurement: {}", floor.human());
+        }
         for e in &log.experiments {
-            println!(
-                "  exp-{:03} {:<18} {} ({})",
-                e.experiment,
-                e.outcome.label(),
-                e.description,
-                e.spend.human()
-            );
+            println!("  exp-{:03} {:<18} {} ({})", e.experiment, e.outcome.label(), e.description, e.spend.human());
+            if let Some(effect) = log.noise_floor.as_ref().and_then(|f| skillforge_optimize::noise::keep_effect(e, f)) {
+                println!("           {}", effect.human(primary));
+            }
         }
         if let Some(r) = &log.run_state.stop_reason {
             println!("stopped: {}", r.describe());
