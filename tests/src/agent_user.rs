@@ -27,16 +27,39 @@ impl AgentUser {
     pub fn new(fake: &FakeModel) -> AgentUser {
         let dir = tempfile::tempdir().expect("user home");
         let home = dir.path();
-        let skill = format!("---\nname: tldr\ndescription: {USER_MARKER} the user's own tldr\n---\n\n{USER_MARKER}\n");
-        for at in [".claude/skills/tldr", ".agents/skills/tldr", ".codex/skills/tldr", ".config/opencode/skill/tldr", ".config/opencode/skills/tldr"] {
+        let skill = format!(
+            "---\nname: tldr\ndescription: {USER_MARKER} the user's own tldr\n---\n\n{USER_MARKER}\n"
+        );
+        for at in [
+            ".claude/skills/tldr",
+            ".agents/skills/tldr",
+            ".codex/skills/tldr",
+            ".config/opencode/skill/tldr",
+            ".config/opencode/skills/tldr",
+        ] {
             crate::write(&home.join(at).join("SKILL.md"), &skill);
         }
-        for at in [".claude/CLAUDE.md", ".codex/AGENTS.md", ".config/opencode/AGENTS.md", "AGENTS.md", "CLAUDE.md"] {
-            crate::write(&home.join(at), &format!("{USER_MARKER} user instructions\n"));
+        for at in [
+            ".claude/CLAUDE.md",
+            ".codex/AGENTS.md",
+            ".config/opencode/AGENTS.md",
+            "AGENTS.md",
+            "CLAUDE.md",
+        ] {
+            crate::write(
+                &home.join(at),
+                &format!("{USER_MARKER} user instructions\n"),
+            );
         }
         crate::write(&home.join(".codex/config.toml"), &fake.codex_config());
-        crate::write(&home.join(".config/opencode/opencode.json"), &fake.opencode_config().to_string());
-        AgentUser { dir, url: fake.url.clone() }
+        crate::write(
+            &home.join(".config/opencode/opencode.json"),
+            &fake.opencode_config().to_string(),
+        );
+        AgentUser {
+            dir,
+            url: fake.url.clone(),
+        }
     }
 
     /// The user's home.
@@ -63,7 +86,18 @@ impl AgentUser {
     /// `command` (a skillforge process) run as this user: its environment, and none of the test
     /// machine's own runtime settings.
     pub fn apply(&self, command: &mut Command) {
-        for name in ["XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "OPENCODE_CONFIG", "CODEX_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"] {
+        for name in [
+            "XDG_CONFIG_HOME",
+            "XDG_DATA_HOME",
+            "XDG_CACHE_HOME",
+            "XDG_STATE_HOME",
+            "CLAUDE_CONFIG_DIR",
+            "CODEX_HOME",
+            "OPENCODE_CONFIG",
+            "CODEX_API_KEY",
+            "ANTHROPIC_AUTH_TOKEN",
+            "CLAUDE_CODE_OAUTH_TOKEN",
+        ] {
             command.env_remove(name);
         }
         command.envs(self.env());
@@ -78,11 +112,16 @@ pub fn install_project_skill(work: &Path, runtime: &str, marker: &str) {
         "opencode" => ".opencode/skill",
         _ => ".claude/skills",
     };
-    crate::write(&work.join(root).join("tldr/SKILL.md"), &format!("---\nname: tldr\ndescription: Summarize a text into three lines ({marker}).\n---\n\nWrite three lines.\n"));
+    crate::write(
+        &work.join(root).join("tldr/SKILL.md"),
+        &format!(
+            "---\nname: tldr\ndescription: Summarize a text into three lines ({marker}).\n---\n\nWrite three lines.\n"
+        ),
+    );
 }
 
 /// Whether `tool` is on `PATH`.
 pub fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
 }
-

@@ -47,7 +47,12 @@ pub fn import(home: &Home, body: &str, score: f64) -> String {
             "inputs": ["task"], "outputs": ["plan"]}},
         "summary": {"score": score},
     });
-    let file = write(&home.path().join(format!("in/candidate-{}.json", body.len())), &package.to_string());
+    let file = write(
+        &home
+            .path()
+            .join(format!("in/candidate-{}.json", body.len())),
+        &package.to_string(),
+    );
     let out = home.run(&["import", "--file", file.to_str().unwrap()]);
     assert!(out.status.success(), "import: {}", stderr(&out));
     stderr(&out)
@@ -66,15 +71,24 @@ pub fn sql(home: &Home, query: &str) -> String {
 
 /// Rows of `table`.
 pub fn count(home: &Home, table: &str) -> i64 {
-    sql(home, &format!("SELECT COUNT(*) FROM {table}")).parse().unwrap()
+    sql(home, &format!("SELECT COUNT(*) FROM {table}"))
+        .parse()
+        .unwrap()
 }
 
 /// Rows a decision must not add when it is a no-op.
 pub fn decide_tables(home: &Home) -> Vec<i64> {
-    ["eval_runs", "ranked_feedback_events", "skillopt_bandit_arms", "skillopt_ab_picks", "skillopt_binary_verdicts", "promotion_events"]
-        .iter()
-        .map(|t| count(home, t))
-        .collect()
+    [
+        "eval_runs",
+        "ranked_feedback_events",
+        "skillopt_bandit_arms",
+        "skillopt_ab_picks",
+        "skillopt_binary_verdicts",
+        "promotion_events",
+    ]
+    .iter()
+    .map(|t| count(home, t))
+    .collect()
 }
 
 /// `ab planner ARGS…` with `--json`.
@@ -88,8 +102,23 @@ pub fn ab(home: &Home, args: &[&str]) -> Value {
 /// CI (`merged_ok`) or reverted.
 pub fn harvest_outcome(home: &Home, pr: u32, version: &str, merged_ok: bool) {
     let pr_s = pr.to_string();
-    home.json(&["harvest", "attribute", "--repo", "acme/app", "--pr", &pr_s, "--template", version, "--resolved-commit", "c0ffee"]);
-    let outcome = if merged_ok { vec!["--outcome", "merged", "--ci", "external"] } else { vec!["--outcome", "reverted"] };
+    home.json(&[
+        "harvest",
+        "attribute",
+        "--repo",
+        "acme/app",
+        "--pr",
+        &pr_s,
+        "--template",
+        version,
+        "--resolved-commit",
+        "c0ffee",
+    ]);
+    let outcome = if merged_ok {
+        vec!["--outcome", "merged", "--ci", "external"]
+    } else {
+        vec!["--outcome", "reverted"]
+    };
     let mut args = vec!["harvest", "outcome", "--repo", "acme/app", "--pr", &pr_s];
     args.extend(outcome);
     home.json(&args);
@@ -103,4 +132,3 @@ pub fn events(home: &Home) -> Vec<Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
-

@@ -32,12 +32,18 @@ impl Default for Setup {
 impl Setup {
     /// An embedded home.
     pub fn new() -> Self {
-        Self { home: Home::embedded(), dir: tempfile::tempdir().unwrap() }
+        Self {
+            home: Home::embedded(),
+            dir: tempfile::tempdir().unwrap(),
+        }
     }
 
     /// On `home` (e.g. a Redis one).
     pub fn on(home: Home) -> Self {
-        Self { home, dir: tempfile::tempdir().unwrap() }
+        Self {
+            home,
+            dir: tempfile::tempdir().unwrap(),
+        }
     }
 
     /// A path under the temp dir.
@@ -49,7 +55,11 @@ impl Setup {
     pub fn skill(&self, name: &str, body: &str) -> PathBuf {
         let dir = self.path(&format!("skills/{name}"));
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("SKILL.md"), format!("---\nname: {name}\ndescription: Keep status replies short\n---\n{body}\n")).unwrap();
+        std::fs::write(
+            dir.join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: Keep status replies short\n---\n{body}\n"),
+        )
+        .unwrap();
         dir
     }
 
@@ -83,8 +93,17 @@ impl Setup {
     }
 
     /// [`Setup::forge`] with extra environment variables.
-    pub fn forge_env(&self, brief: &Path, skill: &Path, extra: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
-        let mut args: Vec<String> = ["--json", "eval", "forge", "--brief"].iter().map(|s| s.to_string()).collect();
+    pub fn forge_env(
+        &self,
+        brief: &Path,
+        skill: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> (i32, Value, String) {
+        let mut args: Vec<String> = ["--json", "eval", "forge", "--brief"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         if !extra.contains(&"--runtime") {
             args.splice(3..3, ["--runtime".to_owned(), "scripted".to_owned()]);
         }
@@ -98,7 +117,13 @@ impl Setup {
         args.push("--install-root".into());
         args.push(self.path("agents-skills").display().to_string());
         args.extend(extra.iter().map(|s| s.to_string()));
-        let out = self.home.cmd().envs(env.iter().copied()).args(&args).output().unwrap();
+        let out = self
+            .home
+            .cmd()
+            .envs(env.iter().copied())
+            .args(&args)
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         let value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
         (out.status.code().unwrap_or(-1), value, stderr)
@@ -111,7 +136,9 @@ impl Setup {
 
     /// Sample `n`'s verdict, if written.
     pub fn verdict(&self, id: &str, n: u32) -> Option<Value> {
-        std::fs::read_to_string(self.run_dir(id).join(format!("s{n}/verdict.json"))).ok().map(|t| serde_json::from_str(&t).unwrap())
+        std::fs::read_to_string(self.run_dir(id).join(format!("s{n}/verdict.json")))
+            .ok()
+            .map(|t| serde_json::from_str(&t).unwrap())
     }
 
     /// The ledger's rows.
@@ -131,6 +158,10 @@ pub const GOOD_SKILL: &str = "scripted: reply SHORT: shipped 1.2, fixed login";
 
 /// Each sample's invalid code, in order.
 pub fn codes(report: &Value) -> Vec<Option<String>> {
-    report["samples"].as_array().unwrap().iter().map(|s| s["invalid_code"].as_str().map(str::to_owned)).collect()
+    report["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["invalid_code"].as_str().map(str::to_owned))
+        .collect()
 }
-

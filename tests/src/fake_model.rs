@@ -63,7 +63,12 @@ pub struct Seen {
 impl Seen {
     /// Everything the model was shown as one string: system, tool definitions, messages.
     pub fn everything(&self) -> String {
-        format!("{}\n{}\n{}", self.system, serde_json::to_string(&self.tool_defs).unwrap_or_default(), self.messages)
+        format!(
+            "{}\n{}\n{}",
+            self.system,
+            serde_json::to_string(&self.tool_defs).unwrap_or_default(),
+            self.messages
+        )
     }
 
     /// Whether `text` appears anywhere the model was shown.
@@ -146,21 +151,34 @@ impl FakeModel {
         let inner = Arc::new(Inner {
             log: Mutex::new(Vec::new()),
             responder: Mutex::new(Arc::new(|_: &Seen| Reply::Text("done".into()))),
-            tokens: Mutex::new(Tokens { input: 1200, output: 80 }),
+            tokens: Mutex::new(Tokens {
+                input: 1200,
+                output: 80,
+            }),
             other: Mutex::new(Vec::new()),
         });
         let app = Router::new().fallback(handle).with_state(inner.clone());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
             runtime.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-                let _ = axum::serve(listener, app).with_graceful_shutdown(async move {
-                    let _ = stopped.await;
-                }).await;
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(async move {
+                        let _ = stopped.await;
+                    })
+                    .await;
             });
         });
-        FakeModel { url, inner, stop: Some(stop) }
+        FakeModel {
+            url,
+            inner,
+            stop: Some(stop),
+        }
     }
 
     /// Answers every request with `responder`.
@@ -215,13 +233,21 @@ impl FakeModel {
     }
 }
 
-async fn handle(State(inner): State<Arc<Inner>>, method: Method, uri: Uri, _headers: HeaderMap, body: axum::body::Bytes) -> Response {
+async fn handle(
+    State(inner): State<Arc<Inner>>,
+    method: Method,
+    uri: Uri,
+    _headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
     let path = uri.path().to_owned();
     let api = match (method.as_str(), path.as_str()) {
         ("POST", "/v1/messages") => Api::Messages,
         ("POST", "/v1/responses") => Api::Responses,
         ("POST", "/v1/chat/completions") => Api::Chat,
-        ("POST", "/v1/messages/count_tokens") => return axum::Json(json!({"input_tokens": 1000})).into_response(),
+        ("POST", "/v1/messages/count_tokens") => {
+            return axum::Json(json!({"input_tokens": 1000})).into_response();
+        }
         ("GET", "/v1/models") => {
             return axum::Json(json!({"object": "list", "data": [
                 {"type": "model", "id": "claude-sonnet-4-5", "display_name": "Claude Sonnet 4.5", "created_at": "2025-09-29T00:00:00Z", "object": "model", "owned_by": "fake"},
@@ -240,7 +266,11 @@ async fn handle(State(inner): State<Arc<Inner>>, method: Method, uri: Uri, _head
     let responder = inner.responder.lock().unwrap().clone();
     let reply = responder(&seen);
     let tokens = *inner.tokens.lock().unwrap();
-    let stream = seen.body.get("stream").and_then(Value::as_bool).unwrap_or(api != Api::Messages);
+    let stream = seen
+        .body
+        .get("stream")
+        .and_then(Value::as_bool)
+        .unwrap_or(api != Api::Messages);
     inner.log.lock().unwrap().push(seen.clone());
     let reply = match reply {
         Reply::Stall(wait, text) => {
@@ -269,7 +299,11 @@ fn content_text(content: &Value) -> String {
             .map(|b| match b.get("type").and_then(Value::as_str) {
                 Some("tool_result") => content_text(b.get("content").unwrap_or(&Value::Null)),
                 Some("tool_use") => b.get("input").map(Value::to_string).unwrap_or_default(),
-                _ => b.get("text").and_then(Value::as_str).map(str::to_owned).unwrap_or_default(),
+                _ => b
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .unwrap_or_default(),
             })
             .collect::<Vec<_>>()
             .join("\n"),
@@ -278,11 +312,24 @@ fn content_text(content: &Value) -> String {
 }
 
 fn read_request(api: Api, body: Value) -> Seen {
-    let model = body.get("model").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let tool_defs: Vec<Value> = body.get("tools").and_then(Value::as_array).cloned().unwrap_or_default();
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let tool_defs: Vec<Value> = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let tools = tool_defs
         .iter()
-        .filter_map(|t| t.get("name").or_else(|| t.pointer("/function/name")).and_then(Value::as_str).map(str::to_owned))
+        .filter_map(|t| {
+            t.get("name")
+                .or_else(|| t.pointer("/function/name"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
         .collect();
     let mut system = String::new();
     let mut texts = Vec::new();
@@ -291,10 +338,18 @@ fn read_request(api: Api, body: Value) -> Seen {
     match api {
         Api::Messages => {
             system = content_text(body.get("system").unwrap_or(&Value::Null));
-            for m in body.get("messages").and_then(Value::as_array).into_iter().flatten() {
+            for m in body
+                .get("messages")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 let content = m.get("content").unwrap_or(&Value::Null);
                 if let Some(blocks) = content.as_array() {
-                    n_tool_results += blocks.iter().filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result")).count();
+                    n_tool_results += blocks
+                        .iter()
+                        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+                        .count();
                 }
                 let text = content_text(content);
                 if m.get("role").and_then(Value::as_str) == Some("user") && first_user.is_none() {
@@ -304,19 +359,38 @@ fn read_request(api: Api, body: Value) -> Seen {
             }
         }
         Api::Responses => {
-            system = body.get("instructions").and_then(Value::as_str).unwrap_or_default().to_owned();
-            for item in body.get("input").and_then(Value::as_array).into_iter().flatten() {
+            system = body
+                .get("instructions")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            for item in body
+                .get("input")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 match item.get("type").and_then(Value::as_str) {
                     Some("function_call_output" | "custom_tool_call_output") => {
                         n_tool_results += 1;
-                        texts.push(item.get("output").map(|o| o.as_str().map_or_else(|| o.to_string(), str::to_owned)).unwrap_or_default());
+                        texts.push(
+                            item.get("output")
+                                .map(|o| o.as_str().map_or_else(|| o.to_string(), str::to_owned))
+                                .unwrap_or_default(),
+                        );
                     }
                     Some("function_call" | "custom_tool_call") => texts.push(item.to_string()),
                     _ => {
                         let text = item
                             .get("content")
                             .and_then(Value::as_array)
-                            .map(|parts| parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n"))
+                            .map(|parts| {
+                                parts
+                                    .iter()
+                                    .filter_map(|p| p.get("text").and_then(Value::as_str))
+                                    .collect::<Vec<_>>()
+                                    .join("\n")
+                            })
                             .unwrap_or_default();
                         let role = item.get("role").and_then(Value::as_str);
                         if role == Some("developer") || role == Some("system") {
@@ -338,7 +412,12 @@ fn read_request(api: Api, body: Value) -> Seen {
             }
         }
         Api::Chat => {
-            for m in body.get("messages").and_then(Value::as_array).into_iter().flatten() {
+            for m in body
+                .get("messages")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 let text = content_text(m.get("content").unwrap_or(&Value::Null));
                 match m.get("role").and_then(Value::as_str) {
                     Some("system") => {
@@ -362,7 +441,17 @@ fn read_request(api: Api, body: Value) -> Seen {
             }
         }
     }
-    Seen { api, model, system, messages: texts.join("\n"), first_user: first_user.unwrap_or_default(), tools, tool_defs, n_tool_results, body }
+    Seen {
+        api,
+        model,
+        system,
+        messages: texts.join("\n"),
+        first_user: first_user.unwrap_or_default(),
+        tools,
+        tool_defs,
+        n_tool_results,
+        body,
+    }
 }
 
 /// `(tool name, arguments)` of a tool-call reply, in the shape the API's CLI expects.
@@ -375,21 +464,44 @@ fn tool_call(api: Api, seen: &Seen, reply: &Reply) -> Option<(String, Value)> {
         } else if has("exec_command") {
             ("exec_command".to_owned(), json!({"cmd": command}))
         } else {
-            ("shell".to_owned(), json!({"command": ["bash", "-lc", command]}))
+            (
+                "shell".to_owned(),
+                json!({"command": ["bash", "-lc", command]}),
+            )
         }
     };
-    let heredoc = |path: &str, content: &str| format!("mkdir -p \"$(dirname '{path}')\" && cat > '{path}' <<'SKILLFORGE_EOF'\n{content}\nSKILLFORGE_EOF");
+    let heredoc = |path: &str, content: &str| {
+        format!(
+            "mkdir -p \"$(dirname '{path}')\" && cat > '{path}' <<'SKILLFORGE_EOF'\n{content}\nSKILLFORGE_EOF"
+        )
+    };
     match (api, reply) {
         (_, Reply::Text(_) | Reply::Error(..) | Reply::Stall(..)) => None,
-        (Api::Messages, Reply::Write { path, content }) => Some(("Write".into(), json!({"file_path": path, "content": content}))),
-        (Api::Messages, Reply::Shell(command)) => Some(("Bash".into(), json!({"command": command, "description": "run a command"}))),
+        (Api::Messages, Reply::Write { path, content }) => Some((
+            "Write".into(),
+            json!({"file_path": path, "content": content}),
+        )),
+        (Api::Messages, Reply::Shell(command)) => Some((
+            "Bash".into(),
+            json!({"command": command, "description": "run a command"}),
+        )),
         (Api::Messages, Reply::Skill(name)) => Some(("Skill".into(), json!({"skill": name}))),
-        (Api::Chat, Reply::Write { path, content }) => Some(("write".into(), json!({"filePath": path, "content": content}))),
-        (Api::Chat, Reply::Shell(command)) => Some(("bash".into(), json!({"command": command, "description": "run a command"}))),
+        (Api::Chat, Reply::Write { path, content }) => Some((
+            "write".into(),
+            json!({"filePath": path, "content": content}),
+        )),
+        (Api::Chat, Reply::Shell(command)) => Some((
+            "bash".into(),
+            json!({"command": command, "description": "run a command"}),
+        )),
         (Api::Chat, Reply::Skill(name)) => Some(("skill".into(), json!({"name": name}))),
-        (Api::Responses, Reply::Write { path, content }) => Some(codex_shell(heredoc(path, content))),
+        (Api::Responses, Reply::Write { path, content }) => {
+            Some(codex_shell(heredoc(path, content)))
+        }
         (Api::Responses, Reply::Shell(command)) => Some(codex_shell(command.clone())),
-        (Api::Responses, Reply::Skill(name)) => Some(codex_shell(format!("cat .agents/skills/{name}/SKILL.md"))),
+        (Api::Responses, Reply::Skill(name)) => {
+            Some(codex_shell(format!("cat .agents/skills/{name}/SKILL.md")))
+        }
     }
 }
 
@@ -421,8 +533,12 @@ fn error_response(api: Api, status: u16, message: &str) -> Response {
     let mut response = (code, axum::Json(body)).into_response();
     if status == 429 || status >= 500 {
         // OpenCode honours `retry-after-ms` (it retries 429 and 5xx five times, ~70 s otherwise).
-        response.headers_mut().insert("retry-after", "0".parse().expect("header"));
-        response.headers_mut().insert("retry-after-ms", "50".parse().expect("header"));
+        response
+            .headers_mut()
+            .insert("retry-after", "0".parse().expect("header"));
+        response
+            .headers_mut()
+            .insert("retry-after-ms", "50".parse().expect("header"));
     }
     response
 }
@@ -448,15 +564,31 @@ fn sse(events: Vec<(Option<&str>, Value)>, done: bool) -> Response {
 
 fn next_id(prefix: &str) -> String {
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    format!("{prefix}_{:024}", N.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    format!(
+        "{prefix}_{:024}",
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
 }
 
-fn messages_reply(seen: &Seen, reply: &Reply, call: Option<(String, Value)>, tokens: Tokens, stream: bool) -> Response {
+fn messages_reply(
+    seen: &Seen,
+    reply: &Reply,
+    call: Option<(String, Value)>,
+    tokens: Tokens,
+    stream: bool,
+) -> Response {
     let id = next_id("msg");
-    let model = if seen.model.is_empty() { "claude-sonnet-4-5".to_owned() } else { seen.model.clone() };
+    let model = if seen.model.is_empty() {
+        "claude-sonnet-4-5".to_owned()
+    } else {
+        seen.model.clone()
+    };
     let usage = json!({"input_tokens": tokens.input, "output_tokens": tokens.output, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0});
     let (block, stop) = match (&call, reply) {
-        (Some((name, input)), _) => (json!({"type": "tool_use", "id": next_id("toolu"), "name": name, "input": input}), "tool_use"),
+        (Some((name, input)), _) => (
+            json!({"type": "tool_use", "id": next_id("toolu"), "name": name, "input": input}),
+            "tool_use",
+        ),
         (None, Reply::Text(text)) => (json!({"type": "text", "text": text}), "end_turn"),
         (None, _) => (json!({"type": "text", "text": ""}), "end_turn"),
     };
@@ -464,33 +596,63 @@ fn messages_reply(seen: &Seen, reply: &Reply, call: Option<(String, Value)>, tok
         return axum::Json(json!({"id": id, "type": "message", "role": "assistant", "model": model, "content": [block], "stop_reason": stop, "stop_sequence": null, "usage": usage})).into_response();
     }
     let start_block = match block.get("type").and_then(Value::as_str) {
-        Some("tool_use") => json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
+        Some("tool_use") => {
+            json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}})
+        }
         _ => json!({"type": "text", "text": ""}),
     };
     let delta = match block.get("type").and_then(Value::as_str) {
-        Some("tool_use") => json!({"type": "input_json_delta", "partial_json": block["input"].to_string()}),
+        Some("tool_use") => {
+            json!({"type": "input_json_delta", "partial_json": block["input"].to_string()})
+        }
         _ => json!({"type": "text_delta", "text": block["text"]}),
     };
     sse(
         vec![
-            (Some("message_start"), json!({"type": "message_start", "message": {"id": id, "type": "message", "role": "assistant", "model": model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": tokens.input, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}})),
-            (Some("content_block_start"), json!({"type": "content_block_start", "index": 0, "content_block": start_block})),
-            (Some("content_block_delta"), json!({"type": "content_block_delta", "index": 0, "delta": delta})),
-            (Some("content_block_stop"), json!({"type": "content_block_stop", "index": 0})),
-            (Some("message_delta"), json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": tokens.output}})),
+            (
+                Some("message_start"),
+                json!({"type": "message_start", "message": {"id": id, "type": "message", "role": "assistant", "model": model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": tokens.input, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}}),
+            ),
+            (
+                Some("content_block_start"),
+                json!({"type": "content_block_start", "index": 0, "content_block": start_block}),
+            ),
+            (
+                Some("content_block_delta"),
+                json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+            ),
+            (
+                Some("content_block_stop"),
+                json!({"type": "content_block_stop", "index": 0}),
+            ),
+            (
+                Some("message_delta"),
+                json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": tokens.output}}),
+            ),
             (Some("message_stop"), json!({"type": "message_stop"})),
         ],
         false,
     )
 }
 
-fn responses_reply(seen: &Seen, reply: &Reply, call: Option<(String, Value)>, tokens: Tokens) -> Response {
+fn responses_reply(
+    seen: &Seen,
+    reply: &Reply,
+    call: Option<(String, Value)>,
+    tokens: Tokens,
+) -> Response {
     let response_id = next_id("resp");
     let model = seen.model.clone();
     let item = match (&call, reply) {
-        (Some((name, args)), _) => json!({"type": "function_call", "id": next_id("fc"), "call_id": next_id("call"), "name": name, "arguments": args.to_string(), "status": "completed"}),
-        (None, Reply::Text(text)) => json!({"type": "message", "id": next_id("msg"), "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": text, "annotations": []}]}),
-        (None, _) => json!({"type": "message", "id": next_id("msg"), "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "", "annotations": []}]}),
+        (Some((name, args)), _) => {
+            json!({"type": "function_call", "id": next_id("fc"), "call_id": next_id("call"), "name": name, "arguments": args.to_string(), "status": "completed"})
+        }
+        (None, Reply::Text(text)) => {
+            json!({"type": "message", "id": next_id("msg"), "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": text, "annotations": []}]})
+        }
+        (None, _) => {
+            json!({"type": "message", "id": next_id("msg"), "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "", "annotations": []}]})
+        }
     };
     let usage = json!({"input_tokens": tokens.input, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": tokens.output, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": tokens.input + tokens.output});
     let base = json!({"id": response_id, "object": "response", "created_at": 1_767_000_000, "model": model});
@@ -502,22 +664,39 @@ fn responses_reply(seen: &Seen, reply: &Reply, call: Option<(String, Value)>, to
     completed["output"] = json!([item.clone()]);
     completed["usage"] = usage;
     let mut events = vec![
-        (Some("response.created"), json!({"type": "response.created", "sequence_number": 0, "response": created})),
-        (Some("response.output_item.added"), json!({"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": item})),
+        (
+            Some("response.created"),
+            json!({"type": "response.created", "sequence_number": 0, "response": created}),
+        ),
+        (
+            Some("response.output_item.added"),
+            json!({"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": item}),
+        ),
     ];
     if let (None, Reply::Text(text)) = (&call, reply) {
         events.push((Some("response.output_text.delta"), json!({"type": "response.output_text.delta", "sequence_number": 2, "item_id": item["id"], "output_index": 0, "content_index": 0, "delta": text})));
     }
     events.push((Some("response.output_item.done"), json!({"type": "response.output_item.done", "sequence_number": 3, "output_index": 0, "item": item})));
-    events.push((Some("response.completed"), json!({"type": "response.completed", "sequence_number": 4, "response": completed})));
+    events.push((
+        Some("response.completed"),
+        json!({"type": "response.completed", "sequence_number": 4, "response": completed}),
+    ));
     sse(events, false)
 }
 
-fn chat_reply(seen: &Seen, reply: &Reply, call: Option<(String, Value)>, tokens: Tokens) -> Response {
+fn chat_reply(
+    seen: &Seen,
+    reply: &Reply,
+    call: Option<(String, Value)>,
+    tokens: Tokens,
+) -> Response {
     let id = next_id("chatcmpl");
     let model = seen.model.clone();
     let chunk = |delta: Value, finish: Value| json!({"id": id, "object": "chat.completion.chunk", "created": 1_767_000_000, "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-    let mut events = vec![(None, chunk(json!({"role": "assistant", "content": ""}), Value::Null))];
+    let mut events = vec![(
+        None,
+        chunk(json!({"role": "assistant", "content": ""}), Value::Null),
+    )];
     let finish = match (&call, reply) {
         (Some((name, args)), _) => {
             events.push((None, chunk(json!({"tool_calls": [{"index": 0, "id": next_id("call"), "type": "function", "function": {"name": name, "arguments": args.to_string()}}]}), Value::Null)));

@@ -25,26 +25,48 @@ pub fn spawn_isolated_worker(home: &Home, name: &str, extra: &[&str]) -> Child {
 ///
 /// # Panics
 /// As [`spawn_isolated_worker`].
-pub fn spawn_isolated_worker_env(home: &Home, name: &str, extra: &[&str], envs: &[(&str, &str)]) -> Child {
-    let queue = home.queue.as_deref().expect("an isolated worker needs a Redis home");
-    let log = std::fs::File::create(home.path().join(format!("worker-{name}-isolated.log"))).expect("log file");
+pub fn spawn_isolated_worker_env(
+    home: &Home,
+    name: &str,
+    extra: &[&str],
+    envs: &[(&str, &str)],
+) -> Child {
+    let queue = home
+        .queue
+        .as_deref()
+        .expect("an isolated worker needs a Redis home");
+    let log = std::fs::File::create(home.path().join(format!("worker-{name}-isolated.log")))
+        .expect("log file");
     let mut cmd = Command::new("unshare");
     // `/proc/self` belongs to this process's effective user.
-    let root = std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0);
+    let root =
+        std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0);
     if !root {
         cmd.arg("--map-root-user");
     }
-    cmd.args(["--mount", "--propagation", "private", "sh", "-c", "mount -t tmpfs tmpfs \"$1\" && shift && exec \"$@\"", "sh"])
-        .arg(home.path())
-        .arg(bin())
-        .arg("--home")
-        .arg(home.path())
-        .args(["--queue", queue, "worker", "--name", name])
-        .args(extra)
-        .env("SKILLFORGE_LOG", std::env::var("SKILLFORGE_LOG").unwrap_or_else(|_| "info".into()))
-        .envs(envs.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log);
-    cmd.spawn().expect("spawn an isolated worker (is util-linux's unshare installed?)")
+    cmd.args([
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        "mount -t tmpfs tmpfs \"$1\" && shift && exec \"$@\"",
+        "sh",
+    ])
+    .arg(home.path())
+    .arg(bin())
+    .arg("--home")
+    .arg(home.path())
+    .args(["--queue", queue, "worker", "--name", name])
+    .args(extra)
+    .env(
+        "SKILLFORGE_LOG",
+        std::env::var("SKILLFORGE_LOG").unwrap_or_else(|_| "info".into()),
+    )
+    .envs(envs.iter().copied())
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(log);
+    cmd.spawn()
+        .expect("spawn an isolated worker (is util-linux's unshare installed?)")
 }

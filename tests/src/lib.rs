@@ -7,6 +7,7 @@
 //! on a free loopback port, and real child processes.
 
 pub mod agent_user;
+pub mod browser;
 pub mod decide;
 pub mod eval;
 pub mod fake_github;
@@ -58,7 +59,12 @@ pub fn run_code(home: &Home, args: &[&str], code: i32) -> (String, String) {
     let out = home.run(args);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(code), "skillforge {args:?}\nstdout:\n{stdout}\nstderr:\n{stderr}\n{}", home.logs());
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "skillforge {args:?}\nstdout:\n{stdout}\nstderr:\n{stderr}\n{}",
+        home.logs()
+    );
     (stdout, stderr)
 }
 
@@ -73,9 +79,16 @@ pub fn ok(home: &Home, args: &[&str]) -> String {
 /// # Panics
 /// When `text` has no `id:` line or the command fails.
 pub fn add_template(home: &Home, text: &str, repo: &str) -> PathBuf {
-    let id = text.lines().find_map(|l| l.strip_prefix("id: ")).expect("template frontmatter has an `id:` line");
+    let id = text
+        .lines()
+        .find_map(|l| l.strip_prefix("id: "))
+        .expect("template frontmatter has an `id:` line");
     let file = write(&home.path().join("in").join(format!("{id}.md")), text);
-    run_code(home, &["template", "add", path_arg(&file), "--repo", repo], 0);
+    run_code(
+        home,
+        &["template", "add", path_arg(&file), "--repo", repo],
+        0,
+    );
     file
 }
 
@@ -90,10 +103,17 @@ pub fn bin() -> PathBuf {
     let exe = std::env::current_exe().expect("current test executable");
     // target/debug/deps/<test> → target/debug/skillforge; a binary of this crate
     // (target/debug/skillforge-soak) has it beside itself.
-    let beside = exe.parent().map(|d| d.join("skillforge")).filter(|p| p.exists());
+    let beside = exe
+        .parent()
+        .map(|d| d.join("skillforge"))
+        .filter(|p| p.exists());
     let dir = exe.parent().and_then(Path::parent).expect("target dir");
     let p = beside.unwrap_or_else(|| dir.join("skillforge"));
-    assert!(p.exists(), "`{}` is missing: run `cargo build -p skillforge` before the end-to-end tests", p.display());
+    assert!(
+        p.exists(),
+        "`{}` is missing: run `cargo build -p skillforge` before the end-to-end tests",
+        p.display()
+    );
     p
 }
 
@@ -104,14 +124,21 @@ pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<
         if let Some(v) = f() {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
 /// A free TCP port on 127.0.0.1 (bound then released).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind loopback").local_addr().expect("local addr").port()
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind loopback")
+        .local_addr()
+        .expect("local addr")
+        .port()
 }
 
 /// A real `redis-server` on a free loopback port in a temp dir, shut down on drop.
@@ -154,7 +181,14 @@ impl RedisServer {
     fn launch(&self) {
         let dir = self.dir.path();
         let status = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string(), "--daemonize", "yes"])
+            .args([
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                &self.port.to_string(),
+                "--daemonize",
+                "yes",
+            ])
             .arg("--pidfile")
             .arg(dir.join("redis.pid"))
             .arg("--dir")
@@ -167,14 +201,20 @@ impl RedisServer {
             } else {
                 ["--appendonly", "no", "--appendfsync", "everysec"]
             })
-            .args(self.password.iter().flat_map(|p| ["--requirepass", p.as_str()]))
+            .args(
+                self.password
+                    .iter()
+                    .flat_map(|p| ["--requirepass", p.as_str()]),
+            )
             .args(&self.extra)
             .status()
             .expect("redis-server is installed (the README's test command installs it)");
         assert!(status.success(), "redis-server failed to start");
-        wait_for(Duration::from_secs(10), "redis-server to accept connections", || {
-            self.cli(&["ping"]).filter(|o| o.trim() == "PONG")
-        });
+        wait_for(
+            Duration::from_secs(10),
+            "redis-server to accept connections",
+            || self.cli(&["ping"]).filter(|o| o.trim() == "PONG"),
+        );
     }
 
     /// Runs `redis-cli -p PORT ARGS...`; `None` when it fails.
@@ -185,12 +225,18 @@ impl RedisServer {
             cmd.args(["--no-auth-warning", "-a", password]);
         }
         let out = cmd.args(args).output().ok()?;
-        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     /// The server's pid (from its pid file), `None` while it is not running.
     pub fn pid(&self) -> Option<i32> {
-        std::fs::read_to_string(self.dir.path().join("redis.pid")).ok()?.trim().parse().ok()
+        std::fs::read_to_string(self.dir.path().join("redis.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
     }
 
     /// `redis://127.0.0.1:PORT`.
@@ -201,7 +247,9 @@ impl RedisServer {
     /// Shuts the server down (saving nothing beyond the AOF) and starts it again on the same port and dir.
     pub fn restart(&self) {
         let _ = self.cli(&["shutdown", "nosave"]);
-        wait_for(Duration::from_secs(10), "redis-server to stop", || self.cli(&["ping"]).is_none().then_some(()));
+        wait_for(Duration::from_secs(10), "redis-server to stop", || {
+            self.cli(&["ping"]).is_none().then_some(())
+        });
         self.launch();
     }
 }
@@ -254,7 +302,12 @@ impl Home {
             HomeArg::Absolute => dir.path().to_path_buf(),
             HomeArg::RelativeFlag | HomeArg::RelativeEnv => dir.path().join(RELATIVE_HOME),
         };
-        Self { dir, home, how, queue }
+        Self {
+            dir,
+            home,
+            how,
+            queue,
+        }
     }
 
     /// The home directory (absolute, also for a relative home).
@@ -271,16 +324,22 @@ impl Home {
                 c.arg("--home").arg(self.path());
             }
             HomeArg::RelativeFlag => {
-                c.current_dir(self.dir.path()).env_remove("SKILLFORGE_HOME").args(["--home", RELATIVE_HOME]);
+                c.current_dir(self.dir.path())
+                    .env_remove("SKILLFORGE_HOME")
+                    .args(["--home", RELATIVE_HOME]);
             }
             HomeArg::RelativeEnv => {
-                c.current_dir(self.dir.path()).env("SKILLFORGE_HOME", RELATIVE_HOME);
+                c.current_dir(self.dir.path())
+                    .env("SKILLFORGE_HOME", RELATIVE_HOME);
             }
         }
         if let Some(q) = &self.queue {
             c.arg("--queue").arg(q);
         }
-        c.env("SKILLFORGE_LOG", std::env::var("SKILLFORGE_LOG").unwrap_or_else(|_| "info".into()));
+        c.env(
+            "SKILLFORGE_LOG",
+            std::env::var("SKILLFORGE_LOG").unwrap_or_else(|_| "info".into()),
+        );
         c
     }
 
@@ -291,7 +350,12 @@ impl Home {
 
     /// Runs `skillforge --json ARGS`, asserts exit 0 and parses stdout.
     pub fn json(&self, args: &[&str]) -> Value {
-        let out = self.cmd().arg("--json").args(args).output().expect("run skillforge");
+        let out = self
+            .cmd()
+            .arg("--json")
+            .args(args)
+            .output()
+            .expect("run skillforge");
         assert!(
             out.status.success(),
             "skillforge {args:?} failed: {}\nstderr:\n{}",
@@ -299,7 +363,10 @@ impl Home {
             String::from_utf8_lossy(&out.stderr)
         );
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!("skillforge {args:?}: stdout is not JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout))
+            panic!(
+                "skillforge {args:?}: stdout is not JSON ({e}):\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            )
         })
     }
 
@@ -318,7 +385,13 @@ impl Home {
     }
 
     /// Polls `jobs show` until `pred` holds, or panics after `timeout` with the last job and every log.
-    pub fn wait_job(&self, id: &str, timeout: Duration, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    pub fn wait_job(
+        &self,
+        id: &str,
+        timeout: Duration,
+        what: &str,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
         let deadline = Instant::now() + timeout;
         loop {
             let job = self.job(id);
@@ -326,7 +399,10 @@ impl Home {
                 return job;
             }
             if Instant::now() >= deadline {
-                panic!("timed out after {timeout:?} waiting for {what}; last seen:\n{job:#}\n{}", self.logs());
+                panic!(
+                    "timed out after {timeout:?} waiting for {what}; last seen:\n{job:#}\n{}",
+                    self.logs()
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -340,7 +416,10 @@ impl Home {
                 return v;
             }
             if Instant::now() >= deadline {
-                panic!("timed out after {timeout:?} waiting for {what}\n{}", self.logs());
+                panic!(
+                    "timed out after {timeout:?} waiting for {what}\n{}",
+                    self.logs()
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -364,26 +443,34 @@ impl Home {
             signal(child, nix::sys::signal::Signal::SIGSTOP);
             return;
         }
-        wait_for(Duration::from_secs(60), "a SIGSTOP outside the queue's write transactions", || {
-            signal(child, nix::sys::signal::Signal::SIGSTOP);
-            let free = Command::new("sqlite3")
-                .arg(&queue)
-                .arg("BEGIN IMMEDIATE; ROLLBACK;")
-                .stdin(Stdio::null())
-                .output()
-                .expect("run sqlite3 (scripts/test installs it)")
-                .status
-                .success();
-            if !free {
-                signal(child, nix::sys::signal::Signal::SIGCONT);
-            }
-            free.then_some(())
-        });
+        wait_for(
+            Duration::from_secs(60),
+            "a SIGSTOP outside the queue's write transactions",
+            || {
+                signal(child, nix::sys::signal::Signal::SIGSTOP);
+                let free = Command::new("sqlite3")
+                    .arg(&queue)
+                    .arg("BEGIN IMMEDIATE; ROLLBACK;")
+                    .stdin(Stdio::null())
+                    .output()
+                    .expect("run sqlite3 (scripts/test installs it)")
+                    .status
+                    .success();
+                if !free {
+                    signal(child, nix::sys::signal::Signal::SIGCONT);
+                }
+                free.then_some(())
+            },
+        );
     }
 
     /// Starts `skillforge worker --name NAME EXTRA...` in the background, its log in the home dir.
     pub fn spawn_worker(&self, name: &str, extra: &[&str]) -> Child {
-        self.spawn(&["worker", "--name", name], extra, &format!("worker-{name}"))
+        self.spawn(
+            &["worker", "--name", name],
+            extra,
+            &format!("worker-{name}"),
+        )
     }
 
     /// Starts `skillforge serve` in the background.
@@ -393,8 +480,11 @@ impl Home {
 
     fn spawn(&self, base: &[&str], extra: &[&str], log: &str) -> Child {
         std::fs::create_dir_all(self.path()).expect("create home");
-        let n = std::fs::read_dir(self.path()).map(|d| d.count()).unwrap_or(0);
-        let log = std::fs::File::create(self.path().join(format!("{log}-{n}.log"))).expect("log file");
+        let n = std::fs::read_dir(self.path())
+            .map(|d| d.count())
+            .unwrap_or(0);
+        let log =
+            std::fs::File::create(self.path().join(format!("{log}-{n}.log"))).expect("log file");
         self.cmd()
             .args(base)
             .args(extra)
@@ -409,10 +499,18 @@ impl Home {
     pub fn logs(&self) -> String {
         let mut out = String::new();
         if let Ok(dir) = std::fs::read_dir(self.path()) {
-            let mut paths: Vec<_> = dir.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "log")).collect();
+            let mut paths: Vec<_> = dir
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "log"))
+                .collect();
             paths.sort();
             for p in paths {
-                out.push_str(&format!("==> {} <==\n{}\n", p.display(), std::fs::read_to_string(&p).unwrap_or_default()));
+                out.push_str(&format!(
+                    "==> {} <==\n{}\n",
+                    p.display(),
+                    std::fs::read_to_string(&p).unwrap_or_default()
+                ));
             }
         }
         out
@@ -426,7 +524,9 @@ pub fn signal(child: &Child, signal: nix::sys::signal::Signal) {
 
 /// Waits for a child to exit, up to `timeout`; returns its status or panics.
 pub fn wait_exit(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
-    wait_for(timeout, "process to exit", || child.try_wait().ok().flatten())
+    wait_for(timeout, "process to exit", || {
+        child.try_wait().ok().flatten()
+    })
 }
 
 /// A child process killed (SIGKILL) and reaped on drop, so no test leaves workers behind.
@@ -451,7 +551,11 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         .env("GIT_COMMITTER_EMAIL", "tests@skillforge.invalid")
         .output()
         .expect("run git");
-    assert!(out.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
@@ -467,7 +571,9 @@ pub fn two_commit_repo() -> (TempDir, String, String) {
     git(p, &["commit", "-q", "-m", "base"]);
     let base = git(p, &["rev-parse", "HEAD"]);
     std::fs::create_dir_all(p.join("src")).unwrap();
-    let body: String = (0..12).map(|i| format!("pub fn f{i}() -> u32 {{ {i} }}\n")).collect();
+    let body: String = (0..12)
+        .map(|i| format!("pub fn f{i}() -> u32 {{ {i} }}\n"))
+        .collect();
     std::fs::write(p.join("src/lib.rs"), body).unwrap();
     std::fs::write(p.join("README.md"), "# demo\n\nsecond line\n").unwrap();
     git(p, &["add", "-A"]);
@@ -478,13 +584,26 @@ pub fn two_commit_repo() -> (TempDir, String, String) {
 
 /// Runs `skillforge --json verify --repo REPO EXTRA… -- COMMANDS…` in `home`: (exit code, the JSON
 /// report on stdout, stderr). Panics when stdout is not JSON.
-pub fn verify(home: &Home, extra: &[&str], repo: &Path, commands: &[&str]) -> (Option<i32>, serde_json::Value, String) {
+pub fn verify(
+    home: &Home,
+    extra: &[&str],
+    repo: &Path,
+    commands: &[&str],
+) -> (Option<i32>, serde_json::Value, String) {
     let mut cmd = home.cmd();
-    cmd.args(["--json", "verify", "--repo"]).arg(repo).args(extra).arg("--").args(commands);
+    cmd.args(["--json", "verify", "--repo"])
+        .arg(repo)
+        .args(extra)
+        .arg("--")
+        .args(commands);
     let out = cmd.output().expect("run verify");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let json = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("verify stdout is not JSON ({e}): {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "verify stdout is not JSON ({e}): {}\n{stderr}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
     (out.status.code(), json, stderr)
 }
 
@@ -495,11 +614,17 @@ pub fn verify(home: &Home, extra: &[&str], repo: &Path, commands: &[&str]) -> (O
 /// In CI (`CI` or `SKILLFORGE_REQUIRE_CONTAINERS` set) without an engine or the image.
 pub fn debian_base() -> Option<String> {
     let host = std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty());
-    let base = std::env::var("SKILLFORGE_TEST_DEBIAN_IMAGE").ok().filter(|i| !i.is_empty());
+    let base = std::env::var("SKILLFORGE_TEST_DEBIAN_IMAGE")
+        .ok()
+        .filter(|i| !i.is_empty());
     match (host, base) {
         (Some(_), Some(base)) => Some(base),
-        _ if std::env::var_os("CI").is_some() || std::env::var_os("SKILLFORGE_REQUIRE_CONTAINERS").is_some() => {
-            panic!("image tests must run here but DOCKER_HOST / SKILLFORGE_TEST_DEBIAN_IMAGE are unset: run scripts/test")
+        _ if std::env::var_os("CI").is_some()
+            || std::env::var_os("SKILLFORGE_REQUIRE_CONTAINERS").is_some() =>
+        {
+            panic!(
+                "image tests must run here but DOCKER_HOST / SKILLFORGE_TEST_DEBIAN_IMAGE are unset: run scripts/test"
+            )
         }
         _ => {
             eprintln!(

@@ -22,7 +22,12 @@ pub fn sign(secret: &str, body: &str) -> String {
         .stdout(Stdio::piped())
         .spawn()
         .expect("openssl is installed");
-    child.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     format!("sha256={}", text.trim().rsplit(' ').next().unwrap())
@@ -34,7 +39,9 @@ pub fn sign(secret: &str, body: &str) -> String {
 /// When nothing listens on `port` or the answer is not HTTP.
 pub fn post(port: u16, event: &str, body: &str, signature: Option<&str>) -> (u16, Value) {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let sig = signature.map(|s| format!("X-Hub-Signature-256: {s}\r\n")).unwrap_or_default();
+    let sig = signature
+        .map(|s| format!("X-Hub-Signature-256: {s}\r\n"))
+        .unwrap_or_default();
     let request = format!(
         "POST /events HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-GitHub-Event: {event}\r\n{sig}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
@@ -52,10 +59,18 @@ pub fn post(port: u16, event: &str, body: &str, signature: Option<&str>) -> (u16
 ///
 /// # Panics
 /// When the process cannot start.
-pub fn spawn_serve(home: &Home, port: u16, secret: Option<&str>, extra_env: &[(&str, &str)]) -> Child {
+pub fn spawn_serve(
+    home: &Home,
+    port: u16,
+    secret: Option<&str>,
+    extra_env: &[(&str, &str)],
+) -> Child {
     let log = std::fs::File::create(home.path().join(format!("serve-{port}.log"))).unwrap();
     let mut cmd = home.cmd();
-    cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}")]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
+    cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
     cmd.env_remove("SKILLFORGE_WEBHOOK_SECRET");
     if let Some(s) = secret {
         cmd.env("SKILLFORGE_WEBHOOK_SECRET", s);
@@ -68,5 +83,7 @@ pub fn spawn_serve(home: &Home, port: u16, secret: Option<&str>, extra_env: &[(&
 
 /// Waits (polling, 30 s deadline) until something accepts connections on `port`.
 pub fn wait_listening(home: &Home, port: u16) {
-    home.wait(Duration::from_secs(30), "serve to listen", || TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ()));
+    home.wait(Duration::from_secs(30), "serve to listen", || {
+        TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
+    });
 }

@@ -27,11 +27,17 @@ fn spawn_serve(home: &Home, port: u16) -> Child {
 fn spawn_serve_every(home: &Home, port: u16, every_ms: &str) -> Child {
     let log = std::fs::File::create(home.path().join("serve.log")).unwrap();
     let mut cmd = home.cmd();
-    cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--decide-every-ms", every_ms])
-        .env("SKILLFORGE_WEBHOOK_SECRET", SECRET)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log);
+    cmd.args([
+        "serve",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--decide-every-ms",
+        every_ms,
+    ])
+    .env("SKILLFORGE_WEBHOOK_SECRET", SECRET)
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(log);
     cmd.spawn().unwrap()
 }
 
@@ -47,10 +53,14 @@ fn decisions(home: &Home, version: &str) -> Vec<String> {
 
 /// Waits (polling, 30 s deadline) until `serve` has decided `version` `n` times; returns the lines.
 fn wait_decisions(home: &Home, version: &str, n: usize) -> Vec<String> {
-    home.wait(Duration::from_secs(30), &format!("{n} guardrail decision(s) of {version} by serve"), || {
-        let lines = decisions(home, version);
-        (lines.len() >= n).then_some(lines)
-    })
+    home.wait(
+        Duration::from_secs(30),
+        &format!("{n} guardrail decision(s) of {version} by serve"),
+        || {
+            let lines = decisions(home, version);
+            (lines.len() >= n).then_some(lines)
+        },
+    )
 }
 
 // S-51, S-52, S-56, S-60 (issue 37 item 7)
@@ -75,35 +85,107 @@ fn serve_closes_the_loop(home: &Home) {
          auto_promote_canary = true\nauto_promote_canary_sample = 0.25\n[events]\njsonl = \"events.jsonl\"\n",
     );
     import(home, "Plan in steps.\n", 0.8);
-    assert_eq!(sql(home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending", "S-51");
+    assert_eq!(
+        sql(
+            home,
+            "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"
+        ),
+        "pending",
+        "S-51"
+    );
     let port = free_port();
     let _serve = Reaped(spawn_serve(home, port));
     wait_listening(home, port);
     // First sight: decided once, on no samples (S-56), and left pending.
     let first = wait_decisions(home, "planner@v2", 1);
-    assert!(first[0].contains("no auto-trace feedback samples"), "{first:?}");
+    assert!(
+        first[0].contains("no auto-trace feedback samples"),
+        "{first:?}"
+    );
     // An outcome harvested by another process is new evidence: one more decision, still short.
     harvest_outcome(home, 1, "planner@v2", true);
     let second = wait_decisions(home, "planner@v2", 2);
-    assert!(second[1].contains("1 auto-trace samples < auto_promote_min_samples 2"), "{second:?}");
-    assert_eq!(sql(home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending");
+    assert!(
+        second[1].contains("1 auto-trace samples < auto_promote_min_samples 2"),
+        "{second:?}"
+    );
+    assert_eq!(
+        sql(
+            home,
+            "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"
+        ),
+        "pending"
+    );
     // A signed CI webhook to serve's own endpoint: the floor is reached and the canary starts.
-    home.json(&["harvest", "attribute", "--repo", "acme/app", "--pr", "2", "--template", "planner@v2", "--resolved-commit", "c0ffee"]);
-    let body = json!({"repo": "acme/app", "pr": 2, "outcome": "merged", "ci": "external"}).to_string();
-    let (code, reply) = post(port, "skillforge_outcome", &body, Some(&sign(SECRET, &body)));
-    assert_eq!((code, reply["rows"].as_array().map(Vec::len)), (200, Some(1)), "{reply}");
-    home.wait(Duration::from_secs(30), "planner@v2 to become the canary", || {
-        (sql(home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'") == "canary").then_some(())
-    });
-    assert_eq!(sql(home, "SELECT canary_sample FROM agent_template_versions WHERE id = 'planner@v2'"), "0.25", "S-60");
-    assert_eq!(sql(home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v1'"), "current", "the champion stays current");
+    home.json(&[
+        "harvest",
+        "attribute",
+        "--repo",
+        "acme/app",
+        "--pr",
+        "2",
+        "--template",
+        "planner@v2",
+        "--resolved-commit",
+        "c0ffee",
+    ]);
+    let body =
+        json!({"repo": "acme/app", "pr": 2, "outcome": "merged", "ci": "external"}).to_string();
+    let (code, reply) = post(
+        port,
+        "skillforge_outcome",
+        &body,
+        Some(&sign(SECRET, &body)),
+    );
+    assert_eq!(
+        (code, reply["rows"].as_array().map(Vec::len)),
+        (200, Some(1)),
+        "{reply}"
+    );
+    home.wait(
+        Duration::from_secs(30),
+        "planner@v2 to become the canary",
+        || {
+            (sql(
+                home,
+                "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'",
+            ) == "canary")
+                .then_some(())
+        },
+    );
+    assert_eq!(
+        sql(
+            home,
+            "SELECT canary_sample FROM agent_template_versions WHERE id = 'planner@v2'"
+        ),
+        "0.25",
+        "S-60"
+    );
+    assert_eq!(
+        sql(
+            home,
+            "SELECT state FROM agent_template_versions WHERE id = 'planner@v1'"
+        ),
+        "current",
+        "the champion stays current"
+    );
     // Exactly one decision per new evidence, though serve checked every 50 ms all along.
     wait_decisions(home, "planner@v2", 3);
     let all = decisions(home, "planner@v2");
     assert_eq!(all.len(), 3, "{all:?}");
-    assert!(all[2].contains("guardrails pass: canary at 0.25"), "{all:?}");
-    let names: Vec<String> = events(home).iter().map(|e| e["event"].as_str().unwrap().to_owned()).collect();
-    assert_eq!(names, ["candidate.awaiting_promotion", "candidate.canary_started"], "S-52: every event once");
+    assert!(
+        all[2].contains("guardrails pass: canary at 0.25"),
+        "{all:?}"
+    );
+    let names: Vec<String> = events(home)
+        .iter()
+        .map(|e| e["event"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        names,
+        ["candidate.awaiting_promotion", "candidate.canary_started"],
+        "S-52: every event once"
+    );
 }
 
 // S-60 (issue 37 item 7): a webhook that writes feedback wakes the guardrails at once; the timer
@@ -123,13 +205,36 @@ fn a_webhook_outcome_reruns_the_guardrails_without_waiting_for_the_timer() {
     wait_decisions(&home, "planner@v2", 1);
     for pr in [1, 2] {
         let pr_s = pr.to_string();
-        home.json(&["harvest", "attribute", "--repo", "acme/app", "--pr", &pr_s, "--template", "planner@v2", "--resolved-commit", "c0ffee"]);
-        let body = json!({"repo": "acme/app", "pr": pr, "outcome": "merged", "ci": "external"}).to_string();
-        let (code, reply) = post(port, "skillforge_outcome", &body, Some(&sign(SECRET, &body)));
+        home.json(&[
+            "harvest",
+            "attribute",
+            "--repo",
+            "acme/app",
+            "--pr",
+            &pr_s,
+            "--template",
+            "planner@v2",
+            "--resolved-commit",
+            "c0ffee",
+        ]);
+        let body = json!({"repo": "acme/app", "pr": pr, "outcome": "merged", "ci": "external"})
+            .to_string();
+        let (code, reply) = post(
+            port,
+            "skillforge_outcome",
+            &body,
+            Some(&sign(SECRET, &body)),
+        );
         assert_eq!(code, 200, "{reply}");
         wait_decisions(&home, "planner@v2", 1 + pr);
     }
-    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "canary");
+    assert_eq!(
+        sql(
+            &home,
+            "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"
+        ),
+        "canary"
+    );
 }
 
 // S-60 (issue 37 items 4 and 7): a pass blocked by the template's running canary is decided again
@@ -150,17 +255,44 @@ fn a_pass_blocked_by_a_running_canary_is_decided_again_when_it_ends() {
     let _serve = Reaped(spawn_serve(&home, port));
     wait_listening(&home, port);
     let blocked = wait_decisions(&home, "planner@v3", 1);
-    assert!(blocked[0].contains("planner@v2 is the running canary"), "{blocked:?}");
-    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v3'"), "pending");
-    home.json(&["candidate", "reject", "planner@v2", "--reason", "worse on review"]);
+    assert!(
+        blocked[0].contains("planner@v2 is the running canary"),
+        "{blocked:?}"
+    );
+    assert_eq!(
+        sql(
+            &home,
+            "SELECT state FROM agent_template_versions WHERE id = 'planner@v3'"
+        ),
+        "pending"
+    );
+    home.json(&[
+        "candidate",
+        "reject",
+        "planner@v2",
+        "--reason",
+        "worse on review",
+    ]);
     let again = wait_decisions(&home, "planner@v3", 2);
-    assert!(again[1].contains("guardrails pass: canary at 0.25"), "{again:?}");
-    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v3'"), "canary");
+    assert!(
+        again[1].contains("guardrails pass: canary at 0.25"),
+        "{again:?}"
+    );
+    assert_eq!(
+        sql(
+            &home,
+            "SELECT state FROM agent_template_versions WHERE id = 'planner@v3'"
+        ),
+        "canary"
+    );
 }
 
 /// The events of the sink named `name`, oldest first.
 fn named(home: &Home, name: &str) -> Vec<Value> {
-    events(home).into_iter().filter(|e| e["event"] == name).collect()
+    events(home)
+        .into_iter()
+        .filter(|e| e["event"] == name)
+        .collect()
 }
 
 // S-52 (issue 37 item 11): `candidate.awaiting_promotion` again when the guardrail that blocks the
@@ -179,19 +311,50 @@ fn s52_awaiting_promotion_again_when_the_blocking_guardrail_changes() {
     harvest_outcome(&home, 1, "planner@v2", true);
     home.json(&["candidate", "decide", "planner@v2"]);
     let awaiting = named(&home, "candidate.awaiting_promotion");
-    assert_eq!(awaiting.len(), 1, "one more sample, the same guardrail: nothing new to say: {awaiting:?}");
-    assert_eq!(awaiting[0]["detail"]["guardrail"], "auto_promote_min_samples", "{awaiting:?}");
+    assert_eq!(
+        awaiting.len(),
+        1,
+        "one more sample, the same guardrail: nothing new to say: {awaiting:?}"
+    );
+    assert_eq!(
+        awaiting[0]["detail"]["guardrail"], "auto_promote_min_samples",
+        "{awaiting:?}"
+    );
     harvest_outcome(&home, 2, "planner@v2", false);
     let (out, _) = run_code(&home, &["candidate", "decide", "planner@v2"], 0);
-    assert!(out.contains("score 0.8 < auto_promote_min_score 0.9"), "{out}");
-    assert!(!out.contains("step"), "no step numbers in human output: {out}");
+    assert!(
+        out.contains("score 0.8 < auto_promote_min_score 0.9"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("step"),
+        "no step numbers in human output: {out}"
+    );
     home.json(&["candidate", "decide", "planner@v2"]);
     let awaiting = named(&home, "candidate.awaiting_promotion");
-    assert_eq!(awaiting.len(), 2, "the blocking guardrail moved from the sample floor to the score floor: {awaiting:?}");
+    assert_eq!(
+        awaiting.len(),
+        2,
+        "the blocking guardrail moved from the sample floor to the score floor: {awaiting:?}"
+    );
     let detail = &awaiting[1]["detail"];
     assert_eq!(detail["guardrail"], "auto_promote_min_score", "{detail}");
-    assert_eq!((detail["samples"].as_u64(), detail["real_ci_positives"].as_u64(), detail["score"].as_f64()), (Some(2), Some(1), Some(0.8)), "{detail}");
-    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "pending");
+    assert_eq!(
+        (
+            detail["samples"].as_u64(),
+            detail["real_ci_positives"].as_u64(),
+            detail["score"].as_f64()
+        ),
+        (Some(2), Some(1), Some(0.8)),
+        "{detail}"
+    );
+    assert_eq!(
+        sql(
+            &home,
+            "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"
+        ),
+        "pending"
+    );
 }
 
 // Issue 37 item 11: a decision made by hand is an event too (with `[events]` configured).
@@ -200,18 +363,45 @@ fn promote_and_reject_by_hand_send_their_events() {
     let home = home();
     config(&home, "[events]\njsonl = \"events.jsonl\"\n");
     import(&home, "Plan in steps.\n", 0.8);
-    home.json(&["candidate", "reject", "planner@v2", "--reason", "drops the risk section"]);
+    home.json(&[
+        "candidate",
+        "reject",
+        "planner@v2",
+        "--reason",
+        "drops the risk section",
+    ]);
     import(&home, "Plan in small steps.\n", 0.7);
-    home.json(&["candidate", "promote", "planner@v3", "--reason", "reviewed by the team"]);
+    home.json(&[
+        "candidate",
+        "promote",
+        "planner@v3",
+        "--reason",
+        "reviewed by the team",
+    ]);
     let rejected = named(&home, "candidate.rejected");
     assert_eq!(rejected.len(), 1, "{rejected:?}");
-    assert_eq!((rejected[0]["job_id"].as_str(), rejected[0]["root_id"].as_str()), (Some("planner@v2"), Some("planner")));
+    assert_eq!(
+        (
+            rejected[0]["job_id"].as_str(),
+            rejected[0]["root_id"].as_str()
+        ),
+        (Some("planner@v2"), Some("planner"))
+    );
     assert_eq!(rejected[0]["detail"]["reason"], "drops the risk section");
     let promoted = named(&home, "candidate.promoted");
     assert_eq!(promoted.len(), 1, "{promoted:?}");
-    assert_eq!((promoted[0]["job_id"].as_str(), promoted[0]["detail"]["reason"].as_str()), (Some("planner@v3"), Some("reviewed by the team")));
+    assert_eq!(
+        (
+            promoted[0]["job_id"].as_str(),
+            promoted[0]["detail"]["reason"].as_str()
+        ),
+        (Some("planner@v3"), Some("reviewed by the team"))
+    );
     assert_eq!(promoted[0]["detail"]["score"].as_f64(), Some(0.7));
-    assert!(named(&home, "candidate.auto_promoted").is_empty(), "a person promoted it");
+    assert!(
+        named(&home, "candidate.auto_promoted").is_empty(),
+        "a person promoted it"
+    );
 }
 
 // S-61 (issue 37 item 11): a canary started by hand that graduates on its window is
@@ -220,7 +410,10 @@ fn promote_and_reject_by_hand_send_their_events() {
 #[test]
 fn s61_a_hand_started_canary_graduates_without_an_auto_promoted_event() {
     let home = home();
-    config(&home, "[skillopt]\nauto_trace_enabled = true\n[events]\njsonl = \"events.jsonl\"\n");
+    config(
+        &home,
+        "[skillopt]\nauto_trace_enabled = true\n[events]\njsonl = \"events.jsonl\"\n",
+    );
     import(&home, "Plan in steps.\n", 0.8);
     home.json(&["candidate", "canary", "planner@v2", "--sample", "0.5"]);
     for pr in 1..=10 {
@@ -228,14 +421,43 @@ fn s61_a_hand_started_canary_graduates_without_an_auto_promoted_event() {
         harvest_outcome(&home, 100 + pr, "planner@v1", pr % 2 == 0);
     }
     let checked = home.json(&["candidate", "canary-check"]);
-    assert_eq!((checked[0]["window"]["decision"].as_str(), checked[0]["applied"].as_bool()), (Some("graduate"), Some(true)), "{checked}");
-    assert_eq!(sql(&home, "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"), "current");
-    assert!(named(&home, "candidate.auto_promoted").is_empty(), "a person started this canary: {:?}", events(&home));
+    assert_eq!(
+        (
+            checked[0]["window"]["decision"].as_str(),
+            checked[0]["applied"].as_bool()
+        ),
+        (Some("graduate"), Some(true)),
+        "{checked}"
+    );
+    assert_eq!(
+        sql(
+            &home,
+            "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"
+        ),
+        "current"
+    );
+    assert!(
+        named(&home, "candidate.auto_promoted").is_empty(),
+        "a person started this canary: {:?}",
+        events(&home)
+    );
     let graduated = named(&home, "candidate.canary_graduated");
     assert_eq!(graduated.len(), 1, "{:?}", events(&home));
     let detail = &graduated[0]["detail"];
-    assert_eq!(detail["canary_outcomes"], json!({"positives": 10, "total": 10, "rate": 1.0}), "{detail}");
-    assert_eq!(detail["champion_outcomes"], json!({"positives": 5, "total": 10, "rate": 0.5}), "{detail}");
+    assert_eq!(
+        detail["canary_outcomes"],
+        json!({"positives": 10, "total": 10, "rate": 1.0}),
+        "{detail}"
+    );
+    assert_eq!(
+        detail["champion_outcomes"],
+        json!({"positives": 5, "total": 10, "rate": 0.5}),
+        "{detail}"
+    );
     home.json(&["candidate", "canary-check"]);
-    assert_eq!(named(&home, "candidate.canary_graduated").len(), 1, "sent once");
+    assert_eq!(
+        named(&home, "candidate.canary_graduated").len(),
+        1,
+        "sent once"
+    );
 }

@@ -26,11 +26,16 @@ const CITING: [&str; 6] = ["rs", "toml", "sql", "lua", "md", "sh"];
 /// Every file under `dir` with one of the [`CITING`] extensions (and, with `bare`, files without
 /// an extension, e.g. `scripts/test`), skipping build output and hidden directories.
 fn citing_files(dir: &Path, bare: bool, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     let mut entries: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
     entries.sort();
     for path in entries {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
         if path.is_dir() {
             if name != "target" && !name.starts_with('.') {
                 citing_files(&path, bare, out);
@@ -61,19 +66,33 @@ struct Spec {
 impl Spec {
     fn read(dir: &Path) -> Self {
         let read = |name: &str| {
-            std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("read docs/spec/{name}: {e}"))
+            std::fs::read_to_string(dir.join(name))
+                .unwrap_or_else(|e| panic!("read docs/spec/{name}: {e}"))
         };
         let mut rules_text = String::new();
-        let mut entries: Vec<_> = std::fs::read_dir(dir).expect("read docs/spec").filter_map(Result::ok).map(|e| e.path()).collect();
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .expect("read docs/spec")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .collect();
         entries.sort();
         for path in entries {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
+                .to_owned();
             if name.starts_with("rules-") && name.ends_with(".md") {
                 rules_text.push_str(&read(&name));
                 rules_text.push('\n');
             }
         }
-        Self::parse(&rules_text, &read("facts.md"), &read("resolutions.md"), &read("README.md"))
+        Self::parse(
+            &rules_text,
+            &read("facts.md"),
+            &read("resolutions.md"),
+            &read("README.md"),
+        )
     }
 
     fn parse(rules: &str, facts: &str, resolutions: &str, readme: &str) -> Self {
@@ -83,10 +102,16 @@ impl Spec {
         let resolution = Regex::new(r"(?m)^###\s+(\d+)\.").unwrap();
         let design = Regex::new(r"DESIGN §(\d+)").unwrap();
         let numbers = |re: &Regex, text: &str| -> BTreeSet<u32> {
-            re.captures_iter(text).filter_map(|c| c[1].parse().ok()).collect()
+            re.captures_iter(text)
+                .filter_map(|c| c[1].parse().ok())
+                .collect()
         };
         Self {
-            rules: bold.captures_iter(rules).chain(heading.captures_iter(rules)).map(|c| c[1].to_owned()).collect(),
+            rules: bold
+                .captures_iter(rules)
+                .chain(heading.captures_iter(rules))
+                .map(|c| c[1].to_owned())
+                .collect(),
             facts: numbers(&fact, facts),
             resolutions: numbers(&resolution, resolutions),
             design: numbers(&design, readme),
@@ -109,8 +134,12 @@ impl Citations {
         // resolutions, required for facts, where a bare number after a comma is prose).
         Self {
             rule: Regex::new(r"\b([SEO]-\d+)\b").unwrap(),
-            facts: Regex::new(r"facts(?:\.md)?\s+§\s?\d+(?:\s*(?:,|;|and|–|-|\.\.)\s*§\s?\d+)*").unwrap(),
-            resolutions: Regex::new(r"\bresolutions?(?:\.md)?\s+§?\d+(?:(?:\s*(?:,|and)\s*|\s*(?:–|\.\.)\s*)§?\d+\b)*").unwrap(),
+            facts: Regex::new(r"facts(?:\.md)?\s+§\s?\d+(?:\s*(?:,|;|and|–|-|\.\.)\s*§\s?\d+)*")
+                .unwrap(),
+            resolutions: Regex::new(
+                r"\bresolutions?(?:\.md)?\s+§?\d+(?:(?:\s*(?:,|and)\s*|\s*(?:–|\.\.)\s*)§?\d+\b)*",
+            )
+            .unwrap(),
             design: Regex::new(r"\bDESIGN(?:\.md)?\s+§\s?(\d+)").unwrap(),
             number: Regex::new(r"(–|\.\.|-)?\s*§?(\d+)").unwrap(),
         }
@@ -135,27 +164,39 @@ impl Citations {
             let at = format!("{label}:{}", idx + 1);
             for c in self.rule.captures_iter(line) {
                 if !spec.rules.contains(&c[1]) {
-                    out.push(format!("{at}: rule `{}` is not in docs/spec/rules-*.md", &c[1]));
+                    out.push(format!(
+                        "{at}: rule `{}` is not in docs/spec/rules-*.md",
+                        &c[1]
+                    ));
                 }
             }
             for m in self.facts.find_iter(line) {
                 for n in self.numbers(m.as_str()) {
                     if !spec.facts.contains(&n) {
-                        out.push(format!("{at}: `{}`: no section {n} in docs/spec/facts.md", m.as_str()));
+                        out.push(format!(
+                            "{at}: `{}`: no section {n} in docs/spec/facts.md",
+                            m.as_str()
+                        ));
                     }
                 }
             }
             for m in self.resolutions.find_iter(line) {
                 for n in self.numbers(m.as_str()) {
                     if !spec.resolutions.contains(&n) {
-                        out.push(format!("{at}: `{}`: no entry {n} in docs/spec/resolutions.md", m.as_str()));
+                        out.push(format!(
+                            "{at}: `{}`: no entry {n} in docs/spec/resolutions.md",
+                            m.as_str()
+                        ));
                     }
                 }
             }
             for c in self.design.captures_iter(line) {
                 let n: u32 = c[1].parse().unwrap_or(0);
                 if !spec.design.contains(&n) {
-                    out.push(format!("{at}: `{}`: no `DESIGN §{n}` row in docs/spec/README.md", &c[0]));
+                    out.push(format!(
+                        "{at}: `{}`: no `DESIGN §{n}` row in docs/spec/README.md",
+                        &c[0]
+                    ));
                 }
             }
         }
@@ -171,7 +212,11 @@ fn every_cited_rule_resolves_in_docs_spec() {
     for id in ["S-01", "S-101", "E-01", "E-56", "O-01", "O-66"] {
         assert!(spec.rules.contains(id), "docs/spec defines no `{id}`");
     }
-    assert!((1..=9).all(|n| spec.facts.contains(&n)), "facts.md sections: {:?}", spec.facts);
+    assert!(
+        (1..=9).all(|n| spec.facts.contains(&n)),
+        "facts.md sections: {:?}",
+        spec.facts
+    );
 
     // The code (`.rs`) and what ships beside it: stage definitions, runtime and tool profiles,
     // migrations, Lua scripts, scripts, the docs (the spec itself included).
@@ -181,7 +226,10 @@ fn every_cited_rule_resolves_in_docs_spec() {
     }
     citing_files(&root.join("scripts"), true, &mut files);
     files.extend(["README.md", "ARCHITECTURE.md", "Cargo.toml"].map(|f| root.join(f)));
-    let n_rs = files.iter().filter(|f| f.extension().is_some_and(|e| e == "rs")).count();
+    let n_rs = files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "rs"))
+        .count();
     assert!(n_rs > 200, "found only {n_rs} .rs files");
     let citations = Citations::new();
     let mut unresolved = Vec::new();
@@ -189,11 +237,23 @@ fn every_cited_rule_resolves_in_docs_spec() {
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap_or_default();
         n_rules += citations.rule.find_iter(&text).count();
-        let label = file.strip_prefix(&root).unwrap_or(file).display().to_string();
+        let label = file
+            .strip_prefix(&root)
+            .unwrap_or(file)
+            .display()
+            .to_string();
         unresolved.extend(citations.unresolved(&label, &text, &spec));
     }
-    assert!(n_rules > 500, "found only {n_rules} rule citations: is the scan reading the code?");
-    assert!(unresolved.is_empty(), "{} citations do not resolve in docs/spec:\n{}", unresolved.len(), unresolved.join("\n"));
+    assert!(
+        n_rules > 500,
+        "found only {n_rules} rule citations: is the scan reading the code?"
+    );
+    assert!(
+        unresolved.is_empty(),
+        "{} citations do not resolve in docs/spec:\n{}",
+        unresolved.len(),
+        unresolved.join("\n")
+    );
 }
 
 #[test]
@@ -214,11 +274,26 @@ fn an_unknown_citation_is_named_with_its_line() {
     );
     let found = c.unresolved("x.rs", &text, &spec);
     assert_eq!(found.len(), 5, "{found:#?}");
-    assert!(found[0].starts_with(&format!("x.rs:2: rule `{unknown_rule}`")), "{found:#?}");
-    assert!(found[1].starts_with("x.rs:3:") && found[1].contains("no section 2"), "{found:#?}");
-    assert!(found[2].starts_with("x.rs:4:") && found[2].contains("no entry 18"), "{found:#?}");
-    assert!(found[3].starts_with("x.rs:5:") && found[3].contains("no entry 5"), "{found:#?}");
-    assert!(found[4].starts_with("x.rs:6:") && found[4].contains("DESIGN §9"), "{found:#?}");
+    assert!(
+        found[0].starts_with(&format!("x.rs:2: rule `{unknown_rule}`")),
+        "{found:#?}"
+    );
+    assert!(
+        found[1].starts_with("x.rs:3:") && found[1].contains("no section 2"),
+        "{found:#?}"
+    );
+    assert!(
+        found[2].starts_with("x.rs:4:") && found[2].contains("no entry 18"),
+        "{found:#?}"
+    );
+    assert!(
+        found[3].starts_with("x.rs:5:") && found[3].contains("no entry 5"),
+        "{found:#?}"
+    );
+    assert!(
+        found[4].starts_with("x.rs:6:") && found[4].contains("DESIGN §9"),
+        "{found:#?}"
+    );
     // Prose that merely mentions resolutions, or a number after a facts citation, is no citation.
     let prose = "// a sampled fraction of resolutions to it; facts §3, 600 s; UTF-8; ISO-8601\n";
     assert!(c.unresolved("y.rs", prose, &spec).is_empty());
@@ -244,5 +319,9 @@ fn architecture_md_is_a_short_map_without_issue_numbers() {
         .filter(|(_, line)| issue.is_match(line))
         .map(|(idx, line)| format!("ARCHITECTURE.md:{}: {line}", idx + 1))
         .collect();
-    assert!(found.is_empty(), "ARCHITECTURE.md names issues; say what the code does instead:\n{}", found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "ARCHITECTURE.md names issues; say what the code does instead:\n{}",
+        found.join("\n")
+    );
 }

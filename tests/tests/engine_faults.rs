@@ -13,12 +13,24 @@ fn stderr(out: &std::process::Output) -> String {
 #[test]
 fn submit_wait_with_a_corrupt_store_enqueues_nothing() {
     let home = Home::embedded();
-    std::fs::write(home.path().join("skillforge.db"), b"not a database, ".repeat(512)).unwrap();
+    std::fs::write(
+        home.path().join("skillforge.db"),
+        b"not a database, ".repeat(512),
+    )
+    .unwrap();
     let out = home.run(&["jobs", "submit", "--wait", "--", "true"]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    assert!(stderr(&out).contains("skillforge.db"), "names the file: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains("skillforge.db"),
+        "names the file: {}",
+        stderr(&out)
+    );
     let jobs = home.json(&["jobs", "list"]);
-    assert_eq!(jobs.as_array().map(Vec::len), Some(0), "nothing enqueued: {jobs:#}");
+    assert_eq!(
+        jobs.as_array().map(Vec::len),
+        Some(0),
+        "nothing enqueued: {jobs:#}"
+    );
 }
 
 /// Issue 12 item 6: Redis losing its data is said loudly, once, by `serve` and by a worker, and
@@ -32,10 +44,20 @@ fn redis_data_loss_is_reported_once_and_applied_keys_are_not_run_again() {
     let home = Home::redis(&redis.url());
     let _serve = Reaped(home.spawn_serve());
     let _worker = Reaped(home.spawn_worker("w", &[]));
-    let first = home.json(&["jobs", "submit", "--idempotency-key", "deploy-42", "--", "true"]);
+    let first = home.json(&[
+        "jobs",
+        "submit",
+        "--idempotency-key",
+        "deploy-42",
+        "--",
+        "true",
+    ]);
     let id = first["id"].as_str().unwrap().to_owned();
     wait_for(t, "the result applied by serve", || {
-        home.job(&id)["applied"].as_array().filter(|a| !a.is_empty()).map(|_| ())
+        home.job(&id)["applied"]
+            .as_array()
+            .filter(|a| !a.is_empty())
+            .map(|_| ())
     });
 
     redis.cli(&["flushall"]).expect("flushall");
@@ -43,11 +65,26 @@ fn redis_data_loss_is_reported_once_and_applied_keys_are_not_run_again() {
         let logs = home.logs();
         (logs.matches("lost its data").count() >= 2).then_some(())
     });
-    let again = home.run(&["jobs", "submit", "--idempotency-key", "deploy-42", "--", "true"]);
+    let again = home.run(&[
+        "jobs",
+        "submit",
+        "--idempotency-key",
+        "deploy-42",
+        "--",
+        "true",
+    ]);
     assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
-    assert!(stderr(&again).contains("deploy-42") && stderr(&again).contains(&id), "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("deploy-42") && stderr(&again).contains(&id),
+        "{}",
+        stderr(&again)
+    );
     let jobs = home.json(&["jobs", "list"]);
-    assert_eq!(jobs.as_array().map(Vec::len), Some(0), "nothing enqueued: {jobs:#}");
+    assert_eq!(
+        jobs.as_array().map(Vec::len),
+        Some(0),
+        "nothing enqueued: {jobs:#}"
+    );
     // Said once per process, not at every check.
     let logs = home.logs();
     assert_eq!(logs.matches("lost its data").count(), 2, "{logs}");
@@ -63,29 +100,60 @@ fn redis_data_loss_names_the_store_work_the_queue_lost() {
     let redis = RedisServer::start();
     let home = Home::redis(&redis.url());
     add_template(&home, PLANNER_TEMPLATE, "owner/repo");
-    let items = write(&home.path().join("in/items.yml"), "items:\n  - id: one\n    title: One\n    input: the first change\n");
+    let items = write(
+        &home.path().join("in/items.yml"),
+        "items:\n  - id: one\n    title: One\n    input: the first change\n",
+    );
     let out = home.run(&[
-        "train", "start", "--template", "planner", "--repo", "owner/repo", "--request", "clearer", "--items-file",
-        path_arg(&items), "--yes", "--session", "s1", "--options", "2", "--workspace-repo", "owner/workspace",
+        "train",
+        "start",
+        "--template",
+        "planner",
+        "--repo",
+        "owner/repo",
+        "--request",
+        "clearer",
+        "--items-file",
+        path_arg(&items),
+        "--yes",
+        "--session",
+        "s1",
+        "--options",
+        "2",
+        "--workspace-repo",
+        "owner/workspace",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     // No worker runs: the option jobs stay queued, pending in the store.
     let out = home.run(&["train", "continue", "--session", "s1", "--no-wait"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let queued = home.json(&["jobs", "list"]);
-    let ids: Vec<String> = queued.as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap().to_owned()).collect();
+    let ids: Vec<String> = queued
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap().to_owned())
+        .collect();
     assert!(!ids.is_empty(), "{queued:#}");
 
     let _serve = Reaped(home.spawn_serve());
     // `serve` has read the namespace epoch once it says where it runs.
-    home.wait(t, "serve to start", || home.logs().contains("control plane on").then_some(()));
+    home.wait(t, "serve to start", || {
+        home.logs().contains("control plane on").then_some(())
+    });
     redis.cli(&["flushall"]).expect("flushall");
     let line = home.wait(t, "serve to name the lost work", || {
-        home.logs().lines().find(|l| l.contains("the store awaits are gone from the queue")).map(str::to_owned)
+        home.logs()
+            .lines()
+            .find(|l| l.contains("the store awaits are gone from the queue"))
+            .map(str::to_owned)
     });
     assert!(line.contains(&format!("{} job(s)", ids.len())), "{line}");
     for id in &ids {
-        assert!(line.contains(id.as_str()) && line.contains("train/option_generation"), "{id}: {line}");
+        assert!(
+            line.contains(id.as_str()) && line.contains("train/option_generation"),
+            "{id}: {line}"
+        );
     }
 }
 
@@ -111,10 +179,18 @@ fn submit_refuses_meaningless_flags_with_exit_2_and_enqueues_nothing() {
         let out = home.run(&args);
         assert_eq!(out.status.code(), Some(2), "{flags:?}: {}", stderr(&out));
         let name = flags[0].trim_start_matches('-');
-        assert!(stderr(&out).contains(name), "{flags:?} names the flag: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(name),
+            "{flags:?} names the flag: {}",
+            stderr(&out)
+        );
     }
     let jobs = home.json(&["jobs", "list"]);
-    assert_eq!(jobs.as_array().map(Vec::len), Some(0), "nothing enqueued: {jobs:#}");
+    assert_eq!(
+        jobs.as_array().map(Vec::len),
+        Some(0),
+        "nothing enqueued: {jobs:#}"
+    );
 }
 
 /// Issue 12 item 9: reviewer names with control characters or over the length limit are
@@ -124,12 +200,19 @@ fn reviewer_names_with_control_characters_or_too_long_are_refused() {
     let home = Home::embedded();
     let long = "r".repeat(129);
     for reviewer in ["ann\u{1b}[31m", "ann\nbob", long.as_str(), " "] {
-        for cmd in [&["feedback", "markdown", "import", "--packet", "/nonexistent"][..], &["pairwise", "import", "/nonexistent"][..]] {
+        for cmd in [
+            &["feedback", "markdown", "import", "--packet", "/nonexistent"][..],
+            &["pairwise", "import", "/nonexistent"][..],
+        ] {
             let mut args = cmd.to_vec();
             args.extend_from_slice(&["--reviewer", reviewer]);
             let out = home.run(&args);
             assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-            assert!(stderr(&out).contains("reviewer"), "{args:?}: {}", stderr(&out));
+            assert!(
+                stderr(&out).contains("reviewer"),
+                "{args:?}: {}",
+                stderr(&out)
+            );
         }
     }
 }
@@ -143,7 +226,10 @@ fn an_embedded_queue_error_names_the_file_and_no_redis_hint() {
     let out = home.run(&["jobs", "list"]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let text = stderr(&out);
-    assert!(text.contains("queue.db") && !text.contains("Redis"), "{text}");
+    assert!(
+        text.contains("queue.db") && !text.contains("Redis"),
+        "{text}"
+    );
 }
 
 /// A tmpfs mounted over a directory (needs root, as on the CI machine), unmounted on drop.
@@ -164,7 +250,10 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
     }
 }
 
@@ -177,7 +266,9 @@ fn a_full_disk_is_exit_3_naming_the_file_and_the_home_works_once_space_is_freed(
     use std::io::Write;
     let home = Home::embedded();
     let Some(_fs) = Tmpfs::mount_over(home.path(), "16m") else {
-        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); the disk-full test did not run");
+        eprintln!(
+            "SKIPPED: cannot mount a tmpfs here (needs root); the disk-full test did not run"
+        );
         return;
     };
     let out = home.run(&["jobs", "submit", "--wait", "--", "echo", "before"]);
@@ -202,7 +293,13 @@ fn a_full_disk_is_exit_3_naming_the_file_and_the_home_works_once_space_is_freed(
             args.extend_from_slice(&["--env", e]);
         }
         args.extend_from_slice(&["--", "true"]);
-        let mut child = home.cmd().args(&args).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        let mut child = home
+            .cmd()
+            .args(&args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
         let status = skillforge_tests::wait_exit(&mut child, std::time::Duration::from_secs(60));
         let mut text = String::new();
         std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut text).unwrap();
@@ -211,9 +308,15 @@ fn a_full_disk_is_exit_3_naming_the_file_and_the_home_works_once_space_is_freed(
         // domain store it opens before enqueueing (a shared-memory file cannot grow), or when it
         // commits. Which file is hit first depends on the pages each still has free; either way
         // the error names that file and says it is the disk, never a Redis hint.
-        let error = text.lines().find(|l| l.starts_with("error:")).unwrap_or_default();
+        let error = text
+            .lines()
+            .find(|l| l.starts_with("error:"))
+            .unwrap_or_default();
         let names_a_home_file = error.contains("queue.db") || error.contains("skillforge.db");
-        assert!(names_a_home_file && error.contains("disk") && !error.contains("Redis"), "wait={wait}: {text}");
+        assert!(
+            names_a_home_file && error.contains("disk") && !error.contains("Redis"),
+            "wait={wait}: {text}"
+        );
     }
 
     std::fs::remove_file(&filler).unwrap();
@@ -230,12 +333,17 @@ fn a_full_disk_is_exit_3_naming_the_file_and_the_home_works_once_space_is_freed(
 fn submit_wait_whose_worker_meets_a_full_disk_is_exit_3() {
     let home = Home::embedded();
     let Some(_fs) = Tmpfs::mount_over(home.path(), "16m") else {
-        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); the disk-full test did not run");
+        eprintln!(
+            "SKIPPED: cannot mount a tmpfs here (needs root); the disk-full test did not run"
+        );
         return;
     };
     let filler = home.path().join("filler");
     // Fill the disk, then print 64 KiB (the output tail the result must store).
-    let script = format!("cat /dev/zero > '{}' 2>/dev/null; head -c 65536 /dev/zero | tr '\\0' x", filler.display());
+    let script = format!(
+        "cat /dev/zero > '{}' 2>/dev/null; head -c 65536 /dev/zero | tr '\\0' x",
+        filler.display()
+    );
     let mut child = home
         .cmd()
         .args(["jobs", "submit", "--wait", "--", "sh", "-c", &script])
@@ -247,8 +355,14 @@ fn submit_wait_whose_worker_meets_a_full_disk_is_exit_3() {
     let mut text = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut text).unwrap();
     assert_eq!(status.code(), Some(3), "{text}");
-    let error = text.lines().find(|l| l.starts_with("error:")).unwrap_or_default();
-    assert!(error.contains("could not record its result") && error.contains("disk"), "{text}");
+    let error = text
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or_default();
+    assert!(
+        error.contains("could not record its result") && error.contains("disk"),
+        "{text}"
+    );
     assert!(error.contains("queue.db"), "names the queue file: {text}");
 
     // Once space is freed the home works again.
@@ -264,23 +378,40 @@ fn submit_wait_whose_worker_meets_a_full_disk_is_exit_3() {
 fn read_commands_work_on_a_read_only_home_and_writes_name_the_file() {
     let home = Home::embedded();
     let Some(_fs) = Tmpfs::mount_over(home.path(), "16m") else {
-        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); the read-only home test did not run");
+        eprintln!(
+            "SKIPPED: cannot mount a tmpfs here (needs root); the read-only home test did not run"
+        );
         return;
     };
     let out = home.run(&["jobs", "submit", "--wait", "--", "echo", "stored"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let id = home.json(&["jobs", "list"])[0]["id"].as_str().unwrap().to_owned();
-    let remount = std::process::Command::new("mount").args(["-o", "remount,ro"]).arg(home.path()).status().unwrap();
+    let id = home.json(&["jobs", "list"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let remount = std::process::Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(home.path())
+        .status()
+        .unwrap();
     assert!(remount.success());
 
     let shown = home.job(&id);
     assert_eq!(shown["state"], "succeeded");
-    assert_eq!(shown["applied"].as_array().map(Vec::len), Some(1), "{shown:#}");
+    assert_eq!(
+        shown["applied"].as_array().map(Vec::len),
+        Some(1),
+        "{shown:#}"
+    );
     let listed = home.run(&["template", "list"]);
     assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
     let write = home.run(&["jobs", "submit", "--", "true"]);
     assert_eq!(write.status.code(), Some(3), "{}", stderr(&write));
-    assert!(stderr(&write).contains("readonly") && stderr(&write).contains("queue.db"), "{}", stderr(&write));
+    assert!(
+        stderr(&write).contains("readonly") && stderr(&write).contains("queue.db"),
+        "{}",
+        stderr(&write)
+    );
 }
 
 /// Issue 12 item 7: JSON given on the command line (`review create --metadata-json`,
@@ -291,13 +422,43 @@ fn read_commands_work_on_a_read_only_home_and_writes_name_the_file() {
 fn deeply_nested_json_flags_are_refused_naming_the_limit() {
     let home = Home::embedded();
     let deep = format!("{}{}", "[".repeat(50_000), "]".repeat(50_000));
-    let items = skillforge_tests::write(&home.path().join("items.yml"), "items:\n  - id: one\n    title: One\n    input: a change\n");
+    let items = skillforge_tests::write(
+        &home.path().join("items.yml"),
+        "items:\n  - id: one\n    title: One\n    input: a change\n",
+    );
     let items = items.display().to_string();
     let cases: [(&[&str], &str); 2] = [
-        (&["review", "create", "--template", "planner", "--repo", "o/r", "--run", "r1", "--metadata-json"], "--metadata-json"),
         (
-            &["train", "start", "--template", "planner", "--repo", "o/r", "--request", "x", "--yes", "--items-file", &items,
-              "--evaluator", "commit_notes_v1", "--evaluator-config-json"],
+            &[
+                "review",
+                "create",
+                "--template",
+                "planner",
+                "--repo",
+                "o/r",
+                "--run",
+                "r1",
+                "--metadata-json",
+            ],
+            "--metadata-json",
+        ),
+        (
+            &[
+                "train",
+                "start",
+                "--template",
+                "planner",
+                "--repo",
+                "o/r",
+                "--request",
+                "x",
+                "--yes",
+                "--items-file",
+                &items,
+                "--evaluator",
+                "commit_notes_v1",
+                "--evaluator-config-json",
+            ],
             "--evaluator-config-json",
         ),
     ];
@@ -306,8 +467,16 @@ fn deeply_nested_json_flags_are_refused_naming_the_limit() {
         argv.push(&deep);
         let out = home.run(&argv);
         assert_eq!(out.status.code(), Some(2), "{flag}: {}", stderr(&out));
-        assert!(stderr(&out).contains(flag) && stderr(&out).contains("64 levels"), "{flag}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(flag) && stderr(&out).contains("64 levels"),
+            "{flag}: {}",
+            stderr(&out)
+        );
     }
     let jobs = home.json(&["jobs", "list"]);
-    assert_eq!(jobs.as_array().map(Vec::len), Some(0), "nothing enqueued: {jobs:#}");
+    assert_eq!(
+        jobs.as_array().map(Vec::len),
+        Some(0),
+        "nothing enqueued: {jobs:#}"
+    );
 }

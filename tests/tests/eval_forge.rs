@@ -11,7 +11,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 use skillforge_tests::eval::{BRIEF_ID, GOOD_SKILL, Setup, VERIFY_SHORT, codes};
-use skillforge_tests::{Home, Reaped, RedisServer, signal, wait_for, wait_exit};
+use skillforge_tests::{Home, Reaped, RedisServer, signal, wait_exit, wait_for};
 
 // E-14, E-04, E-05, E-52: one test runs judge → aggregate → gate → ledger together.
 #[test]
@@ -30,38 +30,86 @@ fn e14_forge_adopts_through_judge_aggregate_gate_and_ledger() {
         assert!(sample.join("mapping.private.json").is_file());
         let prompt = std::fs::read_to_string(sample.join("judge.prompt.txt")).unwrap();
         for leak in ["tldr", ".claude", "with.meta", "without", "mapping"] {
-            assert!(!prompt.contains(leak), "judge prompt leaks {leak:?}:\n{prompt}");
+            assert!(
+                !prompt.contains(leak),
+                "judge prompt leaks {leak:?}:\n{prompt}"
+            );
         }
-        assert!(prompt.contains("notes.md"), "the file list reaches the judge: {prompt}");
-        let run: Value = serde_json::from_str(&std::fs::read_to_string(sample.join("with.meta/run.json")).unwrap()).unwrap();
+        assert!(
+            prompt.contains("notes.md"),
+            "the file list reaches the judge: {prompt}"
+        );
+        let run: Value = serde_json::from_str(
+            &std::fs::read_to_string(sample.join("with.meta/run.json")).unwrap(),
+        )
+        .unwrap();
         assert_eq!(run["skills_installed"], json!(["tldr"]));
         assert_eq!(run["exit"], "passed");
     }
     assert_eq!(report["aggregate"]["wins_with"], 3);
     assert_eq!(report["gate"]["decision"], "adopt");
-    assert!(report["gate"]["lines"][0].as_str().unwrap().contains("over an empty baseline"), "{report:#}");
+    assert!(
+        report["gate"]["lines"][0]
+            .as_str()
+            .unwrap()
+            .contains("over an empty baseline"),
+        "{report:#}"
+    );
     let ledger = s.ledger();
     assert_eq!(ledger.len(), 1);
     assert_eq!(ledger[0]["decision"], "adopt");
     assert_eq!(ledger[0]["baseline_skills"], json!([]));
     assert!(ledger[0]["recheck_due"].is_string());
-    assert!(s.path("agents-skills/tldr/SKILL.md").is_file(), "installed by symlink");
+    assert!(
+        s.path("agents-skills/tldr/SKILL.md").is_file(),
+        "installed by symlink"
+    );
     let html = s.path("report.html");
-    let out = s.home.run(&["eval", "report", "--brief", BRIEF_ID, "--html", html.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = s.home.run(&[
+        "eval",
+        "report",
+        "--brief",
+        BRIEF_ID,
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let page = std::fs::read_to_string(&html).unwrap();
-    assert!(page.contains("SHORT: shipped 1.2") && page.contains("LONG status") && page.contains("winner: with"), "{page}");
+    assert!(
+        page.contains("SHORT: shipped 1.2")
+            && page.contains("LONG status")
+            && page.contains("winner: with"),
+        "{page}"
+    );
     let status = s.home.json(&["eval", "status", "--brief", BRIEF_ID]);
     assert_eq!(status["ledger_row"]["decision"], "adopt");
     // The human report says where the adoption went (the recorded forge again: nothing new).
     let root = s.path("agents-skills");
     let again = s.home.run(&[
-        "eval", "forge", "--runtime", "scripted", "--brief", brief.to_str().unwrap(), "--skill-dir", skill.to_str().unwrap(),
-        "--install-root", root.to_str().unwrap(),
+        "eval",
+        "forge",
+        "--runtime",
+        "scripted",
+        "--brief",
+        brief.to_str().unwrap(),
+        "--skill-dir",
+        skill.to_str().unwrap(),
+        "--install-root",
+        root.to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&again.stdout);
-    let installed = stdout.lines().find(|l| l.starts_with("installed: ")).unwrap_or_else(|| panic!("no installed line:\n{stdout}"));
-    assert!(installed.contains(&root.join("tldr").display().to_string()), "{installed}");
+    let installed = stdout
+        .lines()
+        .find(|l| l.starts_with("installed: "))
+        .unwrap_or_else(|| panic!("no installed line:\n{stdout}"));
+    assert!(
+        installed.contains(&root.join("tldr").display().to_string()),
+        "{installed}"
+    );
     assert_eq!(s.ledger().len(), 1, "the same forge records nothing again");
 }
 
@@ -74,10 +122,17 @@ fn e48_with_arm_that_never_loaded_is_invalid_and_stops_nothing() {
     let (code, report, stderr) = s.forge(&brief, &skill, &[]);
     assert_eq!(code, 1, "{stderr}");
     let want = Some("skill_never_loaded".to_owned());
-    assert_eq!(codes(&report), vec![want.clone(), want.clone(), want], "all three samples ran: {report:#}");
+    assert_eq!(
+        codes(&report),
+        vec![want.clone(), want.clone(), want],
+        "all three samples ran: {report:#}"
+    );
     assert_eq!(report["aggregate"]["arms_never_loaded"]["with"], 3);
     assert_eq!(report["gate"]["decision"], "undecided");
-    assert!(s.ledger().is_empty(), "undecided writes no ledger row (resolution 12)");
+    assert!(
+        s.ledger().is_empty(),
+        "undecided writes no ledger row (resolution 12)"
+    );
 }
 
 // E-43, E-45
@@ -87,13 +142,28 @@ fn e45_arm_never_ran_stops_the_brief_before_any_mapping() {
     let skill = s.skill("tldr", GOOD_SKILL);
     let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
     let path = s.empty_path();
-    let (code, report, stderr) = s.forge_env(&brief, &skill, &["--runtime", "opencode", "--judge-runtime", "opencode"], &[("PATH", &path)]);
+    let (code, report, stderr) = s.forge_env(
+        &brief,
+        &skill,
+        &["--runtime", "opencode", "--judge-runtime", "opencode"],
+        &[("PATH", &path)],
+    );
     assert_eq!(code, 1, "{stderr}");
-    assert_eq!(codes(&report), vec![Some("arm_never_ran".to_owned())], "{report:#}");
+    assert_eq!(
+        codes(&report),
+        vec![Some("arm_never_ran".to_owned())],
+        "{report:#}"
+    );
     let v = s.verdict(BRIEF_ID, 1).unwrap();
-    assert!(v["reason"].as_str().unwrap().contains("empty transcript"), "{v:#}");
+    assert!(
+        v["reason"].as_str().unwrap().contains("empty transcript"),
+        "{v:#}"
+    );
     assert!(!s.run_dir(BRIEF_ID).join("s1/mapping.private.json").exists());
-    assert!(!s.run_dir(BRIEF_ID).join("s2").exists(), "samples 2-3 not run");
+    assert!(
+        !s.run_dir(BRIEF_ID).join("s2").exists(),
+        "samples 2-3 not run"
+    );
     assert_eq!(report["gate"]["decision"], "stopped");
 }
 
@@ -103,10 +173,24 @@ fn e44_runner_error_as_final_message_is_arm_never_ran() {
     let s = Setup::new();
     let skill = s.skill("tldr", GOOD_SKILL);
     let error = "Failed to authenticate: OAuth session expired and could not be refreshed";
-    let brief = s.brief(BRIEF_ID, &format!("scripted: exit 1\nscripted: stderr {error}\nscripted: reply {error}\nscripted: no-load"), "", VERIFY_SHORT);
+    let brief = s.brief(
+        BRIEF_ID,
+        &format!(
+            "scripted: exit 1\nscripted: stderr {error}\nscripted: reply {error}\nscripted: no-load"
+        ),
+        "",
+        VERIFY_SHORT,
+    );
     let (_, report, stderr) = s.forge(&brief, &skill, &[]);
-    assert_eq!(codes(&report), vec![Some("arm_never_ran".to_owned())], "{stderr}\n{report:#}");
-    let reason = s.verdict(BRIEF_ID, 1).unwrap()["reason"].as_str().unwrap().to_owned();
+    assert_eq!(
+        codes(&report),
+        vec![Some("arm_never_ran".to_owned())],
+        "{stderr}\n{report:#}"
+    );
+    let reason = s.verdict(BRIEF_ID, 1).unwrap()["reason"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(reason.contains("runner's own error"), "{reason}");
 }
 
@@ -115,11 +199,20 @@ fn e44_runner_error_as_final_message_is_arm_never_ran() {
 fn e56_arm_killed_by_the_clock_is_arm_timed_out_and_the_brief_continues() {
     let s = Setup::new();
     let skill = s.skill("tldr", GOOD_SKILL);
-    let brief = s.brief(BRIEF_ID, "scripted@1: exit 124\nscripted@2: exit 124", "", "false");
+    let brief = s.brief(
+        BRIEF_ID,
+        "scripted@1: exit 124\nscripted@2: exit 124",
+        "",
+        "false",
+    );
     let (_, report, stderr) = s.forge(&brief, &skill, &[]);
     assert_eq!(
         codes(&report),
-        vec![Some("arm_timed_out".to_owned()), Some("arm_timed_out".to_owned()), Some("both_arms_failed_verify".to_owned())],
+        vec![
+            Some("arm_timed_out".to_owned()),
+            Some("arm_timed_out".to_owned()),
+            Some("both_arms_failed_verify".to_owned())
+        ],
         "two timeouts do not trip the two-in-a-row stop: {stderr}\n{report:#}"
     );
 }
@@ -131,9 +224,16 @@ fn e42_two_both_failed_verify_in_a_row_stop_the_brief() {
     let skill = s.skill("tldr", GOOD_SKILL);
     let brief = s.brief(BRIEF_ID, "", "", "false");
     let (_, report, stderr) = s.forge(&brief, &skill, &[]);
-    assert_eq!(codes(&report), vec![Some("both_arms_failed_verify".to_owned()); 2], "{stderr}\n{report:#}");
+    assert_eq!(
+        codes(&report),
+        vec![Some("both_arms_failed_verify".to_owned()); 2],
+        "{stderr}\n{report:#}"
+    );
     assert!(!s.run_dir(BRIEF_ID).join("s3").exists(), "sample 3 not run");
-    assert!(s.verdict(BRIEF_ID, 1).unwrap()["winner"].is_null(), "no winner over two broken runs");
+    assert!(
+        s.verdict(BRIEF_ID, 1).unwrap()["winner"].is_null(),
+        "no winner over two broken runs"
+    );
 }
 
 // Issue 34 item 9: `eval report` and `eval status` show each arm's verify (its exit said
@@ -146,28 +246,84 @@ fn eval_report_and_status_show_each_arms_verify_and_invalid_samples_as_invalid()
     assert_eq!(report["gate"]["decision"], "adopt", "{stderr}");
     let json = s.home.json(&["eval", "report", "--brief", BRIEF_ID]);
     let arms = &json["samples"][0]["arms"];
-    assert_eq!((arms[0]["arm"].as_str(), arms[0]["verify"]["passed"].as_bool()), (Some("with"), Some(true)), "{json:#}");
-    assert_eq!((arms[1]["arm"].as_str(), arms[1]["verify"]["passed"].as_bool()), (Some("without"), Some(false)), "{json:#}");
-    assert_eq!(arms[1]["run"]["exit"], "passed", "the run itself passed: only verify tells");
-    let text = String::from_utf8(s.home.run(&["eval", "report", "--brief", BRIEF_ID]).stdout).unwrap();
-    assert!(text.contains("[without]") && text.contains("verify failed (exit 1)") && text.contains("verify passed"), "{text}");
+    assert_eq!(
+        (
+            arms[0]["arm"].as_str(),
+            arms[0]["verify"]["passed"].as_bool()
+        ),
+        (Some("with"), Some(true)),
+        "{json:#}"
+    );
+    assert_eq!(
+        (
+            arms[1]["arm"].as_str(),
+            arms[1]["verify"]["passed"].as_bool()
+        ),
+        (Some("without"), Some(false)),
+        "{json:#}"
+    );
+    assert_eq!(
+        arms[1]["run"]["exit"], "passed",
+        "the run itself passed: only verify tells"
+    );
+    let text =
+        String::from_utf8(s.home.run(&["eval", "report", "--brief", BRIEF_ID]).stdout).unwrap();
+    assert!(
+        text.contains("[without]")
+            && text.contains("verify failed (exit 1)")
+            && text.contains("verify passed"),
+        "{text}"
+    );
     // Issue 34 item 13: the verdict with its uncertainty: Wilson intervals, margin, sign test.
-    assert_eq!((json["stats"]["verify"]["with"]["k"].as_u64(), json["stats"]["verify"]["with"]["n"].as_u64()), (Some(3), Some(3)), "{json:#}");
+    assert_eq!(
+        (
+            json["stats"]["verify"]["with"]["k"].as_u64(),
+            json["stats"]["verify"]["with"]["n"].as_u64()
+        ),
+        (Some(3), Some(3)),
+        "{json:#}"
+    );
     assert_eq!(json["stats"]["verify"]["without"]["k"], 0);
     assert_eq!(json["stats"]["margin"], 3);
-    assert!((json["stats"]["sign_test_p"].as_f64().unwrap() - 0.25).abs() < 1e-9, "3-0 is p = 0.25 two-sided");
+    assert!(
+        (json["stats"]["sign_test_p"].as_f64().unwrap() - 0.25).abs() < 1e-9,
+        "3-0 is p = 0.25 two-sided"
+    );
     assert!(text.contains("verify passed: with 3 of 3 (100%, 95% interval 44–100%); without 0 of 3 (0%, 95% interval 0–56%)"), "{text}");
-    assert!(text.contains("candidate won 3 of 3") && text.contains("margin +3") && text.contains("p = 0.250"), "{text}");
-    let status = String::from_utf8(s.home.run(&["eval", "status", "--brief", BRIEF_ID]).stdout).unwrap();
-    assert!(status.contains("verify: with passed · without failed"), "{status}");
+    assert!(
+        text.contains("candidate won 3 of 3")
+            && text.contains("margin +3")
+            && text.contains("p = 0.250"),
+        "{text}"
+    );
+    let status =
+        String::from_utf8(s.home.run(&["eval", "status", "--brief", BRIEF_ID]).stdout).unwrap();
+    assert!(
+        status.contains("verify: with passed · without failed"),
+        "{status}"
+    );
 
     let broken = Setup::new();
-    let (_, _, stderr) = broken.forge(&broken.brief(BRIEF_ID, "", "", "false"), &broken.skill("tldr", GOOD_SKILL), &[]);
+    let (_, _, stderr) = broken.forge(
+        &broken.brief(BRIEF_ID, "", "", "false"),
+        &broken.skill("tldr", GOOD_SKILL),
+        &[],
+    );
     let html = broken.path("report.html");
-    let out = broken.home.run(&["eval", "report", "--brief", BRIEF_ID, "--html", html.to_str().unwrap()]);
+    let out = broken.home.run(&[
+        "eval",
+        "report",
+        "--brief",
+        BRIEF_ID,
+        "--html",
+        html.to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "{stderr}");
     let page = std::fs::read_to_string(&html).unwrap();
-    assert!(page.contains("<span class=\"verdict invalid\">invalid (both_arms_failed_verify)</span>"), "{page}");
+    assert!(
+        page.contains("<span class=\"verdict invalid\">invalid (both_arms_failed_verify)</span>"),
+        "{page}"
+    );
 }
 
 // E-13 (resolutions 21, issue 34 item 7): a sample's two arms may run side by side on this
@@ -178,27 +334,63 @@ fn eval_report_and_status_show_each_arms_verify_and_invalid_samples_as_invalid()
 fn e13_a_samples_two_arms_may_run_side_by_side_on_this_machine() {
     let s = Setup::new();
     let skill = s.skill("tldr", GOOD_SKILL);
-    let (_, report, stderr) = s.forge_env(&s.brief(BRIEF_ID, "", "", VERIFY_SHORT), &skill, &["--samples", "2"], &[("SKILLFORGE_SCRIPTED_DELAY_MS", "1500")]);
+    let (_, report, stderr) = s.forge_env(
+        &s.brief(BRIEF_ID, "", "", VERIFY_SHORT),
+        &skill,
+        &["--samples", "2"],
+        &[("SKILLFORGE_SCRIPTED_DELAY_MS", "1500")],
+    );
     assert_eq!(report["gate"]["decision"], "adopt", "{stderr}\n{report:#}");
     let jobs = s.home.json(&["jobs", "list", "--limit", "100"]);
-    let arms: Vec<Value> = jobs.as_array().unwrap().iter().filter(|j| j["stage"] == "arm").map(|j| s.home.job(j["id"].as_str().unwrap())).collect();
+    let arms: Vec<Value> = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["stage"] == "arm")
+        .map(|j| s.home.job(j["id"].as_str().unwrap()))
+        .collect();
     assert_eq!(arms.len(), 4);
-    let span = |job: &Value| (job["history"][0]["started_at"].as_str().unwrap().to_owned(), job["history"][0]["ended_at"].as_str().unwrap().to_owned());
+    let span = |job: &Value| {
+        (
+            job["history"][0]["started_at"].as_str().unwrap().to_owned(),
+            job["history"][0]["ended_at"].as_str().unwrap().to_owned(),
+        )
+    };
     let overlapping = (1..=2).any(|n| {
-        let of: Vec<(String, String)> = arms.iter().filter(|j| j["idempotency_key"].as_str().unwrap().contains(&format!(":{n}:"))).map(span).collect();
+        let of: Vec<(String, String)> = arms
+            .iter()
+            .filter(|j| {
+                j["idempotency_key"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&format!(":{n}:"))
+            })
+            .map(span)
+            .collect();
         of.len() == 2 && of[0].0 < of[1].1 && of[1].0 < of[0].1
     });
-    assert!(overlapping, "no sample's arms ran side by side: {:?}", arms.iter().map(span).collect::<Vec<_>>());
+    assert!(
+        overlapping,
+        "no sample's arms ran side by side: {:?}",
+        arms.iter().map(span).collect::<Vec<_>>()
+    );
 }
 
 // E-06
 #[test]
 fn e06_arm_naming_the_skill_is_invalid_not_a_win() {
     let s = Setup::new();
-    let skill = s.skill("tldr", "scripted: reply SHORT: following the tldr skill, shipped 1.2");
+    let skill = s.skill(
+        "tldr",
+        "scripted: reply SHORT: following the tldr skill, shipped 1.2",
+    );
     let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
     let (_, report, stderr) = s.forge(&brief, &skill, &[]);
-    assert_eq!(codes(&report), vec![Some("skill_named".to_owned()); 3], "never stops: {stderr}\n{report:#}");
+    assert_eq!(
+        codes(&report),
+        vec![Some("skill_named".to_owned()); 3],
+        "never stops: {stderr}\n{report:#}"
+    );
     assert_eq!(report["aggregate"]["wins_with"], 0);
 }
 
@@ -209,7 +401,11 @@ fn e55_baseline_offered_the_skill_stops_the_brief() {
     let skill = s.skill("tldr", GOOD_SKILL);
     let brief = s.brief(BRIEF_ID, "scripted: offer tldr", "", VERIFY_SHORT);
     let (_, report, stderr) = s.forge(&brief, &skill, &[]);
-    assert_eq!(codes(&report), vec![Some("baseline_had_the_skill".to_owned())], "{stderr}\n{report:#}");
+    assert_eq!(
+        codes(&report),
+        vec![Some("baseline_had_the_skill".to_owned())],
+        "{stderr}\n{report:#}"
+    );
     assert!(!s.run_dir(BRIEF_ID).join("s2").exists());
 }
 
@@ -218,11 +414,23 @@ fn e55_baseline_offered_the_skill_stops_the_brief() {
 fn e07_unreadable_judge_reply_is_invalid_never_a_tie() {
     let s = Setup::new();
     let skill = s.skill("tldr", GOOD_SKILL);
-    let brief = s.brief(BRIEF_ID, "", "scripted: judge-reply Run A (with the skill)", VERIFY_SHORT);
+    let brief = s.brief(
+        BRIEF_ID,
+        "",
+        "scripted: judge-reply Run A (with the skill)",
+        VERIFY_SHORT,
+    );
     let (code, report, stderr) = s.forge(&brief, &skill, &["--probation", "--failure-rate", "0.4"]);
-    assert_eq!(codes(&report), vec![Some("unreadable_verdict".to_owned()); 3], "{stderr}\n{report:#}");
+    assert_eq!(
+        codes(&report),
+        vec![Some("unreadable_verdict".to_owned()); 3],
+        "{stderr}\n{report:#}"
+    );
     assert_eq!(report["aggregate"]["ties"], 0);
-    assert_eq!(code, 1, "--probation cannot install on an unreadable verdict");
+    assert_eq!(
+        code, 1,
+        "--probation cannot install on an unreadable verdict"
+    );
     assert!(!s.path("agents-skills/tldr").exists());
 }
 
@@ -234,11 +442,18 @@ fn e51_rival_the_baseline_never_loaded_names_the_baseline_arm() {
     let rival = s.skill("incumbent", "scripted: no-load");
     let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
     let (_, report, stderr) = s.forge(&brief, &skill, &["--rival", rival.to_str().unwrap()]);
-    assert_eq!(codes(&report), vec![Some("skill_never_loaded".to_owned()); 3], "{stderr}\n{report:#}");
+    assert_eq!(
+        codes(&report),
+        vec![Some("skill_never_loaded".to_owned()); 3],
+        "{stderr}\n{report:#}"
+    );
     assert_eq!(s.verdict(BRIEF_ID, 1).unwrap()["invalid_arm"], "without");
     assert_eq!(report["aggregate"]["arms_never_loaded"]["without"], 3);
     let lines = report["gate"]["lines"].to_string();
-    assert!(lines.contains("never loaded incumbent in 3 of 3") && !lines.contains("rerun"), "{lines}");
+    assert!(
+        lines.contains("never loaded incumbent in 3 of 3") && !lines.contains("rerun"),
+        "{lines}"
+    );
 }
 
 // E-17, E-16
@@ -246,13 +461,28 @@ fn e51_rival_the_baseline_never_loaded_names_the_baseline_arm() {
 fn e17_a_rejected_skill_is_never_evaluated_again() {
     let s = Setup::new();
     let skill = s.skill("tldr", "scripted: reply SHORT tie");
-    let brief = s.brief(BRIEF_ID, "", "scripted: judge-reply {\"winner\":\"tie\"}", "true");
+    let brief = s.brief(
+        BRIEF_ID,
+        "",
+        "scripted: judge-reply {\"winner\":\"tie\"}",
+        "true",
+    );
     let (code, report, stderr) = s.forge(&brief, &skill, &[]);
-    assert_eq!((code, report["gate"]["decision"].as_str()), (1, Some("reject")), "clean tie without --probation: {stderr}");
+    assert_eq!(
+        (code, report["gate"]["decision"].as_str()),
+        (1, Some("reject")),
+        "clean tie without --probation: {stderr}"
+    );
     let other = s.brief("another-brief", "", "", "true");
     let (code, report, _) = s.forge(&other, &skill, &[]);
     assert_eq!(code, 0);
-    assert!(report["skipped"].as_str().unwrap().contains("never re-evaluated"), "{report:#}");
+    assert!(
+        report["skipped"]
+            .as_str()
+            .unwrap()
+            .contains("never re-evaluated"),
+        "{report:#}"
+    );
     assert!(!s.run_dir("another-brief").exists());
 }
 
@@ -261,9 +491,18 @@ fn e17_a_rejected_skill_is_never_evaluated_again() {
 fn e16_clean_tie_with_probation_installs_with_a_7_day_recheck() {
     let s = Setup::new();
     let skill = s.skill("tldr", "scripted: reply SHORT tie");
-    let brief = s.brief(BRIEF_ID, "", "scripted: judge-reply {\"winner\":\"tie\"}", "true");
+    let brief = s.brief(
+        BRIEF_ID,
+        "",
+        "scripted: judge-reply {\"winner\":\"tie\"}",
+        "true",
+    );
     let (code, report, stderr) = s.forge(&brief, &skill, &["--probation", "--failure-rate", "0.4"]);
-    assert_eq!((code, report["gate"]["decision"].as_str()), (0, Some("probation")), "{stderr}\n{report:#}");
+    assert_eq!(
+        (code, report["gate"]["decision"].as_str()),
+        (0, Some("probation")),
+        "{stderr}\n{report:#}"
+    );
     let row = &s.ledger()[0];
     let at: chrono_free::Instant = chrono_free::parse(row["at"].as_str().unwrap());
     let due: chrono_free::Instant = chrono_free::parse(row["recheck_due"].as_str().unwrap());
@@ -285,7 +524,10 @@ fn e18_dry_run_runs_nothing_and_adopt_dir_stages() {
     let (code, _, stderr) = s.forge(&brief, &skill, &["--adopt-dir", adopt.to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
     assert!(adopt.join("tldr/SKILL.md").is_file());
-    assert!(!s.path("agents-skills").exists(), "the install root is unchanged when staging");
+    assert!(
+        !s.path("agents-skills").exists(),
+        "the install root is unchanged when staging"
+    );
 }
 
 // E-46
@@ -299,8 +541,14 @@ fn e46_leftover_meta_dir_refuses_the_run_and_is_left_untouched() {
     std::fs::write(&leftover, "an earlier pass's answer").unwrap();
     let (code, _, stderr) = s.forge(&brief, &skill, &[]);
     assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("delete the sample dir") && stderr.contains("s1"), "{stderr}");
-    assert_eq!(std::fs::read_to_string(&leftover).unwrap(), "an earlier pass's answer");
+    assert!(
+        stderr.contains("delete the sample dir") && stderr.contains("s1"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&leftover).unwrap(),
+        "an earlier pass's answer"
+    );
 }
 
 // Issue 17 item 7: a SIGKILLed orchestrator + in-process worker mid-arm resumes; every arm's result
@@ -318,28 +566,75 @@ fn forge_resumes_after_sigkill_mid_arm_applying_each_arm_once() {
     let skill = s.skill("tldr", GOOD_SKILL);
     let brief = s.brief(BRIEF_ID, "scripted@2: sleep 6000", "", VERIFY_SHORT);
     let root = s.path("agents-skills");
-    let args = ["eval", "forge", "--runtime", "scripted", "--brief", brief.to_str().unwrap(), "--skill-dir", skill.to_str().unwrap(), "--install-root", root.to_str().unwrap()];
-    let mut child = s.home.cmd().args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let args = [
+        "eval",
+        "forge",
+        "--runtime",
+        "scripted",
+        "--brief",
+        brief.to_str().unwrap(),
+        "--skill-dir",
+        skill.to_str().unwrap(),
+        "--install-root",
+        root.to_str().unwrap(),
+    ];
+    let mut child = s
+        .home
+        .cmd()
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let s2 = s.run_dir(BRIEF_ID).join("s2");
     wait_for(Duration::from_secs(60), "sample 2's arms to start", || {
         let jobs = s.home.json(&["jobs", "list"]);
-        let running = jobs.as_array().into_iter().flatten().filter(|j| j["state"] == "running" && j["stage"] == "arm").count();
+        let running = jobs
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|j| j["state"] == "running" && j["stage"] == "arm")
+            .count();
         (s2.exists() && running == 2).then_some(())
     });
-    assert!(s.run_dir(BRIEF_ID).join("s1/with.meta/run.json").is_file(), "sample 1 finished before the kill");
+    assert!(
+        s.run_dir(BRIEF_ID).join("s1/with.meta/run.json").is_file(),
+        "sample 1 finished before the kill"
+    );
     signal(&child, Signal::SIGKILL);
     wait_exit(&mut child, Duration::from_secs(10));
     let (code, report, stderr) = s.forge(&brief, &skill, &[]);
     assert_ne!(code, 2, "the resume is not refused: {stderr}");
-    assert_eq!(report["samples"].as_array().map(Vec::len), Some(3), "{stderr}\n{report:#}");
+    assert_eq!(
+        report["samples"].as_array().map(Vec::len),
+        Some(3),
+        "{stderr}\n{report:#}"
+    );
     let jobs = s.home.json(&["jobs", "list"]);
-    let arms: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "evalloop" && j["stage"] == "arm").collect();
+    let arms: Vec<&Value> = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["workflow"] == "evalloop" && j["stage"] == "arm")
+        .collect();
     assert_eq!(arms.len(), 6, "one job per arm, never a second: {jobs:#}");
-    let s1_attempts: Vec<u64> = arms.iter().filter(|j| j["idempotency_key"].as_str().unwrap().contains(":1:")).map(|j| j["attempts"].as_u64().unwrap()).collect();
-    assert_eq!(s1_attempts, vec![1, 1], "sample 1's finished arms did not run again");
+    let s1_attempts: Vec<u64> = arms
+        .iter()
+        .filter(|j| j["idempotency_key"].as_str().unwrap().contains(":1:"))
+        .map(|j| j["attempts"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        s1_attempts,
+        vec![1, 1],
+        "sample 1's finished arms did not run again"
+    );
     for arm in &arms {
         let shown = s.home.json(&["jobs", "show", arm["id"].as_str().unwrap()]);
-        assert_eq!(shown["applied"].as_array().map(Vec::len), Some(1), "each arm's result applied once: {shown:#}");
+        assert_eq!(
+            shown["applied"].as_array().map(Vec::len),
+            Some(1),
+            "each arm's result applied once: {shown:#}"
+        );
     }
     assert_eq!(s.ledger().len(), 1, "one ledger row");
 }
@@ -372,11 +667,23 @@ mod chrono_free {
 fn e47_verify_checks_the_document_inside_the_reply_not_the_prose() {
     let s = Setup::new();
     let skill = s.skill("fonts", "scripted: reply AX41 has no Arial, so:\\n```css\\n/* rejected:\\n Helvetica\\n Roboto\\n Arial\\n*/\\nbody { font-family: Inter; }\\n```");
-    let verify = format!("{} eval check --forbid Arial", skillforge_tests::bin().display());
-    let brief = s.brief(BRIEF_ID, "scripted@1: reply ```css\\nbody { font-family: Arial; }\\n```", "", &verify);
+    let verify = format!(
+        "{} eval check --forbid Arial",
+        skillforge_tests::bin().display()
+    );
+    let brief = s.brief(
+        BRIEF_ID,
+        "scripted@1: reply ```css\\nbody { font-family: Arial; }\\n```",
+        "",
+        &verify,
+    );
     let (_, report, stderr) = s.forge(&brief, &skill, &["--samples", "1"]);
     let v = &report["samples"][0];
-    assert_eq!(v["verify_passed"], json!({"with": true, "without": false}), "{stderr}\n{report:#}");
+    assert_eq!(
+        v["verify_passed"],
+        json!({"with": true, "without": false}),
+        "{stderr}\n{report:#}"
+    );
 }
 
 // E-12: an unreadable Codex auth.json stops the run before any arm, even with OPENAI_API_KEY set.
@@ -386,9 +693,17 @@ fn e12_unreadable_codex_auth_stops_before_any_arm() {
     let skill = s.skill("tldr", GOOD_SKILL);
     let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
     let home = s.path("empty-home").display().to_string();
-    let (code, _, stderr) = s.forge_env(&brief, &skill, &["--runtime", "codex"], &[("HOME", &home), ("OPENAI_API_KEY", "sk-test")]);
+    let (code, _, stderr) = s.forge_env(
+        &brief,
+        &skill,
+        &["--runtime", "codex"],
+        &[("HOME", &home), ("OPENAI_API_KEY", "sk-test")],
+    );
     assert_eq!(code, 3, "{stderr}");
-    assert!(stderr.contains("auth.json") && stderr.contains("no arm started"), "{stderr}");
+    assert!(
+        stderr.contains("auth.json") && stderr.contains("no arm started"),
+        "{stderr}"
+    );
     assert!(!s.run_dir(BRIEF_ID).exists());
 }
 
@@ -401,12 +716,33 @@ fn e12_codex_force_auth_json_0_uses_the_key_and_the_arms_run() {
     let skill = s.skill("tldr", GOOD_SKILL);
     let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
     let (home, path) = (s.path("empty-home").display().to_string(), s.empty_path());
-    let env = [("HOME", home.as_str()), ("OPENAI_API_KEY", "sk-test"), ("CODEX_FORCE_AUTH_JSON", "0"), ("PATH", path.as_str())];
-    let (code, report, stderr) = s.forge_env(&brief, &skill, &["--runtime", "codex", "--judge-runtime", "scripted"], &env);
+    let env = [
+        ("HOME", home.as_str()),
+        ("OPENAI_API_KEY", "sk-test"),
+        ("CODEX_FORCE_AUTH_JSON", "0"),
+        ("PATH", path.as_str()),
+    ];
+    let (code, report, stderr) = s.forge_env(
+        &brief,
+        &skill,
+        &["--runtime", "codex", "--judge-runtime", "scripted"],
+        &env,
+    );
     assert_ne!(code, 3, "no credential stop: {stderr}");
-    assert_eq!(codes(&report), vec![Some("arm_never_ran".to_owned())], "the arms ran (and found no codex): {stderr}\n{report:#}");
-    let run: Value = serde_json::from_str(&std::fs::read_to_string(s.run_dir(BRIEF_ID).join("s1/with.meta/run.json")).unwrap()).unwrap();
-    assert_eq!((run["runtime"].as_str(), run["exit"].as_str()), (Some("codex"), Some("not_runnable")), "{run:#}");
+    assert_eq!(
+        codes(&report),
+        vec![Some("arm_never_ran".to_owned())],
+        "the arms ran (and found no codex): {stderr}\n{report:#}"
+    );
+    let run: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.run_dir(BRIEF_ID).join("s1/with.meta/run.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (run["runtime"].as_str(), run["exit"].as_str()),
+        (Some("codex"), Some("not_runnable")),
+        "{run:#}"
+    );
 }
 
 // Issue 17 item 7 on a fleet: a Redis queue, two workers running the arms in parallel, the forging
@@ -415,31 +751,67 @@ fn e12_codex_force_auth_json_0_uses_the_key_and_the_arms_run() {
 fn forge_on_a_two_worker_redis_fleet_adopts() {
     let redis = RedisServer::start();
     let s = Setup::on(Home::redis(&redis.url()));
-    let _workers: Vec<Reaped> = ["w1", "w2"].iter().map(|n| Reaped(s.home.spawn_worker(n, &[]))).collect();
+    let _workers: Vec<Reaped> = ["w1", "w2"]
+        .iter()
+        .map(|n| Reaped(s.home.spawn_worker(n, &[])))
+        .collect();
     let skill = s.skill("tldr", GOOD_SKILL);
     let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
     let (code, report, stderr) = s.forge(&brief, &skill, &[]);
     assert_eq!(code, 0, "{stderr}\n{}", s.home.logs());
     assert_eq!(report["gate"]["decision"], "adopt");
     let jobs = s.home.json(&["jobs", "list"]);
-    let arms: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["stage"] == "arm").collect();
+    let arms: Vec<&Value> = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["stage"] == "arm")
+        .collect();
     assert_eq!(arms.len(), 6);
     for arm in arms {
         assert_eq!(arm["state"], "succeeded", "{arm:#}");
         let worker = arm["history"][0]["worker"].as_str().unwrap_or_default();
-        assert!(worker.starts_with("w1") || worker.starts_with("w2"), "run by a fleet worker, not the CLI: {arm:#}");
+        assert!(
+            worker.starts_with("w1") || worker.starts_with("w2"),
+            "run by a fleet worker, not the CLI: {arm:#}"
+        );
     }
 }
 
 /// Renders `page` in headless Chromium: (the DOM as rendered, the screenshot's PNG bytes).
 fn chromium(page: &Path, dir: &Path) -> (String, Vec<u8>) {
-    let shot = dir.join(format!("{}.png", page.file_stem().unwrap().to_string_lossy()));
+    let shot = dir.join(format!(
+        "{}.png",
+        page.file_stem().unwrap().to_string_lossy()
+    ));
     let url = format!("file://{}", page.display());
-    let base = ["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1200,900"];
-    let dom = std::process::Command::new("chromium").args(base).arg("--dump-dom").arg(&url).output().expect("chromium (Debian package `chromium`, installed by scripts/test)");
-    let out = std::process::Command::new("chromium").args(base).arg(format!("--screenshot={}", shot.display())).arg(&url).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    (String::from_utf8_lossy(&dom.stdout).into_owned(), std::fs::read(&shot).unwrap())
+    let base = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--window-size=1200,900",
+    ];
+    let dom = std::process::Command::new("chromium")
+        .args(base)
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .expect("chromium (Debian package `chromium`, installed by scripts/test)");
+    let out = std::process::Command::new("chromium")
+        .args(base)
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        String::from_utf8_lossy(&dom.stdout).into_owned(),
+        std::fs::read(&shot).unwrap(),
+    )
 }
 
 // Issue 17 item 8: the HTML report loads in headless Chromium and shows both arms and the verdict.
@@ -451,18 +823,47 @@ fn html_report_renders_both_arms_and_the_verdict_in_chromium() {
     let (code, _, stderr) = s.forge(&brief, &skill, &["--samples", "2"]);
     assert_eq!(code, 0, "{stderr}");
     let page = s.path("report.html");
-    let out = s.home.run(&["eval", "report", "--brief", BRIEF_ID, "--html", page.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = s.home.run(&[
+        "eval",
+        "report",
+        "--brief",
+        BRIEF_ID,
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (dom, png) = chromium(&page, s.dir.path());
-    for want in ["SHORT: shipped 1.2, fixed login", "LONG status", "winner: with", "ADOPT", "<h3>with</h3>", "<h3>without</h3>"] {
+    for want in [
+        "SHORT: shipped 1.2, fixed login",
+        "LONG status",
+        "winner: with",
+        "ADOPT",
+        "<h3>with</h3>",
+        "<h3>without</h3>",
+    ] {
         assert!(dom.contains(want), "rendered page lacks {want:?}:\n{dom}");
     }
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a PNG screenshot");
-    assert_eq!((u32::from_be_bytes(png[16..20].try_into().unwrap()), u32::from_be_bytes(png[20..24].try_into().unwrap())), (1200, 900));
+    assert_eq!(
+        (
+            u32::from_be_bytes(png[16..20].try_into().unwrap()),
+            u32::from_be_bytes(png[20..24].try_into().unwrap())
+        ),
+        (1200, 900)
+    );
     let blank = s.path("blank.html");
     std::fs::write(&blank, "<!doctype html><html><body></body></html>").unwrap();
     let (_, blank_png) = chromium(&blank, s.dir.path());
-    assert!(png.len() > 4 * blank_png.len(), "the screenshot shows content ({} bytes vs a blank page's {})", png.len(), blank_png.len());
+    assert!(
+        png.len() > 4 * blank_png.len(),
+        "the screenshot shows content ({} bytes vs a blank page's {})",
+        png.len(),
+        blank_png.len()
+    );
 }
 
 // Issue 13 item 8: `eval status` of a running forge shows the running stage's live output (the
@@ -471,15 +872,44 @@ fn html_report_renders_both_arms_and_the_verdict_in_chromium() {
 fn eval_status_shows_the_running_arms_output_tail() {
     let s = Setup::new();
     let skill = s.skill("tldr", GOOD_SKILL);
-    let brief = s.brief(BRIEF_ID, "scripted: stderr arm is thinking\nscripted@1: sleep 600000", "", VERIFY_SHORT);
+    let brief = s.brief(
+        BRIEF_ID,
+        "scripted: stderr arm is thinking\nscripted@1: sleep 600000",
+        "",
+        VERIFY_SHORT,
+    );
     let root = s.path("agents-skills");
-    let args = ["eval", "forge", "--runtime", "scripted", "--brief", brief.to_str().unwrap(), "--skill-dir", skill.to_str().unwrap(), "--install-root", root.to_str().unwrap()];
-    let forge = Reaped(s.home.cmd().args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
-    let shown = s.home.wait(Duration::from_secs(60), "eval status to show the running arm's output", || {
-        let out = s.home.run(&["eval", "status", "--brief", BRIEF_ID]);
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        (text.contains("running: arm job") && text.contains("│ arm is thinking")).then_some(text)
-    });
+    let args = [
+        "eval",
+        "forge",
+        "--runtime",
+        "scripted",
+        "--brief",
+        brief.to_str().unwrap(),
+        "--skill-dir",
+        skill.to_str().unwrap(),
+        "--install-root",
+        root.to_str().unwrap(),
+    ];
+    let forge = Reaped(
+        s.home
+            .cmd()
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let shown = s.home.wait(
+        Duration::from_secs(60),
+        "eval status to show the running arm's output",
+        || {
+            let out = s.home.run(&["eval", "status", "--brief", BRIEF_ID]);
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            (text.contains("running: arm job") && text.contains("│ arm is thinking"))
+                .then_some(text)
+        },
+    );
     assert!(shown.contains("jobs logs --follow"), "{shown}");
     // `--json` is unchanged: the files' status only.
     let json = s.home.json(&["eval", "status", "--brief", BRIEF_ID]);
@@ -487,12 +917,20 @@ fn eval_status_shows_the_running_arms_output_tail() {
     // Stop the sleeping arms through the queue (their worker kills them), then the forge.
     let running = || -> Vec<String> {
         let jobs = s.home.json(&["jobs", "list", "--state", "running"]);
-        jobs.as_array().into_iter().flatten().filter_map(|j| j["id"].as_str().map(str::to_owned)).collect()
+        jobs.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|j| j["id"].as_str().map(str::to_owned))
+            .collect()
     };
     for id in running() {
         s.home.run(&["jobs", "cancel", &id]);
     }
-    s.home.wait(Duration::from_secs(60), "the cancelled arms to stop", || running().is_empty().then_some(()));
+    s.home.wait(
+        Duration::from_secs(60),
+        "the cancelled arms to stop",
+        || running().is_empty().then_some(()),
+    );
     drop(forge);
 }
 
@@ -510,15 +948,40 @@ fn forge_mode_corrections_drafts_the_brief_from_a_theme_then_adopts() {
         "rules": [], "good_example": "shipped 1.2, fixed login", "bad_example": "here is every detail of the week, item by item, with context"
     });
     let theme = s.path("status.theme.json");
-    let corrections = [format!("no, nobody reads all that\nscripted: reply {draft}")];
+    let corrections = [format!(
+        "no, nobody reads all that\nscripted: reply {draft}"
+    )];
     std::fs::write(&theme, json!({"name": "status", "rules": ["status replies stay under nine words"], "corrections": corrections}).to_string()).unwrap();
-    let (code, report, stderr) = s.forge(Path::new(""), &skill, &["--mode", "corrections", "--theme", theme.to_str().unwrap(), "--dry-run"]);
+    let (code, report, stderr) = s.forge(
+        Path::new(""),
+        &skill,
+        &[
+            "--mode",
+            "corrections",
+            "--theme",
+            theme.to_str().unwrap(),
+            "--dry-run",
+        ],
+    );
     assert_eq!(code, 0, "{stderr}");
-    assert!(report["skipped"].as_str().unwrap().contains("would draft"), "{report:#}");
-    assert!(!s.home.path().join("eval/briefs").exists(), "a dry run drafts nothing");
-    let (code, report, stderr) = s.forge(Path::new(""), &skill, &["--mode", "corrections", "--theme", theme.to_str().unwrap()]);
+    assert!(
+        report["skipped"].as_str().unwrap().contains("would draft"),
+        "{report:#}"
+    );
+    assert!(
+        !s.home.path().join("eval/briefs").exists(),
+        "a dry run drafts nothing"
+    );
+    let (code, report, stderr) = s.forge(
+        Path::new(""),
+        &skill,
+        &["--mode", "corrections", "--theme", theme.to_str().unwrap()],
+    );
     assert_eq!(code, 0, "{stderr}\n{report:#}");
-    let written: Value = serde_json::from_str(&std::fs::read_to_string(s.home.path().join("eval/briefs/kg-status.json")).unwrap()).unwrap();
+    let written: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.home.path().join("eval/briefs/kg-status.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(written, draft["brief"]);
     assert_eq!(report["gate"]["decision"], "adopt", "{report:#}");
     assert_eq!(s.ledger()[0]["brief_id"], "kg-status");

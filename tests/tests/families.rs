@@ -27,14 +27,29 @@ fn write(path: &Path, text: &str) -> PathBuf {
 }
 
 fn feedback_events(home: &Home) -> u64 {
-    home.json(&["harvest", "status"])["feedback_events"].as_u64().expect("feedback_events count")
+    home.json(&["harvest", "status"])["feedback_events"]
+        .as_u64()
+        .expect("feedback_events count")
 }
 
 /// `harvest outcome` (merged, empty gate) for PR `pr` without `--wait`; returns the hard-verifier
 /// leg's job id.
 fn merged_without_waiting(home: &Home, pr: u32, head: &str) -> String {
     let pr = pr.to_string();
-    let report = home.json(&["harvest", "outcome", "--repo", "acme/app", "--pr", &pr, "--outcome", "merged", "--ci", "none", "--head", head]);
+    let report = home.json(&[
+        "harvest",
+        "outcome",
+        "--repo",
+        "acme/app",
+        "--pr",
+        &pr,
+        "--outcome",
+        "merged",
+        "--ci",
+        "none",
+        "--head",
+        head,
+    ]);
     let legs = report["legs"].as_array().expect("legs");
     assert_eq!(legs.len(), 1, "one hard-verifier leg: {report}");
     assert_eq!(legs[0]["leg"], "hard_verifier");
@@ -45,7 +60,12 @@ fn merged_without_waiting(home: &Home, pr: u32, head: &str) -> String {
 /// is released, so a later waiting command serves the queue itself at once).
 fn run_leg_on_a_worker(home: &Home, id: &str) {
     let mut worker = Reaped(home.spawn_worker("fleet", &[]));
-    home.wait_job(id, Duration::from_secs(60), "the hard-verifier leg to finish", |j| j["state"] == "succeeded");
+    home.wait_job(
+        id,
+        Duration::from_secs(60),
+        "the hard-verifier leg to finish",
+        |j| j["state"] == "succeeded",
+    );
     signal(&worker.0, Signal::SIGTERM);
     wait_exit(&mut worker.0, Duration::from_secs(30));
 }
@@ -59,8 +79,18 @@ fn a_harvest_legs_result_is_applied_whichever_command_ingests_it_next() {
     let (repo, _base, head) = two_commit_repo();
     let home = Home::embedded();
     let file = write(&home.path().join("in/coder.md"), TEMPLATE);
-    let out = home.run(&["template", "add", file.to_str().unwrap(), "--repo", "acme/templates"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = home.run(&[
+        "template",
+        "add",
+        file.to_str().unwrap(),
+        "--repo",
+        "acme/templates",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     write(
         &home.path().join("config.toml"),
         "[skillopt]\nauto_trace_enabled = true\nhard_verifiers_enabled = true\nhard_verifier_commands = [\"test -f src/lib.rs\"]\n",
@@ -68,8 +98,18 @@ fn a_harvest_legs_result_is_applied_whichever_command_ingests_it_next() {
     for pr in 1..=3 {
         let pr = pr.to_string();
         home.json(&[
-            "harvest", "attribute", "--repo", "acme/app", "--pr", &pr, "--template", "coder@v1", "--resolved-commit", "c0ffee",
-            "--checkout", repo.path().to_str().unwrap(),
+            "harvest",
+            "attribute",
+            "--repo",
+            "acme/app",
+            "--pr",
+            &pr,
+            "--template",
+            "coder@v1",
+            "--resolved-commit",
+            "c0ffee",
+            "--checkout",
+            repo.path().to_str().unwrap(),
         ]);
     }
 
@@ -77,10 +117,23 @@ fn a_harvest_legs_result_is_applied_whichever_command_ingests_it_next() {
     //    applies nothing: ingestion belongs to the stage port's wait and to `serve`.
     let leg1 = merged_without_waiting(&home, 1, &head);
     run_leg_on_a_worker(&home, &leg1);
-    assert_eq!(feedback_events(&home), 1, "the floor row only: the leg's result is not ingested yet");
+    assert_eq!(
+        feedback_events(&home),
+        1,
+        "the floor row only: the leg's result is not ingested yet"
+    );
     let out = home.run(&["train", "continue", "--session", "anything"]);
-    assert_eq!(out.status.code(), Some(2), "unknown session: {}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(feedback_events(&home), 1, "a command that waited for nothing ingested nothing");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "unknown session: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        feedback_events(&home),
+        1,
+        "a command that waited for nothing ingested nothing"
+    );
 
     // 2. A waiting command of another noun (`jobs submit --wait`) is the next control plane: its
     //    wait applies every pending result, the earlier leg's too.
@@ -89,7 +142,11 @@ fn a_harvest_legs_result_is_applied_whichever_command_ingests_it_next() {
     assert_eq!(feedback_events(&home), 2);
     let done = home.json(&["jobs", "submit", "--wait", "--", "true"]);
     assert_eq!(done["state"], "succeeded", "{done}");
-    assert_eq!(feedback_events(&home), 4, "both hard-verifier rows are written by `jobs submit --wait`");
+    assert_eq!(
+        feedback_events(&home),
+        4,
+        "both hard-verifier rows are written by `jobs submit --wait`"
+    );
     assert_eq!(applied_tokens(&home.job(&leg1)), 1, "applied exactly once");
     assert_eq!(applied_tokens(&home.job(&leg)), 1, "applied exactly once");
 
@@ -98,18 +155,40 @@ fn a_harvest_legs_result_is_applied_whichever_command_ingests_it_next() {
     run_leg_on_a_worker(&home, &leg);
     assert_eq!(feedback_events(&home), 5);
     let _serve = Reaped(home.spawn_serve());
-    home.wait(Duration::from_secs(30), "serve to write the hard-verifier row", || (feedback_events(&home) == 6).then_some(()));
-    home.wait(Duration::from_secs(30), "serve to record the leg as applied", || (applied_tokens(&home.job(&leg)) == 1).then_some(()));
+    home.wait(
+        Duration::from_secs(30),
+        "serve to write the hard-verifier row",
+        || (feedback_events(&home) == 6).then_some(()),
+    );
+    home.wait(
+        Duration::from_secs(30),
+        "serve to record the leg as applied",
+        || (applied_tokens(&home.job(&leg)) == 1).then_some(()),
+    );
 
     // Every ingestion wrote exactly one hard row per PR, beside its floor row.
     let export = home.path().join("out/auto-trace.json");
-    home.json(&["export", "--run", "auto-trace:coder@v1", "--output", export.to_str().unwrap()]);
+    home.json(&[
+        "export",
+        "--run",
+        "auto-trace:coder@v1",
+        "--output",
+        export.to_str().unwrap(),
+    ]);
     let package: Value = serde_json::from_str(&std::fs::read_to_string(&export).unwrap()).unwrap();
     for pr in 1..=3 {
         let item = format!("hard#acme/app#{pr}");
-        let rows: Vec<&Value> =
-            package["feedback_events"].as_array().unwrap().iter().filter(|e| e["item_id"] == item.as_str()).collect();
+        let rows: Vec<&Value> = package["feedback_events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["item_id"] == item.as_str())
+            .collect();
         assert_eq!(rows.len(), 1, "{item}: {package:#}");
-        assert_eq!((rows[0]["reviewer"].as_str(), rows[0]["choice"].as_str()), (Some("gitmoot-verifier"), Some("a")), "{item}");
+        assert_eq!(
+            (rows[0]["reviewer"].as_str(), rows[0]["choice"].as_str()),
+            (Some("gitmoot-verifier"), Some("a")),
+            "{item}"
+        );
     }
 }

@@ -21,13 +21,21 @@ fn gh(home: &Home, fake: &FakeGitHub, args: &[&str]) -> Output {
 
 fn gh_json(home: &Home, fake: &FakeGitHub, args: &[&str]) -> Value {
     let out = gh(home, fake, args);
-    assert!(out.status.success(), "{args:?}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn package(home: &Home) -> Value {
     let file = home.path().join("training.json");
-    ok(home, &["export", "--run", "r1", "--output", path_arg(&file)]);
+    ok(
+        home,
+        &["export", "--run", "r1", "--output", path_arg(&file)],
+    );
     serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap()
 }
 
@@ -35,11 +43,44 @@ fn setup(run_repo: Option<&str>) -> Home {
     let home = Home::embedded();
     add_template(&home, PLANNER_TEMPLATE, "acme/templates");
     // An empty `--repo` leaves the run without a target repo.
-    ok(&home, &["review", "create", "--template", "planner", "--run", "r1", "--repo", run_repo.unwrap_or("")]);
+    ok(
+        &home,
+        &[
+            "review",
+            "create",
+            "--template",
+            "planner",
+            "--run",
+            "r1",
+            "--repo",
+            run_repo.unwrap_or(""),
+        ],
+    );
     for item in ["i1", "i2"] {
-        let baseline = skillforge_tests::write(&home.path().join(format!("in/{item}-b.md")), &format!("{item} baseline\n"));
-        let candidate = skillforge_tests::write(&home.path().join(format!("in/{item}-c.md")), &format!("{item} candidate with tests\n"));
-        ok(&home, &["review", "item", "add", "--run", "r1", "--item", item, "--baseline", path_arg(&baseline), "--candidate", path_arg(&candidate)]);
+        let baseline = skillforge_tests::write(
+            &home.path().join(format!("in/{item}-b.md")),
+            &format!("{item} baseline\n"),
+        );
+        let candidate = skillforge_tests::write(
+            &home.path().join(format!("in/{item}-c.md")),
+            &format!("{item} candidate with tests\n"),
+        );
+        ok(
+            &home,
+            &[
+                "review",
+                "item",
+                "add",
+                "--run",
+                "r1",
+                "--item",
+                item,
+                "--baseline",
+                path_arg(&baseline),
+                "--candidate",
+                path_arg(&candidate),
+            ],
+        );
     }
     home
 }
@@ -52,93 +93,265 @@ fn s85_s97_github_review_path_publish_sync_resync_edit_delete() {
 
     // Publish through a 403 secondary rate limit (retry-after), then a retried publish finds it.
     fake.state().rate_limit_next = 1;
-    let first = gh_json(&home, &fake, &["feedback", "github", "publish", "--run", "r1"]);
-    assert_eq!((first["repo"].as_str(), first["number"].as_u64(), first["created"].as_bool()), (Some("acme/reviews"), Some(1), Some(true)));
-    let again = gh_json(&home, &fake, &["feedback", "github", "publish", "--run", "r1"]);
+    let first = gh_json(
+        &home,
+        &fake,
+        &["feedback", "github", "publish", "--run", "r1"],
+    );
+    assert_eq!(
+        (
+            first["repo"].as_str(),
+            first["number"].as_u64(),
+            first["created"].as_bool()
+        ),
+        (Some("acme/reviews"), Some(1), Some(true))
+    );
+    let again = gh_json(
+        &home,
+        &fake,
+        &["feedback", "github", "publish", "--run", "r1"],
+    );
     assert_eq!(again["created"], false);
     // A write job whose result was lost (here: another home, so no applied-write row) finds the
     // issue by its marker and posts nothing.
     let elsewhere = setup(Some("acme/reviews"));
-    let lost = gh_json(&elsewhere, &fake, &["feedback", "github", "publish", "--run", "r1"]);
-    assert_eq!((lost["number"].as_u64(), lost["created"].as_bool()), (Some(1), Some(false)), "{lost:#}");
+    let lost = gh_json(
+        &elsewhere,
+        &fake,
+        &["feedback", "github", "publish", "--run", "r1"],
+    );
+    assert_eq!(
+        (lost["number"].as_u64(), lost["created"].as_bool()),
+        (Some(1), Some(false)),
+        "{lost:#}"
+    );
     {
         let s = fake.state();
-        assert_eq!(s.issues["acme/reviews"].len(), 1, "a retried publish never posts twice");
+        assert_eq!(
+            s.issues["acme/reviews"].len(),
+            1,
+            "a retried publish never posts twice"
+        );
         let body = &s.issues["acme/reviews"][&1].body;
-        assert!(body.contains("<!-- gitmoot:skillopt-feedback-packet -->") && body.contains("i1 candidate with tests"));
-        assert!(!body.contains("baseline artifact") && !body.contains("candidate:"), "the body is blind");
+        assert!(
+            body.contains("<!-- gitmoot:skillopt-feedback-packet -->")
+                && body.contains("i1 candidate with tests")
+        );
+        assert!(
+            !body.contains("baseline artifact") && !body.contains("candidate:"),
+            "the body is blind"
+        );
         assert!(s.requests.iter().all(|(_, _, authorized)| *authorized));
     }
 
     // S-85 (below): the packet as a PR comment before any feedback exists.
-    let pr_before = fake.state().add_issue("acme/reviews", "a PR before feedback", "");
-    gh_json(&home, &fake, &["feedback", "github", "publish", "--run", "r1", "--pr", &pr_before.to_string()]);
+    let pr_before = fake
+        .state()
+        .add_issue("acme/reviews", "a PR before feedback", "");
+    gh_json(
+        &home,
+        &fake,
+        &[
+            "feedback",
+            "github",
+            "publish",
+            "--run",
+            "r1",
+            "--pr",
+            &pr_before.to_string(),
+        ],
+    );
 
     // Reviewers answer; five comments span three pages.
     let (bob, carol) = {
         let mut s = fake.state();
         s.add_comment("acme/reviews", 1, "ann", "LGTM, thanks for the packet!");
-        let bob = s.add_comment("acme/reviews", 1, "bob", "run_id: r1\ni1: tie - both fine\ni2: b - has tests");
+        let bob = s.add_comment(
+            "acme/reviews",
+            1,
+            "bob",
+            "run_id: r1\ni1: tie - both fine\ni2: b - has tests",
+        );
         let carol = s.add_comment("acme/reviews", 1, "carol", "i1: maybe");
         s.add_comment("acme/reviews", 1, "dan", "```yaml\nrun_id: r1\nitems:\n- item_id: i2\n  choice: neither\n  reasoning: too short\n```");
         s.add_comment("acme/reviews", 1, "erin", "run_id: other-run\ni1: a");
         (bob, carol)
     };
-    let synced = gh_json(&home, &fake, &["feedback", "github", "sync", "--run", "r1", "--repo", "acme/reviews", "--issue", "1"]);
+    let synced = gh_json(
+        &home,
+        &fake,
+        &[
+            "feedback",
+            "github",
+            "sync",
+            "--run",
+            "r1",
+            "--repo",
+            "acme/reviews",
+            "--issue",
+            "1",
+        ],
+    );
     assert_eq!(synced["comments"], 5);
     assert_eq!(synced["imported"], 2);
     assert_eq!(synced["skipped"], 2, "ann's and erin's comments");
     let malformed = synced["malformed"].as_array().unwrap();
     assert_eq!(malformed.len(), 1);
-    assert_eq!(malformed[0]["url"], format!("https://github.com/acme/reviews/issues/1#issuecomment-{carol}"));
+    assert_eq!(
+        malformed[0]["url"],
+        format!("https://github.com/acme/reviews/issues/1#issuecomment-{carol}")
+    );
     assert_eq!(synced["feedback_events"]["inserted"], 3);
     let pkg = package(&home);
     let events = pkg["feedback_events"].as_array().unwrap();
     assert_eq!(events.len(), 3);
-    assert!(events.iter().all(|e| e["source"] == "github" && e["reviewer"] != "ann" && e["reviewer"] != "carol"));
+    assert!(
+        events
+            .iter()
+            .all(|e| e["source"] == "github" && e["reviewer"] != "ann" && e["reviewer"] != "carol")
+    );
     assert_eq!(pkg["feedback_context"]["review_issue"], "acme/reviews#1");
 
     // A second sync writes no new row.
-    let resynced = gh_json(&home, &fake, &["feedback", "github", "sync", "--run", "r1", "--repo", "acme/reviews", "--issue", "1"]);
+    let resynced = gh_json(
+        &home,
+        &fake,
+        &[
+            "feedback",
+            "github",
+            "sync",
+            "--run",
+            "r1",
+            "--repo",
+            "acme/reviews",
+            "--issue",
+            "1",
+        ],
+    );
     assert_eq!(resynced["feedback_events"]["inserted"], 0);
-    assert_eq!(package(&home)["feedback_events"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        package(&home)["feedback_events"].as_array().unwrap().len(),
+        3
+    );
 
     // Bob edits his comment: his rows are re-upserted in place; carol deletes hers.
-    fake.state().edit_comment(bob, "i1: neither - on reflection neither has a rollback\ni2: b - has tests");
+    fake.state().edit_comment(
+        bob,
+        "i1: neither - on reflection neither has a rollback\ni2: b - has tests",
+    );
     fake.state().delete_comment(carol);
-    let edited = gh_json(&home, &fake, &["feedback", "github", "sync", "--run", "r1", "--repo", "acme/reviews", "--issue", "1"]);
-    assert_eq!((edited["feedback_events"]["inserted"].as_u64(), edited["malformed"].as_array().unwrap().len()), (Some(0), 0));
+    let edited = gh_json(
+        &home,
+        &fake,
+        &[
+            "feedback",
+            "github",
+            "sync",
+            "--run",
+            "r1",
+            "--repo",
+            "acme/reviews",
+            "--issue",
+            "1",
+        ],
+    );
+    assert_eq!(
+        (
+            edited["feedback_events"]["inserted"].as_u64(),
+            edited["malformed"].as_array().unwrap().len()
+        ),
+        (Some(0), 0)
+    );
     let pkg = package(&home);
     let events = pkg["feedback_events"].as_array().unwrap();
     assert_eq!(events.len(), 3);
-    let bob_i1 = events.iter().find(|e| e["reviewer"] == "bob" && e["item_id"] == "i1").unwrap();
+    let bob_i1 = events
+        .iter()
+        .find(|e| e["reviewer"] == "bob" && e["item_id"] == "i1")
+        .unwrap();
     assert_eq!(bob_i1["choice"], "neither");
-    assert_eq!(bob_i1["source_url"], format!("https://github.com/acme/reviews/issues/1#issuecomment-{bob}"));
+    assert_eq!(
+        bob_i1["source_url"],
+        format!("https://github.com/acme/reviews/issues/1#issuecomment-{bob}")
+    );
 
     // Bob edits again and drops i1: his old i1 row is superseded (removed), his i2 row stays.
     fake.state().edit_comment(bob, "i2: b - has tests");
-    let dropped = gh_json(&home, &fake, &["feedback", "github", "sync", "--run", "r1", "--repo", "acme/reviews", "--issue", "1"]);
+    let dropped = gh_json(
+        &home,
+        &fake,
+        &[
+            "feedback",
+            "github",
+            "sync",
+            "--run",
+            "r1",
+            "--repo",
+            "acme/reviews",
+            "--issue",
+            "1",
+        ],
+    );
     assert_eq!(dropped["superseded"], 1, "{dropped:#}");
     let pkg = package(&home);
     let events = pkg["feedback_events"].as_array().unwrap();
     assert_eq!(events.len(), 2, "{events:#?}");
-    assert!(!events.iter().any(|e| e["reviewer"] == "bob" && e["item_id"] == "i1"), "{events:#?}");
-    assert!(events.iter().any(|e| e["reviewer"] == "bob" && e["item_id"] == "i2"));
-    assert!(events.iter().any(|e| e["reviewer"] == "dan" && e["item_id"] == "i2"), "other comments' rows are untouched");
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["reviewer"] == "bob" && e["item_id"] == "i1"),
+        "{events:#?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["reviewer"] == "bob" && e["item_id"] == "i2")
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["reviewer"] == "dan" && e["item_id"] == "i2"),
+        "other comments' rows are untouched"
+    );
 
     // S-85: published again once feedback exists, the GitHub body shows nothing the feedback
     // decided: it is the pre-feedback body but for its idempotency marker.
-    let pr_after = fake.state().add_issue("acme/reviews", "a PR after feedback", "");
-    gh_json(&home, &fake, &["feedback", "github", "publish", "--run", "r1", "--pr", &pr_after.to_string()]);
+    let pr_after = fake
+        .state()
+        .add_issue("acme/reviews", "a PR after feedback", "");
+    gh_json(
+        &home,
+        &fake,
+        &[
+            "feedback",
+            "github",
+            "publish",
+            "--run",
+            "r1",
+            "--pr",
+            &pr_after.to_string(),
+        ],
+    );
     let body_on = |pr: u64| {
         let s = fake.state();
         let id = s.issues["acme/reviews"][&pr].comments[0];
-        s.comments[&id].body.lines().filter(|l| !l.starts_with("<!-- skillforge:publish-key=")).collect::<Vec<_>>().join("\n")
+        s.comments[&id]
+            .body
+            .lines()
+            .filter(|l| !l.starts_with("<!-- skillforge:publish-key="))
+            .collect::<Vec<_>>()
+            .join("\n")
     };
     let (before, after) = (body_on(pr_before), body_on(pr_after));
-    assert_eq!(before, after, "S-85: the body after feedback differs from the body before");
+    assert_eq!(
+        before, after,
+        "S-85: the body after feedback differs from the body before"
+    );
     for word in ["winner", "stability", "recommend", "agreement"] {
-        assert!(!after.to_lowercase().contains(word), "the body mentions {word:?}:\n{after}");
+        assert!(
+            !after.to_lowercase().contains(word),
+            "the body mentions {word:?}:\n{after}"
+        );
     }
 }
 
@@ -147,14 +360,41 @@ fn s85_s97_github_review_path_publish_sync_resync_edit_delete() {
 fn s96_publish_without_repo_uses_template_source_repo_then_errors() {
     let fake = FakeGitHub::start("tok");
     let home = setup(None);
-    let published = gh_json(&home, &fake, &["feedback", "github", "publish", "--run", "r1"]);
+    let published = gh_json(
+        &home,
+        &fake,
+        &["feedback", "github", "publish", "--run", "r1"],
+    );
     assert_eq!(published["repo"], "acme/templates");
     assert_eq!(fake.state().issues["acme/templates"].len(), 1);
     // A PR comment instead of an issue.
     fake.state().add_issue("acme/app", "a PR", "");
-    let on_pr = gh_json(&home, &fake, &["feedback", "github", "publish", "--run", "r1", "--repo", "acme/app", "--pr", "1"]);
-    assert!(on_pr["url"].as_str().unwrap().starts_with("https://github.com/acme/app/issues/1#issuecomment-"));
-    let bad = gh(&home, &fake, &["feedback", "github", "publish", "--run", "r1", "--repo", "not-a-repo"]);
+    let on_pr = gh_json(
+        &home,
+        &fake,
+        &[
+            "feedback", "github", "publish", "--run", "r1", "--repo", "acme/app", "--pr", "1",
+        ],
+    );
+    assert!(
+        on_pr["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("https://github.com/acme/app/issues/1#issuecomment-")
+    );
+    let bad = gh(
+        &home,
+        &fake,
+        &[
+            "feedback",
+            "github",
+            "publish",
+            "--run",
+            "r1",
+            "--repo",
+            "not-a-repo",
+        ],
+    );
     assert_eq!(bad.status.code(), Some(2));
 }
 
@@ -166,11 +406,28 @@ fn a_write_whose_answer_was_lost_is_retried_as_a_job_and_posts_once() {
     let fake = FakeGitHub::start("tok");
     let home = setup(Some("acme/reviews"));
     fake.state().lose_write_answers = 1;
-    let published = gh_json(&home, &fake, &["feedback", "github", "publish", "--run", "r1"]);
-    assert_eq!((published["number"].as_u64(), published["created"].as_bool()), (Some(1), Some(false)), "{published:#}");
+    let published = gh_json(
+        &home,
+        &fake,
+        &["feedback", "github", "publish", "--run", "r1"],
+    );
+    assert_eq!(
+        (published["number"].as_u64(), published["created"].as_bool()),
+        (Some(1), Some(false)),
+        "{published:#}"
+    );
     assert_eq!(fake.state().issues["acme/reviews"].len(), 1, "posted once");
     assert_eq!(fake.state().count("POST", "/repos/acme/reviews/issues"), 1);
     let jobs = home.json(&["jobs", "list"]);
-    let write = jobs.as_array().unwrap().iter().find(|j| j["workflow"] == "github").expect("a github write job");
-    assert_eq!((write["state"].as_str(), write["attempts"].as_u64()), (Some("succeeded"), Some(2)), "{write:#}");
+    let write = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["workflow"] == "github")
+        .expect("a github write job");
+    assert_eq!(
+        (write["state"].as_str(), write["attempts"].as_u64()),
+        (Some("succeeded"), Some(2)),
+        "{write:#}"
+    );
 }

@@ -8,14 +8,24 @@ use regex::Regex;
 use skillforge_tests::bin;
 
 fn help(path: &[String]) -> String {
-    let out = Command::new(bin()).args(path).arg("--help").output().expect("run --help");
-    assert!(out.status.success(), "skillforge {} --help failed", path.join(" "));
+    let out = Command::new(bin())
+        .args(path)
+        .arg("--help")
+        .output()
+        .expect("run --help");
+    assert!(
+        out.status.success(),
+        "skillforge {} --help failed",
+        path.join(" ")
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The subcommands a help text lists under `Commands:` (without `help`).
 fn subcommands(text: &str) -> Vec<String> {
-    let Some(start) = text.find("Commands:\n") else { return Vec::new() };
+    let Some(start) = text.find("Commands:\n") else {
+        return Vec::new();
+    };
     text[start + "Commands:\n".len()..]
         .lines()
         .take_while(|l| l.starts_with("  "))
@@ -52,7 +62,10 @@ fn no_internal_ids_or_code_names_in_any_help() {
         (Regex::new(r"@\w+@").unwrap(), "a payload placeholder"),
         (Regex::new(r"(?i)\bseam\b").unwrap(), "an internal term"),
         // A constant's name, not a flag's `<MAX_WORDS>` value placeholder.
-        (Regex::new(r"(?:^|[^<A-Z_])(MAX_[A-Z_]+)\b").unwrap(), "a constant's name"),
+        (
+            Regex::new(r"(?:^|[^<A-Z_])(MAX_[A-Z_]+)\b").unwrap(),
+            "a constant's name",
+        ),
     ];
     let gitmoot = Regex::new(r"(?i)gitmoot").unwrap();
     let helps = every_help();
@@ -69,7 +82,12 @@ fn no_internal_ids_or_code_names_in_any_help() {
             found.push(format!("{command}: `gitmoot` unexplained"));
         }
     }
-    assert!(found.is_empty(), "{} finding(s):\n{}", found.len(), found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "{} finding(s):\n{}",
+        found.len(),
+        found.join("\n")
+    );
 }
 
 /// No runtime is assumed (issue 35 item 7): `eval forge` and `eval brief --theme` without
@@ -78,32 +96,75 @@ fn no_internal_ids_or_code_names_in_any_help() {
 #[test]
 fn no_runtime_is_assumed_for_the_eval_arms_or_the_ab_judge() {
     let home = skillforge_tests::Home::embedded();
-    let skill = skillforge_tests::write(&home.path().join("in/notes/SKILL.md"), "---\nname: notes\ndescription: d\n---\nbody\n");
+    let skill = skillforge_tests::write(
+        &home.path().join("in/notes/SKILL.md"),
+        "---\nname: notes\ndescription: d\n---\nbody\n",
+    );
     let brief = skillforge_tests::write(
         &home.path().join("in/brief.json"),
         r#"{"id": "b1", "prompt": "p", "verify": "true", "rubric": "r", "output": "reply"}"#,
     );
-    let run = |args: &[&str]| home.cmd().env_remove("FORGE_AGENT").args(args).output().unwrap();
-    let out = run(&["eval", "forge", "--brief", brief.to_str().unwrap(), "--skill-dir", skill.parent().unwrap().to_str().unwrap(), "--install-root", home.path().join("inst").to_str().unwrap()]);
+    let run = |args: &[&str]| {
+        home.cmd()
+            .env_remove("FORGE_AGENT")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        "eval",
+        "forge",
+        "--brief",
+        brief.to_str().unwrap(),
+        "--skill-dir",
+        skill.parent().unwrap().to_str().unwrap(),
+        "--install-root",
+        home.path().join("inst").to_str().unwrap(),
+    ]);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("--runtime") && err.contains("FORGE_AGENT") && err.contains("claude, codex"), "{err}");
+    assert!(
+        err.contains("--runtime") && err.contains("FORGE_AGENT") && err.contains("claude, codex"),
+        "{err}"
+    );
     let theme = skillforge_tests::write(&home.path().join("in/theme.json"), "{}");
-    let out = run(&["eval", "brief", "--knowledge-gap", "--theme", theme.to_str().unwrap(), "--out", home.path().join("b.json").to_str().unwrap()]);
+    let out = run(&[
+        "eval",
+        "brief",
+        "--knowledge-gap",
+        "--theme",
+        theme.to_str().unwrap(),
+        "--out",
+        home.path().join("b.json").to_str().unwrap(),
+    ]);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.code() == Some(2) && err.contains("--runtime") && err.contains("FORGE_AGENT"), "{err}");
+    assert!(
+        out.status.code() == Some(2) && err.contains("--runtime") && err.contains("FORGE_AGENT"),
+        "{err}"
+    );
 
     let out = run(&["ab", "planner", "question", "--judge", "--pick", "a"]);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.code() == Some(2) && err.contains("[skillopt] review_runtimes") && err.contains("config.toml"), "{err}");
-    assert_eq!(home.json(&["jobs", "list"]), serde_json::json!([]), "nothing ran");
+    assert!(
+        out.status.code() == Some(2)
+            && err.contains("[skillopt] review_runtimes")
+            && err.contains("config.toml"),
+        "{err}"
+    );
+    assert_eq!(
+        home.json(&["jobs", "list"]),
+        serde_json::json!([]),
+        "nothing ran"
+    );
 }
 
 /// Global flags are listed once, in their own `Global options:` group after each command's own
 /// options, never interleaved with them (issue 35 item 8).
 #[test]
 fn global_flags_are_listed_once_after_each_commands_own_options() {
-    let global = Regex::new(r"(?m)^\s+(?:-[vq], )?--(home|queue|json|verbose|quiet)(?:\s|\.\.\.|$)").unwrap();
+    let global =
+        Regex::new(r"(?m)^\s+(?:-[vq], )?--(home|queue|json|verbose|quiet)(?:\s|\.\.\.|$)")
+            .unwrap();
     let mut found = Vec::new();
     for (command, text) in every_help() {
         let Some(at) = text.find("\nGlobal options:\n") else {
@@ -112,12 +173,23 @@ fn global_flags_are_listed_once_after_each_commands_own_options() {
         };
         let (own, globals) = text.split_at(at);
         if let Some(m) = global.find(own) {
-            found.push(format!("{command}: `{}` among the command's own options", m.as_str().trim()));
+            found.push(format!(
+                "{command}: `{}` among the command's own options",
+                m.as_str().trim()
+            ));
         }
-        let listed: Vec<&str> = global.captures_iter(globals).map(|c| c.get(1).unwrap().as_str()).collect();
+        let listed: Vec<&str> = global
+            .captures_iter(globals)
+            .map(|c| c.get(1).unwrap().as_str())
+            .collect();
         if listed != ["home", "queue", "json", "verbose", "quiet"] {
             found.push(format!("{command}: global group lists {listed:?}"));
         }
     }
-    assert!(found.is_empty(), "{} finding(s):\n{}", found.len(), found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "{} finding(s):\n{}",
+        found.len(),
+        found.join("\n")
+    );
 }

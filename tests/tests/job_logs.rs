@@ -52,16 +52,30 @@ fn follow_streams_a_running_job_and_ends_with_it(home: &Home) {
         .spawn()
         .expect("spawn jobs logs --follow");
     let out = lines(&mut follower);
-    let first = out.recv_timeout(DEADLINE).expect("the first line of a running job arrives");
+    let first = out
+        .recv_timeout(DEADLINE)
+        .expect("the first line of a running job arrives");
     assert_eq!(first, "ready");
     // The job cannot have ended: it waits for the file the test has not created yet.
-    assert_eq!(home.job(&id)["state"], "running", "output arrived while the job runs");
+    assert_eq!(
+        home.job(&id)["state"],
+        "running",
+        "output arrived while the job runs"
+    );
     std::fs::write(&go, "").unwrap();
-    let second = out.recv_timeout(DEADLINE).expect("the line written after the gate opened");
+    let second = out
+        .recv_timeout(DEADLINE)
+        .expect("the line written after the gate opened");
     assert_eq!(second, "done");
     let status = wait_exit(&mut follower, DEADLINE);
-    assert!(status.success(), "the follower exits 0 when the job ends: {status}");
-    assert!(out.recv_timeout(DEADLINE).is_err(), "nothing after the job's last line");
+    assert!(
+        status.success(),
+        "the follower exits 0 when the job ends: {status}"
+    );
+    assert!(
+        out.recv_timeout(DEADLINE).is_err(),
+        "nothing after the job's last line"
+    );
     let mut err = String::new();
     std::io::Read::read_to_string(&mut follower.stderr.take().unwrap(), &mut err).unwrap();
     assert_eq!(err, "warned\n", "stderr chunks go to stderr");
@@ -76,13 +90,29 @@ fn follow_streams_a_running_job_and_ends_with_it(home: &Home) {
         .lines()
         .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
         .collect();
-    let text: String = chunks.iter().map(|c| format!("{}:{}", c["stream"].as_str().unwrap(), c["data"].as_str().unwrap())).collect();
-    assert_eq!(text.matches("stdout:").count() + text.matches("stderr:").count(), chunks.len());
+    let text: String = chunks
+        .iter()
+        .map(|c| {
+            format!(
+                "{}:{}",
+                c["stream"].as_str().unwrap(),
+                c["data"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        text.matches("stdout:").count() + text.matches("stderr:").count(),
+        chunks.len()
+    );
     assert!(text.contains("stderr:warned\n"), "{text}");
     assert!(chunks.iter().all(|c| c["fencing_token"] == 1), "{chunks:?}");
 
     let unknown = home.run(&["jobs", "logs", "no-such-job"]);
-    assert_eq!(unknown.status.code(), Some(2), "an unknown job is a usage error");
+    assert_eq!(
+        unknown.status.code(),
+        Some(2),
+        "an unknown job is a usage error"
+    );
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no-such-job"));
 }
 
@@ -103,21 +133,45 @@ fn redis_follow_streams_a_running_job_and_ends_with_it() {
 #[test]
 fn logs_of_a_waited_job_read_back_its_output() {
     let home = Home::embedded();
-    let out = home.cmd().args(["jobs", "submit", "--wait", "--", "sh", "-c", "echo one; echo two"]).output().unwrap();
+    let out = home
+        .cmd()
+        .args([
+            "jobs",
+            "submit",
+            "--wait",
+            "--",
+            "sh",
+            "-c",
+            "echo one; echo two",
+        ])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout), "one\ntwo\n");
     let id = String::from_utf8_lossy(&out.stderr)
         .lines()
-        .find_map(|l| l.strip_prefix("job ").and_then(|r| r.split_whitespace().next()).map(str::to_owned))
+        .find_map(|l| {
+            l.strip_prefix("job ")
+                .and_then(|r| r.split_whitespace().next())
+                .map(str::to_owned)
+        })
         .expect("job id on stderr");
     let logs = home.run(&["jobs", "logs", &id]);
     assert!(logs.status.success());
     assert_eq!(String::from_utf8_lossy(&logs.stdout), "one\ntwo\n");
 
-    let quiet = home.cmd().args(["jobs", "submit", "--wait", "--", "true"]).output().unwrap();
+    let quiet = home
+        .cmd()
+        .args(["jobs", "submit", "--wait", "--", "true"])
+        .output()
+        .unwrap();
     let quiet_id = String::from_utf8_lossy(&quiet.stderr)
         .lines()
-        .find_map(|l| l.strip_prefix("job ").and_then(|r| r.split_whitespace().next()).map(str::to_owned))
+        .find_map(|l| {
+            l.strip_prefix("job ")
+                .and_then(|r| r.split_whitespace().next())
+                .map(str::to_owned)
+        })
         .unwrap();
     let logs = home.run(&["jobs", "logs", "--follow", &quiet_id]);
     assert!(logs.status.success());

@@ -9,7 +9,10 @@ use skillforge_tests::{Home, git, ok, path_arg, run_code, write};
 
 /// The starter files `init` writes, relative to the home, with the schema each names.
 const STARTERS: &[(&str, &str)] = &[
-    ("skills/example-skill/SKILL.md", "agent-template-metadata.json"),
+    (
+        "skills/example-skill/SKILL.md",
+        "agent-template-metadata.json",
+    ),
     ("evals/briefs/example-brief.json", "eval-brief.json"),
     ("train/items.yml", "train-items.json"),
     ("optimize/spec.yml", "optimize-spec.json"),
@@ -25,12 +28,21 @@ fn read(path: &Path) -> String {
 fn init_writes_a_home_whose_starter_files_are_valid_as_written() {
     let home = Home::embedded();
     let (out, _) = run_code(&home, &["init"], 0);
-    assert!(out.contains("doctor") && out.contains("template add"), "init says what to run next:\n{out}");
+    assert!(
+        out.contains("doctor") && out.contains("template add"),
+        "init says what to run next:\n{out}"
+    );
     let h = home.path();
     for (file, schema) in STARTERS {
         let text = read(&h.join(file));
-        assert!(text.contains(schema), "{file} names its schema {schema}:\n{text}");
-        assert!(h.join("schemas").join(schema).is_file(), "init writes schemas/{schema}");
+        assert!(
+            text.contains(schema),
+            "{file} names its schema {schema}:\n{text}"
+        );
+        assert!(
+            h.join("schemas").join(schema).is_file(),
+            "init writes schemas/{schema}"
+        );
     }
 
     // config.toml: every command loads it (it is all comments).
@@ -47,7 +59,23 @@ fn init_writes_a_home_whose_starter_files_are_valid_as_written() {
 
     // The items file, on the starter skill.
     let items = h.join("train/items.yml");
-    let started = home.json(&["train", "start", "--template", "example-skill", "--repo", "me/project", "--request", "name the effect", "--items-file", path_arg(&items), "--yes", "--session", "first", "--workspace-repo", "me/workspace"]);
+    let started = home.json(&[
+        "train",
+        "start",
+        "--template",
+        "example-skill",
+        "--repo",
+        "me/project",
+        "--request",
+        "name the effect",
+        "--items-file",
+        path_arg(&items),
+        "--yes",
+        "--session",
+        "first",
+        "--workspace-repo",
+        "me/workspace",
+    ]);
     assert_eq!(started["state"], "items_ready", "{started:#}");
     // Options for every starter item on the starter skill (scripted runtime), then the blind packet.
     let (out, _) = run_code(&home, &["train", "continue", "--session", "first"], 0);
@@ -56,23 +84,73 @@ fn init_writes_a_home_whose_starter_files_are_valid_as_written() {
     assert_eq!(status["status_phase"], "review_published", "{status:#}");
 
     // The BINEVAL set, deterministically on an output.
-    ok(&home, &["review", "create", "--template", "example-skill", "--repo", "me/project", "--run", "b1"]);
-    let output = write(&h.join("in/summary.md"), "Login accepts passwords up to 256 characters\n");
-    let scored = home.json(&["binary", "run", "--set", path_arg(&h.join("bineval/questions.yml")), "--run", "b1", "--source", path_arg(&output), "--deterministic"]);
+    ok(
+        &home,
+        &[
+            "review",
+            "create",
+            "--template",
+            "example-skill",
+            "--repo",
+            "me/project",
+            "--run",
+            "b1",
+        ],
+    );
+    let output = write(
+        &h.join("in/summary.md"),
+        "Login accepts passwords up to 256 characters\n",
+    );
+    let scored = home.json(&[
+        "binary",
+        "run",
+        "--set",
+        path_arg(&h.join("bineval/questions.yml")),
+        "--run",
+        "b1",
+        "--source",
+        path_arg(&output),
+        "--deterministic",
+    ]);
     assert!(scored.to_string().contains("names-effect"), "{scored:#}");
 
     // The optimize spec, in a repository that has its measurement command.
     let repo = tempfile::tempdir().unwrap();
     let r = repo.path();
     write(&r.join("src/app.sh"), "echo work\n");
-    write(&r.join("measure.sh"), "#!/bin/sh\nsh src/app.sh >/dev/null\necho '{\"metrics\": {\"seconds\": 1.5}}'\n");
+    write(
+        &r.join("measure.sh"),
+        "#!/bin/sh\nsh src/app.sh >/dev/null\necho '{\"metrics\": {\"seconds\": 1.5}}'\n",
+    );
     git(r, &["init", "-q", "-b", "main"]);
     git(r, &["add", "-A"]);
-    git(r, &["-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "app"]);
+    git(
+        r,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "commit",
+            "-q",
+            "-m",
+            "app",
+        ],
+    );
     let spec = h.join("optimize/spec.yml");
-    let out = home.run(&["optimize", "init", "--spec", path_arg(&spec), "--repo", path_arg(r)]);
+    let out = home.run(&[
+        "optimize",
+        "init",
+        "--spec",
+        path_arg(&spec),
+        "--repo",
+        path_arg(r),
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "optimize init on the starter spec:\n{stderr}");
+    assert!(
+        out.status.success(),
+        "optimize init on the starter spec:\n{stderr}"
+    );
 }
 
 #[test]
@@ -82,9 +160,20 @@ fn init_refuses_to_overwrite_and_names_every_existing_file() {
     write(&dir.join("config.toml"), "[worker]\nconcurrency = 2\n");
     write(&dir.join("train/items.yml"), "mine\n");
     let (_, err) = run_code(&home, &["init", path_arg(&dir)], 2);
-    assert!(err.contains("config.toml") && err.contains("train/items.yml") && err.contains("nothing was written"), "{err}");
-    assert_eq!(read(&dir.join("config.toml")), "[worker]\nconcurrency = 2\n");
-    assert!(!dir.join("skills").exists() && !dir.join("schemas").exists(), "nothing written");
+    assert!(
+        err.contains("config.toml")
+            && err.contains("train/items.yml")
+            && err.contains("nothing was written"),
+        "{err}"
+    );
+    assert_eq!(
+        read(&dir.join("config.toml")),
+        "[worker]\nconcurrency = 2\n"
+    );
+    assert!(
+        !dir.join("skills").exists() && !dir.join("schemas").exists(),
+        "nothing written"
+    );
     // Into a fresh DIR it works, and a second run refuses.
     let fresh = home.path().join("fresh");
     ok(&home, &["init", path_arg(&fresh)]);
@@ -97,14 +186,32 @@ fn init_refuses_to_overwrite_and_names_every_existing_file() {
 fn schema_prints_the_checked_in_schema_and_lists_them() {
     let home = Home::embedded();
     let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/schemas");
-    for name in ["config", "eval-brief", "optimize-spec", "train-items", "bineval-question-set", "feedback-yml", "agent-template-metadata"] {
+    for name in [
+        "config",
+        "eval-brief",
+        "optimize-spec",
+        "train-items",
+        "bineval-question-set",
+        "feedback-yml",
+        "agent-template-metadata",
+    ] {
         let printed = ok(&home, &["schema", name]);
         assert_eq!(printed, read(&docs.join(format!("{name}.json"))), "{name}");
     }
     let listed = home.json(&["schema"]);
-    assert!(listed.as_array().unwrap().iter().any(|e| e["name"] == "optimize-spec"), "{listed:#}");
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "optimize-spec"),
+        "{listed:#}"
+    );
     let (_, err) = run_code(&home, &["schema", "nope"], 2);
-    assert!(err.contains("no schema `nope`") && err.contains("eval-brief"), "{err}");
+    assert!(
+        err.contains("no schema `nope`") && err.contains("eval-brief"),
+        "{err}"
+    );
     let _: Value = serde_json::from_str(&ok(&home, &["schema", "config"])).unwrap();
 }
 
@@ -113,7 +220,13 @@ fn checks(doc: &Value) -> Vec<(String, String, String)> {
         .as_array()
         .expect("checks")
         .iter()
-        .map(|c| (c["name"].as_str().unwrap().to_owned(), c["status"].as_str().unwrap().to_owned(), format!("{} {}", c["detail"], c["fix"])))
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_owned(),
+                c["status"].as_str().unwrap().to_owned(),
+                format!("{} {}", c["detail"], c["fix"]),
+            )
+        })
         .collect()
 }
 
@@ -124,12 +237,24 @@ fn doctor(home: &Home, extra: &[&str], path: Option<&str>) -> (i32, Value, Strin
         cmd.env("PATH", p);
     }
     let out = cmd.output().expect("run doctor");
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("one JSON document ({e}):\n{}", String::from_utf8_lossy(&out.stdout)));
-    (out.status.code().unwrap(), doc, String::from_utf8_lossy(&out.stderr).into_owned())
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "one JSON document ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    (
+        out.status.code().unwrap(),
+        doc,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn find<'a>(checks: &'a [(String, String, String)], name: &str) -> &'a (String, String, String) {
-    checks.iter().find(|c| c.0 == name).unwrap_or_else(|| panic!("no check {name} in {checks:?}"))
+    checks
+        .iter()
+        .find(|c| c.0 == name)
+        .unwrap_or_else(|| panic!("no check {name} in {checks:?}"))
 }
 
 #[test]
@@ -139,7 +264,19 @@ fn doctor_lists_every_check_and_exits_0_when_nothing_needed_is_missing() {
     let all = checks(&doc);
     assert_eq!(code, 0, "{all:#?}\n{err}");
     assert_eq!(doc["ok"], true);
-    for name in ["config", "home", "git", "bwrap", "queue", "containers", "runtime claude", "runtime codex", "runtime opencode", "checkers python", "checkers javascript"] {
+    for name in [
+        "config",
+        "home",
+        "git",
+        "bwrap",
+        "queue",
+        "containers",
+        "runtime claude",
+        "runtime codex",
+        "runtime opencode",
+        "checkers python",
+        "checkers javascript",
+    ] {
         find(&all, name);
     }
     assert_eq!(find(&all, "queue").1, "ok");
@@ -148,7 +285,13 @@ fn doctor_lists_every_check_and_exits_0_when_nothing_needed_is_missing() {
     let human = ok(&home, &["doctor"]);
     let lines: Vec<&str> = human.lines().collect();
     assert_eq!(lines.len(), all.len() + 1, "{human}");
-    assert!(lines.iter().take(all.len()).all(|l| ["ok", "warn", "FAIL"].contains(&l.split_whitespace().next().unwrap())), "{human}");
+    assert!(
+        lines
+            .iter()
+            .take(all.len())
+            .all(|l| ["ok", "warn", "FAIL"].contains(&l.split_whitespace().next().unwrap())),
+        "{human}"
+    );
 }
 
 #[test]
@@ -159,26 +302,55 @@ fn doctor_fails_on_a_missing_git_a_broken_config_and_an_unreachable_queue() {
     let all = checks(&doc);
     assert_eq!((code, doc["ok"].as_bool()), (1, Some(false)), "{all:#?}");
     let git = find(&all, "git");
-    assert!(git.1 == "fail" && git.2.contains("not found") && git.2.contains("install git"), "{git:?}");
-    assert_eq!(find(&all, "runtime claude").1, "warn", "a runtime is optional");
+    assert!(
+        git.1 == "fail" && git.2.contains("not found") && git.2.contains("install git"),
+        "{git:?}"
+    );
+    assert_eq!(
+        find(&all, "runtime claude").1,
+        "warn",
+        "a runtime is optional"
+    );
 
-    write(&home.path().join("config.toml"), "[worker]\nconcurency = 2\n");
+    write(
+        &home.path().join("config.toml"),
+        "[worker]\nconcurency = 2\n",
+    );
     let (code, doc, _) = doctor(&home, &[], None);
     let all = checks(&doc);
     let config = find(&all, "config");
-    assert!(code == 1 && config.1 == "fail" && config.2.contains("concurency") && config.2.contains("config.toml"), "{config:?}");
+    assert!(
+        code == 1
+            && config.1 == "fail"
+            && config.2.contains("concurency")
+            && config.2.contains("config.toml"),
+        "{config:?}"
+    );
     assert!(all.len() > 5, "the other checks still run: {all:?}");
     std::fs::remove_file(home.path().join("config.toml")).unwrap();
 
     let port = skillforge_tests::free_port();
-    let (code, doc, _) = doctor(&home, &["--queue", &format!("redis://127.0.0.1:{port}")], None);
+    let (code, doc, _) = doctor(
+        &home,
+        &["--queue", &format!("redis://127.0.0.1:{port}")],
+        None,
+    );
     let queue = find(&checks(&doc), "queue").clone();
-    assert!(code == 1 && queue.1 == "fail" && queue.2.contains("start redis-server"), "{queue:?}");
+    assert!(
+        code == 1 && queue.1 == "fail" && queue.2.contains("start redis-server"),
+        "{queue:?}"
+    );
 
     // A URL every command refuses is a failure here too, never the embedded default.
     let (code, doc, _) = doctor(&home, &["--queue", "reddis://127.0.0.1:6379"], None);
     let queue = find(&checks(&doc), "queue").clone();
-    assert!(code == 1 && queue.1 == "fail" && queue.2.contains("reddis://") && queue.2.contains("rediss://"), "{queue:?}");
+    assert!(
+        code == 1
+            && queue.1 == "fail"
+            && queue.2.contains("reddis://")
+            && queue.2.contains("rediss://"),
+        "{queue:?}"
+    );
 }
 
 #[test]
@@ -188,9 +360,22 @@ fn doctor_reads_the_redis_version_and_refuses_an_evicting_policy() {
     let (code, doc, _) = doctor(&home, &[], None);
     let queue = find(&checks(&doc), "queue").clone();
     assert_eq!(code, 0, "{queue:?}");
-    assert!(queue.1 != "fail" && queue.2.contains("Redis ") && queue.2.contains("maxmemory-policy noeviction"), "{queue:?}");
-    redis.cli(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]).expect("config set");
+    assert!(
+        queue.1 != "fail"
+            && queue.2.contains("Redis ")
+            && queue.2.contains("maxmemory-policy noeviction"),
+        "{queue:?}"
+    );
+    redis
+        .cli(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"])
+        .expect("config set");
     let (code, doc, _) = doctor(&home, &[], None);
     let queue = find(&checks(&doc), "queue").clone();
-    assert!(code == 1 && queue.1 == "fail" && queue.2.contains("allkeys-lru") && queue.2.contains("CONFIG SET maxmemory-policy noeviction"), "{queue:?}");
+    assert!(
+        code == 1
+            && queue.1 == "fail"
+            && queue.2.contains("allkeys-lru")
+            && queue.2.contains("CONFIG SET maxmemory-policy noeviction"),
+        "{queue:?}"
+    );
 }

@@ -79,14 +79,60 @@ fn spec_and_plan(dir: &Path, mode: &str, sleep_ms: u64) -> (String, String) {
 
 /// As [`spec_and_plan`], with `max_concurrent` and, with `alt`, a sixth hypothesis that also
 /// improves `src/count.sh` (overlapping the best one's file).
-fn spec_and_plan_with(dir: &Path, mode: &str, sleep_ms: u64, max_concurrent: u32, alt: bool) -> (String, String) {
-    let alt_hyp = if alt { hypothesis("h-alt", "Count loop operations in pairs", "parameter-tuning", "high", 0.5) } else { String::new() };
+fn spec_and_plan_with(
+    dir: &Path,
+    mode: &str,
+    sleep_ms: u64,
+    max_concurrent: u32,
+    alt: bool,
+) -> (String, String) {
+    let alt_hyp = if alt {
+        hypothesis(
+            "h-alt",
+            "Count loop operations in pairs",
+            "parameter-tuning",
+            "high",
+            0.5,
+        )
+    } else {
+        String::new()
+    };
     let hyps = [
-        hypothesis("h-game", "Report fewer operations from the harness", "measurement", "high", 0.9),
-        hypothesis("h-degen", "Print a constant result", "algorithm", "high", 0.8),
-        hypothesis("h-dep", "Rewrite the counter in awk", "architecture", "medium", 0.7),
-        hypothesis("h-direct", "Add each value directly instead of counting up to it", "algorithm", "low", 0.6),
-        hypothesis("h-parse", "Drop the separate validation pass while parsing", "preprocessing", "low", 0.3),
+        hypothesis(
+            "h-game",
+            "Report fewer operations from the harness",
+            "measurement",
+            "high",
+            0.9,
+        ),
+        hypothesis(
+            "h-degen",
+            "Print a constant result",
+            "algorithm",
+            "high",
+            0.8,
+        ),
+        hypothesis(
+            "h-dep",
+            "Rewrite the counter in awk",
+            "architecture",
+            "medium",
+            0.7,
+        ),
+        hypothesis(
+            "h-direct",
+            "Add each value directly instead of counting up to it",
+            "algorithm",
+            "low",
+            0.6,
+        ),
+        hypothesis(
+            "h-parse",
+            "Drop the separate validation pass while parsing",
+            "preprocessing",
+            "low",
+            0.3,
+        ),
         alt_hyp,
     ]
     .concat();
@@ -120,60 +166,138 @@ hypotheses:\n{hyps}"
     ]});
     let plan_path = dir.join("plan.json");
     std::fs::write(&plan_path, plan.to_string()).unwrap();
-    (spec_path.display().to_string(), plan_path.display().to_string())
+    (
+        spec_path.display().to_string(),
+        plan_path.display().to_string(),
+    )
 }
 
 fn optimize(home: &Home, plan: &str, args: &[&str]) -> std::process::Output {
-    home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", plan).arg("optimize").args(args).output().expect("run skillforge optimize")
+    home.cmd()
+        .env("SKILLFORGE_SCRIPTED_EDITS", plan)
+        .arg("optimize")
+        .args(args)
+        .output()
+        .expect("run skillforge optimize")
 }
 
 fn ok(out: &std::process::Output, what: &str) -> Value {
-    assert!(out.status.success(), "{what} failed: {}\nstderr:\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
 }
 
 fn outcomes(status: &Value) -> Vec<(u64, String, String)> {
-    status["experiments"].as_array().expect("experiments").iter().map(|e| (e["experiment"].as_u64().unwrap(), e["hypothesis_id"].as_str().unwrap().to_owned(), e["outcome"].as_str().unwrap().to_owned())).collect()
+    status["experiments"]
+        .as_array()
+        .expect("experiments")
+        .iter()
+        .map(|e| {
+            (
+                e["experiment"].as_u64().unwrap(),
+                e["hypothesis_id"].as_str().unwrap().to_owned(),
+                e["outcome"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
 }
 
 /// Measures the harness on a fresh clone of `branch`: the metric the loop claims, measured again.
 fn measured_ops(repo: &Path, branch: &str) -> (u64, u64) {
     let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new("git").args(["clone", "-q", "-b", branch]).arg(repo).arg(dir.path().join("c")).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = std::process::Command::new("sh").arg("measure.sh").current_dir(dir.path().join("c")).output().unwrap();
+    let out = std::process::Command::new("git")
+        .args(["clone", "-q", "-b", branch])
+        .arg(repo)
+        .arg(dir.path().join("c"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = std::process::Command::new("sh")
+        .arg("measure.sh")
+        .current_dir(dir.path().join("c"))
+        .output()
+        .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).expect("harness JSON");
-    (v["metrics"]["ops"].as_u64().unwrap(), v["metrics"]["correct"].as_u64().unwrap())
+    (
+        v["metrics"]["ops"].as_u64().unwrap(),
+        v["metrics"]["correct"].as_u64().unwrap(),
+    )
 }
 
 fn assert_final_state(repo: &Path, status: &Value, report: &str) {
     let got = outcomes(status);
-    let want = [(1, "h-game", "inconclusive"), (2, "h-degen", "degenerate"), (3, "h-dep", "deferred_needs_approval"), (4, "h-direct", "kept"), (5, "h-parse", "kept")];
-    assert_eq!(got.iter().map(|(n, h, o)| (*n, h.as_str(), o.as_str())).collect::<Vec<_>>(), want, "{status:#}");
+    let want = [
+        (1, "h-game", "inconclusive"),
+        (2, "h-degen", "degenerate"),
+        (3, "h-dep", "deferred_needs_approval"),
+        (4, "h-direct", "kept"),
+        (5, "h-parse", "kept"),
+    ];
+    assert_eq!(
+        got.iter()
+            .map(|(n, h, o)| (*n, h.as_str(), o.as_str()))
+            .collect::<Vec<_>>(),
+        want,
+        "{status:#}"
+    );
     // O-01: the out-of-scope edit was reverted and recorded, never measured or kept
     let game = &status["experiments"][0];
     assert_eq!(game["scope_violations"], serde_json::json!(["measure.sh"]));
-    assert_eq!((game["reference"].as_f64(), game["candidate"].as_f64()), (Some(34.0), Some(34.0)), "the real harness measured it");
+    assert_eq!(
+        (game["reference"].as_f64(), game["candidate"].as_f64()),
+        (Some(34.0), Some(34.0)),
+        "the real harness measured it"
+    );
     assert_eq!(status["baseline"].as_f64(), Some(34.0));
     assert_eq!(status["best"]["ops"].as_f64(), Some(8.0));
-    assert_eq!(status["run_state"]["stop_reason"]["reason"], "nothing_runnable");
+    assert_eq!(
+        status["run_state"]["stop_reason"]["reason"],
+        "nothing_runnable"
+    );
     // O-02, O-15: the deferred hypothesis stays in the backlog waiting for approval; nothing it did is kept
     let backlog = status["backlog"].as_array().unwrap();
     assert_eq!(backlog.len(), 1, "{backlog:?}");
-    assert_eq!((backlog[0]["id"].as_str(), backlog[0]["dep_status"].as_str()), (Some("h-dep"), Some("needs_approval")));
+    assert_eq!(
+        (backlog[0]["id"].as_str(), backlog[0]["dep_status"].as_str()),
+        (Some("h-dep"), Some("needs_approval"))
+    );
     // the optimization branch really improved, measured again from a clean clone; the harness is untouched
     assert_eq!(measured_ops(repo, "optimize/ops"), (8, 1));
     assert_eq!(measured_ops(repo, "main"), (34, 1), "main is never touched");
-    assert_eq!(git(repo, &["show", "optimize/ops:measure.sh"]).trim(), MEASURE_SH.trim());
+    assert_eq!(
+        git(repo, &["show", "optimize/ops:measure.sh"]).trim(),
+        MEASURE_SH.trim()
+    );
     let log = git(repo, &["log", "--format=%s", "optimize/ops"]);
-    assert!(log.contains("optimize(ops): Add each value directly instead of counting up to it"), "{log}");
-    assert!(log.contains("optimize(ops): Drop the separate validation pass while parsing"), "{log}");
-    assert!(!log.contains("constant result") && !log.contains("fewer operations"), "{log}");
+    assert!(
+        log.contains("optimize(ops): Add each value directly instead of counting up to it"),
+        "{log}"
+    );
+    assert!(
+        log.contains("optimize(ops): Drop the separate validation pass while parsing"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("constant result") && !log.contains("fewer operations"),
+        "{log}"
+    );
     // worktrees and experiment branches are cleaned up
     let branches = git(repo, &["branch", "--list", "optimize-exp/*"]);
     assert!(branches.is_empty(), "{branches}");
     let worktrees = git(repo, &["worktree", "list", "--porcelain"]);
-    assert_eq!(worktrees.matches("worktree ").count(), 2, "main checkout + integration: {worktrees}");
+    assert_eq!(
+        worktrees.matches("worktree ").count(),
+        2,
+        "main checkout + integration: {worktrees}"
+    );
     // the report explains every keep and revert with its numbers
     for want in [
         "### exp-001: inconclusive",
@@ -201,17 +325,32 @@ fn assert_final_state(repo: &Path, status: &Value, report: &str) {
 fn assert_state_files(state: &Path) {
     // O-18: serial selection happens after the previous entry is on disk (it is in the next brief)
     let brief2 = std::fs::read_to_string(state.join("briefs/exp-002.md")).unwrap();
-    assert!(brief2.contains("- exp-001 [measurement] Report fewer operations from the harness"), "{brief2}");
-    assert!(brief2.contains("none recorded"), "O-04: no invented failure cases");
+    assert!(
+        brief2.contains("- exp-001 [measurement] Report fewer operations from the harness"),
+        "{brief2}"
+    );
+    assert!(
+        brief2.contains("none recorded"),
+        "O-04: no invented failure cases"
+    );
     let log = std::fs::read_to_string(state.join("experiment-log.yaml")).unwrap();
     // O-24: standalone and holdout pairings side by side, each side identified by the bytes measured
-    assert!(log.contains("kind: standalone") && log.contains("kind: holdout"), "{log}");
+    assert!(
+        log.contains("kind: standalone") && log.contains("kind: holdout"),
+        "{log}"
+    );
     assert!(log.matches("identity: tree:").count() >= 8, "{log}");
     // O-19: the forecast is the backlog opportunity as of dispatch
-    assert!(log.contains("forecast:\n    workload: data/input.txt"), "{log}");
+    assert!(
+        log.contains("forecast:\n    workload: data/input.txt"),
+        "{log}"
+    );
     // O-53: the digest was written and read back at CP-4
     let digest = std::fs::read_to_string(state.join("strategy-digest.md")).unwrap();
-    assert!(digest.contains("## Failure themes") && digest.contains("- ops: 8 (baseline 34"), "{digest}");
+    assert!(
+        digest.contains("## Failure themes") && digest.contains("- ops: 8 (baseline 34"),
+        "{digest}"
+    );
 }
 
 // O-01, O-02, O-03, O-15, O-18, O-22, O-24, O-29, O-41, O-47, O-48, O-52, O-53
@@ -221,19 +360,70 @@ fn optimize_loop_improves_a_real_metric_and_keeps_only_measured_gains() {
     let work = tempfile::tempdir().unwrap();
     let (spec, plan) = spec_and_plan(work.path(), "serial", 0);
     let home = Home::embedded();
-    let init = ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
-    assert_eq!(init["baseline"]["ops"]["aggregate"].as_f64(), Some(34.0), "{init}");
+    let init = ok(
+        &optimize(
+            &home,
+            &plan,
+            &[
+                "--json",
+                "init",
+                "--spec",
+                &spec,
+                "--repo",
+                &repo.path().display().to_string(),
+            ],
+        ),
+        "init",
+    );
+    assert_eq!(
+        init["baseline"]["ops"]["aggregate"].as_f64(),
+        Some(34.0),
+        "{init}"
+    );
     // init twice is refused and changes nothing
-    let again = optimize(&home, &plan, &["init", "--spec", &spec, "--repo", &repo.path().display().to_string()]);
-    assert_eq!(again.status.code(), Some(2), "{}", String::from_utf8_lossy(&again.stderr));
-    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
-    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
-    let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report");
+    let again = optimize(
+        &home,
+        &plan,
+        &[
+            "init",
+            "--spec",
+            &spec,
+            "--repo",
+            &repo.path().display().to_string(),
+        ],
+    );
+    assert_eq!(
+        again.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    ok(
+        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
+        "run",
+    );
+    let status = ok(
+        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
+        "status",
+    );
+    let report = ok(
+        &optimize(&home, &plan, &["--json", "report", "--spec", &spec]),
+        "report",
+    );
     assert_final_state(repo.path(), &status, report["text"].as_str().unwrap());
     assert_state_files(&home.path().join("optimize/ops"));
     // a resumed finished run changes nothing
-    ok(&optimize(&home, &plan, &["--json", "resume", "--spec", &spec]), "resume");
-    assert_eq!(ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status")["experiments"], status["experiments"]);
+    ok(
+        &optimize(&home, &plan, &["--json", "resume", "--spec", &spec]),
+        "resume",
+    );
+    assert_eq!(
+        ok(
+            &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
+            "status"
+        )["experiments"],
+        status["experiments"]
+    );
 }
 
 #[test]
@@ -241,13 +431,28 @@ fn optimize_spec_errors_name_the_key_and_change_nothing() {
     let repo = project();
     let work = tempfile::tempdir().unwrap();
     let (spec, plan) = spec_and_plan(work.path(), "serial", 0);
-    let text = std::fs::read_to_string(&spec).unwrap().replace("max_concurrent: 4", "max_concurent: 4");
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("max_concurrent: 4", "max_concurent: 4");
     std::fs::write(&spec, text).unwrap();
     let home = Home::embedded();
-    let out = optimize(&home, &plan, &["init", "--spec", &spec, "--repo", &repo.path().display().to_string()]);
+    let out = optimize(
+        &home,
+        &plan,
+        &[
+            "init",
+            "--spec",
+            &spec,
+            "--repo",
+            &repo.path().display().to_string(),
+        ],
+    );
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("execution") && err.contains("max_concurent") && err.contains("ops.yaml"), "{err}");
+    assert!(
+        err.contains("execution") && err.contains("max_concurent") && err.contains("ops.yaml"),
+        "{err}"
+    );
     assert!(!home.path().join("optimize").exists());
     assert!(git(repo.path(), &["branch", "--list", "optimize/*"]).is_empty());
 }
@@ -259,25 +464,70 @@ fn o66_sigkill_mid_tick_then_resume_loses_and_repeats_nothing() {
     let work = tempfile::tempdir().unwrap();
     let (spec, plan) = spec_and_plan(work.path(), "serial", 1500);
     let home = Home::embedded();
-    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
-    let child = home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", &plan).args(["optimize", "run", "--spec", &spec]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn run");
+    ok(
+        &optimize(
+            &home,
+            &plan,
+            &[
+                "--json",
+                "init",
+                "--spec",
+                &spec,
+                "--repo",
+                &repo.path().display().to_string(),
+            ],
+        ),
+        "init",
+    );
+    let child = home
+        .cmd()
+        .env("SKILLFORGE_SCRIPTED_EDITS", &plan)
+        .args(["optimize", "run", "--spec", &spec])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn run");
     let mut child = Reaped(child);
     let state = home.path().join("optimize/ops");
     // kill while exp-003's worker runs: exp-001 and exp-002 are done, exp-003 is a pending wait
-    wait_for(Duration::from_secs(120), "exp-003 dispatched", || state.join("briefs/exp-003.md").exists().then_some(()));
+    wait_for(Duration::from_secs(120), "exp-003 dispatched", || {
+        state.join("briefs/exp-003.md").exists().then_some(())
+    });
     let _ = child.0.kill();
     let _ = child.0.wait();
     let log = std::fs::read_to_string(state.join("experiment-log.yaml")).unwrap();
-    assert!(log.contains("pending_waits:\n  - experiment: 3"), "killed mid-tick with a pending wait:\n{log}");
-    assert!(log.contains("  tick: 2\n"), "two ticks done, the third interrupted:\n{log}");
-    ok(&optimize(&home, &plan, &["--json", "resume", "--spec", &spec]), "resume");
-    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
-    let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report");
+    assert!(
+        log.contains("pending_waits:\n  - experiment: 3"),
+        "killed mid-tick with a pending wait:\n{log}"
+    );
+    assert!(
+        log.contains("  tick: 2\n"),
+        "two ticks done, the third interrupted:\n{log}"
+    );
+    ok(
+        &optimize(&home, &plan, &["--json", "resume", "--spec", &spec]),
+        "resume",
+    );
+    let status = ok(
+        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
+        "status",
+    );
+    let report = ok(
+        &optimize(&home, &plan, &["--json", "report", "--spec", &spec]),
+        "report",
+    );
     assert_final_state(repo.path(), &status, report["text"].as_str().unwrap());
     assert_state_files(&state);
-    assert_eq!(status["run_state"]["experiments_run"].as_u64(), Some(5), "no experiment number was used twice");
+    assert_eq!(
+        status["run_state"]["experiments_run"].as_u64(),
+        Some(5),
+        "no experiment number was used twice"
+    );
     let jobs = home.json(&["jobs", "list"]);
-    let workers = jobs.as_array().map(|a| a.iter().filter(|j| j["stage"] == "experiment").count());
+    let workers = jobs
+        .as_array()
+        .map(|a| a.iter().filter(|j| j["stage"] == "experiment").count());
     assert_eq!(workers, Some(5), "one worker job per experiment: {jobs:#}");
 }
 
@@ -289,29 +539,74 @@ fn o61_manual_stop_saves_state_reports_and_continues() {
     let work = tempfile::tempdir().unwrap();
     let (spec, plan) = spec_and_plan(work.path(), "serial", 1500);
     let home = Home::embedded();
-    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
-    let child = home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", &plan).args(["optimize", "run", "--spec", &spec]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn run");
+    ok(
+        &optimize(
+            &home,
+            &plan,
+            &[
+                "--json",
+                "init",
+                "--spec",
+                &spec,
+                "--repo",
+                &repo.path().display().to_string(),
+            ],
+        ),
+        "init",
+    );
+    let child = home
+        .cmd()
+        .env("SKILLFORGE_SCRIPTED_EDITS", &plan)
+        .args(["optimize", "run", "--spec", &spec])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn run");
     let mut child = Reaped(child);
     let state = home.path().join("optimize/ops");
-    wait_for(Duration::from_secs(120), "exp-002 dispatched", || state.join("briefs/exp-002.md").exists().then_some(()));
+    wait_for(Duration::from_secs(120), "exp-002 dispatched", || {
+        state.join("briefs/exp-002.md").exists().then_some(())
+    });
     // a second control plane on the same spec is refused, naming the holder
     for second in ["run", "resume"] {
         let out = optimize(&home, &plan, &[second, "--spec", &spec]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{second}: {err}");
-        assert!(err.contains("already driven by") && err.contains(&format!("pid {}", child.0.id())) && err.contains("optimize run") && err.contains("control.lock"), "{second}: {err}");
+        assert!(
+            err.contains("already driven by")
+                && err.contains(&format!("pid {}", child.0.id()))
+                && err.contains("optimize run")
+                && err.contains("control.lock"),
+            "{second}: {err}"
+        );
     }
     skillforge_tests::signal(&child.0, nix::sys::signal::Signal::SIGINT);
     let exit = skillforge_tests::wait_exit(&mut child.0, Duration::from_secs(60));
     // exit 4: paused by the operator, `run` again continues
     assert_eq!(exit.code(), Some(4), "{exit}");
-    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
-    assert_eq!(status["run_state"]["stop_reason"]["reason"], "manual_stop", "{status:#}");
+    let status = ok(
+        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
+        "status",
+    );
+    assert_eq!(
+        status["run_state"]["stop_reason"]["reason"], "manual_stop",
+        "{status:#}"
+    );
     let report = std::fs::read_to_string(state.join("report.md")).unwrap();
     assert!(report.contains("stopped by the operator"), "{report}");
-    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run again");
-    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
-    let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report");
+    ok(
+        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
+        "run again",
+    );
+    let status = ok(
+        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
+        "status",
+    );
+    let report = ok(
+        &optimize(&home, &plan, &["--json", "report", "--spec", &spec]),
+        "report",
+    );
     assert_final_state(repo.path(), &status, report["text"].as_str().unwrap());
 }
 
@@ -327,13 +622,43 @@ fn parallel_experiments_on_a_two_worker_redis_fleet() {
     let _workers: Vec<Reaped> = ["w1", "w2"]
         .iter()
         .map(|name| {
-            let log = std::fs::File::create(home.path().join(format!("worker-{name}.log"))).unwrap();
-            Reaped(home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", &plan).args(["worker", "--name", name]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(log).spawn().expect("spawn worker"))
+            let log =
+                std::fs::File::create(home.path().join(format!("worker-{name}.log"))).unwrap();
+            Reaped(
+                home.cmd()
+                    .env("SKILLFORGE_SCRIPTED_EDITS", &plan)
+                    .args(["worker", "--name", name])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(log)
+                    .spawn()
+                    .expect("spawn worker"),
+            )
         })
         .collect();
-    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
-    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
-    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    ok(
+        &optimize(
+            &home,
+            &plan,
+            &[
+                "--json",
+                "init",
+                "--spec",
+                &spec,
+                "--repo",
+                &repo.path().display().to_string(),
+            ],
+        ),
+        "init",
+    );
+    ok(
+        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
+        "run",
+    );
+    let status = ok(
+        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
+        "status",
+    );
     let got = outcomes(&status);
     let want = [
         (1, "h-game", "inconclusive"),
@@ -343,16 +668,41 @@ fn parallel_experiments_on_a_two_worker_redis_fleet() {
         (5, "h-alt", "not_selected"),
         (6, "h-parse", "runner_up_kept"),
     ];
-    assert_eq!(got.iter().map(|(n, h, o)| (*n, h.as_str(), o.as_str())).collect::<Vec<_>>(), want, "{status:#}\n{}", home.logs());
-    assert_eq!(status["run_state"]["tick"].as_u64(), Some(1), "one batch of six");
+    assert_eq!(
+        got.iter()
+            .map(|(n, h, o)| (*n, h.as_str(), o.as_str()))
+            .collect::<Vec<_>>(),
+        want,
+        "{status:#}\n{}",
+        home.logs()
+    );
+    assert_eq!(
+        status["run_state"]["tick"].as_u64(),
+        Some(1),
+        "one batch of six"
+    );
     assert_eq!(status["best"]["ops"].as_f64(), Some(8.0));
     assert_eq!(measured_ops(repo.path(), "optimize/ops"), (8, 1));
-    let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report")["text"].as_str().unwrap().to_owned();
-    for want in ["not file-disjoint with the kept change (src/count.sh)", "integrated: ops 12 -> 8", "standalone: ops 34 -> 30", "runner-up kept in combination"] {
+    let report = ok(
+        &optimize(&home, &plan, &["--json", "report", "--spec", &spec]),
+        "report",
+    )["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for want in [
+        "not file-disjoint with the kept change (src/count.sh)",
+        "integrated: ops 12 -> 8",
+        "standalone: ops 34 -> 30",
+        "runner-up kept in combination",
+    ] {
         assert!(report.contains(want), "report lacks {want:?}:\n{report}");
     }
     let log = git(repo.path(), &["log", "--format=%s", "optimize/ops"]);
-    assert!(log.contains("Drop the separate validation pass") && !log.contains("in pairs"), "{log}");
+    assert!(
+        log.contains("Drop the separate validation pass") && !log.contains("in pairs"),
+        "{log}"
+    );
 }
 
 /// A project of three independent levers: `ops = A_OPS + B_OPS + C_OPS`, each set in its own
@@ -379,7 +729,13 @@ fn o51_runner_up_merging_stops_after_the_first_failed_combination() {
     let work = tempfile::tempdir().unwrap();
     let hyps = [
         hypothesis("h-a", "Lower lever A", "algorithm", "low", 0.3),
-        hypothesis("h-b", "Lower lever B while A is untouched", "caching", "low", 0.2),
+        hypothesis(
+            "h-b",
+            "Lower lever B while A is untouched",
+            "caching",
+            "low",
+            0.2,
+        ),
         hypothesis("h-c", "Lower lever C", "preprocessing", "low", 0.1),
     ]
     .concat();
@@ -397,28 +753,97 @@ execution: {{ mode: parallel, max_concurrent: 3 }}\nstopping: {{ max_iterations:
     ]});
     let plan_path = work.path().join("plan.json");
     std::fs::write(&plan_path, plan.to_string()).unwrap();
-    let (spec, plan) = (spec_path.display().to_string(), plan_path.display().to_string());
+    let (spec, plan) = (
+        spec_path.display().to_string(),
+        plan_path.display().to_string(),
+    );
     let home = Home::embedded();
-    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
-    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
-    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    ok(
+        &optimize(
+            &home,
+            &plan,
+            &[
+                "--json",
+                "init",
+                "--spec",
+                &spec,
+                "--repo",
+                &repo.path().display().to_string(),
+            ],
+        ),
+        "init",
+    );
+    ok(
+        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
+        "run",
+    );
+    let status = ok(
+        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
+        "status",
+    );
     let got = outcomes(&status);
-    assert_eq!(got.iter().map(|(n, h, o)| (*n, h.as_str(), o.as_str())).collect::<Vec<_>>(), [(1, "h-a", "kept"), (2, "h-b", "runner_up_reverted"), (3, "h-c", "not_selected")], "{status:#}");
-    let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report")["text"].as_str().unwrap().to_owned();
-    assert!(report.contains("runner-up merging stopped after the first failed combination"), "{report}");
+    assert_eq!(
+        got.iter()
+            .map(|(n, h, o)| (*n, h.as_str(), o.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            (1, "h-a", "kept"),
+            (2, "h-b", "runner_up_reverted"),
+            (3, "h-c", "not_selected")
+        ],
+        "{status:#}"
+    );
+    let report = ok(
+        &optimize(&home, &plan, &["--json", "report", "--spec", &spec]),
+        "report",
+    )["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        report.contains("runner-up merging stopped after the first failed combination"),
+        "{report}"
+    );
     // exp-003 was never measured in combination: no integrated measurement job exists for it
     let jobs = home.json(&["jobs", "list", "--limit", "1000"]);
-    let keys: Vec<&str> = jobs.as_array().unwrap().iter().filter_map(|j| j["idempotency_key"].as_str()).collect();
-    assert!(keys.iter().any(|k| k.contains("exp-002:int:")), "the first runner-up was measured in combination: {keys:?}");
-    assert!(!keys.iter().any(|k| k.contains("exp-003:int")), "the second was not tried: {keys:?}");
+    let keys: Vec<&str> = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|j| j["idempotency_key"].as_str())
+        .collect();
+    assert!(
+        keys.iter().any(|k| k.contains("exp-002:int:")),
+        "the first runner-up was measured in combination: {keys:?}"
+    );
+    assert!(
+        !keys.iter().any(|k| k.contains("exp-003:int")),
+        "the second was not tried: {keys:?}"
+    );
     // the optimization branch holds only the winner
-    assert_eq!(git(repo.path(), &["show", "optimize/levers:src/b.sh"]).trim(), "B_OPS=10");
-    assert_eq!(git(repo.path(), &["show", "optimize/levers:src/c.sh"]).trim(), "C_OPS=10");
-    assert_eq!(git(repo.path(), &["show", "optimize/levers:src/a.sh"]).trim(), "A_OPS=2");
+    assert_eq!(
+        git(repo.path(), &["show", "optimize/levers:src/b.sh"]).trim(),
+        "B_OPS=10"
+    );
+    assert_eq!(
+        git(repo.path(), &["show", "optimize/levers:src/c.sh"]).trim(),
+        "C_OPS=10"
+    );
+    assert_eq!(
+        git(repo.path(), &["show", "optimize/levers:src/a.sh"]).trim(),
+        "A_OPS=2"
+    );
 }
 
 fn log_yaml(home: &Home, spec: &str) -> Value {
-    serde_norway::from_str(&std::fs::read_to_string(home.path().join(format!("optimize/{spec}/experiment-log.yaml"))).unwrap()).unwrap()
+    serde_norway::from_str(
+        &std::fs::read_to_string(
+            home.path()
+                .join(format!("optimize/{spec}/experiment-log.yaml")),
+        )
+        .unwrap(),
+    )
+    .unwrap()
 }
 
 // O-06, O-07, O-25, O-26, O-46, O-48: the remote backend. Workers are `agent` jobs on a fleet
@@ -429,11 +854,41 @@ fn log_yaml(home: &Home, spec: &str) -> Value {
 fn remote_workers_push_results_that_are_checked_confirmed_and_merged_by_head_sha() {
     let (repo, work, origin) = project_with_bare_origin();
     let hyps = [
-        hypothesis("h-direct", "Add each value directly instead of counting up to it", "algorithm", "low", 0.9),
-        hypothesis("h-stale", "Tune the parser from the old main", "parameter-tuning", "low", 0.8),
-        hypothesis("h-claim", "Tidy the parser comments", "preprocessing", "low", 0.7),
-        hypothesis("h-game", "Report fewer operations from the harness", "measurement", "low", 0.6),
-        hypothesis("h-blocked", "Rework the counter on a missing base", "architecture", "low", 0.5),
+        hypothesis(
+            "h-direct",
+            "Add each value directly instead of counting up to it",
+            "algorithm",
+            "low",
+            0.9,
+        ),
+        hypothesis(
+            "h-stale",
+            "Tune the parser from the old main",
+            "parameter-tuning",
+            "low",
+            0.8,
+        ),
+        hypothesis(
+            "h-claim",
+            "Tidy the parser comments",
+            "preprocessing",
+            "low",
+            0.7,
+        ),
+        hypothesis(
+            "h-game",
+            "Report fewer operations from the harness",
+            "measurement",
+            "low",
+            0.6,
+        ),
+        hypothesis(
+            "h-blocked",
+            "Rework the counter on a missing base",
+            "architecture",
+            "low",
+            0.5,
+        ),
     ]
     .concat();
     let spec_path = remote_spec(work.path(), &origin, &hyps, 5);
@@ -447,63 +902,212 @@ fn remote_workers_push_results_that_are_checked_confirmed_and_merged_by_head_sha
     ]});
     let plan_path = work.path().join("plan.json");
     std::fs::write(&plan_path, plan.to_string()).unwrap();
-    let (spec, plan) = (spec_path.display().to_string(), plan_path.display().to_string());
+    let (spec, plan) = (
+        spec_path.display().to_string(),
+        plan_path.display().to_string(),
+    );
     let home = Home::embedded();
     let log = std::fs::File::create(home.path().join("worker-fleet.log")).unwrap();
-    let _worker = Reaped(home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", &plan).args(["worker", "--name", "fleet-1"]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(log).spawn().expect("spawn fleet worker"));
-    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
-    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
-    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    let _worker = Reaped(
+        home.cmd()
+            .env("SKILLFORGE_SCRIPTED_EDITS", &plan)
+            .args(["worker", "--name", "fleet-1"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn fleet worker"),
+    );
+    ok(
+        &optimize(
+            &home,
+            &plan,
+            &[
+                "--json",
+                "init",
+                "--spec",
+                &spec,
+                "--repo",
+                &repo.path().display().to_string(),
+            ],
+        ),
+        "init",
+    );
+    ok(
+        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
+        "run",
+    );
+    let status = ok(
+        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
+        "status",
+    );
     let got = outcomes(&status);
-    let want = [(1, "h-direct", "kept"), (2, "h-stale", "error"), (3, "h-claim", "inconclusive"), (4, "h-game", "error"), (5, "h-blocked", "error")];
-    assert_eq!(got.iter().map(|(n, h, o)| (*n, h.as_str(), o.as_str())).collect::<Vec<_>>(), want, "{status:#}\n{}", home.logs());
+    let want = [
+        (1, "h-direct", "kept"),
+        (2, "h-stale", "error"),
+        (3, "h-claim", "inconclusive"),
+        (4, "h-game", "error"),
+        (5, "h-blocked", "error"),
+    ];
+    assert_eq!(
+        got.iter()
+            .map(|(n, h, o)| (*n, h.as_str(), o.as_str()))
+            .collect::<Vec<_>>(),
+        want,
+        "{status:#}\n{}",
+        home.logs()
+    );
     let log = log_yaml(&home, "ops");
     let entry = |n: usize| log["experiments"][n - 1].clone();
     let state = home.path().join("optimize/ops");
 
     // O-26: the accepted result.yaml is copied into the state root; the worker's pairing carries its machine
-    let copy: Value = serde_norway::from_str(&std::fs::read_to_string(state.join("exp-001-result.yaml")).unwrap()).unwrap();
+    let copy: Value = serde_norway::from_str(
+        &std::fs::read_to_string(state.join("exp-001-result.yaml")).unwrap(),
+    )
+    .unwrap();
     let head = copy["head_sha"].as_str().unwrap().to_owned();
     let e1 = entry(1);
     let comps = e1["comparisons"].as_array().unwrap();
-    let worker = comps.iter().find(|c| c["measured_by"] == "worker").expect("the worker's pairing");
-    assert_eq!((worker["kind"].as_str(), worker["candidate"]["identity"].as_str()), (Some("standalone"), Some(format!("commit:{head}").as_str())));
-    assert!(worker["machine"].as_str().unwrap().starts_with("scripted-worker@"), "{worker:#}");
-    assert_eq!(worker["candidate"]["snapshot"]["metrics"]["ops"]["aggregate"].as_f64(), Some(12.0));
+    let worker = comps
+        .iter()
+        .find(|c| c["measured_by"] == "worker")
+        .expect("the worker's pairing");
+    assert_eq!(
+        (
+            worker["kind"].as_str(),
+            worker["candidate"]["identity"].as_str()
+        ),
+        (Some("standalone"), Some(format!("commit:{head}").as_str()))
+    );
+    assert!(
+        worker["machine"]
+            .as_str()
+            .unwrap()
+            .starts_with("scripted-worker@"),
+        "{worker:#}"
+    );
+    assert_eq!(
+        worker["candidate"]["snapshot"]["metrics"]["ops"]["aggregate"].as_f64(),
+        Some(12.0)
+    );
     // O-46: a pairing its author did not produce decided the keep, and the holdout ran on it too
-    let ours = comps.iter().find(|c| c["kind"] == "standalone" && c["measured_by"] == "orchestrator").expect("independent confirmation");
-    assert_eq!(ours["candidate"]["snapshot"]["metrics"]["ops"]["aggregate"].as_f64(), Some(12.0));
-    assert!(comps.iter().any(|c| c["kind"] == "holdout" && c["measured_by"] == "orchestrator"), "{comps:#?}");
+    let ours = comps
+        .iter()
+        .find(|c| c["kind"] == "standalone" && c["measured_by"] == "orchestrator")
+        .expect("independent confirmation");
+    assert_eq!(
+        ours["candidate"]["snapshot"]["metrics"]["ops"]["aggregate"].as_f64(),
+        Some(12.0)
+    );
+    assert!(
+        comps
+            .iter()
+            .any(|c| c["kind"] == "holdout" && c["measured_by"] == "orchestrator"),
+        "{comps:#?}"
+    );
     // O-48: the optimization branch contains head_sha and never the result ref's result.yaml
-    git(repo.path(), &["merge-base", "--is-ancestor", &head, "optimize/ops"]);
-    let files = git(repo.path(), &["ls-tree", "-r", "--name-only", "optimize/ops"]);
+    git(
+        repo.path(),
+        &["merge-base", "--is-ancestor", &head, "optimize/ops"],
+    );
+    let files = git(
+        repo.path(),
+        &["ls-tree", "-r", "--name-only", "optimize/ops"],
+    );
     assert!(!files.lines().any(|f| f == "result.yaml"), "{files}");
     assert_eq!(measured_ops(repo.path(), "optimize/ops"), (12, 1));
-    assert_eq!(measured_ops(repo.path(), "main"), (34, 1), "main is never touched");
+    assert_eq!(
+        measured_ops(repo.path(), "main"),
+        (34, 1),
+        "main is never touched"
+    );
 
     // O-07: the pushed ref's tip adds only result.yaml on top of head_sha; the worker never pushed the optimization branch
-    let tip_files = git(&origin, &["diff-tree", "--no-commit-id", "--name-only", "-r", "optimize-exp/ops/exp-001"]);
+    let tip_files = git(
+        &origin,
+        &[
+            "diff-tree",
+            "--no-commit-id",
+            "--name-only",
+            "-r",
+            "optimize-exp/ops/exp-001",
+        ],
+    );
     assert_eq!(tip_files.trim(), "result.yaml");
-    assert_eq!(git(&origin, &["rev-parse", "optimize-exp/ops/exp-001^"]).trim(), head);
-    assert_eq!(git(&origin, &["rev-parse", "optimize/ops"]).trim(), git(repo.path(), &["rev-parse", "optimize/ops"]).trim(), "the remote's optimization branch is only what the control plane published");
+    assert_eq!(
+        git(&origin, &["rev-parse", "optimize-exp/ops/exp-001^"]).trim(),
+        head
+    );
+    assert_eq!(
+        git(&origin, &["rev-parse", "optimize/ops"]).trim(),
+        git(repo.path(), &["rev-parse", "optimize/ops"]).trim(),
+        "the remote's optimization branch is only what the control plane published"
+    );
 
     // O-25: a result whose base does not match, and one touching the immutable scope, are errors with the reason
-    assert!(entry(2)["learnings"].to_string().contains("does not match the dispatched base"), "{:#}", entry(2));
-    assert!(entry(4)["learnings"].to_string().contains("outside scope.mutable: measure.sh"), "{:#}", entry(4));
-    assert!(!state.join("exp-002-result.yaml").exists() && !state.join("exp-004-result.yaml").exists(), "rejected results are not copied");
+    assert!(
+        entry(2)["learnings"]
+            .to_string()
+            .contains("does not match the dispatched base"),
+        "{:#}",
+        entry(2)
+    );
+    assert!(
+        entry(4)["learnings"]
+            .to_string()
+            .contains("outside scope.mutable: measure.sh"),
+        "{:#}",
+        entry(4)
+    );
+    assert!(
+        !state.join("exp-002-result.yaml").exists() && !state.join("exp-004-result.yaml").exists(),
+        "rejected results are not copied"
+    );
     // O-46: the worker claimed 12 -> 5; measured independently it is 12 -> 12: not kept, the claim recorded unconfirmed
     let e3 = entry(3);
     let c3 = e3["comparisons"].as_array().unwrap();
     assert_eq!(c3.iter().find(|c| c["measured_by"] == "worker").unwrap()["candidate"]["snapshot"]["metrics"]["ops"]["aggregate"].as_f64(), Some(5.0));
-    assert_eq!(c3.iter().find(|c| c["measured_by"] == "orchestrator").unwrap()["candidate"]["snapshot"]["metrics"]["ops"]["aggregate"].as_f64(), Some(12.0));
-    assert!(e3["learnings"].to_string().contains("worker claim unconfirmed"), "{e3:#}");
+    assert_eq!(
+        c3.iter()
+            .find(|c| c["measured_by"] == "orchestrator")
+            .unwrap()["candidate"]["snapshot"]["metrics"]["ops"]["aggregate"]
+            .as_f64(),
+        Some(12.0)
+    );
+    assert!(
+        e3["learnings"]
+            .to_string()
+            .contains("worker claim unconfirmed"),
+        "{e3:#}"
+    );
     // O-06: a base the worker cannot get is a blocker report: no measurement recorded
     let e5 = entry(5);
-    assert_eq!(e5["comparisons"].as_array().map(Vec::len), Some(0), "{e5:#}");
-    assert!(e5["learnings"].to_string().contains("worker blocker"), "{e5:#}");
-    assert!(log["notes"].to_string().contains("reported a blocker"), "{:#}", log["notes"]);
-    let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report")["text"].as_str().unwrap().to_owned();
-    assert!(report.contains("worker claim unconfirmed") && report.contains("remote result rejected"), "{report}");
+    assert_eq!(
+        e5["comparisons"].as_array().map(Vec::len),
+        Some(0),
+        "{e5:#}"
+    );
+    assert!(
+        e5["learnings"].to_string().contains("worker blocker"),
+        "{e5:#}"
+    );
+    assert!(
+        log["notes"].to_string().contains("reported a blocker"),
+        "{:#}",
+        log["notes"]
+    );
+    let report = ok(
+        &optimize(&home, &plan, &["--json", "report", "--spec", &spec]),
+        "report",
+    )["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        report.contains("worker claim unconfirmed") && report.contains("remote result rejected"),
+        "{report}"
+    );
 }
 
 // O-26, O-05: in ladder mode the worker's first pair asks for more selection samples: the same
@@ -518,7 +1122,13 @@ measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n  stability: {{ m
 scope:\n  mutable: [src]\n  immutable: [measure.sh, data]\n\
 execution: {{ mode: serial, backend: remote, remote: \"{}\" }}\nstopping: {{ max_iterations: 1 }}\nhypotheses:\n{}",
         origin.display(),
-        hypothesis("h-direct", "Add each value directly instead of counting up to it", "algorithm", "low", 0.9)
+        hypothesis(
+            "h-direct",
+            "Add each value directly instead of counting up to it",
+            "algorithm",
+            "low",
+            0.9
+        )
     );
     let spec_path = work.path().join("ops.yaml");
     std::fs::write(&spec_path, spec).unwrap();
@@ -527,31 +1137,108 @@ execution: {{ mode: serial, backend: remote, remote: \"{}\" }}\nstopping: {{ max
     ]});
     let plan_path = work.path().join("plan.json");
     std::fs::write(&plan_path, plan.to_string()).unwrap();
-    let (spec, plan) = (spec_path.display().to_string(), plan_path.display().to_string());
+    let (spec, plan) = (
+        spec_path.display().to_string(),
+        plan_path.display().to_string(),
+    );
     let home = Home::embedded();
-    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
-    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
-    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
-    assert_eq!(outcomes(&status).iter().map(|(n, h, o)| (*n, h.as_str(), o.as_str())).collect::<Vec<_>>(), [(1, "h-direct", "kept")], "{status:#}");
-    assert_eq!(status["run_state"]["experiments_run"].as_u64(), Some(1), "one experiment");
+    ok(
+        &optimize(
+            &home,
+            &plan,
+            &[
+                "--json",
+                "init",
+                "--spec",
+                &spec,
+                "--repo",
+                &repo.path().display().to_string(),
+            ],
+        ),
+        "init",
+    );
+    ok(
+        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
+        "run",
+    );
+    let status = ok(
+        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
+        "status",
+    );
+    assert_eq!(
+        outcomes(&status)
+            .iter()
+            .map(|(n, h, o)| (*n, h.as_str(), o.as_str()))
+            .collect::<Vec<_>>(),
+        [(1, "h-direct", "kept")],
+        "{status:#}"
+    );
+    assert_eq!(
+        status["run_state"]["experiments_run"].as_u64(),
+        Some(1),
+        "one experiment"
+    );
     let log = log_yaml(&home, "ops");
-    let comps = log["experiments"][0]["comparisons"].as_array().unwrap().clone();
+    let comps = log["experiments"][0]["comparisons"]
+        .as_array()
+        .unwrap()
+        .clone();
     let worker = comps.iter().find(|c| c["measured_by"] == "worker").unwrap();
-    assert_eq!(worker["candidate"]["snapshot"]["metrics"]["ops"]["samples"], serde_json::json!([12.0, 12.0]), "the re-dispatch's sample is appended: {worker:#}");
-    assert_eq!(worker["reference"]["snapshot"]["metrics"]["ops"]["samples"], serde_json::json!([34.0, 34.0]));
+    assert_eq!(
+        worker["candidate"]["snapshot"]["metrics"]["ops"]["samples"],
+        serde_json::json!([12.0, 12.0]),
+        "the re-dispatch's sample is appended: {worker:#}"
+    );
+    assert_eq!(
+        worker["reference"]["snapshot"]["metrics"]["ops"]["samples"],
+        serde_json::json!([34.0, 34.0])
+    );
     let state = home.path().join("optimize/ops");
-    let first: Value = serde_norway::from_str(&std::fs::read_to_string(state.join("exp-001-result.yaml")).unwrap()).unwrap();
-    let second: Value = serde_norway::from_str(&std::fs::read_to_string(state.join("exp-001-result-1.yaml")).unwrap()).unwrap();
+    let first: Value = serde_norway::from_str(
+        &std::fs::read_to_string(state.join("exp-001-result.yaml")).unwrap(),
+    )
+    .unwrap();
+    let second: Value = serde_norway::from_str(
+        &std::fs::read_to_string(state.join("exp-001-result-1.yaml")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(first["head_sha"], second["head_sha"], "the same head_sha");
     let jobs = home.json(&["jobs", "list", "--limit", "1000"]);
-    let workers: Vec<&str> = jobs.as_array().unwrap().iter().filter(|j| j["stage"] == "experiment").filter_map(|j| j["idempotency_key"].as_str()).collect();
-    assert_eq!(workers.len(), 2, "the first dispatch and one re-dispatch: {workers:?}");
-    assert!(workers.iter().any(|k| k.ends_with("exp-001:worker:more-1")), "{workers:?}");
+    let workers: Vec<&str> = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["stage"] == "experiment")
+        .filter_map(|j| j["idempotency_key"].as_str())
+        .collect();
+    assert_eq!(
+        workers.len(),
+        2,
+        "the first dispatch and one re-dispatch: {workers:?}"
+    );
+    assert!(
+        workers.iter().any(|k| k.ends_with("exp-001:worker:more-1")),
+        "{workers:?}"
+    );
     // the keep was still decided on the independent pairing, at the full protocol, with the holdout
-    let ours = comps.iter().find(|c| c["kind"] == "standalone" && c["measured_by"] == "orchestrator").unwrap();
-    assert_eq!(ours["candidate"]["snapshot"]["metrics"]["ops"]["samples"], serde_json::json!([12.0, 12.0]));
+    let ours = comps
+        .iter()
+        .find(|c| c["kind"] == "standalone" && c["measured_by"] == "orchestrator")
+        .unwrap();
+    assert_eq!(
+        ours["candidate"]["snapshot"]["metrics"]["ops"]["samples"],
+        serde_json::json!([12.0, 12.0])
+    );
     assert!(comps.iter().any(|c| c["kind"] == "holdout"), "{comps:#?}");
-    git(repo.path(), &["merge-base", "--is-ancestor", first["head_sha"].as_str().unwrap(), "optimize/ops"]);
+    git(
+        repo.path(),
+        &[
+            "merge-base",
+            "--is-ancestor",
+            first["head_sha"].as_str().unwrap(),
+            "optimize/ops",
+        ],
+    );
 }
 
 // O-28: CE_OPTIMIZE_CENSOR_AFTER reaches the candidate's measurement only when elapsed time alone
@@ -564,7 +1251,10 @@ fn o28_the_censor_bound_is_passed_only_when_every_required_objective_is_elapsed_
         // the harness reports `seconds` (lever A stands for the run's wall time), `ops` (lever B) and
         // the censor bound it was given, 0 when none
         std::fs::write(repo.path().join("measure.sh"), "#!/bin/sh\n. ./src/a.sh\n. ./src/b.sh\necho \"{\\\"metrics\\\": {\\\"seconds\\\": $A_OPS, \\\"ops\\\": $B_OPS, \\\"censor_after\\\": ${CE_OPTIMIZE_CENSOR_AFTER:-0}}}\"\n").unwrap();
-        git(repo.path(), &["commit", "-qam", "harness with a censor probe"]);
+        git(
+            repo.path(),
+            &["commit", "-qam", "harness with a censor probe"],
+        );
         let work = tempfile::tempdir().unwrap();
         let spec = format!(
             "name: censor\ndescription: faster\nmetric:\n  primary: {{ name: seconds, direction: minimize, elapsed: true }}\n{objectives}\
@@ -576,18 +1266,52 @@ stopping: {{ max_iterations: 1 }}\nhypotheses:\n{}",
         std::fs::write(&spec_path, spec).unwrap();
         let plan_path = work.path().join("plan.json");
         std::fs::write(&plan_path, serde_json::json!({"experiments": [{"when": "lever A", "edits": [{"path": "src/a.sh", "write": "A_OPS=2\n"}]}]}).to_string()).unwrap();
-        let (spec, plan) = (spec_path.display().to_string(), plan_path.display().to_string());
+        let (spec, plan) = (
+            spec_path.display().to_string(),
+            plan_path.display().to_string(),
+        );
         let home = Home::embedded();
-        ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
-        ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
+        ok(
+            &optimize(
+                &home,
+                &plan,
+                &[
+                    "--json",
+                    "init",
+                    "--spec",
+                    &spec,
+                    "--repo",
+                    &repo.path().display().to_string(),
+                ],
+            ),
+            "init",
+        );
+        ok(
+            &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
+            "run",
+        );
         let log = log_yaml(&home, "censor");
         log["experiments"][0]["comparisons"][0].clone()
     };
     let only_elapsed = run("");
-    assert_eq!(only_elapsed["candidate"]["snapshot"]["metrics"]["censor_after"]["samples"], serde_json::json!([10.0]), "hopeless past 10 s x (1 - 1 %): {only_elapsed:#}");
-    assert_eq!(only_elapsed["reference"]["snapshot"]["metrics"]["censor_after"]["samples"], serde_json::json!([0.0]), "the reference is never censored");
-    let with_ops = run("  objectives:\n    - { name: seconds, direction: minimize, elapsed: true }\n    - { name: ops, direction: minimize }\n");
-    assert_eq!(with_ops["candidate"]["snapshot"]["metrics"]["censor_after"]["samples"], serde_json::json!([0.0]), "ops could still win: no censor bound: {with_ops:#}");
+    assert_eq!(
+        only_elapsed["candidate"]["snapshot"]["metrics"]["censor_after"]["samples"],
+        serde_json::json!([10.0]),
+        "hopeless past 10 s x (1 - 1 %): {only_elapsed:#}"
+    );
+    assert_eq!(
+        only_elapsed["reference"]["snapshot"]["metrics"]["censor_after"]["samples"],
+        serde_json::json!([0.0]),
+        "the reference is never censored"
+    );
+    let with_ops = run(
+        "  objectives:\n    - { name: seconds, direction: minimize, elapsed: true }\n    - { name: ops, direction: minimize }\n",
+    );
+    assert_eq!(
+        with_ops["candidate"]["snapshot"]["metrics"]["censor_after"]["samples"],
+        serde_json::json!([0.0]),
+        "ops could still win: no censor bound: {with_ops:#}"
+    );
 }
 
 // O-66, O-62: SIGKILL of the orchestrator while it waits to collect a remote worker's result (the
@@ -598,8 +1322,20 @@ stopping: {{ max_iterations: 1 }}\nhypotheses:\n{}",
 fn o66_sigkill_while_a_remote_result_is_collected_then_resume_collects_it_once() {
     let (repo, work, origin) = project_with_bare_origin();
     let hyps = [
-        hypothesis("h-direct", "Add each value directly instead of counting up to it", "algorithm", "low", 0.9),
-        hypothesis("h-claim", "Tidy the parser comments", "preprocessing", "low", 0.7),
+        hypothesis(
+            "h-direct",
+            "Add each value directly instead of counting up to it",
+            "algorithm",
+            "low",
+            0.9,
+        ),
+        hypothesis(
+            "h-claim",
+            "Tidy the parser comments",
+            "preprocessing",
+            "low",
+            0.7,
+        ),
     ]
     .concat();
     let spec_path = remote_spec(work.path(), &origin, &hyps, 2);
@@ -609,47 +1345,163 @@ fn o66_sigkill_while_a_remote_result_is_collected_then_resume_collects_it_once()
     ]});
     let plan_path = work.path().join("plan.json");
     std::fs::write(&plan_path, plan.to_string()).unwrap();
-    let (spec, plan) = (spec_path.display().to_string(), plan_path.display().to_string());
+    let (spec, plan) = (
+        spec_path.display().to_string(),
+        plan_path.display().to_string(),
+    );
     let home = Home::embedded();
     let log = std::fs::File::create(home.path().join("worker-fleet.log")).unwrap();
-    let _worker = Reaped(home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", &plan).args(["worker", "--name", "fleet-1"]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(log).spawn().expect("spawn fleet worker"));
-    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
-    let child = home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", &plan).args(["optimize", "run", "--spec", &spec]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn run");
+    let _worker = Reaped(
+        home.cmd()
+            .env("SKILLFORGE_SCRIPTED_EDITS", &plan)
+            .args(["worker", "--name", "fleet-1"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn fleet worker"),
+    );
+    ok(
+        &optimize(
+            &home,
+            &plan,
+            &[
+                "--json",
+                "init",
+                "--spec",
+                &spec,
+                "--repo",
+                &repo.path().display().to_string(),
+            ],
+        ),
+        "init",
+    );
+    let child = home
+        .cmd()
+        .env("SKILLFORGE_SCRIPTED_EDITS", &plan)
+        .args(["optimize", "run", "--spec", &spec])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn run");
     let mut child = Reaped(child);
     let experiment_jobs = || -> Vec<Value> {
         let jobs = home.json(&["jobs", "list", "--limit", "1000"]);
-        jobs.as_array().unwrap().iter().filter(|j| j["stage"] == "experiment").cloned().collect()
+        jobs.as_array()
+            .unwrap()
+            .iter()
+            .filter(|j| j["stage"] == "experiment")
+            .cloned()
+            .collect()
     };
-    let running = wait_for(Duration::from_secs(120), "exp-001's remote worker running", || {
-        experiment_jobs().into_iter().find(|j| j["idempotency_key"].as_str().is_some_and(|k| k.contains("exp-001")) && j["state"] == "running")
-    });
+    let running = wait_for(
+        Duration::from_secs(120),
+        "exp-001's remote worker running",
+        || {
+            experiment_jobs().into_iter().find(|j| {
+                j["idempotency_key"]
+                    .as_str()
+                    .is_some_and(|k| k.contains("exp-001"))
+                    && j["state"] == "running"
+            })
+        },
+    );
     let _ = child.0.kill();
     let _ = child.0.wait();
     let state = home.path().join("optimize/ops");
     let killed = std::fs::read_to_string(state.join("experiment-log.yaml")).unwrap();
-    assert!(killed.contains("pending_waits:\n  - experiment: 1"), "killed with exp-001 a pending wait:\n{killed}");
+    assert!(
+        killed.contains("pending_waits:\n  - experiment: 1"),
+        "killed with exp-001 a pending wait:\n{killed}"
+    );
     // the worker finishes and pushes its result while no orchestrator runs
     let id = running["id"].as_str().unwrap().to_owned();
-    wait_for(Duration::from_secs(60), "the remote worker to finish", || (home.json(&["jobs", "show", &id])["state"] == "succeeded").then_some(()));
-    assert!(git(&origin, &["branch", "--list", "optimize-exp/ops/exp-001"]).contains("exp-001"), "the result ref was pushed");
-    assert!(!state.join("exp-001-result.yaml").exists(), "not collected yet");
+    wait_for(
+        Duration::from_secs(60),
+        "the remote worker to finish",
+        || (home.json(&["jobs", "show", &id])["state"] == "succeeded").then_some(()),
+    );
+    assert!(
+        git(&origin, &["branch", "--list", "optimize-exp/ops/exp-001"]).contains("exp-001"),
+        "the result ref was pushed"
+    );
+    assert!(
+        !state.join("exp-001-result.yaml").exists(),
+        "not collected yet"
+    );
 
-    ok(&optimize(&home, &plan, &["--json", "resume", "--spec", &spec]), "resume");
-    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
+    ok(
+        &optimize(&home, &plan, &["--json", "resume", "--spec", &spec]),
+        "resume",
+    );
+    let status = ok(
+        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
+        "status",
+    );
     let got = outcomes(&status);
-    assert_eq!(got.iter().map(|(n, h, o)| (*n, h.as_str(), o.as_str())).collect::<Vec<_>>(), [(1, "h-direct", "kept"), (2, "h-claim", "inconclusive")], "{status:#}\n{}", home.logs());
-    assert_eq!(status["run_state"]["experiments_run"].as_u64(), Some(2), "no experiment number used twice: {status:#}");
+    assert_eq!(
+        got.iter()
+            .map(|(n, h, o)| (*n, h.as_str(), o.as_str()))
+            .collect::<Vec<_>>(),
+        [(1, "h-direct", "kept"), (2, "h-claim", "inconclusive")],
+        "{status:#}\n{}",
+        home.logs()
+    );
+    assert_eq!(
+        status["run_state"]["experiments_run"].as_u64(),
+        Some(2),
+        "no experiment number used twice: {status:#}"
+    );
     let workers = experiment_jobs();
-    assert_eq!(workers.len(), 2, "one worker job per experiment: {workers:#?}");
-    let first = workers.iter().find(|j| j["id"] == id.as_str()).expect("exp-001's job is the one dispatched before the kill");
-    assert_eq!(first["attempts"].as_u64(), Some(1), "and it ran once: {first:#}");
+    assert_eq!(
+        workers.len(),
+        2,
+        "one worker job per experiment: {workers:#?}"
+    );
+    let first = workers
+        .iter()
+        .find(|j| j["id"] == id.as_str())
+        .expect("exp-001's job is the one dispatched before the kill");
+    assert_eq!(
+        first["attempts"].as_u64(),
+        Some(1),
+        "and it ran once: {first:#}"
+    );
     let log = log_yaml(&home, "ops");
-    assert_eq!(log["experiments"].as_array().map(Vec::len), Some(2), "{log:#}");
+    assert_eq!(
+        log["experiments"].as_array().map(Vec::len),
+        Some(2),
+        "{log:#}"
+    );
     let comps = log["experiments"][0]["comparisons"].as_array().unwrap();
-    assert_eq!(comps.iter().filter(|c| c["measured_by"] == "worker").count(), 1, "the worker's pairing is collected once: {comps:#?}");
-    assert!(comps.iter().any(|c| c["kind"] == "standalone" && c["measured_by"] == "orchestrator"), "the keep confirmed independently: {comps:#?}");
-    let copy: Value = serde_norway::from_str(&std::fs::read_to_string(state.join("exp-001-result.yaml")).unwrap()).unwrap();
-    git(repo.path(), &["merge-base", "--is-ancestor", copy["head_sha"].as_str().unwrap(), "optimize/ops"]);
+    assert_eq!(
+        comps
+            .iter()
+            .filter(|c| c["measured_by"] == "worker")
+            .count(),
+        1,
+        "the worker's pairing is collected once: {comps:#?}"
+    );
+    assert!(
+        comps
+            .iter()
+            .any(|c| c["kind"] == "standalone" && c["measured_by"] == "orchestrator"),
+        "the keep confirmed independently: {comps:#?}"
+    );
+    let copy: Value = serde_norway::from_str(
+        &std::fs::read_to_string(state.join("exp-001-result.yaml")).unwrap(),
+    )
+    .unwrap();
+    git(
+        repo.path(),
+        &[
+            "merge-base",
+            "--is-ancestor",
+            copy["head_sha"].as_str().unwrap(),
+            "optimize/ops",
+        ],
+    );
     assert_eq!(measured_ops(repo.path(), "optimize/ops"), (12, 1));
 }
 
@@ -664,32 +1516,105 @@ fn optimize_loop_on_a_worker_that_cannot_see_the_home() {
     let origin = project();
     let repo = home.path().join("project");
     std::fs::create_dir_all(home.path()).unwrap();
-    git(home.path(), &["clone", "-q", origin.path().to_str().unwrap(), repo.to_str().unwrap()]);
+    git(
+        home.path(),
+        &[
+            "clone",
+            "-q",
+            origin.path().to_str().unwrap(),
+            repo.to_str().unwrap(),
+        ],
+    );
     let work = tempfile::tempdir().unwrap();
     let (spec, plan) = spec_and_plan(work.path(), "serial", 0);
-    let _vm = Reaped(skillforge_tests::isolated::spawn_isolated_worker_env(&home, "vm", &[], &[("SKILLFORGE_SCRIPTED_EDITS", &plan)]));
-    let hidden = home.run(&["jobs", "submit", "--wait", "--", "test", "!", "-e", repo.join("measure.sh").to_str().unwrap()]);
-    assert!(hidden.status.success(), "the worker cannot see the home: {}", String::from_utf8_lossy(&hidden.stderr));
-    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.display().to_string()]), "init");
-    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
-    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
-    let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report");
+    let _vm = Reaped(skillforge_tests::isolated::spawn_isolated_worker_env(
+        &home,
+        "vm",
+        &[],
+        &[("SKILLFORGE_SCRIPTED_EDITS", &plan)],
+    ));
+    let hidden = home.run(&[
+        "jobs",
+        "submit",
+        "--wait",
+        "--",
+        "test",
+        "!",
+        "-e",
+        repo.join("measure.sh").to_str().unwrap(),
+    ]);
+    assert!(
+        hidden.status.success(),
+        "the worker cannot see the home: {}",
+        String::from_utf8_lossy(&hidden.stderr)
+    );
+    ok(
+        &optimize(
+            &home,
+            &plan,
+            &[
+                "--json",
+                "init",
+                "--spec",
+                &spec,
+                "--repo",
+                &repo.display().to_string(),
+            ],
+        ),
+        "init",
+    );
+    ok(
+        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
+        "run",
+    );
+    let status = ok(
+        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
+        "status",
+    );
+    let report = ok(
+        &optimize(&home, &plan, &["--json", "report", "--spec", &spec]),
+        "report",
+    );
     assert_final_state(&repo, &status, report["text"].as_str().unwrap());
     let home_text = home.path().display().to_string();
     let jobs = home.json(&["jobs", "list", "--limit", "500"]);
-    let ours: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "optimize").collect();
-    assert!(ours.iter().any(|j| j["stage"] == "experiment") && ours.iter().any(|j| j["stage"] == "measurement"), "{jobs:#}");
+    let ours: Vec<&Value> = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["workflow"] == "optimize")
+        .collect();
+    assert!(
+        ours.iter().any(|j| j["stage"] == "experiment")
+            && ours.iter().any(|j| j["stage"] == "measurement"),
+        "{jobs:#}"
+    );
     for listed in ours {
         let job = home.job(listed["id"].as_str().unwrap());
-        assert!(job["history"][0]["worker"].as_str().unwrap().starts_with("vm-"), "run by the isolated worker: {job:#}");
+        assert!(
+            job["history"][0]["worker"]
+                .as_str()
+                .unwrap()
+                .starts_with("vm-"),
+            "run by the isolated worker: {job:#}"
+        );
         let payload = job["payload"].to_string();
-        assert!(!payload.contains(&home_text), "no control-plane path in the {} job: {payload}", job["stage"]);
+        assert!(
+            !payload.contains(&home_text),
+            "no control-plane path in the {} job: {payload}",
+            job["stage"]
+        );
     }
 }
 
 /// The `ops` spec on the remote backend (`origin`, a bare clone), serial, with `hyps` and
 /// `max_iterations`, written to `<work>/ops.yaml`.
-fn remote_spec(work: &std::path::Path, origin: &std::path::Path, hyps: &str, max_iterations: u32) -> std::path::PathBuf {
+fn remote_spec(
+    work: &std::path::Path,
+    origin: &std::path::Path,
+    hyps: &str,
+    max_iterations: u32,
+) -> std::path::PathBuf {
     let spec = format!(
         "name: ops\ndescription: fewer operations, same result\nmetric:\n  primary: {{ name: ops, direction: minimize }}\n  degenerate_gates: [\"correct == 1\"]\n\
 measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n  holdout: {{ command: sh measure.sh data/holdout.txt }}\n\
@@ -708,6 +1633,15 @@ fn project_with_bare_origin() -> (tempfile::TempDir, tempfile::TempDir, std::pat
     let repo = project();
     let work = tempfile::tempdir().unwrap();
     let origin = work.path().join("origin.git");
-    git(work.path(), &["clone", "-q", "--bare", &repo.path().display().to_string(), &origin.display().to_string()]);
+    git(
+        work.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            &repo.path().display().to_string(),
+            &origin.display().to_string(),
+        ],
+    );
     (repo, work, origin)
 }

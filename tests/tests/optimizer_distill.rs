@@ -12,10 +12,10 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 use skillforge_contract::{
-    BaseVersion, BinaryVerdict, CandidatePackage, EvalItem, EvalReviewOption, EvalRun, FeedbackEvent, ImportError,
-    ImportOptions, ImportState, InstalledTemplate, RankedFeedbackEvent, TemplateSnapshot, TrainingPackage,
-    VerifiedCandidate, content_hash, parse_template, ranked_feedback_event_id, serialize_package,
-    validate_candidate_import,
+    BaseVersion, BinaryVerdict, CandidatePackage, EvalItem, EvalReviewOption, EvalRun,
+    FeedbackEvent, ImportError, ImportOptions, ImportState, InstalledTemplate, RankedFeedbackEvent,
+    TemplateSnapshot, TrainingPackage, VerifiedCandidate, content_hash, parse_template,
+    ranked_feedback_event_id, serialize_package, validate_candidate_import,
 };
 use skillforge_tests::Home;
 use tempfile::TempDir;
@@ -62,7 +62,11 @@ fn empty_package() -> TrainingPackage {
         ..Default::default()
     };
     package.items = vec![
-        EvalItem { id: "item-ab".into(), title: "A/B".into(), ..EvalItem::default() },
+        EvalItem {
+            id: "item-ab".into(),
+            title: "A/B".into(),
+            ..EvalItem::default()
+        },
         EvalItem {
             id: "item-ranked".into(),
             title: "ranked".into(),
@@ -83,7 +87,13 @@ fn empty_package() -> TrainingPackage {
     package
 }
 
-fn ranked(reviewer: &str, source: &str, improvements: Value, rejected: Value, useful: Value) -> RankedFeedbackEvent {
+fn ranked(
+    reviewer: &str,
+    source: &str,
+    improvements: Value,
+    rejected: Value,
+    useful: Value,
+) -> RankedFeedbackEvent {
     RankedFeedbackEvent {
         id: ranked_feedback_event_id(RUN, "item-ranked", reviewer, source, ""),
         run_id: RUN.into(),
@@ -112,7 +122,13 @@ fn rich_package() -> TrainingPackage {
             json!({"B": ["Marketing fluff"]}),
             json!({"C": ["Short summary first"]}),
         ),
-        ranked("gitmoot-review", "auto-trace", json!(["add a test-plan"]), json!({}), json!({})),
+        ranked(
+            "gitmoot-review",
+            "auto-trace",
+            json!(["add a test-plan"]),
+            json!({}),
+            json!({}),
+        ),
     ];
     p.feedback_events = vec![FeedbackEvent {
         run_id: RUN.into(),
@@ -124,8 +140,9 @@ fn rich_package() -> TrainingPackage {
         source_url: String::new(),
         created_at: "2026-01-01T00:00:00Z".into(),
     }];
-    p.items[0].metadata =
-        Some(json!({"evaluator_score": {"hard": 0.0, "failure": {"optimizer_hint": "Name the files to change"}}}));
+    p.items[0].metadata = Some(
+        json!({"evaluator_score": {"hard": 0.0, "failure": {"optimizer_hint": "Name the files to change"}}}),
+    );
     p.binary_verdicts = vec![
         BinaryVerdict {
             question_id: "has_test".into(),
@@ -153,7 +170,10 @@ struct Run {
 impl Run {
     /// A fresh home with its blob store directory (the `--artifact-root` every run passes).
     fn new() -> Self {
-        let run = Self { home: Home::embedded(), work: tempfile::tempdir().expect("work dir") };
+        let run = Self {
+            home: Home::embedded(),
+            work: tempfile::tempdir().expect("work dir"),
+        };
         std::fs::create_dir_all(run.home.path().join("blobs")).expect("blob store dir");
         run
     }
@@ -164,7 +184,8 @@ impl Run {
 
     fn write_package(&self, package: &TrainingPackage) -> PathBuf {
         let file = self.path("training.json");
-        std::fs::write(&file, serialize_package(package).expect("encode package")).expect("write package");
+        std::fs::write(&file, serialize_package(package).expect("encode package"))
+            .expect("write package");
         file
     }
 
@@ -189,7 +210,11 @@ impl Run {
             "42".into(),
         ];
         args.extend(extra.iter().map(|s| (*s).to_owned()));
-        self.home.cmd().args(&args).output().expect("run skillforge")
+        self.home
+            .cmd()
+            .args(&args)
+            .output()
+            .expect("run skillforge")
     }
 
     fn candidate(&self) -> CandidatePackage {
@@ -203,9 +228,18 @@ impl Run {
 }
 
 fn stdout_json(out: &Output) -> Value {
-    assert!(out.status.success(), "distill failed: {}\nstderr:\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+    assert!(
+        out.status.success(),
+        "distill failed: {}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
 }
 
 fn import_state(package: &TrainingPackage) -> ImportState {
@@ -216,7 +250,10 @@ fn import_state(package: &TrainingPackage) -> ImportState {
         content: package.template.content.clone(),
     };
     ImportState {
-        template: Some(InstalledTemplate { id: package.template.id.clone(), current_version: Some(base.clone()) }),
+        template: Some(InstalledTemplate {
+            id: package.template.id.clone(),
+            current_version: Some(base.clone()),
+        }),
         pinned_base: Some(base),
         existing_artifact_ids: BTreeSet::new(),
     }
@@ -230,7 +267,10 @@ fn validate(
     let artifact_dir = run.artifact_dir();
     validate_candidate_import(
         candidate,
-        ImportOptions { artifact_dir: Some(&artifact_dir), has_blob_store: true },
+        ImportOptions {
+            artifact_dir: Some(&artifact_dir),
+            has_blob_store: true,
+        },
         &import_state(package),
     )
 }
@@ -245,7 +285,10 @@ fn package_to_candidate_round_trip_is_accepted_by_the_importer() {
     assert_eq!(report["promotable"], true, "{report}");
     assert_eq!(report["no_candidate_reason"], Value::Null);
     assert_eq!(report["guidance_lines"], 7, "{report}");
-    assert_eq!(report["candidate_output"], run.path("candidate.json").display().to_string());
+    assert_eq!(
+        report["candidate_output"],
+        run.path("candidate.json").display().to_string()
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("wrote candidate package"), "{stderr}");
 
@@ -255,11 +298,23 @@ fn package_to_candidate_round_trip_is_accepted_by_the_importer() {
     assert_eq!(candidate.template_id, "planner");
     assert_eq!(candidate.base_version_id, "planner@v1");
     assert_eq!(candidate.candidate.metadata, package.template.metadata);
-    assert_eq!(candidate.summary.diff_artifact_id, format!("{RUN}/candidate-diff"));
+    assert_eq!(
+        candidate.summary.diff_artifact_id,
+        format!("{RUN}/candidate-diff")
+    );
     let ids: Vec<&str> = candidate.artifacts.iter().map(|a| a.id.as_str()).collect();
-    assert_eq!(ids, [format!("{RUN}/candidate-diff"), format!("{RUN}/eval-report")]);
+    assert_eq!(
+        ids,
+        [
+            format!("{RUN}/candidate-diff"),
+            format!("{RUN}/eval-report")
+        ]
+    );
     let diff = &candidate.artifacts[0];
-    assert_eq!((diff.media_type.as_str(), diff.driver.as_str()), ("text/x-diff", "text"));
+    assert_eq!(
+        (diff.media_type.as_str(), diff.driver.as_str()),
+        ("text/x-diff", "text")
+    );
 
     let content = &candidate.candidate.content;
     assert!(
@@ -267,19 +322,33 @@ fn package_to_candidate_round_trip_is_accepted_by_the_importer() {
         "frontmatter changed:\n{content}"
     );
     assert_eq!(content.matches(HEADING).count(), 1, "{content}");
-    let first_line = content.lines().find(|l| l.starts_with("- ")).expect("a guidance line");
-    assert_eq!(first_line, "- Add a test plan. (support 2: human 1, judge 1)");
+    let first_line = content
+        .lines()
+        .find(|l| l.starts_with("- "))
+        .expect("a guidance line");
+    assert_eq!(
+        first_line,
+        "- Add a test plan. (support 2: human 1, judge 1)"
+    );
     assert!(
-        content.contains("- Make sure `has_test` (correctness) holds: No test was added. (support 1: judge 1)"),
+        content.contains(
+            "- Make sure `has_test` (correctness) holds: No test was added. (support 1: judge 1)"
+        ),
         "{content}"
     );
-    assert!(!content.contains("has_summary"), "a yes verdict is not a lesson:\n{content}");
+    assert!(
+        !content.contains("has_summary"),
+        "a yes verdict is not a lesson:\n{content}"
+    );
 
     let verified = validate(&run, &candidate, &package).expect("importer accepts the candidate");
     assert_eq!(verified.base_version_id, "planner@v1");
     assert_eq!(verified.artifacts.len(), 2);
     let diff_text = String::from_utf8_lossy(&verified.artifacts[0].bytes).into_owned();
-    assert!(diff_text.contains("+## Guidance from review evidence"), "{diff_text}");
+    assert!(
+        diff_text.contains("+## Guidance from review evidence"),
+        "{diff_text}"
+    );
 }
 
 #[test]
@@ -288,7 +357,9 @@ fn the_candidate_imports_as_a_pending_version_through_the_binary() {
     let package = rich_package();
     let template_file = run.path("planner.md");
     std::fs::write(&template_file, &package.template.content).unwrap();
-    let added = run.home.json(&["template", "add", template_file.to_str().unwrap()]);
+    let added = run
+        .home
+        .json(&["template", "add", template_file.to_str().unwrap()]);
     assert_eq!(added["version_id"], "planner@v1");
 
     stdout_json(&run.distill(&run.write_package(&package), &[]));
@@ -318,12 +389,26 @@ fn empty_evidence_writes_a_no_candidate_package() {
     let candidate = run.candidate();
     assert_eq!(candidate.candidate.content, package.template.content);
     assert_eq!(candidate.eval_report.as_ref().unwrap()["promotable"], false);
-    assert_eq!(candidate.summary.metadata.as_ref().unwrap()["no_candidate_reason"], "no_actionable_feedback");
+    assert_eq!(
+        candidate.summary.metadata.as_ref().unwrap()["no_candidate_reason"],
+        "no_actionable_feedback"
+    );
     let err = validate(&run, &candidate, &package).expect_err("no candidate");
     assert!(err.is_no_candidate(), "{err}");
-    let hint = candidate.eval_report.as_ref().unwrap()["no_candidate_hint"].as_str().expect("a hint").to_owned();
-    assert!(hint.contains("the package has no feedback events"), "{hint}");
-    assert_eq!(err.to_string(), format!("optimizer produced no candidate: no_actionable_feedback (from eval_report) ({hint})"));
+    let hint = candidate.eval_report.as_ref().unwrap()["no_candidate_hint"]
+        .as_str()
+        .expect("a hint")
+        .to_owned();
+    assert!(
+        hint.contains("the package has no feedback events"),
+        "{hint}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "optimizer produced no candidate: no_actionable_feedback (from eval_report) ({hint})"
+        )
+    );
 }
 
 /// A package as Go writes it (`json.MarshalIndent` of nil slices): `items`, `artifacts`,
@@ -337,13 +422,22 @@ fn a_go_written_package_with_null_lists_distills_to_no_candidate() {
         raw[key] = Value::Null;
     }
     raw["template"]["metadata"]["tags"] = Value::Null;
-    for key in ["training_mode", "ranked_feedback_events", "pairwise_preferences", "feedback_context", "evaluator_config"] {
+    for key in [
+        "training_mode",
+        "ranked_feedback_events",
+        "pairwise_preferences",
+        "feedback_context",
+        "evaluator_config",
+    ] {
         raw.as_object_mut().unwrap().remove(key);
     }
     let file = run.path("training.json");
     std::fs::write(&file, serde_json::to_vec_pretty(&raw).unwrap()).unwrap();
     let report = stdout_json(&run.distill(&file, &[]));
-    assert_eq!(report["no_candidate_reason"], "no_actionable_feedback", "{report:#}");
+    assert_eq!(
+        report["no_candidate_reason"], "no_actionable_feedback",
+        "{report:#}"
+    );
     assert_eq!(run.candidate().template_id, "planner");
 }
 
@@ -360,7 +454,10 @@ fn dry_run_keeps_the_content_and_reports_no_candidate() {
     assert!(run.path("out/initial_skill.md").is_file());
     let err = validate(&run, &candidate, &package).expect_err("no candidate");
     assert!(err.is_no_candidate(), "{err}");
-    assert_eq!(err.to_string(), "optimizer produced no candidate: candidate_content_unchanged (from eval_report)");
+    assert_eq!(
+        err.to_string(),
+        "optimizer produced no candidate: candidate_content_unchanged (from eval_report)"
+    );
 }
 
 #[test]
@@ -370,7 +467,10 @@ fn a_missing_artifact_root_exits_2_naming_it() {
     let out = run.distill(&run.write_package(&rich_package()), &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    let want = format!("--artifact-root `{}`: no such directory", run.home.path().join("blobs").display());
+    let want = format!(
+        "--artifact-root `{}`: no such directory",
+        run.home.path().join("blobs").display()
+    );
     assert!(stderr.contains(&want), "{stderr}");
     assert!(!run.path("out").exists() && !run.path("candidate.json").exists());
 }
@@ -379,7 +479,9 @@ fn a_missing_artifact_root_exits_2_naming_it() {
 fn an_invalid_package_exits_2_and_writes_nothing() {
     type Mutation = fn(&mut Value);
     let cases: [(&str, Mutation); 3] = [
-        ("content hash", |v| v["template"]["content_hash"] = json!(content_hash("other"))),
+        ("content hash", |v| {
+            v["template"]["content_hash"] = json!(content_hash("other"))
+        }),
         ("items not a list", |v| v["items"] = json!("items")),
         ("wrong kind", |v| v["kind"] = json!("something-else")),
     ];
@@ -392,10 +494,20 @@ fn an_invalid_package_exits_2_and_writes_nothing() {
         let out = run.distill(&file, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
-        assert!(stderr.contains(&file.display().to_string()), "{name}: error does not name the package: {stderr}");
-        assert!(out.stdout.is_empty(), "{name}: {}", String::from_utf8_lossy(&out.stdout));
+        assert!(
+            stderr.contains(&file.display().to_string()),
+            "{name}: error does not name the package: {stderr}"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
         assert!(!run.path("out").exists(), "{name}: out-root written");
-        assert!(!run.path("candidate.json").exists(), "{name}: candidate written");
+        assert!(
+            !run.path("candidate.json").exists(),
+            "{name}: candidate written"
+        );
     }
 }
 
@@ -409,12 +521,23 @@ fn s57_a_distill_candidate_says_why_it_has_no_score_and_goes_to_a_canary() {
     let package = rich_package();
     let template_file = run.path("planner.md");
     std::fs::write(&template_file, &package.template.content).unwrap();
-    run.home.json(&["template", "add", template_file.to_str().unwrap()]);
+    run.home
+        .json(&["template", "add", template_file.to_str().unwrap()]);
     stdout_json(&run.distill(&run.write_package(&package), &[]));
     let candidate = run.candidate();
-    assert_eq!(candidate.summary.score, None, "distill measures nothing: no score");
-    let why = candidate.summary.metadata.as_ref().unwrap()["score_unavailable"].as_str().map(str::to_owned);
-    assert!(why.as_deref().is_some_and(|w| w.contains("measures nothing")), "{:?}", candidate.summary.metadata);
+    assert_eq!(
+        candidate.summary.score, None,
+        "distill measures nothing: no score"
+    );
+    let why = candidate.summary.metadata.as_ref().unwrap()["score_unavailable"]
+        .as_str()
+        .map(str::to_owned);
+    assert!(
+        why.as_deref()
+            .is_some_and(|w| w.contains("measures nothing")),
+        "{:?}",
+        candidate.summary.metadata
+    );
     std::fs::write(
         run.home.path().join("config.toml"),
         "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 2\nauto_promote_min_score = 0.5\n\
@@ -422,29 +545,103 @@ fn s57_a_distill_candidate_says_why_it_has_no_score_and_goes_to_a_canary() {
     )
     .unwrap();
     let (file, artifacts) = (run.path("candidate.json"), run.artifact_dir());
-    run.home.json(&["import", "--file", file.to_str().unwrap(), "--artifact-dir", artifacts.to_str().unwrap()]);
+    run.home.json(&[
+        "import",
+        "--file",
+        file.to_str().unwrap(),
+        "--artifact-dir",
+        artifacts.to_str().unwrap(),
+    ]);
     for pr in ["1", "2"] {
-        run.home.json(&["harvest", "attribute", "--repo", "acme/app", "--pr", pr, "--template", "planner@v2", "--resolved-commit", "c0ffee"]);
-        run.home.json(&["harvest", "outcome", "--repo", "acme/app", "--pr", pr, "--outcome", "merged", "--ci", "external"]);
+        run.home.json(&[
+            "harvest",
+            "attribute",
+            "--repo",
+            "acme/app",
+            "--pr",
+            pr,
+            "--template",
+            "planner@v2",
+            "--resolved-commit",
+            "c0ffee",
+        ]);
+        run.home.json(&[
+            "harvest",
+            "outcome",
+            "--repo",
+            "acme/app",
+            "--pr",
+            pr,
+            "--outcome",
+            "merged",
+            "--ci",
+            "external",
+        ]);
     }
     let decided = run.home.json(&["candidate", "decide", "planner@v2"]);
-    assert_eq!(decided["decision"], json!({"decision": "promote", "canary_sample": 0.2}), "{decided}");
+    assert_eq!(
+        decided["decision"],
+        json!({"decision": "promote", "canary_sample": 0.2}),
+        "{decided}"
+    );
     let state = run.home.json(&["candidate", "show", "planner@v2"]);
     assert_eq!(state["state"], "canary", "{state}");
     // Without a canary there is nothing to measure it: never promoted directly, and it says why.
     let direct = Run::new();
     std::fs::write(&template_file, &package.template.content).unwrap();
-    direct.home.json(&["template", "add", template_file.to_str().unwrap()]);
+    direct
+        .home
+        .json(&["template", "add", template_file.to_str().unwrap()]);
     std::fs::write(
         direct.home.path().join("config.toml"),
         "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 1\nauto_promote_min_score = 0.5\n",
     )
     .unwrap();
-    direct.home.json(&["import", "--file", file.to_str().unwrap(), "--artifact-dir", artifacts.to_str().unwrap()]);
-    direct.home.json(&["harvest", "attribute", "--repo", "acme/app", "--pr", "1", "--template", "planner@v2", "--resolved-commit", "c0ffee"]);
-    direct.home.json(&["harvest", "outcome", "--repo", "acme/app", "--pr", "1", "--outcome", "merged", "--ci", "external"]);
-    let out = direct.home.cmd().args(["candidate", "decide", "planner@v2"]).output().unwrap();
+    direct.home.json(&[
+        "import",
+        "--file",
+        file.to_str().unwrap(),
+        "--artifact-dir",
+        artifacts.to_str().unwrap(),
+    ]);
+    direct.home.json(&[
+        "harvest",
+        "attribute",
+        "--repo",
+        "acme/app",
+        "--pr",
+        "1",
+        "--template",
+        "planner@v2",
+        "--resolved-commit",
+        "c0ffee",
+    ]);
+    direct.home.json(&[
+        "harvest",
+        "outcome",
+        "--repo",
+        "acme/app",
+        "--pr",
+        "1",
+        "--outcome",
+        "merged",
+        "--ci",
+        "external",
+    ]);
+    let out = direct
+        .home
+        .cmd()
+        .args(["candidate", "decide", "planner@v2"])
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("has no score (distill turns ranked reviews") && text.contains("auto_promote_canary"), "{text}");
-    assert_eq!(direct.home.json(&["candidate", "show", "planner@v2"])["state"], "pending");
+    assert!(
+        text.contains("has no score (distill turns ranked reviews")
+            && text.contains("auto_promote_canary"),
+        "{text}"
+    );
+    assert_eq!(
+        direct.home.json(&["candidate", "show", "planner@v2"])["state"],
+        "pending"
+    );
 }

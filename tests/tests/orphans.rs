@@ -13,13 +13,18 @@ const T: Duration = Duration::from_secs(60);
 fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+        .and_then(|stat| {
+            stat.rsplit_once(") ")
+                .map(|(_, rest)| !rest.starts_with('Z'))
+        })
         .unwrap_or(false)
 }
 
 fn read_pid(path: &std::path::Path) -> i32 {
     wait_for(T, "the job to write its grandchild's pid", || {
-        std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse().ok())
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
     })
 }
 
@@ -30,7 +35,10 @@ fn a_sigkilled_workers_grandchildren_are_killed_by_the_survivor() {
     let pid_file = dir.path().join("grandchild");
     let mut victim = Reaped(home.spawn_worker("victim", &[]));
     // The shell (the job's direct child) backgrounds a grandchild that outlives it unless killed.
-    let script = format!("sh -c 'echo $$ > {}; exec sleep 300' & wait", pid_file.display());
+    let script = format!(
+        "sh -c 'echo $$ > {}; exec sleep 300' & wait",
+        pid_file.display()
+    );
     let id = home.submit(&["--stale-after", "600"], &["sh", "-c", &script]);
     home.wait_job(&id, T, "job running", |j| j["state"] == "running");
     let grandchild = read_pid(&pid_file);
@@ -51,12 +59,17 @@ fn a_sigkilled_workers_grandchildren_are_killed_by_the_survivor() {
         let log = std::fs::read_to_string(&survivor_log).unwrap_or_default();
         (log.matches("orphan sweep pass").count() >= 2).then_some(())
     });
-    assert!(alive(grandchild), "a live worker's job process is never swept");
+    assert!(
+        alive(grandchild),
+        "a live worker's job process is never swept"
+    );
     victim.0.kill().unwrap();
     let _ = victim.0.wait();
-    wait_for(Duration::from_secs(15), "the dead worker's grandchild to be killed by a sweep", || {
-        (!alive(grandchild)).then_some(())
-    });
+    wait_for(
+        Duration::from_secs(15),
+        "the dead worker's grandchild to be killed by a sweep",
+        || (!alive(grandchild)).then_some(()),
+    );
     // Which worker's sweep killed it is not asserted: every job-running skillforge process on the
     // host sweeps (parallel tests' workers too), and any of them may be first.
 }

@@ -20,7 +20,13 @@ fn floor_rows(home: &Home, pr: u32) -> Vec<Value> {
     home.json(&["export", "--run", RUN, "--output", out.to_str().unwrap()]);
     let package: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let item = format!("{REPO}#{pr}");
-    package["feedback_events"].as_array().unwrap().iter().filter(|e| e["item_id"] == item.as_str() && e["reviewer"] == "gitmoot-auto").cloned().collect()
+    package["feedback_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["item_id"] == item.as_str() && e["reviewer"] == "gitmoot-auto")
+        .cloned()
+        .collect()
 }
 
 fn count(fake: &FakeGitHub, prefix: &str) -> usize {
@@ -30,7 +36,11 @@ fn count(fake: &FakeGitHub, prefix: &str) -> usize {
 fn setup(fake: &FakeGitHub, harvester: bool) -> Home {
     let home = Home::embedded();
     add_template(&home, CODER_TEMPLATE, "acme/templates");
-    let skillopt = if harvester { "[skillopt]\nauto_trace_enabled = true\nreview_runtimes = []\n\n" } else { "" };
+    let skillopt = if harvester {
+        "[skillopt]\nauto_trace_enabled = true\nreview_runtimes = []\n\n"
+    } else {
+        ""
+    };
     write(
         &home.path().join("config.toml"),
         &format!(
@@ -40,7 +50,18 @@ fn setup(fake: &FakeGitHub, harvester: bool) -> Home {
         ),
     );
     for pr in ["5", "6"] {
-        home.json(&["harvest", "attribute", "--repo", REPO, "--pr", pr, "--template", "coder@v1", "--resolved-commit", "c0ffee"]);
+        home.json(&[
+            "harvest",
+            "attribute",
+            "--repo",
+            REPO,
+            "--pr",
+            pr,
+            "--template",
+            "coder@v1",
+            "--resolved-commit",
+            "c0ffee",
+        ]);
     }
     home
 }
@@ -58,7 +79,12 @@ fn s15_s22_the_watcher_and_the_webhook_deliver_one_merge_as_one_row() {
     }
     let home = setup(&fake, true);
     let port = free_port();
-    let _serve = Reaped(spawn_serve(&home, port, Some(SECRET), &[("SKILLFORGE_GITHUB_API_URL", &fake.url)]));
+    let _serve = Reaped(spawn_serve(
+        &home,
+        port,
+        Some(SECRET),
+        &[("SKILLFORGE_GITHUB_API_URL", &fake.url)],
+    ));
     wait_listening(&home, port);
 
     // The webhook delivers the same merge (GitHub's `pull_request` closed+merged payload).
@@ -68,11 +94,20 @@ fn s15_s22_the_watcher_and_the_webhook_deliver_one_merge_as_one_row() {
         "repository": {"full_name": REPO},
     })
     .to_string();
-    let (code, reply) = post(port, "pull_request", &delivery, Some(&sign(SECRET, &delivery)));
+    let (code, reply) = post(
+        port,
+        "pull_request",
+        &delivery,
+        Some(&sign(SECRET, &delivery)),
+    );
     assert_eq!(code, 200, "{reply}");
     // The watcher read the merged head's statuses: then both have applied.
-    home.wait(WAIT, "the watcher to read CI at the merged head", || (count(&fake, "/repos/acme/app/commits/h5/status") > 0).then_some(()));
-    home.wait(WAIT, "the merge row", || (!floor_rows(&home, 5).is_empty()).then_some(()));
+    home.wait(WAIT, "the watcher to read CI at the merged head", || {
+        (count(&fake, "/repos/acme/app/commits/h5/status") > 0).then_some(())
+    });
+    home.wait(WAIT, "the merge row", || {
+        (!floor_rows(&home, 5).is_empty()).then_some(())
+    });
     let rows = floor_rows(&home, 5);
     assert_eq!(rows.len(), 1, "one merge, one row: {rows:#?}");
     assert_eq!(rows[0]["choice"], "a");
@@ -80,24 +115,55 @@ fn s15_s22_the_watcher_and_the_webhook_deliver_one_merge_as_one_row() {
     // Unchanged: the list answers 304 and nothing more is read.
     let reviews_read = count(&fake, "/repos/acme/app/pulls/5/reviews");
     let answered_304 = fake.state().not_modified;
-    home.wait(WAIT, "two conditional polls answered 304", || (fake.state().not_modified >= answered_304 + 2).then_some(()));
-    assert_eq!(count(&fake, "/repos/acme/app/pulls/5/reviews"), reviews_read, "a 304 poll reads no PR");
+    home.wait(WAIT, "two conditional polls answered 304", || {
+        (fake.state().not_modified >= answered_304 + 2).then_some(())
+    });
+    assert_eq!(
+        count(&fake, "/repos/acme/app/pulls/5/reviews"),
+        reviews_read,
+        "a 304 poll reads no PR"
+    );
 
     // A review requests changes on #6: a fix round, counted once though polled again.
-    fake.state().add_review(REPO, 6, 900, "CHANGES_REQUESTED", "rita");
-    home.wait(WAIT, "the fix-round row", || (!floor_rows(&home, 6).is_empty()).then_some(()));
+    fake.state()
+        .add_review(REPO, 6, 900, "CHANGES_REQUESTED", "rita");
+    home.wait(WAIT, "the fix-round row", || {
+        (!floor_rows(&home, 6).is_empty()).then_some(())
+    });
     let lists = count(&fake, "/repos/acme/app/pulls?");
-    home.wait(WAIT, "two more polls", || (count(&fake, "/repos/acme/app/pulls?") >= lists + 2).then_some(()));
+    home.wait(WAIT, "two more polls", || {
+        (count(&fake, "/repos/acme/app/pulls?") >= lists + 2).then_some(())
+    });
     let rows = floor_rows(&home, 6);
-    assert_eq!((rows.len(), rows[0]["choice"].as_str()), (1, Some("b")), "{rows:#?}");
+    assert_eq!(
+        (rows.len(), rows[0]["choice"].as_str()),
+        (1, Some("b")),
+        "{rows:#?}"
+    );
     let events = home.json(&["harvest", "status"]);
     assert_eq!(events["feedback_events"], 2, "{events:#}");
 
     // A Revert-button PR merged in the same repository flips #5's row in place (S-22).
-    fake.state().add_pull(REPO, 7, "Reverts acme/app#5\n\nThis reverts commit m5.", "h7", Some("m7"));
-    home.wait(WAIT, "the revert to flip #5", || floor_rows(&home, 5).first().filter(|r| r["choice"] == "b").map(|_| ()));
+    fake.state().add_pull(
+        REPO,
+        7,
+        "Reverts acme/app#5\n\nThis reverts commit m5.",
+        "h7",
+        Some("m7"),
+    );
+    home.wait(WAIT, "the revert to flip #5", || {
+        floor_rows(&home, 5)
+            .first()
+            .filter(|r| r["choice"] == "b")
+            .map(|_| ())
+    });
     assert_eq!(floor_rows(&home, 5).len(), 1, "the row count is unchanged");
-    assert!(fake.state().requests.iter().all(|(_, _, authorized)| *authorized));
+    assert!(
+        fake.state()
+            .requests
+            .iter()
+            .all(|(_, _, authorized)| *authorized)
+    );
 }
 
 // S-13: with the harvester off the watcher requests nothing from GitHub.
@@ -109,6 +175,10 @@ fn s13_the_watcher_is_off_while_the_harvester_is() {
     let port = free_port();
     let _serve = Reaped(spawn_serve(&home, port, Some(SECRET), &[]));
     wait_listening(&home, port);
-    home.wait(WAIT, "serve to log the watcher is off", || home.logs().contains("pull requests are not polled").then_some(()));
+    home.wait(WAIT, "serve to log the watcher is off", || {
+        home.logs()
+            .contains("pull requests are not polled")
+            .then_some(())
+    });
     assert_eq!(fake.state().requests.len(), 0);
 }

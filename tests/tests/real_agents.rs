@@ -8,22 +8,41 @@ use std::path::Path;
 use std::time::Duration;
 
 use skillforge_runner::{ExitClass, RunContext, RunOutcome, RunSpec, Runner};
-use skillforge_runner_agent::{Access, AgentPayload, AgentReport, AgentRunner, AgentRunnerConfig, ApiErrorKind};
-use skillforge_tests::agent_user::{AgentUser as User, REAL_RUNTIMES, USER_MARKER, install_project_skill as install_skill, on_path};
+use skillforge_runner_agent::{
+    Access, AgentPayload, AgentReport, AgentRunner, AgentRunnerConfig, ApiErrorKind,
+};
+use skillforge_tests::agent_user::{
+    AgentUser as User, REAL_RUNTIMES, USER_MARKER, install_project_skill as install_skill, on_path,
+};
 use skillforge_tests::fake_model::{Api, FakeModel, Reply, Seen, Tokens};
 
 const RUNTIMES: [&str; 3] = REAL_RUNTIMES;
 
-
 /// Runs `prompt` on `runtime` as a worker whose user is `user` would, with the worker's
 /// environment given explicitly (`HOME`, the fake's key and base URL), in `work`.
-async fn run(runtime: &str, user: &User, work: &Path, prompt: &str, access: Access) -> (RunOutcome, AgentReport) {
+async fn run(
+    runtime: &str,
+    user: &User,
+    work: &Path,
+    prompt: &str,
+    access: Access,
+) -> (RunOutcome, AgentReport) {
     run_with(runtime, user, work, prompt, access, None).await
 }
 
 /// [`run`], with the runtime's program replaced by `program` (a wrapper) when given.
-async fn run_with(runtime: &str, user: &User, work: &Path, prompt: &str, access: Access, program: Option<&Path>) -> (RunOutcome, AgentReport) {
-    assert!(on_path(runtime), "`{runtime}` is not on PATH: scripts/test installs it");
+async fn run_with(
+    runtime: &str,
+    user: &User,
+    work: &Path,
+    prompt: &str,
+    access: Access,
+    program: Option<&Path>,
+) -> (RunOutcome, AgentReport) {
+    assert!(
+        on_path(runtime),
+        "`{runtime}` is not on PATH: scripts/test installs it"
+    );
     let scratch = tempfile::tempdir().unwrap();
     let mut payload = AgentPayload::new(runtime, prompt);
     payload.workdir = Some(work.to_path_buf());
@@ -32,9 +51,20 @@ async fn run_with(runtime: &str, user: &User, work: &Path, prompt: &str, access:
     payload.timeout_secs = Some(120);
     // The worker's own environment, as the runner reads it: its user's home and the credential.
     // (The runner builds a private home from these; it must not pass them on.)
-    let program_overrides = program.map(|p| (runtime.to_owned(), p.to_path_buf())).into_iter().collect();
-    let runner = AgentRunner::new(AgentRunnerConfig { worker_env: Some(user.env()), program_overrides, ..AgentRunnerConfig::default() });
-    let spec = RunSpec { job_id: format!("job-{runtime}"), payload: serde_json::to_value(&payload).unwrap(), timeout: Duration::from_secs(180) };
+    let program_overrides = program
+        .map(|p| (runtime.to_owned(), p.to_path_buf()))
+        .into_iter()
+        .collect();
+    let runner = AgentRunner::new(AgentRunnerConfig {
+        worker_env: Some(user.env()),
+        program_overrides,
+        ..AgentRunnerConfig::default()
+    });
+    let spec = RunSpec {
+        job_id: format!("job-{runtime}"),
+        payload: serde_json::to_value(&payload).unwrap(),
+        timeout: Duration::from_secs(180),
+    };
     let ctx = RunContext::detached(scratch.path().to_path_buf());
     let outcome = runner.run(&spec, &ctx).await.expect("the runner runs");
     let report: AgentReport = serde_json::from_value(outcome.detail.clone()).unwrap();
@@ -50,7 +80,10 @@ fn api_of(runtime: &str) -> Api {
 }
 
 fn agent_turns(fake: &FakeModel) -> Vec<Seen> {
-    fake.requests().into_iter().filter(Seen::is_agent_turn).collect()
+    fake.requests()
+        .into_iter()
+        .filter(Seen::is_agent_turn)
+        .collect()
 }
 
 /// A clean work dir outside any project (the system temp dir).
@@ -68,31 +101,92 @@ async fn each_real_cli_edits_its_work_dir_sees_only_the_project_skill_and_report
         let user = User::new(&fake);
         let work = work_dir();
         install_skill(work.path(), runtime, "PROJECT-SKILL-5c1d");
-        fake.report_tokens(Tokens { input: 1234, output: 56 });
+        fake.report_tokens(Tokens {
+            input: 1234,
+            output: 56,
+        });
         fake.respond(|seen: &Seen| match seen.n_tool_results {
-            0 => Reply::Write { path: "NOTES.md".into(), content: "three lines".into() },
+            0 => Reply::Write {
+                path: "NOTES.md".into(),
+                content: "three lines".into(),
+            },
             _ => Reply::Text("Wrote NOTES.md.".into()),
         });
-        let (outcome, report) = run(runtime, &user, work.path(), "Write NOTES.md.\n", Access::EditWorkdir).await;
+        let (outcome, report) = run(
+            runtime,
+            &user,
+            work.path(),
+            "Write NOTES.md.\n",
+            Access::EditWorkdir,
+        )
+        .await;
         let turns = agent_turns(&fake);
-        assert!(!turns.is_empty(), "{runtime}: no model request: {outcome:?}");
+        assert!(
+            !turns.is_empty(),
+            "{runtime}: no model request: {outcome:?}"
+        );
         assert!(turns.iter().all(|t| t.api == api_of(runtime)), "{runtime}");
-        assert!(outcome.exit.is_passed(), "{runtime}: {:?}\n{}\n{}", outcome.exit, outcome.stderr_tail, report.transcript_tail.clone().unwrap_or_default());
-        assert_eq!(std::fs::read_to_string(work.path().join("NOTES.md")).ok().as_deref().map(str::trim), Some("three lines"), "{runtime}: the write reached the work dir: {report:?}");
-        assert!(report.permission_denials.is_empty(), "{runtime}: {:?}", report.permission_denials);
-        assert_eq!(report.final_message.as_deref(), Some("Wrote NOTES.md."), "{runtime}");
+        assert!(
+            outcome.exit.is_passed(),
+            "{runtime}: {:?}\n{}\n{}",
+            outcome.exit,
+            outcome.stderr_tail,
+            report.transcript_tail.clone().unwrap_or_default()
+        );
+        assert_eq!(
+            std::fs::read_to_string(work.path().join("NOTES.md"))
+                .ok()
+                .as_deref()
+                .map(str::trim),
+            Some("three lines"),
+            "{runtime}: the write reached the work dir: {report:?}"
+        );
+        assert!(
+            report.permission_denials.is_empty(),
+            "{runtime}: {:?}",
+            report.permission_denials
+        );
+        assert_eq!(
+            report.final_message.as_deref(),
+            Some("Wrote NOTES.md."),
+            "{runtime}"
+        );
         for turn in &turns {
-            assert!(turn.shows("PROJECT-SKILL-5c1d"), "{runtime}: the project skill is listed to the model");
-            assert!(!turn.shows(USER_MARKER), "{runtime}: a user-level skill or instruction reached the model:\n{}", turn.everything());
+            assert!(
+                turn.shows("PROJECT-SKILL-5c1d"),
+                "{runtime}: the project skill is listed to the model"
+            );
+            assert!(
+                !turn.shows(USER_MARKER),
+                "{runtime}: a user-level skill or instruction reached the model:\n{}",
+                turn.everything()
+            );
         }
         let usage = report.usage.expect("usage reported");
-        assert_eq!(usage.output_tokens.map(|o| o >= 56), Some(true), "{runtime}: {usage:?}");
-        assert!(usage.total_tokens().unwrap() >= 1234 + 56, "{runtime}: {usage:?}");
+        assert_eq!(
+            usage.output_tokens.map(|o| o >= 56),
+            Some(true),
+            "{runtime}: {usage:?}"
+        );
+        assert!(
+            usage.total_tokens().unwrap() >= 1234 + 56,
+            "{runtime}: {usage:?}"
+        );
         match runtime {
-            "codex" => assert_eq!(usage.cost_usd, None, "codex reports no cost: unknown, never 0"),
-            _ => assert!(usage.cost_usd.is_some_and(|c| c > 0.0), "{runtime}: {usage:?}"),
+            "codex" => assert_eq!(
+                usage.cost_usd, None,
+                "codex reports no cost: unknown, never 0"
+            ),
+            _ => assert!(
+                usage.cost_usd.is_some_and(|c| c > 0.0),
+                "{runtime}: {usage:?}"
+            ),
         }
-        assert!(fake.other_requests().is_empty(), "{runtime}: {:?}", fake.other_requests());
+        assert!(
+            fake.other_requests().is_empty(),
+            "{runtime}: {:?}",
+            fake.other_requests()
+        );
     }
 }
 
@@ -105,15 +199,42 @@ async fn an_api_error_is_never_an_answer_and_a_refused_key_is_not_runnable() {
         let user = User::new(&fake);
         let work = work_dir();
         fake.respond(|_: &Seen| Reply::Error(400, "prompt is too long".into()));
-        let (outcome, report) = run(runtime, &user, work.path(), "Say hi.\n", Access::EditWorkdir).await;
+        let (outcome, report) = run(
+            runtime,
+            &user,
+            work.path(),
+            "Say hi.\n",
+            Access::EditWorkdir,
+        )
+        .await;
         assert!(!outcome.exit.is_passed(), "{runtime}: {outcome:?}");
-        let error = report.api_error.clone().unwrap_or_else(|| panic!("{runtime}: no api error: {report:?}"));
-        assert_eq!(error.kind, ApiErrorKind::Request, "{runtime}: {error:?}\n{}", report.transcript_tail.clone().unwrap_or_default());
+        let error = report
+            .api_error
+            .clone()
+            .unwrap_or_else(|| panic!("{runtime}: no api error: {report:?}"));
+        assert_eq!(
+            error.kind,
+            ApiErrorKind::Request,
+            "{runtime}: {error:?}\n{}",
+            report.transcript_tail.clone().unwrap_or_default()
+        );
         assert_eq!(report.answer(), None, "{runtime}");
 
         fake.respond(|_: &Seen| Reply::Error(401, "invalid x-api-key".into()));
-        let (outcome, report) = run(runtime, &user, work.path(), "Say hi.\n", Access::EditWorkdir).await;
-        let ExitClass::NotRunnable { reason } = &outcome.exit else { panic!("{runtime}: a refused key is not_runnable, got {:?} {report:?}", outcome.exit) };
+        let (outcome, report) = run(
+            runtime,
+            &user,
+            work.path(),
+            "Say hi.\n",
+            Access::EditWorkdir,
+        )
+        .await;
+        let ExitClass::NotRunnable { reason } = &outcome.exit else {
+            panic!(
+                "{runtime}: a refused key is not_runnable, got {:?} {report:?}",
+                outcome.exit
+            )
+        };
         assert!(reason.contains("not authenticated"), "{runtime}: {reason}");
     }
 }
@@ -129,25 +250,67 @@ async fn a_parent_projects_instructions_and_skills_never_reach_the_model() {
         let user = User::new(&fake);
         let project = tempfile::tempdir().unwrap();
         for at in ["CLAUDE.md", "AGENTS.md"] {
-            skillforge_tests::write(&project.path().join(at), &format!("{PARENT} instructions\n"));
+            skillforge_tests::write(
+                &project.path().join(at),
+                &format!("{PARENT} instructions\n"),
+            );
         }
-        for at in [".claude/skills/tldr", ".agents/skills/tldr", ".opencode/skill/tldr"] {
-            skillforge_tests::write(&project.path().join(at).join("SKILL.md"), &format!("---\nname: tldr\ndescription: {PARENT}\n---\n{PARENT}\n"));
+        for at in [
+            ".claude/skills/tldr",
+            ".agents/skills/tldr",
+            ".opencode/skill/tldr",
+        ] {
+            skillforge_tests::write(
+                &project.path().join(at).join("SKILL.md"),
+                &format!("---\nname: tldr\ndescription: {PARENT}\n---\n{PARENT}\n"),
+            );
         }
-        std::process::Command::new("git").arg("init").arg("-q").arg(project.path()).status().unwrap();
+        std::process::Command::new("git")
+            .arg("init")
+            .arg("-q")
+            .arg(project.path())
+            .status()
+            .unwrap();
         let work = project.path().join("deep/work");
         skillforge_tests::write(&work.join("input.txt"), "some text\n");
         fake.respond(|seen: &Seen| match seen.n_tool_results {
-            0 => Reply::Write { path: "out.txt".into(), content: "done".into() },
+            0 => Reply::Write {
+                path: "out.txt".into(),
+                content: "done".into(),
+            },
             _ => Reply::Text("ok".into()),
         });
-        let (outcome, report) = run(runtime, &user, &work, "Write out.txt.\n", Access::EditWorkdir).await;
-        assert!(outcome.exit.is_passed(), "{runtime}: {:?} {report:?}", outcome.exit);
+        let (outcome, report) = run(
+            runtime,
+            &user,
+            &work,
+            "Write out.txt.\n",
+            Access::EditWorkdir,
+        )
+        .await;
+        assert!(
+            outcome.exit.is_passed(),
+            "{runtime}: {:?} {report:?}",
+            outcome.exit
+        );
         for turn in agent_turns(&fake) {
-            assert!(!turn.shows(PARENT), "{runtime}: the parent project reached the model:\n{}", turn.everything());
+            assert!(
+                !turn.shows(PARENT),
+                "{runtime}: the parent project reached the model:\n{}",
+                turn.everything()
+            );
         }
-        assert_eq!(std::fs::read_to_string(work.join("out.txt")).unwrap().trim(), "done", "{runtime}: the agent's write came back");
-        assert_eq!(std::fs::read_to_string(work.join("input.txt")).unwrap(), "some text\n");
+        assert_eq!(
+            std::fs::read_to_string(work.join("out.txt"))
+                .unwrap()
+                .trim(),
+            "done",
+            "{runtime}: the agent's write came back"
+        );
+        assert_eq!(
+            std::fs::read_to_string(work.join("input.txt")).unwrap(),
+            "some text\n"
+        );
     }
 }
 
@@ -165,31 +328,57 @@ async fn a_read_only_run_cannot_write() {
             0 if seen.is_agent_turn() => Reply::Shell("echo x > made.txt".into()),
             _ => Reply::Text("{\"winner\":\"A\"}".into()),
         });
-        let (outcome, report) = run(runtime, &user, work.path(), "Judge.\n", Access::ReadOnly).await;
+        let (outcome, report) =
+            run(runtime, &user, work.path(), "Judge.\n", Access::ReadOnly).await;
         assert!(outcome.exit.is_passed(), "{runtime}: {outcome:?}");
         assert_eq!(report.answer(), Some("{\"winner\":\"A\"}"), "{runtime}");
-        assert!(!work.path().join("made.txt").exists(), "{runtime}: a read-only run wrote a file");
+        assert!(
+            !work.path().join("made.txt").exists(),
+            "{runtime}: a read-only run wrote a file"
+        );
         let requests = fake.requests();
         assert!(!requests.is_empty());
         match runtime {
-            "claude" => assert!(requests.iter().all(|r| r.tools.is_empty()), "claude: tools offered to a judge: {:?}", requests[0].tools),
+            "claude" => assert!(
+                requests.iter().all(|r| r.tools.is_empty()),
+                "claude: tools offered to a judge: {:?}",
+                requests[0].tools
+            ),
             "codex" => {
-                assert!(requests.iter().any(|r| r.messages.contains("Read-only file system")), "codex: the sandbox refused the write");
+                assert!(
+                    requests
+                        .iter()
+                        .any(|r| r.messages.contains("Read-only file system")),
+                    "codex: the sandbox refused the write"
+                );
                 // absent from `exec --json`, read from Codex's session log (issue 38 item 8)
                 // from the `exec --json` item when Codex prints one, else from its session log
                 let names_it = |d: &&skillforge_runner_agent::PermissionDenial| {
-                    d.tool == "shell" && (d.path.as_deref().is_some_and(|p| p.ends_with("made.txt")) || d.message.as_deref().is_some_and(|m| m.contains("made.txt")))
+                    d.tool == "shell"
+                        && (d.path.as_deref().is_some_and(|p| p.ends_with("made.txt"))
+                            || d.message.as_deref().is_some_and(|m| m.contains("made.txt")))
                 };
-                assert!(report.permission_denials.iter().any(|d| names_it(&d)), "codex: the refusal is not in the report: {report:?}");
+                assert!(
+                    report.permission_denials.iter().any(|d| names_it(&d)),
+                    "codex: the refusal is not in the report: {report:?}"
+                );
             }
             _ => {
                 let told: Vec<&str> = requests.iter().map(|r| r.messages.as_str()).collect();
-                assert!(requests.iter().all(|r| !r.tools.iter().any(|t| t == "bash")) || told.iter().any(|m| m.contains("rejected") || m.contains("denied")), "opencode: {told:?} {:?}", requests.last().map(|r| &r.tools));
+                assert!(
+                    requests
+                        .iter()
+                        .all(|r| !r.tools.iter().any(|t| t == "bash"))
+                        || told
+                            .iter()
+                            .any(|m| m.contains("rejected") || m.contains("denied")),
+                    "opencode: {told:?} {:?}",
+                    requests.last().map(|r| &r.tools)
+                );
             }
         }
     }
 }
-
 
 // Issue 38 item 2: OpenCode jobs at a worker's default concurrency: each run has its own data
 // dir (database), so none breaks on "database is locked" or a migration race.
@@ -199,26 +388,53 @@ async fn concurrent_opencode_runs_each_have_their_own_database() {
     let user = User::new(&fake);
     fake.respond(|_: &Seen| Reply::Text("ok".into()));
     let works: Vec<tempfile::TempDir> = (0..4).map(|_| work_dir()).collect();
-    let runs = works.iter().map(|w| run("opencode", &user, w.path(), "Say ok.\n", Access::EditWorkdir));
+    let runs = works.iter().map(|w| {
+        run(
+            "opencode",
+            &user,
+            w.path(),
+            "Say ok.\n",
+            Access::EditWorkdir,
+        )
+    });
     for (outcome, report) in futures::future::join_all(runs).await {
         let transcript = report.transcript_tail.clone().unwrap_or_default();
-        assert!(outcome.exit.is_passed() && report.answer() == Some("ok"), "{:?} {}\n{transcript}", outcome.exit, outcome.stderr_tail);
-        assert!(!transcript.contains("database is locked") && !outcome.stderr_tail.contains("database is locked"));
+        assert!(
+            outcome.exit.is_passed() && report.answer() == Some("ok"),
+            "{:?} {}\n{transcript}",
+            outcome.exit,
+            outcome.stderr_tail
+        );
+        assert!(
+            !transcript.contains("database is locked")
+                && !outcome.stderr_tail.contains("database is locked")
+        );
     }
-    assert!(!user.home().join(".local/share/opencode").exists(), "the user's own database was never touched");
+    assert!(
+        !user.home().join(".local/share/opencode").exists(),
+        "the user's own database was never touched"
+    );
 }
 
 /// Where `tool` is on `PATH`.
 fn which(tool: &str) -> std::path::PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).map(|d| d.join(tool)).find(|p| p.is_file()).unwrap_or_else(|| panic!("`{tool}` is not on PATH: scripts/test installs it"))
+    std::env::split_paths(&path)
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("`{tool}` is not on PATH: scripts/test installs it"))
 }
 
 /// Every `connect` in an strace log that leaves loopback or asks a name server (port 53).
 fn outside_connects(log: &str) -> Vec<String> {
     log.lines()
         .filter(|l| l.contains("connect(") && (l.contains("AF_INET") || l.contains("AF_INET6")))
-        .filter(|l| l.contains("htons(53)") || !(l.contains("inet_addr(\"127.0.0.1\")") || l.contains("\"::1\"") || l.contains("::ffff:127.0.0.1")))
+        .filter(|l| {
+            l.contains("htons(53)")
+                || !(l.contains("inet_addr(\"127.0.0.1\")")
+                    || l.contains("\"::1\"")
+                    || l.contains("::ffff:127.0.0.1"))
+        })
         .map(str::to_owned)
         .collect()
 }
@@ -237,17 +453,53 @@ async fn each_real_cli_reaches_nothing_but_its_model_api() {
         let tools = tempfile::tempdir().unwrap();
         let log = tools.path().join("connect.log");
         let wrapper = tools.path().join(runtime);
-        std::fs::write(&wrapper, format!("#!/bin/sh\nexec '{}' -f -qq -e trace=connect -o '{}' '{}' \"$@\"\n", strace.display(), log.display(), which(runtime).display())).unwrap();
-        std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\nexec '{}' -f -qq -e trace=connect -o '{}' '{}' \"$@\"\n",
+                strace.display(),
+                log.display(),
+                which(runtime).display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            &wrapper,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
         fake.respond(|seen: &Seen| match seen.n_tool_results {
-            0 if seen.is_agent_turn() => Reply::Write { path: "a.txt".into(), content: "a".into() },
+            0 if seen.is_agent_turn() => Reply::Write {
+                path: "a.txt".into(),
+                content: "a".into(),
+            },
             _ => Reply::Text("done".into()),
         });
-        let (outcome, report) = run_with(runtime, &user, work.path(), "Write a.txt.\n", Access::EditWorkdir, Some(&wrapper)).await;
-        assert!(outcome.exit.is_passed() && report.answer() == Some("done"), "{runtime}: {:?} {}", outcome.exit, outcome.stderr_tail);
+        let (outcome, report) = run_with(
+            runtime,
+            &user,
+            work.path(),
+            "Write a.txt.\n",
+            Access::EditWorkdir,
+            Some(&wrapper),
+        )
+        .await;
+        assert!(
+            outcome.exit.is_passed() && report.answer() == Some("done"),
+            "{runtime}: {:?} {}",
+            outcome.exit,
+            outcome.stderr_tail
+        );
         let traced = std::fs::read_to_string(&log).unwrap();
-        assert!(traced.contains("127.0.0.1"), "{runtime}: the trace saw the model API connection:\n{traced}");
+        assert!(
+            traced.contains("127.0.0.1"),
+            "{runtime}: the trace saw the model API connection:\n{traced}"
+        );
         let outside = outside_connects(&traced);
-        assert!(outside.is_empty(), "{runtime} reached beyond loopback:\n{}", outside.join("\n"));
+        assert!(
+            outside.is_empty(),
+            "{runtime} reached beyond loopback:\n{}",
+            outside.join("\n")
+        );
     }
 }

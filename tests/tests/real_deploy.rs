@@ -24,15 +24,27 @@ fn put(path: &Path, text: &str) {
 /// A user's home with each CLI pointed at `fake` and no skill of its own.
 fn user_home(fake: &FakeModel) -> tempfile::TempDir {
     let home = tempfile::tempdir().unwrap();
-    put(&home.path().join(".codex/config.toml"), &format!("{}\n[analytics]\nenabled = false\n\n[features]\nplugins = false\n", fake.codex_config()));
-    put(&home.path().join(".config/opencode/opencode.json"), &fake.opencode_config().to_string());
+    put(
+        &home.path().join(".codex/config.toml"),
+        &format!(
+            "{}\n[analytics]\nenabled = false\n\n[features]\nplugins = false\n",
+            fake.codex_config()
+        ),
+    );
+    put(
+        &home.path().join(".config/opencode/opencode.json"),
+        &fake.opencode_config().to_string(),
+    );
     home
 }
 
 /// Runs `runtime` the way its user would, in an empty dir, as the user whose home is `home`
 /// (only `PATH` from the test's environment); returns stdout and stderr.
 fn run_cli(runtime: &str, home: &Path, fake: &FakeModel) -> String {
-    assert!(on_path(runtime), "`{runtime}` is not on PATH: scripts/test installs it");
+    assert!(
+        on_path(runtime),
+        "`{runtime}` is not on PATH: scripts/test installs it"
+    );
     let work = tempfile::tempdir().unwrap();
     let mut cmd = match runtime {
         "claude" => {
@@ -67,10 +79,21 @@ fn run_cli(runtime: &str, home: &Path, fake: &FakeModel) -> String {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("start {runtime}: {e}"));
-    child.stdin.take().unwrap().write_all(b"Summarize notes.txt.\n").unwrap();
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {runtime}: {e}"));
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"Summarize notes.txt.\n")
+        .unwrap();
     let out = child.wait_with_output().unwrap();
-    format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 /// Whether `seen` lists the skill `tldr` the way `runtime` lists skills to the model.
@@ -78,9 +101,16 @@ fn lists_tldr(runtime: &str, seen: &Seen) -> bool {
     let text = seen.everything();
     match runtime {
         // a `role: system` entry of messages[]: `- tldr: <description>`
-        "claude" => text.contains(&format!("- tldr: Summarize a text into three lines ({MARKER})")),
+        "claude" => text.contains(&format!(
+            "- tldr: Summarize a text into three lines ({MARKER})"
+        )),
         // `<skills_instructions>`: `- tldr: <description> (file: rN/tldr/SKILL.md)`
-        "codex" => text.contains("<skills_instructions>") && text.contains(&format!("- tldr: Summarize a text into three lines ({MARKER}). (file: ")),
+        "codex" => {
+            text.contains("<skills_instructions>")
+                && text.contains(&format!(
+                    "- tldr: Summarize a text into three lines ({MARKER}). (file: "
+                ))
+        }
         // `<available_skills>`: `<name>tldr</name>`
         _ => text.contains("<name>tldr</name>") && text.contains(MARKER),
     }
@@ -95,45 +125,114 @@ fn a_deployed_skill_is_listed_by_each_real_cli_of_the_user() {
     fake.respond(|_: &Seen| Reply::Text("done".into()));
     let src = tempfile::tempdir().unwrap();
     let tree = src.path().join("tldr");
-    put(&tree.join("SKILL.md"), &format!("---\nname: tldr\ndescription: Summarize a text into three lines ({MARKER}).\n---\n\nWrite three lines.\n"));
+    put(
+        &tree.join("SKILL.md"),
+        &format!(
+            "---\nname: tldr\ndescription: Summarize a text into three lines ({MARKER}).\n---\n\nWrite three lines.\n"
+        ),
+    );
     let sf = Home::embedded();
 
     let user = user_home(&fake);
     for runtime in REAL_RUNTIMES {
         fake.clear();
         let out = run_cli(runtime, user.path(), &fake);
-        let turns: Vec<Seen> = fake.requests().into_iter().filter(Seen::is_agent_turn).collect();
+        let turns: Vec<Seen> = fake
+            .requests()
+            .into_iter()
+            .filter(Seen::is_agent_turn)
+            .collect();
         assert!(!turns.is_empty(), "{runtime}: no model request:\n{out}");
-        assert!(!turns.iter().any(|t| lists_tldr(runtime, t)), "{runtime}: listed before the deploy");
+        assert!(
+            !turns.iter().any(|t| lists_tldr(runtime, t)),
+            "{runtime}: listed before the deploy"
+        );
     }
     let mut deploy = sf.cmd();
-    deploy.env("HOME", user.path()).env_remove("CLAUDE_CONFIG_DIR").env_remove("XDG_CONFIG_HOME");
-    let out = deploy.args(["--json", "eval", "deploy"]).arg(&tree).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    deploy
+        .env("HOME", user.path())
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("XDG_CONFIG_HOME");
+    let out = deploy
+        .args(["--json", "eval", "deploy"])
+        .arg(&tree)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let deployed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(deployed.as_array().unwrap().len(), 3, "one install per runtime directory: {deployed:#}");
+    assert_eq!(
+        deployed.as_array().unwrap().len(),
+        3,
+        "one install per runtime directory: {deployed:#}"
+    );
     for runtime in REAL_RUNTIMES {
         fake.clear();
         let out = run_cli(runtime, user.path(), &fake);
-        let turns: Vec<Seen> = fake.requests().into_iter().filter(Seen::is_agent_turn).collect();
+        let turns: Vec<Seen> = fake
+            .requests()
+            .into_iter()
+            .filter(Seen::is_agent_turn)
+            .collect();
         assert!(!turns.is_empty(), "{runtime}: no model request:\n{out}");
-        assert!(turns.iter().any(|t| lists_tldr(runtime, t)), "{runtime}: the deployed skill is not listed to the model:\n{}", turns[0].everything());
+        assert!(
+            turns.iter().any(|t| lists_tldr(runtime, t)),
+            "{runtime}: the deployed skill is not listed to the model:\n{}",
+            turns[0].everything()
+        );
     }
 
     // `--runtime claude` installs where Claude Code reads, and nowhere else
     let only = user_home(&fake);
     let mut deploy = sf.cmd();
-    deploy.env("HOME", only.path()).env_remove("CLAUDE_CONFIG_DIR").env_remove("XDG_CONFIG_HOME");
-    let out = deploy.args(["eval", "deploy", "--runtime", "claude"]).arg(&tree).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    deploy
+        .env("HOME", only.path())
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("XDG_CONFIG_HOME");
+    let out = deploy
+        .args(["eval", "deploy", "--runtime", "claude"])
+        .arg(&tree)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(only.path().join(".claude/skills/tldr/SKILL.md").is_file());
-    assert!(!only.path().join(".agents/skills/tldr").exists() && !only.path().join(".config/opencode/skills/tldr").exists());
+    assert!(
+        !only.path().join(".agents/skills/tldr").exists()
+            && !only.path().join(".config/opencode/skills/tldr").exists()
+    );
     fake.clear();
     run_cli("claude", only.path(), &fake);
-    assert!(fake.requests().iter().filter(|s| s.is_agent_turn()).any(|t| lists_tldr("claude", t)), "claude lists the skill");
-    let out = sf.cmd().env("HOME", only.path()).args(["eval", "deploy", "--runtime", "kimi"]).arg(&tree).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "an unknown runtime is bad input");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("known: claude, codex, opencode"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        fake.requests()
+            .iter()
+            .filter(|s| s.is_agent_turn())
+            .any(|t| lists_tldr("claude", t)),
+        "claude lists the skill"
+    );
+    let out = sf
+        .cmd()
+        .env("HOME", only.path())
+        .args(["eval", "deploy", "--runtime", "kimi"])
+        .arg(&tree)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an unknown runtime is bad input"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("known: claude, codex, opencode"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 // Issue 31 item 8, adoption: an adopted skill is installed by symlink (one copy under the
@@ -146,24 +245,67 @@ fn an_adopted_skill_linked_into_a_runtimes_user_directory_is_listed_by_that_cli(
     use skillforge_tests::eval::{BRIEF_ID, GOOD_SKILL, Setup, VERIFY_SHORT};
     let fake = FakeModel::start();
     fake.respond(|_: &Seen| Reply::Text("done".into()));
-    for (runtime, root) in [("claude", ".claude/skills"), ("codex", ".agents/skills"), ("opencode", ".config/opencode/skills")] {
+    for (runtime, root) in [
+        ("claude", ".claude/skills"),
+        ("codex", ".agents/skills"),
+        ("opencode", ".config/opencode/skills"),
+    ] {
         let s = Setup::new();
         let skill = s.path("skills/tldr");
-        put(&skill.join("SKILL.md"), &format!("---\nname: tldr\ndescription: Summarize a text into three lines ({MARKER}).\n---\n{GOOD_SKILL}\n"));
+        put(
+            &skill.join("SKILL.md"),
+            &format!(
+                "---\nname: tldr\ndescription: Summarize a text into three lines ({MARKER}).\n---\n{GOOD_SKILL}\n"
+            ),
+        );
         let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
         let user = user_home(&fake);
         let install_root = user.path().join(root);
-        let out = s.home.cmd().env("HOME", user.path())
-            .args(["--json", "eval", "forge", "--runtime", "scripted", "--brief"]).arg(&brief)
-            .arg("--skill-dir").arg(&skill).arg("--install-root").arg(&install_root)
-            .output().unwrap();
+        let out = s
+            .home
+            .cmd()
+            .env("HOME", user.path())
+            .args([
+                "--json",
+                "eval",
+                "forge",
+                "--runtime",
+                "scripted",
+                "--brief",
+            ])
+            .arg(&brief)
+            .arg("--skill-dir")
+            .arg(&skill)
+            .arg("--install-root")
+            .arg(&install_root)
+            .output()
+            .unwrap();
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        assert_eq!(report["gate"]["decision"], "adopt", "{runtime}: {}\n{report:#}", String::from_utf8_lossy(&out.stderr));
-        assert!(install_root.join("tldr").symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()), "{runtime}: installed by symlink");
+        assert_eq!(
+            report["gate"]["decision"],
+            "adopt",
+            "{runtime}: {}\n{report:#}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            install_root
+                .join("tldr")
+                .symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_symlink()),
+            "{runtime}: installed by symlink"
+        );
         fake.clear();
         let said = run_cli(runtime, user.path(), &fake);
-        let turns: Vec<Seen> = fake.requests().into_iter().filter(Seen::is_agent_turn).collect();
+        let turns: Vec<Seen> = fake
+            .requests()
+            .into_iter()
+            .filter(Seen::is_agent_turn)
+            .collect();
         assert!(!turns.is_empty(), "{runtime}: no model request:\n{said}");
-        assert!(turns.iter().any(|t| lists_tldr(runtime, t)), "{runtime}: the adopted (symlinked) skill is not listed:\n{}", turns[0].everything());
+        assert!(
+            turns.iter().any(|t| lists_tldr(runtime, t)),
+            "{runtime}: the adopted (symlinked) skill is not listed:\n{}",
+            turns[0].everything()
+        );
     }
 }

@@ -41,9 +41,15 @@ fn slot_with(prompt: &str, needle: &str) -> Option<&'static str> {
 fn forge_model(deliver: Option<&'static str>) -> impl Fn(&Seen) -> Reply + Send + Sync + 'static {
     move |seen: &Seen| {
         if seen.first_user.contains(JUDGE_HEADER) || seen.messages.contains(JUDGE_HEADER) {
-            let prompt = if seen.first_user.contains(JUDGE_HEADER) { &seen.first_user } else { &seen.messages };
+            let prompt = if seen.first_user.contains(JUDGE_HEADER) {
+                &seen.first_user
+            } else {
+                &seen.messages
+            };
             let winner = slot_with(prompt, SHORT).unwrap_or("tie");
-            return Reply::Text(format!("Comparing the {{two}} runs.\n{{\"winner\": \"{winner}\", \"reason\": \"the short one\"}}"));
+            return Reply::Text(format!(
+                "Comparing the {{two}} runs.\n{{\"winner\": \"{winner}\", \"reason\": \"the short one\"}}"
+            ));
         }
         if !seen.is_agent_turn() {
             return Reply::Text("status".into());
@@ -52,20 +58,49 @@ fn forge_model(deliver: Option<&'static str>) -> impl Fn(&Seen) -> Reply + Send 
         let answer = if with_arm { SHORT } else { LONG };
         match (with_arm, seen.n_tool_results, deliver) {
             (true, 0, _) => Reply::Skill("tldr".into()),
-            (true, 1, Some(file)) | (false, 0, Some(file)) => Reply::Write { path: file.into(), content: answer.into() },
+            (true, 1, Some(file)) | (false, 0, Some(file)) => Reply::Write {
+                path: file.into(),
+                content: answer.into(),
+            },
             _ => Reply::Text(answer.into()),
         }
     }
 }
 
-fn forge(s: &Setup, user: &AgentUser, runtime: &str, brief: &std::path::Path, skill: &std::path::Path, extra: &[&str]) -> (i32, Value, String) {
-    let mut args: Vec<String> = ["--json", "eval", "forge", "--runtime", runtime, "--samples", "2", "--brief"].iter().map(|a| (*a).to_owned()).collect();
+fn forge(
+    s: &Setup,
+    user: &AgentUser,
+    runtime: &str,
+    brief: &std::path::Path,
+    skill: &std::path::Path,
+    extra: &[&str],
+) -> (i32, Value, String) {
+    let mut args: Vec<String> = [
+        "--json",
+        "eval",
+        "forge",
+        "--runtime",
+        runtime,
+        "--samples",
+        "2",
+        "--brief",
+    ]
+    .iter()
+    .map(|a| (*a).to_owned())
+    .collect();
     args.push(brief.display().to_string());
     args.extend(["--skill-dir".to_owned(), skill.display().to_string()]);
     if !extra.contains(&"--install") {
-        args.extend(["--adopt-dir".to_owned(), s.path("adopted").display().to_string()]);
+        args.extend([
+            "--adopt-dir".to_owned(),
+            s.path("adopted").display().to_string(),
+        ]);
     }
-    let extra: Vec<&str> = extra.iter().copied().filter(|a| *a != "--install").collect();
+    let extra: Vec<&str> = extra
+        .iter()
+        .copied()
+        .filter(|a| *a != "--install")
+        .collect();
     if runtime == "opencode" {
         // OpenCode's model names are `provider/model`; the user's only provider is the fake.
         args.extend(["--model".to_owned(), "fake/test".to_owned()]);
@@ -75,11 +110,18 @@ fn forge(s: &Setup, user: &AgentUser, runtime: &str, brief: &std::path::Path, sk
     user.apply(&mut cmd);
     let out = cmd.args(&args).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    (out.status.code().unwrap_or(-1), serde_json::from_slice(&out.stdout).unwrap_or(Value::Null), stderr)
+    (
+        out.status.code().unwrap_or(-1),
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        stderr,
+    )
 }
 
 fn decision(report: &Value) -> String {
-    report["gate"]["decision"].as_str().unwrap_or_default().to_owned()
+    report["gate"]["decision"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 fn reply_brief(s: &Setup) -> std::path::PathBuf {
@@ -95,18 +137,35 @@ fn reply_brief(s: &Setup) -> std::path::PathBuf {
 /// reaches only with-arm requests (a without-arm or judge request never lists it).
 fn assert_blind_and_private(runtime: &str, fake: &FakeModel) {
     let requests = fake.requests();
-    assert!(!requests.is_empty(), "{runtime}: no request reached the model");
+    assert!(
+        !requests.is_empty(),
+        "{runtime}: no request reached the model"
+    );
     for r in &requests {
-        assert!(!r.shows(USER_MARKER), "{runtime}: the user's own skill or instructions reached the model:\n{}", r.everything());
+        assert!(
+            !r.shows(USER_MARKER),
+            "{runtime}: the user's own skill or instructions reached the model:\n{}",
+            r.everything()
+        );
         let judge = r.first_user.contains(JUDGE_HEADER) || r.messages.contains(JUDGE_HEADER);
         if judge {
-            assert!(!r.shows(CANDIDATE_MARK) && !r.shows("tldr"), "{runtime}: the judge was shown the skill:\n{}", r.everything());
+            assert!(
+                !r.shows(CANDIDATE_MARK) && !r.shows("tldr"),
+                "{runtime}: the judge was shown the skill:\n{}",
+                r.everything()
+            );
         }
     }
-    let judges = requests.iter().filter(|r| r.first_user.contains(JUDGE_HEADER) || r.messages.contains(JUDGE_HEADER)).count();
+    let judges = requests
+        .iter()
+        .filter(|r| r.first_user.contains(JUDGE_HEADER) || r.messages.contains(JUDGE_HEADER))
+        .count();
     assert!(judges >= 2, "{runtime}: one judge per sample, got {judges}");
     let with = requests.iter().filter(|r| r.shows(CANDIDATE_MARK)).count();
-    assert!(with >= 2, "{runtime}: the with-arm's requests list the candidate");
+    assert!(
+        with >= 2,
+        "{runtime}: the with-arm's requests list the candidate"
+    );
 }
 
 // Issue 31 "Done when": the README's status brief adopts with each real CLI for arms and judge;
@@ -115,32 +174,68 @@ fn assert_blind_and_private(runtime: &str, fake: &FakeModel) {
 fn the_status_brief_adopts_with_each_real_cli_and_the_baseline_never_sees_the_users_copy() {
     for runtime in REAL_RUNTIMES {
         let fake = FakeModel::start();
-        fake.report_tokens(Tokens { input: 2000, output: 30 });
+        fake.report_tokens(Tokens {
+            input: 2000,
+            output: 30,
+        });
         fake.respond(forge_model(None));
         let user = AgentUser::new(&fake);
         let s = Setup::new();
         let skill = candidate(&s);
         let (code, report, stderr) = forge(&s, &user, runtime, &reply_brief(&s), &skill, &[]);
-        assert_eq!(decision(&report), "adopt", "{runtime}: exit {code}\n{stderr}\n{report:#}");
+        assert_eq!(
+            decision(&report),
+            "adopt",
+            "{runtime}: exit {code}\n{stderr}\n{report:#}"
+        );
         assert_eq!(code, 0, "{runtime}");
-        assert!(s.path("adopted/tldr/SKILL.md").is_file(), "{runtime}: staged in the adopt dir");
+        assert!(
+            s.path("adopted/tldr/SKILL.md").is_file(),
+            "{runtime}: staged in the adopt dir"
+        );
         assert_blind_and_private(runtime, &fake);
         for n in [1, 2] {
             let v = s.verdict(BRIEF_ID, n).unwrap();
             assert_eq!(v["winner"], "with", "{runtime} sample {n}: {v:#}");
         }
         // Tokens and cost in the report, as the fake reported them (Codex: cost unknown).
-        let out = s.home.cmd().args(["--json", "eval", "report", "--brief", BRIEF_ID]).output().unwrap();
-        let json: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+        let out = s
+            .home
+            .cmd()
+            .args(["--json", "eval", "report", "--brief", BRIEF_ID])
+            .output()
+            .unwrap();
+        let json: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
         let total = &json["spend"];
-        assert_eq!(total["runs"], 6, "{runtime}: 2 samples × (2 arms + judge): {total:#}");
-        assert!(total["usage"]["output_tokens"].as_u64().unwrap() >= 6 * 30, "{runtime}: {total:#}");
+        assert_eq!(
+            total["runs"], 6,
+            "{runtime}: 2 samples × (2 arms + judge): {total:#}"
+        );
+        assert!(
+            total["usage"]["output_tokens"].as_u64().unwrap() >= 6 * 30,
+            "{runtime}: {total:#}"
+        );
         assert_eq!(total["runs_without_tokens"], 0, "{runtime}");
-        let text = String::from_utf8(s.home.cmd().args(["eval", "report", "--brief", BRIEF_ID]).output().unwrap().stdout).unwrap();
-        let spend_line = text.lines().find(|l| l.starts_with("spend: ")).unwrap_or_else(|| panic!("{text}"));
+        let text = String::from_utf8(
+            s.home
+                .cmd()
+                .args(["eval", "report", "--brief", BRIEF_ID])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        let spend_line = text
+            .lines()
+            .find(|l| l.starts_with("spend: "))
+            .unwrap_or_else(|| panic!("{text}"));
         match runtime {
             "codex" => assert!(spend_line.ends_with("cost unknown"), "{spend_line}"),
-            _ => assert!(spend_line.contains('$') && !spend_line.contains("unknown"), "{spend_line}"),
+            _ => assert!(
+                spend_line.contains('$') && !spend_line.contains("unknown"),
+                "{spend_line}"
+            ),
         }
     }
 }
@@ -149,7 +244,11 @@ fn the_status_brief_adopts_with_each_real_cli_and_the_baseline_never_sees_the_us
 // was measured on reads the user's skills.
 #[test]
 fn an_adoption_lands_where_its_runtime_reads_user_skills() {
-    for (runtime, root) in [("claude", ".claude/skills"), ("codex", ".agents/skills"), ("opencode", ".config/opencode/skills")] {
+    for (runtime, root) in [
+        ("claude", ".claude/skills"),
+        ("codex", ".agents/skills"),
+        ("opencode", ".config/opencode/skills"),
+    ] {
         let fake = FakeModel::start();
         fake.respond(forge_model(None));
         let user = AgentUser::new(&fake);
@@ -158,10 +257,19 @@ fn an_adoption_lands_where_its_runtime_reads_user_skills() {
         std::fs::remove_dir_all(user.home().join(root).join("tldr")).unwrap();
         let s = Setup::new();
         let skill = candidate(&s);
-        let (code, report, stderr) = forge(&s, &user, runtime, &reply_brief(&s), &skill, &["--install"]);
-        assert_eq!((code, decision(&report).as_str()), (0, "adopt"), "{runtime}: {stderr}\n{report:#}");
+        let (code, report, stderr) =
+            forge(&s, &user, runtime, &reply_brief(&s), &skill, &["--install"]);
+        assert_eq!(
+            (code, decision(&report).as_str()),
+            (0, "adopt"),
+            "{runtime}: {stderr}\n{report:#}"
+        );
         let installed = user.home().join(root).join("tldr/SKILL.md");
-        assert!(std::fs::read_to_string(&installed).is_ok_and(|t| t.contains(CANDIDATE_MARK)), "{runtime}: not installed at {}", installed.display());
+        assert!(
+            std::fs::read_to_string(&installed).is_ok_and(|t| t.contains(CANDIDATE_MARK)),
+            "{runtime}: not installed at {}",
+            installed.display()
+        );
     }
 }
 
@@ -185,9 +293,21 @@ fn a_file_output_brief_adopts_and_the_judge_sees_the_files_content() {
         )
         .unwrap();
         let (code, report, stderr) = forge(&s, &user, runtime, &brief, &skill, &[]);
-        assert_eq!(decision(&report), "adopt", "{runtime}: exit {code}\n{stderr}\n{report:#}");
-        let judge = fake.requests().into_iter().find(|r| r.first_user.contains(JUDGE_HEADER) || r.messages.contains(JUDGE_HEADER)).unwrap();
-        assert!(judge.shows("Delivered file `STATUS.md`") && judge.shows(SHORT) && judge.shows(LONG), "{runtime}: the judge saw the files' content:\n{}", judge.everything());
+        assert_eq!(
+            decision(&report),
+            "adopt",
+            "{runtime}: exit {code}\n{stderr}\n{report:#}"
+        );
+        let judge = fake
+            .requests()
+            .into_iter()
+            .find(|r| r.first_user.contains(JUDGE_HEADER) || r.messages.contains(JUDGE_HEADER))
+            .unwrap();
+        assert!(
+            judge.shows("Delivered file `STATUS.md`") && judge.shows(SHORT) && judge.shows(LONG),
+            "{runtime}: the judge saw the files' content:\n{}",
+            judge.everything()
+        );
         assert_blind_and_private(runtime, &fake);
     }
 }
@@ -200,21 +320,46 @@ fn an_http_400_on_one_arm_is_an_invalid_sample_and_never_an_adoption() {
     for runtime in REAL_RUNTIMES {
         let fake = FakeModel::start();
         let inner = forge_model(None);
-        fake.respond(move |seen: &Seen| match seen.is_agent_turn() && !seen.shows(CANDIDATE_MARK) {
-            true => Reply::Error(400, "fake bad request 7c1".into()),
-            false => inner(seen),
+        fake.respond(move |seen: &Seen| {
+            match seen.is_agent_turn() && !seen.shows(CANDIDATE_MARK) {
+                true => Reply::Error(400, "fake bad request 7c1".into()),
+                false => inner(seen),
+            }
         });
         let user = AgentUser::new(&fake);
         let s = Setup::new();
         let skill = candidate(&s);
         let (code, report, stderr) = forge(&s, &user, runtime, &reply_brief(&s), &skill, &[]);
-        assert_ne!(decision(&report), "adopt", "{runtime}: {report:#}\n{stderr}");
+        assert_ne!(
+            decision(&report),
+            "adopt",
+            "{runtime}: {report:#}\n{stderr}"
+        );
         assert_ne!(code, 0, "{runtime}");
         let v = s.verdict(BRIEF_ID, 1).unwrap();
-        assert_eq!((v["invalid_code"].as_str(), v["invalid_arm"].as_str()), (Some("arm_api_error"), Some("without")), "{runtime}: {v:#}");
-        assert!(v["reason"].as_str().unwrap().contains("fake bad request 7c1"), "{runtime}: {v:#}");
-        assert!(s.verdict(BRIEF_ID, 2).is_none(), "{runtime}: the brief stopped at the first sample");
-        assert!(!fake.requests().iter().any(|r| r.first_user.contains(JUDGE_HEADER)), "{runtime}: no judge over a dead arm");
+        assert_eq!(
+            (v["invalid_code"].as_str(), v["invalid_arm"].as_str()),
+            (Some("arm_api_error"), Some("without")),
+            "{runtime}: {v:#}"
+        );
+        assert!(
+            v["reason"]
+                .as_str()
+                .unwrap()
+                .contains("fake bad request 7c1"),
+            "{runtime}: {v:#}"
+        );
+        assert!(
+            s.verdict(BRIEF_ID, 2).is_none(),
+            "{runtime}: the brief stopped at the first sample"
+        );
+        assert!(
+            !fake
+                .requests()
+                .iter()
+                .any(|r| r.first_user.contains(JUDGE_HEADER)),
+            "{runtime}: no judge over a dead arm"
+        );
         assert!(!s.path("adopted/tldr").exists());
     }
 }

@@ -52,7 +52,11 @@ fn project() -> TempDir {
     let dir = tempfile::tempdir().expect("repo dir");
     let p = dir.path();
     git(p, &["init", "-q", "-b", "main"]);
-    for (path, text) in [("src/count.sh", COUNT_SH), ("measure.sh", MEASURE_SH), ("data/input.txt", "3\n5\n7\n11\n")] {
+    for (path, text) in [
+        ("src/count.sh", COUNT_SH),
+        ("measure.sh", MEASURE_SH),
+        ("data/input.txt", "3\n5\n7\n11\n"),
+    ] {
         std::fs::create_dir_all(p.join(path).parent().unwrap()).unwrap();
         std::fs::write(p.join(path), text).unwrap();
     }
@@ -78,7 +82,13 @@ scope:\n  mutable: [src]\n  immutable: [measure.sh, data]\n\
 execution: {{ mode: serial, runtime: {runtime}, worker_timeout_seconds: 240 }}\n\
 stopping: {{ max_iterations: 1{extra_stopping} }}\n\
 hypotheses:\n{}",
-        hypothesis("h-direct", "Add each value directly instead of counting up to it", "algorithm", "high", 0.8)
+        hypothesis(
+            "h-direct",
+            "Add each value directly instead of counting up to it",
+            "algorithm",
+            "high",
+            0.8
+        )
     );
     let path = dir.join("ops.yaml");
     std::fs::write(&path, text).unwrap();
@@ -88,12 +98,21 @@ hypotheses:\n{}",
 fn optimize(home: &Home, user: &AgentUser, args: &[&str]) -> std::process::Output {
     let mut cmd = home.cmd();
     user.apply(&mut cmd);
-    cmd.env_remove("CODEX_SANDBOX").env_remove("CODEX_SESSION_ID");
-    cmd.arg("optimize").args(args).output().expect("run skillforge optimize")
+    cmd.env_remove("CODEX_SANDBOX")
+        .env_remove("CODEX_SESSION_ID");
+    cmd.arg("optimize")
+        .args(args)
+        .output()
+        .expect("run skillforge optimize")
 }
 
 fn ok(out: &std::process::Output, what: &str) -> Value {
-    assert!(out.status.success(), "{what} failed: {}\nstderr:\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
 }
 
@@ -105,7 +124,9 @@ fn edit_then_summary(fake: &FakeModel) {
             return Reply::Text("title".into());
         }
         match seen.n_tool_results {
-            0 => Reply::Shell(format!("cat > src/count.sh <<'SKILLFORGE_EOF'\n{COUNT_SH_DIRECT}SKILLFORGE_EOF")),
+            0 => Reply::Shell(format!(
+                "cat > src/count.sh <<'SKILLFORGE_EOF'\n{COUNT_SH_DIRECT}SKILLFORGE_EOF"
+            )),
             _ => Reply::Text("Added each value directly.".into()),
         }
     });
@@ -117,83 +138,200 @@ fn edit_then_summary(fake: &FakeModel) {
 #[test]
 fn each_real_cli_worker_edit_is_kept_and_its_tokens_and_cost_are_reported() {
     for runtime in REAL_RUNTIMES {
-        assert!(on_path(runtime), "`{runtime}` is not on PATH: scripts/test installs it");
+        assert!(
+            on_path(runtime),
+            "`{runtime}` is not on PATH: scripts/test installs it"
+        );
         let fake = FakeModel::start();
         let user = AgentUser::new(&fake);
-        fake.report_tokens(Tokens { input: 2000, output: 100 });
+        fake.report_tokens(Tokens {
+            input: 2000,
+            output: 100,
+        });
         edit_then_summary(&fake);
         let repo = project();
         let work = tempfile::tempdir().unwrap();
         let spec = spec(work.path(), runtime, "");
         let home = Home::embedded();
         let repo_arg = repo.path().display().to_string();
-        ok(&optimize(&home, &user, &["--json", "init", "--spec", &spec, "--repo", &repo_arg]), "init");
+        ok(
+            &optimize(
+                &home,
+                &user,
+                &["--json", "init", "--spec", &spec, "--repo", &repo_arg],
+            ),
+            "init",
+        );
         let run = optimize(&home, &user, &["--json", "run", "--spec", &spec]);
         let stderr = String::from_utf8_lossy(&run.stderr).to_string();
         ok(&run, &format!("{runtime}: run"));
-        let status = ok(&optimize(&home, &user, &["--json", "status", "--spec", &spec]), "status");
+        let status = ok(
+            &optimize(&home, &user, &["--json", "status", "--spec", &spec]),
+            "status",
+        );
         let exp = &status["experiments"][0];
-        let transcript = std::fs::read_to_string(home.path().join("optimize/ops/transcripts/exp-001.jsonl")).unwrap_or_default();
-        let report = ok(&optimize(&home, &user, &["--json", "report", "--spec", &spec]), "report");
-        assert_eq!(exp["outcome"], "kept", "{runtime}: {}\n{stderr}\ntranscript:\n{transcript}", report["text"].as_str().unwrap_or_default());
-        assert_eq!((exp["reference"].as_f64(), exp["candidate"].as_f64()), (Some(26.0), Some(4.0)), "{runtime}: {exp:#}");
-        assert_eq!(git(repo.path(), &["show", "optimize/ops:src/count.sh"]).trim(), COUNT_SH_DIRECT.trim(), "{runtime}: the worker's edit is on the optimization branch");
+        let transcript =
+            std::fs::read_to_string(home.path().join("optimize/ops/transcripts/exp-001.jsonl"))
+                .unwrap_or_default();
+        let report = ok(
+            &optimize(&home, &user, &["--json", "report", "--spec", &spec]),
+            "report",
+        );
+        assert_eq!(
+            exp["outcome"],
+            "kept",
+            "{runtime}: {}\n{stderr}\ntranscript:\n{transcript}",
+            report["text"].as_str().unwrap_or_default()
+        );
+        assert_eq!(
+            (exp["reference"].as_f64(), exp["candidate"].as_f64()),
+            (Some(26.0), Some(4.0)),
+            "{runtime}: {exp:#}"
+        );
+        assert_eq!(
+            git(repo.path(), &["show", "optimize/ops:src/count.sh"]).trim(),
+            COUNT_SH_DIRECT.trim(),
+            "{runtime}: the worker's edit is on the optimization branch"
+        );
 
         // what the model was sent: the brief, and nothing of the user's own setup
-        let turns: Vec<Seen> = fake.requests().into_iter().filter(Seen::is_agent_turn).collect();
+        let turns: Vec<Seen> = fake
+            .requests()
+            .into_iter()
+            .filter(Seen::is_agent_turn)
+            .collect();
         assert!(!turns.is_empty(), "{runtime}: no model request");
-        assert!(turns[0].first_user.contains("Add each value directly instead of counting up to it"), "{runtime}: the brief reached the model:\n{}", turns[0].first_user);
+        assert!(
+            turns[0]
+                .first_user
+                .contains("Add each value directly instead of counting up to it"),
+            "{runtime}: the brief reached the model:\n{}",
+            turns[0].first_user
+        );
         for turn in &turns {
-            assert!(!turn.shows(USER_MARKER), "{runtime}: a user-level skill or instruction reached the worker:\n{}", turn.everything());
+            assert!(
+                !turn.shows(USER_MARKER),
+                "{runtime}: a user-level skill or instruction reached the worker:\n{}",
+                turn.everything()
+            );
         }
 
         // tokens and cost, per experiment and for the run
         let n_turns = turns.len() as u64;
         let worker = &exp["spend"];
         assert_eq!(worker["runs"], 1, "{runtime}: {exp:#}");
-        assert!(worker["usage"]["input_tokens"].as_u64().is_some_and(|t| t >= 2000), "{runtime}: {worker:#}");
-        assert!(worker["usage"]["output_tokens"].as_u64().is_some_and(|t| t >= 100 && t <= 100 * n_turns + 100), "{runtime}: {worker:#}");
+        assert!(
+            worker["usage"]["input_tokens"]
+                .as_u64()
+                .is_some_and(|t| t >= 2000),
+            "{runtime}: {worker:#}"
+        );
+        assert!(
+            worker["usage"]["output_tokens"]
+                .as_u64()
+                .is_some_and(|t| t >= 100 && t <= 100 * n_turns + 100),
+            "{runtime}: {worker:#}"
+        );
         let run_spend = &status["spend"]["agents"];
-        assert_eq!(run_spend["usage"]["input_tokens"], worker["usage"]["input_tokens"], "{runtime}: {status:#}");
+        assert_eq!(
+            run_spend["usage"]["input_tokens"], worker["usage"]["input_tokens"],
+            "{runtime}: {status:#}"
+        );
         let text = report["text"].as_str().unwrap();
         match runtime {
             "codex" => {
-                assert!(worker["usage"]["cost_usd"].is_null(), "codex reports no cost: {worker:#}");
+                assert!(
+                    worker["usage"]["cost_usd"].is_null(),
+                    "codex reports no cost: {worker:#}"
+                );
                 assert_eq!(worker["runs_without_cost"], 1);
                 assert!(text.contains("cost unknown"), "{runtime}: {text}");
-                assert!(!text.contains("$0.00"), "an unknown cost is never shown as $0: {text}");
+                assert!(
+                    !text.contains("$0.00"),
+                    "an unknown cost is never shown as $0: {text}"
+                );
             }
             _ => {
-                let cost = worker["usage"]["cost_usd"].as_f64().unwrap_or_else(|| panic!("{runtime}: no cost: {worker:#}"));
+                let cost = worker["usage"]["cost_usd"]
+                    .as_f64()
+                    .unwrap_or_else(|| panic!("{runtime}: no cost: {worker:#}"));
                 assert!(cost > 0.0, "{runtime}: {cost}");
-                assert!(text.contains(&format!("${cost:.4}")), "{runtime}: the report shows the reported cost ${cost:.4}:\n{text}");
+                assert!(
+                    text.contains(&format!("${cost:.4}")),
+                    "{runtime}: the report shows the reported cost ${cost:.4}:\n{text}"
+                );
             }
         }
         assert!(text.contains(" tokens (in "), "{runtime}: {text}");
         // `optimize status` for people: the run's and the experiment's spend
-        let human = String::from_utf8_lossy(&optimize(&home, &user, &["status", "--spec", &spec]).stdout).to_string();
-        let spend_line = human.lines().find(|l| l.starts_with("spend: ")).unwrap_or_else(|| panic!("{runtime}: no spend line:\n{human}"));
-        let exp_line = human.lines().find(|l| l.contains("exp-001")).unwrap_or_else(|| panic!("{runtime}:\n{human}"));
+        let human =
+            String::from_utf8_lossy(&optimize(&home, &user, &["status", "--spec", &spec]).stdout)
+                .to_string();
+        let spend_line = human
+            .lines()
+            .find(|l| l.starts_with("spend: "))
+            .unwrap_or_else(|| panic!("{runtime}: no spend line:\n{human}"));
+        let exp_line = human
+            .lines()
+            .find(|l| l.contains("exp-001"))
+            .unwrap_or_else(|| panic!("{runtime}:\n{human}"));
         assert!(exp_line.contains(" tokens (in "), "{runtime}: {exp_line}");
         match runtime {
-            "codex" => assert!(spend_line.contains("unknown") && !spend_line.contains("$0.00"), "{spend_line}"),
-            _ => assert!(spend_line.contains(&format!("${:.4}", worker["usage"]["cost_usd"].as_f64().unwrap())), "{spend_line}"),
+            "codex" => assert!(
+                spend_line.contains("unknown") && !spend_line.contains("$0.00"),
+                "{spend_line}"
+            ),
+            _ => assert!(
+                spend_line.contains(&format!(
+                    "${:.4}",
+                    worker["usage"]["cost_usd"].as_f64().unwrap()
+                )),
+                "{spend_line}"
+            ),
         }
 
         // `jobs show` of the worker's agent job: its tokens and cost, --json and human
         let jobs = home.json(&["jobs", "list"]);
-        let worker_job = jobs.as_array().unwrap().iter().find(|j| j["kind"] == "agent" && j["stage"] == "experiment").unwrap_or_else(|| panic!("{runtime}: no worker job: {jobs:#}"));
+        let worker_job = jobs
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["kind"] == "agent" && j["stage"] == "experiment")
+            .unwrap_or_else(|| panic!("{runtime}: no worker job: {jobs:#}"));
         let id = worker_job["id"].as_str().unwrap();
         let shown = home.job(id);
-        assert_eq!(shown["spend"]["usage"], worker["usage"], "{runtime}: {shown:#}");
+        assert_eq!(
+            shown["spend"]["usage"], worker["usage"],
+            "{runtime}: {shown:#}"
+        );
         let human = String::from_utf8_lossy(&home.run(&["jobs", "show", id]).stdout).to_string();
-        let line = human.lines().find(|l| l.starts_with("spend")).unwrap_or_else(|| panic!("{runtime}: no spend line:\n{human}"));
+        let line = human
+            .lines()
+            .find(|l| l.starts_with("spend"))
+            .unwrap_or_else(|| panic!("{runtime}: no spend line:\n{human}"));
         match runtime {
-            "codex" => assert!(line.contains("cost unknown") && line.contains(" tokens"), "{line}"),
-            _ => assert!(line.contains(&format!("${:.4}", worker["usage"]["cost_usd"].as_f64().unwrap())), "{line}"),
+            "codex" => assert!(
+                line.contains("cost unknown") && line.contains(" tokens"),
+                "{line}"
+            ),
+            _ => assert!(
+                line.contains(&format!(
+                    "${:.4}",
+                    worker["usage"]["cost_usd"].as_f64().unwrap()
+                )),
+                "{line}"
+            ),
         }
-        let measure = jobs.as_array().unwrap().iter().find(|j| j["kind"] == "process").expect("a measurement job");
-        assert!(home.job(measure["id"].as_str().unwrap())["spend"].is_null(), "a process job has no agent spend");
+        let measure = jobs
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["kind"] == "process")
+            .expect("a measurement job");
+        assert!(
+            home.job(measure["id"].as_str().unwrap())["spend"].is_null(),
+            "a process job has no agent spend"
+        );
     }
 }
 
@@ -204,39 +342,104 @@ fn each_real_cli_worker_edit_is_kept_and_its_tokens_and_cost_are_reported() {
 fn a_cost_cap_with_an_unknown_cost_stops_the_run_and_a_tokens_cap_holds() {
     let fake = FakeModel::start();
     let user = AgentUser::new(&fake);
-    fake.report_tokens(Tokens { input: 2000, output: 100 });
+    fake.report_tokens(Tokens {
+        input: 2000,
+        output: 100,
+    });
     edit_then_summary(&fake);
     let repo = project();
     let work = tempfile::tempdir().unwrap();
     let spec_path = spec(work.path(), "codex", ", max_total_cost_usd: 5.0");
-    std::fs::write(&spec_path, std::fs::read_to_string(&spec_path).unwrap().replace("max_iterations: 1", "max_iterations: 3") + &hypothesis("h-two", "Count in pairs", "tuning", "low", 0.1)).unwrap();
+    std::fs::write(
+        &spec_path,
+        std::fs::read_to_string(&spec_path)
+            .unwrap()
+            .replace("max_iterations: 1", "max_iterations: 3")
+            + &hypothesis("h-two", "Count in pairs", "tuning", "low", 0.1),
+    )
+    .unwrap();
     let home = Home::embedded();
     let repo_arg = repo.path().display().to_string();
-    ok(&optimize(&home, &user, &["--json", "init", "--spec", &spec_path, "--repo", &repo_arg]), "init");
+    ok(
+        &optimize(
+            &home,
+            &user,
+            &["--json", "init", "--spec", &spec_path, "--repo", &repo_arg],
+        ),
+        "init",
+    );
     let run = optimize(&home, &user, &["--json", "run", "--spec", &spec_path]);
-    assert_eq!(run.status.code(), Some(3), "an unenforceable cap is an environment stop: {}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(
+        run.status.code(),
+        Some(3),
+        "an unenforceable cap is an environment stop: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     let run: Value = serde_json::from_slice(&run.stdout).unwrap();
     assert_eq!(run["stop_reason"]["reason"], "spend_unknown", "{run:#}");
-    let status = ok(&optimize(&home, &user, &["--json", "status", "--spec", &spec_path]), "status");
-    assert_eq!(status["experiments"].as_array().unwrap().len(), 1, "one experiment ran, then the cap stopped the run: {status:#}");
-    let report = ok(&optimize(&home, &user, &["--json", "report", "--spec", &spec_path]), "report");
+    let status = ok(
+        &optimize(&home, &user, &["--json", "status", "--spec", &spec_path]),
+        "status",
+    );
+    assert_eq!(
+        status["experiments"].as_array().unwrap().len(),
+        1,
+        "one experiment ran, then the cap stopped the run: {status:#}"
+    );
+    let report = ok(
+        &optimize(&home, &user, &["--json", "report", "--spec", &spec_path]),
+        "report",
+    );
     let text = report["text"].as_str().unwrap();
-    assert!(text.contains("stopping.max_total_cost_usd cannot be enforced"), "{text}");
+    assert!(
+        text.contains("stopping.max_total_cost_usd cannot be enforced"),
+        "{text}"
+    );
     assert!(text.contains("reported no cost"), "{text}");
-    assert!(text.contains("stopping.max_total_tokens"), "the message says what to do: {text}");
+    assert!(
+        text.contains("stopping.max_total_tokens"),
+        "the message says what to do: {text}"
+    );
 
     // a tokens cap: the first experiment's tokens already pass 1000, so the run stops after it
     let repo = project();
     let work = tempfile::tempdir().unwrap();
     let spec_path = spec(work.path(), "codex", ", max_total_tokens: 1000");
-    std::fs::write(&spec_path, std::fs::read_to_string(&spec_path).unwrap().replace("max_iterations: 1", "max_iterations: 3") + &hypothesis("h-two", "Count in pairs", "tuning", "low", 0.1)).unwrap();
+    std::fs::write(
+        &spec_path,
+        std::fs::read_to_string(&spec_path)
+            .unwrap()
+            .replace("max_iterations: 1", "max_iterations: 3")
+            + &hypothesis("h-two", "Count in pairs", "tuning", "low", 0.1),
+    )
+    .unwrap();
     let home = Home::embedded();
     let repo_arg = repo.path().display().to_string();
-    ok(&optimize(&home, &user, &["--json", "init", "--spec", &spec_path, "--repo", &repo_arg]), "init");
-    let run = ok(&optimize(&home, &user, &["--json", "run", "--spec", &spec_path]), "run");
+    ok(
+        &optimize(
+            &home,
+            &user,
+            &["--json", "init", "--spec", &spec_path, "--repo", &repo_arg],
+        ),
+        "init",
+    );
+    let run = ok(
+        &optimize(&home, &user, &["--json", "run", "--spec", &spec_path]),
+        "run",
+    );
     assert_eq!(run["stop_reason"]["reason"], "spend_cap", "{run:#}");
-    let report = ok(&optimize(&home, &user, &["--json", "report", "--spec", &spec_path]), "report");
-    assert!(report["text"].as_str().unwrap().contains("stopping.max_total_tokens"), "{}", report["text"]);
+    let report = ok(
+        &optimize(&home, &user, &["--json", "report", "--spec", &spec_path]),
+        "report",
+    );
+    assert!(
+        report["text"]
+            .as_str()
+            .unwrap()
+            .contains("stopping.max_total_tokens"),
+        "{}",
+        report["text"]
+    );
 }
 
 // Issue 38 item 8: inside a Codex sandbox the run falls back from Codex and says so when it
@@ -249,20 +452,54 @@ fn inside_a_codex_sandbox_the_fallback_is_announced_when_the_run_starts() {
     let repo = project();
     let work = tempfile::tempdir().unwrap();
     let spec_path = spec(work.path(), "codex", "");
-    std::fs::write(&spec_path, std::fs::read_to_string(&spec_path).unwrap().replace("runtime: codex,", "runtime: codex, fallback_runtime: opencode,")).unwrap();
+    std::fs::write(
+        &spec_path,
+        std::fs::read_to_string(&spec_path).unwrap().replace(
+            "runtime: codex,",
+            "runtime: codex, fallback_runtime: opencode,",
+        ),
+    )
+    .unwrap();
     let home = Home::embedded();
     let repo_arg = repo.path().display().to_string();
-    ok(&optimize(&home, &user, &["--json", "init", "--spec", &spec_path, "--repo", &repo_arg]), "init");
+    ok(
+        &optimize(
+            &home,
+            &user,
+            &["--json", "init", "--spec", &spec_path, "--repo", &repo_arg],
+        ),
+        "init",
+    );
     let mut cmd = home.cmd();
     user.apply(&mut cmd);
-    let out = cmd.env("CODEX_SANDBOX", "seccomp").args(["optimize", "run", "--spec", &spec_path]).output().unwrap();
+    let out = cmd
+        .env("CODEX_SANDBOX", "seccomp")
+        .args(["optimize", "run", "--spec", &spec_path])
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    let first = stderr.lines().position(|l| l.contains("inside a Codex sandbox") && l.contains("`opencode`")).unwrap_or_else(|| panic!("the fallback is not announced:\n{stderr}"));
-    let summary = stderr.lines().position(|l| l.contains("experiment(s), kept")).expect("summary line");
+    let first = stderr
+        .lines()
+        .position(|l| l.contains("inside a Codex sandbox") && l.contains("`opencode`"))
+        .unwrap_or_else(|| panic!("the fallback is not announced:\n{stderr}"));
+    let summary = stderr
+        .lines()
+        .position(|l| l.contains("experiment(s), kept"))
+        .expect("summary line");
     assert!(first < summary, "announced when the run starts:\n{stderr}");
-    let turns: Vec<Seen> = fake.requests().into_iter().filter(Seen::is_agent_turn).collect();
-    assert!(!turns.is_empty() && turns.iter().all(|t| t.api == skillforge_tests::fake_model::Api::Chat), "the fallback (OpenCode) ran the worker");
+    let turns: Vec<Seen> = fake
+        .requests()
+        .into_iter()
+        .filter(Seen::is_agent_turn)
+        .collect();
+    assert!(
+        !turns.is_empty()
+            && turns
+                .iter()
+                .all(|t| t.api == skillforge_tests::fake_model::Api::Chat),
+        "the fallback (OpenCode) ran the worker"
+    );
 }
 
 // Issue 31 item 1, issue 38 item 8: a write the runtime refused is named in the revert reason
@@ -281,7 +518,10 @@ fn a_refused_write_is_named_in_the_revert_reason() {
                 return Reply::Text("title".into());
             }
             match seen.n_tool_results {
-                0 => Reply::Write { path: target_text.clone(), content: "x".into() },
+                0 => Reply::Write {
+                    path: target_text.clone(),
+                    content: "x".into(),
+                },
                 _ => Reply::Text("Edited count.sh.".into()),
             }
         });
@@ -290,16 +530,46 @@ fn a_refused_write_is_named_in_the_revert_reason() {
         let spec = spec(work.path(), runtime, "");
         let home = Home::embedded();
         let repo_arg = repo.path().display().to_string();
-        ok(&optimize(&home, &user, &["--json", "init", "--spec", &spec, "--repo", &repo_arg]), "init");
-        ok(&optimize(&home, &user, &["--json", "run", "--spec", &spec]), "run");
-        let status = ok(&optimize(&home, &user, &["--json", "status", "--spec", &spec]), "status");
-        assert_eq!(status["experiments"][0]["outcome"], "reverted", "{runtime}: {status:#}");
-        assert!(!target.exists(), "{runtime}: the write outside the work dir happened");
-        let report = ok(&optimize(&home, &user, &["--json", "report", "--spec", &spec]), "report");
+        ok(
+            &optimize(
+                &home,
+                &user,
+                &["--json", "init", "--spec", &spec, "--repo", &repo_arg],
+            ),
+            "init",
+        );
+        ok(
+            &optimize(&home, &user, &["--json", "run", "--spec", &spec]),
+            "run",
+        );
+        let status = ok(
+            &optimize(&home, &user, &["--json", "status", "--spec", &spec]),
+            "status",
+        );
+        assert_eq!(
+            status["experiments"][0]["outcome"], "reverted",
+            "{runtime}: {status:#}"
+        );
+        assert!(
+            !target.exists(),
+            "{runtime}: the write outside the work dir happened"
+        );
+        let report = ok(
+            &optimize(&home, &user, &["--json", "report", "--spec", &spec]),
+            "report",
+        );
         let text = report["text"].as_str().unwrap();
-        let transcript = std::fs::read_to_string(home.path().join("optimize/ops/transcripts/exp-001.jsonl")).unwrap_or_default();
-        assert!(text.contains("the runtime refused") && text.contains("count.sh"), "{runtime}: {text}\ntranscript:\n{transcript}");
-        assert!(!text.contains("no change inside scope.mutable remained"), "{runtime}: {text}");
+        let transcript =
+            std::fs::read_to_string(home.path().join("optimize/ops/transcripts/exp-001.jsonl"))
+                .unwrap_or_default();
+        assert!(
+            text.contains("the runtime refused") && text.contains("count.sh"),
+            "{runtime}: {text}\ntranscript:\n{transcript}"
+        );
+        assert!(
+            !text.contains("no change inside scope.mutable remained"),
+            "{runtime}: {text}"
+        );
     }
 }
 
@@ -347,7 +617,9 @@ fn each_real_cli_judges_an_optimize_run() {
                 return reply;
             }
             match seen.n_tool_results {
-                0 => Reply::Shell("printf 'c-1 login\\nc-4 billing\\nc-2 search\\n' > src/clusters.txt".into()),
+                0 => Reply::Shell(
+                    "printf 'c-1 login\\nc-4 billing\\nc-2 search\\n' > src/clusters.txt".into(),
+                ),
                 _ => Reply::Text("Split login from billing.".into()),
             }
         });
@@ -355,7 +627,11 @@ fn each_real_cli_judges_an_optimize_run() {
         let p = dir.path();
         git(p, &["init", "-q", "-b", "main"]);
         std::fs::create_dir_all(p.join("src")).unwrap();
-        std::fs::write(p.join("src/clusters.txt"), "c-1 login billing\nc-2 search\n").unwrap();
+        std::fs::write(
+            p.join("src/clusters.txt"),
+            "c-1 login billing\nc-2 search\n",
+        )
+        .unwrap();
         std::fs::write(p.join("measure.sh"), CLUSTERS_MEASURE_SH).unwrap();
         git(p, &["add", "-A"]);
         git(p, &["commit", "-q", "-m", "clusters"]);
@@ -372,19 +648,62 @@ stopping: {{ max_iterations: 1 }}\n\
 hypotheses:\n{}", hypothesis("h-split", "Split the login and billing cluster", "algorithm", "high", 0.5))).unwrap();
         let spec = spec_path.display().to_string();
         let home = Home::embedded();
-        ok(&optimize(&home, &user, &["--json", "init", "--spec", &spec, "--repo", &p.display().to_string()]), &format!("{runtime}: init"));
-        ok(&optimize(&home, &user, &["--json", "run", "--spec", &spec]), &format!("{runtime}: run"));
-        let status = ok(&optimize(&home, &user, &["--json", "status", "--spec", &spec]), "status");
+        ok(
+            &optimize(
+                &home,
+                &user,
+                &[
+                    "--json",
+                    "init",
+                    "--spec",
+                    &spec,
+                    "--repo",
+                    &p.display().to_string(),
+                ],
+            ),
+            &format!("{runtime}: init"),
+        );
+        ok(
+            &optimize(&home, &user, &["--json", "run", "--spec", &spec]),
+            &format!("{runtime}: run"),
+        );
+        let status = ok(
+            &optimize(&home, &user, &["--json", "status", "--spec", &spec]),
+            "status",
+        );
         let exp = &status["experiments"][0];
         assert_eq!(exp["outcome"], "kept", "{runtime}: {status:#}");
-        let judged: Vec<Seen> = fake.requests().into_iter().filter(|s| s.first_user.contains("<rubric>")).collect();
-        assert!(judged.iter().any(|s| s.first_user.contains("login billing")), "{runtime}: the judges saw the items");
+        let judged: Vec<Seen> = fake
+            .requests()
+            .into_iter()
+            .filter(|s| s.first_user.contains("<rubric>"))
+            .collect();
+        assert!(
+            judged
+                .iter()
+                .any(|s| s.first_user.contains("login billing")),
+            "{runtime}: the judges saw the items"
+        );
         for seen in fake.requests() {
-            assert!(!seen.shows(USER_MARKER), "{runtime}: a user-level skill or instruction reached the model");
+            assert!(
+                !seen.shows(USER_MARKER),
+                "{runtime}: a user-level skill or instruction reached the model"
+            );
         }
         // the baseline's judge batch at init and the candidate's (the reference's items are cached)
-        assert_eq!(status["spend"]["judges"]["runs"], 2, "{runtime}: {:#}", status["spend"]);
-        assert_eq!(exp["spend"]["runs"], 2, "{runtime}: the worker and the candidate's judge: {exp:#}");
-        assert_eq!(status["spend"]["judges"]["runs_without_tokens"], 0, "{runtime}: {:#}", status["spend"]);
+        assert_eq!(
+            status["spend"]["judges"]["runs"], 2,
+            "{runtime}: {:#}",
+            status["spend"]
+        );
+        assert_eq!(
+            exp["spend"]["runs"], 2,
+            "{runtime}: the worker and the candidate's judge: {exp:#}"
+        );
+        assert_eq!(
+            status["spend"]["judges"]["runs_without_tokens"], 0,
+            "{runtime}: {:#}",
+            status["spend"]
+        );
     }
 }

@@ -10,13 +10,20 @@ use skillforge_engine::open::{QueueUrl, open_queue};
 use skillforge_engine::{Finish, JobSpec, JobState, QueueBackend, WorkerIdentity};
 use skillforge_tests::{Backend, Home, Reaped, write};
 
-skillforge_tests::on_both_backends!(prune_by_hand_then_show_and_resubmit_a_pruned_job, serve_killed_mid_prune_and_restarted_loses_nothing);
+skillforge_tests::on_both_backends!(
+    prune_by_hand_then_show_and_resubmit_a_pruned_job,
+    serve_killed_mid_prune_and_restarted_loses_nothing
+);
 
 const T: Duration = Duration::from_secs(60);
 
 fn code(home: &Home, args: &[&str]) -> (Option<i32>, String, String) {
     let out = home.run(args);
-    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// Finished jobs are kept by the default retention; `--dry-run` counts without removing;
@@ -28,33 +35,74 @@ fn prune_by_hand_then_show_and_resubmit_a_pruned_job(b: Backend) {
     // On Redis a worker runs the jobs and `serve` applies their results.
     let _fleet = match &b {
         Backend::Sqlite => None,
-        Backend::Redis(_) => Some((Reaped(home.spawn_worker("w", &[])), Reaped(home.spawn_serve()))),
+        Backend::Redis(_) => Some((
+            Reaped(home.spawn_worker("w", &[])),
+            Reaped(home.spawn_serve()),
+        )),
     };
     let marker = home.path().join("runs");
     let script = format!("echo run >> {}", marker.display());
     for args in [
-        &["jobs", "submit", "--wait", "--idempotency-key", "nightly", "--", "sh", "-c", script.as_str()][..],
-        &["jobs", "submit", "--wait", "--attempts", "1", "--", "sh", "-c", "exit 3"][..],
+        &[
+            "jobs",
+            "submit",
+            "--wait",
+            "--idempotency-key",
+            "nightly",
+            "--",
+            "sh",
+            "-c",
+            script.as_str(),
+        ][..],
+        &[
+            "jobs",
+            "submit",
+            "--wait",
+            "--attempts",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            "exit 3",
+        ][..],
     ] {
         let (c, _, err) = code(&home, args);
         assert!(c == Some(0) || c == Some(1), "{args:?}: {c:?} {err}");
     }
     let jobs = home.json(&["jobs", "list"]);
-    let ids: Vec<String> = jobs.as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap().to_owned()).collect();
+    let ids: Vec<String> = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap().to_owned())
+        .collect();
     assert_eq!(ids.len(), 2);
-    let keyed = jobs.as_array().unwrap().iter().find(|j| j["idempotency_key"] == "nightly").unwrap()["id"]
+    let keyed = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["idempotency_key"] == "nightly")
+        .unwrap()["id"]
         .as_str()
         .unwrap()
         .to_owned();
 
     let kept = home.json(&["jobs", "prune", "--dry-run"]);
-    assert_eq!((kept["jobs"].as_u64(), kept["dry_run"].as_bool()), (Some(0), Some(true)), "younger than the defaults");
+    assert_eq!(
+        (kept["jobs"].as_u64(), kept["dry_run"].as_bool()),
+        (Some(0), Some(true)),
+        "younger than the defaults"
+    );
     // Prunable once their results are applied (at once on the embedded queue, by `serve` on Redis).
     home.wait(T, "both results applied", || {
         let would = home.json(&["jobs", "prune", "--older-than", "0s", "--dry-run"]);
         (would["jobs"] == 2).then_some(())
     });
-    assert_eq!(home.json(&["jobs", "list"]).as_array().unwrap().len(), 2, "a dry run removes nothing");
+    assert_eq!(
+        home.json(&["jobs", "list"]).as_array().unwrap().len(),
+        2,
+        "a dry run removes nothing"
+    );
     let (c, out, _) = code(&home, &["jobs", "prune", "--older-than", "0s"]);
     assert_eq!(c, Some(0));
     assert!(out.contains("pruned 2 finished job(s)"), "{out}");
@@ -62,27 +110,65 @@ fn prune_by_hand_then_show_and_resubmit_a_pruned_job(b: Backend) {
 
     let (c, out, err) = code(&home, &["jobs", "show", &keyed]);
     assert_eq!(c, Some(0), "{err}");
-    assert!(out.contains(&format!("job {keyed} was pruned at")) && out.contains("finished succeeded"), "{out}");
+    assert!(
+        out.contains(&format!("job {keyed} was pruned at")) && out.contains("finished succeeded"),
+        "{out}"
+    );
     let shown = home.job(&keyed);
-    assert_eq!((shown["pruned"].as_bool(), shown["state"].as_str()), (Some(true), Some("succeeded")), "{shown}");
+    assert_eq!(
+        (shown["pruned"].as_bool(), shown["state"].as_str()),
+        (Some(true), Some("succeeded")),
+        "{shown}"
+    );
     assert_eq!(shown["idempotency_key"], "nightly");
-    assert_eq!(shown["applied"].as_array().map(Vec::len), Some(1), "the store's record stays: {shown}");
+    assert_eq!(
+        shown["applied"].as_array().map(Vec::len),
+        Some(1),
+        "the store's record stays: {shown}"
+    );
     let failed = ids.iter().find(|i| **i != keyed).unwrap();
     assert_eq!(home.job(failed)["state"], "dead", "its only attempt failed");
 
-    let (c, out, err) = code(&home, &["jobs", "submit", "--wait", "--idempotency-key", "nightly", "--", "sh", "-c", &script]);
+    let (c, out, err) = code(
+        &home,
+        &[
+            "jobs",
+            "submit",
+            "--wait",
+            "--idempotency-key",
+            "nightly",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    );
     assert_eq!(c, Some(0), "the pruned job had succeeded: {err}");
     assert_eq!(out.trim(), keyed);
     assert!(err.contains("was pruned"), "{err}");
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "run\n", "the work ran once");
-    assert_eq!(home.json(&["jobs", "list"]), Value::Array(vec![]), "nothing new was queued");
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        "run\n",
+        "the work ran once"
+    );
+    assert_eq!(
+        home.json(&["jobs", "list"]),
+        Value::Array(vec![]),
+        "nothing new was queued"
+    );
 
-    let (c, _, err) = code(&home, &["jobs", "show", "0190aaaa-0000-7000-8000-000000000000"]);
+    let (c, _, err) = code(
+        &home,
+        &["jobs", "show", "0190aaaa-0000-7000-8000-000000000000"],
+    );
     assert_eq!(c, Some(2));
     assert!(err.contains("no job"), "{err}");
     let (c, _, err) = code(&home, &["jobs", "prune", "--older-than", "7 days"]);
     assert_eq!(c, Some(2));
-    assert!(err.contains("--older-than") && err.contains("7 days"), "{err}");
+    assert!(
+        err.contains("--older-than") && err.contains("7 days"),
+        "{err}"
+    );
 }
 
 /// Opens the home's queue as the CLI does.
@@ -96,7 +182,10 @@ const SEEDED: usize = 10_000;
 const KEEP: Duration = Duration::from_secs(10);
 
 fn seed_spec(queue: &str) -> JobSpec {
-    let mut spec = JobSpec::new("process", serde_json::json!({"command": {"argv": ["true"]}}));
+    let mut spec = JobSpec::new(
+        "process",
+        serde_json::json!({"command": {"argv": ["true"]}}),
+    );
     spec.queue = queue.into();
     spec
 }
@@ -123,7 +212,13 @@ async fn seed(q: &Arc<dyn QueueBackend>) -> Vec<String> {
         for l in leased {
             let q = q.clone();
             set.spawn(async move {
-                let done = Finish { next: JobState::Succeeded, retry_delay_ms: 0, attempt_result: "passed".into(), outcome: None, error: None };
+                let done = Finish {
+                    next: JobState::Succeeded,
+                    retry_delay_ms: 0,
+                    attempt_result: "passed".into(),
+                    outcome: None,
+                    error: None,
+                };
                 q.finish(&l.job.id, l.fencing_token, &done).await.unwrap();
                 assert!(q.ack_result(&l.job.id, l.fencing_token).await.unwrap());
             });
@@ -149,7 +244,11 @@ async fn census(q: &dyn QueueBackend, ids: &[String], expired_ok: bool) -> (usiz
         }
         match (job, tomb) {
             (Some(j), None) => {
-                assert_eq!((j.state, j.history.len()), (JobState::Succeeded, 1), "kept job {id} is whole");
+                assert_eq!(
+                    (j.state, j.history.len()),
+                    (JobState::Succeeded, 1),
+                    "kept job {id} is whole"
+                );
                 kept += 1;
             }
             (None, Some(t)) => {
@@ -169,7 +268,10 @@ async fn census(q: &dyn QueueBackend, ids: &[String], expired_ok: bool) -> (usiz
 fn serve_killed_mid_prune_and_restarted_loses_nothing(b: Backend) {
     let home = b.home();
     std::fs::create_dir_all(home.path()).unwrap();
-    write(&home.path().join("config.toml"), &format!("[queue]\nkeep_succeeded = \"{}s\"\n", KEEP.as_secs()));
+    write(
+        &home.path().join("config.toml"),
+        &format!("[queue]\nkeep_succeeded = \"{}s\"\n", KEEP.as_secs()),
+    );
     let rt = tokio::runtime::Runtime::new().unwrap();
     let q = rt.block_on(queue_of(&home));
     let ids = rt.block_on(seed(&q));
@@ -179,7 +281,9 @@ fn serve_killed_mid_prune_and_restarted_loses_nothing(b: Backend) {
     // (its tombstone then lives KEEP more, past the end of the test: passes run every 30 s).
     let last_finish = rt.block_on(q.now_ms()).unwrap();
     let ripe = last_finish + i64::try_from(KEEP.as_millis()).unwrap();
-    home.wait(T, "the seeded jobs to age", || (rt.block_on(q.now_ms()).unwrap() > ripe).then_some(()));
+    home.wait(T, "the seeded jobs to age", || {
+        (rt.block_on(q.now_ms()).unwrap() > ripe).then_some(())
+    });
     // Pruning goes oldest finish first: the first seeded job's tombstone shows it started.
     let first_pruned = || rt.block_on(q.tombstone(&ids[0])).unwrap().is_some();
 
@@ -192,7 +296,10 @@ fn serve_killed_mid_prune_and_restarted_loses_nothing(b: Backend) {
     let _ = serve.0.kill();
     let _ = serve.0.wait();
     let (kept, pruned) = rt.block_on(census(q.as_ref(), &ids, false));
-    assert!(kept > 0 && pruned > 0, "killed mid-prune: {kept} kept, {pruned} pruned");
+    assert!(
+        kept > 0 && pruned > 0,
+        "killed mid-prune: {kept} kept, {pruned} pruned"
+    );
 
     let _serve = Reaped(home.spawn_serve());
     let deadline = Instant::now() + T;
@@ -202,9 +309,17 @@ fn serve_killed_mid_prune_and_restarted_loses_nothing(b: Backend) {
             assert_eq!(pruned, SEEDED);
             break;
         }
-        assert!(Instant::now() < deadline, "{kept} jobs left after the restart\n{}", home.logs());
+        assert!(
+            Instant::now() < deadline,
+            "{kept} jobs left after the restart\n{}",
+            home.logs()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let job = rt.block_on(q.get(&queued)).unwrap();
-    assert_eq!(job.map(|j| j.state), Some(JobState::Queued), "an unfinished job is never pruned");
+    assert_eq!(
+        job.map(|j| j.state),
+        Some(JobState::Queued),
+        "an unfinished job is never pruned"
+    );
 }

@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
-use skillforge_tests::{Home, PLANNER_TEMPLATE, Reaped, RedisServer, add_template, bin, path_arg, run_code, signal, wait_exit, write};
+use skillforge_tests::{
+    Home, PLANNER_TEMPLATE, Reaped, RedisServer, add_template, bin, path_arg, run_code, signal,
+    wait_exit, write,
+};
 
 const ITEMS: &str = "items:\n  - id: fix-login\n    title: Describe the login fix\n    input: |\n      -    check(password)\n      +    check_hashed(password)\n  - id: add-cache\n    title: Describe the cache\n    input: adds an LRU cache in front of the user lookup\n";
 
@@ -34,8 +37,25 @@ fn wait_phase(home: &Home, phase: &str) -> Value {
 fn start(home: &Home, workspace: bool) -> Value {
     add_template(home, PLANNER_TEMPLATE, "owner/repo");
     let items = write(&home.path().join("in/items.yml"), ITEMS);
-    let mut args = vec!["train", "start", "--template", "planner", "--repo", "owner/repo", "--request", "clearer commit messages"];
-    args.extend(["--items-file", path_arg(&items), "--yes", "--session", SESSION, "--options", "3"]);
+    let mut args = vec![
+        "train",
+        "start",
+        "--template",
+        "planner",
+        "--repo",
+        "owner/repo",
+        "--request",
+        "clearer commit messages",
+    ];
+    args.extend([
+        "--items-file",
+        path_arg(&items),
+        "--yes",
+        "--session",
+        SESSION,
+        "--options",
+        "3",
+    ]);
     if workspace {
         args.extend(["--workspace-repo", "owner/workspace"]);
     }
@@ -44,7 +64,11 @@ fn start(home: &Home, workspace: bool) -> Value {
 
 /// The review packet directory of the current iteration.
 fn packet(home: &Home) -> PathBuf {
-    PathBuf::from(status(home)["review_packet"].as_str().expect("review packet published"))
+    PathBuf::from(
+        status(home)["review_packet"]
+            .as_str()
+            .expect("review packet published"),
+    )
 }
 
 /// A human fills feedback.yml: rankings plus trait notes and a required improvement (actionable),
@@ -64,13 +88,21 @@ fn fill_feedback(home: &Home, actionable: bool) {
 }
 
 fn candidates(home: &Home) -> Vec<Value> {
-    home.json(&["candidate", "list", "--template", "planner"]).as_array().cloned().unwrap_or_default()
+    home.json(&["candidate", "list", "--template", "planner"])
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 fn assert_options_once(st: &Value) {
     assert_eq!(st["progress"]["generated_options"], 2 * N_OPTIONS, "{st:#}");
     for item in st["verbose"]["items"].as_array().unwrap() {
-        let labels: Vec<&str> = item["option_labels"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+        let labels: Vec<&str> = item["option_labels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap())
+            .collect();
         assert_eq!(labels, ["a", "b", "c"], "{st:#}");
     }
 }
@@ -87,7 +119,10 @@ fn train_config(home: &Home, backends: &str) {
 fn spawn_worker_env(home: &Home, name: &str, env: &[(&str, &str)]) -> Child {
     let log = std::fs::File::create(home.path().join(format!("worker-{name}.log"))).unwrap();
     let mut cmd = home.cmd();
-    cmd.args(["worker", "--name", name]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
+    cmd.args(["worker", "--name", name])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -100,13 +135,34 @@ fn spawn_worker_env(home: &Home, name: &str, env: &[(&str, &str)]) -> Child {
 fn optimize_through_a_failing_wrapper(home: &Home) -> String {
     let script = write(
         &home.path().join("wrap.sh"),
-        &format!("#!/bin/sh\n\"{}\" optimizer distill \"$@\" || exit 3\necho 'wrapper: upload failed' >&2\nexit 1\n", bin().display()),
+        &format!(
+            "#!/bin/sh\n\"{}\" optimizer distill \"$@\" || exit 3\necho 'wrapper: upload failed' >&2\nexit 1\n",
+            bin().display()
+        ),
     );
-    train_config(home, &format!("[backends.wrap]\ncommand = [\"sh\", \"{}\"]\n", path_arg(&script)));
+    train_config(
+        home,
+        &format!(
+            "[backends.wrap]\ncommand = [\"sh\", \"{}\"]\n",
+            path_arg(&script)
+        ),
+    );
     start(home, true);
     run_code(home, &["train", "continue", "--session", SESSION], 0);
     fill_feedback(home, true);
-    run_code(home, &["train", "continue", "--session", SESSION, "--backend", "wrap"], 1).1
+    run_code(
+        home,
+        &[
+            "train",
+            "continue",
+            "--session",
+            SESSION,
+            "--backend",
+            "wrap",
+        ],
+        1,
+    )
+    .1
 }
 
 /// Runs one iteration from `items_ready` to a pending candidate; returns the candidate version.
@@ -132,8 +188,16 @@ fn generate_options(home: &Home) {
 fn optimize_to_candidate(home: &Home) -> String {
     fill_feedback(home, true);
     let (out, err) = run_code(home, &["train", "continue", "--session", SESSION], 0);
-    assert!(err.contains("optimizer preflight: backend distill"), "the preflight report comes first:\n{err}");
-    assert!(err.contains("--training-package") && err.contains("--artifact-root") && err.contains("attempt-001"), "{err}");
+    assert!(
+        err.contains("optimizer preflight: backend distill"),
+        "the preflight report comes first:\n{err}"
+    );
+    assert!(
+        err.contains("--training-package")
+            && err.contains("--artifact-root")
+            && err.contains("attempt-001"),
+        "{err}"
+    );
     let st = status(home);
     assert_eq!(st["current_phase"], "candidate_created", "{out}\n{st:#}");
     assert_eq!(st["status_phase"], "optimizer_completed_candidate");
@@ -144,24 +208,62 @@ fn optimize_to_candidate(home: &Home) -> String {
 /// The rest of an iteration: candidate review, S-99 refusal, promote, start-next.
 fn review_promote_next(home: &Home, version: &str) {
     // S-99: no next iteration while the candidate is unresolved.
-    let (_, err) = run_code(home, &["train", "continue", "--session", SESSION, "--start-next"], 2);
+    let (_, err) = run_code(
+        home,
+        &["train", "continue", "--session", SESSION, "--start-next"],
+        2,
+    );
     assert!(err.contains("S-99"), "{err}");
     run_code(home, &["train", "continue", "--session", SESSION], 0);
     let st = status(home);
     assert_eq!(st["current_phase"], "candidate_review_published");
-    let review = std::fs::read_to_string(Path::new(st["review_packet"].as_str().unwrap()).parent().unwrap().join("candidate-review.md")).unwrap();
-    assert!(review.contains(version) && review.contains("promotable | true"), "{review}");
+    let review = std::fs::read_to_string(
+        Path::new(st["review_packet"].as_str().unwrap())
+            .parent()
+            .unwrap()
+            .join("candidate-review.md"),
+    )
+    .unwrap();
+    assert!(
+        review.contains(version) && review.contains("promotable | true"),
+        "{review}"
+    );
     // Continue without a decision stays at the gate.
     run_code(home, &["train", "continue", "--session", SESSION], 0);
     assert_eq!(status(home)["current_phase"], "candidate_review_published");
-    run_code(home, &["train", "continue", "--session", SESSION, "--promote", version], 0);
+    run_code(
+        home,
+        &[
+            "train",
+            "continue",
+            "--session",
+            SESSION,
+            "--promote",
+            version,
+        ],
+        0,
+    );
     assert_eq!(status(home)["current_phase"], "candidate_promoted");
     let shown = home.json(&["template", "show", "planner"]);
-    assert_eq!((shown["version_id"].as_str(), shown["version_state"].as_str()), (Some(version), Some("current")), "{shown:#}");
-    run_code(home, &["train", "continue", "--session", SESSION, "--start-next"], 0);
+    assert_eq!(
+        (
+            shown["version_id"].as_str(),
+            shown["version_state"].as_str()
+        ),
+        (Some(version), Some("current")),
+        "{shown:#}"
+    );
+    run_code(
+        home,
+        &["train", "continue", "--session", SESSION, "--start-next"],
+        0,
+    );
     let st = status(home);
     assert_eq!(st["current_phase"], "items_ready");
-    assert_eq!(st["template_version"], version, "the next iteration reviews the promoted version");
+    assert_eq!(
+        st["template_version"], version,
+        "the next iteration reviews the promoted version"
+    );
     assert_eq!(st["iteration_id"], "s1-i002");
 }
 
@@ -186,29 +288,61 @@ fn train_full_iteration_on_a_redis_fleet_with_two_workers() {
     start(&home, true);
     generate_options(&home);
     signal(&w1.0, Signal::SIGTERM);
-    assert!(wait_exit(&mut w1.0, WAIT).success(), "w1 stops gracefully:\n{}", home.logs());
+    assert!(
+        wait_exit(&mut w1.0, WAIT).success(),
+        "w1 stops gracefully:\n{}",
+        home.logs()
+    );
     let _w2 = Reaped(home.spawn_worker("w2", &[]));
     let version = optimize_to_candidate(&home);
     review_promote_next(&home, &version);
     let owners = train_job_owners(&home);
-    let of_stage = |stage: &str| owners.iter().filter(|(s, _)| s == stage).map(|(_, o)| o.as_str()).collect::<Vec<_>>();
+    let of_stage = |stage: &str| {
+        owners
+            .iter()
+            .filter(|(s, _)| s == stage)
+            .map(|(_, o)| o.as_str())
+            .collect::<Vec<_>>()
+    };
     let generation = of_stage("option_generation");
-    assert_eq!(generation.len(), 2, "one generation job per item: {owners:?}");
-    assert!(generation.iter().all(|o| o.starts_with("w1-")), "generation ran on w1: {owners:?}");
+    assert_eq!(
+        generation.len(),
+        2,
+        "one generation job per item: {owners:?}"
+    );
+    assert!(
+        generation.iter().all(|o| o.starts_with("w1-")),
+        "generation ran on w1: {owners:?}"
+    );
     let optimizer = of_stage("optimizer");
-    assert!(!optimizer.is_empty() && optimizer.iter().all(|o| o.starts_with("w2-")), "the optimizer ran on w2: {owners:?}");
+    assert!(
+        !optimizer.is_empty() && optimizer.iter().all(|o| o.starts_with("w2-")),
+        "the optimizer ran on w2: {owners:?}"
+    );
 }
 
 /// (stage, worker) of every attempt of every `train` job, from `jobs list` / `jobs show`.
 fn train_job_owners(home: &Home) -> Vec<(String, String)> {
     let jobs = home.json(&["jobs", "list"]);
     let mut owners = Vec::new();
-    for job in jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "train") {
+    for job in jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["workflow"] == "train")
+    {
         let shown = home.job(job["id"].as_str().unwrap());
         let stage = shown["stage"].as_str().unwrap().to_owned();
         let attempts = shown["history"].as_array().unwrap();
-        assert!(!attempts.is_empty(), "a finished train job records who ran it: {shown:#}");
-        owners.extend(attempts.iter().map(|a| (stage.clone(), a["worker"].as_str().unwrap().to_owned())));
+        assert!(
+            !attempts.is_empty(),
+            "a finished train job records who ran it: {shown:#}"
+        );
+        owners.extend(
+            attempts
+                .iter()
+                .map(|a| (stage.clone(), a["worker"].as_str().unwrap().to_owned())),
+        );
     }
     owners
 }
@@ -224,7 +358,10 @@ fn s98_without_workspace_repo_the_session_stays_at_request_confirmed() {
     assert_eq!(st["current_phase"], "request_confirmed");
     assert_eq!(st["status_phase"], "request_confirmed");
     assert_eq!(st["progress"]["generated_options"], 0);
-    assert_eq!(st["verbose"]["jobs"]["total"], 0, "no generation job was enqueued");
+    assert_eq!(
+        st["verbose"]["jobs"]["total"], 0,
+        "no generation job was enqueued"
+    );
 }
 
 #[test]
@@ -232,12 +369,43 @@ fn start_refuses_bad_input_naming_the_flag_and_writes_nothing() {
     let home = Home::embedded();
     add_template(&home, PLANNER_TEMPLATE, "owner/repo");
     let items = write(&home.path().join("in/items.yml"), ITEMS);
-    let base = ["train", "start", "--template", "planner", "--repo", "owner/repo", "--items-file", path_arg(&items), "--yes", "--session", SESSION];
+    let base = [
+        "train",
+        "start",
+        "--template",
+        "planner",
+        "--repo",
+        "owner/repo",
+        "--items-file",
+        path_arg(&items),
+        "--yes",
+        "--session",
+        SESSION,
+    ];
     let table: [(&[&str], &str); 4] = [
-        (&["--request", "x", "--workspace-repo", "/nonexistent"], "--workspace-repo `/nonexistent`: no such directory"),
-        (&["--request", "x", "--workspace-repo", "./nope"], "--workspace-repo `./nope`: no such directory"),
-        (&["--request", "x", "--workspace-repo", "owner/workspace", "--runtime", "bogus"], "--runtime `bogus`: unknown agent runtime `bogus`"),
-        (&["--request", " ", "--workspace-repo", "owner/workspace"], "--request must not be empty"),
+        (
+            &["--request", "x", "--workspace-repo", "/nonexistent"],
+            "--workspace-repo `/nonexistent`: no such directory",
+        ),
+        (
+            &["--request", "x", "--workspace-repo", "./nope"],
+            "--workspace-repo `./nope`: no such directory",
+        ),
+        (
+            &[
+                "--request",
+                "x",
+                "--workspace-repo",
+                "owner/workspace",
+                "--runtime",
+                "bogus",
+            ],
+            "--runtime `bogus`: unknown agent runtime `bogus`",
+        ),
+        (
+            &["--request", " ", "--workspace-repo", "owner/workspace"],
+            "--request must not be empty",
+        ),
     ];
     for (extra, want) in table {
         let mut args = base.to_vec();
@@ -260,22 +428,63 @@ fn s100_no_candidate_is_recorded_and_recover_does_not_duplicate() {
     fill_feedback(&home, false);
     run_code(&home, &["train", "continue", "--session", SESSION], 0);
     let st = status(&home);
-    assert_eq!(st["status_phase"], "optimizer_completed_no_candidate", "{st:#}");
-    assert_eq!(st["no_candidate_reason"], "no_actionable_feedback", "{st:#}");
+    assert_eq!(
+        st["status_phase"], "optimizer_completed_no_candidate",
+        "{st:#}"
+    );
+    assert_eq!(
+        st["no_candidate_reason"], "no_actionable_feedback",
+        "{st:#}"
+    );
     // Rankings alone teach nothing: status names the fields to fill and the file.
     let feedback_file = format!("{}/feedback.yml", packet(&home).display());
-    let hint = st["no_candidate_details"]["no_candidate_hint"].as_str().expect("a hint");
-    assert!(hint.contains("useful_traits, rejected_traits or required_improvements") && hint.contains(&feedback_file), "{hint}");
+    let hint = st["no_candidate_details"]["no_candidate_hint"]
+        .as_str()
+        .expect("a hint");
+    assert!(
+        hint.contains("useful_traits, rejected_traits or required_improvements")
+            && hint.contains(&feedback_file),
+        "{hint}"
+    );
     let next = st["next_action"].as_str().unwrap();
-    assert!(next.contains("useful_traits") && next.contains(&feedback_file) && next.contains("--start-next"), "{next}");
+    assert!(
+        next.contains("useful_traits")
+            && next.contains(&feedback_file)
+            && next.contains("--start-next"),
+        "{next}"
+    );
     assert!(candidates(&home).is_empty(), "no pending version");
-    let out_root = st["verbose"]["optimizer"]["out_root"].as_str().unwrap().to_owned();
-    let (out, err) = run_code(&home, &["train", "recover", "--session", SESSION, "--out-root", &out_root], 0);
-    assert!(err.contains("already recorded") && err.contains("no candidate"), "{out}\n{err}");
+    let out_root = st["verbose"]["optimizer"]["out_root"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (out, err) = run_code(
+        &home,
+        &[
+            "train",
+            "recover",
+            "--session",
+            SESSION,
+            "--out-root",
+            &out_root,
+        ],
+        0,
+    );
+    assert!(
+        err.contains("already recorded") && err.contains("no candidate"),
+        "{out}\n{err}"
+    );
     assert!(candidates(&home).is_empty(), "recover wrote no version");
-    assert_eq!(status(&home)["status_phase"], "optimizer_completed_no_candidate");
+    assert_eq!(
+        status(&home)["status_phase"],
+        "optimizer_completed_no_candidate"
+    );
     // S-99: a no-candidate iteration is resolved, so the next one may start.
-    run_code(&home, &["train", "continue", "--session", SESSION, "--start-next"], 0);
+    run_code(
+        &home,
+        &["train", "continue", "--session", SESSION, "--start-next"],
+        0,
+    );
     assert_eq!(status(&home)["iteration_id"], "s1-i002");
 }
 
@@ -285,28 +494,76 @@ fn s100_the_optimizer_dry_run_is_imported_as_no_candidate() {
     start(&home, true);
     run_code(&home, &["train", "continue", "--session", SESSION], 0);
     fill_feedback(&home, true);
-    let (_, err) = run_code(&home, &["train", "continue", "--session", SESSION, "--backend", "distill-dry-run"], 0);
+    let (_, err) = run_code(
+        &home,
+        &[
+            "train",
+            "continue",
+            "--session",
+            SESSION,
+            "--backend",
+            "distill-dry-run",
+        ],
+        0,
+    );
     assert!(err.contains("--dry-run"), "{err}");
     let st = status(&home);
-    assert_eq!(st["status_phase"], "optimizer_completed_no_candidate", "{st:#}");
-    assert!(st["no_candidate_reason"].as_str().unwrap().contains("unchanged"), "{st:#}");
+    assert_eq!(
+        st["status_phase"], "optimizer_completed_no_candidate",
+        "{st:#}"
+    );
+    assert!(
+        st["no_candidate_reason"]
+            .as_str()
+            .unwrap()
+            .contains("unchanged"),
+        "{st:#}"
+    );
     assert!(candidates(&home).is_empty());
 }
 
 #[test]
 fn a_missing_optimizer_executable_is_blocked_config() {
     let home = Home::embedded();
-    train_config(&home, "[backends.missing]\ncommand = [\"/nonexistent/gitmoot-skillopt\", \"optimize\"]\n");
+    train_config(
+        &home,
+        "[backends.missing]\ncommand = [\"/nonexistent/gitmoot-skillopt\", \"optimize\"]\n",
+    );
     start(&home, true);
     run_code(&home, &["train", "continue", "--session", SESSION], 0);
     fill_feedback(&home, true);
-    let (_, err) = run_code(&home, &["train", "continue", "--session", SESSION, "--backend", "missing"], 3);
-    assert!(err.contains("blocked_config") && err.contains("/nonexistent/gitmoot-skillopt"), "{err}");
+    let (_, err) = run_code(
+        &home,
+        &[
+            "train",
+            "continue",
+            "--session",
+            SESSION,
+            "--backend",
+            "missing",
+        ],
+        3,
+    );
+    assert!(
+        err.contains("blocked_config") && err.contains("/nonexistent/gitmoot-skillopt"),
+        "{err}"
+    );
     let st = status(&home);
     assert_eq!(st["status_phase"], "blocked_config", "{st:#}");
     assert_eq!(st["blocked_step"], "optimizer");
     // Fixing the backend (the default one) unblocks the same iteration.
-    run_code(&home, &["train", "continue", "--session", SESSION, "--backend", "distill"], 0);
+    run_code(
+        &home,
+        &[
+            "train",
+            "continue",
+            "--session",
+            SESSION,
+            "--backend",
+            "distill",
+        ],
+        0,
+    );
     assert_eq!(status(&home)["current_phase"], "candidate_created");
     assert_eq!(candidates(&home).len(), 1);
 }
@@ -315,19 +572,57 @@ fn a_missing_optimizer_executable_is_blocked_config() {
 fn train_recover_imports_what_a_failed_wrapper_left_without_duplicates() {
     let home = Home::embedded();
     let err = optimize_through_a_failing_wrapper(&home);
-    assert!(err.contains("recovery_available") && err.contains("train recover"), "{err}");
+    assert!(
+        err.contains("recovery_available") && err.contains("train recover"),
+        "{err}"
+    );
     let st = status(&home);
     assert_eq!(st["status_phase"], "recovery_available", "{st:#}");
     assert_eq!(st["recovery_available"], true);
-    assert!(candidates(&home).is_empty(), "nothing imported before recover");
-    let out_root = st["verbose"]["optimizer"]["out_root"].as_str().unwrap().to_owned();
-    run_code(&home, &["train", "recover", "--session", SESSION, "--out-root", &out_root], 0);
+    assert!(
+        candidates(&home).is_empty(),
+        "nothing imported before recover"
+    );
+    let out_root = st["verbose"]["optimizer"]["out_root"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    run_code(
+        &home,
+        &[
+            "train",
+            "recover",
+            "--session",
+            SESSION,
+            "--out-root",
+            &out_root,
+        ],
+        0,
+    );
     let st = status(&home);
     assert_eq!(st["current_phase"], "candidate_created", "{st:#}");
     let version = st["candidate_version"].as_str().unwrap().to_owned();
-    let (_, err) = run_code(&home, &["train", "recover", "--session", SESSION, "--out-root", &out_root], 0);
-    assert!(err.contains("already recorded") && err.contains(&version), "{err}");
-    assert_eq!(candidates(&home).len(), 1, "a second recover imports nothing new");
+    let (_, err) = run_code(
+        &home,
+        &[
+            "train",
+            "recover",
+            "--session",
+            SESSION,
+            "--out-root",
+            &out_root,
+        ],
+        0,
+    );
+    assert!(
+        err.contains("already recorded") && err.contains(&version),
+        "{err}"
+    );
+    assert_eq!(
+        candidates(&home).len(),
+        1,
+        "a second recover imports nothing new"
+    );
 }
 
 #[test]
@@ -349,17 +644,34 @@ fn sigkill_during_option_generation_on_a_redis_fleet_recovers_without_duplicates
 fn sigkill_during_option_generation(home: Home, fleet: Option<&RedisServer>) {
     train_config(&home, "");
     start(&home, true);
-    let mut worker = Reaped(spawn_worker_env(&home, "slow", &[("SKILLFORGE_SCRIPTED_DELAY_MS", "20000")]));
-    run_code(&home, &["train", "continue", "--session", SESSION, "--no-wait"], 0);
+    let mut worker = Reaped(spawn_worker_env(
+        &home,
+        "slow",
+        &[("SKILLFORGE_SCRIPTED_DELAY_MS", "20000")],
+    ));
+    run_code(
+        &home,
+        &["train", "continue", "--session", SESSION, "--no-wait"],
+        0,
+    );
     let st = wait_phase(&home, "generating_options");
     assert_eq!(st["current_phase"], "items_ready");
     let locks = st["verbose"]["active_locks"].as_array().unwrap();
-    assert!(!locks.is_empty() && locks.iter().all(|l| l["owner_pid"] == worker.0.id()), "{st:#}");
+    assert!(
+        !locks.is_empty() && locks.iter().all(|l| l["owner_pid"] == worker.0.id()),
+        "{st:#}"
+    );
     // README: `train status --json` shows the locks with owner and heartbeat age, without --detail.
     let plain = home.json(&["train", "status", "--session", SESSION]);
-    let top = plain["active_locks"].as_array().expect("active_locks at the top level");
+    let top = plain["active_locks"]
+        .as_array()
+        .expect("active_locks at the top level");
     assert_eq!(top.len(), locks.len(), "{plain:#}");
-    assert!(top.iter().all(|l| l["owner_pid"] == worker.0.id() && l["heartbeat_age_ms"].is_i64()), "{plain:#}");
+    assert!(
+        top.iter()
+            .all(|l| l["owner_pid"] == worker.0.id() && l["heartbeat_age_ms"].is_i64()),
+        "{plain:#}"
+    );
     signal(&worker.0, Signal::SIGKILL);
     let _ = worker.0.wait();
     wait_phase(&home, "generating_options_heartbeat_stale");
@@ -372,12 +684,19 @@ fn sigkill_during_option_generation(home: Home, fleet: Option<&RedisServer>) {
     let st = status(&home);
     assert_eq!(st["current_phase"], "review_published", "{st:#}");
     assert_options_once(&st);
-    assert_eq!(st["verbose"]["jobs"]["total"], 2, "the idempotency key kept one job per item: {st:#}");
+    assert_eq!(
+        st["verbose"]["jobs"]["total"], 2,
+        "the idempotency key kept one job per item: {st:#}"
+    );
     run_code(&home, &["train", "continue", "--session", SESSION], 0);
     assert_options_once(&status(&home));
     if fleet.is_some() {
         let owners = train_job_owners(&home);
-        assert!(owners.iter().any(|(_, o)| o.starts_with("slow-")) && owners.iter().any(|(_, o)| o.starts_with("w2-")), "{owners:?}");
+        assert!(
+            owners.iter().any(|(_, o)| o.starts_with("slow-"))
+                && owners.iter().any(|(_, o)| o.starts_with("w2-")),
+            "{owners:?}"
+        );
     }
 }
 
@@ -415,14 +734,39 @@ fn a_stale_optimizer_on_a_redis_fleet_is_recovery_available_and_recovers_once() 
 fn a_train_continue_whose_clock_is_ahead_does_not_reap_the_running_optimizer() {
     let home = Home::embedded();
     let (script, _pidfile) = slow_optimizer(&home);
-    train_config(&home, &format!("[backends.slow]\ncommand = [\"sh\", \"{}\"]\n", path_arg(&script)));
+    train_config(
+        &home,
+        &format!(
+            "[backends.slow]\ncommand = [\"sh\", \"{}\"]\n",
+            path_arg(&script)
+        ),
+    );
     start(&home, true);
     run_code(&home, &["train", "continue", "--session", SESSION], 0);
     fill_feedback(&home, true);
     let _worker = Reaped(home.spawn_worker("w1", &[]));
-    run_code(&home, &["train", "continue", "--session", SESSION, "--backend", "slow", "--no-wait"], 0);
+    run_code(
+        &home,
+        &[
+            "train",
+            "continue",
+            "--session",
+            SESSION,
+            "--backend",
+            "slow",
+            "--no-wait",
+        ],
+        0,
+    );
     wait_phase(&home, "optimizer_running");
-    let job = home.json(&["jobs", "list"]).as_array().unwrap().iter().find(|j| j["stage"] == "optimizer").cloned().expect("the optimizer job");
+    let job = home
+        .json(&["jobs", "list"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["stage"] == "optimizer")
+        .cloned()
+        .expect("the optimizer job");
     let id = job["id"].as_str().unwrap().to_owned();
     let mut cmd = home.cmd();
     cmd.args(["train", "continue", "--session", SESSION, "--no-wait"]);
@@ -432,7 +776,10 @@ fn a_train_continue_whose_clock_is_ahead_does_not_reap_the_running_optimizer() {
             .args(["-f", "+60s"])
             .arg(cmd.get_program())
             .args(cmd.get_args())
-            .envs(cmd.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))))
+            .envs(
+                cmd.get_envs()
+                    .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
+            )
             .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -443,7 +790,11 @@ fn a_train_continue_whose_clock_is_ahead_does_not_reap_the_running_optimizer() {
     wait_exit(&mut ahead.0, WAIT);
     let said = std::fs::read_to_string(&log).unwrap();
     let job = home.job(&id);
-    assert_eq!((job["state"].as_str(), job["fencing_token"].as_u64()), (Some("running"), Some(1)), "{job:#}\n{said}");
+    assert_eq!(
+        (job["state"].as_str(), job["fencing_token"].as_u64()),
+        (Some("running"), Some(1)),
+        "{job:#}\n{said}"
+    );
     assert!(!said.contains("stale lease reaped"), "{said}");
 }
 
@@ -468,18 +819,46 @@ fn slow_optimizer(home: &Home) -> (PathBuf, PathBuf) {
 /// alone finds it stale.
 fn sigkill_during_the_optimizer(home: Home, fleet: Option<&RedisServer>, serve_parks: bool) {
     let (script, pidfile) = slow_optimizer(&home);
-    train_config(&home, &format!("[backends.slow]\ncommand = [\"sh\", \"{}\"]\n", path_arg(&script)));
+    train_config(
+        &home,
+        &format!(
+            "[backends.slow]\ncommand = [\"sh\", \"{}\"]\n",
+            path_arg(&script)
+        ),
+    );
     start(&home, true);
     let generator = fleet.map(|_| Reaped(home.spawn_worker("gen", &[])));
     run_code(&home, &["train", "continue", "--session", SESSION], 0);
     drop(generator);
     fill_feedback(&home, true);
     let mut worker = Reaped(home.spawn_worker("w1", &[]));
-    run_code(&home, &["train", "continue", "--session", SESSION, "--backend", "slow", "--no-wait"], 0);
+    run_code(
+        &home,
+        &[
+            "train",
+            "continue",
+            "--session",
+            SESSION,
+            "--backend",
+            "slow",
+            "--no-wait",
+        ],
+        0,
+    );
     let st = wait_phase(&home, "optimizer_running");
-    let lock = st["verbose"]["active_locks"].as_array().unwrap().iter().find(|l| l["key"] == "skillopt-train:s1").cloned();
-    assert!(lock.is_some_and(|l| l["owner_pid"] == worker.0.id()), "{st:#}");
-    let pid: i32 = home.wait(WAIT, "the backend to start", || std::fs::read_to_string(&pidfile).ok()?.trim().parse().ok());
+    let lock = st["verbose"]["active_locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["key"] == "skillopt-train:s1")
+        .cloned();
+    assert!(
+        lock.is_some_and(|l| l["owner_pid"] == worker.0.id()),
+        "{st:#}"
+    );
+    let pid: i32 = home.wait(WAIT, "the backend to start", || {
+        std::fs::read_to_string(&pidfile).ok()?.trim().parse().ok()
+    });
     // The machine dies: the worker and the optimizer's process group.
     signal(&worker.0, Signal::SIGKILL);
     let _ = worker.0.wait();
@@ -493,14 +872,28 @@ fn sigkill_during_the_optimizer(home: Home, fleet: Option<&RedisServer>, serve_p
         let st = wait_phase(&home, "recovery_available");
         assert_eq!(st["recovery_available"], true);
         drop(serve);
-        st["verbose"]["optimizer"]["out_root"].as_str().unwrap_or_default().to_owned()
+        st["verbose"]["optimizer"]["out_root"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
     } else {
         String::new()
     };
     if fleet.is_some() {
         // Nothing was written by the killed attempt: recover imports nothing.
-        let out = home.run(&["train", "recover", "--session", SESSION, "--out-root", &out_root]);
-        assert!(candidates(&home).is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = home.run(&[
+            "train",
+            "recover",
+            "--session",
+            SESSION,
+            "--out-root",
+            &out_root,
+        ]);
+        assert!(
+            candidates(&home).is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let _second = fleet.map(|_| Reaped(home.spawn_worker("w2", &[])));
     // The next continue starts a fresh attempt (the first left no candidate) and imports once.
@@ -512,10 +905,31 @@ fn sigkill_during_the_optimizer(home: Home, fleet: Option<&RedisServer>, serve_p
     run_code(&home, &["train", "continue", "--session", SESSION], 0);
     assert_eq!(candidates(&home).len(), 1, "no duplicate candidate version");
     if fleet.is_some() {
-        let version = status(&home)["candidate_version"].as_str().unwrap().to_owned();
-        let (_, err) = run_code(&home, &["train", "recover", "--session", SESSION, "--out-root", &out_root], 0);
-        assert!(err.contains("already recorded") && err.contains(&version), "{err}");
-        assert_eq!(candidates(&home).len(), 1, "a recover after the import adds nothing");
+        let version = status(&home)["candidate_version"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let (_, err) = run_code(
+            &home,
+            &[
+                "train",
+                "recover",
+                "--session",
+                SESSION,
+                "--out-root",
+                &out_root,
+            ],
+            0,
+        );
+        assert!(
+            err.contains("already recorded") && err.contains(&version),
+            "{err}"
+        );
+        assert_eq!(
+            candidates(&home).len(),
+            1,
+            "a recover after the import adds nothing"
+        );
     }
 }
 
@@ -529,9 +943,25 @@ fn a_not_logged_in_claude_blocks_option_generation_once_with_exit_3() {
     add_template(&home, PLANNER_TEMPLATE, "owner/repo");
     let items = write(&home.path().join("in/items.yml"), ITEMS);
     home.json(&[
-        "train", "start", "--template", "planner", "--repo", "owner/repo", "--request", "clearer commit messages",
-        "--items-file", path_arg(&items), "--yes", "--session", SESSION, "--options", "3",
-        "--workspace-repo", "owner/workspace", "--runtime", "claude",
+        "train",
+        "start",
+        "--template",
+        "planner",
+        "--repo",
+        "owner/repo",
+        "--request",
+        "clearer commit messages",
+        "--items-file",
+        path_arg(&items),
+        "--yes",
+        "--session",
+        SESSION,
+        "--options",
+        "3",
+        "--workspace-repo",
+        "owner/workspace",
+        "--runtime",
+        "claude",
     ]);
     // Claude Code's own state dir, empty: logged out whatever the machine's user has.
     let config_dir = home.path().join("claude-config");
@@ -547,17 +977,45 @@ fn a_not_logged_in_claude_blocks_option_generation_once_with_exit_3() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "an environment error:\n{stderr}\n{}", home.logs());
-    assert!(stderr.contains("blocked_config") && stderr.contains("agent runtime `claude` is not authenticated"), "{stderr}");
-    assert!(stderr.contains("Not logged in") && stderr.contains("ANTHROPIC_API_KEY"), "the agent's message and what to do:\n{stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "an environment error:\n{stderr}\n{}",
+        home.logs()
+    );
+    assert!(
+        stderr.contains("blocked_config")
+            && stderr.contains("agent runtime `claude` is not authenticated"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("Not logged in") && stderr.contains("ANTHROPIC_API_KEY"),
+        "the agent's message and what to do:\n{stderr}"
+    );
     let st = status(&home);
-    assert_eq!((st["status_phase"].as_str(), st["blocked_step"].as_str()), (Some("blocked_config"), Some("option_generation")), "{st:#}");
-    assert!(st["next_action"].as_str().unwrap().contains("/login"), "{st:#}");
+    assert_eq!(
+        (st["status_phase"].as_str(), st["blocked_step"].as_str()),
+        (Some("blocked_config"), Some("option_generation")),
+        "{st:#}"
+    );
+    assert!(
+        st["next_action"].as_str().unwrap().contains("/login"),
+        "{st:#}"
+    );
     let jobs = home.json(&["jobs", "list"]);
-    let generation: Vec<&Value> = jobs.as_array().unwrap().iter().filter(|j| j["stage"] == "option_generation").collect();
+    let generation: Vec<&Value> = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["stage"] == "option_generation")
+        .collect();
     assert_eq!(generation.len(), 2, "{jobs:#}");
     for job in generation {
-        assert_eq!((job["state"].as_str(), job["attempts"].as_u64()), (Some("failed"), Some(1)), "one attempt, not retried: {job:#}");
+        assert_eq!(
+            (job["state"].as_str(), job["attempts"].as_u64()),
+            (Some("failed"), Some(1)),
+            "one attempt, not retried: {job:#}"
+        );
     }
 }
 
@@ -566,13 +1024,26 @@ fn a_not_logged_in_claude_blocks_option_generation_once_with_exit_3() {
 fn isolated_worker_ready(home: &Home, name: &str) {
     home.wait(WAIT, "the isolated worker's presence lock", || {
         let locks = home.json(&["locks"]);
-        locks.as_array()?.iter().any(|l| l["name"].as_str().is_some_and(|n| n.starts_with(&format!("worker:{name}-")))).then_some(())
+        locks
+            .as_array()?
+            .iter()
+            .any(|l| {
+                l["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with(&format!("worker:{name}-")))
+            })
+            .then_some(())
     });
     let db = home.path().join("skillforge.db");
     assert!(db.is_file(), "the control plane has its store");
     let id = home.submit(&["--attempts", "1"], &["test", "-e", path_arg(&db)]);
-    let job = home.wait_job(&id, WAIT, "the visibility probe", |j| j["state"] == "failed" || j["state"] == "succeeded" || j["state"] == "dead");
-    assert_ne!(job["state"], "succeeded", "the isolated worker must not see the control plane's home: {job:#}");
+    let job = home.wait_job(&id, WAIT, "the visibility probe", |j| {
+        j["state"] == "failed" || j["state"] == "succeeded" || j["state"] == "dead"
+    });
+    assert_ne!(
+        job["state"], "succeeded",
+        "the isolated worker must not see the control plane's home: {job:#}"
+    );
 }
 
 // Issue 20: a worker that shares nothing with the control plane but the queue URL runs every
@@ -583,22 +1054,49 @@ fn a_worker_that_cannot_see_the_home_runs_a_full_train_iteration_with_distill() 
     let redis = RedisServer::start();
     let home = Home::redis(&redis.url());
     start(&home, true);
-    let _vm = Reaped(skillforge_tests::isolated::spawn_isolated_worker(&home, "vm", &[]));
+    let _vm = Reaped(skillforge_tests::isolated::spawn_isolated_worker(
+        &home,
+        "vm",
+        &[],
+    ));
     isolated_worker_ready(&home, "vm");
     generate_options(&home);
     let version = optimize_to_candidate(&home);
     let st = status(&home);
-    let argv: Vec<String> = st["verbose"]["optimizer"]["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+    let argv: Vec<String> = st["verbose"]["optimizer"]["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
     let home_text = home.path().display().to_string();
-    for flag in ["--training-package", "--artifact-root", "--out-root", "--candidate-output"] {
-        let i = argv.iter().position(|a| a == flag).unwrap_or_else(|| panic!("{flag} in {argv:?}"));
-        assert!(argv[i + 1].starts_with("@job_dir@/") && !argv[i + 1].contains(&home_text), "{flag} is a worker-local path: {argv:?}");
+    for flag in [
+        "--training-package",
+        "--artifact-root",
+        "--out-root",
+        "--candidate-output",
+    ] {
+        let i = argv
+            .iter()
+            .position(|a| a == flag)
+            .unwrap_or_else(|| panic!("{flag} in {argv:?}"));
+        assert!(
+            argv[i + 1].starts_with("@job_dir@/") && !argv[i + 1].contains(&home_text),
+            "{flag} is a worker-local path: {argv:?}"
+        );
     }
     let attempt = PathBuf::from(st["verbose"]["optimizer"]["attempt_dir"].as_str().unwrap());
-    assert!(attempt.starts_with(home.path()) && attempt.join("candidate.json").is_file(), "the attempt dir was uploaded back: {st:#}");
+    assert!(
+        attempt.starts_with(home.path()) && attempt.join("candidate.json").is_file(),
+        "the attempt dir was uploaded back: {st:#}"
+    );
     review_promote_next(&home, &version);
     let owners = train_job_owners(&home);
-    assert!(owners.iter().any(|(s, _)| s == "optimizer") && owners.iter().all(|(_, o)| o.starts_with("vm-")), "{owners:?}");
+    assert!(
+        owners.iter().any(|(s, _)| s == "optimizer")
+            && owners.iter().all(|(_, o)| o.starts_with("vm-")),
+        "{owners:?}"
+    );
 }
 
 // Issue 20: the optimizer SIGKILLed on the isolated worker after writing its candidate: the
@@ -612,47 +1110,126 @@ fn train_recover_reads_the_outputs_a_sigkilled_optimizer_uploaded_from_another_m
     let tools = tempfile::tempdir().unwrap();
     let script = write(
         &tools.path().join("killed.sh"),
-        &format!("#!/bin/sh\n\"{}\" optimizer distill \"$@\" || exit 3\nkill -9 $$\n", bin().display()),
+        &format!(
+            "#!/bin/sh\n\"{}\" optimizer distill \"$@\" || exit 3\nkill -9 $$\n",
+            bin().display()
+        ),
     );
-    train_config(&home, &format!("[backends.killed]\ncommand = [\"sh\", \"{}\"]\n", path_arg(&script)));
+    train_config(
+        &home,
+        &format!(
+            "[backends.killed]\ncommand = [\"sh\", \"{}\"]\n",
+            path_arg(&script)
+        ),
+    );
     start(&home, true);
-    let _vm = Reaped(skillforge_tests::isolated::spawn_isolated_worker(&home, "vm", &[]));
+    let _vm = Reaped(skillforge_tests::isolated::spawn_isolated_worker(
+        &home,
+        "vm",
+        &[],
+    ));
     isolated_worker_ready(&home, "vm");
     generate_options(&home);
     fill_feedback(&home, true);
-    let (_, err) = run_code(&home, &["train", "continue", "--session", SESSION, "--backend", "killed"], 1);
-    assert!(err.contains("killed") && err.contains("recovery_available") && err.contains("train recover"), "{err}");
+    let (_, err) = run_code(
+        &home,
+        &[
+            "train",
+            "continue",
+            "--session",
+            SESSION,
+            "--backend",
+            "killed",
+        ],
+        1,
+    );
+    assert!(
+        err.contains("killed")
+            && err.contains("recovery_available")
+            && err.contains("train recover"),
+        "{err}"
+    );
     let st = status(&home);
     assert_eq!(st["status_phase"], "recovery_available", "{st:#}");
-    assert!(candidates(&home).is_empty(), "nothing imported before recover");
-    let out_root = st["verbose"]["optimizer"]["out_root"].as_str().unwrap().to_owned();
+    assert!(
+        candidates(&home).is_empty(),
+        "nothing imported before recover"
+    );
+    let out_root = st["verbose"]["optimizer"]["out_root"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     std::fs::remove_dir_all(&out_root).unwrap();
-    run_code(&home, &["train", "recover", "--session", SESSION, "--out-root", &out_root], 0);
+    run_code(
+        &home,
+        &[
+            "train",
+            "recover",
+            "--session",
+            SESSION,
+            "--out-root",
+            &out_root,
+        ],
+        0,
+    );
     let st = status(&home);
     assert_eq!(st["current_phase"], "candidate_created", "{st:#}");
-    assert!(Path::new(st["verbose"]["optimizer"]["attempt_dir"].as_str().unwrap()).join("candidate.json").is_file());
+    assert!(
+        Path::new(st["verbose"]["optimizer"]["attempt_dir"].as_str().unwrap())
+            .join("candidate.json")
+            .is_file()
+    );
     assert_eq!(candidates(&home).len(), 1);
-    run_code(&home, &["train", "recover", "--session", SESSION, "--out-root", &out_root], 0);
-    assert_eq!(candidates(&home).len(), 1, "a second recover imports nothing new");
+    run_code(
+        &home,
+        &[
+            "train",
+            "recover",
+            "--session",
+            SESSION,
+            "--out-root",
+            &out_root,
+        ],
+        0,
+    );
+    assert_eq!(
+        candidates(&home).len(),
+        1,
+        "a second recover imports nothing new"
+    );
 }
 
 /// Starts `skillforge ARGS` for `home` without waiting (stdout/stderr piped).
 fn spawn_cmd(home: &Home, args: &[&str]) -> Child {
-    home.cmd().args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn skillforge")
+    home.cmd()
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn skillforge")
 }
 
 /// Waits for both and returns their (exit code, stderr).
 fn both(a: Child, b: Child) -> [(Option<i32>, String); 2] {
     [a, b].map(|c| {
         let out = c.wait_with_output().unwrap();
-        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     })
 }
 
 /// The session's optimizer jobs.
 fn optimizer_jobs(home: &Home) -> Vec<Value> {
     let jobs = home.json(&["jobs", "list"]);
-    jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "train" && j["stage"] == "optimizer").cloned().collect()
+    jobs.as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["workflow"] == "train" && j["stage"] == "optimizer")
+        .cloned()
+        .collect()
 }
 
 // Issue 13 item 12: two `train continue` at once on one session at the optimizer step: one
@@ -671,8 +1248,15 @@ fn two_train_continue_at_once_run_one_optimizer_and_import_one_candidate() {
     }
     assert!(results.iter().any(|(c, _)| *c == Some(0)), "{results:?}");
     let st = status(&home);
-    assert_eq!(st["current_phase"], "candidate_created", "{results:?}\n{st:#}");
-    assert_eq!(optimizer_jobs(&home).len(), 1, "one optimizer job: {results:?}");
+    assert_eq!(
+        st["current_phase"], "candidate_created",
+        "{results:?}\n{st:#}"
+    );
+    assert_eq!(
+        optimizer_jobs(&home).len(),
+        1,
+        "one optimizer job: {results:?}"
+    );
     assert_eq!(candidates(&home).len(), 1, "one candidate: {results:?}");
     run_code(&home, &["train", "continue", "--session", SESSION], 0);
     assert_eq!(candidates(&home).len(), 1);
@@ -686,14 +1270,48 @@ fn train_continue_and_recover_at_once_import_one_candidate() {
     optimize_through_a_failing_wrapper(&home);
     let st = status(&home);
     assert_eq!(st["status_phase"], "recovery_available", "{st:#}");
-    let out_root = st["verbose"]["optimizer"]["out_root"].as_str().unwrap().to_owned();
+    let out_root = st["verbose"]["optimizer"]["out_root"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let results = both(
-        spawn_cmd(&home, &["train", "continue", "--session", SESSION, "--backend", "wrap"]),
-        spawn_cmd(&home, &["train", "recover", "--session", SESSION, "--out-root", &out_root]),
+        spawn_cmd(
+            &home,
+            &[
+                "train",
+                "continue",
+                "--session",
+                SESSION,
+                "--backend",
+                "wrap",
+            ],
+        ),
+        spawn_cmd(
+            &home,
+            &[
+                "train",
+                "recover",
+                "--session",
+                SESSION,
+                "--out-root",
+                &out_root,
+            ],
+        ),
     );
     assert_eq!(candidates(&home).len(), 1, "one candidate: {results:?}");
     let st = status(&home);
     assert!(st["candidate_version"].is_string(), "{results:?}\n{st:#}");
-    run_code(&home, &["train", "recover", "--session", SESSION, "--out-root", &out_root], 0);
+    run_code(
+        &home,
+        &[
+            "train",
+            "recover",
+            "--session",
+            SESSION,
+            "--out-root",
+            &out_root,
+        ],
+        0,
+    );
     assert_eq!(candidates(&home).len(), 1);
 }

@@ -39,8 +39,27 @@ fn status(home: &Home) -> Value {
 fn start(home: &Home, extra: &[&str]) -> Value {
     add_template(home, PLANNER_TEMPLATE, "owner/repo");
     let items = write(&home.path().join("in/items.yml"), ITEMS);
-    let mut args = vec!["train", "start", "--template", "planner", "--repo", "owner/repo", "--request", "clearer commit messages"];
-    args.extend(["--items-file", path_arg(&items), "--yes", "--session", SESSION, "--options", "3", "--workspace-repo", "owner/workspace"]);
+    let mut args = vec![
+        "train",
+        "start",
+        "--template",
+        "planner",
+        "--repo",
+        "owner/repo",
+        "--request",
+        "clearer commit messages",
+    ];
+    args.extend([
+        "--items-file",
+        path_arg(&items),
+        "--yes",
+        "--session",
+        SESSION,
+        "--options",
+        "3",
+        "--workspace-repo",
+        "owner/workspace",
+    ]);
     args.extend(extra);
     home.json(&args)
 }
@@ -61,7 +80,11 @@ fn generate_and_review(home: &Home) -> PathBuf {
 }
 
 fn training_path(home: &Home) -> PathBuf {
-    home.path().join("train").join(SESSION).join(RUN).join("training.json")
+    home.path()
+        .join("train")
+        .join(SESSION)
+        .join(RUN)
+        .join("training.json")
 }
 
 /// The packet's options as (item id, label) whose text contains `needle`, and all options.
@@ -70,7 +93,12 @@ fn options_containing(packet: &Path, needle: &str) -> (BTreeSet<(String, String)
     let mut n = 0;
     for entry in std::fs::read_dir(packet.join("items")).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
-        let item = text.split("Item id: `").nth(1).and_then(|r| r.split('`').next()).unwrap().to_owned();
+        let item = text
+            .split("Item id: `")
+            .nth(1)
+            .and_then(|r| r.split('`').next())
+            .unwrap()
+            .to_owned();
         for section in text.split("\n## Option ").skip(1) {
             n += 1;
             let label = section[..1].to_ascii_lowercase();
@@ -83,106 +111,244 @@ fn options_containing(packet: &Path, needle: &str) -> (BTreeSet<(String, String)
 }
 
 fn stage<'a>(score: &'a Value, name: &str) -> &'a Value {
-    score["stage_status"].as_array().unwrap().iter().find(|s| s["stage"] == name).unwrap_or_else(|| panic!("stage {name}: {score}"))
+    score["stage_status"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == name)
+        .unwrap_or_else(|| panic!("stage {name}: {score}"))
 }
 
 fn judge_jobs(home: &Home) -> Vec<Value> {
     let jobs = home.json(&["jobs", "list"]);
-    let list = jobs.as_array().or_else(|| jobs["jobs"].as_array()).cloned().unwrap_or_default();
-    list.into_iter().filter(|j| j["kind"] == "agent" && j.to_string().contains("task: judge")).collect()
+    let list = jobs
+        .as_array()
+        .or_else(|| jobs["jobs"].as_array())
+        .cloned()
+        .unwrap_or_default();
+    list.into_iter()
+        .filter(|j| j["kind"] == "agent" && j.to_string().contains("task: judge"))
+        .collect()
 }
 
 #[test]
 fn s101_train_continue_evaluates_options_before_export_and_the_failure_packet_reaches_distill() {
     let home = Home::embedded();
-    let started = start(&home, &["--evaluator", "commit_notes_v1", "--judge-runtime", "scripted", "--evaluator-config-json", EVALUATOR_CONFIG]);
+    let started = start(
+        &home,
+        &[
+            "--evaluator",
+            "commit_notes_v1",
+            "--judge-runtime",
+            "scripted",
+            "--evaluator-config-json",
+            EVALUATOR_CONFIG,
+        ],
+    );
     assert_eq!(started["state"], "items_ready", "{started:#}");
     let st = status(&home);
-    assert_eq!(st["verbose"]["metadata_status"]["evaluation"], "pending", "{st:#}");
-    assert_eq!(st["verbose"]["evaluation"]["evaluator_id"], "commit_notes_v1", "{st:#}");
+    assert_eq!(
+        st["verbose"]["metadata_status"]["evaluation"], "pending",
+        "{st:#}"
+    );
+    assert_eq!(
+        st["verbose"]["evaluation"]["evaluator_id"], "commit_notes_v1",
+        "{st:#}"
+    );
     let packet = generate_and_review(&home);
-    assert!(judge_jobs(&home).is_empty(), "nothing is evaluated before the feedback is synced (seed step order 4 → 5 → 6)");
+    assert!(
+        judge_jobs(&home).is_empty(),
+        "nothing is evaluated before the feedback is synced (seed step order 4 → 5 → 6)"
+    );
 
     let (failing, n_options) = options_containing(&packet, "(concise)");
     assert_eq!(n_options, 6);
-    assert!(!failing.is_empty() && failing.len() < n_options, "the check must fail some options, not all: {failing:?}");
+    assert!(
+        !failing.is_empty() && failing.len() < n_options,
+        "the check must fail some options, not all: {failing:?}"
+    );
 
     // --no-wait: the feedback is synced and the first judge job enqueued; nothing exported yet.
-    let (out, err) = run_code(&home, &["train", "continue", "--session", SESSION, "--no-wait"], 0);
+    let (out, err) = run_code(
+        &home,
+        &["train", "continue", "--session", SESSION, "--no-wait"],
+        0,
+    );
     assert!(out.contains("evaluator's jobs are running"), "{out}\n{err}");
     let st = status(&home);
     assert_eq!(st["current_phase"], "feedback_synced", "{st:#}");
-    assert_eq!(st["verbose"]["metadata_status"]["evaluation"], "running", "{st:#}");
+    assert_eq!(
+        st["verbose"]["metadata_status"]["evaluation"], "running",
+        "{st:#}"
+    );
     assert_eq!(judge_jobs(&home).len(), 1);
-    assert!(!training_path(&home).exists(), "the export waits for the evaluator");
+    assert!(
+        !training_path(&home).exists(),
+        "the export waits for the evaluator"
+    );
 
     // The next continue reuses that job (idempotency key by prompt), evaluates the rest, exports.
     let (_, err) = run_code(&home, &["train", "continue", "--session", SESSION], 0);
-    assert!(err.contains("evaluator commit_notes_v1: 6 option(s) scored"), "{err}");
+    assert!(
+        err.contains("evaluator commit_notes_v1: 6 option(s) scored"),
+        "{err}"
+    );
     let evaluated_at = err.find("evaluator commit_notes_v1: 6").unwrap();
-    assert!(evaluated_at < err.find("training package exported").unwrap(), "evaluation comes before the export:\n{err}");
+    assert!(
+        evaluated_at < err.find("training package exported").unwrap(),
+        "evaluation comes before the export:\n{err}"
+    );
     let st = status(&home);
     assert_eq!(st["current_phase"], "candidate_created", "{st:#}");
-    assert_eq!(st["verbose"]["metadata_status"]["evaluation"], "succeeded", "{st:#}");
+    assert_eq!(
+        st["verbose"]["metadata_status"]["evaluation"], "succeeded",
+        "{st:#}"
+    );
     let judged = judge_jobs(&home);
-    assert_eq!(judged.len(), n_options - failing.len(), "one judge job per option that passed its checks: {judged:#?}");
-    assert!(judged.iter().all(|j| j["state"] == "succeeded"), "{judged:#?}");
-    let recorded: BTreeSet<&str> = st["verbose"]["evaluation"]["job_ids"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(
+        judged.len(),
+        n_options - failing.len(),
+        "one judge job per option that passed its checks: {judged:#?}"
+    );
+    assert!(
+        judged.iter().all(|j| j["state"] == "succeeded"),
+        "{judged:#?}"
+    );
+    let recorded: BTreeSet<&str> = st["verbose"]["evaluation"]["job_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
     let queued: BTreeSet<&str> = judged.iter().map(|j| j["id"].as_str().unwrap()).collect();
     assert_eq!(recorded, queued, "train status lists the evaluator's jobs");
-    let kinds: Vec<&str> = st["verbose"]["jobs"]["items"].as_array().unwrap().iter().map(|j| j["type"].as_str().unwrap()).collect();
-    assert_eq!(kinds.iter().filter(|k| **k == "evaluation").count(), judged.len(), "{kinds:?}");
+    let kinds: Vec<&str> = st["verbose"]["jobs"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "evaluation").count(),
+        judged.len(),
+        "{kinds:?}"
+    );
 
     // The package exported by train continue carries one score per option, the failure packet
     // on exactly the options that failed the required check.
     let bytes = std::fs::read_to_string(training_path(&home)).unwrap();
-    validate_training_package_json(&bytes).expect("the strict external-optimizer rules accept the export");
+    validate_training_package_json(&bytes)
+        .expect("the strict external-optimizer rules accept the export");
     let package: Value = serde_json::from_str(&bytes).unwrap();
-    assert_eq!(package["evaluator_profile"]["profile_id"], "commit_notes_v1");
-    assert_eq!(package["evaluator_config"]["evaluator_id"], "commit_notes_v1");
+    assert_eq!(
+        package["evaluator_profile"]["profile_id"],
+        "commit_notes_v1"
+    );
+    assert_eq!(
+        package["evaluator_config"]["evaluator_id"],
+        "commit_notes_v1"
+    );
     assert_eq!(package["evaluator_config"]["judge_runtime"], "scripted");
     let mut failed = BTreeSet::new();
     for item in package["items"].as_array().unwrap() {
         let item_id = item["id"].as_str().unwrap().to_owned();
-        let scores = item["metadata"]["evaluator_scores"].as_array().unwrap_or_else(|| panic!("evaluator_scores: {item}"));
-        let labels: Vec<&str> = scores.iter().map(|s| s["metadata"]["option"].as_str().unwrap()).collect();
-        assert_eq!(labels, ["a", "b", "c"], "one score per option, none duplicated by the re-run");
+        let scores = item["metadata"]["evaluator_scores"]
+            .as_array()
+            .unwrap_or_else(|| panic!("evaluator_scores: {item}"));
+        let labels: Vec<&str> = scores
+            .iter()
+            .map(|s| s["metadata"]["option"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            labels,
+            ["a", "b", "c"],
+            "one score per option, none duplicated by the re-run"
+        );
         for score in scores {
             let label = score["metadata"]["option"].as_str().unwrap().to_owned();
-            let order: Vec<&str> = score["stage_status"].as_array().unwrap().iter().map(|s| s["stage"].as_str().unwrap()).collect();
+            let order: Vec<&str> = score["stage_status"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["stage"].as_str().unwrap())
+                .collect();
             assert_eq!(order, ["artifact_checks", "render", "judge"], "{score}");
             if stage(score, "artifact_checks")["status"] != "failed" {
-                assert_ne!(stage(score, "judge")["status"], "skipped", "the judge ran for a passing option: {score}");
-                assert!(stage(score, "judge")["details"]["job_id"].as_str().is_some_and(|id| queued.contains(id)), "{score}");
+                assert_ne!(
+                    stage(score, "judge")["status"],
+                    "skipped",
+                    "the judge ran for a passing option: {score}"
+                );
+                assert!(
+                    stage(score, "judge")["details"]["job_id"]
+                        .as_str()
+                        .is_some_and(|id| queued.contains(id)),
+                    "{score}"
+                );
                 continue;
             }
             failed.insert((item_id.clone(), label));
             assert_eq!(score["contract_status"], "failed");
             assert_eq!(stage(score, "judge")["status"], "skipped");
-            assert!(stage(score, "judge")["details"]["reason"].as_str().unwrap().contains("`no_one_liners`"), "{score}");
+            assert!(
+                stage(score, "judge")["details"]["reason"]
+                    .as_str()
+                    .unwrap()
+                    .contains("`no_one_liners`"),
+                "{score}"
+            );
             let failure = &score["failure"];
-            assert_eq!(failure["primary_reason"], "required_check_failed", "{score}");
+            assert_eq!(
+                failure["primary_reason"], "required_check_failed",
+                "{score}"
+            );
             assert_eq!(failure["optimizer_hint"], HINT);
             assert_eq!(failure["failed_checks"][0]["check"], "no_one_liners");
             assert_eq!(failure["failed_checks"][0]["severity"], "error");
             assert_eq!(failure["stage_status"], score["stage_status"]);
         }
     }
-    assert_eq!(failed, failing, "exactly the options with the forbidden text carry the check's failure packet");
+    assert_eq!(
+        failed, failing,
+        "exactly the options with the forbidden text carry the check's failure packet"
+    );
 
     // distill (run by train continue) turned the hint into candidate guidance.
-    let candidate = st["candidate_version"].as_str().expect("a pending candidate").to_owned();
+    let candidate = st["candidate_version"]
+        .as_str()
+        .expect("a pending candidate")
+        .to_owned();
     let shown = home.json(&["candidate", "show", &candidate]);
-    assert!(shown.to_string().contains(HINT), "the candidate's guidance carries the optimizer hint: {shown:#}");
+    assert!(
+        shown.to_string().contains(HINT),
+        "the candidate's guidance carries the optimizer hint: {shown:#}"
+    );
 
     // `review evaluate` is the same code path: re-evaluating the run reuses every judge job and
     // replaces (never adds) scores.
     home.json(&["review", "evaluate", "--run", RUN]);
     assert_eq!(judge_jobs(&home).len(), judged.len(), "no judge job re-run");
-    ok(&home, &["export", "--run", RUN, "--output", path_arg(&home.path().join("again.json"))]);
-    let again: Value = serde_json::from_str(&std::fs::read_to_string(home.path().join("again.json")).unwrap()).unwrap();
+    ok(
+        &home,
+        &[
+            "export",
+            "--run",
+            RUN,
+            "--output",
+            path_arg(&home.path().join("again.json")),
+        ],
+    );
+    let again: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.path().join("again.json")).unwrap())
+            .unwrap();
     for item in again["items"].as_array().unwrap() {
-        assert_eq!(item["metadata"]["evaluator_scores"].as_array().unwrap().len(), 3);
+        assert_eq!(
+            item["metadata"]["evaluator_scores"]
+                .as_array()
+                .unwrap()
+                .len(),
+            3
+        );
     }
 }
 
@@ -193,7 +359,10 @@ fn normalize(text: &str, home: &Path) -> String {
     text.split('\n')
         .map(|line| {
             let line = line.replace(home, "<HOME>");
-            if !["\"job_id\": \"", "\"created_at\": \"", "\"ranked-feedback:"].iter().any(|m| line.contains(m)) {
+            if !["\"job_id\": \"", "\"created_at\": \"", "\"ranked-feedback:"]
+                .iter()
+                .any(|m| line.contains(m))
+            {
                 return line;
             }
             let body = line.trim_end().trim_end_matches(',');
@@ -210,16 +379,28 @@ fn a_session_without_an_evaluator_exports_the_same_bytes_as_before_the_evaluator
     let home = Home::embedded();
     start(&home, &[]);
     let st = status(&home);
-    assert_eq!(st["verbose"]["metadata_status"]["evaluation"], "not_configured", "{st:#}");
+    assert_eq!(
+        st["verbose"]["metadata_status"]["evaluation"], "not_configured",
+        "{st:#}"
+    );
     generate_and_review(&home);
     let (_, err) = run_code(&home, &["train", "continue", "--session", SESSION], 0);
     assert!(!err.contains("evaluator"), "no evaluator stage: {err}");
     let st = status(&home);
     assert_eq!(st["current_phase"], "candidate_created", "{st:#}");
-    assert_eq!(st["verbose"]["metadata_status"]["evaluation"], "not_configured", "{st:#}");
+    assert_eq!(
+        st["verbose"]["metadata_status"]["evaluation"], "not_configured",
+        "{st:#}"
+    );
     assert!(judge_jobs(&home).is_empty());
     let bytes = std::fs::read_to_string(training_path(&home)).unwrap();
     let normalized = normalize(&bytes, home.path());
-    assert!(normalized == GOLDEN, "the export changed:\n--- now\n{normalized}\n--- before\n{GOLDEN}");
-    assert!(!bytes.contains("evaluator_score") && !bytes.contains("evaluator_profile"), "no evaluator scores or profile");
+    assert!(
+        normalized == GOLDEN,
+        "the export changed:\n--- now\n{normalized}\n--- before\n{GOLDEN}"
+    );
+    assert!(
+        !bytes.contains("evaluator_score") && !bytes.contains("evaluator_profile"),
+        "no evaluator scores or profile"
+    );
 }

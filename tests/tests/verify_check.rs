@@ -9,14 +9,22 @@ use skillforge_tests::{Home, Reaped, RedisServer, git, two_commit_repo, verify};
 fn s36_s37_s38_verify_passes_on_the_embedded_default() {
     let (repo, _, head) = two_commit_repo();
     let home = Home::embedded();
-    let (code, report, stderr) = verify(&home, &["--rev", "HEAD"], repo.path(), &["test -f src/lib.rs", "echo a,b && true"]);
+    let (code, report, stderr) = verify(
+        &home,
+        &["--rev", "HEAD"],
+        repo.path(),
+        &["test -f src/lib.rs", "echo a,b && true"],
+    );
     assert_eq!(code, Some(0), "{report:#}\n{stderr}");
     assert_eq!(report["verdict"], "pass");
     assert_eq!(report["hard"], 1.0);
     assert_eq!(report["commit"], head.as_str());
     assert_eq!(report["sandbox_removed"], true);
     assert_eq!(report["commands"].as_array().unwrap().len(), 2);
-    assert_eq!(report["commands"][1]["command"], "echo a,b && true", "commas and operators stay one command");
+    assert_eq!(
+        report["commands"][1]["command"], "echo a,b && true",
+        "commas and operators stay one command"
+    );
     let expected = if which("bwrap") { "bwrap" } else { "none" };
     assert_eq!(report["confinement"], expected);
     // The result is durable: `jobs show` has it later.
@@ -37,7 +45,10 @@ fn s38_one_failing_command_fails_the_run() {
     assert_eq!(report["commands"][2]["status"], "not_run");
     assert_eq!(report["sandbox_removed"], true);
     let job = home.job(report["job_id"].as_str().unwrap());
-    assert_eq!(job["attempts"], 1, "a fail verdict is an answer, not a retry");
+    assert_eq!(
+        job["attempts"], 1,
+        "a fail verdict is an answer, not a retry"
+    );
 }
 
 // S-39: a command that cannot run skips the whole run: no verdict (no fabricated 0), exit 3.
@@ -45,7 +56,12 @@ fn s38_one_failing_command_fails_the_run() {
 fn s39_exit_127_skips_the_run() {
     let (repo, _, _) = two_commit_repo();
     let home = Home::embedded();
-    let (code, report, _) = verify(&home, &[], repo.path(), &["true", "no-such-tool-anywhere --version"]);
+    let (code, report, _) = verify(
+        &home,
+        &[],
+        repo.path(),
+        &["true", "no-such-tool-anywhere --version"],
+    );
     assert_eq!(code, Some(3));
     assert_eq!(report["verdict"], "skipped");
     assert_eq!(report["hard"], Value::Null);
@@ -59,7 +75,12 @@ fn s39_exit_127_skips_the_run() {
 fn s40_verify_timeout_fails_the_run() {
     let (repo, _, _) = two_commit_repo();
     let home = Home::embedded();
-    let (code, report, _) = verify(&home, &["--timeout", "2"], repo.path(), &["sleep 300 & sleep 300"]);
+    let (code, report, _) = verify(
+        &home,
+        &["--timeout", "2"],
+        repo.path(),
+        &["sleep 300 & sleep 300"],
+    );
     assert_eq!(code, Some(1), "{report:#}");
     assert_eq!(report["verdict"], "fail");
     assert_eq!(report["commands"][0]["status"], "timed_out");
@@ -77,7 +98,14 @@ fn verify_with_an_idempotency_key_returns_the_recorded_result_without_running_ag
     let (code2, second, stderr) = verify(&home, &flags, repo.path(), &[&cmd]);
     assert_eq!((code1, code2), (Some(0), Some(0)), "{stderr}");
     assert_eq!(first["job_id"], second["job_id"]);
-    assert_eq!(std::fs::read_to_string(&count_file).unwrap().lines().count(), 1, "ran once");
+    assert_eq!(
+        std::fs::read_to_string(&count_file)
+            .unwrap()
+            .lines()
+            .count(),
+        1,
+        "ran once"
+    );
 }
 
 #[test]
@@ -88,7 +116,10 @@ fn verify_of_a_path_the_worker_cannot_see_fails_clearly() {
     assert_eq!(code, Some(3));
     assert_eq!(report["verdict"], Value::Null);
     let error = report["error"].as_str().unwrap();
-    assert!(error.contains("no-such-repo") && error.contains("does not exist"), "{error}");
+    assert!(
+        error.contains("no-such-repo") && error.contains("does not exist"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -101,7 +132,13 @@ fn verify_runs_on_a_redis_fleet_worker() {
     assert_eq!(code, Some(0), "{report:#}\n{stderr}\n{}", home.logs());
     assert_eq!(report["verdict"], "pass");
     let job = home.job(report["job_id"].as_str().unwrap());
-    assert!(job["history"][0]["worker"].as_str().unwrap().starts_with("verifier-"), "ran on the fleet worker");
+    assert!(
+        job["history"][0]["worker"]
+            .as_str()
+            .unwrap()
+            .starts_with("verifier-"),
+        "ran on the fleet worker"
+    );
 }
 
 // S-34: diff_size of a real commit range; the default checker list is diff_size.
@@ -116,12 +153,20 @@ fn s34_check_scores_a_real_commit_range() {
         .args(["--base", &base, "--head", &head])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let dims = report["dimensions"].as_array().unwrap();
     assert_eq!(dims.len(), 1);
     assert_eq!(dims[0]["name"], "diff_size");
-    assert_eq!(dims[0]["score"], 1.0, "14 changed lines is under the soft cap: {report:#}");
+    assert_eq!(
+        dims[0]["score"], 1.0,
+        "14 changed lines is under the soft cap: {report:#}"
+    );
     assert_eq!(report["mean"], 1.0);
 }
 
@@ -137,21 +182,40 @@ fn s35_check_with_only_unavailable_tools_has_no_mean() {
     let notes = git(repo.path(), &["rev-parse", "HEAD"]);
     let _ = head;
     let home = Home::embedded();
-    let report = home.json(&["check", "--repo", repo.path().to_str().unwrap(), "--base", &base, "--head", &notes, "--checkers", "lint"]);
+    let report = home.json(&[
+        "check",
+        "--repo",
+        repo.path().to_str().unwrap(),
+        "--base",
+        &base,
+        "--head",
+        &notes,
+        "--checkers",
+        "lint",
+    ]);
     assert_eq!(report["dimensions"][0]["score"], Value::Null);
     assert!(report["dimensions"][0]["skipped"].as_str().is_some());
     assert_eq!(report["mean"], Value::Null, "never a fabricated score");
 }
 
 fn which(tool: &str) -> bool {
-    std::process::Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success())
+    std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 #[test]
 fn verify_no_wait_prints_the_job_id() {
     let (repo, _, _) = two_commit_repo();
     let home = Home::embedded();
-    let out = home.cmd().args(["--json", "verify", "--no-wait", "--repo"]).arg(repo.path()).args(["--", "true"]).output().unwrap();
+    let out = home
+        .cmd()
+        .args(["--json", "verify", "--no-wait", "--repo"])
+        .arg(repo.path())
+        .args(["--", "true"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let id = v["id"].as_str().unwrap();
@@ -167,28 +231,62 @@ fn verify_survives_a_sigkilled_worker_and_its_sandbox_is_cleaned() {
     let mut victim = Reaped(home.spawn_worker("victim", &[]));
     let out = home
         .cmd()
-        .args(["--json", "verify", "--no-wait", "--heartbeat", "0.3", "--stale-after", "1.5", "--repo"])
+        .args([
+            "--json",
+            "verify",
+            "--no-wait",
+            "--heartbeat",
+            "0.3",
+            "--stale-after",
+            "1.5",
+            "--repo",
+        ])
         .arg(repo.path())
         .args(["--", "sleep 2"])
         .output()
         .unwrap();
-    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_owned();
-    home.wait_job(&id, std::time::Duration::from_secs(60), "verify running", |j| j["state"] == "running");
+    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    home.wait_job(
+        &id,
+        std::time::Duration::from_secs(60),
+        "verify running",
+        |j| j["state"] == "running",
+    );
     let sandboxes = || -> usize {
-        walk(&home.path().join("scratch")).iter().filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("skillforge-sandbox-"))).count()
+        walk(&home.path().join("scratch"))
+            .iter()
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("skillforge-sandbox-"))
+            })
+            .count()
     };
-    skillforge_tests::wait_for(std::time::Duration::from_secs(30), "the sandbox clone to exist", || (sandboxes() == 1).then_some(()));
+    skillforge_tests::wait_for(
+        std::time::Duration::from_secs(30),
+        "the sandbox clone to exist",
+        || (sandboxes() == 1).then_some(()),
+    );
     victim.0.kill().unwrap();
     let _ = victim.0.wait();
     let _survivor = Reaped(home.spawn_worker("survivor", &[]));
-    let done = home.wait_job(&id, std::time::Duration::from_secs(60), "verify to finish elsewhere", |j| j["state"] == "succeeded");
+    let done = home.wait_job(
+        &id,
+        std::time::Duration::from_secs(60),
+        "verify to finish elsewhere",
+        |j| j["state"] == "succeeded",
+    );
     assert_eq!(done["outcome"]["detail"]["verdict"], "pass");
     assert_eq!(done["attempts"], 2);
     // The dead worker's sandbox went at the survivor's start; the survivor's own is removed
     // beside the commit of its result, so it may outlive the `succeeded` seen above briefly.
-    skillforge_tests::wait_for(std::time::Duration::from_secs(30), "the dead worker's sandbox and the survivor's to be removed", || {
-        (sandboxes() == 0).then_some(())
-    });
+    skillforge_tests::wait_for(
+        std::time::Duration::from_secs(30),
+        "the dead worker's sandbox and the survivor's to be removed",
+        || (sandboxes() == 0).then_some(()),
+    );
 }
 
 // The sandbox is removed beside the commit of the result, not before it, but is gone when
@@ -198,18 +296,29 @@ fn verify_survives_a_sigkilled_worker_and_its_sandbox_is_cleaned() {
 fn the_sandbox_is_gone_when_verify_returns_after_a_pass_and_after_a_failure() {
     let (repo, _, _) = two_commit_repo();
     let home = Home::embedded();
-    let left = || -> Vec<std::path::PathBuf> {
-        walk(&home.path().join("scratch"))
-    };
+    let left = || -> Vec<std::path::PathBuf> { walk(&home.path().join("scratch")) };
     let (code, report, stderr) = verify(&home, &[], repo.path(), &["true"]);
     assert_eq!(code, Some(0), "{report:#}\n{stderr}");
     assert_eq!(report["sandbox_removed"], true);
-    assert_eq!(left(), Vec::<std::path::PathBuf>::new(), "nothing left under the scratch root after a pass");
-    let (code, report, stderr) = verify(&home, &[], repo.path(), &["mkdir -p locked/inner && touch locked/inner/f && chmod 500 locked && exit 3"]);
+    assert_eq!(
+        left(),
+        Vec::<std::path::PathBuf>::new(),
+        "nothing left under the scratch root after a pass"
+    );
+    let (code, report, stderr) = verify(
+        &home,
+        &[],
+        repo.path(),
+        &["mkdir -p locked/inner && touch locked/inner/f && chmod 500 locked && exit 3"],
+    );
     assert_eq!(code, Some(1), "{report:#}\n{stderr}");
     assert_eq!(report["verdict"], "fail");
     assert_eq!(report["sandbox_removed"], true);
-    assert_eq!(left(), Vec::<std::path::PathBuf>::new(), "nothing left under the scratch root after a failure");
+    assert_eq!(
+        left(),
+        Vec::<std::path::PathBuf>::new(),
+        "nothing left under the scratch root after a failure"
+    );
 }
 
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
@@ -219,7 +328,10 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
             let p = e.path();
             if p.is_dir() {
                 out.push(p.clone());
-                if !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("skillforge-sandbox-")) {
+                if !p
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("skillforge-sandbox-"))
+                {
                     out.extend(walk(&p));
                 }
             }
@@ -232,26 +344,60 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 fn verify_refuses_an_idempotency_key_reused_for_other_commands() {
     let (repo, _, _) = two_commit_repo();
     let home = Home::embedded();
-    let (code, first, _) = verify(&home, &["--idempotency-key", "ci-7"], repo.path(), &["true"]);
+    let (code, first, _) = verify(
+        &home,
+        &["--idempotency-key", "ci-7"],
+        repo.path(),
+        &["true"],
+    );
     assert_eq!(code, Some(0));
-    let out = home.cmd().args(["verify", "--idempotency-key", "ci-7", "--repo"]).arg(repo.path()).args(["--", "false"]).output().unwrap();
+    let out = home
+        .cmd()
+        .args(["verify", "--idempotency-key", "ci-7", "--repo"])
+        .arg(repo.path())
+        .args(["--", "false"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains(first["job_id"].as_str().unwrap()), "names the job holding the key: {stderr}");
+    assert!(
+        stderr.contains(first["job_id"].as_str().unwrap()),
+        "names the job holding the key: {stderr}"
+    );
 }
 
 /// Waits until the isolated worker `name` holds its presence lock.
 fn isolated_ready(home: &Home, name: &str) {
-    home.wait(std::time::Duration::from_secs(60), "the isolated worker", || {
-        let locks = home.json(&["locks"]);
-        locks.as_array()?.iter().any(|l| l["name"].as_str().is_some_and(|n| n.starts_with(&format!("worker:{name}-")))).then_some(())
-    });
+    home.wait(
+        std::time::Duration::from_secs(60),
+        "the isolated worker",
+        || {
+            let locks = home.json(&["locks"]);
+            locks
+                .as_array()?
+                .iter()
+                .any(|l| {
+                    l["name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with(&format!("worker:{name}-")))
+                })
+                .then_some(())
+        },
+    );
 }
 
 /// `cp -a src/. dst`: a checkout inside the home, which the isolated worker cannot see.
 fn copy_into(src: &std::path::Path, dst: &std::path::Path) {
     std::fs::create_dir_all(dst).unwrap();
-    assert!(std::process::Command::new("cp").arg("-a").arg(format!("{}/.", src.display())).arg(dst).status().unwrap().success());
+    assert!(
+        std::process::Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", src.display()))
+            .arg(dst)
+            .status()
+            .unwrap()
+            .success()
+    );
 }
 
 // Issue 20: `verify --repo` of a checkout only the control plane sees, on a worker that cannot
@@ -265,31 +411,75 @@ fn verify_on_a_worker_that_cannot_see_the_checkout_with_and_without_a_remote() {
     // A bare remote outside the home (the "forge"), and a clone of it inside the home.
     let forge = tempfile::tempdir().unwrap();
     let remote = forge.path().join("app.git");
-    git(forge.path(), &["clone", "-q", "--bare", repo.path().to_str().unwrap(), remote.to_str().unwrap()]);
+    git(
+        forge.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            repo.path().to_str().unwrap(),
+            remote.to_str().unwrap(),
+        ],
+    );
     let with_remote = home.path().join("with-remote");
-    git(home.path(), &["clone", "-q", remote.to_str().unwrap(), with_remote.to_str().unwrap()]);
+    git(
+        home.path(),
+        &[
+            "clone",
+            "-q",
+            remote.to_str().unwrap(),
+            with_remote.to_str().unwrap(),
+        ],
+    );
     let without_remote = home.path().join("without-remote");
     copy_into(repo.path(), &without_remote);
     drop(repo);
-    let _vm = Reaped(skillforge_tests::isolated::spawn_isolated_worker(&home, "vm", &[]));
+    let _vm = Reaped(skillforge_tests::isolated::spawn_isolated_worker(
+        &home,
+        "vm",
+        &[],
+    ));
     isolated_ready(&home, "vm");
     let home_text = home.path().display().to_string();
-    for (checkout, travels) in [(&with_remote, remote.to_str().unwrap()), (&without_remote, "repo.bundle")] {
+    for (checkout, travels) in [
+        (&with_remote, remote.to_str().unwrap()),
+        (&without_remote, "repo.bundle"),
+    ] {
         let (code, report, stderr) = verify(&home, &[], checkout, &["test -f README.md"]);
         assert_eq!(code, Some(0), "{report:#}\n{stderr}\n{}", home.logs());
-        assert_eq!((report["verdict"].as_str(), report["commit"].as_str()), (Some("pass"), Some(head.as_str())), "{report:#}");
+        assert_eq!(
+            (report["verdict"].as_str(), report["commit"].as_str()),
+            (Some("pass"), Some(head.as_str())),
+            "{report:#}"
+        );
         let job = home.job(report["job_id"].as_str().unwrap());
-        assert!(job["history"][0]["worker"].as_str().unwrap().starts_with("vm-"), "{job:#}");
+        assert!(
+            job["history"][0]["worker"]
+                .as_str()
+                .unwrap()
+                .starts_with("vm-"),
+            "{job:#}"
+        );
         let payload = job["payload"].to_string();
-        assert!(payload.contains(travels) && !payload.contains(&home_text), "{payload}");
+        assert!(
+            payload.contains(travels) && !payload.contains(&home_text),
+            "{payload}"
+        );
     }
     // A commit the remote does not have travels as a bundle: nothing is pushed.
-    git(&with_remote, &["commit", "-q", "--allow-empty", "-m", "local only"]);
+    git(
+        &with_remote,
+        &["commit", "-q", "--allow-empty", "-m", "local only"],
+    );
     let (code, report, stderr) = verify(&home, &[], &with_remote, &["test -f README.md"]);
     assert_eq!(code, Some(0), "{report:#}\n{stderr}");
     let payload = home.job(report["job_id"].as_str().unwrap())["payload"].to_string();
     assert!(payload.contains("repo.bundle"), "{payload}");
-    assert_eq!(git(&remote, &["rev-parse", "HEAD"]), head, "the remote is unchanged");
+    assert_eq!(
+        git(&remote, &["rev-parse", "HEAD"]),
+        head,
+        "the remote is unchanged"
+    );
 }
 
 // A revision the repository does not have is the user's mistake: exit 2 naming it and how to get
@@ -300,14 +490,41 @@ fn an_unknown_revision_is_refused_before_anything_is_queued() {
     let home = Home::embedded();
     let path = repo.path().to_str().unwrap();
     for args in [
-        vec!["verify", "--repo", path, "--rev", "no-such-rev", "--", "true"],
-        vec!["check", "--repo", path, "--base", "origin/main", "--head", "HEAD"],
+        vec![
+            "verify",
+            "--repo",
+            path,
+            "--rev",
+            "no-such-rev",
+            "--",
+            "true",
+        ],
+        vec![
+            "check",
+            "--repo",
+            path,
+            "--base",
+            "origin/main",
+            "--head",
+            "HEAD",
+        ],
     ] {
         let out = home.run(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        let rev = if args[0] == "verify" { "no-such-rev" } else { "origin/main" };
-        assert!(stderr.contains(rev) && stderr.contains("git fetch"), "{args:?}: {stderr}");
+        let rev = if args[0] == "verify" {
+            "no-such-rev"
+        } else {
+            "origin/main"
+        };
+        assert!(
+            stderr.contains(rev) && stderr.contains("git fetch"),
+            "{args:?}: {stderr}"
+        );
     }
-    assert_eq!(home.json(&["jobs", "list"]), serde_json::json!([]), "nothing enqueued");
+    assert_eq!(
+        home.json(&["jobs", "list"]),
+        serde_json::json!([]),
+        "nothing enqueued"
+    );
 }

@@ -186,8 +186,13 @@ impl MergeGateSection {
     pub fn gate_config(&self) -> skillforge_skillopt::harvest::gate::MergeGateConfig {
         let defaults = skillforge_skillopt::harvest::gate::MergeGateConfig::default();
         skillforge_skillopt::harvest::gate::MergeGateConfig {
-            min_ci_wait: self.min_ci_wait.map(std::time::Duration::from_secs).unwrap_or(defaults.min_ci_wait),
-            require_external_ci: self.require_external_ci.unwrap_or(defaults.require_external_ci),
+            min_ci_wait: self
+                .min_ci_wait
+                .map(std::time::Duration::from_secs)
+                .unwrap_or(defaults.min_ci_wait),
+            require_external_ci: self
+                .require_external_ci
+                .unwrap_or(defaults.require_external_ci),
         }
     }
 }
@@ -228,9 +233,14 @@ impl EventsSection {
         let mut sinks = Sinks {
             jsonl: self.jsonl.as_deref().map(path),
             redis_url: self.redis_url.clone(),
-            redis_stream: self.redis_stream.clone().unwrap_or_else(|| DEFAULT_STREAM.to_owned()),
+            redis_stream: self
+                .redis_stream
+                .clone()
+                .unwrap_or_else(|| DEFAULT_STREAM.to_owned()),
             webhook_url: self.webhook_url.clone(),
-            webhook_secret: std::env::var("SKILLFORGE_EVENTS_WEBHOOK_SECRET").ok().or_else(|| self.webhook_secret.clone()),
+            webhook_secret: std::env::var("SKILLFORGE_EVENTS_WEBHOOK_SECRET")
+                .ok()
+                .or_else(|| self.webhook_secret.clone()),
         };
         if let Some(url) = &self.url {
             if url.starts_with("redis://") || url.starts_with("rediss://") {
@@ -289,7 +299,10 @@ impl GithubSection {
     /// The client configuration: environment first, then this section (see
     /// [`skillforge_forge::github::GitHubConfig::resolve`]).
     pub fn client_config(&self) -> skillforge_forge::github::GitHubConfig {
-        skillforge_forge::github::GitHubConfig::resolve(self.api_url.as_deref(), self.token.as_deref())
+        skillforge_forge::github::GitHubConfig::resolve(
+            self.api_url.as_deref(),
+            self.token.as_deref(),
+        )
     }
 
     /// The review watch's stale reminder threshold in seconds (default 86 400).
@@ -300,7 +313,9 @@ impl GithubSection {
         match self.review_stale_after_secs {
             None => Ok(skillforge_store::github::DEFAULT_STALE_THRESHOLD_SECS),
             Some(n) if n > 0 => Ok(n),
-            Some(n) => Err(format!("[github] review_stale_after_secs = {n}: must be a positive number of seconds")),
+            Some(n) => Err(format!(
+                "[github] review_stale_after_secs = {n}: must be a positive number of seconds"
+            )),
         }
     }
 
@@ -311,7 +326,10 @@ impl GithubSection {
     pub fn watch_repos(&self) -> Result<Vec<skillforge_forge::RepoRef>, String> {
         self.watch_repos
             .iter()
-            .map(|r| skillforge_forge::RepoRef::parse(r).map_err(|e| format!("[github] watch_repos: {e}")))
+            .map(|r| {
+                skillforge_forge::RepoRef::parse(r)
+                    .map_err(|e| format!("[github] watch_repos: {e}"))
+            })
             .collect()
     }
 }
@@ -324,6 +342,16 @@ pub struct ServerSection {
     pub listen: Option<String>,
     /// HMAC secret of `POST /events` (`SKILLFORGE_WEBHOOK_SECRET` wins when set).
     pub webhook_secret: Option<String>,
+    /// Admin token of the web console (pages and actions); `SKILLFORGE_SERVER_TOKEN` wins when
+    /// set. At least 16 characters. Without any console token the console is not served.
+    pub token: Option<String>,
+    /// A file whose first line is the admin token (when `token` and the variable are unset).
+    pub token_file: Option<std::path::PathBuf>,
+    /// Read-only token of the web console (pages only; actions are refused);
+    /// `SKILLFORGE_SERVER_READ_TOKEN` wins when set.
+    pub read_token: Option<String>,
+    /// A file whose first line is the read-only token.
+    pub read_token_file: Option<std::path::PathBuf>,
 }
 
 /// The schema of [`one_or_many`]'s input: one command or a list of them.
@@ -387,13 +415,22 @@ impl QueueConfig {
     /// # Errors
     /// Exit 2 naming the file when it cannot be read or its first line is empty.
     pub fn password(&self, home: &Path) -> Result<Option<String>, CliError> {
-        if let Some(value) = std::env::var(QUEUE_PASSWORD_ENV).ok().filter(|v| !v.is_empty()) {
+        if let Some(value) = std::env::var(QUEUE_PASSWORD_ENV)
+            .ok()
+            .filter(|v| !v.is_empty())
+        {
             return Ok(Some(value));
         }
-        let Some(file) = &self.password_file else { return Ok(None) };
+        let Some(file) = &self.password_file else {
+            return Ok(None);
+        };
         let path = home.join(file);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| CliError::usage(anyhow::anyhow!("read [queue] password_file `{}`: {e}", path.display())))?;
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            CliError::usage(anyhow::anyhow!(
+                "read [queue] password_file `{}`: {e}",
+                path.display()
+            ))
+        })?;
         match text.lines().next().map(|l| l.trim_end_matches('\r')) {
             Some(line) if !line.is_empty() => Ok(Some(line.to_owned())),
             _ => Err(CliError::usage(anyhow::anyhow!(
@@ -418,8 +455,10 @@ impl QueueConfig {
     /// How long a job no live worker can take waits before it fails
     /// ([`skillforge_engine::placement`]); zero = never.
     pub fn unplaceable_after(&self) -> std::time::Duration {
-        self.unplaceable_after_secs
-            .map_or(skillforge_engine::placement::DEFAULT_UNPLACEABLE_AFTER, std::time::Duration::from_secs)
+        self.unplaceable_after_secs.map_or(
+            skillforge_engine::placement::DEFAULT_UNPLACEABLE_AFTER,
+            std::time::Duration::from_secs,
+        )
     }
 
     /// The retention these settings give (unset = the documented defaults).
@@ -427,7 +466,8 @@ impl QueueConfig {
     /// # Errors
     /// Exit 2 naming the setting when one does not parse.
     pub fn retention(&self) -> Result<skillforge_engine::retention::Retention, CliError> {
-        retention::retention(self.keep_succeeded.as_ref(), self.keep_failed.as_ref()).map_err(CliError::usage)
+        retention::retention(self.keep_succeeded.as_ref(), self.keep_failed.as_ref())
+            .map_err(CliError::usage)
     }
 }
 
@@ -451,7 +491,8 @@ impl Config {
     pub fn load(home: &Path) -> anyhow::Result<Self> {
         let path = home.join(CONFIG_FILE);
         match std::fs::read_to_string(&path) {
-            Ok(text) => toml::from_str(&text).with_context(|| format!("invalid config `{}`", path.display())),
+            Ok(text) => toml::from_str(&text)
+                .with_context(|| format!("invalid config `{}`", path.display())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
             Err(e) => Err(e).with_context(|| format!("read config `{}`", path.display())),
         }
@@ -465,17 +506,29 @@ impl Config {
 /// # Errors
 /// Exit 3 when the home is relative and the current directory cannot be read.
 pub fn resolve_home(flag: Option<PathBuf>) -> Result<PathBuf, CliError> {
-    let home = flag.or_else(|| std::env::var_os("SKILLFORGE_HOME").map(PathBuf::from)).unwrap_or_else(|| {
-        std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".")).join(".skillforge")
-    });
+    let home = flag
+        .or_else(|| std::env::var_os("SKILLFORGE_HOME").map(PathBuf::from))
+        .unwrap_or_else(|| {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("."))
+                .join(".skillforge")
+        });
     std::path::absolute(&home)
         .map(|abs| normalize_dots(&abs))
-        .map_err(|e| CliError::env(anyhow::anyhow!("resolve home `{}` against the current directory: {e}", home.display())))
+        .map_err(|e| {
+            CliError::env(anyhow::anyhow!(
+                "resolve home `{}` against the current directory: {e}",
+                home.display()
+            ))
+        })
 }
 
 /// Drops `.` components (`std::path::absolute` keeps a leading `./` as `/cwd/./`) so paths
 /// printed for the user read cleanly. `..` stays: resolving it lexically can change the meaning
 /// under symlinks.
 fn normalize_dots(path: &Path) -> PathBuf {
-    path.components().filter(|c| !matches!(c, std::path::Component::CurDir)).collect()
+    path.components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect()
 }

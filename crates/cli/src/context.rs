@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use skillforge_engine::{EngineError, QueueBackend};
 use skillforge_engine::open::{QueueOptions, QueueUrl, open_queue_with};
+use skillforge_engine::{EngineError, QueueBackend};
 use skillforge_store::Store;
 
 use crate::config::{Config, resolve_home};
@@ -50,9 +50,19 @@ impl Context {
         if let Some(password) = &password {
             crate::control::redact::register_secret(password);
         }
-        let queue_options = QueueOptions { limits: config.queue.transfer_limits(), password };
+        let queue_options = QueueOptions {
+            limits: config.queue.transfer_limits(),
+            password,
+        };
         crate::runners::configure(&config);
-        Ok(Self { home, config, queue_url, json, queue_options, store: tokio::sync::OnceCell::new() })
+        Ok(Self {
+            home,
+            config,
+            queue_url,
+            json,
+            queue_options,
+            store: tokio::sync::OnceCell::new(),
+        })
     }
 
     /// Opens the queue backend.
@@ -85,8 +95,12 @@ impl Context {
     /// As [`Context::queue`]; exit 3 naming the setting, its value and how to fix it.
     pub async fn queue_checked(&self) -> Result<Arc<dyn QueueBackend>, CliError> {
         let backend = self.queue().await?;
-        if let Some(problem) = backend.check_settings().await.map_err(|e| CliError::env(anyhow::Error::new(e).context("check the queue server's settings")))? {
-            return Err(CliError::env(anyhow::anyhow!("refusing to use the queue: {problem}")));
+        if let Some(problem) = backend.check_settings().await.map_err(|e| {
+            CliError::env(anyhow::Error::new(e).context("check the queue server's settings"))
+        })? {
+            return Err(CliError::env(anyhow::anyhow!(
+                "refusing to use the queue: {problem}"
+            )));
         }
         Ok(backend)
     }

@@ -25,18 +25,27 @@ pub struct CliError {
 impl CliError {
     /// Invalid input (exit 2).
     pub fn usage(error: impl Into<anyhow::Error>) -> Self {
-        Self { code: USAGE, error: error.into() }
+        Self {
+            code: USAGE,
+            error: error.into(),
+        }
     }
 
     /// Environment problem (exit 3).
     pub fn env(error: impl Into<anyhow::Error>) -> Self {
-        Self { code: ENVIRONMENT, error: error.into() }
+        Self {
+            code: ENVIRONMENT,
+            error: error.into(),
+        }
     }
 }
 
 impl<E: Into<anyhow::Error>> From<E> for CliError {
     fn from(error: E) -> Self {
-        Self { code: ENVIRONMENT, error: error.into() }
+        Self {
+            code: ENVIRONMENT,
+            error: error.into(),
+        }
     }
 }
 
@@ -48,8 +57,14 @@ pub fn train_error(e: skillforge_skillopt::train::TrainError) -> CliError {
     use skillforge_skillopt::train::TrainError;
     match e {
         TrainError::Invalid(_) | TrainError::Refused(_) => CliError::usage(anyhow::anyhow!(e)),
-        TrainError::Failed(_) => CliError { code: CHECK_FAILED, error: anyhow::anyhow!(e) },
-        TrainError::Blocked(_) | TrainError::Env(_) | TrainError::Store(_) | TrainError::Engine(_) => CliError::env(anyhow::anyhow!(e)),
+        TrainError::Failed(_) => CliError {
+            code: CHECK_FAILED,
+            error: anyhow::anyhow!(e),
+        },
+        TrainError::Blocked(_)
+        | TrainError::Env(_)
+        | TrainError::Store(_)
+        | TrainError::Engine(_) => CliError::env(anyhow::anyhow!(e)),
     }
 }
 

@@ -44,9 +44,14 @@ mod tests {
     fn workflows_are_unique_and_every_job_builder_is_registered() {
         let mut seen = std::collections::BTreeSet::new();
         for family in all() {
-            assert!(seen.insert(family.workflow), "workflow `{}` registered twice", family.workflow);
+            assert!(
+                seen.insert(family.workflow),
+                "workflow `{}` registered twice",
+                family.workflow
+            );
         }
-        let engine_default = skillforge_engine::JobSpec::new("process", serde_json::Value::Null).workflow;
+        let engine_default =
+            skillforge_engine::JobSpec::new("process", serde_json::Value::Null).workflow;
         for workflow in [
             skillforge_skillopt::train::generation::TRAIN_WORKFLOW,
             skillforge_skillopt::harvest::WORKFLOW,
@@ -63,14 +68,28 @@ mod tests {
             skillforge_stage::family::APALIS_WORKFLOW,
             engine_default.as_str(),
         ] {
-            assert!(all().iter().any(|f| f.workflow == workflow), "jobs of workflow `{workflow}` are enqueued but no family owns them");
+            assert!(
+                all().iter().any(|f| f.workflow == workflow),
+                "jobs of workflow `{workflow}` are enqueued but no family owns them"
+            );
         }
         // Every family's stages are its own: same workflow, and the shipped file loads.
         for family in all() {
             if let Some(source) = family.stages {
-                assert_eq!(source.workflow, family.workflow, "family `{}` reads another workflow's stages", family.name);
-                let def: skillforge_stage::WorkflowDef<AnySections> = source.shipped().unwrap_or_else(|e| panic!("{}: {e}", source.shipped_file()));
-                assert_eq!(def.stages.len(), source.stage_names.len(), "{}", source.shipped_file());
+                assert_eq!(
+                    source.workflow, family.workflow,
+                    "family `{}` reads another workflow's stages",
+                    family.name
+                );
+                let def: skillforge_stage::WorkflowDef<AnySections> = source
+                    .shipped()
+                    .unwrap_or_else(|e| panic!("{}: {e}", source.shipped_file()));
+                assert_eq!(
+                    def.stages.len(),
+                    source.stage_names.len(),
+                    "{}",
+                    source.shipped_file()
+                );
             }
         }
         let families = for_home(Path::new("/nonexistent"));

@@ -1,9 +1,13 @@
 //! The `skillforge` command-line interface: commands grouped by noun, human and `--json` output.
-#![expect(unreachable_pub, reason = "a binary crate: `pub` marks what modules offer each other")]
+#![expect(
+    unreachable_pub,
+    reason = "a binary crate: `pub` marks what modules offer each other"
+)]
 
-mod commands;
 mod ci_output;
+mod commands;
 mod config;
+mod console;
 mod context;
 mod control;
 mod exit;
@@ -163,8 +167,16 @@ fn quiet_on_sigpipe(command: &Command) -> bool {
 fn restore_default_sigpipe() {
     // SAFETY: called in `main` right after argument parsing, before any other thread exists; SIG_DFL installs no
     // handler code, so nothing can run in signal context.
-    #[expect(unsafe_code, reason = "setting a signal disposition is unsafe in nix; see SAFETY")]
-    let _ = unsafe { nix::sys::signal::signal(nix::sys::signal::Signal::SIGPIPE, nix::sys::signal::SigHandler::SigDfl) };
+    #[expect(
+        unsafe_code,
+        reason = "setting a signal disposition is unsafe in nix; see SAFETY"
+    )]
+    let _ = unsafe {
+        nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        )
+    };
 }
 
 fn main() -> ExitCode {
@@ -175,8 +187,15 @@ fn main() -> ExitCode {
     if let Command::AgentScripted { args } = cli.command {
         return skillforge_runner_agent::scripted_main(args);
     }
-    init_tracing(cli.verbose, cli.quiet, matches!(cli.command, Command::Worker(_) | Command::Serve(_)));
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    init_tracing(
+        cli.verbose,
+        cli.quiet,
+        matches!(cli.command, Command::Worker(_) | Command::Serve(_)),
+    );
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: start async runtime: {e}");
@@ -190,7 +209,9 @@ fn main() -> ExitCode {
             Command::Completions(args) => return commands::completions::run(args),
             Command::Docs(args) => return commands::docs::run(args),
             Command::Init(args) => return commands::init::run(cli.home, cli.json, args),
-            Command::Doctor(args) => return commands::doctor::run(cli.home, cli.queue, cli.json, args).await,
+            Command::Doctor(args) => {
+                return commands::doctor::run(cli.home, cli.queue, cli.json, args).await;
+            }
             _ => {}
         }
         let ctx = Context::new(cli.home, cli.queue, cli.json)?;
@@ -219,7 +240,11 @@ fn main() -> ExitCode {
             Command::LiveAb(cmd) => commands::live_ab::run(&ctx, cmd).await,
             Command::Binary(cmd) => commands::binary::run(&ctx, cmd).await,
             Command::AgentScripted { .. } => unreachable!("handled before the runtime starts"),
-            Command::Schema(_) | Command::Init(_) | Command::Doctor(_) | Command::Completions(_) | Command::Docs(_) => {
+            Command::Schema(_)
+            | Command::Init(_)
+            | Command::Doctor(_)
+            | Command::Completions(_)
+            | Command::Docs(_) => {
                 unreachable!("handled before the context is built")
             }
         }
@@ -227,7 +252,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {}", control::redact::redact(&format!("{:#}", e.error)));
+            eprintln!(
+                "error: {}",
+                control::redact::redact(&format!("{:#}", e.error))
+            );
             ExitCode::from(e.code)
         }
     }

@@ -55,7 +55,12 @@ pub fn failure_reason(job: &skillforge_engine::Job) -> Option<String> {
     if job.state == skillforge_engine::JobState::Succeeded {
         return None;
     }
-    let one_line = |s: &str| s.lines().map(str::trim).find(|l| !l.is_empty()).map(str::to_owned);
+    let one_line = |s: &str| {
+        s.lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .map(str::to_owned)
+    };
     if let Some(e) = job.error.as_deref().and_then(one_line) {
         return Some(e);
     }
@@ -64,25 +69,45 @@ pub fn failure_reason(job: &skillforge_engine::Job) -> Option<String> {
         return one_line(reason);
     }
     if let Some(api) = outcome.detail.get("api_error").filter(|v| !v.is_null()) {
-        let message = api.get("message").and_then(serde_json::Value::as_str).unwrap_or_default();
-        let status = api.get("status").and_then(serde_json::Value::as_u64).map(|s| format!("HTTP {s}: ")).unwrap_or_default();
+        let message = api
+            .get("message")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default();
+        let status = api
+            .get("status")
+            .and_then(serde_json::Value::as_u64)
+            .map(|s| format!("HTTP {s}: "))
+            .unwrap_or_default();
         return Some(format!("model API error: {status}{message}"));
     }
-    outcome.stderr_tail.lines().rev().map(str::trim).find(|l| !l.is_empty()).map(str::to_owned)
+    outcome
+        .stderr_tail
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_owned)
 }
 
 /// What a checker dimension's score came from, in a few words: per language, the tool and its
 /// count (`clippy: 57 in rust`), or why a language was skipped. Empty when `raw` names none.
 pub fn dimension_basis(raw: &serde_json::Value) -> String {
-    let Some(languages) = raw.get("languages").and_then(serde_json::Value::as_object) else { return String::new() };
+    let Some(languages) = raw.get("languages").and_then(serde_json::Value::as_object) else {
+        return String::new();
+    };
     languages
         .iter()
-        .map(|(language, v)| match (v.get("tool").and_then(serde_json::Value::as_str), v.get("count")) {
-            (Some(tool), Some(count)) => format!("{tool}: {count} in {language}"),
-            _ => match v.get("skipped").and_then(serde_json::Value::as_str) {
-                Some(why) => format!("{language} skipped: {why}"),
-                None => language.clone(),
-            },
+        .map(|(language, v)| {
+            match (
+                v.get("tool").and_then(serde_json::Value::as_str),
+                v.get("count"),
+            ) {
+                (Some(tool), Some(count)) => format!("{tool}: {count} in {language}"),
+                _ => match v.get("skipped").and_then(serde_json::Value::as_str) {
+                    Some(why) => format!("{language} skipped: {why}"),
+                    None => language.clone(),
+                },
+            }
         })
         .collect::<Vec<_>>()
         .join("; ")
@@ -92,7 +117,11 @@ pub fn dimension_basis(raw: &serde_json::Value) -> String {
 /// the columns whose index is in `right` right-aligned, the last column never padded).
 pub fn table(header: &[&str], rows: &[Vec<String>], right: &[usize]) -> String {
     let width = |col: usize| {
-        rows.iter().map(|r| r.get(col).map_or(0, |c| c.chars().count())).chain([header[col].chars().count()]).max().unwrap_or(0)
+        rows.iter()
+            .map(|r| r.get(col).map_or(0, |c| c.chars().count()))
+            .chain([header[col].chars().count()])
+            .max()
+            .unwrap_or(0)
     };
     let widths: Vec<usize> = (0..header.len()).map(width).collect();
     let line = |cells: Vec<&str>| {
@@ -125,9 +154,25 @@ mod tests {
 
     #[test]
     fn a_table_aligns_every_column_to_its_widest_cell() {
-        let rows = vec![vec!["a1".to_owned(), "queued".to_owned(), "0/3".to_owned(), "sh -c echo".to_owned()], vec!["b".to_owned(), "succeeded".to_owned(), "10/10".to_owned(), "true".to_owned()]];
+        let rows = vec![
+            vec![
+                "a1".to_owned(),
+                "queued".to_owned(),
+                "0/3".to_owned(),
+                "sh -c echo".to_owned(),
+            ],
+            vec![
+                "b".to_owned(),
+                "succeeded".to_owned(),
+                "10/10".to_owned(),
+                "true".to_owned(),
+            ],
+        ];
         let text = table(&["ID", "STATE", "ATTEMPTS", "WHAT"], &rows, &[2]);
-        assert_eq!(text, "ID  STATE      ATTEMPTS  WHAT\na1  queued          0/3  sh -c echo\nb   succeeded     10/10  true");
+        assert_eq!(
+            text,
+            "ID  STATE      ATTEMPTS  WHAT\na1  queued          0/3  sh -c echo\nb   succeeded     10/10  true"
+        );
     }
 
     #[test]
@@ -136,7 +181,14 @@ mod tests {
             "rust": {"tool": "clippy", "count": 57, "score": 0.0, "files": 3, "failed_attempts": []},
             "python": {"skipped": "ruff not installed", "files": 1},
         }});
-        assert_eq!(dimension_basis(&raw), "clippy: 57 in rust; python skipped: ruff not installed");
-        assert_eq!(dimension_basis(&serde_json::json!({"lines": 12})), "", "diff_size's raw names no tool");
+        assert_eq!(
+            dimension_basis(&raw),
+            "clippy: 57 in rust; python skipped: ruff not installed"
+        );
+        assert_eq!(
+            dimension_basis(&serde_json::json!({"lines": 12})),
+            "",
+            "diff_size's raw names no tool"
+        );
     }
 }

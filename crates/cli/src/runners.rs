@@ -12,13 +12,16 @@ use skillforge_engine::RunnerRegistry;
 pub fn all() -> RunnerRegistry {
     RunnerRegistry::new()
         .with(Arc::new(skillforge_runner_process::ProcessRunner))
-        .with(Arc::new(skillforge_runner_sandbox::SandboxRunner::with_containers(Arc::new(
-            skillforge_runner_container::ContainerCommands,
-        ))))
+        .with(Arc::new(
+            skillforge_runner_sandbox::SandboxRunner::with_containers(Arc::new(
+                skillforge_runner_container::ContainerCommands,
+            )),
+        ))
         .with(Arc::new(skillforge_runner_checker::CheckerRunner))
-        .with(Arc::new(skillforge_runner_agent::AgentRunner::default().with_containers(Arc::new(
-            skillforge_runner_container::ContainerAgents,
-        ))))
+        .with(Arc::new(
+            skillforge_runner_agent::AgentRunner::default()
+                .with_containers(Arc::new(skillforge_runner_container::ContainerAgents)),
+        ))
         .with(Arc::new(skillforge_runner_container::ContainerRunner))
 }
 

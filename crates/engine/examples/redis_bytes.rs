@@ -35,9 +35,20 @@ impl Runner for Noop {
 }
 
 /// `used_memory` (bytes) and, per key kind under `prefix`, (keys, `MEMORY USAGE` bytes).
-async fn measure(c: &mut redis::aio::MultiplexedConnection, prefix: &str) -> (f64, BTreeMap<String, (u64, u64)>) {
-    let _: redis::Value = redis::cmd("MEMORY").arg("PURGE").query_async(c).await.unwrap();
-    let info: String = redis::cmd("INFO").arg("memory").query_async(c).await.unwrap();
+async fn measure(
+    c: &mut redis::aio::MultiplexedConnection,
+    prefix: &str,
+) -> (f64, BTreeMap<String, (u64, u64)>) {
+    let _: redis::Value = redis::cmd("MEMORY")
+        .arg("PURGE")
+        .query_async(c)
+        .await
+        .unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(c)
+        .await
+        .unwrap();
     let used = info
         .lines()
         .find_map(|l| l.strip_prefix("used_memory:"))
@@ -46,8 +57,15 @@ async fn measure(c: &mut redis::aio::MultiplexedConnection, prefix: &str) -> (f6
     let mut kinds: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut cursor = 0u64;
     loop {
-        let (next, keys): (u64, Vec<String>) =
-            redis::cmd("SCAN").arg(cursor).arg("MATCH").arg(format!("{prefix}*")).arg("COUNT").arg(1000).query_async(c).await.unwrap();
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{prefix}*"))
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(c)
+            .await
+            .unwrap();
         for key in keys {
             let rest = &key[prefix.len()..];
             let kind = match rest.split(':').collect::<Vec<_>>().as_slice() {
@@ -57,7 +75,14 @@ async fn measure(c: &mut redis::aio::MultiplexedConnection, prefix: &str) -> (f6
                 ["out", _] => "out:{id}".to_owned(),
                 _ => rest.to_owned(),
             };
-            let bytes: Option<u64> = redis::cmd("MEMORY").arg("USAGE").arg(&key).arg("SAMPLES").arg(0).query_async(c).await.unwrap();
+            let bytes: Option<u64> = redis::cmd("MEMORY")
+                .arg("USAGE")
+                .arg(&key)
+                .arg("SAMPLES")
+                .arg(0)
+                .query_async(c)
+                .await
+                .unwrap();
             let e = kinds.entry(kind).or_default();
             e.0 += 1;
             e.1 += bytes.unwrap_or(0);
@@ -71,9 +96,15 @@ async fn measure(c: &mut redis::aio::MultiplexedConnection, prefix: &str) -> (f6
 }
 
 fn report(phase: &str, n: u64, base: f64, (used, kinds): &(f64, BTreeMap<String, (u64, u64)>)) {
-    println!("{phase}: {:.1} B per job (used_memory)", (used - base) / n as f64);
+    println!(
+        "{phase}: {:.1} B per job (used_memory)",
+        (used - base) / n as f64
+    );
     for (kind, (keys, bytes)) in kinds {
-        println!("  {kind:<24} {keys:>8} keys {:>10.1} B per job", *bytes as f64 / n as f64);
+        println!(
+            "  {kind:<24} {keys:>8} keys {:>10.1} B per job",
+            *bytes as f64 / n as f64
+        );
     }
 }
 
@@ -90,7 +121,9 @@ async fn main() {
     let mut left = n;
     while left > 0 {
         let k = left.min(1000);
-        futures::future::try_join_all((0..k).map(|_| b.enqueue(&spec))).await.unwrap();
+        futures::future::try_join_all((0..k).map(|_| b.enqueue(&spec)))
+            .await
+            .unwrap();
         left -= k;
     }
     report("queued", n, base, &measure(&mut c, &prefix).await);
@@ -98,7 +131,11 @@ async fn main() {
     let scratch = tempfile::tempdir().unwrap();
     let mut config = WorkerConfig::new("bench-drain", scratch.path().to_owned());
     config.concurrency = 50;
-    let worker = Worker::new(config, backend.clone(), RunnerRegistry::new().with(Arc::new(Noop)));
+    let worker = Worker::new(
+        config,
+        backend.clone(),
+        RunnerRegistry::new().with(Arc::new(Noop)),
+    );
     let stop = tokio_util::sync::CancellationToken::new();
     let handle = tokio::spawn(worker.run(stop.clone()));
     let mut acked = 0u64;

@@ -37,10 +37,22 @@ impl Runner for Noop {
 async fn used(path: &std::path::Path) -> f64 {
     let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(path);
     let mut c = sqlx::SqliteConnection::connect_with(&opts).await.unwrap();
-    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(&mut c).await.unwrap();
-    let pages: i64 = sqlx::query_scalar("PRAGMA page_count").fetch_one(&mut c).await.unwrap();
-    let free: i64 = sqlx::query_scalar("PRAGMA freelist_count").fetch_one(&mut c).await.unwrap();
-    let size: i64 = sqlx::query_scalar("PRAGMA page_size").fetch_one(&mut c).await.unwrap();
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    let pages: i64 = sqlx::query_scalar("PRAGMA page_count")
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
+    let free: i64 = sqlx::query_scalar("PRAGMA freelist_count")
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
+    let size: i64 = sqlx::query_scalar("PRAGMA page_size")
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
     c.close().await.unwrap();
     ((pages - free) * size) as f64
 }
@@ -56,7 +68,9 @@ async fn main() {
     let mut left = n;
     while left > 0 {
         let k = left.min(1000);
-        b.enqueue_batch(&vec![spec.clone(); k as usize]).await.unwrap();
+        b.enqueue_batch(&vec![spec.clone(); k as usize])
+            .await
+            .unwrap();
         left -= k;
     }
     let queued = used(&path).await;
@@ -65,11 +79,17 @@ async fn main() {
     let scratch = tempfile::tempdir().unwrap();
     let mut config = WorkerConfig::new("bench-drain", scratch.path().to_owned());
     config.concurrency = 64;
-    let worker = Worker::new(config, backend.clone(), RunnerRegistry::new().with(Arc::new(Noop)));
+    let worker = Worker::new(
+        config,
+        backend.clone(),
+        RunnerRegistry::new().with(Arc::new(Noop)),
+    );
     let stop = tokio_util::sync::CancellationToken::new();
     let handle = tokio::spawn(worker.run(stop.clone()));
     loop {
-        let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(&path).read_only(true);
+        let opts = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&path)
+            .read_only(true);
         let mut c = sqlx::SqliteConnection::connect_with(&opts).await.unwrap();
         let busy: i64 = sqlx::query_scalar(
             "SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued') OR EXISTS (SELECT 1 FROM jobs WHERE state = 'running')",
@@ -90,7 +110,13 @@ async fn main() {
         if pending.is_empty() {
             break;
         }
-        futures::future::try_join_all(pending.iter().map(|j| backend.ack_result(&j.id, j.fencing_token))).await.unwrap();
+        futures::future::try_join_all(
+            pending
+                .iter()
+                .map(|j| backend.ack_result(&j.id, j.fencing_token)),
+        )
+        .await
+        .unwrap();
     }
     let finished = used(&path).await;
     println!(

@@ -127,9 +127,14 @@ mod tests {
         .await
         .expect("the waiter registers");
         s.signal();
-        tokio::time::timeout(DEADLINE, waiter).await.expect("a signal wakes the waiter").unwrap();
+        tokio::time::timeout(DEADLINE, waiter)
+            .await
+            .expect("a signal wakes the waiter")
+            .unwrap();
         assert!(!s.has_waiters(), "a woken waiter unregisters");
-        tokio::time::timeout(DEADLINE, s.changed_since(seen, LONG)).await.expect("a past signal answers at once");
+        tokio::time::timeout(DEADLINE, s.changed_since(seen, LONG))
+            .await
+            .expect("a past signal answers at once");
     }
 
     #[tokio::test]
@@ -143,7 +148,12 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!s.has_waiters(), "the watcher is not asked to run for it");
         s.signal();
-        tokio::time::timeout(DEADLINE, waiter).await.expect("a signal wakes it").unwrap();
-        tokio::time::timeout(DEADLINE, s.changed_here_since(seen, LONG)).await.expect("a past signal answers at once");
+        tokio::time::timeout(DEADLINE, waiter)
+            .await
+            .expect("a signal wakes it")
+            .unwrap();
+        tokio::time::timeout(DEADLINE, s.changed_here_since(seen, LONG))
+            .await
+            .expect("a past signal answers at once");
     }
 }

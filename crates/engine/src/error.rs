@@ -63,17 +63,26 @@ pub enum EngineError {
 impl EngineError {
     /// Wraps a SQLite error.
     pub fn sqlite(e: impl std::fmt::Display) -> Self {
-        EngineError::Backend { backend: "sqlite", message: e.to_string() }
+        EngineError::Backend {
+            backend: "sqlite",
+            message: e.to_string(),
+        }
     }
 
     /// Wraps a Redis error.
     pub fn redis(e: impl std::fmt::Display) -> Self {
-        EngineError::Backend { backend: "redis", message: e.to_string() }
+        EngineError::Backend {
+            backend: "redis",
+            message: e.to_string(),
+        }
     }
 
     /// Wraps a Redis error that passes ([`EngineError::Unavailable`]).
     pub fn redis_unavailable(e: impl std::fmt::Display) -> Self {
-        EngineError::Unavailable { backend: "redis", message: e.to_string() }
+        EngineError::Unavailable {
+            backend: "redis",
+            message: e.to_string(),
+        }
     }
 
     /// Whether the call may succeed if made again later ([`EngineError::Unavailable`]): a

@@ -24,7 +24,10 @@ pub struct WorkerHealth {
 impl WorkerHealth {
     /// The error that kept job `job_id`'s result from being delivered, if it was not.
     pub fn undelivered(&self, job_id: &str) -> Option<String> {
-        lock(&self.undelivered).iter().find(|(id, _)| id == job_id).map(|(_, e)| e.clone())
+        lock(&self.undelivered)
+            .iter()
+            .find(|(id, _)| id == job_id)
+            .map(|(_, e)| e.clone())
     }
 
     /// `(failures in a row, last error)` while lease calls keep failing; `None` once one answers.

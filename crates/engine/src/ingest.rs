@@ -107,7 +107,9 @@ pub async fn ingest_once(
     store: &Store,
     handler: &dyn ResultHandler,
 ) -> Result<IngestReport, EngineError> {
-    Ingestion::with_backoff(Duration::ZERO, Duration::ZERO).pass(backend, store, handler).await
+    Ingestion::with_backoff(Duration::ZERO, Duration::ZERO)
+        .pass(backend, store, handler)
+        .await
 }
 
 /// A result that could not be applied yet, waiting out its backoff.
@@ -143,7 +145,11 @@ impl Ingestion {
     /// Ingestion whose deferred results wait `first`, doubling up to `max` (zero: every pass
     /// offers every pending result again, as [`ingest_once`] does).
     pub fn with_backoff(first: Duration, max: Duration) -> Self {
-        Self { deferred: std::collections::HashMap::new(), first, max }
+        Self {
+            deferred: std::collections::HashMap::new(),
+            first,
+            max,
+        }
     }
 
     /// How many results are waiting out a backoff now.
@@ -154,8 +160,17 @@ impl Ingestion {
     /// Records that `job_id`'s result could not be applied; returns how long it now waits.
     fn defer(&mut self, job_id: &str) -> Duration {
         let tries = self.deferred.get(job_id).map_or(0, |d| d.tries) + 1;
-        let wait = self.first.saturating_mul(1 << (tries - 1).min(20)).min(self.max);
-        self.deferred.insert(job_id.to_owned(), Deferred { tries, until: tokio::time::Instant::now() + wait });
+        let wait = self
+            .first
+            .saturating_mul(1 << (tries - 1).min(20))
+            .min(self.max);
+        self.deferred.insert(
+            job_id.to_owned(),
+            Deferred {
+                tries,
+                until: tokio::time::Instant::now() + wait,
+            },
+        );
         wait
     }
 
@@ -185,14 +200,20 @@ impl Ingestion {
         handler: &dyn ResultHandler,
     ) -> Result<IngestReport, EngineError> {
         let now = tokio::time::Instant::now();
-        let skip: std::collections::HashSet<String> =
-            self.deferred.iter().filter(|(_, d)| d.until > now).map(|(id, _)| id.clone()).collect();
+        let skip: std::collections::HashSet<String> = self
+            .deferred
+            .iter()
+            .filter(|(_, d)| d.until > now)
+            .map(|(id, _)| id.clone())
+            .collect();
         let jobs = backend.pending_results_skipping(PASS_BATCH, &skip).await?;
         if jobs.len() < PASS_BATCH {
             // Every pending result was seen: a deferred one that is due and not among them is
             // no longer pending (applied by another process, pruned, retried and running).
-            let seen: std::collections::HashSet<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
-            self.deferred.retain(|id, d| d.until > now || seen.contains(id.as_str()));
+            let seen: std::collections::HashSet<&str> =
+                jobs.iter().map(|j| j.id.as_str()).collect();
+            self.deferred
+                .retain(|id, d| d.until > now || seen.contains(id.as_str()));
         }
         let mut report = IngestReport::default();
         for job in jobs {
@@ -249,13 +270,22 @@ impl Ingestion {
             let recorded = recorded_outputs(&mut tx, store.home(), &job.id).await?;
             match crate::transfer::deliver_outputs(area.as_ref(), job, &recorded).await {
                 Ok(_) => {}
-                Err(e @ (crate::transfer::TransferError::OutputsExpired { .. } | crate::transfer::TransferError::Missing { .. })) => {
+                Err(
+                    e @ (crate::transfer::TransferError::OutputsExpired { .. }
+                    | crate::transfer::TransferError::Missing { .. }),
+                ) => {
                     // An idempotent job with an attempt left runs again instead: its next
                     // attempt's outputs are delivered if they are ingested in time.
                     if job.spec.idempotent && job.attempts < job.spec.max_attempts {
                         let _ = tx.rollback().await;
-                        let reason = format!("the outputs of attempt {} expired before ingestion ({e}); run again", job.attempts);
-                        if backend.rerun_result(&job.id, job.fencing_token, &reason).await? {
+                        let reason = format!(
+                            "the outputs of attempt {} expired before ingestion ({e}); run again",
+                            job.attempts
+                        );
+                        if backend
+                            .rerun_result(&job.id, job.fencing_token, &reason)
+                            .await?
+                        {
                             self.deferred.remove(&job.id);
                             warn!(job_id = %job.id, attempt = job.attempts, max_attempts = job.spec.max_attempts, error = %e,
                                   "the job's outputs expired before ingestion: an idempotent job, run again");
@@ -279,7 +309,9 @@ impl Ingestion {
                         crate::transfer::TransferError::Refused { .. } => {
                             error!(job_id = %job.id, error = %e, retry_in_ms, "the job's outputs were refused; result left pending");
                         }
-                        _ => warn!(job_id = %job.id, error = %e, retry_in_ms, "the job's outputs could not be delivered; result left pending"),
+                        _ => {
+                            warn!(job_id = %job.id, error = %e, retry_in_ms, "the job's outputs could not be delivered; result left pending")
+                        }
                     }
                     return Ok(Applied::Deferred);
                 }
@@ -303,11 +335,16 @@ impl Ingestion {
             stage: job.spec.stage.clone(),
             state: job.state.as_str().to_owned(),
             idempotency_key: job.spec.idempotency_key.clone(),
-            outcome_json: job.outcome.as_ref().and_then(|o| serde_json::to_string(o).ok()),
+            outcome_json: job
+                .outcome
+                .as_ref()
+                .and_then(|o| serde_json::to_string(o).ok()),
             applied_at: chrono::Utc::now().to_rfc3339(),
         };
         if let Some(key) = &job.spec.idempotency_key
-            && let Some(first) = applied_by_key(&mut tx, key, &job.id).await.map_err(EngineError::sqlite)?
+            && let Some(first) = applied_by_key(&mut tx, key, &job.id)
+                .await
+                .map_err(EngineError::sqlite)?
         {
             // The queue lost the first job of this key and ran the work again: its effects are
             // in the store already, so this copy's result is acknowledged without effect.
@@ -319,7 +356,9 @@ impl Ingestion {
             backend.ack_result(&job.id, job.fencing_token).await?;
             return Ok(Applied::Duplicate);
         }
-        let is_new = record_applied(&mut tx, &row).await.map_err(EngineError::sqlite)?;
+        let is_new = record_applied(&mut tx, &row)
+            .await
+            .map_err(EngineError::sqlite)?;
         if is_new {
             if let Err(e) = handler.apply(&mut tx, job).await {
                 let _ = tx.rollback().await;
@@ -328,7 +367,9 @@ impl Ingestion {
                     ApplyError::NoHandler { workflow, .. } => {
                         error!(job_id = %job.id, workflow = %workflow, retry_in_ms, "no result handler for the job's workflow; result left pending");
                     }
-                    _ => warn!(job_id = %job.id, error = %e, retry_in_ms, "result handler failed; result left pending"),
+                    _ => {
+                        warn!(job_id = %job.id, error = %e, retry_in_ms, "result handler failed; result left pending")
+                    }
                 }
                 return Ok(Applied::Deferred);
             }
@@ -343,7 +384,11 @@ impl Ingestion {
         if !backend.ack_result(&job.id, job.fencing_token).await? {
             info!(job_id = %job.id, fencing_token = job.fencing_token, "a newer attempt's result is pending; left for the next pass");
         }
-        Ok(if is_new { Applied::New } else { Applied::Duplicate })
+        Ok(if is_new {
+            Applied::New
+        } else {
+            Applied::Duplicate
+        })
     }
 }
 
@@ -365,13 +410,23 @@ enum Applied {
 ///
 /// # Errors
 /// The store's.
-async fn recorded_spec(conn: &mut SqliteConnection, job: &Job) -> Result<Result<Option<crate::job::JobSpec>, String>, EngineError> {
-    let Some(json) = skillforge_store::submitted::recorded_spec(conn, &job.id).await.map_err(EngineError::sqlite)? else {
+async fn recorded_spec(
+    conn: &mut SqliteConnection,
+    job: &Job,
+) -> Result<Result<Option<crate::job::JobSpec>, String>, EngineError> {
+    let Some(json) = skillforge_store::submitted::recorded_spec(conn, &job.id)
+        .await
+        .map_err(EngineError::sqlite)?
+    else {
         return Ok(Ok(None));
     };
     let recorded: crate::job::JobSpec = match serde_json::from_str(&json) {
         Ok(spec) => spec,
-        Err(e) => return Ok(Err(format!("the spec this control plane recorded for it does not parse ({e})"))),
+        Err(e) => {
+            return Ok(Err(format!(
+                "the spec this control plane recorded for it does not parse ({e})"
+            )));
+        }
     };
     Ok(match job.spec.disagreement_with(&recorded) {
         Some(field) => Err(format!(
@@ -392,17 +447,24 @@ pub async fn recorded_outputs(
     home: &std::path::Path,
     job_id: &str,
 ) -> Result<Vec<crate::transfer::OutputDir>, EngineError> {
-    let rows = skillforge_store::deliveries::deliveries_for(conn, job_id).await.map_err(EngineError::sqlite)?;
+    let rows = skillforge_store::deliveries::deliveries_for(conn, job_id)
+        .await
+        .map_err(EngineError::sqlite)?;
     Ok(rows
         .into_iter()
-        .filter(|d| match skillforge_store::deliveries::check_delivery_path(home, &d.deliver_to) {
-            Ok(()) => true,
-            Err(why) => {
-                error!(job_id = %job_id, dir = %d.dir, "recorded delivery refused: {why}");
-                false
-            }
+        .filter(
+            |d| match skillforge_store::deliveries::check_delivery_path(home, &d.deliver_to) {
+                Ok(()) => true,
+                Err(why) => {
+                    error!(job_id = %job_id, dir = %d.dir, "recorded delivery refused: {why}");
+                    false
+                }
+            },
+        )
+        .map(|d| crate::transfer::OutputDir {
+            dir: d.dir,
+            deliver_to: d.deliver_to,
         })
-        .map(|d| crate::transfer::OutputDir { dir: d.dir, deliver_to: d.deliver_to })
         .collect())
 }
 

@@ -481,10 +481,16 @@ mod tests {
     #[test]
     fn a_queued_spec_disagrees_with_the_record_only_where_the_control_plane_relies_on_it() {
         let recorded = {
-            let mut s = JobSpec::new("agent", serde_json::json!({"transcript_path": "@job_dir@/meta/t.jsonl", "env": {"A": "1"}}));
+            let mut s = JobSpec::new(
+                "agent",
+                serde_json::json!({"transcript_path": "@job_dir@/meta/t.jsonl", "env": {"A": "1"}}),
+            );
             s.workflow = "evalloop".into();
             s.idempotency_key = Some("k".into());
-            s.files.outputs.push(crate::transfer::OutputDir { dir: "meta".into(), deliver_to: "/h/eval/s1/meta".into() });
+            s.files.outputs.push(crate::transfer::OutputDir {
+                dir: "meta".into(),
+                deliver_to: "/h/eval/s1/meta".into(),
+            });
             s
         };
         let check = |change: &dyn Fn(&mut JobSpec), expected: Option<&str>| {
@@ -497,8 +503,14 @@ mod tests {
         check(&|s| s.payload["env"]["B"] = "new".into(), None);
         check(&|s| s.queue = "default@gpu".into(), None);
         check(&|s| s.max_attempts = 9, None);
-        check(&|s| s.payload["transcript_path"] = "/root/.ssh/t.jsonl".into(), Some("payload"));
-        check(&|s| s.files.outputs[0].deliver_to = "/root/.ssh".into(), Some("files"));
+        check(
+            &|s| s.payload["transcript_path"] = "/root/.ssh/t.jsonl".into(),
+            Some("payload"),
+        );
+        check(
+            &|s| s.files.outputs[0].deliver_to = "/root/.ssh".into(),
+            Some("files"),
+        );
         check(&|s| s.kind = "process".into(), Some("runner kind"));
         check(&|s| s.stage = "judge".into(), Some("workflow or stage"));
         check(&|s| s.idempotency_key = None, Some("idempotency key"));

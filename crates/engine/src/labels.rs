@@ -16,12 +16,18 @@
 pub const ROUTE_SEPARATOR: char = '@';
 
 /// Tools whose presence on `PATH` a worker advertises as `tool:<name>`.
-pub const DETECTED_TOOLS: &[&str] =
-    &["git", "bwrap", "podman", "docker", "claude", "codex", "opencode", "cargo", "go", "node", "npm", "python3"];
+pub const DETECTED_TOOLS: &[&str] = &[
+    "git", "bwrap", "podman", "docker", "claude", "codex", "opencode", "cargo", "go", "node",
+    "npm", "python3",
+];
 
 /// Sorted, deduplicated, trimmed, without empties.
 pub fn normalize(labels: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = labels.iter().map(|l| l.trim().to_owned()).filter(|l| !l.is_empty()).collect();
+    let mut out: Vec<String> = labels
+        .iter()
+        .map(|l| l.trim().to_owned())
+        .filter(|l| !l.is_empty())
+        .collect();
     out.sort();
     out.dedup();
     out
@@ -31,7 +37,11 @@ pub fn normalize(labels: &[String]) -> Vec<String> {
 /// else `queue@req1,req2` (sorted).
 pub fn route(queue: &str, requires: &[String]) -> String {
     let requires = normalize(requires);
-    if requires.is_empty() { queue.to_owned() } else { format!("{queue}{ROUTE_SEPARATOR}{}", requires.join(",")) }
+    if requires.is_empty() {
+        queue.to_owned()
+    } else {
+        format!("{queue}{ROUTE_SEPARATOR}{}", requires.join(","))
+    }
 }
 
 /// (queue, requirements) of a route name; a plain queue requires nothing.
@@ -55,7 +65,11 @@ pub fn satisfies(labels: &[String], requires: &[String]) -> bool {
 
 /// The requirements of `requires` that `labels` do not meet.
 pub fn missing(labels: &[String], requires: &[String]) -> Vec<String> {
-    requires.iter().filter(|r| !satisfies(labels, std::slice::from_ref(r))).cloned().collect()
+    requires
+        .iter()
+        .filter(|r| !satisfies(labels, std::slice::from_ref(r)))
+        .cloned()
+        .collect()
 }
 
 /// Of `routes` (route names the backend has seen), those of `queues` whose requirements
@@ -65,7 +79,9 @@ pub fn routes_for(queues: &[String], labels: &[String], routes: &[String]) -> Ve
         .iter()
         .filter(|r| {
             let (queue, requires) = parse_route(r);
-            !requires.is_empty() && queues.iter().any(|q| q == queue) && satisfies(labels, &requires)
+            !requires.is_empty()
+                && queues.iter().any(|q| q == queue)
+                && satisfies(labels, &requires)
         })
         .cloned()
         .collect()
@@ -74,7 +90,10 @@ pub fn routes_for(queues: &[String], labels: &[String], routes: &[String]) -> Ve
 /// What this machine offers: `os=<os>`, `arch=<arch>` and `tool:<name>` for each of
 /// [`DETECTED_TOOLS`] found on `PATH`.
 pub fn detect() -> Vec<String> {
-    let mut labels = vec![format!("os={}", std::env::consts::OS), format!("arch={}", std::env::consts::ARCH)];
+    let mut labels = vec![
+        format!("os={}", std::env::consts::OS),
+        format!("arch={}", std::env::consts::ARCH),
+    ];
     let path = std::env::var_os("PATH").unwrap_or_default();
     for tool in DETECTED_TOOLS {
         if std::env::split_paths(&path).any(|dir| is_executable(&dir.join(tool))) {
@@ -86,7 +105,8 @@ pub fn detect() -> Vec<String> {
 
 fn is_executable(path: &std::path::Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// Transfer-area record key of a worker's labels (JSON array).
@@ -109,7 +129,9 @@ impl LiveWorker {
     /// Whether this worker can take a job requiring `requires`: its labels satisfy them, or
     /// they are unknown (a worker whose record cannot be read is given the benefit of the doubt).
     pub fn may_take(&self, requires: &[String]) -> bool {
-        self.labels.as_ref().is_none_or(|labels| satisfies(labels, requires))
+        self.labels
+            .as_ref()
+            .is_none_or(|labels| satisfies(labels, requires))
     }
 }
 
@@ -118,12 +140,18 @@ impl LiveWorker {
 ///
 /// # Errors
 /// The queue's.
-pub async fn live_workers(backend: &dyn crate::QueueBackend) -> Result<Vec<LiveWorker>, crate::EngineError> {
-    let Some(area) = backend.transfer_area() else { return Ok(Vec::new()) };
+pub async fn live_workers(
+    backend: &dyn crate::QueueBackend,
+) -> Result<Vec<LiveWorker>, crate::EngineError> {
+    let Some(area) = backend.transfer_area() else {
+        return Ok(Vec::new());
+    };
     let now = backend.now_ms().await?;
     let mut live = Vec::new();
     for lease in backend.leases().await? {
-        let Some(id) = lease.name.strip_prefix(crate::worker::PRESENCE_LOCK_PREFIX) else { continue };
+        let Some(id) = lease.name.strip_prefix(crate::worker::PRESENCE_LOCK_PREFIX) else {
+            continue;
+        };
         if lease.kind != crate::LeaseKind::Lock || lease.status(now) != crate::LeaseStatus::Active {
             continue;
         }
@@ -133,7 +161,10 @@ pub async fn live_workers(backend: &dyn crate::QueueBackend) -> Result<Vec<LiveW
             Ok(None) => Some(Vec::new()),
             Err(_) => None,
         };
-        live.push(LiveWorker { id: id.to_owned(), labels });
+        live.push(LiveWorker {
+            id: id.to_owned(),
+            labels,
+        });
     }
     Ok(live)
 }
@@ -165,7 +196,11 @@ pub fn describe_live(live: &[LiveWorker]) -> String {
 
 /// The `skillforge worker --label …` flags that offer `requires`.
 pub fn label_flags(requires: &[String]) -> String {
-    requires.iter().map(|r| format!("--label {r}")).collect::<Vec<_>>().join(" ")
+    requires
+        .iter()
+        .map(|r| format!("--label {r}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Why no live worker can take `job` (queued, requiring labels), or `None` when one can or when
@@ -175,8 +210,14 @@ pub fn label_flags(requires: &[String]) -> String {
 ///
 /// # Errors
 /// The queue's.
-pub async fn unmet_note(backend: &dyn crate::QueueBackend, job: &crate::Job) -> Result<Option<String>, crate::EngineError> {
-    if job.state != crate::JobState::Queued || job.spec.requires.is_empty() || backend.transfer_area().is_none() {
+pub async fn unmet_note(
+    backend: &dyn crate::QueueBackend,
+    job: &crate::Job,
+) -> Result<Option<String>, crate::EngineError> {
+    if job.state != crate::JobState::Queued
+        || job.spec.requires.is_empty()
+        || backend.transfer_area().is_none()
+    {
         return Ok(None);
     }
     let live = live_workers(backend).await?;
@@ -204,19 +245,39 @@ mod tests {
     fn requirements_match_exact_labels_or_bare_keys() {
         let labels = v(&["os=linux", "gpu", "tool:git"]);
         assert!(satisfies(&labels, &v(&["os=linux", "gpu"])));
-        assert!(satisfies(&labels, &v(&["os"])), "a bare key matches any value");
+        assert!(
+            satisfies(&labels, &v(&["os"])),
+            "a bare key matches any value"
+        );
         assert!(!satisfies(&labels, &v(&["os=macos"])));
         assert!(!satisfies(&labels, &v(&["tool:podman"])));
-        assert_eq!(missing(&labels, &v(&["gpu", "tpu", "os=macos"])), v(&["tpu", "os=macos"]));
+        assert_eq!(
+            missing(&labels, &v(&["gpu", "tpu", "os=macos"])),
+            v(&["tpu", "os=macos"])
+        );
         assert!(satisfies(&[], &[]));
     }
 
     #[test]
     fn routes_are_canonical_and_only_satisfiable_ones_are_leased() {
         assert_eq!(route("default", &[]), "default");
-        assert_eq!(route("default", &v(&["gpu", "os=linux", "gpu"])), "default@gpu,os=linux");
-        assert_eq!(parse_route("default@gpu,os=linux"), ("default", v(&["gpu", "os=linux"])));
-        let routes = v(&["default@gpu", "default@os=linux", "verify@gpu", "default@tpu"]);
-        assert_eq!(routes_for(&v(&["default"]), &v(&["gpu", "os=linux"]), &routes), v(&["default@gpu", "default@os=linux"]));
+        assert_eq!(
+            route("default", &v(&["gpu", "os=linux", "gpu"])),
+            "default@gpu,os=linux"
+        );
+        assert_eq!(
+            parse_route("default@gpu,os=linux"),
+            ("default", v(&["gpu", "os=linux"]))
+        );
+        let routes = v(&[
+            "default@gpu",
+            "default@os=linux",
+            "verify@gpu",
+            "default@tpu",
+        ]);
+        assert_eq!(
+            routes_for(&v(&["default"]), &v(&["gpu", "os=linux"]), &routes),
+            v(&["default@gpu", "default@os=linux"])
+        );
     }
 }

@@ -27,14 +27,16 @@ pub mod placement;
 pub mod policy;
 pub mod reaper;
 pub mod redact;
-pub mod retention;
 pub mod redis;
 pub mod registry;
+pub mod retention;
 pub mod sqlite;
 pub mod transfer;
 pub mod worker;
 
-pub use backend::{NamespaceLoss, QueueBackend, ReapAction, UnreadableRecord, UnsafeSetting};
+pub use backend::{
+    JobCounts, NamespaceLoss, QueueBackend, ReapAction, UnreadableRecord, UnsafeSetting,
+};
 pub use error::EngineError;
 pub use job::*;
 pub use registry::RunnerRegistry;

@@ -31,9 +31,13 @@ impl QueueUrl {
     pub fn parse(url: Option<&str>, home: &Path) -> Result<Self, EngineError> {
         match url {
             None => Ok(QueueUrl::Sqlite(home.join(QUEUE_FILE))),
-            Some(u) if u.starts_with("redis://") || u.starts_with("rediss://") => Ok(QueueUrl::Redis(u.to_owned())),
+            Some(u) if u.starts_with("redis://") || u.starts_with("rediss://") => {
+                Ok(QueueUrl::Redis(u.to_owned()))
+            }
             Some(u) if u.starts_with("sqlite://") => match u.trim_start_matches("sqlite://") {
-                "" => Err(EngineError::Config(format!("queue url `{u}` names no file (sqlite://PATH)"))),
+                "" => Err(EngineError::Config(format!(
+                    "queue url `{u}` names no file (sqlite://PATH)"
+                ))),
                 path => Ok(QueueUrl::Sqlite(path.into())),
             },
             Some(u) => Err(EngineError::Config(format!(
@@ -81,7 +85,10 @@ impl std::fmt::Debug for QueueOptions {
 /// # Errors
 /// As [`open_queue`]; [`EngineError::Config`] also when a Redis URL carries a password and
 /// `options.password` gives one too.
-pub async fn open_queue_with(url: &QueueUrl, options: &QueueOptions) -> Result<Arc<dyn QueueBackend>, EngineError> {
+pub async fn open_queue_with(
+    url: &QueueUrl,
+    options: &QueueOptions,
+) -> Result<Arc<dyn QueueBackend>, EngineError> {
     Ok(match url {
         QueueUrl::Sqlite(path) => Arc::new(SqliteBackend::open(path).await?),
         QueueUrl::Redis(u) => Arc::new(

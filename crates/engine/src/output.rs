@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-pub use skillforge_runner::OutputStream;
 use skillforge_runner::OutputFn;
+pub use skillforge_runner::OutputStream;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
@@ -80,7 +80,10 @@ impl Pending {
     fn push(&mut self, stream: OutputStream, data: &[u8]) {
         match self.chunks.last_mut() {
             Some(last) if last.stream == stream => last.data.extend_from_slice(data),
-            _ => self.chunks.push(NewOutput { stream, data: data.to_vec() }),
+            _ => self.chunks.push(NewOutput {
+                stream,
+                data: data.to_vec(),
+            }),
         }
         self.bytes += data.len();
         while self.bytes > OUTPUT_BUFFER_MAX_BYTES && !self.chunks.is_empty() {
@@ -100,8 +103,17 @@ impl Pending {
         let mut chunks = std::mem::take(&mut self.chunks);
         self.bytes = 0;
         if self.dropped > 0 {
-            let line = format!("[... {} bytes of live output dropped]\n", std::mem::take(&mut self.dropped));
-            chunks.insert(0, NewOutput { stream: OutputStream::Stderr, data: line.into_bytes() });
+            let line = format!(
+                "[... {} bytes of live output dropped]\n",
+                std::mem::take(&mut self.dropped)
+            );
+            chunks.insert(
+                0,
+                NewOutput {
+                    stream: OutputStream::Stderr,
+                    data: line.into_bytes(),
+                },
+            );
         }
         chunks
     }
@@ -191,9 +203,15 @@ async fn send(s: &Shared) {
     if chunks.is_empty() {
         return;
     }
-    match s.backend.append_output(&s.job_id, s.fencing_token, &chunks).await {
+    match s
+        .backend
+        .append_output(&s.job_id, s.fencing_token, &chunks)
+        .await
+    {
         Ok(true) => {}
-        Ok(false) => debug!(job_id = %s.job_id, fencing_token = s.fencing_token, "live output refused: the lease was superseded"),
+        Ok(false) => {
+            debug!(job_id = %s.job_id, fencing_token = s.fencing_token, "live output refused: the lease was superseded")
+        }
         // Live output is best effort: the result's outcome keeps the capped tails either way.
         Err(e) => debug!(job_id = %s.job_id, error = %e, "live output not sent"),
     }
@@ -211,7 +229,13 @@ mod tests {
         p.push(OutputStream::Stderr, b"c");
         let taken = p.take();
         assert_eq!(taken.len(), 2);
-        assert_eq!(taken[0], NewOutput { stream: OutputStream::Stdout, data: b"ab".to_vec() });
+        assert_eq!(
+            taken[0],
+            NewOutput {
+                stream: OutputStream::Stdout,
+                data: b"ab".to_vec()
+            }
+        );
         assert!(p.take().is_empty());
 
         p.push(OutputStream::Stdout, &vec![b'x'; OUTPUT_BUFFER_MAX_BYTES]);

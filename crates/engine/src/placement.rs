@@ -24,7 +24,9 @@ use tracing::{debug, error, warn};
 use crate::backend::QueueBackend;
 use crate::error::EngineError;
 use crate::job::Job;
-use crate::labels::{LiveWorker, describe_live, label_flags, live_workers, offered_by_none, parse_route};
+use crate::labels::{
+    LiveWorker, describe_live, label_flags, live_workers, offered_by_none, parse_route,
+};
 
 /// Default of `[queue] unplaceable_after_secs`: how long a job may wait with no live worker able
 /// to take it before it fails (10 minutes: a worker being restarted or a machine booting is
@@ -57,7 +59,9 @@ pub struct PlacementWatch {
 impl PlacementWatch {
     /// How long `job_id` has been seen unplaceable by `now` (zero when it is not).
     pub fn unplaceable_for(&self, job_id: &str, now: tokio::time::Instant) -> Duration {
-        self.since.get(job_id).map_or(Duration::ZERO, |since| now.saturating_duration_since(*since))
+        self.since.get(job_id).map_or(Duration::ZERO, |since| {
+            now.saturating_duration_since(*since)
+        })
     }
 }
 
@@ -65,9 +69,15 @@ impl PlacementWatch {
 pub fn unplaceable_reason(requires: &[String], live: &[LiveWorker], after: Duration) -> String {
     let nobody = offered_by_none(live, requires);
     let which = if nobody.is_empty() {
-        format!("no live worker offers all of the labels it requires ({})", requires.join(", "))
+        format!(
+            "no live worker offers all of the labels it requires ({})",
+            requires.join(", ")
+        )
     } else {
-        format!("no live worker offers the label(s) {} it requires", nobody.join(", "))
+        format!(
+            "no live worker offers the label(s) {} it requires",
+            nobody.join(", ")
+        )
     };
     format!(
         "{which} for {} s ({}): start one with `skillforge worker {}` and submit it again \
@@ -119,13 +129,19 @@ pub async fn fail_unplaceable_among(
     now: tokio::time::Instant,
     jobs: &[Job],
 ) -> Result<Vec<Unplaced>, EngineError> {
-    let routed = || jobs.iter().filter(|j| j.state == crate::job::JobState::Queued && !j.spec.requires.is_empty());
+    let routed = || {
+        jobs.iter()
+            .filter(|j| j.state == crate::job::JobState::Queued && !j.spec.requires.is_empty())
+    };
     if routed().next().is_none() || backend.transfer_area().is_none() {
         watch.since.clear();
         return Ok(Vec::new());
     }
     let live = live_workers(backend).await?;
-    let queued = routed().filter(|j| !live.iter().any(|w| w.may_take(&j.spec.requires))).cloned().collect();
+    let queued = routed()
+        .filter(|j| !live.iter().any(|w| w.may_take(&j.spec.requires)))
+        .cloned()
+        .collect();
     fail_observed(backend, watch, after, now, &live, queued).await
 }
 
@@ -141,11 +157,16 @@ async fn fail_observed(
 ) -> Result<Vec<Unplaced>, EngineError> {
     let backend_now = backend.now_ms().await?;
     // A job not due yet (a retry's backoff, `not_before`) waits for its time, not for a worker.
-    let unplaceable: Vec<Job> =
-        queued.into_iter().filter(|j| j.not_before_ms <= backend_now && !j.spec.requires.is_empty()).collect();
+    let unplaceable: Vec<Job> = queued
+        .into_iter()
+        .filter(|j| j.not_before_ms <= backend_now && !j.spec.requires.is_empty())
+        .collect();
     let mut since = HashMap::with_capacity(unplaceable.len());
     for job in &unplaceable {
-        since.insert(job.id.clone(), watch.since.get(&job.id).copied().unwrap_or(now));
+        since.insert(
+            job.id.clone(),
+            watch.since.get(&job.id).copied().unwrap_or(now),
+        );
     }
     watch.since = since;
     let mut failed = Vec::new();
@@ -155,7 +176,9 @@ async fn fail_observed(
         }
         let reason = unplaceable_reason(&job.spec.requires, live, after);
         let outcome = RunOutcome {
-            exit: ExitClass::NotRunnable { reason: reason.clone() },
+            exit: ExitClass::NotRunnable {
+                reason: reason.clone(),
+            },
             exit_code: None,
             duration_ms: 0,
             stdout_tail: String::new(),
@@ -165,7 +188,10 @@ async fn fail_observed(
         if backend.fail_queued(&job.id, &outcome).await? {
             error!(job_id = %job.id, requires = %job.spec.requires.join(","), "job failed: {reason}");
             watch.since.remove(&job.id);
-            failed.push(Unplaced { job_id: job.id, reason });
+            failed.push(Unplaced {
+                job_id: job.id,
+                reason,
+            });
         }
     }
     Ok(failed)
@@ -173,7 +199,12 @@ async fn fail_observed(
 
 /// Runs [`fail_unplaceable`] every `every` until `shutdown` fires (`serve`); `after` zero runs
 /// nothing (the deadline is off). Queue errors are logged and retried at the next pass.
-pub async fn run_placement_deadline(backend: &dyn QueueBackend, after: Duration, every: Duration, shutdown: CancellationToken) {
+pub async fn run_placement_deadline(
+    backend: &dyn QueueBackend,
+    after: Duration,
+    every: Duration,
+    shutdown: CancellationToken,
+) {
     if after.is_zero() {
         return;
     }
@@ -199,7 +230,10 @@ mod tests {
     use super::*;
 
     fn worker(id: &str, labels: Option<&[&str]>) -> LiveWorker {
-        LiveWorker { id: id.to_owned(), labels: labels.map(|l| l.iter().map(|s| (*s).to_owned()).collect()) }
+        LiveWorker {
+            id: id.to_owned(),
+            labels: labels.map(|l| l.iter().map(|s| (*s).to_owned()).collect()),
+        }
     }
 
     fn v(items: &[&str]) -> Vec<String> {
@@ -215,19 +249,39 @@ mod tests {
                 assert!(reason.contains(part), "`{part}` missing from: {reason}");
             }
         };
-        check(&["host=db1"], &[], &["label(s) host=db1 it requires", "for 600 s", "none is live", "--label host=db1"]);
+        check(
+            &["host=db1"],
+            &[],
+            &[
+                "label(s) host=db1 it requires",
+                "for 600 s",
+                "none is live",
+                "--label host=db1",
+            ],
+        );
         check(
             &["gpu", "host=db1"],
             &[worker("w-1", Some(&["gpu", "os=linux"]))],
-            &["label(s) host=db1 it requires", "w-1 [gpu, os=linux]", "--label gpu --label host=db1"],
+            &[
+                "label(s) host=db1 it requires",
+                "w-1 [gpu, os=linux]",
+                "--label gpu --label host=db1",
+            ],
         );
         // Each label offered by someone, all of them by nobody.
         check(
             &["gpu", "host=db1"],
-            &[worker("w-1", Some(&["gpu"])), worker("w-2", Some(&["host=db1"]))],
+            &[
+                worker("w-1", Some(&["gpu"])),
+                worker("w-2", Some(&["host=db1"])),
+            ],
             &["offers all of the labels it requires (gpu, host=db1)"],
         );
-        check(&["gpu"], &[worker("w-1", None), worker("w-2", Some(&[]))], &["w-1 [labels unknown]", "w-2 []"]);
+        check(
+            &["gpu"],
+            &[worker("w-1", None), worker("w-2", Some(&[]))],
+            &["w-1 [labels unknown]", "w-2 []"],
+        );
     }
 
     #[test]

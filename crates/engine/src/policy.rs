@@ -57,7 +57,11 @@ pub fn finish_for(
 ) -> Finish {
     match result {
         Err(error) => Finish {
-            next: if was_cancelled { JobState::Cancelled } else { JobState::Failed },
+            next: if was_cancelled {
+                JobState::Cancelled
+            } else {
+                JobState::Failed
+            },
             retry_delay_ms: 0,
             attempt_result: "error".to_owned(),
             outcome: None,
@@ -100,7 +104,9 @@ pub fn reap_action_for(lease: &ExpiredLease) -> ReapAction {
     } else if !lease.idempotent {
         ReapAction::RecoveryAvailable
     } else if lease.attempts < lease.max_attempts {
-        ReapAction::Requeue { delay: Duration::ZERO }
+        ReapAction::Requeue {
+            delay: Duration::ZERO,
+        }
     } else {
         ReapAction::Dead
     }
@@ -115,7 +121,10 @@ mod tests {
         for attempt in 1..8 {
             let hi_prev = backoff_with(attempt, 0.0);
             let lo_next = backoff_with(attempt + 1, 0.999_999);
-            assert!(lo_next > hi_prev, "attempt {attempt}: {lo_next:?} <= {hi_prev:?}");
+            assert!(
+                lo_next > hi_prev,
+                "attempt {attempt}: {lo_next:?} <= {hi_prev:?}"
+            );
         }
         assert_eq!(backoff_with(1, 0.0), Duration::from_secs(1));
         assert!(backoff_with(1, 0.999) > Duration::from_millis(500));
@@ -140,8 +149,20 @@ mod tests {
             (1, 3, ExitClass::Failed { code: 1 }, false, JobState::Queued),
             (3, 3, ExitClass::Failed { code: 1 }, false, JobState::Dead),
             (1, 3, ExitClass::TimedOut, false, JobState::Queued),
-            (1, 3, ExitClass::NotRunnable { reason: "x".into() }, false, JobState::Failed),
-            (1, 3, ExitClass::Killed { signal: 15 }, true, JobState::Cancelled),
+            (
+                1,
+                3,
+                ExitClass::NotRunnable { reason: "x".into() },
+                false,
+                JobState::Failed,
+            ),
+            (
+                1,
+                3,
+                ExitClass::Killed { signal: 15 },
+                true,
+                JobState::Cancelled,
+            ),
             (1, 1, ExitClass::Killed { signal: 9 }, false, JobState::Dead),
         ];
         for (attempts, max, exit, cancelled, want) in cases {
@@ -151,8 +172,18 @@ mod tests {
         }
         let err = finish_for(1, 3, Err("bad payload".into()), false, true);
         assert_eq!(err.next, JobState::Failed);
-        let verdict = finish_for(1, 3, Ok(outcome(ExitClass::Failed { code: 1 })), false, false);
-        assert_eq!(verdict.next, JobState::Failed, "a check's failing answer is not retried");
+        let verdict = finish_for(
+            1,
+            3,
+            Ok(outcome(ExitClass::Failed { code: 1 })),
+            false,
+            false,
+        );
+        assert_eq!(
+            verdict.next,
+            JobState::Failed,
+            "a check's failing answer is not retried"
+        );
         let passed = finish_for(1, 3, Ok(outcome(ExitClass::Passed)), false, false);
         assert_eq!(passed.next, JobState::Succeeded);
     }
@@ -167,7 +198,12 @@ mod tests {
             idempotent: true,
             cancel_requested: false,
         };
-        assert_eq!(reap_action_for(&lease), ReapAction::Requeue { delay: Duration::ZERO });
+        assert_eq!(
+            reap_action_for(&lease),
+            ReapAction::Requeue {
+                delay: Duration::ZERO
+            }
+        );
         lease.attempts = 3;
         assert_eq!(reap_action_for(&lease), ReapAction::Dead);
         lease.idempotent = false;

@@ -67,10 +67,17 @@ pub async fn reap_once(backend: &dyn QueueBackend) -> Result<Vec<Reaped>, Engine
             .await?
             .iter()
             .filter(|v| v.status(now) == crate::job::LeaseStatus::Stale)
-            .map(|v| StaleWatch::confirm_after(Duration::from_millis(v.heartbeat_ms), Duration::from_millis(v.stale_after_ms)))
+            .map(|v| {
+                StaleWatch::confirm_after(
+                    Duration::from_millis(v.heartbeat_ms),
+                    Duration::from_millis(v.stale_after_ms),
+                )
+            })
             .max();
         match unconfirmed {
-            Some(needed) if started.elapsed() < needed.min(ONE_SHOT_CONFIRM_MAX) + ONE_SHOT_POLL => {
+            Some(needed)
+                if started.elapsed() < needed.min(ONE_SHOT_CONFIRM_MAX) + ONE_SHOT_POLL =>
+            {
                 tokio::time::sleep(ONE_SHOT_POLL).await;
             }
             _ => return Ok(reaped),
@@ -92,7 +99,11 @@ async fn reap_expired(backend: &dyn QueueBackend) -> Result<Vec<Reaped>, EngineE
                 action = ?action,
                 "stale lease reaped"
             );
-            reaped.push(Reaped { job_id: lease.job_id, fencing_token: lease.fencing_token, action });
+            reaped.push(Reaped {
+                job_id: lease.job_id,
+                fencing_token: lease.fencing_token,
+                action,
+            });
         }
     }
     for name in backend.reap_locks().await? {
@@ -109,7 +120,11 @@ async fn reap_expired(backend: &dyn QueueBackend) -> Result<Vec<Reaped>, EngineE
 /// A transient backend error (the queue is unreachable): the pass stops and is retried.
 ///
 /// [`QueueIntegrity::quarantine`]: crate::backend::QueueIntegrity::quarantine
-async fn reap_one(backend: &dyn QueueBackend, lease: &crate::job::ExpiredLease, action: &ReapAction) -> Result<bool, EngineError> {
+async fn reap_one(
+    backend: &dyn QueueBackend,
+    lease: &crate::job::ExpiredLease,
+    action: &ReapAction,
+) -> Result<bool, EngineError> {
     match backend.reap(lease, action).await {
         Ok(reaped) => Ok(reaped),
         Err(e) if e.is_transient() => Err(e),
@@ -182,12 +197,25 @@ impl StaleWatch {
     }
 
     /// Whether the job lease (job, token) has been seen with an unchanged heartbeat for `needed` by `now`.
-    pub fn confirmed(&self, job_id: &str, token: u64, needed: Duration, now: tokio::time::Instant) -> bool {
+    pub fn confirmed(
+        &self,
+        job_id: &str,
+        token: u64,
+        needed: Duration,
+        now: tokio::time::Instant,
+    ) -> bool {
         self.confirmed_as(crate::job::LeaseKind::Job, job_id, token, needed, now)
     }
 
     /// [`Self::confirmed`] for a job lease or a named lock.
-    pub fn confirmed_as(&self, kind: crate::job::LeaseKind, name: &str, token: u64, needed: Duration, now: tokio::time::Instant) -> bool {
+    pub fn confirmed_as(
+        &self,
+        kind: crate::job::LeaseKind,
+        name: &str,
+        token: u64,
+        needed: Duration,
+        now: tokio::time::Instant,
+    ) -> bool {
         self.seen
             .get(&(Self::key(kind, name), token))
             .is_some_and(|(_, since)| now.saturating_duration_since(*since) >= needed)
@@ -200,7 +228,10 @@ impl StaleWatch {
 ///
 /// # Errors
 /// The backend's, when it cannot be reached.
-pub async fn reap_watched(backend: &dyn QueueBackend, watch: &mut StaleWatch) -> Result<Vec<Reaped>, EngineError> {
+pub async fn reap_watched(
+    backend: &dyn QueueBackend,
+    watch: &mut StaleWatch,
+) -> Result<Vec<Reaped>, EngineError> {
     if backend.clock_is_shared() {
         return reap_expired(backend).await;
     }
@@ -209,9 +240,14 @@ pub async fn reap_watched(backend: &dyn QueueBackend, watch: &mut StaleWatch) ->
     watch.observe(&views, now);
     let mut reaped = Vec::new();
     for lease in backend.expired_leases(1_000).await? {
-        let view = views.iter().find(|v| v.kind == crate::job::LeaseKind::Job && v.name == lease.job_id);
+        let view = views
+            .iter()
+            .find(|v| v.kind == crate::job::LeaseKind::Job && v.name == lease.job_id);
         let needed = view.map_or(Duration::ZERO, |v| {
-            StaleWatch::confirm_after(Duration::from_millis(v.heartbeat_ms), Duration::from_millis(v.stale_after_ms))
+            StaleWatch::confirm_after(
+                Duration::from_millis(v.heartbeat_ms),
+                Duration::from_millis(v.stale_after_ms),
+            )
         });
         if view.is_some() && !watch.confirmed(&lease.job_id, lease.fencing_token, needed, now) {
             debug!(job_id = %lease.job_id, fencing_token = lease.fencing_token,
@@ -227,20 +263,32 @@ pub async fn reap_watched(backend: &dyn QueueBackend, watch: &mut StaleWatch) ->
                 action = ?action,
                 "stale lease reaped"
             );
-            reaped.push(Reaped { job_id: lease.job_id, fencing_token: lease.fencing_token, action });
+            reaped.push(Reaped {
+                job_id: lease.job_id,
+                fencing_token: lease.fencing_token,
+                action,
+            });
         }
     }
     // A lease whose heartbeat this reaper has seen unchanged for its whole `stale_after`, on its
     // monotonic clock, is stale whatever its deadline by the wall clock says: a reaper whose
     // clock stepped back does not wait out the step.
-    let expired: std::collections::HashSet<String> = reaped.iter().map(|r| r.job_id.clone()).collect();
-    for view in views.iter().filter(|v| v.kind == crate::job::LeaseKind::Job && !expired.contains(v.name.as_str())) {
+    let expired: std::collections::HashSet<String> =
+        reaped.iter().map(|r| r.job_id.clone()).collect();
+    for view in views
+        .iter()
+        .filter(|v| v.kind == crate::job::LeaseKind::Job && !expired.contains(v.name.as_str()))
+    {
         let stale_after = Duration::from_millis(view.stale_after_ms);
         if !watch.confirmed(&view.name, view.lease.fencing_token, stale_after, now) {
             continue;
         }
-        let Some(job) = backend.get(&view.name).await? else { continue };
-        if job.state != crate::job::JobState::Running || job.fencing_token != view.lease.fencing_token {
+        let Some(job) = backend.get(&view.name).await? else {
+            continue;
+        };
+        if job.state != crate::job::JobState::Running
+            || job.fencing_token != view.lease.fencing_token
+        {
             continue;
         }
         let lease = crate::job::ExpiredLease {
@@ -252,20 +300,37 @@ pub async fn reap_watched(backend: &dyn QueueBackend, watch: &mut StaleWatch) ->
             cancel_requested: job.cancel_requested,
         };
         let action = reap_action_for(&lease);
-        if backend.reap_unchanged(&lease, &action, view.lease.heartbeat_at_ms).await? {
+        if backend
+            .reap_unchanged(&lease, &action, view.lease.heartbeat_at_ms)
+            .await?
+        {
             info!(job_id = %lease.job_id, fencing_token = lease.fencing_token, attempts = lease.attempts, action = ?action,
                   "stale lease reaped (its heartbeat stopped for stale_after by this reaper's own clock)");
-            reaped.push(Reaped { job_id: lease.job_id, fencing_token: lease.fencing_token, action });
+            reaped.push(Reaped {
+                job_id: lease.job_id,
+                fencing_token: lease.fencing_token,
+                action,
+            });
         }
     }
     // Named locks the same way, one by one: a stepped clock must not free a live holder's lock
     // (forward), nor keep a dead holder's (backward).
     let backend_now = backend.now_ms().await?;
-    for view in views.iter().filter(|v| v.kind == crate::job::LeaseKind::Lock) {
-        let (name, token, heartbeat_at) = (&view.name, view.lease.fencing_token, view.lease.heartbeat_at_ms);
+    for view in views
+        .iter()
+        .filter(|v| v.kind == crate::job::LeaseKind::Lock)
+    {
+        let (name, token, heartbeat_at) = (
+            &view.name,
+            view.lease.fencing_token,
+            view.lease.heartbeat_at_ms,
+        );
         let stale_after = Duration::from_millis(view.stale_after_ms);
         if watch.confirmed_as(crate::job::LeaseKind::Lock, name, token, stale_after, now) {
-            if backend.reap_lock_unchanged(name, token, heartbeat_at).await? {
+            if backend
+                .reap_lock_unchanged(name, token, heartbeat_at)
+                .await?
+            {
                 info!(lock = %name, "stale named lock freed (its heartbeat stopped for stale_after by this reaper's own clock)");
             }
             continue;
@@ -273,7 +338,8 @@ pub async fn reap_watched(backend: &dyn QueueBackend, watch: &mut StaleWatch) ->
         if view.status(backend_now) != crate::job::LeaseStatus::Stale {
             continue;
         }
-        let needed = StaleWatch::confirm_after(Duration::from_millis(view.heartbeat_ms), stale_after);
+        let needed =
+            StaleWatch::confirm_after(Duration::from_millis(view.heartbeat_ms), stale_after);
         if watch.confirmed_as(crate::job::LeaseKind::Lock, name, token, needed, now)
             && backend.reap_lock(name, token, heartbeat_at).await?
         {
@@ -318,7 +384,9 @@ pub async fn run_reaper_reporting(
                 match backend.check_settings().await {
                     Ok(now) if now != *unsafe_setting => {
                         match &now {
-                            Some(problem) => error!(setting = %problem.setting, value = %problem.value, "{problem}"),
+                            Some(problem) => {
+                                error!(setting = %problem.setting, value = %problem.value, "{problem}")
+                            }
                             None => info!("the queue server's settings keep jobs again"),
                         }
                         *unsafe_setting = now;
@@ -400,7 +468,13 @@ mod tests {
         let now = t0 + Duration::from_secs(10);
         w.observe(&[view("dead", 2, 0)], now);
         assert!(!w.confirmed("dead", 2, need, now));
-        assert!(!w.confirmed("live", 1, need, now), "a lease no longer running is forgotten");
-        assert_eq!(StaleWatch::confirm_after(Duration::from_secs(10), Duration::from_secs(15)), Duration::from_secs(15));
+        assert!(
+            !w.confirmed("live", 1, need, now),
+            "a lease no longer running is forgotten"
+        );
+        assert_eq!(
+            StaleWatch::confirm_after(Duration::from_secs(10), Duration::from_secs(15)),
+            Duration::from_secs(15)
+        );
     }
 }

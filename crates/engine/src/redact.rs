@@ -65,8 +65,14 @@ mod tests {
     fn credentials_in_urls_are_replaced_and_the_rest_is_kept() {
         let check = |text: &str, expected: &str| assert_eq!(redact_urls(text), expected, "{text}");
         check("redis://127.0.0.1:6379", "redis://127.0.0.1:6379");
-        check("redis://:s3cret@10.0.0.1:6379/2", "redis://***@10.0.0.1:6379/2");
-        check("rediss://worker:p@ss@redis.example:6380", "rediss://***@redis.example:6380");
+        check(
+            "redis://:s3cret@10.0.0.1:6379/2",
+            "redis://***@10.0.0.1:6379/2",
+        );
+        check(
+            "rediss://worker:p@ss@redis.example:6380",
+            "rediss://***@redis.example:6380",
+        );
         check(
             "worker w-1 on redis queue redis://default:hunter2@h:1; labels os=linux",
             "worker w-1 on redis queue redis://***@h:1; labels os=linux",

@@ -153,7 +153,12 @@ const BLOCKING_POOL: usize = 8;
 /// The states with an index set `state:{state}` (must match `INDEXED` in `common.lua`); the
 /// others are listed from the sets their jobs are in: `queued` from `ready:*` / `delayed:*`,
 /// `succeeded` from `done:succeeded` and `results`, `running` from `leases`.
-const STATE_INDEXED: [JobState; 4] = [JobState::Failed, JobState::Dead, JobState::Cancelled, JobState::Stale];
+const STATE_INDEXED: [JobState; 4] = [
+    JobState::Failed,
+    JobState::Dead,
+    JobState::Cancelled,
+    JobState::Stale,
+];
 /// Most pending results `list(Some(Succeeded), limit)` looks at (`pick.lua`), or 4 × `limit`.
 const LIST_WALK_BUDGET: usize = 5000;
 /// Batch size of `reap_locks` and the page size of internal scans.
@@ -212,10 +217,22 @@ fn explain(e: &RedisError) -> String {
 async fn first_words(addr: &(String, u16)) -> Option<String> {
     use tokio::io::AsyncReadExt as _;
     let wait = Duration::from_millis(500);
-    let mut stream = tokio::time::timeout(wait, tokio::net::TcpStream::connect((addr.0.as_str(), addr.1))).await.ok()?.ok()?;
+    let mut stream = tokio::time::timeout(
+        wait,
+        tokio::net::TcpStream::connect((addr.0.as_str(), addr.1)),
+    )
+    .await
+    .ok()?
+    .ok()?;
     let mut buf = [0u8; 256];
-    let n = tokio::time::timeout(wait, stream.read(&mut buf)).await.ok()?.ok()?;
-    let text = String::from_utf8_lossy(&buf[..n]).trim().trim_start_matches('-').to_owned();
+    let n = tokio::time::timeout(wait, stream.read(&mut buf))
+        .await
+        .ok()?
+        .ok()?;
+    let text = String::from_utf8_lossy(&buf[..n])
+        .trim()
+        .trim_start_matches('-')
+        .to_owned();
     (!text.is_empty()).then_some(text)
 }
 
@@ -328,7 +345,11 @@ impl RedisBackend {
     ///
     /// Errors: as [`RedisBackend::connect`]; [`EngineError::Config`] when the URL carries a
     /// password too (one source, so which one is in use is never a guess).
-    pub async fn connect_with_password(url: &str, namespace: &str, password: Option<&str>) -> Result<Self, EngineError> {
+    pub async fn connect_with_password(
+        url: &str,
+        namespace: &str,
+        password: Option<&str>,
+    ) -> Result<Self, EngineError> {
         use ::redis::IntoConnectionInfo as _;
         if namespace.is_empty() {
             return Err(EngineError::Config(
@@ -366,20 +387,38 @@ impl RedisBackend {
                 // A server at `maxclients` says so and closes at once: the client sees only a
                 // reset connection. Ask it once more, reading what it says first.
                 let refusal = match &plain_addr {
-                    Some(addr) if e.is_io_error() || e.is_connection_dropped() => first_words(addr).await,
+                    Some(addr) if e.is_io_error() || e.is_connection_dropped() => {
+                        first_words(addr).await
+                    }
                     _ => None,
                 };
-                let said = refusal.map(|r| format!(" (the server said: {})", explain_text(&r))).unwrap_or_default();
-                return Err(EngineError::redis(format!("connect to `{}`: {}{said}", redact(url), explain(&e))));
+                let said = refusal
+                    .map(|r| format!(" (the server said: {})", explain_text(&r)))
+                    .unwrap_or_default();
+                return Err(EngineError::redis(format!(
+                    "connect to `{}`: {}{said}",
+                    redact(url),
+                    explain(&e)
+                )));
             }
         };
         let prefix = format!("{namespace}:");
         let scripts = Scripts::new();
         let answered = std::sync::Arc::new(batch::Answered::default());
-        let finisher = batch::spawn(conn.clone(), prefix.clone(), scripts.finish_batch.clone(), answered.clone());
+        let finisher = batch::spawn(
+            conn.clone(),
+            prefix.clone(),
+            scripts.finish_batch.clone(),
+            answered.clone(),
+        );
         let changes = std::sync::Arc::new(crate::changes::ChangeSignal::default());
         let listener = CancellationToken::new();
-        changes::spawn_listener(client.clone(), changes::channel(&prefix), changes.clone(), listener.clone());
+        changes::spawn_listener(
+            client.clone(),
+            changes::channel(&prefix),
+            changes.clone(),
+            listener.clone(),
+        );
         let backend = Self {
             client,
             conn: conn.clone(),
@@ -390,15 +429,26 @@ impl RedisBackend {
             finisher,
             answered,
             epoch: Mutex::new(String::new()),
-            transfer: transfer::RedisTransfer::new(conn.clone(), prefix.clone(), crate::transfer::TransferLimits::default()),
+            transfer: transfer::RedisTransfer::new(
+                conn.clone(),
+                prefix.clone(),
+                crate::transfer::TransferLimits::default(),
+            ),
             changes,
             _listener: listener.drop_guard(),
         };
         let (epoch, _, _) = backend.read_epoch().await?;
-        *backend.epoch.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = epoch;
+        *backend
+            .epoch
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = epoch;
         let rewritten = backend.migrate_layout().await?;
         if rewritten > 0 {
-            tracing::info!(jobs = rewritten, namespace, "rewrote the namespace's layout-1/2 job hashes");
+            tracing::info!(
+                jobs = rewritten,
+                namespace,
+                "rewrote the namespace's layout-1/2 job hashes"
+            );
         }
         Ok(backend)
     }
@@ -409,14 +459,16 @@ impl RedisBackend {
         let mut inv = self.scripts.epoch.prepare_invoke();
         inv.arg(&self.prefix).arg(uuid::Uuid::now_v7().to_string());
         let (epoch, created, jobs): (String, i64, u64) =
-            with_retry!(self, "read the namespace epoch", |c| inv.invoke_async(&mut c))?;
+            with_retry!(self, "read the namespace epoch", |c| inv
+                .invoke_async(&mut c))?;
         Ok((epoch, created == 1, jobs))
     }
 
     /// This backend with the transfer area's limits set (`[queue] transfer_*` keys).
     #[must_use]
     pub fn with_transfer_limits(mut self, limits: crate::transfer::TransferLimits) -> Self {
-        self.transfer = transfer::RedisTransfer::new(self.conn.clone(), self.prefix.clone(), limits);
+        self.transfer =
+            transfer::RedisTransfer::new(self.conn.clone(), self.prefix.clone(), limits);
         self
     }
 
@@ -442,11 +494,18 @@ impl RedisBackend {
     /// Counts a failed blocking wait; returns the pause before the next try (200 ms doubling per
     /// failure in a row, at most [`BLOCKING_RETRY_MAX`]).
     fn blocking_failed(&self) -> Duration {
-        let n = self.blocking_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed).min(16);
+        let n = self
+            .blocking_failures
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .min(16);
         if n == 4 {
-            tracing::warn!("redis keeps refusing this process's blocking connections; backing off up to 5 s between tries");
+            tracing::warn!(
+                "redis keeps refusing this process's blocking connections; backing off up to 5 s between tries"
+            );
         }
-        Duration::from_millis(200).saturating_mul(1 << n).min(BLOCKING_RETRY_MAX)
+        Duration::from_millis(200)
+            .saturating_mul(1 << n)
+            .min(BLOCKING_RETRY_MAX)
     }
 
     fn return_blocking_conn(&self, c: MultiplexedConnection) {
@@ -520,7 +579,8 @@ impl RedisBackend {
             .await;
         match reply {
             Ok(token) => {
-                self.blocking_failures.store(0, std::sync::atomic::Ordering::Relaxed);
+                self.blocking_failures
+                    .store(0, std::sync::atomic::Ordering::Relaxed);
                 conn.set_response_timeout(RESPONSE_TIMEOUT);
                 self.return_blocking_conn(conn);
                 token.is_some()
@@ -579,7 +639,10 @@ impl RedisBackend {
     async fn fetch_jobs(&self, ids: &[String]) -> Result<Vec<Job>, EngineError> {
         let fetched = self.fetch_jobs_lenient(ids).await?;
         match fetched.unreadable.into_iter().next() {
-            Some(bad) => Err(EngineError::Corrupt { job_id: bad.job_id, message: bad.reason }),
+            Some(bad) => Err(EngineError::Corrupt {
+                job_id: bad.job_id,
+                message: bad.reason,
+            }),
             None => Ok(fetched.jobs),
         }
     }
@@ -595,7 +658,10 @@ impl RedisBackend {
         for id in ids {
             let key = format!("{}job:{id}", self.prefix);
             pipe.cmd("HGETALL").arg(&key);
-            pipe.cmd("LRANGE").arg(format!("{key}:history")).arg(0).arg(-1);
+            pipe.cmd("LRANGE")
+                .arg(format!("{key}:history"))
+                .arg(0)
+                .arg(-1);
             let mget = pipe.cmd("MGET");
             for field in decode::SPILLED {
                 mget.arg(format!("{key}:{field}"));
@@ -605,7 +671,9 @@ impl RedisBackend {
             with_retry!(self, "read jobs", |c| pipe.query_async(&mut c))?;
         let mut it = flat.into_iter();
         let mut asked = ids.iter();
-        while let (Some(h), Some(hist), Some(side), Some(id)) = (it.next(), it.next(), it.next(), asked.next()) {
+        while let (Some(h), Some(hist), Some(side), Some(id)) =
+            (it.next(), it.next(), it.next(), asked.next())
+        {
             let public = id::public(id);
             let raw: Result<RawJob, String> = (|| {
                 Ok((
@@ -614,15 +682,27 @@ impl RedisBackend {
                     ::redis::from_redis_value(side).map_err(|e| format!("job long values: {e}"))?,
                 ))
             })();
-            let decoded = raw.map_err(|reason| EngineError::Corrupt { job_id: public.clone(), message: reason })
+            let decoded = raw
+                .map_err(|reason| EngineError::Corrupt {
+                    job_id: public.clone(),
+                    message: reason,
+                })
                 .and_then(|raw| decode::job(&public, raw));
             match decoded {
                 Ok(Some(job)) => fetched.jobs.push(job),
                 Ok(None) => fetched.missing.push(id.clone()),
                 Err(EngineError::Corrupt { message, .. }) => {
-                    fetched.unreadable.push(crate::backend::UnreadableRecord { job_id: public, reason: message, quarantined_at_ms: None });
+                    fetched.unreadable.push(crate::backend::UnreadableRecord {
+                        job_id: public,
+                        reason: message,
+                        quarantined_at_ms: None,
+                    });
                 }
-                Err(e) => fetched.unreadable.push(crate::backend::UnreadableRecord { job_id: public, reason: e.to_string(), quarantined_at_ms: None }),
+                Err(e) => fetched.unreadable.push(crate::backend::UnreadableRecord {
+                    job_id: public,
+                    reason: e.to_string(),
+                    quarantined_at_ms: None,
+                }),
             }
         }
         Ok(fetched)
@@ -662,7 +742,8 @@ impl RedisBackend {
             lease,
             reply,
         };
-        let stopped = || EngineError::redis(format!("finish of job `{job_id}`: the finish task stopped"));
+        let stopped =
+            || EngineError::redis(format!("finish of job `{job_id}`: the finish task stopped"));
         self.finisher.send(item).map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
@@ -677,7 +758,8 @@ impl RedisBackend {
         }
         let mut cmd = ::redis::cmd("SMEMBERS");
         cmd.arg(format!("{}queues", self.prefix));
-        let queues: Vec<String> = with_retry!(self, "read the queue names", |c| cmd.query_async(&mut c))?;
+        let queues: Vec<String> =
+            with_retry!(self, "read the queue names", |c| cmd.query_async(&mut c))?;
         let mut keys: Vec<(String, bool)> = [
             ("leases", false),
             ("results", false),
@@ -708,7 +790,11 @@ impl RedisBackend {
     /// succeeded among the newest [`LIST_WALK_BUDGET`] (or 4 × `limit`) pending results. The
     /// caller keeps the
     /// jobs really in `state`, newest first.
-    async fn ids_in_unindexed_state(&self, state: JobState, limit: usize) -> Result<Vec<String>, EngineError> {
+    async fn ids_in_unindexed_state(
+        &self,
+        state: JobState,
+        limit: usize,
+    ) -> Result<Vec<String>, EngineError> {
         let mut ids = Vec::new();
         if limit == 0 {
             return Ok(ids);
@@ -717,7 +803,8 @@ impl RedisBackend {
             JobState::Queued => {
                 let mut cmd = ::redis::cmd("SMEMBERS");
                 cmd.arg(format!("{}queues", self.prefix));
-                let queues: Vec<String> = with_retry!(self, "read the queue names", |c| cmd.query_async(&mut c))?;
+                let queues: Vec<String> =
+                    with_retry!(self, "read the queue names", |c| cmd.query_async(&mut c))?;
                 // No queue yet: nothing queued (an empty pipeline is refused by the client).
                 if queues.is_empty() {
                     return Ok(ids);
@@ -725,15 +812,27 @@ impl RedisBackend {
                 let mut pipe = ::redis::pipe();
                 for q in &queues {
                     newest(&mut pipe, &format!("{}ready:{q}", self.prefix), true, limit);
-                    newest(&mut pipe, &format!("{}delayed:{q}", self.prefix), false, limit);
+                    newest(
+                        &mut pipe,
+                        &format!("{}delayed:{q}", self.prefix),
+                        false,
+                        limit,
+                    );
                 }
-                let lists: Vec<Vec<String>> = with_retry!(self, "list queued jobs", |c| pipe.query_async(&mut c))?;
+                let lists: Vec<Vec<String>> =
+                    with_retry!(self, "list queued jobs", |c| pipe.query_async(&mut c))?;
                 ids.extend(lists.into_iter().flatten());
             }
             JobState::Succeeded => {
                 let mut pipe = ::redis::pipe();
-                newest(&mut pipe, &format!("{}done:succeeded", self.prefix), true, limit);
-                let (acked,): (Vec<String>,) = with_retry!(self, "list succeeded jobs", |c| pipe.query_async(&mut c))?;
+                newest(
+                    &mut pipe,
+                    &format!("{}done:succeeded", self.prefix),
+                    true,
+                    limit,
+                );
+                let (acked,): (Vec<String>,) =
+                    with_retry!(self, "list succeeded jobs", |c| pipe.query_async(&mut c))?;
                 ids.extend(acked);
                 let mut inv = self.scripts.pick.prepare_invoke();
                 inv.arg(&self.prefix)
@@ -742,14 +841,14 @@ impl RedisBackend {
                     .arg(limit)
                     .arg(LIST_WALK_BUDGET.max(limit.saturating_mul(4)));
                 let pending: Vec<String> =
-                    with_retry!(self, "list succeeded jobs with a pending result", |c| inv.invoke_async(&mut c))?;
+                    with_retry!(self, "list succeeded jobs with a pending result", |c| inv
+                        .invoke_async(&mut c))?;
                 ids.extend(pending);
             }
             _ => {}
         }
         Ok(ids)
     }
-
 }
 
 /// Adds to `pipe` the read of the newest `limit` members of `key`: a list's last (`list`: ready

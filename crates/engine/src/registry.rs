@@ -44,6 +44,8 @@ impl RunnerRegistry {
 
 impl std::fmt::Debug for RunnerRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunnerRegistry").field("kinds", &self.kinds()).finish()
+        f.debug_struct("RunnerRegistry")
+            .field("kinds", &self.kinds())
+            .finish()
     }
 }

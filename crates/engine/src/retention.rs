@@ -87,7 +87,10 @@ pub struct Keep {
 impl Keep {
     /// Kept for `age`.
     pub fn age(age: Duration) -> Self {
-        Self { age: Some(age), count: None }
+        Self {
+            age: Some(age),
+            count: None,
+        }
     }
 
     /// Whether this keeps everything forever.
@@ -98,7 +101,9 @@ impl Keep {
     /// The bound this keep sets at backend time `now_ms`.
     pub fn bound_at(&self, now_ms: i64) -> Bound {
         Bound {
-            before_ms: self.age.map(|a| now_ms.saturating_sub(i64::try_from(a.as_millis()).unwrap_or(i64::MAX))),
+            before_ms: self
+                .age
+                .map(|a| now_ms.saturating_sub(i64::try_from(a.as_millis()).unwrap_or(i64::MAX))),
             keep_newest: self.count,
         }
     }
@@ -115,7 +120,10 @@ pub struct Retention {
 
 impl Default for Retention {
     fn default() -> Self {
-        Self { succeeded: Keep::age(DEFAULT_KEEP_SUCCEEDED), failed: Keep::age(DEFAULT_KEEP_FAILED) }
+        Self {
+            succeeded: Keep::age(DEFAULT_KEEP_SUCCEEDED),
+            failed: Keep::age(DEFAULT_KEEP_FAILED),
+        }
     }
 }
 
@@ -207,7 +215,11 @@ pub fn rules(retention: &Retention, older_than: Option<Duration>, now_ms: i64) -
                 Some(d) => Keep::age(d).bound_at(now_ms),
                 None => keep.bound_at(now_ms),
             };
-            PruneRule { class, jobs, tombstones: keep.bound_at(now_ms) }
+            PruneRule {
+                class,
+                jobs,
+                tombstones: keep.bound_at(now_ms),
+            }
         })
         .collect()
 }
@@ -251,7 +263,10 @@ pub async fn prune_pass(
 ///
 /// # Errors
 /// The backend's.
-pub async fn prune_preview(backend: &dyn QueueBackend, rules: &[PruneRule]) -> Result<(u64, u64), EngineError> {
+pub async fn prune_preview(
+    backend: &dyn QueueBackend,
+    rules: &[PruneRule],
+) -> Result<(u64, u64), EngineError> {
     let (mut jobs, mut tombstones) = (0, 0);
     for rule in rules {
         let (j, t) = backend.prune_count(rule).await?;
@@ -265,7 +280,12 @@ pub async fn prune_preview(backend: &dyn QueueBackend, rules: &[PruneRule]) -> R
 /// (the reaper loops of workers and `serve` run it beside the reaper). Backend errors are
 /// logged and retried at the next pass; a pass in flight at shutdown is dropped (each batch is
 /// atomic, so a dropped pass applied whole batches or none).
-pub async fn run_pruner(backend: &dyn QueueBackend, retention: Retention, every: Duration, shutdown: CancellationToken) {
+pub async fn run_pruner(
+    backend: &dyn QueueBackend,
+    retention: Retention,
+    every: Duration,
+    shutdown: CancellationToken,
+) {
     if retention.succeeded.is_forever() && retention.failed.is_forever() {
         return;
     }
@@ -277,7 +297,12 @@ pub async fn run_pruner(backend: &dyn QueueBackend, retention: Retention, every:
             };
             match prune_pass(backend, &rules(&retention, None, now), MAX_BATCHES_PER_PASS).await {
                 Ok(r) if r.jobs > 0 || r.tombstones > 0 => {
-                    info!(jobs = r.jobs, tombstones = r.tombstones, more = r.more, "pruned finished jobs")
+                    info!(
+                        jobs = r.jobs,
+                        tombstones = r.tombstones,
+                        more = r.more,
+                        "pruned finished jobs"
+                    )
                 }
                 Ok(_) => debug!("pruning pass: nothing to prune"),
                 Err(e) => warn!(error = %e, "pruning pass failed"),
@@ -303,16 +328,20 @@ pub fn parse_age(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = t.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("`{text}` is not an age (a number and a unit: s, m, h, d or w, e.g. \"7d\")"))?;
+    let n: u64 = digits.parse().map_err(|_| {
+        format!("`{text}` is not an age (a number and a unit: s, m, h, d or w, e.g. \"7d\")")
+    })?;
     let secs = match unit {
         "s" => 1,
         "m" => 60,
         "h" => 3600,
         "d" => 86_400,
         "w" => 7 * 86_400,
-        _ => return Err(format!("`{text}`: unknown age unit `{unit}` (use s, m, h, d or w, e.g. \"7d\")")),
+        _ => {
+            return Err(format!(
+                "`{text}`: unknown age unit `{unit}` (use s, m, h, d or w, e.g. \"7d\")"
+            ));
+        }
     };
     n.checked_mul(secs)
         .map(Duration::from_secs)
@@ -337,16 +366,46 @@ mod tests {
     #[test]
     fn defaults_are_seven_and_thirty_days() {
         let r = Retention::default();
-        assert_eq!(r.succeeded, Keep { age: Some(Duration::from_secs(604_800)), count: None });
-        assert_eq!(r.failed, Keep { age: Some(Duration::from_secs(2_592_000)), count: None });
+        assert_eq!(
+            r.succeeded,
+            Keep {
+                age: Some(Duration::from_secs(604_800)),
+                count: None
+            }
+        );
+        assert_eq!(
+            r.failed,
+            Keep {
+                age: Some(Duration::from_secs(2_592_000)),
+                count: None
+            }
+        );
     }
 
     #[test]
     fn older_than_replaces_the_job_bound_but_not_the_tombstones() {
-        let retention = Retention { succeeded: Keep { age: None, count: Some(5) }, failed: Keep::default() };
+        let retention = Retention {
+            succeeded: Keep {
+                age: None,
+                count: Some(5),
+            },
+            failed: Keep::default(),
+        };
         let rules = rules(&retention, Some(Duration::from_secs(10)), 100_000);
-        assert_eq!(rules[0].jobs, Bound { before_ms: Some(90_000), keep_newest: None });
-        assert_eq!(rules[0].tombstones, Bound { before_ms: None, keep_newest: Some(5) });
+        assert_eq!(
+            rules[0].jobs,
+            Bound {
+                before_ms: Some(90_000),
+                keep_newest: None
+            }
+        );
+        assert_eq!(
+            rules[0].tombstones,
+            Bound {
+                before_ms: None,
+                keep_newest: Some(5)
+            }
+        );
         assert!(rules[1].tombstones.is_empty());
     }
 }

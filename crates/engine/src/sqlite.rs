@@ -37,16 +37,16 @@
 mod broken;
 mod compact;
 mod conn;
-mod key;
 mod finish;
+mod key;
 mod lease;
 mod list;
-mod routes;
-mod rows;
+mod output;
 mod queue;
 mod retention;
+mod routes;
+mod rows;
 mod schema;
-mod output;
 mod watch;
 
 use std::path::{Path, PathBuf};
@@ -54,9 +54,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqlitePool, Transaction};
 use tokio_util::sync::CancellationToken;
 
@@ -64,7 +62,9 @@ use crate::error::EngineError;
 use crate::job::{
     Enqueued, Finish, Job, JobSpec, JobState, LeasedJob, WorkerIdentity, new_job_id, now_ms,
 };
-use conn::{begin_immediate, connect_retrying_busy, connect_writer, describe, is_busy, is_not_writable};
+use conn::{
+    begin_immediate, connect_retrying_busy, connect_writer, describe, is_busy, is_not_writable,
+};
 use rows::{attach_history, job_from_row};
 use watch::Wake;
 
@@ -100,7 +100,13 @@ struct Inner {
     leaser: tokio::sync::mpsc::UnboundedSender<lease::LeaseRequest>,
     /// Set while the finish task's one-command script runs on `writer` (its release hook rolls
     /// back a script that was dropped before it ended).
-    #[cfg_attr(not(test), expect(dead_code, reason = "the finish task and the pool hook hold clones; tests reach it here"))]
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the finish task and the pool hook hold clones; tests reach it here"
+        )
+    )]
     script_open: Arc<AtomicBool>,
     stop: CancellationToken,
 }
@@ -113,7 +119,9 @@ impl Drop for Inner {
 
 impl std::fmt::Debug for SqliteBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteBackend").field("path", &self.inner.path).finish()
+        f.debug_struct("SqliteBackend")
+            .field("path", &self.inner.path)
+            .finish()
     }
 }
 
@@ -141,7 +149,10 @@ impl SqliteBackend {
     pub async fn open(path: &Path) -> Result<Self, EngineError> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| {
-                EngineError::sqlite(format!("create queue directory `{}`: {e}", parent.display()))
+                EngineError::sqlite(format!(
+                    "create queue directory `{}`: {e}",
+                    parent.display()
+                ))
             })?;
         }
         schema::refuse_foreign_file(path).await?;
@@ -157,7 +168,10 @@ impl SqliteBackend {
             // inside whichever lease/finish/enqueue crosses the threshold): a background task
             // of every open backend checkpoints instead (`watch::spawn_checkpointer`).
             .pragma("wal_autocheckpoint", "0")
-            .pragma("journal_size_limit", skillforge_store::wal_files::JOURNAL_SIZE_LIMIT);
+            .pragma(
+                "journal_size_limit",
+                skillforge_store::wal_files::JOURNAL_SIZE_LIMIT,
+            );
         let open_err = |e: sqlx::Error| {
             EngineError::sqlite(format!("open queue database `{}`: {e}", path.display()))
         };
@@ -179,7 +193,9 @@ impl SqliteBackend {
                     .busy_timeout(BUSY_TIMEOUT)
                     .foreign_keys(true)
                     .statement_cache_capacity(256);
-                let writer = connect_writer(&read_only, &script_open).await.map_err(open_err)?;
+                let writer = connect_writer(&read_only, &script_open)
+                    .await
+                    .map_err(open_err)?;
                 (read_only, writer, true)
             }
             Err(e) => return Err(open_err(e)),
@@ -204,7 +220,12 @@ impl SqliteBackend {
             watch::spawn_checkpointer(options.clone(), stop.clone());
         }
         watch::spawn_watcher(options, wake.clone(), stop.clone());
-        let finisher = finish::spawn(writer.clone(), wake.clone(), script_open.clone(), path.to_owned());
+        let finisher = finish::spawn(
+            writer.clone(),
+            wake.clone(),
+            script_open.clone(),
+            path.to_owned(),
+        );
         let leaser = lease::spawn(writer.clone(), path.to_owned());
         Ok(Self {
             inner: Arc::new(Inner {
@@ -232,13 +253,18 @@ impl SqliteBackend {
 
     /// Wraps a sqlx error with what was being done (`"lease from queue `q`"`), naming the
     /// file when the error is about it ([`describe`]).
-    fn db<'a>(&'a self, what: impl std::fmt::Display + 'a) -> impl FnOnce(sqlx::Error) -> EngineError + 'a {
+    fn db<'a>(
+        &'a self,
+        what: impl std::fmt::Display + 'a,
+    ) -> impl FnOnce(sqlx::Error) -> EngineError + 'a {
         move |e| EngineError::sqlite(describe(&self.inner.path, what, &e))
     }
 
     /// Starts a write transaction with `BEGIN IMMEDIATE` on the process's write connection.
     async fn begin(&self, what: &str) -> Result<Transaction<'static, Sqlite>, EngineError> {
-        begin_immediate(&self.inner.writer).await.map_err(self.db(format!("{what}: begin")))
+        begin_immediate(&self.inner.writer)
+            .await
+            .map_err(self.db(format!("{what}: begin")))
     }
 
     /// Enqueues every spec in one transaction (each with the same semantics as
@@ -407,7 +433,10 @@ impl SqliteBackend {
             .await
             .map_err(self.db(what))?;
         let state = state.ok_or_else(|| EngineError::NotFound(job_id.to_owned()))?;
-        state.parse().map_err(|e: String| EngineError::Corrupt { job_id: job_id.to_owned(), message: e })
+        state.parse().map_err(|e: String| EngineError::Corrupt {
+            job_id: job_id.to_owned(),
+            message: e,
+        })
     }
 
     /// Inserts one job (or finds the one with the same idempotency key) inside `tx`.
@@ -424,7 +453,10 @@ impl SqliteBackend {
         if let Some(key) = spec.idempotency_key.as_deref()
             && let Some(pruned) = self.pruned_with_key(tx, key, &what).await?
         {
-            return Ok(Enqueued { job_id: pruned, created: false });
+            return Ok(Enqueued {
+                job_id: pruned,
+                created: false,
+            });
         }
         let id = new_job_id();
         let inserted: Option<i64> = sqlx::query_scalar(
@@ -452,14 +484,21 @@ impl SqliteBackend {
                 .execute(&mut **tx)
                 .await
                 .map_err(self.db(&what))?;
-            return Ok(Enqueued { job_id: id, created: true });
+            return Ok(Enqueued {
+                job_id: id,
+                created: true,
+            });
         }
         let key = spec.idempotency_key.as_deref().unwrap_or_default();
-        let existing: key::Key = sqlx::query_scalar("SELECT id FROM jobs WHERE idempotency_key = ?1")
-            .bind(key)
-            .fetch_one(&mut **tx)
-            .await
-            .map_err(self.db(format!("{what}: find job with idempotency key `{key}`")))?;
-        Ok(Enqueued { job_id: existing.into_id(), created: false })
+        let existing: key::Key =
+            sqlx::query_scalar("SELECT id FROM jobs WHERE idempotency_key = ?1")
+                .bind(key)
+                .fetch_one(&mut **tx)
+                .await
+                .map_err(self.db(format!("{what}: find job with idempotency key `{key}`")))?;
+        Ok(Enqueued {
+            job_id: existing.into_id(),
+            created: false,
+        })
     }
 }

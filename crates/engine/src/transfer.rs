@@ -58,7 +58,11 @@ pub struct TransferLimits {
 
 impl Default for TransferLimits {
     fn default() -> Self {
-        Self { chunk_bytes: DEFAULT_CHUNK_BYTES, ttl: DEFAULT_TTL, max_bytes: DEFAULT_MAX_BYTES }
+        Self {
+            chunk_bytes: DEFAULT_CHUNK_BYTES,
+            ttl: DEFAULT_TTL,
+            max_bytes: DEFAULT_MAX_BYTES,
+        }
     }
 }
 
@@ -76,7 +80,9 @@ pub enum TransferError {
         digest: String,
     },
     /// What came back does not hash to its name: refused.
-    #[error("transfer blob sha256:{digest} is corrupt: its content hashes to sha256:{actual}; refused")]
+    #[error(
+        "transfer blob sha256:{digest} is corrupt: its content hashes to sha256:{actual}; refused"
+    )]
     Corrupt {
         /// The name asked for.
         digest: String,
@@ -84,7 +90,9 @@ pub enum TransferError {
         actual: String,
     },
     /// Over the cap.
-    #[error("{what} is {size} bytes, over the transfer area's cap of {cap} bytes (raise [queue] transfer_max_mb)")]
+    #[error(
+        "{what} is {size} bytes, over the transfer area's cap of {cap} bytes (raise [queue] transfer_max_mb)"
+    )]
     TooLarge {
         /// The file or set, e.g. ``file `in/training.json` ``.
         what: String,
@@ -188,7 +196,14 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// [`TransferError::Corrupt`].
 pub fn verify(digest: &str, bytes: &[u8]) -> Result<(), TransferError> {
     let actual = sha256_hex(bytes);
-    if actual == digest { Ok(()) } else { Err(TransferError::Corrupt { digest: digest.to_owned(), actual }) }
+    if actual == digest {
+        Ok(())
+    } else {
+        Err(TransferError::Corrupt {
+            digest: digest.to_owned(),
+            actual,
+        })
+    }
 }
 
 /// One file of a job's file set.
@@ -253,8 +268,15 @@ pub fn outputs_key(job_id: &str, token: u64) -> String {
 /// [`TransferError::BadPath`].
 pub fn checked_rel(rel: &str) -> Result<PathBuf, TransferError> {
     let path = Path::new(rel);
-    let ok = !rel.is_empty() && path.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
-    if ok { Ok(path.to_path_buf()) } else { Err(TransferError::BadPath(rel.to_owned())) }
+    let ok = !rel.is_empty()
+        && path
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+    if ok {
+        Ok(path.to_path_buf())
+    } else {
+        Err(TransferError::BadPath(rel.to_owned()))
+    }
 }
 
 /// Builds a job's input set: stages each file's content in the area and keeps the set's
@@ -270,27 +292,50 @@ pub struct Stager<'a> {
 impl<'a> Stager<'a> {
     /// An empty set staged into `area`.
     pub fn new(area: &'a dyn TransferArea) -> Self {
-        Self { area, entries: Vec::new(), total: 0, uploaded: 0 }
+        Self {
+            area,
+            entries: Vec::new(),
+            total: 0,
+            uploaded: 0,
+        }
     }
 
     /// Stages `bytes` as `rel`.
     ///
     /// # Errors
     /// [`TransferError::BadPath`], [`TransferError::TooLarge`] (the file or the set), the area's.
-    pub async fn add_bytes(&mut self, rel: &str, bytes: &[u8], executable: bool) -> Result<(), TransferError> {
+    pub async fn add_bytes(
+        &mut self,
+        rel: &str,
+        bytes: &[u8],
+        executable: bool,
+    ) -> Result<(), TransferError> {
         checked_rel(rel)?;
         let size = bytes.len() as u64;
         let cap = self.area.limits().max_bytes;
         if self.total + size > cap {
-            return Err(TransferError::TooLarge { what: format!("the job's input files (with `{rel}`)"), size: self.total + size, cap });
+            return Err(TransferError::TooLarge {
+                what: format!("the job's input files (with `{rel}`)"),
+                size: self.total + size,
+                cap,
+            });
         }
         let stored = self.area.put(bytes).await.map_err(|e| match e {
-            TransferError::TooLarge { size, cap, .. } => TransferError::TooLarge { what: format!("input file `{rel}`"), size, cap },
+            TransferError::TooLarge { size, cap, .. } => TransferError::TooLarge {
+                what: format!("input file `{rel}`"),
+                size,
+                cap,
+            },
             other => other,
         })?;
         self.total += size;
         self.uploaded += usize::from(stored.uploaded);
-        self.entries.push(FileEntry { path: rel.to_owned(), sha256: stored.digest, size, executable });
+        self.entries.push(FileEntry {
+            path: rel.to_owned(),
+            sha256: stored.digest,
+            size,
+            executable,
+        });
         Ok(())
     }
 
@@ -299,7 +344,9 @@ impl<'a> Stager<'a> {
     /// # Errors
     /// The file unreadable; as [`Self::add_bytes`].
     pub async fn add_file(&mut self, rel: &str, path: &Path) -> Result<(), TransferError> {
-        let bytes = tokio::fs::read(path).await.map_err(io(format!("read `{}` to stage it", path.display())))?;
+        let bytes = tokio::fs::read(path)
+            .await
+            .map_err(io(format!("read `{}` to stage it", path.display())))?;
         self.add_bytes(rel, &bytes, is_executable(path)).await
     }
 
@@ -318,21 +365,39 @@ fn is_executable(path: &Path) -> bool {
 ///
 /// # Errors
 /// A file unreadable; the area's.
-pub async fn stage_dir(area: &dyn TransferArea, dir: &Path) -> Result<Vec<FileEntry>, TransferError> {
+pub async fn stage_dir(
+    area: &dyn TransferArea,
+    dir: &Path,
+) -> Result<Vec<FileEntry>, TransferError> {
     let mut files = Vec::new();
-    for entry in walkdir::WalkDir::new(dir).follow_links(false).sort_by_file_name() {
-        let entry = entry.map_err(|e| TransferError::Io(format!("walk `{}`: {e}", dir.display())))?;
+    for entry in walkdir::WalkDir::new(dir)
+        .follow_links(false)
+        .sort_by_file_name()
+    {
+        let entry =
+            entry.map_err(|e| TransferError::Io(format!("walk `{}`: {e}", dir.display())))?;
         if !entry.file_type().is_file() {
             continue;
         }
         let rel = entry.path().strip_prefix(dir).unwrap_or(entry.path());
         let rel = rel.to_string_lossy().into_owned();
-        let bytes = tokio::fs::read(entry.path()).await.map_err(io(format!("read output `{}`", entry.path().display())))?;
+        let bytes = tokio::fs::read(entry.path())
+            .await
+            .map_err(io(format!("read output `{}`", entry.path().display())))?;
         let stored = area.put(&bytes).await.map_err(|e| match e {
-            TransferError::TooLarge { size, cap, .. } => TransferError::TooLarge { what: format!("output file `{rel}`"), size, cap },
+            TransferError::TooLarge { size, cap, .. } => TransferError::TooLarge {
+                what: format!("output file `{rel}`"),
+                size,
+                cap,
+            },
             other => other,
         })?;
-        files.push(FileEntry { path: rel, sha256: stored.digest, size: bytes.len() as u64, executable: is_executable(entry.path()) });
+        files.push(FileEntry {
+            path: rel,
+            sha256: stored.digest,
+            size: bytes.len() as u64,
+            executable: is_executable(entry.path()),
+        });
     }
     Ok(files)
 }
@@ -342,7 +407,11 @@ pub async fn stage_dir(area: &dyn TransferArea, dir: &Path) -> Result<Vec<FileEn
 ///
 /// # Errors
 /// [`TransferError::BadPath`], [`TransferError::Missing`], [`TransferError::Corrupt`], a write failure.
-pub async fn materialize(area: &dyn TransferArea, entries: &[FileEntry], dest: &Path) -> Result<(), TransferError> {
+pub async fn materialize(
+    area: &dyn TransferArea,
+    entries: &[FileEntry],
+    dest: &Path,
+) -> Result<(), TransferError> {
     for entry in entries {
         let target = dest.join(checked_rel(&entry.path)?);
         if let Ok(existing) = tokio::fs::read(&target).await
@@ -359,12 +428,27 @@ pub async fn materialize(area: &dyn TransferArea, entries: &[FileEntry], dest: &
 async fn write_atomic(target: &Path, bytes: &[u8], executable: bool) -> Result<(), TransferError> {
     use std::os::unix::fs::PermissionsExt;
     let parent = target.parent().unwrap_or(Path::new("."));
-    tokio::fs::create_dir_all(parent).await.map_err(io(format!("create `{}`", parent.display())))?;
-    let tmp = parent.join(format!(".{}.part-{}", target.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(), uuid::Uuid::now_v7()));
-    tokio::fs::write(&tmp, bytes).await.map_err(io(format!("write `{}`", tmp.display())))?;
+    tokio::fs::create_dir_all(parent)
+        .await
+        .map_err(io(format!("create `{}`", parent.display())))?;
+    let tmp = parent.join(format!(
+        ".{}.part-{}",
+        target
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+        uuid::Uuid::now_v7()
+    ));
+    tokio::fs::write(&tmp, bytes)
+        .await
+        .map_err(io(format!("write `{}`", tmp.display())))?;
     let mode = if executable { 0o700 } else { 0o600 };
-    tokio::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)).await.map_err(io(format!("chmod `{}`", tmp.display())))?;
-    tokio::fs::rename(&tmp, target).await.map_err(io(format!("rename into `{}`", target.display())))
+    tokio::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+        .await
+        .map_err(io(format!("chmod `{}`", tmp.display())))?;
+    tokio::fs::rename(&tmp, target)
+        .await
+        .map_err(io(format!("rename into `{}`", target.display())))
 }
 
 /// Replaces [`JOB_DIR`] and [`WORKER_EXE`] in every string of `payload`.
@@ -373,8 +457,12 @@ pub fn fill_placeholders(payload: &mut serde_json::Value, job_dir: &str, worker_
         serde_json::Value::String(s) if s.contains('@') => {
             *s = s.replace(JOB_DIR, job_dir).replace(WORKER_EXE, worker_exe);
         }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(|v| fill_placeholders(v, job_dir, worker_exe)),
-        serde_json::Value::Object(map) => map.values_mut().for_each(|v| fill_placeholders(v, job_dir, worker_exe)),
+        serde_json::Value::Array(items) => items
+            .iter_mut()
+            .for_each(|v| fill_placeholders(v, job_dir, worker_exe)),
+        serde_json::Value::Object(map) => map
+            .values_mut()
+            .for_each(|v| fill_placeholders(v, job_dir, worker_exe)),
         _ => {}
     }
 }
@@ -394,12 +482,20 @@ pub fn names_job_dir(payload: &serde_json::Value) -> bool {
 ///
 /// # Errors
 /// As [`materialize`]; a dir that cannot be created.
-pub async fn prepare_job_dir(area: &dyn TransferArea, files: &JobFiles, job_dir: &Path) -> Result<(), TransferError> {
-    tokio::fs::create_dir_all(job_dir).await.map_err(io(format!("create job dir `{}`", job_dir.display())))?;
+pub async fn prepare_job_dir(
+    area: &dyn TransferArea,
+    files: &JobFiles,
+    job_dir: &Path,
+) -> Result<(), TransferError> {
+    tokio::fs::create_dir_all(job_dir)
+        .await
+        .map_err(io(format!("create job dir `{}`", job_dir.display())))?;
     materialize(area, &files.inputs, job_dir).await?;
     for out in &files.outputs {
         let dir = job_dir.join(checked_rel(&out.dir)?);
-        tokio::fs::create_dir_all(&dir).await.map_err(io(format!("create output dir `{}`", dir.display())))?;
+        tokio::fs::create_dir_all(&dir)
+            .await
+            .map_err(io(format!("create output dir `{}`", dir.display())))?;
     }
     Ok(())
 }
@@ -409,15 +505,30 @@ pub async fn prepare_job_dir(area: &dyn TransferArea, files: &JobFiles, job_dir:
 ///
 /// # Errors
 /// A file unreadable, over the cap, or the area's.
-pub async fn upload_outputs(area: &dyn TransferArea, job_id: &str, token: u64, files: &JobFiles, job_dir: &Path) -> Result<Vec<UploadedDir>, TransferError> {
+pub async fn upload_outputs(
+    area: &dyn TransferArea,
+    job_id: &str,
+    token: u64,
+    files: &JobFiles,
+    job_dir: &Path,
+) -> Result<Vec<UploadedDir>, TransferError> {
     let mut uploaded = Vec::with_capacity(files.outputs.len());
     for out in &files.outputs {
         let dir = job_dir.join(checked_rel(&out.dir)?);
-        let entries = if dir.is_dir() { stage_dir(area, &dir).await? } else { Vec::new() };
-        uploaded.push(UploadedDir { dir: out.dir.clone(), files: entries });
+        let entries = if dir.is_dir() {
+            stage_dir(area, &dir).await?
+        } else {
+            Vec::new()
+        };
+        uploaded.push(UploadedDir {
+            dir: out.dir.clone(),
+            files: entries,
+        });
     }
-    let record = serde_json::to_vec(&uploaded).map_err(|e| TransferError::Io(format!("encode the outputs manifest: {e}")))?;
-    area.put_record(&outputs_key(job_id, token), &record).await?;
+    let record = serde_json::to_vec(&uploaded)
+        .map_err(|e| TransferError::Io(format!("encode the outputs manifest: {e}")))?;
+    area.put_record(&outputs_key(job_id, token), &record)
+        .await?;
     Ok(uploaded)
 }
 
@@ -426,11 +537,19 @@ pub async fn upload_outputs(area: &dyn TransferArea, job_id: &str, token: u64, f
 ///
 /// # Errors
 /// An unreadable record; the area's.
-pub async fn uploaded_outputs(area: &dyn TransferArea, job_id: &str, token: u64) -> Result<Option<Vec<UploadedDir>>, TransferError> {
-    let Some(bytes) = area.get_record(&outputs_key(job_id, token)).await? else { return Ok(None) };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| TransferError::Io(format!("outputs manifest of job {job_id} (token {token}) is unreadable: {e}")))
+pub async fn uploaded_outputs(
+    area: &dyn TransferArea,
+    job_id: &str,
+    token: u64,
+) -> Result<Option<Vec<UploadedDir>>, TransferError> {
+    let Some(bytes) = area.get_record(&outputs_key(job_id, token)).await? else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+        TransferError::Io(format!(
+            "outputs manifest of job {job_id} (token {token}) is unreadable: {e}"
+        ))
+    })
 }
 
 /// Checks `job`'s output dirs as the queue holds them against `recorded`, the control plane's
@@ -442,7 +561,10 @@ pub async fn uploaded_outputs(area: &dyn TransferArea, job_id: &str, token: u64)
 /// [`TransferError::Refused`] naming the first disagreement, or saying that nothing was
 /// recorded for a job that has output dirs.
 pub fn check_recorded_outputs(job: &Job, recorded: &[OutputDir]) -> Result<(), TransferError> {
-    let refused = |reason: String| TransferError::Refused { job_id: job.id.clone(), reason };
+    let refused = |reason: String| TransferError::Refused {
+        job_id: job.id.clone(),
+        reason,
+    };
     let queued = &job.spec.files.outputs;
     if queued.is_empty() {
         return Ok(());
@@ -463,11 +585,22 @@ pub fn check_recorded_outputs(job: &Job, recorded: &[OutputDir]) -> Result<(), T
                     r.deliver_to.display()
                 )));
             }
-            None => return Err(refused(format!("output dir `{}` was not recorded by the control plane", out.dir))),
+            None => {
+                return Err(refused(format!(
+                    "output dir `{}` was not recorded by the control plane",
+                    out.dir
+                )));
+            }
         }
     }
-    if let Some(missing) = recorded.iter().find(|r| !queued.iter().any(|q| q.dir == r.dir)) {
-        return Err(refused(format!("recorded output dir `{}` is missing from the queued job", missing.dir)));
+    if let Some(missing) = recorded
+        .iter()
+        .find(|r| !queued.iter().any(|q| q.dir == r.dir))
+    {
+        return Err(refused(format!(
+            "recorded output dir `{}` is missing from the queued job",
+            missing.dir
+        )));
     }
     Ok(())
 }
@@ -483,7 +616,11 @@ pub fn check_recorded_outputs(job: &Job, recorded: &[OutputDir]) -> Result<(), T
 /// [`TransferError::Refused`]; [`TransferError::OutputsExpired`] when the attempt ran (it has
 /// an outcome) but its manifest is gone, [`TransferError::Missing`] (expired) or
 /// [`TransferError::Corrupt`] for a file, a write failure.
-pub async fn deliver_outputs(area: &dyn TransferArea, job: &Job, recorded: &[OutputDir]) -> Result<usize, TransferError> {
+pub async fn deliver_outputs(
+    area: &dyn TransferArea,
+    job: &Job,
+    recorded: &[OutputDir],
+) -> Result<usize, TransferError> {
     if job.spec.files.outputs.is_empty() {
         return Ok(0);
     }
@@ -492,13 +629,18 @@ pub async fn deliver_outputs(area: &dyn TransferArea, job: &Job, recorded: &[Out
         // An attempt whose runner ran (it has an outcome) always records its manifest: gone
         // means expired, never "nothing to deliver" (issue 32 item 6).
         if job.outcome.is_some() {
-            return Err(TransferError::OutputsExpired { job_id: job.id.clone(), token: job.fencing_token });
+            return Err(TransferError::OutputsExpired {
+                job_id: job.id.clone(),
+                token: job.fencing_token,
+            });
         }
         return Ok(0);
     };
     let mut n = 0;
     for dir in &uploaded {
-        let Some(out) = recorded.iter().find(|o| o.dir == dir.dir) else { continue };
+        let Some(out) = recorded.iter().find(|o| o.dir == dir.dir) else {
+            continue;
+        };
         materialize(area, &dir.files, &out.deliver_to).await?;
         n += dir.files.len();
     }
@@ -521,7 +663,10 @@ impl LocalTransfer {
     }
 
     fn blob_path(&self, digest: &str) -> PathBuf {
-        self.root.join("sha256").join(digest.get(..2).unwrap_or("00")).join(digest)
+        self.root
+            .join("sha256")
+            .join(digest.get(..2).unwrap_or("00"))
+            .join(digest)
     }
 }
 
@@ -534,17 +679,27 @@ impl TransferArea for LocalTransfer {
     async fn put(&self, bytes: &[u8]) -> Result<Stored, TransferError> {
         let size = bytes.len() as u64;
         if size > self.limits.max_bytes {
-            return Err(TransferError::TooLarge { what: "a blob".into(), size, cap: self.limits.max_bytes });
+            return Err(TransferError::TooLarge {
+                what: "a blob".into(),
+                size,
+                cap: self.limits.max_bytes,
+            });
         }
         let digest = sha256_hex(bytes);
         let path = self.blob_path(&digest);
         if let Ok(existing) = tokio::fs::read(&path).await
             && sha256_hex(&existing) == digest
         {
-            return Ok(Stored { digest, uploaded: false });
+            return Ok(Stored {
+                digest,
+                uploaded: false,
+            });
         }
         write_atomic(&path, bytes, false).await?;
-        Ok(Stored { digest, uploaded: true })
+        Ok(Stored {
+            digest,
+            uploaded: true,
+        })
     }
 
     async fn get(&self, digest: &str) -> Result<Vec<u8>, TransferError> {
@@ -552,7 +707,9 @@ impl TransferArea for LocalTransfer {
         let bytes = match tokio::fs::read(&path).await {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(TransferError::Missing { digest: digest.to_owned() });
+                return Err(TransferError::Missing {
+                    digest: digest.to_owned(),
+                });
             }
             Err(e) => return Err(TransferError::Io(format!("read `{}`: {e}", path.display()))),
         };
@@ -561,20 +718,31 @@ impl TransferArea for LocalTransfer {
     }
 
     async fn put_record(&self, key: &str, bytes: &[u8]) -> Result<(), TransferError> {
-        write_atomic(&self.root.join("transfer-records").join(checked_rel(key)?), bytes, false).await
+        write_atomic(
+            &self.root.join("transfer-records").join(checked_rel(key)?),
+            bytes,
+            false,
+        )
+        .await
     }
 
     async fn get_record(&self, key: &str) -> Result<Option<Vec<u8>>, TransferError> {
         match tokio::fs::read(self.root.join("transfer-records").join(checked_rel(key)?)).await {
             Ok(b) => Ok(Some(b)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(TransferError::Io(format!("read transfer record `{key}`: {e}"))),
+            Err(e) => Err(TransferError::Io(format!(
+                "read transfer record `{key}`: {e}"
+            ))),
         }
     }
 
     async fn remove_record(&self, key: &str) -> Result<(), TransferError> {
-        match tokio::fs::remove_file(self.root.join("transfer-records").join(checked_rel(key)?)).await {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(TransferError::Io(format!("remove transfer record `{key}`: {e}"))),
+        match tokio::fs::remove_file(self.root.join("transfer-records").join(checked_rel(key)?))
+            .await
+        {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(TransferError::Io(format!(
+                "remove transfer record `{key}`: {e}"
+            ))),
             _ => Ok(()),
         }
     }
@@ -588,7 +756,10 @@ mod tests {
     fn placeholders_are_filled_in_every_string() {
         let mut v = serde_json::json!({"argv": ["@worker_exe@", "--out", "@job_dir@/out"], "cwd": "@job_dir@", "n": 3});
         fill_placeholders(&mut v, "/s/j", "/bin/sf");
-        assert_eq!(v, serde_json::json!({"argv": ["/bin/sf", "--out", "/s/j/out"], "cwd": "/s/j", "n": 3}));
+        assert_eq!(
+            v,
+            serde_json::json!({"argv": ["/bin/sf", "--out", "/s/j/out"], "cwd": "/s/j", "n": 3})
+        );
         assert!(names_job_dir(&serde_json::json!({"cwd": "@job_dir@"})));
         assert!(!names_job_dir(&v));
     }
@@ -596,25 +767,50 @@ mod tests {
     #[test]
     fn paths_that_escape_the_job_dir_are_refused() {
         for bad in ["", "/etc/passwd", "../x", "a/../../x"] {
-            assert!(matches!(checked_rel(bad), Err(TransferError::BadPath(_))), "{bad}");
+            assert!(
+                matches!(checked_rel(bad), Err(TransferError::BadPath(_))),
+                "{bad}"
+            );
         }
-        assert_eq!(checked_rel("in/blobs/sha256/ab/x").unwrap(), PathBuf::from("in/blobs/sha256/ab/x"));
+        assert_eq!(
+            checked_rel("in/blobs/sha256/ab/x").unwrap(),
+            PathBuf::from("in/blobs/sha256/ab/x")
+        );
     }
 
     #[tokio::test]
     async fn local_area_round_trips_dedups_caps_and_refuses_corruption() {
         let dir = tempfile::tempdir().unwrap();
-        let limits = TransferLimits { max_bytes: 10, ..TransferLimits::default() };
+        let limits = TransferLimits {
+            max_bytes: 10,
+            ..TransferLimits::default()
+        };
         let area = LocalTransfer::new(dir.path().join("blobs"), limits);
         let first = area.put(b"hello").await.unwrap();
         assert!(first.uploaded);
-        assert!(!area.put(b"hello").await.unwrap().uploaded, "the same content is stored once");
+        assert!(
+            !area.put(b"hello").await.unwrap().uploaded,
+            "the same content is stored once"
+        );
         assert_eq!(area.get(&first.digest).await.unwrap(), b"hello");
-        assert!(matches!(area.put(b"01234567890").await, Err(TransferError::TooLarge { size: 11, cap: 10, .. })));
+        assert!(matches!(
+            area.put(b"01234567890").await,
+            Err(TransferError::TooLarge {
+                size: 11,
+                cap: 10,
+                ..
+            })
+        ));
         let path = area.blob_path(&first.digest);
         std::fs::write(&path, b"HELLO").unwrap();
-        assert!(matches!(area.get(&first.digest).await, Err(TransferError::Corrupt { .. })));
-        assert!(matches!(area.get(&sha256_hex(b"never")).await, Err(TransferError::Missing { .. })));
+        assert!(matches!(
+            area.get(&first.digest).await,
+            Err(TransferError::Corrupt { .. })
+        ));
+        assert!(matches!(
+            area.get(&sha256_hex(b"never")).await,
+            Err(TransferError::Missing { .. })
+        ));
     }
 
     #[tokio::test]
@@ -623,33 +819,72 @@ mod tests {
         let area = LocalTransfer::new(dir.path().join("blobs"), TransferLimits::default());
         let mut stager = Stager::new(&area);
         stager.add_bytes("in/a.txt", b"input", false).await.unwrap();
-        let files = JobFiles { inputs: stager.finish(), outputs: vec![OutputDir { dir: "out".into(), deliver_to: dir.path().join("delivered") }] };
+        let files = JobFiles {
+            inputs: stager.finish(),
+            outputs: vec![OutputDir {
+                dir: "out".into(),
+                deliver_to: dir.path().join("delivered"),
+            }],
+        };
         let job_dir = dir.path().join("scratch/job");
         prepare_job_dir(&area, &files, &job_dir).await.unwrap();
         assert_eq!(std::fs::read(job_dir.join("in/a.txt")).unwrap(), b"input");
         std::fs::create_dir_all(job_dir.join("out/sub")).unwrap();
         std::fs::write(job_dir.join("out/sub/c.json"), b"{}").unwrap();
-        upload_outputs(&area, "j1", 2, &files, &job_dir).await.unwrap();
+        upload_outputs(&area, "j1", 2, &files, &job_dir)
+            .await
+            .unwrap();
         let mut spec = crate::job::JobSpec::new("process", serde_json::json!({}));
         spec.files = files;
         let mut job = Job {
-            id: "j1".into(), spec, state: crate::job::JobState::Failed, attempts: 1, fencing_token: 1, lease: None,
-            not_before_ms: 0, created_at_ms: 0, updated_at_ms: 0, cancel_requested: false, recovery_available: false,
-            outcome: None, error: None, history: Vec::new(),
+            id: "j1".into(),
+            spec,
+            state: crate::job::JobState::Failed,
+            attempts: 1,
+            fencing_token: 1,
+            lease: None,
+            not_before_ms: 0,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+            cancel_requested: false,
+            recovery_available: false,
+            outcome: None,
+            error: None,
+            history: Vec::new(),
         };
         // The control plane's record says the same as the queued job.
         let recorded = job.spec.files.outputs.clone();
-        assert_eq!(deliver_outputs(&area, &job, &recorded).await.unwrap(), 0, "token 1 uploaded nothing");
+        assert_eq!(
+            deliver_outputs(&area, &job, &recorded).await.unwrap(),
+            0,
+            "token 1 uploaded nothing"
+        );
         assert!(!dir.path().join("delivered").exists());
         job.fencing_token = 2;
         assert_eq!(deliver_outputs(&area, &job, &recorded).await.unwrap(), 1);
-        assert_eq!(std::fs::read(dir.path().join("delivered/sub/c.json")).unwrap(), b"{}");
-        assert_eq!(deliver_outputs(&area, &job, &recorded).await.unwrap(), 1, "delivering again is a no-op");
+        assert_eq!(
+            std::fs::read(dir.path().join("delivered/sub/c.json")).unwrap(),
+            b"{}"
+        );
+        assert_eq!(
+            deliver_outputs(&area, &job, &recorded).await.unwrap(),
+            1,
+            "delivering again is a no-op"
+        );
         // A record that disagrees with the queued job refuses, writing nothing.
-        let elsewhere = vec![OutputDir { dir: "out".into(), deliver_to: dir.path().join("elsewhere") }];
+        let elsewhere = vec![OutputDir {
+            dir: "out".into(),
+            deliver_to: dir.path().join("elsewhere"),
+        }];
         let refused = deliver_outputs(&area, &job, &elsewhere).await.unwrap_err();
-        assert!(matches!(refused, TransferError::Refused { .. }), "{refused}");
-        assert!(deliver_outputs(&area, &job, &[]).await.is_err(), "nothing recorded: refused");
+        assert!(
+            matches!(refused, TransferError::Refused { .. }),
+            "{refused}"
+        );
+        assert!(
+            deliver_outputs(&area, &job, &[]).await.is_err(),
+            "nothing recorded: refused"
+        );
         assert!(!dir.path().join("elsewhere").exists());
     }
 }

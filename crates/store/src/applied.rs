@@ -33,7 +33,10 @@ pub struct AppliedResult {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn record_applied(conn: &mut SqliteConnection, result: &AppliedResult) -> Result<bool, StoreError> {
+pub async fn record_applied(
+    conn: &mut SqliteConnection,
+    result: &AppliedResult,
+) -> Result<bool, StoreError> {
     let done = sqlx::query(
         "INSERT INTO applied_results (job_id, fencing_token, workflow, stage, state, idempotency_key, outcome_json, applied_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id, fencing_token) DO NOTHING",
@@ -49,7 +52,10 @@ pub async fn record_applied(conn: &mut SqliteConnection, result: &AppliedResult)
     .execute(&mut *conn)
     .await?;
     // The job is no longer pending work of the control plane (see `submitted`).
-    sqlx::query("DELETE FROM submitted_jobs WHERE job_id = ?").bind(&result.job_id).execute(&mut *conn).await?;
+    sqlx::query("DELETE FROM submitted_jobs WHERE job_id = ?")
+        .bind(&result.job_id)
+        .execute(&mut *conn)
+        .await?;
     Ok(done.rows_affected() == 1)
 }
 
@@ -78,7 +84,10 @@ pub async fn applied_by_key(
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn applied_for_job(pool: &sqlx::SqlitePool, job_id: &str) -> Result<Vec<AppliedResult>, StoreError> {
+pub async fn applied_for_job(
+    pool: &sqlx::SqlitePool,
+    job_id: &str,
+) -> Result<Vec<AppliedResult>, StoreError> {
     Ok(sqlx::query_as::<_, AppliedResult>(
         "SELECT job_id, fencing_token, workflow, stage, state, idempotency_key, outcome_json, applied_at
          FROM applied_results WHERE job_id = ? ORDER BY applied_at, fencing_token",

@@ -33,7 +33,10 @@ pub struct ArtifactRow {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn get_artifact(db: impl SqliteExecutor<'_>, id: &str) -> Result<Option<ArtifactRow>, StoreError> {
+pub async fn get_artifact(
+    db: impl SqliteExecutor<'_>,
+    id: &str,
+) -> Result<Option<ArtifactRow>, StoreError> {
     Ok(sqlx::query_as("SELECT id, hash, media_type, size_bytes, driver, created_at FROM eval_artifacts WHERE id = ?")
         .bind(id)
         .fetch_optional(db)
@@ -66,7 +69,9 @@ pub async fn existing_artifact_ids<'i>(
 /// # Errors
 /// [`StoreError::Sql`].
 pub async fn count_artifacts(db: impl SqliteExecutor<'_>) -> Result<i64, StoreError> {
-    Ok(sqlx::query_scalar("SELECT COUNT(*) FROM eval_artifacts").fetch_one(db).await?)
+    Ok(sqlx::query_scalar("SELECT COUNT(*) FROM eval_artifacts")
+        .fetch_one(db)
+        .await?)
 }
 
 /// Registers an artifact whose blob is already stored. `created_at` is set now.
@@ -145,14 +150,33 @@ mod tests {
         let store = Store::open(home.path()).await.unwrap();
         let blobs = BlobStore::in_home(home.path());
         let mut conn = store.pool().acquire().await.unwrap();
-        let row = store_artifact(&mut conn, &blobs, "diff-1", b"--- a\n+++ b\n", "text/x-diff", "text").await.unwrap();
+        let row = store_artifact(
+            &mut conn,
+            &blobs,
+            "diff-1",
+            b"--- a\n+++ b\n",
+            "text/x-diff",
+            "text",
+        )
+        .await
+        .unwrap();
         assert_eq!(row.size_bytes, 12);
         assert_eq!(blobs.get(&row.hash).unwrap(), b"--- a\n+++ b\n");
-        assert_eq!(get_artifact(store.pool(), "diff-1").await.unwrap(), Some(row));
-        assert!(store_artifact(&mut conn, &blobs, "diff-1", b"x", "text/plain", "text").await.is_err());
+        assert_eq!(
+            get_artifact(store.pool(), "diff-1").await.unwrap(),
+            Some(row)
+        );
+        assert!(
+            store_artifact(&mut conn, &blobs, "diff-1", b"x", "text/plain", "text")
+                .await
+                .is_err()
+        );
         assert_eq!(count_artifacts(store.pool()).await.unwrap(), 1);
         let ids = ["diff-1".to_owned(), "nope".to_owned()];
         let found = existing_artifact_ids(&mut conn, &ids).await.unwrap();
-        assert_eq!(found.into_iter().collect::<Vec<_>>(), vec!["diff-1".to_owned()]);
+        assert_eq!(
+            found.into_iter().collect::<Vec<_>>(),
+            vec!["diff-1".to_owned()]
+        );
     }
 }

@@ -31,7 +31,11 @@ pub struct ArmRow {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn get_arm(db: impl SqliteExecutor<'_>, template_id: &str, version_id: &str) -> Result<Option<ArmRow>, StoreError> {
+pub async fn get_arm(
+    db: impl SqliteExecutor<'_>,
+    template_id: &str,
+    version_id: &str,
+) -> Result<Option<ArmRow>, StoreError> {
     Ok(sqlx::query_as(
         "SELECT template_id, template_version_id, alpha, beta, pulls, updated_at FROM skillopt_bandit_arms
          WHERE template_id = ? AND template_version_id = ?",
@@ -80,7 +84,10 @@ pub struct NewPick<'a> {
 ///
 /// # Errors
 /// [`StoreError::Sql`], including a winner other than champion/challenger.
-pub async fn record_pick(conn: &mut SqliteConnection, pick: &NewPick<'_>) -> Result<bool, StoreError> {
+pub async fn record_pick(
+    conn: &mut SqliteConnection,
+    pick: &NewPick<'_>,
+) -> Result<bool, StoreError> {
     let now = now_rfc3339();
     let inserted = sqlx::query(
         "INSERT INTO skillopt_ab_picks (pick_id, template_id, champion_version_id, challenger_version_id, winner,
@@ -135,11 +142,18 @@ pub async fn record_pick(conn: &mut SqliteConnection, pick: &NewPick<'_>) -> Res
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn count_picks(db: impl SqliteExecutor<'_>, challenger_version_id: &str) -> Result<i64, StoreError> {
-    Ok(sqlx::query_scalar("SELECT COUNT(*) FROM skillopt_ab_picks WHERE challenger_version_id = ?")
+pub async fn count_picks(
+    db: impl SqliteExecutor<'_>,
+    challenger_version_id: &str,
+) -> Result<i64, StoreError> {
+    Ok(
+        sqlx::query_scalar(
+            "SELECT COUNT(*) FROM skillopt_ab_picks WHERE challenger_version_id = ?",
+        )
         .bind(challenger_version_id)
         .fetch_one(db)
-        .await?)
+        .await?,
+    )
 }
 
 #[cfg(test)]
@@ -163,20 +177,43 @@ mod tests {
         };
         let mut tx = store.begin().await.unwrap();
         assert!(record_pick(&mut tx, &pick).await.unwrap());
-        assert!(!record_pick(&mut tx, &pick).await.unwrap(), "the same pick id again changes nothing");
+        assert!(
+            !record_pick(&mut tx, &pick).await.unwrap(),
+            "the same pick id again changes nothing"
+        );
         tx.commit().await.unwrap();
         let challenger = get_arm(store.pool(), "t", "t@v2").await.unwrap().unwrap();
         let champion = get_arm(store.pool(), "t", "t@v1").await.unwrap().unwrap();
-        assert_eq!((challenger.alpha, challenger.beta, challenger.pulls), (2.0, 1.0, 1));
-        assert_eq!((champion.alpha, champion.beta, champion.pulls), (1.0, 2.0, 1));
+        assert_eq!(
+            (challenger.alpha, challenger.beta, challenger.pulls),
+            (2.0, 1.0, 1)
+        );
+        assert_eq!(
+            (champion.alpha, champion.beta, champion.pulls),
+            (1.0, 2.0, 1)
+        );
         let mut conn = store.pool().acquire().await.unwrap();
-        let second = NewPick { pick_id: "ab-job-2", winner: "champion", ..pick };
+        let second = NewPick {
+            pick_id: "ab-job-2",
+            winner: "champion",
+            ..pick
+        };
         assert!(record_pick(&mut conn, &second).await.unwrap());
         let champion = get_arm(store.pool(), "t", "t@v1").await.unwrap().unwrap();
-        assert_eq!((champion.alpha, champion.beta, champion.pulls), (2.0, 2.0, 2));
+        assert_eq!(
+            (champion.alpha, champion.beta, champion.pulls),
+            (2.0, 2.0, 2)
+        );
         assert_eq!(count_picks(store.pool(), "t@v2").await.unwrap(), 2);
-        let bad = NewPick { pick_id: "ab-job-3", winner: "tie", ..pick };
-        assert!(record_pick(&mut conn, &bad).await.is_err(), "winner is champion or challenger");
+        let bad = NewPick {
+            pick_id: "ab-job-3",
+            winner: "tie",
+            ..pick
+        };
+        assert!(
+            record_pick(&mut conn, &bad).await.is_err(),
+            "winner is champion or challenger"
+        );
         assert_eq!(count_picks(store.pool(), "t@v2").await.unwrap(), 2);
     }
 }

@@ -51,7 +51,10 @@ impl VerdictRecord {
 ///
 /// # Errors
 /// [`StoreError::Sql`], including a verdict other than yes/no or a weight ≤ 0.
-pub async fn upsert_verdict(conn: &mut SqliteConnection, v: &VerdictRecord) -> Result<(), StoreError> {
+pub async fn upsert_verdict(
+    conn: &mut SqliteConnection,
+    v: &VerdictRecord,
+) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO skillopt_binary_verdicts (run_id, question_id, dimension, verdict, explanation, question_weight,
            dimension_weight, created_at)
@@ -77,7 +80,10 @@ pub async fn upsert_verdict(conn: &mut SqliteConnection, v: &VerdictRecord) -> R
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn list_verdicts(db: impl SqliteExecutor<'_>, run_id: &str) -> Result<Vec<VerdictRecord>, StoreError> {
+pub async fn list_verdicts(
+    db: impl SqliteExecutor<'_>,
+    run_id: &str,
+) -> Result<Vec<VerdictRecord>, StoreError> {
     Ok(sqlx::query_as(
         "SELECT run_id, question_id, dimension, verdict, explanation, question_weight, dimension_weight, created_at
          FROM skillopt_binary_verdicts WHERE run_id = ? ORDER BY question_id",
@@ -106,7 +112,13 @@ pub async fn verdicts_of_template(
     .bind(template_id)
     .fetch_all(db)
     .await?;
-    Ok(if run_ids.is_empty() { rows } else { rows.into_iter().filter(|r| run_ids.contains(&r.run_id)).collect() })
+    Ok(if run_ids.is_empty() {
+        rows
+    } else {
+        rows.into_iter()
+            .filter(|r| run_ids.contains(&r.run_id))
+            .collect()
+    })
 }
 
 /// Replaces every ranked event of the synthetic lesson run `run_id` with `events` (creating the
@@ -136,8 +148,14 @@ pub async fn replace_lesson_run(
     .bind(&now)
     .execute(&mut *conn)
     .await?;
-    sqlx::query("DELETE FROM ranked_feedback_events WHERE run_id = ?").bind(run_id).execute(&mut *conn).await?;
-    sqlx::query("DELETE FROM eval_review_items WHERE run_id = ?").bind(run_id).execute(&mut *conn).await?;
+    sqlx::query("DELETE FROM ranked_feedback_events WHERE run_id = ?")
+        .bind(run_id)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("DELETE FROM eval_review_items WHERE run_id = ?")
+        .bind(run_id)
+        .execute(&mut *conn)
+        .await?;
     for event in events {
         sqlx::query(
             "INSERT INTO eval_review_items (id, run_id, item_id, title, metadata_json, created_at, updated_at)
@@ -180,13 +198,34 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let store = Store::open(home.path()).await.unwrap();
         let mut conn = store.pool().acquire().await.unwrap();
-        upsert_verdict(&mut conn, &record("r1", "q1", "no", 2.0)).await.unwrap();
-        upsert_verdict(&mut conn, &record("r1", "q1", "yes", 2.0)).await.unwrap();
-        upsert_verdict(&mut conn, &record("r1", "q2", "no", 1.0)).await.unwrap();
+        upsert_verdict(&mut conn, &record("r1", "q1", "no", 2.0))
+            .await
+            .unwrap();
+        upsert_verdict(&mut conn, &record("r1", "q1", "yes", 2.0))
+            .await
+            .unwrap();
+        upsert_verdict(&mut conn, &record("r1", "q2", "no", 1.0))
+            .await
+            .unwrap();
         let rows = list_verdicts(store.pool(), "r1").await.unwrap();
         assert_eq!(rows.len(), 2, "same (run, question) upserts in place");
-        assert_eq!((rows[0].verdict.as_str(), rows[0].question_weight, rows[0].dimension_weight), ("yes", 2.0, 2.0));
-        assert!(upsert_verdict(&mut conn, &record("r1", "q3", "maybe", 1.0)).await.is_err());
-        assert!(upsert_verdict(&mut conn, &record("r1", "q3", "yes", 0.0)).await.is_err());
+        assert_eq!(
+            (
+                rows[0].verdict.as_str(),
+                rows[0].question_weight,
+                rows[0].dimension_weight
+            ),
+            ("yes", 2.0, 2.0)
+        );
+        assert!(
+            upsert_verdict(&mut conn, &record("r1", "q3", "maybe", 1.0))
+                .await
+                .is_err()
+        );
+        assert!(
+            upsert_verdict(&mut conn, &record("r1", "q3", "yes", 0.0))
+                .await
+                .is_err()
+        );
     }
 }

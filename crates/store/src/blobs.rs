@@ -55,7 +55,9 @@ static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
 impl BlobStore {
     /// The store at `<home>/blobs`. Creates nothing until the first [`BlobStore::put`].
     pub fn in_home(home: &Path) -> Self {
-        Self { root: home.join(BLOBS_DIR) }
+        Self {
+            root: home.join(BLOBS_DIR),
+        }
     }
 
     /// The store rooted at `root` (the directory that contains `sha256/`).
@@ -101,7 +103,11 @@ impl BlobStore {
             .recursive(true)
             .mode(0o700)
             .create(&dir)
-            .map_err(|source| BlobError::Io { op: "create dir", path: dir.clone(), source })?;
+            .map_err(|source| BlobError::Io {
+                op: "create dir",
+                path: dir.clone(),
+                source,
+            })?;
         let tmp = dir.join(format!(
             ".{}.tmp.{}.{}",
             &hash[SHA256_PREFIX.len()..],
@@ -111,7 +117,11 @@ impl BlobStore {
         let written = write_new(&tmp, bytes).and_then(|()| fs::rename(&tmp, &path));
         if let Err(source) = written {
             let _ = fs::remove_file(&tmp);
-            return Err(BlobError::Io { op: "write", path, source });
+            return Err(BlobError::Io {
+                op: "write",
+                path,
+                source,
+            });
         }
         self.verify(&path, &hash)?;
         Ok(hash)
@@ -123,7 +133,11 @@ impl BlobStore {
     /// [`BlobError::BadHash`], [`BlobError::Io`] (missing or unreadable), [`BlobError::Corrupt`].
     pub fn get(&self, hash: &str) -> Result<Vec<u8>, BlobError> {
         let path = self.path_of(hash)?;
-        let bytes = fs::read(&path).map_err(|source| BlobError::Io { op: "read", path: path.clone(), source })?;
+        let bytes = fs::read(&path).map_err(|source| BlobError::Io {
+            op: "read",
+            path: path.clone(),
+            source,
+        })?;
         let actual = content_hash(&bytes);
         if Some(actual.as_str()) != normalize_hash(hash).ok().as_deref() {
             return Err(BlobError::Corrupt { path, actual });
@@ -132,17 +146,28 @@ impl BlobStore {
     }
 
     fn verify(&self, path: &Path, hash: &str) -> Result<(), BlobError> {
-        let bytes = fs::read(path).map_err(|source| BlobError::Io { op: "read", path: path.to_owned(), source })?;
+        let bytes = fs::read(path).map_err(|source| BlobError::Io {
+            op: "read",
+            path: path.to_owned(),
+            source,
+        })?;
         let actual = content_hash(&bytes);
         if actual != hash {
-            return Err(BlobError::Corrupt { path: path.to_owned(), actual });
+            return Err(BlobError::Corrupt {
+                path: path.to_owned(),
+                actual,
+            });
         }
         Ok(())
     }
 }
 
 fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut file: File = OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    let mut file: File = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
     // The umask can only clear bits; make the mode exact anyway.
     file.set_permissions(fs::Permissions::from_mode(0o600))?;
     file.write_all(bytes)?;
@@ -162,11 +187,20 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let store = BlobStore::in_home(home.path());
         let hash = store.put(b"hello").unwrap();
-        assert_eq!(hash, "sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824");
-        let path = home.path().join("blobs/sha256/2c/2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824");
+        assert_eq!(
+            hash,
+            "sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+        );
+        let path = home.path().join(
+            "blobs/sha256/2c/2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824",
+        );
         assert_eq!(fs::read(&path).unwrap(), b"hello");
         assert_eq!(store.path_of(&hash).unwrap(), path);
-        assert_eq!(store.path_of(&hash.to_uppercase()[7..]).unwrap(), path, "bare upper-case hex names the same blob");
+        assert_eq!(
+            store.path_of(&hash.to_uppercase()[7..]).unwrap(),
+            path,
+            "bare upper-case hex names the same blob"
+        );
         assert_eq!(store.get(&hash).unwrap(), b"hello");
         assert!(store.contains(&hash));
         assert!(!store.contains(&content_hash(b"other")));
@@ -190,8 +224,16 @@ mod tests {
         let path = store.path_of(&first).unwrap();
         let written_at = fs::metadata(&path).unwrap().modified().unwrap();
         assert_eq!(store.put(b"same").unwrap(), first);
-        assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), written_at, "an intact blob is not rewritten");
-        let entries: Vec<_> = fs::read_dir(path.parent().unwrap()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(
+            fs::metadata(&path).unwrap().modified().unwrap(),
+            written_at,
+            "an intact blob is not rewritten"
+        );
+        let entries: Vec<_> = fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
         assert_eq!(entries.len(), 1, "only the blob itself: {entries:?}");
     }
 
@@ -210,7 +252,10 @@ mod tests {
     #[test]
     fn malformed_hash_is_refused() {
         let store = BlobStore::at("/nonexistent");
-        assert!(matches!(store.path_of("sha256:abc"), Err(BlobError::BadHash(_))));
+        assert!(matches!(
+            store.path_of("sha256:abc"),
+            Err(BlobError::BadHash(_))
+        ));
         assert!(matches!(store.get("zz"), Err(BlobError::BadHash(_))));
     }
 }

@@ -8,15 +8,18 @@
 //! the decision, its reason and time as the audit record (S-93).
 
 use skillforge_contract::{
-    BaseVersion, ImportNeeds, ImportState, InstalledTemplate, VerifiedCandidate, hash_hex, to_go_json_compact,
+    BaseVersion, ImportNeeds, ImportState, InstalledTemplate, VerifiedCandidate, hash_hex,
+    to_go_json_compact,
 };
 use sqlx::{SqliteConnection, SqliteExecutor};
 
-use crate::artifacts::{ArtifactRow, StoreArtifactError, existing_artifact_ids, get_artifact, store_artifact};
+use crate::artifacts::{
+    ArtifactRow, StoreArtifactError, existing_artifact_ids, get_artifact, store_artifact,
+};
 use crate::blobs::BlobStore;
 use crate::templates::{
-    NewVersion, begin_write, PromoteOutcome, VersionRow, VersionState, current_version, get_template, get_version, now_rfc3339,
-    promote_version, set_version_state,
+    NewVersion, PromoteOutcome, VersionRow, VersionState, begin_write, current_version,
+    get_template, get_version, now_rfc3339, promote_version, set_version_state,
 };
 use crate::{Store, StoreError};
 
@@ -82,26 +85,42 @@ macro_rules! candidate_select {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn list_candidates(db: impl SqliteExecutor<'_>, template_id: &str) -> Result<Vec<CandidateRow>, StoreError> {
-    Ok(sqlx::query_as(concat!(candidate_select!(), " WHERE r.template_id = ? ORDER BY v.version DESC"))
-        .bind(template_id)
-        .fetch_all(db)
-        .await?)
+pub async fn list_candidates(
+    db: impl SqliteExecutor<'_>,
+    template_id: &str,
+) -> Result<Vec<CandidateRow>, StoreError> {
+    Ok(sqlx::query_as(concat!(
+        candidate_select!(),
+        " WHERE r.template_id = ? ORDER BY v.version DESC"
+    ))
+    .bind(template_id)
+    .fetch_all(db)
+    .await?)
 }
 
 /// The candidate whose version is `version_id`; `None` when that version was not imported.
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn get_candidate(db: impl SqliteExecutor<'_>, version_id: &str) -> Result<Option<CandidateRow>, StoreError> {
-    Ok(sqlx::query_as(concat!(candidate_select!(), " WHERE r.version_id = ?"))
-        .bind(version_id)
-        .fetch_optional(db)
-        .await?)
+pub async fn get_candidate(
+    db: impl SqliteExecutor<'_>,
+    version_id: &str,
+) -> Result<Option<CandidateRow>, StoreError> {
+    Ok(
+        sqlx::query_as(concat!(candidate_select!(), " WHERE r.version_id = ?"))
+            .bind(version_id)
+            .fetch_optional(db)
+            .await?,
+    )
 }
 
 fn base_of(row: VersionRow) -> BaseVersion {
-    BaseVersion { id: row.id, template_id: row.template_id, content_hash: row.content_hash, content: row.content }
+    BaseVersion {
+        id: row.id,
+        template_id: row.template_id,
+        content_hash: row.content_hash,
+        content: row.content,
+    }
 }
 
 /// Loads the store state [`skillforge_contract::validate_candidate_import`] needs: the template
@@ -110,7 +129,10 @@ fn base_of(row: VersionRow) -> BaseVersion {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn load_import_state(conn: &mut SqliteConnection, needs: &ImportNeeds) -> Result<ImportState, StoreError> {
+pub async fn load_import_state(
+    conn: &mut SqliteConnection,
+    needs: &ImportNeeds,
+) -> Result<ImportState, StoreError> {
     let template = match get_template(&mut *conn, &needs.template_id).await? {
         Some(t) => Some(InstalledTemplate {
             current_version: current_version(&mut *conn, &t.id).await?.map(base_of),
@@ -123,7 +145,11 @@ pub async fn load_import_state(conn: &mut SqliteConnection, needs: &ImportNeeds)
         None => None,
     };
     let existing_artifact_ids = existing_artifact_ids(conn, &needs.artifact_ids).await?;
-    Ok(ImportState { template, pinned_base, existing_artifact_ids })
+    Ok(ImportState {
+        template,
+        pinned_base,
+        existing_artifact_ids,
+    })
 }
 
 /// How a verified package whose artifact ids are already registered relates to the store
@@ -161,11 +187,16 @@ pub enum PriorImport {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn find_prior_import(conn: &mut SqliteConnection, verified: &VerifiedCandidate) -> Result<PriorImport, StoreError> {
+pub async fn find_prior_import(
+    conn: &mut SqliteConnection,
+    verified: &VerifiedCandidate,
+) -> Result<PriorImport, StoreError> {
     let mut first_registered = None;
     let mut n_registered = 0;
     for artifact in &verified.artifacts {
-        let Some(row) = get_artifact(&mut *conn, &artifact.id).await? else { continue };
+        let Some(row) = get_artifact(&mut *conn, &artifact.id).await? else {
+            continue;
+        };
         if row.hash != artifact.hash {
             return Ok(PriorImport::HashConflict {
                 artifact_id: artifact.id.clone(),
@@ -176,15 +207,22 @@ pub async fn find_prior_import(conn: &mut SqliteConnection, verified: &VerifiedC
         n_registered += 1;
         first_registered.get_or_insert_with(|| artifact.id.clone());
     }
-    let Some(artifact_id) = first_registered else { return Ok(PriorImport::NotImported) };
+    let Some(artifact_id) = first_registered else {
+        return Ok(PriorImport::NotImported);
+    };
     if n_registered == verified.artifacts.len() {
-        let same = list_candidates(&mut *conn, &verified.template_id).await?.into_iter().find(|c| {
-            c.content_hash == verified.content_hash
-                && c.base_version_id == verified.base_version_id
-                && c.diff_artifact_id == verified.diff_artifact_id
-        });
+        let same = list_candidates(&mut *conn, &verified.template_id)
+            .await?
+            .into_iter()
+            .find(|c| {
+                c.content_hash == verified.content_hash
+                    && c.base_version_id == verified.base_version_id
+                    && c.diff_artifact_id == verified.diff_artifact_id
+            });
         if let Some(candidate) = same {
-            return Ok(PriorImport::Same { version_id: candidate.version_id });
+            return Ok(PriorImport::Same {
+                version_id: candidate.version_id,
+            });
         }
     }
     Ok(PriorImport::Taken { artifact_id })
@@ -215,13 +253,24 @@ pub async fn import_verified(
     source_path: &str,
 ) -> Result<ImportedCandidate, StoreArtifactError> {
     let metadata_json = to_go_json_compact(&verified.metadata).unwrap_or_else(|_| "{}".to_owned());
-    let source_path = if source_path.is_empty() { DEFAULT_SOURCE_PATH } else { source_path };
+    let source_path = if source_path.is_empty() {
+        DEFAULT_SOURCE_PATH
+    } else {
+        source_path
+    };
     let mut tx = begin_write(store).await?;
     let mut artifacts = Vec::with_capacity(verified.artifacts.len());
     for artifact in &verified.artifacts {
         artifacts.push(
-            store_artifact(&mut tx, blobs, &artifact.id, &artifact.bytes, &artifact.media_type, &artifact.driver)
-                .await?,
+            store_artifact(
+                &mut tx,
+                blobs,
+                &artifact.id,
+                &artifact.bytes,
+                &artifact.media_type,
+                &artifact.driver,
+            )
+            .await?,
         );
     }
     let version = crate::templates::insert_version(
@@ -285,7 +334,11 @@ pub enum DecisionOutcome {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn promote_candidate(store: &Store, version_id: &str, reason: &str) -> Result<DecisionOutcome, StoreError> {
+pub async fn promote_candidate(
+    store: &Store,
+    version_id: &str,
+    reason: &str,
+) -> Result<DecisionOutcome, StoreError> {
     let mut tx = begin_write(store).await?;
     let outcome = promote_candidate_in(&mut tx, version_id, reason).await?;
     if matches!(outcome, DecisionOutcome::Done { .. }) {
@@ -298,10 +351,11 @@ pub async fn promote_candidate(store: &Store, version_id: &str, reason: &str) ->
 /// Issue 37 item 2: a decision on any version of a template ends a running canary of it (the
 /// canary was measured against the champion of its start), in the decision's transaction.
 async fn end_other_canary(conn: &mut SqliteConnection, version_id: &str) -> Result<(), StoreError> {
-    let template: Option<String> = sqlx::query_scalar("SELECT template_id FROM agent_template_versions WHERE id = ?")
-        .bind(version_id)
-        .fetch_optional(&mut *conn)
-        .await?;
+    let template: Option<String> =
+        sqlx::query_scalar("SELECT template_id FROM agent_template_versions WHERE id = ?")
+            .bind(version_id)
+            .fetch_optional(&mut *conn)
+            .await?;
     if let Some(template) = template {
         crate::promotion::end_canary(conn, &template, version_id).await?;
     }
@@ -313,7 +367,11 @@ async fn end_other_canary(conn: &mut SqliteConnection, version_id: &str) -> Resu
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn promote_candidate_in(conn: &mut SqliteConnection, version_id: &str, reason: &str) -> Result<DecisionOutcome, StoreError> {
+pub async fn promote_candidate_in(
+    conn: &mut SqliteConnection,
+    version_id: &str,
+    reason: &str,
+) -> Result<DecisionOutcome, StoreError> {
     if get_candidate(&mut *conn, version_id).await?.is_none() {
         return Ok(DecisionOutcome::NotFound);
     }
@@ -334,7 +392,11 @@ pub async fn promote_candidate_in(conn: &mut SqliteConnection, version_id: &str,
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn reject_candidate(store: &Store, version_id: &str, reason: &str) -> Result<DecisionOutcome, StoreError> {
+pub async fn reject_candidate(
+    store: &Store,
+    version_id: &str,
+    reason: &str,
+) -> Result<DecisionOutcome, StoreError> {
     let mut tx = begin_write(store).await?;
     let outcome = reject_candidate_in(&mut tx, version_id, reason).await?;
     if matches!(outcome, DecisionOutcome::Done { .. }) {
@@ -349,7 +411,11 @@ pub async fn reject_candidate(store: &Store, version_id: &str, reason: &str) -> 
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn reject_candidate_in(conn: &mut SqliteConnection, version_id: &str, reason: &str) -> Result<DecisionOutcome, StoreError> {
+pub async fn reject_candidate_in(
+    conn: &mut SqliteConnection,
+    version_id: &str,
+    reason: &str,
+) -> Result<DecisionOutcome, StoreError> {
     let Some(candidate) = get_candidate(&mut *conn, version_id).await? else {
         return Ok(DecisionOutcome::NotFound);
     };
@@ -361,7 +427,12 @@ pub async fn reject_candidate_in(conn: &mut SqliteConnection, version_id: &str, 
     Ok(DecisionOutcome::Done { previous: None })
 }
 
-async fn decide(conn: &mut SqliteConnection, version_id: &str, state: &str, reason: &str) -> Result<(), StoreError> {
+async fn decide(
+    conn: &mut SqliteConnection,
+    version_id: &str,
+    state: &str,
+    reason: &str,
+) -> Result<(), StoreError> {
     let now = now_rfc3339();
     sqlx::query(
         "UPDATE agent_template_candidate_reviews SET state = ?, decision_reason = ?, decided_at = ?, updated_at = ?
@@ -379,7 +450,9 @@ async fn decide(conn: &mut SqliteConnection, version_id: &str, state: &str, reas
 
 #[cfg(test)]
 mod tests {
-    use skillforge_contract::{CandidatePackage, ImportOptions, ImportState, content_hash, validate_candidate_import};
+    use skillforge_contract::{
+        CandidatePackage, ImportOptions, ImportState, content_hash, validate_candidate_import,
+    };
 
     use super::*;
     use crate::templates::insert_version;
@@ -425,8 +498,18 @@ mod tests {
 
     async fn verify(store: &Store, pkg: &CandidatePackage) -> VerifiedCandidate {
         let mut conn = store.pool().acquire().await.unwrap();
-        let state: ImportState = load_import_state(&mut conn, &ImportState::needed(pkg)).await.unwrap();
-        validate_candidate_import(pkg, ImportOptions { artifact_dir: None, has_blob_store: true }, &state).unwrap()
+        let state: ImportState = load_import_state(&mut conn, &ImportState::needed(pkg))
+            .await
+            .unwrap();
+        validate_candidate_import(
+            pkg,
+            ImportOptions {
+                artifact_dir: None,
+                has_blob_store: true,
+            },
+            &state,
+        )
+        .unwrap()
     }
 
     #[tokio::test]
@@ -437,13 +520,23 @@ mod tests {
         install(&store).await;
         let mut verified = Vec::new();
         for n in 0..4 {
-            verified.push(verify(&store, &package(&BASE.replace("Plan the task.", &format!("Plan variant {n}.")))).await);
+            verified.push(
+                verify(
+                    &store,
+                    &package(&BASE.replace("Plan the task.", &format!("Plan variant {n}."))),
+                )
+                .await,
+            );
         }
         let tasks: Vec<_> = verified
             .into_iter()
             .map(|v| {
                 let (store, blobs) = (store.clone(), blobs.clone());
-                tokio::spawn(async move { import_verified(&store, &blobs, &v, "").await.map(|i| i.version.id) })
+                tokio::spawn(async move {
+                    import_verified(&store, &blobs, &v, "")
+                        .await
+                        .map(|i| i.version.id)
+                })
             })
             .collect();
         let mut ids = Vec::new();
@@ -451,7 +544,10 @@ mod tests {
             ids.push(task.await.unwrap().unwrap());
         }
         ids.sort();
-        assert_eq!(ids, ["planner@v2", "planner@v3", "planner@v4", "planner@v5"]);
+        assert_eq!(
+            ids,
+            ["planner@v2", "planner@v3", "planner@v4", "planner@v5"]
+        );
     }
 
     #[tokio::test]
@@ -461,37 +557,96 @@ mod tests {
         let blobs = BlobStore::in_home(home.path());
         install(&store).await;
 
-        let verified = verify(&store, &package(&BASE.replace("Plan the task.", "Plan the task briefly."))).await;
+        let verified = verify(
+            &store,
+            &package(&BASE.replace("Plan the task.", "Plan the task briefly.")),
+        )
+        .await;
         assert_eq!(verified.base_version_id, "planner@v1");
-        let imported = import_verified(&store, &blobs, &verified, "candidate.json").await.unwrap();
+        let imported = import_verified(&store, &blobs, &verified, "candidate.json")
+            .await
+            .unwrap();
         assert_eq!(imported.version.id, "planner@v2");
         assert_eq!(imported.version.state, "pending");
         assert_eq!(imported.version.source_repo, CANDIDATE_SOURCE_REPO);
-        assert_eq!(current_version(store.pool(), "planner").await.unwrap().unwrap().id, "planner@v1", "S-51");
+        assert_eq!(
+            current_version(store.pool(), "planner")
+                .await
+                .unwrap()
+                .unwrap()
+                .id,
+            "planner@v1",
+            "S-51"
+        );
 
-        let verified = verify(&store, &package(&BASE.replace("Plan the task.", "Plan it."))).await;
-        import_verified(&store, &blobs, &verified, "").await.unwrap();
+        let verified = verify(
+            &store,
+            &package(&BASE.replace("Plan the task.", "Plan it.")),
+        )
+        .await;
+        import_verified(&store, &blobs, &verified, "")
+            .await
+            .unwrap();
         let listed: Vec<_> = list_candidates(store.pool(), "planner").await.unwrap();
-        assert_eq!(listed.iter().map(|c| c.version_id.as_str()).collect::<Vec<_>>(), ["planner@v3", "planner@v2"]);
+        assert_eq!(
+            listed
+                .iter()
+                .map(|c| c.version_id.as_str())
+                .collect::<Vec<_>>(),
+            ["planner@v3", "planner@v2"]
+        );
         assert_eq!(listed[0].source_path, DEFAULT_SOURCE_PATH);
         assert_eq!(listed[1].score, Some(0.75));
 
         assert_eq!(
             promote_candidate(&store, "planner@v2", "").await.unwrap(),
-            DecisionOutcome::Done { previous: Some("planner@v1".into()) }
+            DecisionOutcome::Done {
+                previous: Some("planner@v1".into())
+            }
         );
-        assert_eq!(current_version(store.pool(), "planner").await.unwrap().unwrap().id, "planner@v2");
-        assert_eq!(get_version(store.pool(), "planner@v1").await.unwrap().unwrap().state, "superseded");
+        assert_eq!(
+            current_version(store.pool(), "planner")
+                .await
+                .unwrap()
+                .unwrap()
+                .id,
+            "planner@v2"
+        );
+        assert_eq!(
+            get_version(store.pool(), "planner@v1")
+                .await
+                .unwrap()
+                .unwrap()
+                .state,
+            "superseded"
+        );
         assert_eq!(
             promote_candidate(&store, "planner@v2", "").await.unwrap(),
             DecisionOutcome::WrongState("current".into())
         );
 
-        assert_eq!(reject_candidate(&store, "planner@v3", "too broad").await.unwrap(), DecisionOutcome::Done { previous: None });
-        let rejected = get_candidate(store.pool(), "planner@v3").await.unwrap().unwrap();
-        assert_eq!((rejected.version_state.as_str(), rejected.review_state.as_str()), ("rejected", "rejected"));
+        assert_eq!(
+            reject_candidate(&store, "planner@v3", "too broad")
+                .await
+                .unwrap(),
+            DecisionOutcome::Done { previous: None }
+        );
+        let rejected = get_candidate(store.pool(), "planner@v3")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (
+                rejected.version_state.as_str(),
+                rejected.review_state.as_str()
+            ),
+            ("rejected", "rejected")
+        );
         assert_eq!(rejected.decision_reason, "too broad");
         assert!(rejected.decided_at.is_some());
-        assert_eq!(reject_candidate(&store, "planner@v1", "x").await.unwrap(), DecisionOutcome::NotFound);
+        assert_eq!(
+            reject_candidate(&store, "planner@v1", "x").await.unwrap(),
+            DecisionOutcome::NotFound
+        );
     }
 }

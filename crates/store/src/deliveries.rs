@@ -33,12 +33,20 @@ pub struct Delivery {
 /// # Errors
 /// A message naming the path and the rule it breaks.
 pub fn check_delivery_path(home: &Path, path: &Path) -> Result<(), String> {
-    if !path.is_absolute() || path.components().any(|c| matches!(c, Component::ParentDir | Component::CurDir)) {
-        return Err(format!("`{}` is not an absolute path without `.` or `..`", path.display()));
+    if !path.is_absolute()
+        || path
+            .components()
+            .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+    {
+        return Err(format!(
+            "`{}` is not an absolute path without `.` or `..`",
+            path.display()
+        ));
     }
     let inside = JOB_AREAS.iter().any(|area| {
         let root = home.join(area);
-        path.strip_prefix(&root).is_ok_and(|rest| rest.components().next().is_some())
+        path.strip_prefix(&root)
+            .is_ok_and(|rest| rest.components().next().is_some())
     });
     if inside {
         Ok(())
@@ -58,7 +66,11 @@ pub fn check_delivery_path(home: &Path, path: &Path) -> Result<(), String> {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn record_deliveries(pool: &SqlitePool, job_id: &str, deliveries: &[Delivery]) -> Result<(), StoreError> {
+pub async fn record_deliveries(
+    pool: &SqlitePool,
+    job_id: &str,
+    deliveries: &[Delivery],
+) -> Result<(), StoreError> {
     let mut tx = pool.begin().await?;
     for d in deliveries {
         sqlx::query(
@@ -80,13 +92,22 @@ pub async fn record_deliveries(pool: &SqlitePool, job_id: &str, deliveries: &[De
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn deliveries_for(conn: &mut SqliteConnection, job_id: &str) -> Result<Vec<Delivery>, StoreError> {
+pub async fn deliveries_for(
+    conn: &mut SqliteConnection,
+    job_id: &str,
+) -> Result<Vec<Delivery>, StoreError> {
     let rows: Vec<(String, String)> =
         sqlx::query_as("SELECT dir, deliver_to FROM job_deliveries WHERE job_id = ? ORDER BY dir")
             .bind(job_id)
             .fetch_all(&mut *conn)
             .await?;
-    Ok(rows.into_iter().map(|(dir, to)| Delivery { dir, deliver_to: PathBuf::from(to) }).collect())
+    Ok(rows
+        .into_iter()
+        .map(|(dir, to)| Delivery {
+            dir,
+            deliver_to: PathBuf::from(to),
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -98,7 +119,9 @@ mod tests {
     #[test]
     fn only_paths_inside_a_job_area_of_the_home_receive_outputs() {
         let home = Path::new("/h");
-        let check = |p: &str, ok: bool| assert_eq!(check_delivery_path(home, Path::new(p)).is_ok(), ok, "{p}");
+        let check = |p: &str, ok: bool| {
+            assert_eq!(check_delivery_path(home, Path::new(p)).is_ok(), ok, "{p}")
+        };
         check("/h/train/s1/attempts/attempt-001", true);
         check("/h/eval/b/samples/1/out", true);
         check("/h/optimize/spec/worktrees/exp-001", true);

@@ -11,7 +11,8 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 use skillforge_contract::{
-    FeedbackEvent, RankedFeedbackEvent, ResolvedEntry, ResolvedFeedback, feedback_event_id, ranked_feedback_event_id,
+    FeedbackEvent, RankedFeedbackEvent, ResolvedEntry, ResolvedFeedback, feedback_event_id,
+    ranked_feedback_event_id,
 };
 use sqlx::{SqliteConnection, SqlitePool};
 
@@ -72,7 +73,11 @@ pub fn events_from_resolved(
     let reviewer = resolved.reviewer.as_str();
     for entry in &resolved.entries {
         match entry {
-            ResolvedEntry::Choice { item_id, choice, reasoning } => plain.push(FeedbackEvent {
+            ResolvedEntry::Choice {
+                item_id,
+                choice,
+                reasoning,
+            } => plain.push(FeedbackEvent {
                 run_id: resolved.run_id.clone(),
                 item_id: item_id.clone(),
                 choice: choice.as_str().to_owned(),
@@ -87,7 +92,13 @@ pub fn events_from_resolved(
                     (!map.is_empty()).then(|| serde_json::to_value(map).unwrap_or(Value::Null))
                 };
                 ranked.push(RankedFeedbackEvent {
-                    id: ranked_feedback_event_id(&resolved.run_id, &entry.item_id, reviewer, source, source_url),
+                    id: ranked_feedback_event_id(
+                        &resolved.run_id,
+                        &entry.item_id,
+                        reviewer,
+                        source,
+                        source_url,
+                    ),
                     run_id: resolved.run_id.clone(),
                     item_id: entry.item_id.clone(),
                     ranking: entry.ranking.labels(),
@@ -140,9 +151,21 @@ async fn key_exists(
 ///
 /// # Errors
 /// [`StoreError::Sql`] (including a choice outside a|b|tie|neither|skip, refused by the table).
-pub async fn upsert_feedback_event(conn: &mut SqliteConnection, event: &FeedbackEvent) -> Result<Upserted, StoreError> {
+pub async fn upsert_feedback_event(
+    conn: &mut SqliteConnection,
+    event: &FeedbackEvent,
+) -> Result<Upserted, StoreError> {
     let e = event;
-    let existed = key_exists(conn, "feedback_events", &e.run_id, &e.item_id, &e.reviewer, &e.source, &e.source_url).await?;
+    let existed = key_exists(
+        conn,
+        "feedback_events",
+        &e.run_id,
+        &e.item_id,
+        &e.reviewer,
+        &e.source,
+        &e.source_url,
+    )
+    .await?;
     sqlx::query(
         "INSERT INTO feedback_events (id, run_id, item_id, choice, reasoning, reviewer, source, source_url, created_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -160,7 +183,11 @@ pub async fn upsert_feedback_event(conn: &mut SqliteConnection, event: &Feedback
     .bind(&e.created_at)
     .execute(conn)
     .await?;
-    Ok(if existed { Upserted::Updated } else { Upserted::Inserted })
+    Ok(if existed {
+        Upserted::Updated
+    } else {
+        Upserted::Inserted
+    })
 }
 
 fn json_or_empty(value: Option<&Value>) -> String {
@@ -177,9 +204,21 @@ pub async fn upsert_ranked_event(
     event: &RankedFeedbackEvent,
 ) -> Result<Upserted, StoreError> {
     let e = event;
-    let existed =
-        key_exists(conn, "ranked_feedback_events", &e.run_id, &e.item_id, &e.reviewer, &e.source, &e.source_url).await?;
-    let tie_groups = if e.tie_groups.is_empty() { String::new() } else { Value::from(e.tie_groups.clone()).to_string() };
+    let existed = key_exists(
+        conn,
+        "ranked_feedback_events",
+        &e.run_id,
+        &e.item_id,
+        &e.reviewer,
+        &e.source,
+        &e.source_url,
+    )
+    .await?;
+    let tie_groups = if e.tie_groups.is_empty() {
+        String::new()
+    } else {
+        Value::from(e.tie_groups.clone()).to_string()
+    };
     sqlx::query(
         "INSERT INTO ranked_feedback_events (id, run_id, item_id, ranking_json, winner, useful_traits_json,
             rejected_traits_json, reasoning, reviewer, source, source_url, created_at, quality, continue_mode, promote,
@@ -211,7 +250,11 @@ pub async fn upsert_ranked_event(
     .bind(tie_groups)
     .execute(conn)
     .await?;
-    Ok(if existed { Upserted::Updated } else { Upserted::Inserted })
+    Ok(if existed {
+        Upserted::Updated
+    } else {
+        Upserted::Inserted
+    })
 }
 
 /// Writes a whole validated response in the caller's transaction ([`events_from_resolved`] then
@@ -253,7 +296,10 @@ struct FeedbackRow {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn list_feedback_events(pool: &SqlitePool, run_id: &str) -> Result<Vec<FeedbackEvent>, StoreError> {
+pub async fn list_feedback_events(
+    pool: &SqlitePool,
+    run_id: &str,
+) -> Result<Vec<FeedbackEvent>, StoreError> {
     let rows = sqlx::query_as::<_, FeedbackRow>(
         "SELECT run_id, item_id, choice, reasoning, reviewer, source, source_url, created_at FROM feedback_events
          WHERE run_id = ? ORDER BY item_id, reviewer, source, source_url",
@@ -298,7 +344,11 @@ struct RankedRow {
 }
 
 fn raw(text: &str) -> Option<Value> {
-    if text.trim().is_empty() { None } else { serde_json::from_str(text).ok() }
+    if text.trim().is_empty() {
+        None
+    } else {
+        serde_json::from_str(text).ok()
+    }
 }
 
 /// A run's ranked events, by item, reviewer, source, source_url. JSON columns that fail to decode
@@ -306,7 +356,10 @@ fn raw(text: &str) -> Option<Value> {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn list_ranked_events(pool: &SqlitePool, run_id: &str) -> Result<Vec<RankedFeedbackEvent>, StoreError> {
+pub async fn list_ranked_events(
+    pool: &SqlitePool,
+    run_id: &str,
+) -> Result<Vec<RankedFeedbackEvent>, StoreError> {
     let rows = sqlx::query_as::<_, RankedRow>(
         "SELECT id, run_id, item_id, ranking_json, winner, useful_traits_json, rejected_traits_json, reasoning, reviewer,
                 source, source_url, created_at, quality, continue_mode, promote, required_improvements_json, tie_groups_json
@@ -348,10 +401,11 @@ pub async fn count_events(pool: &SqlitePool, run_id: &str) -> Result<(i64, i64),
         .bind(run_id)
         .fetch_one(pool)
         .await?;
-    let ranked: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM ranked_feedback_events WHERE run_id = ?")
-        .bind(run_id)
-        .fetch_one(pool)
-        .await?;
+    let ranked: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM ranked_feedback_events WHERE run_id = ?")
+            .bind(run_id)
+            .fetch_one(pool)
+            .await?;
     Ok((plain, ranked))
 }
 
@@ -389,7 +443,10 @@ pub async fn delete_superseded(
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn items_with_feedback(pool: &SqlitePool, run_id: &str) -> Result<BTreeSet<String>, StoreError> {
+pub async fn items_with_feedback(
+    pool: &SqlitePool,
+    run_id: &str,
+) -> Result<BTreeSet<String>, StoreError> {
     let ids: Vec<String> = sqlx::query_scalar(
         "SELECT item_id FROM feedback_events WHERE run_id = ? UNION SELECT item_id FROM ranked_feedback_events WHERE run_id = ?",
     )
@@ -402,7 +459,9 @@ pub async fn items_with_feedback(pool: &SqlitePool, run_id: &str) -> Result<BTre
 
 #[cfg(test)]
 mod tests {
-    use skillforge_contract::{Assignments, blind_assignment, parse_feedback_yml, resolve_feedback};
+    use skillforge_contract::{
+        Assignments, blind_assignment, parse_feedback_yml, resolve_feedback,
+    };
 
     use super::*;
     use crate::Store;
@@ -426,8 +485,12 @@ mod tests {
     }
 
     fn resolved(choice: &str) -> ResolvedFeedback {
-        let assignments = Assignments { run_id: "r1".into(), items: vec![blind_assignment("r1", "i1", "base", "cand")] };
-        let yml = format!("run_id: r1\nreviewer: alice\nitems:\n  - item_id: i1\n    choice: {choice}\n");
+        let assignments = Assignments {
+            run_id: "r1".into(),
+            items: vec![blind_assignment("r1", "i1", "base", "cand")],
+        };
+        let yml =
+            format!("run_id: r1\nreviewer: alice\nitems:\n  - item_id: i1\n    choice: {choice}\n");
         resolve_feedback(&assignments, &parse_feedback_yml(&yml).unwrap(), None).unwrap()
     }
 
@@ -435,19 +498,46 @@ mod tests {
     async fn reimport_upserts_in_place_under_the_five_column_key() {
         let (_dir, store) = store_with_run().await;
         let mut tx = store.begin().await.unwrap();
-        let first = write_resolved(&mut tx, &resolved("tie"), "markdown", "/p", "2026-01-01T00:00:00Z").await.unwrap();
+        let first = write_resolved(
+            &mut tx,
+            &resolved("tie"),
+            "markdown",
+            "/p",
+            "2026-01-01T00:00:00Z",
+        )
+        .await
+        .unwrap();
         tx.commit().await.unwrap();
         assert_eq!(first.feedback_inserted, 1);
         let mut tx = store.begin().await.unwrap();
-        let again = write_resolved(&mut tx, &resolved("neither"), "markdown", "/p", "2026-01-02T00:00:00Z").await.unwrap();
+        let again = write_resolved(
+            &mut tx,
+            &resolved("neither"),
+            "markdown",
+            "/p",
+            "2026-01-02T00:00:00Z",
+        )
+        .await
+        .unwrap();
         tx.commit().await.unwrap();
         assert_eq!((again.feedback_inserted, again.feedback_updated), (0, 1));
         assert_eq!(count_events(store.pool(), "r1").await.unwrap(), (1, 0));
         let events = list_feedback_events(store.pool(), "r1").await.unwrap();
-        assert_eq!((events[0].choice.as_str(), events[0].created_at.as_str()), ("neither", "2026-01-02T00:00:00Z"));
+        assert_eq!(
+            (events[0].choice.as_str(), events[0].created_at.as_str()),
+            ("neither", "2026-01-02T00:00:00Z")
+        );
         // Another source_url is another key: a second row.
         let mut tx = store.begin().await.unwrap();
-        write_resolved(&mut tx, &resolved("tie"), "markdown", "/other", "2026-01-03T00:00:00Z").await.unwrap();
+        write_resolved(
+            &mut tx,
+            &resolved("tie"),
+            "markdown",
+            "/other",
+            "2026-01-03T00:00:00Z",
+        )
+        .await
+        .unwrap();
         tx.commit().await.unwrap();
         assert_eq!(count_events(store.pool(), "r1").await.unwrap(), (2, 0));
     }
@@ -471,8 +561,14 @@ mod tests {
             ..Default::default()
         };
         let mut tx = store.begin().await.unwrap();
-        assert_eq!(upsert_ranked_event(&mut tx, &event).await.unwrap(), Upserted::Inserted);
-        assert_eq!(upsert_ranked_event(&mut tx, &event).await.unwrap(), Upserted::Updated);
+        assert_eq!(
+            upsert_ranked_event(&mut tx, &event).await.unwrap(),
+            Upserted::Inserted
+        );
+        assert_eq!(
+            upsert_ranked_event(&mut tx, &event).await.unwrap(),
+            Upserted::Updated
+        );
         tx.commit().await.unwrap();
         let got = list_ranked_events(store.pool(), "r1").await.unwrap();
         let want = RankedFeedbackEvent {
@@ -487,7 +583,15 @@ mod tests {
         let (_dir, store) = store_with_run().await;
         {
             let mut tx = store.begin().await.unwrap();
-            write_resolved(&mut tx, &resolved("a"), "markdown", "/p", "2026-01-01T00:00:00Z").await.unwrap();
+            write_resolved(
+                &mut tx,
+                &resolved("a"),
+                "markdown",
+                "/p",
+                "2026-01-01T00:00:00Z",
+            )
+            .await
+            .unwrap();
         }
         assert_eq!(count_events(store.pool(), "r1").await.unwrap(), (0, 0));
     }

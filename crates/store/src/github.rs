@@ -69,7 +69,8 @@ pub async fn create_review_watch(
     threshold_secs: i64,
 ) -> Result<bool, StoreError> {
     let now = chrono::Utc::now();
-    let stale_after = (now + chrono::Duration::seconds(threshold_secs.max(1))).to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let stale_after = (now + chrono::Duration::seconds(threshold_secs.max(1)))
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let done = sqlx::query(
         "INSERT OR IGNORE INTO skillopt_review_watches (repo, issue_number, run_id, expected_item_ids_json, stale_after,
@@ -92,12 +93,18 @@ pub async fn create_review_watch(
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn get_review_watch(ex: impl SqliteExecutor<'_>, repo: &str, issue_number: i64) -> Result<Option<ReviewWatch>, StoreError> {
-    Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {WATCH_COLUMNS} FROM skillopt_review_watches WHERE repo = ? AND issue_number = ?")))
-        .bind(repo)
-        .bind(issue_number)
-        .fetch_optional(ex)
-        .await?)
+pub async fn get_review_watch(
+    ex: impl SqliteExecutor<'_>,
+    repo: &str,
+    issue_number: i64,
+) -> Result<Option<ReviewWatch>, StoreError> {
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {WATCH_COLUMNS} FROM skillopt_review_watches WHERE repo = ? AND issue_number = ?"
+    )))
+    .bind(repo)
+    .bind(issue_number)
+    .fetch_optional(ex)
+    .await?)
 }
 
 /// Watches in status `watching`, oldest first.
@@ -142,7 +149,11 @@ pub async fn record_watch_sync(
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn mark_stale_notified(conn: &mut SqliteConnection, repo: &str, issue_number: i64) -> Result<bool, StoreError> {
+pub async fn mark_stale_notified(
+    conn: &mut SqliteConnection,
+    repo: &str,
+    issue_number: i64,
+) -> Result<bool, StoreError> {
     let done = sqlx::query(
         "UPDATE skillopt_review_watches SET stale_notified = 1, updated_at = ? WHERE repo = ? AND issue_number = ? AND stale_notified = 0",
     )
@@ -158,19 +169,30 @@ pub async fn mark_stale_notified(conn: &mut SqliteConnection, repo: &str, issue_
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn get_etag(ex: impl SqliteExecutor<'_>, repo: &str, resource: &str) -> Result<Option<String>, StoreError> {
-    Ok(sqlx::query_scalar("SELECT etag FROM github_watch_etags WHERE repo = ? AND resource = ?")
-        .bind(repo)
-        .bind(resource)
-        .fetch_optional(ex)
-        .await?)
+pub async fn get_etag(
+    ex: impl SqliteExecutor<'_>,
+    repo: &str,
+    resource: &str,
+) -> Result<Option<String>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT etag FROM github_watch_etags WHERE repo = ? AND resource = ?")
+            .bind(repo)
+            .bind(resource)
+            .fetch_optional(ex)
+            .await?,
+    )
 }
 
 /// Records the ETag of `repo`'s `resource`.
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn set_etag(conn: &mut SqliteConnection, repo: &str, resource: &str, etag: &str) -> Result<(), StoreError> {
+pub async fn set_etag(
+    conn: &mut SqliteConnection,
+    repo: &str,
+    resource: &str,
+    etag: &str,
+) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO github_watch_etags (repo, resource, etag, updated_at) VALUES (?, ?, ?, ?)
          ON CONFLICT (repo, resource) DO UPDATE SET etag = excluded.etag, updated_at = excluded.updated_at",
@@ -188,19 +210,31 @@ pub async fn set_etag(conn: &mut SqliteConnection, repo: &str, resource: &str, e
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn pull_seen_at(ex: impl SqliteExecutor<'_>, repo: &str, pr: i64) -> Result<Option<String>, StoreError> {
-    Ok(sqlx::query_scalar("SELECT updated_at FROM github_pull_watch WHERE repo = ? AND pr = ?")
-        .bind(repo)
-        .bind(pr)
-        .fetch_optional(ex)
-        .await?)
+pub async fn pull_seen_at(
+    ex: impl SqliteExecutor<'_>,
+    repo: &str,
+    pr: i64,
+) -> Result<Option<String>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT updated_at FROM github_pull_watch WHERE repo = ? AND pr = ?")
+            .bind(repo)
+            .bind(pr)
+            .fetch_optional(ex)
+            .await?,
+    )
 }
 
 /// Records that `repo#pr` was harvested at its `updated_at`, in `state`.
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn set_pull_seen(conn: &mut SqliteConnection, repo: &str, pr: i64, updated_at: &str, state: &str) -> Result<(), StoreError> {
+pub async fn set_pull_seen(
+    conn: &mut SqliteConnection,
+    repo: &str,
+    pr: i64,
+    updated_at: &str,
+    state: &str,
+) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO github_pull_watch (repo, pr, updated_at, state, seen_at) VALUES (?, ?, ?, ?, ?)
          ON CONFLICT (repo, pr) DO UPDATE SET updated_at = excluded.updated_at, state = excluded.state, seen_at = excluded.seen_at",
@@ -239,7 +273,10 @@ pub struct AppliedWrite {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn record_write(conn: &mut SqliteConnection, w: &AppliedWrite) -> Result<bool, StoreError> {
+pub async fn record_write(
+    conn: &mut SqliteConnection,
+    w: &AppliedWrite,
+) -> Result<bool, StoreError> {
     let done = sqlx::query(
         "INSERT OR IGNORE INTO github_writes (write_key, repo, number, url, created, job_id, applied_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
     )
@@ -259,7 +296,10 @@ pub async fn record_write(conn: &mut SqliteConnection, w: &AppliedWrite) -> Resu
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn get_write(ex: impl SqliteExecutor<'_>, key: &str) -> Result<Option<AppliedWrite>, StoreError> {
+pub async fn get_write(
+    ex: impl SqliteExecutor<'_>,
+    key: &str,
+) -> Result<Option<AppliedWrite>, StoreError> {
     Ok(sqlx::query_as("SELECT write_key, repo, number, url, created, job_id, applied_at FROM github_writes WHERE write_key = ?")
         .bind(key)
         .fetch_optional(ex)

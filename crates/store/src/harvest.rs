@@ -53,7 +53,10 @@ pub struct Attribution {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn upsert_attribution(conn: &mut SqliteConnection, a: &Attribution) -> Result<bool, StoreError> {
+pub async fn upsert_attribution(
+    conn: &mut SqliteConnection,
+    a: &Attribution,
+) -> Result<bool, StoreError> {
     let existed = get_attribution(&mut *conn, &a.repo, a.pr).await?.is_some();
     let now = now_rfc3339();
     sqlx::query(
@@ -88,7 +91,11 @@ pub async fn upsert_attribution(conn: &mut SqliteConnection, a: &Attribution) ->
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn get_attribution(db: impl SqliteExecutor<'_>, repo: &str, pr: i64) -> Result<Option<Attribution>, StoreError> {
+pub async fn get_attribution(
+    db: impl SqliteExecutor<'_>,
+    repo: &str,
+    pr: i64,
+) -> Result<Option<Attribution>, StoreError> {
     Ok(sqlx::query_as::<_, Attribution>(
         "SELECT repo, pr, template_id, template_version_id, resolved_commit, kind, implementer_runtime, checkout,
                 base, title, instructions, created_at, updated_at
@@ -150,7 +157,11 @@ pub async fn record_ci(
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn ci_at(db: impl SqliteExecutor<'_>, repo: &str, sha: &str) -> Result<Vec<CiObservation>, StoreError> {
+pub async fn ci_at(
+    db: impl SqliteExecutor<'_>,
+    repo: &str,
+    sha: &str,
+) -> Result<Vec<CiObservation>, StoreError> {
     Ok(sqlx::query_as::<_, CiObservation>(
         "SELECT repo, sha, context, state, description, observed_at FROM harvest_ci_observations
          WHERE repo = ? AND sha = ? ORDER BY context",
@@ -182,11 +193,13 @@ pub async fn record_review_round(
     .bind(now_rfc3339())
     .execute(&mut *conn)
     .await?;
-    Ok(sqlx::query_scalar("SELECT COUNT(*) FROM harvest_review_rounds WHERE repo = ? AND pr = ?")
-        .bind(repo)
-        .bind(pr)
-        .fetch_one(conn)
-        .await?)
+    Ok(
+        sqlx::query_scalar("SELECT COUNT(*) FROM harvest_review_rounds WHERE repo = ? AND pr = ?")
+            .bind(repo)
+            .bind(pr)
+            .fetch_one(conn)
+            .await?,
+    )
 }
 
 /// A leg job the control plane dispatches, recorded (by its idempotency key) before it is
@@ -246,7 +259,11 @@ pub async fn record_leg_job(conn: &mut SqliteConnection, leg: &LegJob) -> Result
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn set_leg_job_id(conn: &mut SqliteConnection, dispatch_key: &str, job_id: &str) -> Result<(), StoreError> {
+pub async fn set_leg_job_id(
+    conn: &mut SqliteConnection,
+    dispatch_key: &str,
+    job_id: &str,
+) -> Result<(), StoreError> {
     sqlx::query("UPDATE harvest_leg_jobs SET job_id = ? WHERE dispatch_key = ?")
         .bind(job_id)
         .bind(dispatch_key)
@@ -259,7 +276,10 @@ pub async fn set_leg_job_id(conn: &mut SqliteConnection, dispatch_key: &str, job
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn get_leg_job(db: impl SqliteExecutor<'_>, dispatch_key: &str) -> Result<Option<LegJob>, StoreError> {
+pub async fn get_leg_job(
+    db: impl SqliteExecutor<'_>,
+    dispatch_key: &str,
+) -> Result<Option<LegJob>, StoreError> {
     Ok(sqlx::query_as::<_, LegJob>(
         "SELECT dispatch_key, job_id, leg, repo, pr, template_id, template_version_id, head, context_json, created_at
          FROM harvest_leg_jobs WHERE dispatch_key = ?",
@@ -273,7 +293,12 @@ pub async fn get_leg_job(db: impl SqliteExecutor<'_>, dispatch_key: &str) -> Res
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn leg_jobs_of(db: impl SqliteExecutor<'_>, repo: &str, pr: i64, leg: &str) -> Result<Vec<LegJob>, StoreError> {
+pub async fn leg_jobs_of(
+    db: impl SqliteExecutor<'_>,
+    repo: &str,
+    pr: i64,
+    leg: &str,
+) -> Result<Vec<LegJob>, StoreError> {
     Ok(sqlx::query_as::<_, LegJob>(
         "SELECT dispatch_key, job_id, leg, repo, pr, template_id, template_version_id, head, context_json, created_at
          FROM harvest_leg_jobs WHERE repo = ? AND pr = ? AND leg = ? ORDER BY created_at, rowid",
@@ -332,19 +357,26 @@ pub async fn record_event(
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn list_events(db: impl SqliteExecutor<'_>, pr: Option<(&str, i64)>) -> Result<Vec<HarvestEvent>, StoreError> {
+pub async fn list_events(
+    db: impl SqliteExecutor<'_>,
+    pr: Option<(&str, i64)>,
+) -> Result<Vec<HarvestEvent>, StoreError> {
     let query = "SELECT id, job_id, repo, pr, event, detail, created_at FROM harvest_events";
     Ok(match pr {
-        Some((repo, pr)) => sqlx::query_as::<_, HarvestEvent>(sqlx::AssertSqlSafe(format!(
-            "{query} WHERE repo = ? AND pr = ? ORDER BY id"
-        )))
-        .bind(repo)
-        .bind(pr)
-        .fetch_all(db)
-        .await?,
-        None => sqlx::query_as::<_, HarvestEvent>(sqlx::AssertSqlSafe(format!("{query} ORDER BY id")))
+        Some((repo, pr)) => {
+            sqlx::query_as::<_, HarvestEvent>(sqlx::AssertSqlSafe(format!(
+                "{query} WHERE repo = ? AND pr = ? ORDER BY id"
+            )))
+            .bind(repo)
+            .bind(pr)
             .fetch_all(db)
-            .await?,
+            .await?
+        }
+        None => {
+            sqlx::query_as::<_, HarvestEvent>(sqlx::AssertSqlSafe(format!("{query} ORDER BY id")))
+                .fetch_all(db)
+                .await?
+        }
     })
 }
 
@@ -370,7 +402,10 @@ pub struct AutoTraceRun<'a> {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn upsert_auto_trace_run(conn: &mut SqliteConnection, run: &AutoTraceRun<'_>) -> Result<bool, StoreError> {
+pub async fn upsert_auto_trace_run(
+    conn: &mut SqliteConnection,
+    run: &AutoTraceRun<'_>,
+) -> Result<bool, StoreError> {
     let existed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM eval_runs WHERE id = ?")
         .bind(run.id)
         .fetch_one(&mut *conn)
@@ -407,11 +442,13 @@ pub async fn upsert_item(
     title: &str,
     metadata_json: &str,
 ) -> Result<bool, StoreError> {
-    let existed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM eval_review_items WHERE run_id = ? AND item_id = ?")
-        .bind(run_id)
-        .bind(item_id)
-        .fetch_one(&mut *conn)
-        .await?;
+    let existed: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM eval_review_items WHERE run_id = ? AND item_id = ?",
+    )
+    .bind(run_id)
+    .bind(item_id)
+    .fetch_one(&mut *conn)
+    .await?;
     let now = now_rfc3339();
     sqlx::query(
         "INSERT INTO eval_review_items (id, run_id, item_id, title, metadata_json, created_at, updated_at)
@@ -428,7 +465,11 @@ pub async fn upsert_item(
     .bind(&now)
     .execute(&mut *conn)
     .await?;
-    sqlx::query("UPDATE eval_runs SET updated_at = ? WHERE id = ?").bind(&now).bind(run_id).execute(conn).await?;
+    sqlx::query("UPDATE eval_runs SET updated_at = ? WHERE id = ?")
+        .bind(&now)
+        .bind(run_id)
+        .execute(conn)
+        .await?;
     Ok(existed == 0)
 }
 
@@ -437,7 +478,11 @@ pub async fn upsert_item(
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn item_outcome(db: impl SqliteExecutor<'_>, run_id: &str, item_id: &str) -> Result<Option<String>, StoreError> {
+pub async fn item_outcome(
+    db: impl SqliteExecutor<'_>,
+    run_id: &str,
+    item_id: &str,
+) -> Result<Option<String>, StoreError> {
     Ok(sqlx::query_scalar::<_, Option<String>>(
         "SELECT json_extract(metadata_json, '$.outcome') FROM eval_review_items
           WHERE run_id = ? AND item_id = ? AND json_valid(metadata_json)",
@@ -496,7 +541,10 @@ pub struct GateObservation {
 ///
 /// # Errors
 /// [`StoreError::Sql`] (including a `CHECK` violation for an unknown decision or awareness).
-pub async fn record_gate_observation(conn: &mut SqliteConnection, o: &GateObservation) -> Result<bool, StoreError> {
+pub async fn record_gate_observation(
+    conn: &mut SqliteConnection,
+    o: &GateObservation,
+) -> Result<bool, StoreError> {
     let done = sqlx::query(
         "INSERT INTO merge_gate_observations (repo, pr, head, observed_at, external_contexts, workflows, decision)
          VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -539,7 +587,11 @@ pub async fn first_zero_observation(
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn gate_observations(db: impl SqliteExecutor<'_>, repo: &str, pr: i64) -> Result<Vec<GateObservation>, StoreError> {
+pub async fn gate_observations(
+    db: impl SqliteExecutor<'_>,
+    repo: &str,
+    pr: i64,
+) -> Result<Vec<GateObservation>, StoreError> {
     Ok(sqlx::query_as::<_, GateObservation>(
         "SELECT repo, pr, head, observed_at, external_contexts, workflows, decision FROM merge_gate_observations
          WHERE repo = ? AND pr = ? ORDER BY observed_at",

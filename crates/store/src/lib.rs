@@ -27,7 +27,9 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 
 pub use error::StoreError;
 
@@ -39,7 +41,10 @@ pub const MIGRATE_LOCK_FILE: &str = "skillforge.db.migrate-lock";
 /// Opens `path` and takes an exclusive advisory lock on it (`flock(LOCK_EX)` through std's
 /// `File::lock`, blocking); released when the returned file is dropped.
 fn take_file_lock(path: &Path) -> Result<std::fs::File, StoreError> {
-    let open_err = |message: String| StoreError::Open { path: path.to_path_buf(), message };
+    let open_err = |message: String| StoreError::Open {
+        path: path.to_path_buf(),
+        message,
+    };
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -65,28 +70,40 @@ async fn open_current(path: &Path, options: &SqliteConnectOptions) -> Option<Sql
     if !path.is_file() {
         return None;
     }
-    let connect = |o: SqliteConnectOptions| SqlitePoolOptions::new().max_connections(4).after_connect(wal_files::after_connect).connect_with(o);
+    let connect = |o: SqliteConnectOptions| {
+        SqlitePoolOptions::new()
+            .max_connections(4)
+            .after_connect(wal_files::after_connect)
+            .connect_with(o)
+    };
     let pool = match connect(options.clone()).await {
         Ok(pool) => pool,
         // Not writable (read-only, cannot open for writing): read-only. A full or failing disk
         // is not hidden behind a read-only store: the locked path reports it.
-        Err(sqlx::Error::Database(e)) if e.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| matches!(c & 0xff, 8 | 14)) => connect(
-            SqliteConnectOptions::new()
-                .filename(path)
-                .read_only(true)
-                .immutable(true)
-                .busy_timeout(Duration::from_secs(10))
-                .foreign_keys(true),
-        )
-        .await
-        .ok()?,
+        Err(sqlx::Error::Database(e))
+            if e.code()
+                .and_then(|c| c.parse::<i32>().ok())
+                .is_some_and(|c| matches!(c & 0xff, 8 | 14)) =>
+        {
+            connect(
+                SqliteConnectOptions::new()
+                    .filename(path)
+                    .read_only(true)
+                    .immutable(true)
+                    .busy_timeout(Duration::from_secs(10))
+                    .foreign_keys(true),
+            )
+            .await
+            .ok()?
+        }
         Err(_) => return None,
     };
     let migrator = sqlx::migrate!("./migrations");
-    let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")
-        .fetch_all(&pool)
-        .await
-        .ok()?;
+    let applied: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")
+            .fetch_all(&pool)
+            .await
+            .ok()?;
     let wanted: Vec<i64> = migrator.iter().map(|m| m.version).collect();
     if applied == wanted {
         Some(pool)
@@ -109,7 +126,10 @@ impl Store {
         })?;
         let path = home.join(DB_FILE);
         let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
-            .map_err(|e| StoreError::Open { path: path.clone(), message: e.to_string() })?
+            .map_err(|e| StoreError::Open {
+                path: path.clone(),
+                message: e.to_string(),
+            })?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
@@ -122,7 +142,10 @@ impl Store {
         // sqlx's migrator is safe against that, so both run under an exclusive advisory lock on a
         // file beside the database.
         if let Some(pool) = open_current(&path, &options).await {
-            return Ok(Self { pool, home: home.to_path_buf() });
+            return Ok(Self {
+                pool,
+                home: home.to_path_buf(),
+            });
         }
         let lock_path = home.join(MIGRATE_LOCK_FILE);
         let lock = tokio::task::spawn_blocking(move || take_file_lock(&lock_path))
@@ -133,11 +156,17 @@ impl Store {
             .after_connect(wal_files::after_connect)
             .connect_with(options)
             .await
-            .map_err(|e| StoreError::Open { path: path.clone(), message: e.to_string() })?;
+            .map_err(|e| StoreError::Open {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
         let migrated = sqlx::migrate!("./migrations").run(&pool).await;
         drop(lock);
         migrated.map_err(|e| StoreError::Migrate(e.to_string()))?;
-        Ok(Self { pool, home: home.to_path_buf() })
+        Ok(Self {
+            pool,
+            home: home.to_path_buf(),
+        })
     }
 
     /// The connection pool, for repositories and transactions.
@@ -166,8 +195,13 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError`] when the lock is not had within the busy timeout or the store cannot be written.
-    pub async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
-        self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(StoreError::from)
+    pub async fn begin_write(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+        self.pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(StoreError::from)
     }
 }
 

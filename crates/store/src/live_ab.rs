@@ -35,7 +35,10 @@ pub struct PendingPick {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn insert_pending(conn: &mut SqliteConnection, p: &PendingPick) -> Result<bool, StoreError> {
+pub async fn insert_pending(
+    conn: &mut SqliteConnection,
+    p: &PendingPick,
+) -> Result<bool, StoreError> {
     Ok(sqlx::query(
         "INSERT INTO skillopt_live_ab_pending (pick_id, template_id, champion_version_id, challenger_version_id, prompt,
              champion_answer, challenger_answer, challenger_label, created_at)
@@ -60,8 +63,16 @@ pub async fn insert_pending(conn: &mut SqliteConnection, p: &PendingPick) -> Res
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn get_pending(db: impl SqliteExecutor<'_>, pick_id: &str) -> Result<Option<PendingPick>, StoreError> {
-    Ok(sqlx::query_as("SELECT * FROM skillopt_live_ab_pending WHERE pick_id = ?").bind(pick_id).fetch_optional(db).await?)
+pub async fn get_pending(
+    db: impl SqliteExecutor<'_>,
+    pick_id: &str,
+) -> Result<Option<PendingPick>, StoreError> {
+    Ok(
+        sqlx::query_as("SELECT * FROM skillopt_live_ab_pending WHERE pick_id = ?")
+            .bind(pick_id)
+            .fetch_optional(db)
+            .await?,
+    )
 }
 
 /// Every owed pick, oldest first.
@@ -69,13 +80,27 @@ pub async fn get_pending(db: impl SqliteExecutor<'_>, pick_id: &str) -> Result<O
 /// # Errors
 /// [`StoreError::Sql`].
 pub async fn list_pending(db: impl SqliteExecutor<'_>) -> Result<Vec<PendingPick>, StoreError> {
-    Ok(sqlx::query_as("SELECT * FROM skillopt_live_ab_pending ORDER BY created_at, pick_id").fetch_all(db).await?)
+    Ok(
+        sqlx::query_as("SELECT * FROM skillopt_live_ab_pending ORDER BY created_at, pick_id")
+            .fetch_all(db)
+            .await?,
+    )
 }
 
 /// Deletes the owed pick `pick_id` (in the transaction that records it); false when none was owed.
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn delete_pending(conn: &mut SqliteConnection, pick_id: &str) -> Result<bool, StoreError> {
-    Ok(sqlx::query("DELETE FROM skillopt_live_ab_pending WHERE pick_id = ?").bind(pick_id).execute(conn).await?.rows_affected() == 1)
+pub async fn delete_pending(
+    conn: &mut SqliteConnection,
+    pick_id: &str,
+) -> Result<bool, StoreError> {
+    Ok(
+        sqlx::query("DELETE FROM skillopt_live_ab_pending WHERE pick_id = ?")
+            .bind(pick_id)
+            .execute(conn)
+            .await?
+            .rows_affected()
+            == 1,
+    )
 }

@@ -71,7 +71,11 @@ pub async fn record_event_on_change(
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn event_detail(db: impl SqliteExecutor<'_>, event: &str, job_id: &str) -> Result<Option<String>, StoreError> {
+pub async fn event_detail(
+    db: impl SqliteExecutor<'_>,
+    event: &str,
+    job_id: &str,
+) -> Result<Option<String>, StoreError> {
     Ok(sqlx::query_scalar("SELECT detail_json FROM promotion_events WHERE event = ? AND job_id = ? ORDER BY rowid LIMIT 1")
         .bind(event)
         .bind(job_id)
@@ -84,7 +88,12 @@ pub async fn event_detail(db: impl SqliteExecutor<'_>, event: &str, job_id: &str
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn record_window_evidence(db: impl SqliteExecutor<'_>, version_id: &str, stage: &str, detail_json: &str) -> Result<(), StoreError> {
+pub async fn record_window_evidence(
+    db: impl SqliteExecutor<'_>,
+    version_id: &str,
+    stage: &str,
+    detail_json: &str,
+) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO canary_window_evidence (version_id, stage, detail_json, updated_at) VALUES (?, ?, ?, ?)
          ON CONFLICT (version_id, stage) DO UPDATE SET detail_json = excluded.detail_json, updated_at = excluded.updated_at",
@@ -102,12 +111,18 @@ pub async fn record_window_evidence(db: impl SqliteExecutor<'_>, version_id: &st
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn window_evidence(db: impl SqliteExecutor<'_>, version_id: &str, stage: &str) -> Result<Option<String>, StoreError> {
-    Ok(sqlx::query_scalar("SELECT detail_json FROM canary_window_evidence WHERE version_id = ? AND stage = ?")
-        .bind(version_id)
-        .bind(stage)
-        .fetch_optional(db)
-        .await?)
+pub async fn window_evidence(
+    db: impl SqliteExecutor<'_>,
+    version_id: &str,
+    stage: &str,
+) -> Result<Option<String>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT detail_json FROM canary_window_evidence WHERE version_id = ? AND stage = ?",
+    )
+    .bind(version_id)
+    .bind(stage)
+    .fetch_optional(db)
+    .await?)
 }
 
 /// One logged event.
@@ -139,7 +154,10 @@ pub async fn list_events(db: impl SqliteExecutor<'_>) -> Result<Vec<EventRow>, S
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn pending_versions(db: impl SqliteExecutor<'_>, template_id: &str) -> Result<Vec<String>, StoreError> {
+pub async fn pending_versions(
+    db: impl SqliteExecutor<'_>,
+    template_id: &str,
+) -> Result<Vec<String>, StoreError> {
     Ok(sqlx::query_scalar("SELECT id FROM agent_template_versions WHERE template_id = ? AND state = 'pending' ORDER BY version")
         .bind(template_id)
         .fetch_all(db)
@@ -166,9 +184,15 @@ pub struct AutoTraceCounts {
 ///
 /// # Errors
 /// [`StoreError::Sql`] (callers treat it as feedback unavailable).
-pub async fn auto_trace_counts(db: &sqlx::SqlitePool, version_id: &str) -> Result<AutoTraceCounts, StoreError> {
+pub async fn auto_trace_counts(
+    db: &sqlx::SqlitePool,
+    version_id: &str,
+) -> Result<AutoTraceCounts, StoreError> {
     let run_id = format!("auto-trace:{version_id}");
-    let run_exists: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM eval_runs WHERE id = ?").bind(&run_id).fetch_one(db).await?;
+    let run_exists: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM eval_runs WHERE id = ?")
+        .bind(&run_id)
+        .fetch_one(db)
+        .await?;
     let (samples, real_ci): (i64, i64) = sqlx::query_as(
         "SELECT COUNT(*), COALESCE(SUM(CASE WHEN f.source = 'auto-trace' AND f.reviewer = 'gitmoot-auto' AND f.choice = 'a'
                  AND json_valid(i.metadata_json)
@@ -181,7 +205,11 @@ pub async fn auto_trace_counts(db: &sqlx::SqlitePool, version_id: &str) -> Resul
     .bind(&run_id)
     .fetch_one(db)
     .await?;
-    Ok(AutoTraceCounts { run_exists: run_exists > 0, samples: samples as u64, real_ci_positives: real_ci as u64 })
+    Ok(AutoTraceCounts {
+        run_exists: run_exists > 0,
+        samples: samples as u64,
+        real_ci_positives: real_ci as u64,
+    })
 }
 
 /// `(positives, total)` of `auto-trace:<version_id>` feedback events created in `[since, until)`
@@ -214,7 +242,12 @@ pub async fn outcomes_between(
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn outcomes_after_seq(db: impl SqliteExecutor<'_>, version_id: &str, after_seq: i64, until: &str) -> Result<(u64, u64), StoreError> {
+pub async fn outcomes_after_seq(
+    db: impl SqliteExecutor<'_>,
+    version_id: &str,
+    after_seq: i64,
+    until: &str,
+) -> Result<(u64, u64), StoreError> {
     let (pos, total): (i64, i64) = sqlx::query_as(
         "SELECT COALESCE(SUM(CASE WHEN choice = 'a' THEN 1 ELSE 0 END), 0), COUNT(*) FROM feedback_events
          WHERE run_id = ? AND rowid > ? AND created_at < ?",
@@ -234,8 +267,14 @@ pub async fn outcomes_after_seq(db: impl SqliteExecutor<'_>, version_id: &str, a
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn end_canary(conn: &mut SqliteConnection, template_id: &str, except: &str) -> Result<Option<String>, StoreError> {
-    let Some(canary) = canary_of(&mut *conn, template_id).await? else { return Ok(None) };
+pub async fn end_canary(
+    conn: &mut SqliteConnection,
+    template_id: &str,
+    except: &str,
+) -> Result<Option<String>, StoreError> {
+    let Some(canary) = canary_of(&mut *conn, template_id).await? else {
+        return Ok(None);
+    };
     if canary.id == except {
         return Ok(None);
     }
@@ -294,7 +333,10 @@ pub struct CanaryRow {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn canary_of(db: impl SqliteExecutor<'_>, template_id: &str) -> Result<Option<CanaryRow>, StoreError> {
+pub async fn canary_of(
+    db: impl SqliteExecutor<'_>,
+    template_id: &str,
+) -> Result<Option<CanaryRow>, StoreError> {
     Ok(sqlx::query_as(
         "SELECT id, template_id, COALESCE(canary_sample, 0.0) AS canary_sample, COALESCE(canary_started_at, '') AS canary_started_at,
                 canary_started_seq
@@ -349,12 +391,19 @@ pub enum CanaryStart {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn start_canary(conn: &mut SqliteConnection, version_id: &str, sample: f64) -> Result<CanaryStart, StoreError> {
-    let row: Option<(String, String)> = sqlx::query_as("SELECT template_id, state FROM agent_template_versions WHERE id = ?")
-        .bind(version_id)
-        .fetch_optional(&mut *conn)
-        .await?;
-    let Some((template_id, state)) = row else { return Ok(CanaryStart::NotFound) };
+pub async fn start_canary(
+    conn: &mut SqliteConnection,
+    version_id: &str,
+    sample: f64,
+) -> Result<CanaryStart, StoreError> {
+    let row: Option<(String, String)> =
+        sqlx::query_as("SELECT template_id, state FROM agent_template_versions WHERE id = ?")
+            .bind(version_id)
+            .fetch_optional(&mut *conn)
+            .await?;
+    let Some((template_id, state)) = row else {
+        return Ok(CanaryStart::NotFound);
+    };
     if state == "canary" {
         return Ok(CanaryStart::AlreadyCanary);
     }
@@ -364,14 +413,18 @@ pub async fn start_canary(conn: &mut SqliteConnection, version_id: &str, sample:
     if let Some(other) = canary_of(&mut *conn, &template_id).await? {
         return Ok(CanaryStart::OtherCanary(other.id));
     }
-    let base: Option<String> = sqlx::query_scalar("SELECT base_version_id FROM agent_template_candidate_reviews WHERE version_id = ?")
-        .bind(version_id)
-        .fetch_optional(&mut *conn)
-        .await?;
-    let champion: Option<String> = sqlx::query_scalar("SELECT id FROM agent_template_versions WHERE template_id = ? AND state = 'current'")
-        .bind(&template_id)
-        .fetch_optional(&mut *conn)
-        .await?;
+    let base: Option<String> = sqlx::query_scalar(
+        "SELECT base_version_id FROM agent_template_candidate_reviews WHERE version_id = ?",
+    )
+    .bind(version_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let champion: Option<String> = sqlx::query_scalar(
+        "SELECT id FROM agent_template_versions WHERE template_id = ? AND state = 'current'",
+    )
+    .bind(&template_id)
+    .fetch_optional(&mut *conn)
+    .await?;
     if let (Some(base), Some(champion)) = (base.filter(|b| !b.is_empty()), champion)
         && base != champion
     {
@@ -401,7 +454,6 @@ mod tests {
     use crate::feedback::upsert_feedback_event;
     use crate::review::{NewEvalRun, RunSettings, create_run};
 
-
     fn event(reviewer: &str, source: &str, item: &str, reasoning: &str) -> FeedbackEvent {
         FeedbackEvent {
             run_id: "auto-trace:t@v2".into(),
@@ -422,7 +474,14 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let store = Store::open(home.path()).await.unwrap();
         let missing = auto_trace_counts(store.pool(), "t@v2").await.unwrap();
-        assert_eq!(missing, AutoTraceCounts { run_exists: false, samples: 0, real_ci_positives: 0 });
+        assert_eq!(
+            missing,
+            AutoTraceCounts {
+                run_exists: false,
+                samples: 0,
+                real_ci_positives: 0
+            }
+        );
         let mut conn = store.pool().acquire().await.unwrap();
         let run = NewEvalRun {
             id: "auto-trace:t@v2".into(),
@@ -433,13 +492,54 @@ mod tests {
             metadata_json: String::new(),
         };
         create_run(&mut conn, &run).await.unwrap();
-        upsert_feedback_event(&mut conn, &event("gitmoot-auto", "auto-trace", "a/b#1", "Merged with passing external CI")).await.unwrap();
-        upsert_feedback_event(&mut conn, &event("gitmoot-review", "auto-trace", "review#a/b#1", "claims passing external CI")).await.unwrap();
+        upsert_feedback_event(
+            &mut conn,
+            &event(
+                "gitmoot-auto",
+                "auto-trace",
+                "a/b#1",
+                "Merged with passing external CI",
+            ),
+        )
+        .await
+        .unwrap();
+        upsert_feedback_event(
+            &mut conn,
+            &event(
+                "gitmoot-review",
+                "auto-trace",
+                "review#a/b#1",
+                "claims passing external CI",
+            ),
+        )
+        .await
+        .unwrap();
         let counts = auto_trace_counts(store.pool(), "t@v2").await.unwrap();
-        assert_eq!((counts.samples, counts.real_ci_positives), (2, 0), "text never counts as real CI: no item records external CI");
-        let (pos, total) = outcomes_between(store.pool(), "t@v2", "2025-12-31T00:00:00Z", "2026-01-02T00:00:00Z").await.unwrap();
+        assert_eq!(
+            (counts.samples, counts.real_ci_positives),
+            (2, 0),
+            "text never counts as real CI: no item records external CI"
+        );
+        let (pos, total) = outcomes_between(
+            store.pool(),
+            "t@v2",
+            "2025-12-31T00:00:00Z",
+            "2026-01-02T00:00:00Z",
+        )
+        .await
+        .unwrap();
         assert_eq!((pos, total), (2, 2));
-        assert_eq!(outcomes_between(store.pool(), "t@v2", "2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z").await.unwrap(), (0, 0));
+        assert_eq!(
+            outcomes_between(
+                store.pool(),
+                "t@v2",
+                "2026-01-02T00:00:00Z",
+                "2026-01-03T00:00:00Z"
+            )
+            .await
+            .unwrap(),
+            (0, 0)
+        );
     }
 
     #[tokio::test]
@@ -447,15 +547,44 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let store = Store::open(home.path()).await.unwrap();
         let mut conn = store.pool().acquire().await.unwrap();
-        assert!(record_event(&mut conn, "candidate.awaiting_promotion", "t@v2", "t", "{}").await.unwrap());
-        assert!(!record_event(&mut conn, "candidate.awaiting_promotion", "t@v2", "t", "{}").await.unwrap());
+        assert!(
+            record_event(&mut conn, "candidate.awaiting_promotion", "t@v2", "t", "{}")
+                .await
+                .unwrap()
+        );
+        assert!(
+            !record_event(&mut conn, "candidate.awaiting_promotion", "t@v2", "t", "{}")
+                .await
+                .unwrap()
+        );
         // Issue 37 item 11: sent again only when what it says changes, however often it is asked.
         let mut said = Vec::new();
-        for what in ["min_samples", "min_samples", "min_score", "min_score", "min_samples"] {
-            said.push(record_event_on_change(&mut conn, "candidate.awaiting_promotion", "t@v3", "t", "{}", what).await.unwrap());
+        for what in [
+            "min_samples",
+            "min_samples",
+            "min_score",
+            "min_score",
+            "min_samples",
+        ] {
+            said.push(
+                record_event_on_change(
+                    &mut conn,
+                    "candidate.awaiting_promotion",
+                    "t@v3",
+                    "t",
+                    "{}",
+                    what,
+                )
+                .await
+                .unwrap(),
+            );
         }
         assert_eq!(said, [true, false, true, false, true]);
-        assert!(record_event(&mut conn, "candidate.auto_promoted", "t@v2", "t", "{}").await.unwrap());
+        assert!(
+            record_event(&mut conn, "candidate.auto_promoted", "t@v2", "t", "{}")
+                .await
+                .unwrap()
+        );
         assert_eq!(list_events(store.pool()).await.unwrap().len(), 5);
     }
 }

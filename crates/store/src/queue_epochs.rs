@@ -13,12 +13,17 @@ use crate::templates::now_rfc3339;
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn check_and_record(pool: &SqlitePool, queue: &str, epoch: &str) -> Result<Option<String>, StoreError> {
+pub async fn check_and_record(
+    pool: &SqlitePool,
+    queue: &str,
+    epoch: &str,
+) -> Result<Option<String>, StoreError> {
     let mut tx = pool.begin().await?;
-    let previous: Option<String> = sqlx::query_scalar("SELECT epoch FROM queue_epochs WHERE queue = ?")
-        .bind(queue)
-        .fetch_optional(&mut *tx)
-        .await?;
+    let previous: Option<String> =
+        sqlx::query_scalar("SELECT epoch FROM queue_epochs WHERE queue = ?")
+            .bind(queue)
+            .fetch_optional(&mut *tx)
+            .await?;
     sqlx::query(
         "INSERT INTO queue_epochs (queue, epoch, seen_at) VALUES (?, ?, ?)
          ON CONFLICT (queue) DO UPDATE SET epoch = excluded.epoch, seen_at = excluded.seen_at",

@@ -61,7 +61,10 @@ impl RunSettings {
         exploration_level: Option<&str>,
         options_count: Option<i64>,
     ) -> Result<RunSettings, RunSettingsError> {
-        let mode = mode.map(|m| m.trim().to_lowercase()).filter(|m| !m.is_empty()).unwrap_or_else(|| "validate".into());
+        let mode = mode
+            .map(|m| m.trim().to_lowercase())
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| "validate".into());
         if !MODES.contains(&mode.as_str()) {
             return Err(RunSettingsError::Mode(mode));
         }
@@ -81,7 +84,11 @@ impl RunSettings {
         if options_count < 2 {
             return Err(RunSettingsError::Options(options_count));
         }
-        Ok(RunSettings { mode, exploration_level, options_count })
+        Ok(RunSettings {
+            mode,
+            exploration_level,
+            options_count,
+        })
     }
 }
 
@@ -312,10 +319,12 @@ pub async fn create_run(conn: &mut SqliteConnection, run: &NewEvalRun) -> Result
 /// # Errors
 /// [`StoreError::Sql`].
 pub async fn get_run(pool: &SqlitePool, id: &str) -> Result<Option<EvalRunRow>, StoreError> {
-    Ok(sqlx::query_as::<_, EvalRunRow>(sqlx::AssertSqlSafe(format!("SELECT {RUN_COLUMNS} FROM eval_runs WHERE id = ?")))
-        .bind(id)
-        .fetch_optional(pool)
-        .await?)
+    Ok(sqlx::query_as::<_, EvalRunRow>(sqlx::AssertSqlSafe(format!(
+        "SELECT {RUN_COLUMNS} FROM eval_runs WHERE id = ?"
+    )))
+    .bind(id)
+    .fetch_optional(pool)
+    .await?)
 }
 
 /// Every run, newest first.
@@ -326,8 +335,8 @@ pub async fn list_runs(pool: &SqlitePool) -> Result<Vec<EvalRunRow>, StoreError>
     Ok(sqlx::query_as::<_, EvalRunRow>(sqlx::AssertSqlSafe(format!(
         "SELECT {RUN_COLUMNS} FROM eval_runs ORDER BY created_at DESC, id"
     )))
-        .fetch_all(pool)
-        .await?)
+    .fetch_all(pool)
+    .await?)
 }
 
 /// Adds an item and its options in the caller's transaction. Returns false (and writes nothing)
@@ -335,7 +344,11 @@ pub async fn list_runs(pool: &SqlitePool) -> Result<Vec<EvalRunRow>, StoreError>
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn add_item(conn: &mut SqliteConnection, run_id: &str, item: &NewReviewItem) -> Result<bool, StoreError> {
+pub async fn add_item(
+    conn: &mut SqliteConnection,
+    run_id: &str,
+    item: &NewReviewItem,
+) -> Result<bool, StoreError> {
     let now = now_rfc3339();
     let done = sqlx::query(
         "INSERT INTO eval_review_items (id, run_id, item_id, title, baseline_artifact_id, candidate_artifact_id,
@@ -373,7 +386,11 @@ pub async fn add_item(conn: &mut SqliteConnection, run_id: &str, item: &NewRevie
         .execute(&mut *conn)
         .await?;
     }
-    sqlx::query("UPDATE eval_runs SET updated_at = ? WHERE id = ?").bind(&now).bind(run_id).execute(&mut *conn).await?;
+    sqlx::query("UPDATE eval_runs SET updated_at = ? WHERE id = ?")
+        .bind(&now)
+        .bind(run_id)
+        .execute(&mut *conn)
+        .await?;
     Ok(true)
 }
 
@@ -400,7 +417,11 @@ pub async fn set_item_metadata(
     if done.rows_affected() != 1 {
         return Ok(false);
     }
-    sqlx::query("UPDATE eval_runs SET updated_at = ? WHERE id = ?").bind(&now).bind(run_id).execute(&mut *conn).await?;
+    sqlx::query("UPDATE eval_runs SET updated_at = ? WHERE id = ?")
+        .bind(&now)
+        .bind(run_id)
+        .execute(&mut *conn)
+        .await?;
     Ok(true)
 }
 
@@ -427,7 +448,11 @@ pub async fn list_items(pool: &SqlitePool, run_id: &str) -> Result<Vec<ReviewIte
     Ok(items
         .into_iter()
         .map(|item| {
-            let options = options.iter().filter(|o| o.item_id == item.item_id).cloned().collect();
+            let options = options
+                .iter()
+                .filter(|o| o.item_id == item.item_id)
+                .cloned()
+                .collect();
             ReviewItem { item, options }
         })
         .collect())
@@ -439,17 +464,40 @@ mod tests {
 
     #[test]
     fn run_settings_defaults_table() {
-        let check = |mode: Option<&str>, level: Option<&str>, n: Option<i64>, want: (&str, &str, i64)| {
-            let got = RunSettings::normalize(mode, level, n).unwrap();
-            assert_eq!((got.mode.as_str(), got.exploration_level.as_str(), got.options_count), want, "{mode:?} {level:?} {n:?}");
-        };
+        let check =
+            |mode: Option<&str>, level: Option<&str>, n: Option<i64>, want: (&str, &str, i64)| {
+                let got = RunSettings::normalize(mode, level, n).unwrap();
+                assert_eq!(
+                    (
+                        got.mode.as_str(),
+                        got.exploration_level.as_str(),
+                        got.options_count
+                    ),
+                    want,
+                    "{mode:?} {level:?} {n:?}"
+                );
+            };
         check(None, None, None, ("validate", "low", 2));
         check(Some("explore"), None, None, ("explore", "high", 5));
-        check(Some("Explore"), Some("medium"), Some(4), ("explore", "medium", 4));
+        check(
+            Some("Explore"),
+            Some("medium"),
+            Some(4),
+            ("explore", "medium", 4),
+        );
         check(Some("refine"), None, None, ("refine", "medium", 2));
         check(Some("distill"), None, Some(3), ("distill", "low", 3));
-        assert_eq!(RunSettings::normalize(Some("train"), None, None), Err(RunSettingsError::Mode("train".into())));
-        assert_eq!(RunSettings::normalize(None, Some("huge"), None), Err(RunSettingsError::Level("huge".into())));
-        assert_eq!(RunSettings::normalize(None, None, Some(1)), Err(RunSettingsError::Options(1)));
+        assert_eq!(
+            RunSettings::normalize(Some("train"), None, None),
+            Err(RunSettingsError::Mode("train".into()))
+        );
+        assert_eq!(
+            RunSettings::normalize(None, Some("huge"), None),
+            Err(RunSettingsError::Level("huge".into()))
+        );
+        assert_eq!(
+            RunSettings::normalize(None, None, Some(1)),
+            Err(RunSettingsError::Options(1))
+        );
     }
 }

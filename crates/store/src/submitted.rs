@@ -68,7 +68,9 @@ pub async fn pending(pool: &SqlitePool, limit: u32) -> Result<(Vec<Submitted>, u
     .bind(limit)
     .fetch_all(pool)
     .await?;
-    let (total,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM submitted_jobs").fetch_one(pool).await?;
+    let (total,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM submitted_jobs")
+        .fetch_one(pool)
+        .await?;
     Ok((rows, u64::try_from(total).unwrap_or(0)))
 }
 
@@ -80,9 +82,17 @@ pub async fn pending(pool: &SqlitePool, limit: u32) -> Result<(Vec<Submitted>, u
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn record_spec(pool: &SqlitePool, job_id: &str, spec_json: &str) -> Result<(), StoreError> {
+pub async fn record_spec(
+    pool: &SqlitePool,
+    job_id: &str,
+    spec_json: &str,
+) -> Result<(), StoreError> {
     let mut tx = pool.begin().await?;
-    sqlx::query("UPDATE submitted_jobs SET spec_json = ? WHERE job_id = ?").bind(spec_json).bind(job_id).execute(&mut *tx).await?;
+    sqlx::query("UPDATE submitted_jobs SET spec_json = ? WHERE job_id = ?")
+        .bind(spec_json)
+        .bind(job_id)
+        .execute(&mut *tx)
+        .await?;
     sqlx::query(
         "INSERT INTO recorded_specs (job_id, spec_json, recorded_at)
          SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM job_deliveries WHERE job_id = ?)
@@ -104,8 +114,16 @@ pub async fn record_spec(pool: &SqlitePool, job_id: &str, spec_json: &str) -> Re
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn recorded_spec(conn: &mut sqlx::SqliteConnection, job_id: &str) -> Result<Option<String>, StoreError> {
-    Ok(sqlx::query_scalar("SELECT spec_json FROM recorded_specs WHERE job_id = ?").bind(job_id).fetch_optional(&mut *conn).await?)
+pub async fn recorded_spec(
+    conn: &mut sqlx::SqliteConnection,
+    job_id: &str,
+) -> Result<Option<String>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT spec_json FROM recorded_specs WHERE job_id = ?")
+            .bind(job_id)
+            .fetch_optional(&mut *conn)
+            .await?,
+    )
 }
 
 /// The spec recorded for pending job `job_id` ([`record_spec`]); `None` when the job is not
@@ -115,7 +133,10 @@ pub async fn recorded_spec(conn: &mut sqlx::SqliteConnection, job_id: &str) -> R
 /// [`StoreError::Sql`].
 pub async fn spec_of(pool: &SqlitePool, job_id: &str) -> Result<Option<String>, StoreError> {
     let spec: Option<Option<String>> =
-        sqlx::query_scalar("SELECT spec_json FROM submitted_jobs WHERE job_id = ?").bind(job_id).fetch_optional(pool).await?;
+        sqlx::query_scalar("SELECT spec_json FROM submitted_jobs WHERE job_id = ?")
+            .bind(job_id)
+            .fetch_optional(pool)
+            .await?;
     Ok(spec.flatten())
 }
 
@@ -125,7 +146,10 @@ pub async fn spec_of(pool: &SqlitePool, job_id: &str) -> Result<Option<String>, 
 /// # Errors
 /// [`StoreError::Sql`].
 pub async fn forget(pool: &SqlitePool, job_id: &str) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM submitted_jobs WHERE job_id = ?").bind(job_id).execute(pool).await?;
+    sqlx::query("DELETE FROM submitted_jobs WHERE job_id = ?")
+        .bind(job_id)
+        .execute(pool)
+        .await?;
     Ok(())
 }
 
@@ -154,12 +178,21 @@ mod tests {
     async fn a_job_is_pending_from_submit_until_its_result_is_applied() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).await.unwrap();
-        record_submitted(store.pool(), "j1", "adhoc", "run", Some("k")).await.unwrap();
-        record_submitted(store.pool(), "j2", "train", "optimizer", None).await.unwrap();
-        record_submitted(store.pool(), "j1", "adhoc", "run", Some("k")).await.unwrap();
+        record_submitted(store.pool(), "j1", "adhoc", "run", Some("k"))
+            .await
+            .unwrap();
+        record_submitted(store.pool(), "j2", "train", "optimizer", None)
+            .await
+            .unwrap();
+        record_submitted(store.pool(), "j1", "adhoc", "run", Some("k"))
+            .await
+            .unwrap();
         let (rows, total) = pending(store.pool(), 10).await.unwrap();
         assert_eq!(total, 2);
-        assert_eq!(rows.iter().map(|r| r.job_id.as_str()).collect::<Vec<_>>(), ["j1", "j2"]);
+        assert_eq!(
+            rows.iter().map(|r| r.job_id.as_str()).collect::<Vec<_>>(),
+            ["j1", "j2"]
+        );
         assert_eq!(rows[0].idempotency_key.as_deref(), Some("k"));
 
         let mut tx = store.begin().await.unwrap();
@@ -169,8 +202,14 @@ mod tests {
         assert_eq!((rows.len(), total), (1, 1));
         assert_eq!(rows[0].job_id, "j2");
 
-        record_submitted(store.pool(), "j1", "adhoc", "run", Some("k")).await.unwrap();
-        assert_eq!(pending(store.pool(), 10).await.unwrap().1, 1, "an applied job is never pending again");
+        record_submitted(store.pool(), "j1", "adhoc", "run", Some("k"))
+            .await
+            .unwrap();
+        assert_eq!(
+            pending(store.pool(), 10).await.unwrap().1,
+            1,
+            "an applied job is never pending again"
+        );
         forget(store.pool(), "j2").await.unwrap();
         assert_eq!(pending(store.pool(), 10).await.unwrap().1, 0);
     }
@@ -181,20 +220,42 @@ mod tests {
     async fn a_job_with_outputs_keeps_its_first_spec_for_good() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).await.unwrap();
-        let delivery = crate::deliveries::Delivery { dir: "out".into(), deliver_to: dir.path().join("eval/s1/out") };
-        crate::deliveries::record_deliveries(store.pool(), "j1", &[delivery]).await.unwrap();
+        let delivery = crate::deliveries::Delivery {
+            dir: "out".into(),
+            deliver_to: dir.path().join("eval/s1/out"),
+        };
+        crate::deliveries::record_deliveries(store.pool(), "j1", &[delivery])
+            .await
+            .unwrap();
         for job in ["j1", "j2"] {
-            record_submitted(store.pool(), job, "evalloop", "arm", None).await.unwrap();
-            record_spec(store.pool(), job, "{\"first\":1}").await.unwrap();
-            record_spec(store.pool(), job, "{\"second\":1}").await.unwrap();
+            record_submitted(store.pool(), job, "evalloop", "arm", None)
+                .await
+                .unwrap();
+            record_spec(store.pool(), job, "{\"first\":1}")
+                .await
+                .unwrap();
+            record_spec(store.pool(), job, "{\"second\":1}")
+                .await
+                .unwrap();
         }
         let mut tx = store.begin().await.unwrap();
         assert!(record_applied(&mut tx, &applied("j1")).await.unwrap());
         assert!(record_applied(&mut tx, &applied("j2")).await.unwrap());
-        assert_eq!(recorded_spec(&mut tx, "j1").await.unwrap().as_deref(), Some("{\"first\":1}"));
-        assert_eq!(recorded_spec(&mut tx, "j2").await.unwrap(), None, "no output dirs, nothing kept");
+        assert_eq!(
+            recorded_spec(&mut tx, "j1").await.unwrap().as_deref(),
+            Some("{\"first\":1}")
+        );
+        assert_eq!(
+            recorded_spec(&mut tx, "j2").await.unwrap(),
+            None,
+            "no output dirs, nothing kept"
+        );
         tx.commit().await.unwrap();
-        assert_eq!(spec_of(store.pool(), "j1").await.unwrap(), None, "no longer pending");
+        assert_eq!(
+            spec_of(store.pool(), "j1").await.unwrap(),
+            None,
+            "no longer pending"
+        );
     }
 
     /// The key lookup of `applied_by_key` uses its index, not a scan of every result.
@@ -212,6 +273,11 @@ mod tests {
         .await
         .unwrap();
         let detail: Vec<&str> = plan.iter().map(|p| p.3.as_str()).collect();
-        assert!(detail.iter().any(|d| d.contains("USING INDEX applied_results_key")), "{detail:?}");
+        assert!(
+            detail
+                .iter()
+                .any(|d| d.contains("USING INDEX applied_results_key")),
+            "{detail:?}"
+        );
     }
 }

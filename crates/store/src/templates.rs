@@ -52,7 +52,9 @@ pub fn now_rfc3339() -> String {
 ///
 /// # Errors
 /// [`StoreError::Sql`] when the database is unavailable or stays locked.
-pub async fn begin_write(store: &crate::Store) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+pub async fn begin_write(
+    store: &crate::Store,
+) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
     Ok(store.pool().begin_with("BEGIN IMMEDIATE").await?)
 }
 
@@ -96,7 +98,10 @@ impl VersionRef {
                 (id, VersionSelector::Number(n))
             }
         };
-        (!id.is_empty()).then(|| Self { template_id: id.to_owned(), selector })
+        (!id.is_empty()).then(|| Self {
+            template_id: id.to_owned(),
+            selector,
+        })
     }
 }
 
@@ -187,11 +192,18 @@ macro_rules! template_columns {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn get_template(db: impl SqliteExecutor<'_>, id: &str) -> Result<Option<TemplateRow>, StoreError> {
-    Ok(sqlx::query_as(concat!("SELECT ", template_columns!(), " FROM agent_templates WHERE id = ?"))
-        .bind(id)
-        .fetch_optional(db)
-        .await?)
+pub async fn get_template(
+    db: impl SqliteExecutor<'_>,
+    id: &str,
+) -> Result<Option<TemplateRow>, StoreError> {
+    Ok(sqlx::query_as(concat!(
+        "SELECT ",
+        template_columns!(),
+        " FROM agent_templates WHERE id = ?"
+    ))
+    .bind(id)
+    .fetch_optional(db)
+    .await?)
 }
 
 /// Every installed template, by id.
@@ -199,27 +211,41 @@ pub async fn get_template(db: impl SqliteExecutor<'_>, id: &str) -> Result<Optio
 /// # Errors
 /// [`StoreError::Sql`].
 pub async fn list_templates(db: impl SqliteExecutor<'_>) -> Result<Vec<TemplateRow>, StoreError> {
-    Ok(sqlx::query_as(concat!("SELECT ", template_columns!(), " FROM agent_templates ORDER BY id"))
-        .fetch_all(db)
-        .await?)
+    Ok(sqlx::query_as(concat!(
+        "SELECT ",
+        template_columns!(),
+        " FROM agent_templates ORDER BY id"
+    ))
+    .fetch_all(db)
+    .await?)
 }
 
 /// The version `id` (`<template>@v<N>`), whatever its state.
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn get_version(db: impl SqliteExecutor<'_>, id: &str) -> Result<Option<VersionRow>, StoreError> {
-    Ok(sqlx::query_as(concat!("SELECT ", version_columns!(), " FROM agent_template_versions WHERE id = ?"))
-        .bind(id)
-        .fetch_optional(db)
-        .await?)
+pub async fn get_version(
+    db: impl SqliteExecutor<'_>,
+    id: &str,
+) -> Result<Option<VersionRow>, StoreError> {
+    Ok(sqlx::query_as(concat!(
+        "SELECT ",
+        version_columns!(),
+        " FROM agent_template_versions WHERE id = ?"
+    ))
+    .bind(id)
+    .fetch_optional(db)
+    .await?)
 }
 
 /// Every version of `template_id`, oldest first.
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn list_versions(db: impl SqliteExecutor<'_>, template_id: &str) -> Result<Vec<VersionRow>, StoreError> {
+pub async fn list_versions(
+    db: impl SqliteExecutor<'_>,
+    template_id: &str,
+) -> Result<Vec<VersionRow>, StoreError> {
     Ok(sqlx::query_as(concat!(
         "SELECT ",
         version_columns!(),
@@ -234,7 +260,10 @@ pub async fn list_versions(db: impl SqliteExecutor<'_>, template_id: &str) -> Re
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn current_version(db: impl SqliteExecutor<'_>, template_id: &str) -> Result<Option<VersionRow>, StoreError> {
+pub async fn current_version(
+    db: impl SqliteExecutor<'_>,
+    template_id: &str,
+) -> Result<Option<VersionRow>, StoreError> {
     Ok(sqlx::query_as(concat!(
         "SELECT ",
         version_columns!(),
@@ -249,7 +278,10 @@ pub async fn current_version(db: impl SqliteExecutor<'_>, template_id: &str) -> 
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn latest_version(db: impl SqliteExecutor<'_>, template_id: &str) -> Result<Option<VersionRow>, StoreError> {
+pub async fn latest_version(
+    db: impl SqliteExecutor<'_>,
+    template_id: &str,
+) -> Result<Option<VersionRow>, StoreError> {
     Ok(sqlx::query_as(concat!(
         "SELECT ",
         version_columns!(),
@@ -264,7 +296,10 @@ pub async fn latest_version(db: impl SqliteExecutor<'_>, template_id: &str) -> R
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn resolve(db: impl SqliteExecutor<'_>, reference: &VersionRef) -> Result<Option<VersionRow>, StoreError> {
+pub async fn resolve(
+    db: impl SqliteExecutor<'_>,
+    reference: &VersionRef,
+) -> Result<Option<VersionRow>, StoreError> {
     match reference.selector {
         VersionSelector::Current => current_version(db, &reference.template_id).await,
         VersionSelector::Latest => latest_version(db, &reference.template_id).await,
@@ -307,7 +342,10 @@ pub struct NewVersion<'a> {
 /// # Errors
 /// [`StoreError::Sql`], including a foreign-key failure when a non-current version names a
 /// template that is not installed.
-pub async fn insert_version(conn: &mut SqliteConnection, new: &NewVersion<'_>) -> Result<VersionRow, StoreError> {
+pub async fn insert_version(
+    conn: &mut SqliteConnection,
+    new: &NewVersion<'_>,
+) -> Result<VersionRow, StoreError> {
     let now = now_rfc3339();
     let is_current = new.state == VersionState::Current;
     if is_current {
@@ -323,11 +361,12 @@ pub async fn insert_version(conn: &mut SqliteConnection, new: &NewVersion<'_>) -
         .execute(&mut *conn)
         .await?;
     }
-    let number: i64 =
-        sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM agent_template_versions WHERE template_id = ?")
-            .bind(new.template_id)
-            .fetch_one(&mut *conn)
-            .await?;
+    let number: i64 = sqlx::query_scalar(
+        "SELECT COALESCE(MAX(version), 0) + 1 FROM agent_template_versions WHERE template_id = ?",
+    )
+    .bind(new.template_id)
+    .fetch_one(&mut *conn)
+    .await?;
     let id = version_id(new.template_id, number);
     if is_current {
         supersede_current(conn, new.template_id, &now).await?;
@@ -364,7 +403,9 @@ pub async fn insert_version(conn: &mut SqliteConnection, new: &NewVersion<'_>) -
     if is_current {
         mirror_current(conn, &id, &now).await?;
     }
-    get_version(&mut *conn, &id).await?.ok_or(StoreError::Sql(sqlx::Error::RowNotFound))
+    get_version(&mut *conn, &id)
+        .await?
+        .ok_or(StoreError::Sql(sqlx::Error::RowNotFound))
 }
 
 /// What [`promote_version`] did.
@@ -387,7 +428,10 @@ pub enum PromoteOutcome {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn promote_version(conn: &mut SqliteConnection, id: &str) -> Result<PromoteOutcome, StoreError> {
+pub async fn promote_version(
+    conn: &mut SqliteConnection,
+    id: &str,
+) -> Result<PromoteOutcome, StoreError> {
     let Some(version) = get_version(&mut *conn, id).await? else {
         return Ok(PromoteOutcome::NotFound);
     };
@@ -411,13 +455,18 @@ pub async fn promote_version(conn: &mut SqliteConnection, id: &str) -> Result<Pr
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn set_version_state(conn: &mut SqliteConnection, id: &str, state: VersionState) -> Result<bool, StoreError> {
-    let done = sqlx::query("UPDATE agent_template_versions SET state = ?, updated_at = ? WHERE id = ?")
-        .bind(state.as_str())
-        .bind(now_rfc3339())
-        .bind(id)
-        .execute(conn)
-        .await?;
+pub async fn set_version_state(
+    conn: &mut SqliteConnection,
+    id: &str,
+    state: VersionState,
+) -> Result<bool, StoreError> {
+    let done =
+        sqlx::query("UPDATE agent_template_versions SET state = ?, updated_at = ? WHERE id = ?")
+            .bind(state.as_str())
+            .bind(now_rfc3339())
+            .bind(id)
+            .execute(conn)
+            .await?;
     Ok(done.rows_affected() == 1)
 }
 
@@ -436,7 +485,11 @@ async fn supersede_current(
     .await?)
 }
 
-async fn mirror_current(conn: &mut SqliteConnection, version_id: &str, now: &str) -> Result<(), StoreError> {
+async fn mirror_current(
+    conn: &mut SqliteConnection,
+    version_id: &str,
+    now: &str,
+) -> Result<(), StoreError> {
     sqlx::query(
         "UPDATE agent_templates SET (name, description, source_repo, source_ref, source_path, resolved_commit,
            content, metadata_json, current_version_id, updated_at) =
@@ -457,7 +510,12 @@ mod tests {
     use super::*;
     use crate::Store;
 
-    fn new_version<'a>(id: &'a str, state: VersionState, content: &'a str, hash: &'a str) -> NewVersion<'a> {
+    fn new_version<'a>(
+        id: &'a str,
+        state: VersionState,
+        content: &'a str,
+        hash: &'a str,
+    ) -> NewVersion<'a> {
         NewVersion {
             template_id: id,
             state,
@@ -477,7 +535,11 @@ mod tests {
     fn version_refs_parse() {
         let check = |input: &str, expected: Option<(&str, VersionSelector)>| {
             let got = VersionRef::parse(input).map(|r| (r.template_id, r.selector));
-            assert_eq!(got, expected.map(|(id, s)| (id.to_owned(), s)), "input {input:?}");
+            assert_eq!(
+                got,
+                expected.map(|(id, s)| (id.to_owned(), s)),
+                "input {input:?}"
+            );
         };
         check("planner", Some(("planner", VersionSelector::Current)));
         check("planner@v3", Some(("planner", VersionSelector::Number(3))));
@@ -495,23 +557,66 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let store = Store::open(home.path()).await.unwrap();
         let mut tx = store.begin().await.unwrap();
-        let v1 = insert_version(&mut tx, &new_version("planner", VersionState::Current, "a", "sha256:a")).await.unwrap();
-        let v2 = insert_version(&mut tx, &new_version("planner", VersionState::Pending, "b", "sha256:b")).await.unwrap();
-        let v3 = insert_version(&mut tx, &new_version("planner", VersionState::Pending, "c", "sha256:c")).await.unwrap();
+        let v1 = insert_version(
+            &mut tx,
+            &new_version("planner", VersionState::Current, "a", "sha256:a"),
+        )
+        .await
+        .unwrap();
+        let v2 = insert_version(
+            &mut tx,
+            &new_version("planner", VersionState::Pending, "b", "sha256:b"),
+        )
+        .await
+        .unwrap();
+        let v3 = insert_version(
+            &mut tx,
+            &new_version("planner", VersionState::Pending, "c", "sha256:c"),
+        )
+        .await
+        .unwrap();
         tx.commit().await.unwrap();
-        assert_eq!((v1.id.as_str(), v2.id.as_str(), v3.id.as_str()), ("planner@v1", "planner@v2", "planner@v3"));
+        assert_eq!(
+            (v1.id.as_str(), v2.id.as_str(), v3.id.as_str()),
+            ("planner@v1", "planner@v2", "planner@v3")
+        );
         assert_eq!(v1.state, "current");
         assert_eq!(v2.state, "pending");
 
         let mut conn = store.pool().acquire().await.unwrap();
-        assert!(set_version_state(&mut conn, "planner@v3", VersionState::Rejected).await.unwrap());
-        let latest = latest_version(store.pool(), "planner").await.unwrap().unwrap();
-        assert_eq!(latest.id, "planner@v2", "S-93: @latest skips the rejected v3");
+        assert!(
+            set_version_state(&mut conn, "planner@v3", VersionState::Rejected)
+                .await
+                .unwrap()
+        );
+        let latest = latest_version(store.pool(), "planner")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            latest.id, "planner@v2",
+            "S-93: @latest skips the rejected v3"
+        );
 
         let outcome = promote_version(&mut conn, "planner@v2").await.unwrap();
-        assert_eq!(outcome, PromoteOutcome::Promoted { previous: Some("planner@v1".into()) });
-        assert_eq!(get_version(store.pool(), "planner@v1").await.unwrap().unwrap().state, "superseded");
-        let template = get_template(store.pool(), "planner").await.unwrap().unwrap();
+        assert_eq!(
+            outcome,
+            PromoteOutcome::Promoted {
+                previous: Some("planner@v1".into())
+            }
+        );
+        assert_eq!(
+            get_version(store.pool(), "planner@v1")
+                .await
+                .unwrap()
+                .unwrap()
+                .state,
+            "superseded"
+        );
+        let template = get_template(store.pool(), "planner")
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(template.current_version_id.as_deref(), Some("planner@v2"));
         assert_eq!(template.latest_version_id.as_deref(), Some("planner@v3"));
         assert_eq!(template.content, "b");
@@ -519,7 +624,10 @@ mod tests {
             promote_version(&mut conn, "planner@v3").await.unwrap(),
             PromoteOutcome::WrongState("rejected".into())
         );
-        assert_eq!(promote_version(&mut conn, "planner@v9").await.unwrap(), PromoteOutcome::NotFound);
+        assert_eq!(
+            promote_version(&mut conn, "planner@v9").await.unwrap(),
+            PromoteOutcome::NotFound
+        );
     }
 
     #[tokio::test]
@@ -527,7 +635,11 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let store = Store::open(home.path()).await.unwrap();
         let mut conn = store.pool().acquire().await.unwrap();
-        let err = insert_version(&mut conn, &new_version("ghost", VersionState::Pending, "x", "sha256:x")).await;
+        let err = insert_version(
+            &mut conn,
+            &new_version("ghost", VersionState::Pending, "x", "sha256:x"),
+        )
+        .await;
         assert!(err.is_err(), "foreign key to agent_templates");
     }
 }

@@ -132,7 +132,10 @@ const ITERATION_COLUMNS: &str = "id, session_id, eval_run_id, base_template_vers
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn create_session(conn: &mut SqliteConnection, s: &NewSession<'_>) -> Result<bool, StoreError> {
+pub async fn create_session(
+    conn: &mut SqliteConnection,
+    s: &NewSession<'_>,
+) -> Result<bool, StoreError> {
     let now = now_rfc3339();
     let done = sqlx::query(
         "INSERT INTO skillopt_train_sessions (id, template_id, template_version_id, target_repo, workspace_repo,
@@ -158,10 +161,29 @@ pub async fn create_session(conn: &mut SqliteConnection, s: &NewSession<'_>) -> 
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn get_session(db: impl SqliteExecutor<'_>, id: &str) -> Result<Option<SessionRow>, StoreError> {
-    Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {SESSION_COLUMNS} FROM skillopt_train_sessions WHERE id = ?")))
-        .bind(id)
-        .fetch_optional(db)
+pub async fn get_session(
+    db: impl SqliteExecutor<'_>,
+    id: &str,
+) -> Result<Option<SessionRow>, StoreError> {
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {SESSION_COLUMNS} FROM skillopt_train_sessions WHERE id = ?"
+    )))
+    .bind(id)
+    .fetch_optional(db)
+    .await?)
+}
+
+/// Every session, newest first, at most `limit` (the web console's Work and Attention pages).
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn list_sessions(
+    db: impl SqliteExecutor<'_>,
+    limit: u32,
+) -> Result<Vec<SessionRow>, StoreError> {
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {SESSION_COLUMNS} FROM skillopt_train_sessions ORDER BY created_at DESC, id DESC LIMIT ?")))
+        .bind(limit)
+        .fetch_all(db)
         .await?)
 }
 
@@ -169,7 +191,11 @@ pub async fn get_session(db: impl SqliteExecutor<'_>, id: &str) -> Result<Option
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn set_session_state(conn: &mut SqliteConnection, id: &str, state: &str) -> Result<(), StoreError> {
+pub async fn set_session_state(
+    conn: &mut SqliteConnection,
+    id: &str,
+    state: &str,
+) -> Result<(), StoreError> {
     sqlx::query("UPDATE skillopt_train_sessions SET state = ?, updated_at = ? WHERE id = ?")
         .bind(state)
         .bind(now_rfc3339())
@@ -183,7 +209,10 @@ pub async fn set_session_state(conn: &mut SqliteConnection, id: &str, state: &st
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn create_iteration(conn: &mut SqliteConnection, it: &NewIteration<'_>) -> Result<bool, StoreError> {
+pub async fn create_iteration(
+    conn: &mut SqliteConnection,
+    it: &NewIteration<'_>,
+) -> Result<bool, StoreError> {
     let now = now_rfc3339();
     let done = sqlx::query(
         "INSERT INTO skillopt_train_iterations (id, session_id, eval_run_id, base_template_version_id, mode,
@@ -208,7 +237,10 @@ pub async fn create_iteration(conn: &mut SqliteConnection, it: &NewIteration<'_>
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn list_iterations(db: impl SqliteExecutor<'_>, session_id: &str) -> Result<Vec<IterationRow>, StoreError> {
+pub async fn list_iterations(
+    db: impl SqliteExecutor<'_>,
+    session_id: &str,
+) -> Result<Vec<IterationRow>, StoreError> {
     Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {ITERATION_COLUMNS} FROM skillopt_train_iterations WHERE session_id = ? ORDER BY created_at, id"
     )))
@@ -221,11 +253,16 @@ pub async fn list_iterations(db: impl SqliteExecutor<'_>, session_id: &str) -> R
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn get_iteration(db: impl SqliteExecutor<'_>, id: &str) -> Result<Option<IterationRow>, StoreError> {
-    Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {ITERATION_COLUMNS} FROM skillopt_train_iterations WHERE id = ?")))
-        .bind(id)
-        .fetch_optional(db)
-        .await?)
+pub async fn get_iteration(
+    db: impl SqliteExecutor<'_>,
+    id: &str,
+) -> Result<Option<IterationRow>, StoreError> {
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {ITERATION_COLUMNS} FROM skillopt_train_iterations WHERE id = ?"
+    )))
+    .bind(id)
+    .fetch_optional(db)
+    .await?)
 }
 
 /// Moves an iteration from `from` to `to` (compare-and-set) and mirrors `to` on its session, in
@@ -233,7 +270,12 @@ pub async fn get_iteration(db: impl SqliteExecutor<'_>, id: &str) -> Result<Opti
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn set_iteration_state(conn: &mut SqliteConnection, id: &str, from: &str, to: &str) -> Result<bool, StoreError> {
+pub async fn set_iteration_state(
+    conn: &mut SqliteConnection,
+    id: &str,
+    from: &str,
+    to: &str,
+) -> Result<bool, StoreError> {
     compare_and_set_state(conn, id, from, to, None).await
 }
 
@@ -297,13 +339,19 @@ async fn compare_and_set_state(
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn set_iteration_metadata(conn: &mut SqliteConnection, id: &str, metadata_json: &str) -> Result<(), StoreError> {
-    sqlx::query("UPDATE skillopt_train_iterations SET metadata_json = ?, updated_at = ? WHERE id = ?")
-        .bind(metadata_json)
-        .bind(now_rfc3339())
-        .bind(id)
-        .execute(conn)
-        .await?;
+pub async fn set_iteration_metadata(
+    conn: &mut SqliteConnection,
+    id: &str,
+    metadata_json: &str,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE skillopt_train_iterations SET metadata_json = ?, updated_at = ? WHERE id = ?",
+    )
+    .bind(metadata_json)
+    .bind(now_rfc3339())
+    .bind(id)
+    .execute(conn)
+    .await?;
     Ok(())
 }
 
@@ -311,7 +359,13 @@ pub async fn set_iteration_metadata(conn: &mut SqliteConnection, id: &str, metad
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn set_iteration_issue(conn: &mut SqliteConnection, id: &str, repo: &str, number: i64, url: &str) -> Result<(), StoreError> {
+pub async fn set_iteration_issue(
+    conn: &mut SqliteConnection,
+    id: &str,
+    repo: &str,
+    number: i64,
+    url: &str,
+) -> Result<(), StoreError> {
     sqlx::query("UPDATE skillopt_train_iterations SET issue_repo = ?, issue_number = ?, issue_url = ?, updated_at = ? WHERE id = ?")
         .bind(repo)
         .bind(number)
@@ -327,7 +381,11 @@ pub async fn set_iteration_issue(conn: &mut SqliteConnection, id: &str, repo: &s
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn set_candidate_version(conn: &mut SqliteConnection, id: &str, version_id: &str) -> Result<(), StoreError> {
+pub async fn set_candidate_version(
+    conn: &mut SqliteConnection,
+    id: &str,
+    version_id: &str,
+) -> Result<(), StoreError> {
     sqlx::query("UPDATE skillopt_train_iterations SET candidate_version_id = ?, updated_at = ? WHERE id = ?")
         .bind(version_id)
         .bind(now_rfc3339())
@@ -341,13 +399,19 @@ pub async fn set_candidate_version(conn: &mut SqliteConnection, id: &str, versio
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn set_decision_reason(conn: &mut SqliteConnection, id: &str, reason: &str) -> Result<(), StoreError> {
-    sqlx::query("UPDATE skillopt_train_iterations SET decision_reason = ?, updated_at = ? WHERE id = ?")
-        .bind(reason)
-        .bind(now_rfc3339())
-        .bind(id)
-        .execute(conn)
-        .await?;
+pub async fn set_decision_reason(
+    conn: &mut SqliteConnection,
+    id: &str,
+    reason: &str,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE skillopt_train_iterations SET decision_reason = ?, updated_at = ? WHERE id = ?",
+    )
+    .bind(reason)
+    .bind(now_rfc3339())
+    .bind(id)
+    .execute(conn)
+    .await?;
     Ok(())
 }
 
@@ -389,12 +453,18 @@ pub async fn insert_generated_option(
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn count_item_options(db: impl SqliteExecutor<'_>, run_id: &str, item_id: &str) -> Result<i64, StoreError> {
-    Ok(sqlx::query_scalar("SELECT COUNT(*) FROM eval_review_options WHERE run_id = ? AND item_id = ?")
-        .bind(run_id)
-        .bind(item_id)
-        .fetch_one(db)
-        .await?)
+pub async fn count_item_options(
+    db: impl SqliteExecutor<'_>,
+    run_id: &str,
+    item_id: &str,
+) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT COUNT(*) FROM eval_review_options WHERE run_id = ? AND item_id = ?",
+    )
+    .bind(run_id)
+    .bind(item_id)
+    .fetch_one(db)
+    .await?)
 }
 
 #[cfg(test)]
@@ -429,9 +499,24 @@ mod tests {
             metadata_json: "{}",
         };
         assert!(create_iteration(&mut conn, &it).await.unwrap());
-        assert!(set_iteration_state(&mut conn, "s1-i001", "request_confirmed", "workspace_ready").await.unwrap());
-        assert!(!set_iteration_state(&mut conn, "s1-i001", "request_confirmed", "workspace_ready").await.unwrap());
-        assert_eq!(get_session(store.pool(), "s1").await.unwrap().unwrap().state, "workspace_ready");
+        assert!(
+            set_iteration_state(&mut conn, "s1-i001", "request_confirmed", "workspace_ready")
+                .await
+                .unwrap()
+        );
+        assert!(
+            !set_iteration_state(&mut conn, "s1-i001", "request_confirmed", "workspace_ready")
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            get_session(store.pool(), "s1")
+                .await
+                .unwrap()
+                .unwrap()
+                .state,
+            "workspace_ready"
+        );
         assert_eq!(list_iterations(store.pool(), "s1").await.unwrap().len(), 1);
     }
 
@@ -463,20 +548,68 @@ mod tests {
         create_iteration(&mut tx, &it).await.unwrap();
         tx.commit().await.unwrap();
         let mut conn = store.pool().acquire().await.unwrap();
-        let moved = set_iteration_state_and_metadata(&mut conn, "s1-i001", "request_confirmed", "workspace_ready", r#"{"a":1}"#);
+        let moved = set_iteration_state_and_metadata(
+            &mut conn,
+            "s1-i001",
+            "request_confirmed",
+            "workspace_ready",
+            r#"{"a":1}"#,
+        );
         assert!(moved.await.unwrap());
-        let row = get_iteration(store.pool(), "s1-i001").await.unwrap().unwrap();
-        assert_eq!((row.state.as_str(), row.metadata_json.as_str()), ("workspace_ready", r#"{"a":1}"#));
-        assert_eq!(get_session(store.pool(), "s1").await.unwrap().unwrap().state, "workspace_ready");
+        let row = get_iteration(store.pool(), "s1-i001")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (row.state.as_str(), row.metadata_json.as_str()),
+            ("workspace_ready", r#"{"a":1}"#)
+        );
+        assert_eq!(
+            get_session(store.pool(), "s1")
+                .await
+                .unwrap()
+                .unwrap()
+                .state,
+            "workspace_ready"
+        );
         // A lost compare-and-set writes neither the metadata nor the state.
-        let lost = set_iteration_state_and_metadata(&mut conn, "s1-i001", "request_confirmed", "items_ready", r#"{"b":2}"#);
+        let lost = set_iteration_state_and_metadata(
+            &mut conn,
+            "s1-i001",
+            "request_confirmed",
+            "items_ready",
+            r#"{"b":2}"#,
+        );
         assert!(!lost.await.unwrap());
-        let row = get_iteration(store.pool(), "s1-i001").await.unwrap().unwrap();
-        assert_eq!((row.state.as_str(), row.metadata_json.as_str()), ("workspace_ready", r#"{"a":1}"#));
+        let row = get_iteration(store.pool(), "s1-i001")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (row.state.as_str(), row.metadata_json.as_str()),
+            ("workspace_ready", r#"{"a":1}"#)
+        );
         // Inside a caller's transaction it is a savepoint: the caller's rollback undoes it.
         let mut tx = store.begin().await.unwrap();
-        assert!(set_iteration_state_and_metadata(&mut tx, "s1-i001", "workspace_ready", "items_ready", "{}").await.unwrap());
+        assert!(
+            set_iteration_state_and_metadata(
+                &mut tx,
+                "s1-i001",
+                "workspace_ready",
+                "items_ready",
+                "{}"
+            )
+            .await
+            .unwrap()
+        );
         tx.rollback().await.unwrap();
-        assert_eq!(get_iteration(store.pool(), "s1-i001").await.unwrap().unwrap().state, "workspace_ready");
+        assert_eq!(
+            get_iteration(store.pool(), "s1-i001")
+                .await
+                .unwrap()
+                .unwrap()
+                .state,
+            "workspace_ready"
+        );
     }
 }

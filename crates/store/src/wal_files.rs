@@ -35,11 +35,25 @@ pub async fn keep_wal_files(conn: &mut SqliteConnection) -> Result<(), String> {
     // SAFETY: `db` is this connection's open handle, held locked (no other use of it) for the
     // call; "main" is a NUL-terminated schema name; `keep` is the `int` that
     // SQLITE_FCNTL_PERSIST_WAL reads (and overwrites with the setting), and outlives the call.
-    #[expect(unsafe_code, reason = "sqlx has no option for SQLITE_FCNTL_PERSIST_WAL; see SAFETY")]
+    #[expect(
+        unsafe_code,
+        reason = "sqlx has no option for SQLITE_FCNTL_PERSIST_WAL; see SAFETY"
+    )]
     let rc = unsafe {
-        libsqlite3_sys::sqlite3_file_control(db, c"main".as_ptr(), libsqlite3_sys::SQLITE_FCNTL_PERSIST_WAL, (&raw mut keep).cast())
+        libsqlite3_sys::sqlite3_file_control(
+            db,
+            c"main".as_ptr(),
+            libsqlite3_sys::SQLITE_FCNTL_PERSIST_WAL,
+            (&raw mut keep).cast(),
+        )
     };
-    if rc == libsqlite3_sys::SQLITE_OK { Ok(()) } else { Err(format!("SQLITE_FCNTL_PERSIST_WAL refused: SQLite result code {rc}")) }
+    if rc == libsqlite3_sys::SQLITE_OK {
+        Ok(())
+    } else {
+        Err(format!(
+            "SQLITE_FCNTL_PERSIST_WAL refused: SQLite result code {rc}"
+        ))
+    }
 }
 
 /// A pool's `after_connect` hook: [`keep_wal_files`], a refusal logged at debug level.
@@ -63,23 +77,42 @@ mod tests {
     async fn a_closed_store_keeps_its_wal_files_truncated_and_reopens_with_its_data() {
         let home = tempfile::tempdir().expect("tempdir");
         let store = Store::open(home.path()).await.expect("open");
-        sqlx::query("CREATE TABLE kept (v TEXT)").execute(store.pool()).await.expect("create");
-        sqlx::query("INSERT INTO kept VALUES ('x')").execute(store.pool()).await.expect("insert");
+        sqlx::query("CREATE TABLE kept (v TEXT)")
+            .execute(store.pool())
+            .await
+            .expect("create");
+        sqlx::query("INSERT INTO kept VALUES ('x')")
+            .execute(store.pool())
+            .await
+            .expect("insert");
         // The last connection's close checkpoints: the data is in the main file, the `-wal`
         // is kept at zero bytes, the `-shm` kept.
         store.pool().close().await;
         let wal = home.path().join(format!("{DB_FILE}-wal"));
         let shm = home.path().join(format!("{DB_FILE}-shm"));
-        assert_eq!(std::fs::metadata(&wal).map(|m| m.len()).ok(), Some(0), "the -wal is kept, truncated");
+        assert_eq!(
+            std::fs::metadata(&wal).map(|m| m.len()).ok(),
+            Some(0),
+            "the -wal is kept, truncated"
+        );
         assert!(shm.is_file(), "the -shm is kept");
         let wal_inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&wal).expect("wal"));
 
         let again = Store::open(home.path()).await.expect("reopen");
-        let v: String = sqlx::query_scalar("SELECT v FROM kept").fetch_one(again.pool()).await.expect("read");
+        let v: String = sqlx::query_scalar("SELECT v FROM kept")
+            .fetch_one(again.pool())
+            .await
+            .expect("read");
         assert_eq!(v, "x");
-        sqlx::query("INSERT INTO kept VALUES ('y')").execute(again.pool()).await.expect("insert");
+        sqlx::query("INSERT INTO kept VALUES ('y')")
+            .execute(again.pool())
+            .await
+            .expect("insert");
         again.pool().close().await;
         // The same file was used again, not a new one.
-        assert_eq!(std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&wal).expect("wal")), wal_inode);
+        assert_eq!(
+            std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&wal).expect("wal")),
+            wal_inode
+        );
     }
 }

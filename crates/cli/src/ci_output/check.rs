@@ -28,7 +28,13 @@ pub struct Range<'a> {
 /// The suite of a finished checker job `job_id` over `range` with `report`.
 pub fn suite(job_id: &str, range: Range<'_>, report: &CheckReport) -> Suite {
     let mut suite = named(job_id, range);
-    suite.property("mean", report.mean.map(|m| format!("{m:.3}")).unwrap_or_else(|| "none (every dimension skipped)".to_owned()));
+    suite.property(
+        "mean",
+        report
+            .mean
+            .map(|m| format!("{m:.3}"))
+            .unwrap_or_else(|| "none (every dimension skipped)".to_owned()),
+    );
     suite.cases = report.dimensions.iter().map(dimension_case).collect();
     suite
 }
@@ -37,12 +43,23 @@ pub fn suite(job_id: &str, range: Range<'_>, report: &CheckReport) -> Suite {
 pub fn no_report(job_id: &str, range: Range<'_>, why: &str) -> Suite {
     let mut suite = named(job_id, range);
     let message = format!("check job {job_id} could not run: {why}");
-    suite.cases.push(Case::new(CLASS, "check job", Outcome::Errored { kind: "environment".into(), message, detail: String::new() }));
+    suite.cases.push(Case::new(
+        CLASS,
+        "check job",
+        Outcome::Errored {
+            kind: "environment".into(),
+            message,
+            detail: String::new(),
+        },
+    ));
     suite
 }
 
 fn named(job_id: &str, range: Range<'_>) -> Suite {
-    let mut suite = Suite::new(format!("skillforge check {} {}..{}", range.repo, range.base, range.head));
+    let mut suite = Suite::new(format!(
+        "skillforge check {} {}..{}",
+        range.repo, range.base, range.head
+    ));
     suite.property("job_id", job_id);
     suite.property("repo", range.repo);
     suite.property("base", range.base);
@@ -52,12 +69,24 @@ fn named(job_id: &str, range: Range<'_>) -> Suite {
 
 fn dimension_case(d: &DimensionResult) -> Case {
     let basis = crate::output::dimension_basis(&d.raw);
-    let measured = if basis.is_empty() { String::new() } else { format!(" ({basis})") };
+    let measured = if basis.is_empty() {
+        String::new()
+    } else {
+        format!(" ({basis})")
+    };
     let outcome = match (d.score, &d.skipped) {
         (Some(score), _) if score >= 1.0 => Outcome::Passed,
-        (Some(score), _) => Outcome::Failed { kind: "score".into(), message: format!("scored {score:.3} of 1{measured}"), detail: String::new() },
-        (None, Some(reason)) => Outcome::Skipped { reason: reason.clone() },
-        (None, None) => Outcome::Skipped { reason: "no score and no reason in the report".into() },
+        (Some(score), _) => Outcome::Failed {
+            kind: "score".into(),
+            message: format!("scored {score:.3} of 1{measured}"),
+            detail: String::new(),
+        },
+        (None, Some(reason)) => Outcome::Skipped {
+            reason: reason.clone(),
+        },
+        (None, None) => Outcome::Skipped {
+            reason: "no score and no reason in the report".into(),
+        },
     };
     let mut case = Case::new(CLASS, d.name.clone(), outcome);
     if !d.raw.is_null() {
@@ -73,14 +102,33 @@ fn dimension_case(d: &DimensionResult) -> Case {
 
 /// A warning per item a tool placed, titled with the dimension and the tool.
 fn located(d: &DimensionResult) -> Vec<Annotation> {
-    let Some(languages) = d.raw.get("languages").and_then(serde_json::Value::as_object) else { return Vec::new() };
+    let Some(languages) = d
+        .raw
+        .get("languages")
+        .and_then(serde_json::Value::as_object)
+    else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
     for entry in languages.values() {
-        let tool = entry.get("tool").and_then(serde_json::Value::as_str).unwrap_or_default();
-        let Some(locations) = entry.get("locations").and_then(serde_json::Value::as_array) else { continue };
+        let tool = entry
+            .get("tool")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default();
+        let Some(locations) = entry.get("locations").and_then(serde_json::Value::as_array) else {
+            continue;
+        };
         for l in locations {
-            let (Some(file), Some(line)) = (l.get("file").and_then(serde_json::Value::as_str), l.get("line").and_then(serde_json::Value::as_u64)) else { continue };
-            let message = l.get("message").and_then(serde_json::Value::as_str).unwrap_or("reported here");
+            let (Some(file), Some(line)) = (
+                l.get("file").and_then(serde_json::Value::as_str),
+                l.get("line").and_then(serde_json::Value::as_u64),
+            ) else {
+                continue;
+            };
+            let message = l
+                .get("message")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("reported here");
             out.push(Annotation {
                 level: Level::Warning,
                 title: format!("check: {} ({tool})", d.name),
@@ -109,19 +157,43 @@ mod tests {
             "mean": 0.95,
         }))
         .unwrap();
-        let s = suite("j", Range { repo: "/r", base: "a", head: "b" }, &report);
+        let s = suite(
+            "j",
+            Range {
+                repo: "/r",
+                base: "a",
+                head: "b",
+            },
+            &report,
+        );
         assert_eq!(s.name, "skillforge check /r a..b");
         assert_eq!(s.cases[0].outcome, Outcome::Passed);
         assert_eq!(s.cases[0].annotation, None);
         assert_eq!(
             s.cases[1].outcome,
-            Outcome::Failed { kind: "score".into(), message: "scored 0.900 of 1 (ruff: 2 in python)".into(), detail: String::new() }
+            Outcome::Failed {
+                kind: "score".into(),
+                message: "scored 0.900 of 1 (ruff: 2 in python)".into(),
+                detail: String::new()
+            }
         );
-        assert!(s.cases[1].stdout.contains("\"tool\": \"ruff\""), "{}", s.cases[1].stdout);
+        assert!(
+            s.cases[1].stdout.contains("\"tool\": \"ruff\""),
+            "{}",
+            s.cases[1].stdout
+        );
         let a = s.cases[1].annotation.as_ref().unwrap();
         assert_eq!((a.level, a.title.as_str()), (Level::Warning, "check: lint"));
-        assert_eq!(s.cases[2].outcome, Outcome::Skipped { reason: "python: tool `radon` not runnable".into() });
-        assert_eq!(s.cases[2].annotation.as_ref().map(|a| a.level), Some(Level::Warning));
+        assert_eq!(
+            s.cases[2].outcome,
+            Outcome::Skipped {
+                reason: "python: tool `radon` not runnable".into()
+            }
+        );
+        assert_eq!(
+            s.cases[2].annotation.as_ref().map(|a| a.level),
+            Some(Level::Warning)
+        );
         assert!(s.properties.contains(&("mean".into(), "0.950".into())));
     }
 }

@@ -18,8 +18,11 @@ use super::suite::{Annotation, Case, Level, Outcome, Suite, plain};
 /// The workflow command `::NAME key=value,…::data`, with GitHub's escaping of `properties`'
 /// values and of `data`. Properties with an empty value are left out.
 pub fn command(name: &str, properties: &[(&str, &str)], data: &str) -> String {
-    let props: Vec<String> =
-        properties.iter().filter(|(_, v)| !v.is_empty()).map(|(k, v)| format!("{k}={}", escape_property(v))).collect();
+    let props: Vec<String> = properties
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{k}={}", escape_property(v)))
+        .collect();
     match props.is_empty() {
         true => format!("::{name}::{}", escape_data(data)),
         false => format!("::{name} {}::{}", props.join(","), escape_data(data)),
@@ -28,7 +31,9 @@ pub fn command(name: &str, properties: &[(&str, &str)], data: &str) -> String {
 
 /// GitHub's `escapeData`: `%`, `\r`, `\n`.
 fn escape_data(text: &str) -> String {
-    text.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+    text.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
 }
 
 /// GitHub's `escapeProperty`: `escapeData` plus `:` and `,`.
@@ -44,7 +49,11 @@ pub fn annotation(a: &Annotation) -> String {
     };
     let line = a.line.map(|l| l.to_string()).unwrap_or_default();
     let file = a.file.as_deref().unwrap_or_default();
-    command(name, &[("file", file), ("line", &line), ("title", &plain(&a.title))], &plain(&a.message))
+    command(
+        name,
+        &[("file", file), ("line", &line), ("title", &plain(&a.title))],
+        &plain(&a.message),
+    )
 }
 
 /// A fresh token for `::stop-commands::` (random, so the paused output cannot guess it).
@@ -58,15 +67,33 @@ pub fn stop_token() -> String {
 pub fn summary(suite: &Suite) -> String {
     let tally = suite.tally();
     let mut counts = Vec::new();
-    for (n, word) in [(tally.failed, "failed"), (tally.errored, "errored"), (tally.skipped, "skipped"), (tally.passed, "passed")] {
+    for (n, word) in [
+        (tally.failed, "failed"),
+        (tally.errored, "errored"),
+        (tally.skipped, "skipped"),
+        (tally.passed, "passed"),
+    ] {
         if n > 0 {
             counts.push(format!("{n} {word}"));
         }
     }
     let mut md = String::new();
-    let _ = writeln!(md, "### {}: {}\n", md_text(&suite.name), if counts.is_empty() { "no cases".to_owned() } else { counts.join(", ") });
+    let _ = writeln!(
+        md,
+        "### {}: {}\n",
+        md_text(&suite.name),
+        if counts.is_empty() {
+            "no cases".to_owned()
+        } else {
+            counts.join(", ")
+        }
+    );
     if !suite.properties.is_empty() {
-        let facts: Vec<String> = suite.properties.iter().map(|(k, v)| format!("{}: {}", md_text(k), md_text(v))).collect();
+        let facts: Vec<String> = suite
+            .properties
+            .iter()
+            .map(|(k, v)| format!("{}: {}", md_text(k), md_text(v)))
+            .collect();
         let _ = writeln!(md, "{}\n", facts.join(" · "));
     }
     md.push_str("| | Case | Result | Time |\n|---|---|---|---|\n");
@@ -77,9 +104,19 @@ pub fn summary(suite: &Suite) -> String {
             Outcome::Errored { message, .. } => ("⚠️", format!("error: {message}")),
             Outcome::Skipped { reason } => ("⏭️", format!("skipped: {reason}")),
         };
-        let _ = writeln!(md, "| {mark} | {} | {} | {:.1}s |", md_text(&case.name), md_text(&result), case.time_ms as f64 / 1000.0);
+        let _ = writeln!(
+            md,
+            "| {mark} | {} | {} | {:.1}s |",
+            md_text(&case.name),
+            md_text(&result),
+            case.time_ms as f64 / 1000.0
+        );
     }
-    for case in suite.cases.iter().filter(|c| matches!(c.outcome, Outcome::Failed { .. } | Outcome::Errored { .. })) {
+    for case in suite
+        .cases
+        .iter()
+        .filter(|c| matches!(c.outcome, Outcome::Failed { .. } | Outcome::Errored { .. }))
+    {
         details(&mut md, case);
     }
     md
@@ -91,18 +128,34 @@ fn details(md: &mut String, case: &Case) {
         _ => "",
     };
     // A detail that is the tail of an output shown below (a verify command's) is not shown twice.
-    let is_output_tail = [&case.stdout, &case.stderr].iter().any(|out| out.trim_end().ends_with(detail.trim()));
+    let is_output_tail = [&case.stdout, &case.stderr]
+        .iter()
+        .any(|out| out.trim_end().ends_with(detail.trim()));
     let detail = if is_output_tail { "" } else { detail };
-    let blocks: Vec<(&str, &str)> =
-        [("detail", detail), ("stdout", case.stdout.as_str()), ("stderr", case.stderr.as_str())].into_iter().filter(|(_, t)| !t.trim().is_empty()).collect();
+    let blocks: Vec<(&str, &str)> = [
+        ("detail", detail),
+        ("stdout", case.stdout.as_str()),
+        ("stderr", case.stderr.as_str()),
+    ]
+    .into_iter()
+    .filter(|(_, t)| !t.trim().is_empty())
+    .collect();
     if blocks.is_empty() {
         return;
     }
-    let _ = writeln!(md, "\n<details><summary>{}</summary>\n", html_text(&case.name));
+    let _ = writeln!(
+        md,
+        "\n<details><summary>{}</summary>\n",
+        html_text(&case.name)
+    );
     for (label, text) in blocks {
         let text = plain(text);
         let fence = "`".repeat(longest_backtick_run(&text).max(2) + 1);
-        let _ = writeln!(md, "{label}:\n\n{fence}text\n{}\n{fence}\n", text.trim_end());
+        let _ = writeln!(
+            md,
+            "{label}:\n\n{fence}text\n{}\n{fence}\n",
+            text.trim_end()
+        );
     }
     md.push_str("</details>\n");
 }
@@ -131,7 +184,11 @@ fn md_text(text: &str) -> String {
 
 /// `text` for an HTML element's content (`<summary>`).
 fn html_text(text: &str) -> String {
-    plain(text).replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace(['\r', '\n'], " ")
+    plain(text)
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace(['\r', '\n'], " ")
 }
 
 /// Appends `markdown` to the step summary file, when `path` names one (`$GITHUB_STEP_SUMMARY`).
@@ -145,7 +202,8 @@ pub fn append_summary(path: &Path, markdown: &str) -> anyhow::Result<()> {
         .append(true)
         .open(path)
         .with_context(|| format!("open the step summary `{}`", path.display()))?;
-    file.write_all(format!("{markdown}\n").as_bytes()).with_context(|| format!("append to the step summary `{}`", path.display()))
+    file.write_all(format!("{markdown}\n").as_bytes())
+        .with_context(|| format!("append to the step summary `{}`", path.display()))
 }
 
 #[cfg(test)]
@@ -156,14 +214,28 @@ mod tests {
     fn workflow_commands_escape_data_and_properties() {
         for (name, props, data, expected) in [
             ("error", vec![], "plain", "::error::plain"),
-            ("error", vec![("title", "t")], "100% done\r\nnext", "::error title=t::100%25 done%0D%0Anext"),
             (
                 "error",
-                vec![("file", "src/a,b:c.py"), ("line", "12"), ("title", "lint: 2%")],
+                vec![("title", "t")],
+                "100% done\r\nnext",
+                "::error title=t::100%25 done%0D%0Anext",
+            ),
+            (
+                "error",
+                vec![
+                    ("file", "src/a,b:c.py"),
+                    ("line", "12"),
+                    ("title", "lint: 2%"),
+                ],
                 "a::b, c",
                 "::error file=src/a%2Cb%3Ac.py,line=12,title=lint%3A 2%25::a::b, c",
             ),
-            ("warning", vec![("file", ""), ("title", "x\ny")], "m", "::warning title=x%0Ay::m"),
+            (
+                "warning",
+                vec![("file", ""), ("title", "x\ny")],
+                "m",
+                "::warning title=x%0Ay::m",
+            ),
         ] {
             assert_eq!(command(name, &props, data), expected);
         }
@@ -171,12 +243,24 @@ mod tests {
 
     #[test]
     fn an_annotation_names_its_place_when_it_has_one() {
-        let mut a = Annotation { level: Level::Error, title: "check: lint".into(), message: "E501\nline too long".into(), file: None, line: None };
-        assert_eq!(annotation(&a), "::error title=check%3A lint::E501%0Aline too long");
+        let mut a = Annotation {
+            level: Level::Error,
+            title: "check: lint".into(),
+            message: "E501\nline too long".into(),
+            file: None,
+            line: None,
+        };
+        assert_eq!(
+            annotation(&a),
+            "::error title=check%3A lint::E501%0Aline too long"
+        );
         a.file = Some("src/app.py".into());
         a.line = Some(7);
         a.level = Level::Warning;
-        assert_eq!(annotation(&a), "::warning file=src/app.py,line=7,title=check%3A lint::E501%0Aline too long");
+        assert_eq!(
+            annotation(&a),
+            "::warning file=src/app.py,line=7,title=check%3A lint::E501%0Aline too long"
+        );
         a.message = "\u{1b}[31mred\u{1b}[0m".into();
         assert!(annotation(&a).ends_with("::red"), "colours are dropped");
     }
@@ -185,19 +269,46 @@ mod tests {
     fn the_summary_tables_the_cases_and_folds_the_failures() {
         let mut suite = Suite::new("skillforge verify");
         suite.property("verdict", "fail");
-        let mut fail = Case::new("c", "exit 4 | tee", Outcome::Failed { kind: "failed".into(), message: "exit 4".into(), detail: "fence".into() });
+        let mut fail = Case::new(
+            "c",
+            "exit 4 | tee",
+            Outcome::Failed {
+                kind: "failed".into(),
+                message: "exit 4".into(),
+                detail: "fence".into(),
+            },
+        );
         fail.stderr = "boom ``` fence\n".into();
         suite.cases = vec![Case::new("c", "true", Outcome::Passed), fail];
         let md = summary(&suite);
-        assert!(md.starts_with("### skillforge verify: 1 failed, 1 passed\n\nverdict: fail\n"), "{md}");
+        assert!(
+            md.starts_with("### skillforge verify: 1 failed, 1 passed\n\nverdict: fail\n"),
+            "{md}"
+        );
         assert!(md.contains("| ✅ | true | passed | 0.0s |"), "{md}");
-        assert!(md.contains("| ❌ | exit 4 \\| tee | failed: exit 4 | 0.0s |"), "a pipe in a cell is escaped: {md}");
-        assert!(md.contains("<details><summary>exit 4 | tee</summary>"), "{md}");
-        assert!(md.contains("stderr:\n\n````text\nboom ``` fence\n````\n"), "the fence outruns the text's backticks: {md}");
-        assert!(!md.contains("detail:"), "a detail that is the output's tail is shown once: {md}");
+        assert!(
+            md.contains("| ❌ | exit 4 \\| tee | failed: exit 4 | 0.0s |"),
+            "a pipe in a cell is escaped: {md}"
+        );
+        assert!(
+            md.contains("<details><summary>exit 4 | tee</summary>"),
+            "{md}"
+        );
+        assert!(
+            md.contains("stderr:\n\n````text\nboom ``` fence\n````\n"),
+            "the fence outruns the text's backticks: {md}"
+        );
+        assert!(
+            !md.contains("detail:"),
+            "a detail that is the output's tail is shown once: {md}"
+        );
         if let Outcome::Failed { detail, .. } = &mut suite.cases[1].outcome {
             *detail = "gate lines".into();
         }
-        assert!(summary(&suite).contains("detail:\n\n```text\ngate lines\n```\n"), "{}", summary(&suite));
+        assert!(
+            summary(&suite).contains("detail:\n\n```text\ngate lines\n```\n"),
+            "{}",
+            summary(&suite)
+        );
     }
 }

@@ -23,14 +23,24 @@ use super::suite::{Case, Outcome, Suite, plain};
 /// Never in practice: the writer's I/O errors, writing to memory.
 pub fn render(suite: &Suite, timestamp: &str) -> std::io::Result<Vec<u8>> {
     let tally = suite.tally();
-    let (tests, failures, errors, skipped) =
-        (tally.total().to_string(), tally.failed.to_string(), tally.errored.to_string(), tally.skipped.to_string());
+    let (tests, failures, errors, skipped) = (
+        tally.total().to_string(),
+        tally.failed.to_string(),
+        tally.errored.to_string(),
+        tally.skipped.to_string(),
+    );
     let time = seconds(suite.time_ms());
     let name = plain(&suite.name);
     let mut w = Writer::new_with_indent(Vec::new(), b' ', 2);
     w.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
     w.create_element("testsuites")
-        .with_attributes([("name", &*name), ("tests", &tests), ("failures", &failures), ("errors", &errors), ("time", &time)])
+        .with_attributes([
+            ("name", &*name),
+            ("tests", &tests),
+            ("failures", &failures),
+            ("errors", &errors),
+            ("time", &time),
+        ])
         .write_inner_content(|w| {
             w.create_element("testsuite")
                 .with_attributes([
@@ -46,7 +56,12 @@ pub fn render(suite: &Suite, timestamp: &str) -> std::io::Result<Vec<u8>> {
                     if !suite.properties.is_empty() {
                         w.create_element("properties").write_inner_content(|w| {
                             for (key, value) in &suite.properties {
-                                w.create_element("property").with_attributes([("name", &*plain(key)), ("value", &*plain(value))]).write_empty()?;
+                                w.create_element("property")
+                                    .with_attributes([
+                                        ("name", &*plain(key)),
+                                        ("value", &*plain(value)),
+                                    ])
+                                    .write_empty()?;
                             }
                             Ok(())
                         })?;
@@ -76,15 +91,26 @@ fn test_case(w: &mut Writer<Vec<u8>>, case: &Case) -> std::io::Result<()> {
     element.write_inner_content(|w| {
         match &case.outcome {
             Outcome::Passed => {}
-            Outcome::Failed { kind, message, detail } => verdict(w, "failure", kind, message, detail)?,
-            Outcome::Errored { kind, message, detail } => verdict(w, "error", kind, message, detail)?,
+            Outcome::Failed {
+                kind,
+                message,
+                detail,
+            } => verdict(w, "failure", kind, message, detail)?,
+            Outcome::Errored {
+                kind,
+                message,
+                detail,
+            } => verdict(w, "error", kind, message, detail)?,
             Outcome::Skipped { reason } => {
-                w.create_element("skipped").with_attribute(("message", &*one_line(reason))).write_empty()?;
+                w.create_element("skipped")
+                    .with_attribute(("message", &*one_line(reason)))
+                    .write_empty()?;
             }
         }
         for (tag, text) in [("system-out", &case.stdout), ("system-err", &case.stderr)] {
             if !text.is_empty() {
-                w.create_element(tag).write_text_content(BytesText::new(&plain(text)))?;
+                w.create_element(tag)
+                    .write_text_content(BytesText::new(&plain(text)))?;
             }
         }
         Ok(())
@@ -93,8 +119,16 @@ fn test_case(w: &mut Writer<Vec<u8>>, case: &Case) -> std::io::Result<()> {
 }
 
 /// `<failure>` or `<error>` with its `type`, one-line `message` and the detail as its text.
-fn verdict(w: &mut Writer<Vec<u8>>, tag: &str, kind: &str, message: &str, detail: &str) -> std::io::Result<()> {
-    let element = w.create_element(tag).with_attributes([("type", &*plain(kind)), ("message", &*one_line(message))]);
+fn verdict(
+    w: &mut Writer<Vec<u8>>,
+    tag: &str,
+    kind: &str,
+    message: &str,
+    detail: &str,
+) -> std::io::Result<()> {
+    let element = w
+        .create_element(tag)
+        .with_attributes([("type", &*plain(kind)), ("message", &*one_line(message))]);
     if detail.is_empty() {
         element.write_empty()?;
     } else {
@@ -105,7 +139,12 @@ fn verdict(w: &mut Writer<Vec<u8>>, tag: &str, kind: &str, message: &str, detail
 
 /// `text` on one line (an attribute's line breaks would be read back as spaces anyway).
 fn one_line(text: &str) -> String {
-    plain(text).split(['\r', '\n']).map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
+    plain(text)
+        .split(['\r', '\n'])
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Milliseconds as JUnit seconds, three decimals (`1.250`).
@@ -125,14 +164,19 @@ pub fn write(path: &Path, suite: &Suite, timestamp: &str) -> anyhow::Result<()> 
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    std::fs::create_dir_all(dir).with_context(|| format!("create the JUnit report's directory `{}`", dir.display()))?;
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("create the JUnit report's directory `{}`", dir.display()))?;
     let mut tmp = tempfile::Builder::new()
         .prefix(".junit-")
         .suffix(".xml.tmp")
         .tempfile_in(dir)
         .with_context(|| format!("create a temp file beside `{}`", path.display()))?;
-    tmp.write_all(&bytes).and_then(|()| tmp.as_file().sync_all()).with_context(|| format!("write the JUnit report `{}`", path.display()))?;
-    tmp.persist(path).map_err(|e| e.error).with_context(|| format!("write the JUnit report `{}`", path.display()))?;
+    tmp.write_all(&bytes)
+        .and_then(|()| tmp.as_file().sync_all())
+        .with_context(|| format!("write the JUnit report `{}`", path.display()))?;
+    tmp.persist(path)
+        .map_err(|e| e.error)
+        .with_context(|| format!("write the JUnit report `{}`", path.display()))?;
     Ok(())
 }
 
@@ -149,10 +193,20 @@ mod tests {
         let mut fail = Case::new(
             "skillforge.verify",
             "test \"$x\" < 3 && echo 'ok'",
-            Outcome::Failed { kind: "failed".into(), message: "exit 1\nsecond line".into(), detail: "a <b> & \u{1b}[31mred\u{1b}[0m".into() },
+            Outcome::Failed {
+                kind: "failed".into(),
+                message: "exit 1\nsecond line".into(),
+                detail: "a <b> & \u{1b}[31mred\u{1b}[0m".into(),
+            },
         );
         fail.stdout = "out ]]> \0".into();
-        let skip = Case::new("skillforge.verify", "later", Outcome::Skipped { reason: "not run: an earlier command failed".into() });
+        let skip = Case::new(
+            "skillforge.verify",
+            "later",
+            Outcome::Skipped {
+                reason: "not run: an earlier command failed".into(),
+            },
+        );
         suite.cases = vec![pass, fail, skip];
         suite
     }
@@ -182,7 +236,12 @@ mod tests {
 
     #[test]
     fn seconds_have_three_decimals() {
-        for (ms, expected) in [(0, "0.000"), (7, "0.007"), (1250, "1.250"), (61_001, "61.001")] {
+        for (ms, expected) in [
+            (0, "0.000"),
+            (7, "0.007"),
+            (1250, "1.250"),
+            (61_001, "61.001"),
+        ] {
             assert_eq!(seconds(ms), expected);
         }
     }
@@ -195,7 +254,10 @@ mod tests {
         std::fs::write(&path, "old").unwrap();
         write(&path, &suite(), "t").unwrap();
         assert!(std::fs::read_to_string(&path).unwrap().starts_with("<?xml"));
-        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names, ["report.xml"], "no temp file left behind");
     }
 }

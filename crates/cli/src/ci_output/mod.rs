@@ -83,16 +83,26 @@ impl CiRun {
     /// own matches, so it is checked here.
     pub fn start(args: CiArgs, command: &'static str, is_json: bool) -> Result<Self, CliError> {
         if is_json && args.format == Format::Github {
-            return Err(CliError::usage(anyhow!("the argument '--json' cannot be used with '--format github'")));
+            return Err(CliError::usage(anyhow!(
+                "the argument '--json' cannot be used with '--format github'"
+            )));
         }
         let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let stop_token = (args.format == Format::Github).then(|| {
             let token = github::stop_token();
-            println!("{}", github::command("group", &[], &format!("skillforge {command}")));
+            println!(
+                "{}",
+                github::command("group", &[], &format!("skillforge {command}"))
+            );
             println!("{}", github::command("stop-commands", &[], &token));
             token
         });
-        Ok(Self { args, command, started, stop_token })
+        Ok(Self {
+            args,
+            command,
+            started,
+            stop_token,
+        })
     }
 
     /// Ends the run with the command's `result`: resumes workflow commands and closes the group,
@@ -117,7 +127,8 @@ impl CiRun {
                 }
             }
             if let Some(path) = std::env::var_os(STEP_SUMMARY_ENV).filter(|p| !p.is_empty())
-                && let Err(e) = github::append_summary(PathBuf::from(path).as_path(), &github::summary(&suite))
+                && let Err(e) =
+                    github::append_summary(PathBuf::from(path).as_path(), &github::summary(&suite))
             {
                 trouble.push(e);
             }
@@ -136,7 +147,11 @@ impl CiRun {
                 Err(e)
             }
             (false, Ok(_)) => {
-                let message = trouble.iter().map(|t| format!("{t:#}")).collect::<Vec<_>>().join("; ");
+                let message = trouble
+                    .iter()
+                    .map(|t| format!("{t:#}"))
+                    .collect::<Vec<_>>()
+                    .join("; ");
                 Err(CliError::env(anyhow!(message)))
             }
         }
@@ -152,8 +167,16 @@ impl CiRun {
         let message = crate::control::redact::redact(&format!("{:#}", error.error));
         let mut suite = Suite::new(format!("skillforge {}", self.command));
         suite.property("exit_code", error.code.to_string());
-        let outcome = Outcome::Errored { kind: kind.to_owned(), message: message.clone(), detail: message };
-        suite.cases.push(Case::new(&format!("skillforge.{}", self.command.replace(' ', ".")), self.command, outcome));
+        let outcome = Outcome::Errored {
+            kind: kind.to_owned(),
+            message: message.clone(),
+            detail: message,
+        };
+        suite.cases.push(Case::new(
+            &format!("skillforge.{}", self.command.replace(' ', ".")),
+            self.command,
+            outcome,
+        ));
         suite
     }
 }

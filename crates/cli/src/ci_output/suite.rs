@@ -18,7 +18,11 @@ pub struct Suite {
 impl Suite {
     /// A suite named `name` with no properties and no cases.
     pub fn new(name: impl Into<String>) -> Self {
-        Self { name: name.into(), properties: Vec::new(), cases: Vec::new() }
+        Self {
+            name: name.into(),
+            properties: Vec::new(),
+            cases: Vec::new(),
+        }
     }
 
     /// Adds the property `name = value` (an empty `value` is left out).
@@ -129,7 +133,16 @@ impl Case {
     pub fn new(classname: &str, name: impl Into<String>, outcome: Outcome) -> Self {
         let name = name.into();
         let annotation = Annotation::for_outcome(&name, &outcome);
-        Self { name, classname: classname.to_owned(), time_ms: 0, outcome, stdout: String::new(), stderr: String::new(), annotation, located: Vec::new() }
+        Self {
+            name,
+            classname: classname.to_owned(),
+            time_ms: 0,
+            outcome,
+            stdout: String::new(),
+            stderr: String::new(),
+            annotation,
+            located: Vec::new(),
+        }
     }
 }
 
@@ -164,10 +177,18 @@ impl Annotation {
     pub fn for_outcome(name: &str, outcome: &Outcome) -> Option<Self> {
         let (level, message) = match outcome {
             Outcome::Passed => return None,
-            Outcome::Failed { message, .. } | Outcome::Errored { message, .. } => (Level::Error, message.clone()),
+            Outcome::Failed { message, .. } | Outcome::Errored { message, .. } => {
+                (Level::Error, message.clone())
+            }
             Outcome::Skipped { reason } => (Level::Warning, format!("skipped: {reason}")),
         };
-        Some(Self { level, title: name.to_owned(), message, file: None, line: None })
+        Some(Self {
+            level,
+            title: name.to_owned(),
+            message,
+            file: None,
+            line: None,
+        })
     }
 }
 
@@ -175,7 +196,9 @@ impl Annotation {
 /// colours) removed, and every other character XML 1.0 cannot hold (control characters other
 /// than tab, newline and carriage return; U+FFFE, U+FFFF) replaced by U+FFFD.
 pub fn plain(text: &str) -> Cow<'_, str> {
-    let is_xml_char = |c: char| matches!(c, '\t' | '\n' | '\r') || (c >= ' ' && c != '\u{FFFE}' && c != '\u{FFFF}');
+    let is_xml_char = |c: char| {
+        matches!(c, '\t' | '\n' | '\r') || (c >= ' ' && c != '\u{FFFE}' && c != '\u{FFFF}')
+    };
     if text.chars().all(is_xml_char) {
         return Cow::Borrowed(text);
     }
@@ -230,8 +253,14 @@ mod tests {
         for (input, expected) in [
             ("ok\ttext\r\nnext", "ok\ttext\r\nnext"),
             ("\u{1b}[31merror\u{1b}[0m: x", "error: x"),
-            ("\u{1b}]8;;http://x\u{7}link\u{1b}]8;;\u{1b}\\ done", "link done"),
-            ("nul\0 bell\u{7} bs\u{8}", "nul\u{FFFD} bell\u{FFFD} bs\u{FFFD}"),
+            (
+                "\u{1b}]8;;http://x\u{7}link\u{1b}]8;;\u{1b}\\ done",
+                "link done",
+            ),
+            (
+                "nul\0 bell\u{7} bs\u{8}",
+                "nul\u{FFFD} bell\u{FFFD} bs\u{FFFD}",
+            ),
             ("\u{FFFF}\u{FFFE}é✓", "\u{FFFD}\u{FFFD}é✓"),
             ("trailing escape \u{1b}", "trailing escape "),
         ] {
@@ -241,7 +270,12 @@ mod tests {
 
     #[test]
     fn last_lines_keeps_the_tail() {
-        for (input, n, expected) in [("a\nb\nc\n\n", 2, "b\nc"), ("a", 5, "a"), ("", 3, ""), ("a\nb", 0, "")] {
+        for (input, n, expected) in [
+            ("a\nb\nc\n\n", 2, "b\nc"),
+            ("a", 5, "a"),
+            ("", 3, ""),
+            ("a\nb", 0, ""),
+        ] {
             assert_eq!(last_lines(input, n), expected, "{input:?} {n}");
         }
     }
@@ -251,17 +285,41 @@ mod tests {
         let mut suite = Suite::new("s");
         for outcome in [
             Outcome::Passed,
-            Outcome::Failed { kind: "failed".into(), message: "m".into(), detail: String::new() },
+            Outcome::Failed {
+                kind: "failed".into(),
+                message: "m".into(),
+                detail: String::new(),
+            },
             Outcome::Skipped { reason: "r".into() },
             Outcome::Passed,
         ] {
-            suite.cases.push(Case { time_ms: 5, ..Case::new("c", "n", outcome) });
+            suite.cases.push(Case {
+                time_ms: 5,
+                ..Case::new("c", "n", outcome)
+            });
         }
-        assert_eq!(suite.tally(), Tally { passed: 2, failed: 1, errored: 0, skipped: 1 });
+        assert_eq!(
+            suite.tally(),
+            Tally {
+                passed: 2,
+                failed: 1,
+                errored: 0,
+                skipped: 1
+            }
+        );
         assert_eq!(suite.tally().total(), 4);
         assert_eq!(suite.time_ms(), 20);
         assert_eq!(suite.cases[0].annotation, None, "a pass is not annotated");
-        assert_eq!(suite.cases[1].annotation.as_ref().map(|a| a.level), Some(Level::Error));
-        assert_eq!(suite.cases[2].annotation.as_ref().map(|a| (a.level, a.message.as_str())), Some((Level::Warning, "skipped: r")));
+        assert_eq!(
+            suite.cases[1].annotation.as_ref().map(|a| a.level),
+            Some(Level::Error)
+        );
+        assert_eq!(
+            suite.cases[2]
+                .annotation
+                .as_ref()
+                .map(|a| (a.level, a.message.as_str())),
+            Some((Level::Warning, "skipped: r"))
+        );
     }
 }

@@ -8,10 +8,10 @@ use serde_json::json;
 
 use skillforge_runner_checker::{CheckReport, CheckerPayload, parse_checker_list};
 
-use crate::ci_output::{self, CiArgs, CiRun, Finished};
 use crate::ci_output::check::Range;
-use crate::control::waiter::await_job;
+use crate::ci_output::{self, CiArgs, CiRun, Finished};
 use crate::context::Context;
+use crate::control::waiter::await_job;
 use crate::exit::{CliError, CliResult, ENVIRONMENT, OK};
 use crate::output::print_json;
 
@@ -56,29 +56,49 @@ async fn check(ctx: &Context, args: CheckArgs) -> Result<Finished, CliError> {
     crate::control::args::check_revision(&repo, &args.base, "--base")?;
     crate::control::args::check_revision(&repo, &args.head, "--head")?;
     let payload = CheckerPayload::commits(repo, args.base.clone(), args.head.clone(), checkers);
-    let stages: skillforge_stage::WorkflowDef =
-        skillforge_stage::family::CHECK_SOURCE.for_home(&ctx.home).map_err(CliError::usage)?;
+    let stages: skillforge_stage::WorkflowDef = skillforge_stage::family::CHECK_SOURCE
+        .for_home(&ctx.home)
+        .map_err(CliError::usage)?;
     let stage = stages.stage("checkers");
     let mut spec = stage.job(&payload, None).map_err(CliError::usage)?;
     spec.timeout_ms = (args.timeout.max(1) + stage.setup_secs) * 1000;
     let backend = ctx.queue().await?;
-    let enqueued = crate::control::waiter::submit_checked(ctx, backend.as_ref(), &spec).await?.enqueued;
+    let enqueued = crate::control::waiter::submit_checked(ctx, backend.as_ref(), &spec)
+        .await?
+        .enqueued;
     if !ctx.json {
         eprintln!("check job {}: {announce}", enqueued.job_id);
     }
     let job = await_job(ctx, &backend, &enqueued.job_id, !args.no_local_worker).await?;
     let repo_text = args.repo.display().to_string();
-    let range = Range { repo: &repo_text, base: &args.base, head: &args.head };
-    let Some(report) = job.outcome.as_ref().and_then(|o| serde_json::from_value::<CheckReport>(o.detail.clone()).ok()) else {
-        let why = job.error.clone().unwrap_or_else(|| format!("job ended {} without a report", job.state));
+    let range = Range {
+        repo: &repo_text,
+        base: &args.base,
+        head: &args.head,
+    };
+    let Some(report) = job
+        .outcome
+        .as_ref()
+        .and_then(|o| serde_json::from_value::<CheckReport>(o.detail.clone()).ok())
+    else {
+        let why = job
+            .error
+            .clone()
+            .unwrap_or_else(|| format!("job ended {} without a report", job.state));
         if ctx.json {
             print_json(&json!({"job_id": job.id, "state": job.state, "mean": null, "error": why}));
         } else {
             eprintln!("check job {} could not run: {why}", job.id);
         }
-        return Ok(Finished { code: ENVIRONMENT, suite: ci_output::check::no_report(&job.id, range, &why) });
+        return Ok(Finished {
+            code: ENVIRONMENT,
+            suite: ci_output::check::no_report(&job.id, range, &why),
+        });
     };
-    let finished = Finished { code: OK, suite: ci_output::check::suite(&job.id, range, &report) };
+    let finished = Finished {
+        code: OK,
+        suite: ci_output::check::suite(&job.id, range, &report),
+    };
     if ctx.json {
         let mut value = serde_json::to_value(&report).map_err(CliError::env)?;
         value["job_id"] = json!(job.id);
@@ -108,7 +128,15 @@ async fn check(ctx: &Context, args: CheckArgs) -> Result<Finished, CliError> {
 fn checkers_note(checkers: &[skillforge_runner_checker::Checker]) -> String {
     use skillforge_runner_checker::Checker;
     let names: Vec<&str> = checkers.iter().map(|c| c.name()).collect();
-    let mut note = format!("running {} ({})", if names.len() == 1 { "1 checker" } else { "the checkers" }, names.join(", "));
+    let mut note = format!(
+        "running {} ({})",
+        if names.len() == 1 {
+            "1 checker"
+        } else {
+            "the checkers"
+        },
+        names.join(", ")
+    );
     if checkers.contains(&Checker::Lint) {
         note.push_str("; lint runs each language's linter over the changed files (on a Rust checkout `cargo clippy` builds it first: the first run can take minutes)");
     }

@@ -32,16 +32,18 @@ use std::time::Instant;
 use anyhow::anyhow;
 use clap::Args;
 use serde_json::json;
-use skillforge_store::candidates::get_candidate;
-use skillforge_store::templates::{VersionRow, current_version, get_version};
-use skillforge_skillopt::train::control::{ContinueRequest, DEFAULT_RUNTIME, StartRequest, StepReport, continue_session, load, start};
+use skillforge_skillopt::train::TrainEnv;
+use skillforge_skillopt::train::control::{
+    ContinueRequest, DEFAULT_RUNTIME, StartRequest, StepReport, continue_session, load, start,
+};
 use skillforge_skillopt::train::items::parse_items;
 use skillforge_skillopt::train::meta::IterationMeta;
-use skillforge_skillopt::train::TrainEnv;
+use skillforge_store::candidates::get_candidate;
+use skillforge_store::templates::{VersionRow, current_version, get_version};
 
+use crate::context::Context;
 use crate::control::args::skillforge_bin;
 use crate::control::waiter::CliJobs;
-use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK, train_error};
 use crate::output::print_json;
 
@@ -109,28 +111,50 @@ impl skillforge_stage::Progress for DemoReporter {
 }
 
 fn session_id() -> String {
-    format!("demo-{}-{}", chrono::Utc::now().format("%Y%m%d-%H%M%S"), std::process::id())
+    format!(
+        "demo-{}-{}",
+        chrono::Utc::now().format("%Y%m%d-%H%M%S"),
+        std::process::id()
+    )
 }
 
 fn write(path: &Path, text: &str) -> Result<(), CliError> {
-    std::fs::write(path, text).map_err(|e| CliError::env(anyhow!("write `{}`: {e}", path.display())))
+    std::fs::write(path, text)
+        .map_err(|e| CliError::env(anyhow!("write `{}`: {e}", path.display())))
 }
 
 /// Installs the bundled template unless the home already has it (then its current version,
 /// which may be a candidate promoted after an earlier demo, is the one reviewed).
-async fn install_template(store: &skillforge_store::Store, demo_dir: &Path) -> Result<(VersionRow, &'static str), CliError> {
+async fn install_template(
+    store: &skillforge_store::Store,
+    demo_dir: &Path,
+) -> Result<(VersionRow, &'static str), CliError> {
     if let Some(current) = current_version(store.pool(), TEMPLATE_ID).await? {
         return Ok((current, "already installed"));
     }
     let path = demo_dir.join(format!("{TEMPLATE_ID}.md"));
     write(&path, TEMPLATE)?;
-    let installed = crate::control::templates::install(store, TEMPLATE, &path.display().to_string(), None).await?;
-    Ok((installed.version, if installed.is_new { "installed" } else { "already installed" }))
+    let installed =
+        crate::control::templates::install(store, TEMPLATE, &path.display().to_string(), None)
+            .await?;
+    Ok((
+        installed.version,
+        if installed.is_new {
+            "installed"
+        } else {
+            "already installed"
+        },
+    ))
 }
 
 /// `(+added, -removed)` lines from the candidate's base version to the candidate.
-async fn diff_stat(store: &skillforge_store::Store, version_id: &str) -> Result<(usize, usize, Vec<String>), CliError> {
-    let candidate = get_candidate(store.pool(), version_id).await?.ok_or_else(|| CliError::env(anyhow!("candidate `{version_id}` is missing")))?;
+async fn diff_stat(
+    store: &skillforge_store::Store,
+    version_id: &str,
+) -> Result<(usize, usize, Vec<String>), CliError> {
+    let candidate = get_candidate(store.pool(), version_id)
+        .await?
+        .ok_or_else(|| CliError::env(anyhow!("candidate `{version_id}` is missing")))?;
     let text = |v: Option<VersionRow>| v.map(|v| v.content).unwrap_or_default();
     let base = text(get_version(store.pool(), &candidate.base_version_id).await?);
     let new = text(get_version(store.pool(), version_id).await?);
@@ -158,24 +182,38 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
     let out = Out { json: ctx.json };
     let path = match &args.repo {
         Some(p) => p.clone(),
-        None => std::env::current_dir().map_err(|e| CliError::env(anyhow!("read the current directory: {e}")))?,
+        None => std::env::current_dir()
+            .map_err(|e| CliError::env(anyhow!("read the current directory: {e}")))?,
     };
     let repo = history::open(&std::path::absolute(&path).unwrap_or(path))?;
-    let commits = history::recent(&repo, usize::from(args.commits), history::Selection::NonMerges)?;
+    let commits = history::recent(
+        &repo,
+        usize::from(args.commits),
+        history::Selection::NonMerges,
+    )?;
     if commits.is_empty() {
-        return Err(CliError::usage(anyhow!("repository `{}` has no commits to review", repo.root.display())));
+        return Err(CliError::usage(anyhow!(
+            "repository `{}` has no commits to review",
+            repo.root.display()
+        )));
     }
     let session = session_id();
     let demo_dir = ctx.home.join("demo").join(&session);
-    std::fs::create_dir_all(&demo_dir).map_err(|e| CliError::env(anyhow!("create `{}`: {e}", demo_dir.display())))?;
-    out.line(&format!("skillforge demo on {} (home {}, session {session})", repo.root.display(), ctx.home.display()));
+    std::fs::create_dir_all(&demo_dir)
+        .map_err(|e| CliError::env(anyhow!("create `{}`: {e}", demo_dir.display())))?;
+    out.line(&format!(
+        "skillforge demo on {} (home {}, session {session})",
+        repo.root.display(),
+        ctx.home.display()
+    ));
 
     if !ctx.queue_url.is_embedded() {
         out.detail("a shared queue is configured: its jobs run on its workers, so keep a `skillforge worker` running");
     }
     let store = ctx.store().await?;
     let queue = ctx.queue().await?;
-    let workflow = skillforge_skillopt::train::stages::for_home(&ctx.home).map_err(CliError::usage)?;
+    let workflow =
+        skillforge_skillopt::train::stages::for_home(&ctx.home).map_err(CliError::usage)?;
     let jobs = CliJobs::new(ctx, queue.clone(), store.clone());
     let reporter = DemoReporter { json: ctx.json };
     let promotion = crate::control::promotion::policy(ctx);
@@ -193,7 +231,13 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
 
     // 1. The bundled template.
     let (version, how) = install_template(&store, &demo_dir).await?;
-    out.step(1, &format!("template {} {how} (bundled crates/cli/assets/demo/{TEMPLATE_ID}.md)", version.id));
+    out.step(
+        1,
+        &format!(
+            "template {} {how} (bundled crates/cli/assets/demo/{TEMPLATE_ID}.md)",
+            version.id
+        ),
+    );
 
     // 2. Review items from real history, a train session on them.
     let mut items = Vec::with_capacity(commits.len());
@@ -210,7 +254,8 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
             .unwrap_or_default()
     );
     write(&items_file, &items_text)?;
-    let items = parse_items(&items_text, &items_file.display().to_string()).map_err(|e| CliError::usage(anyhow!(e)))?;
+    let items = parse_items(&items_text, &items_file.display().to_string())
+        .map_err(|e| CliError::usage(anyhow!(e)))?;
     let request = format!(
         "Summarize each commit of {} for a reviewer who has not read the diff: what changed, in which files, and why",
         repo.slug
@@ -234,9 +279,21 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
     )
     .await
     .map_err(train_error)?;
-    out.step(2, &format!("{} review items from the last {} non-merge commits → {}", commits.len(), commits.len(), items_file.display()));
+    out.step(
+        2,
+        &format!(
+            "{} review items from the last {} non-merge commits → {}",
+            commits.len(),
+            commits.len(),
+            items_file.display()
+        ),
+    );
     for commit in &commits {
-        out.detail(&format!("c-{}  {}", commit.short(), commit.subject.chars().take(70).collect::<String>()));
+        out.detail(&format!(
+            "c-{}  {}",
+            commit.short(),
+            commit.subject.chars().take(70).collect::<String>()
+        ));
     }
     out.steps(&report);
 
@@ -245,19 +302,30 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
         let env = &env;
         let session = session.clone();
         async move {
-            continue_session(env, &session, &req).await.map_err(train_error)
+            continue_session(env, &session, &req)
+                .await
+                .map_err(train_error)
         }
     };
-    let wait = || ContinueRequest { wait: true, ..ContinueRequest::default() };
+    let wait = || ContinueRequest {
+        wait: true,
+        ..ContinueRequest::default()
+    };
     out.step(3, &format!("generating {N_OPTIONS} options per item with the {DEFAULT_RUNTIME} runtime (durable agent jobs)"));
     let report = advance(wait()).await?;
     out.steps(&report);
-    let packet = report.review_packet.clone().map(PathBuf::from).ok_or_else(|| {
-        CliError { code: crate::exit::CHECK_FAILED, error: anyhow!("no review packet was published (state {})", report.state) }
-    })?;
+    let packet = report
+        .review_packet
+        .clone()
+        .map(PathBuf::from)
+        .ok_or_else(|| CliError {
+            code: crate::exit::CHECK_FAILED,
+            error: anyhow!("no review packet was published (state {})", report.state),
+        })?;
 
     // 4. The deterministic reviewer fills the blind packet.
-    let done = reviewer::fill_packet(&packet).map_err(|e| CliError::env(anyhow!("demo reviewer: {e}")))?;
+    let done =
+        reviewer::fill_packet(&packet).map_err(|e| CliError::env(anyhow!("demo reviewer: {e}")))?;
     out.step(
         4,
         &format!(
@@ -300,21 +368,40 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
     out.detail(&format!(
         "• {} recent {}{} attributed to {} and reported merged; {} leg jobs run",
         harvested.changes.len(),
-        if harvested.changes.len() == 1 { harvested.source.trim_end_matches('s') } else { harvested.source },
-        if harvested.source == "commits" { " (the history has no merges)" } else { "" },
+        if harvested.changes.len() == 1 {
+            harvested.source.trim_end_matches('s')
+        } else {
+            harvested.source
+        },
+        if harvested.source == "commits" {
+            " (the history has no merges)"
+        } else {
+            ""
+        },
         version.id,
         harvested.n_leg_jobs
     ));
     for change in &harvested.changes {
-        out.detail(&format!("  {}  {}  {}", change.item_id, &change.sha[..12.min(change.sha.len())], change.subject.chars().take(60).collect::<String>()));
+        out.detail(&format!(
+            "  {}  {}  {}",
+            change.item_id,
+            &change.sha[..12.min(change.sha.len())],
+            change.subject.chars().take(60).collect::<String>()
+        ));
     }
     for why in &harvested.skipped {
         out.detail(&format!("• skipped: {why}"));
     }
-    let export = harvested.export.as_ref().map_or_else(|| "none (nothing harvested)".to_owned(), |p| p.display().to_string());
+    let export = harvested.export.as_ref().map_or_else(
+        || "none (nothing harvested)".to_owned(),
+        |p| p.display().to_string(),
+    );
     out.detail(&format!(
         "• auto-trace run {}: {} floor, {} hard-verifier, {} checker rows → {export}",
-        harvested.run_id, harvested.floor_rows, harvested.hard_verifier_rows, harvested.checker_rows,
+        harvested.run_id,
+        harvested.floor_rows,
+        harvested.hard_verifier_rows,
+        harvested.checker_rows,
     ));
 
     // 7. What happened and where everything is.
@@ -328,7 +415,9 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
         next.push(format!("skillforge --home {home} candidate show {v}"));
         next.push(format!("skillforge --home {home} candidate promote {v}"));
     }
-    next.push(format!("skillforge --home {home} train status --session {session}"));
+    next.push(format!(
+        "skillforge --home {home} train status --session {session}"
+    ));
     let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let summary = json!({
         "session_id": session,
@@ -357,7 +446,10 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
     out.step(7, &format!("done in {:.1}s", elapsed_ms as f64 / 1000.0));
     match (&candidate, &stat) {
         (Some(v), Some((added, removed, lines))) => {
-            println!("\npending candidate: {v} (+{added} -{removed} lines against {})", version.id);
+            println!(
+                "\npending candidate: {v} (+{added} -{removed} lines against {})",
+                version.id
+            );
             for line in lines.iter().take(6) {
                 println!("  + {line}");
             }

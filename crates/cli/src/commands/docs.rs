@@ -27,20 +27,24 @@ pub struct DocsArgs {
 /// Exit 3 when a directory or file cannot be written.
 pub fn run(args: DocsArgs) -> CliResult {
     let reference = args.out.join("reference");
-    std::fs::create_dir_all(&reference).with_context(|| format!("create `{}`", reference.display()))?;
+    std::fs::create_dir_all(&reference)
+        .with_context(|| format!("create `{}`", reference.display()))?;
     let file = reference.join("commands.md");
-    std::fs::write(&file, commands_markdown()).with_context(|| format!("write `{}`", file.display()))?;
+    std::fs::write(&file, commands_markdown())
+        .with_context(|| format!("write `{}`", file.display()))?;
     let man = args.out.join("man");
     if man.exists() {
         for entry in std::fs::read_dir(&man).with_context(|| format!("read `{}`", man.display()))? {
             let path = entry?.path();
             if path.extension().is_some_and(|e| e == "1") {
-                std::fs::remove_file(&path).with_context(|| format!("remove `{}`", path.display()))?;
+                std::fs::remove_file(&path)
+                    .with_context(|| format!("remove `{}`", path.display()))?;
             }
         }
     }
     std::fs::create_dir_all(&man).with_context(|| format!("create `{}`", man.display()))?;
-    clap_mangen::generate_to(crate::Cli::command(), &man).with_context(|| format!("write man pages into `{}`", man.display()))?;
+    clap_mangen::generate_to(crate::Cli::command(), &man)
+        .with_context(|| format!("write man pages into `{}`", man.display()))?;
     eprintln!("wrote {} and {}/", file.display(), man.display());
     Ok(OK)
 }
@@ -48,7 +52,9 @@ pub fn run(args: DocsArgs) -> CliResult {
 /// The whole command reference as Markdown: the global options once, then every visible command
 /// depth first, each with its usage and its own arguments.
 pub fn commands_markdown() -> String {
-    let mut root = crate::Cli::command().disable_help_subcommand(true).term_width(0);
+    let mut root = crate::Cli::command()
+        .disable_help_subcommand(true)
+        .term_width(0);
     root.build();
     let mut out = String::from(
         "# Command reference\n\n\
@@ -75,18 +81,33 @@ pub fn commands_markdown() -> String {
 
 /// Appends the index line and the section of `cmd` and of its subcommands.
 fn command(index: &mut String, body: &mut String, cmd: &Command, depth: usize) {
-    let name = cmd.get_bin_name().unwrap_or_else(|| cmd.get_name()).to_owned();
+    let name = cmd
+        .get_bin_name()
+        .unwrap_or_else(|| cmd.get_name())
+        .to_owned();
     let about = cmd.get_about().map(ToString::to_string).unwrap_or_default();
-    let _ = writeln!(index, "{}* [`{name}`](#{}): {}", "  ".repeat(depth), anchor(&name), first_line(&about));
+    let _ = writeln!(
+        index,
+        "{}* [`{name}`](#{}): {}",
+        "  ".repeat(depth),
+        anchor(&name),
+        first_line(&about)
+    );
     let _ = writeln!(body, "\n### `{name}`\n");
-    let long = cmd.get_long_about().map(ToString::to_string).unwrap_or(about);
+    let long = cmd
+        .get_long_about()
+        .map(ToString::to_string)
+        .unwrap_or(about);
     if !long.is_empty() {
         let _ = writeln!(body, "{}\n", long.trim_end());
     }
     let usage = cmd.clone().render_usage().to_string();
     let _ = writeln!(body, "```text\n{}\n```\n", usage.trim_end());
     // Positional arguments first, as `--help` lists them.
-    let mut own: Vec<&Arg> = cmd.get_arguments().filter(|a| !a.is_global_set() && !a.is_hide_set() && !is_builtin(a)).collect();
+    let mut own: Vec<&Arg> = cmd
+        .get_arguments()
+        .filter(|a| !a.is_global_set() && !a.is_hide_set() && !is_builtin(a))
+        .collect();
     own.sort_by_key(|a| !a.is_positional());
     for arg in &own {
         argument(body, arg);
@@ -113,21 +134,45 @@ fn command(index: &mut String, body: &mut String, cmd: &Command, depth: usize) {
 
 /// `-h`/`--help` and `-V`/`--version`, which every command has.
 fn is_builtin(arg: &Arg) -> bool {
-    matches!(arg.get_action(), ArgAction::Help | ArgAction::HelpShort | ArgAction::HelpLong | ArgAction::Version)
+    matches!(
+        arg.get_action(),
+        ArgAction::Help | ArgAction::HelpShort | ArgAction::HelpLong | ArgAction::Version
+    )
 }
 
 /// One argument as a list item: its spelling, its help (long help when it has one), its default,
 /// accepted values and environment variable.
 fn argument(out: &mut String, arg: &Arg) {
     let _ = write!(out, "* `{}`", spelling(arg));
-    let help = arg.get_long_help().or_else(|| arg.get_help()).map(ToString::to_string).unwrap_or_default();
+    let help = arg
+        .get_long_help()
+        .or_else(|| arg.get_help())
+        .map(ToString::to_string)
+        .unwrap_or_default();
     let mut notes = Vec::new();
-    let defaults: Vec<String> = arg.get_default_values().iter().map(|v| v.to_string_lossy().into_owned()).collect();
-    if !defaults.is_empty() && arg.get_num_args().is_none_or(|n| n.takes_values()) && !matches!(arg.get_action(), ArgAction::SetTrue | ArgAction::Count) {
+    let defaults: Vec<String> = arg
+        .get_default_values()
+        .iter()
+        .map(|v| v.to_string_lossy().into_owned())
+        .collect();
+    if !defaults.is_empty()
+        && arg.get_num_args().is_none_or(|n| n.takes_values())
+        && !matches!(arg.get_action(), ArgAction::SetTrue | ArgAction::Count)
+    {
         notes.push(format!("default `{}`", defaults.join(",")));
     }
-    let values: Vec<String> = arg.get_possible_values().iter().filter(|v| !v.is_hide_set()).map(|v| format!("`{}`", v.get_name())).collect();
-    if !values.is_empty() && !matches!(arg.get_action(), ArgAction::SetTrue | ArgAction::SetFalse | ArgAction::Count) {
+    let values: Vec<String> = arg
+        .get_possible_values()
+        .iter()
+        .filter(|v| !v.is_hide_set())
+        .map(|v| format!("`{}`", v.get_name()))
+        .collect();
+    if !values.is_empty()
+        && !matches!(
+            arg.get_action(),
+            ArgAction::SetTrue | ArgAction::SetFalse | ArgAction::Count
+        )
+    {
         notes.push(format!("one of {}", values.join(", ")));
     }
     if let Some(env) = arg.get_env() {
@@ -157,7 +202,14 @@ fn spelling(arg: &Arg) -> String {
         .map(|names| names.iter().map(|n| format!("<{n}>")).collect())
         .unwrap_or_else(|| vec![format!("<{}>", arg.get_id().as_str().to_uppercase())]);
     let takes_value = arg.get_num_args().is_none_or(|n| n.takes_values())
-        && !matches!(arg.get_action(), ArgAction::SetTrue | ArgAction::SetFalse | ArgAction::Count | ArgAction::Help | ArgAction::Version);
+        && !matches!(
+            arg.get_action(),
+            ArgAction::SetTrue
+                | ArgAction::SetFalse
+                | ArgAction::Count
+                | ArgAction::Help
+                | ArgAction::Version
+        );
     let repeats = matches!(arg.get_action(), ArgAction::Append | ArgAction::Count)
         || arg.get_num_args().is_some_and(|n| n.max_values() > 1);
     let dots = if repeats { "..." } else { "" };
@@ -180,12 +232,15 @@ fn spelling(arg: &Arg) -> String {
 
 /// The GitHub-style anchor of a `### \`NAME\`` heading.
 fn anchor(heading: &str) -> String {
-    heading.chars().filter_map(|c| match c {
-        'a'..='z' | '0'..='9' | '-' | '_' => Some(c),
-        'A'..='Z' => Some(c.to_ascii_lowercase()),
-        ' ' => Some('-'),
-        _ => None,
-    }).collect()
+    heading
+        .chars()
+        .filter_map(|c| match c {
+            'a'..='z' | '0'..='9' | '-' | '_' => Some(c),
+            'A'..='Z' => Some(c.to_ascii_lowercase()),
+            ' ' => Some('-'),
+            _ => None,
+        })
+        .collect()
 }
 
 fn first_line(text: &str) -> &str {
@@ -205,10 +260,21 @@ mod tests {
     #[test]
     fn the_reference_lists_each_visible_command_once_and_no_hidden_one() {
         let text = commands_markdown();
-        for heading in ["### `skillforge jobs submit`", "### `skillforge completions`", "### `skillforge eval forge`"] {
+        for heading in [
+            "### `skillforge jobs submit`",
+            "### `skillforge completions`",
+            "### `skillforge eval forge`",
+        ] {
             assert_eq!(text.matches(heading).count(), 1, "{heading}");
         }
-        assert!(!text.contains("agent-scripted") && !text.contains("skillforge docs`"), "hidden commands stay out");
-        assert_eq!(text.matches("* `--home <DIR>`").count(), 1, "global options once");
+        assert!(
+            !text.contains("agent-scripted") && !text.contains("skillforge docs`"),
+            "hidden commands stay out"
+        );
+        assert_eq!(
+            text.matches("* `--home <DIR>`").count(),
+            1,
+            "global options once"
+        );
     }
 }

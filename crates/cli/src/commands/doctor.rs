@@ -53,32 +53,64 @@ pub struct Check {
     pub fix: String,
 }
 
-fn check(name: impl Into<String>, status: Status, detail: impl Into<String>, fix: impl Into<String>) -> Check {
-    Check { name: name.into(), status, detail: detail.into(), fix: fix.into() }
+fn check(
+    name: impl Into<String>,
+    status: Status,
+    detail: impl Into<String>,
+    fix: impl Into<String>,
+) -> Check {
+    Check {
+        name: name.into(),
+        status,
+        detail: detail.into(),
+        fix: fix.into(),
+    }
 }
 
 /// Runs every check and prints them.
 ///
 /// # Errors
 /// Exit 3 when the home cannot be resolved; a failed check is exit 1, not an error.
-pub async fn run(home: Option<PathBuf>, queue: Option<String>, json_out: bool, _args: DoctorArgs) -> CliResult {
+pub async fn run(
+    home: Option<PathBuf>,
+    queue: Option<String>,
+    json_out: bool,
+    _args: DoctorArgs,
+) -> CliResult {
     let home = crate::config::resolve_home(home)?;
     let mut checks = Vec::new();
     let config = match Config::load(&home) {
         Ok(config) => {
             let file = home.join(crate::config::CONFIG_FILE);
-            let detail = if file.exists() { format!("{} loads", file.display()) } else { "no config.toml: defaults".to_owned() };
+            let detail = if file.exists() {
+                format!("{} loads", file.display())
+            } else {
+                "no config.toml: defaults".to_owned()
+            };
             checks.push(check("config", Status::Ok, detail, ""));
             config
         }
         Err(e) => {
-            checks.push(check("config", Status::Fail, format!("{e:#}"), "fix the key it names (`skillforge schema config` lists every key)"));
+            checks.push(check(
+                "config",
+                Status::Fail,
+                format!("{e:#}"),
+                "fix the key it names (`skillforge schema config` lists every key)",
+            ));
             Config::default()
         }
     };
     crate::runners::configure(&config);
     checks.push(home_check(&home));
-    checks.push(program_check("git", &["--version"], Status::Fail, "install git (apt-get install git); every repository step needs it").await);
+    checks.push(
+        program_check(
+            "git",
+            &["--version"],
+            Status::Fail,
+            "install git (apt-get install git); every repository step needs it",
+        )
+        .await,
+    );
     checks.push(bwrap_check().await);
     checks.push(queue_check(queue.or_else(|| config.queue.url.clone()), &home).await);
     checks.push(container_check().await);
@@ -95,34 +127,75 @@ pub async fn run(home: Option<PathBuf>, queue: Option<String>, json_out: bool, _
                 Status::Warn => "warn",
                 Status::Fail => "FAIL",
             };
-            let fix = if c.fix.is_empty() { String::new() } else { format!(" — {}", c.fix) };
+            let fix = if c.fix.is_empty() {
+                String::new()
+            } else {
+                format!(" — {}", c.fix)
+            };
             println!("{status:<4}  {:<width$}  {}{fix}", c.name, c.detail);
         }
         let n_warn = checks.iter().filter(|c| c.status == Status::Warn).count();
         let n_fail = checks.iter().filter(|c| c.status == Status::Fail).count();
-        println!("{n_fail} failed, {n_warn} warning(s), {} ok", checks.len() - n_fail - n_warn);
+        println!(
+            "{n_fail} failed, {n_warn} warning(s), {} ok",
+            checks.len() - n_fail - n_warn
+        );
     }
     Ok(if is_ok { OK } else { CHECK_FAILED })
 }
 
 /// The home: its nearest existing ancestor writable, and the disk's free space there.
 fn home_check(home: &Path) -> Check {
-    let existing = home.ancestors().find(|p| p.exists()).unwrap_or(Path::new("/"));
+    let existing = home
+        .ancestors()
+        .find(|p| p.exists())
+        .unwrap_or(Path::new("/"));
     let stat = match nix::sys::statvfs::statvfs(existing) {
         Ok(s) => s,
-        Err(e) => return check("home", Status::Fail, format!("{}: {e}", existing.display()), "pick a home on a readable disk (--home DIR)"),
+        Err(e) => {
+            return check(
+                "home",
+                Status::Fail,
+                format!("{}: {e}", existing.display()),
+                "pick a home on a readable disk (--home DIR)",
+            );
+        }
     };
     let free = stat.blocks_available().saturating_mul(stat.fragment_size());
     let writable = nix::unistd::access(existing, nix::unistd::AccessFlags::W_OK).is_ok();
-    let detail = format!("{} ({} free{})", home.display(), human_bytes(free), if home.exists() { "" } else { ", created on first use" });
+    let detail = format!(
+        "{} ({} free{})",
+        home.display(),
+        human_bytes(free),
+        if home.exists() {
+            ""
+        } else {
+            ", created on first use"
+        }
+    );
     if !writable {
-        return check("home", Status::Fail, format!("{detail}: `{}` is not writable", existing.display()), "pick a writable home (--home DIR or SKILLFORGE_HOME)");
+        return check(
+            "home",
+            Status::Fail,
+            format!("{detail}: `{}` is not writable", existing.display()),
+            "pick a writable home (--home DIR or SKILLFORGE_HOME)",
+        );
     }
     if free < DISK_FAIL_BYTES {
-        return check("home", Status::Fail, detail, "free disk space (blobs, the queue and clones live here) or move the home");
+        return check(
+            "home",
+            Status::Fail,
+            detail,
+            "free disk space (blobs, the queue and clones live here) or move the home",
+        );
     }
     if free < DISK_WARN_BYTES {
-        return check("home", Status::Warn, detail, "less than 1 GiB free: free some space before long runs");
+        return check(
+            "home",
+            Status::Warn,
+            detail,
+            "less than 1 GiB free: free some space before long runs",
+        );
     }
     check("home", Status::Ok, detail, "")
 }
@@ -130,21 +203,46 @@ fn home_check(home: &Path) -> Check {
 fn human_bytes(n: u64) -> String {
     const GIB: u64 = 1 << 30;
     const MIB: u64 = 1 << 20;
-    if n >= GIB { format!("{:.1} GiB", n as f64 / GIB as f64) } else { format!("{} MiB", n / MIB) }
+    if n >= GIB {
+        format!("{:.1} GiB", n as f64 / GIB as f64)
+    } else {
+        format!("{} MiB", n / MIB)
+    }
 }
 
 /// Runs `program args` with [`PROBE_TIMEOUT`]; `Ok(first line of its output)` when it exits 0.
 async fn probe(program: &str, args: &[&str]) -> Result<String, String> {
     let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args).stdin(std::process::Stdio::null()).kill_on_drop(true);
+    cmd.args(args)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
     match tokio::time::timeout(PROBE_TIMEOUT, cmd.output()).await {
-        Err(_) => Err(format!("`{program} {}` did not answer within {} s", args.join(" "), PROBE_TIMEOUT.as_secs())),
-        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => Err("not found on PATH".to_owned()),
+        Err(_) => Err(format!(
+            "`{program} {}` did not answer within {} s",
+            args.join(" "),
+            PROBE_TIMEOUT.as_secs()
+        )),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err("not found on PATH".to_owned())
+        }
         Ok(Err(e)) => Err(format!("cannot run: {e}")),
         Ok(Ok(out)) => {
-            let text = if out.stdout.is_empty() { &out.stderr } else { &out.stdout };
-            let first = String::from_utf8_lossy(text).lines().next().unwrap_or("").trim().to_owned();
-            if out.status.success() { Ok(first) } else { Err(format!("exited {}: {first}", out.status)) }
+            let text = if out.stdout.is_empty() {
+                &out.stderr
+            } else {
+                &out.stdout
+            };
+            let first = String::from_utf8_lossy(text)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_owned();
+            if out.status.success() {
+                Ok(first)
+            } else {
+                Err(format!("exited {}: {first}", out.status))
+            }
         }
     }
 }
@@ -163,8 +261,27 @@ async fn bwrap_check() -> Check {
         Ok(v) => v,
         Err(e) => return check("bwrap", Status::Warn, e, fix_missing),
     };
-    match probe("bwrap", &["--ro-bind", "/", "/", "--dev", "/dev", "--unshare-net", "--unshare-pid", "true"]).await {
-        Ok(_) => check("bwrap", Status::Ok, format!("{version}, namespaces work"), ""),
+    match probe(
+        "bwrap",
+        &[
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--unshare-net",
+            "--unshare-pid",
+            "true",
+        ],
+    )
+    .await
+    {
+        Ok(_) => check(
+            "bwrap",
+            Status::Ok,
+            format!("{version}, namespaces work"),
+            "",
+        ),
         Err(e) => check(
             "bwrap",
             Status::Warn,
@@ -179,15 +296,40 @@ async fn bwrap_check() -> Check {
 async fn queue_check(url: Option<String>, home: &Path) -> Check {
     // The same parse every command does: a URL they refuse is a failure here, never the default.
     let url = match skillforge_engine::open::QueueUrl::parse(url.as_deref(), home) {
-        Err(e) => return check("queue", Status::Fail, e.to_string(), "fix `--queue` / `[queue] url`: redis://HOST:PORT[/DB], rediss:// for TLS, or sqlite://PATH"),
+        Err(e) => {
+            return check(
+                "queue",
+                Status::Fail,
+                e.to_string(),
+                "fix `--queue` / `[queue] url`: redis://HOST:PORT[/DB], rediss:// for TLS, or sqlite://PATH",
+            );
+        }
         Ok(skillforge_engine::open::QueueUrl::Sqlite(file)) => {
-            return check("queue", Status::Ok, format!("embedded SQLite queue {} (one machine; `--queue redis://…` for a fleet)", file.display()), "");
+            return check(
+                "queue",
+                Status::Ok,
+                format!(
+                    "embedded SQLite queue {} (one machine; `--queue redis://…` for a fleet)",
+                    file.display()
+                ),
+                "",
+            );
         }
         Ok(skillforge_engine::open::QueueUrl::Redis(url)) => url,
     };
     match tokio::time::timeout(PROBE_TIMEOUT, redis_facts(&url)).await {
-        Err(_) => check("queue", Status::Fail, format!("{url}: no answer within {} s", PROBE_TIMEOUT.as_secs()), "start redis-server or fix `--queue` / `[queue] url`"),
-        Ok(Err(e)) => check("queue", Status::Fail, format!("{url}: {e}"), "start redis-server or fix `--queue` / `[queue] url`"),
+        Err(_) => check(
+            "queue",
+            Status::Fail,
+            format!("{url}: no answer within {} s", PROBE_TIMEOUT.as_secs()),
+            "start redis-server or fix `--queue` / `[queue] url`",
+        ),
+        Ok(Err(e)) => check(
+            "queue",
+            Status::Fail,
+            format!("{url}: {e}"),
+            "start redis-server or fix `--queue` / `[queue] url`",
+        ),
         Ok(Ok(facts)) => {
             let detail = format!(
                 "Redis {} at {url}, maxmemory-policy {}, {}",
@@ -197,9 +339,24 @@ async fn queue_check(url: Option<String>, home: &Path) -> Check {
             );
             match facts.policy.as_deref() {
                 Some("noeviction") if facts.aof => check("queue", Status::Ok, detail, ""),
-                Some("noeviction") => check("queue", Status::Warn, detail, "a restart loses jobs written since the last snapshot: `CONFIG SET appendonly yes` (and in redis.conf)"),
-                Some(_) => check("queue", Status::Fail, detail, "an evicting policy deletes queued jobs under memory pressure: `CONFIG SET maxmemory-policy noeviction` (and in redis.conf)"),
-                None => check("queue", Status::Warn, detail, "CONFIG GET is not allowed here: make sure maxmemory-policy is noeviction"),
+                Some("noeviction") => check(
+                    "queue",
+                    Status::Warn,
+                    detail,
+                    "a restart loses jobs written since the last snapshot: `CONFIG SET appendonly yes` (and in redis.conf)",
+                ),
+                Some(_) => check(
+                    "queue",
+                    Status::Fail,
+                    detail,
+                    "an evicting policy deletes queued jobs under memory pressure: `CONFIG SET maxmemory-policy noeviction` (and in redis.conf)",
+                ),
+                None => check(
+                    "queue",
+                    Status::Warn,
+                    detail,
+                    "CONFIG GET is not allowed here: make sure maxmemory-policy is noeviction",
+                ),
             }
         }
     }
@@ -213,10 +370,27 @@ struct RedisFacts {
 
 async fn redis_facts(url: &str) -> Result<RedisFacts, String> {
     let client = redis::Client::open(url).map_err(|e| e.to_string())?;
-    let mut con = client.get_multiplexed_async_connection().await.map_err(|e| e.to_string())?;
-    let info: String = redis::cmd("INFO").arg("server").arg("persistence").query_async(&mut con).await.map_err(|e| e.to_string())?;
-    let field = |name: &str| info.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')).map(|v| v.trim().to_owned());
-    let policy: Option<Vec<String>> = redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query_async(&mut con).await.ok();
+    let mut con = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| e.to_string())?;
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .arg("persistence")
+        .query_async(&mut con)
+        .await
+        .map_err(|e| e.to_string())?;
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(|v| v.trim().to_owned())
+    };
+    let policy: Option<Vec<String>> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory-policy")
+        .query_async(&mut con)
+        .await
+        .ok();
     Ok(RedisFacts {
         version: field("redis_version").unwrap_or_else(|| "unknown".into()),
         policy: policy.and_then(|v| v.get(1).cloned()),
@@ -232,43 +406,80 @@ async fn container_check() -> Check {
     if !skillforge_runner_container::engine_configured() {
         return check("containers", Status::Warn, "no engine socket found", fix);
     }
-    match tokio::time::timeout(PROBE_TIMEOUT, skillforge_runner_container::Engine::connect(&host)).await {
-        Ok(Ok(engine)) => check("containers", Status::Ok, format!("{} {} at {host}", engine.info.name, engine.info.version), ""),
+    match tokio::time::timeout(
+        PROBE_TIMEOUT,
+        skillforge_runner_container::Engine::connect(&host),
+    )
+    .await
+    {
+        Ok(Ok(engine)) => check(
+            "containers",
+            Status::Ok,
+            format!("{} {} at {host}", engine.info.name, engine.info.version),
+            "",
+        ),
         Ok(Err(e)) => check("containers", Status::Warn, e.to_string(), fix),
-        Err(_) => check("containers", Status::Warn, format!("{host}: no answer within {} s", PROBE_TIMEOUT.as_secs()), fix),
+        Err(_) => check(
+            "containers",
+            Status::Warn,
+            format!("{host}: no answer within {} s", PROBE_TIMEOUT.as_secs()),
+            fix,
+        ),
     }
 }
 
 fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| {
-        let p = dir.join(program);
-        p.is_file() && nix::unistd::access(&p, nix::unistd::AccessFlags::X_OK).is_ok()
-    }))
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|dir| {
+            let p = dir.join(program);
+            p.is_file() && nix::unistd::access(&p, nix::unistd::AccessFlags::X_OK).is_ok()
+        })
+    })
 }
 
 /// Each shipped agent runtime but the scripted ones (built in): installed, its version, its
 /// credentials and the programs it requires. The runtimes are probed at once (a CLI's
 /// `--version` can take seconds); the lines keep the profiles' order.
 async fn runtime_checks() -> Vec<Check> {
-    let profiles = skillforge_runner_agent::profile::all()
-        .iter()
-        .filter(|p| !p.program.contains(skillforge_runner_agent::profile::SKILLFORGE_BIN_PLACEHOLDER));
+    let profiles = skillforge_runner_agent::profile::all().iter().filter(|p| {
+        !p.program
+            .contains(skillforge_runner_agent::profile::SKILLFORGE_BIN_PLACEHOLDER)
+    });
     futures::future::join_all(profiles.map(runtime_check)).await
 }
 
 async fn runtime_check(profile: &skillforge_runner_agent::RuntimeProfile) -> Check {
     let name = format!("runtime {}", profile.name);
-    let install = profile.install_hint.clone().unwrap_or_else(|| format!("install `{}`", profile.program));
+    let install = profile
+        .install_hint
+        .clone()
+        .unwrap_or_else(|| format!("install `{}`", profile.program));
     let version = match probe(&profile.program, &["--version"]).await {
         Ok(v) => v,
-        Err(e) => return check(name, Status::Warn, e, format!("optional: {install}, to use `--runtime {}`", profile.name)),
+        Err(e) => {
+            return check(
+                name,
+                Status::Warn,
+                e,
+                format!("optional: {install}, to use `--runtime {}`", profile.name),
+            );
+        }
     };
     if let Some(missing) = profile.missing_requirement(on_path) {
-        return check(name, Status::Warn, format!("{version}; {missing}"), "install the program it names");
+        return check(
+            name,
+            Status::Warn,
+            format!("{version}; {missing}"),
+            "install the program it names",
+        );
     }
     match profile.missing_credential(|k| std::env::var_os(k).is_some(), |k| std::env::var(k).ok()) {
         Some(reason) => {
-            let hint = profile.login_hint.clone().filter(|h| !reason.contains(h.as_str())).unwrap_or_default();
+            let hint = profile
+                .login_hint
+                .clone()
+                .filter(|h| !reason.contains(h.as_str()))
+                .unwrap_or_default();
             check(name, Status::Warn, format!("{version}; {reason}"), hint)
         }
         None => check(name, Status::Ok, version, ""),
@@ -283,12 +494,19 @@ fn checker_checks() -> Vec<Check> {
         let mut found = Vec::new();
         let mut skipped = Vec::new();
         for (dimension, spec) in &profile.dimensions {
-            let mut programs: Vec<&str> = spec.tools.iter().filter_map(|t| t.argv.first().map(String::as_str)).collect();
+            let mut programs: Vec<&str> = spec
+                .tools
+                .iter()
+                .filter_map(|t| t.argv.first().map(String::as_str))
+                .collect();
             // Alternatives of one program (golangci-lint's v2 and v1 spellings) are named once.
             programs.dedup();
             match programs.iter().find(|p| on_path(p)) {
                 Some(p) => found.push(format!("{dimension}: {p}")),
-                None => skipped.push(format!("{dimension} (needs one of {})", programs.join(", "))),
+                None => skipped.push(format!(
+                    "{dimension} (needs one of {})",
+                    programs.join(", ")
+                )),
             }
         }
         let name = format!("checkers {}", profile.language);

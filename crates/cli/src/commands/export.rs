@@ -14,7 +14,9 @@ use std::path::PathBuf;
 use anyhow::{Context as _, anyhow};
 use clap::Args;
 use serde_json::json;
-use skillforge_contract::{LoaderWarning, loader_warnings, serialize_package, validate_training_package};
+use skillforge_contract::{
+    LoaderWarning, loader_warnings, serialize_package, validate_training_package,
+};
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::review::package::{PackageError, training_package};
 
@@ -36,12 +38,17 @@ pub struct ExportArgs {
 /// Exports run `--run` to `--output`.
 pub async fn run(ctx: &Context, args: ExportArgs) -> CliResult {
     let store = ctx.store().await?;
-    let package = training_package(store.pool(), &args.run).await.map_err(|e| match e {
-        PackageError::Store(e) => CliError::env(anyhow!(e).context("read review run")),
-        other => CliError::usage(anyhow!(other).context("export training package")),
-    })?;
+    let package = training_package(store.pool(), &args.run)
+        .await
+        .map_err(|e| match e {
+            PackageError::Store(e) => CliError::env(anyhow!(e).context("read review run")),
+            other => CliError::usage(anyhow!(other).context("export training package")),
+        })?;
     validate_training_package(&package).map_err(|e| {
-        CliError::usage(anyhow!("export training package for run `{}`: the optimizer would refuse it: {e}", args.run))
+        CliError::usage(anyhow!(
+            "export training package for run `{}`: the optimizer would refuse it: {e}",
+            args.run
+        ))
     })?;
     let bytes = serialize_package(&package).context("encode training package")?;
     if let Some(parent) = args.output.parent().filter(|p| !p.as_os_str().is_empty()) {

@@ -10,8 +10,10 @@ use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use serde_json::json;
 use skillforge_contract::{ASSIGNMENTS_FILE, FEEDBACK_FILE};
+use skillforge_skillopt::packet::{
+    INDEX_FILE, MARKDOWN_SOURCE, PacketError, export_packet, import_packet,
+};
 use skillforge_store::blobs::BlobStore;
-use skillforge_skillopt::packet::{INDEX_FILE, MARKDOWN_SOURCE, PacketError, export_packet, import_packet};
 
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
@@ -84,7 +86,9 @@ fn packet_error(e: PacketError) -> CliError {
 async fn export(ctx: &Context, args: ExportArgs) -> CliResult {
     let store = ctx.store().await?;
     let blobs = BlobStore::in_home(&ctx.home);
-    let done = export_packet(&store, &blobs, &args.run, &args.output, args.force).await.map_err(packet_error)?;
+    let done = export_packet(&store, &blobs, &args.run, &args.output, args.force)
+        .await
+        .map_err(packet_error)?;
     if ctx.json {
         print_json(&json!({
             "run_id": done.run_id,
@@ -94,18 +98,29 @@ async fn export(ctx: &Context, args: ExportArgs) -> CliResult {
             "files": [INDEX_FILE, FEEDBACK_FILE, ASSIGNMENTS_FILE],
         }));
     } else {
-        println!("wrote review packet for run {} to {} ({} items)", done.run_id, args.output.display(), done.n_items);
-        println!("next: fill {FEEDBACK_FILE}, then `skillforge feedback markdown import --packet {}`", args.output.display());
+        println!(
+            "wrote review packet for run {} to {} ({} items)",
+            done.run_id,
+            args.output.display(),
+            done.n_items
+        );
+        println!(
+            "next: fill {FEEDBACK_FILE}, then `skillforge feedback markdown import --packet {}`",
+            args.output.display()
+        );
     }
     Ok(OK)
 }
 
 async fn import(ctx: &Context, args: ImportArgs) -> CliResult {
     if let Some(r) = &args.reviewer {
-        skillforge_skillopt::packet::check_reviewer(r).map_err(|e| CliError::usage(anyhow!("--reviewer: {e}")))?;
+        skillforge_skillopt::packet::check_reviewer(r)
+            .map_err(|e| CliError::usage(anyhow!("--reviewer: {e}")))?;
     }
     let store = ctx.store().await?;
-    let done = import_packet(&store, &args.packet, args.reviewer.as_deref()).await.map_err(packet_error)?;
+    let done = import_packet(&store, &args.packet, args.reviewer.as_deref())
+        .await
+        .map_err(packet_error)?;
     let counts = done.counts;
     if ctx.json {
         print_json(&json!({

@@ -20,15 +20,17 @@ use std::path::PathBuf;
 use anyhow::{Context as _, anyhow};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
-use skillforge_store::harvest::{Attribution, list_events, upsert_attribution};
-use skillforge_store::templates::{VersionRef, list_versions, resolve};
-use skillforge_skillopt::harvest::webhook::parse_outcome;
 use skillforge_skillopt::harvest::apply::HARVEST_FAILED_EVENT;
 use skillforge_skillopt::harvest::gate::{GateDecision, GateQuery, Workflows, observe};
-use skillforge_skillopt::harvest::{HarvestEvent, HarvestReport, available_reviewers, dispatch_legs, harvest};
+use skillforge_skillopt::harvest::webhook::parse_outcome;
+use skillforge_skillopt::harvest::{
+    HarvestEvent, HarvestReport, available_reviewers, dispatch_legs, harvest,
+};
+use skillforge_store::harvest::{Attribution, list_events, upsert_attribution};
+use skillforge_store::templates::{VersionRef, list_versions, resolve};
 
-use crate::control::waiter::await_job;
 use crate::context::Context;
+use crate::control::waiter::await_job;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
 use crate::output::print_json;
 
@@ -150,7 +152,6 @@ pub struct OutcomeArgs {
     strict: bool,
 }
 
-
 /// Arguments of `harvest gate`.
 #[derive(Debug, Args)]
 pub struct GateArgs {
@@ -218,35 +219,51 @@ pub async fn run(ctx: &Context, cmd: HarvestCommand) -> CliResult {
 
 fn check_pr(repo: &str, pr: i64) -> Result<(), CliError> {
     if !repo.contains('/') || repo.starts_with('/') || repo.ends_with('/') {
-        return Err(CliError::usage(anyhow!("--repo `{repo}` must be owner/repo")));
+        return Err(CliError::usage(anyhow!(
+            "--repo `{repo}` must be owner/repo"
+        )));
     }
     if pr < 1 {
-        return Err(CliError::usage(anyhow!("--pr must be at least 1, got {pr}")));
+        return Err(CliError::usage(anyhow!(
+            "--pr must be at least 1, got {pr}"
+        )));
     }
     Ok(())
 }
 
 async fn attribute(ctx: &Context, args: AttributeArgs) -> CliResult {
     check_pr(&args.repo, args.pr)?;
-    let config = ctx.config.skillopt.harvest_config(&ctx.home).map_err(CliError::usage)?;
+    let config = ctx
+        .config
+        .skillopt
+        .harvest_config(&ctx.home)
+        .map_err(CliError::usage)?;
     if !config.is_enabled() {
         // S-13 (issue 37 item 5): off means off: no attribution is written either, so the store is
         // byte-identical to one where nothing was asked.
         if ctx.json {
             print_json(&json!({"attributed": false, "reason": "auto_trace_disabled"}));
         } else {
-            eprintln!("auto-trace harvesting is off ([skillopt] auto_trace_enabled); nothing recorded: turn it on to attribute pull requests");
+            eprintln!(
+                "auto-trace harvesting is off ([skillopt] auto_trace_enabled); nothing recorded: turn it on to attribute pull requests"
+            );
         }
         return Ok(OK);
     }
     let store = ctx.store().await?;
-    let reference = VersionRef::parse(&args.template)
-        .ok_or_else(|| CliError::usage(anyhow!("--template `{}` must be ID or ID@vN", args.template)))?;
+    let reference = VersionRef::parse(&args.template).ok_or_else(|| {
+        CliError::usage(anyhow!(
+            "--template `{}` must be ID or ID@vN",
+            args.template
+        ))
+    })?;
     let version = if args.template.contains('@') {
         resolve(store.pool(), &reference).await?
     } else {
         let versions = list_versions(store.pool(), &reference.template_id).await?;
-        versions.into_iter().find(|v| v.resolved_commit == args.resolved_commit)
+        versions
+            .into_iter()
+            .find(|v| v.resolved_commit == args.resolved_commit)
     }
     .ok_or_else(|| {
         CliError::usage(anyhow!(
@@ -289,7 +306,10 @@ async fn attribute(ctx: &Context, args: AttributeArgs) -> CliResult {
             "kind": attribution.kind, "created": created,
         }));
     } else {
-        println!("{}#{} attributed to {} ({})", attribution.repo, attribution.pr, attribution.template_version_id, attribution.kind);
+        println!(
+            "{}#{} attributed to {} ({})",
+            attribution.repo, attribution.pr, attribution.template_version_id, attribution.kind
+        );
     }
     Ok(OK)
 }
@@ -308,13 +328,21 @@ async fn outcome(ctx: &Context, args: OutcomeArgs) -> CliResult {
         CiArg::Gitmoot => "gitmoot",
     });
     let outcome = parse_outcome(name, ci, args.rounds).map_err(|m| CliError::usage(anyhow!(m)))?;
-    let config = ctx.config.skillopt.harvest_config(&ctx.home).map_err(CliError::usage)?;
+    let config = ctx
+        .config
+        .skillopt
+        .harvest_config(&ctx.home)
+        .map_err(CliError::usage)?;
     if !config.is_enabled() {
         // S-13: no harvester is constructed; nothing is read or written.
         if ctx.json {
-            print_json(&json!({"harvested": false, "reason": "auto_trace_disabled", "rows": [], "legs": []}));
+            print_json(
+                &json!({"harvested": false, "reason": "auto_trace_disabled", "rows": [], "legs": []}),
+            );
         } else {
-            eprintln!("auto-trace harvesting is off ([skillopt] auto_trace_enabled); nothing recorded");
+            eprintln!(
+                "auto-trace harvesting is off ([skillopt] auto_trace_enabled); nothing recorded"
+            );
         }
         return Ok(OK);
     }
@@ -342,7 +370,9 @@ async fn outcome(ctx: &Context, args: OutcomeArgs) -> CliResult {
         Vec::new()
     } else {
         let backend = ctx.queue().await?;
-        let legs = dispatch_legs(backend.as_ref(), &store, &report.legs).await.map_err(|e| CliError::env(anyhow!(e)))?;
+        let legs = dispatch_legs(backend.as_ref(), &store, &report.legs)
+            .await
+            .map_err(|e| CliError::env(anyhow!(e)))?;
         if args.wait {
             for (_, job_id) in &legs {
                 await_job(ctx, &backend, job_id, true).await?;
@@ -365,8 +395,14 @@ async fn harvest_failed(
         .map(|events| events.iter().any(|e| e.event == HARVEST_FAILED_EVENT))
         .unwrap_or(false);
     if args.strict || !recorded {
-        let what = if recorded { "recorded as auto_trace_harvest_failed" } else { "and its failure event could not be recorded" };
-        return Err(CliError::env(anyhow!(error).context(format!("harvest outcome ({what})"))));
+        let what = if recorded {
+            "recorded as auto_trace_harvest_failed"
+        } else {
+            "and its failure event could not be recorded"
+        };
+        return Err(CliError::env(
+            anyhow!(error).context(format!("harvest outcome ({what})")),
+        ));
     }
     if ctx.json {
         print_json(&json!({
@@ -374,7 +410,10 @@ async fn harvest_failed(
             "rows": [], "legs": [],
         }));
     } else {
-        eprintln!("warning: harvest of {}#{} failed (recorded as {HARVEST_FAILED_EVENT}): {error:#}", args.repo, args.pr);
+        eprintln!(
+            "warning: harvest of {}#{} failed (recorded as {HARVEST_FAILED_EVENT}): {error:#}",
+            args.repo, args.pr
+        );
     }
     Ok(OK)
 }
@@ -391,7 +430,12 @@ async fn gate(ctx: &Context, args: GateArgs) -> CliResult {
         None => chrono::Utc::now(),
     };
     let workflows = match &args.repo_path {
-        Some(p) if !p.is_dir() => return Err(CliError::usage(anyhow!("--repo-path `{}` is not a directory", p.display()))),
+        Some(p) if !p.is_dir() => {
+            return Err(CliError::usage(anyhow!(
+                "--repo-path `{}` is not a directory",
+                p.display()
+            )));
+        }
         Some(p) => Workflows::at(p),
         None => Workflows::Unknown,
     };
@@ -411,10 +455,22 @@ async fn gate(ctx: &Context, args: GateArgs) -> CliResult {
         print_json(&report);
     } else {
         match &report.decision {
-            GateDecision::Stamp => println!("stamp: {}@{} has no external CI; stamped gitmoot/ci \"no external CI\"", report.repo, report.head),
-            GateDecision::External => println!("external: {} external CI context(s) at {}; not an empty gate", report.external_contexts, report.head),
-            GateDecision::Wait { not_before } => println!("wait: no external CI at {} yet; observe again at or after {not_before}", report.head),
-            GateDecision::Blocked => println!("blocked: no external CI at {} and [merge_gate] require_external_ci = true; merge refused", report.head),
+            GateDecision::Stamp => println!(
+                "stamp: {}@{} has no external CI; stamped gitmoot/ci \"no external CI\"",
+                report.repo, report.head
+            ),
+            GateDecision::External => println!(
+                "external: {} external CI context(s) at {}; not an empty gate",
+                report.external_contexts, report.head
+            ),
+            GateDecision::Wait { not_before } => println!(
+                "wait: no external CI at {} yet; observe again at or after {not_before}",
+                report.head
+            ),
+            GateDecision::Blocked => println!(
+                "blocked: no external CI at {} and [merge_gate] require_external_ci = true; merge refused",
+                report.head
+            ),
         }
     }
     Ok(match report.decision {
@@ -424,16 +480,31 @@ async fn gate(ctx: &Context, args: GateArgs) -> CliResult {
     })
 }
 
-fn print_report(ctx: &Context, report: &HarvestReport, legs: &[(skillforge_skillopt::harvest::legs::Leg, String)]) {
-    let legs_json: Vec<_> = legs.iter().map(|(leg, id)| json!({"leg": leg.name(), "job_id": id})).collect();
+fn print_report(
+    ctx: &Context,
+    report: &HarvestReport,
+    legs: &[(skillforge_skillopt::harvest::legs::Leg, String)],
+) {
+    let legs_json: Vec<_> = legs
+        .iter()
+        .map(|(leg, id)| json!({"leg": leg.name(), "job_id": id}))
+        .collect();
     if ctx.json {
-        print_json(&json!({"harvested": !report.rows.is_empty(), "rows": report.rows, "skipped": report.skipped, "legs": legs_json}));
+        print_json(
+            &json!({"harvested": !report.rows.is_empty(), "rows": report.rows, "skipped": report.skipped, "legs": legs_json}),
+        );
         return;
     }
     for row in &report.rows {
-        let score = row.score.map(|s| format!("{s:.3}")).unwrap_or_else(|| "none".into());
+        let score = row
+            .score
+            .map(|s| format!("{s:.3}"))
+            .unwrap_or_else(|| "none".into());
         let how = if row.inserted { "wrote" } else { "rewrote" };
-        println!("{how} {} {} ({}): choice {}, score {score}", row.run_id, row.item_id, row.reviewer, row.choice);
+        println!(
+            "{how} {} {} ({}): choice {}, score {score}",
+            row.run_id, row.item_id, row.reviewer, row.choice
+        );
     }
     for why in &report.skipped {
         eprintln!("skipped: {why}");
@@ -447,20 +518,35 @@ async fn rerun(ctx: &Context, args: RerunArgs) -> CliResult {
     use skillforge_skillopt::harvest::legs::Leg;
     use skillforge_skillopt::harvest::rerun::{RerunError, rerun_leg};
     let Some(leg) = Leg::from_name(&args.leg) else {
-        return Err(CliError::usage(anyhow!("--leg `{}` is not hard_verifier, checkers or review", args.leg)));
+        return Err(CliError::usage(anyhow!(
+            "--leg `{}` is not hard_verifier, checkers or review",
+            args.leg
+        )));
     };
     let store = ctx.store().await?;
     let backend = ctx.queue().await?;
     let job_id = match rerun_leg(backend.as_ref(), &store, &args.repo, args.pr, leg).await {
         Ok(id) => id,
-        Err(e @ (RerunError::NotDispatched { .. } | RerunError::JobGone { .. })) => return Err(CliError::usage(anyhow!(e))),
+        Err(e @ (RerunError::NotDispatched { .. } | RerunError::JobGone { .. })) => {
+            return Err(CliError::usage(anyhow!(e)));
+        }
         Err(e) => return Err(CliError::env(anyhow!(e))),
     };
-    let state = if args.wait { Some(await_job(ctx, &backend, &job_id, true).await?.state) } else { None };
-    if ctx.json {
-        print_json(&json!({"leg": leg.name(), "job_id": job_id, "state": state.map(|s| s.to_string())}));
+    let state = if args.wait {
+        Some(await_job(ctx, &backend, &job_id, true).await?.state)
     } else {
-        println!("leg {} re-run as job {job_id}{}", leg.name(), state.map(|s| format!(" ({s})")).unwrap_or_default());
+        None
+    };
+    if ctx.json {
+        print_json(
+            &json!({"leg": leg.name(), "job_id": job_id, "state": state.map(|s| s.to_string())}),
+        );
+    } else {
+        println!(
+            "leg {} re-run as job {job_id}{}",
+            leg.name(),
+            state.map(|s| format!(" ({s})")).unwrap_or_default()
+        );
     }
     Ok(OK)
 }
@@ -476,10 +562,18 @@ async fn events(ctx: &Context, args: EventsArgs) -> CliResult {
             .collect();
         print_json(&rows);
     } else if events.is_empty() {
-        println!("no harvest events{}", filter.map(|(repo, pr)| format!(" for {repo}#{pr}")).unwrap_or_default());
+        println!(
+            "no harvest events{}",
+            filter
+                .map(|(repo, pr)| format!(" for {repo}#{pr}"))
+                .unwrap_or_default()
+        );
     } else {
         for e in &events {
-            println!("{} {}#{} {} {}", e.created_at, e.repo, e.pr, e.event, e.detail);
+            println!(
+                "{} {}#{} {} {}",
+                e.created_at, e.repo, e.pr, e.event, e.detail
+            );
         }
     }
     Ok(OK)
@@ -490,14 +584,17 @@ async fn status(ctx: &Context) -> CliResult {
     let count = |table: &'static str| {
         let pool = store.pool().clone();
         async move {
-            sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
-                .fetch_one(&pool)
-                .await
+            sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!(
+                "SELECT COUNT(*) FROM {table}"
+            )))
+            .fetch_one(&pool)
+            .await
         }
     };
-    let runs: Vec<String> = sqlx::query_scalar("SELECT id FROM eval_runs WHERE id LIKE 'auto-trace:%' ORDER BY id")
-        .fetch_all(store.pool())
-        .await?;
+    let runs: Vec<String> =
+        sqlx::query_scalar("SELECT id FROM eval_runs WHERE id LIKE 'auto-trace:%' ORDER BY id")
+            .fetch_all(store.pool())
+            .await?;
     let value = json!({
         "eval_runs": count("eval_runs").await?,
         "eval_review_items": count("eval_review_items").await?,
@@ -509,12 +606,25 @@ async fn status(ctx: &Context) -> CliResult {
         print_json(&value);
     } else {
         let enabled = value["auto_trace_enabled"] == true;
-        println!("harvesting          {} ([skillopt] auto_trace_enabled)", if enabled { "on" } else { "off" });
+        println!(
+            "harvesting          {} ([skillopt] auto_trace_enabled)",
+            if enabled { "on" } else { "off" }
+        );
         println!("eval runs           {}", value["eval_runs"]);
         println!("review items        {}", value["eval_review_items"]);
         println!("feedback events     {}", value["feedback_events"]);
-        let runs: Vec<&str> = value["auto_trace_runs"].as_array().map(|a| a.iter().filter_map(serde_json::Value::as_str).collect()).unwrap_or_default();
-        println!("auto-trace runs     {}", if runs.is_empty() { "none".to_owned() } else { runs.join(", ") });
+        let runs: Vec<&str> = value["auto_trace_runs"]
+            .as_array()
+            .map(|a| a.iter().filter_map(serde_json::Value::as_str).collect())
+            .unwrap_or_default();
+        println!(
+            "auto-trace runs     {}",
+            if runs.is_empty() {
+                "none".to_owned()
+            } else {
+                runs.join(", ")
+            }
+        );
     }
     Ok(OK)
 }

@@ -20,9 +20,13 @@ use std::path::PathBuf;
 use anyhow::anyhow;
 use clap::Args;
 use serde_json::json;
-use skillforge_contract::{CandidatePackage, ImportOptions, ImportState, validate_candidate_import};
+use skillforge_contract::{
+    CandidatePackage, ImportOptions, ImportState, validate_candidate_import,
+};
 use skillforge_store::blobs::BlobStore;
-use skillforge_store::candidates::{PriorImport, find_prior_import, import_verified, load_import_state};
+use skillforge_store::candidates::{
+    PriorImport, find_prior_import, import_verified, load_import_state,
+};
 
 use crate::context::Context;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
@@ -43,7 +47,8 @@ pub struct ImportArgs {
 /// Runs `import`: prints the new version id `<template>@vN` (a JSON object with `--json`).
 pub async fn run(ctx: &Context, args: ImportArgs) -> CliResult {
     let file = args.file.display().to_string();
-    let bytes = std::fs::read(&args.file).map_err(|e| CliError::usage(anyhow!("read candidate package `{file}`: {e}")))?;
+    let bytes = std::fs::read(&args.file)
+        .map_err(|e| CliError::usage(anyhow!("read candidate package `{file}`: {e}")))?;
     skillforge_contract::limits::check_json_bytes(&bytes)
         .map_err(|e| CliError::usage(anyhow!("candidate package `{file}` {e}")))?;
     let package: CandidatePackage = serde_json::from_slice(&bytes)
@@ -58,12 +63,20 @@ pub async fn run(ctx: &Context, args: ImportArgs) -> CliResult {
     // Registered package artifact ids are judged after validation, against what is stored
     // (idempotent re-import); a stored `summary.diff_artifact_id` outside the package stays known.
     let package_ids: Vec<&str> = package.artifacts.iter().map(|a| a.id.trim()).collect();
-    state.existing_artifact_ids.retain(|id| !package_ids.contains(&id.as_str()));
-    let options = ImportOptions { artifact_dir: args.artifact_dir.as_deref(), has_blob_store: true };
+    state
+        .existing_artifact_ids
+        .retain(|id| !package_ids.contains(&id.as_str()));
+    let options = ImportOptions {
+        artifact_dir: args.artifact_dir.as_deref(),
+        has_blob_store: true,
+    };
     let verified = validate_candidate_import(&package, options, &state).map_err(|e| {
         let error = anyhow!("import candidate package `{file}`: {e}");
         if e.is_no_candidate() {
-            CliError { code: CHECK_FAILED, error }
+            CliError {
+                code: CHECK_FAILED,
+                error,
+            }
         } else {
             CliError::usage(error)
         }
@@ -76,14 +89,20 @@ pub async fn run(ctx: &Context, args: ImportArgs) -> CliResult {
         PriorImport::NotImported => {}
         PriorImport::Same { version_id } => {
             if ctx.json {
-                print_json(&json!({"created": false, "version_id": version_id, "template_id": verified.template_id}));
+                print_json(
+                    &json!({"created": false, "version_id": version_id, "template_id": verified.template_id}),
+                );
             } else {
                 println!("{version_id}");
                 eprintln!("already imported as {version_id}; nothing was written");
             }
             return Ok(OK);
         }
-        PriorImport::HashConflict { artifact_id, stored_hash, package_hash } => {
+        PriorImport::HashConflict {
+            artifact_id,
+            stored_hash,
+            package_hash,
+        } => {
             return Err(CliError::usage(anyhow!(
                 "import candidate package `{file}`: candidate artifact {artifact_id:?} already exists with hash \
                  {stored_hash}, but the package's file hashes to {package_hash}; give the new artifact a new id"
@@ -125,7 +144,10 @@ pub async fn run(ctx: &Context, args: ImportArgs) -> CliResult {
     // The notify seam runs after the import has returned, never inside it (S-51).
     let seam = crate::control::promotion::after_import(ctx, &store, &version.id).await?;
     if seam["manual"] != true {
-        eprintln!("auto-promote: {}", seam["reason"].as_str().unwrap_or_default());
+        eprintln!(
+            "auto-promote: {}",
+            seam["reason"].as_str().unwrap_or_default()
+        );
     }
     Ok(OK)
 }

@@ -4,19 +4,21 @@ mod files;
 mod logs;
 mod prune;
 
+pub(crate) use prune::pruned_line;
+
 use std::collections::BTreeMap;
 
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use skillforge_engine::{CancelReply, EngineError, Job, JobSpec, JobState};
-use skillforge_runner_container::{Command, ContainerPayload};
 use skillforge_runner::RunnerPayload;
+use skillforge_runner_container::{Command, ContainerPayload};
 use skillforge_runner_process::ProcessPayload;
 
+use crate::context::Context;
 use crate::control::args::{check_name, secs};
 use crate::control::waiter::{await_job, submit_checked};
-use crate::context::Context;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
 use crate::output::{age, print_json, rfc3339_ms};
 
@@ -168,9 +170,14 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
     let mut env = parse_env(&args.env)?;
     add_secret_env(&mut env, &args.secret_env)?;
     if args.image.is_some() && (args.cwd.is_some() || !args.files.is_empty()) {
-        return Err(CliError::usage(anyhow!("--cwd and --file are for process jobs; a container job (--image) runs in the attempt's scratch dir")));
+        return Err(CliError::usage(anyhow!(
+            "--cwd and --file are for process jobs; a container job (--image) runs in the attempt's scratch dir"
+        )));
     }
-    let (timeout_ms, heartbeat_ms) = (secs("timeout", args.timeout)?, secs("heartbeat", args.heartbeat)?);
+    let (timeout_ms, heartbeat_ms) = (
+        secs("timeout", args.timeout)?,
+        secs("heartbeat", args.heartbeat)?,
+    );
     let stale_after_ms = secs("stale-after", args.stale_after)?;
     if stale_after_ms <= heartbeat_ms {
         return Err(CliError::usage(anyhow!(
@@ -179,12 +186,22 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
             args.heartbeat
         )));
     }
-    if args.requires.iter().any(|r| r.trim().is_empty() || r.contains([',', '@'])) {
-        return Err(CliError::usage(anyhow!("--require: a label is `KEY` or `KEY=VALUE`, without `,` or `@`")));
+    if args
+        .requires
+        .iter()
+        .any(|r| r.trim().is_empty() || r.contains([',', '@']))
+    {
+        return Err(CliError::usage(anyhow!(
+            "--require: a label is `KEY` or `KEY=VALUE`, without `,` or `@`"
+        )));
     }
     // Every check of the arguments is above: files are staged only for a job that is enqueued.
     let backend = ctx.queue_checked().await?;
-    let cwd = files::working_dir(backend.as_ref(), args.cwd.as_deref(), !args.files.is_empty())?;
+    let cwd = files::working_dir(
+        backend.as_ref(),
+        args.cwd.as_deref(),
+        !args.files.is_empty(),
+    )?;
     let inputs = files::stage_files(backend.as_ref(), &args.files).await?;
     let mut spec = match &args.image {
         Some(image) => {
@@ -205,7 +222,8 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
     spec.files.inputs = inputs;
     spec.idempotency_key = args.idempotency_key.clone();
     spec.max_attempts = args.attempts;
-    (spec.timeout_ms, spec.heartbeat_ms, spec.stale_after_ms) = (timeout_ms, heartbeat_ms, stale_after_ms);
+    (spec.timeout_ms, spec.heartbeat_ms, spec.stale_after_ms) =
+        (timeout_ms, heartbeat_ms, stale_after_ms);
     spec.idempotent = !args.non_idempotent;
     spec.locks = args.locks.clone();
     spec.requires = skillforge_engine::labels::normalize(&args.requires);
@@ -223,22 +241,37 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         && let Some(t) = prune::pruned(backend.as_ref(), &enqueued.job_id).await?
     {
         if ctx.json {
-            print_json(&json!({"id": enqueued.job_id, "created": false, "pruned": prune::pruned_json(&t)}));
+            print_json(
+                &json!({"id": enqueued.job_id, "created": false, "pruned": prune::pruned_json(&t)}),
+            );
         } else {
             println!("{}", enqueued.job_id);
-            eprintln!("(existing job for idempotency key `{}`) {}", args.idempotency_key.unwrap_or_default(), prune::pruned_line(&t));
+            eprintln!(
+                "(existing job for idempotency key `{}`) {}",
+                args.idempotency_key.unwrap_or_default(),
+                prune::pruned_line(&t)
+            );
         }
         let passed = t.state == JobState::Succeeded;
-        return Ok(if !args.wait || passed { OK } else { CHECK_FAILED });
+        return Ok(if !args.wait || passed {
+            OK
+        } else {
+            CHECK_FAILED
+        });
     }
     let restarted = submitted.restarted;
     if !args.wait {
         if ctx.json {
-            print_json(&json!({"id": enqueued.job_id, "created": enqueued.created, "restarted": restarted}));
+            print_json(
+                &json!({"id": enqueued.job_id, "created": enqueued.created, "restarted": restarted}),
+            );
         } else {
             println!("{}", enqueued.job_id);
             if !enqueued.created && restarted.is_none() {
-                eprintln!("(existing job for idempotency key `{}`)", args.idempotency_key.unwrap_or_default());
+                eprintln!(
+                    "(existing job for idempotency key `{}`)",
+                    args.idempotency_key.unwrap_or_default()
+                );
             }
         }
         return Ok(OK);
@@ -253,7 +286,9 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
             // Gone without a tombstone: the queue lost it (issue 32 item 5), it does not "stay
             // in the queue".
             let id = &enqueued.job_id;
-            if matches!(backend.get(id).await, Ok(None)) && matches!(backend.tombstone(id).await, Ok(None)) {
+            if matches!(backend.get(id).await, Ok(None))
+                && matches!(backend.tombstone(id).await, Ok(None))
+            {
                 return Err(CliError::env(anyhow!(
                     "job {id} was lost: the queue no longer has it (did it lose its data: a restart without \
                      persistence, a flush?); nothing of it stays queued, and submitting again runs the work again"
@@ -271,10 +306,12 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CliResult {
         }
         eprintln!("job {} {}{}", job.id, job.state, outcome_suffix(&job));
     }
-    Ok(if job.state == JobState::Succeeded { OK } else { CHECK_FAILED })
+    Ok(if job.state == JobState::Succeeded {
+        OK
+    } else {
+        CHECK_FAILED
+    })
 }
-
-
 
 /// `--env NAME=VALUE` pairs.
 ///
@@ -287,10 +324,14 @@ fn parse_env(pairs: &[String]) -> Result<BTreeMap<String, String>, CliError> {
             return Err(CliError::usage(anyhow!("--env `{kv}` is not NAME=VALUE")));
         };
         if k.is_empty() || k.contains(['\0', '=']) {
-            return Err(CliError::usage(anyhow!("--env `{kv}`: the variable name is empty or invalid (NAME=VALUE)")));
+            return Err(CliError::usage(anyhow!(
+                "--env `{kv}`: the variable name is empty or invalid (NAME=VALUE)"
+            )));
         }
         if v.contains('\0') {
-            return Err(CliError::usage(anyhow!("--env `{k}`: the value holds a NUL byte")));
+            return Err(CliError::usage(anyhow!(
+                "--env `{k}`: the value holds a NUL byte"
+            )));
         }
         env.insert(k.to_owned(), v.to_owned());
     }
@@ -306,10 +347,14 @@ fn parse_env(pairs: &[String]) -> Result<BTreeMap<String, String>, CliError> {
 fn add_secret_env(env: &mut BTreeMap<String, String>, names: &[String]) -> Result<(), CliError> {
     for name in names {
         if name.is_empty() || name.contains(['\0', '=']) {
-            return Err(CliError::usage(anyhow!("--secret-env `{name}`: the variable name is empty or invalid")));
+            return Err(CliError::usage(anyhow!(
+                "--secret-env `{name}`: the variable name is empty or invalid"
+            )));
         }
         if env.contains_key(name) {
-            return Err(CliError::usage(anyhow!("--secret-env `{name}` is also given by --env: give it once")));
+            return Err(CliError::usage(anyhow!(
+                "--secret-env `{name}` is also given by --env: give it once"
+            )));
         }
         let value = std::env::var(name).map_err(|_| {
             CliError::usage(anyhow!(
@@ -317,7 +362,9 @@ fn add_secret_env(env: &mut BTreeMap<String, String>, names: &[String]) -> Resul
             ))
         })?;
         if value.contains('\0') {
-            return Err(CliError::usage(anyhow!("--secret-env `{name}`: the value holds a NUL byte")));
+            return Err(CliError::usage(anyhow!(
+                "--secret-env `{name}`: the value holds a NUL byte"
+            )));
         }
         crate::control::redact::register_secret(&value);
         env.insert(name.clone(), value);
@@ -332,7 +379,13 @@ fn shown_payload(payload: &Value) -> Value {
     let names: Vec<String> = payload
         .get("secret_env")
         .and_then(Value::as_array)
-        .map(|names| names.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .map(|names| {
+            names
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default();
     if let Some(env) = shown.get_mut("env").and_then(Value::as_object_mut) {
         for name in &names {
@@ -445,7 +498,10 @@ pub fn agent_spend(job: &Job) -> Option<skillforge_runner_agent::Spend> {
         return None;
     }
     let outcome = job.outcome.as_ref()?;
-    let usage: Option<skillforge_runner_agent::Usage> = outcome.detail.get("usage").and_then(|u| serde_json::from_value(u.clone()).ok());
+    let usage: Option<skillforge_runner_agent::Usage> = outcome
+        .detail
+        .get("usage")
+        .and_then(|u| serde_json::from_value(u.clone()).ok());
     let mut spend = skillforge_runner_agent::Spend::default();
     spend.add_run(usage.as_ref());
     Some(spend)
@@ -495,7 +551,14 @@ async fn list(ctx: &Context, args: ListArgs) -> CliResult {
             ]
         })
         .collect();
-    println!("{}", crate::output::table(&["ID", "STATE", "KIND", "ATTEMPTS", "CREATED", "WHAT"], &rows, &[3]));
+    println!(
+        "{}",
+        crate::output::table(
+            &["ID", "STATE", "KIND", "ATTEMPTS", "CREATED", "WHAT"],
+            &rows,
+            &[3]
+        )
+    );
     Ok(OK)
 }
 
@@ -521,7 +584,12 @@ async fn list_broken(ctx: &Context, limit: usize) -> CliResult {
     }
     println!("{:<36} {:<24} REASON", "ID", "QUARANTINED");
     for r in &records {
-        println!("{:<36} {:<24} {}", r.job_id, r.quarantined_at_ms.map(rfc3339_ms).unwrap_or_default(), r.reason);
+        println!(
+            "{:<36} {:<24} {}",
+            r.job_id,
+            r.quarantined_at_ms.map(rfc3339_ms).unwrap_or_default(),
+            r.reason
+        );
     }
     Ok(OK)
 }
@@ -552,9 +620,15 @@ async fn resubmit_lost(ctx: &Context) -> CliResult {
     for r in &done {
         match r {
             Resubmitted::Again { lost, new_id } => {
-                println!("job {} ({}/{}) was lost; enqueued again as {new_id}", lost.job_id, lost.workflow, lost.stage);
+                println!(
+                    "job {} ({}/{}) was lost; enqueued again as {new_id}",
+                    lost.job_id, lost.workflow, lost.stage
+                );
             }
-            Resubmitted::Skipped { lost, reason } => println!("job {} ({}/{}) was lost; not enqueued again: {reason}", lost.job_id, lost.workflow, lost.stage),
+            Resubmitted::Skipped { lost, reason } => println!(
+                "job {} ({}/{}) was lost; not enqueued again: {reason}",
+                lost.job_id, lost.workflow, lost.stage
+            ),
         }
     }
     Ok(OK)
@@ -576,16 +650,24 @@ async fn purge(ctx: &Context, id: &str) -> CliResult {
     Ok(OK)
 }
 
-fn describe(job: &Job) -> String {
+/// What a job runs, in a few words: its command line, else `workflow/stage` (at most 60 characters).
+pub(crate) fn describe(job: &Job) -> String {
     let p = &job.spec.payload;
     let what = if let Some(argv) = p.pointer("/command/argv").and_then(Value::as_array) {
-        argv.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" ")
+        argv.iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" ")
     } else if let Some(sh) = p.pointer("/command/shell").and_then(Value::as_str) {
         sh.to_owned()
     } else {
         format!("{}/{}", job.spec.workflow, job.spec.stage)
     };
-    if what.chars().count() > 60 { format!("{}…", what.chars().take(59).collect::<String>()) } else { what }
+    if what.chars().count() > 60 {
+        format!("{}…", what.chars().take(59).collect::<String>())
+    } else {
+        what
+    }
 }
 
 async fn show(ctx: &Context, id: &str) -> CliResult {
@@ -603,7 +685,9 @@ async fn show(ctx: &Context, id: &str) -> CliResult {
             return Err(CliError::usage(anyhow!("no job `{id}`")));
         };
         let store = ctx.store().await?;
-        let applied = skillforge_store::applied::applied_for_job(store.pool(), id).await.map_err(CliError::env)?;
+        let applied = skillforge_store::applied::applied_for_job(store.pool(), id)
+            .await
+            .map_err(CliError::env)?;
         if ctx.json {
             let mut value = prune::pruned_json(&t);
             value["applied"] = applied_json(&applied);
@@ -611,14 +695,19 @@ async fn show(ctx: &Context, id: &str) -> CliResult {
         } else {
             println!("{}", prune::pruned_line(&t));
             for a in &applied {
-                println!("applied    result of token {} ({}) at {}", a.fencing_token, a.state, a.applied_at);
+                println!(
+                    "applied    result of token {} ({}) at {}",
+                    a.fencing_token, a.state, a.applied_at
+                );
             }
         }
         return Ok(OK);
     };
     let now = backend.now_ms().await?;
     let store = ctx.store().await?;
-    let applied = skillforge_store::applied::applied_for_job(store.pool(), id).await.map_err(CliError::env)?;
+    let applied = skillforge_store::applied::applied_for_job(store.pool(), id)
+        .await
+        .map_err(CliError::env)?;
     let note = skillforge_engine::labels::unmet_note(backend.as_ref(), &job).await?;
     if ctx.json {
         let mut value = job_json(&job, now);
@@ -634,7 +723,13 @@ async fn show(ctx: &Context, id: &str) -> CliResult {
         println!("note       {n}");
     }
     println!("state      {}{}", job.state, outcome_suffix(&job));
-    println!("what       {} ({}/{}, runner {})", describe(&job), job.spec.workflow, job.spec.stage, job.spec.kind);
+    println!(
+        "what       {} ({}/{}, runner {})",
+        describe(&job),
+        job.spec.workflow,
+        job.spec.stage,
+        job.spec.kind
+    );
     println!("queue      {}", job.spec.queue);
     println!("attempts   {}/{}", job.attempts, job.spec.max_attempts);
     println!("token      {}", job.fencing_token);
@@ -662,12 +757,17 @@ async fn show(ctx: &Context, id: &str) -> CliResult {
                 a.pid,
                 rfc3339_ms(a.started_at_ms),
                 a.result.as_deref().unwrap_or("running"),
-                a.retry_delay_ms.map(|d| format!(" (retry in {})", age(d as i64))).unwrap_or_default()
+                a.retry_delay_ms
+                    .map(|d| format!(" (retry in {})", age(d as i64)))
+                    .unwrap_or_default()
             );
         }
     }
     for a in &applied {
-        println!("applied    result of token {} ({}) at {}", a.fencing_token, a.state, a.applied_at);
+        println!(
+            "applied    result of token {} ({}) at {}",
+            a.fencing_token, a.state, a.applied_at
+        );
     }
     if let Some(spend) = agent_spend(&job) {
         println!("spend      {}", spend.human());
@@ -695,7 +795,10 @@ async fn cancel(ctx: &Context, id: &str) -> CliResult {
     let reply = backend.cancel(id).await.map_err(not_found_is_usage)?;
     let (text, state) = match reply {
         CancelReply::Cancelled => ("cancelled".to_owned(), "cancelled"),
-        CancelReply::Requested => ("cancel requested; the worker stops it at its next heartbeat".to_owned(), "cancel_requested"),
+        CancelReply::Requested => (
+            "cancel requested; the worker stops it at its next heartbeat".to_owned(),
+            "cancel_requested",
+        ),
         CancelReply::AlreadyTerminal(s) => (format!("already {s}; nothing to cancel"), s.as_str()),
     };
     if ctx.json {
@@ -712,12 +815,24 @@ async fn retry(ctx: &Context, id: &str, env: &[String]) -> CliResult {
     if env.is_empty() {
         backend.retry(id).await.map_err(not_found_is_usage)?;
     } else {
-        let job = backend.get(id).await?.ok_or_else(|| CliError::usage(anyhow!("no job `{id}`")))?;
-        let takes_env = job.spec.kind == ProcessPayload::KIND || job.spec.kind == ContainerPayload::KIND;
+        let job = backend
+            .get(id)
+            .await?
+            .ok_or_else(|| CliError::usage(anyhow!("no job `{id}`")))?;
+        let takes_env =
+            job.spec.kind == ProcessPayload::KIND || job.spec.kind == ContainerPayload::KIND;
         let payload = with_env(&job.spec.payload, &env)
             .filter(|_| takes_env)
-            .ok_or_else(|| CliError::usage(anyhow!("job {id} is a `{}` job: only process and container jobs take --env", job.spec.kind)))?;
-        backend.retry_with_payload(id, &payload).await.map_err(not_found_is_usage)?;
+            .ok_or_else(|| {
+                CliError::usage(anyhow!(
+                    "job {id} is a `{}` job: only process and container jobs take --env",
+                    job.spec.kind
+                ))
+            })?;
+        backend
+            .retry_with_payload(id, &payload)
+            .await
+            .map_err(not_found_is_usage)?;
     }
     // Values may be secrets: only the names are printed.
     let names: Vec<&str> = env.keys().map(String::as_str).collect();
@@ -736,7 +851,10 @@ async fn retry(ctx: &Context, id: &str, env: &[String]) -> CliResult {
 fn with_env(payload: &Value, env: &BTreeMap<String, String>) -> Option<Value> {
     let mut payload = payload.clone();
     let obj = payload.as_object_mut()?;
-    let map = obj.entry("env").or_insert_with(|| json!({})).as_object_mut()?;
+    let map = obj
+        .entry("env")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()?;
     for (k, v) in env {
         map.insert(k.clone(), Value::String(v.clone()));
     }

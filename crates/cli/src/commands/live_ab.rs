@@ -9,10 +9,10 @@
 use anyhow::anyhow;
 use clap::Subcommand;
 use serde_json::json;
-use skillforge_store::blobs::BlobStore;
-use skillforge_store::live_ab::{PendingPick, get_pending, list_pending};
 use skillforge_skillopt::ab::pick::{Label, Role, Shuffle};
 use skillforge_skillopt::ab::record::{AbRecord, record};
+use skillforge_store::blobs::BlobStore;
+use skillforge_store::live_ab::{PendingPick, get_pending, list_pending};
 
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
@@ -48,18 +48,26 @@ pub async fn run(ctx: &Context, cmd: LiveAbCommand) -> CliResult {
 
 async fn owed(ctx: &Context, pick_id: &str) -> Result<PendingPick, CliError> {
     let store = ctx.store().await?;
-    get_pending(store.pool(), pick_id)
-        .await?
-        .ok_or_else(|| CliError::usage(anyhow!("no live A/B pick `{pick_id}` is owed (see `skillforge live-ab pending`)")))
+    get_pending(store.pool(), pick_id).await?.ok_or_else(|| {
+        CliError::usage(anyhow!(
+            "no live A/B pick `{pick_id}` is owed (see `skillforge live-ab pending`)"
+        ))
+    })
 }
 
 fn shuffle_of(p: &PendingPick) -> Shuffle {
-    Shuffle { challenger_is_a: p.challenger_label == "a" }
+    Shuffle {
+        challenger_is_a: p.challenger_label == "a",
+    }
 }
 
 /// Option A's and Option B's text as shown at ask time.
 fn shown(p: &PendingPick) -> (&str, &str) {
-    if shuffle_of(p).challenger_is_a { (&p.challenger_answer, &p.champion_answer) } else { (&p.champion_answer, &p.challenger_answer) }
+    if shuffle_of(p).challenger_is_a {
+        (&p.challenger_answer, &p.champion_answer)
+    } else {
+        (&p.champion_answer, &p.challenger_answer)
+    }
 }
 
 async fn pending(ctx: &Context) -> CliResult {
@@ -81,7 +89,9 @@ async fn show(ctx: &Context, pick_id: &str) -> CliResult {
     let p = owed(ctx, pick_id).await?;
     let (a, b) = shown(&p);
     if ctx.json {
-        print_json(&json!({"pick_id": p.pick_id, "template_id": p.template_id, "prompt": p.prompt, "option_a": a, "option_b": b}));
+        print_json(
+            &json!({"pick_id": p.pick_id, "template_id": p.template_id, "prompt": p.prompt, "option_a": a, "option_b": b}),
+        );
     } else {
         println!("{}\n\nOption A:\n{a}\n\nOption B:\n{b}", p.prompt);
     }
@@ -89,7 +99,8 @@ async fn show(ctx: &Context, pick_id: &str) -> CliResult {
 }
 
 async fn pick(ctx: &Context, pick_id: &str, label: &str) -> CliResult {
-    let label = Label::parse(label).ok_or_else(|| CliError::usage(anyhow!("the pick must be `a` or `b`, got {label:?}")))?;
+    let label = Label::parse(label)
+        .ok_or_else(|| CliError::usage(anyhow!("the pick must be `a` or `b`, got {label:?}")))?;
     let p = owed(ctx, pick_id).await?;
     let store = ctx.store().await?;
     let shuffle = shuffle_of(&p);
@@ -106,13 +117,25 @@ async fn pick(ctx: &Context, pick_id: &str, label: &str) -> CliResult {
         judge: None,
         origin: "live",
     };
-    let recorded = record(&store, &BlobStore::in_home(&ctx.home), &ab).await.map_err(|e| CliError::env(anyhow!("record the live A/B pick: {e}")))?;
+    let recorded = record(&store, &BlobStore::in_home(&ctx.home), &ab)
+        .await
+        .map_err(|e| CliError::env(anyhow!("record the live A/B pick: {e}")))?;
     let winner = shuffle.role_of(label);
     if ctx.json {
-        print_json(&json!({"pick_id": ab.pick_id, "winner": winner, "arms_moved": recorded.arms_moved}));
+        print_json(
+            &json!({"pick_id": ab.pick_id, "winner": winner, "arms_moved": recorded.arms_moved}),
+        );
     } else {
-        let loser = if winner == Role::Challenger { &ab.champion } else { &ab.challenger };
-        let winner_id = if winner == Role::Challenger { &ab.challenger } else { &ab.champion };
+        let loser = if winner == Role::Challenger {
+            &ab.champion
+        } else {
+            &ab.challenger
+        };
+        let winner_id = if winner == Role::Challenger {
+            &ab.challenger
+        } else {
+            &ab.champion
+        };
         println!("recorded: {winner_id} ({}) over {loser}", winner.as_str());
     }
     Ok(OK)

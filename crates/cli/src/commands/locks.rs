@@ -38,16 +38,28 @@ pub async fn run(ctx: &Context) -> CliResult {
         println!("no active leases or locks");
         return Ok(OK);
     }
-    println!("{:<5} {:<44} {:<26} {:<28} {:>6} {:>9}", "KIND", "NAME", "STATUS", "OWNER", "TOKEN", "HB AGE");
+    println!(
+        "{:<5} {:<44} {:<26} {:<28} {:>6} {:>9}",
+        "KIND", "NAME", "STATUS", "OWNER", "TOKEN", "HB AGE"
+    );
     for l in &leases {
-        let status = serde_json::to_value(l.status(now)).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
-        let kind = serde_json::to_value(l.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        let status = serde_json::to_value(l.status(now))
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let kind = serde_json::to_value(l.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
         println!(
             "{:<5} {:<44} {:<26} {:<28} {:>6} {:>9}",
             kind,
             l.name,
             status,
-            format!("{}@{}:{}", l.lease.owner_worker, l.lease.owner_host, l.lease.owner_pid),
+            format!(
+                "{}@{}:{}",
+                l.lease.owner_worker, l.lease.owner_host, l.lease.owner_pid
+            ),
             l.lease.fencing_token,
             age(now - l.lease.heartbeat_at_ms)
         );

@@ -121,7 +121,8 @@ pub async fn run(ctx: &Context, cmd: OptimizerCommand) -> CliResult {
 }
 
 fn run_distill(ctx: &Context, args: DistillArgs) -> CliResult {
-    let package = load_training_package(&args.training_package).map_err(|e| CliError::usage(anyhow!(e)))?;
+    let package =
+        load_training_package(&args.training_package).map_err(|e| CliError::usage(anyhow!(e)))?;
     // Like the external optimizer, the root is only needed to read blobs: a package without
     // artifacts (an auto-trace run) distills even where no blob was ever stored.
     if !package.artifacts.is_empty() && !args.artifact_root.is_dir() {
@@ -135,10 +136,15 @@ fn run_distill(ctx: &Context, args: DistillArgs) -> CliResult {
     if let Some(dir) = args.artifact_dir.filter(|d| !d.as_os_str().is_empty()) {
         out.artifact_dir = dir;
     }
-    let config = DistillConfig { dry_run: args.dry_run, max_guidance_lines: args.max_guidance_lines };
+    let config = DistillConfig {
+        dry_run: args.dry_run,
+        max_guidance_lines: args.max_guidance_lines,
+    };
     let report = distill(&package, &args.artifact_root, &out, &config).map_err(|e| {
         if e.is_invalid_input() {
-            CliError::usage(anyhow!(e).context(format!("distill `{}`", args.training_package.display())))
+            CliError::usage(
+                anyhow!(e).context(format!("distill `{}`", args.training_package.display())),
+            )
         } else {
             CliError::env(anyhow!(e))
         }

@@ -16,9 +16,11 @@ use std::path::{Path, PathBuf};
 use anyhow::anyhow;
 use clap::Args;
 use serde_json::json;
-use skillforge_contract::{PAIRWISE_FILES, parse_pairwise_packet, parse_pairwise_picks, parse_pairwise_secret_map};
-use skillforge_store::blobs::BlobStore;
+use skillforge_contract::{
+    PAIRWISE_FILES, parse_pairwise_packet, parse_pairwise_picks, parse_pairwise_secret_map,
+};
 use skillforge_skillopt::ab::{ImportError, PAIRWISE_SOURCE, PairwiseImport, import_pairwise};
+use skillforge_store::blobs::BlobStore;
 
 use crate::context::Context;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
@@ -58,29 +60,49 @@ pub async fn run(ctx: &Context, cmd: PairwiseCommand) -> CliResult {
 }
 
 fn read(path: &Path) -> Result<String, CliError> {
-    std::fs::read_to_string(path).map_err(|e| CliError::usage(anyhow!("read pairwise file `{}`: {e}", path.display())))
+    std::fs::read_to_string(path)
+        .map_err(|e| CliError::usage(anyhow!("read pairwise file `{}`: {e}", path.display())))
 }
 
 async fn import(ctx: &Context, args: PairwiseImportArgs) -> CliResult {
     if let Some(r) = &args.reviewer {
-        skillforge_skillopt::packet::check_reviewer(r).map_err(|e| CliError::usage(anyhow!("--reviewer: {e}")))?;
+        skillforge_skillopt::packet::check_reviewer(r)
+            .map_err(|e| CliError::usage(anyhow!("--reviewer: {e}")))?;
     }
-    let dir = std::fs::canonicalize(&args.dir)
-        .map_err(|e| CliError::usage(anyhow!("open pairwise packet directory `{}`: {e}", args.dir.display())))?;
+    let dir = std::fs::canonicalize(&args.dir).map_err(|e| {
+        CliError::usage(anyhow!(
+            "open pairwise packet directory `{}`: {e}",
+            args.dir.display()
+        ))
+    })?;
     let [packet_name, secret_name, picks_name] = PAIRWISE_FILES;
-    let packet = parse_pairwise_packet(&read(&args.packet.unwrap_or_else(|| dir.join(packet_name)))?).map_err(CliError::usage)?;
-    let secret =
-        parse_pairwise_secret_map(&read(&args.secret_map.unwrap_or_else(|| dir.join(secret_name)))?).map_err(CliError::usage)?;
-    let picks = parse_pairwise_picks(&read(&args.picks.unwrap_or_else(|| dir.join(picks_name)))?).map_err(CliError::usage)?;
+    let packet = parse_pairwise_packet(&read(
+        &args.packet.unwrap_or_else(|| dir.join(packet_name)),
+    )?)
+    .map_err(CliError::usage)?;
+    let secret = parse_pairwise_secret_map(&read(
+        &args.secret_map.unwrap_or_else(|| dir.join(secret_name)),
+    )?)
+    .map_err(CliError::usage)?;
+    let picks = parse_pairwise_picks(&read(&args.picks.unwrap_or_else(|| dir.join(picks_name)))?)
+        .map_err(CliError::usage)?;
     let source_url = dir.display().to_string();
-    let request = PairwiseImport { packet: &packet, secret: &secret, picks: &picks, reviewer: args.reviewer.as_deref(), source_url: &source_url };
+    let request = PairwiseImport {
+        packet: &packet,
+        secret: &secret,
+        picks: &picks,
+        reviewer: args.reviewer.as_deref(),
+        source_url: &source_url,
+    };
     let exit = |e: ImportError| match e {
         ImportError::Invalid(_) => CliError::usage(anyhow!(e)),
         ImportError::Env(_) => CliError::env(anyhow!(e)),
     };
     request.check().map_err(exit)?;
     let store = ctx.store().await?;
-    let done = import_pairwise(&store, &BlobStore::in_home(&ctx.home), &request).await.map_err(exit)?;
+    let done = import_pairwise(&store, &BlobStore::in_home(&ctx.home), &request)
+        .await
+        .map_err(exit)?;
     if ctx.json {
         print_json(&json!({
             "run_id": done.run_id,
@@ -98,7 +120,16 @@ async fn import(ctx: &Context, args: PairwiseImportArgs) -> CliResult {
         for (item, reason) in &done.skipped {
             eprintln!("skipped {item}: {reason}");
         }
-        println!("imported {} pairwise preferences into run {} ({} new)", done.imported.len(), done.run_id, done.inserted);
+        println!(
+            "imported {} pairwise preferences into run {} ({} new)",
+            done.imported.len(),
+            done.run_id,
+            done.inserted
+        );
     }
-    Ok(if done.skipped.is_empty() { OK } else { CHECK_FAILED })
+    Ok(if done.skipped.is_empty() {
+        OK
+    } else {
+        CHECK_FAILED
+    })
 }

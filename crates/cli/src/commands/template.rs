@@ -63,7 +63,13 @@ async fn add(ctx: &Context, path: &std::path::Path, repo: Option<&str>) -> CliRe
     let source = read_source(path)?;
     check_source(&source)?;
     let store = ctx.store().await?;
-    let installed = install(&store, &source.content, &source.path.display().to_string(), repo).await?;
+    let installed = install(
+        &store,
+        &source.content,
+        &source.path.display().to_string(),
+        repo,
+    )
+    .await?;
     let version = &installed.version;
     let metadata: Value = serde_json::from_str(&version.metadata_json).unwrap_or(Value::Null);
     if ctx.json {
@@ -74,16 +80,26 @@ async fn add(ctx: &Context, path: &std::path::Path, repo: Option<&str>) -> CliRe
         return Ok(OK);
     }
     if installed.is_new {
-        println!("added {} (current) from {}", version.id, source.path.display());
+        println!(
+            "added {} (current) from {}",
+            version.id,
+            source.path.display()
+        );
     } else {
-        println!("{} unchanged: its current version {} has this content", version.template_id, version.id);
+        println!(
+            "{} unchanged: its current version {} has this content",
+            version.template_id, version.id
+        );
     }
     if !installed.derived.is_empty() {
         println!("derived (not in the file, defaults):");
         for field in &installed.derived {
             println!("  {field:<22} {}", shown_value(&metadata[*field]));
         }
-        println!("set any of them in the frontmatter to override; `skillforge template show {}` shows all", version.template_id);
+        println!(
+            "set any of them in the frontmatter to override; `skillforge template show {}` shows all",
+            version.template_id
+        );
     }
     Ok(OK)
 }
@@ -118,7 +134,11 @@ async fn list(ctx: &Context) -> CliResult {
         out.push((t, versions));
     }
     if ctx.json {
-        print_json(&out.iter().map(|(t, v)| template_json(t, v)).collect::<Vec<_>>());
+        print_json(
+            &out.iter()
+                .map(|(t, v)| template_json(t, v))
+                .collect::<Vec<_>>(),
+        );
         return Ok(OK);
     }
     if out.is_empty() {
@@ -159,7 +179,9 @@ pub fn version_json(v: &VersionRow) -> Value {
 async fn show(ctx: &Context, reference: &str) -> CliResult {
     let store = ctx.store().await?;
     let version = resolve_reference(store.pool(), reference).await?;
-    let derived = skillforge_contract::parse_template(&version.content).map(|p| p.derived).unwrap_or_default();
+    let derived = skillforge_contract::parse_template(&version.content)
+        .map(|p| p.derived)
+        .unwrap_or_default();
     if ctx.json {
         let mut shown = version_json(&version);
         shown["derived"] = json!(derived);
@@ -169,13 +191,27 @@ async fn show(ctx: &Context, reference: &str) -> CliResult {
     println!("version   {} ({})", version.id, version.state);
     println!("name      {}", version.name);
     println!("hash      {}", version.content_hash);
-    println!("source    {} {} {}", version.source_repo, version.source_ref, version.source_path);
+    println!(
+        "source    {} {} {}",
+        version.source_repo, version.source_ref, version.source_path
+    );
     println!("created   {}", version.created_at);
     let metadata: Value = serde_json::from_str(&version.metadata_json).unwrap_or(Value::Null);
-    println!("metadata{}", if derived.is_empty() { "" } else { " (* derived default, not in the file)" });
+    println!(
+        "metadata{}",
+        if derived.is_empty() {
+            ""
+        } else {
+            " (* derived default, not in the file)"
+        }
+    );
     if let Value::Object(fields) = &metadata {
         for (field, value) in fields {
-            let mark = if derived.contains(&field.as_str()) { "*" } else { " " };
+            let mark = if derived.contains(&field.as_str()) {
+                "*"
+            } else {
+                " "
+            };
             println!("  {mark} {field:<22} {}", shown_value(value));
         }
     }

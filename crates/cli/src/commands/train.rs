@@ -15,8 +15,8 @@ use std::time::Duration;
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use skillforge_skillopt::train::control::{
-    ContinueRequest, DEFAULT_RUNTIME, EvaluatorChoice, StartRequest, StepReport, continue_session, recover,
-    start_with_evaluator,
+    ContinueRequest, DEFAULT_RUNTIME, EvaluatorChoice, StartRequest, StepReport, continue_session,
+    recover, start_with_evaluator,
 };
 use skillforge_skillopt::train::generation::TRAIN_WORKFLOW;
 use skillforge_skillopt::train::items::parse_items;
@@ -95,7 +95,11 @@ pub struct StartArgs {
     /// The evaluator's profile config as a JSON object, merged into the review-run metadata:
     /// `checks` (e.g. a required `artifact_contract` check with `config.required_sections`),
     /// `check_config`, `judge_prompt_templates`, `judge_prompt_version`, `judge_model`.
-    #[arg(long = "evaluator-config-json", value_name = "JSON", requires = "evaluator")]
+    #[arg(
+        long = "evaluator-config-json",
+        value_name = "JSON",
+        requires = "evaluator"
+    )]
     evaluator_config_json: Option<String>,
 }
 
@@ -153,15 +157,27 @@ pub struct RecoverArgs {
 
 /// Dispatches a `train` subcommand.
 pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
-    let workflow = skillforge_skillopt::train::stages::for_home(&ctx.home).map_err(CliError::usage)?;
+    let workflow =
+        skillforge_skillopt::train::stages::for_home(&ctx.home).map_err(CliError::usage)?;
     let store = ctx.store().await?;
     let queue = ctx.queue().await?;
     let jobs = CliJobs::new(ctx, queue.clone(), store.clone());
-    let reporter = crate::output::StderrProgress { prefix: "", quiet: false };
+    let reporter = crate::output::StderrProgress {
+        prefix: "",
+        quiet: false,
+    };
     let promotion = crate::control::promotion::policy(ctx);
-    let stale_threshold_secs = ctx.config.github.stale_threshold_secs().map_err(|e| CliError::usage(anyhow!(e)))?;
+    let stale_threshold_secs = ctx
+        .config
+        .github
+        .stale_threshold_secs()
+        .map_err(|e| CliError::usage(anyhow!(e)))?;
     let github = skillforge_forge::github::GitHub::new(&ctx.config.github.client_config());
-    let github_env = github.as_ref().ok().map(|forge| GithubEnv { forge, api_url: forge.api_url(), stale_threshold_secs });
+    let github_env = github.as_ref().ok().map(|forge| GithubEnv {
+        forge,
+        api_url: forge.api_url(),
+        stale_threshold_secs,
+    });
     let env = TrainEnv {
         store: &store,
         queue: &queue,
@@ -180,7 +196,9 @@ pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
             let req = ContinueRequest {
                 backend: args.backend,
                 promote: args.promote,
-                reject: args.reject.map(|v| (v, args.reason.clone().unwrap_or_default())),
+                reject: args
+                    .reject
+                    .map(|v| (v, args.reason.clone().unwrap_or_default())),
                 start_next: args.start_next,
                 wait: !args.no_wait,
             };
@@ -195,17 +213,28 @@ pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
 
 async fn run_start(ctx: &Context, env: &TrainEnv<'_>, args: StartArgs) -> CliResult {
     let file = args.items_file.display().to_string();
-    let text = std::fs::read_to_string(&args.items_file).map_err(|e| CliError::usage(anyhow!("read items file `{file}`: {e}")))?;
+    let text = std::fs::read_to_string(&args.items_file)
+        .map_err(|e| CliError::usage(anyhow!("read items file `{file}`: {e}")))?;
     let items = parse_items(&text, &file).map_err(|e| CliError::usage(anyhow!(e)))?;
     if !args.yes {
         if !std::io::stdin().is_terminal() {
-            return Err(CliError::usage(anyhow!("confirm the request with --yes (stdin is not a terminal)")));
+            return Err(CliError::usage(anyhow!(
+                "confirm the request with --yes (stdin is not a terminal)"
+            )));
         }
-        eprintln!("train {} on {} for: {}\n{} items. Start? [y/N] ", args.template, args.repo, args.request, items.len());
+        eprintln!(
+            "train {} on {} for: {}\n{} items. Start? [y/N] ",
+            args.template,
+            args.repo,
+            args.request,
+            items.len()
+        );
         let mut answer = String::new();
         let _ = std::io::stdin().read_line(&mut answer);
         if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            return Err(CliError::usage(anyhow!("not confirmed; nothing was written")));
+            return Err(CliError::usage(anyhow!(
+                "not confirmed; nothing was written"
+            )));
         }
     }
     let req = StartRequest {
@@ -226,15 +255,29 @@ async fn run_start(ctx: &Context, env: &TrainEnv<'_>, args: StartArgs) -> CliRes
         skillforge_contract::limits::check_json(raw)
             .map_err(|e| CliError::usage(anyhow!("--evaluator-config-json {e}")))?;
     }
-    let config = match args.evaluator_config_json.as_deref().map(serde_json::from_str::<serde_json::Value>) {
+    let config = match args
+        .evaluator_config_json
+        .as_deref()
+        .map(serde_json::from_str::<serde_json::Value>)
+    {
         None => None,
         Some(Ok(serde_json::Value::Object(map))) => Some(map),
-        Some(Ok(_)) => return Err(CliError::usage(anyhow!("--evaluator-config-json must be a JSON object"))),
+        Some(Ok(_)) => {
+            return Err(CliError::usage(anyhow!(
+                "--evaluator-config-json must be a JSON object"
+            )));
+        }
         Some(Err(e)) => return Err(CliError::usage(anyhow!("--evaluator-config-json: {e}"))),
     };
-    let evaluator =
-        args.evaluator.map(|evaluator_id| EvaluatorChoice { evaluator_id, judge_runtime: args.judge_runtime, config });
-    finish(ctx, start_with_evaluator(env, &req, evaluator.as_ref()).await)
+    let evaluator = args.evaluator.map(|evaluator_id| EvaluatorChoice {
+        evaluator_id,
+        judge_runtime: args.judge_runtime,
+        config,
+    });
+    finish(
+        ctx,
+        start_with_evaluator(env, &req, evaluator.as_ref()).await,
+    )
 }
 
 /// Prints a step report (or the error) and returns the exit code.
@@ -247,7 +290,10 @@ fn finish(ctx: &Context, result: Result<StepReport, TrainError>) -> CliResult {
                 for step in &report.steps {
                     eprintln!("• {step}");
                 }
-                println!("session {} · iteration {} · {}", report.session_id, report.iteration_id, report.state);
+                println!(
+                    "session {} · iteration {} · {}",
+                    report.session_id, report.iteration_id, report.state
+                );
                 if let Some(v) = &report.candidate_version {
                     println!("candidate: {v}");
                 }
@@ -264,10 +310,14 @@ const WATCH_TAIL_LINES: usize = 5;
 
 async fn run_status(ctx: &Context, env: &TrainEnv<'_>, mut args: StatusArgs) -> CliResult {
     // `--verbose` is also the global log-level flag; on `train status` it asks for the verbose block.
-    args.detail |= std::env::args().any(|a| a == "--verbose" || (a.starts_with('-') && !a.starts_with("--") && a.contains('v')));
+    args.detail |= std::env::args().any(|a| {
+        a == "--verbose" || (a.starts_with('-') && !a.starts_with("--") && a.contains('v'))
+    });
     let verbose = args.detail;
     if !args.watch {
-        let status = session_status(env, &args.session, verbose).await.map_err(train_error)?;
+        let status = session_status(env, &args.session, verbose)
+            .await
+            .map_err(train_error)?;
         print_status(ctx, &status, verbose);
         return Ok(OK);
     }
@@ -275,7 +325,9 @@ async fn run_status(ctx: &Context, env: &TrainEnv<'_>, mut args: StatusArgs) -> 
     let is_terminal = std::io::stdout().is_terminal();
     let mut last = String::new();
     while !stop.is_cancelled() {
-        let status = session_status(env, &args.session, verbose).await.map_err(train_error)?;
+        let status = session_status(env, &args.session, verbose)
+            .await
+            .map_err(train_error)?;
         let phase = status.status_phase.clone();
         if is_terminal || phase != last {
             if is_terminal {
@@ -284,7 +336,14 @@ async fn run_status(ctx: &Context, env: &TrainEnv<'_>, mut args: StatusArgs) -> 
             print_status(ctx, &status, verbose);
             if !ctx.json {
                 let prefix = format!("{}:", status.session_id);
-                if let Some(tail) = running_tail(env.queue.as_ref(), TRAIN_WORKFLOW, &prefix, WATCH_TAIL_LINES).await? {
+                if let Some(tail) = running_tail(
+                    env.queue.as_ref(),
+                    TRAIN_WORKFLOW,
+                    &prefix,
+                    WATCH_TAIL_LINES,
+                )
+                .await?
+                {
                     print_tail(&tail);
                 }
             }
@@ -303,18 +362,34 @@ fn print_status(ctx: &Context, status: &SessionStatus, verbose: bool) {
         print_json(status);
         return;
     }
-    println!("session {} · iteration {} · {}", status.session_id, status.iteration_id, status.template_version);
-    println!("status_phase: {} (state {})", status.status_phase, status.current_phase);
+    println!(
+        "session {} · iteration {} · {}",
+        status.session_id, status.iteration_id, status.template_version
+    );
+    println!(
+        "status_phase: {} (state {})",
+        status.status_phase, status.current_phase
+    );
     let p = &status.progress;
     println!(
         "progress: {} items, {} options, {} ranked events, {} pairwise preferences",
-        p.counts.review_items, p.generated_options, p.counts.ranked_feedback_events, p.counts.pairwise_preferences
+        p.counts.review_items,
+        p.generated_options,
+        p.counts.ranked_feedback_events,
+        p.counts.pairwise_preferences
     );
     if status.option_generation_spend.runs > 0 {
-        println!("option generation: {}", status.option_generation_spend.human());
+        println!(
+            "option generation: {}",
+            status.option_generation_spend.human()
+        );
     }
     if let Some(url) = &status.issue_url {
-        let sync = if status.continue_from_github { " (feedback missing: `train continue` syncs its comments)" } else { "" };
+        let sync = if status.continue_from_github {
+            " (feedback missing: `train continue` syncs its comments)"
+        } else {
+            ""
+        };
         println!("review issue: {url}{sync}");
     }
     if let Some(v) = &status.candidate_version {
@@ -322,7 +397,11 @@ fn print_status(ctx: &Context, status: &SessionStatus, verbose: bool) {
     }
     if let Some(r) = &status.no_candidate_reason {
         println!("no candidate: {r}");
-        if let Some(hint) = status.no_candidate_details.as_ref().and_then(|d| d["no_candidate_hint"].as_str()) {
+        if let Some(hint) = status
+            .no_candidate_details
+            .as_ref()
+            .and_then(|d| d["no_candidate_hint"].as_str())
+        {
             println!("  {hint}");
         }
     }
@@ -337,16 +416,23 @@ fn print_status(ctx: &Context, status: &SessionStatus, verbose: bool) {
                 evaluation["status"].as_str().unwrap_or("-"),
                 evaluation["evaluated"],
                 evaluation["failures"],
-                evaluation["judge_runtime"].as_str().filter(|r| !r.is_empty()).unwrap_or("none")
+                evaluation["judge_runtime"]
+                    .as_str()
+                    .filter(|r| !r.is_empty())
+                    .unwrap_or("none")
             );
         }
         for lock in &block.active_locks {
             println!(
                 "lock {} [{}] owner {}@{} pid {} heartbeat {}ms ago",
-                lock.key, lock.status, lock.owner_worker, lock.owner_hostname, lock.owner_pid, lock.heartbeat_age_ms
+                lock.key,
+                lock.status,
+                lock.owner_worker,
+                lock.owner_hostname,
+                lock.owner_pid,
+                lock.heartbeat_age_ms
             );
         }
     }
     println!("next: {}", status.next_action);
 }
-

@@ -9,12 +9,12 @@ use skillforge_engine::Job;
 use skillforge_runner_sandbox::{ConfinementMode, SandboxPayload, Verdict, VerifyReport};
 
 use crate::ci_output::{self, CiArgs, CiRun, Finished, Suite};
+use crate::context::Context;
 use crate::control::args::secs;
 use crate::control::waiter::{await_job, submit_checked};
-use skillforge_stage::repo::RepoError;
-use crate::context::Context;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, ENVIRONMENT, OK};
 use crate::output::{age, print_json};
+use skillforge_stage::repo::RepoError;
 
 /// Queue of verification jobs' default.
 pub const VERIFY_QUEUE: &str = skillforge_engine::DEFAULT_QUEUE;
@@ -93,7 +93,9 @@ pub async fn run(ctx: &Context, args: VerifyArgs) -> CliResult {
 
 async fn verify(ctx: &Context, args: VerifyArgs) -> Result<Finished, CliError> {
     if args.timeout == 0 {
-        return Err(CliError::usage(anyhow!("--timeout must be at least 1 second")));
+        return Err(CliError::usage(anyhow!(
+            "--timeout must be at least 1 second"
+        )));
     }
     // Resolve a relative path on this machine (a fleet gets a URL or a bundle instead, below).
     let repo = std::path::absolute(&args.repo)
@@ -108,25 +110,32 @@ async fn verify(ctx: &Context, args: VerifyArgs) -> Result<Finished, CliError> {
         ConfinementArg::None => ConfinementMode::None,
     };
     payload.image = args.image.clone();
-    let stages: skillforge_stage::WorkflowDef =
-        skillforge_stage::family::VERIFY_SOURCE.for_home(&ctx.home).map_err(CliError::usage)?;
+    let stages: skillforge_stage::WorkflowDef = skillforge_stage::family::VERIFY_SOURCE
+        .for_home(&ctx.home)
+        .map_err(CliError::usage)?;
     let stage = stages.stage("hard_verifier");
-    let mut spec = stage.job(&payload, args.idempotency_key.clone()).map_err(CliError::usage)?;
+    let mut spec = stage
+        .job(&payload, args.idempotency_key.clone())
+        .map_err(CliError::usage)?;
     spec.queue = VERIFY_QUEUE.to_owned();
     // `--timeout` is the commands' budget; the job gets the stage's `setup_secs` more for the clone.
     spec.timeout_ms = (args.timeout + stage.setup_secs) * 1000;
     spec.heartbeat_ms = secs("heartbeat", args.heartbeat)?;
     spec.stale_after_ms = secs("stale-after", args.stale_after)?;
     if spec.stale_after_ms <= spec.heartbeat_ms {
-        return Err(CliError::usage(anyhow!("--stale-after must be longer than --heartbeat")));
+        return Err(CliError::usage(anyhow!(
+            "--stale-after must be longer than --heartbeat"
+        )));
     }
 
     let backend = ctx.queue().await?;
     // A fleet that does not share this disk gets the checkout's remote URL or a bundle.
-    skillforge_stage::repo::route_repository(backend.as_ref(), &mut spec).await.map_err(|e| match e {
-        RepoError::Invalid(m) => CliError::usage(anyhow!(m)),
-        RepoError::Env(m) => CliError::env(anyhow!(m)),
-    })?;
+    skillforge_stage::repo::route_repository(backend.as_ref(), &mut spec)
+        .await
+        .map_err(|e| match e {
+            RepoError::Invalid(m) => CliError::usage(anyhow!(m)),
+            RepoError::Env(m) => CliError::env(anyhow!(m)),
+        })?;
     let enqueued = submit_checked(ctx, backend.as_ref(), &spec).await?.enqueued;
     if args.no_wait {
         if ctx.json {
@@ -135,10 +144,16 @@ async fn verify(ctx: &Context, args: VerifyArgs) -> Result<Finished, CliError> {
             println!("{}", enqueued.job_id);
         }
         // `--no-wait` conflicts with `--junit` and `--format`: nothing reads this suite.
-        return Ok(Finished { code: OK, suite: Suite::new("skillforge verify") });
+        return Ok(Finished {
+            code: OK,
+            suite: Suite::new("skillforge verify"),
+        });
     }
     if !enqueued.created && !ctx.json {
-        eprintln!("recorded result of job {} (idempotency key)", enqueued.job_id);
+        eprintln!(
+            "recorded result of job {} (idempotency key)",
+            enqueued.job_id
+        );
     }
     let job = await_job(ctx, &backend, &enqueued.job_id, !args.no_local_worker).await?;
     report_verification(ctx, &job)
@@ -146,35 +161,75 @@ async fn verify(ctx: &Context, args: VerifyArgs) -> Result<Finished, CliError> {
 
 /// Prints a finished verification job; returns its exit code and its report as a CI suite.
 fn report_verification(ctx: &Context, job: &Job) -> Result<Finished, CliError> {
-    let Some(report) = job.outcome.as_ref().and_then(|o| VerifyReport::from_json(&o.detail).ok()) else {
-        let why = job.error.clone().unwrap_or_else(|| format!("job ended {} without a report", job.state));
+    let Some(report) = job
+        .outcome
+        .as_ref()
+        .and_then(|o| VerifyReport::from_json(&o.detail).ok())
+    else {
+        let why = job
+            .error
+            .clone()
+            .unwrap_or_else(|| format!("job ended {} without a report", job.state));
         if ctx.json {
-            print_json(&json!({"job_id": job.id, "state": job.state, "verdict": null, "hard": null, "error": why}));
+            print_json(
+                &json!({"job_id": job.id, "state": job.state, "verdict": null, "hard": null, "error": why}),
+            );
         } else {
             eprintln!("verification job {} could not run: {why}", job.id);
         }
-        return Ok(Finished { code: ENVIRONMENT, suite: ci_output::verify::no_report(&job.id, &why) });
+        return Ok(Finished {
+            code: ENVIRONMENT,
+            suite: ci_output::verify::no_report(&job.id, &why),
+        });
     };
     if ctx.json {
         let mut value = report.to_json();
         value["job_id"] = json!(job.id);
         print_json(&value);
     } else {
-        println!("verify {} @ {} ({}) — confinement {}", report.repo.display(), report.rev, short(&report.commit), confinement_label(&report));
+        println!(
+            "verify {} @ {} ({}) — confinement {}",
+            report.repo.display(),
+            report.rev,
+            short(&report.commit),
+            confinement_label(&report)
+        );
         for c in &report.commands {
-            let status = serde_json::to_value(c.status).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
-            let code = c.exit_code.map(|c| format!(" exit {c}")).unwrap_or_default();
-            println!("  [{status}{code}, {}] {}", age(c.duration_ms as i64), c.command);
+            let status = serde_json::to_value(c.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            let code = c
+                .exit_code
+                .map(|c| format!(" exit {c}"))
+                .unwrap_or_default();
+            println!(
+                "  [{status}{code}, {}] {}",
+                age(c.duration_ms as i64),
+                c.command
+            );
             for (name, tail) in [("stdout", &c.stdout_tail), ("stderr", &c.stderr_tail)] {
                 if !tail.trim().is_empty() && status != "passed" {
                     println!("    {name}:");
-                    for line in tail.trim_end().lines().rev().take(20).collect::<Vec<_>>().into_iter().rev() {
+                    for line in tail
+                        .trim_end()
+                        .lines()
+                        .rev()
+                        .take(20)
+                        .collect::<Vec<_>>()
+                        .into_iter()
+                        .rev()
+                    {
                         println!("      {line}");
                     }
                 }
             }
         }
-        let reason = report.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
+        let reason = report
+            .reason
+            .as_deref()
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default();
         println!("verdict: {}{reason}", verdict_label(report.verdict));
     }
     let code = match report.verdict {
@@ -182,7 +237,10 @@ fn report_verification(ctx: &Context, job: &Job) -> Result<Finished, CliError> {
         Verdict::Fail => CHECK_FAILED,
         Verdict::Skipped => ENVIRONMENT,
     };
-    Ok(Finished { code, suite: ci_output::verify::suite(&job.id, &report) })
+    Ok(Finished {
+        code,
+        suite: ci_output::verify::suite(&job.id, &report),
+    })
 }
 
 fn verdict_label(v: Verdict) -> &'static str {
@@ -194,7 +252,10 @@ fn verdict_label(v: Verdict) -> &'static str {
 }
 
 fn confinement_label(report: &VerifyReport) -> String {
-    serde_json::to_value(report.confinement).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+    serde_json::to_value(report.confinement)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 fn short(commit: &str) -> &str {

@@ -5,9 +5,9 @@ use std::time::Duration;
 use clap::Args;
 use skillforge_engine::worker::{Worker, WorkerConfig};
 
+use crate::context::Context;
 use crate::control::args::queue_label;
 use crate::control::signals::shutdown_on_signal;
-use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
 
@@ -43,7 +43,9 @@ pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
     let concurrency = concurrency(args.concurrency, ctx.config.worker.concurrency)?;
     let backend = ctx.queue_checked().await?;
     let mut config = WorkerConfig::new(
-        args.name.or_else(|| ctx.config.worker.name.clone()).unwrap_or_else(|| "worker".to_owned()),
+        args.name
+            .or_else(|| ctx.config.worker.name.clone())
+            .unwrap_or_else(|| "worker".to_owned()),
         ctx.scratch_root(),
     );
     config.queues = args.queues;
@@ -58,7 +60,14 @@ pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
     let worker = Worker::new(config, backend, crate::runners::all());
     let identity = worker.identity().clone();
     let labels_shown = skillforge_engine::labels::normalize(&labels).join(", ");
-    eprintln!("worker {} (host {}, pid {}) on {}; labels {}", identity.worker_id, identity.host, identity.pid, queue_label(ctx), labels_shown);
+    eprintln!(
+        "worker {} (host {}, pid {}) on {}; labels {}",
+        identity.worker_id,
+        identity.host,
+        identity.pid,
+        queue_label(ctx),
+        labels_shown
+    );
     let report = worker.run(shutdown_on_signal()).await;
     if ctx.json {
         print_json(&serde_json::json!({
@@ -77,7 +86,11 @@ pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
     if report.left_stale.is_empty() {
         return Ok(OK);
     }
-    let ids: Vec<&str> = report.left_stale.iter().map(|(id, _)| id.as_str()).collect();
+    let ids: Vec<&str> = report
+        .left_stale
+        .iter()
+        .map(|(id, _)| id.as_str())
+        .collect();
     Err(CliError::env(anyhow::anyhow!(
         "{} lease(s) could not be handed back ({}): they go stale after their stale_after and the reaper recovers them",
         ids.len(),

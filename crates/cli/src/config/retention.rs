@@ -31,14 +31,22 @@ impl KeepSetting {
     pub fn to_keep(&self, key: &str) -> anyhow::Result<Keep> {
         let age = |text: &str| parse_age(text).map_err(|e| anyhow!("[queue] {key}: {e}"));
         Ok(match self {
-            KeepSetting::Count(n) => Keep { age: None, count: Some(*n) },
+            KeepSetting::Count(n) => Keep {
+                age: None,
+                count: Some(*n),
+            },
             KeepSetting::Age(text) if text == "forever" => Keep::default(),
             KeepSetting::Age(text) => Keep::age(age(text)?),
             KeepSetting::Both { age: a, count } => {
                 if a.is_none() && count.is_none() {
-                    return Err(anyhow!("[queue] {key}: give `age`, `count` or both (or \"forever\")"));
+                    return Err(anyhow!(
+                        "[queue] {key}: give `age`, `count` or both (or \"forever\")"
+                    ));
                 }
-                Keep { age: a.as_deref().map(age).transpose()?, count: *count }
+                Keep {
+                    age: a.as_deref().map(age).transpose()?,
+                    count: *count,
+                }
             }
         })
     }
@@ -49,11 +57,20 @@ impl KeepSetting {
 ///
 /// # Errors
 /// A setting that does not parse, naming its key.
-pub fn retention(succeeded: Option<&KeepSetting>, failed: Option<&KeepSetting>) -> anyhow::Result<Retention> {
+pub fn retention(
+    succeeded: Option<&KeepSetting>,
+    failed: Option<&KeepSetting>,
+) -> anyhow::Result<Retention> {
     let defaults = Retention::default();
     Ok(Retention {
-        succeeded: succeeded.map(|k| k.to_keep("keep_succeeded")).transpose()?.unwrap_or(defaults.succeeded),
-        failed: failed.map(|k| k.to_keep("keep_failed")).transpose()?.unwrap_or(defaults.failed),
+        succeeded: succeeded
+            .map(|k| k.to_keep("keep_succeeded"))
+            .transpose()?
+            .unwrap_or(defaults.succeeded),
+        failed: failed
+            .map(|k| k.to_keep("keep_failed"))
+            .transpose()?
+            .unwrap_or(defaults.failed),
     })
 }
 
@@ -75,15 +92,30 @@ mod tests {
 
     #[test]
     fn ages_counts_both_and_forever() {
-        assert_eq!(keep("\"7d\"").unwrap(), Keep::age(Duration::from_secs(604_800)));
-        assert_eq!(keep("10000").unwrap(), Keep { age: None, count: Some(10_000) });
+        assert_eq!(
+            keep("\"7d\"").unwrap(),
+            Keep::age(Duration::from_secs(604_800))
+        );
+        assert_eq!(
+            keep("10000").unwrap(),
+            Keep {
+                age: None,
+                count: Some(10_000)
+            }
+        );
         assert_eq!(
             keep("{ age = \"1h\", count = 5 }").unwrap(),
-            Keep { age: Some(Duration::from_secs(3600)), count: Some(5) }
+            Keep {
+                age: Some(Duration::from_secs(3600)),
+                count: Some(5)
+            }
         );
         assert!(keep("\"forever\"").unwrap().is_forever());
         let bad = keep("\"7 days\"").unwrap_err().to_string();
-        assert!(bad.contains("[queue] keep_succeeded") && bad.contains("7 days"), "{bad}");
+        assert!(
+            bad.contains("[queue] keep_succeeded") && bad.contains("7 days"),
+            "{bad}"
+        );
         assert!(keep("{}").unwrap_err().to_string().contains("age"));
     }
 

@@ -14,11 +14,15 @@ use crate::exit::CliError;
 /// Exit 2 naming `--{name}` and the value.
 pub fn secs(name: &str, v: f64) -> Result<u64, CliError> {
     if !(v.is_finite() && v > 0.0) {
-        return Err(CliError::usage(anyhow!("--{name} must be a positive number of seconds, got {v}")));
+        return Err(CliError::usage(anyhow!(
+            "--{name} must be a positive number of seconds, got {v}"
+        )));
     }
     let ms = (v * 1000.0).round();
     if ms < 1.0 {
-        return Err(CliError::usage(anyhow!("--{name} {v} is below the 1 ms resolution (0.001 s at least)")));
+        return Err(CliError::usage(anyhow!(
+            "--{name} {v} is below the 1 ms resolution (0.001 s at least)"
+        )));
     }
     Ok(ms.min(u64::MAX as f64) as u64)
 }
@@ -32,7 +36,10 @@ pub fn check_name(flag: &str, value: &str) -> Result<(), CliError> {
         return Err(CliError::usage(anyhow!("--{flag} must not be empty")));
     }
     if let Some(c) = value.chars().find(|c| c.is_control()) {
-        return Err(CliError::usage(anyhow!("--{flag} `{}` holds the control character {c:?}", value.escape_debug())));
+        return Err(CliError::usage(anyhow!(
+            "--{flag} `{}` holds the control character {c:?}",
+            value.escape_debug()
+        )));
     }
     Ok(())
 }
@@ -50,7 +57,9 @@ pub fn skillforge_bin() -> PathBuf {
 pub fn queue_label(ctx: &Context) -> String {
     match &ctx.queue_url {
         skillforge_engine::open::QueueUrl::Sqlite(p) => format!("embedded queue {}", p.display()),
-        skillforge_engine::open::QueueUrl::Redis(u) => format!("redis queue {}", skillforge_engine::redact::redact_urls(u)),
+        skillforge_engine::open::QueueUrl::Redis(u) => {
+            format!("redis queue {}", skillforge_engine::redact::redact_urls(u))
+        }
     }
 }
 
@@ -60,11 +69,23 @@ pub fn queue_label(ctx: &Context) -> String {
 ///
 /// # Errors
 /// Exit 2 naming the revision, the repository and how to get it.
-pub fn check_revision(repo: &std::path::Path, rev: &str, flag: &str) -> Result<(), crate::exit::CliError> {
+pub fn check_revision(
+    repo: &std::path::Path,
+    rev: &str,
+    flag: &str,
+) -> Result<(), crate::exit::CliError> {
     if skillforge_stage::git::git(repo, &["rev-parse", "--git-dir"]).is_err() {
         return Ok(());
     }
-    match skillforge_stage::git::git(repo, &["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")]) {
+    match skillforge_stage::git::git(
+        repo,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{rev}^{{commit}}"),
+        ],
+    ) {
         Ok(_) => Ok(()),
         Err(_) => Err(crate::exit::CliError::usage(anyhow::anyhow!(
             "{flag} `{rev}` is not a commit of {}: fetch it (e.g. `git fetch origin main`) or name another one",

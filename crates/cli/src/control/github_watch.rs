@@ -9,11 +9,11 @@ use std::time::Duration;
 use skillforge_engine::QueueBackend;
 use skillforge_forge::RepoRef;
 use skillforge_forge::github::GitHub;
-use skillforge_store::Store;
 use skillforge_skillopt::github_review::review_watch_pass;
 use skillforge_skillopt::github_write::WriteJobs;
 use skillforge_skillopt::harvest::HarvestConfig;
 use skillforge_skillopt::harvest::watcher::poll_repo;
+use skillforge_store::Store;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -33,24 +33,47 @@ pub struct GithubWatch {
 }
 
 /// Runs passes until `shutdown`.
-pub async fn run_github_watch(watch: GithubWatch, store: &Store, backend: &Arc<dyn QueueBackend>, config: &HarvestConfig, shutdown: CancellationToken) {
+pub async fn run_github_watch(
+    watch: GithubWatch,
+    store: &Store,
+    backend: &Arc<dyn QueueBackend>,
+    config: &HarvestConfig,
+    shutdown: CancellationToken,
+) {
     let poll_pulls = !watch.repos.is_empty() && config.is_enabled();
     if !watch.repos.is_empty() && !config.is_enabled() {
-        warn!("[github] watch_repos is set but the harvester is off ([skillopt] auto_trace_enabled): pull requests are not polled");
+        warn!(
+            "[github] watch_repos is set but the harvester is off ([skillopt] auto_trace_enabled): pull requests are not polled"
+        );
     }
     loop {
         if poll_pulls {
             for repo in &watch.repos {
                 match poll_repo(store, backend.as_ref(), &watch.forge, config, repo).await {
                     Ok(r) if r.not_modified => {}
-                    Ok(r) => info!(repo = %repo, pulls = r.pulls_harvested, events = r.events, rows = r.rows, "pull requests harvested"),
-                    Err(e) => warn!(repo = %repo, error = %e, "pull-request poll failed; retried next pass"),
+                    Ok(r) => {
+                        info!(repo = %repo, pulls = r.pulls_harvested, events = r.events, rows = r.rows, "pull requests harvested")
+                    }
+                    Err(e) => {
+                        warn!(repo = %repo, error = %e, "pull-request poll failed; retried next pass")
+                    }
                 }
             }
         }
         let bin = crate::control::args::skillforge_bin();
-        let at = WriteJobs { skillforge_bin: &bin, home: &watch.home, api_url: watch.forge.api_url() };
-        match review_watch_pass(store, &watch.forge, (backend.as_ref(), &at), chrono::Utc::now()).await {
+        let at = WriteJobs {
+            skillforge_bin: &bin,
+            home: &watch.home,
+            api_url: watch.forge.api_url(),
+        };
+        match review_watch_pass(
+            store,
+            &watch.forge,
+            (backend.as_ref(), &at),
+            chrono::Utc::now(),
+        )
+        .await
+        {
             Ok(passes) => {
                 for pass in passes.iter().filter(|p| p.reminded.is_some()) {
                     info!(issue = %pass.issue, job_id = pass.reminded.as_deref().unwrap_or(""), "stale review reminder submitted");

@@ -20,7 +20,10 @@ pub fn stdin_is_terminal() -> bool {
 /// [`CliError::env`] when stdin cannot be read.
 pub fn read_stdin_line(line: &mut String) -> Result<usize, CliError> {
     line.clear();
-    std::io::stdin().lock().read_line(line).map_err(|e| CliError::env(anyhow!("read the pick from stdin: {e}")))
+    std::io::stdin()
+        .lock()
+        .read_line(line)
+        .map_err(|e| CliError::env(anyhow!("read the pick from stdin: {e}")))
 }
 
 /// Asks `Which answer is better? [a/b, s to skip]` on stderr until the human answers `a`, `b`,

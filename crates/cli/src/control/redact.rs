@@ -30,7 +30,11 @@ pub fn register_secret(value: &str) {
 /// `text` without URL credentials and without any registered secret.
 pub fn redact(text: &str) -> String {
     let mut out = skillforge_engine::redact::redact_urls(text);
-    for secret in SECRETS.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+    for secret in SECRETS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+    {
         if out.contains(secret.as_str()) {
             out = out.replace(secret.as_str(), "***");
         }

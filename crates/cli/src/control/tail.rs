@@ -33,21 +33,39 @@ pub async fn running_tail(
 ) -> Result<Option<RunningTail>, EngineError> {
     let running = queue.list(Some(JobState::Running), RUNNING_LIMIT).await?;
     let Some(job) = running.into_iter().find(|j| {
-        j.spec.workflow == workflow && j.spec.idempotency_key.as_deref().is_some_and(|k| k.starts_with(key_prefix))
+        j.spec.workflow == workflow
+            && j.spec
+                .idempotency_key
+                .as_deref()
+                .is_some_and(|k| k.starts_with(key_prefix))
     }) else {
         return Ok(None);
     };
     let chunks = queue.read_output(&job.id, None, OUTPUT_CAP_CHUNKS).await?;
-    let bytes: Vec<u8> = chunks.into_iter().filter(|c| c.fencing_token == job.fencing_token).flat_map(|c| c.data).collect();
+    let bytes: Vec<u8> = chunks
+        .into_iter()
+        .filter(|c| c.fencing_token == job.fencing_token)
+        .flat_map(|c| c.data)
+        .collect();
     let text = String::from_utf8_lossy(&bytes);
     let all: Vec<&str> = text.lines().collect();
-    let lines = all[all.len().saturating_sub(n_lines)..].iter().map(|l| (*l).to_owned()).collect();
-    Ok(Some(RunningTail { job_id: job.id, stage: job.spec.stage, lines }))
+    let lines = all[all.len().saturating_sub(n_lines)..]
+        .iter()
+        .map(|l| (*l).to_owned())
+        .collect();
+    Ok(Some(RunningTail {
+        job_id: job.id,
+        stage: job.spec.stage,
+        lines,
+    }))
 }
 
 /// Prints `tail` under a status: `running: <stage> job <id>` and its lines, indented.
 pub fn print_tail(tail: &RunningTail) {
-    println!("running: {} job {} (`skillforge jobs logs --follow {}`)", tail.stage, tail.job_id, tail.job_id);
+    println!(
+        "running: {} job {} (`skillforge jobs logs --follow {}`)",
+        tail.stage, tail.job_id, tail.job_id
+    );
     for line in &tail.lines {
         println!("  │ {line}");
     }

@@ -6,7 +6,8 @@ use anyhow::anyhow;
 use skillforge_contract::{content_hash, hash_hex, parse_template, to_go_json_compact};
 use skillforge_store::Store;
 use skillforge_store::templates::{
-    NewVersion, VersionRef, VersionRow, VersionState, begin_write, current_version, get_template, insert_version, resolve,
+    NewVersion, VersionRef, VersionRow, VersionState, begin_write, current_version, get_template,
+    insert_version, resolve,
 };
 
 use crate::exit::CliError;
@@ -51,14 +52,20 @@ pub fn read_source(path: &std::path::Path) -> Result<TemplateSource, CliError> {
                 path.display()
             )));
         }
-        let name = std::fs::canonicalize(path).ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+        let name = std::fs::canonicalize(path)
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
         (file, name)
     } else {
         (path.to_owned(), None)
     };
     let content = std::fs::read_to_string(&file)
         .map_err(|e| CliError::usage(anyhow!("read template `{}`: {e}", file.display())))?;
-    Ok(TemplateSource { content, path: file, dir_name })
+    Ok(TemplateSource {
+        content,
+        path: file,
+        dir_name,
+    })
 }
 
 /// Every problem of `source` at once: the template's own ([`parse_template`]) and, for a skill
@@ -67,14 +74,23 @@ pub fn read_source(path: &std::path::Path) -> Result<TemplateSource, CliError> {
 ///
 /// # Errors
 /// Exit 2 listing every problem, naming the file.
-pub fn check_source(source: &TemplateSource) -> Result<skillforge_contract::ParsedTemplate, CliError> {
+pub fn check_source(
+    source: &TemplateSource,
+) -> Result<skillforge_contract::ParsedTemplate, CliError> {
     let parsed = parse_template(&source.content);
     let mut problems = match &parsed {
         Ok(_) => Vec::new(),
-        Err(e) => e.clone().into_problems().into_iter().map(|p| p.to_string()).collect(),
+        Err(e) => e
+            .clone()
+            .into_problems()
+            .into_iter()
+            .map(|p| p.to_string())
+            .collect(),
     };
-    if let (Some(dir), Some(name)) = (&source.dir_name, skillforge_contract::frontmatter_name(&source.content))
-        && name != *dir
+    if let (Some(dir), Some(name)) = (
+        &source.dir_name,
+        skillforge_contract::frontmatter_name(&source.content),
+    ) && name != *dir
     {
         problems.push(format!(
             "skill name {name:?} differs from its directory {dir:?}; Agent Skills requires them equal (rename one)"
@@ -82,11 +98,19 @@ pub fn check_source(source: &TemplateSource) -> Result<skillforge_contract::Pars
     }
     match (parsed, problems.len()) {
         (Ok(parsed), 0) => Ok(parsed),
-        (_, 1) => Err(CliError::usage(anyhow!("invalid template `{}`: {}", source.path.display(), problems[0]))),
+        (_, 1) => Err(CliError::usage(anyhow!(
+            "invalid template `{}`: {}",
+            source.path.display(),
+            problems[0]
+        ))),
         (_, n) => Err(CliError::usage(anyhow!(
             "invalid template `{}`: {n} problems:\n{}",
             source.path.display(),
-            problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n")
+            problems
+                .iter()
+                .map(|p| format!("  - {p}"))
+                .collect::<Vec<_>>()
+                .join("\n")
         ))),
     }
 }
@@ -97,9 +121,14 @@ pub fn check_source(source: &TemplateSource) -> Result<skillforge_contract::Pars
 ///
 /// # Errors
 /// Exit 2 for an invalid template; exit 3 when the store fails.
-pub async fn install(store: &Store, content: &str, source_path: &str, repo: Option<&str>) -> Result<Installed, CliError> {
-    let parsed =
-        parse_template(content).map_err(|e| CliError::usage(anyhow!("invalid template `{source_path}`: {e}")))?;
+pub async fn install(
+    store: &Store,
+    content: &str,
+    source_path: &str,
+    repo: Option<&str>,
+) -> Result<Installed, CliError> {
+    let parsed = parse_template(content)
+        .map_err(|e| CliError::usage(anyhow!("invalid template `{source_path}`: {e}")))?;
     let derived = parsed.derived;
     let metadata = parsed.metadata;
     let hash = content_hash(content);
@@ -108,7 +137,11 @@ pub async fn install(store: &Store, content: &str, source_path: &str, repo: Opti
     if let Some(current) = current_version(&mut *tx, &metadata.id).await?
         && current.content_hash == hash
     {
-        return Ok(Installed { version: current, is_new: false, derived });
+        return Ok(Installed {
+            version: current,
+            is_new: false,
+            derived,
+        });
     }
     let version = insert_version(
         &mut tx,
@@ -128,7 +161,11 @@ pub async fn install(store: &Store, content: &str, source_path: &str, repo: Opti
     )
     .await?;
     tx.commit().await?;
-    Ok(Installed { version, is_new: true, derived })
+    Ok(Installed {
+        version,
+        is_new: true,
+        derived,
+    })
 }
 
 /// Resolves `ID`, `ID@vN` or `ID@latest` to a stored version.
@@ -140,7 +177,9 @@ pub async fn resolve_reference(
     reference: &str,
 ) -> Result<VersionRow, CliError> {
     let parsed = VersionRef::parse(reference).ok_or_else(|| {
-        CliError::usage(anyhow!("version reference `{reference}` is not ID, ID@vN or ID@latest"))
+        CliError::usage(anyhow!(
+            "version reference `{reference}` is not ID, ID@vN or ID@latest"
+        ))
     })?;
     if get_template(pool, &parsed.template_id).await?.is_none() {
         return Err(CliError::usage(anyhow!(
@@ -148,7 +187,10 @@ pub async fn resolve_reference(
             parsed.template_id
         )));
     }
-    resolve(pool, &parsed)
-        .await?
-        .ok_or_else(|| CliError::usage(anyhow!("no version of `{}` matches `{reference}`", parsed.template_id)))
+    resolve(pool, &parsed).await?.ok_or_else(|| {
+        CliError::usage(anyhow!(
+            "no version of `{}` matches `{reference}`",
+            parsed.template_id
+        ))
+    })
 }

@@ -8,16 +8,18 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::families;
 use anyhow::anyhow;
-use skillforge_engine::ingest::ingest_once;
 use skillforge_engine::health::WorkerHealth;
+use skillforge_engine::ingest::ingest_once;
 use skillforge_engine::placement::{PlacementWatch, fail_unplaceable_among};
 use skillforge_engine::worker::{PRESENCE_LOCK_PREFIX, Worker, WorkerConfig};
-use skillforge_engine::{Enqueued, EngineError, Job, JobSpec, JobState, LeaseKind, LeaseStatus, QueueBackend};
-use skillforge_store::Store;
-use crate::families;
+use skillforge_engine::{
+    EngineError, Enqueued, Job, JobSpec, JobState, LeaseKind, LeaseStatus, QueueBackend,
+};
 use skillforge_stage::StageJobs;
 use skillforge_stage::jobs::is_finished;
+use skillforge_store::Store;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Context;
@@ -39,8 +41,12 @@ const APPLY_DEADLINE: Duration = Duration::from_secs(60);
 
 /// Whether `job`'s result (this attempt's, or a later one's) is recorded applied in `store`.
 async fn is_applied(store: &Store, job: &Job) -> Result<bool, EngineError> {
-    let records = skillforge_store::applied::applied_for_job(store.pool(), &job.id).await.map_err(EngineError::sqlite)?;
-    Ok(records.iter().any(|r| r.fencing_token >= job.fencing_token as i64))
+    let records = skillforge_store::applied::applied_for_job(store.pool(), &job.id)
+        .await
+        .map_err(EngineError::sqlite)?;
+    Ok(records
+        .iter()
+        .any(|r| r.fencing_token >= job.fencing_token as i64))
 }
 
 /// The stage port of the CLI.
@@ -66,7 +72,12 @@ pub struct CliJobs<'a> {
 impl<'a> CliJobs<'a> {
     /// The port over `queue` and `store`, with the local worker allowed.
     pub fn new(ctx: &'a Context, queue: Arc<dyn QueueBackend>, store: Store) -> Self {
-        Self { ctx, queue, store: Some(store), local_worker: true }
+        Self {
+            ctx,
+            queue,
+            store: Some(store),
+            local_worker: true,
+        }
     }
 
     /// The store handle, or the invocation's store ([`Context::store`]) for a port made by
@@ -74,7 +85,10 @@ impl<'a> CliJobs<'a> {
     async fn store(&self) -> Result<Store, EngineError> {
         match &self.store {
             Some(store) => Ok(store.clone()),
-            None => self.ctx.store().await.map_err(|e| EngineError::Backend { backend: "store", message: format!("{:#}", e.error) }),
+            None => self.ctx.store().await.map_err(|e| EngineError::Backend {
+                backend: "store",
+                message: format!("{:#}", e.error),
+            }),
         }
     }
 
@@ -90,7 +104,10 @@ impl<'a> CliJobs<'a> {
     /// # Errors
     /// Exit 2 for an unknown job; exit 3 when the queue or store fails.
     pub async fn wait_one(&self, id: &str) -> Result<Job, CliError> {
-        match self.wait_all(std::slice::from_ref(&id.to_owned()), "job").await {
+        match self
+            .wait_all(std::slice::from_ref(&id.to_owned()), "job")
+            .await
+        {
             Ok(mut jobs) => Ok(jobs.remove(0)),
             Err(EngineError::NotFound(id)) => Err(CliError::usage(anyhow!("no job `{id}`"))),
             Err(e) => Err(CliError::env(anyhow!(e))),
@@ -109,7 +126,11 @@ impl<'a> CliJobs<'a> {
 
     /// Waits until every job of `ids` is finished, then until their results are applied;
     /// `None` when a job was put back in the queue meanwhile (wait again).
-    async fn wait_round(&self, ids: &[String], what: &str) -> Result<Option<Vec<Job>>, EngineError> {
+    async fn wait_round(
+        &self,
+        ids: &[String],
+        what: &str,
+    ) -> Result<Option<Vec<Job>>, EngineError> {
         let can_run_locally = self.ctx.queue_url.is_embedded() && self.local_worker;
         let bar = (!self.ctx.json && std::io::stderr().is_terminal()).then(|| {
             let b = indicatif::ProgressBar::new_spinner();
@@ -160,12 +181,20 @@ impl<'a> CliJobs<'a> {
                 }
                 return Err(e);
             }
-            if !noted_unmet && started.elapsed() >= NO_WORKER_NOTE_AFTER && Instant::now() >= next_unmet_check {
+            if !noted_unmet
+                && started.elapsed() >= NO_WORKER_NOTE_AFTER
+                && Instant::now() >= next_unmet_check
+            {
                 // A job that requires labels no live worker has (the in-process one included)
                 // says so instead of waiting silently.
                 next_unmet_check = Instant::now() + WORKER_CHECK_EVERY;
-                for job in jobs.iter().filter(|j| j.state == JobState::Queued && !j.spec.requires.is_empty()) {
-                    if let Some(mut note) = skillforge_engine::labels::unmet_note(self.queue.as_ref(), job).await? {
+                for job in jobs
+                    .iter()
+                    .filter(|j| j.state == JobState::Queued && !j.spec.requires.is_empty())
+                {
+                    if let Some(mut note) =
+                        skillforge_engine::labels::unmet_note(self.queue.as_ref(), job).await?
+                    {
                         noted_unmet = true;
                         if !unplaceable_after.is_zero() {
                             note.push_str(&format!(
@@ -183,20 +212,37 @@ impl<'a> CliJobs<'a> {
             }
             if !unplaceable_after.is_zero()
                 && Instant::now() >= next_placement_check
-                && jobs.iter().any(|j| j.state == JobState::Queued && !j.spec.requires.is_empty())
+                && jobs
+                    .iter()
+                    .any(|j| j.state == JobState::Queued && !j.spec.requires.is_empty())
             {
                 next_placement_check = Instant::now() + WORKER_CHECK_EVERY;
                 let now = tokio::time::Instant::now();
-                fail_unplaceable_among(self.queue.as_ref(), &mut placement, unplaceable_after, now, &jobs).await?;
+                fail_unplaceable_among(
+                    self.queue.as_ref(),
+                    &mut placement,
+                    unplaceable_after,
+                    now,
+                    &jobs,
+                )
+                .await?;
             }
             if local.is_none() && Instant::now() >= next_worker_check {
                 next_worker_check = Instant::now() + WORKER_CHECK_EVERY;
                 if !has_live_worker(self.queue.as_ref()).await? {
                     if can_run_locally {
                         // The jobs' base queues: the worker leases the routes its labels satisfy.
-                        let queues: BTreeSet<String> =
-                            jobs.iter().map(|j| skillforge_engine::labels::parse_route(&j.spec.queue).0.to_owned()).collect();
-                        local = Some(self.start_local_worker(queues.into_iter().collect(), health.clone()));
+                        let queues: BTreeSet<String> = jobs
+                            .iter()
+                            .map(|j| {
+                                skillforge_engine::labels::parse_route(&j.spec.queue)
+                                    .0
+                                    .to_owned()
+                            })
+                            .collect();
+                        local = Some(
+                            self.start_local_worker(queues.into_iter().collect(), health.clone()),
+                        );
                     } else if !noted_no_worker
                         && started.elapsed() >= NO_WORKER_NOTE_AFTER
                         && jobs.iter().any(|j| j.state == JobState::Queued)
@@ -221,7 +267,8 @@ impl<'a> CliJobs<'a> {
             // change made elsewhere, a reap, is still seen at the fallback re-read).
             let all_here = local.as_ref().is_some_and(|(_, _, id)| {
                 jobs.iter().filter(|j| !is_finished(j)).all(|j| {
-                    j.state == JobState::Running && j.lease.as_ref().is_some_and(|l| &l.owner_worker == id)
+                    j.state == JobState::Running
+                        && j.lease.as_ref().is_some_and(|l| &l.owner_worker == id)
                 })
             });
             if all_here {
@@ -276,13 +323,21 @@ impl<'a> CliJobs<'a> {
                 return Ok(true);
             }
             for id in &unapplied {
-                if self.queue.get(id).await?.is_some_and(|job| !is_finished(&job)) {
+                if self
+                    .queue
+                    .get(id)
+                    .await?
+                    .is_some_and(|job| !is_finished(&job))
+                {
                     return Ok(false);
                 }
             }
             // A result no longer pending was acknowledged by another control plane (a `serve`
             // over the same queue with another store): applied there.
-            let pending = self.queue.pending_results(skillforge_engine::ingest::PASS_BATCH).await?;
+            let pending = self
+                .queue
+                .pending_results(skillforge_engine::ingest::PASS_BATCH)
+                .await?;
             if pending.len() < skillforge_engine::ingest::PASS_BATCH {
                 unapplied.retain(|id| pending.iter().any(|p| p.id == *id));
                 if unapplied.is_empty() {
@@ -316,7 +371,11 @@ impl<'a> CliJobs<'a> {
             Err(e) => return e,
         }
         let spec_kept = match self.store().await {
-            Ok(store) => skillforge_store::submitted::spec_of(store.pool(), id).await.ok().flatten().is_some(),
+            Ok(store) => skillforge_store::submitted::spec_of(store.pool(), id)
+                .await
+                .ok()
+                .flatten()
+                .is_some(),
             Err(_) => false,
         };
         if !seen_in_this_wait && !spec_kept {
@@ -328,15 +387,24 @@ impl<'a> CliJobs<'a> {
         } else {
             "running the command again submits it anew"
         };
-        EngineError::Lost { job_id: id.to_owned(), what_now: what_now.to_owned() }
+        EngineError::Lost {
+            job_id: id.to_owned(),
+            what_now: what_now.to_owned(),
+        }
     }
 
     fn no_worker_note(&self, ids: &[String]) -> String {
         let queue = match &self.ctx.queue_url {
-            skillforge_engine::open::QueueUrl::Redis(u) => format!(" --queue {}", skillforge_engine::redact::redact_urls(u)),
+            skillforge_engine::open::QueueUrl::Redis(u) => {
+                format!(" --queue {}", skillforge_engine::redact::redact_urls(u))
+            }
             skillforge_engine::open::QueueUrl::Sqlite(_) => String::new(),
         };
-        let which = if ids.len() == 1 { format!("job {}", ids[0]) } else { format!("{} jobs", ids.len()) };
+        let which = if ids.len() == 1 {
+            format!("job {}", ids[0])
+        } else {
+            format!("{} jobs", ids.len())
+        };
         format!(
             "note: no live worker holds a presence lock on this queue; {which} waits until one runs \
              (start one with `skillforge{queue} worker`)"
@@ -368,9 +436,13 @@ impl<'a> CliJobs<'a> {
         let id = worker.identity().worker_id.clone();
         let stop = CancellationToken::new();
         let s = stop.clone();
-        (stop, tokio::spawn(async move {
-            worker.run(s).await;
-        }), id)
+        (
+            stop,
+            tokio::spawn(async move {
+                worker.run(s).await;
+            }),
+            id,
+        )
     }
 }
 
@@ -381,7 +453,11 @@ const LEASE_FAILURES_TO_GIVE_UP: u32 = 3;
 /// Why the in-process worker cannot bring `jobs` to an end (issue 12 item 3: a full disk after
 /// the enqueue): a result it could not deliver, or lease calls failing in a row while a job is
 /// queued. The error names the queue's own message (for a full disk: the file and "disk").
-fn local_worker_failure(backend: &'static str, health: &WorkerHealth, jobs: &[Job]) -> Option<EngineError> {
+fn local_worker_failure(
+    backend: &'static str,
+    health: &WorkerHealth,
+    jobs: &[Job],
+) -> Option<EngineError> {
     for job in jobs.iter().filter(|j| !is_finished(j)) {
         if let Some(e) = health.undelivered(&job.id) {
             let message = format!(
@@ -396,7 +472,9 @@ fn local_worker_failure(backend: &'static str, health: &WorkerHealth, jobs: &[Jo
     match health.lease_failing() {
         Some((n, e)) if queued && n >= LEASE_FAILURES_TO_GIVE_UP => Some(EngineError::Backend {
             backend,
-            message: format!("the in-process worker could not lease the job ({n} attempts in a row): {e}"),
+            message: format!(
+                "the in-process worker could not lease the job ({n} attempts in a row): {e}"
+            ),
         }),
         _ => None,
     }
@@ -404,7 +482,10 @@ fn local_worker_failure(backend: &'static str, health: &WorkerHealth, jobs: &[Jo
 
 fn progress(what: &str, jobs: &[Job], n_done: usize) -> String {
     match jobs {
-        [job] => format!("{what} {} {} (attempt {}/{})", job.id, job.state, job.attempts, job.spec.max_attempts),
+        [job] => format!(
+            "{what} {} {} (attempt {}/{})",
+            job.id, job.state, job.attempts, job.spec.max_attempts
+        ),
         _ => {
             let running = jobs.iter().filter(|j| j.state == JobState::Running).count();
             format!("{what}: {n_done}/{} done, {running} running", jobs.len())
@@ -416,17 +497,25 @@ fn progress(what: &str, jobs: &[Job], n_done: usize) -> String {
 async fn has_live_worker(queue: &dyn QueueBackend) -> Result<bool, EngineError> {
     let now = queue.now_ms().await?;
     Ok(queue.leases().await?.iter().any(|l| {
-        l.kind == LeaseKind::Lock && l.name.starts_with(PRESENCE_LOCK_PREFIX) && l.status(now) == LeaseStatus::Active
+        l.kind == LeaseKind::Lock
+            && l.name.starts_with(PRESENCE_LOCK_PREFIX)
+            && l.status(now) == LeaseStatus::Active
     }))
 }
 
 #[async_trait::async_trait]
 impl StageJobs for CliJobs<'_> {
-    async fn recorded_outputs(&self, job_id: &str) -> Result<Vec<skillforge_engine::transfer::OutputDir>, EngineError> {
+    async fn recorded_outputs(
+        &self,
+        job_id: &str,
+    ) -> Result<Vec<skillforge_engine::transfer::OutputDir>, EngineError> {
         let store = self.store().await?;
         skillforge_stage::files::recorded_outputs(&store, job_id)
             .await
-            .map_err(|e| EngineError::Backend { backend: "store", message: e.to_string() })
+            .map_err(|e| EngineError::Backend {
+                backend: "store",
+                message: e.to_string(),
+            })
     }
 
     async fn submit(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
@@ -461,15 +550,26 @@ pub struct Submitted {
 /// # Errors
 /// As [`enqueue_checked`]; exit 2 for a key applied for a job the queue no longer has; exit 3
 /// when the store cannot be opened.
-pub async fn submit_checked(ctx: &Context, backend: &dyn QueueBackend, spec: &JobSpec) -> Result<Submitted, CliError> {
+pub async fn submit_checked(
+    ctx: &Context,
+    backend: &dyn QueueBackend,
+    spec: &JobSpec,
+) -> Result<Submitted, CliError> {
     if let Some(key) = &spec.idempotency_key {
         refuse_rerun_of_applied(ctx, backend, key).await?;
     }
     let enqueued = enqueue_checked(backend, spec).await?;
     let store = ctx.store().await?;
     skillforge_stage::record_pending(&store, &enqueued, spec).await;
-    let restarted = if enqueued.created { None } else { restart_not_runnable(ctx, backend, &enqueued.job_id, spec).await? };
-    Ok(Submitted { enqueued, restarted })
+    let restarted = if enqueued.created {
+        None
+    } else {
+        restart_not_runnable(ctx, backend, &enqueued.job_id, spec).await?
+    };
+    Ok(Submitted {
+        enqueued,
+        restarted,
+    })
 }
 
 /// When the keyed job `id` this submit returned ended `failed` or `dead` because it could not run
@@ -479,16 +579,29 @@ pub async fn submit_checked(ctx: &Context, backend: &dyn QueueBackend, spec: &Jo
 ///
 /// # Errors
 /// Exit 3 when the queue fails.
-async fn restart_not_runnable(ctx: &Context, backend: &dyn QueueBackend, id: &str, spec: &JobSpec) -> Result<Option<String>, CliError> {
-    let Some(job) = backend.get(id).await? else { return Ok(None) };
+async fn restart_not_runnable(
+    ctx: &Context,
+    backend: &dyn QueueBackend,
+    id: &str,
+    spec: &JobSpec,
+) -> Result<Option<String>, CliError> {
+    let Some(job) = backend.get(id).await? else {
+        return Ok(None);
+    };
     let reason = match (&job.state, job.outcome.as_ref().map(|o| &o.exit)) {
-        (JobState::Failed | JobState::Dead, Some(skillforge_runner::ExitClass::NotRunnable { reason })) => reason.clone(),
+        (
+            JobState::Failed | JobState::Dead,
+            Some(skillforge_runner::ExitClass::NotRunnable { reason }),
+        ) => reason.clone(),
         _ => return Ok(None),
     };
-    backend.retry_with_payload(id, &spec.payload).await.map_err(|e| match e {
-        EngineError::NotFound(_) | EngineError::InvalidState { .. } => CliError::usage(e),
-        other => CliError::env(other),
-    })?;
+    backend
+        .retry_with_payload(id, &spec.payload)
+        .await
+        .map_err(|e| match e {
+            EngineError::NotFound(_) | EngineError::InvalidState { .. } => CliError::usage(e),
+            other => CliError::env(other),
+        })?;
     if !ctx.json {
         eprintln!(
             "(existing job {id} for idempotency key `{}` ended {} because it could not run: {reason}; started a new attempt with this submit's command and environment)",
@@ -502,14 +615,24 @@ async fn restart_not_runnable(ctx: &Context, backend: &dyn QueueBackend, id: &st
 /// Refuses (exit 2) a submit whose idempotency key the store shows applied for a job the queue
 /// no longer has (a Redis namespace that lost its data): enqueueing would run the work again.
 /// A key whose job the queue still has is left to the queue (it returns that job).
-async fn refuse_rerun_of_applied(ctx: &Context, backend: &dyn QueueBackend, key: &str) -> Result<(), CliError> {
+async fn refuse_rerun_of_applied(
+    ctx: &Context,
+    backend: &dyn QueueBackend,
+    key: &str,
+) -> Result<(), CliError> {
     // The check needs the store; a submit that cannot open it is not refused for that.
-    let Ok(store) = ctx.store().await else { return Ok(()) };
+    let Ok(store) = ctx.store().await else {
+        return Ok(());
+    };
     let mut conn = store.pool().acquire().await.map_err(CliError::env)?;
-    let applied = skillforge_store::applied::applied_by_key(&mut conn, key, "").await.map_err(CliError::env)?;
+    let applied = skillforge_store::applied::applied_by_key(&mut conn, key, "")
+        .await
+        .map_err(CliError::env)?;
     let Some(first) = applied else { return Ok(()) };
     // A job the queue still has, or pruned with its key still held by the tombstone, is returned by the queue.
-    if backend.get(&first.job_id).await?.is_some() || backend.tombstone(&first.job_id).await?.is_some() {
+    if backend.get(&first.job_id).await?.is_some()
+        || backend.tombstone(&first.job_id).await?.is_some()
+    {
         return Ok(());
     }
     Err(CliError::usage(anyhow!(
@@ -520,7 +643,6 @@ async fn refuse_rerun_of_applied(ctx: &Context, backend: &dyn QueueBackend, key:
         first.applied_at
     )))
 }
-
 
 /// Enqueues `spec`; when its idempotency key names an existing job, checks that the existing job
 /// asked for the same thing (same runner and payload), so a key reused for different work is
@@ -540,12 +662,18 @@ async fn enqueue_checked(backend: &dyn QueueBackend, spec: &JobSpec) -> Result<E
             }
             return Err(CliError::env(anyhow!("job `{}` vanished", enqueued.job_id)));
         };
-        if existing.spec.kind != spec.kind || (existing.spec.payload != spec.payload && !is_env_retry(&existing, spec)) {
+        if existing.spec.kind != spec.kind
+            || (existing.spec.payload != spec.payload && !is_env_retry(&existing, spec))
+        {
             return Err(CliError::usage(anyhow!(
                 "idempotency key `{}` already belongs to job {} with a different {} (use another key, or the same command)",
                 spec.idempotency_key.as_deref().unwrap_or_default(),
                 existing.id,
-                if existing.spec.kind != spec.kind { "runner" } else { "command or payload" }
+                if existing.spec.kind != spec.kind {
+                    "runner"
+                } else {
+                    "command or payload"
+                }
             )));
         }
     }
@@ -557,7 +685,10 @@ async fn enqueue_checked(backend: &dyn QueueBackend, spec: &JobSpec) -> Result<E
 /// the environment (a token set now) is a new attempt of the same work, not another command.
 pub fn is_env_retry(existing: &Job, spec: &JobSpec) -> bool {
     let could_not_run = matches!(existing.state, JobState::Failed | JobState::Dead)
-        && matches!(existing.outcome.as_ref().map(|o| &o.exit), Some(skillforge_runner::ExitClass::NotRunnable { .. }));
+        && matches!(
+            existing.outcome.as_ref().map(|o| &o.exit),
+            Some(skillforge_runner::ExitClass::NotRunnable { .. })
+        );
     let without_env = |payload: &serde_json::Value| {
         let mut p = payload.clone();
         if let Some(obj) = p.as_object_mut() {
@@ -565,7 +696,9 @@ pub fn is_env_retry(existing: &Job, spec: &JobSpec) -> bool {
         }
         p
     };
-    could_not_run && existing.spec.kind == spec.kind && without_env(&existing.spec.payload) == without_env(&spec.payload)
+    could_not_run
+        && existing.spec.kind == spec.kind
+        && without_env(&existing.spec.payload) == without_env(&spec.payload)
 }
 
 /// Waits for job `id` on `backend` through a [`CliJobs`] (its liveness rule, its local worker
@@ -573,10 +706,20 @@ pub fn is_env_retry(existing: &Job, spec: &JobSpec) -> bool {
 ///
 /// # Errors
 /// Exit 2 for an unknown job; exit 3 when the queue or store fails.
-pub async fn await_job(ctx: &Context, backend: &Arc<dyn QueueBackend>, id: &str, local_worker: bool) -> Result<Job, CliError> {
+pub async fn await_job(
+    ctx: &Context,
+    backend: &Arc<dyn QueueBackend>,
+    id: &str,
+    local_worker: bool,
+) -> Result<Job, CliError> {
     // The store is needed once the job has finished (to ingest its result): it opens while the
     // wait starts the in-process worker and the job runs, not before.
-    let jobs = CliJobs { ctx, queue: backend.clone(), store: None, local_worker };
+    let jobs = CliJobs {
+        ctx,
+        queue: backend.clone(),
+        store: None,
+        local_worker,
+    };
     // A store that cannot be opened ends the wait at once (exit 3), as before the wait began; a
     // job the in-process worker had leased by then goes stale and the reaper recovers it.
     let (_, job) = tokio::try_join!(ctx.store(), jobs.wait_one(id))?;

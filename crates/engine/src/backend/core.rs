@@ -7,7 +7,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::EngineError;
-use crate::job::{Enqueued, Finish, FinishReply, HeartbeatReply, Job, JobSpec, LeasedJob, WorkerIdentity};
+use crate::job::{
+    Enqueued, Finish, FinishReply, HeartbeatReply, Job, JobSpec, LeasedJob, WorkerIdentity,
+};
 
 /// The core of a job queue: durable jobs with per-job leases, heartbeats and fencing tokens.
 ///
@@ -64,8 +66,11 @@ pub trait QueueCore: Send + Sync + 'static {
     }
 
     /// Renews the lease's heartbeat (fenced).
-    async fn heartbeat(&self, job_id: &str, fencing_token: u64)
-    -> Result<HeartbeatReply, EngineError>;
+    async fn heartbeat(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+    ) -> Result<HeartbeatReply, EngineError>;
 
     /// Applies a finished attempt (fenced): records outcome and attempt result, moves the job
     /// to `finish.next` (a `queued` retry becomes due after `finish.retry_delay_ms`), clears the

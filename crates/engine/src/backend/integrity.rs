@@ -52,7 +52,11 @@ pub trait QueueIntegrity: QueueControl {
     ///
     /// # Errors
     /// [`EngineError::Backend`] when the queue cannot be read at all.
-    async fn list_readable(&self, state: Option<JobState>, limit: usize) -> Result<(Vec<Job>, Vec<UnreadableRecord>), EngineError> {
+    async fn list_readable(
+        &self,
+        state: Option<JobState>,
+        limit: usize,
+    ) -> Result<(Vec<Job>, Vec<UnreadableRecord>), EngineError> {
         Ok((self.list(state, limit).await?, Vec::new()))
     }
 

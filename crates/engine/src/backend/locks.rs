@@ -44,7 +44,12 @@ pub trait QueueLocks: QueueCore {
     ///
     /// # Errors
     /// [`EngineError::Backend`] when the queue cannot be written.
-    async fn reap_lock(&self, name: &str, fencing_token: u64, heartbeat_at_ms: i64) -> Result<bool, EngineError> {
+    async fn reap_lock(
+        &self,
+        name: &str,
+        fencing_token: u64,
+        heartbeat_at_ms: i64,
+    ) -> Result<bool, EngineError> {
         let _ = (name, fencing_token, heartbeat_at_ms);
         Ok(false)
     }
@@ -58,7 +63,12 @@ pub trait QueueLocks: QueueCore {
     ///
     /// # Errors
     /// [`EngineError::Backend`] when the queue cannot be written.
-    async fn reap_lock_unchanged(&self, name: &str, fencing_token: u64, heartbeat_at_ms: i64) -> Result<bool, EngineError> {
+    async fn reap_lock_unchanged(
+        &self,
+        name: &str,
+        fencing_token: u64,
+        heartbeat_at_ms: i64,
+    ) -> Result<bool, EngineError> {
         let _ = (name, fencing_token, heartbeat_at_ms);
         Ok(false)
     }

@@ -19,12 +19,22 @@ pub trait QueueOutput: QueueChanges {
     /// Appends live output of a running attempt ([`crate::output`]), fenced: nothing is written
     /// (and the reply is `false`) unless the job is `running` under `fencing_token`. A job keeps
     /// at most [`crate::output::OUTPUT_CAP_CHUNKS`] chunks, the oldest dropped first.
-    async fn append_output(&self, job_id: &str, fencing_token: u64, chunks: &[NewOutput]) -> Result<bool, EngineError>;
+    async fn append_output(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+        chunks: &[NewOutput],
+    ) -> Result<bool, EngineError>;
 
     /// A job's kept output chunks after the chunk whose cursor is `after` (`None`: from the
     /// oldest kept), oldest first, at most `limit`. Empty for an unknown job or one that wrote
     /// nothing (or whose output was trimmed away).
-    async fn read_output(&self, job_id: &str, after: Option<&str>, limit: usize) -> Result<Vec<OutputChunk>, EngineError>;
+    async fn read_output(
+        &self,
+        job_id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<OutputChunk>, EngineError>;
 
     /// Returns once job `job_id` may have output after the chunk whose cursor is `after`
     /// (`None`: any output), or [`QueueChanges::change_seq`] moved past `seen` (e.g. the job

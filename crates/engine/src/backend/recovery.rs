@@ -40,11 +40,7 @@ pub trait QueueRecovery: QueueCore {
     /// Applies `action` to an expired lease, fenced on its token and re-checking, atomically,
     /// that the heartbeat is still past `stale_after` (a heartbeat that arrived meanwhile wins).
     /// Returns whether it was applied.
-    async fn reap(
-        &self,
-        lease: &ExpiredLease,
-        action: &ReapAction,
-    ) -> Result<bool, EngineError>;
+    async fn reap(&self, lease: &ExpiredLease, action: &ReapAction) -> Result<bool, EngineError>;
 
     /// [`Self::reap`] judged by a reaper's own monotonic clock instead of this backend's wall
     /// clock: fenced on the lease's token and on its heartbeat still being `heartbeat_at_ms`,
@@ -53,7 +49,12 @@ pub trait QueueRecovery: QueueCore {
     ///
     /// # Errors
     /// [`EngineError::Backend`] when the queue cannot be written.
-    async fn reap_unchanged(&self, lease: &ExpiredLease, action: &ReapAction, heartbeat_at_ms: i64) -> Result<bool, EngineError> {
+    async fn reap_unchanged(
+        &self,
+        lease: &ExpiredLease,
+        action: &ReapAction,
+        heartbeat_at_ms: i64,
+    ) -> Result<bool, EngineError> {
         let _ = (lease, action, heartbeat_at_ms);
         Ok(false)
     }

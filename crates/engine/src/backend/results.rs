@@ -27,9 +27,19 @@ pub trait QueueResults: QueueCore {
     ///
     /// # Errors
     /// As [`Self::pending_results`].
-    async fn pending_results_skipping(&self, limit: usize, skip: &HashSet<String>) -> Result<Vec<Job>, EngineError> {
-        let jobs = self.pending_results(limit.saturating_add(skip.len())).await?;
-        Ok(jobs.into_iter().filter(|j| !skip.contains(&j.id)).take(limit).collect())
+    async fn pending_results_skipping(
+        &self,
+        limit: usize,
+        skip: &HashSet<String>,
+    ) -> Result<Vec<Job>, EngineError> {
+        let jobs = self
+            .pending_results(limit.saturating_add(skip.len()))
+            .await?;
+        Ok(jobs
+            .into_iter()
+            .filter(|j| !skip.contains(&j.id))
+            .take(limit)
+            .collect())
     }
 
     /// The control plane applied this job's result under `fencing_token`: stop listing it in
@@ -49,7 +59,12 @@ pub trait QueueResults: QueueCore {
     ///
     /// # Errors
     /// [`EngineError::NotFound`] for an unknown job; [`EngineError::Backend`] as every call.
-    async fn rerun_result(&self, job_id: &str, fencing_token: u64, reason: &str) -> Result<bool, EngineError> {
+    async fn rerun_result(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+        reason: &str,
+    ) -> Result<bool, EngineError> {
         let _ = (job_id, fencing_token, reason);
         Ok(false)
     }

@@ -20,7 +20,11 @@ pub trait QueueRoutes: QueueCore {
     /// The jobs queued on the queue or route `queue` (due or not), oldest first (by due time), at
     /// most `limit`: what the placement deadline ([`crate::placement`]) looks at for a route no
     /// live worker serves. Default: none.
-    async fn queued_on(&self, queue: &str, limit: usize) -> Result<Vec<crate::job::Job>, EngineError> {
+    async fn queued_on(
+        &self,
+        queue: &str,
+        limit: usize,
+    ) -> Result<Vec<crate::job::Job>, EngineError> {
         let _ = (queue, limit);
         Ok(Vec::new())
     }

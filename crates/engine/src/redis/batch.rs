@@ -38,12 +38,18 @@ impl Answered {
 
     /// Records that the reply of request `id` arrived.
     pub(super) fn push(&self, id: String) {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(id);
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(id);
     }
 
     /// Up to [`Self::PER_CALL`] ids to delete with the next call.
     pub(super) fn take(&self) -> Vec<String> {
-        let mut ids = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut ids = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let at = ids.len().saturating_sub(Self::PER_CALL);
         ids.split_off(at)
     }
@@ -88,7 +94,9 @@ pub(super) fn spawn(
         let prefix: Arc<str> = prefix.into();
         while let Some(first) = rx.recv().await {
             // While the maximum of batches is in flight, the next one accumulates.
-            let Ok(permit) = in_flight.clone().acquire_owned().await else { break };
+            let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                break;
+            };
             let mut batch = crate::backend::collect_batch(&mut rx, first, MAX_BATCH).await;
             for item in &mut batch {
                 // A caller that gave up still gets its finish applied, but no job leased for it.
@@ -96,7 +104,12 @@ pub(super) fn spawn(
                     item.lease = None;
                 }
             }
-            let (conn, prefix, script, answered) = (conn.clone(), prefix.clone(), script.clone(), answered.clone());
+            let (conn, prefix, script, answered) = (
+                conn.clone(),
+                prefix.clone(),
+                script.clone(),
+                answered.clone(),
+            );
             tokio::spawn(async move {
                 match run(&conn, &prefix, &script, &batch, &answered).await {
                     Ok(replies) => {
@@ -107,7 +120,11 @@ pub(super) fn spawn(
                     Err((e, is_transient)) => {
                         for item in batch {
                             let message = format!("finish of job `{}`: {e}", item.job_id);
-                            let error = if is_transient { EngineError::redis_unavailable(message) } else { EngineError::redis(message) };
+                            let error = if is_transient {
+                                EngineError::redis_unavailable(message)
+                            } else {
+                                EngineError::redis(message)
+                            };
                             let _ = item.reply.send(Err(error));
                         }
                     }
@@ -191,7 +208,14 @@ async fn run(
         }
     };
     if finishes.len() != batch.len() {
-        return Err((format!("finish batch: {} replies for {} finishes", finishes.len(), batch.len()), false));
+        return Err((
+            format!(
+                "finish batch: {} replies for {} finishes",
+                finishes.len(),
+                batch.len()
+            ),
+            false,
+        ));
     }
     if !leased.is_empty() {
         // The script kept a record of what it leased only when it leased something.
@@ -203,7 +227,11 @@ async fn run(
     // the search starts after the previous match.
     let mut cursor = 0;
     for row in leased {
-        let Some(tag) = row.first().and_then(Option::as_deref).map(super::id::public) else {
+        let Some(tag) = row
+            .first()
+            .and_then(Option::as_deref)
+            .map(super::id::public)
+        else {
             lease_error = Some("lease row without a tag".to_owned());
             continue;
         };

@@ -31,14 +31,27 @@ pub(super) struct Fetched {
 }
 
 /// Index sets a job id may be a member of, beside the per-queue `delayed:*` sets.
-const INDEX_SETS: [&str; 7] = ["results", "leases", "jobs", "state:failed", "state:dead", "state:cancelled", "state:stale"];
+const INDEX_SETS: [&str; 7] = [
+    "results",
+    "leases",
+    "jobs",
+    "state:failed",
+    "state:dead",
+    "state:cancelled",
+    "state:stale",
+];
 
 impl RedisBackend {
     /// Moves the pending result of `stored_id` out of `results` (or its lease out of `leases`:
     /// a running job the reaper cannot reap) into `broken` with `reason` and the server's time.
     /// Returns whether this call moved it (false: another process did, or it was no longer
     /// pending), so exactly one process logs it.
-    pub(super) async fn quarantine_stored(&self, stored_id: &str, reason: &str, whatever_its_index: bool) -> Result<bool, EngineError> {
+    pub(super) async fn quarantine_stored(
+        &self,
+        stored_id: &str,
+        reason: &str,
+        whatever_its_index: bool,
+    ) -> Result<bool, EngineError> {
         // One script. From ingestion the record enters `broken` only if this call took it out
         // of `results` (a result acknowledged meanwhile is left alone); from the reaper
         // (`whatever_its_index`) also when a failed reap script already took it out of
@@ -60,22 +73,31 @@ impl RedisBackend {
         .arg(stored_id)
         .arg(reason)
         .arg(if whatever_its_index { "1" } else { "0" });
-        let moved: u64 = with_retry!(self, "quarantine an unreadable job record", |c| cmd.query_async(&mut c))?;
+        let moved: u64 = with_retry!(self, "quarantine an unreadable job record", |c| cmd
+            .query_async(&mut c))?;
         Ok(moved == 1)
     }
 
     /// The quarantined records, at most `limit`, ordered by job id.
-    pub(super) async fn quarantined_records(&self, limit: usize) -> Result<Vec<UnreadableRecord>, EngineError> {
+    pub(super) async fn quarantined_records(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<UnreadableRecord>, EngineError> {
         let mut cmd = ::redis::cmd("HGETALL");
         cmd.arg(format!("{}broken", self.prefix));
         let entries: std::collections::BTreeMap<String, String> =
-            with_retry!(self, "read the quarantined job records", |c| cmd.query_async(&mut c))?;
+            with_retry!(self, "read the quarantined job records", |c| cmd
+                .query_async(&mut c))?;
         Ok(entries
             .into_iter()
             .take(limit)
             .map(|(id, value)| {
                 let (at, reason) = value.split_once('\t').unwrap_or(("", &value));
-                UnreadableRecord { job_id: public(&id), reason: reason.to_owned(), quarantined_at_ms: at.parse().ok() }
+                UnreadableRecord {
+                    job_id: public(&id),
+                    reason: reason.to_owned(),
+                    quarantined_at_ms: at.parse().ok(),
+                }
             })
             .collect())
     }
@@ -97,14 +119,19 @@ impl RedisBackend {
             .cmd("SMEMBERS")
             .arg(format!("{ns}queues"));
         let (is_quarantined, key, queues): (bool, Option<String>, Vec<String>) =
-            with_retry!(self, "read a quarantined job record", |c| check.query_async(&mut c))?;
+            with_retry!(self, "read a quarantined job record", |c| check
+                .query_async(&mut c))?;
         if !is_quarantined {
             return Ok(false);
         }
         let mut pipe = ::redis::pipe();
         pipe.atomic();
         let job = format!("{ns}job:{id}");
-        pipe.cmd("DEL").arg(&job).arg(format!("{job}:history")).arg(format!("{ns}out:{id}")).ignore();
+        pipe.cmd("DEL")
+            .arg(&job)
+            .arg(format!("{job}:history"))
+            .arg(format!("{ns}out:{id}"))
+            .ignore();
         for field in decode::SPILLED {
             pipe.cmd("DEL").arg(format!("{job}:{field}")).ignore();
         }
@@ -112,7 +139,10 @@ impl RedisBackend {
             pipe.cmd("ZREM").arg(format!("{ns}{set}")).arg(&id).ignore();
         }
         for queue in &queues {
-            pipe.cmd("ZREM").arg(format!("{ns}delayed:{queue}")).arg(&id).ignore();
+            pipe.cmd("ZREM")
+                .arg(format!("{ns}delayed:{queue}"))
+                .arg(&id)
+                .ignore();
         }
         if let Some(key) = &key {
             // Only this job's entry: HDEL of a key another job took since would be wrong, so
@@ -125,8 +155,12 @@ impl RedisBackend {
                 .arg(&id)
                 .ignore();
         }
-        pipe.cmd("HDEL").arg(format!("{ns}broken")).arg(&id).ignore();
-        let () = with_retry!(self, "purge a quarantined job record", |c| pipe.query_async(&mut c))?;
+        pipe.cmd("HDEL")
+            .arg(format!("{ns}broken"))
+            .arg(&id)
+            .ignore();
+        let () = with_retry!(self, "purge a quarantined job record", |c| pipe
+            .query_async(&mut c))?;
         Ok(true)
     }
 }

@@ -32,7 +32,12 @@ pub(super) fn channel(prefix: &str) -> String {
 }
 
 /// Spawns the listener of `channel` on `client`; it ends when `stop` is cancelled.
-pub(super) fn spawn_listener(client: Client, channel: String, signal: Arc<ChangeSignal>, stop: CancellationToken) {
+pub(super) fn spawn_listener(
+    client: Client,
+    channel: String,
+    signal: Arc<ChangeSignal>,
+    stop: CancellationToken,
+) {
     tokio::spawn(async move {
         loop {
             if !signal.has_waiters() {

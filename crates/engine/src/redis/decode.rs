@@ -52,12 +52,19 @@ fn flag(h: &HashMap<String, String>, name: &str) -> bool {
 }
 
 /// The value of a possibly spilled field: '@' resolves to its key's value (`spilled`).
-fn long<'a>(id: &str, name: &str, v: Option<&'a str>, spilled: &'a Option<String>) -> Result<Option<&'a str>, EngineError> {
+fn long<'a>(
+    id: &str,
+    name: &str,
+    v: Option<&'a str>,
+    spilled: &'a Option<String>,
+) -> Result<Option<&'a str>, EngineError> {
     match v {
-        Some("@") => spilled
-            .as_deref()
-            .map(Some)
-            .ok_or_else(|| corrupt(id, format!("field `{name}` is in its own key, which is missing"))),
+        Some("@") => spilled.as_deref().map(Some).ok_or_else(|| {
+            corrupt(
+                id,
+                format!("field `{name}` is in its own key, which is missing"),
+            )
+        }),
         other => Ok(other),
     }
 }
@@ -73,7 +80,8 @@ pub(super) fn job(job_id: &str, raw: RawJob) -> Result<Option<Job>, EngineError>
     let id = job_id.to_owned();
     let side = |i: usize| spilled.get(i).unwrap_or(&None);
     let get = |name: &str| h.get(name).map(String::as_str);
-    let payload = long(&id, "p", get("p"), side(0))?.ok_or_else(|| corrupt(&id, "missing field `p`"))?;
+    let payload =
+        long(&id, "p", get("p"), side(0))?.ok_or_else(|| corrupt(&id, "missing field `p`"))?;
     let extra = long(&id, "x", get("x"), side(1))?;
     let spec = spec::decode(
         &id,
@@ -105,7 +113,9 @@ pub(super) fn job(job_id: &str, raw: RawJob) -> Result<Option<Job>, EngineError>
         _ => None,
     };
     let outcome = outcome(&id, long(&id, "o", get("o"), side(2))?)?;
-    let error = long(&id, "e", get("e"), side(3))?.and_then(|e| e.strip_prefix('=')).map(str::to_owned);
+    let error = long(&id, "e", get("e"), side(3))?
+        .and_then(|e| e.strip_prefix('='))
+        .map(str::to_owned);
     let mut history = records(&id, &history)?;
     let attempts = num(&h, &id, "a")?;
     let token: u64 = num(&h, &id, "t")?;
@@ -172,7 +182,10 @@ fn records(id: &str, raw: &[String]) -> Result<Vec<AttemptRecord>, EngineError> 
 /// The history list holds closed attempts; a running job's open attempt is its lease, appended
 /// here. (A job leased by a build that stored the open record in the list already has it.)
 fn push_open(history: &mut Vec<AttemptRecord>, attempts: u32, lease: &Lease) {
-    if history.last().is_none_or(|r| r.fencing_token != lease.fencing_token) {
+    if history
+        .last()
+        .is_none_or(|r| r.fencing_token != lease.fencing_token)
+    {
         history.push(AttemptRecord {
             attempt: attempts,
             fencing_token: lease.fencing_token,
@@ -216,11 +229,13 @@ pub(super) fn leased(
             .map_err(|_| corrupt(id, format!("field `{name}` is not a number: `{raw}`")))
     }
     let at = |i: usize| row[i].as_deref();
-    let need = |i: usize, name: &str| at(i).ok_or_else(|| corrupt(&id, format!("missing field `{name}`")));
+    let need =
+        |i: usize, name: &str| at(i).ok_or_else(|| corrupt(&id, format!("missing field `{name}`")));
     // A spec field comes as stored: absent = its default (`defaults.rs`).
     let spec_field = |i: usize, name: &str| match at(i) {
         Some(v) => Ok(v),
-        None => super::defaults::default_of(name).ok_or_else(|| corrupt(&id, format!("missing field `{name}`"))),
+        None => super::defaults::default_of(name)
+            .ok_or_else(|| corrupt(&id, format!("missing field `{name}`"))),
     };
     let tag = super::id::public(at(0).unwrap_or_default());
     let attempts: u32 = parse(&id, at(2), "a")?;
@@ -282,7 +297,13 @@ pub(super) fn leased(
         error,
         history,
     };
-    Ok((tag, LeasedJob { fencing_token: token, job }))
+    Ok((
+        tag,
+        LeasedJob {
+            fencing_token: token,
+            job,
+        },
+    ))
 }
 
 /// Decodes a row of the `leases` script:

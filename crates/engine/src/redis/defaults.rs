@@ -57,7 +57,10 @@ pub(super) fn lua_prelude() -> String {
         pairs
             .iter()
             .map(|(k, v)| {
-                debug_assert!(v.chars().all(|c| c.is_ascii_graphic() && c != '\'' && c != '\\'));
+                debug_assert!(
+                    v.chars()
+                        .all(|c| c.is_ascii_graphic() && c != '\'' && c != '\\')
+                );
                 format!("{k} = '{v}'")
             })
             .collect::<Vec<_>>()
@@ -98,7 +101,13 @@ mod tests {
         // Not a correctness condition (a differing value is stored), but a memory one: a default
         // spec must store none of its spec fields.
         let d = JobSpec::new("noop", serde_json::json!({}));
-        let get = |k: &str| DEFAULTS.iter().find(|(n, _)| *n == k).map(|(_, v)| (*v).to_owned()).unwrap();
+        let get = |k: &str| {
+            DEFAULTS
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| (*v).to_owned())
+                .unwrap()
+        };
         assert_eq!(get("q"), d.queue);
         assert_eq!(get("w"), d.workflow);
         assert_eq!(get("g"), d.stage);
@@ -117,16 +126,28 @@ mod tests {
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect();
         fill(&mut h);
-        assert_eq!((h["s"].as_str(), h["u"].as_str(), h["nb"].as_str()), ("queued", "10", "10"));
-        assert_eq!((h["hh"].as_str(), h["ct"].as_str(), h["cb"].as_str()), ("20", "3", "finish"));
+        assert_eq!(
+            (h["s"].as_str(), h["u"].as_str(), h["nb"].as_str()),
+            ("queued", "10", "10")
+        );
+        assert_eq!(
+            (h["hh"].as_str(), h["ct"].as_str(), h["cb"].as_str()),
+            ("20", "3", "finish")
+        );
         let mut fresh: HashMap<String, String> = [("c".to_owned(), "1".to_owned())].into();
         fill(&mut fresh);
-        assert_eq!(fresh["ct"], "0", "a relative default whose source is itself at its default");
+        assert_eq!(
+            fresh["ct"], "0",
+            "a relative default whose source is itself at its default"
+        );
         assert!(!fresh.contains_key("hh"), "no lease: no heartbeat");
         let mut none = HashMap::new();
         fill(&mut none);
         assert!(none.is_empty());
         let lua = lua_prelude();
-        assert!(lua.contains("cb = 'finish'") && lua.contains("hh = 'la'"), "{lua}");
+        assert!(
+            lua.contains("cb = 'finish'") && lua.contains("hh = 'la'"),
+            "{lua}"
+        );
     }
 }

@@ -70,29 +70,54 @@ mod tests {
             let id = crate::job::new_job_id();
             let s = stored(&id);
             assert_eq!(s.len(), 22, "{s}");
-            assert!(s.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'), "{s}");
+            assert!(
+                s.bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'),
+                "{s}"
+            );
             assert_eq!(public(&s), id);
         }
         let upper = "01937C3E-AAAA-7BBB-8CCC-DDDDDDDDDDDD";
-        assert_eq!(public(&stored(upper)), upper.to_lowercase(), "any case, one job");
-        for other in ["job-a", "v2-queued", "", "01937c3eaaaa7bbb8cccdddddddddddd", "{01937c3e-aaaa-7bbb-8ccc-dddddddddddd}"] {
+        assert_eq!(
+            public(&stored(upper)),
+            upper.to_lowercase(),
+            "any case, one job"
+        );
+        for other in [
+            "job-a",
+            "v2-queued",
+            "",
+            "01937c3eaaaa7bbb8cccdddddddddddd",
+            "{01937c3e-aaaa-7bbb-8ccc-dddddddddddd}",
+        ] {
             assert_eq!(stored(other), other, "{other}");
             assert_eq!(public(other), other);
         }
         // The Lua rule of migrate4.lua (short_id) gives the same text: checked against the
         // script in tests/redis_backend (layouts.rs).
-        assert_eq!(stored("00000000-0000-0000-0000-000000000000"), "----------------------");
-        assert_eq!(stored("ffffffff-ffff-ffff-ffff-ffffffffffff"), "zzzzzzzzzzzzzzzzzzzzzk");
+        assert_eq!(
+            stored("00000000-0000-0000-0000-000000000000"),
+            "----------------------"
+        );
+        assert_eq!(
+            stored("ffffffff-ffff-ffff-ffff-ffffffffffff"),
+            "zzzzzzzzzzzzzzzzzzzzzk"
+        );
     }
 
     #[test]
     fn stored_ids_sort_as_their_uuids() {
-        let mut ids: Vec<String> = (0..2000).map(|_| uuid::Uuid::new_v4().to_string()).collect();
+        let mut ids: Vec<String> = (0..2000)
+            .map(|_| uuid::Uuid::new_v4().to_string())
+            .collect();
         ids.extend((0..200).map(|_| crate::job::new_job_id()));
         let mut by_text = ids.clone();
         by_text.sort();
         let mut by_stored = ids.clone();
         by_stored.sort_by_key(|id| stored(id).into_owned());
-        assert_eq!(by_text, by_stored, "stored ids order as the hex text (the bytes) does");
+        assert_eq!(
+            by_text, by_stored,
+            "stored ids order as the hex text (the bytes) does"
+        );
     }
 }

@@ -61,7 +61,10 @@ const RENAMED: [(&str, &str); 20] = [
 /// old layout: already rewritten, or gone).
 ///
 /// Errors: [`EngineError::Corrupt`] when its spec does not parse.
-fn rewrite(id: &str, h: &HashMap<String, String>) -> Result<Option<Vec<(&'static str, String)>>, EngineError> {
+fn rewrite(
+    id: &str,
+    h: &HashMap<String, String>,
+) -> Result<Option<Vec<(&'static str, String)>>, EngineError> {
     if !h.contains_key("state") {
         return Ok(None);
     }
@@ -121,7 +124,8 @@ impl RedisBackend {
             let mut pipe = ::redis::pipe();
             pipe.cmd("GET").arg(&layout_key).cmd("GET").arg(&cursor_key);
             let (layout, cursor): (Option<String>, Option<String>) =
-                with_retry!(self, "read the namespace layout", |c| pipe.query_async(&mut c))?;
+                with_retry!(self, "read the namespace layout", |c| pipe
+                    .query_async(&mut c))?;
             match layout.as_deref() {
                 Some(LAYOUT) => return Ok(rewritten),
                 Some("3") => {
@@ -132,8 +136,15 @@ impl RedisBackend {
             }
             let from = cursor.unwrap_or_else(|| "-inf".to_owned());
             let mut cmd = ::redis::cmd("ZRANGEBYSCORE");
-            cmd.arg(format!("{}jobs", self.prefix)).arg(&from).arg("+inf").arg("WITHSCORES").arg("LIMIT").arg(0).arg(BATCH);
-            let rows: Vec<(String, f64)> = with_retry!(self, "read the job index", |c| cmd.query_async(&mut c))?;
+            cmd.arg(format!("{}jobs", self.prefix))
+                .arg(&from)
+                .arg("+inf")
+                .arg("WITHSCORES")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(BATCH);
+            let rows: Vec<(String, f64)> =
+                with_retry!(self, "read the job index", |c| cmd.query_async(&mut c))?;
             let mut pipe = ::redis::pipe();
             for (id, _) in &rows {
                 pipe.cmd("HGETALL").arg(format!("{}job:{id}", self.prefix));
@@ -156,7 +167,9 @@ impl RedisBackend {
             let mut n = 0;
             let mut args: Vec<String> = Vec::new();
             for ((id, _), h) in rows.iter().zip(&hashes) {
-                let Some(fields) = rewrite(id, h)? else { continue };
+                let Some(fields) = rewrite(id, h)? else {
+                    continue;
+                };
                 n += 1;
                 args.push(id.clone());
                 args.push(h.get("state").cloned().unwrap_or_default());
@@ -175,7 +188,8 @@ impl RedisBackend {
                 let () = with_retry!(self, "move the layout cursor", |c| set.query_async(&mut c))?;
                 0
             } else {
-                with_retry!(self, "rewrite jobs into layout 3", |c| inv.invoke_async(&mut c))?
+                with_retry!(self, "rewrite jobs into layout 3", |c| inv
+                    .invoke_async(&mut c))?
             };
             rewritten += n as u64 - missed;
             if missed > 0 && rereads < MAX_REREADS {
@@ -188,7 +202,8 @@ impl RedisBackend {
                 del.arg(&layout_key);
                 let mut pipe = ::redis::pipe();
                 pipe.add_command(set).ignore().add_command(del).ignore();
-                let () = with_retry!(self, "move the layout cursor back", |c| pipe.query_async(&mut c))?;
+                let () = with_retry!(self, "move the layout cursor back", |c| pipe
+                    .query_async(&mut c))?;
             }
         }
     }
@@ -203,7 +218,8 @@ impl RedisBackend {
         loop {
             let mut inv = self.scripts.migrate4.prepare_invoke();
             inv.arg(&self.prefix).arg(BATCH);
-            let step: String = with_retry!(self, "rewrite the namespace into layout 4", |c| inv.invoke_async(&mut c))?;
+            let step: String = with_retry!(self, "rewrite the namespace into layout 4", |c| inv
+                .invoke_async(&mut c))?;
             if step == "done" {
                 if steps > 0 {
                     tracing::info!(steps, prefix = %self.prefix, "rewrote the namespace into layout 4");
@@ -221,24 +237,53 @@ mod tests {
 
     #[test]
     fn layout_1_and_2_hashes_are_rewritten_with_their_error_and_closed_attempt() {
-        let spec = serde_json::to_string(&crate::job::JobSpec::new("noop", serde_json::json!({}))).unwrap();
+        let spec = serde_json::to_string(&crate::job::JobSpec::new("noop", serde_json::json!({})))
+            .unwrap();
         let base = |extra: &[(&str, &str)]| {
-            let mut h: HashMap<String, String> = [("state", "dead"), ("spec", spec.as_str()), ("token", "1"), ("id", "j")]
-                .into_iter()
-                .chain(extra.iter().copied())
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .collect();
+            let mut h: HashMap<String, String> = [
+                ("state", "dead"),
+                ("spec", spec.as_str()),
+                ("token", "1"),
+                ("id", "j"),
+            ]
+            .into_iter()
+            .chain(extra.iter().copied())
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
             h.retain(|_, v| !v.is_empty());
             h
         };
-        let get = |f: &[(&'static str, String)], name: &str| f.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone());
+        let get = |f: &[(&'static str, String)], name: &str| {
+            f.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone())
+        };
         let v1 = rewrite("j", &base(&[("error", "boom")])).unwrap().unwrap();
-        assert_eq!((get(&v1, "e"), get(&v1, "r"), get(&v1, "o")), (Some("=boom".into()), Some(String::new()), Some(String::new())));
-        assert_eq!((get(&v1, "s"), get(&v1, "t"), get(&v1, "kd")), (Some("dead".into()), Some("1".into()), Some("noop".into())));
+        assert_eq!(
+            (get(&v1, "e"), get(&v1, "r"), get(&v1, "o")),
+            (
+                Some("=boom".into()),
+                Some(String::new()),
+                Some(String::new())
+            )
+        );
+        assert_eq!(
+            (get(&v1, "s"), get(&v1, "t"), get(&v1, "kd")),
+            (Some("dead".into()), Some("1".into()), Some("noop".into()))
+        );
         assert_eq!(get(&v1, "id"), None, "the copy of the key's id is dropped");
-        let v2 = rewrite("j", &base(&[("layout", "2"), ("error", ""), ("attempt_result", "failed")])).unwrap().unwrap();
-        assert_eq!((get(&v2, "e"), get(&v2, "r")), (Some(String::new()), Some("failed".into())));
+        let v2 = rewrite(
+            "j",
+            &base(&[("layout", "2"), ("error", ""), ("attempt_result", "failed")]),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (get(&v2, "e"), get(&v2, "r")),
+            (Some(String::new()), Some("failed".into()))
+        );
         let new: HashMap<String, String> = [("s".to_owned(), "dead".to_owned())].into();
-        assert!(rewrite("j", &new).unwrap().is_none(), "a layout-3 hash is left alone");
+        assert!(
+            rewrite("j", &new).unwrap().is_none(),
+            "a layout-3 hash is left alone"
+        );
     }
 }

@@ -28,7 +28,9 @@ pub(super) fn encode(job_id: &str, outcome: &RunOutcome) -> Result<String, Engin
     if let Some(short) = quiet(outcome) {
         return Ok(short);
     }
-    let bad = |e: serde_json::Error| EngineError::redis(format!("encode run outcome of job `{job_id}`: {e}"));
+    let bad = |e: serde_json::Error| {
+        EngineError::redis(format!("encode run outcome of job `{job_id}`: {e}"))
+    };
     let mut v = serde_json::to_value(outcome).map_err(bad)?;
     if let Value::Object(map) = &mut v {
         for (name, empty) in defaults() {
@@ -50,7 +52,10 @@ pub(super) fn decode(job_id: &str, raw: &str) -> Result<RunOutcome, EngineError>
             message: format!("run outcome `{raw}`"),
         });
     }
-    let corrupt = |e: serde_json::Error| EngineError::Corrupt { job_id: job_id.to_owned(), message: format!("run outcome: {e}") };
+    let corrupt = |e: serde_json::Error| EngineError::Corrupt {
+        job_id: job_id.to_owned(),
+        message: format!("run outcome: {e}"),
+    };
     let mut map: Map<String, Value> = serde_json::from_str(raw).map_err(corrupt)?;
     for (name, empty) in defaults() {
         map.entry(name).or_insert(empty);
@@ -85,15 +90,23 @@ fn unquiet(s: &str) -> Option<RunOutcome> {
     let (tag, arg) = exit.split_at(exit.char_indices().nth(1).map_or(exit.len(), |(i, _)| i));
     let exit = match (tag, arg) {
         ("p", "") => ExitClass::Passed,
-        ("f", n) => ExitClass::Failed { code: n.parse().ok()? },
+        ("f", n) => ExitClass::Failed {
+            code: n.parse().ok()?,
+        },
         ("t", "") => ExitClass::TimedOut,
-        ("k", n) => ExitClass::Killed { signal: n.parse().ok()? },
+        ("k", n) => ExitClass::Killed {
+            signal: n.parse().ok()?,
+        },
         ("c", "") => ExitClass::Censored,
         _ => return None,
     };
     Some(RunOutcome {
         exit,
-        exit_code: if code.is_empty() { None } else { Some(code.parse().ok()?) },
+        exit_code: if code.is_empty() {
+            None
+        } else {
+            Some(code.parse().ok()?)
+        },
         duration_ms: duration.parse().ok()?,
         stdout_tail: String::new(),
         stderr_tail: String::new(),
@@ -119,15 +132,32 @@ mod tests {
         let short = encode("j", &quiet).unwrap();
         assert_eq!(short, "~p:0:1234");
         assert_eq!(decode("j", &short).unwrap(), quiet);
-        for exit in [ExitClass::Failed { code: -3 }, ExitClass::TimedOut, ExitClass::Killed { signal: 9 }, ExitClass::Censored] {
-            let o = RunOutcome { exit, exit_code: None, ..quiet.clone() };
+        for exit in [
+            ExitClass::Failed { code: -3 },
+            ExitClass::TimedOut,
+            ExitClass::Killed { signal: 9 },
+            ExitClass::Censored,
+        ] {
+            let o = RunOutcome {
+                exit,
+                exit_code: None,
+                ..quiet.clone()
+            };
             let text = encode("j", &o).unwrap();
             assert!(text.starts_with('~') && text.len() <= 12, "{text}");
             assert_eq!(decode("j", &text).unwrap(), o);
         }
-        let unrunnable = RunOutcome { exit: ExitClass::NotRunnable { reason: "no `x`".into() }, ..quiet.clone() };
+        let unrunnable = RunOutcome {
+            exit: ExitClass::NotRunnable {
+                reason: "no `x`".into(),
+            },
+            ..quiet.clone()
+        };
         let json = encode("j", &unrunnable).unwrap();
-        assert!(json.starts_with('{'), "a text-bearing exit class stays JSON: {json}");
+        assert!(
+            json.starts_with('{'),
+            "a text-bearing exit class stays JSON: {json}"
+        );
         assert_eq!(decode("j", &json).unwrap(), unrunnable);
         for bad in ["~", "~p:0", "~x:0:1", "~f:0:1", "~p:0:1:2", "~p:a:1"] {
             assert!(decode("j", bad).is_err(), "{bad}");
@@ -141,6 +171,10 @@ mod tests {
             detail: serde_json::json!({"k": [1, 2]}),
         };
         assert_eq!(decode("j", &encode("j", &loud).unwrap()).unwrap(), loud);
-        assert_eq!(decode("j", &serde_json::to_string(&loud).unwrap()).unwrap(), loud, "full JSON too");
+        assert_eq!(
+            decode("j", &serde_json::to_string(&loud).unwrap()).unwrap(),
+            loud,
+            "full JSON too"
+        );
     }
 }

@@ -18,7 +18,8 @@ use super::{BLOCK_SLACK, RESPONSE_TIMEOUT, RETRY_BUDGET, RedisBackend, transient
 use crate::error::EngineError;
 use crate::output::{NewOutput, OUTPUT_CAP_CHUNKS, OUTPUT_TAIL_CHUNKS, OutputChunk, OutputStream};
 
-static APPEND: LazyLock<Script> = LazyLock::new(|| super::scripts::with_prelude(include_str!("output_append.lua")));
+static APPEND: LazyLock<Script> =
+    LazyLock::new(|| super::scripts::with_prelude(include_str!("output_append.lua")));
 
 /// One `XRANGE` entry: its id and its field/value pairs.
 type Entry = (String, Vec<Vec<u8>>);
@@ -36,7 +37,10 @@ impl RedisBackend {
         chunks: &[NewOutput],
     ) -> Result<bool, EngineError> {
         let mut inv = APPEND.prepare_invoke();
-        inv.arg(&self.prefix).arg(super::id::stored(job_id).as_ref()).arg(fencing_token).arg(OUTPUT_CAP_CHUNKS);
+        inv.arg(&self.prefix)
+            .arg(super::id::stored(job_id).as_ref())
+            .arg(fencing_token)
+            .arg(OUTPUT_CAP_CHUNKS);
         for c in chunks {
             inv.arg(c.stream.as_str()).arg(c.data.as_slice());
         }
@@ -65,7 +69,10 @@ impl RedisBackend {
             .arg("COUNT")
             .arg(limit.max(1))
             .query_async(&mut c))?;
-        entries.into_iter().map(|(id, fields)| chunk(&what, id, fields)).collect()
+        entries
+            .into_iter()
+            .map(|(id, fields)| chunk(&what, id, fields))
+            .collect()
     }
 
     /// See [`crate::backend::QueueOutput::output_since`]: `XREAD BLOCK` (at most `timeout`) on
@@ -74,7 +81,13 @@ impl RedisBackend {
     /// A connection whose `XREAD` was abandoned (the change came first) is dropped, not pooled;
     /// a failed one (a Redis restart) is dropped after a pause of at most 200 ms, so the next
     /// call connects afresh.
-    pub(super) async fn wait_output_stream(&self, job_id: &str, after: Option<&str>, seen: u64, timeout: Duration) {
+    pub(super) async fn wait_output_stream(
+        &self,
+        job_id: &str,
+        after: Option<&str>,
+        seen: u64,
+        timeout: Duration,
+    ) {
         let key = self.output_key(job_id);
         let start = match after {
             None | Some("") => "0-0".to_owned(),
@@ -91,7 +104,9 @@ impl RedisBackend {
             };
             conn.set_response_timeout(timeout + BLOCK_SLACK);
             // BLOCK 0 would wait forever.
-            let block_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX).max(1);
+            let block_ms = u64::try_from(timeout.as_millis())
+                .unwrap_or(u64::MAX)
+                .max(1);
             let reply: Result<::redis::Value, ::redis::RedisError> = ::redis::cmd("XREAD")
                 .arg("COUNT")
                 .arg(1)
@@ -138,7 +153,11 @@ fn chunk(what: &str, cursor: String, fields: Vec<Vec<u8>>) -> Result<OutputChunk
     while let (Some(name), Some(value)) = (it.next(), it.next()) {
         match name.as_slice() {
             b"s" => stream = Some(value),
-            b"t" => token = String::from_utf8(value).ok().and_then(|t| t.parse::<u64>().ok()),
+            b"t" => {
+                token = String::from_utf8(value)
+                    .ok()
+                    .and_then(|t| t.parse::<u64>().ok())
+            }
             b"d" => data = Some(value),
             _ => {}
         }
@@ -146,10 +165,21 @@ fn chunk(what: &str, cursor: String, fields: Vec<Vec<u8>>) -> Result<OutputChunk
     let stream = match stream.as_deref() {
         Some(b"stdout") => OutputStream::Stdout,
         Some(b"stderr") => OutputStream::Stderr,
-        other => return Err(EngineError::redis(format!("{what}: entry {cursor} has stream {other:?}"))),
+        other => {
+            return Err(EngineError::redis(format!(
+                "{what}: entry {cursor} has stream {other:?}"
+            )));
+        }
     };
     let (Some(fencing_token), Some(data)) = (token, data) else {
-        return Err(EngineError::redis(format!("{what}: entry {cursor} lacks its token or data")));
+        return Err(EngineError::redis(format!(
+            "{what}: entry {cursor} lacks its token or data"
+        )));
     };
-    Ok(OutputChunk { cursor, fencing_token, stream, data })
+    Ok(OutputChunk {
+        cursor,
+        fencing_token,
+        stream,
+        data,
+    })
 }

@@ -15,12 +15,12 @@ use super::{
 use crate::backend::prelude::*;
 use crate::backend::{NamespaceLoss, ReapAction, UnreadableRecord, UnsafeSetting};
 use crate::error::EngineError;
-use crate::output::{NewOutput, OutputChunk};
-use crate::retention::{PruneBatch, PruneRule, Tombstone};
 use crate::job::{
     CancelReply, Enqueued, ExpiredLease, Finish, FinishReply, HeartbeatReply, Job, JobSpec,
     JobState, Lease, LeaseKind, LeaseView, LeasedJob, LockAcquire, WorkerIdentity, new_job_id,
 };
+use crate::output::{NewOutput, OutputChunk};
+use crate::retention::{PruneBatch, PruneRule, Tombstone};
 
 #[async_trait::async_trait]
 impl QueueCore for RedisBackend {
@@ -41,7 +41,11 @@ impl QueueCore for RedisBackend {
             .arg(spec.heartbeat_ms)
             .arg(spec.stale_after_ms)
             .arg(u8::from(spec.idempotent))
-            .arg(spec.not_before_ms.map(|t| t.to_string()).unwrap_or_default())
+            .arg(
+                spec.not_before_ms
+                    .map(|t| t.to_string())
+                    .unwrap_or_default(),
+            )
             .arg(&spec.workflow)
             .arg(&spec.stage)
             .arg(&spec.kind)
@@ -75,7 +79,8 @@ impl QueueCore for RedisBackend {
         wait: Duration,
         stop: &CancellationToken,
     ) -> Result<Vec<LeasedJob>, EngineError> {
-        self.lease_waiting(queue, worker, max, wait, Some(stop)).await
+        self.lease_waiting(queue, worker, max, wait, Some(stop))
+            .await
     }
 
     async fn heartbeat(
@@ -84,7 +89,9 @@ impl QueueCore for RedisBackend {
         fencing_token: u64,
     ) -> Result<HeartbeatReply, EngineError> {
         let mut inv = self.scripts.heartbeat.prepare_invoke();
-        inv.arg(&self.prefix).arg(stored(job_id).as_ref()).arg(fencing_token);
+        inv.arg(&self.prefix)
+            .arg(stored(job_id).as_ref())
+            .arg(fencing_token);
         let what = format!("heartbeat of job `{job_id}`");
         let reply: String = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
         match reply.as_str() {
@@ -101,7 +108,10 @@ impl QueueCore for RedisBackend {
         fencing_token: u64,
         finish: &Finish,
     ) -> Result<FinishReply, EngineError> {
-        Ok(self.send_finish(job_id, fencing_token, finish, None).await?.0)
+        Ok(self
+            .send_finish(job_id, fencing_token, finish, None)
+            .await?
+            .0)
     }
 
     async fn finish_and_lease(
@@ -112,13 +122,20 @@ impl QueueCore for RedisBackend {
         queue: &str,
         worker: &WorkerIdentity,
     ) -> Result<(FinishReply, Option<LeasedJob>), EngineError> {
-        self.send_finish(job_id, fencing_token, finish, Some((queue.to_owned(), worker.clone())))
-            .await
+        self.send_finish(
+            job_id,
+            fencing_token,
+            finish,
+            Some((queue.to_owned(), worker.clone())),
+        )
+        .await
     }
 
     async fn release(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
         let mut inv = self.scripts.release.prepare_invoke();
-        inv.arg(&self.prefix).arg(stored(job_id).as_ref()).arg(fencing_token);
+        inv.arg(&self.prefix)
+            .arg(stored(job_id).as_ref())
+            .arg(fencing_token);
         let what = format!("release of job `{job_id}`");
         let applied: u8 = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
         Ok(applied == 1)
@@ -162,10 +179,16 @@ impl QueueControl for RedisBackend {
         self.retry_replacing(job_id, None).await
     }
 
-    async fn fail_queued(&self, job_id: &str, outcome: &skillforge_runner::RunOutcome) -> Result<bool, EngineError> {
+    async fn fail_queued(
+        &self,
+        job_id: &str,
+        outcome: &skillforge_runner::RunOutcome,
+    ) -> Result<bool, EngineError> {
         let encoded = super::outcome_json::encode(job_id, outcome)?;
         let mut inv = self.scripts.fail_queued.prepare_invoke();
-        inv.arg(&self.prefix).arg(stored(job_id).as_ref()).arg(&encoded);
+        inv.arg(&self.prefix)
+            .arg(stored(job_id).as_ref())
+            .arg(&encoded);
         let what = format!("fail of queued job `{job_id}`");
         let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
         match reply.as_slice() {
@@ -176,13 +199,51 @@ impl QueueControl for RedisBackend {
         }
     }
 
-    async fn retry_with_payload(&self, job_id: &str, payload: &serde_json::Value) -> Result<(), EngineError> {
-        let json = serde_json::to_string(payload).map_err(|e| EngineError::redis(format!("encode job payload: {e}")))?;
+    async fn retry_with_payload(
+        &self,
+        job_id: &str,
+        payload: &serde_json::Value,
+    ) -> Result<(), EngineError> {
+        let json = serde_json::to_string(payload)
+            .map_err(|e| EngineError::redis(format!("encode job payload: {e}")))?;
         self.retry_replacing(job_id, Some(&json)).await
     }
 
     async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>, EngineError> {
         Ok(self.list_readable(state, limit).await?.0)
+    }
+
+    async fn counts(&self) -> Result<crate::backend::JobCounts, EngineError> {
+        let mut inv = self.scripts.counts.prepare_invoke();
+        inv.arg(&self.prefix).arg(super::LIST_WALK_BUDGET);
+        let (queued, running, succeeded, failed, dead, cancelled, stale, per): (
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+            Vec<String>,
+        ) = with_retry!(self, "count jobs", |c| inv.invoke_async(&mut c))?;
+        let mut counts = crate::backend::JobCounts::default();
+        for (state, n) in [
+            (JobState::Queued, queued),
+            (JobState::Running, running),
+            (JobState::Succeeded, succeeded),
+            (JobState::Failed, failed),
+            (JobState::Dead, dead),
+            (JobState::Cancelled, cancelled),
+            (JobState::Stale, stale),
+        ] {
+            counts.add(state, n);
+        }
+        for pair in per.chunks(2) {
+            if let [queue, n] = pair {
+                counts.add_queued(queue, n.parse().map_err(|_| unexpected("counts", &per))?);
+            }
+        }
+        Ok(counts)
     }
 
     async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
@@ -220,14 +281,23 @@ impl QueueChanges for RedisBackend {
 #[async_trait::async_trait]
 impl QueueResults for RedisBackend {
     async fn pending_results(&self, limit: usize) -> Result<Vec<Job>, EngineError> {
-        self.pending_results_skipping(limit, &std::collections::HashSet::new()).await
+        self.pending_results_skipping(limit, &std::collections::HashSet::new())
+            .await
     }
 
-    async fn pending_results_skipping(&self, limit: usize, skip: &std::collections::HashSet<String>) -> Result<Vec<Job>, EngineError> {
+    async fn pending_results_skipping(
+        &self,
+        limit: usize,
+        skip: &std::collections::HashSet<String>,
+    ) -> Result<Vec<Job>, EngineError> {
         // Passed over by id before any hash is read: a backlog of results that cannot be
         // applied yet costs one index read, not their hashes (issue 32 item 3).
         let ids: Vec<String> = self
-            .zrange(&format!("{}results", self.prefix), false, limit.saturating_add(skip.len()))
+            .zrange(
+                &format!("{}results", self.prefix),
+                false,
+                limit.saturating_add(skip.len()),
+            )
             .await?
             .into_iter()
             .filter(|id| skip.is_empty() || !skip.contains(&public(id)))
@@ -240,8 +310,20 @@ impl QueueResults for RedisBackend {
         let fetched = self.fetch_jobs_lenient(&ids).await?;
         // A result that cannot be read would stop every pass: quarantined, logged once (by the
         // process that moved it), and the others flow (issue 32 item 2).
-        let gone = fetched.missing.iter().map(|id| (id.clone(), public(id), "the job's record is gone (evicted or deleted)".to_owned()));
-        let bad = fetched.unreadable.iter().map(|u| (stored(&u.job_id).into_owned(), u.job_id.clone(), u.reason.clone()));
+        let gone = fetched.missing.iter().map(|id| {
+            (
+                id.clone(),
+                public(id),
+                "the job's record is gone (evicted or deleted)".to_owned(),
+            )
+        });
+        let bad = fetched.unreadable.iter().map(|u| {
+            (
+                stored(&u.job_id).into_owned(),
+                u.job_id.clone(),
+                u.reason.clone(),
+            )
+        });
         for (stored_id, job_id, reason) in gone.chain(bad) {
             if self.quarantine_stored(&stored_id, &reason, false).await? {
                 tracing::error!(job_id = %job_id, reason = %reason,
@@ -249,12 +331,18 @@ impl QueueResults for RedisBackend {
                      `skillforge jobs list --state broken` lists it, `skillforge jobs purge ID` removes it");
             }
         }
-        Ok(fetched.jobs.into_iter().filter(|j| j.state.is_terminal() || j.state == JobState::Stale).collect())
+        Ok(fetched
+            .jobs
+            .into_iter()
+            .filter(|j| j.state.is_terminal() || j.state == JobState::Stale)
+            .collect())
     }
 
     async fn ack_result(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
         let mut inv = self.scripts.ack.prepare_invoke();
-        inv.arg(&self.prefix).arg(stored(job_id).as_ref()).arg(fencing_token);
+        inv.arg(&self.prefix)
+            .arg(stored(job_id).as_ref())
+            .arg(fencing_token);
         let what = format!("acknowledge result of job `{job_id}` at fencing token {fencing_token}");
         let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
         match reply.as_slice() {
@@ -265,9 +353,17 @@ impl QueueResults for RedisBackend {
         }
     }
 
-    async fn rerun_result(&self, job_id: &str, fencing_token: u64, reason: &str) -> Result<bool, EngineError> {
+    async fn rerun_result(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+        reason: &str,
+    ) -> Result<bool, EngineError> {
         let mut inv = self.scripts.rerun.prepare_invoke();
-        inv.arg(&self.prefix).arg(stored(job_id).as_ref()).arg(fencing_token).arg(reason);
+        inv.arg(&self.prefix)
+            .arg(stored(job_id).as_ref())
+            .arg(fencing_token)
+            .arg(reason);
         let what = format!("run job `{job_id}` again after fencing token {fencing_token}");
         let reply: Vec<String> = with_retry!(self, what, |c| inv.invoke_async(&mut c))?;
         match reply.as_slice() {
@@ -287,11 +383,22 @@ impl QueueOutput for RedisBackend {
         self.wait_output_stream(job_id, after, seen, timeout).await;
     }
 
-    async fn append_output(&self, job_id: &str, fencing_token: u64, chunks: &[NewOutput]) -> Result<bool, EngineError> {
-        self.append_output_stream(job_id, fencing_token, chunks).await
+    async fn append_output(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+        chunks: &[NewOutput],
+    ) -> Result<bool, EngineError> {
+        self.append_output_stream(job_id, fencing_token, chunks)
+            .await
     }
 
-    async fn read_output(&self, job_id: &str, after: Option<&str>, limit: usize) -> Result<Vec<OutputChunk>, EngineError> {
+    async fn read_output(
+        &self,
+        job_id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<OutputChunk>, EngineError> {
         self.read_output_stream(job_id, after, limit).await
     }
 
@@ -454,13 +561,23 @@ impl QueueTransfer for RedisBackend {
 
 #[async_trait::async_trait]
 impl QueueIntegrity for RedisBackend {
-    async fn list_readable(&self, state: Option<JobState>, limit: usize) -> Result<(Vec<Job>, Vec<UnreadableRecord>), EngineError> {
+    async fn list_readable(
+        &self,
+        state: Option<JobState>,
+        limit: usize,
+    ) -> Result<(Vec<Job>, Vec<UnreadableRecord>), EngineError> {
         if state == Some(JobState::Running) {
             // Running jobs are indexed by the `leases` set (by heartbeat deadline), not by a
             // state set: newest first by creation time, like the other states.
-            let ids = self.zrange(&format!("{}leases", self.prefix), false, usize::MAX).await?;
+            let ids = self
+                .zrange(&format!("{}leases", self.prefix), false, usize::MAX)
+                .await?;
             let fetched = self.fetch_jobs_lenient(&ids).await?;
-            let mut jobs: Vec<Job> = fetched.jobs.into_iter().filter(|j| j.state == JobState::Running).collect();
+            let mut jobs: Vec<Job> = fetched
+                .jobs
+                .into_iter()
+                .filter(|j| j.state == JobState::Running)
+                .collect();
             jobs.sort_by(|a, b| (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id)));
             jobs.truncate(limit);
             return Ok((jobs, fetched.unreadable));
@@ -468,12 +585,16 @@ impl QueueIntegrity for RedisBackend {
         let ids = match state {
             None => self.ids_in_any_state(limit).await?,
             Some(s) if STATE_INDEXED.contains(&s) => {
-                self.zrange(&format!("{}state:{}", self.prefix, s.as_str()), true, limit).await?
+                self.zrange(&format!("{}state:{}", self.prefix, s.as_str()), true, limit)
+                    .await?
             }
             Some(s) => self.ids_in_unindexed_state(s, limit).await?,
         };
         let mut seen = std::collections::HashSet::new();
-        let ids: Vec<String> = ids.into_iter().filter(|id| seen.insert(id.clone())).collect();
+        let ids: Vec<String> = ids
+            .into_iter()
+            .filter(|id| seen.insert(id.clone()))
+            .collect();
         let fetched = self.fetch_jobs_lenient(&ids).await?;
         let mut jobs: Vec<Job> = fetched
             .jobs
@@ -505,7 +626,12 @@ impl QueueIntegrity for RedisBackend {
     }
 
     fn namespace_epoch(&self) -> Option<String> {
-        Some(self.epoch.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone())
+        Some(
+            self.epoch
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+        )
     }
 
     async fn check_settings(&self) -> Result<Option<UnsafeSetting>, EngineError> {
@@ -514,7 +640,10 @@ impl QueueIntegrity for RedisBackend {
 
     async fn check_namespace(&self) -> Result<Option<NamespaceLoss>, EngineError> {
         let (now, _, jobs) = self.read_epoch().await?;
-        let mut known = self.epoch.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut known = self
+            .epoch
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if *known == now {
             return Ok(None);
         }
@@ -530,7 +659,11 @@ impl QueueIntegrity for RedisBackend {
 
 impl RedisBackend {
     /// `retry`, with the payload JSON replaced in the same script when `payload` is given.
-    async fn retry_replacing(&self, job_id: &str, payload: Option<&str>) -> Result<(), EngineError> {
+    async fn retry_replacing(
+        &self,
+        job_id: &str,
+        payload: Option<&str>,
+    ) -> Result<(), EngineError> {
         let mut inv = self.scripts.retry.prepare_invoke();
         inv.arg(&self.prefix).arg(stored(job_id).as_ref());
         if let Some(payload) = payload {

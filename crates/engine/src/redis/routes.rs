@@ -12,34 +12,59 @@ impl RedisBackend {
         }
         let key = format!("{}routes", self.prefix);
         let mut c = self.conn.clone();
-        ::redis::cmd("SADD").arg(&key).arg(queue).query_async::<i64>(&mut c).await.map(|_| ()).map_err(|e| EngineError::redis(format!("record route `{queue}`: {e}")))
+        ::redis::cmd("SADD")
+            .arg(&key)
+            .arg(queue)
+            .query_async::<i64>(&mut c)
+            .await
+            .map(|_| ())
+            .map_err(|e| EngineError::redis(format!("record route `{queue}`: {e}")))
     }
 
     /// Every routed queue name seen on this namespace.
     pub(super) async fn all_routes(&self) -> Result<Vec<String>, EngineError> {
         let key = format!("{}routes", self.prefix);
         let mut c = self.conn.clone();
-        let mut routes: Vec<String> =
-            ::redis::cmd("SMEMBERS").arg(&key).query_async(&mut c).await.map_err(|e| EngineError::redis(format!("read routes: {e}")))?;
+        let mut routes: Vec<String> = ::redis::cmd("SMEMBERS")
+            .arg(&key)
+            .query_async(&mut c)
+            .await
+            .map_err(|e| EngineError::redis(format!("read routes: {e}")))?;
         routes.sort();
         Ok(routes)
     }
 
     /// The jobs queued on `queue` (its ready list, lazy entries skipped, and its delayed set),
     /// oldest due first, at most `limit`.
-    pub(super) async fn jobs_queued_on(&self, queue: &str, limit: usize) -> Result<Vec<crate::job::Job>, EngineError> {
+    pub(super) async fn jobs_queued_on(
+        &self,
+        queue: &str,
+        limit: usize,
+    ) -> Result<Vec<crate::job::Job>, EngineError> {
         if limit == 0 {
             return Ok(Vec::new());
         }
         let stop = limit.min(isize::MAX as usize) as isize - 1;
         let mut pipe = ::redis::pipe();
-        pipe.cmd("LRANGE").arg(format!("{}ready:{queue}", self.prefix)).arg(0).arg(stop);
-        pipe.cmd("ZRANGE").arg(format!("{}delayed:{queue}", self.prefix)).arg(0).arg(stop);
+        pipe.cmd("LRANGE")
+            .arg(format!("{}ready:{queue}", self.prefix))
+            .arg(0)
+            .arg(stop);
+        pipe.cmd("ZRANGE")
+            .arg(format!("{}delayed:{queue}", self.prefix))
+            .arg(0)
+            .arg(stop);
         let mut c = self.conn.clone();
-        let (ready, delayed): (Vec<String>, Vec<String>) =
-            pipe.query_async(&mut c).await.map_err(|e| EngineError::redis(format!("list the jobs queued on `{queue}`: {e}")))?;
+        let (ready, delayed): (Vec<String>, Vec<String>) = pipe
+            .query_async(&mut c)
+            .await
+            .map_err(|e| EngineError::redis(format!("list the jobs queued on `{queue}`: {e}")))?;
         let mut seen = std::collections::HashSet::new();
-        let ids: Vec<String> = ready.into_iter().chain(delayed).filter(|id| seen.insert(id.clone())).collect();
+        let ids: Vec<String> = ready
+            .into_iter()
+            .chain(delayed)
+            .filter(|id| seen.insert(id.clone()))
+            .collect();
         let mut jobs: Vec<crate::job::Job> = self
             .fetch_jobs_lenient(&ids)
             .await?

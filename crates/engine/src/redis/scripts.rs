@@ -37,11 +37,16 @@ pub(super) struct Scripts {
     pub(super) migrate: Script,
     pub(super) migrate4: Script,
     pub(super) pick: Script,
+    pub(super) counts: Script,
 }
 
 /// The layout constants and `common.lua`, the start of every script.
 static PRELUDE: LazyLock<String> = LazyLock::new(|| {
-    format!("{}local LAYOUT = '{}'\n{COMMON}", super::defaults::lua_prelude(), super::migrate::LAYOUT)
+    format!(
+        "{}local LAYOUT = '{}'\n{COMMON}",
+        super::defaults::lua_prelude(),
+        super::migrate::LAYOUT
+    )
 });
 
 pub(super) fn with_prelude(body: &str) -> Script {
@@ -77,6 +82,7 @@ impl Scripts {
             migrate: with_prelude(include_str!("migrate.lua")),
             migrate4: with_prelude(include_str!("migrate4.lua")),
             pick: with_prelude(include_str!("pick.lua")),
+            counts: with_prelude(include_str!("counts.lua")),
         }
     }
 }

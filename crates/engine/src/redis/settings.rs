@@ -57,15 +57,19 @@ impl RedisBackend {
 /// # Errors
 /// A connection-level error (the server is not reachable).
 async fn eviction_policy(conn: &mut ConnectionManager) -> Result<Option<String>, RedisError> {
-    let config: Result<Vec<String>, RedisError> =
-        ::redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query_async(conn).await;
+    let config: Result<Vec<String>, RedisError> = ::redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory-policy")
+        .query_async(conn)
+        .await;
     match config {
         Ok(pair) if pair.len() == 2 => return Ok(Some(pair[1].clone())),
         Ok(_) => {}
         Err(e) if transient(&e) => return Err(e),
         Err(_) => {}
     }
-    let info: Result<String, RedisError> = ::redis::cmd("INFO").arg("memory").query_async(conn).await;
+    let info: Result<String, RedisError> =
+        ::redis::cmd("INFO").arg("memory").query_async(conn).await;
     match info {
         Ok(text) => Ok(policy_from_info(&text)),
         Err(e) if transient(&e) => Err(e),
@@ -75,7 +79,9 @@ async fn eviction_policy(conn: &mut ConnectionManager) -> Result<Option<String>,
 
 /// The `maxmemory_policy:` line of an `INFO memory` reply.
 fn policy_from_info(info: &str) -> Option<String> {
-    info.lines().find_map(|line| line.strip_prefix("maxmemory_policy:")).map(|v| v.trim().to_owned())
+    info.lines()
+        .find_map(|line| line.strip_prefix("maxmemory_policy:"))
+        .map(|v| v.trim().to_owned())
 }
 
 #[cfg(test)]

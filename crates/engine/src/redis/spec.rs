@@ -57,7 +57,8 @@ pub(super) fn encode(spec: &JobSpec) -> Result<SpecParts, EngineError> {
     {
         String::new()
     } else {
-        serde_json::to_string(&extra).map_err(|e| EngineError::redis(format!("encode job spec: {e}")))?
+        serde_json::to_string(&extra)
+            .map_err(|e| EngineError::redis(format!("encode job spec: {e}")))?
     };
     Ok(SpecParts { payload, extra })
 }
@@ -151,7 +152,10 @@ mod tests {
         let plain = JobSpec::new("noop", serde_json::json!({}));
         assert_eq!(encode(&plain).unwrap().extra, "");
         assert_eq!(round_trip(&plain), plain);
-        let mut full = JobSpec::new("process", serde_json::json!({"argv": ["sh", "-c", "true"], "n": 1.5}));
+        let mut full = JobSpec::new(
+            "process",
+            serde_json::json!({"argv": ["sh", "-c", "true"], "n": 1.5}),
+        );
         full.idempotency_key = Some("k".into());
         full.not_before_ms = Some(1_700_000_000_000);
         full.retry_failed_runs = false;

@@ -33,7 +33,10 @@ pub struct RedisTransfer {
 
 impl std::fmt::Debug for RedisTransfer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisTransfer").field("prefix", &self.prefix).field("limits", &self.limits).finish_non_exhaustive()
+        f.debug_struct("RedisTransfer")
+            .field("prefix", &self.prefix)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
     }
 }
 
@@ -44,7 +47,11 @@ fn backend(what: &str) -> impl FnOnce(::redis::RedisError) -> TransferError + '_
 impl RedisTransfer {
     /// The area of keys prefixed `prefix` (`{namespace}:`).
     pub fn new(conn: ConnectionManager, prefix: String, limits: TransferLimits) -> Self {
-        Self { conn, prefix, limits }
+        Self {
+            conn,
+            prefix,
+            limits,
+        }
     }
 
     fn meta_key(&self, digest: &str) -> String {
@@ -62,7 +69,11 @@ impl RedisTransfer {
     /// (size, chunks) of a stored blob, `None` when absent.
     async fn meta(&self, digest: &str) -> Result<Option<(u64, usize)>, TransferError> {
         let mut c = self.conn.clone();
-        let raw: Option<String> = ::redis::cmd("GET").arg(self.meta_key(digest)).query_async(&mut c).await.map_err(backend("read blob meta"))?;
+        let raw: Option<String> = ::redis::cmd("GET")
+            .arg(self.meta_key(digest))
+            .query_async(&mut c)
+            .await
+            .map_err(backend("read blob meta"))?;
         Ok(raw.and_then(|r| {
             let (size, chunks) = r.split_once(':')?;
             Some((size.parse().ok()?, chunks.parse().ok()?))
@@ -75,7 +86,11 @@ impl RedisTransfer {
     /// is missing or does not verify (corrupted, or written by another chunk size): the caller
     /// stages the content again, replacing every chunk, so a corrupted chunk is refused only
     /// until the next submit of the same content.
-    async fn refresh_verified(&self, digest: &str, pieces: &[&[u8]]) -> Result<bool, TransferError> {
+    async fn refresh_verified(
+        &self,
+        digest: &str,
+        pieces: &[&[u8]],
+    ) -> Result<bool, TransferError> {
         let script = ::redis::Script::new(REFRESH_IF_INTACT);
         let ttl = self.ttl_secs();
         let mut c = self.conn.clone();
@@ -86,11 +101,19 @@ impl RedisTransfer {
             check.arg(hex::encode(sha1::Sha1::digest(piece))).arg(ttl);
             pipe.invoke_script(&check);
         }
-        let intact: Vec<i64> = pipe.query_async(&mut c).await.map_err(backend("check blob chunks"))?;
+        let intact: Vec<i64> = pipe
+            .query_async(&mut c)
+            .await
+            .map_err(backend("check blob chunks"))?;
         if !intact.iter().all(|r| *r == 1) {
             return Ok(false);
         }
-        let refreshed: i64 = ::redis::cmd("EXPIRE").arg(self.meta_key(digest)).arg(ttl).query_async(&mut c).await.map_err(backend("refresh blob TTL"))?;
+        let refreshed: i64 = ::redis::cmd("EXPIRE")
+            .arg(self.meta_key(digest))
+            .arg(ttl)
+            .query_async(&mut c)
+            .await
+            .map_err(backend("refresh blob TTL"))?;
         Ok(refreshed == 1)
     }
 }
@@ -104,37 +127,69 @@ impl TransferArea for RedisTransfer {
     async fn put(&self, bytes: &[u8]) -> Result<Stored, TransferError> {
         let size = bytes.len() as u64;
         if size > self.limits.max_bytes {
-            return Err(TransferError::TooLarge { what: "a blob".into(), size, cap: self.limits.max_bytes });
+            return Err(TransferError::TooLarge {
+                what: "a blob".into(),
+                size,
+                cap: self.limits.max_bytes,
+            });
         }
         let digest = sha256_hex(bytes);
         let ttl = self.ttl_secs();
         let chunk = self.limits.chunk_bytes.max(1);
-        let pieces: Vec<&[u8]> = if bytes.is_empty() { vec![&[][..]] } else { bytes.chunks(chunk).collect() };
+        let pieces: Vec<&[u8]> = if bytes.is_empty() {
+            vec![&[][..]]
+        } else {
+            bytes.chunks(chunk).collect()
+        };
         if let Some((_, chunks)) = self.meta(&digest).await?
             && chunks == pieces.len()
             && self.refresh_verified(&digest, &pieces).await?
         {
-            return Ok(Stored { digest, uploaded: false });
+            return Ok(Stored {
+                digest,
+                uploaded: false,
+            });
         }
         let mut c = self.conn.clone();
         let mut pipe = ::redis::pipe();
         for (i, piece) in pieces.iter().enumerate() {
-            pipe.cmd("SET").arg(self.chunk_key(&digest, i)).arg(*piece).arg("EX").arg(ttl).ignore();
+            pipe.cmd("SET")
+                .arg(self.chunk_key(&digest, i))
+                .arg(*piece)
+                .arg("EX")
+                .arg(ttl)
+                .ignore();
         }
-        pipe.cmd("SET").arg(self.meta_key(&digest)).arg(format!("{size}:{}", pieces.len())).arg("EX").arg(ttl).ignore();
-        let () = pipe.query_async(&mut c).await.map_err(backend("write blob chunks"))?;
-        Ok(Stored { digest, uploaded: true })
+        pipe.cmd("SET")
+            .arg(self.meta_key(&digest))
+            .arg(format!("{size}:{}", pieces.len()))
+            .arg("EX")
+            .arg(ttl)
+            .ignore();
+        let () = pipe
+            .query_async(&mut c)
+            .await
+            .map_err(backend("write blob chunks"))?;
+        Ok(Stored {
+            digest,
+            uploaded: true,
+        })
     }
 
     async fn get(&self, digest: &str) -> Result<Vec<u8>, TransferError> {
-        let missing = || TransferError::Missing { digest: digest.to_owned() };
+        let missing = || TransferError::Missing {
+            digest: digest.to_owned(),
+        };
         let (size, chunks) = self.meta(digest).await?.ok_or_else(missing)?;
         let mut pipe = ::redis::pipe();
         for i in 0..chunks {
             pipe.cmd("GET").arg(self.chunk_key(digest, i));
         }
         let mut c = self.conn.clone();
-        let parts: Vec<Option<Vec<u8>>> = pipe.query_async(&mut c).await.map_err(backend("read blob chunks"))?;
+        let parts: Vec<Option<Vec<u8>>> = pipe
+            .query_async(&mut c)
+            .await
+            .map_err(backend("read blob chunks"))?;
         let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
         for part in parts {
             bytes.extend_from_slice(&part.ok_or_else(missing)?);
@@ -158,12 +213,20 @@ impl TransferArea for RedisTransfer {
 
     async fn get_record(&self, key: &str) -> Result<Option<Vec<u8>>, TransferError> {
         let mut c = self.conn.clone();
-        ::redis::cmd("GET").arg(format!("{}xfer:rec:{key}", self.prefix)).query_async(&mut c).await.map_err(backend("read record"))
+        ::redis::cmd("GET")
+            .arg(format!("{}xfer:rec:{key}", self.prefix))
+            .query_async(&mut c)
+            .await
+            .map_err(backend("read record"))
     }
 
     async fn remove_record(&self, key: &str) -> Result<(), TransferError> {
         let mut c = self.conn.clone();
-        let _: i64 = ::redis::cmd("DEL").arg(format!("{}xfer:rec:{key}", self.prefix)).query_async(&mut c).await.map_err(backend("remove record"))?;
+        let _: i64 = ::redis::cmd("DEL")
+            .arg(format!("{}xfer:rec:{key}", self.prefix))
+            .query_async(&mut c)
+            .await
+            .map_err(backend("remove record"))?;
         Ok(())
     }
 }

@@ -41,8 +41,14 @@ impl SqliteBackend {
             match job_from_row(row) {
                 Ok((job, _)) => jobs.push(job),
                 Err(e) => match id_of(row, "id") {
-                    Ok(job_id) => unreadable.push(UnreadableRecord { job_id, reason: reason_of(e), quarantined_at_ms: None }),
-                    Err(id_error) => tracing::error!(error = %e, id_error = %id_error, "a job row without a readable id was skipped"),
+                    Ok(job_id) => unreadable.push(UnreadableRecord {
+                        job_id,
+                        reason: reason_of(e),
+                        quarantined_at_ms: None,
+                    }),
+                    Err(id_error) => {
+                        tracing::error!(error = %e, id_error = %id_error, "a job row without a readable id was skipped")
+                    }
                 },
             }
         }
@@ -54,16 +60,21 @@ impl SqliteBackend {
     /// Quarantines the pending result of `job_id` with `reason` (see the module docs). Returns
     /// whether this call moved it (false: no longer pending, or another process moved it), so
     /// exactly one process logs it.
-    pub(super) async fn quarantine_pending(&self, job_id: &str, reason: &str) -> Result<bool, EngineError> {
+    pub(super) async fn quarantine_pending(
+        &self,
+        job_id: &str,
+        reason: &str,
+    ) -> Result<bool, EngineError> {
         let what = format!("quarantine the unreadable record of job `{job_id}`");
         let mut tx = self.begin(&what).await?;
-        let moved = sqlx::query("UPDATE jobs SET result_pending = ?2 WHERE id = ?1 AND result_pending = 1")
-            .bind(Key::of(job_id))
-            .bind(QUARANTINED)
-            .execute(&mut *tx)
-            .await
-            .map_err(self.db(&what))?
-            .rows_affected();
+        let moved =
+            sqlx::query("UPDATE jobs SET result_pending = ?2 WHERE id = ?1 AND result_pending = 1")
+                .bind(Key::of(job_id))
+                .bind(QUARANTINED)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.db(&what))?
+                .rows_affected();
         if moved == 0 {
             return Ok(false);
         }
@@ -74,21 +85,31 @@ impl SqliteBackend {
             .execute(&mut *tx)
             .await
             .map_err(self.db(&what))?;
-        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        tx.commit()
+            .await
+            .map_err(self.db(format!("{what}: commit")))?;
         Ok(true)
     }
 
     /// The quarantined records, at most `limit`, ordered by job id.
-    pub(super) async fn quarantined_records(&self, limit: usize) -> Result<Vec<UnreadableRecord>, EngineError> {
-        let rows: Vec<(Key, String, i64)> =
-            sqlx::query_as("SELECT id, reason, quarantined_at_ms FROM broken_jobs ORDER BY id LIMIT ?1 + 0")
-                .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-                .fetch_all(&self.inner.reader)
-                .await
-                .map_err(self.db("read the quarantined job records"))?;
+    pub(super) async fn quarantined_records(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<UnreadableRecord>, EngineError> {
+        let rows: Vec<(Key, String, i64)> = sqlx::query_as(
+            "SELECT id, reason, quarantined_at_ms FROM broken_jobs ORDER BY id LIMIT ?1 + 0",
+        )
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&self.inner.reader)
+        .await
+        .map_err(self.db("read the quarantined job records"))?;
         let mut records: Vec<UnreadableRecord> = rows
             .into_iter()
-            .map(|(id, reason, at)| UnreadableRecord { job_id: id.into_id(), reason, quarantined_at_ms: Some(at) })
+            .map(|(id, reason, at)| UnreadableRecord {
+                job_id: id.into_id(),
+                reason,
+                quarantined_at_ms: Some(at),
+            })
             .collect();
         records.sort_by(|a, b| a.job_id.cmp(&b.job_id));
         Ok(records)
@@ -114,16 +135,24 @@ impl SqliteBackend {
             .await
             .map_err(self.db(&what))?;
         if let Some(seq) = seq {
-            sqlx::query("DELETE FROM job_specs WHERE seq = ?1").bind(seq).execute(&mut *tx).await.map_err(self.db(&what))?;
-        }
-        for table in ["job_attempts", "job_output"] {
-            sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {table} WHERE job_id = ?1")))
-                .bind(Key::of(job_id))
+            sqlx::query("DELETE FROM job_specs WHERE seq = ?1")
+                .bind(seq)
                 .execute(&mut *tx)
                 .await
                 .map_err(self.db(&what))?;
         }
-        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        for table in ["job_attempts", "job_output"] {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DELETE FROM {table} WHERE job_id = ?1"
+            )))
+            .bind(Key::of(job_id))
+            .execute(&mut *tx)
+            .await
+            .map_err(self.db(&what))?;
+        }
+        tx.commit()
+            .await
+            .map_err(self.db(format!("{what}: commit")))?;
         Ok(true)
     }
 }

@@ -27,8 +27,10 @@ fn baseline(text: &str) -> Map<String, Value> {
     }
 }
 
-static SPEC: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(|| baseline(SPEC_BASELINE));
-static OUTCOME: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(|| baseline(OUTCOME_BASELINE));
+static SPEC: std::sync::LazyLock<Map<String, Value>> =
+    std::sync::LazyLock::new(|| baseline(SPEC_BASELINE));
+static OUTCOME: std::sync::LazyLock<Map<String, Value>> =
+    std::sync::LazyLock::new(|| baseline(OUTCOME_BASELINE));
 
 /// Which stored document a value is.
 #[derive(Clone, Copy)]
@@ -101,7 +103,11 @@ mod tests {
         let text = encode(Doc::Spec, &spec).unwrap();
         assert_eq!(decode::<JobSpec>(Doc::Spec, &text).unwrap(), spec);
         let full = serde_json::to_string(&spec).unwrap();
-        assert_eq!(decode::<JobSpec>(Doc::Spec, &full).unwrap(), spec, "a pre-v5 row");
+        assert_eq!(
+            decode::<JobSpec>(Doc::Spec, &full).unwrap(),
+            spec,
+            "a pre-v5 row"
+        );
         let outcome = RunOutcome {
             exit: ExitClass::Failed { code: 3 },
             exit_code: Some(3),
@@ -111,7 +117,12 @@ mod tests {
             detail: serde_json::Value::Null,
         };
         let text = encode(Doc::Outcome, &outcome).unwrap();
-        assert!(!text.contains("stderr_tail") && !text.contains("detail") && text.contains("stdout_tail"), "{text}");
+        assert!(
+            !text.contains("stderr_tail")
+                && !text.contains("detail")
+                && text.contains("stdout_tail"),
+            "{text}"
+        );
         assert_eq!(decode::<RunOutcome>(Doc::Outcome, &text).unwrap(), outcome);
     }
 }

@@ -16,15 +16,23 @@ use super::BUSY_TIMEOUT;
 /// `SQLITE_CORRUPT`, `SQLITE_FULL`, `SQLITE_CANTOPEN`, `SQLITE_NOTADB`, any extended code of
 /// them): an error of the environment, whose message must name the file.
 pub(super) fn is_file_error(e: &sqlx::Error) -> bool {
-    let sqlx::Error::Database(e) = e else { return false };
-    e.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| matches!(c & 0xff, 8 | 10 | 11 | 13 | 14 | 26))
+    let sqlx::Error::Database(e) = e else {
+        return false;
+    };
+    e.code()
+        .and_then(|c| c.parse::<i32>().ok())
+        .is_some_and(|c| matches!(c & 0xff, 8 | 10 | 11 | 13 | 14 | 26))
 }
 
 /// Whether opening for writing failed because the file or its directory is not writable
 /// (`SQLITE_READONLY`, `SQLITE_CANTOPEN`), not because the disk is full or failing.
 pub(super) fn is_not_writable(e: &sqlx::Error) -> bool {
-    let sqlx::Error::Database(e) = e else { return false };
-    e.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| matches!(c & 0xff, 8 | 14))
+    let sqlx::Error::Database(e) = e else {
+        return false;
+    };
+    e.code()
+        .and_then(|c| c.parse::<i32>().ok())
+        .is_some_and(|c| matches!(c & 0xff, 8 | 14))
 }
 
 /// `"{what}: {e}"`, plus ` (queue file `{path}`)` when `e` is about the file ([`is_file_error`]:
@@ -44,7 +52,9 @@ pub(super) fn describe(path: &Path, what: impl std::fmt::Display, e: &sqlx::Erro
 /// counting one open, so that connection refuses every later `BEGIN` ("attempted to call
 /// begin_with at non-zero transaction depth") until the process restarts. Such a connection is
 /// closed here and the pool opens a fresh one, so a failed commit never wedges the queue.
-pub(super) async fn begin_immediate(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
+pub(super) async fn begin_immediate(
+    pool: &SqlitePool,
+) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
     match pool.begin_with("BEGIN IMMEDIATE").await {
         Err(sqlx::Error::InvalidSavePointStatement) => {
             tracing::warn!("the write connection lost track of a failed transaction: reopening it");
@@ -60,8 +70,12 @@ pub(super) async fn begin_immediate(pool: &SqlitePool) -> Result<Transaction<'st
 /// Whether `e` is SQLite's `SQLITE_BUSY` or `SQLITE_LOCKED` (any extended code of them): another
 /// connection held the lock past the busy timeout, or would have deadlocked.
 pub(super) fn is_busy(e: &sqlx::Error) -> bool {
-    let sqlx::Error::Database(e) = e else { return false };
-    e.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| matches!(c & 0xff, 5 | 6))
+    let sqlx::Error::Database(e) = e else {
+        return false;
+    };
+    e.code()
+        .and_then(|c| c.parse::<i32>().ok())
+        .is_some_and(|c| matches!(c & 0xff, 5 | 6))
 }
 
 /// Opens a pool, retrying while SQLite reports the file busy (for up to [`BUSY_TIMEOUT`]).
@@ -88,7 +102,10 @@ where
 
 /// The process's write pool (one connection) on `options`; its release hook rolls back a
 /// one-command finish script that was dropped mid-run (`script_open`).
-pub(super) async fn connect_writer(options: &SqliteConnectOptions, script_open: &Arc<AtomicBool>) -> Result<SqlitePool, sqlx::Error> {
+pub(super) async fn connect_writer(
+    options: &SqliteConnectOptions,
+    script_open: &Arc<AtomicBool>,
+) -> Result<SqlitePool, sqlx::Error> {
     connect_retrying_busy(|| {
         let open_script = script_open.clone();
         SqlitePoolOptions::new()
@@ -96,7 +113,9 @@ pub(super) async fn connect_writer(options: &SqliteConnectOptions, script_open: 
                 let open_script = open_script.clone();
                 Box::pin(async move {
                     if open_script.swap(false, Ordering::AcqRel) {
-                        tracing::warn!("a finish script was interrupted: rolling back its transaction");
+                        tracing::warn!(
+                            "a finish script was interrupted: rolling back its transaction"
+                        );
                         if let Err(e) = sqlx::query("ROLLBACK").execute(&mut *conn).await {
                             // No transaction was open (the script ended anyway) or the
                             // connection is broken: keep it only in the first case.

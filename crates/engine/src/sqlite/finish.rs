@@ -76,8 +76,9 @@ pub(super) fn spawn(
             // it sees the first one's effect (and is fenced).
             while !batch.is_empty() {
                 let mut seen = HashSet::new();
-                let (round, rest): (Vec<_>, Vec<_>) =
-                    batch.into_iter().partition(|r| seen.insert(r.job_id.clone()));
+                let (round, rest): (Vec<_>, Vec<_>) = batch
+                    .into_iter()
+                    .partition(|r| seen.insert(r.job_id.clone()));
                 batch = rest;
                 match apply(&writer, &round, &script_open).await {
                     Ok((replies, requeued)) => {
@@ -112,11 +113,23 @@ type Replies = (Vec<Reply>, bool);
 /// JSON array (read by position, `value ->> n`; shorter to write and to look into than an
 /// object) of job id, fencing token, requested next state, retry delay (ms), `RunOutcome` JSON
 /// text, error and attempt result label.
-type FinishItem<'a> = (&'a str, i64, &'a str, i64, Option<&'a str>, Option<&'a str>, &'a str);
+type FinishItem<'a> = (
+    &'a str,
+    i64,
+    &'a str,
+    i64,
+    Option<&'a str>,
+    Option<&'a str>,
+    &'a str,
+);
 
 /// Applies one round (distinct job ids). Returns one reply per request, in order, and whether
 /// a job went back to `queued`; or the error text when the transaction failed.
-async fn apply(writer: &SqlitePool, round: &[FinishRequest], script_open: &AtomicBool) -> Result<Replies, String> {
+async fn apply(
+    writer: &SqlitePool,
+    round: &[FinishRequest],
+    script_open: &AtomicBool,
+) -> Result<Replies, String> {
     let now = now_ms();
     let items = encode(round)?;
     // When no finish asks for `queued` (the only request whose resulting state depends on the
@@ -199,13 +212,18 @@ async fn apply_in_one_command(
     script_open: &AtomicBool,
 ) -> Result<Option<Replies>, String> {
     // Lease runs: per queue (sorted), consecutive requests with the same identity.
-    let mut queues: Vec<&str> = round.iter().filter_map(|r| r.lease.as_ref().map(|(q, _)| q.as_str())).collect();
+    let mut queues: Vec<&str> = round
+        .iter()
+        .filter_map(|r| r.lease.as_ref().map(|(q, _)| q.as_str()))
+        .collect();
     queues.sort_unstable();
     queues.dedup();
     let mut runs: Vec<(&str, &WorkerIdentity, Vec<usize>)> = Vec::new();
     for queue in queues {
         for (i, r) in round.iter().enumerate() {
-            let Some((q, worker)) = r.lease.as_ref().filter(|(q, _)| q == queue) else { continue };
+            let Some((q, worker)) = r.lease.as_ref().filter(|(q, _)| q == queue) else {
+                continue;
+            };
             match runs.last_mut() {
                 Some((rq, rw, members)) if *rq == q.as_str() && *rw == worker => members.push(i),
                 _ => runs.push((q.as_str(), worker, vec![i])),
@@ -233,13 +251,25 @@ async fn apply_in_one_command(
         });
         script.push_str(&statement);
         script.push_str("; ");
-        run_params.push((*queue, members.len(), &worker.worker_id, &worker.host, worker.pid));
+        run_params.push((
+            *queue,
+            members.len(),
+            &worker.worker_id,
+            &worker.host,
+            worker.pid,
+        ));
     }
     script.push_str("COMMIT");
-    let runs_json = serde_json::to_string(&run_params).map_err(|e| format!("encode lease runs: {e}"))?;
+    let runs_json =
+        serde_json::to_string(&run_params).map_err(|e| format!("encode lease runs: {e}"))?;
     let batch = format!("{{\"f\":{items},\"r\":{runs_json}}}");
-    let query = sqlx::query(sqlx::AssertSqlSafe(script)).bind(batch).bind(now);
-    let mut conn = writer.acquire().await.map_err(|e| format!("acquire the write connection: {e}"))?;
+    let query = sqlx::query(sqlx::AssertSqlSafe(script))
+        .bind(batch)
+        .bind(now);
+    let mut conn = writer
+        .acquire()
+        .await
+        .map_err(|e| format!("acquire the write connection: {e}"))?;
     script_open.store(true, Ordering::Release);
     let result = query.fetch_all(&mut *conn).await;
     let rows = match result {
@@ -268,7 +298,10 @@ async fn apply_in_one_command(
     // `stale_after` (as on Redis, and on the step-by-step path: `lease::decode_leased`).
     let mut leased: Vec<Vec<(Job, i64)>> = (0..runs.len()).map(|_| Vec::new()).collect();
     for row in &rows {
-        let run = row.try_get::<i64, _>(LEASED_COLUMNS).ok().and_then(|k| usize::try_from(k).ok());
+        let run = row
+            .try_get::<i64, _>(LEASED_COLUMNS)
+            .ok()
+            .and_then(|k| usize::try_from(k).ok());
         let Some((k, (_, worker, _))) = run.and_then(|k| runs.get(k).map(|r| (k, r))) else {
             let id = id_of(row, 0).unwrap_or_default();
             tracing::warn!(job_id = %id, "a leased job came back without its run; the reaper will recover it");
@@ -282,10 +315,17 @@ async fn apply_in_one_command(
         // RETURNING order is unspecified: oldest first, handed out in call order.
         jobs.sort_by_key(|(job, seq)| (job.not_before_ms, *seq));
         for (&i, (job, _)) in members.iter().zip(jobs) {
-            next[i] = Some(LeasedJob { fencing_token: job.fencing_token, job });
+            next[i] = Some(LeasedJob {
+                fencing_token: job.fencing_token,
+                job,
+            });
         }
     }
-    let replies = round.iter().zip(next).map(|(r, next)| Ok((FinishReply::Applied(r.next), next))).collect();
+    let replies = round
+        .iter()
+        .zip(next)
+        .map(|(r, next)| Ok((FinishReply::Applied(r.next), next)))
+        .collect();
     Ok(Some((replies, false)))
 }
 
@@ -297,17 +337,23 @@ async fn apply_step_by_step(
     now: i64,
 ) -> Result<Replies, String> {
     let update = finish_statement("?1");
-    let mut tx = super::begin_immediate(writer).await.map_err(|e| format!("begin: {e}"))?;
-    let mut applied: HashMap<String, JobState> = HashMap::with_capacity(round.len());
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!("{update} RETURNING jobs.id, jobs.state")))
-        .bind(items)
-        .bind(now)
-        .fetch_all(&mut *tx)
+    let mut tx = super::begin_immediate(writer)
         .await
-        .map_err(|e| format!("update jobs: {e}"))?;
+        .map_err(|e| format!("begin: {e}"))?;
+    let mut applied: HashMap<String, JobState> = HashMap::with_capacity(round.len());
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "{update} RETURNING jobs.id, jobs.state"
+    )))
+    .bind(items)
+    .bind(now)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(|e| format!("update jobs: {e}"))?;
     for row in &rows {
         let id: String = id_of(row, 0).map_err(|e| format!("read updated id: {e}"))?;
-        let state: String = row.try_get(1).map_err(|e| format!("read updated state: {e}"))?;
+        let state: String = row
+            .try_get(1)
+            .map_err(|e| format!("read updated state: {e}"))?;
         let state: JobState = state.parse()?;
         applied.insert(id, state);
     }
@@ -336,14 +382,20 @@ async fn apply_step_by_step(
     }
     // The finishing slots' next jobs, leased in the same transaction (grouped per queue).
     let mut next: Vec<Option<LeasedJob>> = (0..round.len()).map(|_| None).collect();
-    let mut queues: Vec<&str> = round.iter().filter_map(|r| r.lease.as_ref().map(|(q, _)| q.as_str())).collect();
+    let mut queues: Vec<&str> = round
+        .iter()
+        .filter_map(|r| r.lease.as_ref().map(|(q, _)| q.as_str()))
+        .collect();
     queues.sort_unstable();
     queues.dedup();
     for queue in queues {
-        let items: Vec<usize> =
-            (0..round.len()).filter(|&i| round[i].lease.as_ref().is_some_and(|(q, _)| q == queue)).collect();
-        let wants: Vec<(&WorkerIdentity, usize)> =
-            items.iter().filter_map(|&i| round[i].lease.as_ref().map(|(_, w)| (w, 1))).collect();
+        let items: Vec<usize> = (0..round.len())
+            .filter(|&i| round[i].lease.as_ref().is_some_and(|(q, _)| q == queue))
+            .collect();
+        let wants: Vec<(&WorkerIdentity, usize)> = items
+            .iter()
+            .filter_map(|&i| round[i].lease.as_ref().map(|(_, w)| (w, 1)))
+            .collect();
         let leased = lease_queue(&mut tx, queue, &wants, now).await?;
         for (i, jobs) in items.into_iter().zip(leased) {
             next[i] = jobs.into_iter().next();
@@ -356,7 +408,12 @@ async fn apply_step_by_step(
         .map(|(r, next)| match applied.get(&r.job_id) {
             Some(state) => Ok((FinishReply::Applied(*state), next)),
             None => match current.get(&r.job_id) {
-                Some(token) => Ok((FinishReply::Fenced { current_token: *token as u64 }, next)),
+                Some(token) => Ok((
+                    FinishReply::Fenced {
+                        current_token: *token as u64,
+                    },
+                    next,
+                )),
                 None => Err(EngineError::NotFound(r.job_id.clone())),
             },
         })
@@ -372,9 +429,9 @@ mod tests {
 
     use super::*;
     use crate::backend::prelude::*;
-    use crate::sqlite::key::Key;
     use crate::job::JobSpec;
     use crate::sqlite::SqliteBackend;
+    use crate::sqlite::key::Key;
 
     /// A one-command script whose future is dropped while it runs (what a runtime shutdown does
     /// to the finisher task) leaves its transaction open on the connection; the write pool's
@@ -386,13 +443,26 @@ mod tests {
         let path = dir.path().join("queue.db");
         let b = SqliteBackend::open(&path).await.unwrap();
         let w = WorkerIdentity::new("w");
-        let job = b.enqueue(&JobSpec::new("noop", serde_json::json!({}))).await.unwrap().job_id;
-        assert_eq!(b.lease("default", &w, 1, Duration::ZERO).await.unwrap().len(), 1);
+        let job = b
+            .enqueue(&JobSpec::new("noop", serde_json::json!({})))
+            .await
+            .unwrap()
+            .job_id;
+        assert_eq!(
+            b.lease("default", &w, 1, Duration::ZERO)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
 
         // Another connection holds the write lock, so the script waits in its BEGIN.
         let url = format!("sqlite://{}", path.display());
         let mut holder = sqlx::SqliteConnection::connect(&url).await.unwrap();
-        sqlx::query("BEGIN IMMEDIATE").execute(&mut holder).await.unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut holder)
+            .await
+            .unwrap();
         let (reply, _answer) = oneshot::channel();
         let round = [FinishRequest {
             job_id: job.clone(),
@@ -407,14 +477,26 @@ mod tests {
         }];
         let items = encode(&round).unwrap();
         {
-            let script = apply_in_one_command(&b.inner.writer, &round, &items, now_ms(), &b.inner.script_open);
+            let script = apply_in_one_command(
+                &b.inner.writer,
+                &round,
+                &items,
+                now_ms(),
+                &b.inner.script_open,
+            );
             tokio::pin!(script);
             // Polled until it sent the script (it first waits for the write connection, which
             // the lease above hands back to the pool in a task of its own).
             let deadline = std::time::Instant::now() + Duration::from_secs(5);
             while !b.inner.script_open.load(Ordering::Acquire) {
-                assert!(futures::poll!(&mut script).is_pending(), "the script waits for the lock");
-                assert!(std::time::Instant::now() < deadline, "the script was never sent");
+                assert!(
+                    futures::poll!(&mut script).is_pending(),
+                    "the script waits for the lock"
+                );
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the script was never sent"
+                );
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
         }
@@ -424,7 +506,10 @@ mod tests {
         // there; the pool's hook rolls the open transaction back. Writes work again.
         let mut again = None;
         for _ in 0..200 {
-            match b.enqueue(&JobSpec::new("noop", serde_json::json!({}))).await {
+            match b
+                .enqueue(&JobSpec::new("noop", serde_json::json!({})))
+                .await
+            {
                 Ok(e) => {
                     again = Some(e.job_id);
                     break;
@@ -444,6 +529,9 @@ mod tests {
             .fetch_one(&mut holder)
             .await
             .unwrap();
-        assert_eq!(seen, 1, "the next write is committed, not caught in a stale transaction");
+        assert_eq!(
+            seen, 1,
+            "the next write is committed, not caught in a stale transaction"
+        );
     }
 }

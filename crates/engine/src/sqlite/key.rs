@@ -117,12 +117,25 @@ mod tests {
     #[tokio::test]
     async fn the_sql_conversion_agrees_with_the_rust_one() {
         use sqlx::Connection;
-        let mut c = sqlx::SqliteConnection::connect("sqlite::memory:").await.unwrap();
+        let mut c = sqlx::SqliteConnection::connect("sqlite::memory:")
+            .await
+            .unwrap();
         let id = crate::job::new_job_id();
         let odd = format!("{}-", &id[..35]);
-        for text in [id.as_str(), "job-a", &id.to_uppercase(), &id.replace('-', ""), &odd, "0123456789abcdef0123456789abcdef0123"] {
+        for text in [
+            id.as_str(),
+            "job-a",
+            &id.to_uppercase(),
+            &id.replace('-', ""),
+            &odd,
+            "0123456789abcdef0123456789abcdef0123",
+        ] {
             let sql = format!("SELECT {}", key_of_text("?1"));
-            let got: Key = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(text).fetch_one(&mut c).await.unwrap();
+            let got: Key = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                .bind(text)
+                .fetch_one(&mut c)
+                .await
+                .unwrap();
             assert_eq!(got, Key::of(text), "{text}");
         }
     }

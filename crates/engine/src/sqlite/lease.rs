@@ -27,7 +27,10 @@ pub(super) struct LeaseRequest {
 }
 
 /// Starts the lease task; it ends when the returned sender (and its clones) are dropped.
-pub(super) fn spawn(writer: SqlitePool, path: std::path::PathBuf) -> mpsc::UnboundedSender<LeaseRequest> {
+pub(super) fn spawn(
+    writer: SqlitePool,
+    path: std::path::PathBuf,
+) -> mpsc::UnboundedSender<LeaseRequest> {
     let (tx, mut rx) = mpsc::unbounded_channel::<LeaseRequest>();
     tokio::spawn(async move {
         while let Some(first) = rx.recv().await {
@@ -66,16 +69,22 @@ pub(super) fn spawn(writer: SqlitePool, path: std::path::PathBuf) -> mpsc::Unbou
 
 /// Serves every request of `batch` in one transaction; one job list per request, in order.
 async fn apply(writer: &SqlitePool, batch: &[LeaseRequest]) -> Result<Vec<Vec<LeasedJob>>, String> {
-    let mut tx = super::begin_immediate(writer).await.map_err(|e| format!("begin: {e}"))?;
+    let mut tx = super::begin_immediate(writer)
+        .await
+        .map_err(|e| format!("begin: {e}"))?;
     let now = now_ms();
     let mut out: Vec<Vec<LeasedJob>> = (0..batch.len()).map(|_| Vec::new()).collect();
     let mut queues: Vec<&str> = batch.iter().map(|r| r.queue.as_str()).collect();
     queues.sort_unstable();
     queues.dedup();
     for queue in queues {
-        let requests: Vec<usize> = (0..batch.len()).filter(|&i| batch[i].queue == queue).collect();
-        let wants: Vec<(&WorkerIdentity, usize)> =
-            requests.iter().map(|&i| (&batch[i].worker, batch[i].max)).collect();
+        let requests: Vec<usize> = (0..batch.len())
+            .filter(|&i| batch[i].queue == queue)
+            .collect();
+        let wants: Vec<(&WorkerIdentity, usize)> = requests
+            .iter()
+            .map(|&i| (&batch[i].worker, batch[i].max))
+            .collect();
         let leased = lease_queue(&mut tx, queue, &wants, now).await?;
         for (i, jobs) in requests.into_iter().zip(leased) {
             out[i] = jobs;
@@ -100,8 +109,13 @@ pub(super) async fn lease_queue(
     let mut start = 0;
     while start < wants.len() {
         let worker = wants[start].0;
-        let end = (start..wants.len()).find(|&i| wants[i].0 != worker).unwrap_or(wants.len());
-        let total: usize = wants[start..end].iter().map(|&(_, max)| max).fold(0, usize::saturating_add);
+        let end = (start..wants.len())
+            .find(|&i| wants[i].0 != worker)
+            .unwrap_or(wants.len());
+        let total: usize = wants[start..end]
+            .iter()
+            .map(|&(_, max)| max)
+            .fold(0, usize::saturating_add);
         let (jobs, taken) = lease_for(tx, queue, worker, total, now).await?;
         let exhausted = taken < total;
         // Oldest first, handed out in call order (each want up to its max).
@@ -145,7 +159,16 @@ pub(super) struct LeaseParams {
 /// every execution (see the module docs of `sqlite`). The superseded attempt of a re-leased
 /// job moves to `job_attempts` (trigger `jobs_attempt_superseded`); the new one lives in the row.
 pub(super) fn lease_statement(p: LeaseParams) -> String {
-    let LeaseParams { now, queue, limit, worker, host, pid, tag, first_attempts_only } = p;
+    let LeaseParams {
+        now,
+        queue,
+        limit,
+        worker,
+        host,
+        pid,
+        tag,
+        first_attempts_only,
+    } = p;
     let tag = tag.map(|t| format!(", {t}")).unwrap_or_default();
     // `json()` of a text that is not JSON raises an error; of NULL it is NULL (the argument
     // depends on the row, so SQLite cannot evaluate it once up front).
@@ -174,7 +197,11 @@ pub(super) fn lease_statement(p: LeaseParams) -> String {
 /// `stale_after` and its attempts bound how often that repeats (a failed decode does not fail
 /// the other leases and finishes of its round, which would keep a corrupt job in front of its
 /// queue forever). The Redis backend does the same.
-pub(super) fn decode_leased(row: &SqliteRow, worker: &WorkerIdentity, now: i64) -> Option<(Job, i64)> {
+pub(super) fn decode_leased(
+    row: &SqliteRow,
+    worker: &WorkerIdentity,
+    now: i64,
+) -> Option<(Job, i64)> {
     match leased_job_from_row(row, worker, now) {
         Ok(job) => Some(job),
         Err(e) => {
@@ -222,12 +249,28 @@ async fn lease_for(
         .fetch_all(&mut **tx)
         .await
         .map_err(|e| format!("lease due jobs: {e}"))?;
-    let mut jobs: Vec<(Job, i64)> = rows.iter().filter_map(|row| decode_leased(row, worker, now)).collect();
+    let mut jobs: Vec<(Job, i64)> = rows
+        .iter()
+        .filter_map(|row| decode_leased(row, worker, now))
+        .collect();
     // A first lease's only attempt is the one in the row; others may have earlier ones.
-    let mut with_history: Vec<&mut Job> =
-        jobs.iter_mut().filter(|(job, _)| job.fencing_token > 1).map(|(job, _)| job).collect();
-    attach_history(tx, &mut with_history).await.map_err(|e| e.to_string())?;
+    let mut with_history: Vec<&mut Job> = jobs
+        .iter_mut()
+        .filter(|(job, _)| job.fencing_token > 1)
+        .map(|(job, _)| job)
+        .collect();
+    attach_history(tx, &mut with_history)
+        .await
+        .map_err(|e| e.to_string())?;
     // RETURNING order is unspecified: restore lease order.
     jobs.sort_by_key(|(job, seq)| (job.not_before_ms, *seq));
-    Ok((jobs.into_iter().map(|(job, _)| LeasedJob { fencing_token: job.fencing_token, job }).collect(), rows.len()))
+    Ok((
+        jobs.into_iter()
+            .map(|(job, _)| LeasedJob {
+                fencing_token: job.fencing_token,
+                job,
+            })
+            .collect(),
+        rows.len(),
+    ))
 }

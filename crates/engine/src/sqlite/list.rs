@@ -52,8 +52,30 @@ pub(super) const RARE: &str = concat!(
      AND state IN ('failed', 'dead', 'cancelled', 'stale') ORDER BY seq DESC LIMIT ?2 + 0"
 );
 
+/// Queued jobs per queue name, counted on `jobs_due` (O(queued) index entries, no row read).
+pub(super) const COUNT_QUEUED: &str =
+    "SELECT queue, count(*) FROM jobs INDEXED BY jobs_due WHERE state = 'queued' GROUP BY queue";
+
+/// Running jobs, counted on `jobs_stale` (O(running)).
+pub(super) const COUNT_RUNNING: &str =
+    "SELECT count(*) FROM jobs INDEXED BY jobs_stale WHERE state = 'running'";
+
+/// Succeeded jobs: the acknowledged ones counted on `jobs_retained_succeeded` (index entries
+/// only), those whose result is pending through `jobs_pending` (O(pending)).
+pub(super) const COUNT_SUCCEEDED: &str = "SELECT \
+       (SELECT count(*) FROM jobs INDEXED BY jobs_retained_succeeded WHERE result_pending = 0 AND state = 'succeeded') + \
+       (SELECT count(*) FROM jobs INDEXED BY jobs_pending WHERE result_pending = 1 AND state = 'succeeded')";
+
+/// Failed, dead, cancelled and stale jobs per state, counted on `jobs_rare_state`.
+pub(super) const COUNT_RARE: &str = "SELECT state, count(*) FROM jobs INDEXED BY jobs_rare_state \
+     WHERE state IN ('failed', 'dead', 'cancelled', 'stale') GROUP BY state";
+
 /// `?1` = limit. All jobs, newest first (O(page)).
-pub(super) const ALL: &str = concat!("SELECT ", job_columns!(), " FROM jobs ORDER BY seq DESC LIMIT ?1 + 0");
+pub(super) const ALL: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM jobs ORDER BY seq DESC LIMIT ?1 + 0"
+);
 
 #[cfg(test)]
 mod tests {
@@ -73,7 +95,12 @@ mod tests {
         for b in binds {
             q = q.bind(*b);
         }
-        q.fetch_all(c).await.unwrap().iter().map(|r| r.get::<String, _>("detail")).collect()
+        q.fetch_all(c)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<String, _>("detail"))
+            .collect()
     }
 
     /// Every list statement and the lease statement read through an index, never a scan of
@@ -93,9 +120,17 @@ mod tests {
             error: None,
         };
         for i in 0..300 {
-            let id = b.enqueue(&JobSpec::new("noop", serde_json::json!({}))).await.unwrap().job_id;
+            let id = b
+                .enqueue(&JobSpec::new("noop", serde_json::json!({})))
+                .await
+                .unwrap()
+                .job_id;
             if i < 200 {
-                let l = b.lease("default", &w, 1, Duration::ZERO).await.unwrap().remove(0);
+                let l = b
+                    .lease("default", &w, 1, Duration::ZERO)
+                    .await
+                    .unwrap()
+                    .remove(0);
                 b.finish(&id, l.fencing_token, &done).await.unwrap();
                 if i < 150 {
                     b.ack_result(&id, l.fencing_token).await.unwrap();
@@ -107,14 +142,46 @@ mod tests {
             spec.queue = queue.into();
             b.enqueue(&spec).await.unwrap();
         }
-        assert_eq!(b.routes().await.unwrap(), ["a@x", "gpu@cuda"], "routed queue names, each once, in order");
+        assert_eq!(
+            b.routes().await.unwrap(),
+            ["a@x", "gpu@cuda"],
+            "routed queue names, each once, in order"
+        );
         let on_route = b.queued_on("gpu@cuda", 10).await.unwrap();
         assert_eq!(on_route.len(), 2, "the jobs queued on that route only");
-        assert!(on_route.iter().all(|j| j.spec.queue == "gpu@cuda" && j.state == JobState::Queued));
+        assert!(
+            on_route
+                .iter()
+                .all(|j| j.spec.queue == "gpu@cuda" && j.state == JobState::Queued)
+        );
         let listed = b.list(Some(JobState::Succeeded), 60).await.unwrap();
         assert_eq!(listed.len(), 60);
-        assert!(listed.windows(2).all(|p| p[0].created_at_ms >= p[1].created_at_ms), "newest first");
+        assert!(
+            listed
+                .windows(2)
+                .all(|p| p[0].created_at_ms >= p[1].created_at_ms),
+            "newest first"
+        );
         assert!(listed.iter().all(|j| j.state == JobState::Succeeded));
+        // The counts agree with the jobs made above, by state and per queue.
+        let counts = b.counts().await.unwrap();
+        assert_eq!(
+            (
+                counts.of(JobState::Queued),
+                counts.of(JobState::Succeeded),
+                counts.of(JobState::Running)
+            ),
+            (104, 200, 0)
+        );
+        assert_eq!(
+            counts.queued_by_queue,
+            [
+                ("a@x".to_owned(), 1),
+                ("default".to_owned(), 100),
+                ("gpu@cuda".to_owned(), 2),
+                ("zeta".to_owned(), 1)
+            ]
+        );
 
         let url = format!("sqlite://{}", path.display());
         let mut c = sqlx::SqliteConnection::connect(&url).await.unwrap();
@@ -127,24 +194,47 @@ mod tests {
             ("succeeded", SUCCEEDED, &["50"]),
             ("rare", RARE, &["dead", "50"]),
             ("all", ALL, &["50"]),
-            ("lease", lease.as_str(), &["0", "default", "10", "w", "h", "1"]),
+            ("count queued", COUNT_QUEUED, &[]),
+            ("count running", COUNT_RUNNING, &[]),
+            ("count succeeded", COUNT_SUCCEEDED, &[]),
+            ("count rare", COUNT_RARE, &[]),
+            (
+                "lease",
+                lease.as_str(),
+                &["0", "default", "10", "w", "h", "1"],
+            ),
             ("routes", crate::sqlite::routes::ROUTES, &[]),
             ("reaper", crate::sqlite::queue::EXPIRED_LEASES, &["0", "50"]),
         ] {
             let lines = plan(&mut c, sql, binds).await;
-            let scans: Vec<&String> = lines.iter().filter(|l| l.starts_with("SCAN jobs") && !l.contains("INDEX")).collect();
+            let scans: Vec<&String> = lines
+                .iter()
+                .filter(|l| l.starts_with("SCAN jobs") && !l.contains("INDEX"))
+                .collect();
             let all_by_seq = name == "all" && lines.iter().any(|l| l == "SCAN jobs");
-            assert!(scans.is_empty() || all_by_seq, "{name} scans `jobs`: {lines:?}");
+            assert!(
+                scans.is_empty() || all_by_seq,
+                "{name} scans `jobs`: {lines:?}"
+            );
             // The routes skip-scan seeks one queue name at a time: even a walk of an index
             // would read every queued job (the `SELECT DISTINCT` it replaced did).
             if name == "routes" {
-                assert!(!lines.iter().any(|l| l.starts_with("SCAN jobs")), "routes walks `jobs`: {lines:?}");
+                assert!(
+                    !lines.iter().any(|l| l.starts_with("SCAN jobs")),
+                    "routes walks `jobs`: {lines:?}"
+                );
             }
             if name == "reaper" {
-                assert!(lines.iter().any(|l| l.contains("INDEX jobs_stale")), "{lines:?}");
+                assert!(
+                    lines.iter().any(|l| l.contains("INDEX jobs_stale")),
+                    "{lines:?}"
+                );
             }
             if name == "lease" {
-                assert!(lines.iter().any(|l| l.contains("INDEX jobs_due")), "{lines:?}");
+                assert!(
+                    lines.iter().any(|l| l.contains("INDEX jobs_due")),
+                    "{lines:?}"
+                );
             }
         }
     }

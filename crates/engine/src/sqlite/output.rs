@@ -19,13 +19,14 @@ impl SqliteBackend {
     ) -> Result<bool, EngineError> {
         let what = format!("append output of job `{job_id}`");
         let mut tx = self.begin(&what).await?;
-        let running: Option<i64> =
-            sqlx::query_scalar("SELECT 1 FROM jobs WHERE id = ?1 AND fencing_token = ?2 AND state = 'running'")
-                .bind(Key::of(job_id))
-                .bind(super::to_i64(fencing_token))
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(self.db(&what))?;
+        let running: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM jobs WHERE id = ?1 AND fencing_token = ?2 AND state = 'running'",
+        )
+        .bind(Key::of(job_id))
+        .bind(super::to_i64(fencing_token))
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(self.db(&what))?;
         if running.is_none() {
             return Ok(false);
         }
@@ -39,8 +40,12 @@ impl SqliteBackend {
                 .await
                 .map_err(self.db(&what))?;
         }
-        keep_last(&mut tx, job_id, OUTPUT_CAP_CHUNKS).await.map_err(self.db(&what))?;
-        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        keep_last(&mut tx, job_id, OUTPUT_CAP_CHUNKS)
+            .await
+            .map_err(self.db(&what))?;
+        tx.commit()
+            .await
+            .map_err(self.db(format!("{what}: commit")))?;
         self.inner.wake.jobs_changed();
         Ok(true)
     }
@@ -54,9 +59,11 @@ impl SqliteBackend {
     ) -> Result<Vec<OutputChunk>, EngineError> {
         let after: i64 = match after {
             None | Some("") => 0,
-            Some(c) => c
-                .parse()
-                .map_err(|_| EngineError::sqlite(format!("output cursor `{c}` of job `{job_id}` is not one of the embedded queue's")))?,
+            Some(c) => c.parse().map_err(|_| {
+                EngineError::sqlite(format!(
+                    "output cursor `{c}` of job `{job_id}` is not one of the embedded queue's"
+                ))
+            })?,
         };
         let what = format!("read output of job `{job_id}`");
         let rows = sqlx::query(
@@ -73,11 +80,16 @@ impl SqliteBackend {
                 let stream: String = r.get("stream");
                 Ok(OutputChunk {
                     cursor: r.get::<i64, _>("id").to_string(),
-                    fencing_token: u64::try_from(r.get::<i64, _>("fencing_token")).unwrap_or_default(),
+                    fencing_token: u64::try_from(r.get::<i64, _>("fencing_token"))
+                        .unwrap_or_default(),
                     stream: match stream.as_str() {
                         "stdout" => OutputStream::Stdout,
                         "stderr" => OutputStream::Stderr,
-                        other => return Err(EngineError::sqlite(format!("{what}: unknown stream `{other}`"))),
+                        other => {
+                            return Err(EngineError::sqlite(format!(
+                                "{what}: unknown stream `{other}`"
+                            )));
+                        }
                     },
                     data: r.get("data"),
                 })
@@ -89,14 +101,22 @@ impl SqliteBackend {
     pub(super) async fn trim_output_rows(&self, job_id: &str) -> Result<(), EngineError> {
         let what = format!("trim output of job `{job_id}`");
         let mut tx = self.begin(&what).await?;
-        keep_last(&mut tx, job_id, OUTPUT_TAIL_CHUNKS).await.map_err(self.db(&what))?;
-        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        keep_last(&mut tx, job_id, OUTPUT_TAIL_CHUNKS)
+            .await
+            .map_err(self.db(&what))?;
+        tx.commit()
+            .await
+            .map_err(self.db(format!("{what}: commit")))?;
         Ok(())
     }
 }
 
 /// Deletes all but the newest `keep` chunks of `job_id`.
-async fn keep_last(tx: &mut sqlx::SqliteConnection, job_id: &str, keep: usize) -> Result<(), sqlx::Error> {
+async fn keep_last(
+    tx: &mut sqlx::SqliteConnection,
+    job_id: &str,
+    keep: usize,
+) -> Result<(), sqlx::Error> {
     sqlx::query(
         "DELETE FROM job_output WHERE job_id = ?1 AND id <= \
          (SELECT id FROM job_output WHERE job_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",

@@ -7,18 +7,18 @@ use std::time::Duration;
 use sqlx::Row;
 use tokio_util::sync::CancellationToken;
 
-use super::{CLEAR_LEASE, SqliteBackend, to_i64};
 use super::key::{Key, id_of};
 use super::rows::{job_columns, lock_lease_from_row};
+use super::{CLEAR_LEASE, SqliteBackend, to_i64};
 use crate::backend::ReapAction;
 use crate::backend::prelude::*;
 use crate::error::EngineError;
+use crate::job::{
+    CancelReply, Enqueued, ExpiredLease, Finish, FinishReply, HeartbeatReply, Job, JobSpec,
+    JobState, LeaseKind, LeaseView, LeasedJob, LockAcquire, WorkerIdentity, now_ms,
+};
 use crate::output::{NewOutput, OutputChunk};
 use crate::retention::{PruneBatch, PruneRule, Tombstone};
-use crate::job::{
-    CancelReply, Enqueued, ExpiredLease, Finish, FinishReply, HeartbeatReply, Job, JobSpec, JobState,
-    LeaseKind, LeaseView, LeasedJob, LockAcquire, WorkerIdentity, now_ms,
-};
 
 /// The reaper's read (`?1` = now, `?2` = limit): expired running leases, through `jobs_stale`
 /// (O(running)); the query-plan test of `sqlite/list.rs` checks it.
@@ -60,7 +60,8 @@ impl QueueCore for SqliteBackend {
         wait: Duration,
         stop: &CancellationToken,
     ) -> Result<Vec<LeasedJob>, EngineError> {
-        self.lease_waiting(queue, worker, max, wait, Some(stop)).await
+        self.lease_waiting(queue, worker, max, wait, Some(stop))
+            .await
     }
 
     async fn heartbeat(
@@ -92,7 +93,10 @@ impl QueueCore for SqliteBackend {
         fencing_token: u64,
         finish: &Finish,
     ) -> Result<FinishReply, EngineError> {
-        Ok(self.send_finish(job_id, fencing_token, finish, None).await?.0)
+        Ok(self
+            .send_finish(job_id, fencing_token, finish, None)
+            .await?
+            .0)
     }
 
     async fn finish_and_lease(
@@ -103,8 +107,13 @@ impl QueueCore for SqliteBackend {
         queue: &str,
         worker: &WorkerIdentity,
     ) -> Result<(FinishReply, Option<LeasedJob>), EngineError> {
-        self.send_finish(job_id, fencing_token, finish, Some((queue.to_owned(), worker.clone())))
-            .await
+        self.send_finish(
+            job_id,
+            fencing_token,
+            finish,
+            Some((queue.to_owned(), worker.clone())),
+        )
+        .await
     }
 
     async fn release(&self, job_id: &str, fencing_token: u64) -> Result<bool, EngineError> {
@@ -128,7 +137,9 @@ impl QueueCore for SqliteBackend {
         let Some(state) = state else {
             return Ok(false);
         };
-        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        tx.commit()
+            .await
+            .map_err(self.db(format!("{what}: commit")))?;
         if state == "queued" {
             self.inner.wake.wake_all();
         }
@@ -138,7 +149,12 @@ impl QueueCore for SqliteBackend {
     async fn get(&self, job_id: &str) -> Result<Option<Job>, EngineError> {
         let jobs = self
             .read_jobs(
-                sqlx::query(concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = ?1")).bind(Key::of(job_id)),
+                sqlx::query(concat!(
+                    "SELECT ",
+                    job_columns!(),
+                    " FROM jobs WHERE id = ?1"
+                ))
+                .bind(Key::of(job_id)),
                 &format!("get job `{job_id}`"),
             )
             .await?;
@@ -177,17 +193,21 @@ impl QueueControl for SqliteBackend {
                 CancelReply::Cancelled
             }
             JobState::Running => {
-                sqlx::query("UPDATE jobs SET cancel_requested = 1, updated_at_ms = ?2 WHERE id = ?1")
-                    .bind(Key::of(job_id))
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(self.db(&what))?;
+                sqlx::query(
+                    "UPDATE jobs SET cancel_requested = 1, updated_at_ms = ?2 WHERE id = ?1",
+                )
+                .bind(Key::of(job_id))
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.db(&what))?;
                 CancelReply::Requested
             }
             terminal => return Ok(CancelReply::AlreadyTerminal(terminal)),
         };
-        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        tx.commit()
+            .await
+            .map_err(self.db(format!("{what}: commit")))?;
         Ok(reply)
     }
 
@@ -195,7 +215,11 @@ impl QueueControl for SqliteBackend {
         self.retry_replacing(job_id, None).await
     }
 
-    async fn fail_queued(&self, job_id: &str, outcome: &skillforge_runner::RunOutcome) -> Result<bool, EngineError> {
+    async fn fail_queued(
+        &self,
+        job_id: &str,
+        outcome: &skillforge_runner::RunOutcome,
+    ) -> Result<bool, EngineError> {
         let what = format!("fail queued job `{job_id}`");
         let outcome = super::compact::encode(super::compact::Doc::Outcome, outcome)
             .map_err(|e| EngineError::sqlite(format!("{what}: encode outcome: {e}")))?;
@@ -217,12 +241,18 @@ impl QueueControl for SqliteBackend {
         if failed.is_none() {
             return Ok(false);
         }
-        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        tx.commit()
+            .await
+            .map_err(self.db(format!("{what}: commit")))?;
         self.inner.wake.jobs_changed();
         Ok(true)
     }
 
-    async fn retry_with_payload(&self, job_id: &str, payload: &serde_json::Value) -> Result<(), EngineError> {
+    async fn retry_with_payload(
+        &self,
+        job_id: &str,
+        payload: &serde_json::Value,
+    ) -> Result<(), EngineError> {
         self.retry_replacing(job_id, Some(payload)).await
     }
 
@@ -233,18 +263,61 @@ impl QueueControl for SqliteBackend {
     async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
         self.lease_views().await
     }
+
+    async fn counts(&self) -> Result<crate::backend::JobCounts, EngineError> {
+        let what = "count jobs";
+        let mut conn = self.inner.reader.acquire().await.map_err(self.db(what))?;
+        let mut counts = crate::backend::JobCounts::default();
+        // Each count reads one state's partial index (`sqlite/list.rs`), never the rows.
+        let queued = sqlx::query(super::list::COUNT_QUEUED)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(self.db(what))?;
+        for row in &queued {
+            let n = u64::try_from(row.get::<i64, _>(1)).unwrap_or(0);
+            counts.add(JobState::Queued, n);
+            counts.add_queued(&row.get::<String, _>(0), n);
+        }
+        let running: i64 = sqlx::query_scalar(super::list::COUNT_RUNNING)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(self.db(what))?;
+        counts.add(JobState::Running, u64::try_from(running).unwrap_or(0));
+        let succeeded: i64 = sqlx::query_scalar(super::list::COUNT_SUCCEEDED)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(self.db(what))?;
+        counts.add(JobState::Succeeded, u64::try_from(succeeded).unwrap_or(0));
+        for row in sqlx::query(super::list::COUNT_RARE)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(self.db(what))?
+        {
+            let state: String = row.get(0);
+            if let Ok(state) = state.parse::<JobState>() {
+                counts.add(state, u64::try_from(row.get::<i64, _>(1)).unwrap_or(0));
+            }
+        }
+        Ok(counts)
+    }
 }
 
 impl SqliteBackend {
     /// The page of jobs `list` shows and the unreadable rows met on the way.
-    async fn list_lenient(&self, state: Option<JobState>, limit: usize) -> Result<(Vec<Job>, Vec<crate::backend::UnreadableRecord>), EngineError> {
+    async fn list_lenient(
+        &self,
+        state: Option<JobState>,
+        limit: usize,
+    ) -> Result<(Vec<Job>, Vec<crate::backend::UnreadableRecord>), EngineError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         // Each state reads through an index of its own jobs (see `sqlite/list.rs`).
         let query = match state {
             Some(JobState::Queued) => sqlx::query(super::list::QUEUED).bind(limit),
             Some(JobState::Running) => sqlx::query(super::list::RUNNING).bind(limit),
             Some(JobState::Succeeded) => sqlx::query(super::list::SUCCEEDED).bind(limit),
-            Some(state) => sqlx::query(super::list::RARE).bind(state.as_str()).bind(limit),
+            Some(state) => sqlx::query(super::list::RARE)
+                .bind(state.as_str())
+                .bind(limit),
             None => sqlx::query(super::list::ALL).bind(limit),
         };
         self.read_jobs_lenient(query, "list jobs").await
@@ -270,7 +343,10 @@ impl SqliteBackend {
         .await
         .map_err(self.db(what))?;
         let mut out = Vec::with_capacity(job_rows.len() + lock_rows.len());
-        for (kind, rows, key) in [(LeaseKind::Job, &job_rows, "id"), (LeaseKind::Lock, &lock_rows, "name")] {
+        for (kind, rows, key) in [
+            (LeaseKind::Job, &job_rows, "id"),
+            (LeaseKind::Lock, &lock_rows, "name"),
+        ] {
             for row in rows {
                 let name: String = match kind {
                     LeaseKind::Job => id_of(row, key),
@@ -281,9 +357,14 @@ impl SqliteBackend {
                 out.push(LeaseView {
                     kind,
                     lease,
-                    heartbeat_ms: row.try_get::<i64, _>("heartbeat_ms").map_err(self.db(what))?.max(0) as u64,
-                    stale_after_ms: row.try_get::<i64, _>("stale_after_ms").map_err(self.db(what))?.max(0)
-                        as u64,
+                    heartbeat_ms: row
+                        .try_get::<i64, _>("heartbeat_ms")
+                        .map_err(self.db(what))?
+                        .max(0) as u64,
+                    stale_after_ms: row
+                        .try_get::<i64, _>("stale_after_ms")
+                        .map_err(self.db(what))?
+                        .max(0) as u64,
                     name,
                 });
             }
@@ -341,7 +422,9 @@ impl QueueResults for SqliteBackend {
         .bind(to_i64(fencing_token))
         .fetch_optional(&self.inner.writer)
         .await
-        .map_err(self.db(format!("ack result of job `{job_id}` at fencing token {fencing_token}")))?;
+        .map_err(self.db(format!(
+            "ack result of job `{job_id}` at fencing token {fencing_token}"
+        )))?;
         if acked.is_some() {
             return Ok(true);
         }
@@ -351,7 +434,12 @@ impl QueueResults for SqliteBackend {
         }
     }
 
-    async fn rerun_result(&self, job_id: &str, fencing_token: u64, reason: &str) -> Result<bool, EngineError> {
+    async fn rerun_result(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+        reason: &str,
+    ) -> Result<bool, EngineError> {
         let what = format!("run job `{job_id}` again");
         let now = now_ms();
         let mut tx = self.begin(&what).await?;
@@ -371,7 +459,9 @@ impl QueueResults for SqliteBackend {
         if requeued.is_none() {
             return Ok(false);
         }
-        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        tx.commit()
+            .await
+            .map_err(self.db(format!("{what}: commit")))?;
         self.inner.wake.wake_all();
         Ok(true)
     }
@@ -379,11 +469,21 @@ impl QueueResults for SqliteBackend {
 
 #[async_trait::async_trait]
 impl QueueOutput for SqliteBackend {
-    async fn append_output(&self, job_id: &str, fencing_token: u64, chunks: &[NewOutput]) -> Result<bool, EngineError> {
+    async fn append_output(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+        chunks: &[NewOutput],
+    ) -> Result<bool, EngineError> {
         self.append_output_rows(job_id, fencing_token, chunks).await
     }
 
-    async fn read_output(&self, job_id: &str, after: Option<&str>, limit: usize) -> Result<Vec<OutputChunk>, EngineError> {
+    async fn read_output(
+        &self,
+        job_id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<OutputChunk>, EngineError> {
         self.read_output_rows(job_id, after, limit).await
     }
 
@@ -396,11 +496,11 @@ impl QueueOutput for SqliteBackend {
 impl QueueRecovery for SqliteBackend {
     async fn expired_leases(&self, limit: usize) -> Result<Vec<ExpiredLease>, EngineError> {
         let rows = sqlx::query(EXPIRED_LEASES)
-        .bind(now_ms())
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(&self.inner.reader)
-        .await
-        .map_err(self.db("list expired leases"))?;
+            .bind(now_ms())
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.inner.reader)
+            .await
+            .map_err(self.db("list expired leases"))?;
         rows.iter()
             .map(|row| {
                 let get = |e: sqlx::Error| EngineError::sqlite(format!("list expired leases: {e}"));
@@ -420,7 +520,12 @@ impl QueueRecovery for SqliteBackend {
         self.reap_if(lease, action, None).await
     }
 
-    async fn reap_unchanged(&self, lease: &ExpiredLease, action: &ReapAction, heartbeat_at_ms: i64) -> Result<bool, EngineError> {
+    async fn reap_unchanged(
+        &self,
+        lease: &ExpiredLease,
+        action: &ReapAction,
+        heartbeat_at_ms: i64,
+    ) -> Result<bool, EngineError> {
         self.reap_if(lease, action, Some(heartbeat_at_ms)).await
     }
 }
@@ -454,10 +559,12 @@ impl QueueLocks for SqliteBackend {
             }
         }
         // The next token of the one counter (schema v7): higher than any this name ever had.
-        let token: i64 = sqlx::query_scalar("UPDATE lock_tokens SET last = last + 1 WHERE id = 1 RETURNING last")
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(self.db(&what))?;
+        let token: i64 = sqlx::query_scalar(
+            "UPDATE lock_tokens SET last = last + 1 WHERE id = 1 RETURNING last",
+        )
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(self.db(&what))?;
         sqlx::query(
             "INSERT INTO locks (name, fencing_token, owner_worker, owner_host, owner_pid, \
              acquired_at_ms, heartbeat_at_ms, heartbeat_ms, stale_after_ms) \
@@ -479,8 +586,12 @@ impl QueueLocks for SqliteBackend {
         .execute(&mut *tx)
         .await
         .map_err(self.db(&what))?;
-        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
-        Ok(LockAcquire::Acquired { fencing_token: token as u64 })
+        tx.commit()
+            .await
+            .map_err(self.db(format!("{what}: commit")))?;
+        Ok(LockAcquire::Acquired {
+            fencing_token: token as u64,
+        })
     }
 
     async fn renew_lock(&self, name: &str, fencing_token: u64) -> Result<bool, EngineError> {
@@ -497,14 +608,12 @@ impl QueueLocks for SqliteBackend {
     }
 
     async fn release_lock(&self, name: &str, fencing_token: u64) -> Result<bool, EngineError> {
-        let done = sqlx::query(
-            "DELETE FROM locks WHERE name = ?1 AND fencing_token = ?2",
-        )
-        .bind(name)
-        .bind(to_i64(fencing_token))
-        .execute(&self.inner.writer)
-        .await
-        .map_err(self.db(format!("release lock `{name}`")))?;
+        let done = sqlx::query("DELETE FROM locks WHERE name = ?1 AND fencing_token = ?2")
+            .bind(name)
+            .bind(to_i64(fencing_token))
+            .execute(&self.inner.writer)
+            .await
+            .map_err(self.db(format!("release lock `{name}`")))?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -518,12 +627,24 @@ impl QueueLocks for SqliteBackend {
         .map_err(self.db("reap stale locks"))
     }
 
-    async fn reap_lock(&self, name: &str, fencing_token: u64, heartbeat_at_ms: i64) -> Result<bool, EngineError> {
-        self.reap_lock_if(name, fencing_token, heartbeat_at_ms, Some(now_ms())).await
+    async fn reap_lock(
+        &self,
+        name: &str,
+        fencing_token: u64,
+        heartbeat_at_ms: i64,
+    ) -> Result<bool, EngineError> {
+        self.reap_lock_if(name, fencing_token, heartbeat_at_ms, Some(now_ms()))
+            .await
     }
 
-    async fn reap_lock_unchanged(&self, name: &str, fencing_token: u64, heartbeat_at_ms: i64) -> Result<bool, EngineError> {
-        self.reap_lock_if(name, fencing_token, heartbeat_at_ms, None).await
+    async fn reap_lock_unchanged(
+        &self,
+        name: &str,
+        fencing_token: u64,
+        heartbeat_at_ms: i64,
+    ) -> Result<bool, EngineError> {
+        self.reap_lock_if(name, fencing_token, heartbeat_at_ms, None)
+            .await
     }
 }
 
@@ -550,7 +671,9 @@ impl QueueRoutes for SqliteBackend {
 
     async fn queued_on(&self, queue: &str, limit: usize) -> Result<Vec<Job>, EngineError> {
         self.read_jobs(
-            sqlx::query(super::list::QUEUED_ON).bind(queue.to_owned()).bind(i64::try_from(limit).unwrap_or(i64::MAX)),
+            sqlx::query(super::list::QUEUED_ON)
+                .bind(queue.to_owned())
+                .bind(i64::try_from(limit).unwrap_or(i64::MAX)),
             "list the jobs queued on a route",
         )
         .await
@@ -560,18 +683,33 @@ impl QueueRoutes for SqliteBackend {
 impl QueueTransfer for SqliteBackend {
     /// The blob store next to the queue file (`<home>/blobs` for `<home>/queue.db`).
     fn transfer_area(&self) -> Option<std::sync::Arc<dyn crate::transfer::TransferArea>> {
-        let root = self.inner.path.parent().unwrap_or(std::path::Path::new(".")).join("blobs");
-        Some(std::sync::Arc::new(crate::transfer::LocalTransfer::new(root, crate::transfer::TransferLimits::default())))
+        let root = self
+            .inner
+            .path
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join("blobs");
+        Some(std::sync::Arc::new(crate::transfer::LocalTransfer::new(
+            root,
+            crate::transfer::TransferLimits::default(),
+        )))
     }
 }
 
 #[async_trait::async_trait]
 impl QueueIntegrity for SqliteBackend {
-    async fn list_readable(&self, state: Option<JobState>, limit: usize) -> Result<(Vec<Job>, Vec<crate::backend::UnreadableRecord>), EngineError> {
+    async fn list_readable(
+        &self,
+        state: Option<JobState>,
+        limit: usize,
+    ) -> Result<(Vec<Job>, Vec<crate::backend::UnreadableRecord>), EngineError> {
         self.list_lenient(state, limit).await
     }
 
-    async fn quarantined(&self, limit: usize) -> Result<Vec<crate::backend::UnreadableRecord>, EngineError> {
+    async fn quarantined(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<crate::backend::UnreadableRecord>, EngineError> {
         self.quarantined_records(limit).await
     }
 
@@ -584,7 +722,13 @@ impl SqliteBackend {
     /// Frees lock `name` held under `fencing_token` with its heartbeat at `heartbeat_at_ms`, and
     /// past its stale deadline at `now` by this process's clock (`None`: whatever the deadline
     /// says, for a reaper that confirmed it on its own monotonic clock).
-    async fn reap_lock_if(&self, name: &str, fencing_token: u64, heartbeat_at_ms: i64, now: Option<i64>) -> Result<bool, EngineError> {
+    async fn reap_lock_if(
+        &self,
+        name: &str,
+        fencing_token: u64,
+        heartbeat_at_ms: i64,
+        now: Option<i64>,
+    ) -> Result<bool, EngineError> {
         let freed: Option<String> = sqlx::query_scalar(
             "DELETE FROM locks WHERE name = ?1 AND fencing_token = ?2 AND heartbeat_at_ms = ?3 \
              AND (?4 IS NULL OR heartbeat_at_ms + stale_after_ms < ?4) RETURNING name",
@@ -600,7 +744,11 @@ impl SqliteBackend {
     }
 
     /// `retry`, with the payload replaced first when `payload` is given (one transaction).
-    async fn retry_replacing(&self, job_id: &str, payload: Option<&serde_json::Value>) -> Result<(), EngineError> {
+    async fn retry_replacing(
+        &self,
+        job_id: &str,
+        payload: Option<&serde_json::Value>,
+    ) -> Result<(), EngineError> {
         let what = format!("retry job `{job_id}`");
         let now = now_ms();
         let mut tx = self.begin(&what).await?;
@@ -616,22 +764,30 @@ impl SqliteBackend {
             });
         }
         if let Some(payload) = payload {
-            let row = sqlx::query("SELECT spec FROM job_specs WHERE seq = (SELECT seq FROM jobs WHERE id = ?1)")
-                .bind(Key::of(job_id))
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(self.db(&what))?;
+            let row = sqlx::query(
+                "SELECT spec FROM job_specs WHERE seq = (SELECT seq FROM jobs WHERE id = ?1)",
+            )
+            .bind(Key::of(job_id))
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(self.db(&what))?;
             let text: String = row.try_get(0).map_err(self.db(&what))?;
-            let corrupt = |e: serde_json::Error| EngineError::Corrupt { job_id: job_id.to_owned(), message: e.to_string() };
-            let mut spec: crate::job::JobSpec = super::compact::decode(super::compact::Doc::Spec, &text).map_err(corrupt)?;
+            let corrupt = |e: serde_json::Error| EngineError::Corrupt {
+                job_id: job_id.to_owned(),
+                message: e.to_string(),
+            };
+            let mut spec: crate::job::JobSpec =
+                super::compact::decode(super::compact::Doc::Spec, &text).map_err(corrupt)?;
             spec.payload = payload.clone();
             let text = super::compact::encode(super::compact::Doc::Spec, &spec).map_err(corrupt)?;
-            sqlx::query("UPDATE job_specs SET spec = ?2 WHERE seq = (SELECT seq FROM jobs WHERE id = ?1)")
-                .bind(Key::of(job_id))
-                .bind(text)
-                .execute(&mut *tx)
-                .await
-                .map_err(self.db(&what))?;
+            sqlx::query(
+                "UPDATE job_specs SET spec = ?2 WHERE seq = (SELECT seq FROM jobs WHERE id = ?1)",
+            )
+            .bind(Key::of(job_id))
+            .bind(text)
+            .execute(&mut *tx)
+            .await
+            .map_err(self.db(&what))?;
         }
         sqlx::query(
             "UPDATE jobs SET state = 'queued', attempts = 0, not_before_ms = ?2, \
@@ -643,7 +799,9 @@ impl SqliteBackend {
         .execute(&mut *tx)
         .await
         .map_err(self.db(&what))?;
-        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        tx.commit()
+            .await
+            .map_err(self.db(format!("{what}: commit")))?;
         self.inner.wake.wake_all();
         Ok(())
     }
@@ -651,13 +809,20 @@ impl SqliteBackend {
     /// The reap of a running lease, fenced on its token and on its stale deadline by this
     /// process's clock (`heartbeat_at_ms` `None`) or on its heartbeat still being
     /// `heartbeat_at_ms` (a reaper that confirmed it on its own monotonic clock).
-    async fn reap_if(&self, lease: &ExpiredLease, action: &ReapAction, heartbeat_at_ms: Option<i64>) -> Result<bool, EngineError> {
+    async fn reap_if(
+        &self,
+        lease: &ExpiredLease,
+        action: &ReapAction,
+        heartbeat_at_ms: Option<i64>,
+    ) -> Result<bool, EngineError> {
         let job_id = lease.job_id.as_str();
         let what = format!("reap job `{job_id}`");
         let (next, delay, recovery) = match action {
-            ReapAction::Requeue { delay } => {
-                (JobState::Queued, Some(to_i64(delay.as_millis() as u64)), false)
-            }
+            ReapAction::Requeue { delay } => (
+                JobState::Queued,
+                Some(to_i64(delay.as_millis() as u64)),
+                false,
+            ),
             ReapAction::RecoveryAvailable => (JobState::Stale, None, true),
             ReapAction::Dead => (JobState::Dead, None, false),
             ReapAction::Cancelled => (JobState::Cancelled, None, false),
@@ -688,7 +853,9 @@ impl SqliteBackend {
         let Some(state) = state else {
             return Ok(false);
         };
-        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
+        tx.commit()
+            .await
+            .map_err(self.db(format!("{what}: commit")))?;
         if state == "queued" {
             self.inner.wake.wake_all();
         }

@@ -34,7 +34,11 @@ fn to_i64(v: u64) -> i64 {
 /// The inclusive boundary (time, tie-break) of the entries `bound` selects: the later of the
 /// age boundary (`before_ms` − 1, any tie-break) and the count boundary (`newest_excluded`: the
 /// newest entry beyond the `keep_newest` newest, when there is one).
-fn boundary<T: Ord + Clone>(bound: &Bound, newest_excluded: Option<(i64, T)>, any: T) -> Option<(i64, T)> {
+fn boundary<T: Ord + Clone>(
+    bound: &Bound,
+    newest_excluded: Option<(i64, T)>,
+    any: T,
+) -> Option<(i64, T)> {
     let by_age = bound.before_ms.map(|b| (b.saturating_sub(1), any));
     match (by_age, newest_excluded) {
         (Some(a), Some(c)) => Some(a.max(c)),
@@ -44,15 +48,25 @@ fn boundary<T: Ord + Clone>(bound: &Bound, newest_excluded: Option<(i64, T)>, an
 
 impl SqliteBackend {
     /// [`crate::backend::QueueRetention::prune`] on this backend.
-    pub(super) async fn prune_batch(&self, rule: &PruneRule, limit: usize) -> Result<PruneBatch, EngineError> {
+    pub(super) async fn prune_batch(
+        &self,
+        rule: &PruneRule,
+        limit: usize,
+    ) -> Result<PruneBatch, EngineError> {
         let what = format!("prune {} jobs", rule.class.as_str());
         let mut tx = self.begin(&what).await?;
         let now = now_ms();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let jobs = self.prune_jobs(&mut tx, rule, limit, now, &what).await?;
         let tombstones = self.prune_tombstones(&mut tx, rule, limit, &what).await?;
-        tx.commit().await.map_err(self.db(format!("{what}: commit")))?;
-        Ok(PruneBatch { jobs, tombstones, more: to_i64(jobs) >= limit || to_i64(tombstones) >= limit })
+        tx.commit()
+            .await
+            .map_err(self.db(format!("{what}: commit")))?;
+        Ok(PruneBatch {
+            jobs,
+            tombstones,
+            more: to_i64(jobs) >= limit || to_i64(tombstones) >= limit,
+        })
     }
 
     /// Deletes up to `limit` prunable jobs selected by `rule.jobs`, writing their tombstones.
@@ -64,7 +78,9 @@ impl SqliteBackend {
         now: i64,
         what: &str,
     ) -> Result<u64, EngineError> {
-        let Some((until_ms, until_seq)) = self.job_boundary(tx, rule.class, &rule.jobs, what).await? else {
+        let Some((until_ms, until_seq)) =
+            self.job_boundary(tx, rule.class, &rule.jobs, what).await?
+        else {
             return Ok(0);
         };
         let cond = prunable(rule.class);
@@ -155,7 +171,9 @@ impl SqliteBackend {
             .await
             .map_err(self.db(what))?,
         };
-        let Some((until_ms, until_id)) = boundary(&rule.tombstones, newest_excluded, Key::after_all()) else {
+        let Some((until_ms, until_id)) =
+            boundary(&rule.tombstones, newest_excluded, Key::after_all())
+        else {
             return Ok(0);
         };
         let done = sqlx::query(
@@ -173,18 +191,23 @@ impl SqliteBackend {
     }
 
     /// [`crate::backend::QueueRetention::prune_count`] on this backend (one read transaction).
-    pub(super) async fn prune_count_now(&self, rule: &PruneRule) -> Result<(u64, u64), EngineError> {
+    pub(super) async fn prune_count_now(
+        &self,
+        rule: &PruneRule,
+    ) -> Result<(u64, u64), EngineError> {
         let what = format!("count prunable {} jobs", rule.class.as_str());
         let mut tx = self.inner.reader.begin().await.map_err(self.db(&what))?;
         let count = |sql: String| sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql));
         let cond = prunable(rule.class);
         let mut jobs = 0;
         if let Some(before) = rule.jobs.before_ms {
-            jobs = count(format!("SELECT COUNT(*) FROM jobs WHERE {cond} AND updated_at_ms < ?1"))
-                .bind(before)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(self.db(&what))?;
+            jobs = count(format!(
+                "SELECT COUNT(*) FROM jobs WHERE {cond} AND updated_at_ms < ?1"
+            ))
+            .bind(before)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(self.db(&what))?;
         }
         if let Some(n) = rule.jobs.keep_newest {
             let total = count(format!("SELECT COUNT(*) FROM jobs WHERE {cond}"))
@@ -196,12 +219,15 @@ impl SqliteBackend {
         let succeeded = rule.class == RetainClass::Succeeded;
         let mut tombstones = 0;
         if let Some(before) = rule.tombstones.before_ms {
-            tombstones = count("SELECT COUNT(*) FROM pruned_jobs WHERE succeeded = ?1 AND pruned_at_ms < ?2".into())
-                .bind(succeeded)
-                .bind(before)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(self.db(&what))?;
+            tombstones = count(
+                "SELECT COUNT(*) FROM pruned_jobs WHERE succeeded = ?1 AND pruned_at_ms < ?2"
+                    .into(),
+            )
+            .bind(succeeded)
+            .bind(before)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(self.db(&what))?;
         }
         if let Some(n) = rule.tombstones.keep_newest {
             let total = count("SELECT COUNT(*) FROM pruned_jobs WHERE succeeded = ?1".into())
@@ -215,7 +241,10 @@ impl SqliteBackend {
     }
 
     /// [`crate::backend::QueueRetention::tombstone`] on this backend.
-    pub(super) async fn tombstone_of(&self, job_id: &str) -> Result<Option<Tombstone>, EngineError> {
+    pub(super) async fn tombstone_of(
+        &self,
+        job_id: &str,
+    ) -> Result<Option<Tombstone>, EngineError> {
         let what = format!("read the tombstone of job `{job_id}`");
         let row = sqlx::query(
             "SELECT state, idempotency_key, finished_at_ms, pruned_at_ms FROM pruned_jobs WHERE id = ?1",
@@ -228,9 +257,10 @@ impl SqliteBackend {
         let state: String = row.try_get("state").map_err(self.db(&what))?;
         Ok(Some(Tombstone {
             job_id: job_id.to_owned(),
-            state: state
-                .parse()
-                .map_err(|e: String| EngineError::Corrupt { job_id: job_id.to_owned(), message: e })?,
+            state: state.parse().map_err(|e: String| EngineError::Corrupt {
+                job_id: job_id.to_owned(),
+                message: e,
+            })?,
             finished_at_ms: row.try_get("finished_at_ms").map_err(self.db(&what))?,
             pruned_at_ms: row.try_get("pruned_at_ms").map_err(self.db(&what))?,
             idempotency_key: row.try_get("idempotency_key").map_err(self.db(&what))?,
@@ -244,11 +274,14 @@ impl SqliteBackend {
         key: &str,
         what: &str,
     ) -> Result<Option<String>, EngineError> {
-        let id: Option<Key> = sqlx::query_scalar("SELECT id FROM pruned_jobs WHERE idempotency_key = ?1")
-            .bind(key)
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(self.db(format!("{what}: look up pruned jobs with idempotency key `{key}`")))?;
+        let id: Option<Key> =
+            sqlx::query_scalar("SELECT id FROM pruned_jobs WHERE idempotency_key = ?1")
+                .bind(key)
+                .fetch_optional(&mut **tx)
+                .await
+                .map_err(self.db(format!(
+                    "{what}: look up pruned jobs with idempotency key `{key}`"
+                )))?;
         Ok(id.map(Key::into_id))
     }
 }
@@ -259,10 +292,26 @@ mod tests {
 
     #[test]
     fn the_later_boundary_wins() {
-        let bound = Bound { before_ms: Some(100), keep_newest: Some(3) };
+        let bound = Bound {
+            before_ms: Some(100),
+            keep_newest: Some(3),
+        };
         assert_eq!(boundary(&bound, Some((150, 7)), i64::MAX), Some((150, 7)));
-        assert_eq!(boundary(&bound, Some((50, 7)), i64::MAX), Some((99, i64::MAX)));
+        assert_eq!(
+            boundary(&bound, Some((50, 7)), i64::MAX),
+            Some((99, i64::MAX))
+        );
         assert_eq!(boundary(&bound, None, i64::MAX), Some((99, i64::MAX)));
-        assert_eq!(boundary(&Bound { before_ms: None, keep_newest: Some(3) }, None, 0), None);
+        assert_eq!(
+            boundary(
+                &Bound {
+                    before_ms: None,
+                    keep_newest: Some(3)
+                },
+                None,
+                0
+            ),
+            None
+        );
     }
 }

@@ -19,6 +19,9 @@ pub(super) const ROUTES: &str = "WITH RECURSIVE q(name) AS (\
 impl SqliteBackend {
     /// Distinct routed queue names among queued jobs, in name order.
     pub(super) async fn queued_routes(&self) -> Result<Vec<String>, EngineError> {
-        sqlx::query_scalar(ROUTES).fetch_all(&self.inner.reader).await.map_err(self.db("list the queue's routes"))
+        sqlx::query_scalar(ROUTES)
+            .fetch_all(&self.inner.reader)
+            .await
+            .map_err(self.db("list the queue's routes"))
     }
 }

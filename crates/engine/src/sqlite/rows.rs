@@ -35,14 +35,18 @@ pub(super) use leased_job_columns;
 pub(super) const LEASED_COLUMNS: usize = 10;
 
 fn corrupt(job_id: &str, what: impl std::fmt::Display) -> EngineError {
-    EngineError::Corrupt { job_id: job_id.to_owned(), message: what.to_string() }
+    EngineError::Corrupt {
+        job_id: job_id.to_owned(),
+        message: what.to_string(),
+    }
 }
 
 fn col<'r, T>(row: &'r SqliteRow, job_id: &str, name: &str) -> Result<T, EngineError>
 where
     T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
 {
-    row.try_get(name).map_err(|e| corrupt(job_id, format!("column `{name}`: {e}")))
+    row.try_get(name)
+        .map_err(|e| corrupt(job_id, format!("column `{name}`: {e}")))
 }
 
 /// A job row selected with [`job_columns`], and its `seq`. Its `history` holds only the attempt
@@ -90,7 +94,10 @@ pub(super) fn job_from_row(row: &SqliteRow) -> Result<(Job, i64), EngineError> {
         history: Vec::new(),
         id,
     };
-    if let (Some(attempt), Some(worker)) = (col::<Option<i64>>(row, &job.id, "attempt_no")?, owner_worker) {
+    if let (Some(attempt), Some(worker)) = (
+        col::<Option<i64>>(row, &job.id, "attempt_no")?,
+        owner_worker,
+    ) {
         let id = job.id.as_str();
         job.history.push(AttemptRecord {
             attempt: attempt.max(0) as u32,
@@ -101,7 +108,8 @@ pub(super) fn job_from_row(row: &SqliteRow) -> Result<(Job, i64), EngineError> {
             started_at_ms: col::<Option<i64>>(row, id, "acquired_at_ms")?.unwrap_or(0),
             ended_at_ms: col(row, id, "attempt_ended_at_ms")?,
             result: col(row, id, "attempt_result")?,
-            retry_delay_ms: col::<Option<i64>>(row, id, "attempt_retry_delay_ms")?.map(|d| d.max(0) as u64),
+            retry_delay_ms: col::<Option<i64>>(row, id, "attempt_retry_delay_ms")?
+                .map(|d| d.max(0) as u64),
         });
     }
     let seq: i64 = col(row, &job.id, "seq")?;
@@ -118,13 +126,23 @@ pub(super) fn leased_job_from_row(
     now: i64,
 ) -> Result<(Job, i64), EngineError> {
     let id: String = id_of(row, 0).map_err(|e| corrupt("?", format!("column `id`: {e}")))?;
-    let at = |i: usize, name: &str, e: sqlx::Error| corrupt(&id, format!("column `{name}` ({i}): {e}"));
+    let at =
+        |i: usize, name: &str, e: sqlx::Error| corrupt(&id, format!("column `{name}` ({i}): {e}"));
     let spec_text: &str = row.try_get(1).map_err(|e| at(1, "spec", e))?;
     let spec: JobSpec =
         decode(Doc::Spec, spec_text).map_err(|e| corrupt(&id, format!("spec json: {e}")))?;
-    let attempts = row.try_get::<i64, _>(2).map_err(|e| at(2, "attempts", e))?.max(0) as u32;
-    let fencing_token = row.try_get::<i64, _>(3).map_err(|e| at(3, "fencing_token", e))?.max(0) as u64;
-    let outcome = match row.try_get::<Option<&str>, _>(7).map_err(|e| at(7, "outcome", e))? {
+    let attempts = row
+        .try_get::<i64, _>(2)
+        .map_err(|e| at(2, "attempts", e))?
+        .max(0) as u32;
+    let fencing_token = row
+        .try_get::<i64, _>(3)
+        .map_err(|e| at(3, "fencing_token", e))?
+        .max(0) as u64;
+    let outcome = match row
+        .try_get::<Option<&str>, _>(7)
+        .map_err(|e| at(7, "outcome", e))?
+    {
         Some(text) => Some(
             decode(Doc::Outcome, text).map_err(|e| corrupt(&id, format!("outcome json: {e}")))?,
         ),
@@ -146,7 +164,10 @@ pub(super) fn leased_job_from_row(
         not_before_ms: row.try_get(4).map_err(|e| at(4, "not_before_ms", e))?,
         created_at_ms: row.try_get(5).map_err(|e| at(5, "created_at_ms", e))?,
         updated_at_ms: now,
-        cancel_requested: row.try_get::<i64, _>(6).map_err(|e| at(6, "cancel_requested", e))? != 0,
+        cancel_requested: row
+            .try_get::<i64, _>(6)
+            .map_err(|e| at(6, "cancel_requested", e))?
+            != 0,
         recovery_available: false,
         outcome,
         error: row.try_get(8).map_err(|e| at(8, "error", e))?,
@@ -163,7 +184,9 @@ pub(super) fn leased_job_from_row(
         }],
         id,
     };
-    let seq: i64 = row.try_get(9).map_err(|e| corrupt(&job.id, format!("column `seq`: {e}")))?;
+    let seq: i64 = row
+        .try_get(9)
+        .map_err(|e| corrupt(&job.id, format!("column `seq`: {e}")))?;
     Ok((job, seq))
 }
 
@@ -205,14 +228,14 @@ pub(super) async fn attach_history(
     let ids = serde_json::to_string(&jobs.iter().map(|j| j.id.as_str()).collect::<Vec<_>>())
         .map_err(|e| EngineError::sqlite(format!("job history: encode ids: {e}")))?;
     let rows = sqlx::query(HISTORY.as_str())
-    .bind(ids)
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(|e| EngineError::sqlite(format!("job history: {e}")))?;
+        .bind(ids)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(|e| EngineError::sqlite(format!("job history: {e}")))?;
     let mut by_job: HashMap<String, Vec<AttemptRecord>> = HashMap::new();
     for row in &rows {
-        let job_id: String =
-            id_of(row, "job_id").map_err(|e| corrupt("?", format!("attempt column `job_id`: {e}")))?;
+        let job_id: String = id_of(row, "job_id")
+            .map_err(|e| corrupt("?", format!("attempt column `job_id`: {e}")))?;
         let record = attempt_from_row(row, &job_id)?;
         by_job.entry(job_id).or_default().push(record);
     }
@@ -229,7 +252,8 @@ pub(super) async fn attach_history(
 
 /// A lease from a `locks` or `jobs` row (`owner_*`, `fencing_token`, `*_at_ms` columns).
 pub(super) fn lock_lease_from_row(row: &SqliteRow, name: &str) -> Result<Lease, EngineError> {
-    let get_err = |c: &str, e: sqlx::Error| EngineError::sqlite(format!("lease `{name}` column `{c}`: {e}"));
+    let get_err =
+        |c: &str, e: sqlx::Error| EngineError::sqlite(format!("lease `{name}` column `{c}`: {e}"));
     Ok(Lease {
         owner_worker: row
             .try_get::<Option<String>, _>("owner_worker")

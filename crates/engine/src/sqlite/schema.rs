@@ -56,7 +56,9 @@ pub(super) async fn refuse_foreign_file(path: &Path) -> Result<(), EngineError> 
     )
     .fetch_all(&mut conn)
     .await;
-    let version: Result<i64, _> = sqlx::query_scalar("PRAGMA user_version").fetch_one(&mut conn).await;
+    let version: Result<i64, _> = sqlx::query_scalar("PRAGMA user_version")
+        .fetch_one(&mut conn)
+        .await;
     let _ = conn.close().await;
     let (Ok(0), Ok(tables)) = (version, tables) else {
         return Ok(());
@@ -65,7 +67,11 @@ pub(super) async fn refuse_foreign_file(path: &Path) -> Result<(), EngineError> 
         return Ok(());
     }
     let shown: Vec<&str> = tables.iter().take(5).map(String::as_str).collect();
-    let more = if tables.len() > shown.len() { format!(" and {} more", tables.len() - shown.len()) } else { String::new() };
+    let more = if tables.len() > shown.len() {
+        format!(" and {} more", tables.len() - shown.len())
+    } else {
+        String::new()
+    };
     Err(EngineError::Config(format!(
         "`{}` is not a skillforge queue file: it holds tables ({}{more}) but no queue schema version; \
          is it the domain store or another database? name a new file or an existing queue file (sqlite://PATH)",
@@ -79,7 +85,9 @@ pub(super) async fn refuse_foreign_file(path: &Path) -> Result<(), EngineError> 
 /// Errors with [`EngineError::Backend`] when a migration fails or the file was written by a
 /// newer build (its version is above [`SCHEMA_VERSION`]).
 pub(super) async fn migrate(pool: &SqlitePool) -> Result<(), EngineError> {
-    let err = |what: &str, e: sqlx::Error| EngineError::sqlite(format!("queue schema migration: {what}: {e}"));
+    let err = |what: &str, e: sqlx::Error| {
+        EngineError::sqlite(format!("queue schema migration: {what}: {e}"))
+    };
     // A current file needs no write lock (and a read-only home could not take one).
     let version: i64 = sqlx::query_scalar("PRAGMA user_version")
         .fetch_one(pool)
@@ -110,10 +118,12 @@ pub(super) async fn migrate(pool: &SqlitePool) -> Result<(), EngineError> {
             .await
             .map_err(|e| err(&format!("apply version {}", index + 1), e))?;
     }
-    sqlx::query(AssertSqlSafe(format!("PRAGMA user_version = {SCHEMA_VERSION}")))
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| err("write user_version", e))?;
+    sqlx::query(AssertSqlSafe(format!(
+        "PRAGMA user_version = {SCHEMA_VERSION}"
+    )))
+    .execute(&mut *tx)
+    .await
+    .map_err(|e| err("write user_version", e))?;
     tx.commit().await.map_err(|e| err("commit", e))?;
     Ok(())
 }

@@ -73,7 +73,11 @@ impl Wake {
 }
 
 /// Spawns the `data_version` watcher; it stops when `stop` is cancelled.
-pub(super) fn spawn_watcher(options: SqliteConnectOptions, wake: Arc<Wake>, stop: CancellationToken) {
+pub(super) fn spawn_watcher(
+    options: SqliteConnectOptions,
+    wake: Arc<Wake>,
+    stop: CancellationToken,
+) {
     tokio::spawn(async move {
         let mut conn: Option<SqliteConnection> = None;
         let mut last: Option<i64> = None;
@@ -102,7 +106,10 @@ pub(super) fn spawn_watcher(options: SqliteConnectOptions, wake: Arc<Wake>, stop
                 }
             }
             if let Some(c) = conn.as_mut() {
-                match sqlx::query_scalar::<_, i64>("PRAGMA data_version").fetch_one(&mut *c).await {
+                match sqlx::query_scalar::<_, i64>("PRAGMA data_version")
+                    .fetch_one(&mut *c)
+                    .await
+                {
                     Ok(v) => {
                         // A fresh baseline also wakes: a commit may have landed between a
                         // waiter's own check and this first read.
@@ -121,7 +128,11 @@ pub(super) fn spawn_watcher(options: SqliteConnectOptions, wake: Arc<Wake>, stop
                     }
                 }
             }
-            let every = if changed_at.elapsed() < RECENT { POLL_EVERY } else { POLL_EVERY_QUIET };
+            let every = if changed_at.elapsed() < RECENT {
+                POLL_EVERY
+            } else {
+                POLL_EVERY_QUIET
+            };
             tokio::select! {
                 _ = tokio::time::sleep(every) => {}
                 _ = stop.cancelled() => break,
@@ -153,7 +164,9 @@ pub(super) fn spawn_checkpointer(options: SqliteConnectOptions, stop: Cancellati
                 }
             }
             if let Some(c) = conn.as_mut()
-                && let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&mut *c).await
+                && let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+                    .execute(&mut *c)
+                    .await
             {
                 tracing::debug!(error = %e, "sqlite queue checkpoint failed");
                 conn = None;
@@ -164,7 +177,9 @@ pub(super) fn spawn_checkpointer(options: SqliteConnectOptions, stop: Cancellati
 
 /// A dedicated connection, set to keep the `-wal` and `-shm` files like the pools' connections
 /// (`skillforge_store::wal_files`: whichever connection closes last decides).
-async fn connect_keeping_wal_files(options: &SqliteConnectOptions) -> Result<sqlx::SqliteConnection, sqlx::Error> {
+async fn connect_keeping_wal_files(
+    options: &SqliteConnectOptions,
+) -> Result<sqlx::SqliteConnection, sqlx::Error> {
     let mut conn = options.connect().await?;
     if let Err(reason) = skillforge_store::wal_files::keep_wal_files(&mut conn).await {
         tracing::debug!(%reason, "SQLite -wal/-shm files not kept between processes");
@@ -193,13 +208,26 @@ mod wal_file_tests {
             .filename(&path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
-            .pragma("journal_size_limit", skillforge_store::wal_files::JOURNAL_SIZE_LIMIT);
+            .pragma(
+                "journal_size_limit",
+                skillforge_store::wal_files::JOURNAL_SIZE_LIMIT,
+            );
         let wal = dir.path().join("queue.db-wal");
         for dedicated_closes_last in [false, true] {
-            let writer = connect_writer(&options, &Arc::new(AtomicBool::new(false))).await.expect("writer");
-            let dedicated = connect_keeping_wal_files(&options).await.expect("dedicated connection");
-            sqlx::query("CREATE TABLE IF NOT EXISTS t (v INTEGER)").execute(&writer).await.expect("create");
-            sqlx::query("INSERT INTO t VALUES (1)").execute(&writer).await.expect("insert");
+            let writer = connect_writer(&options, &Arc::new(AtomicBool::new(false)))
+                .await
+                .expect("writer");
+            let dedicated = connect_keeping_wal_files(&options)
+                .await
+                .expect("dedicated connection");
+            sqlx::query("CREATE TABLE IF NOT EXISTS t (v INTEGER)")
+                .execute(&writer)
+                .await
+                .expect("create");
+            sqlx::query("INSERT INTO t VALUES (1)")
+                .execute(&writer)
+                .await
+                .expect("insert");
             if dedicated_closes_last {
                 writer.close().await;
                 dedicated.close().await.expect("close");
@@ -207,8 +235,15 @@ mod wal_file_tests {
                 dedicated.close().await.expect("close");
                 writer.close().await;
             }
-            assert_eq!(std::fs::metadata(&wal).map(|m| m.len()).ok(), Some(0), "dedicated last: {dedicated_closes_last}");
-            assert!(dir.path().join("queue.db-shm").is_file(), "dedicated last: {dedicated_closes_last}");
+            assert_eq!(
+                std::fs::metadata(&wal).map(|m| m.len()).ok(),
+                Some(0),
+                "dedicated last: {dedicated_closes_last}"
+            );
+            assert!(
+                dir.path().join("queue.db-shm").is_file(),
+                "dedicated last: {dedicated_closes_last}"
+            );
         }
     }
 }

@@ -26,7 +26,11 @@ pub struct LeaseSignals {
 impl LeaseSignals {
     /// Signals that fire `cancel`, both flags unset.
     pub fn new(cancel: CancellationToken) -> Self {
-        Self { cancel, cancelled_by_operator: Arc::default(), lease_lost: Arc::default() }
+        Self {
+            cancel,
+            cancelled_by_operator: Arc::default(),
+            lease_lost: Arc::default(),
+        }
     }
 }
 
@@ -45,7 +49,11 @@ pub async fn heartbeat_loop(
     held: Arc<tokio::sync::Mutex<Vec<(String, u64)>>>,
     done: CancellationToken,
 ) {
-    let LeaseSignals { cancel, cancelled_by_operator, lease_lost } = signals;
+    let LeaseSignals {
+        cancel,
+        cancelled_by_operator,
+        lease_lost,
+    } = signals;
     loop {
         tokio::select! {
             () = done.cancelled() => return,
@@ -59,7 +67,9 @@ pub async fn heartbeat_loop(
                     lease_lost.store(true, Ordering::SeqCst);
                     cancel.cancel();
                 }
-                Err(e) => warn!(job_id = %job_id, lock = %name, error = %e, "lock renewal failed; retrying"),
+                Err(e) => {
+                    warn!(job_id = %job_id, lock = %name, error = %e, "lock renewal failed; retrying")
+                }
             }
         }
         match backend.heartbeat(&job_id, token).await {

@@ -22,14 +22,23 @@ pub const PRESENCE_STALE_AFTER: Duration = Duration::from_secs(5);
 /// renewed every [`PRESENCE_HEARTBEAT`], re-acquired when a renewal finds it lost. Queue errors
 /// are logged and retried at the next beat, never returned. Used by [`Worker`] and by the apalis
 /// adapter (`skillforge-engine-apalis`), so both show in `skillforge locks` the same way.
-pub async fn hold_presence(backend: Arc<dyn QueueBackend>, identity: WorkerIdentity, stop: CancellationToken) {
+pub async fn hold_presence(
+    backend: Arc<dyn QueueBackend>,
+    identity: WorkerIdentity,
+    stop: CancellationToken,
+) {
     let name = format!("{PRESENCE_LOCK_PREFIX}{}", identity.worker_id);
     let mut token = None;
     loop {
         match token {
-            None => match backend.acquire_lock(&name, &identity, PRESENCE_HEARTBEAT, PRESENCE_STALE_AFTER).await {
+            None => match backend
+                .acquire_lock(&name, &identity, PRESENCE_HEARTBEAT, PRESENCE_STALE_AFTER)
+                .await
+            {
                 Ok(LockAcquire::Acquired { fencing_token }) => token = Some(fencing_token),
-                Ok(LockAcquire::Held(_)) => warn!(lock = %name, "presence lock held by another process"),
+                Ok(LockAcquire::Held(_)) => {
+                    warn!(lock = %name, "presence lock held by another process")
+                }
                 Err(e) => debug!(error = %e, "presence lock not taken"),
             },
             Some(t) => match backend.renew_lock(&name, t).await {
@@ -53,7 +62,12 @@ pub async fn hold_presence(backend: Arc<dyn QueueBackend>, identity: WorkerIdent
 /// `stop` fires, so the record never expires under a live worker (issue 20: a routing note must
 /// not say a long-running worker lacks its labels). A failed write is logged and retried at the
 /// next period.
-pub async fn refresh_labels(area: &dyn crate::transfer::TransferArea, key: &str, labels: &[u8], stop: CancellationToken) {
+pub async fn refresh_labels(
+    area: &dyn crate::transfer::TransferArea,
+    key: &str,
+    labels: &[u8],
+    stop: CancellationToken,
+) {
     let every = (area.limits().ttl / 3).clamp(Duration::from_secs(1), Duration::from_secs(600));
     loop {
         tokio::select! {

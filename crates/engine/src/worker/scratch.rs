@@ -33,7 +33,11 @@ pub(super) struct ScratchRemoval(Option<(String, tokio::task::JoinHandle<std::io
 /// Starts removing an attempt's scratch dir (a child of `root`, which `opened` is when given)
 /// if its runner created one, off the async threads: recursively, read-only directories
 /// included (see [`remove_tree`]).
-pub(super) fn start_removal(opened: Option<&std::fs::File>, root: &Path, dir: PathBuf) -> ScratchRemoval {
+pub(super) fn start_removal(
+    opened: Option<&std::fs::File>,
+    root: &Path,
+    dir: PathBuf,
+) -> ScratchRemoval {
     // Most runners create no scratch dir. A `stat` of the (cached) root usually proves that;
     // else one `lstat` of the attempt's unique path, which the kernel cannot answer from its
     // name cache. Neither is blocking work worth a thread hop.
@@ -41,7 +45,10 @@ pub(super) fn start_removal(opened: Option<&std::fs::File>, root: &Path, dir: Pa
         return ScratchRemoval(None);
     }
     let shown = dir.display().to_string();
-    ScratchRemoval(Some((shown, tokio::task::spawn_blocking(move || remove_tree(&dir)))))
+    ScratchRemoval(Some((
+        shown,
+        tokio::task::spawn_blocking(move || remove_tree(&dir)),
+    )))
 }
 
 impl ScratchRemoval {
@@ -75,7 +82,9 @@ fn remove_tree(path: &Path) -> std::io::Result<()> {
 }
 
 fn make_dirs_writable(path: &Path) {
-    let Ok(meta) = std::fs::symlink_metadata(path) else { return };
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return;
+    };
     if !meta.is_dir() {
         return;
     }
@@ -104,19 +113,35 @@ mod tests {
         let mine = root.path().join("job-1");
         let opened = std::fs::File::open(root.path()).unwrap();
         // Nothing created: the root's own stat proves it (where link counts are kept).
-        if cfg!(target_os = "linux") && std::fs::metadata(root.path()).map(|m| {
-            use std::os::unix::fs::MetadataExt;
-            m.nlink()
-        }).unwrap_or(0) == 2 {
+        if cfg!(target_os = "linux")
+            && std::fs::metadata(root.path())
+                .map(|m| {
+                    use std::os::unix::fs::MetadataExt;
+                    m.nlink()
+                })
+                .unwrap_or(0)
+                == 2
+        {
             assert!(no_scratch_dirs(None, root.path()));
             assert!(no_scratch_dirs(Some(&opened), root.path()));
         }
         std::fs::create_dir_all(mine.join("deep")).unwrap();
-        assert!(!no_scratch_dirs(None, root.path()), "a subdirectory is never missed");
-        assert!(!no_scratch_dirs(Some(&opened), root.path()), "seen through the open directory too");
-        start_removal(Some(&opened), root.path(), mine.clone()).join().await;
+        assert!(
+            !no_scratch_dirs(None, root.path()),
+            "a subdirectory is never missed"
+        );
+        assert!(
+            !no_scratch_dirs(Some(&opened), root.path()),
+            "seen through the open directory too"
+        );
+        start_removal(Some(&opened), root.path(), mine.clone())
+            .join()
+            .await;
         assert!(!mine.exists());
-        assert!(!no_scratch_dirs(None, &root.path().join("missing")), "an unreadable root means maybe");
+        assert!(
+            !no_scratch_dirs(None, &root.path().join("missing")),
+            "an unreadable root means maybe"
+        );
         // Another attempt's dir does not stop this one's (absent) from being skipped correctly.
         let other = root.path().join("job-2");
         std::fs::create_dir(&other).unwrap();

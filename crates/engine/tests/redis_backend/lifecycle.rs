@@ -62,21 +62,31 @@ async fn cancel_queued_and_running() {
     b.lease("c", &w, 10, Duration::ZERO).await.unwrap();
     assert_eq!(b.cancel(&raced).await.unwrap(), CancelReply::Requested);
     assert_eq!(
-        b.finish(&raced, 1, &finish(JobState::Queued, 10, "failed")).await.unwrap(),
+        b.finish(&raced, 1, &finish(JobState::Queued, 10, "failed"))
+            .await
+            .unwrap(),
         FinishReply::Applied(JobState::Cancelled)
     );
     let handed = b.enqueue(&spec("c")).await.unwrap().job_id;
     b.lease("c", &w, 10, Duration::ZERO).await.unwrap();
     assert_eq!(b.cancel(&handed).await.unwrap(), CancelReply::Requested);
     assert!(b.release(&handed, 1).await.unwrap());
-    assert_eq!(b.get(&handed).await.unwrap().unwrap().state, JobState::Cancelled);
+    assert_eq!(
+        b.get(&handed).await.unwrap().unwrap().state,
+        JobState::Cancelled
+    );
 
     // The delayed one stays cancelled once its time has come (by the server's clock).
-    poll("the delayed job's not_before to pass", Duration::from_secs(10), || async {
-        (b.now_ms().await.unwrap() > delayed_due_ms).then_some(())
-    })
+    poll(
+        "the delayed job's not_before to pass",
+        Duration::from_secs(10),
+        || async { (b.now_ms().await.unwrap() > delayed_due_ms).then_some(()) },
+    )
     .await;
-    assert_eq!(b.get(&delayed).await.unwrap().unwrap().state, JobState::Cancelled);
+    assert_eq!(
+        b.get(&delayed).await.unwrap().unwrap().state,
+        JobState::Cancelled
+    );
     assert!(
         b.lease("c", &w, 10, Duration::ZERO)
             .await
@@ -254,7 +264,11 @@ async fn released_and_reaped_locks_leave_no_hash_and_tokens_keep_increasing() {
     let acquire = |name: &'static str, stale: Duration| {
         let (b, a) = (&b, &a);
         async move {
-            match b.acquire_lock(name, a, Duration::from_millis(20), stale).await.unwrap() {
+            match b
+                .acquire_lock(name, a, Duration::from_millis(20), stale)
+                .await
+                .unwrap()
+            {
                 LockAcquire::Acquired { fencing_token } => fencing_token,
                 held => panic!("free lock `{name}` not acquired: {held:?}"),
             }
@@ -262,20 +276,35 @@ async fn released_and_reaped_locks_leave_no_hash_and_tokens_keep_increasing() {
     };
     let t1 = acquire("l", Duration::from_secs(60)).await;
     assert!(b.release_lock("l", t1).await.unwrap());
-    assert_eq!(server.cli(&["EXISTS", "sftest:lock:l"]), "0", "released: no hash");
+    assert_eq!(
+        server.cli(&["EXISTS", "sftest:lock:l"]),
+        "0",
+        "released: no hash"
+    );
     let t2 = acquire("l", Duration::from_secs(60)).await;
     assert!(t2 > t1);
-    assert!(!b.release_lock("l", t1).await.unwrap(), "an old token is fenced");
+    assert!(
+        !b.release_lock("l", t1).await.unwrap(),
+        "an old token is fenced"
+    );
 
     // Reaped: the hash goes too.
     let t3 = acquire("gone", Duration::from_millis(50)).await;
-    let freed = poll("reap_locks to free the stale lock", Duration::from_secs(10), || async {
-        let freed = b.reap_locks().await.unwrap();
-        (!freed.is_empty()).then_some(freed)
-    })
+    let freed = poll(
+        "reap_locks to free the stale lock",
+        Duration::from_secs(10),
+        || async {
+            let freed = b.reap_locks().await.unwrap();
+            (!freed.is_empty()).then_some(freed)
+        },
+    )
     .await;
     assert_eq!(freed, ["gone".to_owned()]);
-    assert_eq!(server.cli(&["EXISTS", "sftest:lock:gone"]), "0", "reaped: no hash");
+    assert_eq!(
+        server.cli(&["EXISTS", "sftest:lock:gone"]),
+        "0",
+        "reaped: no hash"
+    );
     assert!(acquire("gone", Duration::from_secs(60)).await > t3);
 
     // A lock an older build released kept its hash with its own counter: the next token is above it.
@@ -294,5 +323,9 @@ async fn released_and_reaped_locks_leave_no_hash_and_tokens_keep_increasing() {
     .await;
     stop.cancel();
     task.await.unwrap();
-    assert_eq!(server.cli(&["EXISTS", &key]), "0", "a stopped worker leaves no presence hash");
+    assert_eq!(
+        server.cli(&["EXISTS", &key]),
+        "0",
+        "a stopped worker leaves no presence hash"
+    );
 }

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use skillforge_engine::output::{NewOutput, OutputStream};
 use skillforge_engine::backend::prelude::*;
+use skillforge_engine::output::{NewOutput, OutputStream};
 use skillforge_engine::{JobState, WorkerIdentity};
 
 use super::{RedisServer, backend, scenarios, spec};
@@ -19,7 +19,8 @@ const DEADLINE: Duration = Duration::from_secs(30);
 #[tokio::test]
 async fn lease_or_stop_ends_an_idle_wait_when_stopped() {
     let server = RedisServer::start();
-    scenarios::live::lease_or_stop_ends_an_idle_wait_when_stopped(Arc::new(backend(&server).await)).await;
+    scenarios::live::lease_or_stop_ends_an_idle_wait_when_stopped(Arc::new(backend(&server).await))
+        .await;
 }
 
 #[tokio::test]
@@ -32,19 +33,29 @@ async fn changed_since_wakes_on_a_finish() {
 #[tokio::test]
 async fn a_waiter_wakes_on_another_processs_finish() {
     let server = RedisServer::start();
-    scenarios::live::a_waiter_wakes_on_another_processs_finish(Arc::new(backend(&server).await), Arc::new(backend(&server).await)).await;
+    scenarios::live::a_waiter_wakes_on_another_processs_finish(
+        Arc::new(backend(&server).await),
+        Arc::new(backend(&server).await),
+    )
+    .await;
 }
 
 /// Subscribers of the namespace's change channel, as the server counts them.
 fn subscribers(server: &RedisServer) -> u64 {
     let out = server.cli(&["pubsub", "numsub", "sftest:changed"]);
-    out.lines().nth(1).and_then(|n| n.trim().parse().ok()).unwrap_or(0)
+    out.lines()
+        .nth(1)
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 async fn until_subscribed(server: &RedisServer, what: &str) {
     let deadline = Instant::now() + DEADLINE;
     while subscribers(server) == 0 {
-        assert!(Instant::now() < deadline, "{what}: no subscriber on `sftest:changed`");
+        assert!(
+            Instant::now() < deadline,
+            "{what}: no subscriber on `sftest:changed`"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -75,7 +86,14 @@ async fn a_waiter_wakes_on_a_finish_after_a_redis_restart() {
     server.crash();
     server.launch();
     until_subscribed(&server, "after the restart").await;
-    other.finish(&job.job_id, leased[0].fencing_token, &scenarios::finish(JobState::Succeeded)).await.unwrap();
+    other
+        .finish(
+            &job.job_id,
+            leased[0].fencing_token,
+            &scenarios::finish(JobState::Succeeded),
+        )
+        .await
+        .unwrap();
     let done = tokio::time::timeout(DEADLINE, waiter)
         .await
         .expect("a finish after the restart wakes the waiter")
@@ -86,18 +104,26 @@ async fn a_waiter_wakes_on_a_finish_after_a_redis_restart() {
 #[tokio::test]
 async fn live_output_is_fenced_ordered_capped_and_trimmed() {
     let server = RedisServer::start();
-    scenarios::live::live_output_is_fenced_ordered_capped_and_trimmed(&backend(&server).await).await;
+    scenarios::live::live_output_is_fenced_ordered_capped_and_trimmed(&backend(&server).await)
+        .await;
 }
 
 /// Connections of the server blocked in `XREAD` (a follower waiting for output).
 fn blocked_readers(server: &RedisServer) -> usize {
-    server.cli(&["client", "list"]).lines().filter(|l| l.contains("cmd=xread")).count()
+    server
+        .cli(&["client", "list"])
+        .lines()
+        .filter(|l| l.contains("cmd=xread"))
+        .count()
 }
 
 async fn until_reading(server: &RedisServer, what: &str) {
     let deadline = Instant::now() + DEADLINE;
     while blocked_readers(server) == 0 {
-        assert!(Instant::now() < deadline, "{what}: no connection blocked in XREAD");
+        assert!(
+            Instant::now() < deadline,
+            "{what}: no connection blocked in XREAD"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -119,7 +145,11 @@ async fn a_follower_wakes_on_another_processs_output_also_after_a_redis_restart(
         let mut cursor: Option<String> = None;
         loop {
             let seen = following.change_seq();
-            for chunk in following.read_output(&id, cursor.as_deref(), 100).await.unwrap() {
+            for chunk in following
+                .read_output(&id, cursor.as_deref(), 100)
+                .await
+                .unwrap()
+            {
                 cursor = Some(chunk.cursor.clone());
                 let text = String::from_utf8_lossy(&chunk.data).into_owned();
                 let last = text == "second\n";
@@ -128,20 +158,44 @@ async fn a_follower_wakes_on_another_processs_output_also_after_a_redis_restart(
                     return;
                 }
             }
-            following.output_since(&id, cursor.as_deref(), seen, LONG).await;
+            following
+                .output_since(&id, cursor.as_deref(), seen, LONG)
+                .await;
         }
     });
     until_reading(&server, "before the first line").await;
-    let line = |text: &str| vec![NewOutput { stream: OutputStream::Stdout, data: text.as_bytes().to_vec() }];
-    assert!(other.append_output(&job.job_id, token, &line("first\n")).await.unwrap());
-    let first = tokio::time::timeout(DEADLINE, seen_rx.recv()).await.expect("the append wakes the follower");
+    let line = |text: &str| {
+        vec![NewOutput {
+            stream: OutputStream::Stdout,
+            data: text.as_bytes().to_vec(),
+        }]
+    };
+    assert!(
+        other
+            .append_output(&job.job_id, token, &line("first\n"))
+            .await
+            .unwrap()
+    );
+    let first = tokio::time::timeout(DEADLINE, seen_rx.recv())
+        .await
+        .expect("the append wakes the follower");
     assert_eq!(first.as_deref(), Some("first\n"));
     until_reading(&server, "after the first line").await;
     server.crash();
     server.launch();
     until_reading(&server, "after the restart").await;
-    assert!(other.append_output(&job.job_id, token, &line("second\n")).await.unwrap());
-    let second = tokio::time::timeout(DEADLINE, seen_rx.recv()).await.expect("an append after the restart wakes the follower");
+    assert!(
+        other
+            .append_output(&job.job_id, token, &line("second\n"))
+            .await
+            .unwrap()
+    );
+    let second = tokio::time::timeout(DEADLINE, seen_rx.recv())
+        .await
+        .expect("an append after the restart wakes the follower");
     assert_eq!(second.as_deref(), Some("second\n"));
-    tokio::time::timeout(DEADLINE, follower).await.expect("the follower ends").unwrap();
+    tokio::time::timeout(DEADLINE, follower)
+        .await
+        .expect("the follower ends")
+        .unwrap();
 }

@@ -18,12 +18,12 @@ use skillforge_runner::{ExitClass, RunOutcome};
 #[path = "../scenarios/mod.rs"]
 mod scenarios;
 
-mod transitions;
-mod lifecycle;
-mod resilience;
 mod layouts;
-mod retention;
+mod lifecycle;
 mod live;
+mod resilience;
+mod retention;
+mod transitions;
 
 /// A `redis-server` owned by one test; shut down (and its files removed) on drop.
 struct RedisServer {

@@ -157,9 +157,16 @@ async fn redis_restart_loses_nothing() {
         })
     };
     // Crash only once the waiter is blocked on the server (a client in BLPOP).
-    poll("the waiter to block in BLPOP", Duration::from_secs(10), || async {
-        server.cli(&["client", "list"]).contains("cmd=blpop").then_some(())
-    })
+    poll(
+        "the waiter to block in BLPOP",
+        Duration::from_secs(10),
+        || async {
+            server
+                .cli(&["client", "list"])
+                .contains("cmd=blpop")
+                .then_some(())
+        },
+    )
     .await;
     server.crash();
     server.launch();
@@ -207,5 +214,8 @@ async fn finish_and_lease_refills_the_slot_in_one_call() {
 #[tokio::test]
 async fn batched_finishes_refill_each_slot_from_its_queue_for_its_worker() {
     let server = RedisServer::start();
-    scenarios::batched_finishes_refill_each_slot_from_its_queue_for_its_worker(&backend(&server).await).await;
+    scenarios::batched_finishes_refill_each_slot_from_its_queue_for_its_worker(
+        &backend(&server).await,
+    )
+    .await;
 }

@@ -24,13 +24,19 @@ async fn pruning_never_removes_an_unapplied_result() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pruning_races_ingestion_and_retries_without_losing_a_result() {
     let server = RedisServer::start();
-    scenarios::retention::pruning_races_ingestion_and_retries_without_losing_a_result(&backend(&server).await).await;
+    scenarios::retention::pruning_races_ingestion_and_retries_without_losing_a_result(
+        &backend(&server).await,
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn idempotency_key_outlives_its_job_by_the_retention() {
     let server = RedisServer::start();
-    scenarios::retention::idempotency_key_outlives_its_job_by_the_retention(&backend(&server).await).await;
+    scenarios::retention::idempotency_key_outlives_its_job_by_the_retention(
+        &backend(&server).await,
+    )
+    .await;
 }
 
 /// A pruned job leaves no key behind but its tombstone (and its idempotency entry): its hash,
@@ -45,17 +51,58 @@ async fn a_pruned_job_leaves_only_its_tombstone_in_the_namespace() {
     keyed.idempotency_key = Some("k1".into());
     let id = b.enqueue(&keyed).await.unwrap().job_id;
     let l = b.lease("keys", &w, 1, Duration::ZERO).await.unwrap();
-    b.finish(&id, l[0].fencing_token, &finish(JobState::Queued, 0, "failed")).await.unwrap();
+    b.finish(
+        &id,
+        l[0].fencing_token,
+        &finish(JobState::Queued, 0, "failed"),
+    )
+    .await
+    .unwrap();
     let l = b.lease("keys", &w, 1, Duration::ZERO).await.unwrap();
-    b.finish(&id, l[0].fencing_token, &finish(JobState::Dead, 0, "failed")).await.unwrap();
-    assert_eq!(server.cli(&["EXISTS", &format!("sftest:job:{}:history", skillforge_engine::redis::id::stored(&id))]), "1", "a superseded attempt");
+    b.finish(
+        &id,
+        l[0].fencing_token,
+        &finish(JobState::Dead, 0, "failed"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        server.cli(&[
+            "EXISTS",
+            &format!(
+                "sftest:job:{}:history",
+                skillforge_engine::redis::id::stored(&id)
+            )
+        ]),
+        "1",
+        "a superseded attempt"
+    );
     assert!(b.ack_result(&id, l[0].fencing_token).await.unwrap());
-    assert_eq!(server.cli(&["LLEN", "sftest:done:failed"]), "1", "the ack makes it prunable");
-    let all = Bound { before_ms: Some(b.now_ms().await.unwrap() + 1_000), keep_newest: None };
-    let rule = PruneRule { class: RetainClass::Failed, jobs: all, tombstones: Bound::default() };
+    assert_eq!(
+        server.cli(&["LLEN", "sftest:done:failed"]),
+        "1",
+        "the ack makes it prunable"
+    );
+    let all = Bound {
+        before_ms: Some(b.now_ms().await.unwrap() + 1_000),
+        keep_newest: None,
+    };
+    let rule = PruneRule {
+        class: RetainClass::Failed,
+        jobs: all,
+        tombstones: Bound::default(),
+    };
     assert_eq!(prune_pass(&b, &[rule], 10).await.unwrap().jobs, 1);
-    assert_eq!(server.cli(&["KEYS", "sftest:job:*"]), "", "no job hash or history left");
-    for (key, n) in [("sftest:jobs", "0"), ("sftest:state:dead", "0"), ("sftest:pruned:failed", "1")] {
+    assert_eq!(
+        server.cli(&["KEYS", "sftest:job:*"]),
+        "",
+        "no job hash or history left"
+    );
+    for (key, n) in [
+        ("sftest:jobs", "0"),
+        ("sftest:state:dead", "0"),
+        ("sftest:pruned:failed", "1"),
+    ] {
         assert_eq!(server.cli(&["ZCARD", key]), n, "{key}");
     }
     assert_eq!(server.cli(&["LLEN", "sftest:done:failed"]), "0");
@@ -66,7 +113,11 @@ async fn a_pruned_job_leaves_only_its_tombstone_in_the_namespace() {
         "the key stays with the tombstone"
     );
 
-    let tombs = PruneRule { class: RetainClass::Failed, jobs: Bound::default(), tombstones: all };
+    let tombs = PruneRule {
+        class: RetainClass::Failed,
+        jobs: Bound::default(),
+        tombstones: all,
+    };
     assert_eq!(prune_pass(&b, &[tombs], 10).await.unwrap().tombstones, 1);
     for key in ["sftest:pruned", "sftest:idem"] {
         assert_eq!(server.cli(&["HLEN", key]), "0", "{key}");
@@ -88,7 +139,13 @@ async fn jobs_acknowledged_before_retention_are_backfilled_and_pruned() {
     for i in 0..1_200 {
         let id = b.enqueue(&spec("old")).await.unwrap().job_id;
         let l = b.lease("old", &w, 1, Duration::ZERO).await.unwrap();
-        b.finish(&id, l[0].fencing_token, &finish(JobState::Succeeded, 0, "passed")).await.unwrap();
+        b.finish(
+            &id,
+            l[0].fencing_token,
+            &finish(JobState::Succeeded, 0, "passed"),
+        )
+        .await
+        .unwrap();
         if i != 7 {
             assert!(b.ack_result(&id, l[0].fencing_token).await.unwrap());
         }
@@ -112,11 +169,25 @@ async fn jobs_acknowledged_before_retention_are_backfilled_and_pruned() {
     let b = backend(&server).await;
     assert_eq!(server.cli(&["GET", "sftest:done:backfill"]), "done");
     assert_eq!(server.cli(&["GET", "sftest:layout"]), "4");
-    assert_eq!(server.cli(&["LLEN", "sftest:done:succeeded"]), "1199", "every acknowledged job filed once");
-    let all = Bound { before_ms: Some(b.now_ms().await.unwrap() + 1_000), keep_newest: None };
-    let rule = PruneRule { class: RetainClass::Succeeded, jobs: all, tombstones: Bound::default() };
+    assert_eq!(
+        server.cli(&["LLEN", "sftest:done:succeeded"]),
+        "1199",
+        "every acknowledged job filed once"
+    );
+    let all = Bound {
+        before_ms: Some(b.now_ms().await.unwrap() + 1_000),
+        keep_newest: None,
+    };
+    let rule = PruneRule {
+        class: RetainClass::Succeeded,
+        jobs: all,
+        tombstones: Bound::default(),
+    };
     assert_eq!(b.prune_count(&rule).await.unwrap().0, 1199);
     assert_eq!(prune_pass(&b, &[rule], 400).await.unwrap().jobs, 1199);
-    assert!(b.get(&ids[7]).await.unwrap().is_some(), "the pending one stays");
+    assert!(
+        b.get(&ids[7]).await.unwrap().is_some(),
+        "the pending one stays"
+    );
     assert_eq!(server.cli(&["ZCARD", "sftest:jobs"]), "1");
 }

@@ -86,11 +86,23 @@ async fn enqueue_lease_finish_round_trip() {
         pending.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
         [e.job_id.as_str()]
     );
-    assert!(!b.ack_result(&e.job_id, pending[0].fencing_token + 1).await.unwrap(), "fenced on the token");
+    assert!(
+        !b.ack_result(&e.job_id, pending[0].fencing_token + 1)
+            .await
+            .unwrap(),
+        "fenced on the token"
+    );
     assert_eq!(b.pending_results(10).await.unwrap().len(), 1);
-    assert!(b.ack_result(&e.job_id, pending[0].fencing_token).await.unwrap());
+    assert!(
+        b.ack_result(&e.job_id, pending[0].fencing_token)
+            .await
+            .unwrap()
+    );
     assert!(b.pending_results(10).await.unwrap().is_empty());
-    assert!(matches!(b.ack_result("nope", 1).await, Err(EngineError::NotFound(_))));
+    assert!(matches!(
+        b.ack_result("nope", 1).await,
+        Err(EngineError::NotFound(_))
+    ));
 
     let second = b.enqueue(&spec("default")).await.unwrap();
     let all = b.list(None, 10).await.unwrap();
@@ -116,7 +128,11 @@ fn command_calls(server: &RedisServer) -> std::collections::HashMap<String, u64>
         .lines()
         .filter_map(|l| {
             let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = rest.split(',').find_map(|kv| kv.strip_prefix("calls="))?.parse().ok()?;
+            let calls = rest
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("calls="))?
+                .parse()
+                .ok()?;
             Some((name.to_owned(), calls))
         })
         .collect()
@@ -134,10 +150,17 @@ async fn listing_by_state_reads_a_page_not_the_backlog() {
     let acked = b.enqueue(&spec("q")).await.unwrap();
     let pending = b.enqueue(&spec("q")).await.unwrap();
     let doomed = b.enqueue(&spec("q")).await.unwrap();
-    for (id, next) in [(&acked.job_id, JobState::Succeeded), (&pending.job_id, JobState::Succeeded), (&doomed.job_id, JobState::Dead)] {
+    for (id, next) in [
+        (&acked.job_id, JobState::Succeeded),
+        (&pending.job_id, JobState::Succeeded),
+        (&doomed.job_id, JobState::Dead),
+    ] {
         let leased = b.lease("q", &w, 1, Duration::ZERO).await.unwrap();
         assert_eq!(&leased[0].job.id, id);
-        assert_eq!(b.finish(id, 1, &finish(next, 0, "passed")).await.unwrap(), FinishReply::Applied(next));
+        assert_eq!(
+            b.finish(id, 1, &finish(next, 0, "passed")).await.unwrap(),
+            FinishReply::Applied(next)
+        );
     }
     assert!(b.ack_result(&acked.job_id, 1).await.unwrap());
     let mut queued = Vec::new();
@@ -156,20 +179,50 @@ async fn listing_by_state_reads_a_page_not_the_backlog() {
         "newest first, acknowledged or not"
     );
     let calls = command_calls(&server);
-    assert!(calls.get("hgetall").copied().unwrap_or(0) <= 20, "{calls:?}");
+    assert!(
+        calls.get("hgetall").copied().unwrap_or(0) <= 20,
+        "{calls:?}"
+    );
     assert!(calls.get("hget").copied().unwrap_or(0) <= 10, "{calls:?}");
     let dead = b.list(Some(JobState::Dead), 10).await.unwrap();
-    assert_eq!(dead.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), [doomed.job_id.as_str()]);
+    assert_eq!(
+        dead.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        [doomed.job_id.as_str()]
+    );
     server.cli(&["CONFIG", "RESETSTAT"]);
-    let newest: Vec<String> = b.list(Some(JobState::Queued), 3).await.unwrap().into_iter().map(|j| j.id).collect();
-    assert_eq!(newest, queued.iter().rev().take(3).cloned().collect::<Vec<_>>(), "newest first, up to the limit");
+    let newest: Vec<String> = b
+        .list(Some(JobState::Queued), 3)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(
+        newest,
+        queued.iter().rev().take(3).cloned().collect::<Vec<_>>(),
+        "newest first, up to the limit"
+    );
     let calls = command_calls(&server);
-    assert!(calls.get("hgetall").copied().unwrap_or(0) <= 4 * 3, "two queues, ready and delayed: {calls:?}");
-    assert_eq!(b.list(Some(JobState::Queued), 10_000).await.unwrap().len(), 5_100);
+    assert!(
+        calls.get("hgetall").copied().unwrap_or(0) <= 4 * 3,
+        "two queues, ready and delayed: {calls:?}"
+    );
+    assert_eq!(
+        b.list(Some(JobState::Queued), 10_000).await.unwrap().len(),
+        5_100
+    );
     assert!(b.list(Some(JobState::Failed), 10).await.unwrap().is_empty());
-    let mut sets: Vec<String> = server.cli(&["--scan", "--pattern", "sftest:state:*"]).lines().map(str::to_owned).collect();
+    let mut sets: Vec<String> = server
+        .cli(&["--scan", "--pattern", "sftest:state:*"])
+        .lines()
+        .map(str::to_owned)
+        .collect();
     sets.sort();
-    assert_eq!(sets, ["sftest:state:dead"], "no index set for queued or succeeded jobs");
+    assert_eq!(
+        sets,
+        ["sftest:state:dead"],
+        "no index set for queued or succeeded jobs"
+    );
 }
 
 #[tokio::test]
@@ -477,14 +530,20 @@ async fn reap_applies_each_action() {
 #[tokio::test]
 async fn fail_queued_fails_only_queued_jobs_as_a_new_result() {
     let server = RedisServer::start();
-    scenarios::placement::fail_queued_fails_only_queued_jobs_as_a_new_result(&backend(&server).await).await;
+    scenarios::placement::fail_queued_fails_only_queued_jobs_as_a_new_result(
+        &backend(&server).await,
+    )
+    .await;
 }
 
 /// Issue 35 item 6: see the scenario.
 #[tokio::test]
 async fn the_deadline_fails_only_jobs_no_live_worker_can_take() {
     let server = RedisServer::start();
-    scenarios::placement::the_deadline_fails_only_jobs_no_live_worker_can_take(&backend(&server).await).await;
+    scenarios::placement::the_deadline_fails_only_jobs_no_live_worker_can_take(
+        &backend(&server).await,
+    )
+    .await;
 }
 
 /// Found by the lost-job test (issue 32 item 5): listing queued jobs of a namespace that has no
@@ -497,14 +556,20 @@ async fn listing_queued_jobs_of_an_empty_namespace_answers_none() {
     b.enqueue(&spec("default")).await.unwrap();
     assert_eq!(b.list(Some(JobState::Queued), 10).await.unwrap().len(), 1);
     server.cli(&["FLUSHALL"]);
-    assert!(b.list(Some(JobState::Queued), 10).await.unwrap().is_empty(), "flushed");
+    assert!(
+        b.list(Some(JobState::Queued), 10).await.unwrap().is_empty(),
+        "flushed"
+    );
 }
 
 /// Issue 32 item 7: see the scenario.
 #[tokio::test]
 async fn a_job_rewritten_on_the_queue_is_refused_at_ingestion() {
     let server = RedisServer::start();
-    scenarios::trusted_spec::a_job_rewritten_on_the_queue_is_refused_at_ingestion(&backend(&server).await).await;
+    scenarios::trusted_spec::a_job_rewritten_on_the_queue_is_refused_at_ingestion(
+        &backend(&server).await,
+    )
+    .await;
 }
 
 /// Issue 32 item 7, the attack itself: another job's worker, holding the queue's password,
@@ -523,19 +588,40 @@ async fn a_payload_rewritten_in_redis_is_refused_at_ingestion() {
     evil["transcript_path"] = "/root/.ssh/transcript.jsonl".into();
     let evil = serde_json::to_string(&evil).unwrap();
     let hkey = format!("sftest:job:{}", skillforge_engine::redis::id::stored(&id));
-    assert_eq!(server.cli(&["HGET", &hkey, "p"]), "@", "a long payload is in its own key");
+    assert_eq!(
+        server.cli(&["HGET", &hkey, "p"]),
+        "@",
+        "a long payload is in its own key"
+    );
     server.cli(&["SET", &format!("{hkey}:p"), &evil]);
-    assert_eq!(b.get(&id).await.unwrap().unwrap().spec.payload["transcript_path"], "/root/.ssh/transcript.jsonl");
+    assert_eq!(
+        b.get(&id).await.unwrap().unwrap().spec.payload["transcript_path"],
+        "/root/.ssh/transcript.jsonl"
+    );
     run_and_fail(&b, &id).await;
     let seen = Seen::default();
-    assert_eq!(skillforge_engine::ingest::ingest_once(&b, &store, &seen).await.unwrap().applied, 0);
+    assert_eq!(
+        skillforge_engine::ingest::ingest_once(&b, &store, &seen)
+            .await
+            .unwrap()
+            .applied,
+        0
+    );
     assert!(seen.0.lock().unwrap().is_empty(), "the handler never ran");
-    assert!(b.pending_results(10).await.unwrap().iter().any(|j| j.id == id), "its result stays pending");
+    assert!(
+        b.pending_results(10)
+            .await
+            .unwrap()
+            .iter()
+            .any(|j| j.id == id),
+        "its result stays pending"
+    );
 }
 
 /// Issue 32 item 6: see the scenario.
 #[tokio::test]
 async fn rerun_result_requeues_only_a_pending_result_under_its_token() {
     let server = RedisServer::start();
-    scenarios::rerun_result_requeues_only_a_pending_result_under_its_token(&backend(&server).await).await;
+    scenarios::rerun_result_requeues_only_a_pending_result_under_its_token(&backend(&server).await)
+        .await;
 }

@@ -37,10 +37,17 @@ pub(crate) async fn lease_or_stop_ends_an_idle_wait_when_stopped(b: Arc<dyn Queu
         .unwrap();
     assert!(leased.is_empty());
     let queued = b.enqueue(&spec("idle")).await.unwrap();
-    assert_eq!(b.get(&queued.job_id).await.unwrap().unwrap().state, JobState::Queued);
+    assert_eq!(
+        b.get(&queued.job_id).await.unwrap().unwrap().state,
+        JobState::Queued
+    );
 
     let again = b.lease_or_stop("idle", &w, 4, LONG, &stop).await.unwrap();
-    assert_eq!(again.len(), 1, "a due job is leased even with the stop already fired");
+    assert_eq!(
+        again.len(),
+        1,
+        "a due job is leased even with the stop already fired"
+    );
     assert_eq!(again[0].job.id, queued.job_id);
 }
 
@@ -57,7 +64,13 @@ pub(crate) async fn changed_since_wakes_on_a_finish(b: Arc<dyn QueueBackend>) {
         async move { b.changed_since(seen, LONG).await }
     });
     tokio::task::yield_now().await;
-    b.finish(&job.job_id, leased[0].fencing_token, &finish(JobState::Succeeded)).await.unwrap();
+    b.finish(
+        &job.job_id,
+        leased[0].fencing_token,
+        &finish(JobState::Succeeded),
+    )
+    .await
+    .unwrap();
     tokio::time::timeout(DEADLINE, waiter)
         .await
         .expect("a finish wakes the change waiter")
@@ -67,7 +80,13 @@ pub(crate) async fn changed_since_wakes_on_a_finish(b: Arc<dyn QueueBackend>) {
     let seen = b.change_seq();
     let other = b.enqueue(&spec("changes")).await.unwrap();
     let leased = b.lease("changes", &w, 1, Duration::ZERO).await.unwrap();
-    b.finish(&other.job_id, leased[0].fencing_token, &finish(JobState::Succeeded)).await.unwrap();
+    b.finish(
+        &other.job_id,
+        leased[0].fencing_token,
+        &finish(JobState::Succeeded),
+    )
+    .await
+    .unwrap();
     tokio::time::timeout(DEADLINE, b.changed_since(seen, LONG))
         .await
         .expect("a change made before the call is not missed");
@@ -76,10 +95,18 @@ pub(crate) async fn changed_since_wakes_on_a_finish(b: Arc<dyn QueueBackend>) {
 /// The CLI waiter's loop on `waiting` (read `change_seq`, then the job; done when it is finished;
 /// else `changed_since` with an hour to wait): says on `ready` each time it is about to wait,
 /// and returns the finished job.
-async fn wait_like_the_cli(waiting: Arc<dyn QueueBackend>, id: String, ready: tokio::sync::mpsc::UnboundedSender<()>) -> skillforge_engine::Job {
+async fn wait_like_the_cli(
+    waiting: Arc<dyn QueueBackend>,
+    id: String,
+    ready: tokio::sync::mpsc::UnboundedSender<()>,
+) -> skillforge_engine::Job {
     loop {
         let seen = waiting.change_seq();
-        let job = waiting.get(&id).await.unwrap().expect("the waited job exists");
+        let job = waiting
+            .get(&id)
+            .await
+            .unwrap()
+            .expect("the waited job exists");
         if job.state.is_terminal() {
             return job;
         }
@@ -94,18 +121,32 @@ async fn wait_like_the_cli(waiting: Arc<dyn QueueBackend>, id: String, ready: to
 /// starting, the second while it is established. Each waiter waits with an hour to spare, so
 /// only a wake-up brings it back before the deadline (issue 13 item 7: `jobs submit --wait`
 /// and `verify` against a worker process).
-pub(crate) async fn a_waiter_wakes_on_another_processs_finish(waiting: Arc<dyn QueueBackend>, other: Arc<dyn QueueBackend>) {
+pub(crate) async fn a_waiter_wakes_on_another_processs_finish(
+    waiting: Arc<dyn QueueBackend>,
+    other: Arc<dyn QueueBackend>,
+) {
     let w = WorkerIdentity::new("elsewhere");
     for round in ["while the listener starts", "with the listener established"] {
         let job = other.enqueue(&spec("cross")).await.unwrap();
         let leased = other.lease("cross", &w, 1, Duration::ZERO).await.unwrap();
         assert_eq!(leased.len(), 1);
         let (ready, mut is_waiting) = tokio::sync::mpsc::unbounded_channel();
-        let waiter = tokio::spawn(wait_like_the_cli(waiting.clone(), job.job_id.clone(), ready));
+        let waiter = tokio::spawn(wait_like_the_cli(
+            waiting.clone(),
+            job.job_id.clone(),
+            ready,
+        ));
         tokio::time::timeout(DEADLINE, is_waiting.recv())
             .await
             .unwrap_or_else(|_| panic!("{round}: the waiter reads the running job and waits"));
-        other.finish(&job.job_id, leased[0].fencing_token, &finish(JobState::Succeeded)).await.unwrap();
+        other
+            .finish(
+                &job.job_id,
+                leased[0].fencing_token,
+                &finish(JobState::Succeeded),
+            )
+            .await
+            .unwrap();
         let done = tokio::time::timeout(DEADLINE, waiter)
             .await
             .unwrap_or_else(|_| panic!("{round}: another process's finish wakes the waiter"))
@@ -115,7 +156,10 @@ pub(crate) async fn a_waiter_wakes_on_another_processs_finish(waiting: Arc<dyn Q
 }
 
 fn out(stream: OutputStream, data: &str) -> NewOutput {
-    NewOutput { stream, data: data.as_bytes().to_vec() }
+    NewOutput {
+        stream,
+        data: data.as_bytes().to_vec(),
+    }
 }
 
 /// Live output: appended in order under the running lease only (another token, or a job that is
@@ -125,33 +169,90 @@ fn out(stream: OutputStream, data: &str) -> NewOutput {
 pub(crate) async fn live_output_is_fenced_ordered_capped_and_trimmed(b: &dyn QueueBackend) {
     let w = WorkerIdentity::new("writer");
     let job = b.enqueue(&spec("out")).await.unwrap();
-    assert!(!b.append_output(&job.job_id, 1, &[out(OutputStream::Stdout, "early")]).await.unwrap(), "a queued job takes no output");
+    assert!(
+        !b.append_output(&job.job_id, 1, &[out(OutputStream::Stdout, "early")])
+            .await
+            .unwrap(),
+        "a queued job takes no output"
+    );
     let leased = b.lease("out", &w, 1, Duration::ZERO).await.unwrap();
     let token = leased[0].fencing_token;
-    let two = [out(OutputStream::Stdout, "line 1\n"), out(OutputStream::Stderr, "warn\n")];
+    let two = [
+        out(OutputStream::Stdout, "line 1\n"),
+        out(OutputStream::Stderr, "warn\n"),
+    ];
     assert!(b.append_output(&job.job_id, token, &two).await.unwrap());
-    assert!(!b.append_output(&job.job_id, token + 1, &[out(OutputStream::Stdout, "zombie")]).await.unwrap());
+    assert!(
+        !b.append_output(
+            &job.job_id,
+            token + 1,
+            &[out(OutputStream::Stdout, "zombie")]
+        )
+        .await
+        .unwrap()
+    );
     let read = b.read_output(&job.job_id, None, 100).await.unwrap();
-    assert_eq!(read.iter().map(|c| (c.stream, c.data.as_slice(), c.fencing_token)).collect::<Vec<_>>(),
-               vec![(OutputStream::Stdout, b"line 1\n".as_slice(), token), (OutputStream::Stderr, b"warn\n".as_slice(), token)]);
-    let after_first = b.read_output(&job.job_id, Some(&read[0].cursor), 100).await.unwrap();
+    assert_eq!(
+        read.iter()
+            .map(|c| (c.stream, c.data.as_slice(), c.fencing_token))
+            .collect::<Vec<_>>(),
+        vec![
+            (OutputStream::Stdout, b"line 1\n".as_slice(), token),
+            (OutputStream::Stderr, b"warn\n".as_slice(), token)
+        ]
+    );
+    let after_first = b
+        .read_output(&job.job_id, Some(&read[0].cursor), 100)
+        .await
+        .unwrap();
     assert_eq!(after_first.len(), 1);
     assert_eq!(after_first[0].data, b"warn\n");
-    assert!(b.read_output(&job.job_id, Some(&read[1].cursor), 100).await.unwrap().is_empty());
+    assert!(
+        b.read_output(&job.job_id, Some(&read[1].cursor), 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
-    let many: Vec<NewOutput> = (0..OUTPUT_CAP_CHUNKS + 10).map(|i| out(OutputStream::Stdout, &format!("{i}\n"))).collect();
+    let many: Vec<NewOutput> = (0..OUTPUT_CAP_CHUNKS + 10)
+        .map(|i| out(OutputStream::Stdout, &format!("{i}\n")))
+        .collect();
     assert!(b.append_output(&job.job_id, token, &many).await.unwrap());
-    let kept = b.read_output(&job.job_id, None, 10 * OUTPUT_CAP_CHUNKS).await.unwrap();
+    let kept = b
+        .read_output(&job.job_id, None, 10 * OUTPUT_CAP_CHUNKS)
+        .await
+        .unwrap();
     assert_eq!(kept.len(), OUTPUT_CAP_CHUNKS, "a running job keeps the cap");
-    assert_eq!(kept.last().unwrap().data, format!("{}\n", OUTPUT_CAP_CHUNKS + 9).into_bytes());
+    assert_eq!(
+        kept.last().unwrap().data,
+        format!("{}\n", OUTPUT_CAP_CHUNKS + 9).into_bytes()
+    );
     // 2 + cap + 10 appended: the first two and chunks 0..=9 were dropped.
     assert_eq!(kept[0].data, b"10\n", "the oldest chunks went first");
 
-    b.finish(&job.job_id, token, &finish(JobState::Succeeded)).await.unwrap();
-    assert!(!b.append_output(&job.job_id, token, &[out(OutputStream::Stdout, "late")]).await.unwrap(), "a finished job takes no output");
+    b.finish(&job.job_id, token, &finish(JobState::Succeeded))
+        .await
+        .unwrap();
+    assert!(
+        !b.append_output(&job.job_id, token, &[out(OutputStream::Stdout, "late")])
+            .await
+            .unwrap(),
+        "a finished job takes no output"
+    );
     b.trim_output(&job.job_id).await.unwrap();
-    let tail = b.read_output(&job.job_id, None, 10 * OUTPUT_CAP_CHUNKS).await.unwrap();
+    let tail = b
+        .read_output(&job.job_id, None, 10 * OUTPUT_CAP_CHUNKS)
+        .await
+        .unwrap();
     assert_eq!(tail.len(), OUTPUT_TAIL_CHUNKS);
-    assert_eq!(tail.last().unwrap().data, format!("{}\n", OUTPUT_CAP_CHUNKS + 9).into_bytes());
-    assert!(b.read_output("no-such-job", None, 10).await.unwrap().is_empty());
+    assert_eq!(
+        tail.last().unwrap().data,
+        format!("{}\n", OUTPUT_CAP_CHUNKS + 9).into_bytes()
+    );
+    assert!(
+        b.read_output("no-such-job", None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

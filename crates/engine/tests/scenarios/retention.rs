@@ -20,7 +20,11 @@ struct Accept;
 
 #[async_trait::async_trait]
 impl ResultHandler for Accept {
-    async fn apply(&self, _conn: &mut sqlx::SqliteConnection, _job: &Job) -> Result<(), ApplyError> {
+    async fn apply(
+        &self,
+        _conn: &mut sqlx::SqliteConnection,
+        _job: &Job,
+    ) -> Result<(), ApplyError> {
         Ok(())
     }
 }
@@ -35,8 +39,15 @@ async fn run_to(b: &dyn QueueBackend, spec: &JobSpec, next: JobState) -> String 
     let w = WorkerIdentity::new("retention");
     let id = b.enqueue(spec).await.unwrap().job_id;
     let leased = b.lease(&spec.queue, &w, 1, Duration::ZERO).await.unwrap();
-    assert_eq!(leased[0].job.id, id, "the job just enqueued is the only one due in `{}`", spec.queue);
-    let reply = b.finish(&id, leased[0].fencing_token, &finish(next)).await.unwrap();
+    assert_eq!(
+        leased[0].job.id, id,
+        "the job just enqueued is the only one due in `{}`",
+        spec.queue
+    );
+    let reply = b
+        .finish(&id, leased[0].fencing_token, &finish(next))
+        .await
+        .unwrap();
     assert_eq!(reply, FinishReply::Applied(next));
     id
 }
@@ -55,12 +66,19 @@ async fn clock_past(b: &dyn QueueBackend, t: i64) -> i64 {
 }
 
 fn jobs_rule(class: RetainClass, jobs: Bound) -> PruneRule {
-    PruneRule { class, jobs, tombstones: Bound::default() }
+    PruneRule {
+        class,
+        jobs,
+        tombstones: Bound::default(),
+    }
 }
 
 /// Everything of the class, however young.
 async fn everything(b: &dyn QueueBackend) -> Bound {
-    Bound { before_ms: Some(b.now_ms().await.unwrap() + 60_000), keep_newest: None }
+    Bound {
+        before_ms: Some(b.now_ms().await.unwrap() + 60_000),
+        keep_newest: None,
+    }
 }
 
 async fn exists(b: &dyn QueueBackend, id: &str) -> bool {
@@ -83,11 +101,25 @@ pub(crate) async fn retention_by_age(b: &dyn QueueBackend) {
     let young = run_to(b, &spec("age"), JobState::Succeeded).await;
     ingest_all(b, &store).await;
 
-    let rule = jobs_rule(RetainClass::Succeeded, Bound { before_ms: Some(cut), keep_newest: None });
-    assert_eq!(b.prune_count(&rule).await.unwrap(), (5, 0), "dry count: the five old succeeded jobs");
+    let rule = jobs_rule(
+        RetainClass::Succeeded,
+        Bound {
+            before_ms: Some(cut),
+            keep_newest: None,
+        },
+    );
+    assert_eq!(
+        b.prune_count(&rule).await.unwrap(),
+        (5, 0),
+        "dry count: the five old succeeded jobs"
+    );
     assert!(exists(b, &old[0]).await, "a dry count removes nothing");
     let first = b.prune(&rule, 2).await.unwrap();
-    assert_eq!((first.jobs, first.more), (2, true), "a batch prunes at most its limit");
+    assert_eq!(
+        (first.jobs, first.more),
+        (2, true),
+        "a batch prunes at most its limit"
+    );
     let report = prune_pass(b, &[rule], 100).await.unwrap();
     assert_eq!(report.jobs, 3);
     for id in &old {
@@ -96,17 +128,45 @@ pub(crate) async fn retention_by_age(b: &dyn QueueBackend) {
         assert_eq!((t.state, t.idempotency_key), (JobState::Succeeded, None));
         assert!(t.finished_at_ms < cut && t.pruned_at_ms >= cut);
     }
-    assert!(exists(b, &young).await, "a job younger than the bound is kept");
+    assert!(
+        exists(b, &young).await,
+        "a job younger than the bound is kept"
+    );
     assert!(b.tombstone(&young).await.unwrap().is_none());
-    assert!(exists(b, &old_failed).await, "the failed class has its own retention");
-    assert!(b.list(None, 100).await.unwrap().iter().all(|j| !old.contains(&j.id)), "gone from the job index");
+    assert!(
+        exists(b, &old_failed).await,
+        "the failed class has its own retention"
+    );
+    assert!(
+        b.list(None, 100)
+            .await
+            .unwrap()
+            .iter()
+            .all(|j| !old.contains(&j.id)),
+        "gone from the job index"
+    );
 
-    let failed_rule = jobs_rule(RetainClass::Failed, Bound { before_ms: Some(cut), keep_newest: None });
+    let failed_rule = jobs_rule(
+        RetainClass::Failed,
+        Bound {
+            before_ms: Some(cut),
+            keep_newest: None,
+        },
+    );
     assert_eq!(prune_pass(b, &[failed_rule], 100).await.unwrap().jobs, 1);
-    assert_eq!(b.tombstone(&old_failed).await.unwrap().unwrap().state, JobState::Dead);
-    assert!(b.list(Some(JobState::Dead), 10).await.unwrap().is_empty(), "gone from the state index");
+    assert_eq!(
+        b.tombstone(&old_failed).await.unwrap().unwrap().state,
+        JobState::Dead
+    );
+    assert!(
+        b.list(Some(JobState::Dead), 10).await.unwrap().is_empty(),
+        "gone from the state index"
+    );
     // Nothing selected any more: a second pass prunes nothing.
-    assert_eq!(prune_pass(b, &[rule, failed_rule], 100).await.unwrap().jobs, 0);
+    assert_eq!(
+        prune_pass(b, &[rule, failed_rule], 100).await.unwrap().jobs,
+        0
+    );
 }
 
 /// By count: only the newest N finished jobs of the class stay (in finish order, not creation
@@ -124,23 +184,54 @@ pub(crate) async fn retention_by_count(b: &dyn QueueBackend) {
         clock_past(b, b.get(&id).await.unwrap().unwrap().updated_at_ms).await;
         ids.push(id);
     }
-    b.finish(&late, late_lease[0].fencing_token, &finish(JobState::Cancelled)).await.unwrap();
+    b.finish(
+        &late,
+        late_lease[0].fencing_token,
+        &finish(JobState::Cancelled),
+    )
+    .await
+    .unwrap();
     ingest_all(b, &store).await;
 
     let rule = PruneRule {
         class: RetainClass::Failed,
-        jobs: Bound { before_ms: None, keep_newest: Some(3) },
-        tombstones: Bound { before_ms: None, keep_newest: Some(4) },
+        jobs: Bound {
+            before_ms: None,
+            keep_newest: Some(3),
+        },
+        tombstones: Bound {
+            before_ms: None,
+            keep_newest: Some(4),
+        },
     };
     assert_eq!(b.prune_count(&rule).await.unwrap(), (6, 0));
     let report = prune_pass(b, &[rule], 100).await.unwrap();
-    assert_eq!((report.jobs, report.tombstones), (6, 2), "6 pruned, then their tombstones cut to 4");
+    assert_eq!(
+        (report.jobs, report.tombstones),
+        (6, 2),
+        "6 pruned, then their tombstones cut to 4"
+    );
     let kept: Vec<bool> = futures::future::join_all(ids.iter().map(|id| exists(b, id))).await;
-    assert_eq!(kept, [false, false, false, false, false, false, true, true], "the newest by finish time stay");
-    assert!(exists(b, &late).await, "created first but finished last: kept");
-    let tombs: Vec<bool> =
-        futures::future::join_all(ids[..6].iter().map(|id| async move { b.tombstone(id).await.unwrap().is_some() })).await;
-    assert_eq!(tombs, [false, false, true, true, true, true], "the oldest tombstones go first");
+    assert_eq!(
+        kept,
+        [false, false, false, false, false, false, true, true],
+        "the newest by finish time stay"
+    );
+    assert!(
+        exists(b, &late).await,
+        "created first but finished last: kept"
+    );
+    let tombs: Vec<bool> = futures::future::join_all(
+        ids[..6]
+            .iter()
+            .map(|id| async move { b.tombstone(id).await.unwrap().is_some() }),
+    )
+    .await;
+    assert_eq!(
+        tombs,
+        [false, false, true, true, true, true],
+        "the oldest tombstones go first"
+    );
     assert_eq!(b.prune_count(&rule).await.unwrap(), (0, 0));
 }
 
@@ -164,8 +255,17 @@ pub(crate) async fn pruning_never_removes_an_unapplied_result(b: &dyn QueueBacke
     let fenced = run_to(b, &spec("u2"), JobState::Dead).await;
     b.retry(&fenced).await.unwrap();
     let again = b.lease("u2", &w, 1, Duration::ZERO).await.unwrap();
-    b.finish(&fenced, again[0].fencing_token, &finish(JobState::Succeeded)).await.unwrap();
-    assert!(!b.ack_result(&fenced, 1).await.unwrap(), "the ack of token 1 is fenced");
+    b.finish(
+        &fenced,
+        again[0].fencing_token,
+        &finish(JobState::Succeeded),
+    )
+    .await
+    .unwrap();
+    assert!(
+        !b.ack_result(&fenced, 1).await.unwrap(),
+        "the ack of token 1 is fenced"
+    );
     let queued = b.enqueue(&spec("idle")).await.unwrap().job_id;
     let running = b.enqueue(&spec("busy")).await.unwrap().job_id;
     b.lease("busy", &w, 1, Duration::ZERO).await.unwrap();
@@ -178,12 +278,18 @@ pub(crate) async fn pruning_never_removes_an_unapplied_result(b: &dyn QueueBacke
     let deadline = Instant::now() + Duration::from_secs(10);
     while b.get(&stale).await.unwrap().unwrap().state != JobState::Stale {
         skillforge_engine::reaper::reap_once(b).await.unwrap();
-        assert!(Instant::now() < deadline, "the fragile job never went stale");
+        assert!(
+            Instant::now() < deadline,
+            "the fragile job never went stale"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 
     let all = everything(b).await;
-    let rules = [jobs_rule(RetainClass::Succeeded, all), jobs_rule(RetainClass::Failed, all)];
+    let rules = [
+        jobs_rule(RetainClass::Succeeded, all),
+        jobs_rule(RetainClass::Failed, all),
+    ];
     let report = prune_pass(b, &rules, 100).await.unwrap();
     assert_eq!(report.jobs, 2, "only the two applied terminal jobs");
     assert!(!exists(b, &applied).await && !exists(b, &applied_dead).await);
@@ -197,33 +303,54 @@ pub(crate) async fn pruning_never_removes_an_unapplied_result(b: &dyn QueueBacke
         ("stale", &stale),
     ] {
         assert!(exists(b, id).await, "{what} job {id} was pruned");
-        assert!(b.tombstone(id).await.unwrap().is_none(), "{what}: no tombstone");
+        assert!(
+            b.tombstone(id).await.unwrap().is_none(),
+            "{what}: no tombstone"
+        );
     }
     // Once applied, the pending ones are prunable.
     ingest_all(b, &store).await;
     let report = prune_pass(b, &rules, 100).await.unwrap();
-    assert_eq!(report.jobs, 3, "pending succeeded, pending cancelled, and the fenced job's token-2 result");
-    assert_eq!(b.tombstone(&fenced).await.unwrap().unwrap().state, JobState::Succeeded);
+    assert_eq!(
+        report.jobs, 3,
+        "pending succeeded, pending cancelled, and the fenced job's token-2 result"
+    );
+    assert_eq!(
+        b.tombstone(&fenced).await.unwrap().unwrap().state,
+        JobState::Succeeded
+    );
 }
 
 /// Pruning (everything prunable, in small batches, in a loop) races ingestion, retries of
 /// applied failed jobs and workers running those retries: no result is lost. At the end every
 /// job is pruned, and for each the store holds the applied result of its last attempt, with the
 /// state its tombstone records.
-pub(crate) async fn pruning_races_ingestion_and_retries_without_losing_a_result(b: &dyn QueueBackend) {
+pub(crate) async fn pruning_races_ingestion_and_retries_without_losing_a_result(
+    b: &dyn QueueBackend,
+) {
     const JOBS: usize = 120;
     let home = tempfile::tempdir().unwrap();
     let store = Store::open(home.path()).await.unwrap();
     let w = WorkerIdentity::new("race");
     let mut ids = Vec::new();
     for i in 0..JOBS {
-        let next = if i % 2 == 0 { JobState::Failed } else { JobState::Succeeded };
+        let next = if i % 2 == 0 {
+            JobState::Failed
+        } else {
+            JobState::Succeeded
+        };
         ids.push(run_to(b, &spec("race"), next).await);
     }
     let stop = AtomicBool::new(false);
     let far = b.now_ms().await.unwrap() + 3_600_000;
-    let all = Bound { before_ms: Some(far), keep_newest: None };
-    let rules = [jobs_rule(RetainClass::Succeeded, all), jobs_rule(RetainClass::Failed, all)];
+    let all = Bound {
+        before_ms: Some(far),
+        keep_newest: None,
+    };
+    let rules = [
+        jobs_rule(RetainClass::Succeeded, all),
+        jobs_rule(RetainClass::Failed, all),
+    ];
     // Pruning starts once a few retries went through (so the race surely includes retried
     // jobs), then races the rest.
     let retries = AtomicUsize::new(0);
@@ -250,7 +377,11 @@ pub(crate) async fn pruning_races_ingestion_and_retries_without_losing_a_result(
         let mut left: Vec<&String> = ids.iter().step_by(2).collect();
         let deadline = Instant::now() + Duration::from_secs(60);
         while !left.is_empty() {
-            assert!(Instant::now() < deadline, "{} failed jobs never applied", left.len());
+            assert!(
+                Instant::now() < deadline,
+                "{} failed jobs never applied",
+                left.len()
+            );
             let mut still = Vec::new();
             for id in left {
                 let job = b.get(id).await.unwrap();
@@ -262,7 +393,9 @@ pub(crate) async fn pruning_races_ingestion_and_retries_without_losing_a_result(
                             retries.fetch_add(1, Ordering::Relaxed);
                             let leased = b.lease("race", &w, 1, Duration::ZERO).await.unwrap();
                             let token = leased[0].fencing_token;
-                            b.finish(&leased[0].job.id, token, &finish(JobState::Succeeded)).await.unwrap();
+                            b.finish(&leased[0].job.id, token, &finish(JobState::Succeeded))
+                                .await
+                                .unwrap();
                         }
                     }
                     // Not applied yet.
@@ -296,18 +429,35 @@ pub(crate) async fn pruning_races_ingestion_and_retries_without_losing_a_result(
 
     let mut retried = 0;
     for id in &ids {
-        let t = b.tombstone(id).await.unwrap().expect("every job pruned with a tombstone");
+        let t = b
+            .tombstone(id)
+            .await
+            .unwrap()
+            .expect("every job pruned with a tombstone");
         let applied = applied_for_job(store.pool(), id).await.unwrap();
-        let last = applied.iter().max_by_key(|a| a.fencing_token).expect("its result was applied");
-        assert_eq!(last.state, t.state.as_str(), "job {id}: the pruned state is the last applied one");
+        let last = applied
+            .iter()
+            .max_by_key(|a| a.fencing_token)
+            .expect("its result was applied");
+        assert_eq!(
+            last.state,
+            t.state.as_str(),
+            "job {id}: the pruned state is the last applied one"
+        );
         let tokens: HashMap<i64, usize> = applied.iter().fold(HashMap::new(), |mut m, a| {
             *m.entry(a.fencing_token).or_default() += 1;
             m
         });
-        assert!(tokens.values().all(|&n| n == 1), "job {id}: each token applied once");
+        assert!(
+            tokens.values().all(|&n| n == 1),
+            "job {id}: each token applied once"
+        );
         retried += usize::from(applied.len() == 2);
     }
-    assert!(b.pending_results(10).await.unwrap().is_empty(), "nothing pending is left behind");
+    assert!(
+        b.pending_results(10).await.unwrap().is_empty(),
+        "nothing pending is left behind"
+    );
     assert!(retried >= 5, "failed jobs were retried while pruning ran");
 }
 
@@ -322,22 +472,50 @@ pub(crate) async fn idempotency_key_outlives_its_job_by_the_retention(b: &dyn Qu
     let id = run_to(b, &keyed, JobState::Succeeded).await;
     ingest_all(b, &store).await;
     let again = b.enqueue(&keyed).await.unwrap();
-    assert_eq!((again.job_id.as_str(), again.created), (id.as_str(), false), "inside the job's retention");
-    assert_eq!(b.get(&id).await.unwrap().unwrap().state, JobState::Succeeded);
+    assert_eq!(
+        (again.job_id.as_str(), again.created),
+        (id.as_str(), false),
+        "inside the job's retention"
+    );
+    assert_eq!(
+        b.get(&id).await.unwrap().unwrap().state,
+        JobState::Succeeded
+    );
 
     let all = everything(b).await;
-    assert_eq!(prune_pass(b, &[jobs_rule(RetainClass::Succeeded, all)], 10).await.unwrap().jobs, 1);
+    assert_eq!(
+        prune_pass(b, &[jobs_rule(RetainClass::Succeeded, all)], 10)
+            .await
+            .unwrap()
+            .jobs,
+        1
+    );
     let again = b.enqueue(&keyed).await.unwrap();
-    assert_eq!((again.job_id.as_str(), again.created), (id.as_str(), false), "the pruned job's id, nothing new");
+    assert_eq!(
+        (again.job_id.as_str(), again.created),
+        (id.as_str(), false),
+        "the pruned job's id, nothing new"
+    );
     assert!(b.get(&id).await.unwrap().is_none());
     let t = b.tombstone(&id).await.unwrap().expect("says it was pruned");
     assert_eq!(t.idempotency_key.as_deref(), Some("nightly-2026-12-01"));
-    assert_eq!(b.list(None, 10).await.unwrap().len(), 0, "no job was created by the resubmits");
+    assert_eq!(
+        b.list(None, 10).await.unwrap().len(),
+        0,
+        "no job was created by the resubmits"
+    );
 
     // The tombstone's own retention ends: the key is free.
-    let tombs = PruneRule { class: RetainClass::Succeeded, jobs: Bound::default(), tombstones: everything(b).await };
+    let tombs = PruneRule {
+        class: RetainClass::Succeeded,
+        jobs: Bound::default(),
+        tombstones: everything(b).await,
+    };
     assert_eq!(prune_pass(b, &[tombs], 10).await.unwrap().tombstones, 1);
     assert!(b.tombstone(&id).await.unwrap().is_none());
     let fresh = b.enqueue(&keyed).await.unwrap();
-    assert!(fresh.created && fresh.job_id != id, "after the window a new job");
+    assert!(
+        fresh.created && fresh.job_id != id,
+        "after the window a new job"
+    );
 }

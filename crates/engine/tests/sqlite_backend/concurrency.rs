@@ -11,16 +11,26 @@ async fn named_locks() {
     let hb = Duration::from_millis(10);
     let stale = Duration::from_millis(60);
     let name = "skillopt-train:s1:optimizer";
-    assert_eq!(q.acquire_lock(name, &a, hb, stale).await.unwrap(), LockAcquire::Acquired { fencing_token: 1 });
+    assert_eq!(
+        q.acquire_lock(name, &a, hb, stale).await.unwrap(),
+        LockAcquire::Acquired { fencing_token: 1 }
+    );
     match q.acquire_lock(name, &b, hb, stale).await.unwrap() {
         LockAcquire::Held(lease) => {
-            assert_eq!((lease.owner_worker.as_str(), lease.fencing_token), (a.worker_id.as_str(), 1))
+            assert_eq!(
+                (lease.owner_worker.as_str(), lease.fencing_token),
+                (a.worker_id.as_str(), 1)
+            )
         }
         other => panic!("expected held, got {other:?}"),
     }
     assert!(q.renew_lock(name, 1).await.unwrap());
     let views = q.leases().await.unwrap();
-    assert!(views.iter().any(|v| v.kind == LeaseKind::Lock && v.name == name && v.stale_after_ms == 60));
+    assert!(
+        views
+            .iter()
+            .any(|v| v.kind == LeaseKind::Lock && v.name == name && v.stale_after_ms == 60)
+    );
 
     // a stops renewing: b takes over with a higher token.
     let taken = eventually(Duration::from_secs(5), "lock to go stale", || async {
@@ -31,28 +41,43 @@ async fn named_locks() {
     })
     .await;
     assert_eq!(taken, 2);
-    assert!(!q.renew_lock(name, 1).await.unwrap(), "old holder is fenced");
+    assert!(
+        !q.renew_lock(name, 1).await.unwrap(),
+        "old holder is fenced"
+    );
     assert!(!q.release_lock(name, 1).await.unwrap());
     assert!(q.release_lock(name, 2).await.unwrap());
     assert!(!q.release_lock(name, 2).await.unwrap());
     assert!(!q.leases().await.unwrap().iter().any(|v| v.name == name));
     // Tokens keep increasing after a release.
-    assert_eq!(q.acquire_lock(name, &a, hb, stale).await.unwrap(), LockAcquire::Acquired { fencing_token: 3 });
+    assert_eq!(
+        q.acquire_lock(name, &a, hb, stale).await.unwrap(),
+        LockAcquire::Acquired { fencing_token: 3 }
+    );
 
     // reap_locks frees only stale locks. Tokens come from one counter for every name (schema v7).
     assert_eq!(
-        q.acquire_lock("other", &a, hb, Duration::from_secs(60)).await.unwrap(),
+        q.acquire_lock("other", &a, hb, Duration::from_secs(60))
+            .await
+            .unwrap(),
         LockAcquire::Acquired { fencing_token: 4 }
     );
-    let reaped = eventually(Duration::from_secs(5), "stale lock to be reaped", || async {
-        let r = q.reap_locks().await.unwrap();
-        (!r.is_empty()).then_some(r)
-    })
+    let reaped = eventually(
+        Duration::from_secs(5),
+        "stale lock to be reaped",
+        || async {
+            let r = q.reap_locks().await.unwrap();
+            (!r.is_empty()).then_some(r)
+        },
+    )
     .await;
     assert_eq!(reaped, vec![name.to_owned()]);
     assert!(!q.renew_lock(name, 3).await.unwrap());
     assert!(q.renew_lock("other", 4).await.unwrap());
-    assert_eq!(q.acquire_lock(name, &b, hb, stale).await.unwrap(), LockAcquire::Acquired { fencing_token: 5 });
+    assert_eq!(
+        q.acquire_lock(name, &b, hb, stale).await.unwrap(),
+        LockAcquire::Acquired { fencing_token: 5 }
+    );
 }
 
 /// Issue 19 item 4: `locks` holds only held locks. A released or reaped lock's row is deleted,
@@ -63,8 +88,13 @@ async fn released_and_reaped_lock_rows_are_deleted_and_tokens_keep_increasing_ac
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("queue.db");
     let rows = || async {
-        let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display())).await.unwrap();
-        let names: Vec<String> = sqlx::query_scalar("SELECT name FROM locks ORDER BY name").fetch_all(&pool).await.unwrap();
+        let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        let names: Vec<String> = sqlx::query_scalar("SELECT name FROM locks ORDER BY name")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
         pool.close().await;
         names
     };
@@ -86,18 +116,37 @@ async fn released_and_reaped_lock_rows_are_deleted_and_tokens_keep_increasing_ac
         assert!(rows().await.is_empty(), "released rows are gone");
         token(q.acquire_lock("kept", &w, hb, long).await.unwrap());
         seen.push(token(q.acquire_lock("l", &w, hb, short).await.unwrap()));
-        let reaped = eventually(Duration::from_secs(5), "the stale lock to be reaped", || async {
-            let r = q.reap_locks().await.unwrap();
-            (!r.is_empty()).then_some(r)
-        })
+        let reaped = eventually(
+            Duration::from_secs(5),
+            "the stale lock to be reaped",
+            || async {
+                let r = q.reap_locks().await.unwrap();
+                (!r.is_empty()).then_some(r)
+            },
+        )
         .await;
         assert_eq!(reaped, vec!["l".to_owned()]);
-        assert_eq!(rows().await, vec!["kept".to_owned()], "the reaped row is gone, the held one stays");
+        assert_eq!(
+            rows().await,
+            vec!["kept".to_owned()],
+            "the reaped row is gone, the held one stays"
+        );
     }
     let q = SqliteBackend::open(&path).await.unwrap();
     seen.push(token(q.acquire_lock("l", &w, hb, long).await.unwrap()));
-    assert!(seen.windows(2).all(|p| p[0] < p[1]), "tokens of `l` strictly increase: {seen:?}");
-    assert_eq!(q.leases().await.unwrap().iter().filter(|v| v.kind == LeaseKind::Lock).count(), 2);
+    assert!(
+        seen.windows(2).all(|p| p[0] < p[1]),
+        "tokens of `l` strictly increase: {seen:?}"
+    );
+    assert_eq!(
+        q.leases()
+            .await
+            .unwrap()
+            .iter()
+            .filter(|v| v.kind == LeaseKind::Lock)
+            .count(),
+        2
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -112,15 +161,31 @@ async fn two_instances_never_lease_a_job_twice() {
 
     let finished = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
-    for (i, q) in [a.clone(), b.clone(), a.clone(), b.clone(), a.clone(), b.clone()].into_iter().enumerate() {
+    for (i, q) in [
+        a.clone(),
+        b.clone(),
+        a.clone(),
+        b.clone(),
+        a.clone(),
+        b.clone(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let finished = finished.clone();
         tasks.push(tokio::spawn(async move {
             let w = WorkerIdentity::new(&format!("w{i}"));
             let mut mine = Vec::new();
             while finished.load(Ordering::SeqCst) < JOBS {
-                let leased = q.lease("race", &w, 7, Duration::from_millis(50)).await.unwrap();
+                let leased = q
+                    .lease("race", &w, 7, Duration::from_millis(50))
+                    .await
+                    .unwrap();
                 for l in leased {
-                    let reply = q.finish(&l.job.id, l.fencing_token, &finish(JobState::Succeeded, 0)).await.unwrap();
+                    let reply = q
+                        .finish(&l.job.id, l.fencing_token, &finish(JobState::Succeeded, 0))
+                        .await
+                        .unwrap();
                     assert_eq!(reply, FinishReply::Applied(JobState::Succeeded));
                     mine.push((l.job.id, l.fencing_token));
                     finished.fetch_add(1, Ordering::SeqCst);
@@ -157,7 +222,10 @@ const IDLE_WAIT: Duration = Duration::from_secs(600);
 const WAKE_DEADLINE: Duration = Duration::from_secs(60);
 
 /// Spawns `lease(queue, 1 slot, IDLE_WAIT)` on `q`; returns once the task is about to call it.
-async fn idle_waiter(q: &SqliteBackend, queue: &'static str) -> tokio::task::JoinHandle<Vec<skillforge_engine::LeasedJob>> {
+async fn idle_waiter(
+    q: &SqliteBackend,
+    queue: &'static str,
+) -> tokio::task::JoinHandle<Vec<skillforge_engine::LeasedJob>> {
     let (started, ready) = tokio::sync::oneshot::channel();
     let q = q.clone();
     let waiter = tokio::spawn(async move {
@@ -170,7 +238,10 @@ async fn idle_waiter(q: &SqliteBackend, queue: &'static str) -> tokio::task::Joi
 }
 
 /// The waiter gets the enqueued job before [`WAKE_DEADLINE`] (it would otherwise sit out [`IDLE_WAIT`]).
-async fn woken(waiter: tokio::task::JoinHandle<Vec<skillforge_engine::LeasedJob>>, what: &str) -> Vec<skillforge_engine::LeasedJob> {
+async fn woken(
+    waiter: tokio::task::JoinHandle<Vec<skillforge_engine::LeasedJob>>,
+    what: &str,
+) -> Vec<skillforge_engine::LeasedJob> {
     tokio::time::timeout(WAKE_DEADLINE, waiter)
         .await
         .unwrap_or_else(|_| panic!("{what}: the idle lease was not woken by the enqueue"))
@@ -201,7 +272,10 @@ async fn idle_lease_wakes_on_own_enqueue() {
     let waiter = idle_waiter(&a, "own").await;
     let id = a.enqueue(&spec("own")).await.unwrap().job_id;
     let jobs = woken(waiter, "own enqueue").await;
-    assert_eq!(jobs.iter().map(|l| l.job.id.as_str()).collect::<Vec<_>>(), [id.as_str()]);
+    assert_eq!(
+        jobs.iter().map(|l| l.job.id.as_str()).collect::<Vec<_>>(),
+        [id.as_str()]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -231,7 +305,10 @@ async fn hundred_thousand_jobs_enqueue_and_drain() {
                     break;
                 }
                 for l in leased {
-                    let reply = q.finish(&l.job.id, l.fencing_token, &finish(JobState::Succeeded, 0)).await.unwrap();
+                    let reply = q
+                        .finish(&l.job.id, l.fencing_token, &finish(JobState::Succeeded, 0))
+                        .await
+                        .unwrap();
                     assert_eq!(reply, FinishReply::Applied(JobState::Succeeded));
                     done.fetch_add(1, Ordering::Relaxed);
                 }
@@ -262,7 +339,8 @@ async fn finish_and_lease_refills_the_slot_in_one_call() {
 #[tokio::test]
 async fn batched_finishes_refill_each_slot_from_its_queue_for_its_worker() {
     let dir = tempfile::tempdir().unwrap();
-    scenarios::batched_finishes_refill_each_slot_from_its_queue_for_its_worker(&open(&dir).await).await;
+    scenarios::batched_finishes_refill_each_slot_from_its_queue_for_its_worker(&open(&dir).await)
+        .await;
 }
 
 #[tokio::test]
@@ -274,7 +352,10 @@ async fn retry_finishing_between_ingestion_read_and_ack_is_not_lost() {
 #[tokio::test]
 async fn a_retried_then_cancelled_job_gets_a_new_token_and_its_cancel_is_applied() {
     let dir = tempfile::tempdir().unwrap();
-    scenarios::a_retried_then_cancelled_job_gets_a_new_token_and_its_cancel_is_applied(&open(&dir).await).await;
+    scenarios::a_retried_then_cancelled_job_gets_a_new_token_and_its_cancel_is_applied(
+        &open(&dir).await,
+    )
+    .await;
 }
 
 /// Found by the fault soak (issue 21): see the scenario.
@@ -294,5 +375,6 @@ async fn a_cancelled_job_keeps_each_attempt_once_under_its_own_token() {
 #[tokio::test]
 async fn results_that_cannot_be_applied_yet_are_skipped_past_with_backoff() {
     let dir = tempfile::tempdir().unwrap();
-    scenarios::results_that_cannot_be_applied_yet_are_skipped_past_with_backoff(&open(&dir).await).await;
+    scenarios::results_that_cannot_be_applied_yet_are_skipped_past_with_backoff(&open(&dir).await)
+        .await;
 }

@@ -21,7 +21,11 @@ async fn changed_since_wakes_on_a_finish() {
 #[tokio::test]
 async fn a_waiter_wakes_on_another_processs_finish() {
     let dir = tempfile::tempdir().unwrap();
-    scenarios::live::a_waiter_wakes_on_another_processs_finish(Arc::new(open(&dir).await), Arc::new(open(&dir).await)).await;
+    scenarios::live::a_waiter_wakes_on_another_processs_finish(
+        Arc::new(open(&dir).await),
+        Arc::new(open(&dir).await),
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -3,17 +3,20 @@
 //! clean shutdown claiming a lease it had left to go stale.
 
 use super::*;
-use skillforge_engine::retention::{PruneBatch, PruneRule, Tombstone};
-use skillforge_engine::{CancelReply as Cancel, Enqueued, Job, LeaseView, LeasedJob};
 use skillforge_engine::RunnerRegistry;
+use skillforge_engine::retention::{PruneBatch, PruneRule, Tombstone};
 use skillforge_engine::worker::{Worker, WorkerConfig};
+use skillforge_engine::{CancelReply as Cancel, Enqueued, Job, LeaseView, LeasedJob};
 use skillforge_runner::{RunContext, RunSpec, Runner, RunnerError};
 
 /// The real SQLite backend, except that every finish's reply is lost after the finish applied.
 struct LostFinishReplies(SqliteBackend);
 
 fn lost() -> EngineError {
-    EngineError::Backend { backend: "sqlite", message: "reply lost (injected)".into() }
+    EngineError::Backend {
+        backend: "sqlite",
+        message: "reply lost (injected)".into(),
+    }
 }
 
 #[async_trait::async_trait]
@@ -24,7 +27,13 @@ impl QueueCore for LostFinishReplies {
     async fn enqueue(&self, spec: &JobSpec) -> Result<Enqueued, EngineError> {
         self.0.enqueue(spec).await
     }
-    async fn lease(&self, queue: &str, worker: &WorkerIdentity, max: usize, wait: Duration) -> Result<Vec<LeasedJob>, EngineError> {
+    async fn lease(
+        &self,
+        queue: &str,
+        worker: &WorkerIdentity,
+        max: usize,
+        wait: Duration,
+    ) -> Result<Vec<LeasedJob>, EngineError> {
         self.0.lease(queue, worker, max, wait).await
     }
     async fn lease_or_stop(
@@ -37,10 +46,19 @@ impl QueueCore for LostFinishReplies {
     ) -> Result<Vec<LeasedJob>, EngineError> {
         self.0.lease_or_stop(queue, worker, max, wait, stop).await
     }
-    async fn heartbeat(&self, job_id: &str, fencing_token: u64) -> Result<HeartbeatReply, EngineError> {
+    async fn heartbeat(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+    ) -> Result<HeartbeatReply, EngineError> {
         self.0.heartbeat(job_id, fencing_token).await
     }
-    async fn finish(&self, job_id: &str, fencing_token: u64, finish: &Finish) -> Result<FinishReply, EngineError> {
+    async fn finish(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+        finish: &Finish,
+    ) -> Result<FinishReply, EngineError> {
         self.0.finish(job_id, fencing_token, finish).await?;
         Err(lost())
     }
@@ -93,10 +111,20 @@ impl QueueResults for LostFinishReplies {
 
 #[async_trait::async_trait]
 impl QueueOutput for LostFinishReplies {
-    async fn append_output(&self, job_id: &str, fencing_token: u64, chunks: &[skillforge_engine::output::NewOutput]) -> Result<bool, EngineError> {
+    async fn append_output(
+        &self,
+        job_id: &str,
+        fencing_token: u64,
+        chunks: &[skillforge_engine::output::NewOutput],
+    ) -> Result<bool, EngineError> {
         self.0.append_output(job_id, fencing_token, chunks).await
     }
-    async fn read_output(&self, job_id: &str, after: Option<&str>, limit: usize) -> Result<Vec<skillforge_engine::output::OutputChunk>, EngineError> {
+    async fn read_output(
+        &self,
+        job_id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<skillforge_engine::output::OutputChunk>, EngineError> {
         self.0.read_output(job_id, after, limit).await
     }
     async fn trim_output(&self, job_id: &str) -> Result<(), EngineError> {
@@ -116,8 +144,16 @@ impl QueueRecovery for LostFinishReplies {
 
 #[async_trait::async_trait]
 impl QueueLocks for LostFinishReplies {
-    async fn acquire_lock(&self, name: &str, owner: &WorkerIdentity, heartbeat: Duration, stale_after: Duration) -> Result<LockAcquire, EngineError> {
-        self.0.acquire_lock(name, owner, heartbeat, stale_after).await
+    async fn acquire_lock(
+        &self,
+        name: &str,
+        owner: &WorkerIdentity,
+        heartbeat: Duration,
+        stale_after: Duration,
+    ) -> Result<LockAcquire, EngineError> {
+        self.0
+            .acquire_lock(name, owner, heartbeat, stale_after)
+            .await
     }
     async fn renew_lock(&self, name: &str, fencing_token: u64) -> Result<bool, EngineError> {
         self.0.renew_lock(name, fencing_token).await
@@ -174,11 +210,20 @@ async fn a_finish_whose_reply_was_lost_but_landed_is_not_reported_left_stale() {
     let backend: Arc<dyn QueueBackend> = Arc::new(LostFinishReplies(open(&dir).await));
     let id = backend.enqueue(&spec("default")).await.unwrap().job_id;
     let config = WorkerConfig::new("lost-reply", dir.path().join("scratch"));
-    let worker = Worker::new(config, backend.clone(), RunnerRegistry::new().with(Arc::new(Passes)));
+    let worker = Worker::new(
+        config,
+        backend.clone(),
+        RunnerRegistry::new().with(Arc::new(Passes)),
+    );
     let stop = tokio_util::sync::CancellationToken::new();
     let running = tokio::spawn(worker.run(stop.clone()));
     let deadline = Instant::now() + Duration::from_secs(30);
-    while backend.get(&id).await.unwrap().is_none_or(|j| j.state != JobState::Succeeded) {
+    while backend
+        .get(&id)
+        .await
+        .unwrap()
+        .is_none_or(|j| j.state != JobState::Succeeded)
+    {
         assert!(Instant::now() < deadline, "the job never succeeded");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

@@ -17,16 +17,18 @@ use skillforge_runner::{ExitClass, RunOutcome};
 #[path = "../scenarios/mod.rs"]
 mod scenarios;
 
-mod transitions;
 mod concurrency;
+mod live;
+mod lost_reply;
 mod recovery;
 mod retention;
-mod lost_reply;
-mod live;
+mod transitions;
 mod upgrade;
 
 async fn open(dir: &tempfile::TempDir) -> SqliteBackend {
-    SqliteBackend::open(&dir.path().join("queue.db")).await.expect("open queue")
+    SqliteBackend::open(&dir.path().join("queue.db"))
+        .await
+        .expect("open queue")
 }
 
 fn spec(queue: &str) -> JobSpec {
@@ -50,7 +52,11 @@ fn finish(next: JobState, delay_ms: u64) -> Finish {
     Finish {
         next,
         retry_delay_ms: delay_ms,
-        attempt_result: if next == JobState::Succeeded { "passed".into() } else { "failed".into() },
+        attempt_result: if next == JobState::Succeeded {
+            "passed".into()
+        } else {
+            "failed".into()
+        },
         outcome: Some(outcome(if next == JobState::Succeeded {
             ExitClass::Passed
         } else {
@@ -79,7 +85,11 @@ where
 /// Waits until the job's lease shows up in `expired_leases`.
 async fn wait_expired(q: &SqliteBackend, job_id: &str) -> ExpiredLease {
     eventually(Duration::from_secs(5), "lease to expire", || async {
-        q.expired_leases(100).await.unwrap().into_iter().find(|l| l.job_id == job_id)
+        q.expired_leases(100)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|l| l.job_id == job_id)
     })
     .await
 }

@@ -14,16 +14,29 @@ async fn a_corrupt_job_never_fails_its_round_and_ends_dead_through_the_reaper() 
     let w = WorkerIdentity::new("w");
     let x = b.enqueue(&spec("good")).await.unwrap().job_id;
     let y = b.enqueue(&spec("bad")).await.unwrap().job_id;
-    assert_eq!(b.lease("good", &w, 1, Duration::ZERO).await.unwrap()[0].job.id, x);
-    assert_eq!(b.lease("bad", &w, 1, Duration::ZERO).await.unwrap()[0].job.id, y);
+    assert_eq!(
+        b.lease("good", &w, 1, Duration::ZERO).await.unwrap()[0]
+            .job
+            .id,
+        x
+    );
+    assert_eq!(
+        b.lease("bad", &w, 1, Duration::ZERO).await.unwrap()[0]
+            .job
+            .id,
+        y
+    );
     let good_next = b.enqueue(&spec("good")).await.unwrap().job_id;
     let mut short = spec("bad");
     short.stale_after_ms = 30;
     short.max_attempts = 2;
     let corrupt = b.enqueue(&short).await.unwrap().job_id;
-    let raw = sqlx::SqlitePool::connect(&format!("sqlite://{}", dir.path().join("queue.db").display()))
-        .await
-        .unwrap();
+    let raw = sqlx::SqlitePool::connect(&format!(
+        "sqlite://{}",
+        dir.path().join("queue.db").display()
+    ))
+    .await
+    .unwrap();
     sqlx::query("UPDATE job_specs SET spec = '{}' WHERE seq = (SELECT seq FROM jobs WHERE id = unhex(replace(?1, '-', '')))")
         .bind(&corrupt)
         .execute(&raw)
@@ -52,25 +65,47 @@ async fn a_corrupt_job_never_fails_its_round_and_ends_dead_through_the_reaper() 
     assert_eq!(ry.0, FinishReply::Applied(JobState::Succeeded));
     assert_eq!(rx.1.map(|n| n.job.id), Some(good_next.clone()));
     assert!(ry.1.is_none(), "the corrupt job is handed to no slot");
-    assert_eq!(stored(corrupt.clone()).await, running(1), "leased to the worker, never run");
+    assert_eq!(
+        stored(corrupt.clone()).await,
+        running(1),
+        "leased to the worker, never run"
+    );
 
     // It expires and is recovered; leased again (a job that ran before: the step-by-step
     // path), it again fails nothing but its own attempt; the second expiry makes it dead.
     let expired = wait_expired(&b, &corrupt).await;
-    assert!(b.reap(&expired, &skillforge_engine::policy::reap_action_for(&expired)).await.unwrap());
+    assert!(
+        b.reap(
+            &expired,
+            &skillforge_engine::policy::reap_action_for(&expired)
+        )
+        .await
+        .unwrap()
+    );
     assert_eq!(stored(corrupt.clone()).await.0, "queued");
-    let (reply, next) = b.finish_and_lease(&good_next, 1, &done, "bad", &w).await.unwrap();
+    let (reply, next) = b
+        .finish_and_lease(&good_next, 1, &done, "bad", &w)
+        .await
+        .unwrap();
     assert_eq!(reply, FinishReply::Applied(JobState::Succeeded));
     assert!(next.is_none());
     assert_eq!(stored(corrupt.clone()).await, running(2));
     let expired = wait_expired(&b, &corrupt).await;
-    assert_eq!(skillforge_engine::policy::reap_action_for(&expired), ReapAction::Dead);
+    assert_eq!(
+        skillforge_engine::policy::reap_action_for(&expired),
+        ReapAction::Dead
+    );
     assert!(b.reap(&expired, &ReapAction::Dead).await.unwrap());
     assert_eq!(stored(corrupt.clone()).await.0, "dead");
 
     // The queue is not blocked behind it.
     let after = b.enqueue(&spec("bad")).await.unwrap().job_id;
-    assert_eq!(b.lease("bad", &w, 1, Duration::ZERO).await.unwrap()[0].job.id, after);
+    assert_eq!(
+        b.lease("bad", &w, 1, Duration::ZERO).await.unwrap()[0]
+            .job
+            .id,
+        after
+    );
 }
 
 /// A schema v1 file (every attempt in `job_attempts`, owner columns cleared after each attempt)
@@ -82,8 +117,14 @@ async fn schema_v1_file_upgrades_in_place() {
     let path = dir.path().join("queue.db");
     let url = format!("sqlite://{}?mode=rwc", path.display());
     let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-    sqlx::raw_sql(include_str!("../../src/sqlite/migrations/0001_init.sql")).execute(&pool).await.unwrap();
-    sqlx::query("PRAGMA user_version = 1").execute(&pool).await.unwrap();
+    sqlx::raw_sql(include_str!("../../src/sqlite/migrations/0001_init.sql"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("PRAGMA user_version = 1")
+        .execute(&pool)
+        .await
+        .unwrap();
     let s = serde_json::to_string(&spec("v1")).unwrap();
     // A: succeeded on its second attempt; B: running its first attempt; C: never leased.
     for (id, seq, state, attempts, token, owner) in [
@@ -135,46 +176,79 @@ async fn schema_v1_file_upgrades_in_place() {
 
     let q = SqliteBackend::open(&path).await.unwrap();
     let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-    let version: i64 = sqlx::query_scalar("PRAGMA user_version").fetch_one(&pool).await.unwrap();
+    let version: i64 = sqlx::query_scalar("PRAGMA user_version")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     assert_eq!(version, SqliteBackend::schema_version());
 
     let a = q.get("job-a").await.unwrap().unwrap();
     assert!(a.lease.is_none());
-    let results: Vec<_> = a.history.iter().map(|h| (h.attempt, h.fencing_token, h.result.clone())).collect();
-    assert_eq!(results, vec![(1, 1, Some("failed".into())), (2, 2, Some("passed".into()))]);
+    let results: Vec<_> = a
+        .history
+        .iter()
+        .map(|h| (h.attempt, h.fencing_token, h.result.clone()))
+        .collect();
+    assert_eq!(
+        results,
+        vec![(1, 1, Some("failed".into())), (2, 2, Some("passed".into()))]
+    );
     assert_eq!(a.history[0].retry_delay_ms, Some(10));
 
     let b = q.get("job-b").await.unwrap().unwrap();
-    assert_eq!(b.lease.as_ref().map(|l| l.owner_worker.as_str()), Some("old-worker"));
+    assert_eq!(
+        b.lease.as_ref().map(|l| l.owner_worker.as_str()),
+        Some("old-worker")
+    );
     assert_eq!(b.history.len(), 1);
     assert_eq!((b.history[0].attempt, b.history[0].ended_at_ms), (1, None));
     assert_eq!(q.list(Some(JobState::Running), 10).await.unwrap().len(), 1);
 
     // The v1 attempt ends under v2 (a retry due at once), then a new lease supersedes it.
     assert_eq!(
-        q.finish("job-b", 1, &finish(JobState::Queued, 0)).await.unwrap(),
+        q.finish("job-b", 1, &finish(JobState::Queued, 0))
+            .await
+            .unwrap(),
         FinishReply::Applied(JobState::Queued)
     );
     let b = q.get("job-b").await.unwrap().unwrap();
     assert!(b.lease.is_none());
     assert_eq!(b.history.len(), 1, "no duplicate of the v1 attempt");
-    assert_eq!((b.history[0].result.as_deref(), b.history[0].retry_delay_ms), (Some("failed"), Some(0)));
+    assert_eq!(
+        (b.history[0].result.as_deref(), b.history[0].retry_delay_ms),
+        (Some("failed"), Some(0))
+    );
     let w = WorkerIdentity::new("new");
     let leased = q.lease("v1", &w, 8, Duration::ZERO).await.unwrap();
     let ids: Vec<_> = leased.iter().map(|l| l.job.id.as_str()).collect();
     assert_eq!(ids, vec!["job-c", "job-b"], "due order: C was due first");
     let b = &leased[1].job;
     assert_eq!(b.history.len(), 2);
-    assert_eq!((b.history[0].worker.as_str(), b.history[0].result.as_deref()), ("old-worker", Some("failed")));
-    assert_eq!((b.history[1].worker.as_str(), b.history[1].attempt, b.history[1].fencing_token), (w.worker_id.as_str(), 2, 2));
+    assert_eq!(
+        (b.history[0].worker.as_str(), b.history[0].result.as_deref()),
+        ("old-worker", Some("failed"))
+    );
+    assert_eq!(
+        (
+            b.history[1].worker.as_str(),
+            b.history[1].attempt,
+            b.history[1].fencing_token
+        ),
+        (w.worker_id.as_str(), 2, 2)
+    );
     assert_eq!(leased[0].job.history.len(), 1);
     for l in &leased {
-        q.finish(&l.job.id, l.fencing_token, &finish(JobState::Succeeded, 0)).await.unwrap();
+        q.finish(&l.job.id, l.fencing_token, &finish(JobState::Succeeded, 0))
+            .await
+            .unwrap();
     }
     let b = q.get("job-b").await.unwrap().unwrap();
     let results: Vec<_> = b.history.iter().map(|h| h.result.clone()).collect();
     assert_eq!(results, vec![Some("failed".into()), Some("passed".into())]);
-    assert_eq!(q.list(Some(JobState::Succeeded), 10).await.unwrap().len(), 3);
+    assert_eq!(
+        q.list(Some(JobState::Succeeded), 10).await.unwrap().len(),
+        3
+    );
 }
 
 /// A small tmpfs mounted on a temp dir (needs root, as on the CI machine), unmounted on drop.
@@ -202,7 +276,10 @@ impl SmallTmpfs {
 
 impl Drop for SmallTmpfs {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg("-l").arg(self.dir.path()).status();
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
     }
 }
 
@@ -225,7 +302,9 @@ fn fill(dir: &std::path::Path) -> std::path::PathBuf {
 #[tokio::test]
 async fn a_full_disk_fails_writes_naming_the_file_and_the_queue_recovers_when_space_is_freed() {
     let Some(fs) = SmallTmpfs::mount("8m") else {
-        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); the disk-full test did not run");
+        eprintln!(
+            "SKIPPED: cannot mount a tmpfs here (needs root); the disk-full test did not run"
+        );
         return;
     };
     let path = fs.path().join("queue.db");
@@ -249,7 +328,10 @@ async fn a_full_disk_fails_writes_naming_the_file_and_the_queue_recovers_when_sp
     }
     let failure = failure.expect("the disk filled up");
     let text = failure.to_string();
-    assert!(text.contains("full") && text.contains(&path.display().to_string()), "names the file: {text}");
+    assert!(
+        text.contains("full") && text.contains(&path.display().to_string()),
+        "names the file: {text}"
+    );
     // Still full: the group-committed lease fails too, and names the file.
     let lease_err = q.lease("q", &w, 1, Duration::ZERO).await;
     if let Err(e) = &lease_err {
@@ -258,14 +340,31 @@ async fn a_full_disk_fails_writes_naming_the_file_and_the_queue_recovers_when_sp
 
     std::fs::remove_file(&filler).unwrap();
     // The same backend, the same process: every kind of write works again.
-    let after = q.enqueue(&spec("q")).await.expect("enqueue after space was freed").job_id;
+    let after = q
+        .enqueue(&spec("q"))
+        .await
+        .expect("enqueue after space was freed")
+        .job_id;
     let mut leased = lease_err.unwrap_or_default();
-    leased.extend(q.lease("q", &w, 100, Duration::ZERO).await.expect("lease after space was freed"));
+    leased.extend(
+        q.lease("q", &w, 100, Duration::ZERO)
+            .await
+            .expect("lease after space was freed"),
+    );
     let ids: HashSet<String> = leased.iter().map(|l| l.job.id.clone()).collect();
-    assert!(ids.contains(&before) && ids.contains(&after), "nothing stored before was lost: {ids:?}");
+    assert!(
+        ids.contains(&before) && ids.contains(&after),
+        "nothing stored before was lost: {ids:?}"
+    );
     for l in &leased {
-        let reply = q.finish(&l.job.id, l.fencing_token, &finish(JobState::Succeeded, 0)).await.expect("finish");
+        let reply = q
+            .finish(&l.job.id, l.fencing_token, &finish(JobState::Succeeded, 0))
+            .await
+            .expect("finish");
         assert_eq!(reply, FinishReply::Applied(JobState::Succeeded));
     }
-    assert_eq!(q.list(Some(JobState::Succeeded), 1000).await.unwrap().len(), leased.len());
+    assert_eq!(
+        q.list(Some(JobState::Succeeded), 1000).await.unwrap().len(),
+        leased.len()
+    );
 }

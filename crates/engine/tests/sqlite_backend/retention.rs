@@ -24,13 +24,17 @@ async fn pruning_never_removes_an_unapplied_result() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pruning_races_ingestion_and_retries_without_losing_a_result() {
     let dir = tempfile::tempdir().unwrap();
-    scenarios::retention::pruning_races_ingestion_and_retries_without_losing_a_result(&open(&dir).await).await;
+    scenarios::retention::pruning_races_ingestion_and_retries_without_losing_a_result(
+        &open(&dir).await,
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn idempotency_key_outlives_its_job_by_the_retention() {
     let dir = tempfile::tempdir().unwrap();
-    scenarios::retention::idempotency_key_outlives_its_job_by_the_retention(&open(&dir).await).await;
+    scenarios::retention::idempotency_key_outlives_its_job_by_the_retention(&open(&dir).await)
+        .await;
 }
 
 /// A pruned job leaves no row behind but its tombstone: its `job_specs` row and its superseded
@@ -43,20 +47,42 @@ async fn a_pruned_job_leaves_only_its_tombstone_in_the_file() {
     let w = WorkerIdentity::new("rows");
     let id = q.enqueue(&spec("rows")).await.unwrap().job_id;
     let l = q.lease("rows", &w, 1, Duration::ZERO).await.unwrap();
-    q.finish(&id, l[0].fencing_token, &finish(JobState::Queued, 0)).await.unwrap();
+    q.finish(&id, l[0].fencing_token, &finish(JobState::Queued, 0))
+        .await
+        .unwrap();
     let l = q.lease("rows", &w, 1, Duration::ZERO).await.unwrap();
-    q.finish(&id, l[0].fencing_token, &finish(JobState::Succeeded, 0)).await.unwrap();
+    q.finish(&id, l[0].fencing_token, &finish(JobState::Succeeded, 0))
+        .await
+        .unwrap();
     assert!(q.ack_result(&id, l[0].fencing_token).await.unwrap());
-    let all = Bound { before_ms: Some(q.now_ms().await.unwrap() + 1_000), keep_newest: None };
-    let rule = PruneRule { class: RetainClass::Succeeded, jobs: all, tombstones: Bound::default() };
+    let all = Bound {
+        before_ms: Some(q.now_ms().await.unwrap() + 1_000),
+        keep_newest: None,
+    };
+    let rule = PruneRule {
+        class: RetainClass::Succeeded,
+        jobs: all,
+        tombstones: Bound::default(),
+    };
     assert_eq!(prune_pass(&q, &[rule], 10).await.unwrap().jobs, 1);
     drop(q);
-    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", dir.path().join("queue.db").display())).await.unwrap();
-    for (table, expect) in [("jobs", 0), ("job_specs", 0), ("job_attempts", 0), ("pruned_jobs", 1)] {
-        let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let pool = sqlx::SqlitePool::connect(&format!(
+        "sqlite://{}",
+        dir.path().join("queue.db").display()
+    ))
+    .await
+    .unwrap();
+    for (table, expect) in [
+        ("jobs", 0),
+        ("job_specs", 0),
+        ("job_attempts", 0),
+        ("pruned_jobs", 1),
+    ] {
+        let n: i64 =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
+                .fetch_one(&pool)
+                .await
+                .unwrap();
         assert_eq!(n, expect, "rows left in {table}");
     }
 }

@@ -11,10 +11,18 @@ async fn open_creates_parent_dir_and_sets_pragmas() {
     assert_eq!(q.name(), "sqlite");
     // Reopening an up-to-date file is a no-op migration.
     let _again = SqliteBackend::open(&path).await.unwrap();
-    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display())).await.unwrap();
-    let mode: String = sqlx::query_scalar("PRAGMA journal_mode").fetch_one(&pool).await.unwrap();
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     assert_eq!(mode, "wal");
-    let version: i64 = sqlx::query_scalar("PRAGMA user_version").fetch_one(&pool).await.unwrap();
+    let version: i64 = sqlx::query_scalar("PRAGMA user_version")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     assert_eq!(version, SqliteBackend::schema_version());
     // Leasing uses the partial due index, not a scan and sort.
     let plan: Vec<String> = sqlx::query_scalar(
@@ -26,7 +34,10 @@ async fn open_creates_parent_dir_and_sets_pragmas() {
     .unwrap_or_default();
     if !plan.is_empty() {
         let joined = plan.join(" | ");
-        assert!(joined.contains("jobs_due") && !joined.contains("TEMP B-TREE"), "{joined}");
+        assert!(
+            joined.contains("jobs_due") && !joined.contains("TEMP B-TREE"),
+            "{joined}"
+        );
     }
 }
 
@@ -43,26 +54,45 @@ async fn round_trip() {
     assert_eq!((job.attempts, job.fencing_token), (0, 0));
     assert!(q.get("nope").await.unwrap().is_none());
     // Other queues see nothing.
-    assert!(q.lease("other", &w, 8, Duration::ZERO).await.unwrap().is_empty());
+    assert!(
+        q.lease("other", &w, 8, Duration::ZERO)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     let leased = q.lease("rt", &w, 1, Duration::ZERO).await.unwrap();
     assert_eq!(leased.len(), 1);
     let l = &leased[0];
     assert_eq!(l.job.id, a.job_id, "oldest first");
     assert_eq!(l.job.state, JobState::Running);
-    assert_eq!((l.job.attempts, l.fencing_token, l.job.fencing_token), (1, 1, 1));
+    assert_eq!(
+        (l.job.attempts, l.fencing_token, l.job.fencing_token),
+        (1, 1, 1)
+    );
     let lease = l.job.lease.as_ref().unwrap();
-    assert_eq!((lease.owner_worker.as_str(), lease.owner_pid), (w.worker_id.as_str(), w.pid));
+    assert_eq!(
+        (lease.owner_worker.as_str(), lease.owner_pid),
+        (w.worker_id.as_str(), w.pid)
+    );
     assert_eq!(l.job.history.len(), 1);
     assert_eq!(l.job.history[0].worker, w.worker_id);
 
     let views = q.leases().await.unwrap();
     assert_eq!(views.len(), 1);
-    assert_eq!((views[0].kind, views[0].name.as_str()), (LeaseKind::Job, a.job_id.as_str()));
-
-    assert_eq!(q.heartbeat(&a.job_id, 1).await.unwrap(), HeartbeatReply::Renewed);
     assert_eq!(
-        q.finish(&a.job_id, 1, &finish(JobState::Succeeded, 0)).await.unwrap(),
+        (views[0].kind, views[0].name.as_str()),
+        (LeaseKind::Job, a.job_id.as_str())
+    );
+
+    assert_eq!(
+        q.heartbeat(&a.job_id, 1).await.unwrap(),
+        HeartbeatReply::Renewed
+    );
+    assert_eq!(
+        q.finish(&a.job_id, 1, &finish(JobState::Succeeded, 0))
+            .await
+            .unwrap(),
         FinishReply::Applied(JobState::Succeeded)
     );
     let done = q.get(&a.job_id).await.unwrap().unwrap();
@@ -76,7 +106,9 @@ async fn round_trip() {
 
     // A second finish with the same token is fenced (no longer running).
     assert_eq!(
-        q.finish(&a.job_id, 1, &finish(JobState::Failed, 0)).await.unwrap(),
+        q.finish(&a.job_id, 1, &finish(JobState::Failed, 0))
+            .await
+            .unwrap(),
         FinishReply::Fenced { current_token: 1 }
     );
     assert!(matches!(
@@ -84,19 +116,44 @@ async fn round_trip() {
         Err(EngineError::NotFound(_))
     ));
 
-    let listed: Vec<String> = q.list(None, 10).await.unwrap().into_iter().map(|j| j.id).collect();
-    assert_eq!(listed, vec![b.job_id.clone(), a.job_id.clone()], "newest first");
+    let listed: Vec<String> = q
+        .list(None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(
+        listed,
+        vec![b.job_id.clone(), a.job_id.clone()],
+        "newest first"
+    );
     let queued = q.list(Some(JobState::Queued), 10).await.unwrap();
     assert_eq!(queued.len(), 1);
     assert_eq!(queued[0].id, b.job_id);
 
     let pending = q.pending_results(10).await.unwrap();
-    assert_eq!(pending.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), vec![a.job_id.as_str()]);
-    assert!(!q.ack_result(&a.job_id, pending[0].fencing_token + 1).await.unwrap(), "fenced on the token");
+    assert_eq!(
+        pending.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        vec![a.job_id.as_str()]
+    );
+    assert!(
+        !q.ack_result(&a.job_id, pending[0].fencing_token + 1)
+            .await
+            .unwrap(),
+        "fenced on the token"
+    );
     assert_eq!(q.pending_results(10).await.unwrap().len(), 1);
-    assert!(q.ack_result(&a.job_id, pending[0].fencing_token).await.unwrap());
+    assert!(
+        q.ack_result(&a.job_id, pending[0].fencing_token)
+            .await
+            .unwrap()
+    );
     assert!(q.pending_results(10).await.unwrap().is_empty());
-    assert!(matches!(q.ack_result("nope", 1).await, Err(EngineError::NotFound(_))));
+    assert!(matches!(
+        q.ack_result("nope", 1).await,
+        Err(EngineError::NotFound(_))
+    ));
 }
 
 #[tokio::test]
@@ -112,14 +169,22 @@ async fn pending_results_oldest_first() {
     let leased = q.lease("p", &w, 3, Duration::ZERO).await.unwrap();
     assert_eq!(leased.len(), 3);
     for id in ids.iter().rev() {
-        q.finish(id, 1, &finish(JobState::Succeeded, 0)).await.unwrap();
+        q.finish(id, 1, &finish(JobState::Succeeded, 0))
+            .await
+            .unwrap();
         let stamped = q.get(id).await.unwrap().unwrap().updated_at_ms;
         eventually(Duration::from_secs(1), "clock tick", || async {
             (skillforge_engine::now_ms() > stamped).then_some(())
         })
         .await;
     }
-    let pending: Vec<String> = q.pending_results(10).await.unwrap().into_iter().map(|j| j.id).collect();
+    let pending: Vec<String> = q
+        .pending_results(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
     let want: Vec<String> = ids.iter().rev().cloned().collect();
     assert_eq!(pending, want);
 }
@@ -154,21 +219,45 @@ async fn fencing_after_reap_and_re_lease() {
     assert_eq!(first[0].fencing_token, 1);
 
     let expired = wait_expired(&q, &id).await;
-    assert_eq!((expired.fencing_token, expired.attempts, expired.max_attempts), (1, 1, 3));
-    assert!(q.reap(&expired, &ReapAction::Requeue { delay: Duration::ZERO }).await.unwrap());
+    assert_eq!(
+        (
+            expired.fencing_token,
+            expired.attempts,
+            expired.max_attempts
+        ),
+        (1, 1, 3)
+    );
+    assert!(
+        q.reap(
+            &expired,
+            &ReapAction::Requeue {
+                delay: Duration::ZERO
+            }
+        )
+        .await
+        .unwrap()
+    );
     // Reaping the same lease twice does nothing.
     assert!(!q.reap(&expired, &ReapAction::Dead).await.unwrap());
 
-    let second = q.lease("fence", &new, 1, Duration::from_secs(2)).await.unwrap();
+    let second = q
+        .lease("fence", &new, 1, Duration::from_secs(2))
+        .await
+        .unwrap();
     assert_eq!(second.len(), 1);
     assert_eq!((second[0].fencing_token, second[0].job.attempts), (2, 2));
     assert_eq!(second[0].job.history.len(), 2);
     assert_eq!(second[0].job.history[0].result.as_deref(), Some("stale"));
 
     // The presumed-dead worker comes back: everything it does is rejected.
-    assert_eq!(q.heartbeat(&id, 1).await.unwrap(), HeartbeatReply::LeaseLost);
     assert_eq!(
-        q.finish(&id, 1, &finish(JobState::Succeeded, 0)).await.unwrap(),
+        q.heartbeat(&id, 1).await.unwrap(),
+        HeartbeatReply::LeaseLost
+    );
+    assert_eq!(
+        q.finish(&id, 1, &finish(JobState::Succeeded, 0))
+            .await
+            .unwrap(),
         FinishReply::Fenced { current_token: 2 }
     );
     assert!(!q.release(&id, 1).await.unwrap());
@@ -178,7 +267,9 @@ async fn fencing_after_reap_and_re_lease() {
 
     assert_eq!(q.heartbeat(&id, 2).await.unwrap(), HeartbeatReply::Renewed);
     assert_eq!(
-        q.finish(&id, 2, &finish(JobState::Succeeded, 0)).await.unwrap(),
+        q.finish(&id, 2, &finish(JobState::Succeeded, 0))
+            .await
+            .unwrap(),
         FinishReply::Applied(JobState::Succeeded)
     );
 }
@@ -206,18 +297,36 @@ async fn delayed_retry_is_leased_only_when_due() {
     let id = q.enqueue(&spec("delay")).await.unwrap().job_id;
     q.lease("delay", &w, 1, Duration::ZERO).await.unwrap();
     assert_eq!(
-        q.finish(&id, 1, &finish(JobState::Failed, 400).tap_next(JobState::Queued)).await.unwrap(),
+        q.finish(
+            &id,
+            1,
+            &finish(JobState::Failed, 400).tap_next(JobState::Queued)
+        )
+        .await
+        .unwrap(),
         FinishReply::Applied(JobState::Queued)
     );
     let job = q.get(&id).await.unwrap().unwrap();
     assert_eq!(job.state, JobState::Queued);
-    assert!(q.pending_results(10).await.unwrap().is_empty(), "a retry is not a result");
+    assert!(
+        q.pending_results(10).await.unwrap().is_empty(),
+        "a retry is not a result"
+    );
     assert_eq!(job.history[0].retry_delay_ms, Some(400));
     let due = job.not_before_ms;
 
-    assert!(q.lease("delay", &w, 1, Duration::ZERO).await.unwrap().is_empty(), "not due yet");
+    assert!(
+        q.lease("delay", &w, 1, Duration::ZERO)
+            .await
+            .unwrap()
+            .is_empty(),
+        "not due yet"
+    );
     // An idle lease wakes up when the delayed job becomes due (no enqueue signals it).
-    let leased = q.lease("delay", &w, 1, Duration::from_secs(5)).await.unwrap();
+    let leased = q
+        .lease("delay", &w, 1, Duration::from_secs(5))
+        .await
+        .unwrap();
     let at = skillforge_engine::now_ms();
     assert_eq!(leased.len(), 1);
     assert!(at >= due, "leased at {at} before due {due}");
@@ -242,7 +351,12 @@ async fn each_reap_action() {
     let q = open(&dir).await;
     let w = WorkerIdentity::new("w");
     let actions = [
-        (ReapAction::Requeue { delay: Duration::from_secs(60) }, JobState::Queued),
+        (
+            ReapAction::Requeue {
+                delay: Duration::from_secs(60),
+            },
+            JobState::Queued,
+        ),
         (ReapAction::RecoveryAvailable, JobState::Stale),
         (ReapAction::Dead, JobState::Dead),
         (ReapAction::Cancelled, JobState::Cancelled),
@@ -263,12 +377,22 @@ async fn each_reap_action() {
         assert!(job.lease.is_none());
         assert_eq!(job.history[0].result.as_deref(), Some("stale"));
         assert_eq!(job.recovery_available, want == JobState::Stale);
-        let pending = q.pending_results(100).await.unwrap().iter().any(|j| j.id == id);
+        let pending = q
+            .pending_results(100)
+            .await
+            .unwrap()
+            .iter()
+            .any(|j| j.id == id);
         assert_eq!(pending, want != JobState::Queued, "{action:?}");
         if want == JobState::Queued {
             assert!(job.not_before_ms >= before + 60_000);
             assert_eq!(job.history[0].retry_delay_ms, Some(60_000));
-            assert!(q.lease("reap", &w, 1, Duration::ZERO).await.unwrap().is_empty());
+            assert!(
+                q.lease("reap", &w, 1, Duration::ZERO)
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
         }
         assert!(q.ack_result(&id, job.fencing_token).await.unwrap());
     }
@@ -282,31 +406,58 @@ async fn cancel_queued_and_running() {
     let w = WorkerIdentity::new("w");
     let queued = q.enqueue(&spec("c")).await.unwrap().job_id;
     assert_eq!(q.cancel(&queued).await.unwrap(), CancelReply::Cancelled);
-    assert_eq!(q.get(&queued).await.unwrap().unwrap().state, JobState::Cancelled);
-    assert!(q.lease("c", &w, 1, Duration::ZERO).await.unwrap().is_empty());
-    assert_eq!(q.cancel(&queued).await.unwrap(), CancelReply::AlreadyTerminal(JobState::Cancelled));
-    assert!(matches!(q.cancel("nope").await, Err(EngineError::NotFound(_))));
+    assert_eq!(
+        q.get(&queued).await.unwrap().unwrap().state,
+        JobState::Cancelled
+    );
+    assert!(
+        q.lease("c", &w, 1, Duration::ZERO)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        q.cancel(&queued).await.unwrap(),
+        CancelReply::AlreadyTerminal(JobState::Cancelled)
+    );
+    assert!(matches!(
+        q.cancel("nope").await,
+        Err(EngineError::NotFound(_))
+    ));
 
     let running = q.enqueue(&spec("c")).await.unwrap().job_id;
     q.lease("c", &w, 1, Duration::ZERO).await.unwrap();
-    assert_eq!(q.heartbeat(&running, 1).await.unwrap(), HeartbeatReply::Renewed);
+    assert_eq!(
+        q.heartbeat(&running, 1).await.unwrap(),
+        HeartbeatReply::Renewed
+    );
     assert_eq!(q.cancel(&running).await.unwrap(), CancelReply::Requested);
     let job = q.get(&running).await.unwrap().unwrap();
     assert_eq!(job.state, JobState::Running);
     assert!(job.cancel_requested);
-    assert_eq!(q.heartbeat(&running, 1).await.unwrap(), HeartbeatReply::CancelRequested);
     assert_eq!(
-        q.finish(&running, 1, &finish(JobState::Cancelled, 0)).await.unwrap(),
+        q.heartbeat(&running, 1).await.unwrap(),
+        HeartbeatReply::CancelRequested
+    );
+    assert_eq!(
+        q.finish(&running, 1, &finish(JobState::Cancelled, 0))
+            .await
+            .unwrap(),
         FinishReply::Applied(JobState::Cancelled)
     );
-    assert_eq!(q.heartbeat(&running, 1).await.unwrap(), HeartbeatReply::LeaseLost);
+    assert_eq!(
+        q.heartbeat(&running, 1).await.unwrap(),
+        HeartbeatReply::LeaseLost
+    );
 
     // A cancel-requested job never goes back to the queue, even if the finish says retry.
     let third = q.enqueue(&spec("c")).await.unwrap().job_id;
     q.lease("c", &w, 1, Duration::ZERO).await.unwrap();
     q.cancel(&third).await.unwrap();
     assert_eq!(
-        q.finish(&third, 1, &finish(JobState::Queued, 0)).await.unwrap(),
+        q.finish(&third, 1, &finish(JobState::Queued, 0))
+            .await
+            .unwrap(),
         FinishReply::Applied(JobState::Cancelled)
     );
 }
@@ -324,7 +475,11 @@ async fn release_refunds_the_attempt() {
     assert_eq!((job.state, job.attempts), (JobState::Queued, 0));
     assert_eq!(job.history[0].result.as_deref(), Some("released"));
     let again = q.lease("rel", &w, 1, Duration::ZERO).await.unwrap();
-    assert_eq!((again[0].job.attempts, again[0].fencing_token), (1, 2), "due at once");
+    assert_eq!(
+        (again[0].job.attempts, again[0].fencing_token),
+        (1, 2),
+        "due at once"
+    );
 }
 
 #[tokio::test]
@@ -335,9 +490,21 @@ async fn retry_of_dead_job() {
     let mut s = spec("retry");
     s.max_attempts = 1;
     let id = q.enqueue(&s).await.unwrap().job_id;
-    assert!(matches!(q.retry(&id).await, Err(EngineError::InvalidState { state: JobState::Queued, .. })));
+    assert!(matches!(
+        q.retry(&id).await,
+        Err(EngineError::InvalidState {
+            state: JobState::Queued,
+            ..
+        })
+    ));
     q.lease("retry", &w, 1, Duration::ZERO).await.unwrap();
-    assert!(matches!(q.retry(&id).await, Err(EngineError::InvalidState { state: JobState::Running, .. })));
+    assert!(matches!(
+        q.retry(&id).await,
+        Err(EngineError::InvalidState {
+            state: JobState::Running,
+            ..
+        })
+    ));
     assert_eq!(
         q.finish(&id, 1, &finish(JobState::Dead, 0)).await.unwrap(),
         FinishReply::Applied(JobState::Dead)
@@ -351,28 +518,36 @@ async fn retry_of_dead_job() {
     let leased = q.lease("retry", &w, 1, Duration::ZERO).await.unwrap();
     assert_eq!((leased[0].job.attempts, leased[0].fencing_token), (1, 2));
     assert_eq!(leased[0].job.history.len(), 2);
-    assert!(matches!(q.retry("nope").await, Err(EngineError::NotFound(_))));
+    assert!(matches!(
+        q.retry("nope").await,
+        Err(EngineError::NotFound(_))
+    ));
 }
 
 /// Issue 35 item 6: see the scenario.
 #[tokio::test]
 async fn fail_queued_fails_only_queued_jobs_as_a_new_result() {
     let dir = tempfile::tempdir().unwrap();
-    scenarios::placement::fail_queued_fails_only_queued_jobs_as_a_new_result(&open(&dir).await).await;
+    scenarios::placement::fail_queued_fails_only_queued_jobs_as_a_new_result(&open(&dir).await)
+        .await;
 }
 
 /// Issue 35 item 6: see the scenario.
 #[tokio::test]
 async fn the_deadline_fails_only_jobs_no_live_worker_can_take() {
     let dir = tempfile::tempdir().unwrap();
-    scenarios::placement::the_deadline_fails_only_jobs_no_live_worker_can_take(&open(&dir).await).await;
+    scenarios::placement::the_deadline_fails_only_jobs_no_live_worker_can_take(&open(&dir).await)
+        .await;
 }
 
 /// Issue 32 item 7: see the scenario.
 #[tokio::test]
 async fn a_job_rewritten_on_the_queue_is_refused_at_ingestion() {
     let dir = tempfile::tempdir().unwrap();
-    scenarios::trusted_spec::a_job_rewritten_on_the_queue_is_refused_at_ingestion(&open(&dir).await).await;
+    scenarios::trusted_spec::a_job_rewritten_on_the_queue_is_refused_at_ingestion(
+        &open(&dir).await,
+    )
+    .await;
 }
 
 /// Issue 32 item 6: see the scenario.

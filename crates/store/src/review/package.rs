@@ -4,16 +4,17 @@
 
 use serde_json::{Map, Value};
 use skillforge_contract::{
-    ArtifactRef, EvalItem, FeedbackContext, FeedbackEvent, Metadata, RankedFeedbackEvent, TemplateSnapshot,
-    TrainingPackage, build_evaluator_profile, derive_pairwise, export_driver, parse_template,
+    ArtifactRef, EvalItem, FeedbackContext, FeedbackEvent, Metadata, RankedFeedbackEvent,
+    TemplateSnapshot, TrainingPackage, build_evaluator_profile, derive_pairwise, export_driver,
+    parse_template,
 };
 use sqlx::SqlitePool;
 
 use super::{EvalRunRow, MODES, ReviewItem, get_run, list_items};
 use crate::StoreError;
 use crate::artifacts::get_artifact;
-use crate::templates::get_version;
 use crate::feedback::{list_feedback_events, list_ranked_events};
+use crate::templates::get_version;
 
 /// `feedback_context.feedback_source` of human-reviewed runs.
 pub const IMPORTED_HUMAN_REVIEW: &str = "imported_human_review";
@@ -35,7 +36,9 @@ pub enum PackageError {
         version: String,
     },
     /// An item references an artifact that is not registered.
-    #[error("review run `{run}`: item `{item}` references artifact `{artifact}`, which is not registered")]
+    #[error(
+        "review run `{run}`: item `{item}` references artifact `{artifact}`, which is not registered"
+    )]
     MissingArtifact {
         /// Run id.
         run: String,
@@ -60,12 +63,19 @@ impl From<sqlx::Error> for PackageError {
 ///
 /// # Errors
 /// A [`PackageError`].
-pub async fn training_package(pool: &SqlitePool, run_id: &str) -> Result<TrainingPackage, PackageError> {
-    let run = get_run(pool, run_id).await?.ok_or_else(|| PackageError::RunNotFound(run_id.to_owned()))?;
-    let template = template_snapshot(pool, &run.template_version_id).await?.ok_or_else(|| PackageError::VersionNotFound {
-        run: run.id.clone(),
-        version: run.template_version_id.clone(),
-    })?;
+pub async fn training_package(
+    pool: &SqlitePool,
+    run_id: &str,
+) -> Result<TrainingPackage, PackageError> {
+    let run = get_run(pool, run_id)
+        .await?
+        .ok_or_else(|| PackageError::RunNotFound(run_id.to_owned()))?;
+    let template = template_snapshot(pool, &run.template_version_id)
+        .await?
+        .ok_or_else(|| PackageError::VersionNotFound {
+            run: run.id.clone(),
+            version: run.template_version_id.clone(),
+        })?;
     // Events first, then items: items are never deleted and every event's item is written before
     // (or with) the event, so each event read here finds its item below even while a harvester
     // leg writes concurrently (reading items first could miss the item of a newer event).
@@ -79,10 +89,12 @@ pub async fn training_package(pool: &SqlitePool, run_id: &str) -> Result<Trainin
             if artifacts.iter().any(|a: &ArtifactRef| a.id == artifact_id) {
                 continue;
             }
-            let artifact = artifact_ref(pool, artifact_id).await?.ok_or_else(|| PackageError::MissingArtifact {
-                run: run.id.clone(),
-                item: wire.id.clone(),
-                artifact: artifact_id.to_owned(),
+            let artifact = artifact_ref(pool, artifact_id).await?.ok_or_else(|| {
+                PackageError::MissingArtifact {
+                    run: run.id.clone(),
+                    item: wire.id.clone(),
+                    artifact: artifact_id.to_owned(),
+                }
             })?;
             artifacts.push(artifact);
         }
@@ -90,8 +102,11 @@ pub async fn training_package(pool: &SqlitePool, run_id: &str) -> Result<Trainin
     let mut package = assemble_package(&run, template, &items, artifacts, feedback, ranked);
     // BINEVAL verdicts ride along only when the run has some (S-02: the section is absent, and
     // the export bytes unchanged, otherwise).
-    package.binary_verdicts =
-        crate::binary::list_verdicts(pool, run_id).await?.iter().map(crate::binary::VerdictRecord::to_contract).collect();
+    package.binary_verdicts = crate::binary::list_verdicts(pool, run_id)
+        .await?
+        .iter()
+        .map(crate::binary::VerdictRecord::to_contract)
+        .collect();
     Ok(package)
 }
 
@@ -113,7 +128,10 @@ pub fn assemble_package(
     if MODES.contains(&run.mode.as_str()) {
         package.training_mode = run.mode.clone();
     }
-    package.items = items.iter().map(ReviewItem::to_contract).collect::<Vec<EvalItem>>();
+    package.items = items
+        .iter()
+        .map(ReviewItem::to_contract)
+        .collect::<Vec<EvalItem>>();
     artifacts.sort_by(|a, b| a.id.cmp(&b.id));
     package.artifacts = artifacts;
     let metadata = run.metadata();
@@ -151,7 +169,11 @@ pub fn assemble_package(
                 .unwrap_or("")
                 .to_owned()
         };
-        package.evaluator_profile = build_evaluator_profile(&field("evaluator_id"), &field("judge_model"), Some(config.clone()));
+        package.evaluator_profile = build_evaluator_profile(
+            &field("evaluator_id"),
+            &field("judge_model"),
+            Some(config.clone()),
+        );
     }
     package.pairwise_preferences = ranked.iter().flat_map(derive_pairwise).collect();
     package.feedback_events = feedback;
@@ -163,11 +185,14 @@ pub fn assemble_package(
 /// `training_mode`) and minus `feedback_source`; `None` when nothing is left or the metadata is not
 /// an object.
 pub fn evaluator_config(metadata: Option<&Value>) -> Option<Value> {
-    let Some(Value::Object(map)) = metadata else { return None };
+    let Some(Value::Object(map)) = metadata else {
+        return None;
+    };
     let config: Map<String, Value> = map
         .iter()
         .filter(|(key, value)| {
-            let is_training_mode = key.as_str() == "mode" && value.as_str().is_some_and(|m| MODES.contains(&m));
+            let is_training_mode =
+                key.as_str() == "mode" && value.as_str().is_some_and(|m| MODES.contains(&m));
             !is_training_mode && key.as_str() != "feedback_source"
         })
         .map(|(k, v)| (k.clone(), v.clone()))
@@ -179,7 +204,9 @@ pub fn evaluator_config(metadata: Option<&Value>) -> Option<Value> {
 /// Enterprise server (`https://HOST/owner/repo/issues/N#issuecomment-…`, `…/pull/N`; any
 /// `http(s)` host, since the caller only passes URLs of `github`-sourced rows).
 pub fn github_issue_ref(url: &str) -> Option<String> {
-    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"))?;
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))?;
     let (_host, path) = rest.split_once('/')?;
     let mut parts = path.split(['/', '#', '?']);
     let (owner, repo, kind, number) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
@@ -193,7 +220,10 @@ pub fn github_issue_ref(url: &str) -> Option<String> {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn template_snapshot(pool: &SqlitePool, version_id: &str) -> Result<Option<TemplateSnapshot>, StoreError> {
+pub async fn template_snapshot(
+    pool: &SqlitePool,
+    version_id: &str,
+) -> Result<Option<TemplateSnapshot>, StoreError> {
     Ok(get_version(pool, version_id).await?.map(|r| {
         let metadata = serde_json::from_str::<Metadata>(&r.metadata_json)
             .ok()
@@ -242,8 +272,14 @@ mod tests {
     #[test]
     fn s03_evaluator_config_never_carries_the_workflow_mode() {
         let table = [
-            (json!({"mode": "refine", "evaluator_id": "x"}), Some(json!({"evaluator_id": "x"}))),
-            (json!({"mode": "render-v1"}), Some(json!({"mode": "render-v1"}))),
+            (
+                json!({"mode": "refine", "evaluator_id": "x"}),
+                Some(json!({"evaluator_id": "x"})),
+            ),
+            (
+                json!({"mode": "render-v1"}),
+                Some(json!({"mode": "render-v1"})),
+            ),
             (json!({"feedback_source": "automatic_trace"}), None),
             (json!({}), None),
             (json!("text"), None),
@@ -257,11 +293,20 @@ mod tests {
     #[test]
     fn github_issue_ref_table() {
         let table = [
-            ("https://github.com/o/r/issues/12#issuecomment-9", Some("o/r#12")),
+            (
+                "https://github.com/o/r/issues/12#issuecomment-9",
+                Some("o/r#12"),
+            ),
             ("https://github.com/o/r/pull/3", Some("o/r#3")),
             // GitHub Enterprise web URLs.
-            ("https://ghe.example.com/o/r/issues/7#issuecomment-1", Some("o/r#7")),
-            ("http://ghe.local:8080/team/app/pull/31", Some("team/app#31")),
+            (
+                "https://ghe.example.com/o/r/issues/7#issuecomment-1",
+                Some("o/r#7"),
+            ),
+            (
+                "http://ghe.local:8080/team/app/pull/31",
+                Some("team/app#31"),
+            ),
             ("https://ghe.example.com/o/r", None),
             ("https://github.com/o/r/tree/main", None),
             ("github-comment:55", None),

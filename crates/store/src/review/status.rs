@@ -96,8 +96,11 @@ pub fn review_status(
     feedback: &[FeedbackEvent],
     ranked: &[RankedFeedbackEvent],
 ) -> ReviewStatus {
-    let with_feedback: std::collections::BTreeSet<&str> =
-        feedback.iter().map(|e| e.item_id.as_str()).chain(ranked.iter().map(|e| e.item_id.as_str())).collect();
+    let with_feedback: std::collections::BTreeSet<&str> = feedback
+        .iter()
+        .map(|e| e.item_id.as_str())
+        .chain(ranked.iter().map(|e| e.item_id.as_str()))
+        .collect();
     let items_without_feedback: Vec<String> = items
         .iter()
         .map(|i| i.item.item_id.clone())
@@ -108,7 +111,11 @@ pub fn review_status(
         *choices.entry(event.choice.clone()).or_insert(0) += 1;
     }
     let pairwise_preferences = ranked.iter().map(|e| derive_pairwise(e).len()).sum();
-    let ranked_items: Vec<&str> = items.iter().filter(|i| !i.options.is_empty()).map(|i| i.item.item_id.as_str()).collect();
+    let ranked_items: Vec<&str> = items
+        .iter()
+        .filter(|i| !i.options.is_empty())
+        .map(|i| i.item.item_id.as_str())
+        .collect();
     let ranking_stability = stability(&ranked_items, ranked);
     let recommendation = if items.is_empty() {
         withheld("the run has no review items yet".into())
@@ -144,16 +151,30 @@ pub fn review_status(
 }
 
 fn withheld(reason: String) -> Recommendation {
-    Recommendation { status: "withheld".into(), next_mode: None, reason, advisory_only: true }
+    Recommendation {
+        status: "withheld".into(),
+        next_mode: None,
+        reason,
+        advisory_only: true,
+    }
 }
 
 fn ready(next_mode: Option<&str>, reason: String) -> Recommendation {
-    Recommendation { status: "ready".into(), next_mode: next_mode.map(str::to_owned), reason, advisory_only: true }
+    Recommendation {
+        status: "ready".into(),
+        next_mode: next_mode.map(str::to_owned),
+        reason,
+        advisory_only: true,
+    }
 }
 
 fn stability(ranked_items: &[&str], ranked: &[RankedFeedbackEvent]) -> RankingStability {
     if ranked.is_empty() {
-        return RankingStability { level: "none".into(), agreement: None, min_rankings_per_item: 0 };
+        return RankingStability {
+            level: "none".into(),
+            agreement: None,
+            min_rankings_per_item: 0,
+        };
     }
     let min_rankings = ranked_items
         .iter()
@@ -186,7 +207,11 @@ fn stability(ranked_items: &[&str], ranked: &[RankedFeedbackEvent]) -> RankingSt
             None => "insufficient",
         }
     };
-    RankingStability { level: level.into(), agreement, min_rankings_per_item: min_rankings }
+    RankingStability {
+        level: level.into(),
+        agreement,
+        min_rankings_per_item: min_rankings,
+    }
 }
 
 /// The reviewers' `continue_mode` with the most votes, when one mode has strictly the most.
@@ -199,7 +224,10 @@ fn voted_mode(ranked: &[RankedFeedbackEvent]) -> Option<(String, usize, usize)> 
     let best = *votes.values().max()?;
     let mut leaders = votes.iter().filter(|(_, n)| **n == best);
     let (mode, _) = leaders.next()?;
-    leaders.next().is_none().then(|| ((*mode).to_owned(), best, cast))
+    leaders
+        .next()
+        .is_none()
+        .then(|| ((*mode).to_owned(), best, cast))
 }
 
 fn recommend(
@@ -209,22 +237,50 @@ fn recommend(
     stability: &RankingStability,
 ) -> Recommendation {
     if let Some((voted, n, cast)) = voted_mode(ranked) {
-        return ready(Some(&voted), format!("reviewers asked to continue with {voted} ({n} of {cast} votes)"));
+        return ready(
+            Some(&voted),
+            format!("reviewers asked to continue with {voted} ({n} of {cast} votes)"),
+        );
     }
     let is_stable = stability.level == "stable";
     match mode {
-        "explore" if is_stable => ready(Some("refine"), "rankings are stable; combine the winning traits".into()),
-        "explore" => ready(Some("explore"), format!("rankings are {}; keep exploring", stability.level)),
-        "refine" if is_stable => ready(Some("distill"), "refined rankings are stable; distill them into the template".into()),
-        "refine" => ready(Some("refine"), format!("rankings are {}; keep refining", stability.level)),
-        "distill" => ready(Some("validate"), "validate the distilled candidate on fresh items".into()),
+        "explore" if is_stable => ready(
+            Some("refine"),
+            "rankings are stable; combine the winning traits".into(),
+        ),
+        "explore" => ready(
+            Some("explore"),
+            format!("rankings are {}; keep exploring", stability.level),
+        ),
+        "refine" if is_stable => ready(
+            Some("distill"),
+            "refined rankings are stable; distill them into the template".into(),
+        ),
+        "refine" => ready(
+            Some("refine"),
+            format!("rankings are {}; keep refining", stability.level),
+        ),
+        "distill" => ready(
+            Some("validate"),
+            "validate the distilled candidate on fresh items".into(),
+        ),
         _ => {
             let candidate = choices.get("b").copied().unwrap_or(0);
             let baseline = choices.get("a").copied().unwrap_or(0);
             if candidate > baseline {
-                ready(None, format!("candidate preferred on {candidate} items, baseline on {baseline}; review it for promotion"))
+                ready(
+                    None,
+                    format!(
+                        "candidate preferred on {candidate} items, baseline on {baseline}; review it for promotion"
+                    ),
+                )
             } else {
-                ready(Some("refine"), format!("baseline preferred or level ({baseline} vs {candidate}); refine further"))
+                ready(
+                    Some("refine"),
+                    format!(
+                        "baseline preferred or level ({baseline} vs {candidate}); refine further"
+                    ),
+                )
             }
         }
     }
@@ -253,15 +309,27 @@ mod tests {
 
     fn item(id: &str) -> ReviewItem {
         ReviewItem {
-            item: ReviewItemRow { item_id: id.into(), ..Default::default() },
+            item: ReviewItemRow {
+                item_id: id.into(),
+                ..Default::default()
+            },
             options: ["a", "b", "c"]
                 .iter()
-                .map(|l| ReviewOptionRow { item_id: id.into(), label: (*l).into(), ..Default::default() })
+                .map(|l| ReviewOptionRow {
+                    item_id: id.into(),
+                    label: (*l).into(),
+                    ..Default::default()
+                })
                 .collect(),
         }
     }
 
-    fn ranking(item: &str, reviewer: &str, order: &[&str], continue_mode: &str) -> RankedFeedbackEvent {
+    fn ranking(
+        item: &str,
+        reviewer: &str,
+        order: &[&str],
+        continue_mode: &str,
+    ) -> RankedFeedbackEvent {
         RankedFeedbackEvent {
             id: format!("{item}-{reviewer}"),
             run_id: "r".into(),
@@ -278,7 +346,12 @@ mod tests {
         let items = [item("i1"), item("i2"), item("i3")];
         let events: Vec<_> = ["alice", "bob", "carol"]
             .iter()
-            .flat_map(|r| [ranking("i1", r, &["a", "b", "c"], "refine"), ranking("i2", r, &["a", "b", "c"], "refine")])
+            .flat_map(|r| {
+                [
+                    ranking("i1", r, &["a", "b", "c"], "refine"),
+                    ranking("i2", r, &["a", "b", "c"], "refine"),
+                ]
+            })
             .collect();
         let status = review_status(&run("explore"), &items, &[], &events);
         assert_eq!(status.recommendation.status, "withheld");
@@ -295,14 +368,25 @@ mod tests {
     #[test]
     fn stability_and_mode_progression_table() {
         let items = [item("i1")];
-        let agree = [ranking("i1", "x", &["a", "b", "c"], ""), ranking("i1", "y", &["a", "b", "c"], "")];
-        let disagree = [ranking("i1", "x", &["a", "b", "c"], ""), ranking("i1", "y", &["c", "b", "a"], "")];
+        let agree = [
+            ranking("i1", "x", &["a", "b", "c"], ""),
+            ranking("i1", "y", &["a", "b", "c"], ""),
+        ];
+        let disagree = [
+            ranking("i1", "x", &["a", "b", "c"], ""),
+            ranking("i1", "y", &["c", "b", "a"], ""),
+        ];
         let one = [ranking("i1", "x", &["a", "b", "c"], "")];
-        let check = |mode: &str, events: &[RankedFeedbackEvent], level: &str, next: Option<&str>| {
-            let status = review_status(&run(mode), &items, &[], events);
-            assert_eq!(status.ranking_stability.level, level, "{mode} {level}");
-            assert_eq!(status.recommendation.next_mode.as_deref(), next, "{mode} {level}");
-        };
+        let check =
+            |mode: &str, events: &[RankedFeedbackEvent], level: &str, next: Option<&str>| {
+                let status = review_status(&run(mode), &items, &[], events);
+                assert_eq!(status.ranking_stability.level, level, "{mode} {level}");
+                assert_eq!(
+                    status.recommendation.next_mode.as_deref(),
+                    next,
+                    "{mode} {level}"
+                );
+            };
         check("explore", &agree, "stable", Some("refine"));
         check("explore", &disagree, "unstable", Some("explore"));
         check("explore", &one, "insufficient", Some("explore"));

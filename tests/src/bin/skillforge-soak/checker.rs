@@ -75,7 +75,11 @@ const TERMINAL: [&str; 4] = ["succeeded", "failed", "dead", "cancelled"];
 pub(crate) fn check(h: &History) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut v = |check: &'static str, subject: &str, detail: String| {
-        out.push(Violation { check, subject: subject.to_owned(), detail });
+        out.push(Violation {
+            check,
+            subject: subject.to_owned(),
+            detail,
+        });
     };
     let ix = Index::new(h);
     settled(h, &mut v);
@@ -93,7 +97,11 @@ type Sink<'a> = dyn FnMut(&'static str, &str, String) + 'a;
 fn settled(h: &History, v: &mut Sink<'_>) {
     for s in &h.submitted {
         let Some(j) = h.jobs.get(&s.id) else {
-            v(LOST_JOB, &s.id, format!("submitted ({}) but the queue has no such job", s.kind));
+            v(
+                LOST_JOB,
+                &s.id,
+                format!("submitted ({}) but the queue has no such job", s.kind),
+            );
             continue;
         };
         let parked = j.state == "stale" && j.recovery_available;
@@ -104,9 +112,16 @@ fn settled(h: &History, v: &mut Sink<'_>) {
             Some(age) if j.state == "running" && age > s.stale_after_ms => v(
                 STUCK_RUNNING,
                 &s.id,
-                format!("running, heartbeat {age} ms old, stale after {} ms", s.stale_after_ms),
+                format!(
+                    "running, heartbeat {age} ms old, stale after {} ms",
+                    s.stale_after_ms
+                ),
             ),
-            _ => v(NOT_SETTLED, &s.id, format!("{} (token {}) after the quiet period", j.state, j.token)),
+            _ => v(
+                NOT_SETTLED,
+                &s.id,
+                format!("{} (token {}) after the quiet period", j.state, j.token),
+            ),
         }
     }
     let mut by_key: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
@@ -115,7 +130,11 @@ fn settled(h: &History, v: &mut Sink<'_>) {
     }
     for (key, ids) in by_key.into_iter().filter(|(_, ids)| ids.len() > 1) {
         for id in &ids {
-            v(IDEMPOTENCY_KEY_SPLIT, id, format!("key `{key}` returned {} jobs: {ids:?}", ids.len()));
+            v(
+                IDEMPOTENCY_KEY_SPLIT,
+                id,
+                format!("key `{key}` returned {} jobs: {ids:?}", ids.len()),
+            );
         }
     }
 }
@@ -123,11 +142,17 @@ fn settled(h: &History, v: &mut Sink<'_>) {
 fn applied(h: &History, v: &mut Sink<'_>) {
     let mut rows: BTreeMap<(&str, u64), Vec<&str>> = BTreeMap::new();
     for a in &h.applied {
-        rows.entry((a.job.as_str(), a.token)).or_default().push(a.state.as_str());
+        rows.entry((a.job.as_str(), a.token))
+            .or_default()
+            .push(a.state.as_str());
     }
     for ((job, token), states) in &rows {
         if states.len() > 1 {
-            v(DOUBLE_APPLICATION, job, format!("token {token} applied {} times ({states:?})", states.len()));
+            v(
+                DOUBLE_APPLICATION,
+                job,
+                format!("token {token} applied {} times ({states:?})", states.len()),
+            );
         }
     }
     let mut successes: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
@@ -135,7 +160,11 @@ fn applied(h: &History, v: &mut Sink<'_>) {
         successes.entry(a.job.as_str()).or_default().push(a.token);
     }
     for (job, tokens) in successes.iter().filter(|(_, t)| t.len() > 1) {
-        v(DOUBLE_APPLICATION, job, format!("success applied under tokens {tokens:?}"));
+        v(
+            DOUBLE_APPLICATION,
+            job,
+            format!("success applied under tokens {tokens:?}"),
+        );
     }
     for (id, j) in &h.jobs {
         let settled = TERMINAL.contains(&j.state.as_str()) || j.state == "stale";
@@ -143,31 +172,57 @@ fn applied(h: &History, v: &mut Sink<'_>) {
             continue;
         }
         match rows.get(&(id.as_str(), j.token)) {
-            None => v(RESULT_NOT_APPLIED, id, format!("{} under token {}: no applied result for that token", j.state, j.token)),
+            None => v(
+                RESULT_NOT_APPLIED,
+                id,
+                format!(
+                    "{} under token {}: no applied result for that token",
+                    j.state, j.token
+                ),
+            ),
             Some(states) if !states.contains(&j.state.as_str()) => v(
                 RESULT_NOT_APPLIED,
                 id,
-                format!("{} under token {}: the store applied {states:?} for that token", j.state, j.token),
+                format!(
+                    "{} under token {}: the store applied {states:?} for that token",
+                    j.state, j.token
+                ),
             ),
             Some(_) => {}
         }
     }
     for a in &h.applied {
-        let Some(j) = h.jobs.get(&a.job) else { continue };
+        let Some(j) = h.jobs.get(&a.job) else {
+            continue;
+        };
         if a.token == j.token {
             continue;
         }
-        let ended = j.history.iter().find(|(t, _)| *t == a.token).map(|(_, r)| r.as_deref());
+        let ended = j
+            .history
+            .iter()
+            .find(|(t, _)| *t == a.token)
+            .map(|(_, r)| r.as_deref());
         let why = match ended {
-            _ if a.token > j.token => Some(format!("token {} is newer than the job's {}", a.token, j.token)),
+            _ if a.token > j.token => Some(format!(
+                "token {} is newer than the job's {}",
+                a.token, j.token
+            )),
             // An operator's cancel of a queued job is a result under the token it had then,
             // which no lease may have run under (token 0: cancelled before its first lease).
             None if a.state == "cancelled" => None,
-            None => Some(format!("token {} ({}) is not in the job's history", a.token, a.state)),
-            Some(Some("released")) => Some(format!("token {} was handed back, yet its result was applied", a.token)),
-            Some(r) if a.state == "succeeded" && r != Some("succeeded") => {
-                Some(format!("token {} ended {r:?}, yet a success was applied for it", a.token))
-            }
+            None => Some(format!(
+                "token {} ({}) is not in the job's history",
+                a.token, a.state
+            )),
+            Some(Some("released")) => Some(format!(
+                "token {} was handed back, yet its result was applied",
+                a.token
+            )),
+            Some(r) if a.state == "succeeded" && r != Some("succeeded") => Some(format!(
+                "token {} ended {r:?}, yet a success was applied for it",
+                a.token
+            )),
             Some(_) => None,
         };
         if let Some(why) = why {
@@ -187,14 +242,29 @@ fn effects(h: &History, v: &mut Sink<'_>) {
         }
     }
     for ((job, token), n) in count.iter().filter(|(_, n)| **n > 1) {
-        v(DUPLICATE_EFFECT, job, format!("token {token} wrote its effect {n} times"));
+        v(
+            DUPLICATE_EFFECT,
+            job,
+            format!("token {token} wrote its effect {n} times"),
+        );
     }
     for ((job, token), n) in starts.iter().filter(|(_, n)| **n > 1) {
-        v(DUPLICATE_EFFECT, job, format!("token {token} started {n} times (one lease ran twice)"));
+        v(
+            DUPLICATE_EFFECT,
+            job,
+            format!("token {token} started {n} times (one lease ran twice)"),
+        );
     }
     for a in h.applied.iter().filter(|a| a.state == "succeeded") {
         if !count.contains_key(&(a.job.as_str(), a.token)) {
-            v(APPLIED_WITHOUT_EFFECT, &a.job, format!("success of token {} applied, but that token wrote no effect", a.token));
+            v(
+                APPLIED_WITHOUT_EFFECT,
+                &a.job,
+                format!(
+                    "success of token {} applied, but that token wrote no effect",
+                    a.token
+                ),
+            );
         }
     }
 }
@@ -212,7 +282,10 @@ impl<'a> Index<'a> {
         let mut seen = BTreeSet::new();
         for e in h.effects.iter().filter(|e| e.event == Event::Start) {
             if seen.insert((e.job.as_str(), e.token)) {
-                starts.entry(e.job.as_str()).or_default().push((e.at_us, e.token));
+                starts
+                    .entry(e.job.as_str())
+                    .or_default()
+                    .push((e.at_us, e.token));
             }
         }
         for s in starts.values_mut() {
@@ -240,25 +313,39 @@ fn non_idempotent(h: &History, ix: &Index<'_>, v: &mut Sink<'_>) {
         for pair in ix.starts(&s.id).windows(2) {
             let ((t1, k1), (t2, k2)) = (pair[0], pair[1]);
             if !retries.iter().any(|r| *r > t1 && *r < t2) {
-                v(NON_IDEMPOTENT_RERUN, &s.id, format!("token {k2} started after token {k1} with no `jobs retry` in between"));
+                v(
+                    NON_IDEMPOTENT_RERUN,
+                    &s.id,
+                    format!("token {k2} started after token {k1} with no `jobs retry` in between"),
+                );
             }
         }
     }
 }
 
 fn locks(h: &History, v: &mut Sink<'_>) {
-    let lock_of: BTreeMap<&str, &str> =
-        h.submitted.iter().filter_map(|s| s.lock.as_deref().map(|l| (s.id.as_str(), l))).collect();
+    let lock_of: BTreeMap<&str, &str> = h
+        .submitted
+        .iter()
+        .filter_map(|s| s.lock.as_deref().map(|l| (s.id.as_str(), l)))
+        .collect();
     let mut spans: BTreeMap<(&str, &str, u64), (i64, i64)> = BTreeMap::new();
     for e in &h.effects {
-        let Some(lock) = lock_of.get(e.job.as_str()) else { continue };
-        let span = spans.entry((lock, e.job.as_str(), e.token)).or_insert((e.at_us, e.at_us));
+        let Some(lock) = lock_of.get(e.job.as_str()) else {
+            continue;
+        };
+        let span = spans
+            .entry((lock, e.job.as_str(), e.token))
+            .or_insert((e.at_us, e.at_us));
         span.0 = span.0.min(e.at_us);
         span.1 = span.1.max(e.at_us);
     }
     let mut by_lock: BTreeMap<&str, Vec<(i64, i64, &str, u64)>> = BTreeMap::new();
     for ((lock, job, token), (from, to)) in spans {
-        by_lock.entry(lock).or_default().push((from, to, job, token));
+        by_lock
+            .entry(lock)
+            .or_default()
+            .push((from, to, job, token));
     }
     for (lock, mut holders) in by_lock {
         holders.sort_unstable();
@@ -266,7 +353,9 @@ fn locks(h: &History, v: &mut Sink<'_>) {
         for (from, to, job, token) in holders {
             if let Some((until, other, other_token)) = open {
                 if from < until {
-                    let detail = format!("`{lock}` held by {other} (token {other_token}) and {job} (token {token}) at once");
+                    let detail = format!(
+                        "`{lock}` held by {other} (token {other_token}) and {job} (token {token}) at once"
+                    );
                     v(TWO_LOCK_HOLDERS, job, detail.clone());
                     v(TWO_LOCK_HOLDERS, other, detail);
                 }
@@ -282,18 +371,35 @@ fn attempts(h: &History, ix: &Index<'_>, v: &mut Sink<'_>) {
     for s in &h.submitted {
         let Some(j) = h.jobs.get(&s.id) else { continue };
         if j.attempts > s.max_attempts {
-            v(ATTEMPTS_OVER_MAX, &s.id, format!("attempts {} of max {}", j.attempts, s.max_attempts));
+            v(
+                ATTEMPTS_OVER_MAX,
+                &s.id,
+                format!("attempts {} of max {}", j.attempts, s.max_attempts),
+            );
             continue;
         }
-        let released = j.history.iter().filter(|(_, r)| r.as_deref() == Some("released")).count();
+        let released = j
+            .history
+            .iter()
+            .filter(|(_, r)| r.as_deref() == Some("released"))
+            .count();
         let allowed = s.max_attempts as usize + released;
         let retries = ix.retries(&s.id);
         let mut per_budget: BTreeMap<usize, usize> = BTreeMap::new();
         for &(at, _) in ix.starts(&s.id) {
-            *per_budget.entry(retries.iter().filter(|r| **r < at).count()).or_default() += 1;
+            *per_budget
+                .entry(retries.iter().filter(|r| **r < at).count())
+                .or_default() += 1;
         }
         if let Some((budget, n)) = per_budget.into_iter().find(|(_, n)| *n > allowed) {
-            v(ATTEMPTS_OVER_MAX, &s.id, format!("{n} attempts started in attempt budget {budget} (max {}, {released} handed back)", s.max_attempts));
+            v(
+                ATTEMPTS_OVER_MAX,
+                &s.id,
+                format!(
+                    "{n} attempts started in attempt budget {budget} (max {}, {released} handed back)",
+                    s.max_attempts
+                ),
+            );
         }
     }
 }
@@ -301,7 +407,14 @@ fn attempts(h: &History, ix: &Index<'_>, v: &mut Sink<'_>) {
 fn processes(h: &History, v: &mut Sink<'_>) {
     for p in &h.processes {
         if let (Some(status), false) = (&p.exited, p.on_purpose) {
-            v(SILENT_DEATH, &p.name, format!("pid {} exited ({status}) without being stopped; log tail:\n{}", p.pid, p.log_tail));
+            v(
+                SILENT_DEATH,
+                &p.name,
+                format!(
+                    "pid {} exited ({status}) without being stopped; log tail:\n{}",
+                    p.pid, p.log_tail
+                ),
+            );
         }
         if let Some(growth) = h.growth {
             if let Some(detail) = grew_past(p, &growth) {
@@ -314,7 +427,9 @@ fn processes(h: &History, v: &mut Sink<'_>) {
 /// What grew past `g` between a survivor's warm and last samples (`None`: within bounds, not a
 /// survivor, or never sampled after its warm-up).
 fn grew_past(p: &ProcessRecord, g: &Growth) -> Option<String> {
-    let (true, Some(warm), Some(last)) = (p.survived, p.warm, p.last) else { return None };
+    let (true, Some(warm), Some(last)) = (p.survived, p.warm, p.last) else {
+        return None;
+    };
     let attempts = last.attempts.saturating_sub(warm.attempts);
     let rss = last.rss_kb.saturating_sub(warm.rss_kb);
     let fds = last.fds.saturating_sub(warm.fds);
@@ -328,9 +443,20 @@ fn grew_past(p: &ProcessRecord, g: &Growth) -> Option<String> {
         ));
     }
     if fds > g.fds_bound(attempts) {
-        over.push(format!("open fds grew {fds} ({} → {}), bound {}", warm.fds, last.fds, g.fds_bound(attempts)));
+        over.push(format!(
+            "open fds grew {fds} ({} → {}), bound {}",
+            warm.fds,
+            last.fds,
+            g.fds_bound(attempts)
+        ));
     }
-    (!over.is_empty()).then(|| format!("pid {}: {} over {attempts} attempts after its warm-up", p.pid, over.join("; ")))
+    (!over.is_empty()).then(|| {
+        format!(
+            "pid {}: {} over {attempts} attempts after its warm-up",
+            p.pid,
+            over.join("; ")
+        )
+    })
 }
 
 #[cfg(test)]

@@ -23,10 +23,22 @@ const PRESSURE_HEADROOM: u64 = 64 * 1024;
 fn pressure_counters(redis: &RedisServer) -> (u64, u64) {
     let field = |section: &str, prefix: &str| {
         redis.cli(&["info", section]).and_then(|info| {
-            info.lines().find_map(|l| l.strip_prefix(prefix)).and_then(|v| v.trim().trim_start_matches("count=").split(',').next()?.parse().ok())
+            info.lines()
+                .find_map(|l| l.strip_prefix(prefix))
+                .and_then(|v| {
+                    v.trim()
+                        .trim_start_matches("count=")
+                        .split(',')
+                        .next()?
+                        .parse()
+                        .ok()
+                })
         })
     };
-    (field("errorstats", "errorstat_OOM:").unwrap_or(0), field("stats", "evicted_keys:").unwrap_or(0))
+    (
+        field("errorstats", "errorstat_OOM:").unwrap_or(0),
+        field("stats", "evicted_keys:").unwrap_or(0),
+    )
 }
 
 /// Seconds a stopped worker's running jobs may go on (`worker --grace`): longer than any job of
@@ -83,10 +95,25 @@ pub(crate) struct Cluster {
 impl Cluster {
     /// Starts redis-server (Redis backend), `serve` and `workers` worker slots on `home`; the
     /// jobs write to `effects`, and each process's warm sample is taken once it ran `warm_up`.
-    pub(crate) fn start(bin: &Path, home: &Path, redis: bool, workers: usize, concurrency: usize, effects: &Path, warm_up: Duration) -> Self {
+    pub(crate) fn start(
+        bin: &Path,
+        home: &Path,
+        redis: bool,
+        workers: usize,
+        concurrency: usize,
+        effects: &Path,
+        warm_up: Duration,
+    ) -> Self {
         let logs = home.join("logs");
         std::fs::create_dir_all(&logs).expect("create the logs dir");
-        let slot = |name: String| Slot { name, incarnation: 0, child: None, record: 0, paused: false, started: Instant::now() };
+        let slot = |name: String| Slot {
+            name,
+            incarnation: 0,
+            child: None,
+            record: 0,
+            paused: false,
+            started: Instant::now(),
+        };
         let mut c = Self {
             bin: bin.to_owned(),
             home: home.to_owned(),
@@ -145,7 +172,9 @@ impl Cluster {
         let mut cmd = if let (None, Some(offset)) = (which, self.serve_clock) {
             // A clock step for this process only; its monotonic clock stays real.
             let mut c = Command::new("faketime");
-            c.args(["-f", offset]).arg(&self.bin).env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+            c.args(["-f", offset])
+                .arg(&self.bin)
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
             c
         } else {
             Command::new(&self.bin)
@@ -162,7 +191,11 @@ impl Cluster {
             .stderr(log)
             .spawn()
             .expect("spawn skillforge");
-        self.records.push(ProcessRecord { name, pid: child.id(), ..ProcessRecord::default() });
+        self.records.push(ProcessRecord {
+            name,
+            pid: child.id(),
+            ..ProcessRecord::default()
+        });
         let slot = match which {
             Some(i) => &mut self.workers[i],
             None => &mut self.serve,
@@ -174,13 +207,28 @@ impl Cluster {
     }
 
     fn launch_worker(&mut self, i: usize) {
-        let base = ["worker", "--name", &format!("soak{i}"), "--concurrency", &self.concurrency.to_string(), "--grace", &WORKER_GRACE_SECS.to_string()]
-            .map(str::to_owned);
+        let base = [
+            "worker",
+            "--name",
+            &format!("soak{i}"),
+            "--concurrency",
+            &self.concurrency.to_string(),
+            "--grace",
+            &WORKER_GRACE_SECS.to_string(),
+        ]
+        .map(str::to_owned);
         self.launch(&base, Some(i));
     }
 
     fn launch_serve(&mut self) {
-        self.launch(&["serve".to_owned(), "--canary-check-every-secs".to_owned(), "0".to_owned()], None);
+        self.launch(
+            &[
+                "serve".to_owned(),
+                "--canary-check-every-secs".to_owned(),
+                "0".to_owned(),
+            ],
+            None,
+        );
     }
 
     fn slot(&mut self, which: Option<usize>) -> &mut Slot {
@@ -193,10 +241,15 @@ impl Cluster {
     /// SIGKILLs worker slot `which` (`None`: `serve`), if running; `false` when it was not.
     pub(crate) fn kill(&mut self, which: Option<usize>) -> bool {
         let slot = self.slot(which);
-        let (Some(mut child), record) = (slot.child.take(), slot.record) else { return false };
+        let (Some(mut child), record) = (slot.child.take(), slot.record) else {
+            return false;
+        };
         self.records[record].on_purpose = true;
         let _ = child.kill();
-        let status = child.wait().map(|s| format!("{s}")).unwrap_or_else(|e| e.to_string());
+        let status = child
+            .wait()
+            .map(|s| format!("{s}"))
+            .unwrap_or_else(|e| e.to_string());
         self.records[record].exited = Some(status);
         true
     }
@@ -204,12 +257,21 @@ impl Cluster {
     /// SIGSTOPs (`pause`) or SIGCONTs worker slot `which`; `false` when there is nothing to do.
     pub(crate) fn pause_worker(&mut self, which: usize, pause: bool) -> bool {
         let slot = &mut self.workers[which];
-        let Some(child) = &slot.child else { return false };
+        let Some(child) = &slot.child else {
+            return false;
+        };
         if slot.paused == pause {
             return false;
         }
         slot.paused = pause;
-        let _ = kill(Pid::from_raw(child.id() as i32), if pause { Signal::SIGSTOP } else { Signal::SIGCONT });
+        let _ = kill(
+            Pid::from_raw(child.id() as i32),
+            if pause {
+                Signal::SIGSTOP
+            } else {
+                Signal::SIGCONT
+            },
+        );
         true
     }
 
@@ -220,10 +282,16 @@ impl Cluster {
         if slot.paused {
             return false;
         }
-        let (Some(child), record) = (slot.child.take(), slot.record) else { return false };
+        let (Some(child), record) = (slot.child.take(), slot.record) else {
+            return false;
+        };
         self.records[record].on_purpose = true;
         let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
-        self.stopping.push((child, record, Instant::now() + Duration::from_secs(WORKER_GRACE_SECS + 15)));
+        self.stopping.push((
+            child,
+            record,
+            Instant::now() + Duration::from_secs(WORKER_GRACE_SECS + 15),
+        ));
         true
     }
 
@@ -243,19 +311,33 @@ impl Cluster {
 
     /// SIGSTOPs or SIGCONTs redis-server.
     pub(crate) fn pause_redis(&mut self, pause: bool) -> bool {
-        let Some(pid) = self.redis.as_ref().and_then(RedisServer::pid) else { return false };
+        let Some(pid) = self.redis.as_ref().and_then(RedisServer::pid) else {
+            return false;
+        };
         if self.redis_paused == pause {
             return false;
         }
         self.redis_paused = pause;
-        let _ = kill(Pid::from_raw(pid), if pause { Signal::SIGSTOP } else { Signal::SIGCONT });
+        let _ = kill(
+            Pid::from_raw(pid),
+            if pause {
+                Signal::SIGSTOP
+            } else {
+                Signal::SIGCONT
+            },
+        );
         true
     }
 
     /// Restarts `serve` with its clock stepped by `offset` (`+60s`, `-60s`; `None`: back on the
     /// real clock); false when nothing changes or `faketime` is not installed.
     pub(crate) fn serve_clock(&mut self, offset: Option<&'static str>) -> bool {
-        let installed = Command::new("faketime").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+        let installed = Command::new("faketime")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok();
         if self.serve_clock == offset || (offset.is_some() && !installed) {
             return false;
         }
@@ -273,11 +355,26 @@ impl Cluster {
         if self.redis_paused || self.redis_oom {
             return false;
         }
-        let Some(redis) = &self.redis else { return false };
+        let Some(redis) = &self.redis else {
+            return false;
+        };
         let marker = format!("soak-broken-{}-{}", self.broken.len(), "z".repeat(80));
         let out = self
             .cmd()
-            .args(["--json", "jobs", "submit", "--attempts", "1", "--heartbeat", "0.5", "--stale-after", "2", "--", "true", &marker])
+            .args([
+                "--json",
+                "jobs",
+                "submit",
+                "--attempts",
+                "1",
+                "--heartbeat",
+                "0.5",
+                "--stale-after",
+                "2",
+                "--",
+                "true",
+                &marker,
+            ])
             .output();
         let Some(id) = out
             .ok()
@@ -287,11 +384,19 @@ impl Cluster {
         else {
             return false;
         };
-        let keys = redis.cli(&["--scan", "--pattern", "skillforge:job:*:p"]).unwrap_or_default();
-        let Some(key) = keys.lines().find(|k| !k.is_empty() && redis.cli(&["get", k]).is_some_and(|v| v.contains(&marker))) else {
+        let keys = redis
+            .cli(&["--scan", "--pattern", "skillforge:job:*:p"])
+            .unwrap_or_default();
+        let Some(key) = keys
+            .lines()
+            .find(|k| !k.is_empty() && redis.cli(&["get", k]).is_some_and(|v| v.contains(&marker)))
+        else {
             return false;
         };
-        if redis.cli(&["hset", key.trim_end_matches(":p"), "c", "not-a-time"]).is_none() {
+        if redis
+            .cli(&["hset", key.trim_end_matches(":p"), "c", "not-a-time"])
+            .is_none()
+        {
             return false;
         }
         self.broken.push(id);
@@ -324,13 +429,18 @@ impl Cluster {
     /// or an OOM window is open, nor (volatile) while a process of the soak is still starting (it
     /// would refuse the policy): false then.
     pub(crate) fn eviction_pressure(&mut self, window: Option<bool>) -> bool {
-        if self.redis_paused || self.redis_oom || self.redis_pressure.is_some() == window.is_some() {
+        if self.redis_paused || self.redis_oom || self.redis_pressure.is_some() == window.is_some()
+        {
             return false;
         }
-        let Some(redis) = &self.redis else { return false };
+        let Some(redis) = &self.redis else {
+            return false;
+        };
         let Some(volatile) = window else {
             let closed = redis.cli(&["config", "set", "maxmemory", "0"]).is_some()
-                && redis.cli(&["config", "set", "maxmemory-policy", "noeviction"]).is_some();
+                && redis
+                    .cli(&["config", "set", "maxmemory-policy", "noeviction"])
+                    .is_some();
             if closed {
                 let (ooms, evicted) = pressure_counters(redis);
                 self.pressure_effect.0 += ooms.saturating_sub(self.pressure_base.0);
@@ -341,17 +451,37 @@ impl Cluster {
             return closed;
         };
         let base = pressure_counters(redis);
-        let starting = self.workers.iter().chain([&self.serve]).any(|s| s.child.is_some() && s.started.elapsed() < Duration::from_secs(2));
+        let starting = self
+            .workers
+            .iter()
+            .chain([&self.serve])
+            .any(|s| s.child.is_some() && s.started.elapsed() < Duration::from_secs(2));
         if volatile && starting {
             return false;
         }
-        let used = redis
-            .cli(&["info", "memory"])
-            .and_then(|info| info.lines().find_map(|l| l.strip_prefix("used_memory:").and_then(|v| v.trim().parse::<u64>().ok())));
+        let used = redis.cli(&["info", "memory"]).and_then(|info| {
+            info.lines().find_map(|l| {
+                l.strip_prefix("used_memory:")
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            })
+        });
         let Some(used) = used else { return false };
-        let policy = if volatile { "volatile-lru" } else { "noeviction" };
-        if redis.cli(&["config", "set", "maxmemory-policy", policy]).is_none()
-            || redis.cli(&["config", "set", "maxmemory", &(used + PRESSURE_HEADROOM).to_string()]).is_none()
+        let policy = if volatile {
+            "volatile-lru"
+        } else {
+            "noeviction"
+        };
+        if redis
+            .cli(&["config", "set", "maxmemory-policy", policy])
+            .is_none()
+            || redis
+                .cli(&[
+                    "config",
+                    "set",
+                    "maxmemory",
+                    &(used + PRESSURE_HEADROOM).to_string(),
+                ])
+                .is_none()
         {
             return false;
         }
@@ -367,8 +497,13 @@ impl Cluster {
         if self.redis_paused || self.redis_oom == oom || self.redis_pressure.is_some() {
             return false;
         }
-        let Some(redis) = &self.redis else { return false };
-        if redis.cli(&["config", "set", "maxmemory", if oom { "1" } else { "0" }]).is_none() {
+        let Some(redis) = &self.redis else {
+            return false;
+        };
+        if redis
+            .cli(&["config", "set", "maxmemory", if oom { "1" } else { "0" }])
+            .is_none()
+        {
             return false;
         }
         self.redis_oom = oom;
@@ -396,8 +531,16 @@ impl Cluster {
 
     /// Holds the write lock of the SQLite file `db` from another process for `for_ms`.
     pub(crate) fn hold_write_lock(&mut self, db: &Path, for_ms: u64) -> bool {
-        let script = format!("PRAGMA busy_timeout = 5000;\nBEGIN IMMEDIATE;\n.system sleep {:.3}\nCOMMIT;\n", for_ms as f64 / 1000.0);
-        let child = Command::new("sqlite3").arg(db).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null()).spawn();
+        let script = format!(
+            "PRAGMA busy_timeout = 5000;\nBEGIN IMMEDIATE;\n.system sleep {:.3}\nCOMMIT;\n",
+            for_ms as f64 / 1000.0
+        );
+        let child = Command::new("sqlite3")
+            .arg(db)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
         let Ok(mut child) = child else { return false };
         if let Some(mut stdin) = child.stdin.take() {
             let _ = std::io::Write::write_all(&mut stdin, script.as_bytes());
@@ -413,7 +556,9 @@ impl Cluster {
         for which in (0..self.workers.len()).map(Some).chain([None]) {
             let slot = self.slot(which);
             let record = slot.record;
-            let Some(child) = &mut slot.child else { continue };
+            let Some(child) = &mut slot.child else {
+                continue;
+            };
             if let Ok(Some(status)) = child.try_wait() {
                 slot.child = None;
                 self.records[record].exited = Some(format!("{status}"));
@@ -428,17 +573,21 @@ impl Cluster {
                 _ if Instant::now() > deadline => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    self.records[record].exited = Some("did not stop within its grace: SIGKILLed".to_owned());
+                    self.records[record].exited =
+                        Some("did not stop within its grace: SIGKILLed".to_owned());
                 }
                 _ => still.push((child, record, deadline)),
             }
         }
         self.stopping = still;
-        self.holders.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
+        self.holders
+            .retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
     }
 
     fn log_tail(&self, record: usize) -> String {
-        let text = std::fs::read_to_string(self.logs.join(format!("{}.log", self.records[record].name))).unwrap_or_default();
+        let text =
+            std::fs::read_to_string(self.logs.join(format!("{}.log", self.records[record].name)))
+                .unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(8)..].join("\n")
     }
@@ -451,14 +600,36 @@ impl Cluster {
         let (attempts, warm_up) = (self.attempts, self.warm_up);
         for which in (0..self.workers.len()).map(Some).chain([None]) {
             let slot = self.slot(which);
-            let (Some(child), record, warmed) = (&slot.child, slot.record, slot.started.elapsed() >= warm_up) else { continue };
+            let (Some(child), record, warmed) =
+                (&slot.child, slot.record, slot.started.elapsed() >= warm_up)
+            else {
+                continue;
+            };
             let pid = child.id();
             let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
                 .ok()
-                .and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmRSS:").map(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().unwrap_or(0))));
-            let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count() as u64).ok();
-            let (Some(rss_kb), Some(fds)) = (rss, fds) else { continue };
-            let sample = Sample { attempts, rss_kb, fds };
+                .and_then(|s| {
+                    s.lines().find_map(|l| {
+                        l.strip_prefix("VmRSS:").map(|v| {
+                            v.trim()
+                                .trim_end_matches("kB")
+                                .trim()
+                                .parse::<u64>()
+                                .unwrap_or(0)
+                        })
+                    })
+                });
+            let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .map(|d| d.count() as u64)
+                .ok();
+            let (Some(rss_kb), Some(fds)) = (rss, fds) else {
+                continue;
+            };
+            let sample = Sample {
+                attempts,
+                rss_kb,
+                fds,
+            };
             let r = &mut self.records[record];
             r.max_rss_kb = r.max_rss_kb.max(rss_kb);
             r.max_fds = r.max_fds.max(fds);
@@ -473,7 +644,9 @@ impl Cluster {
     /// a line being written is counted next time).
     fn count_attempts(&mut self) {
         use std::io::{Read, Seek, SeekFrom};
-        let Ok(mut f) = File::open(&self.effects) else { return };
+        let Ok(mut f) = File::open(&self.effects) else {
+            return;
+        };
         if f.seek(SeekFrom::Start(self.effects_read)).is_err() {
             return;
         }
@@ -481,9 +654,14 @@ impl Cluster {
         if f.read_to_end(&mut buf).is_err() {
             return;
         }
-        let Some(end) = buf.iter().rposition(|b| *b == b'\n') else { return };
+        let Some(end) = buf.iter().rposition(|b| *b == b'\n') else {
+            return;
+        };
         let whole = &buf[..=end];
-        self.attempts += whole.split(|b| *b == b'\n').filter(|l| l.starts_with(b"start ")).count() as u64;
+        self.attempts += whole
+            .split(|b| *b == b'\n')
+            .filter(|l| l.starts_with(b"start "))
+            .count() as u64;
         self.effects_read += whole.len() as u64;
     }
 
@@ -507,7 +685,13 @@ impl Cluster {
     /// of each that did not exit 0.
     pub(crate) fn shutdown(&mut self) -> Vec<(String, String)> {
         let first = self.records.len();
-        let live: Vec<usize> = self.workers.iter().chain([&self.serve]).filter(|s| s.child.is_some()).map(|s| s.record).collect();
+        let live: Vec<usize> = self
+            .workers
+            .iter()
+            .chain([&self.serve])
+            .filter(|s| s.child.is_some())
+            .map(|s| s.record)
+            .collect();
         for &i in &live {
             self.records[i].survived = true;
         }
@@ -517,7 +701,8 @@ impl Cluster {
         if let (Some(child), record) = (self.serve.child.take(), self.serve.record) {
             self.records[record].on_purpose = true;
             let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
-            self.stopping.push((child, record, Instant::now() + Duration::from_secs(30)));
+            self.stopping
+                .push((child, record, Instant::now() + Duration::from_secs(30)));
         }
         while !self.stopping.is_empty() {
             self.poll();
@@ -526,7 +711,12 @@ impl Cluster {
         debug_assert_eq!(first, self.records.len(), "shutdown starts nothing");
         live.into_iter()
             .map(|i| &self.records[i])
-            .filter_map(|r| r.exited.as_ref().filter(|s| s.as_str() != "exit status: 0").map(|s| (r.name.clone(), s.clone())))
+            .filter_map(|r| {
+                r.exited
+                    .as_ref()
+                    .filter(|s| s.as_str() != "exit status: 0")
+                    .map(|s| (r.name.clone(), s.clone()))
+            })
             .collect()
     }
 }

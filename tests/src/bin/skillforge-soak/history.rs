@@ -62,12 +62,25 @@ impl Effect {
             ("exit", Some(code)) => Event::Exit(code.parse().ok()?),
             _ => return None,
         };
-        if f.len() != if matches!(event, Event::Exit(_)) { 6 } else { 5 } {
+        if f.len()
+            != if matches!(event, Event::Exit(_)) {
+                6
+            } else {
+                5
+            }
+        {
             return None;
         }
         let (secs, micros) = f[4].split_once(['.', ','])?;
-        let at_us = secs.parse::<i64>().ok()? * 1_000_000 + format!("{micros:0<6}")[..6].parse::<i64>().ok()?;
-        Some(Self { event, job: f[1].to_owned(), attempt: f[2].parse().ok()?, token: f[3].parse().ok()?, at_us })
+        let at_us = secs.parse::<i64>().ok()? * 1_000_000
+            + format!("{micros:0<6}")[..6].parse::<i64>().ok()?;
+        Some(Self {
+            event,
+            job: f[1].to_owned(),
+            attempt: f[2].parse().ok()?,
+            token: f[3].parse().ok()?,
+            at_us,
+        })
     }
 }
 
@@ -195,9 +208,19 @@ mod tests {
     #[test]
     fn effects_lines_parse_and_torn_lines_do_not() {
         let e = Effect::parse("exit 0191 2 7 1733100000.000123 1").unwrap();
-        assert_eq!((e.event, e.job.as_str(), e.attempt, e.token, e.at_us), (Event::Exit(1), "0191", 2, 7, 1_733_100_000_000_123));
+        assert_eq!(
+            (e.event, e.job.as_str(), e.attempt, e.token, e.at_us),
+            (Event::Exit(1), "0191", 2, 7, 1_733_100_000_000_123)
+        );
         assert_eq!(Effect::parse("start j 1 1 12,5").unwrap().at_us, 12_500_000);
-        for torn in ["", "start j 1", "exit j 1 1 12.5", "effect j 1 x 12.5", "start j 1 1 12.5 extra", "nope j 1 1 1.0"] {
+        for torn in [
+            "",
+            "start j 1",
+            "exit j 1 1 12.5",
+            "effect j 1 x 12.5",
+            "start j 1 1 12.5 extra",
+            "nope j 1 1 1.0",
+        ] {
             assert_eq!(Effect::parse(torn), None, "{torn:?}");
         }
     }

@@ -127,7 +127,10 @@ fn main() -> std::process::ExitCode {
                 fault_every_ms: args.fault_every_ms.max(2),
             };
             let plan = plan::plan(seed, shape);
-            let temp = tempfile::Builder::new().prefix("skillforge-soak-").tempdir().expect("create a temp dir");
+            let temp = tempfile::Builder::new()
+                .prefix("skillforge-soak-")
+                .tempdir()
+                .expect("create a temp dir");
             let dir = match &args.dir {
                 Some(d) => d.join(format!("{}-{seed}", if redis { "redis" } else { "sqlite" })),
                 None => temp.path().to_owned(),
@@ -163,7 +166,11 @@ fn main() -> std::process::ExitCode {
             let _ = std::fs::write(dir.join("report.md"), &text);
             if let Some(f) = &args.append_report {
                 use std::io::Write;
-                let mut file = std::fs::OpenOptions::new().create(true).append(true).open(f).expect("open the report file");
+                let mut file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(f)
+                    .expect("open the report file");
                 writeln!(file, "{text}").expect("append the report");
             }
             if !outcome.violations.is_empty() {
@@ -174,7 +181,11 @@ fn main() -> std::process::ExitCode {
             }
         }
     }
-    if failed > 0 { std::process::ExitCode::from(1) } else { std::process::ExitCode::SUCCESS }
+    if failed > 0 {
+        std::process::ExitCode::from(1)
+    } else {
+        std::process::ExitCode::SUCCESS
+    }
 }
 
 fn replay_command(a: &Args, redis: bool, seed: u64) -> String {

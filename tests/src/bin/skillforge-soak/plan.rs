@@ -39,7 +39,9 @@ impl JobPlan {
     /// `exit CODE` lines to `$SOAK_LOG`, each `EVENT JOB ATTEMPT TOKEN $EPOCHREALTIME`.
     pub(crate) fn script(&self) -> String {
         let line = |event: &str, code: &str| {
-            format!("echo \"{event} $SKILLFORGE_JOB_ID $SKILLFORGE_JOB_ATTEMPT $SKILLFORGE_FENCING_TOKEN $EPOCHREALTIME{code}\" >> \"$SOAK_LOG\"")
+            format!(
+                "echo \"{event} $SKILLFORGE_JOB_ID $SKILLFORGE_JOB_ATTEMPT $SKILLFORGE_FENCING_TOKEN $EPOCHREALTIME{code}\" >> \"$SOAK_LOG\""
+            )
         };
         let mut s = vec![line("start", "")];
         match self.kind {
@@ -50,7 +52,10 @@ impl JobPlan {
             )),
             "locked" => {
                 let ticks = (self.work_secs / 0.1).ceil().max(1.0) as u32;
-                s.push(format!("for _ in $(seq {ticks}); do {}; sleep 0.1; done", line("tick", "")));
+                s.push(format!(
+                    "for _ in $(seq {ticks}); do {}; sleep 0.1; done",
+                    line("tick", "")
+                ));
                 s.push(line("tick", ""));
             }
             _ if self.work_secs > 0.0 => s.push(format!("sleep {:.2}", self.work_secs)),
@@ -119,8 +124,12 @@ impl Fault {
             Self::ServeIntoHeldStore { .. } => "restart serve into a held store, retry dead jobs",
             Self::HoldQueueLock { .. } => "hold the queue file's write lock",
             Self::OomRedis { .. } => "redis OOM window (maxmemory 1 byte, noeviction)",
-            Self::EvictionPressure { volatile: false, .. } => "redis eviction pressure (maxmemory near use, noeviction)",
-            Self::EvictionPressure { volatile: true, .. } => "redis eviction pressure (maxmemory near use, volatile-lru)",
+            Self::EvictionPressure {
+                volatile: false, ..
+            } => "redis eviction pressure (maxmemory near use, noeviction)",
+            Self::EvictionPressure { volatile: true, .. } => {
+                "redis eviction pressure (maxmemory near use, volatile-lru)"
+            }
             Self::ServeClockStep { ahead: true, .. } => "serve's clock 60 s ahead",
             Self::ServeClockStep { ahead: false, .. } => "serve's clock 60 s behind",
             Self::BreakRecord => "a malformed job record",
@@ -172,7 +181,12 @@ pub(crate) fn plan(seed: u64, shape: Shape) -> Plan {
         }
         faults.push((at, fault(&mut rng, shape)));
     }
-    Plan { seed, jobs, faults, fault_window_ms: shape.fault_window_ms }
+    Plan {
+        seed,
+        jobs,
+        faults,
+        fault_window_ms: shape.fault_window_ms,
+    }
 }
 
 fn job(rng: &mut StdRng, seed: u64, i: usize) -> JobPlan {
@@ -206,7 +220,11 @@ fn job(rng: &mut StdRng, seed: u64, i: usize) -> JobPlan {
             _ => 0.0,
         },
         // Half the flaky jobs pass within their attempts, half go dead and pass after a retry.
-        pass_at_token: if rng.random_bool(0.5) { max_attempts as u64 } else { max_attempts as u64 + 1 },
+        pass_at_token: if rng.random_bool(0.5) {
+            max_attempts as u64
+        } else {
+            max_attempts as u64 + 1
+        },
         cancel_after_ms: rng.random_bool(0.04).then(|| rng.random_range(0..3000)),
     }
 }
@@ -215,19 +233,46 @@ fn fault(rng: &mut StdRng, shape: Shape) -> Fault {
     let slot = rng.random_range(0..shape.workers);
     let roll = rng.random_range(0..100);
     match roll {
-        0..16 => Fault::KillWorker { slot, restart_ms: rng.random_range(200..3000) },
-        16..30 => Fault::PauseWorker { slot, for_ms: rng.random_range(500..4000) },
-        30..40 => Fault::StopWorker { slot, restart_ms: rng.random_range(200..3000) },
-        40..52 => Fault::KillServe { restart_ms: rng.random_range(100..2000) },
+        0..16 => Fault::KillWorker {
+            slot,
+            restart_ms: rng.random_range(200..3000),
+        },
+        16..30 => Fault::PauseWorker {
+            slot,
+            for_ms: rng.random_range(500..4000),
+        },
+        30..40 => Fault::StopWorker {
+            slot,
+            restart_ms: rng.random_range(200..3000),
+        },
+        40..52 => Fault::KillServe {
+            restart_ms: rng.random_range(100..2000),
+        },
         52..64 if shape.redis => Fault::RestartRedis,
-        64..76 if shape.redis => Fault::PauseRedis { for_ms: rng.random_range(500..4000) },
-        52..76 => Fault::HoldQueueLock { for_ms: rng.random_range(300..2500) },
-        76..88 => Fault::HoldStoreLock { for_ms: rng.random_range(1000..5000) },
-        88..91 if shape.redis => Fault::OomRedis { for_ms: rng.random_range(500..4000) },
-        91..94 if shape.redis => Fault::EvictionPressure { volatile: rng.random_bool(0.5), for_ms: rng.random_range(1000..5000) },
-        88..94 => Fault::ServeClockStep { ahead: rng.random_bool(0.5), for_ms: rng.random_range(2000..8000) },
+        64..76 if shape.redis => Fault::PauseRedis {
+            for_ms: rng.random_range(500..4000),
+        },
+        52..76 => Fault::HoldQueueLock {
+            for_ms: rng.random_range(300..2500),
+        },
+        76..88 => Fault::HoldStoreLock {
+            for_ms: rng.random_range(1000..5000),
+        },
+        88..91 if shape.redis => Fault::OomRedis {
+            for_ms: rng.random_range(500..4000),
+        },
+        91..94 if shape.redis => Fault::EvictionPressure {
+            volatile: rng.random_bool(0.5),
+            for_ms: rng.random_range(1000..5000),
+        },
+        88..94 => Fault::ServeClockStep {
+            ahead: rng.random_bool(0.5),
+            for_ms: rng.random_range(2000..8000),
+        },
         94..97 if shape.redis => Fault::BreakRecord,
-        _ => Fault::ServeIntoHeldStore { for_ms: rng.random_range(4000..6000) },
+        _ => Fault::ServeIntoHeldStore {
+            for_ms: rng.random_range(4000..6000),
+        },
     }
 }
 
@@ -236,7 +281,13 @@ mod tests {
     use super::*;
 
     fn shape() -> Shape {
-        Shape { jobs: 300, workers: 3, redis: true, fault_window_ms: 60_000, fault_every_ms: 2000 }
+        Shape {
+            jobs: 300,
+            workers: 3,
+            redis: true,
+            fault_window_ms: 60_000,
+            fault_every_ms: 2000,
+        }
     }
 
     #[test]
@@ -253,20 +304,53 @@ mod tests {
             assert!(p.jobs.iter().any(|j| j.kind == kind), "{kind}");
         }
         assert!(p.jobs.iter().any(|j| j.key.is_some()) && p.jobs.iter().any(|j| j.key.is_none()));
-        assert!(p.jobs.iter().any(|j| j.cancel_after_ms.is_some()) && p.jobs.iter().any(|j| j.resubmit));
+        assert!(
+            p.jobs.iter().any(|j| j.cancel_after_ms.is_some()) && p.jobs.iter().any(|j| j.resubmit)
+        );
         // Every Redis fault kind within a few seeds (the rarest is drawn 1.5 times in 100).
-        let names: std::collections::BTreeSet<_> =
-            (1..=8).flat_map(|seed| plan(seed, shape()).faults).map(|(_, f)| f.name()).collect();
+        let names: std::collections::BTreeSet<_> = (1..=8)
+            .flat_map(|seed| plan(seed, shape()).faults)
+            .map(|(_, f)| f.name())
+            .collect();
         assert_eq!(names.len(), 12, "{names:?}");
-        let embedded = plan(1, Shape { redis: false, ..shape() });
+        let embedded = plan(
+            1,
+            Shape {
+                redis: false,
+                ..shape()
+            },
+        );
         assert!(embedded.faults.iter().all(|(_, f)| !matches!(
             f,
-            Fault::RestartRedis | Fault::PauseRedis { .. } | Fault::OomRedis { .. } | Fault::EvictionPressure { .. }
+            Fault::RestartRedis
+                | Fault::PauseRedis { .. }
+                | Fault::OomRedis { .. }
+                | Fault::EvictionPressure { .. }
         )));
-        assert!(p.faults.iter().all(|(_, f)| !matches!(f, Fault::ServeClockStep { .. })), "embedded only");
-        let embedded_names: std::collections::BTreeSet<_> =
-            (1..=5).flat_map(|seed| plan(seed, Shape { redis: false, ..shape() }).faults).map(|(_, f)| f.name()).collect();
-        assert!(embedded_names.contains("serve's clock 60 s ahead") && embedded_names.contains("serve's clock 60 s behind"), "{embedded_names:?}");
+        assert!(
+            p.faults
+                .iter()
+                .all(|(_, f)| !matches!(f, Fault::ServeClockStep { .. })),
+            "embedded only"
+        );
+        let embedded_names: std::collections::BTreeSet<_> = (1..=5)
+            .flat_map(|seed| {
+                plan(
+                    seed,
+                    Shape {
+                        redis: false,
+                        ..shape()
+                    },
+                )
+                .faults
+            })
+            .map(|(_, f)| f.name())
+            .collect();
+        assert!(
+            embedded_names.contains("serve's clock 60 s ahead")
+                && embedded_names.contains("serve's clock 60 s behind"),
+            "{embedded_names:?}"
+        );
     }
 
     #[test]
@@ -276,7 +360,10 @@ mod tests {
         j.kind = "flaky";
         j.pass_at_token = 3;
         let s = j.script();
-        assert!(s.contains("-lt 3 ]; then echo \"exit $SKILLFORGE_JOB_ID"), "{s}");
+        assert!(
+            s.contains("-lt 3 ]; then echo \"exit $SKILLFORGE_JOB_ID"),
+            "{s}"
+        );
         assert!(s.ends_with("$EPOCHREALTIME 0\" >> \"$SOAK_LOG\""), "{s}");
     }
 }

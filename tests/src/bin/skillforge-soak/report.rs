@@ -17,7 +17,10 @@ fn counts<'a>(it: impl Iterator<Item = &'a str>) -> String {
     for k in it {
         *m.entry(k).or_default() += 1;
     }
-    m.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
+    m.iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The survivors' largest growth from their warm sample to their last, and the bound.
@@ -28,7 +31,12 @@ fn growth_line(h: &History, g: &Growth) -> String {
         .filter(|p| p.survived)
         .filter_map(|p| {
             let (w, l) = (p.warm?, p.last?);
-            Some((l.rss_kb as i64 - w.rss_kb as i64, l.fds as i64 - w.fds as i64, l.attempts.saturating_sub(w.attempts), p.name.as_str()))
+            Some((
+                l.rss_kb as i64 - w.rss_kb as i64,
+                l.fds as i64 - w.fds as i64,
+                l.attempts.saturating_sub(w.attempts),
+                p.name.as_str(),
+            ))
         })
         .collect();
     let rss = grown.iter().max_by_key(|g| g.0);
@@ -58,8 +66,16 @@ fn growth_line(h: &History, g: &Growth) -> String {
 /// Renders the report of `outcome`.
 pub(crate) fn render(plan: &Plan, setup: &Setup, o: &Outcome, replay: &str) -> String {
     let h = &o.history;
-    let backend = if setup.redis { "redis (AOF, fsync always)" } else { "embedded SQLite" };
-    let verdict = if o.violations.is_empty() { "PASS, 0 violations".to_owned() } else { format!("FAIL, {} violations", o.violations.len()) };
+    let backend = if setup.redis {
+        "redis (AOF, fsync always)"
+    } else {
+        "embedded SQLite"
+    };
+    let verdict = if o.violations.is_empty() {
+        "PASS, 0 violations".to_owned()
+    } else {
+        format!("FAIL, {} violations", o.violations.len())
+    };
     let mut r = String::new();
     let _ = writeln!(r, "### soak seed {} on {backend}: {verdict}\n", plan.seed);
     let _ = writeln!(r, "- replay: `{replay}`");
@@ -73,10 +89,23 @@ pub(crate) fn render(plan: &Plan, setup: &Setup, o: &Outcome, replay: &str) -> S
         o.phases.1,
         setup.quiet.as_secs()
     );
-    let _ = writeln!(r, "- jobs: {} submitted ({})", h.submitted.len(), counts(h.submitted.iter().map(|s| s.kind.as_str())));
-    let _ = writeln!(r, "- final states: {}", counts(h.jobs.values().map(|j| j.state.as_str())));
+    let _ = writeln!(
+        r,
+        "- jobs: {} submitted ({})",
+        h.submitted.len(),
+        counts(h.submitted.iter().map(|s| s.kind.as_str()))
+    );
+    let _ = writeln!(
+        r,
+        "- final states: {}",
+        counts(h.jobs.values().map(|j| j.state.as_str()))
+    );
     let starts = h.effects.iter().filter(|e| e.event == Event::Start).count();
-    let effects = h.effects.iter().filter(|e| e.event == Event::Effect).count();
+    let effects = h
+        .effects
+        .iter()
+        .filter(|e| e.event == Event::Effect)
+        .count();
     let _ = writeln!(
         r,
         "- effects log: {} lines, {starts} attempts started, {effects} effects; {} applied results; {} recovery decisions (`jobs retry`); {} keyed submits",
@@ -85,13 +114,31 @@ pub(crate) fn render(plan: &Plan, setup: &Setup, o: &Outcome, replay: &str) -> S
         h.retries.len(),
         h.key_returns.len()
     );
-    let faults = o.faults.iter().map(|(k, n)| format!("{k} ×{n}")).collect::<Vec<_>>().join(", ");
-    let _ = writeln!(r, "- faults: {} injected ({faults})", o.faults.values().sum::<usize>());
-    if o.faults.keys().any(|k| k.starts_with("redis eviction pressure")) {
+    let faults = o
+        .faults
+        .iter()
+        .map(|(k, n)| format!("{k} ×{n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let _ = writeln!(
+        r,
+        "- faults: {} injected ({faults})",
+        o.faults.values().sum::<usize>()
+    );
+    if o.faults
+        .keys()
+        .any(|k| k.starts_with("redis eviction pressure"))
+    {
         let (ooms, evicted) = o.pressure_effect;
-        let _ = writeln!(r, "- eviction pressure: {ooms} commands refused with OOM, {evicted} keys evicted");
+        let _ = writeln!(
+            r,
+            "- eviction pressure: {ooms} commands refused with OOM, {evicted} keys evicted"
+        );
     }
-    let (rss, fds) = h.processes.iter().fold((0, 0), |(r, f), p| (r.max(p.max_rss_kb), f.max(p.max_fds)));
+    let (rss, fds) = h
+        .processes
+        .iter()
+        .fold((0, 0), |(r, f), p| (r.max(p.max_rss_kb), f.max(p.max_fds)));
     let _ = writeln!(
         r,
         "- processes: {} started (workers and serve); largest RSS {} MiB, most fds {}",
@@ -101,16 +148,29 @@ pub(crate) fn render(plan: &Plan, setup: &Setup, o: &Outcome, replay: &str) -> S
     );
     let _ = writeln!(r, "- {}", growth_line(h, &setup.growth));
     if !o.failed_submits.is_empty() {
-        let _ = writeln!(r, "- unkeyed submits that failed (not retried): {}; first: {}", o.failed_submits.len(), o.failed_submits[0]);
+        let _ = writeln!(
+            r,
+            "- unkeyed submits that failed (not retried): {}; first: {}",
+            o.failed_submits.len(),
+            o.failed_submits[0]
+        );
     }
     if !o.unclean_shutdowns.is_empty() {
-        let _ = writeln!(r, "- did not exit 0 at the final SIGTERM: {:?}", o.unclean_shutdowns);
+        let _ = writeln!(
+            r,
+            "- did not exit 0 at the final SIGTERM: {:?}",
+            o.unclean_shutdowns
+        );
     }
     let by_check: BTreeMap<&str, Vec<_>> = o.violations.iter().fold(BTreeMap::new(), |mut m, v| {
         m.entry(v.check).or_insert_with(Vec::new).push(v);
         m
     });
-    let line = CHECKS.iter().map(|c| format!("{c} {}", by_check.get(c).map_or(0, Vec::len))).collect::<Vec<_>>().join(", ");
+    let line = CHECKS
+        .iter()
+        .map(|c| format!("{c} {}", by_check.get(c).map_or(0, Vec::len)))
+        .collect::<Vec<_>>()
+        .join(", ");
     let _ = writeln!(r, "- checks ({}): {line}", CHECKS.len());
     for (check, vs) in &by_check {
         let _ = writeln!(r, "\n**{check}** ({}):", vs.len());

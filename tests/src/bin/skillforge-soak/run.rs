@@ -58,7 +58,10 @@ pub(crate) struct Outcome {
 }
 
 fn now_us() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
 }
 
 /// State the submitters, the operator and the fault loop share.
@@ -78,25 +81,46 @@ pub(crate) fn run(plan: &Plan, setup: &Setup) -> Outcome {
     let effects = setup.dir.join("effects.log");
     std::fs::write(&effects, "").expect("create the effects log");
     let warm_up = Duration::from_millis(setup.growth.warm_up_ms);
-    let cluster = Arc::new(Mutex::new(Cluster::start(&setup.bin, &home, setup.redis, setup.workers, setup.concurrency, &effects, warm_up)));
+    let cluster = Arc::new(Mutex::new(Cluster::start(
+        &setup.bin,
+        &home,
+        setup.redis,
+        setup.workers,
+        setup.concurrency,
+        &effects,
+        warm_up,
+    )));
     let shared = Arc::new(Mutex::new(Shared::default()));
     let started = Instant::now();
 
     let next = Arc::new(AtomicUsize::new(0));
     let submitters: Vec<_> = (0..setup.submitters)
         .map(|_| {
-            let (cluster, shared, next, jobs, effects) = (cluster.clone(), shared.clone(), next.clone(), plan.jobs.clone(), effects.clone());
-            std::thread::spawn(move || loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                let Some(job) = jobs.get(i) else { break };
-                submit(&cluster, &shared, job, &effects);
+            let (cluster, shared, next, jobs, effects) = (
+                cluster.clone(),
+                shared.clone(),
+                next.clone(),
+                plan.jobs.clone(),
+                effects.clone(),
+            );
+            std::thread::spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(job) = jobs.get(i) else { break };
+                    submit(&cluster, &shared, job, &effects);
+                }
             })
         })
         .collect();
     let stop_operator = Arc::new(AtomicBool::new(false));
     let sweep = Arc::new(AtomicBool::new(false));
     let operator = {
-        let (cluster, shared, stop, sweep) = (cluster.clone(), shared.clone(), stop_operator.clone(), sweep.clone());
+        let (cluster, shared, stop, sweep) = (
+            cluster.clone(),
+            shared.clone(),
+            stop_operator.clone(),
+            sweep.clone(),
+        );
         let seed = plan.seed;
         std::thread::spawn(move || operate(&cluster, &shared, &stop, &sweep, seed))
     };
@@ -115,7 +139,13 @@ pub(crate) fn run(plan: &Plan, setup: &Setup) -> Outcome {
     // the job ran before its corruption; nothing else of the run may notice them.
     let broken = cluster.lock().unwrap().broken.clone();
     let quarantined: Vec<String> = json(&cluster, &["jobs", "list", "--state", "broken"])
-        .and_then(|v| v.as_array().map(|a| a.iter().filter_map(|r| r["id"].as_str().map(str::to_owned)).collect()))
+        .and_then(|v| {
+            v.as_array().map(|a| {
+                a.iter()
+                    .filter_map(|r| r["id"].as_str().map(str::to_owned))
+                    .collect()
+            })
+        })
         .unwrap_or_default();
     let mut broken_violations = Vec::new();
     for id in &broken {
@@ -133,7 +163,11 @@ pub(crate) fn run(plan: &Plan, setup: &Setup) -> Outcome {
     let unclean_shutdowns = cluster.lock().unwrap().shutdown();
     let pressure_effect = cluster.lock().unwrap().pressure_effect;
 
-    let shared = Arc::try_unwrap(shared).ok().expect("threads joined").into_inner().unwrap();
+    let shared = Arc::try_unwrap(shared)
+        .ok()
+        .expect("threads joined")
+        .into_inner()
+        .unwrap();
     let processes = cluster.lock().unwrap().records.clone();
     let history = History {
         submitted: shared.submitted,
@@ -147,7 +181,15 @@ pub(crate) fn run(plan: &Plan, setup: &Setup) -> Outcome {
     };
     let mut violations = checker::check(&history);
     violations.extend(broken_violations);
-    Outcome { history, violations, faults, failed_submits: shared.failed_submits, unclean_shutdowns, pressure_effect, phases: (submitted_at, quiet) }
+    Outcome {
+        history,
+        violations,
+        faults,
+        failed_submits: shared.failed_submits,
+        unclean_shutdowns,
+        pressure_effect,
+        phases: (submitted_at, quiet),
+    }
 }
 
 fn submit(cluster: &Mutex<Cluster>, shared: &Mutex<Shared>, job: &JobPlan, effects: &Path) {
@@ -170,19 +212,32 @@ fn submit(cluster: &Mutex<Cluster>, shared: &Mutex<Shared>, job: &JobPlan, effec
     if !job.idempotent() {
         args.push("--non-idempotent".to_owned());
     }
-    args.extend(["--".to_owned(), "bash".to_owned(), "-c".to_owned(), job.script()]);
+    args.extend([
+        "--".to_owned(),
+        "bash".to_owned(),
+        "-c".to_owned(),
+        job.script(),
+    ]);
     let deadline = Instant::now() + Duration::from_secs(60);
     for round in 0..if job.resubmit { 2 } else { 1 } {
         let id = loop {
             let mut cmd = cluster.lock().unwrap().cmd();
             let out = cmd.args(&args).output().expect("run jobs submit");
-            let id = out.status.success().then(|| serde_json::from_slice::<Value>(&out.stdout).ok()).flatten();
+            let id = out
+                .status
+                .success()
+                .then(|| serde_json::from_slice::<Value>(&out.stdout).ok())
+                .flatten();
             if let Some(id) = id.as_ref().and_then(|v| v["id"].as_str()) {
                 break Some(id.to_owned());
             }
             // Without a key a failed submit is not retried: it might be the second copy of a job.
             if job.key.is_none() || Instant::now() > deadline {
-                shared.lock().unwrap().failed_submits.push(String::from_utf8_lossy(&out.stderr).trim().to_owned());
+                shared
+                    .lock()
+                    .unwrap()
+                    .failed_submits
+                    .push(String::from_utf8_lossy(&out.stderr).trim().to_owned());
                 break None;
             }
             std::thread::sleep(Duration::from_millis(200));
@@ -203,7 +258,8 @@ fn submit(cluster: &Mutex<Cluster>, shared: &Mutex<Shared>, job: &JobPlan, effec
                 stale_after_ms: (job.stale_after * 1000.0) as i64,
             });
             if let Some(after) = job.cancel_after_ms {
-                s.cancels.push((Instant::now() + Duration::from_millis(after), id));
+                s.cancels
+                    .push((Instant::now() + Duration::from_millis(after), id));
             }
         }
     }
@@ -213,14 +269,23 @@ fn submit(cluster: &Mutex<Cluster>, shared: &Mutex<Shared>, job: &JobPlan, effec
 fn json(cluster: &Mutex<Cluster>, args: &[&str]) -> Option<Value> {
     let mut cmd = cluster.lock().unwrap().cmd();
     let out = cmd.arg("--json").args(args).output().ok()?;
-    out.status.success().then(|| serde_json::from_slice(&out.stdout).ok()).flatten()
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).ok())
+        .flatten()
 }
 
 /// The operator: cancels what the plan says when it says, and takes recovery decisions: every
 /// stale job is retried, most dead jobs and some cancelled ones too (each at most twice), and a
 /// few retried jobs are cancelled again at once (while queued). When `sweep` is raised it
 /// retries every dead job at once.
-fn operate(cluster: &Mutex<Cluster>, shared: &Mutex<Shared>, stop: &AtomicBool, sweep: &AtomicBool, seed: u64) {
+fn operate(
+    cluster: &Mutex<Cluster>,
+    shared: &Mutex<Shared>,
+    stop: &AtomicBool,
+    sweep: &AtomicBool,
+    seed: u64,
+) {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_0a7e);
     let mut retried: BTreeMap<String, usize> = BTreeMap::new();
     let mut round = Instant::now();
@@ -234,16 +299,26 @@ fn operate(cluster: &Mutex<Cluster>, shared: &Mutex<Shared>, stop: &AtomicBool, 
         let due: Vec<String> = {
             let mut s = shared.lock().unwrap();
             let now = Instant::now();
-            let (due, later): (Vec<_>, Vec<_>) = s.cancels.drain(..).partition(|(at, _)| *at <= now);
+            let (due, later): (Vec<_>, Vec<_>) =
+                s.cancels.drain(..).partition(|(at, _)| *at <= now);
             s.cancels = later;
             due.into_iter().map(|(_, id)| id).collect()
         };
         for id in due {
             let _ = json(cluster, &["jobs", "cancel", &id]);
         }
-        let states: &[(&str, f64)] = if swept { &[("dead", 1.0)] } else { &[("dead", 0.8), ("stale", 1.0), ("cancelled", 0.3)] };
+        let states: &[(&str, f64)] = if swept {
+            &[("dead", 1.0)]
+        } else {
+            &[("dead", 0.8), ("stale", 1.0), ("cancelled", 0.3)]
+        };
         for &(state, p) in states {
-            let Some(Value::Array(jobs)) = json(cluster, &["jobs", "list", "--state", state, "--limit", "100000"]) else { continue };
+            let Some(Value::Array(jobs)) = json(
+                cluster,
+                &["jobs", "list", "--state", state, "--limit", "100000"],
+            ) else {
+                continue;
+            };
             for j in jobs {
                 let Some(id) = j["id"].as_str() else { continue };
                 let n = retried.entry(id.to_owned()).or_default();
@@ -303,23 +378,41 @@ fn play_faults(
         while let Some((_, f)) = pending.next_if(|(at, _)| *at <= elapsed) {
             let after = |ms: u64, u: Undo| vec![(Instant::now() + Duration::from_millis(ms), u)];
             let acted = match *f {
-                Fault::KillWorker { slot, restart_ms } => c.kill(Some(slot)).then(|| after(restart_ms, Undo::Start(Some(slot)))),
-                Fault::StopWorker { slot, restart_ms } => c.stop_worker(slot).then(|| after(restart_ms, Undo::Start(Some(slot)))),
-                Fault::KillServe { restart_ms } => c.kill(None).then(|| after(restart_ms, Undo::Start(None))),
-                Fault::PauseWorker { slot, for_ms } => c.pause_worker(slot, true).then(|| after(for_ms, Undo::Resume(slot))),
-                Fault::PauseRedis { for_ms } => c.pause_redis(true).then(|| after(for_ms, Undo::ResumeRedis)),
+                Fault::KillWorker { slot, restart_ms } => c
+                    .kill(Some(slot))
+                    .then(|| after(restart_ms, Undo::Start(Some(slot)))),
+                Fault::StopWorker { slot, restart_ms } => c
+                    .stop_worker(slot)
+                    .then(|| after(restart_ms, Undo::Start(Some(slot)))),
+                Fault::KillServe { restart_ms } => {
+                    c.kill(None).then(|| after(restart_ms, Undo::Start(None)))
+                }
+                Fault::PauseWorker { slot, for_ms } => c
+                    .pause_worker(slot, true)
+                    .then(|| after(for_ms, Undo::Resume(slot))),
+                Fault::PauseRedis { for_ms } => c
+                    .pause_redis(true)
+                    .then(|| after(for_ms, Undo::ResumeRedis)),
                 Fault::RestartRedis => c.restart_redis().then(Vec::new),
-                Fault::OomRedis { for_ms } => c.oom_redis(true).then(|| after(for_ms, Undo::EndOom)),
-                Fault::EvictionPressure { volatile, for_ms } => {
-                    c.eviction_pressure(Some(volatile)).then(|| after(for_ms, Undo::EndPressure))
+                Fault::OomRedis { for_ms } => {
+                    c.oom_redis(true).then(|| after(for_ms, Undo::EndOom))
                 }
-                Fault::ServeClockStep { ahead, for_ms } => {
-                    c.serve_clock(Some(if ahead { "+60s" } else { "-60s" })).then(|| after(for_ms, Undo::ServeClockBack))
-                }
+                Fault::EvictionPressure { volatile, for_ms } => c
+                    .eviction_pressure(Some(volatile))
+                    .then(|| after(for_ms, Undo::EndPressure)),
+                Fault::ServeClockStep { ahead, for_ms } => c
+                    .serve_clock(Some(if ahead { "+60s" } else { "-60s" }))
+                    .then(|| after(for_ms, Undo::ServeClockBack)),
                 Fault::BreakRecord => c.break_record().then(Vec::new),
-                Fault::HoldStoreLock { for_ms } => c.hold_write_lock(&home.join("skillforge.db"), for_ms).then(Vec::new),
-                Fault::HoldQueueLock { for_ms } => c.hold_write_lock(&home.join("queue.db"), for_ms).then(Vec::new),
-                Fault::ServeIntoHeldStore { for_ms } => (c.kill(None) && c.hold_write_lock(&home.join("skillforge.db"), for_ms)).then(|| {
+                Fault::HoldStoreLock { for_ms } => c
+                    .hold_write_lock(&home.join("skillforge.db"), for_ms)
+                    .then(Vec::new),
+                Fault::HoldQueueLock { for_ms } => c
+                    .hold_write_lock(&home.join("queue.db"), for_ms)
+                    .then(Vec::new),
+                Fault::ServeIntoHeldStore { for_ms } => (c.kill(None)
+                    && c.hold_write_lock(&home.join("skillforge.db"), for_ms))
+                .then(|| {
                     let mut u = after(1500, Undo::Start(None));
                     u.extend(after(for_ms / 2, Undo::SweepDead));
                     u
@@ -374,7 +467,12 @@ fn play_faults(
 }
 
 /// Polls the queue and the store until every job is settled and applied, or `quiet` passed.
-fn settle(cluster: &Mutex<Cluster>, shared: &Mutex<Shared>, home: &Path, quiet: Duration) -> (BTreeMap<String, FinalJob>, Vec<Applied>) {
+fn settle(
+    cluster: &Mutex<Cluster>,
+    shared: &Mutex<Shared>,
+    home: &Path,
+    quiet: Duration,
+) -> (BTreeMap<String, FinalJob>, Vec<Applied>) {
     let deadline = Instant::now() + quiet;
     let submitted = shared.lock().unwrap().submitted.clone();
     loop {
@@ -385,8 +483,15 @@ fn settle(cluster: &Mutex<Cluster>, shared: &Mutex<Shared>, home: &Path, quiet: 
         }
         let jobs = final_jobs(cluster);
         let applied = read_applied(&home.join("skillforge.db"));
-        let probe = History { submitted: submitted.clone(), jobs: jobs.clone(), applied: applied.clone(), ..History::default() };
-        let open = checker::check(&probe).iter().any(|v| [NOT_SETTLED, STUCK_RUNNING, RESULT_NOT_APPLIED].contains(&v.check));
+        let probe = History {
+            submitted: submitted.clone(),
+            jobs: jobs.clone(),
+            applied: applied.clone(),
+            ..History::default()
+        };
+        let open = checker::check(&probe)
+            .iter()
+            .any(|v| [NOT_SETTLED, STUCK_RUNNING, RESULT_NOT_APPLIED].contains(&v.check));
         if !open || Instant::now() > deadline {
             return (jobs, applied);
         }
@@ -395,12 +500,23 @@ fn settle(cluster: &Mutex<Cluster>, shared: &Mutex<Shared>, home: &Path, quiet: 
 }
 
 fn final_jobs(cluster: &Mutex<Cluster>) -> BTreeMap<String, FinalJob> {
-    let Some(Value::Array(list)) = json(cluster, &["jobs", "list", "--limit", "1000000"]) else { return BTreeMap::new() };
+    let Some(Value::Array(list)) = json(cluster, &["jobs", "list", "--limit", "1000000"]) else {
+        return BTreeMap::new();
+    };
     list.iter()
         .filter_map(|j| {
             let history = j["history"]
                 .as_array()
-                .map(|h| h.iter().map(|a| (a["fencing_token"].as_u64().unwrap_or(0), a["result"].as_str().map(str::to_owned))).collect())
+                .map(|h| {
+                    h.iter()
+                        .map(|a| {
+                            (
+                                a["fencing_token"].as_u64().unwrap_or(0),
+                                a["result"].as_str().map(str::to_owned),
+                            )
+                        })
+                        .collect()
+                })
                 .unwrap_or_default();
             Some((
                 j["id"].as_str()?.to_owned(),
@@ -430,11 +546,19 @@ fn read_applied(db: &Path) -> Vec<Applied> {
         .lines()
         .filter_map(|l| {
             let mut f = l.split('\t');
-            Some(Applied { job: f.next()?.to_owned(), token: f.next()?.parse().ok()?, state: f.next()?.to_owned() })
+            Some(Applied {
+                job: f.next()?.to_owned(),
+                token: f.next()?.parse().ok()?,
+                state: f.next()?.to_owned(),
+            })
         })
         .collect()
 }
 
 fn read_effects(path: &Path) -> Vec<Effect> {
-    std::fs::read_to_string(path).unwrap_or_default().lines().filter_map(Effect::parse).collect()
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(Effect::parse)
+        .collect()
 }

@@ -13,20 +13,22 @@ use anyhow::anyhow;
 use clap::Args;
 use serde_json::json;
 use skillforge_engine::QueueBackend;
+use skillforge_skillopt::ab::ask::{ask_prompt, declared_runtimes};
+use skillforge_skillopt::ab::bandit::{Arm, Confidence, MC_SEED_XOR};
+use skillforge_skillopt::ab::judge::{
+    JudgeSelection, Verdict, agent_families, judge_pick, judge_prompt, parse_verdict, select_judges,
+};
+use skillforge_skillopt::ab::jury::{JuryConfig, aggregate};
+use skillforge_skillopt::ab::pick::{ChallengerChoice, Label, Role, Shuffle, choose_challenger};
+use skillforge_skillopt::ab::record::{AbRecord, record};
 use skillforge_store::bandit::get_arm;
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::promotion::pending_versions;
 use skillforge_store::templates::{current_version, get_template, get_version};
-use skillforge_skillopt::ab::ask::{ask_prompt, declared_runtimes};
-use skillforge_skillopt::ab::bandit::{Arm, Confidence, MC_SEED_XOR};
-use skillforge_skillopt::ab::judge::{JudgeSelection, Verdict, agent_families, judge_pick, judge_prompt, parse_verdict, select_judges};
-use skillforge_skillopt::ab::jury::{JuryConfig, aggregate};
-use skillforge_skillopt::ab::pick::{ChallengerChoice, Label, Role, Shuffle, choose_challenger};
-use skillforge_skillopt::ab::record::{AbRecord, record};
 
+use crate::context::Context;
 use crate::control::agent::{AgentCall, call_agent};
 use crate::control::pick_prompt;
-use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
 
@@ -71,22 +73,41 @@ struct Arms {
 }
 
 /// Resolves champion and challenger (S-64, resolutions 10); `Ok(None)` is the clean no-op.
-async fn arms(ctx: &Context, store: &skillforge_store::Store, args: &AbArgs) -> Result<Option<Arms>, CliError> {
+async fn arms(
+    ctx: &Context,
+    store: &skillforge_store::Store,
+    args: &AbArgs,
+) -> Result<Option<Arms>, CliError> {
     let template = &args.agent;
     if get_template(store.pool(), template).await?.is_none() {
-        return Err(CliError::usage(anyhow!("agent template `{template}` is not installed (see `skillforge template list`)")));
+        return Err(CliError::usage(anyhow!(
+            "agent template `{template}` is not installed (see `skillforge template list`)"
+        )));
     }
     let champion = current_version(store.pool(), template)
         .await?
-        .ok_or_else(|| CliError::usage(anyhow!("template `{template}` has no current version to defend")))?;
+        .ok_or_else(|| {
+            CliError::usage(anyhow!(
+                "template `{template}` has no current version to defend"
+            ))
+        })?;
     let pending = pending_versions(store.pool(), template).await?;
     match choose_challenger(&pending, args.challenger.as_deref()) {
-        ChallengerChoice::Chosen(challenger) => Ok(Some(Arms { template: template.clone(), champion: champion.id, challenger })),
+        ChallengerChoice::Chosen(challenger) => Ok(Some(Arms {
+            template: template.clone(),
+            champion: champion.id,
+            challenger,
+        })),
         ChallengerChoice::NoneToAb => {
             if ctx.json {
-                print_json(&json!({"template": template, "ab": false, "reason": "no pending challenger"}));
+                print_json(
+                    &json!({"template": template, "ab": false, "reason": "no pending challenger"}),
+                );
             } else {
-                println!("nothing to A/B: template `{template}` has no pending challenger (champion {})", champion.id);
+                println!(
+                    "nothing to A/B: template `{template}` has no pending challenger (champion {})",
+                    champion.id
+                );
             }
             Ok(None)
         }
@@ -97,7 +118,11 @@ async fn arms(ctx: &Context, store: &skillforge_store::Store, args: &AbArgs) -> 
         ))),
         ChallengerChoice::NotPending(id) => Err(CliError::usage(anyhow!(
             "--challenger `{id}` is not a pending version of `{template}` (pending: {})",
-            if pending.is_empty() { "none".to_owned() } else { pending.join(", ") }
+            if pending.is_empty() {
+                "none".to_owned()
+            } else {
+                pending.join(", ")
+            }
         ))),
     }
 }
@@ -111,9 +136,12 @@ fn read_pick() -> Result<Option<Label>, CliError> {
     let mut line = String::new();
     eprint!("pick the better answer [a/b]: ");
     pick_prompt::read_stdin_line(&mut line)?;
-    Label::parse(&line)
-        .map(Some)
-        .ok_or_else(|| CliError::usage(anyhow!("no pick captured (expected `a` or `b`, got {:?}); nothing recorded", line.trim())))
+    Label::parse(&line).map(Some).ok_or_else(|| {
+        CliError::usage(anyhow!(
+            "no pick captured (expected `a` or `b`, got {:?}); nothing recorded",
+            line.trim()
+        ))
+    })
 }
 
 /// Refuses a judged A/B (`--judge`, `--judge-only`, `[skillopt] mode_b_judge_enabled`) whose
@@ -122,7 +150,8 @@ fn read_pick() -> Result<Option<Label>, CliError> {
 /// # Errors
 /// Exit 2 naming `[skillopt] review_runtimes` and the config file, before anything runs.
 fn require_judges_configured(ctx: &Context, args: &AbArgs) -> Result<(), CliError> {
-    let judge_on = args.judge || args.judge_only || ctx.config.skillopt.mode_b_judge_enabled == Some(true);
+    let judge_on =
+        args.judge || args.judge_only || ctx.config.skillopt.mode_b_judge_enabled == Some(true);
     if judge_on && ctx.config.skillopt.review_runtimes.is_none() {
         return Err(CliError::usage(anyhow!(
             "no judge runtime configured: set `[skillopt] review_runtimes = [\"codex\"]` (agent runtimes of a family other than the template's, in preference order) in `{}`; skillforge assumes none, nothing ran",
@@ -136,16 +165,27 @@ fn require_judges_configured(ctx: &Context, args: &AbArgs) -> Result<(), CliErro
 pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
     require_judges_configured(ctx, &args)?;
     let human_pick = match (&args.pick, args.judge_only) {
-        (Some(p), _) => Some(Label::parse(p).ok_or_else(|| CliError::usage(anyhow!("--pick must be `a` or `b`, got `{p}`")))?),
+        (Some(p), _) => Some(
+            Label::parse(p)
+                .ok_or_else(|| CliError::usage(anyhow!("--pick must be `a` or `b`, got `{p}`")))?,
+        ),
         (None, _) => None,
     };
-    skillforge_runner_agent::find(&args.runtime).map_err(|e| CliError::usage(anyhow!("--runtime: {e}")))?;
+    skillforge_runner_agent::find(&args.runtime)
+        .map_err(|e| CliError::usage(anyhow!("--runtime: {e}")))?;
     let store = ctx.store().await?;
-    let Some(arms) = arms(ctx, &store, &args).await? else { return Ok(OK) };
-    let champion = get_version(store.pool(), &arms.champion).await?.ok_or_else(|| CliError::env(anyhow!("champion vanished")))?;
-    let challenger =
-        get_version(store.pool(), &arms.challenger).await?.ok_or_else(|| CliError::env(anyhow!("challenger vanished")))?;
-    let seed = args.seed.unwrap_or_else(|| chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default() as u64);
+    let Some(arms) = arms(ctx, &store, &args).await? else {
+        return Ok(OK);
+    };
+    let champion = get_version(store.pool(), &arms.champion)
+        .await?
+        .ok_or_else(|| CliError::env(anyhow!("champion vanished")))?;
+    let challenger = get_version(store.pool(), &arms.challenger)
+        .await?
+        .ok_or_else(|| CliError::env(anyhow!("challenger vanished")))?;
+    let seed = args
+        .seed
+        .unwrap_or_else(|| chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default() as u64);
     let shuffle = Shuffle::from_seed(seed);
     let backend = ctx.queue().await?;
     let nonce = uuid::Uuid::now_v7().simple().to_string();
@@ -178,11 +218,22 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
         (false, None) => read_pick()?,
     };
     let skipped = !args.judge_only && human.is_none();
-    let judge_on = args.judge || args.judge_only || ctx.config.skillopt.mode_b_judge_enabled == Some(true);
+    let judge_on =
+        args.judge || args.judge_only || ctx.config.skillopt.mode_b_judge_enabled == Some(true);
     let mut judge_note = None;
     let judge = if judge_on {
         let families = agent_families(&declared_runtimes(&champion.metadata_json), &args.runtime);
-        let outcome = run_judges(ctx, &backend, &families, &args.prompt, &option_a, &option_b, &nonce, args.judge_only).await?;
+        let outcome = run_judges(
+            ctx,
+            &backend,
+            &families,
+            &args.prompt,
+            &option_a,
+            &option_b,
+            &nonce,
+            args.judge_only,
+        )
+        .await?;
         match outcome {
             Ok((label, why)) => label.map(|l| (shuffle.role_of(l), why)),
             Err(message) => {
@@ -207,21 +258,41 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
         judge: judge.clone(),
         origin: "manual",
     };
-    let recorded = record(&store, &BlobStore::in_home(&ctx.home), &ab).await.map_err(|e| CliError::env(anyhow!("record the A/B: {e}")))?;
+    let recorded = record(&store, &BlobStore::in_home(&ctx.home), &ab)
+        .await
+        .map_err(|e| CliError::env(anyhow!("record the A/B: {e}")))?;
     let arm = |row: Option<skillforge_store::bandit::ArmRow>| {
-        row.map_or(Arm::PRIOR, |r| Arm { alpha: r.alpha, beta: r.beta, pulls: u64::try_from(r.pulls).unwrap_or(0) })
+        row.map_or(Arm::PRIOR, |r| Arm {
+            alpha: r.alpha,
+            beta: r.beta,
+            pulls: u64::try_from(r.pulls).unwrap_or(0),
+        })
     };
     let challenger_arm = arm(get_arm(store.pool(), &arms.template, &arms.challenger).await?);
     let champion_arm = arm(get_arm(store.pool(), &arms.template, &arms.champion).await?);
-    let confidence = Confidence::compute(challenger_arm, champion_arm, args.draws, seed ^ MC_SEED_XOR);
-    print_outcome(ctx, &arms, &ab, recorded, &confidence, Notes { judge_skipped: judge_note.as_deref(), pick_skipped: skipped });
+    let confidence =
+        Confidence::compute(challenger_arm, champion_arm, args.draws, seed ^ MC_SEED_XOR);
+    print_outcome(
+        ctx,
+        &arms,
+        &ab,
+        recorded,
+        &confidence,
+        Notes {
+            judge_skipped: judge_note.as_deref(),
+            pick_skipped: skipped,
+        },
+    );
     Ok(OK)
 }
 
 /// The judge or jury verdict as a blind label (`Ok(None)`: no readable pick), or the
 /// self-family skip message. With `judge_only` (no human pick to record) a judge that cannot run
 /// for an environment reason (a runtime not logged in) is the command's error, exit 3.
-#[expect(clippy::too_many_arguments, reason = "the A/B's shown options and its nonce, read once")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the A/B's shown options and its nonce, read once"
+)]
 async fn run_judges(
     ctx: &Context,
     backend: &Arc<dyn QueueBackend>,
@@ -236,11 +307,21 @@ async fn run_judges(
     let jury = JuryConfig {
         size: s.mode_b_jury_size.unwrap_or(1),
         disagreement_tau: s.mode_b_jury_disagreement_tau.unwrap_or(0.0),
-        veto_dimensions: s.mode_b_jury_veto_dimensions.as_deref().map(JuryConfig::parse_dimensions).unwrap_or_default(),
+        veto_dimensions: s
+            .mode_b_jury_veto_dimensions
+            .as_deref()
+            .map(JuryConfig::parse_dimensions)
+            .unwrap_or_default(),
         veto_floor: s.mode_b_jury_veto_floor.unwrap_or(0.0),
     };
-    let available = skillforge_skillopt::harvest::available_reviewers(&s.harvest_config(&ctx.home).map_err(CliError::usage)?);
-    let wanted = if jury.is_jury() { jury.size as usize } else { 1 };
+    let available = skillforge_skillopt::harvest::available_reviewers(
+        &s.harvest_config(&ctx.home).map_err(CliError::usage)?,
+    );
+    let wanted = if jury.is_jury() {
+        jury.size as usize
+    } else {
+        1
+    };
     let judges = match select_judges(families, &available, wanted) {
         JudgeSelection::Judges(j) => j,
         JudgeSelection::SelfFamily(message) => return Ok(Err(message)),
@@ -260,7 +341,10 @@ async fn run_judges(
             Ok(answer) => verdicts.push(parse_verdict(&answer.message)),
             Err(e) if judge_only && e.code == crate::exit::ENVIRONMENT => return Err(e),
             Err(e) => {
-                eprintln!("judge {runtime} gave no answer ({:#}); its verdict is dropped", e.error);
+                eprintln!(
+                    "judge {runtime} gave no answer ({:#}); its verdict is dropped",
+                    e.error
+                );
                 verdicts.push(Verdict::Unreadable);
             }
         }
@@ -274,8 +358,16 @@ async fn run_judges(
             outcome.votes.0,
             outcome.votes.1,
             outcome.abstained,
-            if outcome.disagreement { ", disagreement" } else { "" },
-            outcome.vetoed.as_ref().map(|(d, s)| format!(", vetoed on {d} = {s}")).unwrap_or_default()
+            if outcome.disagreement {
+                ", disagreement"
+            } else {
+                ""
+            },
+            outcome
+                .vetoed
+                .as_ref()
+                .map(|(d, s)| format!(", vetoed on {d} = {s}"))
+                .unwrap_or_default()
         );
         return Ok(Ok((outcome.pick, why)));
     }
@@ -294,7 +386,14 @@ struct Notes<'a> {
     pick_skipped: bool,
 }
 
-fn print_outcome(ctx: &Context, arms: &Arms, ab: &AbRecord, recorded: skillforge_skillopt::ab::record::Recorded, c: &Confidence, notes: Notes<'_>) {
+fn print_outcome(
+    ctx: &Context,
+    arms: &Arms,
+    ab: &AbRecord,
+    recorded: skillforge_skillopt::ab::record::Recorded,
+    c: &Confidence,
+    notes: Notes<'_>,
+) {
     let judge_note = notes.judge_skipped;
     if ctx.json {
         print_json(&json!({
@@ -313,20 +412,37 @@ fn print_outcome(ctx: &Context, arms: &Arms, ab: &AbRecord, recorded: skillforge
         }));
         return;
     }
-    let fmt_ci = |ci: Option<(f64, f64)>| ci.map_or_else(|| "n/a".to_owned(), |(lo, hi)| format!("[{lo:.3}, {hi:.3}]"));
+    let fmt_ci = |ci: Option<(f64, f64)>| {
+        ci.map_or_else(
+            || "n/a".to_owned(),
+            |(lo, hi)| format!("[{lo:.3}, {hi:.3}]"),
+        )
+    };
     if notes.pick_skipped {
         println!("skipped: no human pick recorded, the bandit is unchanged");
     }
     if let Some(winner) = ab.human {
-        println!("recorded: {} wins ({} was Option {})", winner.as_str(), arms.challenger, ab.shuffle.label_of(Role::Challenger).as_str().to_uppercase());
+        println!(
+            "recorded: {} wins ({} was Option {})",
+            winner.as_str(),
+            arms.challenger,
+            ab.shuffle
+                .label_of(Role::Challenger)
+                .as_str()
+                .to_uppercase()
+        );
     }
     if let Some((winner, _)) = &ab.judge {
-        println!("judge: {} wins (evidence only; the bandit is unchanged by it)", winner.as_str());
+        println!(
+            "judge: {} wins (evidence only; the bandit is unchanged by it)",
+            winner.as_str()
+        );
     }
     println!(
         "posterior P(challenger > champion): {} (exact {}); challenger Beta({}, {}) 95% CI {}, champion Beta({}, {}) 95% CI {}",
         c.summary(),
-        c.p_exact.map_or_else(|| "n/a".to_owned(), |p| format!("{p:.4}")),
+        c.p_exact
+            .map_or_else(|| "n/a".to_owned(), |p| format!("{p:.4}")),
         c.challenger.alpha,
         c.challenger.beta,
         fmt_ci(c.challenger_ci95),

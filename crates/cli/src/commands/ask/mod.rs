@@ -15,26 +15,28 @@ use anyhow::anyhow;
 use clap::Args;
 use rand::Rng;
 use serde_json::{Value, json};
-use skillforge_store::Store;
-use skillforge_store::bandit::get_arm;
-use skillforge_store::live_ab::{PendingPick, insert_pending};
-use skillforge_store::blobs::BlobStore;
-use skillforge_store::promotion::pending_versions;
-use skillforge_store::templates::{VersionRef, VersionRow, VersionSelector, get_template, get_version};
+use skillforge_engine::WorkerIdentity;
 use skillforge_skillopt::ab::ask::ask_prompt;
 use skillforge_skillopt::ab::bandit::DEFAULT_MIN_SAMPLES;
 use skillforge_skillopt::ab::live::{Interception, decide};
-use skillforge_engine::WorkerIdentity;
 use skillforge_skillopt::ab::pick::{Label, Role, Shuffle};
-use skillforge_skillopt::ab::session::{SessionError, SessionLock, session_lock_name};
 use skillforge_skillopt::ab::record::{AbRecord, record};
-use skillforge_skillopt::promotion::resolve::{draw, version_for_job};
+use skillforge_skillopt::ab::session::{SessionError, SessionLock, session_lock_name};
 use skillforge_skillopt::promotion::events::{Detail, Event, EventKind};
+use skillforge_skillopt::promotion::resolve::{draw, version_for_job};
+use skillforge_store::Store;
+use skillforge_store::bandit::get_arm;
+use skillforge_store::blobs::BlobStore;
+use skillforge_store::live_ab::{PendingPick, insert_pending};
+use skillforge_store::promotion::pending_versions;
+use skillforge_store::templates::{
+    VersionRef, VersionRow, VersionSelector, get_template, get_version,
+};
 
+use crate::context::Context;
 use crate::control::agent::{AgentAnswer, AgentCall, call_agent};
 use crate::control::pick_prompt;
 use crate::control::promotion::emit_job_event;
-use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
 
@@ -62,7 +64,10 @@ pub struct AskArgs {
 /// ([`version_for_job`], S-60): the canary for its sampled fraction of draws, else the current
 /// version. Returns the version and whether it is the canary.
 async fn resolve_version(store: &Store, template: &str) -> Result<(VersionRow, bool), CliError> {
-    let reference = VersionRef { template_id: template.to_owned(), selector: VersionSelector::Current };
+    let reference = VersionRef {
+        template_id: template.to_owned(),
+        selector: VersionSelector::Current,
+    };
     let resolved = version_for_job(store.pool(), &reference, draw())
         .await?
         .ok_or_else(|| CliError::usage(anyhow!("template `{template}` has no current version")))?;
@@ -71,10 +76,14 @@ async fn resolve_version(store: &Store, template: &str) -> Result<(VersionRow, b
 
 /// Runs `skillforge ask`.
 pub async fn run(ctx: &Context, args: AskArgs) -> CliResult {
-    skillforge_runner_agent::find(&args.runtime).map_err(|e| CliError::usage(anyhow!("--runtime: {e}")))?;
+    skillforge_runner_agent::find(&args.runtime)
+        .map_err(|e| CliError::usage(anyhow!("--runtime: {e}")))?;
     let store = ctx.store().await?;
     if get_template(store.pool(), &args.agent).await?.is_none() {
-        return Err(CliError::usage(anyhow!("agent template `{}` is not installed", args.agent)));
+        return Err(CliError::usage(anyhow!(
+            "agent template `{}` is not installed",
+            args.agent
+        )));
     }
     let (version, is_canary) = resolve_version(&store, &args.agent).await?;
     let backend = ctx.queue().await?;
@@ -85,11 +94,20 @@ pub async fn run(ctx: &Context, args: AskArgs) -> CliResult {
     let session = if rate > 0.0 && !is_canary {
         let name = session_lock_name(&args.agent, &args.runtime);
         let owner = WorkerIdentity::new("ask");
-        let on_busy = |holder: &str| eprintln!("waiting for session `{name}` (held by {holder}; up to {} s)", SESSION_WAIT.as_secs());
-        Some(SessionLock::acquire(backend.clone(), &owner, &name, SESSION_WAIT, on_busy).await.map_err(|e| match e {
-            SessionError::Queue(q) => CliError::env(anyhow!(q)),
-            busy => CliError::env(anyhow!(busy)),
-        })?)
+        let on_busy = |holder: &str| {
+            eprintln!(
+                "waiting for session `{name}` (held by {holder}; up to {} s)",
+                SESSION_WAIT.as_secs()
+            )
+        };
+        Some(
+            SessionLock::acquire(backend.clone(), &owner, &name, SESSION_WAIT, on_busy)
+                .await
+                .map_err(|e| match e {
+                    SessionError::Queue(q) => CliError::env(anyhow!(q)),
+                    busy => CliError::env(anyhow!(busy)),
+                })?,
+        )
     } else {
         None
     };
@@ -119,7 +137,8 @@ pub async fn run(ctx: &Context, args: AskArgs) -> CliResult {
         }
     }
     if ctx.json {
-        let mut out = json!({"version": version.id, "job_id": answer.job_id, "answer": answer.message});
+        let mut out =
+            json!({"version": version.id, "job_id": answer.job_id, "answer": answer.message});
         if let Some(live) = live {
             out["live_ab"] = live;
         }
@@ -136,7 +155,10 @@ pub async fn run(ctx: &Context, args: AskArgs) -> CliResult {
 
 /// The live A/B of one ask (S-71..S-74); `None` when not intercepted. Never fails the ask. The
 /// challenger runs under `held`, the session the ask already holds (S-72: never a second lock).
-#[expect(clippy::too_many_arguments, reason = "the ask's resolved champion, its answer and its held session, read once")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the ask's resolved champion, its answer and its held session, read once"
+)]
 async fn live_ab(
     ctx: &Context,
     store: &Store,
@@ -147,19 +169,34 @@ async fn live_ab(
     nonce: &str,
     held: &SessionLock,
 ) -> Result<Option<serde_json::Value>, CliError> {
-    let pulls = get_arm(store.pool(), &args.agent, &champion.id).await?.map_or(0, |a| u64::try_from(a.pulls).unwrap_or(0));
-    let min = ctx.config.skillopt.bandit_min_samples.unwrap_or(DEFAULT_MIN_SAMPLES);
+    let pulls = get_arm(store.pool(), &args.agent, &champion.id)
+        .await?
+        .map_or(0, |a| u64::try_from(a.pulls).unwrap_or(0));
+    let min = ctx
+        .config
+        .skillopt
+        .bandit_min_samples
+        .unwrap_or(DEFAULT_MIN_SAMPLES);
     if decide(rate, pulls, min, rand::rng().random()) != Interception::Intercept {
         return Ok(None);
     }
     let skip = |reason: String| async move {
-        let event = Event::new(EventKind::LiveAbSkipped, &champion_answer.job_id, &args.agent, Detail::default().with_reason(&reason));
+        let event = Event::new(
+            EventKind::LiveAbSkipped,
+            &champion_answer.job_id,
+            &args.agent,
+            Detail::default().with_reason(&reason),
+        );
         emit_job_event(ctx, store, &event).await?;
         Ok::<_, CliError>(Some(json!({"intercepted": true, "skipped": reason})))
     };
     let pending = pending_versions(store.pool(), &args.agent).await?;
     let [challenger_id] = pending.as_slice() else {
-        return skip(format!("{} pending challengers (need exactly one)", pending.len())).await;
+        return skip(format!(
+            "{} pending challengers (need exactly one)",
+            pending.len()
+        ))
+        .await;
     };
     let Some(challenger) = get_version(store.pool(), challenger_id).await? else {
         return skip("challenger vanished".to_owned()).await;
@@ -173,18 +210,28 @@ async fn live_ab(
         key: format!("ask:{}:{nonce}:challenger", challenger.id),
     };
     // Under the session the ask holds: the challenger's call takes no lock of its own (S-72).
-    tracing::debug!(session = held.name(), token = held.fencing_token(), "live A/B challenger under the ask's session");
+    tracing::debug!(
+        session = held.name(),
+        token = held.fencing_token(),
+        "live A/B challenger under the ask's session"
+    );
     let challenger_answer = match call_agent(ctx, &backend, call).await {
         Ok(a) => a,
         Err(e) => return skip(format!("challenger answer failed: {:#}", e.error)).await,
     };
     let shuffle = Shuffle::from_seed(rand::rng().random());
-    let shown = |label: Label| if shuffle.role_of(label) == Role::Challenger {
-        challenger_answer.message.as_str()
-    } else {
-        champion_answer.message.as_str()
+    let shown = |label: Label| {
+        if shuffle.role_of(label) == Role::Challenger {
+            challenger_answer.message.as_str()
+        } else {
+            champion_answer.message.as_str()
+        }
     };
-    eprintln!("live A/B — Option A:\n{}\n\nOption B:\n{}\n", shown(Label::A), shown(Label::B));
+    eprintln!(
+        "live A/B — Option A:\n{}\n\nOption B:\n{}\n",
+        shown(Label::A),
+        shown(Label::B)
+    );
     let mut ab = AbRecord {
         pick_id: format!("pick-{}", champion_answer.job_id),
         template_id: args.agent.clone(),
@@ -211,14 +258,21 @@ async fn live_ab(
         let mut conn = store.pool().acquire().await?;
         insert_pending(&mut conn, &owed_pick(&ab)).await?;
         drop(conn);
-        let mut out = skip("no pick captured".to_owned()).await?.unwrap_or_default();
+        let mut out = skip("no pick captured".to_owned())
+            .await?
+            .unwrap_or_default();
         out["pending_pick"] = json!(ab.pick_id);
-        eprintln!("record the pick later with `skillforge live-ab pick {} a|b`", ab.pick_id);
+        eprintln!(
+            "record the pick later with `skillforge live-ab pick {} a|b`",
+            ab.pick_id
+        );
         return Ok(Some(out));
     };
     ab.human = Some(shuffle.role_of(label));
     match record(store, &BlobStore::in_home(&ctx.home), &ab).await {
-        Ok(r) => Ok(Some(json!({"intercepted": true, "pick_id": ab.pick_id, "winner": ab.human, "arms_moved": r.arms_moved}))),
+        Ok(r) => Ok(Some(
+            json!({"intercepted": true, "pick_id": ab.pick_id, "winner": ab.human, "arms_moved": r.arms_moved}),
+        )),
         Err(e) => skip(format!("pick not recorded: {e}")).await,
     }
 }
@@ -252,7 +306,11 @@ fn live_ab_text(live: &Value) -> String {
         None => text.push_str(", no pick yet"),
     }
     if let Some(moved) = live.get("arms_moved").and_then(Value::as_bool) {
-        text.push_str(if moved { " (the bandit's arms moved)" } else { "" });
+        text.push_str(if moved {
+            " (the bandit's arms moved)"
+        } else {
+            ""
+        });
     }
     text
 }

@@ -12,17 +12,21 @@ use std::path::PathBuf;
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use serde_json::json;
-use skillforge_store::binary::{VerdictRecord, list_verdicts, replace_lesson_run, upsert_verdict, verdicts_of_template};
-use skillforge_store::review::get_run;
-use skillforge_store::templates::{begin_write, current_version, get_template, get_version};
 use skillforge_skillopt::ab::ask::declared_runtimes;
 use skillforge_skillopt::ab::judge::{JudgeSelection, agent_families, select_judges};
-use skillforge_skillopt::bineval::aggregate::{Scores, VerdictRow, aggregate, parse_answer, question_prompt, run_deterministic};
+use skillforge_skillopt::bineval::aggregate::{
+    Scores, VerdictRow, aggregate, parse_answer, question_prompt, run_deterministic,
+};
 use skillforge_skillopt::bineval::lessons::{classify, lesson_events, lesson_run_id};
 use skillforge_skillopt::bineval::set::{QuestionSet, load};
+use skillforge_store::binary::{
+    VerdictRecord, list_verdicts, replace_lesson_run, upsert_verdict, verdicts_of_template,
+};
+use skillforge_store::review::get_run;
+use skillforge_store::templates::{begin_write, current_version, get_template, get_version};
 
-use crate::control::agent::{AgentCall, call_agent};
 use crate::context::Context;
+use crate::control::agent::{AgentCall, call_agent};
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
 
@@ -101,9 +105,12 @@ async fn run_set(ctx: &Context, args: RunArgs) -> CliResult {
     let source = std::fs::read_to_string(&args.source)
         .map_err(|e| CliError::usage(anyhow!("read --source `{}`: {e}", args.source.display())))?;
     let store = ctx.store().await?;
-    let run = get_run(store.pool(), &args.run)
-        .await?
-        .ok_or_else(|| CliError::usage(anyhow!("review run `{}` not found (see `skillforge review create`)", args.run)))?;
+    let run = get_run(store.pool(), &args.run).await?.ok_or_else(|| {
+        CliError::usage(anyhow!(
+            "review run `{}` not found (see `skillforge review create`)",
+            args.run
+        ))
+    })?;
     let rows = if args.deterministic {
         let (rows, unanswerable) = run_deterministic(&set, &source);
         if !unanswerable.is_empty() {
@@ -117,7 +124,9 @@ async fn run_set(ctx: &Context, args: RunArgs) -> CliResult {
         rows
     } else {
         let version = get_version(store.pool(), &run.template_version_id).await?;
-        let declared = version.map(|v| declared_runtimes(&v.metadata_json)).unwrap_or_default();
+        let declared = version
+            .map(|v| declared_runtimes(&v.metadata_json))
+            .unwrap_or_default();
         reviewer_rows(ctx, &set, &source, &args, &declared).await?
     };
     let mut tx = begin_write(&store).await?;
@@ -137,17 +146,27 @@ async fn reviewer_rows(
     args: &RunArgs,
     declared: &[String],
 ) -> Result<Vec<VerdictRow>, CliError> {
-    let listed: Vec<String> =
-        args.reviewer.as_deref().unwrap_or_default().split(',').map(str::trim).filter(|r| !r.is_empty()).map(str::to_owned).collect();
+    let listed: Vec<String> = args
+        .reviewer
+        .as_deref()
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .map(str::to_owned)
+        .collect();
     let mut available = Vec::new();
     for runtime in &listed {
-        let profile = skillforge_runner_agent::find(runtime).map_err(|e| CliError::usage(anyhow!("--reviewer: {e}")))?;
+        let profile = skillforge_runner_agent::find(runtime)
+            .map_err(|e| CliError::usage(anyhow!("--reviewer: {e}")))?;
         available.push((profile.name.clone(), profile.family.clone()));
     }
     let families = agent_families(declared, "scripted");
     let reviewer = match select_judges(&families, &available, 1) {
         JudgeSelection::Judges(j) => j[0].0.clone(),
-        JudgeSelection::SelfFamily(message) => return Err(CliError::usage(anyhow!("{message}; nothing was written"))),
+        JudgeSelection::SelfFamily(message) => {
+            return Err(CliError::usage(anyhow!("{message}; nothing was written")));
+        }
     };
     let backend = ctx.queue().await?;
     let nonce = uuid::Uuid::now_v7().simple().to_string();
@@ -175,7 +194,10 @@ async fn reviewer_rows(
         }
     }
     if !unanswered.is_empty() {
-        eprintln!("note: reviewer {reviewer} gave no readable yes/no for: {} (left unanswered, not scored)", unanswered.join(", "));
+        eprintln!(
+            "note: reviewer {reviewer} gave no readable yes/no for: {} (left unanswered, not scored)",
+            unanswered.join(", ")
+        );
     }
     Ok(rows)
 }
@@ -206,11 +228,19 @@ fn row_of(r: &VerdictRecord) -> VerdictRow {
 
 fn print_scores(ctx: &Context, run_id: &str, rows: &[VerdictRow], scores: &Scores) {
     if ctx.json {
-        print_json(&json!({"run_id": run_id, "verdicts": rows, "dimension_scores": scores.dimensions, "overall": scores.overall}));
+        print_json(
+            &json!({"run_id": run_id, "verdicts": rows, "dimension_scores": scores.dimensions, "overall": scores.overall}),
+        );
         return;
     }
     for row in rows {
-        println!("{:<24} {:<16} {:<3} {}", row.question_id, row.dimension, if row.yes { "yes" } else { "no" }, row.explanation);
+        println!(
+            "{:<24} {:<16} {:<3} {}",
+            row.question_id,
+            row.dimension,
+            if row.yes { "yes" } else { "no" },
+            row.explanation
+        );
     }
     for (dimension, score) in &scores.dimensions {
         println!("dimension {dimension}: {score:.4}");
@@ -223,7 +253,11 @@ fn print_scores(ctx: &Context, run_id: &str, rows: &[VerdictRow], scores: &Score
 
 async fn show(ctx: &Context, run_id: &str) -> CliResult {
     let store = ctx.store().await?;
-    let rows: Vec<VerdictRow> = list_verdicts(store.pool(), run_id).await?.iter().map(row_of).collect();
+    let rows: Vec<VerdictRow> = list_verdicts(store.pool(), run_id)
+        .await?
+        .iter()
+        .map(row_of)
+        .collect();
     if rows.is_empty() && get_run(store.pool(), run_id).await?.is_none() {
         return Err(CliError::usage(anyhow!("review run `{run_id}` not found")));
     }
@@ -235,7 +269,10 @@ async fn lessons(ctx: &Context, args: LessonsArgs) -> CliResult {
     let set = args.set.as_deref().map(load_set).transpose()?;
     let store = ctx.store().await?;
     if get_template(store.pool(), &args.template).await?.is_none() {
-        return Err(CliError::usage(anyhow!("agent template `{}` is not installed", args.template)));
+        return Err(CliError::usage(anyhow!(
+            "agent template `{}` is not installed",
+            args.template
+        )));
     }
     let verdicts: Vec<_> = verdicts_of_template(store.pool(), &args.template, &args.runs)
         .await?
@@ -245,23 +282,48 @@ async fn lessons(ctx: &Context, args: LessonsArgs) -> CliResult {
     let lessons = classify(&verdicts, set.as_ref(), !args.no_passes);
     let mut written = None;
     if args.apply {
-        let version = current_version(store.pool(), &args.template).await?.map(|v| v.id).unwrap_or_default();
-        let events = lesson_events(&args.template, &lessons, &skillforge_store::feedback::event_created_at_now());
+        let version = current_version(store.pool(), &args.template)
+            .await?
+            .map(|v| v.id)
+            .unwrap_or_default();
+        let events = lesson_events(
+            &args.template,
+            &lessons,
+            &skillforge_store::feedback::event_created_at_now(),
+        );
         let mut tx = begin_write(&store).await?;
-        let n = replace_lesson_run(&mut tx, &lesson_run_id(&args.template), &args.template, &version, &events).await?;
+        let n = replace_lesson_run(
+            &mut tx,
+            &lesson_run_id(&args.template),
+            &args.template,
+            &version,
+            &events,
+        )
+        .await?;
         tx.commit().await?;
         written = Some(n);
     }
     if ctx.json {
-        print_json(&json!({"template": args.template, "run_id": lesson_run_id(&args.template), "lessons": lessons, "applied": written}));
+        print_json(
+            &json!({"template": args.template, "run_id": lesson_run_id(&args.template), "lessons": lessons, "applied": written}),
+        );
         return Ok(OK);
     }
     for lesson in &lessons {
-        println!("{:<24} {:<10} {:?}: {}", lesson.question_id, lesson.dimension, lesson.kind, lesson.text);
+        println!(
+            "{:<24} {:<10} {:?}: {}",
+            lesson.question_id, lesson.dimension, lesson.kind, lesson.text
+        );
     }
     match written {
-        Some(n) => println!("applied: {n} lesson event(s) in run {}", lesson_run_id(&args.template)),
-        None => println!("preview only: nothing written (add --apply to write {} lesson event(s))", lessons.len()),
+        Some(n) => println!(
+            "applied: {n} lesson event(s) in run {}",
+            lesson_run_id(&args.template)
+        ),
+        None => println!(
+            "preview only: nothing written (add --apply to write {} lesson event(s))",
+            lessons.len()
+        ),
     }
     Ok(OK)
 }

@@ -14,15 +14,16 @@ use anyhow::anyhow;
 use clap::Subcommand;
 use serde_json::{Value, json};
 use similar::TextDiff;
-use skillforge_store::candidates::{
-    CandidateRow, DecisionOutcome, get_candidate, list_candidates, promote_candidate, reject_candidate,
-};
-use skillforge_store::templates::{get_template, get_version};
 use skillforge_skillopt::promotion::events::{Detail, Event, EventKind};
 use skillforge_stage::Wait;
+use skillforge_store::candidates::{
+    CandidateRow, DecisionOutcome, get_candidate, list_candidates, promote_candidate,
+    reject_candidate,
+};
+use skillforge_store::templates::{get_template, get_version};
 
-use crate::control::templates::resolve_reference;
 use crate::context::Context;
+use crate::control::templates::resolve_reference;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
 
@@ -87,9 +88,13 @@ pub enum CandidateCommand {
 pub async fn run(ctx: &Context, cmd: CandidateCommand) -> CliResult {
     match cmd {
         CandidateCommand::List { pending: true, .. } => promotion::list_pending(ctx).await,
-        CandidateCommand::List { template, .. } => list(ctx, template.as_deref().unwrap_or_default()).await,
+        CandidateCommand::List { template, .. } => {
+            list(ctx, template.as_deref().unwrap_or_default()).await
+        }
         CandidateCommand::Canary { id, sample } => promotion::canary(ctx, &id, sample).await,
-        CandidateCommand::CanaryCheck { no_wait } => promotion::canary_check(ctx, Wait::from_flag(!no_wait)).await,
+        CandidateCommand::CanaryCheck { no_wait } => {
+            promotion::canary_check(ctx, Wait::from_flag(!no_wait)).await
+        }
         CandidateCommand::Decide { id } => promotion::decide_cmd(ctx, &id).await,
         CandidateCommand::Show { id } => show(ctx, &id).await,
         CandidateCommand::Promote { id, reason } => promote(ctx, &id, &reason).await,
@@ -98,7 +103,11 @@ pub async fn run(ctx: &Context, cmd: CandidateCommand) -> CliResult {
 }
 
 fn raw_json(text: &str) -> Value {
-    if text.is_empty() { Value::Null } else { serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.into())) }
+    if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.into()))
+    }
 }
 
 fn candidate_json(c: &CandidateRow) -> Value {
@@ -135,25 +144,37 @@ async fn list(ctx: &Context, template: &str) -> CliResult {
         return Ok(OK);
     }
     if candidates.is_empty() {
-        eprintln!("no candidates for `{template}` (import one with `skillforge import --file candidate.json`)");
+        eprintln!(
+            "no candidates for `{template}` (import one with `skillforge import --file candidate.json`)"
+        );
     }
     for c in &candidates {
-        let score = c.score.map_or_else(|| "-".to_owned(), |s| format!("{s:.3}"));
-        println!("{:<20} {:<10} score {:<6} base {:<16} {}", c.version_id, c.version_state, score, c.base_version_id, c.created_at);
+        let score = c
+            .score
+            .map_or_else(|| "-".to_owned(), |s| format!("{s:.3}"));
+        println!(
+            "{:<20} {:<10} score {:<6} base {:<16} {}",
+            c.version_id, c.version_state, score, c.base_version_id, c.created_at
+        );
     }
     Ok(OK)
 }
 
-async fn candidate_for(ctx: &Context, reference: &str) -> Result<(skillforge_store::Store, CandidateRow), CliError> {
+async fn candidate_for(
+    ctx: &Context,
+    reference: &str,
+) -> Result<(skillforge_store::Store, CandidateRow), CliError> {
     let store = ctx.store().await?;
     let version = resolve_reference(store.pool(), reference).await?;
-    let candidate = get_candidate(store.pool(), &version.id).await?.ok_or_else(|| {
-        CliError::usage(anyhow!(
-            "`{}` is not an imported candidate (see `skillforge candidate list --template {}`)",
-            version.id,
-            version.template_id
-        ))
-    })?;
+    let candidate = get_candidate(store.pool(), &version.id)
+        .await?
+        .ok_or_else(|| {
+            CliError::usage(anyhow!(
+                "`{}` is not an imported candidate (see `skillforge candidate list --template {}`)",
+                version.id,
+                version.template_id
+            ))
+        })?;
     Ok((store, candidate))
 }
 
@@ -161,13 +182,21 @@ async fn show(ctx: &Context, reference: &str) -> CliResult {
     let (store, candidate) = candidate_for(ctx, reference).await?;
     let version = get_version(store.pool(), &candidate.version_id)
         .await?
-        .ok_or_else(|| CliError::env(anyhow!("candidate `{}` has no version row", candidate.version_id)))?;
+        .ok_or_else(|| {
+            CliError::env(anyhow!(
+                "candidate `{}` has no version row",
+                candidate.version_id
+            ))
+        })?;
     let base = get_version(store.pool(), &candidate.base_version_id).await?;
     let base_content = base.as_ref().map_or("", |b| b.content.as_str());
     let diff = TextDiff::from_lines(base_content, version.content.as_str())
         .unified_diff()
         .context_radius(3)
-        .header(&format!("a/{}", candidate.base_version_id), &format!("b/{}", candidate.version_id))
+        .header(
+            &format!("a/{}", candidate.base_version_id),
+            &format!("b/{}", candidate.version_id),
+        )
         .to_string();
     if ctx.json {
         let mut out = candidate_json(&candidate);
@@ -178,11 +207,22 @@ async fn show(ctx: &Context, reference: &str) -> CliResult {
         print_json(&out);
         return Ok(OK);
     }
-    println!("candidate   {} ({}, review {})", candidate.version_id, candidate.version_state, candidate.review_state);
-    println!("source      {} {} {}", candidate.source_repo, candidate.source_ref, candidate.source_path);
+    println!(
+        "candidate   {} ({}, review {})",
+        candidate.version_id, candidate.version_state, candidate.review_state
+    );
+    println!(
+        "source      {} {} {}",
+        candidate.source_repo, candidate.source_ref, candidate.source_path
+    );
     println!("hash        {}", candidate.content_hash);
     println!("base        {}", candidate.base_version_id);
-    println!("score       {}", candidate.score.map_or_else(|| "-".to_owned(), |s| s.to_string()));
+    println!(
+        "score       {}",
+        candidate
+            .score
+            .map_or_else(|| "-".to_owned(), |s| s.to_string())
+    );
     println!("preference  {}", candidate.preference_summary);
     if !candidate.decision_reason.is_empty() {
         println!("decision    {}", candidate.decision_reason);
@@ -195,23 +235,43 @@ async fn show(ctx: &Context, reference: &str) -> CliResult {
 
 fn refused(id: &str, action: &str, outcome: DecisionOutcome) -> CliError {
     match outcome {
-        DecisionOutcome::WrongState(state) => {
-            CliError::usage(anyhow!("{action} candidate `{id}`: it is {state}, only pending or canary candidates can be decided"))
-        }
-        _ => CliError::usage(anyhow!("{action} candidate `{id}`: not an imported candidate")),
+        DecisionOutcome::WrongState(state) => CliError::usage(anyhow!(
+            "{action} candidate `{id}`: it is {state}, only pending or canary candidates can be decided"
+        )),
+        _ => CliError::usage(anyhow!(
+            "{action} candidate `{id}`: not an imported candidate"
+        )),
     }
 }
 
 /// The running canary of `template_id` other than `version_id`, which a decision on `version_id`
 /// ends (issue 37 item 2).
-async fn canary_to_end(store: &skillforge_store::Store, template_id: &str, version_id: &str) -> Result<Option<String>, CliError> {
-    Ok(skillforge_store::promotion::canary_of(store.pool(), template_id).await?.map(|c| c.id).filter(|c| c != version_id))
+async fn canary_to_end(
+    store: &skillforge_store::Store,
+    template_id: &str,
+    version_id: &str,
+) -> Result<Option<String>, CliError> {
+    Ok(
+        skillforge_store::promotion::canary_of(store.pool(), template_id)
+            .await?
+            .map(|c| c.id)
+            .filter(|c| c != version_id),
+    )
 }
 
 /// Says (and sends as `candidate.rolled_back`) that `canary` ended because `version_id` was
 /// decided by hand.
-async fn canary_ended(ctx: &Context, store: &skillforge_store::Store, template_id: &str, canary: &str, version_id: &str, action: &str) -> Result<(), CliError> {
-    let reason = format!("canary ended: {version_id} was {action} by hand; {canary} is pending again and is decided against the new state");
+async fn canary_ended(
+    ctx: &Context,
+    store: &skillforge_store::Store,
+    template_id: &str,
+    canary: &str,
+    version_id: &str,
+    action: &str,
+) -> Result<(), CliError> {
+    let reason = format!(
+        "canary ended: {version_id} was {action} by hand; {canary} is pending again and is decided against the new state"
+    );
     let event = skillforge_skillopt::promotion::events::Event::new(
         skillforge_skillopt::promotion::events::EventKind::RolledBack,
         canary,
@@ -227,8 +287,18 @@ async fn canary_ended(ctx: &Context, store: &skillforge_store::Store, template_i
 
 /// Sends `candidate.promoted` / `candidate.rejected` for a decision made by hand (issue 37 item
 /// 11), with the candidate's score and the reason given.
-async fn decided_by_hand(ctx: &Context, store: &skillforge_store::Store, candidate: &CandidateRow, kind: EventKind, reason: &str) -> Result<(), CliError> {
-    let detail = Detail { score: candidate.score, ..Detail::default() }.with_reason(reason);
+async fn decided_by_hand(
+    ctx: &Context,
+    store: &skillforge_store::Store,
+    candidate: &CandidateRow,
+    kind: EventKind,
+    reason: &str,
+) -> Result<(), CliError> {
+    let detail = Detail {
+        score: candidate.score,
+        ..Detail::default()
+    }
+    .with_reason(reason);
     let event = Event::new(kind, &candidate.version_id, &candidate.template_id, detail);
     crate::control::promotion::emit(ctx, store, &event).await?;
     Ok(())
@@ -260,7 +330,9 @@ async fn promote(ctx: &Context, reference: &str, reason: &str) -> CliResult {
 
 async fn reject(ctx: &Context, reference: &str, reason: &str) -> CliResult {
     if reason.trim().is_empty() {
-        return Err(CliError::usage(anyhow!("--reason must say why the candidate is rejected")));
+        return Err(CliError::usage(anyhow!(
+            "--reason must say why the candidate is rejected"
+        )));
     }
     let (store, candidate) = candidate_for(ctx, reference).await?;
     let id = candidate.version_id.clone();
@@ -272,7 +344,9 @@ async fn reject(ctx: &Context, reference: &str, reason: &str) -> CliResult {
                 canary_ended(ctx, &store, &candidate.template_id, canary, &id, "rejected").await?;
             }
             if ctx.json {
-                print_json(&json!({"version_id": id, "state": "rejected", "reason": reason.trim()}));
+                print_json(
+                    &json!({"version_id": id, "state": "rejected", "reason": reason.trim()}),
+                );
             } else {
                 println!("rejected {id}: {}", reason.trim());
             }
@@ -305,7 +379,11 @@ fn human_value(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
         Value::Null => "-".to_owned(),
-        Value::Object(fields) => fields.iter().map(|(k, v)| format!("{} {}", k.replace('_', " "), human_value(v))).collect::<Vec<_>>().join(", "),
+        Value::Object(fields) => fields
+            .iter()
+            .map(|(k, v)| format!("{} {}", k.replace('_', " "), human_value(v)))
+            .collect::<Vec<_>>()
+            .join(", "),
         Value::Array(items) if items.iter().all(|i| !i.is_object() && !i.is_array()) => {
             items.iter().map(human_value).collect::<Vec<_>>().join(", ")
         }

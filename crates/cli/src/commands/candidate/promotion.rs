@@ -4,10 +4,10 @@
 
 use anyhow::anyhow;
 use serde_json::json;
+use skillforge_skillopt::promotion::events::{Detail, Event, EventKind, HAND_STARTED_REASON};
 use skillforge_store::candidates::{get_candidate, list_candidates};
 use skillforge_store::promotion::{CanaryStart, start_canary};
 use skillforge_store::templates::{begin_write, list_templates};
-use skillforge_skillopt::promotion::events::{Detail, Event, EventKind, HAND_STARTED_REASON};
 
 use skillforge_stage::Wait;
 
@@ -23,17 +23,27 @@ pub async fn decide_cmd(ctx: &Context, version_id: &str) -> CliResult {
         .await?
         .ok_or_else(|| CliError::usage(anyhow!("`{version_id}` is not an imported candidate")))?;
     if candidate.version_state != "pending" {
-        return Err(CliError::usage(anyhow!("`{version_id}` is {}, not pending", candidate.version_state)));
+        return Err(CliError::usage(anyhow!(
+            "`{version_id}` is {}, not pending",
+            candidate.version_state
+        )));
     }
     let report = after_import(ctx, &store, version_id).await?;
     if ctx.json {
         print_json(&report);
     } else {
-        println!("{version_id}: {}", report["reason"].as_str().unwrap_or_default());
+        println!(
+            "{version_id}: {}",
+            report["reason"].as_str().unwrap_or_default()
+        );
     }
     // Issue 37 item 4: a pass that changed nothing (another canary runs, the base is stale) is
     // said and is not success.
-    Ok(if report["blocked"].is_string() { crate::exit::CHECK_FAILED } else { OK })
+    Ok(if report["blocked"].is_string() {
+        crate::exit::CHECK_FAILED
+    } else {
+        OK
+    })
 }
 
 /// `candidate list --pending`: every pending (or canary) candidate across templates (S-52:
@@ -59,8 +69,13 @@ pub async fn list_pending(ctx: &Context) -> CliResult {
         eprintln!("no pending candidates");
     }
     for c in &rows {
-        let score = c.score.map_or_else(|| "-".to_owned(), |s| format!("{s:.3}"));
-        println!("{:<24} {:<8} score {:<6} {}", c.version_id, c.version_state, score, c.created_at);
+        let score = c
+            .score
+            .map_or_else(|| "-".to_owned(), |s| format!("{s:.3}"));
+        println!(
+            "{:<24} {:<8} score {:<6} {}",
+            c.version_id, c.version_state, score, c.created_at
+        );
     }
     Ok(OK)
 }
@@ -68,7 +83,9 @@ pub async fn list_pending(ctx: &Context) -> CliResult {
 /// `candidate canary V --sample F` (resolutions 7): a pending candidate goes behind the champion.
 pub async fn canary(ctx: &Context, version_id: &str, sample: f64) -> CliResult {
     if !(sample.is_finite() && sample > 0.0 && sample <= 1.0) {
-        return Err(CliError::usage(anyhow!("--sample must be a fraction in (0,1], got {sample}")));
+        return Err(CliError::usage(anyhow!(
+            "--sample must be a fraction in (0,1], got {sample}"
+        )));
     }
     let store = ctx.store().await?;
     let candidate = get_candidate(store.pool(), version_id)
@@ -78,9 +95,16 @@ pub async fn canary(ctx: &Context, version_id: &str, sample: f64) -> CliResult {
     let started = start_canary(&mut tx, version_id, sample).await?;
     match &started {
         CanaryStart::Started | CanaryStart::AlreadyCanary => tx.commit().await?,
-        CanaryStart::WrongState(state) => return Err(CliError::usage(anyhow!("`{version_id}` is {state}, not pending"))),
+        CanaryStart::WrongState(state) => {
+            return Err(CliError::usage(anyhow!(
+                "`{version_id}` is {state}, not pending"
+            )));
+        }
         CanaryStart::OtherCanary(other) => {
-            return Err(CliError::usage(anyhow!("template `{}` already has canary `{other}`", candidate.template_id)));
+            return Err(CliError::usage(anyhow!(
+                "template `{}` already has canary `{other}`",
+                candidate.template_id
+            )));
         }
         CanaryStart::StaleBase { base, champion } => {
             return Err(CliError::usage(anyhow!(
@@ -90,13 +114,33 @@ pub async fn canary(ctx: &Context, version_id: &str, sample: f64) -> CliResult {
         CanaryStart::NotFound => return Err(CliError::usage(anyhow!("no version `{version_id}`"))),
     }
     if started == CanaryStart::Started {
-        let detail = Detail { canary_sample: Some(sample), score: candidate.score, ..Detail::default() }.with_reason(HAND_STARTED_REASON);
-        emit(ctx, &store, &Event::new(EventKind::CanaryStarted, version_id, &candidate.template_id, detail)).await?;
+        let detail = Detail {
+            canary_sample: Some(sample),
+            score: candidate.score,
+            ..Detail::default()
+        }
+        .with_reason(HAND_STARTED_REASON);
+        emit(
+            ctx,
+            &store,
+            &Event::new(
+                EventKind::CanaryStarted,
+                version_id,
+                &candidate.template_id,
+                detail,
+            ),
+        )
+        .await?;
     }
     if ctx.json {
-        print_json(&json!({"version_id": version_id, "state": "canary", "canary_sample": sample, "started": started == CanaryStart::Started}));
+        print_json(
+            &json!({"version_id": version_id, "state": "canary", "canary_sample": sample, "started": started == CanaryStart::Started}),
+        );
     } else {
-        println!("{version_id} is the canary of `{}` at sample {sample}", candidate.template_id);
+        println!(
+            "{version_id} is the canary of `{}` at sample {sample}",
+            candidate.template_id
+        );
     }
     Ok(OK)
 }
@@ -113,7 +157,16 @@ pub async fn canary_check(ctx: &Context, wait: Wait) -> CliResult {
         eprintln!("no canaries");
     } else {
         for entry in &report {
-            println!("{:<24} {}{}", entry["version_id"].as_str().unwrap_or_default(), window_text(&entry["window"]), if entry["applied"] == true { " (applied)" } else { "" });
+            println!(
+                "{:<24} {}{}",
+                entry["version_id"].as_str().unwrap_or_default(),
+                window_text(&entry["window"]),
+                if entry["applied"] == true {
+                    " (applied)"
+                } else {
+                    ""
+                }
+            );
         }
     }
     Ok(OK)
@@ -122,8 +175,14 @@ pub async fn canary_check(ctx: &Context, wait: Wait) -> CliResult {
 /// A canary window's decision for a person (`graduate`, `roll back`, `hold: <why>`,
 /// `inconclusive: <why>`), from its JSON form (`{"decision": "hold", "reason": …}`).
 fn window_text(window: &serde_json::Value) -> String {
-    let decision = window.get("decision").and_then(serde_json::Value::as_str).map(|d| d.replace('_', " "));
-    match (decision, window.get("reason").and_then(serde_json::Value::as_str)) {
+    let decision = window
+        .get("decision")
+        .and_then(serde_json::Value::as_str)
+        .map(|d| d.replace('_', " "));
+    match (
+        decision,
+        window.get("reason").and_then(serde_json::Value::as_str),
+    ) {
         (Some(d), Some(reason)) => format!("{d}: {reason}"),
         (Some(d), None) => d,
         (None, _) => window.to_string(),
@@ -136,11 +195,23 @@ mod tests {
 
     #[test]
     fn a_window_decision_reads_as_words() {
-        let text = |d: skillforge_skillopt::promotion::canary::WindowDecision| window_text(&serde_json::to_value(d).unwrap());
+        let text = |d: skillforge_skillopt::promotion::canary::WindowDecision| {
+            window_text(&serde_json::to_value(d).unwrap())
+        };
         use skillforge_skillopt::promotion::canary::WindowDecision as W;
         assert_eq!(text(W::RollBack), "roll back");
         assert_eq!(text(W::Graduate), "graduate");
-        assert_eq!(text(W::Hold { reason: "3 of 20 canary outcomes".into() }), "hold: 3 of 20 canary outcomes");
-        assert_eq!(text(W::Inconclusive { reason: "window spent".into() }), "inconclusive: window spent");
+        assert_eq!(
+            text(W::Hold {
+                reason: "3 of 20 canary outcomes".into()
+            }),
+            "hold: 3 of 20 canary outcomes"
+        );
+        assert_eq!(
+            text(W::Inconclusive {
+                reason: "window spent".into()
+            }),
+            "inconclusive: window spent"
+        );
     }
 }

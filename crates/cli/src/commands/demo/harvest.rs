@@ -15,22 +15,24 @@ use anyhow::anyhow;
 use serde::Serialize;
 use skillforge_contract::{serialize_package, validate_training_package};
 use skillforge_engine::QueueBackend;
+use skillforge_skillopt::harvest::webhook::parse_outcome;
+use skillforge_skillopt::harvest::{
+    CHECKER_REVIEWER, FLOOR_REVIEWER, HarvestConfig, HarvestEvent, VERIFIER_REVIEWER,
+    dispatch_legs, harvest, run_id,
+};
+use skillforge_stage::StageJobs;
 use skillforge_store::Store;
 use skillforge_store::harvest::{Attribution, upsert_attribution};
 use skillforge_store::review::package::training_package;
 use skillforge_store::templates::VersionRow;
-use skillforge_skillopt::harvest::webhook::parse_outcome;
-use skillforge_skillopt::harvest::{
-    CHECKER_REVIEWER, FLOOR_REVIEWER, HarvestConfig, HarvestEvent, VERIFIER_REVIEWER, dispatch_legs, harvest, run_id,
-};
-use skillforge_stage::StageJobs;
 
 use super::history::{self, Commit, Repo, Selection};
 use crate::exit::CliError;
 
 /// The demo's hard verifier: cheap and real — the merged head has a readable commit and tracked
 /// files — so the demo stays fast on any repository.
-pub const HARD_VERIFIER_COMMAND: &str = r#"git log -1 --format=%H >/dev/null && test -n "$(git ls-files | head -1)""#;
+pub const HARD_VERIFIER_COMMAND: &str =
+    r#"git log -1 --format=%H >/dev/null && test -n "$(git ls-files | head -1)""#;
 /// Job family the demo attributes changes as (only implement changes are harvested, S-16).
 const IMPLEMENT_KIND: &str = "implement";
 
@@ -122,7 +124,10 @@ pub fn changes(repo: &Repo, n: usize) -> Result<(&'static str, Vec<Commit>), Cli
     if !merges.is_empty() {
         return Ok(("merges", merges));
     }
-    Ok(("commits", history::recent(repo, n, Selection::MainlineCommits)?))
+    Ok((
+        "commits",
+        history::recent(repo, n, Selection::MainlineCommits)?,
+    ))
 }
 
 /// Runs the harvest step: attribute, report merged, run the legs, apply their rows, export.
@@ -162,7 +167,8 @@ pub async fn run(step: &HarvestStep<'_>) -> Result<HarvestSummary, CliError> {
         upsert_attribution(&mut tx, &attribution).await?;
         tx.commit().await?;
         // Nothing local says whether external CI passed: an (unconfirmed) empty gate, `--ci none`.
-        let outcome = parse_outcome("merged", Some("none"), None).map_err(|m| CliError::usage(anyhow!(m)))?;
+        let outcome =
+            parse_outcome("merged", Some("none"), None).map_err(|m| CliError::usage(anyhow!(m)))?;
         let event = HarvestEvent::Outcome {
             repo: step.repo.slug.clone(),
             pr,
@@ -171,16 +177,27 @@ pub async fn run(step: &HarvestStep<'_>) -> Result<HarvestSummary, CliError> {
             ci_shas: vec![commit.sha.clone()],
             body: Some(commit.body.clone()),
         };
-        let report = harvest(step.store, &config, &event, &[]).await.map_err(|e| CliError::env(anyhow!(e).context("harvest outcome")))?;
+        let report = harvest(step.store, &config, &event, &[])
+            .await
+            .map_err(|e| CliError::env(anyhow!(e).context("harvest outcome")))?;
         summary.skipped.extend(report.skipped.iter().cloned());
-        let legs = dispatch_legs(step.queue.as_ref(), step.store, &report.legs).await.map_err(|e| CliError::env(anyhow!(e)))?;
+        let legs = dispatch_legs(step.queue.as_ref(), step.store, &report.legs)
+            .await
+            .map_err(|e| CliError::env(anyhow!(e)))?;
         job_ids.extend(legs.into_iter().map(|(_, id)| id));
-        summary.changes.push(Change { item_id: format!("{}#{pr}", step.repo.slug), sha: commit.sha.clone(), subject: commit.subject.clone() });
+        summary.changes.push(Change {
+            item_id: format!("{}#{pr}", step.repo.slug),
+            sha: commit.sha.clone(),
+            subject: commit.subject.clone(),
+        });
     }
     summary.n_leg_jobs = job_ids.len();
     if !job_ids.is_empty() {
         // The port's wait returns once the legs' rows are applied (on either backend).
-        step.jobs.wait(&job_ids, "harvest legs").await.map_err(|e| CliError::env(anyhow!(e)))?;
+        step.jobs
+            .wait(&job_ids, "harvest legs")
+            .await
+            .map_err(|e| CliError::env(anyhow!(e)))?;
     }
     if summary.changes.is_empty() {
         summary.skipped.push("the history has no merge and no commit with a parent (a shallow clone?); nothing harvested".into());
@@ -191,14 +208,26 @@ pub async fn run(step: &HarvestStep<'_>) -> Result<HarvestSummary, CliError> {
         .map_err(|e| CliError::env(anyhow!("export auto-trace run `{}`: {e}", summary.run_id)))?;
     validate_training_package(&package).map_err(|e| CliError {
         code: crate::exit::CHECK_FAILED,
-        error: anyhow!("export auto-trace run `{}`: the optimizer would refuse it: {e}", summary.run_id),
+        error: anyhow!(
+            "export auto-trace run `{}`: the optimizer would refuse it: {e}",
+            summary.run_id
+        ),
     })?;
-    let bytes = serialize_package(&package).map_err(|e| CliError::env(anyhow!("encode auto-trace package: {e}")))?;
+    let bytes = serialize_package(&package)
+        .map_err(|e| CliError::env(anyhow!("encode auto-trace package: {e}")))?;
     if let Some(parent) = step.export.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| CliError::env(anyhow!("create `{}`: {e}", parent.display())))?;
+        std::fs::create_dir_all(parent)
+            .map_err(|e| CliError::env(anyhow!("create `{}`: {e}", parent.display())))?;
     }
-    std::fs::write(&step.export, bytes.as_bytes()).map_err(|e| CliError::env(anyhow!("write `{}`: {e}", step.export.display())))?;
-    let count = |reviewer: &str| package.feedback_events.iter().filter(|e| e.reviewer == reviewer).count();
+    std::fs::write(&step.export, bytes.as_bytes())
+        .map_err(|e| CliError::env(anyhow!("write `{}`: {e}", step.export.display())))?;
+    let count = |reviewer: &str| {
+        package
+            .feedback_events
+            .iter()
+            .filter(|e| e.reviewer == reviewer)
+            .count()
+    };
     summary.floor_rows = count(FLOOR_REVIEWER);
     summary.hard_verifier_rows = count(VERIFIER_REVIEWER);
     summary.checker_rows = count(CHECKER_REVIEWER);
@@ -214,9 +243,15 @@ mod tests {
     fn the_demo_config_turns_on_the_harvester_hard_verifier_and_checkers_only() {
         let config = demo_config();
         assert!(config.is_enabled() && config.checkers_leg() && !config.review_leg());
-        assert_eq!(config.hard_verifier_commands(), Some(vec![HARD_VERIFIER_COMMAND.to_owned()]));
+        assert_eq!(
+            config.hard_verifier_commands(),
+            Some(vec![HARD_VERIFIER_COMMAND.to_owned()])
+        );
         // The reference file parses as the same switches.
         let parsed: toml::Value = toml::from_str(&demo_config_toml()).unwrap();
-        assert_eq!(parsed["skillopt"]["hard_verifier_commands"][0].as_str(), Some(HARD_VERIFIER_COMMAND));
+        assert_eq!(
+            parsed["skillopt"]["hard_verifier_commands"][0].as_str(),
+            Some(HARD_VERIFIER_COMMAND)
+        );
     }
 }

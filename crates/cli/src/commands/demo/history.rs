@@ -84,22 +84,43 @@ fn git(root: &Path, args: &[&str]) -> Result<String, CliError> {
 /// cannot run.
 pub fn open(path: &Path) -> Result<Repo, CliError> {
     let not_a_repo = |detail: &str| {
-        CliError::usage(anyhow!("`{}` is not a git repository ({detail}); give --repo PATH of a git checkout", path.display()))
+        CliError::usage(anyhow!(
+            "`{}` is not a git repository ({detail}); give --repo PATH of a git checkout",
+            path.display()
+        ))
     };
     if !path.is_dir() {
         return Err(not_a_repo("no such directory"));
     }
     let root = match git_raw(path, &["rev-parse", "--show-toplevel"]) {
         Ok(out) => PathBuf::from(out.trim()),
-        Err(Ok(stderr)) => return Err(not_a_repo(stderr.lines().next().unwrap_or("git rev-parse failed"))),
+        Err(Ok(stderr)) => {
+            return Err(not_a_repo(
+                stderr.lines().next().unwrap_or("git rev-parse failed"),
+            ));
+        }
         Err(Err(e)) => return Err(e),
     };
     let name: String = root
         .file_name()
-        .map(|n| n.to_string_lossy().chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' }).collect())
+        .map(|n| {
+            n.to_string_lossy()
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                        c
+                    } else {
+                        '-'
+                    }
+                })
+                .collect()
+        })
         .filter(|n: &String| !n.trim_matches('.').is_empty())
         .unwrap_or_else(|| "repo".into());
-    Ok(Repo { root, slug: format!("local/{name}") })
+    Ok(Repo {
+        root,
+        slug: format!("local/{name}"),
+    })
 }
 
 /// Parses `git log --format=%H%x1f%P%x1f%s%x1f%b%x1e` output.
@@ -111,10 +132,20 @@ fn parse_log(text: &str) -> Vec<Commit> {
             if sha.is_empty() {
                 return None;
             }
-            let parents = fields.next().unwrap_or_default().split_whitespace().map(str::to_owned).collect();
+            let parents = fields
+                .next()
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect();
             let subject = fields.next().unwrap_or_default().trim().to_owned();
             let body = fields.next().unwrap_or_default().trim().to_owned();
-            Some(Commit { sha, parents, subject, body })
+            Some(Commit {
+                sha,
+                parents,
+                subject,
+                body,
+            })
         })
         .collect()
 }
@@ -151,8 +182,13 @@ pub fn recent(repo: &Repo, n: usize, selection: Selection) -> Result<Vec<Commit>
 /// # Errors
 /// Exit 3 when git fails.
 pub fn change_number(repo: &Repo, commit: &Commit) -> Result<i64, CliError> {
-    let out = git(&repo.root, &["rev-list", "--count", "--first-parent", &commit.sha])?;
-    out.trim().parse().map_err(|e| CliError::env(anyhow!("git rev-list --count {}: {e}", commit.sha)))
+    let out = git(
+        &repo.root,
+        &["rev-list", "--count", "--first-parent", &commit.sha],
+    )?;
+    out.trim()
+        .parse()
+        .map_err(|e| CliError::env(anyhow!("git rev-list --count {}: {e}", commit.sha)))
 }
 
 /// `text` cut to at most `max_bytes` at a line boundary, with a note of what was cut.
@@ -165,7 +201,11 @@ pub fn cap(text: &str, max_bytes: usize) -> String {
         end -= 1;
     }
     let cut = text[..end].rfind('\n').map_or(end, |i| i + 1);
-    format!("{}… ({} more bytes not shown)\n", &text[..cut], text.len() - cut)
+    format!(
+        "{}… ({} more bytes not shown)\n",
+        &text[..cut],
+        text.len() - cut
+    )
 }
 
 /// A commit as a review item: id `c-<sha12>`, title `Summarize <sha7>: <subject>`, input the
@@ -174,8 +214,21 @@ pub fn cap(text: &str, max_bytes: usize) -> String {
 /// # Errors
 /// Exit 3 when git fails.
 pub fn review_item(repo: &Repo, commit: &Commit) -> Result<ItemSpec, CliError> {
-    let stat = git(&repo.root, &["show", "--no-color", "--stat=100", "--format=", &commit.sha])?;
-    let diff = git(&repo.root, &["show", "--no-color", "--no-ext-diff", "--patch", "--format=", &commit.sha])?;
+    let stat = git(
+        &repo.root,
+        &["show", "--no-color", "--stat=100", "--format=", &commit.sha],
+    )?;
+    let diff = git(
+        &repo.root,
+        &[
+            "show",
+            "--no-color",
+            "--no-ext-diff",
+            "--patch",
+            "--format=",
+            &commit.sha,
+        ],
+    )?;
     let subject: String = commit.subject.chars().take(100).collect();
     let input = format!(
         "commit {} — {}\n\n{}\n{}",
@@ -184,7 +237,14 @@ pub fn review_item(repo: &Repo, commit: &Commit) -> Result<ItemSpec, CliError> {
         cap(stat.trim_matches('\n'), MAX_STAT_BYTES),
         cap(diff.trim_start_matches('\n'), MAX_DIFF_BYTES)
     );
-    Ok(ItemSpec { id: format!("c-{}", commit.short()), title: format!("Summarize {}: {subject}", &commit.sha[..7.min(commit.sha.len())]), input })
+    Ok(ItemSpec {
+        id: format!("c-{}", commit.short()),
+        title: format!(
+            "Summarize {}: {subject}",
+            &commit.sha[..7.min(commit.sha.len())]
+        ),
+        input,
+    })
 }
 
 #[cfg(test)]
@@ -193,9 +253,15 @@ mod tests {
 
     #[test]
     fn cap_cuts_at_a_line_boundary_and_says_so() {
-        let check = |text: &str, max: usize, expected: &str| assert_eq!(cap(text, max), expected, "{text:?} {max}");
+        let check = |text: &str, max: usize, expected: &str| {
+            assert_eq!(cap(text, max), expected, "{text:?} {max}")
+        };
         check("short\n", 100, "short\n");
-        check("line one\nline two\n", 12, "line one\n… (9 more bytes not shown)\n");
+        check(
+            "line one\nline two\n",
+            12,
+            "line one\n… (9 more bytes not shown)\n",
+        );
         check("abcdef", 3, "abc… (3 more bytes not shown)\n");
         check("ééé", 3, "é… (4 more bytes not shown)\n");
     }
@@ -205,7 +271,14 @@ mod tests {
         let text = "aaa\x1fp1 p2\x1fMerge x\x1fReverts #3\x1e\nbbb\x1f\x1froot\x1f\x1e\n";
         let commits = parse_log(text);
         assert_eq!(commits.len(), 2);
-        assert_eq!((commits[0].parents.len(), commits[0].subject.as_str(), commits[0].body.as_str()), (2, "Merge x", "Reverts #3"));
+        assert_eq!(
+            (
+                commits[0].parents.len(),
+                commits[0].subject.as_str(),
+                commits[0].body.as_str()
+            ),
+            (2, "Merge x", "Reverts #3")
+        );
         assert!(commits[1].parents.is_empty());
     }
 }

@@ -25,7 +25,9 @@ use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use skillforge_contract::{FEEDBACK_FILE, FeedbackEntry, RankingText, parse_feedback_yml, render_feedback_yml};
+use skillforge_contract::{
+    FEEDBACK_FILE, FeedbackEntry, RankingText, parse_feedback_yml, render_feedback_yml,
+};
 
 /// Reviewer name the demo writes into `feedback.yml`.
 pub const DEMO_REVIEWER: &str = "demo-reviewer";
@@ -102,7 +104,9 @@ pub fn diff_files(input: &str) -> Vec<String> {
     if !has_diff_header {
         for line in input.lines() {
             if let Some((path, count)) = line.split_once(" | ")
-                && count.trim_start().starts_with(|c: char| c.is_ascii_digit() || c == 'B')
+                && count
+                    .trim_start()
+                    .starts_with(|c: char| c.is_ascii_digit() || c == 'B')
             {
                 push(path);
             }
@@ -129,7 +133,11 @@ pub fn rank(item: &ItemView) -> Vec<OptionScore> {
         })
         .collect();
     scores.sort_by(|x, y| {
-        (Reverse(x.n_files_named), x.n_chars, &x.label).cmp(&(Reverse(y.n_files_named), y.n_chars, &y.label))
+        (Reverse(x.n_files_named), x.n_chars, &x.label).cmp(&(
+            Reverse(y.n_files_named),
+            y.n_chars,
+            &y.label,
+        ))
     });
     scores
 }
@@ -137,7 +145,10 @@ pub fn rank(item: &ItemView) -> Vec<OptionScore> {
 /// The feedback entry for one item: its strict ranking, traits and required improvements.
 pub fn review_item(item: &ItemView) -> FeedbackEntry {
     let ranked = rank(item);
-    let mut entry = FeedbackEntry { item_id: item.item_id.clone(), ..FeedbackEntry::default() };
+    let mut entry = FeedbackEntry {
+        item_id: item.item_id.clone(),
+        ..FeedbackEntry::default()
+    };
     let (Some(best), Some(worst)) = (ranked.first(), ranked.last()) else {
         entry.choice = "skip".into();
         return entry;
@@ -174,7 +185,9 @@ pub fn review_item(item: &ItemView) -> FeedbackEntry {
         entry.required_improvements.push(NAME_EVERY_FILE.to_owned());
     }
     if best.n_chars > MAX_SUMMARY_CHARS {
-        entry.required_improvements.push(format!("keep the summary under {MAX_SUMMARY_CHARS} characters"));
+        entry.required_improvements.push(format!(
+            "keep the summary under {MAX_SUMMARY_CHARS} characters"
+        ));
     }
     entry.reasoning = format!(
         "demo rule: named files {} of {}, {} chars (best); ranked by files named, then length, then label",
@@ -237,7 +250,11 @@ pub fn parse_item_file(text: &str) -> Result<ItemView, String> {
             options.push((label.trim().to_lowercase(), block.unwrap_or_default()));
         }
     }
-    Ok(ItemView { item_id, files, options })
+    Ok(ItemView {
+        item_id,
+        files,
+        options,
+    })
 }
 
 /// Fills `<packet>/feedback.yml` by the rule: reads the template and every `items/*.md`, writes
@@ -248,15 +265,19 @@ pub fn parse_item_file(text: &str) -> Result<ItemView, String> {
 /// `feedback.yml` without a file.
 pub fn fill_packet(dir: &Path) -> Result<ReviewDone, String> {
     let feedback_path = dir.join(FEEDBACK_FILE);
-    let text = std::fs::read_to_string(&feedback_path).map_err(|e| format!("read `{}`: {e}", feedback_path.display()))?;
-    let mut feedback = parse_feedback_yml(&text).map_err(|e| format!("`{}`: {e}", feedback_path.display()))?;
+    let text = std::fs::read_to_string(&feedback_path)
+        .map_err(|e| format!("read `{}`: {e}", feedback_path.display()))?;
+    let mut feedback =
+        parse_feedback_yml(&text).map_err(|e| format!("`{}`: {e}", feedback_path.display()))?;
     let items_dir = dir.join(ITEMS_DIR);
     let mut views = BTreeMap::new();
-    let entries = std::fs::read_dir(&items_dir).map_err(|e| format!("read `{}`: {e}", items_dir.display()))?;
+    let entries = std::fs::read_dir(&items_dir)
+        .map_err(|e| format!("read `{}`: {e}", items_dir.display()))?;
     for entry in entries.flatten() {
         let path = entry.path();
         if path.extension().is_some_and(|e| e == "md") {
-            let text = std::fs::read_to_string(&path).map_err(|e| format!("read `{}`: {e}", path.display()))?;
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("read `{}`: {e}", path.display()))?;
             let view = parse_item_file(&text).map_err(|e| format!("`{}`: {e}", path.display()))?;
             views.insert(view.item_id.clone(), view);
         }
@@ -264,14 +285,28 @@ pub fn fill_packet(dir: &Path) -> Result<ReviewDone, String> {
     feedback.reviewer = DEMO_REVIEWER.to_owned();
     let mut rankings = Vec::new();
     for entry in &mut feedback.items {
-        let view = views.get(&entry.item_id).ok_or_else(|| format!("item `{}` has no file in `{}`", entry.item_id, items_dir.display()))?;
+        let view = views.get(&entry.item_id).ok_or_else(|| {
+            format!(
+                "item `{}` has no file in `{}`",
+                entry.item_id,
+                items_dir.display()
+            )
+        })?;
         *entry = review_item(view);
-        let ranking = entry.ranking.as_ref().map(|r| r.parts().join(" ")).unwrap_or_else(|| "skip".into());
+        let ranking = entry
+            .ranking
+            .as_ref()
+            .map(|r| r.parts().join(" "))
+            .unwrap_or_else(|| "skip".into());
         rankings.push((entry.item_id.clone(), ranking));
     }
     let out = render_feedback_yml(&feedback).map_err(|e| format!("render feedback.yml: {e}"))?;
-    std::fs::write(&feedback_path, out).map_err(|e| format!("write `{}`: {e}", feedback_path.display()))?;
-    Ok(ReviewDone { n_items: feedback.items.len(), rankings })
+    std::fs::write(&feedback_path, out)
+        .map_err(|e| format!("write `{}`: {e}", feedback_path.display()))?;
+    Ok(ReviewDone {
+        n_items: feedback.items.len(),
+        rankings,
+    })
 }
 
 #[cfg(test)]
@@ -283,7 +318,8 @@ mod tests {
 
     impl TempDir {
         fn new(name: &str) -> Self {
-            let dir = std::env::temp_dir().join(format!("skillforge-demo-{name}-{}", std::process::id()));
+            let dir =
+                std::env::temp_dir().join(format!("skillforge-demo-{name}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir).unwrap();
             Self(dir)
@@ -304,22 +340,39 @@ mod tests {
         ItemView {
             item_id: "c-1".into(),
             files: files.iter().map(|f| (*f).to_owned()).collect(),
-            options: options.iter().map(|(l, t)| ((*l).to_owned(), (*t).to_owned())).collect(),
+            options: options
+                .iter()
+                .map(|(l, t)| ((*l).to_owned(), (*t).to_owned()))
+                .collect(),
         }
     }
 
     fn ranking(entry: &FeedbackEntry) -> String {
-        entry.ranking.as_ref().map(|r| r.parts().join("").replace(' ', "")).unwrap_or_default()
+        entry
+            .ranking
+            .as_ref()
+            .map(|r| r.parts().join("").replace(' ', ""))
+            .unwrap_or_default()
     }
 
     #[test]
     fn diff_files_reads_diff_headers_else_stat_lines() {
-        let check = |input: &str, expected: &[&str]| assert_eq!(diff_files(input), expected, "{input}");
-        check("diff --git a/src/lib.rs b/src/lib.rs\n+x\ndiff --git a/README.md b/README.md\n", &["src/lib.rs", "README.md"]);
+        let check =
+            |input: &str, expected: &[&str]| assert_eq!(diff_files(input), expected, "{input}");
+        check(
+            "diff --git a/src/lib.rs b/src/lib.rs\n+x\ndiff --git a/README.md b/README.md\n",
+            &["src/lib.rs", "README.md"],
+        );
         check("diff --git a/old.rs b/new.rs\n", &["new.rs"]);
-        check(" src/a.rs | 12 ++++--\n docs/b.md | 3 +\n 2 files changed\n", &["src/a.rs", "docs/b.md"]);
+        check(
+            " src/a.rs | 12 ++++--\n docs/b.md | 3 +\n 2 files changed\n",
+            &["src/a.rs", "docs/b.md"],
+        );
         check(" logo.png | Bin 0 -> 12 bytes\n", &["logo.png"]);
-        check("diff --git a/a.rs b/a.rs\n a.rs | 1 +\n b.rs | 2 +\n", &["a.rs"]);
+        check(
+            "diff --git a/a.rs b/a.rs\n a.rs | 1 +\n b.rs | 2 +\n",
+            &["a.rs"],
+        );
         check("just words | and a pipe\n", &[]);
         check("", &[]);
     }
@@ -327,31 +380,74 @@ mod tests {
     #[test]
     fn rank_prefers_named_files_then_shorter_then_label() {
         let check = |files: &[&str], options: &[(&str, &str)], expected: &str| {
-            assert_eq!(ranking(&review_item(&item(files, options))), expected, "{options:?}");
+            assert_eq!(
+                ranking(&review_item(&item(files, options))),
+                expected,
+                "{options:?}"
+            );
         };
         // Files named beat length.
-        check(&["src/lib.rs"], &[("a", "short"), ("b", "a much longer text about src/lib.rs")], "B>A");
+        check(
+            &["src/lib.rs"],
+            &[("a", "short"), ("b", "a much longer text about src/lib.rs")],
+            "B>A",
+        );
         // The file name alone counts.
-        check(&["src/parser.rs"], &[("a", "fixes parser.rs"), ("b", "fix")], "A>B");
+        check(
+            &["src/parser.rs"],
+            &[("a", "fixes parser.rs"), ("b", "fix")],
+            "A>B",
+        );
         // Same files named: shorter first.
-        check(&["x.rs"], &[("a", "x.rs and more words"), ("b", "x.rs"), ("c", "nothing")], "B>A>C");
+        check(
+            &["x.rs"],
+            &[
+                ("a", "x.rs and more words"),
+                ("b", "x.rs"),
+                ("c", "nothing"),
+            ],
+            "B>A>C",
+        );
         // Full ties: label order.
         check(&[], &[("c", "same"), ("a", "same"), ("b", "same")], "A>B>C");
     }
 
     #[test]
     fn traits_and_improvements_follow_the_rule() {
-        let entry = review_item(&item(&["src/a.rs", "src/b.rs"], &[("a", "touches src/a.rs"), ("b", "a long option that names nothing at all")]));
+        let entry = review_item(&item(
+            &["src/a.rs", "src/b.rs"],
+            &[
+                ("a", "touches src/a.rs"),
+                ("b", "a long option that names nothing at all"),
+            ],
+        ));
         assert_eq!(entry.useful_traits["a"], [NAMES_FILES, SHORTEST]);
         assert_eq!(entry.rejected_traits["b"], [NAMES_NO_FILE, LONGEST]);
-        assert_eq!(entry.required_improvements, [NAME_EVERY_FILE], "the best names one file of two");
+        assert_eq!(
+            entry.required_improvements,
+            [NAME_EVERY_FILE],
+            "the best names one file of two"
+        );
         let long = "word ".repeat(60);
         let entry = review_item(&item(&[], &[("a", &long), ("b", &long)]));
-        assert_eq!(entry.useful_traits["a"], [RANKED_FIRST], "no rule trait applies to equal options");
+        assert_eq!(
+            entry.useful_traits["a"],
+            [RANKED_FIRST],
+            "no rule trait applies to equal options"
+        );
         assert_eq!(entry.rejected_traits["b"], [RANKED_LAST]);
-        assert_eq!(entry.required_improvements, [format!("keep the summary under {MAX_SUMMARY_CHARS} characters")]);
+        assert_eq!(
+            entry.required_improvements,
+            [format!(
+                "keep the summary under {MAX_SUMMARY_CHARS} characters"
+            )]
+        );
         let entry = review_item(&item(&["a.rs"], &[("a", "a.rs")]));
-        assert!(entry.useful_traits.is_empty() && entry.rejected_traits.is_empty() && entry.required_improvements.is_empty());
+        assert!(
+            entry.useful_traits.is_empty()
+                && entry.rejected_traits.is_empty()
+                && entry.required_improvements.is_empty()
+        );
         assert_eq!(review_item(&item(&[], &[])).choice, "skip");
     }
 
@@ -363,7 +459,16 @@ mod tests {
         let view = parse_item_file(ITEM_FILE).unwrap();
         assert_eq!(view.item_id, "c-abc");
         assert_eq!(view.files, ["src/x.rs"]);
-        assert_eq!(view.options, [("a".to_owned(), "mentions x.rs\n```\nstill option a".to_owned()), ("b".to_owned(), "nothing".to_owned())]);
+        assert_eq!(
+            view.options,
+            [
+                (
+                    "a".to_owned(),
+                    "mentions x.rs\n```\nstill option a".to_owned()
+                ),
+                ("b".to_owned(), "nothing".to_owned())
+            ]
+        );
         assert!(parse_item_file("# no id\n").is_err());
     }
 
@@ -381,10 +486,16 @@ mod tests {
         std::fs::write(dir.path().join(".assignments.json"), "not json").unwrap();
         let done = fill_packet(dir.path()).unwrap();
         assert_eq!(done.rankings, [("c-abc".to_owned(), "A > B".to_owned())]);
-        let written = parse_feedback_yml(&std::fs::read_to_string(dir.path().join(FEEDBACK_FILE)).unwrap()).unwrap();
+        let written =
+            parse_feedback_yml(&std::fs::read_to_string(dir.path().join(FEEDBACK_FILE)).unwrap())
+                .unwrap();
         assert_eq!(written.reviewer, DEMO_REVIEWER);
         assert_eq!(written.items[0].useful_traits["a"], [NAMES_FILES]);
-        std::fs::write(dir.path().join(FEEDBACK_FILE), "run_id: r1\nitems:\n- item_id: missing\n").unwrap();
+        std::fs::write(
+            dir.path().join(FEEDBACK_FILE),
+            "run_id: r1\nitems:\n- item_id: missing\n",
+        )
+        .unwrap();
         assert!(fill_packet(dir.path()).unwrap_err().contains("missing"));
     }
 }

@@ -11,11 +11,13 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use clap::Args;
-use skillforge_runner_process::{ProcessPayload, run_process};
-use skillforge_runner_agent::AgentReport;
-use skillforge_evalloop::brief::{Brief, FINAL_ENV, KnowledgeGapDraft, check_rules_absent, check_self_test};
+use skillforge_evalloop::brief::{
+    Brief, FINAL_ENV, KnowledgeGapDraft, check_rules_absent, check_self_test,
+};
 use skillforge_evalloop::draft::{DraftTheme, draft_job, parse_draft};
 use skillforge_evalloop::stages::EvalStages;
+use skillforge_runner_agent::AgentReport;
+use skillforge_runner_process::{ProcessPayload, run_process};
 use skillforge_stage::{Ran, Wait, run_jobs};
 use tokio_util::sync::CancellationToken;
 
@@ -71,13 +73,22 @@ async fn verify_passes(brief: &Brief, example: &str) -> Result<bool, CliError> {
     }
     let mut payload = ProcessPayload::shell(brief.verify.clone());
     payload.cwd = Some(dir.path().to_path_buf());
-    payload.env.insert(FINAL_ENV.to_owned(), final_path.display().to_string());
-    let outcome = run_process(&payload, Duration::from_secs(120), &CancellationToken::new()).await.map_err(|e| CliError::env(anyhow!("run verify: {e}")))?;
+    payload
+        .env
+        .insert(FINAL_ENV.to_owned(), final_path.display().to_string());
+    let outcome = run_process(
+        &payload,
+        Duration::from_secs(120),
+        &CancellationToken::new(),
+    )
+    .await
+    .map_err(|e| CliError::env(anyhow!("run verify: {e}")))?;
     Ok(outcome.exit.is_passed())
 }
 
 fn read(path: &Path) -> Result<String, CliError> {
-    std::fs::read_to_string(path).map_err(|e| CliError::usage(anyhow!("read `{}`: {e}", path.display())))
+    std::fs::read_to_string(path)
+        .map_err(|e| CliError::usage(anyhow!("read `{}`: {e}", path.display())))
 }
 
 /// The agent runtime `given` (`--runtime` or `FORGE_AGENT`), for `what`; none is assumed.
@@ -97,54 +108,108 @@ pub(super) fn require_runtime(given: Option<String>, what: &str) -> Result<Strin
 /// Has the runtime draft a brief from the theme at `theme_path` (one `agent` job, waited for);
 /// returns the draft, how messages name it and the theme. The model's reply is kept as the job's
 /// outcome (`jobs show`).
-pub(super) async fn draft_from_theme(ctx: &Context, theme_path: &Path, runtime: &str, model: Option<&str>) -> Result<(KnowledgeGapDraft, String, DraftTheme), CliError> {
+pub(super) async fn draft_from_theme(
+    ctx: &Context,
+    theme_path: &Path,
+    runtime: &str,
+    model: Option<&str>,
+) -> Result<(KnowledgeGapDraft, String, DraftTheme), CliError> {
     let file = theme_path.display().to_string();
-    let theme = DraftTheme::parse(&read(theme_path)?, &file).map_err(|e| CliError::usage(anyhow!("{e}")))?;
-    let stages = EvalStages::for_home(&ctx.home).map_err(|e| CliError::usage(anyhow!(e.to_string())))?;
-    let spec = draft_job(&stages.draft, &theme, runtime, model).map_err(|e| CliError::usage(anyhow!(e.to_string())))?;
+    let theme = DraftTheme::parse(&read(theme_path)?, &file)
+        .map_err(|e| CliError::usage(anyhow!("{e}")))?;
+    let stages =
+        EvalStages::for_home(&ctx.home).map_err(|e| CliError::usage(anyhow!(e.to_string())))?;
+    let spec = draft_job(&stages.draft, &theme, runtime, model)
+        .map_err(|e| CliError::usage(anyhow!(e.to_string())))?;
     let store = ctx.store().await?;
     let queue = ctx.queue().await?;
     let jobs = CliJobs::new(ctx, queue, store);
-    let Ran::Done(done) = run_jobs(&jobs, &[spec], Wait::Block, "drafting the brief").await.map_err(|e| CliError::env(anyhow!(e)))? else {
+    let Ran::Done(done) = run_jobs(&jobs, &[spec], Wait::Block, "drafting the brief")
+        .await
+        .map_err(|e| CliError::env(anyhow!(e)))?
+    else {
         return Err(CliError::env(anyhow!("the drafting job did not finish")));
     };
-    let job = done.into_iter().next().ok_or_else(|| CliError::env(anyhow!("the drafting job is gone")))?;
-    let report: Option<AgentReport> = job.outcome.as_ref().and_then(|o| serde_json::from_value(o.detail.clone()).ok());
+    let job = done
+        .into_iter()
+        .next()
+        .ok_or_else(|| CliError::env(anyhow!("the drafting job is gone")))?;
+    let report: Option<AgentReport> = job
+        .outcome
+        .as_ref()
+        .and_then(|o| serde_json::from_value(o.detail.clone()).ok());
     let reply = report.as_ref().and_then(|r| r.final_message.clone());
-    let Some(reply) = reply.filter(|_| job.outcome.as_ref().is_some_and(|o| o.exit.is_passed())) else {
-        let why = job.outcome.as_ref().map_or_else(|| job.error.clone().unwrap_or_else(|| job.state.to_string()), |o| o.exit.label().to_owned());
-        return Err(CliError::env(anyhow!("runtime `{runtime}` did not draft the brief (job {}: {why}); no brief written", job.id)));
+    let Some(reply) = reply.filter(|_| job.outcome.as_ref().is_some_and(|o| o.exit.is_passed()))
+    else {
+        let why = job.outcome.as_ref().map_or_else(
+            || job.error.clone().unwrap_or_else(|| job.state.to_string()),
+            |o| o.exit.label().to_owned(),
+        );
+        return Err(CliError::env(anyhow!(
+            "runtime `{runtime}` did not draft the brief (job {}: {why}); no brief written",
+            job.id
+        )));
     };
-    let draft = parse_draft(&reply, &theme).map_err(|e| CliError::usage(anyhow!("{e} (job {}); no brief written", job.id)))?;
-    Ok((draft, format!("the draft of theme `{file}` (job {})", job.id), theme))
+    let draft = parse_draft(&reply, &theme)
+        .map_err(|e| CliError::usage(anyhow!("{e} (job {}); no brief written", job.id)))?;
+    Ok((
+        draft,
+        format!("the draft of theme `{file}` (job {})", job.id),
+        theme,
+    ))
 }
 
 /// Runs `eval brief`.
 pub async fn run(ctx: &Context, args: BriefArgs) -> CliResult {
     if let Some(path) = &args.check {
-        let brief = Brief::parse(&read(path)?, &path.display().to_string()).map_err(CliError::usage)?;
-        println!("brief `{}` is valid ({} setup files, output {})", brief.id, brief.setup.len(), brief.output);
+        let brief =
+            Brief::parse(&read(path)?, &path.display().to_string()).map_err(CliError::usage)?;
+        println!(
+            "brief `{}` is valid ({} setup files, output {})",
+            brief.id,
+            brief.setup.len(),
+            brief.output
+        );
         return Ok(OK);
     }
     let Some(out) = &args.out else {
-        return Err(CliError::usage(anyhow!("give --check FILE, or --knowledge-gap (--draft FILE | --theme FILE) --out FILE")));
+        return Err(CliError::usage(anyhow!(
+            "give --check FILE, or --knowledge-gap (--draft FILE | --theme FILE) --out FILE"
+        )));
     };
     let (draft, file) = match (&args.draft, &args.theme) {
         (Some(draft_path), _) => {
             let file = draft_path.display().to_string();
             let text = read(draft_path)?;
-            skillforge_contract::limits::check_json(&text).map_err(|e| CliError::usage(anyhow!("invalid draft `{file}`: the document {e}")))?;
-            let draft: KnowledgeGapDraft = serde_json::from_str(&text).map_err(|e| CliError::usage(anyhow!("invalid draft `{file}`: {e}")))?;
+            skillforge_contract::limits::check_json(&text).map_err(|e| {
+                CliError::usage(anyhow!("invalid draft `{file}`: the document {e}"))
+            })?;
+            let draft: KnowledgeGapDraft = serde_json::from_str(&text)
+                .map_err(|e| CliError::usage(anyhow!("invalid draft `{file}`: {e}")))?;
             (draft, file)
         }
         (None, Some(theme_path)) => {
-            let (draft, file, _) = draft_from_theme(ctx, theme_path, &require_runtime(args.runtime.clone(), "drafting the brief")?, args.model.as_deref()).await?;
+            let (draft, file, _) = draft_from_theme(
+                ctx,
+                theme_path,
+                &require_runtime(args.runtime.clone(), "drafting the brief")?,
+                args.model.as_deref(),
+            )
+            .await?;
             (draft, file)
         }
-        (None, None) => return Err(CliError::usage(anyhow!("--knowledge-gap needs --draft FILE or --theme FILE"))),
+        (None, None) => {
+            return Err(CliError::usage(anyhow!(
+                "--knowledge-gap needs --draft FILE or --theme FILE"
+            )));
+        }
     };
     let brief = check_and_write(&draft, &file, out).await?;
-    println!("brief `{}` written to {} (verify passes the good example and fails the bad one)", brief.id, out.display());
+    println!(
+        "brief `{}` written to {} (verify passes the good example and fails the bad one)",
+        brief.id,
+        out.display()
+    );
     Ok(OK)
 }
 
@@ -154,7 +219,11 @@ pub async fn run(ctx: &Context, args: BriefArgs) -> CliResult {
 ///
 /// # Errors
 /// A failed check (exit 2; nothing written), or `out` cannot be written (exit 3).
-pub(super) async fn check_and_write(draft: &KnowledgeGapDraft, file: &str, out: &Path) -> Result<Brief, CliError> {
+pub(super) async fn check_and_write(
+    draft: &KnowledgeGapDraft,
+    file: &str,
+    out: &Path,
+) -> Result<Brief, CliError> {
     draft.brief.validate(file).map_err(CliError::usage)?;
     check_rules_absent(draft).map_err(CliError::usage)?;
     let good = verify_passes(&draft.brief, &draft.good_example).await?;
@@ -162,8 +231,10 @@ pub(super) async fn check_and_write(draft: &KnowledgeGapDraft, file: &str, out: 
     check_self_test(good, bad).map_err(CliError::usage)?;
     let text = serde_json::to_string_pretty(&draft.brief).map_err(|e| CliError::env(anyhow!(e)))?;
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| CliError::env(anyhow!("create `{}`: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CliError::env(anyhow!("create `{}`: {e}", dir.display())))?;
     }
-    std::fs::write(out, format!("{text}\n")).map_err(|e| CliError::env(anyhow!("write `{}`: {e}", out.display())))?;
+    std::fs::write(out, format!("{text}\n"))
+        .map_err(|e| CliError::env(anyhow!("write `{}`: {e}", out.display())))?;
     Ok(draft.brief.clone())
 }

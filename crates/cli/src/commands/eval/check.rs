@@ -30,10 +30,20 @@ pub struct CheckArgs {
 pub fn run(_ctx: &Context, args: CheckArgs) -> CliResult {
     let (path, is_reply) = match args.file {
         Some(p) => (p, false),
-        None => (std::env::var_os(FINAL_ENV).map(PathBuf::from).ok_or_else(|| CliError::usage(anyhow!("give --file or set {FINAL_ENV}")))?, true),
+        None => (
+            std::env::var_os(FINAL_ENV)
+                .map(PathBuf::from)
+                .ok_or_else(|| CliError::usage(anyhow!("give --file or set {FINAL_ENV}")))?,
+            true,
+        ),
     };
-    let text = std::fs::read_to_string(&path).map_err(|e| CliError::usage(anyhow!("read `{}`: {e}", path.display())))?;
-    let document = if is_reply { delivered_document(&text) } else { &text };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| CliError::usage(anyhow!("read `{}`: {e}", path.display())))?;
+    let document = if is_reply {
+        delivered_document(&text)
+    } else {
+        &text
+    };
     let found = violations(document, &args.forbid, args.max_words);
     for v in &found {
         eprintln!("violation: {v}");

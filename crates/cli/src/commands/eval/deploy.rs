@@ -17,12 +17,14 @@ use std::path::{Path, PathBuf};
 use anyhow::anyhow;
 use clap::Args;
 use skillforge_engine::JobState;
-use skillforge_evalloop::steps::arm::copy_tree;
-use skillforge_evalloop::deploy::{Deployed, check_remote_report, deploy_job, deploy_tree, skill_tree_name};
+use skillforge_evalloop::deploy::{
+    Deployed, check_remote_report, deploy_job, deploy_tree, skill_tree_name,
+};
 use skillforge_evalloop::install::{USER_SKILL_RUNTIMES, user_skill_root};
 use skillforge_evalloop::layout::ledger_path;
 use skillforge_evalloop::ledger::{open_entries, read_ledger};
 use skillforge_evalloop::stages::EvalStages;
+use skillforge_evalloop::steps::arm::copy_tree;
 use skillforge_stage::StageJobs;
 
 use crate::context::Context;
@@ -52,7 +54,11 @@ pub struct DeployArgs {
 
 /// `~/x` → `$HOME/x` (the install root is the installing user's).
 fn expand_home(path: &Path) -> Result<PathBuf, CliError> {
-    let home = || std::env::var_os("HOME").map(PathBuf::from).ok_or_else(|| CliError::env(anyhow!("HOME is not set; pass --root DIR")));
+    let home = || {
+        std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .ok_or_else(|| CliError::env(anyhow!("HOME is not set; pass --root DIR")))
+    };
     match path.strip_prefix("~") {
         Ok(rest) => Ok(home()?.join(rest)),
         Err(_) => Ok(path.to_path_buf()),
@@ -66,9 +72,15 @@ fn trees(ctx: &Context, given: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
     }
     let ledger = ledger_path(&ctx.home);
     let rows = read_ledger(&ledger).map_err(|e| CliError::env(anyhow!(e)))?;
-    let open: Vec<PathBuf> = open_entries(&rows).into_iter().filter_map(|r| r.installed.first().cloned()).collect();
+    let open: Vec<PathBuf> = open_entries(&rows)
+        .into_iter()
+        .filter_map(|r| r.installed.first().cloned())
+        .collect();
     if open.is_empty() {
-        return Err(CliError::usage(anyhow!("nothing to deploy: no SKILL_DIR given and `{}` records no open adoption", ledger.display())));
+        return Err(CliError::usage(anyhow!(
+            "nothing to deploy: no SKILL_DIR given and `{}` records no open adoption",
+            ledger.display()
+        )));
     }
     Ok(open)
 }
@@ -80,22 +92,31 @@ pub async fn run(ctx: &Context, args: DeployArgs) -> CliResult {
     for tree in &trees {
         let name = skill_tree_name(tree).map_err(|e| CliError::usage(anyhow!(e)))?;
         if names.contains(&name) {
-            return Err(CliError::usage(anyhow!("two trees are named `{name}`: one would overwrite the other")));
+            return Err(CliError::usage(anyhow!(
+                "two trees are named `{name}`: one would overwrite the other"
+            )));
         }
         names.push(name);
     }
     let mut expect: BTreeMap<String, String> = BTreeMap::new();
     for e in &args.expect {
-        let (name, digest) = e.split_once('=').filter(|(_, d)| d.starts_with("sha256:")).ok_or_else(|| CliError::usage(anyhow!("--expect `{e}`: give NAME=sha256:HEX")))?;
+        let (name, digest) = e
+            .split_once('=')
+            .filter(|(_, d)| d.starts_with("sha256:"))
+            .ok_or_else(|| CliError::usage(anyhow!("--expect `{e}`: give NAME=sha256:HEX")))?;
         if !names.iter().any(|n| n == name) {
-            return Err(CliError::usage(anyhow!("--expect `{e}`: no tree named `{name}` is deployed")));
+            return Err(CliError::usage(anyhow!(
+                "--expect `{e}`: no tree named `{name}` is deployed"
+            )));
         }
         expect.insert(name.to_owned(), digest.to_owned());
     }
     match args.to {
         Some(host) => {
             if !expect.is_empty() {
-                return Err(CliError::usage(anyhow!("--expect is for the installing side; with --to the digests are computed here and checked on `{host}`")));
+                return Err(CliError::usage(anyhow!(
+                    "--expect is for the installing side; with --to the digests are computed here and checked on `{host}`"
+                )));
             }
             remote(ctx, &host, args.root.as_deref(), &args.runtime, &trees).await
         }
@@ -112,12 +133,19 @@ pub async fn run(ctx: &Context, args: DeployArgs) -> CliResult {
 /// The user-level skill directories of `runtimes` (all of [`USER_SKILL_RUNTIMES`] when empty)
 /// for the user running this command (`HOME`, `CLAUDE_CONFIG_DIR`, `XDG_CONFIG_HOME`).
 fn runtime_roots(runtimes: &[String]) -> Result<Vec<PathBuf>, CliError> {
-    let home = std::env::var_os("HOME").map(PathBuf::from).ok_or_else(|| CliError::env(anyhow!("HOME is not set; pass --root DIR")))?;
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .ok_or_else(|| CliError::env(anyhow!("HOME is not set; pass --root DIR")))?;
     let env: BTreeMap<String, String> = std::env::vars().collect();
-    let wanted: Vec<&str> = if runtimes.is_empty() { USER_SKILL_RUNTIMES.to_vec() } else { runtimes.iter().map(String::as_str).collect() };
+    let wanted: Vec<&str> = if runtimes.is_empty() {
+        USER_SKILL_RUNTIMES.to_vec()
+    } else {
+        runtimes.iter().map(String::as_str).collect()
+    };
     let mut roots: Vec<PathBuf> = Vec::new();
     for runtime in wanted {
-        let root = user_skill_root(runtime, &home, &env).map_err(|e| CliError::usage(anyhow!("--runtime: {e}")))?;
+        let root = user_skill_root(runtime, &home, &env)
+            .map_err(|e| CliError::usage(anyhow!("--runtime: {e}")))?;
         if !roots.contains(&root) {
             roots.push(root);
         }
@@ -125,10 +153,21 @@ fn runtime_roots(runtimes: &[String]) -> Result<Vec<PathBuf>, CliError> {
     Ok(roots)
 }
 
-fn local(ctx: &Context, roots: &[PathBuf], trees: &[PathBuf], names: &[String], expect: &BTreeMap<String, String>) -> CliResult {
+fn local(
+    ctx: &Context,
+    roots: &[PathBuf],
+    trees: &[PathBuf],
+    names: &[String],
+    expect: &BTreeMap<String, String>,
+) -> CliResult {
     let mut done: Vec<Deployed> = Vec::new();
     let mut failed = false;
-    let each = roots.iter().flat_map(|root| trees.iter().zip(names).map(move |(tree, name)| (root, tree, name)));
+    let each = roots.iter().flat_map(|root| {
+        trees
+            .iter()
+            .zip(names)
+            .map(move |(tree, name)| (root, tree, name))
+    });
     for (root, tree, name) in each {
         match deploy_tree(tree, root, expect.get(name).map(String::as_str), copy_tree) {
             Ok(d) => {
@@ -149,36 +188,82 @@ fn local(ctx: &Context, roots: &[PathBuf], trees: &[PathBuf], names: &[String], 
     Ok(if failed { CHECK_FAILED } else { OK })
 }
 
-async fn remote(ctx: &Context, host: &str, root: Option<&Path>, runtimes: &[String], trees: &[PathBuf]) -> CliResult {
+async fn remote(
+    ctx: &Context,
+    host: &str,
+    root: Option<&Path>,
+    runtimes: &[String],
+    trees: &[PathBuf],
+) -> CliResult {
     if host.is_empty() || host.contains(['/', '=', ',', ' ']) {
-        return Err(CliError::usage(anyhow!("--to `{host}` is not a host name (the `host=` label of a worker); for an install root on this machine use --root DIR")));
+        return Err(CliError::usage(anyhow!(
+            "--to `{host}` is not a host name (the `host=` label of a worker); for an install root on this machine use --root DIR"
+        )));
     }
     let root = match root {
-        Some(r) if !(r.is_absolute() || r.starts_with("~")) => return Err(CliError::usage(anyhow!("--root `{}` with --to must be absolute (or start with ~/) on `{host}`", r.display()))),
-        Some(r) => Some(r.to_str().ok_or_else(|| CliError::usage(anyhow!("--root `{}` is not UTF-8", r.display())))?),
+        Some(r) if !(r.is_absolute() || r.starts_with("~")) => {
+            return Err(CliError::usage(anyhow!(
+                "--root `{}` with --to must be absolute (or start with ~/) on `{host}`",
+                r.display()
+            )));
+        }
+        Some(r) => Some(
+            r.to_str()
+                .ok_or_else(|| CliError::usage(anyhow!("--root `{}` is not UTF-8", r.display())))?,
+        ),
         None => None,
     };
     let queue = ctx.queue().await?;
-    let area = queue.transfer_area().ok_or_else(|| CliError::env(anyhow!("the `{}` queue has no transfer area to carry the trees", queue.name())))?;
-    let stages = EvalStages::for_home(&ctx.home).map_err(|e| CliError::usage(anyhow!(e.to_string())))?;
-    let (spec, expected) = deploy_job(area.as_ref(), &stages.deploy, trees, host, root, runtimes).await.map_err(|e| CliError::env(anyhow!("{e}")))?;
+    let area = queue.transfer_area().ok_or_else(|| {
+        CliError::env(anyhow!(
+            "the `{}` queue has no transfer area to carry the trees",
+            queue.name()
+        ))
+    })?;
+    let stages =
+        EvalStages::for_home(&ctx.home).map_err(|e| CliError::usage(anyhow!(e.to_string())))?;
+    let (spec, expected) = deploy_job(area.as_ref(), &stages.deploy, trees, host, root, runtimes)
+        .await
+        .map_err(|e| CliError::env(anyhow!("{e}")))?;
     let store = ctx.store().await?;
     // Never the in-process worker: it is this machine, not `host`.
     let jobs = CliJobs::new(ctx, queue.clone(), store).local_worker(false);
-    let job_id = jobs.submit(&spec).await.map_err(|e| CliError::env(anyhow!(e)))?.job_id;
-    eprintln!("• deploy job {job_id}: {} tree(s) for the worker labelled host={host}", expected.len());
+    let job_id = jobs
+        .submit(&spec)
+        .await
+        .map_err(|e| CliError::env(anyhow!(e)))?
+        .job_id;
+    eprintln!(
+        "• deploy job {job_id}: {} tree(s) for the worker labelled host={host}",
+        expected.len()
+    );
     let job = jobs.wait_one(&job_id).await?;
     let outcome = job.outcome.as_ref();
     if job.state != JobState::Succeeded {
         let why = job
             .error
             .clone()
-            .or_else(|| outcome.and_then(|o| o.stderr_tail.lines().filter(|l| !l.trim().is_empty()).map(str::to_owned).reduce(|a, b| format!("{a}\n{b}"))))
+            .or_else(|| {
+                outcome.and_then(|o| {
+                    o.stderr_tail
+                        .lines()
+                        .filter(|l| !l.trim().is_empty())
+                        .map(str::to_owned)
+                        .reduce(|a, b| format!("{a}\n{b}"))
+                })
+            })
             .unwrap_or_else(|| format!("job ended {}", job.state));
-        eprintln!("error: deploy job {job_id} on `{host}` ended {}: {why}", job.state);
+        eprintln!(
+            "error: deploy job {job_id} on `{host}` ended {}: {why}",
+            job.state
+        );
         return Ok(CHECK_FAILED);
     }
-    let report = match check_remote_report(outcome.map_or("", |o| o.stdout_tail.as_str()), &expected, host) {
+    let report = match check_remote_report(
+        outcome.map_or("", |o| o.stdout_tail.as_str()),
+        &expected,
+        host,
+    ) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");

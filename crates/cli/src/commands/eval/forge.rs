@@ -15,10 +15,9 @@ use skillforge_evalloop::install::InstallTarget;
 use skillforge_evalloop::layout::eval_root;
 use skillforge_evalloop::stages::EvalStages;
 
-
 use crate::ci_output::{self, Case, CiArgs, CiRun, Finished, Outcome, Suite};
-use crate::control::waiter::CliJobs;
 use crate::context::Context;
+use crate::control::waiter::CliJobs;
 use crate::exit::{CHECK_FAILED, CliError, CliResult, OK};
 use crate::output::print_json;
 
@@ -26,7 +25,12 @@ use crate::output::print_json;
 #[derive(Debug, Args)]
 pub struct ForgeArgs {
     /// The brief (JSON: id, prompt, setup, verify, rubric, output).
-    #[arg(long, value_name = "FILE", required_unless_present = "theme", conflicts_with = "theme")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "theme",
+        conflicts_with = "theme"
+    )]
     brief: Option<PathBuf>,
     /// `brief` (run `--brief`) or `corrections`: a model drafts a knowledge-gap brief from the correction theme `--theme` (written to `<home>/eval/briefs/<id>.json` only when its verify passes a good example and fails a bad one, and no rule of the theme leaks into its prompt or fixtures), then the forge runs it. `eval theme --skill-dir D --out T` mines that theme from real sessions; its signature rides onto the adoption's ledger row.
     #[arg(long, default_value = "brief", value_parser = ["brief", "corrections"])]
@@ -93,15 +97,37 @@ pub struct ForgeArgs {
 /// The arms' runner from `--runner` and the container flags (E-13: a local engine only).
 fn arm_runner(args: &ForgeArgs) -> Result<ArmRunner, CliError> {
     if args.runner == "local" {
-        if args.image.is_some() || args.container_host.is_some() || args.no_network || args.environment != "docker" {
-            return Err(CliError::usage(anyhow!("--image, --environment, --container-host and --no-network need --runner container")));
+        if args.image.is_some()
+            || args.container_host.is_some()
+            || args.no_network
+            || args.environment != "docker"
+        {
+            return Err(CliError::usage(anyhow!(
+                "--image, --environment, --container-host and --no-network need --runner container"
+            )));
         }
         return Ok(ArmRunner::Local);
     }
-    let host = args.container_host.clone().or_else(|| std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()));
-    check_local_only(&args.environment, host.as_deref()).map_err(|e| CliError::usage(anyhow!("--runner container: {e}")))?;
-    let image = args.image.clone().filter(|i| !i.trim().is_empty()).ok_or_else(|| CliError::usage(anyhow!("--runner container needs --image IMAGE: the image holding the agent CLI")))?;
-    Ok(ArmRunner::Container(ContainerArms { image, host: args.container_host.clone(), network: !args.no_network }))
+    let host = args
+        .container_host
+        .clone()
+        .or_else(|| std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()));
+    check_local_only(&args.environment, host.as_deref())
+        .map_err(|e| CliError::usage(anyhow!("--runner container: {e}")))?;
+    let image = args
+        .image
+        .clone()
+        .filter(|i| !i.trim().is_empty())
+        .ok_or_else(|| {
+            CliError::usage(anyhow!(
+                "--runner container needs --image IMAGE: the image holding the agent CLI"
+            ))
+        })?;
+    Ok(ArmRunner::Container(ContainerArms {
+        image,
+        host: args.container_host.clone(),
+        network: !args.no_network,
+    }))
 }
 
 /// Runs `eval forge` (one JUnit testcase per sample and one for the gate with `--junit`,
@@ -116,7 +142,10 @@ pub async fn run(ctx: &Context, args: ForgeArgs) -> CliResult {
 }
 
 async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError> {
-    let runtime = super::brief::require_runtime(args.runtime.take(), "the arms (and, unless --judge-runtime is given, the judge)")?;
+    let runtime = super::brief::require_runtime(
+        args.runtime.take(),
+        "the arms (and, unless --judge-runtime is given, the judge)",
+    )?;
     let runner = arm_runner(&args)?;
     if args.samples == 0 {
         return Err(CliError::usage(anyhow!("--samples must be at least 1")));
@@ -124,18 +153,25 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
     if let Some(r) = args.failure_rate
         && !(0.0..=1.0).contains(&r)
     {
-        return Err(CliError::usage(anyhow!("--failure-rate {r} is not in [0,1]")));
+        return Err(CliError::usage(anyhow!(
+            "--failure-rate {r} is not in [0,1]"
+        )));
     }
     let brief_file = match (args.mode.as_str(), &args.brief, &args.theme) {
         ("brief", Some(path), None) => Some(path.clone()),
         ("corrections", None, Some(_)) => None,
-        ("corrections", _, _) => return Err(CliError::usage(anyhow!("--mode corrections drafts the brief: give --theme FILE, not --brief"))),
+        ("corrections", _, _) => {
+            return Err(CliError::usage(anyhow!(
+                "--mode corrections drafts the brief: give --theme FILE, not --brief"
+            )));
+        }
         _ => return Err(CliError::usage(anyhow!("--theme needs --mode corrections"))),
     };
     let brief = match &brief_file {
         Some(path) => {
             let file = path.display().to_string();
-            let text = std::fs::read_to_string(path).map_err(|e| CliError::usage(anyhow!("read brief `{file}`: {e}")))?;
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| CliError::usage(anyhow!("read brief `{file}`: {e}")))?;
             Some(Brief::parse(&text, &file).map_err(CliError::usage)?)
         }
         None => None,
@@ -148,45 +184,80 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
             // Issue 31 item 8: an adoption lands where the runtime it was measured on reads the
             // user's skills (Claude Code ~/.claude/skills, Codex ~/.agents/skills, OpenCode
             // ~/.config/opencode/skills).
-            let home = std::env::var_os("HOME").map(PathBuf::from).ok_or_else(|| CliError::env(anyhow!("HOME is not set; pass --install-root or --adopt-dir")))?;
+            let home = std::env::var_os("HOME").map(PathBuf::from).ok_or_else(|| {
+                CliError::env(anyhow!(
+                    "HOME is not set; pass --install-root or --adopt-dir"
+                ))
+            })?;
             let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
             // A runtime with no user-level skill dir (the scripted agent): the seed's adoption root.
-            InstallTarget::for_runtimes(&[runtime.as_str()], &home, &env).unwrap_or_else(|_| InstallTarget::Root(home.join(".agents/skills")))
+            InstallTarget::for_runtimes(&[runtime.as_str()], &home, &env)
+                .unwrap_or_else(|_| InstallTarget::Root(home.join(".agents/skills")))
         }
     };
     if !args.dry_run {
         let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
-        let user_home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+        let user_home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_default();
         let now_ms = chrono::Utc::now().timestamp_millis();
         for runtime in [&runtime, args.judge_runtime.as_ref().unwrap_or(&runtime)] {
-            preflight(runtime, &env, &user_home, now_ms).map_err(|e| CliError::env(anyhow!("credential check for runtime `{runtime}` (no arm started): {e}")))?;
+            preflight(runtime, &env, &user_home, now_ms).map_err(|e| {
+                CliError::env(anyhow!(
+                    "credential check for runtime `{runtime}` (no arm started): {e}"
+                ))
+            })?;
         }
     }
     let mut signature = None;
     let brief = match (brief, &args.theme) {
         (Some(brief), _) => brief,
         (None, Some(theme)) if args.dry_run => {
-            let why = format!("dry run: would draft a knowledge-gap brief from theme `{}` on runtime `{}`, then run {} samples × 2 arms ({} runner); nothing ran", theme.display(), runtime, args.samples, runner.as_str());
+            let why = format!(
+                "dry run: would draft a knowledge-gap brief from theme `{}` on runtime `{}`, then run {} samples × 2 arms ({} runner); nothing ran",
+                theme.display(),
+                runtime,
+                args.samples,
+                runner.as_str()
+            );
             if ctx.json {
                 print_json(&serde_json::json!({"skipped": why}));
             } else {
                 println!("{why}");
             }
-            let mut suite = Suite::new(format!("skillforge eval forge --theme {}", theme.display()));
-            suite.cases.push(Case::new("skillforge.eval.forge", "forge", Outcome::Skipped { reason: why }));
+            let mut suite =
+                Suite::new(format!("skillforge eval forge --theme {}", theme.display()));
+            suite.cases.push(Case::new(
+                "skillforge.eval.forge",
+                "forge",
+                Outcome::Skipped { reason: why },
+            ));
             return Ok(Finished { code: OK, suite });
         }
         (None, Some(theme)) => {
-            let (draft, file, mined) = super::brief::draft_from_theme(ctx, theme, &runtime, args.model.as_deref()).await?;
+            let (draft, file, mined) =
+                super::brief::draft_from_theme(ctx, theme, &runtime, args.model.as_deref()).await?;
             signature = mined.signature;
-            let out = eval_root(&ctx.home).join("briefs").join(format!("{}.json", draft.brief.id));
+            let out = eval_root(&ctx.home)
+                .join("briefs")
+                .join(format!("{}.json", draft.brief.id));
             let brief = super::brief::check_and_write(&draft, &file, &out).await?;
-            eprintln!("• brief `{}` drafted from `{}` and written to {}", brief.id, theme.display(), out.display());
+            eprintln!(
+                "• brief `{}` drafted from `{}` and written to {}",
+                brief.id,
+                theme.display(),
+                out.display()
+            );
             brief
         }
-        (None, None) => return Err(CliError::usage(anyhow!("give --brief FILE or --mode corrections --theme FILE"))),
+        (None, None) => {
+            return Err(CliError::usage(anyhow!(
+                "give --brief FILE or --mode corrections --theme FILE"
+            )));
+        }
     };
-    let stages = EvalStages::for_home(&ctx.home).map_err(|e| CliError::usage(anyhow!(e.to_string())))?;
+    let stages =
+        EvalStages::for_home(&ctx.home).map_err(|e| CliError::usage(anyhow!(e.to_string())))?;
     let judge_runtime = args.judge_runtime.unwrap_or_else(|| runtime.clone());
     let judge_model = match (args.judge_model, &args.model) {
         (Some(model), _) => model,
@@ -207,13 +278,27 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
         model: args.model,
         dry_run: args.dry_run,
         install,
-        probation_failure_rate: if args.probation { args.failure_rate } else { None },
+        probation_failure_rate: if args.probation {
+            args.failure_rate
+        } else {
+            None
+        },
         signature,
     };
     let store = ctx.store().await?;
     let queue = ctx.queue().await?;
     let jobs = CliJobs::new(ctx, queue.clone(), store.clone());
-    let env = ForgeEnv { queue: &queue, store: &store, home: &ctx.home, stages: &stages, jobs: &jobs, reporter: &crate::output::StderrProgress { prefix: "• ", quiet: false } };
+    let env = ForgeEnv {
+        queue: &queue,
+        store: &store,
+        home: &ctx.home,
+        stages: &stages,
+        jobs: &jobs,
+        reporter: &crate::output::StderrProgress {
+            prefix: "• ",
+            quiet: false,
+        },
+    };
     let report = run_forge(&env, &req).await.map_err(|e| match e {
         ForgeError::Refused(m) => CliError::usage(anyhow!(m)),
         ForgeError::Environment(m) => CliError::env(anyhow!(m)),
@@ -227,7 +312,13 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
         for v in &report.samples {
             let what = match (v.invalid_code, v.winner) {
                 (Some(code), _) => format!("invalid: {code}"),
-                (None, Some(w)) => format!("winner: {}", serde_json::to_value(w).ok().and_then(|x| x.as_str().map(str::to_owned)).unwrap_or_default()),
+                (None, Some(w)) => format!(
+                    "winner: {}",
+                    serde_json::to_value(w)
+                        .ok()
+                        .and_then(|x| x.as_str().map(str::to_owned))
+                        .unwrap_or_default()
+                ),
                 (None, None) => "pending".to_owned(),
             };
             println!("sample {}: {what} — {}", v.sample, v.reason);
@@ -243,7 +334,14 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
             // already decided: a re-run installs nothing again).
             match row.installed.as_slice() {
                 [] => println!("installed: nowhere ({} installs nothing)", row.decision),
-                paths => println!("installed: {}", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")),
+                paths => println!(
+                    "installed: {}",
+                    paths
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             }
         }
         println!("evidence: {}", report.dir.display());
@@ -252,5 +350,8 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
         None | Some(Decision::Adopt | Decision::Probation) => OK,
         Some(_) => CHECK_FAILED,
     };
-    Ok(Finished { code, suite: ci_output::forge::suite(&report) })
+    Ok(Finished {
+        code,
+        suite: ci_output::forge::suite(&report),
+    })
 }

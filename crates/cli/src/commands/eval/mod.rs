@@ -9,6 +9,8 @@ mod deploy;
 mod forge;
 mod recheck;
 mod report;
+
+pub(crate) use report::report_html;
 mod status;
 mod upkeep;
 
@@ -54,4 +56,3 @@ pub async fn run(ctx: &Context, cmd: EvalCommand) -> CliResult {
         EvalCommand::Deploy(args) => deploy::run(ctx, args).await,
     }
 }
-

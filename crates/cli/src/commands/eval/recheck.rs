@@ -57,20 +57,47 @@ pub struct RecheckArgs {
 /// # Errors
 /// An unknown source name, or a session file over the parser limits, named (exit 2).
 pub(super) fn corpus(args: &CorpusArgs) -> Result<Vec<Session>, CliError> {
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
     let mut sessions = Vec::new();
     for name in &args.sources {
-        let source = Source::parse(name).ok_or_else(|| CliError::usage(anyhow!("--sources: unknown source `{name}` (claude, opencode, codex)")))?;
+        let source = Source::parse(name).ok_or_else(|| {
+            CliError::usage(anyhow!(
+                "--sources: unknown source `{name}` (claude, opencode, codex)"
+            ))
+        })?;
         let (dir, ext) = match source {
-            Source::Claude => (args.claude_dir.clone().unwrap_or_else(|| home.join(".claude/projects")), "jsonl"),
-            Source::Opencode => (args.opencode_dir.clone().unwrap_or_else(|| home.join(".local/share/opencode/export")), "json"),
-            Source::Codex => (args.codex_dir.clone().unwrap_or_else(|| home.join(".codex/sessions")), "jsonl"),
+            Source::Claude => (
+                args.claude_dir
+                    .clone()
+                    .unwrap_or_else(|| home.join(".claude/projects")),
+                "jsonl",
+            ),
+            Source::Opencode => (
+                args.opencode_dir
+                    .clone()
+                    .unwrap_or_else(|| home.join(".local/share/opencode/export")),
+                "json",
+            ),
+            Source::Codex => (
+                args.codex_dir
+                    .clone()
+                    .unwrap_or_else(|| home.join(".codex/sessions")),
+                "jsonl",
+            ),
         };
-        for file in walk(&dir).into_iter().filter(|f| f.extension().is_some_and(|e| e == ext)) {
+        for file in walk(&dir)
+            .into_iter()
+            .filter(|f| f.extension().is_some_and(|e| e == ext))
+        {
             // An unreadable file is skipped; one over the parser limits stops the recheck (a
             // corpus read in part would decide on part of the evidence).
-            let Ok(text) = std::fs::read_to_string(&file) else { continue };
-            check_limits(source, &text).map_err(|e| CliError::usage(anyhow!("session `{}` {e}", file.display())))?;
+            let Ok(text) = std::fs::read_to_string(&file) else {
+                continue;
+            };
+            check_limits(source, &text)
+                .map_err(|e| CliError::usage(anyhow!("session `{}` {e}", file.display())))?;
             sessions.extend(parse_session(source, &text));
         }
     }
@@ -79,8 +106,14 @@ pub(super) fn corpus(args: &CorpusArgs) -> Result<Vec<Session>, CliError> {
 
 /// The `description:` of a SKILL.md front matter in the first recorded install path.
 pub(super) fn description(paths: &[PathBuf]) -> Option<String> {
-    let text = paths.iter().find_map(|p| std::fs::read_to_string(Path::new(p).join("SKILL.md")).ok())?;
-    text.lines().find_map(|l| l.trim().strip_prefix("description:").map(|d| d.trim().trim_matches('"').to_owned()))
+    let text = paths
+        .iter()
+        .find_map(|p| std::fs::read_to_string(Path::new(p).join("SKILL.md")).ok())?;
+    text.lines().find_map(|l| {
+        l.trim()
+            .strip_prefix("description:")
+            .map(|d| d.trim().trim_matches('"').to_owned())
+    })
 }
 
 /// Runs `eval recheck`.
@@ -91,29 +124,62 @@ pub fn run(ctx: &Context, args: RecheckArgs) -> CliResult {
     let sessions = corpus(&args.corpus)?;
     let entries: Vec<LedgerRow> = open_entries(&rows).into_iter().cloned().collect();
     if args.usage {
-        let mut usage: Vec<(u32, &LedgerRow)> = entries.iter().map(|e| (sessions.iter().filter(|s| s.started_at >= e.at && s.started_at <= now).map(|s| s.loads_of(&e.skill)).sum(), e)).collect();
+        let mut usage: Vec<(u32, &LedgerRow)> = entries
+            .iter()
+            .map(|e| {
+                (
+                    sessions
+                        .iter()
+                        .filter(|s| s.started_at >= e.at && s.started_at <= now)
+                        .map(|s| s.loads_of(&e.skill))
+                        .sum(),
+                    e,
+                )
+            })
+            .collect();
         usage.sort_by_key(|(n, e)| (*n, e.skill.clone()));
         if ctx.json {
-            print_json(&usage.iter().map(|(n, e)| serde_json::json!({"skill": e.skill, "loads": n, "adopted": e.at})).collect::<Vec<_>>());
+            print_json(
+                &usage
+                    .iter()
+                    .map(
+                        |(n, e)| serde_json::json!({"skill": e.skill, "loads": n, "adopted": e.at}),
+                    )
+                    .collect::<Vec<_>>(),
+            );
         } else {
             for (n, e) in &usage {
-                println!("{n:>4} loads since {}  {}", e.at.format("%Y-%m-%d"), e.skill);
+                println!(
+                    "{n:>4} loads since {}  {}",
+                    e.at.format("%Y-%m-%d"),
+                    e.skill
+                );
             }
         }
         return Ok(OK);
     }
     let cfg = RecheckConfig::default();
     let mut outcomes = Vec::new();
-    for entry in entries.iter().filter(|e| e.recheck_due.is_none_or(|d| d <= now)) {
+    for entry in entries
+        .iter()
+        .filter(|e| e.recheck_due.is_none_or(|d| d <= now))
+    {
         let desc = description(&entry.installed);
-        let input = RecheckInput { entry, description: desc.as_deref(), installed: installed(&entry.installed), sessions: &sessions, now };
+        let input = RecheckInput {
+            entry,
+            description: desc.as_deref(),
+            installed: installed(&entry.installed),
+            sessions: &sessions,
+            now,
+        };
         let outcome = recheck(&input, &cfg);
         let line = outcome.line();
         if !args.dry_run {
             let decision = match outcome.verdict {
                 RecheckVerdict::AdoptConfirmed => Some("adopt-confirmed"),
                 RecheckVerdict::Revoked => {
-                    uninstall(&ctx.home, &entry.installed).map_err(|e| CliError::env(anyhow!("{e}")))?;
+                    uninstall(&ctx.home, &entry.installed)
+                        .map_err(|e| CliError::env(anyhow!("{e}")))?;
                     Some("revoked")
                 }
                 RecheckVerdict::Skip { .. } => None,

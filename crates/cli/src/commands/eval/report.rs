@@ -9,15 +9,15 @@ use anyhow::anyhow;
 use clap::Args;
 use skillforge_evalloop::aggregate::{AGGREGATE_FILE, Aggregate};
 use skillforge_evalloop::arm::{ArmRecord, ArmSide};
-use skillforge_evalloop::steps::arm::{FINAL_FILE, RUN_FILE};
-use skillforge_evalloop::steps::verify::{VERIFY_FILE, VerifyResult};
 use skillforge_evalloop::forge::{FORGE_FILE, ForgeState};
-use skillforge_runner_agent::Spend;
 use skillforge_evalloop::layout::{brief_dir, ledger_path, meta_dir, read_json, sample_dir};
-use skillforge_evalloop::spend::brief_spend;
-use skillforge_evalloop::stats::VerdictStats;
 use skillforge_evalloop::ledger::read_ledger;
 use skillforge_evalloop::sample::{SampleVerdict, VERDICT_FILE};
+use skillforge_evalloop::spend::brief_spend;
+use skillforge_evalloop::stats::VerdictStats;
+use skillforge_evalloop::steps::arm::{FINAL_FILE, RUN_FILE};
+use skillforge_evalloop::steps::verify::{VERIFY_FILE, VerifyResult};
+use skillforge_runner_agent::Spend;
 
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
@@ -47,35 +47,103 @@ struct SampleView {
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
-/// Runs `eval report`.
-pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
-    let dir = brief_dir(&ctx.home, &args.brief);
+/// What a report shows of one brief's forge.
+struct Loaded {
+    state: ForgeState,
+    samples: Vec<SampleView>,
+    agg: Option<Aggregate>,
+    gate_line: String,
+    spend: skillforge_evalloop::spend::BriefSpend,
+    stats: VerdictStats,
+}
+
+/// The self-contained HTML report of brief `brief` under `home` (`eval report --html`, and the
+/// web console's link from its Work page).
+///
+/// # Errors
+/// Exit 2 for a brief without a forge; exit 3 for unreadable files.
+pub fn report_html(home: &std::path::Path, brief: &str) -> Result<String, CliError> {
+    let l = load(home, brief)?;
+    Ok(html(
+        &l.state,
+        &l.samples,
+        l.agg.as_ref(),
+        &l.gate_line,
+        &l.spend.total,
+        &l.stats,
+    ))
+}
+
+/// Reads what the report of brief `brief` shows.
+fn load(home: &std::path::Path, brief: &str) -> Result<Loaded, CliError> {
+    let dir = brief_dir(home, brief);
     let state: ForgeState = read_json(&dir.join(FORGE_FILE))
         .map_err(|e| CliError::env(anyhow!("{e}")))?
-        .ok_or_else(|| CliError::usage(anyhow!("no forge of brief `{}` in `{}`", args.brief, dir.display())))?;
+        .ok_or_else(|| {
+            CliError::usage(anyhow!(
+                "no forge of brief `{}` in `{}`",
+                brief,
+                dir.display()
+            ))
+        })?;
     let samples: Vec<SampleView> = (1..=state.samples)
         .filter(|n| state.prepared.contains(n))
         .map(|n| {
             let sdir = sample_dir(&dir, n);
             let arm = |side: ArmSide| ArmView {
-                record: read_json(&meta_dir(&sdir, side).join(RUN_FILE)).ok().flatten(),
-                final_message: std::fs::read_to_string(meta_dir(&sdir, side).join(FINAL_FILE)).unwrap_or_default(),
-                verify: read_json(&meta_dir(&sdir, side).join(VERIFY_FILE)).ok().flatten(),
+                record: read_json(&meta_dir(&sdir, side).join(RUN_FILE))
+                    .ok()
+                    .flatten(),
+                final_message: std::fs::read_to_string(meta_dir(&sdir, side).join(FINAL_FILE))
+                    .unwrap_or_default(),
+                verify: read_json(&meta_dir(&sdir, side).join(VERIFY_FILE))
+                    .ok()
+                    .flatten(),
             };
-            SampleView { n, verdict: read_json(&sdir.join(VERDICT_FILE)).ok().flatten(), arms: [arm(ArmSide::With), arm(ArmSide::Without)] }
+            SampleView {
+                n,
+                verdict: read_json(&sdir.join(VERDICT_FILE)).ok().flatten(),
+                arms: [arm(ArmSide::With), arm(ArmSide::Without)],
+            }
         })
         .collect();
-    let agg: Option<Aggregate> = read_json(&dir.join(AGGREGATE_FILE)).map_err(|e| CliError::env(anyhow!("{e}")))?;
-    let rows = read_ledger(&ledger_path(&ctx.home)).map_err(|e| CliError::env(anyhow!(e)))?;
+    let agg: Option<Aggregate> =
+        read_json(&dir.join(AGGREGATE_FILE)).map_err(|e| CliError::env(anyhow!("{e}")))?;
+    let rows = read_ledger(&ledger_path(home)).map_err(|e| CliError::env(anyhow!(e)))?;
     let tag = format!("forge:{}", state.forge_id);
     let row = rows.iter().find(|r| r.reason.ends_with(&tag));
-    let gate_line = row.map(|r| r.reason.clone()).unwrap_or_else(|| "no ledger verdict".to_owned());
+    let gate_line = row
+        .map(|r| r.reason.clone())
+        .unwrap_or_else(|| "no ledger verdict".to_owned());
     let spend = brief_spend(&dir, state.samples);
     let verdicts: Vec<SampleVerdict> = samples.iter().filter_map(|s| s.verdict.clone()).collect();
     let stats = VerdictStats::of(&verdicts);
+    Ok(Loaded {
+        state,
+        samples,
+        agg,
+        gate_line,
+        spend,
+        stats,
+    })
+}
+
+/// Runs `eval report`.
+pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
+    let Loaded {
+        state,
+        samples,
+        agg,
+        gate_line,
+        spend,
+        stats,
+    } = load(&ctx.home, &args.brief)?;
     if ctx.json && args.html.is_none() {
         let samples: Vec<serde_json::Value> = samples
             .iter()
@@ -88,26 +156,48 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
                 })
             })
             .collect();
-        crate::output::print_json(&serde_json::json!({"forge": state, "samples": samples, "aggregate": agg, "stats": stats, "gate": gate_line, "spend": spend.total}));
+        crate::output::print_json(
+            &serde_json::json!({"forge": state, "samples": samples, "aggregate": agg, "stats": stats, "gate": gate_line, "spend": spend.total}),
+        );
         return Ok(OK);
     }
     match &args.html {
         Some(path) => {
-            let page = html(&state, &samples, agg.as_ref(), &gate_line, &spend.total, &stats);
-            std::fs::write(path, page).map_err(|e| CliError::env(anyhow!("write `{}`: {e}", path.display())))?;
+            let page = html(
+                &state,
+                &samples,
+                agg.as_ref(),
+                &gate_line,
+                &spend.total,
+                &stats,
+            );
+            std::fs::write(path, page)
+                .map_err(|e| CliError::env(anyhow!("write `{}`: {e}", path.display())))?;
             eprintln!("report written to {}", path.display());
         }
         None => {
-            println!("brief `{}` · skill `{}` · forge {}", state.brief_id, state.skill, state.forge_id);
+            println!(
+                "brief `{}` · skill `{}` · forge {}",
+                state.brief_id, state.skill, state.forge_id
+            );
             for s in &samples {
                 let (label, reason) = verdict_text(s.verdict.as_ref());
                 println!("sample {}: {label} — {reason}", s.n);
                 for (idx, a) in s.arms.iter().enumerate() {
-                    println!("  [{}] {} ({}; {})", arm_label(s, idx), a.final_message.lines().next().unwrap_or_default(), verify_text(a), arm_spend(a));
+                    println!(
+                        "  [{}] {} ({}; {})",
+                        arm_label(s, idx),
+                        a.final_message.lines().next().unwrap_or_default(),
+                        verify_text(a),
+                        arm_spend(a)
+                    );
                 }
             }
             if let Some(a) = &agg {
-                println!("aggregate: {} valid of {}: with {} / without {} / tie {}", a.n_valid, a.n_samples, a.wins_with, a.wins_without, a.ties);
+                println!(
+                    "aggregate: {} valid of {}: with {} / without {} / tie {}",
+                    a.n_valid, a.n_samples, a.wins_with, a.wins_without, a.ties
+                );
             }
             for line in stats.human() {
                 println!("{line}");
@@ -125,7 +215,11 @@ fn verify_text(a: &ArmView) -> String {
     match &a.verify {
         None => "verify not run".to_owned(),
         Some(v) if v.passed => "verify passed".to_owned(),
-        Some(v) => format!("verify failed ({})", v.exit_code.map_or_else(|| v.exit.clone(), |c| format!("exit {c}"))),
+        Some(v) => format!(
+            "verify failed ({})",
+            v.exit_code
+                .map_or_else(|| v.exit.clone(), |c| format!("exit {c}"))
+        ),
     }
 }
 
@@ -152,13 +246,29 @@ fn verdict_text(v: Option<&SampleVerdict>) -> (String, String) {
         None => ("pending".to_owned(), "not judged yet".to_owned()),
         Some(v) => match (v.invalid_code, v.winner) {
             (Some(code), _) => (format!("invalid ({code})"), v.reason.clone()),
-            (None, Some(w)) => (format!("winner: {}", serde_json::to_value(w).ok().and_then(|x| x.as_str().map(str::to_owned)).unwrap_or_default()), v.reason.clone()),
+            (None, Some(w)) => (
+                format!(
+                    "winner: {}",
+                    serde_json::to_value(w)
+                        .ok()
+                        .and_then(|x| x.as_str().map(str::to_owned))
+                        .unwrap_or_default()
+                ),
+                v.reason.clone(),
+            ),
             _ => ("—".to_owned(), v.reason.clone()),
         },
     }
 }
 
-fn html(state: &ForgeState, samples: &[SampleView], agg: Option<&Aggregate>, gate_line: &str, spend: &Spend, stats: &VerdictStats) -> String {
+fn html(
+    state: &ForgeState,
+    samples: &[SampleView],
+    agg: Option<&Aggregate>,
+    gate_line: &str,
+    spend: &Spend,
+    stats: &VerdictStats,
+) -> String {
     let mut body = String::new();
     for s in samples {
         let (label, reason) = verdict_text(s.verdict.as_ref());
@@ -167,14 +277,52 @@ fn html(state: &ForgeState, samples: &[SampleView], agg: Option<&Aggregate>, gat
             Some(false) => "verdict invalid",
             None => "verdict pending",
         };
-        let _ = write!(body, "<section class=\"sample\"><h2>Sample {} · <span class=\"{class}\">{}</span></h2><p class=\"reason\">{}</p><div class=\"arms\">", s.n, esc(&label), esc(&reason));
+        let _ = write!(
+            body,
+            "<section class=\"sample\"><h2>Sample {} · <span class=\"{class}\">{}</span></h2><p class=\"reason\">{}</p><div class=\"arms\">",
+            s.n,
+            esc(&label),
+            esc(&reason)
+        );
         for (idx, a) in s.arms.iter().enumerate() {
-            let meta = a.record.as_ref().map(|r| format!("{} · exit {} · {} ms · loaded {} · {}", verify_text(a), r.exit, r.duration_ms, r.skills_loaded.as_ref().map_or("unknown".to_owned(), |l| if l.is_empty() { "none".to_owned() } else { l.join(", ") }), arm_spend(a))).unwrap_or_default();
-            let _ = write!(body, "<article class=\"arm\"><h3>{}</h3><p class=\"meta\">{}</p><pre>{}</pre></article>", esc(&arm_label(s, idx)), esc(&meta), esc(&a.final_message));
+            let meta =
+                a.record
+                    .as_ref()
+                    .map(|r| {
+                        format!(
+                            "{} · exit {} · {} ms · loaded {} · {}",
+                            verify_text(a),
+                            r.exit,
+                            r.duration_ms,
+                            r.skills_loaded.as_ref().map_or("unknown".to_owned(), |l| {
+                                if l.is_empty() {
+                                    "none".to_owned()
+                                } else {
+                                    l.join(", ")
+                                }
+                            }),
+                            arm_spend(a)
+                        )
+                    })
+                    .unwrap_or_default();
+            let _ = write!(
+                body,
+                "<article class=\"arm\"><h3>{}</h3><p class=\"meta\">{}</p><pre>{}</pre></article>",
+                esc(&arm_label(s, idx)),
+                esc(&meta),
+                esc(&a.final_message)
+            );
         }
         body.push_str("</div></section>");
     }
-    let agg_line = agg.map(|a| format!("{} valid of {} samples: with {} / without {} / tie {}", a.n_valid, a.n_samples, a.wins_with, a.wins_without, a.ties)).unwrap_or_else(|| "no aggregate yet".to_owned());
+    let agg_line = agg
+        .map(|a| {
+            format!(
+                "{} valid of {} samples: with {} / without {} / tie {}",
+                a.n_valid, a.n_samples, a.wins_with, a.wins_without, a.ties
+            )
+        })
+        .unwrap_or_else(|| "no aggregate yet".to_owned());
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>eval report: {brief}</title><style>\
 body{{font:15px/1.45 system-ui,sans-serif;margin:2rem;color:#111;background:#fafafa}}h1{{font-size:1.4rem}}\
@@ -188,6 +336,10 @@ pre{{white-space:pre-wrap;font:13px/1.4 ui-monospace,monospace}}.meta,.reason{{c
         agg = esc(&agg_line),
         gate = esc(gate_line),
         spend = esc(&spend.human()),
-        stats = stats.human().iter().map(|l| format!("<li>{}</li>", esc(l))).collect::<String>(),
+        stats = stats
+            .human()
+            .iter()
+            .map(|l| format!("<li>{}</li>", esc(l)))
+            .collect::<String>(),
     )
 }

@@ -6,14 +6,14 @@ use clap::Args;
 use serde_json::json;
 use skillforge_evalloop::aggregate::{AGGREGATE_FILE, Aggregate};
 use skillforge_evalloop::arm::{ArmRecord, ArmSide};
-use skillforge_evalloop::steps::arm::RUN_FILE;
 use skillforge_evalloop::forge::{FORGE_FILE, ForgeState};
 use skillforge_evalloop::layout::{brief_dir, ledger_path, meta_dir, read_json, sample_dir};
-use skillforge_evalloop::spend::{SampleSpend, brief_spend};
-use skillforge_evalloop::steps::verify::{VERIFY_FILE, VerifyResult};
 use skillforge_evalloop::ledger::read_ledger;
 use skillforge_evalloop::sample::{SampleVerdict, VERDICT_FILE};
+use skillforge_evalloop::spend::{SampleSpend, brief_spend};
 use skillforge_evalloop::stages::EVAL_WORKFLOW;
+use skillforge_evalloop::steps::arm::RUN_FILE;
+use skillforge_evalloop::steps::verify::{VERIFY_FILE, VerifyResult};
 
 use crate::context::Context;
 use crate::control::tail::{print_tail, running_tail};
@@ -36,14 +36,33 @@ pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
     let dir = brief_dir(&ctx.home, &args.brief);
     let state: ForgeState = read_json(&dir.join(FORGE_FILE))
         .map_err(|e| CliError::env(anyhow!("{e}")))?
-        .ok_or_else(|| CliError::usage(anyhow!("no forge of brief `{}` in `{}`", args.brief, dir.display())))?;
+        .ok_or_else(|| {
+            CliError::usage(anyhow!(
+                "no forge of brief `{}` in `{}`",
+                args.brief,
+                dir.display()
+            ))
+        })?;
     let mut samples = Vec::new();
     for n in 1..=state.samples {
         let sdir = sample_dir(&dir, n);
-        let arm = |side: ArmSide| -> Option<ArmRecord> { read_json(&meta_dir(&sdir, side).join(RUN_FILE)).ok().flatten() };
+        let arm = |side: ArmSide| -> Option<ArmRecord> {
+            read_json(&meta_dir(&sdir, side).join(RUN_FILE))
+                .ok()
+                .flatten()
+        };
         let verdict: Option<SampleVerdict> = read_json(&sdir.join(VERDICT_FILE)).ok().flatten();
-        let verify = |side: ArmSide| -> Option<VerifyResult> { read_json(&meta_dir(&sdir, side).join(VERIFY_FILE)).ok().flatten() };
-        let stage = match (state.prepared.contains(&n), arm(ArmSide::With), arm(ArmSide::Without), &verdict) {
+        let verify = |side: ArmSide| -> Option<VerifyResult> {
+            read_json(&meta_dir(&sdir, side).join(VERIFY_FILE))
+                .ok()
+                .flatten()
+        };
+        let stage = match (
+            state.prepared.contains(&n),
+            arm(ArmSide::With),
+            arm(ArmSide::Without),
+            &verdict,
+        ) {
             (false, ..) => "not started",
             (true, _, _, Some(_)) => "judged",
             (true, Some(_), Some(_), None) => "judging",
@@ -58,27 +77,45 @@ pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
             "winner": verdict.as_ref().and_then(|v| v.winner),
         }));
     }
-    let agg: Option<Aggregate> = read_json(&dir.join(AGGREGATE_FILE)).map_err(|e| CliError::env(anyhow!("{e}")))?;
+    let agg: Option<Aggregate> =
+        read_json(&dir.join(AGGREGATE_FILE)).map_err(|e| CliError::env(anyhow!("{e}")))?;
     let rows = read_ledger(&ledger_path(&ctx.home)).map_err(|e| CliError::env(anyhow!(e)))?;
     let tag = format!("forge:{}", state.forge_id);
     let row = rows.iter().find(|r| r.reason.ends_with(&tag));
     let spend = brief_spend(&dir, state.samples);
     for s in &mut samples {
         let n = s["sample"].as_u64().unwrap_or_default();
-        s["spend"] = json!(spend.samples.iter().find(|x| u64::from(x.sample) == n).map(SampleSpend::total));
+        s["spend"] = json!(
+            spend
+                .samples
+                .iter()
+                .find(|x| u64::from(x.sample) == n)
+                .map(SampleSpend::total)
+        );
     }
     if ctx.json {
-        print_json(&json!({"forge": state, "samples": samples, "aggregate": agg, "ledger_row": row, "spend": spend.total}));
+        print_json(
+            &json!({"forge": state, "samples": samples, "aggregate": agg, "ledger_row": row, "spend": spend.total}),
+        );
         return Ok(OK);
     }
-    println!("forge {} of `{}` with `{}`: {}", state.forge_id, state.brief_id, state.skill, state.status);
+    println!(
+        "forge {} of `{}` with `{}`: {}",
+        state.forge_id, state.brief_id, state.skill, state.status
+    );
     for s in &samples {
         println!(
             "  sample {}: {}{}{}",
             s["sample"],
             s["stage"].as_str().unwrap_or_default(),
-            s["invalid_code"].as_str().map(|c| format!(" · invalid {c}")).unwrap_or_default(),
-            s["winner"].as_str().map(|w| format!(" · winner {w}")).unwrap_or_default()
+            s["invalid_code"]
+                .as_str()
+                .map(|c| format!(" · invalid {c}"))
+                .unwrap_or_default(),
+            s["winner"]
+                .as_str()
+                .map(|w| format!(" · winner {w}"))
+                .unwrap_or_default()
         );
         let verified = |side: &str| match s[side]["verify"]["passed"].as_bool() {
             Some(true) => "passed",
@@ -86,12 +123,19 @@ pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
             None => "not run",
         };
         if s["with"].is_object() || s["without"].is_object() {
-            println!("    verify: with {} · without {}", verified("with"), verified("without"));
+            println!(
+                "    verify: with {} · without {}",
+                verified("with"),
+                verified("without")
+            );
         }
     }
     println!("  spend: {}", spend.total.human());
     if let Some(a) = agg {
-        println!("  aggregate: {} valid of {} (with {} / without {} / tie {})", a.n_valid, a.n_samples, a.wins_with, a.wins_without, a.ties);
+        println!(
+            "  aggregate: {} valid of {} (with {} / without {} / tie {})",
+            a.n_valid, a.n_samples, a.wins_with, a.wins_without, a.ties
+        );
     }
     if let Some(r) = row {
         println!("  ledger: {} — {}", r.decision, r.reason);
@@ -101,7 +145,9 @@ pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
         // loses the tail.
         if let Ok(queue) = ctx.queue().await {
             let prefix = format!("eval:{}:{}:", state.brief_id, state.forge_id);
-            if let Ok(Some(tail)) = running_tail(queue.as_ref(), EVAL_WORKFLOW, &prefix, TAIL_LINES).await {
+            if let Ok(Some(tail)) =
+                running_tail(queue.as_ref(), EVAL_WORKFLOW, &prefix, TAIL_LINES).await
+            {
                 print_tail(&tail);
             }
         }

@@ -9,12 +9,14 @@ use chrono::Utc;
 use clap::Args;
 use skillforge_evalloop::backfill::backfill;
 use skillforge_evalloop::corrections::{Episode, episodes};
+use skillforge_evalloop::deploy::skill_tree_name;
+use skillforge_evalloop::inventory::walk;
 use skillforge_evalloop::layout::ledger_path;
 use skillforge_evalloop::ledger::{LedgerRow, backup_ledger, read_ledger, rewrite_ledger};
 use skillforge_evalloop::recheck::{RecheckConfig, WordStats, check_signature, usable_words};
-use skillforge_evalloop::deploy::skill_tree_name;
-use skillforge_evalloop::inventory::walk;
-use skillforge_evalloop::theme::{ThemeConfig, ThemeInput, derive_theme, forge_theme, matched_sessions};
+use skillforge_evalloop::theme::{
+    ThemeConfig, ThemeInput, derive_theme, forge_theme, matched_sessions,
+};
 
 use super::recheck::{CorpusArgs, corpus, description};
 use crate::context::Context;
@@ -45,7 +47,12 @@ pub fn run_backfill(ctx: &Context, args: BackfillArgs) -> CliResult {
     let changed = backfill(&mut rows, args.redo, skill_md);
     for row in rows.iter().filter(|r| changed.contains(&r.skill)) {
         if let Some(sig) = &row.signature {
-            println!("{}: {} ({})", row.skill, sig.words.join(" "), sig.derived_from.as_deref().unwrap_or_default());
+            println!(
+                "{}: {} ({})",
+                row.skill,
+                sig.words.join(" "),
+                sig.derived_from.as_deref().unwrap_or_default()
+            );
         }
     }
     if args.apply && !changed.is_empty() {
@@ -62,7 +69,11 @@ pub fn run_backfill(ctx: &Context, args: BackfillArgs) -> CliResult {
 #[derive(Debug, Args)]
 pub struct ThemeArgs {
     /// The adopted skill to mine a theme for (its ledger row; adoption date = the row's).
-    #[arg(long, required_unless_present = "skill_dir", conflicts_with = "skill_dir")]
+    #[arg(
+        long,
+        required_unless_present = "skill_dir",
+        conflicts_with = "skill_dir"
+    )]
     skill: Option<String>,
     /// A candidate skill (a dir holding SKILL.md) to mine a theme for before it is forged: seeded from its name and description; the baseline is every session before now.
     #[arg(long = "skill-dir", value_name = "DIR")]
@@ -81,20 +92,30 @@ pub struct ThemeArgs {
 }
 
 /// The rule sources of `--out`: every `.md`/`.txt` under `--memory`, then the skill's SKILL.md.
-fn rule_sources(memory: Option<&Path>, skill_md: Option<&Path>) -> Result<Vec<(String, String)>, CliError> {
+fn rule_sources(
+    memory: Option<&Path>,
+    skill_md: Option<&Path>,
+) -> Result<Vec<(String, String)>, CliError> {
     let mut files: Vec<PathBuf> = Vec::new();
     if let Some(dir) = memory {
         if !dir.is_dir() {
-            return Err(CliError::usage(anyhow!("--memory `{}` is not a directory", dir.display())));
+            return Err(CliError::usage(anyhow!(
+                "--memory `{}` is not a directory",
+                dir.display()
+            )));
         }
-        let mut found: Vec<PathBuf> = walk(dir).into_iter().filter(|f| f.extension().is_some_and(|e| e == "md" || e == "txt")).collect();
+        let mut found: Vec<PathBuf> = walk(dir)
+            .into_iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "md" || e == "txt"))
+            .collect();
         found.sort();
         files.extend(found);
     }
     files.extend(skill_md.map(Path::to_path_buf));
     let mut out = Vec::new();
     for f in files {
-        let text = std::fs::read_to_string(&f).map_err(|e| CliError::usage(anyhow!("read `{}`: {e}", f.display())))?;
+        let text = std::fs::read_to_string(&f)
+            .map_err(|e| CliError::usage(anyhow!("read `{}`: {e}", f.display())))?;
         out.push((format!("`{}`", f.display()), text));
     }
     Ok(out)
@@ -110,26 +131,61 @@ pub fn run_theme(ctx: &Context, args: ThemeArgs) -> CliResult {
             let idx = rows
                 .iter()
                 .rposition(|r| r.skill == *skill && r.is_open_install())
-                .ok_or_else(|| CliError::usage(anyhow!("`{skill}` has no open adoption in {}", ledger.display())))?;
-            (skill.clone(), rows[idx].installed.clone(), rows[idx].at, Some(idx))
+                .ok_or_else(|| {
+                    CliError::usage(anyhow!(
+                        "`{skill}` has no open adoption in {}",
+                        ledger.display()
+                    ))
+                })?;
+            (
+                skill.clone(),
+                rows[idx].installed.clone(),
+                rows[idx].at,
+                Some(idx),
+            )
         }
         (None, Some(dir)) => {
             let name = skill_tree_name(dir).map_err(|e| CliError::usage(anyhow!(e)))?;
             (name, vec![dir.clone()], Utc::now(), None)
         }
-        (None, None) => return Err(CliError::usage(anyhow!("give --skill NAME (adopted) or --skill-dir DIR (a candidate)"))),
+        (None, None) => {
+            return Err(CliError::usage(anyhow!(
+                "give --skill NAME (adopted) or --skill-dir DIR (a candidate)"
+            )));
+        }
     };
     let sessions = corpus(&args.corpus)?;
     let eps: Vec<Episode> = sessions.iter().flat_map(episodes).collect();
-    let starts: BTreeMap<String, _> = sessions.iter().map(|s| (s.id.clone(), s.started_at)).collect();
+    let starts: BTreeMap<String, _> = sessions
+        .iter()
+        .map(|s| (s.id.clone(), s.started_at))
+        .collect();
     let stats = WordStats::of(&eps);
     let others: Vec<(String, BTreeSet<String>)> = rows
         .iter()
         .filter(|r| r.is_open_install() && r.skill != skill)
-        .filter_map(|r| r.signature.as_ref().map(|s| (r.skill.clone(), matched_sessions(&usable_words(s, &stats, &RecheckConfig::default()), &eps, &stats))))
+        .filter_map(|r| {
+            r.signature.as_ref().map(|s| {
+                (
+                    r.skill.clone(),
+                    matched_sessions(
+                        &usable_words(s, &stats, &RecheckConfig::default()),
+                        &eps,
+                        &stats,
+                    ),
+                )
+            })
+        })
         .collect();
     let desc = description(&dirs).unwrap_or_default();
-    let input = ThemeInput { skill: &skill, description: &desc, episodes: &eps, session_start: &starts, adopted_at, others: &others };
+    let input = ThemeInput {
+        skill: &skill,
+        description: &desc,
+        episodes: &eps,
+        session_start: &starts,
+        adopted_at,
+        others: &others,
+    };
     let theme = match derive_theme(&input, &ThemeConfig::default()) {
         Ok(t) => t,
         Err(why) => {
@@ -137,15 +193,31 @@ pub fn run_theme(ctx: &Context, args: ThemeArgs) -> CliResult {
             return Ok(CHECK_FAILED);
         }
     };
-    println!("{skill}: {} ({} sessions, {})", theme.signature.words.join(" "), theme.matched_sessions.len(), theme.signature.derived_from.as_deref().unwrap_or_default());
+    println!(
+        "{skill}: {} ({} sessions, {})",
+        theme.signature.words.join(" "),
+        theme.matched_sessions.len(),
+        theme.signature.derived_from.as_deref().unwrap_or_default()
+    );
     if args.apply || args.out.is_some() {
-        if let Err(why) = check_signature(&theme.signature, Some(&desc), &stats, &RecheckConfig::default()) {
-            println!("not {}: the recheck would refuse it: {why}", if args.apply { "applied" } else { "written" });
+        if let Err(why) = check_signature(
+            &theme.signature,
+            Some(&desc),
+            &stats,
+            &RecheckConfig::default(),
+        ) {
+            println!(
+                "not {}: the recheck would refuse it: {why}",
+                if args.apply { "applied" } else { "written" }
+            );
             return Ok(CHECK_FAILED);
         }
     }
     if let Some(out) = &args.out {
-        let skill_md = dirs.iter().map(|d| d.join("SKILL.md")).find(|p| p.is_file());
+        let skill_md = dirs
+            .iter()
+            .map(|d| d.join("SKILL.md"))
+            .find(|p| p.is_file());
         let sources = rule_sources(args.memory.as_deref(), skill_md.as_deref())?;
         let file = match forge_theme(&skill, &theme, &eps, &sources) {
             Ok(f) => f,
@@ -155,8 +227,15 @@ pub fn run_theme(ctx: &Context, args: ThemeArgs) -> CliResult {
             }
         };
         let text = serde_json::to_string_pretty(&file).map_err(|e| CliError::env(anyhow!(e)))?;
-        std::fs::write(out, format!("{text}\n")).map_err(|e| CliError::env(anyhow!("write `{}`: {e}", out.display())))?;
-        eprintln!("theme written to {} ({} rules, {} corrections): eval forge --mode corrections --theme {} --skill-dir ...", out.display(), file.rules.len(), file.corrections.len(), out.display());
+        std::fs::write(out, format!("{text}\n"))
+            .map_err(|e| CliError::env(anyhow!("write `{}`: {e}", out.display())))?;
+        eprintln!(
+            "theme written to {} ({} rules, {} corrections): eval forge --mode corrections --theme {} --skill-dir ...",
+            out.display(),
+            file.rules.len(),
+            file.corrections.len(),
+            out.display()
+        );
     }
     if let (true, Some(idx)) = (args.apply, idx) {
         rows[idx].signature = Some(theme.signature);

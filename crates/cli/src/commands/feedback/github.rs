@@ -9,9 +9,13 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use skillforge_forge::RepoRef;
 use skillforge_forge::github::GitHub;
+use skillforge_skillopt::github_review::{
+    GithubReviewError, Target, publish_request, resolve_repo, sync,
+};
+use skillforge_skillopt::github_write::{
+    WriteError, WriteJobs, WriteRequest, execute, write_durably,
+};
 use skillforge_store::blobs::BlobStore;
-use skillforge_skillopt::github_review::{GithubReviewError, Target, publish_request, resolve_repo, sync};
-use skillforge_skillopt::github_write::{WriteError, WriteJobs, WriteRequest, execute, write_durably};
 
 use crate::control::args::skillforge_bin;
 use crate::control::waiter::CliJobs;
@@ -76,8 +80,12 @@ pub struct SyncArgs {
 fn error(e: GithubReviewError) -> CliError {
     match e {
         GithubReviewError::Invalid(_) => CliError::usage(anyhow!(e)),
-        GithubReviewError::Packet(skillforge_skillopt::packet::PacketError::Invalid(_)) => CliError::usage(anyhow!(e)),
-        GithubReviewError::Forge(skillforge_forge::ForgeError::Config(_)) => CliError::usage(anyhow!(e)),
+        GithubReviewError::Packet(skillforge_skillopt::packet::PacketError::Invalid(_)) => {
+            CliError::usage(anyhow!(e))
+        }
+        GithubReviewError::Forge(skillforge_forge::ForgeError::Config(_)) => {
+            CliError::usage(anyhow!(e))
+        }
         other => CliError::env(anyhow!(other)),
     }
 }
@@ -100,44 +108,87 @@ async fn run_publish(ctx: &Context, args: PublishArgs) -> CliResult {
     let run = skillforge_store::review::get_run(store.pool(), &args.run)
         .await
         .map_err(|e| CliError::env(anyhow!(e)))?
-        .ok_or_else(|| CliError::usage(anyhow!("review run `{}` not found; create it with `skillforge review create`", args.run)))?;
-    let template_source = skillforge_store::templates::get_version(store.pool(), &run.template_version_id)
-        .await
-        .map_err(|e| CliError::env(anyhow!(e)))?
-        .map(|v| v.source_repo)
-        .unwrap_or_default();
-    let repo = resolve_repo(args.repo.as_deref(), &run.target_repo, &template_source, ctx.config.feedback.repo.as_deref()).map_err(error)?;
+        .ok_or_else(|| {
+            CliError::usage(anyhow!(
+                "review run `{}` not found; create it with `skillforge review create`",
+                args.run
+            ))
+        })?;
+    let template_source =
+        skillforge_store::templates::get_version(store.pool(), &run.template_version_id)
+            .await
+            .map_err(|e| CliError::env(anyhow!(e)))?
+            .map(|v| v.source_repo)
+            .unwrap_or_default();
+    let repo = resolve_repo(
+        args.repo.as_deref(),
+        &run.target_repo,
+        &template_source,
+        ctx.config.feedback.repo.as_deref(),
+    )
+    .map_err(error)?;
     let target = args.pr.map_or(Target::NewIssue, Target::PullRequest);
     let forge = client(ctx)?;
-    let req = publish_request(&store, &BlobStore::in_home(&ctx.home), &run.id, &repo, target).await.map_err(error)?;
+    let req = publish_request(
+        &store,
+        &BlobStore::in_home(&ctx.home),
+        &run.id,
+        &repo,
+        target,
+    )
+    .await
+    .map_err(error)?;
     let queue = ctx.queue().await?;
     let jobs = CliJobs::new(ctx, queue, store.clone());
     let bin = skillforge_bin();
-    let at = WriteJobs { skillforge_bin: &bin, home: &ctx.home, api_url: forge.api_url() };
-    let done = write_durably(&jobs, &store, &at, &req).await.map_err(|e| match e {
-        WriteError::Payload(p) => CliError::usage(anyhow!(p)),
-        WriteError::Stages(s) => CliError::usage(anyhow!(s)),
-        other => CliError::env(anyhow!(other)),
-    })?;
+    let at = WriteJobs {
+        skillforge_bin: &bin,
+        home: &ctx.home,
+        api_url: forge.api_url(),
+    };
+    let done = write_durably(&jobs, &store, &at, &req)
+        .await
+        .map_err(|e| match e {
+            WriteError::Payload(p) => CliError::usage(anyhow!(p)),
+            WriteError::Stages(s) => CliError::usage(anyhow!(s)),
+            other => CliError::env(anyhow!(other)),
+        })?;
     if ctx.json {
-        print_json(&json!({"run_id": run.id, "repo": done.repo, "number": done.number, "url": done.url, "created": done.created}));
+        print_json(
+            &json!({"run_id": run.id, "repo": done.repo, "number": done.number, "url": done.url, "created": done.created}),
+        );
     } else {
-        let verb = if done.created { "published" } else { "already published" };
+        let verb = if done.created {
+            "published"
+        } else {
+            "already published"
+        };
         println!("{verb} review packet for run {} to {}", run.id, done.url);
         let flag = if args.pr.is_some() { "--pr" } else { "--issue" };
-        println!("next: `skillforge feedback github sync --run {} --repo {} {flag} {}`", run.id, done.repo, done.number);
+        println!(
+            "next: `skillforge feedback github sync --run {} --repo {} {flag} {}`",
+            run.id, done.repo, done.number
+        );
     }
     Ok(OK)
 }
 
 async fn run_sync(ctx: &Context, args: SyncArgs) -> CliResult {
     let repo = RepoRef::parse(&args.repo).map_err(|e| CliError::usage(anyhow!("--repo: {e}")))?;
-    let number = args.issue.or(args.pr).ok_or_else(|| CliError::usage(anyhow!("pass --issue N or --pr N")))?;
+    let number = args
+        .issue
+        .or(args.pr)
+        .ok_or_else(|| CliError::usage(anyhow!("pass --issue N or --pr N")))?;
     let store = ctx.store().await?;
     let forge = client(ctx)?;
-    let done = sync(&store, &forge, &args.run, &repo, number).await.map_err(error)?;
+    let done = sync(&store, &forge, &args.run, &repo, number)
+        .await
+        .map_err(error)?;
     for refused in &done.refused {
-        eprintln!("warning: skipped malformed comment {}: {}", refused.url, refused.reason);
+        eprintln!(
+            "warning: skipped malformed comment {}: {}",
+            refused.url, refused.reason
+        );
     }
     let c = done.counts;
     if ctx.json {
@@ -155,8 +206,16 @@ async fn run_sync(ctx: &Context, args: SyncArgs) -> CliResult {
     } else {
         println!(
             "synced {} from {}: {} comments, {} imported, {} skipped, {} malformed; {} A/B events ({} new), {} ranked events ({} new)",
-            args.run, done.review_issue, done.comments, done.imported, done.skipped, done.refused.len(),
-            c.feedback_inserted + c.feedback_updated, c.feedback_inserted, c.ranked_inserted + c.ranked_updated, c.ranked_inserted
+            args.run,
+            done.review_issue,
+            done.comments,
+            done.imported,
+            done.skipped,
+            done.refused.len(),
+            c.feedback_inserted + c.feedback_updated,
+            c.feedback_inserted,
+            c.ranked_inserted + c.ranked_updated,
+            c.ranked_inserted
         );
     }
     Ok(OK)
@@ -168,8 +227,10 @@ async fn run_sync(ctx: &Context, args: SyncArgs) -> CliResult {
 /// retries the job).
 async fn run_write(ctx: &Context, args: WriteArgs) -> CliResult {
     let mut text = String::new();
-    std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(|e| CliError::usage(anyhow!("read the write request from stdin: {e}")))?;
-    let req: WriteRequest = serde_json::from_str(&text).map_err(|e| CliError::usage(anyhow!("the write request on stdin: {e}")))?;
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+        .map_err(|e| CliError::usage(anyhow!("read the write request from stdin: {e}")))?;
+    let req: WriteRequest = serde_json::from_str(&text)
+        .map_err(|e| CliError::usage(anyhow!("the write request on stdin: {e}")))?;
     let mut config = ctx.config.github.client_config();
     config.api_url = args.api_url.trim().trim_end_matches('/').to_owned();
     let forge = GitHub::new(&config).map_err(|e| CliError::usage(anyhow!(e)))?;

@@ -32,9 +32,16 @@ pub fn files() -> Vec<(String, String)> {
     let mut out = vec![(crate::config::CONFIG_FILE.to_owned(), commented_config())];
     for entry in crate::commands::schema::all() {
         let text = skillforge_contract::schema::render_schema(&(entry.schema)());
-        out.push((format!("schemas/{}", crate::commands::schema::file_name(entry.name)), text));
+        out.push((
+            format!("schemas/{}", crate::commands::schema::file_name(entry.name)),
+            text,
+        ));
     }
-    out.extend(STARTERS.iter().map(|s| (s.path.to_owned(), s.text.to_owned())));
+    out.extend(
+        STARTERS
+            .iter()
+            .map(|s| (s.path.to_owned(), s.text.to_owned())),
+    );
     out
 }
 
@@ -46,13 +53,21 @@ pub fn files() -> Vec<(String, String)> {
 pub fn run(home_flag: Option<PathBuf>, json_out: bool, args: InitArgs) -> CliResult {
     let home = crate::config::resolve_home(args.dir.or(home_flag))?;
     let files = files();
-    let existing: Vec<&str> = files.iter().filter(|(rel, _)| home.join(rel).exists()).map(|(rel, _)| rel.as_str()).collect();
+    let existing: Vec<&str> = files
+        .iter()
+        .filter(|(rel, _)| home.join(rel).exists())
+        .map(|(rel, _)| rel.as_str())
+        .collect();
     if !existing.is_empty() {
         return Err(CliError::usage(anyhow!(
             "init `{}`: {} already {}, nothing was written (move them away or pick another DIR): {}",
             home.display(),
             existing.len(),
-            if existing.len() == 1 { "exists" } else { "exist" },
+            if existing.len() == 1 {
+                "exists"
+            } else {
+                "exist"
+            },
             existing.join(", ")
         )));
     }
@@ -60,15 +75,23 @@ pub fn run(home_flag: Option<PathBuf>, json_out: bool, args: InitArgs) -> CliRes
         write_new(&home.join(rel), text)?;
     }
     if json_out {
-        print_json(&json!({"home": home, "files": files.iter().map(|(rel, _)| rel).collect::<Vec<_>>()}));
+        print_json(
+            &json!({"home": home, "files": files.iter().map(|(rel, _)| rel).collect::<Vec<_>>()}),
+        );
         return Ok(OK);
     }
     println!("created {}", home.display());
     for s in STARTERS {
         println!("  {:<34} {}", s.path, s.what);
     }
-    println!("  {:<34} every key, commented, with its default", crate::config::CONFIG_FILE);
-    println!("  {:<34} JSON Schemas of these files (`skillforge schema NAME`)", "schemas/");
+    println!(
+        "  {:<34} every key, commented, with its default",
+        crate::config::CONFIG_FILE
+    );
+    println!(
+        "  {:<34} JSON Schemas of these files (`skillforge schema NAME`)",
+        "schemas/"
+    );
     let home_arg = shell_word(&home);
     println!("next:");
     println!("  skillforge --home {home_arg} doctor");
@@ -89,11 +112,18 @@ fn write_new(path: &Path, text: &str) -> Result<(), CliError> {
         .create_new(true)
         .open(path)
         .map_err(|e| CliError::env(anyhow!("create `{}`: {e}", path.display())))?;
-    file.write_all(text.as_bytes()).map_err(|e| CliError::env(anyhow!("write `{}`: {e}", path.display())))
+    file.write_all(text.as_bytes())
+        .map_err(|e| CliError::env(anyhow!("write `{}`: {e}", path.display())))
 }
 
 /// `path` quoted for a shell when it needs it.
 fn shell_word(path: &Path) -> String {
     let s = path.display().to_string();
-    if s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+".contains(c)) { s } else { format!("'{}'", s.replace('\'', "'\\''")) }
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+".contains(c))
+    {
+        s
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }

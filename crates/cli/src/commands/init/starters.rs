@@ -25,8 +25,16 @@ pub const STARTERS: &[Starter] = &[
         what: "an eval brief (`eval brief --check FILE`, `eval forge --brief FILE`)",
         text: BRIEF,
     },
-    Starter { path: "train/items.yml", what: "train review items (`train start --items-file FILE`)", text: ITEMS },
-    Starter { path: "optimize/spec.yml", what: "an optimize spec (`optimize init --spec FILE`)", text: OPTIMIZE_SPEC },
+    Starter {
+        path: "train/items.yml",
+        what: "train review items (`train start --items-file FILE`)",
+        text: ITEMS,
+    },
+    Starter {
+        path: "optimize/spec.yml",
+        what: "an optimize spec (`optimize init --spec FILE`)",
+        text: OPTIMIZE_SPEC,
+    },
     Starter {
         path: "bineval/questions.yml",
         what: "a BINEVAL question set (`binary run --set FILE`)",

@@ -24,29 +24,51 @@ use crate::exit::CliError;
 /// Exit 2 for a file that does not exist, is not a regular file, repeats another's name, or is
 /// over the transfer area's cap (the message names the file and the cap, `[queue]
 /// transfer_max_mb`); exit 3 when the queue fails.
-pub(super) async fn stage_files(backend: &dyn QueueBackend, paths: &[PathBuf]) -> Result<Vec<FileEntry>, CliError> {
+pub(super) async fn stage_files(
+    backend: &dyn QueueBackend,
+    paths: &[PathBuf],
+) -> Result<Vec<FileEntry>, CliError> {
     if paths.is_empty() {
         return Ok(Vec::new());
     }
-    let area = backend
-        .transfer_area()
-        .ok_or_else(|| CliError::env(anyhow!("the `{}` queue has no transfer area for --file", backend.name())))?;
+    let area = backend.transfer_area().ok_or_else(|| {
+        CliError::env(anyhow!(
+            "the `{}` queue has no transfer area for --file",
+            backend.name()
+        ))
+    })?;
     let mut stager = Stager::new(area.as_ref());
     let mut names = std::collections::BTreeSet::new();
     for path in paths {
-        let meta = std::fs::metadata(path).map_err(|e| CliError::usage(anyhow!("--file `{}`: {e}", path.display())))?;
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).filter(|_| meta.is_file());
+        let meta = std::fs::metadata(path)
+            .map_err(|e| CliError::usage(anyhow!("--file `{}`: {e}", path.display())))?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .filter(|_| meta.is_file());
         let Some(name) = name else {
-            return Err(CliError::usage(anyhow!("--file `{}` is not a regular file", path.display())));
+            return Err(CliError::usage(anyhow!(
+                "--file `{}` is not a regular file",
+                path.display()
+            )));
         };
         if !names.insert(name.clone()) {
-            return Err(CliError::usage(anyhow!("--file `{}`: another --file is also named `{name}` in the job dir", path.display())));
+            return Err(CliError::usage(anyhow!(
+                "--file `{}`: another --file is also named `{name}` in the job dir",
+                path.display()
+            )));
         }
         stager.add_file(&name, path).await.map_err(|e| match e {
             TransferError::TooLarge { .. } | TransferError::Io(_) | TransferError::BadPath(_) => {
-                CliError::usage(anyhow!("--file `{}`: {e}; nothing was enqueued", path.display()))
+                CliError::usage(anyhow!(
+                    "--file `{}`: {e}; nothing was enqueued",
+                    path.display()
+                ))
             }
-            other => CliError::env(anyhow!("--file `{}`: stage it in the queue's transfer area: {other}", path.display())),
+            other => CliError::env(anyhow!(
+                "--file `{}`: stage it in the queue's transfer area: {other}",
+                path.display()
+            )),
         })?;
     }
     Ok(stager.finish())
@@ -56,12 +78,16 @@ pub(super) async fn stage_files(backend: &dyn QueueBackend, paths: &[PathBuf]) -
 ///
 /// # Errors
 /// Exit 2 for a relative `--cwd` on a queue whose workers do not share this disk.
-pub(super) fn working_dir(backend: &dyn QueueBackend, cwd: Option<&Path>, has_files: bool) -> Result<Option<PathBuf>, CliError> {
+pub(super) fn working_dir(
+    backend: &dyn QueueBackend,
+    cwd: Option<&Path>,
+    has_files: bool,
+) -> Result<Option<PathBuf>, CliError> {
     let job_dir = || Some(PathBuf::from(transfer::JOB_DIR));
     match cwd {
-        Some(dir) if backend.shares_disk() => {
-            std::path::absolute(dir).map(Some).map_err(|e| CliError::usage(anyhow!("--cwd `{}`: {e}", dir.display())))
-        }
+        Some(dir) if backend.shares_disk() => std::path::absolute(dir)
+            .map(Some)
+            .map_err(|e| CliError::usage(anyhow!("--cwd `{}`: {e}", dir.display()))),
         Some(dir) if dir.is_relative() => Err(CliError::usage(anyhow!(
             "--cwd `{}` is relative: on a `{}` fleet it names a directory on the worker's machine, so give an absolute path",
             dir.display(),

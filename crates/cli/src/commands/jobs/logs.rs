@@ -65,17 +65,27 @@ pub async fn logs(ctx: &Context, args: LogsArgs) -> CliResult {
             return Ok(OK);
         }
         if n == 0 {
-            backend.output_since(&args.id, cursor.as_deref(), seen, fallback).await;
+            backend
+                .output_since(&args.id, cursor.as_deref(), seen, fallback)
+                .await;
         }
     }
 }
 
 async fn job(backend: &dyn QueueBackend, id: &str) -> Result<Job, CliError> {
-    backend.get(id).await?.ok_or_else(|| CliError::usage(anyhow!("no job `{id}`")))
+    backend
+        .get(id)
+        .await?
+        .ok_or_else(|| CliError::usage(anyhow!("no job `{id}`")))
 }
 
 /// Prints every chunk after `cursor`, advancing it; returns how many.
-async fn print_new(ctx: &Context, backend: &dyn QueueBackend, id: &str, cursor: &mut Option<String>) -> Result<usize, CliError> {
+async fn print_new(
+    ctx: &Context,
+    backend: &dyn QueueBackend,
+    id: &str,
+    cursor: &mut Option<String>,
+) -> Result<usize, CliError> {
     let mut n = 0;
     loop {
         let page = backend.read_output(id, cursor.as_deref(), PAGE).await?;
@@ -103,14 +113,20 @@ fn print_chunk(ctx: &Context, chunk: &OutputChunk) {
     }
     // A closed stdout (`| head`) ends a printing command quietly (default SIGPIPE, main.rs).
     let _ = match chunk.stream {
-        OutputStream::Stdout => std::io::stdout().lock().write_all(&chunk.data).and_then(|()| std::io::stdout().flush()),
+        OutputStream::Stdout => std::io::stdout()
+            .lock()
+            .write_all(&chunk.data)
+            .and_then(|()| std::io::stdout().flush()),
         OutputStream::Stderr => std::io::stderr().lock().write_all(&chunk.data),
     };
 }
 
 fn print_result_tails(ctx: &Context, job: &Job) {
     let Some(o) = &job.outcome else { return };
-    for (stream, tail) in [(OutputStream::Stdout, &o.stdout_tail), (OutputStream::Stderr, &o.stderr_tail)] {
+    for (stream, tail) in [
+        (OutputStream::Stdout, &o.stdout_tail),
+        (OutputStream::Stderr, &o.stderr_tail),
+    ] {
         if !tail.is_empty() {
             let chunk = OutputChunk {
                 cursor: String::new(),

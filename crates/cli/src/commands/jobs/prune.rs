@@ -45,7 +45,9 @@ pub async fn prune(ctx: &Context, args: PruneArgs) -> CliResult {
     if ctx.json {
         print_json(&json!({"dry_run": args.dry_run, "jobs": jobs, "tombstones": tombstones}));
     } else if args.dry_run {
-        println!("would prune {jobs} finished job(s) and {tombstones} expired tombstone(s) (dry run: nothing removed)");
+        println!(
+            "would prune {jobs} finished job(s) and {tombstones} expired tombstone(s) (dry run: nothing removed)"
+        );
     } else {
         println!("pruned {jobs} finished job(s) and {tombstones} expired tombstone(s)");
     }
@@ -76,7 +78,10 @@ pub fn pruned_json(t: &Tombstone) -> Value {
 }
 
 /// The tombstone of `job_id` when the queue no longer has the job but pruned it.
-pub async fn pruned(backend: &dyn QueueBackend, job_id: &str) -> Result<Option<Tombstone>, CliError> {
+pub async fn pruned(
+    backend: &dyn QueueBackend,
+    job_id: &str,
+) -> Result<Option<Tombstone>, CliError> {
     if backend.get(job_id).await?.is_some() {
         return Ok(None);
     }

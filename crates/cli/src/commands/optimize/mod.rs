@@ -35,10 +35,10 @@ use serde_json::json;
 use skillforge_engine::DEFAULT_QUEUE;
 use skillforge_optimize::brief::fmt_num;
 use skillforge_optimize::ctx::Ctx;
+use skillforge_optimize::lock::RunLock;
 use skillforge_optimize::run;
 use skillforge_optimize::spec::Spec;
 use skillforge_optimize::stages;
-use skillforge_optimize::lock::RunLock;
 use skillforge_optimize::state::StateRoot;
 use skillforge_optimize::stopping::StopReason;
 use skillforge_optimize::{OptimizeError, log, report};
@@ -96,14 +96,18 @@ pub async fn run(ctx: &Context, cmd: OptimizeCommand) -> CliResult {
 }
 
 fn load(a: &SpecArgs) -> Result<(Spec, String), CliError> {
-    let text = std::fs::read_to_string(&a.spec).map_err(|e| CliError::usage(anyhow!("read spec `{}`: {e}", a.spec.display())))?;
+    let text = std::fs::read_to_string(&a.spec)
+        .map_err(|e| CliError::usage(anyhow!("read spec `{}`: {e}", a.spec.display())))?;
     let spec = Spec::parse(&text, &a.spec.display().to_string()).map_err(map_err)?;
     Ok((spec, text))
 }
 
 fn printer(json: bool) -> crate::output::StderrProgress {
     // Progress lines for a person at a terminal; `--json` and pipes get the report only.
-    crate::output::StderrProgress { prefix: "", quiet: json || !std::io::stderr().is_terminal() }
+    crate::output::StderrProgress {
+        prefix: "",
+        quiet: json || !std::io::stderr().is_terminal(),
+    }
 }
 
 async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
@@ -146,16 +150,28 @@ async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
         }
     };
     if ctx.json {
-        print_json(&json!({"spec": spec.name, "state_root": root.root, "baseline_sha": log.baseline_sha, "baseline": log.baseline.metrics, "backlog": log.hypothesis_backlog.len()}));
+        print_json(
+            &json!({"spec": spec.name, "state_root": root.root, "baseline_sha": log.baseline_sha, "baseline": log.baseline.metrics, "backlog": log.hypothesis_backlog.len()}),
+        );
     } else {
         let n = log.hypothesis_backlog.len();
-        eprintln!("initialised optimize run `{}` at {} (baseline {}, {n} {})", spec.name, root.root.display(), &log.baseline_sha[..12], if n == 1 { "hypothesis" } else { "hypotheses" });
+        eprintln!(
+            "initialised optimize run `{}` at {} (baseline {}, {n} {})",
+            spec.name,
+            root.root.display(),
+            &log.baseline_sha[..12],
+            if n == 1 { "hypothesis" } else { "hypotheses" }
+        );
     }
     Ok(OK)
 }
 
 fn machine() -> String {
-    std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_owned()).ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "localhost".into())
+    std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
 }
 
 async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
@@ -163,9 +179,13 @@ async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
     let root = StateRoot::new(&ctx.home, &spec.name);
     let run_file = run::read_run_file(&root).map_err(map_err)?;
     if run_file.spec_text != text {
-        return Err(CliError::usage(anyhow!("spec `{}` changed since `optimize init` (a run keeps the spec it started with; start a new run under another name)", a.spec.display())));
+        return Err(CliError::usage(anyhow!(
+            "spec `{}` changed since `optimize init` (a run keeps the spec it started with; start a new run under another name)",
+            a.spec.display()
+        )));
     }
-    let _lock = RunLock::acquire(&root, if resume { "resume" } else { "run" }, &machine()).map_err(map_err)?;
+    let _lock = RunLock::acquire(&root, if resume { "resume" } else { "run" }, &machine())
+        .map_err(map_err)?;
     let backend = ctx.queue().await?;
     let jobs = CliJobs::new(ctx, backend.clone(), ctx.store().await?);
     let events = printer(ctx.json);
@@ -197,11 +217,23 @@ async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
         eprintln!("note: {note}");
     }
     let summary = run::run(&octx).await.map_err(map_err)?;
-    let reason = summary.stop_reason.as_ref().map(|r| r.describe()).unwrap_or_default();
+    let reason = summary
+        .stop_reason
+        .as_ref()
+        .map(|r| r.describe())
+        .unwrap_or_default();
     if ctx.json {
-        print_json(&json!({"spec": spec.name, "stop_reason": summary.stop_reason, "experiments": summary.experiments, "kept": summary.kept, "report": root.report()}));
+        print_json(
+            &json!({"spec": spec.name, "stop_reason": summary.stop_reason, "experiments": summary.experiments, "kept": summary.kept, "report": root.report()}),
+        );
     } else {
-        eprintln!("{}: {} experiment(s), kept {:?}; {reason}; report {}", spec.name, summary.experiments, summary.kept, root.report().display());
+        eprintln!(
+            "{}: {} experiment(s), kept {:?}; {reason}; report {}",
+            spec.name,
+            summary.experiments,
+            summary.kept,
+            root.report().display()
+        );
     }
     Ok(exit_for(summary.stop_reason.as_ref()))
 }
@@ -253,10 +285,32 @@ fn status(ctx: &Context, a: SpecArgs) -> CliResult {
     if ctx.json {
         print_json(&value);
     } else {
-        println!("{}: tick {}, status {}, {} experiment(s), best {} {} (baseline {})", spec.name, log.run_state.tick, log.run_state.status, log.experiments.len(), primary, log.best.metrics.aggregate(primary).map_or("-".into(), fmt_num), log.baseline.aggregate(primary).map_or("-".into(), fmt_num));
-        println!("spend: {}; agent runs: {}", log.spend.human_cost(), log.spend.agents().human());
+        println!(
+            "{}: tick {}, status {}, {} experiment(s), best {} {} (baseline {})",
+            spec.name,
+            log.run_state.tick,
+            log.run_state.status,
+            log.experiments.len(),
+            primary,
+            log.best
+                .metrics
+                .aggregate(primary)
+                .map_or("-".into(), fmt_num),
+            log.baseline.aggregate(primary).map_or("-".into(), fmt_num)
+        );
+        println!(
+            "spend: {}; agent runs: {}",
+            log.spend.human_cost(),
+            log.spend.agents().human()
+        );
         for e in &log.experiments {
-            println!("  exp-{:03} {:<18} {} ({})", e.experiment, e.outcome.label(), e.description, e.spend.human());
+            println!(
+                "  exp-{:03} {:<18} {} ({})",
+                e.experiment,
+                e.outcome.label(),
+                e.description,
+                e.spend.human()
+            );
         }
         if let Some(r) = &log.run_state.stop_reason {
             println!("stopped: {}", r.describe());

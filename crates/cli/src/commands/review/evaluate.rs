@@ -13,12 +13,14 @@ use anyhow::anyhow;
 use clap::Args;
 use serde_json::{Value, json};
 use skillforge_contract::EvaluatorProfile;
-use skillforge_skillopt::evaluator::{EvalRunError, effective_profile, evaluate_run, judge_runtime_of, known_evaluator_ids};
+use skillforge_skillopt::evaluator::{
+    EvalRunError, effective_profile, evaluate_run, judge_runtime_of, known_evaluator_ids,
+};
 use skillforge_stage::Wait;
 
 use super::load_run;
-use crate::control::waiter::CliJobs;
 use crate::context::Context;
+use crate::control::waiter::CliJobs;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
 
@@ -66,11 +68,31 @@ pub async fn run(ctx: &Context, args: EvaluateArgs) -> CliResult {
             run.id
         ))
     })?;
-    let runtime = args.judge_runtime.clone().filter(|r| !r.trim().is_empty()).or_else(|| judge_runtime_of(&profile));
-    let jobs = CliJobs::new(ctx, ctx.queue().await?, store.clone()).local_worker(!args.no_local_worker);
-    let done =
-        evaluate_run(&store, &ctx.home, &run, &profile, runtime.as_deref(), &jobs, Wait::Block).await.map_err(eval_error)?;
-    print_report(ctx, &run.id, &profile, runtime.as_deref(), &done.evaluations);
+    let runtime = args
+        .judge_runtime
+        .clone()
+        .filter(|r| !r.trim().is_empty())
+        .or_else(|| judge_runtime_of(&profile));
+    let jobs =
+        CliJobs::new(ctx, ctx.queue().await?, store.clone()).local_worker(!args.no_local_worker);
+    let done = evaluate_run(
+        &store,
+        &ctx.home,
+        &run,
+        &profile,
+        runtime.as_deref(),
+        &jobs,
+        Wait::Block,
+    )
+    .await
+    .map_err(eval_error)?;
+    print_report(
+        ctx,
+        &run.id,
+        &profile,
+        runtime.as_deref(),
+        &done.evaluations,
+    );
     Ok(OK)
 }
 
@@ -82,10 +104,18 @@ fn eval_error(e: EvalRunError) -> CliError {
     }
 }
 
-fn print_report(ctx: &Context, run_id: &str, profile: &EvaluatorProfile, runtime: Option<&str>, report: &[Value]) {
+fn print_report(
+    ctx: &Context,
+    run_id: &str,
+    profile: &EvaluatorProfile,
+    runtime: Option<&str>,
+    report: &[Value],
+) {
     if ctx.json {
-        print_json(&json!({"run_id": run_id, "profile_id": profile.profile_id, "task_kind": profile.task_kind,
-                           "judge_runtime": runtime, "evaluations": report}));
+        print_json(
+            &json!({"run_id": run_id, "profile_id": profile.profile_id, "task_kind": profile.task_kind,
+                           "judge_runtime": runtime, "evaluations": report}),
+        );
         return;
     }
     println!(
@@ -103,7 +133,10 @@ fn print_report(ctx: &Context, run_id: &str, profile: &EvaluatorProfile, runtime
             s("artifact_checks"),
             s("render"),
             s("judge"),
-            entry["failure"]["optimizer_hint"].as_str().map(|h| format!(" — hint: {h}")).unwrap_or_default()
+            entry["failure"]["optimizer_hint"]
+                .as_str()
+                .map(|h| format!(" — hint: {h}"))
+                .unwrap_or_default()
         );
     }
 }

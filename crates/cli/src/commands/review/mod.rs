@@ -2,9 +2,12 @@
 //! `status`) and their evaluation by an evaluator profile ([`evaluate`]: `evaluate`). Both use
 //! [`load_run`] from here; neither imports the other.
 
-#[expect(clippy::module_inception, reason = "the noun's folder holds `review.rs` and `evaluate.rs` (issue 11)")]
-pub mod review;
 pub mod evaluate;
+#[expect(
+    clippy::module_inception,
+    reason = "the noun's folder holds `review.rs` and `evaluate.rs` (issue 11)"
+)]
+pub mod review;
 
 use anyhow::{Context as _, anyhow};
 use clap::Subcommand;
@@ -50,5 +53,9 @@ pub async fn load_run(store: &Store, id: &str) -> Result<EvalRunRow, CliError> {
     get_run(store.pool(), id)
         .await
         .context("read review run")?
-        .ok_or_else(|| CliError::usage(anyhow!("review run `{id}` not found; create it with `skillforge review create`")))
+        .ok_or_else(|| {
+            CliError::usage(anyhow!(
+                "review run `{id}` not found; create it with `skillforge review create`"
+            ))
+        })
 }

@@ -10,21 +10,21 @@ use anyhow::{Context as _, anyhow};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use skillforge_contract::{driver_for_media_type, is_ranked_mode};
+use skillforge_skillopt::promotion::resolve::{draw, version_for_job};
 use skillforge_store::artifacts::store_artifact;
 use skillforge_store::blobs::BlobStore;
 use skillforge_store::feedback::{list_feedback_events, list_ranked_events};
 use skillforge_store::review::status::review_status;
 use skillforge_store::review::{
-    EvalRunRow, NewEvalRun, NewReviewItem, NewReviewOption, RunSettings, add_item, create_run, list_items,
+    EvalRunRow, NewEvalRun, NewReviewItem, NewReviewOption, RunSettings, add_item, create_run,
+    list_items,
 };
 use skillforge_store::templates::VersionRef;
-use skillforge_skillopt::promotion::resolve::{draw, version_for_job};
 
 use super::load_run;
 use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
-
 
 /// `skillforge review item ...`.
 #[derive(Debug, Subcommand)]
@@ -72,7 +72,12 @@ pub struct ItemAddArgs {
     #[arg(long)]
     title: Option<String>,
     /// The current template's saved output (A/B runs).
-    #[arg(long, value_name = "FILE", requires = "candidate", conflicts_with = "option")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "candidate",
+        conflicts_with = "option"
+    )]
     baseline: Option<PathBuf>,
     /// The candidate's saved output (A/B runs).
     #[arg(long, value_name = "FILE", requires = "baseline")]
@@ -90,26 +95,42 @@ pub struct ItemAddArgs {
 /// # Errors
 /// Exit 2 when it is not a JSON object.
 pub fn metadata_arg(raw: Option<&str>) -> Result<String, CliError> {
-    let Some(raw) = raw.filter(|r| !r.trim().is_empty()) else { return Ok(String::new()) };
-    skillforge_contract::limits::check_json(raw).map_err(|e| CliError::usage(anyhow!("--metadata-json {e}")))?;
-    let value: Value =
-        serde_json::from_str(raw).map_err(|e| CliError::usage(anyhow!("--metadata-json is not valid JSON: {e}")))?;
+    let Some(raw) = raw.filter(|r| !r.trim().is_empty()) else {
+        return Ok(String::new());
+    };
+    skillforge_contract::limits::check_json(raw)
+        .map_err(|e| CliError::usage(anyhow!("--metadata-json {e}")))?;
+    let value: Value = serde_json::from_str(raw)
+        .map_err(|e| CliError::usage(anyhow!("--metadata-json is not valid JSON: {e}")))?;
     if !value.is_object() {
-        return Err(CliError::usage(anyhow!("--metadata-json must be a JSON object")));
+        return Err(CliError::usage(anyhow!(
+            "--metadata-json must be a JSON object"
+        )));
     }
     Ok(value.to_string())
 }
 
 pub(super) async fn create(ctx: &Context, args: CreateArgs) -> CliResult {
-    let settings = RunSettings::normalize(args.mode.as_deref(), args.exploration_level.as_deref(), args.options)
-        .map_err(CliError::usage)?;
+    let settings = RunSettings::normalize(
+        args.mode.as_deref(),
+        args.exploration_level.as_deref(),
+        args.options,
+    )
+    .map_err(CliError::usage)?;
     let run_id = args.run.trim();
     if run_id.is_empty() || run_id.contains('/') {
-        return Err(CliError::usage(anyhow!("--run must be a non-empty id without `/`, got {:?}", args.run)));
+        return Err(CliError::usage(anyhow!(
+            "--run must be a non-empty id without `/`, got {:?}",
+            args.run
+        )));
     }
     let metadata_json = metadata_arg(args.metadata_json.as_deref())?;
-    let reference = VersionRef::parse(&args.template)
-        .ok_or_else(|| CliError::usage(anyhow!("--template {:?} is not `ID` or `ID@vN`", args.template)))?;
+    let reference = VersionRef::parse(&args.template).ok_or_else(|| {
+        CliError::usage(anyhow!(
+            "--template {:?} is not `ID` or `ID@vN`",
+            args.template
+        ))
+    })?;
     let store = ctx.store().await?;
     // S-60: a bare `ID` is the current version, or its canary for the sampled fraction.
     let version = version_for_job(store.pool(), &reference, draw()).await.context("resolve template")?.map(|r| r.version).ok_or_else(|| {
@@ -127,8 +148,13 @@ pub(super) async fn create(ctx: &Context, args: CreateArgs) -> CliResult {
         metadata_json,
     };
     let mut tx = store.begin().await?;
-    if !create_run(&mut tx, &new).await.context("create review run")? {
-        return Err(CliError::usage(anyhow!("review run `{run_id}` already exists")));
+    if !create_run(&mut tx, &new)
+        .await
+        .context("create review run")?
+    {
+        return Err(CliError::usage(anyhow!(
+            "review run `{run_id}` already exists"
+        )));
     }
     tx.commit().await.context("commit review run")?;
     let run = load_run(&store, run_id).await?;
@@ -160,7 +186,12 @@ fn run_json(run: &EvalRunRow) -> Value {
 
 /// Media type from a file extension; `application/octet-stream` when unknown.
 pub fn media_type_for(path: &Path) -> &'static str {
-    match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+    match path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
         Some("md" | "markdown") => "text/markdown",
         Some("txt" | "text") => "text/plain",
         Some("json") => "application/json",
@@ -177,7 +208,10 @@ pub fn media_type_for(path: &Path) -> &'static str {
 /// Whether `label` is a usable blind option label: lowercase ASCII letters and digits, starting
 /// with a letter (the ranking grammar splits on `>`, `=`, `,`, `|`).
 fn is_valid_label(label: &str) -> bool {
-    label.starts_with(|c: char| c.is_ascii_lowercase()) && label.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+    label.starts_with(|c: char| c.is_ascii_lowercase())
+        && label
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
 }
 
 fn parse_options(raw: &[String]) -> Result<Vec<(String, PathBuf)>, CliError> {
@@ -194,7 +228,9 @@ fn parse_options(raw: &[String]) -> Result<Vec<(String, PathBuf)>, CliError> {
             )));
         }
         if !seen.insert(label.clone()) {
-            return Err(CliError::usage(anyhow!("--option label {label:?} is given twice")));
+            return Err(CliError::usage(anyhow!(
+                "--option label {label:?} is given twice"
+            )));
         }
         options.push((label, PathBuf::from(file)));
     }
@@ -203,7 +239,8 @@ fn parse_options(raw: &[String]) -> Result<Vec<(String, PathBuf)>, CliError> {
 }
 
 fn read_file(flag: &str, path: &Path) -> Result<Vec<u8>, CliError> {
-    std::fs::read(path).map_err(|e| CliError::usage(anyhow!("read {flag} file `{}`: {e}", path.display())))
+    std::fs::read(path)
+        .map_err(|e| CliError::usage(anyhow!("read {flag} file `{}`: {e}", path.display())))
 }
 
 pub(super) async fn item_add(ctx: &Context, args: ItemAddArgs) -> CliResult {
@@ -215,9 +252,14 @@ pub(super) async fn item_add(ctx: &Context, args: ItemAddArgs) -> CliResult {
     let options = parse_options(&args.option)?;
     let store = ctx.store().await?;
     let run = load_run(&store, &args.run).await?;
-    let existing = list_items(store.pool(), &run.id).await.context("read review items")?;
+    let existing = list_items(store.pool(), &run.id)
+        .await
+        .context("read review items")?;
     if existing.iter().any(|i| i.item.item_id == item_id) {
-        return Err(CliError::usage(anyhow!("review run `{}` already has item `{item_id}`", run.id)));
+        return Err(CliError::usage(anyhow!(
+            "review run `{}` already has item `{item_id}`",
+            run.id
+        )));
     }
     let ranked = is_ranked_mode(&run.mode, run.options_count);
     // (artifact id suffix, file, flag) per file to store.
@@ -257,7 +299,10 @@ pub(super) async fn item_add(ctx: &Context, args: ItemAddArgs) -> CliResult {
             )));
         }
     }
-    let contents: Vec<Vec<u8>> = files.iter().map(|(_, path, flag)| read_file(flag, path)).collect::<Result<_, _>>()?;
+    let contents: Vec<Vec<u8>> = files
+        .iter()
+        .map(|(_, path, flag)| read_file(flag, path))
+        .collect::<Result<_, _>>()?;
     let blobs = BlobStore::in_home(&ctx.home);
     let mut tx = store.begin().await?;
     let mut new = NewReviewItem {
@@ -270,9 +315,16 @@ pub(super) async fn item_add(ctx: &Context, args: ItemAddArgs) -> CliResult {
     for ((suffix, path, _), bytes) in files.iter().zip(&contents) {
         let artifact_id = format!("{}/{}/{}", run.id, item_id, suffix);
         let media_type = media_type_for(path);
-        let row = store_artifact(&mut tx, &blobs, &artifact_id, bytes, media_type, driver_for_media_type(media_type))
-            .await
-            .with_context(|| format!("store artifact `{artifact_id}`"))?;
+        let row = store_artifact(
+            &mut tx,
+            &blobs,
+            &artifact_id,
+            bytes,
+            media_type,
+            driver_for_media_type(media_type),
+        )
+        .await
+        .with_context(|| format!("store artifact `{artifact_id}`"))?;
         match suffix.as_str() {
             "baseline" => new.baseline_artifact_id = row.id.clone(),
             "candidate" => new.candidate_artifact_id = row.id.clone(),
@@ -284,14 +336,24 @@ pub(super) async fn item_add(ctx: &Context, args: ItemAddArgs) -> CliResult {
         }
         artifacts.push(json!({"id": row.id, "hash": row.hash, "size_bytes": row.size_bytes, "media_type": row.media_type}));
     }
-    if !add_item(&mut tx, &run.id, &new).await.context("add review item")? {
-        return Err(CliError::usage(anyhow!("review run `{}` already has item `{item_id}`", run.id)));
+    if !add_item(&mut tx, &run.id, &new)
+        .await
+        .context("add review item")?
+    {
+        return Err(CliError::usage(anyhow!(
+            "review run `{}` already has item `{item_id}`",
+            run.id
+        )));
     }
     tx.commit().await.context("commit review item")?;
     if ctx.json {
         print_json(&json!({"run_id": run.id, "item_id": item_id, "artifacts": artifacts}));
     } else {
-        println!("added item {item_id} to review run {} ({} artifacts)", run.id, artifacts.len());
+        println!(
+            "added item {item_id} to review run {} ({} artifacts)",
+            run.id,
+            artifacts.len()
+        );
     }
     Ok(OK)
 }
@@ -299,27 +361,55 @@ pub(super) async fn item_add(ctx: &Context, args: ItemAddArgs) -> CliResult {
 pub(super) async fn status(ctx: &Context, run_id: &str) -> CliResult {
     let store = ctx.store().await?;
     let run = load_run(&store, run_id).await?;
-    let items = list_items(store.pool(), run_id).await.context("read review items")?;
-    let feedback = list_feedback_events(store.pool(), run_id).await.context("read feedback events")?;
-    let ranked = list_ranked_events(store.pool(), run_id).await.context("read ranked feedback events")?;
+    let items = list_items(store.pool(), run_id)
+        .await
+        .context("read review items")?;
+    let feedback = list_feedback_events(store.pool(), run_id)
+        .await
+        .context("read feedback events")?;
+    let ranked = list_ranked_events(store.pool(), run_id)
+        .await
+        .context("read ranked feedback events")?;
     let status = review_status(&run, &items, &feedback, &ranked);
     if ctx.json {
         print_json(&status);
         return Ok(OK);
     }
-    println!("run {} of {} ({})", status.run_id, status.template_version_id, status.state);
-    println!("mode: {} (exploration level {}, {} options per item)", status.mode, status.exploration_level, status.options_count);
-    println!("items: {} ({} with feedback)", status.items, status.items_with_feedback);
+    println!(
+        "run {} of {} ({})",
+        status.run_id, status.template_version_id, status.state
+    );
+    println!(
+        "mode: {} (exploration level {}, {} options per item)",
+        status.mode, status.exploration_level, status.options_count
+    );
+    println!(
+        "items: {} ({} with feedback)",
+        status.items, status.items_with_feedback
+    );
     println!(
         "feedback: {} events ({} A/B, {} ranked); pairwise preferences: {}",
-        status.feedback_count, status.feedback_events, status.ranked_feedback_events, status.pairwise_preferences
+        status.feedback_count,
+        status.feedback_events,
+        status.ranked_feedback_events,
+        status.pairwise_preferences
     );
-    let agreement = status.ranking_stability.agreement.map(|a| format!(", agreement {:.0}%", a * 100.0)).unwrap_or_default();
-    println!("ranking stability: {}{agreement}", status.ranking_stability.level);
+    let agreement = status
+        .ranking_stability
+        .agreement
+        .map(|a| format!(", agreement {:.0}%", a * 100.0))
+        .unwrap_or_default();
+    println!(
+        "ranking stability: {}{agreement}",
+        status.ranking_stability.level
+    );
     let rec = &status.recommendation;
     match (&rec.next_mode, rec.status.as_str()) {
         (_, "withheld") => println!("recommended next mode: withheld ({})", rec.reason),
-        (Some(mode), _) => println!("recommended next mode: {mode} ({}; advisory only)", rec.reason),
+        (Some(mode), _) => println!(
+            "recommended next mode: {mode} ({}; advisory only)",
+            rec.reason
+        ),
         (None, _) => println!("recommendation: {} (advisory only)", rec.reason),
     }
     Ok(OK)
