@@ -511,6 +511,51 @@ fn console_pages_and_actions(b: Backend) {
         !html.contains("/retry\""),
         "no retry button for a read-only viewer"
     );
+
+    // Bulk retry of the selected jobs and prune, as an admin client with a bearer token.
+    let admin = bearer(ADMIN);
+    let form = ("Content-Type", "application/x-www-form-urlencoded");
+    home.wait_job(
+        &jobs.dead,
+        Duration::from_secs(60),
+        "the retried job to die again",
+        |j| state_of(j) == "dead" && attempts_of(j) >= 2,
+    );
+    let bulk = http(
+        port,
+        "POST",
+        "/jobs/bulk",
+        &[form, ("Authorization", &admin)],
+        &format!("action=retry&id={}", jobs.dead),
+    );
+    assert_eq!(bulk.status, 303, "{}", bulk.body);
+    home.wait_job(
+        &jobs.dead,
+        Duration::from_secs(60),
+        "the bulk-retried job's third attempt",
+        |j| attempts_of(j) >= 3,
+    );
+    home.wait_job(
+        &jobs.dead,
+        Duration::from_secs(60),
+        "the job to die a third time",
+        |j| state_of(j) == "dead",
+    );
+    home.wait(
+        Duration::from_secs(60),
+        "prune to remove the succeeded job",
+        || {
+            let pruned = http(
+                port,
+                "POST",
+                "/prune",
+                &[form, ("Authorization", &admin)],
+                "older_than=0s",
+            );
+            assert_eq!(pruned.status, 303, "{}", pruned.body);
+            (home.job(&jobs.done)["pruned"] == Value::Bool(true)).then_some(())
+        },
+    );
 }
 
 on_both_backends!(console_pages_and_actions);

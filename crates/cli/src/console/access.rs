@@ -175,20 +175,20 @@ impl Viewer {
     ///
     /// # Errors
     /// The refusal, as a page.
-    pub fn may_act(&self, csrf: Option<&str>) -> Result<(), Response> {
+    pub fn may_act(&self, csrf: Option<&str>) -> Result<(), Box<Response>> {
         if self.role != Role::Admin {
-            return Err(refused(
+            return Err(Box::new(refused(
                 StatusCode::FORBIDDEN,
                 "This token is read-only: actions need the admin token ([server] token).",
-            ));
+            )));
         }
         if let Some(expected) = &self.csrf {
             let ok = csrf.is_some_and(|c| bool::from(c.as_bytes().ct_eq(expected.as_bytes())));
             if !ok {
-                return Err(refused(
+                return Err(Box::new(refused(
                     StatusCode::FORBIDDEN,
                     "The form's security token is missing or out of date: reload the page and try again.",
-                ));
+                )));
             }
         }
         Ok(())

@@ -749,7 +749,7 @@ pub async fn cancel(
     Form(form): Form<Fields>,
 ) -> Response {
     if let Err(refused) = viewer.may_act(field(&form, "csrf")) {
-        return refused;
+        return *refused;
     }
     match state.backend.cancel(&id).await {
         Ok(reply) => {
@@ -773,7 +773,7 @@ pub async fn retry(
     Form(form): Form<Fields>,
 ) -> Response {
     if let Err(refused) = viewer.may_act(field(&form, "csrf")) {
-        return refused;
+        return *refused;
     }
     match state.backend.retry(&id).await {
         Ok(()) => {
@@ -792,7 +792,7 @@ pub async fn bulk(
     Form(form): Form<Fields>,
 ) -> Response {
     if let Err(refused) = viewer.may_act(field(&form, "csrf")) {
-        return refused;
+        return *refused;
     }
     let action = field(&form, "action").unwrap_or_default();
     if action != "retry" && action != "cancel" {
@@ -857,7 +857,7 @@ pub async fn prune(
 ) -> Response {
     use skillforge_engine::retention::{parse_age, prune_pass, rules};
     if let Err(refused) = viewer.may_act(field(&form, "csrf")) {
-        return refused;
+        return *refused;
     }
     let older_than = match field(&form, "older_than")
         .map(str::trim)

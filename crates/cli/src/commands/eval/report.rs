@@ -285,26 +285,26 @@ fn html(
             esc(&reason)
         );
         for (idx, a) in s.arms.iter().enumerate() {
-            let meta =
-                a.record
-                    .as_ref()
-                    .map(|r| {
-                        format!(
-                            "{} · exit {} · {} ms · loaded {} · {}",
-                            verify_text(a),
-                            r.exit,
-                            r.duration_ms,
-                            r.skills_loaded.as_ref().map_or("unknown".to_owned(), |l| {
-                                if l.is_empty() {
-                                    "none".to_owned()
-                                } else {
-                                    l.join(", ")
-                                }
-                            }),
-                            arm_spend(a)
-                        )
-                    })
-                    .unwrap_or_default();
+            let meta = a
+                .record
+                .as_ref()
+                .map(|r| {
+                    format!(
+                        "{} · exit {} · {} ms · loaded {} · {}",
+                        verify_text(a),
+                        r.exit,
+                        r.duration_ms,
+                        r.skills_loaded.as_ref().map_or("unknown".to_owned(), |l| {
+                            if l.is_empty() {
+                                "none".to_owned()
+                            } else {
+                                l.join(", ")
+                            }
+                        }),
+                        arm_spend(a)
+                    )
+                })
+                .unwrap_or_default();
             let _ = write!(
                 body,
                 "<article class=\"arm\"><h3>{}</h3><p class=\"meta\">{}</p><pre>{}</pre></article>",
