@@ -6,6 +6,7 @@
 
 mod apalis_peer;
 mod bullmq;
+mod console;
 mod model;
 mod report;
 mod scale;
@@ -35,6 +36,21 @@ struct Cli {
 enum Cmd {
     /// Every figure, skillforge and its peers, in one run; prints the ratio table.
     All(AllArgs),
+    /// The web console's page-render figure with N finished jobs (bench/console.sh).
+    Console {
+        /// The skillforge binary whose `serve` is measured.
+        #[arg(long)]
+        skillforge: PathBuf,
+        /// A private redis-server (flushed); without it SQLite only.
+        #[arg(long)]
+        redis_url: Option<String>,
+        #[arg(long, default_value_t = 100_000)]
+        n: u64,
+        #[arg(long, default_value_t = 20)]
+        calls: usize,
+        #[arg(long, default_value = "results")]
+        out_dir: PathBuf,
+    },
     /// Child: adds jobs one at a time at a fixed rate (latency figure).
     Produce {
         #[arg(long, value_enum)]
@@ -430,6 +446,7 @@ async fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::All(a) => all(a).await,
+        Cmd::Console { skillforge, redis_url, n, calls, out_dir } => console::run(&skillforge, redis_url.as_deref(), n, calls, &out_dir).await,
         Cmd::Produce { backend, url, namespace, path, n, rate } => {
             sf::produce(&Target::from_args(backend, url, namespace, path)?, n, rate).await
         }

@@ -123,7 +123,7 @@ pub async fn fill(target: &Target, backend: &Arc<dyn QueueBackend>, n: u64, dela
 }
 
 /// Acknowledges every pending result (what the control plane's ingestion does after applying).
-async fn ack_all(backend: &Arc<dyn QueueBackend>) -> Result<()> {
+pub async fn ack_all(backend: &Arc<dyn QueueBackend>) -> Result<()> {
     loop {
         let pending = backend.pending_results(1000).await?;
         if pending.is_empty() {

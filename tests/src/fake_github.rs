@@ -94,19 +94,41 @@ impl FakeState {
     pub fn add_issue(&mut self, repo: &str, title: &str, body: &str) -> u64 {
         let issues = self.issues.entry(repo.to_owned()).or_default();
         let number = issues.keys().last().copied().unwrap_or(0) + 1;
-        issues.insert(number, FakeIssue { title: title.into(), body: body.into(), comments: Vec::new() });
+        issues.insert(
+            number,
+            FakeIssue {
+                title: title.into(),
+                body: body.into(),
+                comments: Vec::new(),
+            },
+        );
         number
     }
 
     /// Comments on `repo#number` as `login`, returns the comment id.
     pub fn add_comment(&mut self, repo: &str, number: u64, login: &str, body: &str) -> u64 {
         let id = self.id();
-        self.comments.insert(id, FakeComment { repo: repo.into(), number, login: login.into(), body: body.into(), edited: false });
-        self.issues.entry(repo.to_owned()).or_default().entry(number).or_insert_with(|| FakeIssue {
-            title: String::new(),
-            body: String::new(),
-            comments: Vec::new(),
-        }).comments.push(id);
+        self.comments.insert(
+            id,
+            FakeComment {
+                repo: repo.into(),
+                number,
+                login: login.into(),
+                body: body.into(),
+                edited: false,
+            },
+        );
+        self.issues
+            .entry(repo.to_owned())
+            .or_default()
+            .entry(number)
+            .or_insert_with(|| FakeIssue {
+                title: String::new(),
+                body: String::new(),
+                comments: Vec::new(),
+            })
+            .comments
+            .push(id);
         id
     }
 
@@ -120,7 +142,11 @@ impl FakeState {
     /// Deletes comment `id`.
     pub fn delete_comment(&mut self, id: u64) {
         if let Some(c) = self.comments.remove(&id) {
-            if let Some(issue) = self.issues.get_mut(&c.repo).and_then(|m| m.get_mut(&c.number)) {
+            if let Some(issue) = self
+                .issues
+                .get_mut(&c.repo)
+                .and_then(|m| m.get_mut(&c.number))
+            {
                 issue.comments.retain(|x| *x != id);
             }
         }
@@ -129,8 +155,19 @@ impl FakeState {
     /// Adds (or replaces) pull request `repo#number` shaped as `GET /repos/{o}/{r}/pulls/{n}`
     /// answers it: open, or merged (`merge_sha`: `Some`) into `main`, with `body` and head `head_sha`.
     /// `updated_at` moves with every call, as GitHub's does on any change.
-    pub fn add_pull(&mut self, repo: &str, number: u64, body: &str, head_sha: &str, merge_sha: Option<&str>) {
-        let stamp = format!("2026-12-01T12:{:02}:{:02}Z", (self.next_id / 60) % 60, self.next_id % 60);
+    pub fn add_pull(
+        &mut self,
+        repo: &str,
+        number: u64,
+        body: &str,
+        head_sha: &str,
+        merge_sha: Option<&str>,
+    ) {
+        let stamp = format!(
+            "2026-12-01T12:{:02}:{:02}Z",
+            (self.next_id / 60) % 60,
+            self.next_id % 60
+        );
         self.id();
         let merged = merge_sha.is_some();
         let pull = json!({
@@ -153,12 +190,22 @@ impl FakeState {
             "head": {"label": format!("acme:change-{number}"), "ref": format!("change-{number}"), "sha": head_sha},
             "base": {"label": "acme:main", "ref": "main", "sha": "base0"},
         });
-        self.pulls.entry(repo.to_owned()).or_default().insert(number, pull);
+        self.pulls
+            .entry(repo.to_owned())
+            .or_default()
+            .insert(number, pull);
     }
 
     /// Adds a review of `repo#number` (`state`: `APPROVED`, `CHANGES_REQUESTED`, `COMMENTED`) and
     /// touches the PR's `updated_at`, as GitHub does.
-    pub fn add_review(&mut self, repo: &str, number: u64, review_id: u64, state: &str, login: &str) {
+    pub fn add_review(
+        &mut self,
+        repo: &str,
+        number: u64,
+        review_id: u64,
+        state: &str,
+        login: &str,
+    ) {
         self.reviews.entry(format!("{repo}#{number}")).or_default().push(json!({
             "id": review_id,
             "node_id": format!("PRR_{review_id}"),
@@ -170,7 +217,11 @@ impl FakeState {
             "submitted_at": "2026-12-01T11:00:00Z",
             "commit_id": "h0",
         }));
-        let stamp = format!("2026-12-01T13:{:02}:{:02}Z", (self.next_id / 60) % 60, self.next_id % 60);
+        let stamp = format!(
+            "2026-12-01T13:{:02}:{:02}Z",
+            (self.next_id / 60) % 60,
+            self.next_id % 60
+        );
         self.id();
         if let Some(pull) = self.pulls.get_mut(repo).and_then(|m| m.get_mut(&number)) {
             pull["updated_at"] = json!(stamp);
@@ -180,8 +231,15 @@ impl FakeState {
     /// Appends a commit to pull request `repo#number`, shaped as an item of GitHub's
     /// `GET /repos/{o}/{r}/pulls/{n}/commits` (oldest first, as GitHub lists them).
     pub fn add_pull_commit(&mut self, repo: &str, number: u64, sha: &str, message: &str) {
-        let commits = self.pull_commits.entry(format!("{repo}#{number}")).or_default();
-        let parent = commits.last().and_then(|c| c["sha"].as_str()).unwrap_or("base0").to_owned();
+        let commits = self
+            .pull_commits
+            .entry(format!("{repo}#{number}"))
+            .or_default();
+        let parent = commits
+            .last()
+            .and_then(|c| c["sha"].as_str())
+            .unwrap_or("base0")
+            .to_owned();
         let person = json!({"name": "skillforge-bot", "email": "bot@example.com", "date": "2026-12-01T10:00:00Z"});
         let user = json!({"login": "skillforge-bot", "id": 1, "type": "User"});
         commits.push(json!({
@@ -207,21 +265,27 @@ impl FakeState {
 
     /// Adds a commit status at `repo@sha`.
     pub fn add_status(&mut self, repo: &str, sha: &str, context: &str, state: &str) {
-        self.statuses.entry(format!("{repo}@{sha}")).or_default().push(json!({
-            "url": format!("/repos/{repo}/statuses/{sha}"),
-            "id": 1,
-            "state": state,
-            "description": format!("{context}: {state}"),
-            "target_url": null,
-            "context": context,
-            "created_at": "2026-12-01T10:00:00Z",
-            "updated_at": "2026-12-01T10:00:00Z",
-        }));
+        self.statuses
+            .entry(format!("{repo}@{sha}"))
+            .or_default()
+            .push(json!({
+                "url": format!("/repos/{repo}/statuses/{sha}"),
+                "id": 1,
+                "state": state,
+                "description": format!("{context}: {state}"),
+                "target_url": null,
+                "context": context,
+                "created_at": "2026-12-01T10:00:00Z",
+                "updated_at": "2026-12-01T10:00:00Z",
+            }));
     }
 
     /// Requests made with `method` whose path starts with `prefix`.
     pub fn count(&self, method: &str, prefix: &str) -> usize {
-        self.requests.iter().filter(|(m, p, _)| m == method && p.starts_with(prefix)).count()
+        self.requests
+            .iter()
+            .filter(|(m, p, _)| m == method && p.starts_with(prefix))
+            .count()
     }
 }
 
@@ -261,24 +325,56 @@ fn issue_json(repo: &str, number: u64, issue: &FakeIssue) -> Value {
 type Shared = (Arc<Mutex<FakeState>>, String, String);
 
 fn not_found() -> Response {
-    (StatusCode::NOT_FOUND, Json(json!({"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}))).into_response()
+    (
+        StatusCode::NOT_FOUND,
+        Json(json!({"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})),
+    )
+        .into_response()
 }
 
 fn bad_gateway() -> Response {
-    (StatusCode::BAD_GATEWAY, Json(json!({"message": "Server Error"}))).into_response()
+    (
+        StatusCode::BAD_GATEWAY,
+        Json(json!({"message": "Server Error"})),
+    )
+        .into_response()
 }
 
 /// One page of `items` with GitHub's `Link` header.
-fn paged(base: &str, path: &str, query: &BTreeMap<String, String>, size: usize, items: Vec<Value>) -> Response {
-    let size = query.get("per_page").and_then(|p| p.parse::<usize>().ok()).unwrap_or(30).min(size).max(1);
-    let page = query.get("page").and_then(|p| p.parse::<usize>().ok()).unwrap_or(1).max(1);
+fn paged(
+    base: &str,
+    path: &str,
+    query: &BTreeMap<String, String>,
+    size: usize,
+    items: Vec<Value>,
+) -> Response {
+    let size = query
+        .get("per_page")
+        .and_then(|p| p.parse::<usize>().ok())
+        .unwrap_or(30)
+        .min(size)
+        .max(1);
+    let page = query
+        .get("page")
+        .and_then(|p| p.parse::<usize>().ok())
+        .unwrap_or(1)
+        .max(1);
     let last = items.len().div_ceil(size).max(1);
-    let body: Vec<Value> = items.into_iter().skip((page - 1) * size).take(size).collect();
+    let body: Vec<Value> = items
+        .into_iter()
+        .skip((page - 1) * size)
+        .take(size)
+        .collect();
     let mut headers = HeaderMap::new();
     let mut links = Vec::new();
-    let mut rest: Vec<String> = query.iter().filter(|(k, _)| k.as_str() != "page").map(|(k, v)| format!("{k}={v}")).collect();
+    let mut rest: Vec<String> = query
+        .iter()
+        .filter(|(k, _)| k.as_str() != "page")
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
     rest.sort();
-    let link = |p: usize, rel: &str| format!("<{base}{path}?{}&page={p}>; rel=\"{rel}\"", rest.join("&"));
+    let link =
+        |p: usize, rel: &str| format!("<{base}{path}?{}&page={p}>; rel=\"{rel}\"", rest.join("&"));
     if page < last {
         links.push(link(page + 1, "next"));
         links.push(link(last, "last"));
@@ -288,7 +384,10 @@ fn paged(base: &str, path: &str, query: &BTreeMap<String, String>, size: usize, 
         links.push(link(page - 1, "prev"));
     }
     if !links.is_empty() {
-        headers.insert("link", HeaderValue::from_str(&links.join(", ")).expect("ascii"));
+        headers.insert(
+            "link",
+            HeaderValue::from_str(&links.join(", ")).expect("ascii"),
+        );
     }
     (StatusCode::OK, headers, Json(Value::Array(body))).into_response()
 }
@@ -296,8 +395,10 @@ fn paged(base: &str, path: &str, query: &BTreeMap<String, String>, size: usize, 
 /// Records the request and answers the injected rate limit, if any.
 fn gate(shared: &Shared, method: &str, uri: &str, headers: &HeaderMap) -> Option<Response> {
     let mut s = shared.0.lock().expect("fake state");
-    let authorized = headers.get("authorization").and_then(|v| v.to_str().ok()) == Some(&format!("Bearer {}", shared.2));
-    s.requests.push((method.to_owned(), uri.to_owned(), authorized));
+    let authorized = headers.get("authorization").and_then(|v| v.to_str().ok())
+        == Some(&format!("Bearer {}", shared.2));
+    s.requests
+        .push((method.to_owned(), uri.to_owned(), authorized));
     if s.rate_limit_next > 0 {
         s.rate_limit_next -= 1;
         let mut h = HeaderMap::new();
@@ -310,7 +411,18 @@ fn gate(shared: &Shared, method: &str, uri: &str, headers: &HeaderMap) -> Option
 }
 
 fn uri_of(path: &str, query: &BTreeMap<String, String>) -> String {
-    if query.is_empty() { path.to_owned() } else { format!("{path}?{}", query.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("&")) }
+    if query.is_empty() {
+        path.to_owned()
+    } else {
+        format!(
+            "{path}?{}",
+            query
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join("&")
+        )
+    }
 }
 
 async fn issues(
@@ -328,7 +440,10 @@ async fn issues(
     }
     let mut s = shared.0.lock().expect("fake state");
     if let Some(Json(body)) = body {
-        let title = body.get("title").and_then(Value::as_str).unwrap_or_default();
+        let title = body
+            .get("title")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let text = body.get("body").and_then(Value::as_str).unwrap_or_default();
         let number = s.add_issue(&repo, title, text);
         if s.lose_write_answers > 0 {
@@ -338,14 +453,32 @@ async fn issues(
         let issue = s.issues[&repo][&number].clone();
         return (StatusCode::CREATED, Json(issue_json(&repo, number, &issue))).into_response();
     }
-    let items: Vec<Value> = s.issues.get(&repo).map(|m| m.iter().rev().map(|(n, i)| issue_json(&repo, *n, i)).collect()).unwrap_or_default();
+    let items: Vec<Value> = s
+        .issues
+        .get(&repo)
+        .map(|m| {
+            m.iter()
+                .rev()
+                .map(|(n, i)| issue_json(&repo, *n, i))
+                .collect()
+        })
+        .unwrap_or_default();
     let size = s.page_size;
     paged(&shared.1, &path, &q, size, items)
 }
 
-async fn issue(State(shared): State<Shared>, Path((owner, name, number)): Path<(String, String, u64)>, headers: HeaderMap) -> Response {
+async fn issue(
+    State(shared): State<Shared>,
+    Path((owner, name, number)): Path<(String, String, u64)>,
+    headers: HeaderMap,
+) -> Response {
     let repo = format!("{owner}/{name}");
-    if let Some(r) = gate(&shared, "GET", &format!("/repos/{repo}/issues/{number}"), &headers) {
+    if let Some(r) = gate(
+        &shared,
+        "GET",
+        &format!("/repos/{repo}/issues/{number}"),
+        &headers,
+    ) {
         return r;
     }
     let s = shared.0.lock().expect("fake state");
@@ -373,7 +506,11 @@ async fn issue_comments(
         return not_found();
     }
     if let Some(Json(body)) = body {
-        let text = body.get("body").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let text = body
+            .get("body")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
         let id = s.add_comment(&repo, number, "skillforge-bot", &text);
         if s.lose_write_answers > 0 {
             s.lose_write_answers -= 1;
@@ -382,7 +519,11 @@ async fn issue_comments(
         let c = s.comments[&id].clone();
         return (StatusCode::CREATED, Json(comment_json(id, &c))).into_response();
     }
-    let items = s.issues[&repo][&number].comments.iter().filter_map(|id| s.comments.get(id).map(|c| comment_json(*id, c))).collect();
+    let items = s.issues[&repo][&number]
+        .comments
+        .iter()
+        .filter_map(|id| s.comments.get(id).map(|c| comment_json(*id, c)))
+        .collect();
     let size = s.page_size;
     paged(&shared.1, &path, &q, size, items)
 }
@@ -395,7 +536,12 @@ async fn comment(
 ) -> Response {
     let repo = format!("{owner}/{name}");
     let method = if body.is_some() { "PATCH" } else { "GET" };
-    if let Some(r) = gate(&shared, method, &format!("/repos/{repo}/issues/comments/{id}"), &headers) {
+    if let Some(r) = gate(
+        &shared,
+        method,
+        &format!("/repos/{repo}/issues/comments/{id}"),
+        &headers,
+    ) {
         return r;
     }
     let mut s = shared.0.lock().expect("fake state");
@@ -403,7 +549,11 @@ async fn comment(
         return not_found();
     }
     if let Some(Json(body)) = body {
-        let text = body.get("body").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let text = body
+            .get("body")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
         s.edit_comment(id, &text);
     }
     Json(comment_json(id, &s.comments[&id])).into_response()
@@ -416,12 +566,27 @@ async fn pulls(
     headers: HeaderMap,
 ) -> Response {
     let repo = format!("{owner}/{name}");
-    if let Some(r) = gate(&shared, "GET", &uri_of(&format!("/repos/{repo}/pulls"), &q), &headers) {
+    if let Some(r) = gate(
+        &shared,
+        "GET",
+        &uri_of(&format!("/repos/{repo}/pulls"), &q),
+        &headers,
+    ) {
         return r;
     }
     let mut s = shared.0.lock().expect("fake state");
     let wanted = q.get("state").map_or("open", String::as_str).to_owned();
-    let items: Vec<Value> = s.pulls.get(&repo).map(|m| m.values().rev().filter(|p| wanted == "all" || p["state"] == wanted.as_str()).cloned().collect()).unwrap_or_default();
+    let items: Vec<Value> = s
+        .pulls
+        .get(&repo)
+        .map(|m| {
+            m.values()
+                .rev()
+                .filter(|p| wanted == "all" || p["state"] == wanted.as_str())
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
     // A strong validator of the whole answer, as GitHub's: any change to any PR changes it.
     let etag = {
         use std::hash::{Hash, Hasher};
@@ -438,13 +603,25 @@ async fn pulls(
     (StatusCode::OK, h, Json(Value::Array(items))).into_response()
 }
 
-async fn pull(State(shared): State<Shared>, Path((owner, name, number)): Path<(String, String, u64)>, headers: HeaderMap) -> Response {
+async fn pull(
+    State(shared): State<Shared>,
+    Path((owner, name, number)): Path<(String, String, u64)>,
+    headers: HeaderMap,
+) -> Response {
     let repo = format!("{owner}/{name}");
-    if let Some(r) = gate(&shared, "GET", &format!("/repos/{repo}/pulls/{number}"), &headers) {
+    if let Some(r) = gate(
+        &shared,
+        "GET",
+        &format!("/repos/{repo}/pulls/{number}"),
+        &headers,
+    ) {
         return r;
     }
     let s = shared.0.lock().expect("fake state");
-    s.pulls.get(&repo).and_then(|m| m.get(&number)).map_or_else(not_found, |p| Json(p.clone()).into_response())
+    s.pulls
+        .get(&repo)
+        .and_then(|m| m.get(&number))
+        .map_or_else(not_found, |p| Json(p.clone()).into_response())
 }
 
 async fn reviews(
@@ -459,7 +636,11 @@ async fn reviews(
         return r;
     }
     let s = shared.0.lock().expect("fake state");
-    let items = s.reviews.get(&format!("{repo}#{number}")).cloned().unwrap_or_default();
+    let items = s
+        .reviews
+        .get(&format!("{repo}#{number}"))
+        .cloned()
+        .unwrap_or_default();
     paged(&shared.1, &path, &q, s.page_size, items)
 }
 
@@ -478,28 +659,65 @@ async fn pull_commits(
     if !s.pulls.get(&repo).is_some_and(|m| m.contains_key(&number)) {
         return not_found();
     }
-    let items = s.pull_commits.get(&format!("{repo}#{number}")).cloned().unwrap_or_default();
+    let items = s
+        .pull_commits
+        .get(&format!("{repo}#{number}"))
+        .cloned()
+        .unwrap_or_default();
     paged(&shared.1, &path, &q, s.page_size, items)
 }
 
-async fn status(State(shared): State<Shared>, Path((owner, name, sha)): Path<(String, String, String)>, headers: HeaderMap) -> Response {
+async fn status(
+    State(shared): State<Shared>,
+    Path((owner, name, sha)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Response {
     let repo = format!("{owner}/{name}");
-    if let Some(r) = gate(&shared, "GET", &format!("/repos/{repo}/commits/{sha}/status"), &headers) {
+    if let Some(r) = gate(
+        &shared,
+        "GET",
+        &format!("/repos/{repo}/commits/{sha}/status"),
+        &headers,
+    ) {
         return r;
     }
     let s = shared.0.lock().expect("fake state");
-    let statuses = s.statuses.get(&format!("{repo}@{sha}")).cloned().unwrap_or_default();
-    let state = if statuses.is_empty() { "pending" } else if statuses.iter().all(|v| v["state"] == "success") { "success" } else { "failure" };
-    Json(json!({"state": state, "sha": sha, "total_count": statuses.len(), "statuses": statuses})).into_response()
+    let statuses = s
+        .statuses
+        .get(&format!("{repo}@{sha}"))
+        .cloned()
+        .unwrap_or_default();
+    let state = if statuses.is_empty() {
+        "pending"
+    } else if statuses.iter().all(|v| v["state"] == "success") {
+        "success"
+    } else {
+        "failure"
+    };
+    Json(json!({"state": state, "sha": sha, "total_count": statuses.len(), "statuses": statuses}))
+        .into_response()
 }
 
-async fn check_runs(State(shared): State<Shared>, Path((owner, name, sha)): Path<(String, String, String)>, headers: HeaderMap) -> Response {
+async fn check_runs(
+    State(shared): State<Shared>,
+    Path((owner, name, sha)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Response {
     let repo = format!("{owner}/{name}");
-    if let Some(r) = gate(&shared, "GET", &format!("/repos/{repo}/commits/{sha}/check-runs"), &headers) {
+    if let Some(r) = gate(
+        &shared,
+        "GET",
+        &format!("/repos/{repo}/commits/{sha}/check-runs"),
+        &headers,
+    ) {
         return r;
     }
     let s = shared.0.lock().expect("fake state");
-    let runs = s.check_runs.get(&format!("{repo}@{sha}")).cloned().unwrap_or_default();
+    let runs = s
+        .check_runs
+        .get(&format!("{repo}@{sha}"))
+        .cloned()
+        .unwrap_or_default();
     Json(json!({"total_count": runs.len(), "check_runs": runs})).into_response()
 }
 
@@ -510,27 +728,53 @@ impl FakeGitHub {
     /// # Panics
     /// When the runtime or the listener cannot start.
     pub fn start(token: &str) -> FakeGitHub {
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
-        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind loopback");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("bind loopback");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
-        let state = Arc::new(Mutex::new(FakeState { page_size: 2, ..Default::default() }));
+        let state = Arc::new(Mutex::new(FakeState {
+            page_size: 2,
+            ..Default::default()
+        }));
         let shared: Shared = (state.clone(), url.clone(), token.to_owned());
         let app = axum::Router::new()
             .route("/repos/{owner}/{name}/issues", get(issues).post(issues))
             .route("/repos/{owner}/{name}/issues/{number}", get(issue))
-            .route("/repos/{owner}/{name}/issues/{number}/comments", get(issue_comments).post(issue_comments))
-            .route("/repos/{owner}/{name}/issues/comments/{id}", get(comment).patch(comment))
+            .route(
+                "/repos/{owner}/{name}/issues/{number}/comments",
+                get(issue_comments).post(issue_comments),
+            )
+            .route(
+                "/repos/{owner}/{name}/issues/comments/{id}",
+                get(comment).patch(comment),
+            )
             .route("/repos/{owner}/{name}/pulls", get(pulls))
             .route("/repos/{owner}/{name}/pulls/{number}", get(pull))
             .route("/repos/{owner}/{name}/pulls/{number}/reviews", get(reviews))
-            .route("/repos/{owner}/{name}/pulls/{number}/commits", get(pull_commits))
+            .route(
+                "/repos/{owner}/{name}/pulls/{number}/commits",
+                get(pull_commits),
+            )
             .route("/repos/{owner}/{name}/commits/{sha}/status", get(status))
-            .route("/repos/{owner}/{name}/commits/{sha}/check-runs", get(check_runs))
+            .route(
+                "/repos/{owner}/{name}/commits/{sha}/check-runs",
+                get(check_runs),
+            )
             .with_state(shared);
         runtime.spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        FakeGitHub { url, state, token: token.to_owned(), _runtime: runtime }
+        FakeGitHub {
+            url,
+            state,
+            token: token.to_owned(),
+            _runtime: runtime,
+        }
     }
 
     /// The token the server expects.

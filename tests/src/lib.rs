@@ -7,6 +7,7 @@
 //! on a free loopback port, and real child processes.
 
 pub mod agent_user;
+pub mod browser;
 pub mod decide;
 pub mod eval;
 pub mod fake_github;

@@ -116,7 +116,10 @@ fn sigstop_past_stale_after_then_resumed_is_fenced(b: Backend) {
     // The first attempt runs until killed (so it cannot finish before the kill, however loaded
     // the machine), the recovered one ends at once.
     let marker = home.path().join("twin-first-attempt");
-    let script = format!("if [ -e '{0}' ]; then exit 0; fi; touch '{0}'; sleep 120", marker.display());
+    let script = format!(
+        "if [ -e '{0}' ]; then exit 0; fi; touch '{0}'; sleep 120",
+        marker.display()
+    );
     let id = home.submit(
         &["--heartbeat", "0.3", "--stale-after", "1.5"],
         &["sh", "-c", &script],
@@ -223,13 +226,18 @@ fn two_workers_with_the_same_name_never_mask_each_other(b: Backend) {
     // The first attempt runs until killed (so it cannot finish before the kill, however loaded
     // the machine), the recovered one ends at once.
     let marker = home.path().join("twin-first-attempt");
-    let script = format!("if [ -e '{0}' ]; then exit 0; fi; touch '{0}'; sleep 120", marker.display());
+    let script = format!(
+        "if [ -e '{0}' ]; then exit 0; fi; touch '{0}'; sleep 120",
+        marker.display()
+    );
     let id = home.submit(
         &["--heartbeat", "0.3", "--stale-after", "1.5"],
         &["sh", "-c", &script],
     );
     let running = home.wait_job(&id, T, "job running", |j| state(j) == "running");
-    wait_for(T, "the first attempt to start its command", || marker.exists().then_some(()));
+    wait_for(T, "the first attempt to start its command", || {
+        marker.exists().then_some(())
+    });
     let first = owner(&running).unwrap();
     // SIGKILL whichever twin holds the job; the other must notice and recover it.
     let pid = running["lease"]["owner_pid"].as_u64().unwrap() as i32;

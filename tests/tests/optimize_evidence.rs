@@ -49,7 +49,11 @@ fn project() -> TempDir {
     let dir = tempfile::tempdir().expect("repo dir");
     let p = dir.path();
     git(p, &["init", "-q", "-b", "main"]);
-    for (path, text) in [("src/count.sh", COUNT_SH), ("measure.sh", MEASURE_SH), ("data/input.txt", "3\n5\n7\n11\n")] {
+    for (path, text) in [
+        ("src/count.sh", COUNT_SH),
+        ("measure.sh", MEASURE_SH),
+        ("data/input.txt", "3\n5\n7\n11\n"),
+    ] {
         std::fs::create_dir_all(p.join(path).parent().unwrap()).unwrap();
         std::fs::write(p.join(path), text).unwrap();
     }
@@ -60,9 +64,16 @@ fn project() -> TempDir {
 
 /// A hypothesis with a known benefit (`Some`) or an unknown one resolved by `locating`.
 fn hypothesis(id: &str, description: &str, benefit: Option<f64>, locating: Option<&str>) -> String {
-    let estimate = benefit.map_or(String::new(), |b| format!("      estimate: {{ benefit: {b}, confidence: 1.0 }}\n"));
-    let expected = benefit.map_or("unknown; cheapest resolve: profile the loop".to_owned(), |b| format!("{b} relative"));
-    let locating = locating.map_or(String::new(), |c| format!("    locating: {{ command: \"{c}\" }}\n"));
+    let estimate = benefit.map_or(String::new(), |b| {
+        format!("      estimate: {{ benefit: {b}, confidence: 1.0 }}\n")
+    });
+    let expected = benefit.map_or(
+        "unknown; cheapest resolve: profile the loop".to_owned(),
+        |b| format!("{b} relative"),
+    );
+    let locating = locating.map_or(String::new(), |c| {
+        format!("    locating: {{ command: \"{c}\" }}\n")
+    });
     format!(
         "  - id: {id}\n    description: \"{description}\"\n    category: algorithm\n    opportunity:\n      workload: data/input.txt\n      baseline: CP-1 baseline\n      evidence: reading src/\n      expected_benefit: \"{expected}\"\n      confidence: medium\n      cost_and_risk: small edit\n{estimate}{locating}"
     )
@@ -94,21 +105,47 @@ fn write_plan(dir: &Path, plan: &Value) -> String {
 }
 
 fn optimize(home: &Home, plan: &str, args: &[&str]) -> std::process::Output {
-    home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", plan).arg("optimize").args(args).output().expect("run skillforge optimize")
+    home.cmd()
+        .env("SKILLFORGE_SCRIPTED_EDITS", plan)
+        .arg("optimize")
+        .args(args)
+        .output()
+        .expect("run skillforge optimize")
 }
 
 fn ok(out: &std::process::Output, what: &str) -> Value {
-    assert!(out.status.success(), "{what} failed: {}\nstderr:\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
 }
 
 fn outcomes(status: &Value) -> Vec<(u64, String)> {
-    status["experiments"].as_array().expect("experiments").iter().map(|e| (e["experiment"].as_u64().unwrap(), e["outcome"].as_str().unwrap().to_owned())).collect()
+    status["experiments"]
+        .as_array()
+        .expect("experiments")
+        .iter()
+        .map(|e| {
+            (
+                e["experiment"].as_u64().unwrap(),
+                e["outcome"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
 }
 
 /// The jobs of `stage` in the home's queue.
 fn jobs_of(home: &Home, stage: &str) -> Vec<Value> {
-    home.json(&["jobs", "list"]).as_array().cloned().unwrap_or_default().into_iter().filter(|j| j["stage"] == stage).collect()
+    home.json(&["jobs", "list"])
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|j| j["stage"] == stage)
+        .collect()
 }
 
 /// Two `skillforge worker` processes on the home's queue, with the edit plan.
@@ -116,8 +153,18 @@ fn workers(home: &Home, plan: &str) -> Vec<Reaped> {
     ["w1", "w2"]
         .iter()
         .map(|name| {
-            let log = std::fs::File::create(home.path().join(format!("worker-{name}.log"))).unwrap();
-            Reaped(home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", plan).args(["worker", "--name", name]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(log).spawn().expect("spawn worker"))
+            let log =
+                std::fs::File::create(home.path().join(format!("worker-{name}.log"))).unwrap();
+            Reaped(
+                home.cmd()
+                    .env("SKILLFORGE_SCRIPTED_EDITS", plan)
+                    .args(["worker", "--name", name])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(log)
+                    .spawn()
+                    .expect("spawn worker"),
+            )
         })
         .collect()
 }
@@ -126,12 +173,34 @@ fn workers(home: &Home, plan: &str) -> Vec<Reaped> {
 /// created while the run lives); exp-002's worker edits at once.
 fn deadline_setup(work: &Path, max_wall_hours: &str) -> (String, String, std::path::PathBuf) {
     let gate = work.join("gate");
-    let plan = write_plan(work, &serde_json::json!({"experiments": [
-        {"when": "held back", "wait_for": gate.display().to_string(), "edits": [{"path": "src/count.sh", "replace": "OPS=0\n", "with": "OPS=0 # slow\n"}]},
-        {"when": "directly", "edits": [{"path": "src/count.sh", "replace": DIRECT.0, "with": DIRECT.1}]}
-    ]}));
-    let hyps = [hypothesis("h-slow", "A change whose worker is held back", Some(0.9), None), hypothesis("h-direct", "Add each value directly instead of counting up to it", Some(0.6), None)];
-    let spec = spec(work, "mode: parallel, max_concurrent: 2", &format!("max_iterations: 2, max_wall_hours: {max_wall_hours}"), "", &hyps);
+    let plan = write_plan(
+        work,
+        &serde_json::json!({"experiments": [
+            {"when": "held back", "wait_for": gate.display().to_string(), "edits": [{"path": "src/count.sh", "replace": "OPS=0\n", "with": "OPS=0 # slow\n"}]},
+            {"when": "directly", "edits": [{"path": "src/count.sh", "replace": DIRECT.0, "with": DIRECT.1}]}
+        ]}),
+    );
+    let hyps = [
+        hypothesis(
+            "h-slow",
+            "A change whose worker is held back",
+            Some(0.9),
+            None,
+        ),
+        hypothesis(
+            "h-direct",
+            "Add each value directly instead of counting up to it",
+            Some(0.6),
+            None,
+        ),
+    ];
+    let spec = spec(
+        work,
+        "mode: parallel, max_concurrent: 2",
+        &format!("max_iterations: 2, max_wall_hours: {max_wall_hours}"),
+        "",
+        &hyps,
+    );
     (spec, plan, gate)
 }
 
@@ -139,24 +208,68 @@ fn deadline_setup(work: &Path, max_wall_hours: &str) -> (String, String, std::pa
 /// arrived and persisted as a patch but never measured (`inconclusive`), nothing merged.
 fn assert_wrapped_up_at_deadline(home: &Home, repo: &Path, plan: &str, spec: &str, gate: &Path) {
     assert!(!gate.exists(), "the held-back worker was never released");
-    let status = ok(&optimize(home, plan, &["--json", "status", "--spec", spec]), "status");
-    assert_eq!(status["run_state"]["stop_reason"]["reason"], "max_wall_hours", "{status:#}");
-    assert_eq!(outcomes(&status), vec![(1, "timeout".to_owned()), (2, "inconclusive".to_owned())], "{status:#}\n{}", home.logs());
-    assert_eq!(status["experiments"][1]["samples"], Value::Null, "exp-002 was never measured: {status:#}");
+    let status = ok(
+        &optimize(home, plan, &["--json", "status", "--spec", spec]),
+        "status",
+    );
+    assert_eq!(
+        status["run_state"]["stop_reason"]["reason"], "max_wall_hours",
+        "{status:#}"
+    );
+    assert_eq!(
+        outcomes(&status),
+        vec![(1, "timeout".to_owned()), (2, "inconclusive".to_owned())],
+        "{status:#}\n{}",
+        home.logs()
+    );
+    assert_eq!(
+        status["experiments"][1]["samples"],
+        Value::Null,
+        "exp-002 was never measured: {status:#}"
+    );
     // only the baseline's measurements ran: no sample of either experiment
     let measurements = jobs_of(home, "measurement");
-    assert_eq!(measurements.len(), 1, "the baseline only: {measurements:#?}");
+    assert_eq!(
+        measurements.len(),
+        1,
+        "the baseline only: {measurements:#?}"
+    );
     // no merge: the optimization branch is where it started
-    assert_eq!(git(repo, &["rev-parse", "optimize/ops"]).trim(), git(repo, &["rev-parse", "main"]).trim(), "nothing merged after the deadline");
+    assert_eq!(
+        git(repo, &["rev-parse", "optimize/ops"]).trim(),
+        git(repo, &["rev-parse", "main"]).trim(),
+        "nothing merged after the deadline"
+    );
     // what arrived is persisted: exp-002's change as a patch in the state root
-    let patch = std::fs::read_to_string(home.path().join("optimize/ops/patches/exp-002.patch")).expect("exp-002's change persisted");
-    assert!(patch.contains("+  total=$((total+v)); OPS=$((OPS+1))"), "{patch}");
+    let patch = std::fs::read_to_string(home.path().join("optimize/ops/patches/exp-002.patch"))
+        .expect("exp-002's change persisted");
+    assert!(
+        patch.contains("+  total=$((total+v)); OPS=$((OPS+1))"),
+        "{patch}"
+    );
     // exp-001's worker was not waited for: its job never succeeded (it was cancelled)
-    let slow: Vec<Value> = jobs_of(home, "experiment").into_iter().filter(|j| j["idempotency_key"].as_str().is_some_and(|k| k.ends_with("exp-001:worker"))).collect();
+    let slow: Vec<Value> = jobs_of(home, "experiment")
+        .into_iter()
+        .filter(|j| {
+            j["idempotency_key"]
+                .as_str()
+                .is_some_and(|k| k.ends_with("exp-001:worker"))
+        })
+        .collect();
     assert_eq!(slow.len(), 1, "{slow:#?}");
     assert_ne!(slow[0]["state"], "succeeded", "{slow:#?}");
-    let report = ok(&optimize(home, plan, &["--json", "report", "--spec", spec]), "report")["text"].as_str().unwrap().to_owned();
-    for want in ["max_wall_hours since phase 3 started reached", "had not returned when stopping.max_wall_hours passed", "its change is persisted, not measured, not merged"] {
+    let report = ok(
+        &optimize(home, plan, &["--json", "report", "--spec", spec]),
+        "report",
+    )["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for want in [
+        "max_wall_hours since phase 3 started reached",
+        "had not returned when stopping.max_wall_hours passed",
+        "its change is persisted, not measured, not merged",
+    ] {
         assert!(report.contains(want), "report lacks {want:?}:\n{report}");
     }
 }
@@ -174,10 +287,27 @@ fn o58_the_deadline_passes_with_workers_out_and_the_loop_wraps_up_without_waitin
     let (spec, plan, gate) = deadline_setup(work.path(), "0.01");
     let home = Home::redis(&redis.url());
     let _workers = workers(&home, &plan);
-    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
+    ok(
+        &optimize(
+            &home,
+            &plan,
+            &[
+                "--json",
+                "init",
+                "--spec",
+                &spec,
+                "--repo",
+                &repo.path().display().to_string(),
+            ],
+        ),
+        "init",
+    );
     let run = optimize(&home, &plan, &["--json", "run", "--spec", &spec]);
     let summary = ok(&run, "run");
-    assert_eq!(summary["stop_reason"]["reason"], "max_wall_hours", "{summary:#}");
+    assert_eq!(
+        summary["stop_reason"]["reason"], "max_wall_hours",
+        "{summary:#}"
+    );
     assert_wrapped_up_at_deadline(&home, repo.path(), &plan, &spec, &gate);
 }
 
@@ -192,25 +322,82 @@ fn o58_a_resume_after_the_deadline_persists_what_arrived_and_waits_for_nothing()
     let (spec, plan, gate) = deadline_setup(work.path(), "1");
     let home = Home::redis(&redis.url());
     let _workers = workers(&home, &plan);
-    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
-    let child = home.cmd().env("SKILLFORGE_SCRIPTED_EDITS", &plan).args(["optimize", "run", "--spec", &spec]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn run");
+    ok(
+        &optimize(
+            &home,
+            &plan,
+            &[
+                "--json",
+                "init",
+                "--spec",
+                &spec,
+                "--repo",
+                &repo.path().display().to_string(),
+            ],
+        ),
+        "init",
+    );
+    let child = home
+        .cmd()
+        .env("SKILLFORGE_SCRIPTED_EDITS", &plan)
+        .args(["optimize", "run", "--spec", &spec])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn run");
     let mut child = Reaped(child);
     // both dispatched, and exp-002's worker has finished: then the orchestrator dies
-    wait_for(Duration::from_secs(120), "exp-002's worker finished", || {
-        jobs_of(&home, "experiment").iter().any(|j| j["idempotency_key"].as_str().is_some_and(|k| k.ends_with("exp-002:worker")) && j["state"] == "succeeded").then_some(())
-    });
+    wait_for(
+        Duration::from_secs(120),
+        "exp-002's worker finished",
+        || {
+            jobs_of(&home, "experiment")
+                .iter()
+                .any(|j| {
+                    j["idempotency_key"]
+                        .as_str()
+                        .is_some_and(|k| k.ends_with("exp-002:worker"))
+                        && j["state"] == "succeeded"
+                })
+                .then_some(())
+        },
+    );
     let _ = child.0.kill();
     let _ = child.0.wait();
     // the run started two hours ago as far as its own record says (the crash lasted that long)
     let log_path = home.path().join("optimize/ops/experiment-log.yaml");
     let text = std::fs::read_to_string(&log_path).unwrap();
-    let started: i64 = text.lines().find_map(|l| l.trim().strip_prefix("phase3_started_at: ")).expect("phase 3 started").trim().parse().unwrap();
-    assert!(text.contains("pending_waits:\n  - experiment: 1"), "killed with pending waits:\n{text}");
-    std::fs::write(&log_path, text.replace(&format!("phase3_started_at: {started}"), &format!("phase3_started_at: {}", started - 7200))).unwrap();
-    ok(&optimize(&home, &plan, &["--json", "resume", "--spec", &spec]), "resume");
+    let started: i64 = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("phase3_started_at: "))
+        .expect("phase 3 started")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        text.contains("pending_waits:\n  - experiment: 1"),
+        "killed with pending waits:\n{text}"
+    );
+    std::fs::write(
+        &log_path,
+        text.replace(
+            &format!("phase3_started_at: {started}"),
+            &format!("phase3_started_at: {}", started - 7200),
+        ),
+    )
+    .unwrap();
+    ok(
+        &optimize(&home, &plan, &["--json", "resume", "--spec", &spec]),
+        "resume",
+    );
     assert_wrapped_up_at_deadline(&home, repo.path(), &plan, &spec, &gate);
     let workers = jobs_of(&home, "experiment");
-    assert_eq!(workers.len(), 2, "nothing was dispatched again after the deadline: {workers:#?}");
+    assert_eq!(
+        workers.len(),
+        2,
+        "nothing was dispatched again after the deadline: {workers:#?}"
+    );
 }
 
 // O-14: a hypothesis whose benefit is unknown has a locating measurement; it cannot be taken (the
@@ -219,29 +406,91 @@ fn o58_a_resume_after_the_deadline_persists_what_arrived_and_waits_for_nothing()
 fn o14_a_locating_measurement_that_cannot_be_taken_wraps_up_naming_it_and_never_implements() {
     let repo = project();
     let work = tempfile::tempdir().unwrap();
-    let plan = write_plan(work.path(), &serde_json::json!({"experiments": [
-        {"when": "directly", "edits": [{"path": "src/count.sh", "replace": DIRECT.0, "with": DIRECT.1}]}
-    ]}));
+    let plan = write_plan(
+        work.path(),
+        &serde_json::json!({"experiments": [
+            {"when": "directly", "edits": [{"path": "src/count.sh", "replace": DIRECT.0, "with": DIRECT.1}]}
+        ]}),
+    );
     let hyps = [
-        hypothesis("h-hot", "Add each value directly where the profile says the time goes", None, Some("sh profile-loop.sh")),
-        hypothesis("h-direct", "Add each value directly instead of counting up to it", Some(0.6), None),
+        hypothesis(
+            "h-hot",
+            "Add each value directly where the profile says the time goes",
+            None,
+            Some("sh profile-loop.sh"),
+        ),
+        hypothesis(
+            "h-direct",
+            "Add each value directly instead of counting up to it",
+            Some(0.6),
+            None,
+        ),
     ];
     let spec = spec(work.path(), "mode: serial", "max_iterations: 4", "", &hyps);
     let home = Home::embedded();
-    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
+    ok(
+        &optimize(
+            &home,
+            &plan,
+            &[
+                "--json",
+                "init",
+                "--spec",
+                &spec,
+                "--repo",
+                &repo.path().display().to_string(),
+            ],
+        ),
+        "init",
+    );
     let out = optimize(&home, &plan, &["run", "--spec", &spec]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "a blocker is an environment stop: {stderr}");
-    assert!(stderr.contains("the locating measurement for h-hot (`sh profile-loop.sh`) could not be taken") && stderr.contains("implementing without it is not allowed"), "{stderr}");
-    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
-    assert_eq!(status["run_state"]["stop_reason"]["reason"], "blocked", "{status:#}");
-    assert_eq!(status["experiments"], serde_json::json!([]), "nothing was implemented: {status:#}");
-    assert!(jobs_of(&home, "experiment").is_empty(), "no worker was dispatched");
-    assert_eq!(jobs_of(&home, "locating").len(), 1, "the locating measurement was tried");
-    assert!(!home.path().join("optimize/ops/briefs").exists(), "no brief was written");
-    assert_eq!(git(repo.path(), &["rev-parse", "optimize/ops"]).trim(), git(repo.path(), &["rev-parse", "main"]).trim());
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "a blocker is an environment stop: {stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "the locating measurement for h-hot (`sh profile-loop.sh`) could not be taken"
+        ) && stderr.contains("implementing without it is not allowed"),
+        "{stderr}"
+    );
+    let status = ok(
+        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
+        "status",
+    );
+    assert_eq!(
+        status["run_state"]["stop_reason"]["reason"], "blocked",
+        "{status:#}"
+    );
+    assert_eq!(
+        status["experiments"],
+        serde_json::json!([]),
+        "nothing was implemented: {status:#}"
+    );
+    assert!(
+        jobs_of(&home, "experiment").is_empty(),
+        "no worker was dispatched"
+    );
+    assert_eq!(
+        jobs_of(&home, "locating").len(),
+        1,
+        "the locating measurement was tried"
+    );
+    assert!(
+        !home.path().join("optimize/ops/briefs").exists(),
+        "no brief was written"
+    );
+    assert_eq!(
+        git(repo.path(), &["rev-parse", "optimize/ops"]).trim(),
+        git(repo.path(), &["rev-parse", "main"]).trim()
+    );
     let report = std::fs::read_to_string(home.path().join("optimize/ops/report.md")).unwrap();
-    assert!(report.contains("blocked: the locating measurement for h-hot"), "{report}");
+    assert!(
+        report.contains("blocked: the locating measurement for h-hot"),
+        "{report}"
+    );
 }
 
 // O-20: the worker's runtime answers at capacity (529 overloaded) past the agent runner's own
@@ -253,32 +502,92 @@ fn o20_a_worker_at_capacity_is_queued_again_and_completes_never_an_error() {
     let work = tempfile::tempdir().unwrap();
     let over = work.path().join("overloaded.tally");
     // nine runs: the job's three attempts, each the first run and the runner's two retries
-    let plan = write_plan(work.path(), &serde_json::json!({"experiments": [
-        {"when": "directly", "api_error": {"status": 529, "message": "API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}", "times": 9, "tally": over.display().to_string()},
-         "edits": [{"path": "src/count.sh", "replace": DIRECT.0, "with": DIRECT.1}]}
-    ]}));
-    let hyps = [hypothesis("h-direct", "Add each value directly instead of counting up to it", Some(0.6), None)];
+    let plan = write_plan(
+        work.path(),
+        &serde_json::json!({"experiments": [
+            {"when": "directly", "api_error": {"status": 529, "message": "API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}", "times": 9, "tally": over.display().to_string()},
+             "edits": [{"path": "src/count.sh", "replace": DIRECT.0, "with": DIRECT.1}]}
+        ]}),
+    );
+    let hyps = [hypothesis(
+        "h-direct",
+        "Add each value directly instead of counting up to it",
+        Some(0.6),
+        None,
+    )];
     let spec = spec(work.path(), "mode: serial", "max_iterations: 1", "", &hyps);
     let home = Home::embedded();
-    ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
-    ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
-    let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
-    assert_eq!(outcomes(&status), vec![(1, "kept".to_owned())], "a capacity error is never an experiment error: {status:#}\n{}", home.logs());
-    assert_eq!(std::fs::read_to_string(&over).unwrap().lines().count(), 9, "the API error was met nine times");
-    let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report")["text"].as_str().unwrap().to_owned();
+    ok(
+        &optimize(
+            &home,
+            &plan,
+            &[
+                "--json",
+                "init",
+                "--spec",
+                &spec,
+                "--repo",
+                &repo.path().display().to_string(),
+            ],
+        ),
+        "init",
+    );
+    ok(
+        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
+        "run",
+    );
+    let status = ok(
+        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
+        "status",
+    );
+    assert_eq!(
+        outcomes(&status),
+        vec![(1, "kept".to_owned())],
+        "a capacity error is never an experiment error: {status:#}\n{}",
+        home.logs()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&over).unwrap().lines().count(),
+        9,
+        "the API error was met nine times"
+    );
+    let report = ok(
+        &optimize(&home, &plan, &["--json", "report", "--spec", &spec]),
+        "report",
+    )["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(report.contains("- exp-001: the worker's runtime answered at capacity (overloaded); queued again in 2s (backpressure 1, not a failure)"), "{report}");
     // one worker job, run again in place (its attempt history kept)
     let workers = jobs_of(&home, "experiment");
     assert_eq!(workers.len(), 1, "{workers:#?}");
-    assert_eq!(measured(repo.path()), 4, "the kept change is on the optimization branch");
+    assert_eq!(
+        measured(repo.path()),
+        4,
+        "the kept change is on the optimization branch"
+    );
 }
 
 /// The harness's `ops` on a fresh clone of the optimization branch.
 fn measured(repo: &Path) -> u64 {
     let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new("git").args(["clone", "-q", "-b", "optimize/ops"]).arg(repo).arg(dir.path().join("c")).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = std::process::Command::new("sh").arg("measure.sh").current_dir(dir.path().join("c")).output().unwrap();
+    let out = std::process::Command::new("git")
+        .args(["clone", "-q", "-b", "optimize/ops"])
+        .arg(repo)
+        .arg(dir.path().join("c"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = std::process::Command::new("sh")
+        .arg("measure.sh")
+        .current_dir(dir.path().join("c"))
+        .output()
+        .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).expect("harness JSON");
     v["metrics"]["ops"].as_u64().unwrap()
 }
@@ -291,34 +600,105 @@ fn a_measured_noise_floor_and_each_keeps_effect_with_its_interval_in_status_and_
     for noise in [true, false] {
         let repo = project();
         let work = tempfile::tempdir().unwrap();
-        let plan = write_plan(work.path(), &serde_json::json!({"experiments": [
-            {"when": "directly", "edits": [{"path": "src/count.sh", "replace": DIRECT.0, "with": DIRECT.1}]}
-        ]}));
-        let hyps = [hypothesis("h-direct", "Add each value directly instead of counting up to it", Some(0.6), None)];
-        let extra = if noise { "  noise_floor_samples: 3\n" } else { "" };
-        let spec = spec(work.path(), "mode: serial", "max_iterations: 1", extra, &hyps);
+        let plan = write_plan(
+            work.path(),
+            &serde_json::json!({"experiments": [
+                {"when": "directly", "edits": [{"path": "src/count.sh", "replace": DIRECT.0, "with": DIRECT.1}]}
+            ]}),
+        );
+        let hyps = [hypothesis(
+            "h-direct",
+            "Add each value directly instead of counting up to it",
+            Some(0.6),
+            None,
+        )];
+        let extra = if noise {
+            "  noise_floor_samples: 3\n"
+        } else {
+            ""
+        };
+        let spec = spec(
+            work.path(),
+            "mode: serial",
+            "max_iterations: 1",
+            extra,
+            &hyps,
+        );
         let home = Home::embedded();
-        ok(&optimize(&home, &plan, &["--json", "init", "--spec", &spec, "--repo", &repo.path().display().to_string()]), "init");
-        ok(&optimize(&home, &plan, &["--json", "run", "--spec", &spec]), "run");
-        let status = ok(&optimize(&home, &plan, &["--json", "status", "--spec", &spec]), "status");
-        assert_eq!(outcomes(&status), vec![(1, "kept".to_owned())], "{status:#}");
-        let text = String::from_utf8(optimize(&home, &plan, &["status", "--spec", &spec]).stdout).unwrap();
-        let report = ok(&optimize(&home, &plan, &["--json", "report", "--spec", &spec]), "report")["text"].as_str().unwrap().to_owned();
+        ok(
+            &optimize(
+                &home,
+                &plan,
+                &[
+                    "--json",
+                    "init",
+                    "--spec",
+                    &spec,
+                    "--repo",
+                    &repo.path().display().to_string(),
+                ],
+            ),
+            "init",
+        );
+        ok(
+            &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
+            "run",
+        );
+        let status = ok(
+            &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
+            "status",
+        );
+        assert_eq!(
+            outcomes(&status),
+            vec![(1, "kept".to_owned())],
+            "{status:#}"
+        );
+        let text =
+            String::from_utf8(optimize(&home, &plan, &["status", "--spec", &spec]).stdout).unwrap();
+        let report = ok(
+            &optimize(&home, &plan, &["--json", "report", "--spec", &spec]),
+            "report",
+        )["text"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         let measurements = jobs_of(&home, "measurement").len();
         if !noise {
             assert_eq!(status.get("noise_floor"), None, "{status:#}");
             assert_eq!(status["experiments"][0].get("effect"), None, "{status:#}");
-            assert!(!text.contains("noise floor") && !report.contains("Measurement noise") && !report.contains("95% interval"), "{text}\n{report}");
+            assert!(
+                !text.contains("noise floor")
+                    && !report.contains("Measurement noise")
+                    && !report.contains("95% interval"),
+                "{text}\n{report}"
+            );
             assert_eq!(measurements, 1 + 4, "the baseline and two pairs");
             continue;
         }
-        assert_eq!(measurements, 1 + 3 + 4, "the baseline, three repeated baseline measurements and two pairs");
-        assert_eq!(status["noise_floor"], serde_json::json!({"metric": "ops", "samples": [26.0, 26.0, 26.0], "sd": 0.0, "floor": 0.0}), "{status:#}");
-        assert_eq!(status["experiments"][0]["effect"], serde_json::json!({"pairs": 2, "effect": -22.0, "relative": -22.0 / 26.0, "interval": [-22.0, -22.0], "vs_floor": "beyond"}), "{status:#}");
+        assert_eq!(
+            measurements,
+            1 + 3 + 4,
+            "the baseline, three repeated baseline measurements and two pairs"
+        );
+        assert_eq!(
+            status["noise_floor"],
+            serde_json::json!({"metric": "ops", "samples": [26.0, 26.0, 26.0], "sd": 0.0, "floor": 0.0}),
+            "{status:#}"
+        );
+        assert_eq!(
+            status["experiments"][0]["effect"],
+            serde_json::json!({"pairs": 2, "effect": -22.0, "relative": -22.0 / 26.0, "interval": [-22.0, -22.0], "vs_floor": "beyond"}),
+            "{status:#}"
+        );
         let floor = "noise floor ±0 ops (sd 0 over 3 repeated baseline measurements, 95%)";
-        let effect = "effect -22 ops (-84.6%), 95% interval -22 to -22 over 2 pairs: beyond the noise floor";
+        let effect =
+            "effect -22 ops (-84.6%), 95% interval -22 to -22 over 2 pairs: beyond the noise floor";
         assert!(text.contains(floor) && text.contains(effect), "{text}");
-        assert!(report.contains(&format!("Measurement noise: {floor}")) && report.contains(&format!("- {effect}")), "{report}");
+        assert!(
+            report.contains(&format!("Measurement noise: {floor}"))
+                && report.contains(&format!("- {effect}")),
+            "{report}"
+        );
         assert!(!report.contains("p-value"), "{report}");
     }
 }
@@ -330,12 +710,42 @@ fn a_noise_floor_of_one_measurement_is_refused_naming_the_key() {
     let repo = project();
     let work = tempfile::tempdir().unwrap();
     let plan = write_plan(work.path(), &serde_json::json!({"experiments": []}));
-    let spec = spec(work.path(), "mode: serial", "max_iterations: 1", "  noise_floor_samples: 1\n", &[hypothesis("h-direct", "Add each value directly", Some(0.6), None)]);
+    let spec = spec(
+        work.path(),
+        "mode: serial",
+        "max_iterations: 1",
+        "  noise_floor_samples: 1\n",
+        &[hypothesis(
+            "h-direct",
+            "Add each value directly",
+            Some(0.6),
+            None,
+        )],
+    );
     let home = Home::embedded();
-    let out = optimize(&home, &plan, &["init", "--spec", &spec, "--repo", &repo.path().display().to_string()]);
+    let out = optimize(
+        &home,
+        &plan,
+        &[
+            "init",
+            "--spec",
+            &spec,
+            "--repo",
+            &repo.path().display().to_string(),
+        ],
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("measurement.noise_floor_samples") && stderr.contains("must be 2 to 100"), "{stderr}");
-    assert!(!home.path().join("optimize/ops").exists(), "nothing was created");
-    assert!(!git(repo.path(), &["branch", "--list", "optimize/ops"]).contains("optimize/ops"), "no branch was created");
+    assert!(
+        stderr.contains("measurement.noise_floor_samples") && stderr.contains("must be 2 to 100"),
+        "{stderr}"
+    );
+    assert!(
+        !home.path().join("optimize/ops").exists(),
+        "nothing was created"
+    );
+    assert!(
+        !git(repo.path(), &["branch", "--list", "optimize/ops"]).contains("optimize/ops"),
+        "no branch was created"
+    );
 }

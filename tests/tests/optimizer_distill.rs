@@ -656,7 +656,8 @@ fn a_distill_candidate_with_a_corpus_gets_its_score_from_the_replay_gate() {
     let package = rich_package();
     let template_file = run.path("planner.md");
     std::fs::write(&template_file, &package.template.content).unwrap();
-    run.home.json(&["template", "add", template_file.to_str().unwrap()]);
+    run.home
+        .json(&["template", "add", template_file.to_str().unwrap()]);
     stdout_json(&run.distill(&run.write_package(&package), &[]));
     std::fs::write(
         run.home.path().join("config.toml"),
@@ -665,7 +666,13 @@ fn a_distill_candidate_with_a_corpus_gets_its_score_from_the_replay_gate() {
     )
     .unwrap();
     let (file, artifacts) = (run.path("candidate.json"), run.artifact_dir());
-    run.home.json(&["import", "--file", file.to_str().unwrap(), "--artifact-dir", artifacts.to_str().unwrap()]);
+    run.home.json(&[
+        "import",
+        "--file",
+        file.to_str().unwrap(),
+        "--artifact-dir",
+        artifacts.to_str().unwrap(),
+    ]);
     let before = run.home.json(&["candidate", "show", "planner@v2"]);
     assert_eq!(before["score"], Value::Null, "{before}");
     // The corpus: does the side's template carry the maintained guidance section?
@@ -679,18 +686,69 @@ fn a_distill_candidate_with_a_corpus_gets_its_score_from_the_replay_gate() {
     });
     std::fs::write(run.home.path().join("corpus.json"), corpus.to_string()).unwrap();
     let gated = run.home.json(&["candidate", "gate", "planner@v2"]);
-    assert_eq!((gated["accepted"].as_bool(), gated["candidate_mean"].as_f64(), gated["champion_mean"].as_f64()), (Some(true), Some(1.0), Some(0.5)), "{gated}");
+    assert_eq!(
+        (
+            gated["accepted"].as_bool(),
+            gated["candidate_mean"].as_f64(),
+            gated["champion_mean"].as_f64()
+        ),
+        (Some(true), Some(1.0), Some(0.5)),
+        "{gated}"
+    );
     assert_eq!(gated["candidate_scored"], true, "{gated}");
     let after = run.home.json(&["candidate", "show", "planner@v2"]);
     assert_eq!(after["score"], 1.0, "the corpus mean, measured: {after}");
     let metadata = &after["summary_metadata"];
     assert!(metadata.get("score_unavailable").is_none(), "{metadata}");
-    assert!(metadata["score_evidence"].as_str().unwrap().contains(gated["id"].as_str().unwrap()), "{metadata}");
+    assert!(
+        metadata["score_evidence"]
+            .as_str()
+            .unwrap()
+            .contains(gated["id"].as_str().unwrap()),
+        "{metadata}"
+    );
     let jobs = run.home.json(&["jobs", "list"]);
-    assert_eq!(jobs.as_array().unwrap().iter().filter(|j| j["workflow"] == "replay" && j["state"] == "succeeded").count(), 3, "{jobs:#}");
-    run.home.json(&["harvest", "attribute", "--repo", "acme/app", "--pr", "1", "--template", "planner@v2", "--resolved-commit", "c0ffee"]);
-    run.home.json(&["harvest", "outcome", "--repo", "acme/app", "--pr", "1", "--outcome", "merged", "--ci", "external"]);
+    assert_eq!(
+        jobs.as_array()
+            .unwrap()
+            .iter()
+            .filter(|j| j["workflow"] == "replay" && j["state"] == "succeeded")
+            .count(),
+        3,
+        "{jobs:#}"
+    );
+    run.home.json(&[
+        "harvest",
+        "attribute",
+        "--repo",
+        "acme/app",
+        "--pr",
+        "1",
+        "--template",
+        "planner@v2",
+        "--resolved-commit",
+        "c0ffee",
+    ]);
+    run.home.json(&[
+        "harvest",
+        "outcome",
+        "--repo",
+        "acme/app",
+        "--pr",
+        "1",
+        "--outcome",
+        "merged",
+        "--ci",
+        "external",
+    ]);
     let decided = run.home.json(&["candidate", "decide", "planner@v2"]);
-    assert_eq!(decided["decision"], json!({"decision": "promote", "canary_sample": null}), "{decided}");
-    assert_eq!(run.home.json(&["candidate", "show", "planner@v2"])["state"], "current");
+    assert_eq!(
+        decided["decision"],
+        json!({"decision": "promote", "canary_sample": null}),
+        "{decided}"
+    );
+    assert_eq!(
+        run.home.json(&["candidate", "show", "planner@v2"])["state"],
+        "current"
+    );
 }

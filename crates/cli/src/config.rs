@@ -390,6 +390,16 @@ pub struct ServerSection {
     pub listen: Option<String>,
     /// HMAC secret of `POST /events` (`SKILLFORGE_WEBHOOK_SECRET` wins when set).
     pub webhook_secret: Option<String>,
+    /// Admin token of the web console (pages and actions); `SKILLFORGE_SERVER_TOKEN` wins when
+    /// set. At least 16 characters. Without any console token the console is not served.
+    pub token: Option<String>,
+    /// A file whose first line is the admin token (when `token` and the variable are unset).
+    pub token_file: Option<std::path::PathBuf>,
+    /// Read-only token of the web console (pages only; actions are refused);
+    /// `SKILLFORGE_SERVER_READ_TOKEN` wins when set.
+    pub read_token: Option<String>,
+    /// A file whose first line is the read-only token.
+    pub read_token_file: Option<std::path::PathBuf>,
 }
 
 /// The schema of [`one_or_many`]'s input: one command or a list of them.

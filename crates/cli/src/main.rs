@@ -7,6 +7,7 @@
 mod ci_output;
 mod commands;
 mod config;
+mod console;
 mod context;
 mod control;
 mod exit;

@@ -100,7 +100,12 @@ impl WorkerHealth {
     }
 
     pub(crate) fn result_applied(&self, applied: bool) {
-        if applied { &self.finished } else { &self.fenced }.fetch_add(1, Ordering::Relaxed);
+        if applied {
+            &self.finished
+        } else {
+            &self.fenced
+        }
+        .fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn handed_back(&self) {
@@ -108,7 +113,12 @@ impl WorkerHealth {
     }
 
     pub(crate) fn heartbeat(&self, answered: bool, lost: bool) {
-        if answered { &self.heartbeats } else { &self.heartbeat_errors }.fetch_add(1, Ordering::Relaxed);
+        if answered {
+            &self.heartbeats
+        } else {
+            &self.heartbeat_errors
+        }
+        .fetch_add(1, Ordering::Relaxed);
         if lost {
             self.leases_lost.fetch_add(1, Ordering::Relaxed);
         }

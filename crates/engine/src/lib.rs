@@ -36,7 +36,9 @@ pub mod sqlite;
 pub mod transfer;
 pub mod worker;
 
-pub use backend::{NamespaceLoss, QueueBackend, ReapAction, UnreadableRecord, UnsafeSetting};
+pub use backend::{
+    JobCounts, NamespaceLoss, QueueBackend, ReapAction, UnreadableRecord, UnsafeSetting,
+};
 pub use error::EngineError;
 pub use job::*;
 pub use registry::RunnerRegistry;

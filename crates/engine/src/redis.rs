@@ -459,9 +459,13 @@ impl RedisBackend {
     async fn seed_metrics(&self) -> Result<(), EngineError> {
         let mut inv = self.scripts.metrics_seed.prepare_invoke();
         inv.arg(&self.prefix);
-        let counted: u64 = with_retry!(self, "seed the queue's metrics", |c| inv.invoke_async(&mut c))?;
+        let counted: u64 = with_retry!(self, "seed the queue's metrics", |c| inv
+            .invoke_async(&mut c))?;
         if counted > 0 {
-            tracing::info!(jobs = counted, "counted the namespace's jobs by state for /metrics");
+            tracing::info!(
+                jobs = counted,
+                "counted the namespace's jobs by state for /metrics"
+            );
         }
         Ok(())
     }

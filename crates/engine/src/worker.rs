@@ -12,8 +12,8 @@ mod scratch;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
@@ -29,8 +29,10 @@ use crate::reaper::{DEFAULT_REAP_EVERY, run_reaper};
 use crate::registry::RunnerRegistry;
 
 pub use heartbeat::{LeaseSignals, heartbeat_loop};
-pub use presence::{PRESENCE_HEARTBEAT, PRESENCE_LOCK_PREFIX, PRESENCE_STALE_AFTER, hold_presence, refresh_labels};
 use job_task::JobTask;
+pub use presence::{
+    PRESENCE_HEARTBEAT, PRESENCE_LOCK_PREFIX, PRESENCE_STALE_AFTER, hold_presence, refresh_labels,
+};
 
 /// Default grace period on shutdown before running jobs are killed and handed back.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
@@ -103,7 +105,11 @@ impl WorkerConfig {
 }
 
 /// Runs `task` once `delay` has passed (at once for zero), or nothing when `stop` fires first.
-async fn after_delay(delay: Duration, stop: CancellationToken, task: impl std::future::Future<Output = ()>) {
+async fn after_delay(
+    delay: Duration,
+    stop: CancellationToken,
+    task: impl std::future::Future<Output = ()>,
+) {
     if !delay.is_zero() {
         tokio::select! {
             () = stop.cancelled() => return,
@@ -142,7 +148,10 @@ struct Counters {
 
 impl Counters {
     fn hold(&self, job_id: &str, token: u64) {
-        self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(job_id.to_owned(), token);
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(job_id.to_owned(), token);
         if let Some(h) = &self.health {
             h.leased();
         }
@@ -150,7 +159,10 @@ impl Counters {
 
     /// The lease of `job_id` under `token` is resolved: the queue answered for it.
     fn resolved(&self, job_id: &str, token: u64) {
-        let mut held = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut held = self
+            .held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if held.get(job_id) == Some(&token) {
             held.remove(job_id);
             if let Some(h) = &self.health {
@@ -160,7 +172,10 @@ impl Counters {
     }
 
     fn unresolved(&self) -> Vec<(String, u64)> {
-        let held = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let held = self
+            .held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         held.iter().map(|(id, t)| (id.clone(), *t)).collect()
     }
 }
@@ -184,8 +199,18 @@ const ROUTES_REFRESH: Duration = Duration::from_secs(1);
 
 impl Worker {
     /// A worker with a fresh, process-unique identity (`name-<suffix>`).
-    pub fn new(config: WorkerConfig, backend: Arc<dyn QueueBackend>, registry: RunnerRegistry) -> Self {
-        Self { identity: WorkerIdentity::new(&config.name), config, backend, registry, routes: Mutex::new((None, Vec::new())) }
+    pub fn new(
+        config: WorkerConfig,
+        backend: Arc<dyn QueueBackend>,
+        registry: RunnerRegistry,
+    ) -> Self {
+        Self {
+            identity: WorkerIdentity::new(&config.name),
+            config,
+            backend,
+            registry,
+            routes: Mutex::new((None, Vec::new())),
+        }
     }
 
     /// This worker's identity.
@@ -211,32 +236,61 @@ impl Worker {
         self.advertise_labels().await;
         let background = CancellationToken::new();
         let after = self.config.housekeeping_after;
-        let presence = tokio::spawn(after_delay(after, background.clone(), hold_presence(self.backend.clone(), self.identity.clone(), background.clone())));
+        let presence = tokio::spawn(after_delay(
+            after,
+            background.clone(),
+            hold_presence(
+                self.backend.clone(),
+                self.identity.clone(),
+                background.clone(),
+            ),
+        ));
         let labels = self.backend.transfer_area().map(|area| {
-            let (key, labels, stop) = (labels_key(&worker_id), self.labels_json(), background.clone());
+            let (key, labels, stop) = (
+                labels_key(&worker_id),
+                self.labels_json(),
+                background.clone(),
+            );
             tokio::spawn(async move { refresh_labels(area.as_ref(), &key, &labels, stop).await })
         });
         let reaper = self.config.reap_every.map(|every| {
             let backend = self.backend.clone();
             let stop = background.clone();
-            tokio::spawn(after_delay(after, stop.clone(), async move { run_reaper(backend.as_ref(), every, stop).await }))
-        });
-        let pruner = self.config.retention.filter(|_| self.config.reap_every.is_some()).map(|retention| {
-            let backend = self.backend.clone();
-            let stop = background.clone();
             tokio::spawn(after_delay(after, stop.clone(), async move {
-                crate::retention::run_pruner(backend.as_ref(), retention, crate::retention::DEFAULT_PRUNE_EVERY, stop).await
+                run_reaper(backend.as_ref(), every, stop).await
             }))
         });
+        let pruner = self
+            .config
+            .retention
+            .filter(|_| self.config.reap_every.is_some())
+            .map(|retention| {
+                let backend = self.backend.clone();
+                let stop = background.clone();
+                tokio::spawn(after_delay(after, stop.clone(), async move {
+                    crate::retention::run_pruner(
+                        backend.as_ref(),
+                        retention,
+                        crate::retention::DEFAULT_PRUNE_EVERY,
+                        stop,
+                    )
+                    .await
+                }))
+            });
 
         let kill_all = CancellationToken::new();
-        let counters = Arc::new(Counters { health: self.config.health.clone(), ..Counters::default() });
+        let counters = Arc::new(Counters {
+            health: self.config.health.clone(),
+            ..Counters::default()
+        });
         let slots = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
         let mut tasks = JoinSet::new();
         let next_queue = Arc::new(AtomicUsize::new(0));
         let queues: Arc<[String]> = self.config.queues.clone().into();
         // Opened once: `fstat` of it answers "no scratch dir to remove" without a path lookup.
-        let scratch_root_dir = std::fs::File::open(&self.config.scratch_root).ok().map(Arc::new);
+        let scratch_root_dir = std::fs::File::open(&self.config.scratch_root)
+            .ok()
+            .map(Arc::new);
         let quiet_until = (!after.is_zero()).then(|| tokio::time::Instant::now() + after);
         while !shutdown.is_cancelled() {
             while tasks.try_join_next().is_some() {}
@@ -248,9 +302,15 @@ impl Worker {
                 }
                 continue;
             }
-            let quiet_left = quiet_until.map(|t| t.saturating_duration_since(tokio::time::Instant::now())).filter(|d| !d.is_zero());
+            let quiet_left = quiet_until
+                .map(|t| t.saturating_duration_since(tokio::time::Instant::now()))
+                .filter(|d| !d.is_zero());
             let seen = self.backend.change_seq();
-            let wait = if quiet_left.is_some() { Duration::ZERO } else { self.config.poll_wait };
+            let wait = if quiet_left.is_some() {
+                Duration::ZERO
+            } else {
+                self.config.poll_wait
+            };
             let lease = self.lease_round(free, &next_queue, &shutdown, wait);
             tokio::pin!(lease);
             let leased = tokio::select! {
@@ -331,11 +391,17 @@ impl Worker {
             }
         }
         background.cancel();
-        for (what, task) in
-            [("presence lock release", Some(presence)), ("labels refresh", labels), ("reaper", reaper), ("pruner", pruner)]
-        {
+        for (what, task) in [
+            ("presence lock release", Some(presence)),
+            ("labels refresh", labels),
+            ("reaper", reaper),
+            ("pruner", pruner),
+        ] {
             let Some(mut task) = task else { continue };
-            if tokio::time::timeout_at(hand_back_by, &mut task).await.is_err() {
+            if tokio::time::timeout_at(hand_back_by, &mut task)
+                .await
+                .is_err()
+            {
                 warn!(worker = %worker_id, "{what} not answered in time: abandoned");
                 task.abort();
             }
@@ -347,7 +413,9 @@ impl Worker {
         for (job_id, token) in counters.unresolved() {
             let still_ours = tokio::time::timeout_at(hand_back_by, self.backend.get(&job_id)).await;
             match still_ours {
-                Ok(Ok(Some(job))) if job.state != JobState::Running || job.fencing_token != token => {
+                Ok(Ok(Some(job)))
+                    if job.state != JobState::Running || job.fencing_token != token =>
+                {
                     counters.resolved(&job_id, token);
                 }
                 _ => left_stale.push((job_id, token)),
@@ -377,8 +445,13 @@ impl Worker {
     /// While the worker runs, [`refresh_labels`] re-writes the record well inside the transfer
     /// area's TTL, so a worker that runs longer than the TTL keeps it.
     async fn advertise_labels(&self) {
-        let Some(area) = self.backend.transfer_area() else { return };
-        if let Err(e) = area.put_record(&labels_key(&self.identity.worker_id), &self.labels_json()).await {
+        let Some(area) = self.backend.transfer_area() else {
+            return;
+        };
+        if let Err(e) = area
+            .put_record(&labels_key(&self.identity.worker_id), &self.labels_json())
+            .await
+        {
             warn!(error = %e, "labels not advertised");
         }
     }
@@ -391,33 +464,58 @@ impl Worker {
     /// [`ROUTES_REFRESH`]).
     async fn lease_queues(&self) -> Vec<String> {
         let stale = {
-            let cache = self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let cache = self
+                .routes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             cache.0.is_none_or(|at| at.elapsed() >= ROUTES_REFRESH)
         };
         if stale && !self.config.labels.is_empty() {
             match self.backend.routes().await {
                 Ok(all) => {
-                    let mine = crate::labels::routes_for(&self.config.queues, &self.config.labels, &all);
-                    *self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = (Some(tokio::time::Instant::now()), mine);
+                    let mine =
+                        crate::labels::routes_for(&self.config.queues, &self.config.labels, &all);
+                    *self
+                        .routes
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                        (Some(tokio::time::Instant::now()), mine);
                 }
                 Err(e) => debug!(error = %e, "routes not read"),
             }
         }
         let mut queues = self.config.queues.clone();
-        queues.extend(self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).1.iter().cloned());
+        queues.extend(
+            self.routes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .1
+                .iter()
+                .cloned(),
+        );
         queues
     }
 
     /// Leases up to `free` jobs, trying queues round-robin; only the last queue tried waits (up to
     /// `wait`), and only until `shutdown` fires.
-    async fn lease_round(&self, free: usize, next_queue: &AtomicUsize, shutdown: &CancellationToken, wait: Duration) -> Vec<LeasedJob> {
+    async fn lease_round(
+        &self,
+        free: usize,
+        next_queue: &AtomicUsize,
+        shutdown: &CancellationToken,
+        wait: Duration,
+    ) -> Vec<LeasedJob> {
         let queues = self.lease_queues().await;
         let n = queues.len();
         let first = next_queue.load(Ordering::Relaxed);
         for i in 0..n {
             let queue = &queues[(first + i) % n];
             let wait = if i + 1 == n { wait } else { Duration::ZERO };
-            match self.backend.lease_or_stop(queue, &self.identity, free, wait, shutdown).await {
+            match self
+                .backend
+                .lease_or_stop(queue, &self.identity, free, wait, shutdown)
+                .await
+            {
                 Ok(jobs) if !jobs.is_empty() => {
                     if let Some(h) = &self.config.health {
                         h.lease_answered();
@@ -470,30 +568,60 @@ mod tests {
         }
 
         fn on_worker_start(&self, scratch_root: &std::path::Path) {
-            self.started_with.lock().unwrap().push(scratch_root.to_path_buf());
+            self.started_with
+                .lock()
+                .unwrap()
+                .push(scratch_root.to_path_buf());
         }
 
         async fn run(&self, _spec: &RunSpec, _ctx: &RunContext) -> Result<RunOutcome, RunnerError> {
             let started = !self.started_with.lock().unwrap().is_empty();
             self.ran_after_start.lock().unwrap().push(started);
             let exit = ExitClass::Passed;
-            Ok(RunOutcome { exit, exit_code: Some(0), duration_ms: 0, stdout_tail: String::new(), stderr_tail: String::new(), detail: serde_json::Value::Null })
+            Ok(RunOutcome {
+                exit,
+                exit_code: Some(0),
+                duration_ms: 0,
+                stdout_tail: String::new(),
+                stderr_tail: String::new(),
+                detail: serde_json::Value::Null,
+            })
         }
     }
 
     #[tokio::test]
     async fn a_worker_calls_on_worker_start_once_with_its_scratch_root_before_running_jobs() {
         let dir = tempfile::tempdir().unwrap();
-        let backend: Arc<dyn QueueBackend> = Arc::new(crate::sqlite::SqliteBackend::open(&dir.path().join("queue.db")).await.unwrap());
-        let job = backend.enqueue(&JobSpec::new("probe", serde_json::json!({}))).await.unwrap().job_id;
+        let backend: Arc<dyn QueueBackend> = Arc::new(
+            crate::sqlite::SqliteBackend::open(&dir.path().join("queue.db"))
+                .await
+                .unwrap(),
+        );
+        let job = backend
+            .enqueue(&JobSpec::new("probe", serde_json::json!({})))
+            .await
+            .unwrap()
+            .job_id;
         let probe = Arc::new(StartProbe::default());
         let scratch_root = dir.path().join("scratch");
-        let worker = Worker::new(WorkerConfig::new("probe", scratch_root.clone()), backend.clone(), RunnerRegistry::new().with(probe.clone()));
+        let worker = Worker::new(
+            WorkerConfig::new("probe", scratch_root.clone()),
+            backend.clone(),
+            RunnerRegistry::new().with(probe.clone()),
+        );
         let stop = CancellationToken::new();
         let running = tokio::spawn(worker.run(stop.clone()));
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while backend.get(&job).await.unwrap().is_none_or(|j| j.state != JobState::Succeeded) {
-            assert!(tokio::time::Instant::now() < deadline, "the probe job never succeeded");
+        while backend
+            .get(&job)
+            .await
+            .unwrap()
+            .is_none_or(|j| j.state != JobState::Succeeded)
+        {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the probe job never succeeded"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         stop.cancel();
@@ -524,16 +652,34 @@ mod tests {
                 use std::os::unix::fs::PermissionsExt;
                 std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o500)).unwrap();
             }
-            self.dirs.lock().unwrap().push((ctx.scratch_dir.clone(), ctx.scratch_removed_after));
+            self.dirs
+                .lock()
+                .unwrap()
+                .push((ctx.scratch_dir.clone(), ctx.scratch_removed_after));
             let exit = ExitClass::Passed;
-            Ok(RunOutcome { exit, exit_code: Some(0), duration_ms: 0, stdout_tail: String::new(), stderr_tail: String::new(), detail: serde_json::Value::Null })
+            Ok(RunOutcome {
+                exit,
+                exit_code: Some(0),
+                duration_ms: 0,
+                stdout_tail: String::new(),
+                stderr_tail: String::new(),
+                detail: serde_json::Value::Null,
+            })
         }
     }
 
     async fn wait_succeeded(backend: &dyn QueueBackend, job: &str) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while backend.get(job).await.unwrap().is_none_or(|j| j.state != JobState::Succeeded) {
-            assert!(tokio::time::Instant::now() < deadline, "job {job} never succeeded");
+        while backend
+            .get(job)
+            .await
+            .unwrap()
+            .is_none_or(|j| j.state != JobState::Succeeded)
+        {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "job {job} never succeeded"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
@@ -541,12 +687,24 @@ mod tests {
     #[tokio::test]
     async fn an_attempts_scratch_dir_is_removed_by_the_time_the_worker_stops() {
         let dir = tempfile::tempdir().unwrap();
-        let backend: Arc<dyn QueueBackend> = Arc::new(crate::sqlite::SqliteBackend::open(&dir.path().join("queue.db")).await.unwrap());
-        let job = backend.enqueue(&JobSpec::new("leaves", serde_json::json!({}))).await.unwrap().job_id;
+        let backend: Arc<dyn QueueBackend> = Arc::new(
+            crate::sqlite::SqliteBackend::open(&dir.path().join("queue.db"))
+                .await
+                .unwrap(),
+        );
+        let job = backend
+            .enqueue(&JobSpec::new("leaves", serde_json::json!({})))
+            .await
+            .unwrap()
+            .job_id;
         let runner = Arc::new(LeavesFiles::default());
         let scratch_root = dir.path().join("scratch");
         std::fs::create_dir_all(&scratch_root).unwrap();
-        let worker = Worker::new(WorkerConfig::new("leaves", scratch_root.clone()), backend.clone(), RunnerRegistry::new().with(runner.clone()));
+        let worker = Worker::new(
+            WorkerConfig::new("leaves", scratch_root.clone()),
+            backend.clone(),
+            RunnerRegistry::new().with(runner.clone()),
+        );
         let stop = CancellationToken::new();
         let running = tokio::spawn(worker.run(stop.clone()));
         wait_succeeded(backend.as_ref(), &job).await;
@@ -554,52 +712,105 @@ mod tests {
         running.await.unwrap();
         let dirs = runner.dirs.lock().unwrap().clone();
         assert_eq!(dirs.len(), 1);
-        assert!(dirs[0].1, "a worker's run is told the worker removes its scratch dir");
+        assert!(
+            dirs[0].1,
+            "a worker's run is told the worker removes its scratch dir"
+        );
         assert!(dirs[0].0.starts_with(&scratch_root));
-        assert!(!dirs[0].0.exists(), "the scratch dir (with a read-only directory in it) is gone once the worker stopped");
+        assert!(
+            !dirs[0].0.exists(),
+            "the scratch dir (with a read-only directory in it) is gone once the worker stopped"
+        );
     }
 
     fn presence_locks(leases: &[crate::job::LeaseView]) -> usize {
-        leases.iter().filter(|l| l.kind == crate::job::LeaseKind::Lock && l.name.starts_with(PRESENCE_LOCK_PREFIX)).count()
+        leases
+            .iter()
+            .filter(|l| {
+                l.kind == crate::job::LeaseKind::Lock && l.name.starts_with(PRESENCE_LOCK_PREFIX)
+            })
+            .count()
     }
 
     #[tokio::test]
     async fn a_worker_with_housekeeping_after_runs_a_job_before_taking_its_presence_lock() {
         let dir = tempfile::tempdir().unwrap();
-        let backend: Arc<dyn QueueBackend> = Arc::new(crate::sqlite::SqliteBackend::open(&dir.path().join("queue.db")).await.unwrap());
-        let job = backend.enqueue(&JobSpec::new("probe", serde_json::json!({}))).await.unwrap().job_id;
+        let backend: Arc<dyn QueueBackend> = Arc::new(
+            crate::sqlite::SqliteBackend::open(&dir.path().join("queue.db"))
+                .await
+                .unwrap(),
+        );
+        let job = backend
+            .enqueue(&JobSpec::new("probe", serde_json::json!({})))
+            .await
+            .unwrap()
+            .job_id;
         let mut config = WorkerConfig::new("oneshot", dir.path().join("scratch"));
         config.housekeeping_after = Duration::from_secs(3600);
-        let worker = Worker::new(config, backend.clone(), RunnerRegistry::new().with(Arc::new(StartProbe::default())));
+        let worker = Worker::new(
+            config,
+            backend.clone(),
+            RunnerRegistry::new().with(Arc::new(StartProbe::default())),
+        );
         let stop = CancellationToken::new();
         let running = tokio::spawn(worker.run(stop.clone()));
         wait_succeeded(backend.as_ref(), &job).await;
         // Idle during the delay, it waits only for this process's changes: an enqueue of this
         // process wakes it, and another process's (a second handle on the file) is picked up at
         // its next re-check.
-        let here = backend.enqueue(&JobSpec::new("probe", serde_json::json!({}))).await.unwrap().job_id;
+        let here = backend
+            .enqueue(&JobSpec::new("probe", serde_json::json!({})))
+            .await
+            .unwrap()
+            .job_id;
         wait_succeeded(backend.as_ref(), &here).await;
-        let other: Arc<dyn QueueBackend> = Arc::new(crate::sqlite::SqliteBackend::open(&dir.path().join("queue.db")).await.unwrap());
-        let elsewhere = other.enqueue(&JobSpec::new("probe", serde_json::json!({}))).await.unwrap().job_id;
+        let other: Arc<dyn QueueBackend> = Arc::new(
+            crate::sqlite::SqliteBackend::open(&dir.path().join("queue.db"))
+                .await
+                .unwrap(),
+        );
+        let elsewhere = other
+            .enqueue(&JobSpec::new("probe", serde_json::json!({})))
+            .await
+            .unwrap()
+            .job_id;
         wait_succeeded(backend.as_ref(), &elsewhere).await;
-        assert_eq!(presence_locks(&backend.leases().await.unwrap()), 0, "no presence lock before the housekeeping delay");
+        assert_eq!(
+            presence_locks(&backend.leases().await.unwrap()),
+            0,
+            "no presence lock before the housekeeping delay"
+        );
         stop.cancel();
-        let report = tokio::time::timeout(Duration::from_secs(30), running).await.expect("the stop ends the delay at once").unwrap();
+        let report = tokio::time::timeout(Duration::from_secs(30), running)
+            .await
+            .expect("the stop ends the delay at once")
+            .unwrap();
         assert_eq!(report.finished, 3);
 
         // A shorter delay: the presence lock is taken once it has passed.
         let mut config = WorkerConfig::new("later", dir.path().join("scratch"));
         config.housekeeping_after = Duration::from_millis(50);
-        let worker = Worker::new(config, backend.clone(), RunnerRegistry::new().with(Arc::new(StartProbe::default())));
+        let worker = Worker::new(
+            config,
+            backend.clone(),
+            RunnerRegistry::new().with(Arc::new(StartProbe::default())),
+        );
         let stop = CancellationToken::new();
         let running = tokio::spawn(worker.run(stop.clone()));
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         while presence_locks(&backend.leases().await.unwrap()) == 0 {
-            assert!(tokio::time::Instant::now() < deadline, "the presence lock was never taken");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the presence lock was never taken"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         stop.cancel();
         running.await.unwrap();
-        assert_eq!(presence_locks(&backend.leases().await.unwrap()), 0, "released when the worker stopped");
+        assert_eq!(
+            presence_locks(&backend.leases().await.unwrap()),
+            0,
+            "released when the worker stopped"
+        );
     }
 }

@@ -25,12 +25,12 @@ use super::arm::{ArmPair, ArmSide};
 use super::arm_runner::ArmRunner;
 use super::brief::Brief;
 use super::gate::{GateInput, GateOutcome, gate};
-use super::pace::{PACE_FILE, pace_gate, pace_over_forges};
 use super::install::{InstallTarget, install};
 use super::layout::{
     FileError, arm_dir, brief_dir, ledger_path, meta_dir, read_json, sample_dir, write_json,
 };
 use super::ledger::{LedgerRow, Signature, append_row, read_ledger, recheck_due, rejected};
+use super::pace::{PACE_FILE, pace_gate, pace_over_forges};
 use super::sample::{SampleVerdict, VERDICT_FILE};
 use super::stages::EvalStages;
 use super::steps::arm::{ArmJob, RUN_FILE, SHIPPED_META, SHIPPED_WORK, arm_job, prepare_sample};
@@ -415,11 +415,21 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
     let agg =
         aggregate(&req.brief.id, &verdicts).map_err(|e| ForgeError::Refused(e.to_string()))?;
     write_json(&dir.join(AGGREGATE_FILE), &agg).map_err(env_err)?;
-    let outcome = gate(&GateInput { aggregate: &agg, skill: &skill, rival: req.rival.as_deref().and_then(|r| r.file_name()).and_then(|n| n.to_str()), probation_failure_rate: req.probation_failure_rate });
+    let outcome = gate(&GateInput {
+        aggregate: &agg,
+        skill: &skill,
+        rival: req
+            .rival
+            .as_deref()
+            .and_then(|r| r.file_name())
+            .and_then(|n| n.to_str()),
+        probation_failure_rate: req.probation_failure_rate,
+    });
     // Issue 34 item 10: with `--pace`, PACE over every forge of the skill decides.
     let outcome = match req.pace {
         Some(pace) => {
-            let (pace_report, forges) = pace_over_forges(pace, env.home, &skill, &state.forge_id, &verdicts);
+            let (pace_report, forges) =
+                pace_over_forges(pace, env.home, &skill, &state.forge_id, &verdicts);
             write_json(&dir.join(PACE_FILE), &pace_report).map_err(env_err)?;
             let decided = pace_gate(&skill, &outcome, &pace_report, forges);
             report.pace = Some(pace_report);

@@ -21,7 +21,10 @@ use serde_json::{Value, json};
 use tracing::{debug, warn};
 
 use crate::ratelimit::rate_limit_wait;
-use crate::{CheckRun, Comment, CommitStatus, Conditional, Forge, ForgeError, Issue, PullCommit, PullRequest, RepoRef, Review};
+use crate::{
+    CheckRun, Comment, CommitStatus, Conditional, Forge, ForgeError, Issue, PullCommit,
+    PullRequest, RepoRef, Review,
+};
 
 /// GitHub's public API.
 pub const DEFAULT_API_URL: &str = "https://api.github.com";
@@ -61,12 +64,17 @@ impl GitHubConfig {
     pub fn resolve(config_api_url: Option<&str>, config_token: Option<&str>) -> GitHubConfig {
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let api_url = env(API_URL_ENV)
-            .or_else(|| config_api_url.filter(|u| !u.trim().is_empty()).map(str::to_owned))
+            .or_else(|| {
+                config_api_url
+                    .filter(|u| !u.trim().is_empty())
+                    .map(str::to_owned)
+            })
             .unwrap_or_else(|| DEFAULT_API_URL.to_owned());
-        let token = TOKEN_ENV
-            .iter()
-            .find_map(|name| env(name))
-            .or_else(|| config_token.filter(|t| !t.trim().is_empty()).map(str::to_owned));
+        let token = TOKEN_ENV.iter().find_map(|name| env(name)).or_else(|| {
+            config_token
+                .filter(|t| !t.trim().is_empty())
+                .map(str::to_owned)
+        });
         GitHubConfig {
             api_url: api_url.trim().trim_end_matches('/').to_owned(),
             token: token.map(|t| t.trim().to_owned()),
@@ -99,7 +107,9 @@ pub struct GitHub {
 
 impl std::fmt::Debug for GitHub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GitHub").field("api_url", &self.api_url).finish_non_exhaustive()
+        f.debug_struct("GitHub")
+            .field("api_url", &self.api_url)
+            .finish_non_exhaustive()
     }
 }
 
@@ -134,17 +144,24 @@ impl GitHub {
     /// [`ForgeError::Config`] when the base URL does not parse or the TLS setup fails.
     pub fn new(config: &GitHubConfig) -> Result<GitHub, ForgeError> {
         let api_url = config.api_url.trim_end_matches('/').to_owned();
-        let uri: Uri = api_url
-            .parse()
-            .map_err(|e| ForgeError::Config(format!("GitHub API URL `{api_url}` does not parse: {e}")))?;
+        let uri: Uri = api_url.parse().map_err(|e| {
+            ForgeError::Config(format!("GitHub API URL `{api_url}` does not parse: {e}"))
+        })?;
         let mut builder = Octocrab::builder()
             .base_uri(uri)
             .map_err(|e| ForgeError::Config(format!("GitHub API URL `{api_url}`: {e}")))?;
         if let Some(token) = &config.token {
             builder = builder.personal_token(token.clone());
         }
-        let client = builder.build().map_err(|e| ForgeError::Config(format!("set up the GitHub client: {e}")))?;
-        Ok(GitHub { client, api_url, max_attempts: config.max_attempts.max(1), max_wait: config.max_wait })
+        let client = builder
+            .build()
+            .map_err(|e| ForgeError::Config(format!("set up the GitHub client: {e}")))?;
+        Ok(GitHub {
+            client,
+            api_url,
+            max_attempts: config.max_attempts.max(1),
+            max_wait: config.max_wait,
+        })
     }
 
     /// The base URL calls go to.
@@ -174,36 +191,64 @@ impl GitHub {
     }
 
     /// Sends one request, waiting out rate limits; any other status is returned as is.
-    async fn send(&self, method: Method, path: &str, body: Option<&Value>, headers: Option<HeaderMap>) -> Result<Answer, ForgeError> {
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        headers: Option<HeaderMap>,
+    ) -> Result<Answer, ForgeError> {
         let url = self.absolute(path);
         let mut attempt = 0;
         loop {
             attempt += 1;
             let response = match method {
-                Method::Get => self.client._get_with_headers(url.as_str(), headers.clone()).await,
+                Method::Get => {
+                    self.client
+                        ._get_with_headers(url.as_str(), headers.clone())
+                        .await
+                }
                 Method::Post => self.client._post(url.as_str(), body).await,
                 Method::Patch => self.client._patch(url.as_str(), body).await,
             }
             .map_err(|e| ForgeError::Transport(format!("{} {path}: {e}", method.name())))?;
             let status = response.status();
             let response_headers = response.headers().clone();
-            let text = self
-                .client
-                .body_to_string(response)
-                .await
-                .map_err(|e| ForgeError::Transport(format!("{} {path}: read the response: {e}", method.name())))?;
+            let text = self.client.body_to_string(response).await.map_err(|e| {
+                ForgeError::Transport(format!("{} {path}: read the response: {e}", method.name()))
+            })?;
             let now = chrono::Utc::now().timestamp().max(0) as u64;
             match rate_limit_wait(status, &response_headers, &text, attempt, now) {
                 Some(wait) if attempt < self.max_attempts && wait <= self.max_wait => {
-                    warn!(method = method.name(), path, status = status.as_u16(), wait_secs = wait.as_secs(), attempt, "GitHub rate limit: waiting");
+                    warn!(
+                        method = method.name(),
+                        path,
+                        status = status.as_u16(),
+                        wait_secs = wait.as_secs(),
+                        attempt,
+                        "GitHub rate limit: waiting"
+                    );
                     tokio::time::sleep(wait).await;
                 }
                 Some(wait) => {
-                    return Err(ForgeError::RateLimited { method: method.name(), path: path.to_owned(), wait_secs: wait.as_secs() });
+                    return Err(ForgeError::RateLimited {
+                        method: method.name(),
+                        path: path.to_owned(),
+                        wait_secs: wait.as_secs(),
+                    });
                 }
                 None => {
-                    debug!(method = method.name(), path, status = status.as_u16(), "GitHub answered");
-                    return Ok(Answer { status, headers: response_headers, body: text });
+                    debug!(
+                        method = method.name(),
+                        path,
+                        status = status.as_u16(),
+                        "GitHub answered"
+                    );
+                    return Ok(Answer {
+                        status,
+                        headers: response_headers,
+                        body: text,
+                    });
                 }
             }
         }
@@ -214,16 +259,34 @@ impl GitHub {
             .ok()
             .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_owned))
             .unwrap_or_else(|| answer.body.chars().take(200).collect());
-        ForgeError::Http { method: method.name(), path: path.to_owned(), status: answer.status.as_u16(), message }
+        ForgeError::Http {
+            method: method.name(),
+            path: path.to_owned(),
+            status: answer.status.as_u16(),
+            message,
+        }
     }
 
-    fn decode<T: DeserializeOwned>(method: Method, path: &str, answer: &Answer) -> Result<T, ForgeError> {
-        serde_json::from_str(&answer.body)
-            .map_err(|e| ForgeError::Transport(format!("{} {path}: unexpected response body: {e}", method.name())))
+    fn decode<T: DeserializeOwned>(
+        method: Method,
+        path: &str,
+        answer: &Answer,
+    ) -> Result<T, ForgeError> {
+        serde_json::from_str(&answer.body).map_err(|e| {
+            ForgeError::Transport(format!(
+                "{} {path}: unexpected response body: {e}",
+                method.name()
+            ))
+        })
     }
 
     /// A call that must succeed (2xx) and return `T`.
-    async fn call<T: DeserializeOwned>(&self, method: Method, path: &str, body: Option<&Value>) -> Result<T, ForgeError> {
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<T, ForgeError> {
         let answer = self.send(method, path, body, None).await?;
         if !answer.status.is_success() {
             return Err(Self::http_error(method, path, &answer));
@@ -233,7 +296,11 @@ impl GitHub {
 
     /// Every page of a list, following `Link: rel="next"`. `pick` takes the items out of a page
     /// body (a bare array, or a field of an object as the check-runs API has).
-    async fn all_pages<T: DeserializeOwned>(&self, path: &str, pick: fn(Value) -> Value) -> Result<Vec<T>, ForgeError> {
+    async fn all_pages<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        pick: fn(Value) -> Value,
+    ) -> Result<Vec<T>, ForgeError> {
         let sep = if path.contains('?') { '&' } else { '?' };
         let mut next = Some(format!("{path}{sep}per_page=100"));
         let mut out = Vec::new();
@@ -246,7 +313,11 @@ impl GitHub {
             let items: Vec<T> = serde_json::from_value(pick(value))
                 .map_err(|e| ForgeError::Transport(format!("GET {path}: unexpected page: {e}")))?;
             out.extend(items);
-            next = answer.headers.get("link").and_then(|v| v.to_str().ok()).and_then(next_link);
+            next = answer
+                .headers
+                .get("link")
+                .and_then(|v| v.to_str().ok())
+                .and_then(next_link);
         }
         Ok(out)
     }
@@ -256,8 +327,16 @@ impl GitHub {
 pub fn next_link(header: &str) -> Option<String> {
     header.split(',').find_map(|part| {
         let (target, params) = part.split_once(';')?;
-        let is_next = params.split(';').any(|p| p.trim().replace(' ', "") == "rel=\"next\"");
-        is_next.then(|| target.trim().trim_start_matches('<').trim_end_matches('>').to_owned())
+        let is_next = params
+            .split(';')
+            .any(|p| p.trim().replace(' ', "") == "rel=\"next\"");
+        is_next.then(|| {
+            target
+                .trim()
+                .trim_start_matches('<')
+                .trim_end_matches('>')
+                .to_owned()
+        })
     })
 }
 
@@ -267,26 +346,50 @@ fn whole(value: Value) -> Value {
 
 #[async_trait]
 impl Forge for GitHub {
-    async fn create_issue(&self, repo: &RepoRef, title: &str, body: &str) -> Result<Issue, ForgeError> {
-        let issue = self.call(Method::Post, &format!("/repos/{repo}/issues"), Some(&json!({"title": title, "body": body}))).await?;
+    async fn create_issue(
+        &self,
+        repo: &RepoRef,
+        title: &str,
+        body: &str,
+    ) -> Result<Issue, ForgeError> {
+        let issue = self
+            .call(
+                Method::Post,
+                &format!("/repos/{repo}/issues"),
+                Some(&json!({"title": title, "body": body})),
+            )
+            .await?;
         Ok(self.with_html_url(repo, issue))
     }
 
     async fn find_issues(&self, repo: &RepoRef, needle: &str) -> Result<Vec<Issue>, ForgeError> {
-        let issues: Vec<Issue> = self.all_pages(&format!("/repos/{repo}/issues?state=all"), whole).await?;
-        Ok(issues.into_iter().filter(|i| i.body.contains(needle)).map(|i| self.with_html_url(repo, i)).collect())
+        let issues: Vec<Issue> = self
+            .all_pages(&format!("/repos/{repo}/issues?state=all"), whole)
+            .await?;
+        Ok(issues
+            .into_iter()
+            .filter(|i| i.body.contains(needle))
+            .map(|i| self.with_html_url(repo, i))
+            .collect())
     }
 
     async fn get_issue(&self, repo: &RepoRef, number: u64) -> Result<Issue, ForgeError> {
-        let issue = self.call(Method::Get, &format!("/repos/{repo}/issues/{number}"), None).await?;
+        let issue = self
+            .call(Method::Get, &format!("/repos/{repo}/issues/{number}"), None)
+            .await?;
         Ok(self.with_html_url(repo, issue))
     }
 
     async fn list_comments(&self, repo: &RepoRef, number: u64) -> Result<Vec<Comment>, ForgeError> {
-        self.all_pages(&format!("/repos/{repo}/issues/{number}/comments"), whole).await
+        self.all_pages(&format!("/repos/{repo}/issues/{number}/comments"), whole)
+            .await
     }
 
-    async fn get_comment(&self, repo: &RepoRef, comment_id: u64) -> Result<Option<Comment>, ForgeError> {
+    async fn get_comment(
+        &self,
+        repo: &RepoRef,
+        comment_id: u64,
+    ) -> Result<Option<Comment>, ForgeError> {
         let path = format!("/repos/{repo}/issues/comments/{comment_id}");
         let answer = self.send(Method::Get, &path, None, None).await?;
         match answer.status {
@@ -296,23 +399,51 @@ impl Forge for GitHub {
         }
     }
 
-    async fn create_comment(&self, repo: &RepoRef, number: u64, body: &str) -> Result<Comment, ForgeError> {
-        self.call(Method::Post, &format!("/repos/{repo}/issues/{number}/comments"), Some(&json!({"body": body}))).await
+    async fn create_comment(
+        &self,
+        repo: &RepoRef,
+        number: u64,
+        body: &str,
+    ) -> Result<Comment, ForgeError> {
+        self.call(
+            Method::Post,
+            &format!("/repos/{repo}/issues/{number}/comments"),
+            Some(&json!({"body": body})),
+        )
+        .await
     }
 
-    async fn update_comment(&self, repo: &RepoRef, comment_id: u64, body: &str) -> Result<Comment, ForgeError> {
-        self.call(Method::Patch, &format!("/repos/{repo}/issues/comments/{comment_id}"), Some(&json!({"body": body}))).await
+    async fn update_comment(
+        &self,
+        repo: &RepoRef,
+        comment_id: u64,
+        body: &str,
+    ) -> Result<Comment, ForgeError> {
+        self.call(
+            Method::Patch,
+            &format!("/repos/{repo}/issues/comments/{comment_id}"),
+            Some(&json!({"body": body})),
+        )
+        .await
     }
 
     async fn get_pull(&self, repo: &RepoRef, number: u64) -> Result<PullRequest, ForgeError> {
-        self.call(Method::Get, &format!("/repos/{repo}/pulls/{number}"), None).await
+        self.call(Method::Get, &format!("/repos/{repo}/pulls/{number}"), None)
+            .await
     }
 
-    async fn list_recent_pulls(&self, repo: &RepoRef, etag: Option<&str>) -> Result<Conditional<Vec<PullRequest>>, ForgeError> {
-        let path = format!("/repos/{repo}/pulls?state=all&sort=updated&direction=desc&per_page=100");
+    async fn list_recent_pulls(
+        &self,
+        repo: &RepoRef,
+        etag: Option<&str>,
+    ) -> Result<Conditional<Vec<PullRequest>>, ForgeError> {
+        let path =
+            format!("/repos/{repo}/pulls?state=all&sort=updated&direction=desc&per_page=100");
         let mut headers = HeaderMap::new();
         if let Some(tag) = etag {
-            let value = tag.parse().map_err(|_| ForgeError::Config(format!("ETag `{tag}` is not a header value")))?;
+            let value = tag
+                .parse()
+                .map_err(|_| ForgeError::Config(format!("ETag `{tag}` is not a header value")))?;
             headers.insert(http::header::IF_NONE_MATCH, value);
         }
         let answer = self.send(Method::Get, &path, None, Some(headers)).await?;
@@ -322,27 +453,61 @@ impl Forge for GitHub {
         if !answer.status.is_success() {
             return Err(Self::http_error(Method::Get, &path, &answer));
         }
-        let etag = answer.headers.get(http::header::ETAG).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        Ok(Conditional::Modified { value: Self::decode(Method::Get, &path, &answer)?, etag })
+        let etag = answer
+            .headers
+            .get(http::header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        Ok(Conditional::Modified {
+            value: Self::decode(Method::Get, &path, &answer)?,
+            etag,
+        })
     }
 
     async fn list_reviews(&self, repo: &RepoRef, number: u64) -> Result<Vec<Review>, ForgeError> {
-        self.all_pages(&format!("/repos/{repo}/pulls/{number}/reviews"), whole).await
+        self.all_pages(&format!("/repos/{repo}/pulls/{number}/reviews"), whole)
+            .await
     }
 
-    async fn list_pull_commits(&self, repo: &RepoRef, number: u64) -> Result<Vec<PullCommit>, ForgeError> {
-        self.all_pages(&format!("/repos/{repo}/pulls/{number}/commits"), whole).await
+    async fn list_pull_commits(
+        &self,
+        repo: &RepoRef,
+        number: u64,
+    ) -> Result<Vec<PullCommit>, ForgeError> {
+        self.all_pages(&format!("/repos/{repo}/pulls/{number}/commits"), whole)
+            .await
     }
 
-    async fn commit_statuses(&self, repo: &RepoRef, sha: &str) -> Result<Vec<CommitStatus>, ForgeError> {
-        let value: Value = self.call(Method::Get, &format!("/repos/{repo}/commits/{sha}/status"), None).await?;
-        serde_json::from_value(value.get("statuses").cloned().unwrap_or(Value::Array(Vec::new())))
-            .map_err(|e| ForgeError::Transport(format!("GET /repos/{repo}/commits/{sha}/status: unexpected body: {e}")))
+    async fn commit_statuses(
+        &self,
+        repo: &RepoRef,
+        sha: &str,
+    ) -> Result<Vec<CommitStatus>, ForgeError> {
+        let value: Value = self
+            .call(
+                Method::Get,
+                &format!("/repos/{repo}/commits/{sha}/status"),
+                None,
+            )
+            .await?;
+        serde_json::from_value(
+            value
+                .get("statuses")
+                .cloned()
+                .unwrap_or(Value::Array(Vec::new())),
+        )
+        .map_err(|e| {
+            ForgeError::Transport(format!(
+                "GET /repos/{repo}/commits/{sha}/status: unexpected body: {e}"
+            ))
+        })
     }
 
     async fn check_runs(&self, repo: &RepoRef, sha: &str) -> Result<Vec<CheckRun>, ForgeError> {
         self.all_pages(&format!("/repos/{repo}/commits/{sha}/check-runs"), |v| {
-            v.get("check_runs").cloned().unwrap_or(Value::Array(Vec::new()))
+            v.get("check_runs")
+                .cloned()
+                .unwrap_or(Value::Array(Vec::new()))
         })
         .await
     }
@@ -355,8 +520,14 @@ mod tests {
     #[test]
     fn link_headers() {
         let h = r#"<https://api.github.com/repositories/1/issues/2/comments?page=2>; rel="next", <https://api.github.com/repositories/1/issues/2/comments?page=5>; rel="last""#;
-        assert_eq!(next_link(h).as_deref(), Some("https://api.github.com/repositories/1/issues/2/comments?page=2"));
-        assert_eq!(next_link(r#"<https://x/y?page=1>; rel="prev", <https://x/y?page=1>; rel="first""#), None);
+        assert_eq!(
+            next_link(h).as_deref(),
+            Some("https://api.github.com/repositories/1/issues/2/comments?page=2")
+        );
+        assert_eq!(
+            next_link(r#"<https://x/y?page=1>; rel="prev", <https://x/y?page=1>; rel="first""#),
+            None
+        );
         assert_eq!(next_link(""), None);
     }
 
@@ -376,7 +547,10 @@ mod tests {
 
     #[test]
     fn debug_never_shows_the_token() {
-        let config = GitHubConfig { token: Some("ghp_secret123".into()), ..GitHubConfig::resolve(Some("http://127.0.0.1:1"), None) };
+        let config = GitHubConfig {
+            token: Some("ghp_secret123".into()),
+            ..GitHubConfig::resolve(Some("http://127.0.0.1:1"), None)
+        };
         assert!(!format!("{config:?}").contains("ghp_secret123"));
     }
 }

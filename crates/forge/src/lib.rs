@@ -305,7 +305,11 @@ pub trait Forge: Send + Sync {
     /// Reviews of a pull request (all pages).
     async fn list_reviews(&self, repo: &RepoRef, number: u64) -> Result<Vec<Review>, ForgeError>;
     /// Commits of a pull request, oldest first (all pages; GitHub lists at most 250).
-    async fn list_pull_commits(&self, repo: &RepoRef, number: u64) -> Result<Vec<PullCommit>, ForgeError>;
+    async fn list_pull_commits(
+        &self,
+        repo: &RepoRef,
+        number: u64,
+    ) -> Result<Vec<PullCommit>, ForgeError>;
     /// Commit statuses at `sha` (the combined status's `statuses`).
     async fn commit_statuses(
         &self,

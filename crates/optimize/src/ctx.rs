@@ -180,8 +180,15 @@ impl Ctx<'_> {
     ///
     /// # Errors
     /// The queue's, as [`OptimizeError::Queue`].
-    pub(crate) async fn wait_until(&self, id: &str, deadline: Option<f64>, what: &str) -> Result<Option<skillforge_engine::Job>, OptimizeError> {
-        let queue = |e: skillforge_engine::EngineError| OptimizeError::Queue(format!("wait for job {id}: {e}"));
+    pub(crate) async fn wait_until(
+        &self,
+        id: &str,
+        deadline: Option<f64>,
+        what: &str,
+    ) -> Result<Option<skillforge_engine::Job>, OptimizeError> {
+        let queue = |e: skillforge_engine::EngineError| {
+            OptimizeError::Queue(format!("wait for job {id}: {e}"))
+        };
         let ids = [id.to_owned()];
         let Some(at) = deadline else {
             return Ok(self.port.wait(&ids, what).await.map_err(queue)?.pop());

@@ -113,11 +113,18 @@ impl DecideConfig {
         Self {
             objectives: spec.objectives(),
             primary: spec.metric.primary.name.clone(),
-            min_relative_change: spec.metric.min_relative_change.unwrap_or(DEFAULT_MIN_RELATIVE_CHANGE),
+            min_relative_change: spec
+                .metric
+                .min_relative_change
+                .unwrap_or(DEFAULT_MIN_RELATIVE_CHANGE),
             mode: spec.measurement.stability.mode,
             repeat_count: spec.measurement.repeat_count() as usize,
             has_holdout: spec.measurement.holdout.is_some()
-                || spec.metric.judge.as_ref().is_some_and(|j| j.confirmation_seed.is_some()),
+                || spec
+                    .metric
+                    .judge
+                    .as_ref()
+                    .is_some_and(|j| j.confirmation_seed.is_some()),
         }
     }
 }
@@ -166,15 +173,33 @@ pub struct DecideResult {
 
 impl DecideResult {
     fn terminal(decision: Decision, reason: impl Into<String>) -> Self {
-        Self { decision, next_measurement: NextMeasurement::None, eligible: false, rank_score: None, target_reached: false, objectives: vec![], reason: reason.into(), pace: None }
+        Self {
+            decision,
+            next_measurement: NextMeasurement::None,
+            eligible: false,
+            rank_score: None,
+            target_reached: false,
+            objectives: vec![],
+            reason: reason.into(),
+            pace: None,
+        }
     }
 }
 
 /// PACE over the primary objective's pairs (the i-th reference sample against the i-th candidate
 /// sample): a relative gain beyond `min_relative_change` is a win, a loss beyond it a loss, else a tie.
 fn pace_of_pairs(cfg: &DecideConfig, reference: &Snapshot, candidate: &Snapshot) -> PaceReport {
-    let direction = cfg.objectives.iter().find(|o| o.name == cfg.primary).map_or(1.0, |o| o.direction.sign());
-    let samples = |s: &Snapshot| s.metrics.get(&cfg.primary).map(|m| m.samples.clone()).unwrap_or_default();
+    let direction = cfg
+        .objectives
+        .iter()
+        .find(|o| o.name == cfg.primary)
+        .map_or(1.0, |o| o.direction.sign());
+    let samples = |s: &Snapshot| {
+        s.metrics
+            .get(&cfg.primary)
+            .map(|m| m.samples.clone())
+            .unwrap_or_default()
+    };
     let (r, c) = (samples(reference), samples(candidate));
     let pairs = r.iter().zip(&c).map(|(r, c)| {
         let gain = direction * (c - r) / r.abs().max(f64::EPSILON);
@@ -203,10 +228,17 @@ pub struct DecideInput<'a> {
 }
 
 /// Compares the objectives of one pairing; `Err(name)` for a required objective missing on a side.
-fn compare(cfg: &DecideConfig, reference: &Snapshot, candidate: &Snapshot) -> Result<Vec<ObjectiveResult>, String> {
+fn compare(
+    cfg: &DecideConfig,
+    reference: &Snapshot,
+    candidate: &Snapshot,
+) -> Result<Vec<ObjectiveResult>, String> {
     let mut out = Vec::new();
     for o in &cfg.objectives {
-        let (Some(r), Some(c)) = (reference.metrics.get(&o.name), candidate.metrics.get(&o.name)) else {
+        let (Some(r), Some(c)) = (
+            reference.metrics.get(&o.name),
+            candidate.metrics.get(&o.name),
+        ) else {
             if o.required {
                 return Err(o.name.clone());
             }
@@ -221,7 +253,9 @@ fn compare(cfg: &DecideConfig, reference: &Snapshot, candidate: &Snapshot) -> Re
         let (rm, cm) = (mean(&r.samples), mean(&c.samples));
         let scale = rm.abs().max(f64::EPSILON);
         let relative_gain = o.direction.sign() * (cm - rm) / scale;
-        let threshold = cfg.min_relative_change.max(2.0 * std_dev(&r.samples) / scale);
+        let threshold = cfg
+            .min_relative_change
+            .max(2.0 * std_dev(&r.samples) / scale);
         let verdict = if relative_gain > threshold {
             "improved"
         } else if relative_gain < -threshold {
@@ -229,7 +263,15 @@ fn compare(cfg: &DecideConfig, reference: &Snapshot, candidate: &Snapshot) -> Re
         } else {
             "neutral"
         };
-        out.push(ObjectiveResult { name: o.name.clone(), required: o.required, reference: rm, candidate: cm, relative_gain, threshold, verdict: verdict.into() });
+        out.push(ObjectiveResult {
+            name: o.name.clone(),
+            required: o.required,
+            reference: rm,
+            candidate: cm,
+            relative_gain,
+            threshold,
+            verdict: verdict.into(),
+        });
     }
     Ok(out)
 }
@@ -241,31 +283,59 @@ fn eligible(results: &[ObjectiveResult]) -> bool {
 
 /// Whether `snapshot` meets every declared required target (false when none is declared).
 pub fn target_reached(objectives: &[Objective], snapshot: &Snapshot) -> bool {
-    let declared: Vec<_> = objectives.iter().filter(|o| o.required && o.target.is_some()).collect();
+    let declared: Vec<_> = objectives
+        .iter()
+        .filter(|o| o.required && o.target.is_some())
+        .collect();
     !declared.is_empty()
-        && declared.iter().all(|o| snapshot.aggregate(&o.name).is_some_and(|v| o.direction.meets(v, o.target.unwrap_or_default())))
+        && declared.iter().all(|o| {
+            snapshot
+                .aggregate(&o.name)
+                .is_some_and(|v| o.direction.meets(v, o.target.unwrap_or_default()))
+        })
 }
 
 /// The decide step (see module docs for the rules).
 pub fn decide(cfg: &DecideConfig, input: DecideInput<'_>) -> DecideResult {
     match input.measured {
         Measured::Ok => {}
-        Measured::Censored => return DecideResult::terminal(Decision::Censored, "measurement censored itself (exit 125 + marker)"),
-        Measured::Timeout => return DecideResult::terminal(Decision::Timeout, "measurement timed out"),
+        Measured::Censored => {
+            return DecideResult::terminal(
+                Decision::Censored,
+                "measurement censored itself (exit 125 + marker)",
+            );
+        }
+        Measured::Timeout => {
+            return DecideResult::terminal(Decision::Timeout, "measurement timed out");
+        }
         Measured::Error(reason) => return DecideResult::terminal(Decision::Error, reason.clone()),
     }
     if let Some((gate, _)) = input.candidate.gates.iter().find(|(_, passed)| !**passed) {
-        return DecideResult::terminal(Decision::Degenerate, format!("degenerate gate `{gate}` failed"));
+        return DecideResult::terminal(
+            Decision::Degenerate,
+            format!("degenerate gate `{gate}` failed"),
+        );
     }
     let results = match compare(cfg, input.reference, input.candidate) {
         Ok(r) => r,
-        Err(name) => return DecideResult::terminal(Decision::Error, format!("payload is missing required objective `{name}`")),
+        Err(name) => {
+            return DecideResult::terminal(
+                Decision::Error,
+                format!("payload is missing required objective `{name}`"),
+            );
+        }
     };
     let is_eligible = eligible(&results);
-    let primary_moved = results.iter().find(|r| r.name == cfg.primary && r.verdict != "neutral");
+    let primary_moved = results
+        .iter()
+        .find(|r| r.name == cfg.primary && r.verdict != "neutral");
     let rank_score = match primary_moved {
         Some(p) => Some(p.relative_gain),
-        None => results.iter().filter(|r| r.required && r.verdict == "improved").map(|r| r.relative_gain).max_by(f64::total_cmp),
+        None => results
+            .iter()
+            .filter(|r| r.required && r.verdict == "improved")
+            .map(|r| r.relative_gain)
+            .max_by(f64::total_cmp),
     };
     let mut out = DecideResult {
         decision: Decision::Measured,
@@ -282,7 +352,9 @@ pub fn decide(cfg: &DecideConfig, input: DecideInput<'_>) -> DecideResult {
         StabilityMode::Stable | StabilityMode::Pace => 1,
         StabilityMode::Repeat | StabilityMode::Ladder => cfg.repeat_count.max(1),
     };
-    let any_regressed = results.iter().any(|r| r.required && r.verdict == "regressed");
+    let any_regressed = results
+        .iter()
+        .any(|r| r.required && r.verdict == "regressed");
     // Issue 34 item 10: the PACE keep rule decides eligibility pair by pair.
     if cfg.mode == StabilityMode::Pace {
         let report = pace_of_pairs(cfg, input.reference, input.candidate);
@@ -301,7 +373,10 @@ pub fn decide(cfg: &DecideConfig, input: DecideInput<'_>) -> DecideResult {
             }
             Verdict::Commit if any_regressed => {
                 out.decision = Decision::Reverted;
-                out.reason = format!("{}, but a required objective regressed beyond noise", report.reason);
+                out.reason = format!(
+                    "{}, but a required objective regressed beyond noise",
+                    report.reason
+                );
                 out.pace = Some(report);
                 return out;
             }
@@ -314,13 +389,25 @@ pub fn decide(cfg: &DecideConfig, input: DecideInput<'_>) -> DecideResult {
         return out;
     }
     if !is_eligible && cfg.mode != StabilityMode::Pace {
-        out.decision = if any_regressed { Decision::Reverted } else { Decision::Inconclusive };
-        out.reason = if any_regressed { "a required objective regressed beyond noise".into() } else { "no required objective moved beyond noise".into() };
+        out.decision = if any_regressed {
+            Decision::Reverted
+        } else {
+            Decision::Inconclusive
+        };
+        out.reason = if any_regressed {
+            "a required objective regressed beyond noise".into()
+        } else {
+            "no required objective moved beyond noise".into()
+        };
         return out;
     }
     if cfg.mode == StabilityMode::Ladder && n < full {
         out.decision = Decision::Promising;
-        out.next_measurement = if n <= 1 { NextMeasurement::Confirm } else { NextMeasurement::AddSample };
+        out.next_measurement = if n <= 1 {
+            NextMeasurement::Confirm
+        } else {
+            NextMeasurement::AddSample
+        };
         out.reason = format!("promising on {n} of {full} pairs");
         return out;
     }
@@ -348,7 +435,11 @@ pub fn decide(cfg: &DecideConfig, input: DecideInput<'_>) -> DecideResult {
         }
         Ok(h) => {
             let regressed = h.iter().any(|r| r.required && r.verdict == "regressed");
-            out.decision = if regressed { Decision::Reverted } else { Decision::Inconclusive };
+            out.decision = if regressed {
+                Decision::Reverted
+            } else {
+                Decision::Inconclusive
+            };
             out.reason = "the holdout does not confirm the gain".into();
         }
     }
@@ -363,17 +454,32 @@ mod tests {
     use crate::spec::Direction;
 
     fn obj(name: &str, direction: Direction, target: Option<f64>, required: bool) -> Objective {
-        Objective { name: name.into(), direction, target, required }
+        Objective {
+            name: name.into(),
+            direction,
+            target,
+            required,
+        }
     }
 
     fn cfg(mode: StabilityMode, objectives: Vec<Objective>, has_holdout: bool) -> DecideConfig {
-        DecideConfig { primary: objectives[0].name.clone(), objectives, min_relative_change: 0.01, mode, repeat_count: 3, has_holdout }
+        DecideConfig {
+            primary: objectives[0].name.clone(),
+            objectives,
+            min_relative_change: 0.01,
+            mode,
+            repeat_count: 3,
+            has_holdout,
+        }
     }
 
     fn snap(metrics: &[(&str, &[f64])]) -> Snapshot {
         let mut s = Snapshot::default();
         for (name, samples) in metrics {
-            s.metrics.insert((*name).into(), crate::snapshot::MetricSamples::from_samples(samples.to_vec()));
+            s.metrics.insert(
+                (*name).into(),
+                crate::snapshot::MetricSamples::from_samples(samples.to_vec()),
+            );
         }
         s
     }
@@ -392,16 +498,48 @@ mod tests {
         want: (Decision, NextMeasurement, bool),
     }
 
-    fn row(name: &'static str, cfg: DecideConfig, reference: Snapshot, candidate: Snapshot, want: (Decision, NextMeasurement, bool)) -> Row {
-        Row { name, cfg, measured: Measured::Ok, reference, candidate, holdout: None, want }
+    fn row(
+        name: &'static str,
+        cfg: DecideConfig,
+        reference: Snapshot,
+        candidate: Snapshot,
+        want: (Decision, NextMeasurement, bool),
+    ) -> Row {
+        Row {
+            name,
+            cfg,
+            measured: Measured::Ok,
+            reference,
+            candidate,
+            holdout: None,
+            want,
+        }
     }
 
     fn check(rows: Vec<Row>) {
         for r in rows {
-            let got = decide(&r.cfg, DecideInput { measured: &r.measured, reference: &r.reference, candidate: &r.candidate, holdout: r.holdout.as_ref().map(|(a, b)| (a, b)) });
-            assert_eq!((got.decision, got.next_measurement, got.eligible), r.want, "row `{}`: {got:?}", r.name);
+            let got = decide(
+                &r.cfg,
+                DecideInput {
+                    measured: &r.measured,
+                    reference: &r.reference,
+                    candidate: &r.candidate,
+                    holdout: r.holdout.as_ref().map(|(a, b)| (a, b)),
+                },
+            );
+            assert_eq!(
+                (got.decision, got.next_measurement, got.eligible),
+                r.want,
+                "row `{}`: {got:?}",
+                r.name
+            );
             if got.decision == Decision::Keep {
-                assert_eq!(got.next_measurement, NextMeasurement::None, "row `{}`: keep only with next none", r.name);
+                assert_eq!(
+                    got.next_measurement,
+                    NextMeasurement::None,
+                    "row `{}`: keep only with next none",
+                    r.name
+                );
             }
         }
     }
@@ -421,7 +559,15 @@ mod tests {
     fn o36_an_undecidable_experiment_is_an_error_with_its_reason_never_an_empty_decision() {
         let cfg = cfg(M::Stable, ops(), false);
         let (reference, candidate) = (snap(&[("ops", &[100.0])]), snap(&[]));
-        let d = decide(&cfg, DecideInput { measured: &Measured::Error("measurement exited 127: node not found".into()), reference: &reference, candidate: &candidate, holdout: None });
+        let d = decide(
+            &cfg,
+            DecideInput {
+                measured: &Measured::Error("measurement exited 127: node not found".into()),
+                reference: &reference,
+                candidate: &candidate,
+                holdout: None,
+            },
+        );
         assert_eq!(d.decision, Decision::Error);
         assert_eq!(d.reason, "measurement exited 127: node not found");
         assert_eq!(d.next_measurement, NextMeasurement::None);
@@ -432,75 +578,274 @@ mod tests {
     #[test]
     fn decide_table_every_outcome_and_ladder_step() {
         let base = || snap(&[("ops", &[100.0])]);
-        let mut censored = row("censored", cfg(M::Stable, ops(), false), base(), snap(&[]), (D::Censored, N::None, false));
+        let mut censored = row(
+            "censored",
+            cfg(M::Stable, ops(), false),
+            base(),
+            snap(&[]),
+            (D::Censored, N::None, false),
+        );
         censored.measured = Measured::Censored;
-        let mut timeout = row("timeout", cfg(M::Stable, ops(), false), base(), snap(&[]), (D::Timeout, N::None, false));
+        let mut timeout = row(
+            "timeout",
+            cfg(M::Stable, ops(), false),
+            base(),
+            snap(&[]),
+            (D::Timeout, N::None, false),
+        );
         timeout.measured = Measured::Timeout;
-        let mut error = row("error", cfg(M::Stable, ops(), false), base(), snap(&[]), (D::Error, N::None, false));
+        let mut error = row(
+            "error",
+            cfg(M::Stable, ops(), false),
+            base(),
+            snap(&[]),
+            (D::Error, N::None, false),
+        );
         error.measured = Measured::Error("exit 1".into());
         let mut degenerate_cand = snap(&[("ops", &[10.0])]);
         degenerate_cand.gates = BTreeMap::from([("correct == 1".to_string(), false)]);
-        let degenerate = row("degenerate", cfg(M::Stable, ops(), false), base(), degenerate_cand, (D::Degenerate, N::None, false));
-        let mut holdout_confirms = row("ladder holdout confirms → keep", cfg(M::Ladder, ops(), true), snap(&[("ops", &[100.0, 100.0, 100.0])]), snap(&[("ops", &[80.0, 80.0, 80.0])]), (D::Keep, N::None, true));
+        let degenerate = row(
+            "degenerate",
+            cfg(M::Stable, ops(), false),
+            base(),
+            degenerate_cand,
+            (D::Degenerate, N::None, false),
+        );
+        let mut holdout_confirms = row(
+            "ladder holdout confirms → keep",
+            cfg(M::Ladder, ops(), true),
+            snap(&[("ops", &[100.0, 100.0, 100.0])]),
+            snap(&[("ops", &[80.0, 80.0, 80.0])]),
+            (D::Keep, N::None, true),
+        );
         holdout_confirms.holdout = Some((snap(&[("ops", &[200.0])]), snap(&[("ops", &[150.0])])));
-        let mut holdout_neutral = row("holdout within noise → inconclusive, not kept", cfg(M::Ladder, ops(), true), snap(&[("ops", &[100.0, 100.0, 100.0])]), snap(&[("ops", &[80.0, 80.0, 80.0])]), (D::Inconclusive, N::None, true));
+        let mut holdout_neutral = row(
+            "holdout within noise → inconclusive, not kept",
+            cfg(M::Ladder, ops(), true),
+            snap(&[("ops", &[100.0, 100.0, 100.0])]),
+            snap(&[("ops", &[80.0, 80.0, 80.0])]),
+            (D::Inconclusive, N::None, true),
+        );
         holdout_neutral.holdout = Some((snap(&[("ops", &[200.0])]), snap(&[("ops", &[199.5])])));
-        let mut holdout_worse = row("holdout regresses → reverted", cfg(M::Ladder, ops(), true), snap(&[("ops", &[100.0, 100.0, 100.0])]), snap(&[("ops", &[80.0, 80.0, 80.0])]), (D::Reverted, N::None, true));
+        let mut holdout_worse = row(
+            "holdout regresses → reverted",
+            cfg(M::Ladder, ops(), true),
+            snap(&[("ops", &[100.0, 100.0, 100.0])]),
+            snap(&[("ops", &[80.0, 80.0, 80.0])]),
+            (D::Reverted, N::None, true),
+        );
         holdout_worse.holdout = Some((snap(&[("ops", &[200.0])]), snap(&[("ops", &[260.0])])));
         check(vec![
             censored,
             timeout,
             error,
             degenerate,
-            row("stable improved → keep", cfg(M::Stable, ops(), false), base(), snap(&[("ops", &[80.0])]), (D::Keep, N::None, true)),
-            row("stable worse → reverted", cfg(M::Stable, ops(), false), base(), snap(&[("ops", &[120.0])]), (D::Reverted, N::None, false)),
-            row("stable within 1% → inconclusive", cfg(M::Stable, ops(), false), base(), snap(&[("ops", &[99.5])]), (D::Inconclusive, N::None, false)),
-            row("repeat 1 of 3 → measured/add_sample", cfg(M::Repeat, ops(), false), base(), snap(&[("ops", &[80.0])]), (D::Measured, N::AddSample, true)),
-            row("repeat inconclusive still wants samples → measured", cfg(M::Repeat, ops(), false), snap(&[("ops", &[100.0, 100.0])]), snap(&[("ops", &[100.0, 100.0])]), (D::Measured, N::AddSample, false)),
-            row("repeat 3 of 3 → keep", cfg(M::Repeat, ops(), false), snap(&[("ops", &[100.0, 101.0, 99.0])]), snap(&[("ops", &[80.0, 81.0, 79.0])]), (D::Keep, N::None, true)),
-            row("ladder exploratory promising → confirm", cfg(M::Ladder, ops(), false), base(), snap(&[("ops", &[80.0])]), (D::Promising, N::Confirm, true)),
-            row("ladder 2 of 3 → add_sample", cfg(M::Ladder, ops(), false), snap(&[("ops", &[100.0, 100.0])]), snap(&[("ops", &[80.0, 80.0])]), (D::Promising, N::AddSample, true)),
-            row("ladder exploratory not promising → reverted", cfg(M::Ladder, ops(), false), base(), snap(&[("ops", &[130.0])]), (D::Reverted, N::None, false)),
-            row("ladder full → keep", cfg(M::Ladder, ops(), false), snap(&[("ops", &[100.0; 3])]), snap(&[("ops", &[80.0; 3])]), (D::Keep, N::None, true)),
-            row("ladder full with holdout → promising/holdout", cfg(M::Ladder, ops(), true), snap(&[("ops", &[100.0; 3])]), snap(&[("ops", &[80.0; 3])]), (D::Promising, N::Holdout, true)),
-            row("stable with holdout → promising/holdout", cfg(M::Stable, ops(), true), base(), snap(&[("ops", &[80.0])]), (D::Promising, N::Holdout, true)),
+            row(
+                "stable improved → keep",
+                cfg(M::Stable, ops(), false),
+                base(),
+                snap(&[("ops", &[80.0])]),
+                (D::Keep, N::None, true),
+            ),
+            row(
+                "stable worse → reverted",
+                cfg(M::Stable, ops(), false),
+                base(),
+                snap(&[("ops", &[120.0])]),
+                (D::Reverted, N::None, false),
+            ),
+            row(
+                "stable within 1% → inconclusive",
+                cfg(M::Stable, ops(), false),
+                base(),
+                snap(&[("ops", &[99.5])]),
+                (D::Inconclusive, N::None, false),
+            ),
+            row(
+                "repeat 1 of 3 → measured/add_sample",
+                cfg(M::Repeat, ops(), false),
+                base(),
+                snap(&[("ops", &[80.0])]),
+                (D::Measured, N::AddSample, true),
+            ),
+            row(
+                "repeat inconclusive still wants samples → measured",
+                cfg(M::Repeat, ops(), false),
+                snap(&[("ops", &[100.0, 100.0])]),
+                snap(&[("ops", &[100.0, 100.0])]),
+                (D::Measured, N::AddSample, false),
+            ),
+            row(
+                "repeat 3 of 3 → keep",
+                cfg(M::Repeat, ops(), false),
+                snap(&[("ops", &[100.0, 101.0, 99.0])]),
+                snap(&[("ops", &[80.0, 81.0, 79.0])]),
+                (D::Keep, N::None, true),
+            ),
+            row(
+                "ladder exploratory promising → confirm",
+                cfg(M::Ladder, ops(), false),
+                base(),
+                snap(&[("ops", &[80.0])]),
+                (D::Promising, N::Confirm, true),
+            ),
+            row(
+                "ladder 2 of 3 → add_sample",
+                cfg(M::Ladder, ops(), false),
+                snap(&[("ops", &[100.0, 100.0])]),
+                snap(&[("ops", &[80.0, 80.0])]),
+                (D::Promising, N::AddSample, true),
+            ),
+            row(
+                "ladder exploratory not promising → reverted",
+                cfg(M::Ladder, ops(), false),
+                base(),
+                snap(&[("ops", &[130.0])]),
+                (D::Reverted, N::None, false),
+            ),
+            row(
+                "ladder full → keep",
+                cfg(M::Ladder, ops(), false),
+                snap(&[("ops", &[100.0; 3])]),
+                snap(&[("ops", &[80.0; 3])]),
+                (D::Keep, N::None, true),
+            ),
+            row(
+                "ladder full with holdout → promising/holdout",
+                cfg(M::Ladder, ops(), true),
+                snap(&[("ops", &[100.0; 3])]),
+                snap(&[("ops", &[80.0; 3])]),
+                (D::Promising, N::Holdout, true),
+            ),
+            row(
+                "stable with holdout → promising/holdout",
+                cfg(M::Stable, ops(), true),
+                base(),
+                snap(&[("ops", &[80.0])]),
+                (D::Promising, N::Holdout, true),
+            ),
             holdout_confirms,
             holdout_neutral,
             holdout_worse,
-            row("noise: large reference spread hides a 10% gain", cfg(M::Repeat, ops(), false), snap(&[("ops", &[80.0, 100.0, 120.0])]), snap(&[("ops", &[90.0, 90.0, 90.0])]), (D::Inconclusive, N::None, false)),
+            row(
+                "noise: large reference spread hides a 10% gain",
+                cfg(M::Repeat, ops(), false),
+                snap(&[("ops", &[80.0, 100.0, 120.0])]),
+                snap(&[("ops", &[90.0, 90.0, 90.0])]),
+                (D::Inconclusive, N::None, false),
+            ),
         ]);
     }
 
     // O-44
     #[test]
     fn o44_objective_combinations_decide_eligibility() {
-        let two = |second_required: bool| vec![obj("ops", Direction::Minimize, None, true), obj("latency", Direction::Minimize, None, second_required)];
+        let two = |second_required: bool| {
+            vec![
+                obj("ops", Direction::Minimize, None, true),
+                obj("latency", Direction::Minimize, None, second_required),
+            ]
+        };
         let r = || snap(&[("ops", &[100.0]), ("latency", &[10.0])]);
         check(vec![
-            row("primary better, required latency worse → reverted", cfg(M::Stable, two(true), false), r(), snap(&[("ops", &[95.0]), ("latency", &[12.0])]), (D::Reverted, N::None, false)),
-            row("primary better, optional latency worse → keep", cfg(M::Stable, two(false), false), r(), snap(&[("ops", &[95.0]), ("latency", &[12.0])]), (D::Keep, N::None, true)),
-            row("primary flat, required latency better → keep", cfg(M::Stable, two(true), false), r(), snap(&[("ops", &[100.0]), ("latency", &[8.0])]), (D::Keep, N::None, true)),
-            row("both better → keep", cfg(M::Stable, two(true), false), r(), snap(&[("ops", &[90.0]), ("latency", &[8.0])]), (D::Keep, N::None, true)),
-            row("both flat → inconclusive", cfg(M::Stable, two(true), false), r(), snap(&[("ops", &[100.0]), ("latency", &[10.0])]), (D::Inconclusive, N::None, false)),
-            row("both worse → reverted", cfg(M::Stable, two(true), false), r(), snap(&[("ops", &[110.0]), ("latency", &[12.0])]), (D::Reverted, N::None, false)),
-            row("maximize direction", cfg(M::Stable, vec![obj("score", Direction::Maximize, None, true)], false), snap(&[("score", &[3.0])]), snap(&[("score", &[3.5])]), (D::Keep, N::None, true)),
+            row(
+                "primary better, required latency worse → reverted",
+                cfg(M::Stable, two(true), false),
+                r(),
+                snap(&[("ops", &[95.0]), ("latency", &[12.0])]),
+                (D::Reverted, N::None, false),
+            ),
+            row(
+                "primary better, optional latency worse → keep",
+                cfg(M::Stable, two(false), false),
+                r(),
+                snap(&[("ops", &[95.0]), ("latency", &[12.0])]),
+                (D::Keep, N::None, true),
+            ),
+            row(
+                "primary flat, required latency better → keep",
+                cfg(M::Stable, two(true), false),
+                r(),
+                snap(&[("ops", &[100.0]), ("latency", &[8.0])]),
+                (D::Keep, N::None, true),
+            ),
+            row(
+                "both better → keep",
+                cfg(M::Stable, two(true), false),
+                r(),
+                snap(&[("ops", &[90.0]), ("latency", &[8.0])]),
+                (D::Keep, N::None, true),
+            ),
+            row(
+                "both flat → inconclusive",
+                cfg(M::Stable, two(true), false),
+                r(),
+                snap(&[("ops", &[100.0]), ("latency", &[10.0])]),
+                (D::Inconclusive, N::None, false),
+            ),
+            row(
+                "both worse → reverted",
+                cfg(M::Stable, two(true), false),
+                r(),
+                snap(&[("ops", &[110.0]), ("latency", &[12.0])]),
+                (D::Reverted, N::None, false),
+            ),
+            row(
+                "maximize direction",
+                cfg(
+                    M::Stable,
+                    vec![obj("score", Direction::Maximize, None, true)],
+                    false,
+                ),
+                snap(&[("score", &[3.0])]),
+                snap(&[("score", &[3.5])]),
+                (D::Keep, N::None, true),
+            ),
         ]);
     }
 
     // O-35
     #[test]
     fn o35_missing_required_objective_is_an_error_never_a_decision() {
-        let two = vec![obj("ops", Direction::Minimize, None, true), obj("latency", Direction::Minimize, None, true)];
-        check(vec![row("candidate lacks latency", cfg(M::Stable, two, false), snap(&[("ops", &[100.0]), ("latency", &[10.0])]), snap(&[("ops", &[50.0])]), (D::Error, N::None, false))]);
+        let two = vec![
+            obj("ops", Direction::Minimize, None, true),
+            obj("latency", Direction::Minimize, None, true),
+        ];
+        check(vec![row(
+            "candidate lacks latency",
+            cfg(M::Stable, two, false),
+            snap(&[("ops", &[100.0]), ("latency", &[10.0])]),
+            snap(&[("ops", &[50.0])]),
+            (D::Error, N::None, false),
+        )]);
     }
 
     // O-37
     #[test]
     fn o37_inconclusive_and_censored_are_recorded_as_such_never_reverted() {
         let c = cfg(M::Stable, ops(), false);
-        let got = decide(&c, DecideInput { measured: &Measured::Ok, reference: &snap(&[("ops", &[100.0])]), candidate: &snap(&[("ops", &[100.2])]), holdout: None });
-        assert_eq!((got.decision, got.next_measurement), (D::Inconclusive, N::None));
-        let got = decide(&c, DecideInput { measured: &Measured::Censored, reference: &snap(&[]), candidate: &snap(&[]), holdout: None });
+        let got = decide(
+            &c,
+            DecideInput {
+                measured: &Measured::Ok,
+                reference: &snap(&[("ops", &[100.0])]),
+                candidate: &snap(&[("ops", &[100.2])]),
+                holdout: None,
+            },
+        );
+        assert_eq!(
+            (got.decision, got.next_measurement),
+            (D::Inconclusive, N::None)
+        );
+        let got = decide(
+            &c,
+            DecideInput {
+                measured: &Measured::Censored,
+                reference: &snap(&[]),
+                candidate: &snap(&[]),
+                holdout: None,
+            },
+        );
         assert_eq!(got.decision, D::Censored);
     }
 
@@ -508,12 +853,42 @@ mod tests {
     #[test]
     fn o45_rank_score_is_primary_gain_else_strongest_required_gain() {
         let c = cfg(M::Stable, ops(), false);
-        let a = decide(&c, DecideInput { measured: &Measured::Ok, reference: &snap(&[("ops", &[100.0])]), candidate: &snap(&[("ops", &[97.0])]), holdout: None });
-        let b = decide(&c, DecideInput { measured: &Measured::Ok, reference: &snap(&[("ops", &[100.0])]), candidate: &snap(&[("ops", &[95.0])]), holdout: None });
-        assert!((a.rank_score.unwrap() - 0.03).abs() < 1e-9 && (b.rank_score.unwrap() - 0.05).abs() < 1e-9);
-        let two = vec![obj("ops", Direction::Minimize, None, true), obj("latency", Direction::Minimize, None, true)];
+        let a = decide(
+            &c,
+            DecideInput {
+                measured: &Measured::Ok,
+                reference: &snap(&[("ops", &[100.0])]),
+                candidate: &snap(&[("ops", &[97.0])]),
+                holdout: None,
+            },
+        );
+        let b = decide(
+            &c,
+            DecideInput {
+                measured: &Measured::Ok,
+                reference: &snap(&[("ops", &[100.0])]),
+                candidate: &snap(&[("ops", &[95.0])]),
+                holdout: None,
+            },
+        );
+        assert!(
+            (a.rank_score.unwrap() - 0.03).abs() < 1e-9
+                && (b.rank_score.unwrap() - 0.05).abs() < 1e-9
+        );
+        let two = vec![
+            obj("ops", Direction::Minimize, None, true),
+            obj("latency", Direction::Minimize, None, true),
+        ];
         let c = cfg(M::Stable, two, false);
-        let got = decide(&c, DecideInput { measured: &Measured::Ok, reference: &snap(&[("ops", &[100.0]), ("latency", &[10.0])]), candidate: &snap(&[("ops", &[100.0]), ("latency", &[8.0])]), holdout: None });
+        let got = decide(
+            &c,
+            DecideInput {
+                measured: &Measured::Ok,
+                reference: &snap(&[("ops", &[100.0]), ("latency", &[10.0])]),
+                candidate: &snap(&[("ops", &[100.0]), ("latency", &[8.0])]),
+                holdout: None,
+            },
+        );
         assert_eq!(got.decision, D::Keep);
         assert!((got.rank_score.unwrap() - 0.2).abs() < 1e-9, "{got:?}");
     }
@@ -524,23 +899,64 @@ mod tests {
         let c = cfg(M::Stable, ops(), false);
         let plain = snap(&[("ops", &[90.0])]);
         let mut with_cost = plain.clone();
-        with_cost.diagnostics.insert("cost_usd".into(), serde_json::json!(12.5));
-        with_cost.diagnostics.insert("regressions".into(), serde_json::json!(["case-3"]));
+        with_cost
+            .diagnostics
+            .insert("cost_usd".into(), serde_json::json!(12.5));
+        with_cost
+            .diagnostics
+            .insert("regressions".into(), serde_json::json!(["case-3"]));
         let r = snap(&[("ops", &[100.0])]);
-        let a = decide(&c, DecideInput { measured: &Measured::Ok, reference: &r, candidate: &plain, holdout: None });
-        let b = decide(&c, DecideInput { measured: &Measured::Ok, reference: &r, candidate: &with_cost, holdout: None });
+        let a = decide(
+            &c,
+            DecideInput {
+                measured: &Measured::Ok,
+                reference: &r,
+                candidate: &plain,
+                holdout: None,
+            },
+        );
+        let b = decide(
+            &c,
+            DecideInput {
+                measured: &Measured::Ok,
+                reference: &r,
+                candidate: &with_cost,
+                holdout: None,
+            },
+        );
         assert_eq!(a, b);
     }
 
     // O-55
     #[test]
     fn o55_target_reached_needs_every_required_target() {
-        let two = vec![obj("ops", Direction::Minimize, Some(50.0), true), obj("latency", Direction::Minimize, Some(5.0), true)];
-        assert!(!target_reached(&two, &snap(&[("ops", &[40.0]), ("latency", &[7.0])])), "primary-only hit");
-        assert!(target_reached(&two, &snap(&[("ops", &[40.0]), ("latency", &[5.0])])));
-        assert!(!target_reached(&[obj("ops", Direction::Minimize, None, true)], &snap(&[("ops", &[1.0])])), "no declared target");
-        let optional = vec![obj("ops", Direction::Minimize, Some(50.0), true), obj("latency", Direction::Minimize, Some(5.0), false)];
-        assert!(target_reached(&optional, &snap(&[("ops", &[40.0]), ("latency", &[7.0])])));
+        let two = vec![
+            obj("ops", Direction::Minimize, Some(50.0), true),
+            obj("latency", Direction::Minimize, Some(5.0), true),
+        ];
+        assert!(
+            !target_reached(&two, &snap(&[("ops", &[40.0]), ("latency", &[7.0])])),
+            "primary-only hit"
+        );
+        assert!(target_reached(
+            &two,
+            &snap(&[("ops", &[40.0]), ("latency", &[5.0])])
+        ));
+        assert!(
+            !target_reached(
+                &[obj("ops", Direction::Minimize, None, true)],
+                &snap(&[("ops", &[1.0])])
+            ),
+            "no declared target"
+        );
+        let optional = vec![
+            obj("ops", Direction::Minimize, Some(50.0), true),
+            obj("latency", Direction::Minimize, Some(5.0), false),
+        ];
+        assert!(target_reached(
+            &optional,
+            &snap(&[("ops", &[40.0]), ("latency", &[7.0])])
+        ));
     }
 
     // Issue 34 item 10: the PACE keep rule, one pair at a time (ops minimized: 100 → 90 is a win,
@@ -548,31 +964,87 @@ mod tests {
     #[test]
     fn pace_keep_rule_pairs_until_the_e_process_commits_or_spends_its_budget() {
         let run = |c: &DecideConfig, r: &[f64], cand: &[f64]| {
-            decide(c, DecideInput { measured: &Measured::Ok, reference: &snap(&[("ops", r)]), candidate: &snap(&[("ops", cand)]), holdout: None })
+            decide(
+                c,
+                DecideInput {
+                    measured: &Measured::Ok,
+                    reference: &snap(&[("ops", r)]),
+                    candidate: &snap(&[("ops", cand)]),
+                    holdout: None,
+                },
+            )
         };
         let c = cfg(StabilityMode::Pace, ops(), false);
         let cases: &[(&[f64], Decision, NextMeasurement, bool, u64)] = &[
             // (candidate samples against 100 each, decision, next, eligible, discordant pairs)
-            (&[90.0; 7], Decision::Measured, NextMeasurement::AddSample, false, 7),
+            (
+                &[90.0; 7],
+                Decision::Measured,
+                NextMeasurement::AddSample,
+                false,
+                7,
+            ),
             (&[90.0; 8], Decision::Keep, NextMeasurement::None, true, 8),
-            (&[99.5; 8], Decision::Measured, NextMeasurement::AddSample, false, 0),
+            (
+                &[99.5; 8],
+                Decision::Measured,
+                NextMeasurement::AddSample,
+                false,
+                0,
+            ),
             // A loss first halves the wealth: nine wins after it (19.2) are not enough, ten are (28.8).
-            (&[110.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0], Decision::Measured, NextMeasurement::AddSample, false, 10),
-            (&[110.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0], Decision::Keep, NextMeasurement::None, true, 11),
+            (
+                &[110.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0],
+                Decision::Measured,
+                NextMeasurement::AddSample,
+                false,
+                10,
+            ),
+            (
+                &[
+                    110.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0,
+                ],
+                Decision::Keep,
+                NextMeasurement::None,
+                true,
+                11,
+            ),
         ];
         for (cand, decision, next, eligible, pairs) in cases {
             let d = run(&c, &vec![100.0; cand.len()], cand);
-            assert_eq!((d.decision, d.next_measurement, d.eligible), (*decision, *next, *eligible), "{cand:?}: {}", d.reason);
+            assert_eq!(
+                (d.decision, d.next_measurement, d.eligible),
+                (*decision, *next, *eligible),
+                "{cand:?}: {}",
+                d.reason
+            );
             assert_eq!(d.pace.as_ref().map(|p| p.pairs), Some(*pairs), "{cand:?}");
         }
-        let alternating: Vec<f64> = (0..200).map(|i| if i % 2 == 0 { 90.0 } else { 110.0 }).collect();
+        let alternating: Vec<f64> = (0..200)
+            .map(|i| if i % 2 == 0 { 90.0 } else { 110.0 })
+            .collect();
         let d = run(&c, &[100.0; 200], &alternating);
-        assert_eq!((d.decision, d.next_measurement), (Decision::Reverted, NextMeasurement::None), "{}", d.reason);
+        assert_eq!(
+            (d.decision, d.next_measurement),
+            (Decision::Reverted, NextMeasurement::None),
+            "{}",
+            d.reason
+        );
         assert!(d.reason.starts_with("PACE rejects"), "{}", d.reason);
         // A commit still waits for the holdout when one is configured.
-        let d = run(&cfg(StabilityMode::Pace, ops(), true), &[100.0; 8], &[90.0; 8]);
-        assert_eq!((d.decision, d.next_measurement), (Decision::Promising, NextMeasurement::Holdout));
+        let d = run(
+            &cfg(StabilityMode::Pace, ops(), true),
+            &[100.0; 8],
+            &[90.0; 8],
+        );
+        assert_eq!(
+            (d.decision, d.next_measurement),
+            (Decision::Promising, NextMeasurement::Holdout)
+        );
         // Off (any other mode): no PACE field at all.
-        assert_eq!(run(&cfg(StabilityMode::Stable, ops(), false), &[100.0], &[90.0]).pace, None);
+        assert_eq!(
+            run(&cfg(StabilityMode::Stable, ops(), false), &[100.0], &[90.0]).pace,
+            None
+        );
     }
 }

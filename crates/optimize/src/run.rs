@@ -204,7 +204,9 @@ async fn init_inner(
                 .join(", ")
         )));
     }
-    ctx.emit(Event::Baseline { primary: baseline.aggregate(&spec.metric.primary.name) });
+    ctx.emit(Event::Baseline {
+        primary: baseline.aggregate(&spec.metric.primary.name),
+    });
     let noise_floor = match spec.measurement.noise_floor_samples {
         Some(n) => Some(measure_noise_floor(ctx, n).await?),
         None => None,
@@ -278,19 +280,42 @@ async fn init_inner(
 /// # Errors
 /// [`OptimizeError::Env`] when a measurement fails or does not print the primary metric: a noise
 /// floor is measured in full or not at all.
-async fn measure_noise_floor(ctx: &Ctx<'_>, n: u32) -> Result<super::noise::NoiseFloor, OptimizeError> {
+async fn measure_noise_floor(
+    ctx: &Ctx<'_>,
+    n: u32,
+) -> Result<super::noise::NoiseFloor, OptimizeError> {
     let primary = &ctx.spec.metric.primary.name;
     let mut samples = Vec::new();
     for i in 0..n {
-        match ctx.sample(&ctx.spec.measurement.command, &ctx.root.integration_worktree(), ctx.key(&format!("noise:{i}"))).await? {
+        match ctx
+            .sample(
+                &ctx.spec.measurement.command,
+                &ctx.root.integration_worktree(),
+                ctx.key(&format!("noise:{i}")),
+            )
+            .await?
+        {
             Sample::Ok(out) => match out.metrics.get(primary) {
                 Some(v) => samples.push(*v),
-                None => return Err(OptimizeError::Env(format!("noise floor measurement {} of {n} printed no `{primary}`", i + 1))),
+                None => {
+                    return Err(OptimizeError::Env(format!(
+                        "noise floor measurement {} of {n} printed no `{primary}`",
+                        i + 1
+                    )));
+                }
             },
-            Sample::Failed(m) => return Err(OptimizeError::Env(format!("noise floor measurement {} of {n} of `{}` failed: {m:?}", i + 1, ctx.spec.measurement.command))),
+            Sample::Failed(m) => {
+                return Err(OptimizeError::Env(format!(
+                    "noise floor measurement {} of {n} of `{}` failed: {m:?}",
+                    i + 1,
+                    ctx.spec.measurement.command
+                )));
+            }
         }
     }
-    let floor = super::noise::NoiseFloor::from_samples(primary, samples).ok_or_else(|| OptimizeError::Invalid("measurement.noise_floor_samples must be at least 2".into()))?;
+    let floor = super::noise::NoiseFloor::from_samples(primary, samples).ok_or_else(|| {
+        OptimizeError::Invalid("measurement.noise_floor_samples must be at least 2".into())
+    })?;
     ctx.emit(Event::Note(floor.human()));
     Ok(floor)
 }
@@ -467,8 +492,21 @@ pub async fn run(ctx: &Ctx<'_>) -> Result<RunSummary, OptimizeError> {
                 }
             }
         } else {
-            let pending: Vec<u32> = log.run_state.pending_waits.iter().map(|w| w.experiment).collect();
-            ctx.emit(Event::Note(format!("resuming tick {} at its waiting step: {}", log.run_state.tick + 1, pending.iter().map(|n| format!("exp-{n:03}")).collect::<Vec<_>>().join(", "))));
+            let pending: Vec<u32> = log
+                .run_state
+                .pending_waits
+                .iter()
+                .map(|w| w.experiment)
+                .collect();
+            ctx.emit(Event::Note(format!(
+                "resuming tick {} at its waiting step: {}",
+                log.run_state.tick + 1,
+                pending
+                    .iter()
+                    .map(|n| format!("exp-{n:03}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
             if !ctx.past_deadline(&log) {
                 // O-58: after the deadline nothing is (re)submitted; what arrived is collected
                 for n in &pending {

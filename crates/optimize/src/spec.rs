@@ -668,8 +668,15 @@ impl Spec {
         if self.measurement.timeout_seconds == Some(0) {
             return bad("measurement.timeout_seconds", "must be at least 1");
         }
-        if self.measurement.noise_floor_samples.is_some_and(|n| !(2..=100).contains(&n)) {
-            return bad("measurement.noise_floor_samples", "must be 2 to 100 (repeated baseline measurements; one says nothing about noise)");
+        if self
+            .measurement
+            .noise_floor_samples
+            .is_some_and(|n| !(2..=100).contains(&n))
+        {
+            return bad(
+                "measurement.noise_floor_samples",
+                "must be 2 to 100 (repeated baseline measurements; one says nothing about noise)",
+            );
         }
         if self.measurement.stability.repeat_count == Some(0) {
             return bad("measurement.stability.repeat_count", "must be at least 1");

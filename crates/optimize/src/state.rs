@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 use super::OptimizeError;
 use super::decide::Measured;
 use super::log::{Comparison, ComparisonKind, Entry, ExperimentLog, Outcome, Side};
-use skillforge_stage::fs::write_atomic;
 use super::snapshot::{Snapshot, WorstCase};
+use skillforge_stage::fs::write_atomic;
 
 /// The marker's file name inside an experiment worktree (never committed, never a scope change).
 pub const MARKER_FILE: &str = "result.yaml";
@@ -41,7 +41,9 @@ pub struct StateRoot {
 impl StateRoot {
     /// The state root of spec `name` under `home`.
     pub fn new(home: &Path, name: &str) -> Self {
-        Self { root: home.join("optimize").join(name) }
+        Self {
+            root: home.join("optimize").join(name),
+        }
     }
 
     /// `run.yaml`.
@@ -76,7 +78,9 @@ impl StateRoot {
 
     /// The detached reference checkout of `sha`.
     pub fn reference_worktree(&self, sha: &str) -> PathBuf {
-        self.root.join("worktrees").join(format!("ref-{}", &sha[..sha.len().min(12)]))
+        self.root
+            .join("worktrees")
+            .join(format!("ref-{}", &sha[..sha.len().min(12)]))
     }
 
     /// The optimization branch's worktree.
@@ -129,7 +133,8 @@ pub struct Marker {
 /// # Errors
 /// [`OptimizeError::Env`] when it cannot be written.
 pub fn write_marker(worktree: &Path, marker: &Marker) -> Result<(), OptimizeError> {
-    let text = serde_norway::to_string(marker).map_err(|e| OptimizeError::Invalid(format!("serialize marker: {e}")))?;
+    let text = serde_norway::to_string(marker)
+        .map_err(|e| OptimizeError::Invalid(format!("serialize marker: {e}")))?;
     Ok(write_atomic(&worktree.join(MARKER_FILE), &text)?)
 }
 
@@ -142,17 +147,31 @@ pub fn read_marker(worktree: &Path) -> Result<Option<Marker>, OptimizeError> {
     match std::fs::read_to_string(&path) {
         Ok(text) => {
             super::check_yaml(&text, &format!("marker `{}`", path.display()))?;
-            serde_norway::from_str(&text).map(Some).map_err(|e| OptimizeError::Invalid(format!("marker `{}`: {e}", path.display())))
+            serde_norway::from_str(&text)
+                .map(Some)
+                .map_err(|e| OptimizeError::Invalid(format!("marker `{}`: {e}", path.display())))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(OptimizeError::Env(format!("read `{}`: {e}", path.display()))),
+        Err(e) => Err(OptimizeError::Env(format!(
+            "read `{}`: {e}",
+            path.display()
+        ))),
     }
 }
 
 /// The entry a marker stands for, with the forecast frozen from the backlog (O-19); the outcome
 /// stays `measured` with no decision, so the loop decides it again.
-pub fn entry_from_marker(marker: &Marker, log: &ExperimentLog, spec: &super::spec::Spec, workload: &str, machine: &str) -> Entry {
-    let hyp = log.hypothesis_backlog.iter().find(|h| h.id == marker.hypothesis_id);
+pub fn entry_from_marker(
+    marker: &Marker,
+    log: &ExperimentLog,
+    spec: &super::spec::Spec,
+    workload: &str,
+    machine: &str,
+) -> Entry {
+    let hyp = log
+        .hypothesis_backlog
+        .iter()
+        .find(|h| h.id == marker.hypothesis_id);
     Entry {
         experiment: marker.experiment,
         hypothesis_id: marker.hypothesis_id.clone(),
@@ -188,23 +207,40 @@ pub fn entry_from_marker(marker: &Marker, log: &ExperimentLog, spec: &super::spe
 /// The recovery scan (O-66): markers of pending experiments whose measurement is not yet in the
 /// log (absent, or with fewer samples than the marker) become or refresh their entries. Returns
 /// the recovered experiment numbers.
-pub fn recover_markers(root: &StateRoot, log: &mut ExperimentLog, spec: &super::spec::Spec, machine: &str) -> Result<Vec<u32>, OptimizeError> {
+pub fn recover_markers(
+    root: &StateRoot,
+    log: &mut ExperimentLog,
+    spec: &super::spec::Spec,
+    machine: &str,
+) -> Result<Vec<u32>, OptimizeError> {
     let mut recovered = Vec::new();
-    let pending: Vec<u32> = log.run_state.pending_waits.iter().map(|w| w.experiment).collect();
+    let pending: Vec<u32> = log
+        .run_state
+        .pending_waits
+        .iter()
+        .map(|w| w.experiment)
+        .collect();
     for n in pending {
-        let Some(marker) = read_marker(&root.experiment_worktree(n))? else { continue };
-        let in_log = log.entry(n).and_then(Entry::standalone).map_or(0, |c| c.candidate.snapshot.n_samples());
+        let Some(marker) = read_marker(&root.experiment_worktree(n))? else {
+            continue;
+        };
+        let in_log = log
+            .entry(n)
+            .and_then(Entry::standalone)
+            .map_or(0, |c| c.candidate.snapshot.n_samples());
         let in_marker = marker.candidate.snapshot.n_samples();
         let is_missing = log.entry(n).is_none();
         if is_missing || in_marker > in_log {
-            let mut entry = entry_from_marker(&marker, log, spec, &spec.measurement.command, machine);
+            let mut entry =
+                entry_from_marker(&marker, log, spec, &spec.measurement.command, machine);
             if let Some(old) = log.entry(n) {
                 entry.forecast = old.forecast.clone();
                 entry.description = old.description.clone();
                 entry.category = old.category.clone();
             }
             log.upsert(entry);
-            log.notes.push(format!("recovered exp-{n:03} from its result.yaml marker"));
+            log.notes
+                .push(format!("recovered exp-{n:03} from its result.yaml marker"));
             recovered.push(n);
         }
     }
@@ -213,7 +249,10 @@ pub fn recover_markers(root: &StateRoot, log: &mut ExperimentLog, spec: &super::
 
 /// A fresh snapshot side.
 pub fn side(identity: String) -> Side {
-    Side { identity, snapshot: Snapshot::default() }
+    Side {
+        identity,
+        snapshot: Snapshot::default(),
+    }
 }
 
 #[cfg(test)]
@@ -230,32 +269,91 @@ mod tests {
     fn marker(n: u32, samples: usize) -> Marker {
         let mut cand = side("tree:c".into());
         for _ in 0..samples {
-            cand.snapshot.push_sample(&[("ops".to_string(), 10.0)].into_iter().collect());
+            cand.snapshot
+                .push_sample(&[("ops".to_string(), 10.0)].into_iter().collect());
         }
-        Marker { experiment: n, hypothesis_id: "h-1".into(), base_sha: "b".into(), measured: Measured::Ok, reference: side("tree:r".into()), candidate: cand, changed_files: vec!["src/a".into()], scope_violations: vec![], worst_cases: vec![], worker_message: String::new() }
+        Marker {
+            experiment: n,
+            hypothesis_id: "h-1".into(),
+            base_sha: "b".into(),
+            measured: Measured::Ok,
+            reference: side("tree:r".into()),
+            candidate: cand,
+            changed_files: vec!["src/a".into()],
+            scope_violations: vec![],
+            worst_cases: vec![],
+            worker_message: String::new(),
+        }
     }
 
     // O-66, O-19
     #[test]
     fn o66_markers_not_in_the_log_are_recovered_once_with_the_frozen_forecast() {
         let dir = tempfile::tempdir().unwrap();
-        let root = StateRoot { root: dir.path().to_path_buf() };
-        let mut log = ExperimentLog { hypothesis_backlog: vec![hyp("h-1", "algorithm", "low", Some(0.3))], ..ExperimentLog::default() };
-        log.run_state.pending_waits.push(PendingWait { experiment: 1, hypothesis_id: "h-1".into(), observable: "k".into(), action: "collect".into(), base_sha: "b".into(), runtime: String::new(), collected: None, backpressure: 0 });
+        let root = StateRoot {
+            root: dir.path().to_path_buf(),
+        };
+        let mut log = ExperimentLog {
+            hypothesis_backlog: vec![hyp("h-1", "algorithm", "low", Some(0.3))],
+            ..ExperimentLog::default()
+        };
+        log.run_state.pending_waits.push(PendingWait {
+            experiment: 1,
+            hypothesis_id: "h-1".into(),
+            observable: "k".into(),
+            action: "collect".into(),
+            base_sha: "b".into(),
+            runtime: String::new(),
+            collected: None,
+            backpressure: 0,
+        });
         std::fs::create_dir_all(root.experiment_worktree(1)).unwrap();
         write_marker(&root.experiment_worktree(1), &marker(1, 1)).unwrap();
-        assert_eq!(recover_markers(&root, &mut log, &spec(), "m").unwrap(), vec![1]);
+        assert_eq!(
+            recover_markers(&root, &mut log, &spec(), "m").unwrap(),
+            vec![1]
+        );
         assert_eq!(log.experiments.len(), 1);
         let e = log.entry(1).unwrap();
-        assert_eq!(e.forecast, log.hypothesis_backlog[0].opportunity, "O-19: copied from the backlog at the recovering write");
+        assert_eq!(
+            e.forecast, log.hypothesis_backlog[0].opportunity,
+            "O-19: copied from the backlog at the recovering write"
+        );
         assert_eq!(e.outcome, Outcome::Measured);
-        assert!(recover_markers(&root, &mut log, &spec(), "m").unwrap().is_empty(), "recovered exactly once");
+        assert!(
+            recover_markers(&root, &mut log, &spec(), "m")
+                .unwrap()
+                .is_empty(),
+            "recovered exactly once"
+        );
         assert_eq!(log.experiments.len(), 1);
         // a later estimate never overwrites the recorded forecast
-        log.hypothesis_backlog[0].opportunity.as_mut().unwrap().expected_benefit = "revised".into();
+        log.hypothesis_backlog[0]
+            .opportunity
+            .as_mut()
+            .unwrap()
+            .expected_benefit = "revised".into();
         write_marker(&root.experiment_worktree(1), &marker(1, 2)).unwrap();
-        assert_eq!(recover_markers(&root, &mut log, &spec(), "m").unwrap(), vec![1], "a marker with more samples refreshes the entry");
-        assert_ne!(log.entry(1).unwrap().forecast.as_ref().unwrap().expected_benefit, "revised");
-        assert_eq!(log.entry(1).unwrap().comparisons[0].candidate.snapshot.n_samples(), 2);
+        assert_eq!(
+            recover_markers(&root, &mut log, &spec(), "m").unwrap(),
+            vec![1],
+            "a marker with more samples refreshes the entry"
+        );
+        assert_ne!(
+            log.entry(1)
+                .unwrap()
+                .forecast
+                .as_ref()
+                .unwrap()
+                .expected_benefit,
+            "revised"
+        );
+        assert_eq!(
+            log.entry(1).unwrap().comparisons[0]
+                .candidate
+                .snapshot
+                .n_samples(),
+            2
+        );
     }
 }

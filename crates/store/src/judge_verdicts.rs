@@ -27,7 +27,10 @@ pub struct NewJudgeVerdict<'a> {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn record_judge_verdict(conn: &mut SqliteConnection, v: &NewJudgeVerdict<'_>) -> Result<(), StoreError> {
+pub async fn record_judge_verdict(
+    conn: &mut SqliteConnection,
+    v: &NewJudgeVerdict<'_>,
+) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO skillopt_ab_judge_verdicts (pick_id, juror, judge_runtime, judge_model, winner, created_at)
          VALUES (?, ?, ?, ?, ?, ?)
@@ -82,7 +85,10 @@ pub async fn paired_picks(db: impl SqliteExecutor<'_>) -> Result<Vec<PairedPickR
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn judges_of_challenger(db: impl SqliteExecutor<'_>, challenger_version_id: &str) -> Result<Vec<(String, String)>, StoreError> {
+pub async fn judges_of_challenger(
+    db: impl SqliteExecutor<'_>,
+    challenger_version_id: &str,
+) -> Result<Vec<(String, String)>, StoreError> {
     Ok(sqlx::query_as(
         "SELECT DISTINCT v.judge_runtime, v.judge_model FROM skillopt_ab_judge_verdicts v
          JOIN eval_review_items i ON i.item_id = v.pick_id AND i.run_id = ?

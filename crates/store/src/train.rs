@@ -189,6 +189,20 @@ pub async fn list_session_ids(
     .await?)
 }
 
+/// Every session, newest first, at most `limit` (the web console's Work and Attention pages).
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn list_sessions(
+    db: impl SqliteExecutor<'_>,
+    limit: u32,
+) -> Result<Vec<SessionRow>, StoreError> {
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {SESSION_COLUMNS} FROM skillopt_train_sessions ORDER BY created_at DESC, id DESC LIMIT ?")))
+        .bind(limit)
+        .fetch_all(db)
+        .await?)
+}
+
 /// Sets the session's mirrored state.
 ///
 /// # Errors

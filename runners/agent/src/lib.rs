@@ -36,9 +36,9 @@ mod report;
 #[cfg(feature = "exec")]
 mod runner;
 pub mod scripted;
+mod signals;
 #[cfg(feature = "exec")]
 pub mod trailer;
-mod signals;
 mod transcript;
 
 #[cfg(feature = "exec")]

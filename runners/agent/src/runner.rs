@@ -403,8 +403,12 @@ impl AgentRunner {
             invocation.process.env.entry(name).or_insert(value);
         }
         if let Some(version) = &payload.template_version {
-            let git = crate::trailer::commit_hooks(&ctx.scratch_dir, version, &invocation.process.env)
-                .map_err(|source| RunnerError::Io { context: "write the commit hooks of the template trailer".into(), source })?;
+            let git =
+                crate::trailer::commit_hooks(&ctx.scratch_dir, version, &invocation.process.env)
+                    .map_err(|source| RunnerError::Io {
+                        context: "write the commit hooks of the template trailer".into(),
+                        source,
+                    })?;
             invocation.process.env.extend(git);
         }
         if let Some(env) = &self.config.worker_env {

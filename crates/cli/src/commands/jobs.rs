@@ -4,6 +4,8 @@ mod files;
 mod logs;
 mod prune;
 
+pub(crate) use prune::pruned_line;
+
 use std::collections::BTreeMap;
 
 use anyhow::anyhow;
@@ -672,7 +674,8 @@ async fn purge(ctx: &Context, id: &str) -> CliResult {
     Ok(OK)
 }
 
-fn describe(job: &Job) -> String {
+/// What a job runs, in a few words: its command line, else `workflow/stage` (at most 60 characters).
+pub(crate) fn describe(job: &Job) -> String {
     let p = &job.spec.payload;
     let what = if let Some(argv) = p.pointer("/command/argv").and_then(Value::as_array) {
         argv.iter()

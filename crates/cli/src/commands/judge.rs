@@ -40,7 +40,15 @@ pub struct JudgeAgreement {
 impl JudgeAgreement {
     /// `codex (model gpt-5)` / `scripted (model not named)`.
     pub fn name(&self) -> String {
-        format!("{} ({})", self.runtime, if self.model.is_empty() { "model not named".to_owned() } else { format!("model {}", self.model) })
+        format!(
+            "{} ({})",
+            self.runtime,
+            if self.model.is_empty() {
+                "model not named".to_owned()
+            } else {
+                format!("model {}", self.model)
+            }
+        )
     }
 }
 
@@ -62,10 +70,20 @@ pub async fn agreements(ctx: &Context) -> Result<Vec<JudgeAgreement>, CliError> 
     let mut by_judge: BTreeMap<(String, String), Vec<PairedPick>> = BTreeMap::new();
     for r in rows {
         if let (Some(h), Some(j)) = (role(&r.human), role(&r.judge)) {
-            by_judge.entry((r.judge_runtime, r.judge_model)).or_default().push((h, j));
+            by_judge
+                .entry((r.judge_runtime, r.judge_model))
+                .or_default()
+                .push((h, j));
         }
     }
-    Ok(by_judge.into_iter().map(|((runtime, model), picks)| JudgeAgreement { runtime, model, agreement: Agreement::of(&picks) }).collect())
+    Ok(by_judge
+        .into_iter()
+        .map(|((runtime, model), picks)| JudgeAgreement {
+            runtime,
+            model,
+            agreement: Agreement::of(&picks),
+        })
+        .collect())
 }
 
 /// Whether the judge `runtime` / `model` is measured under `gate`: `Err` says why not (a judge
@@ -73,9 +91,17 @@ pub async fn agreements(ctx: &Context) -> Result<Vec<JudgeAgreement>, CliError> 
 ///
 /// # Errors
 /// The reason, in words; exit-code errors reading the store are the outer `Result`'s.
-pub async fn measured(ctx: &Context, gate: JudgeGate, runtime: &str, model: &str) -> Result<Result<(), String>, CliError> {
+pub async fn measured(
+    ctx: &Context,
+    gate: JudgeGate,
+    runtime: &str,
+    model: &str,
+) -> Result<Result<(), String>, CliError> {
     let all = agreements(ctx).await?;
-    let agreement = all.iter().find(|a| a.runtime == runtime && a.model == model).map_or_else(|| Agreement::of(&[]), |a| a.agreement);
+    let agreement = all
+        .iter()
+        .find(|a| a.runtime == runtime && a.model == model)
+        .map_or_else(|| Agreement::of(&[]), |a| a.agreement);
     Ok(agreement.measured(gate.floor, gate.min_picks))
 }
 
@@ -84,7 +110,12 @@ pub async fn measured(ctx: &Context, gate: JudgeGate, runtime: &str, model: &str
 /// # Errors
 /// Exit 2 for an invalid `[skillopt] judge_kappa_floor` / `judge_min_paired_picks`.
 pub fn gate(ctx: &Context) -> Result<Option<JudgeGate>, CliError> {
-    ctx.config.skillopt.judge_gate().map_err(|e| CliError::usage(anyhow!("{e} (in `{}`)", ctx.home.join(crate::config::CONFIG_FILE).display())))
+    ctx.config.skillopt.judge_gate().map_err(|e| {
+        CliError::usage(anyhow!(
+            "{e} (in `{}`)",
+            ctx.home.join(crate::config::CONFIG_FILE).display()
+        ))
+    })
 }
 
 /// Runs `skillforge judge …`.
@@ -96,7 +127,8 @@ pub async fn run(ctx: &Context, cmd: JudgeCommand) -> CliResult {
         let rows: Vec<_> = judges
             .iter()
             .map(|j| {
-                let mut v = json!({"runtime": j.runtime, "model": j.model, "agreement": j.agreement});
+                let mut v =
+                    json!({"runtime": j.runtime, "model": j.model, "agreement": j.agreement});
                 if let Some(g) = gate {
                     let verdict = j.agreement.measured(g.floor, g.min_picks);
                     v["measured"] = json!(verdict.is_ok());
@@ -107,12 +139,17 @@ pub async fn run(ctx: &Context, cmd: JudgeCommand) -> CliResult {
                 v
             })
             .collect();
-        let gate_json = gate.map(|g| json!({"judge_kappa_floor": g.floor, "judge_min_paired_picks": g.min_picks}));
-        print_json(&json!({"judges": rows, "gate": gate_json, "interval": "Cohen's kappa ± 1.96 · Cohen (1960) standard error, 95%"}));
+        let gate_json = gate
+            .map(|g| json!({"judge_kappa_floor": g.floor, "judge_min_paired_picks": g.min_picks}));
+        print_json(
+            &json!({"judges": rows, "gate": gate_json, "interval": "Cohen's kappa ± 1.96 · Cohen (1960) standard error, 95%"}),
+        );
         return Ok(OK);
     }
     if judges.is_empty() {
-        println!("no judge has picked beside a human yet: run `skillforge ab AGENT PROMPT --judge --pick a|b` to collect paired picks");
+        println!(
+            "no judge has picked beside a human yet: run `skillforge ab AGENT PROMPT --judge --pick a|b` to collect paired picks"
+        );
         return Ok(OK);
     }
     for j in &judges {
@@ -126,7 +163,9 @@ pub async fn run(ctx: &Context, cmd: JudgeCommand) -> CliResult {
         println!("{}: {}{verdict}", j.name(), j.agreement.human());
     }
     if gate.is_none() {
-        println!("no gate: set `[skillopt] judge_kappa_floor` and `judge_min_paired_picks` to count only measured judges");
+        println!(
+            "no gate: set `[skillopt] judge_kappa_floor` and `judge_min_paired_picks` to count only measured judges"
+        );
     }
     Ok(OK)
 }

@@ -16,22 +16,22 @@
 
 use std::time::Duration;
 
+use crate::families;
 use anyhow::anyhow;
 use clap::Args;
 use skillforge_engine::ingest::run_ingestion;
 use skillforge_engine::placement::{PLACEMENT_CHECK_EVERY, run_placement_deadline};
 use skillforge_engine::reaper::{DEFAULT_REAP_EVERY, run_reaper_reporting};
 use skillforge_engine::retention::{DEFAULT_PRUNE_EVERY, run_pruner};
-use crate::families;
 use skillforge_stage::Wait;
 
+use crate::context::Context;
 use crate::control::args::queue_label;
 use crate::control::events::EventsState;
 use crate::control::github_watch::{DEFAULT_WATCH_EVERY_SECS, GithubWatch, run_github_watch};
-use skillforge_forge::github::GitHub;
 use crate::control::signals::shutdown_on_signal;
-use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
+use skillforge_forge::github::GitHub;
 
 /// Environment variable holding the webhook secret (wins over `[server] webhook_secret`).
 pub const WEBHOOK_SECRET_ENV: &str = "SKILLFORGE_WEBHOOK_SECRET";
@@ -43,7 +43,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 200)]
     ingest_every_ms: u64,
     /// Serve HTTP on this address (e.g. `127.0.0.1:8787`): `GET /metrics`, `/health`, `/ready`,
-    /// and `POST /events` (which needs a webhook secret); default `[server] listen`, else off.
+    /// `POST /events` (which needs a webhook secret) and, with a console token set, the web
+    /// console; default `[server] listen`, else off.
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
     /// Seconds between canary regression-window checks (graduate / roll back / hold); 0 = off.
@@ -58,18 +59,38 @@ pub struct ServeArgs {
 /// Runs the reaper, the ingestion loop and, with `--listen`, the HTTP server until a signal.
 pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     raise_fd_limit();
-    let listen = args.listen.clone().or_else(|| ctx.config.server.listen.clone());
+    let listen = args
+        .listen
+        .clone()
+        .or_else(|| ctx.config.server.listen.clone());
     let secret = webhook_secret(ctx);
-    let harvest_config = ctx.config.skillopt.harvest_config(&ctx.home).map_err(CliError::usage)?;
+    let harvest_config = ctx
+        .config
+        .skillopt
+        .harvest_config(&ctx.home)
+        .map_err(CliError::usage)?;
+    // The web console (issue 36 item 1): served with `--listen` when a console token is set.
+    let tokens = crate::console::access::Tokens::load(&ctx.config.server, &ctx.home)
+        .map_err(|e| CliError::usage(anyhow!(e)))?;
     let github = &ctx.config.github;
-    let watch_repos = github.watch_repos().map_err(|e| CliError::usage(anyhow!(e)))?;
+    let watch_repos = github
+        .watch_repos()
+        .map_err(|e| CliError::usage(anyhow!(e)))?;
     let forge = GitHub::new(&github.client_config()).map_err(|e| CliError::usage(anyhow!(e)))?;
     // A webhook's PR commits are read for a `Skillforge-Template` trailer only with a token: an
     // anonymous `serve` makes no GitHub call on a delivery (issue 37 item 8).
     let commits_forge: Option<std::sync::Arc<dyn skillforge_forge::Forge>> =
-        github.client_config().token.is_some().then(|| std::sync::Arc::new(forge.clone()) as std::sync::Arc<dyn skillforge_forge::Forge>);
-    let every = Duration::from_secs(github.watch_every_secs.unwrap_or(DEFAULT_WATCH_EVERY_SECS).max(1));
+        github.client_config().token.is_some().then(|| {
+            std::sync::Arc::new(forge.clone()) as std::sync::Arc<dyn skillforge_forge::Forge>
+        });
+    let every = Duration::from_secs(
+        github
+            .watch_every_secs
+            .unwrap_or(DEFAULT_WATCH_EVERY_SECS)
+            .max(1),
+    );
     let retention = ctx.config.queue.retention()?;
+    let console_retention = retention.clone();
     let backend = ctx.queue_checked().await?;
     let store = ctx.store().await?;
     // One control plane per home: a second `serve` would run every loop twice over one store.
@@ -83,20 +104,43 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     // A queue that lost its data while no process watched it (issue 32 item 5); before the
     // line below, which says the epoch is read and recorded.
     check_epoch(ctx, backend.as_ref(), &store).await;
-    eprintln!("control plane on {} with store {}", queue_label(ctx), ctx.home.display());
+    eprintln!(
+        "control plane on {} with store {}",
+        queue_label(ctx),
+        ctx.home.display()
+    );
     let handlers = families::for_home(&ctx.home);
-    let pruner = run_pruner(backend.as_ref(), retention, DEFAULT_PRUNE_EVERY, shutdown.clone());
+    let pruner = run_pruner(
+        backend.as_ref(),
+        retention,
+        DEFAULT_PRUNE_EVERY,
+        shutdown.clone(),
+    );
     let (loss_tx, mut losses) = tokio::sync::mpsc::unbounded_channel();
-    let reaper = run_reaper_reporting(backend.as_ref(), DEFAULT_REAP_EVERY, shutdown.clone(), Some(loss_tx));
+    let reaper = run_reaper_reporting(
+        backend.as_ref(),
+        DEFAULT_REAP_EVERY,
+        shutdown.clone(),
+        Some(loss_tx),
+    );
     // Jobs no live worker can take fail after `[queue] unplaceable_after_secs` (issue 35 item 6).
-    let placement = run_placement_deadline(backend.as_ref(), ctx.config.queue.unplaceable_after(), PLACEMENT_CHECK_EVERY, shutdown.clone());
+    let placement = run_placement_deadline(
+        backend.as_ref(),
+        ctx.config.queue.unplaceable_after(),
+        PLACEMENT_CHECK_EVERY,
+        shutdown.clone(),
+    );
     // A lost queue namespace: say which of the store's pending work went with it (item 6).
     let lost = async {
         while let Some(loss) = losses.recv().await {
             record_epoch(ctx, &store, &loss.current_epoch).await;
             match skillforge_stage::lost_work(backend.as_ref(), &store).await {
-                Ok(work) => tracing::error!(namespace = %loss.namespace, missing = work.missing.len(), "{work}"),
-                Err(e) => tracing::error!(error = %e, "could not list the store's pending work the queue lost"),
+                Ok(work) => {
+                    tracing::error!(namespace = %loss.namespace, missing = work.missing.len(), "{work}")
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "could not list the store's pending work the queue lost")
+                }
             }
         }
     };
@@ -112,7 +156,11 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     let http = async {
         let Some(listener) = listener else { return };
         // The server's parts, composed in this one place: each is a router with its own state.
-        let metrics = crate::control::metrics::MetricsState { backend: backend.clone(), store: Some(store.clone()), worker: None };
+        let metrics = crate::control::metrics::MetricsState {
+            backend: backend.clone(),
+            store: Some(store.clone()),
+            worker: None,
+        };
         let mut parts = vec![crate::control::metrics::router(metrics)];
         match secret {
             Some(secret) => parts.push(crate::control::events::router(EventsState {
@@ -124,14 +172,37 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
                 evidence: evidence.clone(),
             })),
             None => {
-                eprintln!("POST /events answers 503: set {WEBHOOK_SECRET_ENV} or [server] webhook_secret to receive webhooks and CI reports");
+                eprintln!(
+                    "POST /events answers 503: set {WEBHOOK_SECRET_ENV} or [server] webhook_secret to receive webhooks and CI reports"
+                );
                 parts.push(crate::control::events::router_off(WEBHOOK_SECRET_ENV));
             }
         }
-        if let Ok(addr) = listener.local_addr() {
-            eprintln!("listening on http://{addr}: /metrics, /health, /ready, /events");
+        let console = tokens.any();
+        if console {
+            let state = crate::console::ConsoleState::new(
+                backend.clone(),
+                store.clone(),
+                ctx.home.clone(),
+                console_retention,
+                tokens.clone(),
+            );
+            parts.push(crate::console::router(std::sync::Arc::new(state)));
         }
-        crate::control::http::serve(listener, crate::control::http::router(parts), shutdown.clone()).await;
+        if let Ok(addr) = listener.local_addr() {
+            let console = if console {
+                " and the web console at /"
+            } else {
+                ""
+            };
+            eprintln!("listening on http://{addr}: /metrics, /health, /ready, /events{console}");
+        }
+        crate::control::http::serve(
+            listener,
+            crate::control::http::router(parts),
+            shutdown.clone(),
+        )
+        .await;
     };
     let canaries = async {
         if args.canary_check_every_secs == 0 {
@@ -141,7 +212,11 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         // The decision jobs: on the embedded queue waited for (an in-process worker runs them when
         // none is live); on a shared queue submitted only — a fleet worker runs them, this
         // ingestion applies them, and the next check finds them by key.
-        let wait = if ctx.queue_url.is_embedded() { Wait::Block } else { Wait::Return };
+        let wait = if ctx.queue_url.is_embedded() {
+            Wait::Block
+        } else {
+            Wait::Return
+        };
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
@@ -161,12 +236,40 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         if args.decide_every_ms == 0 || ctx.config.skillopt.auto_promote != Some(true) {
             return;
         }
-        redecide_on_evidence(ctx, &store, Duration::from_millis(args.decide_every_ms.max(10)), &evidence, shutdown.clone()).await;
+        redecide_on_evidence(
+            ctx,
+            &store,
+            Duration::from_millis(args.decide_every_ms.max(10)),
+            &evidence,
+            shutdown.clone(),
+        )
+        .await;
     };
     let settings = watch_settings(backend.as_ref(), &store, shutdown.clone());
-    let github_watch =
-        run_github_watch(GithubWatch { forge, repos: watch_repos, every, home: ctx.home.clone() }, &store, &backend, &harvest_config, shutdown.clone());
-    tokio::join!(reaper, placement, pruner, ingestion, http, canaries, guardrails, lost, settings, github_watch);
+    let github_watch = run_github_watch(
+        GithubWatch {
+            forge,
+            repos: watch_repos,
+            every,
+            home: ctx.home.clone(),
+        },
+        &store,
+        &backend,
+        &harvest_config,
+        shutdown.clone(),
+    );
+    tokio::join!(
+        reaper,
+        placement,
+        pruner,
+        ingestion,
+        http,
+        canaries,
+        guardrails,
+        lost,
+        settings,
+        github_watch
+    );
     Ok(OK)
 }
 
@@ -189,7 +292,9 @@ async fn redecide_on_evidence(
         match crate::control::promotion::reevaluate_pending(ctx, store, &mut decided).await {
             Ok(redecided) => {
                 for r in redecided {
-                    let samples = r.samples.map_or_else(|| "unreadable".to_owned(), |n| n.to_string());
+                    let samples = r
+                        .samples
+                        .map_or_else(|| "unreadable".to_owned(), |n| n.to_string());
                     tracing::info!(version = %r.version_id, samples = %samples, "guardrails re-run on new evidence: {}", r.report.reason);
                 }
             }
@@ -223,7 +328,10 @@ fn hold_serve_lock(home: &std::path::Path) -> Result<std::fs::File, CliError> {
     match file.try_lock() {
         Ok(()) => {
             // Best effort: the pid is for the message of a second `serve`, the lock is the guard.
-            let _ = file.set_len(0).and_then(|()| file.rewind()).and_then(|()| write!(file, "{}", std::process::id()));
+            let _ = file
+                .set_len(0)
+                .and_then(|()| file.rewind())
+                .and_then(|()| write!(file, "{}", std::process::id()));
             Ok(file)
         }
         Err(std::fs::TryLockError::WouldBlock) => {
@@ -239,7 +347,9 @@ fn hold_serve_lock(home: &std::path::Path) -> Result<std::fs::File, CliError> {
                 home.display()
             )))
         }
-        Err(std::fs::TryLockError::Error(e)) => Err(CliError::env(anyhow!("lock {}: {e}", path.display()))),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(CliError::env(anyhow!("lock {}: {e}", path.display())))
+        }
     }
 }
 
@@ -249,7 +359,9 @@ fn hold_serve_lock(home: &std::path::Path) -> Result<std::fs::File, CliError> {
 /// before the hard one. A failure is logged; `serve` runs on with the limit it has.
 fn raise_fd_limit() {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return };
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
     if soft >= hard {
         return;
     }
@@ -262,19 +374,33 @@ fn raise_fd_limit() {
 /// Re-checks the queue server's settings every `SETTINGS_CHECK_EVERY` (issue 32 item 1): when
 /// one turns unsafe under the running fleet (Redis `maxmemory-policy` changed to an evicting
 /// one), names the store's pending work it puts at risk (the reaper logs the setting itself).
-async fn watch_settings(backend: &dyn skillforge_engine::QueueBackend, store: &skillforge_store::Store, shutdown: tokio_util::sync::CancellationToken) {
+async fn watch_settings(
+    backend: &dyn skillforge_engine::QueueBackend,
+    store: &skillforge_store::Store,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
     let mut was_unsafe = false;
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(skillforge_engine::reaper::SETTINGS_CHECK_EVERY) => {}
         }
-        let Ok(now) = backend.check_settings().await else { continue };
+        let Ok(now) = backend.check_settings().await else {
+            continue;
+        };
         let is_unsafe = now.is_some();
         if let Some(problem) = now.filter(|_| !was_unsafe) {
-            match skillforge_store::submitted::pending(store.pool(), skillforge_stage::lost::LOST_WORK_CHECK_LIMIT).await {
+            match skillforge_store::submitted::pending(
+                store.pool(),
+                skillforge_stage::lost::LOST_WORK_CHECK_LIMIT,
+            )
+            .await
+            {
                 Ok((rows, total)) if total > 0 => {
-                    let ids: Vec<String> = rows.iter().map(|r| format!("{} ({}/{})", r.job_id, r.workflow, r.stage)).collect();
+                    let ids: Vec<String> = rows
+                        .iter()
+                        .map(|r| format!("{} ({}/{})", r.job_id, r.workflow, r.stage))
+                        .collect();
                     tracing::error!(setting = %problem.setting, value = %problem.value, pending = total,
                         "{total} job(s) the store awaits may be evicted from the queue: {}", ids.join(", "));
                 }
@@ -297,9 +423,17 @@ fn queue_key(ctx: &Context) -> String {
 /// Compares the queue's namespace epoch with the one the store recorded when a control plane
 /// last ran, and records the current one. A different epoch means the queue lost its data while
 /// nothing watched it: logged as an error with the store's pending work the queue no longer has.
-async fn check_epoch(ctx: &Context, backend: &dyn skillforge_engine::QueueBackend, store: &skillforge_store::Store) {
-    let Some(epoch) = backend.namespace_epoch() else { return };
-    match skillforge_store::queue_epochs::check_and_record(store.pool(), &queue_key(ctx), &epoch).await {
+async fn check_epoch(
+    ctx: &Context,
+    backend: &dyn skillforge_engine::QueueBackend,
+    store: &skillforge_store::Store,
+) {
+    let Some(epoch) = backend.namespace_epoch() else {
+        return;
+    };
+    match skillforge_store::queue_epochs::check_and_record(store.pool(), &queue_key(ctx), &epoch)
+        .await
+    {
         Ok(None) => {}
         Ok(Some(previous)) => {
             tracing::error!(previous_epoch = %previous, current_epoch = %epoch,
@@ -307,16 +441,22 @@ async fn check_epoch(ctx: &Context, backend: &dyn skillforge_engine::QueueBacken
                  (now `{epoch}`); every job enqueued before is missing. Was redis-server restarted without persistence or flushed?");
             match skillforge_stage::lost_work(backend, store).await {
                 Ok(work) => tracing::error!(missing = work.missing.len(), "{work}"),
-                Err(e) => tracing::error!(error = %e, "could not list the store's pending work the queue lost"),
+                Err(e) => {
+                    tracing::error!(error = %e, "could not list the store's pending work the queue lost")
+                }
             }
         }
-        Err(e) => tracing::warn!(error = %e, "could not compare the queue's epoch with the store's"),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not compare the queue's epoch with the store's")
+        }
     }
 }
 
 /// Records `epoch` as the queue's current one in the store (after a loss seen while running).
 async fn record_epoch(ctx: &Context, store: &skillforge_store::Store, epoch: &str) {
-    if let Err(e) = skillforge_store::queue_epochs::check_and_record(store.pool(), &queue_key(ctx), epoch).await {
+    if let Err(e) =
+        skillforge_store::queue_epochs::check_and_record(store.pool(), &queue_key(ctx), epoch).await
+    {
         tracing::warn!(error = %e, "could not record the queue's new epoch in the store");
     }
 }
@@ -328,4 +468,3 @@ fn webhook_secret(ctx: &Context) -> Option<Vec<u8>> {
         .filter(|s| !s.is_empty())
         .map(String::into_bytes)
 }
-

@@ -5,9 +5,9 @@ use std::time::Duration;
 use clap::Args;
 use skillforge_engine::worker::{Worker, WorkerConfig};
 
+use crate::context::Context;
 use crate::control::args::queue_label;
 use crate::control::signals::shutdown_on_signal;
-use crate::context::Context;
 use crate::exit::{CliError, CliResult, OK};
 use crate::output::print_json;
 
@@ -47,13 +47,19 @@ pub struct WorkerArgs {
 pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
     let concurrency = concurrency(args.concurrency, ctx.config.worker.concurrency)?;
     // Bound before the queue is opened: a bad address is the user's input (exit 2).
-    let listener = match args.metrics.as_deref().or(ctx.config.worker.metrics.as_deref()) {
+    let listener = match args
+        .metrics
+        .as_deref()
+        .or(ctx.config.worker.metrics.as_deref())
+    {
         Some(addr) => Some(crate::control::http::bind("--metrics", addr).await?),
         None => None,
     };
     let backend = ctx.queue_checked().await?;
     let mut config = WorkerConfig::new(
-        args.name.or_else(|| ctx.config.worker.name.clone()).unwrap_or_else(|| "worker".to_owned()),
+        args.name
+            .or_else(|| ctx.config.worker.name.clone())
+            .unwrap_or_else(|| "worker".to_owned()),
         ctx.scratch_root(),
     );
     config.queues = args.queues;
@@ -70,7 +76,14 @@ pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
     let worker = Worker::new(config, backend.clone(), crate::runners::all());
     let identity = worker.identity().clone();
     let labels_shown = skillforge_engine::labels::normalize(&labels).join(", ");
-    eprintln!("worker {} (host {}, pid {}) on {}; labels {}", identity.worker_id, identity.host, identity.pid, queue_label(ctx), labels_shown);
+    eprintln!(
+        "worker {} (host {}, pid {}) on {}; labels {}",
+        identity.worker_id,
+        identity.host,
+        identity.pid,
+        queue_label(ctx),
+        labels_shown
+    );
     let shutdown = shutdown_on_signal();
     let http = listener.map(|listener| {
         if let Ok(addr) = listener.local_addr() {
@@ -79,7 +92,10 @@ pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
         let state = crate::control::metrics::MetricsState {
             backend,
             store: None,
-            worker: Some(crate::control::metrics::WorkerView { worker_id: identity.worker_id.clone(), health }),
+            worker: Some(crate::control::metrics::WorkerView {
+                worker_id: identity.worker_id.clone(),
+                health,
+            }),
         };
         let app = crate::control::http::router([crate::control::metrics::router(state)]);
         tokio::spawn(crate::control::http::serve(listener, app, shutdown.clone()))
@@ -106,7 +122,11 @@ pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
     if report.left_stale.is_empty() {
         return Ok(OK);
     }
-    let ids: Vec<&str> = report.left_stale.iter().map(|(id, _)| id.as_str()).collect();
+    let ids: Vec<&str> = report
+        .left_stale
+        .iter()
+        .map(|(id, _)| id.as_str())
+        .collect();
     Err(CliError::env(anyhow::anyhow!(
         "{} lease(s) could not be handed back ({}): they go stale after their stale_after and the reaper recovers them",
         ids.len(),

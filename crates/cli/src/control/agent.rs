@@ -9,8 +9,8 @@ use skillforge_engine::{JobState, QueueBackend};
 use skillforge_runner::ExitClass;
 use skillforge_runner_agent::{AgentPayload, AgentReport};
 
-use crate::control::waiter::{await_job, submit_checked};
 use crate::context::Context;
+use crate::control::waiter::{await_job, submit_checked};
 use crate::exit::CliError;
 
 /// An agent call to make.
@@ -47,28 +47,43 @@ pub struct AgentAnswer {
 ///
 /// # Errors
 /// Exit 3 when the queue is unreachable or the job did not succeed (its state and error named).
-pub async fn call_agent(ctx: &Context, backend: &Arc<dyn QueueBackend>, call: AgentCall<'_>) -> Result<AgentAnswer, CliError> {
+pub async fn call_agent(
+    ctx: &Context,
+    backend: &Arc<dyn QueueBackend>,
+    call: AgentCall<'_>,
+) -> Result<AgentAnswer, CliError> {
     let mut payload = AgentPayload::new(call.runtime, call.prompt);
     payload.template_version = call.template_version;
-    let stages: skillforge_stage::WorkflowDef = call.stages.for_home(&ctx.home).map_err(CliError::usage)?;
-    let spec = stages.stage(call.stage).job(&payload, Some(call.key)).map_err(CliError::usage)?;
+    let stages: skillforge_stage::WorkflowDef =
+        call.stages.for_home(&ctx.home).map_err(CliError::usage)?;
+    let spec = stages
+        .stage(call.stage)
+        .job(&payload, Some(call.key))
+        .map_err(CliError::usage)?;
     let enqueued = submit_checked(ctx, backend.as_ref(), &spec).await?.enqueued;
     let job = await_job(ctx, backend, &enqueued.job_id, true).await?;
-    let report: Option<AgentReport> =
-        job.outcome.as_ref().and_then(|o| serde_json::from_value(o.detail.clone()).ok());
+    let report: Option<AgentReport> = job
+        .outcome
+        .as_ref()
+        .and_then(|o| serde_json::from_value(o.detail.clone()).ok());
     match (&job.state, report) {
-        (JobState::Succeeded, Some(report)) if report.exit == ExitClass::Passed => Ok(AgentAnswer {
-            job_id: job.id.clone(),
-            message: report.final_message.unwrap_or_default(),
-            model: report.model,
-        }),
+        (JobState::Succeeded, Some(report)) if report.exit == ExitClass::Passed => {
+            Ok(AgentAnswer {
+                job_id: job.id.clone(),
+                message: report.final_message.unwrap_or_default(),
+                model: report.model,
+            })
+        }
         (state, _) => Err(CliError::env(anyhow!(
             "agent job {} ({} {}, runtime {}) ended {state}: {}",
             job.id,
             call.stages.workflow,
             call.stage,
             call.runtime,
-            job.error.clone().or_else(|| failure_text(&job)).unwrap_or_else(|| "no answer".to_owned())
+            job.error
+                .clone()
+                .or_else(|| failure_text(&job))
+                .unwrap_or_else(|| "no answer".to_owned())
         ))),
     }
 }
@@ -81,5 +96,8 @@ fn failure_text(job: &skillforge_engine::Job) -> Option<String> {
         return Some(reason.clone());
     }
     let report: AgentReport = serde_json::from_value(outcome.detail.clone()).ok()?;
-    report.final_message.filter(|m| !m.trim().is_empty()).map(|m| format!("{}: {m}", outcome.exit.label()))
+    report
+        .final_message
+        .filter(|m| !m.trim().is_empty())
+        .map(|m| format!("{}: {m}", outcome.exit.label()))
 }

@@ -12,9 +12,14 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use serde_json::{Value, json};
 use skillforge_engine::QueueBackend;
+use skillforge_skillopt::harvest::webhook::{
+    EVENT_HEADER, SIGNATURE_HEADER, WebhookError, needs_commit_trailer, parse_event,
+    verify_signature,
+};
+use skillforge_skillopt::harvest::{
+    HarvestConfig, HarvestEvent, available_reviewers, dispatch_legs, harvest, trailer,
+};
 use skillforge_store::Store;
-use skillforge_skillopt::harvest::webhook::{EVENT_HEADER, SIGNATURE_HEADER, WebhookError, needs_commit_trailer, parse_event, verify_signature};
-use skillforge_skillopt::harvest::{HarvestConfig, HarvestEvent, available_reviewers, dispatch_legs, harvest, trailer};
 use tracing::{info, warn};
 
 /// What the endpoint needs: the control plane's store and queue, the harvester's config, the secret.
@@ -57,7 +62,10 @@ pub fn router(state: EventsState) -> axum::Router {
     axum::Router::new()
         .route("/events", post(post_events))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(Arc::new(Endpoint { state, unverified: Arc::new(tokio::sync::Semaphore::new(UNVERIFIED_BODY_BUDGET_BYTES)) }))
+        .with_state(Arc::new(Endpoint {
+            state,
+            unverified: Arc::new(tokio::sync::Semaphore::new(UNVERIFIED_BODY_BUDGET_BYTES)),
+        }))
 }
 
 /// The `POST /events` part when no webhook secret is configured: every request is 503 with the
@@ -91,27 +99,57 @@ fn is_signature_shaped(header: Option<&str>) -> bool {
 /// Reads `body` up to [`MAX_BODY_BYTES`], each chunk first taking its size from the endpoint's
 /// budget of unverified bytes (held until the caller verifies the body and drops the permit).
 /// A declared or actual size over the cap is 413, a budget used up by other clients 503.
-async fn read_body(endpoint: &Endpoint, headers: &HeaderMap, body: axum::body::Body) -> Result<(Bytes, tokio::sync::OwnedSemaphorePermit), Reply> {
+async fn read_body(
+    endpoint: &Endpoint,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+) -> Result<(Bytes, tokio::sync::OwnedSemaphorePermit), Reply> {
     use futures::StreamExt;
-    let too_large = || reply(StatusCode::PAYLOAD_TOO_LARGE, json!({"error": format!("the body is over {MAX_BODY_BYTES} bytes")}));
+    let too_large = || {
+        reply(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            json!({"error": format!("the body is over {MAX_BODY_BYTES} bytes")}),
+        )
+    };
     let busy = || {
         warn!("refused an event body: too many unverified bodies are being read");
-        reply(StatusCode::SERVICE_UNAVAILABLE, json!({"error": "too many event bodies are being read at once; try again"}))
+        reply(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"error": "too many event bodies are being read at once; try again"}),
+        )
     };
-    let declared = headers.get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    let declared = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
         return Err(too_large());
     }
-    let mut held = endpoint.unverified.clone().try_acquire_many_owned(0).map_err(|_| busy())?;
+    let mut held = endpoint
+        .unverified
+        .clone()
+        .try_acquire_many_owned(0)
+        .map_err(|_| busy())?;
     let mut buf = Vec::with_capacity(declared.unwrap_or(0));
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| reply(StatusCode::BAD_REQUEST, json!({"error": format!("read the body: {e}")})))?;
+        let chunk = chunk.map_err(|e| {
+            reply(
+                StatusCode::BAD_REQUEST,
+                json!({"error": format!("read the body: {e}")}),
+            )
+        })?;
         if buf.len() + chunk.len() > MAX_BODY_BYTES {
             return Err(too_large());
         }
         let n = u32::try_from(chunk.len()).map_err(|_| too_large())?;
-        held.merge(endpoint.unverified.clone().try_acquire_many_owned(n).map_err(|_| busy())?);
+        held.merge(
+            endpoint
+                .unverified
+                .clone()
+                .try_acquire_many_owned(n)
+                .map_err(|_| busy())?,
+        );
         buf.extend_from_slice(&chunk);
     }
     Ok((Bytes::from(buf), held))
@@ -122,10 +160,18 @@ async fn read_body(endpoint: &Endpoint, headers: &HeaderMap, body: axum::body::B
 /// [`UNVERIFIED_BODY_BUDGET_BYTES`] are being read unverified, 400 bad payload, 500 when the
 /// harvest could not be written (recorded as `auto_trace_harvest_failed`), 202 when the
 /// harvester is off (S-13: the body is not even parsed), else 200 with the rows.
-async fn post_events(State(endpoint): State<Arc<Endpoint>>, headers: HeaderMap, body: axum::body::Body) -> Reply {
+async fn post_events(
+    State(endpoint): State<Arc<Endpoint>>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Reply {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     if !is_signature_shaped(header(SIGNATURE_HEADER)) {
-        let e = if header(SIGNATURE_HEADER).is_none() { WebhookError::MissingSignature } else { WebhookError::BadSignature };
+        let e = if header(SIGNATURE_HEADER).is_none() {
+            WebhookError::MissingSignature
+        } else {
+            WebhookError::BadSignature
+        };
         warn!(error = %e, "refused an unsigned or mis-signed event");
         return reply(StatusCode::UNAUTHORIZED, json!({"error": e.to_string()}));
     }
@@ -141,10 +187,16 @@ async fn post_events(State(endpoint): State<Arc<Endpoint>>, headers: HeaderMap, 
         return reply(StatusCode::UNAUTHORIZED, json!({"error": e.to_string()}));
     }
     let Some(kind) = header(EVENT_HEADER) else {
-        return reply(StatusCode::BAD_REQUEST, json!({"error": WebhookError::MissingEvent.to_string()}));
+        return reply(
+            StatusCode::BAD_REQUEST,
+            json!({"error": WebhookError::MissingEvent.to_string()}),
+        );
     };
     if !state.config.is_enabled() {
-        return reply(StatusCode::ACCEPTED, json!({"harvested": false, "reason": "auto_trace_disabled"}));
+        return reply(
+            StatusCode::ACCEPTED,
+            json!({"harvested": false, "reason": "auto_trace_disabled"}),
+        );
     }
     let mut events = match parse_event(kind, &body) {
         Ok(events) => events,
@@ -162,7 +214,11 @@ async fn post_events(State(endpoint): State<Arc<Endpoint>>, headers: HeaderMap, 
         match harvest(&state.store, &state.config, event, &reviewers).await {
             Ok(report) => {
                 match dispatch_legs(state.backend.as_ref(), &state.store, &report.legs).await {
-                    Ok(enqueued) => legs.extend(enqueued.into_iter().map(|(leg, id)| json!({"leg": leg.name(), "job_id": id}))),
+                    Ok(enqueued) => legs.extend(
+                        enqueued
+                            .into_iter()
+                            .map(|(leg, id)| json!({"leg": leg.name(), "job_id": id})),
+                    ),
                     Err(e) => warn!(error = %e, "harvest legs not dispatched"),
                 }
                 rows.extend(report.rows);
@@ -170,11 +226,19 @@ async fn post_events(State(endpoint): State<Arc<Endpoint>>, headers: HeaderMap, 
                 attributed.extend(report.attributed);
             }
             Err(e) => {
-                return reply(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": format!("harvest failed: {e}")}));
+                return reply(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    json!({"error": format!("harvest failed: {e}")}),
+                );
             }
         }
     }
-    info!(event = kind, n_rows = rows.len(), n_legs = legs.len(), "event harvested");
+    info!(
+        event = kind,
+        n_rows = rows.len(),
+        n_legs = legs.len(),
+        "event harvested"
+    );
     if !rows.is_empty() {
         state.evidence.notify_one();
     }
@@ -189,17 +253,38 @@ async fn post_events(State(endpoint): State<Arc<Endpoint>>, headers: HeaderMap, 
 /// carries a `Skillforge-Template` trailer (the newest that does), puts its attribution before
 /// the PR's outcome in `events`. A failed read is logged and the delivery goes on unattributed
 /// (the PR watcher, or `harvest attribute`, can still attribute it).
-async fn commit_trailer(forge: &dyn skillforge_forge::Forge, repo: &str, pr: i64, events: &mut Vec<HarvestEvent>) {
-    let (Ok(reference), Ok(number)) = (skillforge_forge::RepoRef::parse(repo), u64::try_from(pr)) else { return };
+async fn commit_trailer(
+    forge: &dyn skillforge_forge::Forge,
+    repo: &str,
+    pr: i64,
+    events: &mut Vec<HarvestEvent>,
+) {
+    let (Ok(reference), Ok(number)) = (skillforge_forge::RepoRef::parse(repo), u64::try_from(pr))
+    else {
+        return;
+    };
     let commits = match forge.list_pull_commits(&reference, number).await {
-        Ok(commits) => commits.into_iter().map(|c| (c.sha, c.commit.message)).collect::<Vec<_>>(),
+        Ok(commits) => commits
+            .into_iter()
+            .map(|c| (c.sha, c.commit.message))
+            .collect::<Vec<_>>(),
         Err(e) => {
             warn!(repo, pr, error = %e, "could not read the PR's commits for a Skillforge-Template trailer");
             return;
         }
     };
     if let Some(trailer) = trailer::find(None, &commits) {
-        let at = events.iter().position(|e| matches!(e, HarvestEvent::Outcome { .. })).unwrap_or(0);
-        events.insert(at, HarvestEvent::Attributed { repo: repo.to_owned(), pr, trailer });
+        let at = events
+            .iter()
+            .position(|e| matches!(e, HarvestEvent::Outcome { .. }))
+            .unwrap_or(0);
+        events.insert(
+            at,
+            HarvestEvent::Attributed {
+                repo: repo.to_owned(),
+                pr,
+                trailer,
+            },
+        );
     }
 }

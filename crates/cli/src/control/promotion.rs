@@ -9,13 +9,13 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use serde_json::{Value, json};
 use skillforge_engine::QueueBackend;
-use skillforge_store::Store;
 use skillforge_skillopt::promotion::events::Event;
 use skillforge_skillopt::promotion::notify::{self, Policy, PromotionEnv, PromotionError};
-use skillforge_skillopt::promotion::stages::PromotionStages;
 use skillforge_skillopt::promotion::reevaluate::{Decided, Redecision};
+use skillforge_skillopt::promotion::stages::PromotionStages;
 use skillforge_skillopt::promotion::{reevaluate, seam, window};
 use skillforge_stage::Wait;
+use skillforge_store::Store;
 
 use crate::context::Context;
 use crate::control::waiter::CliJobs;
@@ -55,10 +55,18 @@ async fn with_env<T>(
 ) -> Result<T, CliError> {
     let policy = policy(ctx);
     let stages = stages(ctx)?;
-    let backend: Option<Arc<dyn QueueBackend>> =
-        if queue || policy.sinks.webhook_url.is_some() { Some(ctx.queue().await?) } else { None };
+    let backend: Option<Arc<dyn QueueBackend>> = if queue || policy.sinks.webhook_url.is_some() {
+        Some(ctx.queue().await?)
+    } else {
+        None
+    };
     let jobs = backend.map(|b| CliJobs::new(ctx, b, store.clone()));
-    let env = PromotionEnv { store, policy: &policy, stages: &stages, jobs: jobs.as_ref().map(|j| j as _) };
+    let env = PromotionEnv {
+        store,
+        policy: &policy,
+        stages: &stages,
+        jobs: jobs.as_ref().map(|j| j as _),
+    };
     step(&env).await.map_err(cli_error)
 }
 
@@ -67,7 +75,10 @@ async fn with_env<T>(
 /// # Errors
 /// Exit 3 when the event log cannot be written.
 pub async fn emit(ctx: &Context, store: &Store, event: &Event) -> Result<bool, CliError> {
-    with_env(ctx, store, false, async |env| notify::emit(env, event).await).await
+    with_env(ctx, store, false, async |env| {
+        notify::emit(env, event).await
+    })
+    .await
 }
 
 /// Logs a job event and sends it when `[events]` is configured (see [`notify::emit_job_event`]).
@@ -75,7 +86,10 @@ pub async fn emit(ctx: &Context, store: &Store, event: &Event) -> Result<bool, C
 /// # Errors
 /// Exit 3 when the event log cannot be written.
 pub async fn emit_job_event(ctx: &Context, store: &Store, event: &Event) -> Result<(), CliError> {
-    with_env(ctx, store, false, async |env| notify::emit_job_event(env, event).await).await
+    with_env(ctx, store, false, async |env| {
+        notify::emit_job_event(env, event).await
+    })
+    .await
 }
 
 /// The canary window's settings: resolutions 8's defaults, `auto_promote_canary_max_outcomes`
@@ -93,9 +107,18 @@ fn window_config(ctx: &Context) -> skillforge_skillopt::promotion::canary::Windo
 ///
 /// # Errors
 /// Exit 3 when the store fails while applying a decision.
-pub async fn after_import(ctx: &Context, store: &Store, version_id: &str) -> Result<Value, CliError> {
-    let report = with_env(ctx, store, false, async |env| seam::after_import(env, version_id).await).await?;
-    Ok(json!({"decision": report.decision, "reason": report.reason, "manual": report.is_manual(), "blocked": report.blocked}))
+pub async fn after_import(
+    ctx: &Context,
+    store: &Store,
+    version_id: &str,
+) -> Result<Value, CliError> {
+    let report = with_env(ctx, store, false, async |env| {
+        seam::after_import(env, version_id).await
+    })
+    .await?;
+    Ok(
+        json!({"decision": report.decision, "reason": report.reason, "manual": report.is_manual(), "blocked": report.blocked}),
+    )
 }
 
 /// Decides every canary's window and, for graduate / roll back, runs its durable decision job
@@ -104,9 +127,19 @@ pub async fn after_import(ctx: &Context, store: &Store, version_id: &str) -> Res
 ///
 /// # Errors
 /// Exit 3 when the store or queue fails.
-pub async fn check_canaries(ctx: &Context, store: &Store, wait: Wait) -> Result<Vec<Value>, CliError> {
-    let report = with_env(ctx, store, true, async |env| window::check_canaries(env, wait).await).await?;
-    Ok(report.iter().map(|r| serde_json::to_value(r).unwrap_or(Value::Null)).collect())
+pub async fn check_canaries(
+    ctx: &Context,
+    store: &Store,
+    wait: Wait,
+) -> Result<Vec<Value>, CliError> {
+    let report = with_env(ctx, store, true, async |env| {
+        window::check_canaries(env, wait).await
+    })
+    .await?;
+    Ok(report
+        .iter()
+        .map(|r| serde_json::to_value(r).unwrap_or(Value::Null))
+        .collect())
 }
 
 /// Re-runs the guardrails of every pending candidate whose evidence changed since `decided` last
@@ -115,6 +148,13 @@ pub async fn check_canaries(ctx: &Context, store: &Store, wait: Wait) -> Result<
 ///
 /// # Errors
 /// Exit 3 when the store fails while reading evidence or applying a decision.
-pub async fn reevaluate_pending(ctx: &Context, store: &Store, decided: &mut Decided) -> Result<Vec<Redecision>, CliError> {
-    with_env(ctx, store, false, async |env| reevaluate::reevaluate_pending(env, decided).await).await
+pub async fn reevaluate_pending(
+    ctx: &Context,
+    store: &Store,
+    decided: &mut Decided,
+) -> Result<Vec<Redecision>, CliError> {
+    with_env(ctx, store, false, async |env| {
+        reevaluate::reevaluate_pending(env, decided).await
+    })
+    .await
 }

@@ -8,7 +8,7 @@
 //! | trait | for | methods |
 //! |---|---|---|
 //! | [`QueueCore`] | submitters and workers: run a job once | `name`, `enqueue`, `lease`, `lease_or_stop`, `heartbeat`, `finish`, `finish_and_lease`, `release`, `get`, `now_ms` |
-//! | [`QueueControl`] | operators: `jobs cancel/retry/list`, `locks` | `cancel`, `retry`, `retry_with_payload`, `fail_queued`, `list`, `leases` |
+//! | [`QueueControl`] | operators: `jobs cancel/retry/list`, `locks` | `cancel`, `retry`, `retry_with_payload`, `fail_queued`, `list`, `leases`, `counts` |
 //! | [`QueueChanges`] | waiters: wake on a change instead of polling | `change_seq`, `changed_since`, `changed_here_since` |
 //! | [`QueueResults`] | ingestion: results to apply exactly once | `pending_results`, `pending_results_skipping`, `ack_result` |
 //! | [`QueueOutput`] | live output (`jobs logs --follow`) | `append_output`, `read_output`, `output_since`, `trim_output` |
@@ -44,7 +44,7 @@ mod transfer;
 
 pub(crate) use self::batch::{collect_batch, until_stopped};
 pub use self::changes::QueueChanges;
-pub use self::control::QueueControl;
+pub use self::control::{JobCounts, QueueControl};
 pub use self::core::QueueCore;
 pub use self::integrity::{NamespaceLoss, QueueIntegrity, UnreadableRecord, UnsafeSetting};
 pub use self::locks::QueueLocks;
@@ -96,7 +96,8 @@ impl<T> QueueBackend for T where
 /// one: `use skillforge_engine::backend::prelude::*;`.
 pub mod prelude {
     pub use super::{
-        QueueBackend, QueueChanges, QueueControl, QueueCore, QueueIntegrity, QueueLocks, QueueMetrics,
-        QueueOutput, QueueRecovery, QueueResults, QueueRetention, QueueRoutes, QueueTransfer,
+        QueueBackend, QueueChanges, QueueControl, QueueCore, QueueIntegrity, QueueLocks,
+        QueueMetrics, QueueOutput, QueueRecovery, QueueResults, QueueRetention, QueueRoutes,
+        QueueTransfer,
     };
 }

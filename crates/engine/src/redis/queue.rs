@@ -213,6 +213,39 @@ impl QueueControl for RedisBackend {
         Ok(self.list_readable(state, limit).await?.0)
     }
 
+    async fn counts(&self) -> Result<crate::backend::JobCounts, EngineError> {
+        let mut inv = self.scripts.counts.prepare_invoke();
+        inv.arg(&self.prefix).arg(super::LIST_WALK_BUDGET);
+        let (queued, running, succeeded, failed, dead, cancelled, stale, per): (
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+            Vec<String>,
+        ) = with_retry!(self, "count jobs", |c| inv.invoke_async(&mut c))?;
+        let mut counts = crate::backend::JobCounts::default();
+        for (state, n) in [
+            (JobState::Queued, queued),
+            (JobState::Running, running),
+            (JobState::Succeeded, succeeded),
+            (JobState::Failed, failed),
+            (JobState::Dead, dead),
+            (JobState::Cancelled, cancelled),
+            (JobState::Stale, stale),
+        ] {
+            counts.add(state, n);
+        }
+        for pair in per.chunks(2) {
+            if let [queue, n] = pair {
+                counts.add_queued(queue, n.parse().map_err(|_| unexpected("counts", &per))?);
+            }
+        }
+        Ok(counts)
+    }
+
     async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
         let mut inv = self.scripts.leases.prepare_invoke();
         inv.arg(&self.prefix);

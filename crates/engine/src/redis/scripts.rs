@@ -39,6 +39,7 @@ pub(super) struct Scripts {
     pub(super) pick: Script,
     pub(super) metrics: Script,
     pub(super) metrics_seed: Script,
+    pub(super) counts: Script,
 }
 
 /// The layout constants and `common.lua`, the start of every script.
@@ -85,6 +86,7 @@ impl Scripts {
             pick: with_prelude(include_str!("pick.lua")),
             metrics: with_prelude(include_str!("metrics.lua")),
             metrics_seed: with_prelude(include_str!("metrics_seed.lua")),
+            counts: with_prelude(include_str!("counts.lua")),
         }
     }
 }

@@ -52,6 +52,24 @@ pub(super) const RARE: &str = concat!(
      AND state IN ('failed', 'dead', 'cancelled', 'stale') ORDER BY seq DESC LIMIT ?2 + 0"
 );
 
+/// Queued jobs per queue name, counted on `jobs_due` (O(queued) index entries, no row read).
+pub(super) const COUNT_QUEUED: &str =
+    "SELECT queue, count(*) FROM jobs INDEXED BY jobs_due WHERE state = 'queued' GROUP BY queue";
+
+/// Running jobs, counted on `jobs_stale` (O(running)).
+pub(super) const COUNT_RUNNING: &str =
+    "SELECT count(*) FROM jobs INDEXED BY jobs_stale WHERE state = 'running'";
+
+/// Succeeded jobs: the acknowledged ones counted on `jobs_retained_succeeded` (index entries
+/// only), those whose result is pending through `jobs_pending` (O(pending)).
+pub(super) const COUNT_SUCCEEDED: &str = "SELECT \
+       (SELECT count(*) FROM jobs INDEXED BY jobs_retained_succeeded WHERE result_pending = 0 AND state = 'succeeded') + \
+       (SELECT count(*) FROM jobs INDEXED BY jobs_pending WHERE result_pending = 1 AND state = 'succeeded')";
+
+/// Failed, dead, cancelled and stale jobs per state, counted on `jobs_rare_state`.
+pub(super) const COUNT_RARE: &str = "SELECT state, count(*) FROM jobs INDEXED BY jobs_rare_state \
+     WHERE state IN ('failed', 'dead', 'cancelled', 'stale') GROUP BY state";
+
 /// `?1` = limit. All jobs, newest first (O(page)).
 pub(super) const ALL: &str = concat!(
     "SELECT ",
@@ -145,6 +163,25 @@ mod tests {
             "newest first"
         );
         assert!(listed.iter().all(|j| j.state == JobState::Succeeded));
+        // The counts agree with the jobs made above, by state and per queue.
+        let counts = b.counts().await.unwrap();
+        assert_eq!(
+            (
+                counts.of(JobState::Queued),
+                counts.of(JobState::Succeeded),
+                counts.of(JobState::Running)
+            ),
+            (104, 200, 0)
+        );
+        assert_eq!(
+            counts.queued_by_queue,
+            [
+                ("a@x".to_owned(), 1),
+                ("default".to_owned(), 100),
+                ("gpu@cuda".to_owned(), 2),
+                ("zeta".to_owned(), 1)
+            ]
+        );
 
         let url = format!("sqlite://{}", path.display());
         let mut c = sqlx::SqliteConnection::connect(&url).await.unwrap();
@@ -157,6 +194,10 @@ mod tests {
             ("succeeded", SUCCEEDED, &["50"]),
             ("rare", RARE, &["dead", "50"]),
             ("all", ALL, &["50"]),
+            ("count queued", COUNT_QUEUED, &[]),
+            ("count running", COUNT_RUNNING, &[]),
+            ("count succeeded", COUNT_SUCCEEDED, &[]),
+            ("count rare", COUNT_RARE, &[]),
             (
                 "lease",
                 lease.as_str(),

@@ -263,6 +263,43 @@ impl QueueControl for SqliteBackend {
     async fn leases(&self) -> Result<Vec<LeaseView>, EngineError> {
         self.lease_views().await
     }
+
+    async fn counts(&self) -> Result<crate::backend::JobCounts, EngineError> {
+        let what = "count jobs";
+        let mut conn = self.inner.reader.acquire().await.map_err(self.db(what))?;
+        let mut counts = crate::backend::JobCounts::default();
+        // Each count reads one state's partial index (`sqlite/list.rs`), never the rows.
+        let queued = sqlx::query(super::list::COUNT_QUEUED)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(self.db(what))?;
+        for row in &queued {
+            let n = u64::try_from(row.get::<i64, _>(1)).unwrap_or(0);
+            counts.add(JobState::Queued, n);
+            counts.add_queued(&row.get::<String, _>(0), n);
+        }
+        let running: i64 = sqlx::query_scalar(super::list::COUNT_RUNNING)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(self.db(what))?;
+        counts.add(JobState::Running, u64::try_from(running).unwrap_or(0));
+        let succeeded: i64 = sqlx::query_scalar(super::list::COUNT_SUCCEEDED)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(self.db(what))?;
+        counts.add(JobState::Succeeded, u64::try_from(succeeded).unwrap_or(0));
+        for row in sqlx::query(super::list::COUNT_RARE)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(self.db(what))?
+        {
+            let state: String = row.get(0);
+            if let Ok(state) = state.parse::<JobState>() {
+                counts.add(state, u64::try_from(row.get::<i64, _>(1)).unwrap_or(0));
+            }
+        }
+        Ok(counts)
+    }
 }
 
 impl SqliteBackend {

@@ -28,7 +28,12 @@ pub struct LeaseSignals {
 impl LeaseSignals {
     /// Signals that fire `cancel`, both flags unset.
     pub fn new(cancel: CancellationToken) -> Self {
-        Self { cancel, cancelled_by_operator: Arc::default(), lease_lost: Arc::default(), health: None }
+        Self {
+            cancel,
+            cancelled_by_operator: Arc::default(),
+            lease_lost: Arc::default(),
+            health: None,
+        }
     }
 }
 
@@ -47,7 +52,12 @@ pub async fn heartbeat_loop(
     held: Arc<tokio::sync::Mutex<Vec<(String, u64)>>>,
     done: CancellationToken,
 ) {
-    let LeaseSignals { cancel, cancelled_by_operator, lease_lost, health } = signals;
+    let LeaseSignals {
+        cancel,
+        cancelled_by_operator,
+        lease_lost,
+        health,
+    } = signals;
     let count = |answered: bool, lost: bool| {
         if let Some(h) = &health {
             h.heartbeat(answered, lost);
@@ -66,11 +76,16 @@ pub async fn heartbeat_loop(
                     lease_lost.store(true, Ordering::SeqCst);
                     cancel.cancel();
                 }
-                Err(e) => warn!(job_id = %job_id, lock = %name, error = %e, "lock renewal failed; retrying"),
+                Err(e) => {
+                    warn!(job_id = %job_id, lock = %name, error = %e, "lock renewal failed; retrying")
+                }
             }
         }
         let reply = backend.heartbeat(&job_id, token).await;
-        count(reply.is_ok(), matches!(reply, Ok(HeartbeatReply::LeaseLost)));
+        count(
+            reply.is_ok(),
+            matches!(reply, Ok(HeartbeatReply::LeaseLost)),
+        );
         match reply {
             Ok(HeartbeatReply::Renewed) => {}
             Ok(HeartbeatReply::CancelRequested) => {

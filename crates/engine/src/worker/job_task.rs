@@ -23,7 +23,9 @@ use crate::transfer;
 
 /// This worker's own executable, for [`transfer::WORKER_EXE`] (`skillforge` itself).
 fn worker_exe() -> String {
-    skillforge_runner::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "skillforge".to_owned())
+    skillforge_runner::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "skillforge".to_owned())
 }
 
 /// Everything one running job needs.
@@ -57,7 +59,9 @@ impl JobTask {
                         self.counters.released.fetch_add(1, Ordering::Relaxed);
                         info!(job_id = %job.job.id, "job handed back on shutdown before it started");
                     }
-                    Ok(false) => warn!(job_id = %job.job.id, "job not handed back: lease already superseded"),
+                    Ok(false) => {
+                        warn!(job_id = %job.job.id, "job not handed back: lease already superseded")
+                    }
                     Err(e) => {
                         warn!(job_id = %job.job.id, error = %e, "job not handed back; the reaper will recover it");
                         return;
@@ -91,7 +95,12 @@ impl JobTask {
             info!(kind = %job.spec.kind, worker = %self.identity.worker_id, "job started");
             let mut signals = LeaseSignals::new(self.kill_all.child_token());
             signals.health = self.health.clone();
-            let LeaseSignals { cancel, cancelled_by_operator, lease_lost, .. } = signals.clone();
+            let LeaseSignals {
+                cancel,
+                cancelled_by_operator,
+                lease_lost,
+                ..
+            } = signals.clone();
             let done = CancellationToken::new();
             let every = Duration::from_millis(job.spec.heartbeat_ms.max(50));
             let held = Arc::new(tokio::sync::Mutex::new(Vec::<(String, u64)>::new()));
@@ -121,8 +130,16 @@ impl JobTask {
                 )),
                 Some(runner) => {
                     let output = OutputForwarder::start(self.backend.clone(), &job.id, token);
-                    let result =
-                        self.run_runner(runner.as_ref(), &job, token, &scratch_dir, &cancel, output.output_fn()).await;
+                    let result = self
+                        .run_runner(
+                            runner.as_ref(),
+                            &job,
+                            token,
+                            &scratch_dir,
+                            &cancel,
+                            output.output_fn(),
+                        )
+                        .await;
                     wrote_output = output.finish().await;
                     result
                 }
@@ -133,8 +150,21 @@ impl JobTask {
             // hand-over of the result (on a blocking thread), not before it: its removal is off
             // the result's path. The task joins it before it ends, so a stopping worker still
             // waits for it.
-            let removal = start_removal(self.scratch_root_dir.as_deref(), &self.scratch_root, scratch_dir);
-            let next = self.hand_over(&job, token, result, wrote_output, &held, (&cancelled_by_operator, &lease_lost)).await;
+            let removal = start_removal(
+                self.scratch_root_dir.as_deref(),
+                &self.scratch_root,
+                scratch_dir,
+            );
+            let next = self
+                .hand_over(
+                    &job,
+                    token,
+                    result,
+                    wrote_output,
+                    &held,
+                    (&cancelled_by_operator, &lease_lost),
+                )
+                .await;
             removal.join().await;
             next
         }
@@ -178,8 +208,13 @@ impl JobTask {
             self.counters.resolved(&job.id, token);
             return None;
         }
-        let finish =
-            finish_for(job.attempts, job.spec.max_attempts, result, operator_cancel, job.spec.retry_failed_runs);
+        let finish = finish_for(
+            job.attempts,
+            job.spec.max_attempts,
+            result,
+            operator_cancel,
+            job.spec.retry_failed_runs,
+        );
         let delivered = self.deliver(job, token, &finish).await;
         match delivered {
             Ok((reply, next)) => {
@@ -205,7 +240,10 @@ impl JobTask {
                         if let Some(h) = &self.health {
                             h.result_applied(false);
                         }
-                        warn!(current_token, "result rejected by fencing: this lease was superseded");
+                        warn!(
+                            current_token,
+                            "result rejected by fencing: this lease was superseded"
+                        );
                     }
                 }
                 next
@@ -301,10 +339,22 @@ impl JobTask {
         token: u64,
         finish: &crate::job::Finish,
     ) -> Result<(FinishReply, Option<LeasedJob>), crate::EngineError> {
-        let refill = if self.shutdown.is_cancelled() { None } else { self.refill_queue() };
+        let refill = if self.shutdown.is_cancelled() {
+            None
+        } else {
+            self.refill_queue()
+        };
         match refill {
-            Some(queue) => self.backend.finish_and_lease(&job.id, token, finish, queue, &self.identity).await,
-            None => self.backend.finish(&job.id, token, finish).await.map(|reply| (reply, None)),
+            Some(queue) => {
+                self.backend
+                    .finish_and_lease(&job.id, token, finish, queue, &self.identity)
+                    .await
+            }
+            None => self
+                .backend
+                .finish(&job.id, token, finish)
+                .await
+                .map(|reply| (reply, None)),
         }
     }
 
@@ -328,17 +378,32 @@ impl JobTask {
         let area = if files.is_empty() {
             // A job without files may still run in its job dir (`jobs submit` on a fleet).
             if transfer::names_job_dir(&payload) {
-                transfer::fill_placeholders(&mut payload, &job_dir.display().to_string(), &worker_exe());
-                tokio::fs::create_dir_all(&job_dir)
-                    .await
-                    .map_err(|e| format!("worker `{}`: create the job dir `{}`: {e}", self.identity.worker_id, job_dir.display()))?;
+                transfer::fill_placeholders(
+                    &mut payload,
+                    &job_dir.display().to_string(),
+                    &worker_exe(),
+                );
+                tokio::fs::create_dir_all(&job_dir).await.map_err(|e| {
+                    format!(
+                        "worker `{}`: create the job dir `{}`: {e}",
+                        self.identity.worker_id,
+                        job_dir.display()
+                    )
+                })?;
             }
             None
         } else {
             let Some(area) = self.backend.transfer_area() else {
-                return Err(format!("the job carries files but the `{}` queue has no transfer area", self.backend.name()));
+                return Err(format!(
+                    "the job carries files but the `{}` queue has no transfer area",
+                    self.backend.name()
+                ));
             };
-            transfer::fill_placeholders(&mut payload, &job_dir.display().to_string(), &worker_exe());
+            transfer::fill_placeholders(
+                &mut payload,
+                &job_dir.display().to_string(),
+                &worker_exe(),
+            );
             transfer::prepare_job_dir(area.as_ref(), files, &job_dir).await.map_err(|e| {
                 let age_secs = (crate::job::now_ms() - job.created_at_ms).max(0) / 1000;
                 format!("worker `{}`: materialize the job's input files (the job was queued {age_secs} s ago): {e}", self.identity.worker_id)
@@ -347,7 +412,11 @@ impl JobTask {
         };
         // The scratch dir is only a path: a runner that needs it creates it (no file-system
         // work on the async threads for the jobs that do not).
-        let spec = RunSpec { job_id: job.id.clone(), payload, timeout: Duration::from_millis(job.spec.timeout_ms) };
+        let spec = RunSpec {
+            job_id: job.id.clone(),
+            payload,
+            timeout: Duration::from_millis(job.spec.timeout_ms),
+        };
         let ctx = RunContext {
             cancel: cancel.clone(),
             heartbeat: Arc::new(|_| {}),
@@ -358,10 +427,15 @@ impl JobTask {
             fencing_token: token,
         };
         let result = runner.run(&spec, &ctx).await.map_err(|e| e.to_string());
-        let Some(area) = area.filter(|_| !files.outputs.is_empty()) else { return result };
+        let Some(area) = area.filter(|_| !files.outputs.is_empty()) else {
+            return result;
+        };
         match transfer::upload_outputs(area.as_ref(), &job.id, token, files, &job_dir).await {
             Ok(dirs) => {
-                info!(files = dirs.iter().map(|d| d.files.len()).sum::<usize>(), "job outputs uploaded");
+                info!(
+                    files = dirs.iter().map(|d| d.files.len()).sum::<usize>(),
+                    "job outputs uploaded"
+                );
                 result
             }
             Err(e) => {
@@ -377,16 +451,30 @@ impl JobTask {
     /// Takes every lock of `job.spec.locks`, all or none, retrying every `every` while another
     /// holder has one (the lease keeps heartbeating meanwhile). Returns the held (name, token)
     /// pairs; empty when `cancel` fired first.
-    async fn take_locks(&self, job: &crate::job::Job, every: Duration, cancel: &CancellationToken) -> Vec<(String, u64)> {
+    async fn take_locks(
+        &self,
+        job: &crate::job::Job,
+        every: Duration,
+        cancel: &CancellationToken,
+    ) -> Vec<(String, u64)> {
         let stale_after = Duration::from_millis(job.spec.stale_after_ms);
         loop {
             let mut taken = Vec::new();
             let mut blocked = None;
             for name in &job.spec.locks {
-                match self.backend.acquire_lock(name, &self.identity, every, stale_after).await {
-                    Ok(LockAcquire::Acquired { fencing_token }) => taken.push((name.clone(), fencing_token)),
+                match self
+                    .backend
+                    .acquire_lock(name, &self.identity, every, stale_after)
+                    .await
+                {
+                    Ok(LockAcquire::Acquired { fencing_token }) => {
+                        taken.push((name.clone(), fencing_token))
+                    }
                     Ok(LockAcquire::Held(by)) => {
-                        blocked = Some(format!("`{name}` held by {}@{}:{}", by.owner_worker, by.owner_host, by.owner_pid));
+                        blocked = Some(format!(
+                            "`{name}` held by {}@{}:{}",
+                            by.owner_worker, by.owner_host, by.owner_pid
+                        ));
                         break;
                     }
                     Err(e) => {

@@ -214,7 +214,11 @@ async fn metrics_depth_of_an_older_namespace_is_counted_at_open() {
     assert!(b.metrics().await.unwrap().unwrap().rows.is_empty());
     drop(b);
     let depth = |m: &skillforge_engine::metrics::MetricsSnapshot, state: &str| {
-        m.rows.iter().filter(|r| r.name == "depth" && r.queue == "old" && r.outcome == state).map(|r| r.value).sum::<i64>()
+        m.rows
+            .iter()
+            .filter(|r| r.name == "depth" && r.queue == "old" && r.outcome == state)
+            .map(|r| r.value)
+            .sum::<i64>()
     };
     let reopened = backend(&server).await;
     let m = reopened.metrics().await.unwrap().unwrap();

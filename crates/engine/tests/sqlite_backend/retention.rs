@@ -120,7 +120,10 @@ async fn metrics_queries_never_scan_the_jobs() {
         // without one reads every row).
         let on_jobs = |d: &str| d.starts_with("SCAN jobs") || d.starts_with("SEARCH jobs");
         assert!(
-            details.iter().filter(|d| on_jobs(d)).all(|d| d.contains(" USING ")),
+            details
+                .iter()
+                .filter(|d| on_jobs(d))
+                .all(|d| d.contains(" USING ")),
             "{sql}: {details:?}"
         );
         assert!(!details.is_empty());

@@ -202,17 +202,32 @@ async fn a_v4_file_written_by_main_upgrades_to_binary_ids_and_reads_the_same() {
 async fn the_upgrade_to_v9_counts_the_jobs_already_there() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("queue.db");
-    std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sqlite_backend/fixtures/queue_v4.db"), &path).unwrap();
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/sqlite_backend/fixtures/queue_v4.db"
+        ),
+        &path,
+    )
+    .unwrap();
     let url = format!("sqlite://{}", path.display());
     let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-    let want: Vec<(String, String, i64)> =
-        sqlx::query_as("SELECT queue, state, count(*) FROM jobs GROUP BY queue, state ORDER BY queue, state").fetch_all(&pool).await.unwrap();
+    let want: Vec<(String, String, i64)> = sqlx::query_as(
+        "SELECT queue, state, count(*) FROM jobs GROUP BY queue, state ORDER BY queue, state",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
     assert!(!want.is_empty());
     pool.close().await;
     let q = SqliteBackend::open(&path).await.unwrap();
     let m = q.metrics().await.unwrap().expect("kept");
-    let mut got: Vec<(String, String, i64)> =
-        m.rows.iter().filter(|r| r.name == "depth" && r.value != 0).map(|r| (r.queue.clone(), r.outcome.clone(), r.value)).collect();
+    let mut got: Vec<(String, String, i64)> = m
+        .rows
+        .iter()
+        .filter(|r| r.name == "depth" && r.value != 0)
+        .map(|r| (r.queue.clone(), r.outcome.clone(), r.value))
+        .collect();
     got.sort();
     assert_eq!(got, want);
 }

@@ -7,15 +7,19 @@ use std::path::Path;
 
 use skillforge_runner_agent::{AgentPayload, PermissionDenial, Spend as AgentSpend, Usage};
 
+use super::judging;
 use crate::OptimizeError;
 use crate::brief;
-use super::judging;
-use crate::delegation;
-use crate::decide::{self, DecideConfig, DecideInput, DecideResult, Decision, Measured, NextMeasurement};
-use crate::git;
-use crate::log::{Comparison, ComparisonKind, Entry, ExperimentLog, Outcome, PendingWait, WorkerResult};
-use crate::measure::{self, Sample};
 use crate::ctx::{Ctx, Event, passed};
+use crate::decide::{
+    self, DecideConfig, DecideInput, DecideResult, Decision, Measured, NextMeasurement,
+};
+use crate::delegation;
+use crate::git;
+use crate::log::{
+    Comparison, ComparisonKind, Entry, ExperimentLog, Outcome, PendingWait, WorkerResult,
+};
+use crate::measure::{self, Sample};
 use crate::state::{Marker, OWN_FILES, side, write_marker};
 
 /// The prefix of a worker's final-message line naming a dependency it needs and may not install (O-02).
@@ -41,30 +45,62 @@ pub fn outcome_of(d: &DecideResult) -> Outcome {
 ///
 /// # Errors
 /// As [`Ctx::save`], [`submit_worker`].
-pub async fn dispatch_batch(ctx: &Ctx<'_>, log: &mut ExperimentLog, ids: &[String]) -> Result<Vec<u32>, OptimizeError> {
+pub async fn dispatch_batch(
+    ctx: &Ctx<'_>,
+    log: &mut ExperimentLog,
+    ids: &[String],
+) -> Result<Vec<u32>, OptimizeError> {
     let mut numbers = Vec::new();
     for id in ids {
         let n = log.run_state.experiments_run + 1;
         log.run_state.experiments_run = n;
         let base_sha = git::rev_parse(&ctx.repo, &ctx.spec.branch())?;
         let exec = &ctx.spec.execution;
-        let (runtime, note) = delegation::runtime_for(&exec.runtime, &exec.fallback_runtime, delegation::Host::detect(&ctx.repo), &log.run_state.delegation);
+        let (runtime, note) = delegation::runtime_for(
+            &exec.runtime,
+            &exec.fallback_runtime,
+            delegation::Host::detect(&ctx.repo),
+            &log.run_state.delegation,
+        );
         if let Some(note) = note {
             log.notes.push(format!("exp-{n:03}: {note}"));
             ctx.emit(Event::Note(note));
         }
-        log.run_state.pending_waits.push(PendingWait { experiment: n, hypothesis_id: id.clone(), observable: ctx.key(&format!("exp-{n:03}:worker")), action: "collect through loop.md 3.3".into(), base_sha, runtime, collected: None, backpressure: 0 });
-        ctx.save(log, "receipt", |l| l.run_state.pending_waits.iter().any(|w| w.experiment == n))?;
+        log.run_state.pending_waits.push(PendingWait {
+            experiment: n,
+            hypothesis_id: id.clone(),
+            observable: ctx.key(&format!("exp-{n:03}:worker")),
+            action: "collect through loop.md 3.3".into(),
+            base_sha,
+            runtime,
+            collected: None,
+            backpressure: 0,
+        });
+        ctx.save(log, "receipt", |l| {
+            l.run_state.pending_waits.iter().any(|w| w.experiment == n)
+        })?;
         submit_worker(ctx, log, n).await?;
-        let description = log.hypothesis_backlog.iter().find(|h| &h.id == id).map(|h| h.description.clone()).unwrap_or_default();
-        ctx.emit(Event::Dispatched { experiment: n, hypothesis: description });
+        let description = log
+            .hypothesis_backlog
+            .iter()
+            .find(|h| &h.id == id)
+            .map(|h| h.description.clone())
+            .unwrap_or_default();
+        ctx.emit(Event::Dispatched {
+            experiment: n,
+            hypothesis: description,
+        });
         numbers.push(n);
     }
     Ok(numbers)
 }
 
 pub(crate) fn pending(log: &ExperimentLog, n: u32) -> Result<&PendingWait, OptimizeError> {
-    log.run_state.pending_waits.iter().find(|w| w.experiment == n).ok_or_else(|| OptimizeError::Invalid(format!("exp-{n:03} has no pending wait")))
+    log.run_state
+        .pending_waits
+        .iter()
+        .find(|w| w.experiment == n)
+        .ok_or_else(|| OptimizeError::Invalid(format!("exp-{n:03} has no pending wait")))
 }
 
 /// Creates the experiment's worktree and branch (idempotent) and submits its worker job under its
@@ -73,42 +109,85 @@ pub(crate) fn pending(log: &ExperimentLog, n: u32) -> Result<&PendingWait, Optim
 ///
 /// # Errors
 /// [`OptimizeError::Git`], [`OptimizeError::Queue`], [`OptimizeError::Env`].
-pub async fn submit_worker(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32) -> Result<String, OptimizeError> {
+pub async fn submit_worker(
+    ctx: &Ctx<'_>,
+    log: &ExperimentLog,
+    n: u32,
+) -> Result<String, OptimizeError> {
     let wait = pending(log, n)?;
     let worktree = ctx.root.experiment_worktree(n);
-    let remote = ctx.spec.remote_url().map(|url| brief::RemoteVars { base_sha: wait.base_sha.clone(), sample_count: brief::sample_count(&ctx.spec), url: url.to_owned() });
+    let remote = ctx.spec.remote_url().map(|url| brief::RemoteVars {
+        base_sha: wait.base_sha.clone(),
+        sample_count: brief::sample_count(&ctx.spec),
+        url: url.to_owned(),
+    });
     match &remote {
         // the worker's own checkout is its isolation; it fetches base_sha from the remote (loop.md 3.2 step 1)
         Some(r) => super::remote_exp::publish_base(ctx, &r.url, &wait.base_sha)?,
-        None => git::worktree_for_branch(&ctx.repo, &worktree, &ctx.spec.experiment_branch(n), &wait.base_sha)?,
+        None => git::worktree_for_branch(
+            &ctx.repo,
+            &worktree,
+            &ctx.spec.experiment_branch(n),
+            &wait.base_sha,
+        )?,
     }
     let brief_path = ctx.root.root.join("briefs").join(format!("exp-{n:03}.md"));
     let prompt = match std::fs::read_to_string(&brief_path) {
         Ok(text) => text,
         Err(_) => {
-            let h = log.hypothesis_backlog.iter().find(|h| h.id == wait.hypothesis_id).ok_or_else(|| OptimizeError::Invalid(format!("hypothesis `{}` is not in the backlog", wait.hypothesis_id)))?;
+            let h = log
+                .hypothesis_backlog
+                .iter()
+                .find(|h| h.id == wait.hypothesis_id)
+                .ok_or_else(|| {
+                    OptimizeError::Invalid(format!(
+                        "hypothesis `{}` is not in the backlog",
+                        wait.hypothesis_id
+                    ))
+                })?;
             let digest = std::fs::read_to_string(ctx.root.source_digest()).unwrap_or_default();
-            let text = brief::render(&ctx.spec, log, &digest, n, (&h.description, &h.category), remote.as_ref());
+            let text = brief::render(
+                &ctx.spec,
+                log,
+                &digest,
+                n,
+                (&h.description, &h.category),
+                remote.as_ref(),
+            );
             skillforge_stage::fs::write_atomic(&brief_path, &text)?;
             text
         }
     };
-    let runtime = if wait.runtime.is_empty() { ctx.spec.execution.runtime.clone() } else { wait.runtime.clone() };
+    let runtime = if wait.runtime.is_empty() {
+        ctx.spec.execution.runtime.clone()
+    } else {
+        wait.runtime.clone()
+    };
     let mut payload = AgentPayload::new(runtime, prompt);
     payload.model = ctx.spec.execution.model.clone();
     let transcripts = ctx.root.root.join("transcripts");
     // on a fleet the worktree travels to the job dir and back (`fleet.rs`)
-    let (workdir, transcript) = ctx.experiment_paths(&worktree, &transcripts.join(format!("exp-{n:03}.jsonl")));
+    let (workdir, transcript) =
+        ctx.experiment_paths(&worktree, &transcripts.join(format!("exp-{n:03}.jsonl")));
     // a remote worker runs in its attempt's scratch dir, where it makes its own clone
     payload.workdir = remote.is_none().then_some(workdir);
     payload.timeout_secs = ctx.spec.execution.worker_timeout_seconds;
     payload.transcript_path = Some(transcript);
-    let timeout = ctx.spec.execution.worker_timeout_seconds.map(std::time::Duration::from_secs);
+    let timeout = ctx
+        .spec
+        .execution
+        .worker_timeout_seconds
+        .map(std::time::Duration::from_secs);
     let mut spec = ctx.job("experiment", &payload, wait.observable.clone(), timeout)?;
     if remote.is_none() {
-        ctx.ship_experiment(&mut spec, &worktree, &transcripts).await?;
+        ctx.ship_experiment(&mut spec, &worktree, &transcripts)
+            .await?;
     }
-    ctx.port.submit(&spec).await.map(|e| e.job_id).map_err(|e| OptimizeError::Queue(format!("enqueue the exp-{n:03} worker: {e}")))
+    ctx.port
+        .submit(&spec)
+        .await
+        .map(|e| e.job_id)
+        .map_err(|e| OptimizeError::Queue(format!("enqueue the exp-{n:03} worker: {e}")))
 }
 
 /// The capacity class of a worker job that ended on its runtime's rate limit or overload (429,
@@ -119,7 +198,8 @@ pub fn capacity_class(job: &skillforge_engine::Job) -> Option<&'static str> {
     if passed(job) {
         return None;
     }
-    let error: skillforge_runner_agent::ApiError = serde_json::from_value(job.outcome.as_ref()?.detail.get("api_error")?.clone()).ok()?;
+    let error: skillforge_runner_agent::ApiError =
+        serde_json::from_value(job.outcome.as_ref()?.detail.get("api_error")?.clone()).ok()?;
     error.kind.is_transient().then(|| error.kind.label())
 }
 
@@ -138,7 +218,11 @@ pub fn backpressure_delay(times: u32) -> u64 {
 ///
 /// `None` when the run's wall-clock deadline (O-58) passed before the worker arrived: it is not
 /// waited for and its job is cancelled.
-pub(crate) async fn collect_worker(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<Option<WorkerResult>, OptimizeError> {
+pub(crate) async fn collect_worker(
+    ctx: &Ctx<'_>,
+    log: &mut ExperimentLog,
+    n: u32,
+) -> Result<Option<WorkerResult>, OptimizeError> {
     if let Some(done) = pending(log, n)?.collected.clone() {
         return Ok(Some(done));
     }
@@ -150,38 +234,67 @@ pub(crate) async fn collect_worker(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u3
             let _ = ctx.backend.cancel(&id).await;
             return Ok(None);
         };
-        let Some(class) = capacity_class(&job) else { break job };
+        let Some(class) = capacity_class(&job) else {
+            break job;
+        };
         let times = pending(log, n)?.backpressure + 1;
-        if let Some(w) = log.run_state.pending_waits.iter_mut().find(|w| w.experiment == n) {
+        if let Some(w) = log
+            .run_state
+            .pending_waits
+            .iter_mut()
+            .find(|w| w.experiment == n)
+        {
             w.backpressure = times;
         }
         let delay = backpressure_delay(times);
-        let note = format!("exp-{n:03}: the worker's runtime answered at capacity ({class}); queued again in {delay}s (backpressure {times}, not a failure)");
+        let note = format!(
+            "exp-{n:03}: the worker's runtime answered at capacity ({class}); queued again in {delay}s (backpressure {times}, not a failure)"
+        );
         log.notes.push(note.clone());
-        ctx.save(log, "backpressure", |l| l.run_state.pending_waits.iter().any(|w| w.experiment == n && w.backpressure == times))?;
+        ctx.save(log, "backpressure", |l| {
+            l.run_state
+                .pending_waits
+                .iter()
+                .any(|w| w.experiment == n && w.backpressure == times)
+        })?;
         ctx.emit(Event::Note(note));
         let until = crate::ctx::now_f64() + delay as f64;
-        while crate::ctx::now_f64() < until && !ctx.stop.load(std::sync::atomic::Ordering::SeqCst) && !ctx.past_deadline(log) {
+        while crate::ctx::now_f64() < until
+            && !ctx.stop.load(std::sync::atomic::Ordering::SeqCst)
+            && !ctx.past_deadline(log)
+        {
             tokio::time::sleep(std::time::Duration::from_millis(250)).await;
         }
         if ctx.past_deadline(log) {
             // O-58: the deadline passed during the pause: nothing is queued again
             return Ok(None);
         }
-        if ctx.spec.remote_url().is_none() && ctx.root.experiment_worktree(n).exists() && !ctx.ships() {
+        if ctx.spec.remote_url().is_none()
+            && ctx.root.experiment_worktree(n).exists()
+            && !ctx.ships()
+        {
             // the next attempt starts from the base again, not from a half-done edit
             let worktree = ctx.root.experiment_worktree(n);
             git::revert_paths(&worktree, &git::changed_paths(&worktree, OWN_FILES)?)?;
         }
-        ctx.backend.retry(&id).await.map_err(|e| OptimizeError::Queue(format!("queue the exp-{n:03} worker again: {e}")))?;
+        ctx.backend
+            .retry(&id)
+            .await
+            .map_err(|e| OptimizeError::Queue(format!("queue the exp-{n:03} worker again: {e}")))?;
     };
     let worktree = ctx.root.experiment_worktree(n);
     if ctx.spec.remote_url().is_none() {
         ctx.bring_back_experiment(&job).await?;
     }
     let detail = job.outcome.as_ref().map(|o| &o.detail);
-    let message = detail.and_then(|d| d.get("final_message")).and_then(|m| m.as_str()).unwrap_or("").to_owned();
-    let usage: Option<Usage> = detail.and_then(|d| d.get("usage")).and_then(|u| serde_json::from_value(u.clone()).ok());
+    let message = detail
+        .and_then(|d| d.get("final_message"))
+        .and_then(|m| m.as_str())
+        .unwrap_or("")
+        .to_owned();
+    let usage: Option<Usage> = detail
+        .and_then(|d| d.get("usage"))
+        .and_then(|u| serde_json::from_value(u.clone()).ok());
     let refused: Vec<String> = detail
         .and_then(|d| d.get("permission_denials"))
         .and_then(|v| serde_json::from_value::<Vec<PermissionDenial>>(v.clone()).ok())
@@ -191,29 +304,83 @@ pub(crate) async fn collect_worker(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u3
         .collect();
     let result = if passed(&job) && ctx.spec.remote_url().is_some() {
         // a remote worker's tree is its own: its scope is checked on the result ref (O-25)
-        WorkerResult { ok: true, message, changed_files: vec![], scope_violations: vec![], usage, refused }
+        WorkerResult {
+            ok: true,
+            message,
+            changed_files: vec![],
+            scope_violations: vec![],
+            usage,
+            refused,
+        }
     } else if passed(&job) {
         let changed = git::changed_paths(&worktree, OWN_FILES)?;
-        let (in_scope, outside): (Vec<String>, Vec<String>) = changed.into_iter().partition(|p| ctx.spec.scope.is_mutable(p));
+        let (in_scope, outside): (Vec<String>, Vec<String>) = changed
+            .into_iter()
+            .partition(|p| ctx.spec.scope.is_mutable(p));
         git::revert_paths(&worktree, &outside)?;
-        WorkerResult { ok: true, message, changed_files: in_scope, scope_violations: outside, usage, refused }
+        WorkerResult {
+            ok: true,
+            message,
+            changed_files: in_scope,
+            scope_violations: outside,
+            usage,
+            refused,
+        }
     } else {
-        let why = job.error.clone().or_else(|| job.outcome.as_ref().map(|o| format!("{} {}", o.exit.label(), o.stderr_tail.lines().last().unwrap_or("")))).unwrap_or_else(|| job.state.to_string());
-        WorkerResult { ok: false, message: format!("the worker {}: {why}", job.state), changed_files: vec![], scope_violations: vec![], usage, refused }
+        let why = job
+            .error
+            .clone()
+            .or_else(|| {
+                job.outcome.as_ref().map(|o| {
+                    format!(
+                        "{} {}",
+                        o.exit.label(),
+                        o.stderr_tail.lines().last().unwrap_or("")
+                    )
+                })
+            })
+            .unwrap_or_else(|| job.state.to_string());
+        WorkerResult {
+            ok: false,
+            message: format!("the worker {}: {why}", job.state),
+            changed_files: vec![],
+            scope_violations: vec![],
+            usage,
+            refused,
+        }
     };
     // the worker's spend is booked once, in the same verified save that records the collection
     if job.outcome.is_some() {
-        log.spend.book("workers", &worker_spend(&result), ctx.spec.execution.worker_cost_usd);
+        log.spend.book(
+            "workers",
+            &worker_spend(&result),
+            ctx.spec.execution.worker_cost_usd,
+        );
     }
     let runtime = pending(log, n)?.runtime.clone();
-    if let Some(note) = delegation::record(&mut log.run_state.delegation, &runtime, result.ok, &ctx.spec.execution.fallback_runtime) {
+    if let Some(note) = delegation::record(
+        &mut log.run_state.delegation,
+        &runtime,
+        result.ok,
+        &ctx.spec.execution.fallback_runtime,
+    ) {
         log.notes.push(note.clone());
         ctx.emit(Event::Note(note));
     }
-    if let Some(w) = log.run_state.pending_waits.iter_mut().find(|w| w.experiment == n) {
+    if let Some(w) = log
+        .run_state
+        .pending_waits
+        .iter_mut()
+        .find(|w| w.experiment == n)
+    {
         w.collected = Some(result.clone());
     }
-    ctx.save(log, "worker collected", |l| l.run_state.pending_waits.iter().any(|w| w.experiment == n && w.collected.is_some()))?;
+    ctx.save(log, "worker collected", |l| {
+        l.run_state
+            .pending_waits
+            .iter()
+            .any(|w| w.experiment == n && w.collected.is_some())
+    })?;
     Ok(Some(result))
 }
 
@@ -236,9 +403,17 @@ pub fn no_change_reason(wr: &WorkerResult) -> String {
     )
 }
 
-pub(crate) fn skeleton(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32, wr: &WorkerResult) -> Result<Entry, OptimizeError> {
+pub(crate) fn skeleton(
+    ctx: &Ctx<'_>,
+    log: &ExperimentLog,
+    n: u32,
+    wr: &WorkerResult,
+) -> Result<Entry, OptimizeError> {
     let wait = pending(log, n)?;
-    let h = log.hypothesis_backlog.iter().find(|h| h.id == wait.hypothesis_id);
+    let h = log
+        .hypothesis_backlog
+        .iter()
+        .find(|h| h.id == wait.hypothesis_id);
     Ok(Entry {
         experiment: n,
         hypothesis_id: wait.hypothesis_id.clone(),
@@ -255,7 +430,14 @@ pub(crate) fn skeleton(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32, wr: &WorkerRe
         comparisons: vec![],
         worst_cases: vec![],
         judge: None,
-        learnings: if wr.scope_violations.is_empty() { vec![] } else { vec![format!("out-of-scope changes reverted, never kept: {}", wr.scope_violations.join(", "))] },
+        learnings: if wr.scope_violations.is_empty() {
+            vec![]
+        } else {
+            vec![format!(
+                "out-of-scope changes reverted, never kept: {}",
+                wr.scope_violations.join(", ")
+            )]
+        },
         cost: Default::default(),
         regressions: vec![],
         worker_message: wr.message.clone(),
@@ -263,14 +445,28 @@ pub(crate) fn skeleton(ctx: &Ctx<'_>, log: &ExperimentLog, n: u32, wr: &WorkerRe
     })
 }
 
-pub(crate) fn terminal(ctx: &Ctx<'_>, log: &mut ExperimentLog, mut entry: Entry, outcome: Outcome, measured: Measured, learning: String) -> Result<(), OptimizeError> {
+pub(crate) fn terminal(
+    ctx: &Ctx<'_>,
+    log: &mut ExperimentLog,
+    mut entry: Entry,
+    outcome: Outcome,
+    measured: Measured,
+    learning: String,
+) -> Result<(), OptimizeError> {
     entry.outcome = outcome;
     entry.measured = measured;
     entry.learnings.push(learning);
     let n = entry.experiment;
     log.upsert(entry);
-    ctx.save(log, "CP-3", |l| l.entry(n).is_some_and(|e| e.outcome == outcome))?;
-    ctx.emit(Event::Outcome { experiment: n, outcome: outcome.label(), primary: None, preliminary: false });
+    ctx.save(log, "CP-3", |l| {
+        l.entry(n).is_some_and(|e| e.outcome == outcome)
+    })?;
+    ctx.emit(Event::Outcome {
+        experiment: n,
+        outcome: outcome.label(),
+        primary: None,
+        preliminary: false,
+    });
     Ok(())
 }
 
@@ -292,24 +488,55 @@ pub async fn collect(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(
             };
             let mut entry = skeleton(ctx, log, n, &wr)?;
             if !wr.ok {
-                return terminal(ctx, log, entry, Outcome::Error, Measured::Error(wr.message.clone()), wr.message);
+                return terminal(
+                    ctx,
+                    log,
+                    entry,
+                    Outcome::Error,
+                    Measured::Error(wr.message.clone()),
+                    wr.message,
+                );
             }
-            let deps: Vec<String> = wr.message.lines().filter_map(|l| l.trim().strip_prefix(NEEDS_DEPENDENCY)).flat_map(|d| d.split(',').map(|s| s.trim().to_owned())).filter(|d| !d.is_empty()).collect();
+            let deps: Vec<String> = wr
+                .message
+                .lines()
+                .filter_map(|l| l.trim().strip_prefix(NEEDS_DEPENDENCY))
+                .flat_map(|d| d.split(',').map(|s| s.trim().to_owned()))
+                .filter(|d| !d.is_empty())
+                .collect();
             if !deps.is_empty() {
                 // O-02: nothing the worker left is kept; the hypothesis waits for approval
                 let all = git::changed_paths(&worktree, OWN_FILES)?;
                 git::revert_paths(&worktree, &all)?;
-                if let Some(h) = log.hypothesis_backlog.iter_mut().find(|h| h.id == entry.hypothesis_id) {
+                if let Some(h) = log
+                    .hypothesis_backlog
+                    .iter_mut()
+                    .find(|h| h.id == entry.hypothesis_id)
+                {
                     for d in &deps {
                         if !h.required_deps.contains(d) {
                             h.required_deps.push(d.clone());
                         }
                     }
                 }
-                return terminal(ctx, log, entry, Outcome::DeferredNeedsApproval, Measured::Ok, format!("needs unapproved dependencies: {}", deps.join(", ")));
+                return terminal(
+                    ctx,
+                    log,
+                    entry,
+                    Outcome::DeferredNeedsApproval,
+                    Measured::Ok,
+                    format!("needs unapproved dependencies: {}", deps.join(", ")),
+                );
             }
             if wr.changed_files.is_empty() {
-                return terminal(ctx, log, entry, Outcome::Reverted, Measured::Ok, no_change_reason(&wr));
+                return terminal(
+                    ctx,
+                    log,
+                    entry,
+                    Outcome::Reverted,
+                    Measured::Ok,
+                    no_change_reason(&wr),
+                );
             }
             if ctx.past_deadline(log) {
                 return arrived_unmeasured(ctx, log, entry);
@@ -317,14 +544,37 @@ pub async fn collect(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(
             if ctx.spec.measurement.stability.mode == crate::spec::StabilityMode::Ladder
                 && let Some(smoke) = &ctx.spec.measurement.smoke_command
             {
-                let spec = ctx.checkout_job("measurement", smoke, &worktree, Default::default(), ctx.key(&format!("exp-{n:03}:smoke"))).await?;
+                let spec = ctx
+                    .checkout_job(
+                        "measurement",
+                        smoke,
+                        &worktree,
+                        Default::default(),
+                        ctx.key(&format!("exp-{n:03}:smoke")),
+                    )
+                    .await?;
                 let job = ctx.run_one(spec, "smoke check").await?;
                 if !passed(&job) {
-                    let label = job.outcome.as_ref().map_or_else(|| job.state.to_string(), |o| o.exit.label().to_owned());
-                    return terminal(ctx, log, entry, Outcome::Degenerate, Measured::Ok, format!("smoke check `{smoke}` failed ({label}); measurement.command not run"));
+                    let label = job
+                        .outcome
+                        .as_ref()
+                        .map_or_else(|| job.state.to_string(), |o| o.exit.label().to_owned());
+                    return terminal(
+                        ctx,
+                        log,
+                        entry,
+                        Outcome::Degenerate,
+                        Measured::Ok,
+                        format!(
+                            "smoke check `{smoke}` failed ({label}); measurement.command not run"
+                        ),
+                    );
                 }
             }
-            let base_tree = git::git(&ctx.repo, &["rev-parse", &format!("{}^{{tree}}", entry.base_sha)])?;
+            let base_tree = git::git(
+                &ctx.repo,
+                &["rev-parse", &format!("{}^{{tree}}", entry.base_sha)],
+            )?;
             let candidate_identity = git::content_identity(&worktree, OWN_FILES)?;
             entry.comparisons.push(Comparison {
                 kind: ComparisonKind::Standalone,
@@ -344,7 +594,16 @@ pub async fn collect(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(
     }
     let reference_dir = ctx.root.reference_worktree(&entry.base_sha);
     git::worktree_detached(&ctx.repo, &reference_dir, &entry.base_sha)?;
-    ladder(ctx, log, &mut entry, ComparisonKind::Standalone, &reference_dir, &worktree, "sel").await?;
+    ladder(
+        ctx,
+        log,
+        &mut entry,
+        ComparisonKind::Standalone,
+        &reference_dir,
+        &worktree,
+        "sel",
+    )
+    .await?;
     Ok(())
 }
 
@@ -358,26 +617,69 @@ pub const ARRIVED_UNMEASURED: &str = "the worker returned but stopping.max_wall_
 
 /// O-58: experiment `n`'s worker had not arrived by the deadline: it is recorded as `timeout`
 /// (never measured, never eligible) so the report accounts for every dispatched experiment.
-pub(crate) fn not_arrived(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(), OptimizeError> {
-    let wr = WorkerResult { ok: false, message: "not returned by the wall-clock deadline".into(), changed_files: vec![], scope_violations: vec![], usage: None, refused: vec![] };
+pub(crate) fn not_arrived(
+    ctx: &Ctx<'_>,
+    log: &mut ExperimentLog,
+    n: u32,
+) -> Result<(), OptimizeError> {
+    let wr = WorkerResult {
+        ok: false,
+        message: "not returned by the wall-clock deadline".into(),
+        changed_files: vec![],
+        scope_violations: vec![],
+        usage: None,
+        refused: vec![],
+    };
     let mut entry = skeleton(ctx, log, n, &wr)?;
     // no run was collected: nothing to book
     entry.spend = AgentSpend::default();
-    terminal(ctx, log, entry, Outcome::Timeout, Measured::Timeout, NOT_ARRIVED.into())
+    terminal(
+        ctx,
+        log,
+        entry,
+        Outcome::Timeout,
+        Measured::Timeout,
+        NOT_ARRIVED.into(),
+    )
 }
 
 /// O-58: the worker of `entry` arrived but the deadline has passed: its in-scope change is
 /// persisted as `<state-root>/patches/exp-NNN.patch` (the worktree is removed at wrap-up) and the
 /// entry is `inconclusive`, unmeasured.
-fn arrived_unmeasured(ctx: &Ctx<'_>, log: &mut ExperimentLog, mut entry: Entry) -> Result<(), OptimizeError> {
+fn arrived_unmeasured(
+    ctx: &Ctx<'_>,
+    log: &mut ExperimentLog,
+    mut entry: Entry,
+) -> Result<(), OptimizeError> {
     let n = entry.experiment;
     let worktree = ctx.root.experiment_worktree(n);
     let tree = git::content_identity(&worktree, OWN_FILES)?;
-    let patch = git::git(&ctx.repo, &["diff", "--binary", &entry.base_sha, tree.trim_start_matches("tree:")])?;
-    let path = ctx.root.root.join("patches").join(format!("exp-{n:03}.patch"));
+    let patch = git::git(
+        &ctx.repo,
+        &[
+            "diff",
+            "--binary",
+            &entry.base_sha,
+            tree.trim_start_matches("tree:"),
+        ],
+    )?;
+    let path = ctx
+        .root
+        .root
+        .join("patches")
+        .join(format!("exp-{n:03}.patch"));
     skillforge_stage::fs::write_atomic(&path, format!("{patch}\n"))?;
-    entry.learnings.push(format!("{ARRIVED_UNMEASURED} (`{}`)", path.display()));
-    terminal(ctx, log, entry, Outcome::Inconclusive, Measured::Ok, "no sample was taken".into())
+    entry
+        .learnings
+        .push(format!("{ARRIVED_UNMEASURED} (`{}`)", path.display()));
+    terminal(
+        ctx,
+        log,
+        entry,
+        Outcome::Inconclusive,
+        Measured::Ok,
+        "no sample was taken".into(),
+    )
 }
 
 /// Whether `c` is the orchestrator's pairing of `kind` (a remote worker's own pairing is never
@@ -388,13 +690,30 @@ pub(crate) fn ours(c: &Comparison, kind: ComparisonKind) -> bool {
 
 /// Samples pairs for the comparison of `kind` until the decision asks for nothing more than the
 /// holdout (or is terminal), persisting the marker and then the entry after every pair.
-pub(crate) async fn ladder(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut Entry, kind: ComparisonKind, reference_dir: &Path, candidate_dir: &Path, tag: &str) -> Result<DecideResult, OptimizeError> {
+pub(crate) async fn ladder(
+    ctx: &Ctx<'_>,
+    log: &mut ExperimentLog,
+    entry: &mut Entry,
+    kind: ComparisonKind,
+    reference_dir: &Path,
+    candidate_dir: &Path,
+    tag: &str,
+) -> Result<DecideResult, OptimizeError> {
     let cfg = DecideConfig::from_spec(&ctx.spec);
     let n = entry.experiment;
     loop {
-        let comp = entry.comparisons.iter().find(|c| ours(c, kind)).ok_or_else(|| OptimizeError::Invalid(format!("exp-{n:03} has no {kind:?} comparison")))?;
+        let comp = entry
+            .comparisons
+            .iter()
+            .find(|c| ours(c, kind))
+            .ok_or_else(|| {
+                OptimizeError::Invalid(format!("exp-{n:03} has no {kind:?} comparison"))
+            })?;
         if let Some(d) = &comp.decision
-            && !matches!(d.next_measurement, NextMeasurement::AddSample | NextMeasurement::Confirm)
+            && !matches!(
+                d.next_measurement,
+                NextMeasurement::AddSample | NextMeasurement::Confirm
+            )
         {
             return Ok(d.clone());
         }
@@ -405,37 +724,79 @@ pub(crate) async fn ladder(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut E
             return Ok(d.clone());
         }
         let i = comp.candidate.snapshot.n_samples();
-        let (r, c) = pair(ctx, &ctx.spec.measurement.command, &format!("exp-{n:03}:{tag}:{i}"), reference_dir, candidate_dir).await?;
+        let (r, c) = pair(
+            ctx,
+            &ctx.spec.measurement.command,
+            &format!("exp-{n:03}:{tag}:{i}"),
+            reference_dir,
+            candidate_dir,
+        )
+        .await?;
         let seed = judging::judges(ctx).map_or(0, |j| j.sample_seed);
-        let judged = judging::judge_pair(ctx, r, c, &format!("exp-{n:03}:{tag}:{i}"), seed, &Default::default()).await?;
+        let judged = judging::judge_pair(
+            ctx,
+            r,
+            c,
+            &format!("exp-{n:03}:{tag}:{i}"),
+            seed,
+            &Default::default(),
+        )
+        .await?;
         record_judges(ctx, log, entry, kind, &judged);
         let worst = judged.worst.clone();
         let measured = apply_pair(ctx, entry, kind, judged.reference, judged.candidate);
         if !worst.is_empty() {
-            let comp = entry.comparisons.iter_mut().find(|c| ours(c, kind)).expect("comparison exists");
+            let comp = entry
+                .comparisons
+                .iter_mut()
+                .find(|c| ours(c, kind))
+                .expect("comparison exists");
             comp.candidate.snapshot.worst_cases = worst.clone();
             if kind == ComparisonKind::Standalone {
                 entry.worst_cases = worst;
             }
         }
-        let comp = entry.comparisons.iter().find(|c| ours(c, kind)).expect("found above");
+        let comp = entry
+            .comparisons
+            .iter()
+            .find(|c| ours(c, kind))
+            .expect("found above");
         if kind == ComparisonKind::Standalone {
-            write_marker(candidate_dir, &Marker {
-                experiment: n,
-                hypothesis_id: entry.hypothesis_id.clone(),
-                base_sha: entry.base_sha.clone(),
-                measured: measured.clone(),
-                reference: comp.reference.clone(),
-                candidate: comp.candidate.clone(),
-                changed_files: entry.changed_files.clone(),
-                scope_violations: entry.scope_violations.clone(),
-                worst_cases: entry.worst_cases.clone(),
-                worker_message: entry.worker_message.clone(),
-            })?;
+            write_marker(
+                candidate_dir,
+                &Marker {
+                    experiment: n,
+                    hypothesis_id: entry.hypothesis_id.clone(),
+                    base_sha: entry.base_sha.clone(),
+                    measured: measured.clone(),
+                    reference: comp.reference.clone(),
+                    candidate: comp.candidate.clone(),
+                    changed_files: entry.changed_files.clone(),
+                    scope_violations: entry.scope_violations.clone(),
+                    worst_cases: entry.worst_cases.clone(),
+                    worker_message: entry.worker_message.clone(),
+                },
+            )?;
         }
-        let d = decide::decide(&cfg, DecideInput { measured: &measured, reference: &comp.reference.snapshot, candidate: &comp.candidate.snapshot, holdout: None });
-        let primary = (comp.reference.snapshot.aggregate(&cfg.primary), comp.candidate.snapshot.aggregate(&cfg.primary));
-        entry.comparisons.iter_mut().find(|c| ours(c, kind)).expect("found above").decision = Some(d.clone());
+        let d = decide::decide(
+            &cfg,
+            DecideInput {
+                measured: &measured,
+                reference: &comp.reference.snapshot,
+                candidate: &comp.candidate.snapshot,
+                holdout: None,
+            },
+        );
+        let primary = (
+            comp.reference.snapshot.aggregate(&cfg.primary),
+            comp.candidate.snapshot.aggregate(&cfg.primary),
+        );
+        entry
+            .comparisons
+            .iter_mut()
+            .find(|c| ours(c, kind))
+            .expect("found above")
+            .decision = Some(d.clone());
         if kind == ComparisonKind::Standalone {
             entry.measured = measured;
             entry.decision = Some(d.clone());
@@ -443,12 +804,25 @@ pub(crate) async fn ladder(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut E
         }
         let samples = i + 1;
         log.upsert(entry.clone());
-        ctx.save(log, "CP-3", |l| l.entry(n).and_then(|e| e.comparisons.iter().find(|c| ours(c, kind))).is_some_and(|c| c.candidate.snapshot.n_samples() >= samples.min(c.candidate.snapshot.n_samples()) && c.decision.is_some()))?;
+        ctx.save(log, "CP-3", |l| {
+            l.entry(n)
+                .and_then(|e| e.comparisons.iter().find(|c| ours(c, kind)))
+                .is_some_and(|c| {
+                    c.candidate.snapshot.n_samples()
+                        >= samples.min(c.candidate.snapshot.n_samples())
+                        && c.decision.is_some()
+                })
+        })?;
         ctx.emit(Event::Outcome {
             experiment: n,
-            outcome: if kind == ComparisonKind::Standalone { entry.outcome.label() } else { format!("{} (integrated)", d.decision.label()) },
+            outcome: if kind == ComparisonKind::Standalone {
+                entry.outcome.label()
+            } else {
+                format!("{} (integrated)", d.decision.label())
+            },
             primary: primary.0.zip(primary.1),
-            preliminary: d.next_measurement != NextMeasurement::None || d.decision == Decision::Keep,
+            preliminary: d.next_measurement != NextMeasurement::None
+                || d.decision == Decision::Keep,
         });
     }
 }
@@ -456,7 +830,13 @@ pub(crate) async fn ladder(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut E
 /// Books a pair's judge calls (spend, estimated from `cost_per_batch_usd`), keeps the
 /// selection sample's judged items on the entry (`standalone`: the selection pairing; never a
 /// holdout's or a combination's, O-39) and reports a judge that could not run (O-31).
-pub(crate) fn record_judges(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut Entry, kind: ComparisonKind, judged: &judging::JudgedPair) {
+pub(crate) fn record_judges(
+    ctx: &Ctx<'_>,
+    log: &mut ExperimentLog,
+    entry: &mut Entry,
+    kind: ComparisonKind,
+    judged: &judging::JudgedPair,
+) {
     book_judges(ctx, log, entry.experiment, judged);
     entry.spend.merge(&judged.spend);
     if kind != ComparisonKind::Standalone {
@@ -476,11 +856,24 @@ pub(crate) fn record_judges(ctx: &Ctx<'_>, log: &mut ExperimentLog, entry: &mut 
 
 /// Books the judge runs of a pair (any kind): their reported tokens and cost, a run that
 /// reported no cost at `metric.judge.cost_per_batch_usd` (estimated); and reports a blocker.
-pub(crate) fn book_judges(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32, judged: &judging::JudgedPair) {
-    let estimate = ctx.spec.metric.judge.as_ref().map_or(0.0, |j| j.cost_per_batch_usd);
+pub(crate) fn book_judges(
+    ctx: &Ctx<'_>,
+    log: &mut ExperimentLog,
+    n: u32,
+    judged: &judging::JudgedPair,
+) {
+    let estimate = ctx
+        .spec
+        .metric
+        .judge
+        .as_ref()
+        .map_or(0.0, |j| j.cost_per_batch_usd);
     log.spend.book("judges", &judged.spend, estimate);
     if let Some(reason) = &judged.blocker {
-        let note = format!("exp-{n:03}: {}: {reason}; the experiment is error (unmeasured, never eligible) and no score was produced inline", judging::UNDISPATCHABLE);
+        let note = format!(
+            "exp-{n:03}: {}: {reason}; the experiment is error (unmeasured, never eligible) and no score was produced inline",
+            judging::UNDISPATCHABLE
+        );
         log.notes.push(note.clone());
         ctx.emit(Event::Note(note));
     }
@@ -488,24 +881,47 @@ pub(crate) fn book_judges(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32, judged
 
 /// One paired sample: the reference, then the candidate (whose censor bound, O-28, depends on
 /// the reference of the same pair).
-pub(crate) async fn pair(ctx: &Ctx<'_>, command: &str, key: &str, reference_dir: &Path, candidate_dir: &Path) -> Result<(Sample, Sample), OptimizeError> {
-    let r = ctx.sample(command, reference_dir, ctx.key(&format!("{key}:ref"))).await?;
+pub(crate) async fn pair(
+    ctx: &Ctx<'_>,
+    command: &str,
+    key: &str,
+    reference_dir: &Path,
+    candidate_dir: &Path,
+) -> Result<(Sample, Sample), OptimizeError> {
+    let r = ctx
+        .sample(command, reference_dir, ctx.key(&format!("{key}:ref")))
+        .await?;
     // O-28: the candidate may censor itself only when elapsed time alone proves it hopeless
     let env = match &r {
-        Sample::Ok(out) => measure::censor_after(&ctx.spec, &out.metrics).map(|s| (measure::CENSOR_ENV.to_owned(), s.to_string())).into_iter().collect(),
+        Sample::Ok(out) => measure::censor_after(&ctx.spec, &out.metrics)
+            .map(|s| (measure::CENSOR_ENV.to_owned(), s.to_string()))
+            .into_iter()
+            .collect(),
         Sample::Failed(_) => Default::default(),
     };
-    let c = ctx.sample_with(command, candidate_dir, ctx.key(&format!("{key}:cand")), env).await?;
+    let c = ctx
+        .sample_with(command, candidate_dir, ctx.key(&format!("{key}:cand")), env)
+        .await?;
     Ok((r, c))
 }
 
 /// Adds one pair to the comparison of `kind`; returns how the pair's measurement ended.
-fn apply_pair(ctx: &Ctx<'_>, entry: &mut Entry, kind: ComparisonKind, r: Sample, c: Sample) -> Measured {
+fn apply_pair(
+    ctx: &Ctx<'_>,
+    entry: &mut Entry,
+    kind: ComparisonKind,
+    r: Sample,
+    c: Sample,
+) -> Measured {
     let gates = &ctx.spec.metric.degenerate_gates;
     let direction = ctx.spec.metric.primary.direction;
     let mut worst = None;
     let mut cost = None;
-    let comp = entry.comparisons.iter_mut().find(|x| ours(x, kind)).expect("comparison exists");
+    let comp = entry
+        .comparisons
+        .iter_mut()
+        .find(|x| ours(x, kind))
+        .expect("comparison exists");
     let measured = match (r, c) {
         (Sample::Failed(m), _) => Measured::Error(format!("reference measurement failed: {m:?}")),
         (Sample::Ok(ro), Sample::Failed(m)) => {

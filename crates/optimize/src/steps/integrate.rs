@@ -62,7 +62,10 @@ pub async fn evaluate(
                 close(log, n, Outcome::NotSelected, DEADLINE_NOT_MERGED);
                 continue;
             }
-            if log.entry(n).is_some_and(|e| e.next_measurement() == NextMeasurement::Holdout) {
+            if log
+                .entry(n)
+                .is_some_and(|e| e.next_measurement() == NextMeasurement::Holdout)
+            {
                 holdout(ctx, log, n).await?;
             }
             let e = log.entry(n).expect("ranked from the log");

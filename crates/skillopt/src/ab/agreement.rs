@@ -47,20 +47,44 @@ impl Agreement {
         let n = t[0][0] + t[0][1] + t[1][0] + t[1][1];
         let agreements = t[0][0] + t[1][1];
         if n == 0 {
-            return Agreement { n, agreements, raw: None, kappa: None, interval: None };
+            return Agreement {
+                n,
+                agreements,
+                raw: None,
+                kappa: None,
+                interval: None,
+            };
         }
         let nf = f64::from(n);
         let po = f64::from(agreements) / nf;
-        let human = [f64::from(t[0][0] + t[0][1]) / nf, f64::from(t[1][0] + t[1][1]) / nf];
-        let judge = [f64::from(t[0][0] + t[1][0]) / nf, f64::from(t[0][1] + t[1][1]) / nf];
+        let human = [
+            f64::from(t[0][0] + t[0][1]) / nf,
+            f64::from(t[1][0] + t[1][1]) / nf,
+        ];
+        let judge = [
+            f64::from(t[0][0] + t[1][0]) / nf,
+            f64::from(t[0][1] + t[1][1]) / nf,
+        ];
         let pe = human[0] * judge[0] + human[1] * judge[1];
         if (1.0 - pe).abs() < 1e-12 {
-            return Agreement { n, agreements, raw: Some(po), kappa: None, interval: None };
+            return Agreement {
+                n,
+                agreements,
+                raw: Some(po),
+                kappa: None,
+                interval: None,
+            };
         }
         let kappa = (po - pe) / (1.0 - pe);
         let se = (po * (1.0 - po) / (nf * (1.0 - pe).powi(2))).sqrt();
         let interval = ((kappa - Z95 * se).max(-1.0), (kappa + Z95 * se).min(1.0));
-        Agreement { n, agreements, raw: Some(po), kappa: Some(kappa), interval: Some(interval) }
+        Agreement {
+            n,
+            agreements,
+            raw: Some(po),
+            kappa: Some(kappa),
+            interval: Some(interval),
+        }
     }
 
     /// From paired picks.
@@ -77,20 +101,37 @@ impl Agreement {
     /// why not when it is not, in words.
     pub fn measured(&self, floor: f64, min_picks: u32) -> Result<(), String> {
         if self.n < min_picks {
-            return Err(format!("{} paired pick(s) with a human, fewer than judge_min_paired_picks {min_picks}", self.n));
+            return Err(format!(
+                "{} paired pick(s) with a human, fewer than judge_min_paired_picks {min_picks}",
+                self.n
+            ));
         }
         match self.interval {
-            None => Err(format!("κ is undefined over {} paired pick(s) (both always named the same winner)", self.n)),
-            Some((lo, _)) if lo < floor => Err(format!("κ's 95% interval lower bound {lo:.2} is below judge_kappa_floor {floor}")),
+            None => Err(format!(
+                "κ is undefined over {} paired pick(s) (both always named the same winner)",
+                self.n
+            )),
+            Some((lo, _)) if lo < floor => Err(format!(
+                "κ's 95% interval lower bound {lo:.2} is below judge_kappa_floor {floor}"
+            )),
             Some(_) => Ok(()),
         }
     }
 
     /// `17 of 20 agree (85%), κ 0.69 (95% interval 0.38 to 1.00)`.
     pub fn human(&self) -> String {
-        let raw = self.raw.map_or("no paired picks".to_owned(), |r| format!("{} of {} agree ({:.0}%)", self.agreements, self.n, r * 100.0));
+        let raw = self.raw.map_or("no paired picks".to_owned(), |r| {
+            format!(
+                "{} of {} agree ({:.0}%)",
+                self.agreements,
+                self.n,
+                r * 100.0
+            )
+        });
         match (self.kappa, self.interval) {
-            (Some(k), Some((lo, hi))) => format!("{raw}, κ {k:.2} (95% interval {lo:.2} to {hi:.2})"),
+            (Some(k), Some((lo, hi))) => {
+                format!("{raw}, κ {k:.2} (95% interval {lo:.2} to {hi:.2})")
+            }
             _ if self.n > 0 => format!("{raw}, κ undefined (both always named the same winner)"),
             _ => raw,
         }
@@ -130,7 +171,10 @@ mod tests {
         }
         // perfect agreement over both classes: κ 1, SE 0
         let perfect = Agreement::from_table([[6, 0], [0, 4]]);
-        assert_eq!((perfect.kappa, perfect.interval, perfect.raw), (Some(1.0), Some((1.0, 1.0)), Some(1.0)));
+        assert_eq!(
+            (perfect.kappa, perfect.interval, perfect.raw),
+            (Some(1.0), Some((1.0, 1.0)), Some(1.0))
+        );
         // worse than chance: negative κ, interval clipped at −1
         let against = Agreement::from_table([[0, 5], [5, 0]]);
         assert_eq!(against.kappa, Some(-1.0));
@@ -140,7 +184,10 @@ mod tests {
     #[test]
     fn kappa_is_undefined_without_variation_and_absent_without_picks() {
         let same = Agreement::from_table([[8, 0], [0, 0]]);
-        assert_eq!((same.raw, same.kappa, same.interval), (Some(1.0), None, None));
+        assert_eq!(
+            (same.raw, same.kappa, same.interval),
+            (Some(1.0), None, None)
+        );
         assert!(same.human().contains("κ undefined"), "{}", same.human());
         assert!(same.measured(0.0, 1).is_err(), "an undefined κ never gates");
         let none = Agreement::of(&[]);
@@ -150,17 +197,31 @@ mod tests {
 
     #[test]
     fn a_judge_is_measured_only_with_enough_picks_and_a_lower_bound_at_the_floor() {
-        use Role::{Champion as C, Challenger as X};
-        let picks: Vec<PairedPick> = [(C, C); 6].into_iter().chain([(X, X); 5]).chain([(C, X)]).collect();
+        use Role::{Challenger as X, Champion as C};
+        let picks: Vec<PairedPick> = [(C, C); 6]
+            .into_iter()
+            .chain([(X, X); 5])
+            .chain([(C, X)])
+            .collect();
         let a = Agreement::of(&picks);
         assert_eq!((a.n, a.agreements), (12, 11));
         let (lo, _) = a.interval.unwrap();
         assert!(a.measured(lo - 0.01, 12).is_ok(), "{a:?}");
         let low = a.measured(lo + 0.01, 12).unwrap_err();
-        assert!(low.contains("lower bound") && low.contains("judge_kappa_floor"), "{low}");
+        assert!(
+            low.contains("lower bound") && low.contains("judge_kappa_floor"),
+            "{low}"
+        );
         let few = a.measured(0.0, 13).unwrap_err();
-        assert!(few.contains("12 paired pick(s)") && few.contains("judge_min_paired_picks 13"), "{few}");
-        assert!(a.human().starts_with("11 of 12 agree (92%), κ "), "{}", a.human());
+        assert!(
+            few.contains("12 paired pick(s)") && few.contains("judge_min_paired_picks 13"),
+            "{few}"
+        );
+        assert!(
+            a.human().starts_with("11 of 12 agree (92%), κ "),
+            "{}",
+            a.human()
+        );
         assert!(!a.human().contains("p-value"));
     }
 }

@@ -34,7 +34,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use serde_json::Value;
-use skillforge_contract::{EvalItem, EvaluatorScore, FeedbackEvent, RankedFeedbackEvent, TrainingPackage};
+use skillforge_contract::{
+    EvalItem, EvaluatorScore, FeedbackEvent, RankedFeedbackEvent, TrainingPackage,
+};
 
 use super::tier::{EvidenceTier, classify_tier};
 
@@ -144,7 +146,10 @@ pub fn clean_text(text: &str) -> String {
 /// `add a test plan` share a key).
 pub fn normalize_key(kind: GuidanceKind, text: &str) -> String {
     let lowered = text.to_lowercase();
-    let words: Vec<&str> = lowered.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let words: Vec<&str> = lowered
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
     format!("{}:{}", kind.as_str(), words.join(" "))
 }
 
@@ -175,7 +180,14 @@ struct Sink {
 }
 
 impl Sink {
-    fn push(&mut self, kind: GuidanceKind, raw: &str, tier: EvidenceTier, origin: EvidenceOrigin, source_ref: &str) {
+    fn push(
+        &mut self,
+        kind: GuidanceKind,
+        raw: &str,
+        tier: EvidenceTier,
+        origin: EvidenceOrigin,
+        source_ref: &str,
+    ) {
         let text = clean_text(raw);
         if text.is_empty() {
             return;
@@ -193,10 +205,21 @@ impl Sink {
         origin: EvidenceOrigin,
         source_ref: &str,
     ) {
-        if self.items.iter().any(|e| e.key == key && e.source_ref == source_ref) {
+        if self
+            .items
+            .iter()
+            .any(|e| e.key == key && e.source_ref == source_ref)
+        {
             return;
         }
-        self.items.push(Evidence { kind, key, text, tier, origin, source_ref: source_ref.to_owned() });
+        self.items.push(Evidence {
+            kind,
+            key,
+            text,
+            tier,
+            origin,
+            source_ref: source_ref.to_owned(),
+        });
     }
 }
 
@@ -208,7 +231,11 @@ pub fn gather_evidence(package: &TrainingPackage) -> GatheredEvidence {
         counts.ranked_feedback_events += 1;
         gather_ranked(&mut sink, event);
     }
-    let findings: BTreeMap<&str, Vec<String>> = package.items.iter().filter_map(|i| Some((i.id.as_str(), item_findings(i)?))).collect();
+    let findings: BTreeMap<&str, Vec<String>> = package
+        .items
+        .iter()
+        .filter_map(|i| Some((i.id.as_str(), item_findings(i)?)))
+        .collect();
     for (idx, event) in package.feedback_events.iter().enumerate() {
         counts.feedback_events += 1;
         let leg_row = is_leg_row(event);
@@ -231,9 +258,16 @@ pub fn gather_evidence(package: &TrainingPackage) -> GatheredEvidence {
         let question = verdict.question_id.trim();
         let dimension = verdict.dimension.trim();
         let explanation = clean_text(&verdict.explanation);
-        let subject =
-            if dimension.is_empty() { format!("`{question}`") } else { format!("`{question}` ({dimension})") };
-        let text = if explanation.is_empty() { subject } else { format!("{subject} holds: {explanation}") };
+        let subject = if dimension.is_empty() {
+            format!("`{question}`")
+        } else {
+            format!("`{question}` ({dimension})")
+        };
+        let text = if explanation.is_empty() {
+            subject
+        } else {
+            format!("{subject} holds: {explanation}")
+        };
         sink.push_keyed(
             GuidanceKind::Lesson,
             format!("lesson:{question}"),
@@ -243,20 +277,56 @@ pub fn gather_evidence(package: &TrainingPackage) -> GatheredEvidence {
             &format!("verdict:{question}:{idx}"),
         );
     }
-    GatheredEvidence { items: sink.items, counts }
+    GatheredEvidence {
+        items: sink.items,
+        counts,
+    }
 }
 
 fn gather_ranked(sink: &mut Sink, event: &RankedFeedbackEvent) {
     let tier = classify_tier(&event.source, &event.reviewer, &event.item_id);
     let source_ref = format!("ranked:{}:{}", event.id, event.item_id);
-    for text in event.required_improvements.as_ref().map(text_list).unwrap_or_default() {
-        sink.push(GuidanceKind::Improve, &text, tier, EvidenceOrigin::RequiredImprovement, &source_ref);
+    for text in event
+        .required_improvements
+        .as_ref()
+        .map(text_list)
+        .unwrap_or_default()
+    {
+        sink.push(
+            GuidanceKind::Improve,
+            &text,
+            tier,
+            EvidenceOrigin::RequiredImprovement,
+            &source_ref,
+        );
     }
-    for text in event.rejected_traits.as_ref().map(trait_list).unwrap_or_default() {
-        sink.push(GuidanceKind::Avoid, &text, tier, EvidenceOrigin::RejectedTrait, &source_ref);
+    for text in event
+        .rejected_traits
+        .as_ref()
+        .map(trait_list)
+        .unwrap_or_default()
+    {
+        sink.push(
+            GuidanceKind::Avoid,
+            &text,
+            tier,
+            EvidenceOrigin::RejectedTrait,
+            &source_ref,
+        );
     }
-    for text in event.useful_traits.as_ref().map(trait_list).unwrap_or_default() {
-        sink.push(GuidanceKind::Keep, &text, tier, EvidenceOrigin::UsefulTrait, &source_ref);
+    for text in event
+        .useful_traits
+        .as_ref()
+        .map(trait_list)
+        .unwrap_or_default()
+    {
+        sink.push(
+            GuidanceKind::Keep,
+            &text,
+            tier,
+            EvidenceOrigin::UsefulTrait,
+            &source_ref,
+        );
     }
 }
 
@@ -279,7 +349,13 @@ fn gather_feedback(sink: &mut Sink, event: &FeedbackEvent, idx: usize, summary_i
     let sections = projected_sections(reasoning);
     if sections.is_empty() {
         if summary_is_guidance {
-            sink.push(kind, reasoning, tier, EvidenceOrigin::FeedbackReasoning, &source_ref);
+            sink.push(
+                kind,
+                reasoning,
+                tier,
+                EvidenceOrigin::FeedbackReasoning,
+                &source_ref,
+            );
         }
         return;
     }
@@ -288,19 +364,47 @@ fn gather_feedback(sink: &mut Sink, event: &FeedbackEvent, idx: usize, summary_i
     let is_negative = matches!(kind, GuidanceKind::Address);
     for (section, lines) in sections {
         for line in lines {
-            let text = if matches!(section, Section::Useful | Section::Rejected) { strip_label(&line) } else { line };
+            let text = if matches!(section, Section::Useful | Section::Rejected) {
+                strip_label(&line)
+            } else {
+                line
+            };
             match section {
-                Section::Hint if is_negative => {
-                    sink.push(GuidanceKind::Improve, &text, tier, EvidenceOrigin::OptimizerHint, &source_ref)
-                }
-                Section::Required if is_negative => {
-                    sink.push(GuidanceKind::Improve, &text, tier, EvidenceOrigin::RequiredImprovement, &source_ref)
-                }
-                Section::Useful => sink.push(GuidanceKind::Keep, &text, tier, EvidenceOrigin::UsefulTrait, &source_ref),
-                Section::Rejected => {
-                    sink.push(GuidanceKind::Avoid, &text, tier, EvidenceOrigin::RejectedTrait, &source_ref)
-                }
-                _ if summary_is_guidance => sink.push(kind, &text, tier, EvidenceOrigin::FeedbackReasoning, &source_ref),
+                Section::Hint if is_negative => sink.push(
+                    GuidanceKind::Improve,
+                    &text,
+                    tier,
+                    EvidenceOrigin::OptimizerHint,
+                    &source_ref,
+                ),
+                Section::Required if is_negative => sink.push(
+                    GuidanceKind::Improve,
+                    &text,
+                    tier,
+                    EvidenceOrigin::RequiredImprovement,
+                    &source_ref,
+                ),
+                Section::Useful => sink.push(
+                    GuidanceKind::Keep,
+                    &text,
+                    tier,
+                    EvidenceOrigin::UsefulTrait,
+                    &source_ref,
+                ),
+                Section::Rejected => sink.push(
+                    GuidanceKind::Avoid,
+                    &text,
+                    tier,
+                    EvidenceOrigin::RejectedTrait,
+                    &source_ref,
+                ),
+                _ if summary_is_guidance => sink.push(
+                    kind,
+                    &text,
+                    tier,
+                    EvidenceOrigin::FeedbackReasoning,
+                    &source_ref,
+                ),
                 _ => {}
             }
         }
@@ -318,43 +422,74 @@ fn is_leg_row(event: &FeedbackEvent) -> bool {
 /// The `rule`s of an item's `metadata.findings` (written by the harvest's checker and verifier
 /// legs); `None` when it has none.
 fn item_findings(item: &EvalItem) -> Option<Vec<String>> {
-    let list = item.metadata.as_ref()?.get(crate::harvest::legs::FINDINGS_KEY)?.as_array()?;
-    let rules: Vec<String> = list.iter().filter_map(|f| f.get("rule")?.as_str()).map(str::to_owned).collect();
+    let list = item
+        .metadata
+        .as_ref()?
+        .get(crate::harvest::legs::FINDINGS_KEY)?
+        .as_array()?;
+    let rules: Vec<String> = list
+        .iter()
+        .filter_map(|f| f.get("rule")?.as_str())
+        .map(str::to_owned)
+        .collect();
     (!rules.is_empty()).then_some(rules)
 }
 
 /// A checker or verifier row against the change (`b`): each finding of its item is a rule
 /// ([`GuidanceKind::Improve`], verifiable floor); a passing row or one without findings says
 /// nothing to change.
-fn gather_findings(sink: &mut Sink, event: &FeedbackEvent, findings: Option<&Vec<String>>, idx: usize) {
+fn gather_findings(
+    sink: &mut Sink,
+    event: &FeedbackEvent,
+    findings: Option<&Vec<String>>,
+    idx: usize,
+) {
     if !event.choice.trim().eq_ignore_ascii_case("b") {
         return;
     }
     let source_ref = format!("feedback:{idx}:{}", event.item_id);
     for rule in findings.into_iter().flatten() {
-        sink.push(GuidanceKind::Improve, rule, EvidenceTier::VerifiableFloor, EvidenceOrigin::Finding, &source_ref);
+        sink.push(
+            GuidanceKind::Improve,
+            rule,
+            EvidenceTier::VerifiableFloor,
+            EvidenceOrigin::Finding,
+            &source_ref,
+        );
     }
 }
 
 /// Evaluator scores carried in an item's metadata: `evaluator_score` (one object) and
 /// `evaluator_scores` (an array); entries that do not decode are skipped.
 fn item_scores(item: &EvalItem) -> Vec<EvaluatorScore> {
-    let Some(Value::Object(meta)) = &item.metadata else { return Vec::new() };
+    let Some(Value::Object(meta)) = &item.metadata else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
     if let Some(v) = meta.get("evaluator_score") {
         out.extend(serde_json::from_value::<EvaluatorScore>(v.clone()).ok());
     }
     if let Some(Value::Array(list)) = meta.get("evaluator_scores") {
-        out.extend(list.iter().filter_map(|v| serde_json::from_value::<EvaluatorScore>(v.clone()).ok()));
+        out.extend(
+            list.iter()
+                .filter_map(|v| serde_json::from_value::<EvaluatorScore>(v.clone()).ok()),
+        );
     }
     out
 }
 
 fn gather_score(sink: &mut Sink, score: &EvaluatorScore, source_ref: &str) {
-    let contract_failed = matches!(score.contract_status.trim().to_ascii_lowercase().as_str(), "fail" | "failed");
-    let is_verifiable =
-        score.judge_evaluator_id.trim().is_empty() && (score.hard.is_some_and(|h| h <= 0.0) || contract_failed);
-    let hint_tier = if is_verifiable { EvidenceTier::VerifiableFloor } else { EvidenceTier::Judge };
+    let contract_failed = matches!(
+        score.contract_status.trim().to_ascii_lowercase().as_str(),
+        "fail" | "failed"
+    );
+    let is_verifiable = score.judge_evaluator_id.trim().is_empty()
+        && (score.hard.is_some_and(|h| h <= 0.0) || contract_failed);
+    let hint_tier = if is_verifiable {
+        EvidenceTier::VerifiableFloor
+    } else {
+        EvidenceTier::Judge
+    };
     let mut explained = false;
     if let Some(failure) = &score.failure {
         if !failure.optimizer_hint.trim().is_empty() {
@@ -374,7 +509,11 @@ fn gather_score(sink: &mut Sink, score: &EvaluatorScore, source_ref: &str) {
             }
             explained = true;
             let name = check.check.trim();
-            let text = if name.is_empty() { reason } else { format!("Pass the `{name}` check: {reason}") };
+            let text = if name.is_empty() {
+                reason
+            } else {
+                format!("Pass the `{name}` check: {reason}")
+            };
             sink.push(
                 GuidanceKind::Improve,
                 &text,
@@ -388,10 +527,22 @@ fn gather_score(sink: &mut Sink, score: &EvaluatorScore, source_ref: &str) {
         && !gate.optimizer_hint.trim().is_empty()
     {
         explained = true;
-        sink.push(GuidanceKind::Improve, &gate.optimizer_hint, hint_tier, EvidenceOrigin::OptimizerHint, source_ref);
+        sink.push(
+            GuidanceKind::Improve,
+            &gate.optimizer_hint,
+            hint_tier,
+            EvidenceOrigin::OptimizerHint,
+            source_ref,
+        );
     }
     if !explained && !score.fail_reason.trim().is_empty() {
-        sink.push(GuidanceKind::Address, &score.fail_reason, hint_tier, EvidenceOrigin::FailedCheck, source_ref);
+        sink.push(
+            GuidanceKind::Address,
+            &score.fail_reason,
+            hint_tier,
+            EvidenceOrigin::FailedCheck,
+            source_ref,
+        );
     }
 }
 
@@ -399,7 +550,11 @@ fn gather_score(sink: &mut Sink, score: &EvaluatorScore, source_ref: &str) {
 fn text_list(value: &Value) -> Vec<String> {
     match value {
         Value::String(s) => vec![s.clone()],
-        Value::Array(items) => items.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+        Value::Array(items) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -436,8 +591,15 @@ const SECTION_HEADERS: &[(&str, Section)] = &[
 /// Splits text in the projection's section form into (section, non-empty lines); `[]` when the
 /// text does not start with a known header. Hint and reasoning sections are one entry each.
 fn projected_sections(text: &str) -> Vec<(Section, Vec<String>)> {
-    let header_of = |line: &str| SECTION_HEADERS.iter().find(|(h, _)| line.trim() == *h).map(|(_, s)| *s);
-    let Some(first) = text.lines().next() else { return Vec::new() };
+    let header_of = |line: &str| {
+        SECTION_HEADERS
+            .iter()
+            .find(|(h, _)| line.trim() == *h)
+            .map(|(_, s)| *s)
+    };
+    let Some(first) = text.lines().next() else {
+        return Vec::new();
+    };
     if header_of(first).is_none() {
         return Vec::new();
     }

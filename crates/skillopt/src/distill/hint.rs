@@ -49,7 +49,9 @@ pub fn no_actionable_hint(package: &TrainingPackage) -> String {
     let automatic_positive = package
         .feedback_events
         .iter()
-        .filter(|e| e.source.trim() == AUTO_TRACE_SOURCE && e.choice.trim().eq_ignore_ascii_case("a"))
+        .filter(|e| {
+            e.source.trim() == AUTO_TRACE_SOURCE && e.choice.trim().eq_ignore_ascii_case("a")
+        })
         .count();
     if n_ranked == 0 && n_ab > 0 && automatic_positive == n_ab {
         // Issue 37 item 10: harvested rows carry reasoning; what they lack is a direction.

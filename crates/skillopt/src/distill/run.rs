@@ -10,10 +10,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Value, json};
 use skillforge_contract::{
-    CANDIDATE_PACKAGE_KIND, CONTRACT_VERSION, CandidateArtifactRef, CandidatePackage, CandidateSummary,
-    CandidateTemplate, PackageValidationError, TemplateError, TrainingPackage, content_hash, driver_for_media_type,
-    parse_template,
-    read_training_package, serialize_package,
+    CANDIDATE_PACKAGE_KIND, CONTRACT_VERSION, CandidateArtifactRef, CandidatePackage,
+    CandidateSummary, CandidateTemplate, PackageValidationError, TemplateError, TrainingPackage,
+    content_hash, driver_for_media_type, parse_template, read_training_package, serialize_package,
 };
 use skillforge_stage::fs::{WriteError, write_atomic};
 
@@ -35,8 +34,7 @@ pub const CANDIDATE_CONTENT_UNCHANGED: &str = "candidate_content_unchanged";
 pub const SCORE_UNAVAILABLE_KEY: &str = "score_unavailable";
 /// Why a distill candidate has no score: distill measures nothing, and a made-up number would be
 /// read by the guardrails as evidence.
-pub const SCORE_UNAVAILABLE: &str =
-    "distill turns ranked reviews into guidance and measures nothing: no held-out replay or replay-gate corpus scored this candidate";
+pub const SCORE_UNAVAILABLE: &str = "distill turns ranked reviews into guidance and measures nothing: no held-out replay or replay-gate corpus scored this candidate";
 /// Default cap on guidance lines in the section.
 pub const DEFAULT_MAX_GUIDANCE_LINES: usize = 24;
 
@@ -52,7 +50,10 @@ pub struct DistillConfig {
 
 impl Default for DistillConfig {
     fn default() -> Self {
-        Self { dry_run: false, max_guidance_lines: DEFAULT_MAX_GUIDANCE_LINES }
+        Self {
+            dry_run: false,
+            max_guidance_lines: DEFAULT_MAX_GUIDANCE_LINES,
+        }
     }
 }
 
@@ -72,7 +73,11 @@ impl DistillOutput {
     /// Paths with the default artifact dir `<out_root>/artifacts`.
     pub fn new(out_root: impl Into<PathBuf>, candidate_output: impl Into<PathBuf>) -> Self {
         let out_root = out_root.into();
-        Self { artifact_dir: out_root.join("artifacts"), out_root, candidate_output: candidate_output.into() }
+        Self {
+            artifact_dir: out_root.join("artifacts"),
+            out_root,
+            candidate_output: candidate_output.into(),
+        }
     }
 }
 
@@ -97,7 +102,9 @@ pub enum DistillError {
         source: PackageValidationError,
     },
     /// The package's template content is not a valid agent template.
-    #[error("template {version_id} in the training package is not a valid agent template: {source}")]
+    #[error(
+        "template {version_id} in the training package is not a valid agent template: {source}"
+    )]
     InvalidTemplate {
         /// `template.version_id`.
         version_id: String,
@@ -135,9 +142,14 @@ impl DistillError {
 /// # Errors
 /// [`DistillError::ReadPackage`], [`DistillError::InvalidPackage`] (both name the file).
 pub fn load_training_package(path: &Path) -> Result<TrainingPackage, DistillError> {
-    let text = fs::read_to_string(path)
-        .map_err(|e| DistillError::ReadPackage { path: path.to_owned(), message: e.to_string() })?;
-    read_training_package(&text).map_err(|source| DistillError::InvalidPackage { path: path.to_owned(), source })
+    let text = fs::read_to_string(path).map_err(|e| DistillError::ReadPackage {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })?;
+    read_training_package(&text).map_err(|source| DistillError::InvalidPackage {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// Evidence totals of a run, as written into the report and `summary.metadata.evidence`.
@@ -177,16 +189,25 @@ pub struct DistillPlan {
 ///
 /// # Errors
 /// [`DistillError::InvalidTemplate`] when `template.content` does not parse.
-pub fn plan(package: &TrainingPackage, config: &DistillConfig) -> Result<DistillPlan, DistillError> {
+pub fn plan(
+    package: &TrainingPackage,
+    config: &DistillConfig,
+) -> Result<DistillPlan, DistillError> {
     let base = &package.template.content;
-    parse_template(base)
-        .map_err(|source| DistillError::InvalidTemplate { version_id: package.template.version_id.clone(), source })?;
+    parse_template(base).map_err(|source| DistillError::InvalidTemplate {
+        version_id: package.template.version_id.clone(),
+        source,
+    })?;
     let gathered = gather_evidence(package);
     let mut by_tier = Support::default();
     for item in &gathered.items {
         by_tier.add(item.tier);
     }
-    let counts = EvidenceCounts { sources: gathered.counts, evidence_items: gathered.items.len(), by_tier };
+    let counts = EvidenceCounts {
+        sources: gathered.counts,
+        evidence_items: gathered.items.len(),
+        by_tier,
+    };
     // Issue 37 item 10: this run's evidence merged into the section's (earlier runs'), never in
     // place of it; with no new evidence there is nothing to propose.
     let fresh = rank_guidance(&gathered.items, usize::MAX);
@@ -194,7 +215,12 @@ pub fn plan(package: &TrainingPackage, config: &DistillConfig) -> Result<Distill
     let run = package.eval_run.id.trim().to_owned();
     let mut runs = section_runs(base);
     let already_merged = !run.is_empty() && runs.contains(&run);
-    let guidance = merge_guidance(prior_guidance(base), fresh, config.max_guidance_lines, already_merged);
+    let guidance = merge_guidance(
+        prior_guidance(base),
+        fresh,
+        config.max_guidance_lines,
+        already_merged,
+    );
     if !already_merged && !run.is_empty() {
         runs.push(run);
     }
@@ -216,8 +242,12 @@ pub fn plan(package: &TrainingPackage, config: &DistillConfig) -> Result<Distill
     if config.dry_run {
         return Ok(unchanged(CANDIDATE_CONTENT_UNCHANGED));
     }
-    let revised = apply_section(base, &render_section(&guidance, &runs))
-        .map_err(|source| DistillError::InvalidTemplate { version_id: package.template.version_id.clone(), source })?;
+    let revised = apply_section(base, &render_section(&guidance, &runs)).map_err(|source| {
+        DistillError::InvalidTemplate {
+            version_id: package.template.version_id.clone(),
+            source,
+        }
+    })?;
     if revised == *base {
         return Ok(unchanged(CANDIDATE_CONTENT_UNCHANGED));
     }
@@ -269,7 +299,11 @@ pub fn distill(
 ) -> Result<DistillReport, DistillError> {
     let _ = artifact_root;
     let plan = plan(package, config)?;
-    let run_id = if package.eval_run.id.trim().is_empty() { "run" } else { package.eval_run.id.trim() };
+    let run_id = if package.eval_run.id.trim().is_empty() {
+        "run"
+    } else {
+        package.eval_run.id.trim()
+    };
     let run_dir = path_component(run_id);
     let diff_id = format!("{run_id}/candidate-diff");
     let report_id = format!("{run_id}/eval-report");
@@ -315,12 +349,32 @@ pub fn distill(
     }
     let report_text = pretty(&eval_report, "eval report")?;
 
-    write_atomic(&out.out_root.join("initial_skill.md"), plan.base_content.as_bytes())?;
-    write_atomic(&out.out_root.join("candidate_skill.md"), plan.content.as_bytes())?;
-    write_atomic(&out.out_root.join("guidance.json"), pretty(&plan.guidance, "guidance")?.as_bytes())?;
-    let diff_ref = write_artifact(&out.artifact_dir, &diff_id, &diff_path, "text/x-diff", diff.as_bytes())?;
-    let report_ref =
-        write_artifact(&out.artifact_dir, &report_id, &report_path, "application/json", report_text.as_bytes())?;
+    write_atomic(
+        &out.out_root.join("initial_skill.md"),
+        plan.base_content.as_bytes(),
+    )?;
+    write_atomic(
+        &out.out_root.join("candidate_skill.md"),
+        plan.content.as_bytes(),
+    )?;
+    write_atomic(
+        &out.out_root.join("guidance.json"),
+        pretty(&plan.guidance, "guidance")?.as_bytes(),
+    )?;
+    let diff_ref = write_artifact(
+        &out.artifact_dir,
+        &diff_id,
+        &diff_path,
+        "text/x-diff",
+        diff.as_bytes(),
+    )?;
+    let report_ref = write_artifact(
+        &out.artifact_dir,
+        &report_id,
+        &report_path,
+        "application/json",
+        report_text.as_bytes(),
+    )?;
 
     let preference_summary = format!(
         "{} guidance line(s) from {} evidence item(s): {}",
@@ -328,7 +382,11 @@ pub fn distill(
         plan.counts.evidence_items,
         EvidenceTier::ALL
             .iter()
-            .map(|t| format!("{} {}", t.as_str().replace('_', " "), plan.counts.by_tier.of(*t)))
+            .map(|t| format!(
+                "{} {}",
+                t.as_str().replace('_', " "),
+                plan.counts.by_tier.of(*t)
+            ))
             .collect::<Vec<_>>()
             .join(", ")
     );
@@ -338,7 +396,10 @@ pub fn distill(
         contract_version: CONTRACT_VERSION,
         template_id: package.template.id.clone(),
         base_version_id: package.template.version_id.clone(),
-        candidate: CandidateTemplate { content: plan.content.clone(), metadata },
+        candidate: CandidateTemplate {
+            content: plan.content.clone(),
+            metadata,
+        },
         eval_report: Some(eval_report),
         summary: CandidateSummary {
             diff_artifact_id: diff_id,
@@ -348,8 +409,10 @@ pub fn distill(
         },
         artifacts: vec![diff_ref, report_ref],
     };
-    let bytes = serialize_package(&candidate)
-        .map_err(|e| DistillError::Encode { what: "candidate package", message: e.to_string() })?;
+    let bytes = serialize_package(&candidate).map_err(|e| DistillError::Encode {
+        what: "candidate package",
+        message: e.to_string(),
+    })?;
     write_atomic(&out.candidate_output, bytes.as_bytes())?;
     Ok(DistillReport {
         candidate_output: out.candidate_output.clone(),
@@ -381,7 +444,10 @@ fn unified_diff(template_id: &str, old: &str, new: &str) -> String {
     similar::TextDiff::from_lines(old, new)
         .unified_diff()
         .context_radius(3)
-        .header(&format!("a/{template_id}.md"), &format!("b/{template_id}.md"))
+        .header(
+            &format!("a/{template_id}.md"),
+            &format!("b/{template_id}.md"),
+        )
         .to_string()
 }
 
@@ -390,13 +456,26 @@ fn unified_diff(template_id: &str, old: &str, new: &str) -> String {
 fn path_component(run_id: &str) -> String {
     let s: String = run_id
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@') { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@') {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
-    if s.is_empty() || s == "." || s == ".." { "_".to_owned() } else { s }
+    if s.is_empty() || s == "." || s == ".." {
+        "_".to_owned()
+    } else {
+        s
+    }
 }
 
 fn pretty<T: Serialize + ?Sized>(value: &T, what: &'static str) -> Result<String, DistillError> {
-    serialize_package(value).map_err(|e| DistillError::Encode { what, message: e.to_string() })
+    serialize_package(value).map_err(|e| DistillError::Encode {
+        what,
+        message: e.to_string(),
+    })
 }
 
 fn write_artifact(

@@ -20,7 +20,11 @@ pub const RUNS_NOTE_PREFIX: &str = "<!-- Evidence from runs: ";
 /// `runs` is empty), an intro sentence and one list item per line, ending with `\n`. No times, so
 /// the same lines and runs always render the same bytes.
 pub fn render_section(lines: &[GuidanceLine], runs: &[String]) -> String {
-    let runs_note = if runs.is_empty() { String::new() } else { format!("{RUNS_NOTE_PREFIX}{} -->\n\n", runs.join(", ")) };
+    let runs_note = if runs.is_empty() {
+        String::new()
+    } else {
+        format!("{RUNS_NOTE_PREFIX}{} -->\n\n", runs.join(", "))
+    };
     let mut out = format!(
         "{GUIDANCE_HEADING}\n\n{GUIDANCE_NOTE}\n\n{runs_note}Apply these rules, learned from reviewed outputs (most supported first):\n\n"
     );
@@ -80,11 +84,24 @@ pub fn section_body(content: &str) -> Option<&str> {
 /// The runs named by the section's runs comment ([`render_section`]), in order; empty without
 /// a section or comment.
 pub fn section_runs(content: &str) -> Vec<String> {
-    let Some(section) = section_body(content) else { return Vec::new() };
+    let Some(section) = section_body(content) else {
+        return Vec::new();
+    };
     section
         .lines()
-        .find_map(|l| l.trim().strip_prefix(RUNS_NOTE_PREFIX)?.strip_suffix("-->").map(str::trim))
-        .map(|list| list.split(", ").map(str::trim).filter(|r| !r.is_empty()).map(str::to_owned).collect())
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix(RUNS_NOTE_PREFIX)?
+                .strip_suffix("-->")
+                .map(str::trim)
+        })
+        .map(|list| {
+            list.split(", ")
+                .map(str::trim)
+                .filter(|r| !r.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default()
 }
 

@@ -15,8 +15,9 @@ use skillforge_runner_checker::{CheckReport, parse_checker_list};
 use skillforge_runner_sandbox::VerifyReport;
 use skillforge_store::feedback::{Upserted, event_created_at_now, upsert_feedback_event};
 use skillforge_store::harvest::{
-    ATTRIBUTION_TRAILER, Attribution, AutoTraceRun, upsert_attribution, LegJob, ci_at, get_attribution, item_outcome, list_events, get_leg_job, record_ci, record_event, record_leg_job,
-    record_review_round, set_leg_job_id, upsert_auto_trace_run, upsert_item,
+    ATTRIBUTION_TRAILER, Attribution, AutoTraceRun, LegJob, ci_at, get_attribution, get_leg_job,
+    item_outcome, list_events, record_ci, record_event, record_leg_job, record_review_round,
+    set_leg_job_id, upsert_attribution, upsert_auto_trace_run, upsert_item,
 };
 use skillforge_store::{Store, StoreError};
 use sqlx::SqliteConnection;
@@ -24,13 +25,18 @@ use tracing::{info, warn};
 
 use super::config::HarvestConfig;
 use super::kind::JobKind;
-use super::legs::{Leg, checker_row, checkers_spec, dispatch_key, hard_row, hard_verifier_spec, review_row, review_spec};
+use super::legs::{
+    Leg, checker_row, checkers_spec, dispatch_key, hard_row, hard_verifier_spec, review_row,
+    review_spec,
+};
 use super::outcome::{CiEvidence, HarvestEvent, Outcome, RowPlan, floor_row};
-use super::review::{Reviewer, pick_reviewer, review_prompt};
 use super::revert::reverted_pr;
-use super::trailer::{TEMPLATE_TRAILER, TRAILER_DISAGREES_EVENT, TRAILER_UNKNOWN_EVENT, TemplateTrailer};
-use skillforge_store::templates::{VersionRef, resolve};
+use super::review::{Reviewer, pick_reviewer, review_prompt};
+use super::trailer::{
+    TEMPLATE_TRAILER, TRAILER_DISAGREES_EVENT, TRAILER_UNKNOWN_EVENT, TemplateTrailer,
+};
 use super::{AUTO_TRACE_RUN_STATE, AUTO_TRACE_SOURCE, AUTOMATIC_TRACE, WORKFLOW, run_id};
+use skillforge_store::templates::{VersionRef, resolve};
 
 /// Job event of a harvest that could not be written (S-24).
 pub const HARVEST_FAILED_EVENT: &str = "auto_trace_harvest_failed";
@@ -104,7 +110,9 @@ pub type AvailableReviewers = [(String, String)];
 /// host's PATH. Each with its family from the runtime profile (an unknown name is its own family).
 pub fn available_reviewers(config: &HarvestConfig) -> Vec<(String, String)> {
     let family = |runtime: &str| {
-        skillforge_runner_agent::find(runtime).map(|p| p.family.clone()).unwrap_or_else(|_| runtime.to_owned())
+        skillforge_runner_agent::find(runtime)
+            .map(|p| p.family.clone())
+            .unwrap_or_else(|_| runtime.to_owned())
     };
     match &config.review_runtimes {
         Some(list) => list.iter().map(|r| (r.clone(), family(r))).collect(),
@@ -120,7 +128,8 @@ fn on_path(program: &str) -> bool {
     if program.contains('/') {
         return std::path::Path::new(program).is_file();
     }
-    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
 /// Applies one event in the caller's transaction (S-15..S-23, S-26):
@@ -145,32 +154,55 @@ pub async fn apply_event(
 ) -> Result<HarvestReport, HarvestError> {
     let mut report = HarvestReport::default();
     if !config.is_enabled() {
-        report.skipped.push("auto-trace harvesting is off ([skillopt] auto_trace_enabled)".into());
+        report
+            .skipped
+            .push("auto-trace harvesting is off ([skillopt] auto_trace_enabled)".into());
         return Ok(report);
     }
     match event {
-        HarvestEvent::Ci { repo, sha, context, state, description } => {
+        HarvestEvent::Ci {
+            repo,
+            sha,
+            context,
+            state,
+            description,
+        } => {
             record_ci(conn, repo, sha, context, state, description).await?;
         }
         HarvestEvent::Attributed { repo, pr, trailer } => {
             attribute_by_trailer(conn, repo, *pr, trailer, &mut report).await?;
         }
-        HarvestEvent::ChangesRequested { repo, pr, review_id } => {
+        HarvestEvent::ChangesRequested {
+            repo,
+            pr,
+            review_id,
+        } => {
             let rounds = record_review_round(conn, repo, *pr, review_id).await?;
-            let outcome = Outcome::ChangesRequested { rounds: u32::try_from(rounds).unwrap_or(u32::MAX) };
+            let outcome = Outcome::ChangesRequested {
+                rounds: u32::try_from(rounds).unwrap_or(u32::MAX),
+            };
             if let Some(attribution) = attributed(conn, repo, *pr, &mut report).await? {
                 let row = floor_row(repo, *pr, &outcome, None, None);
                 report.rows.push(write_row(conn, &attribution, &row).await?);
             }
         }
-        HarvestEvent::Outcome { repo, pr, outcome, head, ci_shas, body } => {
+        HarvestEvent::Outcome {
+            repo,
+            pr,
+            outcome,
+            head,
+            ci_shas,
+            body,
+        } => {
             if matches!(outcome, Outcome::Merged { .. })
                 && config.revert_detection()
                 && let Some(original) = body.as_deref().and_then(|b| reverted_pr(b, repo))
             {
                 flip_reverted(conn, repo, original, *pr, &mut report).await?;
             }
-            let Some(attribution) = attributed(conn, repo, *pr, &mut report).await? else { return Ok(report) };
+            let Some(attribution) = attributed(conn, repo, *pr, &mut report).await? else {
+                return Ok(report);
+            };
             let ci = match outcome {
                 Outcome::Merged { ci: Some(ci) } => Some(ci.clone()),
                 Outcome::Merged { ci: None } => {
@@ -178,9 +210,9 @@ pub async fn apply_event(
                     for sha in ci_shas.iter().chain(head.iter()) {
                         observations.extend(ci_at(&mut *conn, repo, sha).await?);
                     }
-                    Some(CiEvidence::classify(
-                        observations.iter().map(|o| (o.context.as_str(), o.state.as_str(), o.description.as_str())),
-                    ))
+                    Some(CiEvidence::classify(observations.iter().map(|o| {
+                        (o.context.as_str(), o.state.as_str(), o.description.as_str())
+                    })))
                 }
                 _ => None,
             };
@@ -189,7 +221,10 @@ pub async fn apply_event(
             // event must not flip the corrective negative back (seed: "Reverted → corrective negative").
             let run = run_id(&attribution.template_version_id);
             if !matches!(outcome, Outcome::Reverted { .. })
-                && item_outcome(&mut *conn, &run, &row.item_id).await?.as_deref() == Some("reverted")
+                && item_outcome(&mut *conn, &run, &row.item_id)
+                    .await?
+                    .as_deref()
+                    == Some("reverted")
             {
                 report.skipped.push(format!(
                     "{repo}#{pr} was reverted; a later `{}` outcome does not undo the revert",
@@ -199,7 +234,15 @@ pub async fn apply_event(
             }
             report.rows.push(write_row(conn, &attribution, &row).await?);
             if matches!(outcome, Outcome::Merged { .. }) {
-                plan_legs(conn, config, &attribution, head.as_deref(), reviewers, &mut report).await?;
+                plan_legs(
+                    conn,
+                    config,
+                    &attribution,
+                    head.as_deref(),
+                    reviewers,
+                    &mut report,
+                )
+                .await?;
             }
         }
     }
@@ -218,13 +261,20 @@ async fn attribute_by_trailer(
     report: &mut HarvestReport,
 ) -> Result<(), HarvestError> {
     let found = match VersionRef::parse(&trailer.version) {
-        Some(reference) => resolve(&mut *conn, &reference).await?.filter(|v| v.id == trailer.version),
+        Some(reference) => resolve(&mut *conn, &reference)
+            .await?
+            .filter(|v| v.id == trailer.version),
         None => None,
     };
     let Some(version) = found else {
-        let why = format!("{TEMPLATE_TRAILER}: {} in {} names no installed template version", trailer.version, trailer.place);
+        let why = format!(
+            "{TEMPLATE_TRAILER}: {} in {} names no installed template version",
+            trailer.version, trailer.place
+        );
         record_event_once(conn, repo, pr, TRAILER_UNKNOWN_EVENT, &why).await?;
-        report.skipped.push(format!("{repo}#{pr}: {why}; not attributed"));
+        report
+            .skipped
+            .push(format!("{repo}#{pr}: {why}; not attributed"));
         return Ok(());
     };
     let existing = get_attribution(&mut *conn, repo, pr).await?;
@@ -244,7 +294,11 @@ async fn attribute_by_trailer(
     }
     let runtime = trailer.runtime.clone().unwrap_or_default();
     if let Some(a) = &existing
-        && (a.template_version_id.as_str(), a.kind.as_str(), a.implementer_runtime.as_str()) == (version.id.as_str(), trailer.kind.as_str(), runtime.as_str())
+        && (
+            a.template_version_id.as_str(),
+            a.kind.as_str(),
+            a.implementer_runtime.as_str(),
+        ) == (version.id.as_str(), trailer.kind.as_str(), runtime.as_str())
     {
         return Ok(());
     }
@@ -261,14 +315,26 @@ async fn attribute_by_trailer(
     };
     upsert_attribution(conn, &attribution).await?;
     info!(repo, pr, version = %version.id, from = %trailer.place, "attributed by trailer");
-    report.attributed.push(format!("{repo}#{pr} → {} (from {})", version.id, trailer.place));
+    report.attributed.push(format!(
+        "{repo}#{pr} → {} (from {})",
+        version.id, trailer.place
+    ));
     Ok(())
 }
 
 /// Records a PR's event unless the same event with the same detail is already recorded (a
 /// webhook re-delivered, or seen again by the watcher, says it once).
-async fn record_event_once(conn: &mut SqliteConnection, repo: &str, pr: i64, event: &str, detail: &str) -> Result<(), HarvestError> {
-    let seen = list_events(&mut *conn, Some((repo, pr))).await?.iter().any(|e| e.event == event && e.detail == detail);
+async fn record_event_once(
+    conn: &mut SqliteConnection,
+    repo: &str,
+    pr: i64,
+    event: &str,
+    detail: &str,
+) -> Result<(), HarvestError> {
+    let seen = list_events(&mut *conn, Some((repo, pr)))
+        .await?
+        .iter()
+        .any(|e| e.event == event && e.detail == detail);
     if !seen {
         record_event(conn, "", repo, pr, event, detail).await?;
     }
@@ -284,11 +350,16 @@ async fn attributed(
 ) -> Result<Option<Attribution>, HarvestError> {
     match get_attribution(&mut *conn, repo, pr).await? {
         None => {
-            report.skipped.push(format!("{repo}#{pr} has no template attribution; not harvested"));
+            report.skipped.push(format!(
+                "{repo}#{pr} has no template attribution; not harvested"
+            ));
             Ok(None)
         }
         Some(a) if JobKind::parse(&a.kind).is_none() => {
-            report.skipped.push(format!("{repo}#{pr} is a `{}` job, not an implement job; not harvested", a.kind));
+            report.skipped.push(format!(
+                "{repo}#{pr} is a `{}` job, not an implement job; not harvested",
+                a.kind
+            ));
             Ok(None)
         }
         Some(a) => Ok(Some(a)),
@@ -306,7 +377,13 @@ async fn flip_reverted(
         return Ok(());
     }
     if let Some(attribution) = attributed(conn, repo, original, report).await? {
-        let row = floor_row(repo, original, &Outcome::Reverted { by_pr: Some(by_pr) }, None, None);
+        let row = floor_row(
+            repo,
+            original,
+            &Outcome::Reverted { by_pr: Some(by_pr) },
+            None,
+            None,
+        );
         report.rows.push(write_row(conn, &attribution, &row).await?);
     }
     Ok(())
@@ -315,7 +392,11 @@ async fn flip_reverted(
 /// Upserts the auto-trace run of the attributed version, the row's item and its feedback event
 /// under the five-column key (source `auto-trace`, source_url `''`), so a re-harvest rewrites the
 /// same rows in place (S-15, S-22, S-27).
-async fn write_row(conn: &mut SqliteConnection, a: &Attribution, row: &RowPlan) -> Result<WrittenRow, HarvestError> {
+async fn write_row(
+    conn: &mut SqliteConnection,
+    a: &Attribution,
+    row: &RowPlan,
+) -> Result<WrittenRow, HarvestError> {
     write_row_for(conn, &a.template_id, &a.template_version_id, &a.repo, row).await
 }
 
@@ -340,7 +421,14 @@ async fn write_row_for(
         },
     )
     .await?;
-    upsert_item(conn, &run, &row.item_id, &row.title, &row.item_metadata.to_string()).await?;
+    upsert_item(
+        conn,
+        &run,
+        &row.item_id,
+        &row.title,
+        &row.item_metadata.to_string(),
+    )
+    .await?;
     let event = FeedbackEvent {
         run_id: run.clone(),
         item_id: row.item_id.clone(),
@@ -393,7 +481,11 @@ async fn plan_legs(
     for leg in Leg::ALL.into_iter().filter(|l| enabled(*l)) {
         if !kind.has_leg(leg) {
             // S-41: a review-quality kind keeps only the soft cross-family signal.
-            report.skipped.push(format!("{} leg skipped: `{}` is a review-quality kind (S-41)", leg.name(), a.kind));
+            report.skipped.push(format!(
+                "{} leg skipped: `{}` is a review-quality kind (S-41)",
+                leg.name(),
+                a.kind
+            ));
             continue;
         }
         let (Some(head), false) = (head, a.checkout.is_empty()) else {
@@ -403,23 +495,46 @@ async fn plan_legs(
             continue;
         };
         let checkout = PathBuf::from(&a.checkout);
-        let base = if a.base.is_empty() { format!("{head}^") } else { a.base.clone() };
+        let base = if a.base.is_empty() {
+            format!("{head}^")
+        } else {
+            a.base.clone()
+        };
         let (spec, context) = match leg {
             Leg::HardVerifier => {
                 let key = dispatch_key(leg, &run, &a.repo, a.pr, head, None);
-                let (commands, image) = (hard_commands.clone().unwrap_or_default(), config.hard_verifier_image.clone());
-                (hard_verifier_spec(&config.stages, checkout, head, commands, image, key), json!({}))
+                let (commands, image) = (
+                    hard_commands.clone().unwrap_or_default(),
+                    config.hard_verifier_image.clone(),
+                );
+                (
+                    hard_verifier_spec(&config.stages, checkout, head, commands, image, key),
+                    json!({}),
+                )
             }
             Leg::Checkers => {
-                let list = config.deterministic_checkers.as_deref().unwrap_or("diff_size");
+                let list = config
+                    .deterministic_checkers
+                    .as_deref()
+                    .unwrap_or("diff_size");
                 match parse_checker_list(list) {
                     Ok(checkers) => {
                         let key = dispatch_key(leg, &run, &a.repo, a.pr, head, None);
-                        (checkers_spec(&config.stages, checkout, &base, head, checkers, key), json!({}))
+                        (
+                            checkers_spec(&config.stages, checkout, &base, head, checkers, key),
+                            json!({}),
+                        )
                     }
                     Err(e) => {
-                        record_event(conn, "", &a.repo, a.pr, leg.failed_event(), &format!("deterministic_checkers: {e}"))
-                            .await?;
+                        record_event(
+                            conn,
+                            "",
+                            &a.repo,
+                            a.pr,
+                            leg.failed_event(),
+                            &format!("deterministic_checkers: {e}"),
+                        )
+                        .await?;
                         continue;
                     }
                 }
@@ -429,14 +544,20 @@ async fn plan_legs(
                     .map(|p| p.family.clone())
                     .unwrap_or_else(|_| a.implementer_runtime.clone());
                 let Some(reviewer) = pick_reviewer(&implementer_family, reviewers) else {
-                    report.skipped.push("no review-capable runtime is available; review skipped (no row)".into());
+                    report.skipped.push(
+                        "no review-capable runtime is available; review skipped (no row)".into(),
+                    );
                     continue;
                 };
                 if reviewer.self_family {
                     warn!(repo = %a.repo, pr = a.pr, runtime = %reviewer.runtime, family = %reviewer.family,
                         "no reviewer of another family; same-family review fallback (self-preference bias applies)");
-                    let detail = format!("reviewer {} shares the implementer's family {}", reviewer.runtime, reviewer.family);
-                    record_event(conn, "", &a.repo, a.pr, SAMEFAMILY_FALLBACK_EVENT, &detail).await?;
+                    let detail = format!(
+                        "reviewer {} shares the implementer's family {}",
+                        reviewer.runtime, reviewer.family
+                    );
+                    record_event(conn, "", &a.repo, a.pr, SAMEFAMILY_FALLBACK_EVENT, &detail)
+                        .await?;
                 }
                 let key = dispatch_key(leg, &run, &a.repo, a.pr, head, Some(&reviewer.runtime));
                 let prompt = review_prompt(&a.repo, a.pr, head, &base, &a.title, &a.instructions);
@@ -445,7 +566,16 @@ async fn plan_legs(
                     family: reviewer.family.clone(),
                     self_family: reviewer.self_family,
                 };
-                (review_spec(&config.stages, &reviewer.runtime, prompt, Some(checkout), key), json!(context))
+                (
+                    review_spec(
+                        &config.stages,
+                        &reviewer.runtime,
+                        prompt,
+                        Some(checkout),
+                        key,
+                    ),
+                    json!(context),
+                )
             }
         };
         let spec = match spec {
@@ -473,7 +603,12 @@ async fn plan_legs(
             },
         )
         .await?;
-        report.legs.push(LegDispatch { leg, spec, repo: a.repo.clone(), pr: a.pr });
+        report.legs.push(LegDispatch {
+            leg,
+            spec,
+            repo: a.repo.clone(),
+            pr: a.pr,
+        });
     }
     Ok(())
 }
@@ -494,13 +629,19 @@ pub async fn dispatch_legs(
         let key = dispatch.spec.idempotency_key.clone().unwrap_or_default();
         // On a fleet the checkout travels as a URL or a bundle, never as this host's path.
         let mut spec = dispatch.spec.clone();
-        if dispatch.leg == Leg::Review && !backend.shares_disk() && let Some(workdir) = spec.payload.get_mut("workdir") {
+        if dispatch.leg == Leg::Review
+            && !backend.shares_disk()
+            && let Some(workdir) = spec.payload.get_mut("workdir")
+        {
             // The reviewer reads the diff in its prompt; this host's checkout is not its workdir there.
             *workdir = serde_json::Value::Null;
         }
         let enqueued = match skillforge_stage::repo::route_repository(backend, &mut spec).await {
             Ok(()) => skillforge_stage::submit_recorded(backend, store, &spec).await,
-            Err(e) => Err(skillforge_engine::EngineError::Config(format!("repository of the {} leg: {e}", dispatch.leg.name()))),
+            Err(e) => Err(skillforge_engine::EngineError::Config(format!(
+                "repository of the {} leg: {e}",
+                dispatch.leg.name()
+            ))),
         };
         let mut tx = store.begin().await?;
         match enqueued {
@@ -511,7 +652,15 @@ pub async fn dispatch_legs(
             }
             Err(e) => {
                 warn!(leg = dispatch.leg.name(), error = %e, "harvest leg could not be enqueued");
-                record_event(&mut tx, "", &dispatch.repo, dispatch.pr, dispatch.leg.failed_event(), &e.to_string()).await?;
+                record_event(
+                    &mut tx,
+                    "",
+                    &dispatch.repo,
+                    dispatch.pr,
+                    dispatch.leg.failed_event(),
+                    &e.to_string(),
+                )
+                .await?;
             }
         }
         tx.commit().await.map_err(StoreError::from)?;
@@ -532,7 +681,10 @@ impl ResultHandler for HarvestHandler {
     async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), ApplyError> {
         apply_leg_result(conn, job).await.map_err(|e| match e {
             HarvestError::Store(s) => ApplyError::Store(s),
-            HarvestError::Queue(q) => ApplyError::Unusable { job_id: job.id.clone(), reason: q.to_string() },
+            HarvestError::Queue(q) => ApplyError::Unusable {
+                job_id: job.id.clone(),
+                reason: q.to_string(),
+            },
         })
     }
 }
@@ -541,14 +693,28 @@ async fn apply_leg_result(conn: &mut SqliteConnection, job: &Job) -> Result<(), 
     if job.spec.workflow != WORKFLOW {
         return Ok(());
     }
-    let Some(key) = job.spec.idempotency_key.as_deref() else { return Ok(()) };
-    let Some(dispatch) = get_leg_job(&mut *conn, key).await? else { return Ok(()) };
-    let Some(leg) = Leg::from_name(&dispatch.leg) else { return Ok(()) };
-    let detail = job.outcome.as_ref().map(|o| &o.detail).filter(|d| !d.is_null());
+    let Some(key) = job.spec.idempotency_key.as_deref() else {
+        return Ok(());
+    };
+    let Some(dispatch) = get_leg_job(&mut *conn, key).await? else {
+        return Ok(());
+    };
+    let Some(leg) = Leg::from_name(&dispatch.leg) else {
+        return Ok(());
+    };
+    let detail = job
+        .outcome
+        .as_ref()
+        .map(|o| &o.detail)
+        .filter(|d| !d.is_null());
     let (repo, pr) = (dispatch.repo.as_str(), dispatch.pr);
     let failed = |why: String| (leg.failed_event(), why);
     let row: Result<Option<RowPlan>, (&str, String)> = match (leg, detail) {
-        (_, None) => Err(failed(job.error.clone().unwrap_or_else(|| format!("job ended {} without a report", job.state)))),
+        (_, None) => {
+            Err(failed(job.error.clone().unwrap_or_else(|| {
+                format!("job ended {} without a report", job.state)
+            })))
+        }
         (Leg::HardVerifier, Some(d)) => match VerifyReport::from_json(d) {
             Ok(report) => Ok(hard_row(repo, pr, &report)),
             Err(e) => Err(failed(format!("unreadable verifier report: {e}"))),
@@ -561,8 +727,17 @@ async fn apply_leg_result(conn: &mut SqliteConnection, job: &Job) -> Result<(), 
             let context: Option<ReviewContext> = serde_json::from_str(&dispatch.context_json).ok();
             match (serde_json::from_value::<AgentReport>(d.clone()), context) {
                 (Ok(report), Some(c)) if report.exit == skillforge_runner::ExitClass::Passed => {
-                    let reviewer = Reviewer { runtime: c.runtime, family: c.family, self_family: c.self_family };
-                    Ok(review_row(repo, pr, &reviewer, report.final_message.as_deref().unwrap_or("")))
+                    let reviewer = Reviewer {
+                        runtime: c.runtime,
+                        family: c.family,
+                        self_family: c.self_family,
+                    };
+                    Ok(review_row(
+                        repo,
+                        pr,
+                        &reviewer,
+                        report.final_message.as_deref().unwrap_or(""),
+                    ))
                 }
                 (Ok(report), _) => Err(failed(format!("reviewer run ended {:?}", report.exit))),
                 (Err(e), _) => Err(failed(format!("unreadable agent report: {e}"))),
@@ -571,11 +746,26 @@ async fn apply_leg_result(conn: &mut SqliteConnection, job: &Job) -> Result<(), 
     };
     match row {
         Ok(Some(row)) => {
-            write_row_for(conn, &dispatch.template_id, &dispatch.template_version_id, repo, &row).await?;
+            write_row_for(
+                conn,
+                &dispatch.template_id,
+                &dispatch.template_version_id,
+                repo,
+                &row,
+            )
+            .await?;
         }
         Ok(None) => {
             info!(job_id = %job.id, leg = leg.name(), "harvest leg produced no score; no row written");
-            record_event(conn, &job.id, repo, pr, &format!("{}_no_row", leg.name()), "no score: skipped or empty").await?;
+            record_event(
+                conn,
+                &job.id,
+                repo,
+                pr,
+                &format!("{}_no_row", leg.name()),
+                "no score: skipped or empty",
+            )
+            .await?;
         }
         Err((event, why)) => {
             warn!(job_id = %job.id, leg = leg.name(), error = %why, "harvest leg failed; no row written");
@@ -612,7 +802,9 @@ pub async fn harvest(
             };
             warn!(repo, pr, error = %e, "harvest failed; recorded auto_trace_harvest_failed");
             if let Ok(mut tx) = store.begin().await
-                && record_event(&mut tx, "", repo, pr, HARVEST_FAILED_EVENT, &e.to_string()).await.is_ok()
+                && record_event(&mut tx, "", repo, pr, HARVEST_FAILED_EVENT, &e.to_string())
+                    .await
+                    .is_ok()
             {
                 let _ = tx.commit().await;
             }

@@ -21,8 +21,8 @@ use skillforge_runner_sandbox::{SandboxPayload, Verdict, VerifyReport};
 
 use super::outcome::{RowPlan, project};
 use super::review::{Reviewer, parse_rubric};
-use super::tier::EvidenceTier;
 use super::stages::HarvestStages;
+use super::tier::EvidenceTier;
 use super::{CHECKER_REVIEWER, REVIEW_REVIEWER, VERIFIER_REVIEWER};
 
 /// Score at or above which a leg row is choice `a` (facts §5; a mean of exactly 0.5 is `a`,
@@ -81,7 +81,14 @@ impl Leg {
 
 /// The idempotency key of a leg job: one job per (leg, PR, merged head[, reviewer]); the result
 /// handler finds the harvest context by it.
-pub fn dispatch_key(leg: Leg, run_id: &str, repo: &str, pr: i64, head: &str, reviewer: Option<&str>) -> String {
+pub fn dispatch_key(
+    leg: Leg,
+    run_id: &str,
+    repo: &str,
+    pr: i64,
+    head: &str,
+    reviewer: Option<&str>,
+) -> String {
     let by = reviewer.map(|r| format!(":{r}")).unwrap_or_default();
     format!("harvest:{}:{run_id}:{repo}#{pr}@{head}{by}", leg.name())
 }
@@ -120,7 +127,10 @@ pub fn checkers_spec(
     key: String,
 ) -> Result<JobSpec, PayloadError> {
     let payload = CheckerPayload::commits(checkout, base.to_owned(), head.to_owned(), checkers);
-    stages.0.stage(Leg::Checkers.name()).job(&payload, Some(key))
+    stages
+        .0
+        .stage(Leg::Checkers.name())
+        .job(&payload, Some(key))
 }
 
 /// The review job: `prompt` to runtime `runtime`, working in `workdir` (read-only by
@@ -156,7 +166,10 @@ pub const MAX_FINDINGS: usize = 5;
 
 /// The last non-empty line of `text`, cut to 200 characters.
 fn last_line(text: &str) -> Option<String> {
-    let line = text.lines().map(str::trim).rfind(|l| !l.is_empty() && !l.starts_with("…"))?;
+    let line = text
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty() && !l.starts_with("…"))?;
     Some(line.chars().take(200).collect())
 }
 
@@ -172,8 +185,14 @@ pub fn verifier_findings(report: &VerifyReport) -> Vec<serde_json::Value> {
             let said = last_line(&c.stderr_tail).or_else(|| last_line(&c.stdout_tail));
             let code = c.exit_code.unwrap_or_default();
             let rule = match &said {
-                Some(line) => format!("Make `{}` pass before finishing (it exited {code}: {line})", c.command),
-                None => format!("Make `{}` pass before finishing (it exited {code})", c.command),
+                Some(line) => format!(
+                    "Make `{}` pass before finishing (it exited {code}: {line})",
+                    c.command
+                ),
+                None => format!(
+                    "Make `{}` pass before finishing (it exited {code})",
+                    c.command
+                ),
             };
             json!({"dimension": "hard_verifier", "rule": rule, "message": said.unwrap_or_default()})
         })
@@ -184,18 +203,29 @@ pub fn verifier_findings(report: &VerifyReport) -> Vec<serde_json::Value> {
 /// dimension that scored below 1 (the tool's message; up to [`MAX_FINDINGS`] per dimension).
 pub fn checker_findings(report: &CheckReport) -> Vec<serde_json::Value> {
     let mut out = Vec::new();
-    for d in report.dimensions.iter().filter(|d| d.score.is_some_and(|s| s < 1.0)) {
+    for d in report
+        .dimensions
+        .iter()
+        .filter(|d| d.score.is_some_and(|s| s < 1.0))
+    {
         if d.name == Checker::DiffSize.name() {
-            let (changed, cap) = (d.raw["changed_lines"].as_u64(), d.raw["soft_cap_lines"].as_u64());
+            let (changed, cap) = (
+                d.raw["changed_lines"].as_u64(),
+                d.raw["soft_cap_lines"].as_u64(),
+            );
             if let (Some(changed), Some(cap)) = (changed, cap)
                 && changed > cap
             {
-                let rule = format!("Keep a change under {cap} changed lines: split larger work into smaller pull requests");
+                let rule = format!(
+                    "Keep a change under {cap} changed lines: split larger work into smaller pull requests"
+                );
                 out.push(json!({"dimension": d.name, "rule": rule, "message": format!("{changed} changed lines")}));
             }
             continue;
         }
-        let Some(languages) = d.raw["languages"].as_object() else { continue };
+        let Some(languages) = d.raw["languages"].as_object() else {
+            continue;
+        };
         let mut n = 0;
         for entry in languages.values() {
             let tool = entry["tool"].as_str().unwrap_or(&d.name);
@@ -206,7 +236,11 @@ pub fn checker_findings(report: &CheckReport) -> Vec<serde_json::Value> {
                 }
                 n += 1;
                 let rule = format!("Leave no {} finding from {tool} such as: {message}", d.name);
-                let at = format!("{}:{}", location["file"].as_str().unwrap_or(""), location["line"].as_u64().unwrap_or(0));
+                let at = format!(
+                    "{}:{}",
+                    location["file"].as_str().unwrap_or(""),
+                    location["line"].as_u64().unwrap_or(0)
+                );
                 out.push(json!({"dimension": d.name, "rule": rule, "message": format!("{at}: {message}")}));
             }
         }
@@ -220,13 +254,26 @@ pub fn checker_findings(report: &CheckReport) -> Vec<serde_json::Value> {
 pub fn hard_row(repo: &str, pr: i64, report: &VerifyReport) -> Option<RowPlan> {
     let hard = report.verdict.hard()?;
     let passed = report.verdict == Verdict::Pass;
-    let reason = report.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
+    let reason = report
+        .reason
+        .as_deref()
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default();
     let text = if passed {
-        format!("Hard verifier passed at {}: every command exited 0.", report.commit)
+        format!(
+            "Hard verifier passed at {}: every command exited 0.",
+            report.commit
+        )
     } else {
         format!("Hard verifier failed at {}{reason}.", report.commit)
     };
-    let signal = project(&EvaluatorScore { hard: Some(hard), ..EvaluatorScore::default() }, &text);
+    let signal = project(
+        &EvaluatorScore {
+            hard: Some(hard),
+            ..EvaluatorScore::default()
+        },
+        &text,
+    );
     let command_results: Vec<serde_json::Value> = report
         .commands
         .iter()
@@ -259,24 +306,38 @@ pub fn hard_row(repo: &str, pr: i64, report: &VerifyReport) -> Option<RowPlan> {
 /// (resolutions §9: a re-run replaces the row with the new dimension set). Item tags:
 /// `objective`, `checker_score`, `dimension_scores`, tier `objective_checker` (S-31).
 pub fn checker_row(repo: &str, pr: i64, report: &CheckReport) -> Option<RowPlan> {
-    let dimensions: BTreeMap<String, f64> =
-        report.dimensions.iter().filter_map(|d| d.score.map(|s| (d.name.clone(), s))).collect();
+    let dimensions: BTreeMap<String, f64> = report
+        .dimensions
+        .iter()
+        .filter_map(|d| d.score.map(|s| (d.name.clone(), s)))
+        .collect();
     if dimensions.is_empty() {
         return None;
     }
     let skipped: Vec<String> = report
         .dimensions
         .iter()
-        .filter_map(|d| d.skipped.as_ref().map(|why| format!("{} skipped: {why}", d.name)))
+        .filter_map(|d| {
+            d.skipped
+                .as_ref()
+                .map(|why| format!("{} skipped: {why}", d.name))
+        })
         .collect();
-    let mut text = format!("Deterministic checkers over {} dimension(s).", dimensions.len());
+    let mut text = format!(
+        "Deterministic checkers over {} dimension(s).",
+        dimensions.len()
+    );
     if !skipped.is_empty() {
         text.push(' ');
         text.push_str(&skipped.join("; "));
     }
-    let score = EvaluatorScore { dimension_scores: dimensions.clone(), ..EvaluatorScore::default() };
+    let score = EvaluatorScore {
+        dimension_scores: dimensions.clone(),
+        ..EvaluatorScore::default()
+    };
     let signal = project(&score, &text);
-    let mut metadata = json!({"objective": true, "checker_score": signal.score, "dimension_scores": dimensions});
+    let mut metadata =
+        json!({"objective": true, "checker_score": signal.score, "dimension_scores": dimensions});
     let findings = checker_findings(report);
     if !findings.is_empty() {
         metadata[FINDINGS_KEY] = json!(findings);
@@ -302,13 +363,23 @@ pub fn review_row(repo: &str, pr: i64, reviewer: &Reviewer, message: &str) -> Op
     if dimensions.is_empty() {
         return None;
     }
-    let tag = if reviewer.self_family { "same-family (fallback)" } else { "cross-family" };
-    let mut text = format!("{tag} review by {} ({}).", reviewer.runtime, reviewer.family);
+    let tag = if reviewer.self_family {
+        "same-family (fallback)"
+    } else {
+        "cross-family"
+    };
+    let mut text = format!(
+        "{tag} review by {} ({}).",
+        reviewer.runtime, reviewer.family
+    );
     if !notes.trim().is_empty() {
         text.push(' ');
         text.push_str(notes.trim());
     }
-    let score = EvaluatorScore { dimension_scores: dimensions.clone(), ..EvaluatorScore::default() };
+    let score = EvaluatorScore {
+        dimension_scores: dimensions.clone(),
+        ..EvaluatorScore::default()
+    };
     let signal = project(&score, &text);
     let mut metadata = json!({
         "judge_derived": true,
@@ -345,23 +416,90 @@ mod tests {
     fn leg_jobs_name_their_runner_and_a_payload_that_does_not_serialize_is_an_error_not_null() {
         let stages = HarvestStages::default();
         let checkout = PathBuf::from("/srv/app");
-        let hard = hard_verifier_spec(&stages, checkout.clone(), "h1", vec!["true".into()], None, "k1".into()).unwrap();
-        let checkers = checkers_spec(&stages, checkout.clone(), "b1", "h1", vec![Checker::DiffSize], "k2".into()).unwrap();
-        let review = review_spec(&stages, "scripted", "review it".into(), Some(checkout), "k3".into()).unwrap();
-        for (spec, kind, leg) in [(&hard, "sandbox", Leg::HardVerifier), (&checkers, "checker", Leg::Checkers), (&review, "agent", Leg::Review)] {
-            assert_eq!((spec.kind.as_str(), spec.stage.as_str()), (kind, leg.name()));
+        let hard = hard_verifier_spec(
+            &stages,
+            checkout.clone(),
+            "h1",
+            vec!["true".into()],
+            None,
+            "k1".into(),
+        )
+        .unwrap();
+        let checkers = checkers_spec(
+            &stages,
+            checkout.clone(),
+            "b1",
+            "h1",
+            vec![Checker::DiffSize],
+            "k2".into(),
+        )
+        .unwrap();
+        let review = review_spec(
+            &stages,
+            "scripted",
+            "review it".into(),
+            Some(checkout),
+            "k3".into(),
+        )
+        .unwrap();
+        for (spec, kind, leg) in [
+            (&hard, "sandbox", Leg::HardVerifier),
+            (&checkers, "checker", Leg::Checkers),
+            (&review, "agent", Leg::Review),
+        ] {
+            assert_eq!(
+                (spec.kind.as_str(), spec.stage.as_str()),
+                (kind, leg.name())
+            );
             assert!(spec.payload.is_object(), "{kind}: {}", spec.payload);
         }
         assert_eq!(hard.payload["repo"], "/srv/app");
-        assert!(hard.payload.get("image").is_none(), "no image key unless one is configured");
-        let boxed = hard_verifier_spec(&stages, "/srv/app".into(), "h1", vec!["true".into()], Some("img:1".into()), "k1".into());
-        assert_eq!(boxed.unwrap().payload["image"], "img:1", "[skillopt] hard_verifier_image reaches the job");
+        assert!(
+            hard.payload.get("image").is_none(),
+            "no image key unless one is configured"
+        );
+        let boxed = hard_verifier_spec(
+            &stages,
+            "/srv/app".into(),
+            "h1",
+            vec!["true".into()],
+            Some("img:1".into()),
+            "k1".into(),
+        );
+        assert_eq!(
+            boxed.unwrap().payload["image"],
+            "img:1",
+            "[skillopt] hard_verifier_image reaches the job"
+        );
 
         let not_utf8 = PathBuf::from(OsStr::from_bytes(b"/srv/app-\xff"));
         let errors = [
-            hard_verifier_spec(&stages, not_utf8.clone(), "h1", vec!["true".into()], None, "k1".into()).unwrap_err(),
-            checkers_spec(&stages, not_utf8.clone(), "b1", "h1", vec![Checker::DiffSize], "k2".into()).unwrap_err(),
-            review_spec(&stages, "scripted", "review it".into(), Some(not_utf8), "k3".into()).unwrap_err(),
+            hard_verifier_spec(
+                &stages,
+                not_utf8.clone(),
+                "h1",
+                vec!["true".into()],
+                None,
+                "k1".into(),
+            )
+            .unwrap_err(),
+            checkers_spec(
+                &stages,
+                not_utf8.clone(),
+                "b1",
+                "h1",
+                vec![Checker::DiffSize],
+                "k2".into(),
+            )
+            .unwrap_err(),
+            review_spec(
+                &stages,
+                "scripted",
+                "review it".into(),
+                Some(not_utf8),
+                "k3".into(),
+            )
+            .unwrap_err(),
         ];
         let kinds: Vec<&str> = errors.iter().map(|e| e.kind).collect();
         assert_eq!(kinds, ["sandbox", "checker", "agent"]);
@@ -371,18 +509,40 @@ mod tests {
     }
 
     fn reviewer(self_family: bool) -> Reviewer {
-        Reviewer { runtime: "claude".into(), family: "claude".into(), self_family }
+        Reviewer {
+            runtime: "claude".into(),
+            family: "claude".into(),
+            self_family,
+        }
     }
 
     #[test]
     fn s30_review_mean_drives_the_choice() {
-        let low = review_row("a/b", 1, &reviewer(false), r#"{"coverage":0.2,"fidelity":0.4}"#).unwrap();
-        assert_eq!((low.choice, low.item_id.as_str(), low.reviewer), ("b", "review#a/b#1", "gitmoot-review"));
+        let low = review_row(
+            "a/b",
+            1,
+            &reviewer(false),
+            r#"{"coverage":0.2,"fidelity":0.4}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (low.choice, low.item_id.as_str(), low.reviewer),
+            ("b", "review#a/b#1", "gitmoot-review")
+        );
         assert!((low.signal.score - 0.3).abs() < 1e-9);
-        let high = review_row("a/b", 1, &reviewer(false), r#"{"coverage":0.6,"fidelity":0.8}"#).unwrap();
+        let high = review_row(
+            "a/b",
+            1,
+            &reviewer(false),
+            r#"{"coverage":0.6,"fidelity":0.8}"#,
+        )
+        .unwrap();
         assert_eq!(high.choice, "a");
         let half = review_row("a/b", 1, &reviewer(false), r#"{"coverage":0.5}"#).unwrap();
-        assert_eq!(half.choice, "a", "a mean of exactly 0.5 is a (resolutions §8)");
+        assert_eq!(
+            half.choice, "a",
+            "a mean of exactly 0.5 is a (resolutions §8)"
+        );
         assert!(review_row("a/b", 1, &reviewer(false), r#"{"verdict":"a"}"#).is_none());
         assert!(high.item_metadata.get("self_family").is_none());
         let fallback = review_row("a/b", 1, &reviewer(true), r#"{"coverage":0.6}"#).unwrap();
@@ -392,13 +552,34 @@ mod tests {
 
     #[test]
     fn checker_all_skipped_writes_no_row() {
-        let skipped = DimensionResult { name: "lint".into(), score: None, skipped: Some("no tool".into()), raw: json!(null) };
+        let skipped = DimensionResult {
+            name: "lint".into(),
+            score: None,
+            skipped: Some("no tool".into()),
+            raw: json!(null),
+        };
         let report = CheckReport::from_dimensions(vec![skipped.clone()]);
         assert!(checker_row("a/b", 1, &report).is_none());
-        let scored = DimensionResult { name: "diff_size".into(), score: Some(0.2), skipped: None, raw: json!(null) };
-        let row = checker_row("a/b", 1, &CheckReport::from_dimensions(vec![scored, skipped])).unwrap();
-        assert_eq!((row.choice, row.reviewer, row.item_id.as_str()), ("b", "gitmoot-checker", "checker#a/b#1"));
-        assert_eq!(row.item_metadata["dimension_scores"], json!({"diff_size": 0.2}));
+        let scored = DimensionResult {
+            name: "diff_size".into(),
+            score: Some(0.2),
+            skipped: None,
+            raw: json!(null),
+        };
+        let row = checker_row(
+            "a/b",
+            1,
+            &CheckReport::from_dimensions(vec![scored, skipped]),
+        )
+        .unwrap();
+        assert_eq!(
+            (row.choice, row.reviewer, row.item_id.as_str()),
+            ("b", "gitmoot-checker", "checker#a/b#1")
+        );
+        assert_eq!(
+            row.item_metadata["dimension_scores"],
+            json!({"diff_size": 0.2})
+        );
     }
 
     #[test]
@@ -407,7 +588,10 @@ mod tests {
             assert_eq!(Leg::from_name(leg.name()), Some(leg));
         }
         assert_eq!(Leg::HardVerifier.failed_event(), "hard_verifiers_failed");
-        assert_eq!(Leg::Checkers.failed_event(), "deterministic_checkers_failed");
+        assert_eq!(
+            Leg::Checkers.failed_event(),
+            "deterministic_checkers_failed"
+        );
         assert_eq!(Leg::Review.failed_event(), "cross_family_review_failed");
     }
 }

@@ -17,7 +17,9 @@
 //! The ETag and each PR's `updated_at` are recorded only after its events were harvested, so a
 //! poll that fails half-way is simply repeated (every write is idempotent).
 
-use skillforge_forge::{CheckRun, CommitStatus, Conditional, Forge, ForgeError, PullRequest, RepoRef, Review};
+use skillforge_forge::{
+    CheckRun, CommitStatus, Conditional, Forge, ForgeError, PullRequest, RepoRef, Review,
+};
 use skillforge_store::Store;
 use tracing::warn;
 
@@ -73,7 +75,11 @@ pub fn pull_events(
     let mut events: Vec<HarvestEvent> = reviews
         .iter()
         .filter(|r| r.state.eq_ignore_ascii_case("changes_requested"))
-        .map(|r| HarvestEvent::ChangesRequested { repo: repo.to_owned(), pr, review_id: r.id.to_string() })
+        .map(|r| HarvestEvent::ChangesRequested {
+            repo: repo.to_owned(),
+            pr,
+            review_id: r.id.to_string(),
+        })
         .collect();
     if pull.merged_at.is_none() {
         return events;
@@ -99,7 +105,11 @@ pub fn pull_events(
         }
     }
     if let Some(trailer) = trailer::find(Some(&pull.body), commits) {
-        events.push(HarvestEvent::Attributed { repo: repo.to_owned(), pr, trailer });
+        events.push(HarvestEvent::Attributed {
+            repo: repo.to_owned(),
+            pr,
+            trailer,
+        });
     }
     let pr_head = Some(pull.head.sha.clone()).filter(|s| !s.is_empty());
     let merge_sha = pull.merge_commit_sha.clone().filter(|s| !s.is_empty());
@@ -127,7 +137,13 @@ fn pull_state(pull: &PullRequest) -> &'static str {
 ///
 /// # Errors
 /// [`WatchError`]; nothing is recorded as seen for the PR that failed, so the next poll retries it.
-pub async fn poll_repo(store: &Store, backend: &dyn QueueBackend, forge: &dyn Forge, config: &HarvestConfig, repo: &RepoRef) -> Result<PollReport, WatchError> {
+pub async fn poll_repo(
+    store: &Store,
+    backend: &dyn QueueBackend,
+    forge: &dyn Forge,
+    config: &HarvestConfig,
+    repo: &RepoRef,
+) -> Result<PollReport, WatchError> {
     let name = repo.to_string();
     let mut report = PollReport::default();
     let etag = skillforge_store::github::get_etag(store.pool(), &name, PULLS_RESOURCE).await?;
@@ -141,14 +157,25 @@ pub async fn poll_repo(store: &Store, backend: &dyn QueueBackend, forge: &dyn Fo
     let reviewers = available_reviewers(config);
     for pull in &pulls {
         let pr = i64::try_from(pull.number).unwrap_or(i64::MAX);
-        if skillforge_store::github::pull_seen_at(store.pool(), &name, pr).await?.as_deref() == Some(pull.updated_at.as_str()) {
+        if skillforge_store::github::pull_seen_at(store.pool(), &name, pr)
+            .await?
+            .as_deref()
+            == Some(pull.updated_at.as_str())
+        {
             continue;
         }
         let reviews = forge.list_reviews(repo, pull.number).await?;
         let mut ci = Vec::new();
         let mut commits = Vec::new();
-        if pull.merged_at.is_some() && trailer::parse(&pull.body, trailer::TrailerPlace::Body).is_none() {
-            commits = forge.list_pull_commits(repo, pull.number).await?.into_iter().map(|c| (c.sha, c.commit.message)).collect();
+        if pull.merged_at.is_some()
+            && trailer::parse(&pull.body, trailer::TrailerPlace::Body).is_none()
+        {
+            commits = forge
+                .list_pull_commits(repo, pull.number)
+                .await?
+                .into_iter()
+                .map(|c| (c.sha, c.commit.message))
+                .collect();
         }
         if pull.merged_at.is_some() {
             let shas = [Some(pull.head.sha.clone()), pull.merge_commit_sha.clone()];
@@ -159,7 +186,12 @@ pub async fn poll_repo(store: &Store, backend: &dyn QueueBackend, forge: &dyn Fo
             }
         }
         for event in pull_events(&name, pull, &reviews, &ci, &commits) {
-            let HarvestReport { rows, skipped, legs, .. } = harvest(store, config, &event, &reviewers).await?;
+            let HarvestReport {
+                rows,
+                skipped,
+                legs,
+                ..
+            } = harvest(store, config, &event, &reviewers).await?;
             if let Err(e) = dispatch_legs(backend, store, &legs).await {
                 warn!(repo = %name, pr, error = %e, "harvest legs not dispatched");
             }
@@ -167,12 +199,27 @@ pub async fn poll_repo(store: &Store, backend: &dyn QueueBackend, forge: &dyn Fo
             report.rows += rows.len();
             report.skipped.extend(skipped);
         }
-        let mut conn = store.pool().acquire().await.map_err(skillforge_store::StoreError::from)?;
-        skillforge_store::github::set_pull_seen(&mut conn, &name, pr, &pull.updated_at, pull_state(pull)).await?;
+        let mut conn = store
+            .pool()
+            .acquire()
+            .await
+            .map_err(skillforge_store::StoreError::from)?;
+        skillforge_store::github::set_pull_seen(
+            &mut conn,
+            &name,
+            pr,
+            &pull.updated_at,
+            pull_state(pull),
+        )
+        .await?;
         report.pulls_harvested += 1;
     }
     if let Some(tag) = new_etag {
-        let mut conn = store.pool().acquire().await.map_err(skillforge_store::StoreError::from)?;
+        let mut conn = store
+            .pool()
+            .acquire()
+            .await
+            .map_err(skillforge_store::StoreError::from)?;
         skillforge_store::github::set_etag(&mut conn, &name, PULLS_RESOURCE, &tag).await?;
     }
     Ok(report)
@@ -187,7 +234,11 @@ mod tests {
         PullRequest {
             number: 7,
             html_url: String::new(),
-            state: if merged { "closed".into() } else { "open".into() },
+            state: if merged {
+                "closed".into()
+            } else {
+                "open".into()
+            },
             body: body.into(),
             merged_at: merged.then(|| "2026-12-01T10:00:00Z".into()),
             merge_commit_sha: merged.then(|| "m7".into()),
@@ -199,42 +250,121 @@ mod tests {
     #[test]
     fn an_open_pr_gives_its_changes_requested_reviews_only() {
         let reviews = [
-            Review { id: 1, state: "APPROVED".into(), user: None },
-            Review { id: 2, state: "CHANGES_REQUESTED".into(), user: None },
-            Review { id: 3, state: "COMMENTED".into(), user: None },
+            Review {
+                id: 1,
+                state: "APPROVED".into(),
+                user: None,
+            },
+            Review {
+                id: 2,
+                state: "CHANGES_REQUESTED".into(),
+                user: None,
+            },
+            Review {
+                id: 3,
+                state: "COMMENTED".into(),
+                user: None,
+            },
         ];
         let events = pull_events("o/r", &pull(false, ""), &reviews, &[], &[]);
-        assert_eq!(events, vec![HarvestEvent::ChangesRequested { repo: "o/r".into(), pr: 7, review_id: "2".into() }]);
+        assert_eq!(
+            events,
+            vec![HarvestEvent::ChangesRequested {
+                repo: "o/r".into(),
+                pr: 7,
+                review_id: "2".into()
+            }]
+        );
     }
 
     #[test]
     fn a_merged_pr_gives_ci_at_head_and_merge_then_the_outcome_with_its_body() {
-        let status = CommitStatus { context: "ci/test".into(), state: "success".into(), description: String::new() };
-        let queued = CheckRun { name: "lint".into(), status: "queued".into(), conclusion: None };
-        let done = CheckRun { name: "build".into(), status: "completed".into(), conclusion: Some("failure".into()) };
-        let ci = vec![("h7".to_owned(), vec![status], vec![queued, done]), ("m7".to_owned(), vec![], vec![])];
+        let status = CommitStatus {
+            context: "ci/test".into(),
+            state: "success".into(),
+            description: String::new(),
+        };
+        let queued = CheckRun {
+            name: "lint".into(),
+            status: "queued".into(),
+            conclusion: None,
+        };
+        let done = CheckRun {
+            name: "build".into(),
+            status: "completed".into(),
+            conclusion: Some("failure".into()),
+        };
+        let ci = vec![
+            ("h7".to_owned(), vec![status], vec![queued, done]),
+            ("m7".to_owned(), vec![], vec![]),
+        ];
         let events = pull_events("o/r", &pull(true, "Reverts o/r#3"), &[], &ci, &[]);
         assert_eq!(events.len(), 3, "{events:?}");
-        assert!(matches!(&events[0], HarvestEvent::Ci { sha, context, state, .. } if sha == "h7" && context == "ci/test" && state == "success"));
-        assert!(matches!(&events[1], HarvestEvent::Ci { context, state, .. } if context == "check_run/build" && state == "failure"));
-        let HarvestEvent::Outcome { head, ci_shas, body, outcome, .. } = &events[2] else { panic!("{events:?}") };
-        assert_eq!((head.as_deref(), ci_shas.as_slice(), body.as_deref()), (Some("m7"), &["h7".to_owned(), "m7".to_owned()][..], Some("Reverts o/r#3")));
+        assert!(
+            matches!(&events[0], HarvestEvent::Ci { sha, context, state, .. } if sha == "h7" && context == "ci/test" && state == "success")
+        );
+        assert!(
+            matches!(&events[1], HarvestEvent::Ci { context, state, .. } if context == "check_run/build" && state == "failure")
+        );
+        let HarvestEvent::Outcome {
+            head,
+            ci_shas,
+            body,
+            outcome,
+            ..
+        } = &events[2]
+        else {
+            panic!("{events:?}")
+        };
+        assert_eq!(
+            (head.as_deref(), ci_shas.as_slice(), body.as_deref()),
+            (
+                Some("m7"),
+                &["h7".to_owned(), "m7".to_owned()][..],
+                Some("Reverts o/r#3")
+            )
+        );
         assert_eq!(*outcome, Outcome::Merged { ci: None });
     }
 
     #[test]
     fn a_merged_pr_is_attributed_by_its_newest_commit_trailer_before_its_outcome() {
         let commits = vec![
-            ("c1".to_owned(), "one\n\nSkillforge-Template: coder@v1".to_owned()),
-            ("c2".to_owned(), "two\n\nSkillforge-Template: coder@v2".to_owned()),
+            (
+                "c1".to_owned(),
+                "one\n\nSkillforge-Template: coder@v1".to_owned(),
+            ),
+            (
+                "c2".to_owned(),
+                "two\n\nSkillforge-Template: coder@v2".to_owned(),
+            ),
         ];
         let events = pull_events("o/r", &pull(true, "no trailer"), &[], &[], &commits);
         assert!(
             matches!(&events[..], [HarvestEvent::Attributed { trailer, .. }, HarvestEvent::Outcome { .. }] if trailer.version == "coder@v2"),
             "{events:?}"
         );
-        let events = pull_events("o/r", &pull(true, "Body\n\nSkillforge-Template: coder@v3"), &[], &[], &commits);
-        assert!(matches!(&events[0], HarvestEvent::Attributed { trailer, .. } if trailer.version == "coder@v3"), "the body wins: {events:?}");
-        assert!(pull_events("o/r", &pull(false, "Skillforge-Template: coder@v1"), &[], &[], &[]).is_empty(), "an open PR is not attributed");
+        let events = pull_events(
+            "o/r",
+            &pull(true, "Body\n\nSkillforge-Template: coder@v3"),
+            &[],
+            &[],
+            &commits,
+        );
+        assert!(
+            matches!(&events[0], HarvestEvent::Attributed { trailer, .. } if trailer.version == "coder@v3"),
+            "the body wins: {events:?}"
+        );
+        assert!(
+            pull_events(
+                "o/r",
+                &pull(false, "Skillforge-Template: coder@v1"),
+                &[],
+                &[],
+                &[]
+            )
+            .is_empty(),
+            "an open PR is not attributed"
+        );
     }
 }

@@ -27,7 +27,9 @@ pub const SKILLFORGE_OUTCOME_EVENT: &str = "skillforge_outcome";
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WebhookError {
     /// No `X-Hub-Signature-256` header.
-    #[error("missing `X-Hub-Signature-256` header: sign the body with the webhook secret (HMAC-SHA256)")]
+    #[error(
+        "missing `X-Hub-Signature-256` header: sign the body with the webhook secret (HMAC-SHA256)"
+    )]
     MissingSignature,
     /// The signature does not match the body under the configured secret.
     #[error("`X-Hub-Signature-256` does not match the body: check the webhook secret")]
@@ -51,24 +53,37 @@ pub enum WebhookError {
 /// # Errors
 /// [`WebhookError::MissingSignature`] when `header` is `None`; [`WebhookError::BadSignature`] when
 /// it is malformed or does not match.
-pub fn verify_signature(secret: &[u8], body: &[u8], header: Option<&str>) -> Result<(), WebhookError> {
+pub fn verify_signature(
+    secret: &[u8],
+    body: &[u8],
+    header: Option<&str>,
+) -> Result<(), WebhookError> {
     let header = header.ok_or(WebhookError::MissingSignature)?;
-    let hex_sig = header.trim().strip_prefix("sha256=").ok_or(WebhookError::BadSignature)?;
+    let hex_sig = header
+        .trim()
+        .strip_prefix("sha256=")
+        .ok_or(WebhookError::BadSignature)?;
     let expected = hex::decode(hex_sig).map_err(|_| WebhookError::BadSignature)?;
-    let mut mac = hmac::Hmac::<Sha256>::new_from_slice(secret).map_err(|_| WebhookError::BadSignature)?;
+    let mut mac =
+        hmac::Hmac::<Sha256>::new_from_slice(secret).map_err(|_| WebhookError::BadSignature)?;
     mac.update(body);
-    mac.verify_slice(&expected).map_err(|_| WebhookError::BadSignature)
+    mac.verify_slice(&expected)
+        .map_err(|_| WebhookError::BadSignature)
 }
 
 /// `sha256=<hex>` of `body` under `secret` (what a sender puts in `X-Hub-Signature-256`).
 pub fn sign(secret: &[u8], body: &[u8]) -> String {
-    let mut mac = hmac::Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes keys of any length");
+    let mut mac =
+        hmac::Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes keys of any length");
     mac.update(body);
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
 fn payload_error(event: &str, message: impl Into<String>) -> WebhookError {
-    WebhookError::Payload { event: event.to_owned(), message: message.into() }
+    WebhookError::Payload {
+        event: event.to_owned(),
+        message: message.into(),
+    }
 }
 
 fn str_at<'a>(value: &'a Value, path: &[&str]) -> Option<&'a str> {
@@ -99,10 +114,16 @@ pub enum OutcomeError {
 ///
 /// # Errors
 /// [`OutcomeError`] naming the bad value.
-pub fn parse_outcome(name: &str, ci: Option<&str>, rounds: Option<u32>) -> Result<Outcome, OutcomeError> {
+pub fn parse_outcome(
+    name: &str,
+    ci: Option<&str>,
+    rounds: Option<u32>,
+) -> Result<Outcome, OutcomeError> {
     let ci = match ci {
         None => None,
-        Some("external") => Some(CiEvidence::External { context: "external".into() }),
+        Some("external") => Some(CiEvidence::External {
+            context: "external".into(),
+        }),
         Some("none") => Some(CiEvidence::EmptyGate { confirmed: false }),
         Some("gitmoot") => Some(CiEvidence::EmptyGate { confirmed: true }),
         Some(other) => return Err(OutcomeError::Ci(other.to_owned())),
@@ -110,7 +131,9 @@ pub fn parse_outcome(name: &str, ci: Option<&str>, rounds: Option<u32>) -> Resul
     match name {
         "merged" => Ok(Outcome::Merged { ci }),
         "blocked" => Ok(Outcome::Blocked),
-        "changes_requested" => Ok(Outcome::ChangesRequested { rounds: rounds.unwrap_or(1).max(1) }),
+        "changes_requested" => Ok(Outcome::ChangesRequested {
+            rounds: rounds.unwrap_or(1).max(1),
+        }),
         "reverted" => Ok(Outcome::Reverted { by_pr: None }),
         other => Err(OutcomeError::Name(other.to_owned())),
     }
@@ -123,7 +146,8 @@ pub fn parse_outcome(name: &str, ci: Option<&str>, rounds: Option<u32>) -> Resul
 /// # Errors
 /// [`WebhookError::Payload`] when the body is not JSON or misses a field its type requires.
 pub fn parse_event(event: &str, body: &[u8]) -> Result<Vec<HarvestEvent>, WebhookError> {
-    let json: Value = serde_json::from_slice(body).map_err(|e| payload_error(event, format!("not JSON: {e}")))?;
+    let json: Value =
+        serde_json::from_slice(body).map_err(|e| payload_error(event, format!("not JSON: {e}")))?;
     if !json.is_object() {
         return Err(payload_error(event, "the body must be a JSON object"));
     }
@@ -132,11 +156,22 @@ pub fn parse_event(event: &str, body: &[u8]) -> Result<Vec<HarvestEvent>, Webhoo
         "status" => {
             let repo = repo_of(event, &json)?;
             let field = |k: &str| str_at(&json, &[k]).map(str::to_owned);
-            let (Some(sha), Some(state), Some(context)) = (field("sha"), field("state"), field("context")) else {
-                return Err(payload_error(event, "`sha`, `state` and `context` are required"));
+            let (Some(sha), Some(state), Some(context)) =
+                (field("sha"), field("state"), field("context"))
+            else {
+                return Err(payload_error(
+                    event,
+                    "`sha`, `state` and `context` are required",
+                ));
             };
             let description = field("description").unwrap_or_default();
-            Ok(vec![HarvestEvent::Ci { repo, sha, context, state, description }])
+            Ok(vec![HarvestEvent::Ci {
+                repo,
+                sha,
+                context,
+                state,
+                description,
+            }])
         }
         "check_suite" => {
             let repo = repo_of(event, &json)?;
@@ -157,7 +192,9 @@ pub fn parse_event(event: &str, body: &[u8]) -> Result<Vec<HarvestEvent>, Webhoo
         }
         "pull_request_review" => {
             let repo = repo_of(event, &json)?;
-            let state = str_at(&json, &["review", "state"]).unwrap_or("").to_ascii_lowercase();
+            let state = str_at(&json, &["review", "state"])
+                .unwrap_or("")
+                .to_ascii_lowercase();
             if str_at(&json, &["action"]) != Some("submitted") || state != "changes_requested" {
                 return Ok(Vec::new());
             }
@@ -167,9 +204,17 @@ pub fn parse_event(event: &str, body: &[u8]) -> Result<Vec<HarvestEvent>, Webhoo
                 .ok_or_else(|| payload_error(event, "`pull_request.number` is required"))?;
             let review_id = json
                 .pointer("/review/id")
-                .map(|v| v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string()))
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_owned)
+                        .unwrap_or_else(|| v.to_string())
+                })
                 .ok_or_else(|| payload_error(event, "`review.id` is required"))?;
-            Ok(vec![HarvestEvent::ChangesRequested { repo, pr, review_id }])
+            Ok(vec![HarvestEvent::ChangesRequested {
+                repo,
+                pr,
+                review_id,
+            }])
         }
         SKILLFORGE_OUTCOME_EVENT => skillforge_outcome(event, &json),
         _ => Ok(Vec::new()),
@@ -178,8 +223,13 @@ pub fn parse_event(event: &str, body: &[u8]) -> Result<Vec<HarvestEvent>, Webhoo
 
 fn pull_request(event: &str, json: &Value) -> Result<Vec<HarvestEvent>, WebhookError> {
     let repo = repo_of(event, json)?;
-    let pr_json = json.get("pull_request").ok_or_else(|| payload_error(event, "`pull_request` is required"))?;
-    let merged = pr_json.get("merged").and_then(Value::as_bool).unwrap_or(false);
+    let pr_json = json
+        .get("pull_request")
+        .ok_or_else(|| payload_error(event, "`pull_request` is required"))?;
+    let merged = pr_json
+        .get("merged")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     if str_at(json, &["action"]) != Some("closed") || !merged {
         return Ok(Vec::new());
     }
@@ -199,10 +249,21 @@ fn pull_request(event: &str, json: &Value) -> Result<Vec<HarvestEvent>, WebhookE
     let mut events: Vec<HarvestEvent> = body
         .as_deref()
         .and_then(|b| trailer::parse(b, TrailerPlace::Body))
-        .map(|trailer| HarvestEvent::Attributed { repo: repo.clone(), pr, trailer })
+        .map(|trailer| HarvestEvent::Attributed {
+            repo: repo.clone(),
+            pr,
+            trailer,
+        })
         .into_iter()
         .collect();
-    events.push(HarvestEvent::Outcome { repo, pr, outcome: Outcome::Merged { ci: None }, head, ci_shas, body });
+    events.push(HarvestEvent::Outcome {
+        repo,
+        pr,
+        outcome: Outcome::Merged { ci: None },
+        head,
+        ci_shas,
+        body,
+    });
     Ok(events)
 }
 
@@ -210,11 +271,19 @@ fn pull_request(event: &str, json: &Value) -> Result<Vec<HarvestEvent>, WebhookE
 /// `Skillforge-Template` trailer: the one whose commits the endpoint reads for a trailer
 /// (`GET /repos/{o}/{r}/pulls/{n}/commits`) when a GitHub token is configured (issue 37 item 8).
 pub fn needs_commit_trailer(events: &[HarvestEvent]) -> Option<(String, i64)> {
-    if events.iter().any(|e| matches!(e, HarvestEvent::Attributed { .. })) {
+    if events
+        .iter()
+        .any(|e| matches!(e, HarvestEvent::Attributed { .. }))
+    {
         return None;
     }
     events.iter().find_map(|e| match e {
-        HarvestEvent::Outcome { repo, pr, outcome: Outcome::Merged { .. }, .. } => Some((repo.clone(), *pr)),
+        HarvestEvent::Outcome {
+            repo,
+            pr,
+            outcome: Outcome::Merged { .. },
+            ..
+        } => Some((repo.clone(), *pr)),
         _ => None,
     })
 }
@@ -224,10 +293,19 @@ fn skillforge_outcome(event: &str, json: &Value) -> Result<Vec<HarvestEvent>, We
         .filter(|r| r.contains('/'))
         .ok_or_else(|| payload_error(event, "`repo` (owner/repo) is required"))?
         .to_owned();
-    let pr = json.get("pr").and_then(Value::as_i64).filter(|n| *n > 0).ok_or_else(|| payload_error(event, "`pr` ≥ 1 is required"))?;
-    let name = str_at(json, &["outcome"]).ok_or_else(|| payload_error(event, "`outcome` is required"))?;
-    let rounds = json.get("rounds").and_then(Value::as_u64).map(|r| r.min(u64::from(u32::MAX)) as u32);
-    let outcome = parse_outcome(name, str_at(json, &["ci"]), rounds).map_err(|e| payload_error(event, e.to_string()))?;
+    let pr = json
+        .get("pr")
+        .and_then(Value::as_i64)
+        .filter(|n| *n > 0)
+        .ok_or_else(|| payload_error(event, "`pr` ≥ 1 is required"))?;
+    let name =
+        str_at(json, &["outcome"]).ok_or_else(|| payload_error(event, "`outcome` is required"))?;
+    let rounds = json
+        .get("rounds")
+        .and_then(Value::as_u64)
+        .map(|r| r.min(u64::from(u32::MAX)) as u32);
+    let outcome = parse_outcome(name, str_at(json, &["ci"]), rounds)
+        .map_err(|e| payload_error(event, e.to_string()))?;
     let head = str_at(json, &["head"]).map(str::to_owned);
     Ok(vec![HarvestEvent::Outcome {
         repo,
@@ -250,10 +328,22 @@ mod tests {
         let body = br#"{"zen":"x"}"#;
         let good = sign(b"s3cret", body);
         assert_eq!(verify_signature(b"s3cret", body, Some(&good)), Ok(()));
-        assert_eq!(verify_signature(b"other", body, Some(&good)), Err(WebhookError::BadSignature));
-        assert_eq!(verify_signature(b"s3cret", b"{}", Some(&good)), Err(WebhookError::BadSignature));
-        assert_eq!(verify_signature(b"s3cret", body, Some("sha1=00")), Err(WebhookError::BadSignature));
-        assert_eq!(verify_signature(b"s3cret", body, None), Err(WebhookError::MissingSignature));
+        assert_eq!(
+            verify_signature(b"other", body, Some(&good)),
+            Err(WebhookError::BadSignature)
+        );
+        assert_eq!(
+            verify_signature(b"s3cret", b"{}", Some(&good)),
+            Err(WebhookError::BadSignature)
+        );
+        assert_eq!(
+            verify_signature(b"s3cret", body, Some("sha1=00")),
+            Err(WebhookError::BadSignature)
+        );
+        assert_eq!(
+            verify_signature(b"s3cret", body, None),
+            Err(WebhookError::MissingSignature)
+        );
     }
 
     #[test]
@@ -261,7 +351,9 @@ mod tests {
         let merged = json!({"action":"closed","repository":{"full_name":"acme/app"},
             "pull_request":{"number":13,"merged":true,"merge_commit_sha":"m1","head":{"sha":"h1"},"body":"Reverts #12"}});
         let events = parse_event("pull_request", merged.to_string().as_bytes()).unwrap();
-        assert!(matches!(&events[..], [HarvestEvent::Outcome { pr: 13, head: Some(h), body: Some(b), .. }] if h == "m1" && b == "Reverts #12"));
+        assert!(
+            matches!(&events[..], [HarvestEvent::Outcome { pr: 13, head: Some(h), body: Some(b), .. }] if h == "m1" && b == "Reverts #12")
+        );
         assert_eq!(needs_commit_trailer(&events), Some(("acme/app".into(), 13)));
         let trailered = json!({"action":"closed","repository":{"full_name":"acme/app"},
             "pull_request":{"number":14,"merged":true,"merge_commit_sha":"m2","head":{"sha":"h2"},"body":"Adds X\n\nSkillforge-Template: planner@v3"}});
@@ -270,21 +362,48 @@ mod tests {
             matches!(&events[..], [HarvestEvent::Attributed { pr: 14, trailer, .. }, HarvestEvent::Outcome { pr: 14, .. }] if trailer.version == "planner@v3"),
             "{events:?}"
         );
-        assert_eq!(needs_commit_trailer(&events), None, "the body's trailer wins: no commits are read");
+        assert_eq!(
+            needs_commit_trailer(&events),
+            None,
+            "the body's trailer wins: no commits are read"
+        );
         let closed = json!({"action":"closed","repository":{"full_name":"acme/app"},"pull_request":{"number":13,"merged":false}});
-        assert!(parse_event("pull_request", closed.to_string().as_bytes()).unwrap().is_empty());
+        assert!(
+            parse_event("pull_request", closed.to_string().as_bytes())
+                .unwrap()
+                .is_empty()
+        );
         let review = json!({"action":"submitted","repository":{"full_name":"acme/app"},"review":{"id":5,"state":"changes_requested"},"pull_request":{"number":3}});
         assert_eq!(
             parse_event("pull_request_review", review.to_string().as_bytes()).unwrap(),
-            vec![HarvestEvent::ChangesRequested { repo: "acme/app".into(), pr: 3, review_id: "5".into() }]
+            vec![HarvestEvent::ChangesRequested {
+                repo: "acme/app".into(),
+                pr: 3,
+                review_id: "5".into()
+            }]
         );
-        assert!(matches!(parse_event("status", b"{}"), Err(WebhookError::Payload { .. })));
-        assert!(matches!(parse_event("pull_request", b"not json"), Err(WebhookError::Payload { .. })));
+        assert!(matches!(
+            parse_event("status", b"{}"),
+            Err(WebhookError::Payload { .. })
+        ));
+        assert!(matches!(
+            parse_event("pull_request", b"not json"),
+            Err(WebhookError::Payload { .. })
+        ));
         assert!(parse_event("ping", b"{}").unwrap().is_empty());
         let ci = json!({"repo":"acme/app","pr":4,"outcome":"changes_requested","rounds":3});
         let events = parse_event(SKILLFORGE_OUTCOME_EVENT, ci.to_string().as_bytes()).unwrap();
-        assert!(matches!(&events[..], [HarvestEvent::Outcome { outcome: Outcome::ChangesRequested { rounds: 3 }, .. }]));
+        assert!(matches!(
+            &events[..],
+            [HarvestEvent::Outcome {
+                outcome: Outcome::ChangesRequested { rounds: 3 },
+                ..
+            }]
+        ));
         let bad = json!({"repo":"acme/app","pr":4,"outcome":"exploded"});
-        assert!(matches!(parse_event(SKILLFORGE_OUTCOME_EVENT, bad.to_string().as_bytes()), Err(WebhookError::Payload { .. })));
+        assert!(matches!(
+            parse_event(SKILLFORGE_OUTCOME_EVENT, bad.to_string().as_bytes()),
+            Err(WebhookError::Payload { .. })
+        ));
     }
 }

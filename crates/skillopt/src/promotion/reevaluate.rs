@@ -49,17 +49,36 @@ fn arm_mark(arm: Option<ArmRow>) -> Option<(i64, u64, u64)> {
 /// # Errors
 /// [`PromotionError::Store`] when the champion or the arms cannot be read (an unreadable
 /// auto-trace run is part of the mark: the seam treats it as feedback unavailable).
-pub async fn evidence_mark(store: &Store, template_id: &str, version_id: &str, score: Option<f64>) -> Result<EvidenceMark, PromotionError> {
-    let auto_trace = auto_trace_counts(store.pool(), version_id).await.ok().map(|c| (c.samples, c.real_ci_positives));
-    let champion = current_version(store.pool(), template_id).await?.map(|c| c.id);
+pub async fn evidence_mark(
+    store: &Store,
+    template_id: &str,
+    version_id: &str,
+    score: Option<f64>,
+) -> Result<EvidenceMark, PromotionError> {
+    let auto_trace = auto_trace_counts(store.pool(), version_id)
+        .await
+        .ok()
+        .map(|c| (c.samples, c.real_ci_positives));
+    let champion = current_version(store.pool(), template_id)
+        .await?
+        .map(|c| c.id);
     let canary = canary_of(store.pool(), template_id).await?.map(|c| c.id);
     let challenger_arm = arm_mark(get_arm(store.pool(), template_id, version_id).await?);
     let champion_arm = match &champion {
         Some(id) => arm_mark(get_arm(store.pool(), template_id, id).await?),
         None => None,
     };
-    let gate_runs = skillforge_store::gates::gate_runs(store.pool(), version_id).await?.len();
-    Ok(EvidenceMark { auto_trace, champion, canary, arms: [challenger_arm, champion_arm], score: score.map(f64::to_bits), gate_runs })
+    let gate_runs = skillforge_store::gates::gate_runs(store.pool(), version_id)
+        .await?
+        .len();
+    Ok(EvidenceMark {
+        auto_trace,
+        champion,
+        canary,
+        arms: [challenger_arm, champion_arm],
+        score: score.map(f64::to_bits),
+        gate_runs,
+    })
 }
 
 /// One re-run of the guardrails: the candidate, the evidence it was decided on, what the seam did.
@@ -88,7 +107,10 @@ pub struct Decided {
 /// # Errors
 /// [`PromotionError::Store`] when the store fails; the candidates decided before the failure keep
 /// their marks, the failing one is decided again on the next pass.
-pub async fn reevaluate_pending(env: &PromotionEnv<'_>, decided: &mut Decided) -> Result<Vec<Redecision>, PromotionError> {
+pub async fn reevaluate_pending(
+    env: &PromotionEnv<'_>,
+    decided: &mut Decided,
+) -> Result<Vec<Redecision>, PromotionError> {
     if env.policy.guardrails.auto_promote != Some(true) {
         decided.marks.clear();
         return Ok(Vec::new());
@@ -98,18 +120,27 @@ pub async fn reevaluate_pending(env: &PromotionEnv<'_>, decided: &mut Decided) -
     for template in list_templates(store.pool()).await? {
         pending.extend(pending_versions(store.pool(), &template.id).await?);
     }
-    decided.marks.retain(|version_id, _| pending.contains(version_id));
+    decided
+        .marks
+        .retain(|version_id, _| pending.contains(version_id));
     let mut redecided = Vec::new();
     for version_id in pending {
-        let Some(candidate) = get_candidate(store.pool(), &version_id).await? else { continue };
-        let mark = evidence_mark(store, &candidate.template_id, &version_id, candidate.score).await?;
+        let Some(candidate) = get_candidate(store.pool(), &version_id).await? else {
+            continue;
+        };
+        let mark =
+            evidence_mark(store, &candidate.template_id, &version_id, candidate.score).await?;
         if decided.marks.get(&version_id) == Some(&mark) {
             continue;
         }
         let report = after_import(env, &version_id).await?;
         let samples = mark.auto_trace.map(|(samples, _)| samples);
         decided.marks.insert(version_id.clone(), mark);
-        redecided.push(Redecision { version_id, samples, report });
+        redecided.push(Redecision {
+            version_id,
+            samples,
+            report,
+        });
     }
     Ok(redecided)
 }

@@ -12,12 +12,14 @@ use skillforge_store::candidates::{
 use skillforge_store::promotion::{CanaryStart, auto_trace_counts, start_canary};
 use skillforge_store::templates::{begin_write, current_version};
 
-use super::auto_promote::{AutoTraceEvidence, BanditEvidence, Decision, Evidence, GATE_STEP, PACE_STEP, Stop, decide};
-use crate::gate::GATE_BLOCKED;
+use super::auto_promote::{
+    AutoTraceEvidence, BanditEvidence, Decision, Evidence, GATE_STEP, PACE_STEP, Stop, decide,
+};
 use super::events::{Detail, Event, EventKind};
 use super::notify::{PromotionEnv, PromotionError, emit, emit_on_change};
 use crate::ab::bandit::{Arm, Confidence, NOTIFY_SEED};
 use crate::distill::run::SCORE_UNAVAILABLE_KEY;
+use crate::gate::GATE_BLOCKED;
 use skillforge_contract::pace::{PACE_BLOCKED, Pace, PaceReport, Pair};
 
 /// What the seam did for one candidate.
@@ -122,12 +124,27 @@ async fn evidence(
 ///
 /// # Errors
 /// [`PromotionError::Store`].
-pub async fn pace_of_picks(store: &Store, candidate: &CandidateRow, pace: Pace) -> Result<PaceReport, PromotionError> {
+pub async fn pace_of_picks(
+    store: &Store,
+    candidate: &CandidateRow,
+    pace: Pace,
+) -> Result<PaceReport, PromotionError> {
     let picks = match current_version(store.pool(), &candidate.template_id).await? {
-        Some(champion) => skillforge_store::gates::pick_sequence(store.pool(), &candidate.version_id, &champion.id).await?,
+        Some(champion) => {
+            skillforge_store::gates::pick_sequence(
+                store.pool(),
+                &candidate.version_id,
+                &champion.id,
+            )
+            .await?
+        }
         None => Vec::new(),
     };
-    Ok(pace.run(picks.into_iter().map(|won| if won { Pair::Win } else { Pair::Loss })))
+    Ok(pace.run(
+        picks
+            .into_iter()
+            .map(|won| if won { Pair::Win } else { Pair::Loss }),
+    ))
 }
 
 /// The notify seam (S-51, S-52, facts §7): runs after an import has returned. Decides, emits
@@ -156,13 +173,16 @@ pub async fn after_import(
     // facts §7: a promotion the guardrails pass must also be committed by PACE when it is on
     // (issue 34 item 10); off ⇒ nothing read, nothing recorded.
     let pace = match (&decision, env.policy.pace) {
-        (Decision::Promote { .. }, Some(pace)) => Some(pace_of_picks(store, &candidate, pace).await?),
+        (Decision::Promote { .. }, Some(pace)) => {
+            Some(pace_of_picks(store, &candidate, pace).await?)
+        }
         _ => None,
     };
     let decision = match &pace {
-        Some(report) if !report.committed() => {
-            Decision::Notify(Stop { step: PACE_STEP, reason: format!("{PACE_BLOCKED}: {}", report.reason) })
-        }
+        Some(report) if !report.committed() => Decision::Notify(Stop {
+            step: PACE_STEP,
+            reason: format!("{PACE_BLOCKED}: {}", report.reason),
+        }),
         _ => decision,
     };
     // facts §7: then the replay gate, when on: an accepted gate run against the current champion
@@ -170,7 +190,11 @@ pub async fn after_import(
     let gate_on = env.policy.gate_enabled && matches!(decision, Decision::Promote { .. });
     let gate_run = match gate_on {
         true => match current_version(store.pool(), &candidate.template_id).await? {
-            Some(champion) => skillforge_store::gates::accepted_gate_run(store.pool(), version_id, &champion.id).await?.map(|r| r.id),
+            Some(champion) => {
+                skillforge_store::gates::accepted_gate_run(store.pool(), version_id, &champion.id)
+                    .await?
+                    .map(|r| r.id)
+            }
             None => None,
         },
         false => None,
@@ -178,7 +202,9 @@ pub async fn after_import(
     let decision = if gate_on && gate_run.is_none() {
         Decision::Notify(Stop {
             step: GATE_STEP,
-            reason: format!("{GATE_BLOCKED}: no accepted replay gate run against the current champion (run `skillforge candidate gate {version_id}`)"),
+            reason: format!(
+                "{GATE_BLOCKED}: no accepted replay gate run against the current champion (run `skillforge candidate gate {version_id}`)"
+            ),
         })
     } else {
         decision

@@ -23,19 +23,19 @@ use skillforge_runner_process::ProcessPayload;
 use skillforge_store::Store;
 use skillforge_store::candidates::{promote_candidate_in, reject_candidate_in};
 use skillforge_store::promotion::{
-    CanaryRow, canary_of, decided_without_event, event_detail, list_canaries, outcomes_after_seq, outcomes_between, record_window_evidence,
-    window_evidence,
+    CanaryRow, canary_of, decided_without_event, event_detail, list_canaries, outcomes_after_seq,
+    outcomes_between, record_window_evidence, window_evidence,
 };
 use skillforge_store::templates::{current_version, get_version};
 use sqlx::SqliteConnection;
 
 use super::canary::{Outcomes, WindowConfig, WindowDecision, decide_window};
-use skillforge_contract::pace::{Pace, PaceReport, Pair, Verdict};
-use skillforge_store::gates::outcome_sequence;
 use super::events::{Detail, EVENTS_WORKFLOW, Event, EventKind, HAND_STARTED_REASON, WindowCounts};
 use super::notify::{PromotionEnv, PromotionError, emit};
 use super::stages::{GRADUATE_STAGE, INCONCLUSIVE_STAGE, PromotionStages, ROLL_BACK_STAGE};
+use skillforge_contract::pace::{Pace, PaceReport, Pair, Verdict};
 use skillforge_stage::{StageJobs, Wait, wait_for};
+use skillforge_store::gates::outcome_sequence;
 
 /// The candidate decision reason of a graduated canary (and its event's reason).
 pub const GRADUATED_REASON: &str = "canary graduated: parity or better";
@@ -89,7 +89,10 @@ pub struct DecisionKey {
 impl DecisionKey {
     /// The idempotency key.
     pub fn render(&self) -> String {
-        format!("{KEY_PREFIX}:{}:{}:v{}:r{}:{}", self.stage, self.started_ms, self.champion, self.round, self.version_id)
+        format!(
+            "{KEY_PREFIX}:{}:{}:v{}:r{}:{}",
+            self.stage, self.started_ms, self.champion, self.round, self.version_id
+        )
     }
 
     /// Reads a key written by [`Self::render`]; `None` for anything else.
@@ -106,7 +109,13 @@ impl DecisionKey {
         let champion = fields.next()?.strip_prefix('v')?.parse().ok()?;
         let round = fields.next()?.strip_prefix('r')?.parse().ok()?;
         let version_id = fields.next().filter(|v| !v.is_empty())?.to_owned();
-        Some(Self { stage, started_ms, champion, round, version_id })
+        Some(Self {
+            stage,
+            started_ms,
+            champion,
+            round,
+            version_id,
+        })
     }
 }
 
@@ -125,27 +134,42 @@ pub fn decision_stage(decision: &WindowDecision) -> Option<&'static str> {
 /// # Errors
 /// [`PayloadError`] when the payload does not serialize.
 pub fn decision_job(stages: &PromotionStages, key: &DecisionKey) -> Result<JobSpec, PayloadError> {
-    stages.stage(key.stage).job(&ProcessPayload::argv(vec!["true".into()]), Some(key.render()))
+    stages.stage(key.stage).job(
+        &ProcessPayload::argv(vec!["true".into()]),
+        Some(key.render()),
+    )
 }
 
 /// Whether a decision job of `key` may still be applied: the version is the template's canary of
 /// the same start, and the champion it was decided against is still current. Anything else
 /// (graduated, rolled back, decided by hand, the champion replaced) changes nothing.
-async fn still_decidable(conn: &mut SqliteConnection, key: &DecisionKey) -> Result<bool, ApplyError> {
-    let Some(version) = get_version(&mut *conn, &key.version_id).await? else { return Ok(false) };
+async fn still_decidable(
+    conn: &mut SqliteConnection,
+    key: &DecisionKey,
+) -> Result<bool, ApplyError> {
+    let Some(version) = get_version(&mut *conn, &key.version_id).await? else {
+        return Ok(false);
+    };
     if version.state != "canary" {
         return Ok(false);
     }
-    let Some(canary) = canary_of(&mut *conn, &version.template_id).await? else { return Ok(false) };
-    if canary.id != key.version_id || started_ms(&canary.canary_started_at) != Some(key.started_ms) {
+    let Some(canary) = canary_of(&mut *conn, &version.template_id).await? else {
+        return Ok(false);
+    };
+    if canary.id != key.version_id || started_ms(&canary.canary_started_at) != Some(key.started_ms)
+    {
         return Ok(false);
     }
-    Ok(current_version(&mut *conn, &version.template_id).await?.is_some_and(|c| c.version == key.champion))
+    Ok(current_version(&mut *conn, &version.template_id)
+        .await?
+        .is_some_and(|c| c.version == key.champion))
 }
 
 /// An RFC 3339 time as unix milliseconds.
 fn started_ms(rfc3339: &str) -> Option<i64> {
-    DateTime::parse_from_rfc3339(rfc3339).ok().map(|t| t.timestamp_millis())
+    DateTime::parse_from_rfc3339(rfc3339)
+        .ok()
+        .map(|t| t.timestamp_millis())
 }
 
 /// The promotion family's result handler: webhook deliveries have no domain effect; a
@@ -158,13 +182,22 @@ pub struct CanaryDecisionHandler;
 #[async_trait::async_trait]
 impl ResultHandler for CanaryDecisionHandler {
     async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), ApplyError> {
-        if job.spec.workflow != EVENTS_WORKFLOW || ![GRADUATE_STAGE, ROLL_BACK_STAGE, INCONCLUSIVE_STAGE].contains(&job.spec.stage.as_str()) {
+        if job.spec.workflow != EVENTS_WORKFLOW
+            || ![GRADUATE_STAGE, ROLL_BACK_STAGE, INCONCLUSIVE_STAGE]
+                .contains(&job.spec.stage.as_str())
+        {
             return Ok(());
         }
         if job.state != JobState::Succeeded {
             return Ok(());
         }
-        let Some(key) = job.spec.idempotency_key.as_deref().and_then(DecisionKey::parse).filter(|k| k.stage == job.spec.stage) else {
+        let Some(key) = job
+            .spec
+            .idempotency_key
+            .as_deref()
+            .and_then(DecisionKey::parse)
+            .filter(|k| k.stage == job.spec.stage)
+        else {
             tracing::warn!(job_id = %job.id, key = ?job.spec.idempotency_key, "a canary decision job whose key names no decision: nothing applied");
             return Ok(());
         };
@@ -174,7 +207,9 @@ impl ResultHandler for CanaryDecisionHandler {
         }
         match key.stage {
             GRADUATE_STAGE => promote_candidate_in(conn, &key.version_id, GRADUATED_REASON).await?,
-            INCONCLUSIVE_STAGE => reject_candidate_in(conn, &key.version_id, INCONCLUSIVE_REASON).await?,
+            INCONCLUSIVE_STAGE => {
+                reject_candidate_in(conn, &key.version_id, INCONCLUSIVE_REASON).await?
+            }
             _ => reject_candidate_in(conn, &key.version_id, ROLLED_BACK_REASON).await?,
         };
         Ok(())
@@ -190,19 +225,32 @@ async fn submit_decision(
     canary: &CanaryRow,
     champion: i64,
 ) -> Result<Option<String>, PromotionError> {
-    let Some(started_ms) = started_ms(&canary.canary_started_at) else { return Ok(None) };
+    let Some(started_ms) = started_ms(&canary.canary_started_at) else {
+        return Ok(None);
+    };
     for round in 1..=MAX_ROUNDS {
-        let key = DecisionKey { stage, started_ms, champion, round, version_id: canary.id.clone() };
+        let key = DecisionKey {
+            stage,
+            started_ms,
+            champion,
+            round,
+            version_id: canary.id.clone(),
+        };
         let enqueued = jobs.submit(&decision_job(env.stages, &key)?).await?;
         if enqueued.created {
             return Ok(Some(enqueued.job_id));
         }
         match jobs.get(&enqueued.job_id).await? {
-            Some(job) if !job.state.is_terminal() || job.state == JobState::Succeeded => return Ok(Some(enqueued.job_id)),
+            Some(job) if !job.state.is_terminal() || job.state == JobState::Succeeded => {
+                return Ok(Some(enqueued.job_id));
+            }
             _ => continue,
         }
     }
-    Err(PromotionError::Decision(format!("canary `{}`: {MAX_ROUNDS} {stage} jobs in a row ended without succeeding", canary.id)))
+    Err(PromotionError::Decision(format!(
+        "canary `{}`: {MAX_ROUNDS} {stage} jobs in a row ended without succeeding",
+        canary.id
+    )))
 }
 
 /// One canary's window as decided now: the decision and the champion's version number it was
@@ -230,9 +278,22 @@ pub struct WindowEvidence {
 
 /// The window of one canary: its and the champion's auto-trace outcomes since it started (up to
 /// the window's end), each `Err` when unreadable.
-async fn window_of(store: &Store, canary: &CanaryRow, config: &WindowConfig, pace: Option<Pace>) -> Result<Window, PromotionError> {
-    let hold = |reason: &str| Window { decision: WindowDecision::Hold { reason: reason.to_owned() }, champion: None, counts: WindowEvidence::default() };
-    let Ok(started) = DateTime::parse_from_rfc3339(&canary.canary_started_at).map(|t| t.with_timezone(&Utc)) else {
+async fn window_of(
+    store: &Store,
+    canary: &CanaryRow,
+    config: &WindowConfig,
+    pace: Option<Pace>,
+) -> Result<Window, PromotionError> {
+    let hold = |reason: &str| Window {
+        decision: WindowDecision::Hold {
+            reason: reason.to_owned(),
+        },
+        champion: None,
+        counts: WindowEvidence::default(),
+    };
+    let Ok(started) =
+        DateTime::parse_from_rfc3339(&canary.canary_started_at).map(|t| t.with_timezone(&Utc))
+    else {
         return Ok(hold("canary start time unreadable"));
     };
     let Some(champion) = current_version(store.pool(), &canary.template_id).await? else {
@@ -241,9 +302,13 @@ async fn window_of(store: &Store, canary: &CanaryRow, config: &WindowConfig, pac
     let end = started + Duration::from_std(config.window).unwrap_or_default();
     let until = end.min(Utc::now() + Duration::milliseconds(1));
     let fmt = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
-    let (since, until) = (fmt(started - Duration::seconds(1)), fmt(until + Duration::seconds(1)));
+    let (since, until) = (
+        fmt(started - Duration::seconds(1)),
+        fmt(until + Duration::seconds(1)),
+    );
     let read = |r: Result<(u64, u64), skillforge_store::StoreError>| {
-        r.map(|(positives, total)| Outcomes { positives, total }).map_err(|e| e.to_string())
+        r.map(|(positives, total)| Outcomes { positives, total })
+            .map_err(|e| e.to_string())
     };
     // Issue 37 item 1: only outcomes written after the canary started (by the feedback events'
     // own order; their `created_at` has one-second resolution), so the guardrails' evidence is
@@ -260,26 +325,51 @@ async fn window_of(store: &Store, canary: &CanaryRow, config: &WindowConfig, pac
         ),
     };
     let closed = Utc::now() >= end;
-    let counts = |o: &Result<Outcomes, String>| o.as_ref().ok().map(|o| WindowCounts::new(o.positives, o.total));
-    let mut counts = WindowEvidence { canary: counts(&canary_outcomes), champion: counts(&champion_outcomes), pace: None };
+    let counts = |o: &Result<Outcomes, String>| {
+        o.as_ref()
+            .ok()
+            .map(|o| WindowCounts::new(o.positives, o.total))
+    };
+    let mut counts = WindowEvidence {
+        canary: counts(&canary_outcomes),
+        champion: counts(&champion_outcomes),
+        pace: None,
+    };
     let mut decision = decide_window(&canary_outcomes, &champion_outcomes, config, closed);
     // Issue 34 item 10, issue 37 item 3: with PACE on, a readable window that holds (or was spent
     // holding) is decided by PACE over its paired outcomes (the i-th of each side, in order):
     // commit graduates, a spent budget rolls back fail-safe, continuing changes nothing.
-    if let (Some(pace), Some(seq), Ok(_), Ok(_)) = (pace, canary.canary_started_seq, &canary_outcomes, &champion_outcomes)
-        && matches!(decision, WindowDecision::Hold { .. } | WindowDecision::Inconclusive { .. })
-    {
+    if let (Some(pace), Some(seq), Ok(_), Ok(_)) = (
+        pace,
+        canary.canary_started_seq,
+        &canary_outcomes,
+        &champion_outcomes,
+    ) && matches!(
+        decision,
+        WindowDecision::Hold { .. } | WindowDecision::Inconclusive { .. }
+    ) {
         let canary_seq = outcome_sequence(store.pool(), &canary.id, seq, &until).await?;
         let champion_seq = outcome_sequence(store.pool(), &champion.id, seq, &until).await?;
-        let report = pace.run(canary_seq.into_iter().zip(champion_seq).map(|(c, h)| Pair::of(c, h)));
+        let report = pace.run(
+            canary_seq
+                .into_iter()
+                .zip(champion_seq)
+                .map(|(c, h)| Pair::of(c, h)),
+        );
         decision = match report.verdict {
             Verdict::Commit => WindowDecision::Graduate,
-            Verdict::Reject => WindowDecision::Inconclusive { reason: format!("inconclusive: {}; the champion stays", report.reason) },
+            Verdict::Reject => WindowDecision::Inconclusive {
+                reason: format!("inconclusive: {}; the champion stays", report.reason),
+            },
             Verdict::Continue => decision,
         };
         counts.pace = Some(report);
     }
-    Ok(Window { decision, champion: Some(champion.version), counts })
+    Ok(Window {
+        decision,
+        champion: Some(champion.version),
+        counts,
+    })
 }
 
 /// Sends the graduation and rollback events owed for decisions already applied (the event log
@@ -298,16 +388,33 @@ pub async fn send_owed_events(env: &PromotionEnv<'_>) -> Result<usize, Promotion
     let owed = [
         (GRADUATED_REASON, GRADUATE_STAGE, EventKind::AutoPromoted),
         (ROLLED_BACK_REASON, ROLL_BACK_STAGE, EventKind::RolledBack),
-        (INCONCLUSIVE_REASON, INCONCLUSIVE_STAGE, EventKind::RolledBack),
+        (
+            INCONCLUSIVE_REASON,
+            INCONCLUSIVE_STAGE,
+            EventKind::RolledBack,
+        ),
     ];
     for (reason, stage, kind) in owed {
-        for (version_id, template_id) in decided_without_event(env.store.pool(), reason, kind.name()).await? {
-            let kind = if kind == EventKind::AutoPromoted && is_hand_started(env.store, &version_id).await? { EventKind::CanaryGraduated } else { kind };
+        for (version_id, template_id) in
+            decided_without_event(env.store.pool(), reason, kind.name()).await?
+        {
+            let kind = if kind == EventKind::AutoPromoted
+                && is_hand_started(env.store, &version_id).await?
+            {
+                EventKind::CanaryGraduated
+            } else {
+                kind
+            };
             let evidence: WindowEvidence = window_evidence(env.store.pool(), &version_id, stage)
                 .await?
                 .and_then(|json| serde_json::from_str(&json).ok())
                 .unwrap_or_default();
-            let detail = Detail { canary_outcomes: evidence.canary, champion_outcomes: evidence.champion, pace: evidence.pace, ..Detail::default() };
+            let detail = Detail {
+                canary_outcomes: evidence.canary,
+                champion_outcomes: evidence.champion,
+                pace: evidence.pace,
+                ..Detail::default()
+            };
             let event = Event::new(kind, &version_id, &template_id, detail.with_reason(reason));
             sent += usize::from(emit(env, &event).await?);
         }
@@ -319,7 +426,9 @@ pub async fn send_owed_events(env: &PromotionEnv<'_>) -> Result<usize, Promotion
 /// [`HAND_STARTED_REASON`]).
 async fn is_hand_started(store: &Store, version_id: &str) -> Result<bool, PromotionError> {
     let detail = event_detail(store.pool(), EventKind::CanaryStarted.name(), version_id).await?;
-    let reason = detail.and_then(|d| serde_json::from_str::<serde_json::Value>(&d).ok()).and_then(|d| d["reason"].as_str().map(str::to_owned));
+    let reason = detail
+        .and_then(|d| serde_json::from_str::<serde_json::Value>(&d).ok())
+        .and_then(|d| d["reason"].as_str().map(str::to_owned));
     Ok(reason.as_deref() == Some(HAND_STARTED_REASON))
 }
 
@@ -332,19 +441,30 @@ async fn is_hand_started(store: &Store, version_id: &str) -> Result<bool, Promot
 /// # Errors
 /// [`PromotionError::NoQueue`] without a stage port; [`PromotionError::Decision`] when a canary's
 /// decision jobs of one outcome ended unsucceeded [`MAX_ROUNDS`] times; the store's or the queue's error.
-pub async fn check_canaries(env: &PromotionEnv<'_>, wait: Wait) -> Result<Vec<WindowReport>, PromotionError> {
-    let jobs = env.jobs.ok_or(PromotionError::NoQueue("the canary check"))?;
+pub async fn check_canaries(
+    env: &PromotionEnv<'_>,
+    wait: Wait,
+) -> Result<Vec<WindowReport>, PromotionError> {
+    let jobs = env
+        .jobs
+        .ok_or(PromotionError::NoQueue("the canary check"))?;
     send_owed_events(env).await?;
     let mut report = Vec::new();
     let mut submitted = Vec::new();
     for canary in list_canaries(env.store.pool()).await? {
         let window = window_of(env.store, &canary, &env.policy.window, env.policy.pace).await?;
-        let mut entry =
-            WindowReport { version_id: canary.id.clone(), window: window.decision, job_id: None, applied: false, pace: window.counts.pace.clone() };
+        let mut entry = WindowReport {
+            version_id: canary.id.clone(),
+            window: window.decision,
+            job_id: None,
+            applied: false,
+            pace: window.counts.pace.clone(),
+        };
         if let (Some(stage), Some(champion)) = (decision_stage(&entry.window), window.champion) {
             // The counts its event will carry, whichever process sends it (issue 37 item 11).
             if env.policy.sinks.is_configured() {
-                let counts = serde_json::to_string(&window.counts).unwrap_or_else(|_| "{}".to_owned());
+                let counts =
+                    serde_json::to_string(&window.counts).unwrap_or_else(|_| "{}".to_owned());
                 record_window_evidence(env.store.pool(), &canary.id, stage, &counts).await?;
             }
             entry.job_id = submit_decision(env, jobs, stage, &canary, champion).await?;
@@ -358,10 +478,14 @@ pub async fn check_canaries(env: &PromotionEnv<'_>, wait: Wait) -> Result<Vec<Wi
     wait_for(jobs, submitted, wait, "canary decisions").await?;
     send_owed_events(env).await?;
     for entry in &mut report {
-        let state = get_version(env.store.pool(), &entry.version_id).await?.map(|v| v.state);
+        let state = get_version(env.store.pool(), &entry.version_id)
+            .await?
+            .map(|v| v.state);
         entry.applied = match entry.window {
             WindowDecision::Graduate => state.as_deref() == Some("current"),
-            WindowDecision::RollBack | WindowDecision::Inconclusive { .. } => state.as_deref() == Some("rejected"),
+            WindowDecision::RollBack | WindowDecision::Inconclusive { .. } => {
+                state.as_deref() == Some("rejected")
+            }
             WindowDecision::Hold { .. } => false,
         };
     }
@@ -375,16 +499,45 @@ mod tests {
     #[test]
     fn a_decision_job_names_its_canary_champion_outcome_and_round() {
         let stages = PromotionStages::default();
-        let key = DecisionKey { stage: GRADUATE_STAGE, started_ms: 1_764_648_000_123, champion: 1, round: 2, version_id: "team:planner@v2".into() };
+        let key = DecisionKey {
+            stage: GRADUATE_STAGE,
+            started_ms: 1_764_648_000_123,
+            champion: 1,
+            round: 2,
+            version_id: "team:planner@v2".into(),
+        };
         let spec = decision_job(&stages, &key).unwrap();
-        assert_eq!((spec.workflow.as_str(), spec.stage.as_str()), (EVENTS_WORKFLOW, GRADUATE_STAGE));
-        assert_eq!(spec.idempotency_key.as_deref(), Some("promotion:canary:graduate:1764648000123:v1:r2:team:planner@v2"));
-        assert_eq!(DecisionKey::parse(spec.idempotency_key.as_deref().unwrap()), Some(key));
+        assert_eq!(
+            (spec.workflow.as_str(), spec.stage.as_str()),
+            (EVENTS_WORKFLOW, GRADUATE_STAGE)
+        );
+        assert_eq!(
+            spec.idempotency_key.as_deref(),
+            Some("promotion:canary:graduate:1764648000123:v1:r2:team:planner@v2")
+        );
+        assert_eq!(
+            DecisionKey::parse(spec.idempotency_key.as_deref().unwrap()),
+            Some(key)
+        );
         // No evidence counts in the key: more outcomes of the same window make the same job.
-        for bad in ["promotion:canary:graduate:10:10:planner@v2", "promotion:canary:promote:1:v1:r1:p@v2", "promotion:canary:roll_back:1:v1:r1:", "webhook:x"] {
+        for bad in [
+            "promotion:canary:graduate:10:10:planner@v2",
+            "promotion:canary:promote:1:v1:r1:p@v2",
+            "promotion:canary:roll_back:1:v1:r1:",
+            "webhook:x",
+        ] {
             assert_eq!(DecisionKey::parse(bad), None, "{bad}");
         }
-        assert_eq!(decision_stage(&WindowDecision::Hold { reason: "thin".into() }), None, "S-62: a hold makes no job");
-        assert_eq!(decision_stage(&WindowDecision::RollBack), Some(ROLL_BACK_STAGE));
+        assert_eq!(
+            decision_stage(&WindowDecision::Hold {
+                reason: "thin".into()
+            }),
+            None,
+            "S-62: a hold makes no job"
+        );
+        assert_eq!(
+            decision_stage(&WindowDecision::RollBack),
+            Some(ROLL_BACK_STAGE)
+        );
     }
 }

@@ -46,8 +46,10 @@ struct Plan {
 }
 
 fn read_plan(plan_path: &str) -> Result<Plan, AgentError> {
-    let text = std::fs::read_to_string(plan_path).map_err(|e| AgentError::Scripted(format!("read edit plan `{plan_path}`: {e}")))?;
-    serde_json::from_str(&text).map_err(|e| AgentError::Scripted(format!("edit plan `{plan_path}`: {e}")))
+    let text = std::fs::read_to_string(plan_path)
+        .map_err(|e| AgentError::Scripted(format!("read edit plan `{plan_path}`: {e}")))?;
+    serde_json::from_str(&text)
+        .map_err(|e| AgentError::Scripted(format!("edit plan `{plan_path}`: {e}")))
 }
 
 /// The scripted judge run for `prompt` when it is an optimize judge prompt and the plan at
@@ -55,8 +57,13 @@ fn read_plan(plan_path: &str) -> Result<Plan, AgentError> {
 ///
 /// # Errors
 /// [`AgentError::Scripted`] for an unreadable plan or judge prompt.
-pub fn judge_transcript(prompt: &str, plan_path: Option<&str>) -> Result<Option<super::item_judge::JudgeRun>, AgentError> {
-    let Some(plan_path) = plan_path.filter(|p| !p.is_empty()) else { return Ok(None) };
+pub fn judge_transcript(
+    prompt: &str,
+    plan_path: Option<&str>,
+) -> Result<Option<super::item_judge::JudgeRun>, AgentError> {
+    let Some(plan_path) = plan_path.filter(|p| !p.is_empty()) else {
+        return Ok(None);
+    };
     if !super::item_judge::is_judge_prompt(prompt) {
         return Ok(None);
     }
@@ -104,7 +111,9 @@ struct PlanApiError {
 impl PlanApiError {
     /// Counts this run in the tally; whether it is one of the first `times`.
     fn fires(&self) -> Result<bool, AgentError> {
-        let seen = std::fs::read_to_string(&self.tally).map(|t| t.lines().count()).unwrap_or(0);
+        let seen = std::fs::read_to_string(&self.tally)
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
         if seen >= self.times as usize {
             return Ok(false);
         }
@@ -114,7 +123,12 @@ impl PlanApiError {
             .append(true)
             .open(&self.tally)
             .and_then(|mut f| f.write_all(b"api error\n"))
-            .map_err(|e| AgentError::Scripted(format!("append to the api_error tally `{}`: {e}", self.tally)))?;
+            .map_err(|e| {
+                AgentError::Scripted(format!(
+                    "append to the api_error tally `{}`: {e}",
+                    self.tally
+                ))
+            })?;
         Ok(true)
     }
 }
@@ -139,20 +153,35 @@ struct Edit {
 ///
 /// # Errors
 /// [`AgentError::Scripted`] for an unreadable plan or an edit that cannot be applied.
-pub fn experiment_transcript(prompt: &str, plan_path: Option<&str>, workdir: &Path) -> Result<Option<String>, AgentError> {
-    let Some(plan_path) = plan_path.filter(|p| !p.is_empty()) else { return Ok(None) };
+pub fn experiment_transcript(
+    prompt: &str,
+    plan_path: Option<&str>,
+    workdir: &Path,
+) -> Result<Option<String>, AgentError> {
+    let Some(plan_path) = plan_path.filter(|p| !p.is_empty()) else {
+        return Ok(None);
+    };
     if !prompt.contains(EXPERIMENT_MARKER) {
         return Ok(None);
     }
-    let hypothesis = prompt.lines().find_map(|l| l.trim().strip_prefix("Hypothesis: ")).unwrap_or("");
+    let hypothesis = prompt
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Hypothesis: "))
+        .unwrap_or("");
     let plan = read_plan(plan_path)?;
-    let entry = plan.experiments.iter().find(|e| hypothesis.contains(&e.when));
+    let entry = plan
+        .experiments
+        .iter()
+        .find(|e| hypothesis.contains(&e.when));
     let start = serde_json::json!({"type": "start", "task": "experiment", "prompt_sha256": hex::encode(Sha256::digest(prompt.as_bytes()))});
     if let Some(path) = entry.and_then(|e| e.wait_for.as_deref()) {
         let until = std::time::Instant::now() + super::directive::WAIT_FOR_BOUND;
         while !Path::new(path).exists() {
             if std::time::Instant::now() >= until {
-                return Err(AgentError::Scripted(format!("`{path}` did not appear within {} s", super::directive::WAIT_FOR_BOUND.as_secs())));
+                return Err(AgentError::Scripted(format!(
+                    "`{path}` did not appear within {} s",
+                    super::directive::WAIT_FOR_BOUND.as_secs()
+                )));
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
@@ -160,8 +189,12 @@ pub fn experiment_transcript(prompt: &str, plan_path: Option<&str>, workdir: &Pa
     if let Some(error) = entry.and_then(|e| e.api_error.as_ref())
         && error.fires()?
     {
-        let message = error.message.clone().unwrap_or_else(|| format!("API Error: {} (scripted)", error.status));
-        let event = serde_json::json!({"type": "error", "status": error.status, "message": message});
+        let message = error
+            .message
+            .clone()
+            .unwrap_or_else(|| format!("API Error: {} (scripted)", error.status));
+        let event =
+            serde_json::json!({"type": "error", "status": error.status, "message": message});
         return Ok(Some(format!("{start}\n{event}\n")));
     }
     let message = match entry {
@@ -170,12 +203,24 @@ pub fn experiment_transcript(prompt: &str, plan_path: Option<&str>, workdir: &Pa
             if let Some(ms) = entry.sleep_ms {
                 std::thread::sleep(std::time::Duration::from_millis(ms));
             }
-            let applied = entry.message.clone().unwrap_or_else(|| format!("applied {} edit(s) for `{}`", entry.edits.len(), entry.when));
+            let applied = entry.message.clone().unwrap_or_else(|| {
+                format!("applied {} edit(s) for `{}`", entry.edits.len(), entry.when)
+            });
             match super::remote_worker::parse(prompt) {
                 // a remote brief: the worker's own clone, measured and pushed as the delta says
                 Some(brief) => {
-                    let report = super::remote_worker::run(&brief, entry.remote_base.as_deref(), &entry.claim, workdir, |checkout| entry.edits.iter().try_for_each(|e| apply(e, checkout)))?;
-                    if report.contains("blocker:") { report } else { format!("{applied}\n{report}") }
+                    let report = super::remote_worker::run(
+                        &brief,
+                        entry.remote_base.as_deref(),
+                        &entry.claim,
+                        workdir,
+                        |checkout| entry.edits.iter().try_for_each(|e| apply(e, checkout)),
+                    )?;
+                    if report.contains("blocker:") {
+                        report
+                    } else {
+                        format!("{applied}\n{report}")
+                    }
                 }
                 None => {
                     for edit in &entry.edits {
@@ -192,10 +237,15 @@ pub fn experiment_transcript(prompt: &str, plan_path: Option<&str>, workdir: &Pa
 
 fn apply(edit: &Edit, workdir: &Path) -> Result<(), AgentError> {
     if edit.path.starts_with('/') || edit.path.split('/').any(|c| c == "..") {
-        return Err(AgentError::Scripted(format!("edit path `{}` leaves the work dir", edit.path)));
+        return Err(AgentError::Scripted(format!(
+            "edit path `{}` leaves the work dir",
+            edit.path
+        )));
     }
     let path = workdir.join(&edit.path);
-    let fail = |what: &str, e: std::io::Error| AgentError::Scripted(format!("{what} `{}`: {e}", path.display()));
+    let fail = |what: &str, e: std::io::Error| {
+        AgentError::Scripted(format!("{what} `{}`: {e}", path.display()))
+    };
     if edit.delete {
         if path.exists() {
             std::fs::remove_file(&path).map_err(|e| fail("delete", e))?;
@@ -211,11 +261,15 @@ fn apply(edit: &Edit, workdir: &Path) -> Result<(), AgentError> {
     if let (Some(from), Some(to)) = (&edit.replace, &edit.with) {
         let text = std::fs::read_to_string(&path).map_err(|e| fail("read", e))?;
         if text.contains(from.as_str()) {
-            std::fs::write(&path, text.replacen(from.as_str(), to, 1)).map_err(|e| fail("write", e))?;
+            std::fs::write(&path, text.replacen(from.as_str(), to, 1))
+                .map_err(|e| fail("write", e))?;
         }
         return Ok(());
     }
-    Err(AgentError::Scripted(format!("edit of `{}` needs `write`, `replace` + `with`, or `delete`", edit.path)))
+    Err(AgentError::Scripted(format!(
+        "edit of `{}` needs `write`, `replace` + `with`, or `delete`",
+        edit.path
+    )))
 }
 
 #[cfg(test)]
@@ -230,16 +284,41 @@ mod tests {
         let plan = dir.path().join("plan.json");
         std::fs::write(&plan, r#"{"experiments":[{"when":"faster","edits":[{"path":"src/a.sh","replace":"slow","with":"fast"},{"path":"src/b.sh","write":"x\n"}],"message":"done"}]}"#).unwrap();
         let brief = format!("{EXPERIMENT_MARKER}\nHypothesis: make it faster\n");
-        let t = experiment_transcript(&brief, plan.to_str(), dir.path()).unwrap().expect("a brief");
+        let t = experiment_transcript(&brief, plan.to_str(), dir.path())
+            .unwrap()
+            .expect("a brief");
         assert!(t.contains("\"final\"") && t.contains("done"), "{t}");
-        assert_eq!(std::fs::read_to_string(dir.path().join("src/a.sh")).unwrap(), "fast slow\n");
-        assert_eq!(std::fs::read_to_string(dir.path().join("src/b.sh")).unwrap(), "x\n");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("src/a.sh")).unwrap(),
+            "fast slow\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("src/b.sh")).unwrap(),
+            "x\n"
+        );
         let other = format!("{EXPERIMENT_MARKER}\nHypothesis: unrelated\n");
-        assert!(experiment_transcript(&other, plan.to_str(), dir.path()).unwrap().unwrap().contains("no scripted edit"));
-        assert!(experiment_transcript("task: judge\n", plan.to_str(), dir.path()).unwrap().is_none());
-        assert!(experiment_transcript(&brief, None, dir.path()).unwrap().is_none());
+        assert!(
+            experiment_transcript(&other, plan.to_str(), dir.path())
+                .unwrap()
+                .unwrap()
+                .contains("no scripted edit")
+        );
+        assert!(
+            experiment_transcript("task: judge\n", plan.to_str(), dir.path())
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            experiment_transcript(&brief, None, dir.path())
+                .unwrap()
+                .is_none()
+        );
         let escape = dir.path().join("bad.json");
-        std::fs::write(&escape, r#"{"experiments":[{"when":"faster","edits":[{"path":"../x","write":"y"}]}]}"#).unwrap();
+        std::fs::write(
+            &escape,
+            r#"{"experiments":[{"when":"faster","edits":[{"path":"../x","write":"y"}]}]}"#,
+        )
+        .unwrap();
         assert!(experiment_transcript(&brief, escape.to_str(), dir.path()).is_err());
     }
 }

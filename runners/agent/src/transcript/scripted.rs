@@ -30,8 +30,14 @@ pub(super) fn parse(text: &str) -> TranscriptSummary {
             Some("final") => final_message = str_field(&event, "text").map(str::to_string),
             Some("model") => model = str_field(&event, "model").map(str::to_string),
             Some("error") => {
-                let status = event.get("status").and_then(serde_json::Value::as_u64).and_then(|s| u16::try_from(s).ok());
-                api_error = Some(crate::ApiError::new(status, str_field(&event, "message").unwrap_or("")));
+                let status = event
+                    .get("status")
+                    .and_then(serde_json::Value::as_u64)
+                    .and_then(|s| u16::try_from(s).ok());
+                api_error = Some(crate::ApiError::new(
+                    status,
+                    str_field(&event, "message").unwrap_or(""),
+                ));
             }
             _ => {}
         }

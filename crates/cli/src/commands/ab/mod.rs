@@ -243,7 +243,11 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
             Ok((label, why, votes)) => {
                 jurors = votes
                     .into_iter()
-                    .map(|(runtime, model, pick)| JurorVerdict { runtime, model, winner: pick.map(|l| shuffle.role_of(l)) })
+                    .map(|(runtime, model, pick)| JurorVerdict {
+                        runtime,
+                        model,
+                        winner: pick.map(|l| shuffle.role_of(l)),
+                    })
                     .collect::<Vec<_>>();
                 label.map(|l| (shuffle.role_of(l), why))
             }
@@ -264,9 +268,18 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
         && let Some(gate) = gate
     {
         for j in &jurors {
-            if let Err(why) = crate::commands::judge::measured(ctx, gate, &j.runtime, &j.model).await? {
-                let name = crate::commands::judge::JudgeAgreement { runtime: j.runtime.clone(), model: j.model.clone(), agreement: skillforge_skillopt::ab::agreement::Agreement::of(&[]) }.name();
-                not_measured = Some(format!("the judge {name} is not measured ({why}); its pick is not counted"));
+            if let Err(why) =
+                crate::commands::judge::measured(ctx, gate, &j.runtime, &j.model).await?
+            {
+                let name = crate::commands::judge::JudgeAgreement {
+                    runtime: j.runtime.clone(),
+                    model: j.model.clone(),
+                    agreement: skillforge_skillopt::ab::agreement::Agreement::of(&[]),
+                }
+                .name();
+                not_measured = Some(format!(
+                    "the judge {name} is not measured ({why}); its pick is not counted"
+                ));
                 judge = None;
                 break;
             }
@@ -284,7 +297,11 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
         human: human.map(|l| shuffle.role_of(l)),
         judge: judge.clone(),
         origin: "manual",
-        jurors: if not_measured.is_some() { vec![] } else { jurors },
+        jurors: if not_measured.is_some() {
+            vec![]
+        } else {
+            jurors
+        },
     };
     let recorded = record(&store, &BlobStore::in_home(&ctx.home), &ab)
         .await
@@ -298,12 +315,24 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
     };
     let challenger_arm = arm(get_arm(store.pool(), &arms.template, &arms.challenger).await?);
     let champion_arm = arm(get_arm(store.pool(), &arms.template, &arms.champion).await?);
-    let confidence = Confidence::compute(challenger_arm, champion_arm, args.draws, seed ^ MC_SEED_XOR);
+    let confidence =
+        Confidence::compute(challenger_arm, champion_arm, args.draws, seed ^ MC_SEED_XOR);
     // Issue 34 items 10, 13: the PACE wealth beside the posterior, when the gate is on.
     let pace = match ctx.config.skillopt.pace() {
         Some(pace) => {
-            let picks = skillforge_store::gates::pick_sequence(store.pool(), &arms.challenger, &arms.champion).await?;
-            Some(pace.run(picks.into_iter().map(|won| if won { Pair::Win } else { Pair::Loss })))
+            let picks = skillforge_store::gates::pick_sequence(
+                store.pool(),
+                &arms.challenger,
+                &arms.champion,
+            )
+            .await?;
+            Some(
+                pace.run(
+                    picks
+                        .into_iter()
+                        .map(|won| if won { Pair::Win } else { Pair::Loss }),
+                ),
+            )
         }
         None => None,
     };
@@ -373,7 +402,11 @@ async fn run_judges(
         match call_agent(ctx, backend, call).await {
             Ok(answer) => {
                 let verdict = parse_verdict(&answer.message);
-                jurors.push((runtime.clone(), answer.model.unwrap_or_default(), judge_pick(&verdict)));
+                jurors.push((
+                    runtime.clone(),
+                    answer.model.unwrap_or_default(),
+                    judge_pick(&verdict),
+                ));
                 verdicts.push(verdict);
             }
             Err(e) if judge_only && e.code == crate::exit::ENVIRONMENT => return Err(e),
@@ -510,6 +543,9 @@ fn print_outcome(
     );
     println!("(a posterior probability from the Beta-Bernoulli arms, not a p-value)");
     if let Some(pace) = notes.pace {
-        println!("{} (anytime-valid gate over the picks; promotion needs a commit)", pace.reason);
+        println!(
+            "{} (anytime-valid gate over the picks; promotion needs a commit)",
+            pace.reason
+        );
     }
 }

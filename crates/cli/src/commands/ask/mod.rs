@@ -78,7 +78,10 @@ async fn resolve_version(store: &Store, template: &str) -> Result<(VersionRow, b
 /// `Skillforge-Template` trailer, issue 37 item 8): only while harvesting is on (`[skillopt]
 /// auto_trace_enabled`), so with it off the ask's job is byte-identical to before.
 fn trailer_on(ctx: &Context) -> bool {
-    ctx.config.skillopt.harvest_config(&ctx.home).is_ok_and(|c| c.is_enabled())
+    ctx.config
+        .skillopt
+        .harvest_config(&ctx.home)
+        .is_ok_and(|c| c.is_enabled())
 }
 
 /// Runs `skillforge ask`.

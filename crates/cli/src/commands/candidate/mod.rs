@@ -110,7 +110,11 @@ pub async fn run(ctx: &Context, cmd: CandidateCommand) -> CliResult {
             promotion::canary_check(ctx, Wait::from_flag(!no_wait)).await
         }
         CandidateCommand::Decide { id } => promotion::decide_cmd(ctx, &id).await,
-        CandidateCommand::Gate { id, corpus, runtime } => gate::gate_cmd(ctx, &id, corpus, &runtime).await,
+        CandidateCommand::Gate {
+            id,
+            corpus,
+            runtime,
+        } => gate::gate_cmd(ctx, &id, corpus, &runtime).await,
         CandidateCommand::Show { id } => show(ctx, &id).await,
         CandidateCommand::Promote { id, reason } => promote(ctx, &id, &reason).await,
         CandidateCommand::Reject { id, reason } => reject(ctx, &id, &reason).await,
@@ -278,10 +282,15 @@ async fn show(ctx: &Context, reference: &str) -> CliResult {
         println!("pace        {}", pace.reason);
     }
     for run in &gate_runs {
-        let deltas: Vec<skillforge_skillopt::gate::score::ItemDelta> = serde_json::from_str(&run.deltas_json).unwrap_or_default();
+        let deltas: Vec<skillforge_skillopt::gate::score::ItemDelta> =
+            serde_json::from_str(&run.deltas_json).unwrap_or_default();
         println!(
             "gate        {} against {} (corpus version {}, attempt {}): {}",
-            if run.accepted { "accepted" } else { "not accepted" },
+            if run.accepted {
+                "accepted"
+            } else {
+                "not accepted"
+            },
             run.champion_version_id,
             run.corpus_version,
             run.attempts,
@@ -301,7 +310,13 @@ async fn show(ctx: &Context, reference: &str) -> CliResult {
 fn gate_run_json(run: &skillforge_store::gates::GateRunRow) -> Value {
     let mut v = serde_json::to_value(run).unwrap_or(Value::Null);
     if let Some(map) = v.as_object_mut() {
-        let deltas = map.remove("deltas_json").and_then(|d| d.as_str().and_then(|t| serde_json::from_str::<Value>(t).ok())).unwrap_or(Value::Null);
+        let deltas = map
+            .remove("deltas_json")
+            .and_then(|d| {
+                d.as_str()
+                    .and_then(|t| serde_json::from_str::<Value>(t).ok())
+            })
+            .unwrap_or(Value::Null);
         map.insert("deltas".into(), deltas);
     }
     v

@@ -168,7 +168,16 @@ pub async fn canary_check(ctx: &Context, wait: Wait) -> CliResult {
         eprintln!("no canaries");
     } else {
         for entry in &report {
-            println!("{:<24} {}{}", entry["version_id"].as_str().unwrap_or_default(), window_text(&entry["window"]), if entry["applied"] == true { " (applied)" } else { "" });
+            println!(
+                "{:<24} {}{}",
+                entry["version_id"].as_str().unwrap_or_default(),
+                window_text(&entry["window"]),
+                if entry["applied"] == true {
+                    " (applied)"
+                } else {
+                    ""
+                }
+            );
             if let Some(pace) = entry["pace"]["reason"].as_str() {
                 println!("{:<24} {pace}", "");
             }

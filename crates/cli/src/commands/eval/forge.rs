@@ -290,7 +290,11 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
         model: args.model,
         dry_run: args.dry_run,
         install,
-        probation_failure_rate: if args.probation { args.failure_rate } else { None },
+        probation_failure_rate: if args.probation {
+            args.failure_rate
+        } else {
+            None
+        },
         pace: args.pace.then(skillforge_contract::pace::Pace::default),
         signature,
     };

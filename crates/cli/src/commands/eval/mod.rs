@@ -9,6 +9,8 @@ mod deploy;
 mod forge;
 mod recheck;
 mod report;
+
+pub(crate) use report::report_html;
 mod status;
 mod upkeep;
 

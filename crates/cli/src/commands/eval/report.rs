@@ -53,12 +53,39 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// Runs `eval report`.
-pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
-    let dir = brief_dir(&ctx.home, &args.brief);
+/// What a report shows of one brief's forge.
+struct Loaded {
+    state: ForgeState,
+    samples: Vec<SampleView>,
+    agg: Option<Aggregate>,
+    gate_line: String,
+    spend: skillforge_evalloop::spend::BriefSpend,
+    stats: VerdictStats,
+}
+
+/// The self-contained HTML report of brief `brief` under `home` (`eval report --html`, and the
+/// web console's link from its Work page).
+///
+/// # Errors
+/// Exit 2 for a brief without a forge; exit 3 for unreadable files.
+pub fn report_html(home: &std::path::Path, brief: &str) -> Result<String, CliError> {
+    let l = load(home, brief)?;
+    Ok(html(
+        &l.state,
+        &l.samples,
+        l.agg.as_ref(),
+        &l.gate_line,
+        &l.spend.total,
+        &l.stats,
+    ))
+}
+
+/// Reads what the report of brief `brief` shows.
+fn load(home: &std::path::Path, brief: &str) -> Result<Loaded, CliError> {
+    let dir = brief_dir(home, brief);
     let state: ForgeState = read_json(&dir.join(FORGE_FILE))
         .map_err(|e| CliError::env(anyhow!("{e}")))?
-        .ok_or_else(|| super::no_forge(&ctx.home, &args.brief))?;
+        .ok_or_else(|| super::no_forge(home, brief))?;
     let samples: Vec<SampleView> = (1..=state.samples)
         .filter(|n| state.prepared.contains(n))
         .map(|n| {
@@ -82,7 +109,7 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
         .collect();
     let agg: Option<Aggregate> =
         read_json(&dir.join(AGGREGATE_FILE)).map_err(|e| CliError::env(anyhow!("{e}")))?;
-    let rows = read_ledger(&ledger_path(&ctx.home)).map_err(|e| CliError::env(anyhow!(e)))?;
+    let rows = read_ledger(&ledger_path(home)).map_err(|e| CliError::env(anyhow!(e)))?;
     let tag = format!("forge:{}", state.forge_id);
     let row = rows.iter().find(|r| r.reason.ends_with(&tag));
     let gate_line = row
@@ -91,8 +118,31 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
     let spend = brief_spend(&dir, state.samples);
     let verdicts: Vec<SampleVerdict> = samples.iter().filter_map(|s| s.verdict.clone()).collect();
     let stats = VerdictStats::of(&verdicts);
+    Ok(Loaded {
+        state,
+        samples,
+        agg,
+        gate_line,
+        spend,
+        stats,
+    })
+}
+
+/// Runs `eval report`.
+pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
+    let Loaded {
+        state,
+        samples,
+        agg,
+        gate_line,
+        spend,
+        stats,
+    } = load(&ctx.home, &args.brief)?;
     // Issue 34 item 10: a forge run with `--pace` kept its PACE report beside the aggregate.
-    let pace: Option<skillforge_contract::pace::PaceReport> = read_json(&dir.join(skillforge_evalloop::pace::PACE_FILE)).ok().flatten();
+    let pace: Option<skillforge_contract::pace::PaceReport> =
+        read_json(&brief_dir(&ctx.home, &args.brief).join(skillforge_evalloop::pace::PACE_FILE))
+            .ok()
+            .flatten();
     if ctx.json && args.html.is_none() {
         let samples: Vec<serde_json::Value> = samples
             .iter()

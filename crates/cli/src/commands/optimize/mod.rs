@@ -298,14 +298,40 @@ fn status(ctx: &Context, a: SpecArgs) -> CliResult {
     if ctx.json {
         print_json(&value);
     } else {
-        println!("{}: tick {}, status {}, {} experiment(s), best {} {} (baseline {})", spec.name, log.run_state.tick, log.run_state.status, log.experiments.len(), primary, log.best.metrics.aggregate(primary).map_or("-".into(), fmt_num), log.baseline.aggregate(primary).map_or("-".into(), fmt_num));
-        println!("spend: {}; agent runs: {}", log.spend.human_cost(), log.spend.agents().human());
+        println!(
+            "{}: tick {}, status {}, {} experiment(s), best {} {} (baseline {})",
+            spec.name,
+            log.run_state.tick,
+            log.run_state.status,
+            log.experiments.len(),
+            primary,
+            log.best
+                .metrics
+                .aggregate(primary)
+                .map_or("-".into(), fmt_num),
+            log.baseline.aggregate(primary).map_or("-".into(), fmt_num)
+        );
+        println!(
+            "spend: {}; agent runs: {}",
+            log.spend.human_cost(),
+            log.spend.agents().human()
+        );
         if let Some(floor) = &log.noise_floor {
             println!("measurement: {}", floor.human());
         }
         for e in &log.experiments {
-            println!("  exp-{:03} {:<18} {} ({})", e.experiment, e.outcome.label(), e.description, e.spend.human());
-            if let Some(effect) = log.noise_floor.as_ref().and_then(|f| skillforge_optimize::noise::keep_effect(e, f)) {
+            println!(
+                "  exp-{:03} {:<18} {} ({})",
+                e.experiment,
+                e.outcome.label(),
+                e.description,
+                e.spend.human()
+            );
+            if let Some(effect) = log
+                .noise_floor
+                .as_ref()
+                .and_then(|f| skillforge_optimize::noise::keep_effect(e, f))
+            {
                 println!("           {}", effect.human(primary));
             }
         }

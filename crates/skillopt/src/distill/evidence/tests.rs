@@ -9,10 +9,15 @@ use crate::distill::fixtures::{feedback, package, ranked, rich_package, verdict}
 type Want = (GuidanceKind, &'static str, EvidenceTier, EvidenceOrigin);
 
 fn check(name: &str, package: &TrainingPackage, want: &[Want]) {
-    let got: Vec<(GuidanceKind, String, EvidenceTier, EvidenceOrigin)> =
-        gather_evidence(package).items.into_iter().map(|e| (e.kind, e.text, e.tier, e.origin)).collect();
-    let want: Vec<(GuidanceKind, String, EvidenceTier, EvidenceOrigin)> =
-        want.iter().map(|(k, t, tier, o)| (*k, (*t).to_owned(), *tier, *o)).collect();
+    let got: Vec<(GuidanceKind, String, EvidenceTier, EvidenceOrigin)> = gather_evidence(package)
+        .items
+        .into_iter()
+        .map(|e| (e.kind, e.text, e.tier, e.origin))
+        .collect();
+    let want: Vec<(GuidanceKind, String, EvidenceTier, EvidenceOrigin)> = want
+        .iter()
+        .map(|(k, t, tier, o)| (*k, (*t).to_owned(), *tier, *o))
+        .collect();
     assert_eq!(got, want, "{name}");
 }
 
@@ -64,12 +69,30 @@ fn gather_evidence_table() {
     p.feedback_events = vec![
         feedback("item-1", "b", "More concrete steps.", "bob", "markdown"),
         feedback("item-1", "a", "Shorter.", "bob", "github"),
-        feedback("item-1", "neither", "Both skip the risks.", "bob", "markdown"),
+        feedback(
+            "item-1",
+            "neither",
+            "Both skip the risks.",
+            "bob",
+            "markdown",
+        ),
         feedback("item-1", "tie", "Same.", "bob", "markdown"),
         feedback("item-1", "skip", "n/a", "bob", "markdown"),
         feedback("item-1", "b", "", "bob", "markdown"),
-        feedback("owner/repo#3", "a", "Merged with real CI.", "gitmoot-auto", "auto-trace"),
-        feedback("owner/repo#4", "b", "Blocked at the merge gate.", "gitmoot-auto", "auto-trace"),
+        feedback(
+            "owner/repo#3",
+            "a",
+            "Merged with real CI.",
+            "gitmoot-auto",
+            "auto-trace",
+        ),
+        feedback(
+            "owner/repo#4",
+            "b",
+            "Blocked at the merge gate.",
+            "gitmoot-auto",
+            "auto-trace",
+        ),
     ];
     check(
         "A/B choices: b human prefer, a human keep, neither address, automatic a skipped, b address",
@@ -78,7 +101,12 @@ fn gather_evidence_table() {
             (Prefer, "More concrete steps", HumanGold, FeedbackReasoning),
             (Keep, "Shorter", HumanGold, FeedbackReasoning),
             (Address, "Both skip the risks", HumanGold, FeedbackReasoning),
-            (Address, "Blocked at the merge gate", VerifiableFloor, FeedbackReasoning),
+            (
+                Address,
+                "Blocked at the merge gate",
+                VerifiableFloor,
+                FeedbackReasoning,
+            ),
         ],
     );
 
@@ -94,7 +122,12 @@ fn gather_evidence_table() {
         "projected reasoning of a negative outcome is split into its sections; a verifier's summary is no line",
         &p,
         &[
-            (Improve, "Run the tests before finishing", VerifiableFloor, OptimizerHint),
+            (
+                Improve,
+                "Run the tests before finishing",
+                VerifiableFloor,
+                OptimizerHint,
+            ),
             (Improve, "Add a test", VerifiableFloor, RequiredImprovement),
             (Avoid, "skipping tests", VerifiableFloor, RejectedTrait),
         ],
@@ -116,8 +149,18 @@ fn gather_evidence_table() {
         "evaluator scores: hints by verdict source, failed checks verifiable, fail_reason only when unexplained",
         &p,
         &[
-            (Improve, "Ship an index.html", VerifiableFloor, OptimizerHint),
-            (Improve, "Pass the `required_files` check: index.html missing", VerifiableFloor, FailedCheck),
+            (
+                Improve,
+                "Ship an index.html",
+                VerifiableFloor,
+                OptimizerHint,
+            ),
+            (
+                Improve,
+                "Pass the `required_files` check: index.html missing",
+                VerifiableFloor,
+                FailedCheck,
+            ),
             (Improve, "Use the brand colours", Judge, OptimizerHint),
             (Address, "judge score below gate", Judge, FailedCheck),
         ],
@@ -133,7 +176,12 @@ fn gather_evidence_table() {
         "BINEVAL: a lesson per no verdict, none for yes",
         &p,
         &[
-            (Lesson, "`has_test` (correctness) holds: No test was added", Judge, BinaryLesson),
+            (
+                Lesson,
+                "`has_test` (correctness) holds: No test was added",
+                Judge,
+                BinaryLesson,
+            ),
             (Lesson, "`cites`", Judge, BinaryLesson),
         ],
     );
@@ -144,8 +192,10 @@ fn gather_evidence_table() {
 #[test]
 fn repeated_bineval_failures_share_a_key() {
     let mut p = package();
-    p.binary_verdicts =
-        vec![verdict("has_test", "correctness", "no", "first"), verdict("has_test", "correctness", "no", "second")];
+    p.binary_verdicts = vec![
+        verdict("has_test", "correctness", "no", "first"),
+        verdict("has_test", "correctness", "no", "second"),
+    ];
     let gathered = gather_evidence(&p);
     assert_eq!(gathered.items.len(), 2);
     assert_eq!(gathered.items[0].key, gathered.items[1].key);
@@ -157,7 +207,12 @@ fn counts_every_source() {
     let gathered = gather_evidence(&rich_package());
     assert_eq!(
         gathered.counts,
-        SourceCounts { ranked_feedback_events: 2, feedback_events: 2, evaluator_scores: 1, binary_no_verdicts: 1 }
+        SourceCounts {
+            ranked_feedback_events: 2,
+            feedback_events: 2,
+            evaluator_scores: 1,
+            binary_no_verdicts: 1
+        }
     );
 }
 
@@ -176,6 +231,12 @@ fn clean_text_and_keys() {
     let long = "x".repeat(MAX_EVIDENCE_CHARS + 10);
     assert_eq!(clean_text(&long).chars().count(), MAX_EVIDENCE_CHARS);
     assert!(clean_text(&long).ends_with('…'));
-    assert_eq!(normalize_key(GuidanceKind::Improve, "Add a test-plan!"), "improve:add a test plan");
-    assert_ne!(normalize_key(GuidanceKind::Improve, "x"), normalize_key(GuidanceKind::Avoid, "x"));
+    assert_eq!(
+        normalize_key(GuidanceKind::Improve, "Add a test-plan!"),
+        "improve:add a test plan"
+    );
+    assert_ne!(
+        normalize_key(GuidanceKind::Improve, "x"),
+        normalize_key(GuidanceKind::Avoid, "x")
+    );
 }
