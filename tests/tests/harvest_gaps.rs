@@ -413,9 +413,13 @@ fn s14_harvesting_a_strong_positive_for_a_pending_candidate_writes_only_the_thre
         .filter(|t| before.get(*t) != after.get(*t))
         .collect();
     // The harvester's own bookkeeping (attributions, leg dispatches, events, CI observations, the
-    // merge gate) and the engine's exactly-once ingestion record are not template state.
+    // merge gate), the engine's exactly-once ingestion record and the `/metrics` counters the
+    // store's triggers keep are not template state.
     let bookkeeping = |t: &str| {
-        t.starts_with("harvest_") || t.starts_with("merge_gate_") || t == "applied_results"
+        t.starts_with("harvest_")
+            || t.starts_with("merge_gate_")
+            || t == "applied_results"
+            || t == "metric_counters"
     };
     let feedback_tables: Vec<&String> = changed
         .iter()
