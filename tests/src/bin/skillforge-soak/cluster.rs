@@ -13,6 +13,9 @@ use skillforge_tests::RedisServer;
 
 use crate::history::{ProcessRecord, Sample};
 
+/// libfaketime (multi-threaded build; Debian's `faketime` package installs it).
+const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+
 /// How far above the memory redis-server uses when an eviction-pressure window opens its
 /// `maxmemory` is set: a few dozen jobs' worth, so the window's writes soon reach it (and the
 /// server's own churn, client buffers and the like, moves it across the limit and back).
@@ -170,10 +173,12 @@ impl Cluster {
         let log_path = self.logs.join(format!("{name}.log"));
         let log = File::create(&log_path).expect("create a process log");
         let mut cmd = if let (None, Some(offset)) = (which, self.serve_clock) {
-            // A clock step for this process only; its monotonic clock stays real.
-            let mut c = Command::new("faketime");
-            c.args(["-f", offset])
-                .arg(&self.bin)
+            // A clock step for this process only; its monotonic clock stays real. libfaketime is
+            // preloaded into `serve` itself: the `faketime` program runs its command as a child,
+            // so killing it would leave that `serve` running (and holding the home's serve lock).
+            let mut c = Command::new(&self.bin);
+            c.env("LD_PRELOAD", FAKETIME_LIB)
+                .env("FAKETIME", offset)
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
             c
         } else {
@@ -332,12 +337,7 @@ impl Cluster {
     /// Restarts `serve` with its clock stepped by `offset` (`+60s`, `-60s`; `None`: back on the
     /// real clock); false when nothing changes or `faketime` is not installed.
     pub(crate) fn serve_clock(&mut self, offset: Option<&'static str>) -> bool {
-        let installed = Command::new("faketime")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok();
+        let installed = std::path::Path::new(FAKETIME_LIB).is_file();
         if self.serve_clock == offset || (offset.is_some() && !installed) {
             return false;
         }
