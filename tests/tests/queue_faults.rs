@@ -1646,3 +1646,50 @@ fn a_backward_clock_step_in_a_reaper_does_not_delay_freeing_named_locks() {
         home.logs()
     );
 }
+
+/// A fleet's worker started while its Redis does not answer (paused: connections hang) waits
+/// for it, saying so, and runs jobs once it answers, instead of exiting at the first timed-out
+/// connection; a server that answers and refuses (a wrong password) is not waited for.
+#[test]
+fn a_worker_started_while_redis_is_paused_waits_for_it_and_a_wrong_password_does_not() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    use skillforge_tests::RedisServer;
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    let pid = Pid::from_raw(redis.pid().expect("redis-server pid"));
+    kill(pid, Signal::SIGSTOP).unwrap();
+    let mut worker = Reaped(home.spawn_worker("patient", &[]));
+    home.wait(
+        Duration::from_secs(60),
+        "the worker to say it waits for the queue",
+        || home.logs().contains("waiting for the queue").then_some(()),
+    );
+    assert!(
+        worker.0.try_wait().unwrap().is_none(),
+        "the worker exited while the queue was paused: {}",
+        home.logs()
+    );
+    kill(pid, Signal::SIGCONT).unwrap();
+    let id = home.submit(&[], &["sh", "-c", "echo ran"]);
+    let job = home.wait_job(&id, Duration::from_secs(90), "the job to succeed", |j| {
+        j["state"] == "succeeded"
+    });
+    assert!(
+        job["history"][0]["worker"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("patient-")),
+        "{job}"
+    );
+    assert!(
+        home.logs().contains("the queue answers again"),
+        "{}",
+        home.logs()
+    );
+
+    let locked = RedisServer::start_configured(false, Some("right-password"), &[]);
+    let wrong = Home::redis(&locked.url());
+    let (code, err) = run_to_exit(&wrong, &["worker", "--name", "refused"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(!err.contains("waiting for the queue"), "{err}");
+}

@@ -11,6 +11,9 @@ use skillforge_store::Store;
 use crate::config::{Config, resolve_home};
 use crate::exit::CliError;
 
+/// How long `worker` and `serve` wait at start for a queue server that does not answer.
+pub const SERVICE_QUEUE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Resolved global settings of one invocation.
 #[derive(Debug)]
 pub struct Context {
@@ -105,7 +108,14 @@ impl Context {
     /// Exit 3 when the queue cannot be opened or reached.
     pub async fn queue(&self) -> Result<Arc<dyn QueueBackend>, CliError> {
         self.ensure_home()?;
-        open_queue_with(&self.queue_url, &self.queue_options).await.map_err(|e| match e {
+        open_queue_with(&self.queue_url, &self.queue_options)
+            .await
+            .map_err(|e| self.open_error(e))
+    }
+
+    /// The error of a queue that would not open, with each backend's hint.
+    fn open_error(&self, e: EngineError) -> CliError {
+        match e {
             // A URL that does not parse is the user's input (exit 2), not the environment.
             EngineError::Config(_) => CliError::usage(anyhow::Error::new(e).context("open the job queue")),
             // Each backend its own hint: the embedded queue is a file of the home.
@@ -116,7 +126,7 @@ impl Context {
                     path.display()
                 ),
             })),
-        })
+        }
     }
 
     /// Opens the queue backend for a process that writes jobs or runs them (`worker`, `serve`,
@@ -127,6 +137,55 @@ impl Context {
     /// As [`Context::queue`]; exit 3 naming the setting, its value and how to fix it.
     pub async fn queue_checked(&self) -> Result<Arc<dyn QueueBackend>, CliError> {
         let backend = self.queue().await?;
+        self.check_settings(backend).await
+    }
+
+    /// Opens the queue for a long-running process (`worker`, `serve`), waiting out an outage of
+    /// its server: a fleet's worker started while Redis restarts or is paused keeps trying for
+    /// up to [`SERVICE_QUEUE_WAIT`], saying so on stderr once and then every 10 s, instead of
+    /// exiting at the first refused or timed-out connection. A URL that does not parse, a server
+    /// that answers and refuses (a wrong password), or one whose settings lose jobs, is refused
+    /// at once.
+    ///
+    /// # Errors
+    /// As [`Context::queue_checked`], after the wait for an unreachable server.
+    pub async fn queue_for_service(&self) -> Result<Arc<dyn QueueBackend>, CliError> {
+        self.ensure_home()?;
+        let started = std::time::Instant::now();
+        let mut said_at: Option<std::time::Instant> = None;
+        let mut delay = std::time::Duration::from_millis(200);
+        loop {
+            match open_queue_with(&self.queue_url, &self.queue_options).await {
+                Ok(backend) => {
+                    if said_at.is_some() {
+                        eprintln!(
+                            "the queue answers again after {:.1} s; starting",
+                            started.elapsed().as_secs_f64()
+                        );
+                    }
+                    return self.check_settings(backend).await;
+                }
+                Err(e) if e.is_transient() && started.elapsed() < SERVICE_QUEUE_WAIT => {
+                    if said_at.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(10)) {
+                        eprintln!(
+                            "waiting for the queue (up to {} s in all): {e}",
+                            SERVICE_QUEUE_WAIT.as_secs()
+                        );
+                        said_at = Some(std::time::Instant::now());
+                    }
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(std::time::Duration::from_secs(2));
+                }
+                // Out of patience: the same error, with its hint, as any other command's.
+                Err(e) => return Err(self.open_error(e)),
+            }
+        }
+    }
+
+    async fn check_settings(
+        &self,
+        backend: Arc<dyn QueueBackend>,
+    ) -> Result<Arc<dyn QueueBackend>, CliError> {
         if let Some(problem) = backend.check_settings().await.map_err(|e| {
             CliError::env(anyhow::Error::new(e).context("check the queue server's settings"))
         })? {

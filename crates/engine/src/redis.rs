@@ -395,11 +395,20 @@ impl RedisBackend {
                 let said = refusal
                     .map(|r| format!(" (the server said: {})", explain_text(&r)))
                     .unwrap_or_default();
-                return Err(EngineError::redis(format!(
-                    "connect to `{}`: {}{said}",
-                    redact(url),
-                    explain(&e)
-                )));
+                let message = format!("connect to `{}`: {}{said}", redact(url), explain(&e));
+                // No answer (refused, reset, timed out) may pass: a restart, a pause. A server
+                // that answers and refuses (a wrong password, a bad database) does not.
+                return Err(
+                    if e.is_io_error()
+                        || e.is_timeout()
+                        || e.is_connection_refusal()
+                        || e.is_connection_dropped()
+                    {
+                        EngineError::redis_unavailable(message)
+                    } else {
+                        EngineError::redis(message)
+                    },
+                );
             }
         };
         let prefix = format!("{namespace}:");

@@ -91,7 +91,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
     );
     let retention = ctx.config.queue.retention()?;
     let console_retention = retention.clone();
-    let backend = ctx.queue_checked().await?;
+    let backend = ctx.queue_for_service().await?;
     let store = ctx.store().await?;
     // One control plane per home: a second `serve` would run every loop twice over one store.
     let _serve_lock = hold_serve_lock(&ctx.home)?;

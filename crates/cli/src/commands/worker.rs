@@ -55,7 +55,7 @@ pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
         Some(addr) => Some(crate::control::http::bind("--metrics", addr).await?),
         None => None,
     };
-    let backend = ctx.queue_checked().await?;
+    let backend = ctx.queue_for_service().await?;
     let mut config = WorkerConfig::new(
         args.name
             .or_else(|| ctx.config.worker.name.clone())
