@@ -8,7 +8,6 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use skillforge_runner::{CancellationToken, OutputFn, OutputStream, RunOutcome, RunnerError};
-use tokio::io::AsyncWriteExt;
 use tokio::process::Child;
 use tokio::task::{JoinError, JoinHandle};
 use tokio::time::Instant;
@@ -122,9 +121,8 @@ pub async fn run_process_with_output(
     let duration_ms = millis(started.elapsed());
     kill_all(pgid, &run_id).await;
     kill_on_drop.disarm();
-    if let Some(task) = stdin_task {
-        task.abort();
-    }
+    // The process group is gone, so the pipe's reader is too: the writer ends with EPIPE.
+    drop(stdin_task);
     let (stdout, stderr) = drain(stdout_task, stderr_task, stop_reading).await?;
     let (status, ending) = waited?;
 
@@ -154,14 +152,51 @@ pub async fn run_process_with_output(
 
 /// Writes `input` to the child's stdin in the background, then closes it. A child that exits
 /// without reading it all is not an error.
-fn feed_stdin(child: &mut Child, input: Option<&str>) -> Option<JoinHandle<()>> {
-    let mut pipe = child.stdin.take()?;
+///
+/// The write runs on its own thread with SIGPIPE blocked: a command that restores SIGPIPE's
+/// default action so `skillforge … | head` ends quietly also runs jobs in-process (`eval
+/// forge`, `candidate gate`), and a write to a child that exited unread must end this write
+/// with `EPIPE`, never the whole command. The signal raised by the write is directed at the
+/// writing thread and dies with it.
+fn feed_stdin(child: &mut Child, input: Option<&str>) -> Option<std::thread::JoinHandle<()>> {
+    let pipe = child.stdin.take()?;
     let bytes = input?.as_bytes().to_vec();
-    Some(tokio::spawn(async move {
-        if let Err(error) = pipe.write_all(&bytes).await {
-            tracing::debug!(%error, "write child stdin stopped early");
+    let fd = match pipe.into_owned_fd() {
+        Ok(fd) => fd,
+        Err(error) => {
+            tracing::debug!(%error, "child stdin cannot be handed to a writer thread");
+            return None;
         }
-    }))
+    };
+    let spawned = std::thread::Builder::new()
+        .name("child-stdin".to_owned())
+        .spawn(move || {
+            let mut blocked = nix::sys::signal::SigSet::empty();
+            blocked.add(nix::sys::signal::Signal::SIGPIPE);
+            if let Err(error) = blocked.thread_block() {
+                tracing::debug!(%error, "block SIGPIPE for the stdin writer");
+                return;
+            }
+            // tokio left the pipe non-blocking; this thread writes it blocking.
+            let flags = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_GETFL)
+                .map(nix::fcntl::OFlag::from_bits_truncate)
+                .unwrap_or(nix::fcntl::OFlag::empty());
+            let _ = nix::fcntl::fcntl(
+                &fd,
+                nix::fcntl::FcntlArg::F_SETFL(flags - nix::fcntl::OFlag::O_NONBLOCK),
+            );
+            let mut file = std::fs::File::from(fd);
+            if let Err(error) = std::io::Write::write_all(&mut file, &bytes) {
+                tracing::debug!(%error, "write child stdin stopped early");
+            }
+        });
+    match spawned {
+        Ok(handle) => Some(handle),
+        Err(error) => {
+            tracing::warn!(%error, "start the child's stdin writer");
+            None
+        }
+    }
 }
 
 /// Waits for the child to exit, or for `timeout` / `cancel`, in which case it terminates

@@ -594,3 +594,25 @@ async fn a_leased_run_sees_its_job_id_attempt_and_fencing_token() {
     let leased = ProcessRunner.run(&spec, &ctx).await.expect("run");
     assert_eq!(leased.stdout_tail, "job-7/2/5\n");
 }
+
+/// A command that restores SIGPIPE's default action (every printing `skillforge` command, so
+/// `… | head` ends quietly) also runs jobs in-process: a child that exits without reading its
+/// stdin must end the write with EPIPE, not kill the command running it.
+#[tokio::test]
+async fn a_child_that_exits_unread_does_not_kill_a_process_with_the_default_sigpipe() {
+    // SAFETY: SIG_DFL installs no handler; nextest runs this test in a process of its own.
+    #[expect(unsafe_code, reason = "setting a signal disposition; see SAFETY")]
+    unsafe {
+        nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        )
+        .expect("restore SIGPIPE's default");
+    }
+    let payload = ProcessPayload {
+        stdin: Some("x".repeat(1024 * 1024)),
+        ..argv(&["true"])
+    };
+    let outcome = run(&payload).await;
+    assert_eq!(outcome.exit, ExitClass::Passed, "{outcome:?}");
+}
