@@ -144,11 +144,12 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
             }
         }
     };
+    let ingest_every = Duration::from_millis(args.ingest_every_ms.max(10));
     let ingestion = run_ingestion(
         backend.as_ref(),
         &store,
         &handlers,
-        Duration::from_millis(args.ingest_every_ms.max(10)),
+        ingest_every,
         shutdown.clone(),
     );
     // Woken by the events endpoint when a webhook wrote feedback: the guardrails re-run at once.
@@ -217,18 +218,46 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         } else {
             Wait::Return
         };
+        // What each canary's window said last, so a verdict is logged when it changes (a hold
+        // and its reason, a graduation, a rollback), not on every check.
+        let mut said: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+        let mut outstanding = 0;
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 checked = crate::control::promotion::check_canaries(ctx, &store, wait) => {
-                    if let Err(e) = checked {
-                        tracing::warn!(error = %e.error, "canary check failed");
+                    match checked {
+                        Ok(reports) => {
+                            log_canary_verdicts(&reports, &mut said);
+                            outstanding = reports
+                                .iter()
+                                .filter(|r| r["job_id"].is_string() && r["applied"] == false)
+                                .count();
+                        }
+                        Err(e) => tracing::warn!(error = %e.error, "canary check failed"),
+                    }
+                }
+            }
+            // A decision submitted to a shared queue is applied by this process's ingestion
+            // once a worker ran it: send its event as soon as it is, not at the next check (an
+            // event owed when serve stops is sent by the next check of any process).
+            let next_check = tokio::time::Instant::now() + every;
+            while outstanding > 0 && tokio::time::Instant::now() < next_check {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(ingest_every.min(every)) => {}
+                }
+                match crate::control::promotion::send_owed_events(ctx, &store).await {
+                    Ok(sent) => outstanding = outstanding.saturating_sub(sent),
+                    Err(e) => {
+                        tracing::warn!(error = %e.error, "sending a canary decision's event failed");
+                        break;
                     }
                 }
             }
             tokio::select! {
                 () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(every) => {}
+                () = tokio::time::sleep_until(next_check) => {}
             }
         }
     };
@@ -467,4 +496,27 @@ fn webhook_secret(ctx: &Context) -> Option<Vec<u8>> {
         .or_else(|| ctx.config.server.webhook_secret.clone())
         .filter(|s| !s.is_empty())
         .map(String::into_bytes)
+}
+
+/// Logs each canary's window verdict when it differs from what that canary's window said at the
+/// previous check: `canary window of planner@v2: hold (3 canary outcomes < 10)`.
+fn log_canary_verdicts(
+    reports: &[serde_json::Value],
+    said: &mut std::collections::HashMap<String, String>,
+) {
+    for report in reports {
+        let (Some(version), Some(window)) = (report["version_id"].as_str(), report.get("window"))
+        else {
+            continue;
+        };
+        let decision = window["decision"].as_str().unwrap_or("unknown");
+        let verdict = match window["reason"].as_str() {
+            Some(reason) => format!("{decision} ({reason})"),
+            None => decision.to_owned(),
+        };
+        if said.get(version) != Some(&verdict) {
+            tracing::info!("canary window of {version}: {verdict}");
+            said.insert(version.to_owned(), verdict);
+        }
+    }
 }

@@ -142,6 +142,20 @@ pub async fn check_canaries(
         .collect())
 }
 
+/// Sends the graduation and rollback events owed for canary decisions already applied (see
+/// [`window::send_owed_events`]); returns how many were sent. `serve` calls it while a decision
+/// it submitted on a shared queue waits to be applied, so the event follows the state change by
+/// one ingestion pass rather than one canary check.
+///
+/// # Errors
+/// Exit 3 when the event log cannot be read or written.
+pub async fn send_owed_events(ctx: &Context, store: &Store) -> Result<usize, CliError> {
+    with_env(ctx, store, false, async |env| {
+        window::send_owed_events(env).await
+    })
+    .await
+}
+
 /// Re-runs the guardrails of every pending candidate whose evidence changed since `decided` last
 /// saw it (see [`reevaluate::reevaluate_pending`]); nothing with `auto_promote` off. Called by
 /// `serve` on a timer.
