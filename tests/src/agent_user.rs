@@ -52,6 +52,12 @@ impl AgentUser {
             );
         }
         crate::write(&home.join(".codex/config.toml"), &fake.codex_config());
+        // The user's git identity, as a developer's machine has one (carried into each run's
+        // private home for the commits an agent makes).
+        crate::write(
+            &home.join(".gitconfig"),
+            "[user]\n\tname = Agent User\n\temail = agent-user@example.invalid\n",
+        );
         crate::write(
             &home.join(".config/opencode/opencode.json"),
             &fake.opencode_config().to_string(),

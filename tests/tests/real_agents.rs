@@ -39,6 +39,19 @@ async fn run_with(
     access: Access,
     program: Option<&Path>,
 ) -> (RunOutcome, AgentReport) {
+    run_payload(runtime, user, work, prompt, access, program, |_| {}).await
+}
+
+/// [`run_with`], with `adjust` applied to the payload last.
+async fn run_payload(
+    runtime: &str,
+    user: &User,
+    work: &Path,
+    prompt: &str,
+    access: Access,
+    program: Option<&Path>,
+    adjust: impl FnOnce(&mut AgentPayload),
+) -> (RunOutcome, AgentReport) {
     assert!(
         on_path(runtime),
         "`{runtime}` is not on PATH: scripts/test installs it"
@@ -49,6 +62,7 @@ async fn run_with(
     payload.access = access;
     payload.project_scope_only = true;
     payload.timeout_secs = Some(120);
+    adjust(&mut payload);
     // The worker's own environment, as the runner reads it: its user's home and the credential.
     // (The runner builds a private home from these; it must not pass them on.)
     let program_overrides = program
@@ -500,6 +514,52 @@ async fn each_real_cli_reaches_nothing_but_its_model_api() {
             outside.is_empty(),
             "{runtime} reached beyond loopback:\n{}",
             outside.join("\n")
+        );
+    }
+}
+
+// Issue 37 item 8 in a checkout (the work dir is a git repository when the run starts): each real
+// CLI, editing its work dir, commits with the user's identity (their `~/.gitconfig`, carried into
+// the private home) and the commit carries `Skillforge-Template: planner@v3`. Codex keeps a
+// repository's `.git` read-only under `workspace-write` unless it is a writable root (its profile
+// names a checkout's `.git`); Claude Code's acceptEdits asks for `git commit` unless allowed by
+// name (its profile does).
+#[tokio::test(flavor = "multi_thread")]
+async fn each_real_cli_commits_in_its_checkout_with_the_template_trailer() {
+    const STEPS: [&str; 2] = [
+        "git commit --allow-empty -q -m 'Plan the change'",
+        "git log -1 --format='%an%n%B'",
+    ];
+    for runtime in RUNTIMES {
+        let fake = FakeModel::start();
+        let user = User::new(&fake);
+        let work = work_dir();
+        skillforge_tests::git(work.path(), &["init", "-q", "-b", "main"]);
+        fake.respond(|seen: &Seen| match STEPS.get(seen.n_tool_results) {
+            _ if !seen.is_agent_turn() => Reply::Text("a title".into()),
+            Some(step) => Reply::Shell((*step).into()),
+            None => Reply::Text("Committed.".into()),
+        });
+        let (outcome, _) = run_payload(
+            runtime,
+            &user,
+            work.path(),
+            "Commit the plan.\n",
+            Access::EditWorkdir,
+            None,
+            |p| p.template_version = Some("planner@v3".into()),
+        )
+        .await;
+        assert!(outcome.exit.is_passed(), "{runtime}: {outcome:?}");
+        let message = skillforge_tests::git(work.path(), &["log", "-1", "--format=%an%n%B"]);
+        assert!(
+            message.starts_with("Agent User\nPlan the change")
+                && message.contains("Skillforge-Template: planner@v3"),
+            "{runtime}: the commit in the checkout: {message:?}\n{}",
+            fake.requests()
+                .last()
+                .map(|r| r.messages.clone())
+                .unwrap_or_default()
         );
     }
 }

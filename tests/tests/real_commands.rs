@@ -721,3 +721,60 @@ fn harvest_review_leg_runs_on_each_real_cli() {
         assert_eq!(meta["reviewer_runtime"], runtime, "{runtime}: {meta:#}");
     }
 }
+
+// Issue 37 item 8 through a real agent's commit: with harvesting on, the commit an `ask`'s agent
+// makes (the CLI's own shell tool running `git commit`) carries `Skillforge-Template:
+// planner@v1`, added by the hooks set through git's environment; the model is shown it in the
+// tool's output (`git log`).
+#[test]
+fn an_asks_agent_commit_carries_the_template_trailer_on_claude_and_opencode() {
+    // One command a tool call: Claude Code asks before a compound command that makes git's
+    // files and runs git. The identity is the user's own `~/.gitconfig`, carried into the run's
+    // private home.
+    const STEPS: [&str; 3] = [
+        "git init -q .",
+        "git commit --allow-empty -q -m 'Plan the change'",
+        "git log -1 --format='%an%n%B'",
+    ];
+    // Codex keeps a `.git` made during the run read-only (a repository's `.git` is writable only
+    // when it exists as the run starts): its commit in a checkout is tested in real_agents.rs.
+    for runtime in ["claude", "opencode"] {
+        let fake = FakeModel::start();
+        fake.respond(|seen: &Seen| match STEPS.get(seen.n_tool_results) {
+            _ if !seen.is_agent_turn() => Reply::Text("a title".into()),
+            Some(step) => Reply::Shell((*step).into()),
+            None => Reply::Text("Committed the plan.".into()),
+        });
+        let user = AgentUser::new(&fake);
+        let home = Home::embedded();
+        add_template(&home, PLANNER_TEMPLATE, "owner/repo");
+        write(
+            &home.path().join("config.toml"),
+            "[skillopt]\nauto_trace_enabled = true\n",
+        );
+        let asked = json(
+            &home,
+            &user,
+            runtime,
+            &[
+                "ask",
+                "planner",
+                "Commit the plan TRAILER-31",
+                "--runtime",
+                runtime,
+            ],
+        );
+        assert_eq!(asked["version"], "planner@v1", "{runtime}: {asked:#}");
+        let turns = assert_sent(&fake, runtime, "ask", "TRAILER-31");
+        let after = turns
+            .iter()
+            .find(|t| t.n_tool_results == STEPS.len())
+            .unwrap_or_else(|| panic!("{runtime}: `git log`'s output never reached the model"));
+        assert!(
+            after.messages.contains("Agent User\nPlan the change")
+                && after.messages.contains("Skillforge-Template: planner@v1"),
+            "{runtime}: the commit message the model was shown:\n{}",
+            after.messages
+        );
+    }
+}

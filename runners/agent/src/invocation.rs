@@ -130,11 +130,16 @@ pub fn build_invocation(
         );
     }
     let access = profile.access.of(payload.access);
+    let checkout = workdir.join(".git").is_dir();
     argv.extend(
         access
             .args
             .iter()
-            .map(|arg| arg.replace("{workdir}", &workdir_text)),
+            .chain(access.checkout_args.iter().filter(|_| checkout))
+            .map(|arg| {
+                arg.replace("{workdir}", &workdir_text)
+                    .replace("{scratch_dir}", &scratch_text)
+            }),
     );
     let mut env_allowlist: Vec<String> = DEFAULT_ENV_ALLOWLIST
         .iter()
@@ -169,6 +174,8 @@ pub fn build_invocation(
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+
+    const CLAUDE_GIT_TOOLS: &str = "Bash(git init:*) Bash(git add:*) Bash(git commit:*) Bash(git status:*) Bash(git diff:*) Bash(git log:*) Bash(git show:*)";
 
     use skillforge_runner_process::Command;
 
@@ -305,6 +312,8 @@ mod tests {
                 "sonnet",
                 "--permission-mode",
                 "acceptEdits",
+                "--allowedTools",
+                CLAUDE_GIT_TOOLS,
             ],
         );
         check(
@@ -318,6 +327,8 @@ mod tests {
                 "--verbose",
                 "--permission-mode",
                 "acceptEdits",
+                "--allowedTools",
+                CLAUDE_GIT_TOOLS,
             ],
         );
         check(
@@ -422,7 +433,12 @@ mod tests {
         check(
             "claude",
             Access::EditWorkdir,
-            &["--permission-mode", "acceptEdits"],
+            &[
+                "--permission-mode",
+                "acceptEdits",
+                "--allowedTools",
+                CLAUDE_GIT_TOOLS,
+            ],
         );
         check("claude", Access::ReadOnly, &["--tools", ""]);
         check("codex", Access::ReadOnly, &["--sandbox", "read-only"]);
@@ -437,6 +453,33 @@ mod tests {
                 "-c",
                 "sandbox_workspace_write.exclude_tmpdir_env_var=true",
             ],
+        );
+    }
+
+    // Codex keeps a repository's `.git` read-only under `workspace-write`: a work dir that is a
+    // checkout (a `.git` directory as the run starts) names it a writable root; any other does not.
+    #[test]
+    fn a_checkout_work_dir_gets_the_profiles_checkout_args() {
+        let repo = tempfile::tempdir().unwrap();
+        let plain = tempfile::tempdir().unwrap();
+        std::fs::create_dir(repo.path().join(".git")).unwrap();
+        let argv_in = |dir: &Path| {
+            let mut payload = AgentPayload::new("codex", "p");
+            payload.workdir = Some(dir.to_path_buf());
+            let invocation =
+                build_invocation(find("codex").unwrap(), &payload, Path::new("/s"), "P").unwrap();
+            argv(&invocation).to_vec()
+        };
+        let root = format!(
+            "sandbox_workspace_write.writable_roots=[\"{}/.git\"]",
+            repo.path().display()
+        );
+        assert_eq!(argv_in(repo.path()).last(), Some(&root));
+        assert!(
+            !argv_in(plain.path())
+                .iter()
+                .any(|a| a.contains("writable_roots")),
+            "a work dir that is no checkout names no git dir"
         );
     }
 

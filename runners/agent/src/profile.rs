@@ -25,6 +25,10 @@
 //! session_log_dir = ".codex/sessions" # the runtime's own session log in the private home
 //! ```
 //!
+//! `[access.edit_workdir]` / `[access.read_only]`: `args` (placeholders `{workdir}`,
+//! `{scratch_dir}`), `env`, and `checkout_args`, appended only when the work dir holds a `.git`
+//! directory as the run starts.
+//!
 //! Placeholders in `args`: `{prompt_file}` (the file the prompt was written to; only with
 //! `prompt = "file"`, and then required), `{workdir}` (the agent's working directory),
 //! `{scratch_dir}` (the attempt's scratch directory); `{model}` only in `model_args`. There is no
@@ -316,6 +320,11 @@ pub struct AccessArgs {
     /// Set in the child's environment (unless the payload sets the name).
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
+    /// Appended after `args` when the work dir is a repository's root (it holds a `.git`
+    /// directory as the run starts), so an agent can commit there (Codex keeps `.git`
+    /// read-only unless it is a writable root). `{workdir}` is filled in.
+    #[serde(default)]
+    pub checkout_args: Vec<String>,
 }
 
 impl RuntimeProfile {
@@ -579,8 +588,10 @@ impl RuntimeProfile {
             .args
             .iter()
             .chain(&profile.access.read_only.args)
+            .chain(&profile.access.edit_workdir.checkout_args)
+            .chain(&profile.access.read_only.checkout_args)
         {
-            check_placeholders(arg, &["{workdir}"])
+            check_placeholders(arg, &["{workdir}", "{scratch_dir}"])
                 .map_err(|m| err(format!("`access` args: {m}")))?;
         }
         let relative = |path: &str| {

@@ -228,7 +228,8 @@ echo "{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\
     let argv = std::fs::read_to_string(record.join("argv")).expect("argv record");
     assert_eq!(
         argv,
-        "-p\n--output-format\nstream-json\n--verbose\n--model\nsonnet\n--permission-mode\nacceptEdits\n"
+        "-p\n--output-format\nstream-json\n--verbose\n--model\nsonnet\n--permission-mode\nacceptEdits\n\
+         --allowedTools\nBash(git init:*) Bash(git add:*) Bash(git commit:*) Bash(git status:*) Bash(git diff:*) Bash(git log:*) Bash(git show:*)\n"
     );
     assert_eq!(
         std::fs::read_to_string(record.join("stdin")).expect("stdin"),
