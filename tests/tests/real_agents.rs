@@ -39,7 +39,7 @@ async fn run_with(
     access: Access,
     program: Option<&Path>,
 ) -> (RunOutcome, AgentReport) {
-    run_payload(runtime, user, work, prompt, access, program, |_| {}).await
+    run_payload(runtime, user, work, prompt, access, program, &[], |_| {}).await
 }
 
 /// [`run_with`], with `adjust` applied to the payload last.
@@ -50,6 +50,7 @@ async fn run_payload(
     prompt: &str,
     access: Access,
     program: Option<&Path>,
+    worker_extra: &[(&str, &str)],
     adjust: impl FnOnce(&mut AgentPayload),
 ) -> (RunOutcome, AgentReport) {
     assert!(
@@ -69,8 +70,14 @@ async fn run_payload(
         .map(|p| (runtime.to_owned(), p.to_path_buf()))
         .into_iter()
         .collect();
+    let mut worker_env = user.env();
+    worker_env.extend(
+        worker_extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
     let runner = AgentRunner::new(AgentRunnerConfig {
-        worker_env: Some(user.env()),
+        worker_env: Some(worker_env),
         program_overrides,
         ..AgentRunnerConfig::default()
     });
@@ -547,6 +554,7 @@ async fn each_real_cli_commits_in_its_checkout_with_the_template_trailer() {
             "Commit the plan.\n",
             Access::EditWorkdir,
             None,
+            &[],
             |p| p.template_version = Some("planner@v3".into()),
         )
         .await;
@@ -560,6 +568,41 @@ async fn each_real_cli_commits_in_its_checkout_with_the_template_trailer() {
                 .last()
                 .map(|r| r.messages.clone())
                 .unwrap_or_default()
+        );
+    }
+}
+
+// Claude Code and OpenCode unpack a native library (`.<hash>.so`, ~5 MB) into their temp dir on
+// every start; in the worker's own temp dir that was one file left behind per run. Each run's
+// temp dir is its private home's, removed with the attempt's scratch.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_leaves_nothing_in_the_workers_temp_dir() {
+    for runtime in RUNTIMES {
+        let fake = FakeModel::start();
+        fake.respond(|_: &Seen| Reply::Text("done".into()));
+        let user = User::new(&fake);
+        let work = work_dir();
+        let worker_tmp = tempfile::tempdir().unwrap();
+        let tmp = worker_tmp.path().display().to_string();
+        let (outcome, _) = run_payload(
+            runtime,
+            &user,
+            work.path(),
+            "Say done.\n",
+            Access::EditWorkdir,
+            None,
+            &[("TMPDIR", &tmp)],
+            |_| {},
+        )
+        .await;
+        assert!(outcome.exit.is_passed(), "{runtime}: {outcome:?}");
+        let left: Vec<String> = std::fs::read_dir(worker_tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            left.is_empty(),
+            "{runtime} left {left:?} in the worker's TMPDIR"
         );
     }
 }
