@@ -8,8 +8,9 @@
 //! Routes: the proxy serves one route per upstream, `http://127.0.0.1:PORT/rN`; a request to
 //! `/rN/REST` goes to `UPSTREAM_N/REST`. It binds 127.0.0.1 on an ephemeral port and stops when
 //! [`RecordingProxy::finish`] is called or it is dropped, so it lives as long as the run. An
-//! upstream it cannot connect to is answered 502 and reported ([`Recording::unreachable`]), and
-//! the token given to [`RecordingProxy::start`] is cancelled so the run ends at once.
+//! upstream it cannot connect to is answered 502; when that was a model request it is reported
+//! ([`Recording::unreachable`]) and the token given to [`RecordingProxy::start`] is cancelled so
+//! the run ends at once.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -39,7 +40,7 @@ pub struct Recording {
     pub offered: Option<Vec<String>>,
     /// Agent turns (model requests offering tools or skills) forwarded.
     pub n_model_requests: usize,
-    /// The first upstream the proxy could not connect to, with the error (`URL: error`).
+    /// The first upstream a model request could not connect to, with the error (`URL: error`).
     pub unreachable: Option<String>,
 }
 
@@ -73,7 +74,7 @@ impl Drop for RecordingProxy {
 impl RecordingProxy {
     /// Starts a proxy on `127.0.0.1:0` forwarding route `N` to `upstreams[N]` (an `http://` or
     /// `https://` base URL; a trailing `/` is dropped). `on_unreachable` is cancelled the first
-    /// time an upstream refuses the connection or cannot be resolved.
+    /// time a model request's upstream refuses the connection or cannot be resolved.
     ///
     /// # Errors
     /// A message naming what failed: an upstream that is not an http(s) URL, the TLS set-up, or
@@ -232,9 +233,9 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
         }
     };
     let path = rest.split('?').next().unwrap_or_default();
-    if parts.method == axum::http::Method::POST
-        && let Some(api) = ModelApi::of_path(path)
-    {
+    let model_request =
+        parts.method == axum::http::Method::POST && ModelApi::of_path(path).is_some();
+    if model_request && let Some(api) = ModelApi::of_path(path) {
         // A body that is not JSON (compressed, say) is a model request whose offer is unknown.
         let offered = serde_json::from_slice(&bytes).map_or(Some(Offered::Unreadable), |body| {
             offered_in_request(api, &body)
@@ -284,7 +285,9 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
                 .map_or_else(|| error.to_string(), |s| format!("{error}: {s}"));
             let message = format!("could not reach the model API at {upstream}: {cause}");
             tracing::warn!(%upstream, error = %cause, "the recording proxy could not reach the model API");
-            if error.is_connect() {
+            // Only a model request that cannot get through stops the run: a probe (Claude Code's
+            // `HEAD /`) that fails changes nothing the CLI would not have met without the proxy.
+            if error.is_connect() && model_request {
                 if let Ok(mut unreachable) = shared.unreachable.lock()
                     && unreachable.is_none()
                 {
