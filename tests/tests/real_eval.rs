@@ -363,3 +363,61 @@ fn an_http_400_on_one_arm_is_an_invalid_sample_and_never_an_adoption() {
         assert!(!s.path("adopted/tldr").exists());
     }
 }
+
+// E-55 with the real CLIs (issue 31 item 9): a brief whose setup ships a skill of the candidate's
+// name into the work dir (an ambient project install both arms get) makes the without-arm's
+// model requests list it. The inventory is read from those requests through the run's recording
+// proxy, for Codex too (its transcript lists nothing: before the proxy its inventory was
+// unknown and the check was skipped), so the first sample is baseline_had_the_skill and the
+// brief stops there. The model never loads the skill, so only the offered inventory can tell.
+#[test]
+fn e55_an_ambient_copy_offered_to_the_without_arm_stops_the_brief_with_each_real_cli() {
+    const AMBIENT: &str = "AMBIENT-TLDR-51d";
+    for (runtime, root) in [
+        ("claude", ".claude/skills"),
+        ("codex", ".agents/skills"),
+        ("opencode", ".opencode/skill"),
+    ] {
+        let fake = FakeModel::start();
+        fake.respond(|seen: &Seen| {
+            if seen.first_user.contains(JUDGE_HEADER) || seen.messages.contains(JUDGE_HEADER) {
+                return Reply::Text("{\"winner\": \"tie\", \"reason\": \"same\"}".into());
+            }
+            Reply::Text(LONG.into())
+        });
+        let user = AgentUser::new(&fake);
+        let s = Setup::new();
+        let skill = candidate(&s);
+        let path = s.path("brief.json");
+        let brief = serde_json::json!({"id": BRIEF_ID,
+            "setup": {"notes.md": "- shipped 1.2\n", format!("{root}/tldr/SKILL.md"):
+                format!("---\nname: tldr\ndescription: an ambient copy ({AMBIENT})\n---\nBe brief.\n")},
+            "prompt": "Write the team's status reply from notes.md.", "verify": VERIFY_SHORT,
+            "output": "reply", "rubric": "Which reply would the team rather read?"});
+        std::fs::write(&path, brief.to_string()).unwrap();
+        let (_, report, stderr) = forge(&s, &user, runtime, &path, &skill, &[]);
+        let without: Vec<Seen> = fake
+            .requests()
+            .into_iter()
+            .filter(|r| r.is_agent_turn() && !r.shows(CANDIDATE_MARK))
+            .filter(|r| !r.first_user.contains(JUDGE_HEADER))
+            .collect();
+        assert!(
+            without.iter().any(|r| r.shows(AMBIENT)),
+            "{runtime}: the ambient copy was listed to the without-arm\n{stderr}\n{report:#}"
+        );
+        let v = s
+            .verdict(BRIEF_ID, 1)
+            .unwrap_or_else(|| panic!("{runtime}: no verdict\n{stderr}\n{report:#}"));
+        assert_eq!(
+            (v["invalid_code"].as_str(), v["invalid_arm"].as_str()),
+            (Some("baseline_had_the_skill"), Some("without")),
+            "{runtime}: {v:#}\n{stderr}"
+        );
+        assert!(
+            s.verdict(BRIEF_ID, 2).is_none(),
+            "{runtime}: the brief stopped at the first sample"
+        );
+        assert_ne!(decision(&report), "adopt", "{runtime}");
+    }
+}
