@@ -364,34 +364,38 @@ fn an_http_400_on_one_arm_is_an_invalid_sample_and_never_an_adoption() {
     }
 }
 
-// E-55 with the real CLIs (issue 31 item 9): a brief whose setup ships a skill of the candidate's
-// name into the work dir (an ambient project install both arms get) makes the without-arm's
-// model requests list it. The inventory is read from those requests through the run's recording
-// proxy, for Codex too (its transcript lists nothing: before the proxy its inventory was
-// unknown and the check was skipped), so the first sample is baseline_had_the_skill and the
-// brief stops there. The model never loads the skill, so only the offered inventory can tell.
+// E-55 with the real Claude Code (issue 31 item 9): a brief whose setup ships a project command
+// of the candidate's name (`.claude/commands/tldr.md`: not a skill skillforge installs, so not
+// "handed", but Claude Code lists it to the model as a skill: an ambient install both arms get)
+// makes the without-arm's model requests offer `tldr`. Claude Code's init line leaves project
+// commands out, so only the inventory read from the requests through the run's recording proxy
+// sees it: the first sample is baseline_had_the_skill and the brief stops there. The without-arm
+// never loads the skill, so only its offered inventory can tell. (Codex and OpenCode read no
+// such file a brief's setup can ship outside what skillforge counts as handed; their requests'
+// inventories are checked in `real_agents.rs`.)
 #[test]
-fn e55_an_ambient_copy_offered_to_the_without_arm_stops_the_brief_with_each_real_cli() {
+fn e55_an_ambient_command_offered_to_the_without_arm_stops_the_brief_with_claude_code() {
     const AMBIENT: &str = "AMBIENT-TLDR-51d";
-    for (runtime, root) in [
-        ("claude", ".claude/skills"),
-        ("codex", ".agents/skills"),
-        ("opencode", ".opencode/skill"),
-    ] {
+    for (runtime, ambient) in [("claude", ".claude/commands/tldr.md")] {
         let fake = FakeModel::start();
         fake.respond(|seen: &Seen| {
             if seen.first_user.contains(JUDGE_HEADER) || seen.messages.contains(JUDGE_HEADER) {
                 return Reply::Text("{\"winner\": \"tie\", \"reason\": \"same\"}".into());
             }
-            Reply::Text(LONG.into())
+            // The with-arm (offered the candidate) loads it; the without-arm never loads a skill.
+            match (seen.shows(CANDIDATE_MARK), seen.n_tool_results) {
+                (true, 0) => Reply::Skill("tldr".into()),
+                (true, _) => Reply::Text(SHORT.into()),
+                _ => Reply::Text(LONG.into()),
+            }
         });
         let user = AgentUser::new(&fake);
         let s = Setup::new();
         let skill = candidate(&s);
         let path = s.path("brief.json");
         let brief = serde_json::json!({"id": BRIEF_ID,
-            "setup": {"notes.md": "- shipped 1.2\n", format!("{root}/tldr/SKILL.md"):
-                format!("---\nname: tldr\ndescription: an ambient copy ({AMBIENT})\n---\nBe brief.\n")},
+            "setup": {"notes.md": "- shipped 1.2\n", ambient:
+                format!("---\ndescription: an ambient copy ({AMBIENT})\n---\nBe brief.\n")},
             "prompt": "Write the team's status reply from notes.md.", "verify": VERIFY_SHORT,
             "output": "reply", "rubric": "Which reply would the team rather read?"});
         std::fs::write(&path, brief.to_string()).unwrap();
@@ -412,7 +416,8 @@ fn e55_an_ambient_copy_offered_to_the_without_arm_stops_the_brief_with_each_real
         assert_eq!(
             (v["invalid_code"].as_str(), v["invalid_arm"].as_str()),
             (Some("baseline_had_the_skill"), Some("without")),
-            "{runtime}: {v:#}\n{stderr}"
+            "{runtime}: {v:#}\n{}",
+            walkdir_runs(&s.run_dir(BRIEF_ID))
         );
         assert!(
             s.verdict(BRIEF_ID, 2).is_none(),
@@ -420,4 +425,24 @@ fn e55_an_ambient_copy_offered_to_the_without_arm_stops_the_brief_with_each_real
         );
         assert_ne!(decision(&report), "adopt", "{runtime}");
     }
+}
+
+fn walkdir_runs(dir: &std::path::Path) -> String {
+    let mut out = String::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                pending.push(p);
+            } else if e.file_name() == "run.json" {
+                out.push_str(&format!(
+                    "{}: {}\n",
+                    p.display(),
+                    std::fs::read_to_string(&p).unwrap_or_default()
+                ));
+            }
+        }
+    }
+    out
 }
