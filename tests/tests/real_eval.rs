@@ -376,58 +376,58 @@ fn an_http_400_on_one_arm_is_an_invalid_sample_and_never_an_adoption() {
 #[test]
 fn e55_an_ambient_command_offered_to_the_without_arm_stops_the_brief_with_claude_code() {
     const AMBIENT: &str = "AMBIENT-TLDR-51d";
-    for (runtime, ambient) in [("claude", ".claude/commands/tldr.md")] {
-        let fake = FakeModel::start();
-        fake.respond(|seen: &Seen| {
-            if seen.first_user.contains(JUDGE_HEADER) || seen.messages.contains(JUDGE_HEADER) {
-                return Reply::Text("{\"winner\": \"tie\", \"reason\": \"same\"}".into());
-            }
-            // The with-arm (offered the candidate) loads it; the without-arm never loads a skill.
-            match (seen.shows(CANDIDATE_MARK), seen.n_tool_results) {
-                (true, 0) => Reply::Skill("tldr".into()),
-                (true, _) => Reply::Text(SHORT.into()),
-                _ => Reply::Text(LONG.into()),
-            }
-        });
-        let user = AgentUser::new(&fake);
-        let s = Setup::new();
-        let skill = candidate(&s);
-        let path = s.path("brief.json");
-        let brief = serde_json::json!({"id": BRIEF_ID,
-            "setup": {"notes.md": "- shipped 1.2\n", ambient:
-                format!("---\ndescription: an ambient copy ({AMBIENT})\n---\nBe brief.\n")},
-            "prompt": "Write the team's status reply from notes.md.", "verify": VERIFY_SHORT,
-            "output": "reply", "rubric": "Which reply would the team rather read?"});
-        std::fs::write(&path, brief.to_string()).unwrap();
-        let (_, report, stderr) = forge(&s, &user, runtime, &path, &skill, &[]);
-        let without: Vec<Seen> = fake
-            .requests()
-            .into_iter()
-            .filter(|r| r.is_agent_turn() && !r.shows(CANDIDATE_MARK))
-            .filter(|r| !r.first_user.contains(JUDGE_HEADER))
-            .collect();
-        assert!(
-            without.iter().any(|r| r.shows(AMBIENT)),
-            "{runtime}: the ambient copy was listed to the without-arm\n{stderr}\n{report:#}"
-        );
-        let v = s
-            .verdict(BRIEF_ID, 1)
-            .unwrap_or_else(|| panic!("{runtime}: no verdict\n{stderr}\n{report:#}"));
-        assert_eq!(
-            (v["invalid_code"].as_str(), v["invalid_arm"].as_str()),
-            (Some("baseline_had_the_skill"), Some("without")),
-            "{runtime}: {v:#}\n{}",
-            walkdir_runs(&s.run_dir(BRIEF_ID))
-        );
-        assert!(
-            s.verdict(BRIEF_ID, 2).is_none(),
-            "{runtime}: the brief stopped at the first sample"
-        );
-        assert_ne!(decision(&report), "adopt", "{runtime}");
-    }
+    let (runtime, ambient) = ("claude", ".claude/commands/tldr.md");
+    let fake = FakeModel::start();
+    fake.respond(|seen: &Seen| {
+        if seen.first_user.contains(JUDGE_HEADER) || seen.messages.contains(JUDGE_HEADER) {
+            return Reply::Text("{\"winner\": \"tie\", \"reason\": \"same\"}".into());
+        }
+        // The with-arm (offered the candidate) loads it; the without-arm never loads a skill.
+        match (seen.shows(CANDIDATE_MARK), seen.n_tool_results) {
+            (true, 0) => Reply::Skill("tldr".into()),
+            (true, _) => Reply::Text(SHORT.into()),
+            _ => Reply::Text(LONG.into()),
+        }
+    });
+    let user = AgentUser::new(&fake);
+    let s = Setup::new();
+    let skill = candidate(&s);
+    let path = s.path("brief.json");
+    let brief = serde_json::json!({"id": BRIEF_ID,
+        "setup": {"notes.md": "- shipped 1.2\n", ambient:
+            format!("---\ndescription: an ambient copy ({AMBIENT})\n---\nBe brief.\n")},
+        "prompt": "Write the team's status reply from notes.md.", "verify": VERIFY_SHORT,
+        "output": "reply", "rubric": "Which reply would the team rather read?"});
+    std::fs::write(&path, brief.to_string()).unwrap();
+    let (_, report, stderr) = forge(&s, &user, runtime, &path, &skill, &[]);
+    let without: Vec<Seen> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.is_agent_turn() && !r.shows(CANDIDATE_MARK))
+        .filter(|r| !r.first_user.contains(JUDGE_HEADER))
+        .collect();
+    assert!(
+        without.iter().any(|r| r.shows(AMBIENT)),
+        "{runtime}: the ambient copy was listed to the without-arm\n{stderr}\n{report:#}"
+    );
+    let v = s
+        .verdict(BRIEF_ID, 1)
+        .unwrap_or_else(|| panic!("{runtime}: no verdict\n{stderr}\n{report:#}"));
+    assert_eq!(
+        (v["invalid_code"].as_str(), v["invalid_arm"].as_str()),
+        (Some("baseline_had_the_skill"), Some("without")),
+        "{runtime}: {v:#}\n{}",
+        arm_records(&s.run_dir(BRIEF_ID))
+    );
+    assert!(
+        s.verdict(BRIEF_ID, 2).is_none(),
+        "{runtime}: the brief stopped at the first sample"
+    );
+    assert_ne!(decision(&report), "adopt", "{runtime}");
 }
 
-fn walkdir_runs(dir: &std::path::Path) -> String {
+/// Every arm's `run.json` under a brief's run dir, for a failure message.
+fn arm_records(dir: &std::path::Path) -> String {
     let mut out = String::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(d) = pending.pop() {
