@@ -498,3 +498,130 @@ fn chatgpt_login(home: &std::path::Path, set: &dyn Fn(&str) -> Option<String>) -
             .get("OPENAI_API_KEY")
             .is_none_or(|k| k.is_null() || k.as_str() == Some(""))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::ProxyKind;
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |name: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        }
+    }
+
+    #[test]
+    fn claude_forwards_to_its_configured_base_url_or_anthropics() {
+        let home = tempfile::tempdir().unwrap();
+        let plan = ProxyPlan::for_run(
+            ProxyKind::AnthropicBaseUrl,
+            home.path(),
+            &vars(&[("ANTHROPIC_BASE_URL", "https://gw.example/anthropic")]),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(plan.upstreams, ["https://gw.example/anthropic"]);
+        assert_eq!(plan.env, [("ANTHROPIC_BASE_URL".to_owned(), 0)]);
+        let plan = ProxyPlan::for_run(ProxyKind::AnthropicBaseUrl, home.path(), &vars(&[]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(plan.upstreams, [ANTHROPIC_DEFAULT_BASE_URL]);
+    }
+
+    #[test]
+    fn codex_forwards_to_its_providers_base_url() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".codex")).unwrap();
+        let write =
+            |text: &str| std::fs::write(home.path().join(".codex/config.toml"), text).unwrap();
+        write(
+            "model_provider = \"fake\"\n[model_providers.fake]\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+        );
+        let plan = ProxyPlan::for_run(ProxyKind::CodexProvider, home.path(), &vars(&[]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(plan.upstreams, ["http://127.0.0.1:9/v1"]);
+        assert_eq!(
+            plan.codex_overrides,
+            [("model_providers.fake.base_url".to_owned(), 0)]
+        );
+        // the built-in provider: OPENAI_BASE_URL, else OpenAI's API (a key) or ChatGPT's (a login)
+        write("model = \"gpt-5\"\n");
+        let with = |v: &[(&str, &str)]| {
+            ProxyPlan::for_run(ProxyKind::CodexProvider, home.path(), &vars(v))
+                .unwrap()
+                .unwrap()
+        };
+        let plan = with(&[("OPENAI_BASE_URL", "http://127.0.0.1:8/v1")]);
+        assert_eq!(plan.upstreams, ["http://127.0.0.1:8/v1"]);
+        assert_eq!(plan.codex_overrides, [("openai_base_url".to_owned(), 0)]);
+        assert_eq!(with(&[]).upstreams, [OPENAI_DEFAULT_BASE_URL]);
+        std::fs::write(
+            home.path().join(".codex/auth.json"),
+            r#"{"OPENAI_API_KEY": null, "tokens": {"id_token": "x"}}"#,
+        )
+        .unwrap();
+        assert_eq!(with(&[]).upstreams, [CHATGPT_BASE_URL]);
+        assert_eq!(
+            with(&[("OPENAI_API_KEY", "sk")]).upstreams,
+            [OPENAI_DEFAULT_BASE_URL]
+        );
+        // another built-in provider: no proxy
+        write("model_provider = \"oss\"\n");
+        assert_eq!(
+            ProxyPlan::for_run(ProxyKind::CodexProvider, home.path(), &vars(&[])).unwrap(),
+            None
+        );
+        write("model_provider = [");
+        let error =
+            ProxyPlan::for_run(ProxyKind::CodexProvider, home.path(), &vars(&[])).unwrap_err();
+        assert!(error.contains("config.toml"), "{error}");
+    }
+
+    #[test]
+    fn opencode_forwards_each_provider_with_a_base_url() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join(".config/opencode");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("opencode.json"),
+            r#"{"provider": {"a": {"options": {"baseURL": "http://127.0.0.1:1/v1"}}, "anthropic": {"options": {}}}}"#,
+        )
+        .unwrap();
+        let explicit = home.path().join("explicit.json");
+        std::fs::write(
+            &explicit,
+            r#"{"provider": {"b": {"options": {"baseURL": "https://b.example/v1"}}}}"#,
+        )
+        .unwrap();
+        let at = explicit.display().to_string();
+        let plan = ProxyPlan::for_run(
+            ProxyKind::OpencodeProvider,
+            home.path(),
+            &vars(&[("OPENCODE_CONFIG", &at)]),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            plan.upstreams,
+            ["http://127.0.0.1:1/v1", "https://b.example/v1"]
+        );
+        assert_eq!(
+            plan.opencode_providers,
+            [("a".to_owned(), 0), ("b".to_owned(), 1)]
+        );
+        std::fs::remove_file(dir.join("opencode.json")).unwrap();
+        assert_eq!(
+            ProxyPlan::for_run(ProxyKind::OpencodeProvider, home.path(), &vars(&[])).unwrap(),
+            None,
+            "no provider with a base URL: no proxy"
+        );
+    }
+}
