@@ -457,7 +457,18 @@ impl AgentRunner {
         // model API and records what each request offered. The proxy stops the run (through
         // this child token) when it cannot reach the API.
         let stop_run = ctx.cancel.child_token();
-        let plan = match profile.proxy {
+        // A CLI given an HTTP proxy of its own (a payload's `HTTPS_PROXY`) keeps reaching its API
+        // that way: the recording proxy does not chain to another, so that run goes without it.
+        let own_proxy = invocation.process.env.iter().any(|(name, value)| {
+            matches!(
+                name.to_ascii_lowercase().as_str(),
+                "https_proxy" | "http_proxy" | "all_proxy"
+            ) && !value.trim().is_empty()
+        });
+        if own_proxy && profile.proxy.is_some() {
+            tracing::info!(runtime = %profile.name, "the run sets an HTTP proxy of its own; its offered skills come from the transcript");
+        }
+        let plan = match profile.proxy.filter(|_| !own_proxy) {
             Some(kind) => {
                 crate::proxy::ProxyPlan::for_run(kind, &home, &worker_var).map_err(|e| {
                     RunnerError::Other(format!(
