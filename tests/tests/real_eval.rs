@@ -424,6 +424,21 @@ fn e55_an_ambient_command_offered_to_the_without_arm_stops_the_brief_with_claude
         "{runtime}: the brief stopped at the first sample"
     );
     assert_ne!(decision(&report), "adopt", "{runtime}");
+    // The arm's evidence shows both lists: the request's (with the command) and the init line's.
+    let record: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.run_dir(BRIEF_ID).join("s1/without.meta/run.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(record["skills_offered_from"], "request", "{record:#}");
+    let listed = |key: &str| {
+        record[key]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|n| n == "tldr"))
+    };
+    assert!(
+        listed("skills_offered") && !listed("skills_offered_transcript"),
+        "{record:#}"
+    );
 }
 
 /// Every arm's `run.json` under a brief's run dir, for a failure message.
