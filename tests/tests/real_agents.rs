@@ -606,3 +606,103 @@ async fn a_run_leaves_nothing_in_the_workers_temp_dir() {
         );
     }
 }
+
+/// The skills `seen` offered, read from the body the fake logged.
+fn offered_in(seen: &Seen) -> Option<Vec<String>> {
+    use skillforge_runner_agent::offered::{ModelApi, Offered, offered_in_request};
+    let api = match seen.api {
+        Api::Messages => ModelApi::Messages,
+        Api::Responses => ModelApi::Responses,
+        Api::Chat => ModelApi::Chat,
+    };
+    match offered_in_request(api, &seen.body)? {
+        Offered::Listed(names) => Some(names),
+        Offered::Unreadable => panic!("the fake's request lists no readable skills"),
+    }
+}
+
+// Issue 31 item 9 (seed: skill-eval-loop, "Read what the agent was offered"): each real CLI runs
+// through the run's recording proxy: the skills the report says were offered are the ones the
+// request the fake logged lists (every name shown to the model), read from the request
+// (`skills_offered_from: request`); the with-arm's request offers the project skill, the
+// without-arm's does not, though the user has a skill of the same name at user level; Codex's
+// inventory is known, no longer "unknown".
+#[tokio::test(flavor = "multi_thread")]
+async fn each_real_cli_reports_the_skills_its_model_requests_offered() {
+    use skillforge_runner_agent::OfferedFrom;
+    for runtime in RUNTIMES {
+        for with_skill in [true, false] {
+            let fake = FakeModel::start();
+            let user = User::new(&fake);
+            let work = work_dir();
+            if with_skill {
+                install_skill(work.path(), runtime, "PROJECT-SKILL-5c1d");
+            }
+            fake.respond(|_: &Seen| Reply::Text("ok".into()));
+            let (outcome, report) = run(
+                runtime,
+                &user,
+                work.path(),
+                "Say ok.\n",
+                Access::EditWorkdir,
+            )
+            .await;
+            assert!(
+                outcome.exit.is_passed() && report.answer() == Some("ok"),
+                "{runtime}: {:?} {}",
+                outcome.exit,
+                outcome.stderr_tail
+            );
+            let turns = agent_turns(&fake);
+            assert!(!turns.is_empty(), "{runtime}: no model request");
+            let mut logged: Vec<String> = Vec::new();
+            for turn in &turns {
+                for name in offered_in(turn).unwrap_or_default() {
+                    assert!(turn.shows(&name), "{runtime}: {name}");
+                    if !logged.contains(&name) {
+                        logged.push(name);
+                    }
+                }
+            }
+            assert_eq!(
+                report.skills_offered.as_ref(),
+                Some(&logged),
+                "{runtime}: the report's offered skills are the request's: {report:?}"
+            );
+            assert_eq!(
+                report.skills_offered_from,
+                Some(OfferedFrom::Request),
+                "{runtime}"
+            );
+            assert_eq!(
+                report.proxied_requests,
+                Some(turns.len() as u64),
+                "{runtime}: every agent turn went through the proxy"
+            );
+            let offers_tldr = logged.iter().any(|n| n == "tldr");
+            assert_eq!(
+                offers_tldr, with_skill,
+                "{runtime} (with-arm: {with_skill}): {logged:?}"
+            );
+            for turn in &turns {
+                assert!(
+                    !turn.shows(USER_MARKER),
+                    "{runtime}: a user-level skill reached the model"
+                );
+            }
+            if runtime == "claude" {
+                // Claude Code's init line lists skills its requests do not (and the other way
+                // round): both lists are in the report.
+                let transcript = report
+                    .skills_offered_transcript
+                    .clone()
+                    .expect("the init line's list differs from the request's");
+                assert!(
+                    transcript.iter().any(|n| !logged.contains(n))
+                        || logged.iter().any(|n| !transcript.contains(n)),
+                    "{transcript:?} {logged:?}"
+                );
+            }
+        }
+    }
+}

@@ -363,3 +363,101 @@ fn an_http_400_on_one_arm_is_an_invalid_sample_and_never_an_adoption() {
         assert!(!s.path("adopted/tldr").exists());
     }
 }
+
+// E-55 with the real Claude Code (issue 31 item 9): a brief whose setup ships a project command
+// of the candidate's name (`.claude/commands/tldr.md`: not a skill skillforge installs, so not
+// "handed", but Claude Code lists it to the model as a skill: an ambient install both arms get)
+// makes the without-arm's model requests offer `tldr`. Claude Code's init line leaves project
+// commands out, so only the inventory read from the requests through the run's recording proxy
+// sees it: the first sample is baseline_had_the_skill and the brief stops there. The without-arm
+// never loads the skill, so only its offered inventory can tell. (Codex and OpenCode read no
+// such file a brief's setup can ship outside what skillforge counts as handed; their requests'
+// inventories are checked in `real_agents.rs`.)
+#[test]
+fn e55_an_ambient_command_offered_to_the_without_arm_stops_the_brief_with_claude_code() {
+    const AMBIENT: &str = "AMBIENT-TLDR-51d";
+    let (runtime, ambient) = ("claude", ".claude/commands/tldr.md");
+    let fake = FakeModel::start();
+    fake.respond(|seen: &Seen| {
+        if seen.first_user.contains(JUDGE_HEADER) || seen.messages.contains(JUDGE_HEADER) {
+            return Reply::Text("{\"winner\": \"tie\", \"reason\": \"same\"}".into());
+        }
+        // The with-arm (offered the candidate) loads it; the without-arm never loads a skill.
+        match (seen.shows(CANDIDATE_MARK), seen.n_tool_results) {
+            (true, 0) => Reply::Skill("tldr".into()),
+            (true, _) => Reply::Text(SHORT.into()),
+            _ => Reply::Text(LONG.into()),
+        }
+    });
+    let user = AgentUser::new(&fake);
+    let s = Setup::new();
+    let skill = candidate(&s);
+    let path = s.path("brief.json");
+    let brief = serde_json::json!({"id": BRIEF_ID,
+        "setup": {"notes.md": "- shipped 1.2\n", ambient:
+            format!("---\ndescription: an ambient copy ({AMBIENT})\n---\nBe brief.\n")},
+        "prompt": "Write the team's status reply from notes.md.", "verify": VERIFY_SHORT,
+        "output": "reply", "rubric": "Which reply would the team rather read?"});
+    std::fs::write(&path, brief.to_string()).unwrap();
+    let (_, report, stderr) = forge(&s, &user, runtime, &path, &skill, &[]);
+    let without: Vec<Seen> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.is_agent_turn() && !r.shows(CANDIDATE_MARK))
+        .filter(|r| !r.first_user.contains(JUDGE_HEADER))
+        .collect();
+    assert!(
+        without.iter().any(|r| r.shows(AMBIENT)),
+        "{runtime}: the ambient copy was listed to the without-arm\n{stderr}\n{report:#}"
+    );
+    let v = s
+        .verdict(BRIEF_ID, 1)
+        .unwrap_or_else(|| panic!("{runtime}: no verdict\n{stderr}\n{report:#}"));
+    assert_eq!(
+        (v["invalid_code"].as_str(), v["invalid_arm"].as_str()),
+        (Some("baseline_had_the_skill"), Some("without")),
+        "{runtime}: {v:#}\n{}",
+        arm_records(&s.run_dir(BRIEF_ID))
+    );
+    assert!(
+        s.verdict(BRIEF_ID, 2).is_none(),
+        "{runtime}: the brief stopped at the first sample"
+    );
+    assert_ne!(decision(&report), "adopt", "{runtime}");
+    // The arm's evidence shows both lists: the request's (with the command) and the init line's.
+    let record: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.run_dir(BRIEF_ID).join("s1/without.meta/run.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(record["skills_offered_from"], "request", "{record:#}");
+    let listed = |key: &str| {
+        record[key]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|n| n == "tldr"))
+    };
+    assert!(
+        listed("skills_offered") && !listed("skills_offered_transcript"),
+        "{record:#}"
+    );
+}
+
+/// Every arm's `run.json` under a brief's run dir, for a failure message.
+fn arm_records(dir: &std::path::Path) -> String {
+    let mut out = String::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                pending.push(p);
+            } else if e.file_name() == "run.json" {
+                out.push_str(&format!(
+                    "{}: {}\n",
+                    p.display(),
+                    std::fs::read_to_string(&p).unwrap_or_default()
+                ));
+            }
+        }
+    }
+    out
+}

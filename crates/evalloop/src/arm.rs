@@ -3,7 +3,7 @@
 //! "Hard rules").
 
 use serde::{Deserialize, Serialize};
-use skillforge_runner_agent::{ApiError, PermissionDenial, Usage};
+use skillforge_runner_agent::{ApiError, OfferedFrom, PermissionDenial, Usage};
 
 /// Characters of the runner's error text kept in `run.json` (the seed's 300).
 pub const RUN_ERROR_CHARS: usize = 300;
@@ -102,9 +102,17 @@ pub struct ArmRecord {
     pub transcript_bytes: u64,
     /// Skills installed for or handed to this arm (workdir scan + what the runner handed over).
     pub skills_installed: Vec<String>,
-    /// Skills the transcript says were offered; `None` = unknown.
+    /// Skills the model was offered: read from the arm's model requests when its run recorded
+    /// them, else from the transcript; `None` = unknown.
     #[serde(with = "known_or_unknown")]
     pub skills_offered: Option<Vec<String>>,
+    /// Where `skills_offered` was read (`request` or `transcript`); absent when unknown or in
+    /// records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills_offered_from: Option<OfferedFrom>,
+    /// The transcript's own list when it names other skills than the model requests did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills_offered_transcript: Option<Vec<String>>,
     /// Skills the transcript says were loaded; `None` = unknown.
     #[serde(with = "known_or_unknown")]
     pub skills_loaded: Option<Vec<String>>,
@@ -242,6 +250,8 @@ pub(crate) mod tests {
             transcript_bytes,
             skills_installed: vec![],
             skills_offered: Some(vec![]),
+            skills_offered_from: None,
+            skills_offered_transcript: None,
             skills_loaded: Some(vec![]),
             tool_errors: Some(0),
             usage: None,

@@ -9,6 +9,8 @@
 //!   `None` ("unknown") when the runtime does not record them.
 //! * [`AgentRunner`]: the [`skillforge_runner::Runner`] of kind `agent`; its
 //!   `RunOutcome::detail` is an [`AgentReport`].
+//! * [`proxy`]: the recording proxy a local run's CLI talks to instead of its model API, and
+//!   [`offered`]: the skills each model request offers, read from its body (issue 31 item 9).
 //! * [`container`]: the [`AgentContainerExec`] port for payloads that run the agent in a
 //!   container (the container runner crate implements it).
 //! * [`scripted`]: the deterministic scripted agent ([`run_scripted`], [`scripted_main`]) used by
@@ -30,8 +32,11 @@ pub mod home;
 mod invocation;
 #[cfg(feature = "exec")]
 mod mirror;
+pub mod offered;
 mod payload;
 pub mod profile;
+#[cfg(feature = "exec")]
+pub mod proxy;
 mod report;
 #[cfg(feature = "exec")]
 mod runner;
@@ -55,10 +60,10 @@ pub use invocation::{
 pub use payload::{AgentContainer, AgentMount, AgentPayload, local_engine_only};
 pub use profile::{
     Access, AccessArgs, AccessSpec, CONFIGURED_MODEL, Carry, HomeFile, HomeSpec, MODEL_TIERS,
-    PromptDelivery, RUNTIME_SOURCES, Requirement, RuntimeProfile, SKILLFORGE_BIN_PLACEHOLDER,
-    TranscriptFormat, TranscriptSpec, all, find,
+    PromptDelivery, ProxyKind, RUNTIME_SOURCES, Requirement, RuntimeProfile,
+    SKILLFORGE_BIN_PLACEHOLDER, TranscriptFormat, TranscriptSpec, all, find,
 };
-pub use report::AgentReport;
+pub use report::{AgentReport, OfferedFrom};
 #[cfg(feature = "exec")]
 pub use runner::{AgentRunner, AgentRunnerConfig, TRANSCRIPT_TAIL_BYTES};
 pub use scripted::{

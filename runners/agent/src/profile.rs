@@ -166,6 +166,11 @@ pub struct RuntimeProfile {
     /// CLI's own retries gave up: how many more runs, at most (default 2).
     #[serde(default = "default_transient_retries")]
     pub transient_retries: u32,
+    /// How the runner points the CLI at the run's recording proxy, which records the skills
+    /// each model request offers (issue 31 item 9, [`crate::proxy`]); absent: no proxy, the
+    /// offered skills come from the transcript alone.
+    #[serde(default)]
+    pub proxy: Option<ProxyKind>,
     /// How to read the transcript (stdout).
     pub transcript: TranscriptSpec,
 }
@@ -476,6 +481,25 @@ pub struct TranscriptSpec {
     /// refused writes its stdout leaves out ([`crate::transcript::session_log_denials`]).
     #[serde(default)]
     pub session_log_dir: Option<String>,
+}
+
+/// How a CLI is pointed at the recording proxy (`proxy = "…"` in a runtime profile): each
+/// names where the CLI reads its model API's base URL, which is also the upstream the proxy
+/// forwards to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProxyKind {
+    /// `ANTHROPIC_BASE_URL` (upstream: its worker value, else `https://api.anthropic.com`).
+    AnthropicBaseUrl,
+    /// Codex's model provider in `$CODEX_HOME/config.toml`: a `[model_providers.ID]` with a
+    /// `base_url` is overridden with `-c model_providers.ID.base_url=…`; the built-in `openai`
+    /// provider with `-c openai_base_url=…` (upstream: the config's `openai_base_url`, else
+    /// `OPENAI_BASE_URL`, else `https://api.openai.com/v1`, or ChatGPT's backend for a ChatGPT
+    /// login).
+    CodexProvider,
+    /// Every OpenCode provider with an `options.baseURL` in the user's config, overridden through
+    /// `OPENCODE_CONFIG_CONTENT`.
+    OpencodeProvider,
 }
 
 /// Transcript formats [`crate::parse_transcript`] reads.

@@ -36,6 +36,18 @@ pub struct AgentReport {
     /// Skills the transcript says the agent was offered, in order; `"unknown"` when not recorded.
     #[serde(with = "known_or_unknown")]
     pub skills_offered: Option<Vec<String>>,
+    /// Where `skills_offered` was read: the model requests the run's recording proxy saw, or
+    /// the transcript's own listing (Claude Code's init line); absent when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills_offered_from: Option<OfferedFrom>,
+    /// The transcript's own listing when it differs from what the model requests offered
+    /// (`skills_offered` is then the requests'); absent when they agree or it listed none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills_offered_transcript: Option<Vec<String>>,
+    /// Agent turns the run's recording proxy forwarded to the model API; absent when the run
+    /// had no proxy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxied_requests: Option<u64>,
     /// Skills the transcript says the agent loaded, in first-load order, deduplicated;
     /// `"unknown"` when not recorded.
     #[serde(with = "known_or_unknown")]
@@ -65,6 +77,43 @@ pub struct AgentReport {
     /// runner, issue 31 item 4).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub transient_retries: u32,
+}
+
+/// Where an [`AgentReport`]'s `skills_offered` was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OfferedFrom {
+    /// The model requests, recorded by the run's proxy: what the model was really shown.
+    Request,
+    /// The transcript's listing (what the CLI says it offered).
+    Transcript,
+}
+
+impl AgentReport {
+    /// Sets `skills_offered` from the model requests (`requested`, when the proxy recorded them)
+    /// over the transcript's list (`transcribed`): the requests win; the transcript's list is
+    /// kept in `skills_offered_transcript` when it names other skills.
+    pub fn set_offered(
+        &mut self,
+        transcribed: Option<Vec<String>>,
+        requested: Option<Vec<String>>,
+    ) {
+        match requested {
+            Some(requested) => {
+                let same = |a: &[String], b: &[String]| {
+                    a.iter().all(|n| b.contains(n)) && b.iter().all(|n| a.contains(n))
+                };
+                self.skills_offered_transcript = transcribed.filter(|t| !same(t, &requested));
+                self.skills_offered = Some(requested);
+                self.skills_offered_from = Some(OfferedFrom::Request);
+            }
+            None => {
+                self.skills_offered_from = transcribed.as_ref().map(|_| OfferedFrom::Transcript);
+                self.skills_offered = transcribed;
+                self.skills_offered_transcript = None;
+            }
+        }
+    }
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -133,6 +182,9 @@ mod tests {
             transcript_truncated_bytes: 0,
             skills_handed: vec!["s".into()],
             skills_offered: offered,
+            skills_offered_from: None,
+            skills_offered_transcript: None,
+            proxied_requests: None,
             skills_loaded: loaded,
             model: None,
             exit: ExitClass::Passed,
@@ -165,6 +217,42 @@ mod tests {
             Some(Vec::new()),
             serde_json::json!({"offered": ["a"], "loaded": []}),
         );
+    }
+
+    // Issue 31 item 9: the request's list wins over the transcript's, which is kept when it
+    // differs; without a recorded request the transcript's stands (or unknown stays unknown).
+    #[test]
+    fn the_requests_offered_skills_win_and_a_differing_transcript_list_is_kept() {
+        let names = |n: &[&str]| n.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let mut r = report(None, None);
+        r.set_offered(Some(names(&["a", "b"])), Some(names(&["b", "a", "c"])));
+        assert_eq!(r.skills_offered, Some(names(&["b", "a", "c"])));
+        assert_eq!(r.skills_offered_transcript, Some(names(&["a", "b"])));
+        assert_eq!(r.skills_offered_from, Some(OfferedFrom::Request));
+        r.set_offered(Some(names(&["a", "b"])), Some(names(&["b", "a"])));
+        assert_eq!(
+            r.skills_offered_transcript, None,
+            "same skills, other order"
+        );
+        r.set_offered(None, Some(Vec::new()));
+        assert_eq!(
+            r.skills_offered,
+            Some(Vec::new()),
+            "codex: a known inventory"
+        );
+        r.set_offered(Some(names(&["a"])), None);
+        assert_eq!(
+            (r.skills_offered.clone(), r.skills_offered_from),
+            (Some(names(&["a"])), Some(OfferedFrom::Transcript))
+        );
+        r.set_offered(None, None);
+        assert_eq!(
+            (r.skills_offered.clone(), r.skills_offered_from),
+            (None, None)
+        );
+        let value = serde_json::to_value(&r).unwrap();
+        assert_eq!(value["skills_offered"], "unknown");
+        assert!(value.get("skills_offered_from").is_none());
     }
 
     #[test]

@@ -171,18 +171,20 @@ impl AgentRunner {
         // did not get past is run again here, with backoff, while the budget lasts; every other
         // API error ends the run at once.
         let mut n_retries = 0;
-        let (mut outcome, program, container, transcript, summary) = loop {
+        let (mut outcome, program, container, transcript, summary, recording) = loop {
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let (mut outcome, program, container) = match &payload.container {
+            let (mut outcome, program, container, recording) = match &payload.container {
                 None => {
-                    let outcome = self
+                    let (outcome, recording) = self
                         .run_local(profile, payload, &program, remaining, ctx)
                         .await?;
-                    (outcome, program.clone(), None)
+                    (outcome, program.clone(), None, recording)
                 }
                 Some(container) => {
-                    self.run_in_container(profile, payload, container, remaining, ctx)
-                        .await?
+                    let (outcome, program, container) = self
+                        .run_in_container(profile, payload, container, remaining, ctx)
+                        .await?;
+                    (outcome, program, container, None)
                 }
             };
             let transcript = std::mem::take(&mut outcome.stdout_tail);
@@ -200,10 +202,15 @@ impl AgentRunner {
                 );
                 summary.denials.extend(more);
             }
-            let transient = summary
-                .api_error
+            // A model API the proxy could not reach is no transient error: the run ends.
+            let unreachable = recording
                 .as_ref()
-                .is_some_and(|e| e.kind.is_transient());
+                .is_some_and(|r: &crate::proxy::Recording| r.unreachable.is_some());
+            let transient = !unreachable
+                && summary
+                    .api_error
+                    .as_ref()
+                    .is_some_and(|e| e.kind.is_transient());
             let backoff = Duration::from_secs(2u64 << (2 * n_retries.min(4)));
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if transient
@@ -229,13 +236,26 @@ impl AgentRunner {
                 }
                 continue;
             }
-            break (outcome, program, container, transcript, summary);
+            break (outcome, program, container, transcript, summary, recording);
         };
         let n_truncated = outcome.detail["stdout_truncated_bytes"]
             .as_u64()
             .unwrap_or(0);
+        let unreachable = recording
+            .as_ref()
+            .and_then(|r| r.unreachable.clone())
+            .filter(|_| !outcome.exit.is_passed() && !ctx.cancel.is_cancelled());
         if let ExitClass::NotRunnable { reason } = &mut outcome.exit {
             *reason = not_runnable_reason(profile, reason);
+        } else if let Some(unreachable) = unreachable {
+            // The proxy could not connect to the model API: the run was stopped at once, and a
+            // retry on this worker meets the same network.
+            let reason = format!(
+                "agent runtime `{}` could not reach its model API through skillforge's recording proxy ({unreachable}): check the base URL the runtime is configured with and this worker's network",
+                profile.name
+            );
+            tracing::warn!(runtime = %profile.name, %reason, "agent runtime could not reach its API");
+            outcome.exit = ExitClass::NotRunnable { reason };
         } else if let Some(error) = summary
             .api_error
             .as_ref()
@@ -285,7 +305,7 @@ impl AgentRunner {
             .as_deref()
             .and_then(|path| save_transcript(path, &transcript));
         outcome.stdout_tail = tail(body, n_dropped, TRANSCRIPT_TAIL_BYTES);
-        let report = AgentReport {
+        let mut report = AgentReport {
             runtime: profile.name.clone(),
             family: profile.family.clone(),
             program,
@@ -296,7 +316,10 @@ impl AgentRunner {
             transcript_path,
             transcript_truncated_bytes: n_truncated,
             skills_handed: payload.skills.clone(),
-            skills_offered: summary.skills_offered,
+            skills_offered: None,
+            skills_offered_from: None,
+            skills_offered_transcript: None,
+            proxied_requests: recording.as_ref().map(|r| r.n_model_requests as u64),
             skills_loaded: summary.skills_loaded,
             model: summary.model,
             exit: outcome.exit.clone(),
@@ -306,6 +329,7 @@ impl AgentRunner {
             permission_denials: summary.denials,
             transient_retries: n_retries,
         };
+        report.set_offered(summary.skills_offered, recording.and_then(|r| r.offered));
         tracing::info!(runtime = %report.runtime, exit = report.exit.label(), duration_ms = outcome.duration_ms, "agent finished");
         outcome.detail = serde_json::to_value(&report)
             .map_err(|e| RunnerError::Other(format!("serialize agent report: {e}")))?;
@@ -325,7 +349,7 @@ impl AgentRunner {
         program: &str,
         timeout: Duration,
         ctx: &RunContext,
-    ) -> Result<RunOutcome, RunnerError> {
+    ) -> Result<(RunOutcome, Option<crate::proxy::Recording>), RunnerError> {
         let io = |context: String| {
             move |e: String| RunnerError::Io {
                 context,
@@ -346,14 +370,17 @@ impl AgentRunner {
             Some(first) => {
                 let base = std::env::temp_dir();
                 if let Some(dirty) = crate::home::project_files_above(&base.join("x")).first() {
-                    return Ok(not_started(format!(
-                        "agent runtime `{}`: the work dir `{}` lies under project files the agent would read (`{}`), and so does the temp dir `{}` (`{}`): point TMPDIR at a directory outside any project",
-                        profile.name,
-                        workdir.display(),
-                        first.display(),
-                        base.display(),
-                        dirty.display()
-                    )));
+                    return Ok((
+                        not_started(format!(
+                            "agent runtime `{}`: the work dir `{}` lies under project files the agent would read (`{}`), and so does the temp dir `{}` (`{}`): point TMPDIR at a directory outside any project",
+                            profile.name,
+                            workdir.display(),
+                            first.display(),
+                            base.display(),
+                            dirty.display()
+                        )),
+                        None,
+                    ));
                 }
                 let dir = tempfile::Builder::new()
                     .prefix("skillforge-agent-")
@@ -426,17 +453,66 @@ impl AgentRunner {
         if let Some(path) = &invocation.prompt_file {
             write_prompt(path, &payload.prompt)?;
         }
-        tracing::info!(runtime = %profile.name, program = %program, timeout_secs = timeout.as_secs(), "agent started");
+        // Issue 31 item 9: the CLI talks to the run's recording proxy, which forwards to the
+        // model API and records what each request offered. The proxy stops the run (through
+        // this child token) when it cannot reach the API.
+        let stop_run = ctx.cancel.child_token();
+        // A CLI given an HTTP proxy of its own (a payload's `HTTPS_PROXY`) keeps reaching its API
+        // that way: the recording proxy does not chain to another, so that run goes without it.
+        let own_proxy = invocation.process.env.iter().any(|(name, value)| {
+            matches!(
+                name.to_ascii_lowercase().as_str(),
+                "https_proxy" | "http_proxy" | "all_proxy"
+            ) && !value.trim().is_empty()
+        });
+        if own_proxy && profile.proxy.is_some() {
+            tracing::info!(runtime = %profile.name, "the run sets an HTTP proxy of its own; its offered skills come from the transcript");
+        }
+        let plan = match profile.proxy.filter(|_| !own_proxy) {
+            Some(kind) => {
+                crate::proxy::ProxyPlan::for_run(kind, &home, &worker_var).map_err(|e| {
+                    RunnerError::Other(format!(
+                        "agent runtime `{}`: cannot point it at skillforge's recording proxy: {e}",
+                        profile.name
+                    ))
+                })?
+            }
+            None => None,
+        };
+        let proxy = match plan {
+            Some(plan) => {
+                let proxy = crate::proxy::RecordingProxy::start(
+                    plan.upstreams.clone(),
+                    stop_run.clone(),
+                )
+                .await
+                .map_err(|e| {
+                    RunnerError::Other(format!(
+                        "agent runtime `{}`: could not start skillforge's recording proxy: {e}",
+                        profile.name
+                    ))
+                })?;
+                plan.apply(&proxy, &mut invocation.process);
+                Some(proxy)
+            }
+            None => None,
+        };
+        tracing::info!(runtime = %profile.name, program = %program, timeout_secs = timeout.as_secs(), proxied = proxy.is_some(), "agent started");
         let outcome =
-            run_process_with_output(&invocation.process, timeout, &ctx.cancel, Some(&ctx.output))
-                .await?;
+            run_process_with_output(&invocation.process, timeout, &stop_run, Some(&ctx.output))
+                .await;
+        let recording = match proxy {
+            Some(proxy) => Some(proxy.finish().await),
+            None => None,
+        };
+        let outcome = outcome?;
         if let Some((_dir, copy)) = &clean {
             crate::mirror::mirror(copy, &workdir).map_err(io(format!(
                 "copy the agent's work back to `{}`",
                 workdir.display()
             )))?;
         }
-        Ok(outcome)
+        Ok((outcome, recording))
     }
 
     /// The agent in a container; also returns the program run in it and what the report records
@@ -547,6 +623,9 @@ fn not_started_report(
         transcript_truncated_bytes: 0,
         skills_handed: payload.skills.clone(),
         skills_offered: None,
+        skills_offered_from: None,
+        skills_offered_transcript: None,
+        proxied_requests: None,
         skills_loaded: None,
         model: None,
         exit: exit.clone(),

@@ -385,3 +385,57 @@ async fn unknown_runtime_and_bad_payload_are_errors() {
     );
     assert_eq!(runner(&[]).kind(), "agent");
 }
+
+// Issue 31 item 9: a local Claude Code run is pointed at its recording proxy (a loopback
+// `ANTHROPIC_BASE_URL`, never the configured one), its key passed as given; a run whose job sets
+// an HTTP proxy of its own keeps the configured base URL and has no recording proxy. A run that
+// sent no model request keeps the transcript's list.
+#[tokio::test]
+async fn a_claude_run_talks_to_its_recording_proxy_unless_it_has_an_http_proxy_of_its_own() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let record = dir.path().join("record");
+    std::fs::create_dir(&record).expect("record dir");
+    let fake = script(
+        dir.path(),
+        "claude",
+        &format!(
+            r#"printf '%s %s' "$ANTHROPIC_BASE_URL" "$ANTHROPIC_API_KEY" > {rec}/base
+echo '{{"type":"system","subtype":"init","session_id":"s","tools":["Skill"],"skills":["a"]}}'
+echo '{{"type":"result","subtype":"success","is_error":false,"result":"ok"}}'
+"#,
+            rec = record.display()
+        ),
+    );
+    let mut payload = AgentPayload::new("claude", "hi\n");
+    payload
+        .env
+        .insert("ANTHROPIC_API_KEY".into(), "sk-test-9".into());
+    payload.env.insert(
+        "ANTHROPIC_BASE_URL".into(),
+        "https://gateway.example/anthropic".into(),
+    );
+    let (outcome, report) = run(&runner(&[("claude", &fake)]), &payload).await;
+    assert_eq!(outcome.exit, ExitClass::Passed, "{}", outcome.stderr_tail);
+    let seen = std::fs::read_to_string(record.join("base")).expect("base");
+    let (base, key) = seen.split_once(' ').expect("two words");
+    assert!(
+        base.starts_with("http://127.0.0.1:") && base.ends_with("/r0"),
+        "{base}"
+    );
+    assert_eq!(key, "sk-test-9");
+    assert_eq!(report.proxied_requests, Some(0));
+    assert_eq!(report.skills_offered, Some(vec!["a".to_owned()]));
+    assert_eq!(
+        report.skills_offered_from,
+        Some(skillforge_runner_agent::OfferedFrom::Transcript)
+    );
+
+    payload
+        .env
+        .insert("HTTPS_PROXY".into(), "http://proxy.example:3128".into());
+    let (outcome, report) = run(&runner(&[("claude", &fake)]), &payload).await;
+    assert_eq!(outcome.exit, ExitClass::Passed, "{}", outcome.stderr_tail);
+    let seen = std::fs::read_to_string(record.join("base")).expect("base");
+    assert_eq!(seen, "https://gateway.example/anthropic sk-test-9");
+    assert_eq!(report.proxied_requests, None);
+}

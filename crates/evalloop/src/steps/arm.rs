@@ -304,6 +304,10 @@ pub fn apply_arm(job: &Job) -> Result<(), StepError> {
         transcript_bytes: transcript.len() as u64,
         skills_installed: installed_skills(&work, &meta),
         skills_offered: report.as_ref().and_then(|r| r.skills_offered.clone()),
+        skills_offered_from: report.as_ref().and_then(|r| r.skills_offered_from),
+        skills_offered_transcript: report
+            .as_ref()
+            .and_then(|r| r.skills_offered_transcript.clone()),
         skills_loaded: report.as_ref().and_then(|r| r.skills_loaded.clone()),
         tool_errors: count_tool_errors(&payload.runtime, &transcript),
         container: report.as_ref().and_then(|r| r.container.clone()),
