@@ -1150,3 +1150,56 @@ fn forge_input_errors_name_what_to_fix() {
         (Some(true), Some(BRIEF_ID))
     );
 }
+
+// Issue 34 item 12: with the measured-judge gate on (`[skillopt] judge_kappa_floor`,
+// `judge_min_paired_picks`), a forge whose judge has no paired picks with the humans' A/Bs is not
+// applied: UNDECIDED, exit 1, no ledger row, nothing installed, the reason named; with the gate
+// off again, the same forge (its samples reused, no arm runs again) adopts as without the gate.
+#[test]
+fn a_forge_verdict_counts_only_from_a_measured_judge() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let config = s.home.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[skillopt]\njudge_kappa_floor = 0.2\njudge_min_paired_picks = 3\n",
+    )
+    .unwrap();
+    let (code, report, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(code, 1, "{stderr}\n{report:#}");
+    assert_eq!(
+        report["aggregate"]["wins_with"], 3,
+        "the samples ran and were judged"
+    );
+    assert_eq!(report["gate"]["decision"], "undecided", "{report:#}");
+    let headline = report["gate"]["lines"][0].as_str().unwrap();
+    assert!(
+        headline.starts_with("UNDECIDED (judge not measured): the judge scripted (model scripted-cheap) is not measured")
+            && headline.contains("0 paired pick(s) with a human, fewer than judge_min_paired_picks 3")
+            && headline.contains("the verdict `adopt` on `tldr` is not applied"),
+        "{headline}"
+    );
+    assert!(
+        report["gate"]["lines"][1]
+            .as_str()
+            .unwrap()
+            .starts_with("unmeasured judge's verdict: ADOPT"),
+        "{report:#}"
+    );
+    assert!(report["ledger_row"].is_null(), "{report:#}");
+    assert!(s.ledger().is_empty(), "no verdict recorded");
+    assert!(!s.path("agents-skills/tldr").exists(), "nothing installed");
+    assert!(
+        stderr.contains("its verdict will not be applied"),
+        "{stderr}"
+    );
+    // gate off: the forge's own samples decide, as they always did
+    std::fs::write(&config, "").unwrap();
+    let (code, again, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(code, 0, "{stderr}\n{again:#}");
+    assert_eq!(again["reused"], true, "{again:#}");
+    assert_eq!(again["gate"]["decision"], "adopt", "{again:#}");
+    assert_eq!(s.ledger().len(), 1);
+    assert!(s.path("agents-skills/tldr/SKILL.md").is_file());
+}
