@@ -266,3 +266,145 @@ fn an_auto_trace_run_of_merged_outcomes_only_has_no_actionable_feedback_for_the_
         "its events do carry reasoning: {hint}"
     );
 }
+
+/// A replay corpus whose `replay_command` passes an item when the side's template contains the
+/// item's expected text; `coder` passes on both sides, `release` on neither before the retry.
+fn replay_corpus(home: &Home) -> PathBuf {
+    let corpus = serde_json::json!({
+        "kind": "skillforge-replay-corpus",
+        "version": 1,
+        "replay_command": "printf %s \"$SKILLFORGE_REPLAY_TEMPLATE\" | grep -F -- \"$SKILLFORGE_REPLAY_EXPECTED\"",
+        "items": [
+            {"id": "coder", "prompt": "Which template is this?", "expected": "id: coder"},
+            {"id": "release", "prompt": "Plan the release", "expected": "update the changelog"},
+        ],
+    });
+    write(&home.path().join("corpus.json"), &corpus.to_string())
+}
+
+// Issue 34 item 11 (facts §7): a failing replay gate gets one retry that feeds the failing replay
+// log to the optimizer. The distill candidate of a human review ties its champion on the corpus
+// (not accepted, attempt 1); the retry exports the same eval run with the failing replays, the
+// built-in optimizer turns each into a rule, the new candidate is imported and gated again
+// (attempt 2) and accepted; exit 0. `--no-retry` gates once (exit 1, no new version), and a
+// candidate the built-in optimizer did not make is not retried, saying why.
+#[test]
+fn a_failing_replay_gate_retries_once_with_the_failing_replays_fed_to_the_optimizer() {
+    let home = Home::embedded();
+    std::fs::create_dir_all(home.path().join("blobs")).unwrap();
+    add_template(&home, CODER_TEMPLATE, "acme/templates");
+    human_run(&home);
+    let (report, candidate, artifacts) = distill(&home, "rk-1", "round1");
+    assert_eq!(report["promotable"], true, "{report:#}");
+    let imported = home.json(&[
+        "import",
+        "--file",
+        path_arg(&candidate),
+        "--artifact-dir",
+        path_arg(&artifacts),
+    ]);
+    assert_eq!(imported["version_id"], "coder@v2", "{imported}");
+    let corpus = replay_corpus(&home);
+    let versions = |home: &Home| -> Vec<String> {
+        home.json(&["candidate", "list", "--template", "coder"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["version_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // --no-retry: one gate run, not accepted
+    let before = versions(&home);
+    let out = home.run(&[
+        "--json",
+        "candidate",
+        "gate",
+        "coder@v2",
+        "--corpus",
+        path_arg(&corpus),
+        "--no-retry",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let once: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (once["accepted"].as_bool(), once["attempts"].as_i64()),
+        (Some(false), Some(1)),
+        "{once:#}"
+    );
+    assert!(once.get("retry").is_none(), "{once:#}");
+    assert_eq!(versions(&home), before, "no new candidate");
+    // the retry
+    let out = home.run(&[
+        "--json",
+        "candidate",
+        "gate",
+        "coder@v2",
+        "--corpus",
+        path_arg(&corpus),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let gated: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(gated["accepted"], false, "{gated:#}");
+    assert_eq!(
+        (
+            gated["champion_mean"].as_f64(),
+            gated["candidate_mean"].as_f64()
+        ),
+        (Some(0.5), Some(0.5)),
+        "a tie is not accepted: {gated:#}"
+    );
+    let retry = &gated["retry"];
+    assert_eq!(
+        (retry["retried"].as_bool(), retry["candidate"].as_str()),
+        (Some(true), Some("coder@v3")),
+        "{gated:#}"
+    );
+    let run = &retry["run"];
+    assert_eq!(
+        (
+            run["accepted"].as_bool(),
+            run["attempts"].as_i64(),
+            run["candidate_version_id"].as_str(),
+            run["candidate_mean"].as_f64()
+        ),
+        (Some(true), Some(2), Some("coder@v3"), Some(1.0)),
+        "{gated:#}"
+    );
+    // what the optimizer was fed became a rule of the new candidate, beside the human guidance
+    let v3 = home.json(&["candidate", "show", "coder@v3"]);
+    let content = v3["content"].as_str().unwrap().to_owned();
+    assert!(
+        content.contains("When asked \"Plan the release\", include \"update the changelog\"")
+            && content.contains("State the test plan before editing"),
+        "{content}"
+    );
+    assert_eq!(v3["base_version_id"], "coder@v1", "{v3:#}");
+    // text: says what happened
+    let text = home.run(&[
+        "candidate",
+        "gate",
+        "coder@v2",
+        "--corpus",
+        path_arg(&corpus),
+    ]);
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(
+        text.contains("retry: the failing replays were fed to the optimizer, which proposed coder@v3; gating it (attempt 2)"),
+        "{text}"
+    );
+    assert!(
+        !home.path().join("gate/coder-v3-retry").exists(),
+        "a repeated retry finds the version it imported"
+    );
+    assert_eq!(
+        versions(&home),
+        ["coder@v3", "coder@v2"],
+        "one new candidate for both retries"
+    );
+}
