@@ -13,6 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
+use skillforge_tests::optimize::{jobs_of, log_entry, ok, optimize, outcomes, write_plan};
 use skillforge_tests::{Home, Reaped, git, wait_for};
 use tempfile::TempDir;
 
@@ -96,56 +97,6 @@ hypotheses:\n{}",
     let path = dir.join("ops.yaml");
     std::fs::write(&path, text).unwrap();
     path.display().to_string()
-}
-
-fn write_plan(dir: &Path, plan: &Value) -> String {
-    let path = dir.join("plan.json");
-    std::fs::write(&path, plan.to_string()).unwrap();
-    path.display().to_string()
-}
-
-fn optimize(home: &Home, plan: &str, args: &[&str]) -> std::process::Output {
-    home.cmd()
-        .env("SKILLFORGE_SCRIPTED_EDITS", plan)
-        .arg("optimize")
-        .args(args)
-        .output()
-        .expect("run skillforge optimize")
-}
-
-fn ok(out: &std::process::Output, what: &str) -> Value {
-    assert!(
-        out.status.success(),
-        "{what} failed: {}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-}
-
-fn outcomes(status: &Value) -> Vec<(u64, String)> {
-    status["experiments"]
-        .as_array()
-        .expect("experiments")
-        .iter()
-        .map(|e| {
-            (
-                e["experiment"].as_u64().unwrap(),
-                e["outcome"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
-}
-
-/// The jobs of `stage` in the home's queue.
-fn jobs_of(home: &Home, stage: &str) -> Vec<Value> {
-    home.json(&["jobs", "list"])
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|j| j["stage"] == stage)
-        .collect()
 }
 
 /// Two `skillforge worker` processes on the home's queue, with the edit plan.
@@ -750,20 +701,6 @@ fn a_noise_floor_of_one_measurement_is_refused_naming_the_key() {
     );
 }
 
-/// The experiment log entry `n` of the `ops` run (`<home>/optimize/ops/experiment-log.yaml`).
-fn log_entry(home: &Home, n: u64) -> Value {
-    let text =
-        std::fs::read_to_string(home.path().join("optimize/ops/experiment-log.yaml")).unwrap();
-    let log: Value = serde_norway::from_str(&text).unwrap();
-    log["experiments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["experiment"].as_u64() == Some(n))
-        .cloned()
-        .unwrap_or_else(|| panic!("no exp-{n:03} in {text}"))
-}
-
 /// A one-experiment serial run of `edit` (replace, with) under `stability` and `stopping`;
 /// returns the home (kept alive by the caller) and the status JSON.
 fn one_experiment(
@@ -837,7 +774,7 @@ fn optimize_pace_keeps_once_the_e_process_commits() {
         1 + 2 * 8,
         "the baseline and eight pairs"
     );
-    let entry = log_entry(&home, 1);
+    let entry = log_entry(&home, "ops", 1);
     let pace = &entry["comparisons"][0]["decision"]["pace"];
     assert_eq!(
         (
@@ -865,7 +802,7 @@ fn optimize_pace_keeps_once_the_e_process_commits() {
         "{status:#}"
     );
     assert_eq!(jobs_of(&home, "measurement").len(), 1 + 2 * 2);
-    let entry = log_entry(&home, 1);
+    let entry = log_entry(&home, "ops", 1);
     assert!(
         entry["comparisons"][0]["decision"].get("pace").is_none(),
         "{entry:#}"
@@ -890,7 +827,7 @@ fn optimize_pace_holds_a_change_within_noise_until_the_run_ends() {
     let (n, outcome) = outcomes(&status).remove(0);
     assert_eq!(n, 1);
     assert_ne!(outcome, "kept", "{status:#}");
-    let entry = log_entry(&home, 1);
+    let entry = log_entry(&home, "ops", 1);
     let pace = &entry["comparisons"][0]["decision"]["pace"];
     assert_eq!(pace["verdict"], "continue", "{entry:#}");
     assert_eq!(pace["pairs"], 0, "ties are no bet: {entry:#}");

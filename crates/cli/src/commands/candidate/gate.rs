@@ -130,7 +130,7 @@ enum Retry {
         /// The new candidate version.
         version_id: String,
         /// Its gate run.
-        outcome: GateOutcome,
+        outcome: Box<GateOutcome>,
     },
 }
 
@@ -280,7 +280,7 @@ async fn retry_gate(
         .map_err(|e| CliError::env(anyhow!("the gate's retry: {e}")))?;
     Ok(Retry::Gated {
         version_id,
-        outcome,
+        outcome: Box::new(outcome),
     })
 }
 
