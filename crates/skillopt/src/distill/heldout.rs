@@ -8,13 +8,16 @@
 //! left-out options are scored by the learned rules.
 //!
 //! **Scoring an option.** A rule matches an option when at least half of the rule's content words
-//! (alphanumeric, four characters or more, lowercased) occur in the option's text; a matching
-//! `Avoid`/`Address` rule counts −1, any other +1. The option with the highest score is the rules'
-//! pick; a tie at the top is no pick.
+//! (alphanumeric, four characters or more, lowercased) occur in the option's text; each matching
+//! rule that asks for something (`Improve`, `Keep`, `Prefer`, a lesson or a finding) counts +1.
+//! `Avoid` and `Address` lines are not scored: they name what is wrong or missing ("names no
+//! file"), which shared words cannot tell from its opposite. The option with the highest score is
+//! the rules' pick; a tie at the top (no rule matched, say) is no pick.
 //!
 //! **The score.** The left-out rankings whose winner the rules picked, over all rankings replayed
 //! (no pick counts as a miss). With fewer than two readable rankings (nothing to learn from when
-//! one is left out) or no pick at all there is no score, and [`HeldOut::unavailable`] says why.
+//! one is left out), or picks on fewer than [`MIN_PICKS`] or half of them, there is no score, and
+//! [`HeldOut::unavailable`] says why.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -24,6 +27,10 @@ use skillforge_contract::TrainingPackage;
 
 use super::evidence::{GuidanceKind, gather_evidence};
 use super::guidance::{GuidanceLine, rank_guidance};
+
+/// The fewest left-out rankings the rules must decide (and at least half of those replayed) for
+/// the replay to be a score: fewer is too little to measure.
+pub const MIN_PICKS: usize = 3;
 
 /// The replay's counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -52,6 +59,12 @@ impl HeldOut {
             return Err(format!(
                 "the rules learned from the other rankings told no left-out ranking's options apart ({} replayed)",
                 self.rankings
+            ));
+        }
+        if self.picked < MIN_PICKS || 2 * self.picked < self.rankings {
+            return Err(format!(
+                "the rules learned from the other rankings decided only {} of {} left-out rankings (a score needs at least {MIN_PICKS} and half of them)",
+                self.picked, self.rankings
             ));
         }
         Ok(self.agreed as f64 / self.rankings as f64)
@@ -83,17 +96,15 @@ fn words(text: &str) -> BTreeSet<String> {
 
 fn option_score(rules: &[GuidanceLine], text: &str) -> i64 {
     let have = words(text);
-    rules
+    let matched = rules
         .iter()
+        .filter(|r| !matches!(r.kind, GuidanceKind::Avoid | GuidanceKind::Address))
         .filter(|r| {
             let want = words(&r.text);
             !want.is_empty() && 2 * want.iter().filter(|w| have.contains(*w)).count() >= want.len()
         })
-        .map(|r| match r.kind {
-            GuidanceKind::Avoid | GuidanceKind::Address => -1,
-            _ => 1,
-        })
-        .sum()
+        .count();
+    i64::try_from(matched).unwrap_or(i64::MAX)
 }
 
 /// Reads an artifact's text from the blob root by its manifest hash.
@@ -185,6 +196,23 @@ mod tests {
             agreed: 0,
         };
         assert!(blind.score().unwrap_err().contains("told no left-out"));
+        let thin = HeldOut {
+            rankings: 3,
+            picked: 1,
+            agreed: 0,
+        };
+        assert!(
+            thin.score()
+                .unwrap_err()
+                .contains("decided only 1 of 3 left-out rankings"),
+            "one pick is too little to measure"
+        );
+        let under_half = HeldOut {
+            rankings: 8,
+            picked: 3,
+            agreed: 3,
+        };
+        assert!(under_half.score().is_err());
         let some = HeldOut {
             rankings: 4,
             picked: 3,
@@ -198,7 +226,7 @@ mod tests {
     }
 
     #[test]
-    fn an_option_scores_the_rules_it_matches_avoid_rules_against_it() {
+    fn an_option_scores_the_rules_it_matches_and_avoid_rules_are_not_scored() {
         let line = |kind, text: &str| GuidanceLine {
             kind,
             key: String::new(),
@@ -216,7 +244,11 @@ mod tests {
         );
         // two of the rule's five content words are not half
         assert_eq!(option_score(&rules, "Test plan: run cargo test."), 0);
-        assert_eq!(option_score(&rules, "Pure marketing fluff here"), -1);
+        assert_eq!(
+            option_score(&rules, "Pure marketing fluff here"),
+            0,
+            "an avoid rule's words do not say whether the option avoided it"
+        );
         assert_eq!(option_score(&rules, "nothing relevant"), 0);
     }
 }
