@@ -203,7 +203,7 @@ pub fn decide(g: &Guardrails, e: &Evidence) -> Decision {
         let Some(gate) = g.judge_gate else {
             return stop(
                 3,
-                "auto_promote_require_measured_judge is on but no judge can be measured: set judge_kappa_floor and judge_min_paired_picks",
+                "auto_promote_require_measured_judge is on but no judge can be measured: set judge_kappa_floor and judge_min_paired_picks (`skillforge judge agreement` checks them)",
             );
         };
         if let Some(why) = e.judges.iter().find_map(|j| j.measured(gate).err()) {
