@@ -540,6 +540,14 @@ fn error_response(api: Api, status: u16, message: &str) -> Response {
             .headers_mut()
             .insert("retry-after-ms", "50".parse().expect("header"));
     }
+    if status == 429 {
+        // A rate limit the client should not retry itself (the Anthropic clients, Claude Code's
+        // included, honour it): the CLI ends on the error at once, so a test meets its runner's
+        // and queue's handling of it (O-20) without waiting out the CLI's own retries.
+        response
+            .headers_mut()
+            .insert("x-should-retry", "false".parse().expect("header"));
+    }
     response
 }
 

@@ -14,6 +14,7 @@ pub mod fake_github;
 pub mod fake_model;
 pub mod isolated;
 pub mod loader;
+pub mod optimize;
 pub mod webhook;
 
 use std::net::TcpListener;

@@ -1150,3 +1150,145 @@ fn forge_input_errors_name_what_to_fix() {
         (Some(true), Some(BRIEF_ID))
     );
 }
+
+// Issue 34 item 12: with the measured-judge gate on (`[skillopt] judge_kappa_floor`,
+// `judge_min_paired_picks`), a forge whose judge has no paired picks with the humans' A/Bs is not
+// applied: UNDECIDED, exit 1, no ledger row, nothing installed, the reason named; with the gate
+// off again, the same forge (its samples reused, no arm runs again) adopts as without the gate.
+#[test]
+fn a_forge_verdict_counts_only_from_a_measured_judge() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let config = s.home.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[skillopt]\njudge_kappa_floor = 0.2\njudge_min_paired_picks = 3\n",
+    )
+    .unwrap();
+    let (code, report, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(code, 1, "{stderr}\n{report:#}");
+    assert_eq!(
+        report["aggregate"]["wins_with"], 3,
+        "the samples ran and were judged"
+    );
+    assert_eq!(report["gate"]["decision"], "undecided", "{report:#}");
+    let headline = report["gate"]["lines"][0].as_str().unwrap();
+    assert!(
+        headline.starts_with("UNDECIDED (judge not measured): the judge scripted (model scripted-cheap) is not measured")
+            && headline.contains("0 paired pick(s) with a human, fewer than judge_min_paired_picks 3")
+            && headline.contains("the verdict `adopt` on `tldr` is not applied"),
+        "{headline}"
+    );
+    assert!(
+        report["gate"]["lines"][1]
+            .as_str()
+            .unwrap()
+            .starts_with("unmeasured judge's verdict: ADOPT"),
+        "{report:#}"
+    );
+    assert!(report["ledger_row"].is_null(), "{report:#}");
+    assert!(s.ledger().is_empty(), "no verdict recorded");
+    assert!(!s.path("agents-skills/tldr").exists(), "nothing installed");
+    assert!(
+        stderr.contains("its verdict will not be applied"),
+        "{stderr}"
+    );
+    // gate off: the forge's own samples decide, as they always did
+    std::fs::write(&config, "").unwrap();
+    let (code, again, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(code, 0, "{stderr}\n{again:#}");
+    assert_eq!(again["reused"], true, "{again:#}");
+    assert_eq!(again["gate"]["decision"], "adopt", "{again:#}");
+    assert_eq!(s.ledger().len(), 1);
+    assert!(s.path("agents-skills/tldr/SKILL.md").is_file());
+}
+
+// Issue 34 item 10, end to end: with `--pace` the anytime-valid gate decides across forges of one
+// skill. Three samples won by the with-arm adopt under the majority gate, but PACE holds (wealth
+// 1.5³ = 3.4 < 20: UNDECIDED, exit 1, nothing recorded or installed); a second forge on another
+// brief still holds (1.5⁶ = 11.4); the third commits at the eighth win (1.5⁸ = 25.6 ≥ 20) and
+// adopts, the PACE report kept beside the aggregate. Without `--pace` the report carries no PACE
+// and no `pace.json` is written.
+#[test]
+fn forge_pace_holds_until_the_e_process_commits_across_forges() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let mut reports = Vec::new();
+    for id in ["pace-1", "pace-2", "pace-3"] {
+        let brief = s.brief(id, "", "", VERIFY_SHORT);
+        let (code, report, stderr) = s.forge(&brief, &skill, &["--pace"]);
+        reports.push((code, report, stderr));
+    }
+    for (i, (code, report, stderr)) in reports.iter().take(2).enumerate() {
+        assert_eq!(*code, 1, "forge {}: {stderr}\n{report:#}", i + 1);
+        assert_eq!(report["aggregate"]["wins_with"], 3, "{report:#}");
+        assert_eq!(report["gate"]["decision"], "undecided", "{report:#}");
+        assert_eq!(report["pace"]["verdict"], "continue", "{report:#}");
+        assert_eq!(report["pace"]["wins"], 3 * (i as u64 + 1), "{report:#}");
+        let headline = report["gate"]["lines"][0].as_str().unwrap();
+        assert!(
+            headline.starts_with("UNDECIDED (PACE)")
+                && headline.contains(&format!("over {} forge", i + 1)),
+            "{headline}"
+        );
+        assert!(
+            report["gate"]["lines"][1]
+                .as_str()
+                .unwrap()
+                .starts_with("this forge alone: ADOPT"),
+            "the majority gate alone would adopt: {report:#}"
+        );
+        assert!(report["ledger_row"].is_null());
+    }
+    let (code, third, stderr) = &reports[2];
+    assert_eq!(*code, 0, "{stderr}\n{third:#}");
+    assert_eq!(third["gate"]["decision"], "adopt", "{third:#}");
+    assert_eq!(
+        (
+            third["pace"]["verdict"].as_str(),
+            third["pace"]["pairs"].as_u64(),
+            third["pace"]["losses"].as_u64()
+        ),
+        (Some("commit"), Some(8), Some(0)),
+        "{third:#}"
+    );
+    assert!((third["pace"]["wealth"].as_f64().unwrap() - 1.5f64.powi(8)).abs() < 1e-9);
+    assert!(
+        third["gate"]["lines"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("ADOPT `tldr` (PACE)"),
+        "{third:#}"
+    );
+    let ledger = s.ledger();
+    assert_eq!(ledger.len(), 1, "only the committing forge records");
+    assert_eq!(
+        (
+            ledger[0]["decision"].as_str(),
+            ledger[0]["brief_id"].as_str()
+        ),
+        (Some("adopt"), Some("pace-3"))
+    );
+    assert!(s.path("agents-skills/tldr/SKILL.md").is_file());
+    let kept: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.run_dir("pace-3").join("pace.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(kept, third["pace"], "the report kept beside the aggregate");
+    // off: no PACE anywhere
+    let other = Setup::new();
+    let skill = other.skill("tldr", GOOD_SKILL);
+    let (code, plain, _) = other.forge(&other.brief("plain", "", "", VERIFY_SHORT), &skill, &[]);
+    assert_eq!(code, 0);
+    assert!(plain.get("pace").is_none(), "{plain:#}");
+    assert!(!other.run_dir("plain").join("pace.json").exists());
+    assert!(
+        !plain["gate"]["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l.as_str().unwrap().contains("PACE")),
+        "{plain:#}"
+    );
+}

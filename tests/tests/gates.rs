@@ -450,6 +450,15 @@ fn replay_gate_refuses_an_equal_mean_an_unscorable_item_and_a_bad_corpus() {
         run["reason"].as_str().unwrap().contains("is not above"),
         "{run}"
     );
+    // Issue 34 item 11: a hand-imported candidate has no optimizer here to retry with
+    assert_eq!(run["retry"]["retried"], false, "{run}");
+    assert!(
+        run["retry"]["why"]
+            .as_str()
+            .unwrap()
+            .contains("planner@v2 was not made by the built-in optimizer"),
+        "{run}"
+    );
 
     import(
         &home,

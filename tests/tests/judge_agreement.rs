@@ -227,3 +227,112 @@ fn a_judge_only_pick_counts_only_once_the_judge_is_measured() {
         "nothing was recorded"
     );
 }
+
+/// `candidate decide planner@v2 --json`.
+fn decide(home: &Home) -> Value {
+    home.json(&["candidate", "decide", "planner@v2"])
+}
+
+/// The step and reason a `candidate decide` stopped at (panics on a promotion).
+fn stopped(decided: &Value) -> (u64, String) {
+    assert_eq!(decided["decision"]["decision"], "notify", "{decided:#}");
+    (
+        decided["decision"]["step"].as_u64().unwrap(),
+        decided["decision"]["reason"].as_str().unwrap().to_owned(),
+    )
+}
+
+// S-59 (issue 34 item 12), end to end: a candidate with a `--judge-only` pick, under
+// `auto_promote_require_measured_judge`, is held at step 3 while its judge is not measured —
+// no gate configured, too few paired picks, κ's lower bound under the floor — each said; once the
+// real A/B rows (human and judge picks of the same A/Bs) measure the judge above the floor, the
+// guardrails pass and the bandit's picks promote it. With the switch off the judge is not read.
+#[test]
+fn s59_require_measured_judge_holds_a_candidate_until_its_judge_is_measured() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    // Mode B: the human picks' bandit confidence decides once step 3 passes
+    let guardrails = "[skillopt]\nreview_runtimes = [\"scripted\"]\nauto_promote = true\n\
+                      auto_promote_min_samples = 3\nauto_promote_min_score = 0.5\n\
+                      auto_promote_min_confidence = 0.3\n";
+    config(&home, guardrails);
+    // a judge-only pick, counted (no gate yet)
+    pick(&home, 500, None, "challenger");
+    assert_eq!(judge_rows(&home), 1);
+    let required = format!("{guardrails}auto_promote_require_measured_judge = true\n");
+    config(&home, &required);
+    let (step, why) = stopped(&decide(&home));
+    assert_eq!(step, 3, "{why}");
+    assert!(
+        why.contains("no judge can be measured: set judge_kappa_floor and judge_min_paired_picks"),
+        "{why}"
+    );
+    let gated = |floor: &str| {
+        config(
+            &home,
+            &format!("{required}judge_kappa_floor = {floor}\njudge_min_paired_picks = 6\n"),
+        )
+    };
+    gated("0.05");
+    let (step, why) = stopped(&decide(&home));
+    assert_eq!(step, 3, "{why}");
+    assert!(
+        why.contains("the candidate's --judge-only picks count")
+            && why.contains("the judge scripted (model not named) is not measured")
+            && why.contains("0 paired pick(s) with a human, fewer than judge_min_paired_picks 6"),
+        "{why}"
+    );
+    // six real A/Bs with a human and the judge (κ 2/3, lower bound 0.07)
+    let table = [
+        ("challenger", "challenger"),
+        ("challenger", "challenger"),
+        ("challenger", "challenger"),
+        ("champion", "champion"),
+        ("champion", "champion"),
+        ("champion", "challenger"),
+    ];
+    for (i, (h, j)) in table.iter().enumerate() {
+        pick(&home, 510 + i as u64, Some(h), j);
+    }
+    gated("0.5");
+    let (step, why) = stopped(&decide(&home));
+    assert_eq!(step, 3, "{why}");
+    assert!(
+        why.contains("lower bound 0.07 is below judge_kappa_floor 0.5"),
+        "{why}"
+    );
+    assert_eq!(
+        sql(
+            &home,
+            "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"
+        ),
+        "pending"
+    );
+    // measured at a floor of 0.05: step 3 passes, and the bandit's 6 pulls at P ≈ 0.5 ≥ 0.3 promote
+    gated("0.05");
+    let decided = decide(&home);
+    assert_eq!(decided["decision"]["decision"], "promote", "{decided:#}");
+    assert_eq!(
+        sql(
+            &home,
+            "SELECT state FROM agent_template_versions WHERE id = 'planner@v2'"
+        ),
+        "current"
+    );
+}
+
+// S-59: with the switch off (unset), a judge that is not measured does not stop the guardrails
+// at step 3: the decision is the one it was before the switch existed.
+#[test]
+fn s59_off_an_unmeasured_judge_does_not_stop_step_3() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    config(
+        &home,
+        "[skillopt]\nreview_runtimes = [\"scripted\"]\nauto_promote = true\n\
+         auto_promote_min_samples = 3\nauto_promote_min_score = 0.5\n",
+    );
+    pick(&home, 600, None, "challenger");
+    let (step, why) = stopped(&decide(&home));
+    assert_eq!(step, 6, "no auto-trace samples: {why}");
+}

@@ -13,6 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
+use skillforge_tests::optimize::{jobs_of, log_entry, ok, optimize, outcomes, write_plan};
 use skillforge_tests::{Home, Reaped, git, wait_for};
 use tempfile::TempDir;
 
@@ -96,56 +97,6 @@ hypotheses:\n{}",
     let path = dir.join("ops.yaml");
     std::fs::write(&path, text).unwrap();
     path.display().to_string()
-}
-
-fn write_plan(dir: &Path, plan: &Value) -> String {
-    let path = dir.join("plan.json");
-    std::fs::write(&path, plan.to_string()).unwrap();
-    path.display().to_string()
-}
-
-fn optimize(home: &Home, plan: &str, args: &[&str]) -> std::process::Output {
-    home.cmd()
-        .env("SKILLFORGE_SCRIPTED_EDITS", plan)
-        .arg("optimize")
-        .args(args)
-        .output()
-        .expect("run skillforge optimize")
-}
-
-fn ok(out: &std::process::Output, what: &str) -> Value {
-    assert!(
-        out.status.success(),
-        "{what} failed: {}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-}
-
-fn outcomes(status: &Value) -> Vec<(u64, String)> {
-    status["experiments"]
-        .as_array()
-        .expect("experiments")
-        .iter()
-        .map(|e| {
-            (
-                e["experiment"].as_u64().unwrap(),
-                e["outcome"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
-}
-
-/// The jobs of `stage` in the home's queue.
-fn jobs_of(home: &Home, stage: &str) -> Vec<Value> {
-    home.json(&["jobs", "list"])
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|j| j["stage"] == stage)
-        .collect()
 }
 
 /// Two `skillforge worker` processes on the home's queue, with the edit plan.
@@ -748,4 +699,138 @@ fn a_noise_floor_of_one_measurement_is_refused_naming_the_key() {
         !git(repo.path(), &["branch", "--list", "optimize/ops"]).contains("optimize/ops"),
         "no branch was created"
     );
+}
+
+/// A one-experiment serial run of `edit` (replace, with) under `stability` and `stopping`;
+/// returns the home (kept alive by the caller) and the status JSON.
+fn one_experiment(
+    work: &Path,
+    repo: &Path,
+    edit: (&str, &str),
+    stability: &str,
+    stopping: &str,
+) -> (Home, Value) {
+    let plan = write_plan(
+        work,
+        &serde_json::json!({"experiments": [
+            {"when": "directly", "edits": [{"path": "src/count.sh", "replace": edit.0, "with": edit.1}]}
+        ]}),
+    );
+    let hyps = [hypothesis(
+        "h-direct",
+        "Add each value directly instead of counting up to it",
+        Some(0.6),
+        None,
+    )];
+    let spec = spec(work, "mode: serial", stopping, "", &hyps);
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "stability: { mode: ladder, repeat_count: 2 }",
+        &format!("stability: {stability}"),
+    );
+    std::fs::write(&spec, text).unwrap();
+    let home = Home::embedded();
+    let repo_s = repo.display().to_string();
+    ok(
+        &optimize(
+            &home,
+            &plan,
+            &["--json", "init", "--spec", &spec, "--repo", &repo_s],
+        ),
+        "init",
+    );
+    ok(
+        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
+        "run",
+    );
+    let status = ok(
+        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
+        "status",
+    );
+    (home, status)
+}
+
+// Issue 34 item 10, end to end: `stability.mode: pace` keeps a change only once the betting
+// e-process over its pairs commits: every pair of the direct edit is a win (26 → 4 operations),
+// so the loop samples pair after pair until the eighth (wealth 1.5⁸ = 25.6 ≥ 20) and keeps it;
+// off (`ladder`) decides on two pairs and records no PACE
+#[test]
+fn optimize_pace_keeps_once_the_e_process_commits() {
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let (home, status) = one_experiment(
+        work.path(),
+        repo.path(),
+        DIRECT,
+        "{ mode: pace }",
+        "max_iterations: 1",
+    );
+    assert_eq!(
+        outcomes(&status),
+        vec![(1, "kept".to_owned())],
+        "{status:#}"
+    );
+    assert_eq!(
+        jobs_of(&home, "measurement").len(),
+        1 + 2 * 8,
+        "the baseline and eight pairs"
+    );
+    let entry = log_entry(&home, "ops", 1);
+    let pace = &entry["comparisons"][0]["decision"]["pace"];
+    assert_eq!(
+        (
+            pace["verdict"].as_str(),
+            pace["pairs"].as_u64(),
+            pace["wins"].as_u64()
+        ),
+        (Some("commit"), Some(8), Some(8)),
+        "{entry:#}"
+    );
+    assert_eq!(measured(repo.path()), 4, "the kept change is merged");
+    // off (ladder): two pairs decide, and no PACE is recorded
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let (home, status) = one_experiment(
+        work.path(),
+        repo.path(),
+        DIRECT,
+        "{ mode: ladder, repeat_count: 2 }",
+        "max_iterations: 1",
+    );
+    assert_eq!(
+        outcomes(&status),
+        vec![(1, "kept".to_owned())],
+        "{status:#}"
+    );
+    assert_eq!(jobs_of(&home, "measurement").len(), 1 + 2 * 2);
+    let entry = log_entry(&home, "ops", 1);
+    assert!(
+        entry["comparisons"][0]["decision"].get("pace").is_none(),
+        "{entry:#}"
+    );
+}
+
+// Issue 34 item 10: PACE holds a change that does not move the metric: each pair is a tie (no
+// bet), so it never commits; the loop samples until the wall-clock deadline wraps it up and
+// nothing is kept or merged. A change PACE holds is never kept on its pairs so far.
+#[test]
+fn optimize_pace_holds_a_change_within_noise_until_the_run_ends() {
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let (home, status) = one_experiment(
+        work.path(),
+        repo.path(),
+        ("OPS=0\n", "OPS=0 # same work\n"),
+        "{ mode: pace }",
+        // about 3.6 s of sampling ties
+        "max_iterations: 1, max_wall_hours: 0.001",
+    );
+    let (n, outcome) = outcomes(&status).remove(0);
+    assert_eq!(n, 1);
+    assert_ne!(outcome, "kept", "{status:#}");
+    let entry = log_entry(&home, "ops", 1);
+    let pace = &entry["comparisons"][0]["decision"]["pace"];
+    assert_eq!(pace["verdict"], "continue", "{entry:#}");
+    assert_eq!(pace["pairs"], 0, "ties are no bet: {entry:#}");
+    assert!(pace["ties"].as_u64().unwrap() >= 1, "{entry:#}");
+    assert_eq!(measured(repo.path()), 26, "nothing merged");
 }

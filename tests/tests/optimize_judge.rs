@@ -11,6 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use skillforge_tests::optimize::{jobs_of, key, log_entry, ok, optimize};
 use skillforge_tests::{Home, Reaped, git, wait_for};
 use tempfile::TempDir;
 
@@ -112,50 +113,8 @@ hypotheses:\n{hyps}"
     )
 }
 
-fn optimize(home: &Home, plan: &str, args: &[&str]) -> std::process::Output {
-    home.cmd()
-        .env("SKILLFORGE_SCRIPTED_EDITS", plan)
-        .arg("optimize")
-        .args(args)
-        .output()
-        .expect("run skillforge optimize")
-}
-
-fn ok(out: &std::process::Output, what: &str) -> Value {
-    assert!(
-        out.status.success(),
-        "{what} failed: {}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-}
-
 fn judge_jobs(home: &Home) -> Vec<Value> {
-    let jobs = home.json(&["jobs", "list", "--limit", "1000"]);
-    jobs.as_array()
-        .expect("jobs")
-        .iter()
-        .filter(|j| j["stage"] == "judge")
-        .cloned()
-        .collect()
-}
-
-fn key(job: &Value) -> &str {
-    job["idempotency_key"].as_str().unwrap_or("")
-}
-
-fn log_entry(home: &Home, n: u64) -> Value {
-    let text =
-        std::fs::read_to_string(home.path().join("optimize/topics/experiment-log.yaml")).unwrap();
-    let log: Value = serde_norway::from_str(&text).unwrap();
-    log["experiments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["experiment"].as_u64() == Some(n))
-        .cloned()
-        .expect("entry")
+    jobs_of(home, "judge")
 }
 
 // O-11, O-30, O-32, O-33, O-34
@@ -275,7 +234,7 @@ fn judge_batches_are_agent_jobs_with_a_cache_a_gate_first_and_one_redispatch() {
         !jobs.iter().any(|j| key(j).contains("exp-001")),
         "{jobs:#?}"
     );
-    let e1 = log_entry(&home, 1);
+    let e1 = log_entry(&home, "topics", 1);
     assert_eq!(
         (
             e1["judge"]["calls"].as_u64(),
@@ -289,12 +248,12 @@ fn judge_batches_are_agent_jobs_with_a_cache_a_gate_first_and_one_redispatch() {
         !jobs.iter().any(|j| key(j).contains("exp-002")),
         "{jobs:#?}"
     );
-    assert_eq!(log_entry(&home, 2)["judge"], Value::Null);
+    assert_eq!(log_entry(&home, "topics", 2)["judge"], Value::Null);
     // exp-003: the reference is cached; only the two new items (one batch) were dispatched
     let e3: Vec<&Value> = jobs.iter().filter(|j| key(j).contains("exp-003")).collect();
     assert_eq!(e3.len(), 1, "{e3:#?}");
     assert!(key(e3[0]).contains(":cand:"), "{}", key(e3[0]));
-    let entry = log_entry(&home, 3);
+    let entry = log_entry(&home, "topics", 3);
     let items = entry["judge"]["items"].as_array().unwrap();
     assert_eq!(items.len(), 4);
     assert!(
@@ -426,7 +385,7 @@ fn o31_judges_that_cannot_run_make_the_experiment_error_never_scored_inline() {
         Value::Null,
         "best unchanged: {status:#}"
     );
-    let entry = log_entry(&home, 1);
+    let entry = log_entry(&home, "topics", 1);
     assert!(
         entry["learnings"]
             .to_string()
@@ -707,7 +666,7 @@ fn o66_sigkill_in_the_middle_of_a_judge_pass_then_resume_scores_the_batch_once()
         5,
         "as many judge jobs as an uninterrupted run: {jobs:#?}"
     );
-    let entry = log_entry(&home, 3);
+    let entry = log_entry(&home, "topics", 3);
     assert_eq!(entry["judge"]["calls"].as_u64(), Some(1), "{entry:#}");
     let log: Value = serde_norway::from_str(
         &std::fs::read_to_string(home.path().join("optimize/topics/experiment-log.yaml")).unwrap(),

@@ -707,3 +707,86 @@ hypotheses:\n{}", hypothesis("h-split", "Split the login and billing cluster", "
         );
     }
 }
+
+// O-20 with a real CLI: Claude Code, the experiment worker, meets HTTP 429 from the model API on
+// its first nine runs (the job's three attempts, each the first run and the agent runner's two
+// retries); the rate limit is backpressure: the experiment's job is queued again, its next run
+// edits, and the experiment is kept, never recorded as an `error`.
+#[test]
+fn o20_a_real_cli_worker_rate_limited_is_queued_again_and_kept() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    assert!(
+        on_path("claude"),
+        "`claude` is not on PATH: scripts/test installs it"
+    );
+    let fake = FakeModel::start();
+    let user = AgentUser::new(&fake);
+    let limited = Arc::new(AtomicUsize::new(0));
+    let seen = limited.clone();
+    fake.respond(move |s: &Seen| {
+        if !s.is_agent_turn() {
+            return Reply::Text("title".into());
+        }
+        if s.n_tool_results == 0 && seen.fetch_add(1, Ordering::SeqCst) < 9 {
+            return Reply::Error(
+                429,
+                "Number of request tokens has exceeded your per-minute rate limit".into(),
+            );
+        }
+        match s.n_tool_results {
+            0 => Reply::Shell(format!(
+                "cat > src/count.sh <<'SKILLFORGE_EOF'\n{COUNT_SH_DIRECT}SKILLFORGE_EOF"
+            )),
+            _ => Reply::Text("Added each value directly.".into()),
+        }
+    });
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let spec = spec(work.path(), "claude", "");
+    let home = Home::embedded();
+    let repo_arg = repo.path().display().to_string();
+    ok(
+        &optimize(
+            &home,
+            &user,
+            &["--json", "init", "--spec", &spec, "--repo", &repo_arg],
+        ),
+        "init",
+    );
+    let run = optimize(&home, &user, &["--json", "run", "--spec", &spec]);
+    let stderr = String::from_utf8_lossy(&run.stderr).to_string();
+    ok(&run, "run");
+    let status = ok(
+        &optimize(&home, &user, &["--json", "status", "--spec", &spec]),
+        "status",
+    );
+    let report = ok(
+        &optimize(&home, &user, &["--json", "report", "--spec", &spec]),
+        "report",
+    )["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(
+        status["experiments"][0]["outcome"],
+        "kept",
+        "a rate limit is never an experiment error:\n{report}\n{stderr}\n{}",
+        home.logs()
+    );
+    assert!(
+        limited.load(Ordering::SeqCst) >= 10,
+        "nine rate-limited runs, then the one that edits"
+    );
+    assert!(
+        report.contains(
+            "- exp-001: the worker's runtime answered at capacity (rate_limit); queued again in 2s (backpressure 1, not a failure)"
+        ),
+        "{report}"
+    );
+    assert_eq!(
+        git(repo.path(), &["show", "optimize/ops:src/count.sh"]).trim(),
+        COUNT_SH_DIRECT.trim(),
+        "the edit of the run after the backpressure is kept"
+    );
+}

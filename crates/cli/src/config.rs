@@ -101,7 +101,8 @@ pub struct SkilloptSection {
     pub auto_promote_min_score: Option<f64>,
     /// Require a real-external-CI auto-trace event (default false).
     pub auto_promote_require_external_ci: Option<bool>,
-    /// Parsed but deferred: true forces notify-only.
+    /// Auto-promote only a candidate whose `--judge-only` A/B picks all came from measured
+    /// judges (`judge_kappa_floor`, `judge_min_paired_picks`; default false).
     pub auto_promote_require_measured_judge: Option<bool>,
     /// Promote to a canary instead of directly (default false).
     pub auto_promote_canary: Option<bool>,
@@ -138,23 +139,16 @@ pub struct SkilloptSection {
     pub mode_b_jury_disagreement_tau: Option<f64>,
     /// Measured-judge gate: the floor of a judge's Cohen's κ 95% interval lower bound against
     /// the human picks of the same A/Bs, in [-1, 1] (issue 34 item 12; unset = no gate, judges
-    /// count as before). Needs `judge_min_paired_picks`.
+    /// count as before): `--judge-only` picks and `eval forge` verdicts. Needs
+    /// `judge_min_paired_picks`.
     pub judge_kappa_floor: Option<f64>,
     /// Measured-judge gate: the paired picks (a human and the judge on the same A/B) a judge
     /// needs before its κ can pass `judge_kappa_floor` (at least 1).
     pub judge_min_paired_picks: Option<u32>,
 }
 
-/// The measured-judge gate of `[skillopt]` (issue 34 item 12): a judge's verdicts count only
-/// when its κ against the humans passes [`JudgeGate::floor`] on at least
-/// [`JudgeGate::min_picks`] paired picks ([`skillforge_skillopt::ab::agreement`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct JudgeGate {
-    /// `judge_kappa_floor`.
-    pub floor: f64,
-    /// `judge_min_paired_picks`.
-    pub min_picks: u32,
-}
+/// The measured-judge gate of `[skillopt]` (issue 34 item 12).
+pub use skillforge_skillopt::ab::agreement::JudgeGate;
 
 impl SkilloptSection {
     /// The measured-judge gate: `Ok(None)` when neither key is set (off).
@@ -180,6 +174,9 @@ impl SkilloptSection {
             min_score: self.auto_promote_min_score,
             require_external_ci: self.auto_promote_require_external_ci,
             require_measured_judge: self.auto_promote_require_measured_judge,
+            // An invalid gate is refused where it is read (`judge agreement`, `ab`); here it
+            // gates nothing, so step 3 stops a candidate that requires a measured judge.
+            judge_gate: self.judge_gate().ok().flatten(),
             canary: self.auto_promote_canary,
             canary_sample: self.auto_promote_canary_sample,
             min_confidence: self.auto_promote_min_confidence,

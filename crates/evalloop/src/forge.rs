@@ -77,6 +77,10 @@ pub struct ForgeRequest {
     /// `--pace`: the gate is PACE over every forge of this skill so far (see [`super::pace`]);
     /// `None` = the majority gate alone (the default).
     pub pace: Option<skillforge_contract::pace::Pace>,
+    /// Why the judge (`judge_runtime`, `judge_model`) is not measured against the humans, when
+    /// the measured-judge gate is configured and it is not (issue 34 item 12): its verdict is
+    /// then not applied ([`super::gate::unmeasured_judge_gate`]). `None`: no gate, or measured.
+    pub judge_unmeasured: Option<String>,
     /// The theme the brief was drafted from, when mined from sessions (`--mode corrections` with a
     /// theme file carrying a signature): written onto an adoption's ledger row for its recheck.
     pub signature: Option<Signature>,
@@ -435,6 +439,11 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
             report.pace = Some(pace_report);
             decided
         }
+        None => outcome,
+    };
+    // Issue 34 item 12: a verdict counts only from a measured judge, when the gate is on.
+    let outcome = match &req.judge_unmeasured {
+        Some(why) => super::gate::unmeasured_judge_gate(&skill, &outcome, why),
         None => outcome,
     };
     report.ledger_row = record_decision(env.home, req, &state, &agg, &outcome)?;

@@ -80,6 +80,33 @@ pub struct GateOutcome {
     pub lines: Vec<String>,
 }
 
+/// The measured-judge gate on a forge's verdict (issue 34 item 12): with `[skillopt]
+/// judge_kappa_floor` / `judge_min_paired_picks` set and a judge that is not measured against the
+/// humans (`why`), an adopt, probation or reject is not applied: the forge ends UNDECIDED (no
+/// ledger row, nothing installed), the judge's verdict kept below the headline as context.
+/// Anything else (undecided, stopped) stands.
+pub fn unmeasured_judge_gate(skill: &str, decided: &GateOutcome, why: &str) -> GateOutcome {
+    if !decided.decision.is_verdict() {
+        return decided.clone();
+    }
+    let mut lines = vec![format!(
+        "UNDECIDED (judge not measured): {why}; the verdict `{}` on `{skill}` is not applied. Measure the judge \
+         (`skillforge ab AGENT PROMPT --judge --pick a|b`, then `skillforge judge agreement`) and forge the brief again: \
+         its samples are reused",
+        decided.decision.as_str()
+    )];
+    lines.extend(
+        decided
+            .lines
+            .iter()
+            .map(|l| format!("unmeasured judge's verdict: {l}")),
+    );
+    GateOutcome {
+        decision: Decision::Undecided,
+        lines,
+    }
+}
+
 /// Decides (see the module docs and the seed's rules).
 pub fn gate(input: &GateInput<'_>) -> GateOutcome {
     let agg = input.aggregate;

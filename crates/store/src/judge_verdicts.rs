@@ -98,3 +98,35 @@ pub async fn judges_of_challenger(
     .fetch_all(db)
     .await?)
 }
+
+/// The judges whose picks count toward `challenger_version_id` on their own: the `--judge-only`
+/// A/Bs of its run (a judge ranked row with no human ranked row for the same A/B), one entry per
+/// (runtime, model) juror; `None` for a judge row whose juror was not recorded (an A/B written
+/// before the verdicts were kept), which no gate can measure. Ordered, distinct.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn judge_only_judges(
+    db: impl SqliteExecutor<'_>,
+    challenger_version_id: &str,
+    judge_source: &str,
+    human_source: &str,
+) -> Result<Vec<Option<(String, String)>>, StoreError> {
+    let rows: Vec<(Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT DISTINCT v.judge_runtime, v.judge_model FROM ranked_feedback_events e
+         LEFT JOIN skillopt_ab_judge_verdicts v ON v.pick_id = e.item_id
+         WHERE e.run_id = ?1 AND e.source = ?2
+           AND NOT EXISTS (SELECT 1 FROM ranked_feedback_events h
+                           WHERE h.run_id = e.run_id AND h.item_id = e.item_id AND h.source = ?3)
+         ORDER BY 1, 2",
+    )
+    .bind(format!("skillopt-ab:{challenger_version_id}"))
+    .bind(judge_source)
+    .bind(human_source)
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(runtime, model)| runtime.map(|r| (r, model.unwrap_or_default())))
+        .collect())
+}

@@ -4,13 +4,10 @@
 //! ([`skillforge_skillopt::ab::agreement`]), and, with `[skillopt] judge_kappa_floor` and
 //! `judge_min_paired_picks` set, whether the judge is measured (its verdicts count) or why not.
 
-use std::collections::BTreeMap;
-
 use anyhow::anyhow;
 use clap::Subcommand;
 use serde_json::json;
-use skillforge_skillopt::ab::agreement::{Agreement, PairedPick};
-use skillforge_skillopt::ab::pick::Role;
+use skillforge_skillopt::ab::agreement::{Agreement, by_judge, judge_name};
 use skillforge_store::judge_verdicts::paired_picks;
 
 use crate::config::JudgeGate;
@@ -40,23 +37,7 @@ pub struct JudgeAgreement {
 impl JudgeAgreement {
     /// `codex (model gpt-5)` / `scripted (model not named)`.
     pub fn name(&self) -> String {
-        format!(
-            "{} ({})",
-            self.runtime,
-            if self.model.is_empty() {
-                "model not named".to_owned()
-            } else {
-                format!("model {}", self.model)
-            }
-        )
-    }
-}
-
-fn role(s: &str) -> Option<Role> {
-    match s {
-        "champion" => Some(Role::Champion),
-        "challenger" => Some(Role::Challenger),
-        _ => None,
+        judge_name(&self.runtime, &self.model)
     }
 }
 
@@ -67,21 +48,12 @@ fn role(s: &str) -> Option<Role> {
 pub async fn agreements(ctx: &Context) -> Result<Vec<JudgeAgreement>, CliError> {
     let store = ctx.store().await?;
     let rows = paired_picks(store.pool()).await?;
-    let mut by_judge: BTreeMap<(String, String), Vec<PairedPick>> = BTreeMap::new();
-    for r in rows {
-        if let (Some(h), Some(j)) = (role(&r.human), role(&r.judge)) {
-            by_judge
-                .entry((r.judge_runtime, r.judge_model))
-                .or_default()
-                .push((h, j));
-        }
-    }
-    Ok(by_judge
+    Ok(by_judge(&rows)
         .into_iter()
-        .map(|((runtime, model), picks)| JudgeAgreement {
+        .map(|((runtime, model), agreement)| JudgeAgreement {
             runtime,
             model,
-            agreement: Agreement::of(&picks),
+            agreement,
         })
         .collect())
 }

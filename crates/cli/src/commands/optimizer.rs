@@ -38,7 +38,8 @@ pub struct DistillArgs {
     /// Training package JSON (`skillforge export`).
     #[arg(long, value_name = "FILE")]
     training_package: PathBuf,
-    /// Artifact blob root (`<root>/sha256/<hex[:2]>/<hex>`); accepted for parity, not read.
+    /// Artifact blob root (`<root>/sha256/<hex[:2]>/<hex>`): the options of the ranked reviews,
+    /// read for the held-out replay that scores the candidate.
     #[arg(long, value_name = "DIR")]
     artifact_root: PathBuf,
     /// Directory for run output (`initial_skill.md`, `candidate_skill.md`, `guidance.json`).

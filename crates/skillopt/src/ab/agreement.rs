@@ -20,6 +20,27 @@ use super::pick::Role;
 /// z for a two-sided 95% interval.
 const Z95: f64 = 1.959_963_984_540_054;
 
+/// The measured-judge gate of `[skillopt]` (issue 34 item 12): a judge's verdicts count only
+/// when its κ against the humans passes [`JudgeGate::floor`] on at least
+/// [`JudgeGate::min_picks`] paired picks ([`Agreement::measured`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct JudgeGate {
+    /// `judge_kappa_floor`, in [-1, 1].
+    pub floor: f64,
+    /// `judge_min_paired_picks`, at least 1.
+    pub min_picks: u32,
+}
+
+/// A judge as the A/B records name it: `codex (model gpt-5)` / `scripted (model not named)`
+/// (`model` `""` when its transcript named none).
+pub fn judge_name(runtime: &str, model: &str) -> String {
+    if model.is_empty() {
+        format!("{runtime} (model not named)")
+    } else {
+        format!("{runtime} (model {model})")
+    }
+}
+
 /// One A/B both a human and a judge picked: (human's winner, judge's winner).
 pub type PairedPick = (Role, Role);
 
@@ -136,6 +157,32 @@ impl Agreement {
             _ => raw,
         }
     }
+}
+
+/// Each judge's agreement with the humans over the store's paired picks
+/// ([`skillforge_store::judge_verdicts::paired_picks`]), keyed by (runtime, model), ordered.
+pub fn by_judge(
+    rows: &[skillforge_store::judge_verdicts::PairedPickRow],
+) -> std::collections::BTreeMap<(String, String), Agreement> {
+    let role = |s: &str| match s {
+        "champion" => Some(Role::Champion),
+        "challenger" => Some(Role::Challenger),
+        _ => None,
+    };
+    let mut picks: std::collections::BTreeMap<(String, String), Vec<PairedPick>> =
+        std::collections::BTreeMap::new();
+    for r in rows {
+        if let (Some(h), Some(j)) = (role(&r.human), role(&r.judge)) {
+            picks
+                .entry((r.judge_runtime.clone(), r.judge_model.clone()))
+                .or_default()
+                .push((h, j));
+        }
+    }
+    picks
+        .into_iter()
+        .map(|(judge, p)| (judge, Agreement::of(&p)))
+        .collect()
 }
 
 #[cfg(test)]

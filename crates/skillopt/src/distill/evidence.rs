@@ -26,6 +26,10 @@
 //!   its item's `metadata.findings` (the tools' messages) is a [`GuidanceKind::Improve`] line
 //!   (verifiable floor; issue 37 item 10); projected hint, improvement and trait sections count
 //!   as for any row.
+//! * replay gate failures (`eval_run.metadata.replay_gate_failures`, written by the replay gate's
+//!   retry, issue 34 item 11): each corpus item the candidate did not pass is a
+//!   [`GuidanceKind::Improve`] line naming the prompt and what its answer must contain
+//!   (verifiable floor: the gate's deterministic scorer failed it).
 //! * BINEVAL verdicts: every `no` verdict is a lesson for its question ([`GuidanceKind::Lesson`],
 //!   keyed by question id so repeated failures of one question add support). The verdict rows do
 //!   not say whether a deterministic or an LLM runner answered, so they count as judge evidence.
@@ -99,6 +103,9 @@ pub enum EvidenceOrigin {
     /// A harvested checker or hard-verifier finding (item metadata `findings`: the tool's message
     /// as a rule; issue 37 item 10).
     Finding,
+    /// A corpus item the replay gate failed the candidate on (`eval_run.metadata
+    /// .replay_gate_failures`; issue 34 item 11).
+    ReplayFailure,
 }
 
 /// One piece of evidence for one guidance line.
@@ -173,7 +180,18 @@ pub struct SourceCounts {
     pub evaluator_scores: usize,
     /// `binary_verdicts` rows with verdict `no`.
     pub binary_no_verdicts: usize,
+    /// Replay gate failures fed back by the gate's retry (absent from the report when 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub replay_gate_failures: usize,
 }
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// The key of `eval_run.metadata` the replay gate's retry writes its failures under: an array of
+/// `{"id", "prompt", "expected", "note"}` (issue 34 item 11).
+pub const REPLAY_GATE_FAILURES_KEY: &str = "replay_gate_failures";
 
 struct Sink {
     items: Vec<Evidence>,
@@ -275,6 +293,32 @@ pub fn gather_evidence(package: &TrainingPackage) -> GatheredEvidence {
             EvidenceTier::Judge,
             EvidenceOrigin::BinaryLesson,
             &format!("verdict:{question}:{idx}"),
+        );
+    }
+    let failures = package
+        .eval_run
+        .metadata
+        .as_ref()
+        .and_then(|m| m.get(REPLAY_GATE_FAILURES_KEY))
+        .and_then(Value::as_array);
+    for failure in failures.into_iter().flatten() {
+        let field = |k: &str| clean_text(failure.get(k).and_then(Value::as_str).unwrap_or(""));
+        let (id, prompt, expected) = (field("id"), field("prompt"), field("expected"));
+        if expected.is_empty() {
+            continue;
+        }
+        counts.replay_gate_failures += 1;
+        let text = if prompt.is_empty() {
+            format!("Include \"{expected}\"")
+        } else {
+            format!("When asked \"{prompt}\", include \"{expected}\"")
+        };
+        sink.push(
+            GuidanceKind::Improve,
+            &text,
+            EvidenceTier::VerifiableFloor,
+            EvidenceOrigin::ReplayFailure,
+            &format!("replay:{id}"),
         );
     }
     GatheredEvidence {

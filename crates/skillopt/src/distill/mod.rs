@@ -19,6 +19,7 @@
 
 pub mod evidence;
 pub mod guidance;
+pub mod heldout;
 pub mod hint;
 pub mod prior;
 pub mod run;

@@ -285,8 +285,9 @@ pub struct DistillReport {
 /// `out.candidate_output` (through a temp file and rename, so a present file is complete).
 /// Deterministic: the same package and config write the same bytes.
 ///
-/// `artifact_root` (the blob store, `<root>/sha256/<hex[:2]>/<hex>`) is accepted for command-line
-/// parity with the external optimizer; distill reads only the package, so it is not opened.
+/// `artifact_root` (the blob store, `<root>/sha256/<hex[:2]>/<hex>`) is read for the held-out
+/// replay's option texts ([`super::heldout`]): its score becomes `summary.score` with
+/// `summary.metadata.score_evidence`, or `summary.metadata.score_unavailable` says why there is none.
 ///
 /// # Errors
 /// [`DistillError::InvalidTemplate`] before anything is written; [`DistillError::Write`] /
@@ -297,7 +298,6 @@ pub fn distill(
     out: &DistillOutput,
     config: &DistillConfig,
 ) -> Result<DistillReport, DistillError> {
-    let _ = artifact_root;
     let plan = plan(package, config)?;
     let run_id = if package.eval_run.id.trim().is_empty() {
         "run"
@@ -336,8 +336,22 @@ pub fn distill(
         "evidence": plan.counts,
         "guidance": guidance_json,
     });
+    // Issue 37 item 6: the rankings it learned from, replayed held out, are the candidate's
+    // evidence; without a measurement the package says why, never a made-up number.
+    let mut score = None;
     if promotable {
-        summary_metadata[SCORE_UNAVAILABLE_KEY] = json!(SCORE_UNAVAILABLE);
+        let held_out = super::heldout::held_out_replay(package, artifact_root);
+        eval_report["held_out_replay"] = json!(held_out);
+        match held_out.score() {
+            Ok(s) => {
+                score = Some(s);
+                summary_metadata["score_evidence"] = json!(held_out.evidence());
+            }
+            Err(why) => {
+                summary_metadata[SCORE_UNAVAILABLE_KEY] =
+                    json!(format!("{SCORE_UNAVAILABLE} (held-out replay: {why})"));
+            }
+        }
     }
     if let Some(reason) = plan.no_candidate_reason {
         summary_metadata["no_candidate_reason"] = json!(reason);
@@ -405,6 +419,7 @@ pub fn distill(
             diff_artifact_id: diff_id,
             preference_summary,
             metadata: Some(summary_metadata),
+            score,
             ..CandidateSummary::default()
         },
         artifacts: vec![diff_ref, report_ref],

@@ -68,6 +68,9 @@ pub struct GateOutcome {
     /// The replay log of the items the candidate did not pass (side, item, note, output tail):
     /// what a retry feeds back to the optimizer.
     pub failing_log: String,
+    /// The same items, structured for the optimizer's training package: `{"id", "prompt",
+    /// "expected", "note"}` each (the distill optimizer's `replay_gate_failures`).
+    pub failures: Vec<serde_json::Value>,
 }
 
 const SIDES: [&str; 2] = ["champion", "candidate"];
@@ -203,6 +206,7 @@ pub async fn run_gate(
     let done = jobs.wait(&ids, "replaying the corpus").await?;
     let mut deltas = Vec::new();
     let mut failing_log = String::new();
+    let mut failures = Vec::new();
     for (item, pair) in req.corpus.items.iter().zip(done.chunks(2)) {
         let (champion_score, _) = score_job(&pair[0], req.corpus, &item.expected);
         let (candidate_score, output) = score_job(&pair[1], req.corpus, &item.expected);
@@ -216,6 +220,12 @@ pub async fn run_gate(
                 item.expected.trim(),
                 output.trim()
             ));
+            failures.push(serde_json::json!({
+                "id": item.id,
+                "prompt": item.prompt,
+                "expected": item.expected,
+                "note": candidate_score.note(),
+            }));
         }
         deltas.push(ItemDelta::new(&item.id, champion_score, candidate_score));
     }
@@ -254,5 +264,6 @@ pub async fn run_gate(
         verdict,
         scored_candidate,
         failing_log,
+        failures,
     })
 }

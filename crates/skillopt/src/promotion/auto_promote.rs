@@ -8,6 +8,8 @@
 
 use serde::Serialize;
 
+use crate::ab::agreement::{Agreement, JudgeGate, judge_name};
+
 /// The `[skillopt]` auto-promote keys, each `None` when absent from the config (S-53, S-55).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Guardrails {
@@ -19,8 +21,13 @@ pub struct Guardrails {
     pub min_score: Option<f64>,
     /// `auto_promote_require_external_ci`.
     pub require_external_ci: Option<bool>,
-    /// `auto_promote_require_measured_judge` (parsed, deferred: true ⇒ notify-only, S-59).
+    /// `auto_promote_require_measured_judge`: true ⇒ every judge whose `--judge-only` picks
+    /// count toward the candidate must be measured under [`Guardrails::judge_gate`] (S-59 step 3,
+    /// issue 34 item 12).
     pub require_measured_judge: Option<bool>,
+    /// The measured-judge gate (`judge_kappa_floor`, `judge_min_paired_picks`); `None` when
+    /// unset (or invalid): then no judge is measured.
+    pub judge_gate: Option<JudgeGate>,
     /// `auto_promote_canary`.
     pub canary: Option<bool>,
     /// `auto_promote_canary_sample` in (0,1].
@@ -65,6 +72,40 @@ pub struct Evidence {
     /// champion: promoting or canarying it would throw away what the champion changed since
     /// (issue 37 item 2).
     pub stale_base: Option<(String, String)>,
+    /// The judges whose `--judge-only` A/B picks count toward the candidate, each with its
+    /// agreement with the humans; read only with `auto_promote_require_measured_judge` on
+    /// (empty otherwise, and when no judge-only pick exists).
+    pub judges: Vec<JudgeEvidence>,
+}
+
+/// One judge behind the candidate's `--judge-only` picks (S-59 step 3).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgeEvidence {
+    /// Its runtime and model (`""`: not named); `None` when the A/B did not record which judge
+    /// it was (no gate can measure it).
+    pub judge: Option<(String, String)>,
+    /// Its agreement with the humans (no paired picks ⇒ `n` 0).
+    pub agreement: Agreement,
+}
+
+impl JudgeEvidence {
+    /// `Ok` when the judge is measured under `gate`, else why not, naming the judge.
+    pub fn measured(&self, gate: JudgeGate) -> Result<(), String> {
+        let Some((runtime, model)) = &self.judge else {
+            return Err(
+                "a --judge-only pick whose judge was not recorded (it cannot be measured)"
+                    .to_owned(),
+            );
+        };
+        self.agreement
+            .measured(gate.floor, gate.min_picks)
+            .map_err(|why| {
+                format!(
+                    "the judge {} is not measured: {why}",
+                    judge_name(runtime, model)
+                )
+            })
+    }
 }
 
 /// Why the decision stopped at notify-only: the step of facts §7 and a one-line reason.
@@ -157,12 +198,22 @@ pub fn decide(g: &Guardrails, e: &Evidence) -> Decision {
         Ok(f) => *f,
         Err(why) => return stop(2, format!("auto-trace feedback unavailable: {why}")),
     };
-    // 3
+    // 3: judge-only picks count only from measured judges (issue 34 item 12)
     if g.require_measured_judge == Some(true) {
-        return stop(
-            3,
-            "auto_promote_require_measured_judge is set and deferred: notify only",
-        );
+        let Some(gate) = g.judge_gate else {
+            return stop(
+                3,
+                "auto_promote_require_measured_judge is on but no judge can be measured: set judge_kappa_floor and judge_min_paired_picks (`skillforge judge agreement` checks them)",
+            );
+        };
+        if let Some(why) = e.judges.iter().find_map(|j| j.measured(gate).err()) {
+            return stop(
+                3,
+                format!(
+                    "auto_promote_require_measured_judge: the candidate's --judge-only picks count, and {why}"
+                ),
+            );
+        }
     }
     // 4
     let canary_on = g.canary == Some(true);
@@ -295,6 +346,7 @@ mod tests {
             score_unavailable: None,
             confidence: None,
             stale_base: None,
+            judges: vec![],
         }
     }
 
@@ -340,19 +392,81 @@ mod tests {
         assert_eq!(step_of(&decide(&open(), &e)), 2);
     }
 
-    // S-59
+    // S-59 (issue 34 item 12): with auto_promote_require_measured_judge on, a candidate whose
+    // --judge-only picks came from a judge not measured (too few paired picks, κ's lower bound
+    // under the floor, no judge recorded) or with no gate to measure it stops at step 3; a
+    // measured judge, or no judge-only pick, passes; off never reads the judges
     #[test]
-    fn s59_step3_require_measured_judge_is_deferred() {
-        let g = Guardrails {
+    fn s59_step3_require_measured_judge_blocks_unmeasured_judges() {
+        use crate::ab::pick::Role::{Challenger as X, Champion as C};
+        let gate = JudgeGate {
+            floor: 0.2,
+            min_picks: 10,
+        };
+        let required = Guardrails {
             require_measured_judge: Some(true),
+            judge_gate: Some(gate),
             ..open()
         };
-        assert_eq!(step_of(&decide(&g, &passing())), 3);
-        let g = Guardrails {
-            require_measured_judge: Some(false),
-            ..open()
+        let judge = |picks: &[(crate::ab::pick::Role, crate::ab::pick::Role)]| JudgeEvidence {
+            judge: Some(("codex".into(), "gpt-5".into())),
+            agreement: Agreement::of(picks),
         };
-        assert_eq!(step_of(&decide(&g, &passing())), 10);
+        let agreeing: Vec<_> = [(C, C); 5].into_iter().chain([(X, X); 5]).collect();
+        let coin: Vec<_> = [(C, C), (C, X), (X, C), (X, X)].repeat(3);
+        let with = |judges: Vec<JudgeEvidence>| Evidence {
+            judges,
+            ..passing()
+        };
+        let reason = |d: Decision| match d {
+            Decision::Notify(s) if s.step == 3 => s.reason,
+            other => panic!("not stopped at step 3: {other:?}"),
+        };
+        // no judge-only pick: nothing to measure
+        assert_eq!(step_of(&decide(&required, &passing())), 10);
+        // measured: 10 of 10 agree, κ 1
+        assert_eq!(
+            step_of(&decide(&required, &with(vec![judge(&agreeing)]))),
+            10
+        );
+        // too few paired picks
+        let few = reason(decide(&required, &with(vec![judge(&agreeing[..9])])));
+        assert!(
+            few.contains("the judge codex (model gpt-5) is not measured")
+                && few.contains(
+                    "9 paired pick(s) with a human, fewer than judge_min_paired_picks 10"
+                ),
+            "{few}"
+        );
+        // enough picks, κ 0: its lower bound is under the floor
+        let low = reason(decide(
+            &required,
+            &with(vec![judge(&agreeing), judge(&coin)]),
+        ));
+        assert!(low.contains("below judge_kappa_floor 0.2"), "{low}");
+        // a judge row without its juror
+        let unknown = JudgeEvidence {
+            judge: None,
+            agreement: Agreement::of(&[]),
+        };
+        assert!(reason(decide(&required, &with(vec![unknown]))).contains("not recorded"));
+        // no gate configured: nothing can be measured, even with no judge-only pick
+        let no_gate = Guardrails {
+            judge_gate: None,
+            ..required
+        };
+        assert!(
+            reason(decide(&no_gate, &passing()))
+                .contains("set judge_kappa_floor and judge_min_paired_picks")
+        );
+        // off (unset or false): the judges are not read
+        for flag in [None, Some(false)] {
+            let off = Guardrails {
+                require_measured_judge: flag,
+                ..required
+            };
+            assert_eq!(step_of(&decide(&off, &with(vec![judge(&coin)]))), 10);
+        }
     }
 
     // S-60
@@ -640,6 +754,7 @@ mod tests {
             canary: Some(true),
             canary_sample: None,
             min_confidence: Some(0.9),
+            judge_gate: None,
         };
         let mut e = Evidence {
             feedback: Err("x".into()),
@@ -647,6 +762,7 @@ mod tests {
             score_unavailable: None,
             confidence: None,
             stale_base: None,
+            judges: vec![],
         };
         let mut steps = vec![step_of(&decide(&g, &e))];
         g.auto_promote = Some(true);

@@ -13,7 +13,8 @@ use skillforge_store::promotion::{CanaryStart, auto_trace_counts, start_canary};
 use skillforge_store::templates::{begin_write, current_version};
 
 use super::auto_promote::{
-    AutoTraceEvidence, BanditEvidence, Decision, Evidence, GATE_STEP, PACE_STEP, Stop, decide,
+    AutoTraceEvidence, BanditEvidence, Decision, Evidence, GATE_STEP, JudgeEvidence, PACE_STEP,
+    Stop, decide,
 };
 use super::events::{Detail, Event, EventKind};
 use super::notify::{PromotionEnv, PromotionError, emit, emit_on_change};
@@ -44,12 +45,14 @@ impl SeamReport {
 
 /// The evidence the guardrails read for candidate `version_id` (S-54, S-63): the auto-trace run
 /// only (a read error ⇒ unavailable), the candidate's score, and the bandit confidence when the
-/// challenger arm exists (Monte Carlo at the notify seam's fixed seed 473; exact when possible).
+/// challenger arm exists (Monte Carlo at the notify seam's fixed seed 473; exact when possible),
+/// and, when a measured judge is required, the judges of its `--judge-only` picks (S-59).
 /// Also returns the real-CI positives counted (`None` when the run could not be read), which the
 /// decision events carry.
 async fn evidence(
     store: &Store,
     candidate: &CandidateRow,
+    env_requires_measured_judge: bool,
 ) -> Result<(Evidence, Option<u64>), PromotionError> {
     let (template_id, version_id, score, base) = (
         candidate.template_id.as_str(),
@@ -107,6 +110,30 @@ async fn evidence(
         }
         _ => None,
     };
+    // S-59 step 3: read only when a measured judge is required (off ⇒ nothing read).
+    let judges = if env_requires_measured_judge {
+        let agreements = crate::ab::agreement::by_judge(
+            &skillforge_store::judge_verdicts::paired_picks(store.pool()).await?,
+        );
+        skillforge_store::judge_verdicts::judge_only_judges(
+            store.pool(),
+            version_id,
+            crate::ab::pick::JUDGE_SOURCE,
+            crate::ab::pick::HUMAN_SOURCE,
+        )
+        .await?
+        .into_iter()
+        .map(|judge| JudgeEvidence {
+            agreement: judge
+                .as_ref()
+                .and_then(|j| agreements.get(j).copied())
+                .unwrap_or_else(|| crate::ab::agreement::Agreement::of(&[])),
+            judge,
+        })
+        .collect()
+    } else {
+        Vec::new()
+    };
     Ok((
         Evidence {
             feedback,
@@ -114,6 +141,7 @@ async fn evidence(
             score_unavailable,
             confidence,
             stale_base,
+            judges,
         },
         real_ci_positives,
     ))
@@ -168,7 +196,12 @@ pub async fn after_import(
             blocked: None,
         });
     };
-    let (evidence, real_ci_positives) = evidence(store, &candidate).await?;
+    let (evidence, real_ci_positives) = evidence(
+        store,
+        &candidate,
+        env.policy.guardrails.require_measured_judge == Some(true),
+    )
+    .await?;
     let decision = decide(&env.policy.guardrails, &evidence);
     // facts §7: a promotion the guardrails pass must also be committed by PACE when it is on
     // (issue 34 item 10); off ⇒ nothing read, nothing recorded.

@@ -65,6 +65,8 @@ pub enum CandidateCommand {
     /// Replay a corpus for the champion and the candidate as jobs, score both, and record whether
     /// the candidate is accepted (a strict improvement of the corpus mean, every item scorable).
     /// Exit 1 when not accepted. A candidate without a score takes its corpus mean as its score.
+    /// A failing gate is retried once: a candidate of the built-in optimizer has its failing
+    /// replays fed to the optimizer, and the new candidate it proposes is gated (attempt 2).
     Gate {
         /// Candidate version `ID@vN`.
         id: String,
@@ -74,6 +76,10 @@ pub enum CandidateCommand {
         /// Agent runtime that answers the items of a corpus without a `replay_command`.
         #[arg(long, default_value = "scripted")]
         runtime: String,
+        /// On a failing gate, do not retry: by default a candidate of the built-in optimizer
+        /// gets one retry, its failing replays fed to the optimizer, whose new candidate is gated.
+        #[arg(long)]
+        no_retry: bool,
     },
     /// Show a candidate: state, source, hash, base, score, preference summary, eval report, diff.
     Show {
@@ -114,7 +120,8 @@ pub async fn run(ctx: &Context, cmd: CandidateCommand) -> CliResult {
             id,
             corpus,
             runtime,
-        } => gate::gate_cmd(ctx, &id, corpus, &runtime).await,
+            no_retry,
+        } => gate::gate_cmd(ctx, &id, corpus, &runtime, !no_retry).await,
         CandidateCommand::Show { id } => show(ctx, &id).await,
         CandidateCommand::Promote { id, reason } => promote(ctx, &id, &reason).await,
         CandidateCommand::Reject { id, reason } => reject(ctx, &id, &reason).await,

@@ -278,7 +278,27 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
             .and_then(|p| p.model_for_tier("cheap").map(str::to_owned))
             .map_err(|e| CliError::usage(anyhow!("{judge_flag}: {e}")))?,
     };
+    // Issue 34 item 12: with the measured-judge gate on, the forge's verdict counts only from a
+    // judge measured against the humans' A/B picks (same runtime and model).
+    let judge_unmeasured = match crate::commands::judge::gate(ctx)? {
+        Some(gate) => crate::commands::judge::measured(ctx, gate, &judge_runtime, &judge_model)
+            .await?
+            .err()
+            .map(|why| {
+                format!(
+                    "the judge {} is not measured ({why})",
+                    skillforge_skillopt::ab::agreement::judge_name(&judge_runtime, &judge_model)
+                )
+            }),
+        None => None,
+    };
+    if let Some(why) = &judge_unmeasured
+        && !args.dry_run
+    {
+        eprintln!("• {why}: its verdict will not be applied (`[skillopt] judge_kappa_floor`)");
+    }
     let req = ForgeRequest {
+        judge_unmeasured,
         brief,
         skill_dir: absolute(args.skill_dir),
         samples: args.samples,

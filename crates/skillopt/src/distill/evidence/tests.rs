@@ -211,7 +211,8 @@ fn counts_every_source() {
             ranked_feedback_events: 2,
             feedback_events: 2,
             evaluator_scores: 1,
-            binary_no_verdicts: 1
+            binary_no_verdicts: 1,
+            replay_gate_failures: 0
         }
     );
 }
@@ -238,5 +239,49 @@ fn clean_text_and_keys() {
     assert_ne!(
         normalize_key(GuidanceKind::Improve, "x"),
         normalize_key(GuidanceKind::Avoid, "x")
+    );
+}
+
+// Issue 34 item 11: the replay gate's retry feeds its failing items through
+// `eval_run.metadata.replay_gate_failures`; each with an expected text is a verifiable rule naming
+// the prompt, an item without one is skipped, and the count is reported only when there are any.
+#[test]
+fn replay_gate_failures_become_rules() {
+    let mut p = package();
+    assert_eq!(gather_evidence(&p).counts.replay_gate_failures, 0);
+    assert!(
+        serde_json::to_value(gather_evidence(&p).counts)
+            .unwrap()
+            .get("replay_gate_failures")
+            .is_none()
+    );
+    p.eval_run.metadata = Some(json!({REPLAY_GATE_FAILURES_KEY: [
+        {"id": "release", "prompt": "Plan the release", "expected": "update the changelog.", "note": "exit 1"},
+        {"id": "bare", "prompt": "", "expected": "a title"},
+        {"id": "empty", "prompt": "x", "expected": "  "},
+    ]}));
+    let gathered = gather_evidence(&p);
+    assert_eq!(gathered.counts.replay_gate_failures, 2);
+    let lines: Vec<(&str, EvidenceTier, EvidenceOrigin, &str)> = gathered
+        .items
+        .iter()
+        .map(|e| (e.text.as_str(), e.tier, e.origin, e.source_ref.as_str()))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            (
+                "When asked \"Plan the release\", include \"update the changelog\"",
+                EvidenceTier::VerifiableFloor,
+                EvidenceOrigin::ReplayFailure,
+                "replay:release"
+            ),
+            (
+                "Include \"a title\"",
+                EvidenceTier::VerifiableFloor,
+                EvidenceOrigin::ReplayFailure,
+                "replay:bare"
+            ),
+        ]
     );
 }
