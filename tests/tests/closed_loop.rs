@@ -176,7 +176,7 @@ fn closed_loop(home: Home) {
     config(
         &home,
         "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 10\n\
-         auto_promote_min_score = 0.5\nauto_promote_canary = true\nauto_promote_canary_sample = 0.5\n\
+         auto_promote_min_score = 0.0\nauto_promote_canary = true\nauto_promote_canary_sample = 0.5\n\
          [events]\njsonl = \"events.jsonl\"\n",
     );
     let _worker = Reaped(home.spawn_worker("loop", &[]));
@@ -197,8 +197,9 @@ fn closed_loop(home: Home) {
     let mut forge = Forge { port, next_pr: 0 };
 
     // Round one. The champion's pull requests fail, the candidate's pass; the tenth outcome of
-    // the candidate meets the sample floor and serve starts the canary (no score: the demo's
-    // optimizer measures none, so its canary outcomes decide it).
+    // the candidate meets the sample floor and serve starts the canary. The demo's candidate has
+    // a held-out replay score when its rankings allow one, else none (its canary outcomes decide
+    // it); the score floor is 0 so either way the outcomes decide here.
     for _ in 0..10 {
         forge.merged(&version(1), true);
     }
