@@ -1204,6 +1204,75 @@ fn a_forge_verdict_counts_only_from_a_measured_judge() {
     assert!(s.path("agents-skills/tldr/SKILL.md").is_file());
 }
 
+// Issue 34 item 12, the measured case end to end: the judge `eval forge` uses (scripted, model
+// `scripted-cheap`) is measured by A/B picks where a human and the same judge, asked by that
+// model name (`ab --judge-model`), agreed on four pairs; with the gate on, its verdict is applied.
+// Measured under another model name, it is not.
+#[test]
+fn a_forge_verdict_from_a_judge_measured_by_ab_picks_is_applied() {
+    let s = Setup::new();
+    skillforge_tests::add_template(
+        &s.home,
+        skillforge_tests::PLANNER_TEMPLATE,
+        "acme/templates",
+    );
+    skillforge_tests::decide::import(&s.home, "Plan in numbered steps.\n", 0.8);
+    std::fs::write(
+        s.home.path().join("config.toml"),
+        "[skillopt]\nreview_runtimes = [\"scripted\"]\njudge_kappa_floor = 0.2\njudge_min_paired_picks = 3\n",
+    )
+    .unwrap();
+    let measure = |model: &str| {
+        for (round, pick) in ["a", "b", "a", "b"].iter().enumerate() {
+            let prompt = format!(
+                "Plan change {round} of {model}\nscripted: judge-reply {{\"pick\":\"{pick}\"}}\n"
+            );
+            let ab = s.home.json(&[
+                "ab",
+                "planner",
+                &prompt,
+                "--runtime",
+                "scripted-b",
+                "--judge",
+                "--judge-model",
+                model,
+                "--pick",
+                pick,
+                "--seed",
+                "3",
+            ]);
+            assert_eq!(ab["judge_winner"], ab["human_winner"], "{ab}");
+        }
+    };
+    // Measured under another name: the forge's judge is still unmeasured.
+    measure("scripted-strong");
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let (code, report, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(code, 1, "{stderr}\n{report:#}");
+    assert!(
+        report["gate"]["lines"][0].as_str().unwrap().starts_with(
+            "UNDECIDED (judge not measured): the judge scripted (model scripted-cheap)"
+        ),
+        "{report:#}"
+    );
+    // Measured under its own name: the same samples, reused, now adopt.
+    measure("scripted-cheap");
+    let agreement = s.home.json(&["judge", "agreement"]);
+    let cheap = agreement["judges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["model"] == "scripted-cheap")
+        .unwrap_or_else(|| panic!("no scripted-cheap judge: {agreement:#}"));
+    assert_eq!(cheap["measured"], true, "{cheap:#}");
+    let (code, again, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(code, 0, "{stderr}\n{again:#}");
+    assert_eq!(again["reused"], true, "{again:#}");
+    assert_eq!(again["gate"]["decision"], "adopt", "{again:#}");
+    assert_eq!(s.ledger().len(), 1);
+}
+
 // Issue 34 item 10, end to end: with `--pace` the anytime-valid gate decides across forges of one
 // skill. Three samples won by the with-arm adopt under the majority gate, but PACE holds (wealth
 // 1.5³ = 3.4 < 20: UNDECIDED, exit 1, nothing recorded or installed); a second forge on another

@@ -59,6 +59,11 @@ pub struct AbArgs {
     /// Only the judge: no human pick, no bandit update.
     #[arg(long, conflicts_with = "pick")]
     pub judge_only: bool,
+    /// The judge's model (a model name its runtime takes, e.g. `haiku`); the judge is measured
+    /// and named by it (`skillforge judge agreement`), as `eval forge --judge-model` names its
+    /// judge. Default: the runtime's own model, named as its transcript reports it.
+    #[arg(long, value_name = "MODEL")]
+    pub judge_model: Option<String>,
     /// Agent runtime that answers.
     #[arg(long, default_value = "scripted")]
     pub runtime: String,
@@ -202,6 +207,7 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
             prompt: ask_prompt(&version.content, &args.prompt),
             key: format!("ab:{}:{nonce}:{}", arms.challenger, role.as_str()),
             template_version: None,
+            model: None,
         };
         answers.push(call_agent(ctx, &backend, call).await?);
     }
@@ -237,6 +243,7 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
             &option_b,
             &nonce,
             args.judge_only,
+            args.judge_model.as_deref(),
         )
         .await?;
         match outcome {
@@ -362,6 +369,7 @@ async fn run_judges(
     option_b: &str,
     nonce: &str,
     judge_only: bool,
+    judge_model: Option<&str>,
 ) -> Result<Result<JudgeOutcome, String>, CliError> {
     let s = &ctx.config.skillopt;
     let jury = JuryConfig {
@@ -396,15 +404,21 @@ async fn run_judges(
             prompt: judge_prompt(prompt, option_a, option_b),
             key: format!("ab:{nonce}:judge:{idx}:{runtime}"),
             template_version: None,
+            model: judge_model.map(str::to_owned),
         };
         // A judge that cannot answer is an unreadable verdict, never a failed A/B: the human pick
         // is still recorded (S-78: the judge result is dropped, no error).
         match call_agent(ctx, backend, call).await {
             Ok(answer) => {
                 let verdict = parse_verdict(&answer.message);
+                // Named by the model asked for, so `eval forge --judge-model` finds its
+                // measurement; else by what the transcript reports.
                 jurors.push((
                     runtime.clone(),
-                    answer.model.unwrap_or_default(),
+                    judge_model
+                        .map(str::to_owned)
+                        .or(answer.model)
+                        .unwrap_or_default(),
                     judge_pick(&verdict),
                 ));
                 verdicts.push(verdict);

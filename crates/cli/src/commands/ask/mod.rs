@@ -132,6 +132,7 @@ pub async fn run(ctx: &Context, args: AskArgs) -> CliResult {
             prompt: ask_prompt(&version.content, &args.prompt),
             key: format!("ask:{}:{nonce}", version.id),
             template_version: trailer.then(|| version.id.clone()),
+            model: None,
         },
     )
     .await?;
@@ -221,6 +222,7 @@ async fn live_ab(
         prompt: ask_prompt(&challenger.content, &args.prompt),
         key: format!("ask:{}:{nonce}:challenger", challenger.id),
         template_version: trailer_on(ctx).then(|| challenger.id.clone()),
+        model: None,
     };
     // Under the session the ask holds: the challenger's call takes no lock of its own (S-72).
     tracing::debug!(
