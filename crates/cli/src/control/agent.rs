@@ -30,6 +30,8 @@ pub struct AgentCall<'a> {
     /// The template version the agent answers as (`ask`): its commits carry the
     /// `Skillforge-Template` trailer (issue 37 item 8). `None` for judges and reviewers.
     pub template_version: Option<String>,
+    /// The model the runtime runs (a name); `None` = the runtime's own default.
+    pub model: Option<String>,
 }
 
 /// The answer of a finished call.
@@ -54,6 +56,7 @@ pub async fn call_agent(
 ) -> Result<AgentAnswer, CliError> {
     let mut payload = AgentPayload::new(call.runtime, call.prompt);
     payload.template_version = call.template_version;
+    payload.model = call.model;
     let stages: skillforge_stage::WorkflowDef =
         call.stages.for_home(&ctx.home).map_err(CliError::usage)?;
     let spec = stages

@@ -202,6 +202,7 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
             prompt: ask_prompt(&version.content, &args.prompt),
             key: format!("ab:{}:{nonce}:{}", arms.challenger, role.as_str()),
             template_version: None,
+            model: None,
         };
         answers.push(call_agent(ctx, &backend, call).await?);
     }
@@ -396,6 +397,7 @@ async fn run_judges(
             prompt: judge_prompt(prompt, option_a, option_b),
             key: format!("ab:{nonce}:judge:{idx}:{runtime}"),
             template_version: None,
+            model: None,
         };
         // A judge that cannot answer is an unreadable verdict, never a failed A/B: the human pick
         // is still recorded (S-78: the judge result is dropped, no error).

@@ -180,6 +180,7 @@ async fn reviewer_rows(
             prompt: question_prompt(question, source),
             key: format!("bineval:{}:{nonce}:{}", args.run, question.id),
             template_version: None,
+            model: None,
         };
         let answer = call_agent(ctx, &backend, call).await?;
         match parse_answer(&answer.message) {
