@@ -626,11 +626,14 @@ fn the_work_page_shows_pace_wealth_only_when_pace_is_on() {
     assert!(!off.contains("PACE"), "no PACE column while off: {off}");
     skillforge_tests::decide::config(&home, "[skillopt]\npace_enabled = true\n");
     let on = work_page();
-    let at = on.find("id=\"candidate-planner@v2\"").expect("the candidate row");
+    let at = on
+        .find("id=\"candidate-planner@v2\"")
+        .expect("the candidate row");
     let row = &on[at..at + on[at..].find("</tr>").unwrap()];
     assert!(on.contains("<th>PACE wealth</th>"), "{on}");
     assert!(
-        row.contains("wealth 1.000 of 20.0") && row.contains("continue; 0 wins, 0 losses of 0 pairs"),
+        row.contains("wealth 1.000 of 20.0")
+            && row.contains("continue; 0 wins, 0 losses of 0 pairs"),
         "no A/B pick yet: the starting wealth against 1/alpha: {row}"
     );
 }

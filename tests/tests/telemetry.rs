@@ -206,7 +206,11 @@ fn one_trace_per_job_from_enqueue_to_apply_and_none_when_off(b: Backend) {
         !stored_off.contains("traceparent") && !stored_off.contains("\"tp\""),
         "{stored_off}"
     );
-    assert_eq!(*received.requests.lock().unwrap(), 0, "nothing sent while off");
+    assert_eq!(
+        *received.requests.lock().unwrap(),
+        0,
+        "nothing sent while off"
+    );
 
     // On: the same fleet with `[telemetry] otlp_endpoint`.
     write(
@@ -239,16 +243,34 @@ fn one_trace_per_job_from_enqueue_to_apply_and_none_when_off(b: Backend) {
         one("skillforge.attempt"),
         one("skillforge.run process"),
     );
-    assert!(enqueue.parent_span_id.is_empty(), "the enqueue span is the root");
-    assert_eq!(attempt.parent_span_id, enqueue.span_id, "attempt under enqueue");
-    assert_eq!(run.parent_span_id, attempt.span_id, "runner step under attempt");
+    assert!(
+        enqueue.parent_span_id.is_empty(),
+        "the enqueue span is the root"
+    );
+    assert_eq!(
+        attempt.parent_span_id, enqueue.span_id,
+        "attempt under enqueue"
+    );
+    assert_eq!(
+        run.parent_span_id, attempt.span_id,
+        "runner step under attempt"
+    );
     let applied = spans["skillforge.apply"]
         .iter()
         .find(|s| attr(s, "skillforge.applied").as_deref() == Some("new"))
         .expect("an apply span that applied the result");
-    assert_eq!(applied.parent_span_id, enqueue.span_id, "apply under enqueue");
-    assert_eq!(attr(attempt, "skillforge.job_id").as_deref(), Some(job.as_str()));
-    assert_eq!(attr(attempt, "skillforge.state").as_deref(), Some("succeeded"));
+    assert_eq!(
+        applied.parent_span_id, enqueue.span_id,
+        "apply under enqueue"
+    );
+    assert_eq!(
+        attr(attempt, "skillforge.job_id").as_deref(),
+        Some(job.as_str())
+    );
+    assert_eq!(
+        attr(attempt, "skillforge.state").as_deref(),
+        Some("succeeded")
+    );
     assert_eq!(attr(attempt, "skillforge.attempt").as_deref(), Some("1"));
     assert_eq!(attr(run, "skillforge.exit").as_deref(), Some("passed"));
     // The job carries its trace: the `traceparent` names the enqueue span.
@@ -258,11 +280,7 @@ fn one_trace_per_job_from_enqueue_to_apply_and_none_when_off(b: Backend) {
         .to_owned();
     assert_eq!(
         traceparent,
-        format!(
-            "00-{}-{}-01",
-            hex(&enqueue.trace_id),
-            hex(&enqueue.span_id)
-        )
+        format!("00-{}-{}-01", hex(&enqueue.trace_id), hex(&enqueue.span_id))
     );
     assert!(stored_jobs(&b, &home).contains(&traceparent));
 
@@ -289,7 +307,10 @@ fn one_trace_per_job_from_enqueue_to_apply_and_none_when_off(b: Backend) {
     );
     let run = &spans["skillforge.run agent"][0];
     let agent = &spans["invoke_agent scripted"][0];
-    assert_eq!(agent.parent_span_id, run.span_id, "agent span under the runner step");
+    assert_eq!(
+        agent.parent_span_id, run.span_id,
+        "agent span under the runner step"
+    );
     assert_eq!(
         spans["skillforge.attempt"][0].parent_span_id,
         spans["skillforge.enqueue"][0].span_id
@@ -303,18 +324,17 @@ fn one_trace_per_job_from_enqueue_to_apply_and_none_when_off(b: Backend) {
         ("gen_ai.usage.output_tokens", "30"),
         ("skillforge.agent.cost_usd", "0.0042"),
     ] {
-        assert_eq!(attr(agent, key).as_deref(), Some(expected), "{key}: {agent:?}");
+        assert_eq!(
+            attr(agent, key).as_deref(),
+            Some(expected),
+            "{key}: {agent:?}"
+        );
     }
 
     // Unknown figures are absent, never 0: an ask without usage or model.
     let plain = home.json(&["ask", "planner", "What else?"]);
     let plain_job = plain["job_id"].as_str().unwrap().to_owned();
-    let spans = trace_of(
-        &home,
-        &received,
-        &plain_job,
-        &["invoke_agent scripted"],
-    );
+    let spans = trace_of(&home, &received, &plain_job, &["invoke_agent scripted"]);
     let agent = &spans["invoke_agent scripted"][0];
     for key in [
         "gen_ai.request.model",

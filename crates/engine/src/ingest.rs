@@ -226,7 +226,10 @@ impl Ingestion {
                 .await;
             crate::telemetry::end_apply(
                 &span,
-                applied.as_ref().map(Applied::name).map_err(|e| e.to_string()),
+                applied
+                    .as_ref()
+                    .map(Applied::name)
+                    .map_err(|e| e.to_string()),
             );
             match applied? {
                 Applied::New => report.applied += 1,

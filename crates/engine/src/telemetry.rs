@@ -54,7 +54,9 @@ pub fn parse_traceparent(value: &str) -> Option<SpanContext> {
     if parts.next().is_some() || version != "00" || trace.len() != 32 || span.len() != 16 {
         return None;
     }
-    let flags = u8::from_str_radix(flags, 16).ok().filter(|_| flags.len() == 2)?;
+    let flags = u8::from_str_radix(flags, 16)
+        .ok()
+        .filter(|_| flags.len() == 2)?;
     let context = SpanContext::new(
         TraceId::from_hex(trace).ok()?,
         SpanId::from_hex(span).ok()?,

@@ -107,11 +107,19 @@ mod tests {
     #[test]
     fn the_system_follows_the_runtime_and_unknown_is_none() {
         let check = |family: &str, model: Option<&str>, expected: Option<&str>| {
-            assert_eq!(gen_ai_system(family, model).as_deref(), expected, "{family} {model:?}");
+            assert_eq!(
+                gen_ai_system(family, model).as_deref(),
+                expected,
+                "{family} {model:?}"
+            );
         };
         check("claude", None, Some("anthropic"));
         check("codex", Some("gpt-5"), Some("openai"));
-        check("opencode", Some("anthropic/claude-sonnet-4"), Some("anthropic"));
+        check(
+            "opencode",
+            Some("anthropic/claude-sonnet-4"),
+            Some("anthropic"),
+        );
         check("opencode", None, None);
         check("opencode", Some("local"), None);
         check("scripted", None, Some("scripted"));

@@ -163,11 +163,7 @@ async fn body(state: &ConsoleState) -> anyhow::Result<String> {
     if state.pace.is_some() {
         headers.push("PACE wealth");
     }
-    out.push_str(&table(
-        &headers,
-        &rows,
-        "No pending candidate or canary.",
-    ));
+    out.push_str(&table(&headers, &rows, "No pending candidate or canary."));
 
     // The bandit's posterior per arm.
     let arms = skillforge_store::bandit::list_arms(pool).await?;
@@ -246,7 +242,10 @@ async fn pace_cell(
             report.losses,
             report.pairs
         ),
-        Err(e) => format!("<span class=\"refused\">not read: {}</span>", esc(&e.to_string())),
+        Err(e) => format!(
+            "<span class=\"refused\">not read: {}</span>",
+            esc(&e.to_string())
+        ),
     }
 }
 

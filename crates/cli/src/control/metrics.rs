@@ -226,9 +226,7 @@ struct OptimizeCounts {
 ///
 /// # Errors
 /// A log that exists and cannot be read, naming it.
-fn optimize_counts(
-    home: &std::path::Path,
-) -> Result<Vec<(String, OptimizeCounts)>, String> {
+fn optimize_counts(home: &std::path::Path) -> Result<Vec<(String, OptimizeCounts)>, String> {
     use skillforge_optimize::log::Outcome;
     let Ok(dir) = std::fs::read_dir(home.join("optimize")) else {
         return Ok(Vec::new());

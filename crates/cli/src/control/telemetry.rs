@@ -184,17 +184,41 @@ mod tests {
                     .find(|(k, _)| *k == name)
                     .map(|(_, v)| (*v).to_owned())
             };
-            assert_eq!(target(&section, var).map_err(|_| ()), expected, "{key:?} {env:?}");
+            assert_eq!(
+                target(&section, var).map_err(|_| ()),
+                expected,
+                "{key:?} {env:?}"
+            );
         };
         let url = |u: &str| Ok(Target::Configured(u.to_owned()));
         check(None, &[], Ok(Target::Off));
-        check(Some("http://127.0.0.1:4318"), &[], url("http://127.0.0.1:4318/v1/traces"));
-        check(Some("https://c.example/"), &[], url("https://c.example/v1/traces"));
-        check(Some("http://c:4318/v1/traces"), &[], url("http://c:4318/v1/traces"));
+        check(
+            Some("http://127.0.0.1:4318"),
+            &[],
+            url("http://127.0.0.1:4318/v1/traces"),
+        );
+        check(
+            Some("https://c.example/"),
+            &[],
+            url("https://c.example/v1/traces"),
+        );
+        check(
+            Some("http://c:4318/v1/traces"),
+            &[],
+            url("http://c:4318/v1/traces"),
+        );
         check(Some("127.0.0.1:4318"), &[], Err(()));
         check(Some("http://"), &[], Err(()));
-        check(None, &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318")], Ok(Target::FromEnv));
-        check(None, &[("OTEL_EXPORTER_OTLP_ENDPOINT", " ")], Ok(Target::Off));
+        check(
+            None,
+            &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318")],
+            Ok(Target::FromEnv),
+        );
+        check(
+            None,
+            &[("OTEL_EXPORTER_OTLP_ENDPOINT", " ")],
+            Ok(Target::Off),
+        );
         check(
             Some("http://c:4318"),
             &[("OTEL_SDK_DISABLED", "true")],

@@ -29,6 +29,14 @@ fn worker_exe() -> String {
         .unwrap_or_else(|_| "skillforge".to_owned())
 }
 
+/// What an attempt's run left for the hand-over: the runner's result, whether it wrote live
+/// output, and the attempt's span.
+struct Ran {
+    result: Result<skillforge_runner::RunOutcome, String>,
+    wrote_output: bool,
+    attempt: crate::telemetry::AttemptSpan,
+}
+
 /// Everything one running job needs.
 pub(super) struct JobTask {
     pub(super) backend: Arc<dyn QueueBackend>,
@@ -164,11 +172,13 @@ impl JobTask {
                 .hand_over(
                     &job,
                     token,
-                    result,
-                    wrote_output,
+                    Ran {
+                        result,
+                        wrote_output,
+                        attempt,
+                    },
                     &held,
                     (&cancelled_by_operator, &lease_lost),
-                    attempt,
                 )
                 .await;
             removal.join().await;
@@ -178,18 +188,22 @@ impl JobTask {
         .await
     }
 
-    /// Releases the job's locks, then hands the run's `result` to the queue: the lease back on
+    /// Releases the job's locks, then hands the run's result to the queue: the lease back on
     /// shutdown (unless cancelled or lost), else the fenced finish (with the slot's next lease).
+    /// The attempt's span ends with what happened.
     async fn hand_over(
         &self,
         job: &crate::job::Job,
         token: u64,
-        result: Result<skillforge_runner::RunOutcome, String>,
-        wrote_output: bool,
+        ran: Ran,
         held: &tokio::sync::Mutex<Vec<(String, u64)>>,
         (cancelled_by_operator, lease_lost): (&AtomicBool, &AtomicBool),
-        attempt: crate::telemetry::AttemptSpan,
     ) -> Option<LeasedJob> {
+        let Ran {
+            result,
+            wrote_output,
+            attempt,
+        } = ran;
         for (name, lock_token) in held.lock().await.drain(..) {
             if let Err(e) = self.backend.release_lock(&name, lock_token).await {
                 warn!(lock = %name, error = %e, "lock not released; it goes stale after stale_after");
