@@ -149,7 +149,7 @@ impl<E: SpanExporter> SpanExporter for LoggedOnce<E> {
             Err(e) => {
                 if !self.is_failing.swap(true, Ordering::Relaxed) {
                     warn!(endpoint = %self.endpoint, error = %e, dropped_spans = n_spans,
-                          "the OpenTelemetry collector does not take traces: they are dropped until it does (jobs are not affected)");
+                          "the OpenTelemetry collector does not take traces: they are dropped until it does (jobs are not affected; check that it runs at this address, or unset [telemetry] otlp_endpoint)");
                 }
             }
         }
