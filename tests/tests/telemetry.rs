@@ -139,10 +139,15 @@ fn start_fleet(home: &Home, tag: &str) -> (Reaped, Reaped) {
         &["worker", "--name", &format!("traced-{tag}")],
         &format!("worker-{tag}"),
     ));
-    home.wait(T, "the worker to start", || {
-        std::fs::read_to_string(home.path().join(format!("worker-{tag}.log")))
-            .ok()
-            .filter(|log| log.contains("worker started"))
+    // Live once its presence lock is held (the worker's id is `traced-<tag>-<suffix>`).
+    let presence = format!("worker:traced-{tag}");
+    home.wait(T, "the worker to be live", || {
+        let locks = home.json(&["locks"]);
+        locks
+            .as_array()?
+            .iter()
+            .any(|l| l["name"].as_str().is_some_and(|n| n.starts_with(&presence)))
+            .then_some(())
     });
     (serve, worker)
 }
