@@ -603,6 +603,41 @@ fn s52_the_attention_page_lists_a_pending_candidate_with_events_off() {
     );
 }
 
+// facts §7 (the PACE gate, issue 34 item 10): with `[skillopt] pace_enabled` the Work page shows
+// each pending candidate's PACE wealth against its threshold beside the bandit posterior; off (the
+// default), no PACE column at all.
+#[test]
+fn the_work_page_shows_pace_wealth_only_when_pace_is_on() {
+    let home = skillforge_tests::decide::home();
+    skillforge_tests::decide::import(&home, "Plan in steps.\n", 0.8);
+    let read = bearer(READ);
+    let work_page = || {
+        let port = free_port();
+        let mut serve = Reaped(spawn_console(&home, port));
+        wait_listening(&home, port);
+        let work = http(port, "GET", "/work", &[("Authorization", &read)], "");
+        let _ = serve.0.kill();
+        let _ = serve.0.wait();
+        assert_eq!(work.status, 200, "{}", work.body);
+        work.body
+    };
+    let off = work_page();
+    assert!(off.contains("id=\"candidate-planner@v2\""), "{off}");
+    assert!(!off.contains("PACE"), "no PACE column while off: {off}");
+    skillforge_tests::decide::config(&home, "[skillopt]\npace_enabled = true\n");
+    let on = work_page();
+    let at = on
+        .find("id=\"candidate-planner@v2\"")
+        .expect("the candidate row");
+    let row = &on[at..at + on[at..].find("</tr>").unwrap()];
+    assert!(on.contains("<th>PACE wealth</th>"), "{on}");
+    assert!(
+        row.contains("wealth 1.000 of 20.0")
+            && row.contains("continue; 0 wins, 0 losses of 0 pairs"),
+        "no A/B pick yet: the starting wealth against 1/alpha: {row}"
+    );
+}
+
 /// `serve` refuses a console token it cannot use, naming where it came from; a token file works.
 #[test]
 fn console_tokens_are_checked_and_read_from_a_file() {

@@ -424,6 +424,91 @@ fn optimize_loop_improves_a_real_metric_and_keeps_only_measured_gains() {
         )["experiments"],
         status["experiments"]
     );
+
+    // `serve`'s /metrics counts the run's kept and reverted experiments apart, and the console's
+    // Work page shows a row per experiment (status, effect, interval, cost) (issue 36).
+    let outcomes = outcomes(&status);
+    let count = |names: &[&str]| {
+        outcomes
+            .iter()
+            .filter(|(_, _, o)| names.contains(&o.as_str()))
+            .count() as f64
+    };
+    let (kept, reverted) = (
+        count(&["kept", "runner_up_kept"]),
+        count(&["reverted", "runner_up_reverted"]),
+    );
+    // Inconclusive, degenerate and deferred experiments are neither.
+    assert!(kept >= 1.0, "{outcomes:?}");
+    let port = skillforge_tests::free_port();
+    let token = "an-admin-token-of-the-console-0001";
+    let _serve = Reaped(skillforge_tests::webhook::spawn_serve(
+        &home,
+        port,
+        None,
+        &[("SKILLFORGE_SERVER_TOKEN", token)],
+    ));
+    skillforge_tests::webhook::wait_listening(&home, port);
+    let metrics = http_get(port, "/metrics", None);
+    let sample = |name: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}{{spec=\"ops\"}} ")))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    assert_eq!(
+        sample("skillforge_optimize_experiments_kept_total"),
+        Some(kept),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample("skillforge_optimize_experiments_reverted_total"),
+        Some(reverted),
+        "{metrics}"
+    );
+    let work = http_get(port, "/work", Some(token));
+    assert!(work.contains("Experiments of ops"), "{work}");
+    for (n, hypothesis, outcome) in &outcomes {
+        let row = format!("exp-{n:03}");
+        let at = work
+            .find(&row)
+            .unwrap_or_else(|| panic!("{row} listed: {work}"));
+        let row_html = &work[at..work[at..].find("</tr>").map_or(work.len(), |e| at + e)];
+        assert!(
+            row_html.contains(hypothesis.as_str())
+                && row_html.contains(&format!("outcome-{outcome}")),
+            "{row_html}"
+        );
+        if outcome == "kept" {
+            assert!(
+                row_html.contains("% ops") || row_html.contains(" ops ("),
+                "a keep's effect on the primary metric: {row_html}"
+            );
+        }
+    }
+}
+
+/// The body of `GET path` on `127.0.0.1:port` (with a bearer token when given).
+fn http_get(port: u16, path: &str, token: Option<&str>) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    assert!(
+        head.starts_with("HTTP/1.1 200"),
+        "GET {path}: {head}\n{body}"
+    );
+    body.to_owned()
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! `$SKILLFORGE_HOME/config.toml`: queue, worker, SkillOpt, merge-gate, events, feedback and server
-//! settings (DESIGN §9); unknown keys are an error.
+//! `$SKILLFORGE_HOME/config.toml`: queue, worker, SkillOpt, merge-gate, events, feedback, server
+//! and telemetry settings (DESIGN §9); unknown keys are an error.
 
 use std::path::{Path, PathBuf};
 
@@ -46,6 +46,20 @@ pub struct Config {
     /// `[runners]`: per-runner settings.
     #[serde(default)]
     pub runners: RunnersSection,
+    /// `[telemetry]`: OpenTelemetry traces (off by default).
+    #[serde(default)]
+    pub telemetry: TelemetrySection,
+}
+
+/// `[telemetry]`: OpenTelemetry traces of jobs (issue 36 item 3), off by default.
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetrySection {
+    /// Base URL of an OTLP/HTTP collector (protobuf), e.g. `http://127.0.0.1:4318`: traces go to
+    /// `<url>/v1/traces` (a URL already ending in `/v1/traces` is used as it is). Unset: the
+    /// standard `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` / `OTEL_EXPORTER_OTLP_ENDPOINT` variables
+    /// turn traces on when set; `OTEL_SDK_DISABLED=true` turns them off whatever is set.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// `[runners]`: settings of individual runners.

@@ -218,6 +218,7 @@ fn main() -> ExitCode {
             _ => {}
         }
         let ctx = Context::new(cli.home, cli.queue, cli.json)?;
+        control::telemetry::install(&ctx.config.telemetry)?;
         match cli.command {
             Command::Demo(args) => commands::demo::run(&ctx, args).await,
             Command::Eval(cmd) => commands::eval::run(&ctx, cmd).await,
@@ -253,6 +254,8 @@ fn main() -> ExitCode {
             }
         }
     });
+    // The spans still queued are sent before the process ends (bounded; never fails a command).
+    control::telemetry::shutdown();
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use opentelemetry::context::FutureExt as _;
 use skillforge_store::applied::{AppliedResult, applied_by_key, record_applied};
 use skillforge_store::{Store, StoreError};
 use sqlx::SqliteConnection;
@@ -217,7 +218,20 @@ impl Ingestion {
         }
         let mut report = IngestReport::default();
         for job in jobs {
-            match self.apply_one(backend, store, handler, &job).await? {
+            // The apply span of this result, a child of the job's enqueue (one trace per job).
+            let span = crate::telemetry::start_apply(&job);
+            let applied = self
+                .apply_one(backend, store, handler, &job)
+                .with_context(span.clone())
+                .await;
+            crate::telemetry::end_apply(
+                &span,
+                applied
+                    .as_ref()
+                    .map(Applied::name)
+                    .map_err(|e| e.to_string()),
+            );
+            match applied? {
                 Applied::New => report.applied += 1,
                 Applied::Duplicate => report.duplicates += 1,
                 Applied::Rerun => report.rerun += 1,
@@ -402,6 +416,18 @@ enum Applied {
     Deferred,
     /// Not applied: the job was put back in the queue to run again.
     Rerun,
+}
+
+impl Applied {
+    /// The stable lowercase name of what happened (the apply span's `skillforge.applied`).
+    fn name(&self) -> &'static str {
+        match self {
+            Applied::New => "new",
+            Applied::Duplicate => "duplicate",
+            Applied::Deferred => "deferred",
+            Applied::Rerun => "rerun",
+        }
+    }
 }
 
 /// The spec the control plane recorded for `job` ([`skillforge_store::submitted::recorded_spec`]):

@@ -67,6 +67,12 @@ pub struct JobSpec {
     /// `os=linux`, `gpu`, `tool:git`): see [`crate::labels`]. Empty = any worker.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires: Vec<String>,
+    /// The W3C `traceparent` of the job's enqueue span (`00-<trace>-<span>-<flags>`), which
+    /// the worker's attempt and the control plane's apply spans are children of: one trace per
+    /// job (issue 36 item 3; [`crate::telemetry`]). `None`, and absent from every stored form,
+    /// while telemetry is off. Not part of [`JobSpec::disagreement_with`]'s checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 impl JobSpec {
@@ -133,6 +139,7 @@ impl JobSpec {
             locks: Vec::new(),
             files: crate::transfer::JobFiles::default(),
             requires: Vec::new(),
+            traceparent: None,
         }
     }
 }

@@ -33,6 +33,7 @@ pub mod redis;
 pub mod registry;
 pub mod retention;
 pub mod sqlite;
+pub mod telemetry;
 pub mod transfer;
 pub mod worker;
 

@@ -80,8 +80,15 @@ pub async fn submit_recorded(
     store: &Store,
     spec: &JobSpec,
 ) -> Result<Enqueued, EngineError> {
-    let enqueued = queue.enqueue(spec).await?;
-    record_pending(store, &enqueued, spec).await;
+    // The job's trace starts here when telemetry is on (its `traceparent` rides on the spec).
+    let (spec, span) = skillforge_engine::telemetry::start_enqueue(spec);
+    let enqueued = queue.enqueue(&spec).await;
+    span.end(match &enqueued {
+        Ok(e) => Ok((e.job_id.as_str(), e.created)),
+        Err(e) => Err(e),
+    });
+    let enqueued = enqueued?;
+    record_pending(store, &enqueued, &spec).await;
     Ok(enqueued)
 }
 

@@ -43,6 +43,8 @@ mod runner;
 pub mod scripted;
 mod signals;
 #[cfg(feature = "exec")]
+mod telemetry;
+#[cfg(feature = "exec")]
 pub mod trailer;
 mod transcript;
 

@@ -601,7 +601,10 @@ impl Runner for AgentRunner {
     /// `Ok` with `Killed`.
     async fn run(&self, spec: &RunSpec, ctx: &RunContext) -> Result<RunOutcome, RunnerError> {
         let payload: AgentPayload = parse_payload(spec)?;
-        self.run_payload(&payload, spec.timeout, ctx).await
+        let span = crate::telemetry::start(&payload);
+        let result = self.run_payload(&payload, spec.timeout, ctx).await;
+        crate::telemetry::end(span, &payload, &result);
+        result
     }
 }
 

@@ -485,7 +485,7 @@ pub fn job_json(job: &Job, now_ms: i64) -> Value {
             })
         })
         .collect();
-    json!({
+    let mut shown = json!({
         "id": job.id,
         "state": job.state,
         "queue": job.spec.queue,
@@ -510,7 +510,12 @@ pub fn job_json(job: &Job, now_ms: i64) -> Value {
         "payload": shown_payload(&job.spec.payload),
         "history": history,
         "spend": agent_spend(job).map(|s| json!({"runs": s.runs, "usage": s.usage, "runs_without_tokens": s.runs_without_tokens, "runs_without_cost": s.runs_without_cost, "human": s.human()})),
-    })
+    });
+    // The job's trace (`[telemetry]` on): absent otherwise, so the output is unchanged.
+    if let (Some(traceparent), Some(obj)) = (&job.spec.traceparent, shown.as_object_mut()) {
+        obj.insert("traceparent".into(), json!(traceparent));
+    }
+    shown
 }
 
 /// The tokens and cost an `agent` job's run reported (issue 31 item 7), as a one-run

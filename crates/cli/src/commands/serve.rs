@@ -161,6 +161,7 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
             backend: backend.clone(),
             store: Some(store.clone()),
             worker: None,
+            optimize_home: Some(ctx.home.clone()),
         };
         let mut parts = vec![crate::control::metrics::router(metrics)];
         match secret {
@@ -181,13 +182,14 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         }
         let console = tokens.any();
         if console {
-            let state = crate::console::ConsoleState::new(
+            let mut state = crate::console::ConsoleState::new(
                 backend.clone(),
                 store.clone(),
                 ctx.home.clone(),
                 console_retention,
                 tokens.clone(),
             );
+            state.pace = ctx.config.skillopt.pace();
             parts.push(crate::console::router(std::sync::Arc::new(state)));
         }
         if let Ok(addr) = listener.local_addr() {

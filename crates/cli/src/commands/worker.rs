@@ -92,6 +92,7 @@ pub async fn run(ctx: &Context, args: WorkerArgs) -> CliResult {
         let state = crate::control::metrics::MetricsState {
             backend,
             store: None,
+            optimize_home: None,
             worker: Some(crate::control::metrics::WorkerView {
                 worker_id: identity.worker_id.clone(),
                 health,

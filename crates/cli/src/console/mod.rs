@@ -42,6 +42,9 @@ pub struct ConsoleState {
     pub retention: Retention,
     /// Tokens and sessions.
     pub access: Access,
+    /// The PACE gate's settings when `[skillopt] pace_enabled` is on (the Work page then shows
+    /// each pending candidate's PACE wealth beside the bandit posterior), else `None`.
+    pub pace: Option<skillforge_contract::pace::Pace>,
 }
 
 impl ConsoleState {
@@ -59,6 +62,7 @@ impl ConsoleState {
             home,
             retention,
             access: Access::new(tokens),
+            pace: None,
         }
     }
 }

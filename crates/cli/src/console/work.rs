@@ -128,7 +128,7 @@ async fn body(state: &ConsoleState) -> anyhow::Result<String> {
                 )
             })
             .unwrap_or_default();
-        rows.push(vec![
+        let mut row = vec![
             format!("<span id=\"candidate-{0}\">{0}</span>", esc(&c.version_id)),
             esc(&c.version_state),
             c.score
@@ -145,21 +145,25 @@ async fn body(state: &ConsoleState) -> anyhow::Result<String> {
                     .collect::<Vec<_>>()
                     .join("<br>")
             },
-        ]);
+        ];
+        if let Some(pace) = state.pace {
+            row.push(pace_cell(&state.store, c, pace).await);
+        }
+        rows.push(row);
     }
     out.push_str("<h2 id=\"candidates\">Pending candidates and canaries</h2>");
-    out.push_str(&table(
-        &[
-            "Version",
-            "State",
-            "Score",
-            "Base",
-            "Canary window",
-            "Guardrail decisions",
-        ],
-        &rows,
-        "No pending candidate or canary.",
-    ));
+    let mut headers = vec![
+        "Version",
+        "State",
+        "Score",
+        "Base",
+        "Canary window",
+        "Guardrail decisions",
+    ];
+    if state.pace.is_some() {
+        headers.push("PACE wealth");
+    }
+    out.push_str(&table(&headers, &rows, "No pending candidate or canary."));
 
     // The bandit's posterior per arm.
     let arms = skillforge_store::bandit::list_arms(pool).await?;
@@ -218,6 +222,31 @@ async fn body(state: &ConsoleState) -> anyhow::Result<String> {
         "No harvest event.",
     ));
     Ok(out)
+}
+
+/// The PACE cell of a pending candidate (`[skillopt] pace_enabled` on): its wealth against the
+/// threshold over the A/B picks against the champion, the verdict and the discordant pairs
+/// (facts §7; issue 34 item 10). A store that cannot be read says so instead of a figure.
+async fn pace_cell(
+    store: &skillforge_store::Store,
+    candidate: &skillforge_store::candidates::CandidateRow,
+    pace: skillforge_contract::pace::Pace,
+) -> String {
+    match skillforge_skillopt::promotion::seam::pace_of_picks(store, candidate, pace).await {
+        Ok(report) => format!(
+            "<span class=\"pace\">wealth {:.3} of {:.1}</span> ({}; {} wins, {} losses of {} pairs)",
+            report.wealth,
+            report.threshold,
+            report.verdict.as_str(),
+            report.wins,
+            report.losses,
+            report.pairs
+        ),
+        Err(e) => format!(
+            "<span class=\"refused\">not read: {}</span>",
+            esc(&e.to_string())
+        ),
+    }
 }
 
 /// What blocks a train session, from its metadata (`generation.status`, the optimizer's error).
@@ -391,7 +420,105 @@ fn optimize_section(state: &ConsoleState) -> String {
         &rows,
         "No optimize run (`skillforge optimize run`).",
     ));
+    // Each run's experiments, newest first.
+    for name in names.iter().take(LIMIT) {
+        let state_root = skillforge_optimize::state::StateRoot::new(&state.home, name);
+        let Ok(log) = skillforge_optimize::log::read(&state_root.root) else {
+            continue;
+        };
+        if log.experiments.is_empty() {
+            continue;
+        }
+        let _ = write!(
+            out,
+            "<h3 id=\"optimize-{0}\">Experiments of {0}</h3>",
+            esc(name)
+        );
+        let rows: Vec<Vec<String>> = log
+            .experiments
+            .iter()
+            .rev()
+            .take(LIMIT)
+            .map(|e| experiment_row(&log, e))
+            .collect();
+        out.push_str(&table(
+            &[
+                "Experiment",
+                "Hypothesis",
+                "Status",
+                "Effect",
+                "95% interval",
+                "Cost",
+            ],
+            &rows,
+            "No experiment yet.",
+        ));
+    }
     out
+}
+
+/// One experiment's row: number, hypothesis, status (its outcome), effect and interval on the
+/// noise floor's metric from its standalone pairing (`—` when not measured or without a noise
+/// floor; the decision's primary relative gain instead when there is no floor), and its agent
+/// runs' tokens and cost as reported (unknown said as such).
+fn experiment_row(
+    log: &skillforge_optimize::log::ExperimentLog,
+    e: &skillforge_optimize::log::Entry,
+) -> Vec<String> {
+    let outcome = serde_json::to_value(e.outcome)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let effect = log.noise_floor.as_ref().and_then(|floor| {
+        let pairing = match e.outcome {
+            skillforge_optimize::log::Outcome::Kept
+            | skillforge_optimize::log::Outcome::RunnerUpKept => {
+                return skillforge_optimize::noise::keep_effect(e, floor)
+                    .map(|effect| (floor.metric.clone(), effect));
+            }
+            _ => e.standalone()?,
+        };
+        let (r, c) = (
+            pairing.reference.snapshot.metrics.get(&floor.metric)?,
+            pairing.candidate.snapshot.metrics.get(&floor.metric)?,
+        );
+        skillforge_optimize::noise::Effect::paired(&r.samples, &c.samples, floor.floor)
+            .map(|effect| (floor.metric.clone(), effect))
+    });
+    let (effect_text, interval_text) = match &effect {
+        Some((metric, effect)) => (
+            format!(
+                "{:+.4} {metric}{}",
+                effect.effect,
+                effect
+                    .relative
+                    .map_or(String::new(), |r| format!(" ({:+.1}%)", r * 100.0))
+            ),
+            effect.interval.map_or_else(
+                || "none (1 pair)".to_owned(),
+                |(lo, hi)| format!("{lo:+.4} to {hi:+.4}"),
+            ),
+        ),
+        None => match e
+            .decision
+            .as_ref()
+            .and_then(|d| d.objectives.iter().find(|o| o.required))
+        {
+            Some(o) => (
+                format!("{:+.1}% {}", o.relative_gain * 100.0, o.name),
+                "—".to_owned(),
+            ),
+            None => ("—".to_owned(), "—".to_owned()),
+        },
+    };
+    vec![
+        format!("exp-{:03}", e.experiment),
+        esc(&format!("{} ({})", e.description, e.hypothesis_id)),
+        format!("<span class=\"outcome-{0}\">{0}</span>", esc(&outcome)),
+        esc(&effect_text),
+        esc(&interval_text),
+        esc(&e.spend.human()),
+    ]
 }
 
 /// (experiments, kept) of an optimize run's log.

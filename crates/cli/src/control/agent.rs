@@ -30,7 +30,8 @@ pub struct AgentCall<'a> {
     /// The template version the agent answers as (`ask`): its commits carry the
     /// `Skillforge-Template` trailer (issue 37 item 8). `None` for judges and reviewers.
     pub template_version: Option<String>,
-    /// The model the runtime runs (`--judge-model`); `None`: the runtime's own default.
+    /// The model the runtime runs (a name: `ask --model`, `ab --judge-model`); `None` = the
+    /// runtime's own default.
     pub model: Option<String>,
 }
 

@@ -72,6 +72,8 @@ pub struct MetricsState {
     pub store: Option<Store>,
     /// The worker of this process (`worker --metrics`).
     pub worker: Option<WorkerView>,
+    /// The home whose optimize runs (`<home>/optimize/*`) are counted (`serve`), else `None`.
+    pub optimize_home: Option<std::path::PathBuf>,
 }
 
 /// The `/metrics`, `/health` and `/ready` part of the server's router.
@@ -180,6 +182,19 @@ async fn metrics(State(state): State<Arc<MetricsState>>) -> Response {
             }
         }
     }
+    if let Some(home) = state.optimize_home.clone() {
+        match tokio::task::spawn_blocking(move || optimize_counts(&home)).await {
+            Ok(Ok(counts)) => figures.optimize = Some(counts),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "/metrics: the optimize runs could not be read");
+                figures.errors.push("optimize");
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "/metrics: the optimize runs could not be read");
+                figures.errors.push("optimize");
+            }
+        }
+    }
     if let Some(worker) = &state.worker {
         figures.worker = Some((worker.worker_id.clone(), worker.health.figures()));
     }
@@ -196,11 +211,60 @@ async fn metrics(State(state): State<Arc<MetricsState>>) -> Response {
     ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], text).into_response()
 }
 
+/// Experiments kept and reverted of one optimize run.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+struct OptimizeCounts {
+    /// `kept` and `runner_up_kept`: changes integrated.
+    kept: u64,
+    /// `reverted` (not eligible) and `runner_up_reverted` (harmful in combination): changes
+    /// measured and taken out.
+    reverted: u64,
+}
+
+/// Kept and reverted experiments of every optimize run under `<home>/optimize/`, by spec name,
+/// from each run's experiment log (a run whose log does not exist yet counts nothing).
+///
+/// # Errors
+/// A log that exists and cannot be read, naming it.
+fn optimize_counts(home: &std::path::Path) -> Result<Vec<(String, OptimizeCounts)>, String> {
+    use skillforge_optimize::log::Outcome;
+    let Ok(dir) = std::fs::read_dir(home.join("optimize")) else {
+        return Ok(Vec::new());
+    };
+    let mut names: Vec<String> = dir
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut out = Vec::new();
+    for name in names {
+        let root = skillforge_optimize::state::StateRoot::new(home, &name).root;
+        if !root.join(skillforge_optimize::log::LOG_FILE).exists() {
+            continue;
+        }
+        let log = skillforge_optimize::log::read(&root)
+            .map_err(|e| format!("optimize run `{name}`: {e}"))?;
+        let mut counts = OptimizeCounts::default();
+        for entry in &log.experiments {
+            match entry.outcome {
+                Outcome::Kept | Outcome::RunnerUpKept => counts.kept += 1,
+                Outcome::Reverted | Outcome::RunnerUpReverted => counts.reverted += 1,
+                _ => {}
+            }
+        }
+        out.push((name, counts));
+    }
+    Ok(out)
+}
+
 /// The figures of one scrape; encoded by [`Collector::encode`].
 #[derive(Debug, Default)]
 struct Figures {
     queue: Option<MetricsSnapshot>,
     store: Option<Vec<StoreCounter>>,
+    /// Kept and reverted experiments per optimize run (`serve`).
+    optimize: Option<Vec<(String, OptimizeCounts)>>,
     worker: Option<(String, WorkerFigures)>,
     /// Sources that could not be read this time (`queue`, `store`).
     errors: Vec<&'static str>,
@@ -440,6 +504,22 @@ impl Collector for Figures {
                 "agent_cost_usd",
                 "Cost in US dollars agent runtimes reported, by runtime and model.",
                 of("agent_cost_usd").map(|c| (by_model(c), c.value)),
+            )?;
+        }
+        if let Some(runs) = &self.optimize {
+            counters(
+                e,
+                "optimize_experiments_kept",
+                "Optimize experiments whose change was kept (kept, runner_up_kept), by spec.",
+                runs.iter()
+                    .map(|(spec, c)| (vec![("spec", spec.clone())], c.kept)),
+            )?;
+            counters(
+                e,
+                "optimize_experiments_reverted",
+                "Optimize experiments whose change was measured and reverted (reverted, runner_up_reverted), by spec.",
+                runs.iter()
+                    .map(|(spec, c)| (vec![("spec", spec.clone())], c.reverted)),
             )?;
         }
         if let Some((id, w)) = &self.worker {

@@ -1,6 +1,6 @@
 //! CLI plumbing shared by commands, so no command imports another: the one waiter (the stage
 //! port, [`waiter::CliJobs`]), the HTTP server of `serve --listen` and `worker --metrics` ([`http`]) with its parts, the events endpoint ([`events`]) and `/metrics`, `/health`, `/ready` ([`metrics`]), signals,
-//! argument helpers, the GitHub watchers of `serve` ([`github_watch`]), one agent call as a job ([`agent`]), the human pick asked on a terminal ([`pick_prompt`]), the template operations several nouns share ([`templates`]) and the running stage's output tail of status commands ([`tail`]) and the redaction of secrets from everything written to stderr ([`redact`]). Commands parse arguments, call the workflows and print.
+//! argument helpers, the GitHub watchers of `serve` ([`github_watch`]), one agent call as a job ([`agent`]), the human pick asked on a terminal ([`pick_prompt`]), the template operations several nouns share ([`templates`]) and the running stage's output tail of status commands ([`tail`]) the redaction of secrets from everything written to stderr ([`redact`]) and the OpenTelemetry exporter ([`telemetry`]). Commands parse arguments, call the workflows and print.
 
 pub mod agent;
 pub mod args;
@@ -13,5 +13,6 @@ pub mod promotion;
 pub mod redact;
 pub mod signals;
 pub mod tail;
+pub mod telemetry;
 pub mod templates;
 pub mod waiter;

@@ -558,7 +558,15 @@ pub async fn submit_checked(
     if let Some(key) = &spec.idempotency_key {
         refuse_rerun_of_applied(ctx, backend, key).await?;
     }
-    let enqueued = enqueue_checked(backend, spec).await?;
+    // The job's trace starts here when telemetry is on (its `traceparent` rides on the spec).
+    let (spec, span) = skillforge_engine::telemetry::start_enqueue(spec);
+    let spec = spec.as_ref();
+    let enqueued = enqueue_checked(backend, spec).await;
+    span.end(match &enqueued {
+        Ok(e) => Ok((e.job_id.as_str(), e.created)),
+        Err(e) => Err(&e.error),
+    });
+    let enqueued = enqueued?;
     let store = ctx.store().await?;
     skillforge_stage::record_pending(&store, &enqueued, spec).await;
     let restarted = if enqueued.created {

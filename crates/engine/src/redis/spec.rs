@@ -27,6 +27,9 @@ struct SpecExtra {
     files: JobFiles,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     requires: Vec<String>,
+    /// `JobSpec::traceparent`, stored only while telemetry is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tp: Option<String>,
 }
 
 /// The encoded spec values `enqueue.lua` takes besides the plain fields: the payload JSON and
@@ -48,12 +51,14 @@ pub(super) fn encode(spec: &JobSpec) -> Result<SpecParts, EngineError> {
         locks: spec.locks.clone(),
         files: spec.files.clone(),
         requires: spec.requires.clone(),
+        tp: spec.traceparent.clone(),
     };
     let extra = if extra.nb.is_none()
         && extra.rf.is_none()
         && extra.locks.is_empty()
         && extra.files.is_empty()
         && extra.requires.is_empty()
+        && extra.tp.is_none()
     {
         String::new()
     } else {
@@ -115,6 +120,7 @@ pub(super) fn decode(id: &str, raw: &RawSpec<'_>) -> Result<JobSpec, EngineError
         locks: extra.locks,
         files: extra.files,
         requires: extra.requires,
+        traceparent: extra.tp,
     })
 }
 

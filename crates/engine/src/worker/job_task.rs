@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use opentelemetry::context::FutureExt as _;
 use skillforge_runner::{RunContext, RunSpec};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -26,6 +27,14 @@ fn worker_exe() -> String {
     skillforge_runner::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "skillforge".to_owned())
+}
+
+/// What an attempt's run left for the hand-over: the runner's result, whether it wrote live
+/// output, and the attempt's span.
+struct Ran {
+    result: Result<skillforge_runner::RunOutcome, String>,
+    wrote_output: bool,
+    attempt: crate::telemetry::AttemptSpan,
 }
 
 /// Everything one running job needs.
@@ -91,6 +100,7 @@ impl JobTask {
         let token = leased.fencing_token;
         let span = info_span!("job", job_id = %job.id, workflow = %job.spec.workflow,
                               stage = %job.spec.stage, attempt = job.attempts, fencing_token = token);
+        let attempt = crate::telemetry::start_attempt(&job, token, &self.identity.worker_id);
         async move {
             info!(kind = %job.spec.kind, worker = %self.identity.worker_id, "job started");
             let mut signals = LeaseSignals::new(self.kill_all.child_token());
@@ -130,6 +140,7 @@ impl JobTask {
                 )),
                 Some(runner) => {
                     let output = OutputForwarder::start(self.backend.clone(), &job.id, token);
+                    let run = attempt.start_run(&job.spec.kind);
                     let result = self
                         .run_runner(
                             runner.as_ref(),
@@ -139,7 +150,9 @@ impl JobTask {
                             &cancel,
                             output.output_fn(),
                         )
+                        .with_context(run.clone())
                         .await;
+                    crate::telemetry::end_run(&run, &result);
                     wrote_output = output.finish().await;
                     result
                 }
@@ -159,8 +172,11 @@ impl JobTask {
                 .hand_over(
                     &job,
                     token,
-                    result,
-                    wrote_output,
+                    Ran {
+                        result,
+                        wrote_output,
+                        attempt,
+                    },
                     &held,
                     (&cancelled_by_operator, &lease_lost),
                 )
@@ -172,17 +188,22 @@ impl JobTask {
         .await
     }
 
-    /// Releases the job's locks, then hands the run's `result` to the queue: the lease back on
+    /// Releases the job's locks, then hands the run's result to the queue: the lease back on
     /// shutdown (unless cancelled or lost), else the fenced finish (with the slot's next lease).
+    /// The attempt's span ends with what happened.
     async fn hand_over(
         &self,
         job: &crate::job::Job,
         token: u64,
-        result: Result<skillforge_runner::RunOutcome, String>,
-        wrote_output: bool,
+        ran: Ran,
         held: &tokio::sync::Mutex<Vec<(String, u64)>>,
         (cancelled_by_operator, lease_lost): (&AtomicBool, &AtomicBool),
     ) -> Option<LeasedJob> {
+        let Ran {
+            result,
+            wrote_output,
+            attempt,
+        } = ran;
         for (name, lock_token) in held.lock().await.drain(..) {
             if let Err(e) = self.backend.release_lock(&name, lock_token).await {
                 warn!(lock = %name, error = %e, "lock not released; it goes stale after stale_after");
@@ -202,9 +223,11 @@ impl JobTask {
                 Ok(false) => warn!("job not handed back: lease already superseded"),
                 Err(e) => {
                     warn!(error = %e, "job not handed back; the reaper will recover it");
+                    attempt.end(Err("not handed back on shutdown"));
                     return None;
                 }
             }
+            attempt.end(Err("handed back on shutdown"));
             self.counters.resolved(&job.id, token);
             return None;
         }
@@ -221,6 +244,12 @@ impl JobTask {
                 self.counters.resolved(&job.id, token);
                 if let Some(n) = &next {
                     self.counters.hold(&n.job.id, n.fencing_token);
+                }
+                match &reply {
+                    FinishReply::Applied(state) => attempt.end(Ok(state.as_str())),
+                    FinishReply::Fenced { .. } => {
+                        attempt.end(Err("result rejected by fencing: the lease was superseded"))
+                    }
                 }
                 match reply {
                     FinishReply::Applied(state) => {
@@ -249,6 +278,7 @@ impl JobTask {
                 next
             }
             Err(e) => {
+                attempt.end(Err("result not delivered; the reaper recovers the job"));
                 warn!(error = %e, "result not delivered; the reaper will recover the job");
                 if let Some(h) = &self.health {
                     h.result_not_delivered(&job.id, &e.to_string());

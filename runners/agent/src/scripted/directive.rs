@@ -19,6 +19,7 @@
 //! | `sleep` | milliseconds | sleep before answering |
 //! | `no-load` | — | offered skills are not loaded (in a `SKILL.md`: that skill is passed over) |
 //! | `tool-errors` | n | n `tool_error` lines in the transcript |
+//! | `usage` | `INPUT OUTPUT [COST_USD]` | a `usage` line in the transcript: tokens (and cost) the run reports, as a real CLI's transcript does |
 //! | `offer` | name | the harness also advertises this skill (an ambient install: offered, not on disk, not loaded) |
 //! | `prefer` | text | judge: pick the slot (`### A` / `### B` sections) whose text contains it |
 //! | `judge-reply` | text | judge: the reply, verbatim (a judge task ignores `reply`, which the arms' task text carries) |
@@ -65,6 +66,9 @@ pub struct Directives {
     pub no_load: bool,
     /// `tool-errors`.
     pub tool_errors: u32,
+    /// `usage`: (input tokens, output tokens, cost in US dollars if given, as written: a
+    /// number).
+    pub usage: Option<(u64, u64, Option<String>)>,
     /// `prefer`.
     pub prefer: Option<String>,
     /// `judge-reply`.
@@ -113,6 +117,16 @@ impl Directives {
                 "sleep" => self.sleep_ms = value.parse().ok(),
                 "no-load" => self.no_load = true,
                 "tool-errors" => self.tool_errors = value.parse().unwrap_or(0),
+                "usage" => {
+                    let mut parts = value.split_whitespace();
+                    let input = parts.next().and_then(|n| n.parse().ok());
+                    let output = parts.next().and_then(|n| n.parse().ok());
+                    let cost = parts
+                        .next()
+                        .filter(|n| n.parse::<f64>().is_ok_and(f64::is_finite))
+                        .map(str::to_owned);
+                    self.usage = input.zip(output).map(|(i, o)| (i, o, cost));
+                }
                 "prefer" => self.prefer = Some(value.to_string()),
                 "judge-reply" => self.judge_reply = Some(unescape(value)),
                 "offer" => self.offers.push(value.to_string()),

@@ -345,6 +345,14 @@ pub fn scripted_run(
     for idx in 0..directives.tool_errors {
         lines.push(serde_json::json!({ "type": "tool_error", "text": format!("scripted tool error {}", idx + 1) }));
     }
+    if let Some((input, output, cost)) = directives.usage {
+        let mut usage =
+            serde_json::json!({ "type": "usage", "input_tokens": input, "output_tokens": output });
+        if let Some(cost) = cost.and_then(|c| c.parse::<f64>().ok()) {
+            usage["cost_usd"] = cost.into();
+        }
+        lines.push(usage);
+    }
     lines.push(serde_json::json!({ "type": "final", "text": text }));
     let stdout = if directives.silent {
         String::new()

@@ -5,7 +5,8 @@
 //! `{"type":"skill_loaded","name":...}` per loaded skill, and `{"type":"final","text":...}`;
 //! a run given a model (`--model NAME`) starts with `{"type":"model","model":NAME}`; an
 //! optimize worker whose edit plan says so ends on `{"type":"error","status":529,"message":...}`
-//! (an API error, [`crate::ApiError`]).
+//! (an API error, [`crate::ApiError`]); a run whose prompt has a `usage` directive has a
+//! `{"type":"usage","input_tokens":N,"output_tokens":N,"cost_usd":X}` line (cost optional).
 //! The scripted agent always records offers and loads, so both are known (possibly empty)
 //! once the `start` line is seen.
 
@@ -20,6 +21,7 @@ pub(super) fn parse(text: &str) -> TranscriptSummary {
     let mut final_message = None;
     let mut model = None;
     let mut api_error = None;
+    let mut usage = None;
     for event in json_objects(text) {
         let event = Value::Object(event);
         let name = str_field(&event, "name");
@@ -29,6 +31,15 @@ pub(super) fn parse(text: &str) -> TranscriptSummary {
             Some("skill_loaded") => name.into_iter().for_each(|n| push_unique(&mut loaded, n)),
             Some("final") => final_message = str_field(&event, "text").map(str::to_string),
             Some("model") => model = str_field(&event, "model").map(str::to_string),
+            Some("usage") => {
+                let count = |name: &str| event.get(name).and_then(Value::as_u64);
+                usage = Some(crate::Usage {
+                    input_tokens: count("input_tokens"),
+                    output_tokens: count("output_tokens"),
+                    cost_usd: event.get("cost_usd").and_then(Value::as_f64),
+                    ..crate::Usage::default()
+                });
+            }
             Some("error") => {
                 let status = event
                     .get("status")
@@ -48,6 +59,7 @@ pub(super) fn parse(text: &str) -> TranscriptSummary {
         skills_loaded: has_start.then_some(loaded),
         model,
         api_error,
+        usage,
         ..TranscriptSummary::default()
     }
 }

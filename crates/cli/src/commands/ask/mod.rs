@@ -53,6 +53,10 @@ pub struct AskArgs {
     /// Agent runtime that answers.
     #[arg(long, default_value = "scripted")]
     pub runtime: String,
+    /// Model the runtime runs: a name, or a tier of the runtime's `[models]` table (`cheap`,
+    /// `standard`, `strong`). Default: the runtime's own.
+    #[arg(long)]
+    pub model: Option<String>,
     /// The pick when this ask is intercepted for a live A/B (`a` or `b`); without it the pick is
     /// asked for when stdin is a terminal, and otherwise (or when skipped) an intercepted ask
     /// records no pick (`live_ab_skipped`, the pick owed to `skillforge live-ab pick`).
@@ -84,10 +88,21 @@ fn trailer_on(ctx: &Context) -> bool {
         .is_ok_and(|c| c.is_enabled())
 }
 
+/// The model `--model` asks for: a tier of the runtime's `[models]` table becomes its model
+/// name, any other value is a name; `None` without the flag.
+fn requested_model(args: &AskArgs) -> Option<String> {
+    let model = args.model.as_deref()?;
+    let tier = skillforge_runner_agent::find(&args.runtime)
+        .ok()
+        .and_then(|profile| profile.model_for_tier(model).ok().map(str::to_owned));
+    Some(tier.unwrap_or_else(|| model.to_owned()))
+}
+
 /// Runs `skillforge ask`.
 pub async fn run(ctx: &Context, args: AskArgs) -> CliResult {
     skillforge_runner_agent::find(&args.runtime)
         .map_err(|e| CliError::usage(anyhow!("--runtime: {e}")))?;
+    let model = requested_model(&args);
     let store = ctx.store().await?;
     if get_template(store.pool(), &args.agent).await?.is_none() {
         return Err(CliError::usage(anyhow!(
@@ -132,7 +147,7 @@ pub async fn run(ctx: &Context, args: AskArgs) -> CliResult {
             prompt: ask_prompt(&version.content, &args.prompt),
             key: format!("ask:{}:{nonce}", version.id),
             template_version: trailer.then(|| version.id.clone()),
-            model: None,
+            model: model.clone(),
         },
     )
     .await?;
@@ -222,7 +237,7 @@ async fn live_ab(
         prompt: ask_prompt(&challenger.content, &args.prompt),
         key: format!("ask:{}:{nonce}:challenger", challenger.id),
         template_version: trailer_on(ctx).then(|| challenger.id.clone()),
-        model: None,
+        model: requested_model(args),
     };
     // Under the session the ask holds: the challenger's call takes no lock of its own (S-72).
     tracing::debug!(
