@@ -6,8 +6,10 @@
 //! **κ.** Two raters (human, judge) put each A/B in one of two classes (champion or challenger
 //! wins). With `p_o` the observed agreement and `p_e = Σ_k p_human(k) · p_judge(k)` the agreement
 //! expected from the two raters' marginals alone, `κ = (p_o − p_e) / (1 − p_e)` (Cohen 1960).
-//! It is undefined (`None`) when `p_e = 1`: both raters always named the same one class, so
-//! nothing tells agreement from chance.
+//! It is undefined (`None`) when either rater named the same one class every time: then `κ` is 0
+//! whatever the other did (or `p_e = 1`), and the large-sample interval below collapses to a
+//! point, so a judge that always disagreed would look measured at κ 0.00 (0.00 to 0.00). Nothing
+//! tells agreement from chance until both raters have named each class.
 //!
 //! **Interval.** `κ ± 1.96 · SE`, `SE = √(p_o (1 − p_o) / (n (1 − p_e)²))`, Cohen's (1960)
 //! large-sample standard error, clipped to [−1, 1]. With few picks it is wide, which is the point:
@@ -87,7 +89,8 @@ impl Agreement {
             f64::from(t[0][1] + t[1][1]) / nf,
         ];
         let pe = human[0] * judge[0] + human[1] * judge[1];
-        if (1.0 - pe).abs() < 1e-12 {
+        let one_class = |m: [f64; 2]| m.contains(&0.0);
+        if one_class(human) || one_class(judge) || (1.0 - pe).abs() < 1e-12 {
             return Agreement {
                 n,
                 agreements,
@@ -129,7 +132,8 @@ impl Agreement {
         }
         match self.interval {
             None => Err(format!(
-                "κ is undefined over {} paired pick(s) (both always named the same winner)",
+                "κ is undefined over {} paired pick(s): the human or the judge named the same winner \
+                 every time (measure on A/Bs where each side wins sometimes)",
                 self.n
             )),
             Some((lo, _)) if lo < floor => Err(format!(
@@ -237,6 +241,17 @@ mod tests {
         );
         assert!(same.human().contains("κ undefined"), "{}", same.human());
         assert!(same.measured(0.0, 1).is_err(), "an undefined κ never gates");
+        // A judge that always named the champion while the human always named the challenger:
+        // κ would be 0 with a zero-width interval, so a floor of 0 would call it measured.
+        let always_wrong = Agreement::from_table([[0, 0], [5, 0]]);
+        assert_eq!(
+            (always_wrong.raw, always_wrong.kappa, always_wrong.interval),
+            (Some(0.0), None, None)
+        );
+        assert!(always_wrong.measured(0.0, 5).is_err());
+        // One rater on one side only: κ is 0 whatever the other does; still undefined.
+        let one_sided = Agreement::from_table([[3, 2], [0, 0]]);
+        assert_eq!(one_sided.kappa, None);
         let none = Agreement::of(&[]);
         assert_eq!((none.n, none.raw, none.kappa), (0, None, None));
         assert_eq!(none.human(), "no paired picks");
