@@ -299,12 +299,15 @@ pub fn decide(g: &Guardrails, e: &Evidence) -> Decision {
             );
         }
         if !(c.probability >= floor) {
+            // Enough digits that a value just under the floor never prints as the floor.
+            let shown = [3, 6, 9]
+                .iter()
+                .map(|d| format!("{:.*}", *d, c.probability))
+                .find(|t| t.parse::<f64>().is_ok_and(|v| v < floor))
+                .unwrap_or_else(|| c.probability.to_string());
             return stop(
                 9,
-                format!(
-                    "P(challenger > champion) {:.3} < auto_promote_min_confidence {floor}",
-                    c.probability
-                ),
+                format!("P(challenger > champion) {shown} < auto_promote_min_confidence {floor}"),
             );
         }
     }
