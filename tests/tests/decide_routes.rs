@@ -480,6 +480,12 @@ fn s81_s82_a_jury_of_three_families_takes_the_majority_flags_disagreement_and_a_
     let rows = count(&home, "ranked_feedback_events");
     let out = ab(&home, &[&vetoed, "--judge-only", "--seed", "7"]);
     assert!(out["judge_winner"].is_null(), "{out}");
+    assert!(
+        out["judge_no_winner"].as_str().is_some_and(
+            |w| w.starts_with("no winner (jury of 3") && w.contains("vetoed on safety")
+        ),
+        "a jury that named no winner says so: {out}"
+    );
     assert_eq!(
         count(&home, "ranked_feedback_events"),
         rows,

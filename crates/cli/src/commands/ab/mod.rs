@@ -231,6 +231,7 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
     let judge_on =
         args.judge || args.judge_only || ctx.config.skillopt.mode_b_judge_enabled == Some(true);
     let mut judge_note = None;
+    let mut judge_no_winner: Option<String> = None;
     let mut jurors = Vec::new();
     let mut judge = if judge_on {
         let families = agent_families(&declared_runtimes(&champion.metadata_json), &args.runtime);
@@ -256,6 +257,13 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
                         winner: pick.map(|l| shuffle.role_of(l)),
                     })
                     .collect::<Vec<_>>();
+                if label.is_none() {
+                    judge_no_winner = Some(if why.is_empty() {
+                        "no winner (a tie or an unreadable verdict)".to_owned()
+                    } else {
+                        format!("no winner ({why})")
+                    });
+                }
                 label.map(|l| (shuffle.role_of(l), why))
             }
             Err(message) => {
@@ -348,6 +356,7 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
         pick_skipped: skipped,
         pace: pace.as_ref(),
         judge_not_measured: not_measured.as_deref(),
+        judge_no_winner: judge_no_winner.as_deref(),
     };
     print_outcome(ctx, &arms, &ab, recorded, &confidence, notes);
     Ok(OK)
@@ -476,6 +485,8 @@ struct Notes<'a> {
     pace: Option<&'a PaceReport>,
     /// Why a `--judge-only` pick was not counted (the measured-judge gate).
     judge_not_measured: Option<&'a str>,
+    /// The judge (or jury) ran and named no winner: a tie, a split, an unreadable verdict.
+    judge_no_winner: Option<&'a str>,
 }
 
 fn print_outcome(
@@ -504,6 +515,10 @@ fn print_outcome(
         });
         if let Some(pace) = notes.pace {
             out["pace"] = json!(pace);
+        }
+        // only when a judge ran and named no winner
+        if let Some(why) = notes.judge_no_winner {
+            out["judge_no_winner"] = json!(why);
         }
         // only with the measured-judge gate on and a judge that did not pass it (issue 34 item 12)
         if let Some(why) = notes.judge_not_measured {
@@ -540,6 +555,9 @@ fn print_outcome(
     }
     if let Some(why) = notes.judge_not_measured {
         println!("judge: {why}");
+    }
+    if let Some(why) = notes.judge_no_winner {
+        println!("judge: {why}; nothing recorded for the judge");
     }
     // Issue 34 item 13: the posterior with each arm's credible interval. The anytime-valid gate's
     // wealth (PACE, issue 34 item 10) is printed on its own line right after this one.
