@@ -201,6 +201,11 @@ fn optimize_to_candidate(home: &Home) -> String {
             && err.contains("attempt-001"),
         "{err}"
     );
+    // On a fleet the worker fills its program and job dir in: said in words, not placeholders.
+    assert!(
+        !err.contains("@worker_exe@") && !err.contains("@job_dir@"),
+        "{err}"
+    );
     let st = status(home);
     assert_eq!(st["current_phase"], "candidate_created", "{out}\n{st:#}");
     assert_eq!(st["status_phase"], "optimizer_completed_candidate");

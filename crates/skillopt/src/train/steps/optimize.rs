@@ -250,7 +250,13 @@ async fn enqueue_attempt(
     };
     std::fs::create_dir_all(&dir)
         .map_err(|e| TrainError::Env(format!("create `{}`: {e}", dir.display())))?;
-    env.reporter.step(&format!(
+    // On a fleet the worker fills the program and the job dir in: say so in words, not as the
+    // payload's placeholders.
+    let worded = |text: &str| {
+        text.replace("@worker_exe@", "the worker's skillforge")
+            .replace("@job_dir@", "<the job's dir on the worker>")
+    };
+    env.reporter.step(&worded(&format!(
         "optimizer preflight: backend {} ({}) → {}; attempt {}; lock {}\n  argv: {}",
         pre.backend,
         if pre.description.is_empty() {
@@ -261,7 +267,7 @@ async fn enqueue_attempt(
         pre.resolved_program.as_deref().unwrap_or("?"),
         if paths.is_fleet {
             format!(
-                "{} (on the worker {}, uploaded here when it ends)",
+                "{} (on the worker in {}, uploaded here when it ends)",
                 dir.display(),
                 pre.attempt_dir
             )
@@ -270,7 +276,7 @@ async fn enqueue_attempt(
         },
         pre.lock,
         pre.argv.join(" ")
-    ));
+    )));
     let mut spec = optimizer_job(
         env.workflow.stage("optimizer"),
         &pre,
