@@ -706,3 +706,60 @@ fn console_tokens_are_checked_and_read_from_a_file() {
     );
     assert_eq!(events.status, 503, "{}", events.body);
 }
+
+// A train session whose candidate was decided outside it (a rejection, a canary's rollback)
+// waits on nobody: the Attention page lists it only while the decision is a person's to make,
+// as `train status` says.
+#[test]
+fn a_session_whose_candidate_was_rejected_outside_it_leaves_the_attention_page() {
+    let repo = tempfile::tempdir().unwrap();
+    skillforge_tests::git(repo.path(), &["init", "-q", "-b", "main"]);
+    for n in 0..3 {
+        skillforge_tests::write(&repo.path().join("lib.rs"), &format!("fn f{n}() {{}}\n"));
+        skillforge_tests::git(repo.path(), &["add", "-A"]);
+        skillforge_tests::git(repo.path(), &["commit", "-q", "-m", &format!("step {n}")]);
+    }
+    let home = Home::embedded();
+    let demo = home.run(&["demo", "--repo", repo.path().to_str().unwrap()]);
+    assert!(
+        demo.status.success(),
+        "{}",
+        String::from_utf8_lossy(&demo.stderr)
+    );
+    let port = free_port();
+    let _serve = Reaped(spawn_console(&home, port));
+    wait_listening(&home, port);
+    let read = bearer(READ);
+    let sessions = |body: &str| {
+        let at = body.find("id=\"sessions\"").expect("the sessions table");
+        body[at..]
+            .split("<h2")
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let page = http(port, "GET", "/attention", &[("Authorization", &read)], "");
+    assert!(
+        sessions(&page.body).contains("a decision on the candidate"),
+        "{}",
+        page.body
+    );
+    let out = home.run(&[
+        "candidate",
+        "reject",
+        "change-summarizer@v2",
+        "--reason",
+        "worse",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = http(port, "GET", "/attention", &[("Authorization", &read)], "");
+    assert!(
+        sessions(&page.body).contains("No train session waits on a person."),
+        "{}",
+        page.body
+    );
+}

@@ -140,10 +140,33 @@ async fn body(state: &ConsoleState) -> anyhow::Result<String> {
         u32::try_from(LIMIT * 4).unwrap_or(u32::MAX),
     )
     .await?;
-    let waiting: Vec<_> = sessions
-        .iter()
-        .filter_map(|s| waits_for(&s.state).map(|w| (s, w)))
-        .collect();
+    let mut waiting: Vec<(&skillforge_store::train::SessionRow, String)> = Vec::new();
+    for s in &sessions {
+        let Some(w) = waits_for(&s.state) else {
+            continue;
+        };
+        // A candidate decided outside the session (promoted, rejected, rolled back) waits for no
+        // person: the session's next `train continue` records it (as `train status` says).
+        if matches!(
+            s.state.as_str(),
+            "candidate_created" | "candidate_review_published"
+        ) && let Some(it) = skillforge_store::train::list_iterations(store.pool(), &s.id)
+            .await?
+            .into_iter()
+            .last()
+            .filter(|it| !it.candidate_version_id.is_empty())
+            && let Some(c) =
+                skillforge_store::candidates::get_candidate(store.pool(), &it.candidate_version_id)
+                    .await?
+            && matches!(
+                c.version_state.as_str(),
+                "current" | "superseded" | "rejected"
+            )
+        {
+            continue;
+        }
+        waiting.push((s, w.to_owned()));
+    }
     total += waiting.len();
     let rows: Vec<Vec<String>> = waiting
         .iter()
