@@ -762,4 +762,11 @@ fn a_session_whose_candidate_was_rejected_outside_it_leaves_the_attention_page()
         "{}",
         page.body
     );
+    let work = http(port, "GET", "/work", &[("Authorization", &read)], "");
+    assert!(
+        work.body
+            .contains("change-summarizer@v2 was rejected outside this session"),
+        "the Work page's next action says what train status says: {}",
+        work.body
+    );
 }

@@ -30,6 +30,41 @@ fn waits_for(state: &str) -> Option<&'static str> {
     })
 }
 
+/// What a session in a candidate state has left to do when its candidate was promoted or
+/// rejected outside it (by hand, auto-promotion, a canary's graduation or rollback): record it,
+/// as `train status` says; `None` while the decision is still a person's.
+pub(super) async fn decided_outside(
+    store: &skillforge_store::Store,
+    s: &skillforge_store::train::SessionRow,
+) -> Result<Option<String>, skillforge_store::StoreError> {
+    if !matches!(
+        s.state.as_str(),
+        "candidate_created" | "candidate_review_published"
+    ) {
+        return Ok(None);
+    }
+    let Some(it) = skillforge_store::train::list_iterations(store.pool(), &s.id)
+        .await?
+        .into_iter()
+        .last()
+        .filter(|it| !it.candidate_version_id.is_empty())
+    else {
+        return Ok(None);
+    };
+    let state = skillforge_store::candidates::get_candidate(store.pool(), &it.candidate_version_id)
+        .await?
+        .map(|c| c.version_state);
+    let how = match state.as_deref() {
+        Some("current" | "superseded") => "promoted",
+        Some("rejected") => "rejected",
+        _ => return Ok(None),
+    };
+    Ok(Some(format!(
+        "{} was {how} outside this session: skillforge train continue --session {} records it, then --start-next",
+        it.candidate_version_id, s.id
+    )))
+}
+
 /// A run's items without any feedback yet: (run, missing, total), newest runs first.
 pub(super) async fn packets_waiting(
     store: &skillforge_store::Store,
@@ -147,22 +182,7 @@ async fn body(state: &ConsoleState) -> anyhow::Result<String> {
         };
         // A candidate decided outside the session (promoted, rejected, rolled back) waits for no
         // person: the session's next `train continue` records it (as `train status` says).
-        if matches!(
-            s.state.as_str(),
-            "candidate_created" | "candidate_review_published"
-        ) && let Some(it) = skillforge_store::train::list_iterations(store.pool(), &s.id)
-            .await?
-            .into_iter()
-            .last()
-            .filter(|it| !it.candidate_version_id.is_empty())
-            && let Some(c) =
-                skillforge_store::candidates::get_candidate(store.pool(), &it.candidate_version_id)
-                    .await?
-            && matches!(
-                c.version_state.as_str(),
-                "current" | "superseded" | "rejected"
-            )
-        {
+        if decided_outside(store, s).await?.is_some() {
             continue;
         }
         waiting.push((s, w.to_owned()));

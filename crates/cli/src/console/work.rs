@@ -39,12 +39,19 @@ async fn body(state: &ConsoleState) -> anyhow::Result<String> {
     let sessions =
         skillforge_store::train::list_sessions(pool, u32::try_from(LIMIT).unwrap_or(u32::MAX))
             .await?;
+    let mut decided = Vec::with_capacity(sessions.len());
+    for s in &sessions {
+        decided.push(super::attention::decided_outside(&state.store, s).await?);
+    }
     let rows: Vec<Vec<String>> = sessions
         .iter()
-        .map(|s| {
-            let next = skillforge_skillopt::train::state::TrainState::parse(&s.state)
-                .map(|st| skillforge_skillopt::train::session::next_action_for(st, &s.id))
-                .unwrap_or_default();
+        .zip(decided)
+        .map(|(s, decided)| {
+            let next = decided.unwrap_or_else(|| {
+                skillforge_skillopt::train::state::TrainState::parse(&s.state)
+                    .map(|st| skillforge_skillopt::train::session::next_action_for(st, &s.id))
+                    .unwrap_or_default()
+            });
             let blocked = train_blocked(&s.metadata_json);
             vec![
                 format!("<span id=\"session-{0}\">{0}</span>", esc(&s.id)),
