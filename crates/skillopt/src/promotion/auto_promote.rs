@@ -230,17 +230,27 @@ pub fn decide(g: &Guardrails, e: &Evidence) -> Decision {
     let mode_b = g.min_confidence.is_some() && e.confidence.is_some();
     // 6
     if !mode_b {
+        // A/B picks exist but count only on the A/B path: say so rather than "no evidence".
+        let picks_unused = match (&g.min_confidence, &e.confidence) {
+            (None, Some(c)) if c.pulls > 0 => format!(
+                "; its {} A/B pick(s) count only with auto_promote_min_confidence set",
+                c.pulls
+            ),
+            _ => String::new(),
+        };
         if feedback.samples == 0 {
             return stop(
                 6,
-                "no auto-trace feedback samples (zero evidence never promotes)",
+                format!(
+                    "no auto-trace feedback samples (zero evidence never promotes){picks_unused}"
+                ),
             );
         }
         if feedback.samples < min_samples {
             return stop(
                 6,
                 format!(
-                    "{} auto-trace samples < auto_promote_min_samples {min_samples}",
+                    "{} auto-trace samples < auto_promote_min_samples {min_samples}{picks_unused}",
                     feedback.samples
                 ),
             );
@@ -560,6 +570,32 @@ mod tests {
         check(0, 0, 6);
         check(5, 4, 6);
         check(5, 5, 10);
+        // A/B picks off the A/B path (no min_confidence): still no evidence here, and it says why.
+        let g = Guardrails {
+            min_samples: Some(3),
+            ..open()
+        };
+        let e = Evidence {
+            feedback: Ok(AutoTraceEvidence {
+                samples: 0,
+                has_real_ci_positive: false,
+            }),
+            confidence: Some(BanditEvidence {
+                probability: 0.9,
+                pulls: 13,
+            }),
+            ..passing()
+        };
+        match decide(&g, &e) {
+            Decision::Notify(s) => assert!(
+                s.step == 6
+                    && s.reason.contains(
+                        "its 13 A/B pick(s) count only with auto_promote_min_confidence set"
+                    ),
+                "{s:?}"
+            ),
+            other => panic!("{other:?}"),
+        }
     }
 
     // S-57
