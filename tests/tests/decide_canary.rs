@@ -274,6 +274,13 @@ fn s61_checks_that_see_more_evidence_for_the_same_outcome_submit_one_job() {
         "the same decision, the same job"
     );
     assert_eq!(decision_jobs(&home).len(), 1);
+    // `jobs list` names the decision by its stage and key, not by its no-op command (`true`).
+    let listed = home.run(&["jobs", "list"]);
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.contains("events/graduate promotion:canary:graduate:") && !listed.contains("  true"),
+        "{listed}"
+    );
     // A waiting check runs that one job and graduates the canary.
     let done = home.json(&["candidate", "canary-check"]);
     assert_eq!(

@@ -679,10 +679,19 @@ async fn purge(ctx: &Context, id: &str) -> CliResult {
     Ok(OK)
 }
 
-/// What a job runs, in a few words: its command line, else `workflow/stage` (at most 60 characters).
+/// What a job runs, in a few words: its command line, else `workflow/stage` (at most 60
+/// characters). A job whose command does nothing (`true`: a canary decision, whose effect is its
+/// applied result) is named by its `workflow/stage` and key.
 pub(crate) fn describe(job: &Job) -> String {
     let p = &job.spec.payload;
-    let what = if let Some(argv) = p.pointer("/command/argv").and_then(Value::as_array) {
+    let argv = p.pointer("/command/argv").and_then(Value::as_array);
+    let no_op = argv.is_some_and(|a| a.len() == 1 && a[0] == "true");
+    let what = if no_op {
+        match &job.spec.idempotency_key {
+            Some(key) => format!("{}/{} {key}", job.spec.workflow, job.spec.stage),
+            None => format!("{}/{}", job.spec.workflow, job.spec.stage),
+        }
+    } else if let Some(argv) = argv {
         argv.iter()
             .filter_map(Value::as_str)
             .collect::<Vec<_>>()
