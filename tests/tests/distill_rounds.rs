@@ -251,10 +251,19 @@ fn an_auto_trace_run_of_merged_outcomes_only_has_no_actionable_feedback_for_the_
             "external",
         ]);
     }
-    let (report, _, _) = distill(&home, "auto-trace:coder@v1", "merged");
+    let (report, candidate, _) = distill(&home, "auto-trace:coder@v1", "merged");
     assert_eq!(
         report["no_candidate_reason"], "no_actionable_feedback",
         "{report:#}"
+    );
+    // Importing it says so first (exit 1), not that its artifacts need `--artifact-dir`.
+    let out = home.run(&["import", "--file", path_arg(&candidate)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("optimizer produced no candidate: no_actionable_feedback")
+            && !err.contains("--artifact-dir"),
+        "{err}"
     );
     let hint = report["no_candidate_hint"].as_str().unwrap();
     assert!(

@@ -66,6 +66,27 @@ pub async fn run(ctx: &Context, args: ImportArgs) -> CliResult {
     state
         .existing_artifact_ids
         .retain(|id| !package_ids.contains(&id.as_str()));
+    // A package that says it holds no candidate is answered with that first: its artifacts (or
+    // a missing `--artifact-dir`) would otherwise be the first complaint about a package that
+    // was never to be imported.
+    let base = state.pinned_base.as_ref().or(state
+        .template
+        .as_ref()
+        .and_then(|t| t.current_version.as_ref()));
+    if let Some(base) = base
+        && let Some(gate) = skillforge_contract::no_candidate_reason(&package, base)
+    {
+        let e = skillforge_contract::ImportError::NoCandidate {
+            reason: gate.reason,
+            field: gate.field,
+            note: gate.note,
+            hint: skillforge_contract::no_candidate_hint(&package),
+        };
+        return Err(CliError {
+            code: CHECK_FAILED,
+            error: anyhow!("import candidate package `{file}`: {e}"),
+        });
+    }
     let options = ImportOptions {
         artifact_dir: args.artifact_dir.as_deref(),
         has_blob_store: true,
