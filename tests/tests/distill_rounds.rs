@@ -121,6 +121,28 @@ fn round_two_keeps_the_human_guidance_and_turns_a_verifier_failure_into_a_rule()
     human_run(&home);
     let (report, candidate, artifacts) = distill(&home, "rk-1", "round1");
     assert_eq!(report["promotable"], true, "{report:#}");
+    // Run again by hand: it says how to import what it wrote.
+    let again = home.run(&[
+        "optimizer",
+        "distill",
+        "--training-package",
+        path_arg(&home.path().join("round1-training.json")),
+        "--artifact-root",
+        path_arg(&home.path().join("blobs")),
+        "--out-root",
+        path_arg(&home.path().join("round1-out")),
+        "--candidate-output",
+        path_arg(&candidate),
+    ]);
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        said.contains(&format!(
+            "next: skillforge import --file {} --artifact-dir {}",
+            candidate.display(),
+            artifacts.display()
+        )),
+        "{said}"
+    );
     let round1 = guidance(&content(&candidate));
     assert_eq!(
         round1,
@@ -305,6 +327,28 @@ fn a_failing_replay_gate_retries_once_with_the_failing_replays_fed_to_the_optimi
     human_run(&home);
     let (report, candidate, artifacts) = distill(&home, "rk-1", "round1");
     assert_eq!(report["promotable"], true, "{report:#}");
+    // Run again by hand: it says how to import what it wrote.
+    let again = home.run(&[
+        "optimizer",
+        "distill",
+        "--training-package",
+        path_arg(&home.path().join("round1-training.json")),
+        "--artifact-root",
+        path_arg(&home.path().join("blobs")),
+        "--out-root",
+        path_arg(&home.path().join("round1-out")),
+        "--candidate-output",
+        path_arg(&candidate),
+    ]);
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        said.contains(&format!(
+            "next: skillforge import --file {} --artifact-dir {}",
+            candidate.display(),
+            artifacts.display()
+        )),
+        "{said}"
+    );
     let imported = home.json(&[
         "import",
         "--file",

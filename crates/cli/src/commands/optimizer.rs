@@ -161,13 +161,20 @@ fn run_distill(ctx: &Context, args: DistillArgs) -> CliResult {
                 eprintln!("{hint}");
             }
         }
-        None => eprintln!(
-            "wrote candidate package: {} ({} guidance line(s) for {} from {})",
-            report.candidate_output.display(),
-            report.guidance_lines,
-            package.template.id,
-            package.template.version_id
-        ),
+        None => {
+            eprintln!(
+                "wrote candidate package: {} ({} guidance line(s) for {} from {})",
+                report.candidate_output.display(),
+                report.guidance_lines,
+                package.template.id,
+                package.template.version_id
+            );
+            eprintln!(
+                "next: skillforge import --file {} --artifact-dir {}",
+                report.candidate_output.display(),
+                out.artifact_dir.display()
+            );
+        }
     }
     if ctx.json {
         print_json(&json!({
