@@ -1273,6 +1273,173 @@ fn a_forge_verdict_from_a_judge_measured_by_ab_picks_is_applied() {
     assert_eq!(s.ledger().len(), 1);
 }
 
+// Issue 34 item 12, the bypass: a forge whose judge (scripted, `scripted-cheap`) is not measured
+// is UNDECIDED; forging the brief again under a measured judge (`--judge-model judge-x`, measured
+// by A/B picks) must not apply the unmeasured judge's reused verdicts: it is refused (exit 2,
+// naming both judge models and the way on), nothing is recorded or installed. Forged anew under
+// judge-x, its verdicts, the ledger row and the human report name the judge that decided.
+#[test]
+fn reforging_under_another_judge_does_not_reuse_the_first_judges_verdicts() {
+    let s = Setup::new();
+    skillforge_tests::add_template(
+        &s.home,
+        skillforge_tests::PLANNER_TEMPLATE,
+        "acme/templates",
+    );
+    skillforge_tests::decide::import(&s.home, "Plan in numbered steps.\n", 0.8);
+    std::fs::write(
+        s.home.path().join("config.toml"),
+        "[skillopt]\nreview_runtimes = [\"scripted\"]\njudge_kappa_floor = 0.2\njudge_min_paired_picks = 3\n",
+    )
+    .unwrap();
+    for (round, pick) in ["a", "b", "a", "b"].iter().enumerate() {
+        let prompt =
+            format!("Plan change {round}\nscripted: judge-reply {{\"pick\":\"{pick}\"}}\n");
+        let ab = s.home.json(&[
+            "ab",
+            "planner",
+            &prompt,
+            "--runtime",
+            "scripted-b",
+            "--judge",
+            "--judge-model",
+            "judge-x",
+            "--pick",
+            pick,
+            "--seed",
+            "3",
+        ]);
+        assert_eq!(ab["judge_winner"], ab["human_winner"], "{ab}");
+    }
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let (code, report, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(code, 1, "{stderr}\n{report:#}");
+    assert_eq!(report["gate"]["decision"], "undecided", "{report:#}");
+    let forge_file = s.run_dir(BRIEF_ID).join("forge.json");
+    let state_before = std::fs::read(&forge_file).unwrap();
+    let state: Value = serde_json::from_slice(&state_before).unwrap();
+    assert_eq!(
+        state["judge"],
+        json!({"runtime": "scripted", "model": "scripted-cheap"}),
+        "{state:#}"
+    );
+    assert_eq!(state["arms"], json!({"runtime": "scripted"}), "{state:#}");
+    for n in 1..=3 {
+        assert_eq!(
+            s.verdict(BRIEF_ID, n).unwrap()["judge"],
+            json!({"runtime": "scripted", "model": "scripted-cheap"})
+        );
+    }
+    // The bypass: the same brief under the measured judge.
+    let (code, again, stderr) = s.forge(&brief, &skill, &["--judge-model", "judge-x"]);
+    assert_eq!(code, 2, "{stderr}\n{again:#}");
+    assert!(
+        stderr.contains("judge model `scripted-cheap` then, `judge-x` now (--judge-model)")
+            && stderr.contains("--judge-model scripted-cheap")
+            && stderr.contains("delete the brief's run dir")
+            && stderr.contains(&s.run_dir(BRIEF_ID).display().to_string()),
+        "{stderr}"
+    );
+    assert!(s.ledger().is_empty(), "no verdict recorded");
+    assert!(!s.path("agents-skills/tldr").exists(), "nothing installed");
+    assert_eq!(
+        std::fs::read(&forge_file).unwrap(),
+        state_before,
+        "the earlier forge's state is unchanged"
+    );
+    // The way on: a new forge of the brief under the measured judge decides, naming it.
+    std::fs::remove_dir_all(s.run_dir(BRIEF_ID)).unwrap();
+    let (code, anew, stderr) = s.forge(&brief, &skill, &["--judge-model", "judge-x"]);
+    assert_eq!(code, 0, "{stderr}\n{anew:#}");
+    assert_eq!(anew["reused"], Value::Null, "{anew:#}");
+    assert_eq!(anew["gate"]["decision"], "adopt", "{anew:#}");
+    let judge_x = json!({"runtime": "scripted", "model": "judge-x"});
+    assert_eq!(anew["ledger_row"]["judge"], judge_x, "{anew:#}");
+    let ledger = s.ledger();
+    assert_eq!(ledger.len(), 1);
+    assert_eq!(ledger[0]["judge"], judge_x);
+    for n in 1..=3 {
+        assert_eq!(s.verdict(BRIEF_ID, n).unwrap()["judge"], judge_x);
+    }
+    // Read again with the same flags: reused, and the human report names the judge.
+    let out = s.home.run(&[
+        "eval",
+        "forge",
+        "--runtime",
+        "scripted",
+        "--judge-model",
+        "judge-x",
+        "--brief",
+        brief.to_str().unwrap(),
+        "--skill-dir",
+        skill.to_str().unwrap(),
+        "--install-root",
+        s.path("agents-skills").to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("already forged")
+            && stdout.contains("decided by the judge scripted (model judge-x)"),
+        "{stdout}"
+    );
+    assert_eq!(s.ledger().len(), 1);
+}
+
+// A brief forged again with another arms runtime is refused (exit 2) naming both runtimes and the
+// way on, and `--dry-run` says the same instead of "would run"; the same flags read the forge
+// again (nothing runs). A forge that did not record its runtime and judge (written before they
+// were recorded) is not reused either: which agents made its evidence is unknown.
+#[test]
+fn reforging_with_another_runtime_is_refused_and_the_same_flags_reuse() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let (code, report, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(code, 0, "{stderr}\n{report:#}");
+    let ledger = s.ledger();
+    assert_eq!(ledger.len(), 1);
+    for extra in [
+        &["--runtime", "scripted-b"][..],
+        &["--runtime", "scripted-b", "--dry-run"],
+    ] {
+        let (code, again, stderr) = s.forge(&brief, &skill, extra);
+        assert_eq!(code, 2, "{extra:?}: {stderr}\n{again:#}");
+        assert!(
+            stderr.contains("arms runtime `scripted` then, `scripted-b` now (--runtime)")
+                && stderr.contains("judge runtime `scripted` then, `scripted-b` now")
+                && stderr
+                    .contains("forge it again with the same flags (--samples 3 --runtime scripted")
+                && stderr.contains("delete the brief's run dir"),
+            "{extra:?}: {stderr}"
+        );
+        assert!(!stderr.contains("would run"), "{stderr}");
+    }
+    assert_eq!(s.ledger(), ledger, "nothing recorded");
+    let (code, same, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(code, 0, "{stderr}\n{same:#}");
+    assert_eq!(same["reused"], true, "{same:#}");
+    assert_eq!(same["gate"]["decision"], "adopt", "{same:#}");
+    assert_eq!(s.ledger(), ledger, "the same forge records nothing again");
+    // An older forge.json, without the record of who ran and judged it.
+    let forge_file = s.run_dir(BRIEF_ID).join("forge.json");
+    let mut state: Value = serde_json::from_slice(&std::fs::read(&forge_file).unwrap()).unwrap();
+    let obj = state.as_object_mut().unwrap();
+    assert!(obj.remove("arms").is_some() && obj.remove("judge").is_some());
+    std::fs::write(&forge_file, serde_json::to_vec(&state).unwrap()).unwrap();
+    let (code, old, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(code, 2, "{stderr}\n{old:#}");
+    assert!(
+        stderr.contains("the arms' runtime and model were not recorded"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("judge's runtime and model were not recorded"),
+        "{stderr}"
+    );
+}
+
 // Issue 34 item 10, end to end: with `--pace` the anytime-valid gate decides across forges of one
 // skill. Three samples won by the with-arm adopt under the majority gate, but PACE holds (wealth
 // 1.5³ = 3.4 < 20: UNDECIDED, exit 1, nothing recorded or installed); a second forge on another

@@ -221,6 +221,7 @@ pub(crate) mod tests {
                 },
             }),
             judge_usage: None,
+            judge: None,
         }
     }
 

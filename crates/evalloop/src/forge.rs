@@ -31,7 +31,7 @@ use super::layout::{
 };
 use super::ledger::{LedgerRow, Signature, append_row, read_ledger, recheck_due, rejected};
 use super::pace::{PACE_FILE, pace_gate, pace_over_forges};
-use super::sample::{SampleVerdict, VERDICT_FILE};
+use super::sample::{AgentSetup, SampleVerdict, VERDICT_FILE};
 use super::stages::EvalStages;
 use super::steps::arm::{ArmJob, RUN_FILE, SHIPPED_META, SHIPPED_WORK, arm_job, prepare_sample};
 use super::steps::judge::{JUDGE_OUT, JudgeJob, PreJudge, prepare_judge};
@@ -80,6 +80,8 @@ pub struct ForgeRequest {
     /// Why the judge (`judge_runtime`, `judge_model`) is not measured against the humans, when
     /// the measured-judge gate is configured and it is not (issue 34 item 12): its verdict is
     /// then not applied ([`super::gate::unmeasured_judge_gate`]). `None`: no gate, or measured.
+    /// A forge reused only under the same judge ([`setup_changes`]), this is also the verdict
+    /// for the judge recorded in the brief's `forge.json`, whose verdicts the gate reads.
     pub judge_unmeasured: Option<String>,
     /// The theme the brief was drafted from, when mined from sessions (`--mode corrections` with a
     /// theme file carrying a signature): written onto an adoption's ledger row for its recheck.
@@ -131,6 +133,14 @@ pub struct ForgeState {
     /// before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skill_digest: Option<String>,
+    /// The arms' runtime and model (`--runtime`, `--model`); absent in forges written before it
+    /// was recorded (unknown: such a forge with samples is not reused, see [`setup_changes`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arms: Option<AgentSetup>,
+    /// The judge's runtime and model, whose verdicts this forge's samples hold; absent as
+    /// `arms` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<AgentSetup>,
 }
 
 fn is_local(runner: &ArmRunner) -> bool {
@@ -250,6 +260,21 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
             dir.display()
         )));
     }
+    if let Some(state) = &existing {
+        let changes = setup_changes(state, req);
+        if !changes.is_empty() {
+            return Err(ForgeError::Refused(format!(
+                "`{}` holds a forge of `{}` run under another setup ({}); its samples and verdicts are that \
+                 setup's and are not reused for this one: forge it again with the same flags ({}), or delete \
+                 the brief's run dir `{}` to forge it anew",
+                dir.join(FORGE_FILE).display(),
+                state.skill,
+                changes.join("; "),
+                same_flags(state),
+                dir.display()
+            )));
+        }
+    }
     if req.dry_run {
         report.skipped = Some(format!(
             "dry run: would run {} samples × 2 arms of `{}` on runtime `{}` ({} runner; judge `{}`) in {}; an \
@@ -276,7 +301,17 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         status: "running".to_owned(),
         runner: req.runner.clone(),
         skill_digest: Some(digest.clone()),
+        arms: None,
+        judge: None,
     });
+    // A new forge, or an older one that had prepared nothing (no evidence to mismatch), records
+    // who runs its arms and judges its samples.
+    let (arms, judge) = (req.arms(), req.judge());
+    if state.arms.is_none() || state.judge.is_none() {
+        state.arms = Some(arms);
+        state.judge = Some(judge);
+        write_json(&dir.join(FORGE_FILE), &state).map_err(env_err)?;
+    }
     report.reused = state.status == "done";
     let prefix = format!("eval:{}:{}", req.brief.id, state.forge_id);
     let ships = files::ships(env.queue.as_ref());
@@ -454,6 +489,94 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
     Ok(report)
 }
 
+impl ForgeRequest {
+    /// The arms' runtime and model as asked.
+    pub fn arms(&self) -> AgentSetup {
+        AgentSetup {
+            runtime: self.runtime.clone(),
+            model: self.model.clone(),
+        }
+    }
+
+    /// The judge's runtime and model as asked.
+    pub fn judge(&self) -> AgentSetup {
+        AgentSetup {
+            runtime: self.judge_runtime.clone(),
+            model: self.judge_model.clone(),
+        }
+    }
+}
+
+/// How `req` differs from the setup the brief's earlier forge `state` ran under, one phrase per
+/// difference naming both values (empty: the same setup, the forge is resumed or read again).
+/// A forge that did not record its arms or judge (written before they were recorded) and had
+/// prepared a sample is a changed setup: which runtime and judge made its evidence is unknown.
+pub fn setup_changes(state: &ForgeState, req: &ForgeRequest) -> Vec<String> {
+    let mut out = Vec::new();
+    let untouched = state.prepared.is_empty() && state.jobs.is_empty();
+    let mut compare = |what: &str, flags: [&str; 2], then: Option<&AgentSetup>, now: AgentSetup| {
+        let Some(then) = then else {
+            if !untouched {
+                let whose = if what == "arms" { "arms'" } else { "judge's" };
+                out.push(format!(
+                    "the {whose} runtime and model were not recorded (the forge predates that record), \
+                     so which {what} made its evidence is unknown"
+                ));
+            }
+            return;
+        };
+        if then.runtime != now.runtime {
+            out.push(format!(
+                "{what} runtime `{}` then, `{}` now ({})",
+                then.runtime, now.runtime, flags[0]
+            ));
+        }
+        if then.model != now.model {
+            let m = |m: &Option<String>| {
+                m.as_deref()
+                    .map_or_else(|| "the runtime's default".to_owned(), |m| format!("`{m}`"))
+            };
+            out.push(format!(
+                "{what} model {} then, {} now ({})",
+                m(&then.model),
+                m(&now.model),
+                flags[1]
+            ));
+        }
+    };
+    compare(
+        "arms",
+        ["--runtime", "--model"],
+        state.arms.as_ref(),
+        req.arms(),
+    );
+    compare(
+        "judge",
+        ["--judge-runtime", "--judge-model"],
+        state.judge.as_ref(),
+        req.judge(),
+    );
+    out
+}
+
+/// The flags that reproduce `state`'s setup, for the refusal's way on.
+fn same_flags(state: &ForgeState) -> String {
+    let mut flags = vec![format!("--samples {}", state.samples)];
+    if let Some(a) = &state.arms {
+        flags.push(format!("--runtime {}", a.runtime));
+        if let Some(m) = &a.model {
+            flags.push(format!("--model {m}"));
+        }
+    }
+    if let Some(j) = &state.judge {
+        flags.push(format!("--judge-runtime {}", j.runtime));
+        if let Some(m) = &j.model {
+            flags.push(format!("--judge-model {m}"));
+        }
+    }
+    flags.join(" ")
+}
+
 /// Writes the ledger row (and installs an adoption) once per forge.
 fn record_decision(
     home: &Path,
@@ -500,6 +623,7 @@ fn record_decision(
         installed,
         loads: None,
         skill_digest: state.skill_digest.clone(),
+        judge: state.judge.clone(),
         reason: format!(
             "{} {tag}",
             outcome.lines.first().cloned().unwrap_or_default()
@@ -522,6 +646,7 @@ fn placeholder(n: u32) -> SampleVerdict {
         tool_errors: ArmPair::default(),
         skills: None,
         judge_usage: None,
+        judge: None,
     }
 }
 

@@ -66,6 +66,10 @@ pub struct LedgerRow {
     /// absent on rows written before it was recorded and on rows no forge wrote.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skill_digest: Option<String>,
+    /// The judge (runtime, model) whose verdicts decided a forge's row; absent on rows written
+    /// before it was recorded and on rows no forge wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<crate::sample::AgentSetup>,
 }
 
 impl LedgerRow {
@@ -234,6 +238,7 @@ pub(crate) mod tests {
             loads: None,
             reason: String::new(),
             skill_digest: None,
+            judge: None,
         }
     }
 

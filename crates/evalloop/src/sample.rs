@@ -66,6 +66,32 @@ pub struct SampleVerdict {
     /// Tokens and cost the judge's transcript reported; absent = unknown or no judge ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_usage: Option<skillforge_runner_agent::Usage>,
+    /// The judge (runtime, model) whose reply this verdict de-blinds; absent when no judge ran
+    /// (a pair invalid before the judge) and in verdicts written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<AgentSetup>,
+}
+
+/// An agent as a forge ran it: the runtime profile and the model asked for (`None` = the
+/// runtime's default). A forge records one for its arms and one for its judge
+/// ([`crate::forge::ForgeState`]); a verdict and a ledger row name the judge that decided.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentSetup {
+    /// Runtime profile (`claude`, `codex`, `opencode`, `scripted`, …).
+    pub runtime: String,
+    /// Model asked for; `None` = the runtime's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+impl AgentSetup {
+    /// `runtime` with `model` when one was asked for: `scripted (model scripted-cheap)`.
+    pub fn words(&self) -> String {
+        match &self.model {
+            Some(m) => format!("{} (model {m})", self.runtime),
+            None => format!("{} (its default model)", self.runtime),
+        }
+    }
 }
 
 impl SampleVerdict {
@@ -91,6 +117,7 @@ impl SampleVerdict {
             },
             skills: Some(skill_facts(records)),
             judge_usage: None,
+            judge: None,
         }
     }
 
@@ -134,6 +161,7 @@ impl SampleVerdict {
             },
             skills: Some(skill_facts(records)),
             judge_usage: None,
+            judge: None,
         }
     }
 }

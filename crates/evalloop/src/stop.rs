@@ -72,6 +72,7 @@ mod tests {
             tool_errors: ArmPair::default(),
             skills: None,
             judge_usage: None,
+            judge: None,
         }
     }
 

@@ -237,5 +237,9 @@ pub fn apply_judge(job: &Job) -> Result<(), StepError> {
     };
     let mut v = SampleVerdict::judged(sample, &reading, mapping, &records(&facts), verify(&facts));
     v.judge_usage = report.and_then(|r| r.usage);
+    v.judge = Some(crate::sample::AgentSetup {
+        runtime: payload.runtime.clone(),
+        model: payload.model.clone(),
+    });
     Ok(write_json(&sample_dir.join(VERDICT_FILE), &v)?)
 }

@@ -375,6 +375,9 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
                 String::new()
             };
             println!("ledger: {} {}{when}", row.decision, row.skill);
+            if let Some(judge) = &row.judge {
+                println!("decided by the judge {}", judge.words());
+            }
             // Where the adoption went (the ledger row's record, also for a forge that had
             // already decided: a re-run installs nothing again).
             let installed = if report.reused {
