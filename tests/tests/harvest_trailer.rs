@@ -365,3 +365,207 @@ fn an_ask_records_the_version_it_served_with_its_agent_job_while_harvesting_is_o
     let on = home.json(&["ask", "coder", "Add a cache, again"]);
     assert_eq!(payload(&on)["template_version"], "coder@v1", "{on}");
 }
+
+fn review_of(pr: u32, review_id: u32, state: &str, body: &str) -> String {
+    json!({
+        "action": "submitted",
+        "review": {"id": review_id, "state": state},
+        "pull_request": {"number": pr, "body": body, "head": {"sha": format!("h{pr}")}},
+        "repository": {"full_name": REPO},
+    })
+    .to_string()
+}
+
+fn pull_request(action: &str, pr: u32, merged: bool, body: &str) -> String {
+    json!({
+        "action": action, "number": pr,
+        "pull_request": {"number": pr, "merged": merged, "head": {"sha": format!("h{pr}")}, "body": body},
+        "repository": {"full_name": REPO},
+    })
+    .to_string()
+}
+
+/// What the harvester has written: counts of runs, items, rows, and the harvest events.
+fn written(home: &Home) -> (Value, Vec<Value>) {
+    let status = home.json(&["harvest", "status"]);
+    let counts = json!([
+        status["eval_runs"],
+        status["eval_review_items"],
+        status["feedback_events"]
+    ]);
+    let events = home.json(&["harvest", "events"]);
+    let events = events
+        .as_array()
+        .cloned()
+        .or_else(|| events["events"].as_array().cloned())
+        .unwrap_or_default();
+    (counts, events)
+}
+
+// Negative evidence by webhooks alone: a review requesting changes whose PR body carries the
+// trailer is attributed and harvested as a fix round (choice b) with no `harvest attribute`; a
+// `pull_request` `opened` with the trailer attributes the PR for a later review whose body has
+// none; a re-delivered review counts once (S-15); a PR with no trailer anywhere is not harvested
+// (S-16); a manual attribution still wins over a review's trailer.
+#[test]
+fn s15_s16_a_review_with_the_trailer_in_the_pr_body_is_harvested_as_a_fix_round() {
+    let fake = FakeGitHub::start("tok-review");
+    let home = Home::embedded();
+    setup(&home, &fake);
+    import_v2(&home);
+    home.json(&[
+        "harvest",
+        "attribute",
+        "--repo",
+        REPO,
+        "--pr",
+        "308",
+        "--template",
+        "coder@v1",
+        "--resolved-commit",
+        "c0ffee",
+    ]);
+    let port = free_port();
+    let _serve = Reaped(spawn_serve(&home, port, Some(SECRET), &[]));
+    wait_listening(&home, port);
+    let trailered = "Summarizes changes.\n\nSkillforge-Template: coder@v1\n";
+
+    let review = review_of(304, 1, "changes_requested", trailered);
+    let reply = deliver(port, "pull_request_review", &review);
+    assert_eq!(
+        reply["attributed"],
+        json!(["acme/app#304 → coder@v1 (from the PR body)"]),
+        "{reply}"
+    );
+    assert_eq!(reply["skipped"], json!([]), "{reply}");
+    let rows = floor_rows(&home, "auto-trace:coder@v1", 304);
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0]["choice"], "b", "a fix round is negative evidence");
+    let again = deliver(port, "pull_request_review", &review);
+    assert!(again.get("attributed").is_none(), "{again}");
+    assert_eq!(floor_rows(&home, "auto-trace:coder@v1", 304).len(), 1);
+
+    // `opened` with the trailer attributes the PR; the review, its body edited since, finds it.
+    let reply = deliver(
+        port,
+        "pull_request",
+        &pull_request("opened", 305, false, trailered),
+    );
+    assert_eq!(
+        reply["attributed"],
+        json!(["acme/app#305 → coder@v1 (from the PR body)"]),
+        "{reply}"
+    );
+    assert_eq!(reply["rows"], json!([]), "an open PR has no outcome yet");
+    let reply = deliver(
+        port,
+        "pull_request_review",
+        &review_of(305, 2, "CHANGES_REQUESTED", "Summarizes changes."),
+    );
+    assert_eq!(reply["rows"].as_array().unwrap().len(), 1, "{reply}");
+    assert_eq!(
+        floor_rows(&home, "auto-trace:coder@v1", 305)[0]["choice"],
+        "b"
+    );
+
+    // No trailer in the body nor in its commits: not attributed, not harvested.
+    let reply = deliver(
+        port,
+        "pull_request_review",
+        &review_of(306, 3, "changes_requested", "No trailer."),
+    );
+    assert!(reply["rows"].as_array().unwrap().is_empty(), "{reply}");
+    assert!(
+        reply["skipped"]
+            .to_string()
+            .contains("acme/app#306 has no template attribution"),
+        "{reply}"
+    );
+
+    // The manual attribution to v1 keeps the fix round though the body names v2.
+    let reply = deliver(
+        port,
+        "pull_request_review",
+        &review_of(
+            308,
+            4,
+            "changes_requested",
+            "x\n\nSkillforge-Template: coder@v2",
+        ),
+    );
+    assert!(
+        reply["skipped"]
+            .to_string()
+            .contains("manual attribution is kept"),
+        "{reply}"
+    );
+    assert_eq!(floor_rows(&home, "auto-trace:coder@v1", 308).len(), 1);
+    assert!(floor_rows(&home, "auto-trace:coder@v2", 308).is_empty());
+    assert_eq!(home.json(&["harvest", "status"])["feedback_events"], 3);
+}
+
+// Deliveries that carry no outcome answer 200 with the reason and write nothing: a PR closed
+// without merging (its body's trailer attributes nothing), an event type skillforge does not read,
+// an approving review (S-16: nothing outside an attributed change's outcome is harvested).
+#[test]
+fn s16_closed_unmerged_prs_and_unread_events_say_why_and_write_nothing() {
+    let fake = FakeGitHub::start("tok-skip");
+    let home = Home::embedded();
+    setup(&home, &fake);
+    let port = free_port();
+    let _serve = Reaped(spawn_serve(&home, port, Some(SECRET), &[]));
+    wait_listening(&home, port);
+    let before = written(&home);
+    let trailered = "Abandoned.\n\nSkillforge-Template: coder@v1\n";
+    let reply = deliver(
+        port,
+        "pull_request",
+        &pull_request("closed", 7, false, trailered),
+    );
+    assert_eq!(
+        reply["skipped"],
+        json!(["acme/app#7 closed without merging: not an outcome"]),
+        "{reply}"
+    );
+    assert_eq!((&reply["rows"], &reply["legs"]), (&json!([]), &json!([])));
+    assert!(reply.get("attributed").is_none(), "{reply}");
+    for event in ["issues", "check_run"] {
+        let body = json!({"action": "opened", "repository": {"full_name": REPO},
+            "issue": {"number": 7, "body": trailered}})
+        .to_string();
+        let reply = deliver(port, event, &body);
+        assert_eq!(
+            reply["skipped"],
+            json!([format!(
+                "event `{event}` is not read: skillforge reads pull_request, pull_request_review, status, check_suite, skillforge_outcome, ping"
+            )]),
+            "{reply}"
+        );
+        assert_eq!(reply["rows"], json!([]), "{reply}");
+    }
+    let reply = deliver(
+        port,
+        "pull_request_review",
+        &review_of(7, 1, "approved", trailered),
+    );
+    assert!(
+        reply["skipped"]
+            .to_string()
+            .contains("review of acme/app#7 is `approved`"),
+        "{reply}"
+    );
+    assert_eq!(written(&home), before, "nothing is written");
+    // The closed PR's trailer attributed nothing: a later fix round on it finds no attribution.
+    let reply = deliver(
+        port,
+        "pull_request_review",
+        &review_of(7, 2, "changes_requested", "No trailer."),
+    );
+    assert!(
+        reply["skipped"]
+            .to_string()
+            .contains("acme/app#7 has no template attribution"),
+        "{reply}"
+    );
+    assert!(floor_rows(&home, "auto-trace:coder@v1", 7).is_empty());
+}

@@ -159,7 +159,9 @@ async fn read_body(
 /// or malformed one before the body is read), 413 a body over [`MAX_BODY_BYTES`], 503 when
 /// [`UNVERIFIED_BODY_BUDGET_BYTES`] are being read unverified, 400 bad payload, 500 when the
 /// harvest could not be written (recorded as `auto_trace_harvest_failed`), 202 when the
-/// harvester is off (S-13: the body is not even parsed), else 200 with the rows.
+/// harvester is off (S-13: the body is not even parsed), else 200 with the rows and, in
+/// `skipped`, why a delivery (an event type not read, a PR closed without merging, …) or part
+/// of it wrote nothing.
 async fn post_events(
     State(endpoint): State<Arc<Endpoint>>,
     headers: HeaderMap,
@@ -198,8 +200,8 @@ async fn post_events(
             json!({"harvested": false, "reason": "auto_trace_disabled"}),
         );
     }
-    let mut events = match parse_event(kind, &body) {
-        Ok(events) => events,
+    let (mut events, mut skipped) = match parse_event(kind, &body) {
+        Ok(delivery) => (delivery.events, delivery.skipped),
         Err(e) => return reply(StatusCode::BAD_REQUEST, json!({"error": e.to_string()})),
     };
     if let (Some(forge), Some((repo, pr))) = (&state.forge, needs_commit_trailer(&events)) {
@@ -207,7 +209,6 @@ async fn post_events(
     }
     let reviewers = available_reviewers(&state.config);
     let mut rows = Vec::new();
-    let mut skipped = Vec::new();
     let mut attributed = Vec::new();
     let mut legs = Vec::new();
     for event in &events {
@@ -249,9 +250,9 @@ async fn post_events(
     reply(StatusCode::OK, answer)
 }
 
-/// Reads the commits of merged `repo#pr` (`GET /repos/{o}/{r}/pulls/{n}/commits`) and, when one
-/// carries a `Skillforge-Template` trailer (the newest that does), puts its attribution before
-/// the PR's outcome in `events`. A failed read is logged and the delivery goes on unattributed
+/// Reads the commits of merged or change-requested `repo#pr` (`GET
+/// /repos/{o}/{r}/pulls/{n}/commits`) and, when one carries a `Skillforge-Template` trailer (the
+/// newest that does), puts its attribution before the PR's outcome or fix round in `events`. A failed read is logged and the delivery goes on unattributed
 /// (the PR watcher, or `harvest attribute`, can still attribute it).
 async fn commit_trailer(
     forge: &dyn skillforge_forge::Forge,
@@ -276,7 +277,12 @@ async fn commit_trailer(
     if let Some(trailer) = trailer::find(None, &commits) {
         let at = events
             .iter()
-            .position(|e| matches!(e, HarvestEvent::Outcome { .. }))
+            .position(|e| {
+                matches!(
+                    e,
+                    HarvestEvent::Outcome { .. } | HarvestEvent::ChangesRequested { .. }
+                )
+            })
             .unwrap_or(0);
         events.insert(
             at,
