@@ -52,11 +52,12 @@ impl AgentUser {
             );
         }
         crate::write(&home.join(".codex/config.toml"), &fake.codex_config());
-        // The user's git identity, as a developer's machine has one (carried into each run's
-        // private home for the commits an agent makes).
+        // The user's git config, as a developer's machine has one: its identity reaches an
+        // agent's commits, its credential helper must not reach the run.
         crate::write(
             &home.join(".gitconfig"),
-            "[user]\n\tname = Agent User\n\temail = agent-user@example.invalid\n",
+            "[user]\n\tname = Agent User\n\temail = agent-user@example.invalid\n\
+             [credential]\n\thelper = store --file /nonexistent/USER-CREDENTIALS\n",
         );
         crate::write(
             &home.join(".config/opencode/opencode.json"),

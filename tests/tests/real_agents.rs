@@ -526,16 +526,17 @@ async fn each_real_cli_reaches_nothing_but_its_model_api() {
 }
 
 // Issue 37 item 8 in a checkout (the work dir is a git repository when the run starts): each real
-// CLI, editing its work dir, commits with the user's identity (their `~/.gitconfig`, carried into
-// the private home) and the commit carries `Skillforge-Template: planner@v3`. Codex keeps a
+// CLI, editing its work dir, commits with the user's identity (`user.name`/`user.email` of their
+// git config, and nothing else of it: not its credential helper) and the commit carries `Skillforge-Template: planner@v3`. Codex keeps a
 // repository's `.git` read-only under `workspace-write` unless it is a writable root (its profile
 // names a checkout's `.git`); Claude Code's acceptEdits asks for `git commit` unless allowed by
 // name (its profile does).
 #[tokio::test(flavor = "multi_thread")]
 async fn each_real_cli_commits_in_its_checkout_with_the_template_trailer() {
-    const STEPS: [&str; 2] = [
+    const STEPS: [&str; 3] = [
         "git commit --allow-empty -q -m 'Plan the change'",
         "git log -1 --format='%an%n%B'",
+        "git config --get credential.helper || echo no-helper",
     ];
     for runtime in RUNTIMES {
         let fake = FakeModel::start();
@@ -559,6 +560,20 @@ async fn each_real_cli_commits_in_its_checkout_with_the_template_trailer() {
         )
         .await;
         assert!(outcome.exit.is_passed(), "{runtime}: {outcome:?}");
+        // Only the identity of the user's git config reached the run, not its credential helper.
+        for seen in fake.requests() {
+            assert!(
+                !seen.messages.contains("USER-CREDENTIALS"),
+                "{runtime}: the user's credential helper reached the run:\n{}",
+                seen.messages
+            );
+        }
+        assert!(
+            fake.requests()
+                .iter()
+                .any(|r| r.messages.contains("no-helper")),
+            "{runtime}: the helper check never ran"
+        );
         let message = skillforge_tests::git(work.path(), &["log", "-1", "--format=%an%n%B"]);
         assert!(
             message.starts_with("Agent User\nPlan the change")

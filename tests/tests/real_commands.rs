@@ -729,8 +729,8 @@ fn harvest_review_leg_runs_on_each_real_cli() {
 #[test]
 fn an_asks_agent_commit_carries_the_template_trailer_on_claude_and_opencode() {
     // One command a tool call: Claude Code asks before a compound command that makes git's
-    // files and runs git. The identity is the user's own `~/.gitconfig`, carried into the run's
-    // private home.
+    // files and runs git. The identity is the user's own (`user.name`/`user.email` of their git
+    // config).
     const STEPS: [&str; 3] = [
         "git init -q .",
         "git commit --allow-empty -q -m 'Plan the change'",

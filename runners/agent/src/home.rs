@@ -213,3 +213,36 @@ mod tests {
         );
     }
 }
+
+/// The worker user's git identity for the agent's commits: `user.name` and `user.email` from
+/// their global git config, as `GIT_AUTHOR_*` / `GIT_COMMITTER_*` variables. Nothing else of that
+/// config reaches the run (no credential helper, no aliases, no hooks). Empty when git or the
+/// identity is missing.
+pub fn git_identity(worker_var: &dyn Fn(&str) -> Option<String>) -> Vec<(String, String)> {
+    let read = |key: &str| {
+        let mut cmd = std::process::Command::new("git");
+        cmd.args(["config", "--global", "--get", key]).env_clear();
+        for name in ["HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "PATH"] {
+            if let Some(value) = worker_var(name) {
+                cmd.env(name, value);
+            }
+        }
+        cmd.stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
+    let mut out = Vec::new();
+    if let Some(name) = read("user.name") {
+        out.push(("GIT_AUTHOR_NAME".to_owned(), name.clone()));
+        out.push(("GIT_COMMITTER_NAME".to_owned(), name));
+    }
+    if let Some(email) = read("user.email") {
+        out.push(("GIT_AUTHOR_EMAIL".to_owned(), email.clone()));
+        out.push(("GIT_COMMITTER_EMAIL".to_owned(), email));
+    }
+    out
+}

@@ -429,6 +429,10 @@ impl AgentRunner {
         for (name, value) in home_env {
             invocation.process.env.entry(name).or_insert(value);
         }
+        // The private home has no git config: the user's identity alone, for the agent's commits.
+        for (name, value) in crate::home::git_identity(&worker_var) {
+            invocation.process.env.entry(name).or_insert(value);
+        }
         if let Some(version) = &payload.template_version {
             let git =
                 crate::trailer::commit_hooks(&ctx.scratch_dir, version, &invocation.process.env)
