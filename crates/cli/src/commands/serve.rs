@@ -244,7 +244,8 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
             // once a worker ran it: send its event as soon as it is, not at the next check (an
             // event owed when serve stops is sent by the next check of any process).
             let next_check = tokio::time::Instant::now() + every;
-            while outstanding > 0 && tokio::time::Instant::now() < next_check {
+            let sinks = crate::control::promotion::policy(ctx).sinks.is_configured();
+            while sinks && outstanding > 0 && tokio::time::Instant::now() < next_check {
                 tokio::select! {
                     () = shutdown.cancelled() => return,
                     () = tokio::time::sleep(ingest_every.min(every)) => {}
