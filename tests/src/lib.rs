@@ -668,3 +668,20 @@ macro_rules! on_both_backends {
         }
     };
 }
+
+/// libfaketime's multi-threaded build (Debian's `faketime` package installs it), to preload
+/// (`LD_PRELOAD`, with `FAKETIME`) into a process that runs with a stepped clock. The `faketime`
+/// program instead runs its command as a child, which a test's kill of the wrapper leaves running.
+///
+/// # Panics
+/// When the library is not installed (`apt-get install faketime`).
+pub fn faketime_lib() -> PathBuf {
+    std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|arch| arch.path().join("faketime/libfaketimeMT.so.1"))
+        .chain([PathBuf::from("/usr/lib/faketime/libfaketimeMT.so.1")])
+        .find(|p| p.is_file())
+        .expect("libfaketime is installed (apt-get install faketime)")
+}

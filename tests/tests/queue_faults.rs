@@ -1296,10 +1296,12 @@ fn a_forward_clock_step_in_a_reaper_does_not_reap_live_work() {
     cmd.arg("serve");
     let log = std::fs::File::create(home.path().join("serve-ahead.log")).unwrap();
     let _serve = Reaped(
-        std::process::Command::new("faketime")
-            .args(["-f", "+60s"])
-            .arg(cmd.get_program())
+        std::process::Command::new(cmd.get_program())
             .args(cmd.get_args())
+            // libfaketime preloaded into the process itself: the `faketime` program would
+            // run it as a child, left running when the wrapper is killed.
+            .env("LD_PRELOAD", skillforge_tests::faketime_lib())
+            .env("FAKETIME", "+60s")
             .envs(
                 cmd.get_envs()
                     .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
@@ -1309,7 +1311,7 @@ fn a_forward_clock_step_in_a_reaper_does_not_reap_live_work() {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .expect("faketime is installed (apt-get install faketime)"),
+            .expect("start a process under libfaketime"),
     );
     home.wait(t, "serve to start", || {
         home.logs().contains("control plane on").then_some(())
@@ -1535,10 +1537,12 @@ fn a_backward_clock_step_in_a_reaper_does_not_delay_recovery() {
     cmd.arg("serve");
     let log = std::fs::File::create(home.path().join("serve-behind.log")).unwrap();
     let _serve = Reaped(
-        std::process::Command::new("faketime")
-            .args(["-f", "-60s"])
-            .arg(cmd.get_program())
+        std::process::Command::new(cmd.get_program())
             .args(cmd.get_args())
+            // libfaketime preloaded into the process itself: the `faketime` program would
+            // run it as a child, left running when the wrapper is killed.
+            .env("LD_PRELOAD", skillforge_tests::faketime_lib())
+            .env("FAKETIME", "-60s")
             .envs(
                 cmd.get_envs()
                     .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
@@ -1548,7 +1552,7 @@ fn a_backward_clock_step_in_a_reaper_does_not_delay_recovery() {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .expect("faketime is installed (apt-get install faketime)"),
+            .expect("start a process under libfaketime"),
     );
     home.wait(Duration::from_secs(60), "serve to start", || {
         home.logs().contains("control plane on").then_some(())
@@ -1613,10 +1617,12 @@ fn a_backward_clock_step_in_a_reaper_does_not_delay_freeing_named_locks() {
     cmd.arg("serve");
     let log = std::fs::File::create(home.path().join("serve-behind.log")).unwrap();
     let _serve = Reaped(
-        std::process::Command::new("faketime")
-            .args(["-f", "-60s"])
-            .arg(cmd.get_program())
+        std::process::Command::new(cmd.get_program())
             .args(cmd.get_args())
+            // libfaketime preloaded into the process itself: the `faketime` program would
+            // run it as a child, left running when the wrapper is killed.
+            .env("LD_PRELOAD", skillforge_tests::faketime_lib())
+            .env("FAKETIME", "-60s")
             .envs(
                 cmd.get_envs()
                     .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
@@ -1626,7 +1632,7 @@ fn a_backward_clock_step_in_a_reaper_does_not_delay_freeing_named_locks() {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .expect("faketime is installed (apt-get install faketime)"),
+            .expect("start a process under libfaketime"),
     );
     home.wait(Duration::from_secs(60), "serve to start", || {
         home.logs().contains("control plane on").then_some(())

@@ -844,10 +844,12 @@ fn a_train_continue_whose_clock_is_ahead_does_not_reap_the_running_optimizer() {
     cmd.args(["train", "continue", "--session", SESSION, "--no-wait"]);
     let log = home.path().join("continue-ahead.txt");
     let mut ahead = Reaped(
-        std::process::Command::new("faketime")
-            .args(["-f", "+60s"])
-            .arg(cmd.get_program())
+        std::process::Command::new(cmd.get_program())
             .args(cmd.get_args())
+            // libfaketime preloaded into the process itself: the `faketime` program would
+            // run it as a child, left running when the wrapper is killed.
+            .env("LD_PRELOAD", skillforge_tests::faketime_lib())
+            .env("FAKETIME", "+60s")
             .envs(
                 cmd.get_envs()
                     .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
@@ -857,7 +859,7 @@ fn a_train_continue_whose_clock_is_ahead_does_not_reap_the_running_optimizer() {
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
-            .expect("faketime is installed (apt-get install faketime)"),
+            .expect("start a process under libfaketime"),
     );
     wait_exit(&mut ahead.0, WAIT);
     let said = std::fs::read_to_string(&log).unwrap();
