@@ -72,11 +72,24 @@ fn human_run(home: &Home) {
 
 /// `skillforge optimizer distill` of `run`'s export; returns (report, candidate file, artifacts dir).
 fn distill(home: &Home, run: &str, tag: &str) -> (Value, PathBuf, PathBuf) {
+    let (out, candidate, artifacts) = distill_output(home, run, tag);
+    assert!(
+        out.status.success(),
+        "distill: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = serde_json::from_slice(&out.stdout).expect("distill --json prints JSON");
+    (report, candidate, artifacts)
+}
+
+/// [`distill`]'s run as it ended (`--json`): (output, candidate file, artifacts dir).
+fn distill_output(home: &Home, run: &str, tag: &str) -> (std::process::Output, PathBuf, PathBuf) {
     let training = home.path().join(format!("{tag}-training.json"));
     home.json(&["export", "--run", run, "--output", path_arg(&training)]);
     let out_root = home.path().join(format!("{tag}-out"));
     let candidate = home.path().join(format!("{tag}-candidate.json"));
-    let report = home.json(&[
+    let out = home.run(&[
+        "--json",
         "optimizer",
         "distill",
         "--training-package",
@@ -88,7 +101,7 @@ fn distill(home: &Home, run: &str, tag: &str) -> (Value, PathBuf, PathBuf) {
         "--candidate-output",
         path_arg(&candidate),
     ]);
-    (report, candidate, out_root.join("artifacts"))
+    (out, candidate, out_root.join("artifacts"))
 }
 
 fn content(candidate: &Path) -> String {
@@ -119,22 +132,11 @@ fn round_two_keeps_the_human_guidance_and_turns_a_verifier_failure_into_a_rule()
     std::fs::create_dir_all(home.path().join("blobs")).unwrap();
     add_template(&home, CODER_TEMPLATE, "acme/templates");
     human_run(&home);
-    let (report, candidate, artifacts) = distill(&home, "rk-1", "round1");
+    let (out, candidate, artifacts) = distill_output(&home, "rk-1", "round1");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("distill --json prints JSON");
     assert_eq!(report["promotable"], true, "{report:#}");
-    // Run again by hand: it says how to import what it wrote.
-    let again = home.run(&[
-        "optimizer",
-        "distill",
-        "--training-package",
-        path_arg(&home.path().join("round1-training.json")),
-        "--artifact-root",
-        path_arg(&home.path().join("blobs")),
-        "--out-root",
-        path_arg(&home.path().join("round1-out")),
-        "--candidate-output",
-        path_arg(&candidate),
-    ]);
-    let said = String::from_utf8_lossy(&again.stderr);
+    // It says how to import what it wrote.
+    let said = String::from_utf8_lossy(&out.stderr);
     assert!(
         said.contains(&format!(
             "next: skillforge import --file {} --artifact-dir {}",
@@ -327,28 +329,6 @@ fn a_failing_replay_gate_retries_once_with_the_failing_replays_fed_to_the_optimi
     human_run(&home);
     let (report, candidate, artifacts) = distill(&home, "rk-1", "round1");
     assert_eq!(report["promotable"], true, "{report:#}");
-    // Run again by hand: it says how to import what it wrote.
-    let again = home.run(&[
-        "optimizer",
-        "distill",
-        "--training-package",
-        path_arg(&home.path().join("round1-training.json")),
-        "--artifact-root",
-        path_arg(&home.path().join("blobs")),
-        "--out-root",
-        path_arg(&home.path().join("round1-out")),
-        "--candidate-output",
-        path_arg(&candidate),
-    ]);
-    let said = String::from_utf8_lossy(&again.stderr);
-    assert!(
-        said.contains(&format!(
-            "next: skillforge import --file {} --artifact-dir {}",
-            candidate.display(),
-            artifacts.display()
-        )),
-        "{said}"
-    );
     let imported = home.json(&[
         "import",
         "--file",
