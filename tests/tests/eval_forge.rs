@@ -1528,3 +1528,85 @@ fn forge_pace_holds_until_the_e_process_commits_across_forges() {
         "{plain:#}"
     );
 }
+
+/// `eval forge` with neither `--install-root` nor `--adopt-dir`, run by a user whose home is
+/// `user_home`: (exit code, human stdout, stderr).
+fn forge_as_user(s: &Setup, user_home: &Path, brief: &Path, skill: &Path) -> (i32, String, String) {
+    let out = s
+        .home
+        .cmd()
+        .env("HOME", user_home)
+        .args(["eval", "forge", "--runtime", "scripted", "--brief"])
+        .arg(brief)
+        .arg("--skill-dir")
+        .arg(skill)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+// Issue 35 item 7: an adoption is installed only where `--install-root` or `[eval] install_root`
+// says. With neither, it is kept in the home, linked for no agent, and the output says how to
+// install it; with the key (`~/` is the user's home), it is linked there.
+#[test]
+fn an_adoption_is_installed_only_where_the_flag_or_the_config_says() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let user = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr) = forge_as_user(&s, user.path(), &brief, &skill);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("ADOPT"), "{stdout}");
+    let anything_in_user_home = std::fs::read_dir(user.path()).unwrap().count();
+    assert_eq!(
+        anything_in_user_home, 0,
+        "the forge wrote into the user's home unasked:\n{stdout}"
+    );
+    assert!(
+        s.home.path().join("eval/installed/tldr/SKILL.md").is_file(),
+        "the home keeps the adopted copy"
+    );
+    assert!(
+        stdout.contains("linked for no agent")
+            && stdout.contains("skillforge eval deploy --runtime")
+            && stdout.contains("[eval] install_root"),
+        "says where it is and how to install it:\n{stdout}"
+    );
+
+    // The key: a second skill adopted under a config that names the user's Claude Code dir.
+    skillforge_tests::decide::config(&s.home, "[eval]\ninstall_root = \"~/.claude/skills\"\n");
+    let other = s.skill("brief-reply", GOOD_SKILL);
+    let brief2 = s.brief("status-reply-2", "", "", VERIFY_SHORT);
+    let (code, stdout, stderr) = forge_as_user(&s, user.path(), &brief2, &other);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let link = user.path().join(".claude/skills/brief-reply");
+    assert!(
+        link.symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink())
+            && link.join("SKILL.md").is_file(),
+        "linked where `[eval] install_root` says:\n{stdout}"
+    );
+    assert!(stdout.contains(&link.display().to_string()), "{stdout}");
+}
+
+// Issue 35 item 7: a relative `[eval] install_root` is refused before anything runs, naming the
+// key and what to write instead; nothing is written.
+#[test]
+fn a_relative_eval_install_root_is_refused_naming_the_key() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    skillforge_tests::decide::config(&s.home, "[eval]\ninstall_root = \"skills\"\n");
+    let user = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr) = forge_as_user(&s, user.path(), &brief, &skill);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("[eval] install_root") && stderr.contains("~/.claude/skills"),
+        "{stderr}"
+    );
+    assert!(!s.run_dir(BRIEF_ID).exists(), "nothing ran");
+}

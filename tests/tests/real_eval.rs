@@ -240,10 +240,12 @@ fn the_status_brief_adopts_with_each_real_cli_and_the_baseline_never_sees_the_us
     }
 }
 
-// Issue 31 item 8: without --adopt-dir or --install-root, an adoption lands where the runtime it
-// was measured on reads the user's skills.
+// Issue 31 item 8 and issue 35 item 7: without --adopt-dir, --install-root or `[eval]
+// install_root`, an adoption is kept in the home and linked for no agent (the user's own skill
+// directory is untouched); `eval deploy --runtime R` then installs it where that runtime reads the
+// user's skills.
 #[test]
-fn an_adoption_lands_where_its_runtime_reads_user_skills() {
+fn an_adoption_is_installed_only_where_asked_and_deploy_puts_it_where_its_runtime_reads() {
     for (runtime, root) in [
         ("claude", ".claude/skills"),
         ("codex", ".agents/skills"),
@@ -266,8 +268,24 @@ fn an_adoption_lands_where_its_runtime_reads_user_skills() {
         );
         let installed = user.home().join(root).join("tldr/SKILL.md");
         assert!(
+            !installed.exists(),
+            "{runtime}: the forge linked the adoption into {} unasked",
+            installed.display()
+        );
+        let mut deploy = s.home.cmd();
+        user.apply(&mut deploy);
+        let out = deploy
+            .args(["eval", "deploy", "--runtime", runtime])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{runtime}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
             std::fs::read_to_string(&installed).is_ok_and(|t| t.contains(CANDIDATE_MARK)),
-            "{runtime}: not installed at {}",
+            "{runtime}: `eval deploy` did not install it at {}",
             installed.display()
         );
     }

@@ -49,6 +49,51 @@ pub struct Config {
     /// `[telemetry]`: OpenTelemetry traces (off by default).
     #[serde(default)]
     pub telemetry: TelemetrySection,
+    /// `[eval]`: the skill eval loop (where adoptions are installed).
+    #[serde(default)]
+    pub eval: EvalSection,
+}
+
+/// `[eval]`: the skill eval loop's settings (an adoption is installed only where
+/// the user said).
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EvalSection {
+    /// Where `eval forge` links an adopted skill, e.g. `~/.claude/skills` (Claude Code),
+    /// `~/.agents/skills` (Codex), `~/.config/opencode/skills` (OpenCode); `~/` is the user's home.
+    /// Unset (and no `--install-root`): the adoption is kept in the home (`<home>/eval/installed`)
+    /// and linked nowhere; `skillforge eval deploy` installs it later.
+    pub install_root: Option<String>,
+}
+
+impl EvalSection {
+    /// `install_root` as a path: `~/…` under `user_home`, else as written; it must then be
+    /// absolute.
+    ///
+    /// # Errors
+    /// A usage error naming the key when the path is relative, or `~/` is used without a home.
+    pub fn install_root(&self, user_home: Option<&Path>) -> Result<Option<PathBuf>, CliError> {
+        let Some(raw) = self.install_root.as_deref() else {
+            return Ok(None);
+        };
+        let path = match raw.strip_prefix("~/") {
+            Some(rest) => user_home
+                .ok_or_else(|| {
+                    CliError::env(anyhow::anyhow!(
+                        "`[eval] install_root = \"{raw}\"` starts with `~/` but HOME is not set"
+                    ))
+                })?
+                .join(rest),
+            None => PathBuf::from(raw),
+        };
+        if !path.is_absolute() {
+            return Err(CliError::usage(anyhow::anyhow!(
+                "`[eval] install_root = \"{raw}\"` in config.toml is not an absolute path: write \
+                 it from `/` or `~/`, e.g. `~/.claude/skills`"
+            )));
+        }
+        Ok(Some(path))
+    }
 }
 
 /// `[telemetry]`: OpenTelemetry traces of jobs (issue 36 item 3), off by default.

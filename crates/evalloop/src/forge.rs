@@ -718,6 +718,9 @@ fn install_words(target: &crate::install::InstallTarget) -> String {
     match target {
         InstallTarget::Stage(dir) => format!("{} (staged, not installed)", dir.display()),
         InstallTarget::Root(root) => root.display().to_string(),
+        InstallTarget::Roots(roots) if roots.is_empty() => {
+            "this home only (`eval/installed`, linked for no agent: give --install-root or set `[eval] install_root`)".to_owned()
+        }
         InstallTarget::Roots(roots) => roots
             .iter()
             .map(|r| r.display().to_string())

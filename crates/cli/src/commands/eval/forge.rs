@@ -81,7 +81,7 @@ pub struct ForgeArgs {
     /// Stage adoptions here instead of installing them.
     #[arg(long = "adopt-dir", env = "FORGE_ADOPT_DIR", value_name = "DIR")]
     adopt_dir: Option<PathBuf>,
-    /// Install root adoptions are symlinked into; default: where the arms' runtime reads the user's skills (`~/.claude/skills`, `~/.agents/skills` for Codex, `~/.config/opencode/skills`).
+    /// Install root adoptions are symlinked into, e.g. `~/.claude/skills` (Claude Code), `~/.agents/skills` (Codex), `~/.config/opencode/skills` (OpenCode); default `[eval] install_root`, else none: the adoption is kept in the home and `skillforge eval deploy` installs it later.
     #[arg(long = "install-root", value_name = "DIR")]
     install_root: Option<PathBuf>,
     /// Decide with PACE, the anytime-valid betting gate, over every forge of this skill so far
@@ -133,6 +133,21 @@ fn arm_runner(args: &ForgeArgs) -> Result<ArmRunner, CliError> {
         host: args.container_host.clone(),
         network: !args.no_network,
     }))
+}
+
+/// How to install an adoption kept in the home only: `eval deploy` for the arms' runtime when it
+/// reads user-level skills, or the flag and the key that install at forge time.
+fn deploy_hint(runtime: &str) -> String {
+    let deploy = if skillforge_evalloop::install::USER_SKILL_RUNTIMES.contains(&runtime) {
+        format!(
+            "`skillforge eval deploy --runtime {runtime}` installs it where {runtime} reads your skills"
+        )
+    } else {
+        "`skillforge eval deploy --runtime claude` (or codex, opencode) installs it where that agent reads your skills".to_owned()
+    };
+    format!(
+        "{deploy}; to install at adoption, give --install-root DIR or set `[eval] install_root` in config.toml"
+    )
 }
 
 /// Runs `eval forge` (one JUnit testcase per sample and one for the gate with `--junit`,
@@ -187,19 +202,15 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
     let install = match (args.adopt_dir, args.install_root) {
         (Some(dir), _) => InstallTarget::Stage(absolute(dir)),
         (None, Some(root)) => InstallTarget::Root(absolute(root)),
+        // Issue 35 item 7: with neither flag, only where `[eval] install_root` says; unset, the
+        // adoption is kept in the home and linked nowhere (`eval deploy` installs it later,
+        // where each runtime reads the user's skills).
         (None, None) => {
-            // Issue 31 item 8: an adoption lands where the runtime it was measured on reads the
-            // user's skills (Claude Code ~/.claude/skills, Codex ~/.agents/skills, OpenCode
-            // ~/.config/opencode/skills).
-            let home = std::env::var_os("HOME").map(PathBuf::from).ok_or_else(|| {
-                CliError::env(anyhow!(
-                    "HOME is not set; pass --install-root or --adopt-dir"
-                ))
-            })?;
-            let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
-            // A runtime with no user-level skill dir (the scripted agent): the seed's adoption root.
-            InstallTarget::for_runtimes(&[runtime.as_str()], &home, &env)
-                .unwrap_or_else(|_| InstallTarget::Root(home.join(".agents/skills")))
+            let user_home = std::env::var_os("HOME").map(PathBuf::from);
+            match ctx.config.eval.install_root(user_home.as_deref())? {
+                Some(root) => InstallTarget::Root(root),
+                None => InstallTarget::Roots(Vec::new()),
+            }
         }
     };
     if !args.dry_run {
@@ -385,8 +396,13 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
             } else {
                 "installed"
             };
+            let home_copies = eval_root(&ctx.home).join("installed");
             match row.installed.as_slice() {
                 [] => println!("{installed}: nowhere ({} installs nothing)", row.decision),
+                [copy] if copy.starts_with(&home_copies) => {
+                    println!("{installed}: {} only (linked for no agent)", copy.display());
+                    println!("next: {}", deploy_hint(&req.runtime));
+                }
                 paths => println!(
                     "{installed}: {}",
                     paths
