@@ -431,3 +431,61 @@ fn a_write_whose_answer_was_lost_is_retried_as_a_job_and_posts_once() {
         "{write:#}"
     );
 }
+
+// Issue 35 item 4: a publish whose write job ended dead for its environment (here an API it could
+// not reach) is not a trap: publishing again with the environment fixed starts that job again
+// under the same key, says so, and posts once.
+#[test]
+fn a_publish_that_died_on_an_unreachable_api_runs_again_once_it_is_fixed() {
+    let fake = FakeGitHub::start("tok");
+    let home = setup(Some("acme/reviews"));
+    skillforge_tests::write(
+        &home.path().join("github.toml"),
+        "[stages.write]\nattempts = 1\n",
+    );
+    let publish = |api: &str| {
+        home.cmd()
+            .env("SKILLFORGE_GITHUB_API_URL", api)
+            .env("SKILLFORGE_GITHUB_TOKEN", fake.token())
+            .args(["feedback", "github", "publish", "--run", "r1"])
+            .output()
+            .expect("run skillforge")
+    };
+    // Nothing listens on port 1 of loopback.
+    let first = publish("http://127.0.0.1:1");
+    assert!(
+        !first.status.success(),
+        "an unreachable API fails: {}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(
+        fake.state()
+            .issues
+            .get("acme/reviews")
+            .is_none_or(|i| i.is_empty())
+    );
+    let second = publish(&fake.url);
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        second.status.success(),
+        "publishing again with the API reachable works: {stderr}"
+    );
+    assert!(
+        stderr.contains("started it again with this command's settings and environment"),
+        "says the dead write was started again: {stderr}"
+    );
+    assert_eq!(fake.state().issues["acme/reviews"].len(), 1, "posted once");
+    let jobs = home.json(&["jobs", "list"]);
+    let writes: Vec<&Value> = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["workflow"] == "github")
+        .collect();
+    assert_eq!(
+        writes.len(),
+        1,
+        "the same keyed job, not a second one: {jobs:#}"
+    );
+    assert_eq!(writes[0]["state"], "succeeded", "{jobs:#}");
+}

@@ -29,7 +29,7 @@ use skillforge_store::Store;
 use skillforge_store::github::{AppliedWrite, get_write, record_write};
 use sqlx::SqliteConnection;
 
-use skillforge_stage::{Ran, StageJobs, Wait, run_jobs};
+use skillforge_stage::{Ran, StageJobs, Wait, wait_for};
 
 /// Workflow of GitHub write jobs.
 pub const GITHUB_WORKFLOW: &str = "github";
@@ -240,7 +240,26 @@ pub async fn write_durably(
         });
     }
     let spec = write_job(at, req)?;
-    let Ran::Done(done) = run_jobs(jobs, &[spec], Wait::Block, "writing to GitHub").await? else {
+    // A write whose job ended without effect (an unreachable API, a missing or wrong token) runs
+    // again under the same key with this call's settings and environment: it looks for its own
+    // marker before posting, so it cannot post twice; returning the dead job would leave no way
+    // on but a new key (issue 35 item 4).
+    let enqueued = jobs.submit(&spec).await?;
+    if !enqueued.created
+        && let Some(job) = jobs.get(&enqueued.job_id).await?
+        && matches!(job.state, JobState::Failed | JobState::Dead)
+    {
+        let why = failure_text(&job);
+        jobs.restart(&job.id, &spec, &why).await?;
+    }
+    let Ran::Done(done) = wait_for(
+        jobs,
+        vec![enqueued.job_id],
+        Wait::Block,
+        "writing to GitHub",
+    )
+    .await?
+    else {
         unreachable!("Wait::Block returns finished jobs")
     };
     if let Some(row) = get_write(store.pool(), &req.key).await? {

@@ -50,6 +50,15 @@ pub trait StageJobs: Send + Sync {
     /// The queue's.
     async fn get(&self, id: &str) -> Result<Option<Job>, EngineError>;
 
+    /// Starts a new attempt of the keyed job `id`, which ended `failed` or `dead`, with `spec`'s
+    /// payload (this submit's arguments and environment). Only for a job whose effect is looked up
+    /// before it is made (a GitHub write finds its own marker first), so running it again cannot
+    /// make the effect twice. Says so on the port's progress output.
+    ///
+    /// # Errors
+    /// The queue's; [`EngineError::InvalidState`] when the job is not `failed` or `dead`.
+    async fn restart(&self, id: &str, spec: &JobSpec, why: &str) -> Result<(), EngineError>;
+
     /// Where the control plane recorded `job_id`'s output dirs go (its store, never the
     /// queue): what bringing the job's files back writes to. Empty when none were recorded.
     ///

@@ -526,6 +526,16 @@ impl StageJobs for CliJobs<'_> {
         self.queue.get(id).await
     }
 
+    async fn restart(&self, id: &str, spec: &JobSpec, why: &str) -> Result<(), EngineError> {
+        self.queue.retry_with_payload(id, &spec.payload).await?;
+        if !self.ctx.json {
+            eprintln!(
+                "• the earlier attempt (job {id}) ended without effect ({why}); started it again with this command's settings and environment"
+            );
+        }
+        Ok(())
+    }
+
     async fn wait(&self, ids: &[String], what: &str) -> Result<Vec<Job>, EngineError> {
         self.wait_all(ids, what).await
     }
