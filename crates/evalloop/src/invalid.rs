@@ -6,8 +6,8 @@
 //! runtime refused an arm's write or command: the deliverable never landed, a setup fault, never
 //! a loss; stops the brief, issue 31 item 3) > `arm_timed_out` (stops nothing, res. 15) > `skill_never_loaded`
 //! (either side, naming the arm; stops nothing; a verify failure stays in its reason) >
-//! `baseline_had_the_skill` (stops the brief) > `skill_named` (an arm names a skill; stops nothing)
-//! > `both_arms_failed_verify` (stops on the second in a row). `unreadable_verdict` comes from
+//! `baseline_had_the_skill` (stops the brief) > `skill_named` (an arm names a skill; stops
+//! nothing) > `both_arms_failed_verify` (stops on the second in a row). `unreadable_verdict` comes from
 //! the judge's reply, after all of these.
 
 use serde::{Deserialize, Serialize};

@@ -155,7 +155,7 @@ async fn run_probe(program: &Path) -> Result<(), String> {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let result = match tokio::time::timeout(PROBE_TIMEOUT, probe.output()).await {
+    match tokio::time::timeout(PROBE_TIMEOUT, probe.output()).await {
         Err(_) => Err(format!(
             "bwrap probe did not finish within {PROBE_TIMEOUT:?}"
         )),
@@ -169,8 +169,7 @@ async fn run_probe(program: &Path) -> Result<(), String> {
             output.status,
             String::from_utf8_lossy(&output.stderr).trim()
         )),
-    };
-    result
+    }
 }
 
 /// The process payload for one command line with `checkout` as working directory.

@@ -258,10 +258,11 @@ impl JobTask {
                             h.result_applied(true);
                         }
                         info!(state = %state, result = %finish.attempt_result, retry_delay_ms = finish.retry_delay_ms, "job finished");
-                        if state.is_terminal() && wrote_output {
-                            if let Err(e) = self.backend.trim_output(&job.id).await {
-                                debug!(error = %e, "live output not trimmed");
-                            }
+                        if state.is_terminal()
+                            && wrote_output
+                            && let Err(e) = self.backend.trim_output(&job.id).await
+                        {
+                            debug!(error = %e, "live output not trimmed");
                         }
                     }
                     FinishReply::Fenced { current_token } => {
