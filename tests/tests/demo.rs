@@ -564,6 +564,7 @@ fn every_read_command_answers_one_json_document_with_json_and_text_without() {
         &["candidate", "show", &candidate],
         &["harvest", "status"],
         &["harvest", "events"],
+        &["eval", "status"],
     ]
     .iter()
     .map(|a| a.iter().map(|s| s.to_string()).collect())

@@ -1610,3 +1610,45 @@ fn a_relative_eval_install_root_is_refused_naming_the_key() {
     );
     assert!(!s.run_dir(BRIEF_ID).exists(), "nothing ran");
 }
+
+// Issue 35 item 9: `eval status` without `--brief` lists every forged brief (skill, status,
+// samples judged, decision, judge) as an aligned table, and `--json` as one array; the one-brief
+// view names the arms and the judge.
+#[test]
+fn eval_status_without_a_brief_lists_every_forge_with_its_decision_and_judge() {
+    let s = Setup::new();
+    let empty = s.home.run(&["eval", "status"]);
+    assert!(
+        String::from_utf8_lossy(&empty.stdout).contains("no brief has been forged"),
+        "{}",
+        String::from_utf8_lossy(&empty.stdout)
+    );
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let (code, report, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(code, 0, "{stderr}\n{report:#}");
+    let listed = s.home.json(&["eval", "status"]);
+    assert_eq!(
+        listed,
+        json!([{"brief": BRIEF_ID, "skill": "tldr", "status": "done", "samples": 3, "judged": 3,
+                "decision": "adopt", "judge": {"runtime": "scripted", "model": "scripted-cheap"}}]),
+        "{listed:#}"
+    );
+    let text = String::from_utf8(s.home.run(&["eval", "status"]).stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("BRIEF") && lines[1].starts_with(BRIEF_ID),
+        "{text}"
+    );
+    assert_eq!(
+        lines[0].find("DECISION"),
+        lines[1].find("adopt"),
+        "aligned:\n{text}"
+    );
+    let one =
+        String::from_utf8(s.home.run(&["eval", "status", "--brief", BRIEF_ID]).stdout).unwrap();
+    assert!(
+        one.contains("judge: scripted (model scripted-cheap)"),
+        "{one}"
+    );
+}

@@ -1,5 +1,6 @@
-//! `eval status --brief ID`: where a forge stands, read off its files; a running forge also
-//! shows the tail of its running stage's output from the queue (text output only).
+//! `eval status [--brief ID]`: where a forge stands, read off its files; a running forge also
+//! shows the tail of its running stage's output from the queue (text output only). Without
+//! `--brief`, one line per brief forged in this home.
 
 use anyhow::anyhow;
 use clap::Args;
@@ -23,9 +24,9 @@ use crate::output::print_json;
 /// Arguments of `eval status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// The brief id.
+    /// The brief id; without it, every brief forged in this home, one line each.
     #[arg(long)]
-    brief: String,
+    brief: Option<String>,
 }
 
 /// Lines of the running stage's output shown under a running forge.
@@ -33,10 +34,13 @@ const TAIL_LINES: usize = 5;
 
 /// Runs `eval status`.
 pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
-    let dir = brief_dir(&ctx.home, &args.brief);
+    let Some(brief) = args.brief else {
+        return list(ctx);
+    };
+    let dir = brief_dir(&ctx.home, &brief);
     let state: ForgeState = read_json(&dir.join(FORGE_FILE))
         .map_err(|e| CliError::env(anyhow!("{e}")))?
-        .ok_or_else(|| super::no_forge(&ctx.home, &args.brief))?;
+        .ok_or_else(|| super::no_forge(&ctx.home, &brief))?;
     let mut samples = Vec::new();
     for n in 1..=state.samples {
         let sdir = sample_dir(&dir, n);
@@ -97,6 +101,12 @@ pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
         "forge {} of `{}` with `{}`: {}",
         state.forge_id, state.brief_id, state.skill, state.status
     );
+    if let Some(arms) = &state.arms {
+        println!("  arms: {}", arms.words());
+    }
+    if let Some(judge) = &state.judge {
+        println!("  judge: {}", judge.words());
+    }
     for s in &samples {
         println!(
             "  sample {}: {}{}{}",
@@ -146,5 +156,89 @@ pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
             }
         }
     }
+    Ok(OK)
+}
+
+/// `eval status` without `--brief`: every brief with a forge in this home (its run dir holds a
+/// `forge.json`), by brief id: skill, status, samples judged of asked, the ledger's decision,
+/// the judge.
+fn list(ctx: &Context) -> CliResult {
+    let runs = skillforge_evalloop::layout::eval_root(&ctx.home).join("runs");
+    let mut ids: Vec<String> = std::fs::read_dir(&runs)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort();
+    let ledger = read_ledger(&ledger_path(&ctx.home)).map_err(|e| CliError::env(anyhow!(e)))?;
+    let mut rows = Vec::new();
+    for id in ids {
+        let dir = brief_dir(&ctx.home, &id);
+        let Some(state) = read_json::<ForgeState>(&dir.join(FORGE_FILE))
+            .map_err(|e| CliError::env(anyhow!("{e}")))?
+        else {
+            continue;
+        };
+        let judged = (1..=state.samples)
+            .filter(|n| sample_dir(&dir, *n).join(VERDICT_FILE).is_file())
+            .count();
+        let tag = format!("forge:{}", state.forge_id);
+        let decision = ledger
+            .iter()
+            .find(|r| r.reason.ends_with(&tag))
+            .map(|r| r.decision.to_string());
+        rows.push(json!({
+            "brief": state.brief_id,
+            "skill": state.skill,
+            "status": state.status,
+            "samples": state.samples,
+            "judged": judged,
+            "decision": decision,
+            "judge": state.judge,
+        }));
+    }
+    if ctx.json {
+        print_json(&rows);
+        return Ok(OK);
+    }
+    if rows.is_empty() {
+        println!(
+            "no brief has been forged in this home yet: `skillforge eval forge --brief FILE --skill-dir DIR --runtime R` runs one"
+        );
+        return Ok(OK);
+    }
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let text = |k: &str| r[k].as_str().unwrap_or("").to_owned();
+            vec![
+                text("brief"),
+                text("skill"),
+                text("status"),
+                format!("{}/{}", r["judged"], r["samples"]),
+                r["decision"].as_str().unwrap_or("none yet").to_owned(),
+                r["judge"]["runtime"]
+                    .as_str()
+                    .map(|rt| match r["judge"]["model"].as_str() {
+                        Some(m) => format!("{rt} ({m})"),
+                        None => rt.to_owned(),
+                    })
+                    .unwrap_or_else(|| "unknown".to_owned()),
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        crate::output::table(
+            &["BRIEF", "SKILL", "STATUS", "JUDGED", "DECISION", "JUDGE"],
+            &cells,
+            &[3]
+        )
+    );
+    println!(
+        "details: skillforge eval status --brief ID; side by side: skillforge eval report --brief ID"
+    );
     Ok(OK)
 }
