@@ -1652,3 +1652,46 @@ fn eval_status_without_a_brief_lists_every_forge_with_its_decision_and_judge() {
         "{one}"
     );
 }
+
+// `--pace` pools only earlier forges of the same comparison: a forge judged by another judge, or
+// of an edited skill, bets on another question; it is left out and the gate's line says so.
+#[test]
+fn forge_pace_pools_only_forges_of_the_same_skill_content_and_judge() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let pace = |id: &str, extra: &[&str]| {
+        let brief = s.brief(id, "", "", VERIFY_SHORT);
+        let mut args = vec!["--pace"];
+        args.extend_from_slice(extra);
+        let (code, report, stderr) = s.forge(&brief, &skill, &args);
+        assert_eq!(code, 1, "{stderr}\n{report:#}");
+        report
+    };
+    let first = pace("pace-a", &[]);
+    assert_eq!(first["pace"]["wins"], 3, "{first:#}");
+    let other_judge = pace("pace-b", &["--judge-model", "scripted-strict"]);
+    assert_eq!(
+        other_judge["pace"]["wins"], 3,
+        "another judge's forge is not pooled: {other_judge:#}"
+    );
+    let headline = other_judge["gate"]["lines"][0].as_str().unwrap();
+    assert!(
+        headline.contains("over 1 forge of `tldr`; 1 earlier forge left out (1: another judge)"),
+        "{headline}"
+    );
+    let same_judge = pace("pace-c", &["--judge-model", "scripted-strict"]);
+    assert_eq!(same_judge["pace"]["wins"], 6, "{same_judge:#}");
+    // The skill edited: nothing earlier is the same comparison.
+    std::fs::write(
+        skill.join("SKILL.md"),
+        format!("---\nname: tldr\ndescription: Keep status replies short\n---\n{GOOD_SKILL}\nBe brief.\n"),
+    )
+    .unwrap();
+    let edited = pace("pace-d", &["--judge-model", "scripted-strict"]);
+    assert_eq!(edited["pace"]["wins"], 3, "{edited:#}");
+    let headline = edited["gate"]["lines"][0].as_str().unwrap();
+    assert!(
+        headline.contains("3 earlier forges left out (3: another version of the skill)"),
+        "{headline}"
+    );
+}

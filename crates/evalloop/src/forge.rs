@@ -467,10 +467,9 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
     // Issue 34 item 10: with `--pace`, PACE over every forge of the skill decides.
     let outcome = match req.pace {
         Some(pace) => {
-            let (pace_report, forges) =
-                pace_over_forges(pace, env.home, &skill, &state.forge_id, &verdicts);
+            let (pace_report, pooled) = pace_over_forges(pace, env.home, &state, &verdicts);
             write_json(&dir.join(PACE_FILE), &pace_report).map_err(env_err)?;
-            let decided = pace_gate(&skill, &outcome, &pace_report, forges);
+            let decided = pace_gate(&skill, &outcome, &pace_report, &pooled);
             report.pace = Some(pace_report);
             decided
         }

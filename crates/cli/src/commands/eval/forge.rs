@@ -85,7 +85,7 @@ pub struct ForgeArgs {
     #[arg(long = "install-root", value_name = "DIR")]
     install_root: Option<PathBuf>,
     /// Decide with PACE, the anytime-valid betting gate, over every forge of this skill so far
-    /// (with-arm wins against without-arm wins; commit ⇒ ADOPT, 200 discordant samples spent ⇒
+    /// with the same skill content, baseline, arms and judge (with-arm wins against without-arm wins; commit ⇒ ADOPT, 200 discordant samples spent ⇒
     /// REJECT, else UNDECIDED: forge it again on another brief). Off: the majority gate alone.
     #[arg(long)]
     pace: bool,
