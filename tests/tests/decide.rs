@@ -389,6 +389,25 @@ fn s76_only_the_templates_own_family_skips_the_judge() {
         "skillopt-ab",
         "human row only"
     );
+    // With --judge-only the judge is the whole A/B: no judge is an error, never a dropped verdict.
+    let before = sql(&home, "SELECT count(*) FROM ranked_feedback_events");
+    let out = home
+        .cmd()
+        .args(["ab", "planner", "q2", "--judge-only", "--seed", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("nothing was recorded")
+            && stderr(&out).contains("[skillopt] review_runtimes"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        sql(&home, "SELECT count(*) FROM ranked_feedback_events"),
+        before,
+        "nothing recorded"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

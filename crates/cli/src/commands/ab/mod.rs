@@ -266,6 +266,15 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
                 }
                 label.map(|l| (shuffle.role_of(l), why))
             }
+            // S-76: never a same-family judgement. With `--judge-only` the judge is the whole
+            // A/B, so no judge is an error (exit 3, nothing recorded), not a dropped verdict.
+            Err(message) if args.judge_only => {
+                return Err(CliError::env(anyhow!(
+                    "{message}: nothing was recorded. Add a runtime of another family to \
+                     `[skillopt] review_runtimes` in config.toml (the agent runtimes: claude, \
+                     codex, opencode), or pick yourself without --judge-only"
+                )));
+            }
             Err(message) => {
                 eprintln!("{message}");
                 judge_note = Some(message);
