@@ -1651,6 +1651,13 @@ fn eval_status_without_a_brief_lists_every_forge_with_its_decision_and_judge() {
         one.contains("judge: scripted (model scripted-cheap)"),
         "{one}"
     );
+    // The ledger's `forge:<id>` tag (how a row finds its forge) is not shown to people.
+    let report =
+        String::from_utf8(s.home.run(&["eval", "report", "--brief", BRIEF_ID]).stdout).unwrap();
+    assert!(
+        !one.contains("forge:") && !report.contains("forge:") && report.contains("gate: ADOPT"),
+        "{one}\n{report}"
+    );
 }
 
 // `--pace` pools only earlier forges of the same comparison: a forge judged by another judge, or

@@ -21,6 +21,14 @@ use crate::exit::CliError;
 
 /// The error for `--brief ID` naming no forge of this home: says when the argument is a brief
 /// file (whose id is what `--brief` takes here) and lists the forges there are.
+/// A ledger reason without its trailing `forge:<id>` tag (how the ledger row finds its forge),
+/// for human output, which names the forge already.
+fn untagged<'a>(reason: &'a str, forge_id: &str) -> &'a str {
+    reason
+        .strip_suffix(&format!("forge:{forge_id}"))
+        .map_or(reason, str::trim_end)
+}
+
 fn no_forge(home: &std::path::Path, brief: &str) -> CliError {
     let runs = skillforge_evalloop::layout::eval_root(home).join("runs");
     let mut ids: Vec<String> = std::fs::read_dir(&runs)

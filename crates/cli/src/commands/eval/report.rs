@@ -207,7 +207,7 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
             if let Some(pace) = &pace {
                 println!("pace (across forges of `{}`): {}", state.skill, pace.reason);
             }
-            println!("gate: {gate_line}");
+            println!("gate: {}", super::untagged(&gate_line, &state.forge_id));
         }
     }
     Ok(OK)
@@ -338,7 +338,7 @@ pre{{white-space:pre-wrap;font:13px/1.4 ui-monospace,monospace}}.meta,.reason{{c
         brief = esc(&state.brief_id),
         skill = esc(&state.skill),
         agg = esc(&agg_line),
-        gate = esc(gate_line),
+        gate = esc(super::untagged(gate_line, &state.forge_id)),
         spend = esc(&spend.human()),
         stats = stats
             .human()

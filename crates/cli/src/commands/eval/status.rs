@@ -142,7 +142,11 @@ pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
         );
     }
     if let Some(r) = row {
-        println!("  ledger: {} — {}", r.decision, r.reason);
+        println!(
+            "  ledger: {} — {}",
+            r.decision,
+            super::untagged(&r.reason, &state.forge_id)
+        );
     }
     if state.status == "running" {
         // Best effort: the files above are the status; a queue that cannot be opened only
