@@ -1702,3 +1702,75 @@ fn forge_pace_pools_only_forges_of_the_same_skill_content_and_judge() {
         "{headline}"
     );
 }
+
+// Issue 35 item 1 (one representation): the eval loop forges installed template versions — a
+// train candidate against the current version — without the user writing either out: the
+// candidate's SKILL.md in the with-arm, the incumbent's in the baseline arm (a head-to-head).
+#[test]
+fn a_template_version_is_forged_against_another_version_of_the_same_skill() {
+    let s = Setup::new();
+    let skill = s.skill(
+        "tldr",
+        "scripted: reply LONG: every detail of the week, shipped 1.2 and fixed login",
+    );
+    let added = s.home.run(&["template", "add", skill.to_str().unwrap()]);
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let added = s.home.run(&["template", "add", skill.to_str().unwrap()]);
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let forge = |candidate: &str, rival: &str| {
+        s.home
+            .cmd()
+            .args([
+                "--json",
+                "eval",
+                "forge",
+                "--runtime",
+                "scripted",
+                "--brief",
+            ])
+            .arg(&brief)
+            .args(["--skill-version", candidate, "--rival-version", rival])
+            .arg("--adopt-dir")
+            .arg(s.path("adopted"))
+            .output()
+            .unwrap()
+    };
+    let bad = forge("tldr@v9", "tldr@v1");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("no version of `tldr` matches `tldr@v9`"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    assert!(!s.run_dir(BRIEF_ID).exists(), "nothing ran");
+    let out = forge("tldr@v2", "tldr@v1");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(
+        report["gate"]["decision"],
+        "adopt",
+        "{}\n{report:#}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ledger = s.ledger();
+    assert_eq!(ledger[0]["baseline_skills"], json!(["tldr"]), "{ledger:#?}");
+    let v1 = s.home.path().join("eval/versions/tldr@v1/tldr/SKILL.md");
+    let v2 = s.home.path().join("eval/versions/tldr@v2/tldr/SKILL.md");
+    assert!(std::fs::read_to_string(v1).unwrap().contains("LONG"));
+    assert!(std::fs::read_to_string(v2).unwrap().contains(GOOD_SKILL));
+    let verdict = s.verdict(BRIEF_ID, 1).unwrap();
+    assert_eq!(verdict["winner"], "with", "{verdict:#}");
+    assert!(
+        s.path("adopted/tldr/SKILL.md").is_file(),
+        "the adopted version staged"
+    );
+}

@@ -39,14 +39,29 @@ pub struct ForgeArgs {
     #[arg(long, value_name = "FILE")]
     theme: Option<PathBuf>,
     /// The candidate skill's directory (holds SKILL.md).
-    #[arg(long = "skill-dir", value_name = "DIR")]
-    skill_dir: PathBuf,
+    #[arg(
+        long = "skill-dir",
+        value_name = "DIR",
+        required_unless_present = "skill_version",
+        conflicts_with = "skill_version"
+    )]
+    skill_dir: Option<PathBuf>,
+    /// The candidate as an installed template version instead of a directory (`ID`, `ID@vN`,
+    /// `ID@latest`; e.g. a pending candidate a train session made): its SKILL.md is written to
+    /// `<home>/eval/versions/ID@vN/NAME/` and forged from there. A version holds the SKILL.md
+    /// only: a skill with other files is forged with `--skill-dir`.
+    #[arg(long = "skill-version", value_name = "REF")]
+    skill_version: Option<String>,
     /// Samples per arm.
     #[arg(long, default_value_t = DEFAULT_SAMPLES)]
     samples: u32,
     /// Install this incumbent skill in the baseline arm (a head-to-head).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "rival_version")]
     rival: Option<PathBuf>,
+    /// The incumbent as an installed template version (`ID`, `ID@vN`): e.g. `--skill-version
+    /// my-skill@v2 --rival-version my-skill` forges a train candidate against the current version.
+    #[arg(long = "rival-version", value_name = "REF")]
+    rival_version: Option<String>,
     /// Where arms run: `local` (work dirs on this machine) or `container` (one container per arm on a local engine, the skill handed to the with-arm's container only).
     #[arg(long, default_value = "local", value_parser = ["local", "container"])]
     runner: String,
@@ -133,6 +148,38 @@ fn arm_runner(args: &ForgeArgs) -> Result<ArmRunner, CliError> {
         host: args.container_host.clone(),
         network: !args.no_network,
     }))
+}
+
+/// Writes the SKILL.md of the installed version `reference` to
+/// `<home>/eval/versions/<ID@vN>/<name>/SKILL.md` (its frontmatter `name`, else the template id:
+/// Agent Skills wants the directory named as the skill) and returns that directory. The file is
+/// written once per version (atomically) and left as it is when it already holds the content.
+///
+/// # Errors
+/// Exit 2 for a reference that does not resolve; exit 3 when the file cannot be written.
+async fn version_dir(ctx: &Context, reference: &str) -> Result<PathBuf, CliError> {
+    let store = ctx.store().await?;
+    let version = crate::control::templates::resolve_reference(store.pool(), reference).await?;
+    let name = skillforge_contract::frontmatter_name(&version.content)
+        .unwrap_or_else(|| version.template_id.clone());
+    let dir = eval_root(&ctx.home)
+        .join("versions")
+        .join(&version.id)
+        .join(&name);
+    let file = dir.join("SKILL.md");
+    if std::fs::read_to_string(&file).ok().as_deref() != Some(version.content.as_str()) {
+        skillforge_stage::fs::write_atomic(&file, version.content.as_bytes())
+            .map_err(|e| CliError::env(anyhow!("write `{}`: {e}", file.display())))?;
+    }
+    if !ctx.json {
+        eprintln!(
+            "• {} ({}): its SKILL.md is at {}",
+            version.id,
+            version.state,
+            file.display()
+        );
+    }
+    Ok(dir)
 }
 
 /// How to install an adoption kept in the home only: `eval deploy` for the arms' runtime when it
@@ -308,12 +355,26 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
     {
         eprintln!("• {why}: its verdict will not be applied (`[skillopt] judge_kappa_floor`)");
     }
+    let skill_dir = match (args.skill_dir, &args.skill_version) {
+        (Some(dir), _) => absolute(dir),
+        (None, Some(reference)) => version_dir(ctx, reference).await?,
+        (None, None) => {
+            return Err(CliError::usage(anyhow!(
+                "give --skill-dir DIR or --skill-version ID@vN"
+            )));
+        }
+    };
+    let rival = match (args.rival, &args.rival_version) {
+        (Some(dir), _) => Some(absolute(dir)),
+        (None, Some(reference)) => Some(version_dir(ctx, reference).await?),
+        (None, None) => None,
+    };
     let req = ForgeRequest {
         judge_unmeasured,
         brief,
-        skill_dir: absolute(args.skill_dir),
+        skill_dir,
         samples: args.samples,
-        rival: args.rival.map(absolute),
+        rival,
         judge_runtime,
         judge_model: Some(judge_model),
         runtime,
