@@ -1442,7 +1442,7 @@ fn reforging_with_another_runtime_is_refused_and_the_same_flags_reuse() {
 
 // Issue 34 item 10, end to end: with `--pace` the anytime-valid gate decides across forges of one
 // skill. Three samples won by the with-arm adopt under the majority gate, but PACE holds (wealth
-// 1.5³ = 3.4 < 20: UNDECIDED, exit 1, nothing recorded or installed); a second forge on another
+// 1.5³ = 3.4 < 20: UNDECIDED, exit 4 (not decided yet), nothing recorded or installed); a second forge on another
 // brief still holds (1.5⁶ = 11.4); the third commits at the eighth win (1.5⁸ = 25.6 ≥ 20) and
 // adopts, the PACE report kept beside the aggregate. Without `--pace` the report carries no PACE
 // and no `pace.json` is written.
@@ -1457,7 +1457,7 @@ fn forge_pace_holds_until_the_e_process_commits_across_forges() {
         reports.push((code, report, stderr));
     }
     for (i, (code, report, stderr)) in reports.iter().take(2).enumerate() {
-        assert_eq!(*code, 1, "forge {}: {stderr}\n{report:#}", i + 1);
+        assert_eq!(*code, 4, "forge {}: {stderr}\n{report:#}", i + 1);
         assert_eq!(report["aggregate"]["wins_with"], 3, "{report:#}");
         assert_eq!(report["gate"]["decision"], "undecided", "{report:#}");
         assert_eq!(report["pace"]["verdict"], "continue", "{report:#}");
