@@ -64,7 +64,7 @@ fn graduating_canary_on(home: Home) -> Home {
 /// `candidate canary-check --no-wait`: the one canary's line.
 fn check_without_waiting(home: &Home) -> Value {
     let report =
-        skillforge_tests::canary_check_json(&home, &["candidate", "canary-check", "--no-wait"]);
+        skillforge_tests::canary_check_json(home, &["candidate", "canary-check", "--no-wait"]);
     assert_eq!(report.as_array().map(Vec::len), Some(1), "{report}");
     report[0].clone()
 }

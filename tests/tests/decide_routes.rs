@@ -117,7 +117,7 @@ fn s51_s52_a_candidate_imported_by_train_continue_is_notified_and_stays_pending(
         "current"
     );
     // Continuing again does not notify again.
-    run_code(&home, &["train", "continue", "--session", "s1"], 0);
+    run_code(&home, &["train", "continue", "--session", "s1"], 4);
     assert_eq!(
         events(&home)
             .iter()
