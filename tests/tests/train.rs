@@ -428,7 +428,15 @@ fn s98_without_workspace_repo_the_session_stays_at_request_confirmed() {
     let started = start(&home, false);
     assert_eq!(started["state"], "request_confirmed");
     let (_, err) = run_code(&home, &["train", "continue", "--session", SESSION], 2);
-    assert!(err.contains("S-98") && err.contains("workspace"), "{err}");
+    assert!(
+        err.contains("--workspace-repo") && !err.contains("S-98"),
+        "what to do, without the rule's id: {err}"
+    );
+    let (out, _) = run_code(&home, &["train", "status", "--session", SESSION], 0);
+    assert!(
+        out.contains("next: start a session with --workspace-repo") && !out.contains("S-98"),
+        "{out}"
+    );
     let st = status(&home);
     assert_eq!(st["current_phase"], "request_confirmed");
     assert_eq!(st["status_phase"], "request_confirmed");

@@ -55,7 +55,7 @@ pub struct StartArgs {
     /// Target repository (`owner/repo`) the template works on.
     #[arg(long)]
     repo: String,
-    /// Workspace repository for review work; without it the session stays at request_confirmed.
+    /// Workspace repository for review work; without it the session stops before review work.
     #[arg(long = "workspace-repo")]
     workspace_repo: Option<String>,
     /// `github`: publish review packets and candidate review context as issues and comments of the

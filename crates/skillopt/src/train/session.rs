@@ -224,7 +224,8 @@ pub(crate) async fn save_meta(
 /// The next action for a state where `continue` stops (facts §3 `next_action`).
 pub fn next_action_for(state: TrainState, session_id: &str) -> String {
     match state {
-        TrainState::RequestConfirmed => "start a session with --workspace-repo (S-98)".into(),
+        // S-98: no review work without a workspace repository.
+        TrainState::RequestConfirmed => "start a session with --workspace-repo".into(),
         TrainState::CandidateCreated => {
             format!(
                 "skillforge train continue --session {session_id} (publish candidate review context)"
