@@ -328,6 +328,24 @@ fn eval_report_and_status_show_each_arms_verify_and_invalid_samples_as_invalid()
         page.contains("<span class=\"verdict invalid\">invalid (both_arms_failed_verify)</span>"),
         "{page}"
     );
+    // Issue 35: `eval status` says why a sample is invalid in words (`--json` keeps the code).
+    let status = String::from_utf8(
+        broken
+            .home
+            .run(&["eval", "status", "--brief", BRIEF_ID])
+            .stdout,
+    )
+    .unwrap();
+    assert!(
+        status.contains("invalid: both arms failed verify")
+            && !status.contains("both_arms_failed_verify"),
+        "{status}"
+    );
+    let json = broken.home.json(&["eval", "status", "--brief", BRIEF_ID]);
+    assert_eq!(
+        json["samples"][0]["invalid_code"],
+        "both_arms_failed_verify"
+    );
 }
 
 // E-13 (resolutions 21, issue 34 item 7): a sample's two arms may run side by side on this

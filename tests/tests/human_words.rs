@@ -105,8 +105,9 @@ fn own_words(text: &str) -> String {
 }
 
 /// Issue 35 part A item 3: the human stdout of `train status`, `train continue`, `candidate
-/// list/show/decide`, `jobs list/show` and the demo's summary has no snake_case state or field
-/// name; `--json` keeps the machine names.
+/// list/show/decide`, `jobs list/show`, `review status` and the demo's summary has no snake_case
+/// state or field name; `--json` keeps the machine names. (`optimize status`: the optimize
+/// loop's test; `eval status`/`eval forge`: eval_forge's.)
 #[test]
 fn human_output_says_states_and_fields_in_words() {
     let repo = repo();
@@ -132,6 +133,8 @@ fn human_output_says_states_and_fields_in_words() {
         .collect();
     assert!(!jobs.is_empty());
     let template = candidate.split('@').next().unwrap().to_owned();
+    // The session's first iteration is its review run.
+    let review_run = format!("{session}-i001");
     let mut commands: Vec<Vec<String>> = [
         vec!["train", "status", "--session", &session],
         vec!["train", "status", "--session", &session, "--detail"],
@@ -141,6 +144,7 @@ fn human_output_says_states_and_fields_in_words() {
         vec!["candidate", "show", &candidate],
         vec!["candidate", "decide", &candidate],
         vec!["jobs", "list"],
+        vec!["review", "status", "--run", &review_run],
     ]
     .iter()
     .map(|c| c.iter().map(|s| (*s).to_owned()).collect())
