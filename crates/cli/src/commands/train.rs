@@ -434,7 +434,10 @@ fn print_status(ctx: &Context, status: &SessionStatus, verbose: bool) {
         if let Some(evaluator) = evaluation["evaluator_id"].as_str() {
             println!(
                 "evaluator {evaluator}: {} ({} scored, {} with a failure packet, judge runtime {})",
-                evaluation["status"].as_str().unwrap_or("-"),
+                evaluation["status"]
+                    .as_str()
+                    .unwrap_or("-")
+                    .replace('_', " "),
                 evaluation["evaluated"],
                 evaluation["failures"],
                 evaluation["judge_runtime"]
@@ -447,7 +450,7 @@ fn print_status(ctx: &Context, status: &SessionStatus, verbose: bool) {
             println!(
                 "lock {} [{}] owner {}@{} pid {} heartbeat {}ms ago",
                 lock.key,
-                lock.status,
+                lock.status.replace('_', " "),
                 lock.owner_worker,
                 lock.owner_hostname,
                 lock.owner_pid,
