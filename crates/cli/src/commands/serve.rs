@@ -5,6 +5,10 @@
 //! ([`crate::control::http`]) with `GET /metrics`, `/health`, `/ready` and `POST /events` for CI
 //! pipelines and forge webhooks — until SIGTERM/SIGINT.
 //!
+//! One `serve` per home: it holds `<home>/serve.lock` (`flock`) and a second one refuses to start
+//! naming it. On a shared queue it also holds the queue lock [`SERVE_QUEUE_LOCK`]; a `serve` of
+//! another home on the same queue says so at start and runs (docs/fleet.md).
+//!
 //! `POST /events` takes GitHub webhook deliveries (`X-GitHub-Event`: `pull_request`, `status`,
 //! `check_suite`, `pull_request_review`, `ping`) and CI reports (`skillforge_outcome`), each signed
 //! with HMAC-SHA256 in `X-Hub-Signature-256` under `SKILLFORGE_WEBHOOK_SECRET` or
