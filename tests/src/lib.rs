@@ -74,6 +74,67 @@ pub fn ok(home: &Home, args: &[&str]) -> String {
     run_code(home, args, 0).0
 }
 
+/// Runs `skillforge --json candidate decide ...` (`args` from `candidate`) and checks its exit
+/// against its report: 1 when the pass was blocked, 4 when the candidate stays pending for a
+/// person (`notify`), else 0. Returns the report.
+pub fn decide_json(home: &Home, args: &[&str]) -> Value {
+    let out = home
+        .cmd()
+        .arg("--json")
+        .args(args)
+        .output()
+        .expect("run skillforge");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "skillforge {args:?}: stdout is not JSON ({e}):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let code = if report["blocked"].is_string() {
+        1
+    } else if report["decision"]["decision"] == "notify" {
+        4
+    } else {
+        0
+    };
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "skillforge {args:?}: {report:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    report
+}
+
+/// Runs `skillforge --json candidate canary-check ...` and checks its exit against its report: 4
+/// while a window holds or a decision is not applied yet, else 0. Returns the report.
+pub fn canary_check_json(home: &Home, args: &[&str]) -> Value {
+    let out = home
+        .cmd()
+        .arg("--json")
+        .args(args)
+        .output()
+        .expect("run skillforge");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "skillforge {args:?}: stdout is not JSON ({e}):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let open = report
+        .as_array()
+        .is_some_and(|a| a.iter().any(|e| e["applied"] != true));
+    assert_eq!(
+        out.status.code(),
+        Some(if open { 4 } else { 0 }),
+        "skillforge {args:?}: {report:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    report
+}
+
 /// Writes the agent template `text` to `<home>/in/<id>.md` (`id` from its frontmatter) and adds
 /// it with `skillforge template add FILE --repo REPO`, asserting exit 0; returns the file.
 ///
@@ -361,6 +422,29 @@ impl Home {
             out.status.success(),
             "skillforge {args:?} failed: {}\nstderr:\n{}",
             out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "skillforge {args:?}: stdout is not JSON ({e}):\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    }
+
+    /// Runs `skillforge --json ARGS`, asserts exit `code` (e.g. 4: not decided yet) and parses
+    /// stdout.
+    pub fn json_code(&self, args: &[&str], code: i32) -> Value {
+        let out = self
+            .cmd()
+            .arg("--json")
+            .args(args)
+            .output()
+            .expect("run skillforge");
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "skillforge {args:?}\nstderr:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {

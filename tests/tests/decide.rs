@@ -780,7 +780,7 @@ fn s52_s55_import_notifies_once_and_unset_floors_never_promote() {
         )
     );
     // `candidate decide` re-runs the seam; the notification is not sent twice.
-    home.json(&["candidate", "decide", "planner@v2"]);
+    skillforge_tests::decide_json(&home, &["candidate", "decide", "planner@v2"]);
     assert_eq!(events(&home).len(), 1);
     // S-52: pending candidates are listed across templates, with or without [events].
     let pending = home.json(&["candidate", "list", "--pending"]);
@@ -824,7 +824,7 @@ fn s60_s61_harvested_outcomes_auto_promote_to_a_canary_that_graduates() {
     for pr in 1..=2 {
         harvest_outcome(&home, pr, "planner@v2", true);
     }
-    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    let decided = skillforge_tests::decide_json(&home, &["candidate", "decide", "planner@v2"]);
     assert_eq!(decided["decision"]["decision"], "promote", "{decided}");
     assert_eq!(
         sql(
@@ -842,13 +842,13 @@ fn s60_s61_harvested_outcomes_auto_promote_to_a_canary_that_graduates() {
         "the champion stays current"
     );
     // S-62: too few outcomes on either side ⇒ hold, no event.
-    let held = home.json(&["candidate", "canary-check"]);
+    let held = skillforge_tests::canary_check_json(&home, &["candidate", "canary-check"]);
     assert_eq!(held[0]["window"]["decision"], "hold", "{held}");
     for pr in 3..=12 {
         harvest_outcome(&home, pr, "planner@v2", true);
         harvest_outcome(&home, 100 + pr, "planner@v1", pr % 2 == 0);
     }
-    let graduated = home.json(&["candidate", "canary-check"]);
+    let graduated = skillforge_tests::canary_check_json(&home, &["candidate", "canary-check"]);
     assert_eq!(
         graduated[0]["window"]["decision"], "graduate",
         "{graduated}"
@@ -861,7 +861,7 @@ fn s60_s61_harvested_outcomes_auto_promote_to_a_canary_that_graduates() {
         "current"
     );
     assert_eq!(
-        home.json(&["candidate", "canary-check"])
+        skillforge_tests::canary_check_json(&home, &["candidate", "canary-check"])
             .as_array()
             .unwrap()
             .len(),
@@ -920,7 +920,7 @@ fn s58_merges_without_external_ci_never_promote() {
             "none",
         ]);
     }
-    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    let decided = skillforge_tests::decide_json(&home, &["candidate", "decide", "planner@v2"]);
     assert_ne!(
         decided["decision"]["decision"], "promote",
         "three no-CI merges promoted: {decided}"
@@ -941,7 +941,7 @@ fn s58_merges_without_external_ci_never_promote() {
     for pr in 4..=6 {
         harvest_outcome(&home, pr, "planner@v2", true);
     }
-    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    let decided = skillforge_tests::decide_json(&home, &["candidate", "decide", "planner@v2"]);
     assert_eq!(decided["decision"]["decision"], "promote", "{decided}");
     assert_eq!(
         sql(
@@ -968,7 +968,7 @@ fn s61_a_canary_window_counts_only_outcomes_after_its_start() {
         harvest_outcome(&home, pr, "planner@v2", true);
         harvest_outcome(&home, 100 + pr, "planner@v1", false);
     }
-    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    let decided = skillforge_tests::decide_json(&home, &["candidate", "decide", "planner@v2"]);
     assert_eq!(decided["decision"]["decision"], "promote", "{decided}");
     assert_eq!(
         sql(
@@ -977,7 +977,7 @@ fn s61_a_canary_window_counts_only_outcomes_after_its_start() {
         ),
         "canary"
     );
-    let held = home.json(&["candidate", "canary-check"]);
+    let held = skillforge_tests::canary_check_json(&home, &["candidate", "canary-check"]);
     assert_eq!(
         held[0]["window"]["decision"], "hold",
         "the guardrails' outcomes were served again as the canary's: {held}"
@@ -993,7 +993,7 @@ fn s61_a_canary_window_counts_only_outcomes_after_its_start() {
         harvest_outcome(&home, pr, "planner@v2", true);
         harvest_outcome(&home, 100 + pr, "planner@v1", pr % 2 == 0);
     }
-    let graduated = home.json(&["candidate", "canary-check"]);
+    let graduated = skillforge_tests::canary_check_json(&home, &["candidate", "canary-check"]);
     assert_eq!(
         graduated[0]["window"]["decision"], "graduate",
         "{graduated}"
@@ -1019,7 +1019,7 @@ fn a_blocked_decision_says_so_and_a_stale_base_is_refused() {
         harvest_outcome(&home, 10 + pr, "planner@v3", true);
     }
     assert_eq!(
-        home.json(&["candidate", "decide", "planner@v2"])["decision"]["decision"],
+        skillforge_tests::decide_json(&home, &["candidate", "decide", "planner@v2"])["decision"]["decision"],
         "promote"
     );
     assert_eq!(
@@ -1070,7 +1070,7 @@ fn a_blocked_decision_says_so_and_a_stale_base_is_refused() {
     assert_eq!(ended[0]["job_id"], "planner@v2");
 
     // planner@v2 was built on planner@v1: rebase needed, by the guardrails and by hand.
-    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    let decided = skillforge_tests::decide_json(&home, &["candidate", "decide", "planner@v2"]);
     assert_eq!(decided["decision"]["step"], 10, "{decided}");
     let reason = decided["reason"].as_str().unwrap();
     assert!(
@@ -1107,11 +1107,11 @@ fn a_canary_whose_spent_window_never_decides_is_rolled_back_as_inconclusive() {
         harvest_outcome(&home, pr, "planner@v2", pr != 1);
         harvest_outcome(&home, 100 + pr, "planner@v1", true);
     }
-    let held = home.json(&["candidate", "canary-check"]);
+    let held = skillforge_tests::canary_check_json(&home, &["candidate", "canary-check"]);
     assert_eq!(held[0]["window"]["decision"], "hold", "{held}");
     harvest_outcome(&home, 10, "planner@v2", true);
     harvest_outcome(&home, 110, "planner@v1", true);
-    let checked = home.json(&["candidate", "canary-check"]);
+    let checked = skillforge_tests::canary_check_json(&home, &["candidate", "canary-check"]);
     assert_eq!(
         checked[0]["window"]["decision"], "inconclusive",
         "{checked}"
@@ -1164,7 +1164,7 @@ fn s61_a_materially_worse_canary_rolls_back() {
         harvest_outcome(&home, pr, "planner@v2", pr <= 2);
         harvest_outcome(&home, 100 + pr, "planner@v1", true);
     }
-    let checked = home.json(&["candidate", "canary-check"]);
+    let checked = skillforge_tests::canary_check_json(&home, &["candidate", "canary-check"]);
     assert_eq!(checked[0]["window"]["decision"], "roll_back", "{checked}");
     assert_eq!(
         sql(
@@ -1211,7 +1211,7 @@ fn s63_bandit_confidence_from_ab_picks_feeds_auto_promote() {
         if reply["challenger_label"] == "a" {
             winning_seed.get_or_insert(round + 10);
         }
-        decided = home.json(&["candidate", "decide", "planner@v2"]);
+        decided = skillforge_tests::decide_json(&home, &["candidate", "decide", "planner@v2"]);
         if decided["decision"]["decision"] == "promote" {
             break;
         }

@@ -63,7 +63,8 @@ fn graduating_canary_on(home: Home) -> Home {
 
 /// `candidate canary-check --no-wait`: the one canary's line.
 fn check_without_waiting(home: &Home) -> Value {
-    let report = home.json(&["candidate", "canary-check", "--no-wait"]);
+    let report =
+        skillforge_tests::canary_check_json(home, &["candidate", "canary-check", "--no-wait"]);
     assert_eq!(report.as_array().map(Vec::len), Some(1), "{report}");
     report[0].clone()
 }
@@ -165,7 +166,7 @@ fn s61_a_failed_graduation_job_applies_nothing_and_the_next_check_decides_again(
         "pending"
     );
     // The next check finds that job ended unsucceeded and submits the next round's, which graduates.
-    let again = home.json(&["candidate", "canary-check"]);
+    let again = skillforge_tests::canary_check_json(&home, &["candidate", "canary-check"]);
     assert_eq!(
         (
             again[0]["window"]["decision"].as_str(),
@@ -282,7 +283,7 @@ fn s61_checks_that_see_more_evidence_for_the_same_outcome_submit_one_job() {
         "{listed}"
     );
     // A waiting check runs that one job and graduates the canary.
-    let done = home.json(&["candidate", "canary-check"]);
+    let done = skillforge_tests::canary_check_json(&home, &["candidate", "canary-check"]);
     assert_eq!(
         (done[0]["job_id"].as_str(), done[0]["applied"].as_bool()),
         (first["job_id"].as_str(), Some(true)),
@@ -307,7 +308,7 @@ fn s61_an_event_sent_by_a_later_check_carries_the_counts_its_decision_was_made_o
     assert_eq!(state(&home, "planner@v2"), "current");
     assert_eq!(graduated_events(&home), 0, "not sent yet");
     assert_eq!(
-        home.json(&["candidate", "canary-check"])
+        skillforge_tests::canary_check_json(&home, &["candidate", "canary-check"])
             .as_array()
             .map(Vec::len),
         Some(0),
@@ -338,7 +339,7 @@ fn s61_on_redis_canary_check_applies_the_decision_and_its_event_without_serve() 
     let redis = RedisServer::start();
     let home = graduating_canary_on(home_on(Home::redis(&redis.url())));
     let _worker = Reaped(home.spawn_worker("decisions", &[]));
-    let report = home.json(&["candidate", "canary-check"]);
+    let report = skillforge_tests::canary_check_json(&home, &["candidate", "canary-check"]);
     assert_eq!(report.as_array().map(Vec::len), Some(1), "{report}");
     assert_eq!(report[0]["window"]["decision"], "graduate", "{report}");
     assert_eq!(report[0]["applied"], true, "{report}\n{}", home.logs());

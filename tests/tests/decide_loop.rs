@@ -307,9 +307,9 @@ fn s52_awaiting_promotion_again_when_the_blocking_guardrail_changes() {
          [events]\njsonl = \"events.jsonl\"\n",
     );
     import(&home, "Plan in steps.\n", 0.8);
-    home.json(&["candidate", "decide", "planner@v2"]);
+    skillforge_tests::decide_json(&home, &["candidate", "decide", "planner@v2"]);
     harvest_outcome(&home, 1, "planner@v2", true);
-    home.json(&["candidate", "decide", "planner@v2"]);
+    skillforge_tests::decide_json(&home, &["candidate", "decide", "planner@v2"]);
     let awaiting = named(&home, "candidate.awaiting_promotion");
     assert_eq!(
         awaiting.len(),
@@ -321,7 +321,8 @@ fn s52_awaiting_promotion_again_when_the_blocking_guardrail_changes() {
         "{awaiting:?}"
     );
     harvest_outcome(&home, 2, "planner@v2", false);
-    let (out, _) = run_code(&home, &["candidate", "decide", "planner@v2"], 0);
+    // Left for a person: not decided yet (exit 4).
+    let (out, _) = run_code(&home, &["candidate", "decide", "planner@v2"], 4);
     assert!(
         out.contains("score 0.8 < auto_promote_min_score 0.9"),
         "{out}"
@@ -330,7 +331,7 @@ fn s52_awaiting_promotion_again_when_the_blocking_guardrail_changes() {
         !out.contains("step"),
         "no step numbers in human output: {out}"
     );
-    home.json(&["candidate", "decide", "planner@v2"]);
+    skillforge_tests::decide_json(&home, &["candidate", "decide", "planner@v2"]);
     let awaiting = named(&home, "candidate.awaiting_promotion");
     assert_eq!(
         awaiting.len(),
@@ -420,7 +421,7 @@ fn s61_a_hand_started_canary_graduates_without_an_auto_promoted_event() {
         harvest_outcome(&home, pr, "planner@v2", true);
         harvest_outcome(&home, 100 + pr, "planner@v1", pr % 2 == 0);
     }
-    let checked = home.json(&["candidate", "canary-check"]);
+    let checked = skillforge_tests::canary_check_json(&home, &["candidate", "canary-check"]);
     assert_eq!(
         (
             checked[0]["window"]["decision"].as_str(),
@@ -454,7 +455,7 @@ fn s61_a_hand_started_canary_graduates_without_an_auto_promoted_event() {
         json!({"positives": 5, "total": 10, "rate": 0.5}),
         "{detail}"
     );
-    home.json(&["candidate", "canary-check"]);
+    skillforge_tests::canary_check_json(&home, &["candidate", "canary-check"]);
     assert_eq!(
         named(&home, "candidate.canary_graduated").len(),
         1,

@@ -60,7 +60,7 @@ fn s51_s52_a_candidate_imported_by_train_continue_is_notified_and_stays_pending(
         "[skillopt]\nauto_promote = true\nauto_promote_min_score = 0.1\n[events]\njsonl = \"events.jsonl\"\n",
     );
     train_start(&home, "s1", "planner", true);
-    let (out, _) = run_code(&home, &["train", "continue", "--session", "s1"], 0);
+    let (out, _) = run_code(&home, &["train", "continue", "--session", "s1"], 4);
     assert!(
         out.contains("review published, waiting for feedback"),
         "{out}"
@@ -117,7 +117,7 @@ fn s51_s52_a_candidate_imported_by_train_continue_is_notified_and_stays_pending(
         "current"
     );
     // Continuing again does not notify again.
-    run_code(&home, &["train", "continue", "--session", "s1"], 0);
+    run_code(&home, &["train", "continue", "--session", "s1"], 4);
     assert_eq!(
         events(&home)
             .iter()
@@ -199,14 +199,14 @@ fn s61_a_graduation_is_a_durable_job_applied_by_the_promotion_family_at_ingestio
     import(&home, "Plan in steps.\n", 0.8);
     home.json(&["candidate", "canary", "planner@v2", "--sample", "0.2"]);
     // S-62: a hold submits no job.
-    let held = home.json(&["candidate", "canary-check"]);
+    let held = skillforge_tests::canary_check_json(&home, &["candidate", "canary-check"]);
     assert_eq!(held[0]["window"]["decision"], "hold", "{held}");
     assert!(decision_jobs(&home).is_empty(), "a hold is no job");
     for pr in 1..=10 {
         harvest_outcome(&home, pr, "planner@v2", true);
         harvest_outcome(&home, 100 + pr, "planner@v1", pr % 2 == 0);
     }
-    let graduated = home.json(&["candidate", "canary-check"]);
+    let graduated = skillforge_tests::canary_check_json(&home, &["candidate", "canary-check"]);
     assert_eq!(
         (
             graduated[0]["window"]["decision"].as_str(),
@@ -253,7 +253,7 @@ fn s61_a_graduation_is_a_durable_job_applied_by_the_promotion_family_at_ingestio
     );
     // Idempotent: no canary left, no second job, no second event.
     assert_eq!(
-        home.json(&["candidate", "canary-check"])
+        skillforge_tests::canary_check_json(&home, &["candidate", "canary-check"])
             .as_array()
             .unwrap()
             .len(),

@@ -435,7 +435,7 @@ fn the_demos_candidate_is_decided_with_evidence_end_to_end() {
     assert_eq!(lessons["applied"], 2, "{lessons}");
     // The demo's reference optimizer measures no score, and a missing score is never promoted on
     // outside the bandit path (S-57): with one pick the confidence rests on too few pulls.
-    let decided = home.json(&["candidate", "decide", &candidate]);
+    let decided = skillforge_tests::decide_json(&home, &["candidate", "decide", &candidate]);
     assert_eq!(decided["decision"]["decision"], "notify", "{decided}");
     assert_eq!(state(&candidate), "pending");
     // More picks for the challenger (the seed's shuffle shows it under the same label each time)
@@ -453,7 +453,7 @@ fn the_demos_candidate_is_decided_with_evidence_end_to_end() {
             "3",
         ]);
         assert_eq!(picked["human_winner"], "challenger", "{picked}");
-        let decided = home.json(&["candidate", "decide", &candidate]);
+        let decided = skillforge_tests::decide_json(&home, &["candidate", "decide", &candidate]);
         if decided["decision"]["decision"] == "promote" {
             promoted = true;
             break;
@@ -483,7 +483,7 @@ fn the_demos_candidate_is_decided_with_evidence_end_to_end() {
         harvest_outcome(&home, pr, &candidate, true);
         harvest_outcome(&home, 100 + pr, &format!("{TEMPLATE_ID}@v1"), pr % 2 == 0);
     }
-    let checked = home.json(&["candidate", "canary-check"]);
+    let checked = skillforge_tests::canary_check_json(&home, &["candidate", "canary-check"]);
     assert_eq!(
         (
             checked[0]["window"]["decision"].as_str(),

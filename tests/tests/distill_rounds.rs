@@ -601,7 +601,7 @@ fn a_distill_candidate_carries_its_held_out_replay_and_the_guardrails_read_it() 
         "--ci",
         "external",
     ]);
-    let held = home.json(&["candidate", "decide", "coder@v2"]);
+    let held = skillforge_tests::decide_json(&home, &["candidate", "decide", "coder@v2"]);
     assert_eq!(
         (
             held["decision"]["step"].as_u64(),
@@ -611,7 +611,7 @@ fn a_distill_candidate_carries_its_held_out_replay_and_the_guardrails_read_it() 
         "{held:#}"
     );
     guard("0.7");
-    let promoted = home.json(&["candidate", "decide", "coder@v2"]);
+    let promoted = skillforge_tests::decide_json(&home, &["candidate", "decide", "coder@v2"]);
     assert_eq!(promoted["decision"]["decision"], "promote", "{promoted:#}");
     assert_eq!(
         home.json(&["candidate", "show", "coder@v2"])["state"],

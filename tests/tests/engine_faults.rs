@@ -126,7 +126,8 @@ fn redis_data_loss_names_the_store_work_the_queue_lost() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     // No worker runs: the option jobs stay queued, pending in the store.
     let out = home.run(&["train", "continue", "--session", "s1", "--no-wait"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Exit 4: the option jobs are queued, not decided yet.
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     let queued = home.json(&["jobs", "list"]);
     let ids: Vec<String> = queued
         .as_array()

@@ -328,6 +328,24 @@ fn eval_report_and_status_show_each_arms_verify_and_invalid_samples_as_invalid()
         page.contains("<span class=\"verdict invalid\">invalid (both_arms_failed_verify)</span>"),
         "{page}"
     );
+    // Issue 35: `eval status` says why a sample is invalid in words (`--json` keeps the code).
+    let status = String::from_utf8(
+        broken
+            .home
+            .run(&["eval", "status", "--brief", BRIEF_ID])
+            .stdout,
+    )
+    .unwrap();
+    assert!(
+        status.contains("invalid: both arms failed verify")
+            && !status.contains("both_arms_failed_verify"),
+        "{status}"
+    );
+    let json = broken.home.json(&["eval", "status", "--brief", BRIEF_ID]);
+    assert_eq!(
+        json["samples"][0]["invalid_code"],
+        "both_arms_failed_verify"
+    );
 }
 
 // E-13 (resolutions 21, issue 34 item 7): a sample's two arms may run side by side on this
@@ -1442,7 +1460,7 @@ fn reforging_with_another_runtime_is_refused_and_the_same_flags_reuse() {
 
 // Issue 34 item 10, end to end: with `--pace` the anytime-valid gate decides across forges of one
 // skill. Three samples won by the with-arm adopt under the majority gate, but PACE holds (wealth
-// 1.5³ = 3.4 < 20: UNDECIDED, exit 1, nothing recorded or installed); a second forge on another
+// 1.5³ = 3.4 < 20: UNDECIDED, exit 4 (not decided yet), nothing recorded or installed); a second forge on another
 // brief still holds (1.5⁶ = 11.4); the third commits at the eighth win (1.5⁸ = 25.6 ≥ 20) and
 // adopts, the PACE report kept beside the aggregate. Without `--pace` the report carries no PACE
 // and no `pace.json` is written.
@@ -1457,7 +1475,7 @@ fn forge_pace_holds_until_the_e_process_commits_across_forges() {
         reports.push((code, report, stderr));
     }
     for (i, (code, report, stderr)) in reports.iter().take(2).enumerate() {
-        assert_eq!(*code, 1, "forge {}: {stderr}\n{report:#}", i + 1);
+        assert_eq!(*code, 4, "forge {}: {stderr}\n{report:#}", i + 1);
         assert_eq!(report["aggregate"]["wins_with"], 3, "{report:#}");
         assert_eq!(report["gate"]["decision"], "undecided", "{report:#}");
         assert_eq!(report["pace"]["verdict"], "continue", "{report:#}");

@@ -11,10 +11,10 @@ fn a_job_that_cannot_run_says_why_on_its_status_line() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let line = stderr
         .lines()
-        .find(|l| l.starts_with("job ") && l.contains("(not_runnable)"))
+        .find(|l| l.starts_with("job ") && l.contains("(not runnable)"))
         .unwrap_or_else(|| panic!("no status line:\n{stderr}"));
     let (_, reason) = line
-        .split_once("(not_runnable): ")
+        .split_once("(not runnable): ")
         .unwrap_or_else(|| panic!("no reason after the exit class: {line}"));
     assert!(
         reason.contains("program-xyz"),

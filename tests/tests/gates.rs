@@ -83,7 +83,7 @@ fn pace_blocks_a_mode_b_promotion_until_the_picks_commit() {
             "ab reports PACE beside the posterior: {reply}"
         );
     }
-    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    let decided = skillforge_tests::decide_json(&home, &["candidate", "decide", "planner@v2"]);
     assert_eq!(decided["decision"]["step"], 11, "{decided}");
     let reason = decided["reason"].as_str().unwrap();
     assert!(
@@ -111,7 +111,7 @@ fn pace_blocks_a_mode_b_promotion_until_the_picks_commit() {
     for round in 5..=8 {
         pick(&home, round, true);
     }
-    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    let decided = skillforge_tests::decide_json(&home, &["candidate", "decide", "planner@v2"]);
     assert_eq!(decided["decision"]["step"], 11, "{decided}");
     assert!(
         decided["reason"]
@@ -125,14 +125,14 @@ fn pace_blocks_a_mode_b_promotion_until_the_picks_commit() {
         pick(&home, round, true);
     }
     assert_eq!(
-        home.json(&["candidate", "decide", "planner@v2"])["decision"]["step"],
+        skillforge_tests::decide_json(&home, &["candidate", "decide", "planner@v2"])["decision"]["step"],
         11
     );
     assert_eq!(state(&home, "planner@v2"), "pending");
     let last = pick(&home, 11, true);
     assert_eq!(last["pace"]["verdict"], "commit", "{last}");
     let wins = 10;
-    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    let decided = skillforge_tests::decide_json(&home, &["candidate", "decide", "planner@v2"]);
     assert_eq!(decided["decision"]["decision"], "promote", "{decided}");
     assert_eq!(state(&home, "planner@v2"), "current");
     let all = events(&home);
@@ -186,7 +186,7 @@ fn pace_graduates_a_holding_canary_window_on_its_paired_outcomes() {
         harvest_outcome(&home, 100 + pr, "planner@v1", false);
     }
     // One tie and seven wins: wealth 1.5^7 = 17.09 < 20, PACE continues, the window holds.
-    let held = home.json(&["candidate", "canary-check"]);
+    let held = skillforge_tests::canary_check_json(&home, &["candidate", "canary-check"]);
     assert_eq!(held[0]["window"]["decision"], "hold", "{held}");
     assert_eq!(held[0]["pace"]["verdict"], "continue", "{held}");
     assert_eq!(
@@ -240,7 +240,7 @@ fn pace_off_run(cfg: &str) -> Vec<String> {
         }
         replies.push(reply.to_string());
     }
-    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    let decided = skillforge_tests::decide_json(&home, &["candidate", "decide", "planner@v2"]);
     let mut shown = home.json(&["candidate", "show", "planner@v2"]);
     for volatile in ["created_at", "decided_at", "diff", "content", "source_path"] {
         shown.as_object_mut().unwrap().remove(volatile);
@@ -328,7 +328,7 @@ fn replay_gate_blocks_until_a_corpus_replay_on_a_worker_accepts_the_candidate() 
     for pr in 1..=2 {
         harvest_outcome(&home, pr, "planner@v2", true);
     }
-    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    let decided = skillforge_tests::decide_json(&home, &["candidate", "decide", "planner@v2"]);
     assert_eq!(decided["decision"]["step"], 12, "{decided}");
     assert!(
         decided["reason"].as_str().unwrap().contains("gate_blocked"),
@@ -410,7 +410,7 @@ fn replay_gate_blocks_until_a_corpus_replay_on_a_worker_accepts_the_candidate() 
     );
     assert!(text.contains("steps            delta +1"), "{text}");
 
-    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    let decided = skillforge_tests::decide_json(&home, &["candidate", "decide", "planner@v2"]);
     assert_eq!(decided["decision"]["decision"], "promote", "{decided}");
     assert_eq!(state(&home, "planner@v2"), "current");
     let promoted = events(&home)
@@ -546,7 +546,7 @@ fn replay_gate_off_changes_no_decision() {
     for pr in 1..=2 {
         harvest_outcome(&home, pr, "planner@v2", true);
     }
-    let decided = home.json(&["candidate", "decide", "planner@v2"]);
+    let decided = skillforge_tests::decide_json(&home, &["candidate", "decide", "planner@v2"]);
     assert_eq!(decided["decision"]["decision"], "promote", "{decided}");
     assert!(
         events(&home)

@@ -230,7 +230,7 @@ fn a_judge_only_pick_counts_only_once_the_judge_is_measured() {
 
 /// `candidate decide planner@v2 --json`.
 fn decide(home: &Home) -> Value {
-    home.json(&["candidate", "decide", "planner@v2"])
+    skillforge_tests::decide_json(home, &["candidate", "decide", "planner@v2"])
 }
 
 /// The step and reason a `candidate decide` stopped at (panics on a promotion).

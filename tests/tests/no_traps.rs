@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use skillforge_tests::{Backend, Home, Reaped, on_both_backends};
+use skillforge_tests::{Backend, Home, Reaped, RedisServer, on_both_backends};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -130,14 +130,15 @@ fn retry_env_replaces_values(b: Backend) {
 
 on_both_backends!(
     keyed_not_runnable_job_restarts_with_the_new_environment,
-    retry_env_replaces_values
+    retry_env_replaces_values,
+    a_second_serve_on_one_home_refuses_to_start_and_names_the_first
 );
 
 /// A second `serve` on a home whose control plane runs refuses to start (exit 2), naming the
-/// running one; once that one is gone (even killed) a new one starts.
-#[test]
-fn a_second_serve_on_one_home_refuses_to_start_and_names_the_first() {
-    let home = Home::embedded();
+/// running one (pid, host, how long it has run) and what to do; once that one is gone (even
+/// killed with SIGKILL, leaving its lock file behind) a new one starts. On both queue backends.
+fn a_second_serve_on_one_home_refuses_to_start_and_names_the_first(b: Backend) {
+    let home = b.home();
     let mut first = Reaped(home.spawn_serve());
     home.wait(WAIT, "the first serve to take the home", || {
         home.logs().contains("control plane on").then_some(())
@@ -145,8 +146,13 @@ fn a_second_serve_on_one_home_refuses_to_start_and_names_the_first() {
     let out = home.run(&["serve"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let host = this_host();
+    let pid = first.0.id();
     assert!(
-        stderr.contains("already running") && stderr.contains(&format!("process {}", first.0.id())),
+        stderr.contains("already running")
+            && stderr.contains(&format!("pid {pid} on host {}", host))
+            && stderr.contains("running for ")
+            && stderr.contains(&format!("stop it (`kill {pid}`)")),
         "{stderr}"
     );
     first.0.kill().unwrap();
@@ -156,6 +162,57 @@ fn a_second_serve_on_one_home_refuses_to_start_and_names_the_first() {
         (home.logs().matches("control plane on").count() == 2).then_some(())
     });
     assert!(second.0.try_wait().unwrap().is_none(), "{}", home.logs());
+}
+
+/// This machine's hostname, as a `serve` names it.
+fn this_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+/// Two `serve`s of different homes over one Redis queue both run, and the second says so at
+/// start, naming the first (pid, host); when the first is killed (SIGKILL) the second takes over
+/// the queue's control-plane lock once the first's heartbeat is stale (docs/fleet.md).
+#[test]
+fn a_second_serve_on_one_queue_from_another_home_says_so_and_takes_over() {
+    let redis = RedisServer::start();
+    let (a, b) = (Home::redis(&redis.url()), Home::redis(&redis.url()));
+    let lock_holder = |home: &Home| -> Option<u64> {
+        home.json(&["locks"])
+            .as_array()?
+            .iter()
+            .find(|l| l["name"] == "control-plane:serve" && l["status"] == "active")
+            .and_then(|l| l["owner_pid"].as_u64())
+    };
+    let mut first = Reaped(a.spawn_serve());
+    let first_pid = u64::from(first.0.id());
+    a.wait(WAIT, "the first serve to hold the queue lock", || {
+        (lock_holder(&a) == Some(first_pid)).then_some(())
+    });
+    let second = Reaped(b.spawn_serve());
+    let host = this_host();
+    let said = b.wait(WAIT, "the second serve to say the first runs", || {
+        let logs = b.logs();
+        logs.contains("another serve (").then_some(logs)
+    });
+    assert!(
+        said.contains(&format!(
+            "another serve (pid {first_pid} on host {}, running for ",
+            host
+        )) && said.contains("results are ingested by whichever applies first"),
+        "{said}"
+    );
+    assert!(second.0.id() > 0);
+    first.0.kill().unwrap();
+    let _ = first.0.wait();
+    let second_pid = u64::from(second.0.id());
+    b.wait(WAIT, "the second serve to take the queue lock over", || {
+        (lock_holder(&b) == Some(second_pid)).then_some(())
+    });
+    // One home, one serve each: neither refused.
+    assert!(!b.logs().contains("already running"), "{}", b.logs());
 }
 
 /// A command run on a home that does not exist (a mistyped `--home`) says it starts an empty one

@@ -78,7 +78,7 @@ fn init_writes_a_home_whose_starter_files_are_valid_as_written() {
     ]);
     assert_eq!(started["state"], "items_ready", "{started:#}");
     // Options for every starter item on the starter skill (scripted runtime), then the blind packet.
-    let (out, _) = run_code(&home, &["train", "continue", "--session", "first"], 0);
+    let (out, _) = run_code(&home, &["train", "continue", "--session", "first"], 4);
     assert!(
         out.contains("review published, waiting for feedback"),
         "{out}"

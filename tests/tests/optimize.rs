@@ -412,6 +412,14 @@ fn optimize_loop_improves_a_real_metric_and_keeps_only_measured_gains() {
     );
     assert_final_state(repo.path(), &status, report["text"].as_str().unwrap());
     assert_state_files(&home.path().join("optimize/ops"));
+    // Issue 35: the human status says each outcome in words (`--json` keeps the names).
+    let human = optimize(&home, &plan, &["status", "--spec", &spec]);
+    let human = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        human.contains("exp-003 deferred needs approval")
+            && !human.contains("deferred_needs_approval"),
+        "{human}"
+    );
     // a resumed finished run changes nothing
     ok(
         &optimize(&home, &plan, &["--json", "resume", "--spec", &spec]),

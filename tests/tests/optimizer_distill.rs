@@ -578,7 +578,7 @@ fn s57_a_distill_candidate_says_why_it_has_no_score_and_goes_to_a_canary() {
             "external",
         ]);
     }
-    let decided = run.home.json(&["candidate", "decide", "planner@v2"]);
+    let decided = skillforge_tests::decide_json(&run.home, &["candidate", "decide", "planner@v2"]);
     assert_eq!(
         decided["decision"],
         json!({"decision": "promote", "canary_sample": 0.2}),
@@ -741,7 +741,7 @@ fn a_distill_candidate_with_a_corpus_gets_its_score_from_the_replay_gate() {
         "--ci",
         "external",
     ]);
-    let decided = run.home.json(&["candidate", "decide", "planner@v2"]);
+    let decided = skillforge_tests::decide_json(&run.home, &["candidate", "decide", "planner@v2"]);
     assert_eq!(
         decided["decision"],
         json!({"decision": "promote", "canary_sample": null}),

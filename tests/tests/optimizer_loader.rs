@@ -308,7 +308,7 @@ fn a_train_iteration_package_loads_as_its_optimizer_job_receives_it_from_a_relat
         "owner/workspace",
     ]);
     home.json(&args);
-    run_code(&home, &["train", "continue", "--session", "s1"], 0);
+    run_code(&home, &["train", "continue", "--session", "s1"], 4);
     let status = home.json(&["train", "status", "--session", "s1", "--detail"]);
     let packet = PathBuf::from(
         status["review_packet"]

@@ -160,7 +160,7 @@ fn a_waiting_command_fails_its_unplaceable_job(b: Backend) {
     let stderr = std::fs::read_to_string(&log).unwrap();
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("failed (not_runnable): no live worker offers the label(s) host=db9"),
+        stderr.contains("failed (not runnable): no live worker offers the label(s) host=db9"),
         "{stderr}"
     );
 

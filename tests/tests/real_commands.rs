@@ -165,8 +165,10 @@ fn train_option_generation_runs_on_each_real_cli_and_status_shows_its_spend() {
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success(),
+        // Exit 4: the review packet is published and waits for a person.
+        assert_eq!(
+            out.status.code(),
+            Some(4),
             "{runtime}: train continue: {}\n{stderr}",
             out.status
         );

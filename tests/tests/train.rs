@@ -148,7 +148,7 @@ fn optimize_through_a_failing_wrapper(home: &Home) -> String {
         ),
     );
     start(home, true);
-    run_code(home, &["train", "continue", "--session", SESSION], 0);
+    run_code(home, &["train", "continue", "--session", SESSION], 4);
     fill_feedback(home, true);
     run_code(
         home,
@@ -171,9 +171,10 @@ fn iterate_to_candidate(home: &Home) -> String {
     optimize_to_candidate(home)
 }
 
-/// `items_ready` → `review_published`: options generated once, the human gate holds.
+/// `items_ready` → `review_published`: options generated once, the human gate holds (exit 4:
+/// waiting for a person, the `next:` line saying what to do).
 fn generate_options(home: &Home) {
-    let (out, _) = run_code(home, &["train", "continue", "--session", SESSION], 0);
+    let (out, _) = run_code(home, &["train", "continue", "--session", SESSION], 4);
     assert!(
         out.contains("review published, waiting for feedback"),
         "{out}"
@@ -181,9 +182,14 @@ fn generate_options(home: &Home) {
     let st = status(home);
     assert_eq!(st["status_phase"], "review_published");
     assert_options_once(&st);
-    // Continue before the human filled the packet: nothing moves (the gate is the human's).
-    let (out, _) = run_code(home, &["train", "continue", "--session", SESSION], 0);
+    // Continue before the human filled the packet: nothing moves (the gate is the human's), still
+    // exit 4.
+    let (out, _) = run_code(home, &["train", "continue", "--session", SESSION], 4);
     assert!(out.contains("waiting for human feedback"), "{out}");
+    assert!(
+        out.contains("next: waiting for human feedback: fill"),
+        "{out}"
+    );
     assert_eq!(status(home)["current_phase"], "review_published");
 }
 
@@ -225,7 +231,12 @@ fn review_promote_next(home: &Home, version: &str) {
         err.contains("--start-next refused") && !err.contains("S-99"),
         "{err}"
     );
-    run_code(home, &["train", "continue", "--session", SESSION], 0);
+    // The candidate review published: a person promotes or rejects (exit 4, saying how).
+    let (out, _) = run_code(home, &["train", "continue", "--session", SESSION], 4);
+    assert!(
+        out.contains("next: decide:") && out.contains("--promote"),
+        "{out}"
+    );
     let st = status(home);
     assert_eq!(st["current_phase"], "candidate_review_published");
     let review = std::fs::read_to_string(
@@ -240,7 +251,7 @@ fn review_promote_next(home: &Home, version: &str) {
         "{review}"
     );
     // Continue without a decision stays at the gate.
-    run_code(home, &["train", "continue", "--session", SESSION], 0);
+    run_code(home, &["train", "continue", "--session", SESSION], 4);
     assert_eq!(status(home)["current_phase"], "candidate_review_published");
     run_code(
         home,
@@ -297,7 +308,7 @@ fn s99_a_candidate_promoted_outside_the_session_is_recorded_and_the_next_iterati
     let home = Home::embedded();
     start(&home, true);
     let version = iterate_to_candidate(&home);
-    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    run_code(&home, &["train", "continue", "--session", SESSION], 4);
     assert_eq!(status(&home)["current_phase"], "candidate_review_published");
     run_code(
         &home,
@@ -417,7 +428,15 @@ fn s98_without_workspace_repo_the_session_stays_at_request_confirmed() {
     let started = start(&home, false);
     assert_eq!(started["state"], "request_confirmed");
     let (_, err) = run_code(&home, &["train", "continue", "--session", SESSION], 2);
-    assert!(err.contains("S-98") && err.contains("workspace"), "{err}");
+    assert!(
+        err.contains("--workspace-repo") && !err.contains("S-98"),
+        "what to do, without the rule's id: {err}"
+    );
+    let (out, _) = run_code(&home, &["train", "status", "--session", SESSION], 0);
+    assert!(
+        out.contains("next: start a session with --workspace-repo") && !out.contains("S-98"),
+        "{out}"
+    );
     let st = status(&home);
     assert_eq!(st["current_phase"], "request_confirmed");
     assert_eq!(st["status_phase"], "request_confirmed");
@@ -488,7 +507,7 @@ fn start_refuses_bad_input_naming_the_flag_and_writes_nothing() {
 fn s100_no_candidate_is_recorded_and_recover_does_not_duplicate() {
     let home = Home::embedded();
     start(&home, true);
-    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    run_code(&home, &["train", "continue", "--session", SESSION], 4);
     fill_feedback(&home, false);
     run_code(&home, &["train", "continue", "--session", SESSION], 0);
     let st = status(&home);
@@ -564,7 +583,7 @@ fn s100_no_candidate_is_recorded_and_recover_does_not_duplicate() {
 fn s100_the_optimizer_dry_run_is_imported_as_no_candidate() {
     let home = Home::embedded();
     start(&home, true);
-    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    run_code(&home, &["train", "continue", "--session", SESSION], 4);
     fill_feedback(&home, true);
     let (_, err) = run_code(
         &home,
@@ -602,7 +621,7 @@ fn a_missing_optimizer_executable_is_blocked_config() {
         "[backends.missing]\ncommand = [\"/nonexistent/gitmoot-skillopt\", \"optimize\"]\n",
     );
     start(&home, true);
-    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    run_code(&home, &["train", "continue", "--session", SESSION], 4);
     fill_feedback(&home, true);
     let (_, err) = run_code(
         &home,
@@ -724,7 +743,7 @@ fn sigkill_during_option_generation(home: Home, fleet: Option<&RedisServer>) {
     run_code(
         &home,
         &["train", "continue", "--session", SESSION, "--no-wait"],
-        0,
+        4,
     );
     let st = wait_phase(&home, "generating_options");
     assert_eq!(st["current_phase"], "items_ready");
@@ -752,7 +771,7 @@ fn sigkill_during_option_generation(home: Home, fleet: Option<&RedisServer>) {
     let _second = fleet.map(|_| Reaped(home.spawn_worker("w2", &[])));
     // The next continue (embedded: its in-process worker's reaper; Redis: w2's) reaps the stale
     // leases, re-runs the jobs and applies each result once.
-    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    run_code(&home, &["train", "continue", "--session", SESSION], 4);
     let st = status(&home);
     assert_eq!(st["current_phase"], "review_published", "{st:#}");
     assert_options_once(&st);
@@ -760,7 +779,7 @@ fn sigkill_during_option_generation(home: Home, fleet: Option<&RedisServer>) {
         st["verbose"]["jobs"]["total"], 2,
         "the idempotency key kept one job per item: {st:#}"
     );
-    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    run_code(&home, &["train", "continue", "--session", SESSION], 4);
     assert_options_once(&status(&home));
     if fleet.is_some() {
         let owners = train_job_owners(&home);
@@ -814,7 +833,7 @@ fn a_train_continue_whose_clock_is_ahead_does_not_reap_the_running_optimizer() {
         ),
     );
     start(&home, true);
-    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    run_code(&home, &["train", "continue", "--session", SESSION], 4);
     fill_feedback(&home, true);
     let _worker = Reaped(home.spawn_worker("w1", &[]));
     run_code(
@@ -828,7 +847,7 @@ fn a_train_continue_whose_clock_is_ahead_does_not_reap_the_running_optimizer() {
             "slow",
             "--no-wait",
         ],
-        0,
+        4,
     );
     wait_phase(&home, "optimizer_running");
     let job = home
@@ -902,7 +921,7 @@ fn sigkill_during_the_optimizer(home: Home, fleet: Option<&RedisServer>, serve_p
     );
     start(&home, true);
     let generator = fleet.map(|_| Reaped(home.spawn_worker("gen", &[])));
-    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    run_code(&home, &["train", "continue", "--session", SESSION], 4);
     drop(generator);
     fill_feedback(&home, true);
     let mut worker = Reaped(home.spawn_worker("w1", &[]));
@@ -917,7 +936,7 @@ fn sigkill_during_the_optimizer(home: Home, fleet: Option<&RedisServer>, serve_p
             "slow",
             "--no-wait",
         ],
-        0,
+        4,
     );
     let st = wait_phase(&home, "optimizer_running");
     let lock = st["verbose"]["active_locks"]
@@ -976,7 +995,7 @@ fn sigkill_during_the_optimizer(home: Home, fleet: Option<&RedisServer>, serve_p
     assert_eq!(st["current_phase"], "candidate_created", "{st:#}");
     assert_eq!(st["verbose"]["optimizer"]["attempt"], 2);
     assert_eq!(candidates(&home).len(), 1);
-    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    run_code(&home, &["train", "continue", "--session", SESSION], 4);
     assert_eq!(candidates(&home).len(), 1, "no duplicate candidate version");
     if fleet.is_some() {
         let version = status(&home)["candidate_version"]
@@ -1313,12 +1332,12 @@ fn optimizer_jobs(home: &Home) -> Vec<Value> {
 fn two_train_continue_at_once_run_one_optimizer_and_import_one_candidate() {
     let home = Home::embedded();
     start(&home, true);
-    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    run_code(&home, &["train", "continue", "--session", SESSION], 4);
     fill_feedback(&home, true);
     let args = ["train", "continue", "--session", SESSION];
     let results = both(spawn_cmd(&home, &args), spawn_cmd(&home, &args));
     for (code, err) in &results {
-        assert!(matches!(code, Some(0 | 2 | 3)), "exit {code:?}: {err}");
+        assert!(matches!(code, Some(0 | 2 | 3 | 4)), "exit {code:?}: {err}");
     }
     assert!(results.iter().any(|(c, _)| *c == Some(0)), "{results:?}");
     let st = status(&home);
@@ -1332,7 +1351,7 @@ fn two_train_continue_at_once_run_one_optimizer_and_import_one_candidate() {
         "one optimizer job: {results:?}"
     );
     assert_eq!(candidates(&home).len(), 1, "one candidate: {results:?}");
-    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    run_code(&home, &["train", "continue", "--session", SESSION], 4);
     assert_eq!(candidates(&home).len(), 1);
 }
 

@@ -66,7 +66,7 @@ fn start(home: &Home, extra: &[&str]) -> Value {
 
 /// Generates options and publishes the packet, then a human fills feedback.yml.
 fn generate_and_review(home: &Home) -> PathBuf {
-    ok(home, &["train", "continue", "--session", SESSION]);
+    run_code(home, &["train", "continue", "--session", SESSION], 4);
     let st = status(home);
     assert_eq!(st["current_phase"], "review_published", "{st:#}");
     let dir = PathBuf::from(st["review_packet"].as_str().unwrap());
@@ -172,7 +172,7 @@ fn s101_train_continue_evaluates_options_before_export_and_the_failure_packet_re
     let (out, err) = run_code(
         &home,
         &["train", "continue", "--session", SESSION, "--no-wait"],
-        0,
+        4,
     );
     assert!(out.contains("evaluator's jobs are running"), "{out}\n{err}");
     let st = status(&home);

@@ -47,8 +47,29 @@ fn status(home: &Home) -> Value {
     ok_json(home, &["train", "status", "--session", "s1", "--detail"])
 }
 
+/// `train continue`: its report, its exit checked against the state it stopped at (4 while a
+/// person must act: review comments to come, a candidate to promote or reject; else 0).
 fn cont(home: &Home) -> Value {
-    ok_json(home, &["train", "continue", "--session", "s1"])
+    let args = ["--json", "train", "continue", "--session", "s1"];
+    let out = sf(home, &args);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: {e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let waits = matches!(
+        report["state"].as_str(),
+        Some("review_published" | "candidate_review_published")
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(if waits { 4 } else { 0 }),
+        "{report:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    report
 }
 
 fn setup(fake: &FakeGitHub) -> Home {

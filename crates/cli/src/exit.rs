@@ -8,10 +8,13 @@ pub const CHECK_FAILED: u8 = 1;
 pub const USAGE: u8 = 2;
 /// Environment problem: missing tool, unreachable queue, unreadable home.
 pub const ENVIRONMENT: u8 = 3;
-/// Not decided yet, ask again later: `harvest gate` saw an empty gate once and waits for the
-/// second observation after `[merge_gate] min_ci_wait` (S-19); `optimize run` was stopped by the
-/// operator and is paused (running it again continues the same batch).
-pub const GATE_WAIT: u8 = 4;
+/// Not decided yet: the answer waits — on time (ask again later: `harvest gate` saw an empty
+/// gate once and waits for the second observation after `[merge_gate] min_ci_wait`, S-19; jobs
+/// still running; a paused `optimize run`, which running again continues) or on a person (`train
+/// continue` waiting for review feedback or a promote/reject decision, `candidate decide` leaving
+/// the candidate for a person). The command's last line says what to do next. docs/jobs.md,
+/// "Exit codes", lists every command that exits with it.
+pub const WAITING: u8 = 4;
 
 /// An error that carries the exit code it should end the process with.
 #[derive(Debug)]

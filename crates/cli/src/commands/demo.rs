@@ -502,7 +502,10 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
         }
         _ => println!("\nno candidate: {}", meta.optimizer.no_candidate_reason),
     }
-    println!("\nsession             {session} ({})", iteration.state);
+    println!(
+        "\nsession             {session} ({})",
+        skillforge_skillopt::train::phase::describe(iteration.state.as_str())
+    );
     println!("items               {}", items_file.display());
     println!("review packet       {}", meta.review.path);
     println!("training package    {}", meta.export.path);

@@ -7,7 +7,7 @@
 //!   rows (the embedded queue's control plane is this process).
 //! * `gate`: the merge side of an empty gate for CI pipelines and forges: records one observation
 //!   at a PR head and answers `external | stamp | wait | blocked` (S-19; exit codes on
-//!   [`crate::exit::GATE_WAIT`]); a stamp feeds `outcome` as a confirmed empty gate (S-18).
+//!   [`crate::exit::WAITING`]); a stamp feeds `outcome` as a confirmed empty gate (S-18).
 //! * `rerun`: one leg of a merged PR again, its own row re-upserted in place (S-27).
 //! * `events`: the harvester's job events (failures, fallbacks).
 //! * `status`: row counts of the feedback tables and the auto-trace runs.
@@ -476,7 +476,7 @@ async fn gate(ctx: &Context, args: GateArgs) -> CliResult {
     Ok(match report.decision {
         GateDecision::Stamp | GateDecision::External => OK,
         GateDecision::Blocked => CHECK_FAILED,
-        GateDecision::Wait { .. } => crate::exit::GATE_WAIT,
+        GateDecision::Wait { .. } => crate::exit::WAITING,
     })
 }
 

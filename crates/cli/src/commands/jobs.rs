@@ -440,7 +440,8 @@ fn outcome_suffix(job: &Job) -> String {
         ));
     }
     if let Some(o) = &job.outcome {
-        s.push_str(&format!(" ({}", o.exit.label()));
+        // In words (`not runnable`, `timed out`); `--json` keeps the label.
+        s.push_str(&format!(" ({}", o.exit.label().replace('_', " ")));
         if let Some(c) = o.exit_code {
             s.push_str(&format!(", exit {c}"));
         }

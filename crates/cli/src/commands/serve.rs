@@ -5,6 +5,10 @@
 //! ([`crate::control::http`]) with `GET /metrics`, `/health`, `/ready` and `POST /events` for CI
 //! pipelines and forge webhooks — until SIGTERM/SIGINT.
 //!
+//! One `serve` per home: it holds `<home>/serve.lock` (`flock`) and a second one refuses to start
+//! naming it. On a shared queue it also holds the queue lock [`SERVE_QUEUE_LOCK`]; a `serve` of
+//! another home on the same queue says so at start and runs (docs/fleet.md).
+//!
 //! `POST /events` takes GitHub webhook deliveries (`X-GitHub-Event`: `pull_request`, `status`,
 //! `check_suite`, `pull_request_review`, `ping`) and CI reports (`skillforge_outcome`), each signed
 //! with HMAC-SHA256 in `X-Hub-Signature-256` under `SKILLFORGE_WEBHOOK_SECRET` or
@@ -278,6 +282,13 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         .await;
     };
     let settings = watch_settings(backend.as_ref(), &store, shutdown.clone());
+    // Another `serve` over this shared queue from another home: said once, both run
+    // (docs/fleet.md). The embedded queue is the home's own: the home's lock above covers it.
+    let presence = async {
+        if !ctx.queue_url.is_embedded() {
+            hold_queue_presence(backend.clone(), shutdown.clone()).await;
+        }
+    };
     let github_watch = run_github_watch(
         GithubWatch {
             forge,
@@ -300,7 +311,8 @@ pub async fn run(ctx: &Context, args: ServeArgs) -> CliResult {
         guardrails,
         lost,
         settings,
-        github_watch
+        github_watch,
+        presence
     );
     Ok(OK)
 }
@@ -340,13 +352,63 @@ async fn redecide_on_evidence(
     }
 }
 
-/// File in the home that the running `serve` holds locked (and whose text is its pid).
+/// File in the home that the running `serve` holds locked; its text names the holder as JSON
+/// (`{"pid": N, "host": "H", "started_at_ms": T}`, ms since the Unix epoch) for the message of a
+/// second `serve`. A file from an older build holds the bare pid, which is read as well.
 pub const SERVE_LOCK_FILE: &str = "serve.lock";
 
+/// Named lock in the queue that the running `serve` holds while it runs (shown by `skillforge
+/// locks`): another `serve` over the same queue from another home finds it and says so at start.
+pub const SERVE_QUEUE_LOCK: &str = "control-plane:serve";
+
+/// Heartbeat period of [`SERVE_QUEUE_LOCK`].
+const SERVE_QUEUE_HEARTBEAT: Duration = Duration::from_secs(1);
+/// Stale threshold of [`SERVE_QUEUE_LOCK`]: a `serve` killed without releasing it stops counting
+/// after this long (the next `serve` takes it over).
+const SERVE_QUEUE_STALE_AFTER: Duration = Duration::from_secs(10);
+
+/// Who holds a home's [`SERVE_LOCK_FILE`], as written into it.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct ServeHolder {
+    pid: u32,
+    #[serde(default)]
+    host: String,
+    #[serde(default)]
+    started_at_ms: i64,
+}
+
+impl ServeHolder {
+    /// Reads the lock file's text: the JSON above, or a bare pid (older builds).
+    fn parse(text: &str) -> Option<Self> {
+        let text = text.trim();
+        serde_json::from_str(text).ok().or_else(|| {
+            text.parse().ok().map(|pid| Self {
+                pid,
+                host: String::new(),
+                started_at_ms: 0,
+            })
+        })
+    }
+
+    /// `pid N on host H, running for 4m05s` (the parts the file holds).
+    fn describe(&self) -> String {
+        let mut s = format!("pid {}", self.pid);
+        if !self.host.is_empty() {
+            s.push_str(&format!(" on host {}", self.host));
+        }
+        if self.started_at_ms > 0 {
+            let ms = skillforge_engine::job::now_ms() - self.started_at_ms;
+            s.push_str(&format!(", running for {}", crate::output::age(ms)));
+        }
+        s
+    }
+}
+
 /// Locks `<home>/serve.lock` for the life of the returned file, so a second `serve` on the same
-/// home refuses to start (exit 2) naming the process that holds it. The lock is the kernel's
-/// (`flock`): it ends with the process however it ends, so a killed `serve` never leaves a stale
-/// lock behind. Errors: another process holds the lock (usage), the file cannot be opened (env).
+/// home refuses to start (exit 2) naming the process that holds it (pid, host, how long it has
+/// run) and what to do. The lock is the kernel's (`flock`): it ends with the process however it
+/// ends, so a killed `serve` never leaves a stale lock behind (the file's text is only read for
+/// the message). Errors: another process holds the lock (usage), the file cannot be opened (env).
 fn hold_serve_lock(home: &std::path::Path) -> Result<std::fs::File, CliError> {
     use std::io::{Read, Seek, Write};
     let path = home.join(SERVE_LOCK_FILE);
@@ -359,23 +421,29 @@ fn hold_serve_lock(home: &std::path::Path) -> Result<std::fs::File, CliError> {
         .map_err(|e| CliError::env(anyhow!("open {}: {e}", path.display())))?;
     match file.try_lock() {
         Ok(()) => {
-            // Best effort: the pid is for the message of a second `serve`, the lock is the guard.
+            // Best effort: the holder is for the message of a second `serve`, the lock is the guard.
+            let me = ServeHolder {
+                pid: std::process::id(),
+                host: skillforge_engine::job::WorkerIdentity::new("serve").host,
+                started_at_ms: skillforge_engine::job::now_ms(),
+            };
+            let text = serde_json::to_string(&me).unwrap_or_default();
             let _ = file
                 .set_len(0)
                 .and_then(|()| file.rewind())
-                .and_then(|()| write!(file, "{}", std::process::id()));
+                .and_then(|()| file.write_all(text.as_bytes()));
             Ok(file)
         }
         Err(std::fs::TryLockError::WouldBlock) => {
-            let mut pid = String::new();
-            let _ = file.read_to_string(&mut pid);
-            let holder = match pid.trim() {
-                "" => "another process".to_owned(),
-                pid => format!("process {pid}"),
+            let mut text = String::new();
+            let _ = file.read_to_string(&mut text);
+            let (holder, stop) = match ServeHolder::parse(&text) {
+                Some(h) => (h.describe(), format!("stop it (`kill {}`)", h.pid)),
+                None => ("another process".to_owned(), "stop it".to_owned()),
             };
             Err(CliError::usage(anyhow!(
                 "another `skillforge serve` ({holder}) is already running on the home {}: one control plane \
-                 per home; stop it first, or give this one its own home with --home",
+                 per home; {stop} first, or give this one its own home with --home",
                 home.display()
             )))
         }
@@ -383,6 +451,79 @@ fn hold_serve_lock(home: &std::path::Path) -> Result<std::fs::File, CliError> {
             Err(CliError::env(anyhow!("lock {}: {e}", path.display())))
         }
     }
+}
+
+/// Takes [`SERVE_QUEUE_LOCK`] in the queue and holds it until `stop` fires, then releases it.
+/// When another `serve` (of another home: one home has one `serve`) holds it, says so once on
+/// stderr — both run, and a result is ingested by whichever applies it first (docs/fleet.md) —
+/// and keeps trying, so this one takes over when that one stops or dies (its heartbeat goes stale
+/// after [`SERVE_QUEUE_STALE_AFTER`]). Queue errors are logged at debug and retried each beat.
+async fn hold_queue_presence(
+    backend: std::sync::Arc<dyn skillforge_engine::backend::QueueBackend>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    use skillforge_engine::job::{LockAcquire, WorkerIdentity};
+    let identity = WorkerIdentity::new("serve");
+    let mut token = None;
+    let mut said = false;
+    loop {
+        match token {
+            None => match backend
+                .acquire_lock(
+                    SERVE_QUEUE_LOCK,
+                    &identity,
+                    SERVE_QUEUE_HEARTBEAT,
+                    SERVE_QUEUE_STALE_AFTER,
+                )
+                .await
+            {
+                Ok(LockAcquire::Acquired { fencing_token }) => token = Some(fencing_token),
+                // A holder on this host whose process is gone (killed before its lock went
+                // stale) is not another serve: its lock is taken over once stale.
+                Ok(LockAcquire::Held(lease)) if !said && !dead_here(&lease, &identity) => {
+                    said = true;
+                    let now = skillforge_engine::job::now_ms();
+                    eprintln!(
+                        "another serve (pid {} on host {}, running for {}, last heartbeat {} ago) is running on this queue; \
+                         results are ingested by whichever applies first (see docs/fleet.md: one serve per queue \
+                         unless you mean it)",
+                        lease.owner_pid,
+                        lease.owner_host,
+                        crate::output::age(now - lease.acquired_at_ms),
+                        crate::output::age(now - lease.heartbeat_at_ms)
+                    );
+                }
+                Ok(LockAcquire::Held(_)) => {}
+                Err(e) => tracing::debug!(error = %e, "serve's queue lock not taken"),
+            },
+            Some(t) => match backend.renew_lock(SERVE_QUEUE_LOCK, t).await {
+                Ok(true) => {}
+                Ok(false) => token = None,
+                Err(e) => tracing::debug!(error = %e, "serve's queue lock not renewed"),
+            },
+        }
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep(SERVE_QUEUE_HEARTBEAT) => {}
+        }
+    }
+    if let Some(t) = token {
+        let _ = backend.release_lock(SERVE_QUEUE_LOCK, t).await;
+    }
+}
+
+/// Whether `lease`'s holder ran on this host (as `me` names it) and its process no longer exists.
+fn dead_here(
+    lease: &skillforge_engine::job::Lease,
+    me: &skillforge_engine::job::WorkerIdentity,
+) -> bool {
+    lease.owner_host == me.host
+        && i32::try_from(lease.owner_pid).is_ok_and(|pid| {
+            matches!(
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+                Err(nix::errno::Errno::ESRCH)
+            )
+        })
 }
 
 /// Raises the soft limit of open files to the hard one (issue 32 item 10): `serve` holds the

@@ -3,7 +3,9 @@
 //! this module parses arguments, waits for jobs (serving the embedded queue with an in-process
 //! worker when no worker is live), shows progress and maps errors to exit codes.
 //!
-//! Exit codes: 0 done (including "waiting for a human"); 1 a stage failed (generation, optimizer,
+//! Exit codes: 0 done (the next step is the operator's to run, or the iteration ended); 4 the
+//! session waits for a person (review feedback, a promote/reject decision) or for jobs still
+//! running, the `next:` line saying what to do; 1 a stage failed (generation, optimizer,
 //! candidate import; `recovery_available` is said when it is); 2 invalid input or a refused
 //! request (S-98, S-99, a decision at the wrong time); 3 blocked by the environment
 //! (`blocked_config`: a missing optimizer executable) or an unreachable queue/store.
@@ -15,8 +17,8 @@ use std::time::Duration;
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use skillforge_skillopt::train::control::{
-    ContinueRequest, DEFAULT_RUNTIME, EvaluatorChoice, StartRequest, StepReport, continue_session,
-    recover, start_with_evaluator,
+    ContinueRequest, DEFAULT_RUNTIME, EvaluatorChoice, StartRequest, StepReport, Waiting,
+    continue_session, recover, start_with_evaluator,
 };
 use skillforge_skillopt::train::generation::TRAIN_WORKFLOW;
 use skillforge_skillopt::train::items::parse_items;
@@ -53,7 +55,7 @@ pub struct StartArgs {
     /// Target repository (`owner/repo`) the template works on.
     #[arg(long)]
     repo: String,
-    /// Workspace repository for review work; without it the session stays at request_confirmed.
+    /// Workspace repository for review work; without it the session stops before review work.
     #[arg(long = "workspace-repo")]
     workspace_repo: Option<String>,
     /// `github`: publish review packets and candidate review context as issues and comments of the
@@ -302,9 +304,19 @@ fn finish(ctx: &Context, result: Result<StepReport, TrainError>) -> CliResult {
                 }
                 println!("next: {}", report.next_action);
             }
-            Ok(OK)
+            Ok(waiting_exit(&report))
         }
         Err(e) => Err(train_error(e)),
+    }
+}
+
+/// The exit code of a step that ended well: 4 ("not decided yet") when the session waits for a
+/// person (review feedback, a promote/reject decision) or for jobs still running, 0 otherwise
+/// (docs/jobs.md, "Exit codes"). A `--json` report carries the same state either way.
+fn waiting_exit(report: &StepReport) -> u8 {
+    match report.waiting {
+        Some(Waiting::Person | Waiting::Jobs) => crate::exit::WAITING,
+        None => OK,
     }
 }
 
@@ -422,7 +434,10 @@ fn print_status(ctx: &Context, status: &SessionStatus, verbose: bool) {
         if let Some(evaluator) = evaluation["evaluator_id"].as_str() {
             println!(
                 "evaluator {evaluator}: {} ({} scored, {} with a failure packet, judge runtime {})",
-                evaluation["status"].as_str().unwrap_or("-"),
+                evaluation["status"]
+                    .as_str()
+                    .unwrap_or("-")
+                    .replace('_', " "),
                 evaluation["evaluated"],
                 evaluation["failures"],
                 evaluation["judge_runtime"]
@@ -435,7 +450,7 @@ fn print_status(ctx: &Context, status: &SessionStatus, verbose: bool) {
             println!(
                 "lock {} [{}] owner {}@{} pid {} heartbeat {}ms ago",
                 lock.key,
-                lock.status,
+                lock.status.replace('_', " "),
                 lock.owner_worker,
                 lock.owner_hostname,
                 lock.owner_pid,

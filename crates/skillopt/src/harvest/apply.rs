@@ -482,7 +482,7 @@ async fn plan_legs(
         if !kind.has_leg(leg) {
             // S-41: a review-quality kind keeps only the soft cross-family signal.
             report.skipped.push(format!(
-                "{} leg skipped: `{}` is a review-quality kind (S-41)",
+                "{} leg skipped: `{}` is a review-quality kind (only the cross-family review signal counts for it)",
                 leg.name(),
                 a.kind
             ));

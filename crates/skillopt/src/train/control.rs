@@ -24,7 +24,7 @@ use crate::train::{TrainEnv, TrainError};
 
 pub use crate::train::session::{
     CANDIDATE_REVIEW_FILE, ContinueRequest, DEFAULT_MODE, DEFAULT_RUNTIME, OPTIMIZER_DIR,
-    REVIEW_DIR, StepReport, TRAINING_FILE, load, next_action_for,
+    REVIEW_DIR, StepReport, TRAINING_FILE, Waiting, load, next_action_for,
 };
 pub use crate::train::steps::recover::recover;
 pub use crate::train::steps::start::{EvaluatorChoice, StartRequest, start, start_with_evaluator};
@@ -82,6 +82,10 @@ pub async fn continue_session(
         report.next_action = next_action_for(it.state, &session.id);
     }
     report.state = it.state;
+    // The candidate review published (now or before): a person promotes or rejects it.
+    if it.state == TrainState::CandidateReviewPublished {
+        report.waiting = Some(Waiting::Person);
+    }
     if !it.candidate_version_id.is_empty() {
         report.candidate_version = Some(it.candidate_version_id.clone());
     }
@@ -150,12 +154,14 @@ async fn run_step(
         Step::GenerateOptions => {
             if !generate_options(env, session, it, req.wait, report).await? {
                 report.next_action = again("options are being generated");
+                report.waiting = Some(Waiting::Jobs);
                 return Ok(Flow::Stop);
             }
         }
         Step::PublishReview => {
             let dir = publish_review(env, session, it, report).await?;
             report.review_packet = Some(dir.display().to_string());
+            report.waiting = Some(Waiting::Person);
             if let Some(url) = &report.issue_url {
                 report.next_action = format!(
                     "reviewers answer on {url} (one comment per review: short form or a fenced YAML block), then run `skillforge train continue --session {}`",
@@ -172,6 +178,7 @@ async fn run_step(
         }
         Step::SyncFeedback => {
             if !sync_feedback(env, session, it, report).await? {
+                report.waiting = Some(Waiting::Person);
                 let meta = IterationMeta::parse(&it.metadata_json);
                 if let Some(url) = &report.issue_url {
                     report.next_action = format!(
@@ -191,12 +198,14 @@ async fn run_step(
         Step::EvaluateAndExport => {
             if !evaluate_options(env, it, req.wait, report).await? {
                 report.next_action = again("the evaluator's jobs are running");
+                report.waiting = Some(Waiting::Jobs);
                 return Ok(Flow::Stop);
             }
             export(env, session, it, report).await?;
         }
         Step::RunOptimizer => {
             if !run_optimizer(env, session, it, req, report).await? {
+                report.waiting = Some(Waiting::Jobs);
                 report.next_action = format!(
                     "the optimizer is running; `skillforge train status --session {}` shows it",
                     session.id

@@ -63,6 +63,22 @@ pub struct StepReport {
     /// The review issue, for a session reviewing on GitHub.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub issue_url: Option<String>,
+    /// What the session waits for when the command stopped before its next step could run:
+    /// `None` when nothing is waited for (the next step is the operator's to run, or the
+    /// iteration ended). Not serialized (the `--json` report is unchanged); the CLI maps it to
+    /// exit 4 ("not decided yet").
+    #[serde(skip)]
+    pub waiting: Option<Waiting>,
+}
+
+/// What a train session waits for when a command stops ([`StepReport::waiting`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// A person: review feedback on the published packet or issue, or a promote/reject decision
+    /// on the candidate review.
+    Person,
+    /// Jobs still running (`--no-wait`, or the optimizer, which runs detached): ask again later.
+    Jobs,
 }
 
 /// What `train continue` may carry besides the session.
@@ -208,7 +224,8 @@ pub(crate) async fn save_meta(
 /// The next action for a state where `continue` stops (facts §3 `next_action`).
 pub fn next_action_for(state: TrainState, session_id: &str) -> String {
     match state {
-        TrainState::RequestConfirmed => "start a session with --workspace-repo (S-98)".into(),
+        // S-98: no review work without a workspace repository.
+        TrainState::RequestConfirmed => "start a session with --workspace-repo".into(),
         TrainState::CandidateCreated => {
             format!(
                 "skillforge train continue --session {session_id} (publish candidate review context)"

@@ -49,7 +49,8 @@ pub enum CandidateCommand {
         #[arg(long)]
         sample: f64,
     },
-    /// Decide every canary's regression window: graduate, roll back, or hold.
+    /// Decide every canary's regression window: graduate, roll back, or hold. Exits 4 while a
+    /// window holds or a decision is not applied yet (run it again later).
     CanaryCheck {
         /// Submit the graduate / roll-back jobs and return without waiting for them (a cron on a
         /// shared queue whose workers and `serve` apply them); a later check finds the same jobs.
@@ -57,7 +58,8 @@ pub enum CandidateCommand {
         no_wait: bool,
     },
     /// Re-run the notify/auto-promote decision for a pending candidate (e.g. after more A/B picks or
-    /// harvested outcomes); the same guardrails as after import.
+    /// harvested outcomes); the same guardrails as after import. Exits 4 when the candidate stays
+    /// pending for a person to promote or reject.
     Decide {
         /// Candidate version `ID@vN`.
         id: String,
@@ -452,7 +454,8 @@ async fn reject(ctx: &Context, reference: &str, reason: &str) -> CliResult {
     }
 }
 
-/// The candidate's eval report for a person: one `key  value` line per top-level field (nested
+/// The candidate's eval report for a person: one `key  value` line per top-level field (its name
+/// in words, nested
 /// values compact), or `-` when there is none; `--json` carries it whole.
 fn print_eval_report(report_json: &str) {
     let report = raw_json(report_json);
@@ -461,6 +464,8 @@ fn print_eval_report(report_json: &str) {
             println!("eval report");
             for (key, value) in fields {
                 let shown = human_value(value);
+                // The field's name in words (`run id`, not `run_id`); `--json` keeps the names.
+                let key = key.replace('_', " ");
                 println!("  {key:<22} {shown}");
             }
         }

@@ -49,9 +49,12 @@ pub async fn decide_cmd(ctx: &Context, version_id: &str) -> CliResult {
         }
     }
     // Issue 37 item 4: a pass that changed nothing (another canary runs, the base is stale) is
-    // said and is not success.
+    // said and is not success; a candidate left for a person is not decided yet (exit 4, the
+    // line above says what to run).
     Ok(if report["blocked"].is_string() {
         crate::exit::CHECK_FAILED
+    } else if report["decision"]["decision"] == "notify" {
+        crate::exit::WAITING
     } else {
         OK
     })
@@ -183,7 +186,18 @@ pub async fn canary_check(ctx: &Context, wait: Wait) -> CliResult {
             }
         }
     }
-    Ok(OK)
+    // A window that holds (or a decision submitted and not yet applied) is not decided yet.
+    let open = report.iter().filter(|e| e["applied"] != true).count();
+    if open == 0 {
+        return Ok(OK);
+    }
+    if !ctx.json {
+        println!(
+            "{open} canary window(s) not decided yet: run `skillforge candidate canary-check` again later \
+             (a running `skillforge serve` checks them every minute)"
+        );
+    }
+    Ok(crate::exit::WAITING)
 }
 
 /// A canary window's decision for a person (`graduate`, `roll back`, `hold: <why>`,

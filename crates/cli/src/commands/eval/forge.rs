@@ -423,7 +423,7 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
         }
         for v in &report.samples {
             let what = match (v.invalid_code, v.winner) {
-                (Some(code), _) => format!("invalid: {code}"),
+                (Some(code), _) => format!("invalid: {}", code.to_string().replace('_', " ")),
                 (None, Some(w)) => format!(
                     "winner: {}",
                     serde_json::to_value(w)
@@ -478,11 +478,23 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
     }
     // A skill skipped as a loser (E-17) keeps its verdict: not a pass for CI.
     let rejected_before = report.skipped.is_some() && !req.dry_run;
+    // A PACE gate that holds (more forges of the skill needed) is not decided yet (exit 4); an
+    // undecided majority gate (fewer than two valid samples) stays a failure.
+    let pace_holds = report
+        .pace
+        .as_ref()
+        .is_some_and(|p| p.verdict == skillforge_contract::pace::Verdict::Continue);
     let code = match report.gate.as_ref().map(|g| g.decision) {
         None if rejected_before => CHECK_FAILED,
         None | Some(Decision::Adopt | Decision::Probation) => OK,
+        Some(Decision::Undecided) if pace_holds => crate::exit::WAITING,
         Some(_) => CHECK_FAILED,
     };
+    if code == crate::exit::WAITING && !ctx.json {
+        println!(
+            "not decided yet: the sequential gate needs more evidence; forge this skill on another brief with --pace"
+        );
+    }
     Ok(Finished {
         code,
         suite: ci_output::forge::suite(&report),

@@ -114,7 +114,7 @@ pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
             s["stage"].as_str().unwrap_or_default(),
             s["invalid_code"]
                 .as_str()
-                .map(|c| format!(" · invalid {c}"))
+                .map(|c| format!(" · invalid: {}", c.replace('_', " ")))
                 .unwrap_or_default(),
             s["winner"]
                 .as_str()

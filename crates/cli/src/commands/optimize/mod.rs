@@ -45,7 +45,7 @@ use skillforge_optimize::{OptimizeError, log, report};
 
 use crate::context::Context;
 use crate::control::waiter::CliJobs;
-use crate::exit::{CliError, CliResult, ENVIRONMENT, GATE_WAIT, OK};
+use crate::exit::{CliError, CliResult, ENVIRONMENT, OK, WAITING};
 use crate::output::print_json;
 
 /// `optimize` subcommands.
@@ -232,11 +232,20 @@ async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
             &json!({"spec": spec.name, "stop_reason": summary.stop_reason, "experiments": summary.experiments, "kept": summary.kept, "report": root.report()}),
         );
     } else {
+        let kept = if summary.kept.is_empty() {
+            "none".to_owned()
+        } else {
+            summary
+                .kept
+                .iter()
+                .map(|n| format!("exp-{n:03}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         eprintln!(
-            "{}: {} experiment(s), kept {:?}; {reason}; report {}",
+            "{}: {} experiment(s), kept {kept}; {reason}; report {}",
             spec.name,
             summary.experiments,
-            summary.kept,
             root.report().display()
         );
     }
@@ -247,7 +256,7 @@ async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
 fn exit_for(reason: Option<&StopReason>) -> u8 {
     match reason {
         Some(StopReason::Blocked(_) | StopReason::SpendUnknown(_)) => ENVIRONMENT,
-        Some(StopReason::ManualStop) => GATE_WAIT,
+        Some(StopReason::ManualStop) => WAITING,
         _ => OK,
     }
 }
@@ -323,7 +332,7 @@ fn status(ctx: &Context, a: SpecArgs) -> CliResult {
             println!(
                 "  exp-{:03} {:<18} {} ({})",
                 e.experiment,
-                e.outcome.label(),
+                e.outcome.label().replace('_', " "),
                 e.description,
                 e.spend.human()
             );

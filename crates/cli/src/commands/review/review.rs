@@ -377,7 +377,9 @@ pub(super) async fn status(ctx: &Context, run_id: &str) -> CliResult {
     }
     println!(
         "run {} of {} ({})",
-        status.run_id, status.template_version_id, status.state
+        status.run_id,
+        status.template_version_id,
+        status.state.replace('_', " ")
     );
     println!(
         "mode: {} (exploration level {}, {} options per item)",

@@ -166,7 +166,7 @@ pub async fn start_with_evaluator(
     ));
     if workspace.is_empty() {
         report.next_action =
-            "no --workspace-repo: the session stays at request_confirmed (S-98); start a session with --workspace-repo".into();
+            "no --workspace-repo: the session has nowhere to publish review work and stops here; start a session with --workspace-repo".into();
     } else {
         prepare_items(env, &session, &mut it, &mut report).await?;
         report.next_action = format!("skillforge train continue --session {session_id}");
@@ -329,7 +329,7 @@ pub(crate) async fn prepare_items(
 ) -> Result<(), TrainError> {
     if session.workspace_repo.trim().is_empty() {
         return Err(TrainError::Refused(format!(
-            "train session `{}` has no workspace repo, so it stays at request_confirmed and cannot generate options (S-98); \
+            "train session `{}` has no workspace repo, so it cannot generate options for review; \
              start a session with --workspace-repo",
             session.id
         )));
