@@ -1408,3 +1408,66 @@ fn train_continue_and_recover_at_once_import_one_candidate() {
     );
     assert_eq!(candidates(&home).len(), 1);
 }
+
+// A template whose body scripts the scripted agent's reply (the eval loop's quickstart skill)
+// makes option generation answer that reply instead of options: `train continue` fails at once
+// saying why and what to do, instead of retrying the unusable result until a 60 s deadline with
+// a warning per try (a new user saw 16 705 of them).
+#[test]
+fn a_scripted_reply_in_the_template_fails_option_generation_at_once_saying_why() {
+    let home = Home::embedded();
+    let skill = write(
+        &home.path().join("in/tldr/SKILL.md"),
+        "---\nname: tldr\ndescription: Keep status replies short\n---\nscripted: reply shipped 1.2, fixed login\n",
+    );
+    let added = home.run(&["template", "add", path_arg(skill.parent().unwrap())]);
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let items = write(&home.path().join("in/items.yml"), ITEMS);
+    let started = home.run(&[
+        "train",
+        "start",
+        "--template",
+        "tldr",
+        "--repo",
+        "owner/repo",
+        "--workspace-repo",
+        "owner/workspace",
+        "--request",
+        "short",
+        "--items-file",
+        path_arg(&items),
+        "--yes",
+        "--session",
+        SESSION,
+    ]);
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+    let out = home.run(&["train", "continue", "--session", SESSION]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("option generation failed")
+            && stderr.contains("`scripted: reply` line")
+            && stderr.contains("train start --runtime claude"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("result left pending") && !stderr.contains("could not be applied within"),
+        "the unusable answer is the result, applied without effect:\n{stderr}"
+    );
+    let jobs = home.json(&["jobs", "list"]);
+    assert!(
+        jobs.as_array()
+            .unwrap()
+            .iter()
+            .all(|j| j["state"] == "succeeded"),
+        "{jobs:#}"
+    );
+}

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::families;
 use anyhow::anyhow;
 use skillforge_engine::health::WorkerHealth;
-use skillforge_engine::ingest::ingest_once;
+use skillforge_engine::ingest::Ingestion;
 use skillforge_engine::placement::{PlacementWatch, fail_unplaceable_among};
 use skillforge_engine::worker::{PRESENCE_LOCK_PREFIX, Worker, WorkerConfig};
 use skillforge_engine::{
@@ -34,6 +34,11 @@ const NO_WORKER_NOTE_AFTER: Duration = Duration::from_secs(3);
 /// message on Redis), at most this long, growing from the first to the second delay: the
 /// fallback poll for a notification that was lost (e.g. across a Redis restart).
 const POLL_FIRST: Duration = Duration::from_millis(5);
+/// First wait before a result whose handler failed is offered again while a command waits for
+/// it to be applied; doubles up to [`APPLY_RETRY_MAX`].
+const APPLY_RETRY_FIRST: Duration = Duration::from_millis(100);
+/// Longest wait between two tries of a result whose handler failed, while a command waits.
+const APPLY_RETRY_MAX: Duration = Duration::from_secs(5);
 const POLL_MAX: Duration = Duration::from_millis(250);
 /// How long a wait keeps ingesting a finished job whose result its family's handler cannot apply
 /// yet (outputs not recorded yet, a handler error) before it fails naming the job.
@@ -310,9 +315,15 @@ impl<'a> CliJobs<'a> {
         let handlers = families::for_home(&self.ctx.home);
         let deadline = Instant::now() + APPLY_DEADLINE;
         let mut delay = POLL_FIRST;
+        // A result its handler cannot apply waits out a backoff (logged once per step), not
+        // offered again on every poll: a handler that keeps failing was logged thousands of
+        // times a minute.
+        let mut ingestion = Ingestion::with_backoff(APPLY_RETRY_FIRST, APPLY_RETRY_MAX);
         loop {
             let seen = self.queue.change_seq();
-            ingest_once(self.queue.as_ref(), &store, &handlers).await?;
+            ingestion
+                .pass(self.queue.as_ref(), &store, &handlers)
+                .await?;
             let mut unapplied = Vec::new();
             for job in jobs {
                 if !is_applied(&store, job).await? {

@@ -128,20 +128,26 @@ pub struct TrainResultHandler {
 }
 
 /// What applying one generation result did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AppliedOptions {
     /// Options written now.
     pub inserted: usize,
     /// Options that were already there.
     pub existing: usize,
+    /// The job succeeded but its agent answered no usable options (not `{"options":[...]}`, or
+    /// too few): nothing was written, and why. Applying the result again cannot change what the
+    /// agent said, so this is the result applied without effect; the train step reports it as
+    /// the item's failure.
+    pub unusable_output: Option<String>,
 }
 
 impl TrainResultHandler {
     /// Writes the options of a finished generation job (no-op for other jobs).
     ///
     /// # Errors
-    /// [`ApplyError::Unusable`] when the job succeeded but its report has no usable options (or
-    /// its review run is gone); [`ApplyError::Env`] when a blob cannot be written;
+    /// [`ApplyError::Unusable`] when the job succeeded but its report cannot be read (or its
+    /// review run is gone; an answer without usable options is
+    /// [`AppliedOptions::unusable_output`]); [`ApplyError::Env`] when a blob cannot be written;
     /// [`ApplyError::Store`].
     pub async fn apply_generation(
         &self,
@@ -194,16 +200,26 @@ impl TrainResultHandler {
                     .map_err(|e| unusable(format!("generation job {}: agent report: {e}", job.id)))
             })?;
         let message = report.final_message.unwrap_or_default();
-        let options = parse_options(&message)
-            .map_err(|e| unusable(format!("generation job {} (item `{item_id}`): {e}", job.id)))?;
         let n = usize::try_from(n_wanted).unwrap_or(0);
-        if options.len() < n {
-            return Err(unusable(format!(
-                "generation job {} (item `{item_id}`) returned {} options, {n} needed",
-                job.id,
-                options.len()
-            )));
-        }
+        let options = match parse_options(&message) {
+            Ok(options) if options.len() >= n => options,
+            Ok(options) => {
+                applied.unusable_output = Some(format!(
+                    "generation job {} (item `{item_id}`) returned {} options, {n} needed",
+                    job.id,
+                    options.len()
+                ));
+                return Ok(applied);
+            }
+            Err(e) => {
+                applied.unusable_output = Some(format!(
+                    "generation job {} (item `{item_id}`): {e}{}",
+                    job.id,
+                    scripted_reply_hint(&report.runtime, &message)
+                ));
+                return Ok(applied);
+            }
+        };
         let role_meta =
             serde_json::json!({"generated_by": report.runtime, "job_id": job.id}).to_string();
         for option in options.into_iter().take(n) {
@@ -247,10 +263,27 @@ impl TrainResultHandler {
     }
 }
 
+/// For the scripted agent, what makes it answer something other than options: a `scripted:
+/// reply` line in the template (as the eval loop's quickstart skill has) answers every prompt,
+/// option generation's included.
+fn scripted_reply_hint(runtime: &str, message: &str) -> &'static str {
+    if runtime == "scripted" && !message.trim_start().starts_with('{') {
+        " (the scripted agent answered the template's `scripted: reply` line: train a copy of the \
+         skill without it, or start the session with a model runtime, `train start --runtime claude`)"
+    } else {
+        ""
+    }
+}
+
 #[async_trait::async_trait]
 impl ResultHandler for TrainResultHandler {
     async fn apply(&self, conn: &mut SqliteConnection, job: &Job) -> Result<(), ApplyError> {
-        self.apply_generation(conn, job).await.map(|_| ())
+        let applied = self.apply_generation(conn, job).await?;
+        if let Some(why) = applied.unusable_output {
+            // Applied without effect: the step that waits for the job reports it.
+            tracing::info!(job_id = %job.id, %why, "generation result holds no usable options");
+        }
+        Ok(())
     }
 }
 

@@ -179,7 +179,12 @@ pub(crate) async fn apply_generation_results(
         }
         let mut tx = env.store.begin().await?;
         match handler.apply_generation(&mut tx, job).await {
-            Ok(_) => tx.commit().await?,
+            Ok(applied) => {
+                tx.commit().await?;
+                if let Some(why) = applied.unusable_output {
+                    failures.push(why);
+                }
+            }
             Err(e) => {
                 let _ = tx.rollback().await;
                 failures.push(e.to_string());
