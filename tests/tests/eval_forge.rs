@@ -1792,3 +1792,71 @@ fn a_template_version_is_forged_against_another_version_of_the_same_skill() {
         "the adopted version staged"
     );
 }
+
+// Issue 35 item 6 (no traps): a forge that stopped on a setup fault says to fix the setup and run
+// the brief again, and running it again forges anew (the earlier forge archived, not read back);
+// a brief edited since its forge is refused naming the change, and `--fresh` forges it anew.
+#[test]
+fn a_brief_stopped_on_a_setup_fault_or_edited_is_forged_anew_not_read_back() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let path = s.empty_path();
+    let (code, report, stderr) = s.forge_env(
+        &brief,
+        &skill,
+        &["--runtime", "opencode", "--judge-runtime", "opencode"],
+        &[("PATH", &path)],
+    );
+    assert_eq!(
+        (code, report["gate"]["decision"].as_str()),
+        (1, Some("stopped")),
+        "{stderr}"
+    );
+    let forge_file: Value =
+        serde_json::from_slice(&std::fs::read(s.run_dir(BRIEF_ID).join("forge.json")).unwrap())
+            .unwrap();
+    let first_id = forge_file["forge_id"].as_str().unwrap().to_owned();
+    // The setup fixed (a runtime that runs): forged anew, the stopped forge archived.
+    let (code, report, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(code, 0, "{stderr}\n{report:#}");
+    assert_eq!(report["gate"]["decision"], "adopt", "{report:#}");
+    assert!(
+        stderr.contains("forging the brief anew (its earlier forge stopped on a setup fault"),
+        "{stderr}"
+    );
+    let archived = s
+        .home
+        .path()
+        .join(format!("eval/archive/{BRIEF_ID}-{first_id}/forge.json"));
+    assert!(archived.is_file(), "the stopped forge is kept");
+    // The brief edited: refused, naming the change and the way on; nothing changes.
+    let edited = s.brief(BRIEF_ID, "Mention the release.", "", VERIFY_SHORT);
+    let before = std::fs::read(s.run_dir(BRIEF_ID).join("forge.json")).unwrap();
+    let (code, _, stderr) = s.forge(&edited, &skill, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!("brief `{BRIEF_ID}` changed since its forge"))
+            && stderr.contains("--fresh"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(s.run_dir(BRIEF_ID).join("forge.json")).unwrap(),
+        before
+    );
+    let (code, report, stderr) = s.forge(&edited, &skill, &["--fresh"]);
+    assert_eq!(code, 0, "{stderr}\n{report:#}");
+    assert!(
+        stderr.contains("forging the brief anew (--fresh)"),
+        "{stderr}"
+    );
+    assert_ne!(report["reused"], true, "{report:#}");
+    assert_eq!(
+        std::fs::read_dir(s.home.path().join("eval/archive"))
+            .unwrap()
+            .count(),
+        2,
+        "both earlier forges kept"
+    );
+    assert_eq!(s.ledger().len(), 2, "the ledger keeps every verdict");
+}

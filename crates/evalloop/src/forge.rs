@@ -27,7 +27,8 @@ use super::brief::Brief;
 use super::gate::{GateInput, GateOutcome, gate};
 use super::install::{InstallTarget, install};
 use super::layout::{
-    FileError, arm_dir, brief_dir, ledger_path, meta_dir, read_json, sample_dir, write_json,
+    FileError, arm_dir, brief_dir, eval_root, ledger_path, meta_dir, read_json, sample_dir,
+    write_json,
 };
 use super::ledger::{LedgerRow, Signature, append_row, read_ledger, recheck_due, rejected};
 use super::pace::{PACE_FILE, pace_gate, pace_over_forges};
@@ -70,6 +71,9 @@ pub struct ForgeRequest {
     pub judge_model: Option<String>,
     /// Stop before any eval spend (E-18).
     pub dry_run: bool,
+    /// `--fresh`: forge the brief anew; its earlier forge is moved to `<eval>/archive/` (kept, not
+    /// reused, not pooled by PACE).
+    pub fresh: bool,
     /// Where an adoption goes.
     pub install: InstallTarget,
     /// `--probation --failure-rate R`.
@@ -141,6 +145,37 @@ pub struct ForgeState {
     /// `arms` is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<AgentSetup>,
+    /// `sha256:<hex>` of the brief as parsed when the forge started; absent in forges written
+    /// before it was recorded (their brief is not compared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brief_digest: Option<String>,
+}
+
+/// `sha256:<hex>` of `brief` as parsed (its JSON serialization, so formatting does not count).
+pub fn brief_digest(brief: &Brief) -> String {
+    use sha2::{Digest, Sha256};
+    let bytes = serde_json::to_vec(brief).unwrap_or_default();
+    format!("sha256:{}", hex::encode(Sha256::digest(&bytes)))
+}
+
+/// Where a brief's earlier forge goes when it is forged anew: `<eval>/archive/<brief>-<forge id>`.
+pub fn archive_dir(home: &Path, brief_id: &str, forge_id: &str) -> PathBuf {
+    eval_root(home)
+        .join("archive")
+        .join(format!("{brief_id}-{forge_id}"))
+}
+
+/// The setup fault an earlier forge stopped on (an arm never ran, an API error, a refused
+/// write, an ambient copy of the skill offered to the baseline): what fixing the setup and
+/// running the brief again is meant to retry, so its stop is not read back.
+fn stopped_on_setup(dir: &Path, state: &ForgeState) -> Option<String> {
+    if state.status != "done" {
+        return None;
+    }
+    let verdicts = read_verdicts(dir, state.samples).ok()?;
+    brief_stop(&verdicts)
+        .filter(|stop| stop.code.stops_at_once())
+        .map(|stop| stop.code.to_string())
 }
 
 fn is_local(runner: &ArmRunner) -> bool {
@@ -233,14 +268,65 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         ));
         return Ok(report);
     }
-    let existing: Option<ForgeState> = read_json(&dir.join(FORGE_FILE)).map_err(env_err)?;
+    let mut existing: Option<ForgeState> = read_json(&dir.join(FORGE_FILE)).map_err(env_err)?;
+    let brief_now = brief_digest(&req.brief);
+    // Forged anew: with `--fresh`, or after a stop on a setup fault (whose message says to fix
+    // the setup and run the brief again). The earlier forge is archived, never deleted.
+    if let Some(state) = &existing {
+        let why = match stopped_on_setup(&dir, state) {
+            _ if req.fresh => Some("--fresh".to_owned()),
+            Some(code) => Some(format!(
+                "its earlier forge stopped on a setup fault ({code})"
+            )),
+            None => None,
+        };
+        if let Some(why) = why {
+            let to = archive_dir(env.home, &req.brief.id, &state.forge_id);
+            if req.dry_run {
+                env.reporter.step(&format!(
+                    "dry run: the brief would be forged anew ({why}); its earlier forge would move to {}",
+                    to.display()
+                ));
+            } else {
+                if let Some(parent) = to.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| {
+                        ForgeError::Environment(format!("create `{}`: {e}", parent.display()))
+                    })?;
+                }
+                std::fs::rename(&dir, &to).map_err(|e| {
+                    ForgeError::Environment(format!(
+                        "move `{}` to `{}`: {e}",
+                        dir.display(),
+                        to.display()
+                    ))
+                })?;
+                env.reporter.step(&format!(
+                    "forging the brief anew ({why}); its earlier forge is kept in {}",
+                    to.display()
+                ));
+            }
+            existing = None;
+        }
+    }
+    if let Some(state) = &existing
+        && state.brief_digest.as_ref().is_some_and(|d| *d != brief_now)
+    {
+        return Err(ForgeError::Refused(format!(
+            "brief `{}` changed since its forge in `{}` ({} then, {brief_now} now); its evidence is that \
+             brief's: forge it anew with --fresh (the earlier forge is kept in the home's eval/archive), \
+             or give the brief a new id",
+            req.brief.id,
+            dir.display(),
+            state.brief_digest.as_deref().unwrap_or_default()
+        )));
+    }
     if let Some(state) = &existing
         && state.skill == skill
         && state.skill_digest.as_ref().is_some_and(|d| *d != digest)
     {
         return Err(ForgeError::Refused(format!(
             "`{skill}` changed since this brief's forge in `{}` ({} then, {digest} now); its evidence stays: \
-             delete that dir to forge the brief again, or give the brief a new id",
+             forge the brief anew with --fresh (the earlier forge is kept in the home's eval/archive), or give the brief a new id",
             dir.display(),
             state.skill_digest.as_deref().unwrap_or_default()
         )));
@@ -252,7 +338,8 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
             || state.runner != req.runner)
     {
         return Err(ForgeError::Refused(format!(
-            "`{}` holds a forge of `{}` ({} samples, {} runner); its evidence stays: delete the brief's run dir `{}` to forge it again",
+            "`{}` holds a forge of `{}` ({} samples, {} runner); its evidence stays: forge the brief anew with \
+             --fresh (the earlier forge is kept in the home's eval/archive; or delete the brief's run dir `{}`)",
             dir.join(FORGE_FILE).display(),
             state.skill,
             state.samples,
@@ -265,8 +352,8 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         if !changes.is_empty() {
             return Err(ForgeError::Refused(format!(
                 "`{}` holds a forge of `{}` run under another setup ({}); its samples and verdicts are that \
-                 setup's and are not reused for this one: forge it again with the same flags ({}), or delete \
-                 the brief's run dir `{}` to forge it anew",
+                 setup's and are not reused for this one: forge it again with the same flags ({}), or forge it \
+                 anew with --fresh (the earlier forge is kept in the home's eval/archive; or delete the brief's run dir `{}`)",
                 dir.join(FORGE_FILE).display(),
                 state.skill,
                 changes.join("; "),
@@ -303,6 +390,7 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         skill_digest: Some(digest.clone()),
         arms: None,
         judge: None,
+        brief_digest: Some(brief_now.clone()),
     });
     // A new forge, or an older one that had prepared nothing (no evidence to mismatch), records
     // who runs its arms and judges its samples.

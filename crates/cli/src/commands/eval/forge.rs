@@ -93,6 +93,11 @@ pub struct ForgeArgs {
     /// Stop before any eval spend: print the plan, run nothing.
     #[arg(long = "dry-run")]
     dry_run: bool,
+    /// Forge the brief anew: its earlier forge (samples, verdicts, reports) moves to
+    /// `<home>/eval/archive/` and is neither read back nor pooled; its ledger row stays. A forge
+    /// that stopped on a setup fault (an arm never ran, an API error) is forged anew without it.
+    #[arg(long)]
+    fresh: bool,
     /// Stage adoptions here instead of installing them.
     #[arg(long = "adopt-dir", env = "FORGE_ADOPT_DIR", value_name = "DIR")]
     adopt_dir: Option<PathBuf>,
@@ -381,6 +386,7 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
         runner,
         model: args.model,
         dry_run: args.dry_run,
+        fresh: args.fresh,
         install,
         probation_failure_rate: if args.probation {
             args.failure_rate
@@ -417,8 +423,7 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
         if report.reused {
             println!(
                 "this brief was already forged: the results below are that forge's, read again (nothing ran); \
-                 to forge it again, delete {} or give the brief a new id",
-                report.dir.display()
+                 to forge it anew, add --fresh (the earlier forge is kept in the home's eval/archive) or give the brief a new id"
             );
         }
         for v in &report.samples {
