@@ -509,7 +509,14 @@ fn s100_no_candidate_is_recorded_and_recover_does_not_duplicate() {
     start(&home, true);
     run_code(&home, &["train", "continue", "--session", SESSION], 4);
     fill_feedback(&home, false);
-    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    let synced = home.run(&["train", "continue", "--session", SESSION]);
+    let said = String::from_utf8_lossy(&synced.stderr);
+    assert_eq!(synced.status.code(), Some(0), "{said}");
+    // Said when the feedback is synced, before the optimizer runs on it.
+    assert!(
+        said.contains("no item of this feedback names useful_traits"),
+        "{said}"
+    );
     let st = status(&home);
     assert_eq!(
         st["status_phase"], "optimizer_completed_no_candidate",

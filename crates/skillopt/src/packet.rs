@@ -78,6 +78,24 @@ pub struct PacketImport {
     /// What was read of `feedback.yml`, so that a file cut short (but still valid YAML) shows
     /// in the import's report instead of importing silently.
     pub read: FeedbackRead,
+    /// Entries that say what to change: ranked items naming `useful_traits`, `rejected_traits`
+    /// or `required_improvements`, A/B items with `reasoning`. Zero means rankings alone, from
+    /// which the built-in optimizer learns nothing.
+    pub actionable: usize,
+}
+
+/// Whether `entry` says what to change, not only which option won.
+fn is_actionable(entry: &skillforge_contract::ResolvedEntry) -> bool {
+    match entry {
+        skillforge_contract::ResolvedEntry::Choice { reasoning, .. } => {
+            !reasoning.trim().is_empty()
+        }
+        skillforge_contract::ResolvedEntry::Ranked(r) => {
+            !r.useful_traits.is_empty()
+                || !r.rejected_traits.is_empty()
+                || !r.required_improvements.is_empty()
+        }
+    }
 }
 
 /// Size, line count and SHA-256 of the `feedback.yml` an import read.
@@ -707,6 +725,7 @@ pub async fn import_packet(
         resolved.entries.len(),
     );
     let source_url = dir.display().to_string();
+    let actionable = resolved.entries.iter().filter(|e| is_actionable(e)).count();
     let mut tx = store.begin().await?;
     let counts = write_resolved(
         &mut tx,
@@ -723,6 +742,7 @@ pub async fn import_packet(
         source_url,
         counts,
         read,
+        actionable,
     })
 }
 

@@ -93,6 +93,14 @@ pub(crate) async fn sync_feedback(
         done.counts.ranked_inserted + done.counts.ranked_updated,
         done.counts.feedback_inserted + done.counts.feedback_updated
     ));
+    if done.actionable == 0 {
+        report.steps.push(
+            "note: no item of this feedback names useful_traits, rejected_traits or \
+             required_improvements (or A/B reasoning): the built-in optimizer learns what to change \
+             only from those, so it may finish without a candidate; next time fill them in the packet"
+                .to_owned(),
+        );
+    }
     Ok(true)
 }
 
