@@ -130,9 +130,12 @@ pub struct ContainerRunnerSection {
 /// is distinct from a zero where the seed says so (`auto_promote_min_samples`,
 /// `auto_promote_min_score`, `auto_promote_canary_sample`, `auto_promote_min_confidence`).
 #[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
+#[schemars(
+    description = "`[skillopt]`: trace harvesting from pull requests, promotion guardrails and canaries, A/B judges and PACE. Every key is optional; where it matters, an unset key differs from zero (`auto_promote_min_samples`, `auto_promote_min_score`, `auto_promote_canary_sample`, `auto_promote_min_confidence`: unset never promotes)."
+)]
 #[serde(deny_unknown_fields)]
 pub struct SkilloptSection {
-    /// Mode A harvester on (default false).
+    /// Harvest feedback automatically from pull requests and their outcomes (default false).
     pub auto_trace_enabled: Option<bool>,
     /// Corrective revert overwrites; unset = on whenever the harvester is on.
     pub revert_detection_enabled: Option<bool>,
@@ -170,7 +173,7 @@ pub struct SkilloptSection {
     /// Outcomes on each side after which a canary window still holding ends inconclusive (the
     /// champion stays; default 100).
     pub auto_promote_canary_max_outcomes: Option<u64>,
-    /// Mode B bandit confidence floor; unset = ignored.
+    /// The A/B bandit's confidence floor, P(challenger > champion) in [0,1]; unset = ignored.
     pub auto_promote_min_confidence: Option<f64>,
     /// The anytime-valid PACE gate (default false): a promotion the guardrails pass must also be
     /// committed by a betting e-process over the A/B picks (α 0.05, λ 0.5, 200 pairs), else
@@ -182,7 +185,7 @@ pub struct SkilloptSection {
     /// The replay corpus `candidate gate` reads when `--corpus` is not given (a path, relative
     /// to the home). See `skillforge schema replay-corpus`.
     pub gate_corpus: Option<String>,
-    /// Mode B low-traffic floor (default 30).
+    /// Answers by the champion before a live A/B may intercept asks (default 30).
     pub bandit_min_samples: Option<u64>,
     /// Fraction of foreground asks to A/B (default 0.0 = never).
     pub live_ab_sample_rate: Option<f64>,
@@ -274,6 +277,9 @@ impl SkilloptSection {
 /// `[merge_gate]` (seed: SkillOpt, "Automatic trace-harvested feedback (Mode A, off by default)"
 /// › Outcome → score, the merge side of an empty gate; S-19). Read by `skillforge harvest gate`.
 #[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
+#[schemars(
+    description = "`[merge_gate]`: how a merged pull request with no external CI is scored (the merge gate). Read by `skillforge harvest gate`."
+)]
 #[serde(deny_unknown_fields)]
 pub struct MergeGateSection {
     /// Grace window before an empty gate is stamped, in seconds (default 600 = 10 min,

@@ -30,11 +30,90 @@ pub fn render<T: JsonSchema>() -> String {
     render_schema(&schema_for!(T))
 }
 
-/// A schema as checked-in text: 2-space JSON plus a trailing newline.
+/// A schema as checked-in text: 2-space JSON plus a trailing newline, its descriptions as users
+/// read them ([`for_users`]).
 pub fn render_schema(schema: &Schema) -> String {
-    let mut text = serde_json::to_string_pretty(schema).unwrap_or_default();
+    let mut value = schema.as_value().clone();
+    for_users(&mut value);
+    let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
     text.push('\n');
     text
+}
+
+/// Rewrites every `description` and `title` in `value` with [`user_text`]: the schemas are
+/// generated from the types' docstrings, which cite where a rule comes from (seed sections, rule
+/// ids, issue numbers) and link Rust items; an editor shows the text to the person writing the
+/// file, who needs neither.
+pub fn for_users(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                match (key.as_str(), v) {
+                    ("description" | "title", serde_json::Value::String(text)) => {
+                        *text = user_text(text);
+                    }
+                    (_, v) => for_users(v),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(for_users),
+        _ => {}
+    }
+}
+
+/// A docstring as user text: rustdoc links become the item's plain name (`` [`a::B`] `` →
+/// `` `B` ``); citations are dropped — rule ids (`S-88`, `E-41`, `O-12`, `CP-2`), `issue N item
+/// M`, `facts §N`, `resolutions §N`, `DESIGN §N`, `loop.md N.N`, `seed …`, a leading `Ours:` —
+/// from parentheses (a parenthesis left empty goes) and as a `S-03:` prefix.
+pub fn user_text(text: &str) -> String {
+    use std::sync::LazyLock;
+    static LINK: LazyLock<regex::Regex> =
+        LazyLock::new(|| regex::Regex::new(r"\[`([^`\]]+)`\]").expect("valid regex"));
+    static PAREN: LazyLock<regex::Regex> =
+        LazyLock::new(|| regex::Regex::new(r" ?\(([^()]*)\)").expect("valid regex"));
+    static CITATION: LazyLock<regex::Regex> = LazyLock::new(|| {
+        regex::Regex::new(
+            r"^(?:seed\b.*|[SEO]-\d+|CP-\d+(?: shape)?|issue \d+(?: item \d+)?|facts §[\d.]+.*|resolutions(?: §)? ?\d+|DESIGN §\d+.*|loop\.md [\d.]+)$",
+        )
+        .expect("valid regex")
+    });
+    static PREFIX: LazyLock<regex::Regex> = LazyLock::new(|| {
+        regex::Regex::new(r"(?:^|\b)(?:[SEO]-\d+|CP-\d+)(?:, ?[SEO]-\d+)*: |\bOurs: ")
+            .expect("valid regex")
+    });
+    let linked = LINK.replace_all(text, |c: &regex::Captures| {
+        let path = &c[1];
+        format!("`{}`", path.rsplit("::").next().unwrap_or(path))
+    });
+    let unprefixed = PREFIX.replace_all(&linked, "");
+    let out = PAREN.replace_all(&unprefixed, |c: &regex::Captures| {
+        let groups: Vec<String> = c[1]
+            .split(';')
+            .map(|group| {
+                group
+                    .split(',')
+                    .map(|part| part.split_whitespace().collect::<Vec<_>>().join(" "))
+                    .filter(|part| !part.is_empty() && !CITATION.is_match(part))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .filter(|group| !group.is_empty())
+            .collect();
+        if groups.is_empty() {
+            String::new()
+        } else {
+            let lead = if c[0].starts_with(' ') { " " } else { "" };
+            format!("{lead}({})", groups.join("; "))
+        }
+    });
+    let mut out = out.into_owned();
+    if let Some(first) = out.chars().next()
+        && first.is_lowercase()
+        && text.chars().next().is_some_and(char::is_uppercase)
+    {
+        out.replace_range(..first.len_utf8(), &first.to_uppercase().to_string());
+    }
+    out
 }
 
 /// The drift check of checked-in schemas (every crate that generates some): compares each
@@ -83,5 +162,43 @@ mod tests {
             stale.is_empty(),
             "stale schemas {stale:?}; rerun with SKILLFORGE_BLESS=1"
         );
+    }
+
+    #[test]
+    fn user_text_drops_citations_and_rust_links_and_keeps_the_words() {
+        for (doc, want) in [
+            ("Kind tag (S-88).", "Kind tag."),
+            (
+                "The log record (loop.md 2.2): one per hypothesis (O-12).",
+                "The log record: one per hypothesis.",
+            ),
+            (
+                "Seconds (default 600 = 10 min,\nresolutions §8).",
+                "Seconds (default 600 = 10 min).",
+            ),
+            (
+                "Switches (seed key names; everything off by default).",
+                "Switches (everything off by default).",
+            ),
+            (
+                "Mode (explore|refine); S-03: only here.",
+                "Mode (explore|refine); only here.",
+            ),
+            ("Ours: run in containers.", "Run in containers."),
+            (
+                "See [`crate::project_signal`] and [`Estimate`].",
+                "See `project_signal` and `Estimate`.",
+            ),
+            (
+                "Gate (issue 34 item 12; unset = no gate).",
+                "Gate (unset = no gate).",
+            ),
+            (
+                "A test (must differ from `sample_seed`).",
+                "A test (must differ from `sample_seed`).",
+            ),
+        ] {
+            assert_eq!(user_text(doc), want, "{doc:?}");
+        }
     }
 }

@@ -113,7 +113,7 @@ pub struct StatusArgs {
     #[arg(long)]
     session: String,
     /// Include the verbose block (jobs, active locks, items, metadata status). The global
-    /// `--verbose`/`-v` given to `train status` does the same (facts §3 `--json --verbose`).
+    /// `--verbose`/`-v` given to `train status` does the same (also with `--json`).
     #[arg(long)]
     detail: bool,
     /// Redraw every second until interrupted.

@@ -7,8 +7,9 @@ use serde_json::Value;
 
 /// The commented configuration text.
 pub fn commented_config() -> String {
-    let schema =
+    let mut schema =
         serde_json::to_value(schemars::schema_for!(crate::config::Config)).unwrap_or(Value::Null);
+    skillforge_contract::schema::for_users(&mut schema);
     let defs = schema.get("$defs").cloned().unwrap_or(Value::Null);
     let mut out = String::from(
         "#:schema ./schemas/config.json\n\
