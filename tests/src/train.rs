@@ -1,7 +1,8 @@
-//! Helpers of train mode's end-to-end tests (`tests/tests/train.rs`): session `s1` of the
-//! `planner` template started on two review items, `train continue` / `train recover` with their
-//! exit codes, the human's feedback.yml, `train status`, the candidate list, and
-//! `<home>/train.toml` (short stage heartbeats, optimizer backends wrapping the distill optimizer).
+//! Helpers of train mode's end-to-end tests (`tests/tests/train.rs`, `train_evaluator.rs`):
+//! session `s1` of the `planner` template started on two review items, `train continue` /
+//! `train recover` with their exit codes, the human's feedback.yml, `train status`, the
+//! candidate list, and `<home>/train.toml` (short stage heartbeats, optimizer backends wrapping
+//! the distill optimizer).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
