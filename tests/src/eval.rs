@@ -1,12 +1,14 @@
 //! The eval loop's end-to-end harness (tests/tests/eval_forge.rs, eval_containers.rs): a home, a
-//! temp dir of skills and briefs, `eval forge` through the built binary, and readers of the
-//! evidence it leaves (verdicts, the ledger).
+//! temp dir of skills and briefs (a clean tie among them), `eval forge` through the built binary
+//! (JSON, human, or its arguments to spawn), the HTML report, a home readied for measuring the
+//! judge by A/B picks, and readers of the evidence it leaves (verdicts, the ledger).
 //!
 //! The scripted agent's `scripted:` directives (runners/agent/src/scripted/directive.rs) stand in
 //! for the model's choices: the brief's prompt scripts the baseline's answer, the skill's SKILL.md
 //! what an agent following the skill answers, and the rubric the judge's preference.
 
 use std::path::{Path, PathBuf};
+use std::process::Output;
 
 use serde_json::{Value, json};
 
@@ -127,6 +129,117 @@ impl Setup {
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         let value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
         (out.status.code().unwrap_or(-1), value, stderr)
+    }
+
+    /// The arguments of a human (no `--json`) `eval forge --runtime scripted EXTRA... --brief BRIEF
+    /// --skill-dir SKILL --install-root <dir>/agents-skills`, for a forge run or spawned by hand.
+    ///
+    /// # Panics
+    /// When a path is not UTF-8 (temp dirs are).
+    pub fn forge_args(&self, brief: &Path, skill: &Path, extra: &[&str]) -> Vec<String> {
+        let mut args: Vec<String> = ["eval", "forge", "--runtime", "scripted"]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect();
+        for (flag, path) in [
+            ("--brief", brief.to_path_buf()),
+            ("--skill-dir", skill.to_path_buf()),
+            ("--install-root", self.path("agents-skills")),
+        ] {
+            args.push(flag.to_owned());
+            args.push(path.to_str().unwrap().to_owned());
+        }
+        args
+    }
+
+    /// The human `eval forge` of [`Setup::forge_args`] run to completion.
+    ///
+    /// # Panics
+    /// When the binary cannot be run.
+    pub fn forge_human(&self, brief: &Path, skill: &Path, extra: &[&str]) -> Output {
+        self.home
+            .cmd()
+            .args(self.forge_args(brief, skill, extra))
+            .output()
+            .expect("run skillforge")
+    }
+
+    /// `eval report --brief ID --html <dir>/report.html`: the page's path and the command's output
+    /// (not checked).
+    ///
+    /// # Panics
+    /// When the binary cannot be run.
+    pub fn report_html(&self, id: &str) -> (PathBuf, Output) {
+        let page = self.path("report.html");
+        let out = self.home.run(&[
+            "eval",
+            "report",
+            "--brief",
+            id,
+            "--html",
+            page.to_str().unwrap(),
+        ]);
+        (page, out)
+    }
+
+    /// A skill `tldr` whose agent answers `SHORT tie` and the brief [`BRIEF_ID`] whose judge
+    /// answers a tie and whose verify always passes: a clean tie. Returns (skill, brief).
+    pub fn tie(&self) -> (PathBuf, PathBuf) {
+        let skill = self.skill("tldr", "scripted: reply SHORT tie");
+        let brief = self.brief(
+            BRIEF_ID,
+            "",
+            "scripted: judge-reply {\"winner\":\"tie\"}",
+            "true",
+        );
+        (skill, brief)
+    }
+
+    /// Readies the home for measuring a judge by A/B picks under the judge gate: the `planner`
+    /// template with a candidate to compare (`ab planner`), and `<home>/config.toml` with the
+    /// scripted runtime as a reviewer and the gate on (`judge_kappa_floor = 0.2`,
+    /// `judge_min_paired_picks = 3`).
+    ///
+    /// # Panics
+    /// When a command fails or the config cannot be written.
+    pub fn ab_judge_gate(&self) {
+        crate::add_template(&self.home, crate::PLANNER_TEMPLATE, "acme/templates");
+        crate::decide::import(&self.home, "Plan in numbered steps.\n", 0.8);
+        std::fs::write(
+            self.home.path().join("config.toml"),
+            "[skillopt]\nreview_runtimes = [\"scripted\"]\njudge_kappa_floor = 0.2\njudge_min_paired_picks = 3\n",
+        )
+        .unwrap();
+    }
+
+    /// Measures the judge `model` of the scripted runtime by four A/B picks of `planner` (after
+    /// [`Setup::ab_judge_gate`]): prompts `Plan change N<tag>` (N = 0..3) where the human picks
+    /// a, b, a, b and the judge is scripted to agree; asserts each agreement.
+    ///
+    /// # Panics
+    /// When an `ab` command fails or the judge disagrees.
+    pub fn agree_by_ab(&self, model: &str, tag: &str) {
+        for (round, pick) in ["a", "b", "a", "b"].iter().enumerate() {
+            let prompt = format!(
+                "Plan change {round}{tag}\nscripted: judge-reply {{\"pick\":\"{pick}\"}}\n"
+            );
+            let ab = self.home.json(&[
+                "ab",
+                "planner",
+                &prompt,
+                "--runtime",
+                "scripted-b",
+                "--judge",
+                "--judge-model",
+                model,
+                "--pick",
+                pick,
+                "--seed",
+                "3",
+            ]);
+            assert_eq!(ab["judge_winner"], ab["human_winner"], "{ab}");
+        }
     }
 
     /// The brief's run dir in the home.

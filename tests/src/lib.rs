@@ -15,6 +15,7 @@ pub mod fake_model;
 pub mod isolated;
 pub mod loader;
 pub mod optimize;
+pub mod train;
 pub mod webhook;
 
 use std::net::TcpListener;

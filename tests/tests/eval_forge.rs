@@ -64,15 +64,7 @@ fn e14_forge_adopts_through_judge_aggregate_gate_and_ledger() {
         s.path("agents-skills/tldr/SKILL.md").is_file(),
         "installed by symlink"
     );
-    let html = s.path("report.html");
-    let out = s.home.run(&[
-        "eval",
-        "report",
-        "--brief",
-        BRIEF_ID,
-        "--html",
-        html.to_str().unwrap(),
-    ]);
+    let (html, out) = s.report_html(BRIEF_ID);
     assert!(
         out.status.success(),
         "{}",
@@ -89,18 +81,7 @@ fn e14_forge_adopts_through_judge_aggregate_gate_and_ledger() {
     assert_eq!(status["ledger_row"]["decision"], "adopt");
     // The human report says where the adoption went (the recorded forge again: nothing new).
     let root = s.path("agents-skills");
-    let again = s.home.run(&[
-        "eval",
-        "forge",
-        "--runtime",
-        "scripted",
-        "--brief",
-        brief.to_str().unwrap(),
-        "--skill-dir",
-        skill.to_str().unwrap(),
-        "--install-root",
-        root.to_str().unwrap(),
-    ]);
+    let again = s.forge_human(&brief, &skill, &[]);
     let stdout = String::from_utf8_lossy(&again.stdout);
     let installed = stdout
         .lines()
@@ -313,15 +294,7 @@ fn eval_report_and_status_show_each_arms_verify_and_invalid_samples_as_invalid()
         &broken.skill("tldr", GOOD_SKILL),
         &[],
     );
-    let html = broken.path("report.html");
-    let out = broken.home.run(&[
-        "eval",
-        "report",
-        "--brief",
-        BRIEF_ID,
-        "--html",
-        html.to_str().unwrap(),
-    ]);
+    let (html, out) = broken.report_html(BRIEF_ID);
     assert!(out.status.success(), "{stderr}");
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(
@@ -482,13 +455,7 @@ fn e51_rival_the_baseline_never_loaded_names_the_baseline_arm() {
 #[test]
 fn e17_a_rejected_skill_is_never_evaluated_again() {
     let s = Setup::new();
-    let skill = s.skill("tldr", "scripted: reply SHORT tie");
-    let brief = s.brief(
-        BRIEF_ID,
-        "",
-        "scripted: judge-reply {\"winner\":\"tie\"}",
-        "true",
-    );
+    let (skill, brief) = s.tie();
     let (code, report, stderr) = s.forge(&brief, &skill, &[]);
     assert_eq!(
         (code, report["gate"]["decision"].as_str()),
@@ -618,13 +585,7 @@ fn a_second_adoption_of_an_edited_skill_installs_its_new_content() {
 #[test]
 fn e16_clean_tie_with_probation_installs_with_a_7_day_recheck() {
     let s = Setup::new();
-    let skill = s.skill("tldr", "scripted: reply SHORT tie");
-    let brief = s.brief(
-        BRIEF_ID,
-        "",
-        "scripted: judge-reply {\"winner\":\"tie\"}",
-        "true",
-    );
+    let (skill, brief) = s.tie();
     let (code, report, stderr) = s.forge(&brief, &skill, &["--probation", "--failure-rate", "0.4"]);
     assert_eq!(
         (code, report["gate"]["decision"].as_str()),
@@ -701,23 +662,11 @@ fn forge_resumes_after_sigkill_mid_arm_applying_each_arm_once() {
     .unwrap();
     let skill = s.skill("tldr", GOOD_SKILL);
     let brief = s.brief(BRIEF_ID, "scripted@2: sleep 6000", "", VERIFY_SHORT);
-    let root = s.path("agents-skills");
-    let args = [
-        "eval",
-        "forge",
-        "--runtime",
-        "scripted",
-        "--brief",
-        brief.to_str().unwrap(),
-        "--skill-dir",
-        skill.to_str().unwrap(),
-        "--install-root",
-        root.to_str().unwrap(),
-    ];
+    let args = s.forge_args(&brief, &skill, &[]);
     let mut child = s
         .home
         .cmd()
-        .args(args)
+        .args(&args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -958,15 +907,7 @@ fn html_report_renders_both_arms_and_the_verdict_in_chromium() {
     let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
     let (code, _, stderr) = s.forge(&brief, &skill, &["--samples", "2"]);
     assert_eq!(code, 0, "{stderr}");
-    let page = s.path("report.html");
-    let out = s.home.run(&[
-        "eval",
-        "report",
-        "--brief",
-        BRIEF_ID,
-        "--html",
-        page.to_str().unwrap(),
-    ]);
+    let (page, out) = s.report_html(BRIEF_ID);
     assert!(
         out.status.success(),
         "{}",
@@ -1014,23 +955,11 @@ fn eval_status_shows_the_running_arms_output_tail() {
         "",
         VERIFY_SHORT,
     );
-    let root = s.path("agents-skills");
-    let args = [
-        "eval",
-        "forge",
-        "--runtime",
-        "scripted",
-        "--brief",
-        brief.to_str().unwrap(),
-        "--skill-dir",
-        skill.to_str().unwrap(),
-        "--install-root",
-        root.to_str().unwrap(),
-    ];
+    let args = s.forge_args(&brief, &skill, &[]);
     let forge = Reaped(
         s.home
             .cmd()
-            .args(args)
+            .args(&args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -1229,39 +1158,8 @@ fn a_forge_verdict_counts_only_from_a_measured_judge() {
 #[test]
 fn a_forge_verdict_from_a_judge_measured_by_ab_picks_is_applied() {
     let s = Setup::new();
-    skillforge_tests::add_template(
-        &s.home,
-        skillforge_tests::PLANNER_TEMPLATE,
-        "acme/templates",
-    );
-    skillforge_tests::decide::import(&s.home, "Plan in numbered steps.\n", 0.8);
-    std::fs::write(
-        s.home.path().join("config.toml"),
-        "[skillopt]\nreview_runtimes = [\"scripted\"]\njudge_kappa_floor = 0.2\njudge_min_paired_picks = 3\n",
-    )
-    .unwrap();
-    let measure = |model: &str| {
-        for (round, pick) in ["a", "b", "a", "b"].iter().enumerate() {
-            let prompt = format!(
-                "Plan change {round} of {model}\nscripted: judge-reply {{\"pick\":\"{pick}\"}}\n"
-            );
-            let ab = s.home.json(&[
-                "ab",
-                "planner",
-                &prompt,
-                "--runtime",
-                "scripted-b",
-                "--judge",
-                "--judge-model",
-                model,
-                "--pick",
-                pick,
-                "--seed",
-                "3",
-            ]);
-            assert_eq!(ab["judge_winner"], ab["human_winner"], "{ab}");
-        }
-    };
+    s.ab_judge_gate();
+    let measure = |model: &str| s.agree_by_ab(model, &format!(" of {model}"));
     // Measured under another name: the forge's judge is still unmeasured.
     measure("scripted-strong");
     let skill = s.skill("tldr", GOOD_SKILL);
@@ -1299,36 +1197,8 @@ fn a_forge_verdict_from_a_judge_measured_by_ab_picks_is_applied() {
 #[test]
 fn reforging_under_another_judge_does_not_reuse_the_first_judges_verdicts() {
     let s = Setup::new();
-    skillforge_tests::add_template(
-        &s.home,
-        skillforge_tests::PLANNER_TEMPLATE,
-        "acme/templates",
-    );
-    skillforge_tests::decide::import(&s.home, "Plan in numbered steps.\n", 0.8);
-    std::fs::write(
-        s.home.path().join("config.toml"),
-        "[skillopt]\nreview_runtimes = [\"scripted\"]\njudge_kappa_floor = 0.2\njudge_min_paired_picks = 3\n",
-    )
-    .unwrap();
-    for (round, pick) in ["a", "b", "a", "b"].iter().enumerate() {
-        let prompt =
-            format!("Plan change {round}\nscripted: judge-reply {{\"pick\":\"{pick}\"}}\n");
-        let ab = s.home.json(&[
-            "ab",
-            "planner",
-            &prompt,
-            "--runtime",
-            "scripted-b",
-            "--judge",
-            "--judge-model",
-            "judge-x",
-            "--pick",
-            pick,
-            "--seed",
-            "3",
-        ]);
-        assert_eq!(ab["judge_winner"], ab["human_winner"], "{ab}");
-    }
+    s.ab_judge_gate();
+    s.agree_by_ab("judge-x", "");
     let skill = s.skill("tldr", GOOD_SKILL);
     let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
     let (code, report, stderr) = s.forge(&brief, &skill, &[]);
@@ -1381,20 +1251,7 @@ fn reforging_under_another_judge_does_not_reuse_the_first_judges_verdicts() {
         assert_eq!(s.verdict(BRIEF_ID, n).unwrap()["judge"], judge_x);
     }
     // Read again with the same flags: reused, and the human report names the judge.
-    let out = s.home.run(&[
-        "eval",
-        "forge",
-        "--runtime",
-        "scripted",
-        "--judge-model",
-        "judge-x",
-        "--brief",
-        brief.to_str().unwrap(),
-        "--skill-dir",
-        skill.to_str().unwrap(),
-        "--install-root",
-        s.path("agents-skills").to_str().unwrap(),
-    ]);
+    let out = s.forge_human(&brief, &skill, &["--judge-model", "judge-x"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(

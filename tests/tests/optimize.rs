@@ -9,6 +9,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
+use skillforge_tests::optimize::{
+    call, experiment_log, experiments, init, jobs_of, measure_branch, optimize, read_yaml,
+    report_text, spawn_run, spawn_worker, spawn_workers, try_init, write_plan, write_spec,
+};
 use skillforge_tests::{Home, Reaped, git, wait_for};
 use tempfile::TempDir;
 
@@ -147,8 +151,7 @@ execution: {{ mode: {mode}, backend: remote, max_concurrent: {max_concurrent} }}
 stopping: {{ max_iterations: 10 }}\n\
 hypotheses:\n{hyps}"
     );
-    let spec_path = dir.join("ops.yaml");
-    std::fs::write(&spec_path, spec).unwrap();
+    let spec = write_spec(dir, "ops.yaml", &spec);
     let plan = serde_json::json!({"experiments": [
         {"when": "fewer operations", "sleep_ms": sleep_ms, "message": "hard-coded the harness",
          "edits": [{"path": "measure.sh", "write": "#!/bin/sh\necho '{\"metrics\": {\"ops\": 1, \"correct\": 1}}'\n"},
@@ -164,68 +167,12 @@ hypotheses:\n{hyps}"
         {"when": "validation pass", "sleep_ms": sleep_ms,
          "edits": [{"path": "src/parse.sh", "replace": "  for v in $(cat \"$1\"); do OPS=$((OPS+1)); done # validation pass\n", "with": ""}]}
     ]});
-    let plan_path = dir.join("plan.json");
-    std::fs::write(&plan_path, plan.to_string()).unwrap();
-    (
-        spec_path.display().to_string(),
-        plan_path.display().to_string(),
-    )
-}
-
-fn optimize(home: &Home, plan: &str, args: &[&str]) -> std::process::Output {
-    home.cmd()
-        .env("SKILLFORGE_SCRIPTED_EDITS", plan)
-        .arg("optimize")
-        .args(args)
-        .output()
-        .expect("run skillforge optimize")
-}
-
-fn ok(out: &std::process::Output, what: &str) -> Value {
-    assert!(
-        out.status.success(),
-        "{what} failed: {}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-}
-
-fn outcomes(status: &Value) -> Vec<(u64, String, String)> {
-    status["experiments"]
-        .as_array()
-        .expect("experiments")
-        .iter()
-        .map(|e| {
-            (
-                e["experiment"].as_u64().unwrap(),
-                e["hypothesis_id"].as_str().unwrap().to_owned(),
-                e["outcome"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
+    (spec, write_plan(dir, &plan))
 }
 
 /// Measures the harness on a fresh clone of `branch`: the metric the loop claims, measured again.
 fn measured_ops(repo: &Path, branch: &str) -> (u64, u64) {
-    let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new("git")
-        .args(["clone", "-q", "-b", branch])
-        .arg(repo)
-        .arg(dir.path().join("c"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = std::process::Command::new("sh")
-        .arg("measure.sh")
-        .current_dir(dir.path().join("c"))
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).expect("harness JSON");
+    let v = measure_branch(repo, branch);
     (
         v["metrics"]["ops"].as_u64().unwrap(),
         v["metrics"]["correct"].as_u64().unwrap(),
@@ -233,7 +180,7 @@ fn measured_ops(repo: &Path, branch: &str) -> (u64, u64) {
 }
 
 fn assert_final_state(repo: &Path, status: &Value, report: &str) {
-    let got = outcomes(status);
+    let got = experiments(status);
     let want = [
         (1, "h-game", "inconclusive"),
         (2, "h-degen", "degenerate"),
@@ -241,13 +188,7 @@ fn assert_final_state(repo: &Path, status: &Value, report: &str) {
         (4, "h-direct", "kept"),
         (5, "h-parse", "kept"),
     ];
-    assert_eq!(
-        got.iter()
-            .map(|(n, h, o)| (*n, h.as_str(), o.as_str()))
-            .collect::<Vec<_>>(),
-        want,
-        "{status:#}"
-    );
+    assert_eq!(got, want, "{status:#}");
     // O-01: the out-of-scope edit was reverted and recorded, never measured or kept
     let game = &status["experiments"][0];
     assert_eq!(game["scope_violations"], serde_json::json!(["measure.sh"]));
@@ -360,57 +301,24 @@ fn optimize_loop_improves_a_real_metric_and_keeps_only_measured_gains() {
     let work = tempfile::tempdir().unwrap();
     let (spec, plan) = spec_and_plan(work.path(), "serial", 0);
     let home = Home::embedded();
-    let init = ok(
-        &optimize(
-            &home,
-            &plan,
-            &[
-                "--json",
-                "init",
-                "--spec",
-                &spec,
-                "--repo",
-                &repo.path().display().to_string(),
-            ],
-        ),
-        "init",
-    );
+    let init = init(&home, &plan, &spec, repo.path());
     assert_eq!(
         init["baseline"]["ops"]["aggregate"].as_f64(),
         Some(34.0),
         "{init}"
     );
     // init twice is refused and changes nothing
-    let again = optimize(
-        &home,
-        &plan,
-        &[
-            "init",
-            "--spec",
-            &spec,
-            "--repo",
-            &repo.path().display().to_string(),
-        ],
-    );
+    let again = try_init(&home, &plan, &spec, repo.path(), false);
     assert_eq!(
         again.status.code(),
         Some(2),
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
-    ok(
-        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
-        "run",
-    );
-    let status = ok(
-        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
-        "status",
-    );
-    let report = ok(
-        &optimize(&home, &plan, &["--json", "report", "--spec", &spec]),
-        "report",
-    );
-    assert_final_state(repo.path(), &status, report["text"].as_str().unwrap());
+    call(&home, &plan, "run", &spec);
+    let status = call(&home, &plan, "status", &spec);
+    let report = report_text(&home, &plan, &spec);
+    assert_final_state(repo.path(), &status, &report);
     assert_state_files(&home.path().join("optimize/ops"));
     // Issue 35: the human status says each outcome in words (`--json` keeps the names).
     let human = optimize(&home, &plan, &["status", "--spec", &spec]);
@@ -421,25 +329,19 @@ fn optimize_loop_improves_a_real_metric_and_keeps_only_measured_gains() {
         "{human}"
     );
     // a resumed finished run changes nothing
-    ok(
-        &optimize(&home, &plan, &["--json", "resume", "--spec", &spec]),
-        "resume",
-    );
+    call(&home, &plan, "resume", &spec);
     assert_eq!(
-        ok(
-            &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
-            "status"
-        )["experiments"],
+        call(&home, &plan, "status", &spec)["experiments"],
         status["experiments"]
     );
 
     // `serve`'s /metrics counts the run's kept and reverted experiments apart, and the console's
     // Work page shows a row per experiment (status, effect, interval, cost) (issue 36).
-    let outcomes = outcomes(&status);
+    let outcomes = experiments(&status);
     let count = |names: &[&str]| {
         outcomes
             .iter()
-            .filter(|(_, _, o)| names.contains(&o.as_str()))
+            .filter(|(_, _, o)| names.contains(o))
             .count() as f64
     };
     let (kept, reverted) = (
@@ -483,11 +385,10 @@ fn optimize_loop_improves_a_real_metric_and_keeps_only_measured_gains() {
             .unwrap_or_else(|| panic!("{row} listed: {work}"));
         let row_html = &work[at..work[at..].find("</tr>").map_or(work.len(), |e| at + e)];
         assert!(
-            row_html.contains(hypothesis.as_str())
-                && row_html.contains(&format!("outcome-{outcome}")),
+            row_html.contains(*hypothesis) && row_html.contains(&format!("outcome-{outcome}")),
             "{row_html}"
         );
-        if outcome == "kept" {
+        if *outcome == "kept" {
             assert!(
                 row_html.contains("% ops") || row_html.contains(" ops ("),
                 "a keep's effect on the primary metric: {row_html}"
@@ -529,17 +430,7 @@ fn optimize_spec_errors_name_the_key_and_change_nothing() {
         .replace("max_concurrent: 4", "max_concurent: 4");
     std::fs::write(&spec, text).unwrap();
     let home = Home::embedded();
-    let out = optimize(
-        &home,
-        &plan,
-        &[
-            "init",
-            "--spec",
-            &spec,
-            "--repo",
-            &repo.path().display().to_string(),
-        ],
-    );
+    let out = try_init(&home, &plan, &spec, repo.path(), false);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -557,17 +448,7 @@ fn optimize_init_on_a_repository_without_a_commit_says_to_commit_first_and_chang
     let work = tempfile::tempdir().unwrap();
     let (spec, plan) = spec_and_plan(work.path(), "serial", 0);
     let home = Home::embedded();
-    let out = optimize(
-        &home,
-        &plan,
-        &[
-            "init",
-            "--spec",
-            &spec,
-            "--repo",
-            &repo.path().display().to_string(),
-        ],
-    );
+    let out = try_init(&home, &plan, &spec, repo.path(), false);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
@@ -585,31 +466,8 @@ fn o66_sigkill_mid_tick_then_resume_loses_and_repeats_nothing() {
     let work = tempfile::tempdir().unwrap();
     let (spec, plan) = spec_and_plan(work.path(), "serial", 1500);
     let home = Home::embedded();
-    ok(
-        &optimize(
-            &home,
-            &plan,
-            &[
-                "--json",
-                "init",
-                "--spec",
-                &spec,
-                "--repo",
-                &repo.path().display().to_string(),
-            ],
-        ),
-        "init",
-    );
-    let child = home
-        .cmd()
-        .env("SKILLFORGE_SCRIPTED_EDITS", &plan)
-        .args(["optimize", "run", "--spec", &spec])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn run");
-    let mut child = Reaped(child);
+    init(&home, &plan, &spec, repo.path());
+    let mut child = spawn_run(&home, &plan, &spec);
     let state = home.path().join("optimize/ops");
     // kill while exp-003's worker runs: exp-001 and exp-002 are done, exp-003 is a pending wait
     wait_for(Duration::from_secs(120), "exp-003 dispatched", || {
@@ -626,19 +484,10 @@ fn o66_sigkill_mid_tick_then_resume_loses_and_repeats_nothing() {
         log.contains("  tick: 2\n"),
         "two ticks done, the third interrupted:\n{log}"
     );
-    ok(
-        &optimize(&home, &plan, &["--json", "resume", "--spec", &spec]),
-        "resume",
-    );
-    let status = ok(
-        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
-        "status",
-    );
-    let report = ok(
-        &optimize(&home, &plan, &["--json", "report", "--spec", &spec]),
-        "report",
-    );
-    assert_final_state(repo.path(), &status, report["text"].as_str().unwrap());
+    call(&home, &plan, "resume", &spec);
+    let status = call(&home, &plan, "status", &spec);
+    let report = report_text(&home, &plan, &spec);
+    assert_final_state(repo.path(), &status, &report);
     assert_state_files(&state);
     assert_eq!(
         status["run_state"]["experiments_run"].as_u64(),
@@ -660,31 +509,8 @@ fn o61_manual_stop_saves_state_reports_and_continues() {
     let work = tempfile::tempdir().unwrap();
     let (spec, plan) = spec_and_plan(work.path(), "serial", 1500);
     let home = Home::embedded();
-    ok(
-        &optimize(
-            &home,
-            &plan,
-            &[
-                "--json",
-                "init",
-                "--spec",
-                &spec,
-                "--repo",
-                &repo.path().display().to_string(),
-            ],
-        ),
-        "init",
-    );
-    let child = home
-        .cmd()
-        .env("SKILLFORGE_SCRIPTED_EDITS", &plan)
-        .args(["optimize", "run", "--spec", &spec])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn run");
-    let mut child = Reaped(child);
+    init(&home, &plan, &spec, repo.path());
+    let mut child = spawn_run(&home, &plan, &spec);
     let state = home.path().join("optimize/ops");
     wait_for(Duration::from_secs(120), "exp-002 dispatched", || {
         state.join("briefs/exp-002.md").exists().then_some(())
@@ -706,29 +532,17 @@ fn o61_manual_stop_saves_state_reports_and_continues() {
     let exit = skillforge_tests::wait_exit(&mut child.0, Duration::from_secs(60));
     // exit 4: paused by the operator, `run` again continues
     assert_eq!(exit.code(), Some(4), "{exit}");
-    let status = ok(
-        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
-        "status",
-    );
+    let status = call(&home, &plan, "status", &spec);
     assert_eq!(
         status["run_state"]["stop_reason"]["reason"], "manual_stop",
         "{status:#}"
     );
     let report = std::fs::read_to_string(state.join("report.md")).unwrap();
     assert!(report.contains("stopped by the operator"), "{report}");
-    ok(
-        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
-        "run again",
-    );
-    let status = ok(
-        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
-        "status",
-    );
-    let report = ok(
-        &optimize(&home, &plan, &["--json", "report", "--spec", &spec]),
-        "report",
-    );
-    assert_final_state(repo.path(), &status, report["text"].as_str().unwrap());
+    call(&home, &plan, "run", &spec); // run again
+    let status = call(&home, &plan, "status", &spec);
+    let report = report_text(&home, &plan, &spec);
+    assert_final_state(repo.path(), &status, &report);
 }
 
 // O-20, O-49, O-50, O-52: parallel experiments on a 2-worker Redis fleet; the winner is merged,
@@ -740,47 +554,11 @@ fn parallel_experiments_on_a_two_worker_redis_fleet() {
     let work = tempfile::tempdir().unwrap();
     let (spec, plan) = spec_and_plan_with(work.path(), "parallel", 300, 6, true);
     let home = Home::redis(&redis.url());
-    let _workers: Vec<Reaped> = ["w1", "w2"]
-        .iter()
-        .map(|name| {
-            let log =
-                std::fs::File::create(home.path().join(format!("worker-{name}.log"))).unwrap();
-            Reaped(
-                home.cmd()
-                    .env("SKILLFORGE_SCRIPTED_EDITS", &plan)
-                    .args(["worker", "--name", name])
-                    .stdin(std::process::Stdio::null())
-                    .stdout(std::process::Stdio::null())
-                    .stderr(log)
-                    .spawn()
-                    .expect("spawn worker"),
-            )
-        })
-        .collect();
-    ok(
-        &optimize(
-            &home,
-            &plan,
-            &[
-                "--json",
-                "init",
-                "--spec",
-                &spec,
-                "--repo",
-                &repo.path().display().to_string(),
-            ],
-        ),
-        "init",
-    );
-    ok(
-        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
-        "run",
-    );
-    let status = ok(
-        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
-        "status",
-    );
-    let got = outcomes(&status);
+    let _workers = spawn_workers(&home, &plan, &["w1", "w2"]);
+    init(&home, &plan, &spec, repo.path());
+    call(&home, &plan, "run", &spec);
+    let status = call(&home, &plan, "status", &spec);
+    let got = experiments(&status);
     let want = [
         (1, "h-game", "inconclusive"),
         (2, "h-degen", "degenerate"),
@@ -789,14 +567,7 @@ fn parallel_experiments_on_a_two_worker_redis_fleet() {
         (5, "h-alt", "not_selected"),
         (6, "h-parse", "runner_up_kept"),
     ];
-    assert_eq!(
-        got.iter()
-            .map(|(n, h, o)| (*n, h.as_str(), o.as_str()))
-            .collect::<Vec<_>>(),
-        want,
-        "{status:#}\n{}",
-        home.logs()
-    );
+    assert_eq!(got, want, "{status:#}\n{}", home.logs());
     assert_eq!(
         status["run_state"]["tick"].as_u64(),
         Some(1),
@@ -804,13 +575,7 @@ fn parallel_experiments_on_a_two_worker_redis_fleet() {
     );
     assert_eq!(status["best"]["ops"].as_f64(), Some(8.0));
     assert_eq!(measured_ops(repo.path(), "optimize/ops"), (8, 1));
-    let report = ok(
-        &optimize(&home, &plan, &["--json", "report", "--spec", &spec]),
-        "report",
-    )["text"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let report = report_text(&home, &plan, &spec);
     for want in [
         "not file-disjoint with the kept change (src/count.sh)",
         "integrated: ops 12 -> 8",
@@ -865,48 +630,22 @@ fn o51_runner_up_merging_stops_after_the_first_failed_combination() {
 measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\nscope:\n  mutable: [src]\n  immutable: [measure.sh]\n\
 execution: {{ mode: parallel, max_concurrent: 3 }}\nstopping: {{ max_iterations: 3 }}\nhypotheses:\n{hyps}"
     );
-    let spec_path = work.path().join("levers.yaml");
-    std::fs::write(&spec_path, spec).unwrap();
-    let plan = serde_json::json!({"experiments": [
-        {"when": "lever A", "edits": [{"path": "src/a.sh", "write": "A_OPS=2\n"}]},
-        {"when": "lever B", "edits": [{"path": "src/b.sh", "write": "B_OPS=$(( A_OPS == 10 ? 5 : 50 ))\n"}]},
-        {"when": "lever C", "edits": [{"path": "src/c.sh", "write": "C_OPS=8\n"}]}
-    ]});
-    let plan_path = work.path().join("plan.json");
-    std::fs::write(&plan_path, plan.to_string()).unwrap();
-    let (spec, plan) = (
-        spec_path.display().to_string(),
-        plan_path.display().to_string(),
+    let spec = write_spec(work.path(), "levers.yaml", &spec);
+    let plan = write_plan(
+        work.path(),
+        &serde_json::json!({"experiments": [
+            {"when": "lever A", "edits": [{"path": "src/a.sh", "write": "A_OPS=2\n"}]},
+            {"when": "lever B", "edits": [{"path": "src/b.sh", "write": "B_OPS=$(( A_OPS == 10 ? 5 : 50 ))\n"}]},
+            {"when": "lever C", "edits": [{"path": "src/c.sh", "write": "C_OPS=8\n"}]}
+        ]}),
     );
     let home = Home::embedded();
-    ok(
-        &optimize(
-            &home,
-            &plan,
-            &[
-                "--json",
-                "init",
-                "--spec",
-                &spec,
-                "--repo",
-                &repo.path().display().to_string(),
-            ],
-        ),
-        "init",
-    );
-    ok(
-        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
-        "run",
-    );
-    let status = ok(
-        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
-        "status",
-    );
-    let got = outcomes(&status);
+    init(&home, &plan, &spec, repo.path());
+    call(&home, &plan, "run", &spec);
+    let status = call(&home, &plan, "status", &spec);
+    let got = experiments(&status);
     assert_eq!(
-        got.iter()
-            .map(|(n, h, o)| (*n, h.as_str(), o.as_str()))
-            .collect::<Vec<_>>(),
+        got,
         [
             (1, "h-a", "kept"),
             (2, "h-b", "runner_up_reverted"),
@@ -914,13 +653,7 @@ execution: {{ mode: parallel, max_concurrent: 3 }}\nstopping: {{ max_iterations:
         ],
         "{status:#}"
     );
-    let report = ok(
-        &optimize(&home, &plan, &["--json", "report", "--spec", &spec]),
-        "report",
-    )["text"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let report = report_text(&home, &plan, &spec);
     assert!(
         report.contains("runner-up merging stopped after the first failed combination"),
         "{report}"
@@ -954,17 +687,6 @@ execution: {{ mode: parallel, max_concurrent: 3 }}\nstopping: {{ max_iterations:
         git(repo.path(), &["show", "optimize/levers:src/a.sh"]).trim(),
         "A_OPS=2"
     );
-}
-
-fn log_yaml(home: &Home, spec: &str) -> Value {
-    serde_norway::from_str(
-        &std::fs::read_to_string(
-            home.path()
-                .join(format!("optimize/{spec}/experiment-log.yaml")),
-        )
-        .unwrap(),
-    )
-    .unwrap()
 }
 
 // O-06, O-07, O-25, O-26, O-46, O-48: the remote backend. Workers are `agent` jobs on a fleet
@@ -1012,7 +734,7 @@ fn remote_workers_push_results_that_are_checked_confirmed_and_merged_by_head_sha
         ),
     ]
     .concat();
-    let spec_path = remote_spec(work.path(), &origin, &hyps, 5);
+    let spec = remote_spec(work.path(), &origin, "", &hyps, 5);
     let direct = "  total=$((total+v)); OPS=$((OPS+1))\n";
     let plan = serde_json::json!({"experiments": [
         {"when": "directly", "edits": [{"path": "src/count.sh", "replace": "  i=0\n  while [ $i -lt $v ]; do total=$((total+1)); i=$((i+1)); OPS=$((OPS+1)); done\n", "with": direct}]},
@@ -1021,48 +743,13 @@ fn remote_workers_push_results_that_are_checked_confirmed_and_merged_by_head_sha
         {"when": "fewer operations", "edits": [{"path": "measure.sh", "write": "#!/bin/sh\necho '{\"metrics\": {\"ops\": 1, \"correct\": 1}}'\n"}, {"path": "src/count.sh", "replace": "OPS=0\n", "with": "OPS=0 # tuned\n"}]},
         {"when": "missing base", "remote_base": "0123456789abcdef0123456789abcdef01234567", "edits": []}
     ]});
-    let plan_path = work.path().join("plan.json");
-    std::fs::write(&plan_path, plan.to_string()).unwrap();
-    let (spec, plan) = (
-        spec_path.display().to_string(),
-        plan_path.display().to_string(),
-    );
+    let plan = write_plan(work.path(), &plan);
     let home = Home::embedded();
-    let log = std::fs::File::create(home.path().join("worker-fleet.log")).unwrap();
-    let _worker = Reaped(
-        home.cmd()
-            .env("SKILLFORGE_SCRIPTED_EDITS", &plan)
-            .args(["worker", "--name", "fleet-1"])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn fleet worker"),
-    );
-    ok(
-        &optimize(
-            &home,
-            &plan,
-            &[
-                "--json",
-                "init",
-                "--spec",
-                &spec,
-                "--repo",
-                &repo.path().display().to_string(),
-            ],
-        ),
-        "init",
-    );
-    ok(
-        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
-        "run",
-    );
-    let status = ok(
-        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
-        "status",
-    );
-    let got = outcomes(&status);
+    let _worker = spawn_worker(&home, &plan, "fleet-1");
+    init(&home, &plan, &spec, repo.path());
+    call(&home, &plan, "run", &spec);
+    let status = call(&home, &plan, "status", &spec);
+    let got = experiments(&status);
     let want = [
         (1, "h-direct", "kept"),
         (2, "h-stale", "error"),
@@ -1070,23 +757,13 @@ fn remote_workers_push_results_that_are_checked_confirmed_and_merged_by_head_sha
         (4, "h-game", "error"),
         (5, "h-blocked", "error"),
     ];
-    assert_eq!(
-        got.iter()
-            .map(|(n, h, o)| (*n, h.as_str(), o.as_str()))
-            .collect::<Vec<_>>(),
-        want,
-        "{status:#}\n{}",
-        home.logs()
-    );
-    let log = log_yaml(&home, "ops");
+    assert_eq!(got, want, "{status:#}\n{}", home.logs());
+    let log = experiment_log(&home, "ops");
     let entry = |n: usize| log["experiments"][n - 1].clone();
     let state = home.path().join("optimize/ops");
 
     // O-26: the accepted result.yaml is copied into the state root; the worker's pairing carries its machine
-    let copy: Value = serde_norway::from_str(
-        &std::fs::read_to_string(state.join("exp-001-result.yaml")).unwrap(),
-    )
-    .unwrap();
+    let copy: Value = read_yaml(&state.join("exp-001-result.yaml"));
     let head = copy["head_sha"].as_str().unwrap().to_owned();
     let e1 = entry(1);
     let comps = e1["comparisons"].as_array().unwrap();
@@ -1218,13 +895,7 @@ fn remote_workers_push_results_that_are_checked_confirmed_and_merged_by_head_sha
         "{:#}",
         log["notes"]
     );
-    let report = ok(
-        &optimize(&home, &plan, &["--json", "report", "--spec", &spec]),
-        "report",
-    )["text"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let report = report_text(&home, &plan, &spec);
     assert!(
         report.contains("worker claim unconfirmed") && report.contains("remote result rejected"),
         "{report}"
@@ -1237,60 +908,29 @@ fn remote_workers_push_results_that_are_checked_confirmed_and_merged_by_head_sha
 #[test]
 fn o26_extra_remote_samples_are_re_dispatched_from_head_sha_and_stay_one_experiment() {
     let (repo, work, origin) = project_with_bare_origin();
-    let spec = format!(
-        "name: ops\ndescription: fewer operations, same result\nmetric:\n  primary: {{ name: ops, direction: minimize }}\n  degenerate_gates: [\"correct == 1\"]\n\
-measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n  stability: {{ mode: ladder, repeat_count: 2 }}\n  holdout: {{ command: sh measure.sh data/holdout.txt }}\n\
-scope:\n  mutable: [src]\n  immutable: [measure.sh, data]\n\
-execution: {{ mode: serial, backend: remote, remote: \"{}\" }}\nstopping: {{ max_iterations: 1 }}\nhypotheses:\n{}",
-        origin.display(),
-        hypothesis(
+    let spec = remote_spec(
+        work.path(),
+        &origin,
+        "  stability: { mode: ladder, repeat_count: 2 }\n",
+        &hypothesis(
             "h-direct",
             "Add each value directly instead of counting up to it",
             "algorithm",
             "low",
-            0.9
-        )
+            0.9,
+        ),
+        1,
     );
-    let spec_path = work.path().join("ops.yaml");
-    std::fs::write(&spec_path, spec).unwrap();
     let plan = serde_json::json!({"experiments": [
         {"when": "directly", "edits": [{"path": "src/count.sh", "replace": "  i=0\n  while [ $i -lt $v ]; do total=$((total+1)); i=$((i+1)); OPS=$((OPS+1)); done\n", "with": "  total=$((total+v)); OPS=$((OPS+1))\n"}]}
     ]});
-    let plan_path = work.path().join("plan.json");
-    std::fs::write(&plan_path, plan.to_string()).unwrap();
-    let (spec, plan) = (
-        spec_path.display().to_string(),
-        plan_path.display().to_string(),
-    );
+    let plan = write_plan(work.path(), &plan);
     let home = Home::embedded();
-    ok(
-        &optimize(
-            &home,
-            &plan,
-            &[
-                "--json",
-                "init",
-                "--spec",
-                &spec,
-                "--repo",
-                &repo.path().display().to_string(),
-            ],
-        ),
-        "init",
-    );
-    ok(
-        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
-        "run",
-    );
-    let status = ok(
-        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
-        "status",
-    );
+    init(&home, &plan, &spec, repo.path());
+    call(&home, &plan, "run", &spec);
+    let status = call(&home, &plan, "status", &spec);
     assert_eq!(
-        outcomes(&status)
-            .iter()
-            .map(|(n, h, o)| (*n, h.as_str(), o.as_str()))
-            .collect::<Vec<_>>(),
+        experiments(&status),
         [(1, "h-direct", "kept")],
         "{status:#}"
     );
@@ -1299,7 +939,7 @@ execution: {{ mode: serial, backend: remote, remote: \"{}\" }}\nstopping: {{ max
         Some(1),
         "one experiment"
     );
-    let log = log_yaml(&home, "ops");
+    let log = experiment_log(&home, "ops");
     let comps = log["experiments"][0]["comparisons"]
         .as_array()
         .unwrap()
@@ -1315,21 +955,12 @@ execution: {{ mode: serial, backend: remote, remote: \"{}\" }}\nstopping: {{ max
         serde_json::json!([34.0, 34.0])
     );
     let state = home.path().join("optimize/ops");
-    let first: Value = serde_norway::from_str(
-        &std::fs::read_to_string(state.join("exp-001-result.yaml")).unwrap(),
-    )
-    .unwrap();
-    let second: Value = serde_norway::from_str(
-        &std::fs::read_to_string(state.join("exp-001-result-1.yaml")).unwrap(),
-    )
-    .unwrap();
+    let first = read_yaml(&state.join("exp-001-result.yaml"));
+    let second = read_yaml(&state.join("exp-001-result-1.yaml"));
     assert_eq!(first["head_sha"], second["head_sha"], "the same head_sha");
-    let jobs = home.json(&["jobs", "list", "--limit", "1000"]);
+    let jobs = jobs_of(&home, "experiment");
     let workers: Vec<&str> = jobs
-        .as_array()
-        .unwrap()
         .iter()
-        .filter(|j| j["stage"] == "experiment")
         .filter_map(|j| j["idempotency_key"].as_str())
         .collect();
     assert_eq!(
@@ -1383,35 +1014,15 @@ measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\nscope:\n  mutable
 stopping: {{ max_iterations: 1 }}\nhypotheses:\n{}",
             hypothesis("h-a", "Lower lever A", "algorithm", "low", 0.3)
         );
-        let spec_path = work.path().join("censor.yaml");
-        std::fs::write(&spec_path, spec).unwrap();
-        let plan_path = work.path().join("plan.json");
-        std::fs::write(&plan_path, serde_json::json!({"experiments": [{"when": "lever A", "edits": [{"path": "src/a.sh", "write": "A_OPS=2\n"}]}]}).to_string()).unwrap();
-        let (spec, plan) = (
-            spec_path.display().to_string(),
-            plan_path.display().to_string(),
+        let spec = write_spec(work.path(), "censor.yaml", &spec);
+        let plan = write_plan(
+            work.path(),
+            &serde_json::json!({"experiments": [{"when": "lever A", "edits": [{"path": "src/a.sh", "write": "A_OPS=2\n"}]}]}),
         );
         let home = Home::embedded();
-        ok(
-            &optimize(
-                &home,
-                &plan,
-                &[
-                    "--json",
-                    "init",
-                    "--spec",
-                    &spec,
-                    "--repo",
-                    &repo.path().display().to_string(),
-                ],
-            ),
-            "init",
-        );
-        ok(
-            &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
-            "run",
-        );
-        let log = log_yaml(&home, "censor");
+        init(&home, &plan, &spec, repo.path());
+        call(&home, &plan, "run", &spec);
+        let log = experiment_log(&home, "censor");
         log["experiments"][0]["comparisons"][0].clone()
     };
     let only_elapsed = run("");
@@ -1459,68 +1070,21 @@ fn o66_sigkill_while_a_remote_result_is_collected_then_resume_collects_it_once()
         ),
     ]
     .concat();
-    let spec_path = remote_spec(work.path(), &origin, &hyps, 2);
+    let spec = remote_spec(work.path(), &origin, "", &hyps, 2);
     let plan = serde_json::json!({"experiments": [
         {"when": "directly", "sleep_ms": 4000, "edits": [{"path": "src/count.sh", "replace": "  i=0\n  while [ $i -lt $v ]; do total=$((total+1)); i=$((i+1)); OPS=$((OPS+1)); done\n", "with": "  total=$((total+v)); OPS=$((OPS+1))\n"}]},
         {"when": "comments", "claim": {"ops": 5}, "edits": [{"path": "src/parse.sh", "replace": "# parse FILE", "with": "# parse FILE (tidy)"}]}
     ]});
-    let plan_path = work.path().join("plan.json");
-    std::fs::write(&plan_path, plan.to_string()).unwrap();
-    let (spec, plan) = (
-        spec_path.display().to_string(),
-        plan_path.display().to_string(),
-    );
+    let plan = write_plan(work.path(), &plan);
     let home = Home::embedded();
-    let log = std::fs::File::create(home.path().join("worker-fleet.log")).unwrap();
-    let _worker = Reaped(
-        home.cmd()
-            .env("SKILLFORGE_SCRIPTED_EDITS", &plan)
-            .args(["worker", "--name", "fleet-1"])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn fleet worker"),
-    );
-    ok(
-        &optimize(
-            &home,
-            &plan,
-            &[
-                "--json",
-                "init",
-                "--spec",
-                &spec,
-                "--repo",
-                &repo.path().display().to_string(),
-            ],
-        ),
-        "init",
-    );
-    let child = home
-        .cmd()
-        .env("SKILLFORGE_SCRIPTED_EDITS", &plan)
-        .args(["optimize", "run", "--spec", &spec])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn run");
-    let mut child = Reaped(child);
-    let experiment_jobs = || -> Vec<Value> {
-        let jobs = home.json(&["jobs", "list", "--limit", "1000"]);
-        jobs.as_array()
-            .unwrap()
-            .iter()
-            .filter(|j| j["stage"] == "experiment")
-            .cloned()
-            .collect()
-    };
+    let _worker = spawn_worker(&home, &plan, "fleet-1");
+    init(&home, &plan, &spec, repo.path());
+    let mut child = spawn_run(&home, &plan, &spec);
     let running = wait_for(
         Duration::from_secs(120),
         "exp-001's remote worker running",
         || {
-            experiment_jobs().into_iter().find(|j| {
+            jobs_of(&home, "experiment").into_iter().find(|j| {
                 j["idempotency_key"]
                     .as_str()
                     .is_some_and(|k| k.contains("exp-001"))
@@ -1552,19 +1116,11 @@ fn o66_sigkill_while_a_remote_result_is_collected_then_resume_collects_it_once()
         "not collected yet"
     );
 
-    ok(
-        &optimize(&home, &plan, &["--json", "resume", "--spec", &spec]),
-        "resume",
-    );
-    let status = ok(
-        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
-        "status",
-    );
-    let got = outcomes(&status);
+    call(&home, &plan, "resume", &spec);
+    let status = call(&home, &plan, "status", &spec);
+    let got = experiments(&status);
     assert_eq!(
-        got.iter()
-            .map(|(n, h, o)| (*n, h.as_str(), o.as_str()))
-            .collect::<Vec<_>>(),
+        got,
         [(1, "h-direct", "kept"), (2, "h-claim", "inconclusive")],
         "{status:#}\n{}",
         home.logs()
@@ -1574,7 +1130,7 @@ fn o66_sigkill_while_a_remote_result_is_collected_then_resume_collects_it_once()
         Some(2),
         "no experiment number used twice: {status:#}"
     );
-    let workers = experiment_jobs();
+    let workers = jobs_of(&home, "experiment");
     assert_eq!(
         workers.len(),
         2,
@@ -1589,7 +1145,7 @@ fn o66_sigkill_while_a_remote_result_is_collected_then_resume_collects_it_once()
         Some(1),
         "and it ran once: {first:#}"
     );
-    let log = log_yaml(&home, "ops");
+    let log = experiment_log(&home, "ops");
     assert_eq!(
         log["experiments"].as_array().map(Vec::len),
         Some(2),
@@ -1610,10 +1166,7 @@ fn o66_sigkill_while_a_remote_result_is_collected_then_resume_collects_it_once()
             .any(|c| c["kind"] == "standalone" && c["measured_by"] == "orchestrator"),
         "the keep confirmed independently: {comps:#?}"
     );
-    let copy: Value = serde_norway::from_str(
-        &std::fs::read_to_string(state.join("exp-001-result.yaml")).unwrap(),
-    )
-    .unwrap();
+    let copy: Value = read_yaml(&state.join("exp-001-result.yaml"));
     git(
         repo.path(),
         &[
@@ -1669,34 +1222,11 @@ fn optimize_loop_on_a_worker_that_cannot_see_the_home() {
         "the worker cannot see the home: {}",
         String::from_utf8_lossy(&hidden.stderr)
     );
-    ok(
-        &optimize(
-            &home,
-            &plan,
-            &[
-                "--json",
-                "init",
-                "--spec",
-                &spec,
-                "--repo",
-                &repo.display().to_string(),
-            ],
-        ),
-        "init",
-    );
-    ok(
-        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
-        "run",
-    );
-    let status = ok(
-        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
-        "status",
-    );
-    let report = ok(
-        &optimize(&home, &plan, &["--json", "report", "--spec", &spec]),
-        "report",
-    );
-    assert_final_state(&repo, &status, report["text"].as_str().unwrap());
+    init(&home, &plan, &spec, &repo);
+    call(&home, &plan, "run", &spec);
+    let status = call(&home, &plan, "status", &spec);
+    let report = report_text(&home, &plan, &spec);
+    assert_final_state(&repo, &status, &report);
     let home_text = home.path().display().to_string();
     let jobs = home.json(&["jobs", "list", "--limit", "500"]);
     let ours: Vec<&Value> = jobs
@@ -1728,24 +1258,24 @@ fn optimize_loop_on_a_worker_that_cannot_see_the_home() {
     }
 }
 
-/// The `ops` spec on the remote backend (`origin`, a bare clone), serial, with `hyps` and
-/// `max_iterations`, written to `<work>/ops.yaml`.
+/// The `ops` spec on the remote backend (`origin`, a bare clone), serial, with `stability` (a
+/// `measurement` line, or `""`), `hyps` and `max_iterations`, written to `<work>/ops.yaml`;
+/// returns its path.
 fn remote_spec(
     work: &std::path::Path,
     origin: &std::path::Path,
+    stability: &str,
     hyps: &str,
     max_iterations: u32,
-) -> std::path::PathBuf {
+) -> String {
     let spec = format!(
         "name: ops\ndescription: fewer operations, same result\nmetric:\n  primary: {{ name: ops, direction: minimize }}\n  degenerate_gates: [\"correct == 1\"]\n\
-measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n  holdout: {{ command: sh measure.sh data/holdout.txt }}\n\
+measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n{stability}  holdout: {{ command: sh measure.sh data/holdout.txt }}\n\
 scope:\n  mutable: [src]\n  immutable: [measure.sh, data]\n\
 execution: {{ mode: serial, backend: remote, remote: \"{}\" }}\nstopping: {{ max_iterations: {max_iterations} }}\nhypotheses:\n{hyps}",
         origin.display()
     );
-    let spec_path = work.join("ops.yaml");
-    std::fs::write(&spec_path, spec).unwrap();
-    spec_path
+    write_spec(work, "ops.yaml", &spec)
 }
 
 /// The project, a work dir, and `<work>/origin.git`: a bare clone of it, the remote backend's

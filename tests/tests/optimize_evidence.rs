@@ -13,8 +13,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
-use skillforge_tests::optimize::{jobs_of, log_entry, ok, optimize, outcomes, write_plan};
-use skillforge_tests::{Home, Reaped, git, wait_for};
+use skillforge_tests::optimize::{
+    call, init, jobs_of, log_entry, measure_branch, optimize, outcomes, report_text, spawn_run,
+    spawn_workers, try_init, write_plan, write_spec,
+};
+use skillforge_tests::{Home, git, wait_for};
 use tempfile::TempDir;
 
 const COUNT_SH: &str = "\
@@ -94,30 +97,7 @@ stopping: {{ {stopping} }}\n\
 hypotheses:\n{}",
         hyps.concat()
     );
-    let path = dir.join("ops.yaml");
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
-}
-
-/// Two `skillforge worker` processes on the home's queue, with the edit plan.
-fn workers(home: &Home, plan: &str) -> Vec<Reaped> {
-    ["w1", "w2"]
-        .iter()
-        .map(|name| {
-            let log =
-                std::fs::File::create(home.path().join(format!("worker-{name}.log"))).unwrap();
-            Reaped(
-                home.cmd()
-                    .env("SKILLFORGE_SCRIPTED_EDITS", plan)
-                    .args(["worker", "--name", name])
-                    .stdin(std::process::Stdio::null())
-                    .stdout(std::process::Stdio::null())
-                    .stderr(log)
-                    .spawn()
-                    .expect("spawn worker"),
-            )
-        })
-        .collect()
+    write_spec(dir, "ops.yaml", &text)
 }
 
 /// The deadline scenario's spec and plan: exp-001's worker is held back on `gate` (never
@@ -159,10 +139,7 @@ fn deadline_setup(work: &Path, max_wall_hours: &str) -> (String, String, std::pa
 /// arrived and persisted as a patch but never measured (`inconclusive`), nothing merged.
 fn assert_wrapped_up_at_deadline(home: &Home, repo: &Path, plan: &str, spec: &str, gate: &Path) {
     assert!(!gate.exists(), "the held-back worker was never released");
-    let status = ok(
-        &optimize(home, plan, &["--json", "status", "--spec", spec]),
-        "status",
-    );
+    let status = call(home, plan, "status", spec);
     assert_eq!(
         status["run_state"]["stop_reason"]["reason"], "max_wall_hours",
         "{status:#}"
@@ -209,13 +186,7 @@ fn assert_wrapped_up_at_deadline(home: &Home, repo: &Path, plan: &str, spec: &st
         .collect();
     assert_eq!(slow.len(), 1, "{slow:#?}");
     assert_ne!(slow[0]["state"], "succeeded", "{slow:#?}");
-    let report = ok(
-        &optimize(home, plan, &["--json", "report", "--spec", spec]),
-        "report",
-    )["text"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let report = report_text(home, plan, spec);
     for want in [
         "max_wall_hours since phase 3 started reached",
         "had not returned when stopping.max_wall_hours passed",
@@ -237,24 +208,9 @@ fn o58_the_deadline_passes_with_workers_out_and_the_loop_wraps_up_without_waitin
     // for a gate nobody creates (its own bound is 120 s, so a loop that waited would see it fail)
     let (spec, plan, gate) = deadline_setup(work.path(), "0.01");
     let home = Home::redis(&redis.url());
-    let _workers = workers(&home, &plan);
-    ok(
-        &optimize(
-            &home,
-            &plan,
-            &[
-                "--json",
-                "init",
-                "--spec",
-                &spec,
-                "--repo",
-                &repo.path().display().to_string(),
-            ],
-        ),
-        "init",
-    );
-    let run = optimize(&home, &plan, &["--json", "run", "--spec", &spec]);
-    let summary = ok(&run, "run");
+    let _workers = spawn_workers(&home, &plan, &["w1", "w2"]);
+    init(&home, &plan, &spec, repo.path());
+    let summary = call(&home, &plan, "run", &spec);
     assert_eq!(
         summary["stop_reason"]["reason"], "max_wall_hours",
         "{summary:#}"
@@ -272,32 +228,9 @@ fn o58_a_resume_after_the_deadline_persists_what_arrived_and_waits_for_nothing()
     let work = tempfile::tempdir().unwrap();
     let (spec, plan, gate) = deadline_setup(work.path(), "1");
     let home = Home::redis(&redis.url());
-    let _workers = workers(&home, &plan);
-    ok(
-        &optimize(
-            &home,
-            &plan,
-            &[
-                "--json",
-                "init",
-                "--spec",
-                &spec,
-                "--repo",
-                &repo.path().display().to_string(),
-            ],
-        ),
-        "init",
-    );
-    let child = home
-        .cmd()
-        .env("SKILLFORGE_SCRIPTED_EDITS", &plan)
-        .args(["optimize", "run", "--spec", &spec])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn run");
-    let mut child = Reaped(child);
+    let _workers = spawn_workers(&home, &plan, &["w1", "w2"]);
+    init(&home, &plan, &spec, repo.path());
+    let mut child = spawn_run(&home, &plan, &spec);
     // both dispatched, and exp-002's worker has finished: then the orchestrator dies
     wait_for(
         Duration::from_secs(120),
@@ -338,10 +271,7 @@ fn o58_a_resume_after_the_deadline_persists_what_arrived_and_waits_for_nothing()
         ),
     )
     .unwrap();
-    ok(
-        &optimize(&home, &plan, &["--json", "resume", "--spec", &spec]),
-        "resume",
-    );
+    call(&home, &plan, "resume", &spec);
     assert_wrapped_up_at_deadline(&home, repo.path(), &plan, &spec, &gate);
     let workers = jobs_of(&home, "experiment");
     assert_eq!(
@@ -379,21 +309,7 @@ fn o14_a_locating_measurement_that_cannot_be_taken_wraps_up_naming_it_and_never_
     ];
     let spec = spec(work.path(), "mode: serial", "max_iterations: 4", "", &hyps);
     let home = Home::embedded();
-    ok(
-        &optimize(
-            &home,
-            &plan,
-            &[
-                "--json",
-                "init",
-                "--spec",
-                &spec,
-                "--repo",
-                &repo.path().display().to_string(),
-            ],
-        ),
-        "init",
-    );
+    init(&home, &plan, &spec, repo.path());
     let out = optimize(&home, &plan, &["run", "--spec", &spec]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
@@ -407,10 +323,7 @@ fn o14_a_locating_measurement_that_cannot_be_taken_wraps_up_naming_it_and_never_
         ) && stderr.contains("implementing without it is not allowed"),
         "{stderr}"
     );
-    let status = ok(
-        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
-        "status",
-    );
+    let status = call(&home, &plan, "status", &spec);
     assert_eq!(
         status["run_state"]["stop_reason"]["reason"], "blocked",
         "{status:#}"
@@ -468,29 +381,9 @@ fn o20_a_worker_at_capacity_is_queued_again_and_completes_never_an_error() {
     )];
     let spec = spec(work.path(), "mode: serial", "max_iterations: 1", "", &hyps);
     let home = Home::embedded();
-    ok(
-        &optimize(
-            &home,
-            &plan,
-            &[
-                "--json",
-                "init",
-                "--spec",
-                &spec,
-                "--repo",
-                &repo.path().display().to_string(),
-            ],
-        ),
-        "init",
-    );
-    ok(
-        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
-        "run",
-    );
-    let status = ok(
-        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
-        "status",
-    );
+    init(&home, &plan, &spec, repo.path());
+    call(&home, &plan, "run", &spec);
+    let status = call(&home, &plan, "status", &spec);
     assert_eq!(
         outcomes(&status),
         vec![(1, "kept".to_owned())],
@@ -502,13 +395,7 @@ fn o20_a_worker_at_capacity_is_queued_again_and_completes_never_an_error() {
         9,
         "the API error was met nine times"
     );
-    let report = ok(
-        &optimize(&home, &plan, &["--json", "report", "--spec", &spec]),
-        "report",
-    )["text"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let report = report_text(&home, &plan, &spec);
     assert!(report.contains("- exp-001: the worker's runtime answered at capacity (overloaded); queued again in 2s (backpressure 1, not a failure)"), "{report}");
     // one worker job, run again in place (its attempt history kept)
     let workers = jobs_of(&home, "experiment");
@@ -522,25 +409,9 @@ fn o20_a_worker_at_capacity_is_queued_again_and_completes_never_an_error() {
 
 /// The harness's `ops` on a fresh clone of the optimization branch.
 fn measured(repo: &Path) -> u64 {
-    let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new("git")
-        .args(["clone", "-q", "-b", "optimize/ops"])
-        .arg(repo)
-        .arg(dir.path().join("c"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = std::process::Command::new("sh")
-        .arg("measure.sh")
-        .current_dir(dir.path().join("c"))
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).expect("harness JSON");
-    v["metrics"]["ops"].as_u64().unwrap()
+    measure_branch(repo, "optimize/ops")["metrics"]["ops"]
+        .as_u64()
+        .unwrap()
 }
 
 // Issue 34 item 13: with `measurement.noise_floor_samples`, init measures the unchanged baseline
@@ -576,29 +447,9 @@ fn a_measured_noise_floor_and_each_keeps_effect_with_its_interval_in_status_and_
             &hyps,
         );
         let home = Home::embedded();
-        ok(
-            &optimize(
-                &home,
-                &plan,
-                &[
-                    "--json",
-                    "init",
-                    "--spec",
-                    &spec,
-                    "--repo",
-                    &repo.path().display().to_string(),
-                ],
-            ),
-            "init",
-        );
-        ok(
-            &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
-            "run",
-        );
-        let status = ok(
-            &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
-            "status",
-        );
+        init(&home, &plan, &spec, repo.path());
+        call(&home, &plan, "run", &spec);
+        let status = call(&home, &plan, "status", &spec);
         assert_eq!(
             outcomes(&status),
             vec![(1, "kept".to_owned())],
@@ -606,13 +457,7 @@ fn a_measured_noise_floor_and_each_keeps_effect_with_its_interval_in_status_and_
         );
         let text =
             String::from_utf8(optimize(&home, &plan, &["status", "--spec", &spec]).stdout).unwrap();
-        let report = ok(
-            &optimize(&home, &plan, &["--json", "report", "--spec", &spec]),
-            "report",
-        )["text"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let report = report_text(&home, &plan, &spec);
         let measurements = jobs_of(&home, "measurement").len();
         if !noise {
             assert_eq!(status.get("noise_floor"), None, "{status:#}");
@@ -674,17 +519,7 @@ fn a_noise_floor_of_one_measurement_is_refused_naming_the_key() {
         )],
     );
     let home = Home::embedded();
-    let out = optimize(
-        &home,
-        &plan,
-        &[
-            "init",
-            "--spec",
-            &spec,
-            "--repo",
-            &repo.path().display().to_string(),
-        ],
-    );
+    let out = try_init(&home, &plan, &spec, repo.path(), false);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
@@ -729,23 +564,9 @@ fn one_experiment(
     );
     std::fs::write(&spec, text).unwrap();
     let home = Home::embedded();
-    let repo_s = repo.display().to_string();
-    ok(
-        &optimize(
-            &home,
-            &plan,
-            &["--json", "init", "--spec", &spec, "--repo", &repo_s],
-        ),
-        "init",
-    );
-    ok(
-        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
-        "run",
-    );
-    let status = ok(
-        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
-        "status",
-    );
+    init(&home, &plan, &spec, repo);
+    call(&home, &plan, "run", &spec);
+    let status = call(&home, &plan, "status", &spec);
     (home, status)
 }
 

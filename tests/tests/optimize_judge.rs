@@ -11,8 +11,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use skillforge_tests::optimize::{jobs_of, key, log_entry, ok, optimize};
-use skillforge_tests::{Home, Reaped, git, wait_for};
+use skillforge_tests::optimize::{
+    call, experiment_log, experiments, init, jobs_of, key, log_entry, read_yaml, report_text,
+    spawn_run, spawn_worker, try_init, write_plan, write_spec,
+};
+use skillforge_tests::{Home, git, wait_for};
 use tempfile::TempDir;
 
 const MEASURE_SH: &str = "\
@@ -83,8 +86,7 @@ execution: {{ mode: serial, runtime: scripted }}\n\
 stopping: {{ max_iterations: 3 }}\n\
 hypotheses:\n{hyps}"
     );
-    let spec_path = dir.join("topics.yaml");
-    std::fs::write(&spec_path, spec).unwrap();
+    let spec = write_spec(dir, "topics.yaml", &spec);
     let mut plan = json!({
         "experiments": [
             {"when": "Reword", "edits": [{"path": "src/notes.txt", "write": "clustering notes, reworded\n"}]},
@@ -105,12 +107,7 @@ hypotheses:\n{hyps}"
     for (k, v) in judge_plan.as_object().cloned().unwrap_or_default() {
         plan["judge"][k] = v;
     }
-    let plan_path = dir.join("plan.json");
-    std::fs::write(&plan_path, plan.to_string()).unwrap();
-    (
-        spec_path.display().to_string(),
-        plan_path.display().to_string(),
-    )
+    (spec, write_plan(dir, &plan))
 }
 
 fn judge_jobs(home: &Home) -> Vec<Value> {
@@ -130,21 +127,7 @@ fn judge_batches_are_agent_jobs_with_a_cache_a_gate_first_and_one_redispatch() {
     .concat();
     let (spec, plan) = spec_and_plan(work.path(), &hyps, "");
     let home = Home::embedded();
-    let init = ok(
-        &optimize(
-            &home,
-            &plan,
-            &[
-                "--json",
-                "init",
-                "--spec",
-                &spec,
-                "--repo",
-                &repo.path().display().to_string(),
-            ],
-        ),
-        "init",
-    );
+    let init = init(&home, &plan, &spec, repo.path());
     // baseline: (2 + 5 + 3) / 3, every item scored by a judge job, none by the orchestrator
     let baseline = init["baseline"]["quality"]["aggregate"]
         .as_f64()
@@ -197,14 +180,8 @@ fn judge_batches_are_agent_jobs_with_a_cache_a_gate_first_and_one_redispatch() {
             .contains("terse")
     );
 
-    ok(
-        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
-        "run",
-    );
-    let status = ok(
-        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
-        "status",
-    );
+    call(&home, &plan, "run", &spec);
+    let status = call(&home, &plan, "status", &spec);
     let outcomes: Vec<(&str, &str)> = status["experiments"]
         .as_array()
         .unwrap()
@@ -318,10 +295,7 @@ fn judge_batches_are_agent_jobs_with_a_cache_a_gate_first_and_one_redispatch() {
             "a judge does not see the hypothesis or the experiment: {prompt}"
         );
     }
-    let spend: Value = serde_norway::from_str(
-        &std::fs::read_to_string(home.path().join("optimize/topics/experiment-log.yaml")).unwrap(),
-    )
-    .unwrap();
+    let spend = experiment_log(&home, "topics");
     // every judge job is booked once at cost_per_batch_usd (the scripted judge reports no cost):
     // the baseline's four at init (two item batches, one re-dispatch, the singletons) and the
     // candidate's one at run time, as many as the jobs above
@@ -355,29 +329,9 @@ fn o31_judges_that_cannot_run_make_the_experiment_error_never_scored_inline() {
         " unjudgeable",
     );
     let home = Home::embedded();
-    ok(
-        &optimize(
-            &home,
-            &plan,
-            &[
-                "--json",
-                "init",
-                "--spec",
-                &spec,
-                "--repo",
-                &repo.path().display().to_string(),
-            ],
-        ),
-        "init",
-    );
-    ok(
-        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
-        "run",
-    );
-    let status = ok(
-        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
-        "status",
-    );
+    init(&home, &plan, &spec, repo.path());
+    call(&home, &plan, "run", &spec);
+    let status = call(&home, &plan, "status", &spec);
     let e = &status["experiments"][0];
     assert_eq!(e["outcome"], "error", "{status:#}");
     assert_eq!(
@@ -418,13 +372,7 @@ fn o31_judges_that_cannot_run_make_the_experiment_error_never_scored_inline() {
                 .all(|j| j["state"] == "dead" && j["attempts"] == 3),
         "{failed:#?}"
     );
-    let report = ok(
-        &optimize(&home, &plan, &["--json", "report", "--spec", &spec]),
-        "report",
-    )["text"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let report = report_text(&home, &plan, &spec);
     assert!(
         report.contains("judges undispatchable"),
         "the blocker is reported: {report}"
@@ -442,18 +390,7 @@ fn the_judge_model_tier_is_resolved_by_the_runtime_profile_and_reaches_the_runti
     let hyps = hypothesis("h-split", "Split the mixed cluster", 0.5);
     let home = Home::embedded();
     let (bad, plan) = spec_and_plan_with(work.path(), &hyps, "", ", model: huge", json!({}));
-    let out = optimize(
-        &home,
-        &plan,
-        &[
-            "--json",
-            "init",
-            "--spec",
-            &bad,
-            "--repo",
-            &repo.path().display().to_string(),
-        ],
-    );
+    let out = try_init(&home, &plan, &bad, repo.path(), true);
     assert_eq!(
         out.status.code(),
         Some(2),
@@ -476,25 +413,8 @@ fn the_judge_model_tier_is_resolved_by_the_runtime_profile_and_reaches_the_runti
     );
 
     let (spec, plan) = spec_and_plan_with(work.path(), &hyps, "", ", model: strong", json!({}));
-    ok(
-        &optimize(
-            &home,
-            &plan,
-            &[
-                "--json",
-                "init",
-                "--spec",
-                &spec,
-                "--repo",
-                &repo.path().display().to_string(),
-            ],
-        ),
-        "init",
-    );
-    ok(
-        &optimize(&home, &plan, &["--json", "run", "--spec", &spec]),
-        "run",
-    );
+    init(&home, &plan, &spec, repo.path());
+    call(&home, &plan, "run", &spec);
     let jobs = judge_jobs(&home);
     assert!(
         jobs.len() >= 3,
@@ -514,21 +434,7 @@ fn the_judge_model_tier_is_resolved_by_the_runtime_profile_and_reaches_the_runti
     let repo = project();
     let home = Home::embedded();
     let (spec, plan) = spec_and_plan(work.path(), &hyps, "");
-    ok(
-        &optimize(
-            &home,
-            &plan,
-            &[
-                "--json",
-                "init",
-                "--spec",
-                &spec,
-                "--repo",
-                &repo.path().display().to_string(),
-            ],
-        ),
-        "init",
-    );
+    init(&home, &plan, &spec, repo.path());
     let jobs = judge_jobs(&home);
     assert!(
         !jobs.is_empty()
@@ -561,42 +467,9 @@ fn o66_sigkill_in_the_middle_of_a_judge_pass_then_resume_scores_the_batch_once()
         json!({"sleep_when": "\"c-4\"", "sleep_ms": 4000}),
     );
     let home = Home::embedded();
-    let log = std::fs::File::create(home.path().join("worker-fleet.log")).unwrap();
-    let _worker = Reaped(
-        home.cmd()
-            .env("SKILLFORGE_SCRIPTED_EDITS", &plan)
-            .args(["worker", "--name", "fleet-1"])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn fleet worker"),
-    );
-    ok(
-        &optimize(
-            &home,
-            &plan,
-            &[
-                "--json",
-                "init",
-                "--spec",
-                &spec,
-                "--repo",
-                &repo.path().display().to_string(),
-            ],
-        ),
-        "init",
-    );
-    let child = home
-        .cmd()
-        .env("SKILLFORGE_SCRIPTED_EDITS", &plan)
-        .args(["optimize", "run", "--spec", &spec])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn run");
-    let mut child = Reaped(child);
+    let _worker = spawn_worker(&home, &plan, "fleet-1");
+    init(&home, &plan, &spec, repo.path());
+    let mut child = spawn_run(&home, &plan, &spec);
     let running = wait_for(
         Duration::from_secs(180),
         "exp-003's judge batch running",
@@ -614,28 +487,10 @@ fn o66_sigkill_in_the_middle_of_a_judge_pass_then_resume_scores_the_batch_once()
         (home.json(&["jobs", "show", &id])["state"] == "succeeded").then_some(())
     });
 
-    ok(
-        &optimize(&home, &plan, &["--json", "resume", "--spec", &spec]),
-        "resume",
-    );
-    let status = ok(
-        &optimize(&home, &plan, &["--json", "status", "--spec", &spec]),
-        "status",
-    );
-    let outcomes: Vec<(u64, &str, &str)> = status["experiments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["experiment"].as_u64().unwrap(),
-                e["hypothesis_id"].as_str().unwrap(),
-                e["outcome"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    call(&home, &plan, "resume", &spec);
+    let status = call(&home, &plan, "status", &spec);
     assert_eq!(
-        outcomes,
+        experiments(&status),
         [
             (1, "h-reword", "inconclusive"),
             (2, "h-merge", "degenerate"),
@@ -668,10 +523,7 @@ fn o66_sigkill_in_the_middle_of_a_judge_pass_then_resume_scores_the_batch_once()
     );
     let entry = log_entry(&home, "topics", 3);
     assert_eq!(entry["judge"]["calls"].as_u64(), Some(1), "{entry:#}");
-    let log: Value = serde_norway::from_str(
-        &std::fs::read_to_string(home.path().join("optimize/topics/experiment-log.yaml")).unwrap(),
-    )
-    .unwrap();
+    let log = experiment_log(&home, "topics");
     assert_eq!(
         log["experiments"].as_array().map(Vec::len),
         Some(3),
@@ -689,10 +541,7 @@ fn o66_sigkill_in_the_middle_of_a_judge_pass_then_resume_scores_the_batch_once()
         "one booking per judge job: {:#}",
         log["spend"]
     );
-    let cache: Value = serde_norway::from_str(
-        &std::fs::read_to_string(home.path().join("optimize/topics/judge-cache.yaml")).unwrap(),
-    )
-    .unwrap();
+    let cache = read_yaml(&home.path().join("optimize/topics/judge-cache.yaml"));
     for i in entry["judge"]["items"].as_array().unwrap() {
         assert!(
             cache["items"]

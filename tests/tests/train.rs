@@ -6,93 +6,19 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
+use skillforge_tests::train::{
+    ITEMS, SESSION, WAIT, candidates, cont, distill_backend, fill_feedback, out_root, packet,
+    recover, start, start_to_feedback, start_with, status, train_config, wait_phase,
+};
 use skillforge_tests::{
     Home, PLANNER_TEMPLATE, Reaped, RedisServer, add_template, bin, path_arg, run_code, signal,
     wait_exit, write,
 };
 
-const ITEMS: &str = "items:\n  - id: fix-login\n    title: Describe the login fix\n    input: |\n      -    check(password)\n      +    check_hashed(password)\n  - id: add-cache\n    title: Describe the cache\n    input: adds an LRU cache in front of the user lookup\n";
-
-const SESSION: &str = "s1";
 const N_OPTIONS: usize = 3;
-const WAIT: Duration = Duration::from_secs(60);
-
-fn status(home: &Home) -> Value {
-    home.json(&["train", "status", "--session", SESSION, "--detail"])
-}
-
-fn wait_phase(home: &Home, phase: &str) -> Value {
-    let mut last = Value::Null;
-    home.wait(WAIT, &format!("status_phase {phase}"), || {
-        last = status(home);
-        (last["status_phase"] == phase).then(|| last.clone())
-    })
-}
-
-/// Installs the template and starts session `s1` (3 options per item) with or without a workspace repo.
-fn start(home: &Home, workspace: bool) -> Value {
-    add_template(home, PLANNER_TEMPLATE, "owner/repo");
-    let items = write(&home.path().join("in/items.yml"), ITEMS);
-    let mut args = vec![
-        "train",
-        "start",
-        "--template",
-        "planner",
-        "--repo",
-        "owner/repo",
-        "--request",
-        "clearer commit messages",
-    ];
-    args.extend([
-        "--items-file",
-        path_arg(&items),
-        "--yes",
-        "--session",
-        SESSION,
-        "--options",
-        "3",
-    ]);
-    if workspace {
-        args.extend(["--workspace-repo", "owner/workspace"]);
-    }
-    home.json(&args)
-}
-
-/// The review packet directory of the current iteration.
-fn packet(home: &Home) -> PathBuf {
-    PathBuf::from(
-        status(home)["review_packet"]
-            .as_str()
-            .expect("review packet published"),
-    )
-}
-
-/// A human fills feedback.yml: rankings plus trait notes and a required improvement (actionable),
-/// or rankings only (`actionable = false`).
-fn fill_feedback(home: &Home, actionable: bool) {
-    let dir = packet(home);
-    let run = status(home)["iteration_id"].as_str().unwrap().to_owned();
-    let extra = if actionable {
-        "    useful_traits:\n      B: [lists each change as a bullet]\n    rejected_traits:\n      C: [too terse]\n    required_improvements: [name the user-visible effect first]\n"
-    } else {
-        ""
-    };
-    let text = format!(
-        "run_id: {run}\nreviewer: alice\nitems:\n  - item_id: add-cache\n    ranking: \"b > a > c\"\n{extra}  - item_id: fix-login\n    ranking: \"a > c > b\"\n"
-    );
-    write(&dir.join("feedback.yml"), &text);
-}
-
-fn candidates(home: &Home) -> Vec<Value> {
-    home.json(&["candidate", "list", "--template", "planner"])
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
 
 fn assert_options_once(st: &Value) {
     assert_eq!(st["progress"]["generated_options"], 2 * N_OPTIONS, "{st:#}");
@@ -105,14 +31,6 @@ fn assert_options_once(st: &Value) {
             .collect();
         assert_eq!(labels, ["a", "b", "c"], "{st:#}");
     }
-}
-
-/// Writes `<home>/train.toml`: short heartbeats so stale leases show within seconds, plus backends.
-fn train_config(home: &Home, backends: &str) {
-    let text = format!(
-        "[stages.option_generation]\nheartbeat_secs = 1\nstale_after_secs = 3\n\n[stages.optimizer]\nheartbeat_secs = 1\nstale_after_secs = 3\n\n{backends}"
-    );
-    write(&home.path().join("train.toml"), &text);
 }
 
 /// A `skillforge worker` with extra environment, its log in the home dir.
@@ -133,36 +51,14 @@ fn spawn_worker_env(home: &Home, name: &str, env: &[(&str, &str)]) -> Child {
 /// `wrap` that writes the candidate and then fails (exit 1, as an upload step would); returns
 /// the `train continue` stderr.
 fn optimize_through_a_failing_wrapper(home: &Home) -> String {
-    let script = write(
+    distill_backend(
+        home,
+        "wrap",
         &home.path().join("wrap.sh"),
-        &format!(
-            "#!/bin/sh\n\"{}\" optimizer distill \"$@\" || exit 3\necho 'wrapper: upload failed' >&2\nexit 1\n",
-            bin().display()
-        ),
+        "echo 'wrapper: upload failed' >&2\nexit 1\n",
     );
-    train_config(
-        home,
-        &format!(
-            "[backends.wrap]\ncommand = [\"sh\", \"{}\"]\n",
-            path_arg(&script)
-        ),
-    );
-    start(home, true);
-    run_code(home, &["train", "continue", "--session", SESSION], 4);
-    fill_feedback(home, true);
-    run_code(
-        home,
-        &[
-            "train",
-            "continue",
-            "--session",
-            SESSION,
-            "--backend",
-            "wrap",
-        ],
-        1,
-    )
-    .1
+    start_to_feedback(home, true);
+    cont(home, &["--backend", "wrap"], 1).1
 }
 
 /// Runs one iteration from `items_ready` to a pending candidate; returns the candidate version.
@@ -174,7 +70,7 @@ fn iterate_to_candidate(home: &Home) -> String {
 /// `items_ready` → `review_published`: options generated once, the human gate holds (exit 4:
 /// waiting for a person, the `next:` line saying what to do).
 fn generate_options(home: &Home) {
-    let (out, _) = run_code(home, &["train", "continue", "--session", SESSION], 4);
+    let (out, _) = cont(home, &[], 4);
     assert!(
         out.contains("review published, waiting for feedback"),
         "{out}"
@@ -182,9 +78,8 @@ fn generate_options(home: &Home) {
     let st = status(home);
     assert_eq!(st["status_phase"], "review_published");
     assert_options_once(&st);
-    // Continue before the human filled the packet: nothing moves (the gate is the human's), still
-    // exit 4.
-    let (out, _) = run_code(home, &["train", "continue", "--session", SESSION], 4);
+    // Continue before the human filled the packet: nothing moves (the gate is the human's).
+    let (out, _) = cont(home, &[], 4);
     assert!(out.contains("waiting for human feedback"), "{out}");
     assert!(
         out.contains("next: waiting for human feedback: fill"),
@@ -196,7 +91,7 @@ fn generate_options(home: &Home) {
 /// The human fills the packet; `review_published` → a pending candidate (optimizer job).
 fn optimize_to_candidate(home: &Home) -> String {
     fill_feedback(home, true);
-    let (out, err) = run_code(home, &["train", "continue", "--session", SESSION], 0);
+    let (out, err) = cont(home, &[], 0);
     assert!(
         err.contains("optimizer preflight: backend distill"),
         "the preflight report comes first:\n{err}"
@@ -222,17 +117,13 @@ fn optimize_to_candidate(home: &Home) -> String {
 /// The rest of an iteration: candidate review, S-99 refusal, promote, start-next.
 fn review_promote_next(home: &Home, version: &str) {
     // S-99: no next iteration while the candidate is unresolved.
-    let (_, err) = run_code(
-        home,
-        &["train", "continue", "--session", SESSION, "--start-next"],
-        2,
-    );
+    let (_, err) = cont(home, &["--start-next"], 2);
     assert!(
         err.contains("--start-next refused") && !err.contains("S-99"),
         "{err}"
     );
     // The candidate review published: a person promotes or rejects (exit 4, saying how).
-    let (out, _) = run_code(home, &["train", "continue", "--session", SESSION], 4);
+    let (out, _) = cont(home, &[], 4);
     assert!(
         out.contains("next: decide:") && out.contains("--promote"),
         "{out}"
@@ -251,20 +142,9 @@ fn review_promote_next(home: &Home, version: &str) {
         "{review}"
     );
     // Continue without a decision stays at the gate.
-    run_code(home, &["train", "continue", "--session", SESSION], 4);
+    cont(home, &[], 4);
     assert_eq!(status(home)["current_phase"], "candidate_review_published");
-    run_code(
-        home,
-        &[
-            "train",
-            "continue",
-            "--session",
-            SESSION,
-            "--promote",
-            version,
-        ],
-        0,
-    );
+    cont(home, &["--promote", version], 0);
     assert_eq!(status(home)["current_phase"], "candidate_promoted");
     let shown = home.json(&["template", "show", "planner"]);
     assert_eq!(
@@ -275,11 +155,7 @@ fn review_promote_next(home: &Home, version: &str) {
         (Some(version), Some("current")),
         "{shown:#}"
     );
-    run_code(
-        home,
-        &["train", "continue", "--session", SESSION, "--start-next"],
-        0,
-    );
+    cont(home, &["--start-next"], 0);
     let st = status(home);
     assert_eq!(st["current_phase"], "items_ready");
     assert_eq!(
@@ -308,7 +184,7 @@ fn s99_a_candidate_promoted_outside_the_session_is_recorded_and_the_next_iterati
     let home = Home::embedded();
     start(&home, true);
     let version = iterate_to_candidate(&home);
-    run_code(&home, &["train", "continue", "--session", SESSION], 4);
+    cont(&home, &[], 4);
     assert_eq!(status(&home)["current_phase"], "candidate_review_published");
     run_code(
         &home,
@@ -321,7 +197,7 @@ fn s99_a_candidate_promoted_outside_the_session_is_recorded_and_the_next_iterati
         next.contains("promoted outside this session") && next.contains("train continue --session"),
         "{st:#}"
     );
-    let (out, err) = run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    let (out, err) = cont(&home, &[], 0);
     assert!(
         format!("{out}{err}").contains("was promoted outside this session"),
         "{out}{err}"
@@ -329,27 +205,12 @@ fn s99_a_candidate_promoted_outside_the_session_is_recorded_and_the_next_iterati
     let st = status(&home);
     assert_eq!(st["current_phase"], "candidate_promoted", "{st:#}");
     // The documented decision again is a no-op that says so; then the next iteration starts.
-    let (out, err) = run_code(
-        &home,
-        &[
-            "train",
-            "continue",
-            "--session",
-            SESSION,
-            "--promote",
-            &version,
-        ],
-        0,
-    );
+    let (out, err) = cont(&home, &["--promote", &version], 0);
     assert!(
         format!("{out}{err}").contains("already promoted"),
         "{out}{err}"
     );
-    run_code(
-        &home,
-        &["train", "continue", "--session", SESSION, "--start-next"],
-        0,
-    );
+    cont(&home, &["--start-next"], 0);
     assert_eq!(status(&home)["iteration_id"], "s1-i002");
 }
 
@@ -427,7 +288,7 @@ fn s98_without_workspace_repo_the_session_stays_at_request_confirmed() {
     let home = Home::embedded();
     let started = start(&home, false);
     assert_eq!(started["state"], "request_confirmed");
-    let (_, err) = run_code(&home, &["train", "continue", "--session", SESSION], 2);
+    let (_, err) = cont(&home, &[], 2);
     assert!(
         err.contains("--workspace-repo") && !err.contains("S-98"),
         "what to do, without the rule's id: {err}"
@@ -506,9 +367,7 @@ fn start_refuses_bad_input_naming_the_flag_and_writes_nothing() {
 #[test]
 fn s100_no_candidate_is_recorded_and_recover_does_not_duplicate() {
     let home = Home::embedded();
-    start(&home, true);
-    run_code(&home, &["train", "continue", "--session", SESSION], 4);
-    fill_feedback(&home, false);
+    start_to_feedback(&home, false);
     let synced = home.run(&["train", "continue", "--session", SESSION]);
     let said = String::from_utf8_lossy(&synced.stderr);
     assert_eq!(synced.status.code(), Some(0), "{said}");
@@ -552,22 +411,8 @@ fn s100_no_candidate_is_recorded_and_recover_does_not_duplicate() {
             && !text.contains("import it again"),
         "{text}"
     );
-    let out_root = st["verbose"]["optimizer"]["out_root"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let (out, err) = run_code(
-        &home,
-        &[
-            "train",
-            "recover",
-            "--session",
-            SESSION,
-            "--out-root",
-            &out_root,
-        ],
-        0,
-    );
+    let out_root = out_root(&st);
+    let (out, err) = recover(&home, &out_root, 0);
     assert!(
         err.contains("already recorded") && err.contains("no candidate"),
         "{out}\n{err}"
@@ -578,32 +423,15 @@ fn s100_no_candidate_is_recorded_and_recover_does_not_duplicate() {
         "optimizer_completed_no_candidate"
     );
     // S-99: a no-candidate iteration is resolved, so the next one may start.
-    run_code(
-        &home,
-        &["train", "continue", "--session", SESSION, "--start-next"],
-        0,
-    );
+    cont(&home, &["--start-next"], 0);
     assert_eq!(status(&home)["iteration_id"], "s1-i002");
 }
 
 #[test]
 fn s100_the_optimizer_dry_run_is_imported_as_no_candidate() {
     let home = Home::embedded();
-    start(&home, true);
-    run_code(&home, &["train", "continue", "--session", SESSION], 4);
-    fill_feedback(&home, true);
-    let (_, err) = run_code(
-        &home,
-        &[
-            "train",
-            "continue",
-            "--session",
-            SESSION,
-            "--backend",
-            "distill-dry-run",
-        ],
-        0,
-    );
+    start_to_feedback(&home, true);
+    let (_, err) = cont(&home, &["--backend", "distill-dry-run"], 0);
     assert!(err.contains("--dry-run"), "{err}");
     let st = status(&home);
     assert_eq!(
@@ -627,21 +455,8 @@ fn a_missing_optimizer_executable_is_blocked_config() {
         &home,
         "[backends.missing]\ncommand = [\"/nonexistent/gitmoot-skillopt\", \"optimize\"]\n",
     );
-    start(&home, true);
-    run_code(&home, &["train", "continue", "--session", SESSION], 4);
-    fill_feedback(&home, true);
-    let (_, err) = run_code(
-        &home,
-        &[
-            "train",
-            "continue",
-            "--session",
-            SESSION,
-            "--backend",
-            "missing",
-        ],
-        3,
-    );
+    start_to_feedback(&home, true);
+    let (_, err) = cont(&home, &["--backend", "missing"], 3);
     assert!(
         err.contains("blocked_config") && err.contains("/nonexistent/gitmoot-skillopt"),
         "{err}"
@@ -650,18 +465,7 @@ fn a_missing_optimizer_executable_is_blocked_config() {
     assert_eq!(st["status_phase"], "blocked_config", "{st:#}");
     assert_eq!(st["blocked_step"], "optimizer");
     // Fixing the backend (the default one) unblocks the same iteration.
-    run_code(
-        &home,
-        &[
-            "train",
-            "continue",
-            "--session",
-            SESSION,
-            "--backend",
-            "distill",
-        ],
-        0,
-    );
+    cont(&home, &["--backend", "distill"], 0);
     assert_eq!(status(&home)["current_phase"], "candidate_created");
     assert_eq!(candidates(&home).len(), 1);
 }
@@ -681,37 +485,12 @@ fn train_recover_imports_what_a_failed_wrapper_left_without_duplicates() {
         candidates(&home).is_empty(),
         "nothing imported before recover"
     );
-    let out_root = st["verbose"]["optimizer"]["out_root"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    run_code(
-        &home,
-        &[
-            "train",
-            "recover",
-            "--session",
-            SESSION,
-            "--out-root",
-            &out_root,
-        ],
-        0,
-    );
+    let out_root = out_root(&st);
+    recover(&home, &out_root, 0);
     let st = status(&home);
     assert_eq!(st["current_phase"], "candidate_created", "{st:#}");
     let version = st["candidate_version"].as_str().unwrap().to_owned();
-    let (_, err) = run_code(
-        &home,
-        &[
-            "train",
-            "recover",
-            "--session",
-            SESSION,
-            "--out-root",
-            &out_root,
-        ],
-        0,
-    );
+    let (_, err) = recover(&home, &out_root, 0);
     assert!(
         err.contains("already recorded") && err.contains(&version),
         "{err}"
@@ -747,11 +526,7 @@ fn sigkill_during_option_generation(home: Home, fleet: Option<&RedisServer>) {
         "slow",
         &[("SKILLFORGE_SCRIPTED_DELAY_MS", "20000")],
     ));
-    run_code(
-        &home,
-        &["train", "continue", "--session", SESSION, "--no-wait"],
-        4,
-    );
+    cont(&home, &["--no-wait"], 4);
     let st = wait_phase(&home, "generating_options");
     assert_eq!(st["current_phase"], "items_ready");
     let locks = st["verbose"]["active_locks"].as_array().unwrap();
@@ -778,7 +553,7 @@ fn sigkill_during_option_generation(home: Home, fleet: Option<&RedisServer>) {
     let _second = fleet.map(|_| Reaped(home.spawn_worker("w2", &[])));
     // The next continue (embedded: its in-process worker's reaper; Redis: w2's) reaps the stale
     // leases, re-runs the jobs and applies each result once.
-    run_code(&home, &["train", "continue", "--session", SESSION], 4);
+    cont(&home, &[], 4);
     let st = status(&home);
     assert_eq!(st["current_phase"], "review_published", "{st:#}");
     assert_options_once(&st);
@@ -786,7 +561,7 @@ fn sigkill_during_option_generation(home: Home, fleet: Option<&RedisServer>) {
         st["verbose"]["jobs"]["total"], 2,
         "the idempotency key kept one job per item: {st:#}"
     );
-    run_code(&home, &["train", "continue", "--session", SESSION], 4);
+    cont(&home, &[], 4);
     assert_options_once(&status(&home));
     if fleet.is_some() {
         let owners = train_job_owners(&home);
@@ -839,23 +614,9 @@ fn a_train_continue_whose_clock_is_ahead_does_not_reap_the_running_optimizer() {
             path_arg(&script)
         ),
     );
-    start(&home, true);
-    run_code(&home, &["train", "continue", "--session", SESSION], 4);
-    fill_feedback(&home, true);
+    start_to_feedback(&home, true);
     let _worker = Reaped(home.spawn_worker("w1", &[]));
-    run_code(
-        &home,
-        &[
-            "train",
-            "continue",
-            "--session",
-            SESSION,
-            "--backend",
-            "slow",
-            "--no-wait",
-        ],
-        4,
-    );
+    cont(&home, &["--backend", "slow", "--no-wait"], 4);
     wait_phase(&home, "optimizer_running");
     let job = home
         .json(&["jobs", "list"])
@@ -928,23 +689,11 @@ fn sigkill_during_the_optimizer(home: Home, fleet: Option<&RedisServer>, serve_p
     );
     start(&home, true);
     let generator = fleet.map(|_| Reaped(home.spawn_worker("gen", &[])));
-    run_code(&home, &["train", "continue", "--session", SESSION], 4);
+    cont(&home, &[], 4);
     drop(generator);
     fill_feedback(&home, true);
     let mut worker = Reaped(home.spawn_worker("w1", &[]));
-    run_code(
-        &home,
-        &[
-            "train",
-            "continue",
-            "--session",
-            SESSION,
-            "--backend",
-            "slow",
-            "--no-wait",
-        ],
-        4,
-    );
+    cont(&home, &["--backend", "slow", "--no-wait"], 4);
     let st = wait_phase(&home, "optimizer_running");
     let lock = st["verbose"]["active_locks"]
         .as_array()
@@ -997,30 +746,19 @@ fn sigkill_during_the_optimizer(home: Home, fleet: Option<&RedisServer>, serve_p
     }
     let _second = fleet.map(|_| Reaped(home.spawn_worker("w2", &[])));
     // The next continue starts a fresh attempt (the first left no candidate) and imports once.
-    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    cont(&home, &[], 0);
     let st = status(&home);
     assert_eq!(st["current_phase"], "candidate_created", "{st:#}");
     assert_eq!(st["verbose"]["optimizer"]["attempt"], 2);
     assert_eq!(candidates(&home).len(), 1);
-    run_code(&home, &["train", "continue", "--session", SESSION], 4);
+    cont(&home, &[], 4);
     assert_eq!(candidates(&home).len(), 1, "no duplicate candidate version");
     if fleet.is_some() {
         let version = status(&home)["candidate_version"]
             .as_str()
             .unwrap()
             .to_owned();
-        let (_, err) = run_code(
-            &home,
-            &[
-                "train",
-                "recover",
-                "--session",
-                SESSION,
-                "--out-root",
-                &out_root,
-            ],
-            0,
-        );
+        let (_, err) = recover(&home, &out_root, 0);
         assert!(
             err.contains("already recorded") && err.contains(&version),
             "{err}"
@@ -1040,29 +778,10 @@ fn sigkill_during_the_optimizer(home: Home, fleet: Option<&RedisServer>, serve_p
 #[test]
 fn a_not_logged_in_claude_blocks_option_generation_once_with_exit_3() {
     let home = Home::embedded();
-    add_template(&home, PLANNER_TEMPLATE, "owner/repo");
-    let items = write(&home.path().join("in/items.yml"), ITEMS);
-    home.json(&[
-        "train",
-        "start",
-        "--template",
-        "planner",
-        "--repo",
-        "owner/repo",
-        "--request",
-        "clearer commit messages",
-        "--items-file",
-        path_arg(&items),
-        "--yes",
-        "--session",
-        SESSION,
-        "--options",
-        "3",
-        "--workspace-repo",
-        "owner/workspace",
-        "--runtime",
-        "claude",
-    ]);
+    start_with(
+        &home,
+        &["--workspace-repo", "owner/workspace", "--runtime", "claude"],
+    );
     // Claude Code's own state dir, empty: logged out whatever the machine's user has.
     let config_dir = home.path().join("claude-config");
     let out = home
@@ -1146,6 +865,20 @@ fn isolated_worker_ready(home: &Home, name: &str) {
     );
 }
 
+/// Starts session `s1` (with a workspace) and the isolated worker `vm` (ready, proven blind to
+/// the home), then generates the options on it ([`generate_options`]); returns the worker.
+fn start_on_an_isolated_worker(home: &Home) -> Reaped {
+    start(home, true);
+    let vm = Reaped(skillforge_tests::isolated::spawn_isolated_worker(
+        home,
+        "vm",
+        &[],
+    ));
+    isolated_worker_ready(home, "vm");
+    generate_options(home);
+    vm
+}
+
 // Issue 20: a worker that shares nothing with the control plane but the queue URL runs every
 // stage of a train iteration (agent option generation, the distill optimizer with worker-local
 // paths for all four flags, its attempt dir uploaded back and imported).
@@ -1153,14 +886,7 @@ fn isolated_worker_ready(home: &Home, name: &str) {
 fn a_worker_that_cannot_see_the_home_runs_a_full_train_iteration_with_distill() {
     let redis = RedisServer::start();
     let home = Home::redis(&redis.url());
-    start(&home, true);
-    let _vm = Reaped(skillforge_tests::isolated::spawn_isolated_worker(
-        &home,
-        "vm",
-        &[],
-    ));
-    isolated_worker_ready(&home, "vm");
-    generate_options(&home);
+    let _vm = start_on_an_isolated_worker(&home);
     let version = optimize_to_candidate(&home);
     let st = status(&home);
     let argv: Vec<String> = st["verbose"]["optimizer"]["argv"]
@@ -1208,41 +934,15 @@ fn train_recover_reads_the_outputs_a_sigkilled_optimizer_uploaded_from_another_m
     let home = Home::redis(&redis.url());
     // The backend's script lives outside the home, as a build machine's installed tool would.
     let tools = tempfile::tempdir().unwrap();
-    let script = write(
+    distill_backend(
+        &home,
+        "killed",
         &tools.path().join("killed.sh"),
-        &format!(
-            "#!/bin/sh\n\"{}\" optimizer distill \"$@\" || exit 3\nkill -9 $$\n",
-            bin().display()
-        ),
+        "kill -9 $$\n",
     );
-    train_config(
-        &home,
-        &format!(
-            "[backends.killed]\ncommand = [\"sh\", \"{}\"]\n",
-            path_arg(&script)
-        ),
-    );
-    start(&home, true);
-    let _vm = Reaped(skillforge_tests::isolated::spawn_isolated_worker(
-        &home,
-        "vm",
-        &[],
-    ));
-    isolated_worker_ready(&home, "vm");
-    generate_options(&home);
+    let _vm = start_on_an_isolated_worker(&home);
     fill_feedback(&home, true);
-    let (_, err) = run_code(
-        &home,
-        &[
-            "train",
-            "continue",
-            "--session",
-            SESSION,
-            "--backend",
-            "killed",
-        ],
-        1,
-    );
+    let (_, err) = cont(&home, &["--backend", "killed"], 1);
     assert!(
         err.contains("killed")
             && err.contains("recovery_available")
@@ -1255,23 +955,9 @@ fn train_recover_reads_the_outputs_a_sigkilled_optimizer_uploaded_from_another_m
         candidates(&home).is_empty(),
         "nothing imported before recover"
     );
-    let out_root = st["verbose"]["optimizer"]["out_root"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let out_root = out_root(&st);
     std::fs::remove_dir_all(&out_root).unwrap();
-    run_code(
-        &home,
-        &[
-            "train",
-            "recover",
-            "--session",
-            SESSION,
-            "--out-root",
-            &out_root,
-        ],
-        0,
-    );
+    recover(&home, &out_root, 0);
     let st = status(&home);
     assert_eq!(st["current_phase"], "candidate_created", "{st:#}");
     assert!(
@@ -1280,18 +966,7 @@ fn train_recover_reads_the_outputs_a_sigkilled_optimizer_uploaded_from_another_m
             .is_file()
     );
     assert_eq!(candidates(&home).len(), 1);
-    run_code(
-        &home,
-        &[
-            "train",
-            "recover",
-            "--session",
-            SESSION,
-            "--out-root",
-            &out_root,
-        ],
-        0,
-    );
+    recover(&home, &out_root, 0);
     assert_eq!(
         candidates(&home).len(),
         1,
@@ -1338,9 +1013,7 @@ fn optimizer_jobs(home: &Home) -> Vec<Value> {
 #[test]
 fn two_train_continue_at_once_run_one_optimizer_and_import_one_candidate() {
     let home = Home::embedded();
-    start(&home, true);
-    run_code(&home, &["train", "continue", "--session", SESSION], 4);
-    fill_feedback(&home, true);
+    start_to_feedback(&home, true);
     let args = ["train", "continue", "--session", SESSION];
     let results = both(spawn_cmd(&home, &args), spawn_cmd(&home, &args));
     for (code, err) in &results {
@@ -1358,7 +1031,7 @@ fn two_train_continue_at_once_run_one_optimizer_and_import_one_candidate() {
         "one optimizer job: {results:?}"
     );
     assert_eq!(candidates(&home).len(), 1, "one candidate: {results:?}");
-    run_code(&home, &["train", "continue", "--session", SESSION], 4);
+    cont(&home, &[], 4);
     assert_eq!(candidates(&home).len(), 1);
 }
 
@@ -1370,10 +1043,7 @@ fn train_continue_and_recover_at_once_import_one_candidate() {
     optimize_through_a_failing_wrapper(&home);
     let st = status(&home);
     assert_eq!(st["status_phase"], "recovery_available", "{st:#}");
-    let out_root = st["verbose"]["optimizer"]["out_root"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let out_root = out_root(&st);
     let results = both(
         spawn_cmd(
             &home,
@@ -1401,18 +1071,7 @@ fn train_continue_and_recover_at_once_import_one_candidate() {
     assert_eq!(candidates(&home).len(), 1, "one candidate: {results:?}");
     let st = status(&home);
     assert!(st["candidate_version"].is_string(), "{results:?}\n{st:#}");
-    run_code(
-        &home,
-        &[
-            "train",
-            "recover",
-            "--session",
-            SESSION,
-            "--out-root",
-            &out_root,
-        ],
-        0,
-    );
+    recover(&home, &out_root, 0);
     assert_eq!(candidates(&home).len(), 1);
 }
 

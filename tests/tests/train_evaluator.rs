@@ -12,11 +12,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use skillforge_contract::validate_training_package_json;
-use skillforge_tests::{Home, PLANNER_TEMPLATE, add_template, ok, path_arg, run_code, write};
+use skillforge_tests::train::{SESSION, start_with, status};
+use skillforge_tests::{Home, ok, path_arg, run_code, write};
 
-const ITEMS: &str = "items:\n  - id: fix-login\n    title: Describe the login fix\n    input: |\n      -    check(password)\n      +    check_hashed(password)\n  - id: add-cache\n    title: Describe the cache\n    input: adds an LRU cache in front of the user lookup\n";
-
-const SESSION: &str = "s1";
 const RUN: &str = "s1-i001";
 
 const HINT: &str = "Never answer in one short sentence: say what changed, where and why.";
@@ -31,37 +29,12 @@ const EVALUATOR_CONFIG: &str = r#"{"checks":[{"id":"no_one_liners","type":"artif
 /// existed (the pre-change binary, this file's flow), normalized by [`normalize`].
 const GOLDEN: &str = include_str!("train_evaluator/no_evaluator_training.golden.json");
 
-fn status(home: &Home) -> Value {
-    home.json(&["train", "status", "--session", SESSION, "--detail"])
-}
-
 /// Template, items, `train start` (3 options per item) with `extra` arguments.
 fn start(home: &Home, extra: &[&str]) -> Value {
-    add_template(home, PLANNER_TEMPLATE, "owner/repo");
-    let items = write(&home.path().join("in/items.yml"), ITEMS);
-    let mut args = vec![
-        "train",
-        "start",
-        "--template",
-        "planner",
-        "--repo",
-        "owner/repo",
-        "--request",
-        "clearer commit messages",
-    ];
-    args.extend([
-        "--items-file",
-        path_arg(&items),
-        "--yes",
-        "--session",
-        SESSION,
-        "--options",
-        "3",
-        "--workspace-repo",
-        "owner/workspace",
-    ]);
-    args.extend(extra);
-    home.json(&args)
+    start_with(
+        home,
+        &[&["--workspace-repo", "owner/workspace"], extra].concat(),
+    )
 }
 
 /// Generates options and publishes the packet, then a human fills feedback.yml.
