@@ -151,6 +151,7 @@ fn type_words(kind: &jsonschema::error::TypeKind) -> String {
         "array" => "a list".to_owned(),
         "integer" => "a whole number".to_owned(),
         "boolean" => "true or false".to_owned(),
+        "null" => "empty".to_owned(),
         other => format!("a {other}"),
     };
     match kind {

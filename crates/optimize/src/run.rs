@@ -51,6 +51,48 @@ pub fn repo_of(spec_path: &Path) -> Result<PathBuf, OptimizeError> {
         })
 }
 
+/// What `optimize init` needs of the project repository before anything is written: a
+/// directory, inside a git work tree, with a commit for the optimization branch to start from
+/// (unless that branch exists already). Returns a note for the person when the work tree has
+/// uncommitted changes to tracked files (the baseline is measured at HEAD, without them).
+///
+/// # Errors
+/// [`OptimizeError::Invalid`] saying what is wrong and what to do: a missing directory, a
+/// directory that is not a git repository, a repository without a commit.
+pub fn check_repo(repo: &Path, spec: &Spec) -> Result<Option<String>, OptimizeError> {
+    if !repo.is_dir() {
+        return Err(OptimizeError::Invalid(format!(
+            "the repository directory `{}` does not exist: give the project's directory with --repo DIR",
+            repo.display()
+        )));
+    }
+    if git::git(repo, &["rev-parse", "--show-toplevel"]).is_err() {
+        return Err(OptimizeError::Invalid(format!(
+            "`{}` is not a git repository: the optimize loop works on git branches; run `git init` there and \
+             commit your project (e.g. `git add -A && git commit -m initial`), or give the project with --repo DIR",
+            repo.display()
+        )));
+    }
+    let branch = spec.branch();
+    if !git::branch_exists(repo, &branch) && rev_parse(repo, "HEAD").is_err() {
+        return Err(OptimizeError::Invalid(format!(
+            "the repository `{}` has no commit yet: the optimization branch `{branch}` starts from HEAD; commit your \
+             project first (e.g. `git add -A && git commit -m initial`), then run `optimize init` again",
+            repo.display()
+        )));
+    }
+    let dirty = git::git(repo, &["status", "--porcelain", "--untracked-files=no"])
+        .map(|s| !s.trim().is_empty())
+        .unwrap_or(false);
+    Ok(dirty.then(|| {
+        format!(
+            "note: `{}` has uncommitted changes; the baseline is measured at the last commit, without them \
+             (commit them first to include them)",
+            repo.display()
+        )
+    }))
+}
+
 /// Reads `run.yaml`.
 ///
 /// # Errors
@@ -91,13 +133,7 @@ pub async fn init(
     let spec = &ctx.spec;
     let branch = spec.branch();
     let created_branch = !git::branch_exists(&ctx.repo, &branch);
-    if created_branch && rev_parse(&ctx.repo, "HEAD").is_err() {
-        return Err(OptimizeError::Invalid(format!(
-            "the repository `{}` has no commit yet: the optimization branch `{branch}` starts from HEAD; commit your \
-             project first (e.g. `git add -A && git commit -m initial`), then run `optimize init` again",
-            ctx.repo.display()
-        )));
-    }
+    check_repo(&ctx.repo, spec)?;
     if created_branch {
         git::git(&ctx.repo, &["branch", &branch, "HEAD"])?;
     }
