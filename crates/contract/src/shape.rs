@@ -156,9 +156,12 @@ fn type_words(kind: &jsonschema::error::TypeKind) -> String {
     };
     match kind {
         TypeKind::Single(t) => word(t.to_string()),
+        // An `Option`'s null is its absence, not a value to suggest.
         TypeKind::Multiple(set) => set
             .iter()
-            .map(|t| word(t.to_string()))
+            .map(|t| t.to_string())
+            .filter(|t| t != "null")
+            .map(word)
             .collect::<Vec<_>>()
             .join(" or "),
     }
