@@ -108,8 +108,10 @@ impl DraftTheme {
 /// the model to keep the rules out of the prompt and fixtures it writes (E-02) and to give a good
 /// and a bad example for the verify's self-test (E-01).
 pub fn draft_prompt(theme: &DraftTheme) -> String {
+    // `task: draft_brief` tells the scripted runtime what to answer (a model reads it as a label).
     let mut p = String::from(
-        "Draft a knowledge-gap eval brief for the theme below: a realistic task where the user's OWN rules decide quality.\n\
+        "task: draft_brief\n\
+         Draft a knowledge-gap eval brief for the theme below: a realistic task where the user's OWN rules decide quality.\n\
          - Write realistic fixtures (a thread, notes, logs) as `setup` files and a prompt in the user's style.\n\
          - Neither the prompt nor any fixture may state or quote a rule: only a skill can carry them.\n\
          - `verify` is a shell command run in the work dir that exits 0 on acceptable output and checks objective rule properties (length caps, forbidden phrases, numbers not in the notes); when the deliverable is the final reply (`output: \"reply\"`) it reads it from $FORGE_FINAL.\n\

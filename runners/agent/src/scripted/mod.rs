@@ -4,7 +4,7 @@
 //! It reads the whole prompt, recognises header lines anywhere in it (first occurrence wins):
 //!
 //! ```text
-//! task: generate_options     # generate_options | answer | judge; answer when absent
+//! task: generate_options     # generate_options | answer | judge | draft_brief; answer when absent
 //! options: 4                 # option count for generate_options, 1..=26, default 4
 //! skills: commit-message, code-review   # skills offered to the agent
 //! load: commit-message       # which offered skills it loads; all offered when absent, none when empty
@@ -16,7 +16,9 @@
 //! * `generate_options`: `{"options":[{"label":"a","content":"..."}, ...]}`, each content a
 //!   different style quoting different input lines;
 //! * `judge`: `{"verdict":"a"|"b"|"tie","reasoning":"..."}`;
-//! * `answer`: one line of text quoting the first input line.
+//! * `answer`: one line of text quoting the first input line;
+//! * `draft_brief`: a knowledge-gap draft `{"brief", "rules", "good_example", "bad_example"}` for
+//!   the theme of an `eval forge --mode corrections` drafting prompt (see [`draft_brief`]).
 //!
 //! [`scripted_transcript`] wraps that in the `scripted_jsonl` transcript the runner parses.
 //! [`scripted_run`] adds the behaviours of an agent in a work directory ([`directive`]): skills
@@ -57,6 +59,8 @@ pub enum ScriptedTask {
     Answer,
     /// Pick the better of options `a` and `b`, or `tie`.
     Judge,
+    /// Draft a knowledge-gap brief for the theme of a drafting prompt ([`draft_brief`]).
+    DraftBrief,
 }
 
 /// A prompt as the scripted agent reads it.
@@ -116,9 +120,10 @@ pub fn parse_scripted_prompt(prompt: &str) -> Result<ScriptedPrompt<'_>, AgentEr
         None | Some("answer") => ScriptedTask::Answer,
         Some("generate_options") => ScriptedTask::GenerateOptions { n_options },
         Some("judge") => ScriptedTask::Judge,
+        Some("draft_brief") => ScriptedTask::DraftBrief,
         Some(other) => {
             return Err(AgentError::Scripted(format!(
-                "unknown task `{other}` (expected generate_options, answer or judge)"
+                "unknown task `{other}` (expected generate_options, answer, judge or draft_brief)"
             )));
         }
     };
@@ -183,6 +188,7 @@ pub fn run_scripted(prompt: &str, task: ScriptedTask) -> String {
             serde_json::json!({ "verdict": verdict, "reasoning": reasoning, ASSESSED_KEY: false })
                 .to_string()
         }
+        ScriptedTask::DraftBrief => draft_brief(prompt),
         ScriptedTask::Answer => match input_lines.first() {
             Some(first) => format!(
                 "scripted answer {tag}: {} ({} input lines)",
@@ -192,6 +198,64 @@ pub fn run_scripted(prompt: &str, task: ScriptedTask) -> String {
             None => format!("scripted answer {tag}: the prompt is empty"),
         },
     }
+}
+
+/// Most words a reply may have under the scripted draft's verify.
+pub const DRAFT_WORD_CAP: usize = 40;
+
+/// The scripted stand-in's knowledge-gap draft for a drafting prompt (`task: draft_brief`): the
+/// theme's name from its `## Theme: NAME` line and its rules from the `- RULE` lines under `###
+/// The user's rules`, echoed as the draft's `rules`. It cannot read the rules, so its brief is a
+/// fixed short-status task whose verify is a word cap ([`DRAFT_WORD_CAP`]) with a good example
+/// under it and a bad one over it, and its rubric says it is the scripted stand-in's; the forge's
+/// own checks (rules kept out, the self-test) run on it as on a model's. A `scripted: reply`
+/// directive (in a correction) still wins. Deterministic in the prompt.
+pub fn draft_brief(prompt: &str) -> String {
+    let mut name = "theme";
+    let mut rules: Vec<&str> = Vec::new();
+    let mut in_rules = false;
+    for line in prompt.lines().map(str::trim) {
+        if let Some(n) = line.strip_prefix("## Theme:") {
+            name = n.trim();
+        } else if line.starts_with("###") {
+            in_rules = line == "### The user's rules";
+        } else if in_rules && let Some(rule) = line.strip_prefix("- ") {
+            rules.push(rule.trim());
+        }
+    }
+    let slug: String = name
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect::<String>()
+        .split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-");
+    let slug = if slug.is_empty() {
+        "theme".to_owned()
+    } else {
+        slug
+    };
+    let id: String = format!("kg-{slug}").chars().take(80).collect();
+    let bad = "Here is everything that happened this week, item by item and with the full \
+               context for each: we shipped the release after two rounds of review, we fixed the \
+               login bug that some users reported, and we started the cache work that is still \
+               under review today.";
+    serde_json::json!({
+        "brief": {
+            "id": id,
+            "prompt": "Read notes.md and write the team's status update for this week.",
+            "setup": {"notes.md": "- shipped release 1.2\n- fixed the login bug\n- started the user cache\n"},
+            "verify": format!("test \"$(wc -w < \"$FORGE_FINAL\")\" -le {DRAFT_WORD_CAP}"),
+            "rubric": format!("Which reply would the user accept without correcting it (theme `{name}`; drafted by the scripted stand-in, which cannot read rules: a word cap only)?"),
+            "output": "reply",
+        },
+        "rules": rules,
+        "good_example": "Shipped 1.2, fixed login, cache started.",
+        "bad_example": bad,
+    })
+    .to_string()
 }
 
 /// Styles options are written in; option `i` takes style `(digest[0] + i) % len`, so options of
@@ -312,6 +376,7 @@ pub fn scripted_run(
         ScriptedTask::GenerateOptions { .. } => "generate_options",
         ScriptedTask::Answer => "answer",
         ScriptedTask::Judge => "judge",
+        ScriptedTask::DraftBrief => "draft_brief",
     };
     let mut offered = offered;
     for name in &directives.offers {
@@ -404,6 +469,10 @@ mod tests {
         check(
             "task: generate_options",
             Ok(ScriptedTask::GenerateOptions { n_options: 4 }),
+        );
+        check(
+            "task: draft_brief\n## Theme: x",
+            Ok(ScriptedTask::DraftBrief),
         );
         check("task: dance", Err("unknown task `dance`"));
         check(
