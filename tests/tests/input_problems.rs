@@ -252,6 +252,56 @@ fn an_items_file_a_question_set_and_a_brief_with_several_problems_list_them_all(
     );
 }
 
+// `review item add` names every file it cannot read at once, and adds nothing.
+#[test]
+fn review_item_add_names_every_missing_file_at_once() {
+    let home = Home::embedded();
+    ok(&home, &["init"]);
+    let skill = home.path().join("skills/example-skill");
+    ok(&home, &["template", "add", path_arg(&skill)]);
+    ok(
+        &home,
+        &[
+            "review",
+            "create",
+            "--template",
+            "example-skill",
+            "--repo",
+            "me/project",
+            "--run",
+            "ab1",
+        ],
+    );
+    let missing = home.path().join("in/missing");
+    let baseline = missing.join("baseline.md");
+    let candidate = missing.join("candidate.md");
+    let (_, stderr) = run_code(
+        &home,
+        &[
+            "review",
+            "item",
+            "add",
+            "--run",
+            "ab1",
+            "--item",
+            "i1",
+            "--baseline",
+            path_arg(&baseline),
+            "--candidate",
+            path_arg(&candidate),
+        ],
+        2,
+    );
+    assert!(
+        stderr.contains("2 files cannot be read; nothing was added")
+            && stderr.contains(&format!("--baseline file `{}`", baseline.display()))
+            && stderr.contains(&format!("--candidate file `{}`", candidate.display())),
+        "{stderr}"
+    );
+    let status = home.json(&["review", "status", "--run", "ab1"]);
+    assert!(status["items"] == 0, "no item added: {status:#}");
+}
+
 // Issue 35 item 2: what the repository lacks is said, with what to do, before anything is written.
 #[test]
 fn optimize_init_says_what_the_repository_lacks_and_writes_nothing() {
