@@ -252,6 +252,34 @@ fn an_items_file_a_question_set_and_a_brief_with_several_problems_list_them_all(
     );
 }
 
+// A config.toml with several problems lists them all, each with its key path and the keys allowed.
+#[test]
+fn a_config_with_several_problems_lists_them_all() {
+    let home = Home::embedded();
+    write(
+        &home.path().join("config.toml"),
+        "[skillopt]\nauto_promte = true\n[server]\nlisten = 5\nfoo = 1\n",
+    );
+    let (_, stderr) = run_code(&home, &["template", "list"], 2);
+    assert_lists(
+        &stderr,
+        3,
+        &[
+            "config.toml",
+            "`server.listen`: 5 is not a string",
+            "`server`: unknown key `foo`; allowed: `listen`, ",
+            "`skillopt`: unknown key `auto_promte`; allowed: `auto_trace_enabled`, ",
+        ],
+    );
+    // One problem keeps the TOML parser's own message with its line.
+    write(&home.path().join("config.toml"), "[server]\nfoo = 1\n");
+    let (_, stderr) = run_code(&home, &["template", "list"], 2);
+    assert!(
+        stderr.contains("line 2") && stderr.contains("unknown field `foo`"),
+        "{stderr}"
+    );
+}
+
 // `review item add` names every file it cannot read at once, and adds nothing.
 #[test]
 fn review_item_add_names_every_missing_file_at_once() {

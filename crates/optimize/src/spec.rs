@@ -512,27 +512,25 @@ impl Spec {
     /// allowed (`invalid spec `F`: 3 problems:` then one `  - `key`: …` line each).
     pub fn parse(text: &str, file: &str) -> Result<Self, OptimizeError> {
         super::check_yaml(text, &format!("invalid spec `{file}`:"))?;
-        let value: serde_json::Value = serde_norway::from_str(text)
-            .map_err(|e| OptimizeError::Invalid(format!("invalid spec `{file}`: {e}")))?;
-        let schema = serde_json::to_value(schemars::schema_for!(Spec)).unwrap_or_default();
-        let shape: Vec<(String, String)> =
-            skillforge_contract::shape::shape_problems(&schema, &value)
-                .into_iter()
-                .map(|p| (p.path, p.message))
-                .collect();
-        if !shape.is_empty() {
-            return Err(problems_error(file, shape));
-        }
         let de = serde_norway::Deserializer::from_str(text);
-        let spec: Spec = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner().to_string();
-            OptimizeError::Invalid(if path == "." || path.is_empty() {
-                format!("invalid spec `{file}`: {inner}")
-            } else {
-                format!("invalid spec `{file}`: `{path}`: {inner}")
-            })
-        })?;
+        let spec: Spec = match serde_path_to_error::deserialize(de) {
+            Ok(spec) => spec,
+            Err(e) => {
+                // Every shape problem at once when there are several (the schema is generated from
+                // these types, so it refuses what they refuse); one keeps serde's own message.
+                let shape = shape_problems(text);
+                if shape.len() > 1 {
+                    return Err(problems_error(file, shape));
+                }
+                let path = e.path().to_string();
+                let inner = e.into_inner().to_string();
+                return Err(OptimizeError::Invalid(if path == "." || path.is_empty() {
+                    format!("invalid spec `{file}`: {inner}")
+                } else {
+                    format!("invalid spec `{file}`: `{path}`: {inner}")
+                }));
+            }
+        };
         let problems = spec.problems();
         if !problems.is_empty() {
             return Err(problems_error(file, problems));
@@ -745,6 +743,18 @@ impl Spec {
         }
         problems
     }
+}
+
+/// The shape problems of spec text against the spec's JSON Schema, as `(key path, message)`.
+fn shape_problems(text: &str) -> Vec<(String, String)> {
+    let Ok(value) = serde_norway::from_str::<serde_json::Value>(text) else {
+        return Vec::new();
+    };
+    let schema = serde_json::to_value(schemars::schema_for!(Spec)).unwrap_or_default();
+    skillforge_contract::shape::shape_problems(&schema, &value)
+        .into_iter()
+        .map(|p| (p.path, p.message))
+        .collect()
 }
 
 /// One problem keeps the single-line message; several become a list, one line each.

@@ -202,26 +202,34 @@ pub fn parse(file: &str, text: &str, is_json: bool) -> Result<QuestionSet, Binev
         skillforge_contract::limits::check_yaml(text)
     };
     limits.map_err(|e| invalid(format!("the question set {e}")))?;
-    // Every shape problem at once (unknown keys with the allowed ones, wrong types); one alone
-    // keeps the parser's own message, which names its line.
-    let value: Result<serde_json::Value, String> = if is_json {
+    let parsed: Result<RawSet, String> = if is_json {
         serde_json::from_str(text).map_err(|e| e.to_string())
     } else {
         serde_norway::from_str(text).map_err(|e| e.to_string())
     };
-    let value = value.map_err(invalid)?;
-    let schema = serde_json::to_value(schema()).unwrap_or_default();
-    let shape: Vec<String> = skillforge_contract::shape::shape_problems(&schema, &value)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    if shape.len() > 1 {
-        return Err(several(file, shape));
-    }
-    let raw: RawSet = if is_json {
-        serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?
-    } else {
-        serde_norway::from_str(text).map_err(|e| invalid(e.to_string()))?
+    let raw = match parsed {
+        Ok(raw) => raw,
+        Err(message) => {
+            // Every shape problem at once when there are several (unknown keys with the allowed
+            // ones, wrong types); one alone keeps the parser's message, which names its line.
+            let value: Result<serde_json::Value, String> = if is_json {
+                serde_json::from_str(text).map_err(|e| e.to_string())
+            } else {
+                serde_norway::from_str(text).map_err(|e| e.to_string())
+            };
+            if let Ok(value) = value {
+                let schema = serde_json::to_value(schema()).unwrap_or_default();
+                let shape: Vec<String> =
+                    skillforge_contract::shape::shape_problems(&schema, &value)
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect();
+                if shape.len() > 1 {
+                    return Err(several(file, shape));
+                }
+            }
+            return Err(invalid(message));
+        }
     };
     let mut problems: Vec<String> = Vec::new();
     if let Some(v) = raw.version.filter(|v| *v != 1) {

@@ -123,42 +123,48 @@ pub fn parse_items(text: &str, file: &str) -> Result<Vec<ItemSpec>, ItemsError> 
         error,
     };
     let value: serde_json::Value = serde_norway::from_str(text).map_err(invalid)?;
-    // The shape the document has is checked alone (the untagged enum's own error says only that
-    // no shape matched), against that shape's schema, so every bad key is listed.
-    let schema = match &value {
-        serde_json::Value::Array(_) => Some(schemars::schema_for!(Vec<ItemSpec>)),
-        serde_json::Value::Object(m) if m.contains_key("items") => {
-            Some(schemars::schema_for!(Wrapped))
+    // The shape the document has is parsed alone (the untagged enum's own error says only that
+    // no shape matched), so serde's message names the item and key.
+    let parsed: Result<ItemsFile, serde_norway::Error> = match &value {
+        serde_json::Value::Array(_) => {
+            serde_norway::from_str::<Vec<ItemSpec>>(text).map(ItemsFile::Bare)
         }
-        _ => None,
-    };
-    let mut problems: Vec<String> = match &schema {
-        Some(schema) => skillforge_contract::shape::shape_problems(
-            &serde_json::to_value(schema).unwrap_or_default(),
-            &value,
-        )
-        .iter()
-        .map(ToString::to_string)
-        .collect(),
-        None => Vec::new(),
-    };
-    if problems.len() > 1 {
-        return Err(ItemsError::Problems {
-            file: file_name(),
-            problems,
-        });
-    }
-    // One problem or none: serde's own message (it names the position and the key).
-    let parsed: ItemsFile = match &value {
-        serde_json::Value::Array(_) => serde_norway::from_str::<Vec<ItemSpec>>(text)
-            .map(ItemsFile::Bare)
-            .map_err(invalid)?,
         serde_json::Value::Object(m) if m.contains_key("items") => {
-            serde_norway::from_str::<Wrapped>(text)
-                .map(ItemsFile::Wrapped)
-                .map_err(invalid)?
+            serde_norway::from_str::<Wrapped>(text).map(ItemsFile::Wrapped)
         }
-        _ => serde_norway::from_str(text).map_err(invalid)?,
+        _ => serde_norway::from_str(text),
+    };
+    let parsed = match parsed {
+        Ok(parsed) => parsed,
+        Err(error) => {
+            // Several shape problems are listed at once, against that shape's schema (generated
+            // from these types, so it refuses what they refuse); one keeps serde's message.
+            let schema = match &value {
+                serde_json::Value::Array(_) => Some(schemars::schema_for!(Vec<ItemSpec>)),
+                serde_json::Value::Object(m) if m.contains_key("items") => {
+                    Some(schemars::schema_for!(Wrapped))
+                }
+                _ => None,
+            };
+            let problems: Vec<String> = schema
+                .map(|schema| {
+                    skillforge_contract::shape::shape_problems(
+                        &serde_json::to_value(schema).unwrap_or_default(),
+                        &value,
+                    )
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect()
+                })
+                .unwrap_or_default();
+            if problems.len() > 1 {
+                return Err(ItemsError::Problems {
+                    file: file_name(),
+                    problems,
+                });
+            }
+            return Err(invalid(error));
+        }
     };
     let items = match parsed {
         ItemsFile::Wrapped(w) => w.items,
@@ -167,6 +173,7 @@ pub fn parse_items(text: &str, file: &str) -> Result<Vec<ItemSpec>, ItemsError> 
     if items.is_empty() {
         return Err(ItemsError::Empty { file: file_name() });
     }
+    let mut problems: Vec<String> = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     let mut single = None;
     for item in &items {
