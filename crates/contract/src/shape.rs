@@ -224,7 +224,7 @@ mod tests {
 
     #[derive(serde::Deserialize, schemars::JsonSchema)]
     #[serde(deny_unknown_fields)]
-    #[allow(dead_code)]
+    #[expect(dead_code, reason = "read only through the schema and serde")]
     struct Outer {
         name: String,
         inner: Option<Inner>,
@@ -233,7 +233,7 @@ mod tests {
 
     #[derive(serde::Deserialize, schemars::JsonSchema)]
     #[serde(deny_unknown_fields, rename_all = "snake_case")]
-    #[allow(dead_code)]
+    #[expect(dead_code, reason = "read only through the schema and serde")]
     struct Inner {
         way: Way,
         #[serde(default)]
@@ -242,7 +242,6 @@ mod tests {
 
     #[derive(serde::Deserialize, schemars::JsonSchema)]
     #[serde(rename_all = "snake_case")]
-    #[allow(dead_code)]
     enum Way {
         Up,
         Down,
