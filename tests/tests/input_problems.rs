@@ -408,4 +408,42 @@ fn optimize_init_says_what_the_repository_lacks_and_writes_nothing() {
         git(r, &["rev-parse", "HEAD"]),
         "the optimization branch starts at the commit checked out"
     );
+    assert!(
+        !stderr.contains("is not in the repository"),
+        "every scope path exists: {stderr}"
+    );
+
+    // Scope paths missing from the commit are noted; a measurement that cannot run at the last
+    // commit says so in words (exit 3), naming the command.
+    let repo = project();
+    let r = repo.path();
+    let spec = write(
+        &dir.path().join("missing.yml"),
+        &SPEC
+            .replace("name: ops", "name: ops2")
+            .replace("sh measure.sh", "sh measure-all.sh")
+            .replace("mutable: [src]", "mutable: [src]\n  immutable: [data]"),
+    );
+    let (_, stderr) = run_code(
+        &home,
+        &[
+            "optimize",
+            "init",
+            "--spec",
+            path_arg(&spec),
+            "--repo",
+            path_arg(r),
+        ],
+        3,
+    );
+    assert!(
+        stderr.contains("`scope.immutable[0]` `data` is not in the repository at HEAD"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("baseline measurement of `sh measure-all.sh` failed at the last commit")
+            && stderr.contains("measure-all.sh")
+            && !stderr.contains("Error("),
+        "{stderr}"
+    );
 }

@@ -117,7 +117,7 @@ async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
         None => run::repo_of(&a.spec).map_err(map_err)?,
     };
     // What the repository lacks is said before the home is touched (nothing is written then).
-    if let Some(note) = run::check_repo(&repo, &spec).map_err(map_err)? {
+    for note in run::check_repo(&repo, &spec).map_err(map_err)? {
         eprintln!("{note}");
     }
     let root = StateRoot::new(&ctx.home, &spec.name);
