@@ -252,6 +252,50 @@ fn an_items_file_a_question_set_and_a_brief_with_several_problems_list_them_all(
     );
 }
 
+// A correction theme (`eval forge --mode corrections --theme`) with several problems lists them all.
+#[test]
+fn a_theme_with_several_problems_lists_them_all_and_drafts_nothing() {
+    let home = Home::embedded();
+    ok(&home, &["init"]);
+    let theme = write(
+        &home.path().join("in/theme.json"),
+        r#"{"name": 3, "rule": ["replies stay short"]}"#,
+    );
+    let skill = home.path().join("skills/example-skill");
+    let (_, stderr) = run_code(
+        &home,
+        &[
+            "eval",
+            "forge",
+            "--mode",
+            "corrections",
+            "--theme",
+            path_arg(&theme),
+            "--skill-dir",
+            path_arg(&skill),
+            "--runtime",
+            "scripted",
+            "--install-root",
+            path_arg(&home.path().join("in/skills")),
+        ],
+        2,
+    );
+    assert_lists(
+        &stderr,
+        3,
+        &[
+            "theme.json",
+            "unknown key `rule`; allowed: `name`, `rules`, `corrections`, `signature`",
+            "`rules`: is required but missing",
+            "`name`: 3 is not a string",
+        ],
+    );
+    assert!(
+        !home.path().join("eval/briefs").exists(),
+        "no brief drafted"
+    );
+}
+
 // A config.toml with several problems lists them all, each with its key path and the keys allowed.
 #[test]
 fn a_config_with_several_problems_lists_them_all() {
